@@ -1,0 +1,152 @@
+#include "diag.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DEFAULT_MAX_ERRORS = 20 };
+
+void diag_init(Diag *d, FILE *out)
+{
+	memset(d, 0, sizeof *d);
+	d->out = out;
+	d->max_errors = DEFAULT_MAX_ERRORS;
+}
+
+/* Start of line `line` (1-based) in f, or NULL if the file is shorter. */
+static const char *line_start(const SourceFile *f, int line)
+{
+	const char *p = f->text, *end = f->text + f->len;
+	for (int l = 1; l < line; l++) {
+		p = memchr(p, '\n', (size_t)(end - p));
+		if (!p)
+			return NULL;
+		p++;
+	}
+	return p;
+}
+
+/* Echo the line with a caret under `col`. Control bytes and bytes that are
+ * not ASCII print as '?' so binary input cannot garble the terminal; tabs
+ * are kept so the caret line (which copies them) stays aligned. */
+static void show_line(FILE *out, Loc loc)
+{
+	const char *p = line_start(loc.file, loc.line);
+	if (!p)
+		return;
+	const char *end = loc.file->text + loc.file->len;
+	const char *eol = p;
+	while (eol < end && *eol != '\n' && eol - p < 512)
+		eol++;
+	fprintf(out, "%5d | ", loc.line);
+	for (const char *q = p; q < eol; q++) {
+		unsigned char c = (unsigned char)*q;
+		fputc(c == '\t' || (c >= 0x20 && c < 0x7f) ? c : (c == '\r' ? ' ' : '?'), out);
+	}
+	fputs("\n      | ", out);
+	for (int i = 1; i < loc.col && p + i - 1 < eol; i++)
+		fputc(p[i - 1] == '\t' ? '\t' : ' ', out);
+	fputs("^\n", out);
+}
+
+static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
+{
+	if (loc.file)
+		fprintf(d->out, "%s:%d:%d: %s: ", loc.file->name, loc.line, loc.col, kind);
+	else
+		fprintf(d->out, "netc: %s: ", kind);
+	vfprintf(d->out, fmt, ap);
+	fputc('\n', d->out);
+	if (loc.file && loc.line > 0)
+		show_line(d->out, loc);
+}
+
+void diag_error(Diag *d, Loc loc, const char *fmt, ...)
+{
+	if (d->stopped)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vreport(d, loc, "error", fmt, ap);
+	va_end(ap);
+	int max = d->max_errors > 0 ? d->max_errors : DEFAULT_MAX_ERRORS;
+	if (++d->nerrors >= max) {
+		fprintf(d->out, "netc: too many errors (%d), stopping\n", d->nerrors);
+		d->stopped = true;
+	}
+}
+
+void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
+{
+	if (d->stopped)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vreport(d, loc, "warning", fmt, ap);
+	va_end(ap);
+	d->nwarnings++;
+}
+
+void diag_note(Diag *d, Loc loc, const char *fmt, ...)
+{
+	if (d->stopped)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vreport(d, loc, "note", fmt, ap);
+	va_end(ap);
+}
+
+SourceFile *source_read(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	size_t n;
+	while (buf && (n = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
+		len += n;
+		if (cap - len - 1 == 0) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	int err = ferror(fp) ? errno : 0;
+	fclose(fp);
+	if (!buf || err) {
+		free(buf);
+		errno = err ? err : ENOMEM;
+		return NULL;
+	}
+	buf[len] = 0;
+	SourceFile *f = malloc(sizeof *f);
+	f->name = strdup(path);
+	f->text = buf;
+	f->len = len;
+	return f;
+}
+
+SourceFile *source_from_string(const char *name, const char *text)
+{
+	SourceFile *f = malloc(sizeof *f);
+	f->name = strdup(name);
+	f->text = strdup(text);
+	f->len = strlen(text);
+	return f;
+}
+
+void source_free(SourceFile *f)
+{
+	if (!f)
+		return;
+	free((char *)f->name);
+	free((char *)f->text);
+	free(f);
+}

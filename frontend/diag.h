@@ -1,0 +1,46 @@
+/* Diagnostics in GCC's form: `file:line:col: error: message`, the source
+ * line, and a caret. Sources stay in memory (chibicc's File.contents) so a
+ * diagnostic never reopens a file that may have changed. */
+#ifndef NETC_DIAG_H
+#define NETC_DIAG_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct SourceFile {
+	const char *name;  /* as given on the command line, or "<-D>" */
+	const char *text;  /* whole contents, NUL-terminated */
+	size_t len;        /* bytes, excluding the terminator (text may hold NULs) */
+} SourceFile;
+
+/* A position in a source. line and col are 1-based; col counts bytes.
+ * file == NULL means "no location" (command line, internal). */
+typedef struct Loc {
+	const SourceFile *file;
+	int line, col;
+} Loc;
+
+typedef struct Diag {
+	FILE *out;          /* normally stderr; tests use open_memstream */
+	int nerrors;
+	int nwarnings;
+	int max_errors;     /* stop after this many (0: default 20) */
+	bool stopped;       /* max_errors reached: callers should wind down */
+} Diag;
+
+void diag_init(Diag *d, FILE *out);
+void diag_error(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A note attaches to the previous error or warning (e.g. "first defined here"). */
+void diag_note(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Reads a whole file into memory; NULL (with errno) on failure. */
+SourceFile *source_read(const char *path);
+SourceFile *source_from_string(const char *name, const char *text);
+void source_free(SourceFile *f);
+
+static inline Loc loc_none(void) { return (Loc){0}; }
+#endif

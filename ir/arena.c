@@ -1,0 +1,89 @@
+#include "arena.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ArenaBlock {
+	ArenaBlock *next;
+	size_t used, size;
+	_Alignas(16) unsigned char data[];
+};
+
+enum { BLOCK_MIN = 64 * 1024 };
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n);
+	if (!p) {
+		fprintf(stderr, "netc: out of memory (%zu bytes)\n", n);
+		exit(2);
+	}
+	return p;
+}
+
+void *arena_alloc(Arena *a, size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	ArenaBlock *b = a->head;
+	if (!b || b->size - b->used < n) {
+		size_t size = n > BLOCK_MIN ? n : BLOCK_MIN;
+		b = xmalloc(sizeof(ArenaBlock) + size);
+		b->size = size;
+		b->used = 0;
+		b->next = a->head;
+		a->head = b;
+	}
+	void *p = b->data + b->used;
+	b->used += n;
+	a->total += n;
+	memset(p, 0, n);
+	return p;
+}
+
+char *arena_strndup(Arena *a, const char *s, size_t n)
+{
+	char *d = arena_alloc(a, n + 1);
+	memcpy(d, s, n);
+	d[n] = 0;
+	return d;
+}
+
+char *arena_strdup(Arena *a, const char *s)
+{
+	return arena_strndup(a, s, strlen(s));
+}
+
+char *arena_printf(Arena *a, const char *fmt, ...)
+{
+	va_list ap, ap2;
+	va_start(ap, fmt);
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	char *s = arena_alloc(a, (size_t)n + 1);
+	vsnprintf(s, (size_t)n + 1, fmt, ap2);
+	va_end(ap2);
+	return s;
+}
+
+void *arena_grow(Arena *a, void *old, size_t oldn, size_t newn, size_t elem)
+{
+	void *p = arena_alloc(a, newn * elem);
+	if (old && oldn)
+		memcpy(p, old, oldn * elem);
+	return p;
+}
+
+void arena_free(Arena *a)
+{
+	ArenaBlock *b = a->head;
+	while (b) {
+		ArenaBlock *next = b->next;
+		free(b);
+		b = next;
+	}
+	a->head = NULL;
+	a->total = 0;
+}

@@ -1,0 +1,145 @@
+/* The `parallel` and `train` blocks. ParallelConfig mirrors MindSpore's
+ * set_auto_parallel_context key for key, with the same names, ranges and
+ * defaults (see docs/language.md and ../shared/seeds). */
+#ifndef NETC_CONFIG_H
+#define NETC_CONFIG_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../frontend/diag.h"
+
+struct Arena;
+
+/* A literal value as written in a parallel/train block or after -D. */
+typedef enum CfgKind {
+	CV_NONE,    /* `None` */
+	CV_BOOL,    /* b */
+	CV_INT,     /* i */
+	CV_FLOAT,   /* f */
+	CV_STRING,  /* s: "quoted" */
+	CV_IDENT,   /* s: a bare word such as semi_auto_parallel */
+	CV_TUPLE,   /* items[n]: (a, b, ...) */
+	CV_LIST,    /* items[n]: [a, b, ...] */
+	CV_DICT,    /* items[n] with keys[n], key_locs[n]: {k = v, ...} */
+	CV_CALL,    /* s: callee, items/keys: args (keys[i] NULL if positional) */
+} CfgKind;
+
+typedef struct CfgValue {
+	CfgKind kind;
+	Loc loc;
+	bool b;                  /* CV_BOOL */
+	int64_t i;               /* CV_INT */
+	double f;                /* CV_FLOAT (and CV_INT, converted) */
+	const char *s;           /* CV_STRING, CV_IDENT, CV_CALL */
+	struct CfgValue **items; /* CV_TUPLE, CV_LIST, CV_DICT, CV_CALL */
+	const char **keys;       /* CV_DICT, CV_CALL */
+	Loc *key_locs;           /* CV_DICT, CV_CALL */
+	int n;
+} CfgValue;
+
+typedef enum ParallelMode {
+	PM_STAND_ALONE,
+	PM_DATA_PARALLEL,
+	PM_HYBRID_PARALLEL,
+	PM_SEMI_AUTO_PARALLEL,
+	PM_AUTO_PARALLEL,
+} ParallelMode;
+
+typedef enum SearchMode {
+	SM_RECURSIVE_PROGRAMMING,
+	SM_SHARDING_PROPAGATION,
+	SM_DYNAMIC_PROGRAMMING,
+} SearchMode;
+
+typedef enum PipelineScheduler { SCHED_1F1B, SCHED_GPIPE } PipelineScheduler;
+
+typedef enum FusionMode { FUSION_AUTO, FUSION_SIZE, FUSION_INDEX } FusionMode;
+
+typedef struct FusionConfig {
+	FusionMode mode;
+	double size_mb;       /* FUSION_AUTO: 64; FUSION_SIZE: user's threshold (> 0) */
+	int64_t *index;       /* FUSION_INDEX: inclusive segment ends, increasing */
+	int nindex;
+} FusionConfig;
+
+typedef enum DatasetStrategyKind { DS_DATA_PARALLEL, DS_FULL_BATCH, DS_TUPLE } DatasetStrategyKind;
+
+/* One field per set_auto_parallel_context key; `set_loc[key]` remembers
+ * where each was set so later passes can point at it. */
+typedef struct ParallelConfig {
+	int64_t device_num;                 /* [1, 4096], default 1 */
+	int64_t global_rank;                /* [0, 4095], default 0 */
+	bool gradients_mean;                /* default false */
+	bool gradient_fp32_sync;            /* default true */
+	bool loss_repeated_mean;            /* default true */
+	ParallelMode parallel_mode;         /* default stand_alone */
+	SearchMode search_mode;             /* default recursive_programming */
+	bool parameter_broadcast;           /* default false */
+	const char *strategy_ckpt_load_file;/* default "" */
+	const char *strategy_ckpt_save_file;/* default "" */
+	bool full_batch;                    /* default false */
+	DatasetStrategyKind dataset_kind;   /* default data_parallel */
+	int ndataset;                       /* DS_TUPLE: one strategy per input */
+	int64_t (*dataset)[8];              /* DS_TUPLE: dataset[i][d], rank in dataset_rank[i] */
+	int *dataset_rank;
+	bool enable_parallel_optimizer;     /* default false */
+	bool enable_alltoall;               /* default false */
+	bool force_fp32_communication;      /* default false */
+	int64_t *all_reduce_fusion_config;  /* default unset (n = 0) */
+	int n_all_reduce_fusion_config;
+	int64_t pipeline_stages;            /* default 1 */
+	bool pipeline_result_broadcast;     /* default false */
+	bool pipeline_interleave;           /* pipeline_config, default false */
+	PipelineScheduler pipeline_scheduler; /* pipeline_config, default 1f1b */
+	bool gradient_accumulation_shard;   /* parallel_optimizer_config, default true */
+	int64_t parallel_optimizer_threshold; /* KB, >= 0, default 64 */
+	int64_t optimizer_weight_shard_size;  /* (0, device_num] or -1 (default) */
+	bool comm_fusion_openstate;         /* comm_fusion.openstate, default true */
+	FusionConfig fusion_allreduce;      /* comm_fusion.allreduce */
+	FusionConfig fusion_allgather;      /* comm_fusion.allgather (auto|size) */
+	FusionConfig fusion_reducescatter;  /* comm_fusion.reducescatter (auto|size) */
+	bool only_trainable_params;         /* strategy_ckpt_config, default true */
+	const char *group_ckpt_save_file;   /* default "" */
+	int64_t grad_accumulation_step;     /* >= 1, default 1 */
+	Loc loc;                            /* the `parallel` keyword, or none */
+} ParallelConfig;
+
+typedef enum OptimizerKind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_LAMB } OptimizerKind;
+
+typedef struct TrainConfig {
+	bool present;           /* a train block was given */
+	OptimizerKind optimizer;/* default sgd */
+	double lr;              /* learning rate, default 0.01 */
+	double momentum;        /* momentum: default 0.9 */
+	double beta1, beta2;    /* adam/adamw/lamb: 0.9, 0.999 */
+	double eps;             /* adam/adamw: 1e-8; lamb: 1e-6 */
+	double weight_decay;    /* default 0 (adamw, lamb: 0.0 unless given) */
+	bool nesterov;          /* momentum */
+	int64_t batch_size;     /* 0: the inputs' first dimension */
+	int64_t steps;          /* default 100 */
+	int64_t micro_size;     /* PipelineCell micro_size, default 1 */
+	const char *loss;       /* name of the loss value */
+	Loc loss_loc;
+	Loc loc;
+} TrainConfig;
+
+void parallel_config_defaults(ParallelConfig *pc);
+void train_config_defaults(TrainConfig *tc);
+
+/* Applies one `key = value` of a parallel block (or a -D override).
+ * Reports unknown keys (listing the valid ones), wrong types and values out
+ * of range at the value's location; returns false on error. */
+bool parallel_config_set(struct Arena *a, ParallelConfig *pc, const char *key,
+                         Loc key_loc, const CfgValue *v, Diag *d);
+/* Cross-key checks once the whole block (and -D overrides) are in:
+ * full_batch with a dataset_strategy tuple, stage counts, ... */
+bool parallel_config_finish(ParallelConfig *pc, Diag *d);
+bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key,
+                      Loc key_loc, const CfgValue *v, Diag *d);
+
+const char *parallel_mode_name(ParallelMode m);
+const char *search_mode_name(SearchMode m);
+const char *optimizer_name(OptimizerKind k);
+/* Prints the block back in .net syntax (for dumps and tests). */
+void parallel_config_print(const ParallelConfig *pc, FILE *out);
+#endif

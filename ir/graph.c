@@ -1,0 +1,122 @@
+#include <inttypes.h>
+#include <string.h>
+
+#include "ir.h"
+
+Graph *graph_new(Arena *a)
+{
+	Graph *g = ARENA_NEW(a, Graph);
+	g->arena = a;
+	parallel_config_defaults(&g->par);
+	train_config_defaults(&g->train);
+	return g;
+}
+
+Value *graph_value(Graph *g, ValueKind kind, const char *name, DType dt, Shape s, Loc loc)
+{
+	Value *v = ARENA_NEW(g->arena, Value);
+	v->id = g->nvalues;
+	v->kind = kind;
+	v->name = name ? name : arena_printf(g->arena, "t%d", v->id);
+	v->dtype = dt;
+	v->shape = s;
+	v->loc = loc;
+	if (kind == VK_PARAM) {
+		v->param.requires_grad = true;
+		v->param.parallel_optimizer = true;
+	}
+	VEC_PUSH(g->arena, g->values, g->nvalues, g->capvalues, v);
+	if (kind == VK_INPUT) {
+		v->input.index = g->ninputs;
+		VEC_PUSH(g->arena, g->inputs, g->ninputs, g->capinputs, v);
+	} else if (kind == VK_PARAM) {
+		VEC_PUSH(g->arena, g->params, g->nparams, g->capparams, v);
+	}
+	return v;
+}
+
+Node *graph_node_detached(Graph *g, Op op, Value **in, int nin, Loc loc)
+{
+	Node *n = ARENA_NEW(g->arena, Node);
+	n->id = g->next_node_id++;
+	n->op = op;
+	n->nin = nin;
+	n->in = ARENA_NEWN(g->arena, Value *, nin > 0 ? nin : 1);
+	if (nin > 0)
+		memcpy(n->in, in, sizeof(Value *) * (size_t)nin);
+	n->loc = loc;
+	n->scope = "";
+	n->ann.stage = -1;
+	n->ann.fusion = -1;
+	n->ann.mp_comm_recompute = true;
+	if (!(op_info[op].flags & OPF_UPDATE)) {
+		n->out = graph_value(g, VK_NODE, NULL, nin > 0 ? in[0]->dtype : DT_F32,
+		                     (Shape){0}, loc);
+		n->out->def = n;
+	}
+	return n;
+}
+
+void graph_insert(Graph *g, int pos, Node *n)
+{
+	Node *dummy = NULL;
+	VEC_PUSH(g->arena, g->nodes, g->nnodes, g->capnodes, dummy);
+	memmove(&g->nodes[pos + 1], &g->nodes[pos], sizeof(Node *) * (size_t)(g->nnodes - 1 - pos));
+	g->nodes[pos] = n;
+}
+
+Node *graph_node(Graph *g, Op op, Value **in, int nin, Loc loc)
+{
+	Node *n = graph_node_detached(g, op, in, nin, loc);
+	VEC_PUSH(g->arena, g->nodes, g->nnodes, g->capnodes, n);
+	return n;
+}
+
+Value *graph_find(Graph *g, const char *name)
+{
+	for (int i = 0; i < g->nvalues; i++)
+		if (strcmp(g->values[i]->name, name) == 0)
+			return g->values[i];
+	return NULL;
+}
+
+static const struct {
+	const char *name;
+	int size;
+	bool is_float;
+} dtypes[DT_COUNT] = {
+	[DT_F32] = {"f32", 4, true}, [DT_F16] = {"f16", 2, true}, [DT_BF16] = {"bf16", 2, true},
+	[DT_I32] = {"i32", 4, false}, [DT_I64] = {"i64", 8, false},
+};
+
+const char *dtype_name(DType t) { return dtypes[t].name; }
+int dtype_size(DType t) { return dtypes[t].size; }
+bool dtype_is_float(DType t) { return dtypes[t].is_float; }
+
+int64_t shape_numel(const Shape *s)
+{
+	int64_t n = 1;
+	for (int i = 0; i < s->rank; i++)
+		n *= s->d[i];
+	return n;
+}
+
+bool shape_eq(const Shape *a, const Shape *b)
+{
+	if (a->rank != b->rank)
+		return false;
+	for (int i = 0; i < a->rank; i++)
+		if (a->d[i] != b->d[i])
+			return false;
+	return true;
+}
+
+const char *shape_str(const Shape *s, char *buf, size_t n)
+{
+	size_t k = (size_t)snprintf(buf, n, "[");
+	for (int i = 0; i < s->rank && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? ", " : "", s->d[i]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+	return buf;
+}

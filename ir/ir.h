@@ -1,0 +1,213 @@
+/* The graph IR: tensor values and the op nodes that produce them.
+ *
+ * A Graph is a list of nodes in program order, which is always a
+ * topological order: passes that add nodes insert them where their inputs
+ * are ready. Every value and node carries the source location that made
+ * it; nodes that passes synthesise borrow the location of the node they
+ * were made for, so a diagnostic always points at the user's text. */
+#ifndef NETC_IR_H
+#define NETC_IR_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../frontend/diag.h"
+#include "arena.h"
+#include "config.h"
+
+enum { MAX_RANK = 8 };
+
+typedef enum DType { DT_F32, DT_F16, DT_BF16, DT_I32, DT_I64, DT_COUNT } DType;
+
+typedef struct Shape {
+	int rank;              /* 0 for a scalar */
+	int64_t d[MAX_RANK];   /* d[0] is the batch dimension for inputs */
+} Shape;
+
+typedef enum OpFlags {
+	OPF_USER = 1 << 0,     /* callable from .net */
+	OPF_ELEM = 1 << 1,     /* elementwise (with broadcasting for binaries) */
+	OPF_COMM = 1 << 2,     /* a collective */
+	OPF_UPDATE = 1 << 3,   /* in-place optimizer update of input 0 */
+	OPF_LOSS = 1 << 4,     /* produces a scalar loss */
+	OPF_GRAD = 1 << 5,     /* made by autodiff only */
+	OPF_SHAPED = 1 << 6,   /* output shape comes from attributes */
+} OpFlags;
+
+typedef enum Op {
+#define OP(id, name, nmin, nmax, flags) OP_##id,
+#include "ops.def"
+#undef OP
+	OP_COUNT
+} Op;
+
+typedef struct OpInfo {
+	const char *name;
+	int nin_min, nin_max;  /* nin_max < 0: variadic */
+	unsigned flags;
+} OpInfo;
+
+extern const OpInfo op_info[OP_COUNT];
+/* OP_COUNT if `name` is no user-visible operator. */
+Op op_lookup(const char *name);
+
+typedef enum ReduceOp { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD } ReduceOp;
+
+/* Attributes of every operator in one struct; each field says which ops
+ * read it. Unused fields stay zero. */
+typedef struct OpAttrs {
+	bool transpose_a, transpose_b; /* matmul, batch_matmul */
+	int axis;                      /* softmax, log_softmax, concat, layer_norm (begin_norm_axis), slice; -1 = last */
+	int64_t axes_mask;             /* reduce_sum/mean: bit i set = reduce dim i (0 = all); sum_to/broadcast_to: dims reduced */
+	bool keep_dims;                /* reduce_sum, reduce_mean */
+	bool causal;                   /* softmax: mask j > i over the last two dims */
+	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
+	double momentum;               /* batch_norm running statistics (0.9) */
+	double keep_prob;              /* dropout (0.9); the mask is drawn per element by global index, step and seed_id */
+	uint32_t seed_id;              /* dropout: stream id, shared by its gradient */
+	double alpha;                  /* scale: y = alpha * x */
+	Shape shape;                   /* reshape, sum_to, broadcast_to, slice, *_grad_gamma, embedding_grad: output shape */
+	int perm[MAX_RANK];            /* transpose */
+	int64_t begin;                 /* slice: start along `axis` */
+	ReduceOp reduce;               /* all_reduce, reduce_scatter (default sum) */
+	const char *group;             /* collectives: group name ("" = world) */
+	int group_size;                /* collectives in hybrid_parallel: ranks in group (0 = device_num) */
+	int split_axis, concat_axis;   /* all_to_all; all_gather concatenates on concat_axis */
+	int root;                      /* broadcast */
+	int fusion;                    /* collectives: same id fuses, 0 never */
+	double lr;                     /* updates: learning rate */
+	double beta1, beta2, eps_opt;  /* adam, adamw, lamb */
+	double momentum_opt;           /* momentum */
+	bool nesterov;                 /* momentum */
+	double weight_decay;           /* updates */
+} OpAttrs;
+
+/* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split
+ * of input i, one entry per dimension. n == 0: none given. */
+typedef struct Strategy {
+	int n;
+	Shape *v;
+	Loc loc;
+} Strategy;
+
+/* What the user wrote after a call (`.shard(...)`, `.stage(1)`, ...) or on
+ * a block instance (copied onto every node inside). */
+typedef struct Annot {
+	Strategy in_strategy;          /* shard(in_strategy=...) */
+	Strategy out_strategy;         /* shard(out_strategy=...) */
+	int stage;                     /* pipeline stage; -1 unset */
+	Loc stage_loc;
+	bool recompute;                /* recompute() */
+	bool mp_comm_recompute;        /* block recompute: default true */
+	bool parallel_optimizer_comm_recompute; /* block recompute: default false */
+	int fusion;                    /* fusion id for this op's communication; -1 unset, 0 never fuse */
+	bool cross_batch;              /* batch-coupled op keeps per-device statistics */
+	int64_t *manual_split;         /* embedding: rows per device, nmanual_split entries */
+	int nmanual_split;
+	Loc manual_split_loc;
+	bool target_cpu;               /* target = cpu: placed on the host (heterogeneous) */
+} Annot;
+
+typedef enum ValueKind {
+	VK_INPUT,   /* data fed each step; input.index orders them */
+	VK_PARAM,   /* trainable (or frozen) parameter */
+	VK_NODE,    /* produced by `def` */
+	VK_STATE,   /* optimizer state (momentum, adam m/v), made by the optimizer pass */
+} ValueKind;
+
+typedef enum InitKind {
+	INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_NORMAL, INIT_UNIFORM,
+	INIT_XAVIER_UNIFORM, /* U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
+	INIT_HE_NORMAL,      /* N(0, sqrt(2 / fan_in)) */
+} InitKind;
+
+typedef struct Layout Layout; /* ir/layout.h */
+typedef struct Node Node;
+
+typedef struct Value {
+	int id;              /* index in Graph.values */
+	ValueKind kind;
+	const char *name;    /* hierarchical ("layers.3.attn.wq"); temporaries get "t<id>" */
+	DType dtype;
+	Shape shape;         /* full (logical) shape */
+	Loc loc;
+	Node *def;           /* VK_NODE: the producer */
+	union {
+		struct {
+			InitKind init;
+			double a, b;         /* constant: a; normal: mean a, std b; uniform: [a, b) */
+			bool layerwise_parallel; /* hybrid: a per-device piece, no gradient aggregation */
+			bool requires_grad;      /* false: frozen */
+			bool parallel_optimizer; /* false: opts out of optimizer sharding */
+		} param;             /* VK_PARAM */
+		struct {
+			int index;           /* position among inputs */
+		} input;             /* VK_INPUT */
+		struct {
+			struct Value *of;    /* the parameter this state belongs to */
+			int slot;            /* 0: m / momentum, 1: v */
+		} state;             /* VK_STATE */
+	};
+	struct Value *grad;  /* after autodiff: d loss / d this (params) */
+	Layout *layout;      /* after sharding: how the value is split; NULL = whole */
+} Value;
+
+typedef enum Phase { PH_FORWARD, PH_BACKWARD, PH_UPDATE } Phase;
+
+struct Node {
+	int id;              /* index in Graph.nodes at creation; stable */
+	Op op;
+	Value **in;          /* nin inputs */
+	int nin;
+	Value *out;          /* NULL for OPF_UPDATE nodes */
+	OpAttrs attr;
+	Annot ann;
+	const char *scope;   /* block instance path ("layers.3.attn"), "" at top level */
+	Phase phase;
+	Node *fwd;           /* backward nodes: the forward node they differentiate */
+	Loc loc;
+	void *pass_data;     /* scratch for the pass that is running */
+};
+
+typedef struct Graph {
+	Arena *arena;
+	Value **values;      /* every value, by id */
+	int nvalues, capvalues;
+	Node **nodes;        /* program order (topological) */
+	int nnodes, capnodes;
+	int next_node_id;
+	Value **inputs;      /* VK_INPUT values in declaration order */
+	int ninputs, capinputs;
+	Value **params;      /* VK_PARAM values in declaration order */
+	int nparams, capparams;
+	Value *loss;         /* the scalar being minimised (train.loss) */
+	ParallelConfig par;
+	TrainConfig train;
+	const char *name;    /* model name (the file's base name) */
+} Graph;
+
+Graph *graph_new(Arena *a);
+Value *graph_value(Graph *g, ValueKind kind, const char *name, DType dt, Shape s, Loc loc);
+/* Appends a node and its output value (unless the op is an update);
+ * the output's dtype and shape are filled in by shape inference. */
+Node *graph_node(Graph *g, Op op, Value **in, int nin, Loc loc);
+/* Inserts `n` (already built with graph_node_detached) before position pos. */
+Node *graph_node_detached(Graph *g, Op op, Value **in, int nin, Loc loc);
+void graph_insert(Graph *g, int pos, Node *n);
+Value *graph_find(Graph *g, const char *name);
+
+const char *dtype_name(DType t);
+int dtype_size(DType t);
+bool dtype_is_float(DType t);
+int64_t shape_numel(const Shape *s);
+bool shape_eq(const Shape *a, const Shape *b);
+/* "[64, 784]" into buf */
+const char *shape_str(const Shape *s, char *buf, size_t n);
+enum { SHAPE_STR_MAX = 8 * 22 + 4 };
+
+/* Text form of the IR, one line per node, for `netc dump` and golden tests. */
+void ir_print(const Graph *g, FILE *out);
+/* Structural checks run between passes: inputs defined before use,
+ * arities, shapes present. Reports through d; returns false on failure. */
+bool ir_verify(const Graph *g, Diag *d, const char *after_pass);
+#endif

@@ -1,0 +1,172 @@
+/* Text form of the IR. One line per value declaration and per node:
+ *
+ *   param fc1.w: f32[784, 256] = normal(0, 0.02)
+ *   t7: f32[64, 256] = matmul(x, fc1.w)  shard((4, 1), (1, 1))  @fc1
+ *
+ * Stable and diffable: golden tests pin it. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "ir.h"
+#include "layout.h"
+
+static const char *phase_name[] = {"forward", "backward", "update"};
+
+static void print_init(const Value *v, FILE *out)
+{
+	switch (v->param.init) {
+	case INIT_ZEROS: fputs("zeros", out); break;
+	case INIT_ONES: fputs("ones", out); break;
+	case INIT_CONSTANT: fprintf(out, "constant(%g)", v->param.a); break;
+	case INIT_NORMAL: fprintf(out, "normal(%g, %g)", v->param.a, v->param.b); break;
+	case INIT_UNIFORM: fprintf(out, "uniform(%g, %g)", v->param.a, v->param.b); break;
+	case INIT_XAVIER_UNIFORM: fputs("xavier_uniform", out); break;
+	case INIT_HE_NORMAL: fputs("he_normal", out); break;
+	}
+}
+
+static void print_strategy(const char *kw, const Strategy *s, FILE *out)
+{
+	if (s->n == 0)
+		return;
+	fprintf(out, " %s(", kw);
+	for (int i = 0; i < s->n; i++) {
+		fputs(i ? ", (" : "(", out);
+		for (int j = 0; j < s->v[i].rank; j++)
+			fprintf(out, "%s%" PRId64, j ? ", " : "", s->v[i].d[j]);
+		fputs(s->v[i].rank == 1 ? ",)" : ")", out);
+	}
+	fputc(')', out);
+}
+
+static void print_attrs(const Node *n, FILE *out)
+{
+	const OpAttrs *a = &n->attr;
+	char buf[SHAPE_STR_MAX];
+	switch (n->op) {
+	case OP_MATMUL:
+	case OP_BATCH_MATMUL:
+		if (a->transpose_a) fputs(", transpose_a=true", out);
+		if (a->transpose_b) fputs(", transpose_b=true", out);
+		break;
+	case OP_SOFTMAX:
+	case OP_LOG_SOFTMAX:
+	case OP_SOFTMAX_GRAD:
+	case OP_LOG_SOFTMAX_GRAD:
+		fprintf(out, ", axis=%d", a->axis);
+		if (a->causal) fputs(", causal=true", out);
+		break;
+	case OP_CONCAT:
+		fprintf(out, ", axis=%d", a->axis);
+		break;
+	case OP_SLICE:
+		fprintf(out, ", axis=%d, begin=%" PRId64 ", shape=%s", a->axis, a->begin,
+		        shape_str(&a->shape, buf, sizeof buf));
+		break;
+	case OP_LAYER_NORM:
+	case OP_LAYER_NORM_GRAD_X:
+		fprintf(out, ", axis=%d, eps=%g", a->axis, a->eps);
+		break;
+	case OP_BATCH_NORM:
+	case OP_BATCH_NORM_GRAD_X:
+		fprintf(out, ", eps=%g", a->eps);
+		break;
+	case OP_DROPOUT:
+		fprintf(out, ", keep_prob=%g, seed=%u", a->keep_prob, a->seed_id);
+		break;
+	case OP_RESHAPE:
+	case OP_SUM_TO:
+	case OP_BROADCAST_TO:
+	case OP_EMBEDDING_GRAD:
+	case OP_LAYER_NORM_GRAD_GAMMA:
+	case OP_BATCH_NORM_GRAD_GAMMA:
+		fprintf(out, ", shape=%s", shape_str(&a->shape, buf, sizeof buf));
+		break;
+	case OP_TRANSPOSE:
+		fputs(", perm=(", out);
+		for (int i = 0; i < n->in[0]->shape.rank; i++)
+			fprintf(out, "%s%d", i ? ", " : "", a->perm[i]);
+		fputc(')', out);
+		break;
+	case OP_REDUCE_SUM:
+	case OP_REDUCE_MEAN:
+		fprintf(out, ", axes=0x%" PRIx64 "%s", a->axes_mask, a->keep_dims ? ", keep_dims=true" : "");
+		break;
+	case OP_SCALE:
+		fprintf(out, ", alpha=%g", a->alpha);
+		break;
+	case OP_ALL_REDUCE:
+	case OP_ALL_GATHER:
+	case OP_REDUCE_SCATTER:
+	case OP_ALL_TO_ALL:
+	case OP_BROADCAST:
+		if (a->group && *a->group) fprintf(out, ", group=\"%s\"", a->group);
+		if (a->fusion) fprintf(out, ", fusion=%d", a->fusion);
+		break;
+	default:
+		break;
+	}
+}
+
+static void print_node(const Node *n, FILE *out)
+{
+	char buf[SHAPE_STR_MAX];
+	fputs("  ", out);
+	if (n->out)
+		fprintf(out, "%s: %s%s = ", n->out->name, dtype_name(n->out->dtype),
+		        shape_str(&n->out->shape, buf, sizeof buf));
+	fprintf(out, "%s(", op_info[n->op].name);
+	for (int i = 0; i < n->nin; i++)
+		fprintf(out, "%s%s", i ? ", " : "", n->in[i]->name);
+	print_attrs(n, out);
+	fputc(')', out);
+	print_strategy("shard", &n->ann.in_strategy, out);
+	print_strategy("out_strategy", &n->ann.out_strategy, out);
+	if (n->ann.stage >= 0) fprintf(out, " stage(%d)", n->ann.stage);
+	if (n->ann.recompute) fputs(" recompute", out);
+	if (n->ann.cross_batch) fputs(" cross_batch", out);
+	if (n->ann.fusion >= 0) fprintf(out, " fusion(%d)", n->ann.fusion);
+	if (n->ann.target_cpu) fputs(" target(cpu)", out);
+	if (n->scope && *n->scope) fprintf(out, "  @%s", n->scope);
+	if (n->out && n->out->layout) {
+		fputs("  ", out);
+		layout_print(n->out->layout, out);
+	}
+	fputc('\n', out);
+}
+
+void ir_print(const Graph *g, FILE *out)
+{
+	char buf[SHAPE_STR_MAX];
+	fprintf(out, "graph %s\n", g->name ? g->name : "model");
+	for (int i = 0; i < g->ninputs; i++) {
+		const Value *v = g->inputs[i];
+		fprintf(out, "  input %s: %s%s\n", v->name, dtype_name(v->dtype),
+		        shape_str(&v->shape, buf, sizeof buf));
+	}
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *v = g->params[i];
+		fprintf(out, "  param %s: %s%s = ", v->name, dtype_name(v->dtype),
+		        shape_str(&v->shape, buf, sizeof buf));
+		print_init(v, out);
+		if (v->param.layerwise_parallel) fputs(" layerwise_parallel", out);
+		if (!v->param.requires_grad) fputs(" frozen", out);
+		if (!v->param.parallel_optimizer) fputs(" no_parallel_optimizer", out);
+		if (v->layout) {
+			fputs("  ", out);
+			layout_print(v->layout, out);
+		}
+		fputc('\n', out);
+	}
+	int phase = -1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if ((int)n->phase != phase) {
+			phase = (int)n->phase;
+			fprintf(out, " %s:\n", phase_name[phase]);
+		}
+		print_node(n, out);
+	}
+	if (g->loss)
+		fprintf(out, "  loss %s\n", g->loss->name);
+}
