@@ -169,6 +169,16 @@ struct Node {
 	void *pass_data;     /* scratch for the pass that is running */
 };
 
+/* A named partition of the world for hybrid_parallel collectives:
+ * `group tp = ((0, 1), (2, 3))`. Each rank is in exactly one part. */
+typedef struct CommGroup {
+	const char *name;
+	int nparts;
+	int part_size;       /* all parts have the same size */
+	int *ranks;          /* nparts * part_size ranks, part after part */
+	Loc loc;
+} CommGroup;
+
 typedef struct Graph {
 	Arena *arena;
 	Value **values;      /* every value, by id */
@@ -181,6 +191,8 @@ typedef struct Graph {
 	Value **params;      /* VK_PARAM values in declaration order */
 	int nparams, capparams;
 	Value *loss;         /* the scalar being minimised (train.loss) */
+	CommGroup **groups;  /* `group` declarations */
+	int ngroups, capgroups;
 	ParallelConfig par;
 	TrainConfig train;
 	const char *name;    /* model name (the file's base name) */
