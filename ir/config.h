@@ -56,11 +56,34 @@ typedef enum PipelineScheduler { SCHED_1F1B, SCHED_GPIPE } PipelineScheduler;
 typedef enum FusionMode { FUSION_AUTO, FUSION_SIZE, FUSION_INDEX } FusionMode;
 
 typedef struct FusionConfig {
+	bool set;             /* given explicitly in comm_fusion (else the default) */
 	FusionMode mode;
 	double size_mb;       /* FUSION_AUTO: 64; FUSION_SIZE: user's threshold (> 0) */
 	int64_t *index;       /* FUSION_INDEX: inclusive segment ends, increasing */
 	int nindex;
 } FusionConfig;
+
+/* Every set_auto_parallel_context key we accept, in the order of
+ * MindSpore's documentation (r2.3 plus grad_accumulation_step from the
+ * older release). ir/config.c has one handler per row, so a new key is one
+ * row here and one function there. */
+#define PARALLEL_KEYS(X)                                                        \
+	X(device_num) X(global_rank) X(gradients_mean) X(gradient_fp32_sync)   \
+	X(loss_repeated_mean) X(parallel_mode) X(search_mode)                  \
+	X(auto_parallel_search_mode) X(parameter_broadcast)                    \
+	X(strategy_ckpt_load_file) X(strategy_ckpt_save_file) X(full_batch)    \
+	X(dataset_strategy) X(enable_parallel_optimizer) X(enable_alltoall)    \
+	X(force_fp32_communication) X(all_reduce_fusion_config)                \
+	X(pipeline_stages) X(pipeline_result_broadcast) X(pipeline_config)     \
+	X(parallel_optimizer_config) X(comm_fusion) X(strategy_ckpt_config)    \
+	X(group_ckpt_save_file) X(grad_accumulation_step)
+
+typedef enum ParallelKey {
+#define PK_ENUM_(k) PK_##k,
+	PARALLEL_KEYS(PK_ENUM_)
+#undef PK_ENUM_
+	PK_COUNT
+} ParallelKey;
 
 typedef enum DatasetStrategyKind { DS_DATA_PARALLEL, DS_FULL_BATCH, DS_TUPLE } DatasetStrategyKind;
 
@@ -102,6 +125,8 @@ typedef struct ParallelConfig {
 	const char *group_ckpt_save_file;   /* default "" */
 	int64_t grad_accumulation_step;     /* >= 1, default 1 */
 	Loc loc;                            /* the `parallel` keyword, or none */
+	uint64_t set_mask;                  /* bit PK_x: key x was given explicitly */
+	Loc set_loc[PK_COUNT];              /* where each key was last set (its value) */
 } ParallelConfig;
 
 typedef enum OptimizerKind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_LAMB } OptimizerKind;
