@@ -1,0 +1,194 @@
+/* Compute kernels of libnetrt (contract: kernels.h).
+ *
+ * This file holds what does not depend on the element type (index
+ * iteration, dimension coalescing, id loading) and then instantiates
+ * kernels_impl.h twice: T = float with suffix _f32, T = double with suffix
+ * _f64. Each kernel is therefore written once.
+ *
+ * Strided kernels (binary, broadcast, reduce, transpose, dropout) share one
+ * scheme: coalesce the index space (drop size-1 dims, merge neighbours that
+ * are contiguous for every operand), then walk all but the innermost dim
+ * with an odometer and run a tight inner loop specialised for the common
+ * inner strides (1 and 0), which the compiler vectorises at -O2. A plain
+ * same-shape operation coalesces to a single dim, i.e. one flat loop. */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Largest rank a strided kernel accepts; tensor ranks in netc are far below. */
+#define KMAXR 16
+/* Operands an odometer tracks at most (binary: a, b and y). */
+#define KMAXOP 3
+
+/* Kernels have no error channel: a violated precondition is a bug in the
+ * generated code, so report it in the runtime's style and stop. */
+_Noreturn static void kernel_fail(const char *kernel, const char *what)
+{
+	fprintf(stderr, "netrt: kernel %s: %s\n", kernel, what);
+	abort();
+}
+
+static void *kernel_calloc(const char *kernel, int64_t n, size_t size)
+{
+	void *p = calloc(n > 0 ? (size_t)n : 1, size);
+	if (!p)
+		kernel_fail(kernel, "out of memory");
+	return p;
+}
+
+static int64_t prod(int rank, const int64_t *dims)
+{
+	int64_t n = 1;
+	for (int k = 0; k < rank; k++)
+		n *= dims[k];
+	return n;
+}
+
+/* Row-major strides of a dense tensor of shape dims. */
+static void contiguous_strides(int rank, const int64_t *dims, int64_t *st)
+{
+	int64_t s = 1;
+	for (int k = rank - 1; k >= 0; k--) {
+		st[k] = s;
+		s *= dims[k];
+	}
+}
+
+/* An index space with per-operand strides: dim[k], st[op][k]. */
+typedef struct Space {
+	int n, nops;
+	int64_t dim[KMAXR];
+	int64_t st[KMAXOP][KMAXR];
+} Space;
+
+/* Canonical form of an index space: size-1 dims dropped, and dim k merged
+ * into dim k-1 when every operand steps over the pair as over one dim
+ * (st[k-1] == st[k] * dim[k]; broadcast strides 0 merge with 0). The
+ * traversal order, hence every operand's offsets, is unchanged. Callers
+ * handle empty spaces (some dim 0) before coalescing. */
+static void coalesce(const char *kernel, int rank, const int64_t *dims, int nops,
+                     const int64_t *const *st, Space *sp)
+{
+	if (rank > KMAXR)
+		kernel_fail(kernel, "rank above 16");
+	sp->n = 0;
+	sp->nops = nops;
+	for (int k = 0; k < rank; k++) {
+		if (dims[k] == 1)
+			continue;
+		int last = sp->n - 1;
+		bool merge = last >= 0;
+		for (int o = 0; merge && o < nops; o++)
+			merge = sp->st[o][last] == st[o][k] * dims[k];
+		if (merge) {
+			sp->dim[last] *= dims[k];
+			for (int o = 0; o < nops; o++)
+				sp->st[o][last] = st[o][k];
+			continue;
+		}
+		sp->dim[sp->n] = dims[k];
+		for (int o = 0; o < nops; o++)
+			sp->st[o][sp->n] = st[o][k];
+		sp->n++;
+	}
+}
+
+/* Odometer over the dims of a Space except the innermost ones that the
+ * caller loops over itself; off[o] is operand o's current offset. */
+typedef struct Odo {
+	int n, nops;
+	int64_t dim[KMAXR], idx[KMAXR], st[KMAXOP][KMAXR];
+	int64_t off[KMAXOP];
+} Odo;
+
+/* Odometer over dims [0, sp->n - inner) of sp, all offsets at 0. */
+static void odo_outer(const Space *sp, int inner, Odo *od)
+{
+	od->n = sp->n - inner > 0 ? sp->n - inner : 0;
+	od->nops = sp->nops;
+	for (int k = 0; k < od->n; k++) {
+		od->dim[k] = sp->dim[k];
+		od->idx[k] = 0;
+		for (int o = 0; o < sp->nops; o++)
+			od->st[o][k] = sp->st[o][k];
+	}
+	for (int o = 0; o < KMAXOP; o++)
+		od->off[o] = 0;
+}
+
+/* Advance to the next position; false once every position was visited. */
+static bool odo_next(Odo *od)
+{
+	for (int k = od->n - 1; k >= 0; k--) {
+		for (int o = 0; o < od->nops; o++)
+			od->off[o] += od->st[o][k];
+		if (++od->idx[k] < od->dim[k])
+			return true;
+		for (int o = 0; o < od->nops; o++)
+			od->off[o] -= od->st[o][k] * od->dim[k];
+		od->idx[k] = 0;
+	}
+	return false;
+}
+
+/* Number of leading columns that row `o` keeps under the causal rule of
+ * nrt_softmax (all n without a mask). Clamped, so a row that would keep
+ * nothing (only when causal_rows > n) is fully masked. */
+static inline int64_t causal_keep(int64_t o, int64_t n, int64_t causal_rows)
+{
+	if (causal_rows <= 0)
+		return n;
+	int64_t k = o % causal_rows + (n - causal_rows) + 1;
+	return k < 0 ? 0 : k > n ? n : k;
+}
+
+static inline int64_t load_id(const void *ids, bool ids64, int64_t i)
+{
+	return ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
+}
+
+/* BLAS takes blasint dimensions (int unless OpenBLAS was built 64-bit). */
+static void check_blas_dims(int64_t M, int64_t N, int64_t K)
+{
+	int64_t lim = sizeof(blasint) >= 8 ? INT64_MAX : INT_MAX;
+	if (M > lim || N > lim || K > lim)
+		kernel_fail("gemm", "dimension exceeds the BLAS integer range");
+}
+
+/* Dropout counter of element `index` at `step`: the step occupies the bits
+ * above 2^40, so tensors up to 2^40 elements never share counters within a
+ * step (steps wrap harmlessly after 2^24). */
+static inline uint64_t dropout_counter(uint64_t step, uint64_t index)
+{
+	return step * (UINT64_C(1) << 40) + index;
+}
+
+#define NRT_CAT2(a, b) a##_##b
+#define NRT_CAT(a, b) NRT_CAT2(a, b)
+/* FN(nrt_gemm) is nrt_gemm_f32 or nrt_gemm_f64 */
+#define FN(name) NRT_CAT(name, S)
+
+#define T float
+#define S f32
+#define MATH(fn) fn##f
+#define CBLAS_GEMM cblas_sgemm
+#include "kernels_impl.h"
+#undef T
+#undef S
+#undef MATH
+#undef CBLAS_GEMM
+
+#define T double
+#define S f64
+#define MATH(fn) fn
+#define CBLAS_GEMM cblas_dgemm
+#include "kernels_impl.h"
+#undef T
+#undef S
+#undef MATH
+#undef CBLAS_GEMM

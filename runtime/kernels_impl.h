@@ -1,0 +1,851 @@
+/* Kernel template, included by kernels.c once per precision with
+ *   T           element type (float or double)
+ *   S           name suffix (f32 or f64); FN(x) pastes it on
+ *   MATH(f)     libm function for T (expf or exp, ...)
+ *   CBLAS_GEMM  cblas_sgemm or cblas_dgemm
+ * defined. No include guard on purpose.
+ *
+ * Reductions (sums, statistics, losses, norms) accumulate in double even
+ * for T = float: the cost is a conversion per element and it keeps f32
+ * results within a few ulps of the f64 ones. Element-wise arithmetic stays
+ * in T so that it vectorises at full width. */
+
+/* ---- gemm --------------------------------------------------------------- */
+
+void FN(nrt_gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                  const T *A, const T *B, T beta, T *C)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0) { /* empty product; BLAS would reject lda = 0 */
+		FN(nrt_scale)(M * N, beta, C, C);
+		return;
+	}
+	check_blas_dims(M, N, K);
+	CBLAS_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+	           tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N,
+	           (blasint)K, (T)1, A, (blasint)(ta ? M : K), B,
+	           (blasint)(tb ? K : N), beta, C, (blasint)N);
+}
+
+void FN(nrt_bgemm)(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
+                   int64_t K, const T *A, const T *B, T beta, T *C)
+{
+	for (int64_t i = 0; i < batch; i++)
+		FN(nrt_gemm)(ta, tb, M, N, K, A + i * M * K, B + i * K * N, beta,
+		             C + i * M * N);
+}
+
+/* ---- element-wise binary and broadcast ------------------------------------ */
+
+/* One inner row of a binary op, with the inner strides specialised so the
+ * contiguous and broadcast-scalar cases are plain vectorisable loops. */
+#define BIN_ROW(EXPR)                                                          \
+	do {                                                                   \
+		if (as == 1 && bs == 1) {                                      \
+			for (int64_t i = 0; i < n; i++) {                      \
+				T u = a[i], v = b[i];                          \
+				y[i] = EXPR;                                   \
+			}                                                      \
+		} else if (as == 1 && bs == 0) {                               \
+			T v = b[0];                                            \
+			for (int64_t i = 0; i < n; i++) {                      \
+				T u = a[i];                                    \
+				y[i] = EXPR;                                   \
+			}                                                      \
+		} else if (as == 0 && bs == 1) {                               \
+			T u = a[0];                                            \
+			for (int64_t i = 0; i < n; i++) {                      \
+				T v = b[i];                                    \
+				y[i] = EXPR;                                   \
+			}                                                      \
+		} else {                                                       \
+			for (int64_t i = 0; i < n; i++) {                      \
+				T u = a[i * as], v = b[i * bs];                \
+				y[i] = EXPR;                                   \
+			}                                                      \
+		}                                                              \
+	} while (0)
+
+static void FN(binary_row)(NrtBinary op, int64_t n, const T *restrict a,
+                           int64_t as, const T *restrict b, int64_t bs,
+                           T *restrict y)
+{
+	switch (op) {
+	case NRT_ADD: BIN_ROW(u + v); break;
+	case NRT_SUB: BIN_ROW(u - v); break;
+	case NRT_MUL: BIN_ROW(u * v); break;
+	case NRT_DIV: BIN_ROW(u / v); break;
+	}
+}
+#undef BIN_ROW
+
+void FN(nrt_binary)(NrtBinary op, int rank, const int64_t *ydims, const T *a,
+                    const int64_t *astr, const T *b, const int64_t *bstr, T *y)
+{
+	if (prod(rank, ydims) == 0)
+		return;
+	int64_t ystr[KMAXR];
+	if (rank > KMAXR)
+		kernel_fail("binary", "rank above 16");
+	contiguous_strides(rank, ydims, ystr);
+	const int64_t *st[3] = {astr, bstr, ystr};
+	Space sp;
+	coalesce("binary", rank, ydims, 3, st, &sp);
+	if (sp.n == 0) { /* a single element */
+		FN(binary_row)(op, 1, a, 0, b, 0, y);
+		return;
+	}
+	int in = sp.n - 1;
+	Odo od;
+	odo_outer(&sp, 1, &od);
+	do
+		FN(binary_row)(op, sp.dim[in], a + od.off[0], sp.st[0][in],
+		               b + od.off[1], sp.st[1][in], y + od.off[2]);
+	while (odo_next(&od));
+}
+
+void FN(nrt_broadcast)(int rank, const int64_t *ydims, const T *x,
+                       const int64_t *xstr, T alpha, T *y)
+{
+	if (prod(rank, ydims) == 0)
+		return;
+	int64_t ystr[KMAXR];
+	if (rank > KMAXR)
+		kernel_fail("broadcast", "rank above 16");
+	contiguous_strides(rank, ydims, ystr);
+	const int64_t *st[2] = {xstr, ystr};
+	Space sp;
+	coalesce("broadcast", rank, ydims, 2, st, &sp);
+	int in = sp.n - 1;
+	int64_t n = sp.n ? sp.dim[in] : 1, xs = sp.n ? sp.st[0][in] : 0;
+	Odo od;
+	odo_outer(&sp, 1, &od);
+	do {
+		const T *restrict xp = x + od.off[0];
+		T *restrict yp = y + od.off[1];
+		if (xs == 0) {
+			T v = alpha * xp[0];
+			for (int64_t i = 0; i < n; i++)
+				yp[i] = v;
+		} else if (xs == 1) {
+			for (int64_t i = 0; i < n; i++)
+				yp[i] = alpha * xp[i];
+		} else {
+			for (int64_t i = 0; i < n; i++)
+				yp[i] = alpha * xp[i * xs];
+		}
+	} while (odo_next(&od));
+}
+
+/* ---- element-wise unary --------------------------------------------------- */
+
+#define K_SQRT1_2 0.70710678118654752440 /* 1/sqrt(2) */
+#define K_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
+
+void FN(nrt_unary)(NrtUnary op, int64_t n, const T *restrict x, T *restrict y)
+{
+	switch (op) {
+	case NRT_RELU:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] > 0 ? x[i] : (T)0;
+		break;
+	case NRT_GELU: /* exact form, not the tanh approximation */
+		for (int64_t i = 0; i < n; i++)
+			y[i] = (T)0.5 * x[i] * ((T)1 + MATH(erf)(x[i] * (T)K_SQRT1_2));
+		break;
+	case NRT_TANH:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = MATH(tanh)(x[i]);
+		break;
+	case NRT_SIGMOID: /* exp(-x) overflowing to inf still gives 0, not NaN */
+		for (int64_t i = 0; i < n; i++)
+			y[i] = (T)1 / ((T)1 + MATH(exp)(-x[i]));
+		break;
+	case NRT_NEG:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = -x[i];
+		break;
+	}
+}
+
+void FN(nrt_unary_grad)(NrtUnary op, int64_t n, const T *restrict dy,
+                        const T *restrict xy, T *restrict dx)
+{
+	switch (op) {
+	case NRT_RELU: /* xy = y; the subgradient at 0 is 0 */
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = xy[i] > 0 ? dy[i] : (T)0;
+		break;
+	case NRT_GELU: /* xy = x: d/dx x Phi(x) = Phi(x) + x phi(x) */
+		for (int64_t i = 0; i < n; i++) {
+			T x = xy[i];
+			T cdf = (T)0.5 * ((T)1 + MATH(erf)(x * (T)K_SQRT1_2));
+			T pdf = (T)K_INV_SQRT_2PI * MATH(exp)((T)-0.5 * x * x);
+			dx[i] = dy[i] * (cdf + x * pdf);
+		}
+		break;
+	case NRT_TANH: /* xy = y */
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * ((T)1 - xy[i] * xy[i]);
+		break;
+	case NRT_SIGMOID: /* xy = y */
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * xy[i] * ((T)1 - xy[i]);
+		break;
+	case NRT_NEG: /* xy unused */
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = -dy[i];
+		break;
+	}
+}
+
+/* y may be x (exactly), so no restrict; beta-style zero avoids 0 * NaN. */
+void FN(nrt_scale)(int64_t n, T alpha, const T *x, T *y)
+{
+	if (alpha == 0) {
+		for (int64_t i = 0; i < n; i++)
+			y[i] = 0;
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		y[i] = alpha * x[i];
+}
+
+void FN(nrt_axpy)(int64_t n, T alpha, const T *restrict x, T *restrict y)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] += alpha * x[i];
+}
+
+/* ---- softmax -------------------------------------------------------------- */
+
+/* Columns processed together when the softmax axis is strided (inner > 1):
+ * each step reads a contiguous run of this many elements per row. */
+#define SOFTMAX_BLK 64
+
+/* Softmax of one [n] row (inner == 1) of which the first `keep` columns
+ * take part; the rest are masked (0, or -inf for log). */
+static void FN(softmax_row)(int64_t n, int64_t keep, bool lg,
+                            const T *restrict x, T *restrict y)
+{
+	T masked = lg ? (T)-INFINITY : (T)0;
+	for (int64_t j = keep; j < n; j++)
+		y[j] = masked;
+	if (keep == 0)
+		return;
+	T mx = x[0];
+	for (int64_t j = 1; j < keep; j++)
+		mx = x[j] > mx ? x[j] : mx;
+	double s = 0;
+	for (int64_t j = 0; j < keep; j++) {
+		T e = MATH(exp)(x[j] - mx);
+		y[j] = e;
+		s += e;
+	}
+	if (lg) {
+		T sub = mx + (T)log(s);
+		for (int64_t j = 0; j < keep; j++)
+			y[j] = x[j] - sub;
+	} else {
+		T inv = (T)(1 / s);
+		for (int64_t j = 0; j < keep; j++)
+			y[j] *= inv;
+	}
+}
+
+/* Softmax over the middle index of one [n, inner] block, SOFTMAX_BLK
+ * columns at a time so every pass reads contiguous memory. */
+static void FN(softmax_strided)(int64_t n, int64_t keep, int64_t inner,
+                                bool lg, const T *restrict x, T *restrict y)
+{
+	T masked = lg ? (T)-INFINITY : (T)0;
+	for (int64_t j = keep; j < n; j++)
+		for (int64_t c = 0; c < inner; c++)
+			y[j * inner + c] = masked;
+	if (keep == 0)
+		return;
+	for (int64_t c0 = 0; c0 < inner; c0 += SOFTMAX_BLK) {
+		int64_t w = inner - c0 < SOFTMAX_BLK ? inner - c0 : SOFTMAX_BLK;
+		const T *xb = x + c0;
+		T *yb = y + c0;
+		T mx[SOFTMAX_BLK];
+		double s[SOFTMAX_BLK];
+		for (int64_t c = 0; c < w; c++) {
+			mx[c] = xb[c];
+			s[c] = 0;
+		}
+		for (int64_t j = 1; j < keep; j++)
+			for (int64_t c = 0; c < w; c++)
+				mx[c] = xb[j * inner + c] > mx[c] ? xb[j * inner + c] : mx[c];
+		for (int64_t j = 0; j < keep; j++)
+			for (int64_t c = 0; c < w; c++) {
+				T e = MATH(exp)(xb[j * inner + c] - mx[c]);
+				yb[j * inner + c] = e;
+				s[c] += e;
+			}
+		for (int64_t c = 0; c < w; c++) /* per-column factor or offset */
+			mx[c] = lg ? mx[c] + (T)log(s[c]) : (T)(1 / s[c]);
+		for (int64_t j = 0; j < keep; j++)
+			for (int64_t c = 0; c < w; c++)
+				yb[j * inner + c] = lg ? xb[j * inner + c] - mx[c]
+				                       : yb[j * inner + c] * mx[c];
+	}
+}
+
+void FN(nrt_softmax)(int64_t outer, int64_t n, int64_t inner, bool log,
+                     int64_t causal_rows, const T *x, T *y)
+{
+	for (int64_t o = 0; o < outer; o++) {
+		int64_t keep = causal_keep(o, n, causal_rows);
+		const T *xo = x + o * n * inner;
+		T *yo = y + o * n * inner;
+		if (inner == 1)
+			FN(softmax_row)(n, keep, log, xo, yo);
+		else
+			FN(softmax_strided)(n, keep, inner, log, xo, yo);
+	}
+}
+
+/* Gradient of one softmax vector of n elements spaced by `st`.
+ * softmax:     dx = y * (dy - sum(dy * y)); masked y = 0 gives dx = 0.
+ * log_softmax: dx = dy - exp(y) * sum(dy). An element with y = -inf is a
+ * constant (masked by the causal rule, or an input of -inf): its dy is left
+ * out of the sum and its dx is 0. */
+static void FN(softmax_grad_vec)(int64_t n, int64_t st, bool lg,
+                                 const T *restrict dy, const T *restrict y,
+                                 T *restrict dx)
+{
+	double s = 0;
+	if (lg) {
+		for (int64_t j = 0; j < n; j++)
+			s += y[j * st] == -INFINITY ? 0 : dy[j * st];
+		for (int64_t j = 0; j < n; j++) {
+			T yj = y[j * st];
+			dx[j * st] = yj == -INFINITY ? (T)0
+			             : dy[j * st] - MATH(exp)(yj) * (T)s;
+		}
+	} else {
+		for (int64_t j = 0; j < n; j++)
+			s += (double)dy[j * st] * y[j * st];
+		for (int64_t j = 0; j < n; j++)
+			dx[j * st] = y[j * st] * (dy[j * st] - (T)s);
+	}
+}
+
+void FN(nrt_softmax_grad)(int64_t outer, int64_t n, int64_t inner, bool log,
+                          const T *dy, const T *y, T *dx)
+{
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t c = 0; c < inner; c++) {
+			int64_t base = o * n * inner + c;
+			FN(softmax_grad_vec)(n, inner, log, dy + base, y + base,
+			                     dx + base);
+		}
+}
+
+/* ---- layer norm ------------------------------------------------------------ */
+
+/* Mean and 1/sqrt(biased var + eps) of x[0..n), two passes in double. */
+static void FN(row_stats)(int64_t n, const T *restrict x, double eps,
+                          double *mean, double *rstd)
+{
+	double s = 0, ss = 0;
+	for (int64_t i = 0; i < n; i++)
+		s += x[i];
+	double m = n ? s / n : 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = x[i] - m;
+		ss += d * d;
+	}
+	*mean = m;
+	*rstd = 1 / sqrt((n ? ss / n : 0) + eps);
+}
+
+/* gamma and beta may be NULL (no scale, no shift). */
+void FN(nrt_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
+                        const T *gamma, const T *beta, T *y)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		const T *restrict xr = x + r * cols;
+		T *restrict yr = y + r * cols;
+		double mean, rstd;
+		FN(row_stats)(cols, xr, eps, &mean, &rstd);
+		T m = (T)mean, rs = (T)rstd;
+		for (int64_t c = 0; c < cols; c++) {
+			T xh = (xr[c] - m) * rs;
+			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
+		}
+	}
+}
+
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
+void FN(nrt_layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
+                               const T *dy, const T *x, const T *gamma, T *dx)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		const T *restrict xr = x + r * cols, *restrict dyr = dy + r * cols;
+		T *restrict dxr = dx + r * cols;
+		double mean, rstd, sg = 0, sgx = 0;
+		FN(row_stats)(cols, xr, eps, &mean, &rstd);
+		for (int64_t c = 0; c < cols; c++) {
+			double g = gamma ? (double)dyr[c] * gamma[c] : dyr[c];
+			sg += g;
+			sgx += g * (xr[c] - mean) * rstd;
+		}
+		T m = (T)mean, rs = (T)rstd;
+		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
+		for (int64_t c = 0; c < cols; c++) {
+			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
+			T xh = (xr[c] - m) * rs;
+			dxr[c] = rs * (g - mg - xh * mgx);
+		}
+	}
+}
+
+void FN(nrt_layer_norm_grad_gamma)(int64_t rows, int64_t cols, double eps,
+                                   const T *dy, const T *x, T *dgamma)
+{
+	double *restrict acc = kernel_calloc("layer_norm_grad_gamma", cols,
+	                                     sizeof *acc);
+	for (int64_t r = 0; r < rows; r++) {
+		const T *restrict xr = x + r * cols, *restrict dyr = dy + r * cols;
+		double mean, rstd;
+		FN(row_stats)(cols, xr, eps, &mean, &rstd);
+		for (int64_t c = 0; c < cols; c++)
+			acc[c] += dyr[c] * ((xr[c] - mean) * rstd);
+	}
+	for (int64_t c = 0; c < cols; c++)
+		dgamma[c] = (T)acc[c];
+	free(acc);
+}
+
+/* ---- batch norm (training mode: batch statistics) ------------------------- */
+
+/* Statistics of channel c of x[N, C, HW] over its N * HW samples. */
+static void FN(chan_stats)(int64_t N, int64_t C, int64_t HW, int64_t c,
+                           const T *x, double eps, double *mean, double *rstd)
+{
+	double s = 0, ss = 0, cnt = (double)N * HW;
+	for (int64_t n = 0; n < N; n++) {
+		const T *restrict xp = x + (n * C + c) * HW;
+		for (int64_t h = 0; h < HW; h++)
+			s += xp[h];
+	}
+	double m = cnt > 0 ? s / cnt : 0;
+	for (int64_t n = 0; n < N; n++) {
+		const T *restrict xp = x + (n * C + c) * HW;
+		for (int64_t h = 0; h < HW; h++) {
+			double d = xp[h] - m;
+			ss += d * d;
+		}
+	}
+	*mean = m;
+	*rstd = 1 / sqrt((cnt > 0 ? ss / cnt : 0) + eps);
+}
+
+/* gamma and beta may be NULL (no scale, no shift). */
+void FN(nrt_batch_norm)(int64_t N, int64_t C, int64_t HW, double eps,
+                        const T *x, const T *gamma, const T *beta, T *y)
+{
+	for (int64_t c = 0; c < C; c++) {
+		double mean, rstd;
+		FN(chan_stats)(N, C, HW, c, x, eps, &mean, &rstd);
+		/* y = a * x + b folds normalisation, scale and shift */
+		double g = gamma ? gamma[c] : 1;
+		T a = (T)(g * rstd), b = (T)((beta ? beta[c] : 0) - g * rstd * mean);
+		for (int64_t n = 0; n < N; n++) {
+			const T *restrict xp = x + (n * C + c) * HW;
+			T *restrict yp = y + (n * C + c) * HW;
+			for (int64_t h = 0; h < HW; h++)
+				yp[h] = a * xp[h] + b;
+		}
+	}
+}
+
+void FN(nrt_batch_norm_grad_x)(int64_t N, int64_t C, int64_t HW, double eps,
+                               const T *dy, const T *x, const T *gamma, T *dx)
+{
+	double cnt = (double)N * HW;
+	for (int64_t c = 0; c < C; c++) {
+		double mean, rstd, sg = 0, sgx = 0, gm = gamma ? gamma[c] : 1;
+		FN(chan_stats)(N, C, HW, c, x, eps, &mean, &rstd);
+		for (int64_t n = 0; n < N; n++) {
+			const T *restrict xp = x + (n * C + c) * HW;
+			const T *restrict dyp = dy + (n * C + c) * HW;
+			for (int64_t h = 0; h < HW; h++) {
+				sg += dyp[h];
+				sgx += dyp[h] * ((xp[h] - mean) * rstd);
+			}
+		}
+		/* dx = gm * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+		T k = (T)(gm * rstd), m = (T)mean, rs = (T)rstd;
+		T mg = (T)(sg / cnt), mgx = (T)(sgx / cnt);
+		for (int64_t n = 0; n < N; n++) {
+			const T *restrict xp = x + (n * C + c) * HW;
+			const T *restrict dyp = dy + (n * C + c) * HW;
+			T *restrict dxp = dx + (n * C + c) * HW;
+			for (int64_t h = 0; h < HW; h++)
+				dxp[h] = k * (dyp[h] - mg - (xp[h] - m) * rs * mgx);
+		}
+	}
+}
+
+void FN(nrt_batch_norm_grad_gamma)(int64_t N, int64_t C, int64_t HW,
+                                   double eps, const T *dy, const T *x,
+                                   T *dgamma)
+{
+	for (int64_t c = 0; c < C; c++) {
+		double mean, rstd, s = 0;
+		FN(chan_stats)(N, C, HW, c, x, eps, &mean, &rstd);
+		for (int64_t n = 0; n < N; n++) {
+			const T *restrict xp = x + (n * C + c) * HW;
+			const T *restrict dyp = dy + (n * C + c) * HW;
+			for (int64_t h = 0; h < HW; h++)
+				s += dyp[h] * ((xp[h] - mean) * rstd);
+		}
+		dgamma[c] = (T)s;
+	}
+}
+
+/* ---- reduce, transpose ------------------------------------------------------ */
+
+void FN(nrt_reduce)(int rank, const int64_t *xdims, uint64_t axes_mask,
+                    bool mean, const T *x, T *y)
+{
+	if (rank > KMAXR)
+		kernel_fail("reduce", "rank above 16");
+	/* y strides per x dim: contiguous over the kept dims, 0 on reduced */
+	int64_t xst[KMAXR], yst[KMAXR], ny = 1, cnt = 1;
+	contiguous_strides(rank, xdims, xst);
+	for (int k = rank - 1; k >= 0; k--) {
+		bool red = axes_mask >> k & 1;
+		yst[k] = red ? 0 : ny;
+		ny *= red ? 1 : xdims[k];
+		cnt *= red ? xdims[k] : 1;
+	}
+	if (cnt == 1) { /* nothing reduced (or only size-1 dims): a copy */
+		if (ny > 0)
+			memcpy(y, x, ny * sizeof *y);
+		return;
+	}
+	double *restrict acc = kernel_calloc("reduce", ny, sizeof *acc);
+	if (cnt > 0 && ny > 0) {
+		const int64_t *st[2] = {xst, yst};
+		Space sp;
+		coalesce("reduce", rank, xdims, 2, st, &sp);
+		int in = sp.n - 1; /* sp.n >= 1 since cnt > 1 */
+		int64_t n = sp.dim[in];
+		bool inner_red = sp.st[1][in] == 0;
+		Odo od;
+		odo_outer(&sp, 1, &od);
+		do {
+			const T *restrict xp = x + od.off[0];
+			double *restrict ap = acc + od.off[1];
+			if (inner_red) {
+				double s = 0;
+				for (int64_t i = 0; i < n; i++)
+					s += xp[i];
+				ap[0] += s;
+			} else { /* kept inner dims are contiguous in y too */
+				for (int64_t i = 0; i < n; i++)
+					ap[i] += xp[i];
+			}
+		} while (odo_next(&od));
+	}
+	double f = mean && cnt > 0 ? 1.0 / cnt : 1.0;
+	for (int64_t i = 0; i < ny; i++)
+		y[i] = (T)(acc[i] * f);
+	free(acc);
+}
+
+/* Tile edge of the blocked 2-D transpose: a tile of each operand fits in L1. */
+#define TRANSPOSE_TILE 32
+
+void FN(nrt_transpose)(int rank, const int64_t *xdims, const int *perm,
+                       const T *x, T *y)
+{
+	if (rank > KMAXR)
+		kernel_fail("transpose", "rank above 16");
+	/* walk y's index space; x's stride for y dim k is xst[perm[k]] */
+	int64_t xst[KMAXR], ydims[KMAXR], xs[KMAXR], yst[KMAXR];
+	contiguous_strides(rank, xdims, xst);
+	for (int k = 0; k < rank; k++) {
+		ydims[k] = xdims[perm[k]];
+		xs[k] = xst[perm[k]];
+	}
+	int64_t total = prod(rank, ydims);
+	if (total == 0)
+		return;
+	contiguous_strides(rank, ydims, yst);
+	const int64_t *st[2] = {xs, yst};
+	Space sp;
+	coalesce("transpose", rank, ydims, 2, st, &sp);
+	int l = sp.n - 1, p = 0; /* p: the dim contiguous in x */
+	while (p < l && sp.st[0][p] != 1)
+		p++;
+	if (sp.n <= 1 || p == l) { /* inner rows contiguous in both */
+		int64_t n = sp.n ? sp.dim[l] : 1;
+		Odo od;
+		odo_outer(&sp, 1, &od);
+		do
+			memcpy(y + od.off[1], x + od.off[0], n * sizeof *y);
+		while (odo_next(&od));
+		return;
+	}
+	/* Move dim p next to l so the odometer walks the others, then copy
+	 * tiles of the (p, l) plane: reads along x rows, writes along y rows. */
+	Space rest = sp;
+	int64_t dp = sp.dim[p], xsl = sp.st[0][l], ysp = sp.st[1][p], dl = sp.dim[l];
+	for (int k = p; k < l; k++) {
+		rest.dim[k] = sp.dim[k + 1];
+		rest.st[0][k] = sp.st[0][k + 1];
+		rest.st[1][k] = sp.st[1][k + 1];
+	}
+	Odo od;
+	odo_outer(&rest, 2, &od);
+	do {
+		const T *restrict xb = x + od.off[0];
+		T *restrict yb = y + od.off[1];
+		for (int64_t j0 = 0; j0 < dp; j0 += TRANSPOSE_TILE)
+			for (int64_t i0 = 0; i0 < dl; i0 += TRANSPOSE_TILE) {
+				int64_t j1 = j0 + TRANSPOSE_TILE < dp ? j0 + TRANSPOSE_TILE : dp;
+				int64_t i1 = i0 + TRANSPOSE_TILE < dl ? i0 + TRANSPOSE_TILE : dl;
+				for (int64_t j = j0; j < j1; j++)
+					for (int64_t i = i0; i < i1; i++)
+						yb[j * ysp + i] = xb[j + i * xsl];
+			}
+	} while (odo_next(&od));
+}
+
+/* ---- embedding, concat, slice ---------------------------------------------- */
+
+void FN(nrt_embedding)(int64_t nids, int64_t rows, int64_t dim,
+                       int64_t row_offset, const void *ids, bool ids64,
+                       const T *table, T *y)
+{
+	for (int64_t i = 0; i < nids; i++) {
+		int64_t r = load_id(ids, ids64, i) - row_offset;
+		T *yr = y + i * dim;
+		if (r >= 0 && r < rows)
+			memcpy(yr, table + r * dim, dim * sizeof *yr);
+		else /* another shard's row (or an invalid id) */
+			memset(yr, 0, dim * sizeof *yr);
+	}
+}
+
+void FN(nrt_embedding_grad)(int64_t nids, int64_t rows, int64_t dim,
+                            int64_t row_offset, const void *ids, bool ids64,
+                            const T *dy, T *dtable)
+{
+	memset(dtable, 0, rows * dim * sizeof *dtable);
+	for (int64_t i = 0; i < nids; i++) {
+		int64_t r = load_id(ids, ids64, i) - row_offset;
+		if (r >= 0 && r < rows)
+			FN(nrt_axpy)(dim, (T)1, dy + i * dim, dtable + r * dim);
+	}
+}
+
+void FN(nrt_concat)(int nx, const T *const *xs, const int64_t *sizes,
+                    int64_t outer, int64_t inner, T *y)
+{
+	for (int64_t o = 0; o < outer; o++)
+		for (int k = 0; k < nx; k++) {
+			int64_t n = sizes[k] * inner;
+			memcpy(y, xs[k] + o * n, n * sizeof *y);
+			y += n;
+		}
+}
+
+void FN(nrt_slice)(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out,
+                   int64_t inner, const T *x, T *y)
+{
+	for (int64_t o = 0; o < outer; o++)
+		memcpy(y + o * n_out * inner, x + (o * n_in + begin) * inner,
+		       n_out * inner * sizeof *y);
+}
+
+/* ---- losses ----------------------------------------------------------------- */
+
+/* log(sum(exp(x[0..n)))) computed stably in double. */
+static double FN(logsumexp)(int64_t n, const T *restrict x)
+{
+	T mx = x[0];
+	for (int64_t c = 1; c < n; c++)
+		mx = x[c] > mx ? x[c] : mx;
+	double s = 0;
+	for (int64_t c = 0; c < n; c++)
+		s += MATH(exp)(x[c] - mx);
+	return mx + log(s);
+}
+
+/* A label outside [0, C) marks an ignored sample: it adds 0 to the loss
+ * (the denominator is the caller's) and gets a zero gradient row. */
+void FN(nrt_sce)(int64_t N, int64_t C, double denom, const T *logits,
+                 const void *labels, bool labels64, T *loss)
+{
+	double s = 0;
+	for (int64_t i = 0; i < N; i++) {
+		int64_t lab = load_id(labels, labels64, i);
+		if (lab < 0 || lab >= C)
+			continue;
+		const T *xi = logits + i * C;
+		s += FN(logsumexp)(C, xi) - xi[lab];
+	}
+	*loss = (T)(s / denom);
+}
+
+void FN(nrt_sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
+                      const T *logits, const void *labels, bool labels64,
+                      T *dlogits)
+{
+	double k = dloss[0] / denom;
+	for (int64_t i = 0; i < N; i++) {
+		int64_t lab = load_id(labels, labels64, i);
+		const T *restrict xi = logits + i * C;
+		T *restrict di = dlogits + i * C;
+		if (lab < 0 || lab >= C) {
+			memset(di, 0, C * sizeof *di);
+			continue;
+		}
+		double lse = FN(logsumexp)(C, xi);
+		for (int64_t c = 0; c < C; c++)
+			di[c] = (T)(k * exp(xi[c] - lse));
+		di[lab] -= (T)k;
+	}
+}
+
+void FN(nrt_mse)(int64_t n, double denom, const T *p, const T *t, T *loss)
+{
+	double s = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = (double)p[i] - t[i];
+		s += d * d;
+	}
+	*loss = (T)(s / denom);
+}
+
+void FN(nrt_mse_grad)(int64_t n, double denom, const T *dloss, const T *p,
+                      const T *t, T *dp)
+{
+	T k = (T)(2 * dloss[0] / denom);
+	for (int64_t i = 0; i < n; i++)
+		dp[i] = k * (p[i] - t[i]);
+}
+
+/* ---- dropout ------------------------------------------------------------------ */
+
+/* Element with full-tensor row-major index g is kept iff
+ * nrt_rand_uniform(seed, stream, dropout_counter(step, g)) < keep_prob. */
+void FN(nrt_dropout)(int rank, const int64_t *full, const int64_t *slice,
+                     const int64_t *offset, double keep_prob, uint64_t seed,
+                     uint32_t stream, uint64_t step, const T *x, T *y)
+{
+	int64_t n = prod(rank, slice);
+	if (keep_prob >= 1) {
+		memcpy(y, x, n * sizeof *y);
+		return;
+	}
+	if (rank > KMAXR)
+		kernel_fail("dropout", "rank above 16");
+	/* walk the slice with the full tensor's strides, from its corner */
+	int64_t fst[KMAXR], lst[KMAXR], g0 = 0;
+	contiguous_strides(rank, full, fst);
+	contiguous_strides(rank, slice, lst);
+	for (int k = 0; k < rank; k++)
+		g0 += offset[k] * fst[k];
+	if (n == 0)
+		return;
+	const int64_t *st[2] = {fst, lst};
+	Space sp;
+	coalesce("dropout", rank, slice, 2, st, &sp);
+	int in = sp.n - 1;
+	int64_t len = sp.n ? sp.dim[in] : 1, gs = sp.n ? sp.st[0][in] : 0;
+	T scale = keep_prob > 0 ? (T)(1 / keep_prob) : (T)0;
+	Odo od;
+	odo_outer(&sp, 1, &od);
+	do {
+		const T *restrict xp = x + od.off[1];
+		T *restrict yp = y + od.off[1];
+		uint64_t g = (uint64_t)(g0 + od.off[0]);
+		for (int64_t i = 0; i < len; i++) {
+			uint64_t ctr = dropout_counter(step, g + (uint64_t)(i * gs));
+			bool keep = nrt_rand_uniform(seed, stream, ctr) < keep_prob;
+			yp[i] = keep ? xp[i] * scale : (T)0;
+		}
+	} while (odo_next(&od));
+}
+
+/* ---- optimizers ------------------------------------------------------------------ */
+
+void FN(nrt_sgd)(int64_t n, double lr, double wd, const T *restrict g,
+                 T *restrict p)
+{
+	T a = (T)lr, w = (T)wd;
+	for (int64_t i = 0; i < n; i++)
+		p[i] -= a * (g[i] + w * p[i]);
+}
+
+/* MindSpore Momentum; weight decay enters as gradient g' = g + wd p:
+ * m = mom m + g'; p -= lr (nesterov ? g' + mom m : m). */
+void FN(nrt_momentum)(int64_t n, double lr, double mom, bool nesterov,
+                      double wd, const T *restrict g, T *restrict m,
+                      T *restrict p)
+{
+	T a = (T)lr, mu = (T)mom, w = (T)wd;
+	for (int64_t i = 0; i < n; i++) {
+		T gi = g[i] + w * p[i];
+		m[i] = mu * m[i] + gi;
+		p[i] -= a * (nesterov ? gi + mu * m[i] : m[i]);
+	}
+}
+
+/* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * Adam:  p -= lr (mhat / (sqrt(vhat) + eps) + wd p), mhat = m/(1-b1^t) ...
+ * AdamWeightDecay (decoupled): p -= lr (m / (sqrt(v) + eps) + wd p). */
+void FN(nrt_adam)(int64_t n, double lr, double b1, double b2, double eps,
+                  double wd, bool decoupled, int64_t step, const T *restrict g,
+                  T *restrict m, T *restrict v, T *restrict p)
+{
+	double c1 = decoupled ? 1 : 1 / (1 - pow(b1, (double)step));
+	double c2 = decoupled ? 1 : 1 / (1 - pow(b2, (double)step));
+	T a = (T)lr, B1 = (T)b1, B2 = (T)b2, A1 = (T)(1 - b1), A2 = (T)(1 - b2);
+	T C1 = (T)c1, C2 = (T)c2, E = (T)eps, W = (T)wd;
+	for (int64_t i = 0; i < n; i++) {
+		m[i] = B1 * m[i] + A1 * g[i];
+		v[i] = B2 * v[i] + A2 * g[i] * g[i];
+		T u = C1 * m[i] / (MATH(sqrt)(C2 * v[i]) + E) + W * p[i];
+		p[i] -= a * u;
+	}
+}
+
+void FN(nrt_lamb_phase1)(int64_t n, double b1, double b2, double eps,
+                         double wd, int64_t step, const T *restrict g,
+                         T *restrict m, T *restrict v, const T *restrict p,
+                         T *restrict upd, double sq[2])
+{
+	T C1 = (T)(1 / (1 - pow(b1, (double)step)));
+	T C2 = (T)(1 / (1 - pow(b2, (double)step)));
+	T B1 = (T)b1, B2 = (T)b2, A1 = (T)(1 - b1), A2 = (T)(1 - b2);
+	T E = (T)eps, W = (T)wd;
+	double sp = 0, su = 0;
+	for (int64_t i = 0; i < n; i++) {
+		m[i] = B1 * m[i] + A1 * g[i];
+		v[i] = B2 * v[i] + A2 * g[i] * g[i];
+		upd[i] = C1 * m[i] / (MATH(sqrt)(C2 * v[i]) + E) + W * p[i];
+		sp += (double)p[i] * p[i];
+		su += (double)upd[i] * upd[i];
+	}
+	sq[0] += sp;
+	sq[1] += su;
+}
+
+void FN(nrt_lamb_phase2)(int64_t n, double lr, const double sq[2],
+                         const T *restrict upd, T *restrict p)
+{
+	double pn = sqrt(sq[0]), un = sqrt(sq[1]);
+	double trust = pn > 0 && un > 0 ? pn / un : 1;
+	T k = (T)(lr * trust);
+	for (int64_t i = 0; i < n; i++)
+		p[i] -= k * upd[i];
+}
