@@ -113,6 +113,7 @@ typedef enum ValueKind {
 	VK_PARAM,   /* trainable (or frozen) parameter */
 	VK_NODE,    /* produced by `def` */
 	VK_STATE,   /* optimizer state (momentum, adam m/v), made by the optimizer pass */
+	VK_CONST,   /* filled with cst.value once at start-up (e.g. the loss seed 1.0) */
 } ValueKind;
 
 typedef enum InitKind {
@@ -147,6 +148,9 @@ typedef struct Value {
 			struct Value *of;    /* the parameter this state belongs to */
 			int slot;            /* 0: m / momentum, 1: v */
 		} state;             /* VK_STATE */
+		struct {
+			double value;
+		} cst;               /* VK_CONST */
 	};
 	struct Value *grad;  /* after autodiff: d loss / d this (params) */
 	Layout *layout;      /* after sharding: how the value is split; NULL = whole */

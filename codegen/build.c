@@ -1,0 +1,211 @@
+/* netc build: choose the target, write the generated source, and run the
+ * system compiler on it against libnetrt. */
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "emit.h"
+
+extern char **environ;
+
+#ifndef NETC_RT_LIBS
+#define NETC_RT_LIBS "-lmpi -lopenblas -lm"
+#endif
+#ifndef NETC_RT_CFLAGS
+#define NETC_RT_CFLAGS ""
+#endif
+
+static const char *cpu_unavailable(void) { return NULL; }
+
+static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out) { return emit_c_program(c, o, out); }
+
+/* Splits a flags string on blanks into argv (flags from pkg-config hold no
+ * quoted spaces). */
+static int split_flags(Arena *a, const char *s, const char **argv, int max)
+{
+	int n = 0;
+	while (*s && n < max) {
+		while (*s == ' ' || *s == '\t')
+			s++;
+		const char *b = s;
+		while (*s && *s != ' ' && *s != '\t')
+			s++;
+		if (s > b)
+			argv[n++] = arena_strndup(a, b, (size_t)(s - b));
+	}
+	return n;
+}
+
+static bool run_command(Compilation *c, const char *const *argv, bool verbose)
+{
+	if (verbose) {
+		for (int i = 0; argv[i]; i++)
+			fprintf(stderr, "%s%s", i ? " " : "", argv[i]);
+		fputc('\n', stderr);
+	}
+	pid_t pid;
+	int err = posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ);
+	if (err) {
+		diag_error(&c->diag, loc_none(), "cannot run the C compiler '%s': %s", argv[0], strerror(err));
+		return false;
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		diag_error(&c->diag, loc_none(), "the C compiler failed on the generated program (status %d)%s",
+		           WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+		           verbose ? "" : "; run with -v to see the command");
+		return false;
+	}
+	return true;
+}
+
+static bool cpu_compile(Compilation *c, const BuildOptions *o, const char *src, const char *exe)
+{
+	char inc[PATH_MAX], lib[PATH_MAX];
+	if (!runtime_dirs(inc, lib, sizeof inc)) {
+		diag_error(&c->diag, loc_none(),
+		           "cannot find the netc runtime (netrt.h, libnetrt.a) next to netc or under its prefix; "
+		           "set NETC_RUNTIME_DIR");
+		return false;
+	}
+	const char *argv[96];
+	int n = 0;
+	const char *cc = getenv("CC");
+	argv[n++] = cc && *cc ? cc : "cc";
+	argv[n++] = "-std=c11";
+	argv[n++] = "-O2";
+	argv[n++] = "-g";
+	argv[n++] = "-march=native";
+	argv[n++] = "-w";  /* generated code; its warnings are ours, checked in tests */
+	argv[n++] = arena_printf(&c->arena, "-I%s", inc);
+	n += split_flags(&c->arena, NETC_RT_CFLAGS, argv + n, 30);
+	argv[n++] = src;
+	argv[n++] = "-o";
+	argv[n++] = exe;
+	argv[n++] = arena_printf(&c->arena, "%s/libnetrt.a", lib);
+	n += split_flags(&c->arena, NETC_RT_LIBS, argv + n, 40);
+	argv[n] = NULL;
+	return run_command(c, argv, o->verbose);
+}
+
+static const char *cuda_unavailable(void)
+{
+	return "the CUDA target is not implemented in this version of netc; use --target cpu";
+}
+
+static bool cuda_emit(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	(void)c, (void)o, (void)out;
+	return false;
+}
+
+static bool cuda_compile(Compilation *c, const BuildOptions *o, const char *src, const char *exe)
+{
+	(void)c, (void)o, (void)src, (void)exe;
+	return false;
+}
+
+const Target target_cpu = {"cpu", ".c", cpu_unavailable, cpu_emit, cpu_compile};
+const Target target_cuda = {"cuda", ".cu", cuda_unavailable, cuda_emit, cuda_compile};
+
+static const Target *const targets[] = {&target_cpu, &target_cuda};
+
+const Target *target_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+		if (strcmp(targets[i]->name, name) == 0)
+			return targets[i];
+	return NULL;
+}
+
+static bool file_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+bool runtime_dirs(char *inc, char *lib, size_t n)
+{
+	const char *env = getenv("NETC_RUNTIME_DIR");
+	char dir[PATH_MAX];
+	if (env && *env) {
+		snprintf(dir, sizeof dir, "%s", env);
+	} else {
+		ssize_t len = readlink("/proc/self/exe", dir, sizeof dir - 1);
+		if (len <= 0)
+			return false;
+		dir[len] = 0;
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*slash = 0;
+	}
+	/* build tree (build/netc, build/include, build/lib), then PREFIX/bin/.. */
+	static const char *const up[] = {"", "/.."};
+	for (int i = 0; i < 2; i++) {
+		char h[PATH_MAX + 64];
+		snprintf(h, sizeof h, "%s%s/include/netc/netrt.h", dir, up[i]);
+		snprintf(lib, n, "%s%s/lib", dir, up[i]);
+		char a[PATH_MAX + 64];
+		snprintf(a, sizeof a, "%s/libnetrt.a", lib);
+		if (file_exists(h) && file_exists(a)) {
+			snprintf(inc, n, "%s%s/include", dir, up[i]);
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool write_source(Compilation *c, const Target *t, const BuildOptions *o, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		diag_error(&c->diag, loc_none(), "cannot write '%s': %s", path, strerror(errno));
+		return false;
+	}
+	bool ok = t->emit(c, o, f);
+	if (fclose(f) != 0 && ok) {
+		diag_error(&c->diag, loc_none(), "cannot write '%s': %s", path, strerror(errno));
+		ok = false;
+	}
+	return ok;
+}
+
+bool netc_build(Compilation *c, const BuildOptions *o)
+{
+	const Target *t = target_find(o->target ? o->target : "cpu");
+	if (!t) {
+		diag_error(&c->diag, loc_none(), "unknown target '%s' (targets: cpu, cuda)", o->target);
+		return false;
+	}
+	const char *why = t->unavailable();
+	if (why) {
+		diag_error(&c->diag, loc_none(), "target '%s' is unavailable: %s", t->name, why);
+		return false;
+	}
+	char tmpdir[] = "/tmp/netc-XXXXXX";
+	const char *dir = o->emit_dir;
+	if (dir) {
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+			diag_error(&c->diag, loc_none(), "cannot create '%s': %s", dir, strerror(errno));
+			return false;
+		}
+	} else if (!(dir = mkdtemp(tmpdir))) {
+		diag_error(&c->diag, loc_none(), "cannot create a temporary directory: %s", strerror(errno));
+		return false;
+	}
+	const char *src = arena_printf(&c->arena, "%s/%s%s", dir, c->g->name, t->ext);
+	bool ok = write_source(c, t, o, src) && t->compile(c, o, src, o->output);
+	if (!o->emit_dir) {
+		unlink(src);
+		rmdir(dir);
+	}
+	return ok;
+}

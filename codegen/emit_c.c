@@ -1,0 +1,507 @@
+/* The C target: a standalone program that trains the graph on the CPU,
+ * linked against libnetrt.
+ *
+ * The program reads like a hand-written one: every tensor is a named
+ * buffer with its shape in a comment, and each phase of a training step
+ * (forward, backward, update) is one function of straight-line kernel
+ * calls. Float tensors use the type `real` so the same source runs in f64
+ * for gradient checks. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "../passes/memplan.h"
+#include "emit.h"
+
+/* ---- names and shapes ---------------------------------------------------------- */
+
+const char *emit_c_ident(Arena *a, const Value *v)
+{
+	const char *prefix = "";
+	switch (v->kind) {
+	case VK_INPUT: prefix = "in_"; break;
+	case VK_PARAM: prefix = "p_"; break;
+	case VK_STATE: prefix = "s_"; break;
+	case VK_CONST: prefix = "c_"; break;
+	case VK_NODE: break;
+	}
+	char *s = arena_printf(a, "%s%s", prefix, v->name);
+	for (char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+			*p = '_';
+	/* node values share a namespace with each other: the id keeps them unique */
+	if (v->kind == VK_NODE && !(v->name[0] == 't' && strspn(v->name + 1, "0123456789") == strlen(v->name + 1)))
+		s = arena_printf(a, "%s_%d", s, v->id);
+	return s;
+}
+
+const Shape *lshape(const Value *v)
+{
+	return v->layout ? &v->layout->slice : &v->shape;
+}
+
+int64_t lnumel(const Value *v)
+{
+	return shape_numel(lshape(v));
+}
+
+/* product of local dims [from, to) */
+int64_t ldims(const Value *v, int from, int to)
+{
+	const Shape *s = lshape(v);
+	int64_t n = 1;
+	for (int i = from; i < to && i < s->rank; i++)
+		n *= s->d[i];
+	return n;
+}
+
+const char *ctype(DType t)
+{
+	switch (t) {
+	case DT_I32: return "int32_t";
+	case DT_I64: return "int64_t";
+	default: return "real";
+	}
+}
+
+void emit_dims(FILE *out, const int64_t *d, int n)
+{
+	fputs("(const int64_t[]){", out);
+	for (int i = 0; i < n; i++)
+		fprintf(out, "%s%" PRId64, i ? ", " : "", d[i]);
+	if (n == 0)
+		fputs("1", out);
+	fputc('}', out);
+}
+
+void emit_shape(FILE *out, const Shape *s) { emit_dims(out, s->d, s->rank); }
+
+/* Element strides of an operand of shape `op` broadcast (numpy rules) to `y`. */
+static void bcast_strides(const Shape *op, const Shape *y, int64_t *str)
+{
+	int64_t stride = 1;
+	for (int i = y->rank - 1; i >= 0; i--) {
+		int j = i - (y->rank - op->rank);
+		if (j < 0 || (op->d[j] == 1 && y->d[i] != 1)) {
+			str[i] = 0;
+		} else {
+			str[i] = stride;
+			stride *= op->d[j];
+		}
+	}
+}
+
+const char *B(Emit *e, const Value *v) { return e->cname[v->id]; }
+
+/* ---- per-operator emitters ----------------------------------------------------------- */
+
+#define EMIT(id) static void emit_##id(Emit *e, const Node *n)
+#define OUT (e->out)
+#define IN(i) B(e, n->in[i])
+#define Y B(e, n->out)
+
+static void emit_gemm(Emit *e, const Node *n)
+{
+	const Shape *a = lshape(n->in[0]), *b = lshape(n->in[1]), *y = lshape(n->out);
+	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+	int64_t M = y->d[y->rank - 2], N = y->d[y->rank - 1];
+	int64_t K = ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
+	int64_t batch = ldims(n->out, 0, y->rank - 2);
+	if (n->op == OP_MATMUL) {
+		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
+		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), Y);
+	} else if (b->rank < a->rank) {
+		/* b is shared by every matrix of the batch */
+		fprintf(OUT, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n", batch);
+		fprintf(OUT, "\t\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64
+		             ", %s + i * %" PRId64 ", %s, 0, %s + i * %" PRId64 ");\n",
+		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), M * K, IN(1), Y, M * N);
+	} else {
+		fprintf(OUT, "\tK(bgemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
+		        ta ? "true" : "false", tb ? "true" : "false", batch, M, N, K, IN(0), IN(1), Y);
+	}
+}
+
+EMIT(MATMUL) { emit_gemm(e, n); }
+EMIT(BATCH_MATMUL) { emit_gemm(e, n); }
+
+static void emit_binary(Emit *e, const Node *n, const char *op)
+{
+	const Shape *y = lshape(n->out);
+	int64_t as[MAX_RANK], bs[MAX_RANK];
+	bcast_strides(lshape(n->in[0]), y, as);
+	bcast_strides(lshape(n->in[1]), y, bs);
+	fprintf(OUT, "\tK(binary)(%s, %d, ", op, y->rank);
+	emit_shape(OUT, y);
+	fprintf(OUT, ", %s, ", IN(0));
+	emit_dims(OUT, as, y->rank);
+	fprintf(OUT, ", %s, ", IN(1));
+	emit_dims(OUT, bs, y->rank);
+	fprintf(OUT, ", %s);\n", Y);
+}
+
+EMIT(ADD) { emit_binary(e, n, "NRT_ADD"); }
+EMIT(SUB) { emit_binary(e, n, "NRT_SUB"); }
+EMIT(MUL) { emit_binary(e, n, "NRT_MUL"); }
+EMIT(DIV) { emit_binary(e, n, "NRT_DIV"); }
+EMIT(BIAS_ADD) { emit_binary(e, n, "NRT_ADD"); }
+
+static void emit_unary(Emit *e, const Node *n, const char *op)
+{
+	fprintf(OUT, "\tK(unary)(%s, %" PRId64 ", %s, %s);\n", op, lnumel(n->out), IN(0), Y);
+}
+
+EMIT(RELU) { emit_unary(e, n, "NRT_RELU"); }
+EMIT(GELU) { emit_unary(e, n, "NRT_GELU"); }
+EMIT(TANH) { emit_unary(e, n, "NRT_TANH"); }
+EMIT(SIGMOID) { emit_unary(e, n, "NRT_SIGMOID"); }
+EMIT(NEG) { emit_unary(e, n, "NRT_NEG"); }
+
+static void emit_unary_grad(Emit *e, const Node *n, const char *op)
+{
+	fprintf(OUT, "\tK(unary_grad)(%s, %" PRId64 ", %s, %s, %s);\n", op, lnumel(n->out), IN(0), IN(1), Y);
+}
+
+EMIT(RELU_GRAD) { emit_unary_grad(e, n, "NRT_RELU"); }
+EMIT(GELU_GRAD) { emit_unary_grad(e, n, "NRT_GELU"); }
+EMIT(TANH_GRAD) { emit_unary_grad(e, n, "NRT_TANH"); }
+EMIT(SIGMOID_GRAD) { emit_unary_grad(e, n, "NRT_SIGMOID"); }
+
+EMIT(SCALE)
+{
+	fprintf(OUT, "\tK(scale)(%" PRId64 ", %.17g, %s, %s);\n", lnumel(n->out), n->attr.alpha, IN(0), Y);
+}
+
+static void softmax_dims(const Node *n, const Value *v, int64_t *outer, int64_t *len, int64_t *inner)
+{
+	int axis = n->attr.axis < 0 ? n->attr.axis + v->shape.rank : n->attr.axis;
+	*outer = ldims(v, 0, axis);
+	*len = lshape(v)->d[axis];
+	*inner = ldims(v, axis + 1, MAX_RANK);
+}
+
+static void emit_softmax(Emit *e, const Node *n, bool log)
+{
+	int64_t outer, len, inner;
+	softmax_dims(n, n->in[0], &outer, &len, &inner);
+	const Shape *s = lshape(n->in[0]);
+	int64_t causal = n->attr.causal ? s->d[s->rank - 2] : 0;
+	fprintf(OUT, "\tK(softmax)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ", %s, %s);\n", outer,
+	        len, inner, log ? "true" : "false", causal, IN(0), Y);
+}
+
+EMIT(SOFTMAX) { emit_softmax(e, n, false); }
+EMIT(LOG_SOFTMAX) { emit_softmax(e, n, true); }
+
+static void emit_softmax_grad(Emit *e, const Node *n, bool log)
+{
+	int64_t outer, len, inner;
+	softmax_dims(n, n->in[1], &outer, &len, &inner);
+	fprintf(OUT, "\tK(softmax_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", outer, len,
+	        inner, log ? "true" : "false", IN(0), IN(1), Y);
+}
+
+EMIT(SOFTMAX_GRAD) { emit_softmax_grad(e, n, false); }
+EMIT(LOG_SOFTMAX_GRAD) { emit_softmax_grad(e, n, true); }
+
+/* layer_norm normalises the trailing dims from attr.axis: [rows, cols] */
+static void ln_dims(const Node *n, const Value *x, int64_t *rows, int64_t *cols)
+{
+	int axis = n->attr.axis < 0 ? n->attr.axis + x->shape.rank : n->attr.axis;
+	*rows = ldims(x, 0, axis);
+	*cols = ldims(x, axis, MAX_RANK);
+}
+
+EMIT(LAYER_NORM)
+{
+	int64_t rows, cols;
+	ln_dims(n, n->in[0], &rows, &cols);
+	fprintf(OUT, "\tK(layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", rows, cols,
+	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+}
+
+EMIT(LAYER_NORM_GRAD_X)
+{
+	int64_t rows, cols;
+	ln_dims(n, n->in[1], &rows, &cols);
+	fprintf(OUT, "\tK(layer_norm_grad_x)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", rows, cols,
+	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+}
+
+EMIT(LAYER_NORM_GRAD_GAMMA)
+{
+	int64_t rows, cols;
+	ln_dims(n, n->in[1], &rows, &cols);
+	fprintf(OUT, "\tK(layer_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n", rows, cols,
+	        n->attr.eps, IN(0), IN(1), Y);
+}
+
+/* batch_norm sees x as [N, C, HW] */
+static void bn_dims(const Value *x, int64_t *N, int64_t *C, int64_t *HW)
+{
+	*N = ldims(x, 0, 1);
+	*C = ldims(x, 1, 2);
+	*HW = ldims(x, 2, MAX_RANK);
+}
+
+EMIT(BATCH_NORM)
+{
+	int64_t N, C, HW;
+	bn_dims(n->in[0], &N, &C, &HW);
+	fprintf(OUT, "\tK(batch_norm)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", N, C, HW,
+	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+}
+
+EMIT(BATCH_NORM_GRAD_X)
+{
+	int64_t N, C, HW;
+	bn_dims(n->in[1], &N, &C, &HW);
+	fprintf(OUT, "\tK(batch_norm_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
+	        N, C, HW, n->attr.eps, IN(0), IN(1), IN(2), Y);
+}
+
+EMIT(BATCH_NORM_GRAD_GAMMA)
+{
+	int64_t N, C, HW;
+	bn_dims(n->in[1], &N, &C, &HW);
+	fprintf(OUT, "\tK(batch_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
+	        N, C, HW, n->attr.eps, IN(0), IN(1), Y);
+}
+
+EMIT(DROPOUT)
+{
+	const Value *x = n->in[0];
+	int64_t zero[MAX_RANK] = {0};
+	fprintf(OUT, "\tK(dropout)(%d, ", x->shape.rank);
+	emit_shape(OUT, &x->shape);
+	fputs(", ", OUT);
+	emit_shape(OUT, lshape(x));
+	fputs(", ", OUT);
+	emit_dims(OUT, zero, x->shape.rank);
+	fprintf(OUT, ", %.17g, seed, %u, step, %s, %s);\n", n->attr.keep_prob, n->attr.seed_id, IN(0), Y);
+}
+
+static void emit_copy(Emit *e, const Node *n)
+{
+	fprintf(OUT, "\tmemcpy(%s, %s, %" PRId64 " * sizeof *%s);\n", Y, IN(0), lnumel(n->out), Y);
+}
+
+EMIT(RESHAPE) { emit_copy(e, n); }
+
+EMIT(TRANSPOSE)
+{
+	const Shape *x = lshape(n->in[0]);
+	fprintf(OUT, "\tK(transpose)(%d, ", x->rank);
+	emit_shape(OUT, x);
+	fputs(", (const int[]){", OUT);
+	for (int i = 0; i < x->rank; i++)
+		fprintf(OUT, "%s%d", i ? ", " : "", n->attr.perm[i]);
+	fprintf(OUT, "}, %s, %s);\n", IN(0), Y);
+}
+
+static void emit_reduce(Emit *e, const Node *n, int64_t mask, bool mean)
+{
+	const Shape *x = lshape(n->in[0]);
+	if (!mask)
+		mask = ((int64_t)1 << x->rank) - 1;
+	fprintf(OUT, "\tK(reduce)(%d, ", x->rank);
+	emit_shape(OUT, x);
+	fprintf(OUT, ", 0x%" PRIx64 ", %s, %s, %s);\n", mask, mean ? "true" : "false", IN(0), Y);
+}
+
+EMIT(REDUCE_SUM) { emit_reduce(e, n, n->attr.axes_mask, false); }
+EMIT(REDUCE_MEAN) { emit_reduce(e, n, n->attr.axes_mask, true); }
+EMIT(SUM_TO) { emit_reduce(e, n, n->attr.axes_mask, false); }
+
+/* y = alpha * x broadcast back over the reduced dims of y */
+EMIT(BROADCAST_TO)
+{
+	const Shape *y = lshape(n->out);
+	int64_t str[MAX_RANK], stride = 1;
+	for (int i = y->rank - 1; i >= 0; i--) {
+		if (n->attr.axes_mask & ((int64_t)1 << i)) {
+			str[i] = 0;
+		} else {
+			str[i] = stride;
+			stride *= y->d[i];
+		}
+	}
+	fprintf(OUT, "\tK(broadcast)(%d, ", y->rank);
+	emit_shape(OUT, y);
+	fprintf(OUT, ", %s, ", IN(0));
+	emit_dims(OUT, str, y->rank);
+	fprintf(OUT, ", %.17g, %s);\n", n->attr.alpha, Y);
+}
+
+EMIT(EMBEDDING)
+{
+	const Shape *t = lshape(n->in[0]);
+	fprintf(OUT, "\tK(embedding)(%" PRId64 ", %" PRId64 ", %" PRId64 ", 0, %s, %s, %s, %s);\n", lnumel(n->in[1]),
+	        t->d[0], t->d[1], IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+}
+
+EMIT(EMBEDDING_GRAD)
+{
+	const Shape *t = lshape(n->out);
+	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", 0, %s, %s, %s, %s);\n",
+	        lnumel(n->in[1]), t->d[0], t->d[1], IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+}
+
+EMIT(CONCAT)
+{
+	int axis = n->attr.axis < 0 ? n->attr.axis + n->out->shape.rank : n->attr.axis;
+	fprintf(OUT, "\tK(concat)(%d, (const real *const[]){", n->nin);
+	for (int i = 0; i < n->nin; i++)
+		fprintf(OUT, "%s%s", i ? ", " : "", IN(i));
+	fputs("}, (const int64_t[]){", OUT);
+	for (int i = 0; i < n->nin; i++)
+		fprintf(OUT, "%s%" PRId64, i ? ", " : "", lshape(n->in[i])->d[axis]);
+	fprintf(OUT, "}, %" PRId64 ", %" PRId64 ", %s);\n", ldims(n->out, 0, axis), ldims(n->out, axis + 1, MAX_RANK),
+	        Y);
+}
+
+EMIT(SLICE)
+{
+	int axis = n->attr.axis;
+	fprintf(OUT, "\tK(slice)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s);\n",
+	        ldims(n->in[0], 0, axis), lshape(n->in[0])->d[axis], n->attr.begin, lshape(n->out)->d[axis],
+	        ldims(n->in[0], axis + 1, MAX_RANK), IN(0), Y);
+}
+
+/* The mean over the whole (global) batch: denominators are global counts. */
+EMIT(SOFTMAX_CROSS_ENTROPY)
+{
+	const Value *lg = n->in[0];
+	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
+	fprintf(OUT, "\tK(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(lg) / C, C,
+	        shape_numel(&lg->shape) / lg->shape.d[lg->shape.rank - 1], IN(0), IN(1),
+	        n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
+}
+
+EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
+{
+	const Value *lg = n->in[1];
+	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
+	fprintf(OUT, "\tK(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", lnumel(lg) / C,
+	        C, shape_numel(&lg->shape) / lg->shape.d[lg->shape.rank - 1], IN(0), IN(1), IN(2),
+	        n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
+}
+
+EMIT(MSE_LOSS)
+{
+	fprintf(OUT, "\tK(mse)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s);\n", lnumel(n->in[0]),
+	        shape_numel(&n->in[0]->shape), IN(0), IN(1), Y);
+}
+
+EMIT(MSE_LOSS_GRAD)
+{
+	fprintf(OUT, "\tK(mse_grad)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(n->in[1]),
+	        shape_numel(&n->in[1]->shape), IN(0), IN(1), IN(2), Y);
+}
+
+/* ---- collectives --------------------------------------------------------------- */
+
+static const char *comm_of(Emit *e, const Node *n)
+{
+	(void)e;
+	if (n->attr.group && *n->attr.group && strcmp(n->attr.group, "world") != 0)
+		return arena_printf(&e->c->arena, "comm_%s", n->attr.group);
+	return "comm_world";
+}
+
+static const char *reduce_name(ReduceOp r)
+{
+	static const char *const names[] = {"NRT_SUM", "NRT_MEAN", "NRT_MAX", "NRT_MIN", "NRT_PROD"};
+	return names[r];
+}
+
+EMIT(ALL_REDUCE)
+{
+	emit_copy(e, n);
+	fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, %s, %s, %" PRId64 ");\n", comm_of(e, n),
+	        reduce_name(n->attr.reduce), Y, lnumel(n->out));
+}
+
+EMIT(BROADCAST)
+{
+	emit_copy(e, n);
+	fprintf(OUT, "\tnrt_broadcast(%s, NRT_REAL, %d, %s, %" PRId64 ");\n", comm_of(e, n), n->attr.root, Y,
+	        lnumel(n->out));
+}
+
+/* all_gather and reduce_scatter work on dimension 0, where rank blocks
+ * are contiguous; other axes go through the redistribution pass. */
+EMIT(ALL_GATHER)
+{
+	fprintf(OUT, "\tnrt_allgather(%s, NRT_REAL, %s, %" PRId64 ", %s);\n", comm_of(e, n), IN(0), lnumel(n->in[0]),
+	        Y);
+}
+
+EMIT(REDUCE_SCATTER)
+{
+	fprintf(OUT, "\tnrt_reduce_scatter(%s, NRT_REAL, %s, %s, %" PRId64 ", %s);\n", comm_of(e, n),
+	        reduce_name(n->attr.reduce), IN(0), lnumel(n->out), Y);
+}
+
+EMIT(ALL_TO_ALL)
+{
+	fprintf(OUT, "\tnrt_alltoall(%s, NRT_REAL, %s, %" PRId64 " / nrt_comm_size(%s), %s);\n", comm_of(e, n),
+	        IN(0), lnumel(n->in[0]), comm_of(e, n), Y);
+}
+
+/* ---- optimizer updates (in place on the parameter) ------------------------------ */
+
+EMIT(SGD_UPDATE)
+{
+	fprintf(OUT, "\tK(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", lnumel(n->in[0]), n->attr.weight_decay, IN(1),
+	        IN(0));
+}
+
+EMIT(MOMENTUM_UPDATE)
+{
+	fprintf(OUT, "\tK(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", lnumel(n->in[0]),
+	        n->attr.momentum_opt, n->attr.nesterov ? "true" : "false", n->attr.weight_decay, IN(1), IN(2), IN(0));
+}
+
+static void emit_adam(Emit *e, const Node *n, bool decoupled)
+{
+	fprintf(OUT, "\tK(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, step, %s, %s, %s, %s);\n",
+	        lnumel(n->in[0]), n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay,
+	        decoupled ? "true" : "false", IN(1), IN(2), IN(3), IN(0));
+}
+
+EMIT(ADAM_UPDATE) { emit_adam(e, n, false); }
+EMIT(ADAMW_UPDATE) { emit_adam(e, n, true); }
+
+EMIT(LAMB_UPDATE)
+{
+	int64_t len = lnumel(n->in[0]);
+	fprintf(OUT, "\t{\n\t\tdouble sq[2] = {0, 0};\n");
+	fprintf(OUT, "\t\tK(lamb_phase1)(%" PRId64 ", %.17g, %.17g, %.17g, %.17g, step, %s, %s, %s, %s, lamb_upd, sq);\n",
+	        len, n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay, IN(1), IN(2), IN(3), IN(0));
+	fprintf(OUT, "\t\tK(lamb_phase2)(%" PRId64 ", lr, sq, lamb_upd, %s);\n\t}\n", len, IN(0));
+}
+
+typedef void EmitFn(Emit *e, const Node *n);
+static EmitFn *const emitters[OP_COUNT] = {
+#define OP(id, name, nmin, nmax, flags) [OP_##id] = emit_##id,
+#include "../ir/ops.def"
+#undef OP
+};
+
+void emit_c_node(Emit *e, const Node *n)
+{
+	char buf[SHAPE_STR_MAX];
+	fputs("\t/* ", OUT);
+	if (n->out)
+		fprintf(OUT, "%s: %s%s = ", n->out->name, dtype_name(n->out->dtype),
+		        shape_str(lshape(n->out), buf, sizeof buf));
+	fprintf(OUT, "%s(", op_info[n->op].name);
+	for (int i = 0; i < n->nin; i++)
+		fprintf(OUT, "%s%s", i ? ", " : "", n->in[i]->name);
+	fputs(")", OUT);
+	if (n->scope && *n->scope)
+		fprintf(OUT, "  @%s", n->scope);
+	fputs(" */\n", OUT);
+	emitters[n->op](e, n);
+}

@@ -1,0 +1,39 @@
+/* Code generation targets (QBE's `Target`): each emits a whole standalone
+ * program for the compiled graph and knows how to compile it. */
+#ifndef NETC_TARGET_H
+#define NETC_TARGET_H
+#include <stdio.h>
+
+#include "../passes/passes.h"
+
+typedef struct BuildOptions {
+	const char *output;    /* -o PROG */
+	const char *emit_dir;  /* --emit-c DIR: keep the generated source there */
+	const char *target;    /* --target NAME, default "cpu" */
+	bool f64;              /* --precision f64: every float tensor in double */
+	bool gradcheck;        /* the program checks its gradients instead of training */
+	bool verbose;          /* -v: show the compiler command and memory plan */
+} BuildOptions;
+
+typedef struct Target {
+	const char *name;      /* "cpu", "cuda" */
+	const char *ext;       /* source file extension */
+	/* NULL when usable here, else the reason it is not (shown to users) */
+	const char *(*unavailable)(void);
+	bool (*emit)(Compilation *c, const BuildOptions *o, FILE *out);
+	bool (*compile)(Compilation *c, const BuildOptions *o, const char *src, const char *exe);
+} Target;
+
+extern const Target target_cpu;
+extern const Target target_cuda;
+const Target *target_find(const char *name);
+
+/* netc build: emit, write the source (to --emit-c DIR or a temporary
+ * directory), compile it to o->output. */
+bool netc_build(Compilation *c, const BuildOptions *o);
+
+/* Where the runtime's headers and library are: next to the netc binary
+ * (build tree: build/include, build/lib) or in PREFIX/include, PREFIX/lib,
+ * or $NETC_RUNTIME_DIR. */
+bool runtime_dirs(char *inc, char *lib, size_t n);
+#endif

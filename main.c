@@ -1,0 +1,206 @@
+/* netc: the command line. Each command runs the pipeline as far as it
+ * needs (passes/pipeline.c) and then prints, draws or builds. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/target.h"
+#include "ir/dot.h"
+#include "passes/memplan.h"
+#include "passes/passes.h"
+
+#define NETC_VERSION "0.1.0"
+
+enum { EXIT_USER = 1, EXIT_INTERNAL = 2, MAX_DEFINES = 256 };
+
+typedef struct Args {
+	const char *command;
+	const char *file;
+	const char *output;     /* -o */
+	const char *format;     /* -T */
+	const char *defines[MAX_DEFINES];
+	int ndefines;
+	BuildOptions build;
+	const char *dump_after;
+	bool verbose;
+	bool infer;              /* --infer: forward only */
+} Args;
+
+static void usage(FILE *out)
+{
+	fputs("usage: netc COMMAND FILE.net [options]\n"
+	      "\n"
+	      "commands:\n"
+	      "  check FILE            parse, validate and infer shapes; report every error\n"
+	      "  dump FILE             print the IR (after --dump-after=PASS, default: shapes)\n"
+	      "  dot FILE -o OUT       draw the graph with GraphViz (-T dot|svg|png, default dot)\n"
+	      "  build FILE -o PROG    compile to a standalone training program\n"
+	      "\n"
+	      "options:\n"
+	      "  -D KEY=VALUE          override a parallel setting (as set_auto_parallel_context);\n"
+	      "                        train.KEY=VALUE overrides the train block\n"
+	      "  -o FILE               output file\n"
+	      "  -T FORMAT             dot output format: dot, svg, png\n"
+	      "      --target NAME     build target: cpu (default), cuda\n"
+	      "      --emit-c DIR      keep the generated source in DIR\n"
+	      "      --precision P     f32 (default) or f64 for every float tensor\n"
+	      "      --gradcheck       build a program that checks gradients by finite differences\n"
+	      "      --infer           build a forward-only program\n"
+	      "      --dump-after=PASS print the IR after PASS (parse, shapes, autodiff, optimizer,\n"
+	      "                        memplan, or all)\n"
+	      "  -v, --verbose         show the memory plan and the C compiler command\n"
+	      "  -h, --help            this help\n"
+	      "      --version         print the version\n"
+	      "\n"
+	      "exit status: 0 success, 1 errors in the input, 2 internal error\n",
+	      out);
+}
+
+enum { OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION };
+
+static bool is_pass_name(const char *s)
+{
+	if (strcmp(s, "all") == 0)
+		return true;
+	for (int i = 0; pass_names[i]; i++)
+		if (strcmp(pass_names[i], s) == 0)
+			return true;
+	return false;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, Args *a)
+{
+	static const struct option opts[] = {
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, OPT_VERSION},
+		{"verbose", no_argument, 0, 'v'},
+		{"target", required_argument, 0, OPT_TARGET},
+		{"emit-c", required_argument, 0, OPT_EMIT_C},
+		{"precision", required_argument, 0, OPT_PRECISION},
+		{"gradcheck", no_argument, 0, OPT_GRADCHECK},
+		{"infer", no_argument, 0, OPT_INFER},
+		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
+		{0, 0, 0, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "hvD:o:T:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': usage(stdout); return 0;
+		case OPT_VERSION: puts("netc " NETC_VERSION); return 0;
+		case 'v': a->verbose = a->build.verbose = true; break;
+		case 'D':
+			if (a->ndefines == MAX_DEFINES) {
+				fprintf(stderr, "netc: too many -D options\n");
+				return EXIT_USER;
+			}
+			a->defines[a->ndefines++] = optarg;
+			break;
+		case 'o': a->output = optarg; break;
+		case 'T': a->format = optarg; break;
+		case OPT_TARGET: a->build.target = optarg; break;
+		case OPT_EMIT_C: a->build.emit_dir = optarg; break;
+		case OPT_PRECISION:
+			if (strcmp(optarg, "f32") && strcmp(optarg, "f64")) {
+				fprintf(stderr, "netc: --precision must be f32 or f64, not '%s'\n", optarg);
+				return EXIT_USER;
+			}
+			a->build.f64 = strcmp(optarg, "f64") == 0;
+			break;
+		case OPT_GRADCHECK: a->build.gradcheck = true; break;
+		case OPT_INFER: a->infer = true; break;
+		case OPT_DUMP_AFTER:
+			if (!is_pass_name(optarg)) {
+				fprintf(stderr, "netc: --dump-after: unknown pass '%s'; passes are:", optarg);
+				for (int i = 0; pass_names[i]; i++)
+					fprintf(stderr, " %s", pass_names[i]);
+				fputs(", all\n", stderr);
+				return EXIT_USER;
+			}
+			a->dump_after = optarg;
+			break;
+		default: usage(stderr); return EXIT_USER;
+		}
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return EXIT_USER;
+	}
+	a->command = argv[optind];
+	a->file = argv[optind + 1];
+	return -1;
+}
+
+static int cmd_dot(Compilation *c, const Args *a)
+{
+	const char *fmt = a->format ? a->format : "dot";
+	if (strcmp(fmt, "dot") && strcmp(fmt, "svg") && strcmp(fmt, "png")) {
+		fprintf(stderr, "netc: -T must be dot, svg or png, not '%s'\n", fmt);
+		return EXIT_USER;
+	}
+	if (!a->output) {
+		if (strcmp(fmt, "dot") != 0) {
+			fprintf(stderr, "netc: dot -T %s needs -o FILE\n", fmt);
+			return EXIT_USER;
+		}
+		return ir_dot_write(c->g, stdout, &c->diag) ? 0 : EXIT_INTERNAL;
+	}
+	return ir_dot_render(c->g, fmt, a->output, &c->diag) ? 0 : EXIT_USER;
+}
+
+static int run(Compilation *c, Args *a)
+{
+	static const struct {
+		const char *name;
+		Stage upto;
+	} commands[] = {
+		{"check", UPTO_CHECK}, {"dump", UPTO_CHECK}, {"dot", UPTO_CHECK}, {"build", UPTO_CODEGEN},
+	};
+	int cmd = -1;
+	for (int i = 0; i < (int)(sizeof commands / sizeof commands[0]); i++)
+		if (strcmp(a->command, commands[i].name) == 0)
+			cmd = i;
+	if (cmd < 0) {
+		fprintf(stderr, "netc: unknown command '%s' (commands: check, dump, dot, build)\n", a->command);
+		return EXIT_USER;
+	}
+	if (cmd == 3 && !a->output) {
+		fprintf(stderr, "netc: build needs -o PROG\n");
+		return EXIT_USER;
+	}
+	c->dump_after = a->dump_after;
+	if (cmd == 1 && !c->dump_after)
+		c->dump_after = "shapes";
+	c->verbose = a->verbose;
+	c->infer = a->infer;
+	if (!compile_front(c, a->file, a->defines, a->ndefines))
+		return EXIT_USER;
+	if (!compile_passes(c, commands[cmd].upto))
+		return EXIT_USER;
+	switch (cmd) {
+	case 0:
+		return 0;
+	case 1:
+		return 0;
+	case 2:
+		return cmd_dot(c, a);
+	default:
+		a->build.output = a->output;
+		return netc_build(c, &a->build) ? 0 : EXIT_USER;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	Args a = {0};
+	int rc = parse_args(argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	Compilation c;
+	compilation_init(&c);
+	rc = run(&c, &a);
+	if (rc == 0 && c.diag.nerrors)
+		rc = EXIT_USER;
+	compilation_free(&c);
+	return rc;
+}

@@ -1,0 +1,138 @@
+/* Buffer reuse by liveness. The schedule is the node order; a value is
+ * born when its producer runs and dies after its last reader. Offsets are
+ * handed out first-fit from a free list, so the workspace is the peak of
+ * simultaneously live bytes plus fragmentation. */
+#include "memplan.h"
+
+#include <inttypes.h>
+
+#include "../ir/layout.h"
+
+enum { ALIGN = 64 };
+
+typedef struct Span {
+	int64_t off, size;
+} Span;
+
+typedef struct FreeList {
+	Span *v;
+	int n, cap;
+	int64_t top;      /* end of the highest block ever handed out */
+} FreeList;
+
+int64_t value_bytes(const Value *v)
+{
+	const Shape *s = v->layout ? &v->layout->slice : &v->shape;
+	return shape_numel(s) * dtype_size(v->dtype);
+}
+
+static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int64_t fl_alloc(Arena *a, FreeList *fl, int64_t size)
+{
+	for (int i = 0; i < fl->n; i++) {
+		Span *s = &fl->v[i];
+		if (s->size >= size) {
+			int64_t off = s->off;
+			s->off += size;
+			s->size -= size;
+			return off;
+		}
+	}
+	(void)a;
+	int64_t off = fl->top;
+	fl->top += size;
+	return off;
+}
+
+/* Returns a block and merges it with free neighbours (list kept sorted). */
+static void fl_free(Arena *a, FreeList *fl, int64_t off, int64_t size)
+{
+	int i = 0;
+	while (i < fl->n && fl->v[i].off < off)
+		i++;
+	Span s = {off, size};
+	VEC_PUSH(a, fl->v, fl->n, fl->cap, s);
+	for (int j = fl->n - 1; j > i; j--)
+		fl->v[j] = fl->v[j - 1];
+	fl->v[i] = s;
+	if (i + 1 < fl->n && fl->v[i].off + fl->v[i].size == fl->v[i + 1].off) {
+		fl->v[i].size += fl->v[i + 1].size;
+		for (int j = i + 1; j + 1 < fl->n; j++)
+			fl->v[j] = fl->v[j + 1];
+		fl->n--;
+	}
+	if (i > 0 && fl->v[i - 1].off + fl->v[i - 1].size == fl->v[i].off) {
+		fl->v[i - 1].size += fl->v[i].size;
+		for (int j = i; j + 1 < fl->n; j++)
+			fl->v[j] = fl->v[j + 1];
+		fl->n--;
+	}
+	/* a free block at the very top just lowers the top */
+	if (fl->n && fl->v[fl->n - 1].off + fl->v[fl->n - 1].size == fl->top) {
+		fl->top = fl->v[fl->n - 1].off;
+		fl->n--;
+	}
+}
+
+bool pass_memplan(Compilation *c)
+{
+	Graph *g = c->g;
+	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
+	int nv = g->nvalues;
+	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
+	int *last = ARENA_NEWN(&c->arena, int, nv);
+	for (int i = 0; i < nv; i++) {
+		p->offset[i] = -1;
+		last[i] = -1;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin; j++)
+			last[n->in[j]->id] = i;
+		if (n->out && last[n->out->id] < i)
+			last[n->out->id] = i;
+	}
+	if (g->loss)
+		last[g->loss->id] = g->nnodes; /* read by the step loop after everything */
+
+	/* dying[i]: values whose last reader is node i, freed after it runs */
+	FreeList fl = {0};
+	int64_t high = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->out) {
+			int64_t size = align_up(value_bytes(n->out));
+			p->offset[n->out->id] = fl_alloc(&c->arena, &fl, size);
+			p->naive += size;
+			if (fl.top > high)
+				high = fl.top;
+		}
+		for (int j = 0; j <= n->nin; j++) {
+			Value *v = j < n->nin ? n->in[j] : n->out;
+			if (v && v->kind == VK_NODE && last[v->id] == i && p->offset[v->id] >= 0) {
+				last[v->id] = -2; /* freed once even if read twice by this node */
+				fl_free(&c->arena, &fl, p->offset[v->id], align_up(value_bytes(v)));
+			}
+		}
+	}
+	p->peak = high;
+	for (int i = 0; i < nv; i++) {
+		Value *v = g->values[i];
+		if (v->kind == VK_PARAM) p->params += value_bytes(v);
+		if (v->kind == VK_STATE) p->state += value_bytes(v);
+		if (v->kind == VK_INPUT) p->inputs += value_bytes(v);
+	}
+	c->plan = p;
+	if (c->verbose)
+		memplan_report(p, stderr);
+	return true;
+}
+
+void memplan_report(const MemPlan *p, FILE *out)
+{
+	fprintf(out,
+	        "memory per device: activations and gradients peak %" PRId64 " bytes (%" PRId64
+	        " without reuse), parameters %" PRId64 ", optimizer state %" PRId64 ", inputs %" PRId64 "\n",
+	        p->peak, p->naive, p->params, p->state, p->inputs);
+}

@@ -1,0 +1,21 @@
+#ifndef NETC_MEMPLAN_H
+#define NETC_MEMPLAN_H
+#include "passes.h"
+
+/* Where each intermediate tensor lives. Values produced by nodes share one
+ * workspace; a value's bytes are reused once its last reader has run.
+ * Parameters, gradients' targets, optimizer state and inputs are
+ * persistent and outside the workspace. Sizes are per device (slices). */
+struct MemPlan {
+	int64_t *offset;      /* by value id: byte offset in the workspace; -1 if not there */
+	int64_t peak;         /* workspace bytes needed */
+	int64_t naive;        /* bytes if nothing were reused */
+	int64_t params;       /* parameter bytes */
+	int64_t state;        /* optimizer state bytes */
+	int64_t inputs;       /* input buffer bytes */
+};
+
+/* Bytes this device holds of v (its slice when sharded). */
+int64_t value_bytes(const Value *v);
+void memplan_report(const MemPlan *p, FILE *out);
+#endif

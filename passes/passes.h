@@ -1,0 +1,43 @@
+/* The compiler's passes and the state of one compilation. The order in
+ * which they run is spelled out once, in passes/pipeline.c. */
+#ifndef NETC_PASSES_H
+#define NETC_PASSES_H
+#include "../ir/ir.h"
+
+typedef struct MemPlan MemPlan;
+
+typedef struct Compilation {
+	Arena arena;           /* everything of this compilation; freed at once */
+	Diag diag;
+	SourceFile *src;       /* owned; the Locs of the IR point into it */
+	Graph *g;
+	const char *dump_after;/* print the IR after this pass (or "all") */
+	FILE *dump_out;        /* where dumps go (stdout) */
+	bool verify;           /* run ir_verify after every pass */
+	bool infer;            /* forward only: no backward, no update */
+	bool verbose;
+	MemPlan *plan;         /* set by memplan */
+} Compilation;
+
+/* How far a command needs the pipeline to go. */
+typedef enum Stage {
+	UPTO_CHECK,            /* parse, shapes, strategy validation */
+	UPTO_TRAIN,            /* + autodiff, aggregation, optimizer */
+	UPTO_CODEGEN,          /* + memory planning */
+} Stage;
+
+void compilation_init(Compilation *c);
+void compilation_free(Compilation *c);
+/* Reads and parses `path`, applies -D overrides; false on any error. */
+bool compile_front(Compilation *c, const char *path, const char *const *defines, int ndefines);
+/* Runs the passes up to `upto`; false on any error. */
+bool compile_passes(Compilation *c, Stage upto);
+/* Names of all passes, NULL-terminated, for --dump-after's help. */
+extern const char *const pass_names[];
+
+/* Each pass: returns false after reporting errors through c->diag. */
+bool pass_shapes(Compilation *c);
+bool pass_autodiff(Compilation *c);
+bool pass_optimizer(Compilation *c);
+bool pass_memplan(Compilation *c);
+#endif

@@ -1,0 +1,92 @@
+/* The whole compiler on one screen: the passes in the order they run,
+ * with the verifier between them and a switch that prints the IR after any
+ * of them (netc --dump-after=PASS). */
+#include <errno.h>
+#include <string.h>
+
+#include "../frontend/frontend.h"
+#include "../ir/shape.h"
+#include "passes.h"
+
+typedef struct Pass {
+	const char *name;
+	bool (*run)(Compilation *c);
+	Stage stage;           /* the first command stage that needs it */
+	bool training_only;    /* skipped for forward-only (--infer) programs */
+} Pass;
+
+static const Pass passes[] = {
+	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
+	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
+	{"optimizer", pass_optimizer, UPTO_TRAIN,   true},
+	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
+};
+enum { NPASSES = sizeof passes / sizeof passes[0] };
+
+const char *const pass_names[] = {"parse", "shapes", "autodiff", "optimizer", "memplan", NULL};
+
+void compilation_init(Compilation *c)
+{
+	memset(c, 0, sizeof *c);
+	diag_init(&c->diag, stderr);
+	c->dump_out = stdout;
+#ifndef NDEBUG
+	c->verify = true;
+#endif
+}
+
+void compilation_free(Compilation *c)
+{
+	arena_free(&c->arena);
+	source_free(c->src);
+	c->src = NULL;
+	c->g = NULL;
+}
+
+static bool after_pass(Compilation *c, const char *name)
+{
+	if (c->verify && !ir_verify(c->g, &c->diag, name))
+		return false;
+	if (c->dump_after && (strcmp(c->dump_after, name) == 0 || strcmp(c->dump_after, "all") == 0)) {
+		if (strcmp(c->dump_after, "all") == 0)
+			fprintf(c->dump_out, "; after %s\n", name);
+		ir_print(c->g, c->dump_out);
+	}
+	return true;
+}
+
+bool compile_front(Compilation *c, const char *path, const char *const *defines, int ndefines)
+{
+	c->src = source_read(path);
+	if (!c->src) {
+		diag_error(&c->diag, loc_none(), "cannot read '%s': %s", path, strerror(errno));
+		return false;
+	}
+	c->g = netc_parse(&c->arena, &c->diag, c->src);
+	if (!c->g)
+		return false;
+	for (int i = 0; i < ndefines; i++)
+		netc_define(&c->arena, c->g, defines[i], &c->diag);
+	if (c->diag.nerrors || !parallel_config_finish(&c->g->par, &c->diag))
+		return false;
+	return after_pass(c, "parse");
+}
+
+bool compile_passes(Compilation *c, Stage upto)
+{
+	for (int i = 0; i < NPASSES; i++) {
+		const Pass *p = &passes[i];
+		if (p->stage > upto || (p->training_only && c->infer))
+			continue;
+		if (!p->run(c) || c->diag.nerrors)
+			return false;
+		if (!after_pass(c, p->name))
+			return false;
+	}
+	return true;
+}
+
+bool pass_shapes(Compilation *c)
+{
+	return infer_shapes(c->g, &c->diag);
+}
