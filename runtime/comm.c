@@ -1,0 +1,235 @@
+/* Communicators over device-matrix axes, collectives and their counters.
+ * Without MPI (unit tests run without mpirun) every communicator has one
+ * rank and the collectives reduce to local copies. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* The world communicator; a size-1 stand-in when MPI is not running. */
+NrtComm *nrt_comm_world(void)
+{
+	if (!nrt_rt.initialised)
+		nrt_rt.world = (struct NrtComm){.comm = MPI_COMM_NULL, .size = 1, .rank = 0};
+	return &nrt_rt.world;
+}
+
+int nrt_comm_size(const NrtComm *c) { return c->size; }
+int nrt_comm_rank(const NrtComm *c) { return c->rank; }
+
+static int64_t dev_prod(int ndev, const int64_t *dev)
+{
+	if (ndev < 0 || ndev > 30)
+		nrt_fatal("device matrix of rank %d (0..30 supported)", ndev);
+	int64_t p = 1;
+	for (int k = 0; k < ndev; k++) {
+		if (dev[k] < 1)
+			nrt_fatal("device matrix axis %d has size %lld", k, (long long)dev[k]);
+		p *= dev[k];
+	}
+	if (p > nrt_rt.size)
+		nrt_fatal("the device matrix needs %lld ranks but the world has %d",
+		          (long long)p, nrt_rt.size);
+	return p;
+}
+
+/* Row-major coordinate of rank r < prod(dev) along `axis` (axis 0 slowest). */
+static int64_t coord_of(int64_t r, int ndev, const int64_t *dev, int axis)
+{
+	int64_t inner = 1;
+	for (int k = axis + 1; k < ndev; k++)
+		inner *= dev[k];
+	return r / inner % dev[axis];
+}
+
+/* Ranks >= prod(dev) repeat the computation: they take the coordinates of
+ * rank r % prod(dev), i.e. they hold a replica of that rank's slices (but
+ * communicate only within groups of their own, see nrt_comm_axes). */
+int64_t nrt_dev_coord(int ndev, const int64_t *dev, int axis)
+{
+	int64_t p = dev_prod(ndev, dev);
+	if (axis < 0 || axis >= ndev)
+		nrt_fatal("nrt_dev_coord: axis %d outside the device matrix of rank %d", axis, ndev);
+	return coord_of(nrt_rt.rank % p, ndev, dev, axis);
+}
+
+/* Colour: this rank's mixed-radix index over the axes not in the mask, so
+ * ranks that differ only on masked axes share a group. */
+static int axes_colour(int ndev, const int64_t *dev, unsigned mask, int64_t p)
+{
+	int64_t r = nrt_rt.rank, colour = 0, ncolours = 1;
+	for (int k = 0; k < ndev; k++)
+		if (!(mask & (1u << k))) {
+			colour = colour * dev[k] + coord_of(r < p ? r : 0, ndev, dev, k);
+			ncolours *= dev[k];
+		}
+	/* a distinct colour each for repeated-calculation ranks */
+	return (int)(r < p ? colour : ncolours + (r - p));
+}
+
+NrtComm *nrt_comm_axes(int ndev, const int64_t *dev, unsigned axes_mask)
+{
+	int64_t p = dev_prod(ndev, dev);
+	if (ndev < 32 && (axes_mask >> ndev))
+		nrt_fatal("nrt_comm_axes: mask 0x%x names axes outside the device matrix of rank %d",
+		          axes_mask, ndev);
+	struct NrtComm *c = calloc(1, sizeof *c);
+	if (!c)
+		nrt_fatal("out of memory");
+	if (!nrt_rt.initialised) {
+		*c = (struct NrtComm){.comm = MPI_COMM_NULL, .size = 1, .rank = 0};
+	} else {
+		int colour = axes_colour(ndev, dev, axes_mask, p);
+		NRT_MPI(MPI_Comm_split(MPI_COMM_WORLD, colour, nrt_rt.rank, &c->comm));
+		NRT_MPI(MPI_Comm_size(c->comm, &c->size));
+		NRT_MPI(MPI_Comm_rank(c->comm, &c->rank));
+	}
+	c->next = nrt_rt.comms;
+	nrt_rt.comms = c;
+	return c;
+}
+
+/* ---- collectives -------------------------------------------------------- */
+static MPI_Op mpi_op(NrtReduce op, NrtDType t)
+{
+	switch (op) {
+	case NRT_MEAN:
+		if (!nrt_dtype_is_float(t))
+			nrt_fatal("NRT_MEAN needs a float type, got %s", nrt_dtype_name(t));
+		return MPI_SUM;     /* the division follows the sum */
+	case NRT_SUM: return MPI_SUM;
+	case NRT_MAX: return MPI_MAX;
+	case NRT_MIN: return MPI_MIN;
+	case NRT_PROD: return MPI_PROD;
+	}
+	nrt_fatal("invalid reduction %d", (int)op);
+}
+
+static void divide(NrtDType t, void *buf, int64_t n, int by)
+{
+	if (t == NRT_F32)
+		for (int64_t i = 0; i < n; i++)
+			((float *)buf)[i] /= (float)by;
+	else
+		for (int64_t i = 0; i < n; i++)
+			((double *)buf)[i] /= by;
+}
+
+/* MPI counts are int: collectives whose layout depends on the count
+ * cannot be chunked, so they refuse more than INT_MAX elements. */
+static int count(int64_t n, const char *what)
+{
+	if (n < 0 || n > INT_MAX)
+		nrt_fatal("%s: %lld elements (MPI counts are limited to %d)", what, (long long)n,
+		          INT_MAX);
+	return (int)n;
+}
+
+static void account(int64_t *calls, NrtDType t, int64_t n)
+{
+	++*calls;
+	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
+}
+
+void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
+{
+	MPI_Op mop = mpi_op(op, t);
+	account(&nrt_rt.stats.allreduce, t, n);
+	if (c->comm == MPI_COMM_NULL)
+		return;
+	/* element-wise, so chunks of INT_MAX are independent */
+	size_t es = nrt_dtype_size(t);
+	for (int64_t done = 0; done < n; done += INT_MAX) {
+		int64_t m = n - done < INT_MAX ? n - done : INT_MAX;
+		NRT_MPI(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)m,
+		                      nrt_mpi_type(t), mop, c->comm));
+	}
+	if (op == NRT_MEAN && c->size > 1)
+		divide(t, buf, n, c->size);
+}
+
+void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv)
+{
+	int cnt = count(n, "nrt_allgather");
+	account(&nrt_rt.stats.allgather, t, n);
+	if (c->comm == MPI_COMM_NULL) {
+		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
+		return;
+	}
+	NRT_MPI(MPI_Allgather(send, cnt, nrt_mpi_type(t), recv, cnt, nrt_mpi_type(t), c->comm));
+}
+
+void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n,
+                        void *recv)
+{
+	MPI_Op mop = mpi_op(op, t);
+	int cnt = count(n, "nrt_reduce_scatter");
+	account(&nrt_rt.stats.reduce_scatter, t, n * c->size);
+	if (c->comm == MPI_COMM_NULL) {
+		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
+		return;
+	}
+	NRT_MPI(MPI_Reduce_scatter_block(send, recv, cnt, nrt_mpi_type(t), mop, c->comm));
+	if (op == NRT_MEAN && c->size > 1)
+		divide(t, recv, n, c->size);
+}
+
+void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv)
+{
+	int cnt = count(n, "nrt_alltoall");
+	account(&nrt_rt.stats.alltoall, t, n * c->size);
+	if (c->comm == MPI_COMM_NULL) {
+		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
+		return;
+	}
+	NRT_MPI(MPI_Alltoall(send, cnt, nrt_mpi_type(t), recv, cnt, nrt_mpi_type(t), c->comm));
+}
+
+void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
+{
+	if (root < 0 || root >= c->size)
+		nrt_fatal("nrt_broadcast: root %d outside a communicator of %d ranks", root, c->size);
+	account(&nrt_rt.stats.broadcast, t, n);
+	if (c->comm == MPI_COMM_NULL)
+		return;
+	size_t es = nrt_dtype_size(t);
+	for (int64_t done = 0; done < n; done += INT_MAX) {
+		int64_t m = n - done < INT_MAX ? n - done : INT_MAX;
+		NRT_MPI(MPI_Bcast((char *)buf + done * es, (int)m, nrt_mpi_type(t), root, c->comm));
+	}
+}
+
+/* Point to point between world ranks. */
+void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
+{
+	int cnt = count(n, "nrt_send");
+	account(&nrt_rt.stats.sendrecv, t, n);
+	if (!nrt_rt.initialised)
+		nrt_fatal("nrt_send: MPI is not running");
+	NRT_MPI(MPI_Send(buf, cnt, nrt_mpi_type(t), dest, tag, MPI_COMM_WORLD));
+}
+
+/* Counted as a call but not as bytes: the sender counted them. */
+void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
+{
+	int cnt = count(n, "nrt_recv");
+	nrt_rt.stats.sendrecv++;
+	if (!nrt_rt.initialised)
+		nrt_fatal("nrt_recv: MPI is not running");
+	NRT_MPI(MPI_Recv(buf, cnt, nrt_mpi_type(t), src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+
+void nrt_barrier(void)
+{
+	if (nrt_rt.initialised && nrt_mpi_active())
+		NRT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+NrtCommStats nrt_comm_stats(bool reset)
+{
+	NrtCommStats s = nrt_rt.stats;
+	if (reset)
+		memset(&nrt_rt.stats, 0, sizeof nrt_rt.stats);
+	return s;
+}

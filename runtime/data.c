@@ -1,0 +1,375 @@
+/* Training data: .npy files (memory-mapped, so ranks on one node share the
+ * page cache) or a deterministic synthetic dataset a model can learn.
+ *
+ * Step s uses global samples [s*B, s*B + B) (B = full[0]); files wrap
+ * around modulo their sample count. Each rank copies only its block
+ * (slice at offset, along every dimension) of each input.
+ *
+ * Synthetic samples are a pure function of (seed, global sample index,
+ * element index), so every sharding sees the same dataset:
+ *   FEATURES  N(0, 1), stream 1000 + input index
+ *   TOKENS    uniform in [0, range), same stream
+ *   CLASSES   a fixed random linear teacher of a FEATURES source (argmax),
+ *             (3 id + 1) % C of a TOKENS source, or sample % C
+ *   TARGETS   tanh of the teacher of a FEATURES source, or small noise
+ * Labels depend on a whole sample, so they are computed from the full
+ * per-sample source even when this rank holds a slice of it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+
+#define TEACHER_SEED_XOR 0x7eac4e5u
+#define STREAM_DATA      1000u  /* + input index */
+#define STREAM_TEACHER   2000u  /* linear teacher of features */
+#define STREAM_EMBED     2001u  /* token -> target map */
+#define TEACHER_CACHE_MAX (1 << 22) /* cache teachers up to 32 MiB of doubles */
+
+typedef struct Source {
+	/* file mode */
+	void *map;              /* the whole mmapped .npy file */
+	size_t maplen;
+	const char *rows;       /* first sample */
+	int64_t nsamples;
+	/* synthetic mode */
+	int64_t per;            /* elements per sample (prod full[1..]) */
+	double *vals;           /* [per] one full sample, scratch */
+	double *teacher;        /* cached teacher weights, or NULL */
+	int64_t nteacher;
+} Source;
+
+struct NrtData {
+	uint64_t seed;
+	bool files;
+	int nin;
+	Source *src;            /* [nin] */
+};
+
+static const char *input_name(const NrtInput *in, int i, char *buf, size_t len)
+{
+	if (in[i].name)
+		return in[i].name;
+	snprintf(buf, len, "#%d", i);
+	return buf;
+}
+
+/* ---- files ------------------------------------------------------------------- */
+static void open_file(const char *path, const NrtInput *in, int i, Source *s)
+{
+	char err[512], nm[32], a[160], b[160];
+	const char *name = input_name(in, i, nm, sizeof nm);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		nrt_fatal("input '%s': %s: %s", name, path, strerror(errno));
+	NrtNpy h;
+	long off;
+	struct stat st;
+	if (!nrt_npy_read_header(f, path, &h, &off, err, sizeof err))
+		nrt_fatal("input '%s': %s", name, err);
+	if (fstat(fileno(f), &st) != 0)
+		nrt_fatal("input '%s': %s: %s", name, path, strerror(errno));
+	if (h.dtype != in[i].t.dtype)
+		nrt_fatal("input '%s': %s holds %s but the model expects %s", name, path,
+		          nrt_dtype_name(h.dtype), nrt_dtype_name(in[i].t.dtype));
+	if (h.rank != in[i].t.rank || memcmp(h.shape + 1, in[i].t.full + 1,
+	                                     sizeof(int64_t) * (size_t)(h.rank - 1)))
+		nrt_fatal("input '%s': %s has samples of shape %s, the model expects %s "
+		          "(the first dimension counts samples)", name, path,
+		          nrt_shape_str(h.rank > 0 ? h.rank - 1 : 0, h.shape + 1, a, sizeof a),
+		          nrt_shape_str(in[i].t.rank - 1, in[i].t.full + 1, b, sizeof b));
+	if (h.shape[0] < 1)
+		nrt_fatal("input '%s': %s holds no samples", name, path);
+	uint64_t avail = st.st_size > off ? (uint64_t)(st.st_size - off) : 0;
+	if (!nrt_npy_check_size(path, &h, avail, err, sizeof err))
+		nrt_fatal("input '%s': %s", name, err);
+	s->maplen = (size_t)st.st_size;
+	s->map = mmap(NULL, s->maplen, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+	if (s->map == MAP_FAILED)
+		nrt_fatal("input '%s': %s: mmap: %s", name, path, strerror(errno));
+	fclose(f);
+	s->rows = (const char *)s->map + off;
+	s->nsamples = h.shape[0];
+}
+
+static void open_files(const NrtOptions *opt, const NrtInput *in, int nin, NrtData *d)
+{
+	if (opt->ndata != nin)
+		nrt_fatal("--data: %d files given but the model has %d inputs", opt->ndata, nin);
+	for (int i = 0; i < nin; i++) {
+		open_file(opt->data[i], in, i, &d->src[i]);
+		/* inputs are parallel arrays: sample k of each file belongs together */
+		if (d->src[i].nsamples != d->src[0].nsamples)
+			nrt_fatal("--data: %s has %lld samples but %s has %lld", opt->data[i],
+			          (long long)d->src[i].nsamples, opt->data[0],
+			          (long long)d->src[0].nsamples);
+	}
+}
+
+/* Copies this rank's block of global sample g (wrapped) for input i. */
+static void copy_sample(const Source *s, NrtInput *in, int64_t g, int64_t local)
+{
+	const NrtTensor *t = &in->t;
+	size_t es = nrt_dtype_size(t->dtype);
+	int64_t per = nrt_numel(t->rank - 1, t->full + 1);
+	int64_t lper = nrt_numel(t->rank - 1, t->slice + 1);
+	const char *row = s->rows + (g % s->nsamples) * per * (int64_t)es;
+	nrt_block_copy(es, t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, (void *)row,
+	               (char *)t->data + local * lper * (int64_t)es, true);
+}
+
+/* ---- synthetic ---------------------------------------------------------------- */
+static double teacher_w(const NrtData *d, const Source *s, uint32_t stream, int64_t idx)
+{
+	if (s->teacher)
+		return s->teacher[idx];
+	return nrt_rand_normal(d->seed ^ TEACHER_SEED_XOR, stream, (uint64_t)idx);
+}
+
+static void gen_sample(const NrtData *d, const NrtInput *in, int i, int64_t g);
+
+/* label[t] = argmax_c sum_j x[j] W[j, c] over the t-th group of features
+ * (the whole sample when there is one label per sample, or when the
+ * features do not split evenly into one group per label). */
+static void classes_from_features(const NrtData *d, const Source *s, const Source *x, int64_t C)
+{
+	int64_t L = s->per, G = x->per % L == 0 ? x->per / L : x->per;
+	for (int64_t t = 0; t < L; t++) {
+		const double *xt = x->vals + (x->per % L == 0 ? t * G : 0);
+		int64_t best = 0;
+		double bestv = -INFINITY;
+		for (int64_t c = 0; c < C; c++) {
+			double acc = 0;
+			for (int64_t j = 0; j < G; j++)
+				acc += xt[j] * teacher_w(d, s, STREAM_TEACHER, j * C + c);
+			if (acc > bestv) {
+				bestv = acc;
+				best = c;
+			}
+		}
+		s->vals[t] = (double)best;
+	}
+}
+
+static void classes_from_tokens(const Source *s, const Source *x, int64_t C)
+{
+	if (x->per == s->per) {         /* position-wise: a learnable lookup */
+		for (int64_t t = 0; t < s->per; t++)
+			s->vals[t] = (double)((3 * (int64_t)x->vals[t] + 1) % C);
+		return;
+	}
+	int64_t sum = 0;
+	for (int64_t t = 0; t < x->per; t++)
+		sum += (int64_t)x->vals[t];
+	for (int64_t t = 0; t < s->per; t++)
+		s->vals[t] = (double)(sum % C);
+}
+
+static void targets_from_features(const NrtData *d, const Source *s, const Source *x)
+{
+	int64_t K = s->per, F = x->per;
+	for (int64_t k = 0; k < K; k++) {
+		double acc = 0;
+		for (int64_t j = 0; j < F; j++)
+			acc += x->vals[j] * teacher_w(d, s, STREAM_TEACHER, j * K + k);
+		s->vals[k] = tanh(acc / sqrt((double)F));
+	}
+}
+
+/* target[t] = tanh(E[id[t]]) position-wise, else a mean over the ids */
+static void targets_from_tokens(const NrtData *d, const Source *s, const Source *x)
+{
+	uint64_t key = d->seed ^ TEACHER_SEED_XOR;
+	for (int64_t k = 0; k < s->per; k++) {
+		double acc = 0;
+		if (x->per == s->per)
+			acc = nrt_rand_normal(key, STREAM_EMBED, (uint64_t)x->vals[k]);
+		else {
+			for (int64_t t = 0; t < x->per; t++)
+				acc += nrt_rand_normal(key, STREAM_EMBED,
+				                       (uint64_t)x->vals[t] * (uint64_t)s->per + (uint64_t)k);
+			acc /= sqrt((double)x->per);
+		}
+		s->vals[k] = tanh(acc);
+	}
+}
+
+/* The full per-sample values of input i for global sample g into vals. */
+static void gen_sample(const NrtData *d, const NrtInput *in, int i, int64_t g)
+{
+	const NrtInput *p = &in[i];
+	const Source *s = &d->src[i];
+	uint64_t base = (uint64_t)g * (uint64_t)s->per;
+	uint32_t stream = STREAM_DATA + (uint32_t)i;
+	switch (p->role) {
+	case NRT_IN_FEATURES:
+		for (int64_t e = 0; e < s->per; e++)
+			s->vals[e] = nrt_rand_normal(d->seed, stream, base + (uint64_t)e);
+		return;
+	case NRT_IN_TOKENS:
+		for (int64_t e = 0; e < s->per; e++) {
+			double u = nrt_rand_uniform(d->seed, stream, base + (uint64_t)e);
+			int64_t v = (int64_t)(u * (double)p->range);
+			s->vals[e] = (double)(v < p->range ? v : p->range - 1);
+		}
+		return;
+	case NRT_IN_CLASSES:
+		if (p->source < 0) {
+			for (int64_t e = 0; e < s->per; e++)
+				s->vals[e] = (double)(g % p->range);
+			return;
+		}
+		gen_sample(d, in, p->source, g);
+		if (in[p->source].role == NRT_IN_FEATURES)
+			classes_from_features(d, s, &d->src[p->source], p->range);
+		else
+			classes_from_tokens(s, &d->src[p->source], p->range);
+		return;
+	case NRT_IN_TARGETS:
+		if (p->source < 0) {
+			for (int64_t e = 0; e < s->per; e++)
+				s->vals[e] = 0.1 * nrt_rand_normal(d->seed, stream, base + (uint64_t)e);
+			return;
+		}
+		gen_sample(d, in, p->source, g);
+		if (in[p->source].role == NRT_IN_FEATURES)
+			targets_from_features(d, s, &d->src[p->source]);
+		else
+			targets_from_tokens(d, s, &d->src[p->source]);
+		return;
+	}
+}
+
+typedef struct PickCtx {
+	const double *vals;
+	NrtDType dtype;
+	void *dst;
+} PickCtx;
+
+static void pick(int64_t ifull, int64_t islice, void *p)
+{
+	PickCtx *c = p;
+	nrt_store(c->dtype, c->dst, islice, c->vals[ifull]);
+}
+
+static void synth_sample(const NrtData *d, NrtInput *in, int i, int64_t g, int64_t local)
+{
+	NrtTensor *t = &in[i].t;
+	gen_sample(d, in, i, g);
+	int64_t lper = nrt_numel(t->rank - 1, t->slice + 1);
+	PickCtx c = {d->src[i].vals, t->dtype,
+	             (char *)t->data + local * lper * (int64_t)nrt_dtype_size(t->dtype)};
+	nrt_slice_foreach(t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, pick, &c);
+}
+
+/* Roles, dtypes and sources must make sense before any sample is made. */
+static void check_synthetic(const NrtInput *in, int nin, int i)
+{
+	char nm[32];
+	const NrtInput *p = &in[i];
+	const char *name = input_name(in, i, nm, sizeof nm);
+	bool is_float = nrt_dtype_is_float(p->t.dtype);
+	bool want_float = p->role == NRT_IN_FEATURES || p->role == NRT_IN_TARGETS;
+	if (is_float != want_float)
+		nrt_fatal("input '%s': role %d needs %s data, got %s", name, (int)p->role,
+		          want_float ? "float" : "integer", nrt_dtype_name(p->t.dtype));
+	if ((p->role == NRT_IN_TOKENS || p->role == NRT_IN_CLASSES) && p->range < 1)
+		nrt_fatal("input '%s': range %lld must be at least 1", name, (long long)p->range);
+	if (p->role != NRT_IN_CLASSES && p->role != NRT_IN_TARGETS)
+		return;
+	if (p->source >= nin)
+		nrt_fatal("input '%s': source %d outside the %d inputs", name, p->source, nin);
+	if (p->source < 0)
+		return;
+	const NrtInput *s = &in[p->source];
+	if (s->role != NRT_IN_FEATURES && s->role != NRT_IN_TOKENS)
+		nrt_fatal("input '%s': its source must be a features or tokens input", name);
+	if (s->t.full[0] != p->t.full[0])
+		nrt_fatal("input '%s': batch %lld differs from its source's %lld", name,
+		          (long long)p->t.full[0], (long long)s->t.full[0]);
+}
+
+/* Precomputes the teacher of a CLASSES/TARGETS input with a features source
+ * when small enough: it is used for every sample of every step. */
+static void cache_teacher(NrtData *d, const NrtInput *in, int i)
+{
+	const NrtInput *p = &in[i];
+	Source *s = &d->src[i];
+	if (p->source < 0 || in[p->source].role != NRT_IN_FEATURES)
+		return;
+	int64_t F = d->src[p->source].per, L = s->per;
+	int64_t n = p->role == NRT_IN_CLASSES ? (F % L == 0 ? F / L : F) * p->range : F * L;
+	if (n > TEACHER_CACHE_MAX)
+		return;
+	s->teacher = malloc((size_t)(n ? n : 1) * sizeof(double));
+	if (!s->teacher)
+		nrt_fatal("out of memory");
+	for (int64_t k = 0; k < n; k++)
+		s->teacher[k] = nrt_rand_normal(d->seed ^ TEACHER_SEED_XOR, STREAM_TEACHER, (uint64_t)k);
+	s->nteacher = n;
+}
+
+NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin)
+{
+	NrtData *d = calloc(1, sizeof *d);
+	if (!d || !(d->src = calloc((size_t)(nin > 0 ? nin : 1), sizeof *d->src)))
+		nrt_fatal("out of memory");
+	d->nin = nin;
+	d->seed = opt ? opt->seed : 1234;
+	d->files = opt && opt->ndata > 0;
+	for (int i = 0; i < nin; i++) {
+		nrt_tensor_check(&in[i].t, "data");
+		if (in[i].t.rank < 1)
+			nrt_fatal("input '%s' has no batch dimension", in[i].name ? in[i].name : "?");
+		d->src[i].per = nrt_numel(in[i].t.rank - 1, in[i].t.full + 1);
+	}
+	if (d->files) {
+		open_files(opt, in, nin, d);
+		return d;
+	}
+	for (int i = 0; i < nin; i++) {
+		check_synthetic(in, nin, i);
+		d->src[i].vals = malloc((size_t)(d->src[i].per ? d->src[i].per : 1) * sizeof(double));
+		if (!d->src[i].vals)
+			nrt_fatal("out of memory");
+	}
+	for (int i = 0; i < nin; i++)
+		cache_teacher(d, in, i);
+	return d;
+}
+
+void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
+{
+	if (nin != d->nin)
+		nrt_fatal("nrt_data_next: %d inputs, but the dataset was opened with %d", nin, d->nin);
+	for (int i = 0; i < nin; i++) {
+		const NrtTensor *t = &in[i].t;
+		for (int64_t b = 0; b < t->slice[0]; b++) {
+			int64_t g = step * t->full[0] + t->offset[0] + b;
+			if (d->files)
+				copy_sample(&d->src[i], &in[i], g, b);
+			else
+				synth_sample(d, in, i, g, b);
+		}
+	}
+}
+
+void nrt_data_close(NrtData *d)
+{
+	if (!d)
+		return;
+	for (int i = 0; i < d->nin; i++) {
+		Source *s = &d->src[i];
+		if (s->map && munmap(s->map, s->maplen) != 0)
+			nrt_fatal("munmap: %s", strerror(errno));
+		free(s->vals);
+		free(s->teacher);
+	}
+	free(d->src);
+	free(d);
+}

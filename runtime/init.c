@@ -1,0 +1,316 @@
+/* Start-up and shutdown: MPI, the command line, the world-size check and
+ * the fatal-error path every other runtime file ends in. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+NrtRuntime nrt_rt = {.rank = 0, .size = 1};
+
+bool nrt_mpi_active(void)
+{
+	int init = 0, fin = 0;
+	/* both may be called before MPI_Init and after MPI_Finalize */
+	MPI_Initialized(&init);
+	MPI_Finalized(&fin);
+	return init && !fin;
+}
+
+_Noreturn void nrt_fatal(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	fprintf(stderr, "netrt: rank %d: %s\n", nrt_rank(), msg);
+	fflush(stderr);
+	if (nrt_mpi_active())
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	exit(1);
+}
+
+_Noreturn void nrt_mpi_fail(const char *call, int rc, const char *file, int line)
+{
+	char err[MPI_MAX_ERROR_STRING + 1] = "unknown MPI error";
+	int len = 0;
+	if (MPI_Error_string(rc, err, &len) != MPI_SUCCESS)
+		snprintf(err, sizeof err, "MPI error code %d", rc);
+	nrt_fatal("%s:%d: %s failed: %s", file, line, call, err);
+}
+
+int nrt_rank(void) { return nrt_rt.rank; }
+int nrt_world_size(void) { return nrt_rt.size; }
+
+/* ---- command line ------------------------------------------------------- */
+enum {
+	OPT_STEPS = 256, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_INIT, OPT_LOG,
+	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+	{"steps", required_argument, NULL, OPT_STEPS},
+	{"lr", required_argument, NULL, OPT_LR},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"data", required_argument, NULL, OPT_DATA},
+	{"save", required_argument, NULL, OPT_SAVE},
+	{"init", required_argument, NULL, OPT_INIT},
+	{"log", required_argument, NULL, OPT_LOG},
+	{"trace", required_argument, NULL, OPT_TRACE},
+	{"print-every", required_argument, NULL, OPT_PRINT_EVERY},
+	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"gradcheck", no_argument, NULL, OPT_GRADCHECK},
+	{"help", no_argument, NULL, OPT_HELP},
+	{0, 0, 0, 0},
+};
+
+void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
+{
+	fprintf(f,
+	        "usage: %s [options]\n"
+	        "Trains the model '%s' (compiled by netc for %d ranks: mpirun -np %d %s).\n"
+	        "\n"
+	        "options:\n"
+	        "  --steps N         training steps (default %lld)\n"
+	        "  --lr X            learning rate (default %g)\n"
+	        "  --seed N          random seed for parameters and synthetic data (default 1234)\n"
+	        "  --data A.npy,...  one .npy file per model input, in this order:",
+	        prog, info->name, info->device_num, info->device_num, prog,
+	        (long long)info->default_steps, info->default_lr);
+	for (int i = 0; i < info->ninputs; i++)
+		fprintf(f, "%s%s", i ? ", " : " ", info->input_names ? info->input_names[i] : "?");
+	fprintf(f,
+	        "\n"
+	        "                    (default: a deterministic synthetic dataset)\n"
+	        "  --save FILE       write the trained parameters (safetensors)\n"
+	        "  --init FILE       start from the parameters in FILE (safetensors)\n"
+	        "  --log FILE        write step,loss,seconds as CSV\n"
+	        "  --trace FILE      write a Chrome trace (JSON) per rank\n"
+	        "  --print-every K   print progress every K steps (default 10)\n"
+	        "  --quiet           print nothing but errors\n"
+	        "  --gradcheck       check gradients against finite differences\n"
+	        "  --help            show this help\n");
+}
+
+/* Strict integer parse: the whole string, in range, no sign for unsigned. */
+static bool parse_i64(const char *s, int64_t lo, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (*s == '-' || *s == '+')   /* strtoull accepts "-1" as ULLONG_MAX */
+		return false;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Splits "a.npy,b.npy" in place into opt->data. */
+static bool split_data(char *arg, const NrtProgramInfo *info, NrtOptions *opt,
+                       char *msg, size_t msglen)
+{
+	int n = 0;
+	for (char *p = arg;; p++) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = 0;
+		if (!*p) {
+			snprintf(msg, msglen, "--data: empty file name in the list");
+			return false;
+		}
+		if (n == (int)(sizeof opt->data / sizeof opt->data[0])) {
+			snprintf(msg, msglen, "--data: more than %d files", n);
+			return false;
+		}
+		opt->data[n++] = p;
+		if (!comma)
+			break;
+		p = comma;
+	}
+	if (n != info->ninputs) {
+		snprintf(msg, msglen, "--data: %d file%s given but the model '%s' has %d input%s",
+		         n, n == 1 ? "" : "s", info->name, info->ninputs, info->ninputs == 1 ? "" : "s");
+		return false;
+	}
+	opt->ndata = n;
+	return true;
+}
+
+static void set_defaults(const NrtProgramInfo *info, NrtOptions *opt)
+{
+	memset(opt, 0, sizeof *opt);
+	opt->steps = info->default_steps;
+	opt->lr = info->default_lr;
+	opt->seed = 1234;
+	opt->print_every = 10;
+}
+
+/* Applies one recognised option; false with a message on a bad value. */
+static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOptions *opt,
+                         char **data_arg, char *msg, size_t msglen)
+{
+	int64_t v;
+	char *end;
+	switch (c) {
+	case OPT_STEPS:
+		if (!parse_i64(arg, 0, &opt->steps))
+			goto bad_number;
+		return true;
+	case OPT_LR:
+		errno = 0;
+		opt->lr = strtod(arg, &end);
+		if (errno || end == arg || *end || !isfinite(opt->lr) || opt->lr < 0)
+			goto bad_number;
+		opt->lr_set = true;
+		return true;
+	case OPT_SEED:
+		if (!parse_u64(arg, &opt->seed))
+			goto bad_number;
+		return true;
+	case OPT_PRINT_EVERY:
+		if (!parse_i64(arg, 1, &v) || v > INT_MAX)
+			goto bad_number;
+		opt->print_every = (int)v;
+		return true;
+	case OPT_DATA:
+		free(*data_arg);
+		*data_arg = strdup(arg);
+		if (!*data_arg)
+			nrt_fatal("out of memory");
+		return split_data(*data_arg, info, opt, msg, msglen);
+	case OPT_SAVE: opt->save = arg; return true;
+	case OPT_INIT: opt->init = arg; return true;
+	case OPT_LOG: opt->log = arg; return true;
+	case OPT_TRACE: opt->trace = arg; return true;
+	case OPT_QUIET: opt->quiet = true; return true;
+	case OPT_GRADCHECK: opt->gradcheck = true; return true;
+	}
+	return false;
+bad_number:
+	snprintf(msg, msglen, "--%s: '%s' is not a valid %s", long_opts[c - OPT_STEPS].name, arg,
+	         c == OPT_LR ? "non-negative number" : c == OPT_PRINT_EVERY ? "positive integer"
+	                                                 : "non-negative integer");
+	return false;
+}
+
+NrtParse nrt_parse_options(int argc, char **argv, const NrtProgramInfo *info,
+                           NrtOptions *opt, char **data_arg, char *msg, size_t msglen)
+{
+	set_defaults(info, opt);
+	*data_arg = NULL;
+	msg[0] = 0;
+	opterr = 0;     /* every rank would print getopt's messages: we print once */
+	optind = 0;     /* glibc: 0 re-initialises getopt, so tests can parse again */
+	int c;
+	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+		if (c == OPT_HELP)
+			return NRT_PARSE_HELP;
+		if (c == ':') {
+			snprintf(msg, msglen, "option '%s' needs a value", argv[optind - 1]);
+			return NRT_PARSE_ERROR;
+		}
+		if (c == '?') {
+			snprintf(msg, msglen, "unknown option '%s'", argv[optind - 1]);
+			return NRT_PARSE_ERROR;
+		}
+		if (!apply_option(c, optarg, info, opt, data_arg, msg, msglen))
+			return NRT_PARSE_ERROR;
+	}
+	if (optind < argc) {
+		snprintf(msg, msglen, "unexpected argument '%s'", argv[optind]);
+		return NRT_PARSE_ERROR;
+	}
+	return NRT_PARSE_OK;
+}
+
+/* ---- start-up and shutdown ---------------------------------------------- */
+/* Leaves MPI cleanly (so mpirun reports the exit code, not an abort). */
+_Noreturn static void finish(int code)
+{
+	fflush(stdout);
+	fflush(stderr);
+	nrt_finalize();
+	exit(code);
+}
+
+static void start_mpi(int *argc, char ***argv)
+{
+	int init = 0, provided;
+	MPI_Initialized(&init);
+	if (!init) {
+		/* FUNNELED: only the main thread calls MPI; BLAS may use threads */
+		int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+		if (rc != MPI_SUCCESS) {
+			fprintf(stderr, "netrt: MPI_Init_thread failed (code %d)\n", rc);
+			exit(1);
+		}
+		nrt_rt.own_mpi = true;
+	}
+	NRT_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	NRT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &nrt_rt.rank));
+	NRT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &nrt_rt.size));
+	nrt_rt.world = (struct NrtComm){.comm = MPI_COMM_WORLD, .size = nrt_rt.size,
+	                                .rank = nrt_rt.rank};
+	nrt_rt.initialised = true;
+}
+
+void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
+{
+	start_mpi(argc, argv);
+	const char *prog = *argc > 0 ? (*argv)[0] : info->name;
+	char msg[512];
+	switch (nrt_parse_options(*argc, *argv, info, opt, &nrt_rt.data_arg, msg, sizeof msg)) {
+	case NRT_PARSE_OK:
+		break;
+	case NRT_PARSE_HELP:
+		if (nrt_rt.rank == 0)
+			nrt_usage(stdout, prog, info);
+		finish(0);
+	case NRT_PARSE_ERROR:
+		if (nrt_rt.rank == 0)
+			fprintf(stderr, "%s: %s\n(run '%s --help' for the options)\n", prog, msg, prog);
+		finish(1);
+	}
+	if (nrt_rt.size != info->device_num) {
+		if (nrt_rt.rank == 0)
+			fprintf(stderr, "netrt: this program was compiled for device_num = %d but runs "
+			        "on %d rank%s; run it with mpirun -np %d\n", info->device_num,
+			        nrt_rt.size, nrt_rt.size == 1 ? "" : "s", info->device_num);
+		finish(1);
+	}
+}
+
+void nrt_finalize(void)
+{
+	for (struct NrtComm *c = nrt_rt.comms, *next; c; c = next) {
+		next = c->next;
+		if (c->comm != MPI_COMM_NULL && nrt_mpi_active())
+			NRT_MPI(MPI_Comm_free(&c->comm));
+		free(c);
+	}
+	nrt_rt.comms = NULL;
+	free(nrt_rt.data_arg);
+	nrt_rt.data_arg = NULL;
+	if (nrt_rt.own_mpi && nrt_mpi_active())
+		MPI_Finalize();
+	nrt_rt.own_mpi = false;
+	nrt_rt.initialised = false;
+}

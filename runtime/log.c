@@ -1,0 +1,95 @@
+/* Progress: a line every --print-every steps on rank 0, an optional CSV
+ * (step,loss,seconds) and a summary at the end. Other ranks keep the
+ * counters too (cheap) but never print or write. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt_internal.h"
+
+struct NrtLog {
+	bool print;             /* rank 0 and not --quiet */
+	int every;
+	int64_t batch;          /* samples per step */
+	FILE *csv;              /* --log, rank 0 only */
+	const char *csv_path;
+	double t0;              /* nrt_log_open time: CSV seconds count from here */
+	int64_t steps;          /* steps logged */
+	double total;           /* sum of step times */
+	double window;          /* sum of step times since the last printed line */
+	int64_t window_steps;
+	double last_loss;
+};
+
+double nrt_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
+{
+	NrtLog *l = calloc(1, sizeof *l);
+	if (!l)
+		nrt_fatal("out of memory");
+	bool root = nrt_rank() == 0;
+	l->print = root && !opt->quiet;
+	l->every = opt->print_every > 0 ? opt->print_every : 10;
+	l->batch = info->batch_size;
+	l->t0 = nrt_now();
+	if (root && opt->log) {
+		l->csv_path = opt->log;
+		l->csv = fopen(opt->log, "w");
+		if (!l->csv)
+			nrt_fatal("--log %s: %s", opt->log, strerror(errno));
+		fprintf(l->csv, "step,loss,seconds\n");
+	}
+	return l;
+}
+
+static double per_second(int64_t batch, double mean)
+{
+	return mean > 0 ? (double)batch / mean : 0;
+}
+
+/* `step` is 0-based (as in nrt_data_next); lines and rows show step + 1.
+ * `seconds` is the time this step took. */
+void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds)
+{
+	l->steps++;
+	l->total += seconds;
+	l->window += seconds;
+	l->window_steps++;
+	l->last_loss = loss;
+	int64_t shown = step + 1;
+	if (l->csv && fprintf(l->csv, "%lld,%.6f,%.6f\n", (long long)shown, loss,
+	                      nrt_now() - l->t0) < 0)
+		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
+	if (shown % l->every != 0 && shown != total)
+		return;
+	if (l->print) {
+		double mean = l->window / (double)l->window_steps;
+		printf("step %lld/%lld  loss %.6f  %.1f samples/s  %.2f ms/step\n", (long long)shown,
+		       (long long)total, loss, per_second(l->batch, mean), mean * 1e3);
+		fflush(stdout);
+	}
+	l->window = 0;
+	l->window_steps = 0;
+}
+
+void nrt_log_close(NrtLog *l)
+{
+	if (!l)
+		return;
+	if (l->print) {
+		double mean = l->steps ? l->total / (double)l->steps : 0;
+		printf("done: %lld steps, final loss %.6f, %.2f ms/step, %.1f samples/s\n",
+		       (long long)l->steps, l->last_loss, mean * 1e3, per_second(l->batch, mean));
+		fflush(stdout);
+	}
+	if (l->csv && fclose(l->csv) != 0)
+		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
+	free(l);
+}

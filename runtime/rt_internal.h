@@ -1,0 +1,92 @@
+/* libnetrt internals shared by the runtime's own files (not installed for
+ * generated programs): the MPI check macro, the runtime's single state
+ * struct, dtype helpers and the block copy used by data and checkpoints. */
+#ifndef NETRT_RT_INTERNAL_H
+#define NETRT_RT_INTERNAL_H
+#include <mpi.h>
+
+#include "netrt.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "libnetrt reads and writes .npy and safetensors as little-endian host data"
+#endif
+
+/* Every MPI call goes through this: on failure it reports the call, its
+ * file:line and MPI's own error string, then aborts all ranks. It only
+ * sees errors because nrt_init sets MPI_ERRORS_RETURN on the world
+ * communicator (communicators split from it inherit the handler). */
+#define NRT_MPI(call)                                                        \
+	do {                                                                 \
+		int nrt_mpi_rc_ = (call);                                    \
+		if (nrt_mpi_rc_ != MPI_SUCCESS)                              \
+			nrt_mpi_fail(#call, nrt_mpi_rc_, __FILE__, __LINE__); \
+	} while (0)
+_Noreturn void nrt_mpi_fail(const char *call, int rc, const char *file, int line);
+
+/* A communicator. `comm` is MPI_COMM_NULL in single-process mode (MPI not
+ * initialised, as in the unit tests): then size is 1 and every collective
+ * is a local copy. */
+struct NrtComm {
+	MPI_Comm comm;
+	int size, rank;
+	struct NrtComm *next;   /* the runtime's list of comms to free at finalize */
+};
+
+/* The runtime's only mutable global state. */
+typedef struct NrtRuntime {
+	bool initialised;       /* nrt_init ran (and MPI is up) */
+	bool own_mpi;           /* we called MPI_Init, so we call MPI_Finalize */
+	int rank, size;         /* world rank and size (0 and 1 without MPI) */
+	struct NrtComm world;
+	struct NrtComm *comms;  /* comms from nrt_comm_axes, freed at finalize */
+	NrtCommStats stats;
+	char *data_arg;         /* copy of the --data argument; opt->data points into it */
+} NrtRuntime;
+extern NrtRuntime nrt_rt;
+
+/* MPI_Init has run and MPI_Finalize has not. */
+bool nrt_mpi_active(void);
+
+/* ---- options (init.c); separate from nrt_init so tests can call it ---- */
+typedef enum NrtParse { NRT_PARSE_OK, NRT_PARSE_HELP, NRT_PARSE_ERROR } NrtParse;
+/* Parses argv into opt (defaults from info). On NRT_PARSE_ERROR `msg`
+ * holds the reason. --data values point into *data_arg (malloc'd; the
+ * caller frees it). Resets getopt's state, so it can run repeatedly. */
+NrtParse nrt_parse_options(int argc, char **argv, const NrtProgramInfo *info,
+                           NrtOptions *opt, char **data_arg, char *msg, size_t msglen);
+/* The --help text, for program `prog`. */
+void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info);
+
+/* ---- dtypes and tensors (tensor.c) ---- */
+size_t nrt_dtype_size(NrtDType t);
+const char *nrt_dtype_name(NrtDType t);   /* "float32", ... */
+bool nrt_dtype_is_float(NrtDType t);
+MPI_Datatype nrt_mpi_type(NrtDType t);
+int64_t nrt_numel(int rank, const int64_t *dims);
+/* Formats a shape as "[784, 128]" into buf. */
+const char *nrt_shape_str(int rank, const int64_t *dims, char *buf, size_t len);
+/* Copies the block `slice` at `offset` between a dense full tensor and a
+ * dense slice buffer: full -> slice when to_slice, else slice -> full. */
+void nrt_block_copy(size_t elsize, int rank, const int64_t *full, const int64_t *slice,
+                    const int64_t *offset, void *fullbuf, void *slicebuf, bool to_slice);
+/* Full-tensor linear index of each element of the slice, in slice order:
+ * calls visit(i_full, i_slice, ctx) for every element. */
+void nrt_slice_foreach(int rank, const int64_t *full, const int64_t *slice, const int64_t *offset,
+                       void (*visit)(int64_t ifull, int64_t islice, void *ctx), void *ctx);
+/* Stores v (rounded toward zero for integer types) at element i of buf. */
+void nrt_store(NrtDType t, void *buf, int64_t i, double v);
+/* Element i of buf as an int64 (integers) or truncated value (floats). */
+int64_t nrt_load_int(NrtDType t, const void *buf, int64_t i);
+double nrt_load_double(NrtDType t, const void *buf, int64_t i);
+/* Checks t's rank, dims and offsets; fatal naming `what` otherwise. */
+void nrt_tensor_check(const NrtTensor *t, const char *what);
+
+/* ---- .npy header (npy.c), also used by data.c to mmap big files ---- */
+/* Reads the header of an open .npy file: dtype and shape into hdr (data
+ * stays NULL) and the byte offset of the data. false + message on error. */
+bool nrt_npy_read_header(FILE *f, const char *path, NrtNpy *hdr, long *data_off,
+                         char *err, size_t errlen);
+/* Checks that `avail` bytes after the header hold the whole array. */
+bool nrt_npy_check_size(const char *path, const NrtNpy *hdr, uint64_t avail,
+                        char *err, size_t errlen);
+#endif
