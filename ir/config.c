@@ -1,0 +1,1133 @@
+/* The `parallel` and `train` blocks: MindSpore's set_auto_parallel_context
+ * keys (r2.3, plus grad_accumulation_step from the older release) with the
+ * same names, types, ranges and defaults, and the training settings.
+ *
+ * Each key is one row of PARALLEL_KEYS (config.h) and one set_<key>
+ * handler here. Handlers check the literal's kind and range and report at
+ * the value's location; cross-key rules wait for parallel_config_finish,
+ * because a later key (or a -D override) may still change the picture. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "arena.h"
+#include "config.h"
+
+static const char *const parallel_mode_names[] = {
+	"stand_alone", "data_parallel", "hybrid_parallel", "semi_auto_parallel", "auto_parallel",
+};
+static const char *const search_mode_names[] = {
+	"recursive_programming", "sharding_propagation", "dynamic_programming",
+};
+static const char *const optimizer_names[] = {"sgd", "momentum", "adam", "adamw", "lamb"};
+static const char *const scheduler_names[] = {"1f1b", "gpipe"};
+static const char *const fusion_mode_names[] = {"auto", "size", "index"};
+
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+const char *parallel_mode_name(ParallelMode m) { return parallel_mode_names[m]; }
+const char *search_mode_name(SearchMode m) { return search_mode_names[m]; }
+const char *optimizer_name(OptimizerKind k) { return optimizer_names[k]; }
+
+enum { AUTO_FUSION_MB = 64 };
+
+void parallel_config_defaults(ParallelConfig *pc)
+{
+	memset(pc, 0, sizeof *pc);
+	pc->device_num = 1;
+	pc->gradient_fp32_sync = true;
+	pc->loss_repeated_mean = true;
+	pc->parallel_mode = PM_STAND_ALONE;
+	pc->search_mode = SM_RECURSIVE_PROGRAMMING; /* r2.3; the older doc said dynamic_programming */
+	pc->strategy_ckpt_load_file = "";
+	pc->strategy_ckpt_save_file = "";
+	pc->dataset_kind = DS_DATA_PARALLEL;
+	pc->pipeline_stages = 1;
+	pc->pipeline_scheduler = SCHED_1F1B;
+	pc->gradient_accumulation_shard = true;
+	pc->parallel_optimizer_threshold = 64;
+	pc->optimizer_weight_shard_size = -1;
+	pc->comm_fusion_openstate = true;
+	pc->fusion_allreduce = (FusionConfig){.mode = FUSION_AUTO, .size_mb = AUTO_FUSION_MB};
+	pc->fusion_allgather = pc->fusion_allreduce;
+	pc->fusion_reducescatter = pc->fusion_allreduce;
+	pc->only_trainable_params = true;
+	pc->group_ckpt_save_file = "";
+	pc->grad_accumulation_step = 1;
+}
+
+/* Optimizer hyperparameters other than lr; `optimizer = X(...)` resets
+ * them so that a value given for one optimizer never leaks into another. */
+static void optimizer_defaults(TrainConfig *tc, OptimizerKind k)
+{
+	tc->optimizer = k;
+	tc->momentum = 0.9;
+	tc->beta1 = 0.9;
+	tc->beta2 = 0.999;
+	tc->eps = k == OPT_LAMB ? 1e-6 : 1e-8;
+	tc->weight_decay = 0;
+	tc->nesterov = false;
+}
+
+void train_config_defaults(TrainConfig *tc)
+{
+	memset(tc, 0, sizeof *tc);
+	optimizer_defaults(tc, OPT_SGD);
+	tc->lr = 0.01;
+	tc->steps = 100;
+	tc->micro_size = 1;
+	tc->batch_size = 0;
+}
+
+/* --- suggestions ------------------------------------------------------- */
+
+static int edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 63 || lb > 63)
+		return 64;
+	int row[64];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int diag = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int up = row[j];
+			int best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best) best = up + 1;
+			if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The closest name, if it is close enough to be a plausible typo. */
+static const char *closest(const char *word, const char *const *names, int n)
+{
+	const char *best = NULL;
+	int bestd = 1 + (int)strlen(word) / 3;
+	if (bestd < 2)
+		bestd = 2;
+	bestd++; /* accept distance <= max(2, 1 + len/3) */
+	for (int i = 0; i < n; i++) {
+		int dd = edit_distance(word, names[i]);
+		if (dd < bestd) {
+			bestd = dd;
+			best = names[i];
+		}
+	}
+	return best;
+}
+
+static const char *join(const char *const *names, int n, char *buf, size_t cap)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	for (int i = 0; i < n && k < cap; i++)
+		k += (size_t)snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", names[i]);
+	return buf;
+}
+
+static void suggest(Diag *d, Loc loc, const char *word, const char *const *names, int n)
+{
+	const char *s = closest(word, names, n);
+	if (s)
+		diag_note(d, loc, "did you mean '%s'?", s);
+}
+
+/* --- typed access to literals ------------------------------------------ */
+
+/* Everything a handler needs to report: `block` is "parallel" or "train"
+ * and appears in type errors ("parallel key 'x' expects ..."). */
+typedef struct Cx {
+	struct Arena *a;
+	Diag *d;
+	const char *block;
+} Cx;
+
+static const char *kind_desc(CfgKind k)
+{
+	switch (k) {
+	case CV_NONE: return "None";
+	case CV_BOOL: return "a boolean";
+	case CV_INT: return "an integer";
+	case CV_FLOAT: return "a float";
+	case CV_STRING: return "a string";
+	case CV_IDENT: return "a name";
+	case CV_TUPLE: return "a tuple";
+	case CV_LIST: return "a list";
+	case CV_DICT: return "a dict";
+	case CV_CALL: return "a call";
+	}
+	return "a value";
+}
+
+static bool type_error(Cx *cx, const char *key, const CfgValue *v, const char *want)
+{
+	diag_error(cx->d, v->loc, "%s key '%s' expects %s, got %s", cx->block, key, want,
+	           kind_desc(v->kind));
+	return false;
+}
+
+static bool get_bool(Cx *cx, const char *key, const CfgValue *v, bool *out)
+{
+	if (v->kind != CV_BOOL)
+		return type_error(cx, key, v, "a boolean (true or false)");
+	*out = v->b;
+	return true;
+}
+
+/* An integer in [lo, hi]; hi == INT64_MAX means "no upper bound". */
+static bool get_int(Cx *cx, const char *key, const CfgValue *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	if (v->kind != CV_INT)
+		return type_error(cx, key, v, "an integer");
+	if (v->i < lo || v->i > hi) {
+		if (hi == INT64_MAX)
+			diag_error(cx->d, v->loc, "%s must be >= %" PRId64 ", got %" PRId64, key, lo, v->i);
+		else
+			diag_error(cx->d, v->loc, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64,
+			           key, lo, hi, v->i);
+		return false;
+	}
+	*out = v->i;
+	return true;
+}
+
+static bool get_number(Cx *cx, const char *key, const CfgValue *v, double *out)
+{
+	if (v->kind == CV_INT)
+		*out = (double)v->i;
+	else if (v->kind == CV_FLOAT)
+		*out = v->f;
+	else
+		return type_error(cx, key, v, "a number");
+	return true;
+}
+
+static bool get_string(Cx *cx, const char *key, const CfgValue *v, const char **out)
+{
+	if (v->kind != CV_STRING)
+		return type_error(cx, key, v, "a string");
+	*out = v->s;
+	return true;
+}
+
+/* One of `names`, written as a bare word or a string. */
+static bool get_choice(Cx *cx, const char *key, const CfgValue *v, const char *const *names, int n,
+                       int *out)
+{
+	if (v->kind != CV_STRING && v->kind != CV_IDENT)
+		return type_error(cx, key, v, "a string");
+	for (int i = 0; i < n; i++) {
+		if (strcmp(v->s, names[i]) == 0) {
+			*out = i;
+			return true;
+		}
+	}
+	char buf[512];
+	diag_error(cx->d, v->loc, "%s must be one of %s, got '%s'", key, join(names, n, buf, sizeof buf), v->s);
+	suggest(cx->d, v->loc, v->s, names, n);
+	return false;
+}
+
+/* A list or tuple of non-negative, strictly increasing integers: the
+ * inclusive end index of each fusion group (all_reduce_fusion_config and
+ * comm_fusion's "index" mode). */
+static bool get_index_list(Cx *cx, const char *key, const CfgValue *v, int64_t **out, int *nout)
+{
+	if (v->kind != CV_LIST && v->kind != CV_TUPLE)
+		return type_error(cx, key, v, "a list of integers");
+	int64_t *idx = ARENA_NEWN(cx->a, int64_t, v->n > 0 ? v->n : 1);
+	for (int i = 0; i < v->n; i++) {
+		const CfgValue *e = v->items[i];
+		if (e->kind != CV_INT) {
+			diag_error(cx->d, e->loc, "%s element %d must be an integer, got %s", key, i,
+			           kind_desc(e->kind));
+			return false;
+		}
+		if (e->i < 0) {
+			diag_error(cx->d, e->loc, "%s element %d must be >= 0, got %" PRId64, key, i, e->i);
+			return false;
+		}
+		if (i > 0 && e->i <= idx[i - 1]) {
+			diag_error(cx->d, e->loc,
+			           "%s must be strictly increasing: element %d (%" PRId64 ") is not greater "
+			           "than element %d (%" PRId64 ")",
+			           key, i, e->i, i - 1, idx[i - 1]);
+			diag_note(cx->d, v->loc, "each entry is the index of the last gradient in a fusion group");
+			return false;
+		}
+		idx[i] = e->i;
+	}
+	*out = idx;
+	*nout = v->n;
+	return true;
+}
+
+/* --- dictionaries --------------------------------------------------------- */
+
+typedef bool (*SubSet)(Cx *, ParallelConfig *, const char *path, const CfgValue *);
+typedef struct SubKey {
+	const char *name;
+	SubSet set;
+} SubKey;
+
+/* Applies `{k = v, ...}` through the handlers in subs; an unknown key is
+ * an error that lists the valid ones. Keeps going to report every bad
+ * entry. */
+static bool apply_dict(Cx *cx, ParallelConfig *pc, const char *key, const CfgValue *v,
+                       const SubKey *subs, int nsubs)
+{
+	if (v->kind != CV_DICT)
+		return type_error(cx, key, v, "a dict");
+	const char *names[16];
+	for (int j = 0; j < nsubs; j++)
+		names[j] = subs[j].name;
+	bool ok = true;
+	for (int i = 0; i < v->n; i++) {
+		int j = 0;
+		while (j < nsubs && strcmp(subs[j].name, v->keys[i]) != 0)
+			j++;
+		if (j == nsubs) {
+			char buf[512];
+			diag_error(cx->d, v->key_locs[i], "unknown key '%s' in %s; valid keys are: %s",
+			           v->keys[i], key, join(names, nsubs, buf, sizeof buf));
+			suggest(cx->d, v->key_locs[i], v->keys[i], names, nsubs);
+			ok = false;
+			continue;
+		}
+		char path[128];
+		snprintf(path, sizeof path, "%s.%s", key, v->keys[i]);
+		ok &= subs[j].set(cx, pc, path, v->items[i]);
+	}
+	return ok;
+}
+
+/* The entry `name` of a dict literal, or NULL. */
+static const CfgValue *dict_get(const CfgValue *v, const char *name)
+{
+	for (int i = 0; i < v->n; i++)
+		if (strcmp(v->keys[i], name) == 0)
+			return v->items[i];
+	return NULL;
+}
+
+/* --- parallel keys ------------------------------------------------------ */
+
+typedef bool (*ParSet)(Cx *, ParallelConfig *, const CfgValue *);
+
+static bool set_device_num(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_int(cx, "device_num", v, 1, 4096, &pc->device_num);
+}
+
+static bool set_global_rank(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_int(cx, "global_rank", v, 0, 4095, &pc->global_rank);
+}
+
+static bool set_gradients_mean(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "gradients_mean", v, &pc->gradients_mean);
+}
+
+static bool set_gradient_fp32_sync(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "gradient_fp32_sync", v, &pc->gradient_fp32_sync);
+}
+
+static bool set_loss_repeated_mean(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "loss_repeated_mean", v, &pc->loss_repeated_mean);
+}
+
+static bool set_parallel_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	int m;
+	if (!get_choice(cx, "parallel_mode", v, parallel_mode_names, NELEM(parallel_mode_names), &m))
+		return false;
+	pc->parallel_mode = (ParallelMode)m;
+	return true;
+}
+
+static bool set_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	int m;
+	if (!get_choice(cx, "search_mode", v, search_mode_names, NELEM(search_mode_names), &m))
+		return false;
+	pc->search_mode = (SearchMode)m;
+	return true;
+}
+
+/* MindSpore keeps auto_parallel_search_mode as a compatibility alias that
+ * "will be removed in a later release". */
+static bool set_auto_parallel_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	int m;
+	if (!get_choice(cx, "auto_parallel_search_mode", v, search_mode_names,
+	                NELEM(search_mode_names), &m))
+		return false;
+	diag_warning(cx->d, v->loc, "'auto_parallel_search_mode' is deprecated; use search_mode");
+	pc->search_mode = (SearchMode)m;
+	pc->set_mask |= 1ull << PK_search_mode;
+	pc->set_loc[PK_search_mode] = v->loc;
+	return true;
+}
+
+static bool set_parameter_broadcast(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "parameter_broadcast", v, &pc->parameter_broadcast);
+}
+
+static bool set_strategy_ckpt_load_file(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	if (!get_string(cx, "strategy_ckpt_load_file", v, &pc->strategy_ckpt_load_file))
+		return false;
+	diag_warning(cx->d, v->loc,
+	             "'strategy_ckpt_load_file' is not recommended; use strategy_ckpt_config = {load_file = ...}");
+	return true;
+}
+
+static bool set_strategy_ckpt_save_file(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	if (!get_string(cx, "strategy_ckpt_save_file", v, &pc->strategy_ckpt_save_file))
+		return false;
+	diag_warning(cx->d, v->loc,
+	             "'strategy_ckpt_save_file' is not recommended; use strategy_ckpt_config = {save_file = ...}");
+	return true;
+}
+
+/* full_batch and the string forms of dataset_strategy are two spellings
+ * of one setting (full_batch=True == dataset_strategy="full_batch"); keep
+ * them in step. A dataset_strategy tuple stays, and finish rejects it
+ * together with full_batch = true. */
+static void sync_full_batch(ParallelConfig *pc, bool full)
+{
+	pc->full_batch = full;
+	if (pc->dataset_kind != DS_TUPLE)
+		pc->dataset_kind = full ? DS_FULL_BATCH : DS_DATA_PARALLEL;
+}
+
+static bool set_full_batch(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	bool b;
+	if (!get_bool(cx, "full_batch", v, &b))
+		return false;
+	diag_warning(cx->d, v->loc, "'full_batch' is not recommended; use dataset_strategy = \"%s\"",
+	             b ? "full_batch" : "data_parallel");
+	sync_full_batch(pc, b);
+	return true;
+}
+
+/* One input's strategy: a tuple of positive ints, e.g. (4, 1). */
+static bool dataset_entry(Cx *cx, ParallelConfig *pc, int i, const CfgValue *e)
+{
+	if (e->kind != CV_TUPLE) {
+		diag_error(cx->d, e->loc, "dataset_strategy element %d must be a tuple of integers, got %s",
+		           i, kind_desc(e->kind));
+		if (e->kind == CV_INT)
+			diag_note(cx->d, e->loc, "one strategy per input: write ((4, 1),) for a single input");
+		return false;
+	}
+	if (e->n < 1 || e->n > 8) {
+		diag_error(cx->d, e->loc, "dataset_strategy element %d must have 1 to 8 entries, got %d", i, e->n);
+		return false;
+	}
+	for (int j = 0; j < e->n; j++) {
+		const CfgValue *x = e->items[j];
+		if (x->kind != CV_INT || x->i < 1) {
+			if (x->kind != CV_INT)
+				diag_error(cx->d, x->loc, "dataset_strategy entries must be integers, got %s",
+				           kind_desc(x->kind));
+			else
+				diag_error(cx->d, x->loc, "dataset_strategy entries must be >= 1, got %" PRId64, x->i);
+			return false;
+		}
+		pc->dataset[i][j] = x->i;
+	}
+	pc->dataset_rank[i] = e->n;
+	return true;
+}
+
+static bool set_dataset_strategy(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	static const char *const forms[] = {"data_parallel", "full_batch"};
+	if (v->kind == CV_STRING || v->kind == CV_IDENT) {
+		int k;
+		if (!get_choice(cx, "dataset_strategy", v, forms, 2, &k))
+			return false;
+		pc->dataset_kind = k ? DS_FULL_BATCH : DS_DATA_PARALLEL;
+		pc->full_batch = k == 1;
+		pc->ndataset = 0;
+		return true;
+	}
+	if (v->kind != CV_TUPLE)
+		return type_error(cx, "dataset_strategy", v,
+		                  "\"data_parallel\", \"full_batch\" or a tuple of tuples");
+	if (v->n == 0) {
+		diag_error(cx->d, v->loc, "dataset_strategy must not be empty");
+		return false;
+	}
+	pc->dataset = arena_alloc(cx->a, sizeof(*pc->dataset) * (size_t)v->n);
+	pc->dataset_rank = ARENA_NEWN(cx->a, int, v->n);
+	bool ok = true;
+	for (int i = 0; i < v->n; i++)
+		ok &= dataset_entry(cx, pc, i, v->items[i]);
+	if (!ok)
+		return false;
+	pc->ndataset = v->n;
+	pc->dataset_kind = DS_TUPLE;
+	return true;
+}
+
+static bool set_enable_parallel_optimizer(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "enable_parallel_optimizer", v, &pc->enable_parallel_optimizer);
+}
+
+static bool set_enable_alltoall(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "enable_alltoall", v, &pc->enable_alltoall);
+}
+
+static bool set_force_fp32_communication(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "force_fp32_communication", v, &pc->force_fp32_communication);
+}
+
+static bool set_all_reduce_fusion_config(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_index_list(cx, "all_reduce_fusion_config", v, &pc->all_reduce_fusion_config,
+	                      &pc->n_all_reduce_fusion_config);
+}
+
+static bool set_pipeline_stages(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_int(cx, "pipeline_stages", v, 1, INT64_MAX, &pc->pipeline_stages);
+}
+
+static bool set_pipeline_result_broadcast(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "pipeline_result_broadcast", v, &pc->pipeline_result_broadcast);
+}
+
+static bool sub_pipeline_interleave(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return get_bool(cx, path, v, &pc->pipeline_interleave);
+}
+
+static bool sub_pipeline_scheduler(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	int k;
+	if (!get_choice(cx, path, v, scheduler_names, NELEM(scheduler_names), &k))
+		return false;
+	pc->pipeline_scheduler = (PipelineScheduler)k;
+	return true;
+}
+
+static bool set_pipeline_config(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	static const SubKey subs[] = {
+		{"pipeline_interleave", sub_pipeline_interleave},
+		{"pipeline_scheduler", sub_pipeline_scheduler},
+	};
+	return apply_dict(cx, pc, "pipeline_config", v, subs, NELEM(subs));
+}
+
+static bool sub_gradient_accumulation_shard(Cx *cx, ParallelConfig *pc, const char *path,
+                                            const CfgValue *v)
+{
+	return get_bool(cx, path, v, &pc->gradient_accumulation_shard);
+}
+
+static bool sub_parallel_optimizer_threshold(Cx *cx, ParallelConfig *pc, const char *path,
+                                             const CfgValue *v)
+{
+	return get_int(cx, path, v, 0, INT64_MAX, &pc->parallel_optimizer_threshold);
+}
+
+/* -1 (each parameter's data-parallel group) or a positive size; the upper
+ * bound device_num / pipeline_stages is checked in finish. */
+static bool sub_optimizer_weight_shard_size(Cx *cx, ParallelConfig *pc, const char *path,
+                                            const CfgValue *v)
+{
+	if (v->kind != CV_INT)
+		return type_error(cx, path, v, "an integer");
+	if (v->i != -1 && v->i <= 0) {
+		diag_error(cx->d, v->loc, "%s must be -1 or > 0, got %" PRId64, path, v->i);
+		return false;
+	}
+	pc->optimizer_weight_shard_size = v->i;
+	return true;
+}
+
+static bool set_parallel_optimizer_config(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	static const SubKey subs[] = {
+		{"gradient_accumulation_shard", sub_gradient_accumulation_shard},
+		{"parallel_optimizer_threshold", sub_parallel_optimizer_threshold},
+		{"optimizer_weight_shard_size", sub_optimizer_weight_shard_size},
+	};
+	return apply_dict(cx, pc, "parallel_optimizer_config", v, subs, NELEM(subs));
+}
+
+static bool sub_openstate(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return get_bool(cx, path, v, &pc->comm_fusion_openstate);
+}
+
+/* `{mode = "auto"|"size"|"index", config = None | MB | [indices]}` for one
+ * communication type; nmodes limits the modes (allgather and
+ * reducescatter have no "index"). */
+static bool fusion_entry(Cx *cx, const char *path, const CfgValue *v, int nmodes, FusionConfig *fc)
+{
+	if (v->kind != CV_DICT)
+		return type_error(cx, path, v, "a dict {mode = ..., config = ...}");
+	static const char *const keys[] = {"mode", "config"};
+	for (int i = 0; i < v->n; i++) {
+		if (strcmp(v->keys[i], "mode") != 0 && strcmp(v->keys[i], "config") != 0) {
+			diag_error(cx->d, v->key_locs[i], "unknown key '%s' in %s; valid keys are: mode, config",
+			           v->keys[i], path);
+			suggest(cx->d, v->key_locs[i], v->keys[i], keys, 2);
+			return false;
+		}
+	}
+	const CfgValue *mode = dict_get(v, "mode"), *config = dict_get(v, "config");
+	if (!mode) {
+		diag_error(cx->d, v->loc, "%s needs a mode (%s)", path,
+		           nmodes == 3 ? "auto, size or index" : "auto or size");
+		return false;
+	}
+	char mpath[160], cpath[160];
+	snprintf(mpath, sizeof mpath, "%s.mode", path);
+	snprintf(cpath, sizeof cpath, "%s.config", path);
+	int m;
+	if (!get_choice(cx, mpath, mode, fusion_mode_names, nmodes, &m))
+		return false;
+	FusionConfig nf = {.set = true, .mode = (FusionMode)m, .size_mb = AUTO_FUSION_MB};
+	switch (nf.mode) {
+	case FUSION_AUTO:
+		if (config && config->kind != CV_NONE) {
+			diag_error(cx->d, config->loc, "%s must be None in mode \"auto\" (the threshold is %d MB)",
+			           cpath, AUTO_FUSION_MB);
+			return false;
+		}
+		break;
+	case FUSION_SIZE:
+		if (!config) {
+			diag_error(cx->d, v->loc, "%s needs a config: the fusion threshold in MB", path);
+			return false;
+		}
+		if (!get_number(cx, cpath, config, &nf.size_mb))
+			return false;
+		if (!(nf.size_mb > 0)) {
+			diag_error(cx->d, config->loc, "%s must be > 0 (MB), got %g", cpath, nf.size_mb);
+			return false;
+		}
+		break;
+	case FUSION_INDEX:
+		if (!config) {
+			diag_error(cx->d, v->loc, "%s needs a config: a list of gradient indices", path);
+			return false;
+		}
+		if (!get_index_list(cx, cpath, config, &nf.index, &nf.nindex))
+			return false;
+		if (nf.nindex == 0) {
+			diag_error(cx->d, config->loc, "%s must not be empty in mode \"index\"", cpath);
+			return false;
+		}
+		nf.size_mb = 0;
+		break;
+	}
+	*fc = nf;
+	return true;
+}
+
+static bool sub_allreduce(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return fusion_entry(cx, path, v, 3, &pc->fusion_allreduce);
+}
+
+static bool sub_allgather(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return fusion_entry(cx, path, v, 2, &pc->fusion_allgather);
+}
+
+static bool sub_reducescatter(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return fusion_entry(cx, path, v, 2, &pc->fusion_reducescatter);
+}
+
+static bool set_comm_fusion(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	static const SubKey subs[] = {
+		{"openstate", sub_openstate},
+		{"allreduce", sub_allreduce},
+		{"allgather", sub_allgather},
+		{"reducescatter", sub_reducescatter}, /* MindSpore's spelling */
+	};
+	return apply_dict(cx, pc, "comm_fusion", v, subs, NELEM(subs));
+}
+
+static bool sub_load_file(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return get_string(cx, path, v, &pc->strategy_ckpt_load_file);
+}
+
+static bool sub_save_file(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return get_string(cx, path, v, &pc->strategy_ckpt_save_file);
+}
+
+static bool sub_only_trainable_params(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	return get_bool(cx, path, v, &pc->only_trainable_params);
+}
+
+static bool set_strategy_ckpt_config(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	static const SubKey subs[] = {
+		{"load_file", sub_load_file},
+		{"save_file", sub_save_file},
+		{"only_trainable_params", sub_only_trainable_params},
+	};
+	return apply_dict(cx, pc, "strategy_ckpt_config", v, subs, NELEM(subs));
+}
+
+static bool set_group_ckpt_save_file(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_string(cx, "group_ckpt_save_file", v, &pc->group_ckpt_save_file);
+}
+
+static bool set_grad_accumulation_step(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_int(cx, "grad_accumulation_step", v, 1, INT64_MAX, &pc->grad_accumulation_step);
+}
+
+/* One row per key: the compiler refuses to build if a PARALLEL_KEYS row
+ * has no set_<key>. */
+static const struct {
+	const char *name;
+	ParSet set;
+} parallel_keys[PK_COUNT] = {
+#define ROW(k) [PK_##k] = {#k, set_##k},
+	PARALLEL_KEYS(ROW)
+#undef ROW
+};
+
+static const char *const *parallel_key_names(void)
+{
+	static const char *names[PK_COUNT];
+	for (int i = 0; i < PK_COUNT; i++)
+		names[i] = parallel_keys[i].name;
+	return names;
+}
+
+bool parallel_config_set(struct Arena *a, ParallelConfig *pc, const char *key, Loc key_loc,
+                         const CfgValue *v, Diag *d)
+{
+	Cx cx = {a, d, "parallel"};
+	for (int k = 0; k < PK_COUNT; k++) {
+		if (strcmp(parallel_keys[k].name, key) != 0)
+			continue;
+		if (!parallel_keys[k].set(&cx, pc, v))
+			return false;
+		pc->set_mask |= 1ull << k;
+		pc->set_loc[k] = v->loc;
+		return true;
+	}
+	char buf[1024];
+	const char *const *names = parallel_key_names();
+	diag_error(d, key_loc, "unknown parallel key '%s'; valid keys are: %s", key,
+	           join(names, PK_COUNT, buf, sizeof buf));
+	suggest(d, key_loc, key, names, PK_COUNT);
+	return false;
+}
+
+/* --- cross-key checks ----------------------------------------------------- */
+
+static bool was_set(const ParallelConfig *pc, ParallelKey k) { return pc->set_mask >> k & 1; }
+
+/* Where key k was set; falls back to the block (or nowhere) for defaults. */
+static Loc key_loc(const ParallelConfig *pc, ParallelKey k)
+{
+	return was_set(pc, k) ? pc->set_loc[k] : pc->loc;
+}
+
+static bool check_dataset(const ParallelConfig *pc, Diag *d)
+{
+	if (!(pc->full_batch && pc->dataset_kind == DS_TUPLE))
+		return true;
+	diag_error(d, key_loc(pc, PK_dataset_strategy),
+	           "dataset_strategy given as a tuple conflicts with full_batch = true; they are "
+	           "mutually exclusive");
+	if (was_set(pc, PK_full_batch))
+		diag_note(d, pc->set_loc[PK_full_batch], "full_batch set here");
+	return false;
+}
+
+static bool check_pipeline(const ParallelConfig *pc, Diag *d)
+{
+	bool ok = true;
+	Loc at = key_loc(pc, PK_pipeline_stages);
+	if (pc->pipeline_stages > pc->device_num) {
+		diag_error(d, at, "pipeline_stages (%" PRId64 ") must not exceed device_num (%" PRId64 ")",
+		           pc->pipeline_stages, pc->device_num);
+		ok = false;
+	} else if (pc->device_num % pc->pipeline_stages != 0) {
+		diag_error(d, at, "pipeline_stages (%" PRId64 ") must divide device_num (%" PRId64 ")",
+		           pc->pipeline_stages, pc->device_num);
+		ok = false;
+	}
+	if (pc->pipeline_interleave && pc->pipeline_scheduler == SCHED_GPIPE) {
+		diag_error(d, key_loc(pc, PK_pipeline_config),
+		           "pipeline_config: pipeline_interleave = true needs pipeline_scheduler \"1f1b\", "
+		           "not \"gpipe\"");
+		ok = false;
+	}
+	return ok;
+}
+
+static bool check_optimizer_shard(const ParallelConfig *pc, Diag *d)
+{
+	int64_t s = pc->optimizer_weight_shard_size;
+	if (s == -1 || pc->pipeline_stages < 1)
+		return true;
+	int64_t per_stage = pc->device_num / pc->pipeline_stages;
+	if (s > 0 && s <= per_stage)
+		return true;
+	diag_error(d, key_loc(pc, PK_parallel_optimizer_config),
+	           "optimizer_weight_shard_size must be -1 or in (0, %" PRId64 "] (device_num / "
+	           "pipeline_stages = %" PRId64 " / %" PRId64 "), got %" PRId64,
+	           per_stage, pc->device_num, pc->pipeline_stages, s);
+	return false;
+}
+
+static bool check_rank(const ParallelConfig *pc, Diag *d)
+{
+	if (pc->global_rank < pc->device_num)
+		return true;
+	diag_error(d, key_loc(pc, PK_global_rank),
+	           "global_rank (%" PRId64 ") must be less than device_num (%" PRId64 ")",
+	           pc->global_rank, pc->device_num);
+	return false;
+}
+
+/* Settings MindSpore documents as unsupported in some modes: warn, since
+ * MindSpore itself ignores them there. */
+static void check_mode_support(const ParallelConfig *pc, Diag *d)
+{
+	if (pc->gradients_mean && pc->parallel_mode == PM_STAND_ALONE)
+		diag_warning(d, key_loc(pc, PK_gradients_mean),
+		             "stand_alone does not support gradients_mean; it is ignored");
+	if (was_set(pc, PK_gradient_fp32_sync) && !pc->gradient_fp32_sync &&
+	    (pc->parallel_mode == PM_STAND_ALONE || pc->parallel_mode == PM_DATA_PARALLEL ||
+	     pc->parallel_mode == PM_HYBRID_PARALLEL))
+		diag_warning(d, pc->set_loc[PK_gradient_fp32_sync],
+		             "%s does not support gradient_fp32_sync; gradient_fp32_sync = false is ignored",
+		             parallel_mode_name(pc->parallel_mode));
+}
+
+/* all_reduce_fusion_config is the older spelling of comm_fusion's
+ * allreduce "index" mode: both may be given only if they agree on the
+ * mode. Given alone, it becomes the allreduce fusion so that later passes
+ * read one place. */
+static bool check_fusion(ParallelConfig *pc, Diag *d)
+{
+	if (pc->n_all_reduce_fusion_config == 0)
+		return true;
+	if (!pc->fusion_allreduce.set) {
+		pc->fusion_allreduce = (FusionConfig){
+			.mode = FUSION_INDEX,
+			.index = pc->all_reduce_fusion_config,
+			.nindex = pc->n_all_reduce_fusion_config,
+		};
+		return true;
+	}
+	if (pc->fusion_allreduce.mode == FUSION_INDEX)
+		return true;
+	diag_error(d, key_loc(pc, PK_all_reduce_fusion_config),
+	           "all_reduce_fusion_config conflicts with comm_fusion allreduce mode \"%s\"; "
+	           "all_reduce_fusion_config is the \"index\" mode",
+	           fusion_mode_names[pc->fusion_allreduce.mode]);
+	diag_note(d, key_loc(pc, PK_comm_fusion), "comm_fusion set here");
+	return false;
+}
+
+bool parallel_config_finish(ParallelConfig *pc, Diag *d)
+{
+	bool ok = check_dataset(pc, d);
+	ok &= check_pipeline(pc, d);
+	ok &= check_optimizer_shard(pc, d);
+	ok &= check_rank(pc, d);
+	ok &= check_fusion(pc, d);
+	check_mode_support(pc, d);
+	return ok;
+}
+
+/* --- train ---------------------------------------------------------------- */
+
+static bool check_lr(Cx *cx, const CfgValue *v, double *out)
+{
+	double x;
+	if (!get_number(cx, "lr", v, &x))
+		return false;
+	if (!(x > 0)) {
+		diag_error(cx->d, v->loc, "lr must be > 0, got %g", x);
+		return false;
+	}
+	*out = x;
+	return true;
+}
+
+/* One optimizer hyperparameter, with its range. */
+static bool opt_arg(Cx *cx, TrainConfig *tc, const char *name, const CfgValue *v)
+{
+	double x;
+	if (strcmp(name, "nesterov") == 0)
+		return get_bool(cx, name, v, &tc->nesterov);
+	if (strcmp(name, "lr") == 0)
+		return check_lr(cx, v, &tc->lr);
+	if (!get_number(cx, name, v, &x))
+		return false;
+	if (strcmp(name, "beta1") == 0 || strcmp(name, "beta2") == 0) {
+		if (!(x >= 0 && x < 1)) {
+			diag_error(cx->d, v->loc, "%s must be in [0, 1), got %g", name, x);
+			return false;
+		}
+		*(name[4] == '1' ? &tc->beta1 : &tc->beta2) = x;
+		return true;
+	}
+	if (strcmp(name, "eps") == 0) {
+		if (!(x > 0)) {
+			diag_error(cx->d, v->loc, "eps must be > 0, got %g", x);
+			return false;
+		}
+		tc->eps = x;
+		return true;
+	}
+	if (!(x >= 0)) {
+		diag_error(cx->d, v->loc, "%s must be >= 0, got %g", name, x);
+		return false;
+	}
+	*(strcmp(name, "momentum") == 0 ? &tc->momentum : &tc->weight_decay) = x;
+	return true;
+}
+
+/* Arguments each optimizer takes, in positional order. */
+static const char *const sgd_args[] = {"lr", "weight_decay"};
+static const char *const momentum_args[] = {"lr", "momentum", "nesterov", "weight_decay"};
+static const char *const adam_args[] = {"lr", "beta1", "beta2", "eps", "weight_decay"};
+static const struct {
+	const char *const *args;
+	int n;
+} optimizer_args[] = {
+	[OPT_SGD] = {sgd_args, NELEM(sgd_args)},
+	[OPT_MOMENTUM] = {momentum_args, NELEM(momentum_args)},
+	[OPT_ADAM] = {adam_args, NELEM(adam_args)},
+	[OPT_ADAMW] = {adam_args, NELEM(adam_args)},
+	[OPT_LAMB] = {adam_args, NELEM(adam_args)},
+};
+
+static bool opt_call_args(Cx *cx, TrainConfig *tc, OptimizerKind k, const CfgValue *v)
+{
+	const char *const *args = optimizer_args[k].args;
+	int nargs = optimizer_args[k].n;
+	char buf[256];
+	bool ok = true;
+	for (int i = 0; i < v->n; i++) {
+		const char *name = v->keys ? v->keys[i] : NULL;
+		Loc at = name ? v->key_locs[i] : v->items[i]->loc;
+		if (!name) {
+			if (i >= nargs) {
+				diag_error(cx->d, at, "%s takes at most %d arguments (%s), got %d", v->s, nargs,
+				           join(args, nargs, buf, sizeof buf), v->n);
+				return false;
+			}
+			name = args[i];
+		}
+		int j = 0;
+		while (j < nargs && strcmp(args[j], name) != 0)
+			j++;
+		if (j == nargs) {
+			diag_error(cx->d, at, "%s has no argument '%s'; valid arguments are: %s", v->s, name,
+			           join(args, nargs, buf, sizeof buf));
+			suggest(cx->d, at, name, args, nargs);
+			ok = false;
+			continue;
+		}
+		ok &= opt_arg(cx, tc, name, v->items[i]);
+	}
+	return ok;
+}
+
+static bool set_optimizer(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	if (v->kind != CV_IDENT && v->kind != CV_STRING && v->kind != CV_CALL)
+		return type_error(cx, "optimizer", v, "an optimizer such as adam(lr = 0.001)");
+	int k = 0;
+	while (k < NELEM(optimizer_names) && strcmp(optimizer_names[k], v->s) != 0)
+		k++;
+	if (k == NELEM(optimizer_names)) {
+		char buf[128];
+		diag_error(cx->d, v->loc, "unknown optimizer '%s'; valid optimizers are: %s", v->s,
+		           join(optimizer_names, NELEM(optimizer_names), buf, sizeof buf));
+		suggest(cx->d, v->loc, v->s, optimizer_names, NELEM(optimizer_names));
+		return false;
+	}
+	optimizer_defaults(tc, (OptimizerKind)k);
+	return v->kind != CV_CALL || opt_call_args(cx, tc, (OptimizerKind)k, v);
+}
+
+static bool set_train_lr(Cx *cx, TrainConfig *tc, const CfgValue *v) { return check_lr(cx, v, &tc->lr); }
+
+static bool set_steps(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	return get_int(cx, "steps", v, 1, INT64_MAX, &tc->steps);
+}
+
+static bool set_batch_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	return get_int(cx, "batch_size", v, 1, INT64_MAX, &tc->batch_size);
+}
+
+static bool set_micro_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	return get_int(cx, "micro_size", v, 1, INT64_MAX, &tc->micro_size);
+}
+
+static bool set_loss(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	if (v->kind != CV_IDENT && v->kind != CV_STRING)
+		return type_error(cx, "loss", v, "the name of a value");
+	tc->loss = v->s;
+	tc->loss_loc = v->loc;
+	return true;
+}
+
+static const struct {
+	const char *name;
+	bool (*set)(Cx *, TrainConfig *, const CfgValue *);
+} train_keys[] = {
+	{"optimizer", set_optimizer}, {"lr", set_train_lr},         {"steps", set_steps},
+	{"batch_size", set_batch_size}, {"micro_size", set_micro_size}, {"loss", set_loss},
+};
+
+bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key, Loc key_loc,
+                      const CfgValue *v, Diag *d)
+{
+	Cx cx = {a, d, "train"};
+	const char *names[NELEM(train_keys)];
+	for (int k = 0; k < NELEM(train_keys); k++) {
+		if (strcmp(train_keys[k].name, key) == 0)
+			return train_keys[k].set(&cx, tc, v);
+		names[k] = train_keys[k].name;
+	}
+	char buf[256];
+	diag_error(d, key_loc, "unknown train key '%s'; valid keys are: %s", key,
+	           join(names, NELEM(train_keys), buf, sizeof buf));
+	suggest(d, key_loc, key, names, NELEM(train_keys));
+	return false;
+}
+
+/* --- printing ------------------------------------------------------------- */
+
+static void print_string(const char *s, FILE *out)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', out);
+		fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+static void print_ints(const int64_t *v, int n, const char *open, const char *close, FILE *out)
+{
+	fputs(open, out);
+	for (int i = 0; i < n; i++)
+		fprintf(out, "%s%" PRId64, i ? ", " : "", v[i]);
+	if (n == 1 && open[0] == '(')
+		fputc(',', out);
+	fputs(close, out);
+}
+
+static void print_fusion(const char *name, const FusionConfig *f, FILE *out)
+{
+	fprintf(out, "%s = {mode = \"%s\"", name, fusion_mode_names[f->mode]);
+	if (f->mode == FUSION_SIZE)
+		fprintf(out, ", config = %g", f->size_mb);
+	else if (f->mode == FUSION_INDEX)
+		print_ints(f->index, f->nindex, ", config = [", "]", out);
+	fputc('}', out);
+}
+
+static const char *tf(bool b) { return b ? "true" : "false"; }
+
+static void print_dataset(const ParallelConfig *pc, FILE *out)
+{
+	fputs("  dataset_strategy = ", out);
+	if (pc->dataset_kind != DS_TUPLE) {
+		fputs(pc->dataset_kind == DS_FULL_BATCH ? "\"full_batch\"\n" : "\"data_parallel\"\n", out);
+		return;
+	}
+	fputc('(', out);
+	for (int i = 0; i < pc->ndataset; i++) {
+		fputs(i ? ", " : "", out);
+		print_ints(pc->dataset[i], pc->dataset_rank[i], "(", ")", out);
+	}
+	fputs(pc->ndataset == 1 ? ",)\n" : ")\n", out);
+}
+
+void parallel_config_print(const ParallelConfig *pc, FILE *out)
+{
+	fputs("parallel {\n", out);
+	fprintf(out, "  device_num = %" PRId64 "\n", pc->device_num);
+	fprintf(out, "  global_rank = %" PRId64 "\n", pc->global_rank);
+	fprintf(out, "  gradients_mean = %s\n", tf(pc->gradients_mean));
+	fprintf(out, "  gradient_fp32_sync = %s\n", tf(pc->gradient_fp32_sync));
+	fprintf(out, "  loss_repeated_mean = %s\n", tf(pc->loss_repeated_mean));
+	fprintf(out, "  parallel_mode = %s\n", parallel_mode_name(pc->parallel_mode));
+	fprintf(out, "  search_mode = %s\n", search_mode_name(pc->search_mode));
+	fprintf(out, "  parameter_broadcast = %s\n", tf(pc->parameter_broadcast));
+	if (pc->full_batch && pc->dataset_kind == DS_TUPLE)
+		fputs("  full_batch = true\n", out); /* only reachable before finish rejects it */
+	print_dataset(pc, out);
+	fprintf(out, "  enable_parallel_optimizer = %s\n", tf(pc->enable_parallel_optimizer));
+	fprintf(out, "  enable_alltoall = %s\n", tf(pc->enable_alltoall));
+	fprintf(out, "  force_fp32_communication = %s\n", tf(pc->force_fp32_communication));
+	if (pc->n_all_reduce_fusion_config > 0) {
+		fputs("  all_reduce_fusion_config = ", out);
+		print_ints(pc->all_reduce_fusion_config, pc->n_all_reduce_fusion_config, "[", "]\n", out);
+	}
+	fprintf(out, "  pipeline_stages = %" PRId64 "\n", pc->pipeline_stages);
+	fprintf(out, "  pipeline_result_broadcast = %s\n", tf(pc->pipeline_result_broadcast));
+	fprintf(out, "  pipeline_config = {pipeline_interleave = %s, pipeline_scheduler = \"%s\"}\n",
+	        tf(pc->pipeline_interleave), scheduler_names[pc->pipeline_scheduler]);
+	fprintf(out,
+	        "  parallel_optimizer_config = {gradient_accumulation_shard = %s, "
+	        "parallel_optimizer_threshold = %" PRId64 ", optimizer_weight_shard_size = %" PRId64 "}\n",
+	        tf(pc->gradient_accumulation_shard), pc->parallel_optimizer_threshold,
+	        pc->optimizer_weight_shard_size);
+	fprintf(out, "  comm_fusion = {openstate = %s, ", tf(pc->comm_fusion_openstate));
+	print_fusion("allreduce", &pc->fusion_allreduce, out);
+	fputs(", ", out);
+	print_fusion("allgather", &pc->fusion_allgather, out);
+	fputs(", ", out);
+	print_fusion("reducescatter", &pc->fusion_reducescatter, out);
+	fputs("}\n", out);
+	fputs("  strategy_ckpt_config = {load_file = ", out);
+	print_string(pc->strategy_ckpt_load_file, out);
+	fputs(", save_file = ", out);
+	print_string(pc->strategy_ckpt_save_file, out);
+	fprintf(out, ", only_trainable_params = %s}\n", tf(pc->only_trainable_params));
+	fputs("  group_ckpt_save_file = ", out);
+	print_string(pc->group_ckpt_save_file, out);
+	fprintf(out, "\n  grad_accumulation_step = %" PRId64 "\n", pc->grad_accumulation_step);
+	fputs("}\n", out);
+}

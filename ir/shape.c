@@ -1,0 +1,682 @@
+/* Shape and dtype inference. One rule per operator, found through a table
+ * built from ops.def, so an operator without a rule does not compile.
+ *
+ * A rule reads its inputs' shapes and dtypes (already known: the graph is
+ * in topological order) and the node's attributes, reports what is wrong
+ * in terms the user wrote (operand names, dimensions), and on success sets
+ * the output's shape and dtype. Messages start with the operator's name:
+ *   matmul: inner dimensions differ: x is [64, 784], w1 is [1000, 10] */
+#include "shape.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- helpers shared with other passes ---------------------------------- */
+
+bool broadcast_shapes(const Shape *a, const Shape *b, Shape *out)
+{
+	Shape r = {.rank = a->rank > b->rank ? a->rank : b->rank};
+	for (int i = 0; i < r.rank; i++) {
+		/* align from the right; a missing dimension acts as 1 */
+		int ia = a->rank - r.rank + i, ib = b->rank - r.rank + i;
+		int64_t x = ia >= 0 ? a->d[ia] : 1, y = ib >= 0 ? b->d[ib] : 1;
+		if (x != y && x != 1 && y != 1)
+			return false;
+		r.d[i] = x == 1 ? y : x;
+	}
+	*out = r;
+	return true;
+}
+
+int normalize_axis(int axis, int rank)
+{
+	if (axis < -rank || axis >= rank)
+		return -1;
+	return axis < 0 ? axis + rank : axis;
+}
+
+/* --- reporting ------------------------------------------------------------ */
+
+/* Shape strings for messages; a small ring so one message can show several. */
+static const char *shp(const Shape *s)
+{
+	static char ring[6][SHAPE_STR_MAX];
+	static int next;
+	char *b = ring[next++ % 6];
+	return shape_str(s, b, SHAPE_STR_MAX);
+}
+
+/* Reports "op: message" at the node and returns false. */
+__attribute__((format(printf, 3, 4))) static bool fail(Diag *d, const Node *n, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
+	return false;
+}
+
+static bool need_float(Diag *d, const Node *n, const Value *v)
+{
+	if (dtype_is_float(v->dtype))
+		return true;
+	return fail(d, n, "%s must be a float tensor, got %s", v->name, dtype_name(v->dtype));
+}
+
+static bool need_int(Diag *d, const Node *n, const Value *v)
+{
+	if (v->dtype == DT_I32 || v->dtype == DT_I64)
+		return true;
+	return fail(d, n, "%s must be an integer tensor, got %s", v->name, dtype_name(v->dtype));
+}
+
+static bool same_dtype(Diag *d, const Node *n, const Value *a, const Value *b)
+{
+	if (a->dtype == b->dtype)
+		return true;
+	return fail(d, n, "dtypes differ: %s is %s, %s is %s", a->name, dtype_name(a->dtype), b->name,
+	            dtype_name(b->dtype));
+}
+
+static bool same_shape(Diag *d, const Node *n, const Value *a, const Value *b)
+{
+	if (shape_eq(&a->shape, &b->shape))
+		return true;
+	return fail(d, n, "shapes differ: %s is %s, %s is %s", a->name, shp(&a->shape), b->name,
+	            shp(&b->shape));
+}
+
+static bool need_rank(Diag *d, const Node *n, const Value *v, int lo, int hi)
+{
+	int r = v->shape.rank;
+	if (r >= lo && r <= hi)
+		return true;
+	if (lo == hi)
+		return fail(d, n, "%s must have rank %d, got %s (rank %d)", v->name, lo, shp(&v->shape), r);
+	return fail(d, n, "%s must have rank %d to %d, got %s (rank %d)", v->name, lo, hi,
+	            shp(&v->shape), r);
+}
+
+/* An axis attribute, normalised in place so later passes see 0..rank-1. */
+static bool norm_axis_attr(Diag *d, const Node *n, int *axis, int rank)
+{
+	int a = normalize_axis(*axis, rank);
+	if (a < 0)
+		return fail(d, n, "axis %d out of range for rank %d", *axis, rank);
+	*axis = a;
+	return true;
+}
+
+static bool set_out(Node *n, DType t, Shape s)
+{
+	n->out->dtype = t;
+	n->out->shape = s;
+	return true;
+}
+
+static bool same_as(Node *n, const Value *v) { return set_out(n, v->dtype, v->shape); }
+
+/* A shape given by attributes (sum_to, slice, *_grad_gamma, ...). */
+static bool attr_shape_ok(Diag *d, const Node *n, const Shape *s)
+{
+	if (s->rank < 0 || s->rank > MAX_RANK)
+		return fail(d, n, "shape attribute has rank %d (at most %d)", s->rank, MAX_RANK);
+	for (int i = 0; i < s->rank; i++)
+		if (s->d[i] <= 0)
+			return fail(d, n, "shape attribute %s has a non-positive dimension", shp(s));
+	return true;
+}
+
+typedef bool (*ShapeRule)(const Graph *g, Node *n, Diag *d);
+/* g is for the rules that need the configuration (collectives' group size). */
+#define RULE(id) static bool shape_##id(const Graph *g __attribute__((unused)), Node *n, Diag *d)
+
+/* --- matrix products -------------------------------------------------------- */
+
+/* [.., M, K] x [.., K, N] on the last two dims of a and b, honouring the
+ * transposes; fills m, nn. */
+static bool inner_dims(Diag *d, const Node *n, const Value *a, const Value *b, int64_t *m, int64_t *nn)
+{
+	const Shape *sa = &a->shape, *sb = &b->shape;
+	int ra = sa->rank, rb = sb->rank;
+	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+	int64_t ka = ta ? sa->d[ra - 2] : sa->d[ra - 1];
+	int64_t kb = tb ? sb->d[rb - 1] : sb->d[rb - 2];
+	if (ka != kb)
+		return fail(d, n, "inner dimensions differ: %s is %s, %s is %s%s%s", a->name, shp(sa), b->name,
+		            shp(sb), ta ? " (transpose_a = true)" : "", tb ? " (transpose_b = true)" : "");
+	*m = ta ? sa->d[ra - 1] : sa->d[ra - 2];
+	*nn = tb ? sb->d[rb - 2] : sb->d[rb - 1];
+	return true;
+}
+
+static bool float_pair(Diag *d, const Node *n, const Value *a, const Value *b)
+{
+	return need_float(d, n, a) && need_float(d, n, b) && same_dtype(d, n, a, b);
+}
+
+RULE(MATMUL)
+{
+	Value *a = n->in[0], *b = n->in[1];
+	if (a->shape.rank != 2 || b->shape.rank != 2) {
+		const Value *bad = a->shape.rank != 2 ? a : b;
+		return fail(d, n, "%s must be 2-D, got %s; use batch_matmul for batched products", bad->name,
+		            shp(&bad->shape));
+	}
+	int64_t m, nn;
+	if (!float_pair(d, n, a, b) || !inner_dims(d, n, a, b, &m, &nn))
+		return false;
+	return set_out(n, a->dtype, (Shape){2, {m, nn}});
+}
+
+/* a [B.., M, K] with b [B.., K, N] (same batch dims) or b [K, N] shared
+ * across the batch. */
+RULE(BATCH_MATMUL)
+{
+	Value *a = n->in[0], *b = n->in[1];
+	if (!need_rank(d, n, a, 3, MAX_RANK) || !float_pair(d, n, a, b))
+		return false;
+	if (b->shape.rank != 2 && b->shape.rank != a->shape.rank)
+		return fail(d, n, "%s must have rank 2 or the rank of %s (%d), got %s", b->name, a->name,
+		            a->shape.rank, shp(&b->shape));
+	Shape out = a->shape;
+	if (b->shape.rank == a->shape.rank)
+		for (int i = 0; i < a->shape.rank - 2; i++)
+			if (a->shape.d[i] != b->shape.d[i])
+				return fail(d, n, "batch dimensions differ: %s is %s, %s is %s", a->name,
+				            shp(&a->shape), b->name, shp(&b->shape));
+	int64_t m, nn;
+	if (!inner_dims(d, n, a, b, &m, &nn))
+		return false;
+	out.d[out.rank - 2] = m;
+	out.d[out.rank - 1] = nn;
+	return set_out(n, a->dtype, out);
+}
+
+/* --- elementwise -------------------------------------------------------------- */
+
+static bool binary(Node *n, Diag *d)
+{
+	Value *a = n->in[0], *b = n->in[1];
+	Shape s;
+	if (!same_dtype(d, n, a, b))
+		return false;
+	if (!broadcast_shapes(&a->shape, &b->shape, &s))
+		return fail(d, n, "shapes %s and %s cannot be broadcast", shp(&a->shape), shp(&b->shape));
+	return set_out(n, a->dtype, s);
+}
+
+RULE(ADD) { return binary(n, d); }
+RULE(SUB) { return binary(n, d); }
+RULE(MUL) { return binary(n, d); }
+RULE(DIV) { return binary(n, d); }
+
+RULE(BIAS_ADD)
+{
+	Value *x = n->in[0], *b = n->in[1];
+	if (!need_rank(d, n, x, 1, MAX_RANK) || !float_pair(d, n, x, b))
+		return false;
+	int64_t c = x->shape.d[x->shape.rank - 1];
+	if (b->shape.rank != 1 || b->shape.d[0] != c)
+		return fail(d, n, "bias %s must be [%" PRId64 "] (the last dimension of %s %s), got %s", b->name,
+		            c, x->name, shp(&x->shape), shp(&b->shape));
+	return same_as(n, x);
+}
+
+static bool float_unary(Node *n, Diag *d)
+{
+	return need_float(d, n, n->in[0]) && same_as(n, n->in[0]);
+}
+
+RULE(RELU) { return float_unary(n, d); }
+RULE(GELU) { return float_unary(n, d); }
+RULE(TANH) { return float_unary(n, d); }
+RULE(SIGMOID) { return float_unary(n, d); }
+
+RULE(DROPOUT)
+{
+	double p = n->attr.keep_prob;
+	if (!(p > 0 && p <= 1))
+		return fail(d, n, "keep_prob must be in (0, 1], got %g", p);
+	return float_unary(n, d);
+}
+
+/* --- softmax family ---------------------------------------------------------- */
+
+static bool softmax_like(Node *n, Diag *d)
+{
+	Value *x = n->in[0];
+	if (!need_float(d, n, x) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
+		return false;
+	/* the mask j > i is over the last two dims, so only the last axis makes sense */
+	if (n->attr.causal && (x->shape.rank < 2 || n->attr.axis != x->shape.rank - 1))
+		return fail(d, n, "causal masking needs the last axis and rank >= 2, got axis %d of %s",
+		            n->attr.axis, shp(&x->shape));
+	return same_as(n, x);
+}
+
+RULE(SOFTMAX) { return softmax_like(n, d); }
+RULE(LOG_SOFTMAX) { return softmax_like(n, d); }
+
+/* --- normalisation ------------------------------------------------------------- */
+
+/* gamma and beta cover x.shape[begin_norm_axis:]. */
+RULE(LAYER_NORM)
+{
+	Value *x = n->in[0];
+	if (!need_float(d, n, x) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
+		return false;
+	Shape want = {.rank = x->shape.rank - n->attr.axis};
+	memcpy(want.d, &x->shape.d[n->attr.axis], sizeof(int64_t) * (size_t)want.rank);
+	for (int i = 1; i <= 2; i++) {
+		Value *p = n->in[i];
+		if (!same_dtype(d, n, x, p))
+			return false;
+		if (!shape_eq(&p->shape, &want))
+			return fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", p->name,
+			            shp(&want), x->name, shp(&x->shape), n->attr.axis, shp(&p->shape));
+	}
+	return same_as(n, x);
+}
+
+/* x [N, C, ...]; gamma and beta [C]. */
+RULE(BATCH_NORM)
+{
+	Value *x = n->in[0];
+	if (!need_rank(d, n, x, 2, MAX_RANK) || !need_float(d, n, x))
+		return false;
+	int64_t c = x->shape.d[1];
+	for (int i = 1; i <= 2; i++) {
+		Value *p = n->in[i];
+		if (!same_dtype(d, n, x, p))
+			return false;
+		if (p->shape.rank != 1 || p->shape.d[0] != c)
+			return fail(d, n, "%s must be [%" PRId64 "] (the channels of %s %s), got %s", p->name, c,
+			            x->name, shp(&x->shape), shp(&p->shape));
+	}
+	return same_as(n, x);
+}
+
+/* --- shape manipulation ------------------------------------------------------ */
+
+/* Resolves the one -1 in attr.shape and writes the result back. */
+RULE(RESHAPE)
+{
+	Value *x = n->in[0];
+	Shape *s = &n->attr.shape;
+	if (s->rank < 0 || s->rank > MAX_RANK)
+		return fail(d, n, "target rank %d is out of range (at most %d)", s->rank, MAX_RANK);
+	int free_dim = -1;
+	int64_t known = 1;
+	for (int i = 0; i < s->rank; i++) {
+		if (s->d[i] == -1 && free_dim < 0) {
+			free_dim = i;
+		} else if (s->d[i] == -1) {
+			return fail(d, n, "only one dimension of %s can be -1", shp(s));
+		} else if (s->d[i] <= 0) {
+			return fail(d, n, "invalid dimension %" PRId64 " in %s", s->d[i], shp(s));
+		} else {
+			known *= s->d[i];
+		}
+	}
+	int64_t total = shape_numel(&x->shape);
+	if (free_dim >= 0) {
+		if (total % known != 0)
+			return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s: %" PRId64
+			            " is not a multiple of %" PRId64,
+			            shp(&x->shape), total, shp(s), total, known);
+		s->d[free_dim] = total / known;
+		known = total;
+	}
+	if (known != total)
+		return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (%" PRId64 " elements)",
+		            shp(&x->shape), total, shp(s), known);
+	return set_out(n, x->dtype, *s);
+}
+
+RULE(TRANSPOSE)
+{
+	Value *x = n->in[0];
+	int r = x->shape.rank;
+	bool seen[MAX_RANK] = {0};
+	Shape out = {.rank = r};
+	for (int i = 0; i < r; i++) {
+		int p = n->attr.perm[i];
+		if (p < 0 || p >= r || seen[p]) {
+			char buf[8 * 12 + 4];
+			size_t k = 0;
+			for (int j = 0; j < r; j++)
+				k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%d", j ? ", " : "", n->attr.perm[j]);
+			return fail(d, n, "perm (%s) is not a permutation of 0..%d for %s %s", buf, r - 1, x->name,
+			            shp(&x->shape));
+		}
+		seen[p] = true;
+		out.d[i] = x->shape.d[p];
+	}
+	return set_out(n, x->dtype, out);
+}
+
+/* axes_mask bit i reduces dim i; 0 reduces all. */
+static bool reduce(Node *n, Diag *d)
+{
+	Value *x = n->in[0];
+	int r = x->shape.rank;
+	uint64_t mask = (uint64_t)n->attr.axes_mask;
+	for (int i = r; i < 64; i++)
+		if (mask >> i & 1)
+			return fail(d, n, "axis %d out of range for rank %d", i, r);
+	if (mask == 0)
+		mask = (r > 0 ? (1ull << r) - 1 : 0);
+	Shape out = {0};
+	for (int i = 0; i < r; i++) {
+		if (!(mask >> i & 1))
+			out.d[out.rank++] = x->shape.d[i];
+		else if (n->attr.keep_dims)
+			out.d[out.rank++] = 1;
+	}
+	return set_out(n, x->dtype, out);
+}
+
+RULE(REDUCE_SUM) { return reduce(n, d); }
+RULE(REDUCE_MEAN) { return need_float(d, n, n->in[0]) && reduce(n, d); }
+
+/* table [V, D] float, ids int [...] -> ids.shape + [D]. */
+RULE(EMBEDDING)
+{
+	Value *t = n->in[0], *ids = n->in[1];
+	if (!need_rank(d, n, t, 2, 2) || !need_float(d, n, t) || !need_int(d, n, ids))
+		return false;
+	if (ids->shape.rank >= MAX_RANK)
+		return fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank,
+		            MAX_RANK);
+	Shape out = ids->shape;
+	out.d[out.rank++] = t->shape.d[1];
+	return set_out(n, t->dtype, out);
+}
+
+RULE(CONCAT)
+{
+	Value *x = n->in[0];
+	if (!norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
+		return false;
+	int ax = n->attr.axis;
+	Shape out = x->shape;
+	for (int i = 1; i < n->nin; i++) {
+		Value *y = n->in[i];
+		if (!same_dtype(d, n, x, y))
+			return false;
+		if (y->shape.rank != x->shape.rank)
+			return fail(d, n, "ranks differ: %s is %s, %s is %s", x->name, shp(&x->shape), y->name,
+			            shp(&y->shape));
+		for (int k = 0; k < x->shape.rank; k++)
+			if (k != ax && y->shape.d[k] != x->shape.d[k])
+				return fail(d, n, "dimension %d differs: %s is %s, %s is %s (concatenating on axis %d)",
+				            k, x->name, shp(&x->shape), y->name, shp(&y->shape), ax);
+		out.d[ax] += y->shape.d[ax];
+	}
+	return set_out(n, x->dtype, out);
+}
+
+/* --- losses: a scalar, accumulated in f32 whatever the inputs' dtype --- */
+
+/* logits [..., C] float, labels int [...] (logits without the last dim). */
+RULE(SOFTMAX_CROSS_ENTROPY)
+{
+	Value *lg = n->in[0], *lb = n->in[1];
+	if (!need_rank(d, n, lg, 1, MAX_RANK) || !need_float(d, n, lg) || !need_int(d, n, lb))
+		return false;
+	Shape want = lg->shape;
+	want.rank--;
+	if (!shape_eq(&lb->shape, &want))
+		return fail(d, n, "labels %s must be %s (logits %s without the class dimension), got %s",
+		            lb->name, shp(&want), shp(&lg->shape), shp(&lb->shape));
+	return set_out(n, DT_F32, (Shape){0});
+}
+
+RULE(MSE_LOSS)
+{
+	Value *p = n->in[0], *t = n->in[1];
+	if (!float_pair(d, n, p, t) || !same_shape(d, n, p, t))
+		return false;
+	return set_out(n, DT_F32, (Shape){0});
+}
+
+/* --- collectives ------------------------------------------------------------------ */
+
+/* Ranks taking part: the attribute, else the named group's part size,
+ * else the whole world. */
+static int64_t group_size(const Graph *g, const Node *n)
+{
+	if (n->attr.group_size > 0)
+		return n->attr.group_size;
+	if (n->attr.group && *n->attr.group)
+		for (int i = 0; i < g->ngroups; i++)
+			if (strcmp(g->groups[i]->name, n->attr.group) == 0)
+				return g->groups[i]->part_size;
+	return g->par.device_num;
+}
+
+RULE(ALL_REDUCE) { (void)d; return same_as(n, n->in[0]); }
+RULE(BROADCAST) { (void)d; return same_as(n, n->in[0]); }
+
+RULE(ALL_GATHER)
+{
+	Value *x = n->in[0];
+	if (!norm_axis_attr(d, n, &n->attr.concat_axis, x->shape.rank))
+		return false;
+	Shape out = x->shape;
+	out.d[n->attr.concat_axis] *= group_size(g, n);
+	return set_out(n, x->dtype, out);
+}
+
+static bool split_dim(Diag *d, const Node *n, const Value *x, int ax, int64_t k, Shape *out)
+{
+	if (x->shape.d[ax] % k != 0)
+		return fail(d, n, "dimension %d of %s %s is %" PRId64 ", not divisible by the group size %" PRId64,
+		            ax, x->name, shp(&x->shape), x->shape.d[ax], k);
+	out->d[ax] /= k;
+	return true;
+}
+
+RULE(REDUCE_SCATTER)
+{
+	Value *x = n->in[0];
+	Shape out = x->shape;
+	if (!norm_axis_attr(d, n, &n->attr.split_axis, x->shape.rank) ||
+	    !split_dim(d, n, x, n->attr.split_axis, group_size(g, n), &out))
+		return false;
+	return set_out(n, x->dtype, out);
+}
+
+RULE(ALL_TO_ALL)
+{
+	Value *x = n->in[0];
+	int64_t k = group_size(g, n);
+	Shape out = x->shape;
+	if (!norm_axis_attr(d, n, &n->attr.split_axis, x->shape.rank) ||
+	    !norm_axis_attr(d, n, &n->attr.concat_axis, x->shape.rank) ||
+	    !split_dim(d, n, x, n->attr.split_axis, k, &out))
+		return false;
+	out.d[n->attr.concat_axis] *= k;
+	return set_out(n, x->dtype, out);
+}
+
+/* --- gradient helpers ---------------------------------------------------------- */
+
+RULE(NEG) { (void)d; return same_as(n, n->in[0]); }
+RULE(SCALE) { return float_unary(n, d); }
+
+/* x broadcast from attr.shape: the inverse of broadcast_to. */
+RULE(SUM_TO)
+{
+	Value *x = n->in[0];
+	Shape b;
+	if (!attr_shape_ok(d, n, &n->attr.shape))
+		return false;
+	if (!broadcast_shapes(&n->attr.shape, &x->shape, &b) || !shape_eq(&b, &x->shape))
+		return fail(d, n, "%s %s cannot be summed to %s", x->name, shp(&x->shape), shp(&n->attr.shape));
+	return set_out(n, x->dtype, n->attr.shape);
+}
+
+RULE(BROADCAST_TO)
+{
+	Value *x = n->in[0];
+	Shape b;
+	if (!attr_shape_ok(d, n, &n->attr.shape))
+		return false;
+	if (!broadcast_shapes(&x->shape, &n->attr.shape, &b) || !shape_eq(&b, &n->attr.shape))
+		return fail(d, n, "%s %s cannot be broadcast to %s", x->name, shp(&x->shape),
+		            shp(&n->attr.shape));
+	return set_out(n, x->dtype, n->attr.shape);
+}
+
+/* attr.shape taken from x starting at `begin` along `axis`. */
+RULE(SLICE)
+{
+	Value *x = n->in[0];
+	const Shape *s = &n->attr.shape;
+	if (!attr_shape_ok(d, n, s) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
+		return false;
+	int ax = n->attr.axis;
+	bool ok = s->rank == x->shape.rank && n->attr.begin >= 0 &&
+	          n->attr.begin + s->d[ax] <= x->shape.d[ax];
+	for (int i = 0; ok && i < s->rank; i++)
+		ok = i == ax || s->d[i] == x->shape.d[i];
+	if (!ok)
+		return fail(d, n, "%s from %" PRId64 " on axis %d does not fit in %s %s", shp(s), n->attr.begin,
+		            ax, x->name, shp(&x->shape));
+	return set_out(n, x->dtype, *s);
+}
+
+/* f'(x) * dy: (dy, x or y) -> dy. */
+static bool act_grad(Node *n, Diag *d)
+{
+	return float_pair(d, n, n->in[0], n->in[1]) && same_shape(d, n, n->in[0], n->in[1]) &&
+	       same_as(n, n->in[0]);
+}
+
+RULE(RELU_GRAD) { return act_grad(n, d); }
+RULE(GELU_GRAD) { return act_grad(n, d); }
+RULE(TANH_GRAD) { return act_grad(n, d); }
+RULE(SIGMOID_GRAD) { return act_grad(n, d); }
+
+/* (dy, y) -> y, along the forward op's axis. */
+static bool softmax_grad(Node *n, Diag *d)
+{
+	Value *y = n->in[1];
+	if (!act_grad(n, d) || !norm_axis_attr(d, n, &n->attr.axis, y->shape.rank))
+		return false;
+	return same_as(n, y);
+}
+
+RULE(SOFTMAX_GRAD) { return softmax_grad(n, d); }
+RULE(LOG_SOFTMAX_GRAD) { return softmax_grad(n, d); }
+
+/* (dy, x, gamma) -> x. */
+static bool norm_grad_x(Node *n, Diag *d)
+{
+	Value *dy = n->in[0], *x = n->in[1];
+	return float_pair(d, n, dy, x) && same_shape(d, n, dy, x) && same_as(n, x);
+}
+
+RULE(LAYER_NORM_GRAD_X) { return norm_grad_x(n, d); }
+RULE(BATCH_NORM_GRAD_X) { return norm_grad_x(n, d); }
+
+/* (dy, x) -> attr.shape (gamma's). */
+static bool norm_grad_gamma(Node *n, Diag *d)
+{
+	Value *dy = n->in[0], *x = n->in[1];
+	if (!float_pair(d, n, dy, x) || !same_shape(d, n, dy, x) || !attr_shape_ok(d, n, &n->attr.shape))
+		return false;
+	return set_out(n, dy->dtype, n->attr.shape);
+}
+
+RULE(LAYER_NORM_GRAD_GAMMA) { return norm_grad_gamma(n, d); }
+RULE(BATCH_NORM_GRAD_GAMMA) { return norm_grad_gamma(n, d); }
+
+/* (dy [ids.., D], ids) -> the table's shape [V, D]. */
+RULE(EMBEDDING_GRAD)
+{
+	Value *dy = n->in[0], *ids = n->in[1];
+	if (!need_float(d, n, dy) || !need_int(d, n, ids) || !attr_shape_ok(d, n, &n->attr.shape))
+		return false;
+	return set_out(n, dy->dtype, n->attr.shape);
+}
+
+/* (dloss, logits, labels) -> logits. */
+RULE(SOFTMAX_CROSS_ENTROPY_GRAD)
+{
+	Value *lg = n->in[1];
+	return need_float(d, n, lg) && need_int(d, n, n->in[2]) && same_as(n, lg);
+}
+
+/* (dloss, p, t) -> p. */
+RULE(MSE_LOSS_GRAD)
+{
+	Value *p = n->in[1], *t = n->in[2];
+	return float_pair(d, n, p, t) && same_shape(d, n, p, t) && same_as(n, p);
+}
+
+/* --- optimizer updates: no output; gradient and state match the param --- */
+
+static bool update(Node *n, Diag *d)
+{
+	Value *p = n->in[0];
+	bool ok = need_float(d, n, p);
+	for (int i = 1; ok && i < n->nin; i++)
+		ok = same_shape(d, n, p, n->in[i]);
+	return ok;
+}
+
+RULE(SGD_UPDATE) { return update(n, d); }
+RULE(MOMENTUM_UPDATE) { return update(n, d); }
+RULE(ADAM_UPDATE) { return update(n, d); }
+RULE(ADAMW_UPDATE) { return update(n, d); }
+RULE(LAMB_UPDATE) { return update(n, d); }
+
+static const ShapeRule shape_rule[OP_COUNT] = {
+#define OP(id, name, nmin, nmax, flags) [OP_##id] = shape_##id,
+#include "ops.def"
+#undef OP
+};
+
+/* --- the pass ------------------------------------------------------------------- */
+
+static bool arity_ok(const Node *n, Diag *d)
+{
+	const OpInfo *oi = &op_info[n->op];
+	if (n->nin >= oi->nin_min && (oi->nin_max < 0 || n->nin <= oi->nin_max))
+		return true;
+	if (oi->nin_max < 0)
+		return fail(d, n, "expects at least %d inputs, got %d", oi->nin_min, n->nin);
+	if (oi->nin_min == oi->nin_max)
+		return fail(d, n, "expects %d input%s, got %d", oi->nin_min, oi->nin_min == 1 ? "" : "s", n->nin);
+	return fail(d, n, "expects %d to %d inputs, got %d", oi->nin_min, oi->nin_max, n->nin);
+}
+
+bool infer_shapes(Graph *g, Diag *d)
+{
+	/* failed[v]: value v has no trustworthy shape; its consumers are
+	 * skipped so that one mistake gives one message. */
+	bool *failed = calloc((size_t)g->nvalues + 1, sizeof *failed);
+	bool ok = true;
+	for (int i = 0; i < g->nnodes && !d->stopped; i++) {
+		Node *n = g->nodes[i];
+		bool skip = false;
+		for (int k = 0; k < n->nin; k++)
+			skip |= failed[n->in[k]->id];
+		if (!skip)
+			skip = !arity_ok(n, d) || !shape_rule[n->op](g, n, d);
+		if (skip) {
+			ok = false;
+			if (n->out && n->out->id < g->nvalues)
+				failed[n->out->id] = true;
+		}
+	}
+	free(failed);
+	return ok && !d->stopped;
+}
