@@ -1,18 +1,181 @@
-#include <inttypes.h>
-
 #include "layout.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, const int *map,
+                    unsigned partial, int64_t device_num)
+{
+	int64_t used = 1;
+	for (int k = 0; k < ndev; k++)
+		used *= dev[k];
+	if (used <= 0 || device_num % used != 0)
+		return NULL;
+	Layout *l = ARENA_NEW(a, Layout);
+	int shift = used < device_num ? 1 : 0;
+	if (ndev + shift > MAX_RANK)
+		return NULL;
+	l->ndev = ndev + shift;
+	if (shift)
+		l->dev[0] = device_num / used;
+	for (int k = 0; k < ndev; k++)
+		l->dev[k + shift] = dev[k];
+	l->rank = full->rank;
+	l->full = *full;
+	l->slice = *full;
+	l->partial = partial << shift;
+	for (int i = 0; i < full->rank; i++) {
+		l->map[i] = map[i] < 0 ? -1 : map[i] + shift;
+		if (map[i] >= 0) {
+			int64_t s = l->dev[l->map[i]];
+			if (full->d[i] % s != 0)
+				return NULL;
+			l->slice.d[i] = full->d[i] / s;
+		}
+	}
+	return l;
+}
+
+Layout *layout_replicated(Arena *a, const Shape *full, int64_t device_num)
+{
+	int map[MAX_RANK];
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = -1;
+	return layout_make(a, full, 1, (int64_t[]){device_num}, map, 0, device_num);
+}
+
+Layout *layout_batch_split(Arena *a, const Shape *full, int64_t device_num)
+{
+	int map[MAX_RANK];
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = -1;
+	if (full->rank > 0)
+		map[0] = 0;
+	return layout_make(a, full, 1, (int64_t[]){device_num}, map, 0, device_num);
+}
+
+int64_t layout_devices(const Layout *l)
+{
+	int64_t n = 1;
+	for (int k = 0; k < l->ndev; k++)
+		n *= l->dev[k];
+	return n;
+}
+
+int64_t layout_coord(const Layout *l, int64_t rank, int axis)
+{
+	int64_t stride = 1;
+	for (int k = l->ndev - 1; k > axis; k--)
+		stride *= l->dev[k];
+	return (rank / stride) % l->dev[axis];
+}
+
+void layout_block(const Layout *l, int64_t rank, int64_t *offset)
+{
+	for (int i = 0; i < l->rank; i++)
+		offset[i] = l->map[i] < 0 ? 0 : layout_coord(l, rank, l->map[i]) * l->slice.d[i];
+}
+
+int64_t layout_split(const Layout *l, int dim)
+{
+	return l->map[dim] < 0 ? 1 : l->dev[l->map[dim]];
+}
+
+/* The partial-sum group of a rank: ranks that differ only on partial axes.
+ * Two layouts reduce over the same groups iff every rank's group key, the
+ * coordinates on the non-partial axes, induces the same partition. We
+ * compare the partitions via each rank's smallest group member. */
+static int64_t partial_leader(const Layout *l, int64_t rank)
+{
+	int64_t leader = 0, stride = 1;
+	for (int k = l->ndev - 1; k >= 0; k--) {
+		if (!(l->partial & (1u << k)))
+			leader += layout_coord(l, rank, k) * stride;
+		stride *= l->dev[k];
+	}
+	return leader;
+}
+
+bool layout_equiv(const Layout *a, const Layout *b)
+{
+	if (a->rank != b->rank || !shape_eq(&a->full, &b->full) || !shape_eq(&a->slice, &b->slice))
+		return false;
+	int64_t n = layout_devices(a);
+	if (n != layout_devices(b) || (a->partial != 0) != (b->partial != 0))
+		return false;
+	int64_t oa[MAX_RANK], ob[MAX_RANK];
+	for (int64_t r = 0; r < n; r++) {
+		layout_block(a, r, oa);
+		layout_block(b, r, ob);
+		if (memcmp(oa, ob, sizeof(int64_t) * (size_t)a->rank) != 0)
+			return false;
+		if (a->partial && partial_leader(a, r) != partial_leader(b, r))
+			return false;
+	}
+	return true;
+}
+
+unsigned layout_replica_axes(const Layout *l)
+{
+	unsigned used = l->partial;
+	for (int i = 0; i < l->rank; i++)
+		if (l->map[i] >= 0)
+			used |= 1u << l->map[i];
+	unsigned all = (1u << l->ndev) - 1;
+	unsigned rep = all & ~used;
+	for (int k = 0; k < l->ndev; k++)
+		if (l->dev[k] == 1)
+			rep &= ~(1u << k);
+	return rep;
+}
+
+static void print_dims(FILE *out, const int64_t *d, int n)
+{
+	fputc('[', out);
+	for (int i = 0; i < n; i++)
+		fprintf(out, "%s%" PRId64, i ? ", " : "", d[i]);
+	fputc(']', out);
+}
+
+static void print_body(const Layout *l, FILE *out)
+{
+	fputs("dev ", out);
+	print_dims(out, l->dev, l->ndev);
+	fputs(" map [", out);
+	for (int i = 0; i < l->rank; i++)
+		fprintf(out, "%s%d", i ? ", " : "", l->map[i] < 0 ? -1 : l->ndev - 1 - l->map[i]);
+	fputs("] slice ", out);
+	print_dims(out, l->slice.d, l->slice.rank);
+	if (l->partial) {
+		fputs(" partial [", out);
+		bool first = true;
+		for (int k = 0; k < l->ndev; k++)
+			if (l->partial & (1u << k)) {
+				fprintf(out, "%s%d", first ? "" : ", ", l->ndev - 1 - k);
+				first = false;
+			}
+		fputc(']', out);
+	}
+}
 
 void layout_print(const Layout *l, FILE *out)
 {
-	char buf[SHAPE_STR_MAX];
-	fputs("layout(dev=[", out);
-	for (int i = 0; i < l->ndev; i++)
-		fprintf(out, "%s%" PRId64, i ? ", " : "", l->dev[i]);
-	fputs("], map=[", out);
-	for (int i = 0; i < l->rank; i++)
-		fprintf(out, "%s%d", i ? ", " : "", l->map[i] < 0 ? -1 : l->ndev - 1 - l->map[i]);
-	fprintf(out, "], slice=%s", shape_str(&l->slice, buf, sizeof buf));
-	if (l->partial)
-		fprintf(out, ", partial=0x%x", l->partial);
+	fputs("layout(", out);
+	print_body(l, out);
 	fputc(')', out);
+}
+
+const char *layout_str(Arena *a, const Layout *l)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return "";
+	print_body(l, f);
+	fclose(f);
+	const char *s = arena_strdup(a, buf);
+	free(buf);
+	return s;
 }

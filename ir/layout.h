@@ -1,11 +1,14 @@
 /* Tensor layouts as in MindSpore: a device matrix, a tensor map and the
  * slice shape each device holds.
  *
- * The device matrix arranges the devices of a stage as an N-d grid, e.g.
- * [2, 4]; device d has coordinates (d / 4, d % 4). The tensor map says
- * which grid axis splits each tensor dimension. We store `map` indexed
- * from the left of the device matrix (-1: not split) and print it the way
- * MindSpore writes it, counting grid axes from the right. */
+ * The device matrix arranges the devices as an N-d grid, e.g. [2, 4];
+ * rank r has coordinates (r / 4, r % 4) -- row-major, axis 0 slowest. The
+ * product of the matrix always equals device_num: a strategy that uses
+ * fewer devices gets a leading "repeat" axis that splits nothing
+ * (MindSpore's repeated calculation). The tensor map says which grid axis
+ * splits each tensor dimension. We store `map` indexed from the left of
+ * the device matrix (-1: not split) and print it the way MindSpore writes
+ * it, counting grid axes from the right. */
 #ifndef NETC_LAYOUT_H
 #define NETC_LAYOUT_H
 #include <stdio.h>
@@ -14,7 +17,7 @@
 
 struct Layout {
 	int ndev;                 /* device matrix rank */
-	int64_t dev[MAX_RANK];    /* device matrix; product = devices in use */
+	int64_t dev[MAX_RANK];    /* device matrix; product = device_num */
 	int rank;                 /* tensor rank */
 	int map[MAX_RANK];        /* tensor dim i is split along grid axis map[i]; -1 whole */
 	Shape full;               /* logical shape */
@@ -22,5 +25,30 @@ struct Layout {
 	unsigned partial;         /* bit k: holds partial sums over grid axis k (needs a reduction) */
 };
 
+/* A layout over `device_num` devices. If prod(dev) < device_num a leading
+ * repeat axis is added (and map/partial shifted); NULL if prod(dev) does not
+ * divide device_num or a split does not divide its dimension. */
+Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, const int *map,
+                    unsigned partial, int64_t device_num);
+/* Every device holds the whole tensor. */
+Layout *layout_replicated(Arena *a, const Shape *full, int64_t device_num);
+/* Split only along dim 0 by device_num (data parallel). */
+Layout *layout_batch_split(Arena *a, const Shape *full, int64_t device_num);
+
+int64_t layout_devices(const Layout *l);   /* product of dev */
+/* Coordinate of `rank` along grid axis k. */
+int64_t layout_coord(const Layout *l, int64_t rank, int axis);
+/* The block of the full tensor that `rank` holds: offset[i], size = slice. */
+void layout_block(const Layout *l, int64_t rank, int64_t *offset);
+/* Number of ways dim i is split (1 if whole). */
+int64_t layout_split(const Layout *l, int dim);
+/* Same block on every rank and same partial-sum groups: no data moves. */
+bool layout_equiv(const Layout *a, const Layout *b);
+/* Axes (bit mask) along which ranks hold identical data (replicas):
+ * grid axes that split no dimension and are not partial. */
+unsigned layout_replica_axes(const Layout *l);
+
 void layout_print(const Layout *l, FILE *out);
+/* "dev [2, 4] map [1, -1] slice [32, 64]" (MindSpore map numbering) */
+const char *layout_str(Arena *a, const Layout *l);
 #endif
