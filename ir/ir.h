@@ -59,6 +59,8 @@ typedef struct OpAttrs {
 	bool transpose_a, transpose_b; /* matmul, batch_matmul */
 	int axis;                      /* softmax, log_softmax, concat, layer_norm (begin_norm_axis), slice; -1 = last */
 	int64_t axes_mask;             /* reduce_sum/mean: bit i set = reduce dim i (0 = all); sum_to/broadcast_to: dims reduced */
+	int axes[MAX_RANK];            /* reduce_sum/mean: axes as written, negative from the end (shape inference builds axes_mask) */
+	int naxes;                     /* reduce_sum/mean: 0 = reduce all */
 	bool keep_dims;                /* reduce_sum, reduce_mean */
 	bool causal;                   /* softmax: mask j > i over the last two dims */
 	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
