@@ -360,15 +360,37 @@ RULE(TRANSPOSE)
 	return set_out(n, x->dtype, out);
 }
 
-/* axes_mask bit i reduces dim i; 0 reduces all. */
+/* The axes as written (attr.axes, negative from the end) become
+ * attr.axes_mask, bit i = reduce dim i; no axes and no mask reduce all. */
+static bool reduce_mask(Node *n, Diag *d, int rank)
+{
+	OpAttrs *a = &n->attr;
+	if (a->naxes == 0) {
+		for (int i = rank; i < 64; i++)
+			if ((uint64_t)a->axes_mask >> i & 1)
+				return fail(d, n, "axis %d out of range for rank %d", i, rank);
+		return true;
+	}
+	uint64_t mask = 0;
+	for (int k = 0; k < a->naxes; k++) {
+		int ax = normalize_axis(a->axes[k], rank);
+		if (ax < 0)
+			return fail(d, n, "axis %d out of range for rank %d", a->axes[k], rank);
+		if (mask >> ax & 1)
+			return fail(d, n, "axis %d is given twice", a->axes[k]);
+		mask |= 1ull << ax;
+	}
+	a->axes_mask = (int64_t)mask;
+	return true;
+}
+
 static bool reduce(Node *n, Diag *d)
 {
 	Value *x = n->in[0];
 	int r = x->shape.rank;
+	if (!reduce_mask(n, d, r))
+		return false;
 	uint64_t mask = (uint64_t)n->attr.axes_mask;
-	for (int i = r; i < 64; i++)
-		if (mask >> i & 1)
-			return fail(d, n, "axis %d out of range for rank %d", i, r);
 	if (mask == 0)
 		mask = (r > 0 ? (1ull << r) - 1 : 0);
 	Shape out = {0};

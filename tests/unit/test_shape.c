@@ -337,6 +337,25 @@ Test(shape, reduce_axis_out_of_range)
 	infer_fails_with("reduce_sum: axis 3 out of range for rank 2");
 }
 
+Test(shape, reduce_axes_as_written)
+{
+	Node *n = node(OP_REDUCE_MEAN, 1, in("x", DT_F32, S(2, 3, 4)));
+	n->attr.axes[0] = -1, n->attr.axes[1] = 0, n->attr.naxes = 2;
+	infer_ok();
+	expect_shape(n->out, S(3));
+	cr_expect_eq(n->attr.axes_mask, 0x5);
+}
+
+Test(shape, reduce_axes_out_of_range_and_repeated)
+{
+	Node *n = node(OP_REDUCE_SUM, 1, in("x", DT_F32, S(2, 3)));
+	n->attr.axes[0] = -3, n->attr.naxes = 1;
+	Node *m = node(OP_REDUCE_SUM, 1, in("y", DT_F32, S(2, 3)));
+	m->attr.axes[0] = 1, m->attr.axes[1] = -1, m->attr.naxes = 2;
+	infer_fails_with("reduce_sum: axis -3 out of range for rank 2");
+	cr_expect(strstr(diag_text(), "reduce_sum: axis -1 is given twice"), "%s", diag_text());
+}
+
 Test(shape, embedding)
 {
 	Node *n = node(OP_EMBEDDING, 2, par("table", S(1000, 64)), in("ids", DT_I32, S(8, 128)));
