@@ -1,0 +1,68 @@
+/* The front end's two entry points: a whole .net file, and one -D
+ * override. Both run the same scanner and grammar; a hidden first token
+ * (START_FILE / START_DEFINE) selects the rule. */
+#include <limits.h>
+#include <string.h>
+
+#include "ast.h"
+#include "frontend/parser.h"
+
+static Parser *parser_new(Arena *a, Diag *d, const SourceFile *src, int start)
+{
+	Parser *P = ARENA_NEW(a, Parser);
+	P->a = a;
+	P->d = d;
+	P->file = src;
+	P->start_token = start;
+	P->line = 1;
+	P->col = 1;
+	return P;
+}
+
+Graph *netc_parse(Arena *a, Diag *d, const SourceFile *src)
+{
+	int before = d->nerrors;
+	if (src->len > INT_MAX / 2) {
+		diag_error(d, (Loc){.file = NULL}, "%s: file too large", src->name);
+		return NULL;
+	}
+	Parser *P = parser_new(a, d, src, START_FILE);
+	if (!ast_parse(P) || d->nerrors != before || !P->prog)
+		return NULL;
+	Graph *g = elab_program(P);
+	return d->nerrors == before ? g : NULL;
+}
+
+bool netc_define(Arena *a, Graph *g, const char *key_eq_value, Diag *d)
+{
+	int before = d->nerrors;
+	SourceFile *f = ARENA_NEW(a, SourceFile);
+	f->name = "<-D>";
+	f->text = arena_strdup(a, key_eq_value);
+	f->len = strlen(f->text);
+	if (!strchr(f->text, '=')) {
+		diag_error(d, (Loc){.file = f, .line = 1, .col = 1}, "-D expects KEY=VALUE");
+		return false;
+	}
+	Parser *P = parser_new(a, d, f, START_DEFINE);
+	if (!ast_parse(P) || d->nerrors != before || !P->def_key)
+		return false;
+	CfgValue *v = elab_cfg(P, NULL, P->def_val);
+	if (!v)
+		return false;
+	const char *key = P->def_key;
+	if (strncmp(key, "train.", 6) != 0)
+		return parallel_config_set(a, &g->par, key, P->def_key_loc, v, d) && d->nerrors == before;
+	if (!train_config_set(a, &g->train, key + 6, P->def_key_loc, v, d))
+		return false;
+	/* A new loss name is resolved at once, against the values' names. */
+	if (strcmp(key + 6, "loss") == 0) {
+		Value *l = g->train.loss ? graph_find(g, g->train.loss) : NULL;
+		if (!l || l->kind != VK_NODE) {
+			diag_error(d, v->loc, "train.loss: no value named '%s'", g->train.loss ? g->train.loss : "");
+			return false;
+		}
+		g->loss = l;
+	}
+	return d->nerrors == before;
+}
