@@ -272,7 +272,7 @@ bool nrt_npy_write(const char *path, NrtDType t, int rank, const int64_t *shape,
 	bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
 	for (size_t i = (size_t)n; ok && i + 1 < hlen; i++)
 		ok = fputc(' ', f) != EOF;
-	ok = ok && fputc('\n', f) != EOF && fwrite(data, 1, bytes, f) == bytes;
+	ok = ok && fputc('\n', f) != EOF && (!bytes || fwrite(data, 1, bytes, f) == bytes);
 	int saved = errno;
 	if (fclose(f) != 0 && ok) {
 		ok = false;

@@ -1,0 +1,173 @@
+/* Options, progress lines and single-process communicators. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <string.h>
+
+#include "runtime/rt_internal.h"
+#include "test_runtime_util.h"
+
+static const char *const names[] = {"images", "labels"};
+static const NrtProgramInfo info = {.name = "mlp", .device_num = 4, .default_steps = 100,
+                                    .default_lr = 0.05, .batch_size = 64,
+                                    .input_names = names, .ninputs = 2};
+
+static NrtParse parse(NrtOptions *o, char **data, char *msg, int argc, char **argv)
+{
+	return nrt_parse_options(argc, argv, &info, o, data, msg, 256);
+}
+
+Test(options, defaults)
+{
+	NrtOptions o;
+	char *data, msg[256];
+	char *argv[] = {"mlp", NULL};
+	cr_assert_eq(parse(&o, &data, msg, 1, argv), NRT_PARSE_OK);
+	cr_expect(o.steps == 100 && o.lr == 0.05 && !o.lr_set && o.seed == 1234 &&
+	          o.print_every == 10 && !o.quiet && o.ndata == 0 && !o.save);
+}
+
+Test(options, all_values)
+{
+	NrtOptions o;
+	char *data, msg[256];
+	char *argv[] = {"mlp", "--steps", "7", "--lr=0.5", "--seed", "99", "--data", "a.npy,b.npy",
+	                "--save", "s.st", "--init", "i.st", "--log", "l.csv", "--trace", "t.json",
+	                "--print-every", "3", "--quiet", "--gradcheck", NULL};
+	cr_assert_eq(parse(&o, &data, msg, 20, argv), NRT_PARSE_OK, "%s", msg);
+	cr_expect(o.steps == 7 && o.lr == 0.5 && o.lr_set && o.seed == 99 && o.print_every == 3);
+	cr_expect(o.quiet && o.gradcheck && o.ndata == 2);
+	cr_expect_str_eq(o.data[0], "a.npy");
+	cr_expect_str_eq(o.data[1], "b.npy");
+	cr_expect_str_eq(o.save, "s.st");
+	cr_expect_str_eq(o.init, "i.st");
+	cr_expect_str_eq(o.log, "l.csv");
+	cr_expect_str_eq(o.trace, "t.json");
+	free(data);
+}
+
+Test(options, errors)
+{
+	struct { char *argv[4]; const char *msg; } cases[] = {
+		{{"mlp", "--steps", "ten"}, "--steps: 'ten' is not a valid non-negative integer"},
+		{{"mlp", "--steps", "-1"}, "--steps: '-1' is not a valid non-negative integer"},
+		{{"mlp", "--lr", "1e"}, "--lr: '1e' is not a valid non-negative number"},
+		{{"mlp", "--seed", "-3"}, "--seed: '-3' is not a valid non-negative integer"},
+		{{"mlp", "--print-every", "0"}, "--print-every: '0' is not a valid positive integer"},
+		{{"mlp", "--bogus"}, "unknown option '--bogus'"},
+		{{"mlp", "--steps"}, "option '--steps' needs a value"},
+		{{"mlp", "extra"}, "unexpected argument 'extra'"},
+		{{"mlp", "--data", "a.npy"}, "--data: 1 file given but the model 'mlp' has 2 inputs"},
+		{{"mlp", "--data", "a.npy,"}, "--data: empty file name in the list"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		NrtOptions o;
+		char *data, msg[256];
+		int argc = 0;
+		while (cases[i].argv[argc])
+			argc++;
+		cr_expect_eq(parse(&o, &data, msg, argc, cases[i].argv), NRT_PARSE_ERROR, "case %zu", i);
+		cr_expect_str_eq(msg, cases[i].msg);
+		free(data);
+	}
+	NrtOptions o;
+	char *data, msg[256], *argv[] = {"mlp", "--steps", "5", "--help", NULL};
+	cr_expect_eq(parse(&o, &data, msg, 4, argv), NRT_PARSE_HELP);
+}
+
+Test(options, usage_names_program_model_and_inputs)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+	nrt_usage(f, "./mlp", &info);
+	fclose(f);
+	cr_expect(strstr(buf, "usage: ./mlp [options]"));
+	cr_expect(strstr(buf, "'mlp'") && strstr(buf, "mpirun -np 4"));
+	cr_expect(strstr(buf, "images, labels"));
+	cr_expect(strstr(buf, "--print-every K") && strstr(buf, "(default 100)"));
+	free(buf);
+}
+
+/* ---- log ---------------------------------------------------------------- */
+Test(log, lines_and_summary, .init = cr_redirect_stdout)
+{
+	NrtOptions o = {.print_every = 2};
+	NrtLog *l = nrt_log_open(&o, &info);
+	for (int s = 0; s < 5; s++)
+		nrt_log_step(l, s, 5, 2.0 / (s + 1), s < 2 ? 0.004 : 0.002);
+	nrt_log_close(l);
+	fflush(stdout);
+	cr_assert_stdout_eq_str(
+		"step 2/5  loss 1.000000  16000.0 samples/s  4.00 ms/step\n"
+		"step 4/5  loss 0.500000  32000.0 samples/s  2.00 ms/step\n"
+		"step 5/5  loss 0.400000  32000.0 samples/s  2.00 ms/step\n"
+		"done: 5 steps, final loss 0.400000, 2.80 ms/step, 22857.1 samples/s\n");
+}
+
+Test(log, quiet_prints_nothing_but_csv, .init = cr_redirect_stdout)
+{
+	char *dir = tr_mkdtemp(), *csv = tr_path(dir, "log.csv");
+	NrtOptions o = {.print_every = 1, .quiet = true, .log = csv};
+	NrtLog *l = nrt_log_open(&o, &info);
+	nrt_log_step(l, 0, 2, 1.5, 0.01);
+	nrt_log_step(l, 1, 2, 0.25, 0.01);
+	nrt_log_close(l);
+	fflush(stdout);
+	cr_expect_stdout_eq_str("");
+	size_t len;
+	char *text = tr_read_file(csv, &len);
+	char loss1[32], loss2[32];
+	double t1, t2;
+	cr_assert_eq(sscanf(text, "step,loss,seconds\n1,%31[^,],%lf\n2,%31[^,],%lf\n", loss1, &t1,
+	                    loss2, &t2), 4, "csv: %s", text);
+	cr_expect_str_eq(loss1, "1.500000");
+	cr_expect_str_eq(loss2, "0.250000");
+	cr_expect(t1 >= 0 && t2 >= t1);
+	free(text), free(csv);
+	tr_rmdir(dir);
+}
+
+Test(log, now_is_monotonic)
+{
+	double a = nrt_now(), b = nrt_now();
+	cr_expect(b >= a && a > 0);
+}
+
+/* ---- communicators without MPI ---------------------------------------------- */
+Test(comm, single_process)
+{
+	NrtComm *w = nrt_comm_world();
+	cr_expect(nrt_comm_size(w) == 1 && nrt_comm_rank(w) == 0);
+	NrtComm *c = nrt_comm_axes(2, (int64_t[]){1, 1}, 1);
+	cr_expect(nrt_comm_size(c) == 1);
+	cr_expect_eq(nrt_dev_coord(2, (int64_t[]){1, 1}, 1), 0);
+	nrt_comm_stats(true);
+	float v[3] = {1, 2, 3}, r[3];
+	nrt_allreduce(w, NRT_F32, NRT_MEAN, v, 3);
+	cr_expect(v[0] == 1 && v[2] == 3);
+	nrt_allgather(w, NRT_F32, v, 3, r);
+	nrt_reduce_scatter(c, NRT_F32, NRT_SUM, v, 3, r);
+	nrt_alltoall(c, NRT_F32, v, 3, r);
+	nrt_broadcast(c, NRT_F32, 0, v, 3);
+	cr_expect(!memcmp(v, r, sizeof v));
+	NrtCommStats s = nrt_comm_stats(true);
+	cr_expect(s.allreduce == 1 && s.allgather == 1 && s.reduce_scatter == 1 &&
+	          s.alltoall == 1 && s.broadcast == 1 && s.bytes == 5 * 12);
+	cr_expect_eq(nrt_comm_stats(false).allreduce, 0);
+	nrt_barrier();
+	nrt_finalize();  /* frees the axes communicator */
+}
+
+static void mean_of_ints(void *p)
+{
+	(void)p;
+	int32_t v = 1;
+	nrt_allreduce(nrt_comm_world(), NRT_I32, NRT_MEAN, &v, 1);
+}
+
+Test(comm, mean_needs_floats)
+{
+	char err[512];
+	cr_expect_eq(tr_run_child(mean_of_ints, NULL, err, sizeof err), 1);
+	cr_expect(strstr(err, "netrt: rank 0: NRT_MEAN needs a float type, got int32"), "%s", err);
+}
