@@ -276,6 +276,18 @@ typedef struct SubKey {
 	SubSet set;
 } SubKey;
 
+/* Every entry of a dict literal is `name = value`. */
+static bool dict_keys_ok(Cx *cx, const char *key, const CfgValue *v)
+{
+	for (int i = 0; i < v->n; i++) {
+		if (!v->keys || !v->keys[i]) {
+			diag_error(cx->d, v->items[i]->loc, "%s entries must be written name = value", key);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Applies `{k = v, ...}` through the handlers in subs; an unknown key is
  * an error that lists the valid ones. Keeps going to report every bad
  * entry. */
@@ -287,6 +299,8 @@ static bool apply_dict(Cx *cx, ParallelConfig *pc, const char *key, const CfgVal
 	const char *names[16];
 	for (int j = 0; j < nsubs; j++)
 		names[j] = subs[j].name;
+	if (!dict_keys_ok(cx, key, v))
+		return false;
 	bool ok = true;
 	for (int i = 0; i < v->n; i++) {
 		int j = 0;
@@ -588,6 +602,8 @@ static bool fusion_entry(Cx *cx, const char *path, const CfgValue *v, int nmodes
 	if (v->kind != CV_DICT)
 		return type_error(cx, path, v, "a dict {mode = ..., config = ...}");
 	static const char *const keys[] = {"mode", "config"};
+	if (!dict_keys_ok(cx, path, v))
+		return false;
 	for (int i = 0; i < v->n; i++) {
 		if (strcmp(v->keys[i], "mode") != 0 && strcmp(v->keys[i], "config") != 0) {
 			diag_error(cx->d, v->key_locs[i], "unknown key '%s' in %s; valid keys are: mode, config",

@@ -415,6 +415,7 @@ ParameterizedTestParameters(config, rejects)
 		{"pipeline_config", "{interleave = true}",
 		 "unknown key 'interleave' in pipeline_config; valid keys are: pipeline_interleave, pipeline_scheduler"},
 		{"pipeline_config", "true", "parallel key 'pipeline_config' expects a dict, got a boolean"},
+		{"pipeline_config", "{true}", "pipeline_config entries must be written name = value"},
 		{"parallel_optimizer_config", "{parallel_optimizer_threshold = -1}",
 		 "parallel_optimizer_config.parallel_optimizer_threshold must be >= 0, got -1"},
 		{"parallel_optimizer_config", "{optimizer_weight_shard_size = 0}",
