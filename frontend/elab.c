@@ -22,7 +22,7 @@
 /* Limits that keep hostile input from exhausting memory or time. */
 enum {
 	NODES_MAX = 1000000,     /* operator nodes after unrolling */
-	STEPS_MAX = 20000000,    /* statements executed (empty loops too) */
+	STEPS_MAX = 4000000,     /* statements executed plus loop iterations */
 	INSTANCE_DEPTH_MAX = 64, /* block instances inside instances */
 };
 
@@ -141,11 +141,15 @@ static int edit_distance(const char *a, const char *b)
 	return row[lb];
 }
 
-/* The closest candidate within a third of the name's length, or NULL. */
+/* The closest candidate within a third of the name's length (at least
+ * one edit, but fewer edits than the name has letters), or NULL. */
 static const char *suggest(const char *name, const char *const *cands, int n)
 {
 	const char *best = NULL;
-	int bestd = (int)strlen(name) / 3 + 1;
+	int len = (int)strlen(name);
+	int bestd = (len / 3 > 1 ? len / 3 : 1) + 1;
+	if (bestd > len)
+		bestd = len;
 	for (int i = 0; i < n; i++) {
 		int dist = edit_distance(name, cands[i]);
 		if (dist < bestd && strcmp(name, cands[i]) != 0) {
@@ -1842,12 +1846,22 @@ static void exec_for(Elab *E, Frame *f, const Stmt *s)
 		redefinition(E, s->name, s->name_loc, clash(f, s->name));
 		return;
 	}
+	/* One loop frame for all iterations: the loop variable is updated in
+	 * place (const uses copy it), so a long empty loop costs no memory. */
+	Frame *lf = frame_new(E, f, home(f)->scope);
+	lf->loop = true;
+	Binding b = {.name = s->name, .kind = B_CONST, .what = "loop variable", .declared = true,
+	             .loc = s->name_loc, .c = cfg_int(E->P, s->name_loc, lo)};
+	VEC_PUSH(E->a, lf->b, lf->n, lf->cap, b);
 	for (int64_t i = lo; i < hi && live(E); i++) {
-		Frame *lf = frame_new(E, f, home(f)->scope);
-		lf->loop = true;
-		Binding b = {.name = s->name, .kind = B_CONST, .what = "loop variable", .declared = true,
-		             .loc = s->name_loc, .c = cfg_int(E->P, s->name_loc, i)};
-		VEC_PUSH(E->a, lf->b, lf->n, lf->cap, b);
+		if (++E->steps > STEPS_MAX) {
+			diag_error(E->d, s->loc, "model too large: more than %d loop iterations and statements",
+			           STEPS_MAX);
+			E->halted = true;
+			return;
+		}
+		lf->b[0].c->i = i;
+		lf->b[0].c->f = (double)i;
 		exec_stmts(E, lf, s->body, CTX_LOOP);
 	}
 }

@@ -63,7 +63,7 @@ static void yyerror(YYLTYPE *l, yyscan_t scanner, Parser *P, const char *msg);
 %type <el> dims dims1 exprs1
 %type <pl> bparams bparams1
 %type <nl> targets
-%type <s> key
+%type <s> key kwname
 
 %%
 top:
@@ -123,7 +123,7 @@ entries:
 | entries error sep             { $$ = $1; yyerrok; }
 ;
 
-key: IDENT | STRING ;
+key: kwname | STRING ;
 
 dims:
   %empty                        { $$ = ast_exprs(P); }
@@ -221,9 +221,19 @@ args:
 ;
 args1:
   expr                          { $$ = ast_args_push(P, ast_args(P), NULL, L(@1), $1); }
-| IDENT '=' expr                { $$ = ast_args_push(P, ast_args(P), $1, L(@1), $3); }
+| kwname '=' expr               { $$ = ast_args_push(P, ast_args(P), $1, L(@1), $3); }
 | args1 ',' expr                { $$ = ast_args_push(P, $1, NULL, L(@3), $3); }
-| args1 ',' IDENT '=' expr      { $$ = ast_args_push(P, $1, $3, L(@3), $5); }
+| args1 ',' kwname '=' expr     { $$ = ast_args_push(P, $1, $3, L(@3), $5); }
+;
+
+/* Keyword names may be words that are keywords elsewhere (`group = tp`). */
+kwname:
+  IDENT
+| GROUP                         { $$ = "group"; }
+| INPUT                         { $$ = "input"; }
+| PARAM                         { $$ = "param"; }
+| TRAIN                         { $$ = "train"; }
+| PARALLEL                      { $$ = "parallel"; }
 ;
 %%
 
