@@ -361,7 +361,7 @@ static bool set_loss_repeated_mean(Cx *cx, ParallelConfig *pc, const CfgValue *v
 
 static bool set_parallel_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
-	int m;
+	int m = 0;
 	if (!get_choice(cx, "parallel_mode", v, parallel_mode_names, NELEM(parallel_mode_names), &m))
 		return false;
 	pc->parallel_mode = (ParallelMode)m;
@@ -370,7 +370,7 @@ static bool set_parallel_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 
 static bool set_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
-	int m;
+	int m = 0;
 	if (!get_choice(cx, "search_mode", v, search_mode_names, NELEM(search_mode_names), &m))
 		return false;
 	pc->search_mode = (SearchMode)m;
@@ -381,7 +381,7 @@ static bool set_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
  * "will be removed in a later release". */
 static bool set_auto_parallel_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
-	int m;
+	int m = 0;
 	if (!get_choice(cx, "auto_parallel_search_mode", v, search_mode_names,
 	                NELEM(search_mode_names), &m))
 		return false;
@@ -428,7 +428,7 @@ static void sync_full_batch(ParallelConfig *pc, bool full)
 
 static bool set_full_batch(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
-	bool b;
+	bool b = false;
 	if (!get_bool(cx, "full_batch", v, &b))
 		return false;
 	diag_warning(cx->d, v->loc, "'full_batch' is not recommended; use dataset_strategy = \"%s\"",
@@ -536,7 +536,7 @@ static bool sub_pipeline_interleave(Cx *cx, ParallelConfig *pc, const char *path
 
 static bool sub_pipeline_scheduler(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
 {
-	int k;
+	int k = 0;
 	if (!get_choice(cx, path, v, scheduler_names, NELEM(scheduler_names), &k))
 		return false;
 	pc->pipeline_scheduler = (PipelineScheduler)k;
@@ -621,7 +621,7 @@ static bool fusion_entry(Cx *cx, const char *path, const CfgValue *v, int nmodes
 	char mpath[160], cpath[160];
 	snprintf(mpath, sizeof mpath, "%s.mode", path);
 	snprintf(cpath, sizeof cpath, "%s.config", path);
-	int m;
+	int m = 0;
 	if (!get_choice(cx, mpath, mode, fusion_mode_names, nmodes, &m))
 		return false;
 	FusionConfig nf = {.set = true, .mode = (FusionMode)m, .size_mb = AUTO_FUSION_MB};
@@ -889,7 +889,7 @@ bool parallel_config_finish(ParallelConfig *pc, Diag *d)
 
 static bool check_lr(Cx *cx, const CfgValue *v, double *out)
 {
-	double x;
+	double x = 0;
 	if (!get_number(cx, "lr", v, &x))
 		return false;
 	if (!(x > 0)) {
@@ -903,7 +903,7 @@ static bool check_lr(Cx *cx, const CfgValue *v, double *out)
 /* One optimizer hyperparameter, with its range. */
 static bool opt_arg(Cx *cx, TrainConfig *tc, const char *name, const CfgValue *v)
 {
-	double x;
+	double x = 0;
 	if (strcmp(name, "nesterov") == 0)
 		return get_bool(cx, name, v, &tc->nesterov);
 	if (strcmp(name, "lr") == 0)
