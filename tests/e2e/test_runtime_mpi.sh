@@ -1,0 +1,66 @@
+#!/bin/sh
+# libnetrt under mpirun: builds tests/e2e/mpi_runtime_test.c against
+# build/lib/libnetrt.a, runs it at 4 ranks (oversubscribed), then checks
+# the start-up and error paths' exit codes and messages.
+# Last line: "N passed, N failed"; exit status non-zero on any failure.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+MPIRUN=tests/e2e/mpirun.sh
+work=$(mktemp -d /tmp/netrt-mpi-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+make -s "$B/lib/libnetrt.a" || { echo "0 passed, 1 failed"; exit 1; }
+prog=$work/mpi_runtime_test
+if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Iruntime -o "$prog" \
+	tests/e2e/mpi_runtime_test.c "$B/lib/libnetrt.a" $(pkg-config --libs openblas) -lm; then
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+# 1. the functional tests at 4 ranks; their own counts are added to ours
+out=$(NRT_TEST_DIR=$work $MPIRUN -np 4 "$prog" 2>&1); rc=$?
+echo "$out" | grep -v '^mpi_runtime_test:'
+counts=$(echo "$out" | sed -n 's/^mpi_runtime_test: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$counts" ]; then
+	set -- $counts
+	pass=$((pass + $1)) fail=$((fail + $2))
+	echo "mpi_runtime_test: $1 passed, $2 failed"
+fi
+[ "$rc" -eq 0 ] && [ -n "$counts" ] && ok || bad "mpi_runtime_test exited $rc"
+
+# expect NAME WANT_RC WANT_TEXT -- command...: exit code and a line of output
+expect() {
+	name=$1 want_rc=$2 want=$3
+	shift 4
+	out=$("$@" 2>&1); rc=$?
+	if [ "$rc" -ne "$want_rc" ]; then
+		bad "$name: exit $rc, want $want_rc"; echo "$out" | head -20
+	elif ! printf '%s\n' "$out" | grep -qF -- "$want"; then
+		bad "$name: output lacks '$want'"; echo "$out" | head -20
+	else
+		ok
+	fi
+}
+
+expect "wrong world size" 1 \
+	"netrt: this program was compiled for device_num = 4 but runs on 2 ranks; run it with mpirun -np 4" \
+	-- $MPIRUN -np 2 "$prog"
+expect "--help" 0 "usage: $prog [options]" -- $MPIRUN -np 4 "$prog" --help
+expect "bad option" 1 "unknown option '--bogus'" -- $MPIRUN -np 4 "$prog" --bogus
+expect "bad number" 1 "--steps: 'x' is not a valid non-negative integer" -- \
+	$MPIRUN -np 4 "$prog" --steps x
+expect "--data count" 1 "--data: 2 files given but the model 'mpi_runtime_test' has 1 input" -- \
+	$MPIRUN -np 4 "$prog" --data a.npy,b.npy
+expect "nrt_fatal aborts all ranks" 1 "netrt: rank 1: deliberate failure 42" -- \
+	env NRT_TEST_MODE=fatal $MPIRUN -np 4 "$prog"
+expect "MPI error is reported with file:line" 1 "MPI_ERR_RANK" -- \
+	env NRT_TEST_MODE=mpierror $MPIRUN -np 4 "$prog"
+# --help prints once, not once per rank
+n=$($MPIRUN -np 4 "$prog" --help 2>&1 | grep -c '^usage:')
+[ "$n" -eq 1 ] && ok || bad "--help printed $n times"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
