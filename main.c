@@ -47,7 +47,7 @@ static void usage(FILE *out)
 	      "      --gradcheck       build a program that checks gradients by finite differences\n"
 	      "      --infer           build a forward-only program\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, shapes, autodiff, optimizer,\n"
-	      "                        memplan, or all)\n"
+	      "                        sharding, memplan, or all)\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"

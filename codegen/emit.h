@@ -3,13 +3,34 @@
 #define NETC_EMIT_H
 #include "target.h"
 
+typedef struct CommReg {
+	int ndev;
+	int64_t dev[MAX_RANK];
+	unsigned axes;         /* 0 with group != NULL: a named hybrid group */
+	const char *group;
+	const char *name;      /* C identifier */
+} CommReg;
+
 typedef struct Emit {
 	Compilation *c;
 	Graph *g;
 	const BuildOptions *o;
-	FILE *out;
+	FILE *out;             /* where the node emitters write (a function body) */
+	FILE *decls;           /* file-scope declarations emitters need */
+	FILE *setup;           /* statements run once after start-up */
 	const char **cname;    /* by value id: the C identifier of its buffer */
+	CommReg *comms;        /* communicators created at start-up, in order */
+	int ncomms, capcomms;
+	int64_t scratch;       /* elements of each redistribution scratch buffer */
 } Emit;
+
+/* A communicator for the groups of `axes` of l's device matrix. */
+const char *emit_comm(Emit *e, const Layout *l, unsigned axes);
+/* `ndev, (const int64_t[]){dev...}` */
+void emit_dev(FILE *out, const Layout *l);
+/* Per-device statistics and loss means: data_parallel, hybrid_parallel
+ * and cross_batch ops. */
+bool local_stats(const Emit *e, const Node *n);
 
 const Shape *lshape(const Value *v);   /* the shape this device holds */
 int64_t lnumel(const Value *v);

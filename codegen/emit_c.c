@@ -11,6 +11,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/memplan.h"
+#include "../passes/redistribute.h"
 #include "emit.h"
 
 /* ---- names and shapes ---------------------------------------------------------- */
@@ -92,6 +93,59 @@ static void bcast_strides(const Shape *op, const Shape *y, int64_t *str)
 }
 
 const char *B(Emit *e, const Value *v) { return e->cname[v->id]; }
+
+bool local_stats(const Emit *e, const Node *n)
+{
+	ParallelMode m = e->g->par.parallel_mode;
+	return n->ann.cross_batch || (n->fwd && n->fwd->ann.cross_batch) || m == PM_DATA_PARALLEL ||
+	       m == PM_HYBRID_PARALLEL;
+}
+
+void emit_dev(FILE *out, const Layout *l)
+{
+	fprintf(out, "%d, ", l->ndev);
+	emit_dims(out, l->dev, l->ndev);
+}
+
+static void emit_map(FILE *out, const Layout *l)
+{
+	fputs("(const int[]){", out);
+	for (int i = 0; i < l->rank; i++)
+		fprintf(out, "%s%d", i ? ", " : "", l->map[i]);
+	fputs(l->rank ? "}" : "-1}", out);
+}
+
+const char *emit_comm(Emit *e, const Layout *l, unsigned axes)
+{
+	for (int i = 0; i < e->ncomms; i++) {
+		const CommReg *c = &e->comms[i];
+		if (!c->group && c->axes == axes && c->ndev == l->ndev &&
+		    memcmp(c->dev, l->dev, sizeof(int64_t) * (size_t)l->ndev) == 0)
+			return c->name;
+	}
+	CommReg c = {.ndev = l->ndev, .axes = axes};
+	memcpy(c.dev, l->dev, sizeof(int64_t) * (size_t)l->ndev);
+	c.name = arena_printf(&e->c->arena, "comm_%d", e->ncomms);
+	VEC_PUSH(&e->c->arena, e->comms, e->ncomms, e->capcomms, c);
+	fprintf(e->decls, "static NrtComm *%s; /* groups of grid axes 0x%x of ", c.name, axes);
+	emit_dims(e->decls, l->dev, l->ndev);
+	fputs(" */\n", e->decls);
+	fprintf(e->setup, "\t%s = nrt_comm_axes(", c.name);
+	emit_dev(e->setup, l);
+	fprintf(e->setup, ", 0x%x);\n", axes);
+	return c.name;
+}
+
+static const char *comm_cb(void *ctx, const Layout *l, unsigned axes)
+{
+	return emit_comm(ctx, l, axes);
+}
+
+/* The grid axes over which `l` holds partial sums or splits dim `d`. */
+static unsigned dim_axis(const Layout *l, int d)
+{
+	return l && l->map[d] >= 0 ? 1u << l->map[d] : 0;
+}
 
 /* ---- per-operator emitters ----------------------------------------------------------- */
 
@@ -244,10 +298,39 @@ static void bn_dims(const Value *x, int64_t *N, int64_t *C, int64_t *HW)
 	*HW = ldims(x, 2, MAX_RANK);
 }
 
+/* semi_auto_parallel with the batch split: statistics of the whole batch,
+ * local sums all-reduced over the batch's grid axis. */
+static const char *global_bn(Emit *e, const Node *n, const Value *x)
+{
+	if (local_stats(e, n) || !dim_axis(x->layout, 0))
+		return NULL;
+	return emit_comm(e, x->layout, dim_axis(x->layout, 0));
+}
+
+static void bn_global_stats(Emit *e, const Value *x, const char *comm, int64_t N, int64_t C, int64_t HW)
+{
+	fprintf(OUT, "\tdouble st[%" PRId64 "];\n", 2 * C);
+	fprintf(OUT, "\tK(bn_stats)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, st);\n", N, C, HW, B(e, x));
+	fprintf(OUT, "\tnrt_allreduce(%s, NRT_F64, NRT_SUM, st, %" PRId64 ");\n", comm, 2 * C);
+}
+
+static double bn_count(const Value *x)
+{
+	return (double)(shape_numel(&x->shape) / x->shape.d[1]);
+}
+
 EMIT(BATCH_NORM)
 {
 	int64_t N, C, HW;
 	bn_dims(n->in[0], &N, &C, &HW);
+	const char *comm = global_bn(e, n, n->in[0]);
+	if (comm) {
+		fputs("\t{\n", OUT);
+		bn_global_stats(e, n->in[0], comm, N, C, HW);
+		fprintf(OUT, "\tK(bn_apply)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, %s, %s, %s, %s);\n\t}\n",
+		        N, C, HW, bn_count(n->in[0]), n->attr.eps, IN(0), IN(1), IN(2), Y);
+		return;
+	}
 	fprintf(OUT, "\tK(batch_norm)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", N, C, HW,
 	        n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
@@ -256,6 +339,19 @@ EMIT(BATCH_NORM_GRAD_X)
 {
 	int64_t N, C, HW;
 	bn_dims(n->in[1], &N, &C, &HW);
+	const char *comm = global_bn(e, n, n->in[1]);
+	if (comm) {
+		double count = bn_count(n->in[1]);
+		fputs("\t{\n", OUT);
+		bn_global_stats(e, n->in[1], comm, N, C, HW);
+		fprintf(OUT, "\tdouble gs[%" PRId64 "];\n", 2 * C);
+		fprintf(OUT, "\tK(bn_grad_stats)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, %s, %s, gs);\n",
+		        N, C, HW, count, n->attr.eps, IN(0), IN(1));
+		fprintf(OUT, "\tnrt_allreduce(%s, NRT_F64, NRT_SUM, gs, %" PRId64 ");\n", comm, 2 * C);
+		fprintf(OUT, "\tK(bn_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, gs, %s, %s, %s, %s);\n\t}\n",
+		        N, C, HW, count, n->attr.eps, IN(0), IN(1), IN(2), Y);
+		return;
+	}
 	fprintf(OUT, "\tK(batch_norm_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
 	        N, C, HW, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
@@ -264,6 +360,14 @@ EMIT(BATCH_NORM_GRAD_GAMMA)
 {
 	int64_t N, C, HW;
 	bn_dims(n->in[1], &N, &C, &HW);
+	const char *comm = global_bn(e, n, n->in[1]);
+	if (comm) {
+		fputs("\t{\n", OUT);
+		bn_global_stats(e, n->in[1], comm, N, C, HW);
+		fprintf(OUT, "\tK(bn_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, %s, %s, %s);\n\t}\n",
+		        N, C, HW, bn_count(n->in[1]), n->attr.eps, IN(0), IN(1), Y);
+		return;
+	}
 	fprintf(OUT, "\tK(batch_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
 	        N, C, HW, n->attr.eps, IN(0), IN(1), Y);
 }
@@ -271,13 +375,23 @@ EMIT(BATCH_NORM_GRAD_GAMMA)
 EMIT(DROPOUT)
 {
 	const Value *x = n->in[0];
-	int64_t zero[MAX_RANK] = {0};
+	const char *off = arena_printf(&e->c->arena, "dropout_offset_%d", n->id);
+	fprintf(e->decls, "static int64_t %s[%d]; /* this rank's block of %s */\n", off,
+	        x->shape.rank ? x->shape.rank : 1, x->name);
+	if (x->layout) {
+		fputs("\tnrt_block_offset(", e->setup);
+		emit_dev(e->setup, x->layout);
+		fprintf(e->setup, ", %d, ", x->shape.rank);
+		emit_map(e->setup, x->layout);
+		fputs(", ", e->setup);
+		emit_shape(e->setup, lshape(x));
+		fprintf(e->setup, ", %s);\n", off);
+	}
 	fprintf(OUT, "\tK(dropout)(%d, ", x->shape.rank);
 	emit_shape(OUT, &x->shape);
 	fputs(", ", OUT);
 	emit_shape(OUT, lshape(x));
-	fputs(", ", OUT);
-	emit_dims(OUT, zero, x->shape.rank);
+	fprintf(OUT, ", %s", off);
 	fprintf(OUT, ", %.17g, seed, %u, step, %s, %s);\n", n->attr.keep_prob, n->attr.seed_id, IN(0), Y);
 }
 
@@ -310,7 +424,27 @@ static void emit_reduce(Emit *e, const Node *n, int64_t mask, bool mean)
 }
 
 EMIT(REDUCE_SUM) { emit_reduce(e, n, n->attr.axes_mask, false); }
-EMIT(REDUCE_MEAN) { emit_reduce(e, n, n->attr.axes_mask, true); }
+
+/* A mean over a split dimension divides the local sum by the global count
+ * (the partial sums are then added up by a redistribution). */
+EMIT(REDUCE_MEAN)
+{
+	const Value *x = n->in[0];
+	int64_t mask = n->attr.axes_mask ? n->attr.axes_mask : ((int64_t)1 << x->shape.rank) - 1;
+	bool split = false;
+	int64_t count = 1;
+	for (int d = 0; d < x->shape.rank; d++)
+		if (mask & ((int64_t)1 << d)) {
+			split |= dim_axis(x->layout, d) != 0;
+			count *= x->shape.d[d];
+		}
+	if (!split) {
+		emit_reduce(e, n, mask, true);
+		return;
+	}
+	emit_reduce(e, n, mask, false);
+	fprintf(OUT, "\tK(scale)(%" PRId64 ", %.17g, %s, %s);\n", lnumel(n->out), 1.0 / (double)count, Y, Y);
+}
 EMIT(SUM_TO) { emit_reduce(e, n, n->attr.axes_mask, false); }
 
 /* y = alpha * x broadcast back over the reduced dims of y */
@@ -333,18 +467,33 @@ EMIT(BROADCAST_TO)
 	fprintf(OUT, ", %.17g, %s);\n", n->attr.alpha, Y);
 }
 
+/* A row-split table holds rows [offset, offset + rows) on this rank. */
+static const char *row_offset(Emit *e, const Node *n, const Layout *table)
+{
+	if (!table || table->map[0] < 0)
+		return "0";
+	const char *name = arena_printf(&e->c->arena, "row_offset_%d", n->id);
+	fprintf(e->decls, "static int64_t %s; /* first table row on this rank */\n", name);
+	fprintf(e->setup, "\t%s = nrt_dev_coord(", name);
+	emit_dev(e->setup, table);
+	fprintf(e->setup, ", %d) * %" PRId64 ";\n", table->map[0], table->slice.d[0]);
+	return name;
+}
+
 EMIT(EMBEDDING)
 {
 	const Shape *t = lshape(n->in[0]);
-	fprintf(OUT, "\tK(embedding)(%" PRId64 ", %" PRId64 ", %" PRId64 ", 0, %s, %s, %s, %s);\n", lnumel(n->in[1]),
-	        t->d[0], t->d[1], IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+	fprintf(OUT, "\tK(embedding)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]),
+	        t->d[0], t->d[1], row_offset(e, n, n->in[0]->layout), IN(1),
+	        n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
 }
 
 EMIT(EMBEDDING_GRAD)
 {
 	const Shape *t = lshape(n->out);
-	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", 0, %s, %s, %s, %s);\n",
-	        lnumel(n->in[1]), t->d[0], t->d[1], IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s, %s);\n",
+	        lnumel(n->in[1]), t->d[0], t->d[1], row_offset(e, n, n->out->layout), IN(1),
+	        n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
 }
 
 EMIT(CONCAT)
@@ -369,13 +518,19 @@ EMIT(SLICE)
 }
 
 /* The mean over the whole (global) batch: denominators are global counts. */
+/* A loss is a mean: over the whole batch (the stand-alone function), or
+ * over this device's part of it in the per-device modes. */
+static int64_t denominator(const Emit *e, const Node *n, const Value *v, int64_t per_row)
+{
+	return (local_stats(e, n) ? lnumel(v) : shape_numel(&v->shape)) / per_row;
+}
+
 EMIT(SOFTMAX_CROSS_ENTROPY)
 {
 	const Value *lg = n->in[0];
 	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
 	fprintf(OUT, "\tK(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(lg) / C, C,
-	        shape_numel(&lg->shape) / lg->shape.d[lg->shape.rank - 1], IN(0), IN(1),
-	        n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
+	        denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
@@ -383,30 +538,62 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 	const Value *lg = n->in[1];
 	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
 	fprintf(OUT, "\tK(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", lnumel(lg) / C,
-	        C, shape_numel(&lg->shape) / lg->shape.d[lg->shape.rank - 1], IN(0), IN(1), IN(2),
-	        n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
+	        C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(MSE_LOSS)
 {
 	fprintf(OUT, "\tK(mse)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s);\n", lnumel(n->in[0]),
-	        shape_numel(&n->in[0]->shape), IN(0), IN(1), Y);
+	        denominator(e, n, n->in[0], 1), IN(0), IN(1), Y);
 }
 
 EMIT(MSE_LOSS_GRAD)
 {
 	fprintf(OUT, "\tK(mse_grad)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(n->in[1]),
-	        shape_numel(&n->in[1]->shape), IN(0), IN(1), IN(2), Y);
+	        denominator(e, n, n->in[1], 1), IN(0), IN(1), IN(2), Y);
+}
+
+/* ---- redistribution -------------------------------------------------------------- */
+
+EMIT(REDISTRIBUTE)
+{
+	const RedistPlan *p = n->attr.plan;
+	fprintf(OUT, "\t/* %s */\n", redist_describe(&e->c->arena, p));
+	if (p->scratch_elems > e->scratch)
+		e->scratch = p->scratch_elems;
+	redist_emit_c(OUT, p, IN(0), Y, "NRT_REAL", comm_cb, e);
 }
 
 /* ---- collectives --------------------------------------------------------------- */
 
+/* hybrid_parallel's named groups: this rank joins the part it is listed in. */
 static const char *comm_of(Emit *e, const Node *n)
 {
-	(void)e;
-	if (n->attr.group && *n->attr.group && strcmp(n->attr.group, "world") != 0)
-		return arena_printf(&e->c->arena, "comm_%s", n->attr.group);
-	return "comm_world";
+	const char *g = n->attr.group;
+	if (!g || !*g || strcmp(g, "world") == 0)
+		return "comm_world";
+	for (int i = 0; i < e->ncomms; i++)
+		if (e->comms[i].group && strcmp(e->comms[i].group, g) == 0)
+			return e->comms[i].name;
+	const CommGroup *grp = NULL;
+	for (int i = 0; i < e->g->ngroups; i++)
+		if (strcmp(e->g->groups[i]->name, g) == 0)
+			grp = e->g->groups[i];
+	CommReg c = {.group = g, .name = arena_printf(&e->c->arena, "comm_group_%d", e->ncomms)};
+	VEC_PUSH(&e->c->arena, e->comms, e->ncomms, e->capcomms, c);
+	fprintf(e->decls, "static NrtComm *%s; /* group %s */\n", c.name, g);
+	if (!grp) {
+		fprintf(e->setup, "\t%s = nrt_comm_world();\n", c.name);
+		return c.name;
+	}
+	fprintf(e->setup, "\t{\n\t\tstatic const int ranks[] = {");
+	for (int i = 0; i < grp->nparts * grp->part_size; i++)
+		fprintf(e->setup, "%s%d", i ? ", " : "", grp->ranks[i]);
+	fprintf(e->setup, "};\n\t\tint color = -1;\n\t\tfor (int i = 0; i < %d; i++)\n"
+	                  "\t\t\tif (ranks[i] == nrt_rank())\n\t\t\t\tcolor = i / %d;\n"
+	                  "\t\t%s = nrt_comm_color(color < 0 ? %d + nrt_rank() : color);\n\t}\n",
+	        grp->nparts * grp->part_size, grp->part_size, c.name, grp->nparts);
+	return c.name;
 }
 
 static const char *reduce_name(ReduceOp r)

@@ -1,8 +1,10 @@
 /* The skeleton of a generated C program: buffers, the three phase
  * functions, parameter and data descriptions, and main(). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../ir/layout.h"
 #include "../passes/memplan.h"
 #include "emit.h"
 
@@ -30,7 +32,9 @@ static void emit_prologue(Emit *e)
 	fprintf(out, " * memory per device: workspace %" PRId64 " bytes (%" PRId64 " without reuse), "
 	             "parameters %" PRId64 ", optimizer state %" PRId64 " */\n",
 	        p->peak, p->naive, p->params, p->state);
-	fputs("#include <netc/netrt.h>\n#include <math.h>\n#include <stdlib.h>\n#include <string.h>\n\n", out);
+	fputs("#include <netc/netrt.h>\n#include <netc/spmd.h>\n#include <math.h>\n#include <stdio.h>\n"
+	      "#include <stdlib.h>\n#include <string.h>\n\n",
+	      out);
 	if (e->o->f64)
 		fputs("typedef double real;\n#define NRT_REAL NRT_F64\n#define K(name) nrt_##name##_f64\n\n", out);
 	else
@@ -84,6 +88,7 @@ static void emit_buffers(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n", out);
+	fputs("static NrtComm *comm_world;\n", out);
 	fputs("\nstatic double lr;      /* learning rate (--lr) */\n"
 	      "static uint64_t seed;  /* --seed: parameters, dropout and synthetic data */\n"
 	      "static int64_t step;   /* the step being computed, from 1 */\n\n",
@@ -214,7 +219,13 @@ static void emit_alloc(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = xcalloc(%" PRId64 ", sizeof(real));\n", max_param_numel(g));
+	if (e->scratch)
+		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", sizeof(real));\n"
+		             "\tscratch_b = xcalloc(%" PRId64 ", sizeof(real));\n",
+		        e->scratch, e->scratch);
 	fputs("}\n\nstatic void release(void)\n{\n\tfree(ws);\n", out);
+	if (e->scratch)
+		fputs("\tfree(scratch_a);\n\tfree(scratch_b);\n", out);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE)
@@ -238,6 +249,36 @@ static void emit_alloc(Emit *e)
 			k++;
 	}
 	fputs("}\n\n", out);
+}
+
+static void emit_block_offset(Emit *e, const Value *v, const char *dst)
+{
+	if (!v->layout)
+		return;
+	fputs("\tnrt_block_offset(", e->setup);
+	emit_dev(e->setup, v->layout);
+	fprintf(e->setup, ", %d, (const int[]){", v->shape.rank);
+	for (int i = 0; i < v->shape.rank; i++)
+		fprintf(e->setup, "%s%d", i ? ", " : "", v->layout->map[i]);
+	fputs(v->shape.rank ? "}, " : "-1}, ", e->setup);
+	emit_shape(e->setup, lshape(v));
+	fprintf(e->setup, ", %s);\n", dst);
+}
+
+/* Where this rank's blocks of the parameters, state and inputs lie. */
+static void emit_tensor_offsets(Emit *e)
+{
+	Graph *g = e->g;
+	int k = 0;
+	for (int i = 0; i < g->nvalues; i++) {
+		const Value *v = g->values[i];
+		if (v->kind != VK_PARAM && v->kind != VK_STATE)
+			continue;
+		emit_block_offset(e, v, arena_printf(&e->c->arena, "tensors[%d].offset", k));
+		k++;
+	}
+	for (int i = 0; i < g->ninputs; i++)
+		emit_block_offset(e, g->inputs[i], arena_printf(&e->c->arena, "inputs[%d].t.offset", i));
 }
 
 /* --gradcheck: central differences in the same program, double precision
@@ -288,7 +329,7 @@ static void emit_main(Emit *e)
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
 	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n};\n\n",
-	        g->name, g->par.device_num, g->train.steps, g->train.lr,
+	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
 	        g->ninputs ? g->inputs[0]->shape.d[0] : 1);
 	fputs("int main(int argc, char **argv)\n{\n"
 	      "\tNrtOptions opt;\n"
@@ -296,6 +337,7 @@ static void emit_main(Emit *e)
 	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
 	      "\tseed = opt.seed;\n"
 	      "\tallocate();\n"
+	      "\tsetup();\n"
 	      "\tinit_params();\n"
 	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
 	      "\tNrtData *data = nrt_data_open(&opt, inputs, NINPUTS);\n",
@@ -323,21 +365,53 @@ static void emit_main(Emit *e)
 		      out);
 }
 
+/* Node emitters add file-scope declarations and start-up statements as
+ * they go, so the phases are written to a buffer first and the program is
+ * assembled around them. */
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	Graph *g = c->g;
-	Emit e = {.c = c, .g = g, .o = o, .out = out};
+	Emit e = {.c = c, .g = g, .o = o};
 	e.cname = ARENA_NEWN(&c->arena, const char *, g->nvalues);
 	for (int i = 0; i < g->nvalues; i++)
 		e.cname[i] = emit_c_ident(&c->arena, g->values[i]);
-	emit_prologue(&e);
-	emit_buffers(&e);
+	char *body = NULL, *decls = NULL, *setup = NULL;
+	size_t nbody = 0, ndecls = 0, nsetup = 0;
+	e.out = open_memstream(&body, &nbody);
+	e.decls = open_memstream(&decls, &ndecls);
+	e.setup = open_memstream(&setup, &nsetup);
+	if (!e.out || !e.decls || !e.setup) {
+		diag_error(&c->diag, loc_none(), "out of memory");
+		return false;
+	}
 	const char *loss = g->loss ? arena_printf(&c->arena, "(double)%s[0]", B(&e, g->loss)) : "0.0";
 	emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 	emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
 	emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);
+	emit_tensor_offsets(&e);
+	fclose(e.out);
+	fclose(e.decls);
+	fclose(e.setup);
+
+	e.out = out;
+	emit_prologue(&e);
+	emit_buffers(&e);
+	if (e.scratch)
+		fputs("static real *scratch_a, *scratch_b; /* redistribution steps */\n", out);
+	fputs("/* ---- communicators and per-rank offsets ---- */\n", out);
+	fputs(decls, out);
+	fputs("\n", out);
+	fputs(body, out);
 	emit_tensor_table(&e);
 	emit_inputs_table(&e);
+	fputs("/* Communicators and this rank's blocks; every rank runs this in the same order. */\n"
+	      "static void setup(void)\n{\n\tcomm_world = nrt_comm_world();\n",
+	      out);
+	fputs(setup, out);
+	fputs("}\n\n", out);
+	free(body);
+	free(decls);
+	free(setup);
 	emit_alloc(&e);
 	if (o->gradcheck)
 		emit_gradcheck(&e);

@@ -82,6 +82,7 @@ typedef struct OpAttrs {
 	double momentum_opt;           /* momentum */
 	bool nesterov;                 /* momentum */
 	double weight_decay;           /* updates */
+	const struct RedistPlan *plan; /* redistribute: the steps (passes/redistribute.h) */
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

@@ -660,6 +660,9 @@ RULE(ADAM_UPDATE) { return update(n, d); }
 RULE(ADAMW_UPDATE) { return update(n, d); }
 RULE(LAMB_UPDATE) { return update(n, d); }
 
+/* --- layout conversion: the logical tensor is unchanged --- */
+RULE(REDISTRIBUTE) { (void)d; return same_as(n, n->in[0]); }
+
 static const ShapeRule shape_rule[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = shape_##id,
 #include "ops.def"

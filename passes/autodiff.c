@@ -339,6 +339,8 @@ static void no_grad(AD *ad, const Node *n, Value *dy)
 
 #define NO_GRAD(id) static void grad_##id(AD *ad, const Node *n, Value *dy) { no_grad(ad, n, dy); }
 NO_GRAD(BROADCAST)
+/* Redistributions are inserted after differentiation. */
+NO_GRAD(REDISTRIBUTE)
 /* Internal ops never appear in the forward graph the user wrote. */
 NO_GRAD(NEG) NO_GRAD(SCALE) NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)

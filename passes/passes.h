@@ -39,5 +39,6 @@ extern const char *const pass_names[];
 bool pass_shapes(Compilation *c);
 bool pass_autodiff(Compilation *c);
 bool pass_optimizer(Compilation *c);
+bool pass_sharding(Compilation *c);
 bool pass_memplan(Compilation *c);
 #endif

@@ -19,11 +19,12 @@ static const Pass passes[] = {
 	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
 	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
 	{"optimizer", pass_optimizer, UPTO_TRAIN,   true},
+	{"sharding",  pass_sharding,  UPTO_CHECK,   false},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
 };
 enum { NPASSES = sizeof passes / sizeof passes[0] };
 
-const char *const pass_names[] = {"parse", "shapes", "autodiff", "optimizer", "memplan", NULL};
+const char *const pass_names[] = {"parse", "shapes", "autodiff", "optimizer", "sharding", "memplan", NULL};
 
 void compilation_init(Compilation *c)
 {

@@ -1,0 +1,777 @@
+/* Sharding rules, one per operator (see sharding.h). Each rule builds the
+ * operator's device matrix from the strategy -- one grid axis per split
+ * that is larger than 1, in dimension order -- and maps every input and
+ * output dimension onto those axes. */
+#include "sharding.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "shape.h"
+
+/* The grid an operator is laid out on, built while reading the strategy. */
+typedef struct Grid {
+	int n;
+	int64_t d[MAX_RANK];
+} Grid;
+
+typedef struct Rule {
+	ShardCtx *cx;
+	const Node *n;
+	const Strategy *s;
+	ShardResult *r;
+	Grid g;
+} Rule;
+
+static bool fail(Rule *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(Rule *R, const char *fmt, ...)
+{
+	if (!R->cx->diag)
+		return false;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	Loc loc = R->s->loc.file ? R->s->loc : R->n->loc;
+	diag_error(R->cx->diag, loc, "%s: invalid strategy %s: %s", op_info[R->n->op].name,
+	           strategy_str(R->cx->arena, R->s), msg);
+	return false;
+}
+
+static int64_t split(const Rule *R, int input, int dim) { return R->s->v[input].d[dim]; }
+
+/* A new grid axis for a split (none for 1: unsplit dims need no axis). */
+static int axis_for(Rule *R, int64_t size)
+{
+	if (size == 1)
+		return -1;
+	if (R->g.n == MAX_RANK - 1)
+		return -1;
+	R->g.d[R->g.n] = size;
+	return R->g.n++;
+}
+
+static Layout *mk(Rule *R, const Shape *shape, const int *map, unsigned partial)
+{
+	return layout_make(R->cx->arena, shape, R->g.n, R->g.d, map, partial, R->cx->device_num);
+}
+
+static void all_whole(int *map)
+{
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = -1;
+}
+
+/* Bits of the grid axes a map uses. */
+static unsigned axes_of(const int *map, int rank)
+{
+	unsigned m = 0;
+	for (int i = 0; i < rank; i++)
+		if (map[i] >= 0)
+			m |= 1u << map[i];
+	return m;
+}
+
+/* A dimension the operator needs whole. */
+static bool need_whole(Rule *R, int input, int dim, const char *why)
+{
+	if (split(R, input, dim) == 1)
+		return true;
+	return fail(R, "dimension %d of input %d ('%s') %s, but the strategy splits it %" PRId64 " ways", dim,
+	            input, R->n->in[input]->name, why, split(R, input, dim));
+}
+
+/* ---- elementwise family --------------------------------------------------------- */
+
+/* Inputs broadcast to a common shape (numpy rules), the output's unless
+ * the op reduces it afterwards; aligned dims must be split alike, a
+ * broadcast dim (size 1) cannot be split. */
+static bool rule_broadcast(Rule *R, int ninputs, const Shape *y)
+{
+	int64_t sp[MAX_RANK];
+	for (int i = 0; i < y->rank; i++)
+		sp[i] = 1;
+	for (int j = 0; j < ninputs; j++) {
+		const Shape *x = &R->n->in[j]->shape;
+		for (int k = 0; k < x->rank; k++) {
+			int i = k + y->rank - x->rank;
+			int64_t s = split(R, j, k);
+			if (x->d[k] == 1 && y->d[i] != 1) {
+				if (s != 1)
+					return fail(R, "dimension %d of input %d ('%s') is broadcast and cannot be split", k,
+					            j, R->n->in[j]->name);
+				continue;
+			}
+			if (sp[i] != 1 && s != sp[i])
+				return fail(R, "the inputs split output dimension %d differently (%" PRId64 " and %" PRId64
+				               " ways); broadcast operands must be split alike",
+				            i, sp[i], s);
+			sp[i] = s;
+		}
+	}
+	int ax[MAX_RANK];
+	for (int i = 0; i < y->rank; i++)
+		ax[i] = axis_for(R, sp[i]);
+	for (int j = 0; j < ninputs; j++) {
+		const Shape *x = &R->n->in[j]->shape;
+		int map[MAX_RANK];
+		all_whole(map);
+		for (int k = 0; k < x->rank; k++) {
+			int i = k + y->rank - x->rank;
+			if (!(x->d[k] == 1 && y->d[i] != 1))
+				map[k] = ax[i];
+		}
+		R->r->in[j] = mk(R, x, map, 0);
+	}
+	R->r->out = mk(R, y, ax, 0);
+	return true;
+}
+
+static bool rule_elementwise(Rule *R, int ninputs) { return rule_broadcast(R, ninputs, &R->n->out->shape); }
+
+static bool rule_unary(Rule *R) { return rule_elementwise(R, 1); }
+static bool rule_all_inputs(Rule *R) { return rule_elementwise(R, R->n->nin); }
+
+#define ELEMENTWISE(id) static bool shard_##id(Rule *R) { return rule_all_inputs(R); }
+ELEMENTWISE(ADD) ELEMENTWISE(SUB) ELEMENTWISE(MUL) ELEMENTWISE(DIV) ELEMENTWISE(BIAS_ADD)
+ELEMENTWISE(RELU) ELEMENTWISE(GELU) ELEMENTWISE(TANH) ELEMENTWISE(SIGMOID) ELEMENTWISE(DROPOUT)
+ELEMENTWISE(NEG) ELEMENTWISE(SCALE) ELEMENTWISE(RELU_GRAD) ELEMENTWISE(GELU_GRAD)
+ELEMENTWISE(TANH_GRAD) ELEMENTWISE(SIGMOID_GRAD)
+
+/* softmax and its gradient: elementwise, but the softmax axis stays whole;
+ * a causal mask also needs the row dimension whole (it numbers rows). */
+static bool rule_softmax_like(Rule *R)
+{
+	int rank = R->n->out->shape.rank;
+	int axis = normalize_axis(R->n->attr.axis, rank);
+	for (int j = 0; j < R->n->nin; j++) {
+		if (!need_whole(R, j, axis, "is the softmax axis"))
+			return false;
+		if (R->n->attr.causal && rank >= 2 && !need_whole(R, j, rank - 2, "numbers the rows of the causal mask"))
+			return false;
+	}
+	return rule_all_inputs(R);
+}
+
+static bool shard_SOFTMAX(Rule *R) { return rule_softmax_like(R); }
+static bool shard_LOG_SOFTMAX(Rule *R) { return rule_softmax_like(R); }
+static bool shard_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
+static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
+
+/* ---- matmul ------------------------------------------------------------------ */
+
+/* x: [..., M, K] (or [..., K, M] with transpose_a), w: [..., K, N] (or
+ * [..., N, K]); grid [batch..., m, k, n]; the output is partial over k. */
+static bool rule_matmul_like(Rule *R)
+{
+	const Node *n = R->n;
+	const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape, *y = &n->out->shape;
+	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+	int ra = a->rank, rb = b->rank, ry = y->rank;
+	int am = ta ? ra - 1 : ra - 2, ak = ta ? ra - 2 : ra - 1;
+	int bk = tb ? rb - 1 : rb - 2, bn = tb ? rb - 2 : rb - 1;
+	if (split(R, 0, ak) != split(R, 1, bk))
+		return fail(R, "the reduction dimension is split %" PRId64 " ways in '%s' (dimension %d) but %" PRId64
+		               " ways in '%s' (dimension %d); they must match",
+		            split(R, 0, ak), n->in[0]->name, ak, split(R, 1, bk), n->in[1]->name, bk);
+	int bax[MAX_RANK];
+	for (int i = 0; i < ry - 2; i++) {
+		int64_t s = split(R, 0, i);
+		int jb = i - (ry - rb);
+		if (jb >= 0 && split(R, 1, jb) != s)
+			return fail(R, "batch dimension %d is split %" PRId64 " ways in '%s' but %" PRId64 " ways in '%s'",
+			            i, s, n->in[0]->name, split(R, 1, jb), n->in[1]->name);
+		bax[i] = axis_for(R, s);
+	}
+	if (rb < ry)
+		for (int i = 0; i < rb - 2; i++)
+			if (!need_whole(R, 1, i, "is broadcast over the batch"))
+				return false;
+	int m = axis_for(R, split(R, 0, am));
+	int k = axis_for(R, split(R, 0, ak));
+	int nn = axis_for(R, split(R, 1, bn));
+	int ma[MAX_RANK], mb[MAX_RANK], my[MAX_RANK];
+	all_whole(ma), all_whole(mb), all_whole(my);
+	for (int i = 0; i < ry - 2; i++) {
+		ma[i] = bax[i];
+		my[i] = bax[i];
+		if (i - (ry - rb) >= 0)
+			mb[i - (ry - rb)] = bax[i];
+	}
+	ma[am] = m, ma[ak] = k, mb[bk] = k, mb[bn] = nn;
+	my[ry - 2] = m, my[ry - 1] = nn;
+	R->r->in[0] = mk(R, a, ma, 0);
+	R->r->in[1] = mk(R, b, mb, 0);
+	R->r->out = mk(R, y, my, k >= 0 ? 1u << k : 0);
+	return true;
+}
+
+static bool shard_MATMUL(Rule *R) { return rule_matmul_like(R); }
+static bool shard_BATCH_MATMUL(Rule *R) { return rule_matmul_like(R); }
+
+/* ---- normalisation ---------------------------------------------------------- */
+
+static int ln_axis(const Rule *R, const Value *x)
+{
+	return normalize_axis(R->n->attr.axis, x->shape.rank);
+}
+
+/* layer_norm(x, gamma, beta): the normalised dims (from begin_norm_axis)
+ * stay whole; gamma and beta are whole. */
+static bool shard_LAYER_NORM(Rule *R)
+{
+	const Value *x = R->n->in[0];
+	for (int d = ln_axis(R, x); d < x->shape.rank; d++)
+		if (!need_whole(R, 0, d, "is normalised by layer_norm"))
+			return false;
+	for (int j = 1; j < 3; j++)
+		for (int d = 0; d < R->n->in[j]->shape.rank; d++)
+			if (!need_whole(R, j, d, "is a layer_norm parameter"))
+				return false;
+	return rule_elementwise(R, 1) && (R->r->in[1] = mk(R, &R->n->in[1]->shape, (int[MAX_RANK]){-1, -1, -1, -1, -1, -1, -1, -1}, 0)) &&
+	       (R->r->in[2] = mk(R, &R->n->in[2]->shape, (int[MAX_RANK]){-1, -1, -1, -1, -1, -1, -1, -1}, 0));
+}
+
+/* layer_norm_grad_x(dy, x, gamma): as layer_norm */
+static bool shard_LAYER_NORM_GRAD_X(Rule *R)
+{
+	const Value *x = R->n->in[1];
+	for (int j = 0; j < 2; j++)
+		for (int d = ln_axis(R, x); d < x->shape.rank; d++)
+			if (!need_whole(R, j, d, "is normalised by layer_norm"))
+				return false;
+	if (!rule_elementwise(R, 2))
+		return false;
+	int whole[MAX_RANK];
+	all_whole(whole);
+	R->r->in[2] = mk(R, &R->n->in[2]->shape, whole, 0);
+	return true;
+}
+
+/* Shapes [rows..., normalised...] -> [normalised...]: partial over the rows' axes. */
+static bool rule_reduce_leading(Rule *R, int first_kept)
+{
+	if (!rule_broadcast(R, 2, &R->n->in[1]->shape))
+		return false;
+	const Layout *x = R->r->in[1];
+	int map[MAX_RANK];
+	all_whole(map);
+	unsigned partial = 0;
+	for (int d = 0; d < x->rank; d++)
+		if (x->map[d] >= 0 && d < first_kept)
+			partial |= 1u << (x->map[d] - (x->ndev - R->g.n));
+	R->r->out = mk(R, &R->n->out->shape, map, partial);
+	return true;
+}
+
+static bool shard_LAYER_NORM_GRAD_GAMMA(Rule *R)
+{
+	const Value *x = R->n->in[1];
+	for (int j = 0; j < 2; j++)
+		for (int d = ln_axis(R, x); d < x->shape.rank; d++)
+			if (!need_whole(R, j, d, "is normalised by layer_norm"))
+				return false;
+	return rule_reduce_leading(R, ln_axis(R, x));
+}
+
+/* batch_norm(x [N, C, ...], gamma [C], beta [C]): N and C may be split, the
+ * spatial dims stay whole; gamma and beta are split like C. A split N
+ * needs global statistics (an AllReduce over N's axis, emitted with the
+ * kernel) unless the op is cross_batch. */
+static bool rule_bn(Rule *R, int xin, int ntensor)
+{
+	const Value *x = R->n->in[xin];
+	for (int j = xin; j < xin + ntensor; j++)
+		for (int d = 2; d < x->shape.rank; d++)
+			if (!need_whole(R, j, d, "is a spatial dimension of batch_norm"))
+				return false;
+	for (int j = xin + ntensor; j < R->n->nin; j++)
+		if (split(R, j, 0) != split(R, xin, 1))
+			return fail(R, "'%s' must be split like the channel dimension of '%s' (%" PRId64 " ways), not %" PRId64,
+			            R->n->in[j]->name, x->name, split(R, xin, 1), split(R, j, 0));
+	int nax = axis_for(R, split(R, xin, 0));
+	int cax = axis_for(R, split(R, xin, 1));
+	int mx[MAX_RANK], mc[MAX_RANK];
+	all_whole(mx), all_whole(mc);
+	mx[0] = nax, mx[1] = cax, mc[0] = cax;
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = mk(R, &R->n->in[j]->shape, j >= xin && j < xin + ntensor ? mx : mc, 0);
+	return true;
+}
+
+static bool shard_BATCH_NORM(Rule *R)
+{
+	if (!rule_bn(R, 0, 1))
+		return false;
+	R->r->out = R->r->in[0];
+	return true;
+}
+
+static bool shard_BATCH_NORM_GRAD_X(Rule *R)
+{
+	if (!rule_bn(R, 0, 2))
+		return false;
+	R->r->out = R->r->in[1];
+	return true;
+}
+
+static bool shard_BATCH_NORM_GRAD_GAMMA(Rule *R)
+{
+	if (!rule_bn(R, 0, 2))
+		return false;
+	const Layout *x = R->r->in[1];
+	int mc[MAX_RANK];
+	all_whole(mc);
+	int shift = x->ndev - R->g.n;
+	mc[0] = x->map[1] < 0 ? -1 : x->map[1] - shift;
+	unsigned partial = x->map[0] < 0 ? 0 : 1u << (x->map[0] - shift);
+	R->r->out = mk(R, &R->n->out->shape, mc, partial);
+	return true;
+}
+
+/* ---- shape ops ------------------------------------------------------------ */
+
+/* Reshape keeps a split when it falls on the first dim of a group of dims
+ * whose products match on both sides ([B*T, D] -> [B, T, D]); otherwise the
+ * input is gathered whole first. */
+static bool shard_RESHAPE(Rule *R)
+{
+	const Shape *x = &R->n->in[0]->shape, *y = &R->n->out->shape;
+	int mx[MAX_RANK], my[MAX_RANK];
+	all_whole(mx), all_whole(my);
+	int i = 0, o = 0;
+	bool ok = true;
+	while (i < x->rank && o < y->rank && ok) {
+		int i0 = i, o0 = o;
+		int64_t pi = x->d[i++], po = y->d[o++];
+		while (pi != po) {
+			if (pi < po && i < x->rank)
+				pi *= x->d[i++];
+			else if (po < pi && o < y->rank)
+				po *= y->d[o++];
+			else
+				break;
+		}
+		for (int k = i0 + 1; k < i; k++)
+			ok = ok && split(R, 0, k) == 1;
+		int64_t s = split(R, 0, i0);
+		if (s > 1) {
+			if (y->d[o0] % s != 0) {
+				ok = false;
+				break;
+			}
+			int ax = axis_for(R, s);
+			mx[i0] = ax, my[o0] = ax;
+		}
+	}
+	for (; i < x->rank; i++)
+		ok = ok && split(R, 0, i) == 1;
+	if (!ok) {
+		R->g.n = 0;
+		all_whole(mx), all_whole(my);
+	}
+	R->r->in[0] = mk(R, x, mx, 0);
+	R->r->out = mk(R, y, my, 0);
+	return true;
+}
+
+static bool shard_TRANSPOSE(Rule *R)
+{
+	const Shape *x = &R->n->in[0]->shape;
+	int mx[MAX_RANK], my[MAX_RANK];
+	all_whole(mx), all_whole(my);
+	for (int d = 0; d < x->rank; d++)
+		mx[d] = axis_for(R, split(R, 0, d));
+	for (int d = 0; d < x->rank; d++)
+		my[d] = mx[R->n->attr.perm[d]];
+	R->r->in[0] = mk(R, x, mx, 0);
+	R->r->out = mk(R, &R->n->out->shape, my, 0);
+	return true;
+}
+
+/* Sum over the dims of `mask`: kept dims keep their axes, split reduced
+ * dims leave partial sums. Output dims: reduced ones dropped (or kept as
+ * size 1 when the output has the input's rank). */
+static bool rule_reduce(Rule *R, int64_t mask)
+{
+	const Shape *x = &R->n->in[0]->shape, *y = &R->n->out->shape;
+	if (!mask)
+		mask = ((int64_t)1 << x->rank) - 1;
+	int mx[MAX_RANK], my[MAX_RANK];
+	all_whole(mx), all_whole(my);
+	unsigned partial = 0;
+	bool keep = y->rank == x->rank;
+	int lead = x->rank - y->rank;
+	for (int d = 0, o = 0; d < x->rank; d++) {
+		mx[d] = axis_for(R, split(R, 0, d));
+		bool reduced = mask & ((int64_t)1 << d);
+		if (reduced && mx[d] >= 0)
+			partial |= 1u << mx[d];
+		if (!reduced)
+			my[o] = mx[d];
+		/* sum_to keeps reduced dims after the leading ones as size 1 */
+		if (!reduced || keep || (d >= lead && y->rank > 0 && o < y->rank && !(R->n->op == OP_REDUCE_SUM || R->n->op == OP_REDUCE_MEAN)))
+			o++;
+	}
+	R->r->in[0] = mk(R, x, mx, 0);
+	R->r->out = mk(R, y, my, partial);
+	return true;
+}
+
+static bool shard_REDUCE_SUM(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+static bool shard_REDUCE_MEAN(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+static bool shard_SUM_TO(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+
+/* broadcast_to(dy): the broadcast dims of the output are whole, the others
+ * keep dy's axes. dy has either the output's rank (size-1 dims) or the
+ * reduced dims removed. */
+static bool shard_BROADCAST_TO(Rule *R)
+{
+	const Shape *x = &R->n->in[0]->shape, *y = &R->n->out->shape;
+	int mx[MAX_RANK], my[MAX_RANK];
+	all_whole(mx), all_whole(my);
+	for (int d = 0; d < x->rank; d++)
+		mx[d] = axis_for(R, split(R, 0, d));
+	bool keep = x->rank == y->rank;
+	for (int d = 0, k = 0; d < y->rank; d++) {
+		bool masked = R->n->attr.axes_mask & ((int64_t)1 << d);
+		if (keep) {
+			my[d] = masked ? -1 : mx[d];
+			if (masked && mx[d] >= 0)
+				return fail(R, "a dimension of size 1 cannot be split");
+		} else if (!masked) {
+			my[d] = mx[k++];
+		}
+	}
+	R->r->in[0] = mk(R, x, mx, 0);
+	R->r->out = mk(R, y, my, 0);
+	return true;
+}
+
+/* concat and its gradient slice: the concatenation axis stays whole. */
+static bool shard_CONCAT(Rule *R)
+{
+	int axis = normalize_axis(R->n->attr.axis, R->n->out->shape.rank);
+	for (int j = 0; j < R->n->nin; j++) {
+		if (!need_whole(R, j, axis, "is the concatenation axis"))
+			return false;
+		for (int d = 0; d < R->n->out->shape.rank; d++)
+			if (split(R, j, d) != split(R, 0, d))
+				return fail(R, "all inputs of concat must be split alike; input %d differs in dimension %d", j, d);
+	}
+	int map[MAX_RANK];
+	all_whole(map);
+	for (int d = 0; d < R->n->out->shape.rank; d++)
+		map[d] = axis_for(R, split(R, 0, d));
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = mk(R, &R->n->in[j]->shape, map, 0);
+	R->r->out = mk(R, &R->n->out->shape, map, 0);
+	return true;
+}
+
+static bool shard_SLICE(Rule *R)
+{
+	if (!need_whole(R, 0, R->n->attr.axis, "is the slicing axis"))
+		return false;
+	return rule_unary(R);
+}
+
+/* ---- embedding ------------------------------------------------------------------ */
+
+/* embedding(table [V, D], ids [...]): grid [ids..., v, d]. A row-split
+ * table gives each device rows [offset, offset + V/v); ids elsewhere look
+ * up zeros, and an AllReduce over v completes the rows (partial sums). */
+static bool rule_embedding(Rule *R, const Strategy *st, const Value *table, const Value *ids, Layout **lt,
+                           Layout **li, Layout **lo, const Shape *out, bool grad)
+{
+	int ni = ids->shape.rank;
+	int mi[MAX_RANK], mt[MAX_RANK], mo[MAX_RANK];
+	all_whole(mi), all_whole(mt), all_whole(mo);
+	unsigned ids_axes = 0;
+	for (int d = 0; d < ni; d++) {
+		mi[d] = axis_for(R, st->v[1].d[d]);
+		if (mi[d] >= 0)
+			ids_axes |= 1u << mi[d];
+	}
+	int v = axis_for(R, st->v[0].d[0]);
+	int dd = axis_for(R, st->v[0].d[1]);
+	mt[0] = v, mt[1] = dd;
+	*lt = mk(R, &table->shape, mt, 0);
+	*li = mk(R, &ids->shape, mi, 0);
+	if (!grad) {
+		for (int d = 0; d < ni; d++)
+			mo[d] = mi[d];
+		mo[ni] = dd;
+		*lo = mk(R, out, mo, v >= 0 ? 1u << v : 0);
+	} else {
+		/* the table's gradient sums the rows looked up on every ids slice */
+		*lo = mk(R, out, mt, ids_axes);
+	}
+	return *lt && *li && *lo;
+}
+
+static bool shard_EMBEDDING(Rule *R)
+{
+	if (R->n->ann.nmanual_split)
+		return fail(R, "manual_split is not supported yet; use a uniform row split");
+	return rule_embedding(R, R->s, R->n->in[0], R->n->in[1], &R->r->in[0], &R->r->in[1], &R->r->out,
+	                      &R->n->out->shape, false);
+}
+
+/* embedding_grad(dy, ids) takes its grid from the forward embedding. */
+static bool shard_EMBEDDING_GRAD(Rule *R)
+{
+	const Node *f = R->n->fwd;
+	if (!f || !f->out || !f->out->layout)
+		return fail(R, "internal: embedding_grad without its forward layout");
+	const Value *table = f->in[0];
+	Strategy st = {.n = 2, .v = ARENA_NEWN(R->cx->arena, Shape, 2)};
+	for (int d = 0; d < 2; d++)
+		st.v[0].d[d] = layout_split(table->layout ? table->layout : f->in[0]->layout, d);
+	st.v[0].rank = 2;
+	st.v[1].rank = R->n->in[1]->shape.rank;
+	for (int d = 0; d < st.v[1].rank; d++)
+		st.v[1].d[d] = split(R, 1, d);
+	Layout *lt;
+	if (!rule_embedding(R, &st, table, R->n->in[1], &lt, &R->r->in[1], &R->r->out, &R->n->out->shape, true))
+		return false;
+	/* dy is laid out like the forward output, without its partial sums */
+	int mo[MAX_RANK];
+	all_whole(mo);
+	const Layout *li = R->r->in[1];
+	int shift = li->ndev - R->g.n;
+	for (int d = 0; d < li->rank; d++)
+		mo[d] = li->map[d] < 0 ? -1 : li->map[d] - shift;
+	mo[li->rank] = lt->map[1] < 0 ? -1 : lt->map[1] - shift;
+	R->r->in[0] = mk(R, &R->n->in[0]->shape, mo, 0);
+	return R->r->in[0] != NULL;
+}
+
+/* ---- losses ---------------------------------------------------------------------- */
+
+/* Rows may be split, classes not; the scalar is partial over the row axes. */
+static bool rule_sce(Rule *R, int lg)
+{
+	const Value *logits = R->n->in[lg];
+	int c = logits->shape.rank - 1;
+	if (!need_whole(R, lg, c, "holds the classes of softmax_cross_entropy"))
+		return false;
+	for (int d = 0; d < c; d++)
+		if (split(R, lg + 1, d) != split(R, lg, d))
+			return fail(R, "the labels must be split like the logits' rows: dimension %d is split %" PRId64
+			               " ways in '%s' but %" PRId64 " ways in '%s'",
+			            d, split(R, lg, d), logits->name, split(R, lg + 1, d), R->n->in[lg + 1]->name);
+	int ml[MAX_RANK], mb[MAX_RANK];
+	all_whole(ml), all_whole(mb);
+	for (int d = 0; d < c; d++)
+		ml[d] = mb[d] = axis_for(R, split(R, lg, d));
+	R->r->in[lg] = mk(R, &logits->shape, ml, 0);
+	R->r->in[lg + 1] = mk(R, &R->n->in[lg + 1]->shape, mb, 0);
+	int none[MAX_RANK];
+	all_whole(none);
+	if (lg == 1) {
+		R->r->in[0] = mk(R, &R->n->in[0]->shape, none, 0);
+		R->r->out = mk(R, &R->n->out->shape, ml, 0);
+	} else {
+		R->r->out = mk(R, &R->n->out->shape, none, axes_of(ml, c));
+	}
+	return true;
+}
+
+static bool shard_SOFTMAX_CROSS_ENTROPY(Rule *R) { return rule_sce(R, 0); }
+static bool shard_SOFTMAX_CROSS_ENTROPY_GRAD(Rule *R) { return rule_sce(R, 1); }
+
+static bool shard_MSE_LOSS(Rule *R)
+{
+	if (!rule_broadcast(R, 2, &R->n->in[0]->shape))
+		return false;
+	int none[MAX_RANK];
+	all_whole(none);
+	const Layout *p = R->r->in[0];
+	unsigned partial = 0;
+	int shift = p->ndev - R->g.n;
+	for (int d = 0; d < p->rank; d++)
+		if (p->map[d] >= 0)
+			partial |= 1u << (p->map[d] - shift);
+	R->r->out = mk(R, &R->n->out->shape, none, partial);
+	return true;
+}
+
+/* mse_loss_grad(dloss, p, t): dloss is a whole scalar */
+static bool shard_MSE_LOSS_GRAD(Rule *R)
+{
+	Strategy two = {.n = 2, .v = R->s->v + 1, .loc = R->s->loc};
+	Rule inner = *R;
+	inner.s = &two;
+	ShardResult r2 = {0};
+	inner.r = &r2;
+	inner.n = R->n;
+	/* rule_elementwise indexes inputs from 0: shift the node's view */
+	Node shifted = *R->n;
+	shifted.in = R->n->in + 1;
+	shifted.nin = 2;
+	inner.n = &shifted;
+	if (!rule_elementwise(&inner, 2))
+		return false;
+	R->g = inner.g;
+	int none[MAX_RANK];
+	all_whole(none);
+	R->r->in[0] = mk(R, &R->n->in[0]->shape, none, 0);
+	R->r->in[1] = r2.in[0];
+	R->r->in[2] = r2.in[1];
+	R->r->out = r2.out;
+	return true;
+}
+
+/* ---- collectives (hybrid_parallel: each device's data as it is) ---------------- */
+
+static bool rule_local(Rule *R)
+{
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = NULL;
+	R->r->out = NULL;
+	return true;
+}
+
+static bool shard_ALL_REDUCE(Rule *R) { return rule_local(R); }
+static bool shard_ALL_GATHER(Rule *R) { return rule_local(R); }
+static bool shard_REDUCE_SCATTER(Rule *R) { return rule_local(R); }
+static bool shard_ALL_TO_ALL(Rule *R) { return rule_local(R); }
+static bool shard_BROADCAST(Rule *R) { return rule_local(R); }
+static bool shard_REDISTRIBUTE(Rule *R) { return rule_local(R); }
+
+/* ---- updates: everything laid out like the parameter ------------------------ */
+
+static bool rule_update(Rule *R)
+{
+	const Layout *p = R->n->in[0]->layout;
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = (Layout *)p;
+	R->r->out = NULL;
+	return p != NULL || fail(R, "internal: parameter '%s' has no layout", R->n->in[0]->name);
+}
+
+static bool shard_SGD_UPDATE(Rule *R) { return rule_update(R); }
+static bool shard_MOMENTUM_UPDATE(Rule *R) { return rule_update(R); }
+static bool shard_ADAM_UPDATE(Rule *R) { return rule_update(R); }
+static bool shard_ADAMW_UPDATE(Rule *R) { return rule_update(R); }
+static bool shard_LAMB_UPDATE(Rule *R) { return rule_update(R); }
+
+typedef bool ShardRule(Rule *R);
+static ShardRule *const rules[OP_COUNT] = {
+#define OP(id, name, nmin, nmax, flags) [OP_##id] = shard_##id,
+#include "ops.def"
+#undef OP
+};
+
+/* ---- common checks -------------------------------------------------------------- */
+
+static bool check_common(Rule *R)
+{
+	const Node *n = R->n;
+	const Strategy *s = R->s;
+	if (op_info[n->op].flags & (OPF_UPDATE | OPF_COMM))
+		return true;
+	if (s->n != n->nin)
+		return fail(R, "it gives %d input strateg%s but %s has %d input%s", s->n, s->n == 1 ? "y" : "ies",
+		            op_info[n->op].name, n->nin, n->nin == 1 ? "" : "s");
+	int64_t devices = 1;
+	for (int j = 0; j < s->n; j++) {
+		const Value *x = n->in[j];
+		if (s->v[j].rank != x->shape.rank)
+			return fail(R, "the strategy of input %d has %d dimension%s but '%s' has rank %d", j, s->v[j].rank,
+			            s->v[j].rank == 1 ? "" : "s", x->name, x->shape.rank);
+		int64_t used = 1;
+		for (int d = 0; d < x->shape.rank; d++) {
+			int64_t v = s->v[j].d[d];
+			if (v <= 0)
+				return fail(R, "the split of dimension %d of input %d must be a positive integer, got %" PRId64,
+				            d, j, v);
+			if (x->shape.d[d] % v != 0)
+				return fail(R, "dimension %d of input %d ('%s', size %" PRId64 ") is not divisible by its split %" PRId64,
+				            d, j, x->name, x->shape.d[d], v);
+			used *= v;
+		}
+		if (used > devices)
+			devices = used;
+		if (R->cx->device_num % used != 0)
+			return fail(R, "input %d uses %" PRId64 " devices, which does not divide device_num = %" PRId64, j,
+			            used, R->cx->device_num);
+	}
+	return true;
+}
+
+bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
+{
+	memset(r, 0, sizeof *r);
+	Rule R = {.cx = cx, .n = n, .s = s, .r = r};
+	if (n->nin > SHARD_MAX_INPUTS)
+		return fail(&R, "too many inputs to shard");
+	if (!check_common(&R) || !rules[n->op](&R))
+		return false;
+	int64_t used = 1;
+	for (int k = 0; k < R.g.n; k++)
+		used *= R.g.d[k];
+	if (cx->device_num % used != 0)
+		return fail(&R, "the operator needs %" PRId64 " devices, which does not divide device_num = %" PRId64, used,
+		            cx->device_num);
+	for (int j = 0; j < n->nin; j++)
+		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
+			return fail(&R, "input %d cannot be laid out on %" PRId64 " devices", j, cx->device_num);
+	return true;
+}
+
+/* ---- strategies ---------------------------------------------------------------- */
+
+static Strategy strategy_new(Arena *a, const Node *n)
+{
+	Strategy s = {.n = n->nin, .v = ARENA_NEWN(a, Shape, n->nin > 0 ? n->nin : 1), .loc = loc_none()};
+	for (int j = 0; j < n->nin; j++) {
+		s.v[j].rank = n->in[j]->shape.rank;
+		for (int d = 0; d < s.v[j].rank; d++)
+			s.v[j].d[d] = 1;
+	}
+	return s;
+}
+
+Strategy strategy_replicated(Arena *a, const Node *n) { return strategy_new(a, n); }
+
+Strategy strategy_as_produced(Arena *a, const Node *n)
+{
+	Strategy s = strategy_new(a, n);
+	for (int j = 0; j < n->nin; j++)
+		if (n->in[j]->layout)
+			for (int d = 0; d < s.v[j].rank; d++)
+				s.v[j].d[d] = layout_split(n->in[j]->layout, d);
+	return s;
+}
+
+Strategy strategy_data_parallel(Arena *a, const Node *n, int64_t device_num)
+{
+	Strategy s = strategy_new(a, n);
+	for (int j = 0; j < n->nin; j++) {
+		const Value *x = n->in[j];
+		if (x->kind == VK_PARAM || x->kind == VK_CONST || x->shape.rank == 0)
+			continue;
+		if (x->shape.d[0] % device_num == 0)
+			s.v[j].d[0] = device_num;
+	}
+	return s;
+}
+
+const char *strategy_str(Arena *a, const Strategy *s)
+{
+	char buf[1024];
+	size_t k = 0;
+	k += (size_t)snprintf(buf + k, sizeof buf - k, "(");
+	for (int j = 0; j < s->n && k < sizeof buf - 32; j++) {
+		k += (size_t)snprintf(buf + k, sizeof buf - k, "%s(", j ? ", " : "");
+		for (int d = 0; d < s->v[j].rank && k < sizeof buf - 32; d++)
+			k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%" PRId64, d ? ", " : "", s->v[j].d[d]);
+		k += (size_t)snprintf(buf + k, sizeof buf - k, "%s)", s->v[j].rank == 1 ? "," : "");
+	}
+	snprintf(buf + k, sizeof buf - k, "%s)", s->n == 1 ? "," : "");
+	return arena_strdup(a, buf);
+}

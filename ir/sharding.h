@@ -1,0 +1,40 @@
+/* Sharding rules: how each operator runs when its inputs are split.
+ *
+ * A strategy (MindSpore's in_strategy) gives, per input, how many ways
+ * each dimension is split. An operator's rule checks it -- with messages
+ * as specific as MindSpore's -- and derives the device matrix, the layout
+ * every input must have, and the output's layout, including the partial
+ * sums a split reduction leaves behind. One rule per row of ir/ops.def. */
+#ifndef NETC_SHARDING_H
+#define NETC_SHARDING_H
+#include "layout.h"
+
+typedef struct ShardCtx {
+	Arena *arena;
+	Diag *diag;            /* NULL: quiet, for trying candidate strategies */
+	int64_t device_num;
+} ShardCtx;
+
+typedef struct ShardResult {
+	Layout *in[16];        /* the layout each input must have (NULL: take it as it comes) */
+	Layout *out;           /* the output's layout; NULL for updates */
+} ShardResult;
+
+enum { SHARD_MAX_INPUTS = 16 };
+
+/* Validates `s` for node n and fills r. Errors point at s->loc (or the
+ * node) and name the input, the dimension and the value. */
+bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r);
+
+/* The strategy that splits each input the way its current layout does
+ * (inputs without a layout count as whole). */
+Strategy strategy_as_produced(Arena *a, const Node *n);
+/* MindSpore's default for an op without a strategy in semi_auto_parallel:
+ * non-parameter inputs split along dimension 0 by device_num when it
+ * divides, everything else whole. */
+Strategy strategy_data_parallel(Arena *a, const Node *n, int64_t device_num);
+/* Every input whole (always valid, maybe slow). */
+Strategy strategy_replicated(Arena *a, const Node *n);
+/* "((2, 1), (1, 4))" */
+const char *strategy_str(Arena *a, const Strategy *s);
+#endif

@@ -1,0 +1,362 @@
+/* The sharding pass: lays every tensor out across the devices and inserts
+ * the communication that connects the layouts.
+ *
+ * Nodes are visited in program order. Each gets a strategy -- the user's
+ * (semi_auto_parallel), data parallel by default, or for backward nodes
+ * "as the inputs come" -- and its sharding rule says which layout each
+ * input must have and what layout the output gets. A parameter takes the
+ * layout its first reader wants. Wherever a value's layout differs from
+ * what its reader needs, a redistribute node converts it: this is also how
+ * gradients are aggregated, since a gradient contracted over a split batch
+ * is a partial sum that the optimizer update needs whole.
+ *
+ * Semantics by mode (docs/parallel.md): semi_auto_parallel and
+ * auto_parallel compute exactly the stand-alone function; data_parallel
+ * and hybrid_parallel compute per device (local batch statistics and loss
+ * means) and sum gradients across replicas (gradients_mean: average). */
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "../ir/shape.h"
+#include "../ir/sharding.h"
+#include "passes.h"
+#include "redistribute.h"
+
+typedef struct Conv {
+	Value *from;           /* the value converted */
+	Value *to;             /* its copy in another layout */
+	struct Conv *next;
+} Conv;
+
+typedef struct Sharder {
+	Compilation *c;
+	Graph *g;
+	ShardCtx cx;
+	ParallelMode mode;
+	Conv **convs;          /* by value id of `from` (forward values only) */
+	int nconvs;
+	int pos;               /* index of the node being processed */
+	bool warned_ignored;
+} Sharder;
+
+static bool per_device_mode(ParallelMode m)
+{
+	return m == PM_DATA_PARALLEL || m == PM_HYBRID_PARALLEL;
+}
+
+static Layout *whole(Sharder *S, const Value *v)
+{
+	return layout_replicated(S->cx.arena, &v->shape, S->cx.device_num);
+}
+
+/* ---- inputs ------------------------------------------------------------------ */
+
+static Layout *dataset_layout(Sharder *S, Value *in)
+{
+	ParallelConfig *pc = &S->g->par;
+	Diag *d = &S->c->diag;
+	if (pc->full_batch || pc->dataset_kind == DS_FULL_BATCH)
+		return whole(S, in);
+	if (pc->dataset_kind == DS_TUPLE) {
+		int i = in->input.index;
+		if (pc->ndataset != S->g->ninputs) {
+			if (i == 0)
+				diag_error(d, pc->set_loc[PK_dataset_strategy],
+				           "dataset_strategy gives %d strategies but the model has %d inputs", pc->ndataset,
+				           S->g->ninputs);
+			return whole(S, in);
+		}
+		Strategy s = {.n = 1, .v = ARENA_NEW(S->cx.arena, Shape), .loc = pc->set_loc[PK_dataset_strategy]};
+		s.v->rank = pc->dataset_rank[i];
+		memcpy(s.v->d, pc->dataset[i], sizeof(int64_t) * (size_t)s.v->rank);
+		if (s.v->rank != in->shape.rank) {
+			diag_error(d, s.loc, "dataset_strategy: strategy %d has %d dimensions but input '%s' has rank %d", i,
+			           s.v->rank, in->name, in->shape.rank);
+			return whole(S, in);
+		}
+		int map[MAX_RANK];
+		int64_t dev[MAX_RANK];
+		int ndev = 0;
+		for (int k = 0; k < s.v->rank; k++) {
+			map[k] = -1;
+			if (s.v->d[k] <= 0 || in->shape.d[k] % s.v->d[k] != 0) {
+				diag_error(d, s.loc, "dataset_strategy: dimension %d of input '%s' (size %lld) is not divisible by %lld",
+				           k, in->name, (long long)in->shape.d[k], (long long)s.v->d[k]);
+				return whole(S, in);
+			}
+			if (s.v->d[k] > 1) {
+				map[k] = ndev;
+				dev[ndev++] = s.v->d[k];
+			}
+		}
+		Layout *l = layout_make(S->cx.arena, &in->shape, ndev, dev, map, 0, S->cx.device_num);
+		if (!l) {
+			diag_error(d, s.loc, "dataset_strategy: the strategy of input '%s' does not divide device_num = %lld",
+			           in->name, (long long)S->cx.device_num);
+			return whole(S, in);
+		}
+		return l;
+	}
+	if (in->shape.rank == 0 || in->shape.d[0] % S->cx.device_num != 0) {
+		diag_error(d, in->loc,
+		           "the batch dimension of input '%s' (%lld) is not divisible by device_num = %lld; "
+		           "change the batch or use dataset_strategy = \"full_batch\"",
+		           in->name, in->shape.rank ? (long long)in->shape.d[0] : 0LL, (long long)S->cx.device_num);
+		return whole(S, in);
+	}
+	return layout_batch_split(S->cx.arena, &in->shape, S->cx.device_num);
+}
+
+/* ---- redistribution ------------------------------------------------------------ */
+
+/* A copy of `v` laid out as `to`, made before node position S->pos (or
+ * reused if one was made earlier). */
+static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
+{
+	Conv **slot = v->id < S->nconvs ? &S->convs[v->id] : NULL;
+	for (Conv *c = slot ? *slot : NULL; c; c = c->next)
+		if (layout_equiv(c->to->layout, to))
+			return c->to;
+	RedistPlan *plan = redist_plan(S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
+	if (!plan) {
+		diag_error(&S->c->diag, reader->loc, "internal: no redistribution of '%s' from %s to %s", v->name,
+		           layout_str(S->cx.arena, v->layout), layout_str(S->cx.arena, to));
+		return v;
+	}
+	Node *n = graph_node_detached(S->g, OP_REDISTRIBUTE, &v, 1, reader->loc);
+	n->attr.plan = plan;
+	n->phase = reader->phase;
+	n->scope = reader->scope;
+	n->fwd = reader->fwd;
+	n->out->shape = v->shape;
+	n->out->dtype = v->dtype;
+	n->out->layout = to;
+	n->out->name = arena_printf(S->cx.arena, "%s.r%d", v->name, n->out->id);
+	graph_insert(S->g, S->pos, n);
+	S->pos++;
+	if (slot) {
+		Conv *c = ARENA_NEW(S->cx.arena, Conv);
+		c->from = v;
+		c->to = n->out;
+		c->next = *slot;
+		*slot = c;
+	}
+	return n->out;
+}
+
+/* ---- strategies ---------------------------------------------------------------- */
+
+static bool try_strategy(Sharder *S, Node *n, Strategy s, ShardResult *r)
+{
+	return shard_node(&S->cx, n, &s, r);
+}
+
+/* Picks the strategy for n and derives its layouts; false (reported) if
+ * the user's strategy is invalid. */
+static bool shard(Sharder *S, Node *n, ShardResult *r)
+{
+	Arena *a = S->cx.arena;
+	bool user = n->ann.in_strategy.n > 0;
+	if (user && per_device_mode(S->mode) && !S->warned_ignored) {
+		diag_warning(&S->c->diag, n->ann.in_strategy.loc,
+		             "shard strategies are ignored in %s mode (use semi_auto_parallel)",
+		             parallel_mode_name(S->mode));
+		S->warned_ignored = true;
+	}
+	if (user && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
+		ShardCtx loud = S->cx;
+		loud.diag = &S->c->diag;
+		return shard_node(&loud, n, &n->ann.in_strategy, r);
+	} else if (n->phase != PH_FORWARD || S->mode == PM_HYBRID_PARALLEL) {
+		if (try_strategy(S, n, strategy_as_produced(a, n), r))
+			return true;
+	}
+	if (try_strategy(S, n, strategy_data_parallel(a, n, S->cx.device_num), r))
+		return true;
+	if (try_strategy(S, n, strategy_replicated(a, n), r))
+		return true;
+	ShardCtx loud = S->cx;
+	loud.diag = &S->c->diag;
+	Strategy s = strategy_replicated(a, n);
+	return shard_node(&loud, n, &s, r);
+}
+
+/* hybrid_parallel: parameters marked layerwise_parallel are each device's
+ * own piece; their gradients are used as computed, never aggregated. */
+static bool keep_local_grad(const Sharder *S, const Node *n, int i)
+{
+	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
+	       n->in[0]->param.layerwise_parallel;
+}
+
+static bool is_whole(const Layout *l)
+{
+	if (l->partial)
+		return false;
+	for (int i = 0; i < l->rank; i++)
+		if (l->map[i] >= 0)
+			return false;
+	return true;
+}
+
+/* A hybrid_parallel collective works on each device's data as it is: on
+ * whole tensors any collective, on batch-split ones only those that keep
+ * the shape. */
+static Layout *local_out_layout(Sharder *S, const Node *n)
+{
+	const Layout *in = n->in[0]->layout;
+	if (!in || is_whole(in))
+		return whole(S, n->out);
+	if (n->op != OP_ALL_REDUCE && n->op != OP_BROADCAST)
+		diag_error(&S->c->diag, n->loc,
+		           "%s of '%s', which is split across devices (%s), is not supported; "
+		           "load the data whole (dataset_strategy = \"full_batch\")",
+		           op_info[n->op].name, n->in[0]->name, layout_str(S->cx.arena, in));
+	return (Layout *)in;
+}
+
+static void lay_out_node(Sharder *S, Node *n)
+{
+	ShardResult r;
+	for (int i = 0; i < n->nin; i++)
+		if (!n->in[i]->layout && n->in[i]->kind != VK_PARAM)
+			n->in[i]->layout = whole(S, n->in[i]);
+	if (op_info[n->op].flags & OPF_UPDATE) {
+		for (int i = 2; i < n->nin; i++)
+			n->in[i]->layout = n->in[0]->layout;
+	}
+	if (!shard(S, n, &r)) {
+		/* keep going to report more errors; what follows sees it whole */
+		if (n->out)
+			n->out->layout = whole(S, n->out);
+		return;
+	}
+	for (int i = 0; i < n->nin; i++) {
+		Value *v = n->in[i];
+		Layout *need = r.in[i];
+		if (!need)
+			continue;
+		if (!v->layout) {
+			v->layout = need; /* a parameter takes its first reader's layout */
+			continue;
+		}
+		if (keep_local_grad(S, n, i)) {
+			Layout *l = ARENA_NEW(S->cx.arena, Layout);
+			*l = *v->layout;
+			l->partial = 0;
+			v->layout = l;
+			continue;
+		}
+		if (!layout_equiv(v->layout, need))
+			n->in[i] = convert(S, v, need, n);
+	}
+	if (n->out)
+		n->out->layout = r.out ? r.out : local_out_layout(S, n);
+}
+
+/* data_parallel and hybrid: gradients summed over replicas are averaged
+ * when gradients_mean is set. */
+static void average_gradients(Sharder *S)
+{
+	if (!per_device_mode(S->mode) || !S->g->par.gradients_mean || S->g->ninputs == 0)
+		return;
+	const Layout *in = S->g->inputs[0]->layout;
+	int64_t dp = in && in->rank ? layout_split(in, 0) : 1;
+	if (dp == 1)
+		return;
+	for (int i = 0; i < S->g->nnodes; i++) {
+		Node *n = S->g->nodes[i];
+		if (!(op_info[n->op].flags & OPF_UPDATE) || keep_local_grad(S, n, 1))
+			continue;
+		Node *s = graph_node_detached(S->g, OP_SCALE, &n->in[1], 1, n->loc);
+		s->attr.alpha = 1.0 / (double)dp;
+		s->phase = PH_UPDATE;
+		s->out->shape = n->in[1]->shape;
+		s->out->dtype = n->in[1]->dtype;
+		s->out->layout = n->in[1]->layout;
+		graph_insert(S->g, i, s);
+		n->in[1] = s->out;
+		i++;
+	}
+}
+
+/* The loss every rank reports: whole, and in the per-device modes the
+ * mean of the devices' losses. */
+static void finish_loss(Sharder *S)
+{
+	Graph *g = S->g;
+	if (!g->loss || !g->loss->layout || !g->loss->layout->partial)
+		return;
+	int pos = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->phase == PH_FORWARD)
+			pos = i + 1;
+	S->pos = pos;
+	Node *def = g->loss->def;
+	unsigned partial = g->loss->layout->partial;
+	Value *v = convert(S, g->loss, whole(S, g->loss), def);
+	if (per_device_mode(S->mode)) {
+		int64_t groups = 1;
+		for (int k = 0; k < g->loss->layout->ndev; k++)
+			if (partial & (1u << k))
+				groups *= g->loss->layout->dev[k];
+		Node *s = graph_node_detached(g, OP_SCALE, &v, 1, def->loc);
+		s->attr.alpha = 1.0 / (double)groups;
+		s->out->shape = v->shape;
+		s->out->dtype = v->dtype;
+		s->out->layout = v->layout;
+		s->out->name = arena_printf(S->cx.arena, "%s.mean", g->loss->name);
+		graph_insert(g, S->pos, s);
+		v = s->out;
+	}
+	g->loss = v;
+}
+
+/* hybrid_parallel with loss_repeated_mean: a loss computed identically on
+ * r devices contributes 1/r of the gradient from each. */
+static void scale_repeated_loss(Sharder *S)
+{
+	Graph *g = S->g;
+	if (S->mode != PM_HYBRID_PARALLEL || !g->par.loss_repeated_mean || !g->ninputs)
+		return;
+	const Layout *in = g->inputs[0]->layout;
+	int64_t dp = in && in->rank ? layout_split(in, 0) : 1;
+	for (int i = 0; i < g->nvalues; i++)
+		if (g->values[i]->kind == VK_CONST && strcmp(g->values[i]->name, "dloss") == 0)
+			g->values[i]->cst.value = (double)dp / (double)S->cx.device_num;
+}
+
+bool pass_sharding(Compilation *c)
+{
+	Graph *g = c->g;
+	Sharder S = {.c = c, .g = g, .mode = g->par.parallel_mode};
+	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num};
+	if (S.mode == PM_STAND_ALONE)
+		return true;
+	S.nconvs = g->nvalues;
+	S.convs = ARENA_NEWN(&c->arena, Conv *, S.nconvs);
+	for (int i = 0; i < g->ninputs; i++)
+		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
+	for (int i = 0; i < g->nvalues; i++)
+		if (g->values[i]->kind == VK_CONST)
+			g->values[i]->layout = whole(&S, g->values[i]);
+	scale_repeated_loss(&S);
+	for (S.pos = 0; S.pos < g->nnodes; S.pos++) {
+		Node *n = g->nodes[S.pos];
+		if (n->op == OP_REDISTRIBUTE)
+			continue;
+		if ((op_info[n->op].flags & OPF_COMM) && S.mode != PM_HYBRID_PARALLEL) {
+			diag_error(&c->diag, n->loc,
+			           "%s is only allowed in hybrid_parallel mode; in %s netc inserts communication itself",
+			           op_info[n->op].name, parallel_mode_name(S.mode));
+			continue;
+		}
+		lay_out_node(&S, n);
+	}
+	for (int i = 0; i < g->nparams; i++)
+		if (!g->params[i]->layout)
+			g->params[i]->layout = whole(&S, g->params[i]);
+	average_gradients(&S);
+	finish_loss(&S);
+	return c->diag.nerrors == 0;
+}

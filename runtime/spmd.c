@@ -1,0 +1,126 @@
+#include "spmd.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "netrt.h"
+
+static void moments(const double *st, int64_t C, int64_t c, double count, double eps, double *mean,
+                    double *rstd)
+{
+	*mean = st[c] / count;
+	double var = st[C + c] / count - *mean * *mean;
+	*rstd = 1.0 / sqrt((var > 0 ? var : 0) + eps);
+}
+
+#define NRT_SPMD_IMPL(T, S)                                                                     \
+	void nrt_bn_stats_##S(int64_t N, int64_t C, int64_t HW, const T *x, double *st)           \
+	{                                                                                         \
+		memset(st, 0, sizeof(double) * 2 * (size_t)C);                                    \
+		for (int64_t n = 0; n < N; n++)                                                   \
+			for (int64_t c = 0; c < C; c++) {                                         \
+				const T *p = x + (n * C + c) * HW;                                \
+				double s = 0, q = 0;                                              \
+				for (int64_t h = 0; h < HW; h++) {                                \
+					s += p[h];                                                \
+					q += (double)p[h] * p[h];                                 \
+				}                                                                 \
+				st[c] += s;                                                       \
+				st[C + c] += q;                                                   \
+			}                                                                         \
+	}                                                                                         \
+	void nrt_bn_apply_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,        \
+	                      const double *st, const T *x, const T *gamma, const T *beta, T *y) \
+	{                                                                                         \
+		for (int64_t c = 0; c < C; c++) {                                                 \
+			double mean, rstd;                                                        \
+			moments(st, C, c, count, eps, &mean, &rstd);                              \
+			double g = gamma ? gamma[c] : 1, b = beta ? beta[c] : 0;                  \
+			for (int64_t n = 0; n < N; n++) {                                         \
+				const T *p = x + (n * C + c) * HW;                                \
+				T *q = y + (n * C + c) * HW;                                      \
+				for (int64_t h = 0; h < HW; h++)                                  \
+					q[h] = (T)(g * (p[h] - mean) * rstd + b);                 \
+			}                                                                         \
+		}                                                                                 \
+	}                                                                                         \
+	void nrt_bn_grad_stats_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,   \
+	                           const double *st, const T *dy, const T *x, double *gs)        \
+	{                                                                                         \
+		for (int64_t c = 0; c < C; c++) {                                                 \
+			double mean, rstd, s = 0, sx = 0;                                         \
+			moments(st, C, c, count, eps, &mean, &rstd);                              \
+			for (int64_t n = 0; n < N; n++) {                                         \
+				const T *p = x + (n * C + c) * HW, *d = dy + (n * C + c) * HW;    \
+				for (int64_t h = 0; h < HW; h++) {                                \
+					s += d[h];                                                \
+					sx += d[h] * (p[h] - mean) * rstd;                        \
+				}                                                                 \
+			}                                                                         \
+			gs[c] = s;                                                                \
+			gs[C + c] = sx;                                                           \
+		}                                                                                 \
+	}                                                                                         \
+	void nrt_bn_grad_x_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,       \
+	                       const double *st, const double *gs, const T *dy, const T *x,      \
+	                       const T *gamma, T *dx)                                            \
+	{                                                                                         \
+		for (int64_t c = 0; c < C; c++) {                                                 \
+			double mean, rstd;                                                        \
+			moments(st, C, c, count, eps, &mean, &rstd);                              \
+			double g = gamma ? gamma[c] : 1, md = gs[c] / count, mdx = gs[C + c] / count; \
+			for (int64_t n = 0; n < N; n++) {                                         \
+				const T *p = x + (n * C + c) * HW, *d = dy + (n * C + c) * HW;    \
+				T *o = dx + (n * C + c) * HW;                                     \
+				for (int64_t h = 0; h < HW; h++) {                                \
+					double xh = (p[h] - mean) * rstd;                         \
+					o[h] = (T)(g * rstd * (d[h] - md - xh * mdx));            \
+				}                                                                 \
+			}                                                                         \
+		}                                                                                 \
+	}                                                                                         \
+	void nrt_bn_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,   \
+	                           const double *st, const T *dy, const T *x, T *dgamma)         \
+	{                                                                                         \
+		for (int64_t c = 0; c < C; c++) {                                                 \
+			double mean, rstd, s = 0;                                                 \
+			moments(st, C, c, count, eps, &mean, &rstd);                              \
+			for (int64_t n = 0; n < N; n++) {                                         \
+				const T *p = x + (n * C + c) * HW, *d = dy + (n * C + c) * HW;    \
+				for (int64_t h = 0; h < HW; h++)                                  \
+					s += d[h] * (p[h] - mean) * rstd;                         \
+			}                                                                         \
+			dgamma[c] = (T)s;                                                         \
+		}                                                                                 \
+	}
+
+NRT_SPMD_IMPL(float, f32)
+NRT_SPMD_IMPL(double, f64)
+
+void nrt_block_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,
+                      int64_t *off)
+{
+	for (int i = 0; i < rank; i++)
+		off[i] = map[i] < 0 ? 0 : nrt_dev_coord(ndev, dev, map[i]) * slice[i];
+}
+
+#include <stdlib.h>
+
+#include "rt_internal.h"
+
+NrtComm *nrt_comm_color(int color)
+{
+	struct NrtComm *c = calloc(1, sizeof *c);
+	if (!c)
+		nrt_fatal("out of memory");
+	if (!nrt_rt.initialised) {
+		*c = (struct NrtComm){.comm = MPI_COMM_NULL, .size = 1, .rank = 0};
+	} else {
+		NRT_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, nrt_rt.rank, &c->comm));
+		NRT_MPI(MPI_Comm_size(c->comm, &c->size));
+		NRT_MPI(MPI_Comm_rank(c->comm, &c->rank));
+	}
+	c->next = nrt_rt.comms;
+	nrt_rt.comms = c;
+	return c;
+}

@@ -1,0 +1,38 @@
+/* Kernels for operators whose statistics span a batch split across
+ * devices (semi_auto_parallel computes the stand-alone function): each
+ * phase produces local sums that the generated program all-reduces before
+ * the next phase. x is [N, C, HW] locally; statistics are per channel. */
+#ifndef NETRT_SPMD_H
+#define NETRT_SPMD_H
+#include <stdint.h>
+
+#define NRT_SPMD_DECLS(T, S)                                                              \
+	/* st[c] += sum of x over (n, hw); st[C + c] += sum of x^2 */                        \
+	void nrt_bn_stats_##S(int64_t N, int64_t C, int64_t HW, const T *x, double *st);    \
+	/* y = gamma * (x - mean) / sqrt(var + eps) + beta with mean, var from st / count */ \
+	void nrt_bn_apply_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,   \
+	                      const double *st, const T *x, const T *gamma, const T *beta,  \
+	                      T *y);                                                        \
+	/* gs[c] = sum dy, gs[C + c] = sum dy * xhat (local) */                              \
+	void nrt_bn_grad_stats_##S(int64_t N, int64_t C, int64_t HW, double count,          \
+	                           double eps, const double *st, const T *dy, const T *x,   \
+	                           double *gs);                                             \
+	void nrt_bn_grad_x_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,  \
+	                       const double *st, const double *gs, const T *dy, const T *x, \
+	                       const T *gamma, T *dx);                                      \
+	/* dgamma[c] = sum dy * xhat over the local rows (a partial sum) */                  \
+	void nrt_bn_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double count,          \
+	                           double eps, const double *st, const T *dy, const T *x,   \
+	                           T *dgamma);
+
+NRT_SPMD_DECLS(float, f32)
+NRT_SPMD_DECLS(double, f64)
+
+/* Offset of this rank's block: off[i] = coordinate on grid axis map[i] * slice[i]. */
+void nrt_block_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,
+                      int64_t *off);
+/* The ranks that pass the same colour form a communicator (collective
+ * over all ranks), ordered by world rank: hybrid_parallel's named groups. */
+typedef struct NrtComm NrtComm;
+NrtComm *nrt_comm_color(int color);
+#endif
