@@ -140,6 +140,10 @@ typedef struct Parser {
 	int depth;           /* open ( [ { */
 	int paren;           /* open ( [ since the innermost { */
 	int saved_paren[NEST_MAX + 1]; /* paren at each open { */
+	Loc open_at[NEST_MAX + 1]; /* where each open bracket is */
+	char open_ch[NEST_MAX + 1];
+	int lex_error_line;  /* last line with a lexical error: the parser's
+	                        complaints there are its echoes, not shown */
 	bool sent_eof_nl;
 	bool fatal;          /* stop parsing quietly: the reason was reported */
 	bool too_deep;       /* an expression exceeded NEST_MAX (reported) */

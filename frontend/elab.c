@@ -89,6 +89,7 @@ typedef struct Elab {
 typedef enum Ctx { CTX_TOP, CTX_BLOCK, CTX_LOOP } Ctx;
 
 static void exec_stmts(Elab *E, Frame *f, const StmtList *l, Ctx ctx);
+static bool allowed(Elab *E, const Stmt *s, Ctx ctx);
 static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets);
 
 /* --- small helpers -------------------------------------------------------- */
@@ -1245,11 +1246,13 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 		Value **r = elab_call(E, f, e, &n);
 		if (!r)
 			return NULL;
-		if (n != 1) {
+		if (n == 0)
+			diag_error(E->d, e->loc, "block '%s' returns nothing", e->s);
+		else if (n != 1)
 			diag_error(E->d, e->loc, "block '%s' returns %d values; use them as `a, b = %s(...)`",
 			           e->s, n, e->s);
+		if (n != 1)
 			return NULL;
-		}
 		return r[0];
 	}
 	if (e->kind != E_IDENT) {
@@ -1490,10 +1493,12 @@ static Value **elab_instance(Elab *E, Frame *f, const Expr *e, const Stmt *blk, 
 	bool ok = annotate(E, f, e, OP_COUNT, 0, &ann, &mask);
 	if (!bind_args(E, f, inst, e, blk) || !ok)
 		return NULL;
-	int from = E->g->nnodes;
+	int from = E->g->nnodes, errs = E->d->nerrors;
 	VEC_PUSH(E->a, E->stack, E->nstack, E->capstack, blk);
 	exec_stmts(E, inst, blk->body, CTX_BLOCK);
 	E->nstack--;
+	if (E->d->nerrors != errs)
+		return NULL; /* reported inside: its results would only echo that */
 	inherit(E, from, &ann, mask);
 	*nrets = inst->nrets;
 	return inst->rets ? inst->rets : ARENA_NEW(E->a, Value *);
@@ -1846,6 +1851,12 @@ static void exec_for(Elab *E, Frame *f, const Stmt *s)
 		redefinition(E, s->name, s->name_loc, clash(f, s->name));
 		return;
 	}
+	/* Check the body once, not once per iteration. */
+	bool body_ok = true;
+	for (int k = 0; k < s->body->n; k++)
+		body_ok = allowed(E, s->body->v[k], CTX_LOOP) && body_ok;
+	if (!body_ok)
+		return;
 	/* One loop frame for all iterations: the loop variable is updated in
 	 * place (const uses copy it), so a long empty loop costs no memory. */
 	Frame *lf = frame_new(E, f, home(f)->scope);

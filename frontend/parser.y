@@ -251,7 +251,13 @@ static void yyerror(YYLTYPE *l, yyscan_t scanner, Parser *P, const char *msg)
 		P->fatal = true;
 		return;
 	}
+	if (l->first_line == P->lex_error_line)
+		return;
 	diag_error(P->d, L(*l), "%s", msg);
+	/* At the end of the input, point at what was left open. */
+	if (strstr(msg, "unexpected end of file") && P->depth > 0)
+		diag_note(P->d, P->open_at[P->depth - 1], "this '%c' is never closed",
+		          P->open_ch[P->depth - 1]);
 }
 
 bool ast_parse(Parser *P)

@@ -412,7 +412,7 @@ Test(frontend_errors, lexical)
 	      "t.net:2:24: error: unterminated string");
 	fails("const A = \"a\\qb\"\n", "t.net:1:13: error: unknown escape sequence '\\q' in string");
 	fails("const A = 3 $\n", "t.net:1:13: error: unexpected character '$'");
-	fails("const \xc3\xa9 = 1\n", "t.net:1:7: error: non-ASCII byte 0xc3 outside a string or comment");
+	fails("const \xc3\xa9 = 1\n", "t.net:1:7: error: non-ASCII text outside a string or comment");
 	fails("const A = \"\xff\"\n", "t.net:1:12: error: invalid UTF-8 in string");
 	fails("input x: f31[2]\n", "t.net:1:10: error: unknown dtype 'f31' (valid: f32, f16, bf16, i32, i64)");
 	fails("", "t.net:1:1: error: empty model: no statements");
