@@ -61,7 +61,9 @@ NrtComm *nrt_comm_axes(int ndev, const int64_t *dev, unsigned axes_mask);
 NrtComm *nrt_comm_world(void);
 int nrt_comm_size(const NrtComm *c);
 int nrt_comm_rank(const NrtComm *c);
-/* This rank's coordinate along device-matrix axis k. */
+/* This rank's coordinate along device-matrix axis k (row-major, axis 0
+ * slowest). Ranks >= prod(dev) take the coordinates of rank % prod(dev),
+ * i.e. they hold replicas of that rank's slices. */
 int64_t nrt_dev_coord(int ndev, const int64_t *dev, int axis);
 
 typedef enum NrtReduce { NRT_SUM, NRT_MEAN, NRT_MAX, NRT_MIN, NRT_PROD } NrtReduce;
@@ -77,7 +79,11 @@ void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
 void nrt_barrier(void);
 
-/* Collectives and bytes issued since the last reset, per kind. */
+/* Collectives and bytes issued since the last reset, per kind. bytes is
+ * the payload each call hands to MPI on this rank: n elements for
+ * allreduce, allgather, broadcast and send; size * n for reduce_scatter
+ * and alltoall; nothing for recv. Without MPI (nrt_init not called, as in
+ * unit tests) communicators have one rank and collectives copy locally. */
 typedef struct NrtCommStats {
 	int64_t allreduce, allgather, reduce_scatter, alltoall, broadcast, sendrecv;
 	int64_t bytes;
@@ -163,7 +169,9 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n);
 typedef struct NrtLog NrtLog;
 NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
 /* rank 0 prints "step 10/100  loss 2.302585  1234.5 samples/s  3.21 ms/step"
- * every print_every steps and on the last, and appends a CSV row to --log. */
+ * every print_every steps and on the last, and appends a CSV row to --log.
+ * `step` is 0-based like nrt_data_next's (shown as step + 1, so the last
+ * call passes total - 1); `seconds` is the time this step took. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
