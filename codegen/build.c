@@ -84,7 +84,6 @@ static bool cpu_compile(Compilation *c, const BuildOptions *o, const char *src, 
 	argv[n++] = "-O2";
 	argv[n++] = "-g";
 	argv[n++] = "-march=native";
-	argv[n++] = "-w";  /* generated code; its warnings are ours, checked in tests */
 	argv[n++] = arena_printf(&c->arena, "-I%s", inc);
 	n += split_flags(&c->arena, NETC_RT_CFLAGS, argv + n, 30);
 	argv[n++] = src;

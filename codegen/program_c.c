@@ -41,6 +41,15 @@ static void emit_prologue(Emit *e)
 		fputs("typedef float real;\n#define NRT_REAL NRT_F32\n#define K(name) nrt_##name##_f32\n\n", out);
 }
 
+/* `{64, 784}`: an initialiser for a fixed-size dims array */
+static void emit_init_dims(FILE *out, const Shape *s)
+{
+	fputc('{', out);
+	for (int i = 0; i < s->rank; i++)
+		fprintf(out, "%s%" PRId64, i ? ", " : "", s->d[i]);
+	fputc('}', out);
+}
+
 static void emit_decl(Emit *e, const Value *v, const char *storage)
 {
 	char buf[SHAPE_STR_MAX];
@@ -118,9 +127,9 @@ static void emit_tensor_table(Emit *e)
 		if (v->kind != VK_PARAM && v->kind != VK_STATE)
 			continue;
 		fprintf(out, "\t{.name = \"%s\", .dtype = NRT_REAL, .rank = %d, .full = ", v->name, v->shape.rank);
-		emit_shape(out, &v->shape);
+		emit_init_dims(out, &v->shape);
 		fputs(", .slice = ", out);
-		emit_shape(out, lshape(v));
+		emit_init_dims(out, lshape(v));
 		fputs("},\n", out);
 		n++;
 	}
@@ -183,9 +192,9 @@ static void emit_inputs_table(Emit *e)
 		        range, source);
 		fprintf(out, "\t .t = {.name = \"%s\", .dtype = %s, .rank = %d, .full = ", v->name, nrt_dtype(v->dtype),
 		        v->shape.rank);
-		emit_shape(out, &v->shape);
+		emit_init_dims(out, &v->shape);
 		fputs(", .slice = ", out);
-		emit_shape(out, lshape(v));
+		emit_init_dims(out, lshape(v));
 		fputs("}},\n", out);
 	}
 	fprintf(out, "};\nenum { NINPUTS = %d };\n\n", g->ninputs);

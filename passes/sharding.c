@@ -146,6 +146,16 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 
 /* ---- strategies ---------------------------------------------------------------- */
 
+/* Whether laying n out as r moves data (a parameter without a layout yet
+ * takes whatever r asks). */
+static bool needs_comm(const Node *n, const ShardResult *r)
+{
+	for (int i = 0; i < n->nin; i++)
+		if (r->in[i] && n->in[i]->layout && !layout_equiv(n->in[i]->layout, r->in[i]))
+			return true;
+	return false;
+}
+
 static bool try_strategy(Sharder *S, Node *n, Strategy s, ShardResult *r)
 {
 	return shard_node(&S->cx, n, &s, r);
@@ -167,8 +177,13 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 		ShardCtx loud = S->cx;
 		loud.diag = &S->c->diag;
 		return shard_node(&loud, n, &n->ann.in_strategy, r);
-	} else if (n->phase != PH_FORWARD || S->mode == PM_HYBRID_PARALLEL) {
-		if (try_strategy(S, n, strategy_as_produced(a, n), r))
+	} else if (!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) {
+		/* An op without a strategy follows its inputs when it can run on
+		 * them as they are: no communication, and a Megatron-style split
+		 * survives the elementwise ops between two matmuls. */
+		if (try_strategy(S, n, strategy_as_produced(a, n), r) && !needs_comm(n, r))
+			return true;
+		if (n->phase != PH_FORWARD && try_strategy(S, n, strategy_as_produced(a, n), r))
 			return true;
 	}
 	if (try_strategy(S, n, strategy_data_parallel(a, n, S->cx.device_num), r))

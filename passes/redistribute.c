@@ -1,0 +1,646 @@
+/* Tensor redistribution planning, description and C emission.
+ *
+ * Planning happens in three stages:
+ *
+ * 1. Unify (MindSpore's UnifyDeviceArrangement + ExpandTensorShape): find
+ *    the coarsest device matrix that refines both layouts' matrices and
+ *    the smallest expansion of the tensor shape in which every dim is split
+ *    by at most one refined axis in both layouts. Both are fixed points of
+ *    two "boundary" sets: the prefix products of the device matrix, and per
+ *    tensor dim the prefix products of its sub-dims. An original axis that
+ *    splits dim i ties the two: the device boundaries inside the axis,
+ *    divided by the axis' start, are exactly dim i's boundaries up to the
+ *    split. We add boundaries on either side until nothing changes; every
+ *    set must stay a divisor chain (else no common refinement exists, e.g.
+ *    [2, 3] vs [3, 2], and we fall back, see 3).
+ *
+ * 2. Plan in that space, where both layouts are maps (expanded dim -> one
+ *    refined axis) over the same matrix, so comparing them is comparing
+ *    small integer arrays. Repeat until the current map equals the target:
+ *      a. Slice every dim the target splits and the current layout does not,
+ *         along an axis that is currently a pure replica axis. Free, and it
+ *         shrinks everything that follows, so it goes first (MindSpore's
+ *         order puts SplitByAxis first for the same reason).
+ *      b. Reduce partial axes the target does not keep: ReduceScatter onto
+ *         a whole dim the target splits along that axis ((g-1)/g of the
+ *         block instead of AllReduce's 2(g-1)/g, and the result is smaller),
+ *         then one AllReduce over the remaining partial axes together. After
+ *         (a) so that the reduction works on the smallest block.
+ *      c. Un-split one wrongly split dim: AllToAll if the target splits a
+ *         currently whole dim along the same axis (block size unchanged),
+ *         else AllGather. AllToAlls are tried before any AllGather since
+ *         they are cheaper on the smaller, not yet gathered, blocks.
+ *    Each round removes a wrong split or a partial axis, or adds a missing
+ *    split, so the loop ends after at most 3 * (rank + ndev) rounds.
+ *
+ * 3. Fallback when no common refinement exists: AllReduce the partial
+ *    axes, AllGather every split dim over `from`'s own matrix, then slice
+ *    `to`'s block out of the whole tensor. Correct for any pair, and
+ *    reached only by device matrices whose prefix products do not nest. */
+#include "redistribute.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- boundary chains ------------------------------------------------------ */
+
+enum { CHAIN_MAX = 64 };
+
+/* A sorted set of prefix products; valid when each divides the next. */
+typedef struct Chain {
+	int n;
+	int64_t v[CHAIN_MAX];
+} Chain;
+
+/* Inserts x; true if it was new. */
+static bool chain_add(Chain *c, int64_t x)
+{
+	int i = 0;
+	while (i < c->n && c->v[i] < x)
+		i++;
+	if (i < c->n && c->v[i] == x)
+		return false;
+	if (c->n == CHAIN_MAX)
+		return false; /* cannot happen for 64-bit values; chain_ok rejects */
+	memmove(c->v + i + 1, c->v + i, sizeof(int64_t) * (size_t)(c->n - i));
+	c->v[i] = x;
+	c->n++;
+	return true;
+}
+
+static bool chain_ok(const Chain *c)
+{
+	for (int i = 1; i < c->n; i++)
+		if (c->v[i] % c->v[i - 1] != 0)
+			return false;
+	return c->n < CHAIN_MAX;
+}
+
+/* cum[k] = dev[0] * ... * dev[k-1]: axis k spans device boundaries (cum[k], cum[k+1]]. */
+static void prefix_products(const Layout *l, int64_t *cum)
+{
+	cum[0] = 1;
+	for (int k = 0; k < l->ndev; k++)
+		cum[k + 1] = cum[k] * l->dev[k];
+}
+
+/* Dim i is split along an axis with more than one device. */
+static int split_axis(const Layout *l, int i)
+{
+	return l->map[i] >= 0 && l->dev[l->map[i]] > 1 ? l->map[i] : -1;
+}
+
+/* ---- the common space -------------------------------------------------- */
+
+/* Both layouts rewritten over one refined device matrix and one expanded
+ * shape; orig[] maps expanded dims back to the tensor's. */
+typedef struct Space {
+	int ndev;
+	int64_t dev[MAX_RANK];
+	Shape shape;
+	int orig[MAX_RANK];
+	int first[MAX_RANK];   /* first expanded dim of original dim i */
+	Chain bd;              /* device boundaries */
+	int64_t ndevices;
+} Space;
+
+/* One round of boundary exchange between the device chain and dim i's
+ * chain through layout l's axis k, which starts at device boundary `lo`
+ * and has `size` devices. If k is refined into axes d0, d1, ..., dm, dim
+ * i must be cut at d0, d0*d1, ... (sub-dims split by one axis each, the
+ * inner boundaries of the span), no other cut may fall inside the span
+ * (it would need its own refined axis), and the sub-dim the last axis
+ * splits must be a multiple of it. The end of the span itself is no cut:
+ * a dim split 4 ways in one layout and 2 ways in the other stays one dim.
+ * False when a chain stops nesting. */
+static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, bool *changed)
+{
+	Chain copy = *bd;
+	for (int j = 0; j < copy.n; j++) {
+		int64_t b = copy.v[j];
+		if (b <= lo || b >= lo * size)
+			continue;
+		if (b % lo != 0)
+			return false;
+		*changed |= chain_add(bt, b / lo);
+	}
+	Chain tcopy = *bt;
+	for (int j = 0; j < tcopy.n && tcopy.v[j] < size; j++)
+		if (tcopy.v[j] > 1)
+			*changed |= chain_add(bd, lo * tcopy.v[j]);
+	for (int j = 0; j < bt->n; j++)
+		if (bt->v[j] >= size) {
+			if (bt->v[j] % size != 0)
+				*changed |= chain_add(bt, size);
+			break;
+		}
+	return chain_ok(bd) && chain_ok(bt);
+}
+
+static bool unify_chains(const Layout *const ls[2], Chain *bd, Chain *bt)
+{
+	int64_t cum[2][MAX_RANK + 1];
+	int rank = ls[0]->rank;
+	*bd = (Chain){0};
+	for (int s = 0; s < 2; s++) {
+		prefix_products(ls[s], cum[s]);
+		for (int k = 0; k <= ls[s]->ndev; k++)
+			chain_add(bd, cum[s][k]);
+	}
+	for (int i = 0; i < rank; i++) {
+		bt[i] = (Chain){0};
+		chain_add(&bt[i], 1);
+		chain_add(&bt[i], ls[0]->full.d[i]);
+	}
+	if (!chain_ok(bd))
+		return false;
+	for (bool changed = true; changed;) {
+		changed = false;
+		for (int s = 0; s < 2; s++)
+			for (int i = 0; i < rank; i++) {
+				int k = split_axis(ls[s], i);
+				if (k >= 0 && !tie(bd, &bt[i], cum[s][k], ls[s]->dev[k], &changed))
+					return false;
+			}
+	}
+	return true;
+}
+
+/* Fills the refined matrix and expanded shape from converged chains;
+ * false when either would exceed MAX_RANK. */
+static bool space_from_chains(Space *sp, const Chain *bd, const Chain *bt, const Shape *full)
+{
+	sp->bd = *bd;
+	sp->ndev = bd->n - 1;
+	sp->ndevices = bd->v[bd->n - 1];
+	if (sp->ndev > MAX_RANK)
+		return false;
+	for (int j = 0; j < sp->ndev; j++)
+		sp->dev[j] = bd->v[j + 1] / bd->v[j];
+	sp->shape.rank = 0;
+	for (int i = 0; i < full->rank; i++) {
+		sp->first[i] = sp->shape.rank;
+		int parts = bt[i].n > 1 ? bt[i].n - 1 : 1;
+		if (sp->shape.rank + parts > MAX_RANK)
+			return false;
+		for (int q = 0; q < parts; q++) {
+			int e = sp->shape.rank++;
+			sp->shape.d[e] = bt[i].n > 1 ? bt[i].v[q + 1] / bt[i].v[q] : full->d[i];
+			sp->orig[e] = i;
+		}
+	}
+	return true;
+}
+
+/* Index of device boundary `b` in the refined chain: refined axis j spans (v[j], v[j+1]]. */
+static int bd_index(const Chain *bd, int64_t b)
+{
+	for (int j = 0; j < bd->n; j++)
+		if (bd->v[j] == b)
+			return j;
+	return -1;
+}
+
+/* Layout l rewritten into the space: original axis k becomes the refined
+ * axes inside its span, and a dim it splits becomes as many leading
+ * sub-dims, matched in order (major first on both sides). */
+static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
+{
+	int64_t cum[MAX_RANK + 1];
+	prefix_products(l, cum);
+	int map[MAX_RANK];
+	for (int e = 0; e < MAX_RANK; e++)
+		map[e] = -1;
+	for (int i = 0; i < l->rank; i++) {
+		int k = split_axis(l, i);
+		if (k < 0)
+			continue;
+		int j0 = bd_index(&sp->bd, cum[k]), j1 = bd_index(&sp->bd, cum[k + 1]);
+		for (int j = j0; j < j1; j++)
+			map[sp->first[i] + (j - j0)] = j;
+	}
+	unsigned partial = 0;
+	for (int k = 0; k < l->ndev; k++)
+		if ((l->partial >> k & 1u) && l->dev[k] > 1)
+			for (int j = bd_index(&sp->bd, cum[k]); j < bd_index(&sp->bd, cum[k + 1]); j++)
+				partial |= 1u << j;
+	return layout_make(a, &sp->shape, sp->ndev, sp->dev, map, partial, sp->ndevices);
+}
+
+/* ---- plan construction --------------------------------------------------- */
+
+typedef struct Planner {
+	Arena *a;
+	RedistPlan *p;
+	int cap;
+	const Layout *cur;     /* the layout after the steps so far */
+	const int *orig;       /* current dims -> original dims */
+	int esize;             /* bytes per element */
+	bool alltoall;
+} Planner;
+
+static int64_t group_size(const Layout *l, unsigned axes)
+{
+	int64_t g = 1;
+	for (int k = 0; k < l->ndev; k++)
+		if (axes >> k & 1u)
+			g *= l->dev[k];
+	return g;
+}
+
+/* Ring-algorithm bytes each rank sends; block = bytes each rank holds before the step. */
+static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
+{
+	switch (kind) {
+	case RS_ALLGATHER: return (g - 1) * block;
+	case RS_ALLTOALL:
+	case RS_REDUCE_SCATTER: return (g - 1) * block / g;
+	case RS_ALLREDUCE: return 2 * (g - 1) * block / g;
+	case RS_SLICE: return 0;
+	}
+	return 0;
+}
+
+static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, int dim, int dim2)
+{
+	RedistPlan *p = pl->p;
+	/* consecutive slices are one slice: the first's input contains the last's output */
+	if (kind == RS_SLICE && p->n > 0 && p->steps[p->n - 1].kind == RS_SLICE) {
+		p->steps[p->n - 1].to = to;
+		pl->cur = to;
+		return;
+	}
+	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2,
+	                .tdim = dim < 0 ? -1 : pl->orig[dim], .tdim2 = dim2 < 0 ? -1 : pl->orig[dim2]};
+	s.send_bytes = step_bytes(kind, group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
+	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
+	pl->cur = to;
+}
+
+/* The current layout with a new map and partial set (same matrix and shape). */
+static const Layout *relayout(Planner *pl, const int *map, unsigned partial)
+{
+	const Layout *c = pl->cur;
+	return layout_make(pl->a, &c->full, c->ndev, c->dev, map, partial, layout_devices(c));
+}
+
+static unsigned used_axes(const Layout *l)
+{
+	unsigned u = l->partial;
+	for (int i = 0; i < l->rank; i++)
+		if (l->map[i] >= 0)
+			u |= 1u << l->map[i];
+	return u;
+}
+
+static bool same_map(const Layout *x, const Layout *y)
+{
+	if (x->partial != y->partial)
+		return false;
+	for (int i = 0; i < x->rank; i++)
+		if (x->map[i] != y->map[i])
+			return false;
+	return true;
+}
+
+/* (a) local splits along replica axes */
+static bool plan_slices(Planner *pl, const Layout *tgt)
+{
+	int map[MAX_RANK];
+	memcpy(map, pl->cur->map, sizeof map);
+	unsigned used = used_axes(pl->cur);
+	bool any = false;
+	for (int i = 0; i < tgt->rank; i++) {
+		int b = tgt->map[i];
+		if (map[i] < 0 && b >= 0 && !(used >> b & 1u)) {
+			map[i] = b;
+			used |= 1u << b;
+			any = true;
+		}
+	}
+	if (any)
+		push(pl, RS_SLICE, relayout(pl, map, pl->cur->partial), 0, -1, -1);
+	return any;
+}
+
+/* (b) reductions of partial axes the target does not keep */
+static bool plan_reductions(Planner *pl, const Layout *tgt)
+{
+	unsigned todo = pl->cur->partial & ~tgt->partial;
+	if (!todo)
+		return false;
+	for (int i = 0; i < tgt->rank; i++) {
+		int b = tgt->map[i];
+		if (b >= 0 && (todo >> b & 1u) && pl->cur->map[i] < 0) {
+			int map[MAX_RANK];
+			memcpy(map, pl->cur->map, sizeof map);
+			map[i] = b;
+			push(pl, RS_REDUCE_SCATTER, relayout(pl, map, pl->cur->partial & ~(1u << b)), 1u << b, i, -1);
+			todo &= ~(1u << b);
+		}
+	}
+	if (todo)
+		push(pl, RS_ALLREDUCE, relayout(pl, pl->cur->map, pl->cur->partial & ~todo), todo, -1, -1);
+	return true;
+}
+
+/* (c) one un-split: an AllToAll if any applies, else an AllGather */
+static bool plan_unsplit(Planner *pl, const Layout *tgt)
+{
+	const Layout *c = pl->cur;
+	int gather = -1;
+	for (int i = 0; i < c->rank; i++) {
+		int a = c->map[i];
+		if (a < 0 || a == tgt->map[i])
+			continue;
+		for (int j = 0; pl->alltoall && j < c->rank; j++)
+			if (j != i && c->map[j] < 0 && tgt->map[j] == a) {
+				int map[MAX_RANK];
+				memcpy(map, c->map, sizeof map);
+				map[i] = -1;
+				map[j] = a;
+				push(pl, RS_ALLTOALL, relayout(pl, map, c->partial), 1u << a, i, j);
+				return true;
+			}
+		if (gather < 0)
+			gather = i;
+	}
+	if (gather < 0)
+		return false;
+	int map[MAX_RANK];
+	memcpy(map, c->map, sizeof map);
+	int a = map[gather];
+	map[gather] = -1;
+	push(pl, RS_ALLGATHER, relayout(pl, map, c->partial), 1u << a, gather, -1);
+	return true;
+}
+
+static bool plan_in_space(Planner *pl, const Layout *tgt)
+{
+	int rounds = 3 * (tgt->rank + tgt->ndev) + 3;
+	while (!same_map(pl->cur, tgt)) {
+		if (rounds-- == 0)
+			return false; /* a planner bug; the caller reports NULL */
+		if (!plan_slices(pl, tgt) && !plan_reductions(pl, tgt) && !plan_unsplit(pl, tgt))
+			return false;
+	}
+	return true;
+}
+
+/* Stage 3: reduce, gather everything over from's matrix, slice out `to`. */
+static bool plan_fallback(Planner *pl, const Layout *to)
+{
+	const Layout *c = pl->cur;
+	if (to->partial)
+		return false;
+	unsigned partial = 0;
+	for (int k = 0; k < c->ndev; k++)
+		if ((c->partial >> k & 1u) && c->dev[k] > 1)
+			partial |= 1u << k;
+	if (partial)
+		push(pl, RS_ALLREDUCE, relayout(pl, c->map, 0), partial, -1, -1);
+	for (int i = 0; i < c->rank; i++) {
+		int k = split_axis(pl->cur, i);
+		if (k < 0)
+			continue;
+		int map[MAX_RANK];
+		memcpy(map, pl->cur->map, sizeof map);
+		map[i] = -1;
+		push(pl, RS_ALLGATHER, relayout(pl, map, 0), 1u << k, i, -1);
+	}
+	push(pl, RS_SLICE, to, 0, -1, -1);
+	return true;
+}
+
+static int64_t max_block(const RedistPlan *p)
+{
+	int64_t m = 0;
+	for (int s = 0; s < p->n; s++) {
+		int64_t x = shape_numel(&p->steps[s].from->slice), y = shape_numel(&p->steps[s].to->slice);
+		m = x > m ? x : m;
+		m = y > m ? y : m;
+	}
+	return m;
+}
+
+static void plan_totals(RedistPlan *p)
+{
+	p->send_bytes = 0;
+	for (int s = 0; s < p->n; s++)
+		p->send_bytes += p->steps[s].send_bytes;
+	p->scratch_elems = max_block(p);
+}
+
+static bool valid_pair(const Layout *from, const Layout *to)
+{
+	return from && to && shape_eq(&from->full, &to->full) && layout_devices(from) == layout_devices(to);
+}
+
+/* `to` may keep partial sums only over axes that are partial in `from`:
+ * each of its partial axes must lie inside from's partial axes (checked
+ * on ranks: ranks differing only on a to-partial axis must differ only on
+ * from-partial axes). Checked in the common space by the caller; here for
+ * the fallback, which does not support partial targets at all. */
+static bool partial_target_ok(const Layout *f, const Layout *t)
+{
+	return (t->partial & ~f->partial) == 0;
+}
+
+RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
+{
+	if (!valid_pair(from, to))
+		return NULL;
+	RedistPlan *p = ARENA_NEW(a, RedistPlan);
+	p->from = from;
+	p->to = to;
+	if (layout_equiv(from, to))
+		return p;
+	static const int identity[MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+	Planner pl = {.a = a, .p = p, .cur = from, .orig = identity, .esize = dtype_size(dt),
+	              .alltoall = enable_alltoall};
+	const Layout *const pair[2] = {from, to};
+	Chain bd, bt[MAX_RANK];
+	Space *sp = ARENA_NEW(a, Space);
+	if (unify_chains(pair, &bd, bt) && space_from_chains(sp, &bd, bt, &from->full)) {
+		const Layout *f = into_space(a, from, sp), *t = into_space(a, to, sp);
+		if (!f || !t || !partial_target_ok(f, t))
+			return NULL;
+		pl.cur = f;
+		pl.orig = sp->orig;
+		p->expanded = f->ndev != from->ndev || f->rank != from->rank;
+		if (!plan_in_space(&pl, t))
+			return NULL;
+	} else {
+		p->fallback = true;
+		if (!plan_fallback(&pl, to))
+			return NULL;
+	}
+	plan_totals(p);
+	return p;
+}
+
+/* ---- description ------------------------------------------------------- */
+
+const char *redist_kind_name(RedistKind k)
+{
+	static const char *const names[] = {
+		[RS_ALLREDUCE] = "AllReduce", [RS_REDUCE_SCATTER] = "ReduceScatter",
+		[RS_ALLGATHER] = "AllGather", [RS_ALLTOALL] = "AllToAll", [RS_SLICE] = "Slice",
+	};
+	return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+static void describe_step(FILE *f, const RedistStep *s)
+{
+	int64_t g = group_size(s->from, s->axes);
+	fputs(redist_kind_name(s->kind), f);
+	switch (s->kind) {
+	case RS_ALLREDUCE: fprintf(f, "(%" PRId64 ")", g); break;
+	case RS_REDUCE_SCATTER:
+	case RS_ALLGATHER: fprintf(f, "(dim %d, %" PRId64 ")", s->tdim, g); break;
+	case RS_ALLTOALL: fprintf(f, "(dim %d->%d, %" PRId64 ")", s->tdim, s->tdim2, g); break;
+	case RS_SLICE: break;
+	}
+}
+
+static void describe_to(FILE *f, const RedistPlan *p)
+{
+	if (p->n == 0)
+		fputs("Identity", f);
+	for (int s = 0; s < p->n; s++) {
+		if (s)
+			fputs(" -> ", f);
+		describe_step(f, &p->steps[s]);
+	}
+}
+
+const char *redist_describe(Arena *a, const RedistPlan *p)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return "";
+	describe_to(f, p);
+	fclose(f);
+	const char *s = arena_strdup(a, buf);
+	free(buf);
+	return s;
+}
+
+/* ---- C emission -------------------------------------------------------- */
+
+static void emit_i64s(FILE *out, const int64_t *v, int n)
+{
+	fputs("(const int64_t[]){", out);
+	for (int i = 0; i < n; i++)
+		fprintf(out, "%s%" PRId64, i ? ", " : "", v[i]);
+	fputs(n ? "}" : "0}", out);
+}
+
+static void emit_ints(FILE *out, const int *v, int n)
+{
+	fputs("(const int[]){", out);
+	for (int i = 0; i < n; i++)
+		fprintf(out, "%s%d", i ? ", " : "", v[i]);
+	fputs(n ? "}" : "0}", out);
+}
+
+/* A step's comment: what it does and the block shapes around it. */
+static void emit_comment(FILE *out, int index, const RedistStep *s)
+{
+	char a[SHAPE_STR_MAX], b[SHAPE_STR_MAX];
+	fprintf(out, "\t/* %d: ", index + 1);
+	describe_step(out, s);
+	if (s->axes)
+		fprintf(out, " over grid axes 0x%x of dev ", s->axes);
+	else
+		fputs(" ", out);
+	if (s->axes) {
+		fputc('[', out);
+		for (int k = 0; k < s->from->ndev; k++)
+			fprintf(out, "%s%" PRId64, k ? ", " : "", s->from->dev[k]);
+		fputs("] ", out);
+	}
+	fprintf(out, "block %s -> %s */\n", shape_str(&s->from->slice, a, sizeof a), shape_str(&s->to->slice, b, sizeof b));
+}
+
+/* offset (named `var`) of this rank's block of l, computed at run time */
+static void emit_offset(FILE *out, const Layout *l, const char *var)
+{
+	int n = l->rank ? l->rank : 1;
+	fprintf(out, "\t\tint64_t %s[%d];\n\t\tnrt_layout_offset(%d, ", var, n, l->ndev);
+	emit_i64s(out, l->dev, l->ndev);
+	fprintf(out, ", %d, ", l->rank);
+	emit_ints(out, l->map, l->rank);
+	fputs(", ", out);
+	emit_i64s(out, l->slice.d, l->rank);
+	fprintf(out, ", %s);\n", var);
+}
+
+static void emit_slice(FILE *out, const RedistStep *s, const char *in, const char *o, const char *nt)
+{
+	int r = s->from->rank;
+	fputs("\t{\n", out);
+	emit_offset(out, s->to, "to_off");
+	emit_offset(out, s->from, "from_off");
+	fprintf(out, "\t\tfor (int i = 0; i < %d; i++)\n\t\t\tto_off[i] -= from_off[i];\n", r);
+	fprintf(out, "\t\tnrt_slice_block(%s, %d, ", nt, r);
+	emit_i64s(out, s->from->slice.d, r);
+	fputs(", to_off, ", out);
+	emit_i64s(out, s->to->slice.d, r);
+	fprintf(out, ", %s, %s);\n\t}\n", in, o);
+}
+
+static void emit_step(FILE *out, const RedistStep *s, const char *in, const char *o, const char *nt,
+                      const char *comm)
+{
+	int r = s->from->rank;
+	switch (s->kind) {
+	case RS_ALLREDUCE:
+		fprintf(out, "\tmemcpy(%s, %s, %" PRId64 " * sizeof *(%s));\n", o, in, shape_numel(&s->from->slice), o);
+		fprintf(out, "\tnrt_allreduce(%s, %s, NRT_SUM, %s, %" PRId64 ");\n", comm, nt, o,
+		        shape_numel(&s->from->slice));
+		break;
+	case RS_REDUCE_SCATTER:
+	case RS_ALLGATHER:
+		fprintf(out, "\tnrt_%s_dim(%s, %s, %d, ", s->kind == RS_ALLGATHER ? "allgather" : "reduce_scatter",
+		        comm, nt, r);
+		emit_i64s(out, s->from->slice.d, r);
+		fprintf(out, ", %d, %s, %s);\n", s->dim, in, o);
+		break;
+	case RS_ALLTOALL:
+		fprintf(out, "\tnrt_alltoall_dim(%s, %s, %d, ", comm, nt, r);
+		emit_i64s(out, s->from->slice.d, r);
+		fprintf(out, ", %d, %d, %s, %s);\n", s->dim2, s->dim, in, o);
+		break;
+	case RS_SLICE:
+		emit_slice(out, s, in, o, nt);
+		break;
+	}
+}
+
+void redist_emit_c(FILE *out, const RedistPlan *p, const char *src, const char *dst, const char *nrt_dtype,
+                   const char *(*comm_name)(void *ctx, const Layout *l, unsigned axes), void *ctx)
+{
+	fputs("\t/* redistribute: ", out);
+	describe_to(out, p);
+	fputs(" */\n", out);
+	if (p->n == 0) {
+		fprintf(out, "\tif ((const void *)(%s) != (const void *)(%s))\n", src, dst);
+		fprintf(out, "\t\tmemmove(%s, %s, sizeof *(%s) * %" PRId64 ");\n", dst, src, dst,
+		        shape_numel(&p->from->slice));
+		return;
+	}
+	/* step k reads what step k-1 wrote; intermediates alternate between
+	 * the scratch buffers so no step reads and writes the same buffer */
+	const char *in = src;
+	for (int k = 0; k < p->n; k++) {
+		const RedistStep *s = &p->steps[k];
+		const char *o = k == p->n - 1 ? dst : k % 2 == 0 ? "scratch_a" : "scratch_b";
+		emit_comment(out, k, s);
+		emit_step(out, s, in, o, nrt_dtype, s->axes ? comm_name(ctx, s->from, s->axes) : NULL);
+		in = o;
+	}
+}

@@ -1,0 +1,73 @@
+/* Tensor redistribution (MindSpore's TensorRedistribution): the cheapest
+ * sequence of collectives and local slices that turns a tensor held in
+ * layout `from` into the same tensor held in layout `to`, its cost, and the
+ * C code that performs it inside a generated program.
+ *
+ * Step layouts live in a common space. When the device matrices differ
+ * (e.g. [8, 4] -> [2, 16]) both layouts are rewritten over the coarsest
+ * device matrix that refines both ([2, 4, 4]) and, where a tensor dim is
+ * split by a group of refined axes, over an expanded tensor shape (a dim
+ * of 16 split 8 ways by axes of 2 and 4 becomes dims [2, 4, 2]). Expansion
+ * only cuts row-major dims into several, so every rank's block occupies
+ * the same memory in either form: the first step reads the `from` block
+ * and the last writes the `to` block unchanged. Step dims (`dim`, `dim2`)
+ * and layouts refer to that space; `tdim`/`tdim2` give the dims of the
+ * original tensor for messages. */
+#ifndef NETC_REDISTRIBUTE_H
+#define NETC_REDISTRIBUTE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../ir/ir.h"
+#include "../ir/layout.h"
+
+typedef enum RedistKind {
+	RS_ALLREDUCE,      /* sum over the grid axes `axes` of the current layout (clears them from partial) */
+	RS_REDUCE_SCATTER, /* sum over grid axis group `axes` (one axis) and scatter tensor dim `dim` along it */
+	RS_ALLGATHER,      /* un-split tensor dim `dim`, currently split along grid axis in `axes`, by gathering over that axis group */
+	RS_ALLTOALL,       /* move the split of the grid axis in `axes` from tensor dim `dim` to tensor dim `dim2` */
+	RS_SLICE,          /* local, no communication: keep this rank's block of `to` from a block that contains it */
+} RedistKind;
+
+typedef struct RedistStep {
+	RedistKind kind;
+	const Layout *from, *to;  /* layouts before and after the step (same full shape, except in a fallback Slice: see redist_plan) */
+	unsigned axes;            /* grid axes of from->dev (bitmask) whose groups communicate; 0 for RS_SLICE */
+	int dim, dim2;            /* dims of from->full; RS_ALLTOALL: dim loses the split, dim2 gains it; -1 unused */
+	int tdim, tdim2;          /* the same dims numbered in the original tensor; -1 unused */
+	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block) */
+} RedistStep;
+
+typedef struct RedistPlan {
+	RedistStep *steps; int n;
+	const Layout *from, *to;  /* the layouts the plan was made for */
+	int64_t send_bytes;       /* total per rank */
+	int64_t scratch_elems;    /* largest intermediate block, in elements (the emitter's scratch size) */
+	bool expanded;            /* steps work over a refined device matrix / expanded shape */
+	bool fallback;            /* no common refinement existed: gather everything, then slice */
+} RedistPlan;
+
+/* from and to must have equal full shapes and device counts. An empty plan
+ * (n == 0) when layout_equiv(from, to). enable_alltoall as MindSpore's flag:
+ * when false, AllToAll is replaced by AllGather + slice.
+ * NULL when the request is invalid (different shapes or device counts) or
+ * unsupported: `to` holding partial sums over axes `from` does not (making
+ * partial sums out of full values is not a redistribution). */
+RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
+/* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
+ * "Identity" for an empty plan. Dims are the original tensor's. */
+const char *redist_describe(Arena *a, const RedistPlan *p);
+/* C code that performs the plan inside a generated program: reads `src`,
+ * writes `dst` (both expressions of element type `ctype`, blocks of from/to),
+ * may use two scratch buffers named `scratch_a`/`scratch_b` (each at least
+ * scratch_elems elements, declared by the caller), gets communicator
+ * expressions from comm_name(ctx, layout, axes) (the caller creates them at
+ * start-up with nrt_comm_axes(layout->ndev, layout->dev, axes)), and passes
+ * `nrt_dtype` (e.g. "NRT_REAL") to runtime calls. Indent with one tab.
+ * An empty plan copies src to dst (memmove, skipped when they are the same). */
+void redist_emit_c(FILE *out, const RedistPlan *p, const char *src, const char *dst, const char *nrt_dtype,
+                   const char *(*comm_name)(void *ctx, const Layout *l, unsigned axes), void *ctx);
+
+const char *redist_kind_name(RedistKind k); /* "AllGather", ... */
+#endif
