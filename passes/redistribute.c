@@ -235,7 +235,7 @@ typedef struct Planner {
 	RedistPlan *p;
 	int cap;
 	const Layout *cur;     /* the layout after the steps so far */
-	const int *orig;       /* current dims -> original dims */
+	const Space *sp;       /* the common space; NULL in the fallback (original dims) */
 	int esize;             /* bytes per element */
 	bool alltoall;
 } Planner;
@@ -262,6 +262,19 @@ static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
 	return 0;
 }
 
+/* Expanded dim e as (original dim, sub-dim or -1 when that dim was not cut). */
+static void original_dim(const Space *sp, int e, int *dim, int *sub)
+{
+	*dim = e < 0 || !sp ? e : sp->orig[e];
+	*sub = -1;
+	if (e < 0 || !sp)
+		return;
+	int i = sp->orig[e];
+	bool cut = (e > 0 && sp->orig[e - 1] == i) || (e + 1 < sp->shape.rank && sp->orig[e + 1] == i);
+	if (cut)
+		*sub = e - sp->first[i];
+}
+
 static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, int dim, int dim2)
 {
 	RedistPlan *p = pl->p;
@@ -271,8 +284,9 @@ static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, 
 		pl->cur = to;
 		return;
 	}
-	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2,
-	                .tdim = dim < 0 ? -1 : pl->orig[dim], .tdim2 = dim2 < 0 ? -1 : pl->orig[dim2]};
+	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2};
+	original_dim(pl->sp, dim, &s.tdim, &s.tsub);
+	original_dim(pl->sp, dim2, &s.tdim2, &s.tsub2);
 	s.send_bytes = step_bytes(kind, group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
 	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
 	pl->cur = to;
@@ -456,18 +470,20 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	p->to = to;
 	if (layout_equiv(from, to))
 		return p;
-	static const int identity[MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
-	Planner pl = {.a = a, .p = p, .cur = from, .orig = identity, .esize = dtype_size(dt),
-	              .alltoall = enable_alltoall};
+	Planner pl = {.a = a, .p = p, .cur = from, .esize = dtype_size(dt), .alltoall = enable_alltoall};
 	const Layout *const pair[2] = {from, to};
 	Chain bd, bt[MAX_RANK];
 	Space *sp = ARENA_NEW(a, Space);
+	const Layout *f = NULL, *t = NULL;
 	if (unify_chains(pair, &bd, bt) && space_from_chains(sp, &bd, bt, &from->full)) {
-		const Layout *f = into_space(a, from, sp), *t = into_space(a, to, sp);
-		if (!f || !t || !partial_target_ok(f, t))
+		f = into_space(a, from, sp);
+		t = into_space(a, to, sp);
+	}
+	if (f && t) {
+		if (!partial_target_ok(f, t))
 			return NULL;
 		pl.cur = f;
-		pl.orig = sp->orig;
+		pl.sp = sp;
 		p->expanded = f->ndev != from->ndev || f->rank != from->rank;
 		if (!plan_in_space(&pl, t))
 			return NULL;
@@ -491,6 +507,13 @@ const char *redist_kind_name(RedistKind k)
 	return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
+static void describe_dim(FILE *f, int dim, int sub)
+{
+	fprintf(f, "%d", dim);
+	if (sub >= 0)
+		fprintf(f, ".%d", sub);
+}
+
 static void describe_step(FILE *f, const RedistStep *s)
 {
 	int64_t g = group_size(s->from, s->axes);
@@ -498,8 +521,18 @@ static void describe_step(FILE *f, const RedistStep *s)
 	switch (s->kind) {
 	case RS_ALLREDUCE: fprintf(f, "(%" PRId64 ")", g); break;
 	case RS_REDUCE_SCATTER:
-	case RS_ALLGATHER: fprintf(f, "(dim %d, %" PRId64 ")", s->tdim, g); break;
-	case RS_ALLTOALL: fprintf(f, "(dim %d->%d, %" PRId64 ")", s->tdim, s->tdim2, g); break;
+	case RS_ALLGATHER:
+		fputs("(dim ", f);
+		describe_dim(f, s->tdim, s->tsub);
+		fprintf(f, ", %" PRId64 ")", g);
+		break;
+	case RS_ALLTOALL:
+		fputs("(dim ", f);
+		describe_dim(f, s->tdim, s->tsub);
+		fputs("->", f);
+		describe_dim(f, s->tdim2, s->tsub2);
+		fprintf(f, ", %" PRId64 ")", g);
+		break;
 	case RS_SLICE: break;
 	}
 }

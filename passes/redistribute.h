@@ -36,6 +36,7 @@ typedef struct RedistStep {
 	unsigned axes;            /* grid axes of from->dev (bitmask) whose groups communicate; 0 for RS_SLICE */
 	int dim, dim2;            /* dims of from->full; RS_ALLTOALL: dim loses the split, dim2 gains it; -1 unused */
 	int tdim, tdim2;          /* the same dims numbered in the original tensor; -1 unused */
+	int tsub, tsub2;          /* which piece of tdim/tdim2 when expansion cut that dim, else -1 */
 	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block) */
 } RedistStep;
 
@@ -56,7 +57,8 @@ typedef struct RedistPlan {
  * partial sums out of full values is not a redistribution). */
 RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
 /* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
- * "Identity" for an empty plan. Dims are the original tensor's. */
+ * "Identity" for an empty plan. Dims are the original tensor's; "dim 1.0"
+ * is the first (outermost) piece of dim 1 where expansion cut it. */
 const char *redist_describe(Arena *a, const RedistPlan *p);
 /* C code that performs the plan inside a generated program: reads `src`,
  * writes `dst` (both expressions of element type `ctype`, blocks of from/to),

@@ -176,4 +176,24 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */
+
+/* ---- tensor redistribution (runtime/redist.c) ---------------------------- */
+/* Added by the redistribution work (passes/redistribute.c plans the calls).
+ * `rank` is the tensor rank and `local` this rank's block dims; the comm's
+ * members are ordered by their coordinate on its axes (nrt_comm_axes),
+ * which is the order of the pieces along the dimension. All sum. */
+/* out (local with dims[dim] * size) = the members' blocks concatenated along dim */
+void nrt_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in, void *out);
+/* out (local with dims[dim] / size) = piece `comm rank` along dim of the members' summed blocks */
+void nrt_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in, void *out);
+/* split_dim is cut into size pieces (piece m to member m), the pieces received are
+ * concatenated along concat_dim: out dims = local with split_dim / size, concat_dim * size */
+void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim, int concat_dim,
+                      const void *in, void *out);
+/* copy the sub-block at `offset` of size `out_dims` out of a block of size `in_dims` */
+void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset, const int64_t *out_dims,
+                     const void *in, void *out);
+/* This process's block offset in a layout: offset[i] = coord(map[i]) * slice[i], 0 where map[i] < 0. */
+void nrt_layout_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,
+                       int64_t *offset);
 #endif

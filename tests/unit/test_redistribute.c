@@ -1,0 +1,485 @@
+/* Tensor redistribution plans, executed by an in-process simulator.
+ *
+ * The simulator holds one buffer per virtual rank and runs each step the
+ * way the collective is defined, over groups formed exactly as
+ * nrt_comm_axes forms them (ranks that differ only on the step's axes,
+ * ordered by coordinate), with none of runtime/redist.c's packing code.
+ * Every case starts from a full tensor of distinct values, gives each rank
+ * its `from` block (partial layouts: shares that sum to the value), runs
+ * the plan and checks that each rank holds exactly its `to` block. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ir/layout.h"
+#include "passes/redistribute.h"
+
+/* ---- layouts from table rows ------------------------------------------ */
+
+typedef struct LSpec {
+	int ndev;
+	int64_t dev[4];
+	int map[4];          /* indexed from the left of dev, -1 whole */
+	unsigned partial;    /* bits of dev's axes */
+} LSpec;
+
+#define S(...) {.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}}
+#define L(nd, devs, maps, part) {.ndev = nd, .dev = devs, .map = maps, .partial = part}
+#define V(...) {__VA_ARGS__}
+
+static Layout *mk(Arena *a, const Shape *full, const LSpec *s, int64_t D)
+{
+	int map[MAX_RANK];
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = i < 4 ? s->map[i] : -1;
+	for (int i = full->rank; i < MAX_RANK; i++)
+		map[i] = -1;
+	Layout *l = layout_make(a, full, s->ndev, s->dev, map, s->partial, D);
+	cr_assert(l, "bad layout in the table");
+	return l;
+}
+
+/* ---- the simulator ------------------------------------------------------ */
+
+typedef struct Sim {
+	int D;
+	double *buf[64];     /* per rank */
+} Sim;
+
+/* Members of r's group over `axes` of l, in rank order (= coordinate order,
+ * since ranks are row-major); returns the count and r's position. */
+static int group(const Layout *l, unsigned axes, int r, int *m, int *pos)
+{
+	int g = 0;
+	for (int s = 0; s < (int)layout_devices(l); s++) {
+		bool same = true;
+		for (int k = 0; k < l->ndev; k++)
+			if (!(axes >> k & 1u) && layout_coord(l, s, k) != layout_coord(l, r, k))
+				same = false;
+		if (!same)
+			continue;
+		if (s == r)
+			*pos = g;
+		m[g++] = s;
+	}
+	return g;
+}
+
+static void unravel(const Shape *s, int64_t i, int64_t *idx)
+{
+	for (int k = s->rank - 1; k >= 0; k--) {
+		idx[k] = i % s->d[k];
+		i /= s->d[k];
+	}
+}
+
+static int64_t ravel(const Shape *s, const int64_t *idx)
+{
+	int64_t i = 0;
+	for (int k = 0; k < s->rank; k++) {
+		cr_assert(idx[k] >= 0 && idx[k] < s->d[k], "index %lld outside dim %d of %lld",
+		          (long long)idx[k], k, (long long)s->d[k]);
+		i = i * s->d[k] + idx[k];
+	}
+	return i;
+}
+
+/* Element `idx` of rank r's new block, from the old blocks of its group. */
+static double step_elem(const Sim *sim, const RedistStep *st, int r, int64_t *idx)
+{
+	const Shape *in = &st->from->slice, *out = &st->to->slice;
+	int m[64], pos = 0;
+	int g = st->axes ? group(st->from, st->axes, r, m, &pos) : 1;
+	double sum = 0;
+	int64_t off[MAX_RANK], ofrom[MAX_RANK];
+	switch (st->kind) {
+	case RS_ALLREDUCE:
+		for (int q = 0; q < g; q++)
+			sum += sim->buf[m[q]][ravel(in, idx)];
+		return sum;
+	case RS_REDUCE_SCATTER:
+		idx[st->dim] += pos * out->d[st->dim];
+		for (int q = 0; q < g; q++)
+			sum += sim->buf[m[q]][ravel(in, idx)];
+		return sum;
+	case RS_ALLGATHER: {
+		int q = (int)(idx[st->dim] / in->d[st->dim]);
+		idx[st->dim] %= in->d[st->dim];
+		return sim->buf[m[q]][ravel(in, idx)];
+	}
+	case RS_ALLTOALL: {
+		int q = (int)(idx[st->dim] / in->d[st->dim]);
+		idx[st->dim] %= in->d[st->dim];
+		idx[st->dim2] += pos * out->d[st->dim2];
+		return sim->buf[m[q]][ravel(in, idx)];
+	}
+	case RS_SLICE:
+		layout_block(st->to, r, off);
+		layout_block(st->from, r, ofrom);
+		for (int k = 0; k < out->rank; k++)
+			idx[k] += off[k] - ofrom[k];
+		return sim->buf[r][ravel(in, idx)];
+	}
+	cr_assert_fail("bad step kind %d", st->kind);
+	return 0;
+}
+
+/* The block shapes a step must produce, from its definition. */
+static void check_step_shapes(const RedistStep *st)
+{
+	Shape want = st->from->slice;
+	int64_t g = 1;
+	for (int k = 0; k < st->from->ndev; k++)
+		if (st->axes >> k & 1u)
+			g *= st->from->dev[k];
+	if (st->kind == RS_ALLGATHER)
+		want.d[st->dim] *= g;
+	if (st->kind == RS_REDUCE_SCATTER)
+		want.d[st->dim] /= g;
+	if (st->kind == RS_ALLTOALL) {
+		want.d[st->dim] *= g;
+		want.d[st->dim2] /= g;
+	}
+	if (st->kind != RS_SLICE)
+		cr_assert(shape_eq(&want, &st->to->slice), "%s: block shape is not the collective's",
+		          redist_kind_name(st->kind));
+}
+
+static void sim_step(Sim *sim, const RedistStep *st)
+{
+	check_step_shapes(st);
+	double *next[64];
+	int64_t n = shape_numel(&st->to->slice), idx[MAX_RANK];
+	for (int r = 0; r < sim->D; r++) {
+		next[r] = calloc((size_t)n, sizeof(double));
+		for (int64_t i = 0; i < n; i++) {
+			unravel(&st->to->slice, i, idx);
+			next[r][i] = step_elem(sim, st, r, idx);
+		}
+	}
+	for (int r = 0; r < sim->D; r++) {
+		free(sim->buf[r]);
+		sim->buf[r] = next[r];
+	}
+}
+
+static double value(int64_t i) { return (double)(i % 97) + 0.001 * (double)i; }
+
+/* The true value of element i of rank r's block of l. */
+static double truth(const Layout *l, int r, int64_t i)
+{
+	int64_t off[MAX_RANK], idx[MAX_RANK];
+	layout_block(l, r, off);
+	unravel(&l->slice, i, idx);
+	for (int k = 0; k < l->rank; k++)
+		idx[k] += off[k];
+	return value(ravel(&l->full, idx));
+}
+
+/* Rank r's block of l, cut from the full tensor; for partial layouts each
+ * group member holds a different share, and the shares sum to the value. */
+static double *block_of(const Layout *l, int r)
+{
+	int64_t n = shape_numel(&l->slice);
+	double *b = malloc((size_t)(n ? n : 1) * sizeof(double));
+	int m[64], pos = 0, g = l->partial ? group(l, l->partial, r, m, &pos) : 1;
+	for (int64_t i = 0; i < n; i++)
+		b[i] = truth(l, r, i) / g + (pos - (g - 1) / 2.0) * 0.37 * (double)(i % 5 + 1);
+	return b;
+}
+
+/* Every rank holds its `to` block (summed over to's partial groups). */
+static void sim_check(Sim *sim, const Layout *to)
+{
+	int64_t n = shape_numel(&to->slice);
+	for (int r = 0; r < sim->D; r++) {
+		int m[64] = {r}, pos = 0, g = to->partial ? group(to, to->partial, r, m, &pos) : 1;
+		for (int64_t i = 0; i < n; i++) {
+			double got = 0, want = truth(to, r, i);
+			for (int q = 0; q < g; q++)
+				got += sim->buf[m[q]][i];
+			cr_assert(fabs(got - want) < 1e-9 * (1 + fabs(want)),
+			          "rank %d element %lld: got %g, want %g", r, (long long)i, got, want);
+		}
+	}
+}
+
+static void run_plan(const RedistPlan *p, const Layout *from, const Layout *to, int D)
+{
+	Sim sim = {.D = D};
+	for (int r = 0; r < D; r++)
+		sim.buf[r] = block_of(from, r);
+	for (int s = 0; s < p->n; s++) {
+		const RedistStep *st = &p->steps[s];
+		cr_assert_eq(shape_numel(&st->from->slice),
+		             s ? shape_numel(&p->steps[s - 1].to->slice) : shape_numel(&from->slice));
+		if (s)
+			cr_assert(layout_equiv(st->from, p->steps[s - 1].to), "step %d does not start where %d ended", s, s - 1);
+		sim_step(&sim, st);
+	}
+	cr_assert_eq(p->n ? shape_numel(&p->steps[p->n - 1].to->slice) : shape_numel(&from->slice),
+	             shape_numel(&to->slice));
+	sim_check(&sim, to);
+	for (int r = 0; r < D; r++)
+		free(sim.buf[r]);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+/* Strings are held inline: Criterion runs each parameter in a fresh
+ * process, where pointers into the parent's image need not be valid. */
+typedef struct Case {
+	char name[32];
+	int D;
+	Shape full;
+	LSpec from, to;
+	bool alltoall;
+	char ops[96];        /* redist_describe, or "": not pinned */
+	int64_t bytes;       /* send_bytes (f32), or -1: not pinned */
+} Case;
+
+ParameterizedTestParameters(redist, table)
+{
+	static Case cases[] = {
+		/* one axis; [8, 8] f32 split 4 ways is a 64-byte block */
+		{"identical", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(4), V(0, -1), 0), true, "Identity", 0},
+		{"identical-dev", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(2, V(4, 1), V(0, -1), 0), true, "Identity", 0},
+		{"gather-dim0", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(4), V(-1, -1), 0), true, "AllGather(dim 0, 4)", 3 * 64},
+		{"gather-dim1", 4, S(8, 8), L(1, V(4), V(-1, 0), 0), L(1, V(4), V(-1, -1), 0), true, "AllGather(dim 1, 4)", 3 * 64},
+		{"split-dim0", 4, S(8, 8), L(1, V(4), V(-1, -1), 0), L(1, V(4), V(0, -1), 0), true, "Slice", 0},
+		{"split-dim1", 4, S(8, 8), L(1, V(4), V(-1, -1), 0), L(1, V(4), V(-1, 0), 0), true, "Slice", 0},
+		{"move-a2a", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(4), V(-1, 0), 0), true, "AllToAll(dim 0->1, 4)", 48},
+		{"move-no-a2a", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(4), V(-1, 0), 0), false, "AllGather(dim 0, 4) -> Slice", 3 * 64},
+		{"move-d2", 2, S(6, 4), L(1, V(2), V(0, -1), 0), L(1, V(2), V(-1, 0), 0), true, "AllToAll(dim 0->1, 2)", 24},
+		{"move-d16", 16, S(32, 32), L(1, V(16), V(0, -1), 0), L(2, V(4, 4), V(1, 0), 0), true, "", -1},
+		/* different device matrices */
+		{"8x4-to-2x16", 32, S(16, 32), L(2, V(8, 4), V(0, 1), 0), L(2, V(2, 16), V(0, 1), 0), true, "", -1},
+		{"8x4-to-2x16-no-a2a", 32, S(16, 32), L(2, V(8, 4), V(0, 1), 0), L(2, V(2, 16), V(0, 1), 0), false, "", -1},
+		{"4x2-to-2x4", 8, S(64, 64), L(2, V(4, 2), V(0, 1), 0), L(2, V(2, 4), V(0, 1), 0), true, "", -1},
+		{"4x2-to-2x4-swap", 8, S(64, 64), L(2, V(4, 2), V(0, 1), 0), L(2, V(2, 4), V(1, 0), 0), true, "", -1},
+		{"8-to-2x2x2", 8, S(8, 8), L(1, V(8), V(0, -1), 0), L(3, V(2, 2, 2), V(0, 2), 0), true, "", -1},
+		{"4x4-to-16", 16, S(32, 8), L(2, V(4, 4), V(0, 1), 0), L(1, V(16), V(0, -1), 0), true, "", -1},
+		{"rank1-4-to-2x2", 4, S(8), L(1, V(4), V(0), 0), L(2, V(2, 2), V(1), 0), true, "", -1},
+		{"2x2-to-4", 4, S(8, 8), L(2, V(2, 2), V(0, -1), 0), L(1, V(4), V(-1, 0), 0), true, "", -1},
+		{"swap-axes", 8, S(8, 8), L(2, V(2, 4), V(0, 1), 0), L(2, V(2, 4), V(1, 0), 0), true, "", -1},
+		{"no-nesting-fallback", 6, S(6, 6), L(2, V(2, 3), V(0, 1), 0), L(2, V(3, 2), V(0, 1), 0), true, "", -1},
+		/* repeated calculation: prod(dev) < device_num adds a repeat axis */
+		{"repeat-to-split", 8, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(8), V(-1, 0), 0), true, "", -1},
+		{"repeat-both", 8, S(8, 8), L(1, V(2), V(0, -1), 0), L(1, V(4), V(-1, 0), 0), true, "", -1},
+		/* partial sums; [8, 8] f32 whole is 256 bytes */
+		{"partial-replicate", 4, S(8, 8), L(1, V(4), V(-1, -1), 1), L(1, V(4), V(-1, -1), 0), true, "AllReduce(4)", 2 * 3 * 256 / 4},
+		{"partial-split", 4, S(8, 8), L(1, V(4), V(-1, -1), 1), L(1, V(4), V(0, -1), 0), true, "ReduceScatter(dim 0, 4)", 3 * 256 / 4},
+		{"partial-split-dim1", 4, S(8, 8), L(1, V(4), V(-1, -1), 1), L(1, V(4), V(-1, 0), 0), true, "ReduceScatter(dim 1, 4)", 3 * 256 / 4},
+		{"partial-other-axis", 4, S(8, 8), L(2, V(2, 2), V(-1, -1), 1), L(2, V(2, 2), V(-1, 1), 0), true, "Slice -> AllReduce(2)", 2 * 128 / 2},
+		{"partial-keep", 8, S(8, 8), L(2, V(2, 4), V(-1, 1), 1), L(2, V(2, 4), V(1, -1), 1), true, "AllToAll(dim 1->0, 4)", -1},
+		{"partial-newdev", 8, S(8, 8), L(2, V(2, 4), V(-1, 1), 1), L(1, V(8), V(0, -1), 0), true, "", -1},
+		{"partial-two-axes", 16, S(4, 4, 8), L(3, V(2, 2, 4), V(-1, -1, 2), 3), L(2, V(4, 4), V(0, -1, 1), 0), true, "", -1},
+		{"partial-scalarish", 2, S(4), L(1, V(2), V(-1), 1), L(1, V(2), V(-1), 0), true, "AllReduce(2)", 16},
+		/* higher ranks */
+		{"rank3", 8, S(4, 8, 8), L(2, V(2, 4), V(0, 1, -1), 0), L(2, V(2, 4), V(1, -1, 0), 0), true, "", -1},
+		{"rank3-no-a2a", 8, S(4, 8, 8), L(2, V(2, 4), V(0, 1, -1), 0), L(2, V(2, 4), V(1, -1, 0), 0), false, "", -1},
+		{"rank4", 16, S(4, 4, 8, 8), L(3, V(2, 2, 4), V(0, 1, 2, -1), 0), L(2, V(4, 4), V(-1, -1, 0, 1), 0), true, "", -1},
+		{"rank4-d8", 8, S(2, 4, 4, 6), L(2, V(2, 4), V(0, -1, 1, -1), 0), L(3, V(2, 2, 2), V(-1, 0, 2, -1), 0), true, "", -1},
+	};
+	return cr_make_param_array(Case, cases, sizeof cases / sizeof cases[0]);
+}
+
+static bool has_kind(const RedistPlan *p, RedistKind k)
+{
+	for (int s = 0; s < p->n; s++)
+		if (p->steps[s].kind == k)
+			return true;
+	return false;
+}
+
+ParameterizedTest(Case *c, redist, table)
+{
+	Arena a = {0};
+	Layout *from = mk(&a, &c->full, &c->from, c->D), *to = mk(&a, &c->full, &c->to, c->D);
+	RedistPlan *p = redist_plan(&a, from, to, DT_F32, c->alltoall);
+	cr_assert(p, "%s: no plan", c->name);
+	const char *ops = redist_describe(&a, p);
+	cr_log_info("%s: %s (%lld bytes)", c->name, ops, (long long)p->send_bytes);
+	if (c->ops[0])
+		cr_expect_str_eq(ops, c->ops, "%s", c->name);
+	if (c->bytes >= 0)
+		cr_expect_eq(p->send_bytes, c->bytes, "%s: %lld bytes, want %lld", c->name, (long long)p->send_bytes,
+		             (long long)c->bytes);
+	if (!c->alltoall)
+		cr_expect(!has_kind(p, RS_ALLTOALL), "%s: AllToAll although disabled", c->name);
+	cr_expect_eq(p->n == 0, layout_equiv(from, to), "%s", c->name);
+	int64_t sum = 0;
+	for (int s = 0; s < p->n; s++)
+		sum += p->steps[s].send_bytes;
+	cr_expect_eq(sum, p->send_bytes);
+	run_plan(p, from, to, c->D);
+	arena_free(&a);
+}
+
+/* ---- named plans and costs ------------------------------------------------- */
+
+static RedistPlan *plan2(Arena *a, int D, Shape full, LSpec f, LSpec t, bool a2a, Layout **from, Layout **to)
+{
+	*from = mk(a, &full, &f, D);
+	*to = mk(a, &full, &t, D);
+	RedistPlan *p = redist_plan(a, *from, *to, DT_F32, a2a);
+	cr_assert(p);
+	return p;
+}
+
+Test(redist, alltoall_only_when_enabled)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *on = plan2(&a, 8, (Shape)S(16, 16), (LSpec)L(1, V(8), V(0, -1), 0), (LSpec)L(1, V(8), V(-1, 0), 0), true, &f, &t);
+	RedistPlan *off = redist_plan(&a, f, t, DT_F32, false);
+	cr_assert_eq(on->n, 1);
+	cr_expect_eq(on->steps[0].kind, RS_ALLTOALL);
+	cr_expect_eq(on->steps[0].dim, 0);
+	cr_expect_eq(on->steps[0].dim2, 1);
+	/* the block is 2x16 floats = 128 bytes; the ring moves 7/8 of it */
+	cr_expect_eq(on->send_bytes, 7 * 128 / 8);
+	cr_expect_str_eq(redist_describe(&a, off), "AllGather(dim 0, 8) -> Slice");
+	cr_expect_eq(off->send_bytes, 7 * 128);
+	cr_expect(on->send_bytes < off->send_bytes);
+	run_plan(on, f, t, 8);
+	run_plan(off, f, t, 8);
+	arena_free(&a);
+}
+
+/* [8, 4] -> [2, 16]: groups must follow the refined matrix [2, 4, 4]. */
+Test(redist, device_matrix_change_uses_refined_groups)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 32, (Shape)S(16, 32), (LSpec)L(2, V(8, 4), V(0, 1), 0), (LSpec)L(2, V(2, 16), V(0, 1), 0), true, &f, &t);
+	cr_assert(p->expanded);
+	cr_assert(!p->fallback);
+	for (int s = 0; s < p->n; s++) {
+		const Layout *l = p->steps[s].from;
+		cr_expect_eq(l->ndev, 3);
+		cr_expect_eq(l->dev[0] * 100 + l->dev[1] * 10 + l->dev[2], 244);
+		cr_expect_eq(p->steps[s].tdim >= -1 && p->steps[s].tdim < 2, true);
+	}
+	cr_expect(!has_kind(p, RS_ALLREDUCE));
+	arena_free(&a);
+}
+
+Test(redist, fallback_when_matrices_do_not_nest)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 6, (Shape)S(6, 6), (LSpec)L(2, V(2, 3), V(0, 1), 0), (LSpec)L(2, V(3, 2), V(0, 1), 0), true, &f, &t);
+	cr_expect(p->fallback);
+	cr_expect_str_eq(redist_describe(&a, p), "AllGather(dim 0, 2) -> AllGather(dim 1, 3) -> Slice");
+	arena_free(&a);
+}
+
+Test(redist, invalid_requests)
+{
+	Arena a = {0};
+	Shape s1 = S(8, 8), s2 = S(8, 4);
+	LSpec rep = L(1, V(4), V(-1, -1), 0), part = L(1, V(4), V(-1, -1), 1);
+	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s2, &rep, 4), DT_F32, true));
+	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s1, &rep, 8), DT_F32, true));
+	/* full values cannot become partial sums */
+	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s1, &part, 4), DT_F32, true));
+	arena_free(&a);
+}
+
+Test(redist, scratch_covers_every_block)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 4, (Shape)S(8, 8), (LSpec)L(1, V(4), V(0, -1), 0), (LSpec)L(1, V(4), V(-1, 0), 0), false, &f, &t);
+	cr_expect_eq(p->scratch_elems, 64); /* the gathered whole tensor */
+	arena_free(&a);
+}
+
+/* ---- emitted C ------------------------------------------------------------ */
+
+static const char *comm_name(void *ctx, const Layout *l, unsigned axes)
+{
+	return arena_printf(ctx, "comm_%d_%" PRId64 "_%x", l->ndev, l->dev[0], axes);
+}
+
+static char *emit(Arena *a, const RedistPlan *p)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	redist_emit_c(f, p, "src", "dst", "NRT_F32", comm_name, a);
+	fclose(f);
+	return buf;
+}
+
+Test(redist, emitted_code_calls_runtime)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 4, (Shape)S(8, 8), (LSpec)L(1, V(4), V(0, -1), 0), (LSpec)L(1, V(4), V(-1, 0), 0), false, &f, &t);
+	char *c = emit(&a, p);
+	cr_expect(strstr(c, "/* redistribute: AllGather(dim 0, 4) -> Slice */"), "%s", c);
+	cr_expect(strstr(c, "nrt_allgather_dim(comm_1_4_1, NRT_F32, 2, (const int64_t[]){2, 8}, 0, src, scratch_a);"), "%s", c);
+	cr_expect(strstr(c, "nrt_slice_block(NRT_F32, 2, (const int64_t[]){8, 8}, to_off, (const int64_t[]){8, 2}, scratch_a, dst);"), "%s", c);
+	free(c);
+	RedistPlan *id = redist_plan(&a, f, f, DT_F32, true);
+	c = emit(&a, id);
+	cr_expect(strstr(c, "memmove(dst, src, sizeof *(dst) * 16);"), "%s", c);
+	free(c);
+	arena_free(&a);
+}
+
+static const char *the_comm(void *ctx, const Layout *l, unsigned axes)
+{
+	(void)ctx, (void)l, (void)axes;
+	return "the_comm";
+}
+
+/* The emitted code of a few plans, in a function with the declarations a
+ * generated program has, must compile against the runtime's header. */
+Test(redist, emitted_code_compiles)
+{
+	const char *hdr = "runtime/netrt.h";
+	FILE *h = fopen(hdr, "r");
+	if (!h)
+		cr_skip_test("run from the repository root to find %s", hdr);
+	fclose(h);
+	Arena a = {0};
+	Layout *f, *t;
+	char path[] = "/tmp/netc_redist_emitXXXXXX.c";
+	int fd = mkstemps(path, 2);
+	cr_assert(fd >= 0);
+	FILE *out = fdopen(fd, "w");
+	fputs("#include <string.h>\n#include \"netrt.h\"\nextern NrtComm *the_comm;\n", out);
+	const LSpec specs[][2] = {
+		{L(2, V(8, 4), V(0, 1), 0), L(2, V(2, 16), V(0, 1), 0)},
+		{L(1, V(4), V(-1, -1), 1), L(1, V(4), V(0, -1), 0)},
+		{L(2, V(2, 2), V(-1, -1), 1), L(2, V(2, 2), V(-1, 1), 0)},
+	};
+	const int devs[] = {32, 4, 4};
+	for (int k = 0; k < 3; k++) {
+		RedistPlan *p = plan2(&a, devs[k], (Shape)S(16, 32), specs[k][0], specs[k][1], true, &f, &t);
+		fprintf(out, "void redist_%d(const float *src, float *dst, float *scratch_a, float *scratch_b)\n{\n"
+		        "\t(void)scratch_a; (void)scratch_b;\n", k);
+		char *c = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&c, &len);
+		redist_emit_c(mem, p, "src", "dst", "NRT_F32", the_comm, NULL);
+		fclose(mem);
+		fputs(c, out);
+		free(c);
+		fputs("}\n", out);
+	}
+	fclose(out);
+	char *cmd = arena_printf(&a, "cc -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -fsyntax-only -I runtime %s", path);
+	int rc = system(cmd);
+	cr_expect_eq(rc, 0, "%s failed", cmd);
+	if (rc == 0)
+		unlink(path);
+	arena_free(&a);
+}
