@@ -39,7 +39,8 @@ typedef struct Source {
 	int64_t nsamples;
 	/* synthetic mode */
 	int64_t per;            /* elements per sample (prod full[1..]) */
-	double *vals;           /* [per] one full sample, scratch */
+	double *vals;           /* [per] one full sample */
+	int64_t vals_g;         /* the global sample in vals (-1: none) */
 	double *teacher;        /* cached teacher weights, or NULL */
 	int64_t nteacher;
 } Source;
@@ -131,7 +132,7 @@ static double teacher_w(const NrtData *d, const Source *s, uint32_t stream, int6
 	return nrt_rand_normal(d->seed ^ TEACHER_SEED_XOR, stream, (uint64_t)idx);
 }
 
-static void gen_sample(const NrtData *d, const NrtInput *in, int i, int64_t g);
+static void gen_sample(NrtData *d, const NrtInput *in, int i, int64_t g);
 
 /* label[t] = argmax_c sum_j x[j] W[j, c] over the t-th group of features
  * (the whole sample when there is one label per sample, or when the
@@ -200,10 +201,14 @@ static void targets_from_tokens(const NrtData *d, const Source *s, const Source 
 }
 
 /* The full per-sample values of input i for global sample g into vals. */
-static void gen_sample(const NrtData *d, const NrtInput *in, int i, int64_t g)
+static void gen_sample(NrtData *d, const NrtInput *in, int i, int64_t g)
 {
 	const NrtInput *p = &in[i];
-	const Source *s = &d->src[i];
+	Source *s = &d->src[i];
+	/* a label's source sample was usually just made for the source itself */
+	if (s->vals_g == g)
+		return;
+	s->vals_g = g;
 	uint64_t base = (uint64_t)g * (uint64_t)s->per;
 	uint32_t stream = STREAM_DATA + (uint32_t)i;
 	switch (p->role) {
@@ -257,7 +262,7 @@ static void pick(int64_t ifull, int64_t islice, void *p)
 	nrt_store(c->dtype, c->dst, islice, c->vals[ifull]);
 }
 
-static void synth_sample(const NrtData *d, NrtInput *in, int i, int64_t g, int64_t local)
+static void synth_sample(NrtData *d, NrtInput *in, int i, int64_t g, int64_t local)
 {
 	NrtTensor *t = &in[i].t;
 	gen_sample(d, in, i, g);
@@ -335,6 +340,7 @@ NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin)
 	for (int i = 0; i < nin; i++) {
 		check_synthetic(in, nin, i);
 		d->src[i].vals = malloc((size_t)(d->src[i].per ? d->src[i].per : 1) * sizeof(double));
+		d->src[i].vals_g = -1;
 		if (!d->src[i].vals)
 			nrt_fatal("out of memory");
 	}
@@ -343,20 +349,39 @@ NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin)
 	return d;
 }
 
+/* Whether every input holds the same samples of the same batch, so the
+ * synthetic path can go sample by sample and reuse each source sample. */
+static bool same_batch_slices(const NrtInput *in, int nin)
+{
+	for (int i = 1; i < nin; i++)
+		if (in[i].t.full[0] != in[0].t.full[0] || in[i].t.slice[0] != in[0].t.slice[0] ||
+		    in[i].t.offset[0] != in[0].t.offset[0])
+			return false;
+	return true;
+}
+
+static void fill_sample(NrtData *d, NrtInput *in, int i, int64_t step, int64_t b)
+{
+	int64_t g = step * in[i].t.full[0] + in[i].t.offset[0] + b;
+	if (d->files)
+		copy_sample(&d->src[i], &in[i], g, b);
+	else
+		synth_sample(d, in, i, g, b);
+}
+
 void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 {
 	if (nin != d->nin)
 		nrt_fatal("nrt_data_next: %d inputs, but the dataset was opened with %d", nin, d->nin);
-	for (int i = 0; i < nin; i++) {
-		const NrtTensor *t = &in[i].t;
-		for (int64_t b = 0; b < t->slice[0]; b++) {
-			int64_t g = step * t->full[0] + t->offset[0] + b;
-			if (d->files)
-				copy_sample(&d->src[i], &in[i], g, b);
-			else
-				synth_sample(d, in, i, g, b);
-		}
+	if (nin > 0 && same_batch_slices(in, nin)) {
+		for (int64_t b = 0; b < in[0].t.slice[0]; b++)
+			for (int i = 0; i < nin; i++)
+				fill_sample(d, in, i, step, b);
+		return;
 	}
+	for (int i = 0; i < nin; i++)
+		for (int64_t b = 0; b < in[i].t.slice[0]; b++)
+			fill_sample(d, in, i, step, b);
 }
 
 void nrt_data_close(NrtData *d)

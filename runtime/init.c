@@ -310,7 +310,7 @@ void nrt_finalize(void)
 	free(nrt_rt.data_arg);
 	nrt_rt.data_arg = NULL;
 	if (nrt_rt.own_mpi && nrt_mpi_active())
-		MPI_Finalize();
+		NRT_MPI(MPI_Finalize());
 	nrt_rt.own_mpi = false;
 	nrt_rt.initialised = false;
 }
