@@ -24,6 +24,7 @@ typedef struct Args {
 	const char *dump_after;
 	bool verbose;
 	bool infer;              /* --infer: forward only */
+	const char *fault;       /* --inject-fault=NAME (tests) */
 } Args;
 
 static void usage(FILE *out)
@@ -56,7 +57,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION };
+enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION };
 
 static bool is_pass_name(const char *s)
 {
@@ -81,6 +82,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"gradcheck", no_argument, 0, OPT_GRADCHECK},
 		{"infer", no_argument, 0, OPT_INFER},
 		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
+		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
 		{0, 0, 0, 0},
 	};
 	int c;
@@ -108,6 +110,7 @@ static int parse_args(int argc, char **argv, Args *a)
 			a->build.f64 = strcmp(optarg, "f64") == 0;
 			break;
 		case OPT_GRADCHECK: a->build.gradcheck = true; break;
+		case OPT_FAULT: a->fault = optarg; break;
 		case OPT_INFER: a->infer = true; break;
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
@@ -173,6 +176,7 @@ static int run(Compilation *c, Args *a)
 		c->dump_after = "shapes";
 	c->verbose = a->verbose;
 	c->infer = a->infer;
+	c->fault = a->fault;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;
 	if (!compile_passes(c, commands[cmd].upto))

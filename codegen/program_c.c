@@ -136,40 +136,54 @@ static void emit_tensor_table(Emit *e)
 	fprintf(out, "};\nenum { NTENSORS = %d };\n\n", n);
 }
 
-/* The role of each input decides what the synthetic dataset puts in it. */
+/* Whether `v` is `in`, possibly re-laid-out or reshaped on the way. */
+static bool comes_from(const Value *v, const Value *in)
+{
+	while (v != in && v->def && (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_RESHAPE))
+		v = v->def->in[0];
+	return v == in;
+}
+
+/* The role of each input decides what the synthetic dataset puts in it:
+ * ids of an embedding are tokens, labels of a cross-entropy are classes
+ * (a fixed function of another input, so they can be learnt), targets of
+ * a squared error are regression targets, the rest features. */
 static void input_role(const Graph *g, const Value *in, const char **role, int64_t *range, int *source)
 {
 	*role = "NRT_IN_FEATURES";
 	*range = 0;
 	*source = -1;
-	for (int i = 0; i < g->ninputs; i++)
-		if (g->inputs[i]->dtype != DT_I32 && g->inputs[i]->dtype != DT_I64 && g->inputs[i] != in) {
-			*source = i;
-			break;
-		}
+	int features = -1, other = -1;
+	for (int i = 0; i < g->ninputs; i++) {
+		if (g->inputs[i] == in)
+			continue;
+		if (dtype_is_float(g->inputs[i]->dtype) && features < 0)
+			features = i;
+		if (other < 0)
+			other = i;
+	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
-		if (n->op == OP_EMBEDDING && n->in[1] == in) {
+		if (n->phase != PH_FORWARD || n->nin < 2 || !comes_from(n->in[1], in))
+			continue;
+		switch (n->op) {
+		case OP_EMBEDDING:
 			*role = "NRT_IN_TOKENS";
 			*range = n->in[0]->shape.d[0];
-			*source = -1;
 			return;
-		}
-		if (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->in[1] == in) {
+		case OP_SOFTMAX_CROSS_ENTROPY:
 			*role = "NRT_IN_CLASSES";
 			*range = n->in[0]->shape.d[n->in[0]->shape.rank - 1];
-			if (*source < 0)
-				for (int k = 0; k < g->ninputs; k++)
-					if (g->inputs[k] != in)
-						*source = k;
+			*source = features >= 0 ? features : other;
 			return;
-		}
-		if (n->op == OP_MSE_LOSS && n->in[1] == in) {
+		case OP_MSE_LOSS:
 			*role = "NRT_IN_TARGETS";
+			*source = features;
 			return;
+		default:
+			break;
 		}
 	}
-	*source = -1;
 }
 
 static void emit_inputs_table(Emit *e)

@@ -16,6 +16,7 @@ typedef struct Compilation {
 	bool verify;           /* run ir_verify after every pass */
 	bool infer;            /* forward only: no backward, no update */
 	bool verbose;
+	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
 } Compilation;
 

@@ -200,6 +200,10 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
  * own piece; their gradients are used as computed, never aggregated. */
 static bool keep_local_grad(const Sharder *S, const Node *n, int i)
 {
+	/* the equivalence tests plant this bug to prove they can fail */
+	if (S->c->fault && strcmp(S->c->fault, "skip-grad-reduce") == 0 && (op_info[n->op].flags & OPF_UPDATE) &&
+	    i == 1)
+		return true;
 	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       n->in[0]->param.layerwise_parallel;
 }
