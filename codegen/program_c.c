@@ -380,7 +380,7 @@ static void emit_main(Emit *e)
 		      "\t\tdouble loss = forward();\n"
 		      "\t\tbackward();\n"
 		      "\t\tupdate();\n"
-		      "\t\tnrt_log_step(log, s + 1, end, loss, nrt_now() - t0);\n"
+		      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
 		      "\t}\n"
 		      "\tnrt_log_close(log);\n"
 		      "\tif (opt.save)\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n"
