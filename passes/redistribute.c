@@ -4,39 +4,44 @@
  *
  * 1. Unify (MindSpore's UnifyDeviceArrangement + ExpandTensorShape): find
  *    the coarsest device matrix that refines both layouts' matrices and
- *    the smallest expansion of the tensor shape in which every dim is split
+ *    the least expansion of the tensor shape in which every dim is split
  *    by at most one refined axis in both layouts. Both are fixed points of
- *    two "boundary" sets: the prefix products of the device matrix, and per
+ *    "boundary" sets: the prefix products of the device matrix, and per
  *    tensor dim the prefix products of its sub-dims. An original axis that
- *    splits dim i ties the two: the device boundaries inside the axis,
- *    divided by the axis' start, are exactly dim i's boundaries up to the
- *    split. We add boundaries on either side until nothing changes; every
- *    set must stay a divisor chain (else no common refinement exists, e.g.
- *    [2, 3] vs [3, 2], and we fall back, see 3).
+ *    is refined into several axes and splits dim i ties the two sets (see
+ *    tie()). We add boundaries on either side until nothing changes; every
+ *    set must stay a divisor chain, else no common refinement exists (e.g.
+ *    [2, 3] vs [3, 2]) and we fall back, see 3. A dim split 4 ways in one
+ *    layout and 2 in the other is not cut: one map entry per layout says it.
  *
  * 2. Plan in that space, where both layouts are maps (expanded dim -> one
- *    refined axis) over the same matrix, so comparing them is comparing
+ *    refined axis) over the same matrix, so comparing blocks is comparing
  *    small integer arrays. Repeat until the current map equals the target:
  *      a. Slice every dim the target splits and the current layout does not,
  *         along an axis that is currently a pure replica axis. Free, and it
  *         shrinks everything that follows, so it goes first (MindSpore's
- *         order puts SplitByAxis first for the same reason).
+ *         operator inference also splits first).
  *      b. Reduce partial axes the target does not keep: ReduceScatter onto
  *         a whole dim the target splits along that axis ((g-1)/g of the
  *         block instead of AllReduce's 2(g-1)/g, and the result is smaller),
  *         then one AllReduce over the remaining partial axes together. After
- *         (a) so that the reduction works on the smallest block.
+ *         (a) so that the reduction works on the smallest block; an axis
+ *         whose ReduceScatter target is blocked by a split that an AllToAll
+ *         will move away waits for it.
  *      c. Un-split one wrongly split dim: AllToAll if the target splits a
  *         currently whole dim along the same axis (block size unchanged),
  *         else AllGather. AllToAlls are tried before any AllGather since
  *         they are cheaper on the smaller, not yet gathered, blocks.
  *    Each round removes a wrong split or a partial axis, or adds a missing
  *    split, so the loop ends after at most 3 * (rank + ndev) rounds.
+ *    This is MindSpore's greedy order, not a search: a cycle of splits
+ *    (dim 0 a->b, dim 1 b->a) is broken by one AllGather.
  *
  * 3. Fallback when no common refinement exists: AllReduce the partial
- *    axes, AllGather every split dim over `from`'s own matrix, then slice
- *    `to`'s block out of the whole tensor. Correct for any pair, and
- *    reached only by device matrices whose prefix products do not nest. */
+ *    axes, AllGather over from's own matrix each dim whose blocks do not
+ *    contain the target's (compared per rank), then slice out `to`'s
+ *    block. Correct for any pair; reached only by matrices whose prefix
+ *    products do not nest (non-power-of-two factors in different orders). */
 #include "redistribute.h"
 
 #include <inttypes.h>
@@ -338,52 +343,70 @@ static bool plan_slices(Planner *pl, const Layout *tgt)
 	return any;
 }
 
-/* (b) reductions of partial axes the target does not keep */
+/* An AllToAll can move the split of dim i (axis a) to a whole dim the
+ * target splits along a; -1 if none. */
+static int alltoall_target(const Planner *pl, const Layout *tgt, int i)
+{
+	const Layout *c = pl->cur;
+	int a = c->map[i];
+	for (int j = 0; pl->alltoall && a >= 0 && j < c->rank; j++)
+		if (j != i && c->map[j] < 0 && tgt->map[j] == a)
+			return j;
+	return -1;
+}
+
+/* (b) reductions of partial axes the target does not keep. A partial axis
+ * whose target dim is still held by a split that an AllToAll will move
+ * away waits for it: AllToAll + ReduceScatter sends (g-1)/g + (g-1)/g of
+ * the block where AllReduce + AllToAll sends 2(g-1)/g + (g-1)/g. (Waiting
+ * for an AllGather would not pay: the ReduceScatter would then work on a
+ * block larger by the gathered factor.) */
 static bool plan_reductions(Planner *pl, const Layout *tgt)
 {
-	unsigned todo = pl->cur->partial & ~tgt->partial;
-	if (!todo)
-		return false;
+	unsigned todo = pl->cur->partial & ~tgt->partial, wait = 0;
+	int n0 = pl->p->n;
 	for (int i = 0; i < tgt->rank; i++) {
 		int b = tgt->map[i];
-		if (b >= 0 && (todo >> b & 1u) && pl->cur->map[i] < 0) {
-			int map[MAX_RANK];
-			memcpy(map, pl->cur->map, sizeof map);
-			map[i] = b;
-			push(pl, RS_REDUCE_SCATTER, relayout(pl, map, pl->cur->partial & ~(1u << b)), 1u << b, i, -1);
-			todo &= ~(1u << b);
+		if (b < 0 || !(todo >> b & 1u))
+			continue;
+		if (pl->cur->map[i] >= 0) {
+			if (alltoall_target(pl, tgt, i) >= 0)
+				wait |= 1u << b;
+			continue;
 		}
+		int map[MAX_RANK];
+		memcpy(map, pl->cur->map, sizeof map);
+		map[i] = b;
+		push(pl, RS_REDUCE_SCATTER, relayout(pl, map, pl->cur->partial & ~(1u << b)), 1u << b, i, -1);
+		todo &= ~(1u << b);
 	}
-	if (todo)
-		push(pl, RS_ALLREDUCE, relayout(pl, pl->cur->map, pl->cur->partial & ~todo), todo, -1, -1);
-	return true;
+	unsigned now = todo & ~wait;
+	if (now)
+		push(pl, RS_ALLREDUCE, relayout(pl, pl->cur->map, pl->cur->partial & ~now), now, -1, -1);
+	return pl->p->n > n0;
 }
 
 /* (c) one un-split: an AllToAll if any applies, else an AllGather */
 static bool plan_unsplit(Planner *pl, const Layout *tgt)
 {
 	const Layout *c = pl->cur;
-	int gather = -1;
+	int gather = -1, map[MAX_RANK];
+	memcpy(map, c->map, sizeof map);
 	for (int i = 0; i < c->rank; i++) {
-		int a = c->map[i];
+		int a = c->map[i], j;
 		if (a < 0 || a == tgt->map[i])
 			continue;
-		for (int j = 0; pl->alltoall && j < c->rank; j++)
-			if (j != i && c->map[j] < 0 && tgt->map[j] == a) {
-				int map[MAX_RANK];
-				memcpy(map, c->map, sizeof map);
-				map[i] = -1;
-				map[j] = a;
-				push(pl, RS_ALLTOALL, relayout(pl, map, c->partial), 1u << a, i, j);
-				return true;
-			}
+		if ((j = alltoall_target(pl, tgt, i)) >= 0) {
+			map[i] = -1;
+			map[j] = a;
+			push(pl, RS_ALLTOALL, relayout(pl, map, c->partial), 1u << a, i, j);
+			return true;
+		}
 		if (gather < 0)
 			gather = i;
 	}
 	if (gather < 0)
 		return false;
-	int map[MAX_RANK];
-	memcpy(map, c->map, sizeof map);
 	int a = map[gather];
 	map[gather] = -1;
 	push(pl, RS_ALLGATHER, relayout(pl, map, c->partial), 1u << a, gather, -1);
@@ -402,7 +425,22 @@ static bool plan_in_space(Planner *pl, const Layout *tgt)
 	return true;
 }
 
-/* Stage 3: reduce, gather everything over from's matrix, slice out `to`. */
+/* Every rank's block of `cur` along dim i contains its block of `to`
+ * (compared numerically: the matrices have no common refinement). */
+static bool dim_contains(const Layout *cur, const Layout *to, int i)
+{
+	int64_t oc[MAX_RANK], ot[MAX_RANK];
+	for (int64_t r = 0; r < layout_devices(cur); r++) {
+		layout_block(cur, r, oc);
+		layout_block(to, r, ot);
+		if (ot[i] < oc[i] || ot[i] + to->slice.d[i] > oc[i] + cur->slice.d[i])
+			return false;
+	}
+	return true;
+}
+
+/* Stage 3: reduce, gather the dims whose blocks do not contain the
+ * target's over from's own matrix, then slice out `to`. */
 static bool plan_fallback(Planner *pl, const Layout *to)
 {
 	const Layout *c = pl->cur;
@@ -416,7 +454,7 @@ static bool plan_fallback(Planner *pl, const Layout *to)
 		push(pl, RS_ALLREDUCE, relayout(pl, c->map, 0), partial, -1, -1);
 	for (int i = 0; i < c->rank; i++) {
 		int k = split_axis(pl->cur, i);
-		if (k < 0)
+		if (k < 0 || dim_contains(pl->cur, to, i))
 			continue;
 		int map[MAX_RANK];
 		memcpy(map, pl->cur->map, sizeof map);

@@ -276,6 +276,8 @@ ParameterizedTestParameters(redist, table)
 		{"partial-split-dim1", 4, S(8, 8), L(1, V(4), V(-1, -1), 1), L(1, V(4), V(-1, 0), 0), true, "ReduceScatter(dim 1, 4)", 3 * 256 / 4},
 		{"partial-other-axis", 4, S(8, 8), L(2, V(2, 2), V(-1, -1), 1), L(2, V(2, 2), V(-1, 1), 0), true, "Slice -> AllReduce(2)", 2 * 128 / 2},
 		{"partial-keep", 8, S(8, 8), L(2, V(2, 4), V(-1, 1), 1), L(2, V(2, 4), V(1, -1), 1), true, "AllToAll(dim 1->0, 4)", -1},
+		{"partial-behind-a2a", 4, S(6, 8), L(2, V(2, 2), V(-1, 1), 1), L(1, V(4), V(-1, 0), 0), true, "AllToAll(dim 1.0->1.1, 2) -> ReduceScatter(dim 1.0, 2)", 96 / 2 + 96 / 2},
+		{"partial-behind-gather", 4, S(6, 8), L(2, V(2, 2), V(-1, 1), 1), L(1, V(4), V(-1, 0), 0), false, "AllReduce(2) -> AllGather(dim 1.0, 2) -> Slice", 96 + 96},
 		{"partial-newdev", 8, S(8, 8), L(2, V(2, 4), V(-1, 1), 1), L(1, V(8), V(0, -1), 0), true, "", -1},
 		{"partial-two-axes", 16, S(4, 4, 8), L(3, V(2, 2, 4), V(-1, -1, 2), 3), L(2, V(4, 4), V(0, -1, 1), 0), true, "", -1},
 		{"partial-scalarish", 2, S(4), L(1, V(2), V(-1), 1), L(1, V(2), V(-1), 0), true, "AllReduce(2)", 16},

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Tensor redistribution under mpirun: builds tests/e2e/redist_mpi_test.c
+# against build/libnetc.a (the planner) and build/lib/libnetrt.a (the dim
+# collectives) and runs it at 4, 6 and 8 ranks (oversubscribed); each run
+# checks every layout pair of its world size, with and without AllToAll.
+# Last line: "N passed, N failed"; exit status non-zero on any failure.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+MPIRUN=tests/e2e/mpirun.sh
+work=$(mktemp -d /tmp/netc-redist-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+
+if ! make -s "$B/libnetc.a" "$B/lib/libnetrt.a"; then
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+prog=$work/redist_mpi_test
+if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -I. -I"$B/gen" -Iruntime -o "$prog" \
+	tests/e2e/redist_mpi_test.c "$B/libnetc.a" "$B/lib/libnetrt.a" \
+	$(pkg-config --libs libcgraph libgvc libprotobuf-c openblas) -lm; then
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+for n in 4 6 8; do
+	out=$($MPIRUN -np $n "$prog" 2>&1); rc=$?
+	echo "$out" | grep -v '^redist_mpi_test:' | sed "s/^/[np $n] /"
+	counts=$(echo "$out" | sed -n 's/^redist_mpi_test: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+	if [ -n "$counts" ]; then
+		set -- $counts
+		pass=$((pass + $1)) fail=$((fail + $2))
+	fi
+	if [ "$rc" -ne 0 ] || [ -z "$counts" ]; then
+		fail=$((fail + 1))
+		echo "FAIL: redist_mpi_test at $n ranks exited $rc"
+	fi
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
