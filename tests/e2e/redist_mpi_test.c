@@ -1,10 +1,14 @@
 /* Tensor redistribution under MPI (tests/e2e/test_redist_mpi.sh runs it at
  * 4, 6 and 8 ranks): for every layout pair of this world size, plan with
  * redist_plan (with and without AllToAll), execute the plan step by step
- * with libnetrt's dim collectives (a small interpreter, not the emitted C),
- * and check that every rank ends with exactly its `to` block. Partial
- * layouts start from shares that sum to the values. Rank 0 prints
- * "redist_mpi_test: N passed, N failed"; the exit status is the verdict. */
+ * with libnetrt's dim collectives (a small interpreter), and check that
+ * every rank ends with exactly its `to` block. Partial layouts start from
+ * shares that sum to the values. Rank 0 prints "redist_mpi_test: N passed,
+ * N failed"; the exit status is the verdict.
+ *
+ * `redist_mpi_test --emit FILE` (no MPI) writes redist_emit_c's code for
+ * every case into FILE; built again with -DEMITTED='"FILE"', the test also
+ * runs that generated code and checks its results the same way. */
 #include <mpi.h>
 #include <math.h>
 #include <stdarg.h>
@@ -177,8 +181,33 @@ static void check_result(const Case *c, bool a2a, const Layout *to, const double
 	free(sum);
 }
 
-static void run_case(const Case *c, bool a2a)
+typedef void (*EmittedFn)(const double *src, double *dst, double *scratch_a, double *scratch_b);
+typedef struct Emitted {
+	int64_t scratch;
+	EmittedFn fn;
+} Emitted;
+#ifdef EMITTED
+#include EMITTED
+#else
+static const Emitted emitted[][2] = {{{0, NULL}, {0, NULL}}};
+#endif
+
+/* The generated code for case k: same input, same check. */
+static void run_emitted(const Case *c, const Emitted *e, bool a2a, const Layout *from, const Layout *to)
 {
+	double *src = from_block(from), *dst = malloc(sizeof(double) * (size_t)shape_numel(&to->slice));
+	double *sa = malloc(sizeof(double) * (size_t)(e->scratch + 1)), *sb = malloc(sizeof(double) * (size_t)(e->scratch + 1));
+	e->fn(src, dst, sa, sb);
+	check_result(c, a2a, to, dst);
+	free(src);
+	free(dst);
+	free(sa);
+	free(sb);
+}
+
+static void run_case(size_t k, bool a2a)
+{
+	const Case *c = &cases[k];
 	Arena a = {0};
 	Layout *from = mk(&a, c, &c->from), *to = mk(&a, c, &c->to);
 	RedistPlan *p = from && to ? redist_plan(&a, from, to, DT_F32, a2a) : NULL;
@@ -195,12 +224,66 @@ static void run_case(const Case *c, bool a2a)
 		}
 		check_result(c, a2a, to, cur);
 		free(cur);
+		size_t ne = sizeof emitted / sizeof emitted[0];
+		if (k < ne && emitted[k][a2a].fn)
+			run_emitted(c, &emitted[k][a2a], a2a, from, to);
 	}
 	arena_free(&a);
 }
 
+/* ---- --emit ------------------------------------------------------------- */
+
+/* Communicators made where they are used: collective, and every rank runs
+ * the same steps in the same order. */
+static const char *comm_expr(void *ctx, const Layout *l, unsigned axes)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	fprintf(f, "nrt_comm_axes(%d, (const int64_t[]){", l->ndev);
+	for (int k = 0; k < l->ndev; k++)
+		fprintf(f, "%s%lld", k ? ", " : "", (long long)l->dev[k]);
+	fprintf(f, "}, 0x%x)", axes);
+	fclose(f);
+	const char *s = arena_strdup(ctx, buf);
+	free(buf);
+	return s;
+}
+
+static int emit_all(const char *path)
+{
+	FILE *out = fopen(path, "w");
+	if (!out)
+		return 1;
+	size_t n = sizeof cases / sizeof cases[0];
+	int64_t scratch[sizeof cases / sizeof cases[0]][2] = {{0}};
+	Arena a = {0};
+	for (size_t k = 0; k < n; k++)
+		for (int a2a = 0; a2a < 2; a2a++) {
+			const Case *c = &cases[k];
+			Layout *from = mk(&a, c, &c->from), *to = mk(&a, c, &c->to);
+			RedistPlan *p = redist_plan(&a, from, to, DT_F32, a2a);
+			if (!p)
+				continue;
+			scratch[k][a2a] = p->scratch_elems;
+			fprintf(out, "/* %s */\nstatic void redist_%zu_%d(const double *src, double *dst, double *scratch_a, "
+			        "double *scratch_b)\n{\n\t(void)scratch_a, (void)scratch_b;\n", c->name, k, a2a);
+			redist_emit_c(out, p, "src", "dst", "NRT_F64", comm_expr, &a);
+			fputs("}\n\n", out);
+		}
+	fputs("static const Emitted emitted[][2] = {\n", out);
+	for (size_t k = 0; k < n; k++)
+		fprintf(out, "\t{{%lld, redist_%zu_0}, {%lld, redist_%zu_1}},\n", (long long)scratch[k][0], k,
+		        (long long)scratch[k][1], k);
+	fputs("};\n", out);
+	arena_free(&a);
+	return fclose(out) != 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--emit") == 0)
+		return emit_all(argv[2]);
 	int provided;
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
@@ -211,8 +294,8 @@ int main(int argc, char **argv)
 	int ran = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (cases[i].D == np) {
-			run_case(&cases[i], true);
-			run_case(&cases[i], false);
+			run_case(i, true);
+			run_case(i, false);
 			ran++;
 		}
 	check(ran > 0, "no cases for %d ranks", np);

@@ -2,7 +2,8 @@
 # Tensor redistribution under mpirun: builds tests/e2e/redist_mpi_test.c
 # against build/libnetc.a (the planner) and build/lib/libnetrt.a (the dim
 # collectives) and runs it at 4, 6 and 8 ranks (oversubscribed); each run
-# checks every layout pair of its world size, with and without AllToAll.
+# checks every layout pair of its world size, with and without AllToAll,
+# executed both by an interpreter of the plan and by redist_emit_c's code.
 # Last line: "N passed, N failed"; exit status non-zero on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -15,10 +16,19 @@ if ! make -s "$B/libnetc.a" "$B/lib/libnetrt.a"; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+# build(OUT, EXTRA_FLAGS...): the test program
+build() {
+	out=$1
+	shift
+	mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -I. -I"$B/gen" -Iruntime "$@" -o "$out" \
+		tests/e2e/redist_mpi_test.c "$B/libnetc.a" "$B/lib/libnetrt.a" \
+		$(pkg-config --libs libcgraph libgvc libprotobuf-c openblas) -lm
+}
+# First the interpreter alone; it writes the emitted C for every case,
+# which the second build compiles in (-Werror: generated code is clean).
 prog=$work/redist_mpi_test
-if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -I. -I"$B/gen" -Iruntime -o "$prog" \
-	tests/e2e/redist_mpi_test.c "$B/libnetc.a" "$B/lib/libnetrt.a" \
-	$(pkg-config --libs libcgraph libgvc libprotobuf-c openblas) -lm; then
+if ! build "$work/interp" || ! "$work/interp" --emit "$work/emitted.c" ||
+	! build "$prog" -Werror -DEMITTED="\"$work/emitted.c\""; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
