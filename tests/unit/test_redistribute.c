@@ -485,3 +485,18 @@ Test(redist, emitted_code_compiles)
 		unlink(path);
 	arena_free(&a);
 }
+
+/* A partial scalar (a loss before its reduction) is one AllReduce. */
+Test(redist, scalar_partial_sum)
+{
+	Arena a = {0};
+	Shape s = {.rank = 0};
+	Layout *f = layout_make(&a, &s, 1, (int64_t[]){4}, (int[]){-1}, 1, 4);
+	Layout *t = layout_replicated(&a, &s, 4);
+	RedistPlan *p = redist_plan(&a, f, t, DT_F32, true);
+	cr_assert(p);
+	cr_expect_str_eq(redist_describe(&a, p), "AllReduce(4)");
+	cr_expect_eq(p->send_bytes, 2 * 3 * 4 / 4);
+	run_plan(p, f, t, 4);
+	arena_free(&a);
+}
