@@ -47,8 +47,9 @@ static void usage(FILE *out)
 	      "      --precision P     f32 (default) or f64 for every float tensor\n"
 	      "      --gradcheck       build a program that checks gradients by finite differences\n"
 	      "      --infer           build a forward-only program\n"
-	      "      --dump-after=PASS print the IR after PASS (parse, shapes, autodiff, optimizer,\n"
-	      "                        sharding, memplan, or all)\n"
+	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
+	      "                        optimizer, stages, search, sharding, strategy_ckpt,\n"
+	      "                        memplan, or all)\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -63,8 +64,8 @@ static bool is_pass_name(const char *s)
 {
 	if (strcmp(s, "all") == 0)
 		return true;
-	for (int i = 0; pass_names[i]; i++)
-		if (strcmp(pass_names[i], s) == 0)
+	for (int i = 0; pass_name(i); i++)
+		if (strcmp(pass_name(i), s) == 0)
 			return true;
 	return false;
 }
@@ -115,8 +116,8 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
 				fprintf(stderr, "netc: --dump-after: unknown pass '%s'; passes are:", optarg);
-				for (int i = 0; pass_names[i]; i++)
-					fprintf(stderr, " %s", pass_names[i]);
+				for (int i = 0; pass_name(i); i++)
+					fprintf(stderr, " %s", pass_name(i));
 				fputs(", all\n", stderr);
 				return EXIT_USER;
 			}

@@ -22,6 +22,8 @@ typedef struct Emit {
 	CommReg *comms;        /* communicators created at start-up, in order */
 	int ncomms, capcomms;
 	int64_t scratch;       /* elements of each redistribution scratch buffer */
+	const struct Schedule *sched; /* pipeline stages or micro-steps: the per-stage order of passes */
+	const char **swap;     /* by value id: another name to use for it (accumulated gradients) */
 } Emit;
 
 /* A communicator for the groups of `axes` of l's device matrix. */
@@ -41,6 +43,15 @@ void emit_dims(FILE *out, const int64_t *d, int n);
 void emit_shape(FILE *out, const Shape *s);
 const char *emit_c_ident(Arena *a, const Value *v);
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out);
+/* Scheduled programs (codegen/pipeline_c.c): pipeline stages and/or
+ * several micro-steps per step. */
+bool emit_sched_check(Emit *e);
+void emit_sched_decls(Emit *e);
+void emit_sched_functions(Emit *e);
+void emit_sched_alloc(Emit *e);
+void emit_sched_main(Emit *e);
+/* Shared pieces of program_c.c */
+void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret);
 /* One node: a comment with its IR line, then its kernel calls. */
 void emit_c_node(Emit *e, const Node *n);
 #endif

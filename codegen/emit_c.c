@@ -92,7 +92,10 @@ static void bcast_strides(const Shape *op, const Shape *y, int64_t *str)
 	}
 }
 
-const char *B(Emit *e, const Value *v) { return e->cname[v->id]; }
+const char *B(Emit *e, const Value *v)
+{
+	return e->swap && e->swap[v->id] ? e->swap[v->id] : e->cname[v->id];
+}
 
 bool local_stats(const Emit *e, const Node *n)
 {
@@ -131,8 +134,18 @@ const char *emit_comm(Emit *e, const Layout *l, unsigned axes)
 	emit_dims(e->decls, l->dev, l->ndev);
 	fputs(" */\n", e->decls);
 	fprintf(e->setup, "\t%s = nrt_comm_axes(", c.name);
-	emit_dev(e->setup, l);
-	fprintf(e->setup, ", 0x%x);\n", axes);
+	if (e->g->nstages > 1) {
+		/* a leading stage axis keeps every group inside one stage */
+		Layout staged = *l;
+		staged.ndev = l->ndev + 1;
+		staged.dev[0] = e->g->nstages;
+		memcpy(staged.dev + 1, l->dev, sizeof(int64_t) * (size_t)l->ndev);
+		emit_dev(e->setup, &staged);
+		fprintf(e->setup, ", 0x%x);\n", axes << 1);
+	} else {
+		emit_dev(e->setup, l);
+		fprintf(e->setup, ", 0x%x);\n", axes);
+	}
 	return c.name;
 }
 
@@ -152,7 +165,7 @@ static unsigned dim_axis(const Layout *l, int d)
 #define EMIT(id) static void emit_##id(Emit *e, const Node *n)
 #define OUT (e->out)
 #define IN(i) B(e, n->in[i])
-#define Y B(e, n->out)
+#define Y (e->cname[n->out->id]) /* outputs never take a swapped name */
 
 static void emit_gemm(Emit *e, const Node *n)
 {
@@ -558,7 +571,6 @@ EMIT(MSE_LOSS_GRAD)
 EMIT(REDISTRIBUTE)
 {
 	const RedistPlan *p = n->attr.plan;
-	fprintf(OUT, "\t/* %s */\n", redist_describe(&e->c->arena, p));
 	if (p->scratch_elems > e->scratch)
 		e->scratch = p->scratch_elems;
 	redist_emit_c(OUT, p, IN(0), Y, "NRT_REAL", comm_cb, e);
@@ -652,7 +664,7 @@ EMIT(MOMENTUM_UPDATE)
 
 static void emit_adam(Emit *e, const Node *n, bool decoupled)
 {
-	fprintf(OUT, "\tK(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, step, %s, %s, %s, %s);\n",
+	fprintf(OUT, "\tK(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n",
 	        lnumel(n->in[0]), n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay,
 	        decoupled ? "true" : "false", IN(1), IN(2), IN(3), IN(0));
 }
@@ -664,8 +676,15 @@ EMIT(LAMB_UPDATE)
 {
 	int64_t len = lnumel(n->in[0]);
 	fprintf(OUT, "\t{\n\t\tdouble sq[2] = {0, 0};\n");
-	fprintf(OUT, "\t\tK(lamb_phase1)(%" PRId64 ", %.17g, %.17g, %.17g, %.17g, step, %s, %s, %s, %s, lamb_upd, sq);\n",
+	fprintf(OUT, "\t\tK(lamb_phase1)(%" PRId64 ", %.17g, %.17g, %.17g, %.17g, opt_step, %s, %s, %s, %s, lamb_upd, sq);\n",
 	        len, n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay, IN(1), IN(2), IN(3), IN(0));
+	/* the trust ratio needs the norms of the whole parameter, not a shard's */
+	const Layout *l = n->in[0]->layout;
+	unsigned axes = 0;
+	for (int d = 0; l && d < l->rank; d++)
+		axes |= dim_axis(l, d);
+	if (axes)
+		fprintf(OUT, "\t\tnrt_allreduce(%s, NRT_F64, NRT_SUM, sq, 2);\n", emit_comm(e, l, axes));
 	fprintf(OUT, "\t\tK(lamb_phase2)(%" PRId64 ", lr, sq, lamb_upd, %s);\n\t}\n", len, IN(0));
 }
 

@@ -6,6 +6,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/memplan.h"
+#include "../passes/schedule.h"
 #include "emit.h"
 
 static const char *const init_names[] = {
@@ -71,8 +72,15 @@ static void emit_buffers(Emit *e)
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fputs("/* ---- inputs, fed each step ---- */\n", out);
-	for (int i = 0; i < g->ninputs; i++)
-		emit_decl(e, g->inputs[i], "static ");
+	for (int i = 0; i < g->ninputs; i++) {
+		const Value *v = g->inputs[i];
+		char buf[SHAPE_STR_MAX];
+		if (e->sched)
+			fprintf(out, "#define %s ((%s *)input_slot[%d][slot]) /* %s: %s%s */\n", B(e, v), ctype(v->dtype), i,
+			        v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+		else
+			emit_decl(e, v, "static ");
+	}
 	fputs("\n/* ---- parameters ---- */\n", out);
 	for (int i = 0; i < g->nparams; i++)
 		emit_decl(e, g->params[i], "static ");
@@ -92,7 +100,7 @@ static void emit_buffers(Emit *e)
 		if (v->kind != VK_NODE || p->offset[v->id] < 0)
 			continue;
 		char buf[SHAPE_STR_MAX];
-		fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", B(e, v), ctype(v->dtype),
+		fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
 		        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
 	}
 	if (g->train.optimizer == OPT_LAMB)
@@ -100,11 +108,12 @@ static void emit_buffers(Emit *e)
 	fputs("static NrtComm *comm_world;\n", out);
 	fputs("\nstatic double lr;      /* learning rate (--lr) */\n"
 	      "static uint64_t seed;  /* --seed: parameters, dropout and synthetic data */\n"
-	      "static int64_t step;   /* the step being computed, from 1 */\n\n",
+	      "static int64_t step;   /* the data step being computed, from 1 (dropout masks) */\n"
+	      "static int64_t opt_step; /* optimizer steps taken, from 1 (Adam's bias correction) */\n\n",
 	      out);
 }
 
-static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
+void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
 	fprintf(e->out, "%s\n{\n", sig);
 	for (int i = 0; i < e->g->nnodes; i++)
@@ -224,10 +233,14 @@ static void emit_alloc(Emit *e)
 	      "\treturn p;\n}\n\n",
 	      out);
 	fputs("static void allocate(void)\n{\n", out);
-	fprintf(out, "\tws = xcalloc(%" PRId64 ", 1);\n", e->c->plan->peak);
-	for (int i = 0; i < g->ninputs; i++)
-		fprintf(out, "\tinputs[%d].t.data = %s = xcalloc(%" PRId64 ", sizeof *%s);\n", i, B(e, g->inputs[i]),
-		        lnumel(g->inputs[i]), B(e, g->inputs[i]));
+	if (e->sched) {
+		emit_sched_alloc(e);
+	} else {
+		fprintf(out, "\tws = xcalloc(%" PRId64 ", 1);\n", e->c->plan->peak);
+		for (int i = 0; i < g->ninputs; i++)
+			fprintf(out, "\tinputs[%d].t.data = %s = xcalloc(%" PRId64 ", sizeof *%s);\n", i, B(e, g->inputs[i]),
+			        lnumel(g->inputs[i]), B(e, g->inputs[i]));
+	}
 	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
@@ -246,12 +259,23 @@ static void emit_alloc(Emit *e)
 		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", sizeof(real));\n"
 		             "\tscratch_b = xcalloc(%" PRId64 ", sizeof(real));\n",
 		        e->scratch, e->scratch);
-	fputs("}\n\nstatic void release(void)\n{\n\tfree(ws);\n", out);
+	fputs("}\n\nstatic void release(void)\n{\n", out);
+	if (e->sched) {
+		fputs("\tfree(ws_base);\n", out);
+		for (int i = 0; i < g->ninputs; i++)
+			fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n\t\tfree(input_slot[%d][k]);\n"
+			             "\tfree(input_slot[%d]);\n", i, i);
+		for (int i = 0; i < g->nvalues; i++)
+			if (e->swap[i])
+				fprintf(out, "\tfree(%s);\n", e->swap[i]);
+	} else {
+		fputs("\tfree(ws);\n", out);
+	}
 	if (e->scratch)
 		fputs("\tfree(scratch_a);\n\tfree(scratch_b);\n", out);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
-		if (v->kind != VK_NODE)
+		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
 			fprintf(out, "\tfree(%s);\n", B(e, v));
 	}
 	if (g->train.optimizer == OPT_LAMB)
@@ -313,7 +337,7 @@ static void emit_gradcheck(Emit *e)
 	fputs("static int gradcheck(void)\n{\n"
 	      "\tconst double h = sizeof(real) == 8 ? 1e-5 : 1e-2;\n"
 	      "\tconst double rtol = sizeof(real) == 8 ? 1e-5 : 5e-2, atol = sizeof(real) == 8 ? 1e-7 : 1e-3;\n"
-	      "\tint failed = 0;\n\tstep = 1;\n\tforward();\n\tbackward();\n",
+	      "\tint failed = 0;\n\tstep = opt_step = 1;\n\tforward();\n\tbackward();\n",
 	      out);
 	for (int i = 0; i < g->nparams; i++) {
 		const Value *p = g->params[i];
@@ -345,7 +369,7 @@ static void emit_gradcheck(Emit *e)
 	      out);
 }
 
-static void emit_main(Emit *e)
+static void emit_info(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
@@ -354,6 +378,11 @@ static void emit_main(Emit *e)
 	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
 	        g->ninputs ? g->inputs[0]->shape.d[0] : 1);
+}
+
+static void emit_main(Emit *e)
+{
+	FILE *out = e->out;
 	fputs("int main(int argc, char **argv)\n{\n"
 	      "\tNrtOptions opt;\n"
 	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
@@ -376,7 +405,7 @@ static void emit_main(Emit *e)
 		      "\tfor (int64_t s = start; s < end; s++) {\n"
 		      "\t\tdouble t0 = nrt_now();\n"
 		      "\t\tnrt_data_next(data, inputs, NINPUTS, s);\n"
-		      "\t\tstep = s + 1;\n"
+		      "\t\tstep = opt_step = s + 1;\n"
 		      "\t\tdouble loss = forward();\n"
 		      "\t\tbackward();\n"
 		      "\t\tupdate();\n"
@@ -407,10 +436,28 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		diag_error(&c->diag, loc_none(), "out of memory");
 		return false;
 	}
-	const char *loss = g->loss ? arena_printf(&c->arena, "(double)%s[0]", B(&e, g->loss)) : "0.0";
-	emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
-	emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
-	emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);
+	if (g->nstages > 1 || g->nmicro > 1) {
+		if (o->gradcheck) {
+			diag_error(&c->diag, loc_none(), "--gradcheck needs one micro-step and one pipeline stage");
+			return false;
+		}
+		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
+		                         !c->infer);
+		if (!emit_sched_check(&e))
+			return false;
+		if (c->verbose)
+			for (int s = 0; s < e.sched->nstages; s++)
+				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64
+				                " bytes)\n",
+				        s, e.sched->nslots[s], e.sched->nslots[s] == 1 ? "" : "es", e.sched->nslots[s],
+				        e.sched->nslots[s] == 1 ? "" : "s", c->plan->peak);
+		emit_sched_functions(&e);
+	} else {
+		const char *loss = g->loss ? arena_printf(&c->arena, "(double)%s[0]", B(&e, g->loss)) : "0.0";
+		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
+		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
+		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);
+	}
 	emit_tensor_offsets(&e);
 	fclose(e.out);
 	fclose(e.decls);
@@ -419,6 +466,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	e.out = out;
 	emit_prologue(&e);
 	emit_buffers(&e);
+	if (e.sched)
+		emit_sched_decls(&e);
 	if (e.scratch)
 		fputs("static real *scratch_a, *scratch_b; /* redistribution steps */\n", out);
 	fputs("/* ---- communicators and per-rank offsets ---- */\n", out);
@@ -438,6 +487,10 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	emit_alloc(&e);
 	if (o->gradcheck)
 		emit_gradcheck(&e);
-	emit_main(&e);
+	emit_info(&e);
+	if (e.sched)
+		emit_sched_main(&e);
+	else
+		emit_main(&e);
 	return true;
 }

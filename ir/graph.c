@@ -7,6 +7,9 @@ Graph *graph_new(Arena *a)
 {
 	Graph *g = ARENA_NEW(a, Graph);
 	g->arena = a;
+	g->nstages = 1;
+	g->nmicro = 1;
+	g->nchunks = 1;
 	parallel_config_defaults(&g->par);
 	train_config_defaults(&g->train);
 	return g;
@@ -21,6 +24,7 @@ Value *graph_value(Graph *g, ValueKind kind, const char *name, DType dt, Shape s
 	v->dtype = dt;
 	v->shape = s;
 	v->loc = loc;
+	v->stage = -1;
 	if (kind == VK_PARAM) {
 		v->param.requires_grad = true;
 		v->param.parallel_optimizer = true;

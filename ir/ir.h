@@ -109,6 +109,7 @@ typedef struct Annot {
 	int nmanual_split;
 	Loc manual_split_loc;
 	bool target_cpu;               /* target = cpu: placed on the host (heterogeneous) */
+	bool searched;                 /* in_strategy was chosen by the auto_parallel search (passes/search.c) or loaded from a strategy checkpoint, not written */
 } Annot;
 
 typedef enum ValueKind {
@@ -157,6 +158,7 @@ typedef struct Value {
 	};
 	struct Value *grad;  /* after autodiff: d loss / d this (params) */
 	Layout *layout;      /* after sharding: how the value is split; NULL = whole */
+	int stage;           /* pipeline stage that owns it (parameters: where it is updated); -1 none */
 } Value;
 
 typedef enum Phase { PH_FORWARD, PH_BACKWARD, PH_UPDATE } Phase;
@@ -172,6 +174,7 @@ struct Node {
 	const char *scope;   /* block instance path ("layers.3.attn"), "" at top level */
 	Phase phase;
 	Node *fwd;           /* backward nodes: the forward node they differentiate */
+	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
 	Loc loc;
 	void *pass_data;     /* scratch for the pass that is running */
 };
@@ -203,6 +206,9 @@ typedef struct Graph {
 	ParallelConfig par;
 	TrainConfig train;
 	const char *name;    /* model name (the file's base name) */
+	int nstages;         /* pipeline stages (1 without pipelining) */
+	int nmicro;          /* micro-steps per step: micro_size x grad_accumulation_step */
+	int nchunks;         /* pipeline: model chunks (virtual stages), nstages x interleave */
 } Graph;
 
 Graph *graph_new(Arena *a);

@@ -5,6 +5,7 @@
 #include "../ir/ir.h"
 
 typedef struct MemPlan MemPlan;
+typedef struct Machine Machine;
 
 typedef struct Compilation {
 	Arena arena;           /* everything of this compilation; freed at once */
@@ -18,6 +19,7 @@ typedef struct Compilation {
 	bool verbose;
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
+	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 } Compilation;
 
 /* How far a command needs the pipeline to go. */
@@ -33,13 +35,17 @@ void compilation_free(Compilation *c);
 bool compile_front(Compilation *c, const char *path, const char *const *defines, int ndefines);
 /* Runs the passes up to `upto`; false on any error. */
 bool compile_passes(Compilation *c, Stage upto);
-/* Names of all passes, NULL-terminated, for --dump-after's help. */
-extern const char *const pass_names[];
+/* The i-th pass name ("parse" first), NULL past the last: for --dump-after. */
+const char *pass_name(int i);
 
 /* Each pass: returns false after reporting errors through c->diag. */
+bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
 bool pass_autodiff(Compilation *c);
 bool pass_optimizer(Compilation *c);
+bool pass_search(Compilation *c);
+bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);
+bool pass_strategy_ckpt(Compilation *c);
 bool pass_memplan(Compilation *c);
 #endif

@@ -16,15 +16,24 @@ typedef struct Pass {
 } Pass;
 
 static const Pass passes[] = {
+	{"micro",     pass_micro,     UPTO_CHECK,   false},
 	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
 	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
 	{"optimizer", pass_optimizer, UPTO_TRAIN,   true},
+	{"stages",    pass_stages,    UPTO_CHECK,   false},
+	{"search",    pass_search,    UPTO_CHECK,   false},
 	{"sharding",  pass_sharding,  UPTO_CHECK,   false},
+	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
 };
 enum { NPASSES = sizeof passes / sizeof passes[0] };
 
-const char *const pass_names[] = {"parse", "shapes", "autodiff", "optimizer", "sharding", "memplan", NULL};
+const char *pass_name(int i)
+{
+	if (i == 0)
+		return "parse"; /* the front end, for --dump-after */
+	return i <= NPASSES ? passes[i - 1].name : NULL;
+}
 
 void compilation_init(Compilation *c)
 {

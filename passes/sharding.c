@@ -128,6 +128,8 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 	n->phase = reader->phase;
 	n->scope = reader->scope;
 	n->fwd = reader->fwd;
+	n->chunk = reader->chunk;
+	n->ann.stage = reader->ann.stage;
 	n->out->shape = v->shape;
 	n->out->dtype = v->dtype;
 	n->out->layout = to;
@@ -290,6 +292,8 @@ static void average_gradients(Sharder *S)
 		Node *s = graph_node_detached(S->g, OP_SCALE, &n->in[1], 1, n->loc);
 		s->attr.alpha = 1.0 / (double)dp;
 		s->phase = PH_UPDATE;
+		s->chunk = n->chunk;
+		s->ann.stage = n->ann.stage;
 		s->out->shape = n->in[1]->shape;
 		s->out->dtype = n->in[1]->dtype;
 		s->out->layout = n->in[1]->layout;
@@ -321,6 +325,8 @@ static void finish_loss(Sharder *S)
 				groups *= g->loss->layout->dev[k];
 		Node *s = graph_node_detached(g, OP_SCALE, &v, 1, def->loc);
 		s->attr.alpha = 1.0 / (double)groups;
+		s->chunk = def->chunk;
+		s->ann.stage = def->ann.stage;
 		s->out->shape = v->shape;
 		s->out->dtype = v->dtype;
 		s->out->layout = v->layout;
@@ -349,7 +355,8 @@ bool pass_sharding(Compilation *c)
 {
 	Graph *g = c->g;
 	Sharder S = {.c = c, .g = g, .mode = g->par.parallel_mode};
-	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num};
+	/* op strategies split a stage's devices */
+	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num / g->nstages};
 	if (S.mode == PM_STAND_ALONE)
 		return true;
 	S.nconvs = g->nvalues;

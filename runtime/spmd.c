@@ -124,3 +124,56 @@ NrtComm *nrt_comm_color(int color)
 	nrt_rt.comms = c;
 	return c;
 }
+
+/* ---- pipeline transfers ------------------------------------------------------ */
+
+/* Sends between pipeline stages never block: a stage that sends and then
+ * waits for its neighbour's reply cannot deadlock. A send's buffer lives
+ * in an activation slot, which is only reused after its sends complete. */
+typedef struct Pending {
+	int slot;
+	MPI_Request req;
+} Pending;
+
+static Pending *pending;
+static int npending, cappending;
+
+void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n)
+{
+	if (n > INT32_MAX)
+		nrt_fatal("nrt_isend_slot: %lld elements is more than one message can carry", (long long)n);
+	if (!nrt_rt.initialised)
+		nrt_fatal("nrt_isend_slot: MPI is not running");
+	if (npending == cappending) {
+		cappending = cappending ? 2 * cappending : 64;
+		Pending *p = realloc(pending, sizeof *p * (size_t)cappending);
+		if (!p)
+			nrt_fatal("out of memory");
+		pending = p;
+	}
+	Pending *p = &pending[npending++];
+	p->slot = slot;
+	nrt_rt.stats.sendrecv++;
+	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
+	NRT_MPI(MPI_Isend(buf, (int)n, nrt_mpi_type(t), dest, tag, MPI_COMM_WORLD, &p->req));
+}
+
+static void wait_where(int slot, bool all)
+{
+	int kept = 0;
+	for (int i = 0; i < npending; i++) {
+		if (all || pending[i].slot == slot)
+			NRT_MPI(MPI_Wait(&pending[i].req, MPI_STATUS_IGNORE));
+		else
+			pending[kept++] = pending[i];
+	}
+	npending = kept;
+	if (all) {
+		free(pending);
+		pending = NULL;
+		cappending = 0;
+	}
+}
+
+void nrt_wait_slot(int slot) { wait_where(slot, false); }
+void nrt_wait_sends(void) { wait_where(0, true); }

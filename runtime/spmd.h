@@ -6,6 +6,8 @@
 #define NETRT_SPMD_H
 #include <stdint.h>
 
+#include "netrt.h"
+
 #define NRT_SPMD_DECLS(T, S)                                                              \
 	/* st[c] += sum of x over (n, hw); st[C + c] += sum of x^2 */                        \
 	void nrt_bn_stats_##S(int64_t N, int64_t C, int64_t HW, const T *x, double *st);    \
@@ -33,6 +35,12 @@ void nrt_block_offset(int ndev, const int64_t *dev, int rank, const int *map, co
                       int64_t *off);
 /* The ranks that pass the same colour form a communicator (collective
  * over all ranks), ordered by world rank: hybrid_parallel's named groups. */
-typedef struct NrtComm NrtComm;
 NrtComm *nrt_comm_color(int color);
+
+/* Pipeline transfers: a non-blocking send from activation slot `slot`
+ * (MPI_COMM_WORLD, tag as given); nrt_wait_slot completes the sends made
+ * from a slot before it is reused, nrt_wait_sends all of them. */
+void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n);
+void nrt_wait_slot(int slot);
+void nrt_wait_sends(void);
 #endif

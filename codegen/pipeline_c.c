@@ -1,0 +1,311 @@
+/* Scheduled programs: pipeline stages and micro-steps.
+ *
+ * The graph is split into chunks (codegen emits a forward and a backward
+ * function per chunk); each rank runs the passes of its stage in the order
+ * passes/schedule.c found, each micro-batch in its own activation slot (a
+ * copy of the workspace and of the inputs). A value made in one chunk and
+ * read in another travels by a non-blocking send and a blocking receive
+ * between the ranks with the same index inside their stages. Gradients
+ * that the update reads are accumulated over the micro-steps, averaged,
+ * and the update runs once per step on the stage that owns each
+ * parameter. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "../passes/memplan.h"
+#include "../passes/schedule.h"
+#include "emit.h"
+
+typedef struct Transfer {
+	const Value *v;
+	int from, to;    /* chunks */
+	Phase phase;     /* the pass of `to` that receives it */
+} Transfer;
+
+static Transfer *transfers;
+static int ntransfers, captransfers;
+
+static int stage_of_chunk(const Emit *e, int c) { return c % e->g->nstages; }
+
+static void add_transfer(Emit *e, const Value *v, int to, Phase ph)
+{
+	for (int i = 0; i < ntransfers; i++)
+		if (transfers[i].v == v && transfers[i].to == to) {
+			if (ph < transfers[i].phase)
+				transfers[i].phase = ph;
+			return;
+		}
+	Transfer t = {v, v->def->chunk, to, ph};
+	VEC_PUSH(&e->c->arena, transfers, ntransfers, captransfers, t);
+}
+
+bool emit_sched_check(Emit *e)
+{
+	Graph *g = e->g;
+	ntransfers = captransfers = 0;
+	transfers = NULL;
+	e->swap = ARENA_NEWN(&e->c->arena, const char *, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			if (v->kind == VK_PARAM && v->stage >= 0 && v->stage != n->ann.stage) {
+				diag_error(&e->c->diag, n->loc,
+				           "parameter '%s' belongs to pipeline stage %d but is read in stage %d; "
+				           "parameters shared between stages are not supported yet",
+				           v->name, v->stage, n->ann.stage);
+				return false;
+			}
+			if (!v->def || v->kind != VK_NODE)
+				continue;
+			if (n->phase == PH_UPDATE) {
+				if (v->def->phase != PH_UPDATE && !e->swap[v->id]) {
+					if (v->def->ann.stage != n->ann.stage) {
+						diag_error(&e->c->diag, n->loc,
+						           "the gradient of '%s' is completed in stage %d but its parameter is "
+						           "updated in stage %d; parameters shared between stages are not supported yet",
+						           n->in[0]->name, v->def->ann.stage, n->ann.stage);
+						return false;
+					}
+					e->swap[v->id] = arena_printf(&e->c->arena, "acc_%s", e->cname[v->id]);
+				}
+				continue;
+			}
+			if (v->def->chunk != n->chunk)
+				add_transfer(e, v, n->chunk, n->phase);
+		}
+	}
+	return true;
+}
+
+void emit_sched_decls(Emit *e)
+{
+	Graph *g = e->g;
+	const Schedule *s = e->sched;
+	FILE *out = e->out;
+	fprintf(out, "/* ---- schedule: %d stage%s, %d chunk%s, %d micro-step%s per step ---- */\n", s->nstages,
+	        s->nstages == 1 ? "" : "s", s->nchunks, s->nchunks == 1 ? "" : "s", s->nmicro,
+	        s->nmicro == 1 ? "" : "s");
+	fprintf(out, "enum { NSTAGES = %d, NCHUNKS = %d, NMICRO = %d, STAGE_SIZE = %" PRId64 " };\n", s->nstages,
+	        s->nchunks, s->nmicro, (g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num) / s->nstages);
+	fprintf(out, "#define WS_BYTES %" PRId64 "\n", e->c->plan->peak);
+	fputs("static int my_stage;          /* this rank's pipeline stage */\n"
+	      "static int slot;              /* activation slot of the running pass */\n"
+	      "static int micro;             /* micro-step of the running pass */\n"
+	      "static unsigned char *ws_base; /* the slots' workspaces, WS_BYTES each */\n"
+	      "static void **input_slot[16]; /* input i of slot k: input_slot[i][k] */\n"
+	      "static double step_loss;      /* sum of the micro-steps' losses */\n",
+	      out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (e->swap[i])
+			fprintf(out, "static real *%s; /* %s summed over the micro-steps */\n", e->swap[i], g->values[i]->name);
+	fputc('\n', out);
+}
+
+/* The peer of this rank in the stage that runs chunk c. */
+static void emit_peer(FILE *out, const Emit *e, int chunk)
+{
+	fprintf(out, "%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE", stage_of_chunk(e, chunk));
+}
+
+static void emit_sends(Emit *e, const Value *v)
+{
+	for (int t = 0; t < ntransfers; t++) {
+		if (transfers[t].v != v)
+			continue;
+		fprintf(e->out, "\tnrt_isend_slot(slot, ");
+		emit_peer(e->out, e, transfers[t].to);
+		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 "); /* to chunk %d */\n", t,
+		        dtype_is_float(v->dtype) ? "NRT_REAL" : (v->dtype == DT_I64 ? "NRT_I64" : "NRT_I32"),
+		        B(e, v), lnumel(v), transfers[t].to);
+	}
+}
+
+static void emit_recvs(Emit *e, const Value *v, int chunk, Phase ph)
+{
+	for (int t = 0; t < ntransfers; t++) {
+		if (transfers[t].v != v || transfers[t].to != chunk || transfers[t].phase != ph)
+			continue;
+		fprintf(e->out, "\t/* %s from chunk %d */\n\tnrt_recv(", v->name, transfers[t].from);
+		emit_peer(e->out, e, transfers[t].from);
+		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 ");\n", t,
+		        dtype_is_float(v->dtype) ? "NRT_REAL" : (v->dtype == DT_I64 ? "NRT_I64" : "NRT_I32"),
+		        B(e, v), lnumel(v));
+	}
+}
+
+static void emit_chunk(Emit *e, int chunk, Phase ph)
+{
+	Graph *g = e->g;
+	FILE *out = e->out;
+	fprintf(out, "static void %s_%d(void)\n{\n", ph == PH_FORWARD ? "forward" : "backward", chunk);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->chunk != chunk || n->phase != ph) {
+			if (n->out)
+				emit_recvs(e, n->out, chunk, ph);
+			continue;
+		}
+		emit_c_node(e, n);
+		if (!n->out)
+			continue;
+		emit_sends(e, n->out);
+		if (e->swap[n->out->id])
+			fprintf(out, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), e->cname[n->out->id],
+			        e->swap[n->out->id]);
+		if (n->out == g->loss)
+			fprintf(out, "\tstep_loss += (double)%s[0];\n", B(e, n->out));
+	}
+	fputs("}\n\n", out);
+}
+
+void emit_sched_functions(Emit *e)
+{
+	Graph *g = e->g;
+	FILE *out = e->out;
+	for (int c = 0; c < g->nchunks; c++) {
+		emit_chunk(e, c, PH_FORWARD);
+		emit_chunk(e, c, PH_BACKWARD);
+	}
+	fprintf(out, "static void (*const forward_chunk[NCHUNKS])(void) = {");
+	for (int c = 0; c < g->nchunks; c++)
+		fprintf(out, "%sforward_%d", c ? ", " : "", c);
+	fprintf(out, "};\nstatic void (*const backward_chunk[NCHUNKS])(void) = {");
+	for (int c = 0; c < g->nchunks; c++)
+		fprintf(out, "%sbackward_%d", c ? ", " : "", c);
+	fputs("};\n\n/* Once per step, on the stage that owns each parameter. */\nstatic void update(void)\n{\n", out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (e->swap[i])
+			fprintf(out, "\tif (my_stage == %d)\n\t\tK(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
+			        g->values[i]->def->ann.stage, lnumel(g->values[i]), e->swap[i], e->swap[i]);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_UPDATE)
+			continue;
+		fprintf(out, "\tif (my_stage == %d) {\n", n->ann.stage);
+		emit_c_node(e, n);
+		fputs("\t}\n", out);
+	}
+	fputs("}\n\n", out);
+	/* the schedule of every stage */
+	const Schedule *s = e->sched;
+	fputs("typedef struct Pass { char backward; short chunk, micro, slot; } Pass;\n", out);
+	for (int st = 0; st < s->nstages; st++) {
+		fprintf(out, "static const Pass schedule_%d[] = {", st);
+		for (int k = 0; k < s->nops[st]; k++) {
+			const SchedOp *o = &s->ops[st][k];
+			fprintf(out, "%s%s{%d, %d, %d, %d}", k ? "," : "", k % 6 ? " " : "\n\t", o->kind == SOP_B, o->chunk,
+			        o->micro, o->slot);
+		}
+		fputs("\n};\n", out);
+	}
+	fputs("static const Pass *const schedule[NSTAGES] = {", out);
+	for (int st = 0; st < s->nstages; st++)
+		fprintf(out, "%sschedule_%d", st ? ", " : "", st);
+	fputs("};\nstatic const int schedule_len[NSTAGES] = {", out);
+	for (int st = 0; st < s->nstages; st++)
+		fprintf(out, "%s%d", st ? ", " : "", s->nops[st]);
+	fputs("};\nstatic const int slots_of[NSTAGES] = {", out);
+	for (int st = 0; st < s->nstages; st++)
+		fprintf(out, "%s%d", st ? ", " : "", s->nslots[st]);
+	fputs("};\n\n", out);
+}
+
+void emit_sched_alloc(Emit *e)
+{
+	Graph *g = e->g;
+	FILE *out = e->out;
+	fputs("\tmy_stage = nrt_rank() / STAGE_SIZE;\n"
+	      "\tws_base = xcalloc((int64_t)slots_of[my_stage] * WS_BYTES, 1);\n"
+	      "\tws = ws_base;\n",
+	      out);
+	for (int i = 0; i < g->ninputs; i++) {
+		fprintf(out, "\tinput_slot[%d] = xcalloc(slots_of[my_stage], sizeof(void *));\n", i);
+		fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n"
+		             "\t\tinput_slot[%d][k] = xcalloc(%" PRId64 ", sizeof(%s));\n",
+		        i, lnumel(g->inputs[i]), ctype(g->inputs[i]->dtype));
+	}
+	for (int i = 0; i < g->nvalues; i++)
+		if (e->swap[i])
+			fprintf(out, "\t%s = xcalloc(%" PRId64 ", sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+}
+
+/* The step: the stage's passes in schedule order, then the update. The
+ * loss is the mean over micro-steps, computed on the last stage and sent
+ * to every rank for the log. */
+void emit_sched_main(Emit *e)
+{
+	Graph *g = e->g;
+	FILE *out = e->out;
+	fputs("static NrtData *data;\n\n"
+	      "static double train_step(int64_t s)\n{\n",
+	      out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (e->swap[i])
+			fprintf(out, "\tmemset(%s, 0, %" PRId64 " * sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+	fputs("\tstep_loss = 0;\n"
+	      "\tfor (int k = 0; k < schedule_len[my_stage]; k++) {\n"
+	      "\t\tconst Pass *p = &schedule[my_stage][k];\n"
+	      "\t\tslot = p->slot;\n"
+	      "\t\tmicro = p->micro;\n"
+	      "\t\tws = ws_base + (size_t)slot * WS_BYTES;\n"
+	      "\t\tstep = s * NMICRO + micro + 1;\n"
+	      "\t\tif (p->backward) {\n"
+	      "\t\t\tbackward_chunk[p->chunk]();\n"
+	      "\t\t\tcontinue;\n"
+	      "\t\t}\n"
+	      "\t\tnrt_wait_slot(slot); /* its earlier sends are done before it is reused */\n"
+	      "\t\tfor (int i = 0; i < NINPUTS; i++)\n"
+	      "\t\t\tinputs[i].t.data = input_slot[i][slot];\n"
+	      "\t\tnrt_data_next(data, inputs, NINPUTS, s * NMICRO + micro);\n"
+	      "\t\tforward_chunk[p->chunk]();\n"
+	      "\t}\n"
+	      "\tnrt_wait_sends();\n"
+	      "\topt_step = s + 1;\n"
+	      "\tupdate();\n",
+	      out);
+	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
+	fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
+	             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1);\n"
+	             "\treturn loss;\n}\n\n",
+	        loss_stage);
+	/* before saving, every rank gets the owners' parameters and state */
+	fputs("static NrtComm *comm_stages; /* ranks with the same index in every stage */\n\n"
+	      "static void gather_stages(void)\n{\n",
+	      out);
+	int k = 0;
+	for (int i = 0; i < g->nvalues; i++) {
+		const Value *v = g->values[i];
+		if (v->kind != VK_PARAM && v->kind != VK_STATE)
+			continue;
+		int owner = v->kind == VK_PARAM ? v->stage : v->state.of->stage;
+		if (g->nstages > 1 && owner >= 0)
+			fprintf(out, "\tnrt_broadcast(comm_stages, NRT_REAL, %d, tensors[%d].data, %" PRId64 ");\n", owner, k,
+			        lnumel(v));
+		k++;
+	}
+	fputs("}\n\n", out);
+	fputs("int main(int argc, char **argv)\n{\n"
+	      "\tNrtOptions opt;\n"
+	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
+	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
+	      "\tseed = opt.seed;\n"
+	      "\tallocate();\n"
+	      "\tsetup();\n"
+	      "\tcomm_stages = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x1);\n"
+	      "\tinit_params();\n"
+	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n"
+	      "\tNrtLog *log = nrt_log_open(&opt, &info);\n"
+	      "\tint64_t end = start + opt.steps;\n"
+	      "\tfor (int64_t s = start; s < end; s++) {\n"
+	      "\t\tdouble t0 = nrt_now();\n"
+	      "\t\tdouble loss = train_step(s);\n"
+	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
+	      "\t}\n"
+	      "\tnrt_log_close(log);\n"
+	      "\tif (opt.save) {\n\t\tgather_stages();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
+	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_finalize();\n\treturn 0;\n}\n",
+	      out);
+}

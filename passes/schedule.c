@@ -1,0 +1,206 @@
+#include "schedule.h"
+
+#include <float.h>
+#include <string.h>
+
+enum { F_COST = 1, B_COST = 2 };
+
+typedef struct Sim {
+	int P, C, M;
+	bool training, gpipe;
+	double *fdone, *bdone;   /* [c * M + j]: completion time, < 0 if not yet */
+	double *busy;            /* per stage: when it is free */
+	int *inflight;           /* per stage: F done, B not yet */
+	int *limit;              /* per stage: in-flight bound (1f1b) */
+	int *nextf;              /* per stage: F passes issued, in the stage's F order */
+} Sim;
+
+static double ready_f(const Sim *S, int c, int j)
+{
+	if (c == 0)
+		return 0;
+	return S->fdone[(c - 1) * S->M + j];
+}
+
+static double ready_b(const Sim *S, int c, int j)
+{
+	double f = S->fdone[c * S->M + j];
+	if (f < 0)
+		return -1;
+	if (c == S->C - 1)
+		return f;
+	double b = S->bdone[(c + 1) * S->M + j];
+	return b < 0 ? -1 : (b > f ? b : f);
+}
+
+/* The k-th forward pass of stage s: micro-batches in groups of P per chunk
+ * (Megatron's interleaved order; plain order when there is one chunk). */
+static void nth_forward(const Sim *S, int s, int k, int *c, int *j)
+{
+	int per = S->C / S->P;          /* chunks on this stage */
+	int group = S->P * per;
+	int g = k / group, r = k % group;
+	int local = r / S->P;
+	*j = g * S->P + r % S->P;
+	*c = local * S->P + s;
+	if (*j >= S->M) {               /* the last partial group, when M % P != 0 */
+		int base = g * S->P, left = S->M - base;
+		local = r / left;
+		*j = base + r % left;
+		*c = local * S->P + s;
+	}
+}
+
+typedef struct Pick {
+	int stage, chunk, micro;
+	SchedKind kind;
+	double start;
+} Pick;
+
+/* The op stage s would run next, or start < 0. */
+static Pick candidate(const Sim *S, int s, bool relax)
+{
+	Pick best = {.stage = s, .start = -1};
+	int per = S->C / S->P;
+	if (S->training) {
+		/* a B as soon as one is ready: the oldest micro-batch first */
+		for (int local = per - 1; local >= 0; local--) {
+			int c = local * S->P + s;
+			for (int j = 0; j < S->M; j++) {
+				if (S->bdone[c * S->M + j] >= 0)
+					continue;
+				double r = ready_b(S, c, j);
+				if (r < 0)
+					continue;
+				double t = r > S->busy[s] ? r : S->busy[s];
+				if (best.start < 0 || t < best.start)
+					best = (Pick){s, c, j, SOP_B, t};
+				break;
+			}
+		}
+	}
+	if (S->nextf[s] < per * S->M && (relax || !S->training || S->gpipe || S->inflight[s] < S->limit[s])) {
+		int c, j;
+		nth_forward(S, s, S->nextf[s], &c, &j);
+		double r = ready_f(S, c, j);
+		if (r >= 0) {
+			double t = r > S->busy[s] ? r : S->busy[s];
+			/* gpipe runs every forward before any backward */
+			if (best.start < 0 || t < best.start || (S->gpipe && S->training))
+				best = (Pick){s, c, j, SOP_F, t};
+		}
+	}
+	return best;
+}
+
+static void commit(Arena *a, Schedule *out, Sim *S, Pick p, int **free_slots)
+{
+	double cost = p.kind == SOP_F ? F_COST : B_COST;
+	int s = p.stage, idx = p.chunk * S->M + p.micro;
+	int slot;
+	if (p.kind == SOP_F) {
+		/* lowest free slot */
+		for (slot = 0; free_slots[s][slot]; slot++)
+			;
+		free_slots[s][slot] = 1;
+		if (slot + 1 > out->nslots[s])
+			out->nslots[s] = slot + 1;
+		S->fdone[idx] = p.start + cost;
+		S->inflight[s]++;
+		S->nextf[s]++;
+	} else {
+		S->bdone[idx] = p.start + cost;
+		S->inflight[s]--;
+		slot = -1;
+		for (int k = out->nops[s] - 1; k >= 0; k--)
+			if (out->ops[s][k].kind == SOP_F && out->ops[s][k].chunk == p.chunk && out->ops[s][k].micro == p.micro)
+				slot = out->ops[s][k].slot;
+		free_slots[s][slot] = 0;
+	}
+	S->busy[s] = p.start + cost;
+	SchedOp op = {p.kind, p.chunk, p.micro, slot, p.start, p.start + cost};
+	int cap = out->nops[s];
+	out->ops[s] = arena_grow(a, out->ops[s], (size_t)cap, (size_t)cap + 1, sizeof op);
+	out->ops[s][out->nops[s]++] = op;
+	/* without a backward pass a slot is free once its forward is done */
+	if (!S->training)
+		free_slots[s][slot] = 0;
+}
+
+Schedule *schedule_build(Arena *a, int P, int C, int M, PipelineScheduler sched, bool training)
+{
+	Sim S = {.P = P, .C = C, .M = M, .training = training, .gpipe = sched == SCHED_GPIPE};
+	S.fdone = ARENA_NEWN(a, double, C * M);
+	S.bdone = ARENA_NEWN(a, double, C * M);
+	for (int i = 0; i < C * M; i++)
+		S.fdone[i] = S.bdone[i] = -1;
+	S.busy = ARENA_NEWN(a, double, P);
+	S.inflight = ARENA_NEWN(a, int, P);
+	S.limit = ARENA_NEWN(a, int, P);
+	S.nextf = ARENA_NEWN(a, int, P);
+	int V = C / P;
+	for (int s = 0; s < P; s++)
+		S.limit[s] = V == 1 ? P - s : (P - s - 1) * 2 + (V - 1) * P + 1;
+	Schedule *out = ARENA_NEW(a, Schedule);
+	*out = (Schedule){.nstages = P, .nchunks = C, .nmicro = M};
+	out->ops = ARENA_NEWN(a, SchedOp *, P);
+	out->nops = ARENA_NEWN(a, int, P);
+	out->nslots = ARENA_NEWN(a, int, P);
+	int **free_slots = ARENA_NEWN(a, int *, P);
+	for (int s = 0; s < P; s++)
+		free_slots[s] = ARENA_NEWN(a, int, C * M + 1);
+	int total = (training ? 2 : 1) * C * M;
+	for (int done = 0; done < total; done++) {
+		Pick best = {.start = -1};
+		for (int relax = 0; relax < 2 && best.start < 0; relax++)
+			for (int s = 0; s < P; s++) {
+				Pick p = candidate(&S, s, relax);
+				if (p.start >= 0 && (best.start < 0 || p.start < best.start ||
+				                     (p.start == best.start && p.kind == SOP_B && best.kind == SOP_F)))
+					best = p;
+			}
+		if (best.start < 0)
+			break; /* cannot happen: relaxed limits always leave a ready pass */
+		commit(a, out, &S, best, free_slots);
+	}
+	double work = 0;
+	for (int s = 0; s < P; s++) {
+		if (S.busy[s] > out->makespan)
+			out->makespan = S.busy[s];
+		if (out->nslots[s] > out->maxslots)
+			out->maxslots = out->nslots[s];
+		for (int k = 0; k < out->nops[s]; k++)
+			work += out->ops[s][k].end - out->ops[s][k].start;
+	}
+	out->bubble = out->makespan > 0 ? 1 - work / (P * out->makespan) : 0;
+	return out;
+}
+
+double schedule_ideal_bubble(int P, int M)
+{
+	return (double)(P - 1) / (double)(M + P - 1);
+}
+
+void schedule_svg(const Schedule *s, FILE *out)
+{
+	const double unit = 24, row = 34, left = 80;
+	double w = left + s->makespan * unit + 20, h = row * s->nstages + 50;
+	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+	             "font-family=\"sans-serif\" font-size=\"11\">\n",
+	        w, h);
+	fprintf(out, "<text x=\"8\" y=\"16\">pipeline schedule: %d stages, %d micro-batches, bubble %.1f%%</text>\n",
+	        s->nstages, s->nmicro, 100 * s->bubble);
+	for (int st = 0; st < s->nstages; st++) {
+		double y = 30 + st * row;
+		fprintf(out, "<text x=\"8\" y=\"%.0f\">stage %d</text>\n", y + 18, st);
+		for (int k = 0; k < s->nops[st]; k++) {
+			const SchedOp *o = &s->ops[st][k];
+			const char *fill = o->kind == SOP_F ? "#8ecae6" : "#ffb703";
+			fprintf(out, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"26\" fill=\"%s\" stroke=\"#333\"/>\n",
+			        left + o->start * unit, y, (o->end - o->start) * unit, fill);
+			fprintf(out, "<text x=\"%.1f\" y=\"%.0f\">%c%d%s</text>\n", left + o->start * unit + 3, y + 17,
+			        o->kind == SOP_F ? 'F' : 'B', o->micro, s->nchunks > s->nstages ? (o->chunk / s->nstages ? "'" : "") : "");
+		}
+	}
+	fputs("</svg>\n", out);
+}

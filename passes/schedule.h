@@ -1,0 +1,40 @@
+/* Pipeline schedules: the order in which each stage runs the forward (F)
+ * and backward (B) passes of each micro-batch through each model chunk.
+ *
+ * The schedule is found by simulating all stages together with unit
+ * costs (F = 1, B = 2) under the scheduler's rule -- gpipe: every F before
+ * any B; 1f1b: at most stages - s micro-batches in flight on stage s, a B
+ * as soon as one is ready; interleaved: 1f1b over virtual stages. Each
+ * stage's order is therefore consistent with one global order of all
+ * passes, so the blocking receives of the generated program never wait
+ * in a cycle: every schedule terminates. */
+#ifndef NETC_SCHEDULE_H
+#define NETC_SCHEDULE_H
+#include "../ir/ir.h"
+
+typedef enum SchedKind { SOP_F, SOP_B } SchedKind;
+
+typedef struct SchedOp {
+	SchedKind kind;
+	int chunk, micro;
+	int slot;            /* activation slot (workspace copy) the pass uses */
+	double start, end;   /* simulated time, units */
+} SchedOp;
+
+typedef struct Schedule {
+	int nstages, nchunks, nmicro;
+	SchedOp **ops;       /* per stage, in execution order */
+	int *nops;
+	int *nslots;         /* per stage: activation slots needed (micro-batches alive at once) */
+	int maxslots;
+	double makespan;
+	double bubble;       /* idle fraction over all stages */
+} Schedule;
+
+Schedule *schedule_build(Arena *a, int nstages, int nchunks, int nmicro, PipelineScheduler sched,
+                         bool training);
+/* (p - 1) / (m + p - 1): GPipe's bubble fraction */
+double schedule_ideal_bubble(int nstages, int nmicro);
+/* Draws the timelines (one row per stage) as SVG. */
+void schedule_svg(const Schedule *s, FILE *out);
+#endif

@@ -1,0 +1,203 @@
+/* Pipeline stages (MindSpore's pipeline_stages and Cell.pipeline_stage).
+ *
+ * Every forward node gets a stage: the one its annotation (or its block's)
+ * names, else the latest stage among its inputs. Without any annotation
+ * the model is cut into contiguous pieces of about equal cost. With
+ * pipeline_interleave the model is cut into 2 x stages chunks (virtual
+ * stages) and chunk c runs on stage c % stages. Backward nodes run where
+ * their forward node does; a parameter belongs to the stage of its first
+ * reader, and its update runs there. Rank r is in stage r / (device_num /
+ * pipeline_stages). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "passes.h"
+
+enum { INTERLEAVE = 2 };
+
+/* A rough cost, for balancing: multiply-adds of matmuls, else one per
+ * output element. */
+static double node_cost(const Node *n)
+{
+	if (!n->out)
+		return 0;
+	double out = (double)shape_numel(&n->out->shape);
+	if (n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) {
+		const Shape *a = &n->in[0]->shape;
+		double k = (double)(n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1]);
+		return 2 * out * k;
+	}
+	return out;
+}
+
+static int producer_chunk(const Value *v)
+{
+	return v->def ? v->def->chunk : 0;
+}
+
+/* Contiguous, balanced: node i goes to the chunk its cost midpoint falls in. */
+static void auto_split(Graph *g, int nchunks)
+{
+	double total = 0, acc = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->phase == PH_FORWARD)
+			total += node_cost(g->nodes[i]);
+	int last = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		double c = node_cost(n);
+		int k = total > 0 ? (int)((acc + c / 2) / total * nchunks) : 0;
+		if (k >= nchunks)
+			k = nchunks - 1;
+		if (k < last) /* never backwards: inputs come from earlier chunks */
+			k = last;
+		for (int j = 0; j < n->nin; j++)
+			if (n->in[j]->def && producer_chunk(n->in[j]) > k)
+				k = producer_chunk(n->in[j]);
+		n->chunk = last = k;
+		acc += c;
+	}
+}
+
+static bool annotated_split(Compilation *c, int nstages)
+{
+	Graph *g = c->g;
+	bool ok = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		int from = 0;
+		const Value *late = NULL;
+		for (int j = 0; j < n->nin; j++)
+			if (n->in[j]->def && producer_chunk(n->in[j]) > from) {
+				from = producer_chunk(n->in[j]);
+				late = n->in[j];
+			}
+		if (n->ann.stage < 0) {
+			n->chunk = from;
+			continue;
+		}
+		if (n->ann.stage >= nstages) {
+			diag_error(&c->diag, n->ann.stage_loc,
+			           "stage %d is out of range: pipeline_stages is %d, so stages are 0 to %d", n->ann.stage,
+			           nstages, nstages - 1);
+			ok = false;
+			n->chunk = from;
+			continue;
+		}
+		if (late && from > n->ann.stage) {
+			diag_error(&c->diag, n->ann.stage_loc,
+			           "%s in stage %d reads '%s', which is computed in the later stage %d; "
+			           "a stage may only read from itself and earlier stages",
+			           op_info[n->op].name, n->ann.stage, late->name, from);
+			ok = false;
+		}
+		n->chunk = n->ann.stage;
+	}
+	return ok;
+}
+
+static bool any_annotation(const Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->phase == PH_FORWARD && g->nodes[i]->ann.stage >= 0)
+			return true;
+	return false;
+}
+
+/* Backward and update nodes, parameters and values follow the forward split. */
+static void propagate(Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase == PH_BACKWARD && n->fwd)
+			n->chunk = n->fwd->chunk;
+		for (int j = 0; j < n->nin; j++) {
+			Value *p = n->in[j];
+			if (p->kind == VK_PARAM && p->stage < 0 && n->phase == PH_FORWARD)
+				p->stage = n->chunk; /* chunk for now; made a stage below */
+		}
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase == PH_UPDATE)
+			n->chunk = n->in[0]->stage >= 0 ? n->in[0]->stage : 0;
+		if (n->out)
+			n->out->stage = n->chunk % g->nstages;
+		n->ann.stage = n->chunk % g->nstages;
+	}
+	for (int i = 0; i < g->nparams; i++)
+		if (g->params[i]->stage >= 0)
+			g->params[i]->stage %= g->nstages;
+}
+
+bool pass_stages(Compilation *c)
+{
+	Graph *g = c->g;
+	ParallelConfig *pc = &g->par;
+	int nstages = (int)pc->pipeline_stages;
+	g->nstages = nstages;
+	g->nchunks = nstages * (pc->pipeline_interleave && nstages > 1 ? INTERLEAVE : 1);
+	if (nstages == 1) {
+		propagate(g);
+		return true;
+	}
+	if (pc->parallel_mode != PM_SEMI_AUTO_PARALLEL && pc->parallel_mode != PM_AUTO_PARALLEL) {
+		diag_error(&c->diag, pc->set_loc[PK_pipeline_stages],
+		           "pipeline_stages = %d needs semi_auto_parallel or auto_parallel, not %s", nstages,
+		           parallel_mode_name(pc->parallel_mode));
+		return false;
+	}
+	bool annotated = any_annotation(g);
+	if (annotated && g->nchunks != nstages) {
+		diag_error(&c->diag, pc->set_loc[PK_pipeline_config],
+		           "pipeline_interleave splits the model into virtual stages itself; remove the stage annotations");
+		return false;
+	}
+	if (!annotated)
+		auto_split(g, g->nchunks);
+	else if (!annotated_split(c, nstages))
+		return false;
+	propagate(g);
+	/* every stage must be used and hold something to train */
+	bool *used = ARENA_NEWN(&c->arena, bool, nstages), *trains = ARENA_NEWN(&c->arena, bool, nstages);
+	for (int i = 0; i < g->nnodes; i++)
+		used[g->nodes[i]->ann.stage] = true;
+	for (int i = 0; i < g->nparams; i++)
+		if (g->params[i]->stage >= 0 && g->params[i]->param.requires_grad)
+			trains[g->params[i]->stage] = true;
+	int nused = 0;
+	for (int s = 0; s < nstages; s++)
+		nused += used[s];
+	if (nused != nstages) {
+		diag_error(&c->diag, pc->set_loc[PK_pipeline_stages],
+		           "the model uses %d pipeline stage%s but pipeline_stages = %d", nused, nused == 1 ? "" : "s",
+		           nstages);
+		return false;
+	}
+	for (int s = 0; s < nstages; s++)
+		if (!trains[s] && !c->infer) {
+			diag_error(&c->diag, pc->set_loc[PK_pipeline_stages],
+			           "stage %d has no trainable parameter; move a layer with parameters into it", s);
+			return false;
+		}
+	int64_t m = g->train.micro_size;
+	if (pc->pipeline_interleave) {
+		if (m % nstages != 0 || m < 2 * nstages) {
+			diag_error(&c->diag, g->train.loc.file ? g->train.loc : pc->set_loc[PK_pipeline_config],
+			           "pipeline_interleave needs micro_size to be a multiple of pipeline_stages and at least "
+			           "2 x pipeline_stages (%d), got micro_size = %" PRId64,
+			           2 * nstages, m);
+			return false;
+		}
+	} else if (m < nstages) {
+		diag_warning(&c->diag, g->train.loc.file ? g->train.loc : pc->set_loc[PK_pipeline_stages],
+		             "micro_size = %" PRId64 " is less than pipeline_stages = %d: most of each step is pipeline "
+		             "bubble; use micro_size >= %d",
+		             m, nstages, 2 * nstages);
+	}
+	return true;
+}
