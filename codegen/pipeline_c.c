@@ -26,6 +26,27 @@ typedef struct Transfer {
 static Transfer *transfers;
 static int ntransfers, captransfers;
 
+/* Parameters read on stages other than their owner's (tied weights), and
+ * gradients completed on a stage other than their parameter's: sent once
+ * per step, at its start and before the update. */
+typedef struct Shared {
+	const Value *v;
+	int from, to;    /* stages */
+} Shared;
+
+static Shared *params_out, *grads_in;
+static int *update_stage;  /* by value id: the stage whose update reads this accumulated gradient */
+static int nparams_out, capparams_out, ngrads_in, capgrads_in;
+
+static void add_shared(Emit *e, Shared **list, int *n, int *cap, const Value *v, int from, int to)
+{
+	for (int i = 0; i < *n; i++)
+		if ((*list)[i].v == v && (*list)[i].to == to)
+			return;
+	Shared sh = {v, from, to};
+	VEC_PUSH(&e->c->arena, *list, *n, *cap, sh);
+}
+
 static int stage_of_chunk(const Emit *e, int c) { return c % e->g->nstages; }
 
 static void add_transfer(Emit *e, const Value *v, int to, Phase ph)
@@ -45,30 +66,24 @@ bool emit_sched_check(Emit *e)
 	Graph *g = e->g;
 	ntransfers = captransfers = 0;
 	transfers = NULL;
+	nparams_out = capparams_out = ngrads_in = capgrads_in = 0;
+	params_out = grads_in = NULL;
 	e->swap = ARENA_NEWN(&e->c->arena, const char *, g->nvalues);
+	update_stage = ARENA_NEWN(&e->c->arena, int, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		for (int j = 0; j < n->nin; j++) {
 			const Value *v = n->in[j];
-			if (v->kind == VK_PARAM && v->stage >= 0 && v->stage != n->ann.stage) {
-				diag_error(&e->c->diag, n->loc,
-				           "parameter '%s' belongs to pipeline stage %d but is read in stage %d; "
-				           "parameters shared between stages are not supported yet",
-				           v->name, v->stage, n->ann.stage);
-				return false;
-			}
+			if (v->kind == VK_PARAM && v->stage >= 0 && v->stage != n->ann.stage)
+				add_shared(e, &params_out, &nparams_out, &capparams_out, v, v->stage, n->ann.stage);
 			if (!v->def || v->kind != VK_NODE)
 				continue;
 			if (n->phase == PH_UPDATE) {
 				if (v->def->phase != PH_UPDATE && !e->swap[v->id]) {
-					if (v->def->ann.stage != n->ann.stage) {
-						diag_error(&e->c->diag, n->loc,
-						           "the gradient of '%s' is completed in stage %d but its parameter is "
-						           "updated in stage %d; parameters shared between stages are not supported yet",
-						           n->in[0]->name, v->def->ann.stage, n->ann.stage);
-						return false;
-					}
+					if (v->def->ann.stage != n->ann.stage)
+						add_shared(e, &grads_in, &ngrads_in, &capgrads_in, v, v->def->ann.stage, n->ann.stage);
 					e->swap[v->id] = arena_printf(&e->c->arena, "acc_%s", e->cname[v->id]);
+					update_stage[v->id] = n->ann.stage;
 				}
 				continue;
 			}
@@ -178,7 +193,7 @@ void emit_sched_functions(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\tK(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
-			        g->values[i]->def->ann.stage, lnumel(g->values[i]), e->swap[i], e->swap[i]);
+			        update_stage[i], lnumel(g->values[i]), e->swap[i], e->swap[i]);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_UPDATE)
@@ -231,6 +246,18 @@ void emit_sched_alloc(Emit *e)
 			fprintf(out, "\t%s = xcalloc(%" PRId64 ", sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
 }
 
+/* A whole-step transfer between stages (tags above the per-pass ones). */
+static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, bool wait)
+{
+	FILE *out = e->out;
+	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_isend_slot(-1, %d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, NRT_REAL, %s, %" PRId64 ");\n",
+	        sh->from, sh->to, tag, buf, lnumel(sh->v));
+	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_recv(%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, NRT_REAL, %s, %" PRId64 ");\n",
+	        sh->to, sh->from, tag, buf, lnumel(sh->v));
+	if (wait)
+		fputs("\tnrt_wait_slot(-1);\n", out);
+}
+
 /* The step: the stage's passes in schedule order, then the update. The
  * loss is the mean over micro-steps, computed on the last stage and sent
  * to every rank for the log. */
@@ -244,6 +271,9 @@ void emit_sched_main(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "\tmemset(%s, 0, %" PRId64 " * sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+	/* tied weights: the owner's current value to the stages that read it */
+	for (int i = 0; i < nparams_out; i++)
+		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), false);
 	fputs("\tstep_loss = 0;\n"
 	      "\tfor (int k = 0; k < schedule_len[my_stage]; k++) {\n"
 	      "\t\tconst Pass *p = &schedule[my_stage][k];\n"
@@ -261,10 +291,12 @@ void emit_sched_main(Emit *e)
 	      "\t\tnrt_data_next(data, inputs, NINPUTS, s * NMICRO + micro);\n"
 	      "\t\tforward_chunk[p->chunk]();\n"
 	      "\t}\n"
-	      "\tnrt_wait_sends();\n"
-	      "\topt_step = s + 1;\n"
-	      "\tupdate();\n",
+	      "\tnrt_wait_sends();\n",
 	      out);
+	/* a gradient finished on another stage joins its parameter's owner */
+	for (int i = 0; i < ngrads_in; i++)
+		emit_shared(e, &grads_in[i], (1 << 25) + i, e->swap[grads_in[i].v->id], true);
+	fputs("\topt_step = s + 1;\n\tupdate();\n", out);
 	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
 	fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
 	             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1);\n"
