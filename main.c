@@ -6,6 +6,8 @@
 
 #include "codegen/target.h"
 #include "ir/dot.h"
+#include "passes/cost.h"
+#include "passes/explain.h"
 #include "passes/memplan.h"
 #include "passes/passes.h"
 
@@ -25,6 +27,9 @@ typedef struct Args {
 	bool verbose;
 	bool infer;              /* --infer: forward only */
 	const char *fault;       /* --inject-fault=NAME (tests) */
+	const char *why;         /* explain --why OP */
+	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
+	bool machine_set;
 } Args;
 
 static void usage(FILE *out)
@@ -36,6 +41,8 @@ static void usage(FILE *out)
 	      "  dump FILE             print the IR (after --dump-after=PASS, default: shapes)\n"
 	      "  dot FILE -o OUT       draw the graph with GraphViz (-T dot|svg|png, default dot)\n"
 	      "  build FILE -o PROG    compile to a standalone training program\n"
+	      "  explain FILE          the chosen strategies, layouts, communication and predicted\n"
+	      "                        costs per operator (docs/auto_parallel.md)\n"
 	      "\n"
 	      "options:\n"
 	      "  -D KEY=VALUE          override a parallel setting (as set_auto_parallel_context);\n"
@@ -50,6 +57,10 @@ static void usage(FILE *out)
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        optimizer, stages, search, sharding, strategy_ckpt,\n"
 	      "                        memplan, or all)\n"
+	      "      --why OP          explain: OP's candidate strategies and their costs\n"
+	      "      --machine FILE    cost-model constants, key = value lines\n"
+	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
+	      "      --memory-limit B  bytes per device for search_mode = dynamic_programming\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -58,6 +69,7 @@ static void usage(FILE *out)
 	      out);
 }
 
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION };
 
 static bool is_pass_name(const char *s)
@@ -84,9 +96,15 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"infer", no_argument, 0, OPT_INFER},
 		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
 		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
+		{"why", required_argument, 0, OPT_WHY},
+		{"machine", required_argument, 0, OPT_MACHINE},
+		{"cost", required_argument, 0, OPT_COST},
+		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
 		{0, 0, 0, 0},
 	};
 	int c;
+	char err[512];
+	machine_defaults(&a->machine);
 	while ((c = getopt_long(argc, argv, "hvD:o:T:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': usage(stdout); return 0;
@@ -113,6 +131,18 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_GRADCHECK: a->build.gradcheck = true; break;
 		case OPT_FAULT: a->fault = optarg; break;
 		case OPT_INFER: a->infer = true; break;
+		case OPT_WHY: a->why = optarg; break;
+		case OPT_MACHINE:
+		case OPT_COST:
+		case OPT_MEMORY_LIMIT:
+			if (!(c == OPT_MACHINE           ? machine_load(&a->machine, optarg, err, sizeof err)
+			      : c == OPT_COST            ? machine_parse_list(&a->machine, optarg, err, sizeof err)
+			                                 : machine_set(&a->machine, "memory_limit", optarg, err, sizeof err))) {
+				fprintf(stderr, "netc: %s\n", err);
+				return EXIT_USER;
+			}
+			a->machine_set = true;
+			break;
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
 				fprintf(stderr, "netc: --dump-after: unknown pass '%s'; passes are:", optarg);
@@ -159,13 +189,14 @@ static int run(Compilation *c, Args *a)
 		Stage upto;
 	} commands[] = {
 		{"check", UPTO_CHECK}, {"dump", UPTO_CHECK}, {"dot", UPTO_CHECK}, {"build", UPTO_CODEGEN},
+		{"explain", UPTO_TRAIN},
 	};
 	int cmd = -1;
 	for (int i = 0; i < (int)(sizeof commands / sizeof commands[0]); i++)
 		if (strcmp(a->command, commands[i].name) == 0)
 			cmd = i;
 	if (cmd < 0) {
-		fprintf(stderr, "netc: unknown command '%s' (commands: check, dump, dot, build)\n", a->command);
+		fprintf(stderr, "netc: unknown command '%s' (commands: check, dump, dot, build, explain)\n", a->command);
 		return EXIT_USER;
 	}
 	if (cmd == 3 && !a->output) {
@@ -178,6 +209,7 @@ static int run(Compilation *c, Args *a)
 	c->verbose = a->verbose;
 	c->infer = a->infer;
 	c->fault = a->fault;
+	c->machine = &a->machine;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;
 	if (!compile_passes(c, commands[cmd].upto))
@@ -189,6 +221,8 @@ static int run(Compilation *c, Args *a)
 		return 0;
 	case 2:
 		return cmd_dot(c, a);
+	case 4:
+		return explain_print(c, a->why, stdout) ? 0 : EXIT_USER;
 	default:
 		a->build.output = a->output;
 		return netc_build(c, &a->build) ? 0 : EXIT_USER;

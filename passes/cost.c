@@ -1,0 +1,410 @@
+/* The cost model (see cost.h). */
+#include "cost.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "redistribute.h"
+
+void machine_defaults(Machine *m)
+{
+	m->flops = 100e12;
+	m->bandwidth = 100e9;
+	m->latency = 5e-6;
+	m->memory_limit = 80e9;
+}
+
+static bool parse_number(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || errno)
+		return false;
+	while (isspace((unsigned char)*end))
+		end++;
+	double scale = 1;
+	switch (*end) {
+	case 'k': case 'K': scale = 1e3; end++; break;
+	case 'M': scale = 1e6; end++; break;
+	case 'G': scale = 1e9; end++; break;
+	case 'T': scale = 1e12; end++; break;
+	default: break;
+	}
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end || !(v >= 0) || !isfinite(v))
+		return false;
+	*out = v * scale;
+	return true;
+}
+
+bool machine_set(Machine *m, const char *key, const char *value, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		bool positive;
+	} keys[] = {
+		{"flops", offsetof(Machine, flops), true},
+		{"bandwidth", offsetof(Machine, bandwidth), true},
+		{"beta", offsetof(Machine, bandwidth), true},
+		{"latency", offsetof(Machine, latency), false},
+		{"alpha", offsetof(Machine, latency), false},
+		{"memory_limit", offsetof(Machine, memory_limit), false},
+		{"memory", offsetof(Machine, memory_limit), false},
+	};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		if (strcmp(keys[i].name, key) != 0)
+			continue;
+		double v;
+		if (!parse_number(value, &v) || (keys[i].positive && v <= 0)) {
+			snprintf(err, errlen, "'%s' needs a %s number (e.g. 1e9 or 25G), not '%s'", key,
+			         keys[i].positive ? "positive" : "non-negative", value);
+			return false;
+		}
+		*(double *)((char *)m + keys[i].off) = v;
+		return true;
+	}
+	snprintf(err, errlen, "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit)",
+	         key);
+	return false;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = 0;
+	return s;
+}
+
+static bool set_pair(Machine *m, char *item, char *err, size_t errlen)
+{
+	char *eq = strchr(item, '=');
+	if (!eq) {
+		snprintf(err, errlen, "expected key=value, not '%s'", trim(item));
+		return false;
+	}
+	*eq = 0;
+	return machine_set(m, trim(item), trim(eq + 1), err, errlen);
+}
+
+bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
+{
+	char *copy = strdup(list), *save = NULL;
+	bool ok = true;
+	for (char *it = strtok_r(copy, ",", &save); it && ok; it = strtok_r(NULL, ",", &save))
+		ok = set_pair(m, it, err, errlen);
+	free(copy);
+	return ok;
+}
+
+bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+		return false;
+	}
+	char line[512], msg[400];
+	int lineno = 0;
+	bool ok = true;
+	while (ok && fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		char *t = trim(line);
+		if (!*t)
+			continue;
+		if (!(ok = set_pair(m, t, msg, sizeof msg)))
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+	}
+	fclose(f);
+	return ok;
+}
+
+/* ---- computation ------------------------------------------------------------ */
+
+double cost_op_flops(const Node *n)
+{
+	if (!n->out)
+		return 0;
+	double out = (double)shape_numel(&n->out->shape);
+	double in0 = n->nin ? (double)shape_numel(&n->in[0]->shape) : 0;
+	switch (n->op) {
+	case OP_MATMUL:
+	case OP_BATCH_MATMUL: {
+		const Shape *a = &n->in[0]->shape;
+		int64_t k = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
+		return 2.0 * out * (double)k;
+	}
+	case OP_GELU: return 8 * out;
+	case OP_TANH: case OP_SIGMOID: return 4 * out;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: return 5 * out;
+	case OP_LAYER_NORM: case OP_BATCH_NORM: return 8 * out;
+	case OP_SOFTMAX_CROSS_ENTROPY: return 5 * in0;
+	case OP_MSE_LOSS: return 3 * in0;
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: return in0;
+	case OP_RESHAPE: return 0;
+	default: return out; /* elementwise, transpose, concat, embedding: one per element */
+	}
+}
+
+static unsigned used_axes(const Layout *l)
+{
+	unsigned m = l->partial;
+	for (int i = 0; i < l->rank; i++)
+		if (l->map[i] >= 0)
+			m |= 1u << l->map[i];
+	return m;
+}
+
+int64_t cost_used_devices(const Node *n, const ShardResult *r)
+{
+	const Layout *ref = r->out;
+	unsigned axes = r->out ? used_axes(r->out) : 0;
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
+		if (r->in[i]) {
+			if (!ref)
+				ref = r->in[i];
+			if (r->in[i]->ndev == ref->ndev)
+				axes |= used_axes(r->in[i]);
+		}
+	if (!ref)
+		return 1;
+	int64_t used = 1;
+	for (int k = 0; k < ref->ndev; k++)
+		if (axes >> k & 1u)
+			used *= ref->dev[k];
+	return used;
+}
+
+double cost_compute(const Machine *m, const Node *n, const ShardResult *r, bool training)
+{
+	double f = cost_op_flops(n) / (double)cost_used_devices(n, r);
+	return (training ? 3 : 1) * f / m->flops;
+}
+
+/* ---- communication ------------------------------------------------------------ */
+
+int64_t cost_rounds(int kind, int64_t g)
+{
+	if (g <= 1 || kind == RS_SLICE)
+		return 0;
+	return kind == RS_ALLREDUCE ? 2 * (g - 1) : g - 1;
+}
+
+double cost_allreduce(const Machine *m, int64_t bytes, int64_t g)
+{
+	if (g <= 1)
+		return 0;
+	return m->latency * (double)cost_rounds(RS_ALLREDUCE, g) + (double)bytes / m->bandwidth;
+}
+
+double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes)
+{
+	const Value *p = n->in[i];
+	const Layout *l = r->in[i];
+	if (bytes)
+		*bytes = 0;
+	if (p->kind != VK_PARAM || !p->param.requires_grad || !l)
+		return 0;
+	/* the op's axes (from its output or any input on the same grid) that
+	 * do not split the parameter: the gradient is a partial sum over them */
+	unsigned axes = r->out && r->out->ndev == l->ndev ? used_axes(r->out) : 0;
+	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++)
+		if (r->in[j] && r->in[j]->ndev == l->ndev)
+			axes |= used_axes(r->in[j]);
+	axes &= ~used_axes(l);
+	int64_t g = 1;
+	for (int k = 0; k < l->ndev; k++)
+		if (axes >> k & 1u)
+			g *= l->dev[k];
+	if (g <= 1)
+		return 0;
+	int64_t slice = shape_numel(&l->slice) * dtype_size(p->dtype);
+	int64_t b = 2 * (g - 1) * slice / g;
+	if (bytes)
+		*bytes = b;
+	return m->latency * (double)cost_rounds(RS_ALLREDUCE, g) + (double)b / m->bandwidth;
+}
+
+double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states)
+{
+	double slice = (double)shape_numel(&l->slice) * dtype_size(dt);
+	return training ? slice * (2 + opt_states) : slice;
+}
+
+/* ---- fast layout equality ------------------------------------------------------ */
+
+static int64_t axis_stride(const Layout *l, int k)
+{
+	int64_t s = 1;
+	for (int j = l->ndev - 1; j > k; j--)
+		s *= l->dev[j];
+	return s;
+}
+
+/* The partial axes as maximal runs of adjacent axes in (stride, size)
+ * form, size-1 axes dropped: two layouts group ranks alike iff equal. */
+static int partial_runs(const Layout *l, int64_t *stride, int64_t *size)
+{
+	int n = 0;
+	bool open = false;
+	for (int k = 0; k < l->ndev; k++) {
+		if (l->dev[k] == 1)
+			continue;
+		if (l->partial >> k & 1u) {
+			if (open) {
+				size[n - 1] *= l->dev[k];
+				stride[n - 1] = axis_stride(l, k);
+			} else {
+				stride[n] = axis_stride(l, k);
+				size[n++] = l->dev[k];
+				open = true;
+			}
+		} else {
+			open = false;
+		}
+	}
+	return n;
+}
+
+bool cost_layout_same(const Layout *a, const Layout *b)
+{
+	if (a == b)
+		return true;
+	if (a->rank != b->rank || !shape_eq(&a->full, &b->full) || !shape_eq(&a->slice, &b->slice) ||
+	    layout_devices(a) != layout_devices(b))
+		return false;
+	for (int i = 0; i < a->rank; i++) {
+		int64_t sa = layout_split(a, i), sb = layout_split(b, i);
+		if (sa != sb)
+			return false;
+		if (sa > 1 && axis_stride(a, a->map[i]) != axis_stride(b, b->map[i]))
+			return false;
+	}
+	if ((a->partial != 0) != (b->partial != 0))
+		return false;
+	if (!a->partial)
+		return true;
+	int64_t st_a[MAX_RANK], sz_a[MAX_RANK], st_b[MAX_RANK], sz_b[MAX_RANK];
+	int na = partial_runs(a, st_a, sz_a), nb = partial_runs(b, st_b, sz_b);
+	if (na != nb)
+		return false;
+	for (int k = 0; k < na; k++)
+		if (st_a[k] != st_b[k] || sz_a[k] != sz_b[k])
+			return false;
+	return true;
+}
+
+/* ---- redistribution memo ----------------------------------------------------- */
+
+typedef struct RcEntry {
+	const Layout *from, *to;
+	DType dt;
+	double time;
+	int64_t bytes;
+} RcEntry;
+
+struct RedistCache {
+	Arena *a;
+	const Machine *m;
+	bool alltoall;
+	RcEntry *tab;
+	size_t cap, n;
+};
+
+RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
+{
+	RedistCache *rc = ARENA_NEW(a, RedistCache);
+	rc->a = a;
+	rc->m = m;
+	rc->alltoall = enable_alltoall;
+	rc->cap = 1024;
+	rc->tab = ARENA_NEWN(a, RcEntry, rc->cap);
+	return rc;
+}
+
+static size_t rc_hash(const Layout *f, const Layout *t, DType dt)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)t + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+	h ^= (uint64_t)dt * 0x94D049BB133111EBull;
+	h ^= h >> 31;
+	return (size_t)h;
+}
+
+static RcEntry *rc_slot(RcEntry *tab, size_t cap, const Layout *f, const Layout *t, DType dt)
+{
+	size_t i = rc_hash(f, t, dt) & (cap - 1);
+	while (tab[i].from && !(tab[i].from == f && tab[i].to == t && tab[i].dt == dt))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+double cost_plan_time(const Machine *m, const RedistPlan *p)
+{
+	double t = 0;
+	for (int s = 0; s < p->n; s++) {
+		const RedistStep *st = &p->steps[s];
+		int64_t g = 1;
+		for (int k = 0; k < st->from->ndev; k++)
+			if (st->axes >> k & 1u)
+				g *= st->from->dev[k];
+		t += m->latency * (double)cost_rounds(st->kind, g) + (double)st->send_bytes / m->bandwidth;
+	}
+	return t;
+}
+
+int64_t cost_plan_group(const RedistPlan *p)
+{
+	int64_t best = 1;
+	for (int s = 0; s < p->n; s++) {
+		int64_t g = 1;
+		for (int k = 0; k < p->steps[s].from->ndev; k++)
+			if (p->steps[s].axes >> k & 1u)
+				g *= p->steps[s].from->dev[k];
+		best = g > best ? g : best;
+	}
+	return best;
+}
+
+double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes)
+{
+	if (bytes)
+		*bytes = 0;
+	if (!from || !to || cost_layout_same(from, to))
+		return 0;
+	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, dt);
+	if (!e->from) {
+		RedistPlan *p = redist_plan(rc->a, from, to, dt, rc->alltoall);
+		e->from = from;
+		e->to = to;
+		e->dt = dt;
+		e->time = p ? cost_plan_time(rc->m, p) : INFINITY;
+		e->bytes = p ? p->send_bytes : 0;
+		if (++rc->n * 2 > rc->cap) {
+			size_t nc = rc->cap * 2;
+			RcEntry *nt = ARENA_NEWN(rc->a, RcEntry, nc);
+			for (size_t i = 0; i < rc->cap; i++)
+				if (rc->tab[i].from)
+					*rc_slot(nt, nc, rc->tab[i].from, rc->tab[i].to, rc->tab[i].dt) = rc->tab[i];
+			rc->tab = nt;
+			rc->cap = nc;
+			e = rc_slot(nt, nc, from, to, dt);
+		}
+	}
+	if (bytes)
+		*bytes = e->bytes;
+	return e->time;
+}

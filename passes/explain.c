@@ -1,0 +1,197 @@
+/* netc explain (see explain.h). */
+#include "explain.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "../ir/sharding.h"
+#include "cost.h"
+#include "redistribute.h"
+#include "search.h"
+
+static const Machine *machine_of(Compilation *c, Machine *tmp)
+{
+	if (c->machine)
+		return c->machine;
+	machine_defaults(tmp);
+	return tmp;
+}
+
+static bool training(const Compilation *c) { return !c->infer && c->g->loss != NULL; }
+
+static int opt_states(const Graph *g)
+{
+	return g->train.optimizer == OPT_SGD ? 0 : g->train.optimizer == OPT_MOMENTUM ? 1 : 2;
+}
+
+/* The strategy a laid-out node ran with. */
+static Strategy used_strategy(Compilation *c, const Node *n)
+{
+	return n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(&c->arena, n);
+}
+
+void explain_totals(Compilation *c, ExplainTotals *t)
+{
+	Graph *g = c->g;
+	Machine mtmp;
+	const Machine *m = machine_of(c, &mtmp);
+	memset(t, 0, sizeof *t);
+	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num};
+	bool tr = training(c);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
+			t->comm += cost_plan_time(m, n->attr.plan);
+			t->comm_bytes += n->attr.plan->send_bytes;
+			t->ncomm++;
+			if (n->phase == PH_FORWARD)
+				t->memory += (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
+			continue;
+		}
+		if (!search_node_searchable(n))
+			continue;
+		Strategy s = used_strategy(c, n);
+		ShardResult r;
+		if (g->par.parallel_mode == PM_STAND_ALONE || !shard_node(&cx, n, &s, &r)) {
+			t->compute += (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
+		} else {
+			t->compute += cost_compute(m, n, &r, tr);
+		}
+		const Layout *l = n->out->layout;
+		t->memory += (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
+	}
+	for (int i = 0; i < g->nparams; i++) {
+		Value *p = g->params[i];
+		if (p->layout)
+			t->memory += cost_param_memory(p->layout, p->dtype, tr && p->param.requires_grad, opt_states(g));
+		else
+			t->memory += (double)shape_numel(&p->shape) * dtype_size(p->dtype) * (tr ? 2 + opt_states(g) : 1);
+	}
+}
+
+static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *out)
+{
+	const RedistPlan *p = r->attr.plan;
+	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s\n", r->in[0]->name,
+	        r->out->name, redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes, cost_plan_time(m, p));
+}
+
+static const char *origin(const Node *n)
+{
+	if (n->ann.in_strategy.n == 0)
+		return "followed";
+	return n->ann.searched ? "searched" : "user";
+}
+
+static bool strategy_eq(const Strategy *a, const Strategy *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int j = 0; j < a->n; j++)
+		if (!shape_eq(&a->v[j], &b->v[j]))
+			return false;
+	return true;
+}
+
+static bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
+{
+	Graph *g = c->g;
+	Node *target = NULL;
+	for (int i = 0; i < g->nnodes && !target; i++)
+		if (names[i] && (strcmp(names[i], why) == 0 || strcmp(g->nodes[i]->out->name, why) == 0))
+			target = g->nodes[i];
+	if (!target) {
+		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'", why);
+		return false;
+	}
+	Search *s = search_new(&c->arena, g, c->machine, training(c), NULL);
+	if (!s)
+		return false;
+	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		choice[v] = sv->fixed;
+		if (choice[v] < 0) {
+			Strategy used = used_strategy(c, sv->n);
+			choice[v] = 0;
+			for (int k = 0; k < sv->cl->n; k++)
+				if (strategy_eq(&sv->cl->c[k].s, &used))
+					choice[v] = k;
+		}
+	}
+	int tv = target->id < s->nvertex_of ? s->vertex_of[target->id] : -1;
+	if (tv < 0)
+		return false;
+	SVertex *sv = &s->v[tv];
+	fprintf(out, "\ncandidates of %s (%s), costs in seconds per step against its neighbours' strategies:\n", why,
+	        op_info[target->op].name);
+	fprintf(out, "  %-34s %11s %11s %11s %11s\n", "strategy", "compute", "unary", "comm", "total");
+	for (int k = 0; k < sv->cl->n; k++) {
+		double comm = 0;
+		for (int a = 0; a < sv->nadj; a++) {
+			const SEdge *e = &s->e[sv->adj[a]];
+			comm += e->u == tv && e->v == tv ? search_edge_cost(s, sv->adj[a], k, k)
+			        : e->u == tv           ? search_edge_cost(s, sv->adj[a], k, choice[e->v])
+			                               : search_edge_cost(s, sv->adj[a], choice[e->u], k);
+		}
+		bool dup = false; /* the fixed entry repeats one of the list: print it once */
+		for (int j = 0; j < sv->cl->n && k == sv->fixed && !dup; j++)
+			dup = j != k && strategy_eq(&sv->cl->c[j].s, &sv->cl->c[k].s);
+		if (!dup)
+			fprintf(out, "%s %-34s %11.3g %11.3g %11.3g %11.3g\n", strategy_eq(&sv->cl->c[k].s, &sv->cl->c[choice[tv]].s) ? "*" : " ",
+			        strategy_str(&c->arena, &sv->cl->c[k].s), sv->cl->c[k].compute, sv->unary[k], comm,
+			        sv->unary[k] + comm);
+	}
+	return true;
+}
+
+bool explain_print(Compilation *c, const char *why, FILE *out)
+{
+	Graph *g = c->g;
+	Machine mtmp;
+	const Machine *m = machine_of(c, &mtmp);
+	const char **names = search_node_names(&c->arena, g);
+	fprintf(out, "model %s: device_num = %" PRId64 ", parallel_mode = %s", g->name ? g->name : "?", g->par.device_num,
+	        parallel_mode_name(g->par.parallel_mode));
+	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
+		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
+	fprintf(out, "\nmachine: %.3g FLOP/s, %.3g bytes/s, latency %.3g s, memory limit %.3g bytes\n\n", m->flops,
+	        m->bandwidth, m->latency, m->memory_limit);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!names[i])
+			continue;
+		Strategy s = used_strategy(c, n);
+		fprintf(out, "%s  %s %s (%s)\n", names[i], n->out->name, strategy_str(&c->arena, &s), origin(n));
+		for (int j = 0; j < n->nin; j++) {
+			const Value *x = n->in[j];
+			if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
+				print_comm(c, m, x->def, out);
+			fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
+		}
+		fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
+	}
+	int nb = 0;
+	int64_t bytes = 0;
+	double time = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->op != OP_REDISTRIBUTE || n->phase == PH_FORWARD || !n->attr.plan)
+			continue;
+		nb++;
+		bytes += n->attr.plan->send_bytes;
+		time += cost_plan_time(m, n->attr.plan);
+	}
+	fprintf(out, "\nbackward and update: %d redistributions, %" PRId64 " bytes, %.3g s per step\n", nb, bytes, time);
+	ExplainTotals t;
+	explain_totals(c, &t);
+	fprintf(out,
+	        "totals per device per step: compute %.4g s, communication %.4g s (%d collectives, %" PRId64
+	        " bytes), memory %.4g bytes\npredicted step time: %.4g s\n",
+	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
+	if (why)
+		return explain_why(c, names, why, out);
+	return true;
+}

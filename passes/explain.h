@@ -1,0 +1,29 @@
+/* `netc explain FILE`: what the compiler chose and what it predicts.
+ *
+ * Per forward operator: its strategy (user, searched or followed), the
+ * layouts of its inputs and output, and each redistribution inserted in
+ * front of it (plan, largest group, bytes and seconds per step). Then the
+ * communication of the backward pass and the update, and totals per
+ * device per step: computation, communication and memory under the cost
+ * model (passes/cost.h). `--why OP` lists OP's candidate strategies with
+ * their costs against its neighbours' choices and marks the chosen one. */
+#ifndef NETC_EXPLAIN_H
+#define NETC_EXPLAIN_H
+#include <stdio.h>
+
+#include "passes.h"
+
+typedef struct ExplainTotals {
+	double compute;        /* seconds per step on one device */
+	double comm;           /* seconds per step of every inserted collective */
+	int64_t comm_bytes;    /* bytes each device sends per step */
+	int ncomm;             /* redistribute nodes */
+	double memory;         /* bytes per device: parameters, gradients, optimizer states, activations */
+} ExplainTotals;
+
+/* c has been through the passes (at least sharding). */
+void explain_totals(Compilation *c, ExplainTotals *t);
+/* Prints the report; why: an operator name or output value name, or
+ * NULL. False (reported) if `why` names nothing. */
+bool explain_print(Compilation *c, const char *why, FILE *out);
+#endif

@@ -1,0 +1,740 @@
+/* Strategy and group checkpoints (see strategy_ckpt.h). */
+#include "strategy_ckpt.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "../ir/sharding.h"
+#include "ir/strategy.pb-c.h"
+#include "redistribute.h"
+#include "search.h"
+
+/* The contents of a checkpoint, whichever the format. */
+typedef struct CkItem {
+	const char *name;
+	uint32_t stage;
+	int n;                 /* input strategies */
+	Shape *v;
+} CkItem;
+
+typedef struct CkLayout {
+	const char *name;
+	int ndev;
+	int64_t dev[MAX_RANK];
+	int rank;
+	int map[MAX_RANK];     /* MindSpore numbering: grid axes from the right, -1 whole */
+	Shape shape;
+} CkLayout;
+
+typedef struct Ckpt {
+	uint32_t current_stage;
+	CkItem *items;
+	int nitems, capitems;
+	CkLayout *layouts;
+	int nlayouts, caplayouts;
+} Ckpt;
+
+static bool is_json(const char *path)
+{
+	size_t n = strlen(path);
+	return n >= 5 && strcmp(path + n - 5, ".json") == 0;
+}
+
+/* ---- from and to the compilation ------------------------------------------- */
+
+static void collect(Compilation *c, Ckpt *k)
+{
+	Graph *g = c->g;
+	Arena *a = &c->arena;
+	const char **names = search_node_names(a, g);
+	memset(k, 0, sizeof *k);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!names[i])
+			continue;
+		Strategy s = n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(a, n);
+		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v};
+		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
+	}
+	for (int i = 0; i < g->nparams; i++) {
+		Value *p = g->params[i];
+		if (!p->layout || (g->par.only_trainable_params && !p->param.requires_grad))
+			continue;
+		CkLayout l = {.name = p->name, .ndev = p->layout->ndev, .rank = p->layout->rank, .shape = p->shape};
+		memcpy(l.dev, p->layout->dev, sizeof l.dev);
+		for (int d = 0; d < l.rank; d++)
+			l.map[d] = p->layout->map[d] < 0 ? -1 : p->layout->ndev - 1 - p->layout->map[d];
+		VEC_PUSH(a, k->layouts, k->nlayouts, k->caplayouts, l);
+	}
+}
+
+static Node *find_node(Graph *g, const char **names, const char *name)
+{
+	for (int i = 0; i < g->nnodes; i++)
+		if (names[i] && strcmp(names[i], name) == 0)
+			return g->nodes[i];
+	return NULL;
+}
+
+static bool apply(Compilation *c, const Ckpt *k, const char *path)
+{
+	Graph *g = c->g;
+	Arena *a = &c->arena;
+	Diag *d = &c->diag;
+	const char **names = search_node_names(a, g);
+	ShardCtx cx = {.arena = a, .diag = NULL, .device_num = g->par.device_num};
+	bool ok = true;
+	for (int i = 0; i < k->nitems; i++) {
+		const CkItem *it = &k->items[i];
+		Node *n = find_node(g, names, it->name);
+		if (!n) {
+			diag_error(d, loc_none(), "%s: strategy for '%s', which is no operator of this model", path, it->name);
+			ok = false;
+			continue;
+		}
+		if (it->n != n->nin) {
+			diag_error(d, n->loc, "%s: the strategy of '%s' has %d inputs but %s has %d", path, it->name, it->n,
+			           op_info[n->op].name, n->nin);
+			ok = false;
+			continue;
+		}
+		bool dims_ok = true;
+		for (int j = 0; j < it->n && dims_ok; j++)
+			if (it->v[j].rank != n->in[j]->shape.rank) {
+				diag_error(d, n->loc, "%s: the strategy of '%s' gives input %d %d dimensions but '%s' has rank %d",
+				           path, it->name, j, it->v[j].rank, n->in[j]->name, n->in[j]->shape.rank);
+				dims_ok = ok = false;
+			}
+		if (!dims_ok)
+			continue;
+		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc};
+		ShardResult r;
+		if (!shard_node(&cx, n, &s, &r)) {
+			diag_error(d, n->loc, "%s: strategy %s of '%s' is invalid for this model with device_num = %" PRId64,
+			           path, strategy_str(a, &s), it->name, g->par.device_num);
+			ShardCtx loud = cx;
+			loud.diag = d;
+			shard_node(&loud, n, &s, &r);
+			ok = false;
+			continue;
+		}
+		n->ann.in_strategy = s;
+		n->ann.searched = true;
+	}
+	for (int i = 0; i < k->nlayouts; i++) {
+		const CkLayout *l = &k->layouts[i];
+		Value *p = graph_find(g, l->name);
+		if (!p || p->kind != VK_PARAM) {
+			diag_error(d, loc_none(), "%s: layout for '%s', which is no parameter of this model", path, l->name);
+			ok = false;
+			continue;
+		}
+		int64_t prod = 1;
+		for (int j = 0; j < l->ndev; j++)
+			prod *= l->dev[j];
+		if (prod != g->par.device_num) {
+			diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " devices, but device_num = %" PRId64, path,
+			           l->name, prod, g->par.device_num);
+			ok = false;
+		} else if (l->rank != p->shape.rank) {
+			diag_error(d, p->loc, "%s: the layout of '%s' maps %d dimensions but it has rank %d", path, l->name,
+			           l->rank, p->shape.rank);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* ---- protobuf ------------------------------------------------------------------ */
+
+typedef Mindspore__Straspb__ParallelStrategyMap PbMap;
+
+static bool write_proto(const Ckpt *k, FILE *f)
+{
+	PbMap m = MINDSPORE__STRASPB__PARALLEL_STRATEGY_MAP__INIT;
+	m.current_stage = k->current_stage;
+	m.n_parallel_strategy_item = (size_t)k->nitems;
+	m.parallel_strategy_item = calloc((size_t)k->nitems + 1, sizeof(void *));
+	Mindspore__Straspb__ParallelStrategyItem *items = calloc((size_t)k->nitems + 1, sizeof *items);
+	Mindspore__Straspb__ParallelStrategys *strs = calloc((size_t)k->nitems + 1, sizeof *strs);
+	size_t nst = 0;
+	for (int i = 0; i < k->nitems; i++)
+		nst += (size_t)k->items[i].n;
+	Mindspore__Straspb__ParallelStrategy *st = calloc(nst + 1, sizeof *st);
+	Mindspore__Straspb__ParallelStrategy **stp = calloc(nst + 1, sizeof *stp);
+	uint32_t *dims = calloc(nst * MAX_RANK + 1, sizeof *dims);
+	size_t si = 0;
+	for (int i = 0; i < k->nitems; i++) {
+		const CkItem *it = &k->items[i];
+		mindspore__straspb__parallel_strategy_item__init(&items[i]);
+		mindspore__straspb__parallel_strategys__init(&strs[i]);
+		items[i].node_name = (char *)it->name;
+		items[i].parallel_strategys = &strs[i];
+		strs[i].stage = it->stage;
+		strs[i].n_parallel_strategy = (size_t)it->n;
+		strs[i].parallel_strategy = &stp[si];
+		for (int j = 0; j < it->n; j++, si++) {
+			mindspore__straspb__parallel_strategy__init(&st[si]);
+			st[si].n_dim = (size_t)it->v[j].rank;
+			st[si].dim = &dims[si * MAX_RANK];
+			for (int d = 0; d < it->v[j].rank; d++)
+				st[si].dim[d] = (uint32_t)it->v[j].d[d];
+			stp[si] = &st[si];
+		}
+		m.parallel_strategy_item[i] = &items[i];
+	}
+	int nl = k->nlayouts;
+	m.n_parallel_layout_item = (size_t)nl;
+	m.parallel_layout_item = calloc((size_t)nl + 1, sizeof(void *));
+	Mindspore__Straspb__ParallelLayoutItem *li = calloc((size_t)nl + 1, sizeof *li);
+	Mindspore__Straspb__ParallelLayouts *ls = calloc((size_t)nl + 1, sizeof *ls);
+	Mindspore__Straspb__DevMatrix *dm = calloc((size_t)nl + 1, sizeof *dm), **dmp = calloc((size_t)nl + 1, sizeof *dmp);
+	Mindspore__Straspb__TensorMap *tm = calloc((size_t)nl + 1, sizeof *tm), **tmp = calloc((size_t)nl + 1, sizeof *tmp);
+	Mindspore__Straspb__ParamSplitShape *ps = calloc((size_t)nl + 1, sizeof *ps), **psp = calloc((size_t)nl + 1, sizeof *psp);
+	Mindspore__Straspb__IndicesOffset *io = calloc((size_t)nl + 1, sizeof *io), **iop = calloc((size_t)nl + 1, sizeof *iop);
+	uint32_t *dv = calloc((size_t)nl * MAX_RANK + 1, sizeof *dv);
+	int32_t *mv = calloc((size_t)nl * MAX_RANK + 1, sizeof *mv);
+	for (int i = 0; i < nl; i++) {
+		const CkLayout *l = &k->layouts[i];
+		mindspore__straspb__parallel_layout_item__init(&li[i]);
+		mindspore__straspb__parallel_layouts__init(&ls[i]);
+		mindspore__straspb__dev_matrix__init(&dm[i]);
+		mindspore__straspb__tensor_map__init(&tm[i]);
+		mindspore__straspb__param_split_shape__init(&ps[i]);
+		mindspore__straspb__indices_offset__init(&io[i]);
+		li[i].param_name = (char *)l->name;
+		li[i].parallel_layouts = &ls[i];
+		dm[i].n_dim = (size_t)l->ndev;
+		dm[i].dim = &dv[i * MAX_RANK];
+		for (int j = 0; j < l->ndev; j++)
+			dm[i].dim[j] = (uint32_t)l->dev[j];
+		tm[i].n_dim = (size_t)l->rank;
+		tm[i].dim = &mv[i * MAX_RANK];
+		for (int j = 0; j < l->rank; j++)
+			tm[i].dim[j] = l->map[j];
+		dmp[i] = &dm[i], tmp[i] = &tm[i], psp[i] = &ps[i], iop[i] = &io[i];
+		ls[i].n_dev_matrix = 1, ls[i].dev_matrix = &dmp[i];
+		ls[i].n_tensor_map = 1, ls[i].tensor_map = &tmp[i];
+		ls[i].n_param_split_shape = 1, ls[i].param_split_shape = &psp[i];
+		ls[i].n_indices_offset = 1, ls[i].indices_offset = &iop[i];
+		m.parallel_layout_item[i] = &li[i];
+	}
+	size_t len = mindspore__straspb__parallel_strategy_map__get_packed_size(&m);
+	uint8_t *buf = malloc(len + 1);
+	mindspore__straspb__parallel_strategy_map__pack(&m, buf);
+	bool ok = fwrite(buf, 1, len, f) == len;
+	free(buf);
+	free(m.parallel_strategy_item), free(items), free(strs), free(st), free(stp), free(dims);
+	free(m.parallel_layout_item), free(li), free(ls), free(dm), free(dmp), free(tm), free(tmp);
+	free(ps), free(psp), free(io), free(iop), free(dv), free(mv);
+	return ok;
+}
+
+static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *err, size_t errlen)
+{
+	PbMap *m = mindspore__straspb__parallel_strategy_map__unpack(NULL, len, buf);
+	if (!m) {
+		snprintf(err, errlen, "not a ParallelStrategyMap protobuf (or truncated)");
+		return false;
+	}
+	memset(k, 0, sizeof *k);
+	k->current_stage = m->current_stage;
+	bool ok = true;
+	for (size_t i = 0; i < m->n_parallel_strategy_item && ok; i++) {
+		Mindspore__Straspb__ParallelStrategyItem *pi = m->parallel_strategy_item[i];
+		CkItem it = {.name = arena_strdup(a, pi->node_name), .stage = pi->parallel_strategys->stage};
+		it.n = (int)pi->parallel_strategys->n_parallel_strategy;
+		it.v = ARENA_NEWN(a, Shape, it.n + 1);
+		for (int j = 0; j < it.n; j++) {
+			Mindspore__Straspb__ParallelStrategy *ps = pi->parallel_strategys->parallel_strategy[j];
+			if (ps->n_dim > MAX_RANK) {
+				snprintf(err, errlen, "'%s': input %d has %zu dimensions (at most %d)", it.name, j, ps->n_dim,
+				         MAX_RANK);
+				ok = false;
+				break;
+			}
+			it.v[j].rank = (int)ps->n_dim;
+			for (size_t d = 0; d < ps->n_dim; d++)
+				it.v[j].d[d] = ps->dim[d];
+		}
+		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
+	}
+	for (size_t i = 0; i < m->n_parallel_layout_item && ok; i++) {
+		Mindspore__Straspb__ParallelLayoutItem *pl = m->parallel_layout_item[i];
+		CkLayout l = {.name = arena_strdup(a, pl->param_name)};
+		Mindspore__Straspb__ParallelLayouts *ls = pl->parallel_layouts;
+		if (ls->n_dev_matrix < 1 || ls->n_tensor_map < 1 || ls->dev_matrix[0]->n_dim > MAX_RANK ||
+		    ls->tensor_map[0]->n_dim > MAX_RANK) {
+			snprintf(err, errlen, "the layout of '%s' lacks a device matrix or tensor map", l.name);
+			ok = false;
+			break;
+		}
+		l.ndev = (int)ls->dev_matrix[0]->n_dim;
+		for (int j = 0; j < l.ndev; j++)
+			l.dev[j] = ls->dev_matrix[0]->dim[j];
+		l.rank = (int)ls->tensor_map[0]->n_dim;
+		for (int j = 0; j < l.rank; j++)
+			l.map[j] = ls->tensor_map[0]->dim[j];
+		VEC_PUSH(a, k->layouts, k->nlayouts, k->caplayouts, l);
+	}
+	mindspore__straspb__parallel_strategy_map__free_unpacked(m, NULL);
+	return ok;
+}
+
+/* ---- JSON (MindSpore's StrategyCheckpointInfo::to_json layout) ---------------- */
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", (unsigned char)*s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void json_ints(FILE *f, const int64_t *v, int n)
+{
+	fputc('[', f);
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s%" PRId64, i ? ", " : "", v[i]);
+	fputc(']', f);
+}
+
+static bool write_json(const Ckpt *k, FILE *f)
+{
+	fprintf(f, "{\n  \"current_stage\": %u,\n  \"parallel_strategy_item\": {", k->current_stage);
+	for (int i = 0; i < k->nitems; i++) {
+		const CkItem *it = &k->items[i];
+		fputs(i ? ",\n    " : "\n    ", f);
+		json_string(f, it->name);
+		fprintf(f, ": {\"stage\": %u, \"parallel_strategy\": [", it->stage);
+		for (int j = 0; j < it->n; j++) {
+			fputs(j ? ", " : "", f);
+			json_ints(f, it->v[j].d, it->v[j].rank);
+		}
+		fputs("]}", f);
+	}
+	fputs(k->nitems ? "\n  },\n  \"parallel_layout_item\": {" : "},\n  \"parallel_layout_item\": {", f);
+	for (int i = 0; i < k->nlayouts; i++) {
+		const CkLayout *l = &k->layouts[i];
+		int64_t map[MAX_RANK];
+		for (int j = 0; j < l->rank; j++)
+			map[j] = l->map[j];
+		fputs(i ? ",\n    " : "\n    ", f);
+		json_string(f, l->name);
+		fputs(": {\"dev_matrix\": ", f);
+		json_ints(f, l->dev, l->ndev);
+		fputs(", \"tensor_map\": ", f);
+		json_ints(f, map, l->rank);
+		fputs(", \"tensor_shape\": ", f);
+		json_ints(f, l->shape.d, l->shape.rank);
+		fputs(", \"field\": 0, \"opt_weight_shard_step\": 0, \"opt_weight_shard_size\": 0}", f);
+	}
+	fputs(k->nlayouts ? "\n  }\n}\n" : "}\n}\n", f);
+	return !ferror(f);
+}
+
+/* A reader for exactly what the format needs: objects, arrays, integers
+ * and strings (no escapes beyond \" \\ \uXXXX below 0x80). */
+typedef struct Jr {
+	const char *p, *end;
+	Arena *a;
+	char *err;
+	size_t errlen;
+	bool failed;
+} Jr;
+
+static void jfail(Jr *J, const char *what)
+{
+	if (!J->failed)
+		snprintf(J->err, J->errlen, "JSON: %s", what);
+	J->failed = true;
+}
+
+static void jws(Jr *J)
+{
+	while (J->p < J->end && isspace((unsigned char)*J->p))
+		J->p++;
+}
+
+static bool jeat(Jr *J, char c)
+{
+	jws(J);
+	if (J->p < J->end && *J->p == c) {
+		J->p++;
+		return true;
+	}
+	return false;
+}
+
+static const char *jstr(Jr *J)
+{
+	if (!jeat(J, '"')) {
+		jfail(J, "expected a string");
+		return "";
+	}
+	char *buf = ARENA_NEWN(J->a, char, (size_t)(J->end - J->p) + 1);
+	size_t n = 0;
+	while (J->p < J->end && *J->p != '"') {
+		char c = *J->p++;
+		if (c == '\\' && J->p < J->end) {
+			c = *J->p++;
+			if (c == 'u' && J->end - J->p >= 4) {
+				c = (char)strtol((char[]){J->p[0], J->p[1], J->p[2], J->p[3], 0}, NULL, 16);
+				J->p += 4;
+			}
+		}
+		buf[n++] = c;
+	}
+	if (!jeat(J, '"'))
+		jfail(J, "unterminated string");
+	return buf;
+}
+
+static int64_t jint(Jr *J)
+{
+	jws(J);
+	char *e;
+	errno = 0;
+	long long v = strtoll(J->p, &e, 10);
+	if (e == J->p || errno)
+		jfail(J, "expected an integer");
+	J->p = e;
+	return v;
+}
+
+static int jints(Jr *J, int64_t *out, int max)
+{
+	int n = 0;
+	if (!jeat(J, '[')) {
+		jfail(J, "expected an array of integers");
+		return 0;
+	}
+	if (jeat(J, ']'))
+		return 0;
+	do {
+		int64_t v = jint(J);
+		if (n < max)
+			out[n] = v;
+		n++;
+	} while (!J->failed && jeat(J, ','));
+	if (!jeat(J, ']'))
+		jfail(J, "expected ']'");
+	if (n > max)
+		jfail(J, "too many dimensions");
+	return n > max ? max : n;
+}
+
+/* Skips any value (members this reader does not use). */
+static void jskip(Jr *J)
+{
+	jws(J);
+	if (J->p >= J->end)
+		return jfail(J, "unexpected end");
+	if (*J->p == '"') {
+		jstr(J);
+	} else if (*J->p == '{' || *J->p == '[') {
+		char close = *J->p == '{' ? '}' : ']';
+		J->p++;
+		if (jeat(J, close))
+			return;
+		do {
+			if (close == '}') {
+				jstr(J);
+				if (!jeat(J, ':'))
+					return jfail(J, "expected ':'");
+			}
+			jskip(J);
+		} while (!J->failed && jeat(J, ','));
+		if (!jeat(J, close))
+			jfail(J, "unbalanced brackets");
+	} else {
+		while (J->p < J->end && (isalnum((unsigned char)*J->p) || strchr("+-.", *J->p)))
+			J->p++;
+	}
+}
+
+/* Calls member(J, key, ctx) for each member of an object. */
+static void jobject(Jr *J, void (*member)(Jr *, const char *, void *), void *ctx)
+{
+	if (!jeat(J, '{'))
+		return jfail(J, "expected an object");
+	if (jeat(J, '}'))
+		return;
+	do {
+		const char *key = jstr(J);
+		if (!jeat(J, ':'))
+			return jfail(J, "expected ':'");
+		member(J, key, ctx);
+	} while (!J->failed && jeat(J, ','));
+	if (!jeat(J, '}'))
+		jfail(J, "expected '}'");
+}
+
+static void item_member(Jr *J, const char *key, void *ctx)
+{
+	CkItem *it = ctx;
+	if (strcmp(key, "stage") == 0) {
+		it->stage = (uint32_t)jint(J);
+	} else if (strcmp(key, "parallel_strategy") == 0) {
+		Shape tmp[SHARD_MAX_INPUTS];
+		int n = 0;
+		if (!jeat(J, '['))
+			return jfail(J, "expected the list of input strategies");
+		if (!jeat(J, ']')) {
+			do {
+				if (n == SHARD_MAX_INPUTS)
+					return jfail(J, "too many input strategies");
+				tmp[n].rank = jints(J, tmp[n].d, MAX_RANK);
+				n++;
+			} while (!J->failed && jeat(J, ','));
+			if (!jeat(J, ']'))
+				return jfail(J, "expected ']'");
+		}
+		it->n = n;
+		it->v = ARENA_NEWN(J->a, Shape, n + 1);
+		memcpy(it->v, tmp, sizeof(Shape) * (size_t)n);
+	} else {
+		jskip(J);
+	}
+}
+
+static void layout_member(Jr *J, const char *key, void *ctx)
+{
+	CkLayout *l = ctx;
+	int64_t tmp[MAX_RANK];
+	if (strcmp(key, "dev_matrix") == 0) {
+		l->ndev = jints(J, l->dev, MAX_RANK);
+	} else if (strcmp(key, "tensor_map") == 0) {
+		l->rank = jints(J, tmp, MAX_RANK);
+		for (int i = 0; i < l->rank; i++)
+			l->map[i] = (int)tmp[i];
+	} else if (strcmp(key, "tensor_shape") == 0) {
+		l->shape.rank = jints(J, l->shape.d, MAX_RANK);
+	} else {
+		jskip(J);
+	}
+}
+
+typedef struct JCtx {
+	Ckpt *k;
+} JCtx;
+
+static void items_member(Jr *J, const char *key, void *ctx)
+{
+	Ckpt *k = ctx;
+	CkItem it = {.name = key};
+	jobject(J, item_member, &it);
+	VEC_PUSH(J->a, k->items, k->nitems, k->capitems, it);
+}
+
+static void layouts_member(Jr *J, const char *key, void *ctx)
+{
+	Ckpt *k = ctx;
+	CkLayout l = {.name = key};
+	jobject(J, layout_member, &l);
+	VEC_PUSH(J->a, k->layouts, k->nlayouts, k->caplayouts, l);
+}
+
+static void top_member(Jr *J, const char *key, void *ctx)
+{
+	Ckpt *k = ctx;
+	if (strcmp(key, "current_stage") == 0)
+		k->current_stage = (uint32_t)jint(J);
+	else if (strcmp(key, "parallel_strategy_item") == 0)
+		jobject(J, items_member, k);
+	else if (strcmp(key, "parallel_layout_item") == 0)
+		jobject(J, layouts_member, k);
+	else
+		jskip(J);
+}
+
+static bool read_json(Arena *a, const char *text, size_t len, Ckpt *k, char *err, size_t errlen)
+{
+	memset(k, 0, sizeof *k);
+	Jr J = {.p = text, .end = text + len, .a = a, .err = err, .errlen = errlen};
+	jobject(&J, top_member, k);
+	jws(&J);
+	if (!J.failed && J.p != J.end)
+		jfail(&J, "trailing characters");
+	return !J.failed;
+}
+
+/* ---- files ---------------------------------------------------------------------- */
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	size_t got;
+	while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+		n += got;
+		if (n == cap)
+			buf = realloc(buf, cap *= 2);
+	}
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+bool strategy_ckpt_load_path(Compilation *c, const char *path)
+{
+	size_t len;
+	char *buf = slurp(path, &len);
+	if (!buf) {
+		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_load_file], "cannot read strategy checkpoint '%s': %s",
+		           path, strerror(errno));
+		return false;
+	}
+	Ckpt k;
+	char err[256];
+	bool ok = is_json(path) ? read_json(&c->arena, buf, len, &k, err, sizeof err)
+	                        : read_proto(&c->arena, (const uint8_t *)buf, len, &k, err, sizeof err);
+	free(buf);
+	if (!ok) {
+		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_load_file], "%s: %s", path, err);
+		return false;
+	}
+	return apply(c, &k, path);
+}
+
+bool strategy_ckpt_load(Compilation *c)
+{
+	const char *path = c->g->par.strategy_ckpt_load_file;
+	return !path || !*path || strategy_ckpt_load_path(c, path);
+}
+
+bool strategy_ckpt_save_path(Compilation *c, const char *path)
+{
+	Ckpt k;
+	collect(c, &k);
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_save_file], "cannot write '%s': %s", path,
+		           strerror(errno));
+		return false;
+	}
+	bool ok = is_json(path) ? write_json(&k, f) : write_proto(&k, f);
+	if (fclose(f) != 0 || !ok) {
+		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
+		return false;
+	}
+	return true;
+}
+
+/* ---- communication groups ------------------------------------------------------- */
+
+typedef struct Group {
+	int ndev;
+	int64_t dev[MAX_RANK];
+	unsigned axes;
+} Group;
+
+static void add_group(Arena *a, Group **v, int *n, int *cap, const Layout *l, unsigned axes)
+{
+	Group g = {.ndev = l->ndev, .axes = axes};
+	memcpy(g.dev, l->dev, sizeof g.dev);
+	int64_t size = 1;
+	for (int k = 0; k < l->ndev; k++)
+		if (axes >> k & 1u)
+			size *= l->dev[k];
+	if (size <= 1)
+		return;
+	for (int i = 0; i < *n; i++)
+		if ((*v)[i].ndev == g.ndev && (*v)[i].axes == axes && memcmp((*v)[i].dev, g.dev, sizeof g.dev) == 0)
+			return;
+	VEC_PUSH(a, *v, *n, *cap, g);
+}
+
+bool group_ckpt_save_path(Compilation *c, const char *path)
+{
+	Graph *g = c->g;
+	Group *groups = NULL;
+	int n = 0, cap = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *nd = g->nodes[i];
+		if (nd->op != OP_REDISTRIBUTE || !nd->attr.plan)
+			continue;
+		for (int s = 0; s < nd->attr.plan->n; s++)
+			add_group(&c->arena, &groups, &n, &cap, nd->attr.plan->steps[s].from, nd->attr.plan->steps[s].axes);
+	}
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
+		return false;
+	}
+	fprintf(f, "# netc communication groups of '%s' (device_num = %" PRId64 "): name size: ranks\n", g->name ? g->name : "",
+	        g->par.device_num);
+	for (int i = 0; i < n; i++) {
+		const Group *gr = &groups[i];
+		Layout l = {.ndev = gr->ndev};
+		memcpy(l.dev, gr->dev, sizeof l.dev);
+		int64_t total = layout_devices(&l), size = 1;
+		for (int k = 0; k < gr->ndev; k++)
+			if (gr->axes >> k & 1u)
+				size *= gr->dev[k];
+		/* the parts: ranks sharing the coordinates off `axes` */
+		char name[160];
+		int len = snprintf(name, sizeof name, "dev");
+		for (int k = 0; k < gr->ndev; k++)
+			len += snprintf(name + len, sizeof name - (size_t)len, "%s%" PRId64, k ? "x" : "", gr->dev[k]);
+		len += snprintf(name + len, sizeof name - (size_t)len, "-axes");
+		for (int k = 0; k < gr->ndev; k++)
+			if (gr->axes >> k & 1u)
+				len += snprintf(name + len, sizeof name - (size_t)len, "%d", gr->ndev - 1 - k);
+		bool *seen = calloc((size_t)total, 1);
+		int part = 0;
+		for (int64_t r = 0; r < total; r++) {
+			if (seen[r])
+				continue;
+			fprintf(f, "%s.%d %" PRId64 ":", name, part++, size);
+			/* enumerate the group of r: vary the coordinates on `axes` */
+			for (int64_t m = 0; m < size; m++) {
+				int64_t rank = 0, rem = m, stride = 1;
+				for (int k = gr->ndev - 1; k >= 0; k--) {
+					int64_t coord = layout_coord(&l, r, k);
+					if (gr->axes >> k & 1u) {
+						coord = rem % gr->dev[k];
+						rem /= gr->dev[k];
+					}
+					rank += coord * stride;
+					stride *= gr->dev[k];
+				}
+				seen[rank] = true;
+				fprintf(f, " %" PRId64, rank);
+			}
+			fputc('\n', f);
+		}
+		free(seen);
+	}
+	if (fclose(f) != 0) {
+		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
+		return false;
+	}
+	return true;
+}
+
+bool pass_strategy_ckpt(Compilation *c)
+{
+	ParallelConfig *pc = &c->g->par;
+	if (pc->parallel_mode == PM_STAND_ALONE)
+		return true;
+	bool ok = true;
+	if (pc->strategy_ckpt_save_file && *pc->strategy_ckpt_save_file)
+		ok = strategy_ckpt_save_path(c, pc->strategy_ckpt_save_file) && ok;
+	if (pc->group_ckpt_save_file && *pc->group_ckpt_save_file)
+		ok = group_ckpt_save_path(c, pc->group_ckpt_save_file) && ok;
+	return ok;
+}
