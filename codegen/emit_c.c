@@ -573,7 +573,9 @@ EMIT(REDISTRIBUTE)
 	const RedistPlan *p = n->attr.plan;
 	if (p->scratch_elems > e->scratch)
 		e->scratch = p->scratch_elems;
+	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
 	redist_emit_c(OUT, p, IN(0), Y, "NRT_REAL", comm_cb, e);
+	fprintf(OUT, "\tnrt_trace_span(\"%s\", \"comm\", -1, t_);\n\t}\n", redist_describe(&e->c->arena, p));
 }
 
 /* ---- collectives --------------------------------------------------------------- */

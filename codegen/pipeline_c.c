@@ -142,9 +142,10 @@ static void emit_recvs(Emit *e, const Value *v, int chunk, Phase ph)
 	for (int t = 0; t < ntransfers; t++) {
 		if (transfers[t].v != v || transfers[t].to != chunk || transfers[t].phase != ph)
 			continue;
-		fprintf(e->out, "\t/* %s from chunk %d */\n\tnrt_recv(", v->name, transfers[t].from);
+		fprintf(e->out, "\t/* %s from chunk %d */\n\t{\n\tdouble t_ = nrt_trace_now();\n\tnrt_recv(", v->name,
+		        transfers[t].from);
 		emit_peer(e->out, e, transfers[t].from);
-		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 ");\n", t,
+		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 ");\n\tnrt_trace_span(\"recv\", \"comm\", micro, t_);\n\t}\n", t,
 		        dtype_is_float(v->dtype) ? "NRT_REAL" : (v->dtype == DT_I64 ? "NRT_I64" : "NRT_I32"),
 		        B(e, v), lnumel(v));
 	}
@@ -282,21 +283,28 @@ void emit_sched_main(Emit *e)
 	      "\t\tws = ws_base + (size_t)slot * WS_BYTES;\n"
 	      "\t\tstep = s * NMICRO + micro + 1;\n"
 	      "\t\tif (p->backward) {\n"
+	      "\t\t\tdouble t_ = nrt_trace_now();\n"
 	      "\t\t\tbackward_chunk[p->chunk]();\n"
+	      "\t\t\tnrt_trace_span(\"backward\", \"compute\", micro, t_);\n"
 	      "\t\t\tcontinue;\n"
 	      "\t\t}\n"
 	      "\t\tnrt_wait_slot(slot); /* its earlier sends are done before it is reused */\n"
 	      "\t\tfor (int i = 0; i < NINPUTS; i++)\n"
 	      "\t\t\tinputs[i].t.data = input_slot[i][slot];\n"
 	      "\t\tnrt_data_next(data, inputs, NINPUTS, s * NMICRO + micro);\n"
+	      "\t\tdouble t_ = nrt_trace_now();\n"
 	      "\t\tforward_chunk[p->chunk]();\n"
+	      "\t\tnrt_trace_span(\"forward\", \"compute\", micro, t_);\n"
 	      "\t}\n"
-	      "\tnrt_wait_sends();\n",
+	      "\tdouble tw_ = nrt_trace_now();\n"
+	      "\tnrt_wait_sends();\n"
+	      "\tnrt_trace_span(\"wait\", \"comm\", -1, tw_);\n",
 	      out);
 	/* a gradient finished on another stage joins its parameter's owner */
 	for (int i = 0; i < ngrads_in; i++)
 		emit_shared(e, &grads_in[i], (1 << 25) + i, e->swap[grads_in[i].v->id], true);
-	fputs("\topt_step = s + 1;\n\tupdate();\n", out);
+	fputs("\topt_step = s + 1;\n\tdouble tu_ = nrt_trace_now();\n\tupdate();\n"
+	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n", out);
 	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
 	fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
 	             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1);\n"
@@ -321,6 +329,7 @@ void emit_sched_main(Emit *e)
 	fputs("int main(int argc, char **argv)\n{\n"
 	      "\tNrtOptions opt;\n"
 	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
+	      "\tnrt_trace_open(opt.trace);\n"
 	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
 	      "\tseed = opt.seed;\n"
 	      "\tallocate();\n"
@@ -338,6 +347,6 @@ void emit_sched_main(Emit *e)
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n"
 	      "\tif (opt.save) {\n\t\tgather_stages();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
-	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_finalize();\n\treturn 0;\n}\n",
+	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 	      out);
 }

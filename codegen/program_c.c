@@ -386,6 +386,7 @@ static void emit_main(Emit *e)
 	fputs("int main(int argc, char **argv)\n{\n"
 	      "\tNrtOptions opt;\n"
 	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
+	      "\tnrt_trace_open(opt.trace);\n"
 	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
 	      "\tseed = opt.seed;\n"
 	      "\tallocate();\n"
@@ -406,14 +407,20 @@ static void emit_main(Emit *e)
 		      "\t\tdouble t0 = nrt_now();\n"
 		      "\t\tnrt_data_next(data, inputs, NINPUTS, s);\n"
 		      "\t\tstep = opt_step = s + 1;\n"
+		      "\t\tdouble tf_ = nrt_trace_now();\n"
 		      "\t\tdouble loss = forward();\n"
+		      "\t\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n"
+		      "\t\tdouble tb_ = nrt_trace_now();\n"
 		      "\t\tbackward();\n"
+		      "\t\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
+		      "\t\tdouble tu_ = nrt_trace_now();\n"
 		      "\t\tupdate();\n"
+		      "\t\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n"
 		      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
 		      "\t}\n"
 		      "\tnrt_log_close(log);\n"
 		      "\tif (opt.save)\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n"
-		      "\tnrt_data_close(data);\n\trelease();\n\tnrt_finalize();\n\treturn 0;\n}\n",
+		      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 		      out);
 }
 

@@ -43,4 +43,11 @@ NrtComm *nrt_comm_color(int color);
 void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_wait_slot(int slot);
 void nrt_wait_sends(void);
+
+/* --trace: spans of compute ("compute") and communication ("comm"), one
+ * Chrome trace file per rank (FILE.rankN.json when there are several). */
+void nrt_trace_open(const char *path);            /* NULL: off */
+double nrt_trace_now(void);                       /* 0 when off */
+void nrt_trace_span(const char *name, const char *cat, int micro, double t0);
+void nrt_trace_close(void);
 #endif
