@@ -1,0 +1,112 @@
+#!/bin/sh
+# netc's command line: exit statuses and messages of check, dot, build,
+# --help and --version; the built program's --help; and every sample and
+# golden diagnostic input checked by the AddressSanitizer build
+# (build/netc-san, leaks detected; only check and build run under it: dot
+# goes through GraphViz, which leaks).
+# One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
+# on any failure. Every command runs under `timeout 120`.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+SAN=$B/netc-san
+TMO=120
+work=$(mktemp -d /tmp/netc-cli-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+# expect NAME WANT_RC PATTERN -- command...: the exit status and an
+# extended regular expression that some line of stdout+stderr matches
+# ("" for none)
+expect() {
+	local name=$1 want_rc=$2 want=$3 out rc
+	shift 4
+	out=$(timeout "$TMO" "$@" 2>&1)
+	rc=$?
+	if [ "$rc" -ne "$want_rc" ]; then
+		bad "$name: exit $rc, want $want_rc"
+		printf '%s\n' "$out" | head -8 | sed 's/^/     | /'
+	elif [ -n "$want" ] && ! printf '%s\n' "$out" | grep -qE -- "$want"; then
+		bad "$name: output lacks /$want/"
+		printf '%s\n' "$out" | head -8 | sed 's/^/     | /'
+	else
+		ok "$name"
+	fi
+}
+
+for n in "$NETC" "$SAN"; do
+	[ -x "$n" ] || { echo "no $n: run make all $SAN first"; echo "0 passed, 1 failed"; exit 1; }
+done
+
+expect "netc --help" 0 '^usage: netc' -- "$NETC" --help
+expect "netc --version" 0 '^netc [0-9]' -- "$NETC" --version
+expect "netc without arguments" 1 'usage' -- "$NETC"
+expect "netc with an unknown command" 1 '' -- "$NETC" frobnicate samples/mlp.net
+expect "netc check a missing file" 1 'nonexistent\.net' -- "$NETC" check "$work/nonexistent.net"
+expect "netc build a missing file" 1 'nonexistent\.net' -- "$NETC" build "$work/nonexistent.net" -o "$work/x"
+expect "netc build -D with a bad key" 1 'error' -- "$NETC" build samples/mlp.net -D no_such_key=1 -o "$work/x"
+
+for s in samples/*.net; do
+	expect "netc check $s" 0 '' -- "$NETC" check "$s"
+done
+
+# every golden diagnostic input: exit 1 and a GCC-style located error
+for f in tests/golden/diag/*.net; do
+	expect "netc check $f" 1 "^$(printf '%s' "$f" | sed 's/[.]/[.]/g'):[0-9]+:[0-9]+: error: " -- "$NETC" check "$f"
+done
+
+# dot
+if timeout "$TMO" "$NETC" dot samples/transformer.net -T svg -o "$work/t.svg" >"$work/dot.log" 2>&1 &&
+	grep -q '<svg' "$work/t.svg"; then
+	ok "netc dot samples/transformer.net -T svg -o X.svg writes an SVG"
+else
+	bad "netc dot samples/transformer.net -T svg -o X.svg"
+	head -5 "$work/dot.log" | sed 's/^/     | /'
+fi
+if timeout "$TMO" "$NETC" dot samples/mlp.net >"$work/mlp.dot" 2>"$work/dot.log" &&
+	timeout "$TMO" dot -Tsvg "$work/mlp.dot" >"$work/mlp.svg" 2>>"$work/dot.log" &&
+	grep -q '<svg' "$work/mlp.svg"; then
+	ok "dot -Tsvg accepts netc dot samples/mlp.net"
+else
+	bad "dot -Tsvg on netc dot samples/mlp.net"
+	head -5 "$work/dot.log" | sed 's/^/     | /'
+fi
+
+# the built program
+if timeout "$TMO" "$NETC" build samples/mlp.net -o "$work/mlp" >"$work/build.log" 2>&1; then
+	ok "netc build samples/mlp.net"
+	expect "built program --help" 0 '^usage: ' -- "$work/mlp" --help
+	expect "built program with an unknown option" 1 "unknown option" -- "$work/mlp" --bogus
+else
+	bad "netc build samples/mlp.net"
+	head -5 "$work/build.log" | sed 's/^/     | /'
+fi
+
+# the AddressSanitizer build: check every sample and golden input, build one
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for f in samples/*.net tests/golden/diag/*.net; do
+	case $f in samples/*) want=0 ;; *) want=1 ;; esac
+	out=$(timeout "$TMO" "$SAN" check "$f" 2>&1)
+	rc=$?
+	if [ "$rc" -ne "$want" ] || printf '%s\n' "$out" | grep -qE 'Sanitizer|runtime error'; then
+		bad "netc-san check $f: exit $rc (want $want)"
+		printf '%s\n' "$out" | grep -E -A8 'Sanitizer|runtime error' | head -12 | sed 's/^/     | /'
+	else
+		ok "netc-san check $f"
+	fi
+done
+for s in samples/*.net; do
+	out=$(timeout "$TMO" "$SAN" build "$s" -o "$work/san_prog" 2>&1)
+	rc=$?
+	if [ "$rc" -ne 0 ] || printf '%s\n' "$out" | grep -qE 'Sanitizer|runtime error'; then
+		bad "netc-san build $s: exit $rc"
+		printf '%s\n' "$out" | grep -E -A8 'Sanitizer|runtime error' | head -12 | sed 's/^/     | /'
+	else
+		ok "netc-san build $s"
+	fi
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
