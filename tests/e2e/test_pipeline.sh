@@ -1,0 +1,119 @@
+#!/bin/sh
+# Pipeline parallelism against the stand-alone run: 2 and 4 stages x
+# gpipe / 1f1b / interleaved x several micro sizes (fewer micro-batches
+# than stages included), alone and with data and tensor parallelism inside
+# the stages, up to 8 ranks; explicit stage annotations with a weight tied
+# across stages; grad_accumulation_step against one step over the k-times
+# batch; the activation memory each schedule keeps; and the errors.
+#
+# Losses must agree with the stand-alone run (one micro-batch, the whole
+# batch) within rtol 1e-5 / atol 1.1e-6 per step, parameters and optimizer
+# state within rtol 1e-4 / atol 1e-6 (as tests/e2e/test_equivalence.sh).
+# Every run is under `timeout 120`: a schedule that hangs fails the test.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+M=tests/e2e/pipeline
+TMO=120
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+work=$(mktemp -d /tmp/netc-pipe-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$B/tools"
+for t in stcompare losscompare; do
+	[ -x "$B/tools/$t" ] && [ ! "tests/tools/$t.c" -nt "$B/tools/$t" ] ||
+		cc -O2 -std=c11 -Wall -Wextra -o "$B/tools/$t" "tests/tools/$t.c" -lm || exit 1
+done
+export OMPI_MCA_hwloc_base_binding_policy=none
+
+# ref MODEL NAME [-D ...]: the stand-alone, whole-batch run
+ref() {
+	model=$1 name=$2; shift 2
+	timeout $TMO $NETC build "$model" -o "$work/$name" -D parallel_mode=stand_alone -D pipeline_stages=1 \
+		-D train.micro_size=1 -D grad_accumulation_step=1 "$@" >"$work/$name.build" 2>&1 &&
+		timeout $TMO "$work/$name" --steps 6 --seed 7 --log "$work/$name.csv" --save "$work/$name.st" --quiet
+}
+
+# case NAME NP REF MODEL [-D ...]: build, run on NP ranks, compare with REF
+case_() {
+	name=$1 np=$2 r=$3 model=$4; shift 4
+	if ! timeout $TMO $NETC build "$model" -o "$work/$name" -v "$@" >"$work/$name.build" 2>&1; then
+		bad "$name (netc: $(grep -m1 error "$work/$name.build"))"
+		return
+	fi
+	if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 6 --seed 7 --log "$work/$name.csv" \
+		--save "$work/$name.st" --quiet >"$work/$name.run" 2>&1; then
+		bad "$name (run failed or timed out: $(tail -1 "$work/$name.run"))"
+		return
+	fi
+	l=$($B/tools/losscompare "$work/$r.csv" "$work/$name.csv" --rtol 1e-5 --atol 1.1e-6 | tail -1)
+	p=$($B/tools/stcompare "$work/$r.st" "$work/$name.st" --quiet | tail -1)
+	case "$l$p" in
+	*"0 failed"*"0 failed"*) ok "$name (${l#losscompare: }; ${p#stcompare: })" ;;
+	*) bad "$name ($l; $p)" ;;
+	esac
+}
+
+ref $M/deep.net deep_ref || { bad "stand-alone reference"; echo "$pass passed, $fail failed"; exit 1; }
+G='-D pipeline_config={pipeline_scheduler="gpipe"}'
+I='-D pipeline_config={pipeline_interleave=true}'
+case_ p2_1f1b_m4 4 deep_ref $M/deep.net
+case_ p2_gpipe_m4 4 deep_ref $M/deep.net "$G"
+case_ p2_inter_m4 4 deep_ref $M/deep.net "$I"
+case_ p2_1f1b_m1 4 deep_ref $M/deep.net -D train.micro_size=1
+case_ p2_1f1b_m8_8ranks 8 deep_ref $M/deep.net -D device_num=8 -D train.micro_size=8
+case_ p4_1f1b_m8 8 deep_ref $M/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
+case_ p4_gpipe_m8 8 deep_ref $M/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$G"
+case_ p4_inter_m8 8 deep_ref $M/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
+case_ p4_1f1b_m2 4 deep_ref $M/deep.net -D pipeline_stages=4 -D train.micro_size=2
+case_ p4_gpipe_m1 4 deep_ref $M/deep.net -D pipeline_stages=4 -D train.micro_size=1 "$G"
+
+# tensor parallel inside the stages: MP = 2 (4 ranks per stage: dp 2 x mp 2)
+sed 's/^const MP = 1/const MP = 2/' $M/deep.net >"$work/deep_mp.net"
+ref "$work/deep_mp.net" deep_mp_ref
+case_ p2_mp2_dp2 8 deep_mp_ref "$work/deep_mp.net" -D device_num=8
+
+# explicit stages, blocks, a weight tied across stages
+ref $M/staged.net staged_ref
+case_ staged_tied 4 staged_ref $M/staged.net
+case_ staged_tied_gpipe 4 staged_ref $M/staged.net "$G"
+
+# grad_accumulation_step k over batch B == one step over k x B
+ref $M/accum_big.net accum_ref
+case_ accumulate_4 2 accum_ref $M/accum.net
+
+# activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
+slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }
+s0=$(slots p4_1f1b_m8 0) s3=$(slots p4_1f1b_m8 3) g0=$(slots p4_gpipe_m8 0) g3=$(slots p4_gpipe_m8 3)
+if [ "$s0" = 4 ] && [ "$s3" = 1 ] && [ "$g0" = 8 ] && [ "$g3" = 8 ]; then
+	ok "memory (1f1b keeps 4..1 micro-batches on stages 0..3, gpipe 8 everywhere)"
+else
+	bad "memory (1f1b stage 0: $s0, stage 3: $s3; gpipe stage 0: $g0, stage 3: $g3)"
+fi
+
+# errors: exit status 1 and the message
+err() {
+	name=$1 want=$2 model=$3; shift 3
+	timeout $TMO $NETC check "$model" "$@" >"$work/$name.out" 2>&1
+	rc=$?
+	if [ $rc -eq 1 ] && grep -q "$want" "$work/$name.out"; then
+		ok "$name ($(grep -m1 -o "error: .*\|warning: .*" "$work/$name.out"))"
+	else
+		bad "$name (exit $rc, wanted '$want': $(head -1 "$work/$name.out"))"
+	fi
+}
+err stage_backwards "which is computed in the later stage 1" $M/bad_order.net
+err stage_range "stage 2 is out of range" $M/bad_range.net
+err stage_no_params "stage 1 has no trainable parameter" $M/bad_empty.net
+err stages_unused "the model uses 2 pipeline stages but pipeline_stages = 3" $M/bad_unused.net
+err interleave_micro "pipeline_interleave needs micro_size to be a multiple" $M/deep.net -D train.micro_size=2 "$I"
+err interleave_gpipe "interleave" $M/deep.net '-D pipeline_config={pipeline_interleave=true, pipeline_scheduler="gpipe"}'
+timeout $TMO $NETC check $M/deep.net -D pipeline_stages=4 -D train.micro_size=2 >"$work/warn.out" 2>&1
+if [ $? -eq 0 ] && grep -q "warning: micro_size = 2 is less than pipeline_stages = 4" "$work/warn.out"; then
+	ok "bubble_warning"
+else
+	bad "bubble_warning ($(head -1 "$work/warn.out"))"
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
