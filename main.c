@@ -209,6 +209,7 @@ static int run(Compilation *c, Args *a)
 	c->verbose = a->verbose;
 	c->infer = a->infer;
 	c->fault = a->fault;
+	c->f64 = a->build.f64;
 	c->machine = &a->machine;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;

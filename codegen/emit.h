@@ -24,6 +24,10 @@ typedef struct Emit {
 	int64_t scratch;       /* elements of each redistribution scratch buffer */
 	const struct Schedule *sched; /* pipeline stages or micro-steps: the per-stage order of passes */
 	const char **swap;     /* by value id: another name to use for it (accumulated gradients) */
+	struct Routine *routines; /* MS_COMM_COMPILER_OPT: shared communication routines */
+	int nroutines, caproutines;
+	int routine_calls;     /* redistributions routed through a shared routine */
+	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
 } Emit;
 
 /* A communicator for the groups of `axes` of l's device matrix. */

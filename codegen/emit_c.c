@@ -7,6 +7,7 @@
  * calls. Float tensors use the type `real` so the same source runs in f64
  * for gradient checks. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ir/layout.h"
@@ -568,13 +569,58 @@ EMIT(MSE_LOSS_GRAD)
 
 /* ---- redistribution -------------------------------------------------------------- */
 
+/* MS_COMM_COMPILER_OPT (the seeds' communication subgraph reuse):
+ * redistributions whose code is identical -- same steps, sizes and
+ * groups -- call one shared routine instead of repeating it. */
+typedef struct Routine {
+	char *text;            /* the body, with parameters src and dst */
+	const char *name;
+} Routine;
+
+static const char *value_nrt_dtype(const Value *v)
+{
+	return v->dtype == DT_I32 ? "NRT_I32" : v->dtype == DT_I64 ? "NRT_I64" : "NRT_REAL";
+}
+
+static const char *shared_routine(Emit *e, const Node *n)
+{
+	const RedistPlan *p = n->attr.plan;
+	if (e->routine_limit == 0 || (e->routine_limit > 0 && e->routine_calls >= e->routine_limit))
+		return NULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	redist_emit_c(f, p, "src", "dst", value_nrt_dtype(n->in[0]), comm_cb, e);
+	fclose(f);
+	const char *name = NULL;
+	for (int i = 0; i < e->nroutines && !name; i++)
+		if (strcmp(e->routines[i].text, text) == 0)
+			name = e->routines[i].name;
+	if (!name) {
+		Routine r = {arena_strdup(&e->c->arena, text), arena_printf(&e->c->arena, "comm_routine_%d", e->nroutines)};
+		VEC_PUSH(&e->c->arena, e->routines, e->nroutines, e->caproutines, r);
+		const char *t = ctype(n->in[0]->dtype);
+		fprintf(e->decls, "static void %s(const %s *src, %s *dst)\n{\n%s}\n", r.name, t, t, text);
+		name = r.name;
+	}
+	free(text);
+	e->routine_calls++;
+	return name;
+}
+
 EMIT(REDISTRIBUTE)
 {
 	const RedistPlan *p = n->attr.plan;
 	if (p->scratch_elems > e->scratch)
 		e->scratch = p->scratch_elems;
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
-	redist_emit_c(OUT, p, IN(0), Y, "NRT_REAL", comm_cb, e);
+	const char *routine = p->n ? shared_routine(e, n) : NULL;
+	if (routine)
+		fprintf(OUT, "\t%s(%s, %s); /* %s */\n", routine, IN(0), Y, redist_describe(&e->c->arena, p));
+	else
+		redist_emit_c(OUT, p, IN(0), Y, value_nrt_dtype(n->in[0]), comm_cb, e);
 	fprintf(OUT, "\tnrt_trace_span(\"%s\", \"comm\", -1, t_);\n\t}\n", redist_describe(&e->c->arena, p));
 }
 

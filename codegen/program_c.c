@@ -256,8 +256,9 @@ static void emit_alloc(Emit *e)
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = xcalloc(%" PRId64 ", sizeof(real));\n", max_param_numel(g));
 	if (e->scratch)
-		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", sizeof(real));\n"
-		             "\tscratch_b = xcalloc(%" PRId64 ", sizeof(real));\n",
+		/* 8 bytes an element: redistributed integer ids may be i64 */
+		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", 8);\n"
+		             "\tscratch_b = xcalloc(%" PRId64 ", 8);\n",
 		        e->scratch, e->scratch);
 	fputs("}\n\nstatic void release(void)\n{\n", out);
 	if (e->sched) {
@@ -431,6 +432,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	Graph *g = c->g;
 	Emit e = {.c = c, .g = g, .o = o};
+	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
+	e.routine_limit = reuse && *reuse ? atoi(reuse) : 0;
 	e.cname = ARENA_NEWN(&c->arena, const char *, g->nvalues);
 	for (int i = 0; i < g->nvalues; i++)
 		e.cname[i] = emit_c_ident(&c->arena, g->values[i]);

@@ -550,10 +550,17 @@ RULE(BROADCAST_TO)
 	Shape b;
 	if (!attr_shape_ok(d, n, &n->attr.shape))
 		return false;
-	if (!broadcast_shapes(&x->shape, &n->attr.shape, &b) || !shape_eq(&b, &n->attr.shape))
-		return fail(d, n, "%s %s cannot be broadcast to %s", x->name, shp(&x->shape),
-		            shp(&n->attr.shape));
-	return set_out(n, x->dtype, n->attr.shape);
+	/* x is the output with the dims of axes_mask removed (a reduce without
+	 * keep_dims) or kept as 1 (numpy broadcasting) */
+	const Shape *y = &n->attr.shape;
+	Shape kept = {0};
+	for (int i = 0; i < y->rank; i++)
+		if (!(n->attr.axes_mask & ((int64_t)1 << i)))
+			kept.d[kept.rank++] = y->d[i];
+	bool removed = n->attr.axes_mask && shape_eq(&kept, &x->shape);
+	if (!removed && (!broadcast_shapes(&x->shape, y, &b) || !shape_eq(&b, y)))
+		return fail(d, n, "%s %s cannot be broadcast to %s", x->name, shp(&x->shape), shp(y));
+	return set_out(n, x->dtype, *y);
 }
 
 /* attr.shape taken from x starting at `begin` along `axis`. */

@@ -20,10 +20,11 @@ typedef struct FreeList {
 	int64_t top;      /* end of the highest block ever handed out */
 } FreeList;
 
-int64_t value_bytes(const Value *v)
+int64_t value_bytes_as(const Value *v, int real_size)
 {
 	const Shape *s = v->layout ? &v->layout->slice : &v->shape;
-	return shape_numel(s) * dtype_size(v->dtype);
+	/* generated programs hold every float tensor as `real` */
+	return shape_numel(s) * (dtype_is_float(v->dtype) ? real_size : dtype_size(v->dtype));
 }
 
 static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
@@ -74,6 +75,8 @@ static void fl_free(Arena *a, FreeList *fl, int64_t off, int64_t size)
 		fl->n--;
 	}
 }
+
+#define value_bytes(v) value_bytes_as((v), c->f64 ? 8 : 4)
 
 bool pass_memplan(Compilation *c)
 {

@@ -15,7 +15,9 @@ struct MemPlan {
 	int64_t inputs;       /* input buffer bytes */
 };
 
-/* Bytes this device holds of v (its slice when sharded). */
-int64_t value_bytes(const Value *v);
+/* Bytes this device holds of v (its slice when sharded), float tensors
+ * taking `real_size` bytes an element (4, or 8 with --precision f64). */
+int64_t value_bytes_as(const Value *v, int real_size);
+static inline int64_t value_bytes(const Value *v) { return value_bytes_as(v, 4); }
 void memplan_report(const MemPlan *p, FILE *out);
 #endif

@@ -17,6 +17,7 @@ typedef struct Compilation {
 	bool verify;           /* run ir_verify after every pass */
 	bool infer;            /* forward only: no backward, no update */
 	bool verbose;
+	bool f64;              /* --precision f64: float tensors take 8 bytes */
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */

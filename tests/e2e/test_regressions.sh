@@ -1,0 +1,20 @@
+#!/bin/sh
+# Regression tests for bugs found by the e2e suite (tests/e2e/KNOWN_FAILURES).
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+work=$(mktemp -d /tmp/netc-reg-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+check() { if eval "$2" >"$work/out" 2>&1; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1: $(tail -2 "$work/out")"; fi; }
+
+# the gradient of reduce_mean(keep_dims = false) builds and is right (f64 central differences)
+check reduce_grad_no_keep_dims "timeout 120 $NETC build tests/e2e/models/known_reduce_grad.net -D parallel_mode=stand_alone \
+	--precision f64 --gradcheck -o $work/rg && timeout 120 $work/rg | grep -q 'gradcheck: PASS'"
+# f64 programs run, and their losses agree with f32 to f32 precision
+check f64_runs "timeout 120 $NETC build samples/mlp.net -D parallel_mode=stand_alone --precision f64 -o $work/m64 &&
+	timeout 120 $NETC build samples/mlp.net -D parallel_mode=stand_alone -o $work/m32 &&
+	timeout 120 $work/m64 --steps 5 --log $work/64.csv --quiet && timeout 120 $work/m32 --steps 5 --log $work/32.csv --quiet &&
+	$B/tools/losscompare $work/64.csv $work/32.csv --rtol 1e-4 --atol 1e-5"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
