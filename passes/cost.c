@@ -316,7 +316,13 @@ typedef struct RcEntry {
 	int64_t bytes;
 } RcEntry;
 
+typedef struct StripEntry {
+	const Layout *from, *to;
+} StripEntry;
+
 struct RedistCache {
+	StripEntry *strip;
+	size_t strip_cap, strip_n;
 	Arena *a;
 	const Machine *m;
 	bool alltoall;
@@ -332,6 +338,8 @@ RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
 	rc->alltoall = enable_alltoall;
 	rc->cap = 1024;
 	rc->tab = ARENA_NEWN(a, RcEntry, rc->cap);
+	rc->strip_cap = 256;
+	rc->strip = ARENA_NEWN(a, StripEntry, rc->strip_cap);
 	return rc;
 }
 
@@ -407,4 +415,49 @@ double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType 
 	if (bytes)
 		*bytes = e->bytes;
 	return e->time;
+}
+
+static StripEntry *strip_slot(StripEntry *t, size_t cap, const Layout *l)
+{
+	size_t i = rc_hash(l, l, DT_F32) & (cap - 1);
+	while (t[i].from && t[i].from != l)
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+const Layout *cost_strip_partial(RedistCache *rc, const Layout *l)
+{
+	if (!l || !l->partial)
+		return l;
+	StripEntry *e = strip_slot(rc->strip, rc->strip_cap, l);
+	if (e->from)
+		return e->to;
+	Layout *c = ARENA_NEW(rc->a, Layout);
+	*c = *l;
+	c->partial = 0;
+	e->from = l;
+	e->to = c;
+	if (++rc->strip_n * 2 > rc->strip_cap) {
+		size_t nc = rc->strip_cap * 2;
+		StripEntry *nt = ARENA_NEWN(rc->a, StripEntry, nc);
+		for (size_t i = 0; i < rc->strip_cap; i++)
+			if (rc->strip[i].from)
+				*strip_slot(nt, nc, rc->strip[i].from) = rc->strip[i];
+		rc->strip = nt;
+		rc->strip_cap = nc;
+	}
+	return c;
+}
+
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool training)
+{
+	if (!from || !to || cost_layout_same(from, to))
+		return 0;
+	double t = cost_redist(rc, from, to, dt, NULL);
+	if (training) {
+		t *= 2; /* the backward ops read the forward value in its producer's layout again */
+		if (dtype_is_float(dt))
+			t += cost_redist(rc, cost_strip_partial(rc, to), cost_strip_partial(rc, from), dt, NULL);
+	}
+	return t;
 }

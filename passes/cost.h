@@ -9,9 +9,12 @@
  *   communication  the redistributions its inputs need from their
  *                  producers' layouts, with redist_plan's ring bytes:
  *                  time = latency * rounds + send_bytes / bandwidth
- *                  (rounds: AllReduce 2(g-1), the others g-1); x2 when
- *                  training (the gradients flow back through the mirror
- *                  collectives); plus the AllReduce of the gradient of
+ *                  (rounds: AllReduce 2(g-1), the others g-1); when
+ *                  training twice (the backward ops convert the forward
+ *                  value again) plus the gradient's way back, from the
+ *                  consumer's layout to the producer's (partial sums
+ *                  dropped: a partial output's gradient is replicated);
+ *                  plus the AllReduce of the gradient of
  *                  every parameter it reads over the axes along which the
  *                  operator splits its data but not the parameter
  *   memory         bytes held: its output slice (kept for the backward
@@ -76,6 +79,15 @@ typedef struct RedistCache RedistCache;
 RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall);
 /* Seconds (INFINITY when no plan exists) and bytes sent per device. */
 double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes);
+/* l without its partial sums (memoised; l itself when it has none): the
+ * layout the gradient of a value laid out as l comes back in. */
+const Layout *cost_strip_partial(RedistCache *rc, const Layout *l);
+/* Forward plus, when training, backward cost of a tensor edge: the
+ * backward ops read the value in its producer's layout and convert it
+ * again (the sharding pass gives them the forward value, not the
+ * consumer's converted copy), and the gradient goes back from the
+ * consumer's layout to the producer's. */
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool training);
 /* Seconds of a plan (redistribute node). */
 double cost_plan_time(const Machine *m, const struct RedistPlan *p);
 /* Largest communication group of a plan (1 for local slicing only). */

@@ -180,11 +180,13 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		const Node *n = g->nodes[i];
 		if (n->op != OP_REDISTRIBUTE || n->phase == PH_FORWARD || !n->attr.plan)
 			continue;
-		nb++;
+		if (nb++ == 0)
+			fprintf(out, "\nbackward and update communication:\n");
+		print_comm(c, m, n, out);
 		bytes += n->attr.plan->send_bytes;
 		time += cost_plan_time(m, n->attr.plan);
 	}
-	fprintf(out, "\nbackward and update: %d redistributions, %" PRId64 " bytes, %.3g s per step\n", nb, bytes, time);
+	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes, %.3g s per step\n", nb ? "" : "\n", nb, bytes, time);
 	ExplainTotals t;
 	explain_totals(c, &t);
 	fprintf(out,

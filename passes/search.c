@@ -400,7 +400,6 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num};
 	s->training = training;
 	s->opt_states = opt_state_count(g->train.optimizer);
-	s->edge_scale = training ? 2 : 1;
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);
 	s->exact = true;
 	s->nvertex_of = g->next_node_id;
@@ -514,7 +513,7 @@ const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	return s->edge_scale * cost_redist(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), e->dt, NULL);
+	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), e->dt, s->training);
 }
 
 double search_total(Search *s, const int *choice)

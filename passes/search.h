@@ -68,7 +68,6 @@ typedef struct Search {
 	ShardCtx cx;
 	bool training;
 	int opt_states;    /* optimizer state tensors per parameter */
-	double edge_scale; /* 2 when training: each redistribution has a backward mirror */
 	RedistCache *rc;
 	SVertex *v;
 	int nv;

@@ -1,0 +1,117 @@
+/* The cost model: machine constants, FLOPs, and the fast layout
+ * comparison against layout_equiv on every layout the sharding rules give
+ * a few operators. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "ir/layout.h"
+#include "ir/shape.h"
+#include "passes/cost.h"
+#include "passes/search.h"
+
+#define S(...) ((Shape){.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}})
+
+Test(cost, machine_defaults_and_overrides)
+{
+	Machine m;
+	char err[256];
+	machine_defaults(&m);
+	cr_expect_eq(m.flops, 100e12);
+	cr_expect_eq(m.bandwidth, 100e9);
+	cr_expect_eq(m.latency, 5e-6);
+	cr_assert(machine_parse_list(&m, "alpha=1e-6, beta=25G,flops=312T", err, sizeof err), "%s", err);
+	cr_expect_eq(m.latency, 1e-6);
+	cr_expect_eq(m.bandwidth, 25e9);
+	cr_expect_eq(m.flops, 312e12);
+	cr_expect_not(machine_parse_list(&m, "speed=3", err, sizeof err));
+	cr_expect(strstr(err, "unknown machine key 'speed'"), "%s", err);
+	cr_expect_not(machine_set(&m, "flops", "0", err, sizeof err));
+	cr_expect(strstr(err, "positive"), "%s", err);
+	FILE *f = fopen("build/test_cost_machine.txt", "w");
+	cr_assert(f);
+	fputs("# a node\nflops = 1e12\n\nmemory_limit = 16G  # per device\nlatency=2e-6\n", f);
+	fclose(f);
+	cr_assert(machine_load(&m, "build/test_cost_machine.txt", err, sizeof err), "%s", err);
+	cr_expect_eq(m.flops, 1e12);
+	cr_expect_eq(m.memory_limit, 16e9);
+	f = fopen("build/test_cost_machine.txt", "w");
+	fputs("flops = fast\n", f);
+	fclose(f);
+	cr_expect_not(machine_load(&m, "build/test_cost_machine.txt", err, sizeof err));
+	cr_expect(strstr(err, "test_cost_machine.txt:1:"), "%s", err);
+}
+
+Test(cost, flops_and_rounds)
+{
+	Arena a = {0};
+	Graph *g = graph_new(&a);
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(64, 128), loc_none());
+	Value *w = graph_value(g, VK_PARAM, "w", DT_F32, S(128, 32), loc_none());
+	Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, w}, 2, loc_none());
+	Node *r = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
+	Diag d;
+	diag_init(&d, stderr);
+	cr_assert(infer_shapes(g, &d));
+	cr_expect_eq(cost_op_flops(mm), 2.0 * 64 * 128 * 32);
+	cr_expect_eq(cost_op_flops(r), 64.0 * 32);
+	cr_expect_eq(cost_rounds(0 /* RS_ALLREDUCE */, 8), 14);
+	cr_expect_eq(cost_rounds(2 /* RS_ALLGATHER */, 8), 7);
+	Machine m;
+	machine_defaults(&m);
+	cr_expect(fabs(cost_allreduce(&m, 1000, 4) - (6 * 5e-6 + 1000 / 100e9)) < 1e-15);
+	/* data parallel matmul on 4: compute / 4, the weight's gradient all-reduced over 4 */
+	ShardCtx cx = {.arena = &a, .device_num = 4};
+	Strategy s = strategy_data_parallel(&a, mm, 4);
+	ShardResult res;
+	cr_assert(shard_node(&cx, mm, &s, &res));
+	cr_expect_eq(cost_used_devices(mm, &res), 4);
+	cr_expect(fabs(cost_compute(&m, mm, &res, true) - 3 * 2.0 * 64 * 128 * 32 / 4 / m.flops) < 1e-18);
+	int64_t bytes;
+	double t = cost_param_grad(&m, mm, &res, 1, &bytes);
+	cr_expect_eq(bytes, 2 * 3 * 128 * 32 * 4 / 4);
+	cr_expect(t > 0);
+	arena_free(&a);
+}
+
+/* cost_layout_same agrees with layout_equiv on all pairs of layouts the
+ * candidates of a few operators produce (8 and 16 devices). */
+Test(cost, fast_equality_matches_layout_equiv)
+{
+	for (int dn = 8; dn <= 16; dn *= 2) {
+		Arena a = {0};
+		Graph *g = graph_new(&a);
+		g->par.device_num = dn;
+		Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+		Value *w = graph_value(g, VK_PARAM, "w", DT_F32, S(32, 16), loc_none());
+		Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, w}, 2, loc_none());
+		Node *rl = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
+		(void)rl;
+		Diag d;
+		diag_init(&d, stderr);
+		cr_assert(infer_shapes(g, &d));
+		Search *s = search_new(&a, g, NULL, true, &d);
+		cr_assert(s);
+		const Layout *ls[4096];
+		int n = 0;
+		for (int v = 0; v < s->nv; v++)
+			for (int c = 0; c < s->v[v].cl->n && n < 4090; c++) {
+				const ShardResult *r = &s->v[v].cl->c[c].r;
+				ls[n++] = r->out;
+				ls[n++] = r->in[0];
+			}
+		int agree = 0;
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < n; j++) {
+				if (!shape_eq(&ls[i]->full, &ls[j]->full))
+					continue;
+				bool want = layout_equiv(ls[i], ls[j]);
+				cr_expect_eq(cost_layout_same(ls[i], ls[j]), want, "%s vs %s", layout_str(&a, ls[i]),
+				             layout_str(&a, ls[j]));
+				agree++;
+			}
+		cr_expect_gt(agree, 100);
+		arena_free(&a);
+	}
+}

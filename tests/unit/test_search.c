@@ -1,0 +1,237 @@
+/* The auto-parallel search on graphs built by hand: dynamic programming
+ * equals exhaustive search (a chain MLP and a branching graph at 4
+ * devices), propagation from one annotation, its errors, and recursive
+ * bisection's validity and speed on a 2,000-node chain. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ir/ir.h"
+#include "ir/shape.h"
+#include "ir/sharding.h"
+#include "passes/search.h"
+
+static Arena arena;
+static Graph *g;
+static Diag dg;
+static char *dbuf;
+static size_t dlen;
+static FILE *dout;
+
+static void setup(void)
+{
+	memset(&arena, 0, sizeof arena);
+	g = graph_new(&arena);
+	g->par.device_num = 4;
+	g->par.parallel_mode = PM_AUTO_PARALLEL;
+	dout = open_memstream(&dbuf, &dlen);
+	diag_init(&dg, dout);
+}
+
+static void teardown(void)
+{
+	fclose(dout);
+	free(dbuf);
+	arena_free(&arena);
+}
+
+static const char *diag_text(void)
+{
+	fflush(dout);
+	return dbuf ? dbuf : "";
+}
+
+#define S(...) ((Shape){.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}})
+
+static Value *in(const char *name, DType t, Shape s) { return graph_value(g, VK_INPUT, name, t, s, loc_none()); }
+static Value *par(const char *name, Shape s) { return graph_value(g, VK_PARAM, name, DT_F32, s, loc_none()); }
+static Value *op2(Op op, Value *a, Value *b) { return graph_node(g, op, (Value *[]){a, b}, 2, loc_none())->out; }
+static Value *op1(Op op, Value *a) { return graph_node(g, op, &a, 1, loc_none())->out; }
+
+static void shard(Value *v, Shape a, Shape b)
+{
+	Strategy *s = &v->def->ann.in_strategy;
+	s->n = 2;
+	s->v = ARENA_NEWN(&arena, Shape, 2);
+	s->v[0] = a;
+	s->v[1] = b;
+}
+
+static void infer_ok(void) { cr_assert(infer_shapes(g, &dg), "%s", diag_text()); }
+
+/* x[16, 32] -> (matmul, relu) x layers -> matmul to 8 classes -> loss */
+static void chain_mlp(int layers)
+{
+	Value *h = in("x", DT_F32, S(16, 32));
+	Value *labels = in("labels", DT_I32, S(16));
+	for (int i = 0; i < layers; i++)
+		h = op1(OP_RELU, op2(OP_MATMUL, h, par(arena_printf(&arena, "w%d", i), S(32, 32))));
+	g->loss = op2(OP_SOFTMAX_CROSS_ENTROPY, op2(OP_MATMUL, h, par("wout", S(32, 8))), labels);
+	infer_ok();
+}
+
+/* x -> matmul -> relu -> matmul ; x -> matmul ; add ; mse */
+static void branching(void)
+{
+	Value *x = in("x", DT_F32, S(16, 32));
+	Value *t = in("t", DT_F32, S(16, 16));
+	Value *a = op2(OP_MATMUL, op1(OP_RELU, op2(OP_MATMUL, x, par("w1", S(32, 32)))), par("w2", S(32, 16)));
+	Value *b = op2(OP_MATMUL, x, par("w3", S(32, 16)));
+	g->loss = op2(OP_MSE_LOSS, op2(OP_ADD, a, b), t);
+	infer_ok();
+}
+
+static void dp_equals_exhaustive(void)
+{
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	int *dp = calloc((size_t)s->nv, sizeof(int)), *ex = calloc((size_t)s->nv, sizeof(int));
+	cr_assert(search_dp(s, dp));
+	cr_expect(s->exact, "the elimination should be exact on this graph");
+	double best = search_exhaustive(s, ex, 1e8);
+	cr_assert(isfinite(best), "too many combinations for the exhaustive search");
+	double got = search_total(s, dp);
+	cr_expect(fabs(got - best) <= 1e-12 + 1e-9 * best, "DP %.12g vs exhaustive %.12g", got, best);
+	cr_expect(fabs(search_total(s, ex) - best) <= 1e-9 * best);
+	free(dp);
+	free(ex);
+}
+
+TestSuite(search, .init = setup, .fini = teardown);
+
+Test(search, dp_equals_exhaustive_chain3) { chain_mlp(3); dp_equals_exhaustive(); }
+Test(search, dp_equals_exhaustive_chain2_inference)
+{
+	chain_mlp(2);
+	Search *s = search_new(&arena, g, NULL, false, &dg);
+	int dp[64], ex[64];
+	cr_assert(search_dp(s, dp));
+	double best = search_exhaustive(s, ex, 1e8);
+	cr_expect(fabs(search_total(s, dp) - best) <= 1e-9 * best + 1e-15);
+}
+Test(search, dp_equals_exhaustive_branching) { branching(); dp_equals_exhaustive(); }
+
+Test(search, dp_respects_annotation)
+{
+	chain_mlp(2);
+	Value *m0 = g->nodes[0]->out;
+	shard(m0, S(1, 1), S(1, 4));
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	int dp[64];
+	cr_assert(search_dp(s, dp));
+	cr_expect_eq(dp[0], s->v[0].fixed);
+}
+
+Test(search, dp_memory_limit)
+{
+	chain_mlp(3);
+	Machine m;
+	machine_defaults(&m);
+	Search *s = search_new(&arena, g, &m, true, &dg);
+	int free_choice[64];
+	search_dp(s, free_choice);
+	double mem = search_memory(s, free_choice);
+	s->m.memory_limit = mem * 0.7;
+	int lim[64];
+	if (search_dp(s, lim))
+		cr_expect_leq(search_memory(s, lim), mem * 0.7);
+	else
+		cr_expect(strstr(diag_text(), "memory_limit"), "%s", diag_text());
+}
+
+Test(search, propagation_reaches_all_and_keeps_annotation)
+{
+	chain_mlp(3);
+	Node *first = g->nodes[0];
+	shard(first->out, S(4, 1), S(1, 1));
+	Shape *ann = first->ann.in_strategy.v;
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	int *c = calloc((size_t)s->nv, sizeof(int));
+	for (int v = 0; v < s->nv; v++)
+		c[v] = -1;
+	cr_assert(search_propagate(s, c), "%s", diag_text());
+	for (int v = 0; v < s->nv; v++)
+		cr_expect(c[v] >= 0 && c[v] < s->v[v].cl->n, "vertex %d not reached", v);
+	cr_expect_eq(c[0], s->v[0].fixed);
+	search_apply(s, c);
+	cr_expect_eq(first->ann.in_strategy.v, ann, "the annotation was overwritten");
+	cr_expect_not(first->ann.searched);
+	for (int i = 0; i < g->nnodes; i++)
+		cr_expect(g->nodes[i]->ann.in_strategy.n > 0, "node %d has no strategy", i);
+	/* data parallel at the first matmul: the relu after it follows with no communication */
+	ShardCtx cx = {.arena = &arena, .device_num = 4};
+	ShardResult r0, r1;
+	cr_assert(shard_node(&cx, g->nodes[0], &g->nodes[0]->ann.in_strategy, &r0));
+	cr_assert(shard_node(&cx, g->nodes[1], &g->nodes[1]->ann.in_strategy, &r1));
+	cr_expect(layout_equiv(r0.out, r1.in[0]));
+	free(c);
+}
+
+Test(search, propagation_needs_an_annotation)
+{
+	chain_mlp(2);
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	int c[64];
+	cr_expect_not(search_propagate(s, c));
+	cr_expect(strstr(diag_text(), "needs at least one operator with a strategy"), "%s", diag_text());
+	cr_expect(strstr(diag_text(), "dynamic_programming"), "%s", diag_text());
+}
+
+Test(search, propagation_conflicting_parameter)
+{
+	Value *x = in("x", DT_F32, S(16, 32));
+	Value *w = par("w", S(32, 32));
+	Value *a = op2(OP_MATMUL, x, w);
+	Value *b = op2(OP_MATMUL, x, w);
+	g->loss = op2(OP_MSE_LOSS, a, b);
+	infer_ok();
+	shard(a, S(1, 1), S(1, 4));
+	shard(b, S(1, 4), S(4, 1));
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	int c[64];
+	cr_expect_not(search_propagate(s, c));
+	cr_expect(strstr(diag_text(), "parameter 'w' is used by matmul-0"), "%s", diag_text());
+	cr_expect(strstr(diag_text(), "and by matmul-1"), "%s", diag_text());
+}
+
+Test(search, node_names_are_scoped)
+{
+	chain_mlp(1);
+	g->nodes[1]->scope = "layers.0";
+	const char **names = search_node_names(&arena, g);
+	cr_expect_str_eq(names[0], "matmul-0");
+	cr_expect_str_eq(names[1], "layers.0/relu-0");
+	cr_expect_str_eq(names[2], "matmul-1");
+}
+
+Test(search, recursive_valid_and_fast_on_2000_nodes)
+{
+	g->par.device_num = 8;
+	Value *h = in("x", DT_F32, S(64, 64));
+	for (int i = 0; i < 1000; i++)
+		h = op1(OP_RELU, op2(OP_MATMUL, h, par(arena_printf(&arena, "w%d", i), S(64, 64))));
+	infer_ok();
+	cr_assert_eq(g->nnodes, 2000);
+	clock_t t0 = clock();
+	Search *s = search_new(&arena, g, NULL, false, &dg);
+	int *c = calloc((size_t)s->nv, sizeof(int));
+	cr_assert(search_recursive(s, c));
+	double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+	cr_expect_lt(secs, 10.0, "recursive_programming took %.2f s on 2,000 nodes", secs);
+	search_apply(s, c);
+	ShardCtx cx = {.arena = &arena, .device_num = 8};
+	for (int i = 0; i < g->nnodes; i++) {
+		ShardResult r;
+		cr_expect(shard_node(&cx, g->nodes[i], &g->nodes[i]->ann.in_strategy, &r), "node %d", i);
+	}
+	/* 8 devices, 64x64 matmuls: every op ends up using all 8 */
+	for (int v = 0; v < s->nv; v++) {
+		int64_t used = 1;
+		for (int k = 0; k < s->v[v].cl->c[c[v]].nfree; k++)
+			used *= s->v[v].cl->c[c[v]].free[k];
+		cr_expect_eq(used, 8, "vertex %d uses %ld devices", v, (long)used);
+	}
+	free(c);
+}
