@@ -64,7 +64,7 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 	l->window_steps++;
 	l->last_loss = loss;
 	int64_t shown = step + 1;
-	if (l->csv && fprintf(l->csv, "%lld,%.6f,%.6f\n", (long long)shown, loss,
+	if (l->csv && fprintf(l->csv, "%lld,%.9g,%.6f\n", (long long)shown, loss,
 	                      nrt_now() - l->t0) < 0)
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
 	if (shown % l->every != 0 && shown != total)
