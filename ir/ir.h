@@ -175,6 +175,7 @@ struct Node {
 	Phase phase;
 	Node *fwd;           /* backward nodes: the forward node they differentiate */
 	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
+	Strategy strategy;   /* after sharding: the strategy it runs with (n == 0: none, e.g. updates) */
 	Loc loc;
 	void *pass_data;     /* scratch for the pass that is running */
 };

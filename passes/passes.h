@@ -43,6 +43,7 @@ const char *pass_name(int i);
 bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
 bool pass_autodiff(Compilation *c);
+bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);

@@ -19,6 +19,7 @@ static const Pass passes[] = {
 	{"micro",     pass_micro,     UPTO_CHECK,   false},
 	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
 	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
+	{"recompute", pass_recompute, UPTO_TRAIN,   true},
 	{"optimizer", pass_optimizer, UPTO_TRAIN,   true},
 	{"stages",    pass_stages,    UPTO_CHECK,   false},
 	{"search",    pass_search,    UPTO_CHECK,   false},

@@ -114,8 +114,11 @@ static Layout *dataset_layout(Sharder *S, Value *in)
 static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 {
 	Conv **slot = v->id < S->nconvs ? &S->convs[v->id] : NULL;
+	/* a recomputed copy redoes its communication (mp_comm_recompute)
+	 * instead of keeping the forward pass's result alive */
+	bool redo = reader->phase == PH_BACKWARD && reader->ann.recompute && reader->ann.mp_comm_recompute;
 	for (Conv *c = slot ? *slot : NULL; c; c = c->next)
-		if (layout_equiv(c->to->layout, to))
+		if (layout_equiv(c->to->layout, to) && !(redo && c->to->def->phase == PH_FORWARD))
 			return c->to;
 	RedistPlan *plan = redist_plan(S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
 	if (!plan) {
@@ -160,7 +163,10 @@ static bool needs_comm(const Node *n, const ShardResult *r)
 
 static bool try_strategy(Sharder *S, Node *n, Strategy s, ShardResult *r)
 {
-	return shard_node(&S->cx, n, &s, r);
+	if (!shard_node(&S->cx, n, &s, r))
+		return false;
+	n->strategy = s;
+	return true;
 }
 
 /* Picks the strategy for n and derives its layouts; false (reported) if
@@ -178,8 +184,13 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	if (user && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
 		ShardCtx loud = S->cx;
 		loud.diag = &S->c->diag;
+		n->strategy = n->ann.in_strategy;
 		return shard_node(&loud, n, &n->ann.in_strategy, r);
-	} else if (!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) {
+	}
+	/* a recomputed copy runs exactly as its original, for identical bits */
+	if (n->fwd && n->ann.recompute && n->fwd->op == n->op && n->fwd->strategy.n &&
+	    try_strategy(S, n, n->fwd->strategy, r))
+		return true; else if (!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) {
 		/* An op without a strategy follows its inputs when it can run on
 		 * them as they are: no communication, and a Megatron-style split
 		 * survives the elementwise ops between two matmuls. */
@@ -195,6 +206,7 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	ShardCtx loud = S->cx;
 	loud.diag = &S->c->diag;
 	Strategy s = strategy_replicated(a, n);
+	n->strategy = s;
 	return shard_node(&loud, n, &s, r);
 }
 
