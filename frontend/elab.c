@@ -1675,7 +1675,7 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 
 static void exec_param(Elab *E, Frame *f, const Stmt *s)
 {
-	DType dt;
+	DType dt = DT_F32; /* set by dtype_of; initialised for the compiler, which cannot see it */
 	Shape sh;
 	Binding *b = declare(E, f, s->name, s->name_loc, B_VALUE, "param");
 	Value tmp = {.kind = VK_PARAM};
