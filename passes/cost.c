@@ -395,12 +395,14 @@ double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType 
 		return 0;
 	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, dt);
 	if (!e->from) {
-		RedistPlan *p = redist_plan(rc->a, from, to, dt, rc->alltoall);
+		Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
+		RedistPlan *p = redist_plan(&tmp, from, to, dt, rc->alltoall);
 		e->from = from;
 		e->to = to;
 		e->dt = dt;
 		e->time = p ? cost_plan_time(rc->m, p) : INFINITY;
 		e->bytes = p ? p->send_bytes : 0;
+		arena_free(&tmp);
 		if (++rc->n * 2 > rc->cap) {
 			size_t nc = rc->cap * 2;
 			RcEntry *nt = ARENA_NEWN(rc->a, RcEntry, nc);

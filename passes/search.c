@@ -698,7 +698,9 @@ static int find_factor(Dp *D, int a, int b)
 	return -1;
 }
 
-/* Adds M (na x nb, rows: a) between a and b, merging with a parallel factor. */
+/* Adds M (na x nb, rows: a; malloc'd, owned by the factor from here) between
+ * a and b, merging with a parallel factor. Dead factors free their tables:
+ * at thousands of devices a table is up to 256 x 256. */
 static void add_factor(Dp *D, int a, int b, double *M)
 {
 	int na = D->nc[a], nb = D->nc[b];
@@ -708,6 +710,7 @@ static void add_factor(Dp *D, int a, int b, double *M)
 		for (int i = 0; i < na; i++)
 			for (int j = 0; j < nb; j++)
 				f->M[f->a == a ? i * nb + j : j * na + i] += M[i * nb + j];
+		free(M);
 		return;
 	}
 	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
@@ -753,6 +756,7 @@ static void elim_leaf(Dp *D, int v, int fid)
 		e.arg[cu] = arg;
 	}
 	f->alive = false;
+	free(f->M);
 	D->alive[v] = false;
 	push_elim(D, e);
 }
@@ -762,7 +766,7 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	Factor *a = &D->f[f1], *b = &D->f[f2];
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
-	double *M = ARENA_NEWN(D->s->a, double, (size_t)nu * nw);
+	double *M = malloc(sizeof(double) * (size_t)nu * nw);
 	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
 	double *left = malloc(sizeof(double) * (size_t)nv);
 	for (int cu = 0; cu < nu; cu++) {
@@ -782,6 +786,8 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	}
 	free(left);
 	a->alive = b->alive = false;
+	free(a->M);
+	free(b->M);
 	D->alive[v] = false;
 	push_elim(D, e);
 	add_factor(D, u, w, M);
@@ -818,6 +824,7 @@ static void elim_fix(Dp *D, int v)
 		for (int co = 0; co < D->nc[o]; co++)
 			D->cost[o][co] += fM(f, v, pick, co);
 		f->alive = false;
+		free(f->M);
 	}
 	D->alive[v] = false;
 	push_elim(D, (Elim){.kind = EL_FIX, .v = v, .pick = pick});
@@ -850,7 +857,7 @@ static void dp_once(Search *s, double lambda, int *choice)
 			continue;
 		}
 		int nu = D.nc[e->u], nvv = D.nc[e->v];
-		double *M = ARENA_NEWN(a, double, (size_t)nu * nvv);
+		double *M = malloc(sizeof(double) * (size_t)nu * nvv);
 		for (int i = 0; i < nu; i++)
 			for (int j = 0; j < nvv; j++)
 				M[i * nvv + j] = search_edge_cost(s, ei, i, j);
@@ -925,6 +932,9 @@ static void dp_once(Search *s, double lambda, int *choice)
 		}
 	}
 	free(stack);
+	for (int k = 0; k < D.nf; k++)
+		if (D.f[k].alive)
+			free(D.f[k].M);
 	for (int k = D.nel - 1; k >= 0; k--) {
 		const Elim *e = &D.el[k];
 		switch (e->kind) {

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Search time per search_mode on generated chains of 100, 1,000 and 10,000
+# layers (matmul + relu each: 2 operators per layer), 8 devices, one core.
+# Prints "layers ops mode seconds"; the times are `netc check` wall time
+# minus the same check in semi_auto_parallel (parse, shapes, sharding).
+# Usage: tests/bench/search_bench.sh [layers ...]
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+work=$(mktemp -d /tmp/netc-search-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+make -s "$NETC" || exit 1
+
+# gen_chain L: a .net with L layers of y = relu(matmul(y, w_i)), W = 64
+gen_chain() {
+	awk -v L="$1" 'BEGIN {
+		print "parallel {\n  device_num = 8\n  parallel_mode = auto_parallel\n}"
+		print "input x: f32[64, 64]\ninput t: f32[64, 64]"
+		print "block Layer(x) {\n  param w: f32[64, 64] = normal(0.0, 0.02)\n  y = relu(matmul(x, w))\n  return y\n}"
+		print "h = x\nfor i in range(" L ") {\n  h = Layer(h) as layers[i]\n}"
+		print "loss = mse_loss(h, t)\ntrain {\n  optimizer = sgd(lr = 0.01)\n  loss = loss\n}"
+	}'
+}
+
+secs() {
+	t0=$(date +%s.%N)
+	"$@" >/dev/null 2>&1 || echo "failed: $*" >&2
+	t1=$(date +%s.%N)
+	echo "$t0 $t1" | awk '{ print $2 - $1 }'
+}
+
+layers=${*:-100 1000 10000}
+printf '%-8s %-8s %-24s %s\n' layers ops search_mode seconds
+for L in $layers; do
+	f=$work/chain$L.net
+	gen_chain "$L" > "$f"
+	base=$(secs "$NETC" check -D parallel_mode=semi_auto_parallel "$f")
+	for mode in sharding_propagation recursive_programming dynamic_programming; do
+		extra=
+		if [ "$mode" = sharding_propagation ]; then
+			# annotate layer 0 only: insert a first matmul with a strategy before the loop
+			sed 's/^h = x$/h = matmul(x, w0).shard(((8, 1), (1, 1)))\nparam w0: f32[64, 64]/' "$f" |
+				awk '/^param w0/ { next } /^h = matmul/ { print "param w0: f32[64, 64]" } { print }' > "$f.p"
+			extra=$f.p
+		fi
+		t=$(secs "$NETC" check -D search_mode=$mode "${extra:-$f}")
+		printf '%-8s %-8s %-24s %.3f (check %.3f, without search %.3f)\n' "$L" $((2 * L)) "$mode" \
+			"$(echo "$t $base" | awk '{ d = $1 - $2; print d < 0 ? 0 : d }')" "$t" "$base"
+	done
+done
