@@ -55,8 +55,8 @@ static void usage(FILE *out)
 	      "      --gradcheck       build a program that checks gradients by finite differences\n"
 	      "      --infer           build a forward-only program\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
-	      "                        optimizer, stages, search, sharding, strategy_ckpt,\n"
-	      "                        memplan, or all)\n"
+	      "                        recompute, optimizer, stages, search, sharding, fusion,\n"
+	      "                        strategy_ckpt, memplan, or all)\n"
 	      "      --why OP          explain: OP's candidate strategies and their costs\n"
 	      "      --machine FILE    cost-model constants, key = value lines\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
@@ -213,7 +213,11 @@ static int run(Compilation *c, Args *a)
 	c->machine = &a->machine;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;
-	if (!compile_passes(c, commands[cmd].upto))
+	/* a dump after a training pass runs the pipeline that far */
+	Stage upto = commands[cmd].upto;
+	if (cmd == 1 && a->dump_after)
+		upto = UPTO_CODEGEN;
+	if (!compile_passes(c, upto))
 		return EXIT_USER;
 	switch (cmd) {
 	case 0:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "../passes/fusion.h"
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
@@ -113,15 +114,62 @@ static void emit_buffers(Emit *e)
 	      out);
 }
 
+/* A fused bucket starts as soon as its last gradient exists: its
+ * gradients are packed and one non-blocking all-reduce carries them. */
+static void emit_bucket_start(Emit *e, int k)
+{
+	const Bucket *b = &e->c->fusion->b[k];
+	fprintf(e->out, "\t/* gradient bucket %d: %d gradient%s, %" PRId64 " elements, one all-reduce */\n", k, b->n,
+	        b->n == 1 ? "" : "s", b->elems);
+	for (int m = 0; m < b->n; m++) {
+		const Value *g = b->members[m]->in[0];
+		fprintf(e->out, "\tmemcpy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+		        B(e, g), lnumel(g));
+	}
+	fprintf(e->out, "\tnrt_iallreduce(%s, NRT_REAL, NRT_SUM, bucket_%d, %" PRId64 ", &bucket_request[%d]);\n",
+	        emit_comm(e, b->layout, b->axes), k, b->elems, k);
+}
+
 void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
+	const FusionPlan *fp = e->sched ? NULL : e->c->fusion;
 	fprintf(e->out, "%s\n{\n", sig);
-	for (int i = 0; i < e->g->nnodes; i++)
-		if (e->g->nodes[i]->phase == ph)
-			emit_c_node(e, e->g->nodes[i]);
+	if (ph == PH_UPDATE && fp && fp->n) {
+		fputs("\tdouble tw_ = nrt_trace_now();\n", e->out);
+		for (int k = 0; k < fp->n; k++)
+			fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
+		fputs("\tnrt_trace_span(\"wait for gradient buckets\", \"comm\", -1, tw_);\n", e->out);
+	}
+	for (int i = 0; i < e->g->nnodes; i++) {
+		const Node *n = e->g->nodes[i];
+		int64_t off;
+		if (n->phase != ph || (fp && fusion_bucket_of(fp, n, &off)))
+			continue;
+		emit_c_node(e, n);
+		for (int k = 0; fp && k < fp->n; k++)
+			if (fp->b[k].ready == n)
+				emit_bucket_start(e, k);
+	}
 	if (ret)
 		fprintf(e->out, "\treturn %s;\n", ret);
 	fputs("}\n\n", e->out);
+}
+
+/* Readers of a fused gradient find it in its bucket. */
+static void fusion_names(Emit *e)
+{
+	const FusionPlan *fp = e->c->fusion;
+	if (e->sched || !fp || !fp->n)
+		return;
+	if (!e->swap)
+		e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
+	fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused gradient all-reduces in flight */\n", fp->n);
+	for (int k = 0; k < fp->n; k++) {
+		const Bucket *b = &fp->b[k];
+		fprintf(e->decls, "static real *bucket_%d; /* %d gradient%s */\n", k, b->n, b->n == 1 ? "" : "s");
+		for (int m = 0; m < b->n; m++)
+			e->swap[b->members[m]->out->id] = arena_printf(&e->c->arena, "(bucket_%d + %" PRId64 ")", k, b->offset[m]);
+	}
 }
 
 /* Parameters and optimizer state as the runtime sees them (init, save, load). */
@@ -255,6 +303,8 @@ static void emit_alloc(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = xcalloc(%" PRId64 ", sizeof(real));\n", max_param_numel(g));
+	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++)
+		fprintf(out, "\tbucket_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b, e->c->fusion->b[b].elems);
 	if (e->scratch)
 		/* 8 bytes an element: redistributed integer ids may be i64 */
 		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", 8);\n"
@@ -274,6 +324,8 @@ static void emit_alloc(Emit *e)
 	}
 	if (e->scratch)
 		fputs("\tfree(scratch_a);\n\tfree(scratch_b);\n", out);
+	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++)
+		fprintf(out, "\tfree(bucket_%d);\n", b);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
@@ -463,6 +515,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 				        e.sched->nslots[s] == 1 ? "" : "s", c->plan->peak);
 		emit_sched_functions(&e);
 	} else {
+		fusion_names(&e);
 		const char *loss = g->loss ? arena_printf(&c->arena, "(double)%s[0]", B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);

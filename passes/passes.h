@@ -5,6 +5,7 @@
 #include "../ir/ir.h"
 
 typedef struct MemPlan MemPlan;
+typedef struct FusionPlan FusionPlan;
 typedef struct Machine Machine;
 
 typedef struct Compilation {
@@ -20,6 +21,7 @@ typedef struct Compilation {
 	bool f64;              /* --precision f64: float tensors take 8 bytes */
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
+	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 } Compilation;
 
@@ -48,6 +50,7 @@ bool pass_optimizer(Compilation *c);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);
+bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
 bool pass_memplan(Compilation *c);
 #endif

@@ -24,6 +24,7 @@ static const Pass passes[] = {
 	{"stages",    pass_stages,    UPTO_CHECK,   false},
 	{"search",    pass_search,    UPTO_CHECK,   false},
 	{"sharding",  pass_sharding,  UPTO_CHECK,   false},
+	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
 };

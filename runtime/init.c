@@ -51,7 +51,7 @@ int nrt_world_size(void) { return nrt_rt.size; }
 /* ---- command line ------------------------------------------------------- */
 enum {
 	OPT_STEPS = 256, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_INIT, OPT_LOG,
-	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_HELP,
+	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_COMM_STATS, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -66,6 +66,7 @@ static const struct option long_opts[] = {
 	{"print-every", required_argument, NULL, OPT_PRINT_EVERY},
 	{"quiet", no_argument, NULL, OPT_QUIET},
 	{"gradcheck", no_argument, NULL, OPT_GRADCHECK},
+	{"comm-stats", no_argument, NULL, OPT_COMM_STATS},
 	{"help", no_argument, NULL, OPT_HELP},
 	{0, 0, 0, 0},
 };
@@ -95,6 +96,7 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 	        "  --print-every K   print progress every K steps (default 10)\n"
 	        "  --quiet           print nothing but errors\n"
 	        "  --gradcheck       check gradients against finite differences\n"
+	        "  --comm-stats      print the collectives and bytes of rank 0 per step at the end\n"
 	        "  --help            show this help\n");
 }
 
@@ -202,6 +204,7 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 	case OPT_TRACE: opt->trace = arg; return true;
 	case OPT_QUIET: opt->quiet = true; return true;
 	case OPT_GRADCHECK: opt->gradcheck = true; return true;
+	case OPT_COMM_STATS: opt->comm_stats = true; return true;
 	}
 	return false;
 bad_number:

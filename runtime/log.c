@@ -20,6 +20,7 @@ struct NrtLog {
 	double window;          /* sum of step times since the last printed line */
 	int64_t window_steps;
 	double last_loss;
+	bool comm_stats;        /* --comm-stats */
 };
 
 double nrt_now(void)
@@ -36,6 +37,8 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 		nrt_fatal("out of memory");
 	bool root = nrt_rank() == 0;
 	l->print = root && !opt->quiet;
+	l->comm_stats = opt->comm_stats;
+	nrt_comm_stats(true); /* --comm-stats counts the steps only */
 	l->every = opt->print_every > 0 ? opt->print_every : 10;
 	l->batch = info->batch_size;
 	l->t0 = nrt_now();
@@ -83,6 +86,15 @@ void nrt_log_close(NrtLog *l)
 {
 	if (!l)
 		return;
+	if (l->comm_stats && nrt_rank() == 0) {
+		/* counted from nrt_log_open: the steps' communication only */
+		NrtCommStats st = nrt_comm_stats(false);
+		double n = l->steps ? (double)l->steps : 1;
+		printf("comm per step: %g allreduce, %g allgather, %g reduce_scatter, %g alltoall, %g broadcast, "
+		       "%g send/recv, %.0f bytes\n",
+		       st.allreduce / n, st.allgather / n, st.reduce_scatter / n, st.alltoall / n, st.broadcast / n,
+		       st.sendrecv / n, st.bytes / n);
+	}
 	if (l->print) {
 		double mean = l->steps ? l->total / (double)l->steps : 0;
 		printf("done: %lld steps, final loss %.6f, %.2f ms/step, %.1f samples/s\n",

@@ -29,6 +29,7 @@ typedef struct NrtOptions {
 	int print_every;        /* --print-every K, default 10 */
 	bool quiet;             /* --quiet */
 	bool gradcheck;         /* --gradcheck (programs built with gradient checking) */
+	bool comm_stats;        /* --comm-stats: print collectives and bytes per step at the end */
 } NrtOptions;
 
 typedef struct NrtProgramInfo {

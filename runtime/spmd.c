@@ -177,3 +177,34 @@ static void wait_where(int slot, bool all)
 
 void nrt_wait_slot(int slot) { wait_where(slot, false); }
 void nrt_wait_sends(void) { wait_where(0, true); }
+
+/* ---- non-blocking all-reduce (fused gradient buckets) -------------------------- */
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((NrtRequest *)0)->mpi), "NrtRequest too small for MPI_Request");
+
+void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req)
+{
+	if (n > INT32_MAX)
+		nrt_fatal("nrt_iallreduce: %lld elements is more than one collective can carry", (long long)n);
+	if (op != NRT_SUM)
+		nrt_fatal("nrt_iallreduce: only sums are supported");
+	nrt_rt.stats.allreduce++;
+	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
+	*req = (NrtRequest){.active = false};
+	if (c->comm == MPI_COMM_NULL || c->size == 1)
+		return;
+	MPI_Request r;
+	NRT_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, nrt_mpi_type(t), MPI_SUM, c->comm, &r));
+	req->active = true;
+	memcpy(req->mpi, &r, sizeof r < sizeof req->mpi ? sizeof r : sizeof req->mpi);
+}
+
+void nrt_wait_request(NrtRequest *req)
+{
+	if (!req->active)
+		return;
+	MPI_Request r;
+	memcpy(&r, req->mpi, sizeof r);
+	NRT_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+	req->active = false;
+}

@@ -44,6 +44,17 @@ void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, in
 void nrt_wait_slot(int slot);
 void nrt_wait_sends(void);
 
+/* A collective in flight (opaque storage for an MPI request). */
+typedef struct NrtRequest {
+	bool active;
+	_Alignas(8) unsigned char mpi[16];
+} NrtRequest;
+/* Starts an in-place all-reduce of buf; nrt_wait_request completes it.
+ * Fused gradient buckets use it to overlap communication with the rest
+ * of the backward pass. */
+void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req);
+void nrt_wait_request(NrtRequest *req);
+
 /* --trace: spans of compute ("compute") and communication ("comm"), one
  * Chrome trace file per rank (FILE.rankN.json when there are several). */
 void nrt_trace_open(const char *path);            /* NULL: off */

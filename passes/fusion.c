@@ -1,0 +1,187 @@
+/* Fusion of gradient all-reduces (MindSpore's comm_fusion). After the
+ * sharding pass, each gradient that is a partial sum reaches its update
+ * through a redistribute node that is a single AllReduce. Those with the
+ * same group are packed, in parameter order, into buckets:
+ *   - a parameter whose reader has a fusion id (`.fusion(k)`) joins bucket k
+ *     (0: a bucket of its own);
+ *   - mode "index" (or all_reduce_fusion_config): gradient i goes to the
+ *     segment its index falls in, the ends being exclusive ([20, 35]: 0-19,
+ *     20-34, the rest -- three all-reduces);
+ *   - "size" and "auto" (64 MB): greedily up to the threshold.
+ * The code generator starts each bucket's all-reduce, non-blocking, right
+ * after the backward node that completes its last gradient, so it
+ * overlaps the rest of the backward pass, and waits before the update.
+ * Programs with pipeline stages or micro-steps keep one all-reduce per
+ * gradient (their gradients are complete only after the last micro-step). */
+#include "fusion.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "redistribute.h"
+
+typedef struct Candidate {
+	Node *r;         /* the redistribute node */
+	int param;       /* index of its parameter in g->params */
+	int fusion;      /* the reader's fusion id, -1 none */
+} Candidate;
+
+/* The update node that (perhaps through a scale) reads r's output. */
+static const Node *reader_update(const Graph *g, const Node *r)
+{
+	const Value *v = r->out;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_UPDATE)
+			continue;
+		if (n->op == OP_SCALE && n->in[0] == v) {
+			v = n->out;
+			continue;
+		}
+		if ((op_info[n->op].flags & OPF_UPDATE) && n->in[1] == v)
+			return n;
+	}
+	return NULL;
+}
+
+static int param_index(const Graph *g, const Value *p)
+{
+	for (int i = 0; i < g->nparams; i++)
+		if (g->params[i] == p)
+			return i;
+	return g->nparams;
+}
+
+/* The first forward reader's fusion id of parameter p. */
+static int fusion_id(const Graph *g, const Value *p)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		for (int j = 0; j < n->nin; j++)
+			if (n->in[j] == p)
+				return n->ann.fusion;
+	}
+	return -1;
+}
+
+static bool is_gradient_allreduce(const Node *n)
+{
+	const RedistPlan *p = n->attr.plan;
+	return n->op == OP_REDISTRIBUTE && n->phase == PH_UPDATE && p && p->n == 1 &&
+	       p->steps[0].kind == RS_ALLREDUCE && dtype_is_float(n->in[0]->dtype) && n->in[0]->def &&
+	       n->in[0]->def->phase == PH_BACKWARD;
+}
+
+static bool same_group(const Bucket *b, const RedistStep *s)
+{
+	return b->axes == s->axes && b->layout->ndev == s->from->ndev &&
+	       memcmp(b->layout->dev, s->from->dev, sizeof(int64_t) * (size_t)s->from->ndev) == 0;
+}
+
+static void add_member(Compilation *c, Bucket *b, Node *r, const int *pos)
+{
+	int64_t off = b->elems;
+	VEC_PUSH(&c->arena, b->members, b->n, b->cap, r);
+	b->offset = arena_grow(&c->arena, b->offset, (size_t)b->n - 1, (size_t)b->n, sizeof(int64_t));
+	b->offset[b->n - 1] = off;
+	b->elems += shape_numel(&r->out->layout->slice);
+	if (!b->ready || pos[r->in[0]->def->id] > pos[b->ready->id])
+		b->ready = r->in[0]->def;
+}
+
+typedef struct SizeState {
+	int seg;           /* current segment of the size modes */
+	int64_t bytes;     /* bytes in it so far */
+} SizeState;
+
+/* Which bucket (key) gradient k goes to. */
+static int bucket_key(const ParallelConfig *pc, const Candidate *cd, int k, SizeState *st, int64_t bytes)
+{
+	if (cd->fusion == 0)
+		return -1;                          /* never fused */
+	if (cd->fusion > 0)
+		return 1 << 20 | cd->fusion;        /* the user's id */
+	const FusionConfig *f = &pc->fusion_allreduce;
+	if (f->mode == FUSION_INDEX) {
+		int seg = 0;
+		while (seg < f->nindex && k >= f->index[seg])
+			seg++;
+		return seg;
+	}
+	double limit = (f->mode == FUSION_SIZE ? f->size_mb : 64.0) * 1024 * 1024;
+	if (st->bytes > 0 && (double)(st->bytes + bytes) > limit)
+		st->seg++, st->bytes = 0;
+	st->bytes += bytes;
+	return 1 << 21 | st->seg;
+}
+
+bool pass_fusion(Compilation *c)
+{
+	Graph *g = c->g;
+	if (!g->par.comm_fusion_openstate || g->nstages > 1 || g->nmicro > 1 || c->infer)
+		return true;
+	Candidate *cands = NULL;
+	int nc = 0, cap = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!is_gradient_allreduce(n))
+			continue;
+		const Node *u = reader_update(g, n);
+		if (!u)
+			continue;
+		Candidate cd = {n, param_index(g, u->in[0]), fusion_id(g, u->in[0])};
+		VEC_PUSH(&c->arena, cands, nc, cap, cd);
+	}
+	/* parameter order: insertion sort, the lists are short */
+	for (int i = 1; i < nc; i++)
+		for (int j = i; j > 0 && cands[j].param < cands[j - 1].param; j--) {
+			Candidate t = cands[j];
+			cands[j] = cands[j - 1];
+			cands[j - 1] = t;
+		}
+	FusionPlan *plan = ARENA_NEW(&c->arena, FusionPlan);
+	plan->gradients = nc;
+	int *keys = ARENA_NEWN(&c->arena, int, nc > 0 ? nc : 1);
+	SizeState st = {0};
+	for (int k = 0; k < nc; k++)
+		keys[k] = bucket_key(&g->par, &cands[k], k, &st,
+		                     shape_numel(&cands[k].r->out->layout->slice) * (c->f64 ? 8 : 4));
+	int *pos = ARENA_NEWN(&c->arena, int, g->next_node_id);
+	for (int i = 0; i < g->nnodes; i++)
+		pos[g->nodes[i]->id] = i;
+	for (int k = 0; k < nc; k++) {
+		const RedistStep *s = &cands[k].r->attr.plan->steps[0];
+		Bucket *b = NULL;
+		if (keys[k] >= 0)
+			for (int i = 0; i < plan->n && !b; i++)
+				if (same_group(&plan->b[i], s) && plan->b[i].members[0]->pass_data == (void *)(intptr_t)keys[k])
+					b = &plan->b[i];
+		if (!b) {
+			Bucket nb = {.layout = s->from, .axes = s->axes};
+			VEC_PUSH(&c->arena, plan->b, plan->n, plan->cap, nb);
+			b = &plan->b[plan->n - 1];
+		}
+		cands[k].r->pass_data = (void *)(intptr_t)keys[k];
+		add_member(c, b, cands[k].r, pos);
+	}
+	for (int k = 0; k < nc; k++)
+		cands[k].r->pass_data = NULL;
+	c->fusion = plan;
+	if (c->verbose)
+		fprintf(stderr, "comm fusion: %d gradient all-reduce%s in %d bucket%s\n", nc, nc == 1 ? "" : "s", plan->n,
+		        plan->n == 1 ? "" : "s");
+	return true;
+}
+
+const Bucket *fusion_bucket_of(const FusionPlan *p, const Node *n, int64_t *offset)
+{
+	for (int i = 0; p && i < p->n; i++)
+		for (int k = 0; k < p->b[i].n; k++)
+			if (p->b[i].members[k] == n) {
+				*offset = p->b[i].offset[k];
+				return &p->b[i];
+			}
+	return NULL;
+}

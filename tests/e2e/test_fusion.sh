@@ -1,0 +1,34 @@
+#!/bin/sh
+# Gradient communication fusion: the runtime counts collectives per step
+# (--comm-stats) and they must equal the plan, and fused runs must train
+# exactly as unfused and stand-alone ones. mlp.net in data_parallel on 4
+# ranks has 6 gradient all-reduces and 1 for the reported loss.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+work=$(mktemp -d /tmp/netc-fusion-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+[ -x "$B/tools/losscompare" ] || cc -O2 -std=c11 -o "$B/tools/losscompare" tests/tools/losscompare.c -lm
+timeout 120 $NETC build samples/mlp.net -D parallel_mode=stand_alone -o "$work/ref" 2>/dev/null &&
+	timeout 120 "$work/ref" --steps 5 --log "$work/ref.csv" --quiet
+# case NAME EXPECTED_ALLREDUCES -D...
+case_() {
+	name=$1 want=$2; shift 2
+	timeout 120 $NETC build samples/mlp.net -D parallel_mode=data_parallel -D gradients_mean=true "$@" \
+		-o "$work/$name" >"$work/$name.build" 2>&1 || { fail=$((fail + 1)); echo "FAIL $name (build)"; return; }
+	got=$(timeout 120 tests/e2e/mpirun.sh -np 4 "$work/$name" --steps 5 --comm-stats --log "$work/$name.csv" \
+		--quiet | sed -n 's/^comm per step: \([0-9.]*\) allreduce.*/\1/p')
+	if [ "$got" = "$want" ] && $B/tools/losscompare "$work/ref.csv" "$work/$name.csv" --atol 1.1e-6 >/dev/null; then
+		pass=$((pass + 1)); echo "ok   $name ($got all-reduces per step, losses as stand-alone)"
+	else
+		fail=$((fail + 1)); echo "FAIL $name (all-reduces per step: $got, wanted $want; or losses differ)"
+	fi
+}
+case_ auto_one_bucket 2
+case_ openstate_false 7 -D 'comm_fusion={openstate=false}'
+case_ index_20_35_style 4 -D 'all_reduce_fusion_config=[2,4]'
+case_ comm_fusion_index 4 -D 'comm_fusion={allreduce={mode="index",config=[2,4]}}'
+case_ size_0_1mb 5 -D 'comm_fusion={allreduce={mode="size",config=0.1}}'
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
