@@ -248,9 +248,30 @@ static Layout *local_out_layout(Sharder *S, const Node *n)
 	return (Layout *)in;
 }
 
+/* A backward node reads the forward values its forward node read; where
+ * the forward node read a converted copy, the backward node reads that
+ * copy too (MindSpore reuses the forward's redistributed tensors), so its
+ * strategy follows the forward one and nothing is converted twice. A
+ * recomputed copy redoes its communication instead (mp_comm_recompute). */
+static void reuse_forward_copies(Node *n)
+{
+	const Node *f = n->fwd;
+	if (!f || n->phase != PH_BACKWARD || (n->ann.recompute && n->ann.mp_comm_recompute))
+		return;
+	for (int i = 0; i < n->nin; i++)
+		for (int k = 0; k < f->nin; k++) {
+			const Value *c = f->in[k];
+			if (c->def && c->def->op == OP_REDISTRIBUTE && c->def->in[0] == n->in[i]) {
+				n->in[i] = (Value *)c;
+				break;
+			}
+		}
+}
+
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
+	reuse_forward_copies(n);
 	for (int i = 0; i < n->nin; i++)
 		if (!n->in[i]->layout && n->in[i]->kind != VK_PARAM)
 			n->in[i]->layout = whole(S, n->in[i]);
