@@ -616,11 +616,13 @@ EMIT(REDISTRIBUTE)
 	if (p->scratch_elems > e->scratch)
 		e->scratch = p->scratch_elems;
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
+	/* optimizer parallel: the gathered shards become the parameter again */
+	const char *dst = n->writes ? B(e, n->writes) : Y;
 	const char *routine = p->n ? shared_routine(e, n) : NULL;
 	if (routine)
-		fprintf(OUT, "\t%s(%s, %s); /* %s */\n", routine, IN(0), Y, redist_describe(&e->c->arena, p));
+		fprintf(OUT, "\t%s(%s, %s); /* %s */\n", routine, IN(0), dst, redist_describe(&e->c->arena, p));
 	else
-		redist_emit_c(OUT, p, IN(0), Y, value_nrt_dtype(n->in[0]), comm_cb, e);
+		redist_emit_c(OUT, p, IN(0), dst, value_nrt_dtype(n->in[0]), comm_cb, e);
 	fprintf(OUT, "\tnrt_trace_span(\"%s\", \"comm\", -1, t_);\n\t}\n", redist_describe(&e->c->arena, p));
 }
 

@@ -176,6 +176,7 @@ struct Node {
 	Node *fwd;           /* backward nodes: the forward node they differentiate */
 	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
 	Strategy strategy;   /* after sharding: the strategy it runs with (n == 0: none, e.g. updates) */
+	Value *writes;       /* redistribute: its result goes into this parameter's buffer (optimizer parallel) */
 	Loc loc;
 	void *pass_data;     /* scratch for the pass that is running */
 };

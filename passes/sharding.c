@@ -268,10 +268,91 @@ static void reuse_forward_copies(Node *n)
 		}
 }
 
+/* ---- optimizer parallel ------------------------------------------------------ */
+
+/* The layout of p's optimizer shard: p's layout split further, along its
+ * first whole dimension that divides, over a grid axis on which p is
+ * replicated (optimizer_weight_shard_size limits it to a sub-group by
+ * splitting that axis in two). NULL when p stays whole: too small
+ * (parallel_optimizer_threshold, KB), opted out, or nothing to split. */
+static Layout *optimizer_shard(Sharder *S, const Value *p)
+{
+	const ParallelConfig *pc = &S->g->par;
+	const Layout *l = p->layout;
+	if (!pc->enable_parallel_optimizer || !p->param.parallel_optimizer || !l || l->partial)
+		return NULL;
+	if (shape_numel(&p->shape) * dtype_size(p->dtype) < pc->parallel_optimizer_threshold * 1024)
+		return NULL;
+	unsigned rep = layout_replica_axes(l);
+	int axis = -1;
+	for (int k = 0; k < l->ndev; k++)
+		if ((rep & (1u << k)) && (axis < 0 || l->dev[k] > l->dev[axis]))
+			axis = k;
+	if (axis < 0)
+		return NULL;
+	int64_t group = l->dev[axis], want = pc->optimizer_weight_shard_size;
+	if (want > 0 && want < group && group % want == 0)
+		group = want;
+	for (int d = 0; d < l->rank; d++) {
+		if (l->map[d] >= 0 || l->slice.d[d] % group != 0)
+			continue;
+		int64_t dev[MAX_RANK];
+		int map[MAX_RANK], ndev = 0, shard_axis = -1;
+		int remap[MAX_RANK];
+		for (int k = 0; k < l->ndev; k++) {
+			if (k == axis && group < l->dev[k])
+				dev[ndev++] = l->dev[k] / group; /* outer part: still replicas */
+			remap[k] = ndev;
+			if (k == axis)
+				shard_axis = ndev;
+			dev[ndev++] = k == axis ? group : l->dev[k];
+		}
+		for (int i = 0; i < l->rank; i++)
+			map[i] = l->map[i] < 0 ? -1 : remap[l->map[i]];
+		map[d] = shard_axis;
+		return layout_make(S->cx.arena, &p->shape, ndev, dev, map, 0, S->cx.device_num);
+	}
+	return NULL;
+}
+
+/* update(p, g, states...) becomes: slice p to its shard (local), reduce-
+ * scatter g to the shard, update the shard with sharded state, gather the
+ * shard back into p's own buffer. */
+static bool lay_out_sharded_update(Sharder *S, Node *n)
+{
+	Value *p = n->in[0];
+	Layout *shard = optimizer_shard(S, p);
+	if (!shard || keep_local_grad(S, n, 1))
+		return false;
+	const Layout *whole_layout = p->layout;
+	for (int i = 2; i < n->nin; i++)
+		n->in[i]->layout = shard;
+	n->in[1] = convert(S, n->in[1], shard, n);
+	Value *ps = convert(S, p, shard, n);
+	n->in[0] = ps;
+	n->strategy = (Strategy){0};
+	RedistPlan *plan = redist_plan(S->cx.arena, shard, whole_layout, p->dtype, S->g->par.enable_alltoall);
+	Node *back = graph_node_detached(S->g, OP_REDISTRIBUTE, &ps, 1, n->loc);
+	back->attr.plan = plan;
+	back->phase = PH_UPDATE;
+	back->chunk = n->chunk;
+	back->ann.stage = n->ann.stage;
+	back->out->shape = p->shape;
+	back->out->dtype = p->dtype;
+	back->out->layout = (Layout *)whole_layout;
+	back->out->name = arena_printf(S->cx.arena, "%s.gathered", p->name);
+	back->writes = p;
+	graph_insert(S->g, S->pos + 1, back);
+	S->pos++;
+	return true;
+}
+
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
 	reuse_forward_copies(n);
+	if ((op_info[n->op].flags & OPF_UPDATE) && lay_out_sharded_update(S, n))
+		return;
 	for (int i = 0; i < n->nin; i++)
 		if (!n->in[i]->layout && n->in[i]->kind != VK_PARAM)
 			n->in[i]->layout = whole(S, n->in[i]);

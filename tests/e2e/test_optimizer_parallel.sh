@@ -1,0 +1,77 @@
+#!/bin/sh
+# Optimizer parallel (enable_parallel_optimizer): with every optimizer, in
+# data_parallel and semi_auto_parallel on 4 ranks, the run equals the
+# stand-alone one (losses rtol 1e-5, parameters and state rtol 1e-4 /
+# atol 1e-6; Adam-family eps 1e-6 as in test_equivalence.sh, since eps
+# 1e-8 amplifies f32 rounding of near-zero gradients), the optimizer state
+# per device shrinks (netc build -v), and gradients are reduce-scattered
+# and parameters all-gathered (--comm-stats). Also: optimizer_weight_shard_size
+# limits the shard group, parallel_optimizer_threshold and a parameter's
+# parallel_optimizer = false keep parameters whole.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+work=$(mktemp -d /tmp/netc-optpar-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+for t in stcompare losscompare; do
+	[ -x "$B/tools/$t" ] || cc -O2 -std=c11 -o "$B/tools/$t" tests/tools/$t.c -lm
+done
+state() { sed -n 's/.*optimizer state \([0-9]*\),.*/\1/p' "$1"; }
+for opt in "sgd(lr = 0.1)" "momentum(lr = 0.05)" "adam(lr = 0.001, eps = 1e-6)" "adamw(lr = 0.001, eps = 1e-6, weight_decay = 0.01)" "lamb(lr = 0.01)"; do
+	name=${opt%%(*}
+	# without its shard annotations: semi_auto_parallel's default data
+	# parallelism leaves the weights replicated, so there is state to shard
+	sed -e "s/optimizer = momentum(lr = 0.05, momentum = 0.9)/optimizer = $opt/" \
+		-e 's/\.shard(((\([^)]*\)), (\([^)]*\))))//g' samples/mlp.net >"$work/$name.net"
+	timeout 120 $NETC build "$work/$name.net" -D parallel_mode=stand_alone -v -o "$work/$name.ref" >"$work/$name.ref.b" 2>&1
+	timeout 120 "$work/$name.ref" --steps 5 --log "$work/$name.ref.csv" --save "$work/$name.ref.st" --quiet
+	for mode in data_parallel semi_auto_parallel; do
+		n=$name.$mode
+		timeout 120 $NETC build "$work/$name.net" -D parallel_mode=$mode -D gradients_mean=true \
+			-D enable_parallel_optimizer=true -v -o "$work/$n" >"$work/$n.b" 2>&1
+		timeout 120 $NETC build "$work/$name.net" -D parallel_mode=$mode -D gradients_mean=true -v \
+			-o "$work/$n.plain" >"$work/$n.plain.b" 2>&1
+		stats=$(timeout 120 tests/e2e/mpirun.sh -np 4 "$work/$n" --steps 5 --log "$work/$n.csv" \
+			--save "$work/$n.st" --quiet --comm-stats)
+		l=$($B/tools/losscompare "$work/$name.ref.csv" "$work/$n.csv" --atol 1.1e-6 | tail -1)
+		p=$($B/tools/stcompare "$work/$name.ref.st" "$work/$n.st" --quiet | tail -1)
+		s0=$(state "$work/$n.plain.b") s1=$(state "$work/$n.b")
+		case "$l$p" in
+		*"0 failed"*"0 failed"*)
+			if [ "$name" != sgd ] && ! [ "$s1" -lt "$s0" ]; then
+				bad "$n (optimizer state did not shrink: $s0 -> $s1)"
+			elif ! echo "$stats" | grep -q "[1-9][0-9]* reduce_scatter"; then
+				bad "$n (no reduce-scatter: $stats)"
+			else
+				ok "$n (state $s0 -> $s1 bytes; $(echo "$stats" | cut -d: -f2))"
+			fi ;;
+		*) bad "$n ($l; $p)" ;;
+		esac
+	done
+done
+# sub-group: shards over 2 of the 4 replicas; threshold and opt-out keep things whole
+a=$work/adam
+timeout 120 $NETC build "$a.net" -D parallel_mode=data_parallel -D gradients_mean=true -D enable_parallel_optimizer=true \
+	-D 'parallel_optimizer_config={optimizer_weight_shard_size=2}' -v -o "$a.sub" >"$a.sub.b" 2>&1
+timeout 120 tests/e2e/mpirun.sh -np 4 "$a.sub" --steps 5 --save "$a.sub.st" --log "$a.sub.csv" --quiet
+s4=$(state "$work/adam.data_parallel.b") s2=$(state "$a.sub.b") s1=$(state "$work/adam.data_parallel.plain.b")
+if [ "$s4" -lt "$s2" ] && [ "$s2" -lt "$s1" ] && $B/tools/stcompare "$a.ref.st" "$a.sub.st" --quiet >/dev/null; then
+	ok "optimizer_weight_shard_size=2 (state $s1 -> $s2 bytes; 4-way: $s4; same training)"
+else
+	bad "optimizer_weight_shard_size=2 (state whole $s1, 2-way $s2, 4-way $s4)"
+fi
+timeout 120 $NETC build "$a.net" -D parallel_mode=data_parallel -D enable_parallel_optimizer=true \
+	-D 'parallel_optimizer_config={parallel_optimizer_threshold=100000}' -v -o "$a.th" >"$a.th.b" 2>&1
+[ "$(state "$a.th.b")" = "$s1" ] && ok "threshold keeps small parameters whole" || bad "threshold ($(state "$a.th.b") vs $s1)"
+sed 's/^param w1: f32\[784, H\] = xavier_uniform$/param w1: f32[784, H] = xavier_uniform [parallel_optimizer = false]/' "$a.net" >"$a.out.net"
+timeout 120 $NETC build "$a.out.net" -D parallel_mode=data_parallel -D enable_parallel_optimizer=true -v -o "$a.out" >"$a.out.b" 2>&1
+if [ "$(state "$a.out.b")" -gt "$s4" ] && [ "$(state "$a.out.b")" -lt "$s1" ]; then
+	ok "parallel_optimizer = false keeps w1 whole ($(state "$a.out.b") bytes)"
+else
+	bad "opt-out ($(state "$a.out.b") bytes; 4-way $s4, whole $s1)"
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
