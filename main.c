@@ -28,6 +28,7 @@ typedef struct Args {
 	bool infer;              /* --infer: forward only */
 	const char *fault;       /* --inject-fault=NAME (tests) */
 	const char *why;         /* explain --why OP */
+	bool schedule;           /* explain --schedule [-o sched.svg] */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
 } Args;
@@ -58,6 +59,7 @@ static void usage(FILE *out)
 	      "                        recompute, optimizer, stages, search, sharding, fusion,\n"
 	      "                        strategy_ckpt, memplan, or all)\n"
 	      "      --why OP          explain: OP's candidate strategies and their costs\n"
+	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
 	      "      --machine FILE    cost-model constants, key = value lines\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
 	      "      --memory-limit B  bytes per device for search_mode = dynamic_programming\n"
@@ -69,7 +71,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT };
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION };
 
 static bool is_pass_name(const char *s)
@@ -97,6 +99,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
 		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
 		{"why", required_argument, 0, OPT_WHY},
+		{"schedule", no_argument, 0, OPT_SCHEDULE},
 		{"machine", required_argument, 0, OPT_MACHINE},
 		{"cost", required_argument, 0, OPT_COST},
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
@@ -132,6 +135,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_FAULT: a->fault = optarg; break;
 		case OPT_INFER: a->infer = true; break;
 		case OPT_WHY: a->why = optarg; break;
+		case OPT_SCHEDULE: a->schedule = true; break;
 		case OPT_MACHINE:
 		case OPT_COST:
 		case OPT_MEMORY_LIMIT:
@@ -227,6 +231,8 @@ static int run(Compilation *c, Args *a)
 	case 2:
 		return cmd_dot(c, a);
 	case 4:
+		if (a->schedule)
+			return explain_schedule(c, a->output, stdout) ? 0 : EXIT_USER;
 		return explain_print(c, a->why, stdout) ? 0 : EXIT_USER;
 	default:
 		a->build.output = a->output;

@@ -188,6 +188,8 @@ static Agnode_t *op_node(Agraph_t *root, const Graph *g, const Node *n)
 	Agraph_t *home = n->scope && *n->scope ? cluster_for(root, n->scope) : root;
 	Agnode_t *an = agnode(home, name, 1);
 	cat(label, sizeof label, "%s\\n", op_info[n->op].name);
+	if (n->attr.steps)
+		cat(label, sizeof label, "%s\\n", n->attr.steps);
 	const Value *shown = n->out ? n->out : (n->nin > 0 ? n->in[0] : NULL);
 	if (shown) {
 		cat_name(label, sizeof label, shown->name);

@@ -95,6 +95,10 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_SCALE:
 		fprintf(out, ", alpha=%g", a->alpha);
 		break;
+	case OP_REDISTRIBUTE:
+		if (a->steps)
+			fprintf(out, ", %s", a->steps);
+		break;
 	case OP_ALL_REDUCE:
 	case OP_ALL_GATHER:
 	case OP_REDUCE_SCATTER:

@@ -26,4 +26,7 @@ void explain_totals(Compilation *c, ExplainTotals *t);
 /* Prints the report; why: an operator name or output value name, or
  * NULL. False (reported) if `why` names nothing. */
 bool explain_print(Compilation *c, const char *why, FILE *out);
+/* --schedule: the pipeline split, each stage's work and memory, the
+ * order of its passes and the predicted bubble; an SVG to `svg` if set. */
+bool explain_schedule(Compilation *c, const char *svg, FILE *out);
 #endif

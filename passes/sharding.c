@@ -128,6 +128,7 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 	}
 	Node *n = graph_node_detached(S->g, OP_REDISTRIBUTE, &v, 1, reader->loc);
 	n->attr.plan = plan;
+	n->attr.steps = redist_describe(S->cx.arena, plan);
 	n->phase = reader->phase;
 	n->scope = reader->scope;
 	n->fwd = reader->fwd;
@@ -334,6 +335,7 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	RedistPlan *plan = redist_plan(S->cx.arena, shard, whole_layout, p->dtype, S->g->par.enable_alltoall);
 	Node *back = graph_node_detached(S->g, OP_REDISTRIBUTE, &ps, 1, n->loc);
 	back->attr.plan = plan;
+	back->attr.steps = redist_describe(S->cx.arena, plan);
 	back->phase = PH_UPDATE;
 	back->chunk = n->chunk;
 	back->ann.stage = n->ann.stage;
