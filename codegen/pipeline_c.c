@@ -337,6 +337,7 @@ void emit_sched_main(Emit *e)
 	      "\tcomm_stages = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x1);\n"
 	      "\tinit_params();\n"
 	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	      "\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n"
 	      "\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"

@@ -172,6 +172,18 @@ static void fusion_names(Emit *e)
 	}
 }
 
+/* hybrid_parallel: a layerwise_parallel parameter (or its state) is this
+ * rank's piece of a full tensor, the pieces laid end to end along
+ * layerwise_dim in rank order; NULL for anything else. */
+static const Value *layerwise_piece(const Graph *g, const Value *v)
+{
+	const Value *p = v->kind == VK_STATE ? v->state.of : v;
+	if (g->par.parallel_mode != PM_HYBRID_PARALLEL || p->kind != VK_PARAM || !p->param.layerwise_parallel ||
+	    p->param.layerwise_dim >= p->shape.rank)
+		return NULL;
+	return p;
+}
+
 /* Parameters and optimizer state as the runtime sees them (init, save, load). */
 static void emit_tensor_table(Emit *e)
 {
@@ -184,7 +196,11 @@ static void emit_tensor_table(Emit *e)
 		if (v->kind != VK_PARAM && v->kind != VK_STATE)
 			continue;
 		fprintf(out, "\t{.name = \"%s\", .dtype = NRT_REAL, .rank = %d, .full = ", v->name, v->shape.rank);
-		emit_init_dims(out, &v->shape);
+		Shape full = v->shape;
+		const Value *piece = layerwise_piece(e->g, v);
+		if (piece)
+			full.d[piece->param.layerwise_dim] *= e->g->par.device_num;
+		emit_init_dims(out, &full);
 		fputs(", .slice = ", out);
 		emit_init_dims(out, lshape(v));
 		fputs("},\n", out);
@@ -374,11 +390,35 @@ static void emit_tensor_offsets(Emit *e)
 		const Value *v = g->values[i];
 		if (v->kind != VK_PARAM && v->kind != VK_STATE)
 			continue;
-		emit_block_offset(e, v, arena_printf(&e->c->arena, "tensors[%d].offset", k));
+		const Value *piece = layerwise_piece(g, v);
+		if (piece)
+			fprintf(e->setup, "\ttensors[%d].offset[%d] = (int64_t)nrt_rank() * %" PRId64 "; /* this rank's piece */\n", k,
+			        piece->param.layerwise_dim, v->shape.d[piece->param.layerwise_dim]);
+		else
+			emit_block_offset(e, v, arena_printf(&e->c->arena, "tensors[%d].offset", k));
 		k++;
 	}
 	for (int i = 0; i < g->ninputs; i++)
 		emit_block_offset(e, g->inputs[i], arena_printf(&e->c->arena, "inputs[%d].t.offset", i));
+}
+
+/* parameter_broadcast: every rank starts from rank 0's parameters. Pieces
+ * of split or layerwise_parallel parameters differ by design and are not
+ * broadcast (MindSpore: segmented parameters do not take part). */
+static void emit_broadcast_params(Emit *e)
+{
+	Graph *g = e->g;
+	FILE *out = e->out;
+	fputs("static void broadcast_params(void)\n{\n", out);
+	for (int i = 0; g->par.parameter_broadcast && g->par.parallel_mode != PM_STAND_ALONE && i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		bool split = false;
+		for (int d = 0; p->layout && d < p->layout->rank; d++)
+			split |= p->layout->map[d] >= 0;
+		if (!p->param.layerwise_parallel && !split)
+			fprintf(out, "\tnrt_broadcast(comm_world, NRT_REAL, 0, %s, %" PRId64 ");\n", B(e, p), lnumel(p));
+	}
+	fputs("}\n\n", out);
 }
 
 /* --gradcheck: central differences in the same program, double precision
@@ -446,6 +486,7 @@ static void emit_main(Emit *e)
 	      "\tsetup();\n"
 	      "\tinit_params();\n"
 	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	      "\tbroadcast_params();\n"
 	      "\tNrtData *data = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
 	if (e->o->gradcheck)
@@ -548,6 +589,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	free(decls);
 	free(setup);
 	emit_alloc(&e);
+	emit_broadcast_params(&e);
 	if (o->gradcheck)
 		emit_gradcheck(&e);
 	emit_info(&e);

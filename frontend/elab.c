@@ -1633,7 +1633,8 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 	return true;
 }
 
-/* `[layerwise_parallel, requires_grad = false, parallel_optimizer = false]` */
+/* `[layerwise_parallel, requires_grad = false, parallel_optimizer = false]`;
+ * `layerwise_parallel = k` also says the pieces are blocks along dim k. */
 static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 {
 	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer"};
@@ -1653,7 +1654,17 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 			at = a->val->loc;
 		} else {
 			CfgValue *c = elab_cfg(E->P, f, a->val);
-			if (!c || !want_bool(E, c, name, &val)) {
+			/* layerwise_parallel = k: the devices' pieces, laid end to end
+			 * along dim k in rank order, make up the full tensor */
+			if (c && c->kind == CV_INT && !strcmp(name, names[0])) {
+				if (c->i < 0 || c->i >= MAX_RANK) {
+					diag_error(E->d, c->loc, "layerwise_parallel = %lld: the dimension must be in [0, %d)",
+					           (long long)c->i, MAX_RANK);
+					ok = false;
+					continue;
+				}
+				v->param.layerwise_dim = (int)c->i;
+			} else if (!c || !want_bool(E, c, name, &val)) {
 				ok = false;
 				continue;
 			}

@@ -143,6 +143,7 @@ typedef struct Value {
 			InitKind init;
 			double a, b;         /* constant: a; normal: mean a, std b; uniform: [a, b) */
 			bool layerwise_parallel; /* hybrid: a per-device piece, no gradient aggregation */
+			int layerwise_dim;       /* the pieces are blocks of the full tensor along this dim, in rank order */
 			bool requires_grad;      /* false: frozen */
 			bool parallel_optimizer; /* false: opts out of optimizer sharding */
 		} param;             /* VK_PARAM */

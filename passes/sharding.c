@@ -223,6 +223,16 @@ static bool keep_local_grad(const Sharder *S, const Node *n, int i)
 	       n->in[0]->param.layerwise_parallel;
 }
 
+/* hybrid_parallel sums every replicated parameter's gradient over all
+ * devices (MindSpore's gradient aggregation; with loss_repeated_mean the
+ * loss's gradient was divided by the devices that repeat it). A gradient
+ * already partial over the split batch is summed by its layout anyway. */
+static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
+{
+	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
+	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
+}
+
 static bool is_whole(const Layout *l)
 {
 	if (l->partial)
@@ -376,6 +386,15 @@ static void lay_out_node(Sharder *S, Node *n)
 		if (!v->layout) {
 			v->layout = need; /* a parameter takes its first reader's layout */
 			continue;
+		}
+		if (hybrid_contribution(S, n, i, v)) {
+			/* each rank's gradient is a contribution to the sum */
+			Layout *l = ARENA_NEW(S->cx.arena, Layout);
+			*l = *v->layout;
+			for (int k = 0; k < l->ndev; k++)
+				if (l->dev[k] > 1)
+					l->partial |= 1u << k;
+			v->layout = l;
 		}
 		if (keep_local_grad(S, n, i)) {
 			Layout *l = ARENA_NEW(S->cx.arena, Layout);
