@@ -422,7 +422,9 @@ static void emit_broadcast_params(Emit *e)
 }
 
 /* --gradcheck: central differences in the same program, double precision
- * recommended (netc build --precision f64 --gradcheck). */
+ * recommended (netc build --precision f64 --gradcheck). Every analytic
+ * gradient is copied out right after the one backward pass: the
+ * workspace that holds them is reused by the forward passes that follow. */
 static void emit_gradcheck(Emit *e)
 {
 	Graph *g = e->g;
@@ -436,9 +438,15 @@ static void emit_gradcheck(Emit *e)
 		const Value *p = g->params[i];
 		if (!p->grad)
 			continue;
+		fprintf(out, "\treal *an_%d = xcalloc(%" PRId64 ", sizeof(real));\n", i, lnumel(p));
+		fprintf(out, "\tmemcpy(an_%d, %s, %" PRId64 " * sizeof(real));\n", i, B(e, p->grad), lnumel(p));
+	}
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		if (!p->grad)
+			continue;
 		int64_t n = lnumel(p);
-		fprintf(out, "\t{\n\t\treal *an = xcalloc(%" PRId64 ", sizeof(real));\n", n);
-		fprintf(out, "\t\tmemcpy(an, %s, %" PRId64 " * sizeof(real));\n", B(e, p->grad), n);
+		fprintf(out, "\t{\n\t\treal *an = an_%d;\n", i);
 		fprintf(out, "\t\tdouble worst = 0;\n\t\tfor (int64_t i = 0; i < %" PRId64 "; i += %" PRId64 ") {\n", n,
 		        n > 40 ? n / 40 : 1);
 		fprintf(out, "\t\t\treal old = %s[i];\n", B(e, p));

@@ -539,7 +539,14 @@ RULE(SUM_TO)
 	Shape b;
 	if (!attr_shape_ok(d, n, &n->attr.shape))
 		return false;
-	if (!broadcast_shapes(&n->attr.shape, &x->shape, &b) || !shape_eq(&b, &x->shape))
+	/* the result is x with the dims of axes_mask summed away: dropped
+	 * (batch_norm's beta, [N, C, H, W] -> [C]) or kept as 1 (numpy) */
+	Shape kept = {0};
+	for (int i = 0; i < x->shape.rank; i++)
+		if (!(n->attr.axes_mask & ((int64_t)1 << i)))
+			kept.d[kept.rank++] = x->shape.d[i];
+	bool removed = n->attr.axes_mask && shape_eq(&kept, &n->attr.shape);
+	if (!removed && (!broadcast_shapes(&n->attr.shape, &x->shape, &b) || !shape_eq(&b, &x->shape)))
 		return fail(d, n, "%s %s cannot be summed to %s", x->name, shp(&x->shape), shp(&n->attr.shape));
 	return set_out(n, x->dtype, n->attr.shape);
 }
