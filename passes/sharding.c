@@ -326,6 +326,22 @@ static Layout *optimizer_shard(Sharder *S, const Value *p)
 	return NULL;
 }
 
+/* gradient_accumulation_shard: with several micro-steps, each one's
+ * gradient is reduce-scattered in its backward pass and only the shard is
+ * accumulated (an extra ReduceScatter per micro-step, a smaller
+ * accumulator), instead of accumulating whole gradients and reducing once. */
+static void shard_accumulation(Sharder *S, Node *rs)
+{
+	const Node *src = rs && rs->op == OP_REDISTRIBUTE ? rs->in[0]->def : NULL;
+	if (!src || S->g->nmicro < 2 || !S->g->par.gradient_accumulation_shard || rs->phase != PH_UPDATE ||
+	    src->phase != PH_BACKWARD)
+		return;
+	rs->phase = PH_BACKWARD;
+	rs->chunk = src->chunk;
+	rs->ann.stage = src->ann.stage;
+	rs->fwd = src->fwd;
+}
+
 /* update(p, g, states...) becomes: slice p to its shard (local), reduce-
  * scatter g to the shard, update the shard with sharded state, gather the
  * shard back into p's own buffer. */
@@ -339,6 +355,7 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	for (int i = 2; i < n->nin; i++)
 		n->in[i]->layout = shard;
 	n->in[1] = convert(S, n->in[1], shard, n);
+	shard_accumulation(S, n->in[1]->def);
 	Value *ps = convert(S, p, shard, n);
 	n->in[0] = ps;
 	n->strategy = (Strategy){0};

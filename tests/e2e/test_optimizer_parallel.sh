@@ -73,5 +73,26 @@ if [ "$(state "$a.out.b")" -gt "$s4" ] && [ "$(state "$a.out.b")" -lt "$s1" ]; t
 else
 	bad "opt-out ($(state "$a.out.b") bytes; 4-way $s4, whole $s1)"
 fi
+# gradient_accumulation_shard: each micro-step's gradient reduce-scattered,
+# only shards accumulated; both settings equal one step over twice the batch
+m=tests/e2e/models/accum_shard.net
+sed -e 's/f32\[16, 64\]/f32[32, 64]/' -e 's/i32\[16\]/i32[32]/' -e 's/grad_accumulation_step = 2//' $m >"$work/big.net"
+timeout 120 $NETC build "$work/big.net" -D parallel_mode=stand_alone -o "$work/big" >/dev/null 2>&1 &&
+	timeout 120 "$work/big" --steps 5 --log "$work/big.csv" --save "$work/big.st" --quiet
+for sh in true false; do
+	timeout 120 $NETC build $m -D "parallel_optimizer_config={parallel_optimizer_threshold=0, gradient_accumulation_shard=$sh}" \
+		--emit-c "$work/src_$sh" -o "$work/acc_$sh" >/dev/null 2>&1
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/acc_$sh" --steps 5 --log "$work/acc_$sh.csv" --save "$work/acc_$sh.st" --quiet
+done
+acc() { grep -o 'acc_[a-zA-Z0-9_]* = xcalloc([0-9]*' "$work/src_$1/accum_shard.c" | sed 's/.*(//' | awk '{ s += $1 } END { print s }'; }
+if [ "$(acc true)" -lt "$(acc false)" ] &&
+	$B/tools/losscompare "$work/big.csv" "$work/acc_true.csv" --atol 1.1e-6 >/dev/null &&
+	$B/tools/losscompare "$work/big.csv" "$work/acc_false.csv" --atol 1.1e-6 >/dev/null &&
+	$B/tools/stcompare "$work/big.st" "$work/acc_true.st" --quiet >/dev/null &&
+	$B/tools/stcompare "$work/big.st" "$work/acc_false.st" --quiet >/dev/null; then
+	ok "gradient_accumulation_shard (accumulators $(acc false) -> $(acc true) elements; both equal the 2x batch)"
+else
+	bad "gradient_accumulation_shard (accumulators $(acc false) -> $(acc true); or training differs)"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
