@@ -16,5 +16,11 @@ check f64_runs "timeout 120 $NETC build samples/mlp.net -D parallel_mode=stand_a
 	timeout 120 $NETC build samples/mlp.net -D parallel_mode=stand_alone -o $work/m32 &&
 	timeout 120 $work/m64 --steps 5 --log $work/64.csv --quiet && timeout 120 $work/m32 --steps 5 --log $work/32.csv --quiet &&
 	$B/tools/losscompare $work/64.csv $work/32.csv --rtol 1e-4 --atol 1e-5"
+# make install: an installed netc finds its runtime under PREFIX and builds
+# programs against the public headers only
+check install_relocatable "make -s install PREFIX=/opt/netc DESTDIR=$work/inst >/dev/null &&
+	! ls $work/inst/opt/netc/include/netc | grep -q internal &&
+	timeout 120 $work/inst/opt/netc/bin/netc build samples/mlp.net -D parallel_mode=stand_alone -o $work/im &&
+	timeout 120 $work/im --steps 2 --quiet"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
