@@ -98,6 +98,50 @@ void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Levenshtein distance; names are short, longer ones never match. */
+static int edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 63 || lb > 63)
+		return 64;
+	int row[64];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int diag = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int up = row[j];
+			int best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+const char *diag_closest(const char *word, const char *const *names, int n)
+{
+	const char *best = NULL;
+	int len = (int)strlen(word), limit = len / 3 > 1 ? len / 3 : 1;
+	/* never more edits than the word has letters: 'v' is no typo of 'x' */
+	int bestd = (limit < len ? limit : len - 1) + 1;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(word, names[i]) == 0)
+			continue;
+		int d = edit_distance(word, names[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = names[i];
+		}
+	}
+	return best;
+}
+
 SourceFile *source_read(const char *path)
 {
 	FILE *fp = fopen(path, "rb");

@@ -37,6 +37,11 @@ void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The name of `names` closest to `word` (Levenshtein), if it is close
+ * enough to be a plausible typo (distance <= max(1, len/3) and less than
+ * len) and not `word` itself; NULL otherwise. For "did you mean 'x'?" hints. */
+const char *diag_closest(const char *word, const char *const *names, int n);
+
 /* Reads a whole file into memory; NULL (with errno) on failure. */
 SourceFile *source_read(const char *path);
 SourceFile *source_from_string(const char *name, const char *text);

@@ -116,55 +116,9 @@ static const char *kind_desc(const CfgValue *v)
 	return "a value";
 }
 
-/* Levenshtein distance, capped: names are short. */
-static int edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 63 || lb > 63)
-		return 99;
-	int row[64];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (int)j;
-	for (size_t i = 1; i <= la; i++) {
-		int diag = row[0];
-		row[0] = (int)i;
-		for (size_t j = 1; j <= lb; j++) {
-			int up = row[j];
-			int best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
-/* The closest candidate within a third of the name's length (at least
- * one edit, but fewer edits than the name has letters), or NULL. */
-static const char *suggest(const char *name, const char *const *cands, int n)
-{
-	const char *best = NULL;
-	int len = (int)strlen(name);
-	int bestd = (len / 3 > 1 ? len / 3 : 1) + 1;
-	if (bestd > len)
-		bestd = len;
-	for (int i = 0; i < n; i++) {
-		int dist = edit_distance(name, cands[i]);
-		if (dist < bestd && strcmp(name, cands[i]) != 0) {
-			best = cands[i];
-			bestd = dist;
-		}
-	}
-	return best;
-}
-
-/* "; did you mean 'x'?" or "" */
 static const char *did_you_mean(Elab *E, const char *name, const char *const *cands, int n)
 {
-	const char *s = suggest(name, cands, n);
+	const char *s = diag_closest(name, cands, n);
 	return s ? arena_printf(E->a, "; did you mean '%s'?", s) : "";
 }
 

@@ -81,47 +81,6 @@ void train_config_defaults(TrainConfig *tc)
 
 /* --- suggestions ------------------------------------------------------- */
 
-static int edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 63 || lb > 63)
-		return 64;
-	int row[64];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (int)j;
-	for (size_t i = 1; i <= la; i++) {
-		int diag = row[0];
-		row[0] = (int)i;
-		for (size_t j = 1; j <= lb; j++) {
-			int up = row[j];
-			int best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best) best = up + 1;
-			if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
-/* The closest name, if it is close enough to be a plausible typo. */
-static const char *closest(const char *word, const char *const *names, int n)
-{
-	const char *best = NULL;
-	int bestd = 1 + (int)strlen(word) / 3;
-	if (bestd < 2)
-		bestd = 2;
-	bestd++; /* accept distance <= max(2, 1 + len/3) */
-	for (int i = 0; i < n; i++) {
-		int dd = edit_distance(word, names[i]);
-		if (dd < bestd) {
-			bestd = dd;
-			best = names[i];
-		}
-	}
-	return best;
-}
-
 static const char *join(const char *const *names, int n, char *buf, size_t cap)
 {
 	size_t k = 0;
@@ -133,7 +92,7 @@ static const char *join(const char *const *names, int n, char *buf, size_t cap)
 
 static void suggest(Diag *d, Loc loc, const char *word, const char *const *names, int n)
 {
-	const char *s = closest(word, names, n);
+	const char *s = diag_closest(word, names, n);
 	if (s)
 		diag_note(d, loc, "did you mean '%s'?", s);
 }

@@ -4,6 +4,7 @@
  * the failure shows `diff -u`; to accept a new case, copy it over. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ static char *diagnose(const char *path, bool *accepted)
 
 static char *shell_diff(const char *expected, const char *actual)
 {
-	char cmd[1024];
+	char cmd[2 * PATH_MAX + 64]; /* two paths and the command */
 	snprintf(cmd, sizeof cmd, "diff -u '%s' '%s' 2>&1", expected, actual);
 	FILE *p = popen(cmd, "r");
 	if (!p)
