@@ -2,7 +2,10 @@
  *   u64 little-endian N | N bytes of JSON (space padded to a multiple of 8) | data
  * JSON: {"__metadata__": {"format": "netc", "step": "123"},
  *        "fc1.w": {"dtype": "F32", "shape": [784, 128], "data_offsets": [b, e]}, ...}
- * with offsets relative to the start of the data.
+ * with offsets relative to the start of the data. Dtypes: F32, F64, I32,
+ * I64, F16, BF16 (the names of the safetensors spec); a tensor loads only
+ * from an entry of its own dtype (an F32 entry into an F16 tensor is a
+ * clear error, not a silent conversion).
  *
  * Saving gathers every tensor's slices on rank 0, which writes a temporary
  * file in the destination directory, fsyncs it and renames it over the
@@ -22,7 +25,11 @@
 #include "json_internal.h"
 #include "rt_internal.h"
 
-static const char *const st_dtype[] = {"F32", "F64", "I32", "I64"};
+/* safetensors dtype names, by NrtDType */
+static const char *const st_dtype[] = {
+	[NRT_F32] = "F32", [NRT_F64] = "F64", [NRT_I32] = "I32", [NRT_I64] = "I64",
+	[NRT_F16] = "F16", [NRT_BF16] = "BF16",
+};
 
 static bool mpi_on(void) { return nrt_rt.initialised && nrt_mpi_active(); }
 

@@ -13,7 +13,14 @@
  *             (3 id + 1) % C of a TOKENS source, or sample % C
  *   TARGETS   tanh of the teacher of a FEATURES source, or small noise
  * Labels depend on a whole sample, so they are computed from the full
- * per-sample source even when this rank holds a slice of it. */
+ * per-sample source even when this rank holds a slice of it.
+ *
+ * f16/bf16 inputs: synthetic values are made in double as for every float
+ * input and stored rounded to f32 then to the narrow type (nrt_store), so
+ * they are the f32 model's inputs rounded. From files, an f16 input reads
+ * float16 (copied) or float32 (rounded to nearest even sample by sample,
+ * the same values again); a bf16 input reads float32 only, since .npy has
+ * no bfloat16. Any other mismatch is fatal, as for the other dtypes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -37,6 +44,8 @@ typedef struct Source {
 	size_t maplen;
 	const char *rows;       /* first sample */
 	int64_t nsamples;
+	NrtDType dtype;         /* the file's: the input's, or f32 for an f16/bf16 input */
+	float *conv;            /* [this rank's elements per sample] when dtype differs */
 	/* synthetic mode */
 	int64_t per;            /* elements per sample (prod full[1..]) */
 	double *vals;           /* [per] one full sample */
@@ -75,9 +84,20 @@ static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 		nrt_fatal("input '%s': %s", name, err);
 	if (fstat(fileno(f), &st) != 0)
 		nrt_fatal("input '%s': %s: %s", name, path, strerror(errno));
-	if (h.dtype != in[i].t.dtype)
-		nrt_fatal("input '%s': %s holds %s but the model expects %s", name, path,
-		          nrt_dtype_name(h.dtype), nrt_dtype_name(in[i].t.dtype));
+	NrtDType want = in[i].t.dtype;
+	if (h.dtype != want && !(h.dtype == NRT_F32 && nrt_dtype_is_half(want)))
+		nrt_fatal("input '%s': %s holds %s but the model expects %s%s", name, path,
+		          nrt_dtype_name(h.dtype), nrt_dtype_name(want),
+		          want == NRT_F16 ? " (float16 inputs read float16 or float32 files)"
+		          : want == NRT_BF16 ? " (bfloat16 inputs read float32 files; .npy has no "
+		                               "bfloat16)" : "");
+	s->dtype = h.dtype;
+	if (h.dtype != want) {
+		int64_t lper = nrt_numel(in[i].t.rank - 1, in[i].t.slice + 1);
+		s->conv = malloc((size_t)(lper ? lper : 1) * sizeof(float));
+		if (!s->conv)
+			nrt_fatal("out of memory");
+	}
 	if (h.rank != in[i].t.rank || memcmp(h.shape + 1, in[i].t.full + 1,
 	                                     sizeof(int64_t) * (size_t)(h.rank - 1)))
 		nrt_fatal("input '%s': %s has samples of shape %s, the model expects %s "
@@ -112,16 +132,27 @@ static void open_files(const NrtOptions *opt, const NrtInput *in, int nin, NrtDa
 	}
 }
 
-/* Copies this rank's block of global sample g (wrapped) for input i. */
+/* Copies this rank's block of global sample g (wrapped) for input i; an
+ * f16/bf16 input from a float32 file takes the block in f32, then rounds. */
 static void copy_sample(const Source *s, NrtInput *in, int64_t g, int64_t local)
 {
 	const NrtTensor *t = &in->t;
-	size_t es = nrt_dtype_size(t->dtype);
+	size_t es = nrt_dtype_size(t->dtype), fes = nrt_dtype_size(s->dtype);
 	int64_t per = nrt_numel(t->rank - 1, t->full + 1);
 	int64_t lper = nrt_numel(t->rank - 1, t->slice + 1);
-	const char *row = s->rows + (g % s->nsamples) * per * (int64_t)es;
-	nrt_block_copy(es, t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, (void *)row,
-	               (char *)t->data + local * lper * (int64_t)es, true);
+	const char *row = s->rows + (g % s->nsamples) * per * (int64_t)fes;
+	char *dst = (char *)t->data + local * lper * (int64_t)es;
+	if (s->dtype == t->dtype) {
+		nrt_block_copy(es, t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, (void *)row,
+		               dst, true);
+		return;
+	}
+	nrt_block_copy(fes, t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, (void *)row,
+	               s->conv, true);
+	if (t->dtype == NRT_F16)
+		nrt_f32_to_f16(lper, s->conv, (uint16_t *)(void *)dst);
+	else
+		nrt_f32_to_bf16(lper, s->conv, (uint16_t *)(void *)dst);
 }
 
 /* ---- synthetic ---------------------------------------------------------------- */
@@ -394,6 +425,7 @@ void nrt_data_close(NrtData *d)
 			nrt_fatal("munmap: %s", strerror(errno));
 		free(s->vals);
 		free(s->teacher);
+		free(s->conv);
 	}
 	free(d->src);
 	free(d);

@@ -312,6 +312,7 @@ void nrt_finalize(void)
 	nrt_rt.comms = NULL;
 	free(nrt_rt.data_arg);
 	nrt_rt.data_arg = NULL;
+	nrt_mpi_half_free();
 	if (nrt_rt.own_mpi && nrt_mpi_active())
 		NRT_MPI(MPI_Finalize());
 	nrt_rt.own_mpi = false;

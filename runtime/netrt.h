@@ -10,9 +10,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "half.h"
 #include "kernels.h"
 
-typedef enum NrtDType { NRT_F32, NRT_F64, NRT_I32, NRT_I64 } NrtDType;
+/* Element types. NRT_F16 (IEEE binary16) and NRT_BF16 (bfloat16) are
+ * stored as uint16_t and computed in f32 (runtime/half.h converts):
+ * collectives move them as 16-bit words and reduce them through f32,
+ * .npy files hold f16 as '<f2' (NumPy has no bf16), checkpoints hold
+ * safetensors "F16" / "BF16". */
+typedef enum NrtDType { NRT_F32, NRT_F64, NRT_I32, NRT_I64, NRT_F16, NRT_BF16 } NrtDType;
 
 /* ---- start-up ------------------------------------------------------------ */
 typedef struct NrtOptions {
@@ -68,6 +74,10 @@ int nrt_comm_rank(const NrtComm *c);
 int64_t nrt_dev_coord(int ndev, const int64_t *dev, int axis);
 
 typedef enum NrtReduce { NRT_SUM, NRT_MEAN, NRT_MAX, NRT_MIN, NRT_PROD } NrtReduce;
+/* f16/bf16 reduce through f32: each combination of two ranks' values is
+ * computed in f32 and rounded back to the narrow type (so a sum over many
+ * ranks is rounded once per addition, in MPI's order); NRT_MEAN divides
+ * the rounded sum in f32 and rounds again. */
 void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n);
 /* recv = concat over ranks of send (n elements each) in rank order */
 void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
@@ -111,7 +121,8 @@ typedef enum NrtInit {
 } NrtInit;
 /* Fills t's slice. Element values depend only on (seed, param_id, the
  * element's index in the full tensor), so every sharding yields the same
- * full tensor. fan_in = full[rank-2] (or full[0] for rank 1), fan_out =
+ * full tensor. An f16/bf16 tensor gets the f32 tensor's values rounded to
+ * nearest even (the same draws; rounded to f32 first, then narrowed). fan_in = full[rank-2] (or full[0] for rank 1), fan_out =
  * full[rank-1]. */
 void nrt_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_t seed, uint32_t param_id);
 
@@ -136,7 +147,11 @@ typedef struct NrtData NrtData; /* opaque */
 /* Opens --data files (one .npy per input, first dimension = samples,
  * checked against dtype and the remaining dims; a wrong dtype, shape or a
  * truncated file is fatal with a clear message) or, with none given, sets
- * up the deterministic synthetic dataset. */
+ * up the deterministic synthetic dataset. An f16 input reads float16 or
+ * float32 files, a bf16 input float32 files (NumPy has no bfloat16):
+ * float32 data is rounded to nearest even as each sample is copied, so the
+ * narrow model sees exactly the f32 model's inputs, rounded. Synthetic
+ * f16/bf16 inputs likewise are the f32 values, rounded. */
 NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin);
 /* Fills every input's slice for global step `step` (0-based). Samples are
  * taken in order and wrap around the file; synthetic samples are a pure
@@ -151,7 +166,9 @@ typedef struct NrtNpy {
 	int64_t shape[8];
 	void *data;        /* malloc'd */
 } NrtNpy;
-/* false with a message in err (size errlen) on any problem */
+/* false with a message in err (size errlen) on any problem. '<f2' reads
+ * as NRT_F16. nrt_npy_write returns false with errno set on failure;
+ * NRT_BF16, which no .npy dtype describes, fails with ENOTSUP. */
 bool nrt_npy_read(const char *path, NrtNpy *out, char *err, size_t errlen);
 bool nrt_npy_write(const char *path, NrtDType t, int rank, const int64_t *shape, const void *data);
 

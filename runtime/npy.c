@@ -1,5 +1,8 @@
 /* NumPy .npy files, versions 1.0 to 3.0, little-endian float32, float64,
- * int32 and int64 in C order. The header is a Python dict literal such as
+ * int32, int64 and float16 ('<f2', NRT_F16) in C order. bfloat16 has no
+ * NumPy dtype (ml_dtypes stores it as raw 2-byte voids): it is neither
+ * read nor written, with a message saying to use float32. The header is
+ * a Python dict literal such as
  *   {'descr': '<f4', 'fortran_order': False, 'shape': (64, 784), }
  * parsed here by a small tokenizer rather than by string search, so key
  * order and spacing do not matter. */
@@ -104,14 +107,18 @@ static bool parse_descr(const char *path, const char *d, NrtDType *t, char *err,
 {
 	static const struct { const char *descr; NrtDType t; } known[] = {
 		{"<f4", NRT_F32}, {"<f8", NRT_F64}, {"<i4", NRT_I32}, {"<i8", NRT_I64},
+		{"<f2", NRT_F16},
 	};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (!strcmp(d, known[i].descr)) {
 			*t = known[i].t;
 			return true;
 		}
-	return fail(err, errlen, "%s: dtype '%s' is not supported; use float32, float64, int32 "
-	            "or int64", path, d);
+	if (!strcmp(d, "<V2") || !strcmp(d, "|V2") || strstr(d, "bfloat16"))
+		return fail(err, errlen, "%s: dtype '%s' (bfloat16?) is not supported: .npy has no "
+		            "bfloat16; save float32 (bfloat16 inputs read float32 files)", path, d);
+	return fail(err, errlen, "%s: dtype '%s' is not supported; use float32, float64, int32, "
+	            "int64 or float16", path, d);
 }
 
 static bool parse_dict(const char *path, const char *text, size_t len, NrtNpy *h,
@@ -240,17 +247,24 @@ bool nrt_npy_read(const char *path, NrtNpy *out, char *err, size_t errlen)
 /* ---- writing ---------------------------------------------------------------- */
 static const char *descr_of(NrtDType t)
 {
-	static const char *const d[] = {"<f4", "<f8", "<i4", "<i8"};
+	static const char *const d[] = {
+		[NRT_F32] = "<f4", [NRT_F64] = "<f8", [NRT_I32] = "<i4", [NRT_I64] = "<i8",
+		[NRT_F16] = "<f2", [NRT_BF16] = NULL,
+	};
 	return d[t];
 }
 
 /* Writes version 1.0 (the header of at most 8 dimensions is far below its
  * 64 KiB limit). false with errno set on failure; a partial file is
- * removed. */
+ * removed. bfloat16 has no descr: ENOTSUP. */
 bool nrt_npy_write(const char *path, NrtDType t, int rank, const int64_t *shape, const void *data)
 {
-	if ((unsigned)t > NRT_I64 || rank < 0 || rank > 8) {
+	if ((unsigned)t > NRT_BF16 || rank < 0 || rank > 8) {
 		errno = EINVAL;
+		return false;
+	}
+	if (!descr_of(t)) {
+		errno = ENOTSUP;
 		return false;
 	}
 	char dict[512];

@@ -1,6 +1,9 @@
 /* Parameter initialisation. Each element's value is a function of (seed,
  * param_id, its linear index in the full tensor) only, so a parameter
- * sharded any way (or not at all) holds the same full tensor. */
+ * sharded any way (or not at all) holds the same full tensor. f16/bf16
+ * parameters hold the f32 parameter's values rounded to nearest even
+ * (nrt_store narrows through float), so a mixed-precision model starts
+ * from exactly the f32 model, rounded. */
 #include <math.h>
 
 #include "rt_internal.h"
@@ -50,8 +53,8 @@ void nrt_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_t see
 {
 	nrt_tensor_check(t, "nrt_init_param");
 	if (!nrt_dtype_is_float(t->dtype))
-		nrt_fatal("nrt_init_param: parameter '%s' is %s; only float32 and float64 are "
-		          "supported", t->name ? t->name : "?", nrt_dtype_name(t->dtype));
+		nrt_fatal("nrt_init_param: parameter '%s' is %s; only float32, float64, float16 "
+		          "and bfloat16 are supported", t->name ? t->name : "?", nrt_dtype_name(t->dtype));
 	double fan_in, fan_out;
 	fans(t, &fan_in, &fan_out);
 	if (kind == NRT_INIT_XAVIER_UNIFORM) {

@@ -60,7 +60,12 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info);
 /* ---- dtypes and tensors (tensor.c) ---- */
 size_t nrt_dtype_size(NrtDType t);
 const char *nrt_dtype_name(NrtDType t);   /* "float32", ... */
-bool nrt_dtype_is_float(NrtDType t);
+bool nrt_dtype_is_float(NrtDType t);     /* f32, f64, f16, bf16 */
+bool nrt_dtype_is_half(NrtDType t);      /* f16, bf16 (stored as uint16_t) */
+/* f16 and bf16 share nrt_mpi_half_type() (comm.c), which moves like
+ * MPI_UINT16_T but is a datatype of its own: a predefined reduction
+ * (MPI_SUM on it) is an MPI error, not a sum of bit patterns. Reductions
+ * take nrt_mpi_op's operators. */
 MPI_Datatype nrt_mpi_type(NrtDType t);
 int64_t nrt_numel(int rank, const int64_t *dims);
 /* Formats a shape as "[784, 128]" into buf. */
@@ -73,13 +78,26 @@ void nrt_block_copy(size_t elsize, int rank, const int64_t *full, const int64_t 
  * calls visit(i_full, i_slice, ctx) for every element. */
 void nrt_slice_foreach(int rank, const int64_t *full, const int64_t *slice, const int64_t *offset,
                        void (*visit)(int64_t ifull, int64_t islice, void *ctx), void *ctx);
-/* Stores v (rounded toward zero for integer types) at element i of buf. */
+/* Stores v (rounded toward zero for integer types) at element i of buf.
+ * f16/bf16 store (float)v rounded: the value an f32 tensor holds, narrowed. */
 void nrt_store(NrtDType t, void *buf, int64_t i, double v);
 /* Element i of buf as an int64 (integers) or truncated value (floats). */
 int64_t nrt_load_int(NrtDType t, const void *buf, int64_t i);
 double nrt_load_double(NrtDType t, const void *buf, int64_t i);
 /* Checks t's rank, dims and offsets; fatal naming `what` otherwise. */
 void nrt_tensor_check(const NrtTensor *t, const char *what);
+
+/* ---- MPI for f16/bf16 (comm.c) ---- */
+/* The MPI operator for op on dtype t: the predefined one for f32/f64 and
+ * integers (MPI_SUM for NRT_MEAN, whose division follows, see
+ * nrt_mean_divide), user-defined ones for f16/bf16 that combine in f32.
+ * Needs MPI running; created on first use, freed by nrt_mpi_half_free. */
+MPI_Op nrt_mpi_op(NrtReduce op, NrtDType t);
+/* buf[i] /= by for the n elements of a float buffer (f16/bf16 in f32). */
+void nrt_mean_divide(NrtDType t, void *buf, int64_t n, int by);
+MPI_Datatype nrt_mpi_half_type(void);
+/* Frees the f16/bf16 datatype and operators (nrt_finalize, before MPI_Finalize). */
+void nrt_mpi_half_free(void);
 
 /* ---- .npy header (npy.c), also used by data.c to mmap big files ---- */
 /* Reads the header of an open .npy file: dtype and shape into hdr (data

@@ -6,7 +6,12 @@
 
 size_t nrt_dtype_size(NrtDType t)
 {
-	return t == NRT_F32 || t == NRT_I32 ? 4 : 8;
+	switch (t) {
+	case NRT_F16: case NRT_BF16: return 2;
+	case NRT_F32: case NRT_I32: return 4;
+	case NRT_F64: case NRT_I64: return 8;
+	}
+	nrt_fatal("invalid dtype %d", (int)t);
 }
 
 const char *nrt_dtype_name(NrtDType t)
@@ -16,11 +21,18 @@ const char *nrt_dtype_name(NrtDType t)
 	case NRT_F64: return "float64";
 	case NRT_I32: return "int32";
 	case NRT_I64: return "int64";
+	case NRT_F16: return "float16";
+	case NRT_BF16: return "bfloat16";
 	}
 	return "?";
 }
 
-bool nrt_dtype_is_float(NrtDType t) { return t == NRT_F32 || t == NRT_F64; }
+bool nrt_dtype_is_float(NrtDType t)
+{
+	return t == NRT_F32 || t == NRT_F64 || t == NRT_F16 || t == NRT_BF16;
+}
+
+bool nrt_dtype_is_half(NrtDType t) { return t == NRT_F16 || t == NRT_BF16; }
 
 MPI_Datatype nrt_mpi_type(NrtDType t)
 {
@@ -29,6 +41,7 @@ MPI_Datatype nrt_mpi_type(NrtDType t)
 	case NRT_F64: return MPI_DOUBLE;
 	case NRT_I32: return MPI_INT32_T;
 	case NRT_I64: return MPI_INT64_T;
+	case NRT_F16: case NRT_BF16: return nrt_mpi_half_type();
 	}
 	nrt_fatal("invalid dtype %d", (int)t);
 }
@@ -57,7 +70,7 @@ void nrt_tensor_check(const NrtTensor *t, const char *what)
 	const char *name = t->name ? t->name : "?";
 	if (t->rank < 0 || t->rank > 8)
 		nrt_fatal("%s: tensor '%s' has rank %d (0..8 supported)", what, name, t->rank);
-	if ((unsigned)t->dtype > NRT_I64)
+	if ((unsigned)t->dtype > NRT_BF16)
 		nrt_fatal("%s: tensor '%s' has an invalid dtype %d", what, name, (int)t->dtype);
 	for (int k = 0; k < t->rank; k++)
 		if (t->full[k] < 0 || t->slice[k] < 0 || t->offset[k] < 0 ||
@@ -127,6 +140,9 @@ void nrt_store(NrtDType t, void *buf, int64_t i, double v)
 	case NRT_F64: ((double *)buf)[i] = v; break;
 	case NRT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
 	case NRT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+	/* through float on purpose: the f32 tensor's value, rounded */
+	case NRT_F16: ((uint16_t *)buf)[i] = nrt_f16_from_float((float)v); break;
+	case NRT_BF16: ((uint16_t *)buf)[i] = nrt_bf16_from_float((float)v); break;
 	}
 }
 
@@ -137,6 +153,8 @@ int64_t nrt_load_int(NrtDType t, const void *buf, int64_t i)
 	case NRT_F64: return (int64_t)((const double *)buf)[i];
 	case NRT_I32: return ((const int32_t *)buf)[i];
 	case NRT_I64: return ((const int64_t *)buf)[i];
+	case NRT_F16: return (int64_t)nrt_float_from_f16(((const uint16_t *)buf)[i]);
+	case NRT_BF16: return (int64_t)nrt_float_from_bf16(((const uint16_t *)buf)[i]);
 	}
 	return 0;
 }
@@ -148,6 +166,8 @@ double nrt_load_double(NrtDType t, const void *buf, int64_t i)
 	case NRT_F64: return ((const double *)buf)[i];
 	case NRT_I32: return ((const int32_t *)buf)[i];
 	case NRT_I64: return (double)((const int64_t *)buf)[i];
+	case NRT_F16: return nrt_double_from_f16(((const uint16_t *)buf)[i]);
+	case NRT_BF16: return nrt_double_from_bf16(((const uint16_t *)buf)[i]);
 	}
 	return 0;
 }

@@ -163,6 +163,96 @@ Test(ckpt, load_errors)
 	free(p);
 }
 
+/* ---- f16 / bf16 ------------------------------------------------------------- */
+/* h [2, 3] F16 and g [3] BF16 next to an F32 tensor */
+typedef struct HalfModel {
+	float w[4];
+	uint16_t h[6], g[3];
+	NrtTensor t[3];
+} HalfModel;
+
+static void half_model(HalfModel *m, float base)
+{
+	for (int i = 0; i < 4; i++)
+		m->w[i] = base + (float)i;
+	for (int i = 0; i < 6; i++)
+		m->h[i] = nrt_f16_from_float(base * 0.1f + (float)i);
+	for (int i = 0; i < 3; i++)
+		m->g[i] = nrt_bf16_from_float(-base * 3.14159f - (float)i);
+	m->t[0] = (NrtTensor){.name = "w", .dtype = NRT_F32, .rank = 1, .full = {4}, .slice = {4},
+	                      .data = m->w};
+	m->t[1] = (NrtTensor){.name = "h", .dtype = NRT_F16, .rank = 2, .full = {2, 3},
+	                      .slice = {2, 3}, .data = m->h};
+	m->t[2] = (NrtTensor){.name = "g", .dtype = NRT_BF16, .rank = 1, .full = {3}, .slice = {3},
+	                      .data = m->g};
+}
+
+Test(ckpt, half_round_trip_and_layout)
+{
+	char *p = tr_path(dir, "h.safetensors");
+	HalfModel a, b;
+	half_model(&a, 2);
+	nrt_ckpt_save(p, a.t, 3, 9);
+	half_model(&b, 0);
+	cr_expect_eq(nrt_ckpt_load(p, b.t, 3), 9);
+	cr_expect(!memcmp(a.w, b.w, sizeof a.w) && !memcmp(a.h, b.h, sizeof a.h) &&
+	          !memcmp(a.g, b.g, sizeof a.g));
+	size_t len;
+	unsigned char *f = tr_read_file(p, &len);
+	uint64_t hlen = 0;
+	for (int k = 0; k < 8; k++)
+		hlen |= (uint64_t)f[k] << (8 * k);
+	const char *want = "{\"__metadata__\":{\"format\":\"netc\",\"step\":\"9\"},"
+	                   "\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+	                   "\"h\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[16,28]},"
+	                   "\"g\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[28,34]}}";
+	cr_expect(!strncmp((char *)f + 8, want, strlen(want)), "header: %.*s", (int)hlen, f + 8);
+	cr_expect_eq(len, 8 + hlen + 34);
+	cr_expect(!memcmp(f + 8 + hlen + 16, a.h, 12) && !memcmp(f + 8 + hlen + 28, a.g, 6));
+	free(f);
+	free(p);
+}
+
+Test(ckpt, half_load_slices)
+{
+	char *p = tr_path(dir, "h.safetensors");
+	HalfModel a;
+	half_model(&a, 5);
+	nrt_ckpt_save(p, a.t, 3, 0);
+	uint16_t part[2], gpart[2];
+	NrtTensor s[2] = {
+		{.name = "h", .dtype = NRT_F16, .rank = 2, .full = {2, 3}, .slice = {2, 1},
+		 .offset = {0, 1}, .data = part},
+		{.name = "g", .dtype = NRT_BF16, .rank = 1, .full = {3}, .slice = {2}, .offset = {1},
+		 .data = gpart},
+	};
+	nrt_ckpt_load(p, s, 2);
+	cr_expect(part[0] == a.h[1] && part[1] == a.h[4]);
+	cr_expect(gpart[0] == a.g[1] && gpart[1] == a.g[2]);
+	free(p);
+}
+
+/* p: the checkpoint's path */
+static void half_load_child(void *p)
+{
+	HalfModel b;
+	half_model(&b, 0);
+	b.t[0].dtype = NRT_F16;     /* the file holds w as F32 */
+	nrt_ckpt_load(p, b.t, 1);
+}
+
+Test(ckpt, half_dtype_must_match)
+{
+	char *p = tr_path(dir, "h.safetensors"), err[1024], want[512];
+	HalfModel a;
+	half_model(&a, 1);
+	nrt_ckpt_save(p, a.t, 3, 0);
+	cr_expect_eq(tr_run_child(half_load_child, p, err, sizeof err), 1);
+	snprintf(want, sizeof want, "%s: tensor 'w' has dtype F32, the model expects F16", p);
+	cr_expect(strstr(err, want), "stderr: %s", err);
+	free(p);
+}
+
 /* ---- JSON reader -------------------------------------------------------- */
 Test(json, objects_arrays_escapes)
 {

@@ -307,3 +307,114 @@ Test(data, file_truncated_and_missing, .init = setup, .fini = teardown)
 	free(xp);
 	free(yp);
 }
+
+/* ---- f16 / bf16 inputs ---------------------------------------------------------- */
+/* Synthetic f16/bf16 features are the f32 features rounded; labels unchanged. */
+Test(data, synthetic_half_is_rounded_f32)
+{
+	float xf[B * F];
+	uint16_t xh[B * F], xb[B * F], want[B * F];
+	int32_t yf[B], yh[B], yb[B];
+	NrtInput f[2], h[2], b[2];
+	mlp_inputs(f, xf, yf);
+	mlp_inputs(h, NULL, yh);
+	mlp_inputs(b, NULL, yb);
+	h[0].t.dtype = NRT_F16, h[0].t.data = xh;
+	b[0].t.dtype = NRT_BF16, b[0].t.data = xb;
+	NrtOptions o = synth_opts(3);
+	NrtData *df = nrt_data_open(&o, f, 2), *dh = nrt_data_open(&o, h, 2), *db = nrt_data_open(&o, b, 2);
+	nrt_data_next(df, f, 2, 2);
+	nrt_data_next(dh, h, 2, 2);
+	nrt_data_next(db, b, 2, 2);
+	nrt_f32_to_f16(B * F, xf, want);
+	cr_expect(!memcmp(xh, want, sizeof want));
+	nrt_f32_to_bf16(B * F, xf, want);
+	cr_expect(!memcmp(xb, want, sizeof want));
+	cr_expect(!memcmp(yf, yh, sizeof yf) && !memcmp(yf, yb, sizeof yf));
+	nrt_data_close(df);
+	nrt_data_close(dh);
+	nrt_data_close(db);
+}
+
+/* 5 samples of [2, 3]: value 0.1 (100 s + 10 i + j) as float32 and as float16 */
+static void write_half_files(char **f32p, char **f16p, float *x)
+{
+	uint16_t h[5 * 6];
+	for (int s = 0; s < 5; s++)
+		for (int e = 0; e < 6; e++)
+			x[s * 6 + e] = 0.1f * (float)(100 * s + 10 * (e / 3) + e % 3);
+	nrt_f32_to_f16(30, x, h);
+	*f32p = tr_path(dir, "x32.npy");
+	*f16p = tr_path(dir, "x16.npy");
+	cr_assert(nrt_npy_write(*f32p, NRT_F32, 3, (int64_t[]){5, 2, 3}, x));
+	cr_assert(nrt_npy_write(*f16p, NRT_F16, 3, (int64_t[]){5, 2, 3}, h));
+}
+
+/* This rank's block of step 1 (samples 6, 7 -> rows 1, 2; columns 1..2) */
+static void load_half(const char *path, NrtDType dt, uint16_t out[8])
+{
+	NrtOptions o = {.seed = 1, .data = {path}, .ndata = 1};
+	NrtInput in = {.name = "x", .role = NRT_IN_FEATURES, .source = -1,
+	               .t = {.dtype = dt, .rank = 3, .full = {4, 2, 3}, .slice = {2, 2, 2},
+	                     .offset = {2, 0, 1}, .data = out}};
+	NrtData *d = nrt_data_open(&o, &in, 1);
+	nrt_data_next(d, &in, 1, 1);
+	nrt_data_close(d);
+}
+
+Test(data, half_inputs_from_files, .init = setup, .fini = teardown)
+{
+	char *p32, *p16;
+	float x[30];
+	write_half_files(&p32, &p16, x);
+	const int rows[8] = {1, 1, 1, 1, 2, 2, 2, 2}, elems[8] = {1, 2, 4, 5, 1, 2, 4, 5};
+	uint16_t wh[8], wb[8], got[8];
+	for (int k = 0; k < 8; k++) {
+		wh[k] = nrt_f16_from_float(x[rows[k] * 6 + elems[k]]);
+		wb[k] = nrt_bf16_from_float(x[rows[k] * 6 + elems[k]]);
+	}
+	load_half(p16, NRT_F16, got);
+	cr_expect(!memcmp(got, wh, sizeof wh), "f16 from float16 file");
+	load_half(p32, NRT_F16, got);
+	cr_expect(!memcmp(got, wh, sizeof wh), "f16 from float32 file");
+	load_half(p32, NRT_BF16, got);
+	cr_expect(!memcmp(got, wb, sizeof wb), "bf16 from float32 file");
+	free(p32);
+	free(p16);
+}
+
+typedef struct HalfOpen {
+	const char *path;
+	NrtDType dt;
+} HalfOpen;
+
+static void half_open_child(void *p)
+{
+	HalfOpen *a = p;
+	uint16_t out[8];
+	load_half(a->path, a->dt, out);
+}
+
+Test(data, half_input_file_mismatch, .init = setup, .fini = teardown)
+{
+	char *p32, *p16, err[1024], want[512];
+	float x[30];
+	write_half_files(&p32, &p16, x);
+	HalfOpen a = {p16, NRT_BF16};
+	cr_expect_eq(tr_run_child(half_open_child, &a, err, sizeof err), 1);
+	snprintf(want, sizeof want, "input 'x': %s holds float16 but the model expects bfloat16 "
+	         "(bfloat16 inputs read float32 files; .npy has no bfloat16)", p16);
+	cr_expect(strstr(err, want), "stderr '%s' lacks '%s'", err, want);
+	/* a float64 file for an f16 input */
+	char *p64 = tr_path(dir, "x64.npy");
+	double xd[30] = {0};
+	cr_assert(nrt_npy_write(p64, NRT_F64, 3, (int64_t[]){5, 2, 3}, xd));
+	a = (HalfOpen){p64, NRT_F16};
+	cr_expect_eq(tr_run_child(half_open_child, &a, err, sizeof err), 1);
+	snprintf(want, sizeof want, "input 'x': %s holds float64 but the model expects float16 "
+	         "(float16 inputs read float16 or float32 files)", p64);
+	cr_expect(strstr(err, want), "stderr '%s' lacks '%s'", err, want);
+	free(p64);
+	free(p32);
+	free(p16);
+}

@@ -171,3 +171,47 @@ Test(comm, mean_needs_floats)
 	cr_expect_eq(tr_run_child(mean_of_ints, NULL, err, sizeof err), 1);
 	cr_expect(strstr(err, "netrt: rank 0: NRT_MEAN needs a float type, got int32"), "%s", err);
 }
+
+/* f16/bf16 without MPI: local copies, 2 bytes per element in the counters */
+Test(comm, single_process_half)
+{
+	NrtComm *w = nrt_comm_world();
+	nrt_comm_stats(true);
+	uint16_t v[3] = {0x3c00, 0x4000, 0x4200}, r[3] = {0};
+	nrt_allreduce(w, NRT_F16, NRT_MEAN, v, 3);
+	nrt_allreduce(w, NRT_BF16, NRT_SUM, v, 3);
+	cr_expect(v[0] == 0x3c00 && v[2] == 0x4200);
+	nrt_allgather(w, NRT_F16, v, 3, r);
+	cr_expect(!memcmp(v, r, sizeof v));
+	memset(r, 0, sizeof r);
+	nrt_reduce_scatter(w, NRT_BF16, NRT_MAX, v, 3, r);
+	cr_expect(!memcmp(v, r, sizeof v));
+	nrt_broadcast(w, NRT_F16, 0, v, 3);
+	NrtCommStats s = nrt_comm_stats(true);
+	cr_expect(s.allreduce == 2 && s.allgather == 1 && s.reduce_scatter == 1 &&
+	          s.broadcast == 1 && s.bytes == 5 * 6, "bytes %lld", (long long)s.bytes);
+}
+
+Test(tensor, half_dtype_helpers)
+{
+	cr_expect(nrt_dtype_size(NRT_F16) == 2 && nrt_dtype_size(NRT_BF16) == 2);
+	cr_expect_str_eq(nrt_dtype_name(NRT_F16), "float16");
+	cr_expect_str_eq(nrt_dtype_name(NRT_BF16), "bfloat16");
+	cr_expect(nrt_dtype_is_float(NRT_F16) && nrt_dtype_is_float(NRT_BF16));
+	cr_expect(nrt_dtype_is_half(NRT_BF16) && !nrt_dtype_is_half(NRT_F32));
+	uint16_t h[2];
+	/* stores round through float: the f32 tensor's value, narrowed */
+	double x = 1.0 + 0x1p-11 + 0x1p-40;
+	nrt_store(NRT_F16, h, 0, x);
+	nrt_store(NRT_BF16, h, 1, 3.14159);
+	cr_expect_eq(h[0], nrt_f16_from_float((float)x));
+	cr_expect_eq(h[1], 0x4049);
+	cr_expect_eq(nrt_load_double(NRT_F16, h, 0), 1.0);
+	cr_expect_eq(nrt_load_double(NRT_BF16, h, 1), 3.140625);
+	cr_expect_eq(nrt_load_int(NRT_BF16, h, 1), 3);
+	/* block copies move 2-byte elements */
+	uint16_t full[2 * 3] = {1, 2, 3, 4, 5, 6}, part[2];
+	nrt_block_copy(nrt_dtype_size(NRT_F16), 2, (int64_t[]){2, 3}, (int64_t[]){2, 1},
+	               (int64_t[]){0, 2}, full, part, true);
+	cr_expect(part[0] == 3 && part[1] == 6);
+}

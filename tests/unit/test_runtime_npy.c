@@ -1,5 +1,6 @@
 /* .npy reading and writing, and the message of every malformed case. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <string.h>
 
 #include "test_runtime_util.h"
@@ -146,15 +147,62 @@ Test(npy, bad_header)
 Test(npy, unsupported_dtype)
 {
 	char want[512];
-	char *p = handmade(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", "", 0);
-	snprintf(want, sizeof want, "%s: dtype '<f2' is not supported; use float32, float64, int32 "
-	         "or int64", p);
+	char *p = handmade(1, "{'descr': '>f2', 'fortran_order': False, 'shape': (4,), }", "", 0);
+	snprintf(want, sizeof want, "%s: dtype '>f2' is not supported; use float32, float64, int32, "
+	         "int64 or float16", p);
 	expect_error(p, want);
 	free(p);
 	p = handmade(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", "", 0);
-	snprintf(want, sizeof want, "%s: dtype '>f4' is not supported; use float32, float64, int32 "
-	         "or int64", p);
+	snprintf(want, sizeof want, "%s: dtype '>f4' is not supported; use float32, float64, int32, "
+	         "int64 or float16", p);
 	expect_error(p, want);
+	free(p);
+	/* ml_dtypes saves bfloat16 as 2-byte voids */
+	p = handmade(1, "{'descr': '<V2', 'fortran_order': False, 'shape': (4,), }", "", 0);
+	snprintf(want, sizeof want, "%s: dtype '<V2' (bfloat16?) is not supported: .npy has no "
+	         "bfloat16; save float32 (bfloat16 inputs read float32 files)", p);
+	expect_error(p, want);
+	free(p);
+}
+
+/* float16 is '<f2' both ways; the bytes are the IEEE binary16 patterns */
+Test(npy, float16_round_trip)
+{
+	uint16_t h[2 * 3] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00, 0x8000};
+	char *p = tr_path(dir, "h.npy"), err[256];
+	cr_assert(nrt_npy_write(p, NRT_F16, 2, (int64_t[]){2, 3}, h));
+	size_t len;
+	char *b = tr_read_file(p, &len);
+	cr_expect(!strncmp(b + 10, "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3,), }", 60),
+	          "%.60s", b + 10);
+	cr_expect_eq(len, 128 + sizeof h);
+	free(b);
+	NrtNpy n;
+	cr_assert(nrt_npy_read(p, &n, err, sizeof err), "%s", err);
+	cr_expect_eq(n.dtype, NRT_F16);
+	cr_expect(n.rank == 2 && n.shape[0] == 2 && n.shape[1] == 3);
+	cr_expect(!memcmp(n.data, h, sizeof h));
+	free(n.data);
+	/* numpy's own bytes for np.array([1, -2, 0.1], '<f2'): 00 3c 00 c0 66 2e */
+	free(p);
+	p = handmade(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }",
+	             "\x00\x3c\x00\xc0\x66\x2e", 6);
+	cr_assert(nrt_npy_read(p, &n, err, sizeof err), "%s", err);
+	const uint16_t *v = n.data;
+	cr_expect(nrt_float_from_f16(v[0]) == 1.0f && nrt_float_from_f16(v[1]) == -2.0f &&
+	          v[2] == nrt_f16_from_float(0.1f));
+	free(n.data);
+	free(p);
+}
+
+Test(npy, bfloat16_cannot_be_written)
+{
+	uint16_t h[2] = {0x3f80, 0x4049};
+	char *p = tr_path(dir, "b.npy");
+	errno = 0;
+	cr_expect(!nrt_npy_write(p, NRT_BF16, 1, (int64_t[]){2}, h));
+	cr_expect_eq(errno, ENOTSUP);
+	cr_expect(access(p, F_OK) != 0, "no file is left behind");
 	free(p);
 }
 

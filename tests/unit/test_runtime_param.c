@@ -15,7 +15,7 @@ static NrtTensor tensor2(NrtDType t, int64_t r, int64_t c, void *data)
 /* [6, 4] whole vs. its four [3, 2] blocks, for every kind, f32 and f64 */
 static void check_union(NrtDType dt, NrtInit kind)
 {
-	size_t es = dt == NRT_F32 ? 4 : 8;
+	size_t es = dt == NRT_F32 ? 4 : dt == NRT_F64 ? 8 : 2;
 	char whole[24 * 8], part[6 * 8], assembled[24 * 8];
 	NrtTensor w = tensor2(dt, 6, 4, whole);
 	nrt_init_param(&w, kind, 0.25, 2.0, 77, 5);
@@ -37,7 +37,44 @@ Test(param, slices_union_equals_whole)
 	for (NrtInit k = NRT_INIT_ZEROS; k <= NRT_INIT_HE_NORMAL; k++) {
 		check_union(NRT_F32, k);
 		check_union(NRT_F64, k);
+		check_union(NRT_F16, k);
+		check_union(NRT_BF16, k);
 	}
+}
+
+/* An f16/bf16 parameter is the f32 parameter rounded, element for element,
+ * for every kind, whole and sliced. */
+Test(param, half_is_rounded_f32)
+{
+	for (NrtInit k = NRT_INIT_ZEROS; k <= NRT_INIT_HE_NORMAL; k++) {
+		float f[6 * 4];
+		uint16_t h[6 * 4], b[6 * 4], hs[3 * 2];
+		NrtTensor tf = tensor2(NRT_F32, 6, 4, f), th = tensor2(NRT_F16, 6, 4, h);
+		NrtTensor tb = tensor2(NRT_BF16, 6, 4, b);
+		nrt_init_param(&tf, k, 0.1, 0.3, 99, 3);
+		nrt_init_param(&th, k, 0.1, 0.3, 99, 3);
+		nrt_init_param(&tb, k, 0.1, 0.3, 99, 3);
+		uint16_t wh[6 * 4], wb[6 * 4];
+		nrt_f32_to_f16(24, f, wh);
+		nrt_f32_to_bf16(24, f, wb);
+		cr_expect(!memcmp(h, wh, sizeof h), "kind %d: f16 init is not the rounded f32 init", k);
+		cr_expect(!memcmp(b, wb, sizeof b), "kind %d: bf16 init is not the rounded f32 init", k);
+		/* the block at rows 2..4, columns 1..2 */
+		NrtTensor s = th;
+		s.slice[0] = 3, s.slice[1] = 2, s.offset[0] = 2, s.offset[1] = 1, s.data = hs;
+		nrt_init_param(&s, k, 0.1, 0.3, 99, 3);
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 2; j++)
+				cr_expect_eq(hs[i * 2 + j], wh[(2 + i) * 4 + 1 + j], "kind %d slice (%d, %d)", k, i, j);
+	}
+	/* not all zero: the draws happened */
+	uint16_t h[16];
+	NrtTensor t = tensor2(NRT_F16, 4, 4, h);
+	nrt_init_param(&t, NRT_INIT_NORMAL, 0, 1, 5, 1);
+	int nz = 0;
+	for (int i = 0; i < 16; i++)
+		nz += (h[i] & 0x7fff) != 0;
+	cr_expect_gt(nz, 12);
 }
 
 Test(param, constant_zeros_ones)
