@@ -53,7 +53,7 @@ bool emit_sched_check(Emit *e);
 void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);
 void emit_sched_alloc(Emit *e);
-void emit_sched_main(Emit *e);
+void emit_sched_step(Emit *e);   /* train_step() and before_save() */
 /* Shared pieces of program_c.c */
 void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret);
 /* One node: a comment with its IR line, then its kernel calls. */

@@ -261,8 +261,8 @@ static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, boo
 
 /* The step: the stage's passes in schedule order, then the update. The
  * loss is the mean over micro-steps, computed on the last stage and sent
- * to every rank for the log. */
-void emit_sched_main(Emit *e)
+ * to every rank for the log. main() is program_c.c's. */
+void emit_sched_step(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
@@ -310,9 +310,11 @@ void emit_sched_main(Emit *e)
 	             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1);\n"
 	             "\treturn loss;\n}\n\n",
 	        loss_stage);
-	/* before saving, every rank gets the owners' parameters and state */
 	fputs("static NrtComm *comm_stages; /* ranks with the same index in every stage */\n\n"
-	      "static void gather_stages(void)\n{\n",
+	      "/* before saving, every rank gets the owners' parameters and state */\n"
+	      "static void before_save(void)\n{\n"
+	      "\tif (!comm_stages)\n"
+	      "\t\tcomm_stages = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x1);\n",
 	      out);
 	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
@@ -326,28 +328,4 @@ void emit_sched_main(Emit *e)
 		k++;
 	}
 	fputs("}\n\n", out);
-	fputs("int main(int argc, char **argv)\n{\n"
-	      "\tNrtOptions opt;\n"
-	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
-	      "\tnrt_trace_open(opt.trace);\n"
-	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
-	      "\tseed = opt.seed;\n"
-	      "\tallocate();\n"
-	      "\tsetup();\n"
-	      "\tcomm_stages = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x1);\n"
-	      "\tinit_params();\n"
-	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
-	      "\tbroadcast_params();\n"
-	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n"
-	      "\tNrtLog *log = nrt_log_open(&opt, &info);\n"
-	      "\tint64_t end = start + opt.steps;\n"
-	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t0 = nrt_now();\n"
-	      "\t\tdouble loss = train_step(s);\n"
-	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
-	      "\t}\n"
-	      "\tnrt_log_close(log);\n"
-	      "\tif (opt.save) {\n\t\tgather_stages();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
-	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      out);
 }

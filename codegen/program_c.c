@@ -481,6 +481,28 @@ static void emit_info(Emit *e)
 	        g->ninputs ? g->inputs[0]->shape.d[0] : 1);
 }
 
+/* One step of the plain (unscheduled) program. */
+static void emit_step(Emit *e)
+{
+	fputs("static NrtData *data;\n\n"
+	      "static double train_step(int64_t s)\n{\n"
+	      "\tnrt_data_next(data, inputs, NINPUTS, s);\n"
+	      "\tstep = opt_step = s + 1;\n"
+	      "\tdouble tf_ = nrt_trace_now();\n"
+	      "\tdouble loss = forward();\n"
+	      "\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n"
+	      "\tdouble tb_ = nrt_trace_now();\n"
+	      "\tbackward();\n"
+	      "\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
+	      "\tdouble tu_ = nrt_trace_now();\n"
+	      "\tupdate();\n"
+	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n"
+	      "\treturn loss;\n}\n\n"
+	      "static void before_save(void) {}\n\n",
+	      e->out);
+}
+
+/* main(): start-up, the steps (train_step) and the checkpoint. */
 static void emit_main(Emit *e)
 {
 	FILE *out = e->out;
@@ -495,35 +517,26 @@ static void emit_main(Emit *e)
 	      "\tinit_params();\n"
 	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
 	      "\tbroadcast_params();\n"
-	      "\tNrtData *data = nrt_data_open(&opt, inputs, NINPUTS);\n",
+	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
-	if (e->o->gradcheck)
+	if (e->o->gradcheck) {
 		fputs("\tnrt_data_next(data, inputs, NINPUTS, 0);\n"
 		      "\tint rc = gradcheck();\n"
 		      "\tnrt_data_close(data);\n\trelease();\n\tnrt_finalize();\n\treturn rc;\n}\n",
 		      out);
-	else
-		fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
-		      "\tint64_t end = start + opt.steps;\n"
-		      "\tfor (int64_t s = start; s < end; s++) {\n"
-		      "\t\tdouble t0 = nrt_now();\n"
-		      "\t\tnrt_data_next(data, inputs, NINPUTS, s);\n"
-		      "\t\tstep = opt_step = s + 1;\n"
-		      "\t\tdouble tf_ = nrt_trace_now();\n"
-		      "\t\tdouble loss = forward();\n"
-		      "\t\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n"
-		      "\t\tdouble tb_ = nrt_trace_now();\n"
-		      "\t\tbackward();\n"
-		      "\t\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
-		      "\t\tdouble tu_ = nrt_trace_now();\n"
-		      "\t\tupdate();\n"
-		      "\t\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n"
-		      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
-		      "\t}\n"
-		      "\tnrt_log_close(log);\n"
-		      "\tif (opt.save)\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n"
-		      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-		      out);
+		return;
+	}
+	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
+	      "\tint64_t end = start + opt.steps;\n"
+	      "\tfor (int64_t s = start; s < end; s++) {\n"
+	      "\t\tdouble t0 = nrt_now();\n"
+	      "\t\tdouble loss = train_step(s);\n"
+	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
+	      "\t}\n"
+	      "\tnrt_log_close(log);\n"
+	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
+	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
+	      out);
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -602,8 +615,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_gradcheck(&e);
 	emit_info(&e);
 	if (e.sched)
-		emit_sched_main(&e);
+		emit_sched_step(&e);
 	else
-		emit_main(&e);
+		emit_step(&e);
+	emit_main(&e);
 	return true;
 }

@@ -188,13 +188,14 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 		nrt_fatal("nrt_iallreduce: %lld elements is more than one collective can carry", (long long)n);
 	if (op != NRT_SUM)
 		nrt_fatal("nrt_iallreduce: only sums are supported");
+	/* f16/bf16 sums go through the runtime's own MPI_Op (widen, add, round) */
 	nrt_rt.stats.allreduce++;
 	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
 	*req = (NrtRequest){.active = false};
 	if (c->comm == MPI_COMM_NULL || c->size == 1)
 		return;
 	MPI_Request r;
-	NRT_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, nrt_mpi_type(t), MPI_SUM, c->comm, &r));
+	NRT_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, nrt_mpi_type(t), nrt_mpi_op(op, t), c->comm, &r));
 	req->active = true;
 	memcpy(req->mpi, &r, sizeof r < sizeof req->mpi ? sizeof r : sizeof req->mpi);
 }
