@@ -42,6 +42,7 @@ const Shape *lshape(const Value *v);   /* the shape this device holds */
 int64_t lnumel(const Value *v);
 int64_t ldims(const Value *v, int from, int to);
 const char *ctype(DType t);
+const char *nrt_dtype_of(DType t);   /* "NRT_F16", ... ("NRT_REAL" for f32) */
 const char *B(Emit *e, const Value *v);
 void emit_dims(FILE *out, const int64_t *d, int n);
 void emit_shape(FILE *out, const Shape *s);

@@ -62,7 +62,19 @@ const char *ctype(DType t)
 	switch (t) {
 	case DT_I32: return "int32_t";
 	case DT_I64: return "int64_t";
+	case DT_F16: case DT_BF16: return "uint16_t"; /* stored narrow, computed in f32 */
 	default: return "real";
+	}
+}
+
+const char *nrt_dtype_of(DType t)
+{
+	switch (t) {
+	case DT_I32: return "NRT_I32";
+	case DT_I64: return "NRT_I64";
+	case DT_F16: return "NRT_F16";
+	case DT_BF16: return "NRT_BF16";
+	default: return "NRT_REAL";
 	}
 }
 
@@ -567,6 +579,24 @@ EMIT(MSE_LOSS_GRAD)
 	        denominator(e, n, n->in[1], 1), IN(0), IN(1), IN(2), Y);
 }
 
+/* ---- precision ------------------------------------------------------------------ */
+
+/* f16/bf16 <-> real (f32, or f64 in --precision f64 builds); a cast that
+ * `writes` a parameter stores the updated f32 copy back into it. */
+EMIT(CAST)
+{
+	const char *from = n->in[0]->dtype == DT_F16 ? "f16" : n->in[0]->dtype == DT_BF16 ? "bf16" : NULL;
+	const char *to = n->attr.to == DT_F16 ? "f16" : n->attr.to == DT_BF16 ? "bf16" : NULL;
+	const char *real = e->o->f64 ? "f64" : "f32";
+	const char *dst = n->writes ? B(e, n->writes) : Y;
+	if (from && !to)
+		fprintf(OUT, "\tnrt_%s_to_%s(%" PRId64 ", %s, %s);\n", from, real, lnumel(n->out), IN(0), dst);
+	else if (to && !from)
+		fprintf(OUT, "\tnrt_%s_to_%s(%" PRId64 ", %s, %s);\n", real, to, lnumel(n->out), IN(0), dst);
+	else
+		fprintf(OUT, "\tmemcpy(%s, %s, %" PRId64 " * sizeof *%s);\n", dst, IN(0), lnumel(n->out), dst);
+}
+
 /* ---- redistribution -------------------------------------------------------------- */
 
 /* MS_COMM_COMPILER_OPT (the seeds' communication subgraph reuse):
@@ -577,10 +607,7 @@ typedef struct Routine {
 	const char *name;
 } Routine;
 
-static const char *value_nrt_dtype(const Value *v)
-{
-	return v->dtype == DT_I32 ? "NRT_I32" : v->dtype == DT_I64 ? "NRT_I64" : "NRT_REAL";
-}
+static const char *value_nrt_dtype(const Value *v) { return nrt_dtype_of(v->dtype); }
 
 static const char *shared_routine(Emit *e, const Node *n)
 {

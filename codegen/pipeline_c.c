@@ -132,7 +132,7 @@ static void emit_sends(Emit *e, const Value *v)
 		fprintf(e->out, "\tnrt_isend_slot(slot, ");
 		emit_peer(e->out, e, transfers[t].to);
 		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 "); /* to chunk %d */\n", t,
-		        dtype_is_float(v->dtype) ? "NRT_REAL" : (v->dtype == DT_I64 ? "NRT_I64" : "NRT_I32"),
+		        nrt_dtype_of(v->dtype),
 		        B(e, v), lnumel(v), transfers[t].to);
 	}
 }
@@ -146,7 +146,7 @@ static void emit_recvs(Emit *e, const Value *v, int chunk, Phase ph)
 		        transfers[t].from);
 		emit_peer(e->out, e, transfers[t].from);
 		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 ");\n\tnrt_trace_span(\"recv\", \"comm\", micro, t_);\n\t}\n", t,
-		        dtype_is_float(v->dtype) ? "NRT_REAL" : (v->dtype == DT_I64 ? "NRT_I64" : "NRT_I32"),
+		        nrt_dtype_of(v->dtype),
 		        B(e, v), lnumel(v));
 	}
 }
@@ -251,10 +251,11 @@ void emit_sched_alloc(Emit *e)
 static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, bool wait)
 {
 	FILE *out = e->out;
-	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_isend_slot(-1, %d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, NRT_REAL, %s, %" PRId64 ");\n",
-	        sh->from, sh->to, tag, buf, lnumel(sh->v));
-	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_recv(%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, NRT_REAL, %s, %" PRId64 ");\n",
-	        sh->to, sh->from, tag, buf, lnumel(sh->v));
+	const char *t = nrt_dtype_of(sh->v->dtype);
+	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_isend_slot(-1, %d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %s, %" PRId64 ");\n",
+	        sh->from, sh->to, tag, t, buf, lnumel(sh->v));
+	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_recv(%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %s, %" PRId64 ");\n",
+	        sh->to, sh->from, tag, t, buf, lnumel(sh->v));
 	if (wait)
 		fputs("\tnrt_wait_slot(-1);\n", out);
 }
@@ -323,8 +324,8 @@ void emit_sched_step(Emit *e)
 			continue;
 		int owner = v->kind == VK_PARAM ? v->stage : v->state.of->stage;
 		if (g->nstages > 1 && owner >= 0)
-			fprintf(out, "\tnrt_broadcast(comm_stages, NRT_REAL, %d, tensors[%d].data, %" PRId64 ");\n", owner, k,
-			        lnumel(v));
+			fprintf(out, "\tnrt_broadcast(comm_stages, %s, %d, tensors[%d].data, %" PRId64 ");\n",
+			        nrt_dtype_of(v->dtype), owner, k, lnumel(v));
 		k++;
 	}
 	fputs("}\n\n", out);

@@ -17,10 +17,6 @@ static const char *const init_names[] = {
 	[INIT_HE_NORMAL] = "NRT_INIT_HE_NORMAL",
 };
 
-static const char *nrt_dtype(DType t)
-{
-	return t == DT_I32 ? "NRT_I32" : t == DT_I64 ? "NRT_I64" : "NRT_REAL";
-}
 
 static void emit_prologue(Emit *e)
 {
@@ -195,7 +191,8 @@ static void emit_tensor_table(Emit *e)
 		const Value *v = g->values[i];
 		if (v->kind != VK_PARAM && v->kind != VK_STATE)
 			continue;
-		fprintf(out, "\t{.name = \"%s\", .dtype = NRT_REAL, .rank = %d, .full = ", v->name, v->shape.rank);
+		fprintf(out, "\t{.name = \"%s\", .dtype = %s, .rank = %d, .full = ", v->name, nrt_dtype_of(v->dtype),
+		        v->shape.rank);
 		Shape full = v->shape;
 		const Value *piece = layerwise_piece(e->g, v);
 		if (piece)
@@ -277,7 +274,7 @@ static void emit_inputs_table(Emit *e)
 		input_role(g, v, &role, &range, &source);
 		fprintf(out, "\t{.name = \"%s\", .role = %s, .range = %" PRId64 ", .source = %d,\n", v->name, role,
 		        range, source);
-		fprintf(out, "\t .t = {.name = \"%s\", .dtype = %s, .rank = %d, .full = ", v->name, nrt_dtype(v->dtype),
+		fprintf(out, "\t .t = {.name = \"%s\", .dtype = %s, .rank = %d, .full = ", v->name, nrt_dtype_of(v->dtype),
 		        v->shape.rank);
 		emit_init_dims(out, &v->shape);
 		fputs(", .slice = ", out);
@@ -309,8 +306,8 @@ static void emit_alloc(Emit *e)
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_PARAM || v->kind == VK_STATE)
-			fprintf(out, "\ttensors[%d].data = %s = xcalloc(%" PRId64 ", sizeof(real));\n", k++, B(e, v),
-			        lnumel(v));
+			fprintf(out, "\ttensors[%d].data = %s = xcalloc(%" PRId64 ", sizeof(%s));\n", k++, B(e, v),
+			        lnumel(v), ctype(v->dtype));
 		if (v->kind == VK_CONST) {
 			fprintf(out, "\t%s = xcalloc(%" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
 			fprintf(out, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n\t\t%s[i] = %.17g;\n", lnumel(v), B(e, v),
@@ -416,7 +413,8 @@ static void emit_broadcast_params(Emit *e)
 		for (int d = 0; p->layout && d < p->layout->rank; d++)
 			split |= p->layout->map[d] >= 0;
 		if (!p->param.layerwise_parallel && !split)
-			fprintf(out, "\tnrt_broadcast(comm_world, NRT_REAL, 0, %s, %" PRId64 ");\n", B(e, p), lnumel(p));
+			fprintf(out, "\tnrt_broadcast(comm_world, %s, 0, %s, %" PRId64 ");\n", nrt_dtype_of(p->dtype), B(e, p),
+			        lnumel(p));
 	}
 	fputs("}\n\n", out);
 }

@@ -84,6 +84,7 @@ typedef struct OpAttrs {
 	double weight_decay;           /* updates */
 	const struct RedistPlan *plan; /* redistribute: the steps (passes/redistribute.h) */
 	const char *steps;             /* redistribute: the steps in words, for dumps and drawings */
+	DType to;                      /* cast: the result's dtype */
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

@@ -95,6 +95,9 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_SCALE:
 		fprintf(out, ", alpha=%g", a->alpha);
 		break;
+	case OP_CAST:
+		fprintf(out, ", to=%s", dtype_name(a->to));
+		break;
 	case OP_REDISTRIBUTE:
 		if (a->steps)
 			fprintf(out, ", %s", a->steps);

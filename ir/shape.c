@@ -674,6 +674,16 @@ RULE(ADAM_UPDATE) { return update(n, d); }
 RULE(ADAMW_UPDATE) { return update(n, d); }
 RULE(LAMB_UPDATE) { return update(n, d); }
 
+/* --- precision conversion: same shape, another float dtype --- */
+RULE(CAST)
+{
+	Value *x = n->in[0];
+	if (!dtype_is_float(x->dtype) || !dtype_is_float(n->attr.to))
+		return fail(d, n, "cast converts between float types, not %s to %s", dtype_name(x->dtype),
+		            dtype_name(n->attr.to));
+	return set_out(n, n->attr.to, x->shape);
+}
+
 /* --- layout conversion: the logical tensor is unchanged --- */
 RULE(REDISTRIBUTE) { (void)d; return same_as(n, n->in[0]); }
 

@@ -341,6 +341,8 @@ static void no_grad(AD *ad, const Node *n, Value *dy)
 NO_GRAD(BROADCAST)
 /* Redistributions are inserted after differentiation. */
 NO_GRAD(REDISTRIBUTE)
+/* Casts are inserted after differentiation. */
+NO_GRAD(CAST)
 /* Internal ops never appear in the forward graph the user wrote. */
 NO_GRAD(NEG) NO_GRAD(SCALE) NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)

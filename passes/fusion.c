@@ -70,7 +70,7 @@ static bool is_gradient_allreduce(const Node *n)
 {
 	const RedistPlan *p = n->attr.plan;
 	return n->op == OP_REDISTRIBUTE && n->phase == PH_UPDATE && p && p->n == 1 &&
-	       p->steps[0].kind == RS_ALLREDUCE && dtype_is_float(n->in[0]->dtype) && n->in[0]->def &&
+	       p->steps[0].kind == RS_ALLREDUCE && n->in[0]->dtype == DT_F32 && n->in[0]->def &&
 	       n->in[0]->def->phase == PH_BACKWARD;
 }
 

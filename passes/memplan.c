@@ -23,8 +23,8 @@ typedef struct FreeList {
 int64_t value_bytes_as(const Value *v, int real_size)
 {
 	const Shape *s = v->layout ? &v->layout->slice : &v->shape;
-	/* generated programs hold every float tensor as `real` */
-	return shape_numel(s) * (dtype_is_float(v->dtype) ? real_size : dtype_size(v->dtype));
+	/* generated programs hold f32 tensors as `real`; f16/bf16 as 2 bytes */
+	return shape_numel(s) * (v->dtype == DT_F32 ? real_size : dtype_size(v->dtype));
 }
 
 static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }

@@ -376,9 +376,42 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	return true;
 }
 
+/* Widening a value (f16 -> f32) is exact, so partial sums may be widened
+ * as they are and reduced afterwards, in f32. */
+static bool widen_partial(Sharder *S, Node *n)
+{
+	const Value *x = n->in[0];
+	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
+		return false;
+	(void)S;
+	n->out->layout = x->layout;
+	n->strategy = (Strategy){0};
+	return true;
+}
+
+/* Rounding each device's partial sum to f16/bf16 before the reduction
+ * (narrow communication) unless force_fp32_communication -- or, for
+ * gradients, gradient_fp32_sync in semi_auto / auto_parallel -- asks for
+ * the reduction in f32 first. */
+static bool narrow_partial(Sharder *S, Node *n)
+{
+	const ParallelConfig *pc = &S->g->par;
+	const Value *x = n->in[0];
+	if (n->op != OP_CAST || dtype_size(n->attr.to) != 2 || !x->layout || !x->layout->partial)
+		return false;
+	bool semi = S->mode == PM_SEMI_AUTO_PARALLEL || S->mode == PM_AUTO_PARALLEL;
+	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync))
+		return false;
+	n->out->layout = x->layout;
+	n->strategy = (Strategy){0};
+	return true;
+}
+
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
+	if (widen_partial(S, n) || narrow_partial(S, n))
+		return;
 	reuse_forward_copies(n);
 	if ((op_info[n->op].flags & OPF_UPDATE) && lay_out_sharded_update(S, n))
 		return;

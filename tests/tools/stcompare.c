@@ -15,7 +15,7 @@
  * --skip-prefix are ignored (on both sides).
  *
  * Exit status: 0 all within tolerance, 1 some tensor differs, 2 usage or
- * file errors. Defaults: --rtol 1e-4 --atol 1e-6. F32, F64, I32, I64.
+ * file errors. Defaults: --rtol 1e-4 --atol 1e-6. F32, F64, F16, BF16, I32, I64.
  *
  * The header is read with a small JSON scanner that knows the safetensors
  * layout: {"__metadata__": {...}, "name": {"dtype": "F32", "shape": [..],
@@ -218,7 +218,17 @@ static size_t dtype_size(const char *d)
 		return 4;
 	if (!strcmp(d, "F64") || !strcmp(d, "I64"))
 		return 8;
+	if (!strcmp(d, "F16") || !strcmp(d, "BF16"))
+		return 2;
 	return 0;
+}
+
+/* IEEE binary16 -> double (subnormals, inf and NaN included) */
+static double from_f16(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+	return h & 0x8000 ? -v : v;
 }
 
 static void load(File *f, const char *path)
@@ -289,6 +299,16 @@ static double element(const File *f, const Tensor *t, uint64_t i)
 	if (!strcmp(t->dtype, "F64")) {
 		double v;
 		memcpy(&v, p + 8 * i, 8);
+		return v;
+	}
+	if (!strcmp(t->dtype, "F16") || !strcmp(t->dtype, "BF16")) {
+		uint16_t h;
+		memcpy(&h, p + 2 * i, 2);
+		if (t->dtype[0] == 'F')
+			return from_f16(h);
+		uint32_t bits = (uint32_t)h << 16; /* bf16: the top half of an f32 */
+		float v;
+		memcpy(&v, &bits, 4);
 		return v;
 	}
 	if (!strcmp(t->dtype, "I32")) {

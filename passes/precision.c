@@ -1,0 +1,149 @@
+/* Mixed precision (f16 and bf16 on the CPU target): tensors declared
+ * narrow are stored narrow and computed in f32.
+ *
+ * Every node that computes reads f32: a narrow input is cast up just
+ * before it (per reader, so no f32 copy outlives its use), and a narrow
+ * result is computed in f32 and cast down right after, its readers taking
+ * the narrow value. A reshape only moves bytes and stays narrow. An update
+ * runs on an f32 copy of the parameter with f32 optimizer state, and the
+ * result is cast back into the narrow parameter.
+ *
+ * Reductions: a partial sum computed in f32 and cast down is reduced in
+ * the narrow type (each device rounds its part), as MindSpore does by
+ * default, or in f32 before rounding when force_fp32_communication asks
+ * -- or, for gradients, gradient_fp32_sync in semi_auto / auto_parallel
+ * (passes/sharding.c decides where the reduction goes). What the update
+ * phase computes on is cast up after the reductions (pass_precision_late).
+ * Gradients accumulated over micro-steps are widened in the backward pass
+ * and accumulated in f32. */
+#include <string.h>
+
+#include "passes.h"
+
+static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
+
+static int position(const Graph *g, const Node *n)
+{
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i] == n)
+			return i;
+	return -1;
+}
+
+/* A cast of v to `to`, placed at `pos` and run like `like`. */
+static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
+{
+	Node *c = graph_node_detached(g, OP_CAST, &v, 1, like->loc);
+	c->attr.to = to;
+	c->phase = like->phase;
+	c->fwd = like->fwd;
+	c->chunk = like->chunk;
+	c->scope = like->scope;
+	c->ann.stage = like->ann.stage;
+	c->ann.recompute = like->ann.recompute;
+	c->out->dtype = to;
+	c->out->shape = v->shape;
+	c->out->name = arena_printf(g->arena, "%s.%s", v->name, dtype_name(to));
+	graph_insert(g, pos, c);
+	return c;
+}
+
+/* update(p, g, state...) on a narrow parameter */
+static void narrow_update(Graph *g, Node *u)
+{
+	Value *p = u->in[0], *grad = u->in[1];
+	for (int i = 2; i < u->nin; i++)
+		u->in[i]->dtype = DT_F32; /* optimizer state in f32 */
+	int pos = position(g, u);
+	Node *p32 = cast(g, p, DT_F32, pos, u);
+	u->in[0] = p32->out;
+	pos++;
+	/* accumulated gradients (micro-steps, pipelines) are kept in f32 */
+	bool accumulated = g->nmicro > 1 || g->par.pipeline_stages > 1;
+	if (narrow(grad->dtype) && accumulated && grad->def && grad->def->phase == PH_BACKWARD) {
+		Node *g32 = cast(g, grad, DT_F32, position(g, grad->def) + 1, grad->def);
+		u->in[1] = g32->out;
+		pos++;
+	}
+	Node *back = cast(g, p32->out, p->dtype, pos + 1, u);
+	back->writes = p;
+}
+
+/* Reads of narrow values by a computing node, and its narrow result. */
+static void widen_node(Graph *g, Node *n)
+{
+	int pos = position(g, n);
+	for (int i = 0; i < n->nin; i++)
+		if (narrow(n->in[i]->dtype)) {
+			Node *c = cast(g, n->in[i], DT_F32, pos, n);
+			/* the cast lays its input out as the reader wants it: a narrow
+			 * parameter keeps the split the user gave its reader */
+			if (n->ann.in_strategy.n > i)
+				c->ann.in_strategy = (Strategy){1, &n->ann.in_strategy.v[i], n->ann.in_strategy.loc};
+			n->in[i] = c->out;
+			pos++;
+		}
+	if (!n->out || !narrow(n->out->dtype))
+		return;
+	Value *v = n->out;
+	DType dt = v->dtype;
+	v->dtype = DT_F32;
+	Node *c = cast(g, v, dt, pos + 1, n);
+	for (int i = pos + 2; i < g->nnodes; i++) {
+		Node *r = g->nodes[i];
+		for (int j = 0; j < r->nin; j++)
+			if (r->in[j] == v)
+				r->in[j] = c->out;
+	}
+	for (int i = 0; i < g->nparams; i++)
+		if (g->params[i]->grad == v)
+			g->params[i]->grad = c->out;
+	if (g->loss == v)
+		g->loss = c->out;
+}
+
+bool pass_precision(Compilation *c)
+{
+	Graph *g = c->g;
+	bool any = false;
+	for (int i = 0; i < g->nvalues && !any; i++)
+		any = narrow(g->values[i]->dtype);
+	if (!any)
+		return true;
+	int n = g->nnodes;
+	Node **orig = ARENA_NEWN(g->arena, Node *, n);
+	memcpy(orig, g->nodes, sizeof(Node *) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		Node *nd = orig[i];
+		if (nd->op == OP_CAST || (nd->op == OP_RESHAPE && narrow(nd->in[0]->dtype)))
+			continue;
+		if ((op_info[nd->op].flags & OPF_UPDATE) && narrow(nd->in[0]->dtype))
+			narrow_update(g, nd);
+		else
+			widen_node(g, nd);
+	}
+	return true;
+}
+
+/* After sharding: what the update phase computes on -- gradients,
+ * reduced in their narrow type or in f32 and rounded -- is cast up. */
+bool pass_precision_late(Compilation *c)
+{
+	Graph *g = c->g;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *u = g->nodes[i];
+		if (u->phase != PH_UPDATE || u->op == OP_CAST || u->op == OP_REDISTRIBUTE)
+			continue;
+		for (int j = 0; j < u->nin; j++) {
+			if (!narrow(u->in[j]->dtype))
+				continue;
+			Node *c32 = cast(g, u->in[j], DT_F32, i, u);
+			c32->out->layout = u->in[j]->layout;
+			u->in[j] = c32->out;
+			i++;
+		}
+		if (u->out && narrow(u->out->dtype))
+			u->out->dtype = DT_F32;
+	}
+	return true;
+}
