@@ -493,13 +493,31 @@ EMIT(BROADCAST_TO)
 	fprintf(OUT, ", %.17g, %s);\n", n->attr.alpha, Y);
 }
 
-/* A row-split table holds rows [offset, offset + rows) on this rank. */
-static const char *row_offset(Emit *e, const Node *n, const Layout *table)
+/* A row-split table holds rows [offset, offset + rows) on this rank;
+ * with manual_split the part sizes differ, so both are set at start-up
+ * from this rank's coordinate. Sets *rows to the expression for the rows. */
+static const char *row_offset(Emit *e, const Node *n, const Value *tv, const char **rows)
 {
+	const Layout *table = tv->layout;
+	*rows = arena_printf(&e->c->arena, "%" PRId64, lshape(tv)->d[0]);
 	if (!table || table->map[0] < 0)
 		return "0";
 	const char *name = arena_printf(&e->c->arena, "row_offset_%d", n->id);
 	fprintf(e->decls, "static int64_t %s; /* first table row on this rank */\n", name);
+	if (table->ragged) {
+		int64_t parts = table->dev[table->map[0]];
+		*rows = arena_printf(&e->c->arena, "rows_%d", n->id);
+		fprintf(e->decls, "static int64_t %s; /* table rows on this rank (manual_split) */\n", *rows);
+		fprintf(e->setup, "\t{\n\t\tstatic const int64_t part[] = {");
+		for (int64_t i = 0; i < parts; i++)
+			fprintf(e->setup, "%s%" PRId64, i ? ", " : "", table->ragged[i]);
+		fprintf(e->setup, "};\n\t\tint64_t c = nrt_dev_coord(");
+		emit_dev(e->setup, table);
+		fprintf(e->setup, ", %d);\n\t\t%s = part[c];\n\t\t%s = 0;\n"
+		                  "\t\tfor (int64_t i = 0; i < c; i++)\n\t\t\t%s += part[i];\n\t}\n",
+		        table->map[0], *rows, name, name);
+		return name;
+	}
 	fprintf(e->setup, "\t%s = nrt_dev_coord(", name);
 	emit_dev(e->setup, table);
 	fprintf(e->setup, ", %d) * %" PRId64 ";\n", table->map[0], table->slice.d[0]);
@@ -509,17 +527,19 @@ static const char *row_offset(Emit *e, const Node *n, const Layout *table)
 EMIT(EMBEDDING)
 {
 	const Shape *t = lshape(n->in[0]);
-	fprintf(OUT, "\tK(embedding)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]),
-	        t->d[0], t->d[1], row_offset(e, n, n->in[0]->layout), IN(1),
-	        n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+	const char *rows, *off = row_offset(e, n, n->in[0], &rows);
+	fprintf(OUT, "\tK(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]), rows,
+	        t->d[1], off, IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
 }
 
 EMIT(EMBEDDING_GRAD)
 {
 	const Shape *t = lshape(n->out);
-	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s, %s);\n",
-	        lnumel(n->in[1]), t->d[0], t->d[1], row_offset(e, n, n->out->layout), IN(1),
-	        n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+	const char *rows, *off = row_offset(e, n, n->out, &rows);
+	if (n->out->layout && n->out->layout->ragged) /* the padding rows stay zero */
+		fprintf(OUT, "\tmemset(%s, 0, %" PRId64 " * sizeof *%s);\n", Y, lnumel(n->out), Y);
+	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]), rows,
+	        t->d[1], off, IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
 }
 
 EMIT(CONCAT)

@@ -99,6 +99,12 @@ static int64_t partial_leader(const Layout *l, int64_t rank)
 
 bool layout_equiv(const Layout *a, const Layout *b)
 {
+	if ((a->ragged != NULL) != (b->ragged != NULL))
+		return false;
+	if (a->ragged && (a->map[0] != b->map[0] || a->ndev != b->ndev || a->partial != b->partial ||
+	                  memcmp(a->ragged, b->ragged, sizeof(int64_t) * (size_t)a->dev[a->map[0]]) != 0 ||
+	                  memcmp(a->dev, b->dev, sizeof(int64_t) * (size_t)a->ndev) != 0))
+		return false;
 	if (a->rank != b->rank || !shape_eq(&a->full, &b->full) || !shape_eq(&a->slice, &b->slice))
 		return false;
 	int64_t n = layout_devices(a);
@@ -147,6 +153,10 @@ static void print_body(const Layout *l, FILE *out)
 		fprintf(out, "%s%d", i ? ", " : "", l->map[i] < 0 ? -1 : l->ndev - 1 - l->map[i]);
 	fputs("] slice ", out);
 	print_dims(out, l->slice.d, l->slice.rank);
+	if (l->ragged) {
+		fputs(" rows ", out);
+		print_dims(out, l->ragged, (int)l->dev[l->map[0]]);
+	}
 	if (l->partial) {
 		fputs(" partial [", out);
 		bool first = true;

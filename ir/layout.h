@@ -23,6 +23,8 @@ struct Layout {
 	Shape full;               /* logical shape */
 	Shape slice;              /* shape each device holds */
 	unsigned partial;         /* bit k: holds partial sums over grid axis k (needs a reduction) */
+	const int64_t *ragged;    /* manual_split: rows of each part of dim 0 along grid axis map[0]
+	                           * (slice.d[0] is the largest, the buffer padded to it); NULL uniform */
 };
 
 /* A layout over `device_num` devices. If prod(dev) < device_num a leading

@@ -482,9 +482,31 @@ static bool shard_SLICE(Rule *R)
 
 /* embedding(table [V, D], ids [...]): grid [ids..., v, d]. A row-split
  * table gives each device rows [offset, offset + V/v); ids elsewhere look
- * up zeros, and an AllReduce over v completes the rows (partial sums). */
+ * up zeros, and an AllReduce over v completes the rows (partial sums).
+ * With manual_split the parts have the sizes given (MindSpore's
+ * non-uniform row split): a ragged layout, each device padded to the
+ * largest part. */
+static Layout *mk_table(Rule *R, const Shape *shape, const int *map, unsigned partial, const int64_t *ragged,
+                        int64_t parts)
+{
+	if (!ragged)
+		return mk(R, shape, map, partial);
+	int64_t most = 0;
+	for (int64_t i = 0; i < parts; i++)
+		if (ragged[i] > most)
+			most = ragged[i];
+	Shape padded = *shape;
+	padded.d[0] = most * parts;
+	Layout *l = mk(R, &padded, map, partial);
+	if (l) {
+		l->full.d[0] = shape->d[0];
+		l->ragged = ragged;
+	}
+	return l;
+}
+
 static bool rule_embedding(Rule *R, const Strategy *st, const Value *table, const Value *ids, Layout **lt,
-                           Layout **li, Layout **lo, const Shape *out, bool grad)
+                           Layout **li, Layout **lo, const Shape *out, bool grad, const int64_t *ragged)
 {
 	int ni = ids->shape.rank;
 	int mi[MAX_RANK], mt[MAX_RANK], mo[MAX_RANK];
@@ -498,7 +520,7 @@ static bool rule_embedding(Rule *R, const Strategy *st, const Value *table, cons
 	int v = axis_for(R, st->v[0].d[0]);
 	int dd = axis_for(R, st->v[0].d[1]);
 	mt[0] = v, mt[1] = dd;
-	*lt = mk(R, &table->shape, mt, 0);
+	*lt = mk_table(R, &table->shape, mt, 0, ragged, st->v[0].d[0]);
 	*li = mk(R, &ids->shape, mi, 0);
 	if (!grad) {
 		for (int d = 0; d < ni; d++)
@@ -507,17 +529,45 @@ static bool rule_embedding(Rule *R, const Strategy *st, const Value *table, cons
 		*lo = mk(R, out, mo, v >= 0 ? 1u << v : 0);
 	} else {
 		/* the table's gradient sums the rows looked up on every ids slice */
-		*lo = mk(R, out, mt, ids_axes);
+		*lo = mk_table(R, out, mt, ids_axes, ragged, st->v[0].d[0]);
 	}
 	return *lt && *li && *lo;
 }
 
+/* manual_split: one positive row count per part of the row split, adding
+ * up to the table's rows. */
+static bool check_manual_split(Rule *R)
+{
+	const Annot *a = &R->n->ann;
+	int64_t parts = split(R, 0, 0), sum = 0;
+	if (parts == 1)
+		return fail(R, "manual_split needs the table's rows split (its strategy splits dimension 0 of '%s' 1 way)",
+		            R->n->in[0]->name);
+	if (a->nmanual_split != parts)
+		return fail(R, "manual_split gives %d parts but the strategy splits the rows of '%s' %" PRId64 " ways",
+		            a->nmanual_split, R->n->in[0]->name, parts);
+	for (int i = 0; i < a->nmanual_split; i++) {
+		if (a->manual_split[i] <= 0)
+			return fail(R, "manual_split: part %d has %" PRId64 " rows; every part needs at least one", i,
+			            a->manual_split[i]);
+		sum += a->manual_split[i];
+	}
+	if (sum != R->n->in[0]->shape.d[0])
+		return fail(R, "manual_split adds up to %" PRId64 " rows but '%s' has %" PRId64, sum, R->n->in[0]->name,
+		            R->n->in[0]->shape.d[0]);
+	return true;
+}
+
 static bool shard_EMBEDDING(Rule *R)
 {
-	if (R->n->ann.nmanual_split)
-		return fail(R, "manual_split is not supported yet; use a uniform row split");
+	const int64_t *ragged = NULL;
+	if (R->n->ann.nmanual_split) {
+		if (!check_manual_split(R))
+			return false;
+		ragged = R->n->ann.manual_split;
+	}
 	return rule_embedding(R, R->s, R->n->in[0], R->n->in[1], &R->r->in[0], &R->r->in[1], &R->r->out,
-	                      &R->n->out->shape, false);
+	                      &R->n->out->shape, false, ragged);
 }
 
 /* embedding_grad(dy, ids) takes its grid from the forward embedding. */
@@ -527,15 +577,17 @@ static bool shard_EMBEDDING_GRAD(Rule *R)
 	if (!f || !f->out || !f->out->layout)
 		return fail(R, "internal: embedding_grad without its forward layout");
 	const Value *table = f->in[0];
+	const Layout *tl = table->layout ? table->layout : f->in[0]->layout;
 	Strategy st = {.n = 2, .v = ARENA_NEWN(R->cx->arena, Shape, 2)};
 	for (int d = 0; d < 2; d++)
-		st.v[0].d[d] = layout_split(table->layout ? table->layout : f->in[0]->layout, d);
+		st.v[0].d[d] = layout_split(tl, d);
 	st.v[0].rank = 2;
 	st.v[1].rank = R->n->in[1]->shape.rank;
 	for (int d = 0; d < st.v[1].rank; d++)
 		st.v[1].d[d] = split(R, 1, d);
 	Layout *lt;
-	if (!rule_embedding(R, &st, table, R->n->in[1], &lt, &R->r->in[1], &R->r->out, &R->n->out->shape, true))
+	if (!rule_embedding(R, &st, table, R->n->in[1], &lt, &R->r->in[1], &R->r->out, &R->n->out->shape, true,
+	                    tl ? tl->ragged : NULL))
 		return false;
 	/* dy is laid out like the forward output, without its partial sums */
 	int mo[MAX_RANK];
@@ -689,7 +741,8 @@ static bool check_common(Rule *R)
 			if (v <= 0)
 				return fail(R, "the split of dimension %d of input %d must be a positive integer, got %" PRId64,
 				            d, j, v);
-			if (x->shape.d[d] % v != 0)
+			bool manual = n->op == OP_EMBEDDING && j == 0 && d == 0 && n->ann.nmanual_split;
+			if (x->shape.d[d] % v != 0 && !manual)
 				return fail(R, "dimension %d of input %d ('%s', size %" PRId64 ") is not divisible by its split %" PRId64,
 				            d, j, x->name, x->shape.d[d], v);
 			used *= v;

@@ -109,6 +109,34 @@ static Layout *dataset_layout(Sharder *S, Value *in)
 
 /* ---- redistribution ------------------------------------------------------------ */
 
+/* A manually split (ragged) table moves only to sum its partial gradients
+ * among the devices that hold the same rows: one AllReduce over the
+ * partial axes, on the padded buffers. */
+static RedistPlan *ragged_plan(Sharder *S, const Value *v, const Layout *to, const Node *reader)
+{
+	const Layout *from = v->layout;
+	Layout whole_from = *from;
+	whole_from.partial = 0;
+	if (!from->partial || to->partial || !layout_equiv(&whole_from, to)) {
+		diag_error(&S->c->diag, reader->loc,
+		           "'%s' is split by manual_split; only embedding can read it (%s needs it as %s)", v->name,
+		           op_info[reader->op].name, layout_str(S->cx.arena, to));
+		return NULL;
+	}
+	RedistPlan *p = ARENA_NEW(S->cx.arena, RedistPlan);
+	RedistStep *st = ARENA_NEW(S->cx.arena, RedistStep);
+	int64_t group = 1;
+	for (int k = 0; k < from->ndev; k++)
+		if (from->partial & (1u << k))
+			group *= from->dev[k];
+	int64_t bytes = shape_numel(&from->slice) * dtype_size(v->dtype);
+	*st = (RedistStep){.kind = RS_ALLREDUCE, .from = from, .to = to, .axes = from->partial, .dim = -1, .dim2 = -1,
+	                   .tdim = -1, .tdim2 = -1, .tsub = -1, .tsub2 = -1,
+	                   .send_bytes = group > 1 ? 2 * (group - 1) * bytes / group : 0};
+	*p = (RedistPlan){.steps = st, .n = 1, .send_bytes = st->send_bytes, .from = from, .to = to};
+	return p;
+}
+
 /* A copy of `v` laid out as `to`, made before node position S->pos (or
  * reused if one was made earlier). */
 static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
@@ -120,7 +148,11 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 	for (Conv *c = slot ? *slot : NULL; c; c = c->next)
 		if (layout_equiv(c->to->layout, to) && !(redo && c->to->def->phase == PH_FORWARD))
 			return c->to;
-	RedistPlan *plan = redist_plan(S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
+	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
+	                                                   : redist_plan(S->cx.arena, v->layout, to, v->dtype,
+	                                                                 S->g->par.enable_alltoall);
+	if (!plan && (v->layout->ragged || to->ragged))
+		return v;
 	if (!plan) {
 		diag_error(&S->c->diag, reader->loc, "internal: no redistribution of '%s' from %s to %s", v->name,
 		           layout_str(S->cx.arena, v->layout), layout_str(S->cx.arena, to));
