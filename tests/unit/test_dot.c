@@ -11,34 +11,14 @@
 #include "ir/layout.h"
 #include "ir/shape.h"
 
-static Arena arena;
-static Graph *g;
-static Diag dg;
-static char *dbuf;
-static size_t dlen;
-static FILE *dout;
+#include "graph_fixture.h"
 
 static void setup(void)
 {
-	memset(&arena, 0, sizeof arena);
-	g = graph_new(&arena);
+	graph_fixture_setup();
 	g->name = "mlp";
-	dout = open_memstream(&dbuf, &dlen);
-	diag_init(&dg, dout);
 }
 
-static void teardown(void)
-{
-	fclose(dout);
-	free(dbuf);
-	arena_free(&arena);
-}
-
-static const char *diag_text(void)
-{
-	fflush(dout);
-	return dbuf ? dbuf : "";
-}
 
 /* x -> layers.0.fc (matmul) -> layers.0.attn (relu) -> all_reduce -> loss,
  * with a backward node and an update. */

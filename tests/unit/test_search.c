@@ -13,37 +13,16 @@
 #include "ir/sharding.h"
 #include "passes/search.h"
 
-static Arena arena;
-static Graph *g;
-static Diag dg;
-static char *dbuf;
-static size_t dlen;
-static FILE *dout;
+#include "graph_fixture.h"
 
 static void setup(void)
 {
-	memset(&arena, 0, sizeof arena);
-	g = graph_new(&arena);
+	graph_fixture_setup();
 	g->par.device_num = 4;
 	g->par.parallel_mode = PM_AUTO_PARALLEL;
-	dout = open_memstream(&dbuf, &dlen);
-	diag_init(&dg, dout);
 }
 
-static void teardown(void)
-{
-	fclose(dout);
-	free(dbuf);
-	arena_free(&arena);
-}
 
-static const char *diag_text(void)
-{
-	fflush(dout);
-	return dbuf ? dbuf : "";
-}
-
-#define S(...) ((Shape){.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}})
 
 static Value *in(const char *name, DType t, Shape s) { return graph_value(g, VK_INPUT, name, t, s, loc_none()); }
 static Value *par(const char *name, Shape s) { return graph_value(g, VK_PARAM, name, DT_F32, s, loc_none()); }

@@ -9,37 +9,11 @@
 #include "ir/ir.h"
 #include "ir/shape.h"
 
-static Arena arena;
-static Graph *g;
-static Diag dg;
-static char *dbuf;
-static size_t dlen;
-static FILE *dout;
+#include "graph_fixture.h"
 
-static void setup(void)
-{
-	memset(&arena, 0, sizeof arena);
-	g = graph_new(&arena);
-	dout = open_memstream(&dbuf, &dlen);
-	diag_init(&dg, dout);
-}
+static void setup(void) { graph_fixture_setup(); }
 
-static void teardown(void)
-{
-	fclose(dout);
-	free(dbuf);
-	arena_free(&arena);
-}
 
-static const char *diag_text(void)
-{
-	fflush(dout);
-	return dbuf ? dbuf : "";
-}
-
-/* Shapes written as S(2, 64, 784). */
-#define S(...) ((Shape){.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}})
-#define SCALAR ((Shape){0})
 
 static Value *in(const char *name, DType t, Shape s) { return graph_value(g, VK_INPUT, name, t, s, loc_none()); }
 static Value *par(const char *name, Shape s) { return graph_value(g, VK_PARAM, name, DT_F32, s, loc_none()); }
