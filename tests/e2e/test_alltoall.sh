@@ -10,9 +10,7 @@ NETC=$B/netc
 work=$(mktemp -d /tmp/netc-a2a-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
-for t in stcompare losscompare; do
-	[ -x "$B/tools/$t" ] || cc -O2 -std=c11 -o "$B/tools/$t" tests/tools/$t.c -lm
-done
+. tests/e2e/tools.sh
 timeout 120 $NETC build samples/transformer.net -D parallel_mode=stand_alone -o "$work/ref" &&
 	timeout 120 "$work/ref" --steps 5 --log "$work/ref.csv" --save "$work/ref.st" --quiet
 for a in false true; do

@@ -44,13 +44,7 @@ ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
 # the comparers, built from source
-mkdir -p "$B/tools"
-for t in stcompare losscompare; do
-	if [ ! -x "$B/tools/$t" ] || [ "tests/tools/$t.c" -nt "$B/tools/$t" ]; then
-		cc -O2 -std=c11 -Wall -Wextra -o "$B/tools/$t" "tests/tools/$t.c" -lm ||
-			{ echo "cannot build $t"; echo "0 passed, 1 failed"; exit 1; }
-	fi
-done
+. tests/e2e/tools.sh
 STCMP=$B/tools/stcompare
 LCMP=$B/tools/losscompare
 [ -x "$NETC" ] || { echo "no $NETC: run make all first"; echo "0 passed, 1 failed"; exit 1; }

@@ -9,7 +9,7 @@ NETC=$B/netc
 work=$(mktemp -d /tmp/netc-fusion-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
-[ -x "$B/tools/losscompare" ] || cc -O2 -std=c11 -o "$B/tools/losscompare" tests/tools/losscompare.c -lm
+. tests/e2e/tools.sh
 timeout 120 $NETC build samples/mlp.net -D parallel_mode=stand_alone -o "$work/ref" 2>/dev/null &&
 	timeout 120 "$work/ref" --steps 5 --log "$work/ref.csv" --quiet
 # case NAME EXPECTED_ALLREDUCES -D...

@@ -10,9 +10,7 @@ NETC=$B/netc
 work=$(mktemp -d /tmp/netc-hybrid-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
-for t in stcompare losscompare; do
-	[ -x "$B/tools/$t" ] || cc -O2 -std=c11 -o "$B/tools/$t" tests/tools/$t.c -lm
-done
+. tests/e2e/tools.sh
 run() { # NAME NP MODEL -D...
 	name=$1 np=$2 model=$3; shift 3
 	timeout 120 $NETC build "$model" -o "$work/$name" "$@" >"$work/$name.b" 2>&1 &&

@@ -14,9 +14,7 @@ trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-for t in stcompare losscompare; do
-	[ -x "$B/tools/$t" ] || cc -O2 -std=c11 -o "$B/tools/$t" tests/tools/$t.c -lm
-done
+. tests/e2e/tools.sh
 sed 's/shard(((4, 1), (1, 1))).manual_split((10, 4, 9, 7))/shard(((2, 1), (2, 1))).manual_split((13, 17))/' $M >"$work/two.net"
 for m in "$M" "$work/two.net"; do
 	n=$(basename "$m" .net)

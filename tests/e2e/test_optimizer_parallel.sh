@@ -16,9 +16,7 @@ trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-for t in stcompare losscompare; do
-	[ -x "$B/tools/$t" ] || cc -O2 -std=c11 -o "$B/tools/$t" tests/tools/$t.c -lm
-done
+. tests/e2e/tools.sh
 state() { sed -n 's/.*optimizer state \([0-9]*\),.*/\1/p' "$1"; }
 for opt in "sgd(lr = 0.1)" "momentum(lr = 0.05)" "adam(lr = 0.001, eps = 1e-6)" "adamw(lr = 0.001, eps = 1e-6, weight_decay = 0.01)" "lamb(lr = 0.01)"; do
 	name=${opt%%(*}

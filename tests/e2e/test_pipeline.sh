@@ -20,11 +20,7 @@ ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 work=$(mktemp -d /tmp/netc-pipe-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$B/tools"
-for t in stcompare losscompare; do
-	[ -x "$B/tools/$t" ] && [ ! "tests/tools/$t.c" -nt "$B/tools/$t" ] ||
-		cc -O2 -std=c11 -Wall -Wextra -o "$B/tools/$t" "tests/tools/$t.c" -lm || exit 1
-done
+. tests/e2e/tools.sh
 export OMPI_MCA_hwloc_base_binding_policy=none
 
 # ref MODEL NAME [-D ...]: the stand-alone, whole-batch run

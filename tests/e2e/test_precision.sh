@@ -20,9 +20,7 @@ trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-for t in stcompare losscompare; do
-	cc -O2 -std=c11 -o "$B/tools/$t" tests/tools/$t.c -lm || exit 1
-done
+. tests/e2e/tools.sh
 sed 's/f32\[/f16[/g' samples/mlp.net >"$work/m16.net"
 sed 's/f32\[/bf16[/g' samples/mlp.net >"$work/mbf.net"
 mem() { sed -n 's/.*parameters \([0-9]*\),.*/\1/p' "$1"; }

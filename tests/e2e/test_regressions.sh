@@ -5,6 +5,7 @@ B=${B:-build}
 NETC=$B/netc
 work=$(mktemp -d /tmp/netc-reg-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
+. tests/e2e/tools.sh
 pass=0 fail=0
 check() { if eval "$2" >"$work/out" 2>&1; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1: $(tail -2 "$work/out")"; fi; }
 
