@@ -110,20 +110,48 @@ static void emit_buffers(Emit *e)
 	      out);
 }
 
-/* A fused bucket starts as soon as its last gradient exists: its
- * gradients are packed and one non-blocking all-reduce carries them. */
+/* A fused bucket starts as soon as its last input exists. All-reduce:
+ * the gradients packed, one non-blocking all-reduce. Reduce-scatter: each
+ * gradient's rank blocks (dimension 0) packed block by block, one
+ * non-blocking reduce-scatter, this rank's shards land side by side.
+ * All-gather (after the updates): the shards packed, one all-gather, the
+ * blocks unpacked into the parameters. */
 static void emit_bucket_start(Emit *e, int k)
 {
 	const Bucket *b = &e->c->fusion->b[k];
-	fprintf(e->out, "\t/* gradient bucket %d: %d gradient%s, %" PRId64 " elements, one all-reduce */\n", k, b->n,
-	        b->n == 1 ? "" : "s", b->elems);
+	FILE *out = e->out;
+	const char *comm = emit_comm(e, b->layout, b->axes);
+	fprintf(out, "\t/* bucket %d: %d tensor%s, %" PRId64 " elements a rank, one %s */\n", k, b->n, b->n == 1 ? "" : "s",
+	        b->elems, redist_kind_name(b->kind));
 	for (int m = 0; m < b->n; m++) {
-		const Value *g = b->members[m]->in[0];
-		fprintf(e->out, "\tmemcpy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
-		        B(e, g), lnumel(g));
+		const Value *x = b->members[m]->in[0];
+		if (b->kind == RS_ALLREDUCE)
+			fprintf(out, "\tmemcpy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+			        B(e, x), lnumel(x));
+		else if (b->kind == RS_REDUCE_SCATTER)
+			fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tmemcpy(bucket_send_%d + j * %" PRId64 " + %" PRId64
+			             ", %s + j * %" PRId64 ", %" PRId64 " * sizeof(real));\n",
+			        b->group, k, b->elems, b->offset[m], B(e, x), b->block[m], b->block[m]);
+		else
+			fprintf(out, "\tmemcpy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+			        B(e, x), b->block[m]);
 	}
-	fprintf(e->out, "\tnrt_iallreduce(%s, NRT_REAL, NRT_SUM, bucket_%d, %" PRId64 ", &bucket_request[%d]);\n",
-	        emit_comm(e, b->layout, b->axes), k, b->elems, k);
+	if (b->kind == RS_ALLREDUCE) {
+		fprintf(out, "\tnrt_iallreduce(%s, NRT_REAL, NRT_SUM, bucket_%d, %" PRId64 ", &bucket_request[%d]);\n", comm,
+		        k, b->elems, k);
+		return;
+	}
+	if (b->kind == RS_REDUCE_SCATTER) {
+		fprintf(out, "\tnrt_ireduce_scatter(%s, NRT_REAL, NRT_SUM, bucket_send_%d, %" PRId64
+		             ", bucket_%d, &bucket_request[%d]);\n",
+		        comm, k, b->elems, k, k);
+		return;
+	}
+	fprintf(out, "\tnrt_allgather(%s, NRT_REAL, bucket_send_%d, %" PRId64 ", bucket_%d);\n", comm, k, b->elems, k);
+	for (int m = 0; m < b->n; m++)
+		fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tmemcpy(%s + j * %" PRId64 ", bucket_%d + j * %" PRId64
+		             " + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
+		        b->group, B(e, b->members[m]->writes), b->block[m], k, b->elems, b->offset[m], b->block[m]);
 }
 
 void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
@@ -133,15 +161,17 @@ void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	if (ph == PH_UPDATE && fp && fp->n) {
 		fputs("\tdouble tw_ = nrt_trace_now();\n", e->out);
 		for (int k = 0; k < fp->n; k++)
-			fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
-		fputs("\tnrt_trace_span(\"wait for gradient buckets\", \"comm\", -1, tw_);\n", e->out);
+			if (fp->b[k].kind != RS_ALLGATHER)
+				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
+		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
-		if (n->phase != ph || (fp && fusion_bucket_of(fp, n, &off)))
+		if (n->phase != ph)
 			continue;
-		emit_c_node(e, n);
+		if (!(fp && fusion_bucket_of(fp, n, &off)))
+			emit_c_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
 			if (fp->b[k].ready == n)
 				emit_bucket_start(e, k);
@@ -159,10 +189,15 @@ static void fusion_names(Emit *e)
 		return;
 	if (!e->swap)
 		e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
-	fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused gradient all-reduces in flight */\n", fp->n);
+	fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
-		fprintf(e->decls, "static real *bucket_%d; /* %d gradient%s */\n", k, b->n, b->n == 1 ? "" : "s");
+		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
+		        b->kind == RS_ALLGATHER ? "s, gathered" : "");
+		if (b->kind != RS_ALLREDUCE)
+			fprintf(e->decls, "static real *bucket_send_%d;\n", k);
+		if (b->kind == RS_ALLGATHER)
+			continue; /* its results go straight into the parameters */
 		for (int m = 0; m < b->n; m++)
 			e->swap[b->members[m]->out->id] = arena_printf(&e->c->arena, "(bucket_%d + %" PRId64 ")", k, b->offset[m]);
 	}
@@ -316,8 +351,15 @@ static void emit_alloc(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = xcalloc(%" PRId64 ", sizeof(real));\n", max_param_numel(g));
-	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++)
-		fprintf(out, "\tbucket_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b, e->c->fusion->b[b].elems);
+	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++) {
+		const Bucket *bk = &e->c->fusion->b[b];
+		int64_t whole = bk->elems * bk->group;
+		fprintf(out, "\tbucket_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b,
+		        bk->kind == RS_ALLGATHER ? whole : bk->elems);
+		if (bk->kind != RS_ALLREDUCE)
+			fprintf(out, "\tbucket_send_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b,
+			        bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems);
+	}
 	if (e->scratch)
 		/* 8 bytes an element: redistributed integer ids may be i64 */
 		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", 8);\n"
@@ -337,8 +379,11 @@ static void emit_alloc(Emit *e)
 	}
 	if (e->scratch)
 		fputs("\tfree(scratch_a);\n\tfree(scratch_b);\n", out);
-	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++)
+	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++) {
 		fprintf(out, "\tfree(bucket_%d);\n", b);
+		if (e->c->fusion->b[b].kind != RS_ALLREDUCE)
+			fprintf(out, "\tfree(bucket_send_%d);\n", b);
+	}
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))

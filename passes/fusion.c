@@ -22,6 +22,7 @@
 
 typedef struct Candidate {
 	Node *r;         /* the redistribute node */
+	RedistKind kind;
 	int param;       /* index of its parameter in g->params */
 	int fusion;      /* the reader's fusion id, -1 none */
 } Candidate;
@@ -66,17 +67,30 @@ static int fusion_id(const Graph *g, const Value *p)
 	return -1;
 }
 
-static bool is_gradient_allreduce(const Node *n)
+/* The collective a fusible redistribute node is, or -1: gradient
+ * all-reduces, and optimizer parallel's reduce-scatters of gradients and
+ * all-gathers of updated shards, along dimension 0 (so each rank's block
+ * is contiguous and blocks of several tensors can be packed). */
+static int fusible(const Node *n)
 {
 	const RedistPlan *p = n->attr.plan;
-	return n->op == OP_REDISTRIBUTE && n->phase == PH_UPDATE && p && p->n == 1 &&
-	       p->steps[0].kind == RS_ALLREDUCE && n->in[0]->dtype == DT_F32 && n->in[0]->def &&
-	       n->in[0]->def->phase == PH_BACKWARD;
+	if (n->op != OP_REDISTRIBUTE || n->phase != PH_UPDATE || !p || p->n != 1 || n->in[0]->dtype != DT_F32 ||
+	    p->expanded)
+		return -1;
+	const RedistStep *st = &p->steps[0];
+	bool from_backward = n->in[0]->def && n->in[0]->def->phase == PH_BACKWARD;
+	if (st->kind == RS_ALLREDUCE && from_backward)
+		return RS_ALLREDUCE;
+	if (st->kind == RS_REDUCE_SCATTER && from_backward && st->tdim == 0 && st->tsub < 0)
+		return RS_REDUCE_SCATTER;
+	if (st->kind == RS_ALLGATHER && n->writes && st->tdim == 0 && st->tsub < 0)
+		return RS_ALLGATHER;
+	return -1;
 }
 
-static bool same_group(const Bucket *b, const RedistStep *s)
+static bool same_group(const Bucket *b, RedistKind kind, const RedistStep *s)
 {
-	return b->axes == s->axes && b->layout->ndev == s->from->ndev &&
+	return b->kind == kind && b->axes == s->axes && b->layout->ndev == s->from->ndev &&
 	       memcmp(b->layout->dev, s->from->dev, sizeof(int64_t) * (size_t)s->from->ndev) == 0;
 }
 
@@ -85,10 +99,16 @@ static void add_member(Compilation *c, Bucket *b, Node *r, const int *pos)
 	int64_t off = b->elems;
 	VEC_PUSH(&c->arena, b->members, b->n, b->cap, r);
 	b->offset = arena_grow(&c->arena, b->offset, (size_t)b->n - 1, (size_t)b->n, sizeof(int64_t));
+	b->block = arena_grow(&c->arena, b->block, (size_t)b->n - 1, (size_t)b->n, sizeof(int64_t));
 	b->offset[b->n - 1] = off;
-	b->elems += shape_numel(&r->out->layout->slice);
-	if (!b->ready || pos[r->in[0]->def->id] > pos[b->ready->id])
-		b->ready = r->in[0]->def;
+	/* one rank's part: its shard (gather: the input; all-reduce, scatter: the output) */
+	const Layout *part = b->kind == RS_ALLGATHER ? r->in[0]->layout : r->out->layout;
+	b->block[b->n - 1] = shape_numel(&part->slice);
+	b->elems += b->block[b->n - 1];
+	/* gradients start once the last exists; gathers once the last update ran */
+	Node *after = b->kind == RS_ALLGATHER ? r : r->in[0]->def;
+	if (!b->ready || pos[after->id] > pos[b->ready->id])
+		b->ready = after;
 }
 
 typedef struct SizeState {
@@ -97,13 +117,16 @@ typedef struct SizeState {
 } SizeState;
 
 /* Which bucket (key) gradient k goes to. */
-static int bucket_key(const ParallelConfig *pc, const Candidate *cd, int k, SizeState *st, int64_t bytes)
+static int bucket_key(const ParallelConfig *pc, RedistKind kind, const Candidate *cd, int k, SizeState *st,
+                      int64_t bytes)
 {
 	if (cd->fusion == 0)
 		return -1;                          /* never fused */
 	if (cd->fusion > 0)
 		return 1 << 20 | cd->fusion;        /* the user's id */
-	const FusionConfig *f = &pc->fusion_allreduce;
+	const FusionConfig *f = kind == RS_ALLREDUCE       ? &pc->fusion_allreduce
+	                        : kind == RS_REDUCE_SCATTER ? &pc->fusion_reducescatter
+	                                                    : &pc->fusion_allgather;
 	if (f->mode == FUSION_INDEX) {
 		int seg = 0;
 		while (seg < f->nindex && k >= f->index[seg])
@@ -126,17 +149,24 @@ bool pass_fusion(Compilation *c)
 	int nc = 0, cap = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (!is_gradient_allreduce(n))
+		int kind = fusible(n);
+		if (kind < 0)
 			continue;
-		const Node *u = reader_update(g, n);
-		if (!u)
-			continue;
-		Candidate cd = {n, param_index(g, u->in[0]), fusion_id(g, u->in[0])};
+		const Value *p = n->writes;
+		if (!p) {
+			const Node *u = reader_update(g, n);
+			if (!u)
+				continue;
+			p = u->in[0]->def && u->in[0]->def->op == OP_REDISTRIBUTE ? u->in[0]->def->in[0] : u->in[0];
+		}
+		Candidate cd = {n, (RedistKind)kind, param_index(g, p), fusion_id(g, p)};
 		VEC_PUSH(&c->arena, cands, nc, cap, cd);
 	}
-	/* parameter order: insertion sort, the lists are short */
+	/* by kind, then parameter order: insertion sort, the lists are short */
 	for (int i = 1; i < nc; i++)
-		for (int j = i; j > 0 && cands[j].param < cands[j - 1].param; j--) {
+		for (int j = i; j > 0 && (cands[j].kind < cands[j - 1].kind ||
+		                          (cands[j].kind == cands[j - 1].kind && cands[j].param < cands[j - 1].param));
+		     j--) {
 			Candidate t = cands[j];
 			cands[j] = cands[j - 1];
 			cands[j - 1] = t;
@@ -144,10 +174,13 @@ bool pass_fusion(Compilation *c)
 	FusionPlan *plan = ARENA_NEW(&c->arena, FusionPlan);
 	plan->gradients = nc;
 	int *keys = ARENA_NEWN(&c->arena, int, nc > 0 ? nc : 1);
-	SizeState st = {0};
-	for (int k = 0; k < nc; k++)
-		keys[k] = bucket_key(&g->par, &cands[k], k, &st,
+	SizeState st[3] = {{0}};
+	for (int k = 0, gk = 0; k < nc; k++, gk++) {
+		if (k > 0 && cands[k].kind != cands[k - 1].kind)
+			gk = 0; /* gradient indices count within a kind */
+		keys[k] = bucket_key(&g->par, cands[k].kind, &cands[k], gk, &st[cands[k].kind % 3],
 		                     shape_numel(&cands[k].r->out->layout->slice) * (c->f64 ? 8 : 4));
+	}
 	int *pos = ARENA_NEWN(&c->arena, int, g->next_node_id);
 	for (int i = 0; i < g->nnodes; i++)
 		pos[g->nodes[i]->id] = i;
@@ -156,10 +189,15 @@ bool pass_fusion(Compilation *c)
 		Bucket *b = NULL;
 		if (keys[k] >= 0)
 			for (int i = 0; i < plan->n && !b; i++)
-				if (same_group(&plan->b[i], s) && plan->b[i].members[0]->pass_data == (void *)(intptr_t)keys[k])
+				if (same_group(&plan->b[i], cands[k].kind, s) &&
+				    plan->b[i].members[0]->pass_data == (void *)(intptr_t)keys[k])
 					b = &plan->b[i];
 		if (!b) {
-			Bucket nb = {.layout = s->from, .axes = s->axes};
+			int64_t group = 1;
+			for (int a = 0; a < s->from->ndev; a++)
+				if (s->axes & (1u << a))
+					group *= s->from->dev[a];
+			Bucket nb = {.kind = cands[k].kind, .layout = s->from, .axes = s->axes, .group = group};
 			VEC_PUSH(&c->arena, plan->b, plan->n, plan->cap, nb);
 			b = &plan->b[plan->n - 1];
 		}
@@ -170,7 +208,7 @@ bool pass_fusion(Compilation *c)
 		cands[k].r->pass_data = NULL;
 	c->fusion = plan;
 	if (c->verbose)
-		fprintf(stderr, "comm fusion: %d gradient all-reduce%s in %d bucket%s\n", nc, nc == 1 ? "" : "s", plan->n,
+		fprintf(stderr, "comm fusion: %d collective%s in %d bucket%s\n", nc, nc == 1 ? "" : "s", plan->n,
 		        plan->n == 1 ? "" : "s");
 	return true;
 }

@@ -5,15 +5,19 @@
 #define NETC_FUSION_H
 #include "../ir/layout.h"
 #include "passes.h"
+#include "redistribute.h"
 
 typedef struct Bucket {
-	const Layout *layout;  /* the all-reduce's device matrix */
+	RedistKind kind;       /* RS_ALLREDUCE (gradients), RS_REDUCE_SCATTER and RS_ALLGATHER (optimizer parallel) */
+	const Layout *layout;  /* the collective's device matrix */
 	unsigned axes;         /* its group: grid axes of layout */
-	Node **members;        /* redistribute nodes (each one AllReduce), in gradient order */
-	int64_t *offset;       /* per member: where its gradient lies in the bucket, elements */
+	Node **members;        /* redistribute nodes, each one collective of `kind`, in parameter order */
+	int64_t *offset;       /* per member: where its part lies in this rank's block, elements */
+	int64_t *block;        /* per member: its elements in one rank's block */
 	int n, cap;
-	int64_t elems;         /* bucket size, elements */
-	Node *ready;           /* the backward node after which every member's gradient exists */
+	int64_t elems;         /* one rank's block of the bucket, elements */
+	int64_t group;         /* ranks in the collective */
+	Node *ready;           /* after this node the bucket can start: its last input exists */
 } Bucket;
 
 struct FusionPlan {

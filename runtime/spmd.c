@@ -209,3 +209,24 @@ void nrt_wait_request(NrtRequest *req)
 	NRT_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
 	req->active = false;
 }
+
+/* Fused reduce-scatter: send holds size * n elements, rank r keeps block r. */
+void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv,
+                         NrtRequest *req)
+{
+	if (n > INT32_MAX)
+		nrt_fatal("nrt_ireduce_scatter: %lld elements is more than one collective can carry", (long long)n);
+	if (op != NRT_SUM)
+		nrt_fatal("nrt_ireduce_scatter: only sums are supported");
+	nrt_rt.stats.reduce_scatter++;
+	nrt_rt.stats.bytes += n * c->size * (int64_t)nrt_dtype_size(t);
+	*req = (NrtRequest){.active = false};
+	if (c->comm == MPI_COMM_NULL || c->size == 1) {
+		memcpy(recv, send, (size_t)n * nrt_dtype_size(t));
+		return;
+	}
+	MPI_Request r;
+	NRT_MPI(MPI_Ireduce_scatter_block(send, recv, (int)n, nrt_mpi_type(t), nrt_mpi_op(op, t), c->comm, &r));
+	req->active = true;
+	memcpy(req->mpi, &r, sizeof r);
+}

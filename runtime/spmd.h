@@ -54,6 +54,10 @@ typedef struct NrtRequest {
  * of the backward pass. */
 void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req);
 void nrt_wait_request(NrtRequest *req);
+/* Non-blocking reduce-scatter (fused gradient shards of optimizer
+ * parallel): send holds size * n elements, this rank keeps block r. */
+void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv,
+                         NrtRequest *req);
 
 /* --trace: spans of compute ("compute") and communication ("comm"), one
  * Chrome trace file per rank (FILE.rankN.json when there are several). */

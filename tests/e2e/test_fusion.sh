@@ -30,5 +30,23 @@ case_ openstate_false 7 -D 'comm_fusion={openstate=false}'
 case_ index_20_35_style 4 -D 'all_reduce_fusion_config=[2,4]'
 case_ comm_fusion_index 4 -D 'comm_fusion={allreduce={mode="index",config=[2,4]}}'
 case_ size_0_1mb 5 -D 'comm_fusion={allreduce={mode="size",config=0.1}}'
+# optimizer parallel: the reduce-scatters of gradients and all-gathers of
+# shards are fused too (comm_fusion reducescatter / allgather)
+count() { sed -n "s/.* \([0-9.]*\) $1.*/\1/p" "$work/$2.stats"; }
+for f in fused:auto unfused:off; do
+	name=${f%%:*}
+	opt=; [ "${f#*:}" = off ] && opt='-D comm_fusion={openstate=false}'
+	timeout 120 $NETC build samples/mlp.net -D parallel_mode=data_parallel -D gradients_mean=true \
+		-D enable_parallel_optimizer=true $opt -o "$work/op_$name" >/dev/null 2>&1
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/op_$name" --steps 5 --comm-stats --log "$work/op_$name.csv" \
+		--quiet >"$work/op_$name.stats"
+done
+if [ "$(count reduce_scatter op_fused)" = 1 ] && [ "$(count allgather op_fused)" = 1 ] &&
+	[ "$(count reduce_scatter op_unfused)" = 2 ] && [ "$(count allgather op_unfused)" = 2 ] &&
+	$B/tools/losscompare "$work/ref.csv" "$work/op_fused.csv" --atol 1.1e-6 >/dev/null; then
+	pass=$((pass + 1)); echo "ok   optimizer parallel: 2 reduce-scatters and 2 all-gathers fused into 1 each, same training"
+else
+	fail=$((fail + 1)); echo "FAIL optimizer parallel fusion: fused rs $(count reduce_scatter op_fused) ag $(count allgather op_fused), unfused rs $(count reduce_scatter op_unfused) ag $(count allgather op_unfused)"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
