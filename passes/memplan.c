@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "../ir/layout.h"
+#include "fusion.h"
 
 enum { ALIGN = 64 };
 
@@ -98,6 +99,20 @@ bool pass_memplan(Compilation *c)
 	}
 	if (g->loss)
 		last[g->loss->id] = g->nnodes; /* read by the step loop after everything */
+	/* a fused all-gather reads its members' shards when its last member
+	 * is reached, after the earlier members' own positions */
+	for (int k = 0; c->fusion && k < c->fusion->n; k++) {
+		const Bucket *b = &c->fusion->b[k];
+		if (b->kind != RS_ALLGATHER)
+			continue;
+		int at = 0;
+		for (int i = 0; i < g->nnodes; i++)
+			if (g->nodes[i] == b->ready)
+				at = i;
+		for (int m = 0; m < b->n; m++)
+			if (last[b->members[m]->in[0]->id] < at)
+				last[b->members[m]->in[0]->id] = at;
+	}
 
 	/* dying[i]: values whose last reader is node i, freed after it runs */
 	FreeList fl = {0};
