@@ -32,6 +32,9 @@ typedef struct Emit {
 
 /* A communicator for the groups of `axes` of l's device matrix. */
 const char *emit_comm(Emit *e, const Layout *l, unsigned axes);
+/* manual_split: start-up code setting C lvalues `rows` and `first` to
+ * this rank's part of dim 0 of l (its size and its first row). */
+void emit_ragged_part(Emit *e, const Layout *l, const char *rows, const char *first);
 /* `ndev, (const int64_t[]){dev...}` */
 void emit_dev(FILE *out, const Layout *l);
 /* Per-device statistics and loss means: data_parallel, hybrid_parallel

@@ -493,6 +493,19 @@ EMIT(BROADCAST_TO)
 	fprintf(OUT, ", %.17g, %s);\n", n->attr.alpha, Y);
 }
 
+void emit_ragged_part(Emit *e, const Layout *l, const char *rows, const char *first)
+{
+	int64_t parts = l->dev[l->map[0]];
+	fprintf(e->setup, "\t{\n\t\tstatic const int64_t part[] = {");
+	for (int64_t i = 0; i < parts; i++)
+		fprintf(e->setup, "%s%" PRId64, i ? ", " : "", l->ragged[i]);
+	fputs("};\n\t\tint64_t c = nrt_dev_coord(", e->setup);
+	emit_dev(e->setup, l);
+	fprintf(e->setup, ", %d);\n\t\t%s = part[c];\n\t\t%s = 0;\n"
+	                  "\t\tfor (int64_t i = 0; i < c; i++)\n\t\t\t%s += part[i];\n\t}\n",
+	        l->map[0], rows, first, first);
+}
+
 /* A row-split table holds rows [offset, offset + rows) on this rank;
  * with manual_split the part sizes differ, so both are set at start-up
  * from this rank's coordinate. Sets *rows to the expression for the rows. */
@@ -505,17 +518,9 @@ static const char *row_offset(Emit *e, const Node *n, const Value *tv, const cha
 	const char *name = arena_printf(&e->c->arena, "row_offset_%d", n->id);
 	fprintf(e->decls, "static int64_t %s; /* first table row on this rank */\n", name);
 	if (table->ragged) {
-		int64_t parts = table->dev[table->map[0]];
 		*rows = arena_printf(&e->c->arena, "rows_%d", n->id);
 		fprintf(e->decls, "static int64_t %s; /* table rows on this rank (manual_split) */\n", *rows);
-		fprintf(e->setup, "\t{\n\t\tstatic const int64_t part[] = {");
-		for (int64_t i = 0; i < parts; i++)
-			fprintf(e->setup, "%s%" PRId64, i ? ", " : "", table->ragged[i]);
-		fprintf(e->setup, "};\n\t\tint64_t c = nrt_dev_coord(");
-		emit_dev(e->setup, table);
-		fprintf(e->setup, ", %d);\n\t\t%s = part[c];\n\t\t%s = 0;\n"
-		                  "\t\tfor (int64_t i = 0; i < c; i++)\n\t\t\t%s += part[i];\n\t}\n",
-		        table->map[0], *rows, name, name);
+		emit_ragged_part(e, table, *rows, name);
 		return name;
 	}
 	fprintf(e->setup, "\t%s = nrt_dev_coord(", name);

@@ -423,20 +423,6 @@ static void emit_block_offset(Emit *e, const Value *v, const char *dst)
 	fprintf(e->setup, ", %s);\n", dst);
 }
 
-/* manual_split: this rank's part of dim 0 has its own size and offset. */
-static void emit_ragged_block(Emit *e, const Layout *l, int k)
-{
-	int64_t parts = l->dev[l->map[0]];
-	fprintf(e->setup, "\t{\n\t\tstatic const int64_t part[] = {");
-	for (int64_t i = 0; i < parts; i++)
-		fprintf(e->setup, "%s%" PRId64, i ? ", " : "", l->ragged[i]);
-	fputs("};\n\t\tint64_t c = nrt_dev_coord(", e->setup);
-	emit_dev(e->setup, l);
-	fprintf(e->setup, ", %d);\n\t\ttensors[%d].slice[0] = part[c];\n\t\ttensors[%d].offset[0] = 0;\n"
-	                  "\t\tfor (int64_t i = 0; i < c; i++)\n\t\t\ttensors[%d].offset[0] += part[i];\n\t}\n",
-	        l->map[0], k, k, k);
-}
-
 /* Where this rank's blocks of the parameters, state and inputs lie. */
 static void emit_tensor_offsets(Emit *e)
 {
@@ -452,8 +438,9 @@ static void emit_tensor_offsets(Emit *e)
 			        piece->param.layerwise_dim, v->shape.d[piece->param.layerwise_dim]);
 		else
 			emit_block_offset(e, v, arena_printf(&e->c->arena, "tensors[%d].offset", k));
-		if (v->layout && v->layout->ragged)
-			emit_ragged_block(e, v->layout, k);
+		if (v->layout && v->layout->ragged) /* manual_split: this rank's rows */
+			emit_ragged_part(e, v->layout, arena_printf(&e->c->arena, "tensors[%d].slice[0]", k),
+			                 arena_printf(&e->c->arena, "tensors[%d].offset[0]", k));
 		k++;
 	}
 	for (int i = 0; i < g->ninputs; i++)

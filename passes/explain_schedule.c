@@ -6,22 +6,10 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "cost.h"
 #include "explain.h"
 #include "memplan.h"
 #include "schedule.h"
-
-/* Multiply-adds of matmuls, one operation per element otherwise. */
-static double node_flops(const Node *n)
-{
-	if (!n->out)
-		return 0;
-	double out = (double)shape_numel(&n->out->shape);
-	if (n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) {
-		const Shape *a = &n->in[0]->shape;
-		return 2 * out * (double)(n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1]);
-	}
-	return out;
-}
 
 bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 {
@@ -34,7 +22,7 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		int st = n->ann.stage >= 0 ? n->ann.stage : 0;
-		flops[st] += node_flops(n) * g->nmicro;
+		flops[st] += cost_op_flops(n) * g->nmicro;
 		nodes[st]++;
 	}
 	for (int i = 0; i < g->nvalues; i++) {

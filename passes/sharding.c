@@ -410,12 +410,11 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 
 /* Widening a value (f16 -> f32) is exact, so partial sums may be widened
  * as they are and reduced afterwards, in f32. */
-static bool widen_partial(Sharder *S, Node *n)
+static bool widen_partial(Node *n)
 {
 	const Value *x = n->in[0];
 	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
 		return false;
-	(void)S;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
 	return true;
@@ -442,7 +441,7 @@ static bool narrow_partial(Sharder *S, Node *n)
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
-	if (widen_partial(S, n) || narrow_partial(S, n))
+	if (widen_partial(n) || narrow_partial(S, n))
 		return;
 	reuse_forward_copies(n);
 	if ((op_info[n->op].flags & OPF_UPDATE) && lay_out_sharded_update(S, n))

@@ -11,24 +11,10 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "cost.h"
 #include "passes.h"
 
 enum { INTERLEAVE = 2 };
-
-/* A rough cost, for balancing: multiply-adds of matmuls, else one per
- * output element. */
-static double node_cost(const Node *n)
-{
-	if (!n->out)
-		return 0;
-	double out = (double)shape_numel(&n->out->shape);
-	if (n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) {
-		const Shape *a = &n->in[0]->shape;
-		double k = (double)(n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1]);
-		return 2 * out * k;
-	}
-	return out;
-}
 
 static int producer_chunk(const Value *v)
 {
@@ -41,13 +27,13 @@ static void auto_split(Graph *g, int nchunks)
 	double total = 0, acc = 0;
 	for (int i = 0; i < g->nnodes; i++)
 		if (g->nodes[i]->phase == PH_FORWARD)
-			total += node_cost(g->nodes[i]);
+			total += cost_op_flops(g->nodes[i]);
 	int last = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD)
 			continue;
-		double c = node_cost(n);
+		double c = cost_op_flops(n);
 		int k = total > 0 ? (int)((acc + c / 2) / total * nchunks) : 0;
 		if (k >= nchunks)
 			k = nchunks - 1;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "spmd.h"
 
 /* The world communicator; a size-1 stand-in when MPI is not running. */
 NrtComm *nrt_comm_world(void)
@@ -68,19 +69,16 @@ static int axes_colour(int ndev, const int64_t *dev, unsigned mask, int64_t p)
 	return (int)(r < p ? colour : ncolours + (r - p));
 }
 
-NrtComm *nrt_comm_axes(int ndev, const int64_t *dev, unsigned axes_mask)
+/* Ranks passing the same colour form a communicator, ordered by world
+ * rank (one process without MPI: a communicator of one). */
+NrtComm *nrt_comm_color(int colour)
 {
-	int64_t p = dev_prod(ndev, dev);
-	if (ndev < 32 && (axes_mask >> ndev))
-		nrt_fatal("nrt_comm_axes: mask 0x%x names axes outside the device matrix of rank %d",
-		          axes_mask, ndev);
 	struct NrtComm *c = calloc(1, sizeof *c);
 	if (!c)
 		nrt_fatal("out of memory");
 	if (!nrt_rt.initialised) {
 		*c = (struct NrtComm){.comm = MPI_COMM_NULL, .size = 1, .rank = 0};
 	} else {
-		int colour = axes_colour(ndev, dev, axes_mask, p);
 		NRT_MPI(MPI_Comm_split(MPI_COMM_WORLD, colour, nrt_rt.rank, &c->comm));
 		NRT_MPI(MPI_Comm_size(c->comm, &c->size));
 		NRT_MPI(MPI_Comm_rank(c->comm, &c->rank));
@@ -88,6 +86,15 @@ NrtComm *nrt_comm_axes(int ndev, const int64_t *dev, unsigned axes_mask)
 	c->next = nrt_rt.comms;
 	nrt_rt.comms = c;
 	return c;
+}
+
+NrtComm *nrt_comm_axes(int ndev, const int64_t *dev, unsigned axes_mask)
+{
+	int64_t p = dev_prod(ndev, dev);
+	if (ndev < 32 && (axes_mask >> ndev))
+		nrt_fatal("nrt_comm_axes: mask 0x%x names axes outside the device matrix of rank %d",
+		          axes_mask, ndev);
+	return nrt_comm_color(nrt_rt.initialised ? axes_colour(ndev, dev, axes_mask, p) : 0);
 }
 
 /* ---- f16 and bf16 ---------------------------------------------------------- */

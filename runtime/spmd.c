@@ -1,9 +1,11 @@
 #include "spmd.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "netrt.h"
+#include "rt_internal.h"
 
 static void moments(const double *st, int64_t C, int64_t c, double count, double eps, double *mean,
                     double *rstd)
@@ -102,27 +104,6 @@ void nrt_block_offset(int ndev, const int64_t *dev, int rank, const int *map, co
 {
 	for (int i = 0; i < rank; i++)
 		off[i] = map[i] < 0 ? 0 : nrt_dev_coord(ndev, dev, map[i]) * slice[i];
-}
-
-#include <stdlib.h>
-
-#include "rt_internal.h"
-
-NrtComm *nrt_comm_color(int color)
-{
-	struct NrtComm *c = calloc(1, sizeof *c);
-	if (!c)
-		nrt_fatal("out of memory");
-	if (!nrt_rt.initialised) {
-		*c = (struct NrtComm){.comm = MPI_COMM_NULL, .size = 1, .rank = 0};
-	} else {
-		NRT_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, nrt_rt.rank, &c->comm));
-		NRT_MPI(MPI_Comm_size(c->comm, &c->size));
-		NRT_MPI(MPI_Comm_rank(c->comm, &c->rank));
-	}
-	c->next = nrt_rt.comms;
-	nrt_rt.comms = c;
-	return c;
 }
 
 /* ---- pipeline transfers ------------------------------------------------------ */
