@@ -307,10 +307,15 @@ void emit_sched_step(Emit *e)
 	fputs("\topt_step = s + 1;\n\tdouble tu_ = nrt_trace_now();\n\tupdate();\n"
 	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n", out);
 	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
-	fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
-	             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1);\n"
-	             "\treturn loss;\n}\n\n",
-	        loss_stage);
+	if (e->c->infer && !g->par.pipeline_result_broadcast) {
+		/* the result stays where it was computed: the last stage reports it */
+		fputs("\treturn step_loss / NMICRO;\n}\n\n", out);
+	} else {
+		fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
+		             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1); /* every rank gets it */\n"
+		             "\treturn loss;\n}\n\n",
+		        loss_stage);
+	}
 	fputs("static NrtComm *comm_stages; /* ranks with the same index in every stage */\n\n"
 	      "/* before saving, every rank gets the owners' parameters and state */\n"
 	      "static void before_save(void)\n{\n"

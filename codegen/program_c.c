@@ -516,15 +516,26 @@ static void emit_gradcheck(Emit *e)
 	      out);
 }
 
+/* The rank that reports: rank 0, except in a forward-only pipeline whose
+ * result is not broadcast (pipeline_result_broadcast = false): it stays
+ * on the last stage, whose first rank reports it. */
+static int result_rank(const Emit *e)
+{
+	const Graph *g = e->g;
+	if (!e->c->infer || g->nstages < 2 || g->par.pipeline_result_broadcast)
+		return 0;
+	return (int)(g->par.device_num / g->nstages * (g->nstages - 1));
+}
+
 static void emit_info(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
-	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n};\n\n",
+	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1);
+	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e));
 }
 
 /* One step of the plain (unscheduled) program. */

@@ -21,6 +21,7 @@ struct NrtLog {
 	int64_t window_steps;
 	double last_loss;
 	bool comm_stats;        /* --comm-stats */
+	bool root;              /* this rank reports */
 };
 
 double nrt_now(void)
@@ -35,7 +36,8 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	NrtLog *l = calloc(1, sizeof *l);
 	if (!l)
 		nrt_fatal("out of memory");
-	bool root = nrt_rank() == 0;
+	bool root = nrt_rank() == info->log_rank;
+	l->root = root;
 	l->print = root && !opt->quiet;
 	l->comm_stats = opt->comm_stats;
 	nrt_comm_stats(true); /* --comm-stats counts the steps only */
@@ -86,7 +88,7 @@ void nrt_log_close(NrtLog *l)
 {
 	if (!l)
 		return;
-	if (l->comm_stats && nrt_rank() == 0) {
+	if (l->comm_stats && l->root) {
 		/* counted from nrt_log_open: the steps' communication only */
 		NrtCommStats st = nrt_comm_stats(false);
 		double n = l->steps ? (double)l->steps : 1;

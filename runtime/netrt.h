@@ -46,6 +46,8 @@ typedef struct NrtProgramInfo {
 	int64_t batch_size;     /* samples per step (global) */
 	const char *const *input_names; /* for --data messages */
 	int ninputs;
+	int log_rank;           /* the rank that prints progress and writes --log (0; a pipeline's
+	                         * last stage when its result is not broadcast) */
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad

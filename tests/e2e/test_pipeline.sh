@@ -88,6 +88,22 @@ else
 	bad "memory (1f1b stage 0: $s0, stage 3: $s3; gpipe stage 0: $g0, stage 3: $g3)"
 fi
 
+# forward-only pipelines: pipeline_result_broadcast sends the result from
+# the last stage to every rank; without it the last stage reports it; the
+# same losses either way, reported once a step
+for b in true false; do
+	timeout $TMO $NETC build $M/deep.net --infer -D pipeline_result_broadcast=$b --emit-c "$work/inf_$b" \
+		-o "$work/inf_$b.x" >/dev/null 2>&1 &&
+		timeout $TMO tests/e2e/mpirun.sh -np 4 "$work/inf_$b.x" --steps 3 --log "$work/inf_$b.csv" >"$work/inf_$b.out" 2>&1
+done
+if [ "$(grep -c '^step' "$work/inf_true.out")" = 1 ] && [ "$(grep -c '^step' "$work/inf_false.out")" = 1 ] &&
+	$B/tools/losscompare "$work/inf_true.csv" "$work/inf_false.csv" --rtol 0 >/dev/null &&
+	grep -q 'every rank gets it' "$work/inf_true/deep.c" && ! grep -q 'every rank gets it' "$work/inf_false/deep.c"; then
+	ok "infer with and without pipeline_result_broadcast (same results, reported once)"
+else
+	bad "infer pipeline_result_broadcast"
+fi
+
 # errors: exit status 1 and the message
 err() {
 	name=$1 want=$2 model=$3; shift 3
