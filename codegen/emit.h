@@ -60,6 +60,9 @@ void emit_sched_alloc(Emit *e);
 void emit_sched_step(Emit *e);   /* train_step() and before_save() */
 /* Shared pieces of program_c.c */
 void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret);
+/* In-place all-reduce of `count` elements of buf in n's group, with n's
+ * reduction (fused hand-written collectives). */
+void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count);
 /* One node: a comment with its IR line, then its kernel calls. */
 void emit_c_node(Emit *e, const Node *n);
 #endif

@@ -716,6 +716,12 @@ static const char *reduce_name(ReduceOp r)
 	return names[r];
 }
 
+void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count)
+{
+	fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, %s, %s, %" PRId64 ");\n", comm_of(e, n), reduce_name(n->attr.reduce),
+	        buf, count);
+}
+
 EMIT(ALL_REDUCE)
 {
 	emit_copy(e, n);

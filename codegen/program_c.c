@@ -120,9 +120,19 @@ static void emit_bucket_start(Emit *e, int k)
 {
 	const Bucket *b = &e->c->fusion->b[k];
 	FILE *out = e->out;
-	const char *comm = emit_comm(e, b->layout, b->axes);
 	fprintf(out, "\t/* bucket %d: %d tensor%s, %" PRId64 " elements a rank, one %s */\n", k, b->n, b->n == 1 ? "" : "s",
 	        b->elems, redist_kind_name(b->kind));
+	if (b->user) { /* hand-written all_reduce nodes with one fusion id */
+		for (int m = 0; m < b->n; m++)
+			fprintf(out, "\tmemcpy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+			        B(e, b->members[m]->in[0]), b->block[m]);
+		emit_user_allreduce(e, b->members[0], arena_printf(&e->c->arena, "bucket_%d", k), b->elems);
+		for (int m = 0; m < b->n; m++)
+			fprintf(out, "\tmemcpy(%s, bucket_%d + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
+			        e->cname[b->members[m]->out->id], k, b->offset[m], b->block[m]);
+		return;
+	}
+	const char *comm = emit_comm(e, b->layout, b->axes);
 	for (int m = 0; m < b->n; m++) {
 		const Value *x = b->members[m]->in[0];
 		if (b->kind == RS_ALLREDUCE)
@@ -161,7 +171,7 @@ void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	if (ph == PH_UPDATE && fp && fp->n) {
 		fputs("\tdouble tw_ = nrt_trace_now();\n", e->out);
 		for (int k = 0; k < fp->n; k++)
-			if (fp->b[k].kind != RS_ALLGATHER)
+			if (fp->b[k].kind != RS_ALLGATHER && !fp->b[k].user)
 				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
 		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
@@ -196,8 +206,8 @@ static void fusion_names(Emit *e)
 		        b->kind == RS_ALLGATHER ? "s, gathered" : "");
 		if (b->kind != RS_ALLREDUCE)
 			fprintf(e->decls, "static real *bucket_send_%d;\n", k);
-		if (b->kind == RS_ALLGATHER)
-			continue; /* its results go straight into the parameters */
+		if (b->kind == RS_ALLGATHER || b->user)
+			continue; /* its results go straight into the parameters, or the members' own buffers */
 		for (int m = 0; m < b->n; m++)
 			e->swap[b->members[m]->out->id] = arena_printf(&e->c->arena, "(bucket_%d + %" PRId64 ")", k, b->offset[m]);
 	}

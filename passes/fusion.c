@@ -102,9 +102,11 @@ static void add_member(Compilation *c, Bucket *b, Node *r, const int *pos)
 	b->block = arena_grow(&c->arena, b->block, (size_t)b->n - 1, (size_t)b->n, sizeof(int64_t));
 	b->offset[b->n - 1] = off;
 	/* one rank's part: its shard (gather: the input; all-reduce, scatter: the output) */
-	const Layout *part = b->kind == RS_ALLGATHER ? r->in[0]->layout : r->out->layout;
-	b->block[b->n - 1] = shape_numel(&part->slice);
+	const Value *part = b->kind == RS_ALLGATHER ? r->in[0] : r->out;
+	b->block[b->n - 1] = shape_numel(part->layout ? &part->layout->slice : &part->shape);
 	b->elems += b->block[b->n - 1];
+	if (b->user)
+		return; /* runs where its last member is */
 	/* gradients start once the last exists; gathers once the last update ran */
 	Node *after = b->kind == RS_ALLGATHER ? r : r->in[0]->def;
 	if (!b->ready || pos[after->id] > pos[b->ready->id])
@@ -140,11 +142,60 @@ static int bucket_key(const ParallelConfig *pc, RedistKind kind, const Candidate
 	return 1 << 21 | st->seg;
 }
 
+/* Hand-written all_reduce nodes (hybrid_parallel) with the same fusion id
+ * (> 0), group and reduction run as one collective at the last of them --
+ * each one whose result is read before that point runs alone. */
+static void fuse_user_collectives(Compilation *c, FusionPlan *plan, const int *pos)
+{
+	Graph *g = c->g;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *a = g->nodes[i];
+		if (a->op != OP_ALL_REDUCE || a->attr.fusion <= 0 || a->out->dtype != DT_F32 || a->pass_data)
+			continue;
+		Node **m = ARENA_NEWN(&c->arena, Node *, g->nnodes);
+		int n = 0;
+		for (int j = i; j < g->nnodes; j++) {
+			Node *b = g->nodes[j];
+			if (b->op == OP_ALL_REDUCE && b->attr.fusion == a->attr.fusion && b->phase == a->phase &&
+			    b->attr.reduce == a->attr.reduce && b->out->dtype == DT_F32 &&
+			    strcmp(b->attr.group ? b->attr.group : "", a->attr.group ? a->attr.group : "") == 0)
+				m[n++] = b;
+		}
+		int at = pos[m[n - 1]->id];
+		Bucket b = {.kind = RS_ALLREDUCE, .user = true, .ready = m[n - 1]};
+		for (int k = 0; k < n; k++) {
+			bool early = false; /* read before the fused collective runs */
+			for (int r = pos[m[k]->id] + 1; r < at && !early; r++)
+				for (int j = 0; j < g->nodes[r]->nin; j++)
+					early |= g->nodes[r]->in[j] == m[k]->out;
+			m[k]->pass_data = m[k];
+			if (!early)
+				add_member(c, &b, m[k], pos);
+		}
+		b.ready = m[n - 1];
+		if (b.n > 1)
+			VEC_PUSH(&c->arena, plan->b, plan->n, plan->cap, b);
+	}
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->op == OP_ALL_REDUCE)
+			g->nodes[i]->pass_data = NULL;
+}
+
 bool pass_fusion(Compilation *c)
 {
 	Graph *g = c->g;
-	if (!g->par.comm_fusion_openstate || g->nstages > 1 || g->nmicro > 1 || c->infer)
+	if (!g->par.comm_fusion_openstate || g->nstages > 1 || g->nmicro > 1)
 		return true;
+	if (c->infer || g->par.parallel_mode == PM_HYBRID_PARALLEL) {
+		FusionPlan *plan = ARENA_NEW(&c->arena, FusionPlan);
+		int *pos = ARENA_NEWN(&c->arena, int, g->next_node_id);
+		for (int i = 0; i < g->nnodes; i++)
+			pos[g->nodes[i]->id] = i;
+		fuse_user_collectives(c, plan, pos);
+		c->fusion = plan;
+		if (c->infer)
+			return true;
+	}
 	Candidate *cands = NULL;
 	int nc = 0, cap = 0;
 	for (int i = 0; i < g->nnodes; i++) {
@@ -171,7 +222,7 @@ bool pass_fusion(Compilation *c)
 			cands[j] = cands[j - 1];
 			cands[j - 1] = t;
 		}
-	FusionPlan *plan = ARENA_NEW(&c->arena, FusionPlan);
+	FusionPlan *plan = c->fusion ? c->fusion : ARENA_NEW(&c->arena, FusionPlan);
 	plan->gradients = nc;
 	int *keys = ARENA_NEWN(&c->arena, int, nc > 0 ? nc : 1);
 	SizeState st[3] = {{0}};
@@ -207,9 +258,13 @@ bool pass_fusion(Compilation *c)
 	for (int k = 0; k < nc; k++)
 		cands[k].r->pass_data = NULL;
 	c->fusion = plan;
-	if (c->verbose)
-		fprintf(stderr, "comm fusion: %d collective%s in %d bucket%s\n", nc, nc == 1 ? "" : "s", plan->n,
-		        plan->n == 1 ? "" : "s");
+	if (c->verbose) {
+		int members = 0;
+		for (int i = 0; i < plan->n; i++)
+			members += plan->b[i].n;
+		fprintf(stderr, "comm fusion: %d collective%s in %d bucket%s\n", members, members == 1 ? "" : "s",
+		        plan->n, plan->n == 1 ? "" : "s");
+	}
 	return true;
 }
 

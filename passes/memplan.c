@@ -99,11 +99,12 @@ bool pass_memplan(Compilation *c)
 	}
 	if (g->loss)
 		last[g->loss->id] = g->nnodes; /* read by the step loop after everything */
-	/* a fused all-gather reads its members' shards when its last member
-	 * is reached, after the earlier members' own positions */
+	/* a fused all-gather, or fused hand-written all-reduces, read their
+	 * members' inputs when the last member is reached, after the earlier
+	 * members' own positions */
 	for (int k = 0; c->fusion && k < c->fusion->n; k++) {
 		const Bucket *b = &c->fusion->b[k];
-		if (b->kind != RS_ALLGATHER)
+		if (b->kind != RS_ALLGATHER && !b->user)
 			continue;
 		int at = 0;
 		for (int i = 0; i < g->nnodes; i++)

@@ -48,5 +48,20 @@ if [ "$(count reduce_scatter op_fused)" = 1 ] && [ "$(count allgather op_fused)"
 else
 	fail=$((fail + 1)); echo "FAIL optimizer parallel fusion: fused rs $(count reduce_scatter op_fused) ag $(count allgather op_fused), unfused rs $(count reduce_scatter op_unfused) ag $(count allgather op_unfused)"
 fi
+# hand-written collectives (hybrid_parallel) with one fusion id run as one
+# when nothing reads the first before the second; fusion = 0 never fuses
+u=tests/e2e/models/user_fusion.net
+sed 's/fusion = 1/fusion = 0/' $u >"$work/uf0.net"
+for m in $u "$work/uf0.net"; do
+	n=$(basename "$m" .net)
+	timeout 120 $NETC build "$m" -o "$work/$n" >/dev/null 2>&1
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/$n" --steps 5 --log "$work/$n.csv" --quiet --comm-stats >"$work/$n.stats"
+done
+if [ "$(count allreduce user_fusion)" = 3 ] && [ "$(count allreduce uf0)" = 4 ] &&
+	$B/tools/losscompare "$work/uf0.csv" "$work/user_fusion.csv" --rtol 0 >/dev/null; then
+	pass=$((pass + 1)); echo "ok   all_reduce(..., fusion = 1) pairs fuse (4 -> 3 all-reduces a step), identical losses"
+else
+	fail=$((fail + 1)); echo "FAIL hand-written fusion: $(count allreduce user_fusion) vs $(count allreduce uf0) all-reduces"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
