@@ -28,6 +28,8 @@ typedef struct CkLayout {
 	int rank;
 	int map[MAX_RANK];     /* MindSpore numbering: grid axes from the right, -1 whole */
 	Shape shape;
+	int32_t opt_shard_size; /* optimizer parallel: ranks sharing the update (0: not sharded) */
+	int32_t opt_shard_step; /* their rank stride */
 } CkLayout;
 
 typedef struct Ckpt {
@@ -42,6 +44,31 @@ static bool is_json(const char *path)
 {
 	size_t n = strlen(path);
 	return n >= 5 && strcmp(path + n - 5, ".json") == 0;
+}
+
+/* optimizer parallel: the update of p runs on a shard split along one
+ * more grid axis than p -- that axis's size and rank stride are
+ * MindSpore's opt_weight_shard_size and opt_weight_shard_step. */
+static void optimizer_shard_of(const Graph *g, const Value *p, int32_t *size, int32_t *step)
+{
+	*size = *step = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *u = g->nodes[i];
+		const Value *ps = u->nin ? u->in[0] : NULL;
+		if (!(op_info[u->op].flags & OPF_UPDATE) || !ps->def || ps->def->in[0] != p || !ps->layout)
+			continue;
+		const Layout *l = ps->layout;
+		for (int d = 0; d < l->rank; d++) {
+			int a = l->map[d];
+			if (a < 0 || (p->layout->map[d] >= 0))
+				continue;
+			int64_t stride = 1;
+			for (int k = a + 1; k < l->ndev; k++)
+				stride *= l->dev[k];
+			*size = (int32_t)l->dev[a];
+			*step = (int32_t)stride;
+		}
+	}
 }
 
 /* ---- from and to the compilation ------------------------------------------- */
@@ -65,6 +92,7 @@ static void collect(Compilation *c, Ckpt *k)
 		if (!p->layout || (g->par.only_trainable_params && !p->param.requires_grad))
 			continue;
 		CkLayout l = {.name = p->name, .ndev = p->layout->ndev, .rank = p->layout->rank, .shape = p->shape};
+		optimizer_shard_of(g, p, &l.opt_shard_size, &l.opt_shard_step);
 		memcpy(l.dev, p->layout->dev, sizeof l.dev);
 		for (int d = 0; d < l.rank; d++)
 			l.map[d] = p->layout->map[d] < 0 ? -1 : p->layout->ndev - 1 - p->layout->map[d];
@@ -208,6 +236,8 @@ static bool write_proto(const Ckpt *k, FILE *f)
 		mindspore__straspb__indices_offset__init(&io[i]);
 		li[i].param_name = (char *)l->name;
 		li[i].parallel_layouts = &ls[i];
+		ls[i].opt_weight_shard_step = l->opt_shard_step;
+		ls[i].opt_weight_shard_size = l->opt_shard_size;
 		dm[i].n_dim = (size_t)l->ndev;
 		dm[i].dim = &dv[i * MAX_RANK];
 		for (int j = 0; j < l->ndev; j++)
@@ -279,6 +309,8 @@ static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *
 		l.rank = (int)ls->tensor_map[0]->n_dim;
 		for (int j = 0; j < l.rank; j++)
 			l.map[j] = ls->tensor_map[0]->dim[j];
+		l.opt_shard_step = ls->opt_weight_shard_step;
+		l.opt_shard_size = ls->opt_weight_shard_size;
 		VEC_PUSH(a, k->layouts, k->nlayouts, k->caplayouts, l);
 	}
 	mindspore__straspb__parallel_strategy_map__free_unpacked(m, NULL);
@@ -337,7 +369,8 @@ static bool write_json(const Ckpt *k, FILE *f)
 		json_ints(f, map, l->rank);
 		fputs(", \"tensor_shape\": ", f);
 		json_ints(f, l->shape.d, l->shape.rank);
-		fputs(", \"field\": 0, \"opt_weight_shard_step\": 0, \"opt_weight_shard_size\": 0}", f);
+		fprintf(f, ", \"field\": 0, \"opt_weight_shard_step\": %d, \"opt_weight_shard_size\": %d}",
+		        (int)l->opt_shard_step, (int)l->opt_shard_size);
 	}
 	fputs(k->nlayouts ? "\n  }\n}\n" : "}\n}\n", f);
 	return !ferror(f);
@@ -520,6 +553,10 @@ static void layout_member(Jr *J, const char *key, void *ctx)
 			l->map[i] = (int)tmp[i];
 	} else if (strcmp(key, "tensor_shape") == 0) {
 		l->shape.rank = jints(J, l->shape.d, MAX_RANK);
+	} else if (strcmp(key, "opt_weight_shard_step") == 0) {
+		l->opt_shard_step = (int32_t)jint(J);
+	} else if (strcmp(key, "opt_weight_shard_size") == 0) {
+		l->opt_shard_size = (int32_t)jint(J);
 	} else {
 		jskip(J);
 	}
