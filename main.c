@@ -193,7 +193,7 @@ static int run(Compilation *c, Args *a)
 		Stage upto;
 	} commands[] = {
 		{"check", UPTO_CHECK}, {"dump", UPTO_CHECK}, {"dot", UPTO_CHECK}, {"build", UPTO_CODEGEN},
-		{"explain", UPTO_TRAIN},
+		{"explain", UPTO_CODEGEN},
 	};
 	int cmd = -1;
 	for (int i = 0; i < (int)(sizeof commands / sizeof commands[0]); i++)
@@ -233,7 +233,11 @@ static int run(Compilation *c, Args *a)
 	case 4:
 		if (a->schedule)
 			return explain_schedule(c, a->output, stdout) ? 0 : EXIT_USER;
-		return explain_print(c, a->why, stdout) ? 0 : EXIT_USER;
+		if (!explain_print(c, a->why, stdout))
+			return EXIT_USER;
+		if (c->plan && !a->why)
+			memplan_report(c->plan, stdout); /* the planned memory, per device */
+		return 0;
 	default:
 		a->build.output = a->output;
 		return netc_build(c, &a->build) ? 0 : EXIT_USER;
