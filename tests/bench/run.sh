@@ -57,7 +57,7 @@ bench() { # bench LABEL FILE NP [netc -D options]
 	flops=$(sed -n 's/^FLOPS //p' "$work/$n.gemm")
 	"$NETC" build "$file" "$@" -o "$work/$n.$np" 2>/dev/null || { echo "bench: building $file failed" >&2; return 1; }
 	if [ "$np" -eq 1 ]; then
-		timeout 300 "$work/$n.$np" --steps "$STEPS" --quiet --log "$work/$n.$np.csv" || return 1
+		timeout 300 "$work/$n.$np" --steps "$STEPS" --quiet --log "$work/$n.$np.csv" ${DATA:+--data "$DATA"} || return 1
 	else
 		timeout 300 tests/e2e/mpirun.sh -np "$np" "$work/$n.$np" --steps "$STEPS" --quiet \
 			--log "$work/$n.$np.csv" || return 1
@@ -72,6 +72,11 @@ bench() { # bench LABEL FILE NP [netc -D options]
 }
 
 bench "mlp (stand-alone)" samples/mlp.net 1 -D parallel_mode=stand_alone || exit 1
+# the same with its data read from .npy files: the synthetic batch (a
+# Philox normal per feature, 50,176 a step) is most of the step above
+cc -std=c11 -O2 -o "$work/mknpy" tests/e2e/data/mknpy.c &&
+	"$work/mknpy" mlp "$work/x.npy" "$work/y.npy" 640 784 10 >/dev/null || exit 1
+DATA="$work/x.npy,$work/y.npy" bench "mlp (stand-alone, --data)" samples/mlp.net 1 -D parallel_mode=stand_alone || exit 1
 bench "transformer (stand-alone)" samples/transformer.net 1 -D parallel_mode=stand_alone || exit 1
 if [ "${BENCH_MPI:-0}" = 1 ]; then
 	bench "mlp (semi-auto)" samples/mlp.net 4 || exit 1
@@ -79,6 +84,7 @@ if [ "${BENCH_MPI:-0}" = 1 ]; then
 fi
 echo
 echo "MFLOP/step: matmul + batch_matmul, forward and backward (tests/bench/flops.c);"
-echo "ms/step: median over steps $((WARMUP + 1))..$STEPS; sgemm: OpenBLAS cblas_sgemm on the same"
+echo "ms/step: median over steps $((WARMUP + 1))..$STEPS, generating the synthetic data included unless"
+echo "--data; sgemm: OpenBLAS cblas_sgemm on the same"
 echo "shapes; gap = program time / sgemm time (the rest is other ops and overhead)."
 [ "$rows" -gt 0 ]
