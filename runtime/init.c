@@ -7,6 +7,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
 
 #include "rt_internal.h"
 
@@ -275,6 +278,24 @@ static void start_mpi(int *argc, char ***argv)
 	nrt_rt.initialised = true;
 }
 
+/* Every rank's OpenBLAS would otherwise start one thread per core, so N
+ * ranks on one host run N*cores threads and GEMMs slow down several-fold.
+ * Share the host's cores among the ranks on it; OPENBLAS_NUM_THREADS (or
+ * OMP_NUM_THREADS) set by the user wins. */
+static void share_blas_threads(void)
+{
+	if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
+		return;
+	MPI_Comm host;
+	NRT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+	int local = 1;
+	NRT_MPI(MPI_Comm_size(host, &local));
+	NRT_MPI(MPI_Comm_free(&host));
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	long per_rank = cores > 0 ? cores / local : 1;
+	openblas_set_num_threads(per_rank > 0 ? (int)per_rank : 1);
+}
+
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
 {
 	start_mpi(argc, argv);
@@ -299,6 +320,7 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 			        nrt_rt.size, nrt_rt.size == 1 ? "" : "s", info->device_num);
 		finish(1);
 	}
+	share_blas_threads();
 }
 
 void nrt_finalize(void)
