@@ -199,7 +199,11 @@ static void fusion_names(Emit *e)
 		return;
 	if (!e->swap)
 		e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
-	fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
+	bool async = false; /* hand-written and all-gather buckets complete at once */
+	for (int k = 0; k < fp->n; k++)
+		async |= fp->b[k].kind != RS_ALLGATHER && !fp->b[k].user;
+	if (async)
+		fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
 		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
