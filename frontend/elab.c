@@ -528,14 +528,8 @@ static bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, in
 		diag_error(E->d, v->loc, "%s expects an integer, got %s", ctx, kind_desc(v));
 		return false;
 	}
-	if (v->i < lo || v->i > hi) {
-		if (hi == INT32_MAX)
-			diag_error(E->d, v->loc, "%s must be at least %" PRId64 ", got %" PRId64, ctx, lo, v->i);
-		else
-			diag_error(E->d, v->loc, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64,
-			           ctx, lo, hi, v->i);
+	if (!cfg_int_in_range(E->d, v, ctx, lo, hi))
 		return false;
-	}
 	*out = v->i;
 	return true;
 }

@@ -139,19 +139,24 @@ static bool get_bool(Cx *cx, const char *key, const CfgValue *v, bool *out)
 	return true;
 }
 
+bool cfg_int_in_range(Diag *d, const CfgValue *v, const char *what, int64_t lo, int64_t hi)
+{
+	if (v->i >= lo && v->i <= hi)
+		return true;
+	if (hi >= INT32_MAX)
+		diag_error(d, v->loc, "%s must be >= %" PRId64 ", got %" PRId64, what, lo, v->i);
+	else
+		diag_error(d, v->loc, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64, what, lo, hi, v->i);
+	return false;
+}
+
 /* An integer in [lo, hi]; hi == INT64_MAX means "no upper bound". */
 static bool get_int(Cx *cx, const char *key, const CfgValue *v, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (v->kind != CV_INT)
 		return type_error(cx, key, v, "an integer");
-	if (v->i < lo || v->i > hi) {
-		if (hi == INT64_MAX)
-			diag_error(cx->d, v->loc, "%s must be >= %" PRId64 ", got %" PRId64, key, lo, v->i);
-		else
-			diag_error(cx->d, v->loc, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64,
-			           key, lo, hi, v->i);
+	if (!cfg_int_in_range(cx->d, v, key, lo, hi))
 		return false;
-	}
 	*out = v->i;
 	return true;
 }

@@ -162,6 +162,9 @@ bool parallel_config_finish(ParallelConfig *pc, Diag *d);
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key,
                       Loc key_loc, const CfgValue *v, Diag *d);
 
+/* Reports "WHAT must be in [lo, hi]" (or ">= lo" when hi is INT32_MAX or
+ * more) at v's location unless the integer v lies in the range. */
+bool cfg_int_in_range(Diag *d, const CfgValue *v, const char *what, int64_t lo, int64_t hi);
 const char *parallel_mode_name(ParallelMode m);
 const char *search_mode_name(SearchMode m);
 const char *optimizer_name(OptimizerKind k);

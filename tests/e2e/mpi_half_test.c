@@ -14,24 +14,8 @@
 
 #include "netrt.h"
 #include "rt_internal.h"
+#include "mpi_check.h"
 
-static int passed, failed, me, np;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL rank %d: ", me);
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-}
 
 static uint16_t narrow(NrtDType t, float f)
 {
@@ -244,11 +228,7 @@ int main(int argc, char **argv)
 	test_stats(w);
 	test_predefined_op_refused();
 	test_ckpt();
-	/* rank 0 reports everyone's counts */
-	int mine[2] = {passed, failed}, sum[2];
-	MPI_Reduce(mine, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (me == 0)
-		printf("mpi_half_test: %d passed, %d failed\n", sum[0], sum[1]);
+	int rc = mpi_check_report("mpi_half_test");
 	nrt_finalize();
-	return me == 0 ? sum[1] != 0 : 0;
+	return rc;
 }

@@ -14,24 +14,8 @@
 #include <unistd.h>
 
 #include "netrt.h"
+#include "mpi_check.h"
 
-static int passed, failed, me, np;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL rank %d: ", me);
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-}
 
 /* ---- communicators -------------------------------------------------------- */
 /* The world ranks in c, in c's rank order, as a bit mask. */
@@ -288,12 +272,7 @@ int main(int argc, char **argv)
 	test_stats(w);
 	test_checkpoint(dir);
 	test_data(w);
-	int counts[2] = {passed, failed}, total[2];
-	MPI_Reduce(counts, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-	int any = failed > 0, anyfail = 0;
-	MPI_Allreduce(&any, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-	if (me == 0)
-		printf("mpi_runtime_test: %d passed, %d failed\n", total[0], total[1]);
+	int rc = mpi_check_report("mpi_runtime_test");
 	nrt_finalize();
-	return anyfail ? 1 : 0;
+	return rc;
 }

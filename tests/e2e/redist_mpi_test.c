@@ -19,24 +19,8 @@
 #include "ir/layout.h"
 #include "netrt.h"
 #include "passes/redistribute.h"
+#include "mpi_check.h"
 
-static int passed, failed, me, np;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL rank %d: ", me);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
 
 typedef struct LSpec {
 	int ndev;
@@ -299,13 +283,8 @@ int main(int argc, char **argv)
 			ran++;
 		}
 	check(ran > 0, "no cases for %d ranks", np);
-	int counts[2] = {passed, failed}, total[2];
-	MPI_Reduce(counts, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-	int any = failed > 0, anyfail = 0;
-	MPI_Allreduce(&any, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-	if (me == 0)
-		printf("redist_mpi_test: %d passed, %d failed\n", total[0], total[1]);
+	int rc = mpi_check_report("redist_mpi_test");
 	nrt_finalize();
 	MPI_Finalize();
-	return anyfail ? 1 : 0;
+	return rc;
 }

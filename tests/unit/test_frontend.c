@@ -379,7 +379,7 @@ Test(frontend_errors, arguments)
 	fails(HEAD "y = all_reduce(x, group = tq)\n",
 	      "t.net:3:27: error: all_reduce: group: 'tq' is not a declared group (or \"world\")");
 	fails(HEAD "y = all_reduce(x, fusion = -1)\n",
-	      "t.net:3:28: error: all_reduce: fusion must be at least 0, got -1");
+	      "t.net:3:28: error: all_reduce: fusion must be >= 0, got -1");
 }
 
 Test(frontend_errors, annotations)
