@@ -99,23 +99,6 @@ static bool live(Elab *E)
 	return !E->halted && !E->d->stopped;
 }
 
-static const char *kind_desc(const CfgValue *v)
-{
-	switch (v->kind) {
-	case CV_NONE: return "None";
-	case CV_BOOL: return "a bool";
-	case CV_INT: return "an integer";
-	case CV_FLOAT: return "a number";
-	case CV_STRING: return "a string";
-	case CV_IDENT: return "a name";
-	case CV_TUPLE: return "a tuple";
-	case CV_LIST: return "a list";
-	case CV_DICT: return "a dict";
-	case CV_CALL: return "a call";
-	}
-	return "a value";
-}
-
 static const char *did_you_mean(Elab *E, const char *name, const char *const *cands, int n)
 {
 	const char *s = diag_closest(name, cands, n);
@@ -396,7 +379,7 @@ static CfgValue *cfg_binary(Parser *P, struct Frame *f, const Expr *e)
 	if (!is_num(l) || !is_num(r)) {
 		const CfgValue *bad = is_num(l) ? r : l;
 		diag_error(P->d, bad->loc, "operand of '%c' must be a number, got %s", e->op,
-		           kind_desc(bad));
+		           cfg_kind_desc(bad));
 		return NULL;
 	}
 	if (l->kind == CV_INT && r->kind == CV_INT)
@@ -412,7 +395,7 @@ static CfgValue *cfg_neg(Parser *P, struct Frame *f, const Expr *e)
 	if (x->kind == CV_FLOAT)
 		return cfg_float(P, e->loc, -x->f);
 	if (x->kind != CV_INT) {
-		diag_error(P->d, x->loc, "operand of unary '-' must be a number, got %s", kind_desc(x));
+		diag_error(P->d, x->loc, "operand of unary '-' must be a number, got %s", cfg_kind_desc(x));
 		return NULL;
 	}
 	if (x->i == INT64_MIN) {
@@ -503,7 +486,7 @@ static bool eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t
 		return false;
 	}
 	if (v->kind != CV_INT) {
-		diag_error(E->d, v->loc, "%s must be an integer, got %s", what, kind_desc(v));
+		diag_error(E->d, v->loc, "%s must be an integer, got %s", what, cfg_kind_desc(v));
 		return false;
 	}
 	*out = v->i;
@@ -515,7 +498,7 @@ static bool eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t
 static bool want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out)
 {
 	if (v->kind != CV_BOOL) {
-		diag_error(E->d, v->loc, "%s expects true or false, got %s", ctx, kind_desc(v));
+		diag_error(E->d, v->loc, "%s expects true or false, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
 	*out = v->b;
@@ -525,7 +508,7 @@ static bool want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out)
 static bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (v->kind != CV_INT) {
-		diag_error(E->d, v->loc, "%s expects an integer, got %s", ctx, kind_desc(v));
+		diag_error(E->d, v->loc, "%s expects an integer, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
 	if (!cfg_int_in_range(E->d, v, ctx, lo, hi))
@@ -537,7 +520,7 @@ static bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, in
 static bool want_float(Elab *E, const CfgValue *v, const char *ctx, double *out)
 {
 	if (!is_num(v)) {
-		diag_error(E->d, v->loc, "%s expects a number, got %s", ctx, kind_desc(v));
+		diag_error(E->d, v->loc, "%s expects a number, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
 	*out = v->f;
@@ -548,7 +531,7 @@ static bool want_float(Elab *E, const CfgValue *v, const char *ctx, double *out)
 static const char *want_word(Elab *E, const CfgValue *v, const char *ctx)
 {
 	if (v->kind != CV_IDENT && v->kind != CV_STRING) {
-		diag_error(E->d, v->loc, "%s expects a name or a string, got %s", ctx, kind_desc(v));
+		diag_error(E->d, v->loc, "%s expects a name or a string, got %s", ctx, cfg_kind_desc(v));
 		return NULL;
 	}
 	return v->s;
@@ -562,7 +545,7 @@ static int want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, i
 		return 1;
 	}
 	if (v->kind != CV_TUPLE && v->kind != CV_LIST) {
-		diag_error(E->d, v->loc, "%s expects a tuple of integers, got %s", ctx, kind_desc(v));
+		diag_error(E->d, v->loc, "%s expects a tuple of integers, got %s", ctx, cfg_kind_desc(v));
 		return -1;
 	}
 	if (v->n > max) {
@@ -572,7 +555,7 @@ static int want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, i
 	for (int i = 0; i < v->n; i++) {
 		if (v->items[i]->kind != CV_INT) {
 			diag_error(E->d, v->items[i]->loc, "%s expects integers, got %s", ctx,
-			           kind_desc(v->items[i]));
+			           cfg_kind_desc(v->items[i]));
 			return -1;
 		}
 		out[i] = v->items[i]->i;
@@ -902,7 +885,7 @@ static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, 
 	if (!v)
 		return false;
 	if (v->kind != CV_TUPLE && v->kind != CV_LIST) {
-		diag_error(E->d, v->loc, "%s expects a tuple of tuples, got %s", ctx, kind_desc(v));
+		diag_error(E->d, v->loc, "%s expects a tuple of tuples, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
 	Strategy s = {.n = v->n, .v = ARENA_NEWN(E->a, Shape, v->n ? v->n : 1), .loc = at};
@@ -1025,7 +1008,7 @@ static bool an_nonneg(Elab *E, Frame *f, const Annotation *an, int *out)
 		if (v->kind == CV_INT)
 			diag_error(E->d, v->loc, "%s must be a non-negative integer, got %" PRId64, an->name, v->i);
 		else
-			diag_error(E->d, v->loc, "%s must be a non-negative integer, got %s", an->name, kind_desc(v));
+			diag_error(E->d, v->loc, "%s must be a non-negative integer, got %s", an->name, cfg_kind_desc(v));
 		return false;
 	}
 	*out = (int)v->i;
@@ -1051,7 +1034,7 @@ static bool an_manual_split(Elab *E, Frame *f, const Annotation *an, Annot *ann)
 	if (!v)
 		return false;
 	if (v->kind != CV_TUPLE && v->kind != CV_LIST) {
-		diag_error(E->d, v->loc, "manual_split expects a tuple of row counts, got %s", kind_desc(v));
+		diag_error(E->d, v->loc, "manual_split expects a tuple of row counts, got %s", cfg_kind_desc(v));
 		return false;
 	}
 	ann->manual_split = ARENA_NEWN(E->a, int64_t, v->n ? v->n : 1);
@@ -1206,7 +1189,7 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 	if (e->kind != E_IDENT) {
 		CfgValue *v = elab_cfg(E->P, f, e);
 		if (v)
-			diag_error(E->d, e->loc, "expected a tensor (a name or a call), got %s", kind_desc(v));
+			diag_error(E->d, e->loc, "expected a tensor (a name or a call), got %s", cfg_kind_desc(v));
 		return NULL;
 	}
 	Binding *b = lookup(f, e->s);
@@ -1394,7 +1377,7 @@ static bool bind_args(Elab *E, Frame *f, Frame *inst, const Expr *e, const Stmt 
 			bool isint = !strcmp(p->type, "int");
 			if (b.c && (isint ? b.c->kind != CV_INT : !is_num(b.c))) {
 				diag_error(E->d, b.c->loc, "block '%s': '%s' must be %s, got %s", blk->name,
-				           p->name, isint ? "an integer" : "a number", kind_desc(b.c));
+				           p->name, isint ? "an integer" : "a number", cfg_kind_desc(b.c));
 				b.c = NULL;
 			}
 			if (b.c && !isint && b.c->kind == CV_INT)
@@ -1659,7 +1642,7 @@ static void exec_const(Elab *E, Frame *f, const Stmt *s)
 		return;
 	}
 	if (!is_num(v)) {
-		diag_error(E->d, v->loc, "const '%s' must be a number, got %s", s->name, kind_desc(v));
+		diag_error(E->d, v->loc, "const '%s' must be a number, got %s", s->name, cfg_kind_desc(v));
 		return;
 	}
 	b->c = v;

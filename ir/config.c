@@ -107,9 +107,9 @@ typedef struct Cx {
 	const char *block;
 } Cx;
 
-static const char *kind_desc(CfgKind k)
+const char *cfg_kind_desc(const CfgValue *v)
 {
-	switch (k) {
+	switch (v->kind) {
 	case CV_NONE: return "None";
 	case CV_BOOL: return "a boolean";
 	case CV_INT: return "an integer";
@@ -127,7 +127,7 @@ static const char *kind_desc(CfgKind k)
 static bool type_error(Cx *cx, const char *key, const CfgValue *v, const char *want)
 {
 	diag_error(cx->d, v->loc, "%s key '%s' expects %s, got %s", cx->block, key, want,
-	           kind_desc(v->kind));
+	           cfg_kind_desc(v));
 	return false;
 }
 
@@ -210,7 +210,7 @@ static bool get_index_list(Cx *cx, const char *key, const CfgValue *v, int64_t *
 		const CfgValue *e = v->items[i];
 		if (e->kind != CV_INT) {
 			diag_error(cx->d, e->loc, "%s element %d must be an integer, got %s", key, i,
-			           kind_desc(e->kind));
+			           cfg_kind_desc(e));
 			return false;
 		}
 		if (e->i < 0) {
@@ -406,7 +406,7 @@ static bool dataset_entry(Cx *cx, ParallelConfig *pc, int i, const CfgValue *e)
 {
 	if (e->kind != CV_TUPLE) {
 		diag_error(cx->d, e->loc, "dataset_strategy element %d must be a tuple of integers, got %s",
-		           i, kind_desc(e->kind));
+		           i, cfg_kind_desc(e));
 		if (e->kind == CV_INT)
 			diag_note(cx->d, e->loc, "one strategy per input: write ((4, 1),) for a single input");
 		return false;
@@ -420,7 +420,7 @@ static bool dataset_entry(Cx *cx, ParallelConfig *pc, int i, const CfgValue *e)
 		if (x->kind != CV_INT || x->i < 1) {
 			if (x->kind != CV_INT)
 				diag_error(cx->d, x->loc, "dataset_strategy entries must be integers, got %s",
-				           kind_desc(x->kind));
+				           cfg_kind_desc(x));
 			else
 				diag_error(cx->d, x->loc, "dataset_strategy entries must be >= 1, got %" PRId64, x->i);
 			return false;

@@ -162,6 +162,8 @@ bool parallel_config_finish(ParallelConfig *pc, Diag *d);
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key,
                       Loc key_loc, const CfgValue *v, Diag *d);
 
+/* What kind of value v is, for messages: "an integer", "a tuple", ... */
+const char *cfg_kind_desc(const CfgValue *v);
 /* Reports "WHAT must be in [lo, hi]" (or ">= lo" when hi is INT32_MAX or
  * more) at v's location unless the integer v lies in the range. */
 bool cfg_int_in_range(Diag *d, const CfgValue *v, const char *what, int64_t lo, int64_t hi);
