@@ -18,20 +18,8 @@ if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Iruntime -o "$prog" \
 	exit 1
 fi
 
-out=$(NRT_TEST_DIR=$work $MPIRUN -np 4 "$prog" 2>&1); rc=$?
-echo "$out" | grep -v '^mpi_half_test:'
-counts=$(echo "$out" | sed -n 's/^mpi_half_test: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
-if [ -n "$counts" ]; then
-	set -- $counts
-	pass=$((pass + $1)) fail=$((fail + $2))
-	echo "mpi_half_test: $1 passed, $2 failed"
-fi
-if [ "$rc" -eq 0 ] && [ -n "$counts" ]; then
-	pass=$((pass + 1))
-else
-	fail=$((fail + 1))
-	echo "FAIL: mpi_half_test exited $rc"
-fi
+. tests/e2e/mpi_check.sh
+run_mpi_check mpi_half_test 4 "$prog"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -33,18 +33,9 @@ if ! build "$work/interp" || ! "$work/interp" --emit "$work/emitted.c" ||
 	exit 1
 fi
 
+. tests/e2e/mpi_check.sh
 for n in 4 6 8; do
-	out=$($MPIRUN -np $n "$prog" 2>&1); rc=$?
-	echo "$out" | grep -v '^redist_mpi_test:' | sed "s/^/[np $n] /"
-	counts=$(echo "$out" | sed -n 's/^redist_mpi_test: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
-	if [ -n "$counts" ]; then
-		set -- $counts
-		pass=$((pass + $1)) fail=$((fail + $2))
-	fi
-	if [ "$rc" -ne 0 ] || [ -z "$counts" ]; then
-		fail=$((fail + 1))
-		echo "FAIL: redist_mpi_test at $n ranks exited $rc"
-	fi
+	run_mpi_check redist_mpi_test $n "$prog"
 done
 
 echo "$pass passed, $fail failed"

@@ -21,15 +21,8 @@ if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Iruntime -o "$prog" \
 fi
 
 # 1. the functional tests at 4 ranks; their own counts are added to ours
-out=$(NRT_TEST_DIR=$work $MPIRUN -np 4 "$prog" 2>&1); rc=$?
-echo "$out" | grep -v '^mpi_runtime_test:'
-counts=$(echo "$out" | sed -n 's/^mpi_runtime_test: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
-if [ -n "$counts" ]; then
-	set -- $counts
-	pass=$((pass + $1)) fail=$((fail + $2))
-	echo "mpi_runtime_test: $1 passed, $2 failed"
-fi
-[ "$rc" -eq 0 ] && [ -n "$counts" ] && ok || bad "mpi_runtime_test exited $rc"
+. tests/e2e/mpi_check.sh
+run_mpi_check mpi_runtime_test 4 "$prog"
 
 # expect NAME WANT_RC WANT_TEXT -- command...: exit code and a line of output
 expect() {
