@@ -109,9 +109,10 @@ void emit_sched_decls(Emit *e)
 	      "static int slot;              /* activation slot of the running pass */\n"
 	      "static int micro;             /* micro-step of the running pass */\n"
 	      "static unsigned char *ws_base; /* the slots' workspaces, WS_BYTES each */\n"
-	      "static void **input_slot[16]; /* input i of slot k: input_slot[i][k] */\n"
 	      "static double step_loss;      /* sum of the micro-steps' losses */\n",
 	      out);
+	fprintf(out, "static void **input_slot[%d]; /* input i of slot k: input_slot[i][k] */\n",
+	        g->ninputs > 0 ? g->ninputs : 1);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "static real *%s; /* %s summed over the micro-steps */\n", e->swap[i], g->values[i]->name);

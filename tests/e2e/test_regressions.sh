@@ -23,5 +23,9 @@ check install_relocatable "make -s install PREFIX=/opt/netc DESTDIR=$work/inst >
 	! ls $work/inst/opt/netc/include/netc | grep -q internal &&
 	timeout 120 $work/inst/opt/netc/bin/netc build samples/mlp.net -D parallel_mode=stand_alone -o $work/im &&
 	timeout 120 $work/im --steps 2 --quiet"
+# a micro-stepped program with more than 16 inputs kept its input slots in a
+# 16-entry array and crashed
+check many_inputs "timeout 120 $NETC build tests/e2e/models/many_inputs.net -o $work/mi &&
+	timeout 120 tests/e2e/mpirun.sh -np 2 $work/mi --steps 3 --quiet"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
