@@ -420,6 +420,20 @@ Test(frontend_errors, lexical)
 	fails("input x: f32[2]\n", "t.net:1:1: error: model has no operators");
 }
 
+/* A lexical error explains its line: the parser's error there is not
+ * reported on top of it, whichever kind of lexical error it was. */
+Test(frontend_errors, lexical_error_hides_parse_error_on_its_line)
+{
+	const char *bad[] = {"const A = \"\\q\" b\n", "const A = \"\xff\" b\n", "const A = 1$ b\n"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		Run r;
+		cr_expect_null(run(&r, bad[i]));
+		cr_expect_eq(r.d.nerrors, 1, "case %zu: %s", i, r.err);
+		cr_expect_null(strstr(r.err, "syntax error"), "case %zu: %s", i, r.err);
+		done(&r);
+	}
+}
+
 Test(frontend_errors, syntax_recovery)
 {
 	Run r;
