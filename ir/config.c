@@ -341,6 +341,14 @@ static bool set_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 	return true;
 }
 
+/* Key k now holds a value given at loc; a sub-key or alias marks the
+ * top-level key it stands for, so diagnostics about it point at the source. */
+static void mark_set(ParallelConfig *pc, ParallelKey k, Loc loc)
+{
+	pc->set_mask |= 1ull << k;
+	pc->set_loc[k] = loc;
+}
+
 /* MindSpore keeps auto_parallel_search_mode as a compatibility alias that
  * "will be removed in a later release". */
 static bool set_auto_parallel_search_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
@@ -351,8 +359,7 @@ static bool set_auto_parallel_search_mode(Cx *cx, ParallelConfig *pc, const CfgV
 		return false;
 	diag_warning(cx->d, v->loc, "'auto_parallel_search_mode' is deprecated; use search_mode");
 	pc->search_mode = (SearchMode)m;
-	pc->set_mask |= 1ull << PK_search_mode;
-	pc->set_loc[PK_search_mode] = v->loc;
+	mark_set(pc, PK_search_mode, v->loc);
 	return true;
 }
 
@@ -655,12 +662,18 @@ static bool set_comm_fusion(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 
 static bool sub_load_file(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
 {
-	return get_string(cx, path, v, &pc->strategy_ckpt_load_file);
+	if (!get_string(cx, path, v, &pc->strategy_ckpt_load_file))
+		return false;
+	mark_set(pc, PK_strategy_ckpt_load_file, v->loc);
+	return true;
 }
 
 static bool sub_save_file(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
 {
-	return get_string(cx, path, v, &pc->strategy_ckpt_save_file);
+	if (!get_string(cx, path, v, &pc->strategy_ckpt_save_file))
+		return false;
+	mark_set(pc, PK_strategy_ckpt_save_file, v->loc);
+	return true;
 }
 
 static bool sub_only_trainable_params(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
@@ -716,8 +729,7 @@ bool parallel_config_set(struct Arena *a, ParallelConfig *pc, const char *key, L
 			continue;
 		if (!parallel_keys[k].set(&cx, pc, v))
 			return false;
-		pc->set_mask |= 1ull << k;
-		pc->set_loc[k] = v->loc;
+		mark_set(pc, (ParallelKey)k, v->loc);
 		return true;
 	}
 	char buf[1024];

@@ -146,6 +146,19 @@ Test(strategy_ckpt, not_a_checkpoint)
 	free(diag);
 }
 
+/* The recommended spelling points at the file name like the deprecated one. */
+Test(strategy_ckpt, missing_file_located_in_config_dict)
+{
+	bool ok;
+	const char *d[] = {"parallel_mode=semi_auto_parallel",
+	                   "strategy_ckpt_config={load_file=\"build/test_ckpt_missing.ckpt\"}"};
+	char *diag = compile("samples/mlp.net", d, 2, &ok);
+	cr_expect_not(ok);
+	cr_expect(strstr(diag, "<-D>:1:33: error: cannot read strategy checkpoint 'build/test_ckpt_missing.ckpt'"),
+	          "%s", diag);
+	free(diag);
+}
+
 Test(strategy_ckpt, group_file)
 {
 	bool ok;
