@@ -53,16 +53,19 @@ const char *emit_c_ident(Arena *a, const Value *v);
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out);
 /* Scheduled programs (codegen/pipeline_c.c): pipeline stages and/or
  * several micro-steps per step. */
-bool emit_sched_check(Emit *e);
+/* Which values cross stages or micro-steps: transfers, accumulators, shared
+ * parameters and gradients (fills e->swap). */
+void emit_sched_plan(Emit *e);
 void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);
 void emit_sched_alloc(Emit *e);
 void emit_sched_step(Emit *e);   /* train_step() and before_save() */
-/* Shared pieces of program_c.c */
-void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret);
 /* In-place all-reduce of `count` elements of buf in n's group, with n's
  * reduction (fused hand-written collectives). */
 void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count);
+/* Start-up code: dst[] = the offset of this rank's block of v (nothing
+ * when v has no layout). */
+void emit_block_offset(Emit *e, const Value *v, const char *dst);
 /* One node: a comment with its IR line, then its kernel calls. */
 void emit_c_node(Emit *e, const Node *n);
 #endif

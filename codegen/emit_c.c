@@ -131,6 +131,19 @@ static void emit_map(FILE *out, const Layout *l)
 	fputs(l->rank ? "}" : "-1}", out);
 }
 
+void emit_block_offset(Emit *e, const Value *v, const char *dst)
+{
+	if (!v->layout)
+		return;
+	fputs("\tnrt_layout_offset(", e->setup);
+	emit_dev(e->setup, v->layout);
+	fprintf(e->setup, ", %d, ", v->shape.rank);
+	emit_map(e->setup, v->layout);
+	fputs(", ", e->setup);
+	emit_shape(e->setup, lshape(v));
+	fprintf(e->setup, ", %s);\n", dst);
+}
+
 const char *emit_comm(Emit *e, const Layout *l, unsigned axes)
 {
 	for (int i = 0; i < e->ncomms; i++) {
@@ -404,15 +417,7 @@ EMIT(DROPOUT)
 	const char *off = arena_printf(&e->c->arena, "dropout_offset_%d", n->id);
 	fprintf(e->decls, "static int64_t %s[%d]; /* this rank's block of %s */\n", off,
 	        x->shape.rank ? x->shape.rank : 1, x->name);
-	if (x->layout) {
-		fputs("\tnrt_block_offset(", e->setup);
-		emit_dev(e->setup, x->layout);
-		fprintf(e->setup, ", %d, ", x->shape.rank);
-		emit_map(e->setup, x->layout);
-		fputs(", ", e->setup);
-		emit_shape(e->setup, lshape(x));
-		fprintf(e->setup, ", %s);\n", off);
-	}
+	emit_block_offset(e, x, off);
 	fprintf(OUT, "\tK(dropout)(%d, ", x->shape.rank);
 	emit_shape(OUT, &x->shape);
 	fputs(", ", OUT);
@@ -632,8 +637,6 @@ typedef struct Routine {
 	const char *name;
 } Routine;
 
-static const char *value_nrt_dtype(const Value *v) { return nrt_dtype_of(v->dtype); }
-
 static const char *shared_routine(Emit *e, const Node *n)
 {
 	const RedistPlan *p = n->attr.plan;
@@ -644,7 +647,7 @@ static const char *shared_routine(Emit *e, const Node *n)
 	FILE *f = open_memstream(&text, &len);
 	if (!f)
 		return NULL;
-	redist_emit_c(f, p, "src", "dst", value_nrt_dtype(n->in[0]), comm_cb, e);
+	redist_emit_c(f, p, "src", "dst", nrt_dtype_of(n->in[0]->dtype), comm_cb, e);
 	fclose(f);
 	const char *name = NULL;
 	for (int i = 0; i < e->nroutines && !name; i++)
@@ -671,11 +674,12 @@ EMIT(REDISTRIBUTE)
 	/* optimizer parallel: the gathered shards become the parameter again */
 	const char *dst = n->writes ? B(e, n->writes) : Y;
 	const char *routine = p->n ? shared_routine(e, n) : NULL;
+	const char *what = redist_describe(&e->c->arena, p);
 	if (routine)
-		fprintf(OUT, "\t%s(%s, %s); /* %s */\n", routine, IN(0), dst, redist_describe(&e->c->arena, p));
+		fprintf(OUT, "\t%s(%s, %s); /* %s */\n", routine, IN(0), dst, what);
 	else
-		redist_emit_c(OUT, p, IN(0), dst, value_nrt_dtype(n->in[0]), comm_cb, e);
-	fprintf(OUT, "\tnrt_trace_span(\"%s\", \"comm\", -1, t_);\n\t}\n", redist_describe(&e->c->arena, p));
+		redist_emit_c(OUT, p, IN(0), dst, nrt_dtype_of(n->in[0]->dtype), comm_cb, e);
+	fprintf(OUT, "\tnrt_trace_span(\"%s\", \"comm\", -1, t_);\n\t}\n", what);
 }
 
 /* ---- collectives --------------------------------------------------------------- */
@@ -725,8 +729,7 @@ void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count)
 EMIT(ALL_REDUCE)
 {
 	emit_copy(e, n);
-	fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, %s, %s, %" PRId64 ");\n", comm_of(e, n),
-	        reduce_name(n->attr.reduce), Y, lnumel(n->out));
+	emit_user_allreduce(e, n, Y, lnumel(n->out));
 }
 
 EMIT(BROADCAST)
@@ -752,8 +755,9 @@ EMIT(REDUCE_SCATTER)
 
 EMIT(ALL_TO_ALL)
 {
-	fprintf(OUT, "\tnrt_alltoall(%s, NRT_REAL, %s, %" PRId64 " / nrt_comm_size(%s), %s);\n", comm_of(e, n),
-	        IN(0), lnumel(n->in[0]), comm_of(e, n), Y);
+	const char *comm = comm_of(e, n);
+	fprintf(OUT, "\tnrt_alltoall(%s, NRT_REAL, %s, %" PRId64 " / nrt_comm_size(%s), %s);\n", comm, IN(0),
+	        lnumel(n->in[0]), comm, Y);
 }
 
 /* ---- optimizer updates (in place on the parameter) ------------------------------ */

@@ -61,7 +61,7 @@ static void add_transfer(Emit *e, const Value *v, int to, Phase ph)
 	VEC_PUSH(&e->c->arena, transfers, ntransfers, captransfers, t);
 }
 
-bool emit_sched_check(Emit *e)
+void emit_sched_plan(Emit *e)
 {
 	Graph *g = e->g;
 	ntransfers = captransfers = 0;
@@ -91,7 +91,6 @@ bool emit_sched_check(Emit *e)
 				add_transfer(e, v, n->chunk, n->phase);
 		}
 	}
-	return true;
 }
 
 void emit_sched_decls(Emit *e)

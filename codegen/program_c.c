@@ -164,14 +164,19 @@ static void emit_bucket_start(Emit *e, int k)
 		        b->group, B(e, b->members[m]->writes), b->block[m], k, b->elems, b->offset[m], b->block[m]);
 }
 
-void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
+/* Fused all-reduce and reduce-scatter buckets run non-blocking until the
+ * update waits for them; hand-written and all-gather buckets complete at once. */
+static bool bucket_async(const Bucket *b) { return b->kind != RS_ALLGATHER && !b->user; }
+
+/* One phase of an unscheduled program (fusion plans exist only there). */
+static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
-	const FusionPlan *fp = e->sched ? NULL : e->c->fusion;
+	const FusionPlan *fp = e->c->fusion;
 	fprintf(e->out, "%s\n{\n", sig);
 	if (ph == PH_UPDATE && fp && fp->n) {
 		fputs("\tdouble tw_ = nrt_trace_now();\n", e->out);
 		for (int k = 0; k < fp->n; k++)
-			if (fp->b[k].kind != RS_ALLGATHER && !fp->b[k].user)
+			if (bucket_async(&fp->b[k]))
 				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
 		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
@@ -180,7 +185,7 @@ void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 		int64_t off;
 		if (n->phase != ph)
 			continue;
-		if (!(fp && fusion_bucket_of(fp, n, &off)))
+		if (!fusion_bucket_of(fp, n, &off))
 			emit_c_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
 			if (fp->b[k].ready == n)
@@ -195,13 +200,12 @@ void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 static void fusion_names(Emit *e)
 {
 	const FusionPlan *fp = e->c->fusion;
-	if (e->sched || !fp || !fp->n)
+	if (!fp || !fp->n)
 		return;
-	if (!e->swap)
-		e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
-	bool async = false; /* hand-written and all-gather buckets complete at once */
+	e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
+	bool async = false;
 	for (int k = 0; k < fp->n; k++)
-		async |= fp->b[k].kind != RS_ALLGATHER && !fp->b[k].user;
+		async |= bucket_async(&fp->b[k]);
 	if (async)
 		fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
 	for (int k = 0; k < fp->n; k++) {
@@ -210,7 +214,7 @@ static void fusion_names(Emit *e)
 		        b->kind == RS_ALLGATHER ? "s, gathered" : "");
 		if (b->kind != RS_ALLREDUCE)
 			fprintf(e->decls, "static real *bucket_send_%d;\n", k);
-		if (b->kind == RS_ALLGATHER || b->user)
+		if (!bucket_async(b))
 			continue; /* its results go straight into the parameters, or the members' own buffers */
 		for (int m = 0; m < b->n; m++)
 			e->swap[b->members[m]->out->id] = arena_printf(&e->c->arena, "(bucket_%d + %" PRId64 ")", k, b->offset[m]);
@@ -365,7 +369,7 @@ static void emit_alloc(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = xcalloc(%" PRId64 ", sizeof(real));\n", max_param_numel(g));
-	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++) {
+	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		int64_t whole = bk->elems * bk->group;
 		fprintf(out, "\tbucket_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b,
@@ -393,7 +397,7 @@ static void emit_alloc(Emit *e)
 	}
 	if (e->scratch)
 		fputs("\tfree(scratch_a);\n\tfree(scratch_b);\n", out);
-	for (int b = 0; !e->sched && e->c->fusion && b < e->c->fusion->n; b++) {
+	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		fprintf(out, "\tfree(bucket_%d);\n", b);
 		if (e->c->fusion->b[b].kind != RS_ALLREDUCE)
 			fprintf(out, "\tfree(bucket_send_%d);\n", b);
@@ -423,19 +427,6 @@ static void emit_alloc(Emit *e)
 	fputs("}\n\n", out);
 }
 
-static void emit_block_offset(Emit *e, const Value *v, const char *dst)
-{
-	if (!v->layout)
-		return;
-	fputs("\tnrt_block_offset(", e->setup);
-	emit_dev(e->setup, v->layout);
-	fprintf(e->setup, ", %d, (const int[]){", v->shape.rank);
-	for (int i = 0; i < v->shape.rank; i++)
-		fprintf(e->setup, "%s%d", i ? ", " : "", v->layout->map[i]);
-	fputs(v->shape.rank ? "}, " : "-1}, ", e->setup);
-	emit_shape(e->setup, lshape(v));
-	fprintf(e->setup, ", %s);\n", dst);
-}
 
 /* Where this rank's blocks of the parameters, state and inputs lie. */
 static void emit_tensor_offsets(Emit *e)
@@ -638,8 +629,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		}
 		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
 		                         !c->infer);
-		if (!emit_sched_check(&e))
-			return false;
+		emit_sched_plan(&e);
 		if (c->verbose)
 			for (int s = 0; s < e.sched->nstages; s++)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64

@@ -12,6 +12,7 @@
  * inner strides (1 and 0), which the compiler vectorises at -O2. A plain
  * same-shape operation coalesces to a single dim, i.e. one flat loop. */
 #include "kernels.h"
+#include "netrt.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -26,11 +27,10 @@
 #define KMAXOP 3
 
 /* Kernels have no error channel: a violated precondition is a bug in the
- * generated code, so report it in the runtime's style and stop. */
+ * generated code, so report it the runtime's way (rank, MPI_Abort) and stop. */
 _Noreturn static void kernel_fail(const char *kernel, const char *what)
 {
-	fprintf(stderr, "netrt: kernel %s: %s\n", kernel, what);
-	abort();
+	nrt_fatal("kernel %s: %s", kernel, what);
 }
 
 static void *kernel_calloc(const char *kernel, int64_t n, size_t size)

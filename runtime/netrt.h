@@ -104,15 +104,16 @@ typedef struct NrtCommStats {
 NrtCommStats nrt_comm_stats(bool reset);
 
 /* ---- tensors described for I/O ------------------------------------------- */
+enum { NRT_MAX_RANK = 8 }; /* dimensions of a tensor at most (netc's MAX_RANK) */
 /* A tensor as stored on this rank: the block `slice` at `offset` of a full
  * tensor of shape `full` (slice == full, offset 0 when not sharded). */
 typedef struct NrtTensor {
 	const char *name;       /* hierarchical parameter name */
 	NrtDType dtype;
 	int rank;
-	int64_t full[8];
-	int64_t slice[8];
-	int64_t offset[8];
+	int64_t full[NRT_MAX_RANK];
+	int64_t slice[NRT_MAX_RANK];
+	int64_t offset[NRT_MAX_RANK];
 	void *data;             /* slice data, dense row-major */
 } NrtTensor;
 

@@ -91,13 +91,14 @@ void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, in
 	int64_t so, si, co, ci, n = nrt_numel(rank, local);
 	int g = nrt_comm_size(c);
 	size_t es = nrt_dtype_size(t);
+	if (rank > NRT_MAX_RANK)
+		nrt_fatal("nrt_alltoall_dim: rank %d (at most %d)", rank, NRT_MAX_RANK);
 	around(rank, local, split_dim, &so, &si);
-	around(rank, local, concat_dim, &co, &ci);
 	if (split_dim == concat_dim)
 		nrt_fatal("nrt_alltoall_dim: split and concat dimension are both %d", split_dim);
 	int64_t dp = piece(local, split_dim, g, "nrt_alltoall_dim");
 	/* the pieces have local's dims with split_dim divided by g */
-	int64_t pdims[8];
+	int64_t pdims[NRT_MAX_RANK];
 	memcpy(pdims, local, sizeof(int64_t) * (size_t)rank);
 	pdims[split_dim] = dp;
 	around(rank, pdims, concat_dim, &co, &ci);

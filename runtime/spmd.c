@@ -99,13 +99,6 @@ static void moments(const double *st, int64_t C, int64_t c, double count, double
 NRT_SPMD_IMPL(float, f32)
 NRT_SPMD_IMPL(double, f64)
 
-void nrt_block_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,
-                      int64_t *off)
-{
-	for (int i = 0; i < rank; i++)
-		off[i] = map[i] < 0 ? 0 : nrt_dev_coord(ndev, dev, map[i]) * slice[i];
-}
-
 /* ---- pipeline transfers ------------------------------------------------------ */
 
 /* Sends between pipeline stages never block: a stage that sends and then

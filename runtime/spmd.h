@@ -29,10 +29,6 @@
 
 NRT_SPMD_DECLS(float, f32)
 NRT_SPMD_DECLS(double, f64)
-
-/* Offset of this rank's block: off[i] = coordinate on grid axis map[i] * slice[i]. */
-void nrt_block_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,
-                      int64_t *off);
 /* The ranks that pass the same colour form a communicator (collective
  * over all ranks), ordered by world rank: hybrid_parallel's named groups. */
 NrtComm *nrt_comm_color(int color);

@@ -504,3 +504,17 @@ Test(kernels, mse)
 	tk_checkf("mse f32", &lf, &ref, 1, TOL32);
 	free(p), free(t), free(pf), free(tf);
 }
+
+/* A violated kernel precondition ends the run through nrt_fatal (status 1,
+ * MPI_Abort under mpirun), not abort()'s SIGABRT and core dump. */
+Test(kernels, precondition_failure_is_fatal_not_abort, .exit_code = 1)
+{
+	int64_t dims[17];
+	int perm[17];
+	for (int i = 0; i < 17; i++) {
+		dims[i] = 1;
+		perm[i] = i;
+	}
+	float x = 1, y = 0;
+	nrt_transpose_f32(17, dims, perm, &x, &y);
+}
