@@ -30,7 +30,7 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 		int st = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
 		if (st < 0)
 			continue;
-		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(v);
+		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(c, v);
 	}
 	const char *sched = g->nchunks > P ? "interleaved 1f1b" : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
 	fprintf(out, "pipeline: %d stage%s x %" PRId64 " devices, %s, %d micro-step%s per step, %d chunk%s\n", P,

@@ -77,8 +77,6 @@ static void fl_free(Arena *a, FreeList *fl, int64_t off, int64_t size)
 	}
 }
 
-#define value_bytes(v) value_bytes_as((v), c->f64 ? 8 : 4)
-
 bool pass_memplan(Compilation *c)
 {
 	Graph *g = c->g;
@@ -121,7 +119,7 @@ bool pass_memplan(Compilation *c)
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->out) {
-			int64_t size = align_up(value_bytes(n->out));
+			int64_t size = align_up(value_bytes(c, n->out));
 			p->offset[n->out->id] = fl_alloc(&c->arena, &fl, size);
 			p->naive += size;
 			if (fl.top > high)
@@ -131,16 +129,16 @@ bool pass_memplan(Compilation *c)
 			Value *v = j < n->nin ? n->in[j] : n->out;
 			if (v && v->kind == VK_NODE && last[v->id] == i && p->offset[v->id] >= 0) {
 				last[v->id] = -2; /* freed once even if read twice by this node */
-				fl_free(&c->arena, &fl, p->offset[v->id], align_up(value_bytes(v)));
+				fl_free(&c->arena, &fl, p->offset[v->id], align_up(value_bytes(c, v)));
 			}
 		}
 	}
 	p->peak = high;
 	for (int i = 0; i < nv; i++) {
 		Value *v = g->values[i];
-		if (v->kind == VK_PARAM) p->params += value_bytes(v);
-		if (v->kind == VK_STATE) p->state += value_bytes(v);
-		if (v->kind == VK_INPUT) p->inputs += value_bytes(v);
+		if (v->kind == VK_PARAM) p->params += value_bytes(c, v);
+		if (v->kind == VK_STATE) p->state += value_bytes(c, v);
+		if (v->kind == VK_INPUT) p->inputs += value_bytes(c, v);
 	}
 	c->plan = p;
 	if (c->verbose)

@@ -18,6 +18,7 @@ struct MemPlan {
 /* Bytes this device holds of v (its slice when sharded), float tensors
  * taking `real_size` bytes an element (4, or 8 with --precision f64). */
 int64_t value_bytes_as(const Value *v, int real_size);
-static inline int64_t value_bytes(const Value *v) { return value_bytes_as(v, 4); }
+/* The same at the compilation's precision. */
+static inline int64_t value_bytes(const Compilation *c, const Value *v) { return value_bytes_as(v, c->f64 ? 8 : 4); }
 void memplan_report(const MemPlan *p, FILE *out);
 #endif

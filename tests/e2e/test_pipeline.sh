@@ -127,5 +127,15 @@ if [ $? -eq 0 ] && grep -q "warning: micro_size = 2 is less than pipeline_stages
 else
 	bad "bubble_warning ($(head -1 "$work/warn.out"))"
 fi
+# explain --schedule: per-stage parameter and momentum bytes, by hand:
+# stage 0 holds emb [32, 16] and first.w [16, 16] (768 elements), stage 1
+# second.w [16, 16] (256), replicated over each stage's 2 devices
+for prec in f32:4 f64:8; do
+	p=${prec%:*} sz=${prec#*:}
+	rows=$($NETC explain tests/e2e/pipeline/staged.net --schedule --precision "$p" 2>&1 | awk '$1 ~ /^[01]$/ {print $1, $4, $5}' | tr '\n' ' ')
+	want="0 $((768 * sz)) $((768 * sz)) 1 $((256 * sz)) $((256 * sz)) "
+	[ "$rows" = "$want" ] && ok "explain --schedule bytes ($p)" || bad "explain --schedule bytes ($p): '$rows', want '$want'"
+done
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
