@@ -59,33 +59,13 @@ static void cat_type(char *buf, size_t cap, const Value *v)
 	cat(buf, cap, "%s%s", dtype_name(v->dtype), shape_str(&v->shape, s, sizeof s));
 }
 
-/* "dev [2, 4] map [1, -1] slice [32, 64]", the map numbered the way
- * MindSpore prints it (grid axes counted from the right). */
+/* The layout as netc prints it everywhere: "dev [2, 4] map [1, -1] slice
+ * [32, 64]", plus rows (manual_split) and partial axes when there are any. */
 static void cat_layout(char *buf, size_t cap, const Layout *l)
 {
-	char s[SHAPE_STR_MAX];
-	cat(buf, cap, "\\ndev [");
-	for (int i = 0; i < l->ndev; i++)
-		cat(buf, cap, "%s%" PRId64, i ? ", " : "", l->dev[i]);
-	cat(buf, cap, "] map [");
-	for (int i = 0; i < l->rank; i++)
-		cat(buf, cap, "%s%d", i ? ", " : "", l->map[i] < 0 ? -1 : l->ndev - 1 - l->map[i]);
-	cat(buf, cap, "] slice %s", shape_str(&l->slice, s, sizeof s));
-	if (l->partial)
-		cat(buf, cap, " partial 0x%x", l->partial);
-}
-
-static void cat_init(char *buf, size_t cap, const Value *v)
-{
-	switch (v->param.init) {
-	case INIT_ZEROS: cat(buf, cap, "zeros"); break;
-	case INIT_ONES: cat(buf, cap, "ones"); break;
-	case INIT_CONSTANT: cat(buf, cap, "constant(%g)", v->param.a); break;
-	case INIT_NORMAL: cat(buf, cap, "normal(%g, %g)", v->param.a, v->param.b); break;
-	case INIT_UNIFORM: cat(buf, cap, "uniform(%g, %g)", v->param.a, v->param.b); break;
-	case INIT_XAVIER_UNIFORM: cat(buf, cap, "xavier_uniform"); break;
-	case INIT_HE_NORMAL: cat(buf, cap, "he_normal"); break;
-	}
+	Arena a = {0};
+	cat(buf, cap, "\\n%s", layout_str(&a, l));
+	arena_free(&a);
 }
 
 /* --- clusters ------------------------------------------------------------ */
@@ -150,8 +130,8 @@ static Agnode_t *value_node(Agraph_t *root, const Value *v)
 		break;
 	case VK_PARAM:
 		fill = v->param.requires_grad ? "#fff3b0" : "#fff9db";
-		cat(label, sizeof label, "\\n");
-		cat_init(label, sizeof label, v);
+		char init[64];
+		cat(label, sizeof label, "\\n%s", init_str(v, init, sizeof init));
 		break;
 	case VK_STATE:
 		fill = "#fdf6e3";

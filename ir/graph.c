@@ -1,4 +1,5 @@
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ir.h"
@@ -94,6 +95,21 @@ static const struct {
 };
 
 const char *dtype_name(DType t) { return dtypes[t].name; }
+
+const char *init_str(const Value *v, char *buf, size_t n)
+{
+	const double a = v->param.a, b = v->param.b;
+	switch (v->param.init) {
+	case INIT_ZEROS: snprintf(buf, n, "zeros"); break;
+	case INIT_ONES: snprintf(buf, n, "ones"); break;
+	case INIT_CONSTANT: snprintf(buf, n, "constant(%g)", a); break;
+	case INIT_NORMAL: snprintf(buf, n, "normal(%g, %g)", a, b); break;
+	case INIT_UNIFORM: snprintf(buf, n, "uniform(%g, %g)", a, b); break;
+	case INIT_XAVIER_UNIFORM: snprintf(buf, n, "xavier_uniform"); break;
+	case INIT_HE_NORMAL: snprintf(buf, n, "he_normal"); break;
+	}
+	return buf;
+}
 int dtype_size(DType t) { return dtypes[t].size; }
 bool dtype_is_float(DType t) { return dtypes[t].is_float; }
 

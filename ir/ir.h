@@ -65,7 +65,7 @@ typedef struct OpAttrs {
 	bool causal;                   /* softmax: mask j > i over the last two dims */
 	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
 	double momentum;               /* batch_norm running statistics (0.9) */
-	double keep_prob;              /* dropout (0.9); the mask is drawn per element by global index, step and seed_id */
+	double keep_prob;              /* dropout (0.5); the mask is drawn per element by global index, step and seed_id */
 	uint32_t seed_id;              /* dropout: stream id, shared by its gradient */
 	double alpha;                  /* scale: y = alpha * x */
 	Shape shape;                   /* reshape, sum_to, broadcast_to, slice, *_grad_gamma, embedding_grad: output shape */
@@ -233,6 +233,8 @@ int64_t shape_numel(const Shape *s);
 bool shape_eq(const Shape *a, const Shape *b);
 /* "[64, 784]" into buf */
 const char *shape_str(const Shape *s, char *buf, size_t n);
+/* A parameter's initializer as written: "normal(0, 0.02)", "zeros", ... */
+const char *init_str(const Value *param, char *buf, size_t n);
 enum { SHAPE_STR_MAX = 8 * 22 + 4 };
 
 /* Text form of the IR, one line per node, for `netc dump` and golden tests. */

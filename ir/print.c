@@ -12,19 +12,6 @@
 
 static const char *phase_name[] = {"forward", "backward", "update"};
 
-static void print_init(const Value *v, FILE *out)
-{
-	switch (v->param.init) {
-	case INIT_ZEROS: fputs("zeros", out); break;
-	case INIT_ONES: fputs("ones", out); break;
-	case INIT_CONSTANT: fprintf(out, "constant(%g)", v->param.a); break;
-	case INIT_NORMAL: fprintf(out, "normal(%g, %g)", v->param.a, v->param.b); break;
-	case INIT_UNIFORM: fprintf(out, "uniform(%g, %g)", v->param.a, v->param.b); break;
-	case INIT_XAVIER_UNIFORM: fputs("xavier_uniform", out); break;
-	case INIT_HE_NORMAL: fputs("he_normal", out); break;
-	}
-}
-
 static void print_strategy(const char *kw, const Strategy *s, FILE *out)
 {
 	if (s->n == 0)
@@ -155,7 +142,7 @@ void ir_print(const Graph *g, FILE *out)
 		const Value *v = g->params[i];
 		fprintf(out, "  param %s: %s%s = ", v->name, dtype_name(v->dtype),
 		        shape_str(&v->shape, buf, sizeof buf));
-		print_init(v, out);
+		fputs(init_str(v, buf, sizeof buf), out);
 		if (v->param.layerwise_parallel) fputs(" layerwise_parallel", out);
 		if (!v->param.requires_grad) fputs(" frozen", out);
 		if (!v->param.parallel_optimizer) fputs(" no_parallel_optimizer", out);

@@ -102,6 +102,25 @@ Test(dot, labels_clusters_and_styles)
 }
 
 /* The cluster of a nested scope sits inside its parent's. */
+/* Node labels spell layouts like `netc dump`: a partial sum's axes in
+ * MindSpore numbering and manual_split's rows. */
+Test(dot, layouts_as_dump_prints_them)
+{
+	build_sample();
+	Layout *l = ARENA_NEW(&arena, Layout);
+	static const int64_t rows[2] = {40, 24};
+	*l = (Layout){.ndev = 2, .dev = {2, 1}, .rank = 2, .map = {0, -1}, .partial = 1u << 1,
+	              .full = {2, {64, 10}}, .slice = {2, {40, 10}}, .ragged = rows};
+	g->nodes[0]->out->layout = l;
+	char *t = dot_text();
+	Arena a = {0};
+	const char *want = arena_printf(&a, "matmul\\nt3: f32[64, 10]\\n%s", layout_str(&a, l));
+	cr_expect(strstr(t, want), "want %s in\n%s", want, t);
+	cr_expect(strstr(want, "rows [40, 24] partial [0]"), "%s", want);
+	arena_free(&a);
+	free(t);
+}
+
 Test(dot, clusters_nest)
 {
 	build_sample();
