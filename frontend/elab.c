@@ -74,8 +74,7 @@ typedef struct Elab {
 	Graph *g;
 	Frame *top;
 	const Stmt **stack;  /* blocks being instantiated, outermost first */
-	const Expr **stack_at;
-	int nstack, capstack, capstack_at;
+	int nstack, capstack;
 	long steps;
 	bool halted;         /* a limit was hit (reported): stop executing */
 	uint8_t *set;        /* AN_* per node id */

@@ -223,7 +223,6 @@ bool pass_fusion(Compilation *c)
 			cands[j - 1] = t;
 		}
 	FusionPlan *plan = c->fusion ? c->fusion : ARENA_NEW(&c->arena, FusionPlan);
-	plan->gradients = nc;
 	int *keys = ARENA_NEWN(&c->arena, int, nc > 0 ? nc : 1);
 	SizeState st[3] = {{0}};
 	for (int k = 0, gk = 0; k < nc; k++, gk++) {

@@ -24,7 +24,6 @@ typedef struct Bucket {
 struct FusionPlan {
 	Bucket *b;
 	int n, cap;
-	int gradients;         /* gradient all-reduces considered */
 };
 
 /* The bucket holding node n, or NULL. */

@@ -167,8 +167,6 @@ Schedule *schedule_build(Arena *a, int P, int C, int M, PipelineScheduler sched,
 	for (int s = 0; s < P; s++) {
 		if (S.busy[s] > out->makespan)
 			out->makespan = S.busy[s];
-		if (out->nslots[s] > out->maxslots)
-			out->maxslots = out->nslots[s];
 		for (int k = 0; k < out->nops[s]; k++)
 			work += out->ops[s][k].end - out->ops[s][k].start;
 	}

@@ -26,7 +26,6 @@ typedef struct Schedule {
 	SchedOp **ops;       /* per stage, in execution order */
 	int *nops;
 	int *nslots;         /* per stage: activation slots needed (micro-batches alive at once) */
-	int maxslots;
 	double makespan;
 	double bubble;       /* idle fraction over all stages */
 } Schedule;

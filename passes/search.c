@@ -948,7 +948,6 @@ static void dp_once(Search *s, double lambda, int *choice)
 
 bool search_dp(Search *s, int *choice)
 {
-	s->lambda = 0;
 	dp_once(s, 0, choice);
 	double limit = s->m.memory_limit;
 	if (limit <= 0 || search_memory(s, choice) <= limit)
@@ -980,7 +979,6 @@ bool search_dp(Search *s, int *choice)
 			lo = mid;
 		}
 	}
-	s->lambda = hi;
 	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
 	return true;
 }

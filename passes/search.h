@@ -76,7 +76,6 @@ typedef struct Search {
 	int *vertex_of;    /* node id -> vertex index or -1 */
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
-	double lambda;     /* dynamic_programming: the memory price that met the limit */
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting

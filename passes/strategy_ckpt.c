@@ -562,10 +562,6 @@ static void layout_member(Jr *J, const char *key, void *ctx)
 	}
 }
 
-typedef struct JCtx {
-	Ckpt *k;
-} JCtx;
-
 static void items_member(Jr *J, const char *key, void *ctx)
 {
 	Ckpt *k = ctx;
