@@ -68,7 +68,6 @@ static void recompute_region(Graph *g, Node **region, int n)
 		Node *c = graph_node_detached(g, f->op, in, f->nin, f->loc);
 		c->attr = f->attr;
 		c->ann = f->ann;
-		c->ann.in_strategy = f->ann.in_strategy;
 		c->scope = f->scope;
 		c->phase = PH_BACKWARD;
 		c->fwd = f;

@@ -223,15 +223,14 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	/* a recomputed copy runs exactly as its original, for identical bits */
 	if (n->fwd && n->ann.recompute && n->fwd->op == n->op && n->fwd->strategy.n &&
 	    try_strategy(S, n, n->fwd->strategy, r))
-		return true; else if (!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) {
-		/* An op without a strategy follows its inputs when it can run on
-		 * them as they are: no communication, and a Megatron-style split
-		 * survives the elementwise ops between two matmuls. */
-		if (try_strategy(S, n, strategy_as_produced(a, n), r) && !needs_comm(n, r))
-			return true;
-		if (n->phase != PH_FORWARD && try_strategy(S, n, strategy_as_produced(a, n), r))
-			return true;
-	}
+		return true;
+	/* An op without a strategy follows its inputs when it can run on them
+	 * as they are: no communication, and a Megatron-style split survives
+	 * the elementwise ops between two matmuls. Backward ops take their
+	 * inputs as produced even when that needs communication. */
+	if ((!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) &&
+	    try_strategy(S, n, strategy_as_produced(a, n), r) && (n->phase != PH_FORWARD || !needs_comm(n, r)))
+		return true;
 	if (try_strategy(S, n, strategy_data_parallel(a, n, S->cx.device_num), r))
 		return true;
 	if (try_strategy(S, n, strategy_replicated(a, n), r))
