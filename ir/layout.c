@@ -122,12 +122,27 @@ bool layout_equiv(const Layout *a, const Layout *b)
 	return true;
 }
 
-unsigned layout_replica_axes(const Layout *l)
+unsigned layout_used_axes(const Layout *l)
 {
 	unsigned used = l->partial;
 	for (int i = 0; i < l->rank; i++)
 		if (l->map[i] >= 0)
 			used |= 1u << l->map[i];
+	return used;
+}
+
+int64_t layout_group_size(const Layout *l, unsigned axes)
+{
+	int64_t g = 1;
+	for (int k = 0; k < l->ndev; k++)
+		if (axes >> k & 1u)
+			g *= l->dev[k];
+	return g;
+}
+
+unsigned layout_replica_axes(const Layout *l)
+{
+	unsigned used = layout_used_axes(l);
 	unsigned all = (1u << l->ndev) - 1;
 	unsigned rep = all & ~used;
 	for (int k = 0; k < l->ndev; k++)

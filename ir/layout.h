@@ -46,6 +46,11 @@ void layout_block(const Layout *l, int64_t rank, int64_t *offset);
 int64_t layout_split(const Layout *l, int dim);
 /* Same block on every rank and same partial-sum groups: no data moves. */
 bool layout_equiv(const Layout *a, const Layout *b);
+/* Grid axes (bit mask) the layout uses: those splitting a dimension and
+ * those holding partial sums. */
+unsigned layout_used_axes(const Layout *l);
+/* Devices in one group along `axes` (bit mask): the product of their sizes. */
+int64_t layout_group_size(const Layout *l, unsigned axes);
 /* Axes (bit mask) along which ranks hold identical data (replicas):
  * grid axes that split no dimension and are not partial. */
 unsigned layout_replica_axes(const Layout *l);

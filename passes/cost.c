@@ -159,33 +159,20 @@ double cost_op_flops(const Node *n)
 	}
 }
 
-static unsigned used_axes(const Layout *l)
-{
-	unsigned m = l->partial;
-	for (int i = 0; i < l->rank; i++)
-		if (l->map[i] >= 0)
-			m |= 1u << l->map[i];
-	return m;
-}
-
 int64_t cost_used_devices(const Node *n, const ShardResult *r)
 {
 	const Layout *ref = r->out;
-	unsigned axes = r->out ? used_axes(r->out) : 0;
+	unsigned axes = r->out ? layout_used_axes(r->out) : 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
 		if (r->in[i]) {
 			if (!ref)
 				ref = r->in[i];
 			if (r->in[i]->ndev == ref->ndev)
-				axes |= used_axes(r->in[i]);
+				axes |= layout_used_axes(r->in[i]);
 		}
 	if (!ref)
 		return 1;
-	int64_t used = 1;
-	for (int k = 0; k < ref->ndev; k++)
-		if (axes >> k & 1u)
-			used *= ref->dev[k];
-	return used;
+	return layout_group_size(ref, axes);
 }
 
 double cost_compute(const Machine *m, const Node *n, const ShardResult *r, bool training)
@@ -220,15 +207,12 @@ double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, in
 		return 0;
 	/* the op's axes (from its output or any input on the same grid) that
 	 * do not split the parameter: the gradient is a partial sum over them */
-	unsigned axes = r->out && r->out->ndev == l->ndev ? used_axes(r->out) : 0;
+	unsigned axes = r->out && r->out->ndev == l->ndev ? layout_used_axes(r->out) : 0;
 	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++)
 		if (r->in[j] && r->in[j]->ndev == l->ndev)
-			axes |= used_axes(r->in[j]);
-	axes &= ~used_axes(l);
-	int64_t g = 1;
-	for (int k = 0; k < l->ndev; k++)
-		if (axes >> k & 1u)
-			g *= l->dev[k];
+			axes |= layout_used_axes(r->in[j]);
+	axes &= ~layout_used_axes(l);
+	int64_t g = layout_group_size(l, axes);
 	if (g <= 1)
 		return 0;
 	int64_t slice = shape_numel(&l->slice) * dtype_size(p->dtype);
@@ -365,10 +349,7 @@ double cost_plan_time(const Machine *m, const RedistPlan *p)
 	double t = 0;
 	for (int s = 0; s < p->n; s++) {
 		const RedistStep *st = &p->steps[s];
-		int64_t g = 1;
-		for (int k = 0; k < st->from->ndev; k++)
-			if (st->axes >> k & 1u)
-				g *= st->from->dev[k];
+		int64_t g = layout_group_size(st->from, st->axes);
 		t += m->latency * (double)cost_rounds(st->kind, g) + (double)st->send_bytes / m->bandwidth;
 	}
 	return t;
@@ -378,10 +359,7 @@ int64_t cost_plan_group(const RedistPlan *p)
 {
 	int64_t best = 1;
 	for (int s = 0; s < p->n; s++) {
-		int64_t g = 1;
-		for (int k = 0; k < p->steps[s].from->ndev; k++)
-			if (p->steps[s].axes >> k & 1u)
-				g *= p->steps[s].from->dev[k];
+		int64_t g = layout_group_size(p->steps[s].from, p->steps[s].axes);
 		best = g > best ? g : best;
 	}
 	return best;

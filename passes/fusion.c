@@ -243,11 +243,8 @@ bool pass_fusion(Compilation *c)
 				    plan->b[i].members[0]->pass_data == (void *)(intptr_t)keys[k])
 					b = &plan->b[i];
 		if (!b) {
-			int64_t group = 1;
-			for (int a = 0; a < s->from->ndev; a++)
-				if (s->axes & (1u << a))
-					group *= s->from->dev[a];
-			Bucket nb = {.kind = cands[k].kind, .layout = s->from, .axes = s->axes, .group = group};
+			Bucket nb = {.kind = cands[k].kind, .layout = s->from, .axes = s->axes,
+			             .group = layout_group_size(s->from, s->axes)};
 			VEC_PUSH(&c->arena, plan->b, plan->n, plan->cap, nb);
 			b = &plan->b[plan->n - 1];
 		}

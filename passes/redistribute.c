@@ -245,15 +245,6 @@ typedef struct Planner {
 	bool alltoall;
 } Planner;
 
-static int64_t group_size(const Layout *l, unsigned axes)
-{
-	int64_t g = 1;
-	for (int k = 0; k < l->ndev; k++)
-		if (axes >> k & 1u)
-			g *= l->dev[k];
-	return g;
-}
-
 /* Ring-algorithm bytes each rank sends; block = bytes each rank holds before the step. */
 static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
 {
@@ -292,7 +283,7 @@ static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, 
 	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2};
 	original_dim(pl->sp, dim, &s.tdim, &s.tsub);
 	original_dim(pl->sp, dim2, &s.tdim2, &s.tsub2);
-	s.send_bytes = step_bytes(kind, group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
+	s.send_bytes = step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
 	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
 	pl->cur = to;
 }
@@ -302,15 +293,6 @@ static const Layout *relayout(Planner *pl, const int *map, unsigned partial)
 {
 	const Layout *c = pl->cur;
 	return layout_make(pl->a, &c->full, c->ndev, c->dev, map, partial, layout_devices(c));
-}
-
-static unsigned used_axes(const Layout *l)
-{
-	unsigned u = l->partial;
-	for (int i = 0; i < l->rank; i++)
-		if (l->map[i] >= 0)
-			u |= 1u << l->map[i];
-	return u;
 }
 
 static bool same_map(const Layout *x, const Layout *y)
@@ -328,7 +310,7 @@ static bool plan_slices(Planner *pl, const Layout *tgt)
 {
 	int map[MAX_RANK];
 	memcpy(map, pl->cur->map, sizeof map);
-	unsigned used = used_axes(pl->cur);
+	unsigned used = layout_used_axes(pl->cur);
 	bool any = false;
 	for (int i = 0; i < tgt->rank; i++) {
 		int b = tgt->map[i];
@@ -554,7 +536,7 @@ static void describe_dim(FILE *f, int dim, int sub)
 
 static void describe_step(FILE *f, const RedistStep *s)
 {
-	int64_t g = group_size(s->from, s->axes);
+	int64_t g = layout_group_size(s->from, s->axes);
 	fputs(redist_kind_name(s->kind), f);
 	switch (s->kind) {
 	case RS_ALLREDUCE: fprintf(f, "(%" PRId64 ")", g); break;

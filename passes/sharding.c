@@ -125,10 +125,7 @@ static RedistPlan *ragged_plan(Sharder *S, const Value *v, const Layout *to, con
 	}
 	RedistPlan *p = ARENA_NEW(S->cx.arena, RedistPlan);
 	RedistStep *st = ARENA_NEW(S->cx.arena, RedistStep);
-	int64_t group = 1;
-	for (int k = 0; k < from->ndev; k++)
-		if (from->partial & (1u << k))
-			group *= from->dev[k];
+	int64_t group = layout_group_size(from, from->partial);
 	int64_t bytes = shape_numel(&from->slice) * dtype_size(v->dtype);
 	*st = (RedistStep){.kind = RS_ALLREDUCE, .from = from, .to = to, .axes = from->partial, .dim = -1, .dim2 = -1,
 	                   .tdim = -1, .tdim2 = -1, .tsub = -1, .tsub2 = -1,
@@ -264,23 +261,13 @@ static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Va
 	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
 }
 
-static bool is_whole(const Layout *l)
-{
-	if (l->partial)
-		return false;
-	for (int i = 0; i < l->rank; i++)
-		if (l->map[i] >= 0)
-			return false;
-	return true;
-}
-
 /* A hybrid_parallel collective works on each device's data as it is: on
  * whole tensors any collective, on batch-split ones only those that keep
  * the shape. */
 static Layout *local_out_layout(Sharder *S, const Node *n)
 {
 	const Layout *in = n->in[0]->layout;
-	if (!in || is_whole(in))
+	if (!in || layout_used_axes(in) == 0)
 		return whole(S, n->out);
 	if (n->op != OP_ALL_REDUCE && n->op != OP_BROADCAST)
 		diag_error(&S->c->diag, n->loc,
@@ -534,10 +521,7 @@ static void finish_loss(Sharder *S)
 	unsigned partial = g->loss->layout->partial;
 	Value *v = convert(S, g->loss, whole(S, g->loss), def);
 	if (per_device_mode(S->mode)) {
-		int64_t groups = 1;
-		for (int k = 0; k < g->loss->layout->ndev; k++)
-			if (partial & (1u << k))
-				groups *= g->loss->layout->dev[k];
+		int64_t groups = layout_group_size(g->loss->layout, partial);
 		Node *s = graph_node_detached(g, OP_SCALE, &v, 1, def->loc);
 		s->attr.alpha = 1.0 / (double)groups;
 		s->chunk = def->chunk;
