@@ -346,9 +346,20 @@ static const char *global_bn(Emit *e, const Node *n, const Value *x)
 	return emit_comm(e, x->layout, dim_axis(x->layout, 0));
 }
 
-static void bn_global_stats(Emit *e, const Value *x, const char *comm, int64_t N, int64_t C, int64_t HW)
+/* `double *name` of n elements for this node's statistics: a buffer made at
+ * start-up (buffers may live on a device, so not a stack array). */
+static void bn_buffer(Emit *e, const Node *node, const char *name, int64_t n)
 {
-	fprintf(OUT, "\tdouble st[%" PRId64 "];\n", 2 * C);
+	const char *g = arena_printf(&e->c->arena, "bn_%s_%d", name, node->id);
+	fprintf(e->decls, "static double *%s; /* batch-norm statistics */\n", g);
+	fprintf(e->setup, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(double));\n", g, n);
+	fprintf(OUT, "\tdouble *%s = %s;\n\tnrt_zero(%s, %" PRId64 " * sizeof(double));\n", name, g, name, n);
+}
+
+static void bn_global_stats(Emit *e, const Node *n, const Value *x, const char *comm, int64_t N, int64_t C,
+                            int64_t HW)
+{
+	bn_buffer(e, n, "st", 2 * C);
 	fprintf(OUT, "\tK(bn_stats)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, st);\n", N, C, HW, B(e, x));
 	fprintf(OUT, "\tnrt_allreduce(%s, NRT_F64, NRT_SUM, st, %" PRId64 ");\n", comm, 2 * C);
 }
@@ -365,7 +376,7 @@ EMIT(BATCH_NORM)
 	const char *comm = global_bn(e, n, n->in[0]);
 	if (comm) {
 		fputs("\t{\n", OUT);
-		bn_global_stats(e, n->in[0], comm, N, C, HW);
+		bn_global_stats(e, n, n->in[0], comm, N, C, HW);
 		fprintf(OUT, "\tK(bn_apply)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, %s, %s, %s, %s);\n\t}\n",
 		        N, C, HW, bn_count(n->in[0]), n->attr.eps, IN(0), IN(1), IN(2), Y);
 		return;
@@ -382,8 +393,8 @@ EMIT(BATCH_NORM_GRAD_X)
 	if (comm) {
 		double count = bn_count(n->in[1]);
 		fputs("\t{\n", OUT);
-		bn_global_stats(e, n->in[1], comm, N, C, HW);
-		fprintf(OUT, "\tdouble gs[%" PRId64 "];\n", 2 * C);
+		bn_global_stats(e, n, n->in[1], comm, N, C, HW);
+		bn_buffer(e, n, "gs", 2 * C);
 		fprintf(OUT, "\tK(bn_grad_stats)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, %s, %s, gs);\n",
 		        N, C, HW, count, n->attr.eps, IN(0), IN(1));
 		fprintf(OUT, "\tnrt_allreduce(%s, NRT_F64, NRT_SUM, gs, %" PRId64 ");\n", comm, 2 * C);
@@ -402,7 +413,7 @@ EMIT(BATCH_NORM_GRAD_GAMMA)
 	const char *comm = global_bn(e, n, n->in[1]);
 	if (comm) {
 		fputs("\t{\n", OUT);
-		bn_global_stats(e, n->in[1], comm, N, C, HW);
+		bn_global_stats(e, n, n->in[1], comm, N, C, HW);
 		fprintf(OUT, "\tK(bn_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %.17g, st, %s, %s, %s);\n\t}\n",
 		        N, C, HW, bn_count(n->in[1]), n->attr.eps, IN(0), IN(1), Y);
 		return;
@@ -428,7 +439,7 @@ EMIT(DROPOUT)
 
 static void emit_copy(Emit *e, const Node *n)
 {
-	fprintf(OUT, "\tmemcpy(%s, %s, %" PRId64 " * sizeof *%s);\n", Y, IN(0), lnumel(n->out), Y);
+	fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof *%s);\n", Y, IN(0), lnumel(n->out), Y);
 }
 
 EMIT(RESHAPE) { emit_copy(e, n); }
@@ -547,7 +558,7 @@ EMIT(EMBEDDING_GRAD)
 	const Shape *t = lshape(n->out);
 	const char *rows, *off = row_offset(e, n, n->out, &rows);
 	if (n->out->layout && n->out->layout->ragged) /* the padding rows stay zero */
-		fprintf(OUT, "\tmemset(%s, 0, %" PRId64 " * sizeof *%s);\n", Y, lnumel(n->out), Y);
+		fprintf(OUT, "\tnrt_zero(%s, %" PRId64 " * sizeof *%s);\n", Y, lnumel(n->out), Y);
 	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]), rows,
 	        t->d[1], off, IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
 }
@@ -624,7 +635,7 @@ EMIT(CAST)
 	else if (to && !from)
 		fprintf(OUT, "\tnrt_%s_to_%s(%" PRId64 ", %s, %s);\n", real, to, lnumel(n->out), IN(0), dst);
 	else
-		fprintf(OUT, "\tmemcpy(%s, %s, %" PRId64 " * sizeof *%s);\n", dst, IN(0), lnumel(n->out), dst);
+		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof *%s);\n", dst, IN(0), lnumel(n->out), dst);
 }
 
 /* ---- redistribution -------------------------------------------------------------- */
@@ -787,7 +798,7 @@ EMIT(ADAMW_UPDATE) { emit_adam(e, n, true); }
 EMIT(LAMB_UPDATE)
 {
 	int64_t len = lnumel(n->in[0]);
-	fprintf(OUT, "\t{\n\t\tdouble sq[2] = {0, 0};\n");
+	fprintf(OUT, "\t{\n\t\tdouble *sq = lamb_sq;\n\t\tnrt_zero(sq, 2 * sizeof *sq);\n");
 	fprintf(OUT, "\t\tK(lamb_phase1)(%" PRId64 ", %.17g, %.17g, %.17g, %.17g, opt_step, %s, %s, %s, %s, lamb_upd, sq);\n",
 	        len, n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay, IN(1), IN(2), IN(3), IN(0));
 	/* the trust ratio needs the norms of the whole parameter, not a shard's */

@@ -171,7 +171,7 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 			fprintf(out, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), e->cname[n->out->id],
 			        e->swap[n->out->id]);
 		if (n->out == g->loss)
-			fprintf(out, "\tstep_loss += (double)%s[0];\n", B(e, n->out));
+			fprintf(out, "\tstep_loss += nrt_read_scalar(%s, %s);\n", nrt_dtype_of(n->out->dtype), B(e, n->out));
 	}
 	fputs("}\n\n", out);
 }
@@ -233,18 +233,18 @@ void emit_sched_alloc(Emit *e)
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fputs("\tmy_stage = nrt_rank() / STAGE_SIZE;\n"
-	      "\tws_base = xcalloc((int64_t)slots_of[my_stage] * WS_BYTES, 1);\n"
+	      "\tws_base = nrt_alloc(NRT_MEM_WORKSPACE, slots_of[my_stage], WS_BYTES);\n"
 	      "\tws = ws_base;\n",
 	      out);
 	for (int i = 0; i < g->ninputs; i++) {
 		fprintf(out, "\tinput_slot[%d] = xcalloc(slots_of[my_stage], sizeof(void *));\n", i);
 		fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n"
-		             "\t\tinput_slot[%d][k] = xcalloc(%" PRId64 ", sizeof(%s));\n",
+		             "\t\tinput_slot[%d][k] = nrt_alloc(NRT_MEM_INPUTS, %" PRId64 ", sizeof(%s));\n",
 		        i, lnumel(g->inputs[i]), ctype(g->inputs[i]->dtype));
 	}
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
-			fprintf(out, "\t%s = xcalloc(%" PRId64 ", sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
 }
 
 /* A whole-step transfer between stages (tags above the per-pass ones). */
@@ -272,7 +272,7 @@ void emit_sched_step(Emit *e)
 	      out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
-			fprintf(out, "\tmemset(%s, 0, %" PRId64 " * sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+			fprintf(out, "\tnrt_zero(%s, %" PRId64 " * sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
 	/* tied weights: the owner's current value to the stages that read it */
 	for (int i = 0; i < nparams_out; i++)
 		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), false);

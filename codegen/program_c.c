@@ -101,7 +101,8 @@ static void emit_buffers(Emit *e)
 		        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
 	}
 	if (g->train.optimizer == OPT_LAMB)
-		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n", out);
+		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n"
+		      "static double *lamb_sq;  /* LAMB's squared norms of the parameter and its update */\n", out);
 	fputs("static NrtComm *comm_world;\n", out);
 	fputs("\nstatic double lr;      /* learning rate (--lr) */\n"
 	      "static uint64_t seed;  /* --seed: parameters, dropout and synthetic data */\n"
@@ -124,11 +125,11 @@ static void emit_bucket_start(Emit *e, int k)
 	        b->elems, redist_kind_name(b->kind));
 	if (b->user) { /* hand-written all_reduce nodes with one fusion id */
 		for (int m = 0; m < b->n; m++)
-			fprintf(out, "\tmemcpy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, b->members[m]->in[0]), b->block[m]);
 		emit_user_allreduce(e, b->members[0], arena_printf(&e->c->arena, "bucket_%d", k), b->elems);
 		for (int m = 0; m < b->n; m++)
-			fprintf(out, "\tmemcpy(%s, bucket_%d + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
+			fprintf(out, "\tnrt_copy(%s, bucket_%d + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
 			        e->cname[b->members[m]->out->id], k, b->offset[m], b->block[m]);
 		return;
 	}
@@ -136,14 +137,14 @@ static void emit_bucket_start(Emit *e, int k)
 	for (int m = 0; m < b->n; m++) {
 		const Value *x = b->members[m]->in[0];
 		if (b->kind == RS_ALLREDUCE)
-			fprintf(out, "\tmemcpy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, x), lnumel(x));
 		else if (b->kind == RS_REDUCE_SCATTER)
-			fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tmemcpy(bucket_send_%d + j * %" PRId64 " + %" PRId64
+			fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tnrt_copy(bucket_send_%d + j * %" PRId64 " + %" PRId64
 			             ", %s + j * %" PRId64 ", %" PRId64 " * sizeof(real));\n",
 			        b->group, k, b->elems, b->offset[m], B(e, x), b->block[m], b->block[m]);
 		else
-			fprintf(out, "\tmemcpy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
+			fprintf(out, "\tnrt_copy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, x), b->block[m]);
 	}
 	if (b->kind == RS_ALLREDUCE) {
@@ -159,7 +160,7 @@ static void emit_bucket_start(Emit *e, int k)
 	}
 	fprintf(out, "\tnrt_allgather(%s, NRT_REAL, bucket_send_%d, %" PRId64 ", bucket_%d);\n", comm, k, b->elems, k);
 	for (int m = 0; m < b->n; m++)
-		fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tmemcpy(%s + j * %" PRId64 ", bucket_%d + j * %" PRId64
+		fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tnrt_copy(%s + j * %" PRId64 ", bucket_%d + j * %" PRId64
 		             " + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
 		        b->group, B(e, b->members[m]->writes), b->block[m], k, b->elems, b->offset[m], b->block[m]);
 }
@@ -341,74 +342,75 @@ static void emit_alloc(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
-	fputs("static void *xcalloc(int64_t n, size_t size)\n{\n"
-	      "\tvoid *p = calloc(n > 0 ? (size_t)n : 1, size);\n"
-	      "\tif (!p)\n\t\tnrt_fatal(\"out of memory (%lld elements)\", (long long)n);\n"
-	      "\treturn p;\n}\n\n",
-	      out);
+	if (e->sched || e->o->gradcheck) /* host arrays: slot tables, gradcheck's copies */
+		fputs("static void *xcalloc(int64_t n, size_t size)\n{\n"
+		      "\tvoid *p = calloc(n > 0 ? (size_t)n : 1, size);\n"
+		      "\tif (!p)\n\t\tnrt_fatal(\"out of memory (%lld elements)\", (long long)n);\n"
+		      "\treturn p;\n}\n\n",
+		      out);
 	fputs("static void allocate(void)\n{\n", out);
 	if (e->sched) {
 		emit_sched_alloc(e);
 	} else {
-		fprintf(out, "\tws = xcalloc(%" PRId64 ", 1);\n", e->c->plan->peak);
+		fprintf(out, "\tws = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", 1);\n", e->c->plan->peak);
 		for (int i = 0; i < g->ninputs; i++)
-			fprintf(out, "\tinputs[%d].t.data = %s = xcalloc(%" PRId64 ", sizeof *%s);\n", i, B(e, g->inputs[i]),
+			fprintf(out, "\tinputs[%d].t.data = %s = nrt_alloc(NRT_MEM_INPUTS, %" PRId64 ", sizeof *%s);\n", i, B(e, g->inputs[i]),
 			        lnumel(g->inputs[i]), B(e, g->inputs[i]));
 	}
 	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_PARAM || v->kind == VK_STATE)
-			fprintf(out, "\ttensors[%d].data = %s = xcalloc(%" PRId64 ", sizeof(%s));\n", k++, B(e, v),
-			        lnumel(v), ctype(v->dtype));
+			fprintf(out, "\ttensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n", k++, B(e, v),
+			        v->kind == VK_PARAM ? "NRT_MEM_PARAMS" : "NRT_MEM_STATE", lnumel(v), ctype(v->dtype));
 		if (v->kind == VK_CONST) {
-			fprintf(out, "\t%s = xcalloc(%" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
-			fprintf(out, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n\t\t%s[i] = %.17g;\n", lnumel(v), B(e, v),
-			        v->cst.value);
+			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
+			fprintf(out, "\tnrt_fill(NRT_REAL, %s, %" PRId64 ", %.17g);\n", B(e, v), lnumel(v), v->cst.value);
 		}
 	}
 	if (g->train.optimizer == OPT_LAMB)
-		fprintf(out, "\tlamb_upd = xcalloc(%" PRId64 ", sizeof(real));\n", max_param_numel(g));
+		fprintf(out, "\tlamb_upd = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n"
+		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		int64_t whole = bk->elems * bk->group;
-		fprintf(out, "\tbucket_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b,
+		fprintf(out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
 		        bk->kind == RS_ALLGATHER ? whole : bk->elems);
 		if (bk->kind != RS_ALLREDUCE)
-			fprintf(out, "\tbucket_send_%d = xcalloc(%" PRId64 ", sizeof(real));\n", b,
+			fprintf(out, "\tbucket_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
 			        bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems);
 	}
 	if (e->scratch)
 		/* 8 bytes an element: redistributed integer ids may be i64 */
-		fprintf(out, "\tscratch_a = xcalloc(%" PRId64 ", 8);\n"
-		             "\tscratch_b = xcalloc(%" PRId64 ", 8);\n",
+		fprintf(out, "\tscratch_a = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n"
+		             "\tscratch_b = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n",
 		        e->scratch, e->scratch);
 	fputs("}\n\nstatic void release(void)\n{\n", out);
 	if (e->sched) {
-		fputs("\tfree(ws_base);\n", out);
+		fputs("\tnrt_free(ws_base);\n", out);
 		for (int i = 0; i < g->ninputs; i++)
-			fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n\t\tfree(input_slot[%d][k]);\n"
+			fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n\t\tnrt_free(input_slot[%d][k]);\n"
 			             "\tfree(input_slot[%d]);\n", i, i);
 		for (int i = 0; i < g->nvalues; i++)
 			if (e->swap[i])
-				fprintf(out, "\tfree(%s);\n", e->swap[i]);
+				fprintf(out, "\tnrt_free(%s);\n", e->swap[i]);
 	} else {
-		fputs("\tfree(ws);\n", out);
+		fputs("\tnrt_free(ws);\n", out);
 	}
 	if (e->scratch)
-		fputs("\tfree(scratch_a);\n\tfree(scratch_b);\n", out);
+		fputs("\tnrt_free(scratch_a);\n\tnrt_free(scratch_b);\n", out);
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
-		fprintf(out, "\tfree(bucket_%d);\n", b);
+		fprintf(out, "\tnrt_free(bucket_%d);\n", b);
 		if (e->c->fusion->b[b].kind != RS_ALLREDUCE)
-			fprintf(out, "\tfree(bucket_send_%d);\n", b);
+			fprintf(out, "\tnrt_free(bucket_send_%d);\n", b);
 	}
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
-			fprintf(out, "\tfree(%s);\n", B(e, v));
+			fprintf(out, "\tnrt_free(%s);\n", B(e, v));
 	}
 	if (g->train.optimizer == OPT_LAMB)
-		fputs("\tfree(lamb_upd);\n", out);
+		fputs("\tnrt_free(lamb_upd);\n\tnrt_free(lamb_sq);\n", out);
 	fputs("}\n\n", out);
 
 	fputs("/* Every element depends only on (seed, parameter index, its index in\n"
@@ -490,7 +492,7 @@ static void emit_gradcheck(Emit *e)
 		if (!p->grad)
 			continue;
 		fprintf(out, "\treal *an_%d = xcalloc(%" PRId64 ", sizeof(real));\n", i, lnumel(p));
-		fprintf(out, "\tmemcpy(an_%d, %s, %" PRId64 " * sizeof(real));\n", i, B(e, p->grad), lnumel(p));
+		fprintf(out, "\tnrt_to_host(an_%d, %s, %" PRId64 " * sizeof(real));\n", i, B(e, p->grad), lnumel(p));
 	}
 	for (int i = 0; i < g->nparams; i++) {
 		const Value *p = g->params[i];
@@ -500,10 +502,13 @@ static void emit_gradcheck(Emit *e)
 		fprintf(out, "\t{\n\t\treal *an = an_%d;\n", i);
 		fprintf(out, "\t\tdouble worst = 0;\n\t\tfor (int64_t i = 0; i < %" PRId64 "; i += %" PRId64 ") {\n", n,
 		        n > 40 ? n / 40 : 1);
-		fprintf(out, "\t\t\treal old = %s[i];\n", B(e, p));
-		fprintf(out, "\t\t\t%s[i] = old + h;\n\t\t\tdouble up = forward();\n", B(e, p));
-		fprintf(out, "\t\t\t%s[i] = old - h;\n\t\t\tdouble down = forward();\n", B(e, p));
-		fprintf(out, "\t\t\t%s[i] = old;\n", B(e, p));
+		/* one element at a time through the runtime: the parameter may live on a device */
+		fprintf(out, "\t\t\treal old, v;\n\t\t\tnrt_to_host(&old, %s + i, sizeof old);\n", B(e, p));
+		fprintf(out, "\t\t\tv = old + h;\n\t\t\tnrt_from_host(%s + i, &v, sizeof v);\n"
+		             "\t\t\tdouble up = forward();\n", B(e, p));
+		fprintf(out, "\t\t\tv = old - h;\n\t\t\tnrt_from_host(%s + i, &v, sizeof v);\n"
+		             "\t\t\tdouble down = forward();\n", B(e, p));
+		fprintf(out, "\t\t\tnrt_from_host(%s + i, &old, sizeof old);\n", B(e, p));
 		fputs("\t\t\tdouble num = (up - down) / (2 * h), err = fabs(num - an[i]);\n"
 		      "\t\t\tdouble tol = atol + rtol * fmax(fabs(num), fabs((double)an[i]));\n"
 		      "\t\t\tif (err / tol > worst)\n\t\t\t\tworst = err / tol;\n"
@@ -639,7 +644,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_functions(&e);
 	} else {
 		fusion_names(&e);
-		const char *loss = g->loss ? arena_printf(&c->arena, "(double)%s[0]", B(&e, g->loss)) : "0.0";
+		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);

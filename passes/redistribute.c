@@ -652,7 +652,7 @@ static void emit_step(FILE *out, const RedistStep *s, const char *in, const char
 	int r = s->from->rank;
 	switch (s->kind) {
 	case RS_ALLREDUCE:
-		fprintf(out, "\tmemcpy(%s, %s, %" PRId64 " * sizeof *(%s));\n", o, in, shape_numel(&s->from->slice), o);
+		fprintf(out, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof *(%s));\n", o, in, shape_numel(&s->from->slice), o);
 		fprintf(out, "\tnrt_allreduce(%s, %s, NRT_SUM, %s, %" PRId64 ");\n", comm, nt, o,
 		        shape_numel(&s->from->slice));
 		break;

@@ -60,6 +60,45 @@ int nrt_world_size(void);
 /* Print "netrt: rank R: <message>" to stderr and abort all ranks (exit 1). */
 _Noreturn void nrt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- buffer memory ------------------------------------------------------------ */
+/* Every buffer a generated program computes on comes from nrt_alloc and is
+ * touched only through the runtime (kernels, collectives, the copies
+ * below): on the CPU target it is host memory, on the CUDA target device
+ * memory, and the generated code is the same. Each allocation is counted
+ * under its kind, so a program can report what it really holds per
+ * category (nrt_mem_stats) beside what netc planned. */
+typedef enum NrtMemKind {
+	NRT_MEM_PARAMS,       /* parameters (this rank's blocks) */
+	NRT_MEM_GRADS,        /* gradients kept across passes: accumulators of micro-steps */
+	NRT_MEM_STATE,        /* optimizer state */
+	NRT_MEM_WORKSPACE,    /* activations and temporaries (the planned workspace, constants) */
+	NRT_MEM_COMM,         /* communication buffers: fusion buckets, redistribution scratch */
+	NRT_MEM_INPUTS,       /* model inputs, per step or per micro-batch slot */
+	NRT_MEM_RUNTIME,      /* everything else the program allocates for itself */
+	NRT_MEM_KINDS
+} NrtMemKind;
+/* n elements of `size` bytes, zeroed; fatal (naming the kind and size) when
+ * n * size overflows or memory runs out. nrt_free(NULL) does nothing. */
+void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size);
+void nrt_free(void *p);
+/* Between buffers, and between a buffer and host memory (the same memcpy on
+ * the CPU target; device copies on the CUDA target). */
+void nrt_copy(void *dst, const void *src, int64_t bytes);
+void nrt_zero(void *dst, int64_t bytes);
+/* n elements of type t (a float type) set to value */
+void nrt_fill(NrtDType t, void *dst, int64_t n, double value);
+void nrt_to_host(void *host, const void *buf, int64_t bytes);
+void nrt_from_host(void *buf, const void *host, int64_t bytes);
+/* element 0 of buf, as a double (the loss each step) */
+double nrt_read_scalar(NrtDType t, const void *buf);
+/* Bytes held now and at the peak, per kind and in all. */
+typedef struct NrtMemStats {
+	int64_t now[NRT_MEM_KINDS], peak[NRT_MEM_KINDS];
+	int64_t total, peak_total;
+} NrtMemStats;
+NrtMemStats nrt_mem_stats(void);
+const char *nrt_mem_kind_name(NrtMemKind k);
+
 /* ---- communicators and collectives ---------------------------------------- */
 typedef struct NrtComm NrtComm; /* opaque; wraps an MPI communicator */
 /* The communicator of the ranks that share this rank's coordinates on every

@@ -96,7 +96,7 @@ for sh in true false; do
 		--emit-c "$work/src_$sh" -o "$work/acc_$sh" >/dev/null 2>&1
 	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/acc_$sh" --steps 5 --log "$work/acc_$sh.csv" --save "$work/acc_$sh.st" --quiet
 done
-acc() { grep -o 'acc_[a-zA-Z0-9_]* = xcalloc([0-9]*' "$work/src_$1/accum_shard.c" | sed 's/.*(//' | awk '{ s += $1 } END { print s }'; }
+acc() { grep -o 'acc_[a-zA-Z0-9_]* = nrt_alloc(NRT_MEM_GRADS, [0-9]*' "$work/src_$1/accum_shard.c" | sed 's/.*, //' | awk '{ s += $1 } END { print s }'; }
 if [ "$(acc true)" -lt "$(acc false)" ] &&
 	$B/tools/losscompare "$work/big.csv" "$work/acc_true.csv" --atol 1.1e-6 >/dev/null &&
 	$B/tools/losscompare "$work/big.csv" "$work/acc_false.csv" --atol 1.1e-6 >/dev/null &&

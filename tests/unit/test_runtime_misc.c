@@ -215,3 +215,48 @@ Test(tensor, half_dtype_helpers)
 	               (int64_t[]){0, 2}, full, part, true);
 	cr_expect(part[0] == 3 && part[1] == 6);
 }
+
+/* The program's own memory accounting: what is held now and at the peak,
+ * per kind, follows every allocation and free exactly. */
+Test(mem, counts_per_kind_and_peak)
+{
+	NrtMemStats s0 = nrt_mem_stats();
+	float *p = nrt_alloc(NRT_MEM_PARAMS, 100, sizeof(float));
+	double *w = nrt_alloc(NRT_MEM_WORKSPACE, 10, sizeof(double));
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(p[i], 0.0f, "nrt_alloc zeroes");
+	NrtMemStats s1 = nrt_mem_stats();
+	cr_assert_eq(s1.now[NRT_MEM_PARAMS] - s0.now[NRT_MEM_PARAMS], 400);
+	cr_assert_eq(s1.now[NRT_MEM_WORKSPACE] - s0.now[NRT_MEM_WORKSPACE], 80);
+	cr_assert_eq(s1.total - s0.total, 480);
+	nrt_free(p);
+	NrtMemStats s2 = nrt_mem_stats();
+	cr_assert_eq(s2.now[NRT_MEM_PARAMS], s0.now[NRT_MEM_PARAMS]);
+	cr_assert_geq(s2.peak[NRT_MEM_PARAMS], s0.now[NRT_MEM_PARAMS] + 400);
+	cr_assert_geq(s2.peak_total, s0.total + 480);
+	nrt_free(w);
+	nrt_free(NULL);
+	cr_assert_eq(nrt_mem_stats().total, s0.total);
+}
+
+Test(mem, fill_copy_and_read_scalar)
+{
+	float *a = nrt_alloc(NRT_MEM_WORKSPACE, 5, sizeof(float)), *b = nrt_alloc(NRT_MEM_WORKSPACE, 5, sizeof(float));
+	nrt_fill(NRT_F32, a, 5, 2.5);
+	nrt_copy(b, a, 5 * sizeof(float));
+	cr_assert_eq(b[4], 2.5f);
+	cr_assert_eq(nrt_read_scalar(NRT_F32, b), 2.5);
+	uint16_t *h = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(uint16_t));
+	nrt_fill(NRT_BF16, h, 2, -1.0);
+	cr_assert_eq(nrt_read_scalar(NRT_BF16, h + 1), -1.0);
+	nrt_zero(a, 5 * sizeof(float));
+	cr_assert_eq(nrt_read_scalar(NRT_F32, a + 4), 0.0);
+	nrt_free(a);
+	nrt_free(b);
+	nrt_free(h);
+}
+
+Test(mem, overflowing_size_is_fatal, .exit_code = 1, .init = cr_redirect_stderr)
+{
+	nrt_alloc(NRT_MEM_PARAMS, INT64_MAX / 2, 4);
+}
