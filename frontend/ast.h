@@ -145,6 +145,8 @@ typedef struct Parser {
 	int lex_error_line;  /* last line with a lexical error: the parser's
 	                        complaints there are its echoes, not shown */
 	bool sent_eof_nl;
+	int nl_first_line, nl_first_col; /* the first and last newline of */
+	int nl_last_line, nl_last_col;   /* the run the scanner is in */
 	bool fatal;          /* stop parsing quietly: the reason was reported */
 	bool too_deep;       /* an expression exceeded NEST_MAX (reported) */
 	int nsyntax;         /* syntax errors reported */

@@ -150,7 +150,9 @@ SourceFile *source_read(const char *path)
 	size_t cap = 4096, len = 0;
 	char *buf = malloc(cap);
 	size_t n;
-	while (buf && (n = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
+	/* A source past SOURCE_MAX is refused (EFBIG), so that `netc check
+	 * /dev/zero` ends; pipes and other streams are read up to it. */
+	while (buf && len <= SOURCE_MAX && (n = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
 		len += n;
 		if (cap - len - 1 == 0) {
 			char *nb = realloc(buf, cap * 2);
@@ -164,14 +166,19 @@ SourceFile *source_read(const char *path)
 	}
 	int err = ferror(fp) ? errno : 0;
 	fclose(fp);
-	if (!buf || err) {
+	if (!buf || err || len > SOURCE_MAX) {
 		free(buf);
-		errno = err ? err : ENOMEM;
+		errno = err ? err : buf ? EFBIG : ENOMEM;
 		return NULL;
 	}
 	buf[len] = 0;
 	SourceFile *f = malloc(sizeof *f);
-	f->name = strdup(path);
+	if (!f || !(f->name = strdup(path))) {
+		free(f);
+		free(buf);
+		errno = ENOMEM;
+		return NULL;
+	}
 	f->text = buf;
 	f->len = len;
 	return f;
@@ -180,8 +187,12 @@ SourceFile *source_read(const char *path)
 SourceFile *source_from_string(const char *name, const char *text)
 {
 	SourceFile *f = malloc(sizeof *f);
-	f->name = strdup(name);
-	f->text = strdup(text);
+	if (!f || !(f->name = strdup(name)) || !(f->text = strdup(text))) {
+		if (f)
+			free((char *)f->name);
+		free(f);
+		return NULL;
+	}
 	f->len = strlen(text);
 	return f;
 }

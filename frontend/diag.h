@@ -43,6 +43,9 @@ void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 const char *diag_closest(const char *word, const char *const *names, int n);
 
 /* Reads a whole file into memory; NULL (with errno) on failure. */
+/* Sources are at most SOURCE_MAX bytes (64 MiB; a million-node model
+ * is far smaller): NULL with errno EFBIG beyond. */
+enum { SOURCE_MAX = 64 << 20 };
 SourceFile *source_read(const char *path);
 SourceFile *source_from_string(const char *name, const char *text);
 void source_free(SourceFile *f);

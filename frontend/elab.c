@@ -51,6 +51,10 @@ typedef struct Frame {
 	bool loop;           /* a for body: only the loop variable lives here */
 	Binding *b;
 	int n, cap;
+	int *index;          /* hash of names -> position in b (-1: empty);
+	                        built once a frame holds many names, so that
+	                        a lookup does not scan a long scope */
+	int capindex;
 	const char *scope;   /* instance path, "" at top level */
 	Counter *ctr;        /* default instance names: next number per block */
 	int nctr, capctr;
@@ -81,6 +85,9 @@ typedef struct Elab {
 	int capset;
 	const char **names;  /* hash set of value names given out */
 	int nnames, capnames;
+	struct Suffix *sfx;  /* hash: base name -> next suffix to try, so that
+	                        re-binding a name n times costs O(n), not O(n^2) */
+	int nsfx, capsfx;
 	uint8_t *named;      /* per value id: already named after a variable */
 	int capnamed;
 } Elab;
@@ -154,6 +161,40 @@ static bool name_claim(Elab *E, const char *s)
 	}
 }
 
+typedef struct Suffix {
+	const char *base;
+	int next;
+} Suffix;
+
+/* The next suffix k to try for "base_k" (1 the first time). */
+static int *suffix_slot(Elab *E, const char *base)
+{
+	if (2 * (E->nsfx + 1) > E->capsfx) {
+		int cap = E->capsfx ? 2 * E->capsfx : 64;
+		Suffix *old = E->sfx;
+		int oldcap = E->capsfx;
+		E->sfx = ARENA_NEWN(E->a, Suffix, cap);
+		E->capsfx = cap;
+		for (int i = 0; i < oldcap; i++)
+			if (old[i].base) {
+				uint32_t m = (uint32_t)cap - 1, j = hash_str(old[i].base) & m;
+				while (E->sfx[j].base)
+					j = (j + 1) & m;
+				E->sfx[j] = old[i];
+			}
+	}
+	uint32_t m = (uint32_t)E->capsfx - 1;
+	for (uint32_t i = hash_str(base) & m;; i = (i + 1) & m) {
+		if (!E->sfx[i].base) {
+			E->sfx[i] = (Suffix){base, 1};
+			E->nsfx++;
+			return &E->sfx[i].next;
+		}
+		if (strcmp(E->sfx[i].base, base) == 0)
+			return &E->sfx[i].next;
+	}
+}
+
 /* Names a freshly computed value after the variable it is first bound to
  * ("fc1.y", then "fc1.y_1", ...), so dumps and generated code read like
  * the source. Names of the form t<digits> are the graph's temporaries. */
@@ -173,8 +214,12 @@ static void name_value(Elab *E, Value *v, const char *scope, const char *var)
 	if (base[0] == 't' && base[1] && strspn(base + 1, "0123456789") == strlen(base + 1))
 		base = arena_printf(E->a, "%s_", base);
 	const char *s = base;
-	for (int k = 1; !name_claim(E, s); k++)
-		s = arena_printf(E->a, "%s_%d", base, k);
+	if (!name_claim(E, s)) {
+		int *k = suffix_slot(E, base);
+		do
+			s = arena_printf(E->a, "%s_%d", base, (*k)++);
+		while (!name_claim(E, s));
+	}
 	v->name = s;
 }
 
@@ -188,8 +233,48 @@ static Frame *frame_new(Elab *E, Frame *parent, const char *scope)
 	return f;
 }
 
+enum { INDEX_FROM = 16 }; /* frames with fewer names are scanned */
+
+/* Puts b[i] in f's index (a later binding of the same name replaces it). */
+static void index_put(Frame *f, int i)
+{
+	uint32_t m = (uint32_t)f->capindex - 1;
+	for (uint32_t j = hash_str(f->b[i].name) & m;; j = (j + 1) & m) {
+		int k = f->index[j];
+		if (k < 0 || strcmp(f->b[k].name, f->b[i].name) == 0) {
+			f->index[j] = i;
+			return;
+		}
+	}
+}
+
+/* Appends a binding to f (the only way bindings enter a frame). */
+static Binding *frame_push(Elab *E, Frame *f, Binding b)
+{
+	VEC_PUSH(E->a, f->b, f->n, f->cap, b);
+	if (f->n >= INDEX_FROM) {
+		if (2 * f->n > f->capindex) {
+			f->capindex = f->capindex ? 2 * f->capindex : 4 * INDEX_FROM;
+			f->index = ARENA_NEWN(E->a, int, f->capindex);
+			memset(f->index, 0xff, sizeof *f->index * (size_t)f->capindex);
+			for (int i = 0; i < f->n; i++)
+				index_put(f, i);
+		} else {
+			index_put(f, f->n - 1);
+		}
+	}
+	return &f->b[f->n - 1];
+}
+
 static Binding *find_local(Frame *f, const char *name)
 {
+	if (f->index) {
+		uint32_t m = (uint32_t)f->capindex - 1;
+		for (uint32_t j = hash_str(name) & m; f->index[j] >= 0; j = (j + 1) & m)
+			if (strcmp(f->b[f->index[j]].name, name) == 0)
+				return &f->b[f->index[j]];
+		return NULL;
+	}
 	for (int i = f->n - 1; i >= 0; i--)
 		if (strcmp(f->b[i].name, name) == 0)
 			return &f->b[i];
@@ -263,8 +348,7 @@ static Binding *declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k,
 	}
 	Frame *h = f->loop ? f : home(f);
 	Binding b = {.name = name, .kind = k, .what = what, .declared = true, .loc = at};
-	VEC_PUSH(E->a, h->b, h->n, h->cap, b);
-	return &h->b[h->n - 1];
+	return frame_push(E, h, b);
 }
 
 /* `name = value`: re-binds an assigned value, refuses declared names. */
@@ -285,7 +369,7 @@ static void assign(Elab *E, Frame *f, const char *name, Loc at, Value *v)
 		return;
 	}
 	Binding b = {.name = name, .kind = B_VALUE, .what = "value", .loc = at, .v = v};
-	VEC_PUSH(E->a, h->b, h->n, h->cap, b);
+	frame_push(E, h, b);
 }
 
 /* --- literal values ----------------------------------------------------- */
@@ -1384,7 +1468,7 @@ static bool bind_args(Elab *E, Frame *f, Frame *inst, const Expr *e, const Stmt 
 			ok = b.c != NULL;
 		}
 		if (ok)
-			VEC_PUSH(E->a, inst->b, inst->n, inst->cap, b);
+			frame_push(E, inst, b);
 	}
 	return ok;
 }
@@ -1489,6 +1573,12 @@ static bool shape_of(Elab *E, Frame *f, const Stmt *s, Shape *out)
 			diag_error(E->d, s->dims->v[i]->loc, "dimension must be positive, got %" PRId64, out->d[i]);
 			return false;
 		}
+	}
+	if (shape_numel_checked(out) < 0) {
+		char buf[SHAPE_STR_MAX];
+		diag_error(E->d, s->name_loc, "'%s' has too many elements: %s is more than 2^48", s->name,
+		           shape_str(out, buf, sizeof buf));
+		return false;
 	}
 	return true;
 }
@@ -1804,7 +1894,7 @@ static void exec_for(Elab *E, Frame *f, const Stmt *s)
 	lf->loop = true;
 	Binding b = {.name = s->name, .kind = B_CONST, .what = "loop variable", .declared = true,
 	             .loc = s->name_loc, .c = cfg_int(E->P, s->name_loc, lo)};
-	VEC_PUSH(E->a, lf->b, lf->n, lf->cap, b);
+	frame_push(E, lf, b);
 	for (int64_t i = lo; i < hi && live(E); i++) {
 		if (++E->steps > STEPS_MAX) {
 			diag_error(E->d, s->loc, "model too large: more than %d loop iterations and statements",

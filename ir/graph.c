@@ -121,6 +121,15 @@ int64_t shape_numel(const Shape *s)
 	return n;
 }
 
+int64_t shape_numel_checked(const Shape *s)
+{
+	int64_t n = 1;
+	for (int i = 0; i < s->rank; i++)
+		if (s->d[i] <= 0 || __builtin_mul_overflow(n, s->d[i], &n) || n > NUMEL_MAX)
+			return -1;
+	return n;
+}
+
 bool shape_eq(const Shape *a, const Shape *b)
 {
 	if (a->rank != b->rank)

@@ -230,6 +230,14 @@ const char *dtype_name(DType t);
 int dtype_size(DType t);
 bool dtype_is_float(DType t);
 int64_t shape_numel(const Shape *s);
+/* Every tensor has at most NUMEL_MAX elements: then its element count
+ * times any dtype size, times the few copies a memory estimate adds up,
+ * stays far inside int64_t and size_t, and the compiler and the runtime
+ * can multiply counts without checking each product. */
+#define NUMEL_MAX (INT64_C(1) << 48)
+/* Element count of s, or -1 if it exceeds NUMEL_MAX (or a dimension is
+ * not positive); overflow-safe, unlike shape_numel on unchecked shapes. */
+int64_t shape_numel_checked(const Shape *s);
 bool shape_eq(const Shape *a, const Shape *b);
 /* "[64, 784]" into buf */
 const char *shape_str(const Shape *s, char *buf, size_t n);

@@ -319,8 +319,10 @@ RULE(RESHAPE)
 			return fail(d, n, "only one dimension of %s can be -1", shp(s));
 		} else if (s->d[i] <= 0) {
 			return fail(d, n, "invalid dimension %" PRId64 " in %s", s->d[i], shp(s));
-		} else {
-			known *= s->d[i];
+		} else if (__builtin_mul_overflow(known, s->d[i], &known) || known > NUMEL_MAX) {
+			/* the input has at most NUMEL_MAX elements: no match */
+			return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (more than 2^48 elements)",
+			            shp(&x->shape), shape_numel(&x->shape), shp(s));
 		}
 	}
 	int64_t total = shape_numel(&x->shape);
@@ -707,6 +709,15 @@ static bool arity_ok(const Node *n, Diag *d)
 	return fail(d, n, "expects %d to %d inputs, got %d", oi->nin_min, oi->nin_max, n->nin);
 }
 
+/* Outputs (a matmul, a broadcast, a shape attribute) obey the same
+ * element limit as declared tensors. */
+static bool numel_ok(const Node *n, Diag *d)
+{
+	if (!n->out || shape_numel_checked(&n->out->shape) >= 0)
+		return true;
+	return fail(d, n, "the result %s has more than 2^48 elements", shp(&n->out->shape));
+}
+
 bool infer_shapes(Graph *g, Diag *d)
 {
 	/* failed[v]: value v has no trustworthy shape; its consumers are
@@ -719,7 +730,7 @@ bool infer_shapes(Graph *g, Diag *d)
 		for (int k = 0; k < n->nin; k++)
 			skip |= failed[n->in[k]->id];
 		if (!skip)
-			skip = !arity_ok(n, d) || !shape_rule[n->op](g, n, d);
+			skip = !arity_ok(n, d) || !shape_rule[n->op](g, n, d) || !numel_ok(n, d);
 		if (skip) {
 			ok = false;
 			if (n->out && n->out->id < g->nvalues)

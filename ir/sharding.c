@@ -577,7 +577,9 @@ static bool shard_EMBEDDING_GRAD(Rule *R)
 	if (!f || !f->out || !f->out->layout)
 		return fail(R, "internal: embedding_grad without its forward layout");
 	const Value *table = f->in[0];
-	const Layout *tl = table->layout ? table->layout : f->in[0]->layout;
+	const Layout *tl = table->layout;
+	if (!tl)
+		return fail(R, "internal: embedding_grad without its table's layout");
 	Strategy st = {.n = 2, .v = ARENA_NEWN(R->cx->arena, Shape, 2)};
 	for (int d = 0; d < 2; d++)
 		st.v[0].d[d] = layout_split(tl, d);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../ir/layout.h"
 #include "redistribute.h"
@@ -112,6 +113,15 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 	FILE *f = fopen(path, "r");
 	if (!f) {
 		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+		return false;
+	}
+	/* a machine file is a few lines: refuse devices (/dev/zero would be
+	 * read forever) and anything past a megabyte */
+	struct stat st;
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+		snprintf(err, errlen, "cannot read '%s': %s", path,
+		         S_ISREG(st.st_mode) ? "larger than 1 MiB, not a machine file" : "not a regular file");
+		fclose(f);
 		return false;
 	}
 	char line[512], msg[400];

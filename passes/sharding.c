@@ -440,9 +440,14 @@ static void lay_out_node(Sharder *S, Node *n)
 			n->in[i]->layout = n->in[0]->layout;
 	}
 	if (!shard(S, n, &r)) {
-		/* keep going to report more errors; what follows sees it whole */
+		/* keep going to report more errors; what follows sees it whole,
+		 * parameters included (a gradient rule reads the layout its
+		 * forward parameter took from this node) */
 		if (n->out)
 			n->out->layout = whole(S, n->out);
+		for (int i = 0; i < n->nin; i++)
+			if (!n->in[i]->layout)
+				n->in[i]->layout = whole(S, n->in[i]);
 		return;
 	}
 	for (int i = 0; i < n->nin; i++) {

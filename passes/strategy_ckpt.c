@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
@@ -604,20 +605,51 @@ static bool read_json(Arena *a, const char *text, size_t len, Ckpt *k, char *err
 
 /* ---- files ---------------------------------------------------------------------- */
 
+/* A strategy checkpoint describes a few thousand operators at most: a
+ * file beyond this is not one (and /dev/zero would never end). */
+enum { CKPT_FILE_MAX = 64 << 20 };
+
+/* The whole file, or NULL with errno set: EINVAL for something that is not
+ * a regular file (a device, a FIFO, a directory), EFBIG past CKPT_FILE_MAX. */
 static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return NULL;
-	size_t cap = 1 << 16, n = 0;
+	struct stat st;
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CKPT_FILE_MAX) {
+		int e = errno;
+		if (S_ISDIR(st.st_mode))
+			e = EISDIR;
+		else if (!S_ISREG(st.st_mode))
+			e = EINVAL;
+		else if (st.st_size > CKPT_FILE_MAX)
+			e = EFBIG;
+		fclose(f);
+		errno = e;
+		return NULL;
+	}
+	size_t cap = (size_t)st.st_size + 1, n = 0;
 	char *buf = malloc(cap);
 	size_t got;
-	while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+	/* the size is read up front, but the file may grow meanwhile */
+	while (buf && n < CKPT_FILE_MAX + 1 && (got = fread(buf + n, 1, cap - n, f)) > 0) {
 		n += got;
-		if (n == cap)
-			buf = realloc(buf, cap *= 2);
+		if (n == cap) {
+			char *nb = realloc(buf, cap *= 2);
+			if (!nb)
+				free(buf);
+			buf = nb;
+		}
 	}
+	bool bad = !buf || ferror(f) || n > CKPT_FILE_MAX;
+	int e = !buf ? ENOMEM : n > CKPT_FILE_MAX ? EFBIG : errno;
 	fclose(f);
+	if (bad) {
+		free(buf);
+		errno = e;
+		return NULL;
+	}
 	*len = n;
 	return buf;
 }
@@ -628,7 +660,9 @@ bool strategy_ckpt_load_path(Compilation *c, const char *path)
 	char *buf = slurp(path, &len);
 	if (!buf) {
 		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_load_file], "cannot read strategy checkpoint '%s': %s",
-		           path, strerror(errno));
+		           path, errno == EINVAL ? "not a regular file"
+		                 : errno == EFBIG ? "larger than 64 MiB, not a strategy checkpoint"
+		                                  : strerror(errno));
 		return false;
 	}
 	Ckpt k;

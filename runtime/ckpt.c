@@ -168,7 +168,7 @@ _Noreturn static void write_failed(Writer *w, const char *what)
 	int e = errno;
 	if (w->f)
 		fclose(w->f);
-	remove(w->tmp);
+	nrt_tmp_abandon();
 	nrt_fatal("checkpoint %s: %s: %s (the previous checkpoint, if any, is unchanged)",
 	          w->path, what, strerror(e));
 }
@@ -196,11 +196,24 @@ static void sync_dir(const char *path)
 static void writer_open(Writer *w, const char *path)
 {
 	w->path = path;
+	/* checked at start-up too (nrt_check_destinations); whatever is there
+	 * now must still be a file that a rename may replace */
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		nrt_fatal("checkpoint %s: not a regular file; refusing to replace it", path);
 	if (asprintf(&w->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
 		nrt_fatal("out of memory");
-	w->f = fopen(w->tmp, "wb");
-	if (!w->f)
-		write_failed(w, "cannot create a temporary file next to it");
+	/* exclusive: never through a file or link that was already there */
+	int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		nrt_fatal("checkpoint %s: cannot create a temporary file next to it: %s (the previous "
+		          "checkpoint, if any, is unchanged)", path, strerror(errno));
+	nrt_tmp_register(w->tmp);
+	w->f = fdopen(fd, "wb");
+	if (!w->f) {
+		close(fd);
+		write_failed(w, "fdopen");
+	}
 }
 
 static void writer_commit(Writer *w)
@@ -215,6 +228,7 @@ static void writer_commit(Writer *w)
 		write_failed(w, "close");
 	if (rename(w->tmp, w->path) != 0)
 		write_failed(w, "rename");
+	nrt_tmp_release();
 	sync_dir(w->path);
 	free(w->tmp);
 }
@@ -264,6 +278,8 @@ static void map_file(Mapped *m, const char *path)
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0)
 		nrt_fatal("%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		nrt_fatal("%s: not a regular file (a checkpoint is a safetensors file)", path);
 	if (st.st_size < 8)
 		nrt_fatal("%s: not a safetensors file (%lld bytes)", path, (long long)st.st_size);
 	m->size = (size_t)st.st_size;
@@ -275,6 +291,10 @@ static void map_file(Mapped *m, const char *path)
 	uint64_t hlen = 0;
 	for (int k = 0; k < 8; k++)
 		hlen |= (uint64_t)b[k] << (8 * k);
+	/* safetensors' own bound on the header: 100 MB */
+	if (hlen > 100000000)
+		nrt_fatal("%s: header of %llu bytes (safetensors headers are at most 100 MB)", path,
+		          (unsigned long long)hlen);
 	if (hlen > m->size - 8)
 		nrt_fatal("%s: not a safetensors file (header length %llu, file size %zu)", path,
 		          (unsigned long long)hlen, m->size);
@@ -336,6 +356,21 @@ static const char *find_tensor(const Mapped *m, const NrtTensor *t)
 	return m->data + lo;
 }
 
+/* A NaN or infinity in a checkpoint would train on silently (and every
+ * loss after it be NaN): refused, naming the tensor and the element. The
+ * whole tensor is checked on every rank, so all report the same element. */
+static void check_finite(const Mapped *m, const NrtTensor *t, const char *src)
+{
+	const char *what;
+	int64_t at = nrt_first_nonfinite(t->dtype, src, nrt_numel(t->rank, t->full), &what);
+	if (at >= 0) {
+		char pos[160];
+		nrt_fatal("%s: tensor '%s' holds %s at %s (element %lld); refusing to train from it",
+		          m->path, t->name, what, nrt_index_str(t->rank, t->full, at, pos, sizeof pos),
+		          (long long)at);
+	}
+}
+
 int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 {
 	check_tensors(t, n);
@@ -344,6 +379,7 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	int64_t step = meta_step(&m);
 	for (int i = 0; i < n; i++) {
 		const char *src = find_tensor(&m, &t[i]);
+		check_finite(&m, &t[i], src);
 		nrt_block_copy(nrt_dtype_size(t[i].dtype), t[i].rank, t[i].full, t[i].slice,
 		               t[i].offset, (void *)src, t[i].data, true);
 	}

@@ -291,7 +291,7 @@ void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 	size_t es = nrt_dtype_size(t);
 	for (int64_t done = 0; done < n; done += INT_MAX) {
 		int64_t m = n - done < INT_MAX ? n - done : INT_MAX;
-		NRT_MPI(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)m,
+		NRT_MPI_AS("allreduce", MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)m,
 		                      nrt_mpi_type(t), mop, c->comm));
 	}
 	if (op == NRT_MEAN && c->size > 1)
@@ -306,7 +306,7 @@ void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *re
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
 	}
-	NRT_MPI(MPI_Allgather(send, cnt, nrt_mpi_type(t), recv, cnt, nrt_mpi_type(t), c->comm));
+	NRT_MPI_AS("allgather", MPI_Allgather(send, cnt, nrt_mpi_type(t), recv, cnt, nrt_mpi_type(t), c->comm));
 }
 
 void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n,
@@ -319,7 +319,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
 	}
-	NRT_MPI(MPI_Reduce_scatter_block(send, recv, cnt, nrt_mpi_type(t), nrt_mpi_op(op, t),
+	NRT_MPI_AS("reduce_scatter", MPI_Reduce_scatter_block(send, recv, cnt, nrt_mpi_type(t), nrt_mpi_op(op, t),
 	                                 c->comm));
 	if (op == NRT_MEAN && c->size > 1)
 		nrt_mean_divide(t, recv, n, c->size);
@@ -333,7 +333,7 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
 	}
-	NRT_MPI(MPI_Alltoall(send, cnt, nrt_mpi_type(t), recv, cnt, nrt_mpi_type(t), c->comm));
+	NRT_MPI_AS("alltoall", MPI_Alltoall(send, cnt, nrt_mpi_type(t), recv, cnt, nrt_mpi_type(t), c->comm));
 }
 
 void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
@@ -346,7 +346,7 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 	size_t es = nrt_dtype_size(t);
 	for (int64_t done = 0; done < n; done += INT_MAX) {
 		int64_t m = n - done < INT_MAX ? n - done : INT_MAX;
-		NRT_MPI(MPI_Bcast((char *)buf + done * es, (int)m, nrt_mpi_type(t), root, c->comm));
+		NRT_MPI_AS("broadcast", MPI_Bcast((char *)buf + done * es, (int)m, nrt_mpi_type(t), root, c->comm));
 	}
 }
 
@@ -357,7 +357,7 @@ void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
 	account(&nrt_rt.stats.sendrecv, t, n);
 	if (!nrt_rt.initialised)
 		nrt_fatal("nrt_send: MPI is not running");
-	NRT_MPI(MPI_Send(buf, cnt, nrt_mpi_type(t), dest, tag, MPI_COMM_WORLD));
+	NRT_MPI_AS("pipeline send", MPI_Send(buf, cnt, nrt_mpi_type(t), dest, tag, MPI_COMM_WORLD));
 }
 
 /* Counted as a call but not as bytes: the sender counted them. */
@@ -367,13 +367,13 @@ void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
 	nrt_rt.stats.sendrecv++;
 	if (!nrt_rt.initialised)
 		nrt_fatal("nrt_recv: MPI is not running");
-	NRT_MPI(MPI_Recv(buf, cnt, nrt_mpi_type(t), src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+	NRT_MPI_AS("pipeline receive", MPI_Recv(buf, cnt, nrt_mpi_type(t), src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
 }
 
 void nrt_barrier(void)
 {
 	if (nrt_rt.initialised && nrt_mpi_active())
-		NRT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+		NRT_MPI_AS("barrier", MPI_Barrier(MPI_COMM_WORLD));
 }
 
 NrtCommStats nrt_comm_stats(bool reset)

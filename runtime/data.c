@@ -70,6 +70,21 @@ static const char *input_name(const NrtInput *in, int i, char *buf, size_t len)
 }
 
 /* ---- files ------------------------------------------------------------------- */
+/* NaN or infinity anywhere in a float input file is refused up front,
+ * naming the input, the sample and the element (the file's own shape). */
+static void check_finite_file(const Source *s, const NrtNpy *h, const char *name, const char *path)
+{
+	const char *what;
+	int64_t at = nrt_first_nonfinite(s->dtype, s->rows, nrt_numel(h->rank, h->shape), &what);
+	if (at >= 0) {
+		char pos[160];
+		int64_t per = nrt_numel(h->rank - 1, h->shape + 1);
+		nrt_fatal("input '%s': %s holds %s at %s (sample %lld); refusing to train on it", name, path,
+		          what, nrt_index_str(h->rank, h->shape, at, pos, sizeof pos),
+		          (long long)(per ? at / per : 0));
+	}
+}
+
 static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 {
 	char err[512], nm[32], a[160], b[160];
@@ -116,6 +131,7 @@ static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 	fclose(f);
 	s->rows = (const char *)s->map + off;
 	s->nsamples = h.shape[0];
+	check_finite_file(s, &h, name, path);
 }
 
 static void open_files(const NrtOptions *opt, const NrtInput *in, int nin, NrtData *d)

@@ -34,6 +34,7 @@ _Noreturn void nrt_fatal(const char *fmt, ...)
 	fflush(stdout);
 	fprintf(stderr, "netrt: rank %d: %s\n", nrt_rank(), msg);
 	fflush(stderr);
+	nrt_tmp_abandon();   /* a checkpoint being written is not left behind */
 	if (nrt_mpi_active())
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	exit(1);
@@ -55,6 +56,7 @@ int nrt_world_size(void) { return nrt_rt.size; }
 enum {
 	OPT_STEPS = 256, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_INIT, OPT_LOG,
 	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_COMM_STATS, OPT_HELP,
+	OPT_WATCHDOG,
 };
 
 static const struct option long_opts[] = {
@@ -71,6 +73,7 @@ static const struct option long_opts[] = {
 	{"gradcheck", no_argument, NULL, OPT_GRADCHECK},
 	{"comm-stats", no_argument, NULL, OPT_COMM_STATS},
 	{"help", no_argument, NULL, OPT_HELP},
+	{"watchdog", required_argument, NULL, OPT_WATCHDOG},
 	{0, 0, 0, 0},
 };
 
@@ -100,7 +103,9 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 	        "  --quiet           print nothing but errors\n"
 	        "  --gradcheck       check gradients against finite differences\n"
 	        "  --comm-stats      print the collectives and bytes of rank 0 per step at the end\n"
-	        "  --help            show this help\n");
+	        "  --watchdog S      abort the job when a collective or transfer waits S seconds\n"
+	        "                    (default $NETC_WATCHDOG, else %d; 0 turns it off)\n"
+	        "  --help            show this help\n", NRT_WATCHDOG_DEFAULT);
 }
 
 /* Strict integer parse: the whole string, in range, no sign for unsigned. */
@@ -166,6 +171,19 @@ static void set_defaults(const NrtProgramInfo *info, NrtOptions *opt)
 	opt->lr = info->default_lr;
 	opt->seed = 1234;
 	opt->print_every = 10;
+	opt->watchdog = NRT_WATCHDOG_DEFAULT;
+}
+
+/* Strict non-negative number (seconds). */
+static bool parse_seconds(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0)
+		return false;
+	*out = v;
+	return true;
 }
 
 /* Applies one recognised option; false with a message on a bad value. */
@@ -208,11 +226,15 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 	case OPT_QUIET: opt->quiet = true; return true;
 	case OPT_GRADCHECK: opt->gradcheck = true; return true;
 	case OPT_COMM_STATS: opt->comm_stats = true; return true;
+	case OPT_WATCHDOG:
+		if (!parse_seconds(arg, &opt->watchdog))
+			goto bad_number;
+		return true;
 	}
 	return false;
 bad_number:
 	snprintf(msg, msglen, "--%s: '%s' is not a valid %s", long_opts[c - OPT_STEPS].name, arg,
-	         c == OPT_LR ? "non-negative number" : c == OPT_PRINT_EVERY ? "positive integer"
+	         c == OPT_LR || c == OPT_WATCHDOG ? "non-negative number" : c == OPT_PRINT_EVERY ? "positive integer"
 	                                                 : "non-negative integer");
 	return false;
 }
@@ -223,6 +245,11 @@ NrtParse nrt_parse_options(int argc, char **argv, const NrtProgramInfo *info,
 	set_defaults(info, opt);
 	*data_arg = NULL;
 	msg[0] = 0;
+	const char *wd = getenv("NETC_WATCHDOG");
+	if (wd && *wd && !parse_seconds(wd, &opt->watchdog)) {
+		snprintf(msg, msglen, "NETC_WATCHDOG: '%s' is not a valid non-negative number of seconds", wd);
+		return NRT_PARSE_ERROR;
+	}
 	opterr = 0;     /* every rank would print getopt's messages: we print once */
 	optind = 0;     /* glibc: 0 re-initialises getopt, so tests can parse again */
 	int c;
@@ -321,6 +348,8 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 		finish(1);
 	}
 	share_blas_threads();
+	nrt_check_destinations(opt, info);
+	nrt_watchdog_start(opt);
 }
 
 void nrt_finalize(void)
@@ -332,6 +361,7 @@ void nrt_finalize(void)
 		free(c);
 	}
 	nrt_rt.comms = NULL;
+	nrt_watchdog_stop();   /* ranks may reach MPI_Finalize far apart */
 	free(nrt_rt.data_arg);
 	nrt_rt.data_arg = NULL;
 	nrt_mpi_half_free();

@@ -36,7 +36,12 @@ typedef struct NrtOptions {
 	bool quiet;             /* --quiet */
 	bool gradcheck;         /* --gradcheck (programs built with gradient checking) */
 	bool comm_stats;        /* --comm-stats: print collectives and bytes per step at the end */
+	double watchdog;        /* --watchdog S (or $NETC_WATCHDOG): abort the job when one MPI call
+	                         * waits S seconds; 0 = off */
 } NrtOptions;
+/* A collective or transfer may wait this long (s) by default: generous,
+ * since a rank may legitimately wait for another's checkpoint write. */
+#define NRT_WATCHDOG_DEFAULT 600
 
 typedef struct NrtProgramInfo {
 	const char *name;       /* model name, for --help and messages */

@@ -4,6 +4,8 @@
 #ifndef NETRT_RT_INTERNAL_H
 #define NETRT_RT_INTERNAL_H
 #include <mpi.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "netrt.h"
 
@@ -17,11 +19,62 @@
  * communicator (communicators split from it inherit the handler). */
 #define NRT_MPI(call)                                                        \
 	do {                                                                 \
+		nrt_watch_begin(#call, __FILE__, __LINE__);                  \
 		int nrt_mpi_rc_ = (call);                                    \
+		nrt_watch_end();                                             \
 		if (nrt_mpi_rc_ != MPI_SUCCESS)                              \
 			nrt_mpi_fail(#call, nrt_mpi_rc_, __FILE__, __LINE__); \
 	} while (0)
+/* The same, naming the operation for the watchdog ("allreduce"). */
+#define NRT_MPI_AS(what, call)                                              \
+	do {                                                                 \
+		nrt_watch_label(what);                                       \
+		NRT_MPI(call);                                               \
+	} while (0)
 _Noreturn void nrt_mpi_fail(const char *call, int rc, const char *file, int line);
+
+/* ---- guard.c: the watchdog's view of the MPI call in progress ---- */
+typedef struct NrtWatch {
+	_Atomic uint64_t seq;   /* odd while an MPI call is in progress (a seqlock:
+	                           the fields below are written while it is even) */
+	double since;           /* when the call started (nrt_watch_now) */
+	const char *call, *file; /* the NRT_MPI text and where it is */
+	int line;
+	const char *what;       /* the operation it belongs to ("pipeline send"), or NULL */
+} NrtWatch;
+extern NrtWatch nrt_watch;
+double nrt_watch_now(void);
+static inline void nrt_watch_begin(const char *call, const char *file, int line)
+{
+	nrt_watch.call = call;
+	nrt_watch.file = file;
+	nrt_watch.line = line;
+	nrt_watch.since = nrt_watch_now();
+	atomic_fetch_add(&nrt_watch.seq, 1);
+}
+static inline void nrt_watch_end(void)
+{
+	atomic_fetch_add(&nrt_watch.seq, 1);
+	nrt_watch.what = NULL;
+}
+/* Names the operation of the next NRT_MPI call for the watchdog's message. */
+static inline void nrt_watch_label(const char *what) { nrt_watch.what = what; }
+/* Starts the watchdog thread (opt->watchdog > 0 and more than one rank). */
+void nrt_watchdog_start(const NrtOptions *opt);
+void nrt_watchdog_stop(void);
+/* Refuses --save and --log destinations that are not regular files this
+ * process can create or replace (fatal, at start-up). */
+void nrt_check_destinations(const NrtOptions *opt, const NrtProgramInfo *info);
+/* Index of the first NaN or infinity among n elements of dtype t at p (any
+ * alignment), -1 if none (or an integer dtype); *what = "NaN", "+Inf", "-Inf". */
+int64_t nrt_first_nonfinite(NrtDType t, const void *p, int64_t n, const char **what);
+/* "[i, j, ...]": the position of flat row-major element `flat` in dims. */
+const char *nrt_index_str(int rank, const int64_t *dims, int64_t flat, char *buf, size_t len);
+/* The checkpoint temporary in progress: removed by nrt_fatal, SIGINT,
+ * SIGTERM and SIGHUP until released (renamed into place) or abandoned. */
+void nrt_tmp_register(const char *path);
+void nrt_tmp_release(void);
+void nrt_tmp_abandon(void);
 
 /* A communicator. `comm` is MPI_COMM_NULL in single-process mode (MPI not
  * initialised, as in the unit tests): then size is 1 and every collective

@@ -137,7 +137,7 @@ static void wait_where(int slot, bool all)
 	int kept = 0;
 	for (int i = 0; i < npending; i++) {
 		if (all || pending[i].slot == slot)
-			NRT_MPI(MPI_Wait(&pending[i].req, MPI_STATUS_IGNORE));
+			NRT_MPI_AS("pipeline send", MPI_Wait(&pending[i].req, MPI_STATUS_IGNORE));
 		else
 			pending[kept++] = pending[i];
 	}
@@ -180,7 +180,7 @@ void nrt_wait_request(NrtRequest *req)
 		return;
 	MPI_Request r;
 	memcpy(&r, req->mpi, sizeof r);
-	NRT_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+	NRT_MPI_AS("asynchronous collective", MPI_Wait(&r, MPI_STATUS_IGNORE));
 	req->active = false;
 }
 

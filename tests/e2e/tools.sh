@@ -1,7 +1,7 @@
 # Sourced by the e2e scripts: builds the comparison tools (tests/tools/*.c)
 # into $B/tools when missing or older than their source.
 mkdir -p "$B/tools" || exit 1
-for tool_ in stcompare losscompare; do
+for tool_ in stcompare losscompare rusage; do
 	if [ ! -x "$B/tools/$tool_" ] || [ "tests/tools/$tool_.c" -nt "$B/tools/$tool_" ]; then
 		cc -O2 -std=c11 -Wall -Wextra -o "$B/tools/$tool_" "tests/tools/$tool_.c" -lm ||
 			{ echo "cannot build $tool_"; echo "0 passed, 1 failed"; exit 1; }
