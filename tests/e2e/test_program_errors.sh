@@ -13,7 +13,8 @@
 # byte-identical and no temporary file behind; --init of a missing file, a
 # truncated checkpoint, a checkpoint of another model (missing tensor; wrong
 # shape: the message names the tensor); bad option values and unknown
-# options; --help exits 0. The same for a few cases at 4 ranks under mpirun.
+# options; --help exits 0; a run whose loss becomes NaN stops (status 1).
+# The same for a few cases at 4 ranks under mpirun.
 # Input files are written by tests/e2e/data/mknpy.c.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
 # on any failure.
@@ -167,6 +168,11 @@ else
 	bad "init: wrong shapes (could not build or run the H = 128 variant)"
 fi
 
+# a diverging run (issue 12.6): a NaN or Inf loss stops with status 1 and
+# names the step, instead of logging nan to the end and exiting 0
+expect "diverging: NaN loss stops the run" 1 "step [0-9]+: the loss is (NaN|\+Inf|-Inf): training diverged" -- \
+	$P --steps 20 --quiet --lr 1e6
+
 # options
 expect "option: --steps abc" 1 "--steps: 'abc' is not a valid" -- $P --steps abc
 expect "option: --steps -1" 1 "--steps: '-1' is not a valid" -- $P --steps -1
@@ -186,6 +192,7 @@ expect "np4: init another model's checkpoint" 1 "bn\.st: no tensor 'w1'" -- $M $
 expect "np4: wrong world size" 1 "compiled for device_num = 4 but runs on 2 ranks" -- \
 	"$MPIRUN" -np 2 ./mlp4 $S
 expect "np4: --steps abc" 1 "--steps: 'abc' is not a valid" -- $M --steps abc
+expect "np4: NaN loss stops every rank" 1 "the loss is (NaN|\+Inf|-Inf): training diverged" -- $M --steps 20 --quiet --lr 1e6
 n=$($M --help 2>&1 | grep -c '^usage:')
 [ "$n" -eq 1 ] && ok "np4: --help prints once" || bad "np4: --help printed $n times"
 
