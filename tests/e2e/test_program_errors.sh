@@ -4,8 +4,8 @@
 # no "Segmentation fault"/"core dumped" in the output) or hang (every run
 # under `timeout 120`).
 # Cases: --data with a missing file, a corrupt .npy (bad magic, truncated
-# data), the wrong dtype (float64 for float32), the wrong shape (783
-# features for 784), no samples, files of different lengths, the wrong
+# data), labels outside the classes, the wrong dtype (float64 for
+# float32), the wrong shape (783 features for 784), no samples, files of different lengths, the wrong
 # number of files; --save to a path under a missing directory and to an
 # existing directory; a save that fails half-way (the file size limit
 # lowered with prlimit on the running program, SIGXFSZ ignored, so write()
@@ -78,6 +78,7 @@ cd "$work" || exit 1
 P=./mlp
 ./mknpy mlp x.npy labels.npy 128 784 10 &&
 	./mknpy raw x_f64.npy '<f8' 128,784 &&
+	./mknpy mlp x20.npy labels20.npy 128 784 20 &&
 	./mknpy raw x_783.npy '<f4' 128,783 &&
 	./mknpy raw x_empty.npy '<f4' 0,784 &&
 	./mknpy raw x_200.npy '<f4' 200,784 &&
@@ -101,6 +102,8 @@ expect "data: files of different lengths" 1 "labels\.npy has 128 samples but x_2
 expect "data: 1 file for 2 inputs" 1 "--data: 1 file given but the model 'mlp' has 2 inputs" -- $P $S --data x.npy
 expect "data: 3 files for 2 inputs" 1 "--data: 3 files given but the model 'mlp' has 2 inputs" -- \
 	$P $S --data x.npy,labels.npy,labels.npy
+expect "data: labels outside the 10 classes" 1 "input 'labels': labels20\.npy: sample [0-9]+ holds 1[0-9], outside \[0, 10\)" -- \
+	$P $S --data x.npy,labels20.npy
 expect "data: no value" 1 "option '--data' needs a value" -- $P --data
 
 # --save
