@@ -591,9 +591,9 @@ static void emit_main(Emit *e)
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t0 = nrt_now();\n"
+	      "\t\tdouble t_step = nrt_now();\n"
 	      "\t\tdouble loss = train_step(s);\n"
-	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
+	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
@@ -610,9 +610,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	Emit e = {.c = c, .g = g, .o = o};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
 	e.routine_limit = reuse && *reuse ? atoi(reuse) : 0;
-	e.cname = ARENA_NEWN(&c->arena, const char *, g->nvalues);
-	for (int i = 0; i < g->nvalues; i++)
-		e.cname[i] = emit_c_ident(&c->arena, g->values[i]);
+	e.cname = emit_c_idents(&c->arena, g);
 	char *body = NULL, *decls = NULL, *setup = NULL;
 	size_t nbody = 0, ndecls = 0, nsetup = 0;
 	e.out = open_memstream(&body, &nbody);
