@@ -259,10 +259,13 @@ static void emit_tensor_table(Emit *e)
 	fprintf(out, "};\nenum { NTENSORS = %d };\n\n", n);
 }
 
-/* Whether `v` is `in`, possibly re-laid-out or reshaped on the way. */
+/* Whether `v` is `in`, possibly re-laid-out, reshaped or cast on the way
+ * (an f16/bf16 target reaches mse_loss through a cast to f32: missing it
+ * made the target random features, and the model trained on noise). */
 static bool comes_from(const Value *v, const Value *in)
 {
-	while (v != in && v->def && (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_RESHAPE))
+	while (v != in && v->def &&
+	       (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_RESHAPE || v->def->op == OP_CAST))
 		v = v->def->in[0];
 	return v == in;
 }
