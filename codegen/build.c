@@ -177,6 +177,30 @@ static bool write_source(Compilation *c, const Target *t, const BuildOptions *o,
 	return ok;
 }
 
+/* The linker would report an unwritable -o path as its own failure, which
+ * netc could only call "the C compiler failed": say why up front. */
+static bool output_writable(Compilation *c, const char *path)
+{
+	struct stat st;
+	const char *slash = strrchr(path, '/');
+	const char *dir = slash ? (slash == path ? "/" : arena_printf(&c->arena, "%.*s", (int)(slash - path), path))
+	                        : ".";
+	int err = 0;
+	if (stat(path, &st) == 0)
+		err = S_ISDIR(st.st_mode) ? EISDIR : access(path, W_OK) != 0 ? errno : 0;
+	else if (errno != ENOENT)
+		err = errno;
+	else if (stat(dir, &st) != 0)
+		err = errno;
+	else if (!S_ISDIR(st.st_mode))
+		err = ENOTDIR;
+	else if (access(dir, W_OK) != 0)
+		err = errno;
+	if (err)
+		diag_error(&c->diag, loc_none(), "cannot write the program to '%s': %s", path, strerror(err));
+	return !err;
+}
+
 bool netc_build(Compilation *c, const BuildOptions *o)
 {
 	const Target *t = target_find(o->target ? o->target : "cpu");
@@ -189,6 +213,8 @@ bool netc_build(Compilation *c, const BuildOptions *o)
 		diag_error(&c->diag, loc_none(), "target '%s' is unavailable: %s", t->name, why);
 		return false;
 	}
+	if (o->output && !output_writable(c, o->output))
+		return false;
 	char tmpdir[] = "/tmp/netc-XXXXXX";
 	const char *dir = o->emit_dir;
 	if (dir) {
