@@ -22,7 +22,30 @@ extern char **environ;
 
 static const char *cpu_unavailable(void) { return NULL; }
 
-static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out) { return emit_c_program(c, o, out); }
+/* `.target(cpu)` places an operator on the host in heterogeneous
+ * training; on the CPU target everything is there already. */
+static void warn_target_cpu(Compilation *c)
+{
+	const Node *first = NULL;
+	int n = 0;
+	for (int i = 0; i < c->g->nnodes; i++) {
+		const Node *x = c->g->nodes[i];
+		if (x->ann.target_cpu && x->phase == PH_FORWARD && (op_info[x->op].flags & OPF_USER)) {
+			first = first ? first : x;
+			n++;
+		}
+	}
+	if (first)
+		diag_warning(&c->diag, first->loc,
+		             "'.target(cpu)' has no effect with --target cpu: every operator runs on the host "
+		             "(%d operator%s marked)", n, n == 1 ? "" : "s");
+}
+
+static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	warn_target_cpu(c);
+	return emit_c_program(c, o, out);
+}
 
 /* Splits a flags string on blanks into argv (flags from pkg-config hold no
  * quoted spaces). */

@@ -1,5 +1,7 @@
 /* The skeleton of a generated C program: buffers, the three phase
  * functions, parameter and data descriptions, and main(). */
+#include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -612,7 +614,19 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	Graph *g = c->g;
 	Emit e = {.c = c, .g = g, .o = o};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
-	e.routine_limit = reuse && *reuse ? atoi(reuse) : 0;
+	e.routine_limit = 0;
+	if (reuse && *reuse) {
+		char *end;
+		errno = 0;
+		long v = strtol(reuse, &end, 10);
+		if (*end || errno || v < -1 || v > INT_MAX)
+			diag_warning(&c->diag, loc_none(),
+			             "MS_COMM_COMPILER_OPT='%s' is not an integer >= -1 (-1: reuse every "
+			             "redistribution routine, N: at most N, 0: off); routine reuse stays off",
+			             reuse);
+		else
+			e.routine_limit = (int)v;
+	}
 	e.cname = emit_c_idents(&c->arena, g);
 	char *body = NULL, *decls = NULL, *setup = NULL;
 	size_t nbody = 0, ndecls = 0, nsetup = 0;

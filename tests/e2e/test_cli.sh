@@ -57,6 +57,18 @@ expect "netc build -o a missing directory" 1 "error: cannot write the program to
 	"$NETC" build samples/mlp.net -o "$work/nodir/p"
 expect "netc build -o a directory" 1 "error: cannot write the program to '$work': Is a directory" -- \
 	"$NETC" build samples/mlp.net -o "$work"
+# settings without an effect warn, located (issue 12.11)
+M=tests/e2e/models/no_effect.net
+expect "warning: loss_repeated_mean in semi_auto" 0 "no_effect\.net:6:24: warning: loss_repeated_mean has no effect in semi_auto_parallel" -- \
+	"$NETC" check $M
+expect "warning: cross_batch on matmul" 0 "no_effect\.net:11:18: warning: '\.cross_batch\(\)' has no effect on matmul" -- \
+	"$NETC" check $M
+expect "warning: target(cpu) on the CPU target" 0 "no_effect\.net:11:5: warning: '\.target\(cpu\)' has no effect with --target cpu" -- \
+	"$NETC" build $M -o "$work/noeff"
+expect "warning: MS_COMM_COMPILER_OPT=abc" 0 "warning: MS_COMM_COMPILER_OPT='abc' is not an integer >= -1" -- \
+	env MS_COMM_COMPILER_OPT=abc "$NETC" build $M -o "$work/noeff"
+expect "warning: MS_COMM_COMPILER_OPT=-2" 0 "warning: MS_COMM_COMPILER_OPT='-2' is not an integer >= -1" -- \
+	env MS_COMM_COMPILER_OPT=-2 "$NETC" build $M -o "$work/noeff"
 expect "netc build -D with a bad key" 1 'error' -- "$NETC" build samples/mlp.net -D no_such_key=1 -o "$work/x"
 
 for s in samples/*.net; do
