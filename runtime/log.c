@@ -107,6 +107,10 @@ void nrt_log_close(NrtLog *l)
 		       "%g send/recv, %.0f bytes\n",
 		       st.allreduce / n, st.allgather / n, st.reduce_scatter / n, st.alltoall / n, st.broadcast / n,
 		       st.sendrecv / n, st.bytes / n);
+		printf("bytes sent per step: allreduce %.0f, allgather %.0f, reduce_scatter %.0f, alltoall %.0f, "
+		       "broadcast %.0f, send/recv %.0f\n",
+		       st.allreduce_bytes / n, st.allgather_bytes / n, st.reduce_scatter_bytes / n,
+		       st.alltoall_bytes / n, st.broadcast_bytes / n, st.sendrecv_bytes / n);
 	}
 	if (l->print) {
 		double mean = l->steps ? l->total / (double)l->steps : 0;
