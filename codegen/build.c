@@ -22,7 +22,30 @@ extern char **environ;
 
 static const char *cpu_unavailable(void) { return NULL; }
 
-static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out) { return emit_c_program(c, o, out); }
+/* `.target(cpu)` places an operator on the host in heterogeneous
+ * training; on the CPU target everything is there already. */
+static void warn_target_cpu(Compilation *c)
+{
+	const Node *first = NULL;
+	int n = 0;
+	for (int i = 0; i < c->g->nnodes; i++) {
+		const Node *x = c->g->nodes[i];
+		if (x->ann.target_cpu && x->phase == PH_FORWARD && (op_info[x->op].flags & OPF_USER)) {
+			first = first ? first : x;
+			n++;
+		}
+	}
+	if (first)
+		diag_warning(&c->diag, first->loc,
+		             "'.target(cpu)' has no effect with --target cpu: every operator runs on the host "
+		             "(%d operator%s marked)", n, n == 1 ? "" : "s");
+}
+
+static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	warn_target_cpu(c);
+	return emit_c_program(c, o, out);
+}
 
 /* Splits a flags string on blanks into argv (flags from pkg-config hold no
  * quoted spaces). */
@@ -177,6 +200,30 @@ static bool write_source(Compilation *c, const Target *t, const BuildOptions *o,
 	return ok;
 }
 
+/* The linker would report an unwritable -o path as its own failure, which
+ * netc could only call "the C compiler failed": say why up front. */
+static bool output_writable(Compilation *c, const char *path)
+{
+	struct stat st;
+	const char *slash = strrchr(path, '/');
+	const char *dir = slash ? (slash == path ? "/" : arena_printf(&c->arena, "%.*s", (int)(slash - path), path))
+	                        : ".";
+	int err = 0;
+	if (stat(path, &st) == 0)
+		err = S_ISDIR(st.st_mode) ? EISDIR : access(path, W_OK) != 0 ? errno : 0;
+	else if (errno != ENOENT)
+		err = errno;
+	else if (stat(dir, &st) != 0)
+		err = errno;
+	else if (!S_ISDIR(st.st_mode))
+		err = ENOTDIR;
+	else if (access(dir, W_OK) != 0)
+		err = errno;
+	if (err)
+		diag_error(&c->diag, loc_none(), "cannot write the program to '%s': %s", path, strerror(err));
+	return !err;
+}
+
 bool netc_build(Compilation *c, const BuildOptions *o)
 {
 	const Target *t = target_find(o->target ? o->target : "cpu");
@@ -189,6 +236,8 @@ bool netc_build(Compilation *c, const BuildOptions *o)
 		diag_error(&c->diag, loc_none(), "target '%s' is unavailable: %s", t->name, why);
 		return false;
 	}
+	if (o->output && !output_writable(c, o->output))
+		return false;
 	char tmpdir[] = "/tmp/netc-XXXXXX";
 	const char *dir = o->emit_dir;
 	if (dir) {

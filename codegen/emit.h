@@ -50,6 +50,9 @@ const char *B(Emit *e, const Value *v);
 void emit_dims(FILE *out, const int64_t *d, int n);
 void emit_shape(FILE *out, const Shape *s);
 const char *emit_c_ident(Arena *a, const Value *v);
+/* The C identifiers of all values, by value id: distinct from each other and
+ * from every other identifier of the generated program. */
+const char **emit_c_idents(Arena *a, const Graph *g);
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out);
 /* Scheduled programs (codegen/pipeline_c.c): pipeline stages and/or
  * several micro-steps per step. */

@@ -7,6 +7,7 @@
  * calls. Float tensors use the type `real` so the same source runs in f64
  * for gradient checks. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,14 @@
 
 /* ---- names and shapes ---------------------------------------------------------- */
 
+/* Values live in a namespace of their own, because each buffer is a
+ * #define that would capture any other identifier of the same spelling
+ * (a value named `t` used to break the struct field `.t`): inputs, params,
+ * optimizer state and constants take a prefix, and a node value is either
+ * its graph name t<id> or `v_` + its name + `_` + its id. No other
+ * identifier of the generated program starts with in_ p_ s_ c_ v_ or is
+ * t<digits>. The names of one kind can still meet (`a.b` and `a_b` both
+ * give p_a_b); emit_c_idents makes them distinct. */
 const char *emit_c_ident(Arena *a, const Value *v)
 {
 	const char *prefix = "";
@@ -25,16 +34,58 @@ const char *emit_c_ident(Arena *a, const Value *v)
 	case VK_PARAM: prefix = "p_"; break;
 	case VK_STATE: prefix = "s_"; break;
 	case VK_CONST: prefix = "c_"; break;
-	case VK_NODE: break;
+	case VK_NODE: prefix = "v_"; break;
 	}
+	char graph_name[24];
+	snprintf(graph_name, sizeof graph_name, "t%d", v->id);
+	if (v->kind == VK_NODE && !strcmp(v->name, graph_name))
+		return arena_strdup(a, graph_name);
 	char *s = arena_printf(a, "%s%s", prefix, v->name);
 	for (char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
 			*p = '_';
-	/* node values share a namespace with each other: the id keeps them unique */
-	if (v->kind == VK_NODE && !(v->name[0] == 't' && strspn(v->name + 1, "0123456789") == strlen(v->name + 1)))
+	if (v->kind == VK_NODE) /* re-bound names (h, h, h) repeat: the id keeps them apart */
 		s = arena_printf(a, "%s_%d", s, v->id);
 	return s;
+}
+
+static uint64_t ident_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* Inserts s into the open-addressed set tab[cap]; false if already there. */
+static bool ident_insert(const char **tab, size_t cap, const char *s)
+{
+	for (size_t i = ident_hash(s) & (cap - 1);; i = (i + 1) & (cap - 1)) {
+		if (!tab[i]) {
+			tab[i] = s;
+			return true;
+		}
+		if (!strcmp(tab[i], s))
+			return false;
+	}
+}
+
+const char **emit_c_idents(Arena *a, const Graph *g)
+{
+	const char **name = ARENA_NEWN(a, const char *, g->nvalues);
+	size_t cap = 16;
+	while (cap < 2 * (size_t)g->nvalues + 16)
+		cap *= 2;
+	const char **tab = ARENA_NEWN(a, const char *, cap);
+	for (int i = 0; i < g->nvalues; i++) {
+		const char *s = emit_c_ident(a, g->values[i]);
+		/* a clash takes the value's id, then a counter, until it is new */
+		for (int k = 0; !ident_insert(tab, cap, s); k++)
+			s = k ? arena_printf(a, "%s_%d_%d", emit_c_ident(a, g->values[i]), g->values[i]->id, k)
+			      : arena_printf(a, "%s_%d", s, g->values[i]->id);
+		name[i] = s;
+	}
+	return name;
 }
 
 const Shape *lshape(const Value *v)

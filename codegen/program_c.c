@@ -1,5 +1,7 @@
 /* The skeleton of a generated C program: buffers, the three phase
  * functions, parameter and data descriptions, and main(). */
+#include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,10 +262,13 @@ static void emit_tensor_table(Emit *e)
 	fprintf(out, "};\nenum { NTENSORS = %d };\n\n", n);
 }
 
-/* Whether `v` is `in`, possibly re-laid-out or reshaped on the way. */
+/* Whether `v` is `in`, possibly re-laid-out, reshaped or cast on the way
+ * (an f16/bf16 target reaches mse_loss through a cast to f32: missing it
+ * made the target random features, and the model trained on noise). */
 static bool comes_from(const Value *v, const Value *in)
 {
-	while (v != in && v->def && (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_RESHAPE))
+	while (v != in && v->def &&
+	       (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_RESHAPE || v->def->op == OP_CAST))
 		v = v->def->in[0];
 	return v == in;
 }
@@ -596,9 +601,9 @@ static void emit_main(Emit *e)
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t0 = nrt_now();\n"
+	      "\t\tdouble t_step = nrt_now();\n"
 	      "\t\tdouble loss = train_step(s);\n"
-	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
+	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
@@ -614,10 +619,20 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	Graph *g = c->g;
 	Emit e = {.c = c, .g = g, .o = o};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
-	e.routine_limit = reuse && *reuse ? atoi(reuse) : 0;
-	e.cname = ARENA_NEWN(&c->arena, const char *, g->nvalues);
-	for (int i = 0; i < g->nvalues; i++)
-		e.cname[i] = emit_c_ident(&c->arena, g->values[i]);
+	e.routine_limit = 0;
+	if (reuse && *reuse) {
+		char *end;
+		errno = 0;
+		long v = strtol(reuse, &end, 10);
+		if (*end || errno || v < -1 || v > INT_MAX)
+			diag_warning(&c->diag, loc_none(),
+			             "MS_COMM_COMPILER_OPT='%s' is not an integer >= -1 (-1: reuse every "
+			             "redistribution routine, N: at most N, 0: off); routine reuse stays off",
+			             reuse);
+		else
+			e.routine_limit = (int)v;
+	}
+	e.cname = emit_c_idents(&c->arena, g);
 	char *body = NULL, *decls = NULL, *setup = NULL;
 	size_t nbody = 0, ndecls = 0, nsetup = 0;
 	e.out = open_memstream(&body, &nbody);

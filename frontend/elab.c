@@ -1183,6 +1183,14 @@ static bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *an
 		} else if (!strcmp(nm, "cross_batch")) {
 			ok = an_flag(E, f, an, &ann->cross_batch) && ok;
 			*mask |= AN_CROSS;
+			/* only these depend on the whole batch (on a block instance it
+			 * reaches the ones inside that do) */
+			if (ann->cross_batch && op != OP_COUNT && op != OP_BATCH_NORM && op != OP_SOFTMAX_CROSS_ENTROPY &&
+			    op != OP_MSE_LOSS)
+				diag_warning(E->d, an->loc,
+				             "'.cross_batch()' has no effect on %s: only batch_norm, "
+				             "softmax_cross_entropy and mse_loss depend on the whole batch",
+				             op_info[op].name);
 		} else if (!strcmp(nm, "manual_split")) {
 			if (op != OP_EMBEDDING) {
 				diag_error(E->d, an->loc, ".manual_split applies only to embedding");

@@ -2,6 +2,8 @@
  * override. Both run the same scanner and grammar; a hidden first token
  * (START_FILE / START_DEFINE) selects the rule. */
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ast.h"
@@ -33,6 +35,38 @@ Graph *netc_parse(Arena *a, Diag *d, const SourceFile *src)
 	return d->nerrors == before ? g : NULL;
 }
 
+/* Letters, digits and . / _ - ~ + @ only, with a '.' or '/' (a file or a
+ * directory; a plain word parses as a name already), not starting like a
+ * number. No quote, bracket or
+ * blank, so nothing that was meant as a literal is turned into a string. */
+static bool looks_like_path(const char *v)
+{
+	if (!*v || !strpbrk(v, "./") || (*v >= '0' && *v <= '9') || *v == '-' || *v == '+')
+		return false; /* 4.x, -1.5e: a mistyped number */
+	for (; *v; v++)
+		if (!((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
+		      strchr("./_-~+@", *v)))
+			return false;
+	return true;
+}
+
+/* Whether the -D text parses, reporting nothing. */
+static bool parses_quietly(Arena *a, const SourceFile *f)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *sink = open_memstream(&buf, &len);
+	if (!sink)
+		return true; /* then the real parse reports what it finds */
+	Diag quiet;
+	diag_init(&quiet, sink);
+	Parser *P = parser_new(a, &quiet, f, START_DEFINE);
+	bool ok = ast_parse(P) && quiet.nerrors == 0 && P->def_key;
+	fclose(sink);
+	free(buf);
+	return ok;
+}
+
 bool netc_define(Arena *a, Graph *g, const char *key_eq_value, Diag *d)
 {
 	int before = d->nerrors;
@@ -43,6 +77,14 @@ bool netc_define(Arena *a, Graph *g, const char *key_eq_value, Diag *d)
 	if (!strchr(f->text, '=')) {
 		diag_error(d, (Loc){.file = f, .line = 1, .col = 1}, "-D expects KEY=VALUE");
 		return false;
+	}
+	/* A bare path (`strategy_ckpt_save_file=out/mlp.ckpt`) is no
+	 * expression: when the value does not parse but reads as a path, it is
+	 * taken as the string it means, and the key's own check decides. */
+	const char *eq = strchr(f->text, '=');
+	if (looks_like_path(eq + 1) && !parses_quietly(a, f)) {
+		f->text = arena_printf(a, "%.*s\"%s\"", (int)(eq + 1 - f->text), f->text, eq + 1);
+		f->len = strlen(f->text);
 	}
 	Parser *P = parser_new(a, d, f, START_DEFINE);
 	if (!ast_parse(P) || d->nerrors != before || !P->def_key)

@@ -8,7 +8,7 @@
  * mistakes on separate lines. */
 %define api.pure full
 %locations
-%define parse.error detailed
+%define parse.error custom
 %define parse.lac full
 %expect 0
 %param {yyscan_t scanner}
@@ -237,9 +237,8 @@ kwname:
 ;
 %%
 
-/* Bison's own messages ("syntax error, unexpected X, expecting Y") are
- * reported as they are, except stack exhaustion, which only deep nesting
- * can cause. */
+/* Bison's remaining messages: only stack exhaustion, which only deep
+ * nesting can cause, reaches here (syntax errors go to the function below). */
 static void yyerror(YYLTYPE *l, yyscan_t scanner, Parser *P, const char *msg)
 {
 	(void)scanner;
@@ -254,10 +253,191 @@ static void yyerror(YYLTYPE *l, yyscan_t scanner, Parser *P, const char *msg)
 	if (l->first_line == P->lex_error_line)
 		return;
 	diag_error(P->d, L(*l), "%s", msg);
-	/* At the end of the input, point at what was left open. */
-	if (strstr(msg, "unexpected end of file") && P->depth > 0)
-		diag_note(P->d, P->open_at[P->depth - 1], "this '%c' is never closed",
-		          P->open_ch[P->depth - 1]);
+}
+
+/* ---- syntax errors in words ----------------------------------------------
+ * Bison's "syntax error, unexpected integer, expecting ',' or ')' or '+'
+ * or ..." lists grammar symbols; users read "expected ',' or ')', found
+ * an integer". Operators are left out of what was expected (they could
+ * follow any value), a value and a statement are named as such, and an
+ * unclosed bracket is pointed at where it opens. */
+
+/* What the token found is, in words ("an integer", "')'"). */
+static const char *found_words(yysymbol_kind_t k, char *buf, size_t n)
+{
+	switch (k) {
+	case YYSYMBOL_YYEOF: return "the end of the file";
+	case YYSYMBOL_NL: return "the end of the line";
+	case YYSYMBOL_IDENT: return "a name";
+	case YYSYMBOL_STRING: return "a string";
+	case YYSYMBOL_INT: return "an integer";
+	case YYSYMBOL_FLOAT: return "a number";
+	default: break;
+	}
+	const char *name = yysymbol_name(k);
+	if (name[0] == '\'')
+		return name;
+	snprintf(buf, n, "'%s'", name);
+	return buf;
+}
+
+/* A keyword as the messages show it: 'for' */
+static const char *quoted(const char *word)
+{
+	static const char *const kw[] = {"'const'", "'group'", "'parallel'", "'train'", "'input'", "'param'",
+	                                 "'block'", "'return'", "'for'", "'in'", "'as'", "'true'", "'false'",
+	                                 "'None'"};
+	for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+		if (!strncmp(kw[i] + 1, word, strlen(word)) && kw[i][strlen(word) + 1] == '\'')
+			return kw[i];
+	return word;
+}
+
+static bool starts_value(yysymbol_kind_t k)
+{
+	switch (k) {
+	case YYSYMBOL_IDENT: case YYSYMBOL_STRING: case YYSYMBOL_INT: case YYSYMBOL_FLOAT:
+	case YYSYMBOL_TRUE: case YYSYMBOL_FALSE: case YYSYMBOL_NONE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool is_operator(const char *name)
+{
+	return !strcmp(name, "'+'") || !strcmp(name, "'-'") || !strcmp(name, "'*'") || !strcmp(name, "'/'") ||
+	       !strcmp(name, "'%'") || !strcmp(name, "'.'") || !strcmp(name, "as");
+}
+
+/* "',' or ')'", "a value", "the end of the line": the tokens the parser
+ * could take, grouped. */
+static void expected_words(const yypcontext_t *ctx, char *out, size_t n, bool *closer)
+{
+	yysymbol_kind_t exp[YYNTOKENS];
+	int ne = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
+	const char *items[YYNTOKENS + 4];
+	int ni = 0;
+	const char *opnames[YYNTOKENS];
+	int nops = 0;
+	bool value = false, stmt = false, end = false;
+	*closer = false;
+	bool name_only = true; /* a name is expected, but no other value */
+	for (int i = 0; i < ne; i++) {
+		if (exp[i] == YYSYMBOL_CONST)
+			stmt = true;
+		if (starts_value(exp[i]))
+			value = true;
+		if (starts_value(exp[i]) && exp[i] != YYSYMBOL_IDENT)
+			name_only = false;
+	}
+	if (value && name_only && !stmt) {
+		value = false;
+		items[ni++] = "a name";
+	}
+	for (int i = 0; i < ne; i++) {
+		const char *name = yysymbol_name(exp[i]);
+		if (exp[i] == YYSYMBOL_NL || !strcmp(name, "';'")) {
+			end = true;
+			continue;
+		}
+		/* keywords: the statement's, or keyword-argument names beside a value */
+		if (exp[i] == YYSYMBOL_YYEOF || exp[i] == YYSYMBOL_IDENT ||
+		    ((stmt || value) && exp[i] >= YYSYMBOL_CONST && exp[i] <= YYSYMBOL_FOR))
+			continue;
+		if (starts_value(exp[i]) || ((value || stmt) && (!strcmp(name, "'{'") || !strcmp(name, "'-'"))))
+			continue;
+		/* '(' and '[' after a name open a call or an `as` index: operators here */
+		if (is_operator(name) || !strcmp(name, "'('") || !strcmp(name, "'['")) {
+			opnames[nops++] = name[0] == '\'' ? name : quoted(name);
+			continue;
+		}
+		if (!strcmp(name, "')'") || !strcmp(name, "']'") || !strcmp(name, "'}'"))
+			*closer = true;
+		items[ni++] = name[0] == '\'' ? name : quoted(name);
+	}
+	/* ',' first, then the closers; '=' and ':' of a keyword argument only
+	 * when nothing closes here */
+	int k = 0;
+	for (int pass = 0; pass < 3; pass++)
+		for (int i = k; i < ni; i++) {
+			bool comma = !strcmp(items[i], "','");
+			bool close = !strcmp(items[i], "')'") || !strcmp(items[i], "']'") || !strcmp(items[i], "'}'");
+			if ((pass == 0 && comma) || (pass == 1 && close) || (pass == 2 && !comma && !close)) {
+				const char *t = items[i];
+				memmove(items + k + 1, items + k, (size_t)(i - k) * sizeof *items);
+				items[k++] = t;
+			}
+		}
+	if (*closer) {
+		int m = 0;
+		for (int i = 0; i < ni; i++)
+			if (strcmp(items[i], "'='") && strcmp(items[i], "':'"))
+				items[m++] = items[i];
+		ni = m;
+	}
+	/* after a whole statement the grammar could take another at once, but
+	 * what is missing is its end, unless a block's '}' may come */
+	if (stmt && (!end || *closer))
+		items[ni++] = "a statement";
+	else if (value && !stmt)
+		items[ni++] = "a value";
+	if (end && (!stmt || !*closer))
+		items[ni++] = "the end of the line";
+	for (int i = 0; ni == 0 && i < nops; i++) /* only an operator goes on: name them */
+		items[ni++] = opnames[i];
+	size_t len = 0;
+	out[0] = 0;
+	for (int i = 0; i < ni && len < n; i++)
+		len += (size_t)snprintf(out + len, n - len, "%s%s", i == 0 ? "" : i + 1 == ni ? " or " : ", ", items[i]);
+}
+
+static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, Parser *P)
+{
+	(void)scanner;
+	if (P->fatal)
+		return 0;
+	P->nsyntax++;
+	const YYLTYPE *l = yypcontext_location(ctx);
+	if (l->first_line == P->lex_error_line)
+		return 0;
+	yysymbol_kind_t tok = yypcontext_token(ctx);
+	char want[512], fb[64];
+	bool closer;
+	expected_words(ctx, want, sizeof want, &closer);
+	const char *found = found_words(tok, fb, sizeof fb);
+	/* An open bracket the parser still waits to close: the innermost one,
+	 * or, when a declaration keyword ended the statement early (the
+	 * scanner then drops the open brackets), the first one dropped. */
+	int open = -1;
+	if (closer && P->depth > 0 && l->first_line > P->open_at[P->depth - 1].line)
+		open = P->depth - 1;
+	else if (closer && tok == YYSYMBOL_NL && P->paren == 0 && P->depth < NEST_MAX &&
+	         P->open_ch[P->depth] != '{' && P->open_at[P->depth].line > 0 &&
+	         P->open_at[P->depth].line <= l->first_line)
+		open = P->depth;
+	else if (tok == YYSYMBOL_YYEOF && P->depth > 0)
+		open = P->depth - 1;
+	if (open >= 0) {
+		if (tok == YYSYMBOL_YYEOF) {
+			diag_error(P->d, P->open_at[open], "this '%c' is never closed (expected %s before the end of the file)",
+			           P->open_ch[open], want);
+		} else if (tok == YYSYMBOL_NL) {
+			diag_error(P->d, P->open_at[open], "this '%c' is never closed (expected %s before the end of line %d)",
+			           P->open_ch[open], want, l->first_line);
+		} else {
+			diag_error(P->d, P->open_at[open], "this '%c' is never closed (expected %s before line %d)",
+			           P->open_ch[open], want, l->first_line);
+			diag_note(P->d, L(*l), "found %s here", found);
+		}
+	} else if (!closer && (tok == YYSYMBOL_39_ || tok == YYSYMBOL_37_ || tok == YYSYMBOL_34_)) {
+		diag_error(P->d, L(*l), "%s closes no open bracket", found);
+	} else if (want[0]) {
+		diag_error(P->d, L(*l), "expected %s, found %s", want, found);
+	} else {
+		diag_error(P->d, L(*l), "unexpected %s", found);
+	}
+	return 0;
 }
 
 bool ast_parse(Parser *P)

@@ -822,6 +822,13 @@ static void check_mode_support(const ParallelConfig *pc, Diag *d)
 		diag_warning(d, pc->set_loc[PK_gradient_fp32_sync],
 		             "%s does not support gradient_fp32_sync; gradient_fp32_sync = false is ignored",
 		             parallel_mode_name(pc->parallel_mode));
+	/* semi_auto's loss is already a mean over the whole batch, computed
+	 * once per slice: nothing is repeated to divide out */
+	if (was_set(pc, PK_loss_repeated_mean) &&
+	    (pc->parallel_mode == PM_SEMI_AUTO_PARALLEL || pc->parallel_mode == PM_AUTO_PARALLEL))
+		diag_warning(d, pc->set_loc[PK_loss_repeated_mean],
+		             "loss_repeated_mean has no effect in %s (it applies to hybrid_parallel); it is ignored",
+		             parallel_mode_name(pc->parallel_mode));
 }
 
 /* all_reduce_fusion_config is the older spelling of comm_fusion's

@@ -15,6 +15,7 @@
 
 #include <cgraph.h>
 #include <gvc.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -239,13 +240,24 @@ bool ir_dot_render(const Graph *g, const char *format, const char *path, Diag *d
 		diag_error(d, loc_none(), "unknown drawing format '%s'; use svg, png, pdf or dot", format);
 		return false;
 	}
+	/* opened here, not by gvRenderFilename: GraphViz prints its own
+	 * message for a path it cannot open and still returns success */
+	FILE *out = fopen(path, "wb");
+	if (!out) {
+		diag_error(d, loc_none(), "cannot write '%s': %s", path, strerror(errno));
+		return false;
+	}
 	GVC_t *gvc = gvContext();
 	Agraph_t *ag = build(g);
 	bool ok = gvLayout(gvc, ag, "dot") == 0;
 	if (!ok)
 		diag_error(d, loc_none(), "GraphViz could not lay out the graph");
-	else if (gvRenderFilename(gvc, ag, format, path) != 0) {
+	else if (gvRender(gvc, ag, format, out) != 0) {
 		diag_error(d, loc_none(), "GraphViz could not render %s to '%s'", format, path);
+		ok = false;
+	}
+	if (fclose(out) != 0 && ok) {
+		diag_error(d, loc_none(), "cannot write '%s': %s", path, strerror(errno));
 		ok = false;
 	}
 	if (ok)

@@ -45,7 +45,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
 			t->comm += cost_plan_time(m, n->attr.plan);
 			t->comm_bytes += n->attr.plan->send_bytes;
-			t->ncomm++;
+			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
+				t->ncomm += n->attr.plan->steps[k].kind != RS_SLICE;
 			if (n->phase == PH_FORWARD)
 				t->memory += (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
 			continue;

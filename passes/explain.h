@@ -17,7 +17,7 @@ typedef struct ExplainTotals {
 	double compute;        /* seconds per step on one device */
 	double comm;           /* seconds per step of every inserted collective */
 	int64_t comm_bytes;    /* bytes each device sends per step */
-	int ncomm;             /* redistribute nodes */
+	int ncomm;             /* collectives: the redistributions' steps other than local slices */
 	double memory;         /* bytes per device: parameters, gradients, optimizer states, activations */
 } ExplainTotals;
 

@@ -274,16 +274,31 @@ static int count(int64_t n, const char *what)
 	return (int)n;
 }
 
-static void account(int64_t *calls, NrtDType t, int64_t n)
+void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n)
 {
-	++*calls;
-	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
+	NrtCommStats *s = &nrt_rt.stats;
+	int64_t b = n * (int64_t)nrt_dtype_size(t), q = p > 1 ? p - 1 : 0;
+	switch (k) {
+	case NRT_CK_ALLREDUCE: s->allreduce++, s->allreduce_bytes += b = 2 * q * b / (p > 0 ? p : 1); break;
+	case NRT_CK_ALLGATHER: s->allgather++, s->allgather_bytes += b = q * b; break;
+	case NRT_CK_REDUCE_SCATTER: s->reduce_scatter++, s->reduce_scatter_bytes += b = q * b; break;
+	case NRT_CK_ALLTOALL: s->alltoall++, s->alltoall_bytes += b = q * b; break;
+	case NRT_CK_BROADCAST: s->broadcast++, s->broadcast_bytes += b = q * b / (p > 0 ? p : 1); break;
+	case NRT_CK_SENDRECV: s->sendrecv++, s->sendrecv_bytes += b; break;
+	}
+	s->bytes += b;
+}
+
+/* The ranks a collective reaches: one where this rank takes no part. */
+static int ranks(const NrtComm *c)
+{
+	return c->comm == MPI_COMM_NULL ? 1 : c->size;
 }
 
 void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 {
 	check_reduce(op, t);
-	account(&nrt_rt.stats.allreduce, t, n);
+	nrt_comm_account(NRT_CK_ALLREDUCE, ranks(c), t, n);
 	if (c->comm == MPI_COMM_NULL)
 		return;
 	MPI_Op mop = nrt_mpi_op(op, t);
@@ -301,7 +316,7 @@ void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv)
 {
 	int cnt = count(n, "nrt_allgather");
-	account(&nrt_rt.stats.allgather, t, n);
+	nrt_comm_account(NRT_CK_ALLGATHER, ranks(c), t, n);
 	if (c->comm == MPI_COMM_NULL) {
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
@@ -314,7 +329,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 {
 	check_reduce(op, t);
 	int cnt = count(n, "nrt_reduce_scatter");
-	account(&nrt_rt.stats.reduce_scatter, t, n * c->size);
+	nrt_comm_account(NRT_CK_REDUCE_SCATTER, ranks(c), t, n);
 	if (c->comm == MPI_COMM_NULL) {
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
@@ -328,7 +343,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv)
 {
 	int cnt = count(n, "nrt_alltoall");
-	account(&nrt_rt.stats.alltoall, t, n * c->size);
+	nrt_comm_account(NRT_CK_ALLTOALL, ranks(c), t, n);
 	if (c->comm == MPI_COMM_NULL) {
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
@@ -340,7 +355,7 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 {
 	if (root < 0 || root >= c->size)
 		nrt_fatal("nrt_broadcast: root %d outside a communicator of %d ranks", root, c->size);
-	account(&nrt_rt.stats.broadcast, t, n);
+	nrt_comm_account(NRT_CK_BROADCAST, ranks(c), t, n);
 	if (c->comm == MPI_COMM_NULL)
 		return;
 	size_t es = nrt_dtype_size(t);
@@ -354,7 +369,7 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
 {
 	int cnt = count(n, "nrt_send");
-	account(&nrt_rt.stats.sendrecv, t, n);
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, n);
 	if (!nrt_rt.initialised)
 		nrt_fatal("nrt_send: MPI is not running");
 	NRT_MPI_AS("pipeline send", MPI_Send(buf, cnt, nrt_mpi_type(t), dest, tag, MPI_COMM_WORLD));

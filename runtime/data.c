@@ -85,6 +85,38 @@ static void check_finite_file(const Source *s, const NrtNpy *h, const char *name
 	}
 }
 
+/* Ids of an embedding and labels of a cross-entropy must lie in [0, range):
+ * the kernels would otherwise look up another device's row (or none) or
+ * drop the sample from the loss while still dividing by the batch. One
+ * pass over the file when it is opened names the sample, before any step. */
+static void check_ids(const Source *s, const NrtInput *in, const char *name, const char *path)
+{
+	if ((in->role != NRT_IN_TOKENS && in->role != NRT_IN_CLASSES) || in->range < 1 ||
+	    nrt_dtype_is_float(s->dtype))
+		return;
+	int64_t per = nrt_numel(in->t.rank - 1, in->t.full + 1);
+	bool i64 = s->dtype == NRT_I64;
+	for (int64_t k = 0; k < s->nsamples * per; k++) {
+		int64_t v;
+		if (i64) {
+			memcpy(&v, s->rows + k * 8, 8); /* a header need not align the data */
+		} else {
+			int32_t v32;
+			memcpy(&v32, s->rows + k * 4, 4);
+			v = v32;
+		}
+		if (v >= 0 && v < in->range)
+			continue;
+		char at[64] = "";
+		if (per > 1)
+			snprintf(at, sizeof at, ", element %lld", (long long)(k % per));
+		nrt_fatal("input '%s': %s: sample %lld%s holds %lld, outside [0, %lld) (the %s)", name, path,
+		          (long long)(k / per), at, (long long)v, (long long)in->range,
+		          in->role == NRT_IN_TOKENS ? "rows of the embedding table"
+		                                    : "classes of softmax_cross_entropy");
+	}
+}
+
 static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 {
 	char err[512], nm[32], a[160], b[160];
@@ -132,6 +164,7 @@ static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 	s->rows = (const char *)s->map + off;
 	s->nsamples = h.shape[0];
 	check_finite_file(s, &h, name, path);
+	check_ids(s, &in[i], name, path);
 }
 
 static void open_files(const NrtOptions *opt, const NrtInput *in, int nin, NrtData *d)

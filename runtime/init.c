@@ -102,7 +102,7 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 	        "  --print-every K   print progress every K steps (default 10)\n"
 	        "  --quiet           print nothing but errors\n"
 	        "  --gradcheck       check gradients against finite differences\n"
-	        "  --comm-stats      print the collectives and bytes of rank 0 per step at the end\n"
+	        "  --comm-stats      print rank 0's collectives and bytes sent per step at the end\n"
 	        "  --watchdog S      abort the job when a collective or transfer waits S seconds\n"
 	        "                    (default $NETC_WATCHDOG, else %d; 0 turns it off)\n"
 	        "  --help            show this help\n", NRT_WATCHDOG_DEFAULT);

@@ -625,11 +625,16 @@ void FN(nrt_embedding)(int64_t nids, int64_t rows, int64_t dim,
                        const T *table, T *y)
 {
 	for (int64_t i = 0; i < nids; i++) {
-		int64_t r = load_id(ids, ids64, i) - row_offset;
+		int64_t id = load_id(ids, ids64, i), r = id - row_offset;
+		/* ids at or past the table's end are caught when the data is
+		 * loaded (this rank sees only its rows); a negative one here */
+		if (id < 0)
+			nrt_fatal("embedding: id %lld at position %lld of this rank's ids is negative",
+			          (long long)id, (long long)i);
 		T *yr = y + i * dim;
 		if (r >= 0 && r < rows)
 			memcpy(yr, table + r * dim, dim * sizeof *yr);
-		else /* another shard's row (or an invalid id) */
+		else /* another shard's row */
 			memset(yr, 0, dim * sizeof *yr);
 	}
 }
@@ -679,16 +684,23 @@ static double FN(logsumexp)(int64_t n, const T *restrict x)
 	return mx + log(s);
 }
 
-/* A label outside [0, C) marks an ignored sample: it adds 0 to the loss
- * (the denominator is the caller's) and gets a zero gradient row. */
+/* A label outside [0, C) is fatal: skipping the sample while dividing by
+ * the whole batch would be a silent wrong answer. The classes are never
+ * split (ir/sharding.c), so C is the whole range on every rank. */
+static void FN(check_label)(const char *kernel, int64_t lab, int64_t i, int64_t C)
+{
+	if (lab < 0 || lab >= C)
+		nrt_fatal("%s: label %lld at position %lld of this rank's labels is outside [0, %lld)",
+		          kernel, (long long)lab, (long long)i, (long long)C);
+}
+
 void FN(nrt_sce)(int64_t N, int64_t C, double denom, const T *logits,
                  const void *labels, bool labels64, T *loss)
 {
 	double s = 0;
 	for (int64_t i = 0; i < N; i++) {
 		int64_t lab = load_id(labels, labels64, i);
-		if (lab < 0 || lab >= C)
-			continue;
+		FN(check_label)("softmax_cross_entropy", lab, i, C);
 		const T *xi = logits + i * C;
 		s += FN(logsumexp)(C, xi) - xi[lab];
 	}
@@ -704,10 +716,7 @@ void FN(nrt_sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
 		int64_t lab = load_id(labels, labels64, i);
 		const T *restrict xi = logits + i * C;
 		T *restrict di = dlogits + i * C;
-		if (lab < 0 || lab >= C) {
-			memset(di, 0, C * sizeof *di);
-			continue;
-		}
+		FN(check_label)("softmax_cross_entropy (gradient)", lab, i, C);
 		double lse = FN(logsumexp)(C, xi);
 		for (int64_t c = 0; c < C; c++)
 			di[c] = (T)(k * exp(xi[c] - lse));

@@ -2,6 +2,7 @@
  * (step,loss,seconds) and a summary at the end. Other ranks keep the
  * counters too (cheap) but never print or write. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,6 +73,16 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 	if (l->csv && fprintf(l->csv, "%lld,%.9g,%.6f\n", (long long)shown, loss,
 	                      nrt_now() - l->t0) < 0)
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
+	/* A NaN or an infinity never comes back: every later step would log
+	 * it and the run would still end with status 0 and a checkpoint full
+	 * of NaN. Stop on the first one (every rank checks its own loss; a
+	 * rank without the loss holds 0). */
+	if (!isfinite(loss)) {
+		if (l->csv)
+			fflush(l->csv);
+		nrt_fatal("step %lld: the loss is %s: training diverged (try a lower learning rate)",
+		          (long long)shown, isnan(loss) ? "NaN" : loss > 0 ? "+Inf" : "-Inf");
+	}
 	if (shown % l->every != 0 && shown != total)
 		return;
 	if (l->print) {
@@ -96,6 +107,10 @@ void nrt_log_close(NrtLog *l)
 		       "%g send/recv, %.0f bytes\n",
 		       st.allreduce / n, st.allgather / n, st.reduce_scatter / n, st.alltoall / n, st.broadcast / n,
 		       st.sendrecv / n, st.bytes / n);
+		printf("bytes sent per step: allreduce %.0f, allgather %.0f, reduce_scatter %.0f, alltoall %.0f, "
+		       "broadcast %.0f, send/recv %.0f\n",
+		       st.allreduce_bytes / n, st.allgather_bytes / n, st.reduce_scatter_bytes / n,
+		       st.alltoall_bytes / n, st.broadcast_bytes / n, st.sendrecv_bytes / n);
 	}
 	if (l->print) {
 		double mean = l->steps ? l->total / (double)l->steps : 0;

@@ -136,14 +136,20 @@ void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
 void nrt_barrier(void);
 
-/* Collectives and bytes issued since the last reset, per kind. bytes is
- * the payload each call hands to MPI on this rank: n elements for
- * allreduce, allgather, broadcast and send; size * n for reduce_scatter
- * and alltoall; nothing for recv. Without MPI (nrt_init not called, as in
- * unit tests) communicators have one rank and collectives copy locally. */
+/* Collectives issued since the last reset, and the bytes this rank sends
+ * for them, per kind, as the ring algorithms send them (what the cost
+ * model and `netc explain` count): over p ranks, an allreduce of n
+ * elements sends 2 (p - 1) n / p; an allgather of n-element pieces, a
+ * reduce_scatter into n-element blocks and an alltoall of n elements per
+ * peer each send (p - 1) n; a broadcast of n, (p - 1) n / p (a pipelined
+ * chain, averaged over the ranks); a send n. A communicator of one rank
+ * sends nothing (the call is still counted). Without MPI (nrt_init not
+ * called, as in unit tests) communicators have one rank. */
 typedef struct NrtCommStats {
-	int64_t allreduce, allgather, reduce_scatter, alltoall, broadcast, sendrecv;
-	int64_t bytes;
+	int64_t allreduce, allgather, reduce_scatter, alltoall, broadcast, sendrecv; /* calls */
+	int64_t allreduce_bytes, allgather_bytes, reduce_scatter_bytes, alltoall_bytes, broadcast_bytes,
+	        sendrecv_bytes;  /* bytes this rank sent, per kind */
+	int64_t bytes;           /* their sum */
 } NrtCommStats;
 NrtCommStats nrt_comm_stats(bool reset);
 

@@ -97,6 +97,14 @@ typedef struct NrtRuntime {
 } NrtRuntime;
 extern NrtRuntime nrt_rt;
 
+/* --comm-stats: one call of a kind over p ranks, `n` elements as each
+ * kind's parameter counts them (netrt.h: NrtCommStats). */
+typedef enum NrtCommKind {
+	NRT_CK_ALLREDUCE, NRT_CK_ALLGATHER, NRT_CK_REDUCE_SCATTER, NRT_CK_ALLTOALL, NRT_CK_BROADCAST,
+	NRT_CK_SENDRECV,
+} NrtCommKind;
+void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
+
 /* MPI_Init has run and MPI_Finalize has not. */
 bool nrt_mpi_active(void);
 

@@ -127,8 +127,7 @@ void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, in
 	}
 	Pending *p = &pending[npending++];
 	p->slot = slot;
-	nrt_rt.stats.sendrecv++;
-	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, n);
 	NRT_MPI(MPI_Isend(buf, (int)n, nrt_mpi_type(t), dest, tag, MPI_COMM_WORLD, &p->req));
 }
 
@@ -163,8 +162,7 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 	if (op != NRT_SUM)
 		nrt_fatal("nrt_iallreduce: only sums are supported");
 	/* f16/bf16 sums go through the runtime's own MPI_Op (widen, add, round) */
-	nrt_rt.stats.allreduce++;
-	nrt_rt.stats.bytes += n * (int64_t)nrt_dtype_size(t);
+	nrt_comm_account(NRT_CK_ALLREDUCE, c->comm == MPI_COMM_NULL ? 1 : c->size, t, n);
 	*req = (NrtRequest){.active = false};
 	if (c->comm == MPI_COMM_NULL || c->size == 1)
 		return;
@@ -192,8 +190,7 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 		nrt_fatal("nrt_ireduce_scatter: %lld elements is more than one collective can carry", (long long)n);
 	if (op != NRT_SUM)
 		nrt_fatal("nrt_ireduce_scatter: only sums are supported");
-	nrt_rt.stats.reduce_scatter++;
-	nrt_rt.stats.bytes += n * c->size * (int64_t)nrt_dtype_size(t);
+	nrt_comm_account(NRT_CK_REDUCE_SCATTER, c->comm == MPI_COMM_NULL ? 1 : c->size, t, n);
 	*req = (NrtRequest){.active = false};
 	if (c->comm == MPI_COMM_NULL || c->size == 1) {
 		memcpy(recv, send, (size_t)n * nrt_dtype_size(t));

@@ -157,8 +157,12 @@ static void test_stats(NrtComm *w)
 	nrt_allgather(w, NRT_BF16, v, 10, r);
 	nrt_reduce_scatter(w, NRT_F16, NRT_SUM, r, 10, v);
 	NrtCommStats s = nrt_comm_stats(true);
-	check(s.bytes == 2 * (10 + 10 + 40), "f16 bytes counted %lld, want %d", (long long)s.bytes,
-	      2 * 60);
+	/* ring bytes each rank sends over 4 ranks, 2 bytes an element:
+	 * allreduce 2*3*10/4 elements, allgather 3*10, reduce_scatter 3*10 */
+	check(s.allreduce_bytes == 30 && s.allgather_bytes == 60 && s.reduce_scatter_bytes == 60,
+	      "f16 bytes per kind %lld %lld %lld, want 30 60 60", (long long)s.allreduce_bytes,
+	      (long long)s.allgather_bytes, (long long)s.reduce_scatter_bytes);
+	check(s.bytes == 150, "f16 bytes counted %lld, want 150", (long long)s.bytes);
 }
 
 /* A predefined reduction on the f16 datatype is an MPI error, not an integer sum. */

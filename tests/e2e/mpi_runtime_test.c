@@ -132,16 +132,23 @@ static void test_stats(NrtComm *w)
 {
 	nrt_comm_stats(true);
 	float f[5] = {0}, g[20], h[20];
-	nrt_allreduce(w, NRT_F32, NRT_SUM, f, 5);          /* 20 bytes */
-	nrt_allreduce(w, NRT_F32, NRT_SUM, f, 5);          /* 20 */
-	nrt_allgather(w, NRT_F32, f, 5, g);                /* 20 */
-	nrt_reduce_scatter(w, NRT_F32, NRT_SUM, g, 5, f);  /* 4 * 20 */
-	nrt_alltoall(w, NRT_F32, g, 5, h);                 /* 4 * 20 */
-	nrt_broadcast(w, NRT_F32, 0, f, 5);                /* 20 */
+	/* bytes each of the 4 ranks sends (ring algorithms) */
+	nrt_allreduce(w, NRT_F32, NRT_SUM, f, 5);          /* 2 * 3 * 20 / 4 = 30 */
+	nrt_allreduce(w, NRT_F32, NRT_SUM, f, 5);          /* 30 */
+	nrt_allgather(w, NRT_F32, f, 5, g);                /* its 20 to 3 ranks: 60 */
+	nrt_reduce_scatter(w, NRT_F32, NRT_SUM, g, 5, f);  /* 3 blocks of 20: 60 */
+	nrt_alltoall(w, NRT_F32, g, 5, h);                 /* 3 blocks of 20: 60 */
+	nrt_alltoall(w, NRT_F32, g, 1, h);                 /* 3 blocks of 4: 12 */
+	nrt_broadcast(w, NRT_F32, 0, f, 5);                /* 3 * 20 / 4 = 15 */
 	NrtCommStats s = nrt_comm_stats(false);
-	check(s.allreduce == 2 && s.allgather == 1 && s.reduce_scatter == 1 && s.alltoall == 1 &&
+	check(s.allreduce == 2 && s.allgather == 1 && s.reduce_scatter == 1 && s.alltoall == 2 &&
 	      s.broadcast == 1 && s.sendrecv == 0, "stats counts");
-	check(s.bytes == 20 * 4 + 80 * 2, "stats bytes %lld", (long long)s.bytes);
+	check(s.allreduce_bytes == 60 && s.allgather_bytes == 60 && s.reduce_scatter_bytes == 60 &&
+	      s.alltoall_bytes == 72 && s.broadcast_bytes == 15 && s.sendrecv_bytes == 0,
+	      "stats bytes per kind %lld %lld %lld %lld %lld", (long long)s.allreduce_bytes,
+	      (long long)s.allgather_bytes, (long long)s.reduce_scatter_bytes, (long long)s.alltoall_bytes,
+	      (long long)s.broadcast_bytes);
+	check(s.bytes == 60 + 60 + 60 + 72 + 15, "stats bytes %lld", (long long)s.bytes);
 	check(nrt_comm_stats(true).allreduce == 2 && nrt_comm_stats(false).allreduce == 0,
 	      "stats reset");
 }

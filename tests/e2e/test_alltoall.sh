@@ -1,9 +1,13 @@
 #!/bin/sh
 # enable_alltoall: a split that moves between dimensions uses AllToAll
 # instead of AllGather + slicing only when enabled (the runtime's counts),
-# the plan sends fewer bytes per device (netc explain's ring-model totals;
-# the runtime counts payload, which is the same either way), and training
-# is exactly as without it and as stand-alone (transformer at 8 ranks).
+# the plan sends fewer bytes per device (netc explain's ring-model totals),
+# and training is exactly as without it and as stand-alone (transformer at
+# 8 ranks). --comm-stats counts the bytes each rank sends (issue 12.17; it
+# used to count the buffer handed to MPI, the same for AllGather and
+# AllToAll): rank 0's bytes per step equal explain's totals, and without
+# fusion (mlp, openstate = false) so do the collectives, which no longer
+# count redistributions that only slice locally.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -36,5 +40,22 @@ for a in false true; do
 		fail=$((fail + 1)); echo "FAIL enable_alltoall=$a differs from stand-alone"
 	fi
 done
+rbytes() { sed -n 's/^comm per step: .* \([0-9]*\) bytes$/\1/p' "$1"; }
+rcount() { sed -n 's/^comm per step: \([0-9.]*\) allreduce, \([0-9.]*\) allgather, \([0-9.]*\) reduce_scatter, \([0-9.]*\) alltoall, \([0-9.]*\) broadcast, \([0-9.]*\) send.*/\1 + \2 + \3 + \4 + \5 + \6/p' "$1" | bc; }
+if [ -n "$b_false" ] && [ "$(rbytes "$work/false.stats")" = "$b_false" ] && [ "$(rbytes "$work/true.stats")" = "$b_true" ]; then
+	pass=$((pass + 1)); echo "ok   --comm-stats bytes sent equal explain's ($b_false, $b_true)"
+else
+	fail=$((fail + 1)); echo "FAIL --comm-stats bytes $(rbytes "$work/false.stats"), $(rbytes "$work/true.stats"); explain $b_false, $b_true"
+fi
+NF='comm_fusion={openstate = false}'
+timeout 120 $NETC build samples/mlp.net -D "$NF" -o "$work/mlp_nf" >/dev/null 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/mlp_nf" --steps 2 --quiet --comm-stats >"$work/mlp_nf.stats"
+ex=$(timeout 120 $NETC explain samples/mlp.net -D "$NF" 2>/dev/null | sed -n 's/^totals per device.*(\([0-9]*\) collectives, \([0-9]*\) bytes.*/\1 \2/p')
+got="$(rcount "$work/mlp_nf.stats") $(rbytes "$work/mlp_nf.stats")"
+if [ -n "$ex" ] && [ "$got" = "$ex" ]; then
+	pass=$((pass + 1)); echo "ok   mlp unfused: --comm-stats collectives and bytes equal explain's ($ex)"
+else
+	fail=$((fail + 1)); echo "FAIL mlp unfused: --comm-stats '$got', explain '$ex'"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

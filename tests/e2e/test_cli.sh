@@ -46,6 +46,29 @@ expect "netc without arguments" 1 'usage' -- "$NETC"
 expect "netc with an unknown command" 1 '' -- "$NETC" frobnicate samples/mlp.net
 expect "netc check a missing file" 1 'nonexistent\.net' -- "$NETC" check "$work/nonexistent.net"
 expect "netc build a missing file" 1 'nonexistent\.net' -- "$NETC" build "$work/nonexistent.net" -o "$work/x"
+# an unwritable output says why and exits 1 (issue 12.15: GraphViz printed
+# its own error and netc exited 0; the linker's failure read as "the C
+# compiler failed on the generated program")
+expect "netc dot -o a missing directory" 1 "error: cannot write '$work/nodir/g\.dot': No such file or directory" -- \
+	"$NETC" dot samples/mlp.net -o "$work/nodir/g.dot"
+expect "netc dot -T svg -o a missing directory" 1 "error: cannot write '$work/nodir/g\.svg': No such file" -- \
+	"$NETC" dot samples/mlp.net -T svg -o "$work/nodir/g.svg"
+expect "netc build -o a missing directory" 1 "error: cannot write the program to '$work/nodir/p': No such file" -- \
+	"$NETC" build samples/mlp.net -o "$work/nodir/p"
+expect "netc build -o a directory" 1 "error: cannot write the program to '$work': Is a directory" -- \
+	"$NETC" build samples/mlp.net -o "$work"
+# settings without an effect warn, located (issue 12.11)
+M=tests/e2e/models/no_effect.net
+expect "warning: loss_repeated_mean in semi_auto" 0 "no_effect\.net:6:24: warning: loss_repeated_mean has no effect in semi_auto_parallel" -- \
+	"$NETC" check $M
+expect "warning: cross_batch on matmul" 0 "no_effect\.net:11:18: warning: '\.cross_batch\(\)' has no effect on matmul" -- \
+	"$NETC" check $M
+expect "warning: target(cpu) on the CPU target" 0 "no_effect\.net:11:5: warning: '\.target\(cpu\)' has no effect with --target cpu" -- \
+	"$NETC" build $M -o "$work/noeff"
+expect "warning: MS_COMM_COMPILER_OPT=abc" 0 "warning: MS_COMM_COMPILER_OPT='abc' is not an integer >= -1" -- \
+	env MS_COMM_COMPILER_OPT=abc "$NETC" build $M -o "$work/noeff"
+expect "warning: MS_COMM_COMPILER_OPT=-2" 0 "warning: MS_COMM_COMPILER_OPT='-2' is not an integer >= -1" -- \
+	env MS_COMM_COMPILER_OPT=-2 "$NETC" build $M -o "$work/noeff"
 expect "netc build -D with a bad key" 1 'error' -- "$NETC" build samples/mlp.net -D no_such_key=1 -o "$work/x"
 
 for s in samples/*.net; do

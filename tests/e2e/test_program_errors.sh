@@ -4,8 +4,8 @@
 # no "Segmentation fault"/"core dumped" in the output) or hang (every run
 # under `timeout 120`).
 # Cases: --data with a missing file, a corrupt .npy (bad magic, truncated
-# data), the wrong dtype (float64 for float32), the wrong shape (783
-# features for 784), no samples, files of different lengths, the wrong
+# data), labels outside the classes, the wrong dtype (float64 for
+# float32), the wrong shape (783 features for 784), no samples, files of different lengths, the wrong
 # number of files; --save to a path under a missing directory and to an
 # existing directory; a save that fails half-way (the file size limit
 # lowered with prlimit on the running program, SIGXFSZ ignored, so write()
@@ -13,7 +13,8 @@
 # byte-identical and no temporary file behind; --init of a missing file, a
 # truncated checkpoint, a checkpoint of another model (missing tensor; wrong
 # shape: the message names the tensor); bad option values and unknown
-# options; --help exits 0. The same for a few cases at 4 ranks under mpirun.
+# options; --help exits 0; a run whose loss becomes NaN stops (status 1).
+# The same for a few cases at 4 ranks under mpirun.
 # Input files are written by tests/e2e/data/mknpy.c.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
 # on any failure.
@@ -77,6 +78,7 @@ cd "$work" || exit 1
 P=./mlp
 ./mknpy mlp x.npy labels.npy 128 784 10 &&
 	./mknpy raw x_f64.npy '<f8' 128,784 &&
+	./mknpy mlp x20.npy labels20.npy 128 784 20 &&
 	./mknpy raw x_783.npy '<f4' 128,783 &&
 	./mknpy raw x_empty.npy '<f4' 0,784 &&
 	./mknpy raw x_200.npy '<f4' 200,784 &&
@@ -100,6 +102,8 @@ expect "data: files of different lengths" 1 "labels\.npy has 128 samples but x_2
 expect "data: 1 file for 2 inputs" 1 "--data: 1 file given but the model 'mlp' has 2 inputs" -- $P $S --data x.npy
 expect "data: 3 files for 2 inputs" 1 "--data: 3 files given but the model 'mlp' has 2 inputs" -- \
 	$P $S --data x.npy,labels.npy,labels.npy
+expect "data: labels outside the 10 classes" 1 "input 'labels': labels20\.npy: sample [0-9]+ holds 1[0-9], outside \[0, 10\)" -- \
+	$P $S --data x.npy,labels20.npy
 expect "data: no value" 1 "option '--data' needs a value" -- $P --data
 
 # --save
@@ -167,6 +171,11 @@ else
 	bad "init: wrong shapes (could not build or run the H = 128 variant)"
 fi
 
+# a diverging run (issue 12.6): a NaN or Inf loss stops with status 1 and
+# names the step, instead of logging nan to the end and exiting 0
+expect "diverging: NaN loss stops the run" 1 "step [0-9]+: the loss is (NaN|\+Inf|-Inf): training diverged" -- \
+	$P --steps 20 --quiet --lr 1e6
+
 # options
 expect "option: --steps abc" 1 "--steps: 'abc' is not a valid" -- $P --steps abc
 expect "option: --steps -1" 1 "--steps: '-1' is not a valid" -- $P --steps -1
@@ -186,6 +195,7 @@ expect "np4: init another model's checkpoint" 1 "bn\.st: no tensor 'w1'" -- $M $
 expect "np4: wrong world size" 1 "compiled for device_num = 4 but runs on 2 ranks" -- \
 	"$MPIRUN" -np 2 ./mlp4 $S
 expect "np4: --steps abc" 1 "--steps: 'abc' is not a valid" -- $M --steps abc
+expect "np4: NaN loss stops every rank" 1 "the loss is (NaN|\+Inf|-Inf): training diverged" -- $M --steps 20 --quiet --lr 1e6
 n=$($M --help 2>&1 | grep -c '^usage:')
 [ "$n" -eq 1 ] && ok "np4: --help prints once" || bad "np4: --help printed $n times"
 

@@ -27,5 +27,14 @@ check install_relocatable "make -s install PREFIX=/opt/netc DESTDIR=$work/inst >
 # 16-entry array and crashed
 check many_inputs "timeout 120 $NETC build tests/e2e/models/many_inputs.net -o $work/mi &&
 	timeout 120 tests/e2e/mpirun.sh -np 2 $work/mi --steps 3 --quiet"
+# value names that collided with the generated C (issue 12.9): `t` broke the
+# struct field .t, `a.b` and `a_b` gave the same identifier; stand-alone,
+# micro-stepped (accumulated-gradient names) and data parallel on 2 ranks
+check name_collisions "timeout 120 $NETC build tests/e2e/models/name_collisions.net -D parallel_mode=stand_alone -o $work/nc &&
+	timeout 120 $work/nc --steps 3 --quiet &&
+	timeout 120 $NETC build tests/e2e/models/name_collisions.net -D parallel_mode=stand_alone -D train.micro_size=2 -o $work/nc2 &&
+	timeout 120 $work/nc2 --steps 3 --quiet &&
+	timeout 120 $NETC build tests/e2e/models/name_collisions.net -D device_num=2 -D parallel_mode=data_parallel -o $work/nc3 &&
+	timeout 120 tests/e2e/mpirun.sh -np 2 $work/nc3 --steps 3 --quiet"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -413,7 +413,7 @@ Test(kernels, embedding_shard)
 {
 	/* this rank holds rows [4, 9) of a 12-row table */
 	enum { ROWS = 5, D = 3, NID = 8 };
-	int32_t ids32[NID] = {4, 8, 3, 9, 6, -1, 100, 4};
+	int32_t ids32[NID] = {4, 8, 3, 9, 6, 0, 11, 4};
 	int64_t ids64[NID];
 	for (int i = 0; i < NID; i++)
 		ids64[i] = ids32[i];
@@ -467,15 +467,13 @@ Test(kernels, concat_slice_round_trip)
 
 /* ---- losses -------------------------------------------------------------------------- */
 
-Test(kernels, sce_with_ignored_labels)
+Test(kernels, sce)
 {
 	enum { N = 5, C = 4 };
-	int64_t lab64[N] = {0, 3, -1, 2, 4}; /* -1 and 4 (= C) are ignored */
-	int32_t lab32[N] = {0, 3, -1, 2, 4};
+	int64_t lab64[N] = {0, 3, 1, 2, 3};
+	int32_t lab32[N] = {0, 3, 1, 2, 3};
 	double *x = tk_rand(N * C, -20, 20), ref = 0, l64;
 	for (int i = 0; i < N; i++) {
-		if (lab64[i] < 0 || lab64[i] >= C)
-			continue;
 		double s = 0;
 		for (int c = 0; c < C; c++)
 			s += exp(x[i * C + c]);
@@ -488,6 +486,29 @@ Test(kernels, sce_with_ignored_labels)
 	nrt_sce_f32(N, C, 3, xf, lab32, false, &lf);
 	tk_checkf("sce f32", &lf, &ref, 1, TOL32);
 	free(x), free(xf);
+}
+
+/* A label outside [0, C) stops the run (issue 12.5): it used to be skipped
+ * while the loss was still divided by the whole batch. */
+Test(kernels, sce_label_out_of_range_is_fatal, .exit_code = 1)
+{
+	int32_t lab[3] = {0, 4, 1}; /* 4 = C */
+	float x[3 * 4] = {0}, l;
+	nrt_sce_f32(3, 4, 3, x, lab, false, &l);
+}
+
+Test(kernels, sce_grad_negative_label_is_fatal, .exit_code = 1)
+{
+	int64_t lab[2] = {0, -1};
+	double x[2 * 3] = {0}, dl = 1, dx[2 * 3];
+	nrt_sce_grad_f64(2, 3, 2, &dl, x, lab, true, dx);
+}
+
+Test(kernels, embedding_negative_id_is_fatal, .exit_code = 1)
+{
+	int32_t ids[2] = {1, -1};
+	float tab[2 * 2] = {1, 2, 3, 4}, y[2 * 2];
+	nrt_embedding_f32(2, 2, 2, 0, ids, false, tab, y);
 }
 
 Test(kernels, mse)

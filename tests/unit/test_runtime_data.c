@@ -285,6 +285,28 @@ Test(data, file_shape_mismatch, .init = setup, .fini = teardown)
 	free(yp);
 }
 
+/* Labels outside [0, classes) in a file stop the run when it is opened,
+ * naming the input, the sample and the value (issue 12.5). */
+Test(data, file_label_out_of_range, .init = setup, .fini = teardown)
+{
+	char *xp, *yp, want[512];
+	write_files(&xp, &yp);
+	OpenArgs a = {.o = {.data = {xp, yp}, .ndata = 2}};
+	float x[8];
+	int32_t y[2];
+	file_inputs(a.in, x, y);
+	a.in[1].range = 3; /* the file's labels are 0..4 */
+	snprintf(want, sizeof want, "input 'y': %s: sample 3 holds 3, outside [0, 3) (the classes of "
+	         "softmax_cross_entropy)", yp);
+	expect_open_fatal(&a, want);
+	a.in[1].role = NRT_IN_TOKENS; /* ids of an embedding: the same check */
+	snprintf(want, sizeof want, "input 'y': %s: sample 3 holds 3, outside [0, 3) (the rows of the "
+	         "embedding table)", yp);
+	expect_open_fatal(&a, want);
+	free(xp);
+	free(yp);
+}
+
 Test(data, file_truncated_and_missing, .init = setup, .fini = teardown)
 {
 	char *xp, *yp, want[512];
