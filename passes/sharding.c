@@ -37,6 +37,8 @@ typedef struct Sharder {
 	int nconvs;
 	int pos;               /* index of the node being processed */
 	bool warned_ignored;
+	bool *from_data;       /* by value id (those made before the pass): computed from an input */
+	int nfrom_data;
 } Sharder;
 
 static bool per_device_mode(ParallelMode m)
@@ -199,6 +201,44 @@ static bool try_strategy(Sharder *S, Node *n, Strategy s, ShardResult *r)
 	return true;
 }
 
+/* Whether v is computed from the model's inputs (not from parameters and
+ * constants alone); a copy made by the pass is its source's. */
+static bool from_data(const Sharder *S, const Value *v)
+{
+	while (v->id >= S->nfrom_data && v->def && v->def->op == OP_REDISTRIBUTE)
+		v = v->def->in[0];
+	return v->id < S->nfrom_data && S->from_data[v->id];
+}
+
+static void mark_from_data(Sharder *S)
+{
+	Graph *g = S->g;
+	S->nfrom_data = g->nvalues;
+	S->from_data = ARENA_NEWN(S->cx.arena, bool, g->nvalues > 0 ? g->nvalues : 1);
+	for (int i = 0; i < g->ninputs; i++)
+		S->from_data[g->inputs[i]->id] = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (!n->out || n->out->id >= S->nfrom_data)
+			continue;
+		for (int j = 0; j < n->nin; j++)
+			if (from_data(S, n->in[j]))
+				S->from_data[n->out->id] = true;
+	}
+}
+
+/* The data-parallel strategy; in data_parallel a value computed from the
+ * parameters alone (a penalty term) stays whole, as on one device. */
+static Strategy data_parallel_strategy(Sharder *S, const Node *n)
+{
+	Strategy s = strategy_data_parallel(S->cx.arena, n, S->cx.device_num);
+	if (S->mode == PM_DATA_PARALLEL && n->phase == PH_FORWARD)
+		for (int j = 0; j < n->nin; j++)
+			if (s.v[j].rank > 0 && !from_data(S, n->in[j]))
+				s.v[j].d[0] = 1;
+	return s;
+}
+
 /* Picks the strategy for n and derives its layouts; false (reported) if
  * the user's strategy is invalid. */
 static bool shard(Sharder *S, Node *n, ShardResult *r)
@@ -228,7 +268,7 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	if ((!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) &&
 	    try_strategy(S, n, strategy_as_produced(a, n), r) && (n->phase != PH_FORWARD || !needs_comm(n, r)))
 		return true;
-	if (try_strategy(S, n, strategy_data_parallel(a, n, S->cx.device_num), r))
+	if (try_strategy(S, n, data_parallel_strategy(S, n), r))
 		return true;
 	if (try_strategy(S, n, strategy_replicated(a, n), r))
 		return true;
@@ -257,8 +297,50 @@ static bool keep_local_grad(const Sharder *S, const Node *n, int i)
  * already partial over the split batch is summed by its layout anyway. */
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
-	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
+	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
+}
+
+/* data_parallel runs the program as written on each device's part of the
+ * batch (docs/parallel.md): a value reduced over the local batch (a
+ * partial sum over the batch axis) is this device's own value, read as it
+ * is -- never summed in the forward or the backward pass -- and what is
+ * computed from it is again the device's own, a term of the sum over the
+ * devices (partial). So a loss plus a penalty is each device's local loss
+ * plus the penalty, and its gradient each device's contribution. Only the
+ * updates (the gradient AllReduce) and the logged loss (the mean over the
+ * devices) combine the devices. */
+static bool reads_local(const Sharder *S, const Node *n)
+{
+	return S->mode == PM_DATA_PARALLEL && n->phase != PH_UPDATE &&
+	       !(op_info[n->op].flags & (OPF_UPDATE | OPF_COMM));
+}
+
+/* v's partial sums read as this device's own value where the reader needs
+ * exactly v without them. */
+static bool read_as_local(const Sharder *S, const Node *n, const Value *v, const Layout *need)
+{
+	if (!reads_local(S, n) || !v->layout->partial || need->partial)
+		return false;
+	Layout own = *v->layout;
+	own.partial = 0;
+	return layout_equiv(&own, need);
+}
+
+/* The output of a node that read a device's own value: its own too, a term
+ * of the sum over every grid axis that splits nothing. */
+static Layout *own_value(Sharder *S, Layout *l)
+{
+	Layout *o = ARENA_NEW(S->cx.arena, Layout);
+	*o = *l;
+	unsigned used = 0;
+	for (int d = 0; d < o->rank; d++)
+		if (o->map[d] >= 0)
+			used |= 1u << o->map[d];
+	for (int k = 0; k < o->ndev; k++)
+		if (o->dev[k] > 1 && !(used & (1u << k)))
+			o->partial |= 1u << k;
+	return o;
 }
 
 /* A hybrid_parallel collective works on each device's data as it is: on
@@ -445,6 +527,7 @@ static void lay_out_node(Sharder *S, Node *n)
 			n->out->layout = whole(S, n->out);
 		return;
 	}
+	bool local = false;
 	for (int i = 0; i < n->nin; i++) {
 		Value *v = n->in[i];
 		Layout *need = r.in[i];
@@ -452,6 +535,10 @@ static void lay_out_node(Sharder *S, Node *n)
 			continue;
 		if (!v->layout) {
 			v->layout = need; /* a parameter takes its first reader's layout */
+			continue;
+		}
+		if (read_as_local(S, n, v, need)) {
+			local = true;
 			continue;
 		}
 		if (hybrid_contribution(S, n, i, v)) {
@@ -475,16 +562,20 @@ static void lay_out_node(Sharder *S, Node *n)
 	}
 	if (n->out)
 		n->out->layout = r.out ? r.out : local_out_layout(S, n);
+	if (n->out && local)
+		n->out->layout = own_value(S, n->out->layout);
 }
 
 /* data_parallel and hybrid: gradients summed over replicas are averaged
- * when gradients_mean is set. */
+ * when gradients_mean is set. In data_parallel every device contributes
+ * (whatever the dataset_strategy: the ops split the batch over all of
+ * them), so the divisor is the number of devices. */
 static void average_gradients(Sharder *S)
 {
 	if (!per_device_mode(S->mode) || !S->g->par.gradients_mean || S->g->ninputs == 0)
 		return;
 	const Layout *in = S->g->inputs[0]->layout;
-	int64_t dp = in && in->rank ? layout_split(in, 0) : 1;
+	int64_t dp = S->mode == PM_DATA_PARALLEL ? S->cx.device_num : in && in->rank ? layout_split(in, 0) : 1;
 	if (dp == 1)
 		return;
 	for (int i = 0; i < S->g->nnodes; i++) {
@@ -560,6 +651,7 @@ bool pass_sharding(Compilation *c)
 		return true;
 	S.nconvs = g->nvalues;
 	S.convs = ARENA_NEWN(&c->arena, Conv *, S.nconvs);
+	mark_from_data(&S);
 	for (int i = 0; i < g->ninputs; i++)
 		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
 	for (int i = 0; i < g->nvalues; i++)
