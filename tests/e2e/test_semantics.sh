@@ -52,5 +52,19 @@ else
 	bad "unread integer input: the program fails: $(head -1 "$work/run")"
 fi
 
+echo "== batch_norm with micro-batches"
+says "batch_norm micro_size: located warning" 0 \
+	"bn_matmul.net:22:5: warning: batch_norm with micro_size = 2 normalises each micro-batch" \
+	check samples/bn_matmul.net -D train.micro_size=2
+says "batch_norm grad_accumulation_step: located warning" 0 \
+	"bn_matmul.net:22:5: warning: batch_norm with grad_accumulation_step = 2" \
+	check samples/bn_matmul.net -D grad_accumulation_step=2
+timeout "$TMO" "$NETC" check samples/bn_matmul.net >"$work/out" 2>&1
+if grep -q "batch_norm with" "$work/out"; then
+	bad "batch_norm without micro-batches: warned anyway"
+else
+	ok "batch_norm without micro-batches: no warning"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
