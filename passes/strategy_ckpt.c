@@ -108,6 +108,20 @@ static Node *find_node(Graph *g, const char **names, const char *name)
 	return NULL;
 }
 
+static bool strategy_equal(const Strategy *a, const Strategy *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int j = 0; j < a->n; j++) {
+		if (a->v[j].rank != b->v[j].rank)
+			return false;
+		for (int d = 0; d < a->v[j].rank; d++)
+			if (a->v[j].d[d] != b->v[j].d[d])
+				return false;
+	}
+	return true;
+}
+
 static bool apply(Compilation *c, const Ckpt *k, const char *path)
 {
 	Graph *g = c->g;
@@ -139,7 +153,31 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			}
 		if (!dims_ok)
 			continue;
+		int stage = n->ann.stage > 0 ? n->ann.stage : 0;
+		if (it->stage >= (uint32_t)(g->nstages > 0 ? g->nstages : 1)) {
+			diag_error(d, g->par.set_loc[PK_strategy_ckpt_load_file],
+			           "%s: '%s' is on stage %" PRIu32 ", but the model has %d pipeline stage%s", path, it->name,
+			           it->stage, g->nstages, g->nstages == 1 ? "" : "s");
+			ok = false;
+			continue;
+		}
+		if (it->stage != (uint32_t)stage) {
+			diag_error(d, n->loc, "%s: '%s' is on stage %" PRIu32 ", but this model runs it on stage %d", path,
+			           it->name, it->stage, stage);
+			ok = false;
+			continue;
+		}
 		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc};
+		if (n->ann.in_strategy.n > 0 && !n->ann.searched && !strategy_equal(&n->ann.in_strategy, &s)) {
+			/* neither silently wins: the user says which */
+			diag_error(d, n->ann.in_strategy.loc,
+			           "%s: this shard %s contradicts the strategy %s of '%s' in the strategy checkpoint '%s'; "
+			           "change one of them",
+			           op_info[n->op].name, strategy_str(a, &n->ann.in_strategy), strategy_str(a, &s), it->name,
+			           path);
+			ok = false;
+			continue;
+		}
 		ShardResult r;
 		if (!shard_node(&cx, n, &s, &r)) {
 			diag_error(d, n->loc, "%s: strategy %s of '%s' is invalid for this model with device_num = %" PRId64,
@@ -759,12 +797,61 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 	return true;
 }
 
+/* The layouts of a loaded checkpoint against those the strategies gave
+ * the parameters (after the sharding pass): a file whose layout items
+ * contradict its own strategies, or this model, is rejected. */
+static bool check_loaded_layouts(Compilation *c, const char *path)
+{
+	Graph *g = c->g;
+	Arena *a = &c->arena;
+	Diag *d = &c->diag;
+	Loc at = g->par.set_loc[PK_strategy_ckpt_load_file];
+	size_t len;
+	char *buf = slurp(path, &len);
+	if (!buf)
+		return true; /* reported when it was loaded */
+	Ckpt k;
+	char err[256];
+	bool ok = is_json(path) ? read_json(a, buf, len, &k, err, sizeof err)
+	                        : read_proto(a, (const uint8_t *)buf, len, &k, err, sizeof err);
+	free(buf);
+	if (!ok)
+		return true;
+	for (int i = 0; i < k.nlayouts; i++) {
+		const CkLayout *l = &k.layouts[i];
+		Value *p = graph_find(g, l->name);
+		if (!p || p->kind != VK_PARAM || !p->layout || l->rank != p->shape.rank)
+			continue; /* reported by apply() */
+		int map[MAX_RANK];
+		bool maps_ok = l->ndev > 0 && l->ndev <= MAX_RANK;
+		for (int j = 0; j < l->rank && maps_ok; j++) {
+			maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev && l->shape.d[j] == p->shape.d[j];
+			map[j] = l->map[j] < 0 ? -1 : l->ndev - 1 - l->map[j];
+		}
+		Layout *want = maps_ok ? layout_make(a, &p->shape, l->ndev, l->dev, map, 0, g->par.device_num / g->nstages)
+		                       : NULL;
+		Layout got = *p->layout;
+		got.partial = 0;
+		if (!want || !layout_equiv(want, &got)) {
+			diag_error(d, at,
+			           "%s: the layout item of '%s' (dev_matrix, tensor_map, tensor_shape) contradicts the "
+			           "strategies, which lay it out as %s",
+			           path, l->name, layout_str(a, &got));
+			ok = false;
+		}
+	}
+	return ok;
+}
+
 bool pass_strategy_ckpt(Compilation *c)
 {
 	ParallelConfig *pc = &c->g->par;
 	if (pc->parallel_mode == PM_STAND_ALONE)
 		return true;
 	bool ok = true;
+	if ((pc->parallel_mode == PM_SEMI_AUTO_PARALLEL || pc->parallel_mode == PM_AUTO_PARALLEL) &&
+	    pc->strategy_ckpt_load_file && *pc->strategy_ckpt_load_file)
+		ok = check_loaded_layouts(c, pc->strategy_ckpt_load_file);
 	if (pc->strategy_ckpt_save_file && *pc->strategy_ckpt_save_file)
 		ok = strategy_ckpt_save_path(c, pc->strategy_ckpt_save_file) && ok;
 	if (pc->group_ckpt_save_file && *pc->group_ckpt_save_file)

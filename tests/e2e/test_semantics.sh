@@ -66,5 +66,35 @@ else
 	ok "batch_norm without micro-batches: no warning"
 fi
 
+echo "== strategy checkpoints"
+MEG=$M/mlp_megatron.net
+if timeout "$TMO" "$NETC" check $MEG -D "strategy_ckpt_config={save_file=\"$work/s.json\"}" >"$work/out" 2>&1; then
+	sed 's/"w1": {"dev_matrix": \[4\], "tensor_map": \[-1, 0\]/"w1": {"dev_matrix": [4], "tensor_map": [0, -1]/' \
+		"$work/s.json" >"$work/s_map.json"
+	sed 's/"relu-0": {"stage": 0/"relu-0": {"stage": 3/' "$work/s.json" >"$work/s_stage.json"
+	sed 's/"matmul-0": {"stage": 0, "parallel_strategy": \[\[1, 1\], \[1, 4\]\]}/"matmul-0": {"stage": 0, "parallel_strategy": [[4, 1], [1, 1]]}/' \
+		"$work/s.json" >"$work/s_conf.json"
+	for f in s_map s_stage s_conf; do
+		cmp -s "$work/s.json" "$work/$f.json" && bad "strategy checkpoint: the edit for $f did not apply"
+	done
+	if timeout "$TMO" "$NETC" check $MEG -D "strategy_ckpt_config={load_file=\"$work/s.json\"}" >"$work/out" 2>&1 &&
+		! grep -q error "$work/out"; then
+		ok "strategy checkpoint as saved: loads"
+	else
+		bad "strategy checkpoint as saved: $(head -1 "$work/out")"
+	fi
+	says "strategy checkpoint: contradicting tensor_map rejected, naming the item" 1 \
+		"error: .*s_map.json: the layout item of 'w1'.* contradicts the strategies" \
+		check $MEG -D "strategy_ckpt_config={load_file=\"$work/s_map.json\"}"
+	says "strategy checkpoint: stage 3 in a one-stage model rejected, naming the item" 1 \
+		"error: .*s_stage.json: 'relu-0' is on stage 3, but the model has 1 pipeline stage" \
+		check $MEG -D "strategy_ckpt_config={load_file=\"$work/s_stage.json\"}"
+	says "strategy checkpoint contradicting a .shard: error located at the .shard" 1 \
+		"mlp_megatron.net:24:34: error: matmul: this shard \(\(1, 1\), \(1, 4\)\) contradicts the strategy \(\(4, 1\), \(1, 1\)\) of 'matmul-0'" \
+		check $MEG -D "strategy_ckpt_config={load_file=\"$work/s_conf.json\"}"
+else
+	bad "strategy checkpoint: saving failed: $(head -1 "$work/out")"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
