@@ -14,6 +14,7 @@
  * auto_parallel compute exactly the stand-alone function; data_parallel
  * and hybrid_parallel compute per device (local batch statistics and loss
  * means) and sum gradients across replicas (gradients_mean: average). */
+#include <inttypes.h>
 #include <string.h>
 
 #include "../ir/layout.h"
@@ -506,6 +507,85 @@ static bool narrow_partial(Sharder *S, Node *n)
 	return true;
 }
 
+/* .shard(out_strategy = ...) as MindSpore has it for MatMul: the output
+ * of a matmul whose reduction dimension is split holds partial sums;
+ * out_strategy says how they are completed -- each output dimension
+ * split as the inputs split it (an AllReduce), or one whole dimension
+ * also split by the reduction's devices (a ReduceScatter into it). The
+ * converted output replaces the original for every later reader. */
+static void apply_out_strategy(Sharder *S, Node *n)
+{
+	const Strategy *o = &n->ann.out_strategy;
+	Diag *d = &S->c->diag;
+	Arena *a = S->cx.arena;
+	if (per_device_mode(S->mode) || n->phase != PH_FORWARD || !n->out || !n->out->layout)
+		return;
+	const char *op = op_info[n->op].name;
+	if (n->op != OP_MATMUL && n->op != OP_BATCH_MATMUL) {
+		diag_error(d, o->loc, "%s: out_strategy is supported for matmul and batch_matmul only", op);
+		return;
+	}
+	if (n->ann.in_strategy.n == 0) {
+		diag_error(d, o->loc, "%s: out_strategy needs an in_strategy", op);
+		return;
+	}
+	const Layout *l = n->out->layout;
+	if (o->n != 1 || o->v[0].rank != l->rank) {
+		diag_error(d, o->loc, "%s: invalid out_strategy %s: it needs one strategy of %d dimensions, for the output",
+		           op, strategy_str(a, o), l->rank);
+		return;
+	}
+	Layout *t = ARENA_NEW(a, Layout);
+	*t = *l;
+	t->partial = 0;
+	unsigned left = l->partial;
+	for (int i = 0; i < l->rank; i++) {
+		int64_t want = o->v[0].d[i], have = layout_split(l, i);
+		if (want == have)
+			continue;
+		/* the one partial axis, moved into this whole dimension */
+		int k = -1;
+		for (int ax = 0; ax < l->ndev; ax++)
+			if (left == 1u << ax)
+				k = ax;
+		if (have == 1 && k >= 0 && want == l->dev[k] && l->full.d[i] % want == 0) {
+			t->map[i] = k;
+			t->slice.d[i] = l->full.d[i] / want;
+			left = 0;
+			continue;
+		}
+		int64_t red = k >= 0 ? l->dev[k] : 1;
+		if (have == 1 && k >= 0)
+			diag_error(d, o->loc,
+			           "%s: invalid out_strategy %s: dimension %d of the output is whole under the in_strategy; "
+			           "it may stay whole (1) or take the %" PRId64 "-way split of the reduction dimension "
+			           "(%" PRId64 ", a ReduceScatter)",
+			           op, strategy_str(a, o), i, red, red);
+		else
+			diag_error(d, o->loc,
+			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " ways by the "
+			           "in_strategy and must stay so%s",
+			           op, strategy_str(a, o), i, have,
+			           l->partial ? "" : " (the reduction dimension is not split, so nothing can move)");
+		return;
+	}
+	if (layout_equiv(t, l))
+		return;
+	int at = S->pos;
+	S->pos = at + 1;
+	Value *was = n->out;
+	Value *v = convert(S, was, t, n);
+	S->pos--; /* the loop steps over the conversion */
+	for (int i = S->pos + 1; i < S->g->nnodes; i++) {
+		Node *m = S->g->nodes[i];
+		for (int j = 0; j < m->nin; j++)
+			if (m->in[j] == was)
+				m->in[j] = v;
+	}
+	if (S->g->loss == was)
+		S->g->loss = v;
+}
+
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
@@ -564,6 +644,8 @@ static void lay_out_node(Sharder *S, Node *n)
 		n->out->layout = r.out ? r.out : local_out_layout(S, n);
 	if (n->out && local)
 		n->out->layout = own_value(S, n->out->layout);
+	if (n->ann.out_strategy.n > 0)
+		apply_out_strategy(S, n);
 }
 
 /* data_parallel and hybrid: gradients summed over replicas are averaged

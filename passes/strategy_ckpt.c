@@ -19,6 +19,7 @@ typedef struct CkItem {
 	uint32_t stage;
 	int n;                 /* input strategies */
 	Shape *v;
+	Shape *out;            /* the output strategy (out_strategy); NULL: none */
 } CkItem;
 
 typedef struct CkLayout {
@@ -84,7 +85,8 @@ static void collect(Compilation *c, Ckpt *k)
 		if (!names[i])
 			continue;
 		Strategy s = n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(a, n);
-		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v};
+		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v,
+		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL};
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
 	for (int i = 0; i < g->nparams; i++) {
@@ -188,6 +190,19 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			ok = false;
 			continue;
 		}
+		if (it->out) {
+			Strategy o = {.n = 1, .v = it->out, .loc = n->loc};
+			if (n->ann.out_strategy.n > 0 && !strategy_equal(&n->ann.out_strategy, &o)) {
+				diag_error(d, n->ann.out_strategy.loc,
+				           "%s: this out_strategy %s contradicts the out_strategy %s of '%s' in the strategy "
+				           "checkpoint '%s'; change one of them",
+				           op_info[n->op].name, strategy_str(a, &n->ann.out_strategy), strategy_str(a, &o),
+				           it->name, path);
+				ok = false;
+				continue;
+			}
+			n->ann.out_strategy = o;
+		}
 		n->ann.in_strategy = s;
 		n->ann.searched = true;
 	}
@@ -232,6 +247,9 @@ static bool write_proto(const Ckpt *k, FILE *f)
 		nst += (size_t)k->items[i].n;
 	Mindspore__Straspb__ParallelStrategy *st = calloc(nst + 1, sizeof *st);
 	Mindspore__Straspb__ParallelStrategy **stp = calloc(nst + 1, sizeof *stp);
+	Mindspore__Straspb__ParallelStrategy *ost = calloc((size_t)k->nitems + 1, sizeof *ost);
+	Mindspore__Straspb__ParallelStrategy **ostp = calloc((size_t)k->nitems + 1, sizeof *ostp);
+	uint32_t *odims = calloc((size_t)k->nitems * MAX_RANK + 1, sizeof *odims);
 	uint32_t *dims = calloc(nst * MAX_RANK + 1, sizeof *dims);
 	size_t si = 0;
 	for (int i = 0; i < k->nitems; i++) {
@@ -250,6 +268,16 @@ static bool write_proto(const Ckpt *k, FILE *f)
 			for (int d = 0; d < it->v[j].rank; d++)
 				st[si].dim[d] = (uint32_t)it->v[j].d[d];
 			stp[si] = &st[si];
+		}
+		if (it->out) {
+			mindspore__straspb__parallel_strategy__init(&ost[i]);
+			ost[i].n_dim = (size_t)it->out->rank;
+			ost[i].dim = &odims[i * MAX_RANK];
+			for (int d = 0; d < it->out->rank; d++)
+				ost[i].dim[d] = (uint32_t)it->out->d[d];
+			ostp[i] = &ost[i];
+			strs[i].n_out_strategy = 1;
+			strs[i].out_strategy = &ostp[i];
 		}
 		m.parallel_strategy_item[i] = &items[i];
 	}
@@ -297,6 +325,7 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	bool ok = fwrite(buf, 1, len, f) == len;
 	free(buf);
 	free(m.parallel_strategy_item), free(items), free(strs), free(st), free(stp), free(dims);
+	free(ost), free(ostp), free(odims);
 	free(m.parallel_layout_item), free(li), free(ls), free(dm), free(dmp), free(tm), free(tmp);
 	free(ps), free(psp), free(io), free(iop), free(dv), free(mv);
 	return ok;
@@ -328,6 +357,14 @@ static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *
 			it.v[j].rank = (int)ps->n_dim;
 			for (size_t d = 0; d < ps->n_dim; d++)
 				it.v[j].d[d] = ps->dim[d];
+		}
+		if (ok && pi->parallel_strategys->n_out_strategy == 1 &&
+		    pi->parallel_strategys->out_strategy[0]->n_dim <= MAX_RANK) {
+			Mindspore__Straspb__ParallelStrategy *ps = pi->parallel_strategys->out_strategy[0];
+			it.out = ARENA_NEW(a, Shape);
+			it.out->rank = (int)ps->n_dim;
+			for (size_t d = 0; d < ps->n_dim; d++)
+				it.out->d[d] = ps->dim[d];
 		}
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
@@ -390,6 +427,10 @@ static bool write_json(const Ckpt *k, FILE *f)
 		for (int j = 0; j < it->n; j++) {
 			fputs(j ? ", " : "", f);
 			json_ints(f, it->v[j].d, it->v[j].rank);
+		}
+		if (it->out) {
+			fputs("], \"out_strategy\": [", f);
+			json_ints(f, it->out->d, it->out->rank);
 		}
 		fputs("]}", f);
 	}
@@ -574,6 +615,13 @@ static void item_member(Jr *J, const char *key, void *ctx)
 		it->n = n;
 		it->v = ARENA_NEWN(J->a, Shape, n + 1);
 		memcpy(it->v, tmp, sizeof(Shape) * (size_t)n);
+	} else if (strcmp(key, "out_strategy") == 0) {
+		if (!jeat(J, '['))
+			return jfail(J, "expected the list of output strategies");
+		it->out = ARENA_NEW(J->a, Shape);
+		it->out->rank = jints(J, it->out->d, MAX_RANK);
+		if (!jeat(J, ']'))
+			return jfail(J, "expected ']' (one output strategy)");
 	} else {
 		jskip(J);
 	}

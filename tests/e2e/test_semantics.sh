@@ -96,5 +96,49 @@ else
 	bad "strategy checkpoint: saving failed: $(head -1 "$work/out")"
 fi
 
+echo "== .shard(out_strategy = ...)"
+OS=$M/matmul_out_strategy.net
+# the output of the K-split matmul is reduce-scattered, not all-reduced
+timeout "$TMO" "$NETC" dump $OS --dump-after=sharding >"$work/os.dump" 2>&1
+if grep -q "redistribute(t6, ReduceScatter(dim 0, 4))" "$work/os.dump" &&
+	! grep -q "redistribute(t6, AllReduce" "$work/os.dump"; then
+	ok "out_strategy ((4, 1),) on a K-split matmul: its partial sums are reduce-scattered"
+else
+	bad "out_strategy ((4, 1),): no ReduceScatter of the matmul's output: $(grep -m1 'redistribute(t6' "$work/os.dump")"
+fi
+sed 's/out_strategy = ((K, 1),)/out_strategy = ((1, 1),)/' $OS >"$work/os_ar.net"
+timeout "$TMO" "$NETC" dump "$work/os_ar.net" --dump-after=sharding >"$work/os_ar.dump" 2>&1
+if grep -q "redistribute(t6, AllReduce(4))" "$work/os_ar.dump"; then
+	ok "out_strategy ((1, 1),): all-reduced"
+else
+	bad "out_strategy ((1, 1),): $(grep -m1 'redistribute(t6' "$work/os_ar.dump")"
+fi
+sed 's/out_strategy = ((K, 1),)/out_strategy = ((2, 1),)/' $OS >"$work/os_bad.net"
+says "out_strategy splitting by a wrong count: located error" 1 \
+	"os_bad.net:[0-9]+:[0-9]+: error: matmul: invalid out_strategy \(\(2, 1\),\): dimension 0 of the output is whole" \
+	check "$work/os_bad.net"
+sed 's/out_strategy = ((K, 1),)/out_strategy = ((K, 1, 1),)/' $OS >"$work/os_rank.net"
+says "out_strategy of the wrong rank: located error" 1 \
+	"os_rank.net:[0-9]+:[0-9]+: error: matmul: invalid out_strategy .* one strategy of 2 dimensions" \
+	check "$work/os_rank.net"
+sed 's/^p = sigmoid(matmul(h, w2))/p = sigmoid(matmul(h, w2)).shard(in_strategy = ((4, 1),), out_strategy = ((4, 1),))/' \
+	$OS >"$work/os_op.net"
+says "out_strategy on an op without one: located error" 1 \
+	"os_op.net:[0-9]+:[0-9]+: error: sigmoid: out_strategy is supported for matmul and batch_matmul only" \
+	check "$work/os_op.net"
+# saved in strategy checkpoints (JSON and protobuf) and applied when loaded
+for ext in json pb; do
+	if timeout "$TMO" "$NETC" check $OS -D "strategy_ckpt_config={save_file=\"$work/os.$ext\"}" >/dev/null 2>&1 &&
+		timeout "$TMO" "$NETC" dump $M/matmul_kdim.net --dump-after=sharding \
+			-D "strategy_ckpt_config={load_file=\"$work/os.$ext\"}" 2>&1 | grep -q "ReduceScatter(dim 0, 4)"; then
+		ok "out_strategy saved in a .$ext strategy checkpoint and applied when loaded"
+	else
+		bad "out_strategy through a .$ext strategy checkpoint"
+	fi
+done
+says "out_strategy contradicting the loaded checkpoint: located error" 1 \
+	"os_ar.net:[0-9]+:[0-9]+: error: matmul: this out_strategy \(\(1, 1\),\) contradicts" \
+	check "$work/os_ar.net" -D "strategy_ckpt_config={load_file=\"$work/os.pb\"}"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
