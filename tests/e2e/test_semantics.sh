@@ -140,5 +140,33 @@ says "out_strategy contradicting the loaded checkpoint: located error" 1 \
 	"os_ar.net:[0-9]+:[0-9]+: error: matmul: this out_strategy \(\(1, 1\),\) contradicts" \
 	check "$work/os_ar.net" -D "strategy_ckpt_config={load_file=\"$work/os.pb\"}"
 
+echo "== fusion ids on hand-written collectives"
+# .fusion(1) on two hand-written all_reduce fuses them as fusion = 1 does
+# (tests/e2e/test_fusion.sh: 4 -> 3 all-reduces a step)
+sed 's/all_reduce(\(.*\), fusion = 1)$/all_reduce(\1).fusion(1)/' $M/user_fusion.net >"$work/uf_ann.net"
+if grep -q '\.fusion(1)' "$work/uf_ann.net" && timeout "$TMO" "$NETC" build "$work/uf_ann.net" -o "$work/uf_ann" >/dev/null 2>&1; then
+	got=$(timeout "$TMO" tests/e2e/mpirun.sh -np 4 "$work/uf_ann" --steps 3 --quiet --comm-stats |
+		sed -n 's/^comm per step: \([0-9.]*\) allreduce.*/\1/p')
+	[ "$got" = 3 ] && ok "all_reduce(...).fusion(1) pairs fuse (3 all-reduces a step)" ||
+		bad "all_reduce(...).fusion(1): $got all-reduces a step, want 3"
+else
+	bad "all_reduce(...).fusion(1): build failed"
+fi
+cat >"$work/ag.net" <<'NET'
+parallel { device_num = 4  parallel_mode = hybrid_parallel  dataset_strategy = "full_batch" }
+input x: f32[8, 16]
+input labels: i32[8]
+param wa: f32[16, 8] = xavier_uniform [layerwise_parallel = 1]
+param va: f32[32, 10] = xavier_uniform
+h = all_gather(tanh(matmul(x, wa)), fusion = 2)
+loss = softmax_cross_entropy(matmul(reshape(h, shape = (8, 32)), va), labels)
+train { optimizer = sgd(lr = 0.1) loss = loss }
+NET
+says "fusion id on all_gather: located warning that it is not applied" 0 \
+	"ag.net:6:5: warning: all_gather: fusion id 2 is not applied" build "$work/ag.net" -o "$work/ag"
+says "fusion id with micro-steps: located warning that it is not applied" 0 \
+	"user_fusion.net:9:6: warning: all_reduce: fusion id 1 is not applied with micro-steps" \
+	build $M/user_fusion.net -D train.micro_size=2 -o "$work/ufm"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
