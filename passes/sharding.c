@@ -344,6 +344,17 @@ static Layout *own_value(Sharder *S, Layout *l)
 	return o;
 }
 
+/* Each rank's gradient v is a contribution to the sum over the devices. */
+static void mark_contribution(Sharder *S, Value *v)
+{
+	Layout *l = ARENA_NEW(S->cx.arena, Layout);
+	*l = *v->layout;
+	for (int k = 0; k < l->ndev; k++)
+		if (l->dev[k] > 1)
+			l->partial |= 1u << k;
+	v->layout = l;
+}
+
 /* A hybrid_parallel collective works on each device's data as it is: on
  * whole tensors any collective, on batch-split ones only those that keep
  * the shape. */
@@ -455,6 +466,8 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	const Layout *whole_layout = p->layout;
 	for (int i = 2; i < n->nin; i++)
 		n->in[i]->layout = shard;
+	if (S->mode == PM_DATA_PARALLEL && hybrid_contribution(S, n, 1, n->in[1]))
+		mark_contribution(S, n->in[1]); /* as in lay_out_node */
 	n->in[1] = convert(S, n->in[1], shard, n);
 	shard_accumulation(S, n->in[1]->def);
 	Value *ps = convert(S, p, shard, n);
@@ -621,15 +634,8 @@ static void lay_out_node(Sharder *S, Node *n)
 			local = true;
 			continue;
 		}
-		if (hybrid_contribution(S, n, i, v)) {
-			/* each rank's gradient is a contribution to the sum */
-			Layout *l = ARENA_NEW(S->cx.arena, Layout);
-			*l = *v->layout;
-			for (int k = 0; k < l->ndev; k++)
-				if (l->dev[k] > 1)
-					l->partial |= 1u << k;
-			v->layout = l;
-		}
+		if (hybrid_contribution(S, n, i, v))
+			mark_contribution(S, v);
 		if (keep_local_grad(S, n, i)) {
 			Layout *l = ARENA_NEW(S->cx.arena, Layout);
 			*l = *v->layout;

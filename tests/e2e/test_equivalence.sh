@@ -262,6 +262,8 @@ if build pen_sum $MODELS/dp_penalty.net -D gradients_mean=false && run pen_sum 4
 else
 	bad "dp_penalty data_parallel gradients_mean=false (build or run failed)"
 fi
+par "dp_penalty data_parallel with optimizer parallel @4 == stand-alone" ref_dp_penalty 4 \
+	$MODELS/dp_penalty.net -D enable_parallel_optimizer=true -D "parallel_optimizer_config={parallel_optimizer_threshold=0}"
 ref ref_dp_image $MODELS/dp_image.net
 par "dp_image data_parallel dataset_strategy splitting H @4 == stand-alone" ref_dp_image 4 $MODELS/dp_image.net
 par "dp_image data_parallel dataset_strategy=full_batch @4 == stand-alone" ref_dp_image 4 \
