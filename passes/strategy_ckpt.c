@@ -170,16 +170,6 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			continue;
 		}
 		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc};
-		if (n->ann.in_strategy.n > 0 && !n->ann.searched && !strategy_equal(&n->ann.in_strategy, &s)) {
-			/* neither silently wins: the user says which */
-			diag_error(d, n->ann.in_strategy.loc,
-			           "%s: this shard %s contradicts the strategy %s of '%s' in the strategy checkpoint '%s'; "
-			           "change one of them",
-			           op_info[n->op].name, strategy_str(a, &n->ann.in_strategy), strategy_str(a, &s), it->name,
-			           path);
-			ok = false;
-			continue;
-		}
 		ShardResult r;
 		if (!shard_node(&cx, n, &s, &r)) {
 			diag_error(d, n->loc, "%s: strategy %s of '%s' is invalid for this model with device_num = %" PRId64,
@@ -187,6 +177,16 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			ShardCtx loud = cx;
 			loud.diag = d;
 			shard_node(&loud, n, &s, &r);
+			ok = false;
+			continue;
+		}
+		if (n->ann.in_strategy.n > 0 && !n->ann.searched && !strategy_equal(&n->ann.in_strategy, &s)) {
+			/* neither silently wins: the user says which */
+			diag_error(d, n->ann.in_strategy.loc,
+			           "%s: this shard %s contradicts the strategy %s of '%s' in the strategy checkpoint '%s'; "
+			           "change one of them",
+			           op_info[n->op].name, strategy_str(a, &n->ann.in_strategy), strategy_str(a, &s), it->name,
+			           path);
 			ok = false;
 			continue;
 		}
@@ -873,7 +873,9 @@ static bool check_loaded_layouts(Compilation *c, const char *path)
 		int map[MAX_RANK];
 		bool maps_ok = l->ndev > 0 && l->ndev <= MAX_RANK;
 		for (int j = 0; j < l->rank && maps_ok; j++) {
-			maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev && l->shape.d[j] == p->shape.d[j];
+			/* tensor_shape is JSON's (the protobuf has split shapes) */
+			maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev &&
+			          (l->shape.rank != l->rank || l->shape.d[j] == p->shape.d[j]);
 			map[j] = l->map[j] < 0 ? -1 : l->ndev - 1 - l->map[j];
 		}
 		Layout *want = maps_ok ? layout_make(a, &p->shape, l->ndev, l->dev, map, 0, g->par.device_num / g->nstages)
