@@ -518,11 +518,24 @@ static void emit_reduce(Emit *e, const Node *n, int64_t mask, bool mean)
 
 EMIT(REDUCE_SUM) { emit_reduce(e, n, n->attr.axes_mask, false); }
 
+/* data_parallel and hybrid_parallel run the program as written on each
+ * device's part of the batch: a mean is over the local elements. */
+static bool per_device(const Emit *e)
+{
+	ParallelMode m = e->g->par.parallel_mode;
+	return m == PM_DATA_PARALLEL || m == PM_HYBRID_PARALLEL;
+}
+
 /* A mean over a split dimension divides the local sum by the global count
- * (the partial sums are then added up by a redistribution). */
+ * (the partial sums are then added up by a redistribution) -- except in
+ * the per-device modes, where it is the mean of the local elements. */
 EMIT(REDUCE_MEAN)
 {
 	const Value *x = n->in[0];
+	if (per_device(e)) {
+		emit_reduce(e, n, n->attr.axes_mask, true);
+		return;
+	}
 	int64_t mask = n->attr.axes_mask ? n->attr.axes_mask : ((int64_t)1 << x->shape.rank) - 1;
 	bool split = false;
 	int64_t count = 1;
@@ -557,7 +570,15 @@ EMIT(BROADCAST_TO)
 	emit_shape(OUT, y);
 	fprintf(OUT, ", %s, ", IN(0));
 	emit_dims(OUT, str, y->rank);
-	fprintf(OUT, ", %.17g, %s);\n", n->attr.alpha, Y);
+	/* the gradient of a mean (alpha = 1 / count): in the per-device modes
+	 * the count is the local one of the mean's input, as in REDUCE_MEAN */
+	double alpha = n->attr.alpha;
+	const Value *x = n->fwd && n->fwd->op == OP_REDUCE_MEAN ? n->fwd->in[0] : NULL;
+	if (per_device(e) && x)
+		for (int i = 0; i < x->shape.rank; i++)
+			if (n->attr.axes_mask & ((int64_t)1 << i))
+				alpha *= (double)x->shape.d[i] / (double)lshape(x)->d[i];
+	fprintf(OUT, ", %.17g, %s);\n", alpha, Y);
 }
 
 void emit_ragged_part(Emit *e, const Layout *l, const char *rows, const char *first)

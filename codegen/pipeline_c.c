@@ -124,11 +124,25 @@ static void emit_peer(FILE *out, const Emit *e, int chunk)
 	fprintf(out, "%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE", stage_of_chunk(e, chunk));
 }
 
+/* Two chunks of one stage (interleaved schedules) run on the same rank: a
+ * value between them is copied through a buffer per micro-batch, never
+ * sent -- a send to oneself over MPI's eager limit completes only when its
+ * receive is posted, and the rank waits for the slot's sends first. */
+static bool self_transfer(const Emit *e, const Transfer *t)
+{
+	return stage_of_chunk(e, t->from) == stage_of_chunk(e, t->to);
+}
+
 static void emit_sends(Emit *e, const Value *v)
 {
 	for (int t = 0; t < ntransfers; t++) {
 		if (transfers[t].v != v)
 			continue;
+		if (self_transfer(e, &transfers[t])) {
+			fprintf(e->out, "\tnrt_copy(self_%d[micro], %s, %" PRId64 " * sizeof *%s); /* to chunk %d, on this rank */\n",
+			        t, B(e, v), lnumel(v), B(e, v), transfers[t].to);
+			continue;
+		}
 		fprintf(e->out, "\tnrt_isend_slot(slot, ");
 		emit_peer(e->out, e, transfers[t].to);
 		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 "); /* to chunk %d */\n", t,
@@ -142,6 +156,11 @@ static void emit_recvs(Emit *e, const Value *v, int chunk, Phase ph)
 	for (int t = 0; t < ntransfers; t++) {
 		if (transfers[t].v != v || transfers[t].to != chunk || transfers[t].phase != ph)
 			continue;
+		if (self_transfer(e, &transfers[t])) {
+			fprintf(e->out, "\tnrt_copy(%s, self_%d[micro], %" PRId64 " * sizeof *%s); /* %s from chunk %d */\n",
+			        B(e, v), t, lnumel(v), B(e, v), v->name, transfers[t].from);
+			continue;
+		}
 		fprintf(e->out, "\t/* %s from chunk %d */\n\t{\n\tdouble t_ = nrt_trace_now();\n\tnrt_recv(", v->name,
 		        transfers[t].from);
 		emit_peer(e->out, e, transfers[t].from);
@@ -180,6 +199,10 @@ void emit_sched_functions(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
+	for (int t = 0; t < ntransfers; t++)
+		if (self_transfer(e, &transfers[t]))
+			fprintf(out, "static void *self_%d[NMICRO]; /* %s, chunk %d to %d, per micro-batch */\n", t,
+			        transfers[t].v->name, transfers[t].from, transfers[t].to);
 	for (int c = 0; c < g->nchunks; c++) {
 		emit_chunk(e, c, PH_FORWARD);
 		emit_chunk(e, c, PH_BACKWARD);
@@ -245,6 +268,11 @@ void emit_sched_alloc(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+	for (int t = 0; t < ntransfers; t++)
+		if (self_transfer(e, &transfers[t]))
+			fprintf(out, "\tif (my_stage == %d)\n\t\tfor (int k = 0; k < NMICRO; k++)\n"
+			             "\t\t\tself_%d[k] = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(%s));\n",
+			        stage_of_chunk(e, transfers[t].from), t, lnumel(transfers[t].v), ctype(transfers[t].v->dtype));
 }
 
 /* A whole-step transfer between stages (tags above the per-pass ones). */

@@ -282,6 +282,12 @@ static void input_role(const Graph *g, const Value *in, const char **role, int64
 	*role = "NRT_IN_FEATURES";
 	*range = 0;
 	*source = -1;
+	if (!dtype_is_float(in->dtype)) {
+		/* integers nothing reads as ids or labels (netc warns that the
+		 * input is never read): tokens 0 */
+		*role = "NRT_IN_TOKENS";
+		*range = 1;
+	}
 	int features = -1, other = -1;
 	for (int i = 0; i < g->ninputs; i++) {
 		if (g->inputs[i] == in)

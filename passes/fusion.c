@@ -142,6 +142,41 @@ static int bucket_key(const ParallelConfig *pc, RedistKind kind, const Candidate
 	return 1 << 21 | st->seg;
 }
 
+/* A hand-written collective's fusion id: its `fusion = k`, else its
+ * `.fusion(k)` annotation; 0 none. */
+static int user_fusion(const Node *n)
+{
+	return n->attr.fusion > 0 ? n->attr.fusion : n->ann.fusion > 0 ? n->ann.fusion : 0;
+}
+
+/* Hand-written collectives whose fusion id cannot be applied say so: only
+ * all_reduce in f32 is fused, and only where the fusion pass runs. */
+static void warn_unfused(Compilation *c)
+{
+	Graph *g = c->g;
+	const char *off = !g->par.comm_fusion_openstate ? "comm_fusion openstate = false"
+	                  : g->nstages > 1              ? "pipeline stages (each collective runs alone)"
+	                  : g->nmicro > 1               ? "micro-steps (each collective runs alone)"
+	                                                : NULL;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		int id = user_fusion(n);
+		if (!(op_info[n->op].flags & OPF_COMM) || id <= 0 || n->phase != PH_FORWARD)
+			continue;
+		const char *name = op_info[n->op].name;
+		if (n->op != OP_ALL_REDUCE)
+			diag_warning(&c->diag, n->loc,
+			             "%s: fusion id %d is not applied; netc fuses hand-written all_reduce only, this %s "
+			             "runs alone",
+			             name, id, name);
+		else if (off)
+			diag_warning(&c->diag, n->loc, "all_reduce: fusion id %d is not applied with %s", id, off);
+		else if (n->out->dtype != DT_F32)
+			diag_warning(&c->diag, n->loc, "all_reduce: fusion id %d is not applied to %s data (f32 only)", id,
+			             dtype_name(n->out->dtype));
+	}
+}
+
 /* Hand-written all_reduce nodes (hybrid_parallel) with the same fusion id
  * (> 0), group and reduction run as one collective at the last of them --
  * each one whose result is read before that point runs alone. */
@@ -150,13 +185,13 @@ static void fuse_user_collectives(Compilation *c, FusionPlan *plan, const int *p
 	Graph *g = c->g;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *a = g->nodes[i];
-		if (a->op != OP_ALL_REDUCE || a->attr.fusion <= 0 || a->out->dtype != DT_F32 || a->pass_data)
+		if (a->op != OP_ALL_REDUCE || user_fusion(a) <= 0 || a->out->dtype != DT_F32 || a->pass_data)
 			continue;
 		Node **m = ARENA_NEWN(&c->arena, Node *, g->nnodes);
 		int n = 0;
 		for (int j = i; j < g->nnodes; j++) {
 			Node *b = g->nodes[j];
-			if (b->op == OP_ALL_REDUCE && b->attr.fusion == a->attr.fusion && b->phase == a->phase &&
+			if (b->op == OP_ALL_REDUCE && user_fusion(b) == user_fusion(a) && b->phase == a->phase &&
 			    b->attr.reduce == a->attr.reduce && b->out->dtype == DT_F32 &&
 			    strcmp(b->attr.group ? b->attr.group : "", a->attr.group ? a->attr.group : "") == 0)
 				m[n++] = b;
@@ -184,6 +219,7 @@ static void fuse_user_collectives(Compilation *c, FusionPlan *plan, const int *p
 bool pass_fusion(Compilation *c)
 {
 	Graph *g = c->g;
+	warn_unfused(c);
 	if (!g->par.comm_fusion_openstate || g->nstages > 1 || g->nmicro > 1)
 		return true;
 	if (c->infer || g->par.parallel_mode == PM_HYBRID_PARALLEL) {

@@ -100,7 +100,28 @@ bool compile_passes(Compilation *c, Stage upto)
 	return true;
 }
 
+/* An input nothing reads still needs data at run time (the generated
+ * program fills it, but nothing learns from it): say so where it is
+ * declared. */
+static void warn_unread_inputs(Compilation *c)
+{
+	Graph *g = c->g;
+	for (int i = 0; i < g->ninputs; i++) {
+		const Value *in = g->inputs[i];
+		bool read = false;
+		for (int k = 0; k < g->nnodes && !read; k++)
+			for (int j = 0; j < g->nodes[k]->nin && !read; j++)
+				read = g->nodes[k]->in[j] == in;
+		if (!read)
+			diag_warning(&c->diag, in->loc, "input '%s' is never read; the program still loads data for it",
+			             in->name);
+	}
+}
+
 bool pass_shapes(Compilation *c)
 {
-	return infer_shapes(c->g, &c->diag);
+	if (!infer_shapes(c->g, &c->diag))
+		return false;
+	warn_unread_inputs(c);
+	return true;
 }

@@ -14,6 +14,7 @@
  * auto_parallel compute exactly the stand-alone function; data_parallel
  * and hybrid_parallel compute per device (local batch statistics and loss
  * means) and sum gradients across replicas (gradients_mean: average). */
+#include <inttypes.h>
 #include <string.h>
 
 #include "../ir/layout.h"
@@ -37,6 +38,8 @@ typedef struct Sharder {
 	int nconvs;
 	int pos;               /* index of the node being processed */
 	bool warned_ignored;
+	bool *from_data;       /* by value id (those made before the pass): computed from an input */
+	int nfrom_data;
 } Sharder;
 
 static bool per_device_mode(ParallelMode m)
@@ -199,6 +202,44 @@ static bool try_strategy(Sharder *S, Node *n, Strategy s, ShardResult *r)
 	return true;
 }
 
+/* Whether v is computed from the model's inputs (not from parameters and
+ * constants alone); a copy made by the pass is its source's. */
+static bool from_data(const Sharder *S, const Value *v)
+{
+	while (v->id >= S->nfrom_data && v->def && v->def->op == OP_REDISTRIBUTE)
+		v = v->def->in[0];
+	return v->id < S->nfrom_data && S->from_data[v->id];
+}
+
+static void mark_from_data(Sharder *S)
+{
+	Graph *g = S->g;
+	S->nfrom_data = g->nvalues;
+	S->from_data = ARENA_NEWN(S->cx.arena, bool, g->nvalues > 0 ? g->nvalues : 1);
+	for (int i = 0; i < g->ninputs; i++)
+		S->from_data[g->inputs[i]->id] = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (!n->out || n->out->id >= S->nfrom_data)
+			continue;
+		for (int j = 0; j < n->nin; j++)
+			if (from_data(S, n->in[j]))
+				S->from_data[n->out->id] = true;
+	}
+}
+
+/* The data-parallel strategy; in data_parallel a value computed from the
+ * parameters alone (a penalty term) stays whole, as on one device. */
+static Strategy data_parallel_strategy(Sharder *S, const Node *n)
+{
+	Strategy s = strategy_data_parallel(S->cx.arena, n, S->cx.device_num);
+	if (S->mode == PM_DATA_PARALLEL && n->phase == PH_FORWARD)
+		for (int j = 0; j < n->nin; j++)
+			if (s.v[j].rank > 0 && !from_data(S, n->in[j]))
+				s.v[j].d[0] = 1;
+	return s;
+}
+
 /* Picks the strategy for n and derives its layouts; false (reported) if
  * the user's strategy is invalid. */
 static bool shard(Sharder *S, Node *n, ShardResult *r)
@@ -228,7 +269,7 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	if ((!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) &&
 	    try_strategy(S, n, strategy_as_produced(a, n), r) && (n->phase != PH_FORWARD || !needs_comm(n, r)))
 		return true;
-	if (try_strategy(S, n, strategy_data_parallel(a, n, S->cx.device_num), r))
+	if (try_strategy(S, n, data_parallel_strategy(S, n), r))
 		return true;
 	if (try_strategy(S, n, strategy_replicated(a, n), r))
 		return true;
@@ -257,8 +298,61 @@ static bool keep_local_grad(const Sharder *S, const Node *n, int i)
  * already partial over the split batch is summed by its layout anyway. */
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
-	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
+	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
+}
+
+/* data_parallel runs the program as written on each device's part of the
+ * batch (docs/parallel.md): a value reduced over the local batch (a
+ * partial sum over the batch axis) is this device's own value, read as it
+ * is -- never summed in the forward or the backward pass -- and what is
+ * computed from it is again the device's own, a term of the sum over the
+ * devices (partial). So a loss plus a penalty is each device's local loss
+ * plus the penalty, and its gradient each device's contribution. Only the
+ * updates (the gradient AllReduce) and the logged loss (the mean over the
+ * devices) combine the devices. */
+static bool reads_local(const Sharder *S, const Node *n)
+{
+	return S->mode == PM_DATA_PARALLEL && n->phase != PH_UPDATE &&
+	       !(op_info[n->op].flags & (OPF_UPDATE | OPF_COMM));
+}
+
+/* v's partial sums read as this device's own value where the reader needs
+ * exactly v without them. */
+static bool read_as_local(const Sharder *S, const Node *n, const Value *v, const Layout *need)
+{
+	if (!reads_local(S, n) || !v->layout->partial || need->partial)
+		return false;
+	Layout own = *v->layout;
+	own.partial = 0;
+	return layout_equiv(&own, need);
+}
+
+/* The output of a node that read a device's own value: its own too, a term
+ * of the sum over every grid axis that splits nothing. */
+static Layout *own_value(Sharder *S, Layout *l)
+{
+	Layout *o = ARENA_NEW(S->cx.arena, Layout);
+	*o = *l;
+	unsigned used = 0;
+	for (int d = 0; d < o->rank; d++)
+		if (o->map[d] >= 0)
+			used |= 1u << o->map[d];
+	for (int k = 0; k < o->ndev; k++)
+		if (o->dev[k] > 1 && !(used & (1u << k)))
+			o->partial |= 1u << k;
+	return o;
+}
+
+/* Each rank's gradient v is a contribution to the sum over the devices. */
+static void mark_contribution(Sharder *S, Value *v)
+{
+	Layout *l = ARENA_NEW(S->cx.arena, Layout);
+	*l = *v->layout;
+	for (int k = 0; k < l->ndev; k++)
+		if (l->dev[k] > 1)
+			l->partial |= 1u << k;
+	v->layout = l;
 }
 
 /* A hybrid_parallel collective works on each device's data as it is: on
@@ -372,6 +466,8 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	const Layout *whole_layout = p->layout;
 	for (int i = 2; i < n->nin; i++)
 		n->in[i]->layout = shard;
+	if (S->mode == PM_DATA_PARALLEL && hybrid_contribution(S, n, 1, n->in[1]))
+		mark_contribution(S, n->in[1]); /* as in lay_out_node */
 	n->in[1] = convert(S, n->in[1], shard, n);
 	shard_accumulation(S, n->in[1]->def);
 	Value *ps = convert(S, p, shard, n);
@@ -424,6 +520,85 @@ static bool narrow_partial(Sharder *S, Node *n)
 	return true;
 }
 
+/* .shard(out_strategy = ...) as MindSpore has it for MatMul: the output
+ * of a matmul whose reduction dimension is split holds partial sums;
+ * out_strategy says how they are completed -- each output dimension
+ * split as the inputs split it (an AllReduce), or one whole dimension
+ * also split by the reduction's devices (a ReduceScatter into it). The
+ * converted output replaces the original for every later reader. */
+static void apply_out_strategy(Sharder *S, Node *n)
+{
+	const Strategy *o = &n->ann.out_strategy;
+	Diag *d = &S->c->diag;
+	Arena *a = S->cx.arena;
+	if (per_device_mode(S->mode) || n->phase != PH_FORWARD || !n->out || !n->out->layout)
+		return;
+	const char *op = op_info[n->op].name;
+	if (n->op != OP_MATMUL && n->op != OP_BATCH_MATMUL) {
+		diag_error(d, o->loc, "%s: out_strategy is supported for matmul and batch_matmul only", op);
+		return;
+	}
+	if (n->ann.in_strategy.n == 0) {
+		diag_error(d, o->loc, "%s: out_strategy needs an in_strategy", op);
+		return;
+	}
+	const Layout *l = n->out->layout;
+	if (o->n != 1 || o->v[0].rank != l->rank) {
+		diag_error(d, o->loc, "%s: invalid out_strategy %s: it needs one strategy of %d dimensions, for the output",
+		           op, strategy_str(a, o), l->rank);
+		return;
+	}
+	Layout *t = ARENA_NEW(a, Layout);
+	*t = *l;
+	t->partial = 0;
+	unsigned left = l->partial;
+	for (int i = 0; i < l->rank; i++) {
+		int64_t want = o->v[0].d[i], have = layout_split(l, i);
+		if (want == have)
+			continue;
+		/* the one partial axis, moved into this whole dimension */
+		int k = -1;
+		for (int ax = 0; ax < l->ndev; ax++)
+			if (left == 1u << ax)
+				k = ax;
+		if (have == 1 && k >= 0 && want == l->dev[k] && l->full.d[i] % want == 0) {
+			t->map[i] = k;
+			t->slice.d[i] = l->full.d[i] / want;
+			left = 0;
+			continue;
+		}
+		int64_t red = k >= 0 ? l->dev[k] : 1;
+		if (have == 1 && k >= 0)
+			diag_error(d, o->loc,
+			           "%s: invalid out_strategy %s: dimension %d of the output is whole under the in_strategy; "
+			           "it may stay whole (1) or take the %" PRId64 "-way split of the reduction dimension "
+			           "(%" PRId64 ", a ReduceScatter)",
+			           op, strategy_str(a, o), i, red, red);
+		else
+			diag_error(d, o->loc,
+			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " ways by the "
+			           "in_strategy and must stay so%s",
+			           op, strategy_str(a, o), i, have,
+			           l->partial ? "" : " (the reduction dimension is not split, so nothing can move)");
+		return;
+	}
+	if (layout_equiv(t, l))
+		return;
+	int at = S->pos;
+	S->pos = at + 1;
+	Value *was = n->out;
+	Value *v = convert(S, was, t, n);
+	S->pos--; /* the loop steps over the conversion */
+	for (int i = S->pos + 1; i < S->g->nnodes; i++) {
+		Node *m = S->g->nodes[i];
+		for (int j = 0; j < m->nin; j++)
+			if (m->in[j] == was)
+				m->in[j] = v;
+	}
+	if (S->g->loss == was)
+		S->g->loss = v;
+}
+
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
@@ -450,6 +625,7 @@ static void lay_out_node(Sharder *S, Node *n)
 				n->in[i]->layout = whole(S, n->in[i]);
 		return;
 	}
+	bool local = false;
 	for (int i = 0; i < n->nin; i++) {
 		Value *v = n->in[i];
 		Layout *need = r.in[i];
@@ -459,15 +635,12 @@ static void lay_out_node(Sharder *S, Node *n)
 			v->layout = need; /* a parameter takes its first reader's layout */
 			continue;
 		}
-		if (hybrid_contribution(S, n, i, v)) {
-			/* each rank's gradient is a contribution to the sum */
-			Layout *l = ARENA_NEW(S->cx.arena, Layout);
-			*l = *v->layout;
-			for (int k = 0; k < l->ndev; k++)
-				if (l->dev[k] > 1)
-					l->partial |= 1u << k;
-			v->layout = l;
+		if (read_as_local(S, n, v, need)) {
+			local = true;
+			continue;
 		}
+		if (hybrid_contribution(S, n, i, v))
+			mark_contribution(S, v);
 		if (keep_local_grad(S, n, i)) {
 			Layout *l = ARENA_NEW(S->cx.arena, Layout);
 			*l = *v->layout;
@@ -480,16 +653,22 @@ static void lay_out_node(Sharder *S, Node *n)
 	}
 	if (n->out)
 		n->out->layout = r.out ? r.out : local_out_layout(S, n);
+	if (n->out && local)
+		n->out->layout = own_value(S, n->out->layout);
+	if (n->ann.out_strategy.n > 0)
+		apply_out_strategy(S, n);
 }
 
 /* data_parallel and hybrid: gradients summed over replicas are averaged
- * when gradients_mean is set. */
+ * when gradients_mean is set. In data_parallel every device contributes
+ * (whatever the dataset_strategy: the ops split the batch over all of
+ * them), so the divisor is the number of devices. */
 static void average_gradients(Sharder *S)
 {
 	if (!per_device_mode(S->mode) || !S->g->par.gradients_mean || S->g->ninputs == 0)
 		return;
 	const Layout *in = S->g->inputs[0]->layout;
-	int64_t dp = in && in->rank ? layout_split(in, 0) : 1;
+	int64_t dp = S->mode == PM_DATA_PARALLEL ? S->cx.device_num : in && in->rank ? layout_split(in, 0) : 1;
 	if (dp == 1)
 		return;
 	for (int i = 0; i < S->g->nnodes; i++) {
@@ -565,6 +744,7 @@ bool pass_sharding(Compilation *c)
 		return true;
 	S.nconvs = g->nvalues;
 	S.convs = ARENA_NEWN(&c->arena, Conv *, S.nconvs);
+	mark_from_data(&S);
 	for (int i = 0; i < g->ninputs; i++)
 		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
 	for (int i = 0; i < g->nvalues; i++)

@@ -20,6 +20,7 @@ typedef struct CkItem {
 	uint32_t stage;
 	int n;                 /* input strategies */
 	Shape *v;
+	Shape *out;            /* the output strategy (out_strategy); NULL: none */
 } CkItem;
 
 typedef struct CkLayout {
@@ -85,7 +86,8 @@ static void collect(Compilation *c, Ckpt *k)
 		if (!names[i])
 			continue;
 		Strategy s = n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(a, n);
-		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v};
+		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v,
+		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL};
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
 	for (int i = 0; i < g->nparams; i++) {
@@ -107,6 +109,20 @@ static Node *find_node(Graph *g, const char **names, const char *name)
 		if (names[i] && strcmp(names[i], name) == 0)
 			return g->nodes[i];
 	return NULL;
+}
+
+static bool strategy_equal(const Strategy *a, const Strategy *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int j = 0; j < a->n; j++) {
+		if (a->v[j].rank != b->v[j].rank)
+			return false;
+		for (int d = 0; d < a->v[j].rank; d++)
+			if (a->v[j].d[d] != b->v[j].d[d])
+				return false;
+	}
+	return true;
 }
 
 static bool apply(Compilation *c, const Ckpt *k, const char *path)
@@ -140,6 +156,20 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			}
 		if (!dims_ok)
 			continue;
+		int stage = n->ann.stage > 0 ? n->ann.stage : 0;
+		if (it->stage >= (uint32_t)(g->nstages > 0 ? g->nstages : 1)) {
+			diag_error(d, g->par.set_loc[PK_strategy_ckpt_load_file],
+			           "%s: '%s' is on stage %" PRIu32 ", but the model has %d pipeline stage%s", path, it->name,
+			           it->stage, g->nstages, g->nstages == 1 ? "" : "s");
+			ok = false;
+			continue;
+		}
+		if (it->stage != (uint32_t)stage) {
+			diag_error(d, n->loc, "%s: '%s' is on stage %" PRIu32 ", but this model runs it on stage %d", path,
+			           it->name, it->stage, stage);
+			ok = false;
+			continue;
+		}
 		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc};
 		ShardResult r;
 		if (!shard_node(&cx, n, &s, &r)) {
@@ -150,6 +180,29 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			shard_node(&loud, n, &s, &r);
 			ok = false;
 			continue;
+		}
+		if (n->ann.in_strategy.n > 0 && !n->ann.searched && !strategy_equal(&n->ann.in_strategy, &s)) {
+			/* neither silently wins: the user says which */
+			diag_error(d, n->ann.in_strategy.loc,
+			           "%s: this shard %s contradicts the strategy %s of '%s' in the strategy checkpoint '%s'; "
+			           "change one of them",
+			           op_info[n->op].name, strategy_str(a, &n->ann.in_strategy), strategy_str(a, &s), it->name,
+			           path);
+			ok = false;
+			continue;
+		}
+		if (it->out) {
+			Strategy o = {.n = 1, .v = it->out, .loc = n->loc};
+			if (n->ann.out_strategy.n > 0 && !strategy_equal(&n->ann.out_strategy, &o)) {
+				diag_error(d, n->ann.out_strategy.loc,
+				           "%s: this out_strategy %s contradicts the out_strategy %s of '%s' in the strategy "
+				           "checkpoint '%s'; change one of them",
+				           op_info[n->op].name, strategy_str(a, &n->ann.out_strategy), strategy_str(a, &o),
+				           it->name, path);
+				ok = false;
+				continue;
+			}
+			n->ann.out_strategy = o;
 		}
 		n->ann.in_strategy = s;
 		n->ann.searched = true;
@@ -195,6 +248,9 @@ static bool write_proto(const Ckpt *k, FILE *f)
 		nst += (size_t)k->items[i].n;
 	Mindspore__Straspb__ParallelStrategy *st = calloc(nst + 1, sizeof *st);
 	Mindspore__Straspb__ParallelStrategy **stp = calloc(nst + 1, sizeof *stp);
+	Mindspore__Straspb__ParallelStrategy *ost = calloc((size_t)k->nitems + 1, sizeof *ost);
+	Mindspore__Straspb__ParallelStrategy **ostp = calloc((size_t)k->nitems + 1, sizeof *ostp);
+	uint32_t *odims = calloc((size_t)k->nitems * MAX_RANK + 1, sizeof *odims);
 	uint32_t *dims = calloc(nst * MAX_RANK + 1, sizeof *dims);
 	size_t si = 0;
 	for (int i = 0; i < k->nitems; i++) {
@@ -213,6 +269,16 @@ static bool write_proto(const Ckpt *k, FILE *f)
 			for (int d = 0; d < it->v[j].rank; d++)
 				st[si].dim[d] = (uint32_t)it->v[j].d[d];
 			stp[si] = &st[si];
+		}
+		if (it->out) {
+			mindspore__straspb__parallel_strategy__init(&ost[i]);
+			ost[i].n_dim = (size_t)it->out->rank;
+			ost[i].dim = &odims[i * MAX_RANK];
+			for (int d = 0; d < it->out->rank; d++)
+				ost[i].dim[d] = (uint32_t)it->out->d[d];
+			ostp[i] = &ost[i];
+			strs[i].n_out_strategy = 1;
+			strs[i].out_strategy = &ostp[i];
 		}
 		m.parallel_strategy_item[i] = &items[i];
 	}
@@ -260,6 +326,7 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	bool ok = fwrite(buf, 1, len, f) == len;
 	free(buf);
 	free(m.parallel_strategy_item), free(items), free(strs), free(st), free(stp), free(dims);
+	free(ost), free(ostp), free(odims);
 	free(m.parallel_layout_item), free(li), free(ls), free(dm), free(dmp), free(tm), free(tmp);
 	free(ps), free(psp), free(io), free(iop), free(dv), free(mv);
 	return ok;
@@ -291,6 +358,14 @@ static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *
 			it.v[j].rank = (int)ps->n_dim;
 			for (size_t d = 0; d < ps->n_dim; d++)
 				it.v[j].d[d] = ps->dim[d];
+		}
+		if (ok && pi->parallel_strategys->n_out_strategy == 1 &&
+		    pi->parallel_strategys->out_strategy[0]->n_dim <= MAX_RANK) {
+			Mindspore__Straspb__ParallelStrategy *ps = pi->parallel_strategys->out_strategy[0];
+			it.out = ARENA_NEW(a, Shape);
+			it.out->rank = (int)ps->n_dim;
+			for (size_t d = 0; d < ps->n_dim; d++)
+				it.out->d[d] = ps->dim[d];
 		}
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
@@ -353,6 +428,10 @@ static bool write_json(const Ckpt *k, FILE *f)
 		for (int j = 0; j < it->n; j++) {
 			fputs(j ? ", " : "", f);
 			json_ints(f, it->v[j].d, it->v[j].rank);
+		}
+		if (it->out) {
+			fputs("], \"out_strategy\": [", f);
+			json_ints(f, it->out->d, it->out->rank);
 		}
 		fputs("]}", f);
 	}
@@ -537,6 +616,13 @@ static void item_member(Jr *J, const char *key, void *ctx)
 		it->n = n;
 		it->v = ARENA_NEWN(J->a, Shape, n + 1);
 		memcpy(it->v, tmp, sizeof(Shape) * (size_t)n);
+	} else if (strcmp(key, "out_strategy") == 0) {
+		if (!jeat(J, '['))
+			return jfail(J, "expected the list of output strategies");
+		it->out = ARENA_NEW(J->a, Shape);
+		it->out->rank = jints(J, it->out->d, MAX_RANK);
+		if (!jeat(J, ']'))
+			return jfail(J, "expected ']' (one output strategy)");
 	} else {
 		jskip(J);
 	}
@@ -793,12 +879,63 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 	return true;
 }
 
+/* The layouts of a loaded checkpoint against those the strategies gave
+ * the parameters (after the sharding pass): a file whose layout items
+ * contradict its own strategies, or this model, is rejected. */
+static bool check_loaded_layouts(Compilation *c, const char *path)
+{
+	Graph *g = c->g;
+	Arena *a = &c->arena;
+	Diag *d = &c->diag;
+	Loc at = g->par.set_loc[PK_strategy_ckpt_load_file];
+	size_t len;
+	char *buf = slurp(path, &len);
+	if (!buf)
+		return true; /* reported when it was loaded */
+	Ckpt k;
+	char err[256];
+	bool ok = is_json(path) ? read_json(a, buf, len, &k, err, sizeof err)
+	                        : read_proto(a, (const uint8_t *)buf, len, &k, err, sizeof err);
+	free(buf);
+	if (!ok)
+		return true;
+	for (int i = 0; i < k.nlayouts; i++) {
+		const CkLayout *l = &k.layouts[i];
+		Value *p = graph_find(g, l->name);
+		if (!p || p->kind != VK_PARAM || !p->layout || l->rank != p->shape.rank)
+			continue; /* reported by apply() */
+		int map[MAX_RANK];
+		bool maps_ok = l->ndev > 0 && l->ndev <= MAX_RANK;
+		for (int j = 0; j < l->rank && maps_ok; j++) {
+			/* tensor_shape is JSON's (the protobuf has split shapes) */
+			maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev &&
+			          (l->shape.rank != l->rank || l->shape.d[j] == p->shape.d[j]);
+			map[j] = l->map[j] < 0 ? -1 : l->ndev - 1 - l->map[j];
+		}
+		Layout *want = maps_ok ? layout_make(a, &p->shape, l->ndev, l->dev, map, 0, g->par.device_num / g->nstages)
+		                       : NULL;
+		Layout got = *p->layout;
+		got.partial = 0;
+		if (!want || !layout_equiv(want, &got)) {
+			diag_error(d, at,
+			           "%s: the layout item of '%s' (dev_matrix, tensor_map, tensor_shape) contradicts the "
+			           "strategies, which lay it out as %s",
+			           path, l->name, layout_str(a, &got));
+			ok = false;
+		}
+	}
+	return ok;
+}
+
 bool pass_strategy_ckpt(Compilation *c)
 {
 	ParallelConfig *pc = &c->g->par;
 	if (pc->parallel_mode == PM_STAND_ALONE)
 		return true;
 	bool ok = true;
+	if ((pc->parallel_mode == PM_SEMI_AUTO_PARALLEL || pc->parallel_mode == PM_AUTO_PARALLEL) &&
+	    pc->strategy_ckpt_load_file && *pc->strategy_ckpt_load_file)
+		ok = check_loaded_layouts(c, pc->strategy_ckpt_load_file);
 	if (pc->strategy_ckpt_save_file && *pc->strategy_ckpt_save_file)
 		ok = strategy_ckpt_save_path(c, pc->strategy_ckpt_save_file) && ok;
 	if (pc->group_ckpt_save_file && *pc->group_ckpt_save_file)

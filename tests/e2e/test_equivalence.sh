@@ -226,6 +226,7 @@ matrix $MODELS/mlp_dp.net "" "" ""
 matrix $MODELS/mlp_megatron.net "MP=2" "MP=4" "MP=8"
 matrix $MODELS/mlp_2d.net "DP=2 MP=1" "DP=2 MP=2" "DP=2 MP=4"
 matrix $MODELS/matmul_kdim.net "K=2" "K=4" "K=8"
+matrix $MODELS/matmul_out_strategy.net "K=2" "K=4" -
 matrix $MODELS/repeated.net - "" ""
 matrix $MODELS/embedding.net "MP=2" "MP=4" "MP=8"
 matrix $MODELS/attention.net "DP=1 MP=2" "DP=2 MP=2" "DP=2 MP=4"
@@ -244,6 +245,31 @@ if build dp_sum $MODELS/mlp_dp.net -D device_num=4 $DP && run dp_sum 4 dp_sum --
 else
 	bad "mlp_dp data_parallel gradients_mean=false (build or run failed)"
 fi
+# data_parallel runs the loss as written on each device's local batch
+# (docs/parallel.md): with gradients_mean = true it equals the stand-alone
+# run for a loss that is a mean over the batch plus terms of parameters
+# alone, and the logged loss is the stand-alone one (issue 12, item 1)
+for m in dp_reduce_mean dp_penalty dp_two_losses; do
+	ref "ref_$m" "$MODELS/$m.net"
+	par "$m data_parallel gradients_mean=true @4 == stand-alone" "ref_$m" 4 "$MODELS/$m.net"
+	par "$m data_parallel gradients_mean=true @8 == stand-alone" "ref_$m" 8 "$MODELS/$m.net" -D device_num=8
+done
+# summed gradients with a penalty term: sgd at lr equals stand-alone at 4 * lr
+if build pen_sum $MODELS/dp_penalty.net -D gradients_mean=false && run pen_sum 4 pen_sum --steps 20 &&
+	run ref_dp_penalty 1 ref_dp_penalty_lr4 --steps 20 --lr 0.4; then
+	equal "dp_penalty data_parallel gradients_mean=false sgd @4 == stand-alone at --lr x4" pen_sum \
+		ref_dp_penalty_lr4
+else
+	bad "dp_penalty data_parallel gradients_mean=false (build or run failed)"
+fi
+par "dp_penalty data_parallel with optimizer parallel @4 == stand-alone" ref_dp_penalty 4 \
+	$MODELS/dp_penalty.net -D enable_parallel_optimizer=true -D "parallel_optimizer_config={parallel_optimizer_threshold=0}"
+ref ref_dp_image $MODELS/dp_image.net
+par "dp_image data_parallel dataset_strategy splitting H @4 == stand-alone" ref_dp_image 4 $MODELS/dp_image.net
+par "dp_image data_parallel dataset_strategy=full_batch @4 == stand-alone" ref_dp_image 4 \
+	$MODELS/dp_image.net -D dataset_strategy=full_batch
+par "mlp_dp data_parallel full_batch=true @4 == stand-alone" ref_mlp_dp 4 \
+	$MODELS/mlp_dp.net -D device_num=4 $DP -D gradients_mean=true -D full_batch=true
 par "bn_matmul semi_auto @8 (batch norm (4, 1): repeated) == stand-alone (global statistics)" \
 	ref_bn_matmul 8 samples/bn_matmul.net -D device_num=8
 if build bn_dp samples/bn_matmul.net $DP -D gradients_mean=true && run bn_dp 4 bn_dp --steps 20; then
