@@ -38,7 +38,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
 	memset(t, 0, sizeof *t);
-	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num};
+	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
+	               .nstages = g->nstages};
 	bool tr = training(c);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];

@@ -397,7 +397,9 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		s->m = *m;
 	else
 		machine_defaults(&s->m);
-	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num};
+	/* strategies split the devices of one pipeline stage, as in the sharding pass */
+	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
+	                   .nstages = g->nstages};
 	s->training = training;
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);

@@ -51,6 +51,19 @@ static Layout *whole(Sharder *S, const Value *v)
 
 /* ---- inputs ------------------------------------------------------------------ */
 
+/* "device_num = 8", or with pipeline stages "the 4 devices of a stage
+ * (device_num = 8 over pipeline_stages = 2)": a stage's share is what
+ * its operators and its micro-batch are split over. */
+static const char *stage_devices(const Sharder *S, char *buf, size_t len)
+{
+	if (S->g->nstages > 1)
+		snprintf(buf, len, "the %lld devices of a stage (device_num = %lld over pipeline_stages = %d)",
+		         (long long)S->cx.device_num, (long long)S->g->par.device_num, S->g->nstages);
+	else
+		snprintf(buf, len, "device_num = %lld", (long long)S->cx.device_num);
+	return buf;
+}
+
 static Layout *dataset_layout(Sharder *S, Value *in)
 {
 	ParallelConfig *pc = &S->g->par;
@@ -91,17 +104,17 @@ static Layout *dataset_layout(Sharder *S, Value *in)
 		}
 		Layout *l = layout_make(S->cx.arena, &in->shape, ndev, dev, map, 0, S->cx.device_num);
 		if (!l) {
-			diag_error(d, s.loc, "dataset_strategy: the strategy of input '%s' does not divide device_num = %lld",
-			           in->name, (long long)S->cx.device_num);
+			diag_error(d, s.loc, "dataset_strategy: the strategy of input '%s' does not divide %s", in->name,
+			           stage_devices(S, (char[96]){0}, 96));
 			return whole(S, in);
 		}
 		return l;
 	}
 	if (in->shape.rank == 0 || in->shape.d[0] % S->cx.device_num != 0) {
 		diag_error(d, in->loc,
-		           "the batch dimension of input '%s' (%lld) is not divisible by device_num = %lld; "
+		           "the batch dimension of input '%s' (%lld) is not divisible by %s; "
 		           "change the batch or use dataset_strategy = \"full_batch\"",
-		           in->name, in->shape.rank ? (long long)in->shape.d[0] : 0LL, (long long)S->cx.device_num);
+		           in->name, in->shape.rank ? (long long)in->shape.d[0] : 0LL, stage_devices(S, (char[96]){0}, 96));
 		return whole(S, in);
 	}
 	return layout_batch_split(S->cx.arena, &in->shape, S->cx.device_num);
@@ -555,7 +568,8 @@ bool pass_sharding(Compilation *c)
 	Graph *g = c->g;
 	Sharder S = {.c = c, .g = g, .mode = g->par.parallel_mode};
 	/* op strategies split a stage's devices */
-	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num / g->nstages};
+	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num / g->nstages,
+	                  .nstages = g->nstages};
 	if (S.mode == PM_STAND_ALONE)
 		return true;
 	S.nconvs = g->nvalues;
