@@ -212,6 +212,49 @@ static bool try_strategy(Sharder *S, Node *n, Strategy s, ShardResult *r)
 	return true;
 }
 
+/* A backward node runs on its forward node's layouts: the forward values
+ * as the forward node read them and the gradient of the forward output
+ * in that output's layout (partial sums reduced first). Only the
+ * gradient's way back and the parameters' gradient aggregation then
+ * communicate, which is what the cost model of the search prices
+ * (passes/cost.h); taking the gradient as produced instead let a
+ * replicated region's backward run data parallel behind the search's
+ * back, with an AllReduce of every parameter it never priced. */
+static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
+{
+	const Node *f = n->fwd;
+	if (!f || n->phase != PH_BACKWARD || !f->out || !f->out->layout || !f->strategy.n || f->op == OP_REDISTRIBUTE)
+		return false;
+	Strategy s = strategy_as_produced(S->cx.arena, n);
+	bool changed = false;
+	for (int j = 0; j < n->nin; j++) {
+		const Value *x = n->in[j];
+		/* a forward value (or its recomputed copy, which is laid out as
+		 * its original): read as the forward node read it */
+		const Value *orig = x->def && x->def->ann.recompute && x->def->fwd ? x->def->fwd->out : x;
+		const Layout *target = NULL;
+		bool fwd_value = orig == f->out;
+		for (int k = 0; k < f->nin && !fwd_value; k++) {
+			const Value *read = f->in[k];
+			if (read == orig || (read->def && read->def->op == OP_REDISTRIBUTE && read->def->in[0] == orig)) {
+				fwd_value = true;
+				target = read->layout;
+			}
+		}
+		/* the gradient of the forward output: in that output's layout */
+		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
+			target = f->out->layout;
+		if (!target)
+			continue;
+		for (int d = 0; d < s.v[j].rank; d++) {
+			int64_t want = layout_split(target, d);
+			changed |= want != s.v[j].d[d];
+			s.v[j].d[d] = want;
+		}
+	}
+	return changed && try_strategy(S, n, s, r);
+}
+
 /* Picks the strategy for n and derives its layouts; false (reported) if
  * the user's strategy is invalid. */
 static bool shard(Sharder *S, Node *n, ShardResult *r)
@@ -233,6 +276,8 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	/* a recomputed copy runs exactly as its original, for identical bits */
 	if (n->fwd && n->ann.recompute && n->fwd->op == n->op && n->fwd->strategy.n &&
 	    try_strategy(S, n, n->fwd->strategy, r))
+		return true;
+	if (backward_follows_forward(S, n, r))
 		return true;
 	/* An op without a strategy follows its inputs when it can run on them
 	 * as they are: no communication, and a Megatron-style split survives
