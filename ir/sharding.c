@@ -40,6 +40,18 @@ static bool fail(Rule *R, const char *fmt, ...)
 	return false;
 }
 
+/* "device_num = 4", or inside a pipeline "the devices of its stage
+ * (stage 1 has 2 devices)": a strategy there splits its stage's share. */
+static const char *devices_str(const Rule *R, char *buf, size_t len)
+{
+	if (R->cx->nstages > 1)
+		snprintf(buf, len, "the devices of its stage (stage %d has %" PRId64 " devices)",
+		         R->n->chunk % R->cx->nstages, R->cx->device_num);
+	else
+		snprintf(buf, len, "device_num = %" PRId64, R->cx->device_num);
+	return buf;
+}
+
 static int64_t split(const Rule *R, int input, int dim) { return R->s->v[input].d[dim]; }
 
 /* A new grid axis for a split (none for 1: unsplit dims need no axis). */
@@ -752,8 +764,8 @@ static bool check_common(Rule *R)
 		if (used > devices)
 			devices = used;
 		if (R->cx->device_num % used != 0)
-			return fail(R, "input %d uses %" PRId64 " devices, which does not divide device_num = %" PRId64, j,
-			            used, R->cx->device_num);
+			return fail(R, "input %d uses %" PRId64 " devices, which does not divide %s", j, used,
+			            devices_str(R, (char[96]){0}, 96));
 	}
 	return true;
 }
@@ -770,11 +782,11 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 	for (int k = 0; k < R.g.n; k++)
 		used *= R.g.d[k];
 	if (cx->device_num % used != 0)
-		return fail(&R, "the operator needs %" PRId64 " devices, which does not divide device_num = %" PRId64, used,
-		            cx->device_num);
+		return fail(&R, "the operator needs %" PRId64 " devices, which does not divide %s", used,
+		            devices_str(&R, (char[96]){0}, 96));
 	for (int j = 0; j < n->nin; j++)
 		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
-			return fail(&R, "input %d cannot be laid out on %" PRId64 " devices", j, cx->device_num);
+			return fail(&R, "input %d cannot be laid out on %s", j, devices_str(&R, (char[96]){0}, 96));
 	return true;
 }
 

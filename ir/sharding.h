@@ -12,7 +12,8 @@
 typedef struct ShardCtx {
 	Arena *arena;
 	Diag *diag;            /* NULL: quiet, for trying candidate strategies */
-	int64_t device_num;
+	int64_t device_num;    /* devices a strategy splits: device_num, or a stage's share */
+	int nstages;           /* pipeline_stages (0 or 1: none); messages then name the node's stage */
 } ShardCtx;
 
 typedef struct ShardResult {

@@ -207,6 +207,20 @@ double cost_allreduce(const Machine *m, int64_t bytes, int64_t g)
 	return m->latency * (double)cost_rounds(RS_ALLREDUCE, g) + (double)bytes / m->bandwidth;
 }
 
+unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)
+{
+	const Layout *l = r->in[i];
+	if (!l)
+		return 0;
+	/* the op's axes (from its output or any input on the same grid) that
+	 * do not split input i: its gradient is a partial sum over them */
+	unsigned axes = r->out && r->out->ndev == l->ndev ? layout_used_axes(r->out) : 0;
+	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++)
+		if (r->in[j] && r->in[j]->ndev == l->ndev)
+			axes |= layout_used_axes(r->in[j]);
+	return axes & ~layout_used_axes(l);
+}
+
 double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes)
 {
 	const Value *p = n->in[i];
@@ -215,14 +229,7 @@ double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, in
 		*bytes = 0;
 	if (p->kind != VK_PARAM || !p->param.requires_grad || !l)
 		return 0;
-	/* the op's axes (from its output or any input on the same grid) that
-	 * do not split the parameter: the gradient is a partial sum over them */
-	unsigned axes = r->out && r->out->ndev == l->ndev ? layout_used_axes(r->out) : 0;
-	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++)
-		if (r->in[j] && r->in[j]->ndev == l->ndev)
-			axes |= layout_used_axes(r->in[j]);
-	axes &= ~layout_used_axes(l);
-	int64_t g = layout_group_size(l, axes);
+	int64_t g = layout_group_size(l, cost_grad_partial_axes(n, r, i));
 	if (g <= 1)
 		return 0;
 	int64_t slice = shape_numel(&l->slice) * dtype_size(p->dtype);
@@ -312,6 +319,7 @@ typedef struct RcEntry {
 
 typedef struct StripEntry {
 	const Layout *from, *to;
+	unsigned partial;
 } StripEntry;
 
 struct RedistCache {
@@ -407,47 +415,53 @@ double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType 
 	return e->time;
 }
 
-static StripEntry *strip_slot(StripEntry *t, size_t cap, const Layout *l)
+static StripEntry *strip_slot(StripEntry *t, size_t cap, const Layout *l, unsigned partial)
 {
-	size_t i = rc_hash(l, l, DT_F32) & (cap - 1);
-	while (t[i].from && t[i].from != l)
+	size_t i = (rc_hash(l, l, DT_F32) ^ (size_t)partial * 0x9E3779B97F4A7C15ull) & (cap - 1);
+	while (t[i].from && !(t[i].from == l && t[i].partial == partial))
 		i = (i + 1) & (cap - 1);
 	return &t[i];
 }
 
-const Layout *cost_strip_partial(RedistCache *rc, const Layout *l)
+const Layout *cost_with_partial(RedistCache *rc, const Layout *l, unsigned partial)
 {
-	if (!l || !l->partial)
+	if (!l || l->partial == partial)
 		return l;
-	StripEntry *e = strip_slot(rc->strip, rc->strip_cap, l);
+	StripEntry *e = strip_slot(rc->strip, rc->strip_cap, l, partial);
 	if (e->from)
 		return e->to;
 	Layout *c = ARENA_NEW(rc->a, Layout);
 	*c = *l;
-	c->partial = 0;
+	c->partial = partial;
 	e->from = l;
+	e->partial = partial;
 	e->to = c;
 	if (++rc->strip_n * 2 > rc->strip_cap) {
 		size_t nc = rc->strip_cap * 2;
 		StripEntry *nt = ARENA_NEWN(rc->a, StripEntry, nc);
 		for (size_t i = 0; i < rc->strip_cap; i++)
 			if (rc->strip[i].from)
-				*strip_slot(nt, nc, rc->strip[i].from) = rc->strip[i];
+				*strip_slot(nt, nc, rc->strip[i].from, rc->strip[i].partial) = rc->strip[i];
 		rc->strip = nt;
 		rc->strip_cap = nc;
 	}
 	return c;
 }
 
-double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool training)
+const Layout *cost_strip_partial(RedistCache *rc, const Layout *l) { return cost_with_partial(rc, l, 0); }
+
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, unsigned grad_partial, DType dt,
+                 bool training)
 {
-	if (!from || !to || cost_layout_same(from, to))
+	if (!from || !to)
 		return 0;
-	double t = cost_redist(rc, from, to, dt, NULL);
-	if (training) {
-		t *= 2; /* the backward ops read the forward value in its producer's layout again */
-		if (dtype_is_float(dt))
-			t += cost_redist(rc, cost_strip_partial(rc, to), cost_strip_partial(rc, from), dt, NULL);
-	}
+	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
+	/* The backward ops read the forward node's converted copy
+	 * (reuse_forward_copies): no second conversion. The gradient leaves
+	 * the consumer in its input's layout, a partial sum over the
+	 * consumer's axes that do not split it, and goes back to the
+	 * producer's layout. */
+	if (training && dtype_is_float(dt))
+		t += cost_redist(rc, cost_with_partial(rc, to, grad_partial), cost_strip_partial(rc, from), dt, NULL);
 	return t;
 }

@@ -10,13 +10,19 @@
  *                  producers' layouts, with redist_plan's ring bytes:
  *                  time = latency * rounds + send_bytes / bandwidth
  *                  (rounds: AllReduce 2(g-1), the others g-1); when
- *                  training twice (the backward ops convert the forward
- *                  value again) plus the gradient's way back, from the
- *                  consumer's layout to the producer's (partial sums
- *                  dropped: a partial output's gradient is replicated);
- *                  plus the AllReduce of the gradient of
- *                  every parameter it reads over the axes along which the
- *                  operator splits its data but not the parameter
+ *                  training plus the gradient's way back, from the
+ *                  consumer's input layout (a partial sum over the
+ *                  consumer's axes that do not split it) to the
+ *                  producer's (partial sums dropped: a partial output's
+ *                  gradient is replicated); plus the AllReduce of the
+ *                  gradient of every parameter it reads over the axes
+ *                  along which the operator splits its data but not the
+ *                  parameter; plus the AllReduce of a partial loss.
+ *                  The sharding pass lays each backward operator out on
+ *                  its forward operator's layouts (backward_follows_
+ *                  forward), so this is what the compiled program does:
+ *                  `netc explain` prints both and they agree
+ *                  (docs/auto_parallel.md)
  *   memory         bytes held: its output slice (kept for the backward
  *                  pass) and, for parameters, slice x (1 + 1 gradient +
  *                  optimizer states: momentum 1, adam/adamw/lamb 2)
@@ -62,6 +68,10 @@ double cost_compute(const Machine *m, const Node *n, const ShardResult *r, bool 
 int64_t cost_rounds(int kind, int64_t g);
 /* Seconds of an AllReduce of `bytes` (per device) in groups of g. */
 double cost_allreduce(const Machine *m, int64_t bytes, int64_t g);
+/* The axes of r.in[i]'s grid that n uses but that do not split input i:
+ * the gradient of input i comes out of n's backward as a partial sum
+ * over them. */
+unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i);
 /* Gradient aggregation of parameter input i of n laid out by r: seconds
  * per step (0 when frozen, not a parameter or not split by the op). */
 double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes);
@@ -79,15 +89,18 @@ typedef struct RedistCache RedistCache;
 RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall);
 /* Seconds (INFINITY when no plan exists) and bytes sent per device. */
 double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes);
-/* l without its partial sums (memoised; l itself when it has none): the
- * layout the gradient of a value laid out as l comes back in. */
+/* l with partial sums over `partial` instead of its own (memoised; l
+ * itself when they agree); partial 0: the layout the gradient of a value
+ * laid out as l comes back in. */
+const Layout *cost_with_partial(RedistCache *rc, const Layout *l, unsigned partial);
 const Layout *cost_strip_partial(RedistCache *rc, const Layout *l);
 /* Forward plus, when training, backward cost of a tensor edge: the
- * backward ops read the value in its producer's layout and convert it
- * again (the sharding pass gives them the forward value, not the
- * consumer's converted copy), and the gradient goes back from the
- * consumer's layout to the producer's. */
-double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool training);
+ * conversion from the producer's layout to the consumer's (once: the
+ * backward ops reuse the converted copy), and the gradient's way back,
+ * from the consumer's layout with partial sums over grad_partial
+ * (cost_grad_partial_axes of the consumer) to the producer's. */
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, unsigned grad_partial, DType dt,
+                 bool training);
 /* Seconds of a plan (redistribute node). */
 double cost_plan_time(const Machine *m, const struct RedistPlan *p);
 /* Largest communication group of a plan (1 for local slicing only). */

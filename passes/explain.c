@@ -38,7 +38,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
 	memset(t, 0, sizeof *t);
-	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num};
+	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
+	               .nstages = g->nstages};
 	bool tr = training(c);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
@@ -96,20 +97,13 @@ static bool strategy_eq(const Strategy *a, const Strategy *b)
 	return true;
 }
 
-static bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
+/* The search graph of the laid-out program and the candidate each
+ * operator ran with: what the search's objective says of this program. */
+static Search *search_of_program(Compilation *c, int **choicep)
 {
-	Graph *g = c->g;
-	Node *target = NULL;
-	for (int i = 0; i < g->nnodes && !target; i++)
-		if (names[i] && (strcmp(names[i], why) == 0 || strcmp(g->nodes[i]->out->name, why) == 0))
-			target = g->nodes[i];
-	if (!target) {
-		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'", why);
-		return false;
-	}
-	Search *s = search_new(&c->arena, g, c->machine, training(c), NULL);
+	Search *s = search_new(&c->arena, c->g, c->machine, training(c), NULL);
 	if (!s)
-		return false;
+		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
 	for (int v = 0; v < s->nv; v++) {
 		SVertex *sv = &s->v[v];
@@ -122,6 +116,36 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 					choice[v] = k;
 		}
 	}
+	*choicep = choice;
+	return s;
+}
+
+double explain_objective(Compilation *c)
+{
+	/* the search's model describes strategies; the per-device modes
+	 * (data_parallel, hybrid_parallel) ignore them */
+	if (c->g->par.parallel_mode != PM_SEMI_AUTO_PARALLEL && c->g->par.parallel_mode != PM_AUTO_PARALLEL)
+		return NAN;
+	int *choice;
+	Search *s = search_of_program(c, &choice);
+	return s ? search_total(s, choice) : NAN;
+}
+
+static bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
+{
+	Graph *g = c->g;
+	Node *target = NULL;
+	for (int i = 0; i < g->nnodes && !target; i++)
+		if (names[i] && (strcmp(names[i], why) == 0 || strcmp(g->nodes[i]->out->name, why) == 0))
+			target = g->nodes[i];
+	if (!target) {
+		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'", why);
+		return false;
+	}
+	int *choice;
+	Search *s = search_of_program(c, &choice);
+	if (!s)
+		return false;
 	int tv = target->id < s->nvertex_of ? s->vertex_of[target->id] : -1;
 	if (tv < 0)
 		return false;
@@ -194,6 +218,10 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	        "totals per device per step: compute %.4g s, communication %.4g s (%d collectives, %" PRId64
 	        " bytes), memory %.4g bytes\npredicted step time: %.4g s\n",
 	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
+	double obj = explain_objective(c);
+	if (!isnan(obj))
+		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate)\n", obj,
+		        100 * (obj / (t.compute + t.comm) - 1));
 	if (why)
 		return explain_why(c, names, why, out);
 	return true;

@@ -23,6 +23,9 @@ typedef struct ExplainTotals {
 
 /* c has been through the passes (at least sharding). */
 void explain_totals(Compilation *c, ExplainTotals *t);
+/* The auto-parallel search's objective (search_total) for the strategies
+ * the program was laid out with; NAN in stand_alone. */
+double explain_objective(Compilation *c);
 /* Prints the report; why: an operator name or output value name, or
  * NULL. False (reported) if `why` names nothing. */
 bool explain_print(Compilation *c, const char *why, FILE *out);

@@ -173,6 +173,14 @@ typedef struct Enum {
 
 enum { MAX_TRIES = 20000 };
 
+/* A candidate's own numbers: computation and its inputs' gradient partial sums. */
+static void cand_costs(Search *s, const Node *n, Cand *c)
+{
+	c->compute = cost_compute(&s->m, n, &c->r, s->training);
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
+		c->grad_partial[i] = cost_grad_partial_axes(n, &c->r, i);
+}
+
 static void try_cand(Enum *E)
 {
 	Arena *a = E->s->a;
@@ -183,7 +191,7 @@ static void try_cand(Enum *E)
 		return;
 	Cand c = {.s = st, .r = r, .nfree = E->nfree};
 	memcpy(c.free, E->f, sizeof(int64_t) * (size_t)E->nfree);
-	c.compute = cost_compute(&E->s->m, E->n, &r, E->s->training);
+	cand_costs(E->s, E->n, &c);
 	VEC_PUSH(a, E->out, E->nout, E->capout, c);
 }
 
@@ -383,6 +391,10 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 			t += cost_redist(s->rc, inl[i], cd->r.in[i], x->dtype, NULL);
 		}
 	}
+	/* a loss left as a partial sum is reduced once per step (the
+	 * sharding pass's finish_loss) */
+	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
+		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
 	*cost = t;
 	*mem = m;
 }
@@ -397,10 +409,15 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		s->m = *m;
 	else
 		machine_defaults(&s->m);
-	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num};
+	/* strategies split the devices of one pipeline stage, as in the sharding pass */
+	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
+	                   .nstages = g->nstages};
 	s->training = training;
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);
+	s->loss = g->loss;
+	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
+		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
 	s->exact = true;
 	s->nvertex_of = g->next_node_id;
 	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
@@ -435,7 +452,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 			Cand *c = &own->c[sv->cl->n];
 			c->s = n->ann.in_strategy;
 			c->r = r;
-			c->compute = cost_compute(&s->m, n, &r, training);
+			cand_costs(s, n, c);
 			c->nfree = 0;
 			own->n = sv->cl->n + 1;
 			sv->cl = own;
@@ -452,7 +469,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 				ok = false;
 				continue;
 			}
-			own->c->compute = cost_compute(&s->m, n, &own->c->r, training);
+			cand_costs(s, n, own->c);
 			own->n = 1;
 			sv->cl = own;
 		}
@@ -513,7 +530,8 @@ const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), e->dt, s->training);
+	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv),
+	                 s->v[e->v].cl->c[cv].grad_partial[e->vi], e->dt, s->training);
 }
 
 double search_total(Search *s, const int *choice)
@@ -1087,12 +1105,15 @@ bool search_recursive(Search *s, int *choice)
 			free_dims(n, size);
 			int best = -1, bestd = -1;
 			double bc = INFINITY;
-			for (int d = 0; d < nfree[v]; d++) {
-				if (size[d] % (cur[v][d] * p) != 0)
+			/* d = -1: no further cut (the operator repeats over the new
+			 * factor): small operators are often cheapest left whole */
+			for (int d = -1; d < nfree[v]; d++) {
+				if (d >= 0 && size[d] % (cur[v][d] * p) != 0)
 					continue;
 				int64_t f[SEARCH_MAX_FREE];
 				memcpy(f, cur[v], sizeof f);
-				f[d] *= p;
+				if (d >= 0)
+					f[d] *= p;
 				int c = find_free(sv->cl, f, nfree[v]);
 				if (c < 0)
 					continue;
@@ -1117,12 +1138,63 @@ bool search_recursive(Search *s, int *choice)
 					bc = t, best = c, bestd = d;
 			}
 			if (best >= 0) {
-				cur[v][bestd] *= p;
+				if (bestd >= 0)
+					cur[v][bestd] *= p;
 				choice[v] = best;
 			}
 		}
 	}
 	return true;
+}
+
+/* ---- data parallel as a floor --------------------------------------------------- */
+
+static bool strategy_same(const Strategy *a, const Strategy *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int j = 0; j < a->n; j++)
+		if (!shape_eq(&a->v[j], &b->v[j]))
+			return false;
+	return true;
+}
+
+/* The plan of data_parallel mode: every free operator splits the batch
+ * (dimension 0 of its non-parameter inputs) over all devices where its
+ * rule accepts that, else runs whole. False if some operator has
+ * neither among its candidates. */
+static bool data_parallel_choice(Search *s, int *choice)
+{
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		if (sv->fixed >= 0) {
+			choice[v] = sv->fixed;
+			continue;
+		}
+		Strategy dp = strategy_data_parallel(s->a, sv->n, s->cx.device_num);
+		Strategy rep = strategy_replicated(s->a, sv->n);
+		choice[v] = -1;
+		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
+			if (strategy_same(&sv->cl->c[c].s, &dp))
+				choice[v] = c;
+		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
+			if (strategy_same(&sv->cl->c[c].s, &rep))
+				choice[v] = c;
+		if (choice[v] < 0)
+			return false;
+	}
+	return true;
+}
+
+/* The heuristic searches (recursive_programming, sharding_propagation's
+ * free parts) can land on a plan that plain data parallelism beats; keep
+ * whichever the objective prices lower, so an auto plan is never worse
+ * than data_parallel by the search's own measure. */
+static void at_least_data_parallel(Search *s, int *choice)
+{
+	int *dp = ARENA_NEWN(s->a, int, s->nv + 1);
+	if (data_parallel_choice(s, dp) && search_total(s, dp) < search_total(s, choice))
+		memcpy(choice, dp, sizeof(int) * (size_t)s->nv);
 }
 
 /* ---- applying the result ------------------------------------------------------- */
@@ -1160,6 +1232,8 @@ bool search_run(Compilation *c)
 	}
 	if (!ok)
 		return false;
+	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING)
+		at_least_data_parallel(s, choice);
 	search_apply(s, choice);
 	if (c->verbose)
 		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",

@@ -35,6 +35,7 @@ typedef struct Cand {
 	int nfree;
 	int64_t free[SEARCH_MAX_FREE]; /* the split of each free dimension */
 	double compute;                /* seconds per step on one device */
+	unsigned grad_partial[16];     /* per input: cost_grad_partial_axes (SHARD_MAX_INPUTS) */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -69,6 +70,7 @@ typedef struct Search {
 	bool training;
 	int opt_states;    /* optimizer state tensors per parameter */
 	RedistCache *rc;
+	const Value *loss;  /* the loss as its operator produced it */
 	SVertex *v;
 	int nv;
 	SEdge *e;

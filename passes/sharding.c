@@ -54,6 +54,19 @@ static Layout *whole(Sharder *S, const Value *v)
 
 /* ---- inputs ------------------------------------------------------------------ */
 
+/* "device_num = 8", or with pipeline stages "the 4 devices of a stage
+ * (device_num = 8 over pipeline_stages = 2)": a stage's share is what
+ * its operators and its micro-batch are split over. */
+static const char *stage_devices(const Sharder *S, char *buf, size_t len)
+{
+	if (S->g->nstages > 1)
+		snprintf(buf, len, "the %lld devices of a stage (device_num = %lld over pipeline_stages = %d)",
+		         (long long)S->cx.device_num, (long long)S->g->par.device_num, S->g->nstages);
+	else
+		snprintf(buf, len, "device_num = %lld", (long long)S->cx.device_num);
+	return buf;
+}
+
 static Layout *dataset_layout(Sharder *S, Value *in)
 {
 	ParallelConfig *pc = &S->g->par;
@@ -94,17 +107,17 @@ static Layout *dataset_layout(Sharder *S, Value *in)
 		}
 		Layout *l = layout_make(S->cx.arena, &in->shape, ndev, dev, map, 0, S->cx.device_num);
 		if (!l) {
-			diag_error(d, s.loc, "dataset_strategy: the strategy of input '%s' does not divide device_num = %lld",
-			           in->name, (long long)S->cx.device_num);
+			diag_error(d, s.loc, "dataset_strategy: the strategy of input '%s' does not divide %s", in->name,
+			           stage_devices(S, (char[96]){0}, 96));
 			return whole(S, in);
 		}
 		return l;
 	}
 	if (in->shape.rank == 0 || in->shape.d[0] % S->cx.device_num != 0) {
 		diag_error(d, in->loc,
-		           "the batch dimension of input '%s' (%lld) is not divisible by device_num = %lld; "
+		           "the batch dimension of input '%s' (%lld) is not divisible by %s; "
 		           "change the batch or use dataset_strategy = \"full_batch\"",
-		           in->name, in->shape.rank ? (long long)in->shape.d[0] : 0LL, (long long)S->cx.device_num);
+		           in->name, in->shape.rank ? (long long)in->shape.d[0] : 0LL, stage_devices(S, (char[96]){0}, 96));
 		return whole(S, in);
 	}
 	return layout_batch_split(S->cx.arena, &in->shape, S->cx.device_num);
@@ -240,6 +253,49 @@ static Strategy data_parallel_strategy(Sharder *S, const Node *n)
 	return s;
 }
 
+/* A backward node runs on its forward node's layouts: the forward values
+ * as the forward node read them and the gradient of the forward output
+ * in that output's layout (partial sums reduced first). Only the
+ * gradient's way back and the parameters' gradient aggregation then
+ * communicate, which is what the cost model of the search prices
+ * (passes/cost.h); taking the gradient as produced instead let a
+ * replicated region's backward run data parallel behind the search's
+ * back, with an AllReduce of every parameter it never priced. */
+static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
+{
+	const Node *f = n->fwd;
+	if (!f || n->phase != PH_BACKWARD || !f->out || !f->out->layout || !f->strategy.n || f->op == OP_REDISTRIBUTE)
+		return false;
+	Strategy s = strategy_as_produced(S->cx.arena, n);
+	bool changed = false;
+	for (int j = 0; j < n->nin; j++) {
+		const Value *x = n->in[j];
+		/* a forward value (or its recomputed copy, which is laid out as
+		 * its original): read as the forward node read it */
+		const Value *orig = x->def && x->def->ann.recompute && x->def->fwd ? x->def->fwd->out : x;
+		const Layout *target = NULL;
+		bool fwd_value = orig == f->out;
+		for (int k = 0; k < f->nin && !fwd_value; k++) {
+			const Value *read = f->in[k];
+			if (read == orig || (read->def && read->def->op == OP_REDISTRIBUTE && read->def->in[0] == orig)) {
+				fwd_value = true;
+				target = read->layout;
+			}
+		}
+		/* the gradient of the forward output: in that output's layout */
+		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
+			target = f->out->layout;
+		if (!target)
+			continue;
+		for (int d = 0; d < s.v[j].rank; d++) {
+			int64_t want = layout_split(target, d);
+			changed |= want != s.v[j].d[d];
+			s.v[j].d[d] = want;
+		}
+	}
+	return changed && try_strategy(S, n, s, r);
+}
+
 /* Picks the strategy for n and derives its layouts; false (reported) if
  * the user's strategy is invalid. */
 static bool shard(Sharder *S, Node *n, ShardResult *r)
@@ -261,6 +317,8 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	/* a recomputed copy runs exactly as its original, for identical bits */
 	if (n->fwd && n->ann.recompute && n->fwd->op == n->op && n->fwd->strategy.n &&
 	    try_strategy(S, n, n->fwd->strategy, r))
+		return true;
+	if (backward_follows_forward(S, n, r))
 		return true;
 	/* An op without a strategy follows its inputs when it can run on them
 	 * as they are: no communication, and a Megatron-style split survives
@@ -739,7 +797,8 @@ bool pass_sharding(Compilation *c)
 	Graph *g = c->g;
 	Sharder S = {.c = c, .g = g, .mode = g->par.parallel_mode};
 	/* op strategies split a stage's devices */
-	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num / g->nstages};
+	S.cx = (ShardCtx){.arena = &c->arena, .diag = NULL, .device_num = g->par.device_num / g->nstages,
+	                  .nstages = g->nstages};
 	if (S.mode == PM_STAND_ALONE)
 		return true;
 	S.nconvs = g->nvalues;
