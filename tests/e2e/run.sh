@@ -3,7 +3,8 @@
 # name order, each under `timeout 300` (TEST_TIMEOUT), with its output in
 # build/e2e-logs/NAME.log. Prints one line per test,
 #   ok   NAME (12s)            or
-#   FAIL NAME (exit 1, 12s): log build/e2e-logs/NAME.log
+#   FAIL NAME (exit 1, 12s): log build/e2e-logs/NAME.log      or
+#   skip NAME (1s): SKIP ...  (passed without running: its log says why)
 # followed, on failure, by the log's FAIL lines and its last lines; then
 # the last line alone: "N passed, N failed". Exit status 1 on any failure.
 # Arguments, if any, select tests by name: tests/e2e/run.sh equivalence cli
@@ -36,7 +37,12 @@ for t in tests/e2e/test_*.sh; do
 	secs=$(($(date +%s) - t0))
 	if [ "$rc" -eq 0 ]; then
 		pass=$((pass + 1))
-		echo "ok   $name (${secs}s)"
+		# a test that cannot run here (no root, say) passes and says why
+		if grep -q "^SKIP" "$log"; then
+			echo "skip $name (${secs}s): $(grep -m1 "^SKIP" "$log")"
+		else
+			echo "ok   $name (${secs}s)"
+		fi
 	else
 		fail=$((fail + 1))
 		failed="$failed $name"
