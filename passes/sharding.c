@@ -264,6 +264,10 @@ static Strategy data_parallel_strategy(Sharder *S, const Node *n)
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
+	/* data_parallel and hybrid_parallel run the program as written per
+	 * device (no search): their backward keeps its own rules */
+	if (per_device_mode(S->mode))
+		return false;
 	if (!f || n->phase != PH_BACKWARD || !f->out || !f->out->layout || !f->strategy.n || f->op == OP_REDISTRIBUTE)
 		return false;
 	Strategy s = strategy_as_produced(S->cx.arena, n);
