@@ -115,6 +115,22 @@ else
 	head -5 "$work/build.log" | sed 's/^/     | /'
 fi
 
+# the loss curve of docs/launch.md: gnuplot's one-liner on a --log CSV
+# (gnuplot is optional: without it the case says so and passes)
+if ! command -v gnuplot >/dev/null 2>&1; then
+	ok "loss curve with gnuplot: skipped, no gnuplot (Debian: gnuplot-nox)"
+elif timeout "$TMO" "$NETC" build samples/mlp.net -D parallel_mode=stand_alone -o "$work/mlp1" >/dev/null 2>&1 &&
+	timeout "$TMO" "$work/mlp1" --steps 20 --quiet --log "$work/loss.csv" &&
+	(cd "$work" && timeout "$TMO" gnuplot -e "set datafile separator ','; set terminal pngcairo size 800,500; \
+        set output 'loss.png'; set xlabel 'step'; set ylabel 'loss'; \
+        plot 'loss.csv' skip 1 using 1:2 with lines title 'loss'") 2>"$work/gnuplot.log" &&
+	[ "$(head -c 4 "$work/loss.png" | od -An -c | tr -d ' ')" = '211PNG' ]; then
+	ok "loss curve: docs/launch.md's gnuplot one-liner turns a --log CSV into a PNG"
+else
+	bad "loss curve: the gnuplot one-liner of docs/launch.md failed"
+	head -5 "$work/gnuplot.log" | sed 's/^/     | /'
+fi
+
 # the AddressSanitizer build: check every sample and golden input, build one
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 for f in samples/*.net tests/golden/diag/*.net; do
