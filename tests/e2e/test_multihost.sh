@@ -59,6 +59,8 @@ if ! { ip link add mh0 netns $NSA type veth peer name mh1 netns $NSB &&
 	ip -n $NSA link set mh0 up && ip -n $NSB link set mh1 up; } 2>"$work/ns.err"; then
 	skip "cannot link the namespaces with a veth pair: $(cat "$work/ns.err")"
 fi
+# entering a namespace mounts a fresh /sys: containers may forbid it
+ip netns exec $NSA true 2>"$work/ns.err" || skip "cannot enter a network namespace: $(cat "$work/ns.err")"
 echo "hosts: $NSA (10.77.0.1) and $NSB (10.77.0.2), one veth pair"
 
 # The rsh agent: Open MPI runs `AGENT HOST COMMAND...` as it would run ssh;
