@@ -1,6 +1,8 @@
 #!/bin/sh
 # netc's command line: exit statuses and messages of check, dot, build,
-# --help and --version; the built program's --help; and every sample and
+# --help and --version; dot drawing every redistribution the transformer
+# executes and --fold shrinking a 24-layer one; the gnuplot loss-curve
+# one-liner of docs/launch.md; the built program's --help; and every sample and
 # golden diagnostic input checked by the AddressSanitizer build
 # (build/netc-san, leaks detected; only check and build run under it: dot
 # goes through GraphViz, which leaks).
