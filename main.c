@@ -29,6 +29,7 @@ typedef struct Args {
 	const char *fault;       /* --inject-fault=NAME (tests) */
 	const char *why;         /* explain --why OP */
 	bool schedule;           /* explain --schedule [-o sched.svg] */
+	bool fold;               /* dot --fold: repeated blocks drawn once */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
 } Args;
@@ -50,6 +51,7 @@ static void usage(FILE *out)
 	      "                        train.KEY=VALUE overrides the train block\n"
 	      "  -o FILE               output file\n"
 	      "  -T FORMAT             dot output format: dot, svg, png\n"
+	      "      --fold            dot: draw each repeated block (layers.0, layers.1, ...) once\n"
 	      "      --target NAME     build target: cpu (default), cuda\n"
 	      "      --emit-c DIR      keep the generated source in DIR\n"
 	      "      --precision P     f32 (default) or f64 for every float tensor\n"
@@ -71,7 +73,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE };
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION };
 
 static bool is_pass_name(const char *s)
@@ -100,6 +102,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
 		{"why", required_argument, 0, OPT_WHY},
 		{"schedule", no_argument, 0, OPT_SCHEDULE},
+		{"fold", no_argument, 0, OPT_FOLD},
 		{"machine", required_argument, 0, OPT_MACHINE},
 		{"cost", required_argument, 0, OPT_COST},
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
@@ -136,6 +139,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_INFER: a->infer = true; break;
 		case OPT_WHY: a->why = optarg; break;
 		case OPT_SCHEDULE: a->schedule = true; break;
+		case OPT_FOLD: a->fold = true; break;
 		case OPT_MACHINE:
 		case OPT_COST:
 		case OPT_MEMORY_LIMIT:
@@ -172,6 +176,7 @@ static int parse_args(int argc, char **argv, Args *a)
 static int cmd_dot(Compilation *c, const Args *a)
 {
 	const char *fmt = a->format ? a->format : "dot";
+	DotOptions opt = {.fold = a->fold};
 	if (strcmp(fmt, "dot") && strcmp(fmt, "svg") && strcmp(fmt, "png")) {
 		fprintf(stderr, "netc: -T must be dot, svg or png, not '%s'\n", fmt);
 		return EXIT_USER;
@@ -181,9 +186,9 @@ static int cmd_dot(Compilation *c, const Args *a)
 			fprintf(stderr, "netc: dot -T %s needs -o FILE\n", fmt);
 			return EXIT_USER;
 		}
-		return ir_dot_write(c->g, stdout, &c->diag) ? 0 : EXIT_INTERNAL;
+		return ir_dot_write(c->g, &opt, stdout, &c->diag) ? 0 : EXIT_INTERNAL;
 	}
-	return ir_dot_render(c->g, fmt, a->output, &c->diag) ? 0 : EXIT_USER;
+	return ir_dot_render(c->g, &opt, fmt, a->output, &c->diag) ? 0 : EXIT_USER;
 }
 
 static int run(Compilation *c, Args *a)
@@ -192,7 +197,9 @@ static int run(Compilation *c, Args *a)
 		const char *name;
 		Stage upto;
 	} commands[] = {
-		{"check", UPTO_CHECK}, {"dump", UPTO_CHECK}, {"dot", UPTO_CHECK}, {"build", UPTO_CODEGEN},
+		/* dot draws what the program runs: backward, update and the
+		 * communication of all three, after fusion */
+		{"check", UPTO_CHECK}, {"dump", UPTO_CHECK}, {"dot", UPTO_CODEGEN}, {"build", UPTO_CODEGEN},
 		{"explain", UPTO_CODEGEN},
 	};
 	int cmd = -1;
@@ -207,6 +214,8 @@ static int run(Compilation *c, Args *a)
 		fprintf(stderr, "netc: build needs -o PROG\n");
 		return EXIT_USER;
 	}
+	if (a->fold && cmd != 2)
+		fprintf(stderr, "netc: warning: --fold applies to dot only; ignored by %s\n", a->command);
 	c->dump_after = a->dump_after;
 	if (cmd == 1 && !c->dump_after)
 		c->dump_after = "shapes";

@@ -188,39 +188,255 @@ static Agnode_t *op_node(Agraph_t *root, const Graph *g, const Node *n)
 	return an;
 }
 
+/* --- folding repeated blocks (netc dot --fold) --------------------------- */
+
+/* A 24-layer model drawn in full is 24 copies of one picture. Folding
+ * draws one instance of each repeated block ("layers.1") in full and
+ * every other instance with the same number of operators as one box that
+ * says what it stands for; instances of another size are drawn in full. Nodes outside any scope belong to an instance
+ * when they plainly do: an update to the instance's parameter, and a
+ * collective whose consumers all sit in one instance (the reduction of
+ * that parameter's gradient). */
+
+/* An instance of a repeated block: the scope up to its first numeric
+ * component that is not the first ("layers.7" of "layers.7.attn"), as the
+ * block name ("layers") and the index (7). */
+typedef struct Instance {
+	const char *prefix;     /* NULL: in no repeated block */
+	long index;
+} Instance;
+
+typedef struct FoldGroup {
+	const char *prefix;     /* the block name, "layers" */
+	long first;             /* the smallest index: drawn in full */
+	long cap;               /* count[0..cap) */
+	int *count;             /* operators per index */
+	long lo, hi;            /* folded indices seen: lo..hi */
+	int nops, ncomm;        /* folded operators and collectives */
+	Agnode_t *node;         /* the box standing for them, made on first use */
+} FoldGroup;
+
+typedef struct Fold {
+	Arena arena;
+	Instance *node;         /* [g->nnodes]: by position in g->nodes */
+	FoldGroup *group;       /* [ngroups] */
+	int ngroups;
+} Fold;
+
+static Instance instance_of(Arena *a, const char *scope)
+{
+	Instance in = {0};
+	for (const char *p = scope; p && *p;) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		if (p != scope && n < 9 && all_digits(p, n)) {
+			in.prefix = arena_printf(a, "%.*s", (int)(p - 1 - scope), scope);
+			in.index = strtol(p, NULL, 10);
+			return in;
+		}
+		p = dot ? dot + 1 : p + n;
+	}
+	return in;
+}
+
+static FoldGroup *fold_group(Fold *f, const char *prefix)
+{
+	for (int i = 0; i < f->ngroups; i++)
+		if (strcmp(f->group[i].prefix, prefix) == 0)
+			return &f->group[i];
+	return NULL;
+}
+
+static void fold_count(Fold *f, Instance in)
+{
+	if (!in.prefix)
+		return;
+	FoldGroup *gr = fold_group(f, in.prefix);
+	if (!gr) {
+		FoldGroup *grown = ARENA_NEWN(&f->arena, FoldGroup, f->ngroups + 1);
+		if (f->ngroups)
+			memcpy(grown, f->group, (size_t)f->ngroups * sizeof *grown);
+		f->group = grown;
+		gr = &f->group[f->ngroups++];
+		*gr = (FoldGroup){.prefix = in.prefix, .first = in.index, .lo = -1, .hi = -1};
+	}
+	if (in.index >= gr->cap) {
+		long cap = in.index + 1 > 2 * gr->cap ? in.index + 1 : 2 * gr->cap;
+		int *grown = ARENA_NEWN(&f->arena, int, cap);
+		memset(grown, 0, (size_t)cap * sizeof *grown);
+		if (gr->cap)
+			memcpy(grown, gr->count, (size_t)gr->cap * sizeof *grown);
+		gr->count = grown, gr->cap = cap;
+	}
+	gr->count[in.index]++;
+	if (in.index < gr->first)
+		gr->first = in.index;
+}
+
+/* The group whose box stands for instance `in`, or NULL to draw it. */
+static FoldGroup *folded(Fold *f, Instance in)
+{
+	if (!f || !in.prefix)
+		return NULL;
+	FoldGroup *gr = fold_group(f, in.prefix);
+	return gr && in.index != gr->first && gr->count[in.index] == gr->count[gr->first] ? gr : NULL;
+}
+
+static void fold_plan(Fold *f, const Graph *g)
+{
+	f->node = ARENA_NEWN(&f->arena, Instance, g->nnodes + 1);
+	/* the instance every consumer of a value agrees on: by value id, with
+	 * state 0 no consumer yet, 1 agreed, 2 disagreeing or outside */
+	Instance *use = ARENA_NEWN(&f->arena, Instance, g->nvalues + 1);
+	char *state = ARENA_NEWN(&f->arena, char, g->nvalues + 1);
+	memset(state, 0, (size_t)g->nvalues + 1);
+	for (int i = g->nnodes - 1; i >= 0; i--) { /* consumers come after producers */
+		const Node *n = g->nodes[i];
+		Instance in = {0};
+		if (n->scope && *n->scope)
+			in = instance_of(&f->arena, n->scope);
+		else if (n->phase == PH_UPDATE && n->nin > 0 && n->in[0]->kind == VK_PARAM)
+			in = instance_of(&f->arena, n->in[0]->name);
+		else if ((op_info[n->op].flags & OPF_COMM) && n->out && n->out->id >= 0 && n->out->id < g->nvalues &&
+		         state[n->out->id] == 1)
+			in = use[n->out->id];
+		f->node[i] = in;
+		for (int k = 0; k < n->nin; k++) {
+			int id = n->in[k]->id;
+			if (id < 0 || id >= g->nvalues || state[id] == 2)
+				continue;
+			if (state[id] == 0 && in.prefix)
+				use[id] = in, state[id] = 1;
+			else if (!in.prefix || !use[id].prefix || strcmp(use[id].prefix, in.prefix) ||
+			         use[id].index != in.index)
+				state[id] = 2;
+		}
+	}
+	for (int i = 0; i < g->nnodes; i++)
+		fold_count(f, f->node[i]);
+	/* The instance drawn in full is the first of the most common size:
+	 * the first layer often differs from the rest (no gradient flows into
+	 * the model's input), and instances of another size are drawn too. */
+	for (int i = 0; i < f->ngroups; i++) {
+		FoldGroup *gr = &f->group[i];
+		int best = 0;
+		for (long k = 0; k < gr->cap; k++) {
+			int same = 0;
+			for (long j = 0; j < gr->cap && gr->count[k]; j++)
+				same += gr->count[j] == gr->count[k];
+			if (same > best)
+				best = same, gr->first = k;
+		}
+	}
+}
+
+/* The instance a parameter or its optimizer state belongs to, by name. */
+static Instance value_instance(Fold *f, const Value *v)
+{
+	if (v->kind == VK_STATE && v->state.of)
+		v = v->state.of;
+	return v->kind == VK_PARAM ? instance_of(&f->arena, v->name) : (Instance){0};
+}
+
+static Agnode_t *fold_node(Agraph_t *root, FoldGroup *gr)
+{
+	if (!gr->node) {
+		char name[LABEL_MAX];
+		snprintf(name, sizeof name, "fold_%s", gr->prefix);
+		gr->node = agnode(root, name, 1);
+		set(gr->node, "shape", "box3d");
+		set(gr->node, "style", "filled");
+		set(gr->node, "fillcolor", "#e7f5ff");
+	}
+	return gr->node;
+}
+
+static void fold_note(FoldGroup *gr, Instance in, const Node *n)
+{
+	if (gr->lo < 0 || in.index < gr->lo)
+		gr->lo = in.index;
+	if (in.index > gr->hi)
+		gr->hi = in.index;
+	gr->nops++;
+	gr->ncomm += (op_info[n->op].flags & OPF_COMM) != 0;
+}
+
+static void fold_labels(Fold *f)
+{
+	for (int i = 0; i < f->ngroups; i++) {
+		FoldGroup *gr = &f->group[i];
+		if (!gr->node)
+			continue;
+		int ninst = 0;
+		for (long k = 0; k < gr->cap; k++)
+			ninst += k != gr->first && gr->count[k] == gr->count[gr->first];
+		char label[LABEL_MAX] = "";
+		cat_name(label, sizeof label, gr->prefix);
+		cat(label, sizeof label, ".%ld ... ", gr->lo);
+		cat_name(label, sizeof label, gr->prefix);
+		cat(label, sizeof label, ".%ld\\n%d more instance%s like ", gr->hi, ninst, ninst == 1 ? "" : "s");
+		cat_name(label, sizeof label, gr->prefix);
+		cat(label, sizeof label, ".%ld (folded)\\n%d operators, %d collectives", gr->first, gr->nops, gr->ncomm);
+		set(gr->node, "label", label);
+	}
+}
+
+/* An edge, once: folded nodes share one box. */
+static void edge(Agraph_t *root, Agnode_t *from, Agnode_t *to)
+{
+	if (from != to && !agedge(root, from, to, NULL, 0))
+		agedge(root, from, to, NULL, 1);
+}
+
 /* Builds the whole drawing; the caller agclose()s it. */
-static Agraph_t *build(const Graph *g)
+static Agraph_t *build(const Graph *g, const DotOptions *opt)
 {
 	Agraph_t *root = agopen((char *)(g->name && *g->name ? g->name : "netc"), Agdirected, NULL);
 	set(root, "rankdir", "TB");
 	set(root, "fontname", "Helvetica");
 	agattr(root, AGNODE, (char *)"fontname", (char *)"Helvetica");
 	agattr(root, AGNODE, (char *)"fontsize", (char *)"10");
+	Fold fold = {0}, *f = opt && opt->fold ? &fold : NULL;
+	if (f)
+		fold_plan(f, g);
 	Agnode_t **vnode = calloc((size_t)g->nvalues + 1, sizeof *vnode);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
-		if (v->kind != VK_NODE)
-			vnode[i] = value_node(root, v);
+		if (v->kind == VK_NODE)
+			continue;
+		FoldGroup *gr = f ? folded(f, value_instance(f, v)) : NULL;
+		vnode[i] = gr ? fold_node(root, gr) : value_node(root, v);
 	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
-		Agnode_t *an = op_node(root, g, n);
+		FoldGroup *gr = f ? folded(f, f->node[i]) : NULL;
+		Agnode_t *an;
+		if (gr) {
+			an = fold_node(root, gr);
+			fold_note(gr, f->node[i], n);
+		} else {
+			an = op_node(root, g, n);
+		}
 		if (n->out && n->out->id < g->nvalues)
 			vnode[n->out->id] = an;
 		for (int k = 0; k < n->nin; k++) {
 			const Value *v = n->in[k];
 			Agnode_t *from = v->id >= 0 && v->id < g->nvalues ? vnode[v->id] : NULL;
 			if (from)
-				agedge(root, from, an, NULL, 1);
+				edge(root, from, an);
 		}
+	}
+	if (f) {
+		fold_labels(f);
+		arena_free(&f->arena);
 	}
 	free(vnode);
 	return root;
 }
 
-bool ir_dot_write(const Graph *g, FILE *out, Diag *d)
+bool ir_dot_write(const Graph *g, const DotOptions *opt, FILE *out, Diag *d)
 {
-	Agraph_t *ag = build(g);
+	Agraph_t *ag = build(g, opt);
 	int rc = agwrite(ag, out);
 	agclose(ag);
 	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
@@ -230,7 +446,7 @@ bool ir_dot_write(const Graph *g, FILE *out, Diag *d)
 	return true;
 }
 
-bool ir_dot_render(const Graph *g, const char *format, const char *path, Diag *d)
+bool ir_dot_render(const Graph *g, const DotOptions *opt, const char *format, const char *path, Diag *d)
 {
 	static const char *const formats[] = {"svg", "png", "pdf", "dot"};
 	bool known = false;
@@ -248,7 +464,7 @@ bool ir_dot_render(const Graph *g, const char *format, const char *path, Diag *d
 		return false;
 	}
 	GVC_t *gvc = gvContext();
-	Agraph_t *ag = build(g);
+	Agraph_t *ag = build(g, opt);
 	bool ok = gvLayout(gvc, ag, "dot") == 0;
 	if (!ok)
 		diag_error(d, loc_none(), "GraphViz could not lay out the graph");

@@ -8,10 +8,15 @@
 
 #include "ir.h"
 
-/* Writes the graph in DOT syntax (unlaid-out) to out. */
-bool ir_dot_write(const Graph *g, FILE *out, Diag *d);
+typedef struct DotOptions {
+	bool fold;  /* draw the first instance of each repeated block ("layers.0") in full
+	             * and the other instances of the same size as one box */
+} DotOptions;
+
+/* Writes the graph in DOT syntax (unlaid-out) to out; opt may be NULL. */
+bool ir_dot_write(const Graph *g, const DotOptions *opt, FILE *out, Diag *d);
 
 /* Lays the graph out with the `dot` engine and renders it to path in
  * `format`: "svg", "png", "pdf" or "dot" (DOT with positions). */
-bool ir_dot_render(const Graph *g, const char *format, const char *path, Diag *d);
+bool ir_dot_render(const Graph *g, const DotOptions *opt, const char *format, const char *path, Diag *d);
 #endif

@@ -81,6 +81,11 @@ static void collect(Compilation *c, Ckpt *k)
 	Arena *a = &c->arena;
 	const char **names = search_node_names(a, g);
 	memset(k, 0, sizeof *k);
+	/* MindSpore writes one file per rank, naming that rank's stage; the
+	 * rank this compilation speaks for is global_rank (stages are blocks of
+	 * device_num / nstages consecutive ranks) */
+	if (g->nstages > 1)
+		k->current_stage = (uint32_t)(g->par.global_rank / (g->par.device_num / g->nstages));
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (!names[i])
@@ -303,6 +308,7 @@ static bool write_proto(const Ckpt *k, FILE *f)
 		mindspore__straspb__indices_offset__init(&io[i]);
 		li[i].param_name = (char *)l->name;
 		li[i].parallel_layouts = &ls[i];
+		ls[i].has_opt_weight_shard_step = ls[i].has_opt_weight_shard_size = 1;
 		ls[i].opt_weight_shard_step = l->opt_shard_step;
 		ls[i].opt_weight_shard_size = l->opt_shard_size;
 		dm[i].n_dim = (size_t)l->ndev;
@@ -811,6 +817,28 @@ static void add_group(Arena *a, Group **v, int *n, int *cap, const Layout *l, un
 	VEC_PUSH(a, *v, *n, *cap, g);
 }
 
+/* The rank set of every group, each set once: groups of different device
+ * matrices often hold the same ranks (dev [8] over axis 0 and dev [2, 4]
+ * over both axes are both "all 8"). */
+typedef struct RankSet {
+	const char *name;       /* the first group that had it: "dev2x4-axes0.1" */
+	int n;
+	uint32_t *ranks;        /* [n] */
+} RankSet;
+
+static void add_rank_set(Arena *a, RankSet **v, int *n, int *cap, const char *name, const uint32_t *ranks, int size)
+{
+	for (int i = 0; i < *n; i++)
+		if ((*v)[i].n == size && memcmp((*v)[i].ranks, ranks, (size_t)size * sizeof *ranks) == 0)
+			return;
+	RankSet s = {.name = arena_strdup(a, name), .n = size, .ranks = ARENA_NEWN(a, uint32_t, size)};
+	memcpy(s.ranks, ranks, (size_t)size * sizeof *ranks);
+	VEC_PUSH(a, *v, *n, *cap, s);
+}
+
+/* group_ckpt_save_file: MindSpore's ParallelGroupMap (ir/strategy.proto),
+ * one item per distinct rank set of the collectives the program performs
+ * (forward, backward, update), ranks in group order. */
 bool group_ckpt_save_path(Compilation *c, const char *path)
 {
 	Graph *g = c->g;
@@ -823,13 +851,8 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 		for (int s = 0; s < nd->attr.plan->n; s++)
 			add_group(&c->arena, &groups, &n, &cap, nd->attr.plan->steps[s].from, nd->attr.plan->steps[s].axes);
 	}
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
-		return false;
-	}
-	fprintf(f, "# netc communication groups of '%s' (device_num = %" PRId64 "): name size: ranks\n", g->name ? g->name : "",
-	        g->par.device_num);
+	RankSet *sets = NULL;
+	int nsets = 0, capsets = 0;
 	for (int i = 0; i < n; i++) {
 		const Group *gr = &groups[i];
 		Layout l = {.ndev = gr->ndev};
@@ -848,11 +871,11 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 			if (gr->axes >> k & 1u)
 				len += snprintf(name + len, sizeof name - (size_t)len, "%d", gr->ndev - 1 - k);
 		bool *seen = calloc((size_t)total, 1);
+		uint32_t *ranks = calloc((size_t)size, sizeof *ranks);
 		int part = 0;
 		for (int64_t r = 0; r < total; r++) {
 			if (seen[r])
 				continue;
-			fprintf(f, "%s.%d %" PRId64 ":", name, part++, size);
 			/* enumerate the group of r: vary the coordinates on `axes` */
 			for (int64_t m = 0; m < size; m++) {
 				int64_t rank = 0, rem = m, stride = 1;
@@ -866,13 +889,42 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 					stride *= gr->dev[k];
 				}
 				seen[rank] = true;
-				fprintf(f, " %" PRId64, rank);
+				ranks[m] = (uint32_t)rank;
 			}
-			fputc('\n', f);
+			char *full = arena_printf(&c->arena, "%s.%d", name, part++);
+			add_rank_set(&c->arena, &sets, &nsets, &capsets, full, ranks, (int)size);
 		}
+		free(ranks);
 		free(seen);
 	}
-	if (fclose(f) != 0) {
+	Mindspore__Straspb__ParallelGroupMap m = MINDSPORE__STRASPB__PARALLEL_GROUP_MAP__INIT;
+	Mindspore__Straspb__ParallelGroupItem *items = calloc((size_t)nsets + 1, sizeof *items);
+	Mindspore__Straspb__ParallelGroupItem **itemp = calloc((size_t)nsets + 1, sizeof *itemp);
+	Mindspore__Straspb__ParallelGroupRanks *rks = calloc((size_t)nsets + 1, sizeof *rks);
+	for (int i = 0; i < nsets; i++) {
+		mindspore__straspb__parallel_group_item__init(&items[i]);
+		mindspore__straspb__parallel_group_ranks__init(&rks[i]);
+		items[i].group_name = (char *)sets[i].name;
+		items[i].parallel_group_ranks = &rks[i];
+		rks[i].n_dim = (size_t)sets[i].n;
+		rks[i].dim = sets[i].ranks;
+		itemp[i] = &items[i];
+	}
+	m.n_parallel_group_item = (size_t)nsets;
+	m.parallel_group_item = itemp;
+	size_t blen = mindspore__straspb__parallel_group_map__get_packed_size(&m);
+	uint8_t *buf = malloc(blen + 1);
+	mindspore__straspb__parallel_group_map__pack(&m, buf);
+	free(items), free(itemp), free(rks);
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		free(buf);
+		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
+		return false;
+	}
+	bool ok = fwrite(buf, 1, blen, f) == blen;
+	free(buf);
+	if (fclose(f) != 0 || !ok) {
 		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
 		return false;
 	}

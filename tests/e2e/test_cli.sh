@@ -1,6 +1,8 @@
 #!/bin/sh
 # netc's command line: exit statuses and messages of check, dot, build,
-# --help and --version; the built program's --help; and every sample and
+# --help and --version; dot drawing every redistribution the transformer
+# executes and --fold shrinking a 24-layer one; the gnuplot loss-curve
+# one-liner of docs/launch.md; the built program's --help; and every sample and
 # golden diagnostic input checked by the AddressSanitizer build
 # (build/netc-san, leaks detected; only check and build run under it: dot
 # goes through GraphViz, which leaks).
@@ -97,6 +99,37 @@ else
 	head -5 "$work/dot.log" | sed 's/^/     | /'
 fi
 
+# dot draws what the program runs: every redistribution of the forward,
+# backward and update phases (after fusion, as in `dump
+# --dump-after=memplan`, the last pass), each with its output's name
+"$NETC" dump samples/transformer.net --dump-after=memplan 2>/dev/null |
+	sed -n 's/^ *\([^ :]*\): .* = redistribute(.*/\1/p' | sort >"$work/redist.want"
+# (agwrite continues long lines with a backslash: join them first)
+"$NETC" dot samples/transformer.net 2>"$work/dot.log" | sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' |
+	awk -F'\\\\n' '/label="redistribute\\n/ { for (i = 2; i <= NF; i++) if ($i ~ /: /) { sub(/: .*/, "", $i); print $i; break } }' |
+	sort >"$work/redist.got"
+nwant=$(wc -l <"$work/redist.want")
+if [ "$nwant" -gt 13 ] && cmp -s "$work/redist.want" "$work/redist.got"; then
+	ok "netc dot samples/transformer.net draws all $nwant redistributions the program executes"
+else
+	bad "netc dot samples/transformer.net: $(wc -l <"$work/redist.got") redistributions drawn, the program executes $nwant"
+	diff "$work/redist.want" "$work/redist.got" | head -5 | sed 's/^/     | /'
+fi
+# --fold: a 24-layer transformer draws as many nodes as the 2-layer one
+# (layers.0 and layers.1 in full, layers.2-23 one box), far fewer than unfolded
+sed 's/^const L = .*/const L = 24/' samples/transformer.net >"$work/t24.net"
+n2=$("$NETC" dot samples/transformer.net | grep -c 'label=')
+n24=$("$NETC" dot "$work/t24.net" | grep -c 'label=')
+n24f=$("$NETC" dot --fold "$work/t24.net" | grep -c 'label=')
+if [ "$n24f" -le $((n2 + 1)) ] && [ "$n24" -gt $((5 * n24f)) ] &&
+	"$NETC" dot --fold "$work/t24.net" | grep -q 'layers.2 ... layers.23\\n22 more instances like layers.1'; then
+	ok "netc dot --fold: 24-layer transformer $n24 -> $n24f nodes (2 layers: $n2)"
+else
+	bad "netc dot --fold: 24-layer transformer $n24 -> $n24f nodes, want <= $((n2 + 1)) (2 layers: $n2)"
+fi
+expect "netc check --fold warns that only dot uses it" 0 'warning: --fold applies to dot only' -- \
+	"$NETC" check --fold samples/mlp.net
+
 # the built program
 if timeout "$TMO" "$NETC" build samples/mlp.net -o "$work/mlp" >"$work/build.log" 2>&1; then
 	ok "netc build samples/mlp.net"
@@ -105,6 +138,22 @@ if timeout "$TMO" "$NETC" build samples/mlp.net -o "$work/mlp" >"$work/build.log
 else
 	bad "netc build samples/mlp.net"
 	head -5 "$work/build.log" | sed 's/^/     | /'
+fi
+
+# the loss curve of docs/launch.md: gnuplot's one-liner on a --log CSV
+# (gnuplot is optional: without it the case says so and passes)
+if ! command -v gnuplot >/dev/null 2>&1; then
+	ok "loss curve with gnuplot: skipped, no gnuplot (Debian: gnuplot-nox)"
+elif timeout "$TMO" "$NETC" build samples/mlp.net -D parallel_mode=stand_alone -o "$work/mlp1" >/dev/null 2>&1 &&
+	timeout "$TMO" "$work/mlp1" --steps 20 --quiet --log "$work/loss.csv" &&
+	(cd "$work" && timeout "$TMO" gnuplot -e "set datafile separator ','; set terminal pngcairo size 800,500; \
+        set output 'loss.png'; set xlabel 'step'; set ylabel 'loss'; \
+        plot 'loss.csv' skip 1 using 1:2 with lines title 'loss'") 2>"$work/gnuplot.log" &&
+	[ "$(head -c 4 "$work/loss.png" | od -An -c | tr -d ' ')" = '211PNG' ]; then
+	ok "loss curve: docs/launch.md's gnuplot one-liner turns a --log CSV into a PNG"
+else
+	bad "loss curve: the gnuplot one-liner of docs/launch.md failed"
+	head -5 "$work/gnuplot.log" | sed 's/^/     | /'
 fi
 
 # the AddressSanitizer build: check every sample and golden input, build one

@@ -59,6 +59,8 @@ if ! { ip link add mh0 netns $NSA type veth peer name mh1 netns $NSB &&
 	ip -n $NSA link set mh0 up && ip -n $NSB link set mh1 up; } 2>"$work/ns.err"; then
 	skip "cannot link the namespaces with a veth pair: $(cat "$work/ns.err")"
 fi
+# entering a namespace mounts a fresh /sys: containers may forbid it
+ip netns exec $NSA true 2>"$work/ns.err" || skip "cannot enter a network namespace: $(cat "$work/ns.err")"
 echo "hosts: $NSA (10.77.0.1) and $NSB (10.77.0.2), one veth pair"
 
 # The rsh agent: Open MPI runs `AGENT HOST COMMAND...` as it would run ssh;
@@ -80,11 +82,13 @@ chmod +x "$work/agent"
 printf '10.77.0.1 slots=2\n10.77.0.2 slots=2\n' >"$work/hostfile"
 
 # mpirun, started on host A, with TCP between all ranks (also the two on one
-# host: no shared memory, as between real hosts) on the veth subnet only
+# host: no shared memory, as between real hosts) on the veth subnet only.
+# The 4 ranks share this machine's cores but Open MPI sees 2 slots per
+# host, so it would busy-poll: yield_when_idle makes the runs 5x faster.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_warn_on_fork=0
 mpirun_hosts() {
 	timeout -k 10 "$TMO" ip netns exec $NSA mpirun -np 4 --hostfile "$work/hostfile" --map-by slot \
-		--bind-to none --mca plm_rsh_agent "$work/agent" --mca pml ob1 --mca btl tcp,self \
+		--bind-to none --mca plm_rsh_agent "$work/agent" --mca pml ob1 --mca btl tcp,self --mca mpi_yield_when_idle 1 \
 		--mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 "$@"
 }
 link_bytes() {

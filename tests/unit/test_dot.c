@@ -56,7 +56,7 @@ static char *dot_text(void)
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	cr_assert(ir_dot_write(g, f, &dg), "%s", diag_text());
+	cr_assert(ir_dot_write(g, NULL, f, &dg), "%s", diag_text());
 	fclose(f);
 	return buf;
 }
@@ -139,7 +139,7 @@ Test(dot, accepted_by_the_dot_program)
 	int fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
 	FILE *f = fdopen(fd, "w");
-	cr_assert(ir_dot_write(g, f, &dg), "%s", diag_text());
+	cr_assert(ir_dot_write(g, NULL, f, &dg), "%s", diag_text());
 	fclose(f);
 	char cmd[256];
 	snprintf(cmd, sizeof cmd, "dot -Tsvg %s -o /dev/null", path);
@@ -155,7 +155,7 @@ Test(dot, render_svg)
 	int fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
 	close(fd);
-	cr_assert(ir_dot_render(g, "svg", path, &dg), "%s", diag_text());
+	cr_assert(ir_dot_render(g, NULL, "svg", path, &dg), "%s", diag_text());
 	FILE *f = fopen(path, "r");
 	cr_assert(f);
 	char head[4096] = "";
@@ -169,7 +169,7 @@ Test(dot, render_svg)
 Test(dot, render_rejects_unknown_format)
 {
 	build_sample();
-	cr_expect_not(ir_dot_render(g, "bmpx", "/tmp/never", &dg));
+	cr_expect_not(ir_dot_render(g, NULL, "bmpx", "/tmp/never", &dg));
 	cr_expect(strstr(diag_text(), "unknown drawing format 'bmpx'"), "%s", diag_text());
 }
 
@@ -180,5 +180,77 @@ Test(dot, quotes_in_names_are_escaped)
 	cr_assert(infer_shapes(g, &dg));
 	char *t = dot_text();
 	cr_expect(strstr(t, "odd\\\"name"), "%s", t);
+	free(t);
+}
+
+/* x -> layers.0 -> layers.1 -> layers.2 (matmul, relu each, a parameter
+ * per layer with an update and an unscoped gradient reduction feeding
+ * it), then layers.3 with an extra operator. */
+static void build_repeated(void)
+{
+	g->par.device_num = 2;
+	Value *h = graph_value(g, VK_INPUT, "x", DT_F32, (Shape){2, {8, 4}}, loc_none());
+	for (int i = 0; i < 4; i++) {
+		const char *scope = arena_printf(&arena, "layers.%d", i);
+		Value *w = graph_value(g, VK_PARAM, arena_printf(&arena, "layers.%d.w", i), DT_F32, (Shape){2, {4, 4}},
+		                       loc_none());
+		Node *mm = graph_node(g, OP_MATMUL, (Value *[]){h, w}, 2, loc_none());
+		mm->scope = scope;
+		Node *r = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
+		r->scope = scope;
+		h = r->out;
+		if (i == 3) {
+			Node *extra = graph_node(g, OP_RELU, &h, 1, loc_none());
+			extra->scope = scope;
+			h = extra->out;
+		}
+		Node *red = graph_node(g, OP_ALL_REDUCE, &w, 1, loc_none()); /* stands for a gradient reduction */
+		red->phase = PH_UPDATE;
+		Node *up = graph_node(g, OP_SGD_UPDATE, (Value *[]){w, red->out}, 2, loc_none());
+		up->phase = PH_UPDATE;
+	}
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+}
+
+static char *dot_folded(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_assert(ir_dot_write(g, &(DotOptions){.fold = true}, f, &dg), "%s", diag_text());
+	fclose(f);
+	return buf;
+}
+
+static int count(const char *t, const char *what)
+{
+	int n = 0;
+	for (const char *p = t; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+/* --fold: layers.0 drawn, layers.1-2 (same size) one box with their
+ * parameters, updates and reductions, layers.3 (another size) drawn. */
+Test(dot, fold_repeated_blocks)
+{
+	build_repeated();
+	char *full = dot_text();
+	char *t = dot_folded();
+	cr_expect(strstr(t, "label=\"layers.1 ... layers.2\\n2 more instances like layers.0 (folded)\\n"
+	                    "8 operators, 2 collectives\""), "%s", t);
+	cr_expect_eq(count(t, "box3d"), 1, "%s", t);
+	cr_expect(strstr(t, "\"cluster_layers.0\""), "%s", t);
+	cr_expect(strstr(t, "\"cluster_layers.3\""), "%s", t);
+	cr_expect_null(strstr(t, "\"cluster_layers.1\""), "%s", t);
+	cr_expect_null(strstr(t, "\"cluster_layers.2\""), "%s", t);
+	cr_expect_null(strstr(t, "layers.1.w\\n"), "the folded instances' parameters are in the box:\n%s", t);
+	cr_expect(strstr(t, "layers.3.w\\n"), "%s", t);
+	cr_expect_null(strstr(t, "fold_layers -> fold_layers"), "no self edges:\n%s", t);
+	cr_expect_eq(count(t, "-> fold_layers;"), 1, "one edge into the box from layers.0:\n%s", t);
+	cr_expect_eq(count(t, "fold_layers -> "), 1, "one edge out of it, to layers.3:\n%s", t);
+	cr_expect_eq(count(full, "sgd_update"), 4, "%s", full);
+	cr_expect_eq(count(t, "sgd_update"), 2, "%s", t);
+	free(full);
 	free(t);
 }

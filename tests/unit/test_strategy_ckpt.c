@@ -8,6 +8,7 @@
 #include "passes/passes.h"
 #include "passes/search.h"
 #include "passes/strategy_ckpt.h"
+#include "ir/strategy.pb-c.h"
 
 static char *slurp(const char *path, size_t *n)
 {
@@ -159,15 +160,163 @@ Test(strategy_ckpt, missing_file_located_in_config_dict)
 	free(diag);
 }
 
-Test(strategy_ckpt, group_file)
+/* A protobuf varint at *p (< end); advances *p. */
+static uint64_t varint(const uint8_t **p, const uint8_t *end)
+{
+	uint64_t v = 0;
+	for (int shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return v;
+	}
+	cr_assert(false, "truncated varint");
+	return v;
+}
+
+/* The group file, decoded by hand against MindSpore's definition
+ *   message ParallelGroupRanks { repeated uint32 dim = 1; }
+ *   message ParallelGroupItem  { required string group_name = 1;
+ *                                required ParallelGroupRanks parallel_group_ranks = 2; }
+ *   message ParallelGroupMap   { repeated ParallelGroupItem parallel_group_item = 1; }
+ * (field numbers and wire types, not netc's generated code): the rank
+ * lists, one per item, as "0 1 2 3\n" lines. */
+static char *decode_groups(const uint8_t *b, size_t n, int *nitems)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	*nitems = 0;
+	for (const uint8_t *p = b, *end = b + n; p < end;) {
+		cr_assert_eq(varint(&p, end), (1u << 3) | 2, "ParallelGroupMap: field 1, length-delimited");
+		uint64_t ilen = varint(&p, end); /* (p + varint(&p, ...) reads p unsequenced) */
+		const uint8_t *iend = p + ilen;
+		cr_assert_leq(iend, end);
+		bool named = false, ranked = false;
+		while (p < iend) {
+			uint64_t key = varint(&p, iend);
+			uint64_t flen = varint(&p, iend);
+			const uint8_t *fend = p + flen;
+			cr_assert(key == ((1u << 3) | 2) || key == ((2u << 3) | 2), "ParallelGroupItem key %lu", (unsigned long)key);
+			if (key >> 3 == 1) {
+				named = fend > p;
+			} else {
+				ranked = true;
+				const char *sep = "";
+				while (p < fend) {
+					uint64_t k2 = varint(&p, fend);
+					cr_assert_eq(k2, (1u << 3) | 0, "ParallelGroupRanks: dim = 1, varint");
+					fprintf(f, "%s%lu", sep, (unsigned long)varint(&p, fend));
+					sep = " ";
+				}
+				fputc('\n', f);
+			}
+			p = fend;
+		}
+		cr_expect(named && ranked, "item %d lacks a required field", *nitems);
+		(*nitems)++;
+	}
+	fclose(f);
+	return out;
+}
+
+/* group_ckpt_save_file: MindSpore's ParallelGroupMap, each rank set once. */
+static void group_file(const char *model, const char *const *want, int nwant)
 {
 	bool ok;
-	const char *d[] = {"group_ckpt_save_file=\"build/test_groups.txt\""};
-	free(compile("samples/mlp.net", d, 1, &ok));
+	const char *d[] = {"group_ckpt_save_file=\"build/test_groups.pb\""};
+	free(compile(model, d, 1, &ok));
 	cr_assert(ok);
 	size_t n;
-	char *t = slurp("build/test_groups.txt", &n);
-	cr_assert(t);
-	cr_expect(strstr(t, "dev4-axes0.0 4: 0 1 2 3"), "%s", t);
+	char *t = slurp("build/test_groups.pb", &n);
+	cr_assert(t && n > 0);
+	int items;
+	char *sets = decode_groups((const uint8_t *)t, n, &items);
+	cr_expect_gt(items, 0);
+	for (int i = 0; i < nwant; i++)
+		cr_expect(strstr(sets, want[i]), "no group '%s' in\n%s", want[i], sets);
+	/* no rank set twice: compare every pair of lines */
+	int nl = 0;
+	char *lines[4096];
+	for (char *save = NULL, *l = strtok_r(sets, "\n", &save); l && nl < 4096; l = strtok_r(NULL, "\n", &save))
+		lines[nl++] = l;
+	cr_expect_eq(nl, items);
+	for (int i = 0; i < nl; i++)
+		for (int j = i + 1; j < nl; j++)
+			cr_expect_str_neq(lines[i], lines[j], "rank set '%s' written twice (items %d and %d)", lines[i], i, j);
+	free(sets);
 	free(t);
+}
+
+Test(strategy_ckpt, group_file_mlp)
+{
+	const char *want[] = {"0 1 2 3\n"};
+	group_file("samples/mlp.net", want, 1);
+}
+
+Test(strategy_ckpt, group_file_transformer)
+{
+	/* 2-way data x 4-way model parallel: model groups 0-3 and 4-7, data
+	 * groups 0 4 ... 3 7, and the loss reduction over all 8 */
+	const char *want[] = {"\n0 1 2 3\n", "\n4 5 6 7\n", "\n0 4\n", "\n3 7\n", "0 1 2 3 4 5 6 7\n"};
+	group_file("samples/transformer.net", want, 5);
+}
+
+/* A strategy file of a MindSpore version whose ParallelLayouts has fields
+ * 1-5 only (no opt_weight_shard_step/size): made by re-packing a saved
+ * file with the two fields absent; it loads, as "not sharded". */
+Test(strategy_ckpt, mindspore_file_without_optimizer_shard_fields)
+{
+	bool ok;
+	const char *d1[] = {"parallel_mode=auto_parallel", "strategy_ckpt_save_file=\"build/test_ckpt_v1.ckpt\""};
+	free(compile("samples/mlp.net", d1, 2, &ok));
+	cr_assert(ok);
+	size_t n;
+	char *t = slurp("build/test_ckpt_v1.ckpt", &n);
+	cr_assert(t);
+	Mindspore__Straspb__ParallelStrategyMap *m =
+		mindspore__straspb__parallel_strategy_map__unpack(NULL, n, (const uint8_t *)t);
+	cr_assert(m);
+	cr_assert_gt(m->n_parallel_layout_item, 0);
+	for (size_t i = 0; i < m->n_parallel_layout_item; i++) {
+		Mindspore__Straspb__ParallelLayouts *l = m->parallel_layout_item[i]->parallel_layouts;
+		cr_expect(l->has_opt_weight_shard_step && l->has_opt_weight_shard_size, "netc writes fields 6 and 7");
+		l->has_opt_weight_shard_step = l->has_opt_weight_shard_size = 0;
+	}
+	size_t n2 = mindspore__straspb__parallel_strategy_map__get_packed_size(m);
+	uint8_t *old = malloc(n2);
+	mindspore__straspb__parallel_strategy_map__pack(m, old);
+	cr_expect_lt(n2, n, "fields 6 and 7 are gone");
+	FILE *f = fopen("build/test_ckpt_v0.ckpt", "wb");
+	cr_assert(f);
+	fwrite(old, 1, n2, f);
+	fclose(f);
+	mindspore__straspb__parallel_strategy_map__free_unpacked(m, NULL);
+	free(old);
+	free(t);
+	const char *d2[] = {"parallel_mode=auto_parallel", "strategy_ckpt_load_file=\"build/test_ckpt_v0.ckpt\""};
+	char *diag = compile("samples/mlp.net", d2, 2, &ok);
+	cr_expect(ok, "%s", diag);
+	free(diag);
+}
+
+/* current_stage is the stage of global_rank: ranks 0-1 are stage 0 and
+ * 2-3 stage 1 of a 4-device, 2-stage pipeline. */
+Test(strategy_ckpt, current_stage_is_the_ranks_stage)
+{
+	for (int rank = 0; rank < 4; rank++) {
+		char gr[64], want[64];
+		snprintf(gr, sizeof gr, "global_rank=%d", rank);
+		const char *d[] = {gr, "strategy_ckpt_save_file=\"build/test_ckpt_stage.json\""};
+		bool ok;
+		char *diag = compile("tests/e2e/pipeline/deep.net", d, 2, &ok);
+		cr_assert(ok, "%s", diag);
+		free(diag);
+		size_t n;
+		char *t = slurp("build/test_ckpt_stage.json", &n);
+		cr_assert(t);
+		snprintf(want, sizeof want, "\"current_stage\": %d,", rank / 2);
+		cr_expect(strstr(t, want), "global_rank %d: want %s in\n%.200s", rank, want, t);
+		free(t);
+	}
 }
