@@ -22,7 +22,7 @@ extern char **environ;
 /* The CUDA program's libraries (CUDA, NCCL, MPI), fixed when netc was built
  * (GNUmakefile: CUDA_PROG_LIBS). */
 #ifndef NETC_CUDA_LIBS
-#define NETC_CUDA_LIBS "-lnccl -lcublas -lcudart -lstdc++ -lmpi -lopenblas -lm"
+#define NETC_CUDA_LIBS "-lnccl -lcublas -lcudart -lstdc++ -lmpi -lm"
 #endif
 
 static const char *cpu_unavailable(void) { return NULL; }

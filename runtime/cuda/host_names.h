@@ -67,4 +67,8 @@
 #define nrt_data_next nrt_host_data_next
 #define nrt_ckpt_save nrt_host_ckpt_save
 #define nrt_ckpt_load nrt_host_ckpt_load
+/* init.c shares the host's cores among the ranks' OpenBLAS threads; the
+ * CUDA runtime does no BLAS on the host and does not link OpenBLAS
+ * (start.c defines this as nothing) */
+#define openblas_set_num_threads nrt_host_blas_threads
 #endif
