@@ -128,6 +128,8 @@ static void compute_waits(cudaEvent_t ev)
  * compute after it (the host does not wait). */
 static void comm_end(void) { compute_waits(comm_mark()); }
 
+/* NCCL also for a group of one while MPI runs (a one-rank NCCL run tests
+ * the backend); without MPI (nrt_init not called) groups are local. */
 static bool use_nccl(const NrtComm *c) { return nrt_cuda_comm == NRT_CUDA_COMM_NCCL && c->comm != MPI_COMM_NULL; }
 
 void nrt_cuda_comm_finalize(void)
@@ -147,16 +149,17 @@ void nrt_cuda_comm_finalize(void)
 /* ---- blocking collectives --------------------------------------------------------- */
 void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 {
-	if (c->size == 1 || n == 0) {      /* a group of one: nothing moves */
-		(void)nccl_op(op, t);
-		account(&nrt_rt.stats.allreduce, t, n);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.allreduce, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), nccl_op(op, t), nc, comm_begin()));
 		comm_end();
+		return;
+	}
+	/* a group of one (host backend, or no MPI): nothing moves */
+	if (c->size == 1 || n == 0) {
+		(void)nccl_op(op, t);
+		account(&nrt_rt.stats.allreduce, t, n);
 		return;
 	}
 	int64_t bytes = n * (int64_t)esize(t);
@@ -169,16 +172,16 @@ void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv)
 {
 	int64_t bytes = n * (int64_t)esize(t);
-	if (c->size == 1) {
-		account(&nrt_rt.stats.allgather, t, n);
-		nrt_copy(recv, send, bytes);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.allgather, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)n, nccl_type(t), nc, comm_begin()));
 		comm_end();
+		return;
+	}
+	if (c->size == 1) {
+		account(&nrt_rt.stats.allgather, t, n);
+		nrt_copy(recv, send, bytes);
 		return;
 	}
 	void *hs = to_host_copy(send, bytes), *hr = to_host_copy(NULL, bytes * c->size);
@@ -191,18 +194,18 @@ void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *re
 void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv)
 {
 	int64_t bytes = n * (int64_t)esize(t);
-	if (c->size == 1) {
-		(void)nccl_op(op, t);
-		account(&nrt_rt.stats.reduce_scatter, t, n);
-		nrt_copy(recv, send, bytes);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.reduce_scatter, t, n * c->size);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), nccl_op(op, t), nc,
 		                                 comm_begin()));
 		comm_end();
+		return;
+	}
+	if (c->size == 1) {
+		(void)nccl_op(op, t);
+		account(&nrt_rt.stats.reduce_scatter, t, n);
+		nrt_copy(recv, send, bytes);
 		return;
 	}
 	void *hs = to_host_copy(send, bytes * c->size), *hr = to_host_copy(NULL, bytes);
@@ -216,11 +219,6 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv)
 {
 	int64_t bytes = n * (int64_t)esize(t);
-	if (c->size == 1) {
-		account(&nrt_rt.stats.alltoall, t, n);
-		nrt_copy(recv, send, bytes);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.alltoall, t, n * c->size);
 		ncclComm_t nc = nccl_of(c);
@@ -234,6 +232,11 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 		comm_end();
 		return;
 	}
+	if (c->size == 1) {
+		account(&nrt_rt.stats.alltoall, t, n);
+		nrt_copy(recv, send, bytes);
+		return;
+	}
 	void *hs = to_host_copy(send, bytes * c->size), *hr = to_host_copy(NULL, bytes * c->size);
 	nrt_host_alltoall(c, t, hs, n, hr);
 	nrt_from_host(recv, hr, bytes * c->size);
@@ -245,15 +248,15 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 {
 	if (root < 0 || root >= c->size)
 		nrt_fatal("nrt_broadcast: root %d outside a communicator of %d ranks", root, c->size);
-	if (c->size == 1 || n == 0) {
-		account(&nrt_rt.stats.broadcast, t, n);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.broadcast, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, nccl_type(t), root, nc, comm_begin()));
 		comm_end();
+		return;
+	}
+	if (c->size == 1 || n == 0) {
+		account(&nrt_rt.stats.broadcast, t, n);
 		return;
 	}
 	int64_t bytes = n * (int64_t)esize(t);
@@ -362,15 +365,15 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 	if (op != NRT_SUM)
 		nrt_fatal("nrt_iallreduce: only sums are supported");
 	*req = (NrtRequest){.active = false};
-	if (c->size == 1 || n == 0) {
-		account(&nrt_rt.stats.allreduce, t, n);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.allreduce, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
 		nccl_request(req);
+		return;
+	}
+	if (c->size == 1 || n == 0) {
+		account(&nrt_rt.stats.allreduce, t, n);
 		return;
 	}
 	int64_t bytes = n * (int64_t)esize(t);
@@ -386,16 +389,16 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 		nrt_fatal("nrt_ireduce_scatter: only sums are supported");
 	*req = (NrtRequest){.active = false};
 	int64_t bytes = n * (int64_t)esize(t);
-	if (c->size == 1) {
-		account(&nrt_rt.stats.reduce_scatter, t, n);
-		nrt_copy(recv, send, bytes);
-		return;
-	}
 	if (use_nccl(c)) {
 		account(&nrt_rt.stats.reduce_scatter, t, n * c->size);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
 		nccl_request(req);
+		return;
+	}
+	if (c->size == 1) {
+		account(&nrt_rt.stats.reduce_scatter, t, n);
+		nrt_copy(recv, send, bytes);
 		return;
 	}
 	void *hs = to_host_copy(send, bytes * c->size), *hr = to_host_copy(NULL, bytes);
