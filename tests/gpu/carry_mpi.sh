@@ -38,6 +38,9 @@ L=usr/lib/x86_64-linux-gnu
 [ -e $L/openmpi/lib/libmpi.so ] || ln -s libmpi.so.40 $L/openmpi/lib/libmpi.so
 ob=$(ls $L/openblas-pthread/libopenblas.so.0 2>/dev/null || true)
 [ -z "$ob" ] || [ -e $L/openblas-pthread/libopenblas.so ] || ln -s libopenblas.so.0 $L/openblas-pthread/libopenblas.so
+# Debian names these through update-alternatives, which dpkg -x does not run
+ln -sf mpirun.openmpi usr/bin/mpirun
+ln -sf mpirun.openmpi usr/bin/mpiexec
 rm -rf usr/share/doc usr/share/man usr/share/lintian usr/lib/jvm
 # what the tests never load: the reference BLAS/LAPACK beside OpenBLAS,
 # Java, OpenSHMEM and Fortran bindings
