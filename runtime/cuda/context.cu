@@ -11,7 +11,7 @@ static bool tf32; /* NETC_TF32=1: see nrt_cuda_set_tf32 */
 extern "C" cudaStream_t nrt_cuda_stream(void)
 {
 	if (!stream)
-		NRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+		NRT_CUDA_CHECK(cudaStreamCreate(&stream));
 	return stream;
 }
 
