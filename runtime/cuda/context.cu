@@ -1,6 +1,8 @@
 /* The compute stream, the cuBLAS handle and the TF32 switch (cuda_rt.h).
  * Everything is created lazily on the device that is current at the first
  * call; the runtime's start-up has chosen it with cudaSetDevice. */
+#include <stdint.h>
+
 #include "cuda_check.h"
 #include "cuda_rt.h"
 
@@ -10,8 +12,18 @@ static bool tf32; /* NETC_TF32=1: see nrt_cuda_set_tf32 */
 
 extern "C" cudaStream_t nrt_cuda_stream(void)
 {
-	if (!stream)
-		NRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	if (!stream) {
+		NRT_CUDA_CHECK(cudaStreamCreate(&stream));
+		/* scratch blocks freed with cudaFreeAsync stay in the pool for the
+		 * next kernel instead of going back to the driver at each
+		 * synchronisation (the default threshold, 0, releases them) */
+		int dev;
+		cudaMemPool_t pool;
+		uint64_t keep = UINT64_MAX;
+		NRT_CUDA_CHECK(cudaGetDevice(&dev));
+		NRT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+		NRT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+	}
 	return stream;
 }
 

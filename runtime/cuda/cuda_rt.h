@@ -16,8 +16,11 @@
 extern "C" {
 #endif
 
-/* The compute stream, created on first use (non-blocking: it does not
- * synchronise with the legacy default stream). */
+/* The compute stream, created on first use. It is a blocking stream:
+ * work on the legacy default stream (a plain cudaMemcpy) waits for the
+ * kernels before it and kernels wait for it, so host code that copies
+ * without naming a stream stays ordered with the kernels. Kernels
+ * never synchronise the host; reading a result back does. */
 cudaStream_t nrt_cuda_stream(void);
 /* The cuBLAS handle, created on first use and bound to nrt_cuda_stream(). */
 cublasHandle_t nrt_cublas(void);

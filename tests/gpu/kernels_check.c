@@ -416,6 +416,30 @@ static void test_error_word(void)
 	expect_error("embedding reports the id", "id -3 at position 1");
 	free_all();
 }
+
+/* TF32 on: the f32 GEMM still runs and lands near the CPU's (TF32 keeps
+ * 10 mantissa bits of each operand: ~1e-3 relative per product, less
+ * after averaging over K; 5e-3 leaves room), then off again. */
+static void test_tf32(void)
+{
+	int64_t M = 33, N = 65, K = 257;
+	float *A = halloc(sizeof(float) * M * K), *B = halloc(sizeof(float) * K * N), *C = halloc(sizeof(float) * M * N);
+	for (int64_t i = 0; i < M * K; i++)
+		A[i] = (float)rnd(-1, 1);
+	for (int64_t i = 0; i < K * N; i++)
+		B[i] = (float)rnd(-1, 1);
+	float *dC = up(NULL, sizeof(float) * M * N);
+	nrt_cuda_set_tf32(true);
+	nrt_gemm_f32(false, false, M, N, K, up(A, sizeof(float) * M * K), up(B, sizeof(float) * K * N), 0, dC);
+	nrt_cuda_set_tf32(false);
+	cpu_nrt_gemm_f32(false, false, M, N, K, A, B, 0, C);
+	float *g = down(dC, sizeof(float) * M * N);
+	double *gd = halloc(sizeof(double) * M * N), *cd = halloc(sizeof(double) * M * N);
+	for (int64_t i = 0; i < M * N; i++)
+		gd[i] = g[i], cd[i] = C[i];
+	compare("gemm with TF32 on", "f32", gd, cd, M * N, 5e-3);
+	free_all();
+}
 #endif
 
 int main(void)
@@ -444,6 +468,7 @@ int main(void)
 	test_slice_block();
 #ifndef KC_HOST_SHIM
 	test_error_word();
+	test_tf32();
 #endif
 	printf("%d passed, %d failed\n", npass, nfail);
 	return nfail ? 1 : 0;
