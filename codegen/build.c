@@ -128,13 +128,38 @@ static const char *cuda_unavailable(void)
 	return NULL;
 }
 
+/* The same program as the CPU's. `.target(cpu)` (keep an operator and its
+ * parameters on the host) is not implemented on the GPU yet: say so where
+ * it was written, once per annotation, rather than ignore it silently. */
+static bool cuda_emit(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	Loc seen[16];
+	int nseen = 0;
+	for (int i = 0; i < c->g->nnodes; i++) {
+		const Node *n = c->g->nodes[i];
+		if (!n->ann.target_cpu || n->phase != PH_FORWARD)
+			continue;
+		bool dup = false;
+		for (int k = 0; k < nseen; k++)
+			dup |= seen[k].file == n->loc.file && seen[k].line == n->loc.line && seen[k].col == n->loc.col;
+		if (dup)
+			continue;
+		if (nseen < 16)
+			seen[nseen++] = n->loc;
+		diag_warning(&c->diag, n->loc,
+		             "target(cpu) has no effect on the CUDA target yet: this operator and its parameters "
+		             "stay on the GPU (docs/cuda.md)");
+	}
+	return emit_c_program(c, o, out);
+}
+
 static bool cuda_compile(Compilation *c, const BuildOptions *o, const char *src, const char *exe)
 {
 	return compile_program(c, o, src, exe, "libnetrt_cuda.a", NETC_CUDA_LIBS);
 }
 
 const Target target_cpu = {"cpu", ".c", cpu_unavailable, c_emit, cpu_compile};
-const Target target_cuda = {"cuda", ".c", cuda_unavailable, c_emit, cuda_compile};
+const Target target_cuda = {"cuda", ".c", cuda_unavailable, cuda_emit, cuda_compile};
 
 static const Target *const targets[] = {&target_cpu, &target_cuda};
 

@@ -52,6 +52,18 @@ build "mlp --precision f64" "$work/mlp.f64" samples/mlp.net -D parallel_mode=sta
 build "mlp --gradcheck" "$work/mlp.gc" samples/mlp.net -D parallel_mode=stand_alone --gradcheck
 build "transformer --infer" "$work/transformer.inf" samples/transformer.net --infer
 
+# .target(cpu) is not implemented on the GPU: a located warning, once
+sed 's/^e = embedding(table, ids).shard(((4, 1), (1, 1)))/e = embedding(table, ids).target(cpu)/' \
+	samples/wide_deep.net >"$work/hetero.net"
+out=$(timeout 120 "$NETC" build "$work/hetero.net" -D parallel_mode=stand_alone --target cuda -o "$work/hetero" 2>&1)
+rc=$?
+n=$(printf '%s\n' "$out" | grep -c "hetero.net:37:[0-9]*: warning: target(cpu) has no effect on the CUDA target")
+if [ $rc -eq 0 ] && [ "$n" -eq 1 ]; then
+	ok ".target(cpu): one located warning"
+else
+	bad ".target(cpu): exit $rc, $n warnings"; printf '%s\n' "$out" | head -5 | sed 's/^/     | /'
+fi
+
 # no_gpu NAME RUNNER...: exit 1, exactly one "no CUDA GPU available" line,
 # no crash report
 no_gpu() {
