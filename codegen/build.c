@@ -19,12 +19,19 @@ extern char **environ;
 #ifndef NETC_RT_CFLAGS
 #define NETC_RT_CFLAGS ""
 #endif
+/* The CUDA program's libraries (CUDA, NCCL, MPI), fixed when netc was built
+ * (GNUmakefile: CUDA_PROG_LIBS). */
+#ifndef NETC_CUDA_LIBS
+#define NETC_CUDA_LIBS "-lnccl -lcublas -lcudart -lstdc++ -lmpi -lm"
+#endif
 
 static const char *cpu_unavailable(void) { return NULL; }
 
-/* `.target(cpu)` places an operator on the host in heterogeneous
- * training; on the CPU target everything is there already. */
-static void warn_target_cpu(Compilation *c)
+/* `.target(cpu)` keeps an operator on the host in heterogeneous training:
+ * on the CPU target everything is there already, and the CUDA target does
+ * not implement it yet. Either way the annotation has no effect, which is
+ * said once, at the first one, rather than ignored. */
+static void warn_target_cpu(Compilation *c, const char *why)
 {
 	const Node *first = NULL;
 	int n = 0;
@@ -36,14 +43,13 @@ static void warn_target_cpu(Compilation *c)
 		}
 	}
 	if (first)
-		diag_warning(&c->diag, first->loc,
-		             "'.target(cpu)' has no effect with --target cpu: every operator runs on the host "
-		             "(%d operator%s marked)", n, n == 1 ? "" : "s");
+		diag_warning(&c->diag, first->loc, "'.target(cpu)' has no effect %s (%d operator%s marked)", why, n,
+		             n == 1 ? "" : "s");
 }
 
 static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out)
 {
-	warn_target_cpu(c);
+	warn_target_cpu(c, "with --target cpu: every operator runs on the host");
 	return emit_c_program(c, o, out);
 }
 
@@ -90,7 +96,11 @@ static bool run_command(Compilation *c, const char *const *argv, bool verbose)
 	return true;
 }
 
-static bool cpu_compile(Compilation *c, const BuildOptions *o, const char *src, const char *exe)
+/* Compiles the generated C against runtime library `rtlib` (in netc's lib
+ * directory) and the libraries in `libs`: the CPU and the CUDA target
+ * differ only in these two. */
+static bool compile_program(Compilation *c, const BuildOptions *o, const char *src, const char *exe,
+                            const char *rtlib, const char *libs)
 {
 	char inc[PATH_MAX], lib[PATH_MAX];
 	if (!runtime_dirs(inc, lib, sizeof inc)) {
@@ -112,31 +122,49 @@ static bool cpu_compile(Compilation *c, const BuildOptions *o, const char *src, 
 	argv[n++] = src;
 	argv[n++] = "-o";
 	argv[n++] = exe;
-	argv[n++] = arena_printf(&c->arena, "%s/libnetrt.a", lib);
-	n += split_flags(&c->arena, NETC_RT_LIBS, argv + n, 40);
+	argv[n++] = arena_printf(&c->arena, "%s/%s", lib, rtlib);
+	n += split_flags(&c->arena, libs, argv + n, 40);
 	argv[n] = NULL;
 	return run_command(c, argv, o->verbose);
 }
 
-static const char *cuda_unavailable(void)
+static bool cpu_compile(Compilation *c, const BuildOptions *o, const char *src, const char *exe)
 {
-	return "the CUDA target is not implemented in this version of netc; use --target cpu";
+	return compile_program(c, o, src, exe, "libnetrt.a", NETC_RT_LIBS);
 }
 
+/* The CUDA target: the same generated C (buffers come from nrt_alloc and
+ * are touched only through the runtime, docs/cuda.md), compiled by the C
+ * compiler and linked against libnetrt_cuda.a, which netc's build makes
+ * when it finds nvcc. */
+static const char *cuda_unavailable(void)
+{
+	char inc[PATH_MAX], lib[PATH_MAX];
+	if (!runtime_dirs(inc, lib, sizeof inc))
+		return NULL; /* compile_program reports the missing runtime */
+	char a[PATH_MAX + 32];
+	snprintf(a, sizeof a, "%s/libnetrt_cuda.a", lib);
+	if (access(a, R_OK) != 0)
+		return "this netc was built without the CUDA runtime (libnetrt_cuda.a is not beside libnetrt.a: "
+		       "nvcc was not found when netc was built); install the CUDA toolkit and rebuild netc, "
+		       "or use --target cpu";
+	return NULL;
+}
+
+/* The same program as the CPU's (docs/cuda.md). */
 static bool cuda_emit(Compilation *c, const BuildOptions *o, FILE *out)
 {
-	(void)c, (void)o, (void)out;
-	return false;
+	warn_target_cpu(c, "on the CUDA target yet: the operator and its parameters stay on the GPU (docs/cuda.md)");
+	return emit_c_program(c, o, out);
 }
 
 static bool cuda_compile(Compilation *c, const BuildOptions *o, const char *src, const char *exe)
 {
-	(void)c, (void)o, (void)src, (void)exe;
-	return false;
+	return compile_program(c, o, src, exe, "libnetrt_cuda.a", NETC_CUDA_LIBS);
 }
 
 const Target target_cpu = {"cpu", ".c", cpu_unavailable, cpu_emit, cpu_compile};
-const Target target_cuda = {"cuda", ".cu", cuda_unavailable, cuda_emit, cuda_compile};
+const Target target_cuda = {"cuda", ".c", cuda_unavailable, cuda_emit, cuda_compile};
 
 static const Target *const targets[] = {&target_cpu, &target_cuda};
 

@@ -23,14 +23,22 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t nrt_half_f32_bits_(float f)
+/* The scalar conversions are also the CUDA runtime's (runtime/cuda/half.cu
+ * runs these very functions on the device), so both targets round alike. */
+#ifdef __CUDACC__
+#define NRT_HALF_FN static inline __host__ __device__
+#else
+#define NRT_HALF_FN static inline
+#endif
+
+NRT_HALF_FN uint32_t nrt_half_f32_bits_(float f)
 {
 	uint32_t u;
 	memcpy(&u, &f, sizeof u);
 	return u;
 }
 
-static inline float nrt_half_bits_f32_(uint32_t u)
+NRT_HALF_FN float nrt_half_bits_f32_(uint32_t u)
 {
 	float f;
 	memcpy(&f, &u, sizeof f);
@@ -39,7 +47,7 @@ static inline float nrt_half_bits_f32_(uint32_t u)
 
 /* binary32 bits -> binary16 bits, round to nearest even. Written with
  * selects rather than branches so loops over it can vectorise. */
-static inline uint16_t nrt_f16_from_f32_bits(uint32_t x)
+NRT_HALF_FN uint16_t nrt_f16_from_f32_bits(uint32_t x)
 {
 	uint32_t sign = (x >> 16) & 0x8000u;
 	uint32_t ax = x & 0x7fffffffu;
@@ -63,7 +71,7 @@ static inline uint16_t nrt_f16_from_f32_bits(uint32_t x)
  * through an int -> float conversion and a multiplication by a power of
  * two: both exact with normal results, so independent of rounding mode
  * and flush-to-zero, and the loop stays free of branches. */
-static inline uint32_t nrt_f32_bits_from_f16(uint16_t h)
+NRT_HALF_FN uint32_t nrt_f32_bits_from_f16(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
 	uint32_t ah = h & 0x7fffu;
@@ -75,23 +83,23 @@ static inline uint32_t nrt_f32_bits_from_f16(uint16_t h)
 }
 
 /* binary32 bits -> bfloat16 bits, round to nearest even; NaN stays NaN. */
-static inline uint16_t nrt_bf16_from_f32_bits(uint32_t x)
+NRT_HALF_FN uint16_t nrt_bf16_from_f32_bits(uint32_t x)
 {
 	uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
 	uint32_t nan = (x >> 16) | 0x0040u;
 	return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : r);
 }
 
-static inline uint16_t nrt_f16_from_float(float f) { return nrt_f16_from_f32_bits(nrt_half_f32_bits_(f)); }
-static inline float nrt_float_from_f16(uint16_t h) { return nrt_half_bits_f32_(nrt_f32_bits_from_f16(h)); }
-static inline uint16_t nrt_bf16_from_float(float f) { return nrt_bf16_from_f32_bits(nrt_half_f32_bits_(f)); }
-static inline float nrt_float_from_bf16(uint16_t h) { return nrt_half_bits_f32_((uint32_t)h << 16); }
+NRT_HALF_FN uint16_t nrt_f16_from_float(float f) { return nrt_f16_from_f32_bits(nrt_half_f32_bits_(f)); }
+NRT_HALF_FN float nrt_float_from_f16(uint16_t h) { return nrt_half_bits_f32_(nrt_f32_bits_from_f16(h)); }
+NRT_HALF_FN uint16_t nrt_bf16_from_float(float f) { return nrt_bf16_from_f32_bits(nrt_half_f32_bits_(f)); }
+NRT_HALF_FN float nrt_float_from_bf16(uint16_t h) { return nrt_half_bits_f32_((uint32_t)h << 16); }
 
 /* A double rounded to binary32 with round-to-odd (truncate, then set the
  * last bit if anything was dropped). Rounding that to nearest-even in a
  * format of at most 22 significant bits (f16 has 11, bf16 8) gives the
  * double correctly rounded, so f64 -> narrow rounds only once. */
-static inline uint32_t nrt_f32_bits_odd_from_f64(double d)
+NRT_HALF_FN uint32_t nrt_f32_bits_odd_from_f64(double d)
 {
 	uint64_t x;
 	memcpy(&x, &d, sizeof x);
@@ -114,10 +122,10 @@ static inline uint32_t nrt_f32_bits_odd_from_f64(double d)
 	return sign | (uint32_t)(full >> sh) | ((full & ((1ull << sh) - 1)) != 0);
 }
 
-static inline uint16_t nrt_f16_from_double(double d) { return nrt_f16_from_f32_bits(nrt_f32_bits_odd_from_f64(d)); }
-static inline uint16_t nrt_bf16_from_double(double d) { return nrt_bf16_from_f32_bits(nrt_f32_bits_odd_from_f64(d)); }
-static inline double nrt_double_from_f16(uint16_t h) { return (double)nrt_float_from_f16(h); }
-static inline double nrt_double_from_bf16(uint16_t h) { return (double)nrt_float_from_bf16(h); }
+NRT_HALF_FN uint16_t nrt_f16_from_double(double d) { return nrt_f16_from_f32_bits(nrt_f32_bits_odd_from_f64(d)); }
+NRT_HALF_FN uint16_t nrt_bf16_from_double(double d) { return nrt_bf16_from_f32_bits(nrt_f32_bits_odd_from_f64(d)); }
+NRT_HALF_FN double nrt_double_from_f16(uint16_t h) { return (double)nrt_float_from_f16(h); }
+NRT_HALF_FN double nrt_double_from_bf16(uint16_t h) { return (double)nrt_float_from_bf16(h); }
 
 /* ---- arrays: y[i] = convert(x[i]) for i < n (x and y do not overlap) ---- */
 void nrt_f32_to_f16(int64_t n, const float *x, uint16_t *y);

@@ -1,0 +1,57 @@
+/* Internals of the CUDA runtime's host side (the .c files of runtime/cuda):
+ * runtime's host cores it wraps (renamed by host_names.h when the CPU
+ * files are compiled into libnetrt_cuda.a), the communication backend and
+ * the host staging helpers. */
+#ifndef NRT_CUDA_INTERNAL_H
+#define NRT_CUDA_INTERNAL_H
+#include <nccl.h>
+
+#include "../rt_internal.h"
+#include "../spmd.h"
+#include "cuda_check.h"
+#include "cuda_rt.h"
+
+/* ---- the host cores (the CPU files under host_names.h) ---- */
+void nrt_host_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt);
+void nrt_host_finalize(void);
+void nrt_host_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n);
+void nrt_host_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
+void nrt_host_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv);
+void nrt_host_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
+void nrt_host_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
+void nrt_host_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
+void nrt_host_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
+void nrt_host_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n);
+void nrt_host_wait_slot(int slot);
+void nrt_host_wait_sends(void);
+void nrt_host_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req);
+void nrt_host_wait_request(NrtRequest *req);
+void nrt_host_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv,
+                              NrtRequest *req);
+void nrt_host_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
+                            void *out);
+void nrt_host_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim,
+                                 const void *in, void *out);
+void nrt_host_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim,
+                           int concat_dim, const void *in, void *out);
+void nrt_host_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_t seed, uint32_t param_id);
+void nrt_host_data_next(NrtData *d, NrtInput *in, int nin, int64_t step);
+void nrt_host_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step);
+int64_t nrt_host_ckpt_load(const char *path, NrtTensor *t, int n);
+
+/* ---- communication backend (start.c chooses it from NETC_COMM) ---- */
+typedef enum NrtCudaComm {
+	NRT_CUDA_COMM_NCCL,  /* NETC_COMM=nccl (default): NCCL on device buffers, one GPU per rank */
+	NRT_CUDA_COMM_HOST,  /* NETC_COMM=host: staged through host memory, MPI collectives; ranks may share a GPU */
+} NrtCudaComm;
+extern NrtCudaComm nrt_cuda_comm;
+/* Destroys the NCCL communicators, the communication stream and the
+ * staging buffers (nrt_finalize, before MPI goes). */
+void nrt_cuda_comm_finalize(void);
+
+/* ---- host staging (mem.c) ---- */
+/* malloc that is fatal on failure, for host copies of device buffers */
+void *nrt_cuda_host_alloc(size_t bytes);
+/* bytes of t's slice (rank, slice dims, dtype) */
+int64_t nrt_cuda_tensor_bytes(const NrtTensor *t);
+#endif

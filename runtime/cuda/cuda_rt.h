@@ -1,0 +1,54 @@
+/* The CUDA runtime's shared state: the compute stream, the cuBLAS handle,
+ * the TF32 switch and the kernels' error word. Every kernel of
+ * runtime/cuda/ runs on nrt_cuda_stream(), asynchronously.
+ *
+ * Device selection is not done here: the runtime's start-up calls
+ * cudaSetDevice before the first use of anything below. */
+#ifndef NRT_CUDA_RT_H
+#define NRT_CUDA_RT_H
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The compute stream, created on first use. It is a blocking stream:
+ * work on the legacy default stream (a plain cudaMemcpy) waits for the
+ * kernels before it and kernels wait for it, so host code that copies
+ * without naming a stream stays ordered with the kernels. Kernels
+ * never synchronise the host; reading a result back does. */
+cudaStream_t nrt_cuda_stream(void);
+/* The cuBLAS handle, created on first use and bound to nrt_cuda_stream(). */
+cublasHandle_t nrt_cublas(void);
+
+/* TF32 tensor cores for f32 GEMMs. Off by default, so f32 GEMMs round as
+ * the CPU reference's do (full f32 multiplies); NETC_TF32=1 in the
+ * environment (read by the runtime's start-up) turns it on: about 10-bit
+ * mantissa products, faster, not comparable with the CPU to 1e-5. f64
+ * GEMMs are unaffected. May be called before or after nrt_cublas(). */
+void nrt_cuda_set_tf32(bool on);
+bool nrt_cuda_tf32(void);
+
+/* Out-of-range data found by a kernel (a label outside [0, C) in sce and
+ * sce_grad, a negative id in embedding): kernels record the first one in
+ * a device-side error word and otherwise behave as the CPU kernels (the
+ * sample adds nothing, its rows are zero). This reads the record (waiting
+ * for nrt_cuda_stream()), clears it, and returns true with a message in
+ * msg[0..n) if there was one. Call it where the host waits anyway (when it
+ * reads the loss back each step). */
+bool nrt_cuda_kernel_error(char *msg, size_t n);
+
+/* Device scratch memory for a kernel's intermediate results, ordered on
+ * nrt_cuda_stream() (cudaMallocAsync / cudaFreeAsync: no synchronisation;
+ * the pool keeps freed blocks for reuse). */
+void *nrt_cuda_scratch(size_t bytes);
+void nrt_cuda_scratch_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

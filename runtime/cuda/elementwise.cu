@@ -1,0 +1,324 @@
+/* Element-wise kernels: binary and broadcast over strided index spaces,
+ * unary and their gradients, scale, axpy, dropout and the optimizers.
+ * One thread per element in grid-stride loops. Arithmetic is in T with
+ * the CPU's expressions (runtime/kernels_impl.h), evaluated in the same
+ * order; nvcc may contract a * b + c into an FMA, the CPU build (baseline
+ * x86-64) does not, so results can differ from the CPU's in the last bit
+ * or so. */
+#include "common.cuh"
+#include "cuda_c.h"
+#include "random.cuh"
+
+namespace nrtk {
+
+/* ---- binary, broadcast ----------------------------------------------------- */
+
+/* y[i] = a[.] op b[.]: sp holds a's and b's strides; y is dense. */
+template <typename T>
+__global__ void k_binary(NrtBinary op, int64_t n, Space<2> sp, const T *a, const T *b, T *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		int64_t off[2];
+		space_offsets(sp, i, off);
+		T u = a[off[0]], v = b[off[1]], r;
+		switch (op) {
+		case NRT_ADD: r = u + v; break;
+		case NRT_SUB: r = u - v; break;
+		case NRT_MUL: r = u * v; break;
+		default: r = u / v; break;
+		}
+		y[i] = r;
+	}
+}
+
+template <typename T>
+static void binary(NrtBinary op, int rank, const int64_t *ydims, const T *a, const int64_t *astr, const T *b,
+                   const int64_t *bstr, T *y)
+{
+	int64_t n = prod(rank, ydims);
+	if (n == 0)
+		return;
+	const int64_t *st[2] = {astr, bstr};
+	/* y is dense: coalescing a and b alone merges what coalescing with
+	 * y's strides would (y always merges) */
+	Space<2> sp = coalesce<2>("binary", rank, ydims, st);
+	k_binary<T><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(op, n, sp, a, b, y);
+	NRT_CUDA_LAUNCH_CHECK("binary");
+}
+
+template <typename T> __global__ void k_broadcast(int64_t n, Space<1> sp, const T *x, T alpha, T *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		int64_t off[1];
+		space_offsets(sp, i, off);
+		y[i] = alpha * x[off[0]];
+	}
+}
+
+template <typename T>
+static void broadcast(int rank, const int64_t *ydims, const T *x, const int64_t *xstr, T alpha, T *y)
+{
+	int64_t n = prod(rank, ydims);
+	if (n == 0)
+		return;
+	const int64_t *st[1] = {xstr};
+	Space<1> sp = coalesce<1>("broadcast", rank, ydims, st);
+	k_broadcast<T><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, x, alpha, y);
+	NRT_CUDA_LAUNCH_CHECK("broadcast");
+}
+
+/* ---- unary --------------------------------------------------------------- */
+
+#define K_SQRT1_2 0.70710678118654752440      /* 1/sqrt(2) */
+#define K_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
+
+template <typename T> __global__ void k_unary(NrtUnary op, int64_t n, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		T v = x[i], r;
+		switch (op) {
+		case NRT_RELU: r = v > 0 ? v : (T)0; break;
+		case NRT_GELU: r = (T)0.5 * v * ((T)1 + m_erf(v * (T)K_SQRT1_2)); break;
+		case NRT_TANH: r = m_tanh(v); break;
+		case NRT_SIGMOID: r = (T)1 / ((T)1 + m_exp(-v)); break;
+		default: r = -v; break; /* NRT_NEG */
+		}
+		y[i] = r;
+	}
+}
+
+template <typename T> __global__ void k_unary_grad(NrtUnary op, int64_t n, const T *dy, const T *xy, T *dx)
+{
+	NRT_GRID_LOOP(i, n) {
+		T r;
+		switch (op) {
+		case NRT_RELU: r = xy[i] > 0 ? dy[i] : (T)0; break;
+		case NRT_GELU: {
+			T x = xy[i];
+			T cdf = (T)0.5 * ((T)1 + m_erf(x * (T)K_SQRT1_2));
+			T pdf = (T)K_INV_SQRT_2PI * m_exp((T)-0.5 * x * x);
+			r = dy[i] * (cdf + x * pdf);
+			break;
+		}
+		case NRT_TANH: r = dy[i] * ((T)1 - xy[i] * xy[i]); break;
+		case NRT_SIGMOID: r = dy[i] * xy[i] * ((T)1 - xy[i]); break;
+		default: r = -dy[i]; break; /* NRT_NEG: xy unused (may be NULL) */
+		}
+		dx[i] = r;
+	}
+}
+
+/* y may be x; alpha 0 writes zeros (no 0 * NaN) */
+template <typename T> __global__ void k_scale(int64_t n, T alpha, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, n) y[i] = alpha == 0 ? (T)0 : alpha * x[i];
+}
+
+template <typename T> __global__ void k_axpy(int64_t n, T alpha, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, n) y[i] += alpha * x[i];
+}
+
+/* ---- dropout --------------------------------------------------------------- */
+
+/* sp walks the local slice with the full tensor's strides; g0 is the
+ * slice's corner in the full tensor. */
+template <typename T>
+__global__ void k_dropout(int64_t n, Space<1> sp, int64_t g0, double keep_prob, T scale, uint64_t seed,
+                          uint32_t stream, uint64_t step, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		int64_t off[1];
+		space_offsets(sp, i, off);
+		uint64_t ctr = dropout_counter(step, (uint64_t)(g0 + off[0]));
+		bool keep = nrt_dev_rand_uniform(seed, stream, ctr) < keep_prob;
+		y[i] = keep ? x[i] * scale : (T)0;
+	}
+}
+
+template <typename T>
+static void dropout(int rank, const int64_t *full, const int64_t *slice, const int64_t *offset, double keep_prob,
+                    uint64_t seed, uint32_t stream, uint64_t step, const T *x, T *y)
+{
+	int64_t n = prod(rank, slice);
+	cudaStream_t s = nrt_cuda_stream();
+	if (keep_prob >= 1) {
+		if (n > 0 && x != y)
+			NRT_CUDA_CHECK(cudaMemcpyAsync(y, x, (size_t)n * sizeof(T), cudaMemcpyDeviceToDevice, s));
+		return;
+	}
+	if (rank > kMaxRank)
+		nrt_fatal("kernel dropout: rank above 16");
+	int64_t fst[kMaxRank], g0 = 0;
+	contiguous_strides(rank, full, fst);
+	for (int k = 0; k < rank; k++)
+		g0 += offset[k] * fst[k];
+	if (n == 0)
+		return;
+	const int64_t *st[1] = {fst};
+	Space<1> sp = coalesce<1>("dropout", rank, slice, st);
+	T scale = keep_prob > 0 ? (T)(1 / keep_prob) : (T)0;
+	k_dropout<T><<<grid_for(n), kThreads, 0, s>>>(n, sp, g0, keep_prob, scale, seed, stream, step, x, y);
+	NRT_CUDA_LAUNCH_CHECK("dropout");
+}
+
+/* ---- optimizers ------------------------------------------------------------ */
+
+template <typename T> __global__ void k_sgd(int64_t n, T a, T w, const T *g, T *p)
+{
+	NRT_GRID_LOOP(i, n) p[i] -= a * (g[i] + w * p[i]);
+}
+
+template <typename T>
+__global__ void k_momentum(int64_t n, T a, T mu, bool nesterov, T w, const T *g, T *m, T *p)
+{
+	NRT_GRID_LOOP(i, n) {
+		T gi = g[i] + w * p[i];
+		m[i] = mu * m[i] + gi;
+		p[i] -= a * (nesterov ? gi + mu * m[i] : m[i]);
+	}
+}
+
+/* Adam's and LAMB's moment update and step direction (the CPU's u / upd) */
+template <typename T> struct AdamCoef {
+	T B1, B2, A1, A2, C1, C2, E, W;
+};
+
+template <typename T> __device__ inline T adam_dir(const AdamCoef<T> &c, T g, T &m, T &v, T p)
+{
+	m = c.B1 * m + c.A1 * g;
+	v = c.B2 * v + c.A2 * g * g;
+	return c.C1 * m / (m_sqrt(c.C2 * v) + c.E) + c.W * p;
+}
+
+template <typename T> __global__ void k_adam(int64_t n, T a, AdamCoef<T> c, const T *g, T *m, T *v, T *p)
+{
+	NRT_GRID_LOOP(i, n) {
+		T mi = m[i], vi = v[i];
+		T u = adam_dir(c, g[i], mi, vi, p[i]);
+		m[i] = mi;
+		v[i] = vi;
+		p[i] -= a * u;
+	}
+}
+
+template <typename T>
+static AdamCoef<T> adam_coef(double b1, double b2, double eps, double wd, double c1, double c2)
+{
+	AdamCoef<T> c = {(T)b1, (T)b2, (T)(1 - b1), (T)(1 - b2), (T)c1, (T)c2, (T)eps, (T)wd};
+	return c;
+}
+
+/* LAMB phase 1: the update into upd, and sum p^2, sum upd^2 (in double,
+ * as the CPU) added to sq[0], sq[1] on the device. */
+template <typename T> struct LambElem {
+	AdamCoef<T> c;
+	const T *g;
+	T *m, *v;
+	const T *p;
+	T *upd;
+	__device__ void operator()(int64_t i, double acc[2]) const
+	{
+		T mi = m[i], vi = v[i];
+		T u = adam_dir(c, g[i], mi, vi, p[i]);
+		m[i] = mi;
+		v[i] = vi;
+		upd[i] = u;
+		acc[0] += (double)p[i] * p[i];
+		acc[1] += (double)u * u;
+	}
+};
+
+struct AddTo2 {
+	double *sq;
+	__device__ void operator()(const double tot[2]) const
+	{
+		sq[0] += tot[0];
+		sq[1] += tot[1];
+	}
+};
+
+template <typename T> __global__ void k_lamb_phase2(int64_t n, double lr, const double *sq, const T *upd, T *p)
+{
+	double pn = sqrt(sq[0]), un = sqrt(sq[1]);
+	double trust = pn > 0 && un > 0 ? pn / un : 1;
+	T k = (T)(lr * trust);
+	NRT_GRID_LOOP(i, n) p[i] -= k * upd[i];
+}
+
+} // namespace nrtk
+
+using namespace nrtk;
+
+#define LAUNCH(kernel, n, ...)                                                          \
+	do {                                                                            \
+		if ((n) > 0) {                                                          \
+			kernel<<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(__VA_ARGS__); \
+			NRT_CUDA_LAUNCH_CHECK(#kernel);                                 \
+		}                                                                       \
+	} while (0)
+
+#define NRT_ELEMENTWISE_DEFS(T, S)                                                                             \
+	extern "C" void nrt_binary_##S(NrtBinary op, int rank, const int64_t *ydims, const T *a,                  \
+	                               const int64_t *astr, const T *b, const int64_t *bstr, T *y)                \
+	{                                                                                                        \
+		binary<T>(op, rank, ydims, a, astr, b, bstr, y);                                                 \
+	}                                                                                                        \
+	extern "C" void nrt_broadcast_##S(int rank, const int64_t *ydims, const T *x, const int64_t *xstr,        \
+	                                  T alpha, T *y)                                                         \
+	{                                                                                                        \
+		broadcast<T>(rank, ydims, x, xstr, alpha, y);                                                    \
+	}                                                                                                        \
+	extern "C" void nrt_unary_##S(NrtUnary op, int64_t n, const T *x, T *y)                                  \
+	{                                                                                                        \
+		LAUNCH(k_unary<T>, n, op, n, x, y);                                                              \
+	}                                                                                                        \
+	extern "C" void nrt_unary_grad_##S(NrtUnary op, int64_t n, const T *dy, const T *xy, T *dx)              \
+	{                                                                                                        \
+		LAUNCH(k_unary_grad<T>, n, op, n, dy, xy, dx);                                                   \
+	}                                                                                                        \
+	extern "C" void nrt_scale_##S(int64_t n, T alpha, const T *x, T *y)                                      \
+	{                                                                                                        \
+		LAUNCH(k_scale<T>, n, n, alpha, x, y);                                                           \
+	}                                                                                                        \
+	extern "C" void nrt_axpy_##S(int64_t n, T alpha, const T *x, T *y)                                       \
+	{                                                                                                        \
+		LAUNCH(k_axpy<T>, n, n, alpha, x, y);                                                            \
+	}                                                                                                        \
+	extern "C" void nrt_dropout_##S(int rank, const int64_t *full, const int64_t *slice,                     \
+	                                const int64_t *offset, double keep_prob, uint64_t seed, uint32_t stream, \
+	                                uint64_t step, const T *x, T *y)                                         \
+	{                                                                                                        \
+		dropout<T>(rank, full, slice, offset, keep_prob, seed, stream, step, x, y);                      \
+	}                                                                                                        \
+	extern "C" void nrt_sgd_##S(int64_t n, double lr, double wd, const T *g, T *p)                           \
+	{                                                                                                        \
+		LAUNCH(k_sgd<T>, n, n, (T)lr, (T)wd, g, p);                                                      \
+	}                                                                                                        \
+	extern "C" void nrt_momentum_##S(int64_t n, double lr, double mom, bool nesterov, double wd, const T *g, \
+	                                 T *m, T *p)                                                             \
+	{                                                                                                        \
+		LAUNCH(k_momentum<T>, n, n, (T)lr, (T)mom, nesterov, (T)wd, g, m, p);                            \
+	}                                                                                                        \
+	extern "C" void nrt_adam_##S(int64_t n, double lr, double b1, double b2, double eps, double wd,          \
+	                             bool decoupled, int64_t step, const T *g, T *m, T *v, T *p)                 \
+	{                                                                                                        \
+		double c1 = decoupled ? 1 : 1 / (1 - pow(b1, (double)step));                                     \
+		double c2 = decoupled ? 1 : 1 / (1 - pow(b2, (double)step));                                     \
+		LAUNCH(k_adam<T>, n, n, (T)lr, adam_coef<T>(b1, b2, eps, wd, c1, c2), g, m, v, p);               \
+	}                                                                                                        \
+	extern "C" void nrt_lamb_phase1_##S(int64_t n, double b1, double b2, double eps, double wd,              \
+	                                    int64_t step, const T *g, T *m, T *v, const T *p, T *upd,            \
+	                                    double sq[2])                                                        \
+	{                                                                                                        \
+		double c1 = 1 / (1 - pow(b1, (double)step)), c2 = 1 / (1 - pow(b2, (double)step));              \
+		LambElem<T> f = {adam_coef<T>(b1, b2, eps, wd, c1, c2), g, m, v, p, upd};                        \
+		sum_all<2>("lamb_phase1", n, f, AddTo2{sq});                                                     \
+	}                                                                                                        \
+	extern "C" void nrt_lamb_phase2_##S(int64_t n, double lr, const double sq[2], const T *upd, T *p)        \
+	{                                                                                                        \
+		LAUNCH(k_lamb_phase2<T>, n, n, lr, sq, upd, p);                                                  \
+	}
+
+NRT_ELEMENTWISE_DEFS(float, f32)
+NRT_ELEMENTWISE_DEFS(double, f64)

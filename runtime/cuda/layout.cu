@@ -1,0 +1,269 @@
+/* Data movement and sums over axes: transpose, concat, slice, reduce,
+ * nrt_slice_block (runtime/redist.c) and the f16/bf16 array conversions
+ * (runtime/half.h). Copies of whole rows go through cudaMemcpy2DAsync;
+ * the rest are one thread per output element over a strided index space. */
+#include "common.cuh"
+#include "cuda_c.h"
+
+namespace nrtk {
+
+/* ---- transpose --------------------------------------------------------------- */
+
+/* y[i] = x[offset of y's i-th element in x]: one thread per y element,
+ * writes coalesced, reads strided. */
+template <typename T> __global__ void k_gather(int64_t n, Space<1> sp, int64_t base, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		int64_t off[1];
+		space_offsets(sp, i, off);
+		y[i] = x[base + off[0]];
+	}
+}
+
+template <typename T> static void transpose(int rank, const int64_t *xdims, const int *perm, const T *x, T *y)
+{
+	if (rank > kMaxRank)
+		nrt_fatal("kernel transpose: rank above 16");
+	/* walk y's index space; x's stride for y dim k is xst[perm[k]] */
+	int64_t xst[kMaxRank], ydims[kMaxRank], xs[kMaxRank];
+	contiguous_strides(rank, xdims, xst);
+	for (int k = 0; k < rank; k++) {
+		ydims[k] = xdims[perm[k]];
+		xs[k] = xst[perm[k]];
+	}
+	int64_t n = prod(rank, ydims);
+	if (n == 0)
+		return;
+	const int64_t *st[1] = {xs};
+	Space<1> sp = coalesce<1>("transpose", rank, ydims, st);
+	k_gather<T><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, 0, x, y);
+	NRT_CUDA_LAUNCH_CHECK("transpose");
+}
+
+/* ---- concat, slice: rows of bytes ----------------------------------------- */
+
+/* height rows of `width` bytes from src (rows spitch apart) to dst (dpitch) */
+static void copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, int64_t height)
+{
+	if (width == 0 || height <= 0)
+		return;
+	cudaStream_t s = nrt_cuda_stream();
+	if (height == 1)
+		NRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, s));
+	else
+		NRT_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, (size_t)height,
+		                                 cudaMemcpyDeviceToDevice, s));
+}
+
+/* y[o, :, i] = concat of xs[k][o, 0:sizes[k], i]: one 2-D copy per input */
+template <typename T>
+static void concat(int nx, const T *const *xs, const int64_t *sizes, int64_t outer, int64_t inner, T *y)
+{
+	int64_t total = 0;
+	for (int k = 0; k < nx; k++)
+		total += sizes[k];
+	int64_t col = 0;
+	for (int k = 0; k < nx; k++) {
+		size_t w = (size_t)(sizes[k] * inner) * sizeof(T);
+		copy_rows(y + col * inner, (size_t)(total * inner) * sizeof(T), xs[k], w, w, outer);
+		col += sizes[k];
+	}
+}
+
+template <typename T>
+static void slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner, const T *x, T *y)
+{
+	size_t w = (size_t)(n_out * inner) * sizeof(T);
+	copy_rows(y, w, x + begin * inner, (size_t)(n_in * inner) * sizeof(T), w, outer);
+}
+
+/* ---- reduce ------------------------------------------------------------------ */
+
+/* y[j] = f * sum over the reduced index r of x[kept(j) + red(r)], in
+ * double as the CPU. Two shapes of the same sum:
+ *  k_reduce_block: one block per output, threads split r: when the
+ *    reduced elements are contiguous (a row's sum) or few outputs;
+ *  k_reduce_thread: one thread per output, looping over r: when the kept
+ *    dims are innermost (adjacent threads read adjacent elements). */
+template <typename T>
+__global__ void k_reduce_block(int64_t ny, int64_t cnt, Space<1> kept, Space<1> red, double f, const T *x, T *y)
+{
+	NRT_ROW_LOOP(j, ny) {
+		int64_t kb[1];
+		space_offsets(kept, j, kb);
+		double s = 0;
+		NRT_BLOCK_LOOP(r, cnt) {
+			int64_t ro[1];
+			space_offsets(red, r, ro);
+			s += x[kb[0] + ro[0]];
+		}
+		s = block_sum(s);
+		if (threadIdx.x == 0)
+			y[j] = (T)(s * f);
+	}
+}
+
+template <typename T>
+__global__ void k_reduce_thread(int64_t ny, int64_t cnt, Space<1> kept, Space<1> red, double f, const T *x, T *y)
+{
+	NRT_GRID_LOOP(j, ny) {
+		int64_t kb[1];
+		space_offsets(kept, j, kb);
+		double s = 0;
+		for (int64_t r = 0; r < cnt; r++) {
+			int64_t ro[1];
+			space_offsets(red, r, ro);
+			s += x[kb[0] + ro[0]];
+		}
+		y[j] = (T)(s * f);
+	}
+}
+
+template <typename T> struct SumElem {
+	const T *x;
+	__device__ void operator()(int64_t i, double acc[1]) const { acc[0] += x[i]; }
+};
+template <typename T> struct StoreScaled {
+	double f;
+	T *y;
+	__device__ void operator()(const double tot[1]) const { y[0] = (T)(tot[0] * f); }
+};
+
+template <typename T>
+static void reduce(int rank, const int64_t *xdims, uint64_t axes_mask, bool mean, const T *x, T *y)
+{
+	if (rank > kMaxRank)
+		nrt_fatal("kernel reduce: rank above 16");
+	cudaStream_t s = nrt_cuda_stream();
+	int64_t xst[kMaxRank], ny = 1, cnt = 1;
+	int64_t kd[kMaxRank], ks[kMaxRank], rd[kMaxRank], rs[kMaxRank];
+	int nk = 0, nr = 0;
+	contiguous_strides(rank, xdims, xst);
+	for (int k = 0; k < rank; k++) {
+		if (axes_mask >> k & 1) {
+			rd[nr] = xdims[k];
+			rs[nr++] = xst[k];
+			cnt *= xdims[k];
+		} else {
+			kd[nk] = xdims[k];
+			ks[nk++] = xst[k];
+			ny *= xdims[k];
+		}
+	}
+	if (ny == 0)
+		return;
+	if (cnt == 1) { /* nothing reduced (or only size-1 dims): a copy */
+		NRT_CUDA_CHECK(cudaMemcpyAsync(y, x, (size_t)ny * sizeof(T), cudaMemcpyDeviceToDevice, s));
+		return;
+	}
+	double f = mean && cnt > 0 ? 1.0 / cnt : 1.0;
+	if (cnt == 0) { /* an empty sum: zeros */
+		NRT_CUDA_CHECK(cudaMemsetAsync(y, 0, (size_t)ny * sizeof(T), s));
+		return;
+	}
+	if (ny == 1 && rank > 0 && nr == rank) { /* everything, as one flat sum */
+		sum_all<1>("reduce", cnt, SumElem<T>{x}, StoreScaled<T>{f, y});
+		return;
+	}
+	const int64_t *kst[1] = {ks}, *rst[1] = {rs};
+	Space<1> kept = coalesce<1>("reduce", nk, kd, kst);
+	Space<1> red = coalesce<1>("reduce", nr, rd, rst);
+	bool red_inner = red.n > 0 && red.st[0][red.n - 1] == 1;
+	if (red_inner || ny < 1024) {
+		int t = threads_for_row(cnt);
+		k_reduce_block<T><<<grid_rows(ny), t, 0, s>>>(ny, cnt, kept, red, f, x, y);
+	} else {
+		k_reduce_thread<T><<<grid_for(ny), kThreads, 0, s>>>(ny, cnt, kept, red, f, x, y);
+	}
+	NRT_CUDA_LAUNCH_CHECK("reduce");
+}
+
+} // namespace nrtk
+
+using namespace nrtk;
+
+#define NRT_LAYOUT_DEFS(T, S)                                                                                  \
+	extern "C" void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm, const T *x, T *y)      \
+	{                                                                                                        \
+		transpose<T>(rank, xdims, perm, x, y);                                                           \
+	}                                                                                                        \
+	extern "C" void nrt_concat_##S(int nx, const T *const *xs, const int64_t *sizes, int64_t outer,          \
+	                               int64_t inner, T *y)                                                      \
+	{                                                                                                        \
+		concat<T>(nx, xs, sizes, outer, inner, y);                                                       \
+	}                                                                                                        \
+	extern "C" void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner,  \
+	                              const T *x, T *y)                                                          \
+	{                                                                                                        \
+		slice<T>(outer, n_in, begin, n_out, inner, x, y);                                                \
+	}                                                                                                        \
+	extern "C" void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask, bool mean, const T *x, \
+	                               T *y)                                                                     \
+	{                                                                                                        \
+		reduce<T>(rank, xdims, axes_mask, mean, x, y);                                                   \
+	}
+
+NRT_LAYOUT_DEFS(float, f32)
+NRT_LAYOUT_DEFS(double, f64)
+
+/* ---- nrt_slice_block (redist.c): the block at `offset` of a dense block ---- */
+
+/* elements moved as unsigned words of their size: a copy, whatever the type */
+template <typename W> static void slice_block_as(int rank, const int64_t *in_dims, const int64_t *offset,
+                                                 const int64_t *out_dims, const void *in, void *out)
+{
+	int64_t ist[kMaxRank], base = 0, n = prod(rank, out_dims);
+	contiguous_strides(rank, in_dims, ist);
+	for (int k = 0; k < rank; k++)
+		base += offset[k] * ist[k];
+	const int64_t *st[1] = {ist};
+	Space<1> sp = coalesce<1>("slice_block", rank, out_dims, st);
+	k_gather<W><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, base, (const W *)in, (W *)out);
+	NRT_CUDA_LAUNCH_CHECK("slice_block");
+}
+
+extern "C" void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
+                                const int64_t *out_dims, const void *in, void *out)
+{
+	for (int i = 0; i < rank; i++)
+		if (offset[i] < 0 || offset[i] + out_dims[i] > in_dims[i])
+			nrt_fatal("nrt_slice_block: dim %d: [%lld, +%lld) outside a block of %lld", i,
+			          (long long)offset[i], (long long)out_dims[i], (long long)in_dims[i]);
+	if (rank > NRT_MAX_RANK)
+		nrt_fatal("nrt_slice_block: rank %d (at most %d)", rank, (int)NRT_MAX_RANK);
+	if (prod(rank, out_dims) == 0)
+		return;
+	switch (t) {
+	case NRT_F16:
+	case NRT_BF16: slice_block_as<uint16_t>(rank, in_dims, offset, out_dims, in, out); break;
+	case NRT_F32:
+	case NRT_I32: slice_block_as<uint32_t>(rank, in_dims, offset, out_dims, in, out); break;
+	case NRT_F64:
+	case NRT_I64: slice_block_as<uint64_t>(rank, in_dims, offset, out_dims, in, out); break;
+	default: nrt_fatal("nrt_slice_block: unknown element type %d", (int)t);
+	}
+}
+
+/* ---- f16 / bf16 arrays: half.h's scalar functions, on the device ------------- */
+
+#define NRT_HALF_ARRAY(NAME, XT, YT, CONV)                                                           \
+	__global__ void k_##NAME(int64_t n, const XT *x, YT *y)                                     \
+	{                                                                                            \
+		NRT_GRID_LOOP(i, n) y[i] = CONV(x[i]);                                              \
+	}                                                                                            \
+	extern "C" void NAME(int64_t n, const XT *x, YT *y)                                          \
+	{                                                                                            \
+		if (n <= 0)                                                                          \
+			return;                                                                      \
+		k_##NAME<<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, x, y);                  \
+		NRT_CUDA_LAUNCH_CHECK(#NAME);                                                        \
+	}
+
+NRT_HALF_ARRAY(nrt_f32_to_f16, float, uint16_t, nrt_f16_from_float)
+NRT_HALF_ARRAY(nrt_f16_to_f32, uint16_t, float, nrt_float_from_f16)
+NRT_HALF_ARRAY(nrt_f32_to_bf16, float, uint16_t, nrt_bf16_from_float)
+NRT_HALF_ARRAY(nrt_bf16_to_f32, uint16_t, float, nrt_float_from_bf16)
+NRT_HALF_ARRAY(nrt_f64_to_f16, double, uint16_t, nrt_f16_from_double)
+NRT_HALF_ARRAY(nrt_f16_to_f64, uint16_t, double, nrt_double_from_f16)
+NRT_HALF_ARRAY(nrt_f64_to_bf16, double, uint16_t, nrt_bf16_from_double)
+NRT_HALF_ARRAY(nrt_bf16_to_f64, uint16_t, double, nrt_double_from_bf16)

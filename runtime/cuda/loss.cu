@@ -1,0 +1,247 @@
+/* Losses (softmax cross-entropy, mean squared error), embedding lookup
+ * and its gradient, and the kernels' error word.
+ *
+ * Out-of-range data: a label outside [0, C) (sce) or a negative id
+ * (embedding) is recorded, first one wins, in a device-side error word;
+ * the output is the CPU's all the same (the sample adds nothing and gets
+ * a zero gradient row; the id's row is zeros). The host reads the word
+ * with nrt_cuda_kernel_error where it waits anyway. An id >= the table's
+ * rows is not an error here: with a row-sharded table it is another
+ * shard's row, and the kernel cannot tell that from a bad id. */
+#include <stdio.h>
+
+#include "common.cuh"
+#include "cuda_c.h"
+
+namespace nrtk {
+
+/* ---- the error word -------------------------------------------------------------- */
+
+enum KernelErrorKind { KERR_NONE, KERR_LABEL, KERR_ID };
+
+struct KernelError {
+	unsigned int set; /* 0, or 1 once the fields below are claimed */
+	int kind;         /* KernelErrorKind */
+	long long pos;    /* position of the sample or id */
+	long long val;    /* the label or id */
+	long long lim;    /* the number of classes (KERR_LABEL) */
+};
+
+__device__ KernelError g_kernel_error;
+
+__device__ inline void report(int kind, int64_t pos, int64_t val, int64_t lim)
+{
+	if (atomicCAS(&g_kernel_error.set, 0u, 1u) == 0u) {
+		g_kernel_error.kind = kind;
+		g_kernel_error.pos = pos;
+		g_kernel_error.val = val;
+		g_kernel_error.lim = lim;
+	}
+}
+
+/* ---- softmax cross-entropy --------------------------------------------------------- */
+
+/* The CPU's logsumexp of one row, by the whole block: max in T, the sum
+ * of exp(x - max) in double. */
+template <typename T> __device__ inline double block_logsumexp(int64_t n, const T *x)
+{
+	T mx = m_neg_inf<T>();
+	NRT_BLOCK_LOOP(c, n) mx = x[c] > mx ? x[c] : mx;
+	mx = block_max(mx);
+	double s = 0;
+	NRT_BLOCK_LOOP(c, n) s += m_exp(x[c] - mx);
+	s = block_sum(s);
+	return mx + log(s);
+}
+
+/* term[i] = logsumexp(logits[i]) - logits[i, label], 0 for an ignored sample */
+template <typename T>
+__global__ void k_sce_terms(int64_t N, int64_t C, const T *logits, const void *labels, bool labels64, double *term)
+{
+	NRT_ROW_LOOP(i, N) {
+		int64_t lab = load_id(labels, labels64, i);
+		if (lab < 0 || lab >= C) {
+			if (threadIdx.x == 0) {
+				report(KERR_LABEL, i, lab, C);
+				term[i] = 0;
+			}
+			continue;
+		}
+		const T *xi = logits + i * C;
+		double lse = block_logsumexp(C, xi);
+		if (threadIdx.x == 0)
+			term[i] = lse - xi[lab];
+	}
+}
+
+template <typename T> struct TermElem {
+	const double *term;
+	__device__ void operator()(int64_t i, double acc[1]) const { acc[0] += term[i]; }
+};
+template <typename T> struct StoreLoss {
+	double denom;
+	T *loss;
+	__device__ void operator()(const double tot[1]) const { loss[0] = (T)(tot[0] / denom); }
+};
+
+template <typename T>
+static void sce(int64_t N, int64_t C, double denom, const T *logits, const void *labels, bool labels64, T *loss)
+{
+	cudaStream_t s = nrt_cuda_stream();
+	double *term = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(N > 0 ? N : 1));
+	if (N > 0) {
+		k_sce_terms<T><<<grid_rows(N), threads_for_row(C), 0, s>>>(N, C, logits, labels, labels64, term);
+		NRT_CUDA_LAUNCH_CHECK("sce");
+	}
+	sum_all<1>("sce", N > 0 ? N : 0, TermElem<T>{term}, StoreLoss<T>{denom, loss});
+	nrt_cuda_scratch_free(term);
+}
+
+template <typename T>
+__global__ void k_sce_grad(int64_t N, int64_t C, double denom, const T *dloss, const T *logits, const void *labels,
+                           bool labels64, T *dlogits)
+{
+	double k = dloss[0] / denom;
+	NRT_ROW_LOOP(i, N) {
+		int64_t lab = load_id(labels, labels64, i);
+		const T *xi = logits + i * C;
+		T *di = dlogits + i * C;
+		if (lab < 0 || lab >= C) {
+			if (threadIdx.x == 0)
+				report(KERR_LABEL, i, lab, C);
+			NRT_BLOCK_LOOP(c, C) di[c] = 0;
+			continue;
+		}
+		double lse = block_logsumexp(C, xi);
+		NRT_BLOCK_LOOP(c, C) di[c] = (T)(k * exp(xi[c] - lse));
+		__syncthreads(); /* di[lab] was written by some thread of the block */
+		if (threadIdx.x == 0)
+			di[lab] -= (T)k;
+	}
+}
+
+/* ---- mean squared error ---------------------------------------------------------------- */
+
+template <typename T> struct SqDiff {
+	const T *p, *t;
+	__device__ void operator()(int64_t i, double acc[1]) const
+	{
+		double d = (double)p[i] - t[i];
+		acc[0] += d * d;
+	}
+};
+
+template <typename T> __global__ void k_mse_grad(int64_t n, double denom, const T *dloss, const T *p, const T *t, T *dp)
+{
+	T k = (T)(2 * dloss[0] / denom);
+	NRT_GRID_LOOP(i, n) dp[i] = k * (p[i] - t[i]);
+}
+
+/* ---- embedding ------------------------------------------------------------------------- */
+
+/* one thread per element of y [nids, dim] */
+template <typename T>
+__global__ void k_embedding(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids, bool ids64,
+                            const T *table, T *y)
+{
+	NRT_GRID_LOOP(e, nids * dim) {
+		int64_t i = e / dim, d = e - i * dim;
+		int64_t id = load_id(ids, ids64, i), r = id - row_offset;
+		if (id < 0 && d == 0)
+			report(KERR_ID, i, id, 0);
+		y[e] = r >= 0 && r < rows ? table[r * dim + d] : (T)0;
+	}
+}
+
+/* Scatter-add with atomics: rows hit by several ids are summed in no
+ * fixed order, so f32 results may differ between runs in the last bits
+ * (the CPU adds in id order). */
+template <typename T>
+__global__ void k_embedding_grad(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,
+                                 bool ids64, const T *dy, T *dtable)
+{
+	NRT_GRID_LOOP(e, nids * dim) {
+		int64_t i = e / dim, d = e - i * dim;
+		int64_t id = load_id(ids, ids64, i), r = id - row_offset;
+		if (id < 0 && d == 0)
+			report(KERR_ID, i, id, 0);
+		if (r >= 0 && r < rows)
+			atomicAdd(&dtable[r * dim + d], dy[e]);
+	}
+}
+
+} // namespace nrtk
+
+using namespace nrtk;
+
+extern "C" bool nrt_cuda_kernel_error(char *msg, size_t n)
+{
+	cudaStream_t s = nrt_cuda_stream();
+	KernelError e;
+	NRT_CUDA_CHECK(cudaMemcpyFromSymbolAsync(&e, g_kernel_error, sizeof e, 0, cudaMemcpyDeviceToHost, s));
+	NRT_CUDA_CHECK(cudaStreamSynchronize(s));
+	if (!e.set)
+		return false;
+	void *word;
+	NRT_CUDA_CHECK(cudaGetSymbolAddress(&word, g_kernel_error));
+	NRT_CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof e, s));
+	if (msg && n) {
+		if (e.kind == KERR_LABEL)
+			snprintf(msg, n, "softmax cross-entropy: label %lld of sample %lld is outside [0, %lld)", e.val,
+			         e.pos, e.lim);
+		else
+			snprintf(msg, n, "embedding: id %lld at position %lld is negative", e.val, e.pos);
+	}
+	return true;
+}
+
+#define NRT_LOSS_DEFS(T, S)                                                                                    \
+	extern "C" void nrt_sce_##S(int64_t N, int64_t C, double denom, const T *logits, const void *labels,     \
+	                            bool labels64, T *loss)                                                      \
+	{                                                                                                        \
+		sce<T>(N, C, denom, logits, labels, labels64, loss);                                             \
+	}                                                                                                        \
+	extern "C" void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const T *dloss, const T *logits,    \
+	                                 const void *labels, bool labels64, T *dlogits)                          \
+	{                                                                                                        \
+		if (N <= 0 || C <= 0)                                                                            \
+			return;                                                                                  \
+		k_sce_grad<T><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(                       \
+			N, C, denom, dloss, logits, labels, labels64, dlogits);                                  \
+		NRT_CUDA_LAUNCH_CHECK("sce_grad");                                                               \
+	}                                                                                                        \
+	extern "C" void nrt_mse_##S(int64_t n, double denom, const T *p, const T *t, T *loss)                    \
+	{                                                                                                        \
+		sum_all<1>("mse", n > 0 ? n : 0, SqDiff<T>{p, t}, StoreLoss<T>{denom, loss});                    \
+	}                                                                                                        \
+	extern "C" void nrt_mse_grad_##S(int64_t n, double denom, const T *dloss, const T *p, const T *t, T *dp) \
+	{                                                                                                        \
+		if (n <= 0)                                                                                      \
+			return;                                                                                  \
+		k_mse_grad<T><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, denom, dloss, p, t, dp);       \
+		NRT_CUDA_LAUNCH_CHECK("mse_grad");                                                               \
+	}                                                                                                        \
+	extern "C" void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,           \
+	                                  const void *ids, bool ids64, const T *table, T *y)                     \
+	{                                                                                                        \
+		if (nids <= 0 || dim <= 0)                                                                       \
+			return;                                                                                  \
+		k_embedding<T><<<grid_for(nids * dim), kThreads, 0, nrt_cuda_stream()>>>(                        \
+			nids, rows, dim, row_offset, ids, ids64, table, y);                                      \
+		NRT_CUDA_LAUNCH_CHECK("embedding");                                                              \
+	}                                                                                                        \
+	extern "C" void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,      \
+	                                       const void *ids, bool ids64, const T *dy, T *dtable)              \
+	{                                                                                                        \
+		cudaStream_t s = nrt_cuda_stream();                                                              \
+		if (rows > 0 && dim > 0)                                                                         \
+			NRT_CUDA_CHECK(cudaMemsetAsync(dtable, 0, (size_t)(rows * dim) * sizeof(T), s));         \
+		if (nids <= 0 || dim <= 0)                                                                       \
+			return;                                                                                  \
+		k_embedding_grad<T><<<grid_for(nids * dim), kThreads, 0, s>>>(nids, rows, dim, row_offset, ids,  \
+		                                                              ids64, dy, dtable);                \
+		NRT_CUDA_LAUNCH_CHECK("embedding_grad");                                                         \
+	}
+
+NRT_LOSS_DEFS(float, f32)
+NRT_LOSS_DEFS(double, f64)

@@ -1,0 +1,169 @@
+/* Buffer memory of the CUDA target (the CPU twin is runtime/mem.c):
+ * device memory from cudaMalloc, counted per kind as on the CPU. The
+ * copies run on the compute stream (nrt_cuda_stream()), so they are
+ * ordered with the kernels; nrt_to_host waits for them, since the host
+ * reads the result. Each allocation's kind and size live in a small table
+ * (a program makes a few dozen allocations, at start-up). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+typedef struct Block {
+	void *p;
+	int64_t bytes;
+	NrtMemKind kind;
+} Block;
+
+static Block *blocks;
+static int nblocks, capblocks;
+static NrtMemStats stats;
+
+static const char *const kind_names[NRT_MEM_KINDS] = {
+	[NRT_MEM_PARAMS] = "parameters", [NRT_MEM_GRADS] = "gradients",
+	[NRT_MEM_STATE] = "optimizer state", [NRT_MEM_WORKSPACE] = "workspace",
+	[NRT_MEM_COMM] = "communication", [NRT_MEM_INPUTS] = "inputs",
+	[NRT_MEM_RUNTIME] = "runtime",
+};
+
+const char *nrt_mem_kind_name(NrtMemKind k)
+{
+	return (unsigned)k < NRT_MEM_KINDS ? kind_names[k] : "?";
+}
+
+void *nrt_cuda_host_alloc(size_t bytes)
+{
+	void *p = malloc(bytes ? bytes : 1);
+	if (!p)
+		nrt_fatal("out of host memory staging %zu bytes of a device buffer", bytes);
+	return p;
+}
+
+int64_t nrt_cuda_tensor_bytes(const NrtTensor *t)
+{
+	return nrt_numel(t->rank, t->slice) * (int64_t)nrt_dtype_size(t->dtype);
+}
+
+void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
+{
+	if ((unsigned)kind >= NRT_MEM_KINDS)
+		nrt_fatal("nrt_alloc: invalid memory kind %d", (int)kind);
+	int64_t bytes;
+	if (n < 0 || size > INT64_MAX || __builtin_mul_overflow(n, (int64_t)size, &bytes))
+		nrt_fatal("%s: %lld elements of %zu bytes do not fit in memory", kind_names[kind], (long long)n, size);
+	void *p = NULL;
+	/* cudaMalloc(0) gives NULL; every buffer is a distinct, valid pointer */
+	cudaError_t e = cudaMalloc(&p, bytes ? (size_t)bytes : 1);
+	if (e == cudaErrorMemoryAllocation) {
+		size_t free_b = 0, total_b = 0;
+		cudaGetLastError();
+		cudaMemGetInfo(&free_b, &total_b);
+		nrt_fatal("out of GPU memory allocating %lld bytes of %s (%zu of %zu bytes free on the device; "
+		          "%lld held by this program)", (long long)bytes, kind_names[kind], free_b, total_b,
+		          (long long)stats.total);
+	}
+	NRT_CUDA_CHECK(e);
+	NRT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? (size_t)bytes : 1, nrt_cuda_stream()));
+	if (nblocks == capblocks) {
+		capblocks = capblocks ? 2 * capblocks : 64;
+		Block *b = realloc(blocks, sizeof *b * (size_t)capblocks);
+		if (!b)
+			nrt_fatal("out of memory");
+		blocks = b;
+	}
+	blocks[nblocks++] = (Block){p, bytes, kind};
+	stats.now[kind] += bytes;
+	stats.total += bytes;
+	if (stats.now[kind] > stats.peak[kind])
+		stats.peak[kind] = stats.now[kind];
+	if (stats.total > stats.peak_total)
+		stats.peak_total = stats.total;
+	return p;
+}
+
+void nrt_free(void *p)
+{
+	if (!p)
+		return;
+	for (int i = nblocks - 1; i >= 0; i--)
+		if (blocks[i].p == p) {
+			stats.now[blocks[i].kind] -= blocks[i].bytes;
+			stats.total -= blocks[i].bytes;
+			blocks[i] = blocks[--nblocks];
+			NRT_CUDA_CHECK(cudaFree(p));
+			return;
+		}
+	nrt_fatal("nrt_free: %p was not allocated by nrt_alloc", p);
+}
+
+NrtMemStats nrt_mem_stats(void) { return stats; }
+
+/* cudaMemcpyDefault: with unified addressing the pointers say where they
+ * live, so the same call copies device-device and host-device. */
+void nrt_copy(void *dst, const void *src, int64_t bytes)
+{
+	if (bytes > 0 && dst != src)
+		NRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, nrt_cuda_stream()));
+}
+
+void nrt_zero(void *dst, int64_t bytes)
+{
+	if (bytes > 0)
+		NRT_CUDA_CHECK(cudaMemsetAsync(dst, 0, (size_t)bytes, nrt_cuda_stream()));
+}
+
+/* The value is converted on the host (the CPU target's rounding), a chunk
+ * of it copied over the buffer. Programs fill constants at start-up and a
+ * scalar or two per step, so this is not worth a kernel. */
+void nrt_fill(NrtDType t, void *dst, int64_t n, double value)
+{
+	if (!nrt_dtype_is_float(t))
+		nrt_fatal("nrt_fill: %s is not a float type", nrt_dtype_name(t));
+	enum { CHUNK = 1 << 14 };
+	size_t es = nrt_dtype_size(t);
+	int64_t m = n < CHUNK ? n : CHUNK;
+	if (m <= 0)
+		return;
+	unsigned char *h = nrt_cuda_host_alloc((size_t)m * es);
+	for (int64_t i = 0; i < m; i++)
+		nrt_store(t, h, i, value);
+	for (int64_t done = 0; done < n; done += m) {
+		int64_t k = n - done < m ? n - done : m;
+		NRT_CUDA_CHECK(cudaMemcpyAsync((char *)dst + done * (int64_t)es, h, (size_t)k * es,
+		                               cudaMemcpyHostToDevice, nrt_cuda_stream()));
+	}
+	/* h is pageable: the copies have read it when they return, but wait
+	 * anyway so freeing it can never race a staged copy */
+	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+	free(h);
+}
+
+void nrt_to_host(void *host, const void *buf, int64_t bytes)
+{
+	if (bytes <= 0)
+		return;
+	NRT_CUDA_CHECK(cudaMemcpyAsync(host, buf, (size_t)bytes, cudaMemcpyDefault, nrt_cuda_stream()));
+	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+}
+
+void nrt_from_host(void *buf, const void *host, int64_t bytes)
+{
+	if (bytes <= 0)
+		return;
+	NRT_CUDA_CHECK(cudaMemcpyAsync(buf, host, (size_t)bytes, cudaMemcpyDefault, nrt_cuda_stream()));
+	/* the caller may reuse or free `host` as soon as this returns */
+	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+}
+
+/* The loss, read back each step: where the host waits for the GPU anyway,
+ * so it is also where the kernels' error word (a label out of range) is
+ * read and reported. */
+double nrt_read_scalar(NrtDType t, const void *buf)
+{
+	unsigned char v[8] = {0};
+	nrt_to_host(v, buf, (int64_t)nrt_dtype_size(t));
+	char msg[512];
+	if (nrt_cuda_kernel_error(msg, sizeof msg))
+		nrt_fatal("%s", msg);
+	return nrt_load_double(t, v, 0);
+}

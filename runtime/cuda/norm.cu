@@ -1,0 +1,580 @@
+/* Row and channel reductions: softmax, layer norm, batch norm and the
+ * split batch-norm phases of runtime/spmd.h. A row (softmax with inner 1,
+ * a layer-norm row) or a channel (batch norm) is one block: threads split
+ * its elements, block_reduce combines them. Sums accumulate in double, as
+ * the CPU's do, so the result is the CPU's up to the order of additions.
+ * A softmax over a strided axis (inner > 1) is one thread per (outer,
+ * inner) vector: adjacent threads read adjacent columns. */
+#include "common.cuh"
+#include "cuda_c.h"
+
+namespace nrtk {
+
+/* ---- softmax ----------------------------------------------------------------- */
+
+/* Softmax of the row o of [outer, n] (inner == 1), one block per row. */
+template <typename T>
+__global__ void k_softmax_rows(int64_t outer, int64_t n, bool lg, int64_t causal_rows, const T *x, T *y)
+{
+	NRT_ROW_LOOP(o, outer) {
+		int64_t keep = causal_keep(o, n, causal_rows);
+		const T *xo = x + o * n;
+		T *yo = y + o * n;
+		T masked = lg ? m_neg_inf<T>() : (T)0;
+		for (int64_t j = keep + threadIdx.x; j < n; j += blockDim.x)
+			yo[j] = masked;
+		if (keep == 0) /* the same for the whole block */
+			continue;
+		T mx = m_neg_inf<T>();
+		NRT_BLOCK_LOOP(j, keep) mx = xo[j] > mx ? xo[j] : mx;
+		mx = block_max(mx);
+		double s = 0;
+		NRT_BLOCK_LOOP(j, keep) s += m_exp(xo[j] - mx);
+		s = block_sum(s);
+		if (lg) {
+			T sub = mx + (T)log(s);
+			NRT_BLOCK_LOOP(j, keep) yo[j] = xo[j] - sub;
+		} else {
+			T inv = (T)(1 / s);
+			NRT_BLOCK_LOOP(j, keep) yo[j] = m_exp(xo[j] - mx) * inv;
+		}
+	}
+}
+
+/* Softmax over the middle index of [outer, n, inner], one thread per
+ * (o, c) vector of n elements `inner` apart. */
+template <typename T>
+__global__ void k_softmax_cols(int64_t outer, int64_t n, int64_t inner, bool lg, int64_t causal_rows, const T *x,
+                               T *y)
+{
+	NRT_GRID_LOOP(v, outer * inner) {
+		int64_t o = v / inner, c = v - o * inner;
+		int64_t keep = causal_keep(o, n, causal_rows);
+		const T *xv = x + o * n * inner + c;
+		T *yv = y + o * n * inner + c;
+		T masked = lg ? m_neg_inf<T>() : (T)0;
+		for (int64_t j = keep; j < n; j++)
+			yv[j * inner] = masked;
+		if (keep == 0)
+			continue;
+		T mx = xv[0];
+		for (int64_t j = 1; j < keep; j++)
+			mx = xv[j * inner] > mx ? xv[j * inner] : mx;
+		double s = 0;
+		for (int64_t j = 0; j < keep; j++)
+			s += m_exp(xv[j * inner] - mx);
+		T k = lg ? mx + (T)log(s) : (T)(1 / s); /* per-vector offset or factor */
+		for (int64_t j = 0; j < keep; j++)
+			yv[j * inner] = lg ? xv[j * inner] - k : m_exp(xv[j * inner] - mx) * k;
+	}
+}
+
+/* The CPU's softmax_grad_vec for a vector of n elements `st` apart;
+ * s is the vector's sum (see there). */
+template <typename T> __device__ inline double softmax_grad_term(bool lg, T dy, T y)
+{
+	return lg ? (y == m_neg_inf<T>() ? 0 : (double)dy) : (double)dy * y;
+}
+template <typename T> __device__ inline T softmax_grad_dx(bool lg, double s, T dy, T y)
+{
+	return lg ? (y == m_neg_inf<T>() ? (T)0 : dy - m_exp(y) * (T)s) : y * (dy - (T)s);
+}
+
+template <typename T> __global__ void k_softmax_grad_rows(int64_t outer, int64_t n, bool lg, const T *dy, const T *y, T *dx)
+{
+	NRT_ROW_LOOP(o, outer) {
+		const T *d = dy + o * n, *yo = y + o * n;
+		T *g = dx + o * n;
+		double s = 0;
+		NRT_BLOCK_LOOP(j, n) s += softmax_grad_term(lg, d[j], yo[j]);
+		s = block_sum(s);
+		NRT_BLOCK_LOOP(j, n) g[j] = softmax_grad_dx(lg, s, d[j], yo[j]);
+	}
+}
+
+template <typename T>
+__global__ void k_softmax_grad_cols(int64_t outer, int64_t n, int64_t inner, bool lg, const T *dy, const T *y, T *dx)
+{
+	NRT_GRID_LOOP(v, outer * inner) {
+		int64_t o = v / inner, c = v - o * inner, base = o * n * inner + c;
+		double s = 0;
+		for (int64_t j = 0; j < n; j++)
+			s += softmax_grad_term(lg, dy[base + j * inner], y[base + j * inner]);
+		for (int64_t j = 0; j < n; j++)
+			dx[base + j * inner] = softmax_grad_dx(lg, s, dy[base + j * inner], y[base + j * inner]);
+	}
+}
+
+template <typename T>
+static void softmax(int64_t outer, int64_t n, int64_t inner, bool lg, int64_t causal_rows, const T *x, T *y)
+{
+	if (outer <= 0 || n <= 0 || inner <= 0)
+		return;
+	cudaStream_t s = nrt_cuda_stream();
+	if (inner == 1)
+		k_softmax_rows<T><<<grid_rows(outer), threads_for_row(n), 0, s>>>(outer, n, lg, causal_rows, x, y);
+	else
+		k_softmax_cols<T><<<grid_for(outer * inner), kThreads, 0, s>>>(outer, n, inner, lg, causal_rows, x, y);
+	NRT_CUDA_LAUNCH_CHECK("softmax");
+}
+
+template <typename T>
+static void softmax_grad(int64_t outer, int64_t n, int64_t inner, bool lg, const T *dy, const T *y, T *dx)
+{
+	if (outer <= 0 || n <= 0 || inner <= 0)
+		return;
+	cudaStream_t s = nrt_cuda_stream();
+	if (inner == 1)
+		k_softmax_grad_rows<T><<<grid_rows(outer), threads_for_row(n), 0, s>>>(outer, n, lg, dy, y, dx);
+	else
+		k_softmax_grad_cols<T><<<grid_for(outer * inner), kThreads, 0, s>>>(outer, n, inner, lg, dy, y, dx);
+	NRT_CUDA_LAUNCH_CHECK("softmax_grad");
+}
+
+/* ---- layer norm ---------------------------------------------------------------- */
+
+/* The CPU's row_stats: mean and 1/sqrt(biased var + eps) of x[0..n), two
+ * passes in double, by the whole block. */
+template <typename T> __device__ inline void block_row_stats(int64_t n, const T *x, double eps, double *mean, double *rstd)
+{
+	double s = 0, ss = 0;
+	NRT_BLOCK_LOOP(i, n) s += x[i];
+	s = block_sum(s);
+	double m = n ? s / n : 0;
+	NRT_BLOCK_LOOP(i, n) {
+		double d = x[i] - m;
+		ss += d * d;
+	}
+	ss = block_sum(ss);
+	*mean = m;
+	*rstd = 1 / sqrt((n ? ss / n : 0) + eps);
+}
+
+template <typename T>
+__global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const T *x, const T *gamma, const T *beta, T *y)
+{
+	NRT_ROW_LOOP(r, rows) {
+		const T *xr = x + r * cols;
+		T *yr = y + r * cols;
+		double mean, rstd;
+		block_row_stats(cols, xr, eps, &mean, &rstd);
+		T m = (T)mean, rs = (T)rstd;
+		NRT_BLOCK_LOOP(c, cols) {
+			T xh = (xr[c] - m) * rs;
+			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
+		}
+	}
+}
+
+template <typename T>
+__global__ void k_layer_norm_grad_x(int64_t rows, int64_t cols, double eps, const T *dy, const T *x, const T *gamma,
+                                    T *dx)
+{
+	NRT_ROW_LOOP(r, rows) {
+		const T *xr = x + r * cols, *dyr = dy + r * cols;
+		T *dxr = dx + r * cols;
+		double mean, rstd, sg = 0, sgx = 0;
+		block_row_stats(cols, xr, eps, &mean, &rstd);
+		NRT_BLOCK_LOOP(c, cols) {
+			double g = gamma ? (double)dyr[c] * gamma[c] : dyr[c];
+			sg += g;
+			sgx += g * (xr[c] - mean) * rstd;
+		}
+		sg = block_sum(sg);
+		sgx = block_sum(sgx);
+		T m = (T)mean, rs = (T)rstd;
+		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
+		NRT_BLOCK_LOOP(c, cols) {
+			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
+			T xh = (xr[c] - m) * rs;
+			dxr[c] = rs * (g - mg - xh * mgx);
+		}
+	}
+}
+
+/* grad gamma, step 1: each row's mean and rstd into st[2 r], st[2 r + 1] */
+template <typename T> __global__ void k_row_stats(int64_t rows, int64_t cols, double eps, const T *x, double *st)
+{
+	NRT_ROW_LOOP(r, rows) {
+		double mean, rstd;
+		block_row_stats(cols, x + r * cols, eps, &mean, &rstd);
+		if (threadIdx.x == 0) {
+			st[2 * r] = mean;
+			st[2 * r + 1] = rstd;
+		}
+	}
+}
+
+/* Column sums in two steps, so a few columns of many rows still fill the
+ * device. Step 2: blocks of kColW x kColH threads; block (bx, by) sums
+ * columns bx * kColW .. + kColW over the rows of chunk by (rows by,
+ * by + nchunk, ...: strided so each chunk sees all of the row range) and
+ * writes partial[by * cols + c]. Step 3: one thread per column adds its
+ * nchunk partial sums in chunk order. */
+constexpr int kColW = 32, kColH = 8, kMaxChunks = 256;
+
+template <typename T>
+__global__ void k_ln_gamma_partial(int64_t rows, int64_t cols, const T *dy, const T *x, const double *st,
+                                   double *partial)
+{
+	__shared__ double sh[kColH][kColW];
+	int64_t c = (int64_t)blockIdx.x * kColW + threadIdx.x;
+	double s = 0;
+	if (c < cols)
+		for (int64_t r = (int64_t)blockIdx.y * kColH + threadIdx.y; r < rows; r += (int64_t)gridDim.y * kColH)
+			s += dy[r * cols + c] * ((x[r * cols + c] - st[2 * r]) * st[2 * r + 1]);
+	sh[threadIdx.y][threadIdx.x] = s;
+	__syncthreads();
+	if (threadIdx.y == 0 && c < cols) {
+		for (int k = 1; k < kColH; k++)
+			s += sh[k][threadIdx.x];
+		partial[blockIdx.y * cols + c] = s;
+	}
+}
+
+template <typename T> __global__ void k_col_total(int64_t cols, int nchunk, const double *partial, T *out)
+{
+	NRT_GRID_LOOP(c, cols) {
+		double s = 0;
+		for (int k = 0; k < nchunk; k++)
+			s += partial[k * cols + c];
+		out[c] = (T)s;
+	}
+}
+
+template <typename T>
+static void layer_norm_grad_gamma(int64_t rows, int64_t cols, double eps, const T *dy, const T *x, T *dgamma)
+{
+	if (cols <= 0)
+		return;
+	cudaStream_t s = nrt_cuda_stream();
+	if (rows <= 0) {
+		NRT_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, (size_t)cols * sizeof(T), s));
+		return;
+	}
+	double *st = (double *)nrt_cuda_scratch(sizeof(double) * 2 * (size_t)rows);
+	k_row_stats<T><<<grid_rows(rows), threads_for_row(cols), 0, s>>>(rows, cols, eps, x, st);
+	NRT_CUDA_LAUNCH_CHECK("layer_norm_grad_gamma (row statistics)");
+	int64_t nchunk = (rows + 4 * kColH - 1) / (4 * kColH); /* at least 4 rows per thread */
+	nchunk = nchunk > kMaxChunks ? kMaxChunks : nchunk;
+	int64_t colblocks = (cols + kColW - 1) / kColW;
+	if (colblocks > INT32_MAX)
+		nrt_fatal("kernel layer_norm_grad_gamma: %lld columns", (long long)cols);
+	double *partial = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(nchunk * cols));
+	dim3 grid((unsigned)colblocks, (unsigned)nchunk), block(kColW, kColH);
+	k_ln_gamma_partial<T><<<grid, block, 0, s>>>(rows, cols, dy, x, st, partial);
+	NRT_CUDA_LAUNCH_CHECK("layer_norm_grad_gamma (partial sums)");
+	k_col_total<T><<<grid_for(cols), kThreads, 0, s>>>(cols, (int)nchunk, partial, dgamma);
+	NRT_CUDA_LAUNCH_CHECK("layer_norm_grad_gamma (totals)");
+	nrt_cuda_scratch_free(partial);
+	nrt_cuda_scratch_free(st);
+}
+
+/* ---- batch norm (training: batch statistics), x is [N, C, HW] ------------------- */
+
+/* Element i of channel c's N * HW samples, at (n, c, h). */
+__device__ inline int64_t chan_index(int64_t i, int64_t C, int64_t HW, int64_t c)
+{
+	int64_t n = i / HW, h = i - n * HW;
+	return (n * C + c) * HW + h;
+}
+
+/* The CPU's chan_stats by one block: mean and rstd of channel c. */
+template <typename T>
+__device__ inline void block_chan_stats(int64_t N, int64_t C, int64_t HW, int64_t c, const T *x, double eps,
+                                        double *mean, double *rstd)
+{
+	double s = 0, ss = 0, cnt = (double)N * HW;
+	int64_t m_n = N * HW;
+	NRT_BLOCK_LOOP(i, m_n) s += x[chan_index(i, C, HW, c)];
+	s = block_sum(s);
+	double m = cnt > 0 ? s / cnt : 0;
+	NRT_BLOCK_LOOP(i, m_n) {
+		double d = x[chan_index(i, C, HW, c)] - m;
+		ss += d * d;
+	}
+	ss = block_sum(ss);
+	*mean = m;
+	*rstd = 1 / sqrt((cnt > 0 ? ss / cnt : 0) + eps);
+}
+
+enum BnMode { BN_FWD, BN_GRAD_X, BN_GRAD_GAMMA };
+
+/* One block per channel. BN_FWD: coef[2c..] = a, b of y = a x + b (the
+ * CPU's, in double; the apply kernel rounds them to T as the CPU does).
+ * BN_GRAD_X: coef[5c..] = k, mean, rstd, mean(dy), mean(dy xhat).
+ * BN_GRAD_GAMMA: dgamma[c] directly. */
+template <typename T>
+__global__ void k_bn_channel(BnMode mode, int64_t N, int64_t C, int64_t HW, double eps, const T *x, const T *dy,
+                             const T *gamma, const T *beta, double *coef, T *dgamma)
+{
+	NRT_ROW_LOOP(c, C) {
+		double mean, rstd;
+		block_chan_stats(N, C, HW, c, x, eps, &mean, &rstd);
+		double g = gamma ? gamma[c] : 1, cnt = (double)N * HW;
+		if (mode == BN_FWD) {
+			if (threadIdx.x == 0) {
+				coef[2 * c] = g * rstd;
+				coef[2 * c + 1] = (beta ? beta[c] : 0) - g * rstd * mean;
+			}
+			continue;
+		}
+		double sg = 0, sgx = 0;
+		NRT_BLOCK_LOOP(i, N * HW) {
+			int64_t at = chan_index(i, C, HW, c);
+			sg += dy[at];
+			sgx += dy[at] * ((x[at] - mean) * rstd);
+		}
+		sgx = block_sum(sgx);
+		if (mode == BN_GRAD_GAMMA) {
+			if (threadIdx.x == 0)
+				dgamma[c] = (T)sgx;
+			continue;
+		}
+		sg = block_sum(sg);
+		if (threadIdx.x == 0) {
+			double *k = coef + 5 * c;
+			k[0] = g * rstd;
+			k[1] = mean;
+			k[2] = rstd;
+			k[3] = sg / cnt;
+			k[4] = sgx / cnt;
+		}
+	}
+}
+
+template <typename T> __global__ void k_bn_fwd_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, total) {
+		int64_t c = (i / HW) % C;
+		T a = (T)coef[2 * c], b = (T)coef[2 * c + 1];
+		y[i] = a * x[i] + b;
+	}
+}
+
+template <typename T>
+__global__ void k_bn_grad_x_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const T *dy, const T *x,
+                                  T *dx)
+{
+	NRT_GRID_LOOP(i, total) {
+		const double *q = coef + 5 * ((i / HW) % C);
+		T k = (T)q[0], m = (T)q[1], rs = (T)q[2], mg = (T)q[3], mgx = (T)q[4];
+		dx[i] = k * (dy[i] - mg - (x[i] - m) * rs * mgx);
+	}
+}
+
+template <typename T>
+static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double eps, const T *dy, const T *x,
+                           const T *gamma, const T *beta, T *out)
+{
+	if (C <= 0)
+		return;
+	cudaStream_t s = nrt_cuda_stream();
+	int64_t total = N * C * HW;
+	int t = threads_for_row(N * HW);
+	if (mode == BN_GRAD_GAMMA) {
+		k_bn_channel<T><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, nullptr, out);
+		NRT_CUDA_LAUNCH_CHECK("batch_norm_grad_gamma");
+		return;
+	}
+	if (total <= 0)
+		return;
+	int per = mode == BN_FWD ? 2 : 5;
+	double *coef = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(per * C));
+	k_bn_channel<T><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, coef, nullptr);
+	NRT_CUDA_LAUNCH_CHECK("batch_norm (channel statistics)");
+	if (mode == BN_FWD)
+		k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, x, out);
+	else
+		k_bn_grad_x_apply<T><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, dy, x, out);
+	NRT_CUDA_LAUNCH_CHECK("batch_norm (apply)");
+	nrt_cuda_scratch_free(coef);
+}
+
+/* ---- split batch norm (spmd.h): st and gs are device arrays of 2 C ---------------- */
+
+/* spmd.c's moments */
+__device__ inline void moments(const double *st, int64_t C, int64_t c, double count, double eps, double *mean,
+                               double *rstd)
+{
+	*mean = st[c] / count;
+	double var = st[C + c] / count - *mean * *mean;
+	*rstd = 1.0 / sqrt((var > 0 ? var : 0) + eps);
+}
+
+/* st[c] = sum x, st[C + c] = sum x^2 over channel c (spmd.c zeroes st
+ * first, so these are assignments) */
+template <typename T> __global__ void k_bn_stats(int64_t N, int64_t C, int64_t HW, const T *x, double *st)
+{
+	NRT_ROW_LOOP(c, C) {
+		double s = 0, q = 0;
+		NRT_BLOCK_LOOP(i, N * HW) {
+			T v = x[chan_index(i, C, HW, c)];
+			s += v;
+			q += (double)v * v;
+		}
+		s = block_sum(s);
+		q = block_sum(q);
+		if (threadIdx.x == 0) {
+			st[c] = s;
+			st[C + c] = q;
+		}
+	}
+}
+
+template <typename T>
+__global__ void k_bn_apply(int64_t total, int64_t C, int64_t HW, double count, double eps, const double *st,
+                           const T *x, const T *gamma, const T *beta, T *y)
+{
+	NRT_GRID_LOOP(i, total) {
+		int64_t c = (i / HW) % C;
+		double mean, rstd;
+		moments(st, C, c, count, eps, &mean, &rstd);
+		double g = gamma ? gamma[c] : 1, b = beta ? beta[c] : 0;
+		y[i] = (T)(g * (x[i] - mean) * rstd + b);
+	}
+}
+
+/* gs[c] = sum dy, gs[C + c] = sum dy xhat (grad_stats); or, with gs NULL,
+ * dgamma[c] = sum dy xhat (grad_gamma) */
+template <typename T>
+__global__ void k_bn_grad_sums(int64_t N, int64_t C, int64_t HW, double count, double eps, const double *st,
+                               const T *dy, const T *x, double *gs, T *dgamma)
+{
+	NRT_ROW_LOOP(c, C) {
+		double mean, rstd, s = 0, sx = 0;
+		moments(st, C, c, count, eps, &mean, &rstd);
+		NRT_BLOCK_LOOP(i, N * HW) {
+			int64_t at = chan_index(i, C, HW, c);
+			s += dy[at];
+			sx += dy[at] * (x[at] - mean) * rstd;
+		}
+		sx = block_sum(sx);
+		if (gs) {
+			s = block_sum(s);
+			if (threadIdx.x == 0) {
+				gs[c] = s;
+				gs[C + c] = sx;
+			}
+		} else if (threadIdx.x == 0) {
+			dgamma[c] = (T)sx;
+		}
+	}
+}
+
+template <typename T>
+__global__ void k_bn_grad_x(int64_t total, int64_t C, int64_t HW, double count, double eps, const double *st,
+                            const double *gs, const T *dy, const T *x, const T *gamma, T *dx)
+{
+	NRT_GRID_LOOP(i, total) {
+		int64_t c = (i / HW) % C;
+		double mean, rstd;
+		moments(st, C, c, count, eps, &mean, &rstd);
+		double g = gamma ? gamma[c] : 1, md = gs[c] / count, mdx = gs[C + c] / count;
+		double xh = (x[i] - mean) * rstd;
+		dx[i] = (T)(g * rstd * (dy[i] - md - xh * mdx));
+	}
+}
+
+} // namespace nrtk
+
+using namespace nrtk;
+
+#define NRT_NORM_DEFS(T, S)                                                                                    \
+	extern "C" void nrt_softmax_##S(int64_t outer, int64_t n, int64_t inner, bool log, int64_t causal_rows,  \
+	                                const T *x, T *y)                                                        \
+	{                                                                                                        \
+		softmax<T>(outer, n, inner, log, causal_rows, x, y);                                             \
+	}                                                                                                        \
+	extern "C" void nrt_softmax_grad_##S(int64_t outer, int64_t n, int64_t inner, bool log, const T *dy,     \
+	                                     const T *y, T *dx)                                                  \
+	{                                                                                                        \
+		softmax_grad<T>(outer, n, inner, log, dy, y, dx);                                                \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps, const T *x, const T *gamma,   \
+	                                   const T *beta, T *y)                                                  \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm<T><<<grid_rows(rows), threads_for_row(cols), 0, nrt_cuda_stream()>>>(               \
+			rows, cols, eps, x, gamma, beta, y);                                                     \
+		NRT_CUDA_LAUNCH_CHECK("layer_norm");                                                             \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps, const T *dy,           \
+	                                          const T *x, const T *gamma, T *dx)                             \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm_grad_x<T><<<grid_rows(rows), threads_for_row(cols), 0, nrt_cuda_stream()>>>(        \
+			rows, cols, eps, dy, x, gamma, dx);                                                      \
+		NRT_CUDA_LAUNCH_CHECK("layer_norm_grad_x");                                                      \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const T *dy,       \
+	                                              const T *x, T *dgamma)                                     \
+	{                                                                                                        \
+		layer_norm_grad_gamma<T>(rows, cols, eps, dy, x, dgamma);                                        \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const T *x,             \
+	                                   const T *gamma, const T *beta, T *y)                                  \
+	{                                                                                                        \
+		batch_norm_any<T>(BN_FWD, N, C, HW, eps, nullptr, x, gamma, beta, y);                            \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const T *dy,     \
+	                                          const T *x, const T *gamma, T *dx)                             \
+	{                                                                                                        \
+		batch_norm_any<T>(BN_GRAD_X, N, C, HW, eps, dy, x, gamma, nullptr, dx);                          \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps,              \
+	                                              const T *dy, const T *x, T *dgamma)                        \
+	{                                                                                                        \
+		batch_norm_any<T>(BN_GRAD_GAMMA, N, C, HW, eps, dy, x, nullptr, nullptr, dgamma);                \
+	}                                                                                                        \
+	extern "C" void nrt_bn_stats_##S(int64_t N, int64_t C, int64_t HW, const T *x, double *st)               \
+	{                                                                                                        \
+		if (C <= 0)                                                                                      \
+			return;                                                                                  \
+		k_bn_stats<T><<<grid_rows(C), threads_for_row(N * HW), 0, nrt_cuda_stream()>>>(N, C, HW, x, st); \
+		NRT_CUDA_LAUNCH_CHECK("bn_stats");                                                               \
+	}                                                                                                        \
+	extern "C" void nrt_bn_apply_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,             \
+	                                 const double *st, const T *x, const T *gamma, const T *beta, T *y)      \
+	{                                                                                                        \
+		int64_t total = N * C * HW;                                                                      \
+		if (total <= 0)                                                                                  \
+			return;                                                                                  \
+		k_bn_apply<T><<<grid_for(total), kThreads, 0, nrt_cuda_stream()>>>(total, C, HW, count, eps, st, \
+		                                                                   x, gamma, beta, y);           \
+		NRT_CUDA_LAUNCH_CHECK("bn_apply");                                                               \
+	}                                                                                                        \
+	extern "C" void nrt_bn_grad_stats_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,        \
+	                                      const double *st, const T *dy, const T *x, double *gs)             \
+	{                                                                                                        \
+		if (C <= 0)                                                                                      \
+			return;                                                                                  \
+		k_bn_grad_sums<T><<<grid_rows(C), threads_for_row(N * HW), 0, nrt_cuda_stream()>>>(              \
+			N, C, HW, count, eps, st, dy, x, gs, nullptr);                                           \
+		NRT_CUDA_LAUNCH_CHECK("bn_grad_stats");                                                          \
+	}                                                                                                        \
+	extern "C" void nrt_bn_grad_x_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,            \
+	                                  const double *st, const double *gs, const T *dy, const T *x,           \
+	                                  const T *gamma, T *dx)                                                 \
+	{                                                                                                        \
+		int64_t total = N * C * HW;                                                                      \
+		if (total <= 0)                                                                                  \
+			return;                                                                                  \
+		k_bn_grad_x<T><<<grid_for(total), kThreads, 0, nrt_cuda_stream()>>>(total, C, HW, count, eps,    \
+		                                                                    st, gs, dy, x, gamma, dx);   \
+		NRT_CUDA_LAUNCH_CHECK("bn_grad_x");                                                              \
+	}                                                                                                        \
+	extern "C" void nrt_bn_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double count, double eps,        \
+	                                      const double *st, const T *dy, const T *x, T *dgamma)              \
+	{                                                                                                        \
+		if (C <= 0)                                                                                      \
+			return;                                                                                  \
+		k_bn_grad_sums<T><<<grid_rows(C), threads_for_row(N * HW), 0, nrt_cuda_stream()>>>(              \
+			N, C, HW, count, eps, st, dy, x, nullptr, dgamma);                                       \
+		NRT_CUDA_LAUNCH_CHECK("bn_grad_gamma");                                                          \
+	}
+
+NRT_NORM_DEFS(float, f32)
+NRT_NORM_DEFS(double, f64)

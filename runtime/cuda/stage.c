@@ -1,0 +1,95 @@
+/* Parameter initialisation, data and checkpoints of the CUDA target: the
+ * CPU runtime's code (runtime/param.c, data.c, ckpt.c, the host cores)
+ * runs on host copies of the device buffers, so values, files and
+ * messages are the CPU target's exactly: a checkpoint saved by one target
+ * resumes in the other, and the synthetic data are the same samples. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+void nrt_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_t seed, uint32_t param_id)
+{
+	NrtTensor h = *t;
+	int64_t bytes = nrt_cuda_tensor_bytes(t);
+	h.data = nrt_cuda_host_alloc((size_t)bytes);
+	nrt_host_init_param(&h, kind, a, b, seed, param_id);
+	nrt_from_host(t->data, h.data, bytes);
+	free(h.data);
+}
+
+/* The host copies of the inputs, kept from step to step. */
+static void **in_host;
+static int64_t *in_cap;
+static int nin_host;
+
+void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
+{
+	if (nin > nin_host) {
+		void **h = realloc(in_host, sizeof *h * (size_t)nin);
+		int64_t *cap = realloc(in_cap, sizeof *cap * (size_t)nin);
+		if (!h || !cap)
+			nrt_fatal("out of memory");
+		for (int i = nin_host; i < nin; i++)
+			h[i] = NULL, cap[i] = 0;
+		in_host = h, in_cap = cap, nin_host = nin;
+	}
+	void *dev[64];
+	if (nin > 64)
+		nrt_fatal("nrt_data_next: %d inputs (at most 64)", nin);
+	for (int i = 0; i < nin; i++) {
+		int64_t bytes = nrt_cuda_tensor_bytes(&in[i].t);
+		if (bytes > in_cap[i]) {
+			free(in_host[i]);
+			in_host[i] = nrt_cuda_host_alloc((size_t)bytes);
+			in_cap[i] = bytes;
+		}
+		dev[i] = in[i].t.data;
+		in[i].t.data = in_host[i];
+	}
+	nrt_host_data_next(d, in, nin, step);
+	for (int i = 0; i < nin; i++) {
+		in[i].t.data = dev[i];
+		nrt_from_host(dev[i], in_host[i], nrt_cuda_tensor_bytes(&in[i].t));
+	}
+}
+
+/* Host copies of n tensors (their data fetched from the device when fetch). */
+static NrtTensor *host_tensors(const NrtTensor *t, int n, bool fetch)
+{
+	NrtTensor *h = malloc(sizeof *h * (size_t)(n > 0 ? n : 1));
+	if (!h)
+		nrt_fatal("out of memory");
+	for (int i = 0; i < n; i++) {
+		h[i] = t[i];
+		int64_t bytes = nrt_cuda_tensor_bytes(&t[i]);
+		h[i].data = nrt_cuda_host_alloc((size_t)bytes);
+		if (fetch)
+			nrt_to_host(h[i].data, t[i].data, bytes);
+	}
+	return h;
+}
+
+static void free_host_tensors(NrtTensor *h, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(h[i].data);
+	free(h);
+}
+
+void nrt_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step)
+{
+	NrtTensor *h = host_tensors(t, n, true);
+	nrt_host_ckpt_save(path, h, n, step);
+	free_host_tensors(h, n);
+}
+
+int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
+{
+	NrtTensor *h = host_tensors(t, n, false);
+	int64_t step = nrt_host_ckpt_load(path, h, n);
+	for (int i = 0; i < n; i++)
+		nrt_from_host(t[i].data, h[i].data, nrt_cuda_tensor_bytes(&t[i]));
+	free_host_tensors(h, n);
+	return step;
+}

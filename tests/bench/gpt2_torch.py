@@ -1,0 +1,106 @@
+"""The PyTorch eager twin of tests/bench/gpt2_small.net, for `make bench-gpu`.
+
+Same model: 12 pre-norm layers, width 768, 12 heads, sequence 1024,
+vocabulary 50304, tied embeddings, exact GELU, attention written out
+(scores materialised, causal mask, softmax: what netc's program computes;
+--sdpa uses PyTorch's fused attention instead), AdamW(lr 6e-4, betas
+(0.9, 0.95), eps 1e-8, weight decay 0.1), batch 8, random tokens.
+
+  python3 tests/bench/gpt2_torch.py --precision f32|tf32|bf16 [--steps N] [--sdpa]
+
+Prints one line: "torch PRECISION: X ms/step, Y tokens/s" (the mean over
+the steps after 3 warm-up steps). Benchmarks only: no test depends on it.
+"""
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, T, D, H, V, L = 8, 1024, 768, 12, 50304, 12
+
+
+class Attention(nn.Module):
+    def __init__(self, sdpa):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
+        self.sdpa = sdpa
+        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, x):
+        b = x.shape[0]
+        q, k, v = (f(x).view(b, T, H, D // H).transpose(1, 2) for f in (self.q, self.k, self.v))
+        if self.sdpa:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H))
+            s = s.masked_fill(~self.mask, float("-inf"))
+            o = F.softmax(s, dim=-1) @ v
+        return self.o(o.transpose(1, 2).reshape(b, T, D))
+
+
+class Layer(nn.Module):
+    def __init__(self, sdpa):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.attn = Attention(sdpa)
+        self.fc1, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT2(nn.Module):
+    def __init__(self, sdpa):
+        super().__init__()
+        self.tok = nn.Embedding(V, D)
+        self.pos = nn.Parameter(torch.randn(T, D) * 0.01)
+        self.layers = nn.ModuleList(Layer(sdpa) for _ in range(L))
+        self.lnf = nn.LayerNorm(D)
+        for p in self.parameters():
+            if p.dim() == 2 and p is not self.pos:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, tokens, labels):
+        h = self.tok(tokens) + self.pos
+        for layer in self.layers:
+            h = layer(h)
+        logits = self.lnf(h) @ self.tok.weight.t()      # tied
+        return F.cross_entropy(logits.view(-1, V), labels.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--precision", choices=["f32", "tf32", "bf16"], default="f32")
+    ap.add_argument("--steps", type=int, default=13)
+    ap.add_argument("--sdpa", action="store_true")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = a.precision != "f32"
+    torch.backends.cudnn.allow_tf32 = a.precision != "f32"
+    dev = torch.device("cuda")
+    torch.manual_seed(1234)
+    model = GPT2(a.sdpa).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    tokens = torch.randint(0, V, (B, T), device=dev)
+    labels = torch.randint(0, V, (B, T), device=dev)
+    times = []
+    for step in range(a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(tokens, labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    ms = 1000 * sum(times[3:]) / max(1, len(times[3:]))
+    print(f"torch {a.precision}{' sdpa' if a.sdpa else ''}: {ms:.1f} ms/step, {B * T / (ms / 1000):.0f} tokens/s"
+          f" (loss {loss.item():.4f})")
+
+
+if __name__ == "__main__":
+    main()

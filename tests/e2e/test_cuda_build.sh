@@ -1,0 +1,95 @@
+#!/bin/sh
+# The CUDA target where there is no GPU (docs/cuda.md): netc build
+# --target cuda compiles and links every sample in its own parallel mode
+# and stand-alone (plus --precision f64, --gradcheck and --infer on one),
+# and such a program, run here, exits 1 with one clear "no CUDA GPU" line,
+# both alone and under mpirun, rather than crashing. A netc whose lib
+# directory lacks libnetrt_cuda.a says the target is unavailable. Without
+# nvcc (no libnetrt_cuda.a was built) the CUDA builds are skipped.
+# One line per case "ok|FAIL NAME"; last line "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+work=$(mktemp -d /tmp/netc-cuda-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+
+# A runtime directory without the CUDA library: a clear refusal, status 1.
+mkdir -p "$work/rt/lib" && ln -s "$PWD/$B/include" "$work/rt/include" &&
+	ln -s "$PWD/$B/lib/libnetrt.a" "$work/rt/lib/libnetrt.a"
+out=$(NETC_RUNTIME_DIR=$work/rt "$NETC" build samples/mlp.net --target cuda -o "$work/x" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q "target 'cuda' is unavailable: .*libnetrt_cuda.a"; then
+	ok "no libnetrt_cuda.a: target unavailable"
+else
+	bad "no libnetrt_cuda.a: exit $rc"; printf '%s\n' "$out" | head -5 | sed 's/^/     | /'
+fi
+
+if [ ! -f "$B/lib/libnetrt_cuda.a" ]; then
+	echo "skipped: nvcc not found (no $B/lib/libnetrt_cuda.a): CUDA builds not tested"
+	finish
+fi
+
+# build NAME OUT ARGS...: netc build --target cuda succeeds
+build() {
+	local name=$1 exe=$2 out
+	shift 2
+	if out=$(timeout 120 "$NETC" build "$@" --target cuda -o "$exe" 2>&1) && [ -x "$exe" ]; then
+		ok "build $name"
+	else
+		bad "build $name"; printf '%s\n' "$out" | grep -v warning | head -8 | sed 's/^/     | /'
+	fi
+}
+for s in samples/*.net; do
+	n=$(basename "$s" .net)
+	build "$n (own mode)" "$work/$n" "$s"
+	build "$n (stand-alone)" "$work/$n.sa" "$s" -D parallel_mode=stand_alone
+done
+build "mlp --precision f64" "$work/mlp.f64" samples/mlp.net -D parallel_mode=stand_alone --precision f64
+build "mlp --gradcheck" "$work/mlp.gc" samples/mlp.net -D parallel_mode=stand_alone --gradcheck
+build "transformer --infer" "$work/transformer.inf" samples/transformer.net --infer
+
+# .target(cpu) is not implemented on the GPU: a located warning, once
+sed 's/^e = embedding(table, ids).shard(((4, 1), (1, 1)))/e = embedding(table, ids).target(cpu)/' \
+	samples/wide_deep.net >"$work/hetero.net"
+out=$(timeout 120 "$NETC" build "$work/hetero.net" -D parallel_mode=stand_alone --target cuda -o "$work/hetero" 2>&1)
+rc=$?
+n=$(printf '%s\n' "$out" | grep -c "hetero.net:37:[0-9]*: warning: '.target(cpu)' has no effect on the CUDA target")
+if [ $rc -eq 0 ] && [ "$n" -eq 1 ]; then
+	ok ".target(cpu): one located warning"
+else
+	bad ".target(cpu): exit $rc, $n warnings"; printf '%s\n' "$out" | head -5 | sed 's/^/     | /'
+fi
+
+# no_gpu NAME RUNNER...: exit 1, exactly one "no CUDA GPU available" line,
+# no crash report
+no_gpu() {
+	local name=$1 out rc
+	shift
+	out=$(timeout 120 "$@" --steps 2 2>&1)
+	rc=$?
+	n=$(printf '%s\n' "$out" | grep -c "^netrt: rank [0-9]*: no CUDA GPU available")
+	if [ $rc -eq 1 ] && [ "$n" -eq 1 ] &&
+		! printf '%s\n' "$out" | grep -qiE "segmentation|core dumped|MPI_ABORT|signal"; then
+		ok "$name: exits 1 with the no-GPU message"
+	else
+		bad "$name: exit $rc, $n no-GPU lines"; printf '%s\n' "$out" | head -8 | sed 's/^/     | /'
+	fi
+}
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+	echo "skipped: a GPU is present, the no-GPU runs do not apply (tests/gpu/run.sh)"
+else
+	[ -x "$work/mlp.sa" ] && no_gpu "mlp stand-alone" "$work/mlp.sa"
+	dn=$(sed -n 's/^ *device_num *= *\([0-9]*\).*/\1/p' samples/mlp.net | head -1)
+	[ -x "$work/mlp" ] && no_gpu "mlp under mpirun -np ${dn:-4}" tests/e2e/mpirun.sh -np "${dn:-4}" "$work/mlp"
+	# the program's --help needs no GPU
+	if out=$("$work/mlp.sa" --help 2>&1) && printf '%s\n' "$out" | grep -q "^usage:"; then
+		ok "--help without a GPU"
+	else
+		bad "--help without a GPU"
+	fi
+fi
+finish

@@ -1,0 +1,174 @@
+/* Declarations of the CPU reference of tests/gpu/kernels_check: the CPU
+ * runtime linked as a copy whose nrt_* symbols are renamed cpu_nrt_*
+ * (GNUmakefile). The prototypes are kernels.h's and spmd.h's own macros
+ * expanded once more with every kernel name mapped to its cpu_ twin, so
+ * they cannot drift from the real ones. Include after kernels.h/spmd.h. */
+#ifndef KC_CPU_REF_H
+#define KC_CPU_REF_H
+#include "runtime/kernels.h"
+#include "runtime/spmd.h"
+
+#define nrt_gemm_f32 cpu_nrt_gemm_f32
+#define nrt_gemm_f64 cpu_nrt_gemm_f64
+#define nrt_bgemm_f32 cpu_nrt_bgemm_f32
+#define nrt_bgemm_f64 cpu_nrt_bgemm_f64
+#define nrt_binary_f32 cpu_nrt_binary_f32
+#define nrt_binary_f64 cpu_nrt_binary_f64
+#define nrt_broadcast_f32 cpu_nrt_broadcast_f32
+#define nrt_broadcast_f64 cpu_nrt_broadcast_f64
+#define nrt_unary_f32 cpu_nrt_unary_f32
+#define nrt_unary_f64 cpu_nrt_unary_f64
+#define nrt_unary_grad_f32 cpu_nrt_unary_grad_f32
+#define nrt_unary_grad_f64 cpu_nrt_unary_grad_f64
+#define nrt_scale_f32 cpu_nrt_scale_f32
+#define nrt_scale_f64 cpu_nrt_scale_f64
+#define nrt_axpy_f32 cpu_nrt_axpy_f32
+#define nrt_axpy_f64 cpu_nrt_axpy_f64
+#define nrt_softmax_f32 cpu_nrt_softmax_f32
+#define nrt_softmax_f64 cpu_nrt_softmax_f64
+#define nrt_softmax_grad_f32 cpu_nrt_softmax_grad_f32
+#define nrt_softmax_grad_f64 cpu_nrt_softmax_grad_f64
+#define nrt_layer_norm_f32 cpu_nrt_layer_norm_f32
+#define nrt_layer_norm_f64 cpu_nrt_layer_norm_f64
+#define nrt_layer_norm_grad_x_f32 cpu_nrt_layer_norm_grad_x_f32
+#define nrt_layer_norm_grad_x_f64 cpu_nrt_layer_norm_grad_x_f64
+#define nrt_layer_norm_grad_gamma_f32 cpu_nrt_layer_norm_grad_gamma_f32
+#define nrt_layer_norm_grad_gamma_f64 cpu_nrt_layer_norm_grad_gamma_f64
+#define nrt_batch_norm_f32 cpu_nrt_batch_norm_f32
+#define nrt_batch_norm_f64 cpu_nrt_batch_norm_f64
+#define nrt_batch_norm_grad_x_f32 cpu_nrt_batch_norm_grad_x_f32
+#define nrt_batch_norm_grad_x_f64 cpu_nrt_batch_norm_grad_x_f64
+#define nrt_batch_norm_grad_gamma_f32 cpu_nrt_batch_norm_grad_gamma_f32
+#define nrt_batch_norm_grad_gamma_f64 cpu_nrt_batch_norm_grad_gamma_f64
+#define nrt_reduce_f32 cpu_nrt_reduce_f32
+#define nrt_reduce_f64 cpu_nrt_reduce_f64
+#define nrt_transpose_f32 cpu_nrt_transpose_f32
+#define nrt_transpose_f64 cpu_nrt_transpose_f64
+#define nrt_embedding_f32 cpu_nrt_embedding_f32
+#define nrt_embedding_f64 cpu_nrt_embedding_f64
+#define nrt_embedding_grad_f32 cpu_nrt_embedding_grad_f32
+#define nrt_embedding_grad_f64 cpu_nrt_embedding_grad_f64
+#define nrt_concat_f32 cpu_nrt_concat_f32
+#define nrt_concat_f64 cpu_nrt_concat_f64
+#define nrt_slice_f32 cpu_nrt_slice_f32
+#define nrt_slice_f64 cpu_nrt_slice_f64
+#define nrt_sce_f32 cpu_nrt_sce_f32
+#define nrt_sce_f64 cpu_nrt_sce_f64
+#define nrt_sce_grad_f32 cpu_nrt_sce_grad_f32
+#define nrt_sce_grad_f64 cpu_nrt_sce_grad_f64
+#define nrt_mse_f32 cpu_nrt_mse_f32
+#define nrt_mse_f64 cpu_nrt_mse_f64
+#define nrt_mse_grad_f32 cpu_nrt_mse_grad_f32
+#define nrt_mse_grad_f64 cpu_nrt_mse_grad_f64
+#define nrt_dropout_f32 cpu_nrt_dropout_f32
+#define nrt_dropout_f64 cpu_nrt_dropout_f64
+#define nrt_sgd_f32 cpu_nrt_sgd_f32
+#define nrt_sgd_f64 cpu_nrt_sgd_f64
+#define nrt_momentum_f32 cpu_nrt_momentum_f32
+#define nrt_momentum_f64 cpu_nrt_momentum_f64
+#define nrt_adam_f32 cpu_nrt_adam_f32
+#define nrt_adam_f64 cpu_nrt_adam_f64
+#define nrt_lamb_phase1_f32 cpu_nrt_lamb_phase1_f32
+#define nrt_lamb_phase1_f64 cpu_nrt_lamb_phase1_f64
+#define nrt_lamb_phase2_f32 cpu_nrt_lamb_phase2_f32
+#define nrt_lamb_phase2_f64 cpu_nrt_lamb_phase2_f64
+#define nrt_bn_stats_f32 cpu_nrt_bn_stats_f32
+#define nrt_bn_stats_f64 cpu_nrt_bn_stats_f64
+#define nrt_bn_apply_f32 cpu_nrt_bn_apply_f32
+#define nrt_bn_apply_f64 cpu_nrt_bn_apply_f64
+#define nrt_bn_grad_stats_f32 cpu_nrt_bn_grad_stats_f32
+#define nrt_bn_grad_stats_f64 cpu_nrt_bn_grad_stats_f64
+#define nrt_bn_grad_x_f32 cpu_nrt_bn_grad_x_f32
+#define nrt_bn_grad_x_f64 cpu_nrt_bn_grad_x_f64
+#define nrt_bn_grad_gamma_f32 cpu_nrt_bn_grad_gamma_f32
+#define nrt_bn_grad_gamma_f64 cpu_nrt_bn_grad_gamma_f64
+NRT_KERNEL_DECLS(float, f32)
+NRT_KERNEL_DECLS(double, f64)
+NRT_SPMD_DECLS(float, f32)
+NRT_SPMD_DECLS(double, f64)
+#undef nrt_gemm_f32
+#undef nrt_gemm_f64
+#undef nrt_bgemm_f32
+#undef nrt_bgemm_f64
+#undef nrt_binary_f32
+#undef nrt_binary_f64
+#undef nrt_broadcast_f32
+#undef nrt_broadcast_f64
+#undef nrt_unary_f32
+#undef nrt_unary_f64
+#undef nrt_unary_grad_f32
+#undef nrt_unary_grad_f64
+#undef nrt_scale_f32
+#undef nrt_scale_f64
+#undef nrt_axpy_f32
+#undef nrt_axpy_f64
+#undef nrt_softmax_f32
+#undef nrt_softmax_f64
+#undef nrt_softmax_grad_f32
+#undef nrt_softmax_grad_f64
+#undef nrt_layer_norm_f32
+#undef nrt_layer_norm_f64
+#undef nrt_layer_norm_grad_x_f32
+#undef nrt_layer_norm_grad_x_f64
+#undef nrt_layer_norm_grad_gamma_f32
+#undef nrt_layer_norm_grad_gamma_f64
+#undef nrt_batch_norm_f32
+#undef nrt_batch_norm_f64
+#undef nrt_batch_norm_grad_x_f32
+#undef nrt_batch_norm_grad_x_f64
+#undef nrt_batch_norm_grad_gamma_f32
+#undef nrt_batch_norm_grad_gamma_f64
+#undef nrt_reduce_f32
+#undef nrt_reduce_f64
+#undef nrt_transpose_f32
+#undef nrt_transpose_f64
+#undef nrt_embedding_f32
+#undef nrt_embedding_f64
+#undef nrt_embedding_grad_f32
+#undef nrt_embedding_grad_f64
+#undef nrt_concat_f32
+#undef nrt_concat_f64
+#undef nrt_slice_f32
+#undef nrt_slice_f64
+#undef nrt_sce_f32
+#undef nrt_sce_f64
+#undef nrt_sce_grad_f32
+#undef nrt_sce_grad_f64
+#undef nrt_mse_f32
+#undef nrt_mse_f64
+#undef nrt_mse_grad_f32
+#undef nrt_mse_grad_f64
+#undef nrt_dropout_f32
+#undef nrt_dropout_f64
+#undef nrt_sgd_f32
+#undef nrt_sgd_f64
+#undef nrt_momentum_f32
+#undef nrt_momentum_f64
+#undef nrt_adam_f32
+#undef nrt_adam_f64
+#undef nrt_lamb_phase1_f32
+#undef nrt_lamb_phase1_f64
+#undef nrt_lamb_phase2_f32
+#undef nrt_lamb_phase2_f64
+#undef nrt_bn_stats_f32
+#undef nrt_bn_stats_f64
+#undef nrt_bn_apply_f32
+#undef nrt_bn_apply_f64
+#undef nrt_bn_grad_stats_f32
+#undef nrt_bn_grad_stats_f64
+#undef nrt_bn_grad_x_f32
+#undef nrt_bn_grad_x_f64
+#undef nrt_bn_grad_gamma_f32
+#undef nrt_bn_grad_gamma_f64
+
+void cpu_nrt_f32_to_f16(int64_t n, const float *x, uint16_t *y);
+void cpu_nrt_f16_to_f32(int64_t n, const uint16_t *x, float *y);
+void cpu_nrt_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
+void cpu_nrt_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
+void cpu_nrt_f64_to_f16(int64_t n, const double *x, uint16_t *y);
+void cpu_nrt_f16_to_f64(int64_t n, const uint16_t *x, double *y);
+void cpu_nrt_f64_to_bf16(int64_t n, const double *x, uint16_t *y);
+void cpu_nrt_bf16_to_f64(int64_t n, const uint16_t *x, double *y);
+void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
+                         const int64_t *out_dims, const void *in, void *out);
+#endif

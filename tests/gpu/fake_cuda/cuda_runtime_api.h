@@ -1,0 +1,77 @@
+/* A stand-in for the CUDA runtime API where there is no GPU
+ * (tests/e2e/test_cuda_fake.sh): "device memory" is host memory and every
+ * call runs at once on the host. Only what the CUDA runtime's host side
+ * (the .c files of runtime/cuda) calls is here; with it, that code (memory, start-up,
+ * host staging, the host-staged collectives) runs under mpirun against the
+ * CPU kernels, so its logic is tested where no GPU is. Not a CUDA
+ * emulator: no kernels, no asynchrony. */
+#ifndef FAKE_CUDA_RUNTIME_API_H
+#define FAKE_CUDA_RUNTIME_API_H
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum cudaError {
+	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
+	cudaErrorNoDevice = 100,
+} cudaError_t;
+typedef struct FakeStream *cudaStream_t;
+typedef struct FakeEvent *cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+#define cudaStreamNonBlocking 1u
+#define cudaEventDisableTiming 2u
+
+/* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
+static inline cudaError_t cudaGetDeviceCount(int *n)
+{
+	const char *s = getenv("FAKE_CUDA_DEVICES");
+	*n = s ? atoi(s) : 1;
+	return *n ? cudaSuccess : cudaErrorNoDevice;
+}
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "fake CUDA error" : "no error"; }
+static inline cudaError_t cudaMalloc(void **p, size_t n)
+{
+	*p = malloc(n);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
+{
+	(void)k, (void)st;
+	memmove(d, s, n);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
+{
+	(void)st;
+	memset(d, v, n);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+{
+	(void)f;
+	*s = (cudaStream_t)malloc(1);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
+{
+	(void)f;
+	*e = (cudaEvent_t)malloc(1);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
+{
+	(void)s, (void)e, (void)f;
+	return cudaSuccess;
+}
+#endif

@@ -1,0 +1,475 @@
+/* kernels_check: every CUDA kernel of runtime/cuda against its CPU twin
+ * (the CPU runtime, linked as cpu_nrt_*: cpu_ref.h), on random inputs of
+ * awkward sizes (1, 7, 33, 257, 1000 and more: odd, below and above a
+ * block, a single element), both precisions, plus the f16/bf16
+ * conversions, nrt_slice_block and the kernels' error word.
+ *
+ * Output: one line per check, "ok" or "FAIL", the largest absolute error
+ * and the largest relative one, err_i = |gpu_i - cpu_i| / (|cpu_i| + s),
+ * s = mean |cpu| (relative for large values, scaled by the array's size
+ * for values near 0 where a pure relative error means nothing); then
+ * "N passed, N failed". Exit status 1 on any failure; 77 with
+ * "kernels_check: skipped: no CUDA device" where there is no GPU.
+ *
+ * Tolerances (err_i above):
+ *  - f64: 1e-12. Both sides compute in double; what differs is the order
+ *    of additions (block reductions, cuBLAS's blocking), FMA contraction
+ *    and CUDA's transcendentals (within 2 ulp of glibc's): each costs a
+ *    few 1e-16 times sqrt(terms), far below 1e-12.
+ *  - f32: 1e-5. GEMMs add K products in f32 in another order than
+ *    OpenBLAS (~sqrt(K) ulp, K <= 1000: a few 1e-6 at worst, relative to
+ *    the output's scale); reductions accumulate in double on both sides;
+ *    expf/erff/tanhf differ by up to 2 ulp (1.2e-7).
+ *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
+ *    values are one multiply on both sides), f16/bf16 conversions (bit
+ *    patterns), nrt_slice_block (a copy).
+ *
+ * Built with -DKC_HOST_SHIM, the "GPU" side is the CPU runtime itself and
+ * device memory is host memory: that checks the harness (shapes, strides,
+ * buffer sizes, under ASan) where no GPU is available. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/half.h"
+#include "runtime/kernels.h"
+#include "runtime/netrt.h"
+#include "runtime/spmd.h"
+#include "tests/gpu/cpu_ref.h"
+
+#ifndef KC_HOST_SHIM
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/cuda_rt.h"
+#endif
+
+static int npass, nfail;
+
+/* ---- memory: host arrays and device copies, freed after each test --------- */
+
+enum { KC_MAXBUF = 4096 };
+static void *hbufs[KC_MAXBUF], *dbufs[KC_MAXBUF];
+static int nh, nd;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "kernels_check: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+#ifndef KC_HOST_SHIM
+/* The kernels report through nrt_fatal; here it ends the check. */
+void nrt_fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "kernels_check: fatal: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+#define CK(call)                                                                               \
+	do {                                                                                   \
+		cudaError_t e_ = (call);                                                       \
+		if (e_ != cudaSuccess)                                                         \
+			die("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+	} while (0)
+#endif
+
+static void *halloc(size_t bytes)
+{
+	void *p = calloc(1, bytes ? bytes : 1);
+	if (!p || nh == KC_MAXBUF)
+		die("out of host memory");
+	return hbufs[nh++] = p;
+}
+
+/* device copy of bytes at h (h NULL: zeroed) */
+static void *up(const void *h, size_t bytes)
+{
+	void *d;
+	if (nd == KC_MAXBUF)
+		die("too many device buffers");
+#ifdef KC_HOST_SHIM
+	d = calloc(1, bytes ? bytes : 1);
+	if (!d)
+		die("out of memory");
+	if (h && bytes)
+		memcpy(d, h, bytes);
+#else
+	CK(cudaMalloc(&d, bytes ? bytes : 1));
+	/* on the kernels' stream, so the copy is ordered before them */
+	if (h && bytes)
+		CK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, nrt_cuda_stream()));
+	else
+		CK(cudaMemsetAsync(d, 0, bytes ? bytes : 1, nrt_cuda_stream()));
+#endif
+	return dbufs[nd++] = d;
+}
+
+/* host copy of bytes at device d, after the kernels before it finished */
+static void *down(const void *d, size_t bytes)
+{
+	void *h = halloc(bytes);
+#ifdef KC_HOST_SHIM
+	if (bytes)
+		memcpy(h, d, bytes);
+#else
+	if (bytes)
+		CK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, nrt_cuda_stream()));
+	CK(cudaStreamSynchronize(nrt_cuda_stream()));
+#endif
+	return h;
+}
+
+static void free_all(void)
+{
+#ifndef KC_HOST_SHIM
+	CK(cudaStreamSynchronize(nrt_cuda_stream()));
+#endif
+	for (int i = 0; i < nd; i++)
+#ifdef KC_HOST_SHIM
+		free(dbufs[i]);
+#else
+		CK(cudaFree(dbufs[i]));
+#endif
+	for (int i = 0; i < nh; i++)
+		free(hbufs[i]);
+	nd = nh = 0;
+}
+
+/* ---- random numbers (xorshift64*, fixed seed: reproducible failures) ------ */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd64(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545F4914F6CDD1Dull;
+}
+
+static double rnd(double lo, double hi) { return lo + (hi - lo) * (double)(rnd64() >> 11) * 0x1.0p-53; }
+
+/* ---- comparisons ------------------------------------------------------------ */
+
+static void verdict(bool ok, const char *name, const char *prec, int64_t n, double maxabs, double maxrel,
+                    double tol)
+{
+	printf("%s %-44s %s n=%-8lld max abs %.2e  max rel %.2e  (tol %.0e)\n", ok ? "ok  " : "FAIL", name, prec,
+	       (long long)n, maxabs, maxrel, tol);
+	if (ok)
+		npass++;
+	else
+		nfail++;
+}
+
+/* gpu vs cpu, both host doubles; see the top of the file for err_i */
+static void compare(const char *name, const char *prec, const double *g, const double *c, int64_t n, double tol)
+{
+	double s = 0;
+	for (int64_t i = 0; i < n; i++)
+		s += isfinite(c[i]) ? fabs(c[i]) : 0;
+	s = n && s > 0 ? s / n : 1;
+	double maxabs = 0, maxrel = 0;
+	int64_t bad = -1;
+	for (int64_t i = 0; i < n; i++) {
+		if (!isfinite(g[i]) || !isfinite(c[i])) { /* inf and NaN must match */
+			bool same = isnan(g[i]) ? isnan(c[i]) : g[i] == c[i];
+			if (!same && bad < 0)
+				bad = i;
+			continue;
+		}
+		double a = fabs(g[i] - c[i]), r = a / (fabs(c[i]) + s);
+		maxabs = a > maxabs ? a : maxabs;
+		maxrel = r > maxrel ? r : maxrel;
+		if (r > tol && bad < 0)
+			bad = i;
+	}
+	verdict(bad < 0, name, prec, n, maxabs, maxrel, tol);
+	if (bad >= 0)
+		printf("     first bad element %lld: gpu %.17g, cpu %.17g\n", (long long)bad, g[bad], c[bad]);
+}
+
+/* bit-exact comparison of n elements of `size` bytes */
+static void compare_bits(const char *name, const void *g, const void *c, int64_t n, size_t size)
+{
+	int64_t bad = -1;
+	for (int64_t i = 0; i < n && bad < 0; i++)
+		if (memcmp((const char *)g + i * size, (const char *)c + i * size, size))
+			bad = i;
+	verdict(bad < 0, name, "bits", n, bad < 0 ? 0 : NAN, bad < 0 ? 0 : NAN, 0);
+	if (bad >= 0) {
+		uint64_t gv = 0, cv = 0;
+		memcpy(&gv, (const char *)g + bad * size, size);
+		memcpy(&cv, (const char *)c + bad * size, size);
+		printf("     first bad element %lld: gpu 0x%llx, cpu 0x%llx\n", (long long)bad,
+		       (unsigned long long)gv, (unsigned long long)cv);
+	}
+}
+
+/* a device array of doubles against host doubles */
+static void compare_dd(const char *name, const double *gdev, const double *c, int64_t n, double tol)
+{
+	compare(name, "f64", down(gdev, sizeof(double) * (size_t)n), c, n, tol);
+}
+
+static int64_t prod(int rank, const int64_t *d)
+{
+	int64_t n = 1;
+	for (int k = 0; k < rank; k++)
+		n *= d[k];
+	return n;
+}
+
+/* ---- the kernels of kernels.h and spmd.h, once per precision --------------- */
+
+#define KC_CAT2(a, b) a##_##b
+#define KC_CAT(a, b) KC_CAT2(a, b)
+#define FN(name) KC_CAT(name, S)
+
+#define T float
+#define S f32
+#define PREC "f32"
+#define TOL 1e-5
+#include "kernels_check_impl.h"
+#undef T
+#undef S
+#undef PREC
+#undef TOL
+
+#define T double
+#define S f64
+#define PREC "f64"
+#define TOL 1e-12
+#include "kernels_check_impl.h"
+#undef T
+#undef S
+#undef PREC
+#undef TOL
+
+/* ---- f16 / bf16 conversions: bit for bit ---------------------------------- */
+
+typedef void (*NarrowF)(int64_t, const float *, uint16_t *);
+typedef void (*NarrowD)(int64_t, const double *, uint16_t *);
+typedef void (*WidenF)(int64_t, const uint16_t *, float *);
+typedef void (*WidenD)(int64_t, const uint16_t *, double *);
+
+static void check_widen(const char *name, WidenF gf, WidenF cf, WidenD gd, WidenD cd)
+{
+	int64_t n = 65536; /* every 16-bit pattern, NaNs and subnormals included */
+	uint16_t *h = halloc(sizeof *h * n);
+	for (int64_t i = 0; i < n; i++)
+		h[i] = (uint16_t)i;
+	uint16_t *dh = up(h, sizeof *h * n);
+	size_t es = gf ? sizeof(float) : sizeof(double);
+	void *dy = up(NULL, es * n), *cy = halloc(es * n);
+	if (gf) {
+		gf(n, dh, dy);
+		cf(n, h, cy);
+	} else {
+		gd(n, dh, dy);
+		cd(n, h, cy);
+	}
+	compare_bits(name, down(dy, es * n), cy, n, es);
+	free_all();
+}
+
+static void test_half(void)
+{
+	check_widen("f16_to_f32 (all patterns)", nrt_f16_to_f32, cpu_nrt_f16_to_f32, NULL, NULL);
+	check_widen("bf16_to_f32 (all patterns)", nrt_bf16_to_f32, cpu_nrt_bf16_to_f32, NULL, NULL);
+	check_widen("f16_to_f64 (all patterns)", NULL, NULL, nrt_f16_to_f64, cpu_nrt_f16_to_f64);
+	check_widen("bf16_to_f64 (all patterns)", NULL, NULL, nrt_bf16_to_f64, cpu_nrt_bf16_to_f64);
+
+	/* f32 -> narrow: random bit patterns (every class of float), the f16
+	 * midpoints (ties) and their neighbours, and signed specials */
+	int64_t nr = 1 << 20, n = nr + 3 * 65536;
+	float *x = halloc(sizeof *x * n);
+	for (int64_t i = 0; i < nr; i++) {
+		uint32_t u = (uint32_t)rnd64();
+		if (i % 4 == 1) /* concentrate on the f16 range */
+			u = (u & 0x80000000u) | (0x33000000u + u % 0x15000000u);
+		memcpy(&x[i], &u, 4);
+	}
+	for (int64_t h = 0; h < 65536; h++) {
+		uint16_t a = (uint16_t)h, b = (uint16_t)(h + 1);
+		float mid = (nrt_float_from_f16(a) + nrt_float_from_f16(b)) / 2;
+		x[nr + 3 * h] = mid;
+		x[nr + 3 * h + 1] = nextafterf(mid, INFINITY);
+		x[nr + 3 * h + 2] = nextafterf(mid, -INFINITY);
+	}
+	float *dx = up(x, sizeof *x * n);
+	uint16_t *dy = up(NULL, 2 * n), *cy = halloc(2 * n);
+	nrt_f32_to_f16(n, dx, dy);
+	cpu_nrt_f32_to_f16(n, x, cy);
+	compare_bits("f32_to_f16", down(dy, 2 * n), cy, n, 2);
+	nrt_f32_to_bf16(n, dx, dy);
+	cpu_nrt_f32_to_bf16(n, x, cy);
+	compare_bits("f32_to_bf16", down(dy, 2 * n), cy, n, 2);
+
+	/* f64 -> narrow: doubles near the narrow grids, where rounding twice
+	 * would show (midpoints plus or minus a hair), and random ones */
+	double *d = halloc(sizeof *d * n);
+	for (int64_t i = 0; i < n; i++) {
+		if (i < nr) {
+			d[i] = ldexp(rnd(1, 2), (int)(rnd64() % 300) - 150) * (rnd64() & 1 ? -1 : 1);
+			if (i % 7 == 0) {
+				uint64_t u = rnd64();
+				memcpy(&d[i], &u, 8);
+			}
+		} else {
+			uint16_t h = (uint16_t)((i - nr) / 3);
+			double mid = ((double)nrt_float_from_f16(h) + nrt_float_from_f16((uint16_t)(h + 1))) / 2;
+			int k = (int)((i - nr) % 3);
+			d[i] = k == 0 ? mid : mid * (1 + (k == 1 ? 0x1p-40 : -0x1p-40));
+		}
+	}
+	double *dd = up(d, sizeof *d * n);
+	nrt_f64_to_f16(n, dd, dy);
+	cpu_nrt_f64_to_f16(n, d, cy);
+	compare_bits("f64_to_f16", down(dy, 2 * n), cy, n, 2);
+	nrt_f64_to_bf16(n, dd, dy);
+	cpu_nrt_f64_to_bf16(n, d, cy);
+	compare_bits("f64_to_bf16", down(dy, 2 * n), cy, n, 2);
+	free_all();
+}
+
+/* ---- nrt_slice_block: bytes --------------------------------------------------- */
+
+static void slice_block_case(const char *name, NrtDType t, size_t es, int rank, const int64_t *in_dims,
+                             const int64_t *off, const int64_t *out_dims)
+{
+	int64_t nin = prod(rank, in_dims), nout = prod(rank, out_dims);
+	unsigned char *in = halloc(es * nin), *cy = halloc(es * nout);
+	for (int64_t i = 0; i < (int64_t)es * nin; i++)
+		in[i] = (unsigned char)rnd64();
+	void *din = up(in, es * nin), *dout = up(NULL, es * nout);
+	nrt_slice_block(t, rank, in_dims, off, out_dims, din, dout);
+	cpu_nrt_slice_block(t, rank, in_dims, off, out_dims, in, cy);
+	compare_bits(name, down(dout, es * nout), cy, nout, es);
+	free_all();
+}
+
+static void test_slice_block(void)
+{
+	int64_t a[] = {7, 33, 5}, ao[] = {1, 3, 0}, ab[] = {5, 11, 5};
+	slice_block_case("slice_block f32 [7,33,5] -> [5,11,5]", NRT_F32, 4, 3, a, ao, ab);
+	int64_t b[] = {4, 9}, bo[] = {2, 1}, bb[] = {2, 8};
+	slice_block_case("slice_block f16 [4,9] -> [2,8]", NRT_F16, 2, 2, b, bo, bb);
+	int64_t c[] = {100}, co[] = {37}, cb[] = {50};
+	slice_block_case("slice_block i64 [100] -> [50]", NRT_I64, 8, 1, c, co, cb);
+	slice_block_case("slice_block f64 rank 0", NRT_F64, 8, 0, NULL, NULL, NULL);
+}
+
+/* ---- the error word (device only) ----------------------------------------------- */
+
+#ifndef KC_HOST_SHIM
+static void expect_error(const char *name, const char *want)
+{
+	char msg[256] = "";
+	bool got = nrt_cuda_kernel_error(msg, sizeof msg);
+	bool ok = want ? got && strstr(msg, want) : !got;
+	bool cleared = !nrt_cuda_kernel_error(NULL, 0);
+	printf("%s %-44s %s\n", ok && cleared ? "ok  " : "FAIL", name, got ? msg : "(no error recorded)");
+	if (ok && cleared)
+		npass++;
+	else
+		nfail++;
+}
+
+static void test_error_word(void)
+{
+	expect_error("no kernel error after the checks above", NULL);
+	int64_t N = 3, C = 33;
+	int32_t lab[] = {0, 40, 2};
+	float *x = halloc(sizeof *x * N * C), cl;
+	for (int64_t i = 0; i < N * C; i++)
+		x[i] = (float)rnd(-2, 2);
+	float *dx = up(x, sizeof *x * N * C), *dloss = up(NULL, sizeof(float));
+	nrt_sce_f32(N, C, (double)N, dx, up(lab, sizeof lab), false, dloss);
+	cpu_nrt_sce_f32(N, C, (double)N, x, lab, false, &cl);
+	compare("sce f32 with a label out of range", "f32", (double[]){*(float *)down(dloss, 4)}, (double[]){cl}, 1,
+	        1e-5);
+	expect_error("sce reports the label", "label 40 of sample 1 is outside [0, 33)");
+	int64_t ids[] = {1, -3, 2};
+	float *tab = halloc(sizeof *tab * 4 * 5), *ye = up(NULL, sizeof(float) * 3 * 5);
+	for (int i = 0; i < 20; i++)
+		tab[i] = (float)(i + 1);
+	nrt_embedding_f32(3, 4, 5, 0, up(ids, sizeof ids), true, up(tab, sizeof(float) * 20), ye);
+	float *yc = halloc(sizeof(float) * 15), *yg = down(ye, sizeof(float) * 15);
+	cpu_nrt_embedding_f32(3, 4, 5, 0, ids, true, tab, yc);
+	double g[15], c[15];
+	for (int i = 0; i < 15; i++)
+		g[i] = yg[i], c[i] = yc[i];
+	compare("embedding f32 with a negative id", "f32", g, c, 15, 0);
+	expect_error("embedding reports the id", "id -3 at position 1");
+	free_all();
+}
+
+/* TF32 on: the f32 GEMM still runs and lands near the CPU's (TF32 keeps
+ * 10 mantissa bits of each operand: ~1e-3 relative per product, less
+ * after averaging over K; 5e-3 leaves room), then off again. */
+static void test_tf32(void)
+{
+	int64_t M = 33, N = 65, K = 257;
+	float *A = halloc(sizeof(float) * M * K), *B = halloc(sizeof(float) * K * N), *C = halloc(sizeof(float) * M * N);
+	for (int64_t i = 0; i < M * K; i++)
+		A[i] = (float)rnd(-1, 1);
+	for (int64_t i = 0; i < K * N; i++)
+		B[i] = (float)rnd(-1, 1);
+	float *dC = up(NULL, sizeof(float) * M * N);
+	nrt_cuda_set_tf32(true);
+	nrt_gemm_f32(false, false, M, N, K, up(A, sizeof(float) * M * K), up(B, sizeof(float) * K * N), 0, dC);
+	nrt_cuda_set_tf32(false);
+	cpu_nrt_gemm_f32(false, false, M, N, K, A, B, 0, C);
+	float *g = down(dC, sizeof(float) * M * N);
+	double *gd = halloc(sizeof(double) * M * N), *cd = halloc(sizeof(double) * M * N);
+	for (int64_t i = 0; i < M * N; i++)
+		gd[i] = g[i], cd[i] = C[i];
+	compare("gemm with TF32 on", "f32", gd, cd, M * N, 5e-3);
+	free_all();
+}
+#endif
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+#ifdef KC_HOST_SHIM
+	printf("kernels_check: host shim: the CPU runtime stands in for the GPU\n");
+#else
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count == 0) {
+		printf("kernels_check: skipped: no CUDA device (%s)\n",
+		       e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+		return 77;
+	}
+	struct cudaDeviceProp prop;
+	CK(cudaSetDevice(0));
+	CK(cudaGetDeviceProperties(&prop, 0));
+	printf("kernels_check: %s (sm_%d%d), TF32 %s\n", prop.name, prop.major, prop.minor,
+	       nrt_cuda_tf32() ? "on" : "off");
+	(void)nrt_cuda_kernel_error(NULL, 0); /* start clean */
+#endif
+	run_all_f32();
+	run_all_f64();
+	test_half();
+	test_slice_block();
+#ifndef KC_HOST_SHIM
+	test_error_word();
+	test_tf32();
+#endif
+	printf("%d passed, %d failed\n", npass, nfail);
+	return nfail ? 1 : 0;
+}

@@ -1,0 +1,615 @@
+/* The per-precision checks of kernels_check.c, included once with
+ *   T (float or double), S (f32 or f64; FN(x) pastes it), PREC ("f32"),
+ *   TOL (see kernels_check.c)
+ * defined. FN(nrt_k) is the CUDA kernel, FN(cpu_nrt_k) its CPU twin.
+ * No include guard on purpose. */
+
+/* n random values in [lo, hi) on the host */
+static T *FN(hrand)(int64_t n, double lo, double hi)
+{
+	T *h = halloc(sizeof(T) * (size_t)(n > 0 ? n : 1));
+	for (int64_t i = 0; i < n; i++)
+		h[i] = (T)rnd(lo, hi);
+	return h;
+}
+
+static T *FN(hcopy)(const T *h, int64_t n)
+{
+	T *c = halloc(sizeof(T) * (size_t)(n > 0 ? n : 1));
+	memcpy(c, h, sizeof(T) * (size_t)(n > 0 ? n : 0));
+	return c;
+}
+
+static T *FN(dev)(const T *h, int64_t n) { return up(h, sizeof(T) * (size_t)(n > 0 ? n : 0)); }
+
+/* device result g against host reference c */
+static void FN(cmp)(const char *name, const T *g, const T *c, int64_t n, double tol)
+{
+	const T *gh = down(g, sizeof(T) * (size_t)(n > 0 ? n : 0));
+	double *a = halloc(sizeof(double) * (size_t)(n > 0 ? n : 1)), *b = halloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+	for (int64_t i = 0; i < n; i++) {
+		a[i] = gh[i];
+		b[i] = c[i];
+	}
+	compare(name, PREC, a, b, n, tol);
+}
+
+/* ---- gemm ------------------------------------------------------------------------ */
+
+static void FN(test_gemm)(void)
+{
+	static const int64_t sz[][4] = {{1, 1, 1, 1}, {7, 33, 257, 1}, {33, 7, 1000, 1}, {64, 48, 1, 1},
+	                                {5, 3, 0, 1}, {7, 5, 33, 3}, {1, 1, 1, 2}};
+	for (size_t s = 0; s < sizeof sz / sizeof *sz; s++)
+		for (int t = 0; t < 4; t++) {
+			bool ta = t & 1, tb = t >> 1;
+			int64_t M = sz[s][0], N = sz[s][1], K = sz[s][2], batch = sz[s][3];
+			T beta = (T)(t == 1 || t == 2 ? 0.5 : s == 4 ? 2 : 0);
+			T *A = FN(hrand)(batch * M * K, -1, 1), *B = FN(hrand)(batch * K * N, -1, 1);
+			T *C = FN(hrand)(batch * M * N, -1, 1), *dC = FN(dev)(C, batch * M * N);
+			char name[96];
+			if (batch == 1) {
+				FN(nrt_gemm)(ta, tb, M, N, K, FN(dev)(A, M * K), FN(dev)(B, K * N), beta, dC);
+				FN(cpu_nrt_gemm)(ta, tb, M, N, K, A, B, beta, C);
+				snprintf(name, sizeof name, "gemm ta=%d tb=%d %lldx%lldx%lld beta=%g", ta, tb,
+				         (long long)M, (long long)N, (long long)K, (double)beta);
+			} else {
+				FN(nrt_bgemm)(ta, tb, batch, M, N, K, FN(dev)(A, batch * M * K),
+				              FN(dev)(B, batch * K * N), beta, dC);
+				FN(cpu_nrt_bgemm)(ta, tb, batch, M, N, K, A, B, beta, C);
+				snprintf(name, sizeof name, "bgemm ta=%d tb=%d %lldx(%lldx%lldx%lld) beta=%g", ta, tb,
+				         (long long)batch, (long long)M, (long long)N, (long long)K, (double)beta);
+			}
+			FN(cmp)(name, dC, C, batch * M * N, TOL);
+			free_all();
+		}
+}
+
+/* ---- binary, broadcast -------------------------------------------------------------- */
+
+/* a and b have na, nb elements read with strides astr, bstr over ydims */
+static void FN(binary_case)(const char *tag, int rank, const int64_t *yd, const int64_t *astr, int64_t na,
+                            const int64_t *bstr, int64_t nb)
+{
+	static const char *opn[] = {"add", "sub", "mul", "div"};
+	int64_t n = prod(rank, yd);
+	T *a = FN(hrand)(na, -2, 2), *b = FN(hrand)(nb, 0.5, 1.5);
+	T *da = FN(dev)(a, na), *db = FN(dev)(b, nb);
+	for (int op = 0; op < 4; op++) {
+		T *y = FN(hrand)(n, 0, 1), *dy = FN(dev)(NULL, n);
+		FN(nrt_binary)((NrtBinary)op, rank, yd, da, astr, db, bstr, dy);
+		FN(cpu_nrt_binary)((NrtBinary)op, rank, yd, a, astr, b, bstr, y);
+		char name[96];
+		snprintf(name, sizeof name, "binary %s %s", opn[op], tag);
+		FN(cmp)(name, dy, y, n, TOL);
+	}
+	free_all();
+}
+
+static void FN(broadcast_case)(const char *tag, int rank, const int64_t *yd, const int64_t *xstr, int64_t nx)
+{
+	int64_t n = prod(rank, yd);
+	T *x = FN(hrand)(nx, -2, 2), *y = FN(hrand)(n, 0, 1), *dy = FN(dev)(NULL, n);
+	FN(nrt_broadcast)(rank, yd, FN(dev)(x, nx), xstr, (T)0.5, dy);
+	FN(cpu_nrt_broadcast)(rank, yd, x, xstr, (T)0.5, y);
+	char name[96];
+	snprintf(name, sizeof name, "broadcast %s", tag);
+	FN(cmp)(name, dy, y, n, TOL);
+	free_all();
+}
+
+static void FN(test_binary)(void)
+{
+	int64_t y1[] = {1003}, s1[] = {1};
+	FN(binary_case)("[1003]", 1, y1, s1, 1003, s1, 1003);
+	int64_t y2[] = {7, 5, 33}, a2[] = {33, 0, 1}, b2[] = {0, 33, 1};
+	FN(binary_case)("[7,1,33] x [1,5,33]", 3, y2, a2, 7 * 33, b2, 5 * 33);
+	int64_t y3[] = {7, 33}, a3[] = {0, 0}, b3[] = {33, 1};
+	FN(binary_case)("scalar x [7,33]", 2, y3, a3, 1, b3, 7 * 33);
+	int64_t a4[] = {1, 7}; /* a read transposed from [33, 7] */
+	FN(binary_case)("[33,7]^T x [7,33]", 2, y3, a4, 7 * 33, b3, 7 * 33);
+	FN(binary_case)("rank 0", 0, NULL, NULL, 1, NULL, 1);
+	int64_t y5[] = {257, 1, 3}, a5[] = {3, 0, 1}, b5[] = {1, 0, 0};
+	FN(binary_case)("[257,1,3] x [257,1,1]", 3, y5, a5, 257 * 3, b5, 257);
+
+	int64_t x1[] = {0, 1};
+	FN(broadcast_case)("[1,33] -> [7,33]", 2, y3, x1, 33);
+	int64_t x2[] = {1, 0};
+	FN(broadcast_case)("[7,1] -> [7,33]", 2, y3, x2, 7);
+	int64_t y4[] = {5, 7, 3}, x4[] = {3, 0, 1};
+	FN(broadcast_case)("[5,1,3] -> [5,7,3]", 3, y4, x4, 15);
+	FN(broadcast_case)("rank 0", 0, NULL, NULL, 1);
+	int64_t x5[] = {0, 0};
+	FN(broadcast_case)("scalar -> [7,33]", 2, y3, x5, 1);
+}
+
+/* ---- unary, scale, axpy ---------------------------------------------------------------- */
+
+static void FN(test_unary)(void)
+{
+	static const char *opn[] = {"relu", "gelu", "tanh", "sigmoid", "neg"};
+	static const int64_t ns[] = {1, 1001};
+	for (int k = 0; k < 2; k++)
+		for (int op = 0; op < 5; op++) {
+			int64_t n = ns[k];
+			T *x = FN(hrand)(n, -4, 4), *dyv = FN(hrand)(n, -1, 1);
+			T *y = FN(hcopy)(x, n), *dx = FN(hcopy)(x, n);
+			T *gx = FN(dev)(x, n), *gy = FN(dev)(NULL, n), *gdx = FN(dev)(NULL, n);
+			FN(nrt_unary)((NrtUnary)op, n, gx, gy);
+			FN(cpu_nrt_unary)((NrtUnary)op, n, x, y);
+			char name[96];
+			snprintf(name, sizeof name, "unary %s", opn[op]);
+			FN(cmp)(name, gy, y, n, TOL);
+			/* the gradient's xy: x for gelu, y otherwise (the CPU's y) */
+			const T *xy = op == NRT_GELU ? x : y;
+			FN(nrt_unary_grad)((NrtUnary)op, n, FN(dev)(dyv, n), FN(dev)(xy, n), gdx);
+			FN(cpu_nrt_unary_grad)((NrtUnary)op, n, dyv, xy, dx);
+			snprintf(name, sizeof name, "unary_grad %s", opn[op]);
+			FN(cmp)(name, gdx, dx, n, TOL);
+			free_all();
+		}
+	int64_t n = 1001;
+	for (int k = 0; k < 2; k++) {
+		T alpha = (T)(k ? 1.7 : 0);
+		T *x = FN(hrand)(n, -2, 2), *gx = FN(dev)(x, n), *gy = FN(dev)(NULL, n);
+		x[3] = (T)NAN; /* alpha 0 must still give 0 */
+		gx = FN(dev)(x, n);
+		T *y = FN(hcopy)(x, n);
+		FN(nrt_scale)(n, alpha, gx, gy);
+		FN(cpu_nrt_scale)(n, alpha, x, y);
+		FN(cmp)(k ? "scale alpha=1.7" : "scale alpha=0 (x has a NaN)", gy, y, n, TOL);
+		FN(nrt_scale)(n, alpha, gx, gx); /* in place */
+		FN(cmp)(k ? "scale alpha=1.7 in place" : "scale alpha=0 in place", gx, y, n, TOL);
+		free_all();
+	}
+	T *x = FN(hrand)(n, -2, 2), *y = FN(hrand)(n, -2, 2), *gy = FN(dev)(y, n);
+	FN(nrt_axpy)(n, (T)-0.3, FN(dev)(x, n), gy);
+	FN(cpu_nrt_axpy)(n, (T)-0.3, x, y);
+	FN(cmp)("axpy", gy, y, n, TOL);
+	free_all();
+}
+
+/* ---- softmax ------------------------------------------------------------------------------- */
+
+static void FN(test_softmax)(void)
+{
+	/* outer, n, inner, causal_rows */
+	static const int64_t cs[][4] = {{1, 1, 1, 0},   {7, 33, 1, 0}, {3, 1000, 1, 0}, {14, 7, 1, 7},
+	                                {16, 5, 1, 8},  {5, 257, 3, 0}, {2, 7, 33, 0},  {2, 3000, 1, 0},
+	                                {4, 9, 2, 3}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int lg = 0; lg < 2; lg++) {
+			int64_t outer = cs[c][0], n = cs[c][1], inner = cs[c][2], causal = cs[c][3];
+			int64_t tot = outer * n * inner;
+			T *x = FN(hrand)(tot, -5, 5), *y = FN(hrand)(tot, 0, 1), *gy = FN(dev)(NULL, tot);
+			FN(nrt_softmax)(outer, n, inner, lg, causal, FN(dev)(x, tot), gy);
+			FN(cpu_nrt_softmax)(outer, n, inner, lg, causal, x, y);
+			char name[96];
+			snprintf(name, sizeof name, "%s [%lld,%lld,%lld] causal %lld", lg ? "log_softmax" : "softmax",
+			         (long long)outer, (long long)n, (long long)inner, (long long)causal);
+			FN(cmp)(name, gy, y, tot, TOL);
+			/* the gradient at the CPU's y (masked entries included) */
+			T *dyv = FN(hrand)(tot, -1, 1), *dx = FN(hrand)(tot, 0, 1), *gdx = FN(dev)(NULL, tot);
+			FN(nrt_softmax_grad)(outer, n, inner, lg, FN(dev)(dyv, tot), FN(dev)(y, tot), gdx);
+			FN(cpu_nrt_softmax_grad)(outer, n, inner, lg, dyv, y, dx);
+			snprintf(name, sizeof name, "%s_grad [%lld,%lld,%lld]", lg ? "log_softmax" : "softmax",
+			         (long long)outer, (long long)n, (long long)inner);
+			FN(cmp)(name, gdx, dx, tot, TOL);
+			free_all();
+		}
+}
+
+/* ---- layer norm, batch norm ------------------------------------------------------------------- */
+
+static void FN(test_layer_norm)(void)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {3, 1000}, {300, 7}, {2, 5000}, {1100, 3}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+		bool affine = c != 2;
+		double eps = 1e-5;
+		T *x = FN(hrand)(n, 1, 5), *dyv = FN(hrand)(n, -1, 1);
+		T *gm = affine ? FN(hrand)(cols, 0.5, 1.5) : NULL, *bt = affine ? FN(hrand)(cols, -1, 1) : NULL;
+		T *gx = FN(dev)(x, n), *gdy = FN(dev)(dyv, n);
+		T *ggm = affine ? FN(dev)(gm, cols) : NULL, *gbt = affine ? FN(dev)(bt, cols) : NULL;
+		T *y = FN(hrand)(n, 0, 1), *gy = FN(dev)(NULL, n);
+		char name[96];
+		FN(nrt_layer_norm)(rows, cols, eps, gx, ggm, gbt, gy);
+		FN(cpu_nrt_layer_norm)(rows, cols, eps, x, gm, bt, y);
+		snprintf(name, sizeof name, "layer_norm [%lld,%lld]%s", (long long)rows, (long long)cols,
+		         affine ? "" : " no gamma/beta");
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_layer_norm_grad_x)(rows, cols, eps, gdy, gx, ggm, gy);
+		FN(cpu_nrt_layer_norm_grad_x)(rows, cols, eps, dyv, x, gm, y);
+		snprintf(name, sizeof name, "layer_norm_grad_x [%lld,%lld]%s", (long long)rows, (long long)cols,
+		         affine ? "" : " no gamma");
+		FN(cmp)(name, gy, y, n, TOL);
+		T *dg = FN(hrand)(cols, 0, 1), *gdg = FN(dev)(NULL, cols);
+		FN(nrt_layer_norm_grad_gamma)(rows, cols, eps, gdy, gx, gdg);
+		FN(cpu_nrt_layer_norm_grad_gamma)(rows, cols, eps, dyv, x, dg);
+		snprintf(name, sizeof name, "layer_norm_grad_gamma [%lld,%lld]", (long long)rows, (long long)cols);
+		FN(cmp)(name, gdg, dg, cols, TOL);
+		free_all();
+	}
+}
+
+static void FN(test_batch_norm)(void)
+{
+	static const int64_t cs[][3] = {{1, 1, 1}, {2, 3, 33}, {7, 5, 1}, {4, 2, 1000}, {3, 70, 2}, {1, 1, 2000}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t N = cs[c][0], C = cs[c][1], HW = cs[c][2], n = N * C * HW;
+		bool affine = c % 2 == 1;
+		double eps = 1e-5, count = (double)(N * HW);
+		T *x = FN(hrand)(n, -1, 3), *dyv = FN(hrand)(n, -1, 1);
+		T *gm = affine ? FN(hrand)(C, 0.5, 1.5) : NULL, *bt = affine ? FN(hrand)(C, -1, 1) : NULL;
+		T *gx = FN(dev)(x, n), *gdy = FN(dev)(dyv, n);
+		T *ggm = affine ? FN(dev)(gm, C) : NULL, *gbt = affine ? FN(dev)(bt, C) : NULL;
+		T *y = FN(hrand)(n, 0, 1), *gy = FN(dev)(NULL, n), *dg = FN(hrand)(C, 0, 1), *gdg = FN(dev)(NULL, C);
+		char name[96], shape[48];
+		snprintf(shape, sizeof shape, "[%lld,%lld,%lld]%s", (long long)N, (long long)C, (long long)HW,
+		         affine ? "" : " no gamma/beta");
+		FN(nrt_batch_norm)(N, C, HW, eps, gx, ggm, gbt, gy);
+		FN(cpu_nrt_batch_norm)(N, C, HW, eps, x, gm, bt, y);
+		snprintf(name, sizeof name, "batch_norm %s", shape);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_batch_norm_grad_x)(N, C, HW, eps, gdy, gx, ggm, gy);
+		FN(cpu_nrt_batch_norm_grad_x)(N, C, HW, eps, dyv, x, gm, y);
+		snprintf(name, sizeof name, "batch_norm_grad_x %s", shape);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_batch_norm_grad_gamma)(N, C, HW, eps, gdy, gx, gdg);
+		FN(cpu_nrt_batch_norm_grad_gamma)(N, C, HW, eps, dyv, x, dg);
+		snprintf(name, sizeof name, "batch_norm_grad_gamma %s", shape);
+		FN(cmp)(name, gdg, dg, C, TOL);
+
+		/* the split phases (spmd.h); each GPU phase gets the CPU's inputs */
+		double *st = halloc(sizeof(double) * 2 * C), *gs = halloc(sizeof(double) * 2 * C);
+		double *gst = up(NULL, sizeof(double) * 2 * C), *ggs = up(NULL, sizeof(double) * 2 * C);
+		FN(nrt_bn_stats)(N, C, HW, gx, gst);
+		FN(cpu_nrt_bn_stats)(N, C, HW, x, st);
+		snprintf(name, sizeof name, "bn_stats (%s) %s", PREC, shape);
+		compare_dd(name, gst, st, 2 * C, TOL);
+		gst = up(st, sizeof(double) * 2 * C);
+		FN(nrt_bn_apply)(N, C, HW, count, eps, gst, gx, ggm, gbt, gy);
+		FN(cpu_nrt_bn_apply)(N, C, HW, count, eps, st, x, gm, bt, y);
+		snprintf(name, sizeof name, "bn_apply %s", shape);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_bn_grad_stats)(N, C, HW, count, eps, gst, gdy, gx, ggs);
+		FN(cpu_nrt_bn_grad_stats)(N, C, HW, count, eps, st, dyv, x, gs);
+		snprintf(name, sizeof name, "bn_grad_stats (%s) %s", PREC, shape);
+		compare_dd(name, ggs, gs, 2 * C, TOL);
+		ggs = up(gs, sizeof(double) * 2 * C);
+		FN(nrt_bn_grad_x)(N, C, HW, count, eps, gst, ggs, gdy, gx, ggm, gy);
+		FN(cpu_nrt_bn_grad_x)(N, C, HW, count, eps, st, gs, dyv, x, gm, y);
+		snprintf(name, sizeof name, "bn_grad_x %s", shape);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_bn_grad_gamma)(N, C, HW, count, eps, gst, gdy, gx, gdg);
+		FN(cpu_nrt_bn_grad_gamma)(N, C, HW, count, eps, st, dyv, x, dg);
+		snprintf(name, sizeof name, "bn_grad_gamma %s", shape);
+		FN(cmp)(name, gdg, dg, C, TOL);
+		free_all();
+	}
+}
+
+/* ---- reduce, transpose ------------------------------------------------------------------------- */
+
+static void FN(reduce_case)(int rank, const int64_t *xd, uint64_t mask, bool mean)
+{
+	int64_t n = prod(rank, xd), ny = 1;
+	for (int k = 0; k < rank; k++)
+		ny *= mask >> k & 1 ? 1 : xd[k];
+	T *x = FN(hrand)(n, -1, 2), *y = FN(hrand)(ny, 5, 6), *gy = FN(dev)(NULL, ny);
+	FN(nrt_reduce)(rank, xd, mask, mean, FN(dev)(x, n), gy);
+	FN(cpu_nrt_reduce)(rank, xd, mask, mean, x, y);
+	char name[96] = "", *p = name;
+	p += sprintf(p, "reduce_%s [", mean ? "mean" : "sum");
+	for (int k = 0; k < rank; k++)
+		p += sprintf(p, "%s%lld", k ? "," : "", (long long)xd[k]);
+	sprintf(p, "] axes 0x%llx", (unsigned long long)mask);
+	FN(cmp)(name, gy, y, ny, TOL);
+	free_all();
+}
+
+static void FN(test_reduce)(void)
+{
+	int64_t a[] = {7, 33, 5};
+	for (uint64_t m = 0; m < 8; m++)
+		FN(reduce_case)(3, a, m, m % 2);
+	int64_t b[] = {1000, 3};
+	for (uint64_t m = 1; m < 4; m++)
+		FN(reduce_case)(2, b, m, true);
+	int64_t c[] = {3, 1, 257};
+	FN(reduce_case)(3, c, 1, false);
+	FN(reduce_case)(3, c, 2, false);
+	FN(reduce_case)(3, c, 4, true);
+	FN(reduce_case)(3, c, 5, false);
+	int64_t d[] = {5, 1500}; /* many outputs, reduced axis outer: one thread per output */
+	FN(reduce_case)(2, d, 1, false);
+	int64_t e[] = {3, 1025, 2};
+	FN(reduce_case)(3, e, 5, true);
+	FN(reduce_case)(0, NULL, 0, true);
+	int64_t f[] = {4, 0, 3}; /* an empty reduced dim: zeros */
+	FN(reduce_case)(3, f, 2, true);
+	int64_t g[] = {100003};
+	FN(reduce_case)(1, g, 1, false);
+}
+
+static void FN(transpose_case)(int rank, const int64_t *xd, const int *perm)
+{
+	int64_t n = prod(rank, xd);
+	T *x = FN(hrand)(n, -1, 1), *y = FN(hrand)(n, 0, 1), *gy = FN(dev)(NULL, n);
+	FN(nrt_transpose)(rank, xd, perm, FN(dev)(x, n), gy);
+	FN(cpu_nrt_transpose)(rank, xd, perm, x, y);
+	char name[96] = "", *p = name;
+	p += sprintf(p, "transpose [");
+	for (int k = 0; k < rank; k++)
+		p += sprintf(p, "%s%lld", k ? "," : "", (long long)xd[k]);
+	p += sprintf(p, "] perm (");
+	for (int k = 0; k < rank; k++)
+		p += sprintf(p, "%s%d", k ? "," : "", perm[k]);
+	sprintf(p, ")");
+	FN(cmp)(name, gy, y, n, 0);
+	free_all();
+}
+
+static void FN(test_transpose)(void)
+{
+	static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+	int64_t a[] = {7, 33, 5};
+	for (int p = 0; p < 6; p++)
+		FN(transpose_case)(3, a, perms[p]);
+	int64_t b[] = {1000, 3};
+	int pb[] = {1, 0};
+	FN(transpose_case)(2, b, pb);
+	int64_t c[] = {1, 7, 1, 33};
+	int pc[] = {3, 1, 0, 2};
+	FN(transpose_case)(4, c, pc);
+	int64_t d[] = {257};
+	int pd[] = {0};
+	FN(transpose_case)(1, d, pd);
+}
+
+/* ---- embedding, concat, slice ------------------------------------------------------------------ */
+
+static void FN(test_embedding)(void)
+{
+	/* nids, rows, dim, row_offset: ids in [0, rows + offset + 3) so some
+	 * fall outside this shard's rows (zeros, no error) */
+	static const int64_t cs[][4] = {{33, 7, 5, 2}, {7, 10, 1000, 0}, {1, 1, 1, 0}, {1000, 3, 33, 1}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int w = 0; w < 2; w++) {
+			int64_t nids = cs[c][0], rows = cs[c][1], dim = cs[c][2], off = cs[c][3];
+			void *ids = halloc(8 * (size_t)nids);
+			for (int64_t i = 0; i < nids; i++) {
+				int64_t v = (int64_t)(rnd64() % (uint64_t)(rows + off + 3));
+				if (w)
+					((int64_t *)ids)[i] = v;
+				else
+					((int32_t *)ids)[i] = (int32_t)v;
+			}
+			void *gids = up(ids, (w ? 8 : 4) * (size_t)nids);
+			T *tab = FN(hrand)(rows * dim, -1, 1), *y = FN(hrand)(nids * dim, 0, 1);
+			T *gy = FN(dev)(NULL, nids * dim);
+			char name[96];
+			FN(nrt_embedding)(nids, rows, dim, off, gids, w, FN(dev)(tab, rows * dim), gy);
+			FN(cpu_nrt_embedding)(nids, rows, dim, off, ids, w, tab, y);
+			snprintf(name, sizeof name, "embedding %lld ids (i%d) rows %lld dim %lld", (long long)nids,
+			         w ? 64 : 32, (long long)rows, (long long)dim);
+			FN(cmp)(name, gy, y, nids * dim, 0);
+			T *dyv = FN(hrand)(nids * dim, -1, 1), *dt = FN(hrand)(rows * dim, 0, 1);
+			T *gdt = FN(dev)(dt, rows * dim); /* garbage: the kernel zeroes it */
+			FN(nrt_embedding_grad)(nids, rows, dim, off, gids, w, FN(dev)(dyv, nids * dim), gdt);
+			FN(cpu_nrt_embedding_grad)(nids, rows, dim, off, ids, w, dyv, dt);
+			snprintf(name, sizeof name, "embedding_grad %lld ids (i%d) rows %lld dim %lld",
+			         (long long)nids, w ? 64 : 32, (long long)rows, (long long)dim);
+			FN(cmp)(name, gdt, dt, rows * dim, TOL);
+			free_all();
+		}
+}
+
+static void FN(concat_case)(int nx, const int64_t *sizes, int64_t outer, int64_t inner)
+{
+	const T *xs[8], *gxs[8];
+	int64_t tot = 0;
+	for (int k = 0; k < nx; k++) {
+		T *x = FN(hrand)(outer * sizes[k] * inner, -1, 1);
+		xs[k] = x;
+		gxs[k] = FN(dev)(x, outer * sizes[k] * inner);
+		tot += sizes[k];
+	}
+	int64_t n = outer * tot * inner;
+	T *y = FN(hrand)(n, 0, 1), *gy = FN(dev)(NULL, n);
+	FN(nrt_concat)(nx, gxs, sizes, outer, inner, gy);
+	FN(cpu_nrt_concat)(nx, xs, sizes, outer, inner, y);
+	char name[96] = "", *p = name;
+	p += sprintf(p, "concat outer %lld inner %lld sizes", (long long)outer, (long long)inner);
+	for (int k = 0; k < nx; k++)
+		p += sprintf(p, " %lld", (long long)sizes[k]);
+	FN(cmp)(name, gy, y, n, 0);
+	free_all();
+}
+
+static void FN(slice_case)(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner)
+{
+	int64_t nx = outer * n_in * inner, ny = outer * n_out * inner;
+	T *x = FN(hrand)(nx, -1, 1), *y = FN(hrand)(ny, 0, 1), *gy = FN(dev)(NULL, ny);
+	FN(nrt_slice)(outer, n_in, begin, n_out, inner, FN(dev)(x, nx), gy);
+	FN(cpu_nrt_slice)(outer, n_in, begin, n_out, inner, x, y);
+	char name[96];
+	snprintf(name, sizeof name, "slice [%lld,%lld,%lld] from %lld, %lld", (long long)outer, (long long)n_in,
+	         (long long)inner, (long long)begin, (long long)n_out);
+	FN(cmp)(name, gy, y, ny, 0);
+	free_all();
+}
+
+static void FN(test_concat_slice)(void)
+{
+	int64_t a[] = {1, 7, 3}, b[] = {4}, c[] = {2, 0, 3};
+	FN(concat_case)(3, a, 5, 33);
+	FN(concat_case)(1, b, 1, 1);
+	FN(concat_case)(3, c, 3, 2);
+	FN(concat_case)(3, a, 1, 257);
+	FN(slice_case)(5, 33, 7, 9, 3);
+	FN(slice_case)(1, 10, 0, 10, 1);
+	FN(slice_case)(3, 8, 8, 0, 2);
+	FN(slice_case)(1000, 7, 6, 1, 1);
+}
+
+/* ---- losses --------------------------------------------------------------------------------------- */
+
+static void FN(test_losses)(void)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}, {2, 3000}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t N = cs[c][0], C = cs[c][1];
+		bool l64 = c % 2;
+		void *lab = halloc(8 * (size_t)N);
+		for (int64_t i = 0; i < N; i++) {
+			int64_t v = (int64_t)(rnd64() % (uint64_t)C);
+			if (l64)
+				((int64_t *)lab)[i] = v;
+			else
+				((int32_t *)lab)[i] = (int32_t)v;
+		}
+		void *glab = up(lab, (l64 ? 8 : 4) * (size_t)N);
+		T *x = FN(hrand)(N * C, -4, 4), *gx = FN(dev)(x, N * C), loss = 0, *gloss = FN(dev)(NULL, 1);
+		char name[96];
+		FN(nrt_sce)(N, C, (double)N, gx, glab, l64, gloss);
+		FN(cpu_nrt_sce)(N, C, (double)N, x, lab, l64, &loss);
+		snprintf(name, sizeof name, "sce [%lld,%lld] (i%d)", (long long)N, (long long)C, l64 ? 64 : 32);
+		FN(cmp)(name, gloss, &loss, 1, TOL);
+		T dl = (T)1.3, *dx = FN(hrand)(N * C, 0, 1), *gdx = FN(dev)(NULL, N * C);
+		FN(nrt_sce_grad)(N, C, (double)N, FN(dev)(&dl, 1), gx, glab, l64, gdx);
+		FN(cpu_nrt_sce_grad)(N, C, (double)N, &dl, x, lab, l64, dx);
+		snprintf(name, sizeof name, "sce_grad [%lld,%lld]", (long long)N, (long long)C);
+		FN(cmp)(name, gdx, dx, N * C, TOL);
+		free_all();
+	}
+	static const int64_t ns[] = {1, 1001, 100003};
+	for (int k = 0; k < 3; k++) {
+		int64_t n = ns[k];
+		T *p = FN(hrand)(n, -2, 2), *t = FN(hrand)(n, -2, 2), loss = 0, *gl = FN(dev)(NULL, 1);
+		T *gp = FN(dev)(p, n), *gt = FN(dev)(t, n);
+		char name[96];
+		FN(nrt_mse)(n, (double)n, gp, gt, gl);
+		FN(cpu_nrt_mse)(n, (double)n, p, t, &loss);
+		snprintf(name, sizeof name, "mse n=%lld", (long long)n);
+		FN(cmp)(name, gl, &loss, 1, TOL);
+		T dl = (T)0.7, *dp = FN(hrand)(n, 0, 1), *gdp = FN(dev)(NULL, n);
+		FN(nrt_mse_grad)(n, (double)n, FN(dev)(&dl, 1), gp, gt, gdp);
+		FN(cpu_nrt_mse_grad)(n, (double)n, &dl, p, t, dp);
+		snprintf(name, sizeof name, "mse_grad n=%lld", (long long)n);
+		FN(cmp)(name, gdp, dp, n, TOL);
+		free_all();
+	}
+}
+
+/* ---- dropout: the same mask, bit for bit ---------------------------------------------------------- */
+
+static void FN(dropout_case)(const char *tag, int rank, const int64_t *full, const int64_t *slice,
+                             const int64_t *off, double keep)
+{
+	int64_t n = prod(rank, slice);
+	T *x = FN(hrand)(n, -1, 1), *y = FN(hrand)(n, 0, 1), *gy = FN(dev)(NULL, n);
+	FN(nrt_dropout)(rank, full, slice, off, keep, 1234, 3, 5, FN(dev)(x, n), gy);
+	FN(cpu_nrt_dropout)(rank, full, slice, off, keep, 1234, 3, 5, x, y);
+	char name[96];
+	snprintf(name, sizeof name, "dropout %s keep %g", tag, keep);
+	FN(cmp)(name, gy, y, n, 0);
+	free_all();
+}
+
+static void FN(test_dropout)(void)
+{
+	int64_t f[] = {7, 33, 10}, s[] = {7, 11, 5}, o[] = {0, 11, 5}, z[] = {0, 0, 0};
+	FN(dropout_case)("slice [7,11,5] of [7,33,10]", 3, f, s, o, 0.7);
+	FN(dropout_case)("[7,33,10]", 3, f, f, z, 0.3);
+	int64_t g[] = {100003}, zo[] = {0};
+	FN(dropout_case)("[100003]", 1, g, g, zo, 0.9);
+	FN(dropout_case)("[7,33,10]", 3, f, f, z, 1.0);
+	FN(dropout_case)("[7,33,10]", 3, f, f, z, 0.0);
+}
+
+/* ---- optimizers -------------------------------------------------------------------------------------- */
+
+static void FN(test_optimizers)(void)
+{
+	static const int64_t ns[] = {1, 1001};
+	for (int k = 0; k < 2; k++) {
+		int64_t n = ns[k];
+		T *g = FN(hrand)(n, -1, 1), *p = FN(hrand)(n, -1, 1), *m = FN(hrand)(n, -0.1, 0.1);
+		T *v = FN(hrand)(n, 0, 0.01);
+		T *gg = FN(dev)(g, n);
+		char name[96];
+
+		T *pc = FN(hcopy)(p, n), *gp = FN(dev)(p, n);
+		FN(nrt_sgd)(n, 0.1, 0.01, gg, gp);
+		FN(cpu_nrt_sgd)(n, 0.1, 0.01, g, pc);
+		snprintf(name, sizeof name, "sgd n=%lld", (long long)n);
+		FN(cmp)(name, gp, pc, n, TOL);
+
+		for (int nest = 0; nest < 2; nest++) {
+			T *mc = FN(hcopy)(m, n), *gm = FN(dev)(m, n);
+			pc = FN(hcopy)(p, n);
+			gp = FN(dev)(p, n);
+			FN(nrt_momentum)(n, 0.1, 0.9, nest, 0.01, gg, gm, gp);
+			FN(cpu_nrt_momentum)(n, 0.1, 0.9, nest, 0.01, g, mc, pc);
+			snprintf(name, sizeof name, "momentum%s n=%lld (p)", nest ? " nesterov" : "", (long long)n);
+			FN(cmp)(name, gp, pc, n, TOL);
+			snprintf(name, sizeof name, "momentum%s n=%lld (m)", nest ? " nesterov" : "", (long long)n);
+			FN(cmp)(name, gm, mc, n, TOL);
+		}
+		for (int dec = 0; dec < 2; dec++) {
+			T *mc = FN(hcopy)(m, n), *vc = FN(hcopy)(v, n), *gm = FN(dev)(m, n), *gv = FN(dev)(v, n);
+			pc = FN(hcopy)(p, n);
+			gp = FN(dev)(p, n);
+			FN(nrt_adam)(n, 1e-3, 0.9, 0.999, 1e-8, 0.01, dec, 3, gg, gm, gv, gp);
+			FN(cpu_nrt_adam)(n, 1e-3, 0.9, 0.999, 1e-8, 0.01, dec, 3, g, mc, vc, pc);
+			const char *nm = dec ? "adam_weight_decay" : "adam";
+			snprintf(name, sizeof name, "%s n=%lld (p)", nm, (long long)n);
+			FN(cmp)(name, gp, pc, n, TOL);
+			snprintf(name, sizeof name, "%s n=%lld (m)", nm, (long long)n);
+			FN(cmp)(name, gm, mc, n, TOL);
+			snprintf(name, sizeof name, "%s n=%lld (v)", nm, (long long)n);
+			FN(cmp)(name, gv, vc, n, TOL);
+		}
+		/* LAMB: phase 1 adds to sq, which starts non-zero (other shards) */
+		T *mc = FN(hcopy)(m, n), *vc = FN(hcopy)(v, n), *gm = FN(dev)(m, n), *gv = FN(dev)(v, n);
+		T *upd = FN(hrand)(n, 0, 1), *gupd = FN(dev)(NULL, n);
+		double sq[2] = {0.5, 0.25};
+		double *gsq = up(sq, sizeof sq);
+		FN(nrt_lamb_phase1)(n, 0.9, 0.999, 1e-6, 0.01, 3, gg, gm, gv, FN(dev)(p, n), gupd, gsq);
+		FN(cpu_nrt_lamb_phase1)(n, 0.9, 0.999, 1e-6, 0.01, 3, g, mc, vc, p, upd, sq);
+		snprintf(name, sizeof name, "lamb_phase1 n=%lld (update)", (long long)n);
+		FN(cmp)(name, gupd, upd, n, TOL);
+		snprintf(name, sizeof name, "lamb_phase1 n=%lld (m)", (long long)n);
+		FN(cmp)(name, gm, mc, n, TOL);
+		snprintf(name, sizeof name, "lamb_phase1 n=%lld (v)", (long long)n);
+		FN(cmp)(name, gv, vc, n, TOL);
+		snprintf(name, sizeof name, "lamb_phase1 (%s) n=%lld (norms)", PREC, (long long)n);
+		compare_dd(name, gsq, sq, 2, TOL);
+		pc = FN(hcopy)(p, n);
+		gp = FN(dev)(p, n);
+		FN(nrt_lamb_phase2)(n, 1e-3, up(sq, sizeof sq), FN(dev)(upd, n), gp);
+		FN(cpu_nrt_lamb_phase2)(n, 1e-3, sq, upd, pc);
+		snprintf(name, sizeof name, "lamb_phase2 n=%lld", (long long)n);
+		FN(cmp)(name, gp, pc, n, TOL);
+		free_all();
+	}
+}
+
+static void FN(run_all)(void)
+{
+	FN(test_gemm)();
+	FN(test_binary)();
+	FN(test_unary)();
+	FN(test_softmax)();
+	FN(test_layer_norm)();
+	FN(test_batch_norm)();
+	FN(test_reduce)();
+	FN(test_transpose)();
+	FN(test_embedding)();
+	FN(test_concat_slice)();
+	FN(test_losses)();
+	FN(test_dropout)();
+	FN(test_optimizers)();
+}

@@ -1,0 +1,208 @@
+#!/bin/bash
+# The CUDA target's suite for a machine with a GPU (docs/cuda.md). Not part
+# of `make check` (which has no GPU); run it there as
+#   tests/gpu/run.sh            (after `make all build/tests/gpu/kernels_check`
+#                                here, and tests/gpu/carry_mpi.sh where the
+#                                machine lacks Open MPI and friends)
+#   (a) every CUDA kernel against its CPU kernel (build/tests/gpu/kernels_check)
+#   (b) every sample's CUDA stand-alone build against its CPU stand-alone
+#       build: 5 steps, f32, same seed: per-step losses within rel 1e-5
+#       (abs 1.1e-6: losses print with 6 decimals) and every tensor of the
+#       final checkpoint (parameters and optimizer state) within
+#       |x - y| <= 1e-6 + 1e-4 |y|, the equivalence suite's tolerances: the
+#       GPU adds in another order (cuBLAS, block reductions), which moves
+#       losses by ~1e-7 relative and parameters by < 1e-6 (the kernels'
+#       own f32 tolerance is 1e-5, tests/gpu/kernels_check.c); plus a CPU
+#       checkpoint resumed by the CUDA build (the same files)
+#   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
+#       the ranks share the GPU): data, semi-auto, auto, pipeline and
+#       optimizer parallel against the CUDA stand-alone build, same
+#       tolerances
+#   (d) the NCCL backend with one rank (a data-parallel build for one
+#       device: its collectives and bucket overlap go through NCCL)
+#   (e) compute-sanitizer --tool memcheck on a sample: no errors
+# One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
+# on any failure. KEEP=1 keeps the work directory.
+# SELFTEST=1 runs the same cases with --target cpu instead of cuda, without
+# a GPU (no (a), (e)): it checks this script and its references where there
+# is no GPU; the CPU runs must then agree among themselves.
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+export B
+NETC=$B/netc
+MPIRUN=tests/e2e/mpirun.sh
+TMO=${TMO:-300}
+SEED=7
+
+# ---- what the machine lacks: the Debian packages carried in .gpu-deps ----
+D=$PWD/.gpu-deps/root
+if [ -d "$D" ]; then
+	L=$D/usr/lib/x86_64-linux-gnu
+	export PATH=$D/usr/bin:$PATH
+	export LD_LIBRARY_PATH=$L:$L/openmpi/lib:$L/openblas-pthread:$L/graphviz${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export LIBRARY_PATH=$L/openmpi/lib:$L/openblas-pthread:$L${LIBRARY_PATH:+:$LIBRARY_PATH}
+	export OPAL_PREFIX=$D/usr OPAL_SYSCONFDIR=$D/etc/openmpi
+	# the network transports were left out of .gpu-deps: their plugins fail to load, quietly
+	export OMPI_MCA_mca_base_component_show_load_errors=0
+fi
+export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_policy=slot
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+export PATH=$PATH:$CUDA/bin
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+
+for f in "$NETC" "$B/lib/libnetrt_cuda.a" "$B/lib/libnetrt.a"; do
+	[ -e "$f" ] || { bad "missing $f: run 'make all' (with nvcc) first"; finish; }
+done
+command -v mpirun >/dev/null || { bad "no mpirun: run tests/gpu/carry_mpi.sh and carry .gpu-deps"; finish; }
+if [ -n "$SELFTEST" ]; then
+	echo "# SELFTEST: every --target cuda below builds for the CPU instead"
+elif ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+	bad "no GPU here (nvidia-smi -L fails): this suite needs one"
+	finish
+else
+	nvidia-smi -L | sed 's/^/# /'
+fi
+"$NETC" --version | sed 's/^/# /'
+
+work=$(mktemp -d /tmp/netc-gpu-XXXXXX) || exit 1
+[ -n "$KEEP" ] && echo "# work directory: $work" || trap 'rm -rf "$work"' EXIT
+. tests/e2e/tools.sh
+
+# build NAME MODEL ARGS...: netc build into $work/NAME (quietly)
+build() {
+	local name=$1 a args=()
+	shift
+	for a in "$@"; do
+		[ -n "$SELFTEST" ] && [ "$a" = cuda ] && a=cpu
+		args+=("$a")
+	done
+	timeout 120 "$NETC" build "${args[@]}" -o "$work/$name" >"$work/$name.build" 2>&1 ||
+		{ echo "     | $(grep -m1 -E 'error' "$work/$name.build")"; return 1; }
+}
+# run NAME NP [ENV=V...] -- ARGS: NAME's program on NP ranks, --log/--save as $work/NAME.{csv,st}
+run() {
+	local name=$1 np=$2 out=$3
+	shift 3
+	if [ "$np" -eq 1 ]; then
+		timeout $TMO "$work/$name" --seed $SEED --log "$work/$out.csv" --save "$work/$out.st" --quiet "$@" \
+			>"$work/$out.run" 2>&1
+	else
+		timeout $TMO $MPIRUN -np "$np" "$work/$name" --seed $SEED --log "$work/$out.csv" --save "$work/$out.st" \
+			--quiet "$@" >"$work/$out.run" 2>&1
+	fi || { echo "     | $(grep -m1 -E 'netrt|error' "$work/$out.run")"; return 1; }
+}
+# same CASE A B [losscompare options]: runs A and B agree (losses and checkpoints)
+same() {
+	local case_=$1 a=$2 r=$3 l p
+	shift 3
+	l=$($B/tools/losscompare "$work/$r.csv" "$work/$a.csv" --rtol 1e-5 --atol 1.1e-6 "$@" | tail -1)
+	p=$($B/tools/stcompare "$work/$a.st" "$work/$r.st" --rtol 1e-4 --atol 1e-6 --quiet | tail -1)
+	case "$l$p" in
+	*"0 failed"*"0 failed"*) ok "$case_ (${l#losscompare: }; ${p#stcompare: })" ;;
+	*) bad "$case_ ($l; $p)" ;;
+	esac
+}
+
+echo "== (a) CUDA kernels against the CPU kernels"
+if [ -n "$SELFTEST" ]; then
+	echo "# SELFTEST: skipped"
+elif [ ! -x "$B/tests/gpu/kernels_check" ] && command -v nvcc >/dev/null; then
+	make -s "$B/tests/gpu/kernels_check" >"$work/kc.build" 2>&1 || tail -3 "$work/kc.build"
+fi
+if [ -n "$SELFTEST" ]; then
+	:
+elif [ -x "$B/tests/gpu/kernels_check" ]; then
+	"$B/tests/gpu/kernels_check" >"$work/kc.out" 2>&1
+	rc=$?
+	grep -E '^ *FAIL' "$work/kc.out" | head -20
+	if [ $rc -eq 0 ]; then ok "kernels_check ($(tail -1 "$work/kc.out"))"; else bad "kernels_check (exit $rc: $(tail -1 "$work/kc.out"))"; fi
+else
+	bad "kernels_check not built (make build/tests/gpu/kernels_check)"
+fi
+
+echo "== (b) CUDA stand-alone == CPU stand-alone, every sample, 5 steps, f32"
+WD_OPT="train.optimizer=adam(lr = 1e-3, eps = 1e-6)" # see test_equivalence.sh: eps 1e-8 amplifies rounding
+for s in samples/*.net; do
+	n=$(basename "$s" .net)
+	extra=()
+	[ "$n" = wide_deep ] && extra=(-D "$WD_OPT")
+	if build "$n.cpu" "$s" -D parallel_mode=stand_alone "${extra[@]}" &&
+		build "$n.cuda" "$s" -D parallel_mode=stand_alone "${extra[@]}" --target cuda &&
+		run "$n.cpu" 1 "$n.cpu" --steps 5 && run "$n.cuda" 1 "$n.cuda" --steps 5; then
+		same "$n: CUDA == CPU" "$n.cuda" "$n.cpu"
+	else
+		bad "$n: CUDA == CPU (build or run failed)"
+	fi
+done
+# checkpoints are the same files: CPU 3 steps, then the CUDA build resumes for 2
+if [ -x "$work/mlp.cuda" ] && run mlp.cpu 1 mlp.cpu3 --steps 3 &&
+	run mlp.cuda 1 mlp.resumed --steps 2 --init "$work/mlp.cpu3.st"; then
+	same "mlp: CPU steps 1-3, CUDA resumes 4-5 == CPU 5 steps" mlp.resumed mlp.cpu --from 4 --to 5
+else
+	bad "mlp: CPU checkpoint resumed by CUDA (run failed)"
+fi
+if [ -x "$work/mlp.cuda" ] && NETC_TF32=1 run mlp.cuda 1 mlp.tf32 --steps 5; then
+	ok "mlp with NETC_TF32=1 runs ($(tail -1 "$work/mlp.tf32.csv"))"
+else
+	bad "mlp with NETC_TF32=1"
+fi
+
+echo "== (c) multi-rank CUDA (NETC_COMM=host, ranks share the GPU) == CUDA stand-alone"
+export NETC_COMM=host
+MODELS=tests/e2e/models P=tests/e2e/pipeline
+DP="-D parallel_mode=data_parallel -D gradients_mean=true"
+# mpar CASE REF NP MODEL ARGS...: builds for CUDA, runs on NP ranks, compares with REF
+mpar() {
+	local case_=$1 r=$2 np=$3 tag
+	shift 3
+	tag=$(echo "$case_" | tr -c 'A-Za-z0-9_.\n-' '_')
+	if build "$tag" "$@" --target cuda && run "$tag" "$np" "$tag" --steps 5; then
+		same "$case_" "$tag" "$r"
+	else
+		bad "$case_ (build or run failed)"
+	fi
+}
+build mlp_dp.ref $MODELS/mlp_dp.net -D parallel_mode=stand_alone --target cuda && run mlp_dp.ref 1 mlp_dp.ref --steps 5
+mpar "data parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP
+mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP -D enable_parallel_optimizer=true
+mpar "semi-auto mlp @4 (the sample as written)" mlp.cuda 4 samples/mlp.net
+mpar "auto parallel mlp @4" mlp.cuda 4 samples/mlp.net -D parallel_mode=auto_parallel
+mpar "semi-auto transformer @8" transformer.cuda 8 samples/transformer.net
+build deep.ref $P/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
+	-D grad_accumulation_step=1 --target cuda && run deep.ref 1 deep.ref --steps 5
+mpar "pipeline deep 2 stages 1F1B @4" deep.ref 4 $P/deep.net
+mpar "pipeline deep 4 stages @4" deep.ref 4 $P/deep.net -D pipeline_stages=4 -D train.micro_size=2
+unset NETC_COMM
+
+echo "== (d) NCCL backend, one rank"
+if build dp1 $MODELS/mlp_dp.net -D device_num=1 $DP --target cuda && run dp1 1 dp1 --steps 5 --comm-stats; then
+	same "data parallel mlp_dp @1 over NCCL == stand-alone" dp1 mlp_dp.ref
+else
+	bad "data parallel mlp_dp @1 over NCCL (build or run failed)"
+fi
+if [ -x "$work/dp1" ] && NETC_COMM=host run dp1 1 dp1.host --steps 5; then
+	same "the same on NETC_COMM=host == NCCL" dp1.host dp1
+fi
+
+echo "== (e) compute-sanitizer memcheck"
+SAN=$(command -v compute-sanitizer || echo "$CUDA/bin/compute-sanitizer")
+if [ -n "$SELFTEST" ]; then
+	echo "# SELFTEST: skipped"
+elif [ -x "$SAN" ] && [ -x "$work/mlp.cuda" ]; then
+	timeout $TMO "$SAN" --tool memcheck --error-exitcode 9 "$work/mlp.cuda" --steps 2 --quiet >"$work/san.out" 2>&1
+	rc=$?
+	summary=$(grep -m1 "ERROR SUMMARY" "$work/san.out")
+	if [ $rc -eq 0 ] && printf '%s' "$summary" | grep -q " 0 errors"; then
+		ok "memcheck mlp stand-alone, 2 steps ($summary)"
+	else
+		bad "memcheck mlp (exit $rc: ${summary:-no summary})"
+		grep -m5 -E "Invalid|ERROR" "$work/san.out" | sed 's/^/     | /'
+	fi
+else
+	bad "compute-sanitizer not found (or mlp.cuda not built)"
+fi
+finish
