@@ -195,7 +195,7 @@ static Agraph_t *build(const Graph *g)
 	set(root, "fontname", "Helvetica");
 	agattr(root, AGNODE, (char *)"fontname", (char *)"Helvetica");
 	agattr(root, AGNODE, (char *)"fontsize", (char *)"10");
-	Agnode_t **vnode = calloc((size_t)g->nvalues + 1, sizeof *vnode);
+	Agnode_t **vnode = xcalloc((size_t)g->nvalues + 1, sizeof *vnode);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE)

@@ -100,7 +100,7 @@ static bool set_pair(Machine *m, char *item, char *err, size_t errlen)
 
 bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
 {
-	char *copy = strdup(list), *save = NULL;
+	char *copy = xstrdup(list), *save = NULL;
 	bool ok = true;
 	for (char *it = strtok_r(copy, ",", &save); it && ok; it = strtok_r(NULL, ",", &save))
 		ok = set_pair(m, it, err, errlen);
