@@ -6,7 +6,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
@@ -613,9 +615,14 @@ enum { CKPT_FILE_MAX = 64 << 20 };
  * a regular file (a device, a FIFO, a directory), EFBIG past CKPT_FILE_MAX. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return NULL;
+	}
 	struct stat st;
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CKPT_FILE_MAX) {
 		int e = errno;
