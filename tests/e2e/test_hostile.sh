@@ -90,6 +90,12 @@ expect "strategy checkpoint a directory" 1 "cannot read strategy checkpoint '/tm
 	"$NETC" check samples/mlp.net -D 'strategy_ckpt_config = {load_file = "/tmp"}'
 expect "machine file /dev/zero" 1 "cannot read '/dev/zero': not a regular file" -- \
 	"$NETC" check samples/mlp.net --machine /dev/zero
+# a FIFO without a writer: refused at once (opening it used to wait forever)
+mkfifo "$work/fifo"
+expect "strategy checkpoint a FIFO" 1 "cannot read strategy checkpoint '$work/fifo': not a regular file" -- \
+	"$NETC" check samples/mlp.net -D "strategy_ckpt_config = {load_file = \"$work/fifo\"}"
+expect "machine file a FIFO" 1 "cannot read '$work/fifo': not a regular file" -- \
+	"$NETC" check samples/mlp.net --machine "$work/fifo"
 
 # --- linear cost -------------------------------------------------------------
 # linear NAME GEN: GEN N writes a model of size N; netc check of size N
