@@ -264,6 +264,11 @@ int main(int argc, char **argv)
 	rc = run(&c, &a);
 	if (rc == 0 && c.diag.nerrors)
 		rc = EXIT_USER;
+	if (c.diag.ninternal) {
+		fprintf(stderr, "netc: %d internal error%s: a bug in netc, not in the input; please report it "
+		        "with the input\n", c.diag.ninternal, c.diag.ninternal == 1 ? "" : "s");
+		rc = EXIT_INTERNAL;
+	}
 	compilation_free(&c);
 	return rc;
 }

@@ -68,6 +68,13 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
+	char head[128];
+	va_list aq;
+	va_copy(aq, ap);
+	vsnprintf(head, sizeof head, fmt, aq);
+	va_end(aq);
+	if (!strncmp(head, "internal", 8) || strstr(head, ": internal"))
+		d->ninternal++;
 	vreport(d, loc, "error", fmt, ap);
 	va_end(ap);
 	int max = d->max_errors > 0 ? d->max_errors : DEFAULT_MAX_ERRORS;

@@ -26,6 +26,8 @@ typedef struct Diag {
 	int nwarnings;
 	int max_errors;     /* stop after this many (0: default 20) */
 	bool stopped;       /* max_errors reached: callers should wind down */
+	int ninternal;      /* errors that are netc's own bugs: their message starts
+	                       with "internal" (after an "op: " prefix); exit status 2 */
 } Diag;
 
 void diag_init(Diag *d, FILE *out);

@@ -13,13 +13,41 @@ struct ArenaBlock {
 
 enum { BLOCK_MIN = 64 * 1024 };
 
-static void *xmalloc(size_t n)
+_Noreturn static void out_of_memory(size_t n)
 {
-	void *p = malloc(n);
-	if (!p) {
-		fprintf(stderr, "netc: out of memory (%zu bytes)\n", n);
-		exit(2);
-	}
+	fprintf(stderr, "netc: out of memory (%zu bytes)\n", n);
+	exit(2);
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		out_of_memory(n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		out_of_memory(n * size);
+	return p;
+}
+
+void *xrealloc(void *old, size_t n)
+{
+	void *p = realloc(old, n ? n : 1);
+	if (!p)
+		out_of_memory(n);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		out_of_memory(strlen(s) + 1);
 	return p;
 }
 

@@ -19,6 +19,13 @@ char *arena_printf(Arena *a, const char *fmt, ...)
 void *arena_grow(Arena *a, void *old, size_t oldn, size_t newn, size_t elem);
 void arena_free(Arena *a);
 
+/* malloc and friends for what lives outside an arena: they never return
+ * NULL (out of memory: a message and exit status 2). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *old, size_t n);
+char *xstrdup(const char *s);
+
 #define ARENA_NEW(a, T) ((T *)arena_alloc((a), sizeof(T)))
 #define ARENA_NEWN(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))
 

@@ -399,7 +399,7 @@ static Agraph_t *build(const Graph *g, const DotOptions *opt)
 	Fold fold = {0}, *f = opt && opt->fold ? &fold : NULL;
 	if (f)
 		fold_plan(f, g);
-	Agnode_t **vnode = calloc((size_t)g->nvalues + 1, sizeof *vnode);
+	Agnode_t **vnode = xcalloc((size_t)g->nvalues + 1, sizeof *vnode);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_NODE)

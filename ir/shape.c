@@ -722,7 +722,7 @@ bool infer_shapes(Graph *g, Diag *d)
 {
 	/* failed[v]: value v has no trustworthy shape; its consumers are
 	 * skipped so that one mistake gives one message. */
-	bool *failed = calloc((size_t)g->nvalues + 1, sizeof *failed);
+	bool *failed = xcalloc((size_t)g->nvalues + 1, sizeof *failed);
 	bool ok = true;
 	for (int i = 0; i < g->nnodes && !d->stopped; i++) {
 		Node *n = g->nodes[i];

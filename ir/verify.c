@@ -113,7 +113,7 @@ static void check_shape(Ver *vr, const Value *v)
 bool ir_verify(const Graph *g, Diag *d, const char *after_pass)
 {
 	Ver vr = {g, d, after_pass ? after_pass : "?", true, NULL};
-	vr.defined = calloc((size_t)g->nvalues + 1, sizeof *vr.defined);
+	vr.defined = xcalloc((size_t)g->nvalues + 1, sizeof *vr.defined);
 	check_values(&vr);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../ir/layout.h"
 #include "redistribute.h"
@@ -100,7 +102,7 @@ static bool set_pair(Machine *m, char *item, char *err, size_t errlen)
 
 bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
 {
-	char *copy = strdup(list), *save = NULL;
+	char *copy = xstrdup(list), *save = NULL;
 	bool ok = true;
 	for (char *it = strtok_r(copy, ",", &save); it && ok; it = strtok_r(NULL, ",", &save))
 		ok = set_pair(m, it, err, errlen);
@@ -110,9 +112,13 @@ bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
 
 bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
 	if (!f) {
 		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return false;
 	}
 	/* a machine file is a few lines: refuse devices (/dev/zero would be

@@ -88,6 +88,11 @@ bool compile_front(Compilation *c, const char *path, const char *const *defines,
 
 bool compile_passes(Compilation *c, Stage upto)
 {
+	/* tests: exit status 2 and its message for netc's own errors */
+	if (c->fault && strcmp(c->fault, "internal-error") == 0) {
+		diag_error(&c->diag, loc_none(), "internal: injected by --inject-fault=internal-error");
+		return false;
+	}
 	for (int i = 0; i < NPASSES; i++) {
 		const Pass *p = &passes[i];
 		if (p->stage > upto || (p->training_only && c->infer))

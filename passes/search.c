@@ -784,9 +784,9 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	Factor *a = &D->f[f1], *b = &D->f[f2];
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
-	double *M = malloc(sizeof(double) * (size_t)nu * nw);
+	double *M = xmalloc(sizeof(double) * (size_t)nu * nw);
 	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
-	double *left = malloc(sizeof(double) * (size_t)nv);
+	double *left = xmalloc(sizeof(double) * (size_t)nv);
 	for (int cu = 0; cu < nu; cu++) {
 		for (int cv = 0; cv < nv; cv++)
 			left[cv] = D->cost[v][cv] + fM(a, v, cv, cu);
@@ -875,13 +875,13 @@ static void dp_once(Search *s, double lambda, int *choice)
 			continue;
 		}
 		int nu = D.nc[e->u], nvv = D.nc[e->v];
-		double *M = malloc(sizeof(double) * (size_t)nu * nvv);
+		double *M = xmalloc(sizeof(double) * (size_t)nu * nvv);
 		for (int i = 0; i < nu; i++)
 			for (int j = 0; j < nvv; j++)
 				M[i * nvv + j] = search_edge_cost(s, ei, i, j);
 		add_factor(&D, e->u, e->v, M);
 	}
-	int *stack = malloc(sizeof(int) * (size_t)(nv + 1) * 4);
+	int *stack = xmalloc(sizeof(int) * (size_t)(nv + 1) * 4);
 	int sp = 0, capst = (nv + 1) * 4;
 	for (int v = nv - 1; v >= 0; v--)
 		stack[sp++] = v;
@@ -903,7 +903,7 @@ static void dp_once(Search *s, double lambda, int *choice)
 				remaining--;
 				if (sp + 2 >= capst) {
 					capst *= 2;
-					stack = realloc(stack, sizeof(int) * (size_t)capst);
+					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
 				}
 				stack[sp++] = n1;
 				if (n2 >= 0)
@@ -939,7 +939,7 @@ static void dp_once(Search *s, double lambda, int *choice)
 				int o = D.f[fs[k]].a == stuck ? D.f[fs[k]].b : D.f[fs[k]].a;
 				if (sp + 1 >= capst) {
 					capst *= 2;
-					stack = realloc(stack, sizeof(int) * (size_t)capst);
+					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
 				}
 				stack[sp++] = o;
 			}

@@ -6,7 +6,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
@@ -245,18 +247,18 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	PbMap m = MINDSPORE__STRASPB__PARALLEL_STRATEGY_MAP__INIT;
 	m.current_stage = k->current_stage;
 	m.n_parallel_strategy_item = (size_t)k->nitems;
-	m.parallel_strategy_item = calloc((size_t)k->nitems + 1, sizeof(void *));
-	Mindspore__Straspb__ParallelStrategyItem *items = calloc((size_t)k->nitems + 1, sizeof *items);
-	Mindspore__Straspb__ParallelStrategys *strs = calloc((size_t)k->nitems + 1, sizeof *strs);
+	m.parallel_strategy_item = xcalloc((size_t)k->nitems + 1, sizeof(void *));
+	Mindspore__Straspb__ParallelStrategyItem *items = xcalloc((size_t)k->nitems + 1, sizeof *items);
+	Mindspore__Straspb__ParallelStrategys *strs = xcalloc((size_t)k->nitems + 1, sizeof *strs);
 	size_t nst = 0;
 	for (int i = 0; i < k->nitems; i++)
 		nst += (size_t)k->items[i].n;
-	Mindspore__Straspb__ParallelStrategy *st = calloc(nst + 1, sizeof *st);
-	Mindspore__Straspb__ParallelStrategy **stp = calloc(nst + 1, sizeof *stp);
-	Mindspore__Straspb__ParallelStrategy *ost = calloc((size_t)k->nitems + 1, sizeof *ost);
-	Mindspore__Straspb__ParallelStrategy **ostp = calloc((size_t)k->nitems + 1, sizeof *ostp);
-	uint32_t *odims = calloc((size_t)k->nitems * MAX_RANK + 1, sizeof *odims);
-	uint32_t *dims = calloc(nst * MAX_RANK + 1, sizeof *dims);
+	Mindspore__Straspb__ParallelStrategy *st = xcalloc(nst + 1, sizeof *st);
+	Mindspore__Straspb__ParallelStrategy **stp = xcalloc(nst + 1, sizeof *stp);
+	Mindspore__Straspb__ParallelStrategy *ost = xcalloc((size_t)k->nitems + 1, sizeof *ost);
+	Mindspore__Straspb__ParallelStrategy **ostp = xcalloc((size_t)k->nitems + 1, sizeof *ostp);
+	uint32_t *odims = xcalloc((size_t)k->nitems * MAX_RANK + 1, sizeof *odims);
+	uint32_t *dims = xcalloc(nst * MAX_RANK + 1, sizeof *dims);
 	size_t si = 0;
 	for (int i = 0; i < k->nitems; i++) {
 		const CkItem *it = &k->items[i];
@@ -289,15 +291,15 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	}
 	int nl = k->nlayouts;
 	m.n_parallel_layout_item = (size_t)nl;
-	m.parallel_layout_item = calloc((size_t)nl + 1, sizeof(void *));
-	Mindspore__Straspb__ParallelLayoutItem *li = calloc((size_t)nl + 1, sizeof *li);
-	Mindspore__Straspb__ParallelLayouts *ls = calloc((size_t)nl + 1, sizeof *ls);
-	Mindspore__Straspb__DevMatrix *dm = calloc((size_t)nl + 1, sizeof *dm), **dmp = calloc((size_t)nl + 1, sizeof *dmp);
-	Mindspore__Straspb__TensorMap *tm = calloc((size_t)nl + 1, sizeof *tm), **tmp = calloc((size_t)nl + 1, sizeof *tmp);
-	Mindspore__Straspb__ParamSplitShape *ps = calloc((size_t)nl + 1, sizeof *ps), **psp = calloc((size_t)nl + 1, sizeof *psp);
-	Mindspore__Straspb__IndicesOffset *io = calloc((size_t)nl + 1, sizeof *io), **iop = calloc((size_t)nl + 1, sizeof *iop);
-	uint32_t *dv = calloc((size_t)nl * MAX_RANK + 1, sizeof *dv);
-	int32_t *mv = calloc((size_t)nl * MAX_RANK + 1, sizeof *mv);
+	m.parallel_layout_item = xcalloc((size_t)nl + 1, sizeof(void *));
+	Mindspore__Straspb__ParallelLayoutItem *li = xcalloc((size_t)nl + 1, sizeof *li);
+	Mindspore__Straspb__ParallelLayouts *ls = xcalloc((size_t)nl + 1, sizeof *ls);
+	Mindspore__Straspb__DevMatrix *dm = xcalloc((size_t)nl + 1, sizeof *dm), **dmp = xcalloc((size_t)nl + 1, sizeof *dmp);
+	Mindspore__Straspb__TensorMap *tm = xcalloc((size_t)nl + 1, sizeof *tm), **tmp = xcalloc((size_t)nl + 1, sizeof *tmp);
+	Mindspore__Straspb__ParamSplitShape *ps = xcalloc((size_t)nl + 1, sizeof *ps), **psp = xcalloc((size_t)nl + 1, sizeof *psp);
+	Mindspore__Straspb__IndicesOffset *io = xcalloc((size_t)nl + 1, sizeof *io), **iop = xcalloc((size_t)nl + 1, sizeof *iop);
+	uint32_t *dv = xcalloc((size_t)nl * MAX_RANK + 1, sizeof *dv);
+	int32_t *mv = xcalloc((size_t)nl * MAX_RANK + 1, sizeof *mv);
 	for (int i = 0; i < nl; i++) {
 		const CkLayout *l = &k->layouts[i];
 		mindspore__straspb__parallel_layout_item__init(&li[i]);
@@ -327,7 +329,7 @@ static bool write_proto(const Ckpt *k, FILE *f)
 		m.parallel_layout_item[i] = &li[i];
 	}
 	size_t len = mindspore__straspb__parallel_strategy_map__get_packed_size(&m);
-	uint8_t *buf = malloc(len + 1);
+	uint8_t *buf = xmalloc(len + 1);
 	mindspore__straspb__parallel_strategy_map__pack(&m, buf);
 	bool ok = fwrite(buf, 1, len, f) == len;
 	free(buf);
@@ -705,9 +707,14 @@ enum { CKPT_FILE_MAX = 64 << 20 };
  * a regular file (a device, a FIFO, a directory), EFBIG past CKPT_FILE_MAX. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return NULL;
+	}
 	struct stat st;
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CKPT_FILE_MAX) {
 		int e = errno;
@@ -722,20 +729,16 @@ static char *slurp(const char *path, size_t *len)
 		return NULL;
 	}
 	size_t cap = (size_t)st.st_size + 1, n = 0;
-	char *buf = malloc(cap);
+	char *buf = xmalloc(cap);
 	size_t got;
 	/* the size is read up front, but the file may grow meanwhile */
-	while (buf && n < CKPT_FILE_MAX + 1 && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+	while (n <= CKPT_FILE_MAX && (got = fread(buf + n, 1, cap - n, f)) > 0) {
 		n += got;
-		if (n == cap) {
-			char *nb = realloc(buf, cap *= 2);
-			if (!nb)
-				free(buf);
-			buf = nb;
-		}
+		if (n == cap)
+			buf = xrealloc(buf, cap *= 2);
 	}
-	bool bad = !buf || ferror(f) || n > CKPT_FILE_MAX;
-	int e = !buf ? ENOMEM : n > CKPT_FILE_MAX ? EFBIG : errno;
+	bool bad = ferror(f) || n > CKPT_FILE_MAX;
+	int e = n > CKPT_FILE_MAX ? EFBIG : errno;
 	fclose(f);
 	if (bad) {
 		free(buf);
@@ -870,8 +873,8 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 		for (int k = 0; k < gr->ndev; k++)
 			if (gr->axes >> k & 1u)
 				len += snprintf(name + len, sizeof name - (size_t)len, "%d", gr->ndev - 1 - k);
-		bool *seen = calloc((size_t)total, 1);
-		uint32_t *ranks = calloc((size_t)size, sizeof *ranks);
+		bool *seen = xcalloc((size_t)total, 1);
+		uint32_t *ranks = xcalloc((size_t)size, sizeof *ranks);
 		int part = 0;
 		for (int64_t r = 0; r < total; r++) {
 			if (seen[r])

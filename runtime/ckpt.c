@@ -200,7 +200,8 @@ static void writer_open(Writer *w, const char *path)
 	 * now must still be a file that a rename may replace */
 	struct stat st;
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-		nrt_fatal("checkpoint %s: not a regular file; refusing to replace it", path);
+		nrt_fatal("checkpoint %s: %s; refusing to replace it", path,
+		          S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
 	if (asprintf(&w->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
 		nrt_fatal("out of memory");
 	/* exclusive: never through a file or link that was already there */

@@ -242,9 +242,14 @@ static void *watch_main(void *arg)
 
 void nrt_watchdog_start(const NrtOptions *opt)
 {
-	watch_limit = opt->watchdog;
-	if (watch_limit <= 0 || nrt_rt.size <= 1 || watch_running)
+	if (opt->watchdog <= 0 || nrt_rt.size <= 1)
 		return;
+	if (watch_running) {
+		/* a second nrt_init in one process: the thread and its limit stay */
+		atomic_store(&watch_on, true);
+		return;
+	}
+	watch_limit = opt->watchdog;
 	int rc = pthread_create(&watch_thread, NULL, watch_main, NULL);
 	if (rc != 0)
 		nrt_fatal("watchdog: cannot start its thread: %s", strerror(rc));

@@ -160,6 +160,12 @@ static bool parse_dict(const char *path, const char *text, size_t len, NrtNpy *h
 	if (!have_descr || !have_order || !have_shape)
 		return fail(err, errlen, "%s: bad header: missing '%s'", path,
 		            !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+	/* element and byte counts must not wrap (a wrapped size would pass
+	 * the size check and be read past the end of the file) */
+	int64_t n = 1;
+	for (int k = 0; k < h->rank; k++)
+		if (__builtin_mul_overflow(n, h->shape[k], &n) || n > (INT64_C(1) << 48))
+			return fail(err, errlen, "%s: bad header: shape with more than 2^48 elements", path);
 	return true;
 }
 

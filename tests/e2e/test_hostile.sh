@@ -82,6 +82,10 @@ expect "a file of 20k comment lines" 1 'error' -- "$SAN" check "$work/comments_o
 expect "wide_deep with device_num = 3: errors, no crash" 1 'embedding: invalid strategy' -- \
 	"$SAN" build samples/wide_deep.net -D device_num=3 -o "$work/wd"
 
+# netc's own errors exit 2 and say so (exit 1 is for errors in the input)
+expect "an internal error: exit 2, said to be netc's bug" 2 "internal error: a bug in netc" -- \
+	"$NETC" check samples/mlp.net --inject-fault=internal-error
+
 # --- unbounded reads ---------------------------------------------------------
 expect "netc check /dev/zero" 1 "cannot read '/dev/zero': File too large" -- "$NETC" check /dev/zero
 expect "strategy checkpoint /dev/zero" 1 "cannot read strategy checkpoint '/dev/zero': not a regular file" -- \
@@ -90,6 +94,12 @@ expect "strategy checkpoint a directory" 1 "cannot read strategy checkpoint '/tm
 	"$NETC" check samples/mlp.net -D 'strategy_ckpt_config = {load_file = "/tmp"}'
 expect "machine file /dev/zero" 1 "cannot read '/dev/zero': not a regular file" -- \
 	"$NETC" check samples/mlp.net --machine /dev/zero
+# a FIFO without a writer: refused at once (opening it used to wait forever)
+mkfifo "$work/fifo"
+expect "strategy checkpoint a FIFO" 1 "cannot read strategy checkpoint '$work/fifo': not a regular file" -- \
+	"$NETC" check samples/mlp.net -D "strategy_ckpt_config = {load_file = \"$work/fifo\"}"
+expect "machine file a FIFO" 1 "cannot read '$work/fifo': not a regular file" -- \
+	"$NETC" check samples/mlp.net --machine "$work/fifo"
 
 # --- linear cost -------------------------------------------------------------
 # linear NAME GEN: GEN N writes a model of size N; netc check of size N
