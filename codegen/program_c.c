@@ -175,9 +175,8 @@ static bool bucket_async(const Bucket *b) { return b->kind != RS_ALLGATHER && !b
  * the gradients as the update phase receives them from the backward pass
  * (or from a fused bucket) are checked on every rank; on overflow anywhere
  * the whole update is skipped (every rank returns: the collectives it
- * would run are skipped on all of them). A sum that overflows in a
- * reduction the update phase itself runs is not seen here; it reaches the
- * parameters and the loss, and the NaN-loss check stops the run. */
+ * would run are skipped on all of them). A sum or cast the update phase
+ * itself still runs is covered by the bound each value is checked against. */
 static void emit_overflow_check(Emit *e)
 {
 	Graph *g = e->g;
