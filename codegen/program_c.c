@@ -726,6 +726,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		return false;
 	}
 	e.loss_scale = g->train.loss_scale_kind != LS_NONE && !o->gradcheck && !c->infer && g->loss;
+	if (g->train.loss_scale_kind != LS_NONE && !e.loss_scale)
+		diag_warning(&c->diag, g->train.loss_scale_loc, "loss_scale has no effect in a %s program",
+		             o->gradcheck ? "--gradcheck" : c->infer ? "forward-only (--infer)" : "loss-less");
 	if (e.loss_scale && (g->nstages > 1 || g->nmicro > 1)) {
 		diag_error(&c->diag, g->train.loss_scale_loc,
 		           "loss_scale is not supported with pipeline stages or micro_size > 1 yet");
