@@ -28,6 +28,7 @@ typedef struct Emit {
 	int nroutines, caproutines;
 	int routine_calls;     /* redistributions routed through a shared routine */
 	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
+	bool loss_scale;       /* train { loss_scale }: scaled loss gradient, checked and unscaled gradients */
 } Emit;
 
 /* A communicator for the groups of `axes` of l's device matrix. */

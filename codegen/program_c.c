@@ -1,6 +1,7 @@
 /* The skeleton of a generated C program: buffers, the three phase
  * functions, parameter and data descriptions, and main(). */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -171,6 +172,65 @@ static void emit_bucket_start(Emit *e, int k)
  * update waits for them; hand-written and all-gather buckets complete at once. */
 static bool bucket_async(const Bucket *b) { return b->kind != RS_ALLGATHER && !b->user; }
 
+/* Loss scaling: at the start of the update, once the fused buckets are in,
+ * the gradients as the update phase receives them from the backward pass
+ * (or from a fused bucket) are checked on every rank; on overflow anywhere
+ * the whole update is skipped (every rank returns: the collectives it
+ * would run are skipped on all of them). A sum or cast the update phase
+ * itself still runs is covered by the bound each value is checked against. */
+static void emit_overflow_check(Emit *e)
+{
+	Graph *g = e->g;
+	const FusionPlan *fp = e->c->fusion;
+	FILE *out = e->out;
+	fputs("\t{ /* loss scaling: skip the update if a gradient overflowed */\n\t\tbool overflow_ = false;\n", out);
+	/* what the update phase computes each gradient from: walk back over
+	 * its nodes (casts, redistributions, the gradients_mean scale) to
+	 * values made before it, which are ready and still live here */
+	/* The bound: the largest value of the narrowest type on the way
+	 * (an f16 sum or cast), divided by the world size when a reduction
+	 * still follows (each of at most that many terms below it, their sum
+	 * cannot overflow). Conservative: a step may be skipped whose sum
+	 * would just have fitted; the dynamic scale settles that much lower. */
+	bool *seen = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
+	typedef struct Walk {
+		const Value *v;
+		double max;             /* largest finite value of the narrowest type so far */
+		bool reduced;           /* a redistribution follows */
+	} Walk;
+	Walk *stack = ARENA_NEWN(&e->c->arena, Walk, g->nvalues + 1);
+	double world = (double)(g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *u = g->nodes[i];
+		if (u->phase != PH_UPDATE || !(op_info[u->op].flags & OPF_UPDATE))
+			continue;
+		int top = 0;
+		stack[top++] = (Walk){u->in[1], DBL_MAX, false};
+		while (top > 0) {
+			Walk w = stack[--top];
+			const Value *v = w.v;
+			double max = v->dtype == DT_F16                              ? 65504.0
+			             : v->dtype == DT_BF16 || (v->dtype == DT_F32 && !e->o->f64) ? FLT_MAX
+			                                                                          : DBL_MAX;
+			w.max = max < w.max ? max : w.max;
+			if (seen[v->id])
+				continue;
+			seen[v->id] = true;
+			int64_t off;
+			if (v->def && v->def->phase == PH_UPDATE && !fusion_bucket_of(fp, v->def, &off)) {
+				for (int j = 0; j < v->def->nin && top < g->nvalues; j++)
+					stack[top++] = (Walk){v->def->in[j], w.max, w.reduced || v->def->op == OP_REDISTRIBUTE};
+				continue;
+			}
+			if (v->kind == VK_PARAM || v->kind == VK_STATE || v->kind == VK_CONST || !dtype_is_float(v->dtype))
+				continue;
+			fprintf(out, "\t\toverflow_ |= !nrt_all_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
+			        nrt_dtype_of(v->dtype), B(e, v), lnumel(v), w.reduced ? w.max / world : w.max, v->name);
+		}
+	}
+	fputs("\t\tif (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, step))\n\t\t\treturn;\n\t}\n", out);
+}
+
 /* One phase of an unscheduled program (fusion plans exist only there). */
 static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
@@ -183,11 +243,16 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
 		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
+	if (ph == PH_UPDATE && e->loss_scale)
+		emit_overflow_check(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
 		if (n->phase != ph)
 			continue;
+		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
+			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
+			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
 		if (!fusion_bucket_of(fp, n, &off))
 			emit_c_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
@@ -559,17 +624,37 @@ static void emit_info(Emit *e)
 	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e));
 }
 
+/* The scaled seed of the backward pass: the constant loss gradient (1, or
+ * 1/r for a repeated loss) times the scale. */
+static void emit_loss_scale_fn(Emit *e)
+{
+	Graph *g = e->g;
+	fputs("static void scale_loss_gradient(void)\n{\n", e->out);
+	for (int i = 0; i < g->nvalues; i++) {
+		const Value *v = g->values[i];
+		if (v->kind == VK_CONST && strcmp(v->name, "dloss") == 0)
+			fprintf(e->out, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n\t\t%s[i] = (real)(%.17g * loss_scale.scale);\n",
+			        lnumel(v), B(e, v), v->cst.value);
+	}
+	fputs("}\n\n", e->out);
+}
+
 /* One step of the plain (unscheduled) program. */
 static void emit_step(Emit *e)
 {
-	fputs("static NrtData *data;\n\n"
-	      "static double train_step(int64_t s)\n{\n"
+	fputs("static NrtData *data;\n\n", e->out);
+	if (e->loss_scale)
+		emit_loss_scale_fn(e);
+	fputs("static double train_step(int64_t s)\n{\n"
 	      "\tnrt_data_next(data, inputs, NINPUTS, s);\n"
 	      "\tstep = opt_step = s + 1;\n"
 	      "\tdouble tf_ = nrt_trace_now();\n"
 	      "\tdouble loss = forward();\n"
-	      "\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n"
-	      "\tdouble tb_ = nrt_trace_now();\n"
+	      "\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n",
+	      e->out);
+	if (e->loss_scale)
+		fputs("\tscale_loss_gradient();\n", e->out);
+	fputs("\tdouble tb_ = nrt_trace_now();\n"
 	      "\tbackward();\n"
 	      "\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
 	      "\tdouble tu_ = nrt_trace_now();\n"
@@ -611,8 +696,11 @@ static void emit_main(Emit *e)
 	      "\t\tdouble loss = train_step(s);\n"
 	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
 	      "\t}\n"
-	      "\tnrt_log_close(log);\n"
-	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
+	      "\tnrt_log_close(log);\n",
+	      out);
+	if (e->loss_scale)
+		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
+	fputs("\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 	      out);
 }
@@ -647,6 +735,32 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	if (!e.out || !e.decls || !e.setup) {
 		diag_error(&c->diag, loc_none(), "out of memory");
 		return false;
+	}
+	e.loss_scale = g->train.loss_scale_kind != LS_NONE && !o->gradcheck && !c->infer && g->loss;
+	if (g->train.loss_scale_kind != LS_NONE && !e.loss_scale)
+		diag_warning(&c->diag, g->train.loss_scale_loc, "loss_scale has no effect in a %s program",
+		             o->gradcheck ? "--gradcheck" : c->infer ? "forward-only (--infer)" : "loss-less");
+	if (e.loss_scale && (g->nstages > 1 || g->nmicro > 1)) {
+		diag_error(&c->diag, g->train.loss_scale_loc,
+		           "loss_scale is not supported with pipeline stages or micro_size > 1 yet");
+		return false;
+	}
+	for (int i = 0; e.loss_scale && i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if ((op_info[n->op].flags & OPF_UPDATE) && (n->in[1]->dtype == DT_F16 || n->in[1]->dtype == DT_BF16)) {
+			diag_error(&c->diag, g->train.loss_scale_loc, "loss_scale: the gradient of '%s' reaches its update "
+			                                              "in %s, which cannot be unscaled in place",
+			           n->in[0]->name, dtype_name(n->in[1]->dtype));
+			return false;
+		}
+	}
+	if (e.loss_scale) { /* file scope, before the phases that read it */
+		const TrainConfig *t = &g->train;
+		bool dyn = t->loss_scale_kind == LS_DYNAMIC;
+		fprintf(e.decls, "static NrtLossScale loss_scale = {.scale = %.17g, .factor = %.17g, .window = %" PRId64
+		                 ", .dynamic = %s};\n",
+		        t->loss_scale, dyn ? t->loss_scale_factor : 1.0, dyn ? t->loss_scale_window : INT64_MAX,
+		        dyn ? "true" : "false");
 	}
 	if (g->nstages > 1 || g->nmicro > 1) {
 		if (o->gradcheck) {

@@ -430,7 +430,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, Pars
 			           P->open_ch[open], want, l->first_line);
 			diag_note(P->d, L(*l), "found %s here", found);
 		}
-	} else if (!closer && (tok == YYSYMBOL_39_ || tok == YYSYMBOL_37_ || tok == YYSYMBOL_34_)) {
+	} else if (!closer && (!strcmp(yysymbol_name(tok), "')'") || !strcmp(yysymbol_name(tok), "']'") ||
+	                       !strcmp(yysymbol_name(tok), "'}'"))) {
 		diag_error(P->d, L(*l), "%s closes no open bracket", found);
 	} else if (want[0]) {
 		diag_error(P->d, L(*l), "expected %s, found %s", want, found);

@@ -8,6 +8,7 @@
  * because a later key (or a -D override) may still change the picture. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "arena.h"
@@ -1008,12 +1009,85 @@ static bool set_loss(Cx *cx, TrainConfig *tc, const CfgValue *v)
 	return true;
 }
 
+/* loss_scale = none | NUMBER | fixed(loss_scale = 128) |
+ * dynamic(init_loss_scale = 2^24, scale_factor = 2, scale_window = 2000):
+ * MindSpore's FixedLossScaleManager (drop_overflow_update = True) and
+ * DynamicLossScaleManager, with their defaults. */
+static bool set_loss_scale(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	static const char *const fixed_args[] = {"loss_scale"};
+	static const char *const dyn_args[] = {"init_loss_scale", "scale_factor", "scale_window"};
+	tc->loss_scale_loc = v->loc;
+	if (v->kind == CV_INT || v->kind == CV_FLOAT) {
+		double x = 0;
+		if (!get_number(cx, "loss_scale", v, &x))
+			return false;
+		if (!(x >= 1) || !isfinite(x)) {
+			diag_error(cx->d, v->loc, "loss_scale must be a number >= 1, got %g", x);
+			return false;
+		}
+		tc->loss_scale_kind = x == 1 ? LS_NONE : LS_FIXED;
+		tc->loss_scale = x;
+		return true;
+	}
+	if (v->kind != CV_IDENT && v->kind != CV_STRING && v->kind != CV_CALL)
+		return type_error(cx, "loss_scale", v, "none, a number, fixed(...) or dynamic(...)");
+	bool dyn = !strcmp(v->s, "dynamic");
+	if (!strcmp(v->s, "none") && v->kind != CV_CALL) {
+		tc->loss_scale_kind = LS_NONE;
+		return true;
+	}
+	if (!dyn && strcmp(v->s, "fixed") != 0) {
+		diag_error(cx->d, v->loc, "unknown loss_scale '%s'; use none, a number, fixed(loss_scale = 128) or "
+		                          "dynamic(init_loss_scale, scale_factor, scale_window)", v->s);
+		return false;
+	}
+	tc->loss_scale_kind = dyn ? LS_DYNAMIC : LS_FIXED;
+	tc->loss_scale = dyn ? 16777216.0 : 128.0;
+	tc->loss_scale_factor = 2;
+	tc->loss_scale_window = 2000;
+	const char *const *args = dyn ? dyn_args : fixed_args;
+	int nargs = dyn ? NELEM(dyn_args) : NELEM(fixed_args);
+	for (int i = 0; v->kind == CV_CALL && i < v->n; i++) {
+		const char *name = v->keys ? v->keys[i] : NULL;
+		Loc at = name ? v->key_locs[i] : v->items[i]->loc;
+		char buf[128];
+		if (!name && i >= nargs) {
+			diag_error(cx->d, at, "%s takes at most %d arguments (%s)", v->s, nargs, join(args, nargs, buf, sizeof buf));
+			return false;
+		}
+		name = name ? name : args[i];
+		const CfgValue *x = v->items[i];
+		double d = 0;
+		if (!strcmp(name, "scale_window")) {
+			if (!get_int(cx, "scale_window", x, 1, INT64_MAX, &tc->loss_scale_window))
+				return false;
+		} else if (!strcmp(name, args[0]) || (dyn && !strcmp(name, "scale_factor"))) {
+			if (!get_number(cx, name, x, &d))
+				return false;
+			bool factor = !strcmp(name, "scale_factor");
+			if (!(factor ? d > 1 : d >= 1) || !isfinite(d)) {
+				diag_error(cx->d, x->loc, "%s must be %s, got %g", name, factor ? "> 1" : ">= 1", d);
+				return false;
+			}
+			*(factor ? &tc->loss_scale_factor : &tc->loss_scale) = d;
+		} else {
+			diag_error(cx->d, at, "%s has no argument '%s'; valid arguments are: %s", v->s, name,
+			           join(args, nargs, buf, sizeof buf));
+			suggest(cx->d, at, name, args, nargs);
+			return false;
+		}
+	}
+	return true;
+}
+
 static const struct {
 	const char *name;
 	bool (*set)(Cx *, TrainConfig *, const CfgValue *);
 } train_keys[] = {
 	{"optimizer", set_optimizer}, {"lr", set_train_lr},         {"steps", set_steps},
 	{"batch_size", set_batch_size}, {"micro_size", set_micro_size}, {"loss", set_loss},
+	{"loss_scale", set_loss_scale},
 };
 
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key, Loc key_loc,

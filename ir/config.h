@@ -131,6 +131,8 @@ typedef struct ParallelConfig {
 
 typedef enum OptimizerKind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_LAMB } OptimizerKind;
 
+typedef enum LossScaleKind { LS_NONE, LS_FIXED, LS_DYNAMIC } LossScaleKind;
+
 typedef struct TrainConfig {
 	bool present;           /* a train block was given */
 	OptimizerKind optimizer;/* default sgd */
@@ -145,6 +147,14 @@ typedef struct TrainConfig {
 	int64_t micro_size;     /* PipelineCell micro_size, default 1 */
 	const char *loss;       /* name of the loss value */
 	Loc loss_loc;
+	/* loss scaling, as MindSpore's LossScaleManager: the loss gradient is
+	 * multiplied by the scale, gradients divided by it before the update,
+	 * and a step whose gradients overflow (Inf/NaN on any rank) is skipped */
+	LossScaleKind loss_scale_kind; /* default LS_NONE */
+	double loss_scale;      /* fixed(loss_scale) 128; dynamic(init_loss_scale) 2^24 */
+	double loss_scale_factor; /* dynamic(scale_factor) 2: divide on overflow, multiply after a window */
+	int64_t loss_scale_window; /* dynamic(scale_window) 2000 good steps */
+	Loc loss_scale_loc;
 	Loc loc;
 } TrainConfig;
 

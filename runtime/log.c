@@ -122,3 +122,68 @@ void nrt_log_close(NrtLog *l)
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
 	free(l);
 }
+
+/* ---- loss scaling ------------------------------------------------------------ */
+
+bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
+{
+	/* written !(|x| <= bound) so that NaN fails too */
+	switch (t) {
+	case NRT_F32:
+		for (int64_t i = 0; i < n; i++)
+			if (!(fabsf(((const float *)x)[i]) <= bound))
+				return false;
+		return true;
+	case NRT_F64:
+		for (int64_t i = 0; i < n; i++)
+			if (!(fabs(((const double *)x)[i]) <= bound))
+				return false;
+		return true;
+	case NRT_F16:
+	case NRT_BF16:
+		for (int64_t i = 0; i < n; i++)
+			if (!(fabs(nrt_load_double(t, x, i)) <= bound))
+				return false;
+		return true;
+	default:
+		return true; /* integers: no gradients */
+	}
+}
+
+bool nrt_loss_scale_step(NrtLossScale *ls, NrtComm *world, bool overflow, int64_t step)
+{
+	int32_t any = overflow;
+	nrt_allreduce(world, NRT_I32, NRT_MAX, &any, 1); /* every rank skips, or none */
+	ls->steps++;
+	if (!any) {
+		if (ls->dynamic && ++ls->good >= ls->window) {
+			ls->scale *= ls->factor;
+			ls->good = 0;
+		}
+		return false;
+	}
+	ls->skipped++;
+	ls->good = 0;
+	if (ls->dynamic) {
+		if (ls->scale <= 1)
+			nrt_fatal("step %lld: the gradients overflow (Inf or NaN) at loss scale 1: training diverged "
+			          "(try a lower learning rate)", (long long)step);
+		ls->scale = ls->scale / ls->factor < 1 ? 1 : ls->scale / ls->factor;
+	}
+	return true;
+}
+
+void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const NrtProgramInfo *info)
+{
+	if (nrt_rank() != info->log_rank)
+		return;
+	/* a run that skipped every step trained nothing: say so even with --quiet */
+	if (ls->steps > 0 && ls->skipped == ls->steps)
+		fprintf(stderr, "netrt: warning: all %lld steps were skipped: the gradients overflow at loss scale %g\n",
+		        (long long)ls->steps, ls->scale);
+	if (opt->quiet)
+		return;
+	printf("loss scale %g (%s): %lld of %lld steps skipped for overflowing gradients\n", ls->scale,
+	       ls->dynamic ? "dynamic" : "fixed", (long long)ls->skipped, (long long)ls->steps);
+	fflush(stdout);
+}

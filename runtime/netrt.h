@@ -248,6 +248,32 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */
 
+/* ---- loss scaling (train { loss_scale = ... }) ------------------------------- */
+/* MindSpore's LossScaleManagers: the program multiplies the loss gradient
+ * by `scale` and divides the gradients by it before the update. A step
+ * whose gradients overflow on any rank is skipped; the dynamic kind then
+ * divides the scale by `factor` (not below 1) and multiplies it by
+ * `factor` after `window` steps in a row without overflow. */
+typedef struct NrtLossScale {
+	double scale;           /* current scale */
+	double factor;          /* dynamic: > 1 */
+	int64_t window;         /* dynamic: good steps before the scale grows */
+	bool dynamic;
+	int64_t good;           /* steps in a row without overflow */
+	int64_t skipped;        /* steps skipped for overflow */
+	int64_t steps;          /* steps seen */
+} NrtLossScale;
+/* Whether every element of x[0..n) (any float dtype) is at most `bound`
+ * in magnitude: finite, and such that a sum over the ranks, or a cast to
+ * a narrower type, cannot overflow either. */
+bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound);
+/* After a step's gradients: agrees on overflow over all ranks (collective
+ * on comm_world), adjusts the scale and returns true when this step's
+ * update must be skipped. Overflow that persists at scale 1 is fatal. */
+bool nrt_loss_scale_step(NrtLossScale *ls, NrtComm *world, bool overflow, int64_t step);
+/* rank info->log_rank, unless --quiet: the final scale and the steps skipped */
+void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const NrtProgramInfo *info);
+
 /* ---- tensor redistribution (runtime/redist.c) ---------------------------- */
 /* Added by the redistribution work (passes/redistribute.c plans the calls).
  * `rank` is the tensor rank and `local` this rank's block dims; the comm's

@@ -71,6 +71,10 @@ expect "warning: MS_COMM_COMPILER_OPT=abc" 0 "warning: MS_COMM_COMPILER_OPT='abc
 	env MS_COMM_COMPILER_OPT=abc "$NETC" build $M -o "$work/noeff"
 expect "warning: MS_COMM_COMPILER_OPT=-2" 0 "warning: MS_COMM_COMPILER_OPT='-2' is not an integer >= -1" -- \
 	env MS_COMM_COMPILER_OPT=-2 "$NETC" build $M -o "$work/noeff"
+expect "warning: loss_scale in an --infer build" 0 "warning: loss_scale has no effect in a forward-only" -- \
+	"$NETC" build samples/mlp.net -D parallel_mode=stand_alone -D train.loss_scale=dynamic --infer -o "$work/noeff"
+expect "error: loss_scale with micro_size > 1" 1 "error: loss_scale is not supported with pipeline stages or micro_size > 1" -- \
+	"$NETC" build samples/mlp.net -D train.loss_scale=dynamic -D train.micro_size=2 -o "$work/noeff"
 expect "netc build -D with a bad key" 1 'error' -- "$NETC" build samples/mlp.net -D no_such_key=1 -o "$work/x"
 
 for s in samples/*.net; do

@@ -751,6 +751,32 @@ Test(config, train_keys)
 	cr_expect_eq(dg.nerrors, 0, "%s", diag_text());
 }
 
+/* MindSpore's DynamicLossScaleManager defaults (2^24, 2, 2000) and
+ * FixedLossScaleManager's 128 */
+Test(config, train_loss_scale)
+{
+	TrainConfig tc;
+	train_config_defaults(&tc);
+	cr_expect_eq(tc.loss_scale_kind, LS_NONE);
+	cr_assert(tset(&tc, "loss_scale", "dynamic"), "%s", diag_text());
+	cr_expect_eq(tc.loss_scale_kind, LS_DYNAMIC);
+	cr_expect_eq(tc.loss_scale, 16777216.0);
+	cr_expect_eq(tc.loss_scale_factor, 2);
+	cr_expect_eq(tc.loss_scale_window, 2000);
+	cr_assert(tset(&tc, "loss_scale", "dynamic(65536, scale_window = 100)"), "%s", diag_text());
+	cr_expect_eq(tc.loss_scale, 65536);
+	cr_expect_eq(tc.loss_scale_window, 100);
+	cr_assert(tset(&tc, "loss_scale", "fixed"), "%s", diag_text());
+	cr_expect_eq(tc.loss_scale_kind, LS_FIXED);
+	cr_expect_eq(tc.loss_scale, 128);
+	cr_assert(tset(&tc, "loss_scale", "1024"), "%s", diag_text());
+	cr_expect_eq(tc.loss_scale_kind, LS_FIXED);
+	cr_expect_eq(tc.loss_scale, 1024);
+	cr_assert(tset(&tc, "loss_scale", "none"), "%s", diag_text());
+	cr_expect_eq(tc.loss_scale_kind, LS_NONE);
+	cr_expect_eq(dg.nerrors, 0, "%s", diag_text());
+}
+
 Test(config, train_optimizer_calls)
 {
 	TrainConfig tc;
@@ -803,7 +829,13 @@ ParameterizedTestParameters(config, train_rejects)
 		{"optimizer", "sgd(0.1, 0.0, 3)", "sgd takes at most 2 arguments (lr, weight_decay), got 3"},
 		{"optimizer", "sgd(momentum = 0.9)", "sgd has no argument 'momentum'; valid arguments are: lr, weight_decay"},
 		{"optimizer", "5", "train key 'optimizer' expects an optimizer such as adam(lr = 0.001), got an integer"},
-		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss"},
+		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss, loss_scale"},
+		{"loss_scale", "0.5", "loss_scale must be a number >= 1, got 0.5"},
+		{"loss_scale", "automatic", "unknown loss_scale 'automatic'"},
+		{"loss_scale", "dynamic(scale_factor = 1)", "scale_factor must be > 1, got 1"},
+		{"loss_scale", "dynamic(scale_window = 0)", "scale_window must be >= 1, got 0"},
+		{"loss_scale", "dynamic(window = 5)", "dynamic has no argument 'window'; valid arguments are: init_loss_scale, scale_factor, scale_window"},
+		{"loss_scale", "fixed(scale_factor = 2)", "fixed has no argument 'scale_factor'; valid arguments are: loss_scale"},
 		{"step", "5", "did you mean 'steps'?"},
 	};
 	return cr_make_param_array(TrainReject, cases, sizeof cases / sizeof cases[0]);

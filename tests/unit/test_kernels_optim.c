@@ -312,3 +312,37 @@ Test(kernels_optim, dropout_step_changes_mask_keep1_copies)
 	nrt_dropout_f64(2, full, full, off, 1.0, 99, 2, 1, x, y);
 	tk_check("keep 1", y, x, 128, 0);
 }
+
+/* docs/language.md's optimizer table (issue 12.18), each reference written
+ * the way its library writes it: adam with weight decay is torch.optim.AdamW
+ * (the decay applied to the parameter first, then the bias-corrected step,
+ * torch/optim/adamw.py), and adamw is MindSpore's AdamWeightDecay (no bias
+ * correction, the decay added to the update). Three steps, f64, 1e-14. */
+Test(kernels_optim, documented_equivalents)
+{
+	const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+	for (int dec = 0; dec < 2; dec++) {
+		double p[NP], m[NP] = {0}, v[NP] = {0}, rp[NP], rm[NP] = {0}, rv[NP] = {0};
+		memcpy(p, p_init, sizeof p);
+		memcpy(rp, p_init, sizeof rp);
+		for (int t = 1; t <= STEPS; t++) {
+			nrt_adam_f64(NP, lr, b1, b2, eps, wd, dec, t, grads[t - 1], m, v, p);
+			for (int i = 0; i < NP; i++) {
+				double g = grads[t - 1][i];
+				rm[i] = b1 * rm[i] + (1 - b1) * g;
+				rv[i] = b2 * rv[i] + (1 - b2) * g * g;
+				if (!dec) { /* torch AdamW */
+					rp[i] *= 1 - lr * wd;
+					double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+					rp[i] -= lr / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + eps);
+				} else { /* MindSpore AdamWeightDecay */
+					double update = rm[i] / (sqrt(rv[i]) + eps) + wd * rp[i];
+					rp[i] -= lr * update;
+				}
+			}
+			for (int i = 0; i < NP; i++)
+				cr_expect(fabs(p[i] - rp[i]) < 1e-14, "%s step %d [%d]: %.17g vs %.17g",
+				          dec ? "adamw vs AdamWeightDecay" : "adam vs torch AdamW", t, i, p[i], rp[i]);
+		}
+	}
+}

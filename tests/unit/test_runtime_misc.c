@@ -1,6 +1,9 @@
 /* Options, progress lines and single-process communicators. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "runtime/rt_internal.h"
@@ -260,4 +263,66 @@ Test(mem, fill_copy_and_read_scalar)
 Test(mem, overflowing_size_is_fatal, .exit_code = 1, .init = cr_redirect_stderr)
 {
 	nrt_alloc(NRT_MEM_PARAMS, INT64_MAX / 2, 4);
+
+/* ---- loss scaling (issue 12.6) ------------------------------------------------ */
+/* MindSpore's DynamicLossScaleUpdateCell by hand: init 8, factor 2, window 3 */
+Test(loss_scale, dynamic_schedule)
+{
+	NrtComm *w = nrt_comm_world();
+	NrtLossScale ls = {.scale = 8, .factor = 2, .window = 3, .dynamic = true};
+	cr_expect(nrt_loss_scale_step(&ls, w, true, 1), "an overflow skips the step");
+	cr_expect_eq(ls.scale, 4);
+	cr_expect(!nrt_loss_scale_step(&ls, w, false, 2));
+	cr_expect(!nrt_loss_scale_step(&ls, w, false, 3));
+	cr_expect_eq(ls.scale, 4, "two good steps of a window of three: unchanged");
+	cr_expect(!nrt_loss_scale_step(&ls, w, false, 4));
+	cr_expect_eq(ls.scale, 8, "the third good step raises it");
+	cr_expect(!nrt_loss_scale_step(&ls, w, false, 5));
+	cr_expect(nrt_loss_scale_step(&ls, w, true, 6));
+	cr_expect_eq(ls.scale, 4);
+	cr_expect(!nrt_loss_scale_step(&ls, w, false, 7));
+	cr_expect(!nrt_loss_scale_step(&ls, w, false, 8));
+	cr_expect_eq(ls.scale, 4, "an overflow restarts the window");
+	cr_expect_eq(ls.skipped, 2);
+	cr_expect_eq(ls.steps, 8);
+	/* never below 1 */
+	NrtLossScale low = {.scale = 3, .factor = 4, .window = 10, .dynamic = true};
+	cr_expect(nrt_loss_scale_step(&low, w, true, 1));
+	cr_expect_eq(low.scale, 1);
+	/* fixed: skips, keeps its scale */
+	NrtLossScale fixed = {.scale = 128, .factor = 1, .window = INT64_MAX};
+	cr_expect(nrt_loss_scale_step(&fixed, w, true, 1));
+	cr_expect(!nrt_loss_scale_step(&fixed, w, false, 2));
+	cr_expect_eq(fixed.scale, 128);
+}
+
+static void overflow_at_one(void *p)
+{
+	(void)p;
+	NrtLossScale ls = {.scale = 1, .factor = 2, .window = 3, .dynamic = true};
+	nrt_loss_scale_step(&ls, nrt_comm_world(), true, 17);
+}
+
+Test(loss_scale, overflow_at_scale_one_is_fatal)
+{
+	char err[512];
+	cr_expect_eq(tr_run_child(overflow_at_one, NULL, err, sizeof err), 1);
+	cr_expect(strstr(err, "netrt: rank 0: step 17: the gradients overflow (Inf or NaN) at loss scale 1"), "%s",
+	          err);
+}
+
+Test(loss_scale, all_within)
+{
+	float f[3] = {1, -20, 3};
+	cr_expect(nrt_all_within(NRT_F32, f, 3, 20));
+	cr_expect(!nrt_all_within(NRT_F32, f, 3, 19.5));
+	f[1] = NAN;
+	cr_expect(!nrt_all_within(NRT_F32, f, 3, FLT_MAX), "NaN is never within");
+	f[1] = INFINITY;
+	cr_expect(!nrt_all_within(NRT_F32, f, 3, FLT_MAX));
+	double d[2] = {1e300, -2};
+	cr_expect(nrt_all_within(NRT_F64, d, 2, DBL_MAX));
+	uint16_t h[2] = {0x3c00, 0x7c00}; /* 1, +Inf in f16 */
+	cr_expect(nrt_all_within(NRT_F16, h, 1, 65504));
+	cr_expect(!nrt_all_within(NRT_F16, h, 2, 65504));
 }
