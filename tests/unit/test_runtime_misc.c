@@ -263,6 +263,7 @@ Test(mem, fill_copy_and_read_scalar)
 Test(mem, overflowing_size_is_fatal, .exit_code = 1, .init = cr_redirect_stderr)
 {
 	nrt_alloc(NRT_MEM_PARAMS, INT64_MAX / 2, 4);
+}
 
 /* ---- loss scaling (issue 12.6) ------------------------------------------------ */
 /* MindSpore's DynamicLossScaleUpdateCell by hand: init 8, factor 2, window 3 */
