@@ -327,6 +327,8 @@ static void FN(test_reduce)(void)
 	FN(reduce_case)(3, c, 5, false);
 	int64_t d[] = {5, 1500}; /* many outputs, reduced axis outer: one thread per output */
 	FN(reduce_case)(2, d, 1, false);
+	int64_t d2[] = {2000, 3}; /* many short contiguous sums: one thread per output */
+	FN(reduce_case)(2, d2, 2, true);
 	int64_t e[] = {3, 1025, 2};
 	FN(reduce_case)(3, e, 5, true);
 	FN(reduce_case)(0, NULL, 0, true);
