@@ -34,12 +34,14 @@ void nrt_cuda_set_tf32(bool on);
 bool nrt_cuda_tf32(void);
 
 /* Out-of-range data found by a kernel (a label outside [0, C) in sce and
- * sce_grad, a negative id in embedding): kernels record the first one in
- * a device-side error word and otherwise behave as the CPU kernels (the
- * sample adds nothing, its rows are zero). This reads the record (waiting
- * for nrt_cuda_stream()), clears it, and returns true with a message in
- * msg[0..n) if there was one. Call it where the host waits anyway (when it
- * reads the loss back each step). */
+ * sce_grad, a negative id in embedding and its gradient), which the CPU
+ * kernels stop on: the CUDA kernels record the first one in a
+ * device-side error word and complete with defined output (the sample
+ * adds nothing, its rows are zero). This reads the record (waiting for
+ * nrt_cuda_stream()), clears it, and returns true with the CPU's message
+ * in msg[0..n) if there was one; the caller then stops the job with it
+ * (nrt_fatal). Call it where the host waits anyway (when it reads the loss
+ * back each step). */
 bool nrt_cuda_kernel_error(char *msg, size_t n);
 
 /* Device scratch memory for a kernel's intermediate results, ordered on

@@ -82,9 +82,11 @@ static void slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int
 /* y[j] = f * sum over the reduced index r of x[kept(j) + red(r)], in
  * double as the CPU. Two shapes of the same sum:
  *  k_reduce_block: one block per output, threads split r: when the
- *    reduced elements are contiguous (a row's sum) or few outputs;
- *  k_reduce_thread: one thread per output, looping over r: when the kept
- *    dims are innermost (adjacent threads read adjacent elements). */
+ *    reduced elements are contiguous and at least a warp's worth (a
+ *    row's sum), or when there are few outputs;
+ *  k_reduce_thread: one thread per output, looping over r: many outputs
+ *    and kept dims innermost (adjacent threads read adjacent elements)
+ *    or short sums. */
 template <typename T>
 __global__ void k_reduce_block(int64_t ny, int64_t cnt, Space<1> kept, Space<1> red, double f, const T *x, T *y)
 {
@@ -169,7 +171,7 @@ static void reduce(int rank, const int64_t *xdims, uint64_t axes_mask, bool mean
 	Space<1> kept = coalesce<1>("reduce", nk, kd, kst);
 	Space<1> red = coalesce<1>("reduce", nr, rd, rst);
 	bool red_inner = red.n > 0 && red.st[0][red.n - 1] == 1;
-	if (red_inner || ny < 1024) {
+	if ((red_inner && cnt >= 32) || ny < 1024) {
 		int t = threads_for_row(cnt);
 		k_reduce_block<T><<<grid_rows(ny), t, 0, s>>>(ny, cnt, kept, red, f, x, y);
 	} else {

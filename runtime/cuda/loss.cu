@@ -2,12 +2,15 @@
  * and its gradient, and the kernels' error word.
  *
  * Out-of-range data: a label outside [0, C) (sce) or a negative id
- * (embedding) is recorded, first one wins, in a device-side error word;
- * the output is the CPU's all the same (the sample adds nothing and gets
- * a zero gradient row; the id's row is zeros). The host reads the word
- * with nrt_cuda_kernel_error where it waits anyway. An id >= the table's
- * rows is not an error here: with a row-sharded table it is another
- * shard's row, and the kernel cannot tell that from a bad id. */
+ * (embedding) is fatal on the CPU, which checks each one as it goes. A
+ * kernel cannot stop the job, so it records the first one (first one
+ * wins) in a device-side error word and completes with defined output:
+ * the sample adds nothing to the loss and gets a zero gradient row, the
+ * id's row is zeros. The host reads the word with nrt_cuda_kernel_error
+ * where it waits anyway (the loss read-back) and stops with the CPU's
+ * message. An id >= the table's rows is not an error here: with a
+ * row-sharded table it is another shard's row (ids past the whole table
+ * are caught when the data is loaded). */
 #include <stdio.h>
 
 #include "common.cuh"
@@ -186,11 +189,15 @@ extern "C" bool nrt_cuda_kernel_error(char *msg, size_t n)
 	NRT_CUDA_CHECK(cudaGetSymbolAddress(&word, g_kernel_error));
 	NRT_CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof e, s));
 	if (msg && n) {
+		/* the CPU kernels' words (kernels_impl.h), where they stop at once */
 		if (e.kind == KERR_LABEL)
-			snprintf(msg, n, "softmax cross-entropy: label %lld of sample %lld is outside [0, %lld)", e.val,
-			         e.pos, e.lim);
+			snprintf(msg, n,
+			         "softmax_cross_entropy: label %lld at position %lld of this rank's labels is outside "
+			         "[0, %lld)",
+			         e.val, e.pos, e.lim);
 		else
-			snprintf(msg, n, "embedding: id %lld at position %lld is negative", e.val, e.pos);
+			snprintf(msg, n, "embedding: id %lld at position %lld of this rank's ids is negative", e.val,
+			         e.pos);
 	}
 	return true;
 }

@@ -388,32 +388,47 @@ static void expect_error(const char *name, const char *want)
 		nfail++;
 }
 
+/* Bad labels and ids: the CPU stops on them (nrt_fatal), so the expected
+ * output is built from the good rows alone. */
 static void test_error_word(void)
 {
 	expect_error("no kernel error after the checks above", NULL);
 	int64_t N = 3, C = 33;
-	int32_t lab[] = {0, 40, 2};
-	float *x = halloc(sizeof *x * N * C), cl;
+	int32_t lab[] = {0, 40, 2}, good[] = {0, 2};
+	float *x = halloc(sizeof *x * N * C), *xg = halloc(sizeof *xg * 2 * C), cl;
 	for (int64_t i = 0; i < N * C; i++)
 		x[i] = (float)rnd(-2, 2);
+	memcpy(xg, x, sizeof *x * C);               /* sample 0 */
+	memcpy(xg + C, x + 2 * C, sizeof *x * C);   /* sample 2 */
 	float *dx = up(x, sizeof *x * N * C), *dloss = up(NULL, sizeof(float));
 	nrt_sce_f32(N, C, (double)N, dx, up(lab, sizeof lab), false, dloss);
-	cpu_nrt_sce_f32(N, C, (double)N, x, lab, false, &cl);
-	compare("sce f32 with a label out of range", "f32", (double[]){*(float *)down(dloss, 4)}, (double[]){cl}, 1,
-	        1e-5);
-	expect_error("sce reports the label", "label 40 of sample 1 is outside [0, 33)");
+	cpu_nrt_sce_f32(2, C, (double)N, xg, good, false, &cl); /* the same sum over the good samples / 3 */
+	compare("sce f32, a label out of range: the others' loss", "f32", (double[]){*(float *)down(dloss, 4)},
+	        (double[]){cl}, 1, 1e-5);
+	expect_error("sce reports the label", "label 40 at position 1 of this rank's labels is outside [0, 33)");
+
+	float one = 1, *gg = up(NULL, sizeof(float) * N * C), *cg = halloc(sizeof(float) * 2 * C);
+	nrt_sce_grad_f32(N, C, (double)N, up(&one, sizeof one), dx, up(lab, sizeof lab), false, gg);
+	cpu_nrt_sce_grad_f32(2, C, (double)N, &one, xg, good, false, cg);
+	float *g = down(gg, sizeof(float) * N * C);
+	double a[3 * 33], b[3 * 33];
+	for (int64_t i = 0; i < N * C; i++) {
+		a[i] = g[i];
+		b[i] = i < C ? cg[i] : i < 2 * C ? 0 : cg[i - C];
+	}
+	compare("sce_grad f32, a label out of range: zero row", "f32", a, b, N * C, 1e-5);
+	expect_error("sce_grad reports the label", "label 40 at position 1");
+
 	int64_t ids[] = {1, -3, 2};
 	float *tab = halloc(sizeof *tab * 4 * 5), *ye = up(NULL, sizeof(float) * 3 * 5);
 	for (int i = 0; i < 20; i++)
 		tab[i] = (float)(i + 1);
 	nrt_embedding_f32(3, 4, 5, 0, up(ids, sizeof ids), true, up(tab, sizeof(float) * 20), ye);
-	float *yc = halloc(sizeof(float) * 15), *yg = down(ye, sizeof(float) * 15);
-	cpu_nrt_embedding_f32(3, 4, 5, 0, ids, true, tab, yc);
-	double g[15], c[15];
-	for (int i = 0; i < 15; i++)
-		g[i] = yg[i], c[i] = yc[i];
-	compare("embedding f32 with a negative id", "f32", g, c, 15, 0);
-	expect_error("embedding reports the id", "id -3 at position 1");
+	float *yg = down(ye, sizeof(float) * 15);
+	for (int i = 0; i < 15; i++) /* rows 1, zeros, 2 of the table */
+		a[i] = yg[i], b[i] = i < 5 ? tab[5 + i] : i < 10 ? 0 : tab[i];
+	compare("embedding f32, a negative id: zero row", "f32", a, b, 15, 0);
+	expect_error("embedding reports the id", "id -3 at position 1 of this rank's ids is negative");
 	free_all();
 }
 
