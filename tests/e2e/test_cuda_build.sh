@@ -18,8 +18,9 @@ bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
 # A runtime directory without the CUDA library: a clear refusal, status 1.
-mkdir -p "$work/rt/lib" && ln -s "$PWD/$B/include" "$work/rt/include" &&
-	ln -s "$PWD/$B/lib/libnetrt.a" "$work/rt/lib/libnetrt.a"
+Babs=$(cd "$B" && pwd)
+mkdir -p "$work/rt/lib" && ln -s "$Babs/include" "$work/rt/include" &&
+	ln -s "$Babs/lib/libnetrt.a" "$work/rt/lib/libnetrt.a"
 out=$(NETC_RUNTIME_DIR=$work/rt "$NETC" build samples/mlp.net --target cuda -o "$work/x" 2>&1)
 rc=$?
 if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q "target 'cuda' is unavailable: .*libnetrt_cuda.a"; then

@@ -28,7 +28,7 @@ ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 . tests/e2e/tools.sh
-make -s "$FAKE" >"$work/make.log" 2>&1 || { bad "make $FAKE"; tail -5 "$work/make.log"; finish; }
+make -s B="$B" "$FAKE" >"$work/make.log" 2>&1 || { bad "make $FAKE"; tail -5 "$work/make.log"; finish; }
 LIBS=$(pkg-config --libs ompi-c openblas)
 CFL=$(pkg-config --cflags ompi-c openblas)
 
