@@ -38,6 +38,7 @@ void nrt_host_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_
 void nrt_host_data_next(NrtData *d, NrtInput *in, int nin, int64_t step);
 void nrt_host_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step);
 int64_t nrt_host_ckpt_load(const char *path, NrtTensor *t, int n);
+bool nrt_host_all_within(NrtDType t, const void *x, int64_t n, double bound);
 
 /* ---- communication backend (start.c chooses it from NETC_COMM) ---- */
 typedef enum NrtCudaComm {

@@ -15,6 +15,7 @@
  *   parameter init       runtime/param.c         runtime/cuda/stage.c
  *   data                 runtime/data.c          runtime/cuda/stage.c
  *   checkpoints          runtime/ckpt.c          runtime/cuda/stage.c
+ *   overflow check       runtime/log.c           runtime/cuda/stage.c
  *   buffer memory        runtime/mem.c           runtime/cuda/mem.c (not a host core: replaced)
  *   kernels, bn_, f16     runtime/kernels.c, ...  the .cu files of runtime/cuda (device)
  */
@@ -67,6 +68,8 @@
 #define nrt_data_next nrt_host_data_next
 #define nrt_ckpt_save nrt_host_ckpt_save
 #define nrt_ckpt_load nrt_host_ckpt_load
+/* log.c: loss scaling's overflow check reads gradient buffers */
+#define nrt_all_within nrt_host_all_within
 /* init.c shares the host's cores among the ranks' OpenBLAS threads; the
  * CUDA runtime does no BLAS on the host and does not link OpenBLAS
  * (start.c defines this as nothing) */

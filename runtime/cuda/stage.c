@@ -93,3 +93,18 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	free_host_tensors(h, n);
 	return step;
 }
+
+/* Loss scaling's overflow check, on a host copy of the gradient: a copy of
+ * every gradient each step, which only programs with loss scaling pay
+ * (a device reduction would avoid it; docs/cuda.md). */
+bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
+{
+	int64_t bytes;
+	if (n <= 0 || __builtin_mul_overflow(n, (int64_t)nrt_dtype_size(t), &bytes))
+		return n <= 0;
+	void *h = nrt_cuda_host_alloc((size_t)bytes);
+	nrt_to_host(h, x, bytes);
+	bool ok = nrt_host_all_within(t, h, n, bound);
+	free(h);
+	return ok;
+}
