@@ -296,8 +296,20 @@ static bool keep_local_grad(const Sharder *S, const Node *n, int i)
  * devices (MindSpore's gradient aggregation; with loss_repeated_mean the
  * loss's gradient was divided by the devices that repeat it). A gradient
  * already partial over the split batch is summed by its layout anyway. */
+/* Whether v is partial sums already reduced (through casts and scales):
+ * in data_parallel a cast of partial sums may reduce them first
+ * (force_fp32_communication); that is the sum, not one device's part. */
+static bool already_summed(const Value *v)
+{
+	while (v->def && (v->def->op == OP_CAST || v->def->op == OP_SCALE))
+		v = v->def->in[0];
+	return v->def && v->def->op == OP_REDISTRIBUTE && v->def->in[0]->layout && v->def->in[0]->layout->partial;
+}
+
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
+	if (S->mode == PM_DATA_PARALLEL && already_summed(v))
+		return false;
 	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
 }
@@ -313,7 +325,9 @@ static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Va
  * devices) combine the devices. */
 static bool reads_local(const Sharder *S, const Node *n)
 {
-	return S->mode == PM_DATA_PARALLEL && n->phase != PH_UPDATE &&
+	/* a cast of partial sums decides the precision of their reduction
+	 * (narrow_partial, force_fp32_communication): it is not read locally */
+	return S->mode == PM_DATA_PARALLEL && n->phase != PH_UPDATE && n->op != OP_CAST &&
 	       !(op_info[n->op].flags & (OPF_UPDATE | OPF_COMM));
 }
 
