@@ -292,10 +292,6 @@ static bool keep_local_grad(const Sharder *S, const Node *n, int i)
 	       n->in[0]->param.layerwise_parallel;
 }
 
-/* hybrid_parallel sums every replicated parameter's gradient over all
- * devices (MindSpore's gradient aggregation; with loss_repeated_mean the
- * loss's gradient was divided by the devices that repeat it). A gradient
- * already partial over the split batch is summed by its layout anyway. */
 /* Whether v is partial sums already reduced (through casts and scales):
  * in data_parallel a cast of partial sums may reduce them first
  * (force_fp32_communication); that is the sum, not one device's part. */
@@ -306,6 +302,11 @@ static bool already_summed(const Value *v)
 	return v->def && v->def->op == OP_REDISTRIBUTE && v->def->in[0]->layout && v->def->in[0]->layout->partial;
 }
 
+/* hybrid_parallel and data_parallel sum every replicated parameter's
+ * gradient over all devices (MindSpore's gradient aggregation; with
+ * loss_repeated_mean the loss's gradient was divided by the devices that
+ * repeat it): a whole gradient is each device's contribution. A gradient
+ * already partial over the split batch is summed by its layout anyway. */
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
 	if (S->mode == PM_DATA_PARALLEL && already_summed(v))
