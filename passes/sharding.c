@@ -309,13 +309,14 @@ static bool already_summed(const Value *v)
  * already partial over the split batch is summed by its layout anyway. */
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
-	if (S->mode == PM_DATA_PARALLEL && already_summed(v))
+	if (per_device_mode(S->mode) && already_summed(v))
 		return false;
 	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
 }
 
-/* data_parallel runs the program as written on each device's part of the
+/* data_parallel (and hybrid_parallel, which computes per device as it
+ * does) runs the program as written on each device's part of the
  * batch (docs/parallel.md): a value reduced over the local batch (a
  * partial sum over the batch axis) is this device's own value, read as it
  * is -- never summed in the forward or the backward pass -- and what is
@@ -328,7 +329,7 @@ static bool reads_local(const Sharder *S, const Node *n)
 {
 	/* a cast of partial sums decides the precision of their reduction
 	 * (narrow_partial, force_fp32_communication): it is not read locally */
-	return S->mode == PM_DATA_PARALLEL && n->phase != PH_UPDATE && n->op != OP_CAST &&
+	return per_device_mode(S->mode) && n->phase != PH_UPDATE && n->op != OP_CAST &&
 	       !(op_info[n->op].flags & (OPF_UPDATE | OPF_COMM));
 }
 
