@@ -354,17 +354,31 @@ static bool keep_local_grad(const Sharder *S, const Node *n, int i)
 	       n->in[0]->param.layerwise_parallel;
 }
 
-/* hybrid_parallel sums every replicated parameter's gradient over all
- * devices (MindSpore's gradient aggregation; with loss_repeated_mean the
- * loss's gradient was divided by the devices that repeat it). A gradient
+/* Whether v is partial sums already reduced (through casts and scales):
+ * in data_parallel a cast of partial sums may reduce them first
+ * (force_fp32_communication); that is the sum, not one device's part. */
+static bool already_summed(const Value *v)
+{
+	while (v->def && (v->def->op == OP_CAST || v->def->op == OP_SCALE))
+		v = v->def->in[0];
+	return v->def && v->def->op == OP_REDISTRIBUTE && v->def->in[0]->layout && v->def->in[0]->layout->partial;
+}
+
+/* hybrid_parallel and data_parallel sum every replicated parameter's
+ * gradient over all devices (MindSpore's gradient aggregation; with
+ * loss_repeated_mean the loss's gradient was divided by the devices that
+ * repeat it): a whole gradient is each device's contribution. A gradient
  * already partial over the split batch is summed by its layout anyway. */
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
+	if (per_device_mode(S->mode) && already_summed(v))
+		return false;
 	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
 }
 
-/* data_parallel runs the program as written on each device's part of the
+/* data_parallel (and hybrid_parallel, which computes per device as it
+ * does) runs the program as written on each device's part of the
  * batch (docs/parallel.md): a value reduced over the local batch (a
  * partial sum over the batch axis) is this device's own value, read as it
  * is -- never summed in the forward or the backward pass -- and what is
@@ -375,7 +389,9 @@ static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Va
  * devices) combine the devices. */
 static bool reads_local(const Sharder *S, const Node *n)
 {
-	return S->mode == PM_DATA_PARALLEL && n->phase != PH_UPDATE &&
+	/* a cast of partial sums decides the precision of their reduction
+	 * (narrow_partial, force_fp32_communication): it is not read locally */
+	return per_device_mode(S->mode) && n->phase != PH_UPDATE && n->op != OP_CAST &&
 	       !(op_info[n->op].flags & (OPF_UPDATE | OPF_COMM));
 }
 

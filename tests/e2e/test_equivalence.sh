@@ -253,6 +253,9 @@ for m in dp_reduce_mean dp_penalty dp_two_losses; do
 	ref "ref_$m" "$MODELS/$m.net"
 	par "$m data_parallel gradients_mean=true @4 == stand-alone" "ref_$m" 4 "$MODELS/$m.net"
 	par "$m data_parallel gradients_mean=true @8 == stand-alone" "ref_$m" 8 "$MODELS/$m.net" -D device_num=8
+	# hybrid_parallel computes per device as data_parallel does
+	par "$m hybrid_parallel gradients_mean=true @4 == stand-alone" "ref_$m" 4 "$MODELS/$m.net" \
+		-D parallel_mode=hybrid_parallel
 done
 # summed gradients with a penalty term: sgd at lr equals stand-alone at 4 * lr
 if build pen_sum $MODELS/dp_penalty.net -D gradients_mean=false && run pen_sum 4 pen_sum --steps 20 &&
