@@ -411,6 +411,18 @@ static bool plan_in_space(Planner *pl, const Layout *tgt)
  * (compared numerically: the matrices have no common refinement). */
 static bool dim_contains(const Layout *cur, const Layout *to, int i)
 {
+	/* Without ragged blocks, from the strides: cur's block along i is the
+	 * digit (r / sa) % da of the rank, to's (r / sb) % db. A whole dim
+	 * contains everything; to's blocks nest in cur's iff db = q * da and
+	 * to's digit divided by q is cur's, i.e. sa = sb * q. */
+	if (!cur->ragged && !to->ragged && layout_devices(cur) == layout_devices(to)) {
+		int mc = cur->map[i], mt = to->map[i];
+		int64_t da = mc < 0 ? 1 : cur->dev[mc], db = mt < 0 ? 1 : to->dev[mt];
+		if (da == 1)
+			return true;
+		if (db % da == 0)
+			return layout_axis_stride(cur, mc) == layout_axis_stride(to, mt) * (db / da);
+	}
 	int64_t oc[MAX_RANK], ot[MAX_RANK];
 	for (int64_t r = 0; r < layout_devices(cur); r++) {
 		layout_block(cur, r, oc);
@@ -488,7 +500,8 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	RedistPlan *p = ARENA_NEW(a, RedistPlan);
 	p->from = from;
 	p->to = to;
-	if (layout_equiv(from, to))
+	if (!from->ragged && !to->ragged && layout_devices(from) == layout_devices(to) ? layout_same(from, to)
+	                                                                              : layout_equiv(from, to))
 		return p;
 	Planner pl = {.a = a, .p = p, .cur = from, .esize = dtype_size(dt), .alltoall = enable_alltoall};
 	const Layout *const pair[2] = {from, to};

@@ -3,6 +3,8 @@
 #include "search.h"
 
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,11 +176,26 @@ typedef struct Enum {
 enum { MAX_TRIES = 20000 };
 
 /* A candidate's own numbers: computation and its inputs' gradient partial sums. */
-static void cand_costs(Search *s, const Node *n, Cand *c)
+static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training);
-	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
-		c->grad_partial[i] = cost_grad_partial_axes(n, &c->r, i);
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
+		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL) : 0;
+	}
+	/* Costs only ever see these layouts through layout_same classes:
+	 * one pointer per class lets the redistribution memo hit across
+	 * candidates (at 4096 devices, most of 256 candidates' input
+	 * layouts fall into a few classes). Kept for a user's strategy, so
+	 * messages show its own layouts. */
+	if (!intern)
+		return;
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		c->r.in[i] = (Layout *)cost_intern(s->rc, c->r.in[i]);
+		c->grad[i] = cost_intern(s->rc, c->grad[i]);
+	}
+	c->r.out = (Layout *)cost_intern(s->rc, c->r.out);
 }
 
 static void try_cand(Enum *E)
@@ -191,7 +208,7 @@ static void try_cand(Enum *E)
 		return;
 	Cand c = {.s = st, .r = r, .nfree = E->nfree};
 	memcpy(c.free, E->f, sizeof(int64_t) * (size_t)E->nfree);
-	cand_costs(E->s, E->n, &c);
+	cand_costs(E->s, E->n, &c, true);
 	VEC_PUSH(a, E->out, E->nout, E->capout, c);
 }
 
@@ -383,8 +400,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = n->in[i];
 		if (x->kind == VK_PARAM && first_read[i]) {
-			if (s->training)
-				t += cost_param_grad(&s->m, n, &cd->r, i, NULL);
+			t += cd->param_grad[i];
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states);
 		} else if (inl[i]) {
@@ -452,7 +468,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 			Cand *c = &own->c[sv->cl->n];
 			c->s = n->ann.in_strategy;
 			c->r = r;
-			cand_costs(s, n, c);
+			cand_costs(s, n, c, false);
 			c->nfree = 0;
 			own->n = sv->cl->n + 1;
 			sv->cl = own;
@@ -469,7 +485,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 				ok = false;
 				continue;
 			}
-			cand_costs(s, n, own->c);
+			cand_costs(s, n, own->c, false);
 			own->n = 1;
 			sv->cl = own;
 		}
@@ -530,8 +546,8 @@ const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv),
-	                 s->v[e->v].cl->c[cv].grad_partial[e->vi], e->dt, s->training);
+	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), s->v[e->v].cl->c[cv].grad[e->vi],
+	                 e->dt, s->training);
 }
 
 double search_total(Search *s, const int *choice)
@@ -701,6 +717,40 @@ typedef struct Dp {
 	int nel, capel;
 } Dp;
 
+/* Factor tables are reference counted: the edges of identical layers
+ * (same candidate lists on both ends) share one table, computed once. A
+ * table is copied before it is changed in place (merging a parallel
+ * factor). */
+typedef struct Mat {
+	long refs;
+	double v[];
+} Mat;
+
+static double *mat_alloc(size_t n)
+{
+	Mat *m = malloc(sizeof(Mat) + sizeof(double) * (n ? n : 1));
+	if (!m) {
+		fprintf(stderr, "netc: out of memory in the dynamic_programming search\n");
+		exit(1);
+	}
+	m->refs = 1;
+	return m->v;
+}
+
+static Mat *mat_of(double *M) { return (Mat *)((char *)M - offsetof(Mat, v)); }
+
+static void mat_free(double *M)
+{
+	if (M && --mat_of(M)->refs == 0)
+		free(mat_of(M));
+}
+
+static double *mat_share(double *M)
+{
+	mat_of(M)->refs++;
+	return M;
+}
+
 static double fM(const Factor *f, int v, int cv, int co)
 {
 	return f->a == v ? f->M[cv * f->nb + co] : f->M[co * f->nb + cv];
@@ -725,10 +775,16 @@ static void add_factor(Dp *D, int a, int b, double *M)
 	int old = find_factor(D, a, b);
 	if (old >= 0) {
 		Factor *f = &D->f[old];
+		if (mat_of(f->M)->refs > 1) { /* shared: copy before adding in place */
+			double *own = mat_alloc((size_t)na * nb);
+			memcpy(own, f->M, sizeof(double) * (size_t)na * nb);
+			mat_free(f->M);
+			f->M = own;
+		}
 		for (int i = 0; i < na; i++)
 			for (int j = 0; j < nb; j++)
 				f->M[f->a == a ? i * nb + j : j * na + i] += M[i * nb + j];
-		free(M);
+		mat_free(M);
 		return;
 	}
 	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
@@ -774,7 +830,7 @@ static void elim_leaf(Dp *D, int v, int fid)
 		e.arg[cu] = arg;
 	}
 	f->alive = false;
-	free(f->M);
+	mat_free(f->M);
 	D->alive[v] = false;
 	push_elim(D, e);
 }
@@ -784,7 +840,7 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	Factor *a = &D->f[f1], *b = &D->f[f2];
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
-	double *M = malloc(sizeof(double) * (size_t)nu * nw);
+	double *M = mat_alloc((size_t)nu * nw);
 	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
 	double *left = malloc(sizeof(double) * (size_t)nv);
 	for (int cu = 0; cu < nu; cu++) {
@@ -804,8 +860,8 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	}
 	free(left);
 	a->alive = b->alive = false;
-	free(a->M);
-	free(b->M);
+	mat_free(a->M);
+	mat_free(b->M);
 	D->alive[v] = false;
 	push_elim(D, e);
 	add_factor(D, u, w, M);
@@ -842,10 +898,30 @@ static void elim_fix(Dp *D, int v)
 		for (int co = 0; co < D->nc[o]; co++)
 			D->cost[o][co] += fM(f, v, pick, co);
 		f->alive = false;
-		free(f->M);
+		mat_free(f->M);
 	}
 	D->alive[v] = false;
 	push_elim(D, (Elim){.kind = EL_FIX, .v = v, .pick = pick});
+}
+
+typedef struct EdgeKey {
+	const CandList *cu, *cv; /* the ends' candidate lists */
+	int ui, vi;
+	DType dt;
+} EdgeKey;
+
+typedef struct EdgeMemo {
+	EdgeKey key;
+	double *M;               /* NULL: empty slot */
+} EdgeMemo;
+
+static size_t edge_key_hash(const EdgeKey *k)
+{
+	uint64_t h = (uint64_t)(uintptr_t)k->cu * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)k->cv + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+	h ^= ((uint64_t)(k->ui + 1) << 40 | (uint64_t)(unsigned)k->vi << 8 | (uint64_t)k->dt) * 0x94D049BB133111EBull;
+	h ^= h >> 31;
+	return (size_t)h;
 }
 
 static void dp_once(Search *s, double lambda, int *choice)
@@ -867,6 +943,10 @@ static void dp_once(Search *s, double lambda, int *choice)
 		for (int c = 0; c < sv->cl->n; c++)
 			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
 	}
+	size_t memo_cap = 16;
+	while (memo_cap < 2 * (size_t)s->ne + 2)
+		memo_cap *= 2;
+	EdgeMemo *memo = calloc(memo_cap, sizeof *memo);
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
@@ -874,13 +954,26 @@ static void dp_once(Search *s, double lambda, int *choice)
 				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
 			continue;
 		}
-		int nu = D.nc[e->u], nvv = D.nc[e->v];
-		double *M = malloc(sizeof(double) * (size_t)nu * nvv);
-		for (int i = 0; i < nu; i++)
-			for (int j = 0; j < nvv; j++)
-				M[i * nvv + j] = search_edge_cost(s, ei, i, j);
-		add_factor(&D, e->u, e->v, M);
+		/* an edge's table depends only on its ends' candidate lists, which
+		 * identical layers share */
+		EdgeKey key = {s->v[e->u].cl, s->v[e->v].cl, e->ui, e->vi, e->dt};
+		size_t h = edge_key_hash(&key) & (memo_cap - 1);
+		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
+			h = (h + 1) & (memo_cap - 1);
+		if (!memo[h].M) {
+			int nu = D.nc[e->u], nvv = D.nc[e->v];
+			double *M = mat_alloc((size_t)nu * nvv);
+			for (int i = 0; i < nu; i++)
+				for (int j = 0; j < nvv; j++)
+					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
+			memo[h].key = key;
+			memo[h].M = M; /* the memo's reference, dropped below */
+		}
+		add_factor(&D, e->u, e->v, mat_share(memo[h].M));
 	}
+	for (size_t h = 0; h < memo_cap; h++)
+		mat_free(memo[h].M);
+	free(memo);
 	int *stack = malloc(sizeof(int) * (size_t)(nv + 1) * 4);
 	int sp = 0, capst = (nv + 1) * 4;
 	for (int v = nv - 1; v >= 0; v--)
@@ -952,7 +1045,7 @@ static void dp_once(Search *s, double lambda, int *choice)
 	free(stack);
 	for (int k = 0; k < D.nf; k++)
 		if (D.f[k].alive)
-			free(D.f[k].M);
+			mat_free(D.f[k].M);
 	for (int k = D.nel - 1; k >= 0; k--) {
 		const Elim *e = &D.el[k];
 		switch (e->kind) {
@@ -1125,8 +1218,8 @@ bool search_recursive(Search *s, int *choice)
 						if (!inl[x->id])
 							inl[x->id] = input_layout(s, x, devices);
 						t += cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
-					} else if (x->kind == VK_PARAM && s->training) {
-						t += cost_param_grad(&s->m, n, &cd->r, i, NULL);
+					} else if (x->kind == VK_PARAM) {
+						t += cd->param_grad[i];
 					}
 				}
 				for (int k = 0; k < sv->nadj; k++) {

@@ -35,7 +35,10 @@ typedef struct Cand {
 	int nfree;
 	int64_t free[SEARCH_MAX_FREE]; /* the split of each free dimension */
 	double compute;                /* seconds per step on one device */
-	unsigned grad_partial[16];     /* per input: cost_grad_partial_axes (SHARD_MAX_INPUTS) */
+	/* per input (SHARD_MAX_INPUTS), computed before r's layouts are
+	 * interned (cost_intern keeps the class, not the grid): */
+	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
+	double param_grad[16];         /* cost_param_grad when training, else 0 */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
