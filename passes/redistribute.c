@@ -121,19 +121,19 @@ typedef struct Space {
  * False when a chain stops nesting. */
 static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, bool *changed)
 {
-	Chain copy = *bd;
-	for (int j = 0; j < copy.n; j++) {
-		int64_t b = copy.v[j];
+	/* no copies of the chains: each loop adds only to the chain it does
+	 * not walk */
+	for (int j = 0; j < bd->n; j++) {
+		int64_t b = bd->v[j];
 		if (b <= lo || b >= lo * size)
 			continue;
 		if (b % lo != 0)
 			return false;
 		*changed |= chain_add(bt, b / lo);
 	}
-	Chain tcopy = *bt;
-	for (int j = 0; j < tcopy.n && tcopy.v[j] < size; j++)
-		if (tcopy.v[j] > 1)
-			*changed |= chain_add(bd, lo * tcopy.v[j]);
+	for (int j = 0; j < bt->n && bt->v[j] < size; j++)
+		if (bt->v[j] > 1)
+			*changed |= chain_add(bd, lo * bt->v[j]);
 	for (int j = 0; j < bt->n; j++)
 		if (bt->v[j] >= size) {
 			if (bt->v[j] % size != 0)

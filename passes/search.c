@@ -208,8 +208,7 @@ static void try_cand(Enum *E)
 		return;
 	Cand c = {.s = st, .r = r, .nfree = E->nfree};
 	memcpy(c.free, E->f, sizeof(int64_t) * (size_t)E->nfree);
-	cand_costs(E->s, E->n, &c, true);
-	VEC_PUSH(a, E->out, E->nout, E->capout, c);
+	VEC_PUSH(a, E->out, E->nout, E->capout, c); /* costs once the list is trimmed */
 }
 
 static void enumerate(Enum *E, int k, int64_t used)
@@ -318,6 +317,8 @@ static CandList *candidates(Search *s, SigTab *st, Node *n)
 		qsort(E.out, (size_t)E.nout, sizeof(Cand), by_devices_desc); /* keep those using most devices */
 		E.nout = SEARCH_MAX_CANDS;
 	}
+	for (int c = 0; c < E.nout; c++)
+		cand_costs(s, n, &E.out[c], true);
 	CandList *cl = ARENA_NEW(s->a, CandList);
 	cl->c = E.out;
 	cl->n = E.nout;
