@@ -204,3 +204,66 @@ const char *layout_str(Arena *a, const Layout *l)
 	free(buf);
 	return s;
 }
+
+/* ---- layout_equiv from the axes' strides ---------------------------------------- */
+
+int64_t layout_axis_stride(const Layout *l, int k)
+{
+	int64_t s = 1;
+	for (int j = l->ndev - 1; j > k; j--)
+		s *= l->dev[j];
+	return s;
+}
+
+/* The partial axes as maximal runs of adjacent axes in (stride, size)
+ * form, size-1 axes dropped: two layouts group ranks alike iff equal. */
+int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size)
+{
+	int n = 0;
+	bool open = false;
+	for (int k = 0; k < l->ndev; k++) {
+		if (l->dev[k] == 1)
+			continue;
+		if (l->partial >> k & 1u) {
+			if (open) {
+				size[n - 1] *= l->dev[k];
+				stride[n - 1] = layout_axis_stride(l, k);
+			} else {
+				stride[n] = layout_axis_stride(l, k);
+				size[n++] = l->dev[k];
+				open = true;
+			}
+		} else {
+			open = false;
+		}
+	}
+	return n;
+}
+
+bool layout_same(const Layout *a, const Layout *b)
+{
+	if (a == b)
+		return true;
+	if (a->rank != b->rank || !shape_eq(&a->full, &b->full) || !shape_eq(&a->slice, &b->slice) ||
+	    layout_devices(a) != layout_devices(b))
+		return false;
+	for (int i = 0; i < a->rank; i++) {
+		int64_t sa = layout_split(a, i), sb = layout_split(b, i);
+		if (sa != sb)
+			return false;
+		if (sa > 1 && layout_axis_stride(a, a->map[i]) != layout_axis_stride(b, b->map[i]))
+			return false;
+	}
+	if ((a->partial != 0) != (b->partial != 0))
+		return false;
+	if (!a->partial)
+		return true;
+	int64_t st_a[MAX_RANK], sz_a[MAX_RANK], st_b[MAX_RANK], sz_b[MAX_RANK];
+	int na = layout_partial_runs(a, st_a, sz_a), nb = layout_partial_runs(b, st_b, sz_b);
+	if (na != nb)
+		return false;
+	for (int k = 0; k < na; k++)
+		if (st_a[k] != st_b[k] || sz_a[k] != sz_b[k])
+			return false;
+	return true;
+}

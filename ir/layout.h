@@ -46,6 +46,16 @@ void layout_block(const Layout *l, int64_t rank, int64_t *offset);
 int64_t layout_split(const Layout *l, int dim);
 /* Same block on every rank and same partial-sum groups: no data moves. */
 bool layout_equiv(const Layout *a, const Layout *b);
+/* layout_equiv decided from the axes' strides in O(rank + ndev) instead
+ * of a loop over every rank: same block on every rank and the same
+ * partial-sum groups. Layouts without ragged blocks, over the same device
+ * count. */
+bool layout_same(const Layout *a, const Layout *b);
+/* Rank distance between neighbours along grid axis k. */
+int64_t layout_axis_stride(const Layout *l, int k);
+/* The partial axes as maximal runs of adjacent axes in (stride, size)
+ * form, size-1 axes dropped; returns the count. */
+int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size);
 /* Grid axes (bit mask) the layout uses: those splitting a dimension and
  * those holding partial sums. */
 unsigned layout_used_axes(const Layout *l);

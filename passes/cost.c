@@ -253,66 +253,7 @@ double cost_param_memory(const Layout *l, DType dt, bool training, int opt_state
 
 /* ---- fast layout equality ------------------------------------------------------ */
 
-static int64_t axis_stride(const Layout *l, int k)
-{
-	int64_t s = 1;
-	for (int j = l->ndev - 1; j > k; j--)
-		s *= l->dev[j];
-	return s;
-}
-
-/* The partial axes as maximal runs of adjacent axes in (stride, size)
- * form, size-1 axes dropped: two layouts group ranks alike iff equal. */
-static int partial_runs(const Layout *l, int64_t *stride, int64_t *size)
-{
-	int n = 0;
-	bool open = false;
-	for (int k = 0; k < l->ndev; k++) {
-		if (l->dev[k] == 1)
-			continue;
-		if (l->partial >> k & 1u) {
-			if (open) {
-				size[n - 1] *= l->dev[k];
-				stride[n - 1] = axis_stride(l, k);
-			} else {
-				stride[n] = axis_stride(l, k);
-				size[n++] = l->dev[k];
-				open = true;
-			}
-		} else {
-			open = false;
-		}
-	}
-	return n;
-}
-
-bool cost_layout_same(const Layout *a, const Layout *b)
-{
-	if (a == b)
-		return true;
-	if (a->rank != b->rank || !shape_eq(&a->full, &b->full) || !shape_eq(&a->slice, &b->slice) ||
-	    layout_devices(a) != layout_devices(b))
-		return false;
-	for (int i = 0; i < a->rank; i++) {
-		int64_t sa = layout_split(a, i), sb = layout_split(b, i);
-		if (sa != sb)
-			return false;
-		if (sa > 1 && axis_stride(a, a->map[i]) != axis_stride(b, b->map[i]))
-			return false;
-	}
-	if ((a->partial != 0) != (b->partial != 0))
-		return false;
-	if (!a->partial)
-		return true;
-	int64_t st_a[MAX_RANK], sz_a[MAX_RANK], st_b[MAX_RANK], sz_b[MAX_RANK];
-	int na = partial_runs(a, st_a, sz_a), nb = partial_runs(b, st_b, sz_b);
-	if (na != nb)
-		return false;
-	for (int k = 0; k < na; k++)
-		if (st_a[k] != st_b[k] || sz_a[k] != sz_b[k])
-			return false;
-	return true;
-}
+bool cost_layout_same(const Layout *a, const Layout *b) { return layout_same(a, b); }
 
 /* ---- redistribution memo ----------------------------------------------------- */
 
@@ -328,7 +269,15 @@ typedef struct StripEntry {
 	unsigned partial;
 } StripEntry;
 
+typedef struct InternEntry {
+	int64_t key[4 * MAX_RANK + 4];
+	int nkey;
+	const Layout *l;         /* NULL: empty slot */
+} InternEntry;
+
 struct RedistCache {
+	InternEntry *intern;     /* canonical layouts, by layout_same class */
+	size_t intern_cap, intern_n;
 	StripEntry *strip;
 	size_t strip_cap, strip_n;
 	Arena *a;
@@ -348,7 +297,67 @@ RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
 	rc->tab = ARENA_NEWN(a, RcEntry, rc->cap);
 	rc->strip_cap = 256;
 	rc->strip = ARENA_NEWN(a, StripEntry, rc->strip_cap);
+	rc->intern_cap = 256;
+	rc->intern = ARENA_NEWN(a, InternEntry, rc->intern_cap);
 	return rc;
+}
+
+/* What layout_same compares: the full shape, the device count, each
+ * dim's split and (when split) its axis' stride, the partial runs. */
+static int layout_key(const Layout *l, int64_t *key)
+{
+	int n = 0;
+	key[n++] = l->rank;
+	key[n++] = layout_devices(l);
+	for (int i = 0; i < l->rank; i++) {
+		int64_t sp = layout_split(l, i);
+		key[n++] = l->full.d[i];
+		key[n++] = sp;
+		key[n++] = sp > 1 ? layout_axis_stride(l, l->map[i]) : 0;
+	}
+	int64_t st[MAX_RANK], sz[MAX_RANK];
+	int np = layout_partial_runs(l, st, sz);
+	key[n++] = np;
+	for (int k = 0; k < np; k++) {
+		key[n++] = st[k];
+		key[n++] = sz[k];
+	}
+	return n;
+}
+
+static InternEntry *intern_slot(InternEntry *t, size_t cap, const int64_t *key, int n)
+{
+	uint64_t h = 0xCBF29CE484222325ull;
+	for (int i = 0; i < n; i++)
+		h = (h ^ (uint64_t)key[i]) * 0x100000001B3ull, h ^= h >> 29;
+	size_t i = (size_t)h & (cap - 1);
+	while (t[i].l && !(t[i].nkey == n && memcmp(t[i].key, key, sizeof(int64_t) * (size_t)n) == 0))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+const Layout *cost_intern(RedistCache *rc, const Layout *l)
+{
+	if (!l || l->ragged)
+		return l;
+	int64_t key[4 * MAX_RANK + 4];
+	int n = layout_key(l, key);
+	InternEntry *e = intern_slot(rc->intern, rc->intern_cap, key, n);
+	if (e->l)
+		return e->l;
+	memcpy(e->key, key, sizeof(int64_t) * (size_t)n);
+	e->nkey = n;
+	e->l = l;
+	if (++rc->intern_n * 2 > rc->intern_cap) {
+		size_t nc = rc->intern_cap * 2;
+		InternEntry *nt = ARENA_NEWN(rc->a, InternEntry, nc);
+		for (size_t i = 0; i < rc->intern_cap; i++)
+			if (rc->intern[i].l)
+				*intern_slot(nt, nc, rc->intern[i].key, rc->intern[i].nkey) = rc->intern[i];
+		rc->intern = nt;
+		rc->intern_cap = nc;
+	}
+	return l;
 }
 
 static size_t rc_hash(const Layout *f, const Layout *t, DType dt)
@@ -456,18 +465,17 @@ const Layout *cost_with_partial(RedistCache *rc, const Layout *l, unsigned parti
 
 const Layout *cost_strip_partial(RedistCache *rc, const Layout *l) { return cost_with_partial(rc, l, 0); }
 
-double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, unsigned grad_partial, DType dt,
-                 bool training)
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const Layout *grad, DType dt, bool training)
 {
 	if (!from || !to)
 		return 0;
 	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
 	/* The backward ops read the forward node's converted copy
 	 * (reuse_forward_copies): no second conversion. The gradient leaves
-	 * the consumer in its input's layout, a partial sum over the
-	 * consumer's axes that do not split it, and goes back to the
+	 * the consumer as `grad` (its input's layout, a partial sum over the
+	 * consumer's axes that do not split it) and goes back to the
 	 * producer's layout. */
-	if (training && dtype_is_float(dt))
-		t += cost_redist(rc, cost_with_partial(rc, to, grad_partial), cost_strip_partial(rc, from), dt, NULL);
+	if (training && dtype_is_float(dt) && grad)
+		t += cost_redist(rc, grad, cost_strip_partial(rc, from), dt, NULL);
 	return t;
 }

@@ -87,6 +87,10 @@ bool cost_layout_same(const Layout *a, const Layout *b);
  * every node with the same shapes, so a long chain hits the memo). */
 typedef struct RedistCache RedistCache;
 RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall);
+/* The first layout seen of l's layout_same class (l itself for ragged
+ * ones): equal layouts become one pointer, so the memo below plans each
+ * pair of classes once. */
+const Layout *cost_intern(RedistCache *rc, const Layout *l);
 /* Seconds (INFINITY when no plan exists) and bytes sent per device. */
 double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes);
 /* l with partial sums over `partial` instead of its own (memoised; l
@@ -97,10 +101,9 @@ const Layout *cost_strip_partial(RedistCache *rc, const Layout *l);
 /* Forward plus, when training, backward cost of a tensor edge: the
  * conversion from the producer's layout to the consumer's (once: the
  * backward ops reuse the converted copy), and the gradient's way back,
- * from the consumer's layout with partial sums over grad_partial
- * (cost_grad_partial_axes of the consumer) to the producer's. */
-double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, unsigned grad_partial, DType dt,
-                 bool training);
+ * from `grad` (the consumer's input layout with partial sums over
+ * cost_grad_partial_axes: cost_with_partial) to the producer's. */
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const Layout *grad, DType dt, bool training);
 /* Seconds of a plan (redistribute node). */
 double cost_plan_time(const Machine *m, const struct RedistPlan *p);
 /* Largest communication group of a plan (1 for local slicing only). */

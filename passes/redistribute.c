@@ -121,19 +121,19 @@ typedef struct Space {
  * False when a chain stops nesting. */
 static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, bool *changed)
 {
-	Chain copy = *bd;
-	for (int j = 0; j < copy.n; j++) {
-		int64_t b = copy.v[j];
+	/* no copies of the chains: each loop adds only to the chain it does
+	 * not walk */
+	for (int j = 0; j < bd->n; j++) {
+		int64_t b = bd->v[j];
 		if (b <= lo || b >= lo * size)
 			continue;
 		if (b % lo != 0)
 			return false;
 		*changed |= chain_add(bt, b / lo);
 	}
-	Chain tcopy = *bt;
-	for (int j = 0; j < tcopy.n && tcopy.v[j] < size; j++)
-		if (tcopy.v[j] > 1)
-			*changed |= chain_add(bd, lo * tcopy.v[j]);
+	for (int j = 0; j < bt->n && bt->v[j] < size; j++)
+		if (bt->v[j] > 1)
+			*changed |= chain_add(bd, lo * bt->v[j]);
 	for (int j = 0; j < bt->n; j++)
 		if (bt->v[j] >= size) {
 			if (bt->v[j] % size != 0)
@@ -411,6 +411,18 @@ static bool plan_in_space(Planner *pl, const Layout *tgt)
  * (compared numerically: the matrices have no common refinement). */
 static bool dim_contains(const Layout *cur, const Layout *to, int i)
 {
+	/* Without ragged blocks, from the strides: cur's block along i is the
+	 * digit (r / sa) % da of the rank, to's (r / sb) % db. A whole dim
+	 * contains everything; to's blocks nest in cur's iff db = q * da and
+	 * to's digit divided by q is cur's, i.e. sa = sb * q. */
+	if (!cur->ragged && !to->ragged && layout_devices(cur) == layout_devices(to)) {
+		int mc = cur->map[i], mt = to->map[i];
+		int64_t da = mc < 0 ? 1 : cur->dev[mc], db = mt < 0 ? 1 : to->dev[mt];
+		if (da == 1)
+			return true;
+		if (db % da == 0)
+			return layout_axis_stride(cur, mc) == layout_axis_stride(to, mt) * (db / da);
+	}
 	int64_t oc[MAX_RANK], ot[MAX_RANK];
 	for (int64_t r = 0; r < layout_devices(cur); r++) {
 		layout_block(cur, r, oc);
@@ -488,7 +500,8 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	RedistPlan *p = ARENA_NEW(a, RedistPlan);
 	p->from = from;
 	p->to = to;
-	if (layout_equiv(from, to))
+	if (!from->ragged && !to->ragged && layout_devices(from) == layout_devices(to) ? layout_same(from, to)
+	                                                                              : layout_equiv(from, to))
 		return p;
 	Planner pl = {.a = a, .p = p, .cur = from, .esize = dtype_size(dt), .alltoall = enable_alltoall};
 	const Layout *const pair[2] = {from, to};

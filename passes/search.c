@@ -1,8 +1,11 @@
-/* The auto-parallel search: the search graph, candidate strategies and
- * the three search modes (see search.h). */
+/* The auto-parallel search: the search graph, candidate strategies, the
+ * data-parallel floor and the pass (see search.h). The modes are beside
+ * it: search_propagate.c, search_dp.c, search_recursive.c. */
 #include "search.h"
 
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +64,7 @@ const char **search_node_names(Arena *a, Graph *g)
  * space (batch..., m, k, n), for embedding the table's and the ids' dims,
  * for elementwise ops the output's, else input 0's. The other inputs'
  * splits follow from them (derive). */
-static int free_dims(const Node *n, int64_t *size)
+int search_free_dims(const Node *n, int64_t *size)
 {
 	const Shape *y = &n->out->shape;
 	switch (n->op) {
@@ -174,11 +177,26 @@ typedef struct Enum {
 enum { MAX_TRIES = 20000 };
 
 /* A candidate's own numbers: computation and its inputs' gradient partial sums. */
-static void cand_costs(Search *s, const Node *n, Cand *c)
+static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training);
-	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
-		c->grad_partial[i] = cost_grad_partial_axes(n, &c->r, i);
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
+		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL) : 0;
+	}
+	/* Costs only ever see these layouts through layout_same classes:
+	 * one pointer per class lets the redistribution memo hit across
+	 * candidates (at 4096 devices, most of 256 candidates' input
+	 * layouts fall into a few classes). Kept for a user's strategy, so
+	 * messages show its own layouts. */
+	if (!intern)
+		return;
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		c->r.in[i] = (Layout *)cost_intern(s->rc, c->r.in[i]);
+		c->grad[i] = cost_intern(s->rc, c->grad[i]);
+	}
+	c->r.out = (Layout *)cost_intern(s->rc, c->r.out);
 }
 
 static void try_cand(Enum *E)
@@ -191,8 +209,7 @@ static void try_cand(Enum *E)
 		return;
 	Cand c = {.s = st, .r = r, .nfree = E->nfree};
 	memcpy(c.free, E->f, sizeof(int64_t) * (size_t)E->nfree);
-	cand_costs(E->s, E->n, &c);
-	VEC_PUSH(a, E->out, E->nout, E->capout, c);
+	VEC_PUSH(a, E->out, E->nout, E->capout, c); /* costs once the list is trimmed */
 }
 
 static void enumerate(Enum *E, int k, int64_t used)
@@ -288,7 +305,7 @@ static CandList *candidates(Search *s, SigTab *st, Node *n)
 	if (slot && slot->key)
 		return slot->cl;
 	Enum E = {.s = s, .n = n};
-	E.nfree = free_dims(n, E.size);
+	E.nfree = search_free_dims(n, E.size);
 	int64_t divs[64];
 	int nd = 0;
 	for (int64_t d = 1; d <= s->cx.device_num && nd < 64; d++)
@@ -301,6 +318,8 @@ static CandList *candidates(Search *s, SigTab *st, Node *n)
 		qsort(E.out, (size_t)E.nout, sizeof(Cand), by_devices_desc); /* keep those using most devices */
 		E.nout = SEARCH_MAX_CANDS;
 	}
+	for (int c = 0; c < E.nout; c++)
+		cand_costs(s, n, &E.out[c], true);
 	CandList *cl = ARENA_NEW(s->a, CandList);
 	cl->c = E.out;
 	cl->n = E.nout;
@@ -324,7 +343,7 @@ static CandList *candidates(Search *s, SigTab *st, Node *n)
 
 /* ---- the search graph -------------------------------------------------------- */
 
-static Layout *input_layout(Search *s, Value *in, int64_t devices)
+Layout *search_input_layout(Search *s, Value *in, int64_t devices)
 {
 	ParallelConfig *pc = &s->g->par;
 	Arena *a = s->a;
@@ -383,8 +402,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = n->in[i];
 		if (x->kind == VK_PARAM && first_read[i]) {
-			if (s->training)
-				t += cost_param_grad(&s->m, n, &cd->r, i, NULL);
+			t += cd->param_grad[i];
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states);
 		} else if (inl[i]) {
@@ -452,7 +470,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 			Cand *c = &own->c[sv->cl->n];
 			c->s = n->ann.in_strategy;
 			c->r = r;
-			cand_costs(s, n, c);
+			cand_costs(s, n, c, false);
 			c->nfree = 0;
 			own->n = sv->cl->n + 1;
 			sv->cl = own;
@@ -469,7 +487,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 				ok = false;
 				continue;
 			}
-			cand_costs(s, n, own->c);
+			cand_costs(s, n, own->c, false);
 			own->n = 1;
 			sv->cl = own;
 		}
@@ -504,7 +522,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 				}
 			} else {
 				if (!inl_all[x->id])
-					inl_all[x->id] = input_layout(s, x, s->cx.device_num);
+					inl_all[x->id] = search_input_layout(s, x, s->cx.device_num);
 				inl[i] = inl_all[x->id];
 			}
 		}
@@ -530,8 +548,8 @@ const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv),
-	                 s->v[e->v].cl->c[cv].grad_partial[e->vi], e->dt, s->training);
+	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), s->v[e->v].cl->c[cv].grad[e->vi],
+	                 e->dt, s->training);
 }
 
 double search_total(Search *s, const int *choice)
@@ -550,601 +568,6 @@ double search_memory(Search *s, const int *choice)
 	for (int i = 0; i < s->nv; i++)
 		m += s->v[i].mem[choice[i]];
 	return m;
-}
-
-static int other_end(const SEdge *e, int v) { return e->u == v ? e->v : e->u; }
-
-/* Edge cost seen from vertex v taking candidate c against the other end's choice. */
-static double edge_against(Search *s, int ei, int v, int c, const int *choice)
-{
-	const SEdge *e = &s->e[ei];
-	if (e->u == e->v)
-		return search_edge_cost(s, ei, c, c);
-	return e->u == v ? search_edge_cost(s, ei, c, choice[e->v]) : search_edge_cost(s, ei, choice[e->u], c);
-}
-
-/* ---- sharding_propagation ------------------------------------------------------ */
-
-/* A parameter read by two annotated operators that need it laid out
- * differently: the user must decide. */
-static bool check_param_conflicts(Search *s, const char **names)
-{
-	bool ok = true;
-	for (int ei = 0; ei < s->ne; ei++) {
-		const SEdge *e = &s->e[ei];
-		if (e->ui < 0 || s->v[e->u].fixed < 0 || s->v[e->v].fixed < 0)
-			continue;
-		const Layout *a = search_edge_from(s, e, s->v[e->u].fixed), *b = search_edge_to(s, e, s->v[e->v].fixed);
-		if (cost_layout_same(a, b))
-			continue;
-		Node *nu = s->v[e->u].n, *nv = s->v[e->v].n;
-		const Value *p = nu->in[e->ui];
-		int iu = -1, iv = -1;
-		for (int i = 0; i < s->g->nnodes; i++) {
-			if (s->g->nodes[i] == nu)
-				iu = i;
-			if (s->g->nodes[i] == nv)
-				iv = i;
-		}
-		if (s->diag) {
-			diag_error(s->diag, nv->ann.in_strategy.loc.file ? nv->ann.in_strategy.loc : nv->loc,
-			           "parameter '%s' is used by %s with strategy %s (layout %s) and by %s with strategy %s "
-			           "(layout %s); give both the same split of '%s'",
-			           p->name, names[iu], strategy_str(s->a, &nu->ann.in_strategy), layout_str(s->a, a),
-			           names[iv], strategy_str(s->a, &nv->ann.in_strategy), layout_str(s->a, b), p->name);
-		}
-		ok = false;
-	}
-	return ok;
-}
-
-/* v takes the candidate with the least redistribution cost against its
- * decided neighbours (zero when one exists), then the least unary cost. */
-static void decide(Search *s, int v, int *choice, const bool *done)
-{
-	SVertex *sv = &s->v[v];
-	int best = 0;
-	double bc = INFINITY, bu = INFINITY;
-	for (int c = 0; c < sv->cl->n; c++) {
-		double comm = 0;
-		for (int k = 0; k < sv->nadj && comm <= bc; k++) {
-			int ei = sv->adj[k];
-			int o = other_end(&s->e[ei], v);
-			if (o == v || done[o])
-				comm += edge_against(s, ei, v, c, choice);
-		}
-		double u = sv->unary[c];
-		if (comm < bc - 1e-15 || (comm <= bc + 1e-15 && u < bu)) {
-			best = c, bc = comm, bu = u;
-		}
-	}
-	choice[v] = best;
-}
-
-bool search_propagate(Search *s, int *choice)
-{
-	const char **names = search_node_names(s->a, s->g);
-	bool *done = ARENA_NEWN(s->a, bool, s->nv + 1);
-	int *queue = ARENA_NEWN(s->a, int, s->nv + 1);
-	int qh = 0, qt = 0;
-	for (int v = 0; v < s->nv; v++)
-		if (s->v[v].fixed >= 0) {
-			choice[v] = s->v[v].fixed;
-			done[v] = true;
-			queue[qt++] = v;
-		}
-	if (qt == 0) {
-		if (s->diag)
-			diag_error(s->diag, s->g->par.set_loc[PK_search_mode],
-			           "search_mode = sharding_propagation needs at least one operator with a strategy; "
-			           "annotate one (e.g. the first matmul: .shard(((%" PRId64 ", 1), (1, 1)))), load a "
-			           "strategy checkpoint, or use search_mode = dynamic_programming or recursive_programming",
-			           s->cx.device_num);
-		return false;
-	}
-	if (!check_param_conflicts(s, names))
-		return false;
-	for (int seed = 0;; seed++) {
-		while (qh < qt) {
-			int u = queue[qh++];
-			SVertex *su = &s->v[u];
-			for (int k = 0; k < su->nadj; k++) {
-				int o = other_end(&s->e[su->adj[k]], u);
-				if (done[o])
-					continue;
-				decide(s, o, choice, done);
-				done[o] = true;
-				queue[qt++] = o;
-			}
-		}
-		/* a part of the graph no annotation reaches: its cheapest vertex starts it */
-		while (seed < s->nv && done[seed])
-			seed++;
-		if (seed >= s->nv)
-			break;
-		decide(s, seed, choice, done);
-		done[seed] = true;
-		queue[qt++] = seed;
-	}
-	return true;
-}
-
-/* ---- dynamic_programming: graph elimination ---------------------------------- */
-
-typedef struct Factor {
-	int a, b;          /* vertices; M[i * nb + j] for candidates i of a, j of b */
-	int na, nb;
-	double *M;
-	bool alive;
-} Factor;
-
-typedef enum ElimKind { EL_ROOT, EL_FIX, EL_LEAF, EL_SERIES } ElimKind;
-
-typedef struct Elim {
-	ElimKind kind;
-	int v, u, w;
-	int pick;          /* EL_ROOT, EL_FIX */
-	int *arg;          /* EL_LEAF: [cu]; EL_SERIES: [cu * nw + cw] */
-	int nw;
-} Elim;
-
-typedef struct Dp {
-	Search *s;
-	double **cost;     /* per vertex, per candidate */
-	int *nc;
-	bool *alive;
-	Factor *f;
-	int nf, capf;
-	int **adj;         /* factor ids per vertex (dead ones skipped) */
-	int *nadj, *capadj;
-	Elim *el;
-	int nel, capel;
-} Dp;
-
-static double fM(const Factor *f, int v, int cv, int co)
-{
-	return f->a == v ? f->M[cv * f->nb + co] : f->M[co * f->nb + cv];
-}
-
-static int find_factor(Dp *D, int a, int b)
-{
-	for (int k = 0; k < D->nadj[a]; k++) {
-		Factor *f = &D->f[D->adj[a][k]];
-		if (f->alive && ((f->a == a && f->b == b) || (f->a == b && f->b == a)))
-			return D->adj[a][k];
-	}
-	return -1;
-}
-
-/* Adds M (na x nb, rows: a; malloc'd, owned by the factor from here) between
- * a and b, merging with a parallel factor. Dead factors free their tables:
- * at thousands of devices a table is up to 256 x 256. */
-static void add_factor(Dp *D, int a, int b, double *M)
-{
-	int na = D->nc[a], nb = D->nc[b];
-	int old = find_factor(D, a, b);
-	if (old >= 0) {
-		Factor *f = &D->f[old];
-		for (int i = 0; i < na; i++)
-			for (int j = 0; j < nb; j++)
-				f->M[f->a == a ? i * nb + j : j * na + i] += M[i * nb + j];
-		free(M);
-		return;
-	}
-	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
-	int id = D->nf;
-	VEC_PUSH(D->s->a, D->f, D->nf, D->capf, f);
-	VEC_PUSH(D->s->a, D->adj[a], D->nadj[a], D->capadj[a], id);
-	VEC_PUSH(D->s->a, D->adj[b], D->nadj[b], D->capadj[b], id);
-}
-
-/* Alive factors of v (at most `max` returned in out); returns the count. */
-static int live_factors(Dp *D, int v, int *out, int max)
-{
-	int n = 0, w = 0;
-	for (int k = 0; k < D->nadj[v]; k++) {
-		int id = D->adj[v][k];
-		if (!D->f[id].alive)
-			continue;
-		D->adj[v][w++] = id; /* compact */
-		if (n < max)
-			out[n] = id;
-		n++;
-	}
-	D->nadj[v] = w;
-	return n;
-}
-
-static void push_elim(Dp *D, Elim e) { VEC_PUSH(D->s->a, D->el, D->nel, D->capel, e); }
-
-static void elim_leaf(Dp *D, int v, int fid)
-{
-	Factor *f = &D->f[fid];
-	int u = f->a == v ? f->b : f->a;
-	Elim e = {.kind = EL_LEAF, .v = v, .u = u, .arg = ARENA_NEWN(D->s->a, int, D->nc[u])};
-	for (int cu = 0; cu < D->nc[u]; cu++) {
-		double best = INFINITY;
-		int arg = 0;
-		for (int cv = 0; cv < D->nc[v]; cv++) {
-			double t = D->cost[v][cv] + fM(f, v, cv, cu);
-			if (t < best)
-				best = t, arg = cv;
-		}
-		D->cost[u][cu] += best;
-		e.arg[cu] = arg;
-	}
-	f->alive = false;
-	free(f->M);
-	D->alive[v] = false;
-	push_elim(D, e);
-}
-
-static void elim_series(Dp *D, int v, int f1, int f2)
-{
-	Factor *a = &D->f[f1], *b = &D->f[f2];
-	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
-	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
-	double *M = xmalloc(sizeof(double) * (size_t)nu * nw);
-	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
-	double *left = xmalloc(sizeof(double) * (size_t)nv);
-	for (int cu = 0; cu < nu; cu++) {
-		for (int cv = 0; cv < nv; cv++)
-			left[cv] = D->cost[v][cv] + fM(a, v, cv, cu);
-		for (int cw = 0; cw < nw; cw++) {
-			double best = INFINITY;
-			int arg = 0;
-			for (int cv = 0; cv < nv; cv++) {
-				double t = left[cv] + fM(b, v, cv, cw);
-				if (t < best)
-					best = t, arg = cv;
-			}
-			M[cu * nw + cw] = best;
-			e.arg[cu * nw + cw] = arg;
-		}
-	}
-	free(left);
-	a->alive = b->alive = false;
-	free(a->M);
-	free(b->M);
-	D->alive[v] = false;
-	push_elim(D, e);
-	add_factor(D, u, w, M);
-}
-
-/* No leaf or series vertex is left (a vertex of degree >= 3 on every
- * side): fix one to its locally best candidate. Not exact. */
-static void elim_fix(Dp *D, int v)
-{
-	int fs[64];
-	int nf = live_factors(D, v, fs, 64);
-	if (nf > 64)
-		nf = 64;
-	int pick = 0;
-	double best = INFINITY;
-	for (int cv = 0; cv < D->nc[v]; cv++) {
-		double t = D->cost[v][cv];
-		for (int k = 0; k < nf; k++) {
-			Factor *f = &D->f[fs[k]];
-			int o = f->a == v ? f->b : f->a;
-			double m = INFINITY;
-			for (int co = 0; co < D->nc[o]; co++)
-				m = fmin(m, fM(f, v, cv, co) + D->cost[o][co]);
-			t += m;
-		}
-		if (t < best)
-			best = t, pick = cv;
-	}
-	for (int k = 0; k < D->nadj[v]; k++) {
-		Factor *f = &D->f[D->adj[v][k]];
-		if (!f->alive)
-			continue;
-		int o = f->a == v ? f->b : f->a;
-		for (int co = 0; co < D->nc[o]; co++)
-			D->cost[o][co] += fM(f, v, pick, co);
-		f->alive = false;
-		free(f->M);
-	}
-	D->alive[v] = false;
-	push_elim(D, (Elim){.kind = EL_FIX, .v = v, .pick = pick});
-}
-
-static void dp_once(Search *s, double lambda, int *choice)
-{
-	Arena *a = s->a;
-	Dp D = {.s = s};
-	int nv = s->nv;
-	D.cost = ARENA_NEWN(a, double *, nv + 1);
-	D.nc = ARENA_NEWN(a, int, nv + 1);
-	D.alive = ARENA_NEWN(a, bool, nv + 1);
-	D.adj = ARENA_NEWN(a, int *, nv + 1);
-	D.nadj = ARENA_NEWN(a, int, nv + 1);
-	D.capadj = ARENA_NEWN(a, int, nv + 1);
-	for (int v = 0; v < nv; v++) {
-		SVertex *sv = &s->v[v];
-		D.nc[v] = sv->cl->n;
-		D.alive[v] = true;
-		D.cost[v] = ARENA_NEWN(a, double, sv->cl->n);
-		for (int c = 0; c < sv->cl->n; c++)
-			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
-	}
-	for (int ei = 0; ei < s->ne; ei++) {
-		const SEdge *e = &s->e[ei];
-		if (e->u == e->v) {
-			for (int c = 0; c < D.nc[e->u]; c++)
-				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
-			continue;
-		}
-		int nu = D.nc[e->u], nvv = D.nc[e->v];
-		double *M = xmalloc(sizeof(double) * (size_t)nu * nvv);
-		for (int i = 0; i < nu; i++)
-			for (int j = 0; j < nvv; j++)
-				M[i * nvv + j] = search_edge_cost(s, ei, i, j);
-		add_factor(&D, e->u, e->v, M);
-	}
-	int *stack = xmalloc(sizeof(int) * (size_t)(nv + 1) * 4);
-	int sp = 0, capst = (nv + 1) * 4;
-	for (int v = nv - 1; v >= 0; v--)
-		stack[sp++] = v;
-	int remaining = nv;
-	while (remaining > 0) {
-		while (sp > 0) {
-			int v = stack[--sp];
-			if (!D.alive[v])
-				continue;
-			int fs[3];
-			int deg = live_factors(&D, v, fs, 3);
-			if (deg == 1 || deg == 2) {
-				int n1 = D.f[fs[0]].a == v ? D.f[fs[0]].b : D.f[fs[0]].a;
-				int n2 = deg == 2 ? (D.f[fs[1]].a == v ? D.f[fs[1]].b : D.f[fs[1]].a) : -1;
-				if (deg == 1)
-					elim_leaf(&D, v, fs[0]);
-				else
-					elim_series(&D, v, fs[0], fs[1]);
-				remaining--;
-				if (sp + 2 >= capst) {
-					capst *= 2;
-					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
-				}
-				stack[sp++] = n1;
-				if (n2 >= 0)
-					stack[sp++] = n2;
-			}
-		}
-		/* roots (degree 0) and the stuck case */
-		int stuck = -1, stuck_deg = 1 << 30;
-		for (int v = 0; v < nv; v++) {
-			if (!D.alive[v])
-				continue;
-			int fs[1];
-			int deg = live_factors(&D, v, fs, 1);
-			if (deg == 0) {
-				int pick = 0;
-				for (int c = 1; c < D.nc[v]; c++)
-					if (D.cost[v][c] < D.cost[v][pick])
-						pick = c;
-				D.alive[v] = false;
-				remaining--;
-				push_elim(&D, (Elim){.kind = EL_ROOT, .v = v, .pick = pick});
-			} else if (deg < stuck_deg) {
-				stuck = v, stuck_deg = deg;
-			}
-		}
-		if (remaining > 0 && stuck >= 0 && stuck_deg >= 3) {
-			s->exact = false;
-			int fs[64];
-			int deg = live_factors(&D, stuck, fs, 64);
-			elim_fix(&D, stuck);
-			remaining--;
-			for (int k = 0; k < deg && k < 64; k++) {
-				int o = D.f[fs[k]].a == stuck ? D.f[fs[k]].b : D.f[fs[k]].a;
-				if (sp + 1 >= capst) {
-					capst *= 2;
-					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
-				}
-				stack[sp++] = o;
-			}
-		} else if (remaining > 0) {
-			for (int v = 0; v < nv; v++)
-				if (D.alive[v])
-					stack[sp++] = v;
-		}
-	}
-	free(stack);
-	for (int k = 0; k < D.nf; k++)
-		if (D.f[k].alive)
-			free(D.f[k].M);
-	for (int k = D.nel - 1; k >= 0; k--) {
-		const Elim *e = &D.el[k];
-		switch (e->kind) {
-		case EL_ROOT:
-		case EL_FIX: choice[e->v] = e->pick; break;
-		case EL_LEAF: choice[e->v] = e->arg[choice[e->u]]; break;
-		case EL_SERIES: choice[e->v] = e->arg[choice[e->u] * e->nw + choice[e->w]]; break;
-		}
-	}
-}
-
-bool search_dp(Search *s, int *choice)
-{
-	dp_once(s, 0, choice);
-	double limit = s->m.memory_limit;
-	if (limit <= 0 || search_memory(s, choice) <= limit)
-		return true;
-	/* Lagrangian relaxation: price memory at lambda seconds per byte and
-	 * search for the least price that meets the limit. */
-	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
-	double lo = 0, hi = 1e-15;
-	for (int it = 0; it < 80; it++, hi *= 4) {
-		dp_once(s, hi, trial);
-		if (search_memory(s, trial) <= limit)
-			break;
-	}
-	if (search_memory(s, trial) > limit) {
-		if (s->diag)
-			diag_error(s->diag, loc_none(),
-			           "no strategy fits memory_limit = %.3g bytes per device: the least memory found needs %.3g",
-			           limit, search_memory(s, trial));
-		return false;
-	}
-	memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
-	for (int it = 0; it < 40; it++) {
-		double mid = (lo + hi) / 2;
-		dp_once(s, mid, trial);
-		if (search_memory(s, trial) <= limit) {
-			hi = mid;
-			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
-		} else {
-			lo = mid;
-		}
-	}
-	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
-	return true;
-}
-
-/* ---- exhaustive (tests) -------------------------------------------------------- */
-
-typedef struct Ex {
-	Search *s;
-	int *cur, *best;
-	double bestc;
-	int **in_edges; /* per vertex: edges whose later end is this vertex */
-	int *nin;
-} Ex;
-
-static void ex_rec(Ex *X, int k, double acc)
-{
-	Search *s = X->s;
-	if (acc >= X->bestc)
-		return;
-	if (k == s->nv) {
-		X->bestc = acc;
-		memcpy(X->best, X->cur, sizeof(int) * (size_t)s->nv);
-		return;
-	}
-	SVertex *sv = &s->v[k];
-	for (int c = 0; c < sv->cl->n; c++) {
-		if (sv->fixed >= 0 && c != sv->fixed)
-			continue;
-		X->cur[k] = c;
-		double t = acc + sv->unary[c];
-		for (int j = 0; j < X->nin[k]; j++) {
-			const SEdge *e = &s->e[X->in_edges[k][j]];
-			t += search_edge_cost(s, X->in_edges[k][j], X->cur[e->u], X->cur[e->v]);
-		}
-		ex_rec(X, k + 1, t);
-	}
-}
-
-double search_exhaustive(Search *s, int *choice, double limit)
-{
-	double combos = 1;
-	for (int v = 0; v < s->nv; v++)
-		combos *= s->v[v].fixed >= 0 ? 1 : s->v[v].cl->n;
-	if (combos > limit)
-		return INFINITY;
-	Ex X = {.s = s, .bestc = INFINITY};
-	X.cur = ARENA_NEWN(s->a, int, s->nv + 1);
-	X.best = choice;
-	X.in_edges = ARENA_NEWN(s->a, int *, s->nv + 1);
-	X.nin = ARENA_NEWN(s->a, int, s->nv + 1);
-	for (int v = 0; v < s->nv; v++)
-		X.in_edges[v] = ARENA_NEWN(s->a, int, s->v[v].nadj + 1);
-	for (int e = 0; e < s->ne; e++) {
-		int later = s->e[e].u > s->e[e].v ? s->e[e].u : s->e[e].v;
-		X.in_edges[later][X.nin[later]++] = e;
-	}
-	ex_rec(&X, 0, 0);
-	return X.bestc;
-}
-
-/* ---- recursive_programming ------------------------------------------------------ */
-
-static int find_free(const CandList *cl, const int64_t *f, int nfree)
-{
-	for (int c = 0; c < cl->n; c++)
-		if (cl->c[c].nfree == nfree && memcmp(cl->c[c].free, f, sizeof(int64_t) * (size_t)nfree) == 0)
-			return c;
-	return -1;
-}
-
-bool search_recursive(Search *s, int *choice)
-{
-	Arena *a = s->a;
-	int64_t factors[64];
-	int nfac = 0;
-	for (int64_t n = s->cx.device_num, p = 2; n > 1 && nfac < 64;) {
-		if (n % p == 0)
-			factors[nfac++] = p, n /= p;
-		else
-			p++;
-	}
-	typedef int64_t FreeVec[SEARCH_MAX_FREE];
-	FreeVec *cur = ARENA_NEWN(a, FreeVec, s->nv + 1);
-	int *nfree = ARENA_NEWN(a, int, s->nv + 1);
-	for (int v = 0; v < s->nv; v++) {
-		SVertex *sv = &s->v[v];
-		nfree[v] = free_dims(sv->n, (int64_t[SEARCH_MAX_FREE]){0});
-		for (int k = 0; k < nfree[v]; k++)
-			cur[v][k] = 1;
-		choice[v] = sv->fixed >= 0 ? sv->fixed : find_free(sv->cl, cur[v], nfree[v]);
-		if (choice[v] < 0)
-			choice[v] = 0;
-	}
-	Layout **inl = ARENA_NEWN(a, Layout *, s->g->nvalues + 1);
-	int64_t devices = 1;
-	for (int r = 0; r < nfac; r++) {
-		int64_t p = factors[r];
-		devices *= p;
-		memset(inl, 0, sizeof(Layout *) * (size_t)s->g->nvalues);
-		for (int v = 0; v < s->nv; v++) {
-			SVertex *sv = &s->v[v];
-			if (sv->fixed >= 0)
-				continue;
-			Node *n = sv->n;
-			int64_t size[SEARCH_MAX_FREE];
-			free_dims(n, size);
-			int best = -1, bestd = -1;
-			double bc = INFINITY;
-			/* d = -1: no further cut (the operator repeats over the new
-			 * factor): small operators are often cheapest left whole */
-			for (int d = -1; d < nfree[v]; d++) {
-				if (d >= 0 && size[d] % (cur[v][d] * p) != 0)
-					continue;
-				int64_t f[SEARCH_MAX_FREE];
-				memcpy(f, cur[v], sizeof f);
-				if (d >= 0)
-					f[d] *= p;
-				int c = find_free(sv->cl, f, nfree[v]);
-				if (c < 0)
-					continue;
-				const Cand *cd = &sv->cl->c[c];
-				double t = cd->compute;
-				for (int i = 0; i < n->nin; i++) {
-					Value *x = n->in[i];
-					if (x->kind == VK_INPUT || x->kind == VK_CONST) {
-						if (!inl[x->id])
-							inl[x->id] = input_layout(s, x, devices);
-						t += cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
-					} else if (x->kind == VK_PARAM && s->training) {
-						t += cost_param_grad(&s->m, n, &cd->r, i, NULL);
-					}
-				}
-				for (int k = 0; k < sv->nadj; k++) {
-					const SEdge *e = &s->e[sv->adj[k]];
-					if (e->v == v && e->u < v)
-						t += search_edge_cost(s, sv->adj[k], choice[e->u], c);
-				}
-				if (t < bc)
-					bc = t, best = c, bestd = d;
-			}
-			if (best >= 0) {
-				if (bestd >= 0)
-					cur[v][bestd] *= p;
-				choice[v] = best;
-			}
-		}
-	}
-	return true;
 }
 
 /* ---- data parallel as a floor --------------------------------------------------- */

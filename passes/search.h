@@ -11,11 +11,13 @@
  * step time; passes/cost.h says what is counted.
  *
  *   sharding_propagation   from the annotated operators outwards
+ *                          (search_propagate.c)
  *   dynamic_programming    exact minimum by graph elimination (leaf and
- *                          series eliminations, parallel edges merged)
+ *                          series eliminations, parallel edges merged;
+ *                          search_dp.c)
  *   recursive_programming  log2(device_num) rounds of bisection, each
  *                          operator cutting the dimension that is locally
- *                          cheapest
+ *                          cheapest, or none (search_recursive.c)
  *
  * Operators the user annotated (or a loaded strategy checkpoint named)
  * keep their strategies in every mode. The result goes to each forward
@@ -35,7 +37,10 @@ typedef struct Cand {
 	int nfree;
 	int64_t free[SEARCH_MAX_FREE]; /* the split of each free dimension */
 	double compute;                /* seconds per step on one device */
-	unsigned grad_partial[16];     /* per input: cost_grad_partial_axes (SHARD_MAX_INPUTS) */
+	/* per input (SHARD_MAX_INPUTS), computed before r's layouts are
+	 * interned (cost_intern keeps the class, not the grid): */
+	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
+	double param_grad[16];         /* cost_param_grad when training, else 0 */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -101,6 +106,13 @@ double search_exhaustive(Search *s, int *choice, double limit);
 void search_apply(Search *s, const int *choice);
 /* Runs search_mode on c's graph and applies it. */
 bool search_run(Compilation *c);
+
+/* Shared by the modes' files: the dimensions a strategy chooses freely
+ * (matmul: batch..., m, k, n; embedding: the table's and the ids' dims;
+ * elementwise: the output's; else input 0's), returns their count; and
+ * the layout a graph input arrives in when `devices` split its batch. */
+int search_free_dims(const Node *n, int64_t *size);
+Layout *search_input_layout(Search *s, Value *in, int64_t devices);
 
 /* Stable node names for strategy checkpoints and explain:
  * "<scope>/<op>-<k>" (k counts that op in that scope in program order;

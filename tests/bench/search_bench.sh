@@ -3,7 +3,12 @@
 # layers (matmul + relu each: 2 operators per layer), 8 devices, one core.
 # Prints "layers ops mode seconds"; the times are `netc check` wall time
 # minus the same check in semi_auto_parallel (parse, shapes, sharding).
-# Usage: tests/bench/search_bench.sh [layers ...]
+# Then the transformer of tests/models/transformer_plain.net at width 1024
+# against depth (2, 8, 24 layers) and device count (8, 512, 4096;
+# dataset_strategy = full_batch): `netc check` CPU seconds (user + sys,
+# which a loaded machine does not inflate) and peak memory per search
+# mode, and the search's share (minus semi_auto_parallel's check).
+# Usage: tests/bench/search_bench.sh [layers ...]   (SKIP_DEPTH=1: chains only)
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -46,5 +51,26 @@ for L in $layers; do
 		t=$(secs "$NETC" check -D search_mode=$mode "${extra:-$f}")
 		printf '%-8s %-8s %-24s %.3f (check %.3f, without search %.3f)\n' "$L" $((2 * L)) "$mode" \
 			"$(echo "$t $base" | awk '{ d = $1 - $2; print d < 0 ? 0 : d }')" "$t" "$base"
+	done
+done
+
+[ -n "$SKIP_DEPTH" ] && exit 0
+# cpu CMD...: "seconds kilobytes" of CPU time (user + sys) and peak memory
+cpu() {
+	/usr/bin/time -f '%U %S %M' -o "$work/time" "$@" >/dev/null 2>&1 || echo "failed: $*" >&2
+	awk '{ printf "%.2f %d", $1 + $2, $3 }' "$work/time"
+}
+echo
+printf '%-7s %-8s %-24s %s\n' layers devices search_mode "check CPU s (search s), peak MB"
+for L in 2 8 24; do
+	sed "s/^const D = 32 /const D = 1024 /; s/^const L = 2 /const L = $L /" tests/models/transformer_plain.net >"$work/t$L.net"
+	for n in 8 512 4096; do
+		set -- -D device_num=$n -D dataset_strategy=full_batch "$work/t$L.net"
+		base=$(cpu "$NETC" check -D parallel_mode=semi_auto_parallel "$@")
+		for mode in recursive_programming dynamic_programming; do
+			r=$(cpu "$NETC" check -D search_mode=$mode "$@")
+			echo "$r $base" | awk -v L=$L -v n=$n -v m=$mode '{ d = $1 - $3; if (d < 0) d = 0
+				printf "%-7s %-8s %-24s %.2f (%.2f), %.0f\n", L, n, m, $1, d, $2 / 1024 }'
+		done
 	done
 done

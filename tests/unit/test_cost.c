@@ -95,9 +95,11 @@ Test(cost, fast_equality_matches_layout_equiv)
 		cr_assert(s);
 		const Layout *ls[4096];
 		int n = 0;
+		/* the rules' own layouts: the candidates hold interned ones */
 		for (int v = 0; v < s->nv; v++)
 			for (int c = 0; c < s->v[v].cl->n && n < 4090; c++) {
-				const ShardResult *r = &s->v[v].cl->c[c].r;
+				ShardResult *r = ARENA_NEW(&a, ShardResult);
+				cr_assert(shard_node(&s->cx, s->v[v].n, &s->v[v].cl->c[c].s, r));
 				ls[n++] = r->out;
 				ls[n++] = r->in[0];
 			}
@@ -112,6 +114,55 @@ Test(cost, fast_equality_matches_layout_equiv)
 				agree++;
 			}
 		cr_expect_gt(agree, 100);
+		/* interning: one pointer per layout_equiv class */
+		RedistCache *rc = redist_cache_new(&a, &s->m, false);
+		for (int i = 0; i < n; i++) {
+			const Layout *ci = cost_intern(rc, ls[i]);
+			cr_expect(layout_equiv(ci, ls[i]), "%s interned as %s", layout_str(&a, ls[i]), layout_str(&a, ci));
+			for (int j = 0; j < i; j++)
+				if (shape_eq(&ls[i]->full, &ls[j]->full))
+					cr_expect_eq(ci == cost_intern(rc, ls[j]), layout_equiv(ls[i], ls[j]), "%s vs %s",
+					             layout_str(&a, ls[i]), layout_str(&a, ls[j]));
+		}
 		arena_free(&a);
 	}
+}
+
+/* The gradient's way back: x comes row-split from its producer, a matmul
+ * reads it whole and splits its output's columns, so x's gradient leaves
+ * the matmul as a partial sum over those 4 devices and must be
+ * reduce-scattered back to rows. The edge costs that on top of the
+ * forward AllGather. */
+Test(cost, gradient_leaves_as_partial_sum)
+{
+	Arena a = {0};
+	Graph *g = graph_new(&a);
+	g->par.device_num = 4;
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *w = graph_value(g, VK_PARAM, "w", DT_F32, S(32, 16), loc_none());
+	Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, w}, 2, loc_none());
+	Diag d;
+	diag_init(&d, stderr);
+	cr_assert(infer_shapes(g, &d));
+	ShardCtx cx = {.arena = &a, .device_num = 4};
+	Strategy st = strategy_replicated(&a, mm);
+	st.v[1].d[1] = 4;
+	ShardResult r;
+	cr_assert(shard_node(&cx, mm, &st, &r));
+	unsigned gp = cost_grad_partial_axes(mm, &r, 0);
+	cr_expect_neq(gp, 0u, "x's gradient is a partial sum over the column split");
+	cr_expect_eq(cost_grad_partial_axes(mm, &r, 1), 0u, "w is split by every axis the op uses");
+	Machine m;
+	machine_defaults(&m);
+	RedistCache *rc = redist_cache_new(&a, &m, false);
+	const Layout *rows = layout_batch_split(&a, &x->shape, 4);
+	const Layout *grad = cost_with_partial(rc, r.in[0], gp);
+	double fwd = cost_redist(rc, rows, r.in[0], DT_F32, NULL);
+	int64_t back_bytes;
+	double back = cost_redist(rc, grad, rows, DT_F32, &back_bytes);
+	cr_expect_gt(fwd, 0);
+	cr_expect_eq(back_bytes, 16 * 32 * 4 * 3 / 4, "a ReduceScatter of the whole gradient in 4");
+	cr_expect(fabs(cost_edge(rc, rows, r.in[0], grad, DT_F32, true) - (fwd + back)) < 1e-15);
+	cr_expect(fabs(cost_edge(rc, rows, r.in[0], grad, DT_F32, false) - fwd) < 1e-15);
+	arena_free(&a);
 }

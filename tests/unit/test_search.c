@@ -62,6 +62,19 @@ static void branching(void)
 	infer_ok();
 }
 
+/* x -> blocks x (h = add(h, relu(matmul(h, w_i)))) -> mse: identical
+ * blocks share their edge tables, and the residual's parallel edges merge
+ * into a shared one (copied first) */
+static void residual_blocks(int blocks)
+{
+	Value *h = in("x", DT_F32, S(16, 8));
+	Value *t = in("t", DT_F32, S(16, 8));
+	for (int i = 0; i < blocks; i++)
+		h = op2(OP_ADD, h, op2(OP_MATMUL, h, par(arena_printf(&arena, "w%d", i), S(8, 8))));
+	g->loss = op2(OP_MSE_LOSS, h, t);
+	infer_ok();
+}
+
 static void dp_equals_exhaustive(void)
 {
 	Search *s = search_new(&arena, g, NULL, true, &dg);
@@ -91,6 +104,7 @@ Test(search, dp_equals_exhaustive_chain2_inference)
 	cr_expect(fabs(search_total(s, dp) - best) <= 1e-9 * best + 1e-15);
 }
 Test(search, dp_equals_exhaustive_branching) { branching(); dp_equals_exhaustive(); }
+Test(search, dp_equals_exhaustive_repeated_blocks) { residual_blocks(3); dp_equals_exhaustive(); }
 
 Test(search, dp_respects_annotation)
 {

@@ -1,0 +1,471 @@
+/* search_mode = dynamic_programming: graph elimination, and the
+ * exhaustive search the tests compare it with (see search.h). */
+#include "search.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dynamic_programming: graph elimination ---------------------------------- */
+
+typedef struct Factor {
+	int a, b;          /* vertices; M[i * nb + j] for candidates i of a, j of b */
+	int na, nb;
+	double *M;
+	bool alive;
+} Factor;
+
+typedef enum ElimKind { EL_ROOT, EL_FIX, EL_LEAF, EL_SERIES } ElimKind;
+
+typedef struct Elim {
+	ElimKind kind;
+	int v, u, w;
+	int pick;          /* EL_ROOT, EL_FIX */
+	int *arg;          /* EL_LEAF: [cu]; EL_SERIES: [cu * nw + cw] */
+	int nw;
+} Elim;
+
+typedef struct Dp {
+	Search *s;
+	double **cost;     /* per vertex, per candidate */
+	int *nc;
+	bool *alive;
+	Factor *f;
+	int nf, capf;
+	int **adj;         /* factor ids per vertex (dead ones skipped) */
+	int *nadj, *capadj;
+	Elim *el;
+	int nel, capel;
+} Dp;
+
+/* Factor tables are reference counted: the edges of identical layers
+ * (same candidate lists on both ends) share one table, computed once. A
+ * table is copied before it is changed in place (merging a parallel
+ * factor). */
+typedef struct Mat {
+	long refs;
+	double v[];
+} Mat;
+
+static double *mat_alloc(size_t n)
+{
+	Mat *m = xmalloc(sizeof(Mat) + sizeof(double) * (n ? n : 1));
+	m->refs = 1;
+	return m->v;
+}
+
+static Mat *mat_of(double *M) { return (Mat *)((char *)M - offsetof(Mat, v)); }
+
+static void mat_free(double *M)
+{
+	if (M && --mat_of(M)->refs == 0)
+		free(mat_of(M));
+}
+
+static double *mat_share(double *M)
+{
+	mat_of(M)->refs++;
+	return M;
+}
+
+static double fM(const Factor *f, int v, int cv, int co)
+{
+	return f->a == v ? f->M[cv * f->nb + co] : f->M[co * f->nb + cv];
+}
+
+static int find_factor(Dp *D, int a, int b)
+{
+	for (int k = 0; k < D->nadj[a]; k++) {
+		Factor *f = &D->f[D->adj[a][k]];
+		if (f->alive && ((f->a == a && f->b == b) || (f->a == b && f->b == a)))
+			return D->adj[a][k];
+	}
+	return -1;
+}
+
+/* Adds M (na x nb, rows: a; malloc'd, owned by the factor from here) between
+ * a and b, merging with a parallel factor. Dead factors free their tables:
+ * at thousands of devices a table is up to 256 x 256. */
+static void add_factor(Dp *D, int a, int b, double *M)
+{
+	int na = D->nc[a], nb = D->nc[b];
+	int old = find_factor(D, a, b);
+	if (old >= 0) {
+		Factor *f = &D->f[old];
+		if (mat_of(f->M)->refs > 1) { /* shared: copy before adding in place */
+			double *own = mat_alloc((size_t)na * nb);
+			memcpy(own, f->M, sizeof(double) * (size_t)na * nb);
+			mat_free(f->M);
+			f->M = own;
+		}
+		for (int i = 0; i < na; i++)
+			for (int j = 0; j < nb; j++)
+				f->M[f->a == a ? i * nb + j : j * na + i] += M[i * nb + j];
+		mat_free(M);
+		return;
+	}
+	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
+	int id = D->nf;
+	VEC_PUSH(D->s->a, D->f, D->nf, D->capf, f);
+	VEC_PUSH(D->s->a, D->adj[a], D->nadj[a], D->capadj[a], id);
+	VEC_PUSH(D->s->a, D->adj[b], D->nadj[b], D->capadj[b], id);
+}
+
+/* Alive factors of v (at most `max` returned in out); returns the count. */
+static int live_factors(Dp *D, int v, int *out, int max)
+{
+	int n = 0, w = 0;
+	for (int k = 0; k < D->nadj[v]; k++) {
+		int id = D->adj[v][k];
+		if (!D->f[id].alive)
+			continue;
+		D->adj[v][w++] = id; /* compact */
+		if (n < max)
+			out[n] = id;
+		n++;
+	}
+	D->nadj[v] = w;
+	return n;
+}
+
+static void push_elim(Dp *D, Elim e) { VEC_PUSH(D->s->a, D->el, D->nel, D->capel, e); }
+
+static void elim_leaf(Dp *D, int v, int fid)
+{
+	Factor *f = &D->f[fid];
+	int u = f->a == v ? f->b : f->a;
+	Elim e = {.kind = EL_LEAF, .v = v, .u = u, .arg = ARENA_NEWN(D->s->a, int, D->nc[u])};
+	for (int cu = 0; cu < D->nc[u]; cu++) {
+		double best = INFINITY;
+		int arg = 0;
+		for (int cv = 0; cv < D->nc[v]; cv++) {
+			double t = D->cost[v][cv] + fM(f, v, cv, cu);
+			if (t < best)
+				best = t, arg = cv;
+		}
+		D->cost[u][cu] += best;
+		e.arg[cu] = arg;
+	}
+	f->alive = false;
+	mat_free(f->M);
+	D->alive[v] = false;
+	push_elim(D, e);
+}
+
+static void elim_series(Dp *D, int v, int f1, int f2)
+{
+	Factor *a = &D->f[f1], *b = &D->f[f2];
+	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
+	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
+	double *M = mat_alloc((size_t)nu * nw);
+	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
+	double *left = xmalloc(sizeof(double) * (size_t)nv);
+	for (int cu = 0; cu < nu; cu++) {
+		for (int cv = 0; cv < nv; cv++)
+			left[cv] = D->cost[v][cv] + fM(a, v, cv, cu);
+		for (int cw = 0; cw < nw; cw++) {
+			double best = INFINITY;
+			int arg = 0;
+			for (int cv = 0; cv < nv; cv++) {
+				double t = left[cv] + fM(b, v, cv, cw);
+				if (t < best)
+					best = t, arg = cv;
+			}
+			M[cu * nw + cw] = best;
+			e.arg[cu * nw + cw] = arg;
+		}
+	}
+	free(left);
+	a->alive = b->alive = false;
+	mat_free(a->M);
+	mat_free(b->M);
+	D->alive[v] = false;
+	push_elim(D, e);
+	add_factor(D, u, w, M);
+}
+
+/* No leaf or series vertex is left (a vertex of degree >= 3 on every
+ * side): fix one to its locally best candidate. Not exact. */
+static void elim_fix(Dp *D, int v)
+{
+	int fs[64];
+	int nf = live_factors(D, v, fs, 64);
+	if (nf > 64)
+		nf = 64;
+	int pick = 0;
+	double best = INFINITY;
+	for (int cv = 0; cv < D->nc[v]; cv++) {
+		double t = D->cost[v][cv];
+		for (int k = 0; k < nf; k++) {
+			Factor *f = &D->f[fs[k]];
+			int o = f->a == v ? f->b : f->a;
+			double m = INFINITY;
+			for (int co = 0; co < D->nc[o]; co++)
+				m = fmin(m, fM(f, v, cv, co) + D->cost[o][co]);
+			t += m;
+		}
+		if (t < best)
+			best = t, pick = cv;
+	}
+	for (int k = 0; k < D->nadj[v]; k++) {
+		Factor *f = &D->f[D->adj[v][k]];
+		if (!f->alive)
+			continue;
+		int o = f->a == v ? f->b : f->a;
+		for (int co = 0; co < D->nc[o]; co++)
+			D->cost[o][co] += fM(f, v, pick, co);
+		f->alive = false;
+		mat_free(f->M);
+	}
+	D->alive[v] = false;
+	push_elim(D, (Elim){.kind = EL_FIX, .v = v, .pick = pick});
+}
+
+typedef struct EdgeKey {
+	const CandList *cu, *cv; /* the ends' candidate lists */
+	int ui, vi;
+	DType dt;
+} EdgeKey;
+
+typedef struct EdgeMemo {
+	EdgeKey key;
+	double *M;               /* NULL: empty slot */
+} EdgeMemo;
+
+static size_t edge_key_hash(const EdgeKey *k)
+{
+	uint64_t h = (uint64_t)(uintptr_t)k->cu * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)k->cv + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+	h ^= ((uint64_t)(k->ui + 1) << 40 | (uint64_t)(unsigned)k->vi << 8 | (uint64_t)k->dt) * 0x94D049BB133111EBull;
+	h ^= h >> 31;
+	return (size_t)h;
+}
+
+static void dp_once(Search *s, double lambda, int *choice)
+{
+	Arena *a = s->a;
+	Dp D = {.s = s};
+	int nv = s->nv;
+	D.cost = ARENA_NEWN(a, double *, nv + 1);
+	D.nc = ARENA_NEWN(a, int, nv + 1);
+	D.alive = ARENA_NEWN(a, bool, nv + 1);
+	D.adj = ARENA_NEWN(a, int *, nv + 1);
+	D.nadj = ARENA_NEWN(a, int, nv + 1);
+	D.capadj = ARENA_NEWN(a, int, nv + 1);
+	for (int v = 0; v < nv; v++) {
+		SVertex *sv = &s->v[v];
+		D.nc[v] = sv->cl->n;
+		D.alive[v] = true;
+		D.cost[v] = ARENA_NEWN(a, double, sv->cl->n);
+		for (int c = 0; c < sv->cl->n; c++)
+			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
+	}
+	size_t memo_cap = 16;
+	while (memo_cap < 2 * (size_t)s->ne + 2)
+		memo_cap *= 2;
+	EdgeMemo *memo = xcalloc(memo_cap, sizeof *memo);
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		if (e->u == e->v) {
+			for (int c = 0; c < D.nc[e->u]; c++)
+				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
+			continue;
+		}
+		/* an edge's table depends only on its ends' candidate lists, which
+		 * identical layers share */
+		EdgeKey key = {s->v[e->u].cl, s->v[e->v].cl, e->ui, e->vi, e->dt};
+		size_t h = edge_key_hash(&key) & (memo_cap - 1);
+		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
+			h = (h + 1) & (memo_cap - 1);
+		if (!memo[h].M) {
+			int nu = D.nc[e->u], nvv = D.nc[e->v];
+			double *M = mat_alloc((size_t)nu * nvv);
+			for (int i = 0; i < nu; i++)
+				for (int j = 0; j < nvv; j++)
+					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
+			memo[h].key = key;
+			memo[h].M = M; /* the memo's reference, dropped below */
+		}
+		add_factor(&D, e->u, e->v, mat_share(memo[h].M));
+	}
+	for (size_t h = 0; h < memo_cap; h++)
+		mat_free(memo[h].M);
+	free(memo);
+	int *stack = xmalloc(sizeof(int) * (size_t)(nv + 1) * 4);
+	int sp = 0, capst = (nv + 1) * 4;
+	for (int v = nv - 1; v >= 0; v--)
+		stack[sp++] = v;
+	int remaining = nv;
+	while (remaining > 0) {
+		while (sp > 0) {
+			int v = stack[--sp];
+			if (!D.alive[v])
+				continue;
+			int fs[3];
+			int deg = live_factors(&D, v, fs, 3);
+			if (deg == 1 || deg == 2) {
+				int n1 = D.f[fs[0]].a == v ? D.f[fs[0]].b : D.f[fs[0]].a;
+				int n2 = deg == 2 ? (D.f[fs[1]].a == v ? D.f[fs[1]].b : D.f[fs[1]].a) : -1;
+				if (deg == 1)
+					elim_leaf(&D, v, fs[0]);
+				else
+					elim_series(&D, v, fs[0], fs[1]);
+				remaining--;
+				if (sp + 2 >= capst) {
+					capst *= 2;
+					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
+				}
+				stack[sp++] = n1;
+				if (n2 >= 0)
+					stack[sp++] = n2;
+			}
+		}
+		/* roots (degree 0) and the stuck case */
+		int stuck = -1, stuck_deg = 1 << 30;
+		for (int v = 0; v < nv; v++) {
+			if (!D.alive[v])
+				continue;
+			int fs[1];
+			int deg = live_factors(&D, v, fs, 1);
+			if (deg == 0) {
+				int pick = 0;
+				for (int c = 1; c < D.nc[v]; c++)
+					if (D.cost[v][c] < D.cost[v][pick])
+						pick = c;
+				D.alive[v] = false;
+				remaining--;
+				push_elim(&D, (Elim){.kind = EL_ROOT, .v = v, .pick = pick});
+			} else if (deg < stuck_deg) {
+				stuck = v, stuck_deg = deg;
+			}
+		}
+		if (remaining > 0 && stuck >= 0 && stuck_deg >= 3) {
+			s->exact = false;
+			int fs[64];
+			int deg = live_factors(&D, stuck, fs, 64);
+			elim_fix(&D, stuck);
+			remaining--;
+			for (int k = 0; k < deg && k < 64; k++) {
+				int o = D.f[fs[k]].a == stuck ? D.f[fs[k]].b : D.f[fs[k]].a;
+				if (sp + 1 >= capst) {
+					capst *= 2;
+					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
+				}
+				stack[sp++] = o;
+			}
+		} else if (remaining > 0) {
+			for (int v = 0; v < nv; v++)
+				if (D.alive[v])
+					stack[sp++] = v;
+		}
+	}
+	free(stack);
+	for (int k = 0; k < D.nf; k++)
+		if (D.f[k].alive)
+			mat_free(D.f[k].M);
+	for (int k = D.nel - 1; k >= 0; k--) {
+		const Elim *e = &D.el[k];
+		switch (e->kind) {
+		case EL_ROOT:
+		case EL_FIX: choice[e->v] = e->pick; break;
+		case EL_LEAF: choice[e->v] = e->arg[choice[e->u]]; break;
+		case EL_SERIES: choice[e->v] = e->arg[choice[e->u] * e->nw + choice[e->w]]; break;
+		}
+	}
+}
+
+bool search_dp(Search *s, int *choice)
+{
+	dp_once(s, 0, choice);
+	double limit = s->m.memory_limit;
+	if (limit <= 0 || search_memory(s, choice) <= limit)
+		return true;
+	/* Lagrangian relaxation: price memory at lambda seconds per byte and
+	 * search for the least price that meets the limit. */
+	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
+	double lo = 0, hi = 1e-15;
+	for (int it = 0; it < 80; it++, hi *= 4) {
+		dp_once(s, hi, trial);
+		if (search_memory(s, trial) <= limit)
+			break;
+	}
+	if (search_memory(s, trial) > limit) {
+		if (s->diag)
+			diag_error(s->diag, loc_none(),
+			           "no strategy fits memory_limit = %.3g bytes per device: the least memory found needs %.3g",
+			           limit, search_memory(s, trial));
+		return false;
+	}
+	memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
+	for (int it = 0; it < 40; it++) {
+		double mid = (lo + hi) / 2;
+		dp_once(s, mid, trial);
+		if (search_memory(s, trial) <= limit) {
+			hi = mid;
+			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
+		} else {
+			lo = mid;
+		}
+	}
+	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
+	return true;
+}
+
+/* ---- exhaustive (tests) -------------------------------------------------------- */
+
+typedef struct Ex {
+	Search *s;
+	int *cur, *best;
+	double bestc;
+	int **in_edges; /* per vertex: edges whose later end is this vertex */
+	int *nin;
+} Ex;
+
+static void ex_rec(Ex *X, int k, double acc)
+{
+	Search *s = X->s;
+	if (acc >= X->bestc)
+		return;
+	if (k == s->nv) {
+		X->bestc = acc;
+		memcpy(X->best, X->cur, sizeof(int) * (size_t)s->nv);
+		return;
+	}
+	SVertex *sv = &s->v[k];
+	for (int c = 0; c < sv->cl->n; c++) {
+		if (sv->fixed >= 0 && c != sv->fixed)
+			continue;
+		X->cur[k] = c;
+		double t = acc + sv->unary[c];
+		for (int j = 0; j < X->nin[k]; j++) {
+			const SEdge *e = &s->e[X->in_edges[k][j]];
+			t += search_edge_cost(s, X->in_edges[k][j], X->cur[e->u], X->cur[e->v]);
+		}
+		ex_rec(X, k + 1, t);
+	}
+}
+
+double search_exhaustive(Search *s, int *choice, double limit)
+{
+	double combos = 1;
+	for (int v = 0; v < s->nv; v++)
+		combos *= s->v[v].fixed >= 0 ? 1 : s->v[v].cl->n;
+	if (combos > limit)
+		return INFINITY;
+	Ex X = {.s = s, .bestc = INFINITY};
+	X.cur = ARENA_NEWN(s->a, int, s->nv + 1);
+	X.best = choice;
+	X.in_edges = ARENA_NEWN(s->a, int *, s->nv + 1);
+	X.nin = ARENA_NEWN(s->a, int, s->nv + 1);
+	for (int v = 0; v < s->nv; v++)
+		X.in_edges[v] = ARENA_NEWN(s->a, int, s->v[v].nadj + 1);
+	for (int e = 0; e < s->ne; e++) {
+		int later = s->e[e].u > s->e[e].v ? s->e[e].u : s->e[e].v;
+		X.in_edges[later][X.nin[later]++] = e;
+	}
+	ex_rec(&X, 0, 0);
+	return X.bestc;
+}

@@ -1,0 +1,99 @@
+/* search_mode = recursive_programming (see search.h). */
+#include "search.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- recursive_programming ------------------------------------------------------ */
+
+static int find_free(const CandList *cl, const int64_t *f, int nfree)
+{
+	for (int c = 0; c < cl->n; c++)
+		if (cl->c[c].nfree == nfree && memcmp(cl->c[c].free, f, sizeof(int64_t) * (size_t)nfree) == 0)
+			return c;
+	return -1;
+}
+
+bool search_recursive(Search *s, int *choice)
+{
+	Arena *a = s->a;
+	int64_t factors[64];
+	int nfac = 0;
+	for (int64_t n = s->cx.device_num, p = 2; n > 1 && nfac < 64;) {
+		if (n % p == 0)
+			factors[nfac++] = p, n /= p;
+		else
+			p++;
+	}
+	typedef int64_t FreeVec[SEARCH_MAX_FREE];
+	FreeVec *cur = ARENA_NEWN(a, FreeVec, s->nv + 1);
+	int *nfree = ARENA_NEWN(a, int, s->nv + 1);
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		nfree[v] = search_free_dims(sv->n, (int64_t[SEARCH_MAX_FREE]){0});
+		for (int k = 0; k < nfree[v]; k++)
+			cur[v][k] = 1;
+		choice[v] = sv->fixed >= 0 ? sv->fixed : find_free(sv->cl, cur[v], nfree[v]);
+		if (choice[v] < 0)
+			choice[v] = 0;
+	}
+	Layout **inl = ARENA_NEWN(a, Layout *, s->g->nvalues + 1);
+	int64_t devices = 1;
+	for (int r = 0; r < nfac; r++) {
+		int64_t p = factors[r];
+		devices *= p;
+		memset(inl, 0, sizeof(Layout *) * (size_t)s->g->nvalues);
+		for (int v = 0; v < s->nv; v++) {
+			SVertex *sv = &s->v[v];
+			if (sv->fixed >= 0)
+				continue;
+			Node *n = sv->n;
+			int64_t size[SEARCH_MAX_FREE];
+			search_free_dims(n, size);
+			int best = -1, bestd = -1;
+			double bc = INFINITY;
+			/* d = -1: no further cut (the operator repeats over the new
+			 * factor): small operators are often cheapest left whole */
+			for (int d = -1; d < nfree[v]; d++) {
+				if (d >= 0 && size[d] % (cur[v][d] * p) != 0)
+					continue;
+				int64_t f[SEARCH_MAX_FREE];
+				memcpy(f, cur[v], sizeof f);
+				if (d >= 0)
+					f[d] *= p;
+				int c = find_free(sv->cl, f, nfree[v]);
+				if (c < 0)
+					continue;
+				const Cand *cd = &sv->cl->c[c];
+				double t = cd->compute;
+				for (int i = 0; i < n->nin; i++) {
+					Value *x = n->in[i];
+					if (x->kind == VK_INPUT || x->kind == VK_CONST) {
+						if (!inl[x->id])
+							inl[x->id] = search_input_layout(s, x, devices);
+						t += cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
+					} else if (x->kind == VK_PARAM) {
+						t += cd->param_grad[i];
+					}
+				}
+				for (int k = 0; k < sv->nadj; k++) {
+					const SEdge *e = &s->e[sv->adj[k]];
+					if (e->v == v && e->u < v)
+						t += search_edge_cost(s, sv->adj[k], choice[e->u], c);
+				}
+				if (t < bc)
+					bc = t, best = c, bestd = d;
+			}
+			if (best >= 0) {
+				if (bestd >= 0)
+					cur[v][bestd] *= p;
+				choice[v] = best;
+			}
+		}
+	}
+	return true;
+}
