@@ -353,6 +353,7 @@ static void bn_buffer(Emit *e, const Node *node, const char *name, int64_t n)
 	const char *g = arena_printf(&e->c->arena, "bn_%s_%d", name, node->id);
 	fprintf(e->decls, "static double *%s; /* batch-norm statistics */\n", g);
 	fprintf(e->setup, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(double));\n", g, n);
+	emit_planned(e, ~(uint64_t)0, MEM_WORKSPACE, n * 8);
 	fprintf(OUT, "\tdouble *%s = %s;\n\tnrt_zero(%s, %" PRId64 " * sizeof(double));\n", name, g, name, n);
 }
 

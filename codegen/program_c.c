@@ -92,13 +92,33 @@ static void emit_buffers(Emit *e)
 	const MemPlan *p = e->c->plan;
 	fprintf(out, "\n/* ---- workspace: %" PRId64 " bytes; buffers share it by liveness ---- */\n", p->peak);
 	fputs("static unsigned char *ws;\n", out);
+	/* pipelines: each stage has its own plan, its offsets picked at start-up */
+	bool staged = e->sched && p->stage_offset;
+	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE || p->offset[v->id] < 0)
 			continue;
 		char buf[SHAPE_STR_MAX];
-		fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
-		        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+		if (staged)
+			fprintf(out, "#define %s ((%s *)(ws + ws_off[%d])) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
+			        k++, v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+		else
+			fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
+			        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+	}
+	if (staged) {
+		fprintf(out, "/* by stage: the workspace offset of each value above (-1: not on that stage) */\n"
+		             "static const int64_t ws_offsets[%d][%d] = {\n", g->nstages, k ? k : 1);
+		for (int s = 0; s < g->nstages; s++) {
+			fputs("\t{", out);
+			int m = 0;
+			for (int i = 0; i < g->nvalues; i++)
+				if (g->values[i]->kind == VK_NODE && p->offset[i] >= 0)
+					fprintf(out, "%s%" PRId64, m++ ? ", " : "", p->stage_offset[s][i]);
+			fputs(m ? "},\n" : "0},\n", out);
+		}
+		fputs("};\nstatic const int64_t *ws_off; /* this rank's stage's row */\n", out);
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n"
@@ -338,6 +358,26 @@ static void emit_inputs_table(Emit *e)
 	fprintf(out, "};\nenum { NINPUTS = %d };\n\n", g->ninputs);
 }
 
+void emit_planned(Emit *e, uint64_t stages, int kind, int64_t bytes)
+{
+	int n = e->sched ? e->sched->nstages : 1;
+	for (int s = 0; s < n; s++)
+		if (s >= 64 || (stages >> s & 1))
+			e->planned[s][kind] += bytes;
+}
+
+int64_t emit_csize(const Emit *e, DType t)
+{
+	switch (t) {
+	case DT_I32: return 4;
+	case DT_I64: return 8;
+	case DT_F16: case DT_BF16: return 2;
+	default: return e->o->f64 ? 8 : 4;
+	}
+}
+
+#define ALL_STAGES (~(uint64_t)0)
+
 static void emit_alloc(Emit *e)
 {
 	Graph *g = e->g;
@@ -353,38 +393,54 @@ static void emit_alloc(Emit *e)
 		emit_sched_alloc(e);
 	} else {
 		fprintf(out, "\tws = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", 1);\n", e->c->plan->peak);
-		for (int i = 0; i < g->ninputs; i++)
+		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, e->c->plan->peak);
+		for (int i = 0; i < g->ninputs; i++) {
 			fprintf(out, "\tinputs[%d].t.data = %s = nrt_alloc(NRT_MEM_INPUTS, %" PRId64 ", sizeof *%s);\n", i, B(e, g->inputs[i]),
 			        lnumel(g->inputs[i]), B(e, g->inputs[i]));
+			emit_planned(e, ALL_STAGES, MEM_INPUTS, lnumel(g->inputs[i]) * emit_csize(e, g->inputs[i]->dtype));
+		}
 	}
 	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
-		if (v->kind == VK_PARAM || v->kind == VK_STATE)
-			fprintf(out, "\ttensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n", k++, B(e, v),
+		if (v->kind == VK_PARAM || v->kind == VK_STATE) /* pipelines: only this stage's (data NULL elsewhere) */
+			fprintf(out, "\t%stensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n",
+			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v),
 			        v->kind == VK_PARAM ? "NRT_MEM_PARAMS" : "NRT_MEM_STATE", lnumel(v), ctype(v->dtype));
+		if (v->kind == VK_PARAM || v->kind == VK_STATE)
+			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES, v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE,
+			             lnumel(v) * emit_csize(e, v->dtype));
 		if (v->kind == VK_CONST) {
 			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
+			emit_planned(e, ALL_STAGES, MEM_WORKSPACE, lnumel(v) * (e->o->f64 ? 8 : 4));
 			fprintf(out, "\tnrt_fill(NRT_REAL, %s, %" PRId64 ", %.17g);\n", B(e, v), lnumel(v), v->cst.value);
 		}
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n"
 		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
+	if (g->train.optimizer == OPT_LAMB)
+		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		int64_t whole = bk->elems * bk->group;
+		int64_t rs = e->o->f64 ? 8 : 4;
 		fprintf(out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
 		        bk->kind == RS_ALLGATHER ? whole : bk->elems);
-		if (bk->kind != RS_ALLREDUCE)
+		emit_planned(e, ALL_STAGES, MEM_COMM, (bk->kind == RS_ALLGATHER ? whole : bk->elems) * rs);
+		if (bk->kind != RS_ALLREDUCE) {
 			fprintf(out, "\tbucket_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
 			        bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems);
+			emit_planned(e, ALL_STAGES, MEM_COMM, (bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems) * rs);
+		}
 	}
 	if (e->scratch)
 		/* 8 bytes an element: redistributed integer ids may be i64 */
 		fprintf(out, "\tscratch_a = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n"
 		             "\tscratch_b = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n",
 		        e->scratch, e->scratch);
+	if (e->scratch)
+		emit_planned(e, ALL_STAGES, MEM_COMM, 2 * 8 * e->scratch);
 	fputs("}\n\nstatic void release(void)\n{\n", out);
 	if (e->sched) {
 		fputs("\tnrt_free(ws_base);\n", out);
@@ -421,7 +477,8 @@ static void emit_alloc(Emit *e)
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_PARAM)
-			fprintf(out, "\tnrt_init_param(&tensors[%d], %s, %.17g, %.17g, seed, %d);\n", k, init_names[v->param.init],
+			fprintf(out, "\t%snrt_init_param(&tensors[%d], %s, %.17g, %.17g, seed, %d);\n",
+			        e->sched ? sched_held_if(e, v) : "", k, init_names[v->param.init],
 			        v->param.a, v->param.b, k);
 		if (v->kind == VK_PARAM || v->kind == VK_STATE)
 			k++;
@@ -462,14 +519,22 @@ static void emit_broadcast_params(Emit *e)
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fputs("static void broadcast_params(void)\n{\n", out);
-	for (int i = 0; g->par.parameter_broadcast && g->par.parallel_mode != PM_STAND_ALONE && i < g->nparams; i++) {
+	bool on = g->par.parameter_broadcast && g->par.parallel_mode != PM_STAND_ALONE;
+	/* pipelines: the stage's first rank to the stage's ranks, which all
+	 * hold the same tensors (rank 0 holds only stage 0's) */
+	const char *comm = "comm_world";
+	if (on && e->sched && g->nstages > 1) {
+		fputs("\tNrtComm *comm_stage = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x2);\n", out);
+		comm = "comm_stage";
+	}
+	for (int i = 0; on && i < g->nparams; i++) {
 		const Value *p = g->params[i];
 		bool split = false;
 		for (int d = 0; p->layout && d < p->layout->rank; d++)
 			split |= p->layout->map[d] >= 0;
 		if (!p->param.layerwise_parallel && !split)
-			fprintf(out, "\tnrt_broadcast(comm_world, %s, 0, %s, %" PRId64 ");\n", nrt_dtype_of(p->dtype), B(e, p),
-			        lnumel(p));
+			fprintf(out, "\t%snrt_broadcast(%s, %s, 0, %s, %" PRId64 ");\n", e->sched ? sched_held_if(e, p) : "", comm,
+			        nrt_dtype_of(p->dtype), B(e, p), lnumel(p));
 	}
 	fputs("}\n\n", out);
 }
@@ -569,6 +634,38 @@ static void emit_step(Emit *e)
 	      e->out);
 }
 
+/* What the program allocates, per stage (netc build -v; --mem-stats
+ * prints it beside what the runtime counted). */
+static void emit_mem_plan(Emit *e)
+{
+	static const char *const names[MEM_KINDS] = {"parameters", "gradients", "optimizer state", "workspace",
+	                                             "communication", "inputs", "runtime"};
+	int n = e->sched ? e->sched->nstages : 1;
+	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s */\nstatic const int64_t mem_planned[%d][NRT_MEM_KINDS] = {\n",
+	        n > 1 ? ", by pipeline stage" : "", n);
+	for (int s = 0; s < n; s++) {
+		fputs("\t{", e->out);
+		for (int k = 0; k < MEM_KINDS; k++)
+			fprintf(e->out, "%s%" PRId64, k ? ", " : "", e->planned[s][k]);
+		fputs("},\n", e->out);
+	}
+	fputs("};\n\n", e->out);
+	if (!e->c->verbose)
+		return;
+	for (int s = 0; s < n; s++) {
+		int64_t total = 0;
+		if (n > 1)
+			fprintf(stderr, "planned memory per device, pipeline stage %d:", s);
+		else
+			fputs("planned memory per device:", stderr);
+		for (int k = 0; k < MEM_KINDS; k++) {
+			fprintf(stderr, "%s %s %" PRId64, k ? "," : "", names[k], e->planned[s][k]);
+			total += e->planned[s][k];
+		}
+		fprintf(stderr, "; total %" PRId64 " bytes\n", total);
+	}
+}
+
 /* main(): start-up, the steps (train_step) and the checkpoint. */
 static void emit_main(Emit *e)
 {
@@ -593,7 +690,7 @@ static void emit_main(Emit *e)
 		      out);
 		return;
 	}
-	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
+	fprintf(out, "\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
 	      "\t\tdouble t0 = nrt_now();\n"
@@ -601,9 +698,11 @@ static void emit_main(Emit *e)
 	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t0);\n"
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n"
+	      "\tif (opt.mem_stats)\n"
+	      "\t\tnrt_mem_report(mem_planned[%s]);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      out);
+	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -615,6 +714,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	Emit e = {.c = c, .g = g, .o = o};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
 	e.routine_limit = reuse && *reuse ? atoi(reuse) : 0;
+	e.planned = arena_alloc(&c->arena, sizeof *e.planned * (size_t)(g->nstages > 1 ? g->nstages : 1));
 	e.cname = ARENA_NEWN(&c->arena, const char *, g->nvalues);
 	for (int i = 0; i < g->nvalues; i++)
 		e.cname[i] = emit_c_ident(&c->arena, g->values[i]);
@@ -640,7 +740,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64
 				                " bytes)\n",
 				        s, e.sched->nslots[s], e.sched->nslots[s] == 1 ? "" : "es", e.sched->nslots[s],
-				        e.sched->nslots[s] == 1 ? "" : "s", c->plan->peak);
+				        e.sched->nslots[s] == 1 ? "" : "s", sched_ws_bytes(&e, s));
 		emit_sched_functions(&e);
 	} else {
 		fusion_names(&e);
@@ -679,6 +779,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	emit_broadcast_params(&e);
 	if (o->gradcheck)
 		emit_gradcheck(&e);
+	emit_mem_plan(&e);
 	emit_info(&e);
 	if (e.sched)
 		emit_sched_step(&e);

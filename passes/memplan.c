@@ -77,6 +77,72 @@ static void fl_free(Arena *a, FreeList *fl, int64_t off, int64_t size)
 	}
 }
 
+/* Update nodes of a pipeline read gradients made by the passes from
+ * their accumulators, not from the workspace (codegen/pipeline_c.c). */
+static bool reads_accumulator(const Node *n, const Value *v)
+{
+	return n->phase == PH_UPDATE && v->kind == VK_NODE && v->def && v->def->phase != PH_UPDATE;
+}
+
+/* First-fit over the nodes of one pipeline stage, in graph order: a value
+ * is there when a node of the stage makes it or reads it (then received
+ * where its producer runs). A value sent to another stage stays until the
+ * slot is reused (its send may be in flight), as does the loss. Returns
+ * the stage's workspace bytes. */
+static int64_t plan_stage(Compilation *c, int stage, int64_t *offset)
+{
+	Graph *g = c->g;
+	int nv = g->nvalues;
+	int *last = ARENA_NEWN(&c->arena, int, nv);
+	bool *here = ARENA_NEWN(&c->arena, bool, nv);
+	for (int i = 0; i < nv; i++) {
+		offset[i] = -1;
+		last[i] = -1;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		bool on = n->ann.stage == stage;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			if (v->kind != VK_NODE || !v->def || reads_accumulator(n, v))
+				continue;
+			bool mine = v->def->ann.stage == stage;
+			if (on) {
+				here[v->id] = true;
+				if (last[v->id] < i)
+					last[v->id] = i;
+			} else if (mine) {
+				last[v->id] = g->nnodes; /* sent */
+			}
+		}
+		if (on && n->out) {
+			here[n->out->id] = true;
+			if (last[n->out->id] < i)
+				last[n->out->id] = i;
+		}
+	}
+	if (g->loss)
+		last[g->loss->id] = g->nnodes;
+	FreeList fl = {0};
+	int64_t high = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->out && here[n->out->id]) {
+			offset[n->out->id] = fl_alloc(&c->arena, &fl, align_up(value_bytes(c, n->out)));
+			if (fl.top > high)
+				high = fl.top;
+		}
+		for (int j = 0; j <= n->nin; j++) {
+			Value *v = j < n->nin ? n->in[j] : n->out;
+			if (v && v->kind == VK_NODE && last[v->id] == i && offset[v->id] >= 0) {
+				last[v->id] = -2;
+				fl_free(&c->arena, &fl, offset[v->id], align_up(value_bytes(c, v)));
+			}
+		}
+	}
+	return high;
+}
+
 bool pass_memplan(Compilation *c)
 {
 	Graph *g = c->g;
@@ -139,6 +205,14 @@ bool pass_memplan(Compilation *c)
 		if (v->kind == VK_PARAM) p->params += value_bytes(c, v);
 		if (v->kind == VK_STATE) p->state += value_bytes(c, v);
 		if (v->kind == VK_INPUT) p->inputs += value_bytes(c, v);
+	}
+	if (g->nstages > 1) {
+		p->stage_offset = ARENA_NEWN(&c->arena, int64_t *, g->nstages);
+		p->stage_peak = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		for (int s = 0; s < g->nstages; s++) {
+			p->stage_offset[s] = ARENA_NEWN(&c->arena, int64_t, nv);
+			p->stage_peak[s] = plan_stage(c, s, p->stage_offset[s]);
+		}
 	}
 	c->plan = p;
 	if (c->verbose)

@@ -54,7 +54,7 @@ int nrt_world_size(void) { return nrt_rt.size; }
 /* ---- command line ------------------------------------------------------- */
 enum {
 	OPT_STEPS = 256, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_INIT, OPT_LOG,
-	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_COMM_STATS, OPT_HELP,
+	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_COMM_STATS, OPT_HELP, OPT_MEM_STATS,
 };
 
 static const struct option long_opts[] = {
@@ -71,6 +71,7 @@ static const struct option long_opts[] = {
 	{"gradcheck", no_argument, NULL, OPT_GRADCHECK},
 	{"comm-stats", no_argument, NULL, OPT_COMM_STATS},
 	{"help", no_argument, NULL, OPT_HELP},
+	{"mem-stats", no_argument, NULL, OPT_MEM_STATS},
 	{0, 0, 0, 0},
 };
 
@@ -100,6 +101,7 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 	        "  --quiet           print nothing but errors\n"
 	        "  --gradcheck       check gradients against finite differences\n"
 	        "  --comm-stats      print the collectives and bytes of rank 0 per step at the end\n"
+	        "  --mem-stats       print every rank's peak memory per category (and planned) at the end\n"
 	        "  --help            show this help\n");
 }
 
@@ -208,6 +210,7 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 	case OPT_QUIET: opt->quiet = true; return true;
 	case OPT_GRADCHECK: opt->gradcheck = true; return true;
 	case OPT_COMM_STATS: opt->comm_stats = true; return true;
+	case OPT_MEM_STATS: opt->mem_stats = true; return true;
 	}
 	return false;
 bad_number:

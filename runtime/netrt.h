@@ -36,6 +36,7 @@ typedef struct NrtOptions {
 	bool quiet;             /* --quiet */
 	bool gradcheck;         /* --gradcheck (programs built with gradient checking) */
 	bool comm_stats;        /* --comm-stats: print collectives and bytes per step at the end */
+	bool mem_stats;         /* --mem-stats: print each rank's peak memory per category at the end */
 } NrtOptions;
 
 typedef struct NrtProgramInfo {
@@ -98,6 +99,11 @@ typedef struct NrtMemStats {
 } NrtMemStats;
 NrtMemStats nrt_mem_stats(void);
 const char *nrt_mem_kind_name(NrtMemKind k);
+/* --mem-stats: rank 0 prints a line per rank, in rank order, with the
+ * peak bytes counted per kind beside `planned` (what netc planned for
+ * that rank; NULL: not known), the peak of their total and the process's
+ * peak resident set size. Collective over all ranks. */
+void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS]);
 
 /* ---- communicators and collectives ---------------------------------------- */
 typedef struct NrtComm NrtComm; /* opaque; wraps an MPI communicator */
