@@ -131,6 +131,10 @@ static void emit_buffers(Emit *e)
 	      out);
 }
 
+/* By fusion bucket (plan_shared_buffers): */
+static int *rs_ring;   /* reduce-scatter: which send buffer of the ring, -1 otherwise */
+static int *rs_prev;   /* reduce-scatter: the bucket that used that buffer before, -1 none */
+
 /* A fused bucket starts as soon as its last input exists. All-reduce:
  * the gradients packed, one non-blocking all-reduce. Reduce-scatter: each
  * gradient's rank blocks (dimension 0) packed block by block, one
@@ -159,11 +163,13 @@ static void emit_bucket_start(Emit *e, int k)
 		if (b->kind == RS_ALLREDUCE)
 			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, x), lnumel(x));
-		else if (b->kind == RS_REDUCE_SCATTER)
+		else if (b->kind == RS_REDUCE_SCATTER) {
+			if (m == 0 && rs_prev[k] >= 0) /* its send buffer's previous bucket is done with it */
+				fprintf(out, "\tnrt_wait_request(&bucket_request[%d]);\n", rs_prev[k]);
 			fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tnrt_copy(bucket_send_%d + j * %" PRId64 " + %" PRId64
 			             ", %s + j * %" PRId64 ", %" PRId64 " * sizeof(real));\n",
 			        b->group, k, b->elems, b->offset[m], B(e, x), b->block[m], b->block[m]);
-		else
+		} else
 			fprintf(out, "\tnrt_copy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, x), b->block[m]);
 	}
@@ -217,18 +223,49 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	fputs("}\n\n", e->out);
 }
 
+/* Fusion buffers are bounded and shared (issue 14): all-gather buckets
+ * run one at a time, so they share one receive and one send buffer of
+ * the largest bucket's size; reduce-scatter buckets run non-blocking, so
+ * their packed send buffers are a ring of two, a bucket waiting for the
+ * one that used its buffer before packing (rs_ring, rs_prev). */
+
+static void plan_shared_buffers(Emit *e)
+{
+	const FusionPlan *fp = e->c->fusion;
+	const Graph *g = e->g;
+	rs_ring = ARENA_NEWN(&e->c->arena, int, fp->n);
+	rs_prev = ARENA_NEWN(&e->c->arena, int, fp->n);
+	int last[2] = {-1, -1}, used = 0;
+	for (int k = 0; k < fp->n; k++)
+		rs_ring[k] = rs_prev[k] = -1;
+	/* in the order the buckets start: node order of their ready nodes */
+	for (int i = 0; i < g->nnodes; i++)
+		for (int k = 0; k < fp->n; k++) {
+			const Bucket *b = &fp->b[k];
+			if (b->ready != g->nodes[i] || b->user || b->kind != RS_REDUCE_SCATTER)
+				continue;
+			rs_ring[k] = used % 2;
+			rs_prev[k] = last[used % 2];
+			last[used % 2] = k;
+			used++;
+		}
+}
+
 /* Readers of a fused gradient find it in its bucket. */
 static void fusion_names(Emit *e)
 {
 	const FusionPlan *fp = e->c->fusion;
 	if (!fp || !fp->n)
 		return;
+	plan_shared_buffers(e);
 	e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
 	bool async = false;
 	for (int k = 0; k < fp->n; k++)
 		async |= bucket_async(&fp->b[k]);
 	if (async)
 		fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
+	fputs("static real *rs_send_0, *rs_send_1; /* reduce-scatter buckets' packed gradients, a ring of two */\n"
+	      "static real *ag_recv, *ag_send;      /* all-gather buckets, one at a time */\n", e->decls);
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
 		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
@@ -421,18 +458,37 @@ static void emit_alloc(Emit *e)
 		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
 	if (g->train.optimizer == OPT_LAMB)
 		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
+	int64_t rs = e->o->f64 ? 8 : 4, ag_recv = 0, ag_send = 0, rs_send[2] = {0, 0};
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		int64_t whole = bk->elems * bk->group;
-		int64_t rs = e->o->f64 ? 8 : 4;
-		fprintf(out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
-		        bk->kind == RS_ALLGATHER ? whole : bk->elems);
-		emit_planned(e, ALL_STAGES, MEM_COMM, (bk->kind == RS_ALLGATHER ? whole : bk->elems) * rs);
-		if (bk->kind != RS_ALLREDUCE) {
-			fprintf(out, "\tbucket_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
-			        bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems);
-			emit_planned(e, ALL_STAGES, MEM_COMM, (bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems) * rs);
+		if (bk->kind == RS_ALLGATHER) {
+			ag_recv = whole > ag_recv ? whole : ag_recv;
+			ag_send = bk->elems > ag_send ? bk->elems : ag_send;
+			continue;
 		}
+		/* an all-reduce bucket, or a reduce-scatter's shards: read by the update */
+		fprintf(out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b, bk->elems);
+		emit_planned(e, ALL_STAGES, MEM_COMM, bk->elems * rs);
+		if (bk->kind == RS_REDUCE_SCATTER && whole > rs_send[rs_ring[b]])
+			rs_send[rs_ring[b]] = whole;
+	}
+	for (int r = 0; r < 2; r++)
+		if (rs_send[r]) {
+			fprintf(out, "\trs_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", r, rs_send[r]);
+			emit_planned(e, ALL_STAGES, MEM_COMM, rs_send[r] * rs);
+		}
+	if (ag_recv) {
+		fprintf(out, "\tag_recv = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n"
+		             "\tag_send = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", ag_recv, ag_send);
+		emit_planned(e, ALL_STAGES, MEM_COMM, (ag_recv + ag_send) * rs);
+	}
+	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
+		const Bucket *bk = &e->c->fusion->b[b];
+		if (bk->kind == RS_ALLGATHER)
+			fprintf(out, "\tbucket_%d = ag_recv;\n\tbucket_send_%d = ag_send;\n", b, b);
+		else if (bk->kind == RS_REDUCE_SCATTER)
+			fprintf(out, "\tbucket_send_%d = rs_send_%d;\n", b, rs_ring[b]);
 	}
 	if (e->scratch)
 		/* 8 bytes an element: redistributed integer ids may be i64 */
@@ -455,11 +511,11 @@ static void emit_alloc(Emit *e)
 	}
 	if (e->scratch)
 		fputs("\tnrt_free(scratch_a);\n\tnrt_free(scratch_b);\n", out);
-	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
-		fprintf(out, "\tnrt_free(bucket_%d);\n", b);
-		if (e->c->fusion->b[b].kind != RS_ALLREDUCE)
-			fprintf(out, "\tnrt_free(bucket_send_%d);\n", b);
-	}
+	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++)
+		if (e->c->fusion->b[b].kind != RS_ALLGATHER)
+			fprintf(out, "\tnrt_free(bucket_%d);\n", b);
+	if (e->c->fusion && e->c->fusion->n)
+		fputs("\tnrt_free(rs_send_0);\n\tnrt_free(rs_send_1);\n\tnrt_free(ag_recv);\n\tnrt_free(ag_send);\n", out);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
@@ -638,8 +694,9 @@ static void emit_step(Emit *e)
  * prints it beside what the runtime counted). */
 static void emit_mem_plan(Emit *e)
 {
-	static const char *const names[MEM_KINDS] = {"parameters", "gradients", "optimizer state", "workspace",
-	                                             "communication", "inputs", "runtime"};
+	/* the keys of the program's --mem-stats line */
+	static const char *const names[MEM_KINDS] = {"params", "grads", "state", "workspace", "comm", "inputs",
+	                                             "runtime"};
 	int n = e->sched ? e->sched->nstages : 1;
 	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s */\nstatic const int64_t mem_planned[%d][NRT_MEM_KINDS] = {\n",
 	        n > 1 ? ", by pipeline stage" : "", n);
@@ -655,14 +712,14 @@ static void emit_mem_plan(Emit *e)
 	for (int s = 0; s < n; s++) {
 		int64_t total = 0;
 		if (n > 1)
-			fprintf(stderr, "planned memory per device, pipeline stage %d:", s);
+			fprintf(stderr, "planned memory per device, pipeline stage %d (bytes):", s);
 		else
-			fputs("planned memory per device:", stderr);
+			fputs("planned memory per device (bytes):", stderr);
 		for (int k = 0; k < MEM_KINDS; k++) {
-			fprintf(stderr, "%s %s %" PRId64, k ? "," : "", names[k], e->planned[s][k]);
+			fprintf(stderr, " %s %" PRId64, names[k], e->planned[s][k]);
 			total += e->planned[s][k];
 		}
-		fprintf(stderr, "; total %" PRId64 " bytes\n", total);
+		fprintf(stderr, " total %" PRId64 "\n", total);
 	}
 }
 

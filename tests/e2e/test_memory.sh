@@ -55,7 +55,7 @@ counted() {
 	while [ $r -lt "$np" ]; do
 		st=$((r / per))
 		want=$(grep '^planned memory per device' "$work/$name.build" | sed -n "$((st + 1))p" |
-			sed 's/.*: parameters \([0-9]*\), gradients \([0-9]*\), optimizer state \([0-9]*\), workspace \([0-9]*\), communication \([0-9]*\), inputs \([0-9]*\), runtime \([0-9]*\);.*/\1 \2 \3 \4 \5 \6 \7/')
+			sed 's/.*: params \([0-9]*\) grads \([0-9]*\) state \([0-9]*\) workspace \([0-9]*\) comm \([0-9]*\) inputs \([0-9]*\) runtime \([0-9]*\) total.*/\1 \2 \3 \4 \5 \6 \7/')
 		got=$(sed -n "s/^memory rank $r (.*params [0-9]*\/\([0-9]*\) grads [0-9]*\/\([0-9]*\) state [0-9]*\/\([0-9]*\) workspace [0-9]*\/\([0-9]*\) comm [0-9]*\/\([0-9]*\) inputs [0-9]*\/\([0-9]*\) runtime [0-9]*\/\([0-9]*\) .*/\1 \2 \3 \4 \5 \6 \7/p" "$work/$name.run")
 		if [ "$want" != "$got" ]; then
 			bad "$name (rank $r: netc build -v planned '$want', the program '$got')"
@@ -118,6 +118,23 @@ if timeout $TMO $P --steps 6 --save "$work/six.st" >/dev/null 2>&1 &&
 	ok "pipeline checkpoint save and resume ($(tail -1 "$work/cmp"))"
 else
 	bad "pipeline checkpoint resume: $(tail -1 "$work/cmp" 2>/dev/null)"
+fi
+
+# optimizer parallel with a small fusion threshold: many reduce-scatter and
+# all-gather buckets share a ring of two send buffers and one gather
+# buffer (no buffer larger than the threshold), and train as stand-alone
+F='comm_fusion={reducescatter={mode="size", config=0.001}, allgather={mode="size", config=0.001}}'
+OPA="-D enable_parallel_optimizer=true -D parallel_optimizer_config={parallel_optimizer_threshold=0} -D gradients_mean=true"
+ADAM='train.optimizer=adam(lr = 0.001, eps = 1e-6)'
+counted optpar_small 4 tests/e2e/models/mlp_dp.net $OPA -D "$ADAM" -D "$F"
+timeout $TMO $NETC build tests/e2e/models/mlp_dp.net -o "$work/ref" -D parallel_mode=stand_alone -D "$ADAM" >/dev/null 2>&1 &&
+	timeout $TMO "$work/ref" --steps 5 --seed 3 --save "$work/ref.st" --quiet
+timeout $TMO tests/e2e/mpirun.sh -np 4 "$work/optpar_small" --steps 5 --seed 3 --save "$work/small.st" --quiet
+buckets=$(sed -n 's/^comm fusion: .* in \([0-9]*\) buckets*/\1/p' "$work/optpar_small.build")
+if [ "${buckets:-0}" -ge 4 ] && $B/tools/stcompare "$work/ref.st" "$work/small.st" --quiet >"$work/cmp2" 2>&1; then
+	ok "optimizer parallel in $buckets buckets with shared buffers equals stand-alone ($(tail -1 "$work/cmp2"))"
+else
+	bad "optimizer parallel small buckets: $buckets buckets; $(tail -1 "$work/cmp2" 2>/dev/null)"
 fi
 
 echo "$pass passed, $fail failed"
