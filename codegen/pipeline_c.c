@@ -295,8 +295,15 @@ void emit_sched_alloc(Emit *e)
 	      "\tws_base = nrt_alloc(NRT_MEM_WORKSPACE, slots_of[my_stage], WS_BYTES);\n"
 	      "\tws = ws_base;\n",
 	      out);
-	if (e->c->plan->stage_offset)
-		fputs("\tws_off = ws_offsets[my_stage];\n", out);
+	const MemPlan *p = e->c->plan;
+	if (p->stage_offset) {
+		fputs("\tws_off = ws_offsets[my_stage];\n\tstatic const int64_t ws_tr_bytes[NSTAGES] = {", out);
+		for (int st = 0; st < e->sched->nstages; st++) {
+			fprintf(out, "%s%" PRId64, st ? ", " : "", p->stage_transient[st]);
+			e->planned[st][MEM_WORKSPACE] += p->stage_transient[st];
+		}
+		fputs("};\n\tws_tr = nrt_alloc(NRT_MEM_WORKSPACE, ws_tr_bytes[my_stage], 1);\n", out);
+	}
 	const Schedule *s = e->sched;
 	for (int st = 0; st < s->nstages; st++)
 		e->planned[st][MEM_WORKSPACE] += s->nslots[st] * sched_ws_bytes(e, st);

@@ -101,8 +101,9 @@ static void emit_buffers(Emit *e)
 			continue;
 		char buf[SHAPE_STR_MAX];
 		if (staged)
-			fprintf(out, "#define %s ((%s *)(ws + ws_off[%d])) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
-			        k++, v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+			fprintf(out, "#define %s ((%s *)(%s + ws_off[%d])) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
+			        p->transient[v->id] ? "ws_tr" : "ws", k++, v->name, dtype_name(v->dtype),
+			        shape_str(lshape(v), buf, sizeof buf));
 		else
 			fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
 			        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
@@ -118,7 +119,9 @@ static void emit_buffers(Emit *e)
 					fprintf(out, "%s%" PRId64, m++ ? ", " : "", p->stage_offset[s][i]);
 			fputs(m ? "},\n" : "0},\n", out);
 		}
-		fputs("};\nstatic const int64_t *ws_off; /* this rank's stage's row */\n", out);
+		fputs("};\nstatic const int64_t *ws_off; /* this rank's stage's row */\n"
+		      "static unsigned char *ws_tr; /* values made and last read in one pass: shared by the slots */\n",
+		      out);
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n"
@@ -500,6 +503,8 @@ static void emit_alloc(Emit *e)
 	fputs("}\n\nstatic void release(void)\n{\n", out);
 	if (e->sched) {
 		fputs("\tnrt_free(ws_base);\n", out);
+		if (e->c->plan->stage_offset)
+			fputs("\tnrt_free(ws_tr);\n", out);
 		for (int i = 0; i < g->ninputs; i++)
 			fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n\t\tnrt_free(input_slot[%d][k]);\n"
 			             "\tfree(input_slot[%d]);\n", i, i);

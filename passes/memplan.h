@@ -18,6 +18,11 @@ struct MemPlan {
 	 * over its nodes. NULL otherwise. */
 	int64_t **stage_offset; /* [stage][value id]: byte offset in that stage's workspace; -1 if not there */
 	int64_t *stage_peak;    /* [stage]: that stage's workspace bytes (one micro-batch slot) */
+	/* Values made and last read inside one pass of their stage (weight
+	 * gradients, temporaries) need not survive into another micro-batch's
+	 * pass: they share one region per rank instead of one per slot. */
+	bool *transient;        /* by value id: in the shared region (its stage_offset is an offset there) */
+	int64_t *stage_transient; /* [stage]: bytes of the shared region */
 };
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
