@@ -695,6 +695,9 @@ static void emit_step(Emit *e)
 	      e->out);
 }
 
+/* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
+static FILE *mem_report_to;
+
 /* What the program allocates, per stage (netc build -v; --mem-stats
  * prints it beside what the runtime counted). */
 static void emit_mem_plan(Emit *e)
@@ -712,19 +715,20 @@ static void emit_mem_plan(Emit *e)
 		fputs("},\n", e->out);
 	}
 	fputs("};\n\n", e->out);
-	if (!e->c->verbose)
+	FILE *report = mem_report_to ? mem_report_to : e->c->verbose ? stderr : NULL;
+	if (!report)
 		return;
 	for (int s = 0; s < n; s++) {
 		int64_t total = 0;
 		if (n > 1)
-			fprintf(stderr, "planned memory per device, pipeline stage %d (bytes):", s);
+			fprintf(report, "planned memory per device, pipeline stage %d (bytes):", s);
 		else
-			fputs("planned memory per device (bytes):", stderr);
+			fputs("planned memory per device (bytes):", report);
 		for (int k = 0; k < MEM_KINDS; k++) {
-			fprintf(stderr, " %s %" PRId64, names[k], e->planned[s][k]);
+			fprintf(report, " %s %" PRId64, names[k], e->planned[s][k]);
 			total += e->planned[s][k];
 		}
-		fprintf(stderr, " total %" PRId64 "\n", total);
+		fprintf(report, " total %" PRId64 "\n", total);
 	}
 }
 
@@ -849,4 +853,19 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_step(&e);
 	emit_main(&e);
 	return true;
+}
+
+bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	/* the program is generated and thrown away: its allocations are the plan */
+	FILE *sink = fopen("/dev/null", "w");
+	if (!sink) {
+		diag_error(&c->diag, loc_none(), "cannot open /dev/null");
+		return false;
+	}
+	mem_report_to = out;
+	bool ok = emit_c_program(c, o, sink);
+	mem_report_to = NULL;
+	fclose(sink);
+	return ok;
 }

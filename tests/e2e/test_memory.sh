@@ -109,6 +109,20 @@ slot0=$(sed -n 's/^pipeline stage 0 keeps .* slots\{0,1\} of \([0-9]*\) bytes.*/
 [ -n "$slot0" ] && [ "$slot0" -lt "$saws" ] && ok "a stage's slot ($slot0 bytes) is smaller than the stand-alone workspace ($saws)" ||
 	bad "stage 0 slot '$slot0' bytes, stand-alone workspace $saws"
 
+# netc explain predicts what netc build -v plans, line for line
+for c in "pipe4_1f1b|-D pipeline_stages=4 -D train.micro_size=4" "data_parallel|"; do
+	name=${c%%|*} args=${c#*|}
+	model=$M/deep.net
+	[ "$name" = data_parallel ] && model=tests/e2e/models/mlp_dp.net
+	timeout $TMO $NETC explain "$model" $args 2>/dev/null | grep '^planned memory' >"$work/ex"
+	grep '^planned memory' "$work/$name.build" >"$work/bv"
+	if [ -s "$work/ex" ] && cmp -s "$work/ex" "$work/bv"; then
+		ok "netc explain plans as netc build -v ($name: $(wc -l <"$work/ex") line(s))"
+	else
+		bad "netc explain vs build -v ($name): $(diff "$work/ex" "$work/bv" | head -2 | tr '\n' ' ')"
+	fi
+done
+
 # checkpoints of stage-local ranks: 3 steps, save, resume 3 steps == 6 steps
 P="tests/e2e/mpirun.sh -np 4 $work/pipe2_1f1b --seed 7 --quiet"
 if timeout $TMO $P --steps 6 --save "$work/six.st" >/dev/null 2>&1 &&
