@@ -680,7 +680,7 @@ static const char *shared_routine(Emit *e, const Node *n)
 EMIT(REDISTRIBUTE)
 {
 	const RedistPlan *p = n->attr.plan;
-	if (p->scratch_elems > e->scratch)
+	if (p->n > 1 && p->scratch_elems > e->scratch) /* only intermediates of several steps go there */
 		e->scratch = p->scratch_elems;
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
 	/* optimizer parallel: the gathered shards become the parameter again */

@@ -268,7 +268,7 @@ static void fusion_names(Emit *e)
 	if (async)
 		fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
 	fputs("static real *rs_send_0, *rs_send_1; /* reduce-scatter buckets' packed gradients, a ring of two */\n"
-	      "static real *ag_recv, *ag_send;      /* all-gather buckets, one at a time */\n", e->decls);
+	      "static real *ag_recv, *ag_send;      /* all-gather buckets, one at a time: the same buffers */\n", e->decls);
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
 		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
@@ -476,16 +476,17 @@ static void emit_alloc(Emit *e)
 		if (bk->kind == RS_REDUCE_SCATTER && whole > rs_send[rs_ring[b]])
 			rs_send[rs_ring[b]] = whole;
 	}
+	/* every reduce-scatter is complete when the update starts (it waits for
+	 * them) and all-gathers run after updates: the gather buffers are the
+	 * ring's two buffers, grown to fit */
+	int64_t buf[2] = {rs_send[0] > ag_recv ? rs_send[0] : ag_recv, rs_send[1] > ag_send ? rs_send[1] : ag_send};
 	for (int r = 0; r < 2; r++)
-		if (rs_send[r]) {
-			fprintf(out, "\trs_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", r, rs_send[r]);
-			emit_planned(e, ALL_STAGES, MEM_COMM, rs_send[r] * rs);
+		if (buf[r]) {
+			fprintf(out, "\trs_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", r, buf[r]);
+			emit_planned(e, ALL_STAGES, MEM_COMM, buf[r] * rs);
 		}
-	if (ag_recv) {
-		fprintf(out, "\tag_recv = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n"
-		             "\tag_send = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", ag_recv, ag_send);
-		emit_planned(e, ALL_STAGES, MEM_COMM, (ag_recv + ag_send) * rs);
-	}
+	if (ag_recv)
+		fputs("\tag_recv = rs_send_0;\n\tag_send = rs_send_1;\n", out);
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		if (bk->kind == RS_ALLGATHER)
@@ -520,7 +521,7 @@ static void emit_alloc(Emit *e)
 		if (e->c->fusion->b[b].kind != RS_ALLGATHER)
 			fprintf(out, "\tnrt_free(bucket_%d);\n", b);
 	if (e->c->fusion && e->c->fusion->n)
-		fputs("\tnrt_free(rs_send_0);\n\tnrt_free(rs_send_1);\n\tnrt_free(ag_recv);\n\tnrt_free(ag_send);\n", out);
+		fputs("\tnrt_free(rs_send_0);\n\tnrt_free(rs_send_1);\n", out);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
