@@ -244,8 +244,11 @@ static int run(Compilation *c, Args *a)
 			return explain_schedule(c, a->output, stdout) ? 0 : EXIT_USER;
 		if (!explain_print(c, a->why, stdout))
 			return EXIT_USER;
-		if (c->plan && !a->why)
+		if (c->plan && !a->why) {
 			memplan_report(c->plan, stdout); /* the planned memory, per device */
+			if (!netc_memory_plan(c, &a->build, stdout))
+				return EXIT_USER;
+		}
 		return 0;
 	default:
 		a->build.output = a->output;

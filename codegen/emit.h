@@ -11,6 +11,9 @@ typedef struct CommReg {
 	const char *name;      /* C identifier */
 } CommReg;
 
+/* The kinds of buffer memory, in the order of the runtime's NrtMemKind. */
+enum { MEM_PARAMS, MEM_GRADS, MEM_STATE, MEM_WORKSPACE, MEM_COMM, MEM_INPUTS, MEM_RUNTIME, MEM_KINDS };
+
 typedef struct Emit {
 	Compilation *c;
 	Graph *g;
@@ -29,7 +32,15 @@ typedef struct Emit {
 	int routine_calls;     /* redistributions routed through a shared routine */
 	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
 	bool loss_scale;       /* train { loss_scale }: scaled loss gradient, checked and unscaled gradients */
+	int64_t (*planned)[MEM_KINDS]; /* by stage (one entry unscheduled): bytes the program allocates */
 } Emit;
+
+/* Counts `bytes` of `kind` (MEM_*) on the stages in the mask (bit s:
+ * stage s); every nrt_alloc the program makes is counted here as it is
+ * emitted, so the plan is the program's own arithmetic. */
+void emit_planned(Emit *e, uint64_t stages, int kind, int64_t bytes);
+/* sizeof the C type of a buffer element of dtype t (f32 as `real`) */
+int64_t emit_csize(const Emit *e, DType t);
 
 /* A communicator for the groups of `axes` of l's device matrix. */
 const char *emit_comm(Emit *e, const Layout *l, unsigned axes);
@@ -64,6 +75,13 @@ void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);
 void emit_sched_alloc(Emit *e);
 void emit_sched_step(Emit *e);   /* train_step() and before_save() */
+/* The stages that hold a parameter, optimizer state or accumulated
+ * gradient (bit s: stage s), and "if (HELD(mask)) " to put before a
+ * statement touching it ("" where every stage holds it). */
+uint64_t sched_held_mask(const Emit *e, const Value *v);
+const char *sched_held_if(Emit *e, const Value *v);
+/* bytes of one activation slot of a stage's workspace */
+int64_t sched_ws_bytes(const Emit *e, int stage);
 /* In-place all-reduce of `count` elements of buf in n's group, with n's
  * reduction (fused hand-written collectives). */
 void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count);

@@ -404,6 +404,7 @@ static void bn_buffer(Emit *e, const Node *node, const char *name, int64_t n)
 	const char *g = arena_printf(&e->c->arena, "bn_%s_%d", name, node->id);
 	fprintf(e->decls, "static double *%s; /* batch-norm statistics */\n", g);
 	fprintf(e->setup, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(double));\n", g, n);
+	emit_planned(e, ~(uint64_t)0, MEM_WORKSPACE, n * 8);
 	fprintf(OUT, "\tdouble *%s = %s;\n\tnrt_zero(%s, %" PRId64 " * sizeof(double));\n", name, g, name, n);
 }
 
@@ -751,7 +752,7 @@ static const char *shared_routine(Emit *e, const Node *n)
 EMIT(REDISTRIBUTE)
 {
 	const RedistPlan *p = n->attr.plan;
-	if (p->scratch_elems > e->scratch)
+	if (p->n > 1 && p->scratch_elems > e->scratch) /* only intermediates of several steps go there */
 		e->scratch = p->scratch_elems;
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
 	/* optimizer parallel: the gathered shards become the parameter again */

@@ -47,7 +47,49 @@ static void add_shared(Emit *e, Shared **list, int *n, int *cap, const Value *v,
 	VEC_PUSH(&e->c->arena, *list, *n, *cap, sh);
 }
 
+static uint64_t g_all_stages(const Graph *g) { return g->nstages >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << g->nstages) - 1; }
+
 static int stage_of_chunk(const Emit *e, int c) { return c % e->g->nstages; }
+
+/* The stages that hold v, a bit per stage: a parameter or its optimizer
+ * state on its owner's stage and on the stages whose nodes read or write
+ * it (tied weights), an accumulated gradient where it is summed and where
+ * the update reads it. A rank allocates and initialises only what its
+ * stage holds, so a p-stage pipeline keeps about 1/p of the model. All
+ * stages when ownership is unknown or there are too many stages to say. */
+uint64_t sched_held_mask(const Emit *e, const Value *v)
+{
+	const Graph *g = e->g;
+	if (g->nstages <= 1 || g->nstages > 64)
+		return ~(uint64_t)0;
+	if (e->swap && e->swap[v->id] && v->kind == VK_NODE && v->def)
+		return (uint64_t)1 << v->def->ann.stage | (uint64_t)1 << update_stage[v->id];
+	int owner = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
+	if ((v->kind != VK_PARAM && v->kind != VK_STATE) || owner < 0 || owner >= g->nstages)
+		return ~(uint64_t)0;
+	uint64_t m = (uint64_t)1 << owner;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		bool uses = n->writes == v;
+		for (int j = 0; j < n->nin && !uses; j++)
+			uses = n->in[j] == v;
+		if (!uses)
+			continue;
+		if (n->ann.stage < 0 || n->ann.stage >= g->nstages)
+			return ~(uint64_t)0;
+		m |= (uint64_t)1 << n->ann.stage;
+	}
+	return m;
+}
+
+/* "if (HELD(0x5)) " before a statement that touches v, "" where every stage holds it. */
+const char *sched_held_if(Emit *e, const Value *v)
+{
+	uint64_t m = sched_held_mask(e, v);
+	if (m == ~(uint64_t)0 || (g_all_stages(e->g) & ~m) == 0)
+		return "";
+	return arena_printf(&e->c->arena, "if (HELD(0x%" PRIx64 ")) ", m);
+}
 
 static void add_transfer(Emit *e, const Value *v, int to, Phase ph)
 {
@@ -103,12 +145,23 @@ void emit_sched_decls(Emit *e)
 	        s->nmicro == 1 ? "" : "s");
 	fprintf(out, "enum { NSTAGES = %d, NCHUNKS = %d, NMICRO = %d, STAGE_SIZE = %" PRId64 " };\n", s->nstages,
 	        s->nchunks, s->nmicro, (g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num) / s->nstages);
-	fprintf(out, "#define WS_BYTES %" PRId64 "\n", e->c->plan->peak);
+	const MemPlan *p = e->c->plan;
+	if (p->stage_offset) {
+		/* each stage's workspace holds only its own values (passes/memplan.c) */
+		fputs("static const int64_t ws_bytes_of[NSTAGES] = {", out);
+		for (int st = 0; st < s->nstages; st++)
+			fprintf(out, "%s%" PRId64, st ? ", " : "", p->stage_peak[st]);
+		fputs("};\n#define WS_BYTES ws_bytes_of[my_stage]\n", out);
+	} else {
+		fprintf(out, "#define WS_BYTES %" PRId64 "\n", p->peak);
+	}
 	fputs("static int my_stage;          /* this rank's pipeline stage */\n"
 	      "static int slot;              /* activation slot of the running pass */\n"
 	      "static int micro;             /* micro-step of the running pass */\n"
 	      "static unsigned char *ws_base; /* the slots' workspaces, WS_BYTES each */\n"
-	      "static double step_loss;      /* sum of the micro-steps' losses */\n",
+	      "static double step_loss;      /* sum of the micro-steps' losses */\n"
+	      "/* whether this rank's stage holds a tensor (see sched_held_mask) */\n"
+	      "#define HELD(stages) ((stages) >> my_stage & 1)\n",
 	      out);
 	fprintf(out, "static void **input_slot[%d]; /* input i of slot k: input_slot[i][k] */\n",
 	        g->ninputs > 0 ? g->ninputs : 1);
@@ -251,6 +304,12 @@ void emit_sched_functions(Emit *e)
 	fputs("};\n\n", out);
 }
 
+int64_t sched_ws_bytes(const Emit *e, int stage)
+{
+	const MemPlan *p = e->c->plan;
+	return p->stage_offset ? p->stage_peak[stage] : p->peak;
+}
+
 void emit_sched_alloc(Emit *e)
 {
 	Graph *g = e->g;
@@ -259,20 +318,41 @@ void emit_sched_alloc(Emit *e)
 	      "\tws_base = nrt_alloc(NRT_MEM_WORKSPACE, slots_of[my_stage], WS_BYTES);\n"
 	      "\tws = ws_base;\n",
 	      out);
+	const MemPlan *p = e->c->plan;
+	if (p->stage_offset) {
+		fputs("\tws_off = ws_offsets[my_stage];\n\tstatic const int64_t ws_tr_bytes[NSTAGES] = {", out);
+		for (int st = 0; st < e->sched->nstages; st++) {
+			fprintf(out, "%s%" PRId64, st ? ", " : "", p->stage_transient[st]);
+			e->planned[st][MEM_WORKSPACE] += p->stage_transient[st];
+		}
+		fputs("};\n\tws_tr = nrt_alloc(NRT_MEM_WORKSPACE, ws_tr_bytes[my_stage], 1);\n", out);
+	}
+	const Schedule *s = e->sched;
+	for (int st = 0; st < s->nstages; st++)
+		e->planned[st][MEM_WORKSPACE] += s->nslots[st] * sched_ws_bytes(e, st);
 	for (int i = 0; i < g->ninputs; i++) {
+		for (int st = 0; st < s->nstages; st++)
+			e->planned[st][MEM_INPUTS] += s->nslots[st] * lnumel(g->inputs[i]) * emit_csize(e, g->inputs[i]->dtype);
 		fprintf(out, "\tinput_slot[%d] = xcalloc(slots_of[my_stage], sizeof(void *));\n", i);
 		fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n"
 		             "\t\tinput_slot[%d][k] = nrt_alloc(NRT_MEM_INPUTS, %" PRId64 ", sizeof(%s));\n",
 		        i, lnumel(g->inputs[i]), ctype(g->inputs[i]->dtype));
 	}
 	for (int i = 0; i < g->nvalues; i++)
-		if (e->swap[i])
-			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+		if (e->swap[i]) {
+			fprintf(out, "\t%s%s = nrt_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n",
+			        sched_held_if(e, g->values[i]), e->swap[i], lnumel(g->values[i]));
+			emit_planned(e, sched_held_mask(e, g->values[i]), MEM_GRADS, lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
+		}
 	for (int t = 0; t < ntransfers; t++)
-		if (self_transfer(e, &transfers[t]))
+		if (self_transfer(e, &transfers[t])) {
+			int st = stage_of_chunk(e, transfers[t].from);
+			const Value *v = transfers[t].v;
 			fprintf(out, "\tif (my_stage == %d)\n\t\tfor (int k = 0; k < NMICRO; k++)\n"
 			             "\t\t\tself_%d[k] = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(%s));\n",
-			        stage_of_chunk(e, transfers[t].from), t, lnumel(transfers[t].v), ctype(transfers[t].v->dtype));
+			        st, t, lnumel(v), ctype(v->dtype));
+			emit_planned(e, 1ull << st, MEM_WORKSPACE, (int64_t)e->sched->nmicro * lnumel(v) * emit_csize(e, v->dtype));
+		}
 }
 
 /* A whole-step transfer between stages (tags above the per-pass ones). */
@@ -300,7 +380,8 @@ void emit_sched_step(Emit *e)
 	      out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
-			fprintf(out, "\tnrt_zero(%s, %" PRId64 " * sizeof(real));\n", e->swap[i], lnumel(g->values[i]));
+			fprintf(out, "\t%snrt_zero(%s, %" PRId64 " * sizeof(real));\n", sched_held_if(e, g->values[i]),
+			        e->swap[i], lnumel(g->values[i]));
 	/* tied weights: the owner's current value to the stages that read it */
 	for (int i = 0; i < nparams_out; i++)
 		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), false);
@@ -344,22 +425,13 @@ void emit_sched_step(Emit *e)
 		             "\treturn loss;\n}\n\n",
 		        loss_stage);
 	}
-	fputs("static NrtComm *comm_stages; /* ranks with the same index in every stage */\n\n"
-	      "/* before saving, every rank gets the owners' parameters and state */\n"
-	      "static void before_save(void)\n{\n"
-	      "\tif (!comm_stages)\n"
-	      "\t\tcomm_stages = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x1);\n",
-	      out);
-	int k = 0;
-	for (int i = 0; i < g->nvalues; i++) {
-		const Value *v = g->values[i];
-		if (v->kind != VK_PARAM && v->kind != VK_STATE)
-			continue;
-		int owner = v->kind == VK_PARAM ? v->stage : v->state.of->stage;
-		if (g->nstages > 1 && owner >= 0)
-			fprintf(out, "\tnrt_broadcast(comm_stages, %s, %d, tensors[%d].data, %" PRId64 ");\n",
-			        nrt_dtype_of(v->dtype), owner, k, lnumel(v));
-		k++;
-	}
+	/* A rank holds only its stage's tensors (sched_held_mask); the
+	 * checkpoint takes each from a rank that holds it. Tied weights read
+	 * on other stages get the owner's updated value first, so every copy
+	 * the checkpoint may take is current. */
+	fputs("/* before saving, readers of tied weights get the owners' updated values */\n"
+	      "static void before_save(void)\n{\n", out);
+	for (int i = 0; i < nparams_out; i++)
+		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), true);
 	fputs("}\n\n", out);
 }

@@ -95,13 +95,36 @@ static void emit_buffers(Emit *e)
 	const MemPlan *p = e->c->plan;
 	fprintf(out, "\n/* ---- workspace: %" PRId64 " bytes; buffers share it by liveness ---- */\n", p->peak);
 	fputs("static unsigned char *ws;\n", out);
+	/* pipelines: each stage has its own plan, its offsets picked at start-up */
+	bool staged = e->sched && p->stage_offset;
+	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE || p->offset[v->id] < 0)
 			continue;
 		char buf[SHAPE_STR_MAX];
-		fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
-		        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+		if (staged)
+			fprintf(out, "#define %s ((%s *)(%s + ws_off[%d])) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
+			        p->transient[v->id] ? "ws_tr" : "ws", k++, v->name, dtype_name(v->dtype),
+			        shape_str(lshape(v), buf, sizeof buf));
+		else
+			fprintf(out, "#define %s ((%s *)(ws + %" PRId64 ")) /* %s: %s%s */\n", e->cname[v->id], ctype(v->dtype),
+			        p->offset[v->id], v->name, dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
+	}
+	if (staged) {
+		fprintf(out, "/* by stage: the workspace offset of each value above (-1: not on that stage) */\n"
+		             "static const int64_t ws_offsets[%d][%d] = {\n", g->nstages, k ? k : 1);
+		for (int s = 0; s < g->nstages; s++) {
+			fputs("\t{", out);
+			int m = 0;
+			for (int i = 0; i < g->nvalues; i++)
+				if (g->values[i]->kind == VK_NODE && p->offset[i] >= 0)
+					fprintf(out, "%s%" PRId64, m++ ? ", " : "", p->stage_offset[s][i]);
+			fputs(m ? "},\n" : "0},\n", out);
+		}
+		fputs("};\nstatic const int64_t *ws_off; /* this rank's stage's row */\n"
+		      "static unsigned char *ws_tr; /* values made and last read in one pass: shared by the slots */\n",
+		      out);
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n"
@@ -113,6 +136,10 @@ static void emit_buffers(Emit *e)
 	      "static int64_t opt_step; /* optimizer steps taken, from 1 (Adam's bias correction) */\n\n",
 	      out);
 }
+
+/* By fusion bucket (plan_shared_buffers): */
+static int *rs_ring;   /* reduce-scatter: which send buffer of the ring, -1 otherwise */
+static int *rs_prev;   /* reduce-scatter: the bucket that used that buffer before, -1 none */
 
 /* A fused bucket starts as soon as its last input exists. All-reduce:
  * the gradients packed, one non-blocking all-reduce. Reduce-scatter: each
@@ -142,11 +169,13 @@ static void emit_bucket_start(Emit *e, int k)
 		if (b->kind == RS_ALLREDUCE)
 			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, x), lnumel(x));
-		else if (b->kind == RS_REDUCE_SCATTER)
+		else if (b->kind == RS_REDUCE_SCATTER) {
+			if (m == 0 && rs_prev[k] >= 0) /* its send buffer's previous bucket is done with it */
+				fprintf(out, "\tnrt_wait_request(&bucket_request[%d]);\n", rs_prev[k]);
 			fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tnrt_copy(bucket_send_%d + j * %" PRId64 " + %" PRId64
 			             ", %s + j * %" PRId64 ", %" PRId64 " * sizeof(real));\n",
 			        b->group, k, b->elems, b->offset[m], B(e, x), b->block[m], b->block[m]);
-		else
+		} else
 			fprintf(out, "\tnrt_copy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
 			        B(e, x), b->block[m]);
 	}
@@ -264,18 +293,49 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	fputs("}\n\n", e->out);
 }
 
+/* Fusion buffers are bounded and shared (issue 14): all-gather buckets
+ * run one at a time, so they share one receive and one send buffer of
+ * the largest bucket's size; reduce-scatter buckets run non-blocking, so
+ * their packed send buffers are a ring of two, a bucket waiting for the
+ * one that used its buffer before packing (rs_ring, rs_prev). */
+
+static void plan_shared_buffers(Emit *e)
+{
+	const FusionPlan *fp = e->c->fusion;
+	const Graph *g = e->g;
+	rs_ring = ARENA_NEWN(&e->c->arena, int, fp->n);
+	rs_prev = ARENA_NEWN(&e->c->arena, int, fp->n);
+	int last[2] = {-1, -1}, used = 0;
+	for (int k = 0; k < fp->n; k++)
+		rs_ring[k] = rs_prev[k] = -1;
+	/* in the order the buckets start: node order of their ready nodes */
+	for (int i = 0; i < g->nnodes; i++)
+		for (int k = 0; k < fp->n; k++) {
+			const Bucket *b = &fp->b[k];
+			if (b->ready != g->nodes[i] || b->user || b->kind != RS_REDUCE_SCATTER)
+				continue;
+			rs_ring[k] = used % 2;
+			rs_prev[k] = last[used % 2];
+			last[used % 2] = k;
+			used++;
+		}
+}
+
 /* Readers of a fused gradient find it in its bucket. */
 static void fusion_names(Emit *e)
 {
 	const FusionPlan *fp = e->c->fusion;
 	if (!fp || !fp->n)
 		return;
+	plan_shared_buffers(e);
 	e->swap = ARENA_NEWN(&e->c->arena, const char *, e->g->nvalues);
 	bool async = false;
 	for (int k = 0; k < fp->n; k++)
 		async |= bucket_async(&fp->b[k]);
 	if (async)
 		fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
+	fputs("static real *rs_send_0, *rs_send_1; /* reduce-scatter buckets' packed gradients, a ring of two */\n"
+	      "static real *ag_recv, *ag_send;      /* all-gather buckets, one at a time: the same buffers */\n", e->decls);
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
 		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
@@ -414,6 +474,26 @@ static void emit_inputs_table(Emit *e)
 	fprintf(out, "};\nenum { NINPUTS = %d };\n\n", g->ninputs);
 }
 
+void emit_planned(Emit *e, uint64_t stages, int kind, int64_t bytes)
+{
+	int n = e->sched ? e->sched->nstages : 1;
+	for (int s = 0; s < n; s++)
+		if (s >= 64 || (stages >> s & 1))
+			e->planned[s][kind] += bytes;
+}
+
+int64_t emit_csize(const Emit *e, DType t)
+{
+	switch (t) {
+	case DT_I32: return 4;
+	case DT_I64: return 8;
+	case DT_F16: case DT_BF16: return 2;
+	default: return e->o->f64 ? 8 : 4;
+	}
+}
+
+#define ALL_STAGES (~(uint64_t)0)
+
 static void emit_alloc(Emit *e)
 {
 	Graph *g = e->g;
@@ -429,41 +509,79 @@ static void emit_alloc(Emit *e)
 		emit_sched_alloc(e);
 	} else {
 		fprintf(out, "\tws = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", 1);\n", e->c->plan->peak);
-		for (int i = 0; i < g->ninputs; i++)
+		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, e->c->plan->peak);
+		for (int i = 0; i < g->ninputs; i++) {
 			fprintf(out, "\tinputs[%d].t.data = %s = nrt_alloc(NRT_MEM_INPUTS, %" PRId64 ", sizeof *%s);\n", i, B(e, g->inputs[i]),
 			        lnumel(g->inputs[i]), B(e, g->inputs[i]));
+			emit_planned(e, ALL_STAGES, MEM_INPUTS, lnumel(g->inputs[i]) * emit_csize(e, g->inputs[i]->dtype));
+		}
 	}
 	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
-		if (v->kind == VK_PARAM || v->kind == VK_STATE)
-			fprintf(out, "\ttensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n", k++, B(e, v),
+		if (v->kind == VK_PARAM || v->kind == VK_STATE) /* pipelines: only this stage's (data NULL elsewhere) */
+			fprintf(out, "\t%stensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n",
+			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v),
 			        v->kind == VK_PARAM ? "NRT_MEM_PARAMS" : "NRT_MEM_STATE", lnumel(v), ctype(v->dtype));
+		if (v->kind == VK_PARAM || v->kind == VK_STATE)
+			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES, v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE,
+			             lnumel(v) * emit_csize(e, v->dtype));
 		if (v->kind == VK_CONST) {
 			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
+			emit_planned(e, ALL_STAGES, MEM_WORKSPACE, lnumel(v) * (e->o->f64 ? 8 : 4));
 			fprintf(out, "\tnrt_fill(NRT_REAL, %s, %" PRId64 ", %.17g);\n", B(e, v), lnumel(v), v->cst.value);
 		}
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n"
 		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
+	if (g->train.optimizer == OPT_LAMB)
+		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
+	int64_t rs = e->o->f64 ? 8 : 4, ag_recv = 0, ag_send = 0, rs_send[2] = {0, 0};
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		int64_t whole = bk->elems * bk->group;
-		fprintf(out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
-		        bk->kind == RS_ALLGATHER ? whole : bk->elems);
-		if (bk->kind != RS_ALLREDUCE)
-			fprintf(out, "\tbucket_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b,
-			        bk->kind == RS_REDUCE_SCATTER ? whole : bk->elems);
+		if (bk->kind == RS_ALLGATHER) {
+			ag_recv = whole > ag_recv ? whole : ag_recv;
+			ag_send = bk->elems > ag_send ? bk->elems : ag_send;
+			continue;
+		}
+		/* an all-reduce bucket, or a reduce-scatter's shards: read by the update */
+		fprintf(out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b, bk->elems);
+		emit_planned(e, ALL_STAGES, MEM_COMM, bk->elems * rs);
+		if (bk->kind == RS_REDUCE_SCATTER && whole > rs_send[rs_ring[b]])
+			rs_send[rs_ring[b]] = whole;
+	}
+	/* every reduce-scatter is complete when the update starts (it waits for
+	 * them) and all-gathers run after updates: the gather buffers are the
+	 * ring's two buffers, grown to fit */
+	int64_t buf[2] = {rs_send[0] > ag_recv ? rs_send[0] : ag_recv, rs_send[1] > ag_send ? rs_send[1] : ag_send};
+	for (int r = 0; r < 2; r++)
+		if (buf[r]) {
+			fprintf(out, "\trs_send_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", r, buf[r]);
+			emit_planned(e, ALL_STAGES, MEM_COMM, buf[r] * rs);
+		}
+	if (ag_recv)
+		fputs("\tag_recv = rs_send_0;\n\tag_send = rs_send_1;\n", out);
+	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
+		const Bucket *bk = &e->c->fusion->b[b];
+		if (bk->kind == RS_ALLGATHER)
+			fprintf(out, "\tbucket_%d = ag_recv;\n\tbucket_send_%d = ag_send;\n", b, b);
+		else if (bk->kind == RS_REDUCE_SCATTER)
+			fprintf(out, "\tbucket_send_%d = rs_send_%d;\n", b, rs_ring[b]);
 	}
 	if (e->scratch)
 		/* 8 bytes an element: redistributed integer ids may be i64 */
 		fprintf(out, "\tscratch_a = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n"
 		             "\tscratch_b = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n",
 		        e->scratch, e->scratch);
+	if (e->scratch)
+		emit_planned(e, ALL_STAGES, MEM_COMM, 2 * 8 * e->scratch);
 	fputs("}\n\nstatic void release(void)\n{\n", out);
 	if (e->sched) {
 		fputs("\tnrt_free(ws_base);\n", out);
+		if (e->c->plan->stage_offset)
+			fputs("\tnrt_free(ws_tr);\n", out);
 		for (int i = 0; i < g->ninputs; i++)
 			fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n\t\tnrt_free(input_slot[%d][k]);\n"
 			             "\tfree(input_slot[%d]);\n", i, i);
@@ -475,11 +593,11 @@ static void emit_alloc(Emit *e)
 	}
 	if (e->scratch)
 		fputs("\tnrt_free(scratch_a);\n\tnrt_free(scratch_b);\n", out);
-	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
-		fprintf(out, "\tnrt_free(bucket_%d);\n", b);
-		if (e->c->fusion->b[b].kind != RS_ALLREDUCE)
-			fprintf(out, "\tnrt_free(bucket_send_%d);\n", b);
-	}
+	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++)
+		if (e->c->fusion->b[b].kind != RS_ALLGATHER)
+			fprintf(out, "\tnrt_free(bucket_%d);\n", b);
+	if (e->c->fusion && e->c->fusion->n)
+		fputs("\tnrt_free(rs_send_0);\n\tnrt_free(rs_send_1);\n", out);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
@@ -497,7 +615,8 @@ static void emit_alloc(Emit *e)
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_PARAM)
-			fprintf(out, "\tnrt_init_param(&tensors[%d], %s, %.17g, %.17g, seed, %d);\n", k, init_names[v->param.init],
+			fprintf(out, "\t%snrt_init_param(&tensors[%d], %s, %.17g, %.17g, seed, %d);\n",
+			        e->sched ? sched_held_if(e, v) : "", k, init_names[v->param.init],
 			        v->param.a, v->param.b, k);
 		if (v->kind == VK_PARAM || v->kind == VK_STATE)
 			k++;
@@ -538,14 +657,22 @@ static void emit_broadcast_params(Emit *e)
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fputs("static void broadcast_params(void)\n{\n", out);
-	for (int i = 0; g->par.parameter_broadcast && g->par.parallel_mode != PM_STAND_ALONE && i < g->nparams; i++) {
+	bool on = g->par.parameter_broadcast && g->par.parallel_mode != PM_STAND_ALONE;
+	/* pipelines: the stage's first rank to the stage's ranks, which all
+	 * hold the same tensors (rank 0 holds only stage 0's) */
+	const char *comm = "comm_world";
+	if (on && e->sched && g->nstages > 1) {
+		fputs("\tNrtComm *comm_stage = nrt_comm_axes(2, (const int64_t[]){NSTAGES, STAGE_SIZE}, 0x2);\n", out);
+		comm = "comm_stage";
+	}
+	for (int i = 0; on && i < g->nparams; i++) {
 		const Value *p = g->params[i];
 		bool split = false;
 		for (int d = 0; p->layout && d < p->layout->rank; d++)
 			split |= p->layout->map[d] >= 0;
 		if (!p->param.layerwise_parallel && !split)
-			fprintf(out, "\tnrt_broadcast(comm_world, %s, 0, %s, %" PRId64 ");\n", nrt_dtype_of(p->dtype), B(e, p),
-			        lnumel(p));
+			fprintf(out, "\t%snrt_broadcast(%s, %s, 0, %s, %" PRId64 ");\n", e->sched ? sched_held_if(e, p) : "", comm,
+			        nrt_dtype_of(p->dtype), B(e, p), lnumel(p));
 	}
 	fputs("}\n\n", out);
 }
@@ -665,6 +792,43 @@ static void emit_step(Emit *e)
 	      e->out);
 }
 
+/* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
+static FILE *mem_report_to;
+
+/* What the program allocates, per stage (netc build -v; --mem-stats
+ * prints it beside what the runtime counted). */
+static void emit_mem_plan(Emit *e)
+{
+	/* the keys of the program's --mem-stats line */
+	static const char *const names[MEM_KINDS] = {"params", "grads", "state", "workspace", "comm", "inputs",
+	                                             "runtime"};
+	int n = e->sched ? e->sched->nstages : 1;
+	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s */\nstatic const int64_t mem_planned[%d][NRT_MEM_KINDS] = {\n",
+	        n > 1 ? ", by pipeline stage" : "", n);
+	for (int s = 0; s < n; s++) {
+		fputs("\t{", e->out);
+		for (int k = 0; k < MEM_KINDS; k++)
+			fprintf(e->out, "%s%" PRId64, k ? ", " : "", e->planned[s][k]);
+		fputs("},\n", e->out);
+	}
+	fputs("};\n\n", e->out);
+	FILE *report = mem_report_to ? mem_report_to : e->c->verbose ? stderr : NULL;
+	if (!report)
+		return;
+	for (int s = 0; s < n; s++) {
+		int64_t total = 0;
+		if (n > 1)
+			fprintf(report, "planned memory per device, pipeline stage %d (bytes):", s);
+		else
+			fputs("planned memory per device (bytes):", report);
+		for (int k = 0; k < MEM_KINDS; k++) {
+			fprintf(report, " %s %" PRId64, names[k], e->planned[s][k]);
+			total += e->planned[s][k];
+		}
+		fprintf(report, " total %" PRId64 "\n", total);
+	}
+}
+
 /* main(): start-up, the steps (train_step) and the checkpoint. */
 static void emit_main(Emit *e)
 {
@@ -700,9 +864,11 @@ static void emit_main(Emit *e)
 	      out);
 	if (e->loss_scale)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
-	fputs("\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
+	fprintf(out, "\tif (opt.mem_stats)\n"
+	      "\t\tnrt_mem_report(mem_planned[%s]);\n"
+	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      out);
+	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -726,6 +892,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		else
 			e.routine_limit = (int)v;
 	}
+	e.planned = arena_alloc(&c->arena, sizeof *e.planned * (size_t)(g->nstages > 1 ? g->nstages : 1));
 	e.cname = emit_c_idents(&c->arena, g);
 	char *body = NULL, *decls = NULL, *setup = NULL;
 	size_t nbody = 0, ndecls = 0, nsetup = 0;
@@ -775,7 +942,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64
 				                " bytes)\n",
 				        s, e.sched->nslots[s], e.sched->nslots[s] == 1 ? "" : "es", e.sched->nslots[s],
-				        e.sched->nslots[s] == 1 ? "" : "s", c->plan->peak);
+				        e.sched->nslots[s] == 1 ? "" : "s", sched_ws_bytes(&e, s));
 		emit_sched_functions(&e);
 	} else {
 		fusion_names(&e);
@@ -814,6 +981,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	emit_broadcast_params(&e);
 	if (o->gradcheck)
 		emit_gradcheck(&e);
+	emit_mem_plan(&e);
 	emit_info(&e);
 	if (e.sched)
 		emit_sched_step(&e);
@@ -821,4 +989,19 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_step(&e);
 	emit_main(&e);
 	return true;
+}
+
+bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	/* the program is generated and thrown away: its allocations are the plan */
+	FILE *sink = fopen("/dev/null", "w");
+	if (!sink) {
+		diag_error(&c->diag, loc_none(), "cannot open /dev/null");
+		return false;
+	}
+	mem_report_to = out;
+	bool ok = emit_c_program(c, o, sink);
+	mem_report_to = NULL;
+	fclose(sink);
+	return ok;
 }

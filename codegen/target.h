@@ -31,6 +31,9 @@ const Target *target_find(const char *name);
 /* netc build: emit, write the source (to --emit-c DIR or a temporary
  * directory), compile it to o->output. */
 bool netc_build(Compilation *c, const BuildOptions *o);
+/* The memory the C program would allocate, per device (pipeline stage)
+ * and kind: netc build -v's lines, for netc explain. */
+bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out);
 
 /* Where the runtime's headers and library are: next to the netc binary
  * (build tree: build/include, build/lib) or in PREFIX/include, PREFIX/lib,

@@ -264,8 +264,13 @@ bool pass_fusion(Compilation *c)
 	for (int k = 0, gk = 0; k < nc; k++, gk++) {
 		if (k > 0 && cands[k].kind != cands[k - 1].kind)
 			gk = 0; /* gradient indices count within a kind */
+		/* the threshold bounds the largest buffer: a reduce-scatter sends
+		 * the whole gradient, an all-gather receives the whole parameter */
+		const Node *r = cands[k].r;
+		int64_t in = shape_numel(r->in[0]->layout ? &r->in[0]->layout->slice : &r->in[0]->shape);
+		int64_t outn = shape_numel(&r->out->layout->slice);
 		keys[k] = bucket_key(&g->par, cands[k].kind, &cands[k], gk, &st[cands[k].kind % 3],
-		                     shape_numel(&cands[k].r->out->layout->slice) * (c->f64 ? 8 : 4));
+		                     (in > outn ? in : outn) * (c->f64 ? 8 : 4));
 	}
 	int *pos = ARENA_NEWN(&c->arena, int, g->next_node_id);
 	for (int i = 0; i < g->nnodes; i++)

@@ -77,6 +77,84 @@ static void fl_free(Arena *a, FreeList *fl, int64_t off, int64_t size)
 	}
 }
 
+/* Update nodes of a pipeline read gradients made by the passes from
+ * their accumulators, not from the workspace (codegen/pipeline_c.c). */
+static bool reads_accumulator(const Node *n, const Value *v)
+{
+	return n->phase == PH_UPDATE && v->kind == VK_NODE && v->def && v->def->phase != PH_UPDATE;
+}
+
+/* First-fit over the nodes of one pipeline stage, in graph order: a value
+ * is there when a node of the stage makes it or reads it (then received
+ * where its producer runs). A value sent to another stage stays until the
+ * slot is reused (its send may be in flight), as does the loss. Returns
+ * the stage's workspace bytes. */
+/* Which pass of a stage runs node n: its phase and chunk. */
+static int pass_key(const Node *n) { return n->phase * 4096 + n->chunk; }
+
+static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *transient, int64_t *tbytes)
+{
+	Graph *g = c->g;
+	int nv = g->nvalues;
+	int *last = ARENA_NEWN(&c->arena, int, nv);
+	bool *here = ARENA_NEWN(&c->arena, bool, nv);
+	bool *multi = ARENA_NEWN(&c->arena, bool, nv); /* read on this stage by another pass, or received */
+	for (int i = 0; i < nv; i++) {
+		offset[i] = -1;
+		last[i] = -1;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		bool on = n->ann.stage == stage;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			if (v->kind != VK_NODE || !v->def || reads_accumulator(n, v))
+				continue;
+			bool mine = v->def->ann.stage == stage;
+			if (on) {
+				if (!mine || pass_key(v->def) != pass_key(n))
+					multi[v->id] = true;
+				here[v->id] = true;
+				if (last[v->id] < i)
+					last[v->id] = i;
+			} else if (mine) {
+				last[v->id] = g->nnodes; /* sent */
+			}
+		}
+		if (on && n->out) {
+			here[n->out->id] = true;
+			if (last[n->out->id] < i)
+				last[n->out->id] = i;
+		}
+	}
+	if (g->loss)
+		last[g->loss->id] = g->nnodes;
+	FreeList fl = {0}, ft = {0}; /* the slot's region, the shared one */
+	int64_t high = 0, thigh = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->out && here[n->out->id]) {
+			Value *v = n->out;
+			transient[v->id] = n->ann.stage == stage && !multi[v->id] && last[v->id] < g->nnodes;
+			FreeList *f = transient[v->id] ? &ft : &fl;
+			offset[v->id] = fl_alloc(&c->arena, f, align_up(value_bytes(c, v)));
+			if (fl.top > high)
+				high = fl.top;
+			if (ft.top > thigh)
+				thigh = ft.top;
+		}
+		for (int j = 0; j <= n->nin; j++) {
+			Value *v = j < n->nin ? n->in[j] : n->out;
+			if (v && v->kind == VK_NODE && last[v->id] == i && offset[v->id] >= 0) {
+				last[v->id] = -2;
+				fl_free(&c->arena, transient[v->id] ? &ft : &fl, offset[v->id], align_up(value_bytes(c, v)));
+			}
+		}
+	}
+	*tbytes = thigh;
+	return high;
+}
+
 bool pass_memplan(Compilation *c)
 {
 	Graph *g = c->g;
@@ -139,6 +217,16 @@ bool pass_memplan(Compilation *c)
 		if (v->kind == VK_PARAM) p->params += value_bytes(c, v);
 		if (v->kind == VK_STATE) p->state += value_bytes(c, v);
 		if (v->kind == VK_INPUT) p->inputs += value_bytes(c, v);
+	}
+	if (g->nstages > 1) {
+		p->stage_offset = ARENA_NEWN(&c->arena, int64_t *, g->nstages);
+		p->stage_peak = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		p->stage_transient = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		p->transient = ARENA_NEWN(&c->arena, bool, nv);
+		for (int s = 0; s < g->nstages; s++) {
+			p->stage_offset[s] = ARENA_NEWN(&c->arena, int64_t, nv);
+			p->stage_peak[s] = plan_stage(c, s, p->stage_offset[s], p->transient, &p->stage_transient[s]);
+		}
 	}
 	c->plan = p;
 	if (c->verbose)

@@ -13,6 +13,16 @@ struct MemPlan {
 	int64_t params;       /* parameter bytes */
 	int64_t state;        /* optimizer state bytes */
 	int64_t inputs;       /* input buffer bytes */
+	/* Pipelines (more than one stage): each stage's workspace holds only
+	 * the values its own passes make or receive, planned the same way
+	 * over its nodes. NULL otherwise. */
+	int64_t **stage_offset; /* [stage][value id]: byte offset in that stage's workspace; -1 if not there */
+	int64_t *stage_peak;    /* [stage]: that stage's workspace bytes (one micro-batch slot) */
+	/* Values made and last read inside one pass of their stage (weight
+	 * gradients, temporaries) need not survive into another micro-batch's
+	 * pass: they share one region per rank instead of one per slot. */
+	bool *transient;        /* by value id: in the shared region (its stage_offset is an offset there) */
+	int64_t *stage_transient; /* [stage]: bytes of the shared region */
 };
 
 /* Bytes this device holds of v (its slice when sharded), float tensors

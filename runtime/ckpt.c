@@ -95,7 +95,8 @@ static char *make_header(const NrtTensor *t, int n, int64_t step, size_t *len)
 /* ---- gathering slices on rank 0 ---------------------------------------------- */
 /* The full tensor on rank 0 (malloc'd), NULL elsewhere. Each distinct
  * block is sent once: a rank whose (offset, slice) equals a lower rank's
- * holds a replica and sends nothing. */
+ * holds a replica and sends nothing, and so does a rank that does not hold
+ * the tensor at all (data NULL: a pipeline rank holds only its stage's). */
 static void *gather_full(const NrtTensor *t)
 {
 	size_t es = nrt_dtype_size(t->dtype);
@@ -105,26 +106,30 @@ static void *gather_full(const NrtTensor *t)
 	if (me == 0 && !full)
 		nrt_fatal("checkpoint: out of memory for tensor '%s'", t->name);
 	if (np == 1) {
+		if (!t->data)
+			nrt_fatal("checkpoint: tensor '%s' is held by no process", t->name);
 		if (nslice != nfull)
 			nrt_fatal("checkpoint: tensor '%s': a single process holds only part of it",
 			          t->name);
 		nrt_block_copy(es, t->rank, t->full, t->slice, t->offset, full, t->data, false);
 		return full;
 	}
-	int64_t mine[16] = {0}, *meta = me == 0 ? calloc((size_t)np, sizeof mine) : NULL;
+	/* offset[8], slice[8], whether this rank holds it */
+	int64_t mine[17] = {0}, *meta = me == 0 ? calloc((size_t)np, sizeof mine) : NULL;
 	int *cnt = calloc((size_t)np, sizeof *cnt), *disp = calloc((size_t)np, sizeof *disp);
 	if (!cnt || !disp || (me == 0 && !meta))
 		nrt_fatal("out of memory");
 	memcpy(mine, t->offset, sizeof(int64_t) * 8);
 	memcpy(mine + 8, t->slice, sizeof(int64_t) * 8);
-	NRT_MPI(MPI_Gather(mine, 16, MPI_INT64_T, meta, 16, MPI_INT64_T, 0, MPI_COMM_WORLD));
+	mine[16] = t->data != NULL;
+	NRT_MPI(MPI_Gather(mine, 17, MPI_INT64_T, meta, 17, MPI_INT64_T, 0, MPI_COMM_WORLD));
 	int64_t total = 0;
 	if (me == 0) {
 		for (int r = 0; r < np; r++) {
-			int64_t *m = meta + 16 * r, n = nrt_numel(t->rank, m + 8);
-			bool dup = false;
+			int64_t *m = meta + 17 * r, n = nrt_numel(t->rank, m + 8);
+			bool dup = !m[16];
 			for (int q = 0; q < r && !dup; q++)
-				dup = !memcmp(meta + 16 * q, m, 16 * sizeof *m);
+				dup = !memcmp(meta + 17 * q, m, 17 * sizeof *m);
 			if (!dup && total + n > INT_MAX)
 				nrt_fatal("checkpoint: tensor '%s' is too large to gather (%lld elements)",
 				          t->name, (long long)(total + n));
@@ -147,7 +152,7 @@ static void *gather_full(const NrtTensor *t)
 	                    nrt_mpi_type(t->dtype), 0, MPI_COMM_WORLD));
 	for (int r = 0; me == 0 && r < np; r++)
 		if (cnt[r])
-			nrt_block_copy(es, t->rank, t->full, meta + 16 * r + 8, meta + 16 * r, full,
+			nrt_block_copy(es, t->rank, t->full, meta + 17 * r + 8, meta + 17 * r, full,
 			               recv + (size_t)disp[r] * es, false);
 	free(recv);
 	free(meta);
@@ -380,6 +385,8 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	int64_t step = meta_step(&m);
 	for (int i = 0; i < n; i++) {
 		const char *src = find_tensor(&m, &t[i]);
+		if (!t[i].data)
+			continue; /* not held by this rank (another pipeline stage's) */
 		check_finite(&m, &t[i], src);
 		nrt_block_copy(nrt_dtype_size(t[i].dtype), t[i].rank, t[i].full, t[i].slice,
 		               t[i].offset, (void *)src, t[i].data, true);

@@ -56,7 +56,7 @@ int nrt_world_size(void) { return nrt_rt.size; }
 enum {
 	OPT_STEPS = 256, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_INIT, OPT_LOG,
 	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_COMM_STATS, OPT_HELP,
-	OPT_WATCHDOG,
+	OPT_WATCHDOG, OPT_MEM_STATS,
 };
 
 static const struct option long_opts[] = {
@@ -74,6 +74,7 @@ static const struct option long_opts[] = {
 	{"comm-stats", no_argument, NULL, OPT_COMM_STATS},
 	{"help", no_argument, NULL, OPT_HELP},
 	{"watchdog", required_argument, NULL, OPT_WATCHDOG},
+	{"mem-stats", no_argument, NULL, OPT_MEM_STATS},
 	{0, 0, 0, 0},
 };
 
@@ -105,6 +106,7 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 	        "  --comm-stats      print rank 0's collectives and bytes sent per step at the end\n"
 	        "  --watchdog S      abort the job when a collective or transfer waits S seconds\n"
 	        "                    (default $NETC_WATCHDOG, else %d; 0 turns it off)\n"
+	        "  --mem-stats       print every rank's peak memory per category (and planned) at the end\n"
 	        "  --help            show this help\n", NRT_WATCHDOG_DEFAULT);
 }
 
@@ -230,6 +232,7 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 		if (!parse_seconds(arg, &opt->watchdog))
 			goto bad_number;
 		return true;
+	case OPT_MEM_STATS: opt->mem_stats = true; return true;
 	}
 	return false;
 bad_number:

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "rt_internal.h"
@@ -186,4 +187,48 @@ void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const 
 	printf("loss scale %g (%s): %lld of %lld steps skipped for overflowing gradients\n", ls->scale,
 	       ls->dynamic ? "dynamic" : "fixed", (long long)ls->skipped, (long long)ls->steps);
 	fflush(stdout);
+}
+
+/* Short keys, so scripts can read the line: "params 4096/4096 ...". */
+static const char *const mem_keys[NRT_MEM_KINDS] = {
+	[NRT_MEM_PARAMS] = "params", [NRT_MEM_GRADS] = "grads", [NRT_MEM_STATE] = "state",
+	[NRT_MEM_WORKSPACE] = "workspace", [NRT_MEM_COMM] = "comm", [NRT_MEM_INPUTS] = "inputs",
+	[NRT_MEM_RUNTIME] = "runtime",
+};
+
+void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
+{
+	/* per rank: counted peaks, planned (-1: unknown), peak total, peak RSS */
+	enum { W = 2 * NRT_MEM_KINDS + 2 };
+	int64_t mine[W];
+	NrtMemStats st = nrt_mem_stats();
+	for (int k = 0; k < NRT_MEM_KINDS; k++) {
+		mine[k] = st.peak[k];
+		mine[NRT_MEM_KINDS + k] = planned ? planned[k] : -1;
+	}
+	mine[2 * NRT_MEM_KINDS] = st.peak_total;
+	struct rusage ru;
+	mine[2 * NRT_MEM_KINDS + 1] = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : -1;
+	bool mpi = nrt_rt.initialised && nrt_mpi_active();
+	int np = mpi ? nrt_rt.size : 1;
+	int64_t *all = nrt_rank() == 0 ? malloc(sizeof mine * (size_t)np) : NULL;
+	if (nrt_rank() == 0 && !all)
+		nrt_fatal("out of memory");
+	if (mpi)
+		NRT_MPI(MPI_Gather(mine, W, MPI_INT64_T, all, W, MPI_INT64_T, 0, MPI_COMM_WORLD));
+	else
+		memcpy(all, mine, sizeof mine);
+	for (int r = 0; all && r < np; r++) {
+		const int64_t *m = all + (size_t)r * W;
+		printf("memory rank %d (peak bytes, counted/planned):", r);
+		for (int k = 0; k < NRT_MEM_KINDS; k++) {
+			if (m[NRT_MEM_KINDS + k] >= 0)
+				printf(" %s %lld/%lld", mem_keys[k], (long long)m[k], (long long)m[NRT_MEM_KINDS + k]);
+			else
+				printf(" %s %lld/?", mem_keys[k], (long long)m[k]);
+		}
+		printf(" total %lld rss %lld\n", (long long)m[2 * NRT_MEM_KINDS], (long long)m[2 * NRT_MEM_KINDS + 1]);
+	}
+	fflush(stdout);
+	free(all);
 }

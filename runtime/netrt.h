@@ -38,6 +38,7 @@ typedef struct NrtOptions {
 	bool comm_stats;        /* --comm-stats: print collectives and bytes per step at the end */
 	double watchdog;        /* --watchdog S (or $NETC_WATCHDOG): abort the job when one MPI call
 	                         * waits S seconds; 0 = off */
+	bool mem_stats;         /* --mem-stats: print each rank's peak memory per category at the end */
 } NrtOptions;
 /* A collective or transfer may wait this long (s) by default: generous,
  * since a rank may legitimately wait for another's checkpoint write. */
@@ -103,6 +104,11 @@ typedef struct NrtMemStats {
 } NrtMemStats;
 NrtMemStats nrt_mem_stats(void);
 const char *nrt_mem_kind_name(NrtMemKind k);
+/* --mem-stats: rank 0 prints a line per rank, in rank order, with the
+ * peak bytes counted per kind beside `planned` (what netc planned for
+ * that rank; NULL: not known), the peak of their total and the process's
+ * peak resident set size. Collective over all ranks. */
+void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS]);
 
 /* ---- communicators and collectives ---------------------------------------- */
 typedef struct NrtComm NrtComm; /* opaque; wraps an MPI communicator */

@@ -54,7 +54,9 @@ void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 	}
 }
 
-/* Host copies of n tensors (their data fetched from the device when fetch). */
+/* Host copies of n tensors (their data fetched from the device when fetch).
+ * A tensor this rank does not hold (data NULL: another pipeline stage's)
+ * stays NULL, as the CPU code expects. */
 static NrtTensor *host_tensors(const NrtTensor *t, int n, bool fetch)
 {
 	NrtTensor *h = malloc(sizeof *h * (size_t)(n > 0 ? n : 1));
@@ -62,6 +64,8 @@ static NrtTensor *host_tensors(const NrtTensor *t, int n, bool fetch)
 		nrt_fatal("out of memory");
 	for (int i = 0; i < n; i++) {
 		h[i] = t[i];
+		if (!t[i].data)
+			continue;
 		int64_t bytes = nrt_cuda_tensor_bytes(&t[i]);
 		h[i].data = nrt_cuda_host_alloc((size_t)bytes);
 		if (fetch)
@@ -89,7 +93,8 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	NrtTensor *h = host_tensors(t, n, false);
 	int64_t step = nrt_host_ckpt_load(path, h, n);
 	for (int i = 0; i < n; i++)
-		nrt_from_host(t[i].data, h[i].data, nrt_cuda_tensor_bytes(&t[i]));
+		if (t[i].data)
+			nrt_from_host(t[i].data, h[i].data, nrt_cuda_tensor_bytes(&t[i]));
 	free_host_tensors(h, n);
 	return step;
 }
