@@ -8,7 +8,9 @@
  * between the ranks with the same index inside their stages. Gradients
  * that the update reads are accumulated over the micro-steps, averaged,
  * and the update runs once per step on the stage that owns each
- * parameter. */
+ * parameter. A rank allocates only what its stage holds (sched_held_mask):
+ * its parameters, their state and accumulators, and a workspace planned
+ * over its own nodes (passes/memplan.c, plan_stage). */
 #include <inttypes.h>
 #include <string.h>
 

@@ -321,6 +321,15 @@ static void plan_shared_buffers(Emit *e)
 		}
 }
 
+/* Whether any bucket uses the ring (reduce-scatters, and all-gathers reusing it). */
+static bool ring_used(const FusionPlan *fp)
+{
+	for (int k = 0; fp && k < fp->n; k++)
+		if (fp->b[k].kind != RS_ALLREDUCE)
+			return true;
+	return false;
+}
+
 /* Readers of a fused gradient find it in its bucket. */
 static void fusion_names(Emit *e)
 {
@@ -334,8 +343,15 @@ static void fusion_names(Emit *e)
 		async |= bucket_async(&fp->b[k]);
 	if (async)
 		fprintf(e->decls, "static NrtRequest bucket_request[%d]; /* fused collectives in flight */\n", fp->n);
-	fputs("static real *rs_send_0, *rs_send_1; /* reduce-scatter buckets' packed gradients, a ring of two */\n"
-	      "static real *ag_recv, *ag_send;      /* all-gather buckets, one at a time: the same buffers */\n", e->decls);
+	if (ring_used(fp))
+		fputs("static real *rs_send_0, *rs_send_1; /* reduce-scatter buckets' packed gradients, a ring of two */\n",
+		      e->decls);
+	for (int k = 0; k < fp->n; k++)
+		if (fp->b[k].kind == RS_ALLGATHER) {
+			fputs("static real *ag_recv, *ag_send;      /* all-gather buckets, one at a time: the same buffers */\n",
+			      e->decls);
+			break;
+		}
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
 		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
@@ -596,7 +612,7 @@ static void emit_alloc(Emit *e)
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++)
 		if (e->c->fusion->b[b].kind != RS_ALLGATHER)
 			fprintf(out, "\tnrt_free(bucket_%d);\n", b);
-	if (e->c->fusion && e->c->fusion->n)
+	if (ring_used(e->c->fusion))
 		fputs("\tnrt_free(rs_send_0);\n\tnrt_free(rs_send_1);\n", out);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
