@@ -189,13 +189,6 @@ void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const 
 	fflush(stdout);
 }
 
-/* Short keys, so scripts can read the line: "params 4096/4096 ...". */
-static const char *const mem_keys[NRT_MEM_KINDS] = {
-	[NRT_MEM_PARAMS] = "params", [NRT_MEM_GRADS] = "grads", [NRT_MEM_STATE] = "state",
-	[NRT_MEM_WORKSPACE] = "workspace", [NRT_MEM_COMM] = "comm", [NRT_MEM_INPUTS] = "inputs",
-	[NRT_MEM_RUNTIME] = "runtime",
-};
-
 void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
 {
 	/* per rank: counted peaks, planned (-1: unknown), peak total, peak RSS */
@@ -223,9 +216,9 @@ void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
 		printf("memory rank %d (peak bytes, counted/planned):", r);
 		for (int k = 0; k < NRT_MEM_KINDS; k++) {
 			if (m[NRT_MEM_KINDS + k] >= 0)
-				printf(" %s %lld/%lld", mem_keys[k], (long long)m[k], (long long)m[NRT_MEM_KINDS + k]);
+				printf(" %s %lld/%lld", nrt_mem_kind_key(k), (long long)m[k], (long long)m[NRT_MEM_KINDS + k]);
 			else
-				printf(" %s %lld/?", mem_keys[k], (long long)m[k]);
+				printf(" %s %lld/?", nrt_mem_kind_key(k), (long long)m[k]);
 		}
 		printf(" total %lld rss %lld\n", (long long)m[2 * NRT_MEM_KINDS], (long long)m[2 * NRT_MEM_KINDS + 1]);
 	}

@@ -1,6 +1,6 @@
 /* Buffer memory of the CPU target: host memory with a small header that
  * remembers each block's kind and size, so frees keep the per-kind counts
- * exact without a table. */
+ * (runtime/memcount.c) exact without a table. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,39 +15,15 @@ typedef union MemHeader {
 	max_align_t align;
 } MemHeader;
 
-static NrtMemStats stats;
-
-static const char *const kind_names[NRT_MEM_KINDS] = {
-	[NRT_MEM_PARAMS] = "parameters", [NRT_MEM_GRADS] = "gradients",
-	[NRT_MEM_STATE] = "optimizer state", [NRT_MEM_WORKSPACE] = "workspace",
-	[NRT_MEM_COMM] = "communication", [NRT_MEM_INPUTS] = "inputs",
-	[NRT_MEM_RUNTIME] = "runtime",
-};
-
-const char *nrt_mem_kind_name(NrtMemKind k)
-{
-	return (unsigned)k < NRT_MEM_KINDS ? kind_names[k] : "?";
-}
-
 void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
 {
-	if ((unsigned)kind >= NRT_MEM_KINDS)
-		nrt_fatal("nrt_alloc: invalid memory kind %d", (int)kind);
-	int64_t bytes;
-	if (n < 0 || size > INT64_MAX || __builtin_mul_overflow(n, (int64_t)size, &bytes) ||
-	    bytes > INT64_MAX - (int64_t)sizeof(MemHeader))
-		nrt_fatal("%s: %lld elements of %zu bytes do not fit in memory", kind_names[kind], (long long)n, size);
+	int64_t bytes = nrt_mem_bytes(kind, n, size);
 	MemHeader *m = calloc(1, sizeof *m + (size_t)bytes);
 	if (!m)
-		nrt_fatal("out of memory allocating %lld bytes of %s", (long long)bytes, kind_names[kind]);
+		nrt_fatal("out of memory allocating %lld bytes of %s", (long long)bytes, nrt_mem_kind_name(kind));
 	m->h.bytes = bytes;
 	m->h.kind = kind;
-	stats.now[kind] += bytes;
-	stats.total += bytes;
-	if (stats.now[kind] > stats.peak[kind])
-		stats.peak[kind] = stats.now[kind];
-	if (stats.total > stats.peak_total)
-		stats.peak_total = stats.total;
+	nrt_mem_count(kind, bytes);
 	return m + 1;
 }
 
@@ -56,12 +32,9 @@ void nrt_free(void *p)
 	if (!p)
 		return;
 	MemHeader *m = (MemHeader *)p - 1;
-	stats.now[m->h.kind] -= m->h.bytes;
-	stats.total -= m->h.bytes;
+	nrt_mem_count(m->h.kind, -m->h.bytes);
 	free(m);
 }
-
-NrtMemStats nrt_mem_stats(void) { return stats; }
 
 void nrt_copy(void *dst, const void *src, int64_t bytes)
 {

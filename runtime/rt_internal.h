@@ -168,4 +168,11 @@ bool nrt_npy_read_header(FILE *f, const char *path, NrtNpy *hdr, long *data_off,
 /* Checks that `avail` bytes after the header hold the whole array. */
 bool nrt_npy_check_size(const char *path, const NrtNpy *hdr, uint64_t avail,
                         char *err, size_t errlen);
+/* ---- buffer-memory accounting (memcount.c), shared by both targets ---- */
+/* n * size bytes of `kind`, fatal (naming the kind) when it overflows */
+int64_t nrt_mem_bytes(NrtMemKind kind, int64_t n, size_t size);
+/* adds bytes (negative on a free) to kind's count, updating the peaks */
+void nrt_mem_count(NrtMemKind kind, int64_t bytes);
+/* the kind's short name in --mem-stats lines ("params", ...) */
+const char *nrt_mem_kind_key(NrtMemKind k);
 #endif

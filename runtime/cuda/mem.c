@@ -17,20 +17,6 @@ typedef struct Block {
 
 static Block *blocks;
 static int nblocks, capblocks;
-static NrtMemStats stats;
-
-static const char *const kind_names[NRT_MEM_KINDS] = {
-	[NRT_MEM_PARAMS] = "parameters", [NRT_MEM_GRADS] = "gradients",
-	[NRT_MEM_STATE] = "optimizer state", [NRT_MEM_WORKSPACE] = "workspace",
-	[NRT_MEM_COMM] = "communication", [NRT_MEM_INPUTS] = "inputs",
-	[NRT_MEM_RUNTIME] = "runtime",
-};
-
-const char *nrt_mem_kind_name(NrtMemKind k)
-{
-	return (unsigned)k < NRT_MEM_KINDS ? kind_names[k] : "?";
-}
-
 void *nrt_cuda_host_alloc(size_t bytes)
 {
 	void *p = malloc(bytes ? bytes : 1);
@@ -46,11 +32,7 @@ int64_t nrt_cuda_tensor_bytes(const NrtTensor *t)
 
 void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
 {
-	if ((unsigned)kind >= NRT_MEM_KINDS)
-		nrt_fatal("nrt_alloc: invalid memory kind %d", (int)kind);
-	int64_t bytes;
-	if (n < 0 || size > INT64_MAX || __builtin_mul_overflow(n, (int64_t)size, &bytes))
-		nrt_fatal("%s: %lld elements of %zu bytes do not fit in memory", kind_names[kind], (long long)n, size);
+	int64_t bytes = nrt_mem_bytes(kind, n, size);
 	void *p = NULL;
 	/* cudaMalloc(0) gives NULL; every buffer is a distinct, valid pointer */
 	cudaError_t e = cudaMalloc(&p, bytes ? (size_t)bytes : 1);
@@ -59,8 +41,8 @@ void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
 		cudaGetLastError();
 		cudaMemGetInfo(&free_b, &total_b);
 		nrt_fatal("out of GPU memory allocating %lld bytes of %s (%zu of %zu bytes free on the device; "
-		          "%lld held by this program)", (long long)bytes, kind_names[kind], free_b, total_b,
-		          (long long)stats.total);
+		          "%lld held by this program)", (long long)bytes, nrt_mem_kind_name(kind), free_b, total_b,
+		          (long long)nrt_mem_stats().total);
 	}
 	NRT_CUDA_CHECK(e);
 	NRT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? (size_t)bytes : 1, nrt_cuda_stream()));
@@ -72,12 +54,7 @@ void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
 		blocks = b;
 	}
 	blocks[nblocks++] = (Block){p, bytes, kind};
-	stats.now[kind] += bytes;
-	stats.total += bytes;
-	if (stats.now[kind] > stats.peak[kind])
-		stats.peak[kind] = stats.now[kind];
-	if (stats.total > stats.peak_total)
-		stats.peak_total = stats.total;
+	nrt_mem_count(kind, bytes);
 	return p;
 }
 
@@ -87,16 +64,13 @@ void nrt_free(void *p)
 		return;
 	for (int i = nblocks - 1; i >= 0; i--)
 		if (blocks[i].p == p) {
-			stats.now[blocks[i].kind] -= blocks[i].bytes;
-			stats.total -= blocks[i].bytes;
+			nrt_mem_count(blocks[i].kind, -blocks[i].bytes);
 			blocks[i] = blocks[--nblocks];
 			NRT_CUDA_CHECK(cudaFree(p));
 			return;
 		}
 	nrt_fatal("nrt_free: %p was not allocated by nrt_alloc", p);
 }
-
-NrtMemStats nrt_mem_stats(void) { return stats; }
 
 /* cudaMemcpyDefault: with unified addressing the pointers say where they
  * live, so the same call copies device-device and host-device. */
