@@ -13,40 +13,7 @@
 #    job ends (within 60 s here); with --watchdog 0 it is still running
 #    after 8 s; a bad NETC_WATCHDOG value is refused.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-ROOT=$(pwd)
-B=${B:-build}
-case $B in /*) ;; *) B=$ROOT/$B ;; esac
-NETC=$B/netc
-MPIRUN=$ROOT/tests/e2e/mpirun.sh
-TMO=120
-[ -x "$NETC" ] || { echo "FAIL setup (no $NETC: run make all)"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d "$B/e2e.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# expect NAME WANT_RC PATTERN -- command...: exit status and a pattern
-# stderr matches, no crash, no hang
-expect() {
-	name=$1 want_rc=$2 want=$3
-	shift 4
-	timeout "$TMO" "$@" >"$work/out" 2>"$work/err"
-	rc=$?
-	if [ "$rc" -eq 124 ]; then
-		bad "$name (hung: killed after ${TMO}s)"
-	elif [ "$rc" -ne "$want_rc" ]; then
-		bad "$name (exit $rc, want $want_rc: $(head -n 2 "$work/err" | tr '\n' ' '))"
-	elif grep -qE 'Segmentation fault|core dumped|AddressSanitizer' "$work/out" "$work/err"; then
-		bad "$name (crashed)"
-	elif [ -n "$want" ] && ! grep -qE -- "$want" "$work/err"; then
-		bad "$name (message lacks /$want/: $(head -n 2 "$work/err" | tr '\n' ' '))"
-	else
-		ok "$name"
-	fi
-}
+. "$(dirname "$0")/program_check.sh"
 
 # poke FILE OFFSET OCTAL-BYTES: overwrite bytes in place
 poke() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null; }
