@@ -12,6 +12,7 @@
  * inner strides (1 and 0), which the compiler vectorises at -O2. A plain
  * same-shape operation coalesces to a single dim, i.e. one flat loop. */
 #include "kernels.h"
+#include "philox.h"
 #include "netrt.h"
 
 #include <cblas.h>
@@ -160,13 +161,6 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 		kernel_fail("gemm", "dimension exceeds the BLAS integer range");
 }
 
-/* Dropout counter of element `index` at `step`: the step occupies the bits
- * above 2^40, so tensors up to 2^40 elements never share counters within a
- * step (steps wrap harmlessly after 2^24). */
-static inline uint64_t dropout_counter(uint64_t step, uint64_t index)
-{
-	return step * (UINT64_C(1) << 40) + index;
-}
 
 #define NRT_CAT2(a, b) a##_##b
 #define NRT_CAT(a, b) NRT_CAT2(a, b)

@@ -745,7 +745,7 @@ void FN(nrt_mse_grad)(int64_t n, double denom, const T *dloss, const T *p,
 /* ---- dropout ------------------------------------------------------------------ */
 
 /* Element with full-tensor row-major index g is kept iff
- * nrt_rand_uniform(seed, stream, dropout_counter(step, g)) < keep_prob. */
+ * nrt_rand_uniform(seed, stream, nrt_dropout_counter_(step, g)) < keep_prob. */
 void FN(nrt_dropout)(int rank, const int64_t *full, const int64_t *slice,
                      const int64_t *offset, double keep_prob, uint64_t seed,
                      uint32_t stream, uint64_t step, const T *x, T *y)
@@ -778,7 +778,7 @@ void FN(nrt_dropout)(int rank, const int64_t *full, const int64_t *slice,
 		T *restrict yp = y + od.off[1];
 		uint64_t g = (uint64_t)(g0 + od.off[0]);
 		for (int64_t i = 0; i < len; i++) {
-			uint64_t ctr = dropout_counter(step, g + (uint64_t)(i * gs));
+			uint64_t ctr = nrt_dropout_counter_(step, g + (uint64_t)(i * gs));
 			bool keep = nrt_rand_uniform(seed, stream, ctr) < keep_prob;
 			yp[i] = keep ? xp[i] * scale : (T)0;
 		}

@@ -7,7 +7,7 @@
  * or so. */
 #include "common.cuh"
 #include "cuda_c.h"
-#include "random.cuh"
+#include "../philox.h"
 
 namespace nrtk {
 
@@ -130,8 +130,8 @@ __global__ void k_dropout(int64_t n, Space<1> sp, int64_t g0, double keep_prob, 
 	NRT_GRID_LOOP(i, n) {
 		int64_t off[1];
 		space_offsets(sp, i, off);
-		uint64_t ctr = dropout_counter(step, (uint64_t)(g0 + off[0]));
-		bool keep = nrt_dev_rand_uniform(seed, stream, ctr) < keep_prob;
+		uint64_t ctr = nrt_dropout_counter_(step, (uint64_t)(g0 + off[0]));
+		bool keep = nrt_rand_uniform_(seed, stream, ctr) < keep_prob;
 		y[i] = keep ? x[i] * scale : (T)0;
 	}
 }
