@@ -12,6 +12,7 @@
  * inner strides (1 and 0), which the compiler vectorises at -O2. A plain
  * same-shape operation coalesces to a single dim, i.e. one flat loop. */
 #include "kernels.h"
+#include "kernel_rules.h"
 #include "philox.h"
 #include "netrt.h"
 
@@ -135,22 +136,6 @@ static bool odo_next(Odo *od)
 		od->idx[k] = 0;
 	}
 	return false;
-}
-
-/* Number of leading columns that row `o` keeps under the causal rule of
- * nrt_softmax (all n without a mask). Clamped, so a row that would keep
- * nothing (only when causal_rows > n) is fully masked. */
-static inline int64_t causal_keep(int64_t o, int64_t n, int64_t causal_rows)
-{
-	if (causal_rows <= 0)
-		return n;
-	int64_t k = o % causal_rows + (n - causal_rows) + 1;
-	return k < 0 ? 0 : k > n ? n : k;
-}
-
-static inline int64_t load_id(const void *ids, bool ids64, int64_t i)
-{
-	return ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
 }
 
 /* BLAS takes blasint dimensions (int unless OpenBLAS was built 64-bit). */

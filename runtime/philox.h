@@ -10,11 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define NRT_HD __host__ __device__ inline
-#else
-#define NRT_HD static inline
-#endif
+#include "kernel_rules.h" /* NRT_HD */
 
 NRT_HD void nrt_philox_round_(uint32_t c[4], const uint32_t k[2])
 {

@@ -10,6 +10,7 @@
 
 #include "cuda_check.h"
 #include "cuda_rt.h"
+#include "../kernel_rules.h"
 
 namespace nrtk {
 
@@ -178,20 +179,6 @@ static inline void contiguous_strides(int rank, const int64_t *dims, int64_t *st
 		st[k] = s;
 		s *= dims[k];
 	}
-}
-
-/* The CPU's causal_keep: leading columns row o keeps (all n without a mask). */
-__device__ inline int64_t causal_keep(int64_t o, int64_t n, int64_t causal_rows)
-{
-	if (causal_rows <= 0)
-		return n;
-	int64_t k = o % causal_rows + (n - causal_rows) + 1;
-	return k < 0 ? 0 : k > n ? n : k;
-}
-
-__device__ inline int64_t load_id(const void *ids, bool ids64, int64_t i)
-{
-	return ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
 }
 
 /* ---- sums over a whole array, in double, in two launches ------------------ */

@@ -1,0 +1,31 @@
+/* Small rules the CPU kernels (runtime/kernels_impl.h) and the CUDA kernels
+ * (runtime/cuda/) must apply identically, written once: __host__ __device__
+ * under nvcc, static inline in C. */
+#ifndef NETRT_KERNEL_RULES_H
+#define NETRT_KERNEL_RULES_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define NRT_HD __host__ __device__ inline
+#else
+#define NRT_HD static inline
+#endif
+
+/* Number of leading columns that row `o` keeps under the causal rule of
+ * nrt_softmax (all n without a mask). Clamped, so a row that would keep
+ * nothing (only when causal_rows > n) is fully masked. */
+NRT_HD int64_t causal_keep(int64_t o, int64_t n, int64_t causal_rows)
+{
+	if (causal_rows <= 0)
+		return n;
+	int64_t k = o % causal_rows + (n - causal_rows) + 1;
+	return k < 0 ? 0 : k > n ? n : k;
+}
+
+/* Element i of an id/label buffer of i32 (or i64 when ids64) */
+NRT_HD int64_t load_id(const void *ids, bool ids64, int64_t i)
+{
+	return ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
+}
+#endif
