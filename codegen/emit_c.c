@@ -665,10 +665,53 @@ static int64_t denominator(const Emit *e, const Node *n, const Value *v, int64_t
 	return (local_stats(e, n) ? lnumel(v) : shape_numel(&v->shape)) / per_row;
 }
 
+/* Vocabulary parallel: this rank holds classes [offset, offset + C) of
+ * the logits; the offset comes from its coordinate at start-up. */
+static const char *class_offset(Emit *e, const Node *n, const Value *lg)
+{
+	const Layout *l = lg->layout;
+	int c = lg->shape.rank - 1;
+	if (!l || l->map[c] < 0)
+		return "0";
+	const char *name = arena_printf(&e->c->arena, "class_offset_%d", n->id);
+	fprintf(e->decls, "static int64_t %s; /* first class of the logits on this rank */\n", name);
+	fprintf(e->setup, "\t%s = nrt_dev_coord(", name);
+	emit_dev(e->setup, l);
+	fprintf(e->setup, ", %d) * %" PRId64 ";\n", l->map[c], l->slice.d[c]);
+	return name;
+}
+
+EMIT(ROW_LSE)
+{
+	const Value *x = n->in[0];
+	int64_t C = lshape(x)->d[x->shape.rank - 1];
+	fprintf(OUT, "\tK(row_lse)(%" PRId64 ", %" PRId64 ", %s, %s);\n", lnumel(x) / C, C, IN(0), Y);
+}
+
+/* softmax_cross_entropy(logits, labels, lse parts) and its gradient on
+ * class-split logits: K per-shard logsumexps per row, gathered. */
+static void emit_vsce(Emit *e, const Node *n, int lg, bool grad)
+{
+	const Value *x = n->in[lg], *parts = n->in[lg + 2];
+	int c = x->shape.rank - 1;
+	int64_t C = lshape(x)->d[c], K = parts->shape.d[c];
+	const char *off = class_offset(e, n, x);
+	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ".0, ", grad ? "vsce_grad" : "vsce",
+	        lnumel(x) / C, C, K, off, denominator(e, n, x, x->shape.d[c]));
+	if (grad)
+		fprintf(OUT, "%s, ", IN(0));
+	fprintf(OUT, "%s, %s, %s, %s, %s);\n", IN(lg), IN(lg + 1), n->in[lg + 1]->dtype == DT_I64 ? "true" : "false",
+	        IN(lg + 2), Y);
+}
+
 EMIT(SOFTMAX_CROSS_ENTROPY)
 {
 	const Value *lg = n->in[0];
 	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
+	if (n->nin == 3) {
+		emit_vsce(e, n, 0, false);
+		return;
+	}
 	fprintf(OUT, "\tK(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(lg) / C, C,
 	        denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
 }
@@ -677,6 +720,10 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 {
 	const Value *lg = n->in[1];
 	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
+	if (n->nin == 4) {
+		emit_vsce(e, n, 1, true);
+		return;
+	}
 	fprintf(OUT, "\tK(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", lnumel(lg) / C,
 	        C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
 }

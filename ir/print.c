@@ -67,6 +67,7 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_EMBEDDING_GRAD:
 	case OP_LAYER_NORM_GRAD_GAMMA:
 	case OP_BATCH_NORM_GRAD_GAMMA:
+	case OP_ROW_LSE:
 		fprintf(out, ", shape=%s", shape_str(&a->shape, buf, sizeof buf));
 		break;
 	case OP_TRANSPOSE:

@@ -447,6 +447,19 @@ RULE(CONCAT)
 
 /* --- losses: a scalar, accumulated in f32 whatever the inputs' dtype --- */
 
+/* The per-shard logsumexps of class-split logits [..., C]: [..., K]. */
+static bool lse_parts_ok(Diag *d, Node *n, const Value *p, const Value *lg)
+{
+	Shape want = lg->shape;
+	want.d[want.rank - 1] = p->shape.rank == want.rank ? p->shape.d[want.rank - 1] : 0;
+	if (!need_float(d, n, p))
+		return false;
+	if (!shape_eq(&p->shape, &want) || want.d[want.rank - 1] < 1)
+		return fail(d, n, "per-shard logsumexps %s must be the logits %s with the class dimension counting shards",
+		            shp(&p->shape), shp(&lg->shape));
+	return true;
+}
+
 /* logits [..., C] float, labels int [...] (logits without the last dim). */
 RULE(SOFTMAX_CROSS_ENTROPY)
 {
@@ -458,6 +471,8 @@ RULE(SOFTMAX_CROSS_ENTROPY)
 	if (!shape_eq(&lb->shape, &want))
 		return fail(d, n, "labels %s must be %s (logits %s without the class dimension), got %s",
 		            lb->name, shp(&want), shp(&lg->shape), shp(&lb->shape));
+	if (n->nin == 3 && !lse_parts_ok(d, n, n->in[2], lg))
+		return false;
 	return set_out(n, DT_F32, (Shape){0});
 }
 
@@ -645,11 +660,22 @@ RULE(EMBEDDING_GRAD)
 	return set_out(n, dy->dtype, n->attr.shape);
 }
 
-/* (dloss, logits, labels) -> logits. */
+/* (dloss, logits, labels[, lse parts]) -> logits. */
 RULE(SOFTMAX_CROSS_ENTROPY_GRAD)
 {
 	Value *lg = n->in[1];
+	if (n->nin == 4 && !lse_parts_ok(d, n, n->in[3], lg))
+		return false;
 	return need_float(d, n, lg) && need_int(d, n, n->in[2]) && same_as(n, lg);
+}
+
+/* logits [..., C] -> [..., K] (attr.shape): one logsumexp per row and shard. */
+RULE(ROW_LSE)
+{
+	Value *x = n->in[0];
+	if (!need_float(d, n, x) || !attr_shape_ok(d, n, &n->attr.shape))
+		return false;
+	return set_out(n, x->dtype, n->attr.shape);
 }
 
 /* (dloss, p, t) -> p. */

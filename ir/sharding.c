@@ -617,33 +617,62 @@ static bool shard_EMBEDDING_GRAD(Rule *R)
 
 /* ---- losses ---------------------------------------------------------------------- */
 
-/* Rows may be split, classes not; the scalar is partial over the row axes. */
+/* Rows and classes may be split. Split classes make the cross entropy
+ * vocabulary-parallel: the sharding pass gives it the rows' per-shard
+ * logsumexps as input lg + 2 (rows split like the logits', the shards
+ * whole; passes/sharding.c). The scalar is partial over the row axes and
+ * the class axis: each row's term comes from the shard holding its
+ * label. */
 static bool rule_sce(Rule *R, int lg)
 {
 	const Value *logits = R->n->in[lg];
 	int c = logits->shape.rank - 1;
-	if (!need_whole(R, lg, c, "holds the classes of softmax_cross_entropy"))
+	bool parts = R->n->nin == lg + 3;
+	if (parts && !need_whole(R, lg + 2, c, "counts the class shards"))
 		return false;
 	for (int d = 0; d < c; d++)
 		if (split(R, lg + 1, d) != split(R, lg, d))
 			return fail(R, "the labels must be split like the logits' rows: dimension %d is split %" PRId64
 			               " ways in '%s' but %" PRId64 " ways in '%s'",
 			            d, split(R, lg, d), logits->name, split(R, lg + 1, d), R->n->in[lg + 1]->name);
+	for (int d = 0; parts && d < c; d++)
+		if (split(R, lg + 2, d) != split(R, lg, d))
+			return fail(R, "the per-shard logsumexps must be split like the logits' rows");
 	int ml[MAX_RANK], mb[MAX_RANK];
 	all_whole(ml), all_whole(mb);
 	for (int d = 0; d < c; d++)
 		ml[d] = mb[d] = axis_for(R, split(R, lg, d));
+	ml[c] = axis_for(R, split(R, lg, c));
 	R->r->in[lg] = mk(R, &logits->shape, ml, 0);
 	R->r->in[lg + 1] = mk(R, &R->n->in[lg + 1]->shape, mb, 0);
+	if (parts)
+		R->r->in[lg + 2] = mk(R, &R->n->in[lg + 2]->shape, mb, 0);
 	int none[MAX_RANK];
 	all_whole(none);
 	if (lg == 1) {
 		R->r->in[0] = mk(R, &R->n->in[0]->shape, none, 0);
 		R->r->out = mk(R, &R->n->out->shape, ml, 0);
 	} else {
-		R->r->out = mk(R, &R->n->out->shape, none, axes_of(ml, c));
+		R->r->out = mk(R, &R->n->out->shape, none, axes_of(ml, c + 1));
 	}
 	return true;
+}
+
+/* row_logsumexp(logits [..., C]) -> [..., K]: rows as the logits', the
+ * K shards of the class dimension one per device along its axis. */
+static bool shard_ROW_LSE(Rule *R)
+{
+	const Shape *x = &R->n->in[0]->shape, *y = &R->n->out->shape;
+	int c = x->rank - 1;
+	if (split(R, 0, c) != y->d[c])
+		return fail(R, "the class dimension must be split %" PRId64 " ways, one logsumexp per shard", y->d[c]);
+	int m[MAX_RANK];
+	all_whole(m);
+	for (int d = 0; d <= c; d++)
+		m[d] = axis_for(R, split(R, 0, d));
+	R->r->in[0] = mk(R, x, m, 0);
+	R->r->out = mk(R, y, m, 0);
+	return R->r->out != NULL;
 }
 
 static bool shard_SOFTMAX_CROSS_ENTROPY(Rule *R) { return rule_sce(R, 0); }

@@ -168,6 +168,7 @@ double cost_op_flops(const Node *n)
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: return 5 * out;
 	case OP_LAYER_NORM: case OP_BATCH_NORM: return 8 * out;
 	case OP_SOFTMAX_CROSS_ENTROPY: return 5 * in0;
+	case OP_ROW_LSE: return 3 * in0;
 	case OP_MSE_LOSS: return 3 * in0;
 	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: return in0;
 	case OP_RESHAPE: return 0;
@@ -475,7 +476,12 @@ double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const La
 	 * the consumer as `grad` (its input's layout, a partial sum over the
 	 * consumer's axes that do not split it) and goes back to the
 	 * producer's layout. */
-	if (training && dtype_is_float(dt) && grad)
-		t += cost_redist(rc, grad, cost_strip_partial(rc, from), dt, NULL);
-	return t;
+	return t + cost_edge_grad(rc, from, grad, dt, training);
+}
+
+double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training)
+{
+	if (!from || !grad || !training || !dtype_is_float(dt))
+		return 0;
+	return cost_redist(rc, grad, cost_strip_partial(rc, from), dt, NULL);
 }

@@ -104,6 +104,9 @@ const Layout *cost_strip_partial(RedistCache *rc, const Layout *l);
  * from `grad` (the consumer's input layout with partial sums over
  * cost_grad_partial_axes: cost_with_partial) to the producer's. */
 double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const Layout *grad, DType dt, bool training);
+/* The gradient's way back alone (part of cost_edge): from the consumer's
+ * `grad` layout to the producer's `from` without partial sums. */
+double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training);
 /* Seconds of a plan (redistribute node). */
 double cost_plan_time(const Machine *m, const struct RedistPlan *p);
 /* Largest communication group of a plan (1 for local slicing only). */

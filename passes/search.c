@@ -552,13 +552,37 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	                 e->dt, s->training);
 }
 
+/* Whether edge ei's gradient, a partial sum, is summed with that of an
+ * earlier edge from the same producer laid out alike: the sharding pass
+ * adds such partial sums before reducing them (add_partials in
+ * passes/sharding.c), so the way back is paid once. */
+static bool grad_shared(Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+	if (!g || !g->partial)
+		return false;
+	for (int k = 0; k < ei; k++) {
+		const SEdge *o = &s->e[k];
+		const Layout *h = s->v[o->v].cl->c[choice[o->v]].grad[o->vi];
+		if (o->u == e->u && o->ui == e->ui && h && layout_equiv(g, h))
+			return true;
+	}
+	return false;
+}
+
 double search_total(Search *s, const int *choice)
 {
 	double t = 0;
 	for (int i = 0; i < s->nv; i++)
 		t += s->v[i].unary[choice[i]];
-	for (int e = 0; e < s->ne; e++)
-		t += search_edge_cost(s, e, choice[s->e[e].u], choice[s->e[e].v]);
+	for (int e = 0; e < s->ne; e++) {
+		const SEdge *se = &s->e[e];
+		t += search_edge_cost(s, e, choice[se->u], choice[se->v]);
+		if (grad_shared(s, e, choice))
+			t -= cost_edge_grad(s->rc, search_edge_from(s, se, choice[se->u]),
+			                    s->v[se->v].cl->c[choice[se->v]].grad[se->vi], se->dt, s->training);
+	}
 	return t;
 }
 

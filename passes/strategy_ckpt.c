@@ -90,9 +90,14 @@ static void collect(Compilation *c, Ckpt *k)
 		k->current_stage = (uint32_t)(g->par.global_rank / (g->par.device_num / g->nstages));
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (!names[i])
+		/* the sharding pass's row_logsumexp is no operator of the model */
+		if (!names[i] || n->op == OP_ROW_LSE)
 			continue;
 		Strategy s = n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(a, n);
+		/* a vocabulary-parallel cross entropy: the model's two inputs
+		 * (loaded back, the class split asks for it again) */
+		if (n->op == OP_SOFTMAX_CROSS_ENTROPY && s.n == 3)
+			s.n = 2;
 		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v,
 		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL};
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);

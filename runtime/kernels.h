@@ -129,4 +129,6 @@ void nrt_philox(uint64_t key, uint64_t ctr_hi, uint64_t ctr_lo, uint32_t out[4])
 /* uniform in [0, 1) and standard normal, for element `index` of stream `stream` */
 double nrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 double nrt_rand_normal(uint64_t seed, uint64_t stream, uint64_t index);
+
+#include "vocab_ce.h"
 #endif

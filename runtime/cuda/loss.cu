@@ -173,6 +173,83 @@ __global__ void k_embedding_grad(int64_t nids, int64_t rows, int64_t dim, int64_
 	}
 }
 
+/* ---- vocabulary-parallel softmax cross-entropy (runtime/vocab_ce.h) ------------------- */
+
+/* The CPU's logsumexp of a few values (a row's per-shard logsumexps), by
+ * one thread: max in T, the sum of exp(x - max) in double. */
+template <typename T> __device__ inline double serial_logsumexp(int64_t n, const T *x)
+{
+	T mx = x[0];
+	for (int64_t c = 1; c < n; c++)
+		mx = x[c] > mx ? x[c] : mx;
+	double s = 0;
+	for (int64_t c = 0; c < n; c++)
+		s += m_exp(x[c] - mx);
+	return mx + log(s);
+}
+
+template <typename T> __global__ void k_row_lse(int64_t N, int64_t C, const T *x, T *lse)
+{
+	NRT_ROW_LOOP(i, N) {
+		double l = block_logsumexp(C, x + i * C);
+		if (threadIdx.x == 0)
+			lse[i] = (T)l;
+	}
+}
+
+/* term[i] = the row's logsumexp - logits[i, label - offset] where this
+ * device holds the label, else 0; one thread per row */
+template <typename T>
+__global__ void k_vsce_terms(int64_t N, int64_t C, int64_t K, int64_t offset, const T *logits, const void *labels,
+                             bool labels64, const T *parts, double *term)
+{
+	NRT_GRID_LOOP(i, N) {
+		int64_t lab = load_id(labels, labels64, i);
+		term[i] = 0;
+		if (lab < 0 || lab >= C * K)
+			report(KERR_LABEL, i, lab, C * K);
+		else if (lab >= offset && lab < offset + C)
+			term[i] = serial_logsumexp(K, parts + i * K) - logits[i * C + lab - offset];
+	}
+}
+
+template <typename T>
+static void vsce(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const T *logits, const void *labels,
+                 bool labels64, const T *parts, T *loss)
+{
+	double *term = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(N > 0 ? N : 1));
+	if (N > 0) {
+		k_vsce_terms<T><<<grid_for(N), kThreads, 0, nrt_cuda_stream()>>>(N, C, K, offset, logits, labels,
+		                                                                  labels64, parts, term);
+		NRT_CUDA_LAUNCH_CHECK("vsce");
+	}
+	sum_all<1>("vsce", N > 0 ? N : 0, TermElem<T>{term}, StoreLoss<T>{denom, loss});
+	nrt_cuda_scratch_free(term);
+}
+
+template <typename T>
+__global__ void k_vsce_grad(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const T *dloss,
+                            const T *logits, const void *labels, bool labels64, const T *parts, T *dlogits)
+{
+	double k = dloss[0] / denom;
+	NRT_ROW_LOOP(i, N) {
+		int64_t lab = load_id(labels, labels64, i);
+		T *di = dlogits + i * C;
+		if (lab < 0 || lab >= C * K) {
+			if (threadIdx.x == 0)
+				report(KERR_LABEL, i, lab, C * K);
+			NRT_BLOCK_LOOP(c, C) di[c] = 0;
+			continue;
+		}
+		const T *xi = logits + i * C;
+		double lse = serial_logsumexp(K, parts + i * K);
+		NRT_BLOCK_LOOP(c, C) di[c] = (T)(k * exp(xi[c] - lse));
+		__syncthreads(); /* di[lab - offset] was written by some thread of the block */
+		if (threadIdx.x == 0 && lab >= offset && lab < offset + C)
+			di[lab - offset] -= (T)k;
+	}
+}
+
 } // namespace nrtk
 
 using namespace nrtk;
@@ -252,3 +329,30 @@ extern "C" bool nrt_cuda_kernel_error(char *msg, size_t n)
 
 NRT_LOSS_DEFS(float, f32)
 NRT_LOSS_DEFS(double, f64)
+
+#define NRT_VOCAB_CE_DEFS(T, S)                                                                               \
+	extern "C" void nrt_row_lse_##S(int64_t N, int64_t C, const T *x, T *lse)                                \
+	{                                                                                                        \
+		if (N <= 0 || C <= 0)                                                                            \
+			return;                                                                                  \
+		k_row_lse<T><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(N, C, x, lse);          \
+		NRT_CUDA_LAUNCH_CHECK("row_lse");                                                                \
+	}                                                                                                        \
+	extern "C" void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,              \
+	                             const T *logits, const void *labels, bool labels64, const T *parts, T *loss) \
+	{                                                                                                        \
+		vsce<T>(N, C, K, offset, denom, logits, labels, labels64, parts, loss);                          \
+	}                                                                                                        \
+	extern "C" void nrt_vsce_grad_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,         \
+	                                  const T *dloss, const T *logits, const void *labels, bool labels64,    \
+	                                  const T *parts, T *dlogits)                                            \
+	{                                                                                                        \
+		if (N <= 0 || C <= 0)                                                                            \
+			return;                                                                                  \
+		k_vsce_grad<T><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(                      \
+			N, C, K, offset, denom, dloss, logits, labels, labels64, parts, dlogits);                \
+		NRT_CUDA_LAUNCH_CHECK("vsce_grad");                                                              \
+	}
+
+NRT_VOCAB_CE_DEFS(float, f32)
+NRT_VOCAB_CE_DEFS(double, f64)

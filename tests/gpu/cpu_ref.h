@@ -160,6 +160,21 @@ NRT_SPMD_DECLS(double, f64)
 #undef nrt_bn_grad_x_f64
 #undef nrt_bn_grad_gamma_f32
 #undef nrt_bn_grad_gamma_f64
+/* vocabulary-parallel cross entropy (runtime/vocab_ce.h) */
+#define nrt_row_lse_f32 cpu_nrt_row_lse_f32
+#define nrt_row_lse_f64 cpu_nrt_row_lse_f64
+#define nrt_vsce_f32 cpu_nrt_vsce_f32
+#define nrt_vsce_f64 cpu_nrt_vsce_f64
+#define nrt_vsce_grad_f32 cpu_nrt_vsce_grad_f32
+#define nrt_vsce_grad_f64 cpu_nrt_vsce_grad_f64
+NRT_VOCAB_CE_DECLS(float, f32)
+NRT_VOCAB_CE_DECLS(double, f64)
+#undef nrt_row_lse_f32
+#undef nrt_row_lse_f64
+#undef nrt_vsce_f32
+#undef nrt_vsce_f64
+#undef nrt_vsce_grad_f32
+#undef nrt_vsce_grad_f64
 
 void cpu_nrt_f32_to_f16(int64_t n, const float *x, uint16_t *y);
 void cpu_nrt_f16_to_f32(int64_t n, const uint16_t *x, float *y);

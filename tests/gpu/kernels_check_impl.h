@@ -461,6 +461,46 @@ static void FN(test_concat_slice)(void)
 
 /* ---- losses --------------------------------------------------------------------------------------- */
 
+/* Vocabulary-parallel cross entropy: the logits of K devices' class
+ * slices [N, C] each; device `shard` holds classes [shard * C, shard * C + C). */
+static void FN(test_vocab_ce)(void)
+{
+	static const int64_t cs[][3] = {{1, 1, 2}, {7, 33, 4}, {33, 1000, 2}, {300, 7, 8}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t N = cs[c][0], C = cs[c][1], K = cs[c][2], shard = (int64_t)c % K, off = shard * C;
+		bool l64 = c % 2;
+		void *lab = halloc(8 * (size_t)N);
+		for (int64_t i = 0; i < N; i++) {
+			int64_t v = (int64_t)(rnd64() % (uint64_t)(C * K));
+			if (l64)
+				((int64_t *)lab)[i] = v;
+			else
+				((int32_t *)lab)[i] = (int32_t)v;
+		}
+		void *glab = up(lab, (l64 ? 8 : 4) * (size_t)N);
+		char name[96];
+		T *x = FN(hrand)(N * C, -4, 4), *gx = FN(dev)(x, N * C);
+		T *lse = FN(hrand)(N, 0, 1), *glse = FN(dev)(NULL, N);
+		FN(nrt_row_lse)(N, C, gx, glse);
+		FN(cpu_nrt_row_lse)(N, C, x, lse);
+		snprintf(name, sizeof name, "row_lse [%lld,%lld]", (long long)N, (long long)C);
+		FN(cmp)(name, glse, lse, N, TOL);
+		T *parts = FN(hrand)(N * K, 2, 6), *gparts = FN(dev)(parts, N * K);
+		T loss = 0, *gloss = FN(dev)(NULL, 1);
+		FN(nrt_vsce)(N, C, K, off, (double)N, gx, glab, l64, gparts, gloss);
+		FN(cpu_nrt_vsce)(N, C, K, off, (double)N, x, lab, l64, parts, &loss);
+		snprintf(name, sizeof name, "vsce [%lld,%lld]x%lld (i%d)", (long long)N, (long long)C, (long long)K,
+		         l64 ? 64 : 32);
+		FN(cmp)(name, gloss, &loss, 1, TOL);
+		T dl = (T)1.3, *dx = FN(hrand)(N * C, 0, 1), *gdx = FN(dev)(NULL, N * C);
+		FN(nrt_vsce_grad)(N, C, K, off, (double)N, FN(dev)(&dl, 1), gx, glab, l64, gparts, gdx);
+		FN(cpu_nrt_vsce_grad)(N, C, K, off, (double)N, &dl, x, lab, l64, parts, dx);
+		snprintf(name, sizeof name, "vsce_grad [%lld,%lld]x%lld", (long long)N, (long long)C, (long long)K);
+		FN(cmp)(name, gdx, dx, N * C, TOL);
+		free_all();
+	}
+}
+
 static void FN(test_losses)(void)
 {
 	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}, {2, 3000}};
@@ -615,6 +655,7 @@ static void FN(run_all)(void)
 	FN(test_embedding)();
 	FN(test_concat_slice)();
 	FN(test_losses)();
+	FN(test_vocab_ce)();
 	FN(test_dropout)();
 	FN(test_optimizers)();
 }
