@@ -78,7 +78,9 @@ bool pass_optimizer(Compilation *c)
  * first forward reader and kept for the backward pass -- or, when a
  * forward reader is recomputed with parallel_optimizer_comm_recompute,
  * gathered again before the first backward reader, so the forward copy
- * dies with the forward pass. The memory plan gives the copies lifetimes
+ * dies with the forward pass. Pipelines and micro-steps always gather
+ * again: a copy kept for the backward pass would be kept once per
+ * micro-batch in flight. The memory plan gives the copies lifetimes
  * like any other value. */
 
 static int node_pos(const Graph *g, const Node *n)
@@ -182,7 +184,10 @@ static void store_sharded(Graph *g, Node *u)
 	Layout *whole = p->layout;
 	p->layout = ps->layout; /* the gathers read the shard */
 	Node *fwd = gather_node(g, p, whole, g->nodes[r.first_fwd], "gathered");
-	Node *bwd = r.comm_recompute && r.first_bwd >= 0
+	/* pipelines and micro-steps keep what the backward pass reads per micro-batch
+	 * in flight: there a copy is gathered for each pass instead */
+	bool regather = r.comm_recompute || g->nstages > 1 || g->nmicro > 1;
+	Node *bwd = regather && r.first_bwd >= 0
 	                    ? gather_node(g, p, whole, g->nodes[r.first_bwd], "regathered")
 	                    : NULL;
 	if (!fwd->attr.plan || (bwd && !bwd->attr.plan)) {
@@ -202,9 +207,9 @@ static void store_sharded(Graph *g, Node *u)
 				n->in[j] = bwd && n->phase == PH_BACKWARD ? bwd->out : fwd->out;
 	}
 	if (bwd) {
-		Readers again;
-		storable(g, bwd->out, NULL, NULL, &again);
-		graph_insert(g, again.first_bwd, bwd);
+		Readers back_readers;
+		storable(g, bwd->out, NULL, NULL, &back_readers);
+		graph_insert(g, back_readers.first_bwd, bwd);
 	}
 	Readers at;
 	storable(g, fwd->out, NULL, NULL, &at);

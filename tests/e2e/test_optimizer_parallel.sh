@@ -147,7 +147,8 @@ for c in "regather|$L|$T0" "kept|$work/kept.net|$T0" \
 	esac
 done
 # ... in a 2-stage pipeline (2 replicas a stage, 4 micro-batches: gathered
-# once per micro-batch) too, and a checkpoint of shards resumes the run
+# in each pass of each micro-batch) too, and a checkpoint of shards
+# resumes the run
 D=tests/e2e/pipeline/deep.net A='train.optimizer=adam(lr = 0.001, eps = 1e-3)'
 timeout 120 $NETC build $D -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 -D "$A" \
 	-o "$work/deep.ref" >/dev/null 2>&1 && timeout 120 "$work/deep.ref" --steps 6 --save "$work/deep.ref.st" --quiet
