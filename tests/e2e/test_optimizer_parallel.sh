@@ -68,11 +68,22 @@ timeout 120 $NETC build "$a.net" -D parallel_mode=data_parallel -D enable_parall
 [ "$(state "$a.th.b")" = "$s1" ] && ok "threshold keeps small parameters whole" || bad "threshold ($(state "$a.th.b") vs $s1)"
 sed 's/^param w1: f32\[784, H\] = xavier_uniform$/param w1: f32[784, H] = xavier_uniform [parallel_optimizer = false]/' "$a.net" >"$a.out.net"
 timeout 120 $NETC build "$a.out.net" -D parallel_mode=data_parallel -D enable_parallel_optimizer=true -v -o "$a.out" >"$a.out.b" 2>&1
-if [ "$(state "$a.out.b")" -gt "$s4" ] && [ "$(state "$a.out.b")" -lt "$s1" ]; then
-	ok "parallel_optimizer = false keeps w1 whole ($(state "$a.out.b") bytes)"
+# stored parameters: w1 [784, 256] whole is 802816 bytes, its quarter
+# 200704; the opted-out build stores w1 whole, the others as the 4-way one
+params() { sed -n 's/.*parameters \([0-9]*\),.*/\1/p' "$1"; }
+p4=$(params "$work/adam.data_parallel.b")
+if [ "$(state "$a.out.b")" -gt "$s4" ] && [ "$(state "$a.out.b")" -lt "$s1" ] &&
+	[ "$(params "$a.out.b")" = $((p4 + 802816 - 200704)) ]; then
+	ok "parallel_optimizer = false keeps w1 whole ($(state "$a.out.b") bytes of state, $(params "$a.out.b") of parameters)"
 else
 	bad "opt-out ($(state "$a.out.b") bytes; 4-way $s4, whole $s1)"
 fi
+# a frozen parameter has no update and stays whole: w2 [256, 256] is
+# 262144 bytes whole, 65536 a quarter
+sed 's/^param w2: f32\[H, H\] = xavier_uniform$/param w2: f32[H, H] = xavier_uniform [requires_grad = false]/' "$a.net" >"$a.fz.net"
+timeout 120 $NETC build "$a.fz.net" -D parallel_mode=data_parallel -D enable_parallel_optimizer=true -v -o "$a.fz" >"$a.fz.b" 2>&1
+[ "$(params "$a.fz.b")" = $((p4 + 262144 - 65536)) ] && ok "a frozen parameter stays whole ($(params "$a.fz.b") bytes of parameters)" ||
+	bad "frozen w2: $(params "$a.fz.b") bytes of parameters, want $((p4 + 262144 - 65536))"
 # strategy checkpoints record the optimizer shards (MindSpore's
 # opt_weight_shard_size / _step) and round-trip them byte for byte
 OP="-D enable_parallel_optimizer=true -D parallel_optimizer_config={parallel_optimizer_threshold=0}"
