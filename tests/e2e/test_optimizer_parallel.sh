@@ -157,6 +157,12 @@ for c in "regather|$L|$T0" "kept|$work/kept.net|$T0" \
 	*) bad "sharded storage, $n ($l; $p)" ;;
 	esac
 done
+# the shards are initialised to the stand-alone values, bit for bit: the
+# checkpoint of 0 steps (gathered from the shards) is the same file
+timeout 120 "$work/lay.ref" --steps 0 --save "$work/init.ref.st" --quiet
+timeout 120 tests/e2e/mpirun.sh -np 4 "$work/lay_regather" --steps 0 --save "$work/init.op.st" --quiet
+cmp -s "$work/init.ref.st" "$work/init.op.st" && ok "sharded initial parameters equal stand-alone's bit for bit" ||
+	bad "initial parameters differ: $($B/tools/stcompare "$work/init.ref.st" "$work/init.op.st" --rtol 0 --atol 0 | tail -1)"
 # ... in a 2-stage pipeline (2 replicas a stage, 4 micro-batches: gathered
 # in each pass of each micro-batch) too, and a checkpoint of shards
 # resumes the run
