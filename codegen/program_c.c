@@ -194,7 +194,8 @@ static void emit_bucket_start(Emit *e, int k)
 	for (int m = 0; m < b->n; m++)
 		fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tnrt_copy(%s + j * %" PRId64 ", bucket_%d + j * %" PRId64
 		             " + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
-		        b->group, B(e, b->members[m]->writes), b->block[m], k, b->elems, b->offset[m], b->block[m]);
+		        b->group, B(e, b->members[m]->writes ? b->members[m]->writes : b->members[m]->out), b->block[m], k,
+		        b->elems, b->offset[m], b->block[m]);
 }
 
 /* Fused all-reduce and reduce-scatter buckets run non-blocking until the
@@ -708,14 +709,16 @@ static void emit_gradcheck(Emit *e)
 	      out);
 	for (int i = 0; i < g->nparams; i++) {
 		const Value *p = g->params[i];
-		if (!p->grad)
+		if (p->grad && p->param.model_layout) /* its buffer is a shard, its gradient whole */
+			fprintf(out, "\tprintf(\"gradcheck: %s: skipped (stored as optimizer-parallel shards)\\n\");\n", p->name);
+		if (!p->grad || p->param.model_layout)
 			continue;
 		fprintf(out, "\treal *an_%d = xcalloc(%" PRId64 ", sizeof(real));\n", i, lnumel(p));
 		fprintf(out, "\tnrt_to_host(an_%d, %s, %" PRId64 " * sizeof(real));\n", i, B(e, p->grad), lnumel(p));
 	}
 	for (int i = 0; i < g->nparams; i++) {
 		const Value *p = g->params[i];
-		if (!p->grad)
+		if (!p->grad || p->param.model_layout)
 			continue;
 		int64_t n = lnumel(p);
 		fprintf(out, "\t{\n\t\treal *an = an_%d;\n", i);

@@ -147,6 +147,8 @@ typedef struct Value {
 			int layerwise_dim;       /* the pieces are blocks of the full tensor along this dim, in rank order */
 			bool requires_grad;      /* false: frozen */
 			bool parallel_optimizer; /* false: opts out of optimizer sharding */
+			struct Layout *model_layout; /* optimizer parallel stores it as a shard (layout): the
+			                              * layout its readers see, all-gathered; NULL: layout */
 		} param;             /* VK_PARAM */
 		struct {
 			int index;           /* position among inputs */

@@ -67,6 +67,14 @@ static int fusion_id(const Graph *g, const Value *p)
 	return -1;
 }
 
+/* Optimizer parallel with sharded storage (passes/optimizer.c): the
+ * gather of a parameter's shard before its first forward reader. */
+static bool forward_gather(const Node *n)
+{
+	const Value *p = n->in[0];
+	return n->phase == PH_FORWARD && p->kind == VK_PARAM && p->param.model_layout;
+}
+
 /* The collective a fusible redistribute node is, or -1: gradient
  * all-reduces, and optimizer parallel's reduce-scatters of gradients and
  * all-gathers of updated shards, along dimension 0 (so each rank's block
@@ -74,10 +82,13 @@ static int fusion_id(const Graph *g, const Value *p)
 static int fusible(const Node *n)
 {
 	const RedistPlan *p = n->attr.plan;
-	if (n->op != OP_REDISTRIBUTE || n->phase != PH_UPDATE || !p || p->n != 1 || n->in[0]->dtype != DT_F32 ||
-	    p->expanded)
+	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || n->in[0]->dtype != DT_F32 || p->expanded)
 		return -1;
 	const RedistStep *st = &p->steps[0];
+	if (forward_gather(n))
+		return st->kind == RS_ALLGATHER && st->tdim == 0 && st->tsub < 0 ? RS_ALLGATHER : -1;
+	if (n->phase != PH_UPDATE)
+		return -1;
 	bool from_backward = n->in[0]->def && n->in[0]->def->phase == PH_BACKWARD;
 	if (st->kind == RS_ALLREDUCE && from_backward)
 		return RS_ALLREDUCE;
@@ -107,9 +118,12 @@ static void add_member(Compilation *c, Bucket *b, Node *r, const int *pos)
 	b->elems += b->block[b->n - 1];
 	if (b->user)
 		return; /* runs where its last member is */
-	/* gradients start once the last exists; gathers once the last update ran */
+	/* gradients start once the last exists; gathers once the last update
+	 * ran, or, gathering stored shards, before the first is read */
 	Node *after = b->kind == RS_ALLGATHER ? r : r->in[0]->def;
-	if (!b->ready || pos[after->id] > pos[b->ready->id])
+	if (forward_gather(r))
+		b->ready = !b->ready || pos[r->id] < pos[b->ready->id] ? r : b->ready;
+	else if (!b->ready || pos[after->id] > pos[b->ready->id])
 		b->ready = after;
 }
 
@@ -239,7 +253,7 @@ bool pass_fusion(Compilation *c)
 		int kind = fusible(n);
 		if (kind < 0)
 			continue;
-		const Value *p = n->writes;
+		const Value *p = forward_gather(n) ? n->in[0] : n->writes;
 		if (!p) {
 			const Node *u = reader_update(g, n);
 			if (!u)
@@ -280,7 +294,7 @@ bool pass_fusion(Compilation *c)
 		Bucket *b = NULL;
 		if (keys[k] >= 0)
 			for (int i = 0; i < plan->n && !b; i++)
-				if (same_group(&plan->b[i], cands[k].kind, s) &&
+				if (same_group(&plan->b[i], cands[k].kind, s) && plan->b[i].members[0]->phase == cands[k].r->phase &&
 				    plan->b[i].members[0]->pass_data == (void *)(intptr_t)keys[k])
 					b = &plan->b[i];
 		if (!b) {

@@ -155,6 +155,19 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 	return high;
 }
 
+/* The fused all-gather that starts before its members' own positions
+ * (gathers of stored shards, in the forward pass) whose first member is
+ * n, or NULL. */
+static const Bucket *early_bucket(const Compilation *c, const Node *n)
+{
+	for (int k = 0; c->fusion && k < c->fusion->n; k++) {
+		const Bucket *b = &c->fusion->b[k];
+		if (b->kind == RS_ALLGATHER && !b->user && b->ready == n && n->phase == PH_FORWARD)
+			return b;
+	}
+	return NULL;
+}
+
 bool pass_memplan(Compilation *c)
 {
 	Graph *g = c->g;
@@ -196,9 +209,15 @@ bool pass_memplan(Compilation *c)
 	int64_t high = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (n->out) {
-			int64_t size = align_up(value_bytes(c, n->out));
-			p->offset[n->out->id] = fl_alloc(&c->arena, &fl, size);
+		/* a fused gather of stored shards (optimizer parallel) runs at its
+		 * first member and writes every member's copy there */
+		const Bucket *early = early_bucket(c, n);
+		for (int m = 0; m <= (early ? early->n : 0); m++) {
+			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
+			if (!v || p->offset[v->id] >= 0)
+				continue;
+			int64_t size = align_up(value_bytes(c, v));
+			p->offset[v->id] = fl_alloc(&c->arena, &fl, size);
 			p->naive += size;
 			if (fl.top > high)
 				high = fl.top;

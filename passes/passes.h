@@ -47,6 +47,7 @@ bool pass_shapes(Compilation *c);
 bool pass_autodiff(Compilation *c);
 bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
+bool pass_optimizer_storage(Compilation *c);
 bool pass_precision(Compilation *c);
 bool pass_precision_late(Compilation *c);
 bool pass_search(Compilation *c);

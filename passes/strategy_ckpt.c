@@ -56,15 +56,17 @@ static bool is_json(const char *path)
 static void optimizer_shard_of(const Graph *g, const Value *p, int32_t *size, int32_t *step)
 {
 	*size = *step = 0;
+	const Layout *model = p->param.model_layout ? p->param.model_layout : p->layout;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *u = g->nodes[i];
 		const Value *ps = u->nin ? u->in[0] : NULL;
-		if (!(op_info[u->op].flags & OPF_UPDATE) || !ps->def || ps->def->in[0] != p || !ps->layout)
+		bool stored = ps == p && p->param.model_layout; /* the parameter itself is the shard */
+		if (!(op_info[u->op].flags & OPF_UPDATE) || !(stored || (ps->def && ps->def->in[0] == p)) || !ps->layout)
 			continue;
 		const Layout *l = ps->layout;
 		for (int d = 0; d < l->rank; d++) {
 			int a = l->map[d];
-			if (a < 0 || (p->layout->map[d] >= 0))
+			if (a < 0 || (model->map[d] >= 0))
 				continue;
 			int64_t stride = 1;
 			for (int k = a + 1; k < l->ndev; k++)
@@ -106,11 +108,12 @@ static void collect(Compilation *c, Ckpt *k)
 		Value *p = g->params[i];
 		if (!p->layout || (g->par.only_trainable_params && !p->param.requires_grad))
 			continue;
-		CkLayout l = {.name = p->name, .ndev = p->layout->ndev, .rank = p->layout->rank, .shape = p->shape};
+		const Layout *pl = p->param.model_layout ? p->param.model_layout : p->layout;
+		CkLayout l = {.name = p->name, .ndev = pl->ndev, .rank = pl->rank, .shape = p->shape};
 		optimizer_shard_of(g, p, &l.opt_shard_size, &l.opt_shard_step);
-		memcpy(l.dev, p->layout->dev, sizeof l.dev);
+		memcpy(l.dev, pl->dev, sizeof l.dev);
 		for (int d = 0; d < l.rank; d++)
-			l.map[d] = p->layout->map[d] < 0 ? -1 : p->layout->ndev - 1 - p->layout->map[d];
+			l.map[d] = pl->map[d] < 0 ? -1 : pl->ndev - 1 - pl->map[d];
 		VEC_PUSH(a, k->layouts, k->nlayouts, k->caplayouts, l);
 	}
 }
@@ -974,7 +977,7 @@ static bool check_loaded_layouts(Compilation *c, const char *path)
 		}
 		Layout *want = maps_ok ? layout_make(a, &p->shape, l->ndev, l->dev, map, 0, g->par.device_num / g->nstages)
 		                       : NULL;
-		Layout got = *p->layout;
+		Layout got = *(p->param.model_layout ? p->param.model_layout : p->layout);
 		got.partial = 0;
 		if (!want || !layout_equiv(want, &got)) {
 			diag_error(d, at,

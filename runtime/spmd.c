@@ -172,10 +172,50 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 	memcpy(req->mpi, &r, sizeof r < sizeof req->mpi ? sizeof r : sizeof req->mpi);
 }
 
+/* A reduce-scatter by pairwise exchange: the sends of this rank's
+ * contributions to the other blocks, and the receive of the next
+ * contribution to its own block. */
+typedef struct Exchange {
+	MPI_Comm comm;
+	MPI_Datatype type;
+	MPI_Op op;
+	int size, rank, tag;
+	int next;               /* the contribution being received: from rank - next */
+	int count;              /* elements a block */
+	void *recv, *tmp;       /* this rank's block; one block received at a time */
+	MPI_Request in;         /* the receive into tmp */
+	MPI_Request out[];      /* size - 1 sends */
+} Exchange;
+
+static void exchange_post_recv(Exchange *x)
+{
+	int from = (x->rank - x->next + x->size) % x->size;
+	NRT_MPI_AS("reduce_scatter", MPI_Irecv(x->tmp, x->count, x->type, from, x->tag, x->comm, &x->in));
+}
+
+static void exchange_finish(Exchange *x)
+{
+	while (x->next < x->size) {
+		NRT_MPI_AS("reduce_scatter", MPI_Wait(&x->in, MPI_STATUS_IGNORE));
+		NRT_MPI(MPI_Reduce_local(x->tmp, x->recv, x->count, x->type, x->op));
+		if (++x->next < x->size)
+			exchange_post_recv(x);
+	}
+	NRT_MPI_AS("reduce_scatter", MPI_Waitall(x->size - 1, x->out, MPI_STATUSES_IGNORE));
+	free(x->tmp);
+	free(x);
+}
+
 void nrt_wait_request(NrtRequest *req)
 {
 	if (!req->active)
 		return;
+	if (req->exchange) {
+		exchange_finish(req->exchange);
+		req->exchange = NULL;
+		req->active = false;
+		return;
+	}
 	MPI_Request r;
 	memcpy(&r, req->mpi, sizeof r);
 	NRT_MPI_AS("asynchronous collective", MPI_Wait(&r, MPI_STATUS_IGNORE));
@@ -196,8 +236,24 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 		memcpy(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
 	}
-	MPI_Request r;
-	NRT_MPI(MPI_Ireduce_scatter_block(send, recv, (int)n, nrt_mpi_type(t), nrt_mpi_op(op, t), c->comm, &r));
+	/* each call its own tag (every rank makes the same calls in the same
+	 * order), so buckets in flight together never take each other's messages */
+	static int seq;
+	size_t es = nrt_dtype_size(t), block = (size_t)n * es;
+	Exchange *x = malloc(sizeof *x + sizeof(MPI_Request) * (size_t)(c->size - 1));
+	void *tmp = malloc(block ? block : 1);
+	if (!x || !tmp)
+		nrt_fatal("nrt_ireduce_scatter: out of memory (%lld elements)", (long long)n);
+	*x = (Exchange){.comm = c->comm, .type = nrt_mpi_type(t), .op = nrt_mpi_op(op, t), .size = c->size,
+	                .rank = c->rank, .tag = 0x4e00 + seq++ % 4096, .next = 1, .count = (int)n, .recv = recv,
+	                .tmp = tmp};
+	memcpy(recv, (const char *)send + (size_t)c->rank * block, block);
+	for (int k = 1; k < c->size; k++) {
+		int to = (c->rank + k) % c->size;
+		NRT_MPI_AS("reduce_scatter", MPI_Isend((const char *)send + (size_t)to * block, (int)n, x->type, to, x->tag,
+		                                       c->comm, &x->out[k - 1]));
+	}
+	exchange_post_recv(x);
 	req->active = true;
-	memcpy(req->mpi, &r, sizeof r);
+	req->exchange = x;
 }

@@ -44,6 +44,7 @@ void nrt_wait_sends(void);
 typedef struct NrtRequest {
 	bool active;
 	_Alignas(8) unsigned char mpi[16];
+	void *exchange;         /* nrt_ireduce_scatter's exchange in progress (runtime-private), or NULL */
 } NrtRequest;
 /* Starts an in-place all-reduce of buf; nrt_wait_request completes it.
  * Fused gradient buckets use it to overlap communication with the rest
@@ -51,7 +52,11 @@ typedef struct NrtRequest {
 void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req);
 void nrt_wait_request(NrtRequest *req);
 /* Non-blocking reduce-scatter (fused gradient shards of optimizer
- * parallel): send holds size * n elements, this rank keeps block r. */
+ * parallel): send holds size * n elements, this rank keeps block r.
+ * Pairwise exchange: each block is sent straight to its owner, which
+ * receives and adds the others' contributions one at a time (in
+ * nrt_wait_request) through a buffer of one block -- MPI's own
+ * non-blocking reduce-scatter holds several whole buffers on some ranks. */
 void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv,
                          NrtRequest *req);
 

@@ -26,6 +26,21 @@ export OMPI_MCA_hwloc_base_binding_policy=none
 	echo 'train { optimizer = adam(lr = 0.001) micro_size = 1 loss = loss }'
 } >"$work/big.net"
 sed 's/^h = tanh(\(.*\))$/h = tanh(\1).recompute()/' "$work/big.net" >"$work/big_rc.net"
+# the same model as block instances whose all-gathers (optimizer parallel)
+# are recomputed for the backward pass
+{
+	echo 'const B = 32'
+	echo 'parallel { device_num = 4  parallel_mode = semi_auto_parallel  pipeline_stages = 1 }'
+	echo 'block Dense(x) { param w: f32[1024, 1024] = xavier_uniform  return tanh(matmul(x, w)) }'
+	echo 'input x: f32[B, 1024]'
+	echo 'input labels: i32[B]'
+	echo 'h = x'
+	echo 'for i in range(7) { h = Dense(h) as layers[i] .recompute(parallel_optimizer_comm_recompute = true) }'
+	echo 'param w8: f32[1024, 1024] = xavier_uniform'
+	echo 'logits = matmul(h, w8)'
+	echo 'loss = softmax_cross_entropy(logits, labels)'
+	echo 'train { optimizer = adam(lr = 0.001) micro_size = 1 loss = loss }'
+} >"$work/big_oprc.net"
 
 timeout 300 $NETC build samples/mlp.net -D parallel_mode=stand_alone -o "$work/tiny" >/dev/null 2>&1 || exit 1
 fixed=$("$work/tiny" --steps 1 --quiet --mem-stats | sed -n 's/.* rss \([0-9]*\)$/\1/p')
@@ -44,6 +59,7 @@ row() {
 	counted=$(sed -n 's/^memory rank .* total \([0-9]*\) rss.*/\1/p' "$work/r" | sort -n | tail -1)
 	rss=$(sed -n 's/^memory rank .* rss \([0-9]*\)$/\1/p' "$work/r" | sort -n | tail -1)
 	[ -z "$sa_rss" ] && sa_rss=$rss
+	case $name in "data parallel") dp_rss=$rss ;; "optimizer parallel") op_rss=$rss ;; esac
 	printf "%-34s %5d %11s %11s %11s %8s %9s\n" "$name" "$np" "$(MiB "$planned")" "$(MiB "$counted")" "$(MiB "$rss")" \
 		"$(awk -v a="$rss" -v b="$sa_rss" 'BEGIN { printf "%.2fx", a / b }')" \
 		"$(awk -v a="$rss" -v f="$fixed" -v c="$counted" 'BEGIN { printf "%.2f", (a - f) / c }')"
@@ -57,9 +73,12 @@ row "stand-alone" 1 "$work/big.net" -D parallel_mode=stand_alone $S
 row "data parallel" 4 "$work/big.net" -D parallel_mode=data_parallel $S
 row "optimizer parallel" 4 "$work/big.net" -D parallel_mode=data_parallel $S $OP
 row "optimizer parallel, 8 MB buckets" 4 "$work/big.net" -D parallel_mode=data_parallel $S $OP "$F8"
+row "opt. par., gathers recomputed, 8 MB" 4 "$work/big_oprc.net" -D parallel_mode=data_parallel $S $OP "$F8"
 row "recompute (stand-alone)" 1 "$work/big_rc.net" -D parallel_mode=stand_alone $S
 row "pipeline p=2 (x2 data parallel)" 4 "$work/big.net" $P2
 row "pipeline p=4" 4 "$work/big.net" $P4
 row "pipeline p=4, recompute" 4 "$work/big_rc.net" $P4
 row "pipeline p=2, optimizer parallel" 4 "$work/big.net" $P2 $OP
 echo "fixed cost (peak RSS of a tiny stand-alone program): $(MiB "$fixed") MiB. RSS/SA: against the stand-alone row."
+[ -n "$dp_rss" ] && [ -n "$op_rss" ] &&
+	echo "optimizer parallel / data parallel peak RSS: $(awk -v a="$op_rss" -v b="$dp_rss" 'BEGIN { printf "%.2fx", a / b }') (goal <= 0.70x)"

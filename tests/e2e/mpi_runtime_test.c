@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "netrt.h"
+#include "spmd.h"
 #include "mpi_check.h"
 
 
@@ -126,6 +127,42 @@ static void test_gather_scatter(NrtComm *w)
 		nrt_send((me + 1) % np, 7, NRT_F32, &token, 1);
 	}
 	check(got == (float)((me + np - 1) % np), "ring got %g", got);
+}
+
+/* Non-blocking reduce-scatters (fused gradient buckets): two in flight
+ * on the world and one on a pair, completed in another order than they
+ * started; block r of each is the hand-computed sum over the ranks. */
+static void test_ireduce_scatter(NrtComm *w)
+{
+	enum { N = 3000 }; /* elements a block: large enough to leave MPI's eager path */
+	float *a = malloc(sizeof(float) * 4 * N), *b = malloc(sizeof(float) * 4 * N), ra[N], rb[N];
+	double *c = malloc(sizeof(double) * 2 * N), rc[N];
+	for (int k = 0; k < 4 * N; k++) {
+		a[k] = (float)(me * 1000 + k % 997);
+		b[k] = (float)((me + 1) * (k / N + 1));
+	}
+	for (int k = 0; k < 2 * N; k++)
+		c[k] = me + 0.5 * k;
+	NrtComm *col = nrt_comm_axes(2, (int64_t[]){2, 2}, 1); /* {0,2}, {1,3} */
+	NrtRequest qa, qb, qc;
+	nrt_ireduce_scatter(w, NRT_F32, NRT_SUM, a, N, ra, &qa);
+	nrt_ireduce_scatter(col, NRT_F64, NRT_SUM, c, N, rc, &qc);
+	nrt_ireduce_scatter(w, NRT_F32, NRT_SUM, b, N, rb, &qb);
+	nrt_wait_request(&qb);
+	nrt_wait_request(&qc);
+	nrt_wait_request(&qa);
+	bool ok = true;
+	int cr = nrt_comm_rank(col), pair = me % 2; /* the pair's ranks: pair and pair + 2 */
+	for (int k = 0; k < N; k++) {
+		int at = me * N + k, cat = cr * N + k;
+		ok &= ra[k] == (float)(6000 + 4 * (at % 997));
+		ok &= rb[k] == (float)(10 * (me + 1));
+		ok &= rc[k] == (double)(pair + pair + 2) + cat; /* 2 * 0.5 * cat */
+	}
+	check(ok, "ireduce_scatter: %g %g %g", ra[0], rb[0], rc[0]);
+	free(a);
+	free(b);
+	free(c);
 }
 
 static void test_stats(NrtComm *w)
@@ -276,6 +313,7 @@ int main(int argc, char **argv)
 	test_groups();
 	test_allreduce(w);
 	test_gather_scatter(w);
+	test_ireduce_scatter(w);
 	test_stats(w);
 	test_checkpoint(dir);
 	test_data(w);

@@ -5,10 +5,13 @@
 # peak counted beside what netc planned, and `netc build -v` prints the
 # same plan. Checked here:
 #  - counted == planned, every kind on every rank, for stand-alone, data
-#    parallel, optimizer parallel (fusion buffers), tensor parallel
+#    parallel, optimizer parallel (fusion buffers; sharded parameters,
+#    their gathers recomputed, a 2-of-4 shard group), tensor parallel
 #    (redistribution scratch), pipelines of 2 and 4 stages (1f1b, gpipe,
 #    interleaved), tied weights and LAMB;
 #  - the build's -v lines are the program's plan;
+#  - an optimizer-parallel rank stores only its parameter shards (bytes
+#    worked out by hand for mlp_dp.net);
 #  - a pipeline rank holds only its stage's parameters and optimizer state,
 #    against byte counts worked out by hand for staged.net, and its
 #    workspace is smaller than the stand-alone program's;
@@ -149,6 +152,28 @@ if [ "${buckets:-0}" -ge 4 ] && $B/tools/stcompare "$work/ref.st" "$work/small.s
 	ok "optimizer parallel in $buckets buckets with shared buffers equals stand-alone ($(tail -1 "$work/cmp2"))"
 else
 	bad "optimizer parallel small buckets: $buckets buckets; $(tail -1 "$work/cmp2" 2>/dev/null)"
+fi
+
+# optimizer parallel stores the shards only: mlp_dp.net's w1 [48, 64],
+# b1 [64] and w2 [64, 10] are split 4 ways along dimension 0, b2 [10]
+# has no dimension that 4 divides and stays whole, so a rank holds
+# (3072 + 64 + 640) / 4 + 10 = 954 elements where data parallel holds 3786
+want="$((954 * 4)) $((3786 * 4))"
+got="$(field optpar_small 0 params) $(field data_parallel 0 params)"
+[ "$got" = "$want" ] && ok "optimizer parallel: a rank stores its parameter shards ($got bytes vs data parallel)" ||
+	bad "optimizer parallel params: optpar and data parallel '$got', want '$want'"
+# parallel_optimizer_comm_recompute (gathers again in the backward pass),
+# a 2-of-4 shard group, and netc explain's plan of the same
+counted optpar_recompute 4 tests/e2e/models/optpar_layers.net -D parallel_optimizer_config={parallel_optimizer_threshold=0}
+counted optpar_sub2 4 tests/e2e/models/optpar_layers.net \
+	-D 'parallel_optimizer_config={parallel_optimizer_threshold=0, optimizer_weight_shard_size=2}'
+timeout $TMO $NETC explain tests/e2e/models/optpar_layers.net -D parallel_optimizer_config={parallel_optimizer_threshold=0} \
+	2>/dev/null | grep '^planned memory' >"$work/ex"
+grep '^planned memory' "$work/optpar_recompute.build" >"$work/bv"
+if [ -s "$work/ex" ] && cmp -s "$work/ex" "$work/bv"; then
+	ok "netc explain plans as netc build -v (optimizer parallel, recomputed gathers)"
+else
+	bad "netc explain vs build -v (optimizer parallel): $(diff "$work/ex" "$work/bv" | head -2 | tr '\n' ' ')"
 fi
 
 echo "$pass passed, $fail failed"
