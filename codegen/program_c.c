@@ -264,7 +264,7 @@ static void emit_overflow_check(Emit *e)
 static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
 	const FusionPlan *fp = e->c->fusion;
-	fprintf(e->out, "%s\n{\n", sig);
+	fprintf(e->out, "%s%s\n{\n", emit_glue(e), sig);
 	if (ph == PH_UPDATE && fp && fp->n) {
 		fputs("\tdouble tw_ = nrt_trace_now();\n", e->out);
 		for (int k = 0; k < fp->n; k++)
@@ -274,6 +274,7 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	}
 	if (ph == PH_UPDATE && e->loss_scale)
 		emit_overflow_check(e);
+	emit_seq_begin(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
@@ -283,11 +284,12 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
 			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
 		if (!fusion_bucket_of(fp, n, &off))
-			emit_c_node(e, n);
+			emit_seq_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
 			if (fp->b[k].ready == n)
 				emit_bucket_start(e, k);
 	}
+	emit_seq_end(e);
 	if (ret)
 		fprintf(e->out, "\treturn %s;\n", ret);
 	fputs("}\n\n", e->out);
@@ -893,7 +895,7 @@ static void emit_main(Emit *e)
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	Graph *g = c->g;
-	Emit e = {.c = c, .g = g, .o = o};
+	Emit e = {.c = c, .g = g, .o = o, .share = !o->no_share_routines};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
 	e.routine_limit = 0;
 	if (reuse && *reuse) {
