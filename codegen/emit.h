@@ -47,7 +47,6 @@ typedef struct Emit {
 	int nblocks, capblocks;
 	int block_calls;       /* node sequences routed through a compute routine */
 	int block_nodes;       /* nodes inside those calls */
-	bool glue_defined;     /* NETC_GLUE is defined in decls */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;
@@ -115,9 +114,9 @@ void emit_c_node(Emit *e, const Node *n);
  * calls of one routine with each instance's buffers (routines go to
  * e->decls). The generated code runs the same kernels in the same order. */
 void emit_seq_begin(Emit *e);
-/* "NETC_GLUE " (defined on first use) to put before a phase function or
- * routine with sharing on: compiled without optimisation; "" otherwise. */
-const char *emit_glue(Emit *e);
+/* With sharing on: the pragma that compiles the rest of the program
+ * (routines, phases, start-up) without optimisation, for GCC. */
+void emit_glue_pragma(Emit *e, FILE *out);
 void emit_seq_node(Emit *e, const Node *n);
 /* emit_seq_node with the node's code between `before` and `after` (no
  * buffer names in them), e.g. a condition on the stage */

@@ -1015,21 +1015,16 @@ static void seq_flush(Emit *e)
 	e->seq_from = e->seq_len;
 }
 
-/* Phase functions and routines only pass buffers to kernels: optimising
- * them gains nothing at run time, and GCC's -O2 on thousands of calls
- * was most of the C compile time of a deep model. */
-const char *emit_glue(Emit *e)
+/* Everything after the buffers -- routines, phase functions, start-up,
+ * main -- only passes buffers to the runtime's kernels: optimising it
+ * gains nothing at run time, and GCC's -O2 on thousands of calls was most
+ * of the C compile time of a deep model. Other compilers ignore it. */
+void emit_glue_pragma(Emit *e, FILE *out)
 {
-	if (!e->share)
-		return "";
-	if (!e->glue_defined) {
-		fputs("#if defined(__GNUC__) && !defined(__clang__)\n"
-		      "#define NETC_GLUE __attribute__((optimize(\"O0\"))) /* kernel calls only: see docs/codegen.md */\n"
-		      "#else\n#define NETC_GLUE\n#endif\n",
-		      e->decls);
-		e->glue_defined = true;
-	}
-	return "NETC_GLUE ";
+	if (e->share)
+		fputs("/* kernel calls only, compiled without optimisation (docs/codegen.md) */\n"
+		      "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC optimize(\"O0\")\n#endif\n",
+		      out);
 }
 
 void emit_seq_begin(Emit *e)
@@ -1239,7 +1234,7 @@ static const char *block_routine(Emit *e, SlotMap *m, int i, int p)
 		const Node *n0 = it[i].n;
 		fprintf(e->decls, "\n/* %d nodes run by every instance of this code; the comments name the first%s%s */\n", p,
 		        n0->scope && *n0->scope ? ", @" : "", n0->scope ? n0->scope : "");
-		fprintf(e->decls, "%sstatic void %s(void *const *b)\n{\n", emit_glue(e), name);
+		fprintf(e->decls, "static void %s(void *const *b)\n{\n", name);
 		for (int s = 0; s < m->nslots; s++)
 			fprintf(e->decls, "\t%s *const r_%d = b[%d];\n", key_type(e, m->keys[s]), s, s);
 		for (int t = 0; t < p; t++) {

@@ -229,7 +229,7 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
-	fprintf(out, "%sstatic void %s_%d(void)\n{\n", emit_glue(e), ph == PH_FORWARD ? "forward" : "backward", chunk);
+	fprintf(out, "static void %s_%d(void)\n{\n", ph == PH_FORWARD ? "forward" : "backward", chunk);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
@@ -273,8 +273,7 @@ void emit_sched_functions(Emit *e)
 	fprintf(out, "};\nstatic void (*const backward_chunk[NCHUNKS])(void) = {");
 	for (int c = 0; c < g->nchunks; c++)
 		fprintf(out, "%sbackward_%d", c ? ", " : "", c);
-	fprintf(out, "};\n\n/* Once per step, on the stage that owns each parameter. */\n%sstatic void update(void)\n{\n",
-	        emit_glue(e));
+	fputs("};\n\n/* Once per step, on the stage that owns each parameter. */\nstatic void update(void)\n{\n", out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\tK(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",

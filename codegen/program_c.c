@@ -264,7 +264,7 @@ static void emit_overflow_check(Emit *e)
 static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
 	const FusionPlan *fp = e->c->fusion;
-	fprintf(e->out, "%s%s\n{\n", emit_glue(e), sig);
+	fprintf(e->out, "%s\n{\n", sig);
 	if (ph == PH_UPDATE && fp && fp->n) {
 		fputs("\tdouble tw_ = nrt_trace_now();\n", e->out);
 		for (int k = 0; k < fp->n; k++)
@@ -981,6 +981,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_decls(&e);
 	if (e.scratch)
 		fputs("static real *scratch_a, *scratch_b; /* redistribution steps */\n", out);
+	emit_glue_pragma(&e, out);
 	fputs("/* ---- communicators and per-rank offsets ---- */\n", out);
 	fputs(decls, out);
 	fputs("\n", out);

@@ -49,9 +49,9 @@ emit() {
 }
 kcalls() { grep -c 'K(' "$1"; }
 # the routines without their comments (which name the first instance's values)
-routines() { awk '/^(NETC_GLUE )?static void routine_[0-9]+\(/,/^}/' "$1" | grep -v '^[[:space:]]*/\*'; }
+routines() { awk '/^static void routine_[0-9]+\(/,/^}/' "$1" | grep -v '^[[:space:]]*/\*'; }
 # bytes of the step's code: the phase functions and the routines
-code() { awk '/^(NETC_GLUE )?static (void|double) (routine_[0-9]+|forward|backward|update)\(/,/^}/' "$1" | wc -c; }
+code() { awk '/^static (void|double) (routine_[0-9]+|forward|backward|update)\(/,/^}/' "$1" | wc -c; }
 size() { wc -c <"$1"; }
 for v in s3:tf3 s24:tf24; do
 	emit "${v%%:*}" "$work/${v#*:}.net" || bad "build ${v#*:} failed: $(grep -m1 error "$work/${v%%:*}.build")"
