@@ -20,9 +20,11 @@
 # those of the straight-line build (--no-share-routines), and the logged
 # losses equal to the last printed digit, for: stand-alone,
 # semi_auto_parallel on 8 ranks (tensor + data parallel, redistributions
-# and fused gradient buckets), data_parallel and
-# hybrid_parallel on 2 ranks, a 2-stage pipeline with 2 micro-batches on
-# 4 ranks (L=6, 2-way tensor parallel inside each stage), and every layer recomputed (stand-alone and 8 ranks).
+# and fused gradient buckets), data_parallel and hybrid_parallel on 2
+# ranks, a 2-stage pipeline with 2 micro-batches on 4 ranks (L=6, 2-way
+# tensor parallel inside each stage), and every layer recomputed
+# (stand-alone and 8 ranks). The straight-line build is also compiled with
+# optimisation throughout (no O0 pragma), so this covers that too.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
