@@ -114,9 +114,6 @@ void emit_c_node(Emit *e, const Node *n);
  * calls of one routine with each instance's buffers (routines go to
  * e->decls). The generated code runs the same kernels in the same order. */
 void emit_seq_begin(Emit *e);
-/* With sharing on: the pragma that compiles the rest of the program
- * (routines, phases, start-up) without optimisation, for GCC. */
-void emit_glue_pragma(Emit *e, FILE *out);
 void emit_seq_node(Emit *e, const Node *n);
 /* emit_seq_node with the node's code between `before` and `after` (no
  * buffer names in them), e.g. a condition on the stage */
@@ -128,4 +125,9 @@ void emit_seq_extend(Emit *e);
 void emit_seq_extend_end(Emit *e);
 /* the name of a node's output buffer, never the swapped one */
 const char *emit_out_name(Emit *e, const Value *v);
+/* With sharing on: the pragma that compiles the rest of the program
+ * (routines, phases, start-up) without optimisation, for GCC. */
+void emit_glue_pragma(Emit *e, FILE *out);
+/* netc build -v: how much of the step went through shared routines */
+void emit_routine_report(const Emit *e, FILE *out);
 #endif

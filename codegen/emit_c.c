@@ -930,7 +930,6 @@ void emit_c_node(Emit *e, const Node *n)
 	emitters[n->op](e, n);
 }
 
-
 /* ---- shared compute routines ---------------------------------------------------- */
 
 /* A phase is a sequence of items: nodes, rendered with tokens for their
@@ -1025,6 +1024,15 @@ void emit_glue_pragma(Emit *e, FILE *out)
 		fputs("/* kernel calls only, compiled without optimisation (docs/codegen.md) */\n"
 		      "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC optimize(\"O0\")\n#endif\n",
 		      out);
+}
+
+void emit_routine_report(const Emit *e, FILE *out)
+{
+	if (e->share)
+		fprintf(out, "shared routines: %d, called %d times for %d nodes of the step\n", e->nblocks, e->block_calls,
+		        e->block_nodes);
+	else
+		fputs("shared routines: off (--no-share-routines)\n", out);
 }
 
 void emit_seq_begin(Emit *e)

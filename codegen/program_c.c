@@ -970,6 +970,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);
 	}
 	emit_tensor_offsets(&e);
+	if (c->verbose && !mem_report_to)
+		emit_routine_report(&e, stderr);
 	fclose(e.out);
 	fclose(e.decls);
 	fclose(e.setup);
