@@ -33,6 +33,23 @@ typedef struct Emit {
 	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
 	bool loss_scale;       /* train { loss_scale }: scaled loss gradient, checked and unscaled gradients */
 	int64_t (*planned)[MEM_KINDS]; /* by stage (one entry unscheduled): bytes the program allocates */
+	/* Shared compute routines (issue 16): a phase function is collected as
+	 * a sequence of items between emit_seq_begin and emit_seq_end, and
+	 * runs of isomorphic node sequences become calls of one routine. */
+	bool share;            /* find and share routines (off: --no-share-routines) */
+	bool tokens;           /* B() writes tokens, not names (a node being collected) */
+	FILE *seq_out;         /* where the phase function goes, while collecting */
+	char *seq_buf;         /* text written between nodes (e->out while collecting) */
+	size_t seq_len, seq_from; /* its length, and where the next barrier item starts */
+	struct SeqItem *items; /* the phase collected so far */
+	int nitems, capitems;
+	struct Block *blocks;  /* the compute routines written so far */
+	int nblocks, capblocks;
+	int block_calls;       /* node sequences routed through a compute routine */
+	int block_nodes;       /* nodes inside those calls */
+	FILE *ext_saved;       /* e->out during emit_seq_extend */
+	char *ext_buf;         /* what emit_seq_extend collects */
+	size_t ext_len;
 } Emit;
 
 /* Counts `bytes` of `kind` (MEM_*) on the stages in the mask (bit s:
@@ -90,4 +107,27 @@ void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count)
 void emit_block_offset(Emit *e, const Value *v, const char *dst);
 /* One node: a comment with its IR line, then its kernel calls. */
 void emit_c_node(Emit *e, const Node *n);
+/* A phase function's body with routine sharing: after emit_seq_begin,
+ * text written to e->out is kept as is, nodes go through emit_seq_node,
+ * and emit_seq_end writes the body to the previous e->out, each maximal
+ * run of isomorphic node sequences (same code up to buffer names) as
+ * calls of one routine with each instance's buffers (routines go to
+ * e->decls). The generated code runs the same kernels in the same order. */
+void emit_seq_begin(Emit *e);
+void emit_seq_node(Emit *e, const Node *n);
+/* emit_seq_node with the node's code between `before` and `after` (no
+ * buffer names in them), e.g. a condition on the stage */
+void emit_seq_node_in(Emit *e, const Node *n, const char *before, const char *after);
+void emit_seq_end(Emit *e);
+/* Code written to e->out between these two, right after emit_seq_node,
+ * belongs to that node (buffers through B() and emit_out_name). */
+void emit_seq_extend(Emit *e);
+void emit_seq_extend_end(Emit *e);
+/* the name of a node's output buffer, never the swapped one */
+const char *emit_out_name(Emit *e, const Value *v);
+/* With sharing on: the pragma that compiles the rest of the program
+ * (routines, phases, start-up) without optimisation, for GCC. */
+void emit_glue_pragma(Emit *e, FILE *out);
+/* netc build -v: how much of the step went through shared routines */
+void emit_routine_report(const Emit *e, FILE *out);
 #endif

@@ -230,6 +230,7 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fprintf(out, "static void %s_%d(void)\n{\n", ph == PH_FORWARD ? "forward" : "backward", chunk);
+	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->chunk != chunk || n->phase != ph) {
@@ -237,16 +238,20 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 				emit_recvs(e, n->out, chunk, ph);
 			continue;
 		}
-		emit_c_node(e, n);
+		emit_seq_node(e, n);
 		if (!n->out)
 			continue;
 		emit_sends(e, n->out);
-		if (e->swap[n->out->id])
-			fprintf(out, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), e->cname[n->out->id],
-			        e->swap[n->out->id]);
+		if (e->swap[n->out->id]) { /* part of the node: shared with it */
+			emit_seq_extend(e);
+			fprintf(e->out, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), emit_out_name(e, n->out),
+			        B(e, n->out));
+			emit_seq_extend_end(e);
+		}
 		if (n->out == g->loss)
-			fprintf(out, "\tstep_loss += nrt_read_scalar(%s, %s);\n", nrt_dtype_of(n->out->dtype), B(e, n->out));
+			fprintf(e->out, "\tstep_loss += nrt_read_scalar(%s, %s);\n", nrt_dtype_of(n->out->dtype), B(e, n->out));
 	}
+	emit_seq_end(e);
 	fputs("}\n\n", out);
 }
 
@@ -273,14 +278,14 @@ void emit_sched_functions(Emit *e)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\tK(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
 			        update_stage[i], lnumel(g->values[i]), e->swap[i], e->swap[i]);
+	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_UPDATE)
 			continue;
-		fprintf(out, "\tif (my_stage == %d) {\n", n->ann.stage);
-		emit_c_node(e, n);
-		fputs("\t}\n", out);
+		emit_seq_node_in(e, n, arena_printf(&e->c->arena, "\tif (my_stage == %d) {\n", n->ann.stage), "\t}\n");
 	}
+	emit_seq_end(e);
 	fputs("}\n\n", out);
 	/* the schedule of every stage */
 	const Schedule *s = e->sched;

@@ -275,6 +275,7 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	}
 	if (ph == PH_UPDATE && e->loss_scale)
 		emit_overflow_check(e);
+	emit_seq_begin(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
@@ -284,11 +285,12 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
 			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
 		if (!fusion_bucket_of(fp, n, &off))
-			emit_c_node(e, n);
+			emit_seq_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
 			if (fp->b[k].ready == n)
 				emit_bucket_start(e, k);
 	}
+	emit_seq_end(e);
 	if (ret)
 		fprintf(e->out, "\treturn %s;\n", ret);
 	fputs("}\n\n", e->out);
@@ -896,7 +898,7 @@ static void emit_main(Emit *e)
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	Graph *g = c->g;
-	Emit e = {.c = c, .g = g, .o = o};
+	Emit e = {.c = c, .g = g, .o = o, .share = !o->no_share_routines};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
 	e.routine_limit = 0;
 	if (reuse && *reuse) {
@@ -971,6 +973,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);
 	}
 	emit_tensor_offsets(&e);
+	if (c->verbose && !mem_report_to)
+		emit_routine_report(&e, stderr);
 	fclose(e.out);
 	fclose(e.decls);
 	fclose(e.setup);
@@ -982,6 +986,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_decls(&e);
 	if (e.scratch)
 		fputs("static real *scratch_a, *scratch_b; /* redistribution steps */\n", out);
+	emit_glue_pragma(&e, out);
 	fputs("/* ---- communicators and per-rank offsets ---- */\n", out);
 	fputs(decls, out);
 	fputs("\n", out);

@@ -13,6 +13,7 @@ typedef struct BuildOptions {
 	bool f64;              /* --precision f64: every float tensor in double */
 	bool gradcheck;        /* the program checks its gradients instead of training */
 	bool verbose;          /* -v: show the compiler command and memory plan */
+	bool no_share_routines; /* --no-share-routines: every node straight-line in its phase function */
 } BuildOptions;
 
 typedef struct Target {
