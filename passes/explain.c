@@ -8,6 +8,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
+#include "fusion.h"
 #include "redistribute.h"
 #include "search.h"
 
@@ -54,10 +55,33 @@ static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 			continue;
 		t->nops++;
 		*(gemm ? &t->gemm : &t->other) += s;
+		if (n->phase >= PH_FORWARD && n->phase <= PH_UPDATE)
+			t->phase[n->phase] += s;
 		t->overhead += p->op_overhead;
 	}
 	t->input = cost_input_time(p, g);
 	t->compute = t->gemm + t->other + t->input;
+}
+
+/* With a calibrated machine a gradient all-reduce packed into a fusion
+ * bucket is priced as the program runs it: its bytes at the bucket's
+ * kind's bandwidth here, the latency once per bucket (the first member
+ * adds it). The program waits for the buckets before the update, and
+ * MPI progresses them mostly in that wait, so they are not taken as
+ * overlapped with the backward pass. The search's view (every
+ * collective on its own) stays that of the default machine. */
+static bool fused_member(Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
+{
+	int64_t off;
+	const Bucket *b = machine_calibrated(m) && c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+	if (!b)
+		return false;
+	if (b->members[0] == n) {
+		t->comm += machine_latency(m, b->kind) * (double)cost_rounds(b->kind, b->group);
+		t->ncomm++;
+	}
+	t->comm += (double)n->attr.plan->send_bytes / machine_bandwidth(m, b->kind);
+	return true;
 }
 
 void explain_totals(Compilation *c, ExplainTotals *t)
@@ -72,8 +96,10 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
-			t->comm += cost_plan_time(m, n->attr.plan);
 			t->comm_bytes += n->attr.plan->send_bytes;
+			if (fused_member(c, m, n, t))
+				continue;
+			t->comm += cost_plan_time(m, n->attr.plan);
 			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
 				t->ncomm += n->attr.plan->steps[k].kind != RS_SLICE;
 			if (n->phase == PH_FORWARD)
@@ -272,8 +298,10 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (t.calibrated)
 		fprintf(out,
 		        "compute on the calibrated machine (%" PRId64 " rank%s): matrix products %.4g s, other operators "
-		        "%.4g s (%d operators, %.4g s of it overhead), synthetic batch %.4g s\n",
-		        t.ranks, t.ranks == 1 ? "" : "s", t.gemm, t.other, t.nops, t.overhead, t.input);
+		        "%.4g s (%d operators, %.4g s of it overhead), synthetic batch %.4g s; forward %.4g s, backward "
+		        "%.4g s, update %.4g s\n",
+		        t.ranks, t.ranks == 1 ? "" : "s", t.gemm, t.other, t.nops, t.overhead, t.input, t.phase[PH_FORWARD],
+		        t.phase[PH_BACKWARD], t.phase[PH_UPDATE]);
 	double obj = explain_objective(c);
 	if (!isnan(obj))
 		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate)\n", obj,

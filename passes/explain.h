@@ -29,6 +29,8 @@ typedef struct ExplainTotals {
 	double other;          /* seconds in the other operators, their overhead included */
 	double overhead;       /* of which nops x op_overhead (gemm's included) */
 	double input;          /* seconds making the synthetic batch */
+	double phase[3];       /* compute seconds of the forward, backward and update (Phase order),
+	                        * as the program's --trace spans them */
 } ExplainTotals;
 
 /* c has been through the passes (at least sharding). */
