@@ -163,8 +163,9 @@ typedef struct Run {
 	int ngemm;
 } Run;
 
-static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "alltoall", "sendrecv"};
-enum { NCOLL = 5 };
+static const char *const coll_names[] = {"allreduce",  "reduce_scatter", "allgather",
+                                        "alltoall",   "sendrecv",       "iallreduce"};
+enum { NCOLL = 6 };
 
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
@@ -297,6 +298,7 @@ static void ring_terms(int kind, int g, double bytes, double *rounds, double *se
 	case 1: *rounds = g - 1, *sent = (double)(g - 1) / g * bytes; break;          /* reduce_scatter: input */
 	case 2: *rounds = g - 1, *sent = (double)(g - 1) * bytes; break;              /* allgather: contribution */
 	case 3: *rounds = g - 1, *sent = (double)(g - 1) / g * bytes; break;          /* alltoall */
+	case 5: *rounds = 2.0 * (g - 1), *sent = 2.0 * (g - 1) / g * bytes; break;   /* iallreduce */
 	default: *rounds = 1, *sent = bytes; break;                                   /* send/recv, one way */
 	}
 }

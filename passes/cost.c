@@ -67,7 +67,7 @@ static MachineProfile *profile_for(Machine *m, int ranks)
 }
 
 static const char *const coll_names[MACHINE_COLL_KINDS] = {"allreduce", "reduce_scatter", "allgather", "alltoall",
-                                                           "sendrecv"};
+                                                           "sendrecv",  "iallreduce"};
 
 /* "nt.64x784x256" into e; false if it is not one. */
 static bool parse_gemm_key(const char *k, GemmRate *e)
@@ -158,7 +158,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		snprintf(err, errlen,
 		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
 		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
-		         "sendrecv; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, "
+		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, "
 		         "mac_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
 		         key);
 		return NULL;

@@ -43,9 +43,11 @@
 
 #include "../ir/sharding.h"
 
-/* MACHINE_SENDRECV: the index of send/recv in Machine's per-collective
- * figures, after RedistKind's four collectives. */
-enum { MACHINE_MAX_GEMM = 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 5, MACHINE_SENDRECV = 4 };
+/* The indices of send/recv and of the fused buckets' non-blocking
+ * all-reduce in Machine's per-collective figures, after RedistKind's four
+ * collectives. */
+enum { MACHINE_MAX_GEMM = 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
+       MACHINE_IALLREDUCE = 5 };
 
 /* One measured matrix product: C[M,N] = op(A)[M,K] op(B)[K,N]. */
 typedef struct GemmRate {
@@ -79,7 +81,8 @@ struct Machine {
 	double latency;        /* seconds per communication round, alpha (5e-6) */
 	double memory_limit;   /* bytes per device for dynamic_programming; 0: none (80e9) */
 	/* per collective kind (RedistKind order: allreduce, reduce_scatter,
-	 * allgather, alltoall) and send/recv [4]: ring-model latency per
+	 * allgather, alltoall), send/recv [4] and a fused bucket's
+	 * non-blocking all-reduce [5]: ring-model latency per
 	 * round and bandwidth per sent byte as `netc calibrate` fits them;
 	 * latency < 0, bandwidth 0: unset, the general figures above */
 	double coll_latency[MACHINE_COLL_KINDS], coll_bandwidth[MACHINE_COLL_KINDS];
@@ -92,7 +95,7 @@ typedef struct Machine Machine;
 void machine_defaults(Machine *m);
 /* One `key = value`. Keys: flops, bandwidth (beta), latency (alpha),
  * memory_limit (memory); COLL.latency and COLL.bandwidth for COLL in
- * allreduce, reduce_scatter, allgather, alltoall, sendrecv; and per
+ * allreduce, reduce_scatter, allgather, alltoall, sendrecv, iallreduce; and per
  * profile, optionally prefixed `npR.` (measured with R ranks at once):
  * flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes,
  * op_overhead, rand_rate, mac_rate, op.NAME (an operator's elements/s),

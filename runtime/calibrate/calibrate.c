@@ -15,7 +15,8 @@
  *   rand_rate N, mac_rate N          the synthetic dataset's normal draws and
  *                                    its teacher's double multiply-adds
  *   coll KIND G BYTES SECONDS        one collective of the runtime (allreduce,
- *                                    allgather, reduce_scatter, alltoall;
+ *                                    allgather, reduce_scatter, alltoall,
+ *                                    iallreduce: the fused buckets';
  *                                    sendrecv: one way of a ping-pong) in
  *                                    the world of G ranks, BYTES per rank
  *
@@ -31,6 +32,7 @@
 
 #include "../kernels.h"
 #include "../netrt.h"
+#include "../spmd.h"
 
 /* MPI calls outside the runtime (before nrt_init and after nrt_finalize) */
 #define CHECK_MPI(call)                                                                              \
@@ -303,8 +305,12 @@ static void measure_compute(FILE *gemms, bool root)
 
 /* ---- communication ------------------------------------------------------------- */
 
-typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL, C_SENDRECV, C_KINDS } CollKind;
-static const char *const coll_name[C_KINDS] = {"allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"};
+/* C_IALLREDUCE: the non-blocking all-reduce of a fused gradient bucket,
+ * started and waited for at once (Open MPI's is another algorithm, and
+ * slower, than its blocking one) */
+typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL, C_SENDRECV, C_IALLREDUCE, C_KINDS } CollKind;
+static const char *const coll_name[C_KINDS] = {"allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv",
+                                               "iallreduce"};
 
 typedef struct Coll {
 	CollKind kind;
@@ -320,6 +326,12 @@ static void coll_work(void *p)
 	NrtComm *w = nrt_comm_world();
 	switch (c->kind) {
 	case C_ALLREDUCE: nrt_allreduce(w, NRT_F32, NRT_SUM, c->send, c->n); break;
+	case C_IALLREDUCE: {
+		NrtRequest req = {0};
+		nrt_iallreduce(w, NRT_F32, NRT_SUM, c->send, c->n, &req);
+		nrt_wait_request(&req);
+		break;
+	}
 	case C_ALLGATHER: nrt_allgather(w, NRT_F32, c->send, c->n, c->recv); break;
 	case C_REDUCE_SCATTER: nrt_reduce_scatter(w, NRT_F32, NRT_SUM, c->send, c->n / c->size, c->recv); break;
 	case C_ALLTOALL: nrt_alltoall(w, NRT_F32, c->send, c->n / c->size, c->recv); break;

@@ -37,7 +37,7 @@ else
 fi
 for key in flops scalar_flops mem_bandwidth op_overhead rand_rate np2.flops np2.mem_bandwidth \
 	allreduce.latency allreduce.bandwidth allgather.bandwidth reduce_scatter.bandwidth alltoall.bandwidth \
-	sendrecv.bandwidth op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
+	sendrecv.bandwidth iallreduce.bandwidth op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
 	grep -q "^$key = " "$work/m.txt" || bad "calibrate: no '$key' in the machine file"
 done
 ok "calibrate: the figures and mlp's matrix sizes (stand-alone and 2-rank) are there"
@@ -90,7 +90,7 @@ awk -v a="$t" -v b="$t2" 'BEGIN { d = b - a; exit !(d > 0.5e-6 && d < 0.53e-6) }
 # 3. doubling the bandwidth of every collective, latency 0: half the communication
 machine_bw() { # FILE BANDWIDTH
 	: >"$1"
-	for c in allreduce reduce_scatter allgather alltoall sendrecv; do
+	for c in allreduce reduce_scatter allgather alltoall sendrecv iallreduce; do
 		printf '%s.latency = 0\n%s.bandwidth = %s\n' "$c" "$c" "$2" >>"$1"
 	done
 }
@@ -110,6 +110,26 @@ n=$("$NETC" explain --machine "$work/lat.txt" samples/mlp.net -D device_num=2 -D
 # data_parallel on 2 ranks: only all-reduces, each 2(g - 1) = 2 rounds
 awk -v s="${n% *}" -v k="${n#* }" 'BEGIN { exit !(k > 0 && s / (k * 2e-3) > 0.999 && s / (k * 2e-3) < 1.001) }' &&
 	ok "latency: $n collectives x 2 rounds x 1 ms" || bad "latency: '$n'"
+
+# with a calibrated machine a fused gradient bucket is one collective, as
+# the program runs it: explain's count is --comm-stats' per step, and the
+# bucket pays iallreduce's latency (2 rounds of 2 ms) once
+printf 'mem_bandwidth = 1e10\nallreduce.latency = 1e-3\nallreduce.bandwidth = 1e30\niallreduce.latency = 2e-3\niallreduce.bandwidth = 1e30\n' >"$work/fused.txt"
+DP="-D device_num=2 -D parallel_mode=data_parallel"
+# shellcheck disable=SC2086
+n=$("$NETC" explain --machine "$work/fused.txt" samples/mlp.net $DP 2>/dev/null |
+	sed -n 's/^totals per device per step: .*communication \([^ ]*\) s (\([0-9]*\) collectives.*/\1 \2/p')
+# shellcheck disable=SC2086
+"$NETC" build samples/mlp.net $DP -o "$work/mlp2" 2>/dev/null &&
+	stats=$(timeout 120 tests/e2e/mpirun.sh -np 2 "$work/mlp2" --steps 2 --quiet --comm-stats 2>&1)
+runtime=$(echo "$stats" | sed -n 's/^comm per step: \(.*\), [0-9]* bytes$/\1/p' | tr -cs '0-9.' ' ' |
+	awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
+# one bucket (4 ms) and the loss's blocking all-reduce (2 ms)
+if [ "${n#* }" = "$runtime" ] && awk -v s="${n% *}" 'BEGIN { exit !(s > 0.005999 && s < 0.006001) }'; then
+	ok "fused bucket: $runtime collectives a step as the program, ${n% *} s"
+else
+	bad "fused bucket: explain '$n', the program $runtime collectives ($stats)"
+fi
 
 # 4. malformed machine files: file:line:col, the line, a caret; exit 1
 expect_err() { # NAME CONTENT PATTERN
