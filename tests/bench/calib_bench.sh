@@ -49,7 +49,8 @@ rows=0 within=0 within10=0
 row() { # row LABEL NP MODEL [-D ...]
 	label=$1 np=$2 model=$3
 	shift 3
-	"$NETC" build "$model" "$@" -o "$work/p" 2>"$work/err" || { echo "calib_bench: $label: build failed" >&2; cat "$work/err" >&2; return; }
+	# the same figures for both: the search chooses by them
+	"$NETC" build --machine "$machine" "$model" "$@" -o "$work/p" 2>"$work/err" || { echo "calib_bench: $label: build failed" >&2; cat "$work/err" >&2; return; }
 	pred=$("$NETC" explain --machine "$machine" "$model" "$@" 2>/dev/null | sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
 	if [ "$np" -eq 1 ]; then
 		timeout 300 "$work/p" --steps "$STEPS" --quiet --log "$work/log.csv" || { echo "calib_bench: $label: run failed" >&2; return; }
@@ -75,6 +76,11 @@ DP="-D device_num=2 -D parallel_mode=data_parallel"
 for s in samples/mlp.net samples/transformer.net samples/wide_deep.net samples/bn_matmul.net; do
 	row "$(basename "$s" .net) data_parallel" 2 "$s" $DP
 done
+# the same without gradient fusion: blocking all-reduces instead of one
+# non-blocking bucket (docs/benchmarks.md: the bucket stalls when the
+# ranks share their cores with other jobs)
+# shellcheck disable=SC2086
+row "mlp data_parallel, no fusion" 2 samples/mlp.net $DP -D 'comm_fusion={openstate=false}'
 row "mlp_hybrid (hybrid_parallel)" 2 samples/mlp_hybrid.net -D device_num=2
 row "transformer_plain auto_parallel" 2 tests/models/transformer_plain.net -D device_num=2 \
 	-D parallel_mode=auto_parallel -D search_mode=dynamic_programming
