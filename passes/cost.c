@@ -455,53 +455,70 @@ static int64_t local_numel(const Value *v)
 
 static const Shape *local_shape(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
 
+/* A matrix product at the table's rate for its local sizes. */
+static double gemm_node_time(const Machine *m, const MachineProfile *p, const Node *n)
+{
+	const Shape *o = local_shape(n->out), *a = local_shape(n->in[0]);
+	int64_t M = o->d[o->rank - 2], N = o->d[o->rank - 1];
+	int64_t K = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
+	double batch = (double)shape_numel(o) / (double)(M * N > 0 ? M * N : 1);
+	return batch * 2.0 * (double)M * (double)N * (double)K /
+	       cost_gemm_rate(m, p, M, N, K, n->attr.transpose_a, n->attr.transpose_b);
+}
+
+/* Bytes an operator moves (inputs and output, local; an update writes its
+ * parameter and states back) and the elements its kernel goes over (the
+ * larger of output and first input: losses, updates, reductions). */
+static double node_traffic(const Node *n, double *elems)
+{
+	double bytes = 0;
+	*elems = n->out ? (double)local_numel(n->out) : 0;
+	for (int i = 0; i < n->nin; i++)
+		bytes += (double)local_numel(n->in[i]) * dtype_size(n->in[i]->dtype);
+	if (n->nin && (double)local_numel(n->in[0]) > *elems)
+		*elems = (double)local_numel(n->in[0]);
+	if (op_info[n->op].flags & OPF_UPDATE)
+		bytes = 2 * bytes - (n->nin > 1 ? (double)local_numel(n->in[1]) * dtype_size(n->in[1]->dtype) : 0);
+	if (n->out)
+		bytes += (double)local_numel(n->out) * dtype_size(n->out->dtype);
+	return bytes;
+}
+
+/* Any other operator: its kernel's measured speed, else its traffic or
+ * its arithmetic, whichever is longer. */
+static double kernel_node_time(const Machine *m, const MachineProfile *p, const Node *n)
+{
+	double elems, bytes = node_traffic(n, &elems);
+	bool large = p->cache_bytes > 0 && bytes > p->cache_bytes && p->dram_bandwidth > 0;
+	double t_mem = large ? bytes / p->dram_bandwidth : p->mem_bandwidth > 0 ? bytes / p->mem_bandwidth : 0;
+	if (p->op_rate[n->op] > 0) {
+		/* measured in cache, so its traffic there is in the rate */
+		double t = elems / p->op_rate[n->op];
+		return large && t_mem > t ? t_mem : t;
+	}
+	/* arithmetic only where the operator does more than one operation an
+	 * element (exp, tanh, erf: gelu's 8, softmax's 5) */
+	double flops = 0;
+	if (n->out) {
+		int64_t full = shape_numel(&n->out->shape);
+		flops = cost_op_flops(n) * (full > 0 ? (double)local_numel(n->out) / (double)full : 1);
+		if (flops <= (double)local_numel(n->out) * 1.5)
+			flops = 0;
+	}
+	double t_ops = flops / (p->scalar_flops > 0 ? p->scalar_flops : m->flops);
+	return t_mem > t_ops ? t_mem : t_ops;
+}
+
 double cost_node_time(const Machine *m, const MachineProfile *p, const Node *n, bool *gemm)
 {
+	bool mm = (n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) && n->out;
 	if (gemm)
-		*gemm = false;
+		*gemm = mm;
 	if (!p || n->op == OP_REDISTRIBUTE || (op_info[n->op].flags & OPF_COMM))
 		return 0; /* collectives: priced as communication */
 	if (n->op == OP_RESHAPE)
 		return p->op_overhead; /* a view or a copy the planner mostly aliases */
-	if ((n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) && n->out) {
-		const Shape *o = local_shape(n->out), *a = local_shape(n->in[0]);
-		int64_t M = o->d[o->rank - 2], N = o->d[o->rank - 1];
-		int64_t K = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
-		double batch = (double)shape_numel(o) / (double)(M * N > 0 ? M * N : 1);
-		if (gemm)
-			*gemm = true;
-		return batch * 2.0 * (double)M * (double)N * (double)K /
-		               cost_gemm_rate(m, p, M, N, K, n->attr.transpose_a, n->attr.transpose_b) +
-		       p->op_overhead;
-	}
-	double bytes = 0, elems = n->out ? (double)local_numel(n->out) : 0;
-	for (int i = 0; i < n->nin; i++)
-		bytes += (double)local_numel(n->in[i]) * dtype_size(n->in[i]->dtype);
-	if (n->nin && (double)local_numel(n->in[0]) > elems)
-		elems = (double)local_numel(n->in[0]); /* losses, updates, gradient reductions */
-	if (op_info[n->op].flags & OPF_UPDATE) /* writes the parameter and its states back */
-		bytes = 2 * bytes - (n->nin > 1 ? (double)local_numel(n->in[1]) * dtype_size(n->in[1]->dtype) : 0);
-	double flops = 0;
-	if (n->out) {
-		bytes += (double)local_numel(n->out) * dtype_size(n->out->dtype);
-		int64_t full = shape_numel(&n->out->shape);
-		flops = cost_op_flops(n) * (full > 0 ? (double)local_numel(n->out) / (double)full : 1);
-	}
-	bool large = p->cache_bytes > 0 && bytes > p->cache_bytes && p->dram_bandwidth > 0;
-	double t_mem = large ? bytes / p->dram_bandwidth : p->mem_bandwidth > 0 ? bytes / p->mem_bandwidth : 0;
-	double t_ops;
-	if (p->op_rate[n->op] > 0) {
-		/* its kernel's measured speed (in cache: the traffic is in it) */
-		t_ops = elems / p->op_rate[n->op];
-		if (!large)
-			t_mem = 0;
-	} else {
-		/* by traffic, or by arithmetic where the operator does more than
-		 * one operation an element (exp, tanh, erf: gelu's 8, softmax's 5) */
-		double extra = n->out && flops > (double)local_numel(n->out) * 1.5 ? flops : 0;
-		t_ops = extra / (p->scalar_flops > 0 ? p->scalar_flops : m->flops);
-	}
-	return (t_mem > t_ops ? t_mem : t_ops) + p->op_overhead;
+	return (mm ? gemm_node_time(m, p, n) : kernel_node_time(m, p, n)) + p->op_overhead;
 }
 
 /* Whether v is `in` through views and conversions (as codegen's roles). */

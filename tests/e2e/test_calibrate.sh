@@ -38,9 +38,10 @@ fi
 for key in flops scalar_flops mem_bandwidth op_overhead rand_rate np2.flops np2.mem_bandwidth \
 	allreduce.latency allreduce.bandwidth allgather.bandwidth reduce_scatter.bandwidth alltoall.bandwidth \
 	sendrecv.bandwidth iallreduce.bandwidth op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
-	grep -q "^$key = " "$work/m.txt" || bad "calibrate: no '$key' in the machine file"
+	grep -q "^$key = " "$work/m.txt" || missing="${missing:-} $key"
 done
-ok "calibrate: the figures and mlp's matrix sizes (stand-alone and 2-rank) are there"
+[ -z "${missing:-}" ] && ok "calibrate: the figures and mlp's matrix sizes (stand-alone and 2-rank) are there" ||
+	bad "calibrate: no$missing in the machine file"
 out=$("$NETC" explain --machine "$work/m.txt" samples/mlp.net -D parallel_mode=stand_alone 2>&1)
 if echo "$out" | grep -q "^machine ($work/m.txt)" && echo "$out" | grep -q "^compute on the calibrated machine (1 rank)"; then
 	ok "explain reads the calibrated file and names it"
