@@ -15,6 +15,7 @@
  *   rand_rate N, mac_rate N          the synthetic dataset (nrt_data_next):
  *                                    values/s of a features input, and the
  *                                    multiply-adds/s of the labels' teacher
+ *   tanh_rate N                      double tanh/s (a regression target each)
  *   coll KIND G BYTES SECONDS        one collective of the runtime (allreduce,
  *                                    allgather, reduce_scatter, alltoall,
  *                                    iallreduce: the fused buckets';
@@ -240,6 +241,20 @@ static void mac_work(void *p)
 	}
 }
 
+typedef struct Tanh {
+	int64_t n;
+	double sink;
+} Tanh;
+
+static void tanh_work(void *p)
+{
+	Tanh *t = p;
+	double s = 0;
+	for (int64_t i = 0; i < t->n; i++)
+		s += tanh(s * 1e-9 + (double)i * 1e-3);
+	t->sink += s;
+}
+
 /* The synthetic dataset as a program runs it (nrt_data_next): a features
  * input of B x F, alone and with labels made from it by the teacher (C
  * classes): the first gives the random numbers/s with the copying into
@@ -333,6 +348,10 @@ static void measure_compute(FILE *gemms, bool root)
 	}
 	if (root)
 		printf("rand_rate %.6g\nmac_rate %.6g\n", (double)(B * F) / tf, mac);
+	Tanh th = {quick ? 256 : 4096, 0};
+	double tt = time_work(tanh_work, &th);
+	if (root)
+		printf("tanh_rate %.6g\n", (double)th.n / tt);
 }
 
 /* ---- communication ------------------------------------------------------------- */
