@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/calibrate.h"
 #include "codegen/target.h"
 #include "ir/dot.h"
 #include "passes/cost.h"
@@ -32,11 +33,16 @@ typedef struct Args {
 	bool fold;               /* dot --fold: repeated blocks drawn once */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
+	int np;                  /* calibrate --np N */
+	bool quick;              /* calibrate --quick */
+	char **files;            /* calibrate: the models (any number) */
+	int nfiles;
 } Args;
 
 static void usage(FILE *out)
 {
 	fputs("usage: netc COMMAND FILE.net [options]\n"
+	      "       netc calibrate [-o machine.txt] [--np N] [--quick] [MODEL.net ...]\n"
 	      "\n"
 	      "commands:\n"
 	      "  check FILE            parse, validate and infer shapes; report every error\n"
@@ -45,6 +51,9 @@ static void usage(FILE *out)
 	      "  build FILE -o PROG    compile to a standalone training program\n"
 	      "  explain FILE          the chosen strategies, layouts, communication and predicted\n"
 	      "                        costs per operator (docs/auto_parallel.md)\n"
+	      "  calibrate [MODEL...]  measure this host (matrix products at the models' sizes,\n"
+	      "                        memory, collectives over mpirun) and write a --machine file\n"
+	      "                        (docs/calibration.md)\n"
 	      "\n"
 	      "options:\n"
 	      "  -D KEY=VALUE          override a parallel setting (as set_auto_parallel_context);\n"
@@ -64,7 +73,9 @@ static void usage(FILE *out)
 	      "                        precision_late, fusion, strategy_ckpt, memplan, or all)\n"
 	      "      --why OP          explain: OP's candidate strategies and their costs\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
-	      "      --machine FILE    cost-model constants, key = value lines\n"
+	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
+	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
+	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
 	      "      --memory-limit B  bytes per device for search_mode = dynamic_programming\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
@@ -75,7 +86,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD };
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION, OPT_NO_SHARE };
 
 static bool is_pass_name(const char *s)
@@ -109,10 +120,12 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"machine", required_argument, 0, OPT_MACHINE},
 		{"cost", required_argument, 0, OPT_COST},
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
+		{"np", required_argument, 0, OPT_NP},
+		{"quick", no_argument, 0, OPT_QUICK},
 		{0, 0, 0, 0},
 	};
 	int c;
-	char err[512];
+	char err[1600];
 	machine_defaults(&a->machine);
 	while ((c = getopt_long(argc, argv, "hvD:o:T:", opts, NULL)) != -1) {
 		switch (c) {
@@ -144,13 +157,25 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_WHY: a->why = optarg; break;
 		case OPT_SCHEDULE: a->schedule = true; break;
 		case OPT_FOLD: a->fold = true; break;
+		case OPT_NP: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > 4096) {
+				fprintf(stderr, "netc: --np needs a rank count from 1 to 4096, not '%s'\n", optarg);
+				return EXIT_USER;
+			}
+			a->np = (int)v;
+			break;
+		}
+		case OPT_QUICK: a->quick = true; break;
 		case OPT_MACHINE:
 		case OPT_COST:
 		case OPT_MEMORY_LIMIT:
 			if (!(c == OPT_MACHINE           ? machine_load(&a->machine, optarg, err, sizeof err)
 			      : c == OPT_COST            ? machine_parse_list(&a->machine, optarg, err, sizeof err)
 			                                 : machine_set(&a->machine, "memory_limit", optarg, err, sizeof err))) {
-				fprintf(stderr, "netc: %s\n", err);
+				/* a file's errors come as file:line:col: error: ... */
+				fprintf(stderr, c == OPT_MACHINE && strncmp(err, "cannot", 6) != 0 ? "%s\n" : "netc: %s\n", err);
 				return EXIT_USER;
 			}
 			a->machine_set = true;
@@ -167,6 +192,12 @@ static int parse_args(int argc, char **argv, Args *a)
 			break;
 		default: usage(stderr); return EXIT_USER;
 		}
+	}
+	if (optind < argc && strcmp(argv[optind], "calibrate") == 0) {
+		a->command = argv[optind];
+		a->files = argv + optind + 1;
+		a->nfiles = argc - optind - 1;
+		return -1;
 	}
 	if (argc - optind != 2) {
 		usage(stderr);
@@ -211,7 +242,7 @@ static int run(Compilation *c, Args *a)
 		if (strcmp(a->command, commands[i].name) == 0)
 			cmd = i;
 	if (cmd < 0) {
-		fprintf(stderr, "netc: unknown command '%s' (commands: check, dump, dot, build, explain)\n", a->command);
+		fprintf(stderr, "netc: unknown command '%s' (commands: check, dump, dot, build, explain, calibrate)\n", a->command);
 		return EXIT_USER;
 	}
 	if (cmd == 3 && !a->output) {
@@ -266,6 +297,15 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc >= 0)
 		return rc;
+	if (strcmp(a.command, "calibrate") == 0) {
+		if (a.machine_set)
+			fprintf(stderr, "netc: warning: --machine, --cost and --memory-limit have no effect on calibrate\n");
+		CalibOptions o = {.output = a.output, .np = a.np, .quick = a.quick, .models = (const char *const *)a.files,
+		                  .nmodels = a.nfiles, .defines = a.defines, .ndefines = a.ndefines};
+		return netc_calibrate(&o);
+	}
+	if (a.np || a.quick)
+		fprintf(stderr, "netc: warning: --np and --quick apply to calibrate only; ignored by %s\n", a.command);
 	Compilation c;
 	compilation_init(&c);
 	rc = run(&c, &a);

@@ -16,19 +16,23 @@
 
 void machine_defaults(Machine *m)
 {
+	memset(m, 0, sizeof *m);
 	m->flops = 100e12;
 	m->bandwidth = 100e9;
 	m->latency = 5e-6;
 	m->memory_limit = 80e9;
+	for (int k = 0; k < MACHINE_COLL_KINDS; k++) /* unset: the general figures (0 is a latency) */
+		m->coll_latency[k] = -1;
 }
 
-static bool parse_number(const char *s, double *out)
+/* The offset where a number stops being one: -1 when it is one. */
+static int parse_number(const char *s, double *out)
 {
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
 	if (end == s || errno)
-		return false;
+		return 0;
 	while (isspace((unsigned char)*end))
 		end++;
 	double scale = 1;
@@ -41,13 +45,58 @@ static bool parse_number(const char *s, double *out)
 	}
 	while (isspace((unsigned char)*end))
 		end++;
-	if (*end || !(v >= 0) || !isfinite(v))
-		return false;
+	if (*end)
+		return (int)(end - s);
+	if (!(v >= 0) || !isfinite(v))
+		return 0;
 	*out = v * scale;
+	return -1;
+}
+
+static MachineProfile *profile_for(Machine *m, int ranks)
+{
+	for (int i = 0; i < m->nprof; i++)
+		if (m->prof[i].ranks == ranks)
+			return &m->prof[i];
+	if (m->nprof == MACHINE_MAX_PROFILES)
+		return NULL;
+	MachineProfile *p = &m->prof[m->nprof++];
+	memset(p, 0, sizeof *p);
+	p->ranks = ranks;
+	return p;
+}
+
+static const char *const coll_names[MACHINE_COLL_KINDS] = {"allreduce", "reduce_scatter", "allgather", "alltoall",
+                                                           "sendrecv",  "iallreduce"};
+
+/* "nt.64x784x256" into e; false if it is not one. */
+static bool parse_gemm_key(const char *k, GemmRate *e)
+{
+	if (strlen(k) < 4 || (k[0] != 'n' && k[0] != 't') || (k[1] != 'n' && k[1] != 't') || k[2] != '.')
+		return false;
+	e->ta = k[0] == 't';
+	e->tb = k[1] == 't';
+	long long d[3];
+	char tail;
+	if (sscanf(k + 3, "%lldx%lldx%lld%c", &d[0], &d[1], &d[2], &tail) != 3)
+		return false;
+	if (d[0] < 1 || d[1] < 1 || d[2] < 1)
+		return false;
+	e->m = d[0], e->n = d[1], e->k = d[2];
 	return true;
 }
 
-bool machine_set(Machine *m, const char *key, const char *value, char *err, size_t errlen)
+/* Any operator by name (op_lookup knows only those a model may write). */
+static Op any_op(const char *name)
+{
+	for (int i = 0; i < OP_COUNT; i++)
+		if (strcmp(op_info[i].name, name) == 0)
+			return (Op)i;
+	return OP_COUNT;
+}
+
+/* The double a key names, or NULL (err set). */
+static double *machine_field(Machine *m, const char *key, bool *positive, char *err, size_t errlen)
 {
 	static const struct {
 		const char *name;
@@ -62,21 +111,111 @@ bool machine_set(Machine *m, const char *key, const char *value, char *err, size
 		{"memory_limit", offsetof(Machine, memory_limit), false},
 		{"memory", offsetof(Machine, memory_limit), false},
 	};
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		if (strcmp(keys[i].name, key) != 0)
-			continue;
-		double v;
-		if (!parse_number(value, &v) || (keys[i].positive && v <= 0)) {
-			snprintf(err, errlen, "'%s' needs a %s number (e.g. 1e9 or 25G), not '%s'", key,
-			         keys[i].positive ? "positive" : "non-negative", value);
-			return false;
-		}
-		*(double *)((char *)m + keys[i].off) = v;
-		return true;
+	static const struct {
+		const char *name;
+		size_t off;
+	} pkeys[] = {
+		{"flops", offsetof(MachineProfile, flops)},
+		{"scalar_flops", offsetof(MachineProfile, scalar_flops)},
+		{"mem_bandwidth", offsetof(MachineProfile, mem_bandwidth)},
+		{"dram_bandwidth", offsetof(MachineProfile, dram_bandwidth)},
+		{"cache_bytes", offsetof(MachineProfile, cache_bytes)},
+		{"op_overhead", offsetof(MachineProfile, op_overhead)},
+		{"rand_rate", offsetof(MachineProfile, rand_rate)},
+		{"mac_rate", offsetof(MachineProfile, mac_rate)},
+		{"tanh_rate", offsetof(MachineProfile, tanh_rate)},
+	};
+	*positive = false;
+	int ranks = 1, used = 0;
+	bool prefixed = sscanf(key, "np%d.%n", &ranks, &used) == 1 && used > 0;
+	const char *k = prefixed ? key + used : key;
+	if (prefixed && (ranks < 1 || ranks > 1 << 20)) {
+		snprintf(err, errlen, "'%s': the rank count after 'np' must be at least 1", key);
+		return NULL;
 	}
-	snprintf(err, errlen, "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit)",
-	         key);
-	return false;
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !prefixed; i++)
+		if (strcmp(keys[i].name, k) == 0) {
+			*positive = keys[i].positive;
+			return (double *)((char *)m + keys[i].off);
+		}
+	for (int c = 0; c < MACHINE_COLL_KINDS && !prefixed; c++) {
+		size_t n = strlen(coll_names[c]);
+		if (strncmp(k, coll_names[c], n) == 0 && k[n] == '.') {
+			if (strcmp(k + n + 1, "latency") == 0)
+				return &m->coll_latency[c];
+			if (strcmp(k + n + 1, "bandwidth") == 0) {
+				*positive = true;
+				return &m->coll_bandwidth[c];
+			}
+		}
+	}
+	GemmRate e;
+	bool gemm = strncmp(k, "gemm.", 5) == 0 && parse_gemm_key(k + 5, &e);
+	Op op = strncmp(k, "op.", 3) == 0 ? any_op(k + 3) : OP_COUNT;
+	bool pkey = gemm || op < OP_COUNT;
+	for (size_t i = 0; i < sizeof pkeys / sizeof pkeys[0] && !pkey; i++)
+		pkey = strcmp(pkeys[i].name, k) == 0 && (prefixed || strcmp(k, "flops") != 0);
+	if (!pkey) {
+		snprintf(err, errlen,
+		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
+		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
+		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, "
+		         "mac_rate, tanh_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
+		         key);
+		return NULL;
+	}
+	MachineProfile *p = profile_for(m, ranks);
+	if (!p) {
+		snprintf(err, errlen, "'%s': more than %d rank counts (npR.) in one machine", key, MACHINE_MAX_PROFILES);
+		return NULL;
+	}
+	*positive = true;
+	if (op < OP_COUNT)
+		return &p->op_rate[op];
+	if (!gemm) {
+		for (size_t i = 0; i < sizeof pkeys / sizeof pkeys[0]; i++)
+			if (strcmp(pkeys[i].name, k) == 0) {
+				*positive = strcmp(k, "op_overhead") != 0;
+				return (double *)((char *)p + pkeys[i].off);
+			}
+	}
+	for (int i = 0; i < p->ngemm; i++) {
+		GemmRate *g = &p->gemm[i];
+		if (g->m == e.m && g->n == e.n && g->k == e.k && g->ta == e.ta && g->tb == e.tb)
+			return &g->flops;
+	}
+	if (p->ngemm == MACHINE_MAX_GEMM) {
+		snprintf(err, errlen, "'%s': more than %d matrix sizes for one rank count", key, MACHINE_MAX_GEMM);
+		return NULL;
+	}
+	p->gemm[p->ngemm] = e;
+	return &p->gemm[p->ngemm++].flops;
+}
+
+/* *at: 0 when the key is at fault, 1 + the offset in value otherwise. */
+static bool machine_set_at(Machine *m, const char *key, const char *value, char *err, size_t errlen, int *at)
+{
+	bool positive;
+	*at = 0;
+	double *field = machine_field(m, key, &positive, err, errlen);
+	if (!field)
+		return false;
+	double v = 0;
+	int bad = parse_number(value, &v);
+	if (bad >= 0 || (positive && v <= 0)) {
+		*at = 1 + (bad > 0 ? bad : 0);
+		snprintf(err, errlen, "'%s' needs a %s number (e.g. 1e9 or 25G), not '%s'", key,
+		         positive ? "positive" : "non-negative", value);
+		return false;
+	}
+	*field = v;
+	return true;
+}
+
+bool machine_set(Machine *m, const char *key, const char *value, char *err, size_t errlen)
+{
+	int at;
+	return machine_set_at(m, key, value, err, errlen, &at);
 }
 
 static char *trim(char *s)
@@ -89,25 +228,47 @@ static char *trim(char *s)
 	return s;
 }
 
-static bool set_pair(Machine *m, char *item, char *err, size_t errlen)
+/* *col: 0-based column in item where it went wrong. */
+static bool set_pair(Machine *m, char *item, char *err, size_t errlen, int *col)
 {
 	char *eq = strchr(item, '=');
+	char *k = item;
+	while (isspace((unsigned char)*k))
+		k++;
+	*col = (int)(k - item);
 	if (!eq) {
-		snprintf(err, errlen, "expected key=value, not '%s'", trim(item));
+		snprintf(err, errlen, "expected key = value, not '%s'", trim(item));
 		return false;
 	}
 	*eq = 0;
-	return machine_set(m, trim(item), trim(eq + 1), err, errlen);
+	char *v = eq + 1;
+	while (isspace((unsigned char)*v))
+		v++;
+	int at;
+	bool ok = machine_set_at(m, trim(item), trim(v), err, errlen, &at);
+	if (!ok && at > 0)
+		*col = (int)(v - item) + at - 1;
+	return ok;
 }
 
 bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
 {
 	char *copy = xstrdup(list), *save = NULL;
 	bool ok = true;
+	int col;
 	for (char *it = strtok_r(copy, ",", &save); it && ok; it = strtok_r(NULL, ",", &save))
-		ok = set_pair(m, it, err, errlen);
+		ok = set_pair(m, it, err, errlen, &col);
 	free(copy);
 	return ok;
+}
+
+/* `file:line:col: error: msg`, the line and a caret under col. */
+static void file_error(char *err, size_t errlen, const char *path, int lineno, const char *line, int col,
+                       const char *msg)
+{
+	int n = (int)strcspn(line, "\r\n");
+	snprintf(err, errlen, "%s:%d:%d: error: %s\n %4d | %.*s\n      | %*s^", path, lineno, col + 1, msg, lineno, n,
+	         line, col, "");
 }
 
 bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
@@ -121,8 +282,8 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 			close(fd);
 		return false;
 	}
-	/* a machine file is a few lines: refuse devices (/dev/zero would be
-	 * read forever) and anything past a megabyte */
+	/* a machine file is a few hundred lines: refuse devices (/dev/zero
+	 * would be read forever) and anything past a megabyte */
 	struct stat st;
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
 		snprintf(err, errlen, "cannot read '%s': %s", path,
@@ -130,22 +291,69 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 		fclose(f);
 		return false;
 	}
-	char line[512], msg[400];
+	char line[512], work[512], msg[600];
 	int lineno = 0;
 	bool ok = true;
 	while (ok && fgets(line, sizeof line, f)) {
 		lineno++;
-		char *hash = strchr(line, '#');
+		if (!strchr(line, '\n') && !feof(f)) {
+			file_error(err, errlen, path, lineno, line, (int)sizeof line - 2, "line longer than 510 characters");
+			ok = false;
+			break;
+		}
+		memcpy(work, line, sizeof line);
+		char *hash = strchr(work, '#');
 		if (hash)
 			*hash = 0;
-		char *t = trim(line);
+		char *t = work;
+		while (isspace((unsigned char)*t))
+			t++;
 		if (!*t)
 			continue;
-		if (!(ok = set_pair(m, t, msg, sizeof msg)))
-			snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+		int col;
+		if (!(ok = set_pair(m, work, msg, sizeof msg, &col)))
+			file_error(err, errlen, path, lineno, line, col, msg);
 	}
 	fclose(f);
+	if (ok)
+		snprintf(m->source, sizeof m->source, "%s", path);
 	return ok;
+}
+
+bool machine_calibrated(const Machine *m)
+{
+	for (int i = 0; i < m->nprof; i++) {
+		const MachineProfile *p = &m->prof[i];
+		if (p->ngemm || p->mem_bandwidth > 0 || p->op_overhead > 0 || p->scalar_flops > 0 || p->rand_rate > 0)
+			return true;
+		for (int o = 0; o < OP_COUNT; o++)
+			if (p->op_rate[o] > 0)
+				return true;
+	}
+	return false;
+}
+
+const MachineProfile *machine_profile(const Machine *m, int64_t ranks)
+{
+	const MachineProfile *one = NULL;
+	for (int i = 0; i < m->nprof; i++) {
+		if (m->prof[i].ranks == ranks)
+			return &m->prof[i];
+		if (m->prof[i].ranks == 1)
+			one = &m->prof[i];
+	}
+	return one;
+}
+
+double machine_latency(const Machine *m, int kind)
+{
+	return kind >= 0 && kind < MACHINE_COLL_KINDS && m->coll_latency[kind] >= 0 ? m->coll_latency[kind] : m->latency;
+}
+
+double machine_bandwidth(const Machine *m, int kind)
+{
+	return kind >= 0 && kind < MACHINE_COLL_KINDS && m->coll_bandwidth[kind] > 0 ? m->coll_bandwidth[kind]
+	                                                                            : m->bandwidth;
 }
 
 /* ---- computation ------------------------------------------------------------ */
@@ -195,7 +403,175 @@ int64_t cost_used_devices(const Node *n, const ShardResult *r)
 double cost_compute(const Machine *m, const Node *n, const ShardResult *r, bool training)
 {
 	double f = cost_op_flops(n) / (double)cost_used_devices(n, r);
-	return (training ? 3 : 1) * f / m->flops;
+	const MachineProfile *p = machine_calibrated(m) ? machine_profile(m, cost_ranks(r)) : NULL;
+	if (!p)
+		return (training ? 3 : 1) * f / m->flops;
+	/* the calibrated figures: a matrix product at its measured rate for
+	 * the local sizes, the rest by arithmetic, plus the fixed overhead of
+	 * each of the ~3 operators it becomes when training */
+	double rate = p->scalar_flops > 0 ? p->scalar_flops : m->flops;
+	if ((n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) && r->out && r->in[0]) {
+		const Shape *o = &r->out->slice, *a = &r->in[0]->slice;
+		int64_t k = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
+		rate = cost_gemm_rate(m, p, o->d[o->rank - 2], o->d[o->rank - 1], k, n->attr.transpose_a, n->attr.transpose_b);
+	}
+	return (training ? 3 : 1) * (f / rate + p->op_overhead);
+}
+
+int64_t cost_ranks(const ShardResult *r)
+{
+	const Layout *l = r->out ? r->out : r->in[0];
+	if (!l)
+		return 1;
+	int64_t d = 1;
+	for (int i = 0; i < l->ndev; i++)
+		d *= l->dev[i];
+	return d;
+}
+
+double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int64_t N, int64_t K, bool ta, bool tb)
+{
+	double fallback = p && p->flops > 0 ? p->flops : m->flops;
+	if (!p || p->ngemm == 0)
+		return fallback;
+	const GemmRate *best = NULL;
+	double bestd = INFINITY;
+	for (int i = 0; i < p->ngemm; i++) {
+		const GemmRate *g = &p->gemm[i];
+		/* log distance; a different transpose costs a little, so the
+		 * same sizes transposed win over a neighbouring size */
+		double d = fabs(log((double)g->m / (double)M)) + fabs(log((double)g->n / (double)N)) +
+		           fabs(log((double)g->k / (double)K)) + 1e-3 * ((g->ta != ta) + (g->tb != tb));
+		if (d < bestd) {
+			bestd = d;
+			best = &p->gemm[i];
+		}
+	}
+	return best->flops > 0 ? best->flops : fallback;
+}
+
+static int64_t local_numel(const Value *v)
+{
+	return v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape);
+}
+
+static const Shape *local_shape(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
+
+/* A matrix product at the table's rate for its local sizes. */
+static double gemm_node_time(const Machine *m, const MachineProfile *p, const Node *n)
+{
+	const Shape *o = local_shape(n->out), *a = local_shape(n->in[0]);
+	int64_t M = o->d[o->rank - 2], N = o->d[o->rank - 1];
+	int64_t K = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
+	double batch = (double)shape_numel(o) / (double)(M * N > 0 ? M * N : 1);
+	return batch * 2.0 * (double)M * (double)N * (double)K /
+	       cost_gemm_rate(m, p, M, N, K, n->attr.transpose_a, n->attr.transpose_b);
+}
+
+/* Bytes an operator moves (inputs and output, local; an update writes its
+ * parameter and states back) and the elements its kernel goes over (the
+ * larger of output and first input: losses, updates, reductions). */
+static double node_traffic(const Node *n, double *elems)
+{
+	double bytes = 0;
+	*elems = n->out ? (double)local_numel(n->out) : 0;
+	for (int i = 0; i < n->nin; i++)
+		bytes += (double)local_numel(n->in[i]) * dtype_size(n->in[i]->dtype);
+	if (n->nin && (double)local_numel(n->in[0]) > *elems)
+		*elems = (double)local_numel(n->in[0]);
+	if (op_info[n->op].flags & OPF_UPDATE)
+		bytes = 2 * bytes - (n->nin > 1 ? (double)local_numel(n->in[1]) * dtype_size(n->in[1]->dtype) : 0);
+	if (n->out)
+		bytes += (double)local_numel(n->out) * dtype_size(n->out->dtype);
+	return bytes;
+}
+
+/* Any other operator: its kernel's measured speed, else its traffic or
+ * its arithmetic, whichever is longer. */
+static double kernel_node_time(const Machine *m, const MachineProfile *p, const Node *n)
+{
+	double elems, bytes = node_traffic(n, &elems);
+	bool large = p->cache_bytes > 0 && bytes > p->cache_bytes && p->dram_bandwidth > 0;
+	double t_mem = large ? bytes / p->dram_bandwidth : p->mem_bandwidth > 0 ? bytes / p->mem_bandwidth : 0;
+	if (p->op_rate[n->op] > 0) {
+		/* measured in cache, so its traffic there is in the rate */
+		double t = elems / p->op_rate[n->op];
+		return large && t_mem > t ? t_mem : t;
+	}
+	/* arithmetic only where the operator does more than one operation an
+	 * element (exp, tanh, erf: gelu's 8, softmax's 5) */
+	double flops = 0;
+	if (n->out) {
+		int64_t full = shape_numel(&n->out->shape);
+		flops = cost_op_flops(n) * (full > 0 ? (double)local_numel(n->out) / (double)full : 1);
+		if (flops <= (double)local_numel(n->out) * 1.5)
+			flops = 0;
+	}
+	double t_ops = flops / (p->scalar_flops > 0 ? p->scalar_flops : m->flops);
+	return t_mem > t_ops ? t_mem : t_ops;
+}
+
+double cost_node_time(const Machine *m, const MachineProfile *p, const Node *n, bool *gemm)
+{
+	bool mm = (n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL) && n->out;
+	if (gemm)
+		*gemm = mm;
+	if (!p || n->op == OP_REDISTRIBUTE || (op_info[n->op].flags & OPF_COMM))
+		return 0; /* collectives: priced as communication */
+	if (n->op == OP_RESHAPE)
+		return p->op_overhead; /* a view or a copy the planner mostly aliases */
+	return (mm ? gemm_node_time(m, p, n) : kernel_node_time(m, p, n)) + p->op_overhead;
+}
+
+/* Whether v is `in` through views and conversions (as codegen's roles). */
+static bool comes_from(const Value *v, const Value *in)
+{
+	while (v != in && v->def && (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_RESHAPE || v->def->op == OP_CAST))
+		v = v->def->in[0];
+	return v == in;
+}
+
+/* The synthetic dataset's work for one input (runtime/data.c): features
+ * and tokens draw a random number per element of each local sample;
+ * labels of a cross-entropy (C classes) and targets of a squared error
+ * (K values) multiply each sample of their float source (F values) by a
+ * teacher, F*C or F*K multiply-adds, and a target is the tanh of its
+ * sum. */
+static double input_time(const MachineProfile *p, const Graph *g, const Value *in)
+{
+	const Shape *l = local_shape(in);
+	double samples = l->rank ? (double)l->d[0] : 1;
+	double per = in->shape.rank ? (double)shape_numel(&in->shape) / (double)(in->shape.d[0] ? in->shape.d[0] : 1) : 1;
+	const Value *src = NULL;
+	for (int i = 0; i < g->ninputs && !src; i++)
+		if (g->inputs[i] != in && dtype_is_float(g->inputs[i]->dtype))
+			src = g->inputs[i];
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD || n->nin < 2 || !comes_from(n->in[1], in))
+			continue;
+		int64_t outs = n->in[0]->shape.rank ? n->in[0]->shape.d[n->in[0]->shape.rank - 1] : 1;
+		if ((n->op == OP_SOFTMAX_CROSS_ENTROPY || n->op == OP_MSE_LOSS) && src && p->mac_rate > 0) {
+			double f = (double)shape_numel(&src->shape) / (double)(src->shape.d[0] ? src->shape.d[0] : 1);
+			double t = samples * f * (double)outs / p->mac_rate;
+			if (n->op == OP_MSE_LOSS && p->tanh_rate > 0) /* target = tanh(teacher . x) */
+				t += samples * per / p->tanh_rate;
+			return t;
+		}
+		if (n->op == OP_SOFTMAX_CROSS_ENTROPY || n->op == OP_MSE_LOSS)
+			return 0; /* from tokens: a few operations per label */
+	}
+	return samples * per / p->rand_rate;
+}
+
+double cost_input_time(const MachineProfile *p, const Graph *g)
+{
+	if (!p || p->rand_rate <= 0)
+		return 0;
+	double t = 0;
+	for (int i = 0; i < g->ninputs; i++)
+		t += input_time(p, g, g->inputs[i]);
+	return t;
 }
 
 /* ---- communication ------------------------------------------------------------ */
@@ -211,7 +587,8 @@ double cost_allreduce(const Machine *m, int64_t bytes, int64_t g)
 {
 	if (g <= 1)
 		return 0;
-	return m->latency * (double)cost_rounds(RS_ALLREDUCE, g) + (double)bytes / m->bandwidth;
+	return machine_latency(m, RS_ALLREDUCE) * (double)cost_rounds(RS_ALLREDUCE, g) +
+	       (double)bytes / machine_bandwidth(m, RS_ALLREDUCE);
 }
 
 unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)
@@ -243,7 +620,8 @@ double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, in
 	int64_t b = 2 * (g - 1) * slice / g;
 	if (bytes)
 		*bytes = b;
-	return m->latency * (double)cost_rounds(RS_ALLREDUCE, g) + (double)b / m->bandwidth;
+	return machine_latency(m, RS_ALLREDUCE) * (double)cost_rounds(RS_ALLREDUCE, g) +
+	       (double)b / machine_bandwidth(m, RS_ALLREDUCE);
 }
 
 double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states)
@@ -384,7 +762,8 @@ double cost_plan_time(const Machine *m, const RedistPlan *p)
 	for (int s = 0; s < p->n; s++) {
 		const RedistStep *st = &p->steps[s];
 		int64_t g = layout_group_size(st->from, st->axes);
-		t += m->latency * (double)cost_rounds(st->kind, g) + (double)st->send_bytes / m->bandwidth;
+		t += machine_latency(m, st->kind) * (double)cost_rounds(st->kind, g) +
+		     (double)st->send_bytes / machine_bandwidth(m, st->kind);
 	}
 	return t;
 }

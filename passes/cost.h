@@ -29,7 +29,12 @@
  *
  * The constants come from a Machine: defaults describe one GPU node
  * (100 TFLOP/s, 100 GB/s, 5 us per round); `--machine FILE` (key = value
- * lines) and `--cost k=v,...` override them (docs/auto_parallel.md). */
+ * lines, written by `netc calibrate`) and `--cost k=v,...` override them
+ * (docs/calibration.md). A calibrated machine also prices what the
+ * compiled program runs per operator (cost_node_time): matrix products
+ * from a table of measured sizes, other operators by memory traffic or
+ * arithmetic, a fixed overhead per operator, the synthetic input batch,
+ * and each collective kind with its own latency and bandwidth. */
 #ifndef NETC_COST_H
 #define NETC_COST_H
 #include <stdbool.h>
@@ -38,29 +43,103 @@
 
 #include "../ir/sharding.h"
 
+/* The indices of send/recv and of the fused buckets' non-blocking
+ * all-reduce in Machine's per-collective figures, after RedistKind's four
+ * collectives. */
+enum { MACHINE_MAX_GEMM = 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
+       MACHINE_IALLREDUCE = 5 };
+
+/* One measured matrix product: C[M,N] = op(A)[M,K] op(B)[K,N]. */
+typedef struct GemmRate {
+	int64_t m, n, k;
+	bool ta, tb;           /* transposed operands, as the runtime's nrt_gemm */
+	double flops;          /* FLOP/s measured (2MNK / seconds) */
+} GemmRate;
+
+/* The compute figures of one device while `ranks` processes run at once
+ * on the measured host (they share its cores and memory: a 2-rank
+ * program's device is slower than a stand-alone one's). Zero: not
+ * measured (the term is left out, or the np = 1 profile's is used). */
+typedef struct MachineProfile {
+	int ranks;             /* processes running at once when measured (1, 2, ...) */
+	double flops;          /* FLOP/s of large matrix products; 0: Machine.flops */
+	double scalar_flops;   /* FLOP/s of the other operators' arithmetic (cost_op_flops counts) */
+	double mem_bandwidth;  /* bytes/s an elementwise kernel streams (reads + writes) in cache */
+	double dram_bandwidth; /* the same past the cache; 0: mem_bandwidth */
+	double cache_bytes;    /* working sets up to this size stream at mem_bandwidth */
+	double op_overhead;    /* seconds each operator of the program costs besides its work */
+	double rand_rate;      /* random numbers/s of the synthetic input generator */
+	double mac_rate;       /* double multiply-adds/s of the synthetic labels' teacher */
+	double tanh_rate;      /* double tanh/s: each synthetic regression target is one */
+	double op_rate[OP_COUNT]; /* elements/s of that operator's kernel (in cache); 0: not measured */
+	int ngemm;
+	GemmRate gemm[MACHINE_MAX_GEMM]; /* measured sizes: cost_gemm_rate looks them up */
+} MachineProfile;
+
 struct Machine {
 	double flops;          /* FLOP/s per device (1e14) */
 	double bandwidth;      /* bytes/s each device sends (1e11) */
 	double latency;        /* seconds per communication round, alpha (5e-6) */
 	double memory_limit;   /* bytes per device for dynamic_programming; 0: none (80e9) */
+	/* per collective kind (RedistKind order: allreduce, reduce_scatter,
+	 * allgather, alltoall), send/recv [4] and a fused bucket's
+	 * non-blocking all-reduce [5]: ring-model latency per
+	 * round and bandwidth per sent byte as `netc calibrate` fits them;
+	 * latency < 0, bandwidth 0: unset, the general figures above */
+	double coll_latency[MACHINE_COLL_KINDS], coll_bandwidth[MACHINE_COLL_KINDS];
+	int nprof;
+	MachineProfile prof[MACHINE_MAX_PROFILES]; /* by ranks; [0] describes 1 rank when calibrated */
+	char source[256];      /* the --machine file, "" for the defaults */
 };
 typedef struct Machine Machine;
 
 void machine_defaults(Machine *m);
-/* One `key = value` (keys: flops, bandwidth (beta), latency (alpha),
- * memory_limit (memory); values may end in k, M, G, T). False with a
- * message in err. */
+/* One `key = value`. Keys: flops, bandwidth (beta), latency (alpha),
+ * memory_limit (memory); COLL.latency and COLL.bandwidth for COLL in
+ * allreduce, reduce_scatter, allgather, alltoall, sendrecv, iallreduce; and per
+ * profile, optionally prefixed `npR.` (measured with R ranks at once):
+ * flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes,
+ * op_overhead, rand_rate, mac_rate, tanh_rate, op.NAME (an operator's elements/s),
+ * gemm.TT.MxNxK (TT: nn, nt, tn, tt); values may end in k, M, G, T.
+ * False with a message in err; *col (may be NULL) gets the 0-based
+ * offset in `value` where it went wrong, -1 when the key is at fault. */
 bool machine_set(Machine *m, const char *key, const char *value, char *err, size_t errlen);
 /* "alpha=1e-6,beta=25e9" */
 bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen);
-/* A machine file: `key = value` lines, `#` comments. */
+/* A machine file: `key = value` lines, `#` comments. An error is
+ * `file:line:col: error: message`, the line and a caret. */
 bool machine_load(Machine *m, const char *path, char *err, size_t errlen);
+/* Whether the file measured more than flops and the network (netc
+ * calibrate's figures): the step time then prices every operator. */
+bool machine_calibrated(const Machine *m);
+/* The figures for a program of `ranks` processes: the profile measured
+ * with that many, else the 1-rank one; NULL when none was measured. */
+const MachineProfile *machine_profile(const Machine *m, int64_t ranks);
+/* FLOP/s of one matrix product of these local sizes: the measured entry
+ * of the same sizes and transposes, else of the same sizes, else the
+ * entry nearest in log M, log N, log K, else the profile's or machine's
+ * flops. */
+double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int64_t N, int64_t K, bool ta, bool tb);
+/* Seconds one operator of the compiled program (forward, backward or
+ * update) takes on one device with the calibrated figures, from its
+ * local slices; `gemm` (may be NULL) is set when it is a matrix product. */
+double cost_node_time(const Machine *m, const MachineProfile *p, const Node *n, bool *gemm);
+/* Seconds per step the synthetic dataset takes to make this rank's batch
+ * (nrt_data_next: normal draws for features, the teacher's products for
+ * labels); 0 without rand_rate. */
+double cost_input_time(const MachineProfile *p, const Graph *g);
+/* Latency per round and bandwidth per byte of one collective kind
+ * (RedistKind; 4: send/recv). */
+double machine_latency(const Machine *m, int kind);
+double machine_bandwidth(const Machine *m, int kind);
 
 /* Forward FLOPs of the whole operator (all devices together). */
 double cost_op_flops(const Node *n);
 /* Devices a laid-out operator really uses (device_num over its repeat
  * axes), from its rule's result. */
 int64_t cost_used_devices(const Node *n, const ShardResult *r);
+/* Devices of the grid r lays its operator out on (1: no layout). */
+int64_t cost_ranks(const ShardResult *r);
 /* Seconds per step of computation on one device. */
 double cost_compute(const Machine *m, const Node *n, const ShardResult *r, bool training);
 

@@ -8,6 +8,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
+#include "fusion.h"
 #include "redistribute.h"
 #include "search.h"
 
@@ -32,6 +33,59 @@ static Strategy used_strategy(Compilation *c, const Node *n)
 	return n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(&c->arena, n);
 }
 
+/* With measured figures the step is what the program runs: every
+ * operator of the forward, backward and update at its local sizes, and
+ * the synthetic batch (the search's model, forward x 3, stays the
+ * objective's; explain prints how far the two are apart). */
+static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *t)
+{
+	Graph *g = c->g;
+	t->calibrated = true;
+	t->ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
+	const MachineProfile *p = machine_profile(m, t->ranks);
+	if (!p)
+		return;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (c->infer && n->phase != PH_FORWARD)
+			continue;
+		bool gemm;
+		double s = cost_node_time(m, p, n, &gemm);
+		if (s <= 0)
+			continue;
+		t->nops++;
+		*(gemm ? &t->gemm : &t->other) += s;
+		if (n->phase >= PH_FORWARD && n->phase <= PH_UPDATE)
+			t->phase[n->phase] += s;
+		t->overhead += p->op_overhead;
+	}
+	t->input = cost_input_time(p, g);
+	t->compute = t->gemm + t->other + t->input;
+}
+
+/* With a calibrated machine a gradient all-reduce packed into a fusion
+ * bucket is priced as the program runs it: its bytes at the bucket's
+ * kind's bandwidth here, the latency once per bucket (the first member
+ * adds it). The program waits for the buckets before the update, and
+ * MPI progresses them mostly in that wait, so they are not taken as
+ * overlapped with the backward pass. The search's view (every
+ * collective on its own) stays that of the default machine. */
+static bool fused_member(Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
+{
+	int64_t off;
+	const Bucket *b = machine_calibrated(m) && c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+	if (!b)
+		return false;
+	/* an all-reduce bucket runs as nrt_iallreduce: its own figures when measured */
+	int kind = b->kind == RS_ALLREDUCE && m->coll_bandwidth[MACHINE_IALLREDUCE] > 0 ? MACHINE_IALLREDUCE : (int)b->kind;
+	if (b->members[0] == n) {
+		t->comm += machine_latency(m, kind) * (double)cost_rounds(b->kind, b->group);
+		t->ncomm++;
+	}
+	t->comm += (double)n->attr.plan->send_bytes / machine_bandwidth(m, kind);
+	return true;
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	Graph *g = c->g;
@@ -44,8 +98,10 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
-			t->comm += cost_plan_time(m, n->attr.plan);
 			t->comm_bytes += n->attr.plan->send_bytes;
+			if (fused_member(c, m, n, t))
+				continue;
+			t->comm += cost_plan_time(m, n->attr.plan);
 			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
 				t->ncomm += n->attr.plan->steps[k].kind != RS_SLICE;
 			if (n->phase == PH_FORWARD)
@@ -64,6 +120,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		const Layout *l = n->out->layout;
 		t->memory += (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
 	}
+	if (machine_calibrated(m))
+		calibrated_compute(c, m, t);
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];
 		if (p->layout)
@@ -172,6 +230,28 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 	return true;
 }
 
+/* Which figures the predictions below use. */
+static void print_machine(const Machine *m, const Graph *g, FILE *out)
+{
+	fprintf(out, "\nmachine (%s): %.3g FLOP/s, %.3g bytes/s, latency %.3g s, memory limit %.3g bytes\n",
+	        m->source[0] ? m->source : "built-in defaults", m->flops, m->bandwidth, m->latency, m->memory_limit);
+	static const char *const kinds[MACHINE_COLL_KINDS] = {"allreduce", "reduce_scatter", "allgather", "alltoall",
+	                                                      "sendrecv",  "iallreduce"};
+	for (int k = 0; k < MACHINE_COLL_KINDS; k++)
+		if (m->coll_latency[k] >= 0 || m->coll_bandwidth[k] > 0)
+			fprintf(out, "  %s: latency %.3g s per round, %.3g bytes/s\n", kinds[k], machine_latency(m, k),
+			        machine_bandwidth(m, k));
+	int64_t ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
+	const MachineProfile *p = machine_calibrated(m) ? machine_profile(m, ranks) : NULL;
+	if (p)
+		fprintf(out,
+		        "  compute measured with %d rank%s at once: %.3g FLOP/s large gemm, %d gemm sizes, %.3g FLOP/s "
+		        "other ops, memory %.3g bytes/s, %.3g s per operator, %.3g random numbers/s, %.3g multiply-adds/s\n",
+		        p->ranks, p->ranks == 1 ? "" : "s", p->flops > 0 ? p->flops : m->flops, p->ngemm, p->scalar_flops,
+		        p->mem_bandwidth, p->op_overhead, p->rand_rate, p->mac_rate);
+	fputc('\n', out);
+}
+
 bool explain_print(Compilation *c, const char *why, FILE *out)
 {
 	Graph *g = c->g;
@@ -182,8 +262,7 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	        parallel_mode_name(g->par.parallel_mode));
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
-	fprintf(out, "\nmachine: %.3g FLOP/s, %.3g bytes/s, latency %.3g s, memory limit %.3g bytes\n\n", m->flops,
-	        m->bandwidth, m->latency, m->memory_limit);
+	print_machine(m, g, out);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (!names[i])
@@ -215,9 +294,16 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	ExplainTotals t;
 	explain_totals(c, &t);
 	fprintf(out,
-	        "totals per device per step: compute %.4g s, communication %.4g s (%d collectives, %" PRId64
-	        " bytes), memory %.4g bytes\npredicted step time: %.4g s\n",
+	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
+	        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
 	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
+	if (t.calibrated)
+		fprintf(out,
+		        "compute on the calibrated machine (%" PRId64 " rank%s): matrix products %.4g s, other operators "
+		        "%.4g s (%d operators, %.4g s of it overhead), synthetic batch %.4g s; forward %.4g s, backward "
+		        "%.4g s, update %.4g s\n",
+		        t.ranks, t.ranks == 1 ? "" : "s", t.gemm, t.other, t.nops, t.overhead, t.input, t.phase[PH_FORWARD],
+		        t.phase[PH_BACKWARD], t.phase[PH_UPDATE]);
 	double obj = explain_objective(c);
 	if (!isnan(obj))
 		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate)\n", obj,

@@ -19,6 +19,18 @@ typedef struct ExplainTotals {
 	int64_t comm_bytes;    /* bytes each device sends per step */
 	int ncomm;             /* collectives: the redistributions' steps other than local slices */
 	double memory;         /* bytes per device: parameters, gradients, optimizer states, activations */
+	/* with a calibrated machine (machine_calibrated), compute is the sum
+	 * over every operator the program runs (cost_node_time) and the
+	 * synthetic batch; its parts: */
+	bool calibrated;
+	int64_t ranks;         /* processes the program runs with: the profile used */
+	int nops;              /* operators priced */
+	double gemm;           /* seconds in matrix products */
+	double other;          /* seconds in the other operators, their overhead included */
+	double overhead;       /* of which nops x op_overhead (gemm's included) */
+	double input;          /* seconds making the synthetic batch */
+	double phase[3];       /* compute seconds of the forward, backward and update (Phase order),
+	                        * as the program's --trace spans them */
 } ExplainTotals;
 
 /* c has been through the passes (at least sharding). */

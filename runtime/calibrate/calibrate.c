@@ -1,0 +1,468 @@
+/* netc-calibrate: the measurements behind `netc calibrate`
+ * (docs/calibration.md). Run by netc, alone or under mpirun -np R; every
+ * rank measures at once (so the figures describe a device while R
+ * processes share the host, as an R-rank program does) and rank 0 prints
+ * what it found, one figure a line:
+ *
+ *   ranks R                          processes running at once
+ *   flops F                          FLOP/s of a large nrt_gemm_f32
+ *   gemm TA TB M N K F               FLOP/s of each size in --gemm FILE
+ *   mem_bandwidth B, op_overhead S   an f32 add (nrt_binary_f32) at a small
+ *                                    and a cache-sized length: S = the
+ *                                    fixed cost, B = bytes / the rest
+ *   scalar_flops F                   gelu (nrt_unary_f32): 8 FLOPs an element,
+ *                                    cost_op_flops' count
+ *   rand_rate N, mac_rate N          the synthetic dataset (nrt_data_next):
+ *                                    values/s of a features input, and the
+ *                                    multiply-adds/s of the labels' teacher
+ *   tanh_rate N                      double tanh/s (a regression target each)
+ *   coll KIND G BYTES SECONDS        one collective of the runtime (allreduce,
+ *                                    allgather, reduce_scatter, alltoall,
+ *                                    iallreduce: the fused buckets';
+ *                                    sendrecv: one way of a ping-pong) in
+ *                                    the world of G ranks, BYTES per rank
+ *
+ * netc fits the collectives' latency and bandwidth. Each time is the
+ * fastest of 21 batches of 0.5 ms (time_work), the fastest rank's.
+ * --quick: tiny sizes and short batches (tests). */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../kernels.h"
+#include "../netrt.h"
+#include "../spmd.h"
+
+/* MPI calls outside the runtime (before nrt_init and after nrt_finalize) */
+#define CHECK_MPI(call)                                                                              \
+	do {                                                                                         \
+		int rc_ = (call);                                                                    \
+		if (rc_ != MPI_SUCCESS) {                                                            \
+			fprintf(stderr, "%s:%d: %s failed (MPI error %d)\n", __FILE__, __LINE__, #call, rc_); \
+			exit(1);                                                                     \
+		}                                                                                    \
+	} while (0)
+
+static double batch_seconds = 0.0005;
+static int quick;
+
+typedef void (*Work)(void *ctx);
+
+/* Seconds one call of w takes: the fastest of NBATCH short batches of
+ * calls, the least over the ranks (every rank calls this the same
+ * number of times: the repeat count is agreed on, since collectives are
+ * timed too). The fastest, not the median: on a host shared with other
+ * jobs a batch is often preempted, and the figures are to describe the
+ * machine, not its load (docs/calibration.md). */
+enum { NBATCH = 21 };
+static double time_work(Work w, void *ctx)
+{
+	NrtComm *world = nrt_comm_world();
+	w(ctx); /* warm caches, pages and BLAS threads */
+	double once[1] = {INFINITY};
+	for (int i = 0; i < 3; i++) { /* the fastest of three: a preempted call must not set the count */
+		double t0 = nrt_now();
+		w(ctx);
+		double t = nrt_now() - t0;
+		once[0] = t < once[0] ? t : once[0];
+	}
+	nrt_allreduce(world, NRT_F64, NRT_MAX, once, 1);
+	int64_t reps = once[0] > 0 ? (int64_t)(batch_seconds / once[0]) : 1000;
+	if (reps < 1)
+		reps = 1;
+	if (reps > 1000000)
+		reps = 1000000;
+	double best[1] = {INFINITY};
+	for (int i = 0; i < NBATCH; i++) {
+		nrt_barrier();
+		double s = nrt_now();
+		for (int64_t r = 0; r < reps; r++)
+			w(ctx);
+		double t = (nrt_now() - s) / (double)reps;
+		best[0] = t < best[0] ? t : best[0];
+	}
+	/* the ranks do the same work: the fastest rank's best is the machine's
+	 * (the slowest one's often had no undisturbed batch at all) */
+	nrt_allreduce(world, NRT_F64, NRT_MIN, best, 1);
+	return best[0];
+}
+
+/* ---- compute ---------------------------------------------------------------- */
+
+typedef struct Gemm {
+	bool ta, tb;
+	int64_t m, n, k;
+	float *a, *b, *c;
+} Gemm;
+
+static void gemm_work(void *p)
+{
+	Gemm *g = p;
+	nrt_gemm_f32(g->ta, g->tb, g->m, g->n, g->k, g->a, g->b, 0, g->c);
+}
+
+static float *filled(int64_t n)
+{
+	float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+	if (!x) {
+		fprintf(stderr, "netc-calibrate: out of memory\n");
+		exit(1);
+	}
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float)((i % 17) - 8) * 0.01f;
+	return x;
+}
+
+static double gemm_rate(bool ta, bool tb, int64_t m, int64_t n, int64_t k)
+{
+	Gemm g = {ta, tb, m, n, k, filled(m * k), filled(k * n), filled(m * n)};
+	double t = time_work(gemm_work, &g);
+	free(g.a), free(g.b), free(g.c);
+	return 2.0 * (double)m * (double)n * (double)k / t;
+}
+
+typedef struct Elem {
+	int64_t n;
+	float *a, *b, *y;
+	bool gelu;
+} Elem;
+
+static void elem_work(void *p)
+{
+	Elem *e = p;
+	static const int64_t one = 1;
+	if (e->gelu)
+		nrt_unary_f32(NRT_GELU, e->n, e->a, e->y);
+	else
+		nrt_binary_f32(NRT_ADD, 1, &e->n, e->a, &one, e->b, &one, e->y);
+}
+
+static double elem_time(int64_t n, bool gelu)
+{
+	Elem e = {n, filled(n), filled(n), filled(n), gelu};
+	double t = time_work(elem_work, &e);
+	free(e.a), free(e.b), free(e.y);
+	return t;
+}
+
+/* The kernels behind netc's operators whose speed is their own (not
+ * their memory traffic): rows x cols elements each, in cache. */
+typedef enum {
+	K_RELU, K_GELU, K_TANH, K_SIGMOID, K_RELU_GRAD, K_GELU_GRAD, K_TANH_GRAD, K_SIGMOID_GRAD, K_SOFTMAX,
+	K_LOG_SOFTMAX, K_SOFTMAX_GRAD, K_LOG_SOFTMAX_GRAD, K_LAYER_NORM, K_LAYER_NORM_GRAD_X, K_LAYER_NORM_GRAD_GAMMA,
+	K_SCE, K_SCE_GRAD, K_MSE, K_MSE_GRAD, K_SGD, K_MOMENTUM, K_ADAM, K_ADAMW, K_TRANSPOSE, K_NKERNELS
+} Kern;
+/* netc's operator names (ir/ops.def), in Kern order */
+static const char *const kern_op[K_NKERNELS] = {
+	"relu", "gelu", "tanh", "sigmoid", "relu_grad", "gelu_grad", "tanh_grad", "sigmoid_grad", "softmax",
+	"log_softmax", "softmax_grad", "log_softmax_grad", "layer_norm", "layer_norm_grad_x", "layer_norm_grad_gamma",
+	"softmax_cross_entropy", "softmax_cross_entropy_grad", "mse_loss", "mse_loss_grad", "sgd_update",
+	"momentum_update", "adam_update", "adamw_update", "transpose",
+};
+
+typedef struct KernCtx {
+	Kern k;
+	int64_t rows, cols;
+	float *a, *b, *c, *d, *y;
+	int32_t *labels;
+} KernCtx;
+
+static void kern_work(void *p)
+{
+	KernCtx *x = p;
+	int64_t n = x->rows * x->cols, R = x->rows, C = x->cols;
+	static const NrtUnary un[4] = {NRT_RELU, NRT_GELU, NRT_TANH, NRT_SIGMOID};
+	switch (x->k) {
+	case K_RELU: case K_GELU: case K_TANH: case K_SIGMOID: nrt_unary_f32(un[x->k - K_RELU], n, x->a, x->y); break;
+	case K_RELU_GRAD: case K_GELU_GRAD: case K_TANH_GRAD: case K_SIGMOID_GRAD:
+		nrt_unary_grad_f32(un[x->k - K_RELU_GRAD], n, x->a, x->b, x->y);
+		break;
+	case K_SOFTMAX: case K_LOG_SOFTMAX: nrt_softmax_f32(R, C, 1, x->k == K_LOG_SOFTMAX, 0, x->a, x->y); break;
+	case K_SOFTMAX_GRAD: case K_LOG_SOFTMAX_GRAD:
+		nrt_softmax_grad_f32(R, C, 1, x->k == K_LOG_SOFTMAX_GRAD, x->a, x->b, x->y);
+		break;
+	case K_LAYER_NORM: nrt_layer_norm_f32(R, C, 1e-5, x->a, x->b, x->c, x->y); break;
+	case K_LAYER_NORM_GRAD_X: nrt_layer_norm_grad_x_f32(R, C, 1e-5, x->a, x->b, x->c, x->y); break;
+	case K_LAYER_NORM_GRAD_GAMMA: nrt_layer_norm_grad_gamma_f32(R, C, 1e-5, x->a, x->b, x->y); break;
+	case K_SCE: nrt_sce_f32(R, C, (double)R, x->a, x->labels, false, x->y); break;
+	case K_SCE_GRAD: nrt_sce_grad_f32(R, C, (double)R, x->b, x->a, x->labels, false, x->y); break;
+	case K_MSE: nrt_mse_f32(n, (double)n, x->a, x->b, x->y); break;
+	case K_MSE_GRAD: nrt_mse_grad_f32(n, (double)n, x->c, x->a, x->b, x->y); break;
+	case K_SGD: nrt_sgd_f32(n, 1e-9, 0, x->a, x->y); break;
+	case K_MOMENTUM: nrt_momentum_f32(n, 1e-9, 0.9, false, 0, x->a, x->b, x->y); break;
+	case K_ADAM: case K_ADAMW: nrt_adam_f32(n, 1e-9, 0.9, 0.999, 1e-8, 0, x->k == K_ADAMW, 10, x->a, x->b, x->c, x->y); break;
+	case K_TRANSPOSE: nrt_transpose_f32(2, (const int64_t[]){R, C}, (const int[]){1, 0}, x->a, x->y); break;
+	default: break;
+	}
+}
+
+/* Elements/s of each kernel, its fixed cost `over` taken off. */
+static void measure_kernels(double over, bool root)
+{
+	KernCtx x = {.rows = quick ? 32 : 128, .cols = quick ? 32 : 128};
+	int64_t n = x.rows * x.cols;
+	x.a = filled(n), x.b = filled(n), x.c = filled(n), x.d = filled(n), x.y = filled(n);
+	for (int64_t i = 0; i < n; i++) /* positive second moments, as Adam's */
+		x.c[i] = 0.5f + 0.001f * (float)(i % 7);
+	x.labels = calloc((size_t)x.rows, sizeof *x.labels);
+	if (!x.labels) {
+		fprintf(stderr, "netc-calibrate: out of memory\n");
+		exit(1);
+	}
+	for (int64_t i = 0; i < x.rows; i++)
+		x.labels[i] = (int32_t)(i % x.cols);
+	for (int k = 0; k < K_NKERNELS; k++) {
+		x.k = (Kern)k;
+		double t = time_work(kern_work, &x) - over;
+		if (root)
+			printf("op %s %.6g\n", kern_op[k], (double)n / (t > 1e-9 ? t : 1e-9));
+	}
+	free(x.a), free(x.b), free(x.c), free(x.d), free(x.y), free(x.labels);
+}
+
+/* The teacher's loop of runtime/data.c (classes_from_features): for each
+ * of C classes a dot product of the F features with a strided column. */
+typedef struct Mac {
+	int64_t f, c;
+	double *x, *w, sink;
+} Mac;
+
+static void mac_work(void *p)
+{
+	Mac *m = p;
+	for (int64_t c = 0; c < m->c; c++) {
+		double acc = 0;
+		for (int64_t j = 0; j < m->f; j++)
+			acc += m->x[j] * m->w[j * m->c + c];
+		m->sink += acc;
+	}
+}
+
+typedef struct Tanh {
+	int64_t n;
+	double sink;
+} Tanh;
+
+static void tanh_work(void *p)
+{
+	Tanh *t = p;
+	double s = 0;
+	for (int64_t i = 0; i < t->n; i++)
+		s += tanh(s * 1e-9 + (double)i * 1e-3);
+	t->sink += s;
+}
+
+/* The synthetic dataset as a program runs it (nrt_data_next): a features
+ * input of B x F, alone and with labels made from it by the teacher (C
+ * classes): the first gives the random numbers/s with the copying into
+ * the slice, the difference the teacher's multiply-adds/s. */
+typedef struct DataCtx {
+	NrtData *d;
+	NrtInput in[2];
+	int nin;
+	int64_t step;
+} DataCtx;
+
+static void data_work(void *p)
+{
+	DataCtx *c = p;
+	nrt_data_next(c->d, c->in, c->nin, c->step++);
+}
+
+static double data_time(int64_t B, int64_t F, int64_t C, bool labels)
+{
+	DataCtx c = {.nin = labels ? 2 : 1};
+	float *x = filled(B * F);
+	int32_t *y = calloc((size_t)B, sizeof *y);
+	if (!y) {
+		fprintf(stderr, "netc-calibrate: out of memory\n");
+		exit(1);
+	}
+	c.in[0] = (NrtInput){.name = "x", .role = NRT_IN_FEATURES, .source = -1,
+	                     .t = {.name = "x", .dtype = NRT_F32, .rank = 2, .full = {B, F}, .slice = {B, F}, .data = x}};
+	c.in[1] = (NrtInput){.name = "labels", .role = NRT_IN_CLASSES, .range = C, .source = 0,
+	                     .t = {.name = "labels", .dtype = NRT_I32, .rank = 1, .full = {B}, .slice = {B}, .data = y}};
+	NrtOptions opt;
+	memset(&opt, 0, sizeof opt);
+	opt.seed = 1234;
+	c.d = nrt_data_open(&opt, c.in, c.nin);
+	double t = time_work(data_work, &c);
+	nrt_data_close(c.d);
+	free(x), free(y);
+	return t;
+}
+
+static void measure_compute(FILE *gemms, bool root)
+{
+	int64_t big = quick ? 64 : 384;
+	double f = gemm_rate(false, false, big, big, big);
+	if (root)
+		printf("flops %.6g\n", f);
+	int ta, tb;
+	long long m, n, k;
+	while (gemms && fscanf(gemms, "%d %d %lld %lld %lld", &ta, &tb, &m, &n, &k) == 5) {
+		if (m < 1 || n < 1 || k < 1)
+			continue;
+		double r = gemm_rate(ta, tb, m, n, k);
+		if (root)
+			printf("gemm %d %d %lld %lld %lld %.6g\n", ta, tb, m, n, k, r);
+	}
+	/* an add of n floats moves 12n bytes; at 64 elements it is nearly all
+	 * fixed cost, at the larger length (in cache, as most of a small
+	 * model's tensors) nearly all traffic; far past the cache, memory's */
+	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	double cache = l2 > 0 ? (double)l2 : 512 * 1024.0;
+	int64_t n0 = 64, n1 = (int64_t)(cache / 12 / 2), n2 = quick ? 1 << 18 : 1 << 22;
+	double t0 = elem_time(n0, false), t1 = elem_time(n1, false), t2 = elem_time(n2, false);
+	double bw = t1 > t0 ? 12.0 * (double)(n1 - n0) / (t1 - t0) : 12.0 * (double)n1 / t1;
+	double over = t0 - 12.0 * (double)n0 / bw;
+	if (over < 1e-9)
+		over = 1e-9;
+	if (root)
+		printf("dram_bandwidth %.6g\ncache_bytes %.6g\n", 12.0 * (double)n2 / t2, cache);
+	measure_kernels(over, root);
+	int64_t ng = quick ? 4096 : 16384;
+	double tg = elem_time(ng, true) - over;
+	if (root) {
+		printf("mem_bandwidth %.6g\nop_overhead %.6g\n", bw, over);
+		printf("scalar_flops %.6g\n", 8.0 * (double)ng / (tg > 1e-9 ? tg : 1e-9));
+	}
+	int64_t B = quick ? 8 : 64, F = 256, C = 16;
+	double tf = data_time(B, F, C, false), tl = data_time(B, F, C, true);
+	/* the labels' own work is small next to the draws: a noisy difference
+	 * falls back to the teacher's plain loop time */
+	double mac = tl > tf * 1.02 ? (double)(B * F * C) / (tl - tf) : 0;
+	if (mac <= 0) {
+		Mac mc = {784, 10, NULL, NULL, 0};
+		mc.x = calloc((size_t)mc.f, sizeof *mc.x);
+		mc.w = calloc((size_t)(mc.f * mc.c), sizeof *mc.w);
+		if (!mc.x || !mc.w) {
+			fprintf(stderr, "netc-calibrate: out of memory\n");
+			exit(1);
+		}
+		mac = (double)(mc.f * mc.c) / time_work(mac_work, &mc);
+		free(mc.x), free(mc.w);
+	}
+	if (root)
+		printf("rand_rate %.6g\nmac_rate %.6g\n", (double)(B * F) / tf, mac);
+	Tanh th = {quick ? 256 : 4096, 0};
+	double tt = time_work(tanh_work, &th);
+	if (root)
+		printf("tanh_rate %.6g\n", (double)th.n / tt);
+}
+
+/* ---- communication ------------------------------------------------------------- */
+
+/* C_IALLREDUCE: the non-blocking all-reduce of a fused gradient bucket,
+ * started and waited for at once (Open MPI's is another algorithm, and
+ * slower, than its blocking one) */
+typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL, C_SENDRECV, C_IALLREDUCE, C_KINDS } CollKind;
+static const char *const coll_name[C_KINDS] = {"allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv",
+                                               "iallreduce"};
+
+typedef struct Coll {
+	CollKind kind;
+	int64_t n;          /* floats per rank: the buffer (allreduce, sendrecv), the contribution
+	                     * (allgather), the input (reduce_scatter, alltoall) */
+	int size, rank;
+	float *send, *recv;
+} Coll;
+
+static void coll_work(void *p)
+{
+	Coll *c = p;
+	NrtComm *w = nrt_comm_world();
+	switch (c->kind) {
+	case C_ALLREDUCE: nrt_allreduce(w, NRT_F32, NRT_SUM, c->send, c->n); break;
+	case C_IALLREDUCE: {
+		NrtRequest req = {0};
+		nrt_iallreduce(w, NRT_F32, NRT_SUM, c->send, c->n, &req);
+		nrt_wait_request(&req);
+		break;
+	}
+	case C_ALLGATHER: nrt_allgather(w, NRT_F32, c->send, c->n, c->recv); break;
+	case C_REDUCE_SCATTER: nrt_reduce_scatter(w, NRT_F32, NRT_SUM, c->send, c->n / c->size, c->recv); break;
+	case C_ALLTOALL: nrt_alltoall(w, NRT_F32, c->send, c->n / c->size, c->recv); break;
+	case C_SENDRECV: /* a ping-pong between pairs (0, 1), (2, 3), ...: two one-way transfers */
+		if (c->rank + 1 - 2 * (c->rank % 2) >= c->size)
+			break;
+		if (c->rank % 2 == 0) {
+			nrt_send(c->rank + 1, 1, NRT_F32, c->send, c->n);
+			nrt_recv(c->rank + 1, 2, NRT_F32, c->recv, c->n);
+		} else {
+			nrt_recv(c->rank - 1, 1, NRT_F32, c->recv, c->n);
+			nrt_send(c->rank - 1, 2, NRT_F32, c->send, c->n);
+		}
+		break;
+	default: break;
+	}
+}
+
+static void measure_comm(bool root)
+{
+	int size = nrt_world_size();
+	static const int64_t full[] = {1, 64, 1024, 16384, 262144};
+	static const int64_t small[] = {1, 1024, 16384};
+	const int64_t *sizes = quick ? small : full;
+	int nsizes = quick ? 3 : 5;
+	for (int k = 0; k < C_KINDS; k++)
+		for (int s = 0; s < nsizes; s++) {
+			/* whole blocks per rank where the collective splits its buffer */
+			int64_t n = (k == C_REDUCE_SCATTER || k == C_ALLTOALL) ? sizes[s] * size : sizes[s];
+			Coll c = {(CollKind)k, n, size, nrt_rank(), filled(n), filled(n * size)};
+			double t = time_work(coll_work, &c);
+			if (k == C_SENDRECV)
+				t /= 2;
+			free(c.send), free(c.recv);
+			if (root)
+				printf("coll %s %d %lld %.6g\n", coll_name[k], size, (long long)(n * 4), t);
+		}
+}
+
+int main(int argc, char **argv)
+{
+	const char *gemm_file = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--quick") == 0)
+			quick = 1;
+		else if (strcmp(argv[i], "--gemm") == 0 && i + 1 < argc)
+			gemm_file = argv[++i];
+		else {
+			fprintf(stderr, "usage: netc-calibrate [--quick] [--gemm FILE]  (run by netc calibrate)\n");
+			return 1;
+		}
+	}
+	if (quick)
+		batch_seconds = 0.0003;
+	int one = 1, size, provided;
+	char *args[] = {argv[0], NULL}, **av = args;
+	/* started here to learn the world's size, which nrt_init checks */
+	CHECK_MPI(MPI_Init_thread(&one, &av, MPI_THREAD_FUNNELED, &provided));
+	CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+	NrtProgramInfo info = {.name = "netc-calibrate", .device_num = size, .default_steps = 1, .batch_size = 1};
+	NrtOptions opt;
+	nrt_init(&one, &av, &info, &opt);
+	bool root = nrt_rank() == 0;
+	FILE *gemms = NULL;
+	if (gemm_file && !(gemms = fopen(gemm_file, "r"))) {
+		fprintf(stderr, "netc-calibrate: cannot read '%s'\n", gemm_file);
+		return 1;
+	}
+	if (root)
+		printf("ranks %d\n", size);
+	measure_compute(gemms, root);
+	if (gemms)
+		fclose(gemms);
+	if (size > 1)
+		measure_comm(root);
+	fflush(stdout);
+	nrt_finalize();
+	int done;
+	CHECK_MPI(MPI_Finalized(&done));
+	if (!done)
+		CHECK_MPI(MPI_Finalize());
+	return 0;
+}

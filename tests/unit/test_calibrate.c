@@ -1,0 +1,67 @@
+/* netc calibrate's fit and the calibrated machine's lookups
+ * (codegen/calibrate.h, passes/cost.h). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "codegen/calibrate.h"
+#include "passes/cost.h"
+
+/* Samples made from known figures come back out of the fit. */
+Test(calibrate, fit_recovers_latency_and_bandwidth)
+{
+	double x[6], y[6], t[6], lat, bw;
+	for (int i = 0; i < 6; i++) {
+		x[i] = i < 3 ? 2 : 6;             /* ring rounds of 2 and 4 ranks */
+		y[i] = 1024.0 * (1 << (3 * i)); /* bytes sent */
+		t[i] = 3e-6 * x[i] + y[i] / 5e9;
+	}
+	cr_assert(calib_fit(x, y, t, 6, &lat, &bw));
+	cr_expect_float_eq(lat, 3e-6, 3e-6 * 1e-6);
+	cr_expect_float_eq(bw, 5e9, 5e9 * 1e-6);
+	/* one group size: the rounds are constant, the fit still separates */
+	cr_assert(calib_fit(x, y, t, 3, &lat, &bw));
+	cr_expect_float_eq(lat, 3e-6, 3e-6 * 1e-6);
+	cr_expect_float_eq(bw, 5e9, 5e9 * 1e-6);
+	/* times falling with size (noise): never a negative latency or bandwidth */
+	double tn[3] = {1e-3, 1e-6, 2e-6};
+	cr_assert(calib_fit(x, y, tn, 3, &lat, &bw));
+	cr_expect(lat >= 0 && bw > 0 && isfinite(bw), "lat %g bw %g", lat, bw);
+	cr_expect_not(calib_fit(x, y, t, 1, &lat, &bw));
+}
+
+Test(calibrate, profiles_and_gemm_table)
+{
+	Machine m;
+	char err[512];
+	machine_defaults(&m);
+	cr_expect_not(machine_calibrated(&m));
+	cr_expect_null(machine_profile(&m, 1));
+	cr_assert(machine_parse_list(&m, "gemm.nn.64x256x784=50G,np2.gemm.nn.64x256x784=20G,mem_bandwidth=1e10,"
+	                                 "np2.mem_bandwidth=5e9,gemm.tn.784x256x64=10G,op.adam_update=1e8",
+	                             err, sizeof err),
+	          "%s", err);
+	cr_expect(machine_calibrated(&m));
+	const MachineProfile *p1 = machine_profile(&m, 1), *p2 = machine_profile(&m, 2), *p4 = machine_profile(&m, 4);
+	cr_assert(p1 && p2);
+	cr_expect_eq(p1->ranks, 1);
+	cr_expect_eq(p2->ranks, 2);
+	cr_expect_eq(p4, p1, "no 4-rank figures: the 1-rank ones");
+	cr_expect_eq(p2->mem_bandwidth, 5e9);
+	/* exact, then the same sizes otherwise transposed, then the nearest */
+	cr_expect_eq(cost_gemm_rate(&m, p1, 64, 256, 784, false, false), 50e9);
+	cr_expect_eq(cost_gemm_rate(&m, p2, 64, 256, 784, false, false), 20e9);
+	cr_expect_eq(cost_gemm_rate(&m, p1, 784, 256, 64, false, false), 10e9);
+	cr_expect_eq(cost_gemm_rate(&m, p1, 60, 250, 800, false, false), 50e9);
+	cr_expect_eq(cost_gemm_rate(&m, NULL, 8, 8, 8, false, false), m.flops);
+	/* per-collective figures fall back to the general ones; 0 is a latency */
+	cr_assert(machine_parse_list(&m, "allgather.latency=0,allgather.bandwidth=2G,latency=7e-6", err, sizeof err), "%s",
+	          err);
+	cr_expect_eq(machine_latency(&m, 2), 0);
+	cr_expect_eq(machine_bandwidth(&m, 2), 2e9);
+	cr_expect_eq(machine_latency(&m, 0), 7e-6);
+	cr_expect_eq(machine_bandwidth(&m, 0), m.bandwidth);
+	cr_expect_not(machine_parse_list(&m, "np0.flops=1", err, sizeof err));
+	cr_expect_not(machine_parse_list(&m, "op.nosuch=1", err, sizeof err));
+	cr_expect_not(machine_parse_list(&m, "gemm.nx.1x2x3=1", err, sizeof err));
+}
