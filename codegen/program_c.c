@@ -282,7 +282,9 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
 			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
 			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
-		if (!fusion_bucket_of(fp, n, &off))
+		if (n->ps_push)
+			emit_ps_push(e, n);
+		else if (!fusion_bucket_of(fp, n, &off))
 			emit_c_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
 			if (fp->b[k].ready == n)
@@ -762,9 +764,9 @@ static void emit_info(Emit *e)
 	FILE *out = e->out;
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
-	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n};\n\n",
+	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e));
+	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e));
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
@@ -854,14 +856,20 @@ static void emit_main(Emit *e)
 	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
 	      "\tnrt_trace_open(opt.trace);\n"
 	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
-	      "\tseed = opt.seed;\n"
-	      "\tallocate();\n"
+	      "\tseed = opt.seed;\n",
+	      out);
+	bool ps = emit_ps_on(e); /* servers stop in nrt_ps_start; workers go on */
+	if (ps)
+		fputs("\tnrt_ps_start(&ps_config, &opt, lr);\n", out);
+	fputs("\tallocate();\n"
 	      "\tsetup();\n"
 	      "\tinit_params();\n"
 	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
 	      "\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
+	if (ps)
+		fputs("\tnrt_ps_seed(ps_data());\n", out);
 	if (e->o->gradcheck) {
 		fputs("\tnrt_data_next(data, inputs, NINPUTS, 0);\n"
 		      "\tint rc = gradcheck();\n"
@@ -878,6 +886,8 @@ static void emit_main(Emit *e)
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n",
 	      out);
+	if (ps)
+		fputs("\tnrt_ps_done(ps_data());\n", out);
 	if (e->loss_scale)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
@@ -995,6 +1005,11 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	free(setup);
 	emit_alloc(&e);
 	emit_broadcast_params(&e);
+	if (emit_ps_on(&e))
+		emit_ps_program(&e);
+	else if (parallel_ps_on(&g->par))
+		diag_warning(&c->diag, g->par.set_loc[PK_enable_ps], "enable_ps has no effect in a %s program: it runs "
+		             "on the device_num workers alone", o->gradcheck ? "--gradcheck" : "forward-only (--infer)");
 	if (o->gradcheck)
 		emit_gradcheck(&e);
 	emit_mem_plan(&e);

@@ -26,6 +26,7 @@ static const Pass passes[] = {
 	{"search",    pass_search,    UPTO_CHECK,   false},
 	{"sharding",  pass_sharding,  UPTO_CHECK,   false},
 	{"precision_late", pass_precision_late, UPTO_CHECK, false},
+	{"ps",        pass_ps,        UPTO_CHECK,   true},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
