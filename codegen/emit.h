@@ -65,6 +65,9 @@ bool emit_ps_on(const Emit *e);          /* the program has server ranks */
 int emit_ps_servers(const Emit *e);      /* how many (0: none) */
 void emit_ps_push(Emit *e, const Node *n); /* a push node's call */
 void emit_ps_program(Emit *e);           /* the servers' table and ps_data() */
+/* Rows of the tensor table for the servers' optimizer state, the last
+ * ones (`first` is the next row; enum PS_STATE); returns how many. */
+int emit_ps_state_entries(Emit *e, int first);
 void emit_dims(FILE *out, const int64_t *d, int n);
 void emit_shape(FILE *out, const Shape *s);
 const char *emit_c_ident(Arena *a, const Value *v);

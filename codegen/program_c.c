@@ -402,6 +402,7 @@ static void emit_tensor_table(Emit *e)
 		fputs("},\n", out);
 		n++;
 	}
+	n += emit_ps_state_entries(e, n); /* the servers' state, held on rank 0 to load and save */
 	fprintf(out, "};\nenum { NTENSORS = %d };\n\n", n);
 }
 
@@ -863,13 +864,18 @@ static void emit_main(Emit *e)
 		fputs("\tnrt_ps_start(&ps_config, &opt, lr);\n", out);
 	fputs("\tallocate();\n"
 	      "\tsetup();\n"
-	      "\tinit_params();\n"
-	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	      "\tinit_params();\n",
+	      out);
+	if (ps)
+		fputs("\tif (opt.init)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n", out);
+	fputs("\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
 	      "\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
 	if (ps)
-		fputs("\tnrt_ps_seed(ps_data());\n", out);
+		fputs("\tnrt_ps_seed(ps_data(), opt.init ? tensors + PS_STATE : NULL, start);\n"
+		      "\tnrt_ps_state_free(tensors + PS_STATE);\n",
+		      out);
 	if (e->o->gradcheck) {
 		fputs("\tnrt_data_next(data, inputs, NINPUTS, 0);\n"
 		      "\tint rc = gradcheck();\n"
@@ -887,14 +893,16 @@ static void emit_main(Emit *e)
 	      "\tnrt_log_close(log);\n",
 	      out);
 	if (ps)
-		fputs("\tnrt_ps_done(ps_data());\n", out);
+		fputs("\tif (opt.save)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n"
+		      "\tnrt_ps_done(ps_data(), opt.save ? tensors + PS_STATE : NULL);\n",
+		      out);
 	if (e->loss_scale)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
 	      "\t\tnrt_mem_report(mem_planned[%s]);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
-	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0");
+	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
+	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as

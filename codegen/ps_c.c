@@ -48,6 +48,8 @@ static const char *ps_optimizer(OptimizerKind k)
 	}
 }
 
+static int ps_state_names(OptimizerKind k, const char *names[2]);
+
 /* The servers' table and the three calls main() makes: ps_start after
  * nrt_init (servers never return), ps_seed once the workers hold their
  * starting parameters, ps_done after the last step. */
@@ -76,6 +78,9 @@ void emit_ps_program(Emit *e)
 	        ps_grad_scale(e),
 	        ps_optimizer(t->optimizer), t->momentum, t->beta1, t->beta2, t->eps, t->weight_decay,
 	        t->nesterov ? "true" : "false", np);
+	const char *names[2];
+	fprintf(out, "enum { PS_STATE = NTENSORS - %d }; /* tensors[]: the servers' state rows, last */\n\n",
+	        np * ps_state_names(t->optimizer, names));
 	/* a zero-length array is not C: one slot more */
 	fprintf(out, "static void *const *ps_data(void)\n{\n\tstatic void *d[%d];\n", np + 1);
 	np = 0;
@@ -93,3 +98,41 @@ void emit_ps_program(Emit *e)
 
 /* The number of server ranks the program is launched with. */
 int emit_ps_servers(const Emit *e) { return emit_ps_on(e) ? (int)e->g->par.server_num : 0; }
+
+/* The optimizer's state tensors per parameter and their names, as the
+ * optimizer pass names the workers' (checkpoints are interchangeable). */
+static int ps_state_names(OptimizerKind k, const char *names[2])
+{
+	switch (k) {
+	case OPT_MOMENTUM: names[0] = "moments"; return 1;
+	case OPT_ADAM:
+	case OPT_ADAMW: names[0] = "moment1", names[1] = "moment2"; return 2;
+	default: return 0;
+	}
+}
+
+int emit_ps_state_entries(Emit *e, int first)
+{
+	Graph *g = e->g;
+	int n = 0;
+	if (emit_ps_on(e)) {
+		const char *names[2];
+		int ns = ps_state_names(g->train.optimizer, names);
+		for (int i = 0; i < g->nnodes; i++) {
+			const Value *p = g->nodes[i]->ps_push ? g->nodes[i]->in[0] : NULL;
+			for (int s = 0; p && s < ns; s++, n++) {
+				fprintf(e->out, "\t{.name = \"%s.%s\", .dtype = %s, .rank = %d, .full = ", names[s], p->name,
+				        nrt_dtype_of(p->dtype), p->shape.rank);
+				fputc('{', e->out);
+				for (int d = 0; d < p->shape.rank; d++)
+					fprintf(e->out, "%s%" PRId64, d ? ", " : "", p->shape.d[d]);
+				fputs("}, .slice = {", e->out);
+				for (int d = 0; d < p->shape.rank; d++)
+					fprintf(e->out, "%s%" PRId64, d ? ", " : "", p->shape.d[d]);
+				fputs("}}, /* on the servers: data only on rank 0 while loading or saving */\n", e->out);
+			}
+		}
+	}
+	(void)first;
+	return n;
+}

@@ -323,15 +323,25 @@ typedef struct NrtPsConfig {
  * worker is done, prints its --mem-stats part and exits 0; a worker
  * returns. `lr`: the learning rate (--lr), the same on all ranks. */
 void nrt_ps_start(const NrtPsConfig *ps, const NrtOptions *opt, double lr);
+/* The servers' optimizer state as checkpoint tensors: the program's
+ * tensor-table rows `state` (parameter after parameter, each with its
+ * state tensors in order) get buffers on rank 0 (alloc) or lose them
+ * (free); other ranks hold none (they take no part in loading and
+ * saving them). */
+void nrt_ps_state_alloc(NrtTensor *state);
+void nrt_ps_state_free(NrtTensor *state);
 /* Worker 0 only: the servers' starting values (params[k]: parameter k,
- * whole, as initialised or loaded on every worker). */
-void nrt_ps_seed(void *const *params);
+ * whole, as initialised or loaded on every worker; state: its optimizer
+ * state as loaded by --init, or NULL: zeros), `start` steps already done. */
+void nrt_ps_seed(void *const *params, NrtTensor *state, int64_t start);
 /* A worker's update of server parameter k: pushes its own gradient
  * (sync: the servers wait for every worker's, sum them in rank order,
  * average with mean and apply the optimizer at opt_step; async: applied
  * at once) and pulls the new value into param. */
 void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step);
 /* A worker's end: tells the servers, then pulls every parameter's final
- * value (async: the servers' newest, after all workers are done). */
-void nrt_ps_done(void *const *params);
+ * value (async: the servers' newest, after all workers are done); on
+ * rank 0 with state (allocated rows) also the servers' optimizer state,
+ * for --save. */
+void nrt_ps_done(void *const *params, NrtTensor *state);
 #endif

@@ -6,11 +6,15 @@
  *
  * Messages from one worker to one server arrive in the order sent (MPI's
  * non-overtaking rule), which the protocol relies on:
- *   worker 0 -> server: every shard's starting value (tag k), once;
+ *   worker 0 -> server: a header {has state, steps done} (tag DONE), every
+ *                       shard's starting value (tag k), then, with
+ *                       state, each of its state tensors' shards (tag k);
  *   worker -> server:   a header {PUSH, opt_step} and its gradient shard
  *                       (tag k), answered by the shard's new value (tag k);
- *   worker -> server:   {DONE} (tag DONE), answered once every worker is
- *                       done by every shard's final value (tag FINAL + k).
+ *   worker -> server:   {DONE, want state} (tag DONE), answered once every
+ *                       worker is done by every shard's final value (tag
+ *                       FINAL + k) and, to worker 0 if it wants them for a
+ *                       checkpoint, its state shards (tag FINAL + k).
  * Sync: a server that sees a push of k takes k's push from every worker
  * in rank order (every worker pushes the same parameters in the same
  * order, so they come), sums, averages and applies once: the update
@@ -75,6 +79,8 @@ static void host_free(void *p, int64_t n)
 }
 
 static int tag_done(void) { return ps.cfg->nparams; }
+/* state tensors per parameter: m (momentum, Adam's first moment), v */
+static int nstate(void) { return ps.cfg->opt == NRT_PS_SGD ? 0 : ps.cfg->opt == NRT_PS_MOMENTUM ? 1 : 2; }
 static int tag_final(int k) { return ps.cfg->nparams + 1 + k; }
 
 /* Server s's shard of n elements. */
@@ -226,27 +232,41 @@ static void *shard_alloc(NrtMemKind kind, int64_t n)
 static void server_setup(int s)
 {
 	const NrtPsConfig *c = ps.cfg;
-	int nstate = c->opt == NRT_PS_SGD ? 0 : c->opt == NRT_PS_MOMENTUM ? 1 : 2;
+	int ns = nstate();
 	for (int k = 0; k < c->nparams; k++) {
 		PsParam *q = &ps.par[k];
 		shard(c->numel[k], s, &q->lo, &q->n);
 		if (!q->n)
 			continue;
 		q->p = shard_alloc(NRT_MEM_PARAMS, q->n);
-		q->m = nstate > 0 ? shard_alloc(NRT_MEM_STATE, q->n) : NULL;
-		q->v = nstate > 1 ? shard_alloc(NRT_MEM_STATE, q->n) : NULL;
+		q->m = ns > 0 ? shard_alloc(NRT_MEM_STATE, q->n) : NULL;
+		q->v = ns > 1 ? shard_alloc(NRT_MEM_STATE, q->n) : NULL;
 		ps.most = q->n > ps.most ? q->n : ps.most;
 	}
 	ps.host_a = host_alloc(ps.most);
 	ps.host_b = host_alloc(ps.most);
 	ps.dev_g = nrt_alloc(NRT_MEM_COMM, ps.most, ps.es);
+	int64_t hdr[2];
+	NRT_MPI_AS("parameter server: starting values",
+	           MPI_Recv(hdr, 2, MPI_INT64_T, 0, tag_done(), ps.comm, MPI_STATUS_IGNORE));
 	for (int k = 0; k < c->nparams; k++) {
 		PsParam *q = &ps.par[k];
-		if (!q->n)
-			continue;
-		NRT_MPI_AS("parameter server: starting values",
-		           MPI_Recv(ps.host_a, (int)q->n, mtype(), 0, k, ps.comm, MPI_STATUS_IGNORE));
-		nrt_from_host(q->p, ps.host_a, q->n * (int64_t)ps.es);
+		q->applied = hdr[1];
+		for (int j = 0; q->n && j < 1 + (hdr[0] ? ns : 0); j++) {
+			NRT_MPI_AS("parameter server: starting values",
+			           MPI_Recv(ps.host_a, (int)q->n, mtype(), 0, k, ps.comm, MPI_STATUS_IGNORE));
+			nrt_from_host(j == 0 ? q->p : j == 1 ? q->m : q->v, ps.host_a, q->n * (int64_t)ps.es);
+		}
+	}
+}
+
+/* A shard's state tensors to worker 0 (tag), for its checkpoint. */
+static void send_state(int tag, const PsParam *q)
+{
+	for (int j = 0; j < nstate(); j++) {
+		nrt_to_host(ps.host_b, j == 0 ? q->m : q->v, q->n * (int64_t)ps.es);
+		NRT_MPI_AS("parameter server: state for a checkpoint",
+		           MPI_Send(ps.host_b, (int)q->n, mtype(), 0, tag, ps.comm));
 	}
 }
 
@@ -254,6 +274,7 @@ static void serve(void)
 {
 	const NrtPsConfig *c = ps.cfg;
 	int done = 0;
+	bool want_state = false; /* worker 0 saves a checkpoint */
 	while (done < ps.workers) {
 		MPI_Status st;
 		NRT_MPI_AS("parameter server: waiting for workers", MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, ps.comm, &st));
@@ -264,6 +285,9 @@ static void serve(void)
 			int64_t hdr[2];
 			NRT_MPI_AS("parameter server: done",
 			           MPI_Recv(hdr, 2, MPI_INT64_T, w, k, ps.comm, MPI_STATUS_IGNORE));
+			if (hdr[0] != PS_DONE)
+				nrt_fatal("parameter server: worker %d sent message %lld, expected done", w, (long long)hdr[0]);
+			want_state |= w == 0 && hdr[1];
 			done++;
 		} else if (c->mode == NRT_PS_SYNC) {
 			serve_sync(k);
@@ -272,8 +296,11 @@ static void serve(void)
 		}
 	}
 	for (int k = 0; k < c->nparams; k++)
-		if (ps.par[k].n)
+		if (ps.par[k].n) {
 			send_shard(0, ps.workers, tag_final(k), &ps.par[k]);
+			if (want_state)
+				send_state(tag_final(k), &ps.par[k]);
+		}
 }
 
 void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
@@ -319,21 +346,64 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	exit(0);
 }
 
-void nrt_ps_seed(void *const *params)
+void nrt_ps_state_alloc(NrtTensor *state)
+{
+	for (int i = 0; nrt_rt.rank == 0 && i < ps.cfg->nparams * nstate(); i++) {
+		int64_t n = ps.cfg->numel[i / nstate()];
+		state[i].data = nrt_alloc(NRT_MEM_STATE, n, ps.es);
+		nrt_zero(state[i].data, n * (int64_t)ps.es);
+	}
+}
+
+void nrt_ps_state_free(NrtTensor *state)
+{
+	for (int i = 0; i < ps.cfg->nparams * nstate(); i++) {
+		nrt_free(state[i].data);
+		state[i].data = NULL;
+	}
+}
+
+/* Worker 0: the whole buffer `buf` of parameter k, each server its shard. */
+static void send_whole(int k, const void *buf)
+{
+	nrt_to_host(ps.host_a, buf, ps.cfg->numel[k] * (int64_t)ps.es);
+	for (int s = 0; s < ps.servers; s++) {
+		int64_t lo, n;
+		shard(ps.cfg->numel[k], s, &lo, &n);
+		if (n)
+			NRT_MPI_AS("parameter server: starting values",
+			           MPI_Send((char *)ps.host_a + lo * (int64_t)ps.es, (int)n, mtype(), ps.workers + s, k, ps.comm));
+	}
+}
+
+void nrt_ps_seed(void *const *params, NrtTensor *state, int64_t start)
 {
 	if (nrt_rt.rank != 0)
 		return;
+	int64_t hdr[2] = {state != NULL && nstate() > 0, start};
+	for (int s = 0; s < ps.servers; s++)
+		NRT_MPI_AS("parameter server: starting values",
+		           MPI_Send(hdr, 2, MPI_INT64_T, ps.workers + s, tag_done(), ps.comm));
+	/* per server, in the order server_setup receives: value, then state */
 	for (int k = 0; k < ps.cfg->nparams; k++) {
-		nrt_to_host(ps.host_a, params[k], ps.cfg->numel[k] * (int64_t)ps.es);
-		for (int s = 0; s < ps.servers; s++) {
-			int64_t lo, n;
-			shard(ps.cfg->numel[k], s, &lo, &n);
-			if (n)
-				NRT_MPI_AS("parameter server: starting values",
-				           MPI_Send((char *)ps.host_a + lo * (int64_t)ps.es, (int)n, mtype(), ps.workers + s, k,
-				                    ps.comm));
-		}
+		send_whole(k, params[k]);
+		for (int j = 0; hdr[0] && j < nstate(); j++)
+			send_whole(k, state[k * nstate() + j].data);
 	}
+}
+
+/* Worker 0: parameter k's whole buffer `buf` from the servers' shards (tag). */
+static void receive_whole(int k, int tag, void *buf)
+{
+	for (int s = 0; s < ps.servers; s++) {
+		int64_t lo, n;
+		shard(ps.cfg->numel[k], s, &lo, &n);
+		if (n)
+			NRT_MPI_AS("parameter server: final values",
+			           MPI_Recv((char *)ps.host_b + lo * (int64_t)ps.es, (int)n, mtype(), ps.workers + s, tag,
+			                    ps.comm, MPI_STATUS_IGNORE));
+	}
+	nrt_from_host(buf, ps.host_b, ps.cfg->numel[k] * (int64_t)ps.es);
 }
 
 void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step)
@@ -365,22 +435,18 @@ void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step)
 	nrt_trace_span("ps push/pull", "comm", -1, t0);
 }
 
-void nrt_ps_done(void *const *params)
+void nrt_ps_done(void *const *params, NrtTensor *state)
 {
-	int64_t hdr[2] = {PS_DONE, 0};
+	bool want = state && nrt_rt.rank == 0 && nstate() > 0;
+	int64_t hdr[2] = {PS_DONE, want};
 	for (int s = 0; s < ps.servers; s++)
 		NRT_MPI_AS("parameter server: done", MPI_Send(hdr, 2, MPI_INT64_T, ps.workers + s, tag_done(), ps.comm));
-	/* servers send parameter after parameter: receive in that order */
+	/* servers send parameter after parameter (then its state): receive
+	 * in that order */
 	for (int k = 0; k < ps.cfg->nparams; k++) {
-		for (int s = 0; s < ps.servers; s++) {
-			int64_t lo, n;
-			shard(ps.cfg->numel[k], s, &lo, &n);
-			if (n)
-				NRT_MPI_AS("parameter server: final values",
-				           MPI_Recv((char *)ps.host_b + lo * (int64_t)ps.es, (int)n, mtype(), ps.workers + s,
-				                    tag_final(k), ps.comm, MPI_STATUS_IGNORE));
-		}
-		nrt_from_host(params[k], ps.host_b, ps.cfg->numel[k] * (int64_t)ps.es);
+		receive_whole(k, tag_final(k), params[k]);
+		for (int j = 0; want && j < nstate(); j++)
+			receive_whole(k, tag_final(k), state[k * nstate() + j].data);
 	}
 	host_free(ps.host_a, ps.most);
 	host_free(ps.host_b, ps.most);

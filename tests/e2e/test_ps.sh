@@ -10,12 +10,14 @@
 #    every parameter on 3 servers (shards of uneven size, b2's 10 elements
 #    in 3, 3, 4) and 2 workers; semi_auto_parallel (no gradients_mean
 #    scale: the servers sum partial sums) with 1 server. Losses (--log)
-#    within |a - b| <= 1.1e-6 + 1e-5 |b|, every parameter and the state of
-#    the data-parallel ones (--save) within 1e-6 + 1e-4 |b|, the
-#    tolerances of test_equivalence.sh. The servers' optimizer state is
-#    not in the checkpoint (docs/parallel.md), so moments.w1/b1 are skipped.
+#    within |a - b| <= 1.1e-6 + 1e-5 |b|, every parameter and optimizer
+#    state tensor (--save; the servers' state comes back to rank 0 for
+#    it) within 1e-6 + 1e-4 |b|, the tolerances of test_equivalence.sh.
 #    A control: the same PS program with a learning rate 10% higher must
-#    differ (the comparison can fail).
+#    differ (the comparison can fail). Resume: 10 steps, --save, --init
+#    for 10 more is byte-identical to 20 steps (the servers get their
+#    state back from the checkpoint), and a data-parallel checkpoint
+#    resumed by the PS program equals 20 data-parallel steps.
 # 2. Async mode trains: 2 workers + 3 servers, 100 steps, mean of the last
 #    5 losses <= 0.7 x mean of the first 5 (the criterion of
 #    test_training.sh); its results are not compared (not reproducible).
@@ -96,20 +98,28 @@ same() {
 	return 1
 }
 
-SKIPSTATE="--skip-prefix moments.w1 --skip-prefix moments.b1"
-
 # 1. sync = data parallel = stand-alone (mixed: w1, b1 on the servers)
 if build ps "$SAMPLE" && build dp "$SAMPLE" -D enable_ps=false &&
 	build sa "$SAMPLE" -D enable_ps=false -D parallel_mode=stand_alone &&
 	run ps 6 ps && run dp 4 dp && run sa 1 sa; then
-	same "sync 4 workers + 2 servers == data_parallel 4 (mixed, momentum)" ps dp $SKIPSTATE
-	same "sync 4 workers + 2 servers == stand-alone" ps sa $SKIPSTATE
+	same "sync 4 workers + 2 servers == data_parallel 4 (mixed, momentum)" ps dp
+	same "sync 4 workers + 2 servers == stand-alone" ps sa
 	# control: a 10% larger learning rate must not pass as equal
 	if run ps_lr 6 ps --lr 0.11 &&
-		! "$STCMP" "$work/ps_lr.st" "$work/ps.st" --rtol 1e-4 --atol 1e-6 $SKIPSTATE >/dev/null 2>&1; then
+		! "$STCMP" "$work/ps_lr.st" "$work/ps.st" --rtol 1e-4 --atol 1e-6 >/dev/null 2>&1; then
 		ok "control: --lr 0.11 differs from --lr 0.1"
 	else
 		bad "control: --lr 0.11 passes as equal to --lr 0.1"
+	fi
+	if run ps10 6 ps --steps 10 && run ps10r 6 ps --steps 10 --init "$work/ps10.st" && cmp -s "$work/ps10r.st" "$work/ps.st"; then
+		ok "resume: 10 steps + --init 10 steps == 20 steps, byte-identical checkpoints (server state restored)"
+	else
+		bad "resume: 10 + 10 steps differ from 20 steps ($(cmp "$work/ps10r.st" "$work/ps.st" 2>&1))"
+	fi
+	if run dp10 4 dp --steps 10 && run dp10r 6 ps --steps 10 --init "$work/dp10.st"; then
+		"$STCMP" "$work/dp10r.st" "$work/dp.st" --rtol 1e-4 --atol 1e-6 >"$work/dp10r.cmp" 2>&1 &&
+			ok "a data-parallel checkpoint resumed with servers == 20 data-parallel steps ($(tail -n 1 "$work/dp10r.cmp" | sed 's/ (rtol.*//'))" ||
+			bad "a data-parallel checkpoint resumed with servers ($(tail -n 1 "$work/dp10r.cmp"))"
 	fi
 fi
 
@@ -121,8 +131,7 @@ if [ "$(grep -c '\[ps\]' "$work/all.net")" -ne 4 ] || ! grep -q 'adam' "$work/al
 	bad "all-ps model: the edit of $SAMPLE did not apply"
 elif build all "$work/all.net" && build all_dp "$work/all.net" -D enable_ps=false &&
 	run all 5 all && run all_dp 2 all_dp; then
-	same "sync 2 workers + 3 servers == data_parallel 2 (every parameter on the servers, adam)" all all_dp \
-		--skip-prefix moment1. --skip-prefix moment2.
+	same "sync 2 workers + 3 servers == data_parallel 2 (every parameter on the servers, adam)" all all_dp
 fi
 
 # semi_auto_parallel: the servers sum the partial sums, no mean
