@@ -49,7 +49,9 @@ bool pass_optimizer(Compilation *c)
 		Value *in[4] = {p, p->grad};
 		if (parallel_ps_on(&g->par) && p->param.ps) {
 			/* the servers hold its state and run the optimizer
-			 * (passes/ps.c); the worker only pushes and pulls */
+			 * (passes/ps.c); the worker only pushes and pulls, and
+			 * the servers' shards replace optimizer parallelism */
+			p->param.parallel_optimizer = false;
 			Node *n = graph_node(g, OP_SGD_UPDATE, in, 2, p->loc);
 			n->attr = attr;
 			n->phase = PH_UPDATE;

@@ -112,6 +112,10 @@ static bool strip_reduction(Compilation *c, Node *push, bool *drop)
 {
 	Graph *g = c->g;
 	Value *v = push->in[1];
+	if (push->in[0]->kind != VK_PARAM) { /* the optimizer pass kept it out of optimizer sharding */
+		diag_error(&c->diag, push->loc, "internal: the push of '%s' updates a piece of it", push->in[0]->name);
+		return false;
+	}
 	bool reduced = false;
 	double scale = 1.0; /* gradients_mean's, which the servers apply to the sum */
 	while (v->def && v->def->phase == PH_UPDATE && readers(g, v) == 1 &&

@@ -9,7 +9,9 @@
 #    without enable_ps (data_parallel, 4 ranks) and stand-alone; adam with
 #    every parameter on 3 servers (shards of uneven size, b2's 10 elements
 #    in 3, 3, 4) and 2 workers; semi_auto_parallel (no gradients_mean
-#    scale: the servers sum partial sums) with 1 server. Losses (--log)
+#    scale: the servers sum partial sums) with 1 server; the mixed model
+#    with enable_parallel_optimizer (the workers shard w2's update, the
+#    servers w1's and b1's). Losses (--log)
 #    within |a - b| <= 1.1e-6 + 1e-5 |b|, every parameter and optimizer
 #    state tensor (--save; the servers' state comes back to rank 0 for
 #    it) within 1e-6 + 1e-4 |b|, the tolerances of test_equivalence.sh.
@@ -121,6 +123,12 @@ if build ps "$SAMPLE" && build dp "$SAMPLE" -D enable_ps=false &&
 			ok "a data-parallel checkpoint resumed with servers == 20 data-parallel steps ($(tail -n 1 "$work/dp10r.cmp" | sed 's/ (rtol.*//'))" ||
 			bad "a data-parallel checkpoint resumed with servers ($(tail -n 1 "$work/dp10r.cmp"))"
 	fi
+fi
+
+# optimizer parallel for the workers' parameters beside the servers' ones
+if [ -x "$work/dp" ] && build ps_op "$SAMPLE" -D enable_parallel_optimizer=true \
+	-D "parallel_optimizer_config={parallel_optimizer_threshold = 0}" && run ps_op 6 ps_op; then
+	same "sync with enable_parallel_optimizer (w2 sharded among the workers) == data_parallel 4" ps_op dp
 fi
 
 # every parameter on the servers, adam, 2 workers + 3 servers (uneven shards)
