@@ -18,8 +18,8 @@
  * Sync: a server that sees a push of k takes k's push from every worker
  * in rank order (every worker pushes the same parameters in the same
  * order, so they come), sums, averages and applies once: the update
- * data parallel makes. Async: each push is applied when it comes (its
- * gradient divided by W with gradients_mean), and the pushing worker
+ * data parallel makes. Async: each push is applied when it comes (times
+ * the same gradients_mean scale), and the pushing worker
  * gets the shard as it is then: the result depends on arrival order and
  * is not reproducible.
  *
@@ -32,6 +32,7 @@
  * mpirun ends the job when a process exits abnormally, and the watchdog
  * (--watchdog, NETC_WATCHDOG) aborts a server or worker that waits on
  * one that hangs. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -317,6 +318,10 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	if (flag && *ub < 2 * cfg->nparams + 1)
 		nrt_fatal("parameter server: %d server parameters need MPI tags up to %d; this MPI allows %d",
 		          cfg->nparams, 2 * cfg->nparams + 1, *ub);
+	for (int k = 0; k < cfg->nparams; k++) /* MPI counts are ints */
+		if (cfg->numel[k] / ps.servers >= INT_MAX)
+			nrt_fatal("parameter server: '%s' has %lld elements; a server's shard must stay below %d elements "
+			          "(use more servers)", cfg->names[k], (long long)cfg->numel[k], INT_MAX);
 	ps.par = calloc((size_t)cfg->nparams + 1, sizeof *ps.par);
 	if (!ps.par)
 		nrt_fatal("out of memory");
