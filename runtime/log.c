@@ -215,7 +215,7 @@ void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
 		memcpy(all, mine, sizeof mine);
 	for (int r = 0; all && r < np; r++) {
 		const int64_t *m = all + (size_t)r * W;
-		printf("memory rank %d (peak bytes, counted/planned):", r);
+		printf("memory rank %d%s (peak bytes, counted/planned):", r, nrt_ps_is_server(r) ? " (server)" : "");
 		for (int k = 0; k < NRT_MEM_KINDS; k++) {
 			if (m[NRT_MEM_KINDS + k] >= 0)
 				printf(" %s %lld/%lld", nrt_mem_kind_key(k), (long long)m[k], (long long)m[NRT_MEM_KINDS + k]);

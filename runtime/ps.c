@@ -108,6 +108,8 @@ void nrt_ps_split(int workers, int servers)
 		nrt_rt.size = workers;
 }
 
+bool nrt_ps_is_server(int r) { return ps.servers > 0 && r >= ps.workers; }
+
 /* nrt_finalize: frees what nrt_ps_split made. */
 void nrt_ps_free(void)
 {

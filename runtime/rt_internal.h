@@ -111,6 +111,8 @@ void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 void nrt_ps_split(int workers, int servers);
 /* nrt_finalize: frees the communicators nrt_ps_split made. */
 void nrt_ps_free(void);
+/* World rank r is a parameter server (false in programs without them). */
+bool nrt_ps_is_server(int r);
 
 /* MPI_Init has run and MPI_Finalize has not. */
 bool nrt_mpi_active(void);
