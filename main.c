@@ -70,7 +70,7 @@ static void usage(FILE *out)
 	      "                        sharing one routine among repeated layers (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
-	      "                        precision_late, fusion, strategy_ckpt, memplan, or all)\n"
+	      "                        precision_late, ps, fusion, strategy_ckpt, memplan, or all)\n"
 	      "      --why OP          explain: OP's candidate strategies and their costs\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"

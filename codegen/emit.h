@@ -76,6 +76,15 @@ int64_t ldims(const Value *v, int from, int to);
 const char *ctype(DType t);
 const char *nrt_dtype_of(DType t);   /* "NRT_F16", ... ("NRT_REAL" for f32) */
 const char *B(Emit *e, const Value *v);
+
+/* parameter servers (codegen/ps_c.c) */
+bool emit_ps_on(const Emit *e);          /* the program has server ranks */
+int emit_ps_servers(const Emit *e);      /* how many (0: none) */
+void emit_ps_push(Emit *e, const Node *n); /* a push node's call */
+void emit_ps_program(Emit *e);           /* the servers' table and ps_data() */
+/* Rows of the tensor table for the servers' optimizer state, the last
+ * ones (`first` is the next row; enum PS_STATE); returns how many. */
+int emit_ps_state_entries(Emit *e, int first);
 void emit_dims(FILE *out, const int64_t *d, int n);
 void emit_shape(FILE *out, const Shape *s);
 const char *emit_c_ident(Arena *a, const Value *v);

@@ -284,7 +284,9 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
 			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
 			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
-		if (!fusion_bucket_of(fp, n, &off))
+		if (n->ps_push)
+			emit_ps_push(e, n);
+		else if (!fusion_bucket_of(fp, n, &off))
 			emit_seq_node(e, n);
 		for (int k = 0; fp && k < fp->n; k++)
 			if (fp->b[k].ready == n)
@@ -403,6 +405,7 @@ static void emit_tensor_table(Emit *e)
 		fputs("},\n", out);
 		n++;
 	}
+	n += emit_ps_state_entries(e, n); /* the servers' state, held on rank 0 to load and save */
 	fprintf(out, "};\nenum { NTENSORS = %d };\n\n", n);
 }
 
@@ -767,9 +770,9 @@ static void emit_info(Emit *e)
 	FILE *out = e->out;
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
-	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n};\n\n",
+	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e));
+	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e));
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
@@ -859,14 +862,25 @@ static void emit_main(Emit *e)
 	      "\tnrt_init(&argc, &argv, &info, &opt);\n"
 	      "\tnrt_trace_open(opt.trace);\n"
 	      "\tlr = opt.lr_set ? opt.lr : info.default_lr;\n"
-	      "\tseed = opt.seed;\n"
-	      "\tallocate();\n"
+	      "\tseed = opt.seed;\n",
+	      out);
+	bool ps = emit_ps_on(e); /* servers stop in nrt_ps_start; workers go on */
+	if (ps)
+		fputs("\tnrt_ps_start(&ps_config, &opt, lr);\n", out);
+	fputs("\tallocate();\n"
 	      "\tsetup();\n"
-	      "\tinit_params();\n"
-	      "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	      "\tinit_params();\n",
+	      out);
+	if (ps)
+		fputs("\tif (opt.init)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n", out);
+	fputs("\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
 	      "\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
+	if (ps)
+		fputs("\tnrt_ps_seed(ps_data(), opt.init ? tensors + PS_STATE : NULL, start);\n"
+		      "\tnrt_ps_state_free(tensors + PS_STATE);\n",
+		      out);
 	if (e->o->gradcheck) {
 		fputs("\tnrt_data_next(data, inputs, NINPUTS, 0);\n"
 		      "\tint rc = gradcheck();\n"
@@ -883,13 +897,17 @@ static void emit_main(Emit *e)
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n",
 	      out);
+	if (ps)
+		fputs("\tif (opt.save)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n"
+		      "\tnrt_ps_done(ps_data(), opt.save ? tensors + PS_STATE : NULL);\n",
+		      out);
 	if (e->loss_scale)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
 	      "\t\tnrt_mem_report(mem_planned[%s]);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
-	      "\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0");
+	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
+	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -1003,6 +1021,11 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	free(setup);
 	emit_alloc(&e);
 	emit_broadcast_params(&e);
+	if (emit_ps_on(&e))
+		emit_ps_program(&e);
+	else if (parallel_ps_on(&g->par))
+		diag_warning(&c->diag, g->par.set_loc[PK_enable_ps], "enable_ps has no effect in a %s program: it runs "
+		             "on the device_num workers alone", o->gradcheck ? "--gradcheck" : "forward-only (--infer)");
 	if (o->gradcheck)
 		emit_gradcheck(&e);
 	emit_mem_plan(&e);

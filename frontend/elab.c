@@ -1661,11 +1661,13 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 	return true;
 }
 
-/* `[layerwise_parallel, requires_grad = false, parallel_optimizer = false]`;
- * `layerwise_parallel = k` also says the pieces are blocks along dim k. */
+/* `[layerwise_parallel, requires_grad = false, parallel_optimizer = false, ps]`;
+ * `layerwise_parallel = k` also says the pieces are blocks along dim k;
+ * `ps` is MindSpore's Parameter.set_param_ps() (passes/ps.c). */
 static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 {
-	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer"};
+	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer", "ps"};
+	enum { NNAMES = sizeof names / sizeof names[0] };
 	bool ok = true;
 	for (int i = 0; l && i < l->n; i++) {
 		const Arg *a = &l->v[i];
@@ -1674,7 +1676,7 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 		bool val = true;
 		if (!name) {
 			if (a->val->kind != E_IDENT) {
-				diag_error(E->d, a->val->loc, "expected a parameter flag (%s)", join(E, names, 3));
+				diag_error(E->d, a->val->loc, "expected a parameter flag (%s)", join(E, names, NNAMES));
 				ok = false;
 				continue;
 			}
@@ -1703,9 +1705,11 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 			v->param.requires_grad = val;
 		else if (!strcmp(name, names[2]))
 			v->param.parallel_optimizer = val;
+		else if (!strcmp(name, names[3]))
+			v->param.ps = val;
 		else {
 			diag_error(E->d, at, "unknown parameter flag '%s'%s (valid: %s)", name,
-			           did_you_mean(E, name, names, 3), join(E, names, 3));
+			           did_you_mean(E, name, names, NNAMES), join(E, names, NNAMES));
 			ok = false;
 		}
 	}

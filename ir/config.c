@@ -55,6 +55,8 @@ void parallel_config_defaults(ParallelConfig *pc)
 	pc->only_trainable_params = true;
 	pc->group_ckpt_save_file = "";
 	pc->grad_accumulation_step = 1;
+	pc->server_num = 1;
+	pc->ps_mode = PS_SYNC;
 }
 
 /* Optimizer hyperparameters other than lr; `optimizer = X(...)` resets
@@ -702,6 +704,29 @@ static bool set_grad_accumulation_step(Cx *cx, ParallelConfig *pc, const CfgValu
 	return get_int(cx, "grad_accumulation_step", v, 1, INT64_MAX, &pc->grad_accumulation_step);
 }
 
+static bool set_enable_ps(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_bool(cx, "enable_ps", v, &pc->enable_ps);
+}
+
+/* 0 is accepted here so that -D server_num=0 meets the cross-key check,
+ * which names enable_ps. */
+static bool set_server_num(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	return get_int(cx, "server_num", v, 0, 4096, &pc->server_num);
+}
+
+static const char *const ps_mode_names[] = {[PS_SYNC] = "sync", [PS_ASYNC] = "async"};
+
+static bool set_ps_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	int m = 0;
+	if (!get_choice(cx, "ps_mode", v, ps_mode_names, NELEM(ps_mode_names), &m))
+		return false;
+	pc->ps_mode = (PsMode)m;
+	return true;
+}
+
 /* One row per key: the compiler refuses to build if a PARALLEL_KEYS row
  * has no set_<key>. */
 static const struct {
@@ -858,9 +883,50 @@ static bool check_fusion(ParallelConfig *pc, Diag *d)
 	return false;
 }
 
+/* Parameter servers: at least one server, the workers one pipeline stage
+ * (each worker holds the whole model); server settings without enable_ps
+ * do nothing and say so. */
+static bool check_ps(const ParallelConfig *pc, Diag *d)
+{
+	if (!pc->enable_ps) {
+		for (int k = PK_server_num; k <= PK_ps_mode; k++)
+			if (was_set(pc, (ParallelKey)k))
+				diag_warning(d, pc->set_loc[k], "%s has no effect without enable_ps = true",
+				             parallel_keys[k].name);
+		return true;
+	}
+	if (pc->parallel_mode == PM_STAND_ALONE) {
+		diag_warning(d, key_loc(pc, PK_enable_ps), "enable_ps has no effect in stand_alone mode: the one "
+		                                           "process trains every parameter itself");
+		return true;
+	}
+	bool ok = true;
+	if (pc->server_num < 1) {
+		diag_error(d, key_loc(pc, PK_server_num),
+		           "enable_ps = true needs server_num >= 1 (the ranks after the %" PRId64
+		           " workers that hold the marked parameters), got %" PRId64,
+		           pc->device_num, pc->server_num);
+		ok = false;
+	}
+	if (pc->device_num + pc->server_num > 4096) {
+		diag_error(d, key_loc(pc, PK_server_num),
+		           "device_num + server_num = %" PRId64 " ranks; at most 4096 are supported",
+		           pc->device_num + pc->server_num);
+		ok = false;
+	}
+	if (pc->pipeline_stages > 1) {
+		diag_error(d, key_loc(pc, PK_pipeline_stages),
+		           "enable_ps does not support pipeline_stages > 1: every worker holds the whole model");
+		diag_note(d, key_loc(pc, PK_enable_ps), "enable_ps set here");
+		ok = false;
+	}
+	return ok;
+}
+
 bool parallel_config_finish(ParallelConfig *pc, Diag *d)
 {
 	bool ok = check_dataset(pc, d);
+	ok &= check_ps(pc, d);
 	ok &= check_pipeline(pc, d);
 	ok &= check_optimizer_shard(pc, d);
 	ok &= check_rank(pc, d);
@@ -1202,5 +1268,8 @@ void parallel_config_print(const ParallelConfig *pc, FILE *out)
 	fputs("  group_ckpt_save_file = ", out);
 	print_string(pc->group_ckpt_save_file, out);
 	fprintf(out, "\n  grad_accumulation_step = %" PRId64 "\n", pc->grad_accumulation_step);
+	if (pc->enable_ps) /* printed only when on: older dumps stay as they were */
+		fprintf(out, "  enable_ps = true\n  server_num = %" PRId64 "\n  ps_mode = %s\n", pc->server_num,
+		        ps_mode_names[pc->ps_mode]);
 	fputs("}\n", out);
 }

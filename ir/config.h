@@ -53,6 +53,8 @@ typedef enum SearchMode {
 
 typedef enum PipelineScheduler { SCHED_1F1B, SCHED_GPIPE } PipelineScheduler;
 
+typedef enum PsMode { PS_SYNC, PS_ASYNC } PsMode;
+
 typedef enum FusionMode { FUSION_AUTO, FUSION_SIZE, FUSION_INDEX } FusionMode;
 
 typedef struct FusionConfig {
@@ -65,7 +67,9 @@ typedef struct FusionConfig {
 
 /* Every set_auto_parallel_context key we accept, in the order of
  * MindSpore's documentation (r2.3 plus grad_accumulation_step from the
- * older release). ir/config.c has one handler per row, so a new key is one
+ * older release), then the parameter-server settings that MindSpore
+ * spreads over set_ps_context(enable_ps), MS_SERVER_NUM and its sync or
+ * async mode (docs/parallel.md, "Parameter server"). ir/config.c has one handler per row, so a new key is one
  * row here and one function there. */
 #define PARALLEL_KEYS(X)                                                        \
 	X(device_num) X(global_rank) X(gradients_mean) X(gradient_fp32_sync)   \
@@ -76,7 +80,8 @@ typedef struct FusionConfig {
 	X(force_fp32_communication) X(all_reduce_fusion_config)                \
 	X(pipeline_stages) X(pipeline_result_broadcast) X(pipeline_config)     \
 	X(parallel_optimizer_config) X(comm_fusion) X(strategy_ckpt_config)    \
-	X(group_ckpt_save_file) X(grad_accumulation_step)
+	X(group_ckpt_save_file) X(grad_accumulation_step)                      \
+	X(enable_ps) X(server_num) X(ps_mode)
 
 typedef enum ParallelKey {
 #define PK_ENUM_(k) PK_##k,
@@ -124,6 +129,9 @@ typedef struct ParallelConfig {
 	bool only_trainable_params;         /* strategy_ckpt_config, default true */
 	const char *group_ckpt_save_file;   /* default "" */
 	int64_t grad_accumulation_step;     /* >= 1, default 1 */
+	bool enable_ps;                     /* set_ps_context(enable_ps): default false */
+	int64_t server_num;                 /* MS_SERVER_NUM: server ranks after the workers, [0, 4096], default 1 */
+	PsMode ps_mode;                     /* sync (default): = data parallel; async: not reproducible */
 	Loc loc;                            /* the `parallel` keyword, or none */
 	uint64_t set_mask;                  /* bit PK_x: key x was given explicitly */
 	Loc set_loc[PK_COUNT];              /* where each key was last set (its value) */
@@ -159,6 +167,12 @@ typedef struct TrainConfig {
 } TrainConfig;
 
 void parallel_config_defaults(ParallelConfig *pc);
+/* Parameter servers take part: enable_ps, and more than the one process
+ * of stand_alone (where enable_ps only warns). */
+static inline bool parallel_ps_on(const ParallelConfig *pc)
+{
+	return pc->enable_ps && pc->parallel_mode != PM_STAND_ALONE;
+}
 void train_config_defaults(TrainConfig *tc);
 
 /* Applies one `key = value` of a parallel block (or a -D override).

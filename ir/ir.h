@@ -149,6 +149,7 @@ typedef struct Value {
 			bool parallel_optimizer; /* false: opts out of optimizer sharding */
 			struct Layout *model_layout; /* optimizer parallel stores it as a shard (layout): the
 			                              * layout its readers see, all-gathered; NULL: layout */
+			bool ps;                 /* set_param_ps: held and updated by the parameter servers (passes/ps.c) */
 		} param;             /* VK_PARAM */
 		struct {
 			int index;           /* position among inputs */
@@ -182,6 +183,8 @@ struct Node {
 	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
 	Strategy strategy;   /* after sharding: the strategy it runs with (n == 0: none, e.g. updates) */
 	Value *writes;       /* redistribute: its result goes into this parameter's buffer (optimizer parallel) */
+	bool ps_push;        /* update of a server parameter: push in[1] (this worker's gradient) to the
+	                        servers, pull in[0]; the servers run the optimizer (passes/ps.c) */
 	Loc loc;
 	void *pass_data;     /* scratch for the pass that is running */
 };

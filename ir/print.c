@@ -122,6 +122,7 @@ static void print_node(const Node *n, FILE *out)
 	if (n->ann.cross_batch) fputs(" cross_batch", out);
 	if (n->ann.fusion >= 0) fprintf(out, " fusion(%d)", n->ann.fusion);
 	if (n->ann.target_cpu) fputs(" target(cpu)", out);
+	if (n->ps_push) fputs(" ps_push", out);
 	if (n->scope && *n->scope) fprintf(out, "  @%s", n->scope);
 	if (n->out && n->out->layout) {
 		fputs("  ", out);
@@ -147,6 +148,7 @@ void ir_print(const Graph *g, FILE *out)
 		if (v->param.layerwise_parallel) fputs(" layerwise_parallel", out);
 		if (!v->param.requires_grad) fputs(" frozen", out);
 		if (!v->param.parallel_optimizer) fputs(" no_parallel_optimizer", out);
+		if (v->param.ps) fputs(" ps", out);
 		if (v->layout) {
 			fputs("  ", out);
 			layout_print(v->layout, out);

@@ -1,6 +1,7 @@
 /* The optimizer update: one in-place update node per trained parameter,
  * fed by its gradient and the optimizer's state tensors (created here,
- * zero-initialised, one per moment). */
+ * zero-initialised, one per moment). A parameter server's parameter gets
+ * a push/pull node instead and no state on the workers. */
 #include "passes.h"
 
 #include <string.h>
@@ -51,6 +52,18 @@ bool pass_optimizer(Compilation *c)
 			continue;
 		}
 		Value *in[4] = {p, p->grad};
+		if (parallel_ps_on(&g->par) && p->param.ps) {
+			/* the servers hold its state and run the optimizer
+			 * (passes/ps.c); the worker only pushes and pulls, and
+			 * the servers' shards replace optimizer parallelism */
+			p->param.parallel_optimizer = false;
+			Node *n = graph_node(g, OP_SGD_UPDATE, in, 2, p->loc);
+			n->attr = attr;
+			n->phase = PH_UPDATE;
+			n->scope = "";
+			n->ps_push = true;
+			continue;
+		}
 		for (int k = 0; k < r->nstate; k++) {
 			const char *name = arena_printf(g->arena, "%s.%s", r->state[k], p->name);
 			Value *s = graph_value(g, VK_STATE, name, p->dtype, p->shape, p->loc);

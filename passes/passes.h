@@ -53,6 +53,7 @@ bool pass_precision_late(Compilation *c);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);
+bool pass_ps(Compilation *c);
 bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
 bool pass_memplan(Compilation *c);

@@ -122,7 +122,7 @@ static void *gather_full(const NrtTensor *t)
 	memcpy(mine, t->offset, sizeof(int64_t) * 8);
 	memcpy(mine + 8, t->slice, sizeof(int64_t) * 8);
 	mine[16] = t->data != NULL;
-	NRT_MPI(MPI_Gather(mine, 17, MPI_INT64_T, meta, 17, MPI_INT64_T, 0, MPI_COMM_WORLD));
+	NRT_MPI(MPI_Gather(mine, 17, MPI_INT64_T, meta, 17, MPI_INT64_T, 0, nrt_rt.world.comm));
 	int64_t total = 0;
 	if (me == 0) {
 		for (int r = 0; r < np; r++) {
@@ -144,12 +144,12 @@ static void *gather_full(const NrtTensor *t)
 			          (long long)nfull);
 	}
 	int send;
-	NRT_MPI(MPI_Scatter(cnt, 1, MPI_INT, &send, 1, MPI_INT, 0, MPI_COMM_WORLD));
+	NRT_MPI(MPI_Scatter(cnt, 1, MPI_INT, &send, 1, MPI_INT, 0, nrt_rt.world.comm));
 	char *recv = me == 0 ? malloc((size_t)(total ? total : 1) * es) : NULL;
 	if (me == 0 && !recv)
 		nrt_fatal("checkpoint: out of memory for tensor '%s'", t->name);
 	NRT_MPI(MPI_Gatherv(t->data, send, nrt_mpi_type(t->dtype), recv, cnt, disp,
-	                    nrt_mpi_type(t->dtype), 0, MPI_COMM_WORLD));
+	                    nrt_mpi_type(t->dtype), 0, nrt_rt.world.comm));
 	for (int r = 0; me == 0 && r < np; r++)
 		if (cnt[r])
 			nrt_block_copy(es, t->rank, t->full, meta + 17 * r + 8, meta + 17 * r, full,

@@ -79,7 +79,7 @@ NrtComm *nrt_comm_color(int colour)
 	if (!nrt_rt.initialised) {
 		*c = (struct NrtComm){.comm = MPI_COMM_NULL, .size = 1, .rank = 0};
 	} else {
-		NRT_MPI(MPI_Comm_split(MPI_COMM_WORLD, colour, nrt_rt.rank, &c->comm));
+		NRT_MPI(MPI_Comm_split(nrt_rt.world.comm, colour, nrt_rt.rank, &c->comm));
 		NRT_MPI(MPI_Comm_size(c->comm, &c->size));
 		NRT_MPI(MPI_Comm_rank(c->comm, &c->rank));
 	}
@@ -388,7 +388,7 @@ void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
 void nrt_barrier(void)
 {
 	if (nrt_rt.initialised && nrt_mpi_active())
-		NRT_MPI_AS("barrier", MPI_Barrier(MPI_COMM_WORLD));
+		NRT_MPI_AS("barrier", MPI_Barrier(nrt_rt.world.comm));
 }
 
 NrtCommStats nrt_comm_stats(bool reset)

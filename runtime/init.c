@@ -343,8 +343,15 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 			fprintf(stderr, "%s: %s\n(run '%s --help' for the options)\n", prog, msg, prog);
 		finish(1);
 	}
-	if (nrt_rt.size != info->device_num) {
-		if (nrt_rt.rank == 0)
+	int want = info->device_num + info->ps_servers;
+	if (nrt_rt.size != want) {
+		if (nrt_rt.rank == 0 && info->ps_servers)
+			fprintf(stderr, "netrt: this program was compiled for device_num = %d workers and "
+			        "server_num = %d parameter servers but runs on %d rank%s; run it with "
+			        "mpirun -np %d (ranks 0..%d work, %d..%d serve)\n", info->device_num,
+			        info->ps_servers, nrt_rt.size, nrt_rt.size == 1 ? "" : "s", want,
+			        info->device_num - 1, info->device_num, want - 1);
+		else if (nrt_rt.rank == 0)
 			fprintf(stderr, "netrt: this program was compiled for device_num = %d but runs "
 			        "on %d rank%s; run it with mpirun -np %d\n", info->device_num,
 			        nrt_rt.size, nrt_rt.size == 1 ? "" : "s", info->device_num);
@@ -352,7 +359,9 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 	}
 	share_blas_threads();
 	nrt_check_destinations(opt, info);
-	nrt_watchdog_start(opt);
+	nrt_watchdog_start(opt); /* before the split: a lone worker with its servers is watched too */
+	if (info->ps_servers)
+		nrt_ps_split(info->device_num, info->ps_servers);
 }
 
 void nrt_finalize(void)
@@ -364,6 +373,7 @@ void nrt_finalize(void)
 		free(c);
 	}
 	nrt_rt.comms = NULL;
+	nrt_ps_free();
 	nrt_watchdog_stop();   /* ranks may reach MPI_Finalize far apart */
 	free(nrt_rt.data_arg);
 	nrt_rt.data_arg = NULL;

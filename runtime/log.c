@@ -203,7 +203,9 @@ void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
 	struct rusage ru;
 	mine[2 * NRT_MEM_KINDS + 1] = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : -1;
 	bool mpi = nrt_rt.initialised && nrt_mpi_active();
-	int np = mpi ? nrt_rt.size : 1;
+	int np = 1; /* every rank: parameter servers (runtime/ps.c) report too */
+	if (mpi)
+		NRT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &np));
 	int64_t *all = nrt_rank() == 0 ? malloc(sizeof mine * (size_t)np) : NULL;
 	if (nrt_rank() == 0 && !all)
 		nrt_fatal("out of memory");
@@ -213,7 +215,7 @@ void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
 		memcpy(all, mine, sizeof mine);
 	for (int r = 0; all && r < np; r++) {
 		const int64_t *m = all + (size_t)r * W;
-		printf("memory rank %d (peak bytes, counted/planned):", r);
+		printf("memory rank %d%s (peak bytes, counted/planned):", r, nrt_ps_is_server(r) ? " (server)" : "");
 		for (int k = 0; k < NRT_MEM_KINDS; k++) {
 			if (m[NRT_MEM_KINDS + k] >= 0)
 				printf(" %s %lld/%lld", nrt_mem_kind_key(k), (long long)m[k], (long long)m[NRT_MEM_KINDS + k]);

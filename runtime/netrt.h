@@ -54,11 +54,14 @@ typedef struct NrtProgramInfo {
 	int ninputs;
 	int log_rank;           /* the rank that prints progress and writes --log (0; a pipeline's
 	                         * last stage when its result is not broadcast) */
+	int ps_servers;         /* parameter servers: ranks device_num.. after the workers (0: none) */
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad
  * option exits 1 with a message), and check that the world size equals
- * info->device_num (else: a clear error on rank 0 and exit 1). */
+ * info->device_num (+ info->ps_servers; else: a clear error on rank 0 and
+ * exit 1). With servers, the world communicator and size the program
+ * sees are the workers' (ranks 0..device_num-1). */
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt);
 void nrt_finalize(void);
 int nrt_rank(void);
@@ -299,4 +302,46 @@ void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t
 /* This process's block offset in a layout: offset[i] = coord(map[i]) * slice[i], 0 where map[i] < 0. */
 void nrt_layout_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,
                        int64_t *offset);
+/* ---- parameter servers (runtime/ps.c, docs/parallel.md) ------------------ */
+typedef enum NrtPsMode { NRT_PS_SYNC, NRT_PS_ASYNC } NrtPsMode;
+typedef enum NrtPsOptimizer { NRT_PS_SGD, NRT_PS_MOMENTUM, NRT_PS_ADAM, NRT_PS_ADAMW } NrtPsOptimizer;
+/* What the servers hold and do. Parameter k (its index in `numel`) is
+ * cut into server_num contiguous shards, server s holding elements
+ * [numel*s/S, numel*(s+1)/S) and their optimizer state. */
+typedef struct NrtPsConfig {
+	NrtPsMode mode;
+	double grad_scale;      /* the sum over the workers times this (gradients_mean: 1/W), then the update */
+	NrtDType dtype;         /* of parameters and gradients: NRT_F32 or NRT_F64 (--precision f64) */
+	NrtPsOptimizer opt;     /* the update the servers apply, with: */
+	double momentum, beta1, beta2, eps, weight_decay;
+	bool nesterov;
+	int nparams;
+	const int64_t *numel;   /* elements of each server parameter */
+	const char *const *names; /* for messages */
+} NrtPsConfig;
+/* Called by every rank after nrt_init: a server rank serves until every
+ * worker is done, prints its --mem-stats part and exits 0; a worker
+ * returns. `lr`: the learning rate (--lr), the same on all ranks. */
+void nrt_ps_start(const NrtPsConfig *ps, const NrtOptions *opt, double lr);
+/* The servers' optimizer state as checkpoint tensors: the program's
+ * tensor-table rows `state` (parameter after parameter, each with its
+ * state tensors in order) get buffers on rank 0 (alloc) or lose them
+ * (free); other ranks hold none (they take no part in loading and
+ * saving them). */
+void nrt_ps_state_alloc(NrtTensor *state);
+void nrt_ps_state_free(NrtTensor *state);
+/* Worker 0 only: the servers' starting values (params[k]: parameter k,
+ * whole, as initialised or loaded on every worker; state: its optimizer
+ * state as loaded by --init, or NULL: zeros), `start` steps already done. */
+void nrt_ps_seed(void *const *params, NrtTensor *state, int64_t start);
+/* A worker's update of server parameter k: pushes its own gradient
+ * (sync: the servers wait for every worker's, sum them in rank order,
+ * average with mean and apply the optimizer at opt_step; async: applied
+ * at once) and pulls the new value into param. */
+void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step);
+/* A worker's end: tells the servers, then pulls every parameter's final
+ * value (async: the servers' newest, after all workers are done); on
+ * rank 0 with state (allocated rows) also the servers' optimizer state,
+ * for --save. */
+void nrt_ps_done(void *const *params, NrtTensor *state);
 #endif

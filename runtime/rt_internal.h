@@ -105,6 +105,15 @@ typedef enum NrtCommKind {
 } NrtCommKind;
 void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 
+/* ---- parameter servers (ps.c) ---- */
+/* Splits the world into the workers (ranks 0..workers-1: nrt_rt.world
+ * and nrt_rt.size become theirs) and the servers after them. */
+void nrt_ps_split(int workers, int servers);
+/* nrt_finalize: frees the communicators nrt_ps_split made. */
+void nrt_ps_free(void);
+/* World rank r is a parameter server (false in programs without them). */
+bool nrt_ps_is_server(int r);
+
 /* MPI_Init has run and MPI_Finalize has not. */
 bool nrt_mpi_active(void);
 

@@ -85,9 +85,11 @@ static void select_device(void)
 	char msg[512];
 	int device = 0;
 	const char *why = device_problem(local, nlocal, &device, msg, sizeof msg);
-	int first = why ? nrt_rt.rank : nrt_rt.size;
+	int world = 1; /* every rank, parameter servers (runtime/ps.c) included */
+	NRT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+	int first = why ? nrt_rt.rank : world;
 	NRT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-	if (first < nrt_rt.size) {
+	if (first < world) {
 		if (first == nrt_rt.rank) {
 			fflush(stdout);
 			fprintf(stderr, "netrt: rank %d: %s\n", nrt_rt.rank, why);

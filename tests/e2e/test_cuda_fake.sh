@@ -65,9 +65,13 @@ case_() {
 	shift 2
 	while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
 	shift
-	pair "$name" "$@" && run "$name.cpu" "$np" "$name.c" &&
-		(for e in $envs; do export "$e"; done; run "$name.gpu" "$np" "$name.g") &&
+	pair "$name" "$@" || return
+	if run "$name.cpu" "$np" "$name.c" &&
+		(for e in $envs; do export "$e"; done; run "$name.gpu" "$np" "$name.g"); then
 		exact "$name:$envs fake CUDA == CPU @$np" "$name.g" "$name.c"
+	else
+		bad "$name:$envs fake CUDA == CPU @$np (a run failed)"
+	fi
 }
 SA="-D parallel_mode=stand_alone"
 M=tests/e2e/models P=tests/e2e/pipeline
@@ -82,6 +86,8 @@ case_ opt_par 4 NETC_COMM=host -- $M/mlp_dp.net -D device_num=4 -D parallel_mode
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 case_ pipeline 4 NETC_COMM=host -- $P/deep.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
+# parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
+case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 
 # checkpoints: a CPU checkpoint resumed by the CUDA runtime and the other way round
 if [ -x "$work/mlp_sa.gpu" ] && run mlp_sa.cpu 1 ck_cpu && run mlp_sa.gpu 1 ck_gpu_resumed --init "$work/ck_cpu.st" &&

@@ -89,6 +89,11 @@ for s in samples/*.net; do
 	fi
 	np=$(sed -n 's/^ *device_num *= *\([0-9]*\).*/\1/p' "$s" | head -n 1)
 	[ -n "$np" ] || np=1
+	# parameter servers run beside the device_num workers (docs/launch.md)
+	if grep -q '^ *enable_ps *= *true' "$s"; then
+		ns=$(sed -n 's/^ *server_num *= *\([0-9]*\).*/\1/p' "$s" | head -n 1)
+		np=$((np + ${ns:-1}))
+	fi
 	if build "par_$n" "$s" &&
 		run "train_${n}_np$np" "$work/par_$n.csv" $MPIRUN -np "$np" "$work/par_$n" --steps $psteps; then
 		decreases "train_${n}_np$np ($psteps steps, $np ranks)" "$work/par_$n.csv" 0.9

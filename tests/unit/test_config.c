@@ -337,6 +337,11 @@ ParameterizedTestParameters(config, accepts)
 		{"strategy_ckpt_config", "{only_trainable_params = false}", F_BOOL, FLD(only_trainable_params), 0, ""},
 		{"group_ckpt_save_file", "\"groups.ckpt\"", F_STR, FLD(group_ckpt_save_file), 0, "groups.ckpt"},
 		{"grad_accumulation_step", "4", F_I64, FLD(grad_accumulation_step), 4, ""},
+		{"enable_ps", "true", F_BOOL, FLD(enable_ps), 1, ""},
+		{"server_num", "3", F_I64, FLD(server_num), 3, ""},
+		{"server_num", "0", F_I64, FLD(server_num), 0, ""},
+		{"ps_mode", "async", F_INT, FLD(ps_mode), PS_ASYNC, ""},
+		{"ps_mode", "\"sync\"", F_INT, FLD(ps_mode), PS_SYNC, ""},
 	};
 	return cr_make_param_array(Accept, cases, sizeof cases / sizeof cases[0]);
 }
@@ -365,7 +370,7 @@ Test(config, every_key_has_a_row)
 #undef K
 	};
 	cr_expect_eq(sizeof keys / sizeof keys[0], PK_COUNT);
-	cr_expect_eq(PK_COUNT, 25);
+	cr_expect_eq(PK_COUNT, 28);
 }
 
 /* --- every key: one rejected value, with the exact message ---------------------- */
@@ -438,6 +443,9 @@ ParameterizedTestParameters(config, rejects)
 		 "parallel key 'strategy_ckpt_config.only_trainable_params' expects a boolean (true or false), got a string"},
 		{"group_ckpt_save_file", "[1]", "parallel key 'group_ckpt_save_file' expects a string, got a list"},
 		{"grad_accumulation_step", "0", "grad_accumulation_step must be >= 1, got 0"},
+		{"server_num", "-1", "server_num must be in [0, 4096], got -1"},
+		{"server_num", "4097", "server_num must be in [0, 4096], got 4097"},
+		{"enable_ps", "1", "expects a boolean"},
 	};
 	return cr_make_param_array(Reject, cases, sizeof cases / sizeof cases[0]);
 }
@@ -474,7 +482,8 @@ Test(config, unknown_key_lists_valid_keys_and_suggests)
 	            "strategy_ckpt_save_file, full_batch, dataset_strategy, enable_parallel_optimizer, "
 	            "enable_alltoall, force_fp32_communication, all_reduce_fusion_config, pipeline_stages, "
 	            "pipeline_result_broadcast, pipeline_config, parallel_optimizer_config, comm_fusion, "
-	            "strategy_ckpt_config, group_ckpt_save_file, grad_accumulation_step\n");
+	            "strategy_ckpt_config, group_ckpt_save_file, grad_accumulation_step, enable_ps, server_num, "
+	            "ps_mode\n");
 	EXPECT_DIAG("note: did you mean 'device_num'?");
 }
 
