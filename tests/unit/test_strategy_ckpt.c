@@ -2,6 +2,7 @@
  * second compile and save again -- byte for byte the same, protobuf and
  * JSON; files that do not fit the model are errors naming the node. */
 #include <criterion/criterion.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,13 +97,20 @@ Test(strategy_ckpt, json_looks_like_mindspore)
 
 static char *load_bad(const char *json)
 {
-	FILE *f = fopen("build/test_ckpt_bad.json", "w");
+	/* one file per test process: Criterion runs the tests that call this
+	 * side by side (--jobs), and a shared name let one read another's */
+	char path[64], load[96];
+	snprintf(path, sizeof path, "build/test_ckpt_bad_%ld.json", (long)getpid());
+	snprintf(load, sizeof load, "strategy_ckpt_load_file=\"%s\"", path);
+	FILE *f = fopen(path, "w");
+	cr_assert(f);
 	fputs(json, f);
 	fclose(f);
 	bool ok;
-	const char *d[] = {"parallel_mode=semi_auto_parallel", "strategy_ckpt_load_file=\"build/test_ckpt_bad.json\""};
+	const char *d[] = {"parallel_mode=semi_auto_parallel", load};
 	char *diag = compile("samples/mlp.net", d, 2, &ok);
 	cr_expect_not(ok);
+	remove(path);
 	return diag;
 }
 
