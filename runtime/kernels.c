@@ -158,9 +158,12 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 
 /* ---- f32 helpers ----------------------------------------------------------- */
 
-/* Work (elements) below which a kernel stays on the calling thread: a
- * parallel region costs a few microseconds. */
-#define PAR_MIN 32768
+/* Work (elements) below which a kernel stays on the calling thread. A
+ * parallel region costs a few microseconds on idle cores but far more
+ * when the cores are shared (a descheduled thread holds up the barrier;
+ * libgomp's threads spin after a region while OpenBLAS's want the cores),
+ * so only kernels of a few hundred microseconds are split. */
+#define PAR_MIN (1 << 18)
 
 #define K_PRAGMA(x) _Pragma(#x)
 

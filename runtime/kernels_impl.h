@@ -114,7 +114,7 @@ void FN(nrt_binary)(NrtBinary op, int rank, const int64_t *ydims, const T *a,
 		int64_t rows = sp.n == 2 ? sp.dim[0] : 1, n = sp.dim[in];
 		int64_t ra = sp.n == 2 ? sp.st[0][0] : 0, rb = sp.n == 2 ? sp.st[1][0] : 0;
 		int64_t ry = sp.n == 2 ? sp.st[2][0] : 0, as = sp.st[0][in], bs = sp.st[1][in];
-		int64_t blk = rows == 1 ? PAR_MIN : n; /* a flat loop goes in blocks */
+		int64_t blk = rows == 1 ? 16384 : n; /* a flat loop goes in blocks */
 		int64_t nb = rows == 1 ? (n + blk - 1) / blk : rows;
 		PAR_FOR(rows * n)
 		for (int64_t r = 0; r < nb; r++) {

@@ -9,7 +9,7 @@
 
 #include "test_kernels_util.h"
 
-enum { ROWS = 300, COLS = 257, N = ROWS * COLS }; /* N above PAR_MIN; odd COLS: vector tails */
+enum { ROWS = 1100, COLS = 257, N = ROWS * COLS }; /* N above PAR_MIN; odd COLS: vector tails */
 
 static float *rnd(int64_t n, double lo, double hi, unsigned seed)
 {
@@ -74,7 +74,7 @@ static void run_softmax(const float *a, const float *b, const int32_t *lab, floa
 	(void)lab;
 	nrt_softmax_f32(ROWS, COLS, 1, false, 100, a, out);
 	nrt_softmax_grad_f32(ROWS, COLS, 1, false, b, out, out + N);
-	nrt_softmax_f32(3, 100, ROWS * COLS / 300, true, 0, a, out + 2 * N);
+	nrt_softmax_f32(11, 100, ROWS * COLS / 1100, true, 0, a, out + 2 * N);
 }
 
 static void run_sce(const float *a, const float *b, const int32_t *lab, float *out)
