@@ -315,6 +315,7 @@ static void start_mpi(int *argc, char ***argv)
  * OpenBLAS read it); else OPENBLAS_NUM_THREADS, when set, is both; else
  * cores / ranks-on-the-host, at least 1. */
 void omp_set_num_threads(int) __attribute__((weak)); /* absent: no OpenMP */
+void omp_set_dynamic(int) __attribute__((weak));
 
 /* Cores per rank on this host: cores / ranks sharing it, at least 1. */
 static int host_share(void)
@@ -333,6 +334,12 @@ static void share_threads(void)
 {
 	const char *blas = getenv("OPENBLAS_NUM_THREADS"), *omp = getenv("OMP_NUM_THREADS");
 	int kernels;
+	/* The kernels' team shrinks when the host is busy (libgomp: cores
+	 * minus the load average): on shared cores a region's barrier, and
+	 * its threads spinning after it beside OpenBLAS's, cost more than
+	 * the split saves. OMP_DYNAMIC=false keeps the team whole. */
+	if (omp_set_dynamic && !getenv("OMP_DYNAMIC"))
+		omp_set_dynamic(1);
 	if (omp) /* libgomp and OpenBLAS read it themselves */
 		return;
 	if (blas) { /* OpenBLAS reads it; the kernels follow */

@@ -131,7 +131,8 @@ for m in $MODELS; do
 	rows=$((rows + 1))
 done
 echo
-echo "CPU time per step, one thread, $REPS alternating rounds (median [min,max]); netc: W+S minus W steps;"
-echo "torch: $( [ -n "$PY" ] && "$PY" -c 'import torch; print("PyTorch", torch.__version__)' 2>/dev/null || echo "not run")"
-echo "eager; sgemm: OpenBLAS on the step's products alone; GEMM frac = sgemm / netc step. Load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+echo "CPU time per step, one thread, $REPS alternating rounds (median [min,max]); netc: W+S minus W steps"
+echo "torch: $( [ -n "$PY" ] && "$PY" -c 'import torch; print("PyTorch", torch.__version__, "eager")' 2>/dev/null || echo "not run")"
+echo "sgemm: OpenBLAS on the step's products alone; GEMM frac = sgemm / netc step"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 [ "$rows" -gt 0 ]
