@@ -466,7 +466,7 @@ void FN(nrt_layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
 		for (int64_t c = 0; c < cols; c++) {
 			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
 			sg += g;
-			sgx += g * ((xr[c] - m) * rs);
+			sgx += g * (xr[c] - m) * rs;
 		}
 		T mg = sg / (T)cols, mgx = sgx / (T)cols;
 		for (int64_t c = 0; c < cols; c++) {
