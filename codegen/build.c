@@ -19,6 +19,12 @@ extern char **environ;
 #ifndef NETC_RT_CFLAGS
 #define NETC_RT_CFLAGS ""
 #endif
+/* Target flags for generated programs, as the runtime was built with
+ * (GNUmakefile: NETC_ARCH); $NETC_ARCH at `netc build` time overrides
+ * (empty: the compiler's default target). */
+#ifndef NETC_RT_ARCH
+#define NETC_RT_ARCH "-march=native -mno-avx512f"
+#endif
 /* The CUDA program's libraries (CUDA, NCCL, MPI), fixed when netc was built
  * (GNUmakefile: CUDA_PROG_LIBS). */
 #ifndef NETC_CUDA_LIBS
@@ -116,7 +122,8 @@ static bool compile_program(Compilation *c, const BuildOptions *o, const char *s
 	argv[n++] = "-std=c11";
 	argv[n++] = "-O2";
 	argv[n++] = "-g";
-	argv[n++] = "-march=native";
+	const char *arch = getenv("NETC_ARCH");
+	n += split_flags(&c->arena, arch ? arch : NETC_RT_ARCH, argv + n, 8);
 	argv[n++] = arena_printf(&c->arena, "-I%s", inc);
 	n += split_flags(&c->arena, NETC_RT_CFLAGS, argv + n, 30);
 	argv[n++] = src;

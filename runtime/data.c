@@ -7,7 +7,8 @@
  *
  * Synthetic samples are a pure function of (seed, global sample index,
  * element index), so every sharding sees the same dataset:
- *   FEATURES  N(0, 1), stream 1000 + input index
+ *   FEATURES  N(0, 1), stream 1000 + input index (normal_fill: the
+ *             values of nrt_rand_normal to an ulp, vectorised)
  *   TOKENS    uniform in [0, range), same stream
  *   CLASSES   a fixed random linear teacher of a FEATURES source (argmax),
  *             (3 id + 1) % C of a TOKENS source, or sample % C
@@ -30,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "philox.h"
 #include "rt_internal.h"
 
 #define TEACHER_SEED_XOR 0x7eac4e5u
@@ -37,6 +39,8 @@
 #define STREAM_TEACHER   2000u  /* linear teacher of features */
 #define STREAM_EMBED     2001u  /* token -> target map */
 #define TEACHER_CACHE_MAX (1 << 22) /* cache teachers up to 32 MiB of doubles */
+#define TPAD 16 /* classes up to this many: a teacher row fits in registers */
+typedef double V4D __attribute__((vector_size(32))); /* 4 lanes (GCC/Clang) */
 
 typedef struct Source {
 	/* file mode */
@@ -52,6 +56,8 @@ typedef struct Source {
 	int64_t vals_g;         /* the global sample in vals (-1: none) */
 	double *teacher;        /* cached teacher weights, or NULL */
 	int64_t nteacher;
+	double *acc;            /* [classes] scratch of a cached CLASSES teacher */
+	double *tpad;           /* the teacher with rows padded to TPAD (few classes), or NULL */
 } Source;
 
 struct NrtData {
@@ -205,6 +211,122 @@ static void copy_sample(const Source *s, NrtInput *in, int64_t g, int64_t local)
 }
 
 /* ---- synthetic ---------------------------------------------------------------- */
+
+static inline uint64_t bits_of(double f)
+{
+	uint64_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static inline double double_of(uint64_t u)
+{
+	double f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* An integer below 2^32 as a double, exactly, without an int -> double
+ * conversion (AVX2 has none for 64-bit lanes): 2^52 + v, minus 2^52. */
+static inline double small_u(uint64_t v)
+{
+	return double_of(UINT64_C(0x4330000000000000) | v) - 4503599627370496.0;
+}
+
+/* ln(u) for u in (0, 1], no branches: u = m 2^e with m in [sqrt(1/2),
+ * sqrt(2)), Cephes' log: ln(1 + x) = x - x^2/2 + x^3 P(x)/Q(x), within
+ * 1-2 ulp of glibc's log. */
+static inline double ln_unit(double u)
+{
+	uint64_t b = bits_of(u);
+	double e = small_u((b >> 52) & 0x7ff) - 1023.0;
+	double m = double_of((b & UINT64_C(0x000fffffffffffff)) | UINT64_C(0x3ff0000000000000)); /* [1, 2) */
+	bool big = m > 1.4142135623730950488;
+	m = big ? m * 0.5 : m;
+	e = big ? e + 1.0 : e;
+	double x = m - 1.0, z = x * x;
+	double p = 1.01875663804580931796e-4;
+	p = p * x + 4.97494994976747001425e-1;
+	p = p * x + 4.70579119878881725854e0;
+	p = p * x + 1.44989225341610930846e1;
+	p = p * x + 1.79368678507819816313e1;
+	p = p * x + 7.70838733755885391666e0;
+	double q = x + 1.12873587189167450590e1;
+	q = q * x + 4.52279145837532221105e1;
+	q = q * x + 8.29875266912776603211e1;
+	q = q * x + 7.11544750618563894466e1;
+	q = q * x + 2.31251620126765340583e1;
+	double y = x * (z * p / q);
+	y = y - e * 2.121944400546905827679e-4;
+	y = y - 0.5 * z;
+	return x + y + e * 0.693359375;
+}
+
+/* cos(2 pi w) for w in [0, 1), no branches: folded exactly (Sterbenz) to
+ * t in [0, 1/8] turns, then Cephes' sin or cos on [0, pi/4]. */
+static inline double cos_turn(double w)
+{
+	double v = w > 0.5 ? 1.0 - w : w;          /* cos is even: [0, 1/2] */
+	bool neg = v > 0.25;                        /* cos(pi - a) = -cos a */
+	v = neg ? 0.5 - v : v;                      /* [0, 1/4] */
+	bool use_sin = v > 0.125;                   /* cos a = sin(pi/2 - a) */
+	double y = (use_sin ? 0.25 - v : v) * 6.28318530717958647693, z = y * y;
+	double s = 1.58962301576546568060e-10;
+	s = s * z - 2.50507477628578072866e-8;
+	s = s * z + 2.75573136213857245213e-6;
+	s = s * z - 1.98412698295895385996e-4;
+	s = s * z + 8.33333333332211858878e-3;
+	s = s * z - 1.66666666666666307295e-1;
+	s = y + y * z * s;
+	double c = -1.13585365213876817300e-11;
+	c = c * z + 2.08757008419747316778e-9;
+	c = c * z - 2.75573141792967388112e-7;
+	c = c * z + 2.48015872888517045348e-5;
+	c = c * z - 1.38888888888730564116e-3;
+	c = c * z + 4.16666666666665929218e-2;
+	c = 1.0 - 0.5 * z + z * z * c;
+	double r = use_sin ? s : c;
+	return neg ? -r : r;
+}
+
+/* nrt_philox_ (runtime/philox.h) with the first round peeled, so the
+ * rounds unroll into straight-line code that vectorises over elements
+ * (nrt_philox_'s `if (r)` keeps it scalar without AVX-512 masks). Same
+ * values: test_runtime_random.c compares the two. */
+static inline void philox_flat(uint64_t key, uint64_t ctr_hi, uint64_t ctr_lo, uint32_t out[4])
+{
+	uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)};
+	out[0] = (uint32_t)ctr_lo;
+	out[1] = (uint32_t)(ctr_lo >> 32);
+	out[2] = (uint32_t)ctr_hi;
+	out[3] = (uint32_t)(ctr_hi >> 32);
+	nrt_philox_round_(out, k);
+#pragma GCC unroll 9
+	for (int r = 1; r < 10; r++) {
+		k[0] += 0x9E3779B9u;
+		k[1] += 0xBB67AE85u;
+		nrt_philox_round_(out, k);
+	}
+}
+
+/* out[k] = scale * a standard normal for counter index0 + k of (seed,
+ * stream): nrt_rand_normal's Box-Muller on the same Philox draws and the
+ * same 53-bit uniforms, with log and cos written to vectorise, so a value
+ * differs from nrt_rand_normal's by an ulp or two at most (an f32 input
+ * almost always rounds to the same float). */
+static void normal_fill(uint64_t seed, uint64_t stream, uint64_t index0, int64_t n, double scale,
+                        double *out)
+{
+	for (int64_t k = 0; k < n; k++) {
+		uint32_t o[4];
+		philox_flat(seed, stream, index0 + (uint64_t)k, o);
+		/* nrt_unit53_: (hi:lo >> 11) 2^-53 = (hi 2^21 + lo >> 11) 2^-53 */
+		double u1 = 1.0 - (small_u(o[0]) * 2097152.0 + small_u(o[1] >> 11)) * 0x1.0p-53;
+		double u2 = (small_u(o[2]) * 2097152.0 + small_u(o[3] >> 11)) * 0x1.0p-53;
+		out[k] = scale * (sqrt(-2.0 * ln_unit(u1)) * cos_turn(u2));
+	}
+}
+
 static double teacher_w(const NrtData *d, const Source *s, uint32_t stream, int64_t idx)
 {
 	if (s->teacher)
@@ -222,6 +344,45 @@ static void classes_from_features(const NrtData *d, const Source *s, const Sourc
 	int64_t L = s->per, G = x->per % L == 0 ? x->per / L : x->per;
 	for (int64_t t = 0; t < L; t++) {
 		const double *xt = x->vals + (x->per % L == 0 ? t * G : 0);
+		if (s->tpad) { /* the same sums, the accumulators in registers */
+			V4D a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+			for (int64_t j = 0; j < G; j++) {
+				const double *w = s->tpad + j * TPAD;
+				V4D xj = {xt[j], xt[j], xt[j], xt[j]}, w0, w1, w2, w3;
+				memcpy(&w0, w, sizeof w0);
+				memcpy(&w1, w + 4, sizeof w1);
+				memcpy(&w2, w + 8, sizeof w2);
+				memcpy(&w3, w + 12, sizeof w3);
+				a0 += xj * w0;
+				a1 += xj * w1;
+				a2 += xj * w2;
+				a3 += xj * w3;
+			}
+			double a[TPAD];
+			memcpy(a, &a0, sizeof a0);
+			memcpy(a + 4, &a1, sizeof a1);
+			memcpy(a + 8, &a2, sizeof a2);
+			memcpy(a + 12, &a3, sizeof a3);
+			int64_t best = 0;
+			for (int64_t c = 1; c < C; c++)
+				best = a[c] > a[best] ? c : best;
+			s->vals[t] = (double)best;
+			continue;
+		}
+		if (s->teacher) { /* rows of W in order: the same sums, vectorised */
+			double *acc = s->acc;
+			memset(acc, 0, (size_t)C * sizeof *acc);
+			for (int64_t j = 0; j < G; j++) {
+				const double *wj = s->teacher + j * C;
+				for (int64_t c = 0; c < C; c++)
+					acc[c] += xt[j] * wj[c];
+			}
+			int64_t best = 0;
+			for (int64_t c = 1; c < C; c++)
+				best = acc[c] > acc[best] ? c : best;
+			s->vals[t] = (double)best;
+			continue;
+		}
 		int64_t best = 0;
 		double bestv = -INFINITY;
 		for (int64_t c = 0; c < C; c++) {
@@ -293,8 +454,7 @@ static void gen_sample(NrtData *d, const NrtInput *in, int i, int64_t g)
 	uint32_t stream = STREAM_DATA + (uint32_t)i;
 	switch (p->role) {
 	case NRT_IN_FEATURES:
-		for (int64_t e = 0; e < s->per; e++)
-			s->vals[e] = nrt_rand_normal(d->seed, stream, base + (uint64_t)e);
+		normal_fill(d->seed, stream, base, s->per, 1.0, s->vals);
 		return;
 	case NRT_IN_TOKENS:
 		for (int64_t e = 0; e < s->per; e++) {
@@ -317,8 +477,7 @@ static void gen_sample(NrtData *d, const NrtInput *in, int i, int64_t g)
 		return;
 	case NRT_IN_TARGETS:
 		if (p->source < 0) {
-			for (int64_t e = 0; e < s->per; e++)
-				s->vals[e] = 0.1 * nrt_rand_normal(d->seed, stream, base + (uint64_t)e);
+			normal_fill(d->seed, stream, base, s->per, 0.1, s->vals);
 			return;
 		}
 		gen_sample(d, in, p->source, g);
@@ -349,6 +508,12 @@ static void synth_sample(NrtData *d, NrtInput *in, int i, int64_t g, int64_t loc
 	int64_t lper = nrt_numel(t->rank - 1, t->slice + 1);
 	PickCtx c = {d->src[i].vals, t->dtype,
 	             (char *)t->data + local * lper * (int64_t)nrt_dtype_size(t->dtype)};
+	if (t->dtype == NRT_F32 && lper == d->src[i].per) { /* the whole sample */
+		float *dst = c.dst;
+		for (int64_t k = 0; k < lper; k++)
+			dst[k] = (float)c.vals[k];
+		return;
+	}
 	nrt_slice_foreach(t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, pick, &c);
 }
 
@@ -397,6 +562,15 @@ static void cache_teacher(NrtData *d, const NrtInput *in, int i)
 	for (int64_t k = 0; k < n; k++)
 		s->teacher[k] = nrt_rand_normal(d->seed ^ TEACHER_SEED_XOR, STREAM_TEACHER, (uint64_t)k);
 	s->nteacher = n;
+	if (p->role == NRT_IN_CLASSES && !(s->acc = malloc((size_t)p->range * sizeof(double))))
+		nrt_fatal("out of memory");
+	if (p->role != NRT_IN_CLASSES || p->range > TPAD || F % L != 0 || L != 1)
+		return;
+	s->tpad = calloc((size_t)(F ? F : 1) * TPAD, sizeof(double));
+	if (!s->tpad)
+		nrt_fatal("out of memory");
+	for (int64_t j = 0; j < F; j++)
+		memcpy(s->tpad + j * TPAD, s->teacher + j * p->range, (size_t)p->range * sizeof(double));
 }
 
 NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin)
@@ -474,6 +648,8 @@ void nrt_data_close(NrtData *d)
 			nrt_fatal("munmap: %s", strerror(errno));
 		free(s->vals);
 		free(s->teacher);
+		free(s->acc);
+		free(s->tpad);
 		free(s->conv);
 	}
 	free(d->src);

@@ -308,22 +308,49 @@ static void start_mpi(int *argc, char ***argv)
 	nrt_rt.initialised = true;
 }
 
-/* Every rank's OpenBLAS would otherwise start one thread per core, so N
- * ranks on one host run N*cores threads and GEMMs slow down several-fold.
- * Share the host's cores among the ranks on it; OPENBLAS_NUM_THREADS (or
- * OMP_NUM_THREADS) set by the user wins. */
-static void share_blas_threads(void)
+/* Every rank's OpenBLAS (and the kernels' OpenMP team) would otherwise
+ * start one thread per core, so N ranks on one host run N*cores threads
+ * and everything slows down several-fold. Share the host's cores among
+ * the ranks on it: OMP_NUM_THREADS, when set, is both counts (libgomp and
+ * OpenBLAS read it); else OPENBLAS_NUM_THREADS, when set, is both; else
+ * cores / ranks-on-the-host, at least 1. */
+void omp_set_num_threads(int) __attribute__((weak)); /* absent: no OpenMP */
+void omp_set_dynamic(int) __attribute__((weak));
+
+/* Cores per rank on this host: cores / ranks sharing it, at least 1. */
+static int host_share(void)
 {
-	if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
-		return;
 	MPI_Comm host;
 	NRT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
 	int local = 1;
 	NRT_MPI(MPI_Comm_size(host, &local));
 	NRT_MPI(MPI_Comm_free(&host));
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	long per_rank = cores > 0 ? cores / local : 1;
-	openblas_set_num_threads(per_rank > 0 ? (int)per_rank : 1);
+	long per_rank = cores > 0 && local > 0 ? cores / local : 1;
+	return per_rank > 0 && per_rank <= INT_MAX ? (int)per_rank : 1;
+}
+
+static void share_threads(void)
+{
+	const char *blas = getenv("OPENBLAS_NUM_THREADS"), *omp = getenv("OMP_NUM_THREADS");
+	int kernels;
+	/* The kernels' team shrinks when the host is busy (libgomp: cores
+	 * minus the load average): on shared cores a region's barrier, and
+	 * its threads spinning after it beside OpenBLAS's, cost more than
+	 * the split saves. OMP_DYNAMIC=false keeps the team whole. */
+	if (omp_set_dynamic && !getenv("OMP_DYNAMIC"))
+		omp_set_dynamic(1);
+	if (omp) /* libgomp and OpenBLAS read it themselves */
+		return;
+	if (blas) { /* OpenBLAS reads it; the kernels follow */
+		long v = strtol(blas, NULL, 10);
+		kernels = v > 0 && v <= INT_MAX ? (int)v : 1;
+	} else {
+		kernels = host_share();
+		openblas_set_num_threads(kernels);
+	}
+	if (omp_set_num_threads)
+		omp_set_num_threads(kernels);
 }
 
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
@@ -357,7 +384,7 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 			        nrt_rt.size, nrt_rt.size == 1 ? "" : "s", info->device_num);
 		finish(1);
 	}
-	share_blas_threads();
+	share_threads();
 	nrt_check_destinations(opt, info);
 	nrt_watchdog_start(opt); /* before the split: a lone worker with its servers is watched too */
 	if (info->ps_servers)

@@ -9,8 +9,18 @@
  * scheme: coalesce the index space (drop size-1 dims, merge neighbours that
  * are contiguous for every operand), then walk all but the innermost dim
  * with an odometer and run a tight inner loop specialised for the common
- * inner strides (1 and 0), which the compiler vectorises at -O2. A plain
- * same-shape operation coalesces to a single dim, i.e. one flat loop. */
+ * inner strides (1 and 0), which the compiler vectorises. A plain
+ * same-shape operation coalesces to a single dim, i.e. one flat loop.
+ *
+ * Speed (docs/benchmarks.md): the runtime is built for the host
+ * (GNUmakefile: NETC_ARCH, -O3). The f32 kernels use the branch-free
+ * k_expf/k_erff below instead of libm's, so their loops vectorise, and
+ * sum in f32 with `omp simd` reductions (lanes reassociated); the f64
+ * kernels keep libm and their sequential double sums, so gradient checks
+ * see the algorithm they always saw. Loops over rows or elements are
+ * split among OpenMP threads (static, so each element or row is computed
+ * by the same code whatever the thread count: results do not depend on
+ * it); no reduction is ever split across threads. */
 #include "kernels.h"
 #include "kernel_rules.h"
 #include "philox.h"
@@ -146,6 +156,71 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 		kernel_fail("gemm", "dimension exceeds the BLAS integer range");
 }
 
+/* ---- f32 helpers ----------------------------------------------------------- */
+
+/* Work (elements) below which a kernel stays on the calling thread. A
+ * parallel region costs a few microseconds on idle cores but far more
+ * when the cores are shared (a descheduled thread holds up the barrier;
+ * libgomp's threads spin after a region while OpenBLAS's want the cores),
+ * so only kernels of a few hundred microseconds are split. */
+#define PAR_MIN (1 << 18)
+
+#define K_PRAGMA(x) _Pragma(#x)
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* exp in f32 without branches (so loops calling it vectorise): x = n ln2
+ * + r, |r| <= ln2/2, Cephes' degree-6 polynomial for e^r (within 2 ulp of
+ * expf), 2^n from the exponent bits. n is rounded by the 1.5 * 2^23 trick,
+ * so no float-to-int conversion sees a NaN; NaN propagates through r. */
+static inline float k_expf(float x)
+{
+	const float magic = 12582912.0f; /* 1.5 * 2^23 */
+	float xc = x > 88.3762626647949f ? 88.3762626647949f : x;
+	xc = xc < -86.6f ? -86.6f : xc;
+	float t = xc * 1.44269504088896341f + magic;
+	float n = t - magic;
+	uint32_t ni = f2u(t) - f2u(magic); /* n as a two's complement int */
+	float r = xc - n * 0.693359375f;
+	r = r - n * -2.12194440e-4f;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	float y = p * u2f((ni + 127u) << 23);
+	y = x > 88.72283935546875f ? INFINITY : y;
+	return x < -86.6f ? 0.0f : y;
+}
+
+/* erf in f32 without branches: Abramowitz & Stegun 7.1.26 (absolute
+ * error below 1.5e-7, the accuracy PyTorch's vectorised erf has), with
+ * e = exp(-x^2) supplied by the caller, which often needs it anyway. */
+static inline float k_erff_e(float x, float e)
+{
+	float a = fabsf(x);
+	float t = 1.0f / (1.0f + 0.3275911f * a);
+	float p = 1.061405429f;
+	p = p * t - 1.453152027f;
+	p = p * t + 1.421413741f;
+	p = p * t - 0.284496736f;
+	p = p * t + 0.254829592f;
+	return copysignf(1.0f - p * t * e, x);
+}
 
 #define NRT_CAT2(a, b) a##_##b
 #define NRT_CAT(a, b) NRT_CAT2(a, b)
@@ -154,6 +229,7 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 
 #define T float
 #define S f32
+#define KF32 1
 #define MATH(fn) fn##f
 #define CBLAS_GEMM cblas_sgemm
 #include "kernels_impl.h"
@@ -161,9 +237,11 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 #undef S
 #undef MATH
 #undef CBLAS_GEMM
+#undef KF32
 
 #define T double
 #define S f64
+#define KF32 0
 #define MATH(fn) fn
 #define CBLAS_GEMM cblas_dgemm
 #include "kernels_impl.h"
@@ -171,3 +249,4 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 #undef S
 #undef MATH
 #undef CBLAS_GEMM
+#undef KF32

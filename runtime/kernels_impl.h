@@ -5,10 +5,23 @@
  *   CBLAS_GEMM  cblas_sgemm or cblas_dgemm
  * defined. No include guard on purpose.
  *
- * Reductions (sums, statistics, losses, norms) accumulate in double even
- * for T = float: the cost is a conversion per element and it keeps f32
- * results within a few ulps of the f64 ones. Element-wise arithmetic stays
- * in T so that it vectorises at full width. */
+ * Row reductions (softmax and layer-norm sums, logsumexp) accumulate in T
+ * with SIMD_RED: for f32 an `omp simd` reduction (lanes summed separately,
+ * then combined: more accurate than one sequential f32 sum), for f64 the
+ * plain sequential loop as before. Column sums over a batch (reduce,
+ * layer-norm dgamma), losses and optimizer norms accumulate in double.
+ * KEXP is k_expf for f32 (vectorises), libm's exp for f64. */
+
+#if KF32
+#define KEXP(x) k_expf(x)
+#define SIMD_RED(op, ...) K_PRAGMA(omp simd reduction(op : __VA_ARGS__))
+#else
+#define KEXP(x) exp(x)
+#define SIMD_RED(op, ...)
+#endif
+/* A loop over independent elements or rows, split statically among the
+ * OpenMP threads once `work` elements make it worth it. */
+#define PAR_FOR(work) K_PRAGMA(omp parallel for if ((work) >= PAR_MIN) schedule(static))
 
 /* ---- gemm --------------------------------------------------------------- */
 
@@ -97,6 +110,21 @@ void FN(nrt_binary)(NrtBinary op, int rank, const int64_t *ydims, const T *a,
 		return;
 	}
 	int in = sp.n - 1;
+	if (sp.n <= 2) { /* flat or rows (bias_add, residuals): split rows */
+		int64_t rows = sp.n == 2 ? sp.dim[0] : 1, n = sp.dim[in];
+		int64_t ra = sp.n == 2 ? sp.st[0][0] : 0, rb = sp.n == 2 ? sp.st[1][0] : 0;
+		int64_t ry = sp.n == 2 ? sp.st[2][0] : 0, as = sp.st[0][in], bs = sp.st[1][in];
+		int64_t blk = rows == 1 ? 16384 : n; /* a flat loop goes in blocks */
+		int64_t nb = rows == 1 ? (n + blk - 1) / blk : rows;
+		PAR_FOR(rows * n)
+		for (int64_t r = 0; r < nb; r++) {
+			int64_t o = rows == 1 ? r * blk : 0, len = rows == 1 ? (n - o < blk ? n - o : blk) : n;
+			int64_t i = rows == 1 ? 0 : r;
+			FN(binary_row)(op, len, a + i * ra + o * as, as, b + i * rb + o * bs, bs,
+			               y + i * ry + o);
+		}
+		return;
+	}
 	Odo od;
 	odo_outer(&sp, 1, &od);
 	do
@@ -147,22 +175,33 @@ void FN(nrt_unary)(NrtUnary op, int64_t n, const T *restrict x, T *restrict y)
 {
 	switch (op) {
 	case NRT_RELU:
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			y[i] = x[i] > 0 ? x[i] : (T)0;
 		break;
 	case NRT_GELU: /* exact form, not the tanh approximation */
-		for (int64_t i = 0; i < n; i++)
+		PAR_FOR(n)
+		for (int64_t i = 0; i < n; i++) {
+#if KF32
+			float e = k_expf(-0.5f * x[i] * x[i]); /* exp(-z^2), z = x / sqrt 2 */
+			y[i] = 0.5f * x[i] * (1.0f + k_erff_e(x[i] * (float)K_SQRT1_2, e));
+#else
 			y[i] = (T)0.5 * x[i] * ((T)1 + MATH(erf)(x[i] * (T)K_SQRT1_2));
+#endif
+		}
 		break;
 	case NRT_TANH:
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			y[i] = MATH(tanh)(x[i]);
 		break;
 	case NRT_SIGMOID: /* exp(-x) overflowing to inf still gives 0, not NaN */
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = (T)1 / ((T)1 + MATH(exp)(-x[i]));
+			y[i] = (T)1 / ((T)1 + KEXP(-x[i]));
 		break;
 	case NRT_NEG:
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			y[i] = -x[i];
 		break;
@@ -174,26 +213,37 @@ void FN(nrt_unary_grad)(NrtUnary op, int64_t n, const T *restrict dy,
 {
 	switch (op) {
 	case NRT_RELU: /* xy = y; the subgradient at 0 is 0 */
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			dx[i] = xy[i] > 0 ? dy[i] : (T)0;
 		break;
 	case NRT_GELU: /* xy = x: d/dx x Phi(x) = Phi(x) + x phi(x) */
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++) {
 			T x = xy[i];
+#if KF32 /* one exp serves erf and the density */
+			float e = k_expf(-0.5f * x * x);
+			float cdf = 0.5f * (1.0f + k_erff_e(x * (float)K_SQRT1_2, e));
+			float pdf = (float)K_INV_SQRT_2PI * e;
+#else
 			T cdf = (T)0.5 * ((T)1 + MATH(erf)(x * (T)K_SQRT1_2));
 			T pdf = (T)K_INV_SQRT_2PI * MATH(exp)((T)-0.5 * x * x);
+#endif
 			dx[i] = dy[i] * (cdf + x * pdf);
 		}
 		break;
 	case NRT_TANH: /* xy = y */
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			dx[i] = dy[i] * ((T)1 - xy[i] * xy[i]);
 		break;
 	case NRT_SIGMOID: /* xy = y */
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			dx[i] = dy[i] * xy[i] * ((T)1 - xy[i]);
 		break;
 	case NRT_NEG: /* xy unused */
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			dx[i] = -dy[i];
 		break;
@@ -204,16 +254,19 @@ void FN(nrt_unary_grad)(NrtUnary op, int64_t n, const T *restrict dy,
 void FN(nrt_scale)(int64_t n, T alpha, const T *x, T *y)
 {
 	if (alpha == 0) {
+		PAR_FOR(n)
 		for (int64_t i = 0; i < n; i++)
 			y[i] = 0;
 		return;
 	}
+	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++)
 		y[i] = alpha * x[i];
 }
 
 void FN(nrt_axpy)(int64_t n, T alpha, const T *restrict x, T *restrict y)
 {
+	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++)
 		y[i] += alpha * x[i];
 }
@@ -235,16 +288,18 @@ static void FN(softmax_row)(int64_t n, int64_t keep, bool lg,
 	if (keep == 0)
 		return;
 	T mx = x[0];
+	SIMD_RED(max, mx)
 	for (int64_t j = 1; j < keep; j++)
 		mx = x[j] > mx ? x[j] : mx;
-	double s = 0;
+	T s = 0;
+	SIMD_RED(+, s)
 	for (int64_t j = 0; j < keep; j++) {
-		T e = MATH(exp)(x[j] - mx);
+		T e = KEXP(x[j] - mx);
 		y[j] = e;
 		s += e;
 	}
 	if (lg) {
-		T sub = mx + (T)log(s);
+		T sub = mx + MATH(log)(s);
 		for (int64_t j = 0; j < keep; j++)
 			y[j] = x[j] - sub;
 	} else {
@@ -269,8 +324,7 @@ static void FN(softmax_strided)(int64_t n, int64_t keep, int64_t inner,
 		int64_t w = inner - c0 < SOFTMAX_BLK ? inner - c0 : SOFTMAX_BLK;
 		const T *xb = x + c0;
 		T *yb = y + c0;
-		T mx[SOFTMAX_BLK];
-		double s[SOFTMAX_BLK];
+		T mx[SOFTMAX_BLK], s[SOFTMAX_BLK];
 		for (int64_t c = 0; c < w; c++) {
 			mx[c] = xb[c];
 			s[c] = 0;
@@ -280,12 +334,12 @@ static void FN(softmax_strided)(int64_t n, int64_t keep, int64_t inner,
 				mx[c] = xb[j * inner + c] > mx[c] ? xb[j * inner + c] : mx[c];
 		for (int64_t j = 0; j < keep; j++)
 			for (int64_t c = 0; c < w; c++) {
-				T e = MATH(exp)(xb[j * inner + c] - mx[c]);
+				T e = KEXP(xb[j * inner + c] - mx[c]);
 				yb[j * inner + c] = e;
 				s[c] += e;
 			}
 		for (int64_t c = 0; c < w; c++) /* per-column factor or offset */
-			mx[c] = lg ? mx[c] + (T)log(s[c]) : (T)(1 / s[c]);
+			mx[c] = lg ? mx[c] + MATH(log)(s[c]) : (T)1 / s[c];
 		for (int64_t j = 0; j < keep; j++)
 			for (int64_t c = 0; c < w; c++)
 				yb[j * inner + c] = lg ? xb[j * inner + c] - mx[c]
@@ -296,6 +350,7 @@ static void FN(softmax_strided)(int64_t n, int64_t keep, int64_t inner,
 void FN(nrt_softmax)(int64_t outer, int64_t n, int64_t inner, bool log,
                      int64_t causal_rows, const T *x, T *y)
 {
+	PAR_FOR(outer * n * inner)
 	for (int64_t o = 0; o < outer; o++) {
 		int64_t keep = causal_keep(o, n, causal_rows);
 		const T *xo = x + o * n * inner;
@@ -316,18 +371,20 @@ static void FN(softmax_grad_vec)(int64_t n, int64_t st, bool lg,
                                  const T *restrict dy, const T *restrict y,
                                  T *restrict dx)
 {
-	double s = 0;
+	T s = 0;
 	if (lg) {
+		SIMD_RED(+, s)
 		for (int64_t j = 0; j < n; j++)
 			s += y[j * st] == -INFINITY ? 0 : dy[j * st];
 		for (int64_t j = 0; j < n; j++) {
 			T yj = y[j * st];
 			dx[j * st] = yj == -INFINITY ? (T)0
-			             : dy[j * st] - MATH(exp)(yj) * (T)s;
+			             : dy[j * st] - KEXP(yj) * s;
 		}
 	} else {
+		SIMD_RED(+, s)
 		for (int64_t j = 0; j < n; j++)
-			s += (double)dy[j * st] * y[j * st];
+			s += dy[j * st] * y[j * st];
 		for (int64_t j = 0; j < n; j++)
 			dx[j * st] = y[j * st] * (dy[j * st] - (T)s);
 	}
@@ -336,6 +393,13 @@ static void FN(softmax_grad_vec)(int64_t n, int64_t st, bool lg,
 void FN(nrt_softmax_grad)(int64_t outer, int64_t n, int64_t inner, bool log,
                           const T *dy, const T *y, T *dx)
 {
+	if (inner == 1) { /* contiguous rows: a stride of 1 the compiler sees */
+		PAR_FOR(outer * n)
+		for (int64_t o = 0; o < outer; o++)
+			FN(softmax_grad_vec)(n, 1, log, dy + o * n, y + o * n, dx + o * n);
+		return;
+	}
+	PAR_FOR(outer * n * inner)
 	for (int64_t o = 0; o < outer; o++)
 		for (int64_t c = 0; c < inner; c++) {
 			int64_t base = o * n * inner + c;
@@ -346,32 +410,41 @@ void FN(nrt_softmax_grad)(int64_t outer, int64_t n, int64_t inner, bool log,
 
 /* ---- layer norm ------------------------------------------------------------ */
 
-/* Mean and 1/sqrt(biased var + eps) of x[0..n), two passes in double. */
+/* Mean and 1/sqrt(biased var + eps) of x[0..n): two passes (the mean,
+ * then squared deviations from it), safe in f32 where E[x^2] - E[x]^2
+ * would cancel. */
 static void FN(row_stats)(int64_t n, const T *restrict x, double eps,
-                          double *mean, double *rstd)
+                          T *mean, T *rstd)
 {
-	double s = 0, ss = 0;
+	T s = 0, ss = 0;
+	SIMD_RED(+, s)
 	for (int64_t i = 0; i < n; i++)
 		s += x[i];
-	double m = n ? s / n : 0;
+	T m = n ? s / (T)n : 0;
+	SIMD_RED(+, ss)
 	for (int64_t i = 0; i < n; i++) {
-		double d = x[i] - m;
+		T d = x[i] - m;
 		ss += d * d;
 	}
 	*mean = m;
-	*rstd = 1 / sqrt((n ? ss / n : 0) + eps);
+	*rstd = (T)1 / MATH(sqrt)((n ? ss / (T)n : 0) + (T)eps);
 }
 
 /* gamma and beta may be NULL (no scale, no shift). */
 void FN(nrt_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
                         const T *gamma, const T *beta, T *y)
 {
+	PAR_FOR(rows * cols)
 	for (int64_t r = 0; r < rows; r++) {
 		const T *restrict xr = x + r * cols;
 		T *restrict yr = y + r * cols;
-		double mean, rstd;
-		FN(row_stats)(cols, xr, eps, &mean, &rstd);
-		T m = (T)mean, rs = (T)rstd;
+		T m, rs;
+		FN(row_stats)(cols, xr, eps, &m, &rs);
+		if (gamma && beta) {
+			for (int64_t c = 0; c < cols; c++)
+				yr[c] = gamma[c] * ((xr[c] - m) * rs) + beta[c];
+			continue;
+		}
 		for (int64_t c = 0; c < cols; c++) {
 			T xh = (xr[c] - m) * rs;
 			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
@@ -383,18 +456,19 @@ void FN(nrt_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
 void FN(nrt_layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
                                const T *dy, const T *x, const T *gamma, T *dx)
 {
+	PAR_FOR(rows * cols)
 	for (int64_t r = 0; r < rows; r++) {
 		const T *restrict xr = x + r * cols, *restrict dyr = dy + r * cols;
 		T *restrict dxr = dx + r * cols;
-		double mean, rstd, sg = 0, sgx = 0;
-		FN(row_stats)(cols, xr, eps, &mean, &rstd);
+		T m, rs, sg = 0, sgx = 0;
+		FN(row_stats)(cols, xr, eps, &m, &rs);
+		SIMD_RED(+, sg, sgx)
 		for (int64_t c = 0; c < cols; c++) {
-			double g = gamma ? (double)dyr[c] * gamma[c] : dyr[c];
+			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
 			sg += g;
-			sgx += g * (xr[c] - mean) * rstd;
+			sgx += g * (xr[c] - m) * rs;
 		}
-		T m = (T)mean, rs = (T)rstd;
-		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
+		T mg = sg / (T)cols, mgx = sgx / (T)cols;
 		for (int64_t c = 0; c < cols; c++) {
 			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
 			T xh = (xr[c] - m) * rs;
@@ -403,21 +477,32 @@ void FN(nrt_layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
 	}
 }
 
+/* Columns of dgamma one thread sums over all rows: each column's sum runs
+ * over the rows in order whatever the thread count. */
+#define LN_COLBLK 256
+
 void FN(nrt_layer_norm_grad_gamma)(int64_t rows, int64_t cols, double eps,
                                    const T *dy, const T *x, T *dgamma)
 {
-	double *restrict acc = kernel_calloc("layer_norm_grad_gamma", cols,
-	                                     sizeof *acc);
-	for (int64_t r = 0; r < rows; r++) {
-		const T *restrict xr = x + r * cols, *restrict dyr = dy + r * cols;
-		double mean, rstd;
-		FN(row_stats)(cols, xr, eps, &mean, &rstd);
-		for (int64_t c = 0; c < cols; c++)
-			acc[c] += dyr[c] * ((xr[c] - mean) * rstd);
+	T *restrict st = kernel_calloc("layer_norm_grad_gamma", 2 * rows, sizeof *st);
+	PAR_FOR(rows * cols)
+	for (int64_t r = 0; r < rows; r++)
+		FN(row_stats)(cols, x + r * cols, eps, &st[2 * r], &st[2 * r + 1]);
+	int64_t nb = (cols + LN_COLBLK - 1) / LN_COLBLK;
+	PAR_FOR(rows * cols)
+	for (int64_t b = 0; b < nb; b++) {
+		int64_t c0 = b * LN_COLBLK, w = cols - c0 < LN_COLBLK ? cols - c0 : LN_COLBLK;
+		double acc[LN_COLBLK] = {0};
+		for (int64_t r = 0; r < rows; r++) {
+			const T *restrict xr = x + r * cols + c0, *restrict dyr = dy + r * cols + c0;
+			T m = st[2 * r], rs = st[2 * r + 1];
+			for (int64_t c = 0; c < w; c++)
+				acc[c] += dyr[c] * ((xr[c] - m) * rs);
+		}
+		for (int64_t c = 0; c < w; c++)
+			dgamma[c0 + c] = (T)acc[c];
 	}
-	for (int64_t c = 0; c < cols; c++)
-		dgamma[c] = (T)acc[c];
-	free(acc);
+	free(st);
 }
 
 /* ---- batch norm (training mode: batch statistics) ------------------------- */
@@ -672,16 +757,27 @@ void FN(nrt_slice)(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out,
 
 /* ---- losses ----------------------------------------------------------------- */
 
-/* log(sum(exp(x[0..n)))) computed stably in double. */
-static double FN(logsumexp)(int64_t n, const T *restrict x)
+/* Max of x[0..n) and sum(exp(x - max)); e (may be NULL) receives the
+ * exponentials. f32 sums in f32 lanes, f64 in double as always. */
+static T FN(sumexp)(int64_t n, const T *restrict x, T *restrict e, T *mxp)
 {
-	T mx = x[0];
+	T mx = x[0], s = 0;
+	SIMD_RED(max, mx)
 	for (int64_t c = 1; c < n; c++)
 		mx = x[c] > mx ? x[c] : mx;
-	double s = 0;
-	for (int64_t c = 0; c < n; c++)
-		s += MATH(exp)(x[c] - mx);
-	return mx + log(s);
+	if (e) {
+		SIMD_RED(+, s)
+		for (int64_t c = 0; c < n; c++) {
+			e[c] = KEXP(x[c] - mx);
+			s += e[c];
+		}
+	} else {
+		SIMD_RED(+, s)
+		for (int64_t c = 0; c < n; c++)
+			s += KEXP(x[c] - mx);
+	}
+	*mxp = mx;
+	return s;
 }
 
 /* A label outside [0, C) is fatal: skipping the sample while dividing by
@@ -697,13 +793,21 @@ static void FN(check_label)(const char *kernel, int64_t lab, int64_t i, int64_t 
 void FN(nrt_sce)(int64_t N, int64_t C, double denom, const T *logits,
                  const void *labels, bool labels64, T *loss)
 {
-	double s = 0;
+	for (int64_t i = 0; i < N; i++)
+		FN(check_label)("softmax_cross_entropy", load_id(labels, labels64, i), i, C);
+	/* per-sample losses in parallel, summed in order: the same sum
+	 * whatever the thread count */
+	double *li = kernel_calloc("softmax_cross_entropy", N, sizeof *li);
+	PAR_FOR(N * C)
 	for (int64_t i = 0; i < N; i++) {
-		int64_t lab = load_id(labels, labels64, i);
-		FN(check_label)("softmax_cross_entropy", lab, i, C);
 		const T *xi = logits + i * C;
-		s += FN(logsumexp)(C, xi) - xi[lab];
+		T mx, se = FN(sumexp)(C, xi, NULL, &mx);
+		li[i] = (double)mx + log((double)se) - xi[load_id(labels, labels64, i)];
 	}
+	double s = 0;
+	for (int64_t i = 0; i < N; i++)
+		s += li[i];
+	free(li);
 	*loss = (T)(s / denom);
 }
 
@@ -712,14 +816,24 @@ void FN(nrt_sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
                       T *dlogits)
 {
 	double k = dloss[0] / denom;
+	for (int64_t i = 0; i < N; i++)
+		FN(check_label)("softmax_cross_entropy (gradient)", load_id(labels, labels64, i), i, C);
+	PAR_FOR(N * C)
 	for (int64_t i = 0; i < N; i++) {
 		int64_t lab = load_id(labels, labels64, i);
 		const T *restrict xi = logits + i * C;
 		T *restrict di = dlogits + i * C;
-		FN(check_label)("softmax_cross_entropy (gradient)", lab, i, C);
-		double lse = FN(logsumexp)(C, xi);
+		T mx;
+#if KF32 /* one exp per logit: di holds exp(x - max), then is scaled */
+		float f = (float)(k / FN(sumexp)(C, xi, di, &mx));
+		for (int64_t c = 0; c < C; c++)
+			di[c] *= f;
+#else
+		double se = FN(sumexp)(C, xi, NULL, &mx);
+		double lse = mx + log(se);
 		for (int64_t c = 0; c < C; c++)
 			di[c] = (T)(k * exp(xi[c] - lse));
+#endif
 		di[lab] -= (T)k;
 	}
 }
@@ -791,6 +905,7 @@ void FN(nrt_sgd)(int64_t n, double lr, double wd, const T *restrict g,
                  T *restrict p)
 {
 	T a = (T)lr, w = (T)wd;
+	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++)
 		p[i] -= a * (g[i] + w * p[i]);
 }
@@ -802,6 +917,7 @@ void FN(nrt_momentum)(int64_t n, double lr, double mom, bool nesterov,
                       T *restrict p)
 {
 	T a = (T)lr, mu = (T)mom, w = (T)wd;
+	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++) {
 		T gi = g[i] + w * p[i];
 		m[i] = mu * m[i] + gi;
@@ -820,6 +936,7 @@ void FN(nrt_adam)(int64_t n, double lr, double b1, double b2, double eps,
 	double c2 = decoupled ? 1 : 1 / (1 - pow(b2, (double)step));
 	T a = (T)lr, B1 = (T)b1, B2 = (T)b2, A1 = (T)(1 - b1), A2 = (T)(1 - b2);
 	T C1 = (T)c1, C2 = (T)c2, E = (T)eps, W = (T)wd;
+	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++) {
 		m[i] = B1 * m[i] + A1 * g[i];
 		v[i] = B2 * v[i] + A2 * g[i] * g[i];
@@ -855,6 +972,11 @@ void FN(nrt_lamb_phase2)(int64_t n, double lr, const double sq[2],
 	double pn = sqrt(sq[0]), un = sqrt(sq[1]);
 	double trust = pn > 0 && un > 0 ? pn / un : 1;
 	T k = (T)(lr * trust);
+	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++)
 		p[i] -= k * upd[i];
 }
+
+#undef KEXP
+#undef SIMD_RED
+#undef PAR_FOR

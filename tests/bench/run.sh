@@ -1,90 +1,138 @@
 #!/bin/sh
-# make bench: time per training step of the generated mlp and transformer
-# programs (stand-alone builds) against the FLOPs of their matrix products
-# and against plain OpenBLAS sgemm on the same shapes.
+# make bench: CPU time per training step of netc's stand-alone programs,
+# side by side with the same models in PyTorch eager (when python3 can
+# import torch) and with OpenBLAS alone on the step's matrix products.
+# Method and reading: docs/benchmarks.md.
 #
-#   FLOPs/step: tests/bench/flops.c reads `netc dump --dump-after=memplan`
-#     and sums 2*M*N*K (times the batch for batch_matmul) over every matmul
-#     and batch_matmul node of the step, forward and backward (autodiff's
-#     nodes are in the dump). Other ops are not counted.
-#   time/step: the program runs STEPS (default 60) steps with --log; the
-#     CSV's seconds column is cumulative, so per-step times are its
-#     differences; the median of the steps after the first WARMUP (10).
-#   sgemm: tests/bench/sgemm_bench.c times cblas_sgemm on exactly those
-#     products (same shapes, transposes and counts), back to back.
-# BENCH_MPI=1 also times the samples' own parallel builds under mpirun
-# (4 and 8 ranks: oversubscribed on a small machine, so indicative only).
-# OPENBLAS_NUM_THREADS applies to both the programs and sgemm_bench.
+#   models   mlp     samples/mlp.net with B = 128, H = 1024 (784-1024-1024-10,
+#                    momentum)
+#            gpt256  samples/transformer.net with B = 8, T = 128, D = 256,
+#                    H = 8, V = 2048, L = 4 (AdamW)
+#            gpt512  the same with D = 512, L = 6
+#   threads  one: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for netc,
+#            torch.set_num_threads(1) (and the same variables) for PyTorch,
+#            every process pinned to one core (BENCH_CORE, default the
+#            last) when taskset exists
+#   netc     CPU seconds (user + system, tests/bench/cputime.c) of a run of
+#            W + S steps minus a run of W steps, over S: start-up and
+#            warm-up cancel
+#   torch    tests/bench/torch_models.py: process CPU time over S steps
+#            after W warm-up steps
+#   repeats  REPS (5) rounds, netc and torch alternating (which goes first
+#            alternates too); each figure is the median over the rounds
+#            with [min, max]; the ratio is netc's median / torch's
+#   gemm     tests/bench/sgemm_bench.c on exactly the step's matmul and
+#            batch_matmul products (tests/bench/flops.c), CPU time; the
+#            GEMM fraction is that time / netc's step
+# NETC_BENCH_MODELS="mlp gpt256" picks models; TORCH_PYTHON picks the
+# interpreter (default: python3, else /usr/bin/python3, that imports torch).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
-STEPS=${STEPS:-60}
-WARMUP=${WARMUP:-10}
+REPS=${REPS:-5}
+MODELS=${NETC_BENCH_MODELS:-mlp gpt256 gpt512}
 [ -x "$NETC" ] || { echo "bench: no $NETC: run make all" >&2; exit 1; }
 work=$(mktemp -d "$B/bench.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT INT TERM
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 cc -std=c11 -O2 -o "$work/flops" tests/bench/flops.c || exit 1
+cc -std=c11 -O2 -o "$work/cputime" tests/bench/cputime.c || exit 1
 # shellcheck disable=SC2046
 cc -std=c11 -O2 $(pkg-config --cflags openblas) -o "$work/sgemm_bench" tests/bench/sgemm_bench.c \
 	$(pkg-config --libs openblas) || exit 1
 
-# median_step CSV: median seconds per step after the warm-up
-median_step() {
-	tail -n +2 "$1" | cut -d, -f3 | awk -v w="$WARMUP" '
-		{ if (NR > 1) d[NR] = $1 - prev; prev = $1 }
-		END {
-			n = 0
-			for (i = w + 1; i <= NR; i++) v[++n] = d[i]
-			if (n == 0) { print "nan"; exit }
-			for (i = 2; i <= n; i++) { x = v[i]; j = i - 1; while (j > 0 && v[j] > x) { v[j + 1] = v[j]; j-- } v[j + 1] = x }
-			print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-		}'
-}
-
-printf '%-26s %6s %10s %12s %12s %14s %14s %8s\n' model ranks "MFLOP/step" "ms/step" "GFLOP/s" \
-	"sgemm ms/step" "sgemm GFLOP/s" "gap"
-rows=0
-bench() { # bench LABEL FILE NP [netc -D options]
-	label=$1 file=$2 np=$3
-	shift 3
-	n=$(basename "$file" .net)
-	if ! "$NETC" dump "$file" "$@" --dump-after=memplan 2>/dev/null | "$work/flops" >"$work/$n.gemm"; then
-		echo "bench: counting the FLOPs of $file failed" >&2
-		return 1
-	fi
-	flops=$(sed -n 's/^FLOPS //p' "$work/$n.gemm")
-	"$NETC" build "$file" "$@" -o "$work/$n.$np" 2>/dev/null || { echo "bench: building $file failed" >&2; return 1; }
-	if [ "$np" -eq 1 ]; then
-		timeout 300 "$work/$n.$np" --steps "$STEPS" --quiet --log "$work/$n.$np.csv" ${DATA:+--data "$DATA"} || return 1
-	else
-		timeout 300 tests/e2e/mpirun.sh -np "$np" "$work/$n.$np" --steps "$STEPS" --quiet \
-			--log "$work/$n.$np.csv" || return 1
-	fi
-	sec=$(median_step "$work/$n.$np.csv")
-	set -- $("$work/sgemm_bench" <"$work/$n.gemm")
-	[ "${1:-}" = SGEMM ] || { echo "bench: sgemm_bench failed" >&2; return 1; }
-	awk -v l="$label" -v np="$np" -v f="$flops" -v s="$sec" -v bs="$2" -v bg="$3" 'BEGIN {
-		printf "%-26s %6d %10.2f %12.3f %12.2f %14.3f %14.2f %7.1fx\n",
-			l, np, f / 1e6, s * 1e3, f / s / 1e9, bs * 1e3, bg, s / bs }'
-	rows=$((rows + 1))
-}
-
-bench "mlp (stand-alone)" samples/mlp.net 1 -D parallel_mode=stand_alone || exit 1
-# the same with its data read from .npy files: the synthetic batch (a
-# Philox normal per feature, 50,176 a step) is most of the step above
-cc -std=c11 -O2 -o "$work/mknpy" tests/e2e/data/mknpy.c &&
-	"$work/mknpy" mlp "$work/x.npy" "$work/y.npy" 640 784 10 >/dev/null || exit 1
-DATA="$work/x.npy,$work/y.npy" bench "mlp (stand-alone, --data)" samples/mlp.net 1 -D parallel_mode=stand_alone || exit 1
-bench "transformer (stand-alone)" samples/transformer.net 1 -D parallel_mode=stand_alone || exit 1
-if [ "${BENCH_MPI:-0}" = 1 ]; then
-	bench "mlp (semi-auto)" samples/mlp.net 4 || exit 1
-	bench "transformer (semi-auto)" samples/transformer.net 8 || exit 1
+PIN=
+if command -v taskset >/dev/null 2>&1; then
+	core=${BENCH_CORE:-$(($(getconf _NPROCESSORS_ONLN) - 1))}
+	PIN="taskset -c $core"
 fi
+PY=
+for p in ${TORCH_PYTHON:-python3 /usr/bin/python3}; do
+	if "$p" -c 'import torch' >/dev/null 2>&1; then PY=$p; break; fi
+done
+[ -n "$PY" ] || echo "bench: no python3 with torch (Debian: apt-get install python3-torch): no PyTorch column"
+
+# model NAME: writes $work/NAME.net, sets NSTEPS (S), NWARM (W) and TORCH_ARGS
+model() {
+	case $1 in
+	mlp) src=samples/mlp.net consts="B=128 H=1024" NSTEPS=40 NWARM=5 TORCH_ARGS="mlp --batch 128 --hidden 1024" ;;
+	gpt256) src=samples/transformer.net consts="B=8 T=128 D=256 H=8 V=2048 L=4" NSTEPS=10 NWARM=3
+		TORCH_ARGS="gpt --batch 8 --seq 128 --width 256 --heads 8 --vocab 2048 --layers 4" ;;
+	gpt512) src=samples/transformer.net consts="B=8 T=128 D=512 H=8 V=2048 L=6" NSTEPS=6 NWARM=2
+		TORCH_ARGS="gpt --batch 8 --seq 128 --width 512 --heads 8 --vocab 2048 --layers 6" ;;
+	*) echo "bench: unknown model $1" >&2; return 1 ;;
+	esac
+	cp "$src" "$work/$1.net" || return 1
+	for kv in $consts; do
+		sed -i "s/^const ${kv%%=*} = [0-9]*/const ${kv%%=*} = ${kv#*=}/" "$work/$1.net" || return 1
+	done
+}
+
+# stats: "median min max" of the numbers on stdin
+stats() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "nan nan nan"; exit }
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		print m, v[1], v[NR] }'
+}
+
+netc_ms() { # netc_ms PROG: CPU ms per step
+	a=$($PIN "$work/cputime" "$1" --steps "$NWARM" --quiet) || return 1
+	b=$($PIN "$work/cputime" "$1" --steps $((NWARM + NSTEPS)) --quiet) || return 1
+	awk -v a="$a" -v b="$b" -v s="$NSTEPS" 'BEGIN { printf "%.3f\n", (b - a) / s * 1e3 }'
+}
+
+torch_ms() {
+	# shellcheck disable=SC2086
+	$PIN "$PY" tests/bench/torch_models.py $TORCH_ARGS --steps "$NSTEPS" --warmup "$NWARM" --threads 1 |
+		sed -n 's/^CPU_MS //p'
+}
+
+printf '%-8s %9s  %-24s %-24s %10s %10s %9s\n' model "MFLOP" "netc ms/step [min,max]" \
+	"torch ms/step [min,max]" "netc/torch" "sgemm ms" "GEMM frac"
+rows=0
+for m in $MODELS; do
+	model "$m" || exit 1
+	"$NETC" build "$work/$m.net" -D parallel_mode=stand_alone -o "$work/$m" 2>/dev/null ||
+		{ echo "bench: building $m failed" >&2; exit 1; }
+	"$NETC" dump "$work/$m.net" -D parallel_mode=stand_alone --dump-after=memplan 2>/dev/null |
+		"$work/flops" >"$work/$m.gemm" || { echo "bench: counting $m's FLOPs failed" >&2; exit 1; }
+	flops=$(sed -n 's/^FLOPS //p' "$work/$m.gemm")
+	: >"$work/$m.netc"
+	: >"$work/$m.torch"
+	r=1
+	while [ "$r" -le "$REPS" ]; do
+		if [ $((r % 2)) -eq 1 ] || [ -z "$PY" ]; then
+			netc_ms "$work/$m" >>"$work/$m.netc" || { echo "bench: $m failed" >&2; exit 1; }
+			[ -n "$PY" ] && torch_ms >>"$work/$m.torch"
+		else
+			torch_ms >>"$work/$m.torch"
+			netc_ms "$work/$m" >>"$work/$m.netc" || { echo "bench: $m failed" >&2; exit 1; }
+		fi
+		r=$((r + 1))
+	done
+	set -- $($PIN "$work/sgemm_bench" cpu <"$work/$m.gemm")
+	[ "${1:-}" = SGEMM ] || { echo "bench: sgemm_bench failed" >&2; exit 1; }
+	sg=$2
+	set -- $(stats <"$work/$m.netc")
+	nm=$1 nlo=$2 nhi=$3
+	if [ -n "$PY" ] && [ -s "$work/$m.torch" ]; then
+		set -- $(stats <"$work/$m.torch")
+		tcol=$(awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { printf "%.1f [%.1f,%.1f]", a, b, c }')
+		ratio=$(awk -v a="$nm" -v b="$1" 'BEGIN { printf "%.2fx", a / b }')
+	else
+		tcol="-" ratio="-"
+	fi
+	awk -v m="$m" -v f="$flops" -v nm="$nm" -v lo="$nlo" -v hi="$nhi" -v t="$tcol" -v r="$ratio" -v sg="$sg" 'BEGIN {
+		printf "%-8s %9.1f  %-24s %-24s %10s %10.1f %8.0f%%\n", m, f / 1e6,
+			sprintf("%.1f [%.1f,%.1f]", nm, lo, hi), t, r, sg * 1e3, sg * 1e3 / nm * 100 }'
+	rows=$((rows + 1))
+done
 echo
-echo "MFLOP/step: matmul + batch_matmul, forward and backward (tests/bench/flops.c);"
-echo "ms/step: median over steps $((WARMUP + 1))..$STEPS, generating the synthetic data included unless"
-echo "--data; sgemm: OpenBLAS cblas_sgemm on the same"
-echo "shapes; gap = program time / sgemm time (the rest is other ops and overhead)."
+echo "CPU time per step, one thread, $REPS alternating rounds (median [min,max]); netc: W+S minus W steps"
+echo "torch: $( [ -n "$PY" ] && "$PY" -c 'import torch; print("PyTorch", torch.__version__, "eager")' 2>/dev/null || echo "not run")"
+echo "sgemm: OpenBLAS on the step's products alone; GEMM frac = sgemm / netc step"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 [ "$rows" -gt 0 ]

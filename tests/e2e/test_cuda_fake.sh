@@ -29,7 +29,7 @@ bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 . tests/e2e/tools.sh
 make -s B="$B" "$FAKE" >"$work/make.log" 2>&1 || { bad "make $FAKE"; tail -5 "$work/make.log"; finish; }
-LIBS=$(pkg-config --libs ompi-c openblas)
+LIBS="$(pkg-config --libs ompi-c openblas) -fopenmp" # the kernels use OpenMP
 CFL=$(pkg-config --cflags ompi-c openblas)
 
 # pair NAME ARGS...: the CPU program NAME.cpu and the same C linked with the fake CUDA runtime NAME.gpu

@@ -13,7 +13,7 @@ pass=0 fail=0
 make -s "$B/lib/libnetrt.a" || { echo "0 passed, 1 failed"; exit 1; }
 prog=$work/mpi_half_test
 if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Iruntime -o "$prog" \
-	tests/e2e/mpi_half_test.c "$B/lib/libnetrt.a" $(pkg-config --libs openblas) -lm; then
+	tests/e2e/mpi_half_test.c "$B/lib/libnetrt.a" $(pkg-config --libs openblas) -fopenmp -lm; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi

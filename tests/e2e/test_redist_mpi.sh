@@ -22,7 +22,7 @@ build() {
 	shift
 	mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -I. -I"$B/gen" -Iruntime "$@" -o "$out" \
 		tests/e2e/redist_mpi_test.c "$B/libnetc.a" "$B/lib/libnetrt.a" \
-		$(pkg-config --libs libcgraph libgvc libprotobuf-c openblas) -lm
+		$(pkg-config --libs libcgraph libgvc libprotobuf-c openblas) -fopenmp -lm
 }
 # First the interpreter alone; it writes the emitted C for every case,
 # which the second build compiles in (-Werror: generated code is clean).

@@ -15,7 +15,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 make -s "$B/lib/libnetrt.a" || { echo "0 passed, 1 failed"; exit 1; }
 prog=$work/mpi_runtime_test
 if ! mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Iruntime -o "$prog" \
-	tests/e2e/mpi_runtime_test.c "$B/lib/libnetrt.a" $(pkg-config --libs openblas) -lm; then
+	tests/e2e/mpi_runtime_test.c "$B/lib/libnetrt.a" $(pkg-config --libs openblas) -fopenmp -lm; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi

@@ -18,8 +18,10 @@
  *    few 1e-16 times sqrt(terms), far below 1e-12.
  *  - f32: 1e-5. GEMMs add K products in f32 in another order than
  *    OpenBLAS (~sqrt(K) ulp, K <= 1000: a few 1e-6 at worst, relative to
- *    the output's scale); reductions accumulate in double on both sides;
- *    expf/erff/tanhf differ by up to 2 ulp (1.2e-7).
+ *    the output's scale); reductions accumulate in double on the GPU and
+ *    in f32 lanes on the CPU (softmax, layer norm, logsumexp: a few 1e-7
+ *    for rows of thousands); expf/tanhf differ by up to 2 ulp (1.2e-7),
+ *    the CPU's erf (A&S 7.1.26) from erff by at most 1.5e-7.
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), f16/bf16 conversions (bit
  *    patterns), nrt_slice_block (a copy).

@@ -440,3 +440,28 @@ Test(data, half_input_file_mismatch, .init = setup, .fini = teardown)
 	free(p32);
 	free(p16);
 }
+
+/* Synthetic features are nrt_rand_normal(seed, 1000 + input, sample * F + j)
+ * (runtime/data.c computes them vectorised; an ulp or two apart in double,
+ * so the f32 input is that value rounded, or a neighbouring float) */
+Test(data, features_are_rand_normal)
+{
+	enum { BB = 64, FF = 257 };
+	static float x[BB * FF];
+	NrtInput in = {.name = "x", .role = NRT_IN_FEATURES, .source = -1,
+	               .t = {.name = "x", .dtype = NRT_F32, .rank = 2, .full = {BB, FF},
+	                     .slice = {BB, FF}, .data = x}};
+	NrtOptions o = synth_opts(77);
+	NrtData *d = nrt_data_open(&o, &in, 1);
+	nrt_data_next(d, &in, 1, 3);
+	int same = 0;
+	for (int64_t k = 0; k < BB * FF; k++) {
+		double r = nrt_rand_normal(77, 1000, (uint64_t)(3 * BB * FF + k));
+		float rf = (float)r;
+		same += x[k] == rf;
+		cr_assert(x[k] == rf || x[k] == nextafterf(rf, INFINITY) || x[k] == nextafterf(rf, -INFINITY),
+		          "element %lld: %.9g, nrt_rand_normal gives %.17g", (long long)k, x[k], r);
+	}
+	cr_expect(same >= BB * FF - 2, "only %d of %d elements round to the same float", same, BB * FF);
+	nrt_data_close(d);
+}
