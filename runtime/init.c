@@ -353,21 +353,42 @@ static void share_threads(void)
 		omp_set_num_threads(kernels);
 }
 
+/* The ranks act on one verdict about their command lines: the worst of
+ * them (an error over --help over OK). A rank that stopped alone would
+ * leave the others waiting for it in the first collective -- mpirun's
+ * MPMD form (`-np 2 ./m : -np 2 ./m --bad`) gives ranks different lines.
+ * *first is the lowest rank whose own verdict it is: that rank speaks. */
+static NrtParse agree_parse(NrtParse mine, int *first)
+{
+	int worst, who = 0;
+	NRT_MPI(MPI_Allreduce(&(int){mine}, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+	int cand = (int)mine == worst ? nrt_rt.rank : nrt_rt.size;
+	NRT_MPI(MPI_Allreduce(&cand, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+	*first = who;
+	return (NrtParse)worst;
+}
+
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
 {
 	start_mpi(argc, argv);
 	const char *prog = *argc > 0 ? (*argv)[0] : info->name;
 	char msg[512];
-	switch (nrt_parse_options(*argc, *argv, info, opt, &nrt_rt.data_arg, msg, sizeof msg)) {
+	int first;
+	switch (agree_parse(nrt_parse_options(*argc, *argv, info, opt, &nrt_rt.data_arg, msg, sizeof msg),
+	                    &first)) {
 	case NRT_PARSE_OK:
 		break;
 	case NRT_PARSE_HELP:
-		if (nrt_rt.rank == 0)
+		if (nrt_rt.rank == first)
 			nrt_usage(stdout, prog, info);
 		finish(0);
 	case NRT_PARSE_ERROR:
-		if (nrt_rt.rank == 0)
-			fprintf(stderr, "%s: %s\n(run '%s --help' for the options)\n", prog, msg, prog);
+		if (nrt_rt.rank == first) {
+			char who[32] = "";
+			if (nrt_rt.size > 1)
+				snprintf(who, sizeof who, "rank %d: ", nrt_rt.rank);
+			fprintf(stderr, "%s: %s%s\n(run '%s --help' for the options)\n", prog, who, msg, prog);
+		}
 		finish(1);
 	}
 	int want = info->device_num + info->ps_servers;

@@ -43,6 +43,10 @@ expect "wrong world size" 1 \
 	-- $MPIRUN -np 2 "$prog"
 expect "--help" 0 "usage: $prog [options]" -- $MPIRUN -np 4 "$prog" --help
 expect "bad option" 1 "unknown option '--bogus'" -- $MPIRUN -np 4 "$prog" --bogus
+# ranks with different command lines (mpirun's MPMD form): the two with a
+# bad option must not leave the two without one waiting for them
+expect "bad option on 2 of 4 ranks ends the job" 1 "rank 2: unknown option '--bogus'" -- \
+	timeout 60 $MPIRUN -np 2 "$prog" --steps 1 : -np 2 "$prog" --bogus
 expect "bad number" 1 "--steps: 'x' is not a valid non-negative integer" -- \
 	$MPIRUN -np 4 "$prog" --steps x
 expect "--data count" 1 "--data: 2 files given but the model 'mpi_runtime_test' has 1 input" -- \
