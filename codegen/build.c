@@ -189,21 +189,26 @@ static bool file_exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
+bool netc_exe_dir(char *dir, size_t n)
+{
+	ssize_t len = readlink("/proc/self/exe", dir, n - 1);
+	if (len <= 0)
+		return false;
+	dir[len] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	return true;
+}
+
 bool runtime_dirs(char *inc, char *lib, size_t n)
 {
 	const char *env = getenv("NETC_RUNTIME_DIR");
 	char dir[PATH_MAX];
-	if (env && *env) {
+	if (env && *env)
 		snprintf(dir, sizeof dir, "%s", env);
-	} else {
-		ssize_t len = readlink("/proc/self/exe", dir, sizeof dir - 1);
-		if (len <= 0)
-			return false;
-		dir[len] = 0;
-		char *slash = strrchr(dir, '/');
-		if (slash)
-			*slash = 0;
-	}
+	else if (!netc_exe_dir(dir, sizeof dir))
+		return false;
 	/* build tree (build/netc, build/include, build/lib), then PREFIX/bin/.. */
 	static const char *const up[] = {"", "/.."};
 	for (int i = 0; i < 2; i++) {

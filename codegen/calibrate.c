@@ -13,6 +13,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/passes.h"
+#include "target.h"
 
 enum { MAX_SIZES = 96, MAX_SAMPLES = 64, MAX_RUNS = 2 };
 
@@ -114,13 +115,8 @@ static bool measurer_path(char *out, size_t n)
 		return access(out, X_OK) == 0;
 	}
 	char dir[PATH_MAX - 32];
-	ssize_t len = readlink("/proc/self/exe", dir, sizeof dir - 1);
-	if (len <= 0)
+	if (!netc_exe_dir(dir, sizeof dir))
 		return false;
-	dir[len] = 0;
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = 0;
 	snprintf(out, n, "%s/netc-calibrate", dir);
 	return access(out, X_OK) == 0;
 }

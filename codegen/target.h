@@ -40,4 +40,6 @@ bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out);
  * (build tree: build/include, build/lib) or in PREFIX/include, PREFIX/lib,
  * or $NETC_RUNTIME_DIR. */
 bool runtime_dirs(char *inc, char *lib, size_t n);
+/* The folder of the running netc (build/ or PREFIX/bin). */
+bool netc_exe_dir(char *dir, size_t n);
 #endif
