@@ -155,7 +155,7 @@ typedef struct Sample {
 typedef struct Run {
 	int ranks;
 	double flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, mac_rate,
-	        tanh_rate;
+	        tanh_rate, target_mac_rate;
 	char op_name[32][32];  /* op NAME rate lines, written as op.NAME */
 	double op_rate[32];
 	int nop;
@@ -207,7 +207,7 @@ static bool parse_line(const char *line, Run *r, Sample *smp, int *nsmp)
 		{"mem_bandwidth", offsetof(Run, mem_bandwidth)}, {"op_overhead", offsetof(Run, op_overhead)},
 		{"dram_bandwidth", offsetof(Run, dram_bandwidth)}, {"cache_bytes", offsetof(Run, cache_bytes)},
 		{"rand_rate", offsetof(Run, rand_rate)},   {"mac_rate", offsetof(Run, mac_rate)},
-		{"tanh_rate", offsetof(Run, tanh_rate)},
+		{"tanh_rate", offsetof(Run, tanh_rate)},   {"target_mac_rate", offsetof(Run, target_mac_rate)},
 	};
 	if (strcmp(key, "ranks") == 0) {
 		r->ranks = (int)v;
@@ -252,7 +252,8 @@ static bool measure(const char *exe, const char *gemm_file, int ranks, bool quic
 	int st = pclose(p);
 	if (st != 0 || r->ranks != ranks || !positive(r->flops) || !positive(r->mem_bandwidth) ||
 	    !positive(r->dram_bandwidth) || !positive(r->cache_bytes) ||
-	    !positive(r->scalar_flops) || !positive(r->rand_rate) || !positive(r->mac_rate) || !positive(r->tanh_rate) || !(r->op_overhead >= 0)) {
+	    !positive(r->scalar_flops) || !positive(r->rand_rate) || !positive(r->mac_rate) || !positive(r->tanh_rate) ||
+	    !positive(r->target_mac_rate) || !(r->op_overhead >= 0)) {
 		fprintf(stderr, "netc calibrate: '%s' failed (status %d) or reported no usable figures\n", cmd, st);
 		return false;
 	}
@@ -316,6 +317,7 @@ static void write_profile(FILE *f, const Run *r, const char *prefix, bool first)
 	fprintf(f, "%sdram_bandwidth = %.6g\n%scache_bytes = %.6g\n", prefix, r->dram_bandwidth, prefix, r->cache_bytes);
 	fprintf(f, "%srand_rate = %.6g\n%smac_rate = %.6g\n%stanh_rate = %.6g\n", prefix, r->rand_rate, prefix,
 	        r->mac_rate, prefix, r->tanh_rate);
+	fprintf(f, "%starget_mac_rate = %.6g\n", prefix, r->target_mac_rate);
 	for (int i = 0; i < r->nop; i++)
 		fprintf(f, "%sop.%s = %.6g\n", prefix, r->op_name[i], r->op_rate[i]);
 	for (int i = 0; i < r->ngemm; i++)

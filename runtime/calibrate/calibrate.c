@@ -16,6 +16,10 @@
  *                                    values/s of a features input, and the
  *                                    multiply-adds/s of the labels' teacher
  *   tanh_rate N                      double tanh/s (a regression target each)
+ *   target_mac_rate N                multiply-adds/s of the regression
+ *                                    targets' teacher (a scalar chain per
+ *                                    target over strided weights, unlike
+ *                                    the labels' vectorised one)
  *   coll KIND G BYTES SECONDS        one collective of the runtime (allreduce,
  *                                    allgather, reduce_scatter, alltoall,
  *                                    iallreduce: the fused buckets';
@@ -272,10 +276,11 @@ static void data_work(void *p)
 	nrt_data_next(c->d, c->in, c->nin, c->step++);
 }
 
-static double data_time(int64_t B, int64_t F, int64_t C, bool labels)
+static double data_time(int64_t B, int64_t F, int64_t C, int labels)
 {
 	DataCtx c = {.nin = labels ? 2 : 1};
 	float *x = filled(B * F);
+	float *tg = filled(B * C);
 	int32_t *y = calloc((size_t)B, sizeof *y);
 	if (!y) {
 		fprintf(stderr, "netc-calibrate: out of memory\n");
@@ -285,13 +290,17 @@ static double data_time(int64_t B, int64_t F, int64_t C, bool labels)
 	                     .t = {.name = "x", .dtype = NRT_F32, .rank = 2, .full = {B, F}, .slice = {B, F}, .data = x}};
 	c.in[1] = (NrtInput){.name = "labels", .role = NRT_IN_CLASSES, .range = C, .source = 0,
 	                     .t = {.name = "labels", .dtype = NRT_I32, .rank = 1, .full = {B}, .slice = {B}, .data = y}};
+	if (labels == 2) /* regression targets: tanh of the teacher's C sums */
+		c.in[1] = (NrtInput){.name = "target", .role = NRT_IN_TARGETS, .source = 0,
+		                     .t = {.name = "target", .dtype = NRT_F32, .rank = 2, .full = {B, C}, .slice = {B, C},
+		                           .data = tg}};
 	NrtOptions opt;
 	memset(&opt, 0, sizeof opt);
 	opt.seed = 1234;
 	c.d = nrt_data_open(&opt, c.in, c.nin);
 	double t = time_work(data_work, &c);
 	nrt_data_close(c.d);
-	free(x), free(y);
+	free(x), free(y), free(tg);
 	return t;
 }
 
@@ -331,7 +340,7 @@ static void measure_compute(FILE *gemms, bool root)
 		printf("scalar_flops %.6g\n", 8.0 * (double)ng / (tg > 1e-9 ? tg : 1e-9));
 	}
 	int64_t B = quick ? 8 : 64, F = 256, C = 16;
-	double tf = data_time(B, F, C, false), tl = data_time(B, F, C, true);
+	double tf = data_time(B, F, C, 0), tl = data_time(B, F, C, 1);
 	/* the labels' own work is small next to the draws: a noisy difference
 	 * falls back to the teacher's plain loop time */
 	double mac = tl > tf * 1.02 ? (double)(B * F * C) / (tl - tf) : 0;
@@ -352,6 +361,13 @@ static void measure_compute(FILE *gemms, bool root)
 	double tt = time_work(tanh_work, &th);
 	if (root)
 		printf("tanh_rate %.6g\n", (double)th.n / tt);
+	/* regression targets from the same features: what is left after the
+	 * draws and the tanh is the teacher's scalar multiply-adds, ten times
+	 * slower than the labels' (bn_matmul's step was half targets) */
+	double tr = data_time(B, F, C, 2) - tf - (double)(B * C) * tt / (double)th.n;
+	double tmac = tr > 0.02 * tf ? (double)(B * F * C) / tr : mac;
+	if (root)
+		printf("target_mac_rate %.6g\n", tmac);
 }
 
 /* ---- communication ------------------------------------------------------------- */

@@ -35,7 +35,7 @@ if awk -F= '/^[^#]/ && NF == 2 {
 else
 	bad "calibrate: malformed figures in $(cat "$work/m.txt")"
 fi
-for key in flops scalar_flops mem_bandwidth op_overhead rand_rate mac_rate tanh_rate np2.flops np2.mem_bandwidth \
+for key in flops scalar_flops mem_bandwidth op_overhead rand_rate mac_rate tanh_rate target_mac_rate np2.flops np2.mem_bandwidth \
 	allreduce.latency allreduce.bandwidth allgather.bandwidth reduce_scatter.bandwidth alltoall.bandwidth \
 	sendrecv.bandwidth iallreduce.bandwidth op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
 	grep -q "^$key = " "$work/m.txt" || missing="${missing:-} $key"
