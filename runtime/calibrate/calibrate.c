@@ -27,7 +27,7 @@
  *                                    the world of G ranks, BYTES per rank
  *
  * netc fits the collectives' latency and bandwidth. Each time is the
- * fastest of 21 batches of 0.5 ms (time_work), the fastest rank's.
+ * median of 21 batches of 0.5 ms (time_work), the slowest rank's.
  * --quick: tiny sizes and short batches (tests). */
 #include <math.h>
 #include <mpi.h>
