@@ -124,6 +124,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		{"rand_rate", offsetof(MachineProfile, rand_rate)},
 		{"mac_rate", offsetof(MachineProfile, mac_rate)},
 		{"tanh_rate", offsetof(MachineProfile, tanh_rate)},
+		{"target_mac_rate", offsetof(MachineProfile, target_mac_rate)},
 	};
 	*positive = false;
 	int ranks = 1, used = 0;
@@ -160,7 +161,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
 		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
 		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, "
-		         "mac_rate, tanh_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
+		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
 		         key);
 		return NULL;
 	}
@@ -553,7 +554,8 @@ static double input_time(const MachineProfile *p, const Graph *g, const Value *i
 		int64_t outs = n->in[0]->shape.rank ? n->in[0]->shape.d[n->in[0]->shape.rank - 1] : 1;
 		if ((n->op == OP_SOFTMAX_CROSS_ENTROPY || n->op == OP_MSE_LOSS) && src && p->mac_rate > 0) {
 			double f = (double)shape_numel(&src->shape) / (double)(src->shape.d[0] ? src->shape.d[0] : 1);
-			double t = samples * f * (double)outs / p->mac_rate;
+			double mac = n->op == OP_MSE_LOSS && p->target_mac_rate > 0 ? p->target_mac_rate : p->mac_rate;
+			double t = samples * f * (double)outs / mac;
 			if (n->op == OP_MSE_LOSS && p->tanh_rate > 0) /* target = tanh(teacher . x) */
 				t += samples * per / p->tanh_rate;
 			return t;

@@ -71,6 +71,7 @@ typedef struct MachineProfile {
 	double rand_rate;      /* random numbers/s of the synthetic input generator */
 	double mac_rate;       /* double multiply-adds/s of the synthetic labels' teacher */
 	double tanh_rate;      /* double tanh/s: each synthetic regression target is one */
+	double target_mac_rate; /* multiply-adds/s of the regression targets' teacher; 0: mac_rate */
 	double op_rate[OP_COUNT]; /* elements/s of that operator's kernel (in cache); 0: not measured */
 	int ngemm;
 	GemmRate gemm[MACHINE_MAX_GEMM]; /* measured sizes: cost_gemm_rate looks them up */
@@ -99,7 +100,7 @@ void machine_defaults(Machine *m);
  * allreduce, reduce_scatter, allgather, alltoall, sendrecv, iallreduce; and per
  * profile, optionally prefixed `npR.` (measured with R ranks at once):
  * flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes,
- * op_overhead, rand_rate, mac_rate, tanh_rate, op.NAME (an operator's elements/s),
+ * op_overhead, rand_rate, mac_rate, tanh_rate, target_mac_rate, op.NAME (an operator's elements/s),
  * gemm.TT.MxNxK (TT: nn, nt, tn, tt); values may end in k, M, G, T.
  * False with a message in err; *col (may be NULL) gets the 0-based
  * offset in `value` where it went wrong, -1 when the key is at fault. */

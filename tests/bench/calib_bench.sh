@@ -6,8 +6,8 @@
 # devices) `netc explain --machine` predicts the step time and the
 # program, run for STEPS steps with --log, measures it: the median of the
 # per-step differences of the CSV's cumulative seconds after WARMUP steps,
-# and their 10th percentile (the steps no other job disturbed: the
-# calibration takes the fastest of its batches too). Prints predicted and
+# and their 10th percentile (the steps no other job disturbed). The
+# calibration takes the median batch of the slowest rank. Prints predicted and
 # measured ms per step and the ratios; the goal is within 0.7..1.3. MACHINE=FILE skips the calibration and uses
 # FILE; KEEP_MACHINE=FILE keeps the one made.
 set -u

@@ -35,7 +35,7 @@ if awk -F= '/^[^#]/ && NF == 2 {
 else
 	bad "calibrate: malformed figures in $(cat "$work/m.txt")"
 fi
-for key in flops scalar_flops mem_bandwidth op_overhead rand_rate mac_rate tanh_rate np2.flops np2.mem_bandwidth \
+for key in flops scalar_flops mem_bandwidth op_overhead rand_rate mac_rate tanh_rate target_mac_rate np2.flops np2.mem_bandwidth \
 	allreduce.latency allreduce.bandwidth allgather.bandwidth reduce_scatter.bandwidth alltoall.bandwidth \
 	sendrecv.bandwidth iallreduce.bandwidth op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
 	grep -q "^$key = " "$work/m.txt" || missing="${missing:-} $key"
@@ -87,6 +87,20 @@ sed 's/^gemm.nn.8x4x16 = 2G/gemm.nn.8x4x16 = 1G/' "$work/hand.txt" >"$work/hand2
 t2=$("$NETC" explain --infer --machine "$work/hand2.txt" "$work/one.net" | sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
 awk -v a="$t" -v b="$t2" 'BEGIN { d = b - a; exit !(d > 0.5e-6 && d < 0.53e-6) }' &&
 	ok "explain: halving the gemm rate adds 2*8*4*16/2e9 = 5.12e-7 s" || bad "gemm rate: $t s -> $t2 s"
+
+# the synthetic batch, hand-computed: bn_matmul's features x (64 x 32)
+# are 2048 draws; its regression targets (64 x 16, from x) are 64*32*16
+# teacher multiply-adds at target_mac_rate and 1024 tanh. Without
+# target_mac_rate the targets fall back to mac_rate.
+synth() { "$NETC" explain --machine "$1" samples/bn_matmul.net -D parallel_mode=stand_alone 2>/dev/null |
+	sed -n 's/.*synthetic batch \([^ ]*\) s.*/\1/p'; }
+printf 'rand_rate = 1M\nmac_rate = 1e9\ntanh_rate = 1M\ntarget_mac_rate = 1e7\n' >"$work/synth.txt"
+printf 'rand_rate = 1M\nmac_rate = 1e9\ntanh_rate = 1M\n' >"$work/synth2.txt"
+s1=$(synth "$work/synth.txt") s2=$(synth "$work/synth2.txt")
+# 2048/1e6 + 32768/1e7 + 1024/1e6 = 6.3488e-3; with mac_rate 1e9: 3.104768e-3
+awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(a / 6.3488e-3 > 0.999 && a / 6.3488e-3 < 1.001 && b / 3.104768e-3 > 0.999 && b / 3.104768e-3 < 1.001) }' &&
+	ok "synthetic batch: targets at target_mac_rate $s1 s, at mac_rate $s2 s" ||
+	bad "synthetic batch: '$s1' s and '$s2' s, hand-computed 6.3488e-3 and 3.104768e-3"
 
 # 3. doubling the bandwidth of every collective, latency 0: half the communication
 machine_bw() { # FILE BANDWIDTH
