@@ -275,6 +275,10 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	}
 	if (ph == PH_UPDATE && e->loss_scale)
 		emit_overflow_check(e);
+	/* once a fused bucket is on its way, each backward kernel is followed
+	 * by a call that lets MPI move it (nrt_progress), so it overlaps the
+	 * rest of the backward pass instead of running in the update's wait */
+	bool progress = false;
 	emit_seq_begin(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
@@ -287,10 +291,12 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 		if (n->ps_push)
 			emit_ps_push(e, n);
 		else if (!fusion_bucket_of(fp, n, &off))
-			emit_seq_node(e, n);
+			emit_seq_node_in(e, n, "", progress ? "\tnrt_progress();\n" : "");
 		for (int k = 0; fp && k < fp->n; k++)
-			if (fp->b[k].ready == n)
+			if (fp->b[k].ready == n) {
 				emit_bucket_start(e, k);
+				progress |= ph == PH_BACKWARD && bucket_async(&fp->b[k]);
+			}
 	}
 	emit_seq_end(e);
 	if (ret)

@@ -155,6 +155,28 @@ void nrt_wait_sends(void) { wait_where(0, true); }
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((NrtRequest *)0)->mpi), "NrtRequest too small for MPI_Request");
 
+/* The collectives in flight, for nrt_progress. Open MPI advances a
+ * non-blocking collective only inside MPI calls: without them a fused
+ * bucket started early in the backward pass moved no byte before its
+ * wait. A request beyond the table is still completed by its wait. */
+static NrtRequest *inflight[64];
+static int ninflight;
+
+static void track(NrtRequest *req)
+{
+	if (ninflight < (int)(sizeof inflight / sizeof *inflight))
+		inflight[ninflight++] = req;
+}
+
+static void untrack(const NrtRequest *req)
+{
+	for (int i = 0; i < ninflight; i++)
+		if (inflight[i] == req) {
+			inflight[i] = inflight[--ninflight];
+			return;
+		}
+}
+
 void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req)
 {
 	if (n > INT32_MAX)
@@ -170,6 +192,7 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 	NRT_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, nrt_mpi_type(t), nrt_mpi_op(op, t), c->comm, &r));
 	req->active = true;
 	memcpy(req->mpi, &r, sizeof r < sizeof req->mpi ? sizeof r : sizeof req->mpi);
+	track(req);
 }
 
 /* A reduce-scatter by pairwise exchange: the sends of this rank's
@@ -193,6 +216,21 @@ static void exchange_post_recv(Exchange *x)
 	NRT_MPI_AS("reduce_scatter", MPI_Irecv(x->tmp, x->count, x->type, from, x->tag, x->comm, &x->in));
 }
 
+/* Adds the contributions that have arrived, in the order the wait would
+ * (from rank - 1, rank - 2, ...), so the sum does not depend on timing. */
+static void exchange_advance(Exchange *x)
+{
+	while (x->next < x->size) {
+		int done = 0;
+		NRT_MPI_AS("reduce_scatter", MPI_Test(&x->in, &done, MPI_STATUS_IGNORE));
+		if (!done)
+			return;
+		NRT_MPI(MPI_Reduce_local(x->tmp, x->recv, x->count, x->type, x->op));
+		if (++x->next < x->size)
+			exchange_post_recv(x);
+	}
+}
+
 static void exchange_finish(Exchange *x)
 {
 	while (x->next < x->size) {
@@ -208,6 +246,7 @@ static void exchange_finish(Exchange *x)
 
 void nrt_wait_request(NrtRequest *req)
 {
+	untrack(req);
 	if (!req->active)
 		return;
 	if (req->exchange) {
@@ -256,4 +295,25 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 	exchange_post_recv(x);
 	req->active = true;
 	req->exchange = x;
+	track(req);
+}
+
+void nrt_progress(void)
+{
+	for (int i = ninflight - 1; i >= 0; i--) {
+		NrtRequest *req = inflight[i];
+		if (req->exchange) {
+			exchange_advance(req->exchange);
+			continue;
+		}
+		MPI_Request r;
+		int done = 0;
+		memcpy(&r, req->mpi, sizeof r);
+		NRT_MPI_AS("asynchronous collective", MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+		memcpy(req->mpi, &r, sizeof r);
+		if (done) {
+			req->active = false;
+			inflight[i] = inflight[--ninflight];
+		}
+	}
 }

@@ -51,6 +51,10 @@ typedef struct NrtRequest {
  * of the backward pass. */
 void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req);
 void nrt_wait_request(NrtRequest *req);
+/* Lets the collectives in flight move on (MPI progresses them only inside
+ * MPI calls); programs call it between the backward kernels while a fused
+ * bucket is on its way. Cheap when nothing is in flight. */
+void nrt_progress(void);
 /* Non-blocking reduce-scatter (fused gradient shards of optimizer
  * parallel): send holds size * n elements, this rank keeps block r.
  * Pairwise exchange: each block is sent straight to its owner, which

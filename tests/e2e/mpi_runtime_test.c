@@ -165,6 +165,36 @@ static void test_ireduce_scatter(NrtComm *w)
 	free(c);
 }
 
+/* nrt_progress alone (no wait) completes an all-reduce and adds every
+ * contribution of a reduce-scatter: the collectives a fused bucket starts
+ * move while the backward pass computes. Bounded by 10 s of polling. */
+static void test_progress(NrtComm *w)
+{
+	enum { N = 100000 }; /* well past the eager limit: the rendezvous needs progress */
+	float *x = malloc(sizeof(float) * N), *s = malloc(sizeof(float) * 4 * N), *r = malloc(sizeof(float) * N);
+	for (int k = 0; k < N; k++)
+		x[k] = (float)(me + 1);
+	for (int k = 0; k < 4 * N; k++)
+		s[k] = (float)(me + 1) * (float)(k / N + 1);
+	NrtRequest qx, qs;
+	nrt_iallreduce(w, NRT_F32, NRT_SUM, x, N, &qx);
+	nrt_ireduce_scatter(w, NRT_F32, NRT_SUM, s, N, r, &qs);
+	double t0 = MPI_Wtime();
+	bool summed = false;
+	while (MPI_Wtime() - t0 < 10 && (qx.active || !summed)) {
+		nrt_progress();
+		summed = r[N - 1] == (float)(10 * (me + 1)) && r[0] == (float)(10 * (me + 1));
+	}
+	check(!qx.active && x[0] == 10 && x[N - 1] == 10, "nrt_progress did not complete an all-reduce (%g)", x[0]);
+	check(summed, "nrt_progress did not add the reduce-scatter's contributions (%g)", r[0]);
+	nrt_wait_request(&qx);
+	nrt_wait_request(&qs);
+	check(r[0] == (float)(10 * (me + 1)), "reduce-scatter after its wait: %g", r[0]);
+	free(x);
+	free(s);
+	free(r);
+}
+
 static void test_stats(NrtComm *w)
 {
 	nrt_comm_stats(true);
@@ -314,6 +344,7 @@ int main(int argc, char **argv)
 	test_allreduce(w);
 	test_gather_scatter(w);
 	test_ireduce_scatter(w);
+	test_progress(w);
 	test_stats(w);
 	test_checkpoint(dir);
 	test_data(w);
