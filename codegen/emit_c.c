@@ -971,19 +971,18 @@ static void emit_node_comment(FILE *out, const Node *n)
 	fputs(" */\n", out);
 }
 
-/* A bias_add and the relu/gelu after it in one call (passes/fuse.h). */
+/* A bias_add and the relu after it in one call (passes/fuse.h). */
 static bool emit_fused(Emit *e, const Node *n)
 {
 	const Node *m = e->fused ? e->fused[n->id] : NULL;
 	if (!m)
 		return false;
 	if (n->op != OP_BIAS_ADD) {
-		fputs("	/* computed with the bias_add above (nrt_bias_act) */\n", OUT);
+		fputs("\t/* computed with the bias_add above (nrt_bias_act) */\n", OUT);
 		return true;
 	}
 	int64_t cols = lshape(n->in[1])->d[0], rows = cols ? lnumel(n->in[0]) / cols : 0;
-	fprintf(OUT, "\tK(bias_act)(%s, %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n",
-	        m->op == OP_RELU ? "NRT_RELU" : "NRT_GELU", rows, cols, IN(0), IN(1),
+	fprintf(OUT, "\tK(bias_act)(NRT_RELU, %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", rows, cols, IN(0), IN(1),
 	        e->fused_pre[n->id] ? Y : "NULL", out_name(e, m->out));
 	return true;
 }

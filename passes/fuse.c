@@ -43,7 +43,7 @@ static const Node *pair(Compilation *c, int i)
 	if (n->op != OP_BIAS_ADD || n->phase != PH_FORWARD || i + 1 >= g->nnodes)
 		return NULL;
 	const Node *a = g->nodes[i + 1];
-	if ((a->op != OP_RELU && a->op != OP_GELU) || a->phase != PH_FORWARD || a->in[0] != n->out)
+	if (a->op != OP_RELU || a->phase != PH_FORWARD || a->in[0] != n->out)
 		return NULL;
 	const Value *x = n->in[0], *b = n->in[1], *pre = n->out, *y = a->out;
 	if (x->dtype != DT_F32 || b->dtype != DT_F32 || pre->dtype != DT_F32 || y->dtype != DT_F32)
@@ -72,7 +72,7 @@ const Node **fuse_bias_act(Compilation *c, bool **pre_read)
 		const Node *n = g->nodes[i];
 		act[n->id] = a;
 		act[a->id] = n;
-		/* read by more than a: gelu's gradient reads its input */
+		/* read by more than a (relu_grad reads relu's output, not this) */
 		pre[n->id] = readers(g, n->out) > 1;
 	}
 	if (pre_read)

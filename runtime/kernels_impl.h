@@ -977,48 +977,35 @@ void FN(nrt_lamb_phase2)(int64_t n, double lr, const double sq[2],
 		p[i] -= k * upd[i];
 }
 
-/* ---- bias + activation in one pass (passes/fuse.h) ------------------------
- * t = x + b[col]; pre = t (when pre != NULL); y = act(t), with the very
- * expressions of nrt_binary (NRT_ADD) and nrt_unary, so the result is
- * bit-identical to the two calls. y may be x (each element is read before
- * it is written, at the same index); nothing else overlaps. */
+/* ---- bias + ReLU in one pass (passes/fuse.h) -----------------------------
+ * t = x + b[col]; pre = t (when pre != NULL); y = max(t, 0), with the very
+ * expressions of nrt_binary (NRT_ADD) and nrt_unary (NRT_RELU), so the
+ * result is bit-identical to the two calls. y may be x (each element is
+ * read before it is written, at the same index); nothing else overlaps.
+ * `op` is NRT_RELU only: GELU is bound by its arithmetic, and fusing its
+ * add measured no faster (docs/codegen.md). */
 void FN(nrt_bias_act)(NrtUnary op, int64_t rows, int64_t cols, const T *x,
                       const T *restrict b, T *pre, T *y)
 {
-	if (op != NRT_RELU && op != NRT_GELU)
-		kernel_fail("bias_act", "activation is not relu or gelu");
+	if (op != NRT_RELU)
+		kernel_fail("bias_act", "activation is not relu");
 	PAR_FOR(rows * cols)
 	for (int64_t r = 0; r < rows; r++) {
 		const T *xr = x + r * cols;
 		T *yr = y + r * cols, *pr = pre ? pre + r * cols : NULL;
-		if (op == NRT_RELU) {
-			if (pr) {
-				K_PRAGMA(omp simd)
-				for (int64_t i = 0; i < cols; i++) {
-					T u = xr[i], v = b[i], t = u + v;
-					pr[i] = t;
-					yr[i] = t > 0 ? t : (T)0;
-				}
-			} else {
-				K_PRAGMA(omp simd)
-				for (int64_t i = 0; i < cols; i++) {
-					T u = xr[i], v = b[i], t = u + v;
-					yr[i] = t > 0 ? t : (T)0;
-				}
-			}
-			continue;
-		}
-		K_PRAGMA(omp simd)
-		for (int64_t i = 0; i < cols; i++) {
-			T u = xr[i], v = b[i], t = u + v;
-			if (pr)
+		if (pr) {
+			K_PRAGMA(omp simd)
+			for (int64_t i = 0; i < cols; i++) {
+				T u = xr[i], v = b[i], t = u + v;
 				pr[i] = t;
-#if KF32
-			float e = k_expf(-0.5f * t * t);
-			yr[i] = 0.5f * t * (1.0f + k_erff_e(t * (float)K_SQRT1_2, e));
-#else
-			yr[i] = (T)0.5 * t * ((T)1 + MATH(erf)(t * (T)K_SQRT1_2));
-#endif
+				yr[i] = t > 0 ? t : (T)0;
+			}
+		} else {
+			K_PRAGMA(omp simd)
+			for (int64_t i = 0; i < cols; i++) {
+				T u = xr[i], v = b[i], t = u + v;
+				yr[i] = t > 0 ? t : (T)0;
+			}
 		}
 	}
 }
