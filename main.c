@@ -68,6 +68,8 @@ static void usage(FILE *out)
 	      "      --infer           build a forward-only program\n"
 	      "      --no-share-routines  build: write every node's kernel calls in line instead of\n"
 	      "                        sharing one routine among repeated layers (docs/codegen.md)\n"
+	      "      --no-fuse         build: keep bias_add and its relu two kernel calls instead of\n"
+	      "                        one fused pass (bit-identical either way; docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, fusion, strategy_ckpt, memplan, or all)\n"
@@ -87,7 +89,7 @@ static void usage(FILE *out)
 }
 
 enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK };
-enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION, OPT_NO_SHARE };
+enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION, OPT_NO_SHARE, OPT_NO_FUSE };
 
 static bool is_pass_name(const char *s)
 {
@@ -112,6 +114,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"gradcheck", no_argument, 0, OPT_GRADCHECK},
 		{"infer", no_argument, 0, OPT_INFER},
 		{"no-share-routines", no_argument, 0, OPT_NO_SHARE},
+		{"no-fuse", no_argument, 0, OPT_NO_FUSE},
 		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
 		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
 		{"why", required_argument, 0, OPT_WHY},
@@ -154,6 +157,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_FAULT: a->fault = optarg; break;
 		case OPT_INFER: a->infer = true; break;
 		case OPT_NO_SHARE: a->build.no_share_routines = true; break;
+		case OPT_NO_FUSE: a->build.no_fuse = true; break;
 		case OPT_WHY: a->why = optarg; break;
 		case OPT_SCHEDULE: a->schedule = true; break;
 		case OPT_FOLD: a->fold = true; break;

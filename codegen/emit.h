@@ -47,6 +47,9 @@ typedef struct Emit {
 	int nblocks, capblocks;
 	int block_calls;       /* node sequences routed through a compute routine */
 	int block_nodes;       /* nodes inside those calls */
+	const struct Node **fused; /* by node id: bias_add -> its activation, activation -> its bias_add,
+	                            * computed together (passes/fuse.h); NULL: no fusion */
+	bool *fused_pre;       /* by node id: the fused bias_add's own output is read later */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;

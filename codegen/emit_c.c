@@ -971,10 +971,27 @@ static void emit_node_comment(FILE *out, const Node *n)
 	fputs(" */\n", out);
 }
 
+/* A bias_add and the relu after it in one call (passes/fuse.h). */
+static bool emit_fused(Emit *e, const Node *n)
+{
+	const Node *m = e->fused ? e->fused[n->id] : NULL;
+	if (!m)
+		return false;
+	if (n->op != OP_BIAS_ADD) {
+		fputs("\t/* computed with the bias_add above (nrt_bias_act) */\n", OUT);
+		return true;
+	}
+	int64_t cols = lshape(n->in[1])->d[0], rows = cols ? lnumel(n->in[0]) / cols : 0;
+	fprintf(OUT, "\tK(bias_act)(NRT_RELU, %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", rows, cols, IN(0), IN(1),
+	        e->fused_pre[n->id] ? Y : "NULL", out_name(e, m->out));
+	return true;
+}
+
 void emit_c_node(Emit *e, const Node *n)
 {
 	emit_node_comment(e->out, n);
-	emitters[n->op](e, n);
+	if (!emit_fused(e, n))
+		emitters[n->op](e, n);
 }
 
 /* ---- shared compute routines ---------------------------------------------------- */
@@ -1109,7 +1126,8 @@ static char *render(Emit *e, const Node *n, bool comment)
 		emit_node_comment(f, n);
 	} else {
 		e->tokens = true;
-		emitters[n->op](e, n);
+		if (!emit_fused(e, n))
+			emitters[n->op](e, n);
 		e->tokens = false;
 	}
 	fclose(f);

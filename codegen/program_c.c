@@ -9,6 +9,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/fusion.h"
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
@@ -991,6 +992,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_functions(&e);
 	} else {
 		fusion_names(&e);
+		if (!o->no_fuse && !(o->target && !strcmp(o->target, "cuda")))
+			e.fused = fuse_bias_act(c, &e.fused_pre);
 		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);

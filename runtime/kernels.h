@@ -32,6 +32,11 @@ typedef enum NrtUnary {
 	void nrt_broadcast_##S(int rank, const int64_t *ydims, const T *x,         \
 	                       const int64_t *xstr, T alpha, T *y);                \
 	void nrt_unary_##S(NrtUnary op, int64_t n, const T *x, T *y);              \
+	/* y = act(x + b[col]) over [rows, cols], act NRT_RELU only; pre (NULL: \
+	 * not written) = x + b; y may be x (passes/fuse.h, bit-identical to    \
+	 * the unfused bias_add and unary) */                                    \
+	void nrt_bias_act_##S(NrtUnary op, int64_t rows, int64_t cols,            \
+	                      const T *x, const T *b, T *pre, T *y);              \
 	/* dx = dy * f'(.): `xy` is y for relu/tanh/sigmoid, x for gelu */        \
 	void nrt_unary_grad_##S(NrtUnary op, int64_t n, const T *dy, const T *xy,  \
 	                        T *dx);                                            \

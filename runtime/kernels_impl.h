@@ -977,6 +977,39 @@ void FN(nrt_lamb_phase2)(int64_t n, double lr, const double sq[2],
 		p[i] -= k * upd[i];
 }
 
+/* ---- bias + ReLU in one pass (passes/fuse.h) -----------------------------
+ * t = x + b[col]; pre = t (when pre != NULL); y = max(t, 0), with the very
+ * expressions of nrt_binary (NRT_ADD) and nrt_unary (NRT_RELU), so the
+ * result is bit-identical to the two calls. y may be x (each element is
+ * read before it is written, at the same index); nothing else overlaps.
+ * `op` is NRT_RELU only: GELU is bound by its arithmetic, and fusing its
+ * add measured no faster (docs/codegen.md). */
+void FN(nrt_bias_act)(NrtUnary op, int64_t rows, int64_t cols, const T *x,
+                      const T *restrict b, T *pre, T *y)
+{
+	if (op != NRT_RELU)
+		kernel_fail("bias_act", "activation is not relu");
+	PAR_FOR(rows * cols)
+	for (int64_t r = 0; r < rows; r++) {
+		const T *xr = x + r * cols;
+		T *yr = y + r * cols, *pr = pre ? pre + r * cols : NULL;
+		if (pr) {
+			K_PRAGMA(omp simd)
+			for (int64_t i = 0; i < cols; i++) {
+				T u = xr[i], v = b[i], t = u + v;
+				pr[i] = t;
+				yr[i] = t > 0 ? t : (T)0;
+			}
+		} else {
+			K_PRAGMA(omp simd)
+			for (int64_t i = 0; i < cols; i++) {
+				T u = xr[i], v = b[i], t = u + v;
+				yr[i] = t > 0 ? t : (T)0;
+			}
+		}
+	}
+}
+
 #undef KEXP
 #undef SIMD_RED
 #undef PAR_FOR

@@ -24,8 +24,10 @@
 #   gemm     tests/bench/sgemm_bench.c on exactly the step's matmul and
 #            batch_matmul products (tests/bench/flops.c), CPU time; the
 #            GEMM fraction is that time / netc's step
-# NETC_BENCH_MODELS="mlp gpt256" picks models; TORCH_PYTHON picks the
-# interpreter (default: python3, else /usr/bin/python3, that imports torch).
+# NETC_BENCH_MODELS="mlp gpt256" picks models; NETC_BENCH_FLAGS adds netc
+# build options (--no-fuse: without bias + ReLU fusion); TORCH_PYTHON
+# picks the interpreter (default: python3, else /usr/bin/python3, that
+# imports torch).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -95,7 +97,8 @@ printf '%-8s %9s  %-24s %-24s %10s %10s %9s\n' model "MFLOP" "netc ms/step [min,
 rows=0
 for m in $MODELS; do
 	model "$m" || exit 1
-	"$NETC" build "$work/$m.net" -D parallel_mode=stand_alone -o "$work/$m" 2>/dev/null ||
+	# shellcheck disable=SC2086
+	"$NETC" build "$work/$m.net" -D parallel_mode=stand_alone ${NETC_BENCH_FLAGS:-} -o "$work/$m" 2>/dev/null ||
 		{ echo "bench: building $m failed" >&2; exit 1; }
 	"$NETC" dump "$work/$m.net" -D parallel_mode=stand_alone --dump-after=memplan 2>/dev/null |
 		"$work/flops" >"$work/$m.gemm" || { echo "bench: counting $m's FLOPs failed" >&2; exit 1; }

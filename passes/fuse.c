@@ -1,0 +1,81 @@
+/* Bias + activation fusion: which pairs the code generator may emit as
+ * one nrt_bias_act call (passes/fuse.h). Programs with pipeline stages or
+ * micro-steps are not asked (their per-stage order is a schedule's). */
+#include "fuse.h"
+
+#include "../ir/layout.h"
+#include "memplan.h"
+
+/* How many nodes read v (forward, backward and updates). */
+static int readers(const Graph *g, const Value *v)
+{
+	int k = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			k += g->nodes[i]->in[j] == v;
+	return k;
+}
+
+static const Shape *local(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
+
+/* [lo, hi) of v's bytes in the workspace; false when v is elsewhere (a
+ * parameter, an input: never the workspace an activation goes to). */
+static bool span(const Compilation *c, const Value *v, int64_t *lo, int64_t *hi)
+{
+	if (v->kind != VK_NODE || c->plan->offset[v->id] < 0)
+		return false;
+	*lo = c->plan->offset[v->id];
+	*hi = *lo + value_bytes(c, v);
+	return true;
+}
+
+static bool overlap(const Compilation *c, const Value *a, const Value *b)
+{
+	int64_t alo, ahi, blo, bhi;
+	return span(c, a, &alo, &ahi) && span(c, b, &blo, &bhi) && alo < bhi && blo < ahi;
+}
+
+/* n (a bias_add at position i) and the next node fuse. */
+static const Node *pair(Compilation *c, int i)
+{
+	const Graph *g = c->g;
+	const Node *n = g->nodes[i];
+	if (n->op != OP_BIAS_ADD || n->phase != PH_FORWARD || i + 1 >= g->nnodes)
+		return NULL;
+	const Node *a = g->nodes[i + 1];
+	if (a->op != OP_RELU || a->phase != PH_FORWARD || a->in[0] != n->out)
+		return NULL;
+	const Value *x = n->in[0], *b = n->in[1], *pre = n->out, *y = a->out;
+	if (x->dtype != DT_F32 || b->dtype != DT_F32 || pre->dtype != DT_F32 || y->dtype != DT_F32)
+		return NULL;
+	const Shape *xs = local(x), *bs = local(b), *ps = local(pre), *ys = local(y);
+	if (xs->rank < 1 || bs->rank != 1 || bs->d[0] != xs->d[xs->rank - 1] || shape_numel(xs) != shape_numel(ps) ||
+	    shape_numel(ys) != shape_numel(ps))
+		return NULL;
+	/* y may be x itself (element i read before it is written), nothing else it reads */
+	int64_t ylo, yhi, xlo, xhi;
+	bool same = span(c, y, &ylo, &yhi) && span(c, x, &xlo, &xhi) && ylo == xlo;
+	if ((!same && overlap(c, y, x)) || overlap(c, y, b) || overlap(c, y, pre))
+		return NULL;
+	return a;
+}
+
+const Node **fuse_bias_act(Compilation *c, bool **pre_read)
+{
+	const Graph *g = c->g;
+	const Node **act = arena_alloc(&c->arena, sizeof *act * (size_t)(g->next_node_id + 1));
+	bool *pre = arena_alloc(&c->arena, sizeof *pre * (size_t)(g->next_node_id + 1));
+	for (int i = 0; i + 1 < g->nnodes; i++) {
+		const Node *a = c->plan ? pair(c, i) : NULL;
+		if (!a)
+			continue;
+		const Node *n = g->nodes[i];
+		act[n->id] = a;
+		act[a->id] = n;
+		/* read by more than a (relu_grad reads relu's output, not this) */
+		pre[n->id] = readers(g, n->out) > 1;
+	}
+	if (pre_read)
+		*pre_read = pre;
+	return act;
+}

@@ -1,0 +1,21 @@
+#ifndef NETC_FUSE_H
+#define NETC_FUSE_H
+#include "passes.h"
+
+/* Bias + activation fusion (issue 15): a bias_add whose only reader is
+ * the relu right after it (forward, same local shape, f32) runs as one
+ * kernel call, nrt_bias_act, that writes the activation (and the
+ * bias_add's own output only where another node reads it; relu's
+ * gradient reads relu's output). The float operations are those of the
+ * two unfused calls, so results are bit-identical. GELU is not fused: it
+ * is bound by its arithmetic, and the fused add measured no faster.
+ *
+ * Returns, by node id, the activation node a fused bias_add also
+ * computes, and for that activation node its bias_add (NULL elsewhere);
+ * *pre_read (by node id, may be NULL) says
+ * whether that bias_add's output is still needed. The workspace plan
+ * must be final (c->plan): a pair is fused only when the activation's
+ * buffer equals the matmul's output or overlaps neither input, so the
+ * one-pass kernel never reads what it already overwrote. */
+const Node **fuse_bias_act(Compilation *c, bool **pre_read);
+#endif
