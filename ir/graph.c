@@ -149,3 +149,12 @@ const char *shape_str(const Shape *s, char *buf, size_t n)
 		snprintf(buf + k, n - k, "]");
 	return buf;
 }
+
+int graph_readers(const Graph *g, const Value *v)
+{
+	int k = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			k += g->nodes[i]->in[j] == v;
+	return k;
+}

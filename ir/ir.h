@@ -230,6 +230,8 @@ Node *graph_node(Graph *g, Op op, Value **in, int nin, Loc loc);
 Node *graph_node_detached(Graph *g, Op op, Value **in, int nin, Loc loc);
 void graph_insert(Graph *g, int pos, Node *n);
 Value *graph_find(Graph *g, const char *name);
+/* How many node inputs read v, over every phase. */
+int graph_readers(const Graph *g, const Value *v);
 
 const char *dtype_name(DType t);
 int dtype_size(DType t);

@@ -6,16 +6,6 @@
 #include "../ir/layout.h"
 #include "memplan.h"
 
-/* How many nodes read v (forward, backward and updates). */
-static int readers(const Graph *g, const Value *v)
-{
-	int k = 0;
-	for (int i = 0; i < g->nnodes; i++)
-		for (int j = 0; j < g->nodes[i]->nin; j++)
-			k += g->nodes[i]->in[j] == v;
-	return k;
-}
-
 static const Shape *local(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
 
 /* [lo, hi) of v's bytes in the workspace; false when v is elsewhere (a
@@ -73,7 +63,7 @@ const Node **fuse_bias_act(Compilation *c, bool **pre_read)
 		act[n->id] = a;
 		act[a->id] = n;
 		/* read by more than a (relu_grad reads relu's output, not this) */
-		pre[n->id] = readers(g, n->out) > 1;
+		pre[n->id] = graph_readers(g, n->out) > 1;
 	}
 	if (pre_read)
 		*pre_read = pre;

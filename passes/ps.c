@@ -23,16 +23,6 @@ static Loc key_loc(const Graph *g, ParallelKey k)
 	return g->par.set_mask >> k & 1 ? g->par.set_loc[k] : ps_loc(g);
 }
 
-/* The number of readers of v among the graph's nodes. */
-static int readers(const Graph *g, const Value *v)
-{
-	int k = 0;
-	for (int i = 0; i < g->nnodes; i++)
-		for (int j = 0; j < g->nodes[i]->nin; j++)
-			k += g->nodes[i]->in[j] == v;
-	return k;
-}
-
 static bool split_anywhere(const Layout *l)
 {
 	for (int d = 0; l && d < l->rank; d++)
@@ -118,7 +108,7 @@ static bool strip_reduction(Compilation *c, Node *push, bool *drop)
 	}
 	bool reduced = false;
 	double scale = 1.0; /* gradients_mean's, which the servers apply to the sum */
-	while (v->def && v->def->phase == PH_UPDATE && readers(g, v) == 1 &&
+	while (v->def && v->def->phase == PH_UPDATE && graph_readers(g, v) == 1 &&
 	       (v->def->op == OP_REDISTRIBUTE || v->def->op == OP_SCALE)) {
 		reduced |= v->def->op == OP_REDISTRIBUTE;
 		if (v->def->op == OP_SCALE)
