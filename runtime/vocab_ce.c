@@ -1,7 +1,8 @@
 /* Vocabulary-parallel softmax_cross_entropy on the CPU (vocab_ce.h); the
- * CUDA twins are in runtime/cuda/vocab_ce.cu. Sums are in double, as in
- * the whole-class kernels (kernels_impl.h), so the sharded loss equals
- * the stand-alone one to rounding. */
+ * CUDA twins are in runtime/cuda/loss.cu. Sums are in double with libm's
+ * exp, while the whole-class kernels (kernels_impl.h) now accumulate rows
+ * in T with k_expf: the sharded loss equals the stand-alone one to
+ * rounding, not bit for bit. */
 #include "vocab_ce.h"
 
 #include <math.h>
