@@ -153,7 +153,8 @@ static const char *cuda_unavailable(void)
 	snprintf(a, sizeof a, "%s/libnetrt_cuda.a", lib);
 	if (access(a, R_OK) != 0)
 		return "this netc was built without the CUDA runtime (libnetrt_cuda.a is not beside libnetrt.a: "
-		       "nvcc was not found when netc was built); install the CUDA toolkit and rebuild netc, "
+		       "nvcc or NCCL's nccl.h was not found when netc was built); install the CUDA toolkit "
+		       "(NCCL_HOME for an NCCL of its own) and rebuild netc, "
 		       "or use --target cpu";
 	return NULL;
 }
