@@ -571,6 +571,52 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 	return false;
 }
 
+/* Whether input i of n gets n's output gradient itself: autodiff hands a
+ * same-shaped addend dy unchanged (grad_ADD's sum_to is the identity). */
+static bool passes_grad(const Node *n, int i)
+{
+	return (n->op == OP_ADD || n->op == OP_BIAS_ADD) && shape_eq(&n->in[i]->shape, &n->out->shape);
+}
+
+/* The only edge leaving vertex v's output, or -1 (none, or several: then
+ * the gradient is a sum of theirs, made in the add's own layout). */
+static int sole_out_edge(const Search *s, int v)
+{
+	int found = -1;
+	for (int k = 0; k < s->v[v].nadj; k++) {
+		const SEdge *o = &s->e[s->v[v].adj[k]];
+		if (o->u != v || o->ui >= 0)
+			continue;
+		if (found >= 0)
+			return -1;
+		found = s->v[v].adj[k];
+	}
+	return found;
+}
+
+/* The layout edge ei's gradient really reaches its producer in. cost_edge
+ * takes it to leave the consumer in the consumer's input layout; but
+ * through an add (or a chain of them, each with one reader) the gradient
+ * is the value the add's reader made, in that reader's layout, and the
+ * sharding pass converts it from there: a residual add laid out
+ * differently from its addend's producer costs no conversion into the
+ * add's layout and back. */
+static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	int v = e->v, vi = e->vi;
+	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi];
+	for (int depth = 0; depth < s->nv && passes_grad(s->v[v].n, vi); depth++) {
+		int o = sole_out_edge(s, v);
+		if (o < 0)
+			break;
+		v = s->e[o].v;
+		vi = s->e[o].vi;
+		g = s->v[v].cl->c[choice[v]].grad[vi];
+	}
+	return g;
+}
+
 double search_total(Search *s, const int *choice)
 {
 	double t = 0;
@@ -578,10 +624,19 @@ double search_total(Search *s, const int *choice)
 		t += s->v[i].unary[choice[i]];
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
+		const Layout *from = search_edge_from(s, se, choice[se->u]);
+		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
 		t += search_edge_cost(s, e, choice[se->u], choice[se->v]);
-		if (grad_shared(s, e, choice))
-			t -= cost_edge_grad(s->rc, search_edge_from(s, se, choice[se->u]),
-			                    s->v[se->v].cl->c[choice[se->v]].grad[se->vi], se->dt, s->training);
+		/* the plan's total prices the way back as the program takes it;
+		 * the edge costs the searches compare keep the local estimate */
+		if (grad_shared(s, e, choice)) {
+			t -= cost_edge_grad(s->rc, from, g, se->dt, s->training);
+		} else {
+			const Layout *d = delivered_grad(s, e, choice);
+			if (d != g)
+				t += cost_edge_grad(s->rc, from, d, se->dt, s->training) -
+				     cost_edge_grad(s->rc, from, g, se->dt, s->training);
+		}
 	}
 	return t;
 }
