@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -316,6 +317,7 @@ static void start_mpi(int *argc, char ***argv)
  * cores / ranks-on-the-host, at least 1. */
 void omp_set_num_threads(int) __attribute__((weak)); /* absent: no OpenMP */
 void omp_set_dynamic(int) __attribute__((weak));
+int omp_get_max_threads(void) __attribute__((weak));
 
 /* Cores per rank on this host: cores / ranks sharing it, at least 1. */
 static int host_share(void)
@@ -353,6 +355,16 @@ static void share_threads(void)
 		omp_set_num_threads(kernels);
 }
 
+/* A dynamic team asks the system at every region how many threads it may
+ * have (libgomp: sched_getaffinity and /proc/loadavg); for a team of one
+ * that is a few system calls per large kernel for nothing (8% of
+ * wide_deep's step in perf with one thread per rank). */
+static void fix_single_team(void)
+{
+	if (omp_get_max_threads && omp_set_dynamic && !getenv("OMP_DYNAMIC") && omp_get_max_threads() == 1)
+		omp_set_dynamic(0);
+}
+
 /* The ranks act on one verdict about their command lines: the worst of
  * them (an error over --help over OK). A rank that stopped alone would
  * leave the others waiting for it in the first collective -- mpirun's
@@ -368,8 +380,21 @@ static NrtParse agree_parse(NrtParse mine, int *first)
 	return (NrtParse)worst;
 }
 
+/* Each OpenMP region allocates its team (about 1.5 KB, libgomp's
+ * memalign) and frees it after. A request of that size makes glibc
+ * consolidate its fast bins first, which the kernels' small temporaries
+ * refill every step: perf put malloc_consolidate at 9.5% of
+ * samples/wide_deep.net's step, and without fast bins the step took 20%
+ * less (docs/benchmarks.md). Small frees then go to the thread cache and
+ * the ordinary bins. */
+static void quiet_malloc(void)
+{
+	mallopt(M_MXFAST, 0);
+}
+
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
 {
+	quiet_malloc();
 	start_mpi(argc, argv);
 	const char *prog = *argc > 0 ? (*argv)[0] : info->name;
 	char msg[512];
@@ -406,6 +431,7 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 		finish(1);
 	}
 	share_threads();
+	fix_single_team();
 	nrt_check_destinations(opt, info);
 	nrt_watchdog_start(opt); /* before the split: a lone worker with its servers is watched too */
 	if (info->ps_servers)
