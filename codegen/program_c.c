@@ -37,10 +37,14 @@ static void emit_prologue(Emit *e)
 	fputs("#include <netc/netrt.h>\n#include <netc/spmd.h>\n#include <math.h>\n#include <stdio.h>\n"
 	      "#include <stdlib.h>\n#include <string.h>\n\n",
 	      out);
+	/* K: the kernels where the target computes; H: the host kernels, for
+	 * what .target(cpu) keeps on the host (passes/placement.c) */
 	if (e->o->f64)
-		fputs("typedef double real;\n#define NRT_REAL NRT_F64\n#define K(name) nrt_##name##_f64\n\n", out);
+		fputs("typedef double real;\n#define NRT_REAL NRT_F64\n#define K(name) nrt_##name##_f64\n"
+		      "#define H(name) nrt_host_##name##_f64\n\n", out);
 	else
-		fputs("typedef float real;\n#define NRT_REAL NRT_F32\n#define K(name) nrt_##name##_f32\n\n", out);
+		fputs("typedef float real;\n#define NRT_REAL NRT_F32\n#define K(name) nrt_##name##_f32\n"
+		      "#define H(name) nrt_host_##name##_f32\n\n", out);
 }
 
 /* `{64, 784}`: an initialiser for a fixed-size dims array */
@@ -826,20 +830,51 @@ static void emit_step(Emit *e)
 /* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
 static FILE *mem_report_to;
 
-/* What the program allocates, per stage (netc build -v; --mem-stats
- * prints it beside what the runtime counted). */
-static void emit_mem_plan(Emit *e)
+/* Whether the target keeps host memory apart from its buffer memory (the
+ * CUDA target; on the CPU target host memory is the buffer memory). */
+static bool host_apart(const Emit *e)
 {
-	/* the keys of the program's --mem-stats line */
+	return e->o->target && strcmp(e->o->target, "cuda") == 0;
+}
+
+/* One "planned ... (bytes): params N ... total N" line of kinds p[0..MEM_KINDS). */
+static void report_kinds(FILE *report, const char *what, int stage, int nstages, const int64_t *p)
+{
 	static const char *const names[MEM_KINDS] = {"params", "grads", "state", "workspace", "comm", "inputs",
 	                                             "runtime"};
+	int64_t total = 0;
+	if (nstages > 1)
+		fprintf(report, "planned %smemory per device, pipeline stage %d (bytes):", what, stage);
+	else
+		fprintf(report, "planned %smemory per device (bytes):", what);
+	for (int k = 0; k < MEM_KINDS; k++) {
+		fprintf(report, " %s %" PRId64, names[k], p[k]);
+		total += p[k];
+	}
+	fprintf(report, " total %" PRId64 "\n", total);
+}
+
+/* What the program allocates, per stage (netc build -v; --mem-stats
+ * prints it beside what the runtime counted): buffer memory, then the host
+ * memory of .target(cpu) tables, which the CPU target counts with the
+ * buffer memory and the CUDA target apart. */
+static void emit_mem_plan(Emit *e)
+{
 	int n = e->sched ? e->sched->nstages : 1;
-	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s */\nstatic const int64_t mem_planned[%d][NRT_MEM_KINDS] = {\n",
+	bool host = false;
+	for (int s = 0; s < n; s++)
+		for (int k = 0; k < MEM_KINDS; k++)
+			host |= e->planned[s][MEM_HOST + k] != 0;
+	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s: buffer memory, then host memory "
+	                "(nrt_host_alloc) */\nstatic const int64_t mem_planned[%d][2][NRT_MEM_KINDS] = {\n",
 	        n > 1 ? ", by pipeline stage" : "", n);
 	for (int s = 0; s < n; s++) {
-		fputs("\t{", e->out);
-		for (int k = 0; k < MEM_KINDS; k++)
-			fprintf(e->out, "%s%" PRId64, k ? ", " : "", e->planned[s][k]);
+		for (int h = 0; h < 2; h++) {
+			fputs(h ? ", {" : "\t{{", e->out);
+			for (int k = 0; k < MEM_KINDS; k++)
+				fprintf(e->out, "%s%" PRId64, k ? ", " : "", e->planned[s][h * MEM_HOST + k]);
+			fputs("}", e->out);
+		}
 		fputs("},\n", e->out);
 	}
 	fputs("};\n\n", e->out);
@@ -847,17 +882,13 @@ static void emit_mem_plan(Emit *e)
 	if (!report)
 		return;
 	for (int s = 0; s < n; s++) {
-		int64_t total = 0;
-		if (n > 1)
-			fprintf(report, "planned memory per device, pipeline stage %d (bytes):", s);
-		else
-			fputs("planned memory per device (bytes):", report);
-		for (int k = 0; k < MEM_KINDS; k++) {
-			fprintf(report, " %s %" PRId64, names[k], e->planned[s][k]);
-			total += e->planned[s][k];
-		}
-		fprintf(report, " total %" PRId64 "\n", total);
+		int64_t dev[MEM_KINDS];
+		for (int k = 0; k < MEM_KINDS; k++)
+			dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
+		report_kinds(report, "", s, n, dev);
 	}
+	for (int s = 0; host && host_apart(e) && s < n; s++)
+		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
 
 /* main(): start-up, the steps (train_step) and the checkpoint. */
@@ -911,10 +942,11 @@ static void emit_main(Emit *e)
 	if (e->loss_scale)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
-	      "\t\tnrt_mem_report(mem_planned[%s]);\n"
+	      "\t\tnrt_mem_report(mem_planned[%s][0], mem_planned[%s][1]);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
+	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", e->sched && e->sched->nstages > 1 ? "my_stage" : "0",
+	      ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
