@@ -72,6 +72,33 @@ static int64_t max_param_numel(const Graph *g)
 	return m;
 }
 
+/* A .target(cpu) table's gradient (passes/placement.c): one host buffer
+ * per embedding_grad, which the sums, all-reduces and scales after it
+ * overwrite in place (their values take its name). */
+static bool host_buffer(const Emit *e, const Value *v)
+{
+	return v->kind == VK_NODE && v->host && e->c->plan->host_of[v->id] == v->id;
+}
+
+static void emit_host_buffers(Emit *e)
+{
+	const Graph *g = e->g;
+	bool any = e->host_ids_bytes > 0;
+	for (int i = 0; i < g->nvalues; i++)
+		any |= host_buffer(e, g->values[i]);
+	if (!any)
+		return;
+	fputs("\n/* ---- in host memory: gradients of .target(cpu) tables, staging ---- */\n", e->out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (host_buffer(e, g->values[i]))
+			emit_decl(e, g->values[i], "static ");
+	if (e->host_ids_bytes)
+		fputs("static void *host_ids;  /* a host lookup's ids, from the device */\n"
+		      "static real *host_rows; /* its rows (or their gradient), to or from the device */\n", e->out);
+	if (e->host_lamb)
+		fputs("static real *host_lamb_upd; /* LAMB of host tables */\nstatic double *host_lamb_sq;\n", e->out);
+}
+
 static void emit_buffers(Emit *e)
 {
 	Graph *g = e->g;
@@ -97,6 +124,7 @@ static void emit_buffers(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_CONST)
 			emit_decl(e, g->values[i], "static ");
+	emit_host_buffers(e);
 	const MemPlan *p = e->c->plan;
 	fprintf(out, "\n/* ---- workspace: %" PRId64 " bytes; buffers share it by liveness ---- */\n", p->peak);
 	fputs("static unsigned char *ws;\n", out);
@@ -259,8 +287,9 @@ static void emit_overflow_check(Emit *e)
 			}
 			if (v->kind == VK_PARAM || v->kind == VK_STATE || v->kind == VK_CONST || !dtype_is_float(v->dtype))
 				continue;
-			fprintf(out, "\t\toverflow_ |= !nrt_all_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
-			        nrt_dtype_of(v->dtype), B(e, v), lnumel(v), w.reduced ? w.max / world : w.max, v->name);
+			fprintf(out, "\t\toverflow_ |= !nrt_%sall_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
+			        v->host ? "host_" : "", nrt_dtype_of(v->dtype), B(e, v), lnumel(v),
+			        w.reduced ? w.max / world : w.max, v->name);
 		}
 	}
 	fputs("\t\tif (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, step))\n\t\t\treturn;\n\t}\n", out);
@@ -291,8 +320,8 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 		if (n->phase != ph)
 			continue;
 		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
-			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
-			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
+			fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
+			        emit_kernels_for(n->in[1]), lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
 		if (n->ps_push)
 			emit_ps_push(e, n);
 		else if (!fusion_bucket_of(fp, n, &off))
@@ -553,12 +582,17 @@ static void emit_alloc(Emit *e)
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_PARAM || v->kind == VK_STATE) /* pipelines: only this stage's (data NULL elsewhere) */
-			fprintf(out, "\t%stensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n",
-			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v),
+			fprintf(out, "\t%stensors[%d].data = %s = %s(%s, %" PRId64 ", sizeof(%s));\n",
+			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v), v->host ? "nrt_host_alloc" : "nrt_alloc",
 			        v->kind == VK_PARAM ? "NRT_MEM_PARAMS" : "NRT_MEM_STATE", lnumel(v), ctype(v->dtype));
 		if (v->kind == VK_PARAM || v->kind == VK_STATE)
-			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES, v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE,
+			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES,
+			             (v->host ? MEM_HOST : 0) + (v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE),
 			             lnumel(v) * emit_csize(e, v->dtype));
+		if (host_buffer(e, v)) {
+			fprintf(out, "\t%s = nrt_host_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
+			emit_planned(e, ALL_STAGES, MEM_HOST + MEM_GRADS, lnumel(v) * emit_csize(e, v->dtype));
+		}
 		if (v->kind == VK_CONST) {
 			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
 			emit_planned(e, ALL_STAGES, MEM_WORKSPACE, lnumel(v) * (e->o->f64 ? 8 : 4));
@@ -570,6 +604,18 @@ static void emit_alloc(Emit *e)
 		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
 	if (g->train.optimizer == OPT_LAMB)
 		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
+	if (e->host_lamb) {
+		fprintf(out, "\thost_lamb_upd = nrt_host_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n"
+		             "\thost_lamb_sq = nrt_host_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
+		emit_planned(e, ALL_STAGES, MEM_HOST + MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
+	}
+	if (e->host_ids_bytes) {
+		fprintf(out, "\thost_ids = nrt_host_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", 1);\n"
+		             "\thost_rows = nrt_host_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n",
+		        e->host_ids_bytes, e->host_rows_elems);
+		emit_planned(e, ALL_STAGES, MEM_HOST + MEM_WORKSPACE,
+		             e->host_ids_bytes + e->host_rows_elems * (e->o->f64 ? 8 : 4));
+	}
 	int64_t rs = e->o->f64 ? 8 : 4, ag_recv = 0, ag_send = 0, rs_send[2] = {0, 0};
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
@@ -638,6 +684,13 @@ static void emit_alloc(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("\tnrt_free(lamb_upd);\n\tnrt_free(lamb_sq);\n", out);
+	if (e->host_lamb)
+		fputs("\tnrt_free(host_lamb_upd);\n\tnrt_free(host_lamb_sq);\n", out);
+	if (e->host_ids_bytes)
+		fputs("\tnrt_free(host_ids);\n\tnrt_free(host_rows);\n", out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (host_buffer(e, g->values[i]))
+			fprintf(out, "\tnrt_free(%s);\n", B(e, g->values[i]));
 	fputs("}\n\n", out);
 
 	fputs("/* Every element depends only on (seed, parameter index, its index in\n"
@@ -704,8 +757,8 @@ static void emit_broadcast_params(Emit *e)
 		for (int d = 0; p->layout && d < p->layout->rank; d++)
 			split |= p->layout->map[d] >= 0;
 		if (!p->param.layerwise_parallel && !split)
-			fprintf(out, "\t%snrt_broadcast(%s, %s, 0, %s, %" PRId64 ");\n", e->sched ? sched_held_if(e, p) : "", comm,
-			        nrt_dtype_of(p->dtype), B(e, p), lnumel(p));
+			fprintf(out, "\t%snrt_%sbroadcast(%s, %s, 0, %s, %" PRId64 ");\n", e->sched ? sched_held_if(e, p) : "",
+			        p->host ? "host_" : "", comm, nrt_dtype_of(p->dtype), B(e, p), lnumel(p));
 	}
 	fputs("}\n\n", out);
 }
@@ -972,6 +1025,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	}
 	e.planned = arena_alloc(&c->arena, sizeof *e.planned * (size_t)(g->nstages > 1 ? g->nstages : 1));
 	e.cname = emit_c_idents(&c->arena, g);
+	for (int i = 0; i < g->nvalues; i++) /* a host gradient computed in place of another takes its buffer */
+		if (c->plan->host_of[i] >= 0)
+			e.cname[i] = e.cname[c->plan->host_of[i]];
 	char *body = NULL, *decls = NULL, *setup = NULL;
 	size_t nbody = 0, ndecls = 0, nsetup = 0;
 	e.out = open_memstream(&body, &nbody);
