@@ -56,12 +56,14 @@ static void emit_init_dims(FILE *out, const Shape *s)
 	fputc('}', out);
 }
 
-static void emit_decl(Emit *e, const Value *v, const char *storage)
+static void emit_decl_as(Emit *e, const Value *v, const char *storage, const char *name)
 {
 	char buf[SHAPE_STR_MAX];
-	fprintf(e->out, "%s%s *%s; /* %s: %s%s */\n", storage, ctype(v->dtype), B(e, v), v->name,
+	fprintf(e->out, "%s%s *%s; /* %s: %s%s */\n", storage, ctype(v->dtype), name, v->name,
 	        dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
 }
+
+static void emit_decl(Emit *e, const Value *v, const char *storage) { emit_decl_as(e, v, storage, B(e, v)); }
 
 static int64_t max_param_numel(const Graph *g)
 {
@@ -90,8 +92,8 @@ static void emit_host_buffers(Emit *e)
 		return;
 	fputs("\n/* ---- in host memory: gradients of .target(cpu) tables, staging ---- */\n", e->out);
 	for (int i = 0; i < g->nvalues; i++)
-		if (host_buffer(e, g->values[i]))
-			emit_decl(e, g->values[i], "static ");
+		if (host_buffer(e, g->values[i])) /* its own name: with micro-steps the update reads an accumulator */
+			emit_decl_as(e, g->values[i], "static ", e->cname[i]);
 	if (e->host_ids_bytes)
 		fputs("static void *host_ids;  /* a host lookup's ids, from the device */\n"
 		      "static real *host_rows; /* its rows (or their gradient), to or from the device */\n", e->out);
@@ -375,6 +377,19 @@ static bool ring_used(const FusionPlan *fp)
 	return false;
 }
 
+/* With micro-steps, the update phase reads a host table's gradient from
+ * its accumulator (e->swap): the sums, all-reduces and scales there run in
+ * place in it, so their values take its name. */
+static void host_in_accumulators(Emit *e)
+{
+	for (int i = 0; i < e->g->nnodes; i++) {
+		const Node *n = e->g->nodes[i];
+		if (n->phase == PH_UPDATE && n->out && n->out->host && e->c->plan->host_of[n->out->id] >= 0 &&
+		    e->c->plan->host_of[n->out->id] != n->out->id)
+			e->cname[n->out->id] = B(e, n->in[0]);
+	}
+}
+
 /* Readers of a fused gradient find it in its bucket. */
 static void fusion_names(Emit *e)
 {
@@ -589,9 +604,12 @@ static void emit_alloc(Emit *e)
 			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES,
 			             (v->host ? MEM_HOST : 0) + (v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE),
 			             lnumel(v) * emit_csize(e, v->dtype));
-		if (host_buffer(e, v)) {
-			fprintf(out, "\t%s = nrt_host_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
-			emit_planned(e, ALL_STAGES, MEM_HOST + MEM_GRADS, lnumel(v) * emit_csize(e, v->dtype));
+		if (host_buffer(e, v)) { /* pipelines: on its stage */
+			uint64_t m = e->sched && e->g->nstages > 1 ? (uint64_t)1 << v->def->ann.stage : ALL_STAGES;
+			fprintf(out, "\t%s%s = nrt_host_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n",
+			        m == ALL_STAGES ? "" : arena_printf(&e->c->arena, "if (HELD(0x%" PRIx64 ")) ", m), e->cname[v->id],
+			        lnumel(v));
+			emit_planned(e, m, MEM_HOST + MEM_GRADS, lnumel(v) * emit_csize(e, v->dtype));
 		}
 		if (v->kind == VK_CONST) {
 			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
@@ -690,7 +708,7 @@ static void emit_alloc(Emit *e)
 		fputs("\tnrt_free(host_ids);\n\tnrt_free(host_rows);\n", out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (host_buffer(e, g->values[i]))
-			fprintf(out, "\tnrt_free(%s);\n", B(e, g->values[i]));
+			fprintf(out, "\tnrt_free(%s);\n", e->cname[i]);
 	fputs("}\n\n", out);
 
 	fputs("/* Every element depends only on (seed, parameter index, its index in\n"
@@ -1071,6 +1089,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
 		                         !c->infer);
 		emit_sched_plan(&e);
+		host_in_accumulators(&e);
 		if (c->verbose)
 			for (int s = 0; s < e.sched->nstages; s++)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64

@@ -3,7 +3,7 @@
  * whose every reader is a lookup marked .target(cpu) is held in host
  * memory with its optimizer state and its gradient, from the lookups'
  * embedding_grad nodes through the sums, collectives and scaling that
- * aggregate it, to its update. Those nodes run on the host; the code
+ * aggregate it to its update. Those nodes run on the host; the code
  * generator stages the ids and the looked-up rows (forward) and the
  * output gradient (backward) between host and device around them, and the
  * rest of the model runs where the target runs it.
@@ -17,12 +17,10 @@
  *
  * A marked table stays with the rest, with the reason in c->host_why (the
  * CUDA target warns with it), where a reader is not a marked lookup, the
- * table is not f32, the parameter servers hold it, the program has
- * pipeline stages or micro-steps (their accumulators are not placed yet),
- * or its gradient reaches the update another way. */
-#include <string.h>
-
-#include "../ir/layout.h"
+ * table is not f32, the parameter servers hold it, its lookups and update
+ * are on different pipeline stages, or its gradient reaches the update
+ * another way. With micro-steps the gradient is accumulated in host
+ * memory too (codegen/pipeline_c.c). */
 #include "passes.h"
 #include "redistribute.h"
 
@@ -43,6 +41,9 @@ HostWhy placement_table_why(const Graph *g, const Value *p, bool *marked)
 			continue;
 		if (n->op == OP_EMBEDDING && n->in[0] == p && n->in[1] != p && n->ann.target_cpu) {
 			*marked = true;
+			/* a pipeline would send the table between stages */
+			if (!w.why && g->nstages > 1 && n->ann.stage != p->stage)
+				w = why_at("it is looked up on another pipeline stage than the one that updates it", n->loc);
 			continue;
 		}
 		if ((op_info[n->op].flags & OPF_UPDATE) && n->in[0] == p && !n->writes)
@@ -58,8 +59,6 @@ HostWhy placement_table_why(const Graph *g, const Value *p, bool *marked)
 		return why_at("it is not f32 (host tables are)", p->loc);
 	if (p->param.ps)
 		return why_at("the parameter servers hold it", p->loc);
-	if (g->nstages > 1 || g->nmicro > 1)
-		return why_at("host tables are not supported with pipeline stages or micro-steps yet", loc_none());
 	if (p->param.model_layout)
 		return why_at("the parallel optimizer stores it as shards", p->loc);
 	return w;
@@ -80,6 +79,8 @@ static HostWhy chain_why(Graph *g, const Value *p, const Node *u, bool mark)
 		const Node *d = v->def;
 		if (v->kind != VK_NODE || !d || graph_readers(g, v) != 1)
 			return why_at("its gradient is read by more than its update", u->loc);
+		if (d->ann.stage != u->ann.stage)
+			return why_at("its gradient is made on another pipeline stage than its update", d->loc);
 		switch (d->op) {
 		case OP_EMBEDDING_GRAD:
 			if (!d->fwd || d->fwd->in[0] != p)

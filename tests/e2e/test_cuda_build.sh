@@ -57,7 +57,7 @@ build "mlp --gradcheck" "$work/mlp.gc" samples/mlp.net -D parallel_mode=stand_al
 build "transformer --infer" "$work/transformer.inf" samples/transformer.net --infer
 
 # .target(cpu) (docs/cuda.md): honoured on embedding lookups, without a
-# word; where it cannot be (a table of a program with micro-steps, an
+# word; where it cannot be (a table looked up on two pipeline stages, an
 # operator other than embedding), a located warning says why, once
 build "hetero (.target(cpu) tables)" "$work/hetero" tests/e2e/models/hetero.net
 build "hetero stand-alone" "$work/hetero.sa" tests/e2e/models/hetero.net -D parallel_mode=stand_alone
@@ -77,9 +77,12 @@ warns() {
 out=$(timeout 120 "$NETC" build tests/e2e/models/hetero.net --target cuda -o "$work/hetero" 2>&1)
 printf '%s\n' "$out" | grep -q "target(cpu)" && bad ".target(cpu) honoured, yet a warning: $out" ||
 	ok ".target(cpu) honoured without a warning"
-warns ".target(cpu) with micro-steps: one per table" 2 \
-	"hetero.net:30:13: warning: '.target(cpu)' has no effect on the CUDA target here: table 'table' stays on the GPU, because host tables are not supported with pipeline stages or micro-steps yet" \
-	tests/e2e/models/hetero.net -D parallel_mode=stand_alone -D train.micro_size=2
+# a pipeline whose stages both look `table` up would send it between them
+sed -e 's/embedding(table, user).target(cpu)/&.stage(0)/' -e 's/embedding(table, ids).target(cpu)/&.stage(1)/' \
+	tests/e2e/models/hetero.net >"$work/staged.net"
+warns ".target(cpu) on two pipeline stages" 1 \
+	"staged.net:30:13: warning: '.target(cpu)' has no effect on the CUDA target here: table 'table' stays on the GPU, because it is looked up on another pipeline stage than the one that updates it" \
+	"$work/staged.net" -D pipeline_stages=2 -D train.micro_size=2
 warns ".target(cpu) on matmul" 1 "no_effect.net:11:5: warning: '.target(cpu)' has no effect on the CUDA target on matmul (1 operator other than embedding marked)" \
 	tests/e2e/models/no_effect.net -D parallel_mode=stand_alone -D loss_repeated_mean=false
 

@@ -118,6 +118,9 @@ case_ hetero_semi 4 NETC_COMM=host -- $H
 case_ hetero_dp 4 NETC_COMM=host -- $H -D parallel_mode=data_parallel -D gradients_mean=true \
 	-D 'train.optimizer=lamb(lr = 0.01)' -D enable_parallel_optimizer=true \
 	-D 'parallel_optimizer_config={parallel_optimizer_threshold=0}'
+# a 2-stage pipeline of 2 micro-steps: each table's gradient accumulates in
+# host memory on its stage
+case_ hetero_pipe 4 NETC_COMM=host -- $H -D pipeline_stages=2 -D train.micro_size=2
 case_ hetero_dp1_nccl 1 -- $H -D device_num=1 -D parallel_mode=data_parallel -D parameter_broadcast=true \
 	-D 'train.optimizer=momentum(lr = 0.1, momentum = 0.9)'
 # the checkpoints are the same files
