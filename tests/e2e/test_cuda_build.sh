@@ -74,9 +74,15 @@ warns() {
 		bad "$name: exit $rc, $n warnings"; printf '%s\n' "$out" | head -5 | sed 's/^/     | /'
 	fi
 }
-out=$(timeout 120 "$NETC" build tests/e2e/models/hetero.net --target cuda -o "$work/hetero" 2>&1)
+out=$(timeout 120 "$NETC" build tests/e2e/models/hetero.net -v --target cuda -o "$work/hetero" 2>&1)
 printf '%s\n' "$out" | grep -q "target(cpu)" && bad ".target(cpu) honoured, yet a warning: $out" ||
 	ok ".target(cpu) honoured without a warning"
+# -v: the tables (147456 bytes), their gradients and Adam state on the host
+# (test_cuda_fake.sh computes them), the device keeping the MLP's
+want="planned host memory per device (bytes): params 147456 grads 278528 state 294912 workspace 1152 "
+printf '%s\n' "$out" | grep -q "^$want" && printf '%s\n' "$out" | grep -q "^planned memory per device (bytes): params 6400 grads 0 state 12800 " &&
+	ok "netc build -v --target cuda: the host memory planned apart" ||
+	bad "netc build -v --target cuda: $(printf '%s\n' "$out" | grep '^planned' | tr '\n' ';')"
 # a pipeline whose stages both look `table` up would send it between them
 sed -e 's/embedding(table, user).target(cpu)/&.stage(0)/' -e 's/embedding(table, ids).target(cpu)/&.stage(1)/' \
 	tests/e2e/models/hetero.net >"$work/staged.net"
