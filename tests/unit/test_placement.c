@@ -9,38 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compile_fixture.h"
 #include "passes/fusion.h"
 #include "passes/memplan.h"
-#include "passes/passes.h"
 
-static FILE *sink; /* the diagnostics of the compilation in progress */
-
-/* Compiles `path` with the -D settings through memplan; the Compilation
- * stays for inspection until done(). */
+/* `path` with the -D settings through memplan. */
 static bool compile(Compilation *c, const char *path, const char *const *defs, int ndefs)
 {
-	compilation_init(c);
-	sink = fopen("/dev/null", "w");
-	cr_assert(sink);
-	diag_init(&c->diag, sink);
-	return compile_front(c, path, defs, ndefs) && compile_passes(c, UPTO_CODEGEN);
+	return compile_model(c, path, defs, ndefs, UPTO_CODEGEN);
 }
 
-static void done(Compilation *c)
-{
-	compilation_free(c);
-	fclose(sink);
-}
-
-static const Node *update_of(const Graph *g, const char *param)
-{
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if ((op_info[n->op].flags & OPF_UPDATE) && strcmp(n->in[0]->name, param) == 0)
-			return n;
-	}
-	return NULL;
-}
+static void done(Compilation *c) { compile_done(c); }
 
 Test(placement, tables_state_and_gradients_go_to_the_host)
 {
