@@ -123,6 +123,13 @@ case_ hetero_dp 4 NETC_COMM=host -- $H -D parallel_mode=data_parallel -D gradien
 case_ hetero_pipe 4 NETC_COMM=host -- $H -D pipeline_stages=2 -D train.micro_size=2
 case_ hetero_dp1_nccl 1 -- $H -D device_num=1 -D parallel_mode=data_parallel -D parameter_broadcast=true \
 	-D 'train.optimizer=momentum(lr = 0.1, momentum = 0.9)'
+# stand-alone, the CPU build with the annotation trains as the one without
+sed 's/\.target(cpu)//' $H >"$work/plain.net"
+if timeout $TMO "$NETC" build "$work/plain.net" $SA -o "$work/plain.cpu" >/dev/null 2>&1 && run plain.cpu 1 plain; then
+	exact "hetero stand-alone on the CPU == without .target(cpu)" hetero_sa.c plain
+else
+	bad "hetero without .target(cpu) (build or run failed)"
+fi
 # the checkpoints are the same files
 for n in hetero_sa hetero_semi; do
 	cmp -s "$work/$n.c.st" "$work/$n.g.st" && ok "$n: the CPU and CUDA runtime checkpoints are one file" ||
