@@ -28,15 +28,14 @@ extern char **environ;
 /* The CUDA program's libraries (CUDA, NCCL, MPI), fixed when netc was built
  * (GNUmakefile: CUDA_PROG_LIBS). */
 #ifndef NETC_CUDA_LIBS
-#define NETC_CUDA_LIBS "-lnccl -lcublas -lcudart -lstdc++ -lmpi -lm"
+#define NETC_CUDA_LIBS "-lnccl -lcublas -lcudart -lstdc++ -lmpi -fopenmp -lm"
 #endif
 
 static const char *cpu_unavailable(void) { return NULL; }
 
-/* `.target(cpu)` keeps an operator on the host in heterogeneous training:
- * on the CPU target everything is there already, and the CUDA target does
- * not implement it yet. Either way the annotation has no effect, which is
- * said once, at the first one, rather than ignored. */
+/* `.target(cpu)` keeps an operator on the host in heterogeneous training.
+ * On the CPU target everything is there already: the annotation has no
+ * effect, which is said once, at the first one, rather than ignored. */
 static void warn_target_cpu(Compilation *c, const char *why)
 {
 	const Node *first = NULL;
@@ -53,6 +52,40 @@ static void warn_target_cpu(Compilation *c, const char *why)
 		             n == 1 ? "" : "s");
 }
 
+/* The CUDA target honours `.target(cpu)` on embedding lookups whose table
+ * passes/placement.c keeps in host memory. Each other mark is said to have
+ * no effect: once per table that stays on the GPU, with the reason, and
+ * once for the other operators (the host runs lookups only). */
+static void warn_target_cpu_cuda(Compilation *c)
+{
+	const Graph *g = c->g;
+	const Node *other = NULL;
+	int nother = 0;
+	bool *told = ARENA_NEWN(&c->arena, bool, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *x = g->nodes[i];
+		if (!x->ann.target_cpu || x->phase != PH_FORWARD || !(op_info[x->op].flags & OPF_USER))
+			continue;
+		if (x->op != OP_EMBEDDING) {
+			other = other ? other : x;
+			nother++;
+			continue;
+		}
+		const Value *t = x->in[0];
+		const HostWhy *w = c->host_why ? &c->host_why[t->id] : NULL;
+		if (t->host || told[t->id] || !w || !w->why)
+			continue;
+		told[t->id] = true;
+		diag_warning(&c->diag, x->loc, "'.target(cpu)' has no effect on the CUDA target here: table '%s' stays "
+		             "on the GPU, because %s", t->name, w->why);
+		if (w->at.line && (w->at.line != x->loc.line || w->at.col != x->loc.col))
+			diag_note(&c->diag, w->at, "here");
+	}
+	if (other)
+		diag_warning(&c->diag, other->loc, "'.target(cpu)' has no effect on the CUDA target on %s (%d operator%s "
+		             "other than embedding marked): only embedding lookups run on the host",
+		             op_info[other->op].name, nother, nother == 1 ? "" : "s");
+}
 static bool cpu_emit(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	warn_target_cpu(c, "with --target cpu: every operator runs on the host");
@@ -162,7 +195,7 @@ static const char *cuda_unavailable(void)
 /* The same program as the CPU's (docs/cuda.md). */
 static bool cuda_emit(Compilation *c, const BuildOptions *o, FILE *out)
 {
-	warn_target_cpu(c, "on the CUDA target yet: the operator and its parameters stay on the GPU (docs/cuda.md)");
+	warn_target_cpu_cuda(c);
 	return emit_c_program(c, o, out);
 }
 

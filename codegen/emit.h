@@ -11,8 +11,10 @@ typedef struct CommReg {
 	const char *name;      /* C identifier */
 } CommReg;
 
-/* The kinds of buffer memory, in the order of the runtime's NrtMemKind. */
-enum { MEM_PARAMS, MEM_GRADS, MEM_STATE, MEM_WORKSPACE, MEM_COMM, MEM_INPUTS, MEM_RUNTIME, MEM_KINDS };
+/* The kinds of buffer memory, in the order of the runtime's NrtMemKind;
+ * MEM_HOST + kind: that kind in host memory (nrt_host_alloc). */
+enum { MEM_PARAMS, MEM_GRADS, MEM_STATE, MEM_WORKSPACE, MEM_COMM, MEM_INPUTS, MEM_RUNTIME, MEM_KINDS,
+       MEM_HOST = MEM_KINDS };
 
 typedef struct Emit {
 	Compilation *c;
@@ -32,7 +34,11 @@ typedef struct Emit {
 	int routine_calls;     /* redistributions routed through a shared routine */
 	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
 	bool loss_scale;       /* train { loss_scale }: scaled loss gradient, checked and unscaled gradients */
-	int64_t (*planned)[MEM_KINDS]; /* by stage (one entry unscheduled): bytes the program allocates */
+	int64_t (*planned)[2 * MEM_KINDS]; /* by stage (one entry unscheduled): bytes the program allocates,
+	                                    * buffer memory then host memory (MEM_HOST + kind) */
+	int64_t host_ids_bytes;  /* the host nodes' staging buffers (host_ids, host_rows): the most */
+	int64_t host_rows_elems; /* bytes of ids and elements of rows one of them stages */
+	bool host_lamb;          /* a host table is updated by LAMB: its own host_lamb_upd, host_lamb_sq */
 	/* Shared compute routines (issue 16): a phase function is collected as
 	 * a sequence of items between emit_seq_begin and emit_seq_end, and
 	 * runs of isomorphic node sequences become calls of one routine. */
@@ -61,6 +67,9 @@ typedef struct Emit {
 void emit_planned(Emit *e, uint64_t stages, int kind, int64_t bytes);
 /* sizeof the C type of a buffer element of dtype t (f32 as `real`) */
 int64_t emit_csize(const Emit *e, DType t);
+/* The kernel macro for a node that writes v, or updates it: "H" (host
+ * kernels, nrt_host_*) for host values (passes/placement.c), else "K". */
+const char *emit_kernels_for(const Value *v);
 
 /* A communicator for the groups of `axes` of l's device matrix. */
 const char *emit_comm(Emit *e, const Layout *l, unsigned axes);

@@ -254,6 +254,11 @@ static unsigned dim_axis(const Layout *l, int d)
 	return l && l->map[d] >= 0 ? 1u << l->map[d] : 0;
 }
 
+const char *emit_kernels_for(const Value *v)
+{
+	return v->host ? "H" : "K";
+}
+
 /* ---- per-operator emitters ----------------------------------------------------------- */
 
 #define EMIT(id) static void emit_##id(Emit *e, const Node *n)
@@ -301,7 +306,15 @@ static void emit_binary(Emit *e, const Node *n, const char *op)
 	fprintf(OUT, ", %s);\n", Y);
 }
 
-EMIT(ADD) { emit_binary(e, n, "NRT_ADD"); }
+/* Two lookups' gradients of a host table: the second added into the
+ * first's buffer, which is the sum's (codegen takes the sum's name for it) */
+EMIT(ADD)
+{
+	if (n->out->host)
+		fprintf(OUT, "\tH(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
+	else
+		emit_binary(e, n, "NRT_ADD");
+}
 EMIT(SUB) { emit_binary(e, n, "NRT_SUB"); }
 EMIT(MUL) { emit_binary(e, n, "NRT_MUL"); }
 EMIT(DIV) { emit_binary(e, n, "NRT_DIV"); }
@@ -330,7 +343,8 @@ EMIT(SIGMOID_GRAD) { emit_unary_grad(e, n, "NRT_SIGMOID"); }
 
 EMIT(SCALE)
 {
-	fprintf(OUT, "\tK(scale)(%" PRId64 ", %.17g, %s, %s);\n", lnumel(n->out), n->attr.alpha, IN(0), Y);
+	fprintf(OUT, "\t%s(scale)(%" PRId64 ", %.17g, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
+	        n->attr.alpha, IN(0), Y);
 }
 
 static void softmax_dims(const Node *n, const Value *v, int64_t *outer, int64_t *len, int64_t *inner)
@@ -635,22 +649,47 @@ static const char *row_offset(Emit *e, const Node *n, const Value *tv, const cha
 	return name;
 }
 
+/* A lookup or its gradient on a host table (.target(cpu)): `nids` ids
+ * and `rows` elements (the looked-up rows or their gradient) pass through
+ * the host staging buffers; returns the ids' expression to pass. */
+static const char *host_stage_ids(Emit *e, const Node *n, int64_t nids, int64_t rows)
+{
+	int64_t idb = nids * (n->in[1]->dtype == DT_I64 ? 8 : 4);
+	e->host_ids_bytes = idb > e->host_ids_bytes ? idb : e->host_ids_bytes;
+	e->host_rows_elems = rows > e->host_rows_elems ? rows : e->host_rows_elems;
+	fprintf(OUT, "\tnrt_to_host(host_ids, %s, %" PRId64 ");\n", IN(1), idb);
+	return "host_ids";
+}
+
 EMIT(EMBEDDING)
 {
 	const Shape *t = lshape(n->in[0]);
 	const char *rows, *off = row_offset(e, n, n->in[0], &rows);
-	fprintf(OUT, "\tK(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]), rows,
-	        t->d[1], off, IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+	int64_t nids = lnumel(n->in[1]);
+	bool host = n->in[0]->host; /* the rows go to the device */
+	const char *ids = host ? host_stage_ids(e, n, nids, lnumel(n->out)) : IN(1);
+	fprintf(OUT, "\t%s(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : "K", nids,
+	        rows, t->d[1], off, ids, n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), host ? "host_rows" : Y);
+	if (host)
+		fprintf(OUT, "\tnrt_from_host(%s, host_rows, %" PRId64 " * sizeof(real));\n", Y, lnumel(n->out));
 }
 
 EMIT(EMBEDDING_GRAD)
 {
 	const Shape *t = lshape(n->out);
 	const char *rows, *off = row_offset(e, n, n->out, &rows);
-	if (n->out->layout && n->out->layout->ragged) /* the padding rows stay zero */
+	int64_t nids = lnumel(n->in[1]);
+	bool host = n->out->host; /* the output gradient comes from the device */
+	const char *ids = host ? host_stage_ids(e, n, nids, lnumel(n->in[0])) : IN(1);
+	if (host)
+		fprintf(OUT, "\tnrt_to_host(host_rows, %s, %" PRId64 " * sizeof(real));\n", IN(0), lnumel(n->in[0]));
+	/* the padding rows stay zero (a host gradient has a buffer of its own,
+	 * where nothing else writes them) */
+	if (n->out->layout && n->out->layout->ragged && !host)
 		fprintf(OUT, "\tnrt_zero(%s, %" PRId64 " * sizeof *%s);\n", Y, lnumel(n->out), Y);
-	fprintf(OUT, "\tK(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", lnumel(n->in[1]), rows,
-	        t->d[1], off, IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), Y);
+	fprintf(OUT, "\t%s(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : "K",
+	        nids, rows, t->d[1], off, ids, n->in[1]->dtype == DT_I64 ? "true" : "false", host ? "host_rows" : IN(0),
+	        Y);
 }
 
 EMIT(CONCAT)
@@ -813,9 +852,23 @@ static const char *shared_routine(Emit *e, const Node *n)
 	return name;
 }
 
+/* A host table's gradient summed over its group (placement allows a
+ * single all-reduce only), in place, by MPI on the host. */
+static void emit_host_allreduce(Emit *e, const Node *n)
+{
+	const RedistStep *s = &n->attr.plan->steps[0];
+	fprintf(OUT, "\t{\n\tdouble t_ = nrt_trace_now();\n\tnrt_host_allreduce(%s, NRT_REAL, NRT_SUM, %s, %" PRId64
+	             ");\n\tnrt_trace_span(\"AllReduce on the host\", \"comm\", -1, t_);\n\t}\n",
+	        emit_comm(e, s->from, s->axes), Y, lnumel(n->out));
+}
+
 EMIT(REDISTRIBUTE)
 {
 	const RedistPlan *p = n->attr.plan;
+	if (n->out->host) {
+		emit_host_allreduce(e, n);
+		return;
+	}
 	if (p->n > 1 && p->scratch_elems > e->scratch) /* only intermediates of several steps go there */
 		e->scratch = p->scratch_elems;
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
@@ -910,23 +963,25 @@ EMIT(ALL_TO_ALL)
 
 /* ---- optimizer updates (in place on the parameter) ------------------------------ */
 
+/* (host tables are updated by the host kernels, in host memory) */
 EMIT(SGD_UPDATE)
 {
-	fprintf(OUT, "\tK(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", lnumel(n->in[0]), n->attr.weight_decay, IN(1),
-	        IN(0));
+	fprintf(OUT, "\t%s(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", emit_kernels_for(n->in[0]), lnumel(n->in[0]),
+	        n->attr.weight_decay, IN(1), IN(0));
 }
 
 EMIT(MOMENTUM_UPDATE)
 {
-	fprintf(OUT, "\tK(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", lnumel(n->in[0]),
-	        n->attr.momentum_opt, n->attr.nesterov ? "true" : "false", n->attr.weight_decay, IN(1), IN(2), IN(0));
+	fprintf(OUT, "\t%s(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", emit_kernels_for(n->in[0]),
+	        lnumel(n->in[0]), n->attr.momentum_opt, n->attr.nesterov ? "true" : "false", n->attr.weight_decay, IN(1),
+	        IN(2), IN(0));
 }
 
 static void emit_adam(Emit *e, const Node *n, bool decoupled)
 {
-	fprintf(OUT, "\tK(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n",
-	        lnumel(n->in[0]), n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay,
-	        decoupled ? "true" : "false", IN(1), IN(2), IN(3), IN(0));
+	fprintf(OUT, "\t%s(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n",
+	        emit_kernels_for(n->in[0]), lnumel(n->in[0]), n->attr.beta1, n->attr.beta2, n->attr.eps_opt,
+	        n->attr.weight_decay, decoupled ? "true" : "false", IN(1), IN(2), IN(3), IN(0));
 }
 
 EMIT(ADAM_UPDATE) { emit_adam(e, n, false); }
@@ -935,17 +990,24 @@ EMIT(ADAMW_UPDATE) { emit_adam(e, n, true); }
 EMIT(LAMB_UPDATE)
 {
 	int64_t len = lnumel(n->in[0]);
-	fprintf(OUT, "\t{\n\t\tdouble *sq = lamb_sq;\n\t\tnrt_zero(sq, 2 * sizeof *sq);\n");
-	fprintf(OUT, "\t\tK(lamb_phase1)(%" PRId64 ", %.17g, %.17g, %.17g, %.17g, opt_step, %s, %s, %s, %s, lamb_upd, sq);\n",
-	        len, n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay, IN(1), IN(2), IN(3), IN(0));
+	bool host = n->in[0]->host; /* its buffers and its norms' sum on the host */
+	e->host_lamb |= host;
+	const char *k = host ? "H" : "K", *upd = host ? "host_lamb_upd" : "lamb_upd";
+	if (host)
+		fputs("\t{\n\t\tdouble *sq = host_lamb_sq;\n\t\tsq[0] = sq[1] = 0;\n", OUT);
+	else
+		fputs("\t{\n\t\tdouble *sq = lamb_sq;\n\t\tnrt_zero(sq, 2 * sizeof *sq);\n", OUT);
+	fprintf(OUT, "\t\t%s(lamb_phase1)(%" PRId64 ", %.17g, %.17g, %.17g, %.17g, opt_step, %s, %s, %s, %s, %s, sq);\n",
+	        k, len, n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay, IN(1), IN(2), IN(3), IN(0),
+	        upd);
 	/* the trust ratio needs the norms of the whole parameter, not a shard's */
 	const Layout *l = n->in[0]->layout;
 	unsigned axes = 0;
 	for (int d = 0; l && d < l->rank; d++)
 		axes |= dim_axis(l, d);
 	if (axes)
-		fprintf(OUT, "\t\tnrt_allreduce(%s, NRT_F64, NRT_SUM, sq, 2);\n", emit_comm(e, l, axes));
-	fprintf(OUT, "\t\tK(lamb_phase2)(%" PRId64 ", lr, sq, lamb_upd, %s);\n\t}\n", len, IN(0));
+		fprintf(OUT, "\t\tnrt_%sallreduce(%s, NRT_F64, NRT_SUM, sq, 2);\n", host ? "host_" : "", emit_comm(e, l, axes));
+	fprintf(OUT, "\t\t%s(lamb_phase2)(%" PRId64 ", lr, sq, %s, %s);\n\t}\n", k, len, upd, IN(0));
 }
 
 typedef void EmitFn(Emit *e, const Node *n);

@@ -244,8 +244,8 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 		emit_sends(e, n->out);
 		if (e->swap[n->out->id]) { /* part of the node: shared with it */
 			emit_seq_extend(e);
-			fprintf(e->out, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), emit_out_name(e, n->out),
-			        B(e, n->out));
+			fprintf(e->out, "\t%s(axpy)(%" PRId64 ", 1, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
+			        emit_out_name(e, n->out), B(e, n->out));
 			emit_seq_extend_end(e);
 		}
 		if (n->out == g->loss)
@@ -276,8 +276,8 @@ void emit_sched_functions(Emit *e)
 	fputs("};\n\n/* Once per step, on the stage that owns each parameter. */\nstatic void update(void)\n{\n", out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
-			fprintf(out, "\tif (my_stage == %d)\n\t\tK(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
-			        update_stage[i], lnumel(g->values[i]), e->swap[i], e->swap[i]);
+			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
+			        update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
@@ -346,10 +346,12 @@ void emit_sched_alloc(Emit *e)
 		        i, lnumel(g->inputs[i]), ctype(g->inputs[i]->dtype));
 	}
 	for (int i = 0; i < g->nvalues; i++)
-		if (e->swap[i]) {
-			fprintf(out, "\t%s%s = nrt_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n",
-			        sched_held_if(e, g->values[i]), e->swap[i], lnumel(g->values[i]));
-			emit_planned(e, sched_held_mask(e, g->values[i]), MEM_GRADS, lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
+		if (e->swap[i]) { /* a host table's gradient accumulates in host memory */
+			bool host = g->values[i]->host;
+			fprintf(out, "\t%s%s = %s(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", sched_held_if(e, g->values[i]),
+			        e->swap[i], host ? "nrt_host_alloc" : "nrt_alloc", lnumel(g->values[i]));
+			emit_planned(e, sched_held_mask(e, g->values[i]), (host ? MEM_HOST : 0) + MEM_GRADS,
+			             lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
 		}
 	for (int t = 0; t < ntransfers; t++)
 		if (self_transfer(e, &transfers[t])) {
@@ -385,10 +387,11 @@ void emit_sched_step(Emit *e)
 	fputs("static NrtData *data;\n\n"
 	      "static double train_step(int64_t s)\n{\n",
 	      out);
-	for (int i = 0; i < g->nvalues; i++)
+	for (int i = 0; i < g->nvalues; i++) /* (host memory, a host table's, directly) */
 		if (e->swap[i])
-			fprintf(out, "\t%snrt_zero(%s, %" PRId64 " * sizeof(real));\n", sched_held_if(e, g->values[i]),
-			        e->swap[i], lnumel(g->values[i]));
+			fprintf(out, "\t%s%s(%s, %s%" PRId64 " * sizeof(real));\n", sched_held_if(e, g->values[i]),
+			        g->values[i]->host ? "memset" : "nrt_zero", e->swap[i], g->values[i]->host ? "0, " : "",
+			        lnumel(g->values[i]));
 	/* tied weights: the owner's current value to the stages that read it */
 	for (int i = 0; i < nparams_out; i++)
 		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), false);

@@ -37,10 +37,14 @@ static void emit_prologue(Emit *e)
 	fputs("#include <netc/netrt.h>\n#include <netc/spmd.h>\n#include <math.h>\n#include <stdio.h>\n"
 	      "#include <stdlib.h>\n#include <string.h>\n\n",
 	      out);
+	/* K: the kernels where the target computes; H: the host kernels, for
+	 * what .target(cpu) keeps on the host (passes/placement.c) */
 	if (e->o->f64)
-		fputs("typedef double real;\n#define NRT_REAL NRT_F64\n#define K(name) nrt_##name##_f64\n\n", out);
+		fputs("typedef double real;\n#define NRT_REAL NRT_F64\n#define K(name) nrt_##name##_f64\n"
+		      "#define H(name) nrt_host_##name##_f64\n\n", out);
 	else
-		fputs("typedef float real;\n#define NRT_REAL NRT_F32\n#define K(name) nrt_##name##_f32\n\n", out);
+		fputs("typedef float real;\n#define NRT_REAL NRT_F32\n#define K(name) nrt_##name##_f32\n"
+		      "#define H(name) nrt_host_##name##_f32\n\n", out);
 }
 
 /* `{64, 784}`: an initialiser for a fixed-size dims array */
@@ -52,12 +56,14 @@ static void emit_init_dims(FILE *out, const Shape *s)
 	fputc('}', out);
 }
 
-static void emit_decl(Emit *e, const Value *v, const char *storage)
+static void emit_decl_as(Emit *e, const Value *v, const char *storage, const char *name)
 {
 	char buf[SHAPE_STR_MAX];
-	fprintf(e->out, "%s%s *%s; /* %s: %s%s */\n", storage, ctype(v->dtype), B(e, v), v->name,
+	fprintf(e->out, "%s%s *%s; /* %s: %s%s */\n", storage, ctype(v->dtype), name, v->name,
 	        dtype_name(v->dtype), shape_str(lshape(v), buf, sizeof buf));
 }
+
+static void emit_decl(Emit *e, const Value *v, const char *storage) { emit_decl_as(e, v, storage, B(e, v)); }
 
 static int64_t max_param_numel(const Graph *g)
 {
@@ -66,6 +72,33 @@ static int64_t max_param_numel(const Graph *g)
 		if (lnumel(g->params[i]) > m)
 			m = lnumel(g->params[i]);
 	return m;
+}
+
+/* A .target(cpu) table's gradient (passes/placement.c): one host buffer
+ * per embedding_grad, which the sums, all-reduces and scales after it
+ * overwrite in place (their values take its name). */
+static bool host_buffer(const Emit *e, const Value *v)
+{
+	return v->kind == VK_NODE && v->host && e->c->plan->host_of[v->id] == v->id;
+}
+
+static void emit_host_buffers(Emit *e)
+{
+	const Graph *g = e->g;
+	bool any = e->host_ids_bytes > 0;
+	for (int i = 0; i < g->nvalues; i++)
+		any |= host_buffer(e, g->values[i]);
+	if (!any)
+		return;
+	fputs("\n/* ---- in host memory: gradients of .target(cpu) tables, staging ---- */\n", e->out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (host_buffer(e, g->values[i])) /* its own name: with micro-steps the update reads an accumulator */
+			emit_decl_as(e, g->values[i], "static ", e->cname[i]);
+	if (e->host_ids_bytes)
+		fputs("static void *host_ids;  /* a host lookup's ids, from the device */\n"
+		      "static real *host_rows; /* its rows (or their gradient), to or from the device */\n", e->out);
+	if (e->host_lamb)
+		fputs("static real *host_lamb_upd; /* LAMB of host tables */\nstatic double *host_lamb_sq;\n", e->out);
 }
 
 static void emit_buffers(Emit *e)
@@ -93,6 +126,7 @@ static void emit_buffers(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_CONST)
 			emit_decl(e, g->values[i], "static ");
+	emit_host_buffers(e);
 	const MemPlan *p = e->c->plan;
 	fprintf(out, "\n/* ---- workspace: %" PRId64 " bytes; buffers share it by liveness ---- */\n", p->peak);
 	fputs("static unsigned char *ws;\n", out);
@@ -255,8 +289,9 @@ static void emit_overflow_check(Emit *e)
 			}
 			if (v->kind == VK_PARAM || v->kind == VK_STATE || v->kind == VK_CONST || !dtype_is_float(v->dtype))
 				continue;
-			fprintf(out, "\t\toverflow_ |= !nrt_all_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
-			        nrt_dtype_of(v->dtype), B(e, v), lnumel(v), w.reduced ? w.max / world : w.max, v->name);
+			fprintf(out, "\t\toverflow_ |= !nrt_%sall_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
+			        v->host ? "host_" : "", nrt_dtype_of(v->dtype), B(e, v), lnumel(v),
+			        w.reduced ? w.max / world : w.max, v->name);
 		}
 	}
 	fputs("\t\tif (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, step))\n\t\t\treturn;\n\t}\n", out);
@@ -287,8 +322,8 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 		if (n->phase != ph)
 			continue;
 		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
-			fprintf(e->out, "\tK(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
-			        lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
+			fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
+			        emit_kernels_for(n->in[1]), lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
 		if (n->ps_push)
 			emit_ps_push(e, n);
 		else if (!fusion_bucket_of(fp, n, &off))
@@ -340,6 +375,19 @@ static bool ring_used(const FusionPlan *fp)
 		if (fp->b[k].kind != RS_ALLREDUCE)
 			return true;
 	return false;
+}
+
+/* With micro-steps, the update phase reads a host table's gradient from
+ * its accumulator (e->swap): the sums, all-reduces and scales there run in
+ * place in it, so their values take its name. */
+static void host_in_accumulators(Emit *e)
+{
+	for (int i = 0; i < e->g->nnodes; i++) {
+		const Node *n = e->g->nodes[i];
+		if (n->phase == PH_UPDATE && n->out && n->out->host && e->c->plan->host_of[n->out->id] >= 0 &&
+		    e->c->plan->host_of[n->out->id] != n->out->id)
+			e->cname[n->out->id] = B(e, n->in[0]);
+	}
 }
 
 /* Readers of a fused gradient find it in its bucket. */
@@ -549,12 +597,20 @@ static void emit_alloc(Emit *e)
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		if (v->kind == VK_PARAM || v->kind == VK_STATE) /* pipelines: only this stage's (data NULL elsewhere) */
-			fprintf(out, "\t%stensors[%d].data = %s = nrt_alloc(%s, %" PRId64 ", sizeof(%s));\n",
-			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v),
+			fprintf(out, "\t%stensors[%d].data = %s = %s(%s, %" PRId64 ", sizeof(%s));\n",
+			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v), v->host ? "nrt_host_alloc" : "nrt_alloc",
 			        v->kind == VK_PARAM ? "NRT_MEM_PARAMS" : "NRT_MEM_STATE", lnumel(v), ctype(v->dtype));
 		if (v->kind == VK_PARAM || v->kind == VK_STATE)
-			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES, v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE,
+			emit_planned(e, e->sched ? sched_held_mask(e, v) : ALL_STAGES,
+			             (v->host ? MEM_HOST : 0) + (v->kind == VK_PARAM ? MEM_PARAMS : MEM_STATE),
 			             lnumel(v) * emit_csize(e, v->dtype));
+		if (host_buffer(e, v)) { /* pipelines: on its stage */
+			uint64_t m = e->sched && e->g->nstages > 1 ? (uint64_t)1 << v->def->ann.stage : ALL_STAGES;
+			fprintf(out, "\t%s%s = nrt_host_alloc(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n",
+			        m == ALL_STAGES ? "" : arena_printf(&e->c->arena, "if (HELD(0x%" PRIx64 ")) ", m), e->cname[v->id],
+			        lnumel(v));
+			emit_planned(e, m, MEM_HOST + MEM_GRADS, lnumel(v) * emit_csize(e, v->dtype));
+		}
 		if (v->kind == VK_CONST) {
 			fprintf(out, "\t%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n", B(e, v), lnumel(v));
 			emit_planned(e, ALL_STAGES, MEM_WORKSPACE, lnumel(v) * (e->o->f64 ? 8 : 4));
@@ -566,6 +622,18 @@ static void emit_alloc(Emit *e)
 		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
 	if (g->train.optimizer == OPT_LAMB)
 		emit_planned(e, ALL_STAGES, MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
+	if (e->host_lamb) {
+		fprintf(out, "\thost_lamb_upd = nrt_host_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n"
+		             "\thost_lamb_sq = nrt_host_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
+		emit_planned(e, ALL_STAGES, MEM_HOST + MEM_WORKSPACE, max_param_numel(g) * (e->o->f64 ? 8 : 4) + 16);
+	}
+	if (e->host_ids_bytes) {
+		fprintf(out, "\thost_ids = nrt_host_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", 1);\n"
+		             "\thost_rows = nrt_host_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n",
+		        e->host_ids_bytes, e->host_rows_elems);
+		emit_planned(e, ALL_STAGES, MEM_HOST + MEM_WORKSPACE,
+		             e->host_ids_bytes + e->host_rows_elems * (e->o->f64 ? 8 : 4));
+	}
 	int64_t rs = e->o->f64 ? 8 : 4, ag_recv = 0, ag_send = 0, rs_send[2] = {0, 0};
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
@@ -634,6 +702,13 @@ static void emit_alloc(Emit *e)
 	}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("\tnrt_free(lamb_upd);\n\tnrt_free(lamb_sq);\n", out);
+	if (e->host_lamb)
+		fputs("\tnrt_free(host_lamb_upd);\n\tnrt_free(host_lamb_sq);\n", out);
+	if (e->host_ids_bytes)
+		fputs("\tnrt_free(host_ids);\n\tnrt_free(host_rows);\n", out);
+	for (int i = 0; i < g->nvalues; i++)
+		if (host_buffer(e, g->values[i]))
+			fprintf(out, "\tnrt_free(%s);\n", e->cname[i]);
 	fputs("}\n\n", out);
 
 	fputs("/* Every element depends only on (seed, parameter index, its index in\n"
@@ -700,8 +775,8 @@ static void emit_broadcast_params(Emit *e)
 		for (int d = 0; p->layout && d < p->layout->rank; d++)
 			split |= p->layout->map[d] >= 0;
 		if (!p->param.layerwise_parallel && !split)
-			fprintf(out, "\t%snrt_broadcast(%s, %s, 0, %s, %" PRId64 ");\n", e->sched ? sched_held_if(e, p) : "", comm,
-			        nrt_dtype_of(p->dtype), B(e, p), lnumel(p));
+			fprintf(out, "\t%snrt_%sbroadcast(%s, %s, 0, %s, %" PRId64 ");\n", e->sched ? sched_held_if(e, p) : "",
+			        p->host ? "host_" : "", comm, nrt_dtype_of(p->dtype), B(e, p), lnumel(p));
 	}
 	fputs("}\n\n", out);
 }
@@ -826,20 +901,51 @@ static void emit_step(Emit *e)
 /* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
 static FILE *mem_report_to;
 
-/* What the program allocates, per stage (netc build -v; --mem-stats
- * prints it beside what the runtime counted). */
-static void emit_mem_plan(Emit *e)
+/* Whether the target keeps host memory apart from its buffer memory (the
+ * CUDA target; on the CPU target host memory is the buffer memory). */
+static bool host_apart(const Emit *e)
 {
-	/* the keys of the program's --mem-stats line */
+	return e->o->target && strcmp(e->o->target, "cuda") == 0;
+}
+
+/* One "planned ... (bytes): params N ... total N" line of kinds p[0..MEM_KINDS). */
+static void report_kinds(FILE *report, const char *what, int stage, int nstages, const int64_t *p)
+{
 	static const char *const names[MEM_KINDS] = {"params", "grads", "state", "workspace", "comm", "inputs",
 	                                             "runtime"};
+	int64_t total = 0;
+	if (nstages > 1)
+		fprintf(report, "planned %smemory per device, pipeline stage %d (bytes):", what, stage);
+	else
+		fprintf(report, "planned %smemory per device (bytes):", what);
+	for (int k = 0; k < MEM_KINDS; k++) {
+		fprintf(report, " %s %" PRId64, names[k], p[k]);
+		total += p[k];
+	}
+	fprintf(report, " total %" PRId64 "\n", total);
+}
+
+/* What the program allocates, per stage (netc build -v; --mem-stats
+ * prints it beside what the runtime counted): buffer memory, then the host
+ * memory of .target(cpu) tables, which the CPU target counts with the
+ * buffer memory and the CUDA target apart. */
+static void emit_mem_plan(Emit *e)
+{
 	int n = e->sched ? e->sched->nstages : 1;
-	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s */\nstatic const int64_t mem_planned[%d][NRT_MEM_KINDS] = {\n",
+	bool host = false;
+	for (int s = 0; s < n; s++)
+		for (int k = 0; k < MEM_KINDS; k++)
+			host |= e->planned[s][MEM_HOST + k] != 0;
+	fprintf(e->out, "/* planned bytes per kind (NrtMemKind order)%s: buffer memory, then host memory "
+	                "(nrt_host_alloc) */\nstatic const int64_t mem_planned[%d][2][NRT_MEM_KINDS] = {\n",
 	        n > 1 ? ", by pipeline stage" : "", n);
 	for (int s = 0; s < n; s++) {
-		fputs("\t{", e->out);
-		for (int k = 0; k < MEM_KINDS; k++)
-			fprintf(e->out, "%s%" PRId64, k ? ", " : "", e->planned[s][k]);
+		for (int h = 0; h < 2; h++) {
+			fputs(h ? ", {" : "\t{{", e->out);
+			for (int k = 0; k < MEM_KINDS; k++)
+				fprintf(e->out, "%s%" PRId64, k ? ", " : "", e->planned[s][h * MEM_HOST + k]);
+			fputs("}", e->out);
+		}
 		fputs("},\n", e->out);
 	}
 	fputs("};\n\n", e->out);
@@ -847,17 +953,13 @@ static void emit_mem_plan(Emit *e)
 	if (!report)
 		return;
 	for (int s = 0; s < n; s++) {
-		int64_t total = 0;
-		if (n > 1)
-			fprintf(report, "planned memory per device, pipeline stage %d (bytes):", s);
-		else
-			fputs("planned memory per device (bytes):", report);
-		for (int k = 0; k < MEM_KINDS; k++) {
-			fprintf(report, " %s %" PRId64, names[k], e->planned[s][k]);
-			total += e->planned[s][k];
-		}
-		fprintf(report, " total %" PRId64 "\n", total);
+		int64_t dev[MEM_KINDS];
+		for (int k = 0; k < MEM_KINDS; k++)
+			dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
+		report_kinds(report, "", s, n, dev);
 	}
+	for (int s = 0; host && host_apart(e) && s < n; s++)
+		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
 
 /* main(): start-up, the steps (train_step) and the checkpoint. */
@@ -911,10 +1013,11 @@ static void emit_main(Emit *e)
 	if (e->loss_scale)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
-	      "\t\tnrt_mem_report(mem_planned[%s]);\n"
+	      "\t\tnrt_mem_report(mem_planned[%s][0], mem_planned[%s][1]);\n"
 	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
-	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
+	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", e->sched && e->sched->nstages > 1 ? "my_stage" : "0",
+	      ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -940,6 +1043,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	}
 	e.planned = arena_alloc(&c->arena, sizeof *e.planned * (size_t)(g->nstages > 1 ? g->nstages : 1));
 	e.cname = emit_c_idents(&c->arena, g);
+	for (int i = 0; i < g->nvalues; i++) /* a host gradient computed in place of another takes its buffer */
+		if (c->plan->host_of[i] >= 0)
+			e.cname[i] = e.cname[c->plan->host_of[i]];
 	char *body = NULL, *decls = NULL, *setup = NULL;
 	size_t nbody = 0, ndecls = 0, nsetup = 0;
 	e.out = open_memstream(&body, &nbody);
@@ -983,6 +1089,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
 		                         !c->infer);
 		emit_sched_plan(&e);
+		host_in_accumulators(&e);
 		if (c->verbose)
 			for (int s = 0; s < e.sched->nstages; s++)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64

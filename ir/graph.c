@@ -158,3 +158,10 @@ int graph_readers(const Graph *g, const Value *v)
 			k += g->nodes[i]->in[j] == v;
 	return k;
 }
+
+bool node_on_host(const Node *n)
+{
+	if (n->out)
+		return n->out->host || (n->op == OP_EMBEDDING && n->in[0]->host);
+	return n->nin > 0 && n->in[0]->host; /* an update */
+}

@@ -165,6 +165,8 @@ typedef struct Value {
 	struct Value *grad;  /* after autodiff: d loss / d this (params) */
 	Layout *layout;      /* after sharding: how the value is split; NULL = whole */
 	int stage;           /* pipeline stage that owns it (parameters: where it is updated); -1 none */
+	bool host;           /* after placement: kept in host memory, its nodes run on the host (a table
+	                      * of .target(cpu) lookups, its state, its gradient: passes/placement.c) */
 } Value;
 
 typedef enum Phase { PH_FORWARD, PH_BACKWARD, PH_UPDATE } Phase;
@@ -232,6 +234,9 @@ void graph_insert(Graph *g, int pos, Node *n);
 Value *graph_find(Graph *g, const char *name);
 /* How many node inputs read v, over every phase. */
 int graph_readers(const Graph *g, const Value *v);
+/* Whether n runs on the host (passes/placement.c): it makes a host value,
+ * looks up a host table or updates one. */
+bool node_on_host(const Node *n);
 
 const char *dtype_name(DType t);
 int dtype_size(DType t);

@@ -123,6 +123,7 @@ static void print_node(const Node *n, FILE *out)
 	if (n->ann.fusion >= 0) fprintf(out, " fusion(%d)", n->ann.fusion);
 	if (n->ann.target_cpu) fputs(" target(cpu)", out);
 	if (n->ps_push) fputs(" ps_push", out);
+	if (node_on_host(n)) fputs(" host", out);
 	if (n->scope && *n->scope) fprintf(out, "  @%s", n->scope);
 	if (n->out && n->out->layout) {
 		fputs("  ", out);
@@ -149,6 +150,7 @@ void ir_print(const Graph *g, FILE *out)
 		if (!v->param.requires_grad) fputs(" frozen", out);
 		if (!v->param.parallel_optimizer) fputs(" no_parallel_optimizer", out);
 		if (v->param.ps) fputs(" ps", out);
+		if (v->host) fputs(" host", out);
 		if (v->layout) {
 			fputs("  ", out);
 			layout_print(v->layout, out);

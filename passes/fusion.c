@@ -84,6 +84,8 @@ static int fusible(const Node *n)
 	const RedistPlan *p = n->attr.plan;
 	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || n->in[0]->dtype != DT_F32 || p->expanded)
 		return -1;
+	if (n->out->host) /* a .target(cpu) table's gradient: reduced on the host by MPI, alone */
+		return -1;
 	const RedistStep *st = &p->steps[0];
 	if (forward_gather(n))
 		return st->kind == RS_ALLGATHER && st->tdim == 0 && st->tsub < 0 ? RS_ALLGATHER : -1;

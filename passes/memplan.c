@@ -133,7 +133,7 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 	int64_t high = 0, thigh = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (n->out && here[n->out->id]) {
+		if (n->out && here[n->out->id] && !n->out->host) {
 			Value *v = n->out;
 			transient[v->id] = n->ann.stage == stage && !multi[v->id] && last[v->id] < g->nnodes;
 			FreeList *f = transient[v->id] ? &ft : &fl;
@@ -214,7 +214,7 @@ bool pass_memplan(Compilation *c)
 		const Bucket *early = early_bucket(c, n);
 		for (int m = 0; m <= (early ? early->n : 0); m++) {
 			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
-			if (!v || p->offset[v->id] >= 0)
+			if (!v || p->offset[v->id] >= 0 || v->host)
 				continue;
 			int64_t size = align_up(value_bytes(c, v));
 			p->offset[v->id] = fl_alloc(&c->arena, &fl, size);
@@ -231,6 +231,17 @@ bool pass_memplan(Compilation *c)
 		}
 	}
 	p->peak = high;
+	p->host_of = ARENA_NEWN(&c->arena, int, nv);
+	for (int i = 0; i < nv; i++)
+		p->host_of[i] = -1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (!n->out || !n->out->host)
+			continue;
+		/* a sum, scale or all-reduce of the only reader of its input runs in place */
+		bool in_place = n->op == OP_ADD || n->op == OP_SCALE || n->op == OP_REDISTRIBUTE;
+		p->host_of[n->out->id] = in_place ? p->host_of[n->in[0]->id] : n->out->id;
+	}
 	for (int i = 0; i < nv; i++) {
 		Value *v = g->values[i];
 		if (v->kind == VK_PARAM) p->params += value_bytes(c, v);

@@ -13,6 +13,10 @@ struct MemPlan {
 	int64_t params;       /* parameter bytes */
 	int64_t state;        /* optimizer state bytes */
 	int64_t inputs;       /* input buffer bytes */
+	/* Host values made by nodes (a .target(cpu) table's gradient,
+	 * passes/placement.c) are not in the workspace: each is computed in
+	 * place of the one before it, in one host buffer per embedding_grad. */
+	int *host_of;         /* by value id: the host value whose buffer holds it (itself: its own); -1 none */
 	/* Pipelines (more than one stage): each stage's workspace holds only
 	 * the values its own passes make or receive, planned the same way
 	 * over its nodes. NULL otherwise. */

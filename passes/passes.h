@@ -8,6 +8,13 @@ typedef struct MemPlan MemPlan;
 typedef struct FusionPlan FusionPlan;
 typedef struct Machine Machine;
 
+/* Why a table with .target(cpu) lookups stays with the rest of the model
+ * (passes/placement.c). */
+typedef struct HostWhy {
+	const char *why;       /* NULL: placed in host memory (or no lookup of it is marked) */
+	Loc at;                /* the node or parameter concerned */
+} HostWhy;
+
 typedef struct Compilation {
 	Arena arena;           /* everything of this compilation; freed at once */
 	Diag diag;
@@ -23,6 +30,7 @@ typedef struct Compilation {
 	MemPlan *plan;         /* set by memplan */
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
+	HostWhy *host_why;     /* set by placement: by value id, for parameters */
 } Compilation;
 
 /* How far a command needs the pipeline to go. */
@@ -54,7 +62,14 @@ bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);
 bool pass_ps(Compilation *c);
+bool pass_placement(Compilation *c);
 bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
 bool pass_memplan(Compilation *c);
+
+/* Whether parameter p can be a host table (passes/placement.c), judging
+ * by its readers, dtype and the program's schedule alone (the placement
+ * pass also looks at its gradient): NULL why when it can. *marked: a
+ * lookup of it is marked .target(cpu). */
+HostWhy placement_table_why(const Graph *g, const Value *p, bool *marked);
 #endif

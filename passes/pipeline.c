@@ -28,6 +28,7 @@ static const Pass passes[] = {
 	{"precision_late", pass_precision_late, UPTO_CHECK, false},
 	{"optimizer_storage", pass_optimizer_storage, UPTO_CHECK, true},
 	{"ps",        pass_ps,        UPTO_CHECK,   true},
+	{"placement", pass_placement, UPTO_CHECK,   false},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},

@@ -589,6 +589,14 @@ static Layout *optimizer_shard(Sharder *S, const Value *p)
 		return NULL;
 	if (shape_numel(&p->shape) * dtype_size(p->dtype) < pc->parallel_optimizer_threshold * 1024)
 		return NULL;
+	bool marked;
+	if (!placement_table_why(S->g, p, &marked).why && marked) {
+		/* its update runs on the host, whole, where MPI reduces its gradient */
+		diag_warning(&S->c->diag, p->loc, "the parallel optimizer does not shard '%s': its lookups are "
+		             ".target(cpu), so it, its gradient and its state stay whole in host memory on every rank",
+		             p->name);
+		return NULL;
+	}
 	unsigned rep = layout_replica_axes(l);
 	int axis = -1;
 	for (int k = 0; k < l->ndev; k++)

@@ -26,7 +26,9 @@
 #include "philox.h"
 #include "netrt.h"
 
+#ifndef NRT_HOST_KERNELS
 #include <cblas.h>
+#endif
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -148,6 +150,7 @@ static bool odo_next(Odo *od)
 	return false;
 }
 
+#ifndef NRT_HOST_KERNELS
 /* BLAS takes blasint dimensions (int unless OpenBLAS was built 64-bit). */
 static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 {
@@ -155,6 +158,7 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 	if (M > lim || N > lim || K > lim)
 		kernel_fail("gemm", "dimension exceeds the BLAS integer range");
 }
+#endif
 
 /* ---- f32 helpers ----------------------------------------------------------- */
 
@@ -222,10 +226,15 @@ static inline float k_erff_e(float x, float e)
 	return copysignf(1.0f - p * t * e, x);
 }
 
-#define NRT_CAT2(a, b) a##_##b
-#define NRT_CAT(a, b) NRT_CAT2(a, b)
-/* FN(nrt_gemm) is nrt_gemm_f32 or nrt_gemm_f64 */
-#define FN(name) NRT_CAT(name, S)
+#define NRT_CAT2(p, name, s) p##name##_##s
+#define NRT_CAT(p, name, s) NRT_CAT2(p, name, s)
+/* FN(gemm) is nrt_gemm_f32 or nrt_gemm_f64; compiled as the host kernels
+ * (runtime/host_kernels.c), nrt_host_embedding_f32 and so on */
+#ifdef NRT_HOST_KERNELS
+#define FN(name) NRT_CAT(nrt_host_, name, S)
+#else
+#define FN(name) NRT_CAT(nrt_, name, S)
+#endif
 
 #define T float
 #define S f32

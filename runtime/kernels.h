@@ -17,116 +17,129 @@ typedef enum NrtUnary {
 	NRT_RELU, NRT_GELU, NRT_TANH, NRT_SIGMOID, NRT_NEG,
 } NrtUnary;
 
-#define NRT_KERNEL_DECLS(T, S)                                                       \
+#define NRT_GEMM_DECLS(P, T, S)                                                       \
 	/* C[M,N] = op(A) op(B) + beta C; A is [M,K] ([K,M] if ta), B [K,N] ([N,K] if tb). */ \
-	void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K,       \
+	void P##gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K,       \
 	                  const T *A, const T *B, T beta, T *C);                   \
 	/* batch of independent gemms over contiguous [batch, ...] operands */     \
-	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,  \
-	                   int64_t K, const T *A, const T *B, T beta, T *C);       \
+	void P##bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,  \
+	                   int64_t K, const T *A, const T *B, T beta, T *C);
+
+#define NRT_OTHER_KERNEL_DECLS(P, T, S)                                             \
 	/* y[i] = a[i . astr] op b[i . bstr] over the index space ydims */         \
-	void nrt_binary_##S(NrtBinary op, int rank, const int64_t *ydims,          \
+	void P##binary_##S(NrtBinary op, int rank, const int64_t *ydims,          \
 	                    const T *a, const int64_t *astr, const T *b,           \
 	                    const int64_t *bstr, T *y);                            \
 	/* y = alpha * x[i . xstr] over ydims (broadcast_to, reduce_mean grads) */ \
-	void nrt_broadcast_##S(int rank, const int64_t *ydims, const T *x,         \
+	void P##broadcast_##S(int rank, const int64_t *ydims, const T *x,         \
 	                       const int64_t *xstr, T alpha, T *y);                \
-	void nrt_unary_##S(NrtUnary op, int64_t n, const T *x, T *y);              \
+	void P##unary_##S(NrtUnary op, int64_t n, const T *x, T *y);              \
 	/* y = act(x + b[col]) over [rows, cols], act NRT_RELU only; pre (NULL: \
 	 * not written) = x + b; y may be x (passes/fuse.h, bit-identical to    \
 	 * the unfused bias_add and unary) */                                    \
-	void nrt_bias_act_##S(NrtUnary op, int64_t rows, int64_t cols,            \
+	void P##bias_act_##S(NrtUnary op, int64_t rows, int64_t cols,            \
 	                      const T *x, const T *b, T *pre, T *y);              \
 	/* dx = dy * f'(.): `xy` is y for relu/tanh/sigmoid, x for gelu */        \
-	void nrt_unary_grad_##S(NrtUnary op, int64_t n, const T *dy, const T *xy,  \
+	void P##unary_grad_##S(NrtUnary op, int64_t n, const T *dy, const T *xy,  \
 	                        T *dx);                                            \
-	void nrt_scale_##S(int64_t n, T alpha, const T *x, T *y); /* y may be x */ \
-	void nrt_axpy_##S(int64_t n, T alpha, const T *x, T *y);  /* y += a x */   \
+	void P##scale_##S(int64_t n, T alpha, const T *x, T *y); /* y may be x */ \
+	void P##axpy_##S(int64_t n, T alpha, const T *x, T *y);  /* y += a x */   \
 	/* softmax over the middle index of [outer, n, inner]; log: log_softmax.  \
 	 * causal_rows > 0 (inner == 1 only): row r = outer % causal_rows keeps \
 	 * columns j <= r + (n - causal_rows), the rest are -inf. */             \
-	void nrt_softmax_##S(int64_t outer, int64_t n, int64_t inner, bool log,    \
+	void P##softmax_##S(int64_t outer, int64_t n, int64_t inner, bool log,    \
 	                     int64_t causal_rows, const T *x, T *y);               \
-	void nrt_softmax_grad_##S(int64_t outer, int64_t n, int64_t inner,         \
+	void P##softmax_grad_##S(int64_t outer, int64_t n, int64_t inner,         \
 	                          bool log, const T *dy, const T *y, T *dx);       \
 	/* normalise each of `rows` rows of `cols` elements, then gamma, beta */   \
-	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps, const T *x,\
+	void P##layer_norm_##S(int64_t rows, int64_t cols, double eps, const T *x,\
 	                        const T *gamma, const T *beta, T *y);              \
-	void nrt_layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps,     \
+	void P##layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps,     \
 	                               const T *dy, const T *x, const T *gamma,    \
 	                               T *dx);                                     \
 	/* dgamma[c] = sum_r dy[r,c] * xhat[r,c] */                                \
-	void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, \
+	void P##layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, \
 	                                   const T *dy, const T *x, T *dgamma);    \
 	/* x is [N, C, HW]: statistics per channel over N and HW (training) */    \
-	void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps,      \
+	void P##batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps,      \
 	                        const T *x, const T *gamma, const T *beta, T *y);  \
-	void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW,           \
+	void P##batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW,           \
 	                               double eps, const T *dy, const T *x,        \
 	                               const T *gamma, T *dx);                     \
-	void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW,       \
+	void P##batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW,       \
 	                                   double eps, const T *dy, const T *x,    \
 	                                   T *dgamma);                             \
 	/* sum (mean: divided by the count reduced) over dims whose bit is set in \
 	 * axes_mask; y has the reduced dims removed or kept as 1 (same data). */ \
-	void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask,    \
+	void P##reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask,    \
 	                    bool mean, const T *x, T *y);                          \
-	void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm,    \
+	void P##transpose_##S(int rank, const int64_t *xdims, const int *perm,    \
 	                       const T *x, T *y);                                  \
 	/* rows of a (possibly row-sharded) table: row ids[i] - row_offset, or    \
 	 * zeros when outside [0, rows); ids are i32 (ids64: i64) */              \
-	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim,            \
+	void P##embedding_##S(int64_t nids, int64_t rows, int64_t dim,            \
 	                       int64_t row_offset, const void *ids, bool ids64,    \
 	                       const T *table, T *y);                              \
 	/* dtable = 0, then scatter-add dy rows (same masking as forward) */      \
-	void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim,       \
+	void P##embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim,       \
 	                            int64_t row_offset, const void *ids,           \
 	                            bool ids64, const T *dy, T *dtable);           \
 	/* y[o, :, i] = concat of xs[k][o, 0:sizes[k], i] */                      \
-	void nrt_concat_##S(int nx, const T *const *xs, const int64_t *sizes,      \
+	void P##concat_##S(int nx, const T *const *xs, const int64_t *sizes,      \
 	                    int64_t outer, int64_t inner, T *y);                   \
 	/* y[o, 0:n_out, i] = x[o, begin:begin+n_out, i] of x[o, n_in, i] */      \
-	void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin,             \
+	void P##slice_##S(int64_t outer, int64_t n_in, int64_t begin,             \
 	                   int64_t n_out, int64_t inner, const T *x, T *y);        \
 	/* *loss = sum_i -log softmax(logits[i])[label_i] / denom, logits [N, C] */\
-	void nrt_sce_##S(int64_t N, int64_t C, double denom, const T *logits,      \
+	void P##sce_##S(int64_t N, int64_t C, double denom, const T *logits,      \
 	                 const void *labels, bool labels64, T *loss);              \
-	void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const T *dloss,  \
+	void P##sce_grad_##S(int64_t N, int64_t C, double denom, const T *dloss,  \
 	                      const T *logits, const void *labels, bool labels64,  \
 	                      T *dlogits);                                         \
 	/* *loss = sum (p - t)^2 / denom */                                        \
-	void nrt_mse_##S(int64_t n, double denom, const T *p, const T *t, T *loss);\
-	void nrt_mse_grad_##S(int64_t n, double denom, const T *dloss, const T *p, \
+	void P##mse_##S(int64_t n, double denom, const T *p, const T *t, T *loss);\
+	void P##mse_grad_##S(int64_t n, double denom, const T *dloss, const T *p, \
 	                      const T *t, T *dp);                                  \
 	/* keep x with probability keep_prob, scaled by 1/keep_prob. The mask of \
 	 * each element depends only on (seed, stream, step, its index in the     \
 	 * full tensor), so a sharded run drops the same elements: the local      \
 	 * block is `slice` at `offset` inside `full`. dy -> dx uses the same.   */\
-	void nrt_dropout_##S(int rank, const int64_t *full, const int64_t *slice,  \
+	void P##dropout_##S(int rank, const int64_t *full, const int64_t *slice,  \
 	                     const int64_t *offset, double keep_prob,              \
 	                     uint64_t seed, uint32_t stream, uint64_t step,        \
 	                     const T *x, T *y);                                    \
 	/* optimizers; `step` counts from 1 */                                     \
-	void nrt_sgd_##S(int64_t n, double lr, double wd, const T *g, T *p);       \
-	void nrt_momentum_##S(int64_t n, double lr, double mom, bool nesterov,     \
+	void P##sgd_##S(int64_t n, double lr, double wd, const T *g, T *p);       \
+	void P##momentum_##S(int64_t n, double lr, double mom, bool nesterov,     \
 	                      double wd, const T *g, T *m, T *p);                  \
 	/* Adam (bias-corrected) ; decoupled: MindSpore's AdamWeightDecay, which \
 	 * adds wd * p to the update and does no bias correction */               \
-	void nrt_adam_##S(int64_t n, double lr, double b1, double b2, double eps,  \
+	void P##adam_##S(int64_t n, double lr, double b1, double b2, double eps,  \
 	                  double wd, bool decoupled, int64_t step, const T *g,     \
 	                  T *m, T *v, T *p);                                       \
 	/* LAMB in two phases so sharded parameters can sum the norms across     \
 	 * shards: phase 1 writes the update to `upd` and adds sum(p^2) to sq[0] \
 	 * and sum(upd^2) to sq[1]; phase 2 applies p -= lr * trust * upd with   \
 	 * trust = |p| / |upd| (1 when either norm is 0). */                      \
-	void nrt_lamb_phase1_##S(int64_t n, double b1, double b2, double eps,      \
+	void P##lamb_phase1_##S(int64_t n, double b1, double b2, double eps,      \
 	                         double wd, int64_t step, const T *g, T *m, T *v,  \
 	                         const T *p, T *upd, double sq[2]);                \
-	void nrt_lamb_phase2_##S(int64_t n, double lr, const double sq[2],         \
+	void P##lamb_phase2_##S(int64_t n, double lr, const double sq[2],         \
 	                         const T *upd, T *p);
+
+/* The kernels, nrt_gemm_f32 ... (P = nrt_) */
+#define NRT_KERNEL_DECLS(T, S) NRT_GEMM_DECLS(nrt_, T, S) NRT_OTHER_KERNEL_DECLS(nrt_, T, S)
 
 NRT_KERNEL_DECLS(float, f32)
 NRT_KERNEL_DECLS(double, f64)
+/* The host kernels (nrt_host_embedding_f32, ...; no GEMM): the same kernels
+ * on host memory, for what a program runs on the host (.target(cpu)
+ * lookups, their gradients and their tables' updates). On the CPU target
+ * they are the CPU kernels once more; the CUDA runtime compiles the CPU
+ * kernels in under these names (runtime/host_kernels.c), so its device
+ * kernels never see a host pointer nor these a device one. */
+NRT_OTHER_KERNEL_DECLS(nrt_host_, float, f32)
+NRT_OTHER_KERNEL_DECLS(nrt_host_, double, f64)
 
 /* Counter-based random numbers (Philox4x32-10): the value for (key, counter)
  * is fixed, so any rank can produce any element of a tensor on its own. */

@@ -25,13 +25,14 @@
 
 /* ---- gemm --------------------------------------------------------------- */
 
-void FN(nrt_gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+#ifndef NRT_HOST_KERNELS /* no host BLAS in the CUDA runtime: the host set has no GEMM */
+void FN(gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                   const T *A, const T *B, T beta, T *C)
 {
 	if (M <= 0 || N <= 0)
 		return;
 	if (K <= 0) { /* empty product; BLAS would reject lda = 0 */
-		FN(nrt_scale)(M * N, beta, C, C);
+		FN(scale)(M * N, beta, C, C);
 		return;
 	}
 	check_blas_dims(M, N, K);
@@ -41,13 +42,14 @@ void FN(nrt_gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
 	           (blasint)(tb ? K : N), beta, C, (blasint)N);
 }
 
-void FN(nrt_bgemm)(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
+void FN(bgemm)(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
                    int64_t K, const T *A, const T *B, T beta, T *C)
 {
 	for (int64_t i = 0; i < batch; i++)
-		FN(nrt_gemm)(ta, tb, M, N, K, A + i * M * K, B + i * K * N, beta,
+		FN(gemm)(ta, tb, M, N, K, A + i * M * K, B + i * K * N, beta,
 		             C + i * M * N);
 }
+#endif
 
 /* ---- element-wise binary and broadcast ------------------------------------ */
 
@@ -93,7 +95,7 @@ static void FN(binary_row)(NrtBinary op, int64_t n, const T *restrict a,
 }
 #undef BIN_ROW
 
-void FN(nrt_binary)(NrtBinary op, int rank, const int64_t *ydims, const T *a,
+void FN(binary)(NrtBinary op, int rank, const int64_t *ydims, const T *a,
                     const int64_t *astr, const T *b, const int64_t *bstr, T *y)
 {
 	if (prod(rank, ydims) == 0)
@@ -133,7 +135,7 @@ void FN(nrt_binary)(NrtBinary op, int rank, const int64_t *ydims, const T *a,
 	while (odo_next(&od));
 }
 
-void FN(nrt_broadcast)(int rank, const int64_t *ydims, const T *x,
+void FN(broadcast)(int rank, const int64_t *ydims, const T *x,
                        const int64_t *xstr, T alpha, T *y)
 {
 	if (prod(rank, ydims) == 0)
@@ -171,7 +173,7 @@ void FN(nrt_broadcast)(int rank, const int64_t *ydims, const T *x,
 #define K_SQRT1_2 0.70710678118654752440 /* 1/sqrt(2) */
 #define K_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
 
-void FN(nrt_unary)(NrtUnary op, int64_t n, const T *restrict x, T *restrict y)
+void FN(unary)(NrtUnary op, int64_t n, const T *restrict x, T *restrict y)
 {
 	switch (op) {
 	case NRT_RELU:
@@ -208,7 +210,7 @@ void FN(nrt_unary)(NrtUnary op, int64_t n, const T *restrict x, T *restrict y)
 	}
 }
 
-void FN(nrt_unary_grad)(NrtUnary op, int64_t n, const T *restrict dy,
+void FN(unary_grad)(NrtUnary op, int64_t n, const T *restrict dy,
                         const T *restrict xy, T *restrict dx)
 {
 	switch (op) {
@@ -251,7 +253,7 @@ void FN(nrt_unary_grad)(NrtUnary op, int64_t n, const T *restrict dy,
 }
 
 /* y may be x (exactly), so no restrict; beta-style zero avoids 0 * NaN. */
-void FN(nrt_scale)(int64_t n, T alpha, const T *x, T *y)
+void FN(scale)(int64_t n, T alpha, const T *x, T *y)
 {
 	if (alpha == 0) {
 		PAR_FOR(n)
@@ -264,7 +266,7 @@ void FN(nrt_scale)(int64_t n, T alpha, const T *x, T *y)
 		y[i] = alpha * x[i];
 }
 
-void FN(nrt_axpy)(int64_t n, T alpha, const T *restrict x, T *restrict y)
+void FN(axpy)(int64_t n, T alpha, const T *restrict x, T *restrict y)
 {
 	PAR_FOR(n)
 	for (int64_t i = 0; i < n; i++)
@@ -347,7 +349,7 @@ static void FN(softmax_strided)(int64_t n, int64_t keep, int64_t inner,
 	}
 }
 
-void FN(nrt_softmax)(int64_t outer, int64_t n, int64_t inner, bool log,
+void FN(softmax)(int64_t outer, int64_t n, int64_t inner, bool log,
                      int64_t causal_rows, const T *x, T *y)
 {
 	PAR_FOR(outer * n * inner)
@@ -390,7 +392,7 @@ static void FN(softmax_grad_vec)(int64_t n, int64_t st, bool lg,
 	}
 }
 
-void FN(nrt_softmax_grad)(int64_t outer, int64_t n, int64_t inner, bool log,
+void FN(softmax_grad)(int64_t outer, int64_t n, int64_t inner, bool log,
                           const T *dy, const T *y, T *dx)
 {
 	if (inner == 1) { /* contiguous rows: a stride of 1 the compiler sees */
@@ -431,7 +433,7 @@ static void FN(row_stats)(int64_t n, const T *restrict x, double eps,
 }
 
 /* gamma and beta may be NULL (no scale, no shift). */
-void FN(nrt_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
+void FN(layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
                         const T *gamma, const T *beta, T *y)
 {
 	PAR_FOR(rows * cols)
@@ -453,7 +455,7 @@ void FN(nrt_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
 }
 
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
-void FN(nrt_layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
+void FN(layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
                                const T *dy, const T *x, const T *gamma, T *dx)
 {
 	PAR_FOR(rows * cols)
@@ -481,7 +483,7 @@ void FN(nrt_layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
  * over the rows in order whatever the thread count. */
 #define LN_COLBLK 256
 
-void FN(nrt_layer_norm_grad_gamma)(int64_t rows, int64_t cols, double eps,
+void FN(layer_norm_grad_gamma)(int64_t rows, int64_t cols, double eps,
                                    const T *dy, const T *x, T *dgamma)
 {
 	T *restrict st = kernel_calloc("layer_norm_grad_gamma", 2 * rows, sizeof *st);
@@ -530,7 +532,7 @@ static void FN(chan_stats)(int64_t N, int64_t C, int64_t HW, int64_t c,
 }
 
 /* gamma and beta may be NULL (no scale, no shift). */
-void FN(nrt_batch_norm)(int64_t N, int64_t C, int64_t HW, double eps,
+void FN(batch_norm)(int64_t N, int64_t C, int64_t HW, double eps,
                         const T *x, const T *gamma, const T *beta, T *y)
 {
 	for (int64_t c = 0; c < C; c++) {
@@ -548,7 +550,7 @@ void FN(nrt_batch_norm)(int64_t N, int64_t C, int64_t HW, double eps,
 	}
 }
 
-void FN(nrt_batch_norm_grad_x)(int64_t N, int64_t C, int64_t HW, double eps,
+void FN(batch_norm_grad_x)(int64_t N, int64_t C, int64_t HW, double eps,
                                const T *dy, const T *x, const T *gamma, T *dx)
 {
 	double cnt = (double)N * HW;
@@ -576,7 +578,7 @@ void FN(nrt_batch_norm_grad_x)(int64_t N, int64_t C, int64_t HW, double eps,
 	}
 }
 
-void FN(nrt_batch_norm_grad_gamma)(int64_t N, int64_t C, int64_t HW,
+void FN(batch_norm_grad_gamma)(int64_t N, int64_t C, int64_t HW,
                                    double eps, const T *dy, const T *x,
                                    T *dgamma)
 {
@@ -595,7 +597,7 @@ void FN(nrt_batch_norm_grad_gamma)(int64_t N, int64_t C, int64_t HW,
 
 /* ---- reduce, transpose ------------------------------------------------------ */
 
-void FN(nrt_reduce)(int rank, const int64_t *xdims, uint64_t axes_mask,
+void FN(reduce)(int rank, const int64_t *xdims, uint64_t axes_mask,
                     bool mean, const T *x, T *y)
 {
 	if (rank > KMAXR)
@@ -647,7 +649,7 @@ void FN(nrt_reduce)(int rank, const int64_t *xdims, uint64_t axes_mask,
 /* Tile edge of the blocked 2-D transpose: a tile of each operand fits in L1. */
 #define TRANSPOSE_TILE 32
 
-void FN(nrt_transpose)(int rank, const int64_t *xdims, const int *perm,
+void FN(transpose)(int rank, const int64_t *xdims, const int *perm,
                        const T *x, T *y)
 {
 	if (rank > KMAXR)
@@ -705,7 +707,7 @@ void FN(nrt_transpose)(int rank, const int64_t *xdims, const int *perm,
 
 /* ---- embedding, concat, slice ---------------------------------------------- */
 
-void FN(nrt_embedding)(int64_t nids, int64_t rows, int64_t dim,
+void FN(embedding)(int64_t nids, int64_t rows, int64_t dim,
                        int64_t row_offset, const void *ids, bool ids64,
                        const T *table, T *y)
 {
@@ -724,7 +726,7 @@ void FN(nrt_embedding)(int64_t nids, int64_t rows, int64_t dim,
 	}
 }
 
-void FN(nrt_embedding_grad)(int64_t nids, int64_t rows, int64_t dim,
+void FN(embedding_grad)(int64_t nids, int64_t rows, int64_t dim,
                             int64_t row_offset, const void *ids, bool ids64,
                             const T *dy, T *dtable)
 {
@@ -743,7 +745,7 @@ void FN(nrt_embedding_grad)(int64_t nids, int64_t rows, int64_t dim,
 	}
 }
 
-void FN(nrt_concat)(int nx, const T *const *xs, const int64_t *sizes,
+void FN(concat)(int nx, const T *const *xs, const int64_t *sizes,
                     int64_t outer, int64_t inner, T *y)
 {
 	for (int64_t o = 0; o < outer; o++)
@@ -754,7 +756,7 @@ void FN(nrt_concat)(int nx, const T *const *xs, const int64_t *sizes,
 		}
 }
 
-void FN(nrt_slice)(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out,
+void FN(slice)(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out,
                    int64_t inner, const T *x, T *y)
 {
 	for (int64_t o = 0; o < outer; o++)
@@ -797,7 +799,7 @@ static void FN(check_label)(const char *kernel, int64_t lab, int64_t i, int64_t 
 		          kernel, (long long)lab, (long long)i, (long long)C);
 }
 
-void FN(nrt_sce)(int64_t N, int64_t C, double denom, const T *logits,
+void FN(sce)(int64_t N, int64_t C, double denom, const T *logits,
                  const void *labels, bool labels64, T *loss)
 {
 	for (int64_t i = 0; i < N; i++)
@@ -818,7 +820,7 @@ void FN(nrt_sce)(int64_t N, int64_t C, double denom, const T *logits,
 	*loss = (T)(s / denom);
 }
 
-void FN(nrt_sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
+void FN(sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
                       const T *logits, const void *labels, bool labels64,
                       T *dlogits)
 {
@@ -845,7 +847,7 @@ void FN(nrt_sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
 	}
 }
 
-void FN(nrt_mse)(int64_t n, double denom, const T *p, const T *t, T *loss)
+void FN(mse)(int64_t n, double denom, const T *p, const T *t, T *loss)
 {
 	double s = 0;
 	for (int64_t i = 0; i < n; i++) {
@@ -855,7 +857,7 @@ void FN(nrt_mse)(int64_t n, double denom, const T *p, const T *t, T *loss)
 	*loss = (T)(s / denom);
 }
 
-void FN(nrt_mse_grad)(int64_t n, double denom, const T *dloss, const T *p,
+void FN(mse_grad)(int64_t n, double denom, const T *dloss, const T *p,
                       const T *t, T *dp)
 {
 	T k = (T)(2 * dloss[0] / denom);
@@ -867,7 +869,7 @@ void FN(nrt_mse_grad)(int64_t n, double denom, const T *dloss, const T *p,
 
 /* Element with full-tensor row-major index g is kept iff
  * nrt_rand_uniform(seed, stream, nrt_dropout_counter_(step, g)) < keep_prob. */
-void FN(nrt_dropout)(int rank, const int64_t *full, const int64_t *slice,
+void FN(dropout)(int rank, const int64_t *full, const int64_t *slice,
                      const int64_t *offset, double keep_prob, uint64_t seed,
                      uint32_t stream, uint64_t step, const T *x, T *y)
 {
@@ -908,7 +910,7 @@ void FN(nrt_dropout)(int rank, const int64_t *full, const int64_t *slice,
 
 /* ---- optimizers ------------------------------------------------------------------ */
 
-void FN(nrt_sgd)(int64_t n, double lr, double wd, const T *restrict g,
+void FN(sgd)(int64_t n, double lr, double wd, const T *restrict g,
                  T *restrict p)
 {
 	T a = (T)lr, w = (T)wd;
@@ -919,7 +921,7 @@ void FN(nrt_sgd)(int64_t n, double lr, double wd, const T *restrict g,
 
 /* MindSpore Momentum; weight decay enters as gradient g' = g + wd p:
  * m = mom m + g'; p -= lr (nesterov ? g' + mom m : m). */
-void FN(nrt_momentum)(int64_t n, double lr, double mom, bool nesterov,
+void FN(momentum)(int64_t n, double lr, double mom, bool nesterov,
                       double wd, const T *restrict g, T *restrict m,
                       T *restrict p)
 {
@@ -935,7 +937,7 @@ void FN(nrt_momentum)(int64_t n, double lr, double mom, bool nesterov,
 /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * Adam:  p -= lr (mhat / (sqrt(vhat) + eps) + wd p), mhat = m/(1-b1^t) ...
  * AdamWeightDecay (decoupled): p -= lr (m / (sqrt(v) + eps) + wd p). */
-void FN(nrt_adam)(int64_t n, double lr, double b1, double b2, double eps,
+void FN(adam)(int64_t n, double lr, double b1, double b2, double eps,
                   double wd, bool decoupled, int64_t step, const T *restrict g,
                   T *restrict m, T *restrict v, T *restrict p)
 {
@@ -952,7 +954,7 @@ void FN(nrt_adam)(int64_t n, double lr, double b1, double b2, double eps,
 	}
 }
 
-void FN(nrt_lamb_phase1)(int64_t n, double b1, double b2, double eps,
+void FN(lamb_phase1)(int64_t n, double b1, double b2, double eps,
                          double wd, int64_t step, const T *restrict g,
                          T *restrict m, T *restrict v, const T *restrict p,
                          T *restrict upd, double sq[2])
@@ -973,7 +975,7 @@ void FN(nrt_lamb_phase1)(int64_t n, double b1, double b2, double eps,
 	sq[1] += su;
 }
 
-void FN(nrt_lamb_phase2)(int64_t n, double lr, const double sq[2],
+void FN(lamb_phase2)(int64_t n, double lr, const double sq[2],
                          const T *restrict upd, T *restrict p)
 {
 	double pn = sqrt(sq[0]), un = sqrt(sq[1]);
@@ -991,7 +993,7 @@ void FN(nrt_lamb_phase2)(int64_t n, double lr, const double sq[2],
  * read before it is written, at the same index); nothing else overlaps.
  * `op` is NRT_RELU only: GELU is bound by its arithmetic, and fusing its
  * add measured no faster (docs/codegen.md). */
-void FN(nrt_bias_act)(NrtUnary op, int64_t rows, int64_t cols, const T *x,
+void FN(bias_act)(NrtUnary op, int64_t rows, int64_t cols, const T *x,
                       const T *restrict b, T *pre, T *y)
 {
 	if (op != NRT_RELU)

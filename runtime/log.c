@@ -189,19 +189,38 @@ void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const 
 	fflush(stdout);
 }
 
-void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
+/* "params C/P grads C/P ..." for counted peaks c and planned bytes p (-1: unknown) */
+static void print_kinds(const char *prefix, const int64_t *c, const int64_t *p)
 {
-	/* per rank: counted peaks, planned (-1: unknown), peak total, peak RSS */
-	enum { W = 2 * NRT_MEM_KINDS + 2 };
+	for (int k = 0; k < NRT_MEM_KINDS; k++) {
+		printf(" %s%s %lld/", prefix, nrt_mem_kind_key(k), (long long)c[k]);
+		if (p[k] >= 0)
+			printf("%lld", (long long)p[k]);
+		else
+			putchar('?');
+	}
+}
+
+void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS], const int64_t host_planned[NRT_MEM_KINDS])
+{
+	/* per rank: counted peaks, planned (-1: unknown), the same for host
+	 * memory kept apart, peak total, host peak total, peak RSS */
+	enum { K = NRT_MEM_KINDS, HOST = 2 * K, W = 4 * K + 3 };
 	int64_t mine[W];
 	NrtMemStats st = nrt_mem_stats();
-	for (int k = 0; k < NRT_MEM_KINDS; k++) {
+	bool apart = nrt_mem_host_apart();
+	for (int k = 0; k < K; k++) {
+		int64_t hp = host_planned ? host_planned[k] : 0;
 		mine[k] = st.peak[k];
-		mine[NRT_MEM_KINDS + k] = planned ? planned[k] : -1;
+		/* the CPU target counts host memory with its kind */
+		mine[K + k] = planned ? planned[k] + (apart ? 0 : hp) : -1;
+		mine[HOST + k] = st.host_peak[k];
+		mine[HOST + K + k] = planned && apart ? hp : apart ? -1 : 0;
 	}
-	mine[2 * NRT_MEM_KINDS] = st.peak_total;
+	mine[4 * K] = st.peak_total;
+	mine[4 * K + 1] = st.host_peak_total;
 	struct rusage ru;
-	mine[2 * NRT_MEM_KINDS + 1] = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : -1;
+	mine[4 * K + 2] = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : -1;
 	bool mpi = nrt_rt.initialised && nrt_mpi_active();
 	int np = 1; /* every rank: parameter servers (runtime/ps.c) report too */
 	if (mpi)
@@ -213,16 +232,20 @@ void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS])
 		NRT_MPI(MPI_Gather(mine, W, MPI_INT64_T, all, W, MPI_INT64_T, 0, MPI_COMM_WORLD));
 	else
 		memcpy(all, mine, sizeof mine);
+	/* the host part only where some rank holds or plans host memory apart */
+	bool host = false;
+	for (int r = 0; all && r < np; r++)
+		for (int k = 0; k < 2 * K; k++)
+			host |= all[(size_t)r * W + HOST + k] > 0;
 	for (int r = 0; all && r < np; r++) {
 		const int64_t *m = all + (size_t)r * W;
 		printf("memory rank %d%s (peak bytes, counted/planned):", r, nrt_ps_is_server(r) ? " (server)" : "");
-		for (int k = 0; k < NRT_MEM_KINDS; k++) {
-			if (m[NRT_MEM_KINDS + k] >= 0)
-				printf(" %s %lld/%lld", nrt_mem_kind_key(k), (long long)m[k], (long long)m[NRT_MEM_KINDS + k]);
-			else
-				printf(" %s %lld/?", nrt_mem_kind_key(k), (long long)m[k]);
+		print_kinds("", m, m + K);
+		if (host) {
+			print_kinds("host_", m + HOST, m + HOST + K);
+			printf(" host_total %lld", (long long)m[4 * K + 1]);
 		}
-		printf(" total %lld rss %lld\n", (long long)m[2 * NRT_MEM_KINDS], (long long)m[2 * NRT_MEM_KINDS + 1]);
+		printf(" total %lld rss %lld\n", (long long)m[4 * K], (long long)m[4 * K + 2]);
 	}
 	fflush(stdout);
 	free(all);

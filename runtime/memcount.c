@@ -40,14 +40,24 @@ int64_t nrt_mem_bytes(NrtMemKind kind, int64_t n, size_t size)
 	return bytes;
 }
 
+static void count(int64_t *now, int64_t *peak, int64_t *total, int64_t *peak_total, int64_t bytes)
+{
+	*now += bytes;
+	*total += bytes;
+	if (*now > *peak)
+		*peak = *now;
+	if (*total > *peak_total)
+		*peak_total = *total;
+}
+
 void nrt_mem_count(NrtMemKind kind, int64_t bytes)
 {
-	stats.now[kind] += bytes;
-	stats.total += bytes;
-	if (stats.now[kind] > stats.peak[kind])
-		stats.peak[kind] = stats.now[kind];
-	if (stats.total > stats.peak_total)
-		stats.peak_total = stats.total;
+	count(&stats.now[kind], &stats.peak[kind], &stats.total, &stats.peak_total, bytes);
+}
+
+void nrt_mem_count_host(NrtMemKind kind, int64_t bytes)
+{
+	count(&stats.host_now[kind], &stats.host_peak[kind], &stats.host_total, &stats.host_peak_total, bytes);
 }
 
 NrtMemStats nrt_mem_stats(void) { return stats; }

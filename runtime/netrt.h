@@ -100,18 +100,33 @@ void nrt_to_host(void *host, const void *buf, int64_t bytes);
 void nrt_from_host(void *buf, const void *host, int64_t bytes);
 /* element 0 of buf, as a double (the loss each step) */
 double nrt_read_scalar(NrtDType t, const void *buf);
-/* Bytes held now and at the peak, per kind and in all. */
+/* Host memory on every target: what a program keeps on the host
+ * (.target(cpu): a table looked up there, its gradient and optimizer
+ * state, the staging buffers of the host nodes; docs/cuda.md). On the CPU
+ * target, where host memory is all there is, this is nrt_alloc; the CUDA
+ * target allocates page-locked host memory and counts it apart from the
+ * device's (host_* below). nrt_free frees it; the copies above take it. */
+void *nrt_host_alloc(NrtMemKind kind, int64_t n, size_t size);
+/* Bytes held now and at the peak, per kind and in all: buffer memory, and
+ * the host memory of nrt_host_alloc where a target keeps it apart (CUDA;
+ * zero on the CPU target, where it is counted in the kinds themselves). */
 typedef struct NrtMemStats {
 	int64_t now[NRT_MEM_KINDS], peak[NRT_MEM_KINDS];
 	int64_t total, peak_total;
+	int64_t host_now[NRT_MEM_KINDS], host_peak[NRT_MEM_KINDS];
+	int64_t host_total, host_peak_total;
 } NrtMemStats;
 NrtMemStats nrt_mem_stats(void);
 const char *nrt_mem_kind_name(NrtMemKind k);
 /* --mem-stats: rank 0 prints a line per rank, in rank order, with the
  * peak bytes counted per kind beside `planned` (what netc planned for
  * that rank; NULL: not known), the peak of their total and the process's
- * peak resident set size. Collective over all ranks. */
-void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS]);
+ * peak resident set size. `host_planned` (NULL: none) is what the program
+ * planned to keep in host memory: on the CPU target it is added to the
+ * kinds of `planned`, on the CUDA target the line goes on with its own
+ * keys, "host_params C/P ... host_total N", before "total". Collective
+ * over all ranks. */
+void nrt_mem_report(const int64_t planned[NRT_MEM_KINDS], const int64_t host_planned[NRT_MEM_KINDS]);
 
 /* ---- communicators and collectives ---------------------------------------- */
 typedef struct NrtComm NrtComm; /* opaque; wraps an MPI communicator */
@@ -144,6 +159,11 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
 void nrt_barrier(void);
+/* The collectives a program runs on host memory (nrt_host_alloc's): MPI
+ * on the host whatever the target and its NETC_COMM backend (NCCL cannot
+ * take host buffers). On the CPU target the functions above. */
+void nrt_host_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n);
+void nrt_host_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
 
 /* Collectives issued since the last reset, and the bytes this rank sends
  * for them, per kind, as the ring algorithms send them (what the cost
@@ -276,6 +296,8 @@ typedef struct NrtLossScale {
  * in magnitude: finite, and such that a sum over the ranks, or a cast to
  * a narrower type, cannot overflow either. */
 bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound);
+/* the same on host memory (nrt_host_alloc's) */
+bool nrt_host_all_within(NrtDType t, const void *x, int64_t n, double bound);
 /* After a step's gradients: agrees on overflow over all ranks (collective
  * on comm_world), adjusts the scale and returns true when this step's
  * update must be skipped. Overflow that persists at scale 1 is fatal. */

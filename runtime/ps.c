@@ -338,7 +338,7 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	server_setup(nrt_rt.rank - ps.workers);
 	serve();
 	if (opt->mem_stats)
-		nrt_mem_report(NULL);
+		nrt_mem_report(NULL, NULL);
 	for (int k = 0; k < cfg->nparams; k++) {
 		nrt_free(ps.par[k].p);
 		nrt_free(ps.par[k].m);

@@ -180,8 +180,14 @@ bool nrt_npy_check_size(const char *path, const NrtNpy *hdr, uint64_t avail,
 /* ---- buffer-memory accounting (memcount.c), shared by both targets ---- */
 /* n * size bytes of `kind`, fatal (naming the kind) when it overflows */
 int64_t nrt_mem_bytes(NrtMemKind kind, int64_t n, size_t size);
-/* adds bytes (negative on a free) to kind's count, updating the peaks */
+/* adds bytes (negative on a free) to kind's count, updating the peaks;
+ * nrt_mem_count_host for host memory the target keeps apart from its
+ * buffer memory (the CUDA target's nrt_host_alloc) */
 void nrt_mem_count(NrtMemKind kind, int64_t bytes);
+void nrt_mem_count_host(NrtMemKind kind, int64_t bytes);
+/* whether nrt_host_alloc's memory is counted apart (the CUDA target) or is
+ * the buffer memory itself (the CPU target: host.c) */
+bool nrt_mem_host_apart(void);
 /* the kind's short name in --mem-stats lines ("params", ...) */
 const char *nrt_mem_kind_key(NrtMemKind k);
 #endif

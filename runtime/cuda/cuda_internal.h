@@ -55,4 +55,7 @@ void nrt_cuda_comm_finalize(void);
 void *nrt_cuda_host_alloc(size_t bytes);
 /* bytes of t's slice (rank, slice dims, dtype) */
 int64_t nrt_cuda_tensor_bytes(const NrtTensor *t);
+/* whether p points into a buffer of nrt_host_alloc (host memory, which the
+ * staging helpers use as it is) */
+bool nrt_cuda_is_host(const void *p);
 #endif

@@ -1,5 +1,8 @@
 /* Buffer memory of the CUDA target (the CPU twin is runtime/mem.c):
- * device memory from cudaMalloc, counted per kind as on the CPU. The
+ * device memory from cudaMalloc, counted per kind as on the CPU, and the
+ * host memory of nrt_host_alloc (.target(cpu) tables, their gradients and
+ * state; the CPU twin is runtime/host.c): page-locked, so copies to and
+ * from the device run at full speed, and counted apart. The
  * copies run on the compute stream (nrt_cuda_stream()), so they are
  * ordered with the kernels; nrt_to_host waits for them, since the host
  * reads the result. Each allocation's kind and size live in a small table
@@ -13,6 +16,7 @@ typedef struct Block {
 	void *p;
 	int64_t bytes;
 	NrtMemKind kind;
+	bool host;             /* nrt_host_alloc: page-locked host memory */
 } Block;
 
 static Block *blocks;
@@ -28,6 +32,18 @@ void *nrt_cuda_host_alloc(size_t bytes)
 int64_t nrt_cuda_tensor_bytes(const NrtTensor *t)
 {
 	return nrt_numel(t->rank, t->slice) * (int64_t)nrt_dtype_size(t->dtype);
+}
+
+static void add_block(Block b)
+{
+	if (nblocks == capblocks) {
+		capblocks = capblocks ? 2 * capblocks : 64;
+		Block *nb = realloc(blocks, sizeof *nb * (size_t)capblocks);
+		if (!nb)
+			nrt_fatal("out of memory");
+		blocks = nb;
+	}
+	blocks[nblocks++] = b;
 }
 
 void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
@@ -46,16 +62,38 @@ void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
 	}
 	NRT_CUDA_CHECK(e);
 	NRT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? (size_t)bytes : 1, nrt_cuda_stream()));
-	if (nblocks == capblocks) {
-		capblocks = capblocks ? 2 * capblocks : 64;
-		Block *b = realloc(blocks, sizeof *b * (size_t)capblocks);
-		if (!b)
-			nrt_fatal("out of memory");
-		blocks = b;
-	}
-	blocks[nblocks++] = (Block){p, bytes, kind};
+	add_block((Block){p, bytes, kind, false});
 	nrt_mem_count(kind, bytes);
 	return p;
+}
+
+void *nrt_host_alloc(NrtMemKind kind, int64_t n, size_t size)
+{
+	int64_t bytes = nrt_mem_bytes(kind, n, size);
+	void *p = NULL;
+	cudaError_t e = cudaMallocHost(&p, bytes ? (size_t)bytes : 1);
+	if (e == cudaErrorMemoryAllocation) {
+		cudaGetLastError();
+		nrt_fatal("out of page-locked host memory allocating %lld bytes of %s on the host (%lld held there "
+		          "by this program)", (long long)bytes, nrt_mem_kind_name(kind),
+		          (long long)nrt_mem_stats().host_total);
+	}
+	NRT_CUDA_CHECK(e);
+	memset(p, 0, bytes ? (size_t)bytes : 1);
+	add_block((Block){p, bytes, kind, true});
+	nrt_mem_count_host(kind, bytes);
+	return p;
+}
+
+bool nrt_mem_host_apart(void) { return true; }
+
+bool nrt_cuda_is_host(const void *p)
+{
+	for (int i = 0; i < nblocks; i++)
+		if (blocks[i].host && (const char *)p >= (const char *)blocks[i].p &&
+		    (const char *)p < (const char *)blocks[i].p + (blocks[i].bytes ? blocks[i].bytes : 1))
+			return true;
+	return false;
 }
 
 void nrt_free(void *p)
@@ -64,9 +102,15 @@ void nrt_free(void *p)
 		return;
 	for (int i = nblocks - 1; i >= 0; i--)
 		if (blocks[i].p == p) {
-			nrt_mem_count(blocks[i].kind, -blocks[i].bytes);
+			Block b = blocks[i];
 			blocks[i] = blocks[--nblocks];
-			NRT_CUDA_CHECK(cudaFree(p));
+			if (b.host) {
+				nrt_mem_count_host(b.kind, -b.bytes);
+				NRT_CUDA_CHECK(cudaFreeHost(p));
+			} else {
+				nrt_mem_count(b.kind, -b.bytes);
+				NRT_CUDA_CHECK(cudaFree(p));
+			}
 			return;
 		}
 	nrt_fatal("nrt_free: %p was not allocated by nrt_alloc", p);

@@ -2,7 +2,9 @@
  * CPU runtime's code (runtime/param.c, data.c, ckpt.c, the host cores)
  * runs on host copies of the device buffers, so values, files and
  * messages are the CPU target's exactly: a checkpoint saved by one target
- * resumes in the other, and the synthetic data are the same samples. */
+ * resumes in the other, and the synthetic data are the same samples.
+ * Tensors already in host memory (nrt_host_alloc: .target(cpu) tables
+ * and their state) are used as they are, without a copy. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,10 @@
 
 void nrt_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_t seed, uint32_t param_id)
 {
+	if (nrt_cuda_is_host(t->data)) {
+		nrt_host_init_param(t, kind, a, b, seed, param_id);
+		return;
+	}
 	NrtTensor h = *t;
 	int64_t bytes = nrt_cuda_tensor_bytes(t);
 	h.data = nrt_cuda_host_alloc((size_t)bytes);
@@ -64,7 +70,7 @@ static NrtTensor *host_tensors(const NrtTensor *t, int n, bool fetch)
 		nrt_fatal("out of memory");
 	for (int i = 0; i < n; i++) {
 		h[i] = t[i];
-		if (!t[i].data)
+		if (!t[i].data || nrt_cuda_is_host(t[i].data))
 			continue;
 		int64_t bytes = nrt_cuda_tensor_bytes(&t[i]);
 		h[i].data = nrt_cuda_host_alloc((size_t)bytes);
@@ -74,10 +80,11 @@ static NrtTensor *host_tensors(const NrtTensor *t, int n, bool fetch)
 	return h;
 }
 
-static void free_host_tensors(NrtTensor *h, int n)
+static void free_host_tensors(NrtTensor *h, const NrtTensor *t, int n)
 {
 	for (int i = 0; i < n; i++)
-		free(h[i].data);
+		if (h[i].data != t[i].data)
+			free(h[i].data);
 	free(h);
 }
 
@@ -85,7 +92,7 @@ void nrt_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step)
 {
 	NrtTensor *h = host_tensors(t, n, true);
 	nrt_host_ckpt_save(path, h, n, step);
-	free_host_tensors(h, n);
+	free_host_tensors(h, t, n);
 }
 
 int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
@@ -93,9 +100,9 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	NrtTensor *h = host_tensors(t, n, false);
 	int64_t step = nrt_host_ckpt_load(path, h, n);
 	for (int i = 0; i < n; i++)
-		if (t[i].data)
+		if (t[i].data && h[i].data != t[i].data)
 			nrt_from_host(t[i].data, h[i].data, nrt_cuda_tensor_bytes(&t[i]));
-	free_host_tensors(h, n);
+	free_host_tensors(h, t, n);
 	return step;
 }
 

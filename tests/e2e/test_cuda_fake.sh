@@ -7,8 +7,13 @@
 # memory, NCCL for one rank only) with the CPU kernels. Since the kernels
 # are the CPU's, each run must equal the CPU build's run exactly
 # (losses and every checkpoint tensor bit for bit): a staging or
-# collective mistake shows as a difference. Also the start-up errors
-# (no device, more ranks than devices with NCCL). Needs no nvcc.
+# collective mistake shows as a difference. .target(cpu) tables (host
+# memory, host kernels, MPI for their gradients) likewise, plus their
+# checkpoints (the same files), their --mem-stats host counts against a
+# hand computation, and the stand-in's pointer checks, which must catch a
+# host table updated by a device kernel and broadcast through NCCL. Also
+# the start-up errors (no device, more ranks than devices with NCCL).
+# Needs no nvcc.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -46,7 +51,7 @@ run() {
 	local prog=$1 np=$2 out=$3
 	shift 3
 	timeout $TMO $MPIRUN -np "$np" "$work/$prog" --steps 4 --seed 5 --log "$work/$out.csv" --save "$work/$out.st" \
-		--quiet "$@" >"$work/$out.run" 2>&1 || { echo "     | $(grep -m1 netrt "$work/$out.run")"; return 1; }
+		--quiet "$@" >"$work/$out.run" 2>&1 || { echo "     | $(grep -m1 -E "netrt|fake CUDA" "$work/$out.run")"; return 1; }
 }
 # exact CASE A B: runs A and B agree exactly
 exact() {
@@ -89,14 +94,80 @@ case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 
-# checkpoints: a CPU checkpoint resumed by the CUDA runtime and the other way round
-if [ -x "$work/mlp_sa.gpu" ] && run mlp_sa.cpu 1 ck_cpu && run mlp_sa.gpu 1 ck_gpu_resumed --init "$work/ck_cpu.st" &&
-	run mlp_sa.cpu 1 ck_cpu_resumed --init "$work/ck_gpu_resumed.st" &&
-	run mlp_sa.cpu 1 ck_ref --steps 12; then
-	exact "CPU 4 steps -> CUDA runtime 4 -> CPU 4 == CPU 12 steps" ck_cpu_resumed ck_ref --from 9 --to 12
+# round_trip NAME: a CPU checkpoint resumed by the CUDA runtime and the other way round
+round_trip() {
+	local n=$1
+	if [ -x "$work/$n.gpu" ] && run $n.cpu 1 ck_$n && run $n.gpu 1 ck_${n}_gpu --init "$work/ck_$n.st" &&
+		run $n.cpu 1 ck_${n}_cpu --init "$work/ck_${n}_gpu.st" && run $n.cpu 1 ck_${n}_ref --steps 12; then
+		exact "$n: CPU 4 steps -> CUDA runtime 4 -> CPU 4 == CPU 12 steps" ck_${n}_cpu ck_${n}_ref --from 9 --to 12
+	else
+		bad "$n: checkpoint round trip (run failed)"
+	fi
+}
+round_trip mlp_sa
+
+# .target(cpu) (docs/cuda.md): the tables, their gradients and their state
+# in host memory, their lookups, gradients and updates on the host, the
+# gradients all-reduced there by MPI (never NCCL, never in a device
+# bucket). The fake stops a run where a host pointer reaches a device
+# kernel or NCCL, or a device pointer a host kernel.
+H=$M/hetero.net
+case_ hetero_sa 1 -- $H $SA
+case_ hetero_semi 4 NETC_COMM=host -- $H
+# (optimizer parallel shards the MLP's parameters, not the host tables)
+case_ hetero_dp 4 NETC_COMM=host -- $H -D parallel_mode=data_parallel -D gradients_mean=true \
+	-D 'train.optimizer=lamb(lr = 0.01)' -D enable_parallel_optimizer=true \
+	-D 'parallel_optimizer_config={parallel_optimizer_threshold=0}'
+# a 2-stage pipeline of 2 micro-steps: each table's gradient accumulates in
+# host memory on its stage
+case_ hetero_pipe 4 NETC_COMM=host -- $H -D pipeline_stages=2 -D train.micro_size=2
+case_ hetero_dp1_nccl 1 -- $H -D device_num=1 -D parallel_mode=data_parallel -D parameter_broadcast=true \
+	-D 'train.optimizer=momentum(lr = 0.1, momentum = 0.9)'
+# stand-alone, the CPU build with the annotation trains as the one without
+sed 's/\.target(cpu)//' $H >"$work/plain.net"
+if timeout $TMO "$NETC" build "$work/plain.net" $SA -o "$work/plain.cpu" >/dev/null 2>&1 && run plain.cpu 1 plain; then
+	exact "hetero stand-alone on the CPU == without .target(cpu)" hetero_sa.c plain
 else
-	bad "checkpoint round trip (run failed)"
+	bad "hetero without .target(cpu) (build or run failed)"
 fi
+# the checkpoints are the same files
+for n in hetero_sa hetero_semi; do
+	cmp -s "$work/$n.c.st" "$work/$n.g.st" && ok "$n: the CPU and CUDA runtime checkpoints are one file" ||
+		bad "$n: the CPU and CUDA runtime checkpoints differ"
+done
+round_trip hetero_sa
+# --mem-stats: the MLP's parameters and state on the device, the tables'
+# (V * E + V elements), their gradients (one buffer per lookup: table
+# twice, wide_w once) and Adam's two moments on the host, each counted as
+# planned; the CPU target counts the host memory with the device's
+V=4096 E=8 MLP=$(((2 + 4) * 8 * 32 + 32 + 32))
+want="params $((MLP * 4))/$((MLP * 4)) grads 0/0 state $((MLP * 8))/$((MLP * 8))"
+want="$want host_params $(((V * E + V) * 4))/$(((V * E + V) * 4)) host_grads $(((2 * V * E + V) * 4))/$(((2 * V * E + V) * 4))"
+want="$want host_state $(((V * E + V) * 8))/$(((V * E + V) * 8))"
+if [ -x "$work/hetero_sa.gpu" ] && run hetero_sa.gpu 1 hetero_mem --steps 1 --mem-stats &&
+	run hetero_sa.cpu 1 hetero_mem_cpu --steps 1 --mem-stats; then
+	got=$(sed -n 's/^memory rank 0 .*: \(params [0-9/]* grads [0-9/]* state [0-9/]*\) .*\(host_params [0-9/]* host_grads [0-9/]* host_state [0-9/]*\) .*/\1 \2/p' "$work/hetero_mem.run")
+	diff=$(sed -n 's/^memory rank [0-9]*.*counted\/planned)://p' "$work/hetero_mem.run" "$work/hetero_mem_cpu.run" |
+		tr ' ' '\n' | grep / | awk -F/ '$1 != $2' | head -3 | tr '\n' ' ')
+	cpu=$(sed -n 's/^memory rank 0 .*: params \([0-9]*\)\/.*/\1/p' "$work/hetero_mem_cpu.run")
+	if [ "$got" = "$want" ] && [ -z "$diff" ] && [ "$cpu" = $(((MLP + V * E + V) * 4)) ] &&
+		! grep -q host_ "$work/hetero_mem_cpu.run"; then
+		ok "hetero: --mem-stats counts the tables, gradients and state as host memory, as planned ($want)"
+	else
+		bad "hetero: --mem-stats '$got' (want '$want'), counted != planned: '$diff', CPU params '$cpu'"
+	fi
+else
+	bad "hetero: --mem-stats (run failed)"
+fi
+# the checks can fail: a host table's update on the device kernels, a host
+# table's broadcast through NCCL
+broken() {
+	local name=$1 from=$2 to=$3 want=$4
+	shift 4
+	sed "s/$from/$to/" "$work/$name.src"/*.c >"$work/broken.c" &&
+		cc -std=c11 -O1 -I"$B/include" $CFL "$work/broken.c" -o "$work/broken" "$FAKE" $LIBS -lm 2>/dev/null &&
+		expect "fake CUDA catches $from -> $to" "$want" "$work/broken" --steps 1 --quiet "$@"
+}
 
 # start-up errors
 expect() {
@@ -114,4 +185,6 @@ expect "no device: one line, exit 1" "^netrt: rank 0: no CUDA GPU available" FAK
 expect "2 ranks on 1 device with NCCL: one line, exit 1" "netrt: rank 0: 4 ranks run on this host but it has 1 GPU.*NETC_COMM=host" \
 	$MPIRUN -np 4 "$work/mlp_semi.gpu"
 expect "bad NETC_COMM" "NETC_COMM=mpi: unknown communication backend" NETC_COMM=mpi "$work/mlp_sa.gpu"
+broken hetero_sa 'H(adam)' 'K(adam)' "^fake CUDA: nrt_adam_f32's argument g is page-locked host memory"
+broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "^fake CUDA: an NCCL collective's send buffer is page-locked host"
 finish

@@ -6,7 +6,9 @@
 #                                machine lacks Open MPI and friends)
 #   (a) every CUDA kernel against its CPU kernel (build/tests/gpu/kernels_check)
 #   (b) every sample's CUDA stand-alone build against its CPU stand-alone
-#       build: 5 steps, f32, same seed: per-step losses within rel 1e-5
+#       build (and tests/e2e/models/hetero.net, whose tables are looked up
+#       and trained on the host: .target(cpu), with its --mem-stats host
+#       counts): 5 steps, f32, same seed: per-step losses within rel 1e-5
 #       (abs 1.1e-6: losses print with 6 decimals) and every tensor of the
 #       final checkpoint (parameters and optimizer state) within
 #       |x - y| <= 1e-6 + 1e-4 |y|, the equivalence suite's tolerances: the
@@ -16,11 +18,13 @@
 #       checkpoint resumed by the CUDA build (the same files)
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
-#       optimizer parallel against the CUDA stand-alone build, same
-#       tolerances
+#       optimizer parallel, semi-auto hetero, against the CUDA stand-alone
+#       build, same tolerances
 #   (d) the NCCL backend with one rank (a data-parallel build for one
-#       device: its collectives and bucket overlap go through NCCL)
-#   (e) compute-sanitizer --tool memcheck on a sample: no errors
+#       device: its collectives and bucket overlap go through NCCL; and
+#       hetero's, whose host tables must not)
+#   (e) compute-sanitizer --tool memcheck on a sample and on hetero: no
+#       errors (a host pointer in a device kernel would be one)
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
 # on any failure. KEEP=1 keeps the work directory.
 # SELFTEST=1 runs the same cases with --target cpu instead of cuda, without
@@ -145,6 +149,19 @@ if [ -x "$work/mlp.cuda" ] && run mlp.cpu 1 mlp.cpu3 --steps 3 &&
 else
 	bad "mlp: CPU checkpoint resumed by CUDA (run failed)"
 fi
+# .target(cpu): the tables, their gradients and Adam's moments in host
+# memory, counted there (tests/e2e/test_cuda_fake.sh computes these by hand)
+HET=tests/e2e/models/hetero.net
+HOSTMEM="host_params 147456/147456 host_grads 278528/278528 host_state 294912/294912"
+[ -n "$SELFTEST" ] && HOSTMEM="params 153856/153856 grads 278528/278528" # the CPU counts them with the rest
+if build hetero.cpu $HET -D parallel_mode=stand_alone && build hetero.cuda $HET -D parallel_mode=stand_alone --target cuda &&
+	run hetero.cpu 1 hetero.cpu --steps 5 && run hetero.cuda 1 hetero.cuda --steps 5 --mem-stats; then
+	same "hetero (.target(cpu) tables): CUDA == CPU" hetero.cuda hetero.cpu
+	grep -q "$HOSTMEM" "$work/hetero.cuda.run" && ok "hetero: --mem-stats $HOSTMEM" ||
+		bad "hetero: --mem-stats: $(grep -m1 '^memory rank' "$work/hetero.cuda.run")"
+else
+	bad "hetero: CUDA == CPU (build or run failed)"
+fi
 if [ -x "$work/mlp.cuda" ] && NETC_TF32=1 run mlp.cuda 1 mlp.tf32 --steps 5; then
 	ok "mlp with NETC_TF32=1 runs ($(tail -1 "$work/mlp.tf32.csv"))"
 else
@@ -172,6 +189,7 @@ mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_nu
 mpar "semi-auto mlp @4 (the sample as written)" mlp.cuda 4 samples/mlp.net
 mpar "auto parallel mlp @4" mlp.cuda 4 samples/mlp.net -D parallel_mode=auto_parallel
 mpar "semi-auto transformer @8" transformer.cuda 8 samples/transformer.net
+mpar "semi-auto hetero @4 (tables on the host, their gradients all-reduced by MPI)" hetero.cuda 4 $HET
 build deep.ref $P/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
 	-D grad_accumulation_step=1 --target cuda && run deep.ref 1 deep.ref --steps 5
 mpar "pipeline deep 2 stages 1F1B @4" deep.ref 4 $P/deep.net
@@ -187,22 +205,33 @@ fi
 if [ -x "$work/dp1" ] && NETC_COMM=host run dp1 1 dp1.host --steps 5; then
 	same "the same on NETC_COMM=host == NCCL" dp1.host dp1
 fi
+if build hdp1 $HET -D device_num=1 $DP -D parameter_broadcast=true --target cuda && run hdp1 1 hdp1 --steps 5; then
+	same "data parallel hetero @1 over NCCL (host tables by MPI) == stand-alone" hdp1 hetero.cuda
+else
+	bad "data parallel hetero @1 over NCCL (build or run failed)"
+fi
 
 echo "== (e) compute-sanitizer memcheck"
 SAN=$(command -v compute-sanitizer || echo "$CUDA/bin/compute-sanitizer")
 if [ -n "$SELFTEST" ]; then
 	echo "# SELFTEST: skipped"
-elif [ -x "$SAN" ] && [ -x "$work/mlp.cuda" ]; then
-	timeout $TMO "$SAN" --tool memcheck --error-exitcode 9 "$work/mlp.cuda" --steps 2 --quiet >"$work/san.out" 2>&1
-	rc=$?
-	summary=$(grep -m1 "ERROR SUMMARY" "$work/san.out")
-	if [ $rc -eq 0 ] && printf '%s' "$summary" | grep -q " 0 errors"; then
-		ok "memcheck mlp stand-alone, 2 steps ($summary)"
-	else
-		bad "memcheck mlp (exit $rc: ${summary:-no summary})"
-		grep -m5 -E "Invalid|ERROR" "$work/san.out" | sed 's/^/     | /'
-	fi
+elif [ -x "$SAN" ]; then
+	for n in mlp hetero; do
+		if [ ! -x "$work/$n.cuda" ]; then
+			bad "memcheck $n: $n.cuda not built"
+			continue
+		fi
+		timeout $TMO "$SAN" --tool memcheck --error-exitcode 9 "$work/$n.cuda" --steps 2 --quiet >"$work/san.out" 2>&1
+		rc=$?
+		summary=$(grep -m1 "ERROR SUMMARY" "$work/san.out")
+		if [ $rc -eq 0 ] && printf '%s' "$summary" | grep -q " 0 errors"; then
+			ok "memcheck $n stand-alone, 2 steps ($summary)"
+		else
+			bad "memcheck $n (exit $rc: ${summary:-no summary})"
+			grep -m5 -E "Invalid|ERROR" "$work/san.out" | sed 's/^/     | /'
+		fi
+	done
 else
-	bad "compute-sanitizer not found (or mlp.cuda not built)"
+	bad "compute-sanitizer not found"
 fi
 finish

@@ -5,36 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes/passes.h"
+#include "compile_fixture.h"
 
-static FILE *sink; /* the diagnostics of the compilation in progress */
-
-/* Compiles the sample with the -D settings up to the optimizer's output;
- * the Compilation stays for inspection until done(). */
+/* The sample with the -D settings up to the optimizer's output. */
 static bool compile(Compilation *c, const char *const *defs, int ndefs)
 {
-	compilation_init(c);
-	sink = fopen("/dev/null", "w");
-	cr_assert(sink);
-	diag_init(&c->diag, sink);
-	return compile_front(c, "samples/ps_mlp.net", defs, ndefs) && compile_passes(c, UPTO_TRAIN);
+	return compile_model(c, "samples/ps_mlp.net", defs, ndefs, UPTO_TRAIN);
 }
 
-static void done(Compilation *c)
-{
-	compilation_free(c);
-	fclose(sink);
-}
-
-static const Node *update_of(const Graph *g, const char *param)
-{
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if ((op_info[n->op].flags & OPF_UPDATE) && strcmp(n->in[0]->name, param) == 0)
-			return n;
-	}
-	return NULL;
-}
+static void done(Compilation *c) { compile_done(c); }
 
 static int state_of(const Graph *g, const char *param)
 {

@@ -4,7 +4,11 @@
  * (the .c files of runtime/cuda) calls is here; with it, that code (memory, start-up,
  * host staging, the host-staged collectives) runs under mpirun against the
  * CPU kernels, so its logic is tested where no GPU is. Not a CUDA
- * emulator: no kernels, no asynchrony. */
+ * emulator: no kernels, no asynchrony. It does keep apart what real CUDA
+ * would: every cudaMalloc and cudaMallocHost block is recorded
+ * (fake_context.c), so the kernel wrappers (fake_kernels.c) and the NCCL
+ * stand-in stop the program when a host pointer reaches a device kernel or
+ * NCCL, or a device pointer a host kernel. */
 #ifndef FAKE_CUDA_RUNTIME_API_H
 #define FAKE_CUDA_RUNTIME_API_H
 #include <stdlib.h>
@@ -20,6 +24,15 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
                       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 #define cudaStreamNonBlocking 1u
 #define cudaEventDisableTiming 2u
+
+/* The blocks handed out, by kind (fake_context.c). */
+enum { FAKE_UNKNOWN, FAKE_DEVICE, FAKE_PINNED };
+void fake_cuda_record(const void *p, size_t n, int kind);
+void fake_cuda_forget(const void *p);
+int fake_cuda_kind(const void *p);
+/* Stops the program (exit 1, a message naming `what`) unless p points into
+ * device memory (want_device) or does not (host memory). */
+void fake_cuda_expect(const void *p, int want_device, const char *what);
 
 /* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
 static inline cudaError_t cudaGetDeviceCount(int *n)
@@ -37,9 +50,19 @@ static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "fake C
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
 	*p = malloc(n);
+	if (*p)
+		fake_cuda_record(*p, n, FAKE_DEVICE);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaFree(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
+static inline cudaError_t cudaMallocHost(void **p, size_t n)
+{
+	*p = malloc(n);
+	if (*p)
+		fake_cuda_record(*p, n, FAKE_PINNED);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaFreeHost(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
 static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {

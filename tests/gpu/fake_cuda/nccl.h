@@ -1,9 +1,12 @@
 /* Stand-in NCCL (see cuda_runtime_api.h here) for one-rank communicators
  * only: a collective over one rank is a copy. A larger communicator is an
- * error (the fake tests run NETC_COMM=host for several ranks). */
+ * error (the fake tests run NETC_COMM=host for several ranks). Like the
+ * real one it takes device buffers only: a host buffer stops the program. */
 #ifndef NCCL_H_
 #define NCCL_H_
 #include <string.h>
+
+#include "cuda_runtime_api.h"
 
 typedef enum { ncclSuccess = 0, ncclInvalidUsage = 5 } ncclResult_t;
 typedef enum { ncclInt32, ncclInt64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16 } ncclDataType_t;
@@ -32,6 +35,8 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId i
 static inline ncclResult_t ncclCommDestroy(ncclComm_t c) { (void)c; return ncclSuccess; }
 static inline ncclResult_t fake_nccl_copy(const void *s, void *d, size_t n, ncclDataType_t t)
 {
+	fake_cuda_expect(s, 1, "an NCCL collective's send buffer");
+	fake_cuda_expect(d, 1, "an NCCL collective's receive buffer");
 	memmove(d, s, n * fake_nccl_size(t));
 	return ncclSuccess;
 }

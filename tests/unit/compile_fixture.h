@@ -1,0 +1,40 @@
+/* The fixture of unit tests that compile a model file and inspect the
+ * result: compile_model runs the passes up to a stage with diagnostics
+ * discarded, and the Compilation stays until compile_done. Included by
+ * each such test file (everything is static: one copy per file). */
+#ifndef NETC_TEST_COMPILE_FIXTURE_H
+#define NETC_TEST_COMPILE_FIXTURE_H
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static FILE *sink; /* the diagnostics of the compilation in progress */
+
+static bool compile_model(Compilation *c, const char *path, const char *const *defs, int ndefs, Stage upto)
+{
+	compilation_init(c);
+	sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	diag_init(&c->diag, sink);
+	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+}
+
+static void compile_done(Compilation *c)
+{
+	compilation_free(c);
+	fclose(sink);
+}
+
+/* The optimizer update of the parameter named `param`, or NULL. */
+static const Node *update_of(const Graph *g, const char *param)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if ((op_info[n->op].flags & OPF_UPDATE) && strcmp(n->in[0]->name, param) == 0)
+			return n;
+	}
+	return NULL;
+}
+#endif
