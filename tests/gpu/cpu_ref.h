@@ -18,6 +18,8 @@
 #define nrt_broadcast_f64 cpu_nrt_broadcast_f64
 #define nrt_unary_f32 cpu_nrt_unary_f32
 #define nrt_unary_f64 cpu_nrt_unary_f64
+#define nrt_bias_act_f32 cpu_nrt_bias_act_f32
+#define nrt_bias_act_f64 cpu_nrt_bias_act_f64
 #define nrt_unary_grad_f32 cpu_nrt_unary_grad_f32
 #define nrt_unary_grad_f64 cpu_nrt_unary_grad_f64
 #define nrt_scale_f32 cpu_nrt_scale_f32
@@ -96,6 +98,8 @@ NRT_SPMD_DECLS(double, f64)
 #undef nrt_broadcast_f64
 #undef nrt_unary_f32
 #undef nrt_unary_f64
+#undef nrt_bias_act_f32
+#undef nrt_bias_act_f64
 #undef nrt_unary_grad_f32
 #undef nrt_unary_grad_f64
 #undef nrt_scale_f32
