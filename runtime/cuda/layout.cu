@@ -1,5 +1,5 @@
 /* Data movement and sums over axes: transpose, concat, slice, reduce,
- * nrt_slice_block (runtime/redist.c) and the f16/bf16 array conversions
+ * nrt_slice_block and nrt_regroup (runtime/redist.c) and the f16/bf16 array conversions
  * (runtime/half.h). Copies of whole rows go through cudaMemcpy2DAsync;
  * the rest are one thread per output element over a strided index space. */
 #include "common.cuh"
@@ -243,6 +243,47 @@ extern "C" void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, co
 	case NRT_F64:
 	case NRT_I64: slice_block_as<uint64_t>(rank, in_dims, offset, out_dims, in, out); break;
 	default: nrt_fatal("nrt_slice_block: unknown element type %d", (int)t);
+	}
+}
+
+/* ---- nrt_regroup (redist.c): [outer, g, chunk] <-> [g, outer, chunk] ---------- */
+
+/* split_out: dst[m][o][k] = src[o][m][k]; else dst[o][m][k] = src[m][o][k].
+ * A gather over dst's index space with src's strides: one thread per
+ * element, writes coalesced, reads in runs of `chunk` (coalesce() merges
+ * the dims src steps over as one: none are left when g or outer is 1). */
+template <typename W>
+static void regroup_as(int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst, bool split_out)
+{
+	int64_t n = outer * g * chunk;
+	int64_t dims[3], xs[3];
+	if (split_out) {
+		dims[0] = g, xs[0] = chunk;         /* m */
+		dims[1] = outer, xs[1] = g * chunk; /* o */
+	} else {
+		dims[0] = outer, xs[0] = chunk;     /* o */
+		dims[1] = g, xs[1] = outer * chunk; /* m */
+	}
+	dims[2] = chunk, xs[2] = 1;
+	const int64_t *st[1] = {xs};
+	Space<1> sp = coalesce<1>("regroup", 3, dims, st);
+	k_gather<W><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, 0, (const W *)src, (W *)dst);
+	NRT_CUDA_LAUNCH_CHECK("regroup");
+}
+
+extern "C" void nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,
+                            bool split_out)
+{
+	if (outer * g * chunk <= 0)
+		return;
+	switch (t) {
+	case NRT_F16:
+	case NRT_BF16: regroup_as<uint16_t>(outer, g, chunk, src, dst, split_out); break;
+	case NRT_F32:
+	case NRT_I32: regroup_as<uint32_t>(outer, g, chunk, src, dst, split_out); break;
+	case NRT_F64:
+	case NRT_I64: regroup_as<uint64_t>(outer, g, chunk, src, dst, split_out); break;
+	default: nrt_fatal("nrt_regroup: unknown element type %d", (int)t);
 	}
 }
 
