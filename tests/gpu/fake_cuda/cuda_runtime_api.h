@@ -7,6 +7,7 @@
  * emulator: no kernels, no asynchrony. */
 #ifndef FAKE_CUDA_RUNTIME_API_H
 #define FAKE_CUDA_RUNTIME_API_H
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,11 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
                       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 #define cudaStreamNonBlocking 1u
 #define cudaEventDisableTiming 2u
+
+/* "Device" allocations are remembered (fake_context.c), so the stand-in
+ * NCCL can refuse host memory as a GPU's NCCL would. */
+void fake_cuda_track(void *p, size_t n);
+void fake_cuda_untrack(void *p);
 
 /* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
 static inline cudaError_t cudaGetDeviceCount(int *n)
@@ -37,9 +43,27 @@ static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "fake C
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
 	*p = malloc(n);
-	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+	if (!*p)
+		return cudaErrorMemoryAllocation;
+	fake_cuda_track(*p, n);
+	return cudaSuccess;
 }
-static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaFree(void *p)
+{
+	fake_cuda_untrack(p);
+	free(p);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+	(void)s;
+	return cudaMalloc(p, n);
+}
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+	(void)s;
+	return cudaFree(p);
+}
 static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {
