@@ -165,6 +165,10 @@ MPI_Datatype nrt_mpi_type(NrtDType t);
 int64_t nrt_numel(int rank, const int64_t *dims);
 /* Formats a shape as "[784, 128]" into buf. */
 const char *nrt_shape_str(int rank, const int64_t *dims, char *buf, size_t len);
+/* Room for element n of the array v holding *cap elements of `size`
+ * bytes: doubles *cap when n reaches it (from 16); fatal when out of
+ * memory. Returns the (moved) array: v = nrt_grow(v, &cap, n, sizeof *v). */
+void *nrt_grow(void *v, int *cap, int n, size_t size);
 /* Copies the block `slice` at `offset` between a dense full tensor and a
  * dense slice buffer: full -> slice when to_slice, else slice -> full. */
 void nrt_block_copy(size_t elsize, int rank, const int64_t *full, const int64_t *slice,

@@ -133,13 +133,7 @@ void nrt_p2p_round(int round)
 void nrt_recv_post(int src, int tag, NrtDType t, int64_t n)
 {
 	(void)t, (void)n;
-	if (nposts == capposts) {
-		capposts = capposts ? 2 * capposts : 16;
-		Post *p = realloc(posts, sizeof *p * (size_t)capposts);
-		if (!p)
-			nrt_fatal("out of memory");
-		posts = p;
-	}
+	posts = nrt_grow(posts, &capposts, nposts, sizeof *posts);
 	posts[nposts++] = (Post){src, tag};
 }
 
@@ -160,13 +154,7 @@ void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const vo
 		nrt_fatal("nrt_isend_slot: MPI is not running");
 	if (round < open_round)
 		nrt_fatal("nrt_isend_slot: a send (tag %d) for round %d in round %d", tag, round, open_round);
-	if (npending == cappending) {
-		cappending = cappending ? 2 * cappending : 64;
-		Pending *p = realloc(pending, sizeof *p * (size_t)cappending);
-		if (!p)
-			nrt_fatal("out of memory");
-		pending = p;
-	}
+	pending = nrt_grow(pending, &cappending, npending, sizeof *pending);
 	Pending *p = &pending[npending++];
 	p->slot = slot;
 	nrt_comm_account(NRT_CK_SENDRECV, 2, t, n);

@@ -321,13 +321,7 @@ static ncclComm_t p2p_comm(void)
 
 static void p2p_push(P2p o)
 {
-	if (np2p == capp2p) {
-		capp2p = capp2p ? 2 * capp2p : 32;
-		P2p *p = realloc(p2ps, sizeof *p * (size_t)capp2p);
-		if (!p)
-			nrt_fatal("out of memory");
-		p2ps = p;
-	}
+	p2ps = nrt_grow(p2ps, &capp2p, np2p, sizeof *p2ps);
 	p2ps[np2p++] = o;
 }
 
@@ -404,7 +398,7 @@ typedef struct SlotCopy {
 	void *host;
 } SlotCopy;
 static SlotCopy *slot_copies;
-static int nslot_copies;
+static int nslot_copies, capslot_copies;
 
 void nrt_p2p_round(int round)
 {
@@ -438,10 +432,7 @@ void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const vo
 	int64_t bytes = n * (int64_t)esize(t);
 	if (!p2p_nccl()) {
 		void *h = to_host_copy(buf, bytes);
-		SlotCopy *s = realloc(slot_copies, sizeof *s * (size_t)(nslot_copies + 1));
-		if (!s)
-			nrt_fatal("out of memory");
-		slot_copies = s;
+		slot_copies = nrt_grow(slot_copies, &capslot_copies, nslot_copies, sizeof *slot_copies);
 		slot_copies[nslot_copies++] = (SlotCopy){slot, h};
 		nrt_host_isend_slot(slot, round, dest, tag, t, h, n);
 		return;

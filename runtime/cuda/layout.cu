@@ -210,7 +210,21 @@ NRT_LAYOUT_DEFS(double, f64)
 
 /* ---- nrt_slice_block (redist.c): the block at `offset` of a dense block ---- */
 
-/* elements moved as unsigned words of their size: a copy, whatever the type */
+/* Elements move as unsigned words of their size (a copy, whatever the
+ * type): calls f(W()) with W the word type of t. */
+template <typename F> static void by_word(NrtDType t, const char *what, F f)
+{
+	switch (t) {
+	case NRT_F16:
+	case NRT_BF16: f(uint16_t()); break;
+	case NRT_F32:
+	case NRT_I32: f(uint32_t()); break;
+	case NRT_F64:
+	case NRT_I64: f(uint64_t()); break;
+	default: nrt_fatal("%s: unknown element type %d", what, (int)t);
+	}
+}
+
 template <typename W> static void slice_block_as(int rank, const int64_t *in_dims, const int64_t *offset,
                                                  const int64_t *out_dims, const void *in, void *out)
 {
@@ -235,15 +249,9 @@ extern "C" void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, co
 		nrt_fatal("nrt_slice_block: rank %d (at most %d)", rank, (int)NRT_MAX_RANK);
 	if (prod(rank, out_dims) == 0)
 		return;
-	switch (t) {
-	case NRT_F16:
-	case NRT_BF16: slice_block_as<uint16_t>(rank, in_dims, offset, out_dims, in, out); break;
-	case NRT_F32:
-	case NRT_I32: slice_block_as<uint32_t>(rank, in_dims, offset, out_dims, in, out); break;
-	case NRT_F64:
-	case NRT_I64: slice_block_as<uint64_t>(rank, in_dims, offset, out_dims, in, out); break;
-	default: nrt_fatal("nrt_slice_block: unknown element type %d", (int)t);
-	}
+	by_word(t, "nrt_slice_block", [&](auto w) {
+		slice_block_as<decltype(w)>(rank, in_dims, offset, out_dims, in, out);
+	});
 }
 
 /* ---- nrt_regroup (redist.c): [outer, g, chunk] <-> [g, outer, chunk] ---------- */
@@ -276,15 +284,7 @@ extern "C" void nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk,
 {
 	if (outer * g * chunk <= 0)
 		return;
-	switch (t) {
-	case NRT_F16:
-	case NRT_BF16: regroup_as<uint16_t>(outer, g, chunk, src, dst, split_out); break;
-	case NRT_F32:
-	case NRT_I32: regroup_as<uint32_t>(outer, g, chunk, src, dst, split_out); break;
-	case NRT_F64:
-	case NRT_I64: regroup_as<uint64_t>(outer, g, chunk, src, dst, split_out); break;
-	default: nrt_fatal("nrt_regroup: unknown element type %d", (int)t);
-	}
+	by_word(t, "nrt_regroup", [&](auto w) { regroup_as<decltype(w)>(outer, g, chunk, src, dst, split_out); });
 }
 
 /* ---- f16 / bf16 arrays: half.h's scalar functions, on the device ------------- */

@@ -46,13 +46,7 @@ void *nrt_alloc(NrtMemKind kind, int64_t n, size_t size)
 	}
 	NRT_CUDA_CHECK(e);
 	NRT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? (size_t)bytes : 1, nrt_cuda_stream()));
-	if (nblocks == capblocks) {
-		capblocks = capblocks ? 2 * capblocks : 64;
-		Block *b = realloc(blocks, sizeof *b * (size_t)capblocks);
-		if (!b)
-			nrt_fatal("out of memory");
-		blocks = b;
-	}
+	blocks = nrt_grow(blocks, &capblocks, nblocks, sizeof *blocks);
 	blocks[nblocks++] = (Block){p, bytes, kind};
 	nrt_mem_count(kind, bytes);
 	return p;
