@@ -26,6 +26,8 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
  * NCCL can refuse host memory as a GPU's NCCL would. */
 void fake_cuda_track(void *p, size_t n);
 void fake_cuda_untrack(void *p);
+/* [p, p + n) lies in one device allocation */
+_Bool fake_cuda_is_device(const void *p, size_t n);
 
 /* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
 static inline cudaError_t cudaGetDeviceCount(int *n)

@@ -55,7 +55,6 @@ void fake_cuda_untrack(void *p)
 		}
 }
 
-/* [p, p + n) lies in one device allocation (fake_nccl.c) */
 bool fake_cuda_is_device(const void *p, size_t n)
 {
 	uintptr_t a = (uintptr_t)p;

@@ -15,9 +15,8 @@
 #include <string.h>
 
 #include "../../../runtime/rt_internal.h"
+#include "cuda_runtime_api.h"
 #include "nccl.h"
-
-bool fake_cuda_is_device(const void *p, size_t n); /* fake_context.c */
 
 struct FakeNccl {
 	MPI_Comm comm;
