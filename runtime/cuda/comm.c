@@ -289,8 +289,8 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
  * copied to its destination where nrt_recv takes it (the destination is
  * only known, and free, there). A receive nobody posted, and nrt_send,
  * stay host-staged MPI as in the host backend: no generated program uses
- * them, and the NCCL world communicator is made when every rank opens its
- * first round (nrt_p2p_round), a point all ranks reach together. */
+ * them, and the world's NCCL communicator must be made where every rank
+ * calls: when it opens its first round (nrt_p2p_round). */
 typedef struct P2p {
 	int round;
 	bool send;
@@ -305,19 +305,12 @@ static P2p *p2ps;
 static int np2p, capp2p;
 static int open_round = INT_MIN;    /* the round nrt_p2p_round opened */
 static int issued_round = INT_MIN;  /* the last round whose group is issued */
-static NrtComm p2p_world;           /* MPI_COMM_WORLD: stages address world ranks */
 
 static bool p2p_nccl(void) { return nrt_cuda_comm == NRT_CUDA_COMM_NCCL && nrt_rt.initialised; }
 
-static ncclComm_t p2p_comm(void)
-{
-	if (!p2p_world.size) {
-		p2p_world.comm = MPI_COMM_WORLD;
-		NRT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &p2p_world.size));
-		NRT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &p2p_world.rank));
-	}
-	return nccl_of(&p2p_world);
-}
+/* Stages address world ranks: the world's communicator (which is
+ * MPI_COMM_WORLD: parameter servers, which split it, take no pipelines). */
+static ncclComm_t p2p_comm(void) { return nccl_of(&nrt_rt.world); }
 
 static void p2p_push(P2p o)
 {
@@ -388,7 +381,6 @@ static void p2p_finalize(void)
 	p2ps = NULL;
 	np2p = capp2p = 0;
 	open_round = issued_round = INT_MIN;
-	p2p_world = (NrtComm){.comm = MPI_COMM_NULL};
 }
 
 /* Host backend: the host copies of sends in flight, freed when their slot
