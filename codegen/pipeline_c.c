@@ -5,7 +5,11 @@
  * passes/schedule.c found, each micro-batch in its own activation slot (a
  * copy of the workspace and of the inputs). A value made in one chunk and
  * read in another travels by a non-blocking send and a blocking receive
- * between the ranks with the same index inside their stages. Gradients
+ * between the ranks with the same index inside their stages, in rounds
+ * (runtime/spmd.h): a transfer's round is the simulated start time of the
+ * pass that receives it, which each pass opens as it starts and where it
+ * posts its receives; transfers of the whole step (tied weights before
+ * the passes, gradients after them) take one round each around them. Gradients
  * that the update reads are accumulated over the micro-steps, averaged,
  * and the update runs once per step on the stage that owns each
  * parameter. A rank allocates only what its stage holds (sched_held_mask):
@@ -167,11 +171,22 @@ void emit_sched_decls(Emit *e)
 	      out);
 	fprintf(out, "static void **input_slot[%d]; /* input i of slot k: input_slot[i][k] */\n",
 	        g->ninputs > 0 ? g->ninputs : 1);
+	fputs("static double *loss_dev;      /* the step's loss, summed over the ranks */\n"
+	      "/* the round of the pass of `stage` that runs (backward, chunk, micro) */\n"
+	      "static int pass_round(int stage, int backward, int chunk, int micro);\n",
+	      out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "static real *%s; /* %s summed over the micro-steps */\n", e->swap[i], g->values[i]->name);
 	fputc('\n', out);
 }
+
+/* Rounds of a step (runtime/spmd.h): the tied weights' transfers first,
+ * one round each, then the passes at their start times, then the
+ * gradients' transfers one round each. */
+static int round_first_pass(void) { return nparams_out; }
+
+static int round_grad(const Emit *e, int i) { return round_first_pass() + (int)e->sched->makespan + 1 + i; }
 
 /* The peer of this rank in the stage that runs chunk c. */
 static void emit_peer(FILE *out, const Emit *e, int chunk)
@@ -198,7 +213,8 @@ static void emit_sends(Emit *e, const Value *v)
 			        t, B(e, v), lnumel(v), B(e, v), transfers[t].to);
 			continue;
 		}
-		fprintf(e->out, "\tnrt_isend_slot(slot, ");
+		fprintf(e->out, "\tnrt_isend_slot(slot, pass_round(%d, %d, %d, micro), ", stage_of_chunk(e, transfers[t].to),
+		        transfers[t].phase == PH_BACKWARD, transfers[t].to);
 		emit_peer(e->out, e, transfers[t].to);
 		fprintf(e->out, ", %d * NMICRO + micro, %s, %s, %" PRId64 "); /* to chunk %d */\n", t,
 		        nrt_dtype_of(v->dtype),
@@ -225,11 +241,28 @@ static void emit_recvs(Emit *e, const Value *v, int chunk, Phase ph)
 	}
 }
 
+/* A pass posts all its receives as it starts, in its round (its sender
+ * may send them as one group with its other transfers of the round);
+ * nrt_recv takes each where it is used. */
+static void emit_posts(Emit *e, int chunk, Phase ph)
+{
+	for (int t = 0; t < ntransfers; t++) {
+		const Transfer *tr = &transfers[t];
+		if (tr->to != chunk || tr->phase != ph || self_transfer(e, tr))
+			continue;
+		fputs("\tnrt_recv_post(", e->out);
+		emit_peer(e->out, e, tr->from);
+		fprintf(e->out, ", %d * NMICRO + micro, %s, %" PRId64 "); /* %s from chunk %d */\n", t,
+		        nrt_dtype_of(tr->v->dtype), lnumel(tr->v), tr->v->name, tr->from);
+	}
+}
+
 static void emit_chunk(Emit *e, int chunk, Phase ph)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fprintf(out, "static void %s_%d(void)\n{\n", ph == PH_FORWARD ? "forward" : "backward", chunk);
+	emit_posts(e, chunk, ph);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
@@ -289,13 +322,13 @@ void emit_sched_functions(Emit *e)
 	fputs("}\n\n", out);
 	/* the schedule of every stage */
 	const Schedule *s = e->sched;
-	fputs("typedef struct Pass { char backward; short chunk, micro, slot; } Pass;\n", out);
+	fputs("typedef struct Pass { char backward; short chunk, micro, slot; int round; } Pass;\n", out);
 	for (int st = 0; st < s->nstages; st++) {
 		fprintf(out, "static const Pass schedule_%d[] = {", st);
 		for (int k = 0; k < s->nops[st]; k++) {
 			const SchedOp *o = &s->ops[st][k];
-			fprintf(out, "%s%s{%d, %d, %d, %d}", k ? "," : "", k % 6 ? " " : "\n\t", o->kind == SOP_B, o->chunk,
-			        o->micro, o->slot);
+			fprintf(out, "%s%s{%d, %d, %d, %d, %d}", k ? "," : "", k % 6 ? " " : "\n\t", o->kind == SOP_B, o->chunk,
+			        o->micro, o->slot, round_first_pass() + (int)o->start);
 		}
 		fputs("\n};\n", out);
 	}
@@ -309,6 +342,14 @@ void emit_sched_functions(Emit *e)
 	for (int st = 0; st < s->nstages; st++)
 		fprintf(out, "%s%d", st ? ", " : "", s->nslots[st]);
 	fputs("};\n\n", out);
+	fputs("static int pass_round(int stage, int backward, int chunk, int micro)\n{\n"
+	      "\tfor (int k = 0; k < schedule_len[stage]; k++) {\n"
+	      "\t\tconst Pass *p = &schedule[stage][k];\n"
+	      "\t\tif (p->backward == backward && p->chunk == chunk && p->micro == micro)\n"
+	      "\t\t\treturn p->round;\n"
+	      "\t}\n"
+	      "\tnrt_fatal(\"no pass of stage %d runs chunk %d of micro-batch %d\", stage, chunk, micro);\n}\n\n",
+	      out);
 }
 
 int64_t sched_ws_bytes(const Emit *e, int stage)
@@ -321,6 +362,8 @@ void emit_sched_alloc(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
+	fputs("\tloss_dev = nrt_alloc(NRT_MEM_WORKSPACE, 1, sizeof(double));\n", out);
+	emit_planned(e, ~(uint64_t)0, MEM_WORKSPACE, 8);
 	fputs("\tmy_stage = nrt_rank() / STAGE_SIZE;\n"
 	      "\tws_base = nrt_alloc(NRT_MEM_WORKSPACE, slots_of[my_stage], WS_BYTES);\n"
 	      "\tws = ws_base;\n",
@@ -364,17 +407,19 @@ void emit_sched_alloc(Emit *e)
 		}
 }
 
-/* A whole-step transfer between stages (tags above the per-pass ones). */
-static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, bool wait)
+/* A whole-step transfer between stages (tags above the per-pass ones),
+ * in a round of its own. */
+static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, int round)
 {
 	FILE *out = e->out;
 	const char *t = nrt_dtype_of(sh->v->dtype);
-	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_isend_slot(-1, %d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %s, %" PRId64 ");\n",
-	        sh->from, sh->to, tag, t, buf, lnumel(sh->v));
-	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_recv(%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %s, %" PRId64 ");\n",
-	        sh->to, sh->from, tag, t, buf, lnumel(sh->v));
-	if (wait)
-		fputs("\tnrt_wait_slot(-1);\n", out);
+	fprintf(out, "\tnrt_p2p_round(%d);\n", round);
+	fprintf(out, "\tif (my_stage == %d)\n\t\tnrt_isend_slot(-1, %d, %d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %s, %" PRId64 ");\n",
+	        sh->from, round, sh->to, tag, t, buf, lnumel(sh->v));
+	fprintf(out, "\tif (my_stage == %d) {\n"
+	             "\t\tnrt_recv_post(%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %" PRId64 ");\n"
+	             "\t\tnrt_recv(%d * STAGE_SIZE + nrt_rank() %% STAGE_SIZE, %d, %s, %s, %" PRId64 ");\n\t}\n",
+	        sh->to, sh->from, tag, t, lnumel(sh->v), sh->from, tag, t, buf, lnumel(sh->v));
 }
 
 /* The step: the stage's passes in schedule order, then the update. The
@@ -394,10 +439,11 @@ void emit_sched_step(Emit *e)
 			        lnumel(g->values[i]));
 	/* tied weights: the owner's current value to the stages that read it */
 	for (int i = 0; i < nparams_out; i++)
-		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), false);
+		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), i);
 	fputs("\tstep_loss = 0;\n"
 	      "\tfor (int k = 0; k < schedule_len[my_stage]; k++) {\n"
 	      "\t\tconst Pass *p = &schedule[my_stage][k];\n"
+	      "\t\tnrt_p2p_round(p->round);\n"
 	      "\t\tslot = p->slot;\n"
 	      "\t\tmicro = p->micro;\n"
 	      "\t\tws = ws_base + (size_t)slot * WS_BYTES;\n"
@@ -415,14 +461,15 @@ void emit_sched_step(Emit *e)
 	      "\t\tdouble t_ = nrt_trace_now();\n"
 	      "\t\tforward_chunk[p->chunk]();\n"
 	      "\t\tnrt_trace_span(\"forward\", \"compute\", micro, t_);\n"
-	      "\t}\n"
-	      "\tdouble tw_ = nrt_trace_now();\n"
-	      "\tnrt_wait_sends();\n"
-	      "\tnrt_trace_span(\"wait\", \"comm\", -1, tw_);\n",
+	      "\t}\n",
 	      out);
 	/* a gradient finished on another stage joins its parameter's owner */
 	for (int i = 0; i < ngrads_in; i++)
-		emit_shared(e, &grads_in[i], (1 << 25) + i, e->swap[grads_in[i].v->id], true);
+		emit_shared(e, &grads_in[i], (1 << 25) + i, e->swap[grads_in[i].v->id], round_grad(e, i));
+	fputs("\tdouble tw_ = nrt_trace_now();\n"
+	      "\tnrt_wait_sends();\n"
+	      "\tnrt_trace_span(\"wait\", \"comm\", -1, tw_);\n",
+	      out);
 	fputs("\topt_step = s + 1;\n\tdouble tu_ = nrt_trace_now();\n\tupdate();\n"
 	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n", out);
 	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
@@ -430,9 +477,11 @@ void emit_sched_step(Emit *e)
 		/* the result stays where it was computed: the last stage reports it */
 		fputs("\treturn step_loss / NMICRO;\n}\n\n", out);
 	} else {
+		/* summed in device memory: the CUDA target's collectives take device buffers */
 		fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
-		             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, &loss, 1); /* every rank gets it */\n"
-		             "\treturn loss;\n}\n\n",
+		             "\tnrt_from_host(loss_dev, &loss, sizeof loss);\n"
+		             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, loss_dev, 1); /* every rank gets it */\n"
+		             "\treturn nrt_read_scalar(NRT_F64, loss_dev);\n}\n\n",
 		        loss_stage);
 	}
 	/* A rank holds only its stage's tensors (sched_held_mask); the
@@ -442,6 +491,6 @@ void emit_sched_step(Emit *e)
 	fputs("/* before saving, readers of tied weights get the owners' updated values */\n"
 	      "static void before_save(void)\n{\n", out);
 	for (int i = 0; i < nparams_out; i++)
-		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), true);
-	fputs("}\n\n", out);
+		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), i);
+	fputs("\tnrt_wait_sends();\n}\n\n", out);
 }

@@ -382,6 +382,7 @@ void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
 	nrt_rt.stats.sendrecv++;
 	if (!nrt_rt.initialised)
 		nrt_fatal("nrt_recv: MPI is not running");
+	nrt_p2p_taken(src, tag);
 	NRT_MPI_AS("pipeline receive", MPI_Recv(buf, cnt, nrt_mpi_type(t), src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
 }
 

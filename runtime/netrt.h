@@ -318,6 +318,12 @@ void nrt_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *loc
  * concatenated along concat_dim: out dims = local with split_dim / size, concat_dim * size */
 void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim, int concat_dim,
                       const void *in, void *out);
+/* The regrouping around those collectives, on [outer, g, chunk] element blocks:
+ * split_out: dst[m][o] = src[o][m] (member m's pieces made contiguous);
+ * otherwise dst[o][m] = src[m][o] (pieces from member m put back in place).
+ * A copy: dst and src do not overlap. (The CUDA target's is a device kernel,
+ * runtime/cuda/layout.cu.) */
+void nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst, bool split_out);
 /* copy the sub-block at `offset` of size `out_dims` out of a block of size `in_dims` */
 void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset, const int64_t *out_dims,
                      const void *in, void *out);

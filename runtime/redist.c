@@ -5,7 +5,11 @@
  * regroups it so that the chunk meant for (or received from) group member
  * m is contiguous, communicates, and regroups back. The members of a group
  * from nrt_comm_axes are ordered by their coordinate on the group's axes,
- * which is the order the pieces of the dimension take. */
+ * which is the order the pieces of the dimension take.
+ *
+ * The logic is written once over NrtRedistOps (rt_internal.h): the CPU's
+ * host memory and collectives here, the CUDA target's device memory,
+ * device regrouping and NCCL collectives in runtime/cuda/comm.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,28 +24,32 @@ static void around(int rank, const int64_t *dims, int dim, int64_t *outer, int64
 	*inner = nrt_numel(rank - dim - 1, dims + dim + 1);
 }
 
-/* Moves g * outer chunks of `chunk` bytes: split_out makes
- * dst[m][o] = src[o][m] (pieces for member m become contiguous), otherwise
- * dst[o][m] = src[m][o] (pieces from member m go back into place). */
-static void regroup(int64_t outer, int64_t g, size_t chunk, const char *src, char *dst, bool split_out)
+void nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst, bool split_out)
 {
+	size_t bytes = (size_t)chunk * nrt_dtype_size(t);
+	const char *s = src;
+	char *d = dst;
 	for (int64_t o = 0; o < outer; o++)
 		for (int64_t m = 0; m < g; m++) {
-			size_t packed = (size_t)(m * outer + o) * chunk, strided = (size_t)(o * g + m) * chunk;
+			size_t packed = (size_t)(m * outer + o) * bytes, strided = (size_t)(o * g + m) * bytes;
 			if (split_out)
-				memcpy(dst + packed, src + strided, chunk);
+				memcpy(d + packed, s + strided, bytes);
 			else
-				memcpy(dst + strided, src + packed, chunk);
+				memcpy(d + strided, s + packed, bytes);
 		}
 }
 
-static void *scratch(int64_t n, NrtDType t)
+static void *host_scratch(int64_t bytes)
 {
-	void *p = malloc((size_t)(n > 0 ? n : 1) * nrt_dtype_size(t));
+	void *p = malloc(bytes > 0 ? (size_t)bytes : 1);
 	if (!p)
-		nrt_fatal("redistribution: out of memory for %lld elements", (long long)n);
+		nrt_fatal("redistribution: out of memory for %lld bytes", (long long)bytes);
 	return p;
 }
+
+const NrtRedistOps nrt_redist_host = {.scratch = host_scratch, .release = free, .regroup = nrt_regroup,
+                                      .allgather = nrt_allgather, .reduce_scatter = nrt_reduce_scatter,
+                                      .alltoall = nrt_alltoall};
 
 /* The split of `dims[dim]` into the group's g pieces must be exact. */
 static int64_t piece(const int64_t *dims, int dim, int g, const char *what)
@@ -52,45 +60,44 @@ static int64_t piece(const int64_t *dims, int dim, int g, const char *what)
 	return dims[dim] / g;
 }
 
-void nrt_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
-                       void *out)
+void nrt_redist_allgather_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *local,
+                              int dim, const void *in, void *out)
 {
 	int64_t outer, inner, n = nrt_numel(rank, local);
 	int g = nrt_comm_size(c);
 	around(rank, local, dim, &outer, &inner);
 	if (outer == 1) { /* pieces already follow each other along dim */
-		nrt_allgather(c, t, in, n, out);
+		ops->allgather(c, t, in, n, out);
 		return;
 	}
-	void *recv = scratch(n * g, t);
-	nrt_allgather(c, t, in, n, recv);
-	regroup(outer, g, (size_t)(local[dim] * inner) * nrt_dtype_size(t), recv, out, false);
-	free(recv);
+	void *recv = ops->scratch(n * g * (int64_t)nrt_dtype_size(t));
+	ops->allgather(c, t, in, n, recv);
+	ops->regroup(t, outer, g, local[dim] * inner, recv, out, false);
+	ops->release(recv);
 }
 
-void nrt_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
-                            void *out)
+void nrt_redist_reduce_scatter_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank,
+                                   const int64_t *local, int dim, const void *in, void *out)
 {
 	int64_t outer, inner, n = nrt_numel(rank, local);
 	int g = nrt_comm_size(c);
 	around(rank, local, dim, &outer, &inner);
 	int64_t dp = piece(local, dim, g, "nrt_reduce_scatter_dim");
 	if (outer == 1) {
-		nrt_reduce_scatter(c, t, NRT_SUM, in, n / g, out);
+		ops->reduce_scatter(c, t, NRT_SUM, in, n / g, out);
 		return;
 	}
-	void *send = scratch(n, t);
-	regroup(outer, g, (size_t)(dp * inner) * nrt_dtype_size(t), in, send, true);
-	nrt_reduce_scatter(c, t, NRT_SUM, send, n / g, out);
-	free(send);
+	void *send = ops->scratch(n * (int64_t)nrt_dtype_size(t));
+	ops->regroup(t, outer, g, dp * inner, in, send, true);
+	ops->reduce_scatter(c, t, NRT_SUM, send, n / g, out);
+	ops->release(send);
 }
 
-void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim, int concat_dim,
-                      const void *in, void *out)
+void nrt_redist_alltoall_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *local,
+                             int split_dim, int concat_dim, const void *in, void *out)
 {
 	int64_t so, si, co, ci, n = nrt_numel(rank, local);
 	int g = nrt_comm_size(c);
-	size_t es = nrt_dtype_size(t);
 	if (rank > NRT_MAX_RANK)
 		nrt_fatal("nrt_alltoall_dim: rank %d (at most %d)", rank, NRT_MAX_RANK);
 	around(rank, local, split_dim, &so, &si);
@@ -102,12 +109,31 @@ void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, in
 	memcpy(pdims, local, sizeof(int64_t) * (size_t)rank);
 	pdims[split_dim] = dp;
 	around(rank, pdims, concat_dim, &co, &ci);
-	void *send = scratch(n, t), *recv = scratch(n, t);
-	regroup(so, g, (size_t)(dp * si) * es, in, send, true);
-	nrt_alltoall(c, t, send, n / g, recv);
-	regroup(co, g, (size_t)(pdims[concat_dim] * ci) * es, recv, out, false);
-	free(send);
-	free(recv);
+	int64_t bytes = n * (int64_t)nrt_dtype_size(t);
+	void *send = ops->scratch(bytes), *recv = ops->scratch(bytes);
+	ops->regroup(t, so, g, dp * si, in, send, true);
+	ops->alltoall(c, t, send, n / g, recv);
+	ops->regroup(t, co, g, pdims[concat_dim] * ci, recv, out, false);
+	ops->release(send);
+	ops->release(recv);
+}
+
+void nrt_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
+                       void *out)
+{
+	nrt_redist_allgather_dim(&nrt_redist_host, c, t, rank, local, dim, in, out);
+}
+
+void nrt_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
+                            void *out)
+{
+	nrt_redist_reduce_scatter_dim(&nrt_redist_host, c, t, rank, local, dim, in, out);
+}
+
+void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim, int concat_dim,
+                      const void *in, void *out)
+{
+	nrt_redist_alltoall_dim(&nrt_redist_host, c, t, rank, local, split_dim, concat_dim, in, out);
 }
 
 void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset, const int64_t *out_dims,

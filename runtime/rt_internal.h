@@ -105,6 +105,31 @@ typedef enum NrtCommKind {
 } NrtCommKind;
 void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 
+/* nrt_recv (comm.c) takes the receive nrt_recv_post posted, if any (spmd.c) */
+void nrt_p2p_taken(int src, int tag);
+
+/* ---- redistribution (redist.c), written once for both targets ---- */
+/* What the collectives on a dimension need from their runtime: scratch
+ * memory, the regrouping and the collectives, on host buffers here
+ * (nrt_redist_host) or device buffers (runtime/cuda/comm.c). */
+typedef struct NrtRedistOps {
+	void *(*scratch)(int64_t bytes);  /* never NULL (fatal when out of memory) */
+	void (*release)(void *p);
+	void (*regroup)(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,
+	                bool split_out);
+	void (*allgather)(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
+	void (*reduce_scatter)(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv);
+	void (*alltoall)(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
+} NrtRedistOps;
+extern const NrtRedistOps nrt_redist_host;
+/* nrt_allgather_dim, nrt_reduce_scatter_dim and nrt_alltoall_dim over ops */
+void nrt_redist_allgather_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *local,
+                              int dim, const void *in, void *out);
+void nrt_redist_reduce_scatter_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank,
+                                   const int64_t *local, int dim, const void *in, void *out);
+void nrt_redist_alltoall_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *local,
+                             int split_dim, int concat_dim, const void *in, void *out);
+
 /* ---- parameter servers (ps.c) ---- */
 /* Splits the world into the workers (ranks 0..workers-1: nrt_rt.world
  * and nrt_rt.size become theirs) and the servers after them. */
@@ -140,6 +165,10 @@ MPI_Datatype nrt_mpi_type(NrtDType t);
 int64_t nrt_numel(int rank, const int64_t *dims);
 /* Formats a shape as "[784, 128]" into buf. */
 const char *nrt_shape_str(int rank, const int64_t *dims, char *buf, size_t len);
+/* Room for element n of the array v holding *cap elements of `size`
+ * bytes: doubles *cap when n reaches it (from 16); fatal when out of
+ * memory. Returns the (moved) array: v = nrt_grow(v, &cap, n, sizeof *v). */
+void *nrt_grow(void *v, int *cap, int n, size_t size);
 /* Copies the block `slice` at `offset` between a dense full tensor and a
  * dense slice buffer: full -> slice when to_slice, else slice -> full. */
 void nrt_block_copy(size_t elsize, int rank, const int64_t *full, const int64_t *slice,

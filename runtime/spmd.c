@@ -1,5 +1,6 @@
 #include "spmd.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,19 +113,48 @@ typedef struct Pending {
 static Pending *pending;
 static int npending, cappending;
 
-void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n)
+/* The rounds (spmd.h): MPI needs none of them, but the order the CUDA
+ * runtime relies on is checked here too, so every CPU pipeline test
+ * checks the generated program's rounds. */
+static int open_round = INT_MIN;
+typedef struct Post {
+	int src, tag;
+} Post;
+static Post *posts;
+static int nposts, capposts;
+
+void nrt_p2p_round(int round)
+{
+	if (round < open_round)
+		nrt_fatal("nrt_p2p_round: round %d after round %d", round, open_round);
+	open_round = round;
+}
+
+void nrt_recv_post(int src, int tag, NrtDType t, int64_t n)
+{
+	(void)t, (void)n;
+	posts = nrt_grow(posts, &capposts, nposts, sizeof *posts);
+	posts[nposts++] = (Post){src, tag};
+}
+
+void nrt_p2p_taken(int src, int tag)
+{
+	for (int i = 0; i < nposts; i++)
+		if (posts[i].src == src && posts[i].tag == tag) {
+			posts[i] = posts[--nposts];
+			return;
+		}
+}
+
+void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n)
 {
 	if (n > INT32_MAX)
 		nrt_fatal("nrt_isend_slot: %lld elements is more than one message can carry", (long long)n);
 	if (!nrt_rt.initialised)
 		nrt_fatal("nrt_isend_slot: MPI is not running");
-	if (npending == cappending) {
-		cappending = cappending ? 2 * cappending : 64;
-		Pending *p = realloc(pending, sizeof *p * (size_t)cappending);
-		if (!p)
-			nrt_fatal("out of memory");
-		pending = p;
-	}
+	if (round < open_round)
+		nrt_fatal("nrt_isend_slot: a send (tag %d) for round %d in round %d", tag, round, open_round);
+	pending = nrt_grow(pending, &cappending, npending, sizeof *pending);
 	Pending *p = &pending[npending++];
 	p->slot = slot;
 	nrt_comm_account(NRT_CK_SENDRECV, 2, t, n);
@@ -149,7 +179,14 @@ static void wait_where(int slot, bool all)
 }
 
 void nrt_wait_slot(int slot) { wait_where(slot, false); }
-void nrt_wait_sends(void) { wait_where(0, true); }
+void nrt_wait_sends(void)
+{
+	wait_where(0, true);
+	if (nposts)
+		nrt_fatal("nrt_wait_sends: a posted receive (from rank %d, tag %d) was never taken", posts[0].src,
+		          posts[0].tag);
+	open_round = INT_MIN;
+}
 
 /* ---- non-blocking all-reduce (fused gradient buckets) -------------------------- */
 

@@ -33,10 +33,25 @@ NRT_SPMD_DECLS(double, f64)
  * over all ranks), ordered by world rank: hybrid_parallel's named groups. */
 NrtComm *nrt_comm_color(int color);
 
-/* Pipeline transfers: a non-blocking send from activation slot `slot`
- * (MPI_COMM_WORLD, tag as given); nrt_wait_slot completes the sends made
- * from a slot before it is reused, nrt_wait_sends all of them. */
-void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n);
+/* Pipeline transfers between world ranks (MPI_COMM_WORLD), in rounds.
+ * The generated program numbers the rounds of a step from its schedule
+ * (passes/schedule.c): a transfer's round is the simulated start time of
+ * the pass that receives it. nrt_p2p_round(r) opens round r (rounds only
+ * grow, until nrt_wait_sends ends the sequence); a pass posts all its
+ * receives with nrt_recv_post as it starts, and takes each with nrt_recv
+ * (netrt.h) where it is used; nrt_isend_slot sends from activation slot
+ * `slot` in the round of its receiver's pass, which is never before the
+ * open one. nrt_wait_slot completes the sends made from a slot before it
+ * is reused, nrt_wait_sends all of them.
+ * MPI matches by tag: on the CPU the rounds only check that order (fatal
+ * when broken). NCCL matches sends and receives per pair of ranks in the
+ * order they are issued, and a send may wait for its receive: the CUDA
+ * runtime issues each round's transfers as one NCCL group, rounds in
+ * order, which cannot deadlock (docs/cuda.md). A receive nobody posted is
+ * a plain blocking one, matched with nrt_send. */
+void nrt_p2p_round(int round);
+void nrt_recv_post(int src, int tag, NrtDType t, int64_t n);
+void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_wait_slot(int slot);
 void nrt_wait_sends(void);
 

@@ -1,5 +1,6 @@
 /* Dtype helpers and the slice <-> full block copy shared by data loading,
  * parameter initialisation and checkpoints. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -170,4 +171,16 @@ double nrt_load_double(NrtDType t, const void *buf, int64_t i)
 	case NRT_BF16: return nrt_double_from_bf16(((const uint16_t *)buf)[i]);
 	}
 	return 0;
+}
+
+void *nrt_grow(void *v, int *cap, int n, size_t size)
+{
+	if (n < *cap)
+		return v;
+	int c = *cap ? 2 * *cap : 16;
+	void *p = realloc(v, size * (size_t)c);
+	if (!p)
+		nrt_fatal("out of memory");
+	*cap = c;
+	return p;
 }

@@ -2,17 +2,19 @@
  * runtime/spmd.c and runtime/redist.c, which are the host cores here).
  *
  * Two backends, chosen at start-up by NETC_COMM (start.c):
- *   nccl (default)  every collective on device buffers through NCCL, one
- *                   communicator per group (its unique id travels over the
- *                   group's MPI communicator), all on one communication
- *                   stream ordered against the compute stream by events;
+ *   nccl (default)  every collective and pipeline transfer on device
+ *                   buffers through NCCL, one communicator per group (its
+ *                   unique id travels over the group's MPI communicator),
+ *                   all on one communication stream ordered against the
+ *                   compute stream by events;
  *   host            each buffer is copied to host memory, the CPU
- *                   runtime's MPI collective runs, the result is copied
- *                   back: slower, but ranks may share a GPU, which NCCL
- *                   refuses (the multi-rank tests on a one-GPU machine).
- * In both backends, pipeline point-to-point transfers and the
- * redistribution helpers (*_dim) stage through host memory and MPI (see
- * docs/cuda.md). The counters of nrt_comm_stats are the CPU runtime's. */
+ *                   runtime's MPI code runs, the result is copied back:
+ *                   slower, but ranks may share a GPU, which NCCL refuses
+ *                   (the multi-rank tests on a one-GPU machine).
+ * The redistribution helpers (*_dim) are redist.c's logic on device
+ * buffers in both: device scratch and regrouping around the collectives
+ * above. The counters of nrt_comm_stats are kept as the CPU runtime's. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,10 +23,10 @@
 /* ---- shared helpers ------------------------------------------------------------ */
 static size_t esize(NrtDType t) { return nrt_dtype_size(t); }
 
-static void account(int64_t *calls, NrtDType t, int64_t n)
+/* --comm-stats as the CPU runtime counts (nrt_comm_account) */
+static void account(NrtCommKind k, const NrtComm *c, NrtDType t, int64_t n)
 {
-	++*calls;
-	nrt_rt.stats.bytes += n * (int64_t)esize(t);
+	nrt_comm_account(k, c->comm == MPI_COMM_NULL ? 1 : c->size, t, n);
 }
 
 /* A host copy of `bytes` of device memory (NULL src: uninitialised). */
@@ -132,8 +134,11 @@ static void comm_end(void) { compute_waits(comm_mark()); }
  * the backend); without MPI (nrt_init not called) groups are local. */
 static bool use_nccl(const NrtComm *c) { return nrt_cuda_comm == NRT_CUDA_COMM_NCCL && c->comm != MPI_COMM_NULL; }
 
+static void p2p_finalize(void);
+
 void nrt_cuda_comm_finalize(void)
 {
+	p2p_finalize();
 	if (comm_stream)
 		NRT_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
 	for (int i = 0; i < nnccl; i++)
@@ -150,7 +155,7 @@ void nrt_cuda_comm_finalize(void)
 void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 {
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.allreduce, t, n);
+		account(NRT_CK_ALLREDUCE, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), nccl_op(op, t), nc, comm_begin()));
 		comm_end();
@@ -159,7 +164,7 @@ void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 	/* a group of one (host backend, or no MPI): nothing moves */
 	if (c->size == 1 || n == 0) {
 		(void)nccl_op(op, t);
-		account(&nrt_rt.stats.allreduce, t, n);
+		account(NRT_CK_ALLREDUCE, c, t, n);
 		return;
 	}
 	int64_t bytes = n * (int64_t)esize(t);
@@ -173,14 +178,14 @@ void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *re
 {
 	int64_t bytes = n * (int64_t)esize(t);
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.allgather, t, n);
+		account(NRT_CK_ALLGATHER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)n, nccl_type(t), nc, comm_begin()));
 		comm_end();
 		return;
 	}
 	if (c->size == 1) {
-		account(&nrt_rt.stats.allgather, t, n);
+		account(NRT_CK_ALLGATHER, c, t, n);
 		nrt_copy(recv, send, bytes);
 		return;
 	}
@@ -195,7 +200,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 {
 	int64_t bytes = n * (int64_t)esize(t);
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.reduce_scatter, t, n * c->size);
+		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), nccl_op(op, t), nc,
 		                                 comm_begin()));
@@ -204,7 +209,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 	}
 	if (c->size == 1) {
 		(void)nccl_op(op, t);
-		account(&nrt_rt.stats.reduce_scatter, t, n);
+		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		nrt_copy(recv, send, bytes);
 		return;
 	}
@@ -220,7 +225,7 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 {
 	int64_t bytes = n * (int64_t)esize(t);
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.alltoall, t, n * c->size);
+		account(NRT_CK_ALLTOALL, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		cudaStream_t s = comm_begin();
 		NRT_NCCL_CHECK(ncclGroupStart());
@@ -233,7 +238,7 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 		return;
 	}
 	if (c->size == 1) {
-		account(&nrt_rt.stats.alltoall, t, n);
+		account(NRT_CK_ALLTOALL, c, t, n);
 		nrt_copy(recv, send, bytes);
 		return;
 	}
@@ -249,14 +254,14 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 	if (root < 0 || root >= c->size)
 		nrt_fatal("nrt_broadcast: root %d outside a communicator of %d ranks", root, c->size);
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.broadcast, t, n);
+		account(NRT_CK_BROADCAST, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, nccl_type(t), root, nc, comm_begin()));
 		comm_end();
 		return;
 	}
 	if (c->size == 1 || n == 0) {
-		account(&nrt_rt.stats.broadcast, t, n);
+		account(NRT_CK_BROADCAST, c, t, n);
 		return;
 	}
 	int64_t bytes = n * (int64_t)esize(t);
@@ -266,7 +271,173 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 	free(h);
 }
 
-/* ---- point to point (pipeline stages): host-staged in both backends ---------------- */
+/* ---- point to point: pipeline transfers in rounds (spmd.h) -------------------------- */
+/* NCCL pairs the sends and receives of two ranks in the order they are
+ * issued, and promises no more than that a send completes once its
+ * receive runs; one rank's NCCL calls run one after the other on the
+ * communication stream. MPI's tags and buffered sends are gone, so the
+ * transfers wait for their round (spmd.h): each round's sends and
+ * receives are issued together as one NCCL group (whose transfers progress
+ * together), rounds in increasing order, and inside a group ordered by
+ * peer and tag, which both ends of a pair know alike. Every rank issues
+ * its groups in the one order of rounds, and a group waits only for its
+ * peers' groups of the same round, whose earlier rounds are done: no
+ * cycle of waits can form. Collectives of a pass come after its round and
+ * before the next, on every rank of the stage alike.
+ * A send is copied at once into a buffer of its own (its slot may be
+ * reused before its round comes), and a receive lands in one of its own,
+ * copied to its destination where nrt_recv takes it (the destination is
+ * only known, and free, there). A receive nobody posted, and nrt_send,
+ * stay host-staged MPI as in the host backend: no generated program uses
+ * them, and the world's NCCL communicator must be made where every rank
+ * calls: when it opens its first round (nrt_p2p_round). */
+typedef struct P2p {
+	int round;
+	bool send;
+	bool issued;          /* a receive whose group is issued */
+	int peer, tag;        /* peer: world rank */
+	NrtDType t;
+	int64_t n;
+	void *buf;            /* device memory of its own (nrt_cuda_scratch) */
+	cudaEvent_t done;     /* an issued receive: the end of its group */
+} P2p;
+static P2p *p2ps;
+static int np2p, capp2p;
+static int open_round = INT_MIN;    /* the round nrt_p2p_round opened */
+static int issued_round = INT_MIN;  /* the last round whose group is issued */
+
+static bool p2p_nccl(void) { return nrt_cuda_comm == NRT_CUDA_COMM_NCCL && nrt_rt.initialised; }
+
+/* Stages address world ranks: the world's communicator (which is
+ * MPI_COMM_WORLD: parameter servers, which split it, take no pipelines). */
+static ncclComm_t p2p_comm(void) { return nccl_of(&nrt_rt.world); }
+
+static void p2p_push(P2p o)
+{
+	p2ps = nrt_grow(p2ps, &capp2p, np2p, sizeof *p2ps);
+	p2ps[np2p++] = o;
+}
+
+/* round, then peer, then tag: the order both ends of a pair issue in */
+static int p2p_order(const void *pa, const void *pb)
+{
+	const P2p *a = pa, *b = pb;
+	if (a->round != b->round)
+		return a->round < b->round ? -1 : 1;
+	if (a->peer != b->peer)
+		return a->peer < b->peer ? -1 : 1;
+	if (a->send != b->send)
+		return a->send ? -1 : 1;
+	return a->tag < b->tag ? -1 : a->tag > b->tag;
+}
+
+/* Issues the group of every round up to `upto` not issued yet (the
+ * checks below keep a round from being issued twice); the sends are then
+ * done with (their buffers freed after them, on the communication stream). */
+static void p2p_issue(int upto)
+{
+	qsort(p2ps, (size_t)np2p, sizeof *p2ps, p2p_order);
+	int kept = 0;
+	for (int i = 0; i < np2p;) {
+		int r = p2ps[i].round, j = i;
+		while (j < np2p && p2ps[j].round == r)
+			j++;
+		if (r > upto || (!p2ps[i].send && p2ps[i].issued)) {
+			for (; i < j; i++)
+				p2ps[kept++] = p2ps[i];
+			continue;
+		}
+		ncclComm_t nc = p2p_comm();
+		cudaStream_t s = comm_begin();
+		NRT_NCCL_CHECK(ncclGroupStart());
+		for (int k = i; k < j; k++) {
+			P2p *o = &p2ps[k];
+			if (o->send)
+				NRT_NCCL_CHECK(ncclSend(o->buf, (size_t)o->n, nccl_type(o->t), o->peer, nc, s));
+			else
+				NRT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->n, nccl_type(o->t), o->peer, nc, s));
+		}
+		NRT_NCCL_CHECK(ncclGroupEnd());
+		issued_round = r;
+		for (; i < j; i++) {
+			P2p *o = &p2ps[i];
+			if (o->send) {
+				NRT_CUDA_CHECK(cudaFreeAsync(o->buf, s));
+				continue;
+			}
+			o->done = comm_mark();
+			o->issued = true;
+			p2ps[kept++] = *o;
+		}
+	}
+	np2p = kept;
+}
+
+/* nrt_cuda_comm_finalize: what a program left (it ends its steps with
+ * nrt_wait_sends) goes with the communicators. */
+static void p2p_finalize(void)
+{
+	free(p2ps);
+	p2ps = NULL;
+	np2p = capp2p = 0;
+	open_round = issued_round = INT_MIN;
+}
+
+/* Host backend: the host copies of sends in flight, freed when their slot
+ * is waited for. */
+typedef struct SlotCopy {
+	int slot;
+	void *host;
+} SlotCopy;
+static SlotCopy *slot_copies;
+static int nslot_copies, capslot_copies;
+
+void nrt_p2p_round(int round)
+{
+	if (!p2p_nccl()) {
+		nrt_host_p2p_round(round);
+		return;
+	}
+	if (round < open_round)
+		nrt_fatal("nrt_p2p_round: round %d after round %d", round, open_round);
+	(void)p2p_comm(); /* the first round of all ranks: NCCL's world communicator */
+	if (round > INT_MIN)
+		p2p_issue(round - 1);
+	open_round = round;
+}
+
+void nrt_recv_post(int src, int tag, NrtDType t, int64_t n)
+{
+	if (!p2p_nccl()) {
+		nrt_host_recv_post(src, tag, t, n);
+		return;
+	}
+	if (open_round <= issued_round)
+		nrt_fatal("nrt_recv_post: a receive (from rank %d, tag %d) posted after its round %d was issued", src,
+		          tag, open_round);
+	p2p_push((P2p){.round = open_round, .peer = src, .tag = tag, .t = t, .n = n,
+	               .buf = nrt_cuda_scratch((size_t)(n * (int64_t)esize(t)))});
+}
+
+void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n)
+{
+	int64_t bytes = n * (int64_t)esize(t);
+	if (!p2p_nccl()) {
+		void *h = to_host_copy(buf, bytes);
+		slot_copies = nrt_grow(slot_copies, &capslot_copies, nslot_copies, sizeof *slot_copies);
+		slot_copies[nslot_copies++] = (SlotCopy){slot, h};
+		nrt_host_isend_slot(slot, round, dest, tag, t, h, n);
+		return;
+	}
+	if (round < open_round || round <= issued_round)
+		nrt_fatal("nrt_isend_slot: a send (tag %d) for round %d in round %d", tag, round,
+		          round < open_round ? open_round : issued_round);
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, n);
+	void *copy = nrt_cuda_scratch((size_t)bytes);
+	nrt_copy(copy, buf, bytes);
+	p2p_push((P2p){.round = round, .send = true, .peer = dest, .tag = tag, .t = t, .n = n, .buf = copy});
+}
+
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
 {
 	int64_t bytes = n * (int64_t)esize(t);
@@ -278,29 +449,29 @@ void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
 {
 	int64_t bytes = n * (int64_t)esize(t);
-	void *h = to_host_copy(NULL, bytes);
-	nrt_host_recv(src, tag, t, h, n);
-	nrt_from_host(buf, h, bytes);
-	free(h);
-}
-
-/* The host copies of sends in flight, freed when their slot is waited for. */
-typedef struct SlotCopy {
-	int slot;
-	void *host;
-} SlotCopy;
-static SlotCopy *slot_copies;
-static int nslot_copies;
-
-void nrt_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n)
-{
-	void *h = to_host_copy(buf, n * (int64_t)esize(t));
-	SlotCopy *s = realloc(slot_copies, sizeof *s * (size_t)(nslot_copies + 1));
-	if (!s)
-		nrt_fatal("out of memory");
-	slot_copies = s;
-	slot_copies[nslot_copies++] = (SlotCopy){slot, h};
-	nrt_host_isend_slot(slot, dest, tag, t, h, n);
+	int i = 0;
+	while (p2p_nccl() && i < np2p && (p2ps[i].send || p2ps[i].peer != src || p2ps[i].tag != tag))
+		i++;
+	if (!p2p_nccl() || i == np2p) { /* not posted */
+		void *h = to_host_copy(NULL, bytes);
+		nrt_host_recv(src, tag, t, h, n);
+		nrt_from_host(buf, h, bytes);
+		free(h);
+		return;
+	}
+	if (p2ps[i].t != t || p2ps[i].n != n)
+		nrt_fatal("nrt_recv: %lld %s from rank %d (tag %d), posted as %lld %s", (long long)n, nrt_dtype_name(t),
+		          src, tag, (long long)p2ps[i].n, nrt_dtype_name(p2ps[i].t));
+	if (!p2ps[i].issued) {
+		p2p_issue(open_round);
+		for (i = 0; p2ps[i].send || p2ps[i].peer != src || p2ps[i].tag != tag; i++)
+			; /* moved by the sort */
+	}
+	nrt_rt.stats.sendrecv++;
+	compute_waits(p2ps[i].done);
+	nrt_copy(buf, p2ps[i].buf, bytes);
+	nrt_cuda_scratch_free(p2ps[i].buf);
+	p2ps[i] = p2ps[--np2p];
 }
 
 static void free_slot_copies(int slot, bool all)
@@ -315,16 +486,27 @@ static void free_slot_copies(int slot, bool all)
 	nslot_copies = kept;
 }
 
+/* NCCL: a send no longer reads its slot once it is copied */
 void nrt_wait_slot(int slot)
 {
+	if (p2p_nccl())
+		return;
 	nrt_host_wait_slot(slot);
 	free_slot_copies(slot, false);
 }
 
 void nrt_wait_sends(void)
 {
-	nrt_host_wait_sends();
-	free_slot_copies(0, true);
+	if (!p2p_nccl()) {
+		nrt_host_wait_sends();
+		free_slot_copies(0, true);
+		return;
+	}
+	p2p_issue(INT_MAX);
+	if (np2p)
+		nrt_fatal("nrt_wait_sends: a posted receive (from rank %d, tag %d) was never taken", p2ps[0].peer,
+		          p2ps[0].tag);
+	open_round = issued_round = INT_MIN;
 }
 
 /* ---- non-blocking collectives (fused gradient buckets) ----------------------------- */
@@ -366,14 +548,14 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 		nrt_fatal("nrt_iallreduce: only sums are supported");
 	*req = (NrtRequest){.active = false};
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.allreduce, t, n);
+		account(NRT_CK_ALLREDUCE, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
 		nccl_request(req);
 		return;
 	}
 	if (c->size == 1 || n == 0) {
-		account(&nrt_rt.stats.allreduce, t, n);
+		account(NRT_CK_ALLREDUCE, c, t, n);
 		return;
 	}
 	int64_t bytes = n * (int64_t)esize(t);
@@ -390,14 +572,14 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 	*req = (NrtRequest){.active = false};
 	int64_t bytes = n * (int64_t)esize(t);
 	if (use_nccl(c)) {
-		account(&nrt_rt.stats.reduce_scatter, t, n * c->size);
+		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
 		nccl_request(req);
 		return;
 	}
 	if (c->size == 1) {
-		account(&nrt_rt.stats.reduce_scatter, t, n);
+		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		nrt_copy(recv, send, bytes);
 		return;
 	}
@@ -427,40 +609,29 @@ void nrt_wait_request(NrtRequest *req)
 	req->active = false;
 }
 
-/* ---- redistribution (runtime/redist.c): host-staged in both backends --------------- */
-static int64_t block_bytes(NrtDType t, int rank, const int64_t *local)
-{
-	return nrt_numel(rank, local) * (int64_t)esize(t);
-}
+/* ---- redistribution (runtime/redist.c) ----------------------------------------------- */
+/* redist.c's logic on device buffers: device scratch, the regrouping
+ * kernel of layout.cu, and the collectives above (NCCL, or host-staged
+ * MPI with NETC_COMM=host). */
+static void *device_scratch(int64_t bytes) { return nrt_cuda_scratch((size_t)bytes); }
+
+static const NrtRedistOps device_ops = {.scratch = device_scratch, .release = nrt_cuda_scratch_free,
+                                        .regroup = nrt_regroup, .allgather = nrt_allgather,
+                                        .reduce_scatter = nrt_reduce_scatter, .alltoall = nrt_alltoall};
 
 void nrt_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in, void *out)
 {
-	int64_t in_b = block_bytes(t, rank, local), out_b = in_b * c->size;
-	void *hi = to_host_copy(in, in_b), *ho = to_host_copy(NULL, out_b);
-	nrt_host_allgather_dim(c, t, rank, local, dim, hi, ho);
-	nrt_from_host(out, ho, out_b);
-	free(hi);
-	free(ho);
+	nrt_redist_allgather_dim(&device_ops, c, t, rank, local, dim, in, out);
 }
 
 void nrt_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
                             void *out)
 {
-	int64_t in_b = block_bytes(t, rank, local), out_b = in_b / c->size;
-	void *hi = to_host_copy(in, in_b), *ho = to_host_copy(NULL, out_b);
-	nrt_host_reduce_scatter_dim(c, t, rank, local, dim, hi, ho);
-	nrt_from_host(out, ho, out_b);
-	free(hi);
-	free(ho);
+	nrt_redist_reduce_scatter_dim(&device_ops, c, t, rank, local, dim, in, out);
 }
 
 void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim, int concat_dim,
                       const void *in, void *out)
 {
-	int64_t b = block_bytes(t, rank, local);
-	void *hi = to_host_copy(in, b), *ho = to_host_copy(NULL, b);
-	nrt_host_alltoall_dim(c, t, rank, local, split_dim, concat_dim, hi, ho);
-	nrt_from_host(out, ho, b);
-	free(hi);
-	free(ho);
+	nrt_redist_alltoall_dim(&device_ops, c, t, rank, local, split_dim, concat_dim, in, out);
 }

@@ -21,19 +21,15 @@ void nrt_host_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void
 void nrt_host_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
 void nrt_host_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_host_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
-void nrt_host_isend_slot(int slot, int dest, int tag, NrtDType t, const void *buf, int64_t n);
+void nrt_host_p2p_round(int round);
+void nrt_host_recv_post(int src, int tag, NrtDType t, int64_t n);
+void nrt_host_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_host_wait_slot(int slot);
 void nrt_host_wait_sends(void);
 void nrt_host_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, NrtRequest *req);
 void nrt_host_wait_request(NrtRequest *req);
 void nrt_host_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv,
                               NrtRequest *req);
-void nrt_host_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in,
-                            void *out);
-void nrt_host_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim,
-                                 const void *in, void *out);
-void nrt_host_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim,
-                           int concat_dim, const void *in, void *out);
 void nrt_host_init_param(NrtTensor *t, NrtInit kind, double a, double b, uint64_t seed, uint32_t param_id);
 void nrt_host_data_next(NrtData *d, NrtInput *in, int nin, int64_t step);
 void nrt_host_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step);

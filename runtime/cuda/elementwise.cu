@@ -1,5 +1,5 @@
 /* Element-wise kernels: binary and broadcast over strided index spaces,
- * unary and their gradients, scale, axpy, dropout and the optimizers.
+ * unary and their gradients, bias + ReLU, scale, axpy, dropout and the optimizers.
  * One thread per element in grid-stride loops. Arithmetic is in T with
  * the CPU's expressions (runtime/kernels_impl.h), evaluated in the same
  * order; nvcc may contract a * b + c into an FMA, the CPU build (baseline
@@ -84,6 +84,22 @@ template <typename T> __global__ void k_unary(NrtUnary op, int64_t n, const T *x
 		default: r = -v; break; /* NRT_NEG */
 		}
 		y[i] = r;
+	}
+}
+
+/* bias + ReLU in one pass (passes/fuse.h): t = x + b[col], pre = t where
+ * asked, y = max(t, 0), the expressions of k_binary (NRT_ADD) and k_unary
+ * (NRT_RELU); a relu makes no rounding of its own, so the result is the
+ * two kernels' bit for bit. y may be x: each thread reads its element
+ * before writing it. */
+template <typename T>
+__global__ void k_bias_relu(int64_t n, int64_t cols, const T *x, const T *b, T *pre, T *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		T u = x[i], v = b[i % cols], t = u + v;
+		if (pre)
+			pre[i] = t;
+		y[i] = t > 0 ? t : (T)0;
 	}
 }
 
@@ -272,6 +288,13 @@ using namespace nrtk;
 	extern "C" void nrt_unary_##S(NrtUnary op, int64_t n, const T *x, T *y)                                  \
 	{                                                                                                        \
 		LAUNCH(k_unary<T>, n, op, n, x, y);                                                              \
+	}                                                                                                        \
+	extern "C" void nrt_bias_act_##S(NrtUnary op, int64_t rows, int64_t cols, const T *x, const T *b, T *pre, \
+	                                 T *y)                                                                   \
+	{                                                                                                        \
+		if (op != NRT_RELU)                                                                              \
+			nrt_fatal("kernel bias_act: activation is not relu");                                    \
+		LAUNCH(k_bias_relu<T>, rows * cols, rows * cols, cols, x, b, pre, y);                            \
 	}                                                                                                        \
 	extern "C" void nrt_unary_grad_##S(NrtUnary op, int64_t n, const T *dy, const T *xy, T *dx)              \
 	{                                                                                                        \

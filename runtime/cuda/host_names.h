@@ -33,6 +33,8 @@
 #define nrt_send nrt_host_send
 #define nrt_recv nrt_host_recv
 /* spmd.c: non-blocking collectives, pipeline sends, batch-norm kernels */
+#define nrt_p2p_round nrt_host_p2p_round
+#define nrt_recv_post nrt_host_recv_post
 #define nrt_isend_slot nrt_host_isend_slot
 #define nrt_wait_slot nrt_host_wait_slot
 #define nrt_wait_sends nrt_host_wait_sends
@@ -54,6 +56,7 @@
 #define nrt_reduce_scatter_dim nrt_host_reduce_scatter_dim
 #define nrt_alltoall_dim nrt_host_alltoall_dim
 #define nrt_slice_block nrt_host_slice_block
+#define nrt_regroup nrt_host_regroup
 /* half.c: array conversions (the CUDA ones take device pointers) */
 #define nrt_f32_to_f16 nrt_host_f32_to_f16
 #define nrt_f16_to_f32 nrt_host_f16_to_f32

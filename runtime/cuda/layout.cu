@@ -1,5 +1,5 @@
 /* Data movement and sums over axes: transpose, concat, slice, reduce,
- * nrt_slice_block (runtime/redist.c) and the f16/bf16 array conversions
+ * nrt_slice_block and nrt_regroup (runtime/redist.c) and the f16/bf16 array conversions
  * (runtime/half.h). Copies of whole rows go through cudaMemcpy2DAsync;
  * the rest are one thread per output element over a strided index space. */
 #include "common.cuh"
@@ -210,7 +210,21 @@ NRT_LAYOUT_DEFS(double, f64)
 
 /* ---- nrt_slice_block (redist.c): the block at `offset` of a dense block ---- */
 
-/* elements moved as unsigned words of their size: a copy, whatever the type */
+/* Elements move as unsigned words of their size (a copy, whatever the
+ * type): calls f(W()) with W the word type of t. */
+template <typename F> static void by_word(NrtDType t, const char *what, F f)
+{
+	switch (t) {
+	case NRT_F16:
+	case NRT_BF16: f(uint16_t()); break;
+	case NRT_F32:
+	case NRT_I32: f(uint32_t()); break;
+	case NRT_F64:
+	case NRT_I64: f(uint64_t()); break;
+	default: nrt_fatal("%s: unknown element type %d", what, (int)t);
+	}
+}
+
 template <typename W> static void slice_block_as(int rank, const int64_t *in_dims, const int64_t *offset,
                                                  const int64_t *out_dims, const void *in, void *out)
 {
@@ -235,15 +249,42 @@ extern "C" void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, co
 		nrt_fatal("nrt_slice_block: rank %d (at most %d)", rank, (int)NRT_MAX_RANK);
 	if (prod(rank, out_dims) == 0)
 		return;
-	switch (t) {
-	case NRT_F16:
-	case NRT_BF16: slice_block_as<uint16_t>(rank, in_dims, offset, out_dims, in, out); break;
-	case NRT_F32:
-	case NRT_I32: slice_block_as<uint32_t>(rank, in_dims, offset, out_dims, in, out); break;
-	case NRT_F64:
-	case NRT_I64: slice_block_as<uint64_t>(rank, in_dims, offset, out_dims, in, out); break;
-	default: nrt_fatal("nrt_slice_block: unknown element type %d", (int)t);
+	by_word(t, "nrt_slice_block", [&](auto w) {
+		slice_block_as<decltype(w)>(rank, in_dims, offset, out_dims, in, out);
+	});
+}
+
+/* ---- nrt_regroup (redist.c): [outer, g, chunk] <-> [g, outer, chunk] ---------- */
+
+/* split_out: dst[m][o][k] = src[o][m][k]; else dst[o][m][k] = src[m][o][k].
+ * A gather over dst's index space with src's strides: one thread per
+ * element, writes coalesced, reads in runs of `chunk` (coalesce() merges
+ * the dims src steps over as one: none are left when g or outer is 1). */
+template <typename W>
+static void regroup_as(int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst, bool split_out)
+{
+	int64_t n = outer * g * chunk;
+	int64_t dims[3], xs[3];
+	if (split_out) {
+		dims[0] = g, xs[0] = chunk;         /* m */
+		dims[1] = outer, xs[1] = g * chunk; /* o */
+	} else {
+		dims[0] = outer, xs[0] = chunk;     /* o */
+		dims[1] = g, xs[1] = outer * chunk; /* m */
 	}
+	dims[2] = chunk, xs[2] = 1;
+	const int64_t *st[1] = {xs};
+	Space<1> sp = coalesce<1>("regroup", 3, dims, st);
+	k_gather<W><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, 0, (const W *)src, (W *)dst);
+	NRT_CUDA_LAUNCH_CHECK("regroup");
+}
+
+extern "C" void nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,
+                            bool split_out)
+{
+	if (outer * g * chunk <= 0)
+		return;
+	by_word(t, "nrt_regroup", [&](auto w) { regroup_as<decltype(w)>(outer, g, chunk, src, dst, split_out); });
 }
 
 /* ---- f16 / bf16 arrays: half.h's scalar functions, on the device ------------- */

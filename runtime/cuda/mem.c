@@ -36,13 +36,7 @@ int64_t nrt_cuda_tensor_bytes(const NrtTensor *t)
 
 static void add_block(Block b)
 {
-	if (nblocks == capblocks) {
-		capblocks = capblocks ? 2 * capblocks : 64;
-		Block *nb = realloc(blocks, sizeof *nb * (size_t)capblocks);
-		if (!nb)
-			nrt_fatal("out of memory");
-		blocks = nb;
-	}
+	blocks = nrt_grow(blocks, &capblocks, nblocks, sizeof *blocks);
 	blocks[nblocks++] = b;
 }
 

@@ -4,16 +4,18 @@
 # communication backends' host logic) run without a GPU: programs are
 # linked against build/tests/libnetrt_cudafake.a, that code compiled
 # against a stand-in CUDA (tests/gpu/fake_cuda: "device" memory is host
-# memory, NCCL for one rank only) with the CPU kernels. Since the kernels
-# are the CPU's, each run must equal the CPU build's run exactly
-# (losses and every checkpoint tensor bit for bit): a staging or
-# collective mistake shows as a difference. .target(cpu) tables (host
-# memory, host kernels, MPI for their gradients) likewise, plus their
-# checkpoints (the same files), their --mem-stats host counts against a
-# hand computation, and the stand-in's pointer checks, which must catch a
-# host table updated by a device kernel and broadcast through NCCL. Also
-# the start-up errors (no device, more ranks than devices with NCCL).
-# Needs no nvcc.
+# memory; NCCL done with MPI between the ranks, with NCCL's pairing of
+# sends and receives in issue order and its rendezvous, so a schedule
+# that could deadlock NCCL deadlocks here) with the CPU kernels. Since the
+# kernels are the CPU's, each run must equal the CPU build's run exactly
+# (losses and every checkpoint tensor bit for bit): a staging, pairing or
+# collective mistake shows as a difference, an error of the stand-in or
+# a hang (the timeout). .target(cpu) tables (host memory, host kernels,
+# MPI for their gradients) likewise, plus their checkpoints (the same
+# files), their --mem-stats host counts against a hand computation, and
+# the stand-in's pointer checks, which must catch a host table updated by
+# a device kernel and broadcast through NCCL. Also the start-up errors (no
+# device, more ranks than devices with NCCL). Needs no nvcc.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -93,6 +95,43 @@ case_ pipeline 4 NETC_COMM=host -- $P/deep.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
+
+# The NCCL backend on several ranks (NETC_COMM=nccl, the default; one
+# "device" per rank): pipeline transfers as NCCL sends and receives in
+# rounds, the redistributions as NCCL collectives with device regrouping,
+# AllToAll as grouped sends and receives. Each must also count the CPU's
+# --comm-stats, and the stand-in's log (FAKE_NCCL_LOG) must show that
+# NCCL moved the data: at least MIN point-to-point sends, or collectives.
+# nccl_case NAME NP MIN -- NETC ARGS
+nccl_case() {
+	local name=$1 np=$2 min=$3 sends colls
+	shift 4
+	pair "$name" "$@" || return
+	if ! run "$name.cpu" "$np" "$name.c" --comm-stats ||
+		! (export FAKE_CUDA_DEVICES=$np FAKE_NCCL_LOG=1; TMO=60 run "$name.gpu" "$np" "$name.g" --comm-stats); then
+		bad "$name: NCCL fake CUDA == CPU @$np (a run failed)"
+		return
+	fi
+	exact "$name: NCCL fake CUDA == CPU @$np" "$name.g" "$name.c"
+	sends=$(awk '/^fake NCCL: world rank/ {s += $(NF-6)} END {print s + 0}' "$work/$name.g.run")
+	colls=$(awk '/^fake NCCL: world rank/ {s += $(NF-8)} END {print s + 0}' "$work/$name.g.run")
+	if [ "$(grep '^comm per step' "$work/$name.g.run")" != "$(grep '^comm per step' "$work/$name.c.run")" ]; then
+		bad "$name: --comm-stats differ: $(grep '^comm per step' "$work/$name.g.run") (CPU: $(grep '^comm per step' "$work/$name.c.run"))"
+	elif [ "$sends" -ge "$min" ] && [ "$colls" -gt 0 ]; then
+		ok "$name: through NCCL ($sends sends, $colls collectives over the ranks), --comm-stats as the CPU's"
+	else
+		bad "$name: not through NCCL ($sends sends, want $min; $colls collectives)"
+	fi
+}
+I='-D pipeline_config={pipeline_interleave=true}'
+nccl_case pipe2_1f1b 4 32 -- $P/deep.net
+nccl_case pipe4_1f1b 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
+nccl_case pipe4_interleaved 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
+nccl_case pipe2_tied 4 32 -- $P/staged.net
+nccl_case transformer_nccl 8 0 -- samples/transformer.net
+nccl_case transformer_a2a 8 500 -- samples/transformer.net -D enable_alltoall=true
+nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
+	-D gradients_mean=true -D enable_parallel_optimizer=true
 
 # round_trip NAME: a CPU checkpoint resumed by the CUDA runtime and the other way round
 round_trip() {
@@ -182,9 +221,9 @@ expect() {
 	fi
 }
 expect "no device: one line, exit 1" "^netrt: rank 0: no CUDA GPU available" FAKE_CUDA_DEVICES=0 "$work/mlp_sa.gpu"
-expect "2 ranks on 1 device with NCCL: one line, exit 1" "netrt: rank 0: 4 ranks run on this host but it has 1 GPU.*NETC_COMM=host" \
+expect "4 ranks on 1 device with NCCL: one line, exit 1" "netrt: rank 0: 4 ranks run on this host but it has 1 GPU.*NETC_COMM=host" \
 	$MPIRUN -np 4 "$work/mlp_semi.gpu"
 expect "bad NETC_COMM" "NETC_COMM=mpi: unknown communication backend" NETC_COMM=mpi "$work/mlp_sa.gpu"
 broken hetero_sa 'H(adam)' 'K(adam)' "^fake CUDA: nrt_adam_f32's argument g is page-locked host memory"
-broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "^fake CUDA: an NCCL collective's send buffer is page-locked host"
+broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "fake NCCL: ncclBroadcast: .* is not device memory"
 finish

@@ -18,6 +18,8 @@
 #define nrt_broadcast_f64 cpu_nrt_broadcast_f64
 #define nrt_unary_f32 cpu_nrt_unary_f32
 #define nrt_unary_f64 cpu_nrt_unary_f64
+#define nrt_bias_act_f32 cpu_nrt_bias_act_f32
+#define nrt_bias_act_f64 cpu_nrt_bias_act_f64
 #define nrt_unary_grad_f32 cpu_nrt_unary_grad_f32
 #define nrt_unary_grad_f64 cpu_nrt_unary_grad_f64
 #define nrt_scale_f32 cpu_nrt_scale_f32
@@ -96,6 +98,8 @@ NRT_SPMD_DECLS(double, f64)
 #undef nrt_broadcast_f64
 #undef nrt_unary_f32
 #undef nrt_unary_f64
+#undef nrt_bias_act_f32
+#undef nrt_bias_act_f64
 #undef nrt_unary_grad_f32
 #undef nrt_unary_grad_f64
 #undef nrt_scale_f32
@@ -186,4 +190,6 @@ void cpu_nrt_f64_to_bf16(int64_t n, const double *x, uint16_t *y);
 void cpu_nrt_bf16_to_f64(int64_t n, const uint16_t *x, double *y);
 void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
                          const int64_t *out_dims, const void *in, void *out);
+void cpu_nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,
+                     bool split_out);
 #endif

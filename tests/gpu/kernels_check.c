@@ -2,7 +2,7 @@
  * (the CPU runtime, linked as cpu_nrt_*: cpu_ref.h), on random inputs of
  * awkward sizes (1, 7, 33, 257, 1000 and more: odd, below and above a
  * block, a single element), both precisions, plus the f16/bf16
- * conversions, nrt_slice_block and the kernels' error word.
+ * conversions, nrt_slice_block, nrt_regroup and the kernels' error word.
  *
  * Output: one line per check, "ok" or "FAIL", the largest absolute error
  * and the largest relative one, err_i = |gpu_i - cpu_i| / (|cpu_i| + s),
@@ -23,8 +23,9 @@
  *    for rows of thousands); expf/tanhf differ by up to 2 ulp (1.2e-7),
  *    the CPU's erf (A&S 7.1.26) from erff by at most 1.5e-7.
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
- *    values are one multiply on both sides), f16/bf16 conversions (bit
- *    patterns), nrt_slice_block (a copy).
+ *    values are one multiply on both sides), bias + ReLU (one addition and
+ *    a comparison on both sides), f16/bf16 conversions (bit patterns),
+ *    nrt_slice_block and nrt_regroup (copies).
  *
  * Built with -DKC_HOST_SHIM, the "GPU" side is the CPU runtime itself and
  * device memory is host memory: that checks the harness (shapes, strides,
@@ -374,6 +375,43 @@ static void test_slice_block(void)
 	slice_block_case("slice_block f64 rank 0", NRT_F64, 8, 0, NULL, NULL, NULL);
 }
 
+/* ---- nrt_regroup: bytes ------------------------------------------------------ */
+
+/* Both directions, every element size; the second direction undoes the
+ * first, so it also checks the pair against the original. */
+static void regroup_case(const char *tn, NrtDType t, size_t es, int64_t outer, int64_t g, int64_t chunk)
+{
+	int64_t n = outer * g * chunk;
+	unsigned char *in = halloc(es * n), *packed = halloc(es * n), *back = halloc(es * n);
+	for (int64_t i = 0; i < (int64_t)es * n; i++)
+		in[i] = (unsigned char)rnd64();
+	void *din = up(in, es * n), *dpacked = up(NULL, es * n), *dback = up(NULL, es * n);
+	nrt_regroup(t, outer, g, chunk, din, dpacked, true);
+	cpu_nrt_regroup(t, outer, g, chunk, in, packed, true);
+	char name[96];
+	snprintf(name, sizeof name, "regroup %s [%lld, %lld, %lld] split", tn, (long long)outer,
+	         (long long)g, (long long)chunk);
+	compare_bits(name, down(dpacked, es * n), packed, n, es);
+	nrt_regroup(t, outer, g, chunk, dpacked, dback, false);
+	cpu_nrt_regroup(t, outer, g, chunk, packed, back, false);
+	snprintf(name, sizeof name, "regroup %s [%lld, %lld, %lld] back", tn, (long long)outer,
+	         (long long)g, (long long)chunk);
+	compare_bits(name, down(dback, es * n), back, n, es);
+	snprintf(name, sizeof name, "regroup %s [%lld, %lld, %lld] round trip", tn, (long long)outer,
+	         (long long)g, (long long)chunk);
+	compare_bits(name, back, in, n, es);
+	free_all();
+}
+
+static void test_regroup(void)
+{
+	regroup_case("f32", NRT_F32, 4, 7, 4, 33);
+	regroup_case("f64", NRT_F64, 8, 33, 8, 1);
+	regroup_case("bf16", NRT_BF16, 2, 3, 2, 257);
+	regroup_case("i32", NRT_I32, 4, 1, 4, 10);
+	regroup_case("f16", NRT_F16, 2, 1000, 3, 7);
+}
+
 /* ---- the error word (device only) ----------------------------------------------- */
 
 #ifndef KC_HOST_SHIM
@@ -483,6 +521,7 @@ int main(void)
 	run_all_f64();
 	test_half();
 	test_slice_block();
+	test_regroup();
 #ifndef KC_HOST_SHIM
 	test_error_word();
 	test_tf32();

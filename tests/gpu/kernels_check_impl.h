@@ -172,6 +172,32 @@ static void FN(test_unary)(void)
 	free_all();
 }
 
+/* ---- bias + ReLU (passes/fuse.h): bit for bit the CPU's, which is the unfused pair's ---------- */
+
+static void FN(test_bias_act)(void)
+{
+	static const int64_t shapes[][2] = {{1, 1}, {7, 33}, {257, 5}, {64, 1000}};
+	for (int k = 0; k < 4; k++) {
+		int64_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
+		T *x = FN(hrand)(n, -2, 2), *b = FN(hrand)(cols, -1, 1);
+		T *y = FN(hcopy)(x, n), *pre = FN(hcopy)(x, n), *yin = FN(hcopy)(x, n);
+		T *gx = FN(dev)(x, n), *gb = FN(dev)(b, cols), *gy = FN(dev)(NULL, n), *gpre = FN(dev)(NULL, n);
+		FN(nrt_bias_act)(NRT_RELU, rows, cols, gx, gb, gpre, gy);
+		FN(cpu_nrt_bias_act)(NRT_RELU, rows, cols, x, b, pre, y);
+		char name[96];
+		snprintf(name, sizeof name, "bias_act relu [%lld, %lld]", (long long)rows, (long long)cols);
+		compare_bits(name, down(gy, sizeof(T) * (size_t)n), y, n, sizeof(T));
+		snprintf(name, sizeof name, "bias_act relu [%lld, %lld] pre", (long long)rows, (long long)cols);
+		compare_bits(name, down(gpre, sizeof(T) * (size_t)n), pre, n, sizeof(T));
+		/* in place, without the pre-activation (an MLP's pairs) */
+		FN(nrt_bias_act)(NRT_RELU, rows, cols, gx, gb, NULL, gx);
+		FN(cpu_nrt_bias_act)(NRT_RELU, rows, cols, yin, b, NULL, yin);
+		snprintf(name, sizeof name, "bias_act relu [%lld, %lld] in place", (long long)rows, (long long)cols);
+		compare_bits(name, down(gx, sizeof(T) * (size_t)n), yin, n, sizeof(T));
+		free_all();
+	}
+}
+
 /* ---- softmax ------------------------------------------------------------------------------- */
 
 static void FN(test_softmax)(void)
@@ -647,6 +673,7 @@ static void FN(run_all)(void)
 	FN(test_gemm)();
 	FN(test_binary)();
 	FN(test_unary)();
+	FN(test_bias_act)();
 	FN(test_softmax)();
 	FN(test_layer_norm)();
 	FN(test_batch_norm)();

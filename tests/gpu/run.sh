@@ -25,6 +25,13 @@
 #       hetero's, whose host tables must not)
 #   (e) compute-sanitizer --tool memcheck on a sample and on hetero: no
 #       errors (a host pointer in a device kernel would be one)
+#   (f) the NCCL backend on several ranks, one GPU each (as many ranks as
+#       the machine has GPUs, up to 8; skipped, with a line saying so, on
+#       a machine with one): data and optimizer parallel, pipelines (1F1B,
+#       interleaved, tied weights across stages: NCCL sends and receives),
+#       the transformer @8 (redistributions, with and without AllToAll)
+#       against the CUDA stand-alone build, same tolerances; and one
+#       pipeline against the same program on NETC_COMM=host
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
 # on any failure. KEEP=1 keeps the work directory.
 # SELFTEST=1 runs the same cases with --target cpu instead of cuda, without
@@ -234,4 +241,42 @@ elif [ -x "$SAN" ]; then
 else
 	bad "compute-sanitizer not found"
 fi
+echo "== (f) NCCL backend, several ranks (one GPU each)"
+if [ -n "$SELFTEST" ]; then
+	ngpu=8
+else
+	ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
+# nccl CASE REF NP MODEL ARGS...: as mpar, on NCCL, when there are NP GPUs
+nccl() {
+	local np=$3
+	if [ "$ngpu" -lt "$np" ]; then
+		echo "# skipped: $1 needs $np GPUs (NCCL: one GPU per rank), this machine has $ngpu"
+		return
+	fi
+	mpar "$@"
+}
+if [ "$ngpu" -lt 2 ]; then
+	echo "# skipped: NCCL between ranks needs one GPU per rank, this machine has $ngpu"
+else
+	nccl "NCCL data parallel mlp_dp @2" mlp_dp.ref 2 $MODELS/mlp_dp.net -D device_num=2 $DP
+	nccl "NCCL optimizer parallel mlp_dp @2" mlp_dp.ref 2 $MODELS/mlp_dp.net -D device_num=2 $DP \
+		-D enable_parallel_optimizer=true
+	nccl "NCCL pipeline deep 2 stages 1F1B @2" deep.ref 2 $P/deep.net -D device_num=2
+	nccl "NCCL pipeline deep 2 stages interleaved @2" deep.ref 2 $P/deep.net -D device_num=2 \
+		'-D pipeline_config={pipeline_interleave=true}'
+	nccl "NCCL pipeline deep 4 stages 1F1B @4" deep.ref 4 $P/deep.net -D pipeline_stages=4 -D train.micro_size=8
+	nccl "NCCL pipeline deep 2 stages x dp 2 @4" deep.ref 4 $P/deep.net
+	nccl "NCCL semi-auto transformer @8" transformer.cuda 8 samples/transformer.net
+	nccl "NCCL transformer @8 with AllToAll" transformer.cuda 8 samples/transformer.net -D enable_alltoall=true
+	if build staged.ref $P/staged.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
+		-D grad_accumulation_step=1 --target cuda && run staged.ref 1 staged.ref --steps 5; then
+		nccl "NCCL pipeline with tied weights across stages @4" staged.ref 4 $P/staged.net
+	fi
+	tag=NCCL_pipeline_deep_2_stages_1F1B__2
+	if [ -x "$work/$tag" ] && NETC_COMM=host run "$tag" 2 "$tag.host" --steps 5; then
+		same "the 2-stage pipeline on NETC_COMM=host == NCCL" "$tag.host" "$tag"
+	fi
+fi
+
 finish

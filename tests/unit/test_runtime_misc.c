@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/rt_internal.h"
+#include "runtime/spmd.h"
 #include "test_runtime_util.h"
 
 static const char *const names[] = {"images", "labels"};
@@ -326,4 +327,57 @@ Test(loss_scale, all_within)
 	uint16_t h[2] = {0x3c00, 0x7c00}; /* 1, +Inf in f16 */
 	cr_expect(nrt_all_within(NRT_F16, h, 1, 65504));
 	cr_expect(!nrt_all_within(NRT_F16, h, 2, 65504));
+}
+
+/* Pipeline rounds (spmd.h): MPI needs none, but the CPU runtime checks the
+ * order the CUDA runtime's NCCL groups rely on. */
+Test(p2p, rounds_grow_and_restart_after_wait_sends)
+{
+	nrt_p2p_round(3);
+	nrt_p2p_round(3);
+	nrt_p2p_round(7);
+	nrt_recv_post(1, 42, NRT_F32, 8);
+	nrt_p2p_taken(1, 42); /* what nrt_recv does first */
+	nrt_wait_sends();
+	nrt_p2p_round(0); /* a new step */
+	nrt_wait_sends();
+}
+
+static void round_back(void *p)
+{
+	(void)p;
+	nrt_p2p_round(5);
+	nrt_p2p_round(4);
+}
+
+static void post_not_taken(void *p)
+{
+	(void)p;
+	nrt_p2p_round(0);
+	nrt_recv_post(1, 7, NRT_F32, 8);
+	nrt_p2p_taken(1, 8); /* another tag */
+	nrt_wait_sends();
+}
+
+Test(p2p, broken_order_is_fatal)
+{
+	char err[512];
+	cr_expect_eq(tr_run_child(round_back, NULL, err, sizeof err), 1);
+	cr_expect(strstr(err, "nrt_p2p_round: round 4 after round 5"), "%s", err);
+	cr_expect_eq(tr_run_child(post_not_taken, NULL, err, sizeof err), 1);
+	cr_expect(strstr(err, "a posted receive (from rank 1, tag 7) was never taken"), "%s", err);
+}
+
+Test(runtime, grow_doubles_and_keeps)
+{
+	int *v = NULL, cap = 0;
+	for (int n = 0; n < 100; n++) {
+		v = nrt_grow(v, &cap, n, sizeof *v);
+		cr_assert(cap > n);
+		v[n] = n;
+	}
+	cr_expect_eq(cap, 128);
+	for (int n = 0; n < 100; n++)
+		cr_expect_eq(v[n], n);
+	free(v);
 }

@@ -11,6 +11,7 @@
  * NCCL, or a device pointer a host kernel. */
 #ifndef FAKE_CUDA_RUNTIME_API_H
 #define FAKE_CUDA_RUNTIME_API_H
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,8 @@ int fake_cuda_kind(const void *p);
 /* Stops the program (exit 1, a message naming `what`) unless p points into
  * device memory (want_device) or does not (host memory). */
 void fake_cuda_expect(const void *p, int want_device, const char *what);
+/* [p, p + n) lies in one device block (the NCCL stand-in, fake_nccl.c) */
+_Bool fake_cuda_is_device(const void *p, size_t n);
 
 /* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
 static inline cudaError_t cudaGetDeviceCount(int *n)
@@ -63,6 +66,16 @@ static inline cudaError_t cudaMallocHost(void **p, size_t n)
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 static inline cudaError_t cudaFreeHost(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+	(void)s;
+	return cudaMalloc(p, n);
+}
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+	(void)s;
+	return cudaFree(p);
+}
 static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {

@@ -4,6 +4,7 @@
  * the fake tells device memory from host memory. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../../../runtime/cuda/cuda_rt.h"
 
@@ -12,6 +13,20 @@ cudaStream_t nrt_cuda_stream(void) { return NULL; }
 void nrt_cuda_set_tf32(bool on) { tf32 = on; }
 bool nrt_cuda_tf32(void) { return tf32; }
 bool nrt_cuda_kernel_error(char *msg, size_t n) { (void)msg, (void)n; return false; }
+
+void *nrt_cuda_scratch(size_t bytes)
+{
+	void *p = NULL;
+	if (cudaMallocAsync(&p, bytes ? bytes : 1, nrt_cuda_stream()) != cudaSuccess)
+		abort();
+	return p;
+}
+
+void nrt_cuda_scratch_free(void *p)
+{
+	if (p)
+		cudaFreeAsync(p, nrt_cuda_stream());
+}
 
 typedef struct FakeBlock {
 	const char *p;
@@ -61,4 +76,13 @@ void fake_cuda_expect(const void *p, int want_device, const char *what)
 	        want_device ? "device" : "host");
 	fflush(stderr);
 	_Exit(1);
+}
+
+bool fake_cuda_is_device(const void *p, size_t n)
+{
+	const char *a = p;
+	for (int i = 0; i < nfblocks; i++)
+		if (fblocks[i].kind == FAKE_DEVICE && a >= fblocks[i].p && a + n <= fblocks[i].p + fblocks[i].n)
+			return true;
+	return false;
 }
