@@ -172,8 +172,9 @@ void emit_sched_decls(Emit *e)
 	fprintf(out, "static void **input_slot[%d]; /* input i of slot k: input_slot[i][k] */\n",
 	        g->ninputs > 0 ? g->ninputs : 1);
 	fputs("static double *loss_dev;      /* the step's loss, summed over the ranks */\n"
-	      "/* the round of the pass of `stage` that runs (backward, chunk, micro) */\n"
-	      "static int pass_round(int stage, int backward, int chunk, int micro);\n",
+	      "/* the round of the pass of `stage` that runs (backward, chunk, micro);\n"
+	      " * unused where nothing crosses stages (micro-steps of one stage) */\n"
+	      "static int pass_round(int stage, int backward, int chunk, int micro) __attribute__((unused));\n",
 	      out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
