@@ -108,6 +108,29 @@ void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 /* nrt_recv (comm.c) takes the receive nrt_recv_post posted, if any (spmd.c) */
 void nrt_p2p_taken(int src, int tag);
 
+/* ---- --trace (trace.c) ---- */
+/* The tracks of a trace (its Chrome trace tids). nrt_trace_span writes
+ * the host's two; the CUDA runtime adds its streams' (runtime/cuda/trace.c). */
+enum {
+	NRT_TRACK_COMPUTE,      /* host: compute passes ("compute") */
+	NRT_TRACK_COMM,         /* host: communication and waits ("comm") */
+	NRT_TRACK_GPU_COMPUTE,  /* CUDA: the compute stream's passes and stalls */
+	NRT_TRACK_GPU_COMM,     /* CUDA: the communication stream (NCCL), or host-staged buckets (MPI) */
+	NRT_TRACKS
+};
+typedef struct NrtSpan {
+	const char *name, *cat;  /* static strings */
+	const char *argname;     /* the span's one argument ("micro", "round"); NULL: none */
+	int arg;
+	int track;               /* NRT_TRACK_* */
+	double t0, t1;           /* seconds on nrt_now()'s clock */
+} NrtSpan;
+bool nrt_trace_on(void);
+/* Adds a finished span (nothing when tracing is off). */
+void nrt_trace_add(NrtSpan s);
+/* Names a track in the trace (a viewer's row title). */
+void nrt_trace_name_track(int track, const char *name);
+
 /* ---- redistribution (redist.c), written once for both targets ---- */
 /* What the collectives on a dimension need from their runtime: scratch
  * memory, the regrouping and the collectives, on host buffers here

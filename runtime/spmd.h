@@ -80,7 +80,10 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
                          NrtRequest *req);
 
 /* --trace: spans of compute ("compute") and communication ("comm"), one
- * Chrome trace file per rank (FILE.rankN.json when there are several). */
+ * Chrome trace file per rank (FILE.rankN.json when there are several).
+ * Host times; the CUDA runtime also times each span on the GPU (events on
+ * its compute stream) and its collectives on the communication stream
+ * (docs/cuda.md). */
 void nrt_trace_open(const char *path);            /* NULL: off */
 double nrt_trace_now(void);                       /* 0 when off */
 void nrt_trace_span(const char *name, const char *cat, int micro, double t0);

@@ -2,25 +2,22 @@
  * span for every compute pass and every communication, so the real
  * pipeline bubble and exposed communication can be seen. Spans are kept
  * in memory and written at the end; with tracing off every call returns
- * at once. */
+ * at once. The CPU runtime writes two tracks (compute, communication);
+ * the CUDA runtime (runtime/cuda/trace.c, where this file is the host
+ * core) adds its streams' spans with nrt_trace_add and names the tracks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_internal.h"
 #include "spmd.h"
-
-typedef struct Span {
-	const char *name;  /* static strings from the generated program */
-	const char *cat;
-	int arg;           /* micro-batch, or -1 */
-	double t0, t1;
-} Span;
 
 static struct {
 	char *path;
 	double origin;
-	Span *v;
-	size_t n, cap;
+	NrtSpan *v;
+	int n, cap;
+	const char *track[NRT_TRACKS]; /* names written as thread_name records; NULL: none */
 } tr;
 
 void nrt_trace_open(const char *path)
@@ -42,20 +39,30 @@ void nrt_trace_open(const char *path)
 	tr.origin = nrt_now();
 }
 
+bool nrt_trace_on(void) { return tr.path != NULL; }
+
 double nrt_trace_now(void) { return tr.path ? nrt_now() : 0; }
 
-void nrt_trace_span(const char *name, const char *cat, int arg, double t0)
+void nrt_trace_add(NrtSpan s)
 {
 	if (!tr.path)
 		return;
-	if (tr.n == tr.cap) {
-		tr.cap = tr.cap ? 2 * tr.cap : 1024;
-		Span *v = realloc(tr.v, sizeof *v * tr.cap);
-		if (!v)
-			nrt_fatal("out of memory");
-		tr.v = v;
-	}
-	tr.v[tr.n++] = (Span){name, cat, arg, t0, nrt_now()};
+	tr.v = nrt_grow(tr.v, &tr.cap, tr.n, sizeof *tr.v);
+	tr.v[tr.n++] = s;
+}
+
+void nrt_trace_span(const char *name, const char *cat, int micro, double t0)
+{
+	bool comm = strcmp(cat, "comm") == 0;
+	nrt_trace_add((NrtSpan){name, cat, micro >= 0 ? "micro" : NULL, micro,
+	                        comm ? NRT_TRACK_COMM : NRT_TRACK_COMPUTE, t0, nrt_now()});
+}
+
+void nrt_trace_name_track(int track, const char *name)
+{
+	if (track < 0 || track >= NRT_TRACKS)
+		nrt_fatal("nrt_trace_name_track: no track %d", track);
+	tr.track[track] = name;
 }
 
 void nrt_trace_close(void)
@@ -69,14 +76,18 @@ void nrt_trace_close(void)
 	fputs("{\"traceEvents\": [\n", f);
 	fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}", rank,
 	        rank);
-	for (size_t i = 0; i < tr.n; i++) {
-		const Span *s = &tr.v[i];
+	for (int t = 0; t < NRT_TRACKS; t++)
+		if (tr.track[t])
+			fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+			           "\"args\": {\"name\": \"%s\"}}",
+			        rank, t, tr.track[t]);
+	for (int i = 0; i < tr.n; i++) {
+		const NrtSpan *s = &tr.v[i];
 		fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, "
 		           "\"tid\": %d",
-		        s->name, s->cat, (s->t0 - tr.origin) * 1e6, (s->t1 - s->t0) * 1e6, rank,
-		        strcmp(s->cat, "comm") == 0 ? 1 : 0);
-		if (s->arg >= 0)
-			fprintf(f, ", \"args\": {\"micro\": %d}", s->arg);
+		        s->name, s->cat, (s->t0 - tr.origin) * 1e6, (s->t1 - s->t0) * 1e6, rank, s->track);
+		if (s->argname)
+			fprintf(f, ", \"args\": {\"%s\": %d}", s->argname, s->arg);
 		fputc('}', f);
 	}
 	fputs("\n], \"displayTimeUnit\": \"ms\"}\n", f);

@@ -98,6 +98,9 @@ static ncclRedOp_t nccl_op(NrtReduce op, NrtDType t)
 	nrt_fatal("invalid reduction %d", (int)op);
 }
 
+/* --trace: the start of the work comm_begin ordered last (NULL: not tracing) */
+static cudaEvent_t comm_t0;
+
 /* The communication stream waits for the compute stream's work so far
  * (the buffers a collective reads are written there). */
 static cudaStream_t comm_begin(void)
@@ -107,7 +110,15 @@ static cudaStream_t comm_begin(void)
 	NRT_CUDA_CHECK(cudaEventRecord(ev, nrt_cuda_stream()));
 	NRT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, ev, 0));
 	NRT_CUDA_CHECK(cudaEventDestroy(ev)); /* released once the wait is done */
+	comm_t0 = nrt_cuda_trace_start(comm_stream);
 	return comm_stream;
+}
+
+/* --trace: the span of what was queued since comm_begin, on the GPU */
+static void comm_traced(const char *name, const char *argname, int arg)
+{
+	nrt_cuda_trace_comm(comm_t0, comm_stream, name, argname, arg);
+	comm_t0 = NULL;
 }
 
 /* An event marking the communication stream's work so far. */
@@ -128,7 +139,11 @@ static void compute_waits(cudaEvent_t ev)
 
 /* A blocking collective: ordered after the compute so far, and the
  * compute after it (the host does not wait). */
-static void comm_end(void) { compute_waits(comm_mark()); }
+static void comm_end(const char *name)
+{
+	comm_traced(name, NULL, 0);
+	compute_waits(comm_mark());
+}
 
 /* NCCL also for a group of one while MPI runs (a one-rank NCCL run tests
  * the backend); without MPI (nrt_init not called) groups are local. */
@@ -158,7 +173,7 @@ void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 		account(NRT_CK_ALLREDUCE, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), nccl_op(op, t), nc, comm_begin()));
-		comm_end();
+		comm_end("AllReduce");
 		return;
 	}
 	/* a group of one (host backend, or no MPI): nothing moves */
@@ -181,7 +196,7 @@ void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *re
 		account(NRT_CK_ALLGATHER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)n, nccl_type(t), nc, comm_begin()));
-		comm_end();
+		comm_end("AllGather");
 		return;
 	}
 	if (c->size == 1) {
@@ -204,7 +219,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), nccl_op(op, t), nc,
 		                                 comm_begin()));
-		comm_end();
+		comm_end("ReduceScatter");
 		return;
 	}
 	if (c->size == 1) {
@@ -234,7 +249,7 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 			NRT_NCCL_CHECK(ncclRecv((char *)recv + p * bytes, (size_t)n, nccl_type(t), p, nc, s));
 		}
 		NRT_NCCL_CHECK(ncclGroupEnd());
-		comm_end();
+		comm_end("AllToAll");
 		return;
 	}
 	if (c->size == 1) {
@@ -257,7 +272,7 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 		account(NRT_CK_BROADCAST, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, nccl_type(t), root, nc, comm_begin()));
-		comm_end();
+		comm_end("Broadcast");
 		return;
 	}
 	if (c->size == 1 || n == 0) {
@@ -358,6 +373,7 @@ static void p2p_issue(int upto)
 				NRT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->n, nccl_type(o->t), o->peer, nc, s));
 		}
 		NRT_NCCL_CHECK(ncclGroupEnd());
+		comm_traced("sends/receives", "round", r);
 		issued_round = r;
 		for (; i < j; i++) {
 			P2p *o = &p2ps[i];
@@ -520,6 +536,8 @@ typedef struct Staged {
 	void *host_send, *host_recv;  /* host copies (host_send may equal host_recv) */
 	void *dev;                    /* where the result goes */
 	int64_t bytes;
+	const char *what;             /* --trace: the span's name */
+	double t0;                    /* --trace: when MPI started it (host clock), 0 when off */
 } Staged;
 static Staged *staged;
 static int nstaged;
@@ -535,8 +553,9 @@ static void push_staged(Staged s)
 	staged[nstaged++] = s;
 }
 
-static void nccl_request(NrtRequest *req)
+static void nccl_request(NrtRequest *req, const char *what)
 {
+	comm_traced(what, NULL, 0);
 	cudaEvent_t ev = comm_mark();
 	*req = (NrtRequest){.active = true};
 	memcpy(req->mpi, &ev, sizeof ev);
@@ -551,7 +570,7 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 		account(NRT_CK_ALLREDUCE, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
-		nccl_request(req);
+		nccl_request(req, "bucket AllReduce");
 		return;
 	}
 	if (c->size == 1 || n == 0) {
@@ -561,7 +580,7 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 	int64_t bytes = n * (int64_t)esize(t);
 	void *h = to_host_copy(buf, bytes);
 	nrt_host_iallreduce(c, t, op, h, n, req);
-	push_staged((Staged){req, h, h, buf, bytes});
+	push_staged((Staged){req, h, h, buf, bytes, "bucket AllReduce", nrt_host_trace_now()});
 }
 
 void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv,
@@ -575,7 +594,7 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
 		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
-		nccl_request(req);
+		nccl_request(req, "bucket ReduceScatter");
 		return;
 	}
 	if (c->size == 1) {
@@ -585,7 +604,7 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 	}
 	void *hs = to_host_copy(send, bytes * c->size), *hr = to_host_copy(NULL, bytes);
 	nrt_host_ireduce_scatter(c, t, op, hs, n, hr, req);
-	push_staged((Staged){req, hs, hr, recv, bytes});
+	push_staged((Staged){req, hs, hr, recv, bytes, "bucket ReduceScatter", nrt_host_trace_now()});
 }
 
 void nrt_wait_request(NrtRequest *req)
@@ -595,6 +614,8 @@ void nrt_wait_request(NrtRequest *req)
 			Staged s = staged[i];
 			staged[i] = staged[--nstaged];
 			nrt_host_wait_request(req);
+			if (s.t0) /* no GPU time: MPI ran it on host copies, finishing at the latest here */
+				nrt_trace_add((NrtSpan){s.what, "host_comm", NULL, 0, NRT_TRACK_GPU_COMM, s.t0, nrt_now()});
 			nrt_from_host(s.dev, s.host_recv, s.bytes);
 			if (s.host_send != s.host_recv)
 				free(s.host_send);

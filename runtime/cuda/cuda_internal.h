@@ -35,6 +35,10 @@ void nrt_host_data_next(NrtData *d, NrtInput *in, int nin, int64_t step);
 void nrt_host_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step);
 int64_t nrt_host_ckpt_load(const char *path, NrtTensor *t, int n);
 bool nrt_host_all_within(NrtDType t, const void *x, int64_t n, double bound);
+void nrt_host_trace_open(const char *path);
+double nrt_host_trace_now(void);
+void nrt_host_trace_span(const char *name, const char *cat, int micro, double t0);
+void nrt_host_trace_close(void);
 
 /* ---- communication backend (start.c chooses it from NETC_COMM) ---- */
 typedef enum NrtCudaComm {
@@ -45,6 +49,15 @@ extern NrtCudaComm nrt_cuda_comm;
 /* Destroys the NCCL communicators, the communication stream and the
  * staging buffers (nrt_finalize, before MPI goes). */
 void nrt_cuda_comm_finalize(void);
+
+/* ---- --trace: GPU spans (trace.c) ---- */
+/* An event marking where the work queued next on stream s starts; NULL
+ * when tracing is off (then nothing is created or recorded). */
+cudaEvent_t nrt_cuda_trace_start(cudaStream_t s);
+/* The span of the work queued on s since `start` (nrt_cuda_trace_start
+ * on s), on the communication track; nothing when start is NULL. Times
+ * are read later, when the GPU has run it (no synchronisation here). */
+void nrt_cuda_trace_comm(cudaEvent_t start, cudaStream_t s, const char *name, const char *argname, int arg);
 
 /* ---- host staging (mem.c) ---- */
 /* malloc that is fatal on failure, for host copies of device buffers */

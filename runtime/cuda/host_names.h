@@ -16,6 +16,7 @@
  *   data                 runtime/data.c          runtime/cuda/stage.c
  *   checkpoints          runtime/ckpt.c          runtime/cuda/stage.c
  *   overflow check       runtime/log.c           runtime/cuda/stage.c
+ *   --trace              runtime/trace.c         runtime/cuda/trace.c
  *   buffer memory        runtime/mem.c           runtime/cuda/mem.c (not a host core: replaced)
  *   kernels, bn_, f16     runtime/kernels.c, ...  the .cu files of runtime/cuda (device)
  */
@@ -71,6 +72,12 @@
 #define nrt_data_next nrt_host_data_next
 #define nrt_ckpt_save nrt_host_ckpt_save
 #define nrt_ckpt_load nrt_host_ckpt_load
+/* trace.c: the CUDA twin adds GPU times to the host's spans (ps.c's
+ * parameter-server spans bind to the host core: host times only) */
+#define nrt_trace_open nrt_host_trace_open
+#define nrt_trace_now nrt_host_trace_now
+#define nrt_trace_span nrt_host_trace_span
+#define nrt_trace_close nrt_host_trace_close
 /* log.c: loss scaling's overflow check reads gradient buffers */
 #define nrt_all_within nrt_host_all_within
 /* init.c shares the host's cores among the ranks' OpenBLAS threads; the

@@ -7,8 +7,12 @@
  *              between them and at both ends)
  *   COMM s     mean per rank and step of the time spent in communication
  *              spans (blocking collectives, waits: what is not overlapped)
- * usage: trace_stats STEPS SKIP trace.rank0.json trace.rank1.json ...
- * Each file holds one span per line, as libnetrt writes it. */
+ * usage: trace_stats [--gpu] STEPS SKIP trace.rank0.json trace.rank1.json ...
+ * Each file holds one span per line, as libnetrt writes it. The spans
+ * read are the host's ("compute", "comm"); with --gpu those of a CUDA
+ * program's compute stream instead ("gpu_compute"; "gpu_wait": the
+ * stream's stalls on communication, docs/cuda.md), so COMM is then the
+ * communication the GPU waited for. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,7 @@
 typedef struct Span {
 	char name[64], cat[16];
 	double ts, dur;
+	int order; /* in the file */
 } Span;
 
 static int read_spans(const char *path, Span **out)
@@ -40,6 +45,7 @@ static int read_spans(const char *path, Span **out)
 			if (!v)
 				exit(2);
 		}
+		s.order = n;
 		v[n++] = s;
 	}
 	fclose(f);
@@ -47,22 +53,37 @@ static int read_spans(const char *path, Span **out)
 	return n;
 }
 
+/* spans in the order they ended, as the host writes its own (the CUDA
+ * runtime adds the GPU's later, in the order it read them) */
+static int by_end(const void *pa, const void *pb)
+{
+	const Span *a = pa, *b = pb;
+	double ea = a->ts + a->dur, eb = b->ts + b->dur;
+	return ea < eb ? -1 : ea > eb ? 1 : a->order - b->order;
+}
+
 int main(int argc, char **argv)
 {
+	bool gpu = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+	argc -= gpu;
+	argv += gpu;
 	if (argc < 4) {
-		fprintf(stderr, "usage: trace_stats STEPS SKIP trace.rank0.json ...\n");
+		fprintf(stderr, "usage: trace_stats [--gpu] STEPS SKIP trace.rank0.json ...\n");
 		return 2;
 	}
+	const char *cat_compute = gpu ? "gpu_compute" : "compute", *cat_comm = gpu ? "gpu_wait" : "comm";
 	int steps = atoi(argv[1]), skip = atoi(argv[2]), nranks = argc - 3;
 	double bubble = 0, comm = 0;
 	for (int r = 0; r < nranks; r++) {
 		Span *v;
 		int n = read_spans(argv[3 + r], &v);
+		qsort(v, (size_t)n, sizeof *v, by_end);
 		/* steps end with an "update" span; warm-up steps are skipped */
 		int updates = 0;
 		double busy = 0, wall = 0, c = 0, step_start = -1;
 		for (int i = 0; i < n; i++) {
-			if (strcmp(v[i].name, "update") == 0) {
+			bool comp = !strcmp(v[i].cat, cat_compute);
+			if (comp && strcmp(v[i].name, "update") == 0) {
 				if (updates >= skip && step_start >= 0)
 					wall += v[i].ts - step_start;
 				step_start = v[i].ts + v[i].dur;
@@ -71,9 +92,9 @@ int main(int argc, char **argv)
 			}
 			if (updates < skip)
 				continue;
-			if (!strcmp(v[i].cat, "compute"))
+			if (comp)
 				busy += v[i].dur;
-			else if (!strcmp(v[i].cat, "comm"))
+			else if (!strcmp(v[i].cat, cat_comm))
 				c += v[i].dur;
 		}
 		bubble += wall > 0 ? 1 - busy / wall : 0;

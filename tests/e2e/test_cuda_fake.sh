@@ -15,7 +15,9 @@
 # files), their --mem-stats host counts against a hand computation, and
 # the stand-in's pointer checks, which must catch a host table updated by
 # a device kernel and broadcast through NCCL. Also the start-up errors (no
-# device, more ranks than devices with NCCL). Needs no nvcc.
+# device, more ranks than devices with NCCL). And --trace: the GPU tracks
+# (events on the compute and communication streams), and no timing event
+# made without it. Needs no nvcc.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -28,6 +30,9 @@ export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_polic
 # CUDA runtime does not (it has no host BLAS): one thread in both, so both
 # add in the same order
 export OPENBLAS_NUM_THREADS=1
+# without --trace the CUDA runtime makes no timing event (the stand-in
+# stops a run that does); the trace cases below lift it
+export FAKE_CUDA_NO_TIMING_EVENTS=1
 work=$(mktemp -d /tmp/netc-cudafake-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
@@ -226,4 +231,63 @@ expect "4 ranks on 1 device with NCCL: one line, exit 1" "netrt: rank 0: 4 ranks
 expect "bad NETC_COMM" "NETC_COMM=mpi: unknown communication backend" NETC_COMM=mpi "$work/mlp_sa.gpu"
 broken hetero_sa 'H(adam)' 'K(adam)' "^fake CUDA: nrt_adam_f32's argument g is page-locked host memory"
 broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "fake NCCL: ncclBroadcast: .* is not device memory"
+
+# --trace (docs/cuda.md, The trace on the GPU): data parallel @2 with two
+# fused buckets (the first one starts mid-backward), on both backends, 10
+# steps (over 64 spans: the events are read during the run too, where the
+# stand-in answers "not ready" for the latest). The stand-in's events take
+# the host clock when recorded, which is when the fake runs the work, so
+# the GPU tracks must hold every pass of every step and each bucket inside
+# its step, from its backward pass to the end of its update
+# (tests/tools/tracecheck.c); the run still equals the CPU's. The CPU
+# build's trace stays a valid two-track trace.
+# trace_run NAME NP ENV... -- ARGS: NAME.gpu traced on NP ranks into $work/NAME.t$NETC_COMM.*
+trace_run() {
+	local name=$1 np=$2
+	shift 2
+	(while [ "$1" != "--" ]; do export "$1"; shift; done
+	shift; export FAKE_CUDA_NO_TIMING_EVENTS=0 FAKE_CUDA_DEVICES=$np
+	run "$name.gpu" "$np" "$name.t$NETC_COMM" --trace "$work/$name.t$NETC_COMM.json" "$@")
+}
+FUSE2='comm_fusion={allreduce={mode="index",config=[2]}}'
+if pair trace_dp $M/mlp_dp.net -D device_num=2 -D parallel_mode=data_parallel -D gradients_mean=true -D "$FUSE2" &&
+	run trace_dp.cpu 2 trace_dp.c --steps 10 --trace "$work/cpu.json"; then
+	trace_ok "trace: the CPU build's trace is valid, host tracks only" ".*no GPU tracks" "$work"/cpu.rank*.json
+	nb=$(grep -c 'nrt_iallreduce(' "$work/trace_dp.src"/*.c)
+	for be in host nccl; do
+		if trace_run trace_dp 2 NETC_COMM=$be -- --steps 10; then
+			exact "trace: NETC_COMM=$be with --trace, fake CUDA == CPU @2" trace_dp.t$be trace_dp.c
+			trace_ok "trace: NETC_COMM=$be: GPU passes and $nb buckets a step inside their steps" \
+				"gpu: steps 10 forward 10 backward 10 update 10 buckets $((10 * nb)) within $((10 * nb)) " \
+				"$work"/trace_dp.t$be.rank*.json
+		else
+			bad "trace: NETC_COMM=$be with --trace (run failed)"
+		fi
+	done
+	# NCCL's blocking collective (the loss's all-reduce) is on the communication stream too
+	n=$(grep -c '"name": "AllReduce", "cat": "gpu_comm"' "$work/trace_dp.tnccl.rank0.json")
+	[ "$n" -eq 10 ] && ok "trace: NCCL's blocking all-reduce on the communication track, 10 spans" ||
+		bad "trace: $n blocking all-reduce spans on the communication track (want 10)"
+	# the checks can fail: a bucket that ends after its update; timing events
+	sed '/"bucket AllReduce"/s/"dur": [0-9.]*/"dur": 1e6/' "$work/trace_dp.tnccl.rank0.json" >"$work/late.json"
+	if "$B/tools/tracecheck" "$work/late.json" >"$work/late.out"; then
+		bad "trace: tracecheck passes buckets ending after their update"
+	else
+		ok "trace: tracecheck fails buckets ending after their update ($(grep -c 'not inside its step' "$work/late.out") reported)"
+	fi
+	expect "trace: --trace makes timing events (the stand-in's guard works)" "fake CUDA: a timing event was created" \
+		"$work/mlp_sa.gpu" --steps 1 --quiet --trace "$work/x.json"
+else
+	bad "trace: data parallel with fused buckets (build or CPU run failed)"
+fi
+# a pipeline on NCCL: each round's sends and receives on the communication track
+if [ -x "$work/pipe2_1f1b.gpu" ] && trace_run pipe2_1f1b 4 NETC_COMM=nccl --; then
+	trace_ok "trace: NCCL pipeline 2 stages @4 (forward and backward per micro-batch)" "gpu: steps 4 forward [1-9]" \
+		"$work"/pipe2_1f1b.tnccl.rank*.json
+	n=$(grep -c '"name": "sends/receives", "cat": "gpu_comm", .*"args": {"round": ' "$work/pipe2_1f1b.tnccl.rank0.json")
+	[ "$n" -gt 0 ] && ok "trace: $n rounds of NCCL transfers on rank 0's communication track" ||
+		bad "trace: no rounds of NCCL transfers on the communication track"
+else
+	bad "trace: NCCL pipeline with --trace (run failed)"
+fi
 finish

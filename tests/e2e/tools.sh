@@ -1,9 +1,28 @@
 # Sourced by the e2e scripts: builds the comparison tools (tests/tools/*.c)
 # into $B/tools when missing or older than their source.
 mkdir -p "$B/tools" || exit 1
-for tool_ in stcompare losscompare rusage; do
-	if [ ! -x "$B/tools/$tool_" ] || [ "tests/tools/$tool_.c" -nt "$B/tools/$tool_" ]; then
-		cc -O2 -std=c11 -Wall -Wextra -o "$B/tools/$tool_" "tests/tools/$tool_.c" -lm ||
-			{ echo "cannot build $tool_"; echo "0 passed, 1 failed"; exit 1; }
-	fi
+for tool_ in stcompare losscompare rusage tracecheck; do
+	src_="tests/tools/$tool_.c"
+	[ "$tool_" = tracecheck ] && src_="$src_ runtime/json.c" # reads the trace with the runtime's JSON reader
+	for f_ in $src_; do
+		if [ ! -x "$B/tools/$tool_" ] || [ "$f_" -nt "$B/tools/$tool_" ]; then
+			cc -O2 -std=c11 -Wall -Wextra -I. -o "$B/tools/$tool_" $src_ -lm ||
+				{ echo "cannot build $tool_"; echo "0 passed, 1 failed"; exit 1; }
+			break
+		fi
+	done
 done
+# trace_ok CASE WANT [--overlap] FILES...: tracecheck [--overlap] passes on
+# the traces FILES and prints a line starting with WANT (a grep pattern)
+# for each (callers define ok, bad and $work)
+trace_ok() {
+	local case_=$1 want=$2 opt=
+	shift 2
+	[ "$1" = --overlap ] && { opt=$1; shift; }
+	if "$B/tools/tracecheck" $opt "$@" >"$work/check.out" && [ "$(grep -c "^$want" "$work/check.out")" -eq $# ]; then
+		ok "$case_ ($(grep -m1 '^gpu:' "$work/check.out" || echo 'no GPU tracks'))"
+	else
+		bad "$case_ (want '$want' per file)"
+		grep -v ': [0-9]* spans$' "$work/check.out" | head -4 | sed 's/^/     | /'
+	fi
+}

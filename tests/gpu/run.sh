@@ -19,10 +19,13 @@
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
 #       optimizer parallel, semi-auto hetero, against the CUDA stand-alone
-#       build, same tolerances
+#       build, same tolerances; and --trace of data parallel @2 with two
+#       fused buckets: valid traces whose GPU tracks (CUDA events) hold
+#       every pass, each bucket inside its step (tests/tools/tracecheck.c)
 #   (d) the NCCL backend with one rank (a data-parallel build for one
-#       device: its collectives and bucket overlap go through NCCL; and
-#       hetero's, whose host tables must not)
+#       device, which has no collective; and hetero's, whose host tables
+#       must not go through NCCL); --trace of the first: every pass on the
+#       GPU compute track
 #   (e) compute-sanitizer --tool memcheck on a sample and on hetero: no
 #       errors (a host pointer in a device kernel would be one)
 #   (f) the NCCL backend on several ranks, one GPU each (as many ranks as
@@ -31,12 +34,18 @@
 #       interleaved, tied weights across stages: NCCL sends and receives),
 #       the transformer @8 (redistributions, with and without AllToAll)
 #       against the CUDA stand-alone build, same tolerances; and one
-#       pipeline against the same program on NETC_COMM=host
+#       pipeline against the same program on NETC_COMM=host; and the
+#       overlap claim of docs/cuda.md, with --trace of data parallel @2 on
+#       NCCL: a bucket's span on the communication stream overlaps the
+#       backward pass's span on the compute stream, in the GPU's own times
+#       (NOT YET RUN: written where there is no GPU, and the machines lent
+#       so far have one GPU, where this section is skipped)
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed"; exit 1
 # on any failure. KEEP=1 keeps the work directory.
 # SELFTEST=1 runs the same cases with --target cpu instead of cuda, without
 # a GPU (no (a), (e)): it checks this script and its references where there
-# is no GPU; the CPU runs must then agree among themselves.
+# is no GPU; the CPU runs must then agree among themselves, and the traces
+# (the CPU's: no GPU tracks) be valid.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 export B
@@ -118,6 +127,17 @@ same() {
 	esac
 }
 
+# gpu_trace CASE WANT [--overlap] FILES...: trace_ok (tests/e2e/tools.sh);
+# under SELFTEST the CPU build's traces, which have no GPU tracks
+gpu_trace() {
+	if [ -n "$SELFTEST" ]; then
+		[ "$3" = --overlap ] && set -- "$1" "$2" "${@:4}"
+		trace_ok "$1" '.*no GPU tracks' "${@:3}"
+	else
+		trace_ok "$@"
+	fi
+}
+
 echo "== (a) CUDA kernels against the CPU kernels"
 if [ -n "$SELFTEST" ]; then
 	echo "# SELFTEST: skipped"
@@ -193,6 +213,18 @@ mpar() {
 build mlp_dp.ref $MODELS/mlp_dp.net -D parallel_mode=stand_alone --target cuda && run mlp_dp.ref 1 mlp_dp.ref --steps 5
 mpar "data parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP
 mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP -D enable_parallel_optimizer=true
+# --trace (docs/cuda.md, The trace on the GPU): two fused buckets, the first
+# started mid-backward; the compute stream's passes timed by CUDA events,
+# the host-staged buckets' MPI spans (host times) inside their steps
+FUSE2=(-D 'comm_fusion={allreduce={mode="index",config=[2]}}')
+if build tdp2 $MODELS/mlp_dp.net -D device_num=2 $DP "${FUSE2[@]}" --target cuda &&
+	run tdp2 2 tdp2.host --steps 5 --trace "$work/tdp2.host.json"; then
+	same "data parallel mlp_dp @2, two buckets, --trace" tdp2.host mlp_dp.ref
+	gpu_trace "trace @2 NETC_COMM=host: GPU passes, buckets inside their steps" \
+		"gpu: steps 5 forward 5 backward 5 update 5 buckets 10 within 10 " "$work"/tdp2.host.rank*.json
+else
+	bad "data parallel mlp_dp @2 with --trace (build or run failed)"
+fi
 mpar "semi-auto mlp @4 (the sample as written)" mlp.cuda 4 samples/mlp.net
 mpar "auto parallel mlp @4" mlp.cuda 4 samples/mlp.net -D parallel_mode=auto_parallel
 mpar "semi-auto transformer @8" transformer.cuda 8 samples/transformer.net
@@ -211,6 +243,12 @@ else
 fi
 if [ -x "$work/dp1" ] && NETC_COMM=host run dp1 1 dp1.host --steps 5; then
 	same "the same on NETC_COMM=host == NCCL" dp1.host dp1
+fi
+if [ -x "$work/dp1" ] && run dp1 1 dp1.trace --steps 5 --trace "$work/dp1.json"; then
+	gpu_trace "trace @1 on NCCL: every pass on the GPU compute track" \
+		"gpu: steps 5 forward 5 backward 5 update 5 buckets 0 " "$work/dp1.json"
+else
+	bad "data parallel mlp_dp @1 with --trace (run failed)"
 fi
 if build hdp1 $HET -D device_num=1 $DP -D parameter_broadcast=true --target cuda && run hdp1 1 hdp1 --steps 5; then
 	same "data parallel hetero @1 over NCCL (host tables by MPI) == stand-alone" hdp1 hetero.cuda
@@ -276,6 +314,18 @@ else
 	tag=NCCL_pipeline_deep_2_stages_1F1B__2
 	if [ -x "$work/$tag" ] && NETC_COMM=host run "$tag" 2 "$tag.host" --steps 5; then
 		same "the 2-stage pipeline on NETC_COMM=host == NCCL" "$tag.host" "$tag"
+	fi
+	# the overlap claim, NOT YET RUN on a GPU: each bucket's all-reduce runs
+	# on the communication stream while the compute stream finishes the
+	# backward pass, so in the GPU's own times (CUDA events) a bucket span
+	# overlaps its step's backward span (the first bucket starts
+	# mid-backward; tests/tools/tracecheck.c --overlap)
+	if [ -x "$work/tdp2" ] && run tdp2 2 tdp2.nccl --steps 5 --trace "$work/tdp2.nccl.json"; then
+		same "NCCL data parallel mlp_dp @2, two buckets, --trace" tdp2.nccl mlp_dp.ref
+		gpu_trace "trace @2 on NCCL: a bucket overlaps the backward pass on the GPU (not yet run on a GPU)" \
+			"gpu: steps 5 forward 5 backward 5 update 5 buckets 10 within 10 " --overlap "$work"/tdp2.nccl.rank*.json
+	else
+		bad "NCCL data parallel mlp_dp @2 with --trace (run failed)"
 	fi
 fi
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "runtime/json_internal.h"
 #include "runtime/rt_internal.h"
 #include "runtime/spmd.h"
 #include "test_runtime_util.h"
@@ -380,4 +381,60 @@ Test(runtime, grow_doubles_and_keeps)
 	for (int n = 0; n < 100; n++)
 		cr_expect_eq(v[n], n);
 	free(v);
+}
+
+/* --trace (runtime/trace.c): the CPU runtime's spans on two tracks, with
+ * no track names; the CUDA runtime's spans (nrt_trace_add) on theirs. */
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	static char buf[8192];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return buf;
+}
+
+Test(trace, spans_tracks_and_off)
+{
+	cr_expect_eq(nrt_trace_now(), 0);
+	cr_expect(!nrt_trace_on());
+	nrt_trace_span("forward", "compute", -1, 0); /* off: nothing */
+	char *dir = tr_mkdtemp(), *path = tr_path(dir, "t.json");
+	nrt_trace_open(path);
+	cr_assert(nrt_trace_on());
+	double t = nrt_trace_now();
+	cr_expect_gt(t, 0);
+	nrt_trace_span("forward", "compute", 2, t);
+	nrt_trace_span("wait", "comm", -1, t);
+	nrt_trace_add((NrtSpan){"sends/receives", "gpu_comm", "round", 7, NRT_TRACK_GPU_COMM, t, t + 1e-3});
+	nrt_trace_close();
+	cr_expect(!nrt_trace_on());
+	char *text = read_text(path), err[256];
+	Json *j = json_parse(text, strlen(text), err, sizeof err);
+	cr_assert_not_null(j, "%s", err);
+	const Json *ev = json_get(j, "traceEvents");
+	cr_assert(ev && ev->kind == JSON_ARRAY && ev->n == 4, "%s", text);
+	cr_expect(!strstr(text, "thread_name"), "the CPU runtime names no tracks");
+	struct { const char *name, *arg; double tid; } want[] = {{"forward", "micro", 0}, {"wait", NULL, 1},
+	                                                          {"sends/receives", "round", 3}};
+	for (int i = 0; i < 3; i++) {
+		const Json *e = &ev->kids[i + 1], *args = json_get(e, "args");
+		cr_expect_str_eq(json_get(e, "name")->str, want[i].name);
+		cr_expect_eq(json_get(e, "tid")->num, want[i].tid);
+		cr_expect_geq(json_get(e, "dur")->num, 0);
+		cr_expect_eq(args != NULL, want[i].arg != NULL, "%s", want[i].name);
+		if (args && want[i].arg)
+			cr_expect_eq(json_get(args, want[i].arg)->num, i == 0 ? 2 : 7);
+	}
+	cr_expect_float_eq(json_get(&ev->kids[3], "dur")->num, 1000, 1e-6);
+	json_free(j);
+	/* named tracks are written as thread_name records */
+	nrt_trace_open(path);
+	nrt_trace_name_track(NRT_TRACK_GPU_COMPUTE, "GPU: compute stream");
+	nrt_trace_close();
+	cr_expect(strstr(read_text(path), "\"tid\": 2, \"args\": {\"name\": \"GPU: compute stream\"}"));
+	free(path);
+	tr_rmdir(dir);
 }

@@ -4,7 +4,9 @@
  * (the .c files of runtime/cuda) calls is here; with it, that code (memory, start-up,
  * host staging, the host-staged collectives) runs under mpirun against the
  * CPU kernels, so its logic is tested where no GPU is. Not a CUDA
- * emulator: no kernels, no asynchrony. It does keep apart what real CUDA
+ * emulator: no kernels, no asynchrony (an event records the host clock
+ * when cudaEventRecord is called, which is when the work before it ran
+ * here). It does keep apart what real CUDA
  * would: every cudaMalloc and cudaMallocHost block is recorded
  * (fake_context.c), so the kernel wrappers (fake_kernels.c) and the NCCL
  * stand-in stop the program when a host pointer reaches a device kernel or
@@ -17,7 +19,7 @@
 
 typedef enum cudaError {
 	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
-	cudaErrorNoDevice = 100,
+	cudaErrorNoDevice = 100, cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600,
 } cudaError_t;
 typedef struct FakeStream *cudaStream_t;
 typedef struct FakeEvent *cudaEvent_t;
@@ -48,7 +50,6 @@ static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cuda
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "fake CUDA error" : "no error"; }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
@@ -97,14 +98,23 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
-{
-	(void)f;
-	*e = (cudaEvent_t)malloc(1);
-	return cudaSuccess;
-}
-static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+/* Events (fake_context.c): timing ones (cudaEventCreate) are refused
+ * with FAKE_CUDA_NO_TIMING_EVENTS=1 in the environment, where a test
+ * checks that a run without --trace makes none; cudaEventElapsedTime
+ * fails as CUDA's does on an event not recorded or without timing. */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f);
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+/* The event recorded last is "not ready" the first time it is queried (as
+ * if the GPU were behind), and, as in CUDA, cudaGetLastError then returns
+ * cudaErrorNotReady until called: the next kernel's launch check would
+ * fail on it, so nrt_cuda_stream() (which every kernel and copy asks for)
+ * stops the program while it is pending. */
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaGetLastError(void);
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 {
 	(void)s, (void)e, (void)f;

@@ -1,15 +1,28 @@
 /* The parts of runtime/cuda/context.cu the host side calls, for the
  * stand-in CUDA of this folder (the CPU kernels do the computing), and the
  * record of the blocks cudaMalloc and cudaMallocHost handed out, by which
- * the fake tells device memory from host memory. */
+ * the fake tells device memory from host memory; events. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "../../../runtime/cuda/cuda_rt.h"
 
 static bool tf32;
-cudaStream_t nrt_cuda_stream(void) { return NULL; }
+static cudaError_t last_error; /* cudaGetLastError's */
+
+cudaStream_t nrt_cuda_stream(void)
+{
+	if (last_error == cudaErrorNotReady) {
+		fprintf(stderr, "fake CUDA: cudaGetLastError would report cudaErrorNotReady (from cudaEventQuery) at the "
+		                "next kernel's launch check\n");
+		fflush(stderr);
+		_Exit(1);
+	}
+	return NULL;
+}
 void nrt_cuda_set_tf32(bool on) { tf32 = on; }
 bool nrt_cuda_tf32(void) { return tf32; }
 bool nrt_cuda_kernel_error(char *msg, size_t n) { (void)msg, (void)n; return false; }
@@ -85,4 +98,70 @@ bool fake_cuda_is_device(const void *p, size_t n)
 		if (fblocks[i].kind == FAKE_DEVICE && a >= fblocks[i].p && a + n <= fblocks[i].p + fblocks[i].n)
 			return true;
 	return false;
+}
+
+struct FakeEvent {
+	unsigned flags;
+	bool recorded, queried;
+	double t; /* CLOCK_MONOTONIC seconds at the last cudaEventRecord */
+};
+static cudaEvent_t last_recorded;
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
+{
+	const char *no = getenv("FAKE_CUDA_NO_TIMING_EVENTS");
+	if (!(f & cudaEventDisableTiming) && no && *no && strcmp(no, "0") != 0) {
+		fprintf(stderr, "fake CUDA: a timing event was created (FAKE_CUDA_NO_TIMING_EVENTS is set)\n");
+		fflush(stderr);
+		_Exit(1);
+	}
+	*e = calloc(1, sizeof **e);
+	if (!*e)
+		return cudaErrorMemoryAllocation;
+	(*e)->flags = f;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+	if (e == last_recorded)
+		last_recorded = NULL;
+	free(e);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	(void)s;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	e->recorded = true;
+	e->queried = false;
+	last_recorded = e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	if (e == last_recorded && !e->queried) {
+		e->queried = true;
+		return last_error = cudaErrorNotReady;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = last_error;
+	last_error = cudaSuccess;
+	return e;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	if (!start->recorded || !end->recorded || (start->flags | end->flags) & cudaEventDisableTiming)
+		return cudaErrorInvalidResourceHandle;
+	*ms = (float)((end->t - start->t) * 1e3);
+	return cudaSuccess;
 }
