@@ -152,6 +152,7 @@ typedef struct Run {
 	int ranks;
 	double flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, mac_rate,
 	        tanh_rate, target_mac_rate;
+	double dram_bytes, llc_bandwidth, llc_bytes, kernel_threads; /* 0: not reported */
 	char op_name[32][32];  /* op NAME rate lines, written as op.NAME */
 	double op_rate[32];
 	int nop;
@@ -204,6 +205,8 @@ static bool parse_line(const char *line, Run *r, Sample *smp, int *nsmp)
 		{"dram_bandwidth", offsetof(Run, dram_bandwidth)}, {"cache_bytes", offsetof(Run, cache_bytes)},
 		{"rand_rate", offsetof(Run, rand_rate)},   {"mac_rate", offsetof(Run, mac_rate)},
 		{"tanh_rate", offsetof(Run, tanh_rate)},   {"target_mac_rate", offsetof(Run, target_mac_rate)},
+		{"dram_bytes", offsetof(Run, dram_bytes)}, {"llc_bandwidth", offsetof(Run, llc_bandwidth)},
+		{"llc_bytes", offsetof(Run, llc_bytes)},   {"kernel_threads", offsetof(Run, kernel_threads)},
 	};
 	if (strcmp(key, "ranks") == 0) {
 		r->ranks = (int)v;
@@ -264,9 +267,9 @@ static bool measure(const char *exe, const char *gemm_file, int ranks, bool quic
 static void better_run(Run *r, const Run *b)
 {
 	double *rates[] = {&r->flops, &r->scalar_flops, &r->mem_bandwidth, &r->dram_bandwidth, &r->rand_rate,
-	                   &r->mac_rate, &r->tanh_rate, &r->target_mac_rate};
+	                   &r->mac_rate, &r->tanh_rate, &r->target_mac_rate, &r->llc_bandwidth};
 	const double *brates[] = {&b->flops, &b->scalar_flops, &b->mem_bandwidth, &b->dram_bandwidth, &b->rand_rate,
-	                          &b->mac_rate, &b->tanh_rate, &b->target_mac_rate};
+	                          &b->mac_rate, &b->tanh_rate, &b->target_mac_rate, &b->llc_bandwidth};
 	for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
 		*rates[i] = fmax(*rates[i], *brates[i]);
 	r->op_overhead = fmin(r->op_overhead, b->op_overhead);
@@ -362,6 +365,14 @@ static void write_profile(FILE *f, const Run *r, const char *prefix, bool first)
 	fprintf(f, "%sscalar_flops = %.6g\n%smem_bandwidth = %.6g\n%sop_overhead = %.6g\n", prefix, r->scalar_flops,
 	        prefix, r->mem_bandwidth, prefix, r->op_overhead);
 	fprintf(f, "%sdram_bandwidth = %.6g\n%scache_bytes = %.6g\n", prefix, r->dram_bandwidth, prefix, r->cache_bytes);
+	/* absent from an older netc-calibrate's report: the model then goes
+	 * from the cache straight to dram_bandwidth */
+	if (positive(r->dram_bytes))
+		fprintf(f, "%sdram_bytes = %.6g\n", prefix, r->dram_bytes);
+	if (positive(r->llc_bandwidth) && positive(r->llc_bytes))
+		fprintf(f, "%sllc_bandwidth = %.6g\n%sllc_bytes = %.6g\n", prefix, r->llc_bandwidth, prefix, r->llc_bytes);
+	if (positive(r->kernel_threads))
+		fprintf(f, "%skernel_threads = %.6g\n", prefix, r->kernel_threads);
 	fprintf(f, "%srand_rate = %.6g\n%smac_rate = %.6g\n%stanh_rate = %.6g\n", prefix, r->rand_rate, prefix,
 	        r->mac_rate, prefix, r->tanh_rate);
 	fprintf(f, "%starget_mac_rate = %.6g\n", prefix, r->target_mac_rate);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../ir/layout.h"
+#include "../runtime/kernel_rules.h" /* NRT_PAR_MIN */
 #include "redistribute.h"
 
 void machine_defaults(Machine *m)
@@ -120,6 +121,10 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		{"mem_bandwidth", offsetof(MachineProfile, mem_bandwidth)},
 		{"dram_bandwidth", offsetof(MachineProfile, dram_bandwidth)},
 		{"cache_bytes", offsetof(MachineProfile, cache_bytes)},
+		{"dram_bytes", offsetof(MachineProfile, dram_bytes)},
+		{"llc_bandwidth", offsetof(MachineProfile, llc_bandwidth)},
+		{"llc_bytes", offsetof(MachineProfile, llc_bytes)},
+		{"kernel_threads", offsetof(MachineProfile, kernel_threads)},
 		{"op_overhead", offsetof(MachineProfile, op_overhead)},
 		{"rand_rate", offsetof(MachineProfile, rand_rate)},
 		{"mac_rate", offsetof(MachineProfile, mac_rate)},
@@ -160,7 +165,8 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		snprintf(err, errlen,
 		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
 		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
-		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, op_overhead, rand_rate, "
+		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, llc_bytes, "
+		         "kernel_threads, op_overhead, rand_rate, "
 		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
 		         key);
 		return NULL;
@@ -487,16 +493,41 @@ static double node_traffic(const Node *n, double *elems)
 	return bytes;
 }
 
+/* Bytes/s a kernel streams a working set of `bytes` at past the cache:
+ * dram_bandwidth, or where the last-level cache was measured, the
+ * bandwidth interpolated in log(bytes) through (cache_bytes,
+ * mem_bandwidth), (llc_bytes, llc_bandwidth), (dram_bytes,
+ * dram_bandwidth), flat beyond. */
+static double stream_bandwidth(const MachineProfile *p, double bytes)
+{
+	if (p->llc_bandwidth <= 0 || p->llc_bytes <= p->cache_bytes || p->mem_bandwidth <= 0)
+		return p->dram_bandwidth;
+	double far = p->dram_bytes > p->llc_bytes ? p->dram_bytes : p->llc_bytes;
+	double x0 = p->cache_bytes, y0 = p->mem_bandwidth, x1 = p->llc_bytes, y1 = p->llc_bandwidth;
+	if (bytes > p->llc_bytes) {
+		if (bytes >= far)
+			return p->dram_bandwidth;
+		x0 = p->llc_bytes, y0 = p->llc_bandwidth, x1 = far, y1 = p->dram_bandwidth;
+	}
+	double f = log(bytes / x0) / log(x1 / x0);
+	return y0 + f * (y1 - y0);
+}
+
 /* Any other operator: its kernel's measured speed, else its traffic or
  * its arithmetic, whichever is longer. */
 static double kernel_node_time(const Machine *m, const MachineProfile *p, const Node *n)
 {
 	double elems, bytes = node_traffic(n, &elems);
 	bool large = p->cache_bytes > 0 && bytes > p->cache_bytes && p->dram_bandwidth > 0;
-	double t_mem = large ? bytes / p->dram_bandwidth : p->mem_bandwidth > 0 ? bytes / p->mem_bandwidth : 0;
+	double t_mem = large ? bytes / stream_bandwidth(p, bytes) : p->mem_bandwidth > 0 ? bytes / p->mem_bandwidth : 0;
 	if (p->op_rate[n->op] > 0) {
-		/* measured in cache, so its traffic there is in the rate */
+		/* measured in cache on one thread, so its traffic there is in
+		 * the rate; the runtime splits a loop of NRT_PAR_MIN elements or
+		 * more among the rank's threads (the streaming figures above were
+		 * measured that way already) */
 		double t = elems / p->op_rate[n->op];
+		if (p->kernel_threads > 1 && elems >= NRT_PAR_MIN)
+			t /= p->kernel_threads;
 		return large && t_mem > t ? t_mem : t;
 	}
 	/* arithmetic only where the operator does more than one operation an

@@ -67,6 +67,10 @@ typedef struct MachineProfile {
 	double mem_bandwidth;  /* bytes/s an elementwise kernel streams (reads + writes) in cache */
 	double dram_bandwidth; /* the same past the cache; 0: mem_bandwidth */
 	double cache_bytes;    /* working sets up to this size stream at mem_bandwidth */
+	double dram_bytes;     /* the working set dram_bandwidth was measured at; 0: unknown */
+	double llc_bandwidth;  /* bytes/s at llc_bytes, between the two (the last-level cache); 0: none */
+	double llc_bytes;
+	double kernel_threads; /* threads a rank's kernels split large loops among (NRT_PAR_MIN); 0: 1 */
 	double op_overhead;    /* seconds each operator of the program costs besides its work */
 	double rand_rate;      /* random numbers/s of the synthetic input generator */
 	double mac_rate;       /* double multiply-adds/s of the synthetic labels' teacher */

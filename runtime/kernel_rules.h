@@ -12,6 +12,11 @@
 #define NRT_HD static inline
 #endif
 
+/* Work (elements) from which a CPU kernel splits its loop among the
+ * rank's OpenMP threads (runtime/kernels.c says why so many); netc's cost
+ * model prices such kernels that way (passes/cost.c). */
+#define NRT_PAR_MIN ((int64_t)1 << 18)
+
 /* Number of leading columns that row `o` keeps under the causal rule of
  * nrt_softmax (all n without a mask). Clamped, so a row that would keep
  * nothing (only when causal_rows > n) is fully masked. */

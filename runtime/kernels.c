@@ -167,7 +167,7 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
  * when the cores are shared (a descheduled thread holds up the barrier;
  * libgomp's threads spin after a region while OpenBLAS's want the cores),
  * so only kernels of a few hundred microseconds are split. */
-#define PAR_MIN (1 << 18)
+#define PAR_MIN NRT_PAR_MIN
 
 #define K_PRAGMA(x) _Pragma(#x)
 

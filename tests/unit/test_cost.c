@@ -10,6 +10,7 @@
 #include "ir/shape.h"
 #include "passes/cost.h"
 #include "passes/search.h"
+#include "runtime/kernel_rules.h"
 
 #define S(...) ((Shape){.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}})
 
@@ -165,4 +166,46 @@ Test(cost, gradient_leaves_as_partial_sum)
 	cr_expect(fabs(cost_edge(rc, rows, r.in[0], grad, DT_F32, true) - (fwd + back)) < 1e-15);
 	cr_expect(fabs(cost_edge(rc, rows, r.in[0], grad, DT_F32, false) - fwd) < 1e-15);
 	arena_free(&a);
+}
+
+/* relu over n f32 elements (8 bytes of traffic each) under machine m's
+ * one-rank profile */
+static double relu_time(Machine *m, int64_t n)
+{
+	Arena a = {0};
+	Graph *g = graph_new(&a);
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(n), loc_none());
+	Node *r = graph_node(g, OP_RELU, &x, 1, loc_none());
+	Diag d;
+	diag_init(&d, stderr);
+	cr_assert(infer_shapes(g, &d));
+	double t = cost_node_time(m, &m->prof[0], r, NULL);
+	arena_free(&a);
+	return t;
+}
+
+/* Past the cache a kernel streams at the bandwidth measured nearest its
+ * working set (log-interpolated between the cache, the last-level cache
+ * and DRAM figures), and a kernel of NRT_PAR_MIN elements or more runs
+ * on the rank's threads: hand-computed times. */
+Test(cost, streaming_tiers_and_kernel_threads)
+{
+	Machine m;
+	char err[256];
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "np1.flops=1T, np1.mem_bandwidth=200G, np1.cache_bytes=1048576, "
+	                                 "np1.dram_bandwidth=50G, np1.dram_bytes=50331648, np1.op.relu=1T",
+	                             err, sizeof err), "%s", err);
+	double mb = 1 << 20;
+	/* no last-level figures: DRAM's bandwidth right past the cache */
+	cr_expect(fabs(relu_time(&m, 1 << 19) - 4 * mb / 50e9) < 1e-12);
+	cr_assert(machine_parse_list(&m, "np1.llc_bandwidth=100G, np1.llc_bytes=8388608", err, sizeof err), "%s", err);
+	cr_expect(fabs(relu_time(&m, 1 << 20) - 8 * mb / 100e9) < 1e-12);            /* at llc_bytes */
+	cr_expect(fabs(relu_time(&m, 1 << 19) - 4 * mb / (200e9 - 100e9 * 2 / 3)) < 1e-12); /* 2/3 of the way */
+	cr_expect(fabs(relu_time(&m, 1 << 22) - 32 * mb / (100e9 - 50e9 * log(4) / log(6))) < 1e-12);
+	cr_expect(fabs(relu_time(&m, 1 << 23) - 64 * mb / 50e9) < 1e-12);             /* past dram_bytes */
+	/* a slow kernel: its rate, halved on two threads from NRT_PAR_MIN */
+	cr_assert(machine_parse_list(&m, "np1.op.relu=1G, np1.kernel_threads=2", err, sizeof err), "%s", err);
+	cr_expect(fabs(relu_time(&m, NRT_PAR_MIN) - (double)NRT_PAR_MIN / 1e9 / 2) < 1e-12);
+	cr_expect(fabs(relu_time(&m, NRT_PAR_MIN - 1) - (double)(NRT_PAR_MIN - 1) / 1e9) < 1e-12);
 }
