@@ -72,7 +72,8 @@ static void usage(FILE *out)
 	      "                        one fused pass (bit-identical either way; docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
-	      "                        precision_late, ps, fusion, strategy_ckpt, memplan, or all)\n"
+	      "                        precision_late, ps, fusion, strategy_ckpt, update_runs,\n"
+	      "                        memplan, or all)\n"
 	      "      --why OP          explain: OP's candidate strategies and their costs\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
@@ -262,6 +263,7 @@ static int run(Compilation *c, Args *a)
 	c->infer = a->infer;
 	c->fault = a->fault;
 	c->f64 = a->build.f64;
+	c->no_fuse = a->build.no_fuse;
 	c->machine = &a->machine;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;

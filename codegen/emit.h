@@ -109,6 +109,14 @@ void emit_sched_step(Emit *e);   /* train_step() and before_save() */
  * statement touching it ("" where every stage holds it). */
 uint64_t sched_held_mask(const Emit *e, const Value *v);
 const char *sched_held_if(Emit *e, const Value *v);
+/* The optimizer's update runs (passes/fuse.h): the C name of run r's
+ * block for its updates' input j (0 parameters, 1 accumulated gradients,
+ * 2.. state slots); where v lies in such a block ("run_0_params + 256"),
+ * or NULL; and the blocks' allocations, counted in the plan: the
+ * accumulators (grads), or the parameters and state. */
+const char *emit_run_block(Emit *e, int r, int j);
+const char *emit_run_member(Emit *e, const Value *v);
+void emit_run_blocks(Emit *e, bool grads);
 /* bytes of one activation slot of a stage's workspace */
 int64_t sched_ws_bytes(const Emit *e, int stage);
 /* In-place all-reduce of `count` elements of buf in n's group, with n's

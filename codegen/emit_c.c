@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 #include "../passes/redistribute.h"
 #include "emit.h"
@@ -910,23 +911,53 @@ EMIT(ALL_TO_ALL)
 
 /* ---- optimizer updates (in place on the parameter) ------------------------------ */
 
+/* A member of a run of updates (passes/fuse.h) is updated by one call
+ * at the run's last member, over the blocks that start at the run's
+ * first member's buffers; the others only say so. Returns the node whose
+ * buffers the call starts at, NULL for no call here; *len: elements. */
+static const Node *update_call(Emit *e, const Node *n, int64_t *len)
+{
+	const UpdateRun *r = update_run_of_node(e->c->updates, n, NULL);
+	*len = lnumel(n->in[0]);
+	if (!r)
+		return n;
+	if (r->at != n) {
+		fputs("\t/* updated by its run's one call (passes/fuse.h) */\n", OUT);
+		return NULL;
+	}
+	*len = r->elems;
+	fprintf(OUT, "\t/* one call for the run of %d parameters, %s to %s */\n", r->n, r->u[0]->in[0]->name,
+	        r->u[r->n - 1]->in[0]->name);
+	return r->u[0];
+}
+
 EMIT(SGD_UPDATE)
 {
-	fprintf(OUT, "\tK(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", lnumel(n->in[0]), n->attr.weight_decay, IN(1),
-	        IN(0));
+	int64_t len;
+	const Node *f = update_call(e, n, &len);
+	if (f)
+		fprintf(OUT, "\tK(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", len, n->attr.weight_decay, B(e, f->in[1]),
+		        B(e, f->in[0]));
 }
 
 EMIT(MOMENTUM_UPDATE)
 {
-	fprintf(OUT, "\tK(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", lnumel(n->in[0]),
-	        n->attr.momentum_opt, n->attr.nesterov ? "true" : "false", n->attr.weight_decay, IN(1), IN(2), IN(0));
+	int64_t len;
+	const Node *f = update_call(e, n, &len);
+	if (f)
+		fprintf(OUT, "\tK(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", len, n->attr.momentum_opt,
+		        n->attr.nesterov ? "true" : "false", n->attr.weight_decay, B(e, f->in[1]), B(e, f->in[2]),
+		        B(e, f->in[0]));
 }
 
 static void emit_adam(Emit *e, const Node *n, bool decoupled)
 {
-	fprintf(OUT, "\tK(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n",
-	        lnumel(n->in[0]), n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay,
-	        decoupled ? "true" : "false", IN(1), IN(2), IN(3), IN(0));
+	int64_t len;
+	const Node *f = update_call(e, n, &len);
+	if (f)
+		fprintf(OUT, "\tK(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n", len,
+		        n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay, decoupled ? "true" : "false",
+		        B(e, f->in[1]), B(e, f->in[2]), B(e, f->in[3]), B(e, f->in[0]));
 }
 
 EMIT(ADAM_UPDATE) { emit_adam(e, n, false); }
@@ -1360,6 +1391,16 @@ static int *next_same(Emit *e)
 	return nxt;
 }
 
+/* Whether items [i, i+p) name a buffer: a routine needs a parameter
+ * (the members of an update run that only say so name none). */
+static bool has_buffers(const Emit *e, int i, int p)
+{
+	for (int t = 0; t < p; t++)
+		if (e->items[i + t].nocc)
+			return true;
+	return false;
+}
+
 /* The longest saving run starting at i: k instances of p items. */
 static void find_run(Emit *e, SlotMap *ma, SlotMap *mb, const int *nxt, int i, int *best_p, int *best_k)
 {
@@ -1370,7 +1411,7 @@ static void find_run(Emit *e, SlotMap *ma, SlotMap *mb, const int *nxt, int i, i
 		int p = j - i;
 		if (i + 2 * p > n)
 			break;
-		if (p < SEQ_MIN_NODES || !same_code(e, ma, mb, i, j, p))
+		if (p < SEQ_MIN_NODES || !same_code(e, ma, mb, i, j, p) || !has_buffers(e, i, p))
 			continue;
 		int k = 2;
 		while (i + (k + 1) * p <= n && same_code(e, ma, mb, i, i + k * p, p))

@@ -6,6 +6,7 @@
 
 typedef struct MemPlan MemPlan;
 typedef struct FusionPlan FusionPlan;
+typedef struct UpdatePlan UpdatePlan;
 typedef struct Machine Machine;
 
 typedef struct Compilation {
@@ -22,6 +23,8 @@ typedef struct Compilation {
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
+	bool no_fuse;          /* --no-fuse: no fused kernels (passes/fuse.h) */
+	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 } Compilation;
 
@@ -56,5 +59,6 @@ bool pass_sharding(Compilation *c);
 bool pass_ps(Compilation *c);
 bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
+bool pass_update_runs(Compilation *c);
 bool pass_memplan(Compilation *c);
 #endif

@@ -30,6 +30,7 @@ static const Pass passes[] = {
 	{"ps",        pass_ps,        UPTO_CHECK,   true},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
+	{"update_runs", pass_update_runs, UPTO_CODEGEN, true},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
 };
 enum { NPASSES = sizeof passes / sizeof passes[0] };
