@@ -50,6 +50,8 @@ typedef struct Emit {
 	const struct Node **fused; /* by node id: bias_add -> its activation, activation -> its bias_add,
 	                            * computed together (passes/fuse.h); NULL: no fusion */
 	bool *fused_pre;       /* by node id: the fused bias_add's own output is read later */
+	const struct Residual **residual; /* by node id: the residual fold a node is part of (passes/fuse.h);
+	                            * NULL: none */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;

@@ -262,7 +262,9 @@ static unsigned dim_axis(const Layout *l, int d)
 #define IN(i) B(e, n->in[i])
 #define Y out_name(e, n->out)
 
-static void emit_gemm(Emit *e, const Node *n)
+/* A matrix product into `out` (the node's own output, or the buffer a
+ * residual fold accumulates it onto with beta 1). */
+static void emit_gemm_into(Emit *e, const Node *n, const char *out, int beta)
 {
 	const Shape *a = lshape(n->in[0]), *b = lshape(n->in[1]), *y = lshape(n->out);
 	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
@@ -270,8 +272,8 @@ static void emit_gemm(Emit *e, const Node *n)
 	int64_t K = ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
 	int64_t batch = ldims(n->out, 0, y->rank - 2);
 	if (n->op == OP_MATMUL) {
-		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
-		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), Y);
+		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %d, %s);\n",
+		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), beta, out);
 	} else if (b->rank < a->rank) {
 		/* b is shared by every matrix of the batch */
 		fprintf(OUT, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n", batch);
@@ -284,23 +286,28 @@ static void emit_gemm(Emit *e, const Node *n)
 	}
 }
 
+static void emit_gemm(Emit *e, const Node *n) { emit_gemm_into(e, n, Y, 0); }
+
 EMIT(MATMUL) { emit_gemm(e, n); }
 EMIT(BATCH_MATMUL) { emit_gemm(e, n); }
 
-static void emit_binary(Emit *e, const Node *n, const char *op)
+/* y = a op b, broadcasting a and b to y's local shape. */
+static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value *b, const Value *y)
 {
-	const Shape *y = lshape(n->out);
+	const Shape *ys = lshape(y);
 	int64_t as[MAX_RANK], bs[MAX_RANK];
-	bcast_strides(lshape(n->in[0]), y, as);
-	bcast_strides(lshape(n->in[1]), y, bs);
-	fprintf(OUT, "\tK(binary)(%s, %d, ", op, y->rank);
-	emit_shape(OUT, y);
-	fprintf(OUT, ", %s, ", IN(0));
-	emit_dims(OUT, as, y->rank);
-	fprintf(OUT, ", %s, ", IN(1));
-	emit_dims(OUT, bs, y->rank);
-	fprintf(OUT, ", %s);\n", Y);
+	bcast_strides(lshape(a), ys, as);
+	bcast_strides(lshape(b), ys, bs);
+	fprintf(OUT, "\tK(binary)(%s, %d, ", op, ys->rank);
+	emit_shape(OUT, ys);
+	fprintf(OUT, ", %s, ", B(e, a));
+	emit_dims(OUT, as, ys->rank);
+	fprintf(OUT, ", %s, ", B(e, b));
+	emit_dims(OUT, bs, ys->rank);
+	fprintf(OUT, ", %s);\n", out_name(e, y));
 }
+
+static void emit_binary(Emit *e, const Node *n, const char *op) { emit_binary_of(e, op, n->in[0], n->in[1], n->out); }
 
 EMIT(ADD) { emit_binary(e, n, "NRT_ADD"); }
 EMIT(SUB) { emit_binary(e, n, "NRT_SUB"); }
@@ -1002,9 +1009,36 @@ static void emit_node_comment(FILE *out, const Node *n)
 	fputs(" */\n", out);
 }
 
-/* A bias_add and the relu after it in one call (passes/fuse.h). */
+/* A residual fold (passes/fuse.h): at the matmul, z = x (+ b), then the
+ * product accumulated onto z; the bias_add and the add only say so. */
+static bool emit_residual(Emit *e, const Node *n)
+{
+	const Residual *r = e->residual ? e->residual[n->id] : NULL;
+	if (!r)
+		return false;
+	if (n != r->mm) {
+		fputs(n == r->add ? "\t/* computed above: the product accumulated onto the residual */\n"
+		                  : "\t/* computed above: the bias added to the residual first */\n",
+		      OUT);
+		return true;
+	}
+	const Value *z = r->add->out;
+	const int64_t *off = e->c->plan->offset;
+	if (r->bias)
+		emit_binary_of(e, "NRT_ADD", r->x, r->bias->in[1], z);
+	else if (r->x->kind == VK_NODE && off[z->id] >= 0 && off[z->id] == off[r->x->id])
+		fputs("\t/* the product lands on the residual's own buffer */\n", OUT);
+	else
+		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(real));\n", out_name(e, z), B(e, r->x), lnumel(z));
+	emit_gemm_into(e, n, out_name(e, z), 1);
+	return true;
+}
+
+/* A bias_add and the relu after it in one call, or a residual fold (passes/fuse.h). */
 static bool emit_fused(Emit *e, const Node *n)
 {
+	if (emit_residual(e, n))
+		return true;
 	const Node *m = e->fused ? e->fused[n->id] : NULL;
 	if (!m)
 		return false;

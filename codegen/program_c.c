@@ -1061,8 +1061,10 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_functions(&e);
 	} else {
 		fusion_names(&e);
-		if (!o->no_fuse && !(o->target && !strcmp(o->target, "cuda")))
+		if (!(o->no_fuse & FUSE_BIAS_ACT) && !(o->target && !strcmp(o->target, "cuda")))
 			e.fused = fuse_bias_act(c, &e.fused_pre);
+		if (!(o->no_fuse & FUSE_RESIDUAL))
+			e.residual = fuse_residual(c);
 		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);

@@ -178,7 +178,7 @@ bool pass_update_runs(Compilation *c)
 {
 	Graph *g = c->g;
 	c->updates = NULL;
-	if (c->no_fuse)
+	if (c->no_fuse & FUSE_UPDATES)
 		return true;
 	Cand *cd = ARENA_NEWN(&c->arena, Cand, g->nnodes > 0 ? g->nnodes : 1);
 	int nc = 0, ngroups = 0;

@@ -342,6 +342,23 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 	return rs;
 }
 
+/* By value id: the residual x whose bytes the add's result z takes
+ * (passes/fuse.h, residual_match), where x dies at the add. */
+static const Value **in_place(Compilation *c, const int *last)
+{
+	const Graph *g = c->g;
+	const Value **onto = ARENA_NEWN(&c->arena, const Value *, g->nvalues + 1);
+	for (int i = 0; i < g->nnodes; i++) {
+		Residual r;
+		if (!residual_match(c, i, &r) || r.bias || r.x->kind != VK_NODE || last[r.x->id] != i + 1 ||
+		    value_bytes(c, r.x) != value_bytes(c, r.add->out) || run_block_of(c, r.add->out, &(int64_t){0}) >= 0 ||
+		    run_block_of(c, r.x, &(int64_t){0}) >= 0)
+			continue;
+		onto[r.add->out->id] = r.x;
+	}
+	return onto;
+}
+
 /* One plan of the whole program (first fit in node order) with the run
  * blocks as rb says; returns the peak, fills offset[] and *naive. */
 static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive)
@@ -360,6 +377,7 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 			last[c->updates->r[r].u[k]->in[1]->id] = -3; /* freed with the block, not alone */
 	}
 	Reserves rs = reserves(c, rb);
+	const Value **onto = in_place(c, last0);
 	*naive = 0;
 	FreeList fl = {0};
 	int64_t high = 0;
@@ -374,7 +392,12 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 				continue;
 			int64_t off, size = align_up(value_bytes(c, v));
 			int r = run_block_of(c, v, &off);
-			if (r >= 0 && rb->at[r] >= 0) { /* its own bytes of the fixed block, from now on */
+			const Value *x = onto[v->id];
+			if (x && offset[x->id] >= 0 && last[x->id] == i &&
+			    clash(&rs, align_down(offset[x->id]), offset[x->id] + size, last[v->id]) < 0) { /* x's bytes pass to v */
+				offset[v->id] = offset[x->id];
+				last[x->id] = -2;
+			} else if (r >= 0 && rb->at[r] >= 0) { /* its own bytes of the fixed block, from now on */
 				offset[v->id] = rb->at[r] + off;
 				fl_cut(&c->arena, &fl, align_down(offset[v->id]), align_up(offset[v->id] + value_bytes(c, v)));
 				rb->placed[r] = rb->at[r];
@@ -452,6 +475,13 @@ static bool plan_ok(Compilation *c, const int *last, const int64_t *offset)
 	const Graph *g = c->g;
 	RunBlocks rb = run_blocks(c, last);
 	Placed *v = ARENA_NEWN(&c->arena, Placed, g->nvalues + 1);
+	const Value **onto = in_place(c, last);
+	int *death = ARENA_NEWN(&c->arena, int, g->nvalues + 1);
+	for (int i = 0; i < g->nvalues; i++)
+		death[i] = last[i];
+	for (int i = 0; i < g->nvalues; i++) /* the product lands on x: x is done before z */
+		if (onto[i] && offset[onto[i]->id] == offset[i])
+			death[onto[i]->id] = rb.birth[i] - 1;
 	int n = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *x = g->values[i];
@@ -459,8 +489,8 @@ static bool plan_ok(Compilation *c, const int *last, const int64_t *offset)
 			continue;
 		int64_t off;
 		int r = run_block_of(c, x, &off);
-		int death = r >= 0 && rb.end[r] >= 0 ? rb.end[r] : last[i];
-		v[n++] = (Placed){offset[i], offset[i] + value_bytes(c, x), rb.birth[i], death, i};
+		v[n++] = (Placed){offset[i], offset[i] + value_bytes(c, x), rb.birth[i],
+		                  r >= 0 && rb.end[r] >= 0 ? rb.end[r] : death[i], i};
 	}
 	for (int i = 0; i < g->nnodes; i++) { /* an early gather's copies are made at its first member */
 		const Bucket *early = early_bucket(c, g->nodes[i]);

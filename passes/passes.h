@@ -23,10 +23,18 @@ typedef struct Compilation {
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
-	bool no_fuse;          /* --no-fuse: no fused kernels (passes/fuse.h) */
+	unsigned no_fuse;      /* --no-fuse[=KINDS]: the FUSE_* kinds of fused kernels left out (passes/fuse.h) */
 	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 } Compilation;
+
+/* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */
+enum {
+	FUSE_BIAS_ACT = 1,     /* bias_act: bias_add + relu in one pass */
+	FUSE_UPDATES = 2,      /* updates: the optimizer update in one call per run of parameters */
+	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
+	FUSE_ALL = 7,
+};
 
 /* How far a command needs the pipeline to go. */
 typedef enum Stage {
