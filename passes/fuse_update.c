@@ -4,9 +4,11 @@
  * gradients lie (and, in scheduled programs, their stage). A member's
  * call moves to the run's last member in node order, so it must be free
  * to wait there: nothing in between may touch its parameter or state.
- * Within a run the members are laid out in node order, those whose size
- * is a multiple of 16 elements first, so that every such parameter stays
- * 64-byte aligned in its block; a bucket's gradients keep the bucket's
+ * Within a run the members whose size is a multiple of 16 elements come
+ * first, so that every such parameter stays 64-byte aligned in its block;
+ * within that, workspace gradients go last-born first (memplan reserves
+ * each one's bytes from its birth: the block's start is free longest),
+ * accumulators in node order. A bucket's gradients keep the bucket's
  * order, and a run there is a stretch of members side by side in it. */
 #include <string.h>
 
@@ -123,6 +125,20 @@ static void add_run(Compilation *c, UpdatePlan *plan, Cand **m, int n)
 	}
 }
 
+static int64_t later_born_first(const Cand *k) { return -k->birth; }
+static int64_t bucket_order(const Cand *k) { return k->boff; }
+
+/* Stable insertion sort by key (runs are short next to the graph). */
+static void sort_by(Cand **m, int n, int64_t (*key)(const Cand *))
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && key(m[j]) < key(m[j - 1]); j--) {
+			Cand *t = m[j];
+			m[j] = m[j - 1];
+			m[j - 1] = t;
+		}
+}
+
 /* The unpinned members of one group, in layout order, cut into runs. */
 static void group_runs(Compilation *c, UpdatePlan *plan, Cand *cd, int nc, int group)
 {
@@ -133,13 +149,8 @@ static void group_runs(Compilation *c, UpdatePlan *plan, Cand *cd, int nc, int g
 			m[n++] = &cd[i];
 	if (n == 0)
 		return;
-	if (m[0]->grads == RUN_WORKSPACE) /* the last-born gradient first (passes/memplan.c): insertion sort */
-		for (int i = 1; i < n; i++)
-			for (int j = i; j > 0 && m[j]->birth > m[j - 1]->birth; j--) {
-				Cand *t = m[j];
-				m[j] = m[j - 1];
-				m[j - 1] = t;
-			}
+	if (m[0]->grads == RUN_WORKSPACE) /* the last-born gradient first (passes/memplan.c) */
+		sort_by(m, n, later_born_first);
 	if (m[0]->grads != RUN_BUCKET) {
 		/* stable: sizes that keep the next member aligned first */
 		Cand **t = ARENA_NEWN(&c->arena, Cand *, n);
@@ -151,13 +162,8 @@ static void group_runs(Compilation *c, UpdatePlan *plan, Cand *cd, int nc, int g
 		add_run(c, plan, t, n);
 		return;
 	}
-	/* by offset in the bucket (insertion sort), then stretches side by side */
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && m[j]->boff < m[j - 1]->boff; j--) {
-			Cand *t = m[j];
-			m[j] = m[j - 1];
-			m[j - 1] = t;
-		}
+	/* by offset in the bucket, then stretches side by side */
+	sort_by(m, n, bucket_order);
 	int from = 0;
 	for (int i = 1; i <= n; i++)
 		if (i == n || m[i]->boff != m[i - 1]->boff + numel(m[i - 1]->u->in[0])) {
