@@ -68,13 +68,15 @@ static void usage(FILE *out)
 	      "      --infer           build a forward-only program\n"
 	      "      --no-share-routines  build: write every node's kernel calls in line instead of\n"
 	      "                        sharing one routine among repeated layers (docs/codegen.md)\n"
-	      "      --no-fuse         build: keep bias_add and its relu two kernel calls instead of\n"
-	      "                        one fused pass (bit-identical either way; docs/codegen.md)\n"
+	      "      --no-fuse[=KINDS] build: no fused kernels, or not those KINDS (comma-separated):\n"
+	      "                        bias_act (bias_add + relu in one pass), updates (the optimizer\n"
+	      "                        update in one call per run of parameters; both bit-identical),\n"
+	      "                        residual (add(x, matmul) as a product accumulated onto x;\n"
+	      "                        rounding may differ) (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
-	      "                        precision_late, ps, placement, fusion, strategy_ckpt, memplan,\n"
-	      "                        or all)\n"
-	      "      --why OP          explain: OP's candidate strategies and their costs\n"
+	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
+	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
@@ -102,6 +104,34 @@ static bool is_pass_name(const char *s)
 	return false;
 }
 
+/* --no-fuse (every kind) or --no-fuse=KIND,...: the fusions left out. */
+static bool parse_no_fuse(const char *arg, unsigned *mask)
+{
+	static const struct {
+		const char *name;
+		unsigned kind;
+	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}};
+	if (!arg) {
+		*mask = FUSE_ALL;
+		return true;
+	}
+	for (const char *p = arg;;) {
+		size_t len = strcspn(p, ",");
+		unsigned k = 0;
+		for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+			if (strlen(kinds[i].name) == len && strncmp(p, kinds[i].name, len) == 0)
+				k = kinds[i].kind;
+		if (!k) {
+			fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual)\n", (int)len, p);
+			return false;
+		}
+		*mask |= k;
+		if (!p[len])
+			return true;
+		p += len + 1;
+	}
+}
+
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, Args *a)
 {
@@ -115,7 +145,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"gradcheck", no_argument, 0, OPT_GRADCHECK},
 		{"infer", no_argument, 0, OPT_INFER},
 		{"no-share-routines", no_argument, 0, OPT_NO_SHARE},
-		{"no-fuse", no_argument, 0, OPT_NO_FUSE},
+		{"no-fuse", optional_argument, 0, OPT_NO_FUSE},
 		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
 		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
 		{"why", required_argument, 0, OPT_WHY},
@@ -158,7 +188,10 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_FAULT: a->fault = optarg; break;
 		case OPT_INFER: a->infer = true; break;
 		case OPT_NO_SHARE: a->build.no_share_routines = true; break;
-		case OPT_NO_FUSE: a->build.no_fuse = true; break;
+		case OPT_NO_FUSE:
+			if (!parse_no_fuse(optarg, &a->build.no_fuse))
+				return EXIT_USER;
+			break;
 		case OPT_WHY: a->why = optarg; break;
 		case OPT_SCHEDULE: a->schedule = true; break;
 		case OPT_FOLD: a->fold = true; break;
@@ -263,6 +296,7 @@ static int run(Compilation *c, Args *a)
 	c->infer = a->infer;
 	c->fault = a->fault;
 	c->f64 = a->build.f64;
+	c->no_fuse = a->build.no_fuse;
 	c->machine = &a->machine;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;

@@ -56,6 +56,8 @@ typedef struct Emit {
 	const struct Node **fused; /* by node id: bias_add -> its activation, activation -> its bias_add,
 	                            * computed together (passes/fuse.h); NULL: no fusion */
 	bool *fused_pre;       /* by node id: the fused bias_add's own output is read later */
+	const struct Residual **residual; /* by node id: the residual fold a node is part of (passes/fuse.h);
+	                            * NULL: none */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;
@@ -118,6 +120,14 @@ void emit_sched_step(Emit *e);   /* train_step() and before_save() */
  * statement touching it ("" where every stage holds it). */
 uint64_t sched_held_mask(const Emit *e, const Value *v);
 const char *sched_held_if(Emit *e, const Value *v);
+/* The optimizer's update runs (passes/fuse.h): the C name of run r's
+ * block for its updates' input j (0 parameters, 1 accumulated gradients,
+ * 2.. state slots); where v lies in such a block ("run_0_params + 256"),
+ * or NULL; and the blocks' allocations, counted in the plan: the
+ * accumulators (grads), or the parameters and state. */
+const char *emit_run_block(Emit *e, int r, int j);
+const char *emit_run_member(Emit *e, const Value *v);
+void emit_run_blocks(Emit *e, bool grads);
 /* bytes of one activation slot of a stage's workspace */
 int64_t sched_ws_bytes(const Emit *e, int stage);
 /* In-place all-reduce of `count` elements of buf in n's group, with n's

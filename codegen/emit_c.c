@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 #include "../passes/redistribute.h"
 #include "emit.h"
@@ -266,7 +267,9 @@ const char *emit_kernels_for(const Value *v)
 #define IN(i) B(e, n->in[i])
 #define Y out_name(e, n->out)
 
-static void emit_gemm(Emit *e, const Node *n)
+/* A matrix product into `out` (the node's own output, or the buffer a
+ * residual fold accumulates it onto with beta 1). */
+static void emit_gemm_into(Emit *e, const Node *n, const char *out, int beta)
 {
 	const Shape *a = lshape(n->in[0]), *b = lshape(n->in[1]), *y = lshape(n->out);
 	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
@@ -274,8 +277,8 @@ static void emit_gemm(Emit *e, const Node *n)
 	int64_t K = ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
 	int64_t batch = ldims(n->out, 0, y->rank - 2);
 	if (n->op == OP_MATMUL) {
-		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
-		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), Y);
+		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %d, %s);\n",
+		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), beta, out);
 	} else if (b->rank < a->rank) {
 		/* b is shared by every matrix of the batch */
 		fprintf(OUT, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n", batch);
@@ -288,23 +291,28 @@ static void emit_gemm(Emit *e, const Node *n)
 	}
 }
 
+static void emit_gemm(Emit *e, const Node *n) { emit_gemm_into(e, n, Y, 0); }
+
 EMIT(MATMUL) { emit_gemm(e, n); }
 EMIT(BATCH_MATMUL) { emit_gemm(e, n); }
 
-static void emit_binary(Emit *e, const Node *n, const char *op)
+/* y = a op b, broadcasting a and b to y's local shape. */
+static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value *b, const Value *y)
 {
-	const Shape *y = lshape(n->out);
+	const Shape *ys = lshape(y);
 	int64_t as[MAX_RANK], bs[MAX_RANK];
-	bcast_strides(lshape(n->in[0]), y, as);
-	bcast_strides(lshape(n->in[1]), y, bs);
-	fprintf(OUT, "\tK(binary)(%s, %d, ", op, y->rank);
-	emit_shape(OUT, y);
-	fprintf(OUT, ", %s, ", IN(0));
-	emit_dims(OUT, as, y->rank);
-	fprintf(OUT, ", %s, ", IN(1));
-	emit_dims(OUT, bs, y->rank);
-	fprintf(OUT, ", %s);\n", Y);
+	bcast_strides(lshape(a), ys, as);
+	bcast_strides(lshape(b), ys, bs);
+	fprintf(OUT, "\tK(binary)(%s, %d, ", op, ys->rank);
+	emit_shape(OUT, ys);
+	fprintf(OUT, ", %s, ", B(e, a));
+	emit_dims(OUT, as, ys->rank);
+	fprintf(OUT, ", %s, ", B(e, b));
+	emit_dims(OUT, bs, ys->rank);
+	fprintf(OUT, ", %s);\n", out_name(e, y));
 }
+
+static void emit_binary(Emit *e, const Node *n, const char *op) { emit_binary_of(e, op, n->in[0], n->in[1], n->out); }
 
 /* Two lookups' gradients of a host table: the second added into the
  * first's buffer, which is the sum's (codegen takes the sum's name for it) */
@@ -963,25 +971,55 @@ EMIT(ALL_TO_ALL)
 
 /* ---- optimizer updates (in place on the parameter) ------------------------------ */
 
-/* (host tables are updated by the host kernels, in host memory) */
+/* A member of a run of updates (passes/fuse.h) is updated by one call
+ * at the run's last member, over the blocks that start at the run's
+ * first member's buffers; the others only say so. Returns the node whose
+ * buffers the call starts at, NULL for no call here; *len: elements. */
+static const Node *update_call(Emit *e, const Node *n, int64_t *len)
+{
+	const UpdateRun *r = update_run_of_node(e->c->updates, n, NULL);
+	*len = lnumel(n->in[0]);
+	if (!r)
+		return n;
+	if (r->at != n) {
+		fputs("\t/* updated by its run's one call (passes/fuse.h) */\n", OUT);
+		return NULL;
+	}
+	*len = r->elems;
+	fprintf(OUT, "\t/* one call for the run of %d parameters, %s to %s */\n", r->n, r->u[0]->in[0]->name,
+	        r->u[r->n - 1]->in[0]->name);
+	return r->u[0];
+}
+
+/* (host tables are updated by the host kernels, in host memory; they are
+ * never in a run) */
 EMIT(SGD_UPDATE)
 {
-	fprintf(OUT, "\t%s(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", emit_kernels_for(n->in[0]), lnumel(n->in[0]),
-	        n->attr.weight_decay, IN(1), IN(0));
+	int64_t len;
+	const Node *f = update_call(e, n, &len);
+	if (f)
+		fprintf(OUT, "\t%s(sgd)(%" PRId64 ", lr, %.17g, %s, %s);\n", emit_kernels_for(f->in[0]), len,
+		        n->attr.weight_decay, B(e, f->in[1]), B(e, f->in[0]));
 }
 
 EMIT(MOMENTUM_UPDATE)
 {
-	fprintf(OUT, "\t%s(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", emit_kernels_for(n->in[0]),
-	        lnumel(n->in[0]), n->attr.momentum_opt, n->attr.nesterov ? "true" : "false", n->attr.weight_decay, IN(1),
-	        IN(2), IN(0));
+	int64_t len;
+	const Node *f = update_call(e, n, &len);
+	if (f)
+		fprintf(OUT, "\t%s(momentum)(%" PRId64 ", lr, %.17g, %s, %.17g, %s, %s, %s);\n", emit_kernels_for(f->in[0]),
+		        len, n->attr.momentum_opt, n->attr.nesterov ? "true" : "false", n->attr.weight_decay,
+		        B(e, f->in[1]), B(e, f->in[2]), B(e, f->in[0]));
 }
 
 static void emit_adam(Emit *e, const Node *n, bool decoupled)
 {
-	fprintf(OUT, "\t%s(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n",
-	        emit_kernels_for(n->in[0]), lnumel(n->in[0]), n->attr.beta1, n->attr.beta2, n->attr.eps_opt,
-	        n->attr.weight_decay, decoupled ? "true" : "false", IN(1), IN(2), IN(3), IN(0));
+	int64_t len;
+	const Node *f = update_call(e, n, &len);
+	if (f)
+		fprintf(OUT, "\t%s(adam)(%" PRId64 ", lr, %.17g, %.17g, %.17g, %.17g, %s, opt_step, %s, %s, %s, %s);\n",
+		        emit_kernels_for(f->in[0]), len, n->attr.beta1, n->attr.beta2, n->attr.eps_opt, n->attr.weight_decay,
+		        decoupled ? "true" : "false", B(e, f->in[1]), B(e, f->in[2]), B(e, f->in[3]), B(e, f->in[0]));
 }
 
 EMIT(ADAM_UPDATE) { emit_adam(e, n, false); }
@@ -1033,9 +1071,36 @@ static void emit_node_comment(FILE *out, const Node *n)
 	fputs(" */\n", out);
 }
 
-/* A bias_add and the relu after it in one call (passes/fuse.h). */
+/* A residual fold (passes/fuse.h): at the matmul, z = x (+ b), then the
+ * product accumulated onto z; the bias_add and the add only say so. */
+static bool emit_residual(Emit *e, const Node *n)
+{
+	const Residual *r = e->residual ? e->residual[n->id] : NULL;
+	if (!r)
+		return false;
+	if (n != r->mm) {
+		fputs(n == r->add ? "\t/* computed above: the product accumulated onto the residual */\n"
+		                  : "\t/* computed above: the bias added to the residual first */\n",
+		      OUT);
+		return true;
+	}
+	const Value *z = r->add->out;
+	const int64_t *off = e->c->plan->offset;
+	if (r->bias)
+		emit_binary_of(e, "NRT_ADD", r->x, r->bias->in[1], z);
+	else if (r->x->kind == VK_NODE && off[z->id] >= 0 && off[z->id] == off[r->x->id])
+		fputs("\t/* the product lands on the residual's own buffer */\n", OUT);
+	else
+		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(real));\n", out_name(e, z), B(e, r->x), lnumel(z));
+	emit_gemm_into(e, n, out_name(e, z), 1);
+	return true;
+}
+
+/* A bias_add and the relu after it in one call, or a residual fold (passes/fuse.h). */
 static bool emit_fused(Emit *e, const Node *n)
 {
+	if (emit_residual(e, n))
+		return true;
 	const Node *m = e->fused ? e->fused[n->id] : NULL;
 	if (!m)
 		return false;
@@ -1422,6 +1487,16 @@ static int *next_same(Emit *e)
 	return nxt;
 }
 
+/* Whether items [i, i+p) name a buffer: a routine needs a parameter
+ * (the members of an update run that only say so name none). */
+static bool has_buffers(const Emit *e, int i, int p)
+{
+	for (int t = 0; t < p; t++)
+		if (e->items[i + t].nocc)
+			return true;
+	return false;
+}
+
 /* The longest saving run starting at i: k instances of p items. */
 static void find_run(Emit *e, SlotMap *ma, SlotMap *mb, const int *nxt, int i, int *best_p, int *best_k)
 {
@@ -1432,7 +1507,7 @@ static void find_run(Emit *e, SlotMap *ma, SlotMap *mb, const int *nxt, int i, i
 		int p = j - i;
 		if (i + 2 * p > n)
 			break;
-		if (p < SEQ_MIN_NODES || !same_code(e, ma, mb, i, j, p))
+		if (p < SEQ_MIN_NODES || !same_code(e, ma, mb, i, j, p) || !has_buffers(e, i, p))
 			continue;
 		int k = 2;
 		while (i + (k + 1) * p <= n && same_code(e, ma, mb, i, i + k * p, p))

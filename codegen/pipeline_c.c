@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
@@ -389,14 +390,19 @@ void emit_sched_alloc(Emit *e)
 		             "\t\tinput_slot[%d][k] = nrt_alloc(NRT_MEM_INPUTS, %" PRId64 ", sizeof(%s));\n",
 		        i, lnumel(g->inputs[i]), ctype(g->inputs[i]->dtype));
 	}
-	for (int i = 0; i < g->nvalues; i++)
-		if (e->swap[i]) { /* a host table's gradient accumulates in host memory */
+	emit_run_blocks(e, true);
+	for (int i = 0; i < g->nvalues; i++) {
+		const char *in_run = e->swap[i] ? emit_run_member(e, g->values[i]) : NULL;
+		if (in_run)
+			fprintf(out, "\t%s%s = %s;\n", sched_held_if(e, g->values[i]), e->swap[i], in_run);
+		else if (e->swap[i]) { /* a host table's gradient accumulates in host memory */
 			bool host = g->values[i]->host;
 			fprintf(out, "\t%s%s = %s(NRT_MEM_GRADS, %" PRId64 ", sizeof(real));\n", sched_held_if(e, g->values[i]),
 			        e->swap[i], host ? "nrt_host_alloc" : "nrt_alloc", lnumel(g->values[i]));
 			emit_planned(e, sched_held_mask(e, g->values[i]), (host ? MEM_HOST : 0) + MEM_GRADS,
 			             lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
 		}
+	}
 	for (int t = 0; t < ntransfers; t++)
 		if (self_transfer(e, &transfers[t])) {
 			int st = stage_of_chunk(e, transfers[t].from);

@@ -65,6 +65,59 @@ static void emit_decl_as(Emit *e, const Value *v, const char *storage, const cha
 
 static void emit_decl(Emit *e, const Value *v, const char *storage) { emit_decl_as(e, v, storage, B(e, v)); }
 
+/* The blocks of the optimizer's update runs (passes/fuse.h): for input j
+ * of the run's updates, its parameters (0), accumulated gradients (1) or
+ * state slot j - 2, side by side in one allocation. */
+const char *emit_run_block(Emit *e, int r, int j)
+{
+	return j == 0 ? arena_printf(&e->c->arena, "run_%d_params", r)
+	       : j == 1 ? arena_printf(&e->c->arena, "run_%d_grads", r)
+	                : arena_printf(&e->c->arena, "run_%d_state%d", r, j - 2);
+}
+
+const char *emit_run_member(Emit *e, const Value *v)
+{
+	int m;
+	const UpdateRun *r = update_run_of_value(e->c->updates, v, &m);
+	if (!r || (v->kind == VK_NODE && r->grads != RUN_ACCUMULATOR))
+		return NULL;
+	for (int j = 0; j < r->u[m]->nin; j++)
+		if (r->u[m]->in[j] == v)
+			return arena_printf(&e->c->arena, "%s + %" PRId64, emit_run_block(e, (int)(r - e->c->updates->r), j),
+			                    r->offset[m]);
+	return NULL;
+}
+
+/* The blocks' allocations, counted in the plan: the accumulators
+ * (grads), or the parameters and state. */
+void emit_run_blocks(Emit *e, bool grads)
+{
+	const UpdatePlan *up = e->c->updates;
+	for (int r = 0; up && r < up->n; r++) {
+		const UpdateRun *run = &up->r[r];
+		for (int j = 0; j < run->u[0]->nin; j++) {
+			const Value *v = run->u[0]->in[j];
+			if ((j == 1) != grads || (j == 1 && run->grads != RUN_ACCUMULATOR))
+				continue;
+			int kind = j == 0 ? MEM_PARAMS : j == 1 ? MEM_GRADS : MEM_STATE;
+			static const char *const names[] = {[MEM_PARAMS] = "NRT_MEM_PARAMS", [MEM_GRADS] = "NRT_MEM_GRADS",
+			                                    [MEM_STATE] = "NRT_MEM_STATE"};
+			fprintf(e->out, "	%s%s = nrt_alloc(%s, %" PRId64 ", sizeof(real)); /* %d tensors */\n",
+			        e->sched ? sched_held_if(e, v) : "", emit_run_block(e, r, j), names[kind], run->elems, run->n);
+			emit_planned(e, e->sched ? sched_held_mask(e, v) : ~(uint64_t)0, kind, run->elems * (e->o->f64 ? 8 : 4));
+		}
+	}
+}
+
+static void emit_run_frees(Emit *e, bool grads)
+{
+	const UpdatePlan *up = e->c->updates;
+	for (int r = 0; up && r < up->n; r++)
+		for (int j = 0; j < up->r[r].u[0]->nin; j++)
+			if ((j == 1) == grads && (j != 1 || up->r[r].grads == RUN_ACCUMULATOR))
+				fprintf(e->out, "\tnrt_free(%s);\n", emit_run_block(e, r, j));
+}
+
 static int64_t max_param_numel(const Graph *g)
 {
 	int64_t m = 1;
@@ -122,6 +175,14 @@ static void emit_buffers(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_STATE)
 			emit_decl(e, g->values[i], "static ");
+	const UpdatePlan *up = e->c->updates;
+	if (up) {
+		fputs("\n/* ---- the update runs' blocks: each run's tensors of one kind side by side ---- */\n", out);
+		for (int r = 0; r < up->n; r++)
+			for (int j = 0; j < up->r[r].u[0]->nin; j++)
+				if (j != 1 || up->r[r].grads == RUN_ACCUMULATOR)
+					fprintf(out, "static real *%s; /* %" PRId64 " elements */\n", emit_run_block(e, r, j), up->r[r].elems);
+	}
 	fputs("\n/* ---- constants ---- */\n", out);
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_CONST)
@@ -593,9 +654,15 @@ static void emit_alloc(Emit *e)
 			emit_planned(e, ALL_STAGES, MEM_INPUTS, lnumel(g->inputs[i]) * emit_csize(e, g->inputs[i]->dtype));
 		}
 	}
+	emit_run_blocks(e, false);
 	int k = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
+		const char *in_run = v->kind == VK_PARAM || v->kind == VK_STATE ? emit_run_member(e, v) : NULL;
+		if (in_run) {
+			fprintf(out, "\t%stensors[%d].data = %s = %s;\n", e->sched ? sched_held_if(e, v) : "", k++, B(e, v), in_run);
+			continue;
+		}
 		if (v->kind == VK_PARAM || v->kind == VK_STATE) /* pipelines: only this stage's (data NULL elsewhere) */
 			fprintf(out, "\t%stensors[%d].data = %s = %s(%s, %" PRId64 ", sizeof(%s));\n",
 			        e->sched ? sched_held_if(e, v) : "", k++, B(e, v), v->host ? "nrt_host_alloc" : "nrt_alloc",
@@ -683,8 +750,9 @@ static void emit_alloc(Emit *e)
 			fprintf(out, "\tfor (int k = 0; k < slots_of[my_stage]; k++)\n\t\tnrt_free(input_slot[%d][k]);\n"
 			             "\tfree(input_slot[%d]);\n", i, i);
 		for (int i = 0; i < g->nvalues; i++)
-			if (e->swap[i])
+			if (e->swap[i] && !emit_run_member(e, g->values[i]))
 				fprintf(out, "\tnrt_free(%s);\n", e->swap[i]);
+		emit_run_frees(e, true);
 	} else {
 		fputs("\tnrt_free(ws);\n", out);
 	}
@@ -695,9 +763,10 @@ static void emit_alloc(Emit *e)
 			fprintf(out, "\tnrt_free(bucket_%d);\n", b);
 	if (ring_used(e->c->fusion))
 		fputs("\tnrt_free(rs_send_0);\n\tnrt_free(rs_send_1);\n", out);
+	emit_run_frees(e, false);
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
-		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched))
+		if (v->kind != VK_NODE && !(v->kind == VK_INPUT && e->sched) && !emit_run_member(e, v))
 			fprintf(out, "\tnrt_free(%s);\n", B(e, v));
 	}
 	if (g->train.optimizer == OPT_LAMB)
@@ -1099,8 +1168,10 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_functions(&e);
 	} else {
 		fusion_names(&e);
-		if (!o->no_fuse)
+		if (!(o->no_fuse & FUSE_BIAS_ACT))
 			e.fused = fuse_bias_act(c, &e.fused_pre);
+		if (!(o->no_fuse & FUSE_RESIDUAL))
+			e.residual = fuse_residual(c);
 		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);

@@ -14,7 +14,7 @@ typedef struct BuildOptions {
 	bool gradcheck;        /* the program checks its gradients instead of training */
 	bool verbose;          /* -v: show the compiler command and memory plan */
 	bool no_share_routines; /* --no-share-routines: every node straight-line in its phase function */
-	bool no_fuse;          /* --no-fuse: no bias + activation kernels (passes/fuse.h) */
+	unsigned no_fuse;      /* --no-fuse[=KINDS]: the FUSE_* kinds left unfused (passes/fuse.h) */
 } BuildOptions;
 
 typedef struct Target {

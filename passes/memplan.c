@@ -5,8 +5,11 @@
 #include "memplan.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../ir/layout.h"
+#include "fuse.h"
 #include "fusion.h"
 
 enum { ALIGN = 64 };
@@ -168,6 +171,348 @@ static const Bucket *early_bucket(const Compilation *c, const Node *n)
 	return NULL;
 }
 
+/* ---- the gradients of update runs ---------------------------------------------- */
+
+/* A run of optimizer updates whose gradients are in the workspace
+ * (passes/fuse.h) needs them side by side in the run's order: one block,
+ * freed after the run's call. Reserving the whole block at the first
+ * gradient's birth would hold it through the backward pass's peak, where
+ * no gradient exists yet (+17% workspace on the GPT benchmark). Instead
+ * the block gets a fixed offset and each gradient's bytes are reserved
+ * from its own birth on: values that die before may use them. The
+ * offset is the best of a few tried (peak workspace), the block at the
+ * first birth among them. */
+typedef struct Reserve {
+	int64_t lo, hi;        /* workspace bytes [lo, hi), 64-byte aligned outwards */
+	int from;              /* taken from this node position on */
+} Reserve;
+
+typedef struct Reserves {
+	Reserve *v;            /* sorted by lo, disjoint but for shared aligned edges */
+	int n;
+} Reserves;
+
+static int64_t align_down(int64_t n) { return n / ALIGN * ALIGN; }
+
+/* The end of the last reservation overlapping [lo, hi) that is taken by
+ * node position `until`; -1 none. */
+static int64_t clash(const Reserves *rs, int64_t lo, int64_t hi, int until)
+{
+	int a = 0, b = rs->n; /* the first with hi > lo */
+	while (a < b) {
+		int m = (a + b) / 2;
+		if (rs->v[m].hi > lo)
+			b = m;
+		else
+			a = m + 1;
+	}
+	int64_t end = -1;
+	for (int k = a > 0 ? a - 1 : 0; k < rs->n && rs->v[k].lo < hi; k++)
+		if (rs->v[k].hi > lo && rs->v[k].from <= until && rs->v[k].hi > end)
+			end = rs->v[k].hi;
+	return end;
+}
+
+/* [lo, hi) is no longer free (it may be partly in use already). */
+static void fl_cut(Arena *a, FreeList *fl, int64_t lo, int64_t hi)
+{
+	for (int i = 0; i < fl->n; i++) {
+		Span *s = &fl->v[i];
+		int64_t s0 = s->off, s1 = s->off + s->size;
+		if (s1 <= lo || s0 >= hi)
+			continue;
+		if (s0 < lo && s1 > hi) { /* [s0, lo) stays, [hi, s1) after it */
+			s->size = lo - s0;
+			Span t = {hi, s1 - hi};
+			VEC_PUSH(a, fl->v, fl->n, fl->cap, t);
+			for (int j = fl->n - 1; j > i + 1; j--)
+				fl->v[j] = fl->v[j - 1];
+			fl->v[i + 1] = t;
+			return;
+		}
+		if (s0 < lo) {
+			s->size = lo - s0;
+		} else if (s1 > hi) {
+			s->off = hi;
+			s->size = s1 - hi;
+		} else {
+			for (int j = i; j + 1 < fl->n; j++)
+				fl->v[j] = fl->v[j + 1];
+			fl->n--;
+			i--;
+		}
+	}
+	if (hi > fl->top) {
+		if (lo > fl->top) {
+			Span t = {fl->top, lo - fl->top};
+			VEC_PUSH(a, fl->v, fl->n, fl->cap, t);
+		}
+		fl->top = hi;
+	}
+}
+
+/* First fit for a value alive until node position `until`, around the
+ * reservations taken by then. */
+static int64_t fl_alloc_avoiding(Arena *a, FreeList *fl, int64_t size, int until, const Reserves *rs)
+{
+	if (!rs->n)
+		return fl_alloc(a, fl, size);
+	for (int i = 0; i < fl->n; i++) {
+		int64_t off = fl->v[i].off, end = off + fl->v[i].size;
+		for (int64_t bump; off + size <= end; off = align_up(bump)) {
+			bump = clash(rs, off, off + size, until);
+			if (bump < 0) {
+				fl_cut(a, fl, off, off + size);
+				return off;
+			}
+		}
+	}
+	int64_t off = fl->top;
+	for (int64_t bump; (bump = clash(rs, off, off + size, until)) >= 0;)
+		off = align_up(bump);
+	fl_cut(a, fl, off, off + size);
+	return off;
+}
+
+/* The runs with workspace gradients: where each block goes. */
+typedef struct RunBlocks {
+	int64_t *at;           /* by run: the block's fixed offset, or -1: at its first birth */
+	int64_t *placed;       /* by run: the block's offset once allocated, -1 before */
+	int *end;              /* by run: the position after which the block is freed; -1: not in the workspace */
+	int *birth;            /* by value id: the position of the node that makes it */
+} RunBlocks;
+
+static int64_t run_bytes(const Compilation *c, const UpdateRun *r) { return align_up(r->elems * (c->f64 ? 8 : 4)); }
+
+/* The run whose workspace block holds gradient v, or -1; *off: v's bytes from the block's start. */
+static int run_block_of(const Compilation *c, const Value *v, int64_t *off)
+{
+	int m;
+	const UpdateRun *run = update_run_of_value(c->updates, v, &m);
+	if (!run || run->grads != RUN_WORKSPACE || run->u[m]->in[1] != v)
+		return -1;
+	*off = run->offset[m] * (c->f64 ? 8 : 4);
+	return (int)(run - c->updates->r);
+}
+
+static RunBlocks run_blocks(Compilation *c, const int *last)
+{
+	const UpdatePlan *up = c->updates;
+	const Graph *g = c->g;
+	int nr = up ? up->n : 0;
+	RunBlocks rb = {ARENA_NEWN(&c->arena, int64_t, nr + 1), ARENA_NEWN(&c->arena, int64_t, nr + 1),
+	                ARENA_NEWN(&c->arena, int, nr + 1), ARENA_NEWN(&c->arena, int, g->nvalues + 1)};
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->out)
+			rb.birth[g->nodes[i]->out->id] = i;
+	for (int r = 0; r < nr; r++) {
+		const UpdateRun *run = &up->r[r];
+		rb.at[r] = rb.end[r] = -1;
+		if (run->grads != RUN_WORKSPACE)
+			continue;
+		for (int i = 0; i < g->nnodes; i++)
+			if (g->nodes[i] == run->at)
+				rb.end[r] = i;
+		for (int k = 0; k < run->n; k++)
+			if (last[run->u[k]->in[1]->id] > rb.end[r])
+				rb.end[r] = last[run->u[k]->in[1]->id];
+	}
+	return rb;
+}
+
+/* The reservations of the blocks with a fixed offset, sorted. */
+static Reserves reserves(Compilation *c, const RunBlocks *rb)
+{
+	Reserves rs = {0};
+	int cap = 0;
+	for (int r = 0; c->updates && r < c->updates->n; r++) {
+		const UpdateRun *run = &c->updates->r[r];
+		for (int k = 0; rb->at[r] >= 0 && k < run->n; k++) {
+			const Value *gv = run->u[k]->in[1];
+			int64_t lo = rb->at[r] + run->offset[k] * (c->f64 ? 8 : 4);
+			Reserve x = {align_down(lo), align_up(lo + value_bytes(c, gv)), rb->birth[gv->id]};
+			VEC_PUSH(&c->arena, rs.v, rs.n, cap, x);
+		}
+	}
+	for (int i = 1; i < rs.n; i++) /* insertion sort: runs are laid out in order already */
+		for (int j = i; j > 0 && rs.v[j].lo < rs.v[j - 1].lo; j--) {
+			Reserve t = rs.v[j];
+			rs.v[j] = rs.v[j - 1];
+			rs.v[j - 1] = t;
+		}
+	return rs;
+}
+
+/* By value id: the residual x whose bytes the add's result z takes
+ * (passes/fuse.h, residual_match), where x dies at the add. */
+static const Value **in_place(Compilation *c, const int *last)
+{
+	const Graph *g = c->g;
+	const Value **onto = ARENA_NEWN(&c->arena, const Value *, g->nvalues + 1);
+	for (int i = 0; i < g->nnodes; i++) {
+		Residual r;
+		if (!residual_match(c, i, &r) || r.bias || r.x->kind != VK_NODE || last[r.x->id] != i + 1 ||
+		    value_bytes(c, r.x) != value_bytes(c, r.add->out) || run_block_of(c, r.add->out, &(int64_t){0}) >= 0 ||
+		    run_block_of(c, r.x, &(int64_t){0}) >= 0)
+			continue;
+		onto[r.add->out->id] = r.x;
+	}
+	return onto;
+}
+
+/* One plan of the whole program (first fit in node order) with the run
+ * blocks as rb says; returns the peak, fills offset[] and *naive. */
+static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive)
+{
+	Graph *g = c->g;
+	int nv = g->nvalues;
+	int nr = c->updates ? c->updates->n : 0;
+	int *last = ARENA_NEWN(&c->arena, int, nv);
+	for (int i = 0; i < nv; i++) {
+		offset[i] = -1;
+		last[i] = last0[i];
+	}
+	for (int r = 0; r < nr; r++) {
+		rb->placed[r] = -1;
+		for (int k = 0; rb->end[r] >= 0 && k < c->updates->r[r].n; k++)
+			last[c->updates->r[r].u[k]->in[1]->id] = -3; /* freed with the block, not alone */
+	}
+	Reserves rs = reserves(c, rb);
+	if (c->fault && strcmp(c->fault, "memplan-reservations") == 0)
+		rs.n = 0; /* tests: the values ignore the gradients' reservations; plan_ok must notice */
+	const Value **onto = in_place(c, last0);
+	*naive = 0;
+	FreeList fl = {0};
+	int64_t high = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		/* a fused gather of stored shards (optimizer parallel) runs at its
+		 * first member and writes every member's copy there */
+		const Bucket *early = early_bucket(c, n);
+		for (int m = 0; m <= (early ? early->n : 0); m++) {
+			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
+			if (!v || offset[v->id] >= 0 || v->host) /* host values: their own allocations */
+				continue;
+			int64_t off, size = align_up(value_bytes(c, v));
+			int r = run_block_of(c, v, &off);
+			const Value *x = onto[v->id];
+			if (x && offset[x->id] >= 0 && last[x->id] == i &&
+			    clash(&rs, align_down(offset[x->id]), offset[x->id] + size, last[v->id]) < 0) { /* x's bytes pass to v */
+				offset[v->id] = offset[x->id];
+				last[x->id] = -2;
+			} else if (r >= 0 && rb->at[r] >= 0) { /* its own bytes of the fixed block, from now on */
+				offset[v->id] = rb->at[r] + off;
+				fl_cut(&c->arena, &fl, align_down(offset[v->id]), align_up(offset[v->id] + value_bytes(c, v)));
+				rb->placed[r] = rb->at[r];
+			} else if (r >= 0) { /* the whole block at the first birth */
+				if (rb->placed[r] < 0) {
+					rb->placed[r] = fl_alloc_avoiding(&c->arena, &fl, run_bytes(c, &c->updates->r[r]), rb->end[r], &rs);
+					*naive += run_bytes(c, &c->updates->r[r]);
+				}
+				offset[v->id] = rb->placed[r] + off;
+			} else {
+				offset[v->id] = fl_alloc_avoiding(&c->arena, &fl, size, last[v->id], &rs);
+			}
+			if (r < 0 || rb->at[r] >= 0)
+				*naive += r < 0 ? size : align_up(value_bytes(c, v));
+			high = fl.top > high ? fl.top : high;
+		}
+		for (int j = 0; j <= n->nin; j++) {
+			Value *v = j < n->nin ? n->in[j] : n->out;
+			if (v && v->kind == VK_NODE && last[v->id] == i && offset[v->id] >= 0) {
+				last[v->id] = -2; /* freed once even if read twice by this node */
+				fl_free(&c->arena, &fl, offset[v->id], align_up(value_bytes(c, v)));
+			}
+		}
+		for (int r = 0; r < nr; r++)
+			if (rb->end[r] == i && rb->placed[r] >= 0)
+				fl_free(&c->arena, &fl, rb->placed[r], run_bytes(c, &c->updates->r[r]));
+	}
+	return high;
+}
+
+/* Plans the workspace: the first run with workspace gradients tries its
+ * block at the first birth and at offsets spread over that plan's peak,
+ * and keeps the lowest peak (the first birth on a tie). */
+static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive)
+{
+	RunBlocks rb = run_blocks(c, last);
+	int first = -1;
+	for (int r = 0; c->updates && r < c->updates->n && first < 0; r++)
+		if (rb.end[r] >= 0)
+			first = r;
+	int64_t peak = plan_all(c, last, &rb, offset, naive);
+	if (first < 0)
+		return peak;
+	enum { TRIES = 16 };
+	int64_t span = peak, best = -1, best_peak = peak;
+	int64_t *tmp = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), tnaive;
+	for (int k = 0; k <= TRIES; k++) {
+		rb.at[first] = align_down(span / TRIES * k);
+		int64_t p = plan_all(c, last, &rb, tmp, &tnaive);
+		if (p < best_peak) {
+			best_peak = p;
+			best = rb.at[first];
+		}
+	}
+	rb.at[first] = best;
+	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive);
+}
+
+typedef struct Placed {
+	int64_t lo, hi;        /* workspace bytes */
+	int birth, death;      /* node positions: allocated before the first runs, free after the second */
+	int id;                /* value id */
+} Placed;
+
+static int by_lo(const void *a, const void *b)
+{
+	const Placed *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The plan's invariant, checked wherever the IR is verified: no two
+ * values alive at the same time share a byte. */
+static bool plan_ok(Compilation *c, const int *last, const int64_t *offset)
+{
+	const Graph *g = c->g;
+	RunBlocks rb = run_blocks(c, last);
+	Placed *v = ARENA_NEWN(&c->arena, Placed, g->nvalues + 1);
+	const Value **onto = in_place(c, last);
+	int *death = ARENA_NEWN(&c->arena, int, g->nvalues + 1);
+	for (int i = 0; i < g->nvalues; i++)
+		death[i] = last[i];
+	for (int i = 0; i < g->nvalues; i++) /* the product lands on x: x is done before z */
+		if (onto[i] && offset[onto[i]->id] == offset[i])
+			death[onto[i]->id] = rb.birth[i] - 1;
+	int n = 0;
+	for (int i = 0; i < g->nvalues; i++) {
+		const Value *x = g->values[i];
+		if (offset[i] < 0 || x->kind != VK_NODE)
+			continue;
+		int64_t off;
+		int r = run_block_of(c, x, &off);
+		v[n++] = (Placed){offset[i], offset[i] + value_bytes(c, x), rb.birth[i],
+		                  r >= 0 && rb.end[r] >= 0 ? rb.end[r] : death[i], i};
+	}
+	for (int i = 0; i < g->nnodes; i++) { /* an early gather's copies are made at its first member */
+		const Bucket *early = early_bucket(c, g->nodes[i]);
+		for (int m = 0; early && m < early->n; m++)
+			for (int k = 0; k < n; k++)
+				if (v[k].id == early->members[m]->out->id && v[k].birth > i)
+					v[k].birth = i;
+	}
+	qsort(v, (size_t)n, sizeof *v, by_lo);
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n && v[j].lo < v[i].hi; j++)
+			if (v[i].birth <= v[j].death && v[j].birth <= v[i].death && v[i].hi > v[i].lo && v[j].hi > v[j].lo) {
+				diag_error(&c->diag, loc_none(), "internal: memplan: '%s' and '%s' share workspace bytes while both are alive",
+				           g->values[v[i].id]->name, g->values[v[j].id]->name);
+				return false;
+			}
+	return true;
+}
+
 bool pass_memplan(Compilation *c)
 {
 	Graph *g = c->g;
@@ -175,10 +520,8 @@ bool pass_memplan(Compilation *c)
 	int nv = g->nvalues;
 	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
 	int *last = ARENA_NEWN(&c->arena, int, nv);
-	for (int i = 0; i < nv; i++) {
-		p->offset[i] = -1;
+	for (int i = 0; i < nv; i++)
 		last[i] = -1;
-	}
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		for (int j = 0; j < n->nin; j++)
@@ -203,33 +546,9 @@ bool pass_memplan(Compilation *c)
 			if (last[b->members[m]->in[0]->id] < at)
 				last[b->members[m]->in[0]->id] = at;
 	}
-
-	/* dying[i]: values whose last reader is node i, freed after it runs */
-	FreeList fl = {0};
-	int64_t high = 0;
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
-		/* a fused gather of stored shards (optimizer parallel) runs at its
-		 * first member and writes every member's copy there */
-		const Bucket *early = early_bucket(c, n);
-		for (int m = 0; m <= (early ? early->n : 0); m++) {
-			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
-			if (!v || p->offset[v->id] >= 0 || v->host)
-				continue;
-			int64_t size = align_up(value_bytes(c, v));
-			p->offset[v->id] = fl_alloc(&c->arena, &fl, size);
-			p->naive += size;
-			if (fl.top > high)
-				high = fl.top;
-		}
-		for (int j = 0; j <= n->nin; j++) {
-			Value *v = j < n->nin ? n->in[j] : n->out;
-			if (v && v->kind == VK_NODE && last[v->id] == i && p->offset[v->id] >= 0) {
-				last[v->id] = -2; /* freed once even if read twice by this node */
-				fl_free(&c->arena, &fl, p->offset[v->id], align_up(value_bytes(c, v)));
-			}
-		}
-	}
+	int64_t high = plan_workspace(c, last, p->offset, &p->naive);
+	if (c->verify && !plan_ok(c, last, p->offset))
+		return false;
 	p->peak = high;
 	p->host_of = ARENA_NEWN(&c->arena, int, nv);
 	for (int i = 0; i < nv; i++)

@@ -6,6 +6,7 @@
 
 typedef struct MemPlan MemPlan;
 typedef struct FusionPlan FusionPlan;
+typedef struct UpdatePlan UpdatePlan;
 typedef struct Machine Machine;
 
 /* Why a table with .target(cpu) lookups stays with the rest of the model
@@ -29,9 +30,19 @@ typedef struct Compilation {
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
 	MemPlan *plan;         /* set by memplan */
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
+	unsigned no_fuse;      /* --no-fuse[=KINDS]: the FUSE_* kinds of fused kernels left out (passes/fuse.h) */
+	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
 } Compilation;
+
+/* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */
+enum {
+	FUSE_BIAS_ACT = 1,     /* bias_act: bias_add + relu in one pass */
+	FUSE_UPDATES = 2,      /* updates: the optimizer update in one call per run of parameters */
+	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
+	FUSE_ALL = 7,
+};
 
 /* How far a command needs the pipeline to go. */
 typedef enum Stage {
@@ -65,6 +76,7 @@ bool pass_ps(Compilation *c);
 bool pass_placement(Compilation *c);
 bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
+bool pass_update_runs(Compilation *c);
 bool pass_memplan(Compilation *c);
 
 /* Whether parameter p can be a host table (passes/placement.c), judging

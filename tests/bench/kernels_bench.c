@@ -1,13 +1,17 @@
 /* Throughput of the heaviest kernels: gemm (GFLOP/s, f32 and f64),
  * 2-D transpose and row softmax (GB/s moved). Not part of the tests.
+ * With `fuse`: the fused kernels of docs/codegen.md against the calls
+ * they replace, at the benchmark models' sizes (microseconds a call).
  *
  *   cc -std=c11 -D_GNU_SOURCE -O2 -I. tests/bench/kernels_bench.c \
- *      build/lib/libnetrt.a $(pkg-config --cflags --libs ompi-c openblas) -lm
+ *      build/lib/libnetrt.a $(pkg-config --cflags --libs ompi-c openblas) -fopenmp -lm
  *   ./a.out [max_n]
+ *   ./a.out fuse
  *
  * Set OPENBLAS_NUM_THREADS to compare one-thread and threaded gemm. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "runtime/kernels.h"
@@ -63,8 +67,88 @@ static void bench_transpose_softmax(int64_t n)
 	free(x), free(y);
 }
 
+static float *filled(int64_t n, float v)
+{
+	float *p = malloc(sizeof *p * (size_t)(n > 0 ? n : 1));
+	for (int64_t i = 0; i < n; i++)
+		p[i] = v * (float)(i % 7 + 1);
+	return p;
+}
+
+/* The optimizer update: one call per parameter against one call over
+ * the parameters side by side (the same bytes either way). */
+static void bench_update(const char *name, const int64_t *size, int n, bool adam)
+{
+	int64_t total = 0;
+	for (int k = 0; k < n; k++)
+		total += size[k];
+	float *p = filled(total, 1e-3f), *g = filled(total, 1e-4f), *m = filled(total, 0), *v = filled(total, 0);
+	double each, one;
+	TIME_IT(each, for (int64_t k = 0, off = 0; k < n; off += size[k++]) {
+		if (adam)
+			nrt_adam_f32(size[k], 1e-9, 0.9, 0.95, 1e-8, 0.01, true, 1, g + off, m + off, v + off, p + off);
+		else
+			nrt_momentum_f32(size[k], 1e-9, 0.9, false, 0, g + off, m + off, p + off);
+	});
+	TIME_IT(one, adam ? nrt_adam_f32(total, 1e-9, 0.9, 0.95, 1e-8, 0.01, true, 1, g, m, v, p)
+	                  : nrt_momentum_f32(total, 1e-9, 0.9, false, 0, g, m, p));
+	printf("update    %-7s %3d calls %8.0f us   one call %8.0f us   (%lld elements)\n", name, n, each * 1e6,
+	       one * 1e6, (long long)total);
+	free(p), free(g), free(m), free(v);
+}
+
+/* z = x + (a.w + b) as gemm, bias add and add, against z = x + b and
+ * the product accumulated onto z (beta 1); without a bias, against a copy
+ * and beta 1, and beta 1 onto x itself (x dead after the add). */
+static void bench_residual(int64_t M, int64_t N, int64_t K)
+{
+	float *a = filled(M * K, 1e-2f), *w = filled(K * N, 1e-2f), *b = filled(N, 1), *x = filled(M * N, 1);
+	float *y = filled(M * N, 0), *t = filled(M * N, 0), *z = filled(M * N, 0);
+	int64_t dims[2] = {M, N}, full[2] = {N, 1}, row[2] = {0, 1};
+	double plain, fused, plain_nb, copy_nb, onto_nb;
+	TIME_IT(plain, (nrt_gemm_f32(false, false, M, N, K, a, w, 0, y),
+	                nrt_binary_f32(NRT_ADD, 2, dims, y, full, b, row, t),
+	                nrt_binary_f32(NRT_ADD, 2, dims, x, full, t, full, z)));
+	TIME_IT(fused, (nrt_binary_f32(NRT_ADD, 2, dims, x, full, b, row, z),
+	                nrt_gemm_f32(false, false, M, N, K, a, w, 1, z)));
+	TIME_IT(plain_nb, (nrt_gemm_f32(false, false, M, N, K, a, w, 0, y),
+	                   nrt_binary_f32(NRT_ADD, 2, dims, x, full, y, full, z)));
+	TIME_IT(copy_nb, (memcpy(z, x, (size_t)(M * N) * sizeof *z), nrt_gemm_f32(false, false, M, N, K, a, w, 1, z)));
+	TIME_IT(onto_nb, nrt_gemm_f32(false, false, M, N, K, a, w, 1, x));
+	printf("residual  [%lld,%lld]x[%lld,%lld] + bias: %7.0f us, folded %7.0f us;  no bias: %7.0f us, "
+	       "copy + beta 1 %7.0f us, onto x %7.0f us\n",
+	       (long long)M, (long long)K, (long long)K, (long long)N, plain * 1e6, fused * 1e6, plain_nb * 1e6,
+	       copy_nb * 1e6, onto_nb * 1e6);
+	free(a), free(w), free(b), free(x), free(y), free(t), free(z);
+}
+
+/* The benchmark models' parameter sizes (tests/bench/run.sh). */
+static void bench_fuse(void)
+{
+	int64_t mlp[] = {784 * 1024, 1024, 1024 * 1024, 1024, 1024 * 10, 10};
+	bench_update("mlp", mlp, 6, false);
+	for (int d = 256; d <= 512; d *= 2) {
+		int layers = d == 256 ? 4 : 6, n = 0;
+		int64_t gpt[5 + 12 * 6];
+		gpt[n++] = 2048 * d, gpt[n++] = 128 * d, gpt[n++] = d, gpt[n++] = d, gpt[n++] = d * 2048;
+		for (int l = 0; l < layers; l++) {
+			int64_t layer[] = {d, d, d, d, d * d, d * d, d * d, d * d, d * 4 * d, 4 * d, 4 * d * d, d};
+			for (int k = 0; k < 12; k++)
+				gpt[n++] = layer[k];
+		}
+		bench_update(d == 256 ? "gpt256" : "gpt512", gpt, n, true);
+	}
+	bench_residual(1024, 256, 256);  /* gpt256: attention output */
+	bench_residual(1024, 256, 1024); /* gpt256: MLP output */
+	bench_residual(1024, 512, 2048); /* gpt512: MLP output */
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "fuse")) {
+		bench_fuse();
+		return 0;
+	}
 	int64_t max = argc > 1 ? atoll(argv[1]) : 2048;
 	for (int64_t n = 128; n <= max; n *= 2)
 		bench_gemm(n);

@@ -25,7 +25,7 @@
 #            batch_matmul products (tests/bench/flops.c), CPU time; the
 #            GEMM fraction is that time / netc's step
 # NETC_BENCH_MODELS="mlp gpt256" picks models; NETC_BENCH_FLAGS adds netc
-# build options (--no-fuse: without bias + ReLU fusion); TORCH_PYTHON
+# build options (--no-fuse[=KINDS]: without fused kernels); TORCH_PYTHON
 # picks the interpreter (default: python3, else /usr/bin/python3, that
 # imports torch).
 set -u

@@ -1,17 +1,34 @@
 #!/bin/sh
-# Bias + ReLU fusion (issue 15, passes/fuse.h): a bias_add read by the
-# relu right after it runs as one nrt_bias_act call. The fused kernel
-# does the float operations of the two unfused calls, so a fused build
-# must give bit-identical results to `--no-fuse`: checkpoints (cmp) and
-# logged losses, 3 steps, for the MLP sample (the bias_add's output is
-# read by nothing else, so the fused call does not write it) and a model
-# that also adds the pre-activation to the relu's output (the call writes
-# it too), stand-alone, in f64 (--precision f64), semi_auto_parallel (MLP
-# 4 ranks Megatron-style, the other 2 ranks with a column-split matmul),
-# data_parallel and hybrid_parallel on 2 ranks. The generated source must
-# hold the fused calls, --target cuda's too (the CUDA kernel is checked
-# against this one by tests/gpu/kernels_check), and none with --no-fuse
-# nor for GELU, which is not fused.
+# Fused kernels (issue 15, passes/fuse.h), each against the build without
+# it (`--no-fuse[=KIND]`):
+#  - bias_act: a bias_add read by the relu right after it runs as one
+#    nrt_bias_act call (none for GELU; --target cuda's source holds the
+#    same calls, its kernel checked against this one by
+#    tests/gpu/kernels_check);
+#  - updates: the optimizer update as one call per run of parameters,
+#    whose parameters, state and gradients lie side by side;
+#  - residual: add(x, matmul [+ bias]) as the product accumulated onto x
+#    (nrt_gemm's beta = 1).
+# bias_act and updates do the float operations of the unfused calls, so
+# their builds must give bit-identical results to the unfused ones:
+# checkpoints (cmp) and logged losses, 3 steps: the MLP sample (the
+# bias_add's output read by nothing else) and a model that also adds the
+# pre-activation to the relu's output, stand-alone, in f64, semi_auto (4
+# ranks Megatron-style, 2 ranks column-split), data and hybrid parallel;
+# for updates also the transformer (AdamW) stand-alone in f32 and f64,
+# gradients all-reduced in a fused bucket (the run reads the bucket),
+# loss scaling, gradient accumulation and two pipelines (the runs read the
+# micro-step accumulators; staged.net ties a weight across stages, which
+# stays out of the runs). residual changes the order of the sums: the
+# transformer trained 3 steps with and without it, stand-alone, agrees
+# within rtol 1e-4 / atol 1e-6 on every parameter with momentum (f32),
+# rtol 1e-12 in f64, and on the losses within rtol 1e-5 with AdamW (whose
+# normalised step turns tiny gradient differences into lr-sized parameter
+# ones, hence atol 5e-5 there). The generated sources must hold the fused
+# calls (and not without them), the runs' blocks must not raise the
+# planned workspace peak, and memplan's own check (no two live values
+# share a byte) must catch a plan that ignores the gradients' reservations
+# (--inject-fault=memplan-reservations).
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -23,6 +40,7 @@ bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 work=$(mktemp -d /tmp/netc-fuse-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
 export OMPI_MCA_hwloc_base_binding_policy=none
+. tests/e2e/tools.sh
 
 # src NAME MODEL [netc options]: the generated source as $work/NAME.c
 src() {
@@ -61,7 +79,7 @@ train {
 NET
 src mlp "$MLP" $SA || bad "mlp: build failed"
 src mlp_nf "$MLP" $SA --no-fuse || bad "mlp --no-fuse: build failed"
-src tf "$TF" $SA || bad "transformer: build failed"
+src tf "$TF" $SA --no-share-routines || bad "transformer: build failed"
 src pre "$PRE" $SA || bad "pre: build failed"
 if [ -f "$work/mlp.c" ] && [ -f "$work/mlp_nf.c" ] && [ -f "$work/tf.c" ] && [ -f "$work/pre.c" ]; then
 	# the MLP's two hidden layers; the output layer's bias_add feeds the loss
@@ -77,7 +95,48 @@ if [ -f "$work/mlp.c" ] && [ -f "$work/mlp_nf.c" ] && [ -f "$work/tf.c" ] && [ -
 	n=$(calls mlp_nf 'bias_act')
 	[ "$n" -eq 0 ] && ok "--no-fuse: no fused call" || bad "--no-fuse: $n fused calls"
 	[ "$(calls mlp_nf 'K(unary)(NRT_RELU')" -eq 2 ] && ok "--no-fuse: the 2 relu calls" || bad "--no-fuse: not the 2 relu calls"
+	# updates: w1 b1 w2 b2 w3 b3 = 200704 + 256 + 65536 + 256 + 2560 + 10 elements, one block each
+	n=$(calls mlp 'K(momentum)(')
+	[ "$n" -eq 1 ] && [ "$(calls mlp 'K(momentum)(269322, ')" -eq 1 ] &&
+		[ "$(calls mlp 'run_0_params = nrt_alloc(NRT_MEM_PARAMS, 269322, ')" -eq 1 ] &&
+		[ "$(calls mlp 'run_0_state0 = nrt_alloc(NRT_MEM_STATE, 269322, ')" -eq 1 ] &&
+		ok "mlp: one momentum call over the 6 parameters' blocks" || bad "mlp: $n momentum calls, or not over one block"
+	[ "$(calls mlp_nf 'K(momentum)(')" -eq 6 ] && ok "--no-fuse: 6 momentum calls" || bad "--no-fuse: not 6 momentum calls"
+	n=$(calls tf 'K(adam)(')
+	[ "$n" -eq 1 ] && ok "transformer: one adamw call for all parameters" || bad "transformer: $n adamw calls (want 1)"
+	# residual: per layer the attention's output projection (no bias) and
+	# the MLP's second matmul (with its bias), and the backward pass's sums
+	n=$(calls tf 'K(gemm)(.*, 1, [a-z0-9_]*);') nb=$(calls tf 'bias added to the residual first')
+	[ "$n" -ge 6 ] && [ "$nb" -eq 2 ] && ok "transformer: $n products accumulated onto a residual, $nb with a bias" ||
+		bad "transformer: $n products onto a residual, $nb with a bias (want >= 6, 2)"
+	[ "$(calls tf 'lands on the residual')" -ge 1 ] && ok "transformer: a backward sum's product lands on its own input, no copy" ||
+		bad "transformer: no product lands on a dying residual"
 fi
+src tf_nf "$TF" $SA --no-fuse=updates,residual --no-share-routines || bad "transformer --no-fuse=updates,residual: build failed"
+if [ -f "$work/tf_nf.c" ]; then
+	n=$(calls tf_nf 'K(gemm)(.*, 1, [a-z0-9_]*);')
+	[ "$n" -eq 0 ] && ok "--no-fuse=residual: no product accumulated" || bad "--no-fuse=residual: $n products accumulated"
+	n=$(calls tf_nf 'K(adam)(')
+	[ "$n" -eq 29 ] && ok "--no-fuse=updates: an adamw call per parameter (29)" || bad "--no-fuse=updates: $n adamw calls (want 29)"
+	[ "$(calls tf_nf 'bias_act')" -eq 0 ] && [ "$(calls tf_nf 'run_0')" -eq 0 ] && ok "--no-fuse=updates: no run blocks" ||
+		bad "--no-fuse=updates: run blocks left"
+fi
+# the runs' gradient blocks cost no workspace at the peak (passes/memplan.c)
+peak() { timeout $TMO $NETC build "$@" -o "$work/peak.exe" -v 2>&1 | sed -n 's/^memory per device: activations and gradients peak \([0-9]*\) .*/\1/p'; }
+for m in "$TF" "$MLP"; do
+	a=$(peak "$m" $SA) b=$(peak "$m" $SA --no-fuse=updates)
+	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -le "$b" ] && ok "$(basename "$m"): workspace peak $a bytes with runs, $b without" ||
+		bad "$(basename "$m"): workspace peak '$a' bytes with runs, '$b' without"
+done
+out=$($NETC build "$MLP" $SA -o "$work/bad.exe" --no-fuse=updates,bogus 2>&1)
+rc=$?
+[ $rc -eq 1 ] && [ "$out" = "netc: --no-fuse: unknown kind 'bogus' (bias_act, updates, residual)" ] &&
+	ok "--no-fuse=bogus: exit 1 naming the kinds" || bad "--no-fuse=bogus: exit $rc: $out"
+out=$(timeout $TMO $NETC build "$TF" $SA -o "$work/fault.exe" --inject-fault=memplan-reservations 2>&1)
+rc=$?
+[ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "share workspace bytes while both are alive" &&
+	ok "memplan's check catches values placed over the gradients' reservations" ||
+	bad "memplan's check: exit $rc without the overlap message"
 # the CUDA target's source (no nvcc needed to write it: -o of a failing compile is fine)
 mkdir -p "$work/src_cuda"
 timeout $TMO $NETC build "$MLP" $SA --target cuda --emit-c "$work/src_cuda" -o "$work/cuda.exe" >"$work/cuda.build" 2>&1
@@ -89,43 +148,81 @@ else
 	echo "skip --target cuda source: $(grep -m1 -E 'error|unavailable' "$work/cuda.build")"
 fi
 
-# same NAME NP MODEL [netc options]: fused and --no-fuse builds, run on
-# NP ranks, checkpoints and loss logs byte for byte
+# same NAME NP MODEL NOFUSE PATTERN [netc options]: the default build and
+# one with NOFUSE (--no-fuse=KIND), run on NP ranks, checkpoints and loss
+# logs byte for byte; the default source must match PATTERN
 same() {
-	name=$1 np=$2 model=$3; shift 3
+	name=$1 np=$2 model=$3 nofuse=$4 pattern=$5
+	shift 5
+	run_pair "$name" "$np" "$model" "$nofuse" "$@" || return
+	n=$(cat "$work/src_$name"/*.c | grep -c "$pattern")
+	[ "$n" -gt 0 ] || bad "$name: no '$pattern' in the source"
+	same_run "$work/$name.fuse" "$work/$name.plain"
+	case $? in
+	0) ok "$name: $n lines with $pattern, bit-identical checkpoints and losses" ;;
+	2) bad "$name: no losses logged" ;;
+	*) bad "$name: the fusion changes the results" ;;
+	esac
+}
+# run_pair NAME NP MODEL NOFUSE [netc options]: $work/NAME.{fuse,plain}.{st,csv}
+run_pair() {
+	name=$1 np=$2 model=$3 nofuse=$4
+	shift 4
 	for m in fuse plain; do
 		opt="--emit-c $work/src_$name"
-		[ $m = plain ] && opt=--no-fuse
+		[ $m = plain ] && opt=$nofuse
 		mkdir -p "$work/src_$name"
 		if ! timeout $TMO $NETC build "$model" -o "$work/$name.$m" $opt "$@" >"$work/$name.$m.build" 2>&1; then
 			bad "$name: build ($m) failed: $(grep -m1 error "$work/$name.$m.build")"
-			return
+			return 1
 		fi
 		if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name.$m" --steps 3 --seed 5 --log "$work/$name.$m.csv" \
 			--save "$work/$name.$m.st" --quiet >"$work/$name.$m.run" 2>&1; then
 			bad "$name: run ($m) failed: $(tail -1 "$work/$name.$m.run")"
-			return
+			return 1
 		fi
 	done
-	n=$(cat "$work/src_$name"/*.c | grep -c 'K(bias_act)')
-	[ "$n" -gt 0 ] || bad "$name: no fused call in the source"
-	if ! grep -q . "$work/$name.fuse.csv"; then
-		bad "$name: no losses logged"
-	elif cmp -s "$work/$name.fuse.st" "$work/$name.plain.st" &&
-		[ "$(cut -d, -f1,2 "$work/$name.fuse.csv")" = "$(cut -d, -f1,2 "$work/$name.plain.csv")" ]; then
-		ok "$name: $n fused calls, bit-identical checkpoints and losses"
+}
+# near NAME MODEL STCOMPARE-OPTIONS -- [netc options]: stand-alone with and
+# without the residual folds, parameters (stcompare) and losses (rtol 1e-5)
+near() {
+	name=$1 model=$2
+	shift 2
+	tol=
+	while [ "$1" != -- ]; do tol="$tol $1"; shift; done
+	shift
+	run_pair "$name" 1 "$model" --no-fuse=residual "$@" || return
+	n=$(cat "$work/src_$name"/*.c | grep -c 'K(gemm)(.*, 1, [a-z0-9_]*);')
+	# shellcheck disable=SC2086
+	if [ "$n" -gt 0 ] && $B/tools/stcompare "$work/$name.fuse.st" "$work/$name.plain.st" $tol --quiet >"$work/$name.cmp" &&
+		$B/tools/losscompare "$work/$name.fuse.csv" "$work/$name.plain.csv" --rtol 1e-5 --atol 1e-6 >>"$work/$name.cmp"; then
+		ok "$name: $n products onto residuals, within$tol: $(sed -n 's/^stcompare: .*\(worst abs [^,]*\).*/\1/p' "$work/$name.cmp")"
 	else
-		bad "$name: the fusion changes the results"
+		bad "$name: $n products onto residuals; $(tail -2 "$work/$name.cmp" | tr '\n' ' ')"
 	fi
 }
 DP2='-D parallel_mode=data_parallel -D device_num=2'
 HY2='-D parallel_mode=hybrid_parallel -D device_num=2'
-for c in "mlp_alone 1 $MLP $SA" "mlp_f64 1 $MLP $SA --precision f64" "mlp_semi4 4 $MLP" "mlp_dp2 2 $MLP $DP2" \
-	"pre_alone 1 $PRE $SA" "pre_f64 1 $PRE $SA --precision f64" "pre_semi2 2 $PRE" "pre_hybrid2 2 $PRE $HY2"; do
+P=tests/e2e/pipeline
+ONE='one call for the run'
+for c in "mlp_alone 1 $MLP --no-fuse K(bias_act) $SA" "mlp_f64 1 $MLP --no-fuse K(bias_act) $SA --precision f64" \
+	"mlp_semi4 4 $MLP --no-fuse K(bias_act)" "mlp_dp2 2 $MLP --no-fuse K(bias_act) $DP2" \
+	"pre_alone 1 $PRE --no-fuse K(bias_act) $SA" "pre_f64 1 $PRE --no-fuse K(bias_act) $SA --precision f64" \
+	"pre_semi2 2 $PRE --no-fuse K(bias_act)" "pre_hybrid2 2 $PRE --no-fuse K(bias_act) $HY2" \
+	"tf_alone 1 $TF --no-fuse=updates $ONE $SA" "tf_f64 1 $TF --no-fuse=updates $ONE $SA --precision f64" \
+	"mlp_bucket2 2 $MLP --no-fuse=updates K(momentum)(269322,.*(bucket_0 $DP2 -D gradients_mean=false" \
+	"mlp_scaled2 2 $MLP --no-fuse=updates $ONE $DP2 -D train.loss_scale=dynamic" \
+	"accum_alone 1 $P/accum.net --no-fuse=updates $ONE $SA" "pipe_deep4 4 $P/deep.net --no-fuse=updates $ONE" \
+	"pipe_staged4 4 $P/staged.net --no-fuse=updates K(momentum)"; do
 	set -- $c
-	name=$1 np=$2 model=$3
-	shift 3
-	same "$name" "$np" "$model" "$@"
+	name=$1 np=$2 model=$3 nofuse=$4 pattern=$5
+	shift 5
+	[ "$pattern" = one ] && { pattern=$ONE; shift 4; }
+	same "$name" "$np" "$model" "$nofuse" "$pattern" "$@"
 done
+MOM='train.optimizer=momentum(lr = 0.05, momentum = 0.9)'
+near res_momentum "$TF" -- $SA -D "$MOM"
+near res_f64 "$TF" --rtol 1e-12 --atol 1e-14 -- $SA -D "$MOM" --precision f64
+near res_adamw "$TF" --atol 5e-5 -- $SA
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -34,6 +34,7 @@ ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 work=$(mktemp -d /tmp/netc-routines-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
+. tests/e2e/tools.sh
 export OMPI_MCA_hwloc_base_binding_policy=none
 
 layers() { sed "s/^const L = [0-9]*/const L = $1/" samples/transformer.net >"$work/tf$1.net"; }
@@ -102,14 +103,12 @@ same() {
 			return
 		fi
 	done
-	if ! grep -q . "$work/$name.share.csv"; then
-		bad "$name: no losses logged"
-	elif cmp -s "$work/$name.share.st" "$work/$name.plain.st" &&
-		[ "$(cut -d, -f1,2 "$work/$name.share.csv")" = "$(cut -d, -f1,2 "$work/$name.plain.csv")" ]; then
-		ok "$name: bit-identical checkpoints and losses"
-	else
-		bad "$name: shared routines change the results"
-	fi
+	same_run "$work/$name.share" "$work/$name.plain"
+	case $? in
+	0) ok "$name: bit-identical checkpoints and losses" ;;
+	2) bad "$name: no losses logged" ;;
+	*) bad "$name: shared routines change the results" ;;
+	esac
 }
 # the shared build's source, to check that it did share
 shared_src() {

@@ -26,3 +26,11 @@ trace_ok() {
 		grep -v ': [0-9]* spans$' "$work/check.out" | head -4 | sed 's/^/     | /'
 	fi
 }
+
+# same_run A B: the runs that saved A.st and logged A.csv, and B.st and
+# B.csv, gave byte-equal checkpoints and the same losses; status 2 when A
+# logged none
+same_run() {
+	grep -q . "$1.csv" || return 2
+	cmp -s "$1.st" "$2.st" && [ "$(cut -d, -f1,2 "$1.csv")" = "$(cut -d, -f1,2 "$2.csv")" ]
+}
