@@ -37,6 +37,20 @@ if [ ! -f "$B/lib/libnetrt_cuda.a" ]; then
 	finish
 fi
 
+# One interface, two implementations: every public function of the CPU
+# runtime (what a generated program may call) is defined by the CUDA one,
+# so a kernel added to the CPU runtime without its CUDA twin fails here
+# rather than at a user's link.
+syms() { nm -g --defined-only "$1" 2>/dev/null | awk '$2 ~ /^[TDBRW]$/ && $3 ~ /^nrt_/ {print $3}' | sort -u; }
+syms "$B/lib/libnetrt.a" >"$work/cpu.syms"
+syms "$B/lib/libnetrt_cuda.a" >"$work/cuda.syms"
+missing=$(comm -23 "$work/cpu.syms" "$work/cuda.syms")
+if [ -s "$work/cpu.syms" ] && [ -z "$missing" ]; then
+	ok "the CUDA runtime defines all $(wc -l <"$work/cpu.syms") public functions of the CPU runtime"
+else
+	bad "CPU runtime functions without a CUDA twin: $(echo $missing | head -c 300)"
+fi
+
 # build NAME OUT ARGS...: netc build --target cuda succeeds
 build() {
 	local name=$1 exe=$2 out
