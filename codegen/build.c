@@ -34,12 +34,17 @@ extern char **environ;
 static const char *cpu_unavailable(void) { return NULL; }
 
 /* `.target(cpu)` keeps an operator on the host in heterogeneous training.
- * On the CPU target everything is there already: the annotation has no
- * effect, which is said once, at the first one, rather than ignored. */
+ * On the CPU target everything runs there already, which is said once,
+ * at the first mark, rather than ignored. A table passes/placement.c
+ * places on the host is laid out as the CUDA target holds it on both
+ * targets (so the CPU build is the CUDA build's reference bit for bit):
+ * whole under the parallel optimizer, its gradient reduced on its own,
+ * outside the fused buckets and update runs. Where that happens the
+ * warning says so instead of "no effect". */
 static void warn_target_cpu(Compilation *c, const char *why)
 {
 	const Node *first = NULL;
-	int n = 0;
+	int n = 0, tables = 0;
 	for (int i = 0; i < c->g->nnodes; i++) {
 		const Node *x = c->g->nodes[i];
 		if (x->ann.target_cpu && x->phase == PH_FORWARD && (op_info[x->op].flags & OPF_USER)) {
@@ -47,9 +52,20 @@ static void warn_target_cpu(Compilation *c, const char *why)
 			n++;
 		}
 	}
-	if (first)
+	for (int i = 0; i < c->g->nparams; i++)
+		tables += c->g->params[i]->host;
+	if (!first)
+		return;
+	if (!tables)
 		diag_warning(&c->diag, first->loc, "'.target(cpu)' has no effect %s (%d operator%s marked)", why, n,
 		             n == 1 ? "" : "s");
+	else
+		diag_warning(&c->diag, first->loc,
+		             "'.target(cpu)' %s; the %d table%s it marks %s laid out as the CUDA "
+		             "target holds %s in host memory: whole under the parallel optimizer, %s gradient%s reduced "
+		             "outside the fused buckets (%d operator%s marked)",
+		             why, tables, tables == 1 ? "" : "s", tables == 1 ? "is" : "are", tables == 1 ? "it" : "them",
+		             tables == 1 ? "its" : "their", tables == 1 ? "" : "s", n, n == 1 ? "" : "s");
 }
 
 /* The CUDA target honours `.target(cpu)` on embedding lookups whose table

@@ -67,6 +67,8 @@ expect "warning: cross_batch on matmul" 0 "no_effect\.net:11:18: warning: '\.cro
 	"$NETC" check $M
 expect "warning: target(cpu) on the CPU target" 0 "no_effect\.net:11:5: warning: '\.target\(cpu\)' has no effect with --target cpu" -- \
 	"$NETC" build $M -o "$work/noeff"
+expect "warning: target(cpu) tables on the CPU target" 0 "hetero\.net:30:13: warning: '\.target\(cpu\)' with --target cpu: every operator runs on the host; the 2 tables it marks are laid out as the CUDA target holds them" -- \
+	"$NETC" build tests/e2e/models/hetero.net -o "$work/hetero"
 expect "warning: MS_COMM_COMPILER_OPT=abc" 0 "warning: MS_COMM_COMPILER_OPT='abc' is not an integer >= -1" -- \
 	env MS_COMM_COMPILER_OPT=abc "$NETC" build $M -o "$work/noeff"
 expect "warning: MS_COMM_COMPILER_OPT=-2" 0 "warning: MS_COMM_COMPILER_OPT='-2' is not an integer >= -1" -- \
