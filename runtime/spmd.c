@@ -115,8 +115,12 @@ static int npending, cappending;
 
 /* The rounds (spmd.h): MPI needs none of them, but the order the CUDA
  * runtime relies on is checked here too, so every CPU pipeline test
- * checks the generated program's rounds. */
+ * checks the generated program's rounds: rounds never go back, a send is
+ * for the open round or a later one, and once a posted receive of the
+ * open round is taken (the NCCL backend then issues that round's group)
+ * no send may join that round. */
 static int open_round = INT_MIN;
+static int issued_round = INT_MIN;
 typedef struct Post {
 	int src, tag;
 } Post;
@@ -142,6 +146,7 @@ void nrt_p2p_taken(int src, int tag)
 	for (int i = 0; i < nposts; i++)
 		if (posts[i].src == src && posts[i].tag == tag) {
 			posts[i] = posts[--nposts];
+			issued_round = open_round;
 			return;
 		}
 }
@@ -150,10 +155,11 @@ void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const vo
 {
 	if (n > INT32_MAX)
 		nrt_fatal("nrt_isend_slot: %lld elements is more than one message can carry", (long long)n);
+	if (round < open_round || round <= issued_round)
+		nrt_fatal("nrt_isend_slot: a send (tag %d) for round %d in round %d", tag, round,
+		          round < open_round ? open_round : issued_round);
 	if (!nrt_rt.initialised)
 		nrt_fatal("nrt_isend_slot: MPI is not running");
-	if (round < open_round)
-		nrt_fatal("nrt_isend_slot: a send (tag %d) for round %d in round %d", tag, round, open_round);
 	pending = nrt_grow(pending, &cappending, npending, sizeof *pending);
 	Pending *p = &pending[npending++];
 	p->slot = slot;
@@ -185,7 +191,7 @@ void nrt_wait_sends(void)
 	if (nposts)
 		nrt_fatal("nrt_wait_sends: a posted receive (from rank %d, tag %d) was never taken", posts[0].src,
 		          posts[0].tag);
-	open_round = INT_MIN;
+	open_round = issued_round = INT_MIN;
 }
 
 /* ---- non-blocking all-reduce (fused gradient buckets) -------------------------- */
