@@ -86,6 +86,27 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 	return true;
 }
 
+/* A parameter-server push/pull (runtime/ps.c): the worker sends its
+ * gradient to every server holding a shard of the parameter and gets the
+ * new values back, a message each way per server. --comm-stats counts
+ * the push as one send/recv of the gradient's bytes; the pull is priced
+ * alike. The servers' own work, and their waiting for the other
+ * workers, is not. */
+static void ps_traffic(const Graph *g, const Machine *m, const Node *n, ExplainTotals *t)
+{
+	const Value *p = n->in[0];
+	int64_t bytes = (p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * dtype_size(p->dtype);
+	int servers = g->par.server_num > 0 ? g->par.server_num : 1;
+	double time = 2 * (machine_latency(m, MACHINE_SENDRECV) * servers +
+	                   (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV));
+	t->nps++;
+	t->ps_bytes += bytes;
+	t->ps += time;
+	t->ncomm++;
+	t->comm_bytes += bytes;
+	t->comm += time;
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	Graph *g = c->g;
@@ -108,6 +129,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 				t->memory += (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
 			continue;
 		}
+		if (n->ps_push)
+			ps_traffic(g, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
 		Strategy s = used_strategy(c, n);
@@ -293,6 +316,9 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes, %.3g s per step\n", nb ? "" : "\n", nb, bytes, time);
 	ExplainTotals t;
 	explain_totals(c, &t);
+	if (t.nps)
+		fprintf(out, "parameter servers (%" PRId64 "): %d pushes, %" PRId64 " bytes a worker sends per step (and pulls back), %.3g s\n",
+		        g->par.server_num, t.nps, t.ps_bytes, t.ps);
 	fprintf(out,
 	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
 	        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",

@@ -19,6 +19,9 @@ typedef struct ExplainTotals {
 	int64_t comm_bytes;    /* bytes each device sends per step */
 	int ncomm;             /* collectives: the redistributions' steps other than local slices */
 	double memory;         /* bytes per device: parameters, gradients, optimizer states, activations */
+	int nps;               /* parameter-server pushes per step (each pulls the new values back) */
+	int64_t ps_bytes;      /* bytes a worker pushes per step (in comm_bytes too; pulled back alike) */
+	double ps;             /* seconds per step of the pushes and pulls (in comm too) */
 	/* with a calibrated machine (machine_calibrated), compute is the sum
 	 * over every operator the program runs (cost_node_time) and the
 	 * synthetic batch; its parts: */

@@ -113,6 +113,17 @@ if build ps "$SAMPLE" && build dp "$SAMPLE" -D enable_ps=false &&
 	else
 		bad "control: --lr 0.11 passes as equal to --lr 0.1"
 	fi
+	# explain prices the pushes: its bytes per step are the program's own count
+	if run ps_stats 6 ps --steps 2 --comm-stats; then
+		want=$(sed -n 's/^comm per step: .* \([0-9]*\) bytes$/\1/p' "$work/ps_stats.out" | head -1)
+		got=$("$NETC" explain "$SAMPLE" 2>/dev/null | sed -n 's/^totals per device per step: .*collectives, \([0-9]*\) bytes).*/\1/p')
+		pushed=$("$NETC" explain "$SAMPLE" 2>/dev/null | sed -n 's/^parameter servers (2): \([0-9]*\) pushes, \([0-9]*\) bytes.*/\1 \2/p')
+		if [ -n "$want" ] && [ "$got" = "$want" ] && [ "$pushed" = "2 12544" ]; then
+			ok "explain: $got bytes per step, as --comm-stats counts them (2 pushes of 12544 bytes: w1 and b1)"
+		else
+			bad "explain: '$got' bytes per step, --comm-stats '$want', pushes '$pushed' (want '2 12544')"
+		fi
+	fi
 	if run ps10 6 ps --steps 10 && run ps10r 6 ps --steps 10 --init "$work/ps10.st" && cmp -s "$work/ps10r.st" "$work/ps.st"; then
 		ok "resume: 10 steps + --init 10 steps == 20 steps, byte-identical checkpoints (server state restored)"
 	else
