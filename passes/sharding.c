@@ -317,8 +317,11 @@ static Shape *logits_split(const Sharder *S, const Node *n)
 	const Value *x = n->in[0];
 	const Layout *l = x->layout;
 	const Strategy *u = &n->ann.in_strategy;
+	/* partial logits are summed into the strategy's layout first; without
+	 * a strategy the split is read off the layout, which partial sums
+	 * do not have yet */
 	if (per_device_mode(S->mode) || n->op != OP_SOFTMAX_CROSS_ENTROPY || n->phase != PH_FORWARD || n->nin != 2 ||
-	    !l || l->partial || l->ragged || !dtype_is_float(x->dtype) || (u->n > 0 && u->n != 2))
+	    !l || (l->partial && u->n == 0) || l->ragged || !dtype_is_float(x->dtype) || (u->n > 0 && u->n != 2))
 		return NULL;
 	Shape *s = ARENA_NEW(S->cx.arena, Shape);
 	*s = x->shape;

@@ -226,6 +226,7 @@ matrix $MODELS/mlp_dp.net "" "" ""
 matrix $MODELS/mlp_megatron.net "MP=2" "MP=4" "MP=8"
 matrix $MODELS/mlp_2d.net "DP=2 MP=1" "DP=2 MP=2" "DP=2 MP=4"
 matrix $MODELS/matmul_kdim.net "K=2" "K=4" "K=8"
+matrix $MODELS/vocab_partial.net "K=2" "K=4" -
 matrix $MODELS/matmul_out_strategy.net "K=2" "K=4" -
 matrix $MODELS/repeated.net - "" ""
 matrix $MODELS/embedding.net "MP=2" "MP=4" "MP=8"
