@@ -181,7 +181,9 @@ struct Node {
 	Annot ann;
 	const char *scope;   /* block instance path ("layers.3.attn"), "" at top level */
 	Phase phase;
-	Node *fwd;           /* backward nodes: the forward node they differentiate */
+	Node *fwd;           /* backward nodes: the forward node they differentiate (a recomputed
+	                        copy: the node it repeats) */
+	bool recomputed;     /* a forward node run again in the backward pass (passes/recompute.c) */
 	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
 	Strategy strategy;   /* after sharding: the strategy it runs with (n == 0: none, e.g. updates) */
 	Value *writes;       /* redistribute: its result goes into this parameter's buffer (optimizer parallel) */

@@ -71,6 +71,7 @@ static void recompute_region(Graph *g, Node **region, int n)
 		c->scope = f->scope;
 		c->phase = PH_BACKWARD;
 		c->fwd = f;
+		c->recomputed = true;
 		c->out->shape = f->out->shape;
 		c->out->dtype = f->out->dtype;
 		c->out->name = arena_printf(g->arena, "%s.re", f->out->name);

@@ -120,6 +120,26 @@ static void propagate(Graph *g)
 			g->params[i]->stage %= g->nstages;
 }
 
+/* A value recomputed for the backward pass is read there on its own
+ * chunk only; a reader on another chunk reads the forward value, which
+ * crossed to that chunk in the forward pass and is kept there as without
+ * recompute. Sent, the copy would make a backward pass wait for the
+ * previous stage's backward pass of the same micro-batch (which makes the
+ * copy only after it has begun), against the schedule's order of passes:
+ * the transfer rounds of the NCCL backend (runtime/spmd.h) cannot order
+ * that, and the CPU runtime stops at it. */
+static void recomputed_stay_local(Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin; j++) {
+			const Node *d = n->in[j]->def;
+			if (d && d->recomputed && d->chunk != n->chunk)
+				n->in[j] = d->fwd->out;
+		}
+	}
+}
+
 bool pass_stages(Compilation *c)
 {
 	Graph *g = c->g;
@@ -148,6 +168,7 @@ bool pass_stages(Compilation *c)
 	else if (!annotated_split(c, nstages))
 		return false;
 	propagate(g);
+	recomputed_stay_local(g);
 	/* every stage must be used and hold something to train */
 	bool *used = ARENA_NEWN(&c->arena, bool, nstages), *trains = ARENA_NEWN(&c->arena, bool, nstages);
 	for (int i = 0; i < g->nnodes; i++)

@@ -74,6 +74,15 @@ sed 's/^const MP = 1/const MP = 2/' $M/deep.net >"$work/deep_mp.net"
 ref "$work/deep_mp.net" deep_mp_ref
 case_ p2_mp2_dp2 8 deep_mp_ref "$work/deep_mp.net" -D device_num=8
 
+# recompute across stage boundaries: the layers' tanh recomputed in the
+# backward pass; a stage reads the previous stage's last activation as it
+# received it in the forward pass, not the copy the previous stage
+# recomputes (sending that one ran against the schedule: stopped with "a
+# send for round 4 in round 6", an NCCL deadlock on the GPU)
+sed 's/^h = tanh(\(.*\))$/h = tanh(\1).recompute()/' $M/deep.net >"$work/deep_rc.net"
+case_ p4_1f1b_recompute 4 deep_ref "$work/deep_rc.net" -D pipeline_stages=4 -D train.micro_size=4
+case_ p4_inter_recompute 8 deep_ref "$work/deep_rc.net" -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
+
 # explicit stages, blocks, a weight tied across stages
 ref $M/staged.net staged_ref
 case_ staged_tied 4 staged_ref $M/staged.net
