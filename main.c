@@ -104,8 +104,9 @@ static bool is_pass_name(const char *s)
 	return false;
 }
 
-/* --no-fuse (every kind) or --no-fuse=KIND,...: the fusions left out. */
-static bool parse_no_fuse(const char *arg, unsigned *mask)
+/* --no-fuse (every kind) or --no-fuse=KIND,...: the fusions left out;
+ * quiet: no message for an unknown kind. */
+static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 {
 	static const struct {
 		const char *name;
@@ -122,7 +123,9 @@ static bool parse_no_fuse(const char *arg, unsigned *mask)
 			if (strlen(kinds[i].name) == len && strncmp(p, kinds[i].name, len) == 0)
 				k = kinds[i].kind;
 		if (!k) {
-			fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual)\n", (int)len, p);
+			if (!quiet)
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual)\n", (int)len,
+				        p);
 			return false;
 		}
 		*mask |= k;
@@ -131,6 +134,9 @@ static bool parse_no_fuse(const char *arg, unsigned *mask)
 		p += len + 1;
 	}
 }
+
+static bool parse_no_fuse(const char *arg, unsigned *mask) { return parse_fuse_kinds(arg, mask, false); }
+static bool parse_no_fuse_quiet(const char *arg, unsigned *mask) { return parse_fuse_kinds(arg, mask, true); }
 
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, Args *a)
@@ -236,6 +242,16 @@ static int parse_args(int argc, char **argv, Args *a)
 		a->files = argv + optind + 1;
 		a->nfiles = argc - optind - 1;
 		return -1;
+	}
+	if (argc - optind > 2) {
+		/* an optional argument goes after '=': `--no-fuse bias_act` leaves
+		 * "bias_act" standing alone */
+		const char *x = argv[optind + 2];
+		unsigned ignored = 0;
+		bool kinds = strcspn(x, "-.") == strlen(x) && parse_no_fuse_quiet(x, &ignored);
+		fprintf(stderr, "netc: unexpected argument '%s'%s\n", x,
+		        kinds ? " (--no-fuse takes its kinds after '=': --no-fuse=KIND,...)" : "");
+		return EXIT_USER;
 	}
 	if (argc - optind != 2) {
 		usage(stderr);

@@ -57,6 +57,10 @@ expect "netc dot -T svg -o a missing directory" 1 "error: cannot write '$work/no
 	"$NETC" dot samples/mlp.net -T svg -o "$work/nodir/g.svg"
 expect "netc build -o a missing directory" 1 "error: cannot write the program to '$work/nodir/p': No such file" -- \
 	"$NETC" build samples/mlp.net -o "$work/nodir/p"
+expect "an extra argument is named" 1 "netc: unexpected argument 'extra.net'" -- \
+	"$NETC" build samples/mlp.net extra.net -o "$work/x"
+expect "--no-fuse KIND (a space) points at the '='" 1 "unexpected argument 'bias_act' \\(--no-fuse takes its kinds after '=': --no-fuse=KIND" -- \
+	"$NETC" build samples/mlp.net --no-fuse bias_act -o "$work/x"
 expect "netc build -o a directory" 1 "error: cannot write the program to '$work': Is a directory" -- \
 	"$NETC" build samples/mlp.net -o "$work"
 # settings without an effect warn, located (issue 12.11)
