@@ -1170,7 +1170,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		fusion_names(&e);
 		if (!(o->no_fuse & FUSE_BIAS_ACT))
 			e.fused = fuse_bias_act(c, &e.fused_pre);
-		if (!(o->no_fuse & FUSE_RESIDUAL))
+		/* f64 builds are the references (gradient checks, comparisons):
+		 * their sums keep the unfused order */
+		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
 		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
