@@ -524,6 +524,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 				if (!inl_all[x->id])
 					inl_all[x->id] = search_input_layout(s, x, s->cx.device_num);
 				inl[i] = inl_all[x->id];
+				s->inl_of = inl_all;
 			}
 		}
 		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
@@ -617,6 +618,46 @@ static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
 	return g;
 }
 
+/* A graph value as the search sees it: through the conversions of a
+ * laid-out graph (explain). */
+static const Value *unconverted(const Value *x)
+{
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
+		x = x->def->in[0];
+	return x;
+}
+
+/* A graph input that several operators read in one layout is converted
+ * once (the sharding pass keeps the copy: convert), while each of their
+ * unary costs pays for it: what the plan's total takes back. */
+static double shared_input_conversions(Search *s, const int *choice)
+{
+	double saved = 0;
+	for (int k = 0; s->inl_of && k < s->g->ninputs; k++) {
+		const Value *x = s->g->inputs[k];
+		const Layout *in = s->inl_of[x->id];
+		const Layout *seen[64];
+		int nseen = 0;
+		for (int v = 0; in && v < s->nv; v++) {
+			const Node *n = s->v[v].n;
+			const Cand *cd = &s->v[v].cl->c[choice[v]];
+			for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
+				const Layout *need = cd->r.in[j];
+				if (unconverted(n->in[j]) != x || !need)
+					continue;
+				bool again = false;
+				for (int q = 0; q < nseen && !again; q++)
+					again = layout_equiv(seen[q], need);
+				if (again)
+					saved += cost_redist(s->rc, in, need, x->dtype, NULL);
+				else if (nseen < 64)
+					seen[nseen++] = need;
+			}
+		}
+	}
+	return saved;
+}
+
 double search_total(Search *s, const int *choice)
 {
 	double t = 0;
@@ -627,6 +668,12 @@ double search_total(Search *s, const int *choice)
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
 		t += search_edge_cost(s, e, choice[se->u], choice[se->v]);
+		/* a recomputed operator's copy converts its inputs once more in
+		 * the backward pass (mp_comm_recompute: passes/sharding.c) */
+		const Node *vn = s->v[se->v].n;
+		const Layout *to = search_edge_to(s, se, choice[se->v]);
+		if (s->training && vn->ann.recompute && vn->ann.mp_comm_recompute && from && to && !cost_layout_same(from, to))
+			t += cost_redist(s->rc, from, to, se->dt, NULL);
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
 		if (grad_shared(s, e, choice)) {
@@ -638,7 +685,7 @@ double search_total(Search *s, const int *choice)
 				     cost_edge_grad(s->rc, from, g, se->dt, s->training);
 		}
 	}
-	return t;
+	return t - shared_input_conversions(s, choice);
 }
 
 double search_memory(Search *s, const int *choice)

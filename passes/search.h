@@ -75,6 +75,7 @@ typedef struct Search {
 	bool training;
 	int opt_states;    /* optimizer state tensors per parameter */
 	RedistCache *rc;
+	Layout **inl_of;   /* by value id: how a graph input arrives (search_input_layout), NULL: not read */
 	const Value *loss;  /* the loss as its operator produced it */
 	SVertex *v;
 	int nv;
