@@ -658,16 +658,23 @@ static double shared_input_conversions(Search *s, const int *choice)
 	return saved;
 }
 
-double search_total(Search *s, const int *choice)
+double search_local_total(Search *s, const int *choice)
 {
 	double t = 0;
 	for (int i = 0; i < s->nv; i++)
 		t += s->v[i].unary[choice[i]];
+	for (int e = 0; e < s->ne; e++)
+		t += search_edge_cost(s, e, choice[s->e[e].u], choice[s->e[e].v]);
+	return t;
+}
+
+double search_total(Search *s, const int *choice)
+{
+	double t = search_local_total(s, choice);
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
-		t += search_edge_cost(s, e, choice[se->u], choice[se->v]);
 		/* a recomputed operator's copy converts its inputs once more in
 		 * the backward pass (mp_comm_recompute: passes/sharding.c) */
 		const Node *vn = s->v[se->v].n;

@@ -93,7 +93,11 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 double search_edge_cost(Search *s, int e, int cu, int cv);
-/* Predicted step seconds of a choice (one candidate index per vertex). */
+/* Predicted step seconds of a choice (one candidate index per vertex):
+ * the sum of the unary and edge costs the searches minimise
+ * (search_local_total), corrected where the program shares or repeats
+ * work that those local costs count differently (passes/search.c). */
+double search_local_total(Search *s, const int *choice);
 double search_total(Search *s, const int *choice);
 double search_memory(Search *s, const int *choice);
 
