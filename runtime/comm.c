@@ -334,8 +334,17 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
 	}
-	NRT_MPI_AS("reduce_scatter", MPI_Reduce_scatter_block(send, recv, cnt, nrt_mpi_type(t), nrt_mpi_op(op, t),
-	                                 c->comm));
+	if ((op == NRT_SUM || op == NRT_MEAN) && c->size > 1) {
+		/* Open MPI's MPI_Reduce_scatter_block held a second copy of the
+		 * whole buffer (pipeline + optimizer parallel: RSS 1.18x the
+		 * counted memory, 1.14x with the exchange; docs/benchmarks.md) */
+		NrtRequest req = {.active = false};
+		nrt_reduce_scatter_start(c, t, send, n, recv, &req);
+		nrt_wait_request(&req);
+	} else {
+		NRT_MPI_AS("reduce_scatter", MPI_Reduce_scatter_block(send, recv, cnt, nrt_mpi_type(t),
+		                                                      nrt_mpi_op(op, t), c->comm));
+	}
 	if (op == NRT_MEAN && c->size > 1)
 		nrt_mean_divide(t, recv, n, c->size);
 }

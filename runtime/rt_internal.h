@@ -107,6 +107,13 @@ void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 
 /* nrt_recv (comm.c) takes the receive nrt_recv_post posted, if any (spmd.c) */
 void nrt_p2p_taken(int src, int tag);
+/* The sum of a reduce-scatter (send holds size * n elements, rank r keeps
+ * block r) by pairwise exchange through one block, started on *req
+ * (nrt_wait_request ends it); not counted in --comm-stats. Open MPI's own
+ * reduce-scatters gather the whole buffer on one rank first. */
+struct NrtRequest;
+void nrt_reduce_scatter_start(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv,
+                              struct NrtRequest *req);
 
 /* ---- --trace (trace.c) ---- */
 /* The tracks of a trace (its Chrome trace tids). nrt_trace_span writes

@@ -318,6 +318,12 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 		memcpy(recv, send, (size_t)n * nrt_dtype_size(t));
 		return;
 	}
+	nrt_reduce_scatter_start(c, t, send, n, recv, req);
+}
+
+void nrt_reduce_scatter_start(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv, NrtRequest *req)
+{
+	NrtReduce op = NRT_SUM;
 	/* each call its own tag (every rank makes the same calls in the same
 	 * order), so buckets in flight together never take each other's messages */
 	static int seq;

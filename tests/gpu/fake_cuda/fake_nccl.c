@@ -15,6 +15,11 @@
 #include <string.h>
 
 #include "../../../runtime/rt_internal.h"
+#include "../../../runtime/spmd.h"
+
+/* the CPU runtime's wait, as the CUDA library's host cores name it
+ * (runtime/cuda/host_names.h) */
+void nrt_host_wait_request(NrtRequest *req);
 #include "cuda_runtime_api.h"
 #include "nccl.h"
 
@@ -238,8 +243,17 @@ ncclResult_t ncclReduceScatter(const void *s, void *d, size_t n, ncclDataType_t 
 		memcpy(copy, s, bytes);
 		s = copy;
 	}
-	ncclResult_t r = mpi(MPI_Reduce_scatter_block(s, d, (int)n, nrt_mpi_type(nt), nrt_mpi_op(reduction(op), nt), c->comm),
-	        "ncclReduceScatter");
+	ncclResult_t r = ncclSuccess;
+	if ((op == ncclSum || op == ncclAvg) && c->size > 1) {
+		/* the CPU runtime's sum: its pairwise exchange, in its order */
+		struct NrtComm nc = {.comm = c->comm, .size = c->size, .rank = c->rank};
+		NrtRequest req = {.active = false};
+		nrt_reduce_scatter_start(&nc, nt, s, (int64_t)n, d, &req);
+		nrt_host_wait_request(&req);
+	} else {
+		r = mpi(MPI_Reduce_scatter_block(s, d, (int)n, nrt_mpi_type(nt), nrt_mpi_op(reduction(op), nt), c->comm),
+		        "ncclReduceScatter");
+	}
 	free(copy);
 	if (!r && op == ncclAvg && c->size > 1)
 		nrt_mean_divide(nt, d, (int64_t)n, c->size);

@@ -13,8 +13,9 @@
  *    one rank's calls run one after the other (its stream), except that
  *    the sends and receives of one ncclGroupStart/End group progress
  *    together: a schedule that could deadlock NCCL deadlocks here;
- *  - reductions combine as the CPU runtime's MPI collectives do (its own
- *    MPI types and operators), so results equal the CPU build's;
+ *  - reductions combine as the CPU runtime's collectives do (its own MPI
+ *    types and operators, its pairwise-exchange reduce-scatter), so
+ *    results equal the CPU build's;
  *    ncclAvg is that sum divided by the ranks (nrt_mean_divide).
  * Every call runs at once on the host: no asynchrony. */
 #ifndef NCCL_H_
