@@ -135,8 +135,6 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 	}
 }
 
-static bool parse_no_fuse(const char *arg, unsigned *mask) { return parse_fuse_kinds(arg, mask, false); }
-static bool parse_no_fuse_quiet(const char *arg, unsigned *mask) { return parse_fuse_kinds(arg, mask, true); }
 
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, Args *a)
@@ -195,7 +193,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_INFER: a->infer = true; break;
 		case OPT_NO_SHARE: a->build.no_share_routines = true; break;
 		case OPT_NO_FUSE:
-			if (!parse_no_fuse(optarg, &a->build.no_fuse))
+			if (!parse_fuse_kinds(optarg, &a->build.no_fuse, false))
 				return EXIT_USER;
 			break;
 		case OPT_WHY: a->why = optarg; break;
@@ -248,7 +246,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		 * "bias_act" standing alone */
 		const char *x = argv[optind + 2];
 		unsigned ignored = 0;
-		bool kinds = strcspn(x, "-.") == strlen(x) && parse_no_fuse_quiet(x, &ignored);
+		bool kinds = strcspn(x, "-.") == strlen(x) && parse_fuse_kinds(x, &ignored, true);
 		fprintf(stderr, "netc: unexpected argument '%s'%s\n", x,
 		        kinds ? " (--no-fuse takes its kinds after '=': --no-fuse=KIND,...)" : "");
 		return EXIT_USER;

@@ -417,6 +417,15 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	*mem = m;
 }
 
+/* A graph value as the search sees it: through the conversions of a
+ * laid-out graph (explain). */
+static Value *unconverted(Value *x)
+{
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
+		x = x->def->in[0];
+	return x;
+}
+
 Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 {
 	Search *s = ARENA_NEW(a, Search);
@@ -506,9 +515,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		bool fr[SHARD_MAX_INPUTS] = {0};
 		Layout *inl[SHARD_MAX_INPUTS] = {0};
 		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
-			Value *x = n->in[i];
-			while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
-				x = x->def->in[0]; /* a laid-out graph (explain): look through the conversions */
+			Value *x = unconverted(n->in[i]);
 			int u = x->kind == VK_NODE && x->def && x->def->id < s->nvertex_of ? s->vertex_of[x->def->id] : -1;
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, x->dtype);
@@ -616,15 +623,6 @@ static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
 		g = s->v[v].cl->c[choice[v]].grad[vi];
 	}
 	return g;
-}
-
-/* A graph value as the search sees it: through the conversions of a
- * laid-out graph (explain). */
-static const Value *unconverted(const Value *x)
-{
-	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
-		x = x->def->in[0];
-	return x;
 }
 
 /* A graph input that several operators read in one layout is converted
