@@ -984,6 +984,8 @@ static void emit_step(Emit *e)
 
 /* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
 static FILE *mem_report_to;
+/* netc_planned_bytes: where emit_mem_plan leaves its largest total */
+static int64_t *mem_total_to;
 
 /* Whether the target keeps host memory apart from its buffer memory (the
  * CUDA target; on the CPU target host memory is the buffer memory). */
@@ -1034,14 +1036,17 @@ static void emit_mem_plan(Emit *e)
 	}
 	fputs("};\n\n", e->out);
 	FILE *report = mem_report_to ? mem_report_to : e->c->verbose ? stderr : NULL;
+	for (int s = 0; s < n; s++) {
+		int64_t dev[MEM_KINDS], total = 0;
+		for (int k = 0; k < MEM_KINDS; k++)
+			total += dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
+		if (mem_total_to && total > *mem_total_to)
+			*mem_total_to = total;
+		if (report)
+			report_kinds(report, "", s, n, dev);
+	}
 	if (!report)
 		return;
-	for (int s = 0; s < n; s++) {
-		int64_t dev[MEM_KINDS];
-		for (int k = 0; k < MEM_KINDS; k++)
-			dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
-		report_kinds(report, "", s, n, dev);
-	}
 	for (int s = 0; host && host_apart(e) && s < n; s++)
 		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
@@ -1240,6 +1245,27 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_step(&e);
 	emit_main(&e);
 	return true;
+}
+
+int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o)
+{
+	FILE *sink = fopen("/dev/null", "w");
+	if (!sink)
+		return -1;
+	/* quiet, and without a trace in the counts: the build that follows
+	 * emits the program again and reports what it finds */
+	Diag keep = c->diag;
+	bool verbose = c->verbose;
+	c->diag.out = sink;
+	c->verbose = false;
+	int64_t total = 0;
+	mem_total_to = &total;
+	bool ok = emit_c_program(c, o, sink);
+	mem_total_to = NULL;
+	c->diag = keep;
+	c->verbose = verbose;
+	fclose(sink);
+	return ok ? total : -1;
 }
 
 bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
