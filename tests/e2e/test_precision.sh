@@ -10,7 +10,10 @@
 # of a ReLU kink flips a whole element; the parameters it moves stay
 # within the tolerance. Reductions are narrow unless
 # force_fp32_communication (or, for gradients, gradient_fp32_sync in
-# semi_auto) asks for f32: the bytes per step show it. Resuming a narrow
+# semi_auto) asks for f32: the bytes per step show it, and a narrow
+# reduce-scatter moves exactly the narrow bytes (f16 and bf16, counted by
+# hand). Dynamic loss scaling in semi_auto decides as stand-alone does.
+# Resuming a narrow
 # checkpoint reproduces an uninterrupted run exactly. A narrow regression
 # target on synthetic data is learnable (bn_matmul within 5% of f32).
 cd "$(dirname "$0")/../.." || exit 1
@@ -74,6 +77,21 @@ if [ "$(rs "$work/semi.stats")" = $((3 * 64 * 256 / 4 * 2)) ] &&
 else
 	bad "semi's narrow reduce-scatter: $(rs "$work/semi.stats") bytes (want $((3 * 64 * 256 / 4 * 2))), f32 forced" \
 		"$(rs "$work/semi_fp32.stats") (want $((3 * 64 * 256 / 4 * 4))); in all $(bytes "$work/semi.stats") vs $(bytes "$work/semi_fp32.stats")"
+fi
+# and in bf16: the same bytes, the run equal to the stand-alone bf16 run
+# within bf16's rounding (8 bits: losses rtol 4e-3, parameters atol 4e-3
+# + rtol 2e-2; seen 2.4e-4 and 1.5e-3)
+if timeout 120 "$work/mbf" --steps 3 --log "$work/bref.csv" --save "$work/bref.st" --quiet &&
+	timeout 120 $NETC build "$work/mbf.net" -o "$work/bsemi" >/dev/null 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/bsemi" --steps 3 --log "$work/bsemi.csv" --save "$work/bsemi.st" \
+		--quiet --comm-stats >"$work/bsemi.stats" &&
+	[ "$(rs "$work/bsemi.stats")" = $((3 * 64 * 256 / 4 * 2)) ] &&
+	$B/tools/losscompare "$work/bref.csv" "$work/bsemi.csv" --rtol 4e-3 >/dev/null &&
+	$B/tools/stcompare "$work/bref.st" "$work/bsemi.st" --rtol 2e-2 --atol 4e-3 --skip-prefix moments. --quiet >/dev/null; then
+	ok "bf16 semi's narrow reduce-scatter moves bf16 bytes ($(rs "$work/bsemi.stats")), equal to stand-alone bf16"
+else
+	bad "bf16 semi: reduce-scatter $(rs "$work/bsemi.stats") bytes (want $((3 * 64 * 256 / 4 * 2))):" \
+		"$($B/tools/stcompare "$work/bref.st" "$work/bsemi.st" --rtol 2e-2 --atol 4e-3 --skip-prefix moments. --quiet | tail -1)"
 fi
 if [ "$(bytes "$work/dp.stats")" -lt "$(bytes "$work/dp_fp32.stats")" ] &&
 	[ "$(bytes "$work/semi_narrow_grads.stats")" -lt "$(bytes "$work/semi.stats")" ]; then
