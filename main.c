@@ -85,7 +85,7 @@ static void usage(FILE *out)
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
 	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
-	      "      --memory-limit B  bytes per device for search_mode = dynamic_programming\n"
+	      "      --memory-limit B  bytes per device (the compiled plan's total) for search_mode = dynamic_programming\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
