@@ -684,12 +684,17 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	return true;
 }
 
-/* Widening a value (f16 -> f32) is exact, so partial sums may be widened
- * as they are and reduced afterwards, in f32. */
-static bool widen_partial(Node *n)
+/* Widening a value (f16 -> f32) is exact, so a device's own partial sums
+ * (data_parallel, hybrid_parallel: never reduced in the forward or
+ * backward pass, reads_local) may be widened as they are. Elsewhere a
+ * narrow partial sum is one narrow_partial kept narrow so that it is
+ * reduced narrow: the widening reads it reduced, and the collective moves
+ * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
+ * values: the narrow precision without the narrow bandwidth). */
+static bool widen_partial(const Sharder *S, Node *n)
 {
 	const Value *x = n->in[0];
-	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
+	if (!per_device_mode(S->mode) || n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
@@ -814,7 +819,7 @@ static bool add_partials(const Sharder *S, Node *n)
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
-	if (widen_partial(n) || narrow_partial(S, n) || add_partials(S, n))
+	if (widen_partial(S, n) || narrow_partial(S, n) || add_partials(S, n))
 		return;
 	vocab_parallel_ce(S, n);
 	vocab_parallel_ce_grad(S, n);

@@ -137,6 +137,14 @@ nccl_case transformer_nccl 8 0 -- samples/transformer.net
 nccl_case transformer_a2a 8 500 -- samples/transformer.net -D enable_alltoall=true
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
+# f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the
+# forward partial sums are reduce-scattered in f16, 3 blocks of 64 x 256 / 4
+# elements of 2 bytes from rank 0, on both runtimes
+sed 's/f32\[/f16[/g' samples/mlp.net >"$work/m16.net"
+nccl_case mlp16_nccl 4 0 -- "$work/m16.net"
+rs=$(sed -n 's/^bytes sent per step: .*reduce_scatter \([0-9]*\),.*/\1/p' "$work/mlp16_nccl.g.run")
+[ "$rs" = $((3 * 64 * 256 / 4 * 2)) ] && ok "mlp16_nccl: the narrow reduce-scatter moves f16 bytes ($rs)" ||
+	bad "mlp16_nccl: reduce-scatter bytes '$rs', want $((3 * 64 * 256 / 4 * 2))"
 
 # round_trip NAME: a CPU checkpoint resumed by the CUDA runtime and the other way round
 round_trip() {

@@ -362,7 +362,62 @@ det "determinism attention @8 (dropout)" attention_det 8
 det "determinism transformer @8" sample_transformer__8 8
 det "determinism mlp stand-alone" ref_mlp 1
 
-echo "== 6. world size"
+echo "== 6. mixed precision (f16) vs stand-alone f16"
+# samples/mlp.net in f16, semi_auto @4 (issue 21): the forward partial sums
+# are reduced in f16 by default (narrow bytes: test_precision counts them)
+# and the gradients in f32. 10 steps equal the stand-alone f16 run up to
+# f16 rounding: losses rtol 2e-3, parameters atol 2e-3 + rtol 2e-2 (the
+# momentum state, raw gradients where an f16 rounding can flip a ReLU,
+# left out; test_precision.sh says why; over 30 steps the parameters drift
+# further apart, 1.2e-2). With dynamic loss scaling the overflow decisions
+# are stand-alone's, with and without force_fp32_communication: the same
+# final scale and skipped steps after 30 steps (scale_window = 2 moves the
+# scale often; seed 2, where checking the gradients against 65504 / 4 made
+# the sharded run skip 14 steps, stand-alone 13), and losses within 2e-3
+# (a step skipped by one run only moves them ~1e-2).
+sed 's/f32\[/f16[/g' samples/mlp.net >"$work/m16.net"
+LSW="train.loss_scale=dynamic(scale_window = 2)"
+# f16run NAME NP STEPS SEED [netc options]: builds m16.net and runs it (NP
+# 1: stand-alone), its log, checkpoint and output as $work/NAME.*
+f16run() {
+	local name=$1 np=$2 steps=$3 seed=$4
+	shift 4
+	build "$name" "$work/m16.net" "$@" || return 1
+	if [ "$np" -eq 1 ]; then set -- timeout "$TMO" "$work/$name"; else set -- timeout -k 10 "$TMO" "$MPIRUN" -np "$np" "$work/$name"; fi
+	"$@" --seed "$seed" --steps "$steps" --print-every "$steps" --log "$work/$name.csv" --save "$work/$name.st" \
+		>"$work/$name.out" 2>&1
+}
+if f16run f16_sa 1 10 "$SEED" -D parallel_mode=stand_alone && f16run f16_semi 4 10 "$SEED"; then
+	l=$("$LCMP" "$work/f16_sa.csv" "$work/f16_semi.csv" --rtol 2e-3 | tail -1)
+	p=$("$STCMP" "$work/f16_sa.st" "$work/f16_semi.st" --rtol 2e-2 --atol 2e-3 --skip-prefix moments. --quiet | tail -1)
+	case "$l$p" in
+	*" 0 failed"*" 0 failed"*) ok "mlp f16 semi_auto @4 (narrow forward reductions) == stand-alone f16 (${l#losscompare: }; ${p#stcompare: })" ;;
+	*) bad "mlp f16 semi_auto @4 (narrow forward reductions) == stand-alone f16 ($l; $p)" ;;
+	esac
+else
+	bad "mlp f16 semi_auto @4 (build or run failed)"
+fi
+if f16run f16_ls_sa 1 30 2 -D parallel_mode=stand_alone -D "$LSW"; then
+	for v in "f16_ls_semi:" "f16_ls_semi_fp32:-D force_fp32_communication=true"; do
+		t=${v%%:*}
+		# shellcheck disable=SC2086
+		if f16run "$t" 4 30 2 -D "$LSW" ${v#*:}; then
+			sa=$(grep '^loss scale' "$work/f16_ls_sa.out") got=$(grep '^loss scale' "$work/$t.out")
+			l=$("$LCMP" "$work/f16_ls_sa.csv" "$work/$t.csv" --rtol 2e-3 | tail -1)
+			if [ -n "$sa" ] && [ "$got" = "$sa" ] && case "$l" in *" 0 failed"*) true ;; *) false ;; esac; then
+				ok "$t @4 dynamic loss scale == stand-alone f16 ($sa; ${l#losscompare: })"
+			else
+				bad "$t @4 dynamic loss scale: '$got', stand-alone '$sa'; $l"
+			fi
+		else
+			bad "$t @4 (build or run failed)"
+		fi
+	done
+else
+	bad "mlp f16 stand-alone with loss scaling (build or run failed)"
+fi
+
+echo "== 7. world size"
 out=$(timeout -k 10 "$TMO" "$MPIRUN" -np 2 "$work/sample_mlp__4" --steps 1 --quiet 2>&1); rc=$?
 if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'device_num = 4'; then
 	ok "a device_num = 4 program on 2 ranks exits 1 naming device_num"
