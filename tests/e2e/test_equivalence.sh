@@ -230,6 +230,18 @@ matrix $MODELS/vocab_partial.net "K=2" "K=4" -
 matrix $MODELS/matmul_out_strategy.net "K=2" "K=4" -
 matrix $MODELS/repeated.net - "" ""
 matrix $MODELS/embedding.net "MP=2" "MP=4" "MP=8"
+# rows and ids split: a grid of 4 (issue 21.1); a grid of 8 on 4 devices
+# is an error (it was accepted and trained on a layout ignoring it)
+v=$(variant $MODELS/embedding.net embedding_dp2 MP=2 DP=2)
+par "embedding @4 (MP=2 DP=2)" ref_embedding 4 "$v"
+v=$(variant $MODELS/embedding.net embedding_over MP=4 DP=2)
+out=$(timeout "$TMO" "$NETC" check "$v" -D device_num=4 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'embedding: invalid strategy ((4, 1), (2, 1)): the operator needs 8 devices'; then
+	ok "embedding ((4, 1), (2, 1)) on 4 devices: netc exits 1, the operator needs 8 devices"
+else
+	bad "embedding ((4, 1), (2, 1)) on 4 devices: netc exit $rc, want 1 and 'needs 8 devices'"
+	printf '%s\n' "$out" | head -3 | sed 's/^/     | /'
+fi
 matrix $MODELS/attention.net "DP=1 MP=2" "DP=2 MP=2" "DP=2 MP=4"
 
 echo "== 3. relations between the parallel modes"
