@@ -280,6 +280,11 @@ else
 fi
 par "dp_penalty data_parallel with optimizer parallel @4 == stand-alone" ref_dp_penalty 4 \
 	$MODELS/dp_penalty.net -D enable_parallel_optimizer=true -D "parallel_optimizer_config={parallel_optimizer_threshold=0}"
+# hand-written all_to_all (issue 21.2): split_dim / concat_dim pairs (0, 1)
+# and (1, 0) in a hybrid model equal the model written whole
+ref ref_alltoall_whole $MODELS/alltoall_whole.net
+par "alltoall_hybrid (all_to_all split 0 concat 1, split 1 concat 0) hybrid @4 == written whole" \
+	ref_alltoall_whole 4 $MODELS/alltoall_hybrid.net
 ref ref_dp_image $MODELS/dp_image.net
 par "dp_image data_parallel dataset_strategy splitting H @4 == stand-alone" ref_dp_image 4 $MODELS/dp_image.net
 par "dp_image data_parallel dataset_strategy=full_batch @4 == stand-alone" ref_dp_image 4 \
