@@ -450,15 +450,18 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	return shard_node(&loud, n, &s, r);
 }
 
-/* hybrid_parallel: parameters marked layerwise_parallel are each device's
- * own piece; their gradients are used as computed, never aggregated. */
+/* data_parallel and hybrid_parallel: parameters marked layerwise_parallel
+ * are each device's own (a piece, in hybrid); their gradients are used as
+ * computed, never aggregated, averaged or fused into a bucket (MindSpore:
+ * "when layerwise_parallel is true in data/hybrid parallel mode, broadcast
+ * and gradients communication would not be applied to parameters"). */
 static bool keep_local_grad(const Sharder *S, const Node *n, int i)
 {
 	/* the equivalence tests plant this bug to prove they can fail */
 	if (S->c->fault && strcmp(S->c->fault, "skip-grad-reduce") == 0 && (op_info[n->op].flags & OPF_UPDATE) &&
 	    i == 1)
 		return true;
-	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
+	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       n->in[0]->param.layerwise_parallel;
 }
 
