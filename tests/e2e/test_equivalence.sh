@@ -270,6 +270,13 @@ for m in dp_reduce_mean dp_penalty dp_two_losses; do
 	par "$m hybrid_parallel gradients_mean=true @4 == stand-alone" "ref_$m" 4 "$MODELS/$m.net" \
 		-D parallel_mode=hybrid_parallel
 done
+# hybrid_parallel with the batch split 2 ways on 4 devices: each half is
+# computed twice (loss_repeated_mean halves its gradient), so replicated
+# gradients are summed over the repeats too (they were not: half the
+# gradient; issue 21.8's 2-way tensor x 2-way data parallel needs it)
+par "mlp_dp hybrid_parallel dataset_strategy ((2, 1), (2,)) gradients_mean=true @4 == stand-alone" ref_mlp_dp 4 \
+	$MODELS/mlp_dp.net -D device_num=4 -D parallel_mode=hybrid_parallel -D "dataset_strategy=((2, 1), (2,))" \
+	-D gradients_mean=true
 # summed gradients with a penalty term: sgd at lr equals stand-alone at 4 * lr
 if build pen_sum $MODELS/dp_penalty.net -D gradients_mean=false && run pen_sum 4 pen_sum --steps 20 &&
 	run ref_dp_penalty 1 ref_dp_penalty_lr4 --steps 20 --lr 0.4; then
