@@ -503,7 +503,9 @@ static void fusion_names(Emit *e)
 
 /* hybrid_parallel: a layerwise_parallel parameter (or its state) is this
  * rank's piece of a full tensor, the pieces laid end to end along
- * layerwise_dim in rank order; NULL for anything else. */
+ * layerwise_dim in rank order -- or, with a layerwise_group, in the order
+ * of each part of the group (the parts hold copies); NULL for anything
+ * else. */
 static const Value *layerwise_piece(const Graph *g, const Value *v)
 {
 	const Value *p = v->kind == VK_STATE ? v->state.of : v;
@@ -511,6 +513,24 @@ static const Value *layerwise_piece(const Graph *g, const Value *v)
 	    p->param.layerwise_dim >= p->shape.rank)
 		return NULL;
 	return p;
+}
+
+/* This rank's piece number, as C: its rank, or its place in its part
+ * (passes/sharding.c checked that the group holds ranks 0 .. n-1). */
+static void emit_layerwise_place(FILE *out, const Value *p)
+{
+	const CommGroup *grp = p->param.layerwise_group;
+	int n = grp ? grp->nparts * grp->part_size : 0;
+	if (!grp) {
+		fputs("(int64_t)nrt_rank()", out);
+		return;
+	}
+	fputs("(int64_t)((const int[]){", out);
+	for (int r = 0; r < n; r++)
+		for (int i = 0; i < n; i++)
+			if (grp->ranks[i] == r)
+				fprintf(out, "%s%d", r ? ", " : "", i % grp->part_size);
+	fprintf(out, "})[nrt_rank()] /* place in group %s */", grp->name);
 }
 
 /* Parameters and optimizer state as the runtime sees them (init, save, load). */
@@ -528,8 +548,9 @@ static void emit_tensor_table(Emit *e)
 		        v->shape.rank);
 		Shape full = v->shape;
 		const Value *piece = layerwise_piece(e->g, v);
-		if (piece)
-			full.d[piece->param.layerwise_dim] *= e->g->par.device_num;
+		if (piece) /* as many pieces as devices, or as ranks in a part of its group */
+			full.d[piece->param.layerwise_dim] *= piece->param.layerwise_group ? piece->param.layerwise_group->part_size
+			                                                                  : e->g->par.device_num;
 		emit_init_dims(out, &full);
 		fputs(", .slice = ", out);
 		emit_init_dims(out, lshape(v));
@@ -823,10 +844,11 @@ static void emit_tensor_offsets(Emit *e)
 		if (v->kind != VK_PARAM && v->kind != VK_STATE)
 			continue;
 		const Value *piece = layerwise_piece(g, v);
-		if (piece)
-			fprintf(e->setup, "\ttensors[%d].offset[%d] = (int64_t)nrt_rank() * %" PRId64 "; /* this rank's piece */\n", k,
-			        piece->param.layerwise_dim, v->shape.d[piece->param.layerwise_dim]);
-		else
+		if (piece) {
+			fprintf(e->setup, "\ttensors[%d].offset[%d] = ", k, piece->param.layerwise_dim);
+			emit_layerwise_place(e->setup, piece);
+			fprintf(e->setup, " * %" PRId64 "; /* this rank's piece */\n", v->shape.d[piece->param.layerwise_dim]);
+		} else
 			emit_block_offset(e, v, arena_printf(&e->c->arena, "tensors[%d].offset", k));
 		if (v->layout && v->layout->ragged) /* manual_split: this rank's rows */
 			emit_ragged_part(e, v->layout, arena_printf(&e->c->arena, "tensors[%d].slice[0]", k),
