@@ -87,6 +87,38 @@ for s in samples/*.net; do
 	expect "netc check $s" 0 '' -- "$NETC" check "$s"
 done
 
+# golden NAME WANT_RC ARGS...: `netc ARGS` exits WANT_RC and its stderr is
+# tests/golden/cli/NAME.err exactly (diff -u; to accept a new text, copy
+# $work/NAME.err over it)
+golden() {
+	local name=$1 want_rc=$2 rc
+	shift 2
+	timeout "$TMO" "$NETC" "$@" >/dev/null 2>"$work/$name.err"
+	rc=$?
+	if [ "$rc" -ne "$want_rc" ]; then
+		bad "golden $name: exit $rc, want $want_rc"
+		head -8 "$work/$name.err" | sed 's/^/     | /'
+	elif ! diff -u "tests/golden/cli/$name.err" "$work/$name.err" >"$work/diff" 2>&1; then
+		bad "golden $name: messages differ from tests/golden/cli/$name.err"
+		head -20 "$work/diff" | sed 's/^/     | /'
+	else
+		ok "golden $name"
+	fi
+}
+G=tests/golden/cli
+# issue 21.7: settings that change nothing warn where they were given
+golden no_effect_pipeline 0 dump $G/no_effect_pipeline.net --dump-after=sharding
+expect "warning: parallel_optimizer_config without enable_parallel_optimizer" 0 \
+	"^<-D>:1:27: warning: parallel_optimizer_config has no effect without enable_parallel_optimizer = true" -- \
+	"$NETC" check samples/mlp.net -D 'parallel_optimizer_config={parallel_optimizer_threshold=0}'
+# issue 21.9: the user's operator, not netc's casts; once per source line in
+# a repeated block; the -D value that set micro_size; singular counts
+golden f16_stage_strategy 1 check $G/f16_stage_strategy.net
+golden repeated_block 1 check $G/repeated_block.net
+golden interleave_micro_size 1 check tests/e2e/pipeline/deep.net \
+	-D 'pipeline_config={pipeline_interleave=true, pipeline_scheduler="1f1b"}' -D train.micro_size=2
+golden one_way 1 check $G/one_way.net
+golden one_device 1 check $G/one_way.net -D pipeline_stages=2
 # every golden diagnostic input: exit 1 and a GCC-style located error
 for f in tests/golden/diag/*.net; do
 	expect "netc check $f" 1 "^$(printf '%s' "$f" | sed 's/[.]/[.]/g'):[0-9]+:[0-9]+: error: " -- "$NETC" check "$f"
