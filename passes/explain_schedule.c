@@ -5,15 +5,31 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cost.h"
 #include "explain.h"
 #include "memplan.h"
 #include "schedule.h"
 
+/* The drawing is SVG, written by hand (no GraphViz layout to convert):
+ * a name for another format would get SVG under a false extension. */
+static bool svg_name(Compilation *c, const char *path)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const char *ext = strrchr(base, '.');
+	if (!ext || strcasecmp(ext, ".svg") == 0)
+		return true;
+	diag_error(&c->diag, loc_none(), "explain --schedule -o draws SVG only, but '%s' names a '%s' file; "
+	           "use a .svg name (rsvg-convert turns it into a PNG)", path, ext);
+	return false;
+}
+
 bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 {
 	Graph *g = c->g;
+	if (svg && !svg_name(c, svg))
+		return false;
 	int P = g->nstages;
 	const Schedule *s = schedule_build(&c->arena, P, g->nchunks, g->nmicro, g->par.pipeline_scheduler, !c->infer);
 	double *flops = ARENA_NEWN(&c->arena, double, P);

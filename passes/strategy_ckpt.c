@@ -220,7 +220,7 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			n->ann.out_strategy = o;
 		}
 		n->ann.in_strategy = s;
-		n->ann.searched = true;
+		n->ann.searched = n->ann.loaded = true;
 	}
 	for (int i = 0; i < k->nlayouts; i++) {
 		const CkLayout *l = &k->layouts[i];

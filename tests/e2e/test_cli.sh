@@ -119,6 +119,31 @@ golden interleave_micro_size 1 check tests/e2e/pipeline/deep.net \
 	-D 'pipeline_config={pipeline_interleave=true, pipeline_scheduler="1f1b"}' -D train.micro_size=2
 golden one_way 1 check $G/one_way.net
 golden one_device 1 check $G/one_way.net -D pipeline_stages=2
+# issue 21.10: broadcasting a trainable value fails at check; .shard's
+# positional out_strategy
+golden broadcast_param 1 check $G/broadcast_param.net
+golden shard_twice 1 check $G/shard_twice.net
+sed 's/shard(in_strategy = \(.*\), out_strategy = /shard(\1, /' tests/e2e/models/matmul_out_strategy.net >"$work/pos.net"
+if grep -q 'shard(((1, K), (K, 1)), ((K, 1),))' "$work/pos.net" &&
+	"$NETC" dump "$work/pos.net" --dump-after=parse 2>&1 | sed 1d >"$work/pos.dump" &&
+	"$NETC" dump tests/e2e/models/matmul_out_strategy.net --dump-after=parse 2>&1 | sed 1d >"$work/kw.dump" &&
+	grep -q 'out_strategy((4, 1))' "$work/pos.dump" && cmp -s "$work/pos.dump" "$work/kw.dump"; then
+	ok ".shard(in, out) by position is .shard(in_strategy = in, out_strategy = out)"
+else
+	bad ".shard(in, out) by position differs from the keyword form"
+	diff "$work/kw.dump" "$work/pos.dump" 2>&1 | head -5 | sed 's/^/     | /'
+fi
+# issue 21.10: explain labels the strategies a checkpoint gave "(loaded)"
+"$NETC" check samples/mlp.net -D parallel_mode=auto_parallel -D "strategy_ckpt_config={save_file=\"$work/s.json\"}" \
+	>/dev/null 2>&1
+expect "explain: a strategy from a checkpoint is (loaded)" 0 '^matmul-1 .*\(loaded\)$' -- \
+	"$NETC" explain samples/mlp.net -D parallel_mode=auto_parallel -D "strategy_ckpt_config={load_file=\"$work/s.json\"}"
+# issue 21.10: --schedule draws SVG only; another extension is refused
+expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o draws SVG only, but '$work/s\.png' names a '\.png' file" -- \
+	"$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.png"
+[ ! -e "$work/s.png" ] && ok "explain --schedule -o s.png writes nothing" || bad "explain --schedule -o s.png wrote $work/s.png"
+expect "explain --schedule -o s.svg" 0 '^bubble: ' -- "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg"
+
 # every golden diagnostic input: exit 1 and a GCC-style located error
 for f in tests/golden/diag/*.net; do
 	expect "netc check $f" 1 "^$(printf '%s' "$f" | sed 's/[.]/[.]/g'):[0-9]+:[0-9]+: error: " -- "$NETC" check "$f"
