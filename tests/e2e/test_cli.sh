@@ -202,8 +202,24 @@ if timeout "$TMO" "$NETC" build samples/mlp.net -o "$work/mlp" >"$work/build.log
 	ok "netc build samples/mlp.net"
 	expect "built program --help" 0 '^usage: ' -- "$work/mlp" --help
 	expect "built program with an unknown option" 1 "unknown option" -- "$work/mlp" --bogus
+	expect "built program --help describes training" 0 "^Trains the model 'mlp'" -- "$work/mlp" --help
 else
 	bad "netc build samples/mlp.net"
+	head -5 "$work/build.log" | sed 's/^/     | /'
+fi
+
+# an --infer program's --help describes inference (issue 21.11), and --lr warns
+if timeout "$TMO" "$NETC" build samples/mlp.net --infer -o "$work/mlp_inf" >"$work/build.log" 2>&1; then
+	expect "--infer program --help describes inference" 0 "^Runs the model 'mlp' forward only" -- "$work/mlp_inf" --help
+	if "$work/mlp_inf" --help | grep -qE 'Trains|training|--lr|--gradcheck'; then
+		bad "--infer program --help mentions training"
+	else
+		ok "--infer program --help does not mention training"
+	fi
+	expect "--infer program warns that --lr has no effect" 0 "warning: --lr has no effect: this program runs the model forward only" -- \
+		tests/e2e/mpirun.sh -np 4 "$work/mlp_inf" --lr 0.5 --steps 1 --quiet
+else
+	bad "netc build samples/mlp.net --infer"
 	head -5 "$work/build.log" | sed 's/^/     | /'
 fi
 
