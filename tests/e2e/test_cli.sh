@@ -208,6 +208,67 @@ else
 	head -5 "$work/build.log" | sed 's/^/     | /'
 fi
 
+# docs/launch.md's CPU runtime image (issue 21.12): the packages its
+# runtime stage installs, with their dependencies (no recommends, as
+# --no-install-recommends) and the base image's required packages,
+# provide every library a built program loads (ldd, owners by dpkg -S).
+# Resolved against this Debian's installed packages: no network, ~1 s.
+recipe_libs() { # PROGRAM DOC
+	local prog=$1 doc=$2
+	awk '/^FROM debian:bookworm$/ { on = 1; next }
+		on && /^#/ { next }
+		on && /rm -rf/ { exit }
+		on { for (i = 1; i <= NF; i++) if ($i ~ /^[a-z0-9][a-z0-9.+-]+$/ && $i !~ /^(apt-get|update|install|rm)$/) print $i }
+' "$doc" >"$work/recipe.pkgs"
+	dpkg-query -W -f='${Package}\t${Priority}\t${Essential}\t${Pre-Depends}, ${Depends}\n' >"$work/installed" 2>/dev/null
+	# the closure: required/essential packages and the recipe's, then
+	# every installed package any of them depends on (alternatives: those
+	# installed)
+	awk -F'\t' 'NR == FNR { want[$1] = 1; next }
+		{ dep[$1] = $4; have[$1] = 1; if ($2 == "required" || $3 == "yes") want[$1] = 1 }
+		END {
+			do {
+				grew = 0
+				for (p in want) if (!(p in done)) {
+					done[p] = 1
+					n = split(dep[p], d, /[,|]/)
+					for (i = 1; i <= n; i++) {
+						q = d[i]; sub(/\(.*/, "", q); gsub(/[ \t]/, "", q); sub(/:.*/, "", q)
+						if (q in have && !(q in want)) { want[q] = 1; grew = 1 }
+					}
+				}
+			} while (grew)
+			for (p in want) print p
+		}' "$work/recipe.pkgs" "$work/installed" | sort >"$work/closure"
+	# each loaded library's package, in one dpkg -S (it knows /usr/lib and
+	# /lib paths apart; merged /usr makes them one file)
+	ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' >"$work/libs"
+	while read -r lib; do
+		printf '%s\n%s\n/usr%s\n%s\n' "$lib" "$(readlink -f "$lib")" "$lib" "${lib#/usr}"
+	done <"$work/libs" | sort -u >"$work/paths"
+	xargs dpkg -S <"$work/paths" 2>/dev/null | sed 's/^\([^:,]*\)[^ ]* \(.*\)/\2 \1/' >"$work/owners"
+	while read -r lib; do
+		owner=$(awk -v a="$lib" -v b="$(readlink -f "$lib")" -v c="/usr$lib" -v d="${lib#/usr}" \
+			'$1 == a || $1 == b || $1 == c || $1 == d { print $2; exit }' "$work/owners")
+		if [ -z "$owner" ]; then
+			echo "$lib: no package"
+		elif ! grep -qx "$owner" "$work/closure"; then
+			echo "$lib: $owner"
+		fi
+	done <"$work/libs"
+}
+if ! command -v dpkg-query >/dev/null 2>&1 || [ ! -x "$work/mlp" ]; then
+	ok "docs/launch.md's runtime image: skipped, no dpkg or no program"
+else
+	recipe_libs "$work/mlp" docs/launch.md >"$work/recipe.out"
+	if [ -s "$work/recipe.out" ] || ! grep -qx libopenblas0 "$work/recipe.pkgs"; then
+		bad "docs/launch.md's runtime image ($(tr '\n' ' ' <"$work/recipe.pkgs")) lacks the package of a library the program loads"
+		head -5 "$work/recipe.out" | sed 's/^/     | /'
+	else
+		ok "docs/launch.md's runtime image provides all $(wc -l <"$work/libs") libraries a program loads"
+	fi
+fi
+
 # an --infer program's --help describes inference (issue 21.11), and --lr warns
 if timeout "$TMO" "$NETC" build samples/mlp.net --infer -o "$work/mlp_inf" >"$work/build.log" 2>&1; then
 	expect "--infer program --help describes inference" 0 "^Runs the model 'mlp' forward only" -- "$work/mlp_inf" --help
