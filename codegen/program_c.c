@@ -1060,8 +1060,11 @@ static void emit_main(Emit *e)
 	      out);
 	if (ps)
 		fputs("\tif (opt.init)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n", out);
-	fputs("\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
-	      "\tbroadcast_params();\n"
+	fprintf(out, "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	             "\tif (opt.init) { /* the run goes on: its seed and loss scale */\n"
+	             "\t\tnrt_ckpt_resume(opt.init, &opt, %s);\n\t\tseed = opt.seed;\n\t}\n",
+	        e->loss_scale ? "&loss_scale" : "NULL");
+	fputs("\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
 	if (ps)
@@ -1088,8 +1091,9 @@ static void emit_main(Emit *e)
 	emit_train_step_begin(e, "s");
 	fputs("\t\tdouble loss = train_step(s);\n", out);
 	emit_train_step_end(e, "log");
-	fputs("\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
-	      "\t}\n"
+	fputs("\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n", out);
+	emit_train_step_after(e, "s");
+	fputs("\t}\n"
 	      "\tnrt_log_close(log);\n",
 	      out);
 	if (ps)
@@ -1100,10 +1104,11 @@ static void emit_main(Emit *e)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
 	      "\t\tnrt_mem_report(mem_planned[%s][0], mem_planned[%s][1]);\n"
-	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
+	      "\tif (opt.save) {\n\t\tnrt_ckpt_remember(seed, %s);\n\t\tbefore_save();\n"
+	      "\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", e->sched && e->sched->nstages > 1 ? "my_stage" : "0",
-	      ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
+	      e->loss_scale ? "&loss_scale" : "NULL", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* What the schedule and clipping cannot do yet, said where they are set. */

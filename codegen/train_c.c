@@ -65,6 +65,23 @@ void emit_train_step_end(Emit *e, const char *log)
 		        e->g->train.nlr && emit_train_clip_on(e) ? ", " : "", emit_train_clip_on(e) ? "grad_norm" : "");
 }
 
+/* After step `step` is logged: --save-every's checkpoint (the global
+ * step counts, so a resumed run saves where the first would have). */
+void emit_train_step_after(Emit *e, const char *step)
+{
+	FILE *out = e->out;
+	if (emit_ps_on(e)) {
+		fputs("\t\tif (opt.save_every)\n\t\t\tnrt_fatal(\"--save-every is not supported with parameter "
+		      "servers yet (their optimizer state is saved at the end)\");\n",
+		      out);
+		return;
+	}
+	fprintf(out, "\t\tif (opt.save_every && (%s + 1) %% opt.save_every == 0 && %s + 1 < end) {\n"
+	             "\t\t\tnrt_ckpt_remember(seed, %s);\n\t\t\tbefore_save();\n"
+	             "\t\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, %s + 1);\n\t\t}\n",
+	        step, step, e->loss_scale ? "&loss_scale" : "NULL", step);
+}
+
 /* The group over which a gradient's blocks sum to the whole: the grid
  * axes that split it (tensor-parallel and optimizer shards), not those it
  * is replicated over. */

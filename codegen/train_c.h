@@ -15,6 +15,8 @@ int emit_train_log_columns(const Emit *e);
  * values for nrt_log_values */
 void emit_train_step_begin(Emit *e, const char *step);
 void emit_train_step_end(Emit *e, const char *log);
+/* after the step's log line: --save-every's checkpoint */
+void emit_train_step_after(Emit *e, const char *step);
 /* clip_gradients(), which the update phase calls before its first update */
 void emit_train_clip_fn(Emit *e);
 #endif

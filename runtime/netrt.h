@@ -39,6 +39,13 @@ typedef struct NrtOptions {
 	double watchdog;        /* --watchdog S (or $NETC_WATCHDOG): abort the job when one MPI call
 	                         * waits S seconds; 0 = off */
 	bool mem_stats;         /* --mem-stats: print each rank's peak memory per category at the end */
+	bool seed_set;          /* --seed was given (else --init's checkpoint's seed, if it has one) */
+	int64_t save_every;     /* --save-every N: also save to --save after every N-th global step; 0: off */
+	const char *eval_data[16]; /* --eval-data a.npy,b.npy: held-out data, one file per input */
+	int neval;
+	int64_t eval_every;     /* --eval-every N: the held-out loss after every N-th step (default: at the end) */
+	bool shuffle;           /* --shuffle: --data samples in a new random order each epoch */
+	bool log_append;        /* --log-append: append rows to --log (a resumed run) */
 } NrtOptions;
 /* A collective or transfer may wait this long (s) by default: generous,
  * since a rank may legitimately wait for another's checkpoint write. */
@@ -229,6 +236,7 @@ typedef struct NrtInput {
 } NrtInput;
 
 typedef struct NrtData NrtData; /* opaque */
+typedef struct NrtLossScale NrtLossScale; /* loss scaling, below */
 /* Opens --data files (one .npy per input, first dimension = samples,
  * checked against dtype and the remaining dims; a wrong dtype, shape or a
  * truncated file is fatal with a clear message) or, with none given, sets
@@ -268,6 +276,16 @@ void nrt_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step);
  * dtypes are fatal with a clear message. Every rank may call. */
 int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n);
 
+/* The run's state a checkpoint keeps beside its step, for --save-every and
+ * a resumed run (--init): the seed of the random streams (parameters,
+ * dropout, synthetic data, --shuffle's orders and a corpus's windows: all
+ * functions of the seed and the global step) and the loss scale. Every
+ * save after nrt_ckpt_remember writes them; nrt_ckpt_resume, after
+ * nrt_ckpt_load(path), takes the seed unless --seed was given and
+ * restores the scale (ls: NULL without loss scaling). */
+void nrt_ckpt_remember(uint64_t seed, const NrtLossScale *ls);
+void nrt_ckpt_resume(const char *path, NrtOptions *opt, NrtLossScale *ls);
+
 /* ---- progress ---------------------------------------------------------------- */
 typedef struct NrtLog NrtLog;
 NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
@@ -289,7 +307,7 @@ double nrt_now(void); /* monotonic seconds */
  * whose gradients overflow on any rank is skipped; the dynamic kind then
  * divides the scale by `factor` (not below 1) and multiplies it by
  * `factor` after `window` steps in a row without overflow. */
-typedef struct NrtLossScale {
+struct NrtLossScale {
 	double scale;           /* current scale */
 	double factor;          /* dynamic: > 1 */
 	int64_t window;         /* dynamic: good steps before the scale grows */
@@ -297,7 +315,7 @@ typedef struct NrtLossScale {
 	int64_t good;           /* steps in a row without overflow */
 	int64_t skipped;        /* steps skipped for overflow */
 	int64_t steps;          /* steps seen */
-} NrtLossScale;
+};
 /* Whether every element of x[0..n) (any float dtype) is at most `bound`
  * in magnitude: finite, and such that a sum over the ranks, or a cast to
  * a narrower type, cannot overflow either. */

@@ -43,7 +43,7 @@ run() {
 	else
 		set -- timeout -k 10 "$TMO" "$MPIRUN" -np "$np" "$work/$prog" "$@"
 	fi
-	"$@" --seed 4242 --quiet --log "$work/$tag.csv" >"$work/$tag.run.log" 2>&1 ||
+	"$@" ${SEED_OPT---seed 4242} --quiet --log "$work/$tag.csv" >"$work/$tag.run.log" 2>&1 ||
 		{ sed 's/^/     | /' "$work/$tag.run.log" | head -8; return 1; }
 }
 # column CSV NAME: the values of column NAME, one a line
@@ -120,6 +120,56 @@ if build noclip $M/mlp_dp.net -D parallel_mode=stand_alone && run noclip 1 nocli
 	ok "clip_grad_norm: the norms exceed the bound and clipping changes the run"
 else
 	bad "clip_grad_norm: clipping had no effect"
+fi
+
+echo "== 3. --save-every: a run killed and resumed with --init goes on with the same losses"
+# killed NAME MODEL NP [netc options]: runs MODEL on NP ranks for a million
+# steps with --save-every 3 and --seed 777, kills it once a checkpoint
+# exists (step K), resumes it from the checkpoint for 6 steps without
+# --seed (the checkpoint's seed must come back) and compares the resumed
+# loss lines with steps K+1..K+6 of a run of K+6 steps that never
+# stopped: the same text, bit for bit.
+killed() {
+	local name=$1 model=$2 np=$3 pid k mp=
+	shift 3
+	build "$name" "$model" "$@" || { bad "resume: $name (build failed)"; return; }
+	[ "$np" -gt 1 ] && mp="$MPIRUN -np $np"
+	rm -f "$work/$name.st"
+	$mp "$work/$name" --steps 1000000 --save-every 3 --save "$work/$name.st" --seed 777 --quiet \
+		>"$work/$name.kill.log" 2>&1 &
+	pid=$!
+	for i in $(seq 600); do [ -f "$work/$name.st" ] && break; sleep 0.05; done
+	kill -TERM $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	if ! [ -f "$work/$name.st" ] || ! SEED_OPT= run "$name" "$np" "${name}_res" --steps 6 --init "$work/$name.st"; then
+		bad "resume: $name: no checkpoint written by --save-every, or the resumed run failed"; return
+	fi
+	k=$(($(sed -n '2s/,.*//p' "$work/${name}_res.csv") - 1))
+	if [ $((k % 3)) -eq 0 ] && SEED_OPT=--seed=777 run "$name" "$np" "${name}_ref" --steps $((k + 6)) &&
+		[ "$(tail -n 6 "$work/${name}_ref.csv" | cut -d, -f1,2)" = "$(tail -n +2 "$work/${name}_res.csv" | cut -d, -f1,2)" ]; then
+		ok "resume: $name @$np killed after step $k: steps $((k + 1))..$((k + 6)) equal bit for bit"
+	else
+		bad "resume: $name @$np killed after step $k"
+		paste -d' ' "$work/${name}_ref.csv" "$work/${name}_res.csv" | tail -n 6 | sed 's/^/     | /'
+	fi
+}
+SCHED2='train.lr_schedule=cosine_decay_lr(min_lr = 0.01, max_lr = 0.2, decay_epoch = 40)'
+killed stand_alone $M/mlp_dp.net 1 -D parallel_mode=stand_alone -D "$SCHED2" -D train.clip_grad_norm=1
+killed data_parallel $M/mlp_dp.net 4 -D parallel_mode=data_parallel -D gradients_mean=true -D "$SCHED2"
+killed pipeline tests/e2e/pipeline/staged.net 4 -D "$SCHED2"
+
+# the loss scale goes on: f32 with a scale at the edge of overflow skips
+# every 4th step (1e38 overflows, 1e28 does not, 3 good steps grow it
+# back); a resumed run that started again from 1e38 would skip step 7
+LS='train.loss_scale=dynamic(init_loss_scale = 1e38, scale_factor = 1e10, scale_window = 3)'
+if build ls $M/mlp_dp.net -D parallel_mode=stand_alone -D "$LS" &&
+	"$work/ls" --steps 12 --log "$work/ls_full.csv" --print-every 100 >"$work/ls_full.out" 2>&1 &&
+	"$work/ls" --steps 6 --quiet --save "$work/ls.st" && SEED_OPT= run ls 1 ls_res --steps 6 --init "$work/ls.st" &&
+	[ "$(tail -n 6 "$work/ls_full.csv" | cut -d, -f1,2)" = "$(tail -n +2 "$work/ls_res.csv" | cut -d, -f1,2)" ] &&
+	grep -q '^loss scale .*: 3 of 12 steps skipped' "$work/ls_full.out"; then
+	ok "resume: the dynamic loss scale and its counters go on (3 of 12 steps skipped, same losses)"
+else
+	bad "resume: the loss scale"; grep '^loss scale' "$work/ls_full.out" | sed 's/^/     | /'
 fi
 
 echo "$pass passed, $fail failed"
