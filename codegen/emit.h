@@ -115,6 +115,7 @@ void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);
 void emit_sched_alloc(Emit *e);
 void emit_sched_step(Emit *e);   /* train_step() and before_save() */
+void emit_sched_eval(Emit *e);   /* eval_batch(k): forward passes only, after emit_sched_step */
 /* The stages that hold a parameter, optimizer state or accumulated
  * gradient (bit s: stage s), and "if (HELD(mask)) " to put before a
  * statement touching it ("" where every stage holds it). */

@@ -1039,6 +1039,8 @@ static void emit_mem_plan(Emit *e)
 }
 
 static bool g_train_schedule(const Emit *e) { return e->g->train.nlr > 0; }
+/* evaluation: training programs with a loss */
+static bool g_train_eval(const Emit *e) { return e->g->loss && !e->c->infer && !e->o->gradcheck; }
 
 /* main(): start-up, the steps (train_step) and the checkpoint. */
 static void emit_main(Emit *e)
@@ -1064,6 +1066,14 @@ static void emit_main(Emit *e)
 	             "\tif (opt.init) { /* the run goes on: its seed and loss scale */\n"
 	             "\t\tnrt_ckpt_resume(opt.init, &opt, %s);\n\t\tseed = opt.seed;\n\t}\n",
 	        e->loss_scale ? "&loss_scale" : "NULL");
+	if (g_train_eval(e))
+		fputs("\tif (opt.neval) {\n\t\tNrtOptions eo = opt;\n\t\tmemcpy(eo.data, opt.eval_data, sizeof eo.data);\n"
+		      "\t\teo.ndata = opt.neval;\n\t\teo.shuffle = false;\n\t\teval_data = nrt_data_open(&eo, inputs, NINPUTS);\n\t}\n",
+		      out);
+	else
+		fputs("\tif (opt.neval && nrt_rank() == info.log_rank)\n"
+		      "\t\tfprintf(stderr, \"warning: --eval-data has no effect in a program that does not train\\n\");\n",
+		      out);
 	fputs("\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
@@ -1091,11 +1101,15 @@ static void emit_main(Emit *e)
 	emit_train_step_begin(e, "s");
 	fputs("\t\tdouble loss = train_step(s);\n", out);
 	emit_train_step_end(e, "log");
+	if (g_train_eval(e))
+		emit_train_eval_call(e, "s");
 	fputs("\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n", out);
 	emit_train_step_after(e, "s");
 	fputs("\t}\n"
 	      "\tnrt_log_close(log);\n",
 	      out);
+	if (g_train_eval(e))
+		fputs("\tnrt_data_close(eval_data);\n", out);
 	if (ps)
 		fputs("\tif (opt.save)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n"
 		      "\tnrt_ps_done(ps_data(), opt.save ? tensors + PS_STATE : NULL);\n",
@@ -1276,6 +1290,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_step(&e);
 	else
 		emit_step(&e);
+	if (g_train_eval(&e))
+		emit_train_eval(&e);
 	emit_main(&e);
 	return true;
 }

@@ -82,6 +82,44 @@ void emit_train_step_after(Emit *e, const char *step)
 	        step, step, e->loss_scale ? "&loss_scale" : "NULL", step);
 }
 
+/* --eval-data: the held-out loss, forward only, over every batch of the
+ * held-out files (at least one; the last rows that fill no batch are
+ * left out), the mean of the batches' losses. A model whose forward pass
+ * is not the same in evaluation (dropout, batch norm's statistics) is
+ * refused at run time rather than evaluated in training mode. */
+void emit_train_eval(Emit *e)
+{
+	FILE *out = e->out;
+	const char *why = NULL;
+	for (int i = 0; i < e->g->nnodes && !why; i++)
+		why = e->g->nodes[i]->op == OP_DROPOUT      ? "dropout"
+		      : e->g->nodes[i]->op == OP_BATCH_NORM ? "batch_norm"
+		                                            : NULL;
+	fputs("static NrtData *eval_data; /* --eval-data */\n\n", out);
+	if (e->sched)
+		emit_sched_eval(e);
+	else
+		fputs("static double eval_batch(int64_t k)\n{\n\tnrt_data_next(eval_data, inputs, NINPUTS, k);\n"
+		      "\treturn forward();\n}\n\n",
+		      out);
+	fputs("static double evaluate(void)\n{\n", out);
+	if (why)
+		fprintf(out, "\tnrt_fatal(\"--eval-data: the model uses %s, which netc evaluates only in training "
+		             "mode (its held-out loss would not be the model's)\");\n",
+		        why);
+	fprintf(out, "\tint64_t n = nrt_data_batches(eval_data, inputs, NINPUTS) / %d;\n"
+	             "\tn = n > 0 ? n : 1;\n\tdouble sum = 0;\n"
+	             "\tfor (int64_t k = 0; k < n; k++)\n\t\tsum += eval_batch(k);\n\treturn sum / (double)n;\n}\n\n",
+	        e->sched ? e->sched->nmicro : 1);
+}
+
+void emit_train_eval_call(Emit *e, const char *step)
+{
+	fprintf(e->out, "\t\tif (eval_data && ((opt.eval_every && (%s + 1) %% opt.eval_every == 0) || %s + 1 == end))\n"
+	                "\t\t\tnrt_log_eval(log, %s, evaluate());\n",
+	        step, step, step);
+}
+
 /* The group over which a gradient's blocks sum to the whole: the grid
  * axes that split it (tensor-parallel and optimizer shards), not those it
  * is replicated over. */

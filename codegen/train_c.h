@@ -17,6 +17,10 @@ void emit_train_step_begin(Emit *e, const char *step);
 void emit_train_step_end(Emit *e, const char *log);
 /* after the step's log line: --save-every's checkpoint */
 void emit_train_step_after(Emit *e, const char *step);
+/* evaluate(): the held-out loss (after train_step: it calls forward()) */
+void emit_train_eval(Emit *e);
+/* in main's loop after train_step(`step`): the evaluation when due */
+void emit_train_eval_call(Emit *e, const char *step);
 /* clip_gradients(), which the update phase calls before its first update */
 void emit_train_clip_fn(Emit *e);
 #endif

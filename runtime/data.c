@@ -638,6 +638,14 @@ void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 			fill_sample(d, in, i, step, b);
 }
 
+int64_t nrt_data_batches(const NrtData *d, const NrtInput *in, int nin)
+{
+	if (!d->files || nin < 1 || in[0].t.full[0] < 1)
+		return 0;
+	int64_t n = d->src[0].nsamples / in[0].t.full[0];
+	return n > 0 ? n : 1;
+}
+
 void nrt_data_close(NrtData *d)
 {
 	if (!d)

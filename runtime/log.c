@@ -27,6 +27,8 @@ struct NrtLog {
 	const char *const *columns; /* info->log_columns */
 	int ncolumns;
 	double values[8];       /* theirs for the next step (NaN: none) */
+	bool eval;              /* --eval-data: an eval_loss column */
+	double eval_loss;       /* for the next row (NaN: none) */
 };
 
 double nrt_now(void)
@@ -53,6 +55,8 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	l->ncolumns = info->nlog_columns < 8 ? info->nlog_columns : 8;
 	for (int k = 0; k < 8; k++)
 		l->values[k] = NAN;
+	l->eval = opt->neval > 0;
+	l->eval_loss = NAN;
 	if (root && opt->log) {
 		l->csv_path = opt->log;
 		l->csv = fopen(opt->log, "w");
@@ -61,9 +65,18 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 		fprintf(l->csv, "step,loss,seconds");
 		for (int k = 0; k < l->ncolumns; k++)
 			fprintf(l->csv, ",%s", l->columns[k]);
-		fputc('\n', l->csv);
+		fputs(l->eval ? ",eval_loss\n" : "\n", l->csv);
 	}
 	return l;
+}
+
+void nrt_log_eval(NrtLog *l, int64_t step, double loss)
+{
+	l->eval_loss = loss;
+	if (l->print) {
+		printf("eval step %lld: loss %.6f\n", (long long)step + 1, loss);
+		fflush(stdout);
+	}
 }
 
 void nrt_log_values(NrtLog *l, const double *values)
@@ -101,8 +114,12 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 	l->window_steps++;
 	l->last_loss = loss;
 	int64_t shown = step + 1;
+	double eval_loss = l->eval_loss;
+	l->eval_loss = NAN;
 	if (l->csv && (fprintf(l->csv, "%lld,%.9g,%.6f", (long long)shown, loss, nrt_now() - l->t0) < 0 ||
-	               put_values(l, l->csv, false) < 0 || fputc('\n', l->csv) == EOF))
+	               put_values(l, l->csv, false) < 0 ||
+	               (l->eval && (isnan(eval_loss) ? fputc(',', l->csv) : fprintf(l->csv, ",%.9g", eval_loss)) < 0) ||
+	               fputc('\n', l->csv) == EOF))
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
 	/* A NaN or an infinity never comes back: every later step would log
 	 * it and the run would still end with status 0 and a checkpoint full

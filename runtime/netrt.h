@@ -251,6 +251,9 @@ NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin);
  * function of (seed, global sample index). */
 void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step);
 void nrt_data_close(NrtData *d);
+/* How many batches of the inputs' first dimension (full[0]) the files
+ * hold, rounded down (at least 1); 0 for the synthetic dataset. */
+int64_t nrt_data_batches(const NrtData *d, const NrtInput *in, int nin);
 
 /* .npy reading and writing (used by tests and tools too) */
 typedef struct NrtNpy {
@@ -297,6 +300,10 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 /* The values of info->log_columns for the next nrt_log_step (NaN: none
  * this step, an empty CSV field and nothing printed). */
 void nrt_log_values(NrtLog *l, const double *values);
+/* The held-out loss after step `step` (0-based): the log rank prints
+ * "eval step N: loss X" (unless --quiet) and the next nrt_log_step's CSV
+ * row has it in the column eval_loss (there with --eval-data). */
+void nrt_log_eval(NrtLog *l, int64_t step, double loss);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */

@@ -172,5 +172,36 @@ else
 	bad "resume: the loss scale"; grep '^loss scale' "$work/ls_full.out" | sed 's/^/     | /'
 fi
 
+echo "== 4. --eval-data, --eval-every: the held-out loss, forward only"
+cc -std=c11 -O2 -o "$work/mknpy" tests/e2e/data/mknpy.c && "$work/mknpy" mlp "$work/ex.npy" "$work/el.npy" 128 48 10 >/dev/null &&
+	"$work/mknpy" mlp "$work/dx.npy" "$work/dl.npy" 128 32 10 >/dev/null &&
+	"$work/mknpy" mlp "$work/mx.npy" "$work/ml.npy" 64 40 10 >/dev/null || bad "eval: cannot make the held-out data"
+# evaluated NAME MODEL NP X Y [netc options]: the eval_loss column (every 4
+# steps and at the end: 3 values in 10 steps) equals stand-alone's, and
+# the training losses do not change with evaluation on
+evaluated() {
+	local name=$1 model=$2 np=$3 x=$4 y=$5
+	shift 5
+	if build "${name}_e1" "$model" "$@" -D parallel_mode=stand_alone -D pipeline_stages=1 &&
+		build "${name}_en" "$model" "$@" &&
+		run "${name}_e1" 1 "${name}_e1" --steps 10 --eval-data "$x,$y" --eval-every 4 &&
+		run "${name}_en" "$np" "${name}_en" --steps 10 --eval-data "$x,$y" --eval-every 4 &&
+		run "${name}_en" "$np" "${name}_plain" --steps 10; then
+		column "$work/${name}_e1.csv" eval_loss | grep . >"$work/${name}_e1.ev"
+		column "$work/${name}_en.csv" eval_loss | grep . >"$work/${name}_en.ev"
+		if [ "$(wc -l <"$work/${name}_e1.ev")" -eq 3 ] && close "$work/${name}_en.ev" "$work/${name}_e1.ev" 1e-5 &&
+			[ "$(cut -d, -f1,2 "$work/${name}_en.csv")" = "$(cut -d, -f1,2 "$work/${name}_plain.csv")" ]; then
+			ok "eval: $name @$np: held-out losses $(tr '\n' ' ' <"$work/${name}_en.ev")== stand-alone's; training unchanged"
+		else
+			bad "eval: $name @$np"; paste -d' ' "$work/${name}_en.ev" "$work/${name}_e1.ev" | sed 's/^/     | /'
+		fi
+	else
+		bad "eval: $name (build or run failed)"
+	fi
+}
+evaluated data_parallel $M/mlp_dp.net 4 "$work/ex.npy" "$work/el.npy" -D parallel_mode=data_parallel -D gradients_mean=true
+evaluated megatron $M/mlp_megatron.net 4 "$work/mx.npy" "$work/ml.npy"
+evaluated pipeline tests/e2e/pipeline/deep.net 4 "$work/dx.npy" "$work/dl.npy"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
