@@ -168,10 +168,18 @@ static bool split_files(char *arg, const NrtProgramInfo *info, const char *files
 			return false;
 		}
 		files[n++] = p;
+		if (n > 1 && nrt_corpus_path(files[0])) {
+			snprintf(msg, msglen, "%s: a token corpus (%s) is the only file: it feeds the tokens and the labels", what,
+			         files[0]);
+			return false;
+		}
 		if (!comma)
 			break;
 		p = comma;
 	}
+	if (n == 1 && nrt_corpus_path(files[0])) /* one token corpus feeds the tokens and the labels (corpus.c) */
+		for (; n < info->ninputs && n < 16; n++)
+			files[n] = files[0];
 	if (n != info->ninputs) {
 		snprintf(msg, msglen, "%s: %d file%s given but the model '%s' has %d input%s", what,
 		         n, n == 1 ? "" : "s", info->name, info->ninputs, info->ninputs == 1 ? "" : "s");

@@ -59,9 +59,12 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	l->eval_loss = NAN;
 	if (root && opt->log) {
 		l->csv_path = opt->log;
-		l->csv = fopen(opt->log, "w");
+		l->csv = fopen(opt->log, opt->log_append ? "a" : "w");
 		if (!l->csv)
 			nrt_fatal("--log %s: %s", opt->log, strerror(errno));
+		/* --log-append (a resumed run): rows after the file's, a header only in an empty file */
+		if (opt->log_append && fseek(l->csv, 0, SEEK_END) == 0 && ftell(l->csv) > 0)
+			return l;
 		fprintf(l->csv, "step,loss,seconds");
 		for (int k = 0; k < l->ncolumns; k++)
 			fprintf(l->csv, ",%s", l->columns[k]);
