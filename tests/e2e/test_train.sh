@@ -88,8 +88,20 @@ if build sched1 $M/mlp_dp.net -D parallel_mode=stand_alone -D "$SCHED" && run sc
 	else
 		bad "lr_schedule: lr column"; paste -d' ' "$work/lr.got" "$work/lr.want" | head -6 | sed 's/^/     | /'
 	fi
+	if "$work/sched1" --steps 1 --lr 0.5 --quiet 2>&1 | grep -q "warning: --lr has no effect: the train block's lr_schedule"; then
+		ok "lr_schedule: --lr says it has no effect"
+	else
+		bad "lr_schedule: --lr without a warning"
+	fi
 else
 	bad "lr_schedule (build or run failed)"
+fi
+# parameter servers apply the updates themselves: a located error
+out=$("$NETC" build samples/ps_mlp.net -D "$SCHED" -o "$work/ps" 2>&1)
+if [ $? -eq 1 ] && echo "$out" | grep -q "error: lr_schedule is not supported with parameter servers"; then
+	ok "lr_schedule: refused with parameter servers"
+else
+	bad "lr_schedule with parameter servers: $(echo "$out" | head -2)"
 fi
 
 echo "== 2. clip_grad_norm: the global norm over every shard, rank and stage"
@@ -112,7 +124,11 @@ clip() {
 clip data_parallel $M/mlp_dp.net 4 0.5 -D parallel_mode=data_parallel -D gradients_mean=true
 clip megatron $M/mlp_megatron.net 4 0.5
 clip optimizer_parallel $M/optpar_layers.net 4 0.5
-clip pipeline tests/e2e/pipeline/staged.net 4 0.08
+clip pipeline tests/e2e/pipeline/staged.net 4 0.08 -D "$SCHED"
+# loss scaling: the norm is that of the unscaled gradients (a power of two
+# scales exactly: the same norms and losses as without)
+clip loss_scaled $M/mlp_dp.net 4 0.5 -D parallel_mode=data_parallel -D gradients_mean=true -D train.loss_scale=1024
+same "clip_grad_norm: with loss_scale = 1024, the norms and losses of the unscaled run" loss_scaled_n data_parallel_n
 # the clip engaged: norms above 0.5 and a run unlike the unclipped one
 if build noclip $M/mlp_dp.net -D parallel_mode=stand_alone && run noclip 1 noclip --steps 12 &&
 	awk 'NR > 1 && $1 + 0 <= 0.5 { low = 1 } END { exit low }' "$work/data_parallel_1.norm" &&
@@ -174,19 +190,16 @@ fi
 
 echo "== 4. --eval-data, --eval-every: the held-out loss, forward only"
 cc -std=c11 -O2 -o "$work/mknpy" tests/e2e/data/mknpy.c && "$work/mknpy" mlp "$work/ex.npy" "$work/el.npy" 128 48 10 >/dev/null &&
-	"$work/mknpy" mlp "$work/dx.npy" "$work/dl.npy" 128 32 10 >/dev/null &&
 	"$work/mknpy" mlp "$work/mx.npy" "$work/ml.npy" 64 40 10 >/dev/null || bad "eval: cannot make the held-out data"
-# evaluated NAME MODEL NP X Y [netc options]: the eval_loss column (every 4
-# steps and at the end: 3 values in 10 steps) equals stand-alone's, and
-# the training losses do not change with evaluation on
+# evaluated NAME NP X Y: section 2's programs NAME_1 (stand-alone) and
+# NAME_n (NP ranks), clipped: the eval_loss column (every 4 steps and at
+# the end: 3 values in 10 steps) equals stand-alone's, and the training
+# losses do not change with evaluation on
 evaluated() {
-	local name=$1 model=$2 np=$3 x=$4 y=$5
-	shift 5
-	if build "${name}_e1" "$model" "$@" -D parallel_mode=stand_alone -D pipeline_stages=1 &&
-		build "${name}_en" "$model" "$@" &&
-		run "${name}_e1" 1 "${name}_e1" --steps 10 --eval-data "$x,$y" --eval-every 4 &&
-		run "${name}_en" "$np" "${name}_en" --steps 10 --eval-data "$x,$y" --eval-every 4 &&
-		run "${name}_en" "$np" "${name}_plain" --steps 10; then
+	local name=$1 np=$2 x=$3 y=$4
+	if run "${name}_1" 1 "${name}_e1" --steps 10 --eval-data "$x,$y" --eval-every 4 &&
+		run "${name}_n" "$np" "${name}_en" --steps 10 --eval-data "$x,$y" --eval-every 4 &&
+		run "${name}_n" "$np" "${name}_plain" --steps 10; then
 		column "$work/${name}_e1.csv" eval_loss | grep . >"$work/${name}_e1.ev"
 		column "$work/${name}_en.csv" eval_loss | grep . >"$work/${name}_en.ev"
 		if [ "$(wc -l <"$work/${name}_e1.ev")" -eq 3 ] && close "$work/${name}_en.ev" "$work/${name}_e1.ev" 1e-5 &&
@@ -196,12 +209,13 @@ evaluated() {
 			bad "eval: $name @$np"; paste -d' ' "$work/${name}_en.ev" "$work/${name}_e1.ev" | sed 's/^/     | /'
 		fi
 	else
-		bad "eval: $name (build or run failed)"
+		bad "eval: $name (run failed)"
 	fi
 }
-evaluated data_parallel $M/mlp_dp.net 4 "$work/ex.npy" "$work/el.npy" -D parallel_mode=data_parallel -D gradients_mean=true
-evaluated megatron $M/mlp_megatron.net 4 "$work/mx.npy" "$work/ml.npy"
-evaluated pipeline tests/e2e/pipeline/deep.net 4 "$work/dx.npy" "$work/dl.npy"
+"$work/mknpy" raw "$work/ids.npy" '<i4' 64,8 >/dev/null
+evaluated data_parallel 4 "$work/ex.npy" "$work/el.npy"
+evaluated megatron 4 "$work/mx.npy" "$work/ml.npy"
+evaluated pipeline 4 "$work/ids.npy" "$work/ids.npy"
 
 echo "== 5. token corpora (--data FILE.bin) and --shuffle"
 # byte tokens of a text every Debian has; the transformer sample with a
@@ -235,10 +249,10 @@ fi
 # --shuffle: each epoch (128 rows, 4 steps of 32) in its own order, the
 # same on every rank: data parallel @4 == stand-alone, and not the
 # unshuffled run
-if build sh1 $M/mlp_dp.net -D parallel_mode=stand_alone && build sh4 $M/mlp_dp.net -D parallel_mode=data_parallel -D gradients_mean=true &&
-	run sh1 1 sh1 --steps 10 --data "$work/ex.npy,$work/el.npy" --shuffle &&
-	run sh4 4 sh4 --steps 10 --data "$work/ex.npy,$work/el.npy" --shuffle &&
-	run sh1 1 sh0 --steps 10 --data "$work/ex.npy,$work/el.npy"; then
+# unshuffled run (section 2's clipped programs)
+if run data_parallel_1 1 sh1 --steps 10 --data "$work/ex.npy,$work/el.npy" --shuffle &&
+	run data_parallel_n 4 sh4 --steps 10 --data "$work/ex.npy,$work/el.npy" --shuffle &&
+	run data_parallel_1 1 sh0 --steps 10 --data "$work/ex.npy,$work/el.npy"; then
 	same "--shuffle: data parallel @4 == stand-alone" sh4 sh1
 	! "$LCMP" "$work/sh0.csv" "$work/sh1.csv" --rtol 1e-5 --atol 1.1e-6 >/dev/null 2>&1 &&
 		ok "--shuffle: the batches differ from the file's order" || bad "--shuffle changed nothing"
