@@ -1038,7 +1038,6 @@ static void emit_mem_plan(Emit *e)
 		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
 
-static bool g_train_schedule(const Emit *e) { return e->g->train.nlr > 0; }
 /* evaluation: training programs with a loss */
 static bool g_train_eval(const Emit *e) { return e->g->loss && !e->c->infer && !e->o->gradcheck; }
 
@@ -1066,14 +1065,7 @@ static void emit_main(Emit *e)
 	             "\tif (opt.init) { /* the run goes on: its seed and loss scale */\n"
 	             "\t\tnrt_ckpt_resume(opt.init, &opt, %s);\n\t\tseed = opt.seed;\n\t}\n",
 	        e->loss_scale ? "&loss_scale" : "NULL");
-	if (g_train_eval(e))
-		fputs("\tif (opt.neval) {\n\t\tNrtOptions eo = opt;\n\t\tmemcpy(eo.data, opt.eval_data, sizeof eo.data);\n"
-		      "\t\teo.ndata = opt.neval;\n\t\teo.shuffle = false;\n\t\teval_data = nrt_data_open(&eo, inputs, NINPUTS);\n\t}\n",
-		      out);
-	else
-		fputs("\tif (opt.neval && nrt_rank() == info.log_rank)\n"
-		      "\t\tfprintf(stderr, \"warning: --eval-data has no effect in a program that does not train\\n\");\n",
-		      out);
+	emit_train_eval_open(e, g_train_eval(e));
 	fputs("\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
@@ -1088,11 +1080,7 @@ static void emit_main(Emit *e)
 		      out);
 		return;
 	}
-	if (g_train_schedule(e))
-		fputs("\tif (opt.lr_set && nrt_rank() == info.log_rank)\n"
-		      "\t\tfprintf(stderr, \"warning: --lr has no effect: the train block's lr_schedule sets the rate of "
-		      "each step\\n\");\n",
-		      out);
+	emit_train_main_start(e);
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
@@ -1123,32 +1111,6 @@ static void emit_main(Emit *e)
 	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", e->sched && e->sched->nstages > 1 ? "my_stage" : "0",
 	      e->loss_scale ? "&loss_scale" : "NULL", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
-}
-
-/* What the schedule and clipping cannot do yet, said where they are set. */
-static bool train_checks(Emit *e)
-{
-	Graph *g = e->g;
-	const TrainConfig *t = &g->train;
-	if ((t->nlr || t->clip_norm > 0) && emit_ps_on(e)) {
-		diag_error(&e->c->diag, t->nlr ? t->lr_schedule_loc : t->clip_loc,
-		           "%s is not supported with parameter servers (enable_ps): the servers apply the updates",
-		           t->nlr ? "lr_schedule" : "clip_grad_norm");
-		return false;
-	}
-	if (t->clip_norm > 0 && !emit_train_clip_on(e))
-		diag_warning(&e->c->diag, t->clip_loc, "clip_grad_norm has no effect in a %s program",
-		             e->o->gradcheck ? "--gradcheck" : e->c->infer ? "forward-only (--infer)" : "loss-less");
-	for (int i = 0; emit_train_clip_on(e) && i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if ((op_info[n->op].flags & OPF_UPDATE) && (n->in[1]->dtype == DT_F16 || n->in[1]->dtype == DT_BF16)) {
-			diag_error(&e->c->diag, t->clip_loc, "clip_grad_norm: the gradient of '%s' reaches its update in %s, "
-			                                     "which cannot be scaled in place",
-			           n->in[0]->name, dtype_name(n->in[1]->dtype));
-			return false;
-		}
-	}
-	return true;
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -1212,7 +1174,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		        t->loss_scale, dyn ? t->loss_scale_factor : 1.0, dyn ? t->loss_scale_window : INT64_MAX,
 		        dyn ? "true" : "false");
 	}
-	if (!train_checks(&e))
+	if (!emit_train_checks(&e))
 		return false;
 	emit_train_decls(&e);
 	if (g->nstages > 1 || g->nmicro > 1) {

@@ -16,6 +16,32 @@ bool emit_train_clip_on(const Emit *e)
 	return e->g->train.clip_norm > 0 && !e->c->infer && !e->o->gradcheck && e->g->loss;
 }
 
+/* What the schedule and clipping cannot do yet, said where they are set. */
+bool emit_train_checks(Emit *e)
+{
+	Graph *g = e->g;
+	const TrainConfig *t = &g->train;
+	if ((t->nlr || t->clip_norm > 0) && emit_ps_on(e)) {
+		diag_error(&e->c->diag, t->nlr ? t->lr_schedule_loc : t->clip_loc,
+		           "%s is not supported with parameter servers (enable_ps): the servers apply the updates",
+		           t->nlr ? "lr_schedule" : "clip_grad_norm");
+		return false;
+	}
+	if (t->clip_norm > 0 && !emit_train_clip_on(e))
+		diag_warning(&e->c->diag, t->clip_loc, "clip_grad_norm has no effect in a %s program",
+		             e->o->gradcheck ? "--gradcheck" : e->c->infer ? "forward-only (--infer)" : "loss-less");
+	for (int i = 0; emit_train_clip_on(e) && i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if ((op_info[n->op].flags & OPF_UPDATE) && (n->in[1]->dtype == DT_F16 || n->in[1]->dtype == DT_BF16)) {
+			diag_error(&e->c->diag, t->clip_loc, "clip_grad_norm: the gradient of '%s' reaches its update in %s, "
+			                                     "which cannot be scaled in place",
+			           n->in[0]->name, dtype_name(n->in[1]->dtype));
+			return false;
+		}
+	}
+	return true;
+}
+
 /* File scope: the schedule's pieces and the log's extra columns. */
 void emit_train_decls(Emit *e)
 {
@@ -205,4 +231,27 @@ void emit_train_clip_fn(Emit *e)
 	                "static void clip_gradients(void)\n{\n\tdouble sq_[%d] = {0};\n%s}\n\n",
 	        ngroups ? ngroups : 1, body);
 	free(body);
+}
+
+/* main(), after the options: what an option does not do in this program */
+void emit_train_main_start(Emit *e)
+{
+	if (e->g->train.nlr)
+		fputs("\tif (opt.lr_set && nrt_rank() == info.log_rank)\n"
+		      "\t\tfprintf(stderr, \"warning: --lr has no effect: the train block's lr_schedule sets the rate of "
+		      "each step\\n\");\n",
+		      e->out);
+}
+
+/* main(), after --init: the held-out data, or a warning that it is unused */
+void emit_train_eval_open(Emit *e, bool eval)
+{
+	if (eval)
+		fputs("\tif (opt.neval) {\n\t\tNrtOptions eo = opt;\n\t\tmemcpy(eo.data, opt.eval_data, sizeof eo.data);\n"
+		      "\t\teo.ndata = opt.neval;\n\t\teo.shuffle = false;\n\t\teval_data = nrt_data_open(&eo, inputs, NINPUTS);\n\t}\n",
+		      e->out);
+	else
+		fputs("\tif (opt.neval && nrt_rank() == info.log_rank)\n"
+		      "\t\tfprintf(stderr, \"warning: --eval-data has no effect in a program that does not train\\n\");\n",
+		      e->out);
 }

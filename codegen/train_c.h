@@ -5,6 +5,11 @@
 #include "../passes/schedule.h"
 #include "emit.h"
 
+/* what the schedule and clipping cannot do yet, said where they are set */
+bool emit_train_checks(Emit *e);
+/* main(): after the options (--lr's warning); after --init (--eval-data) */
+void emit_train_main_start(Emit *e);
+void emit_train_eval_open(Emit *e, bool eval);
 /* clip_grad_norm applies: a training program with a loss */
 bool emit_train_clip_on(const Emit *e);
 /* file scope: lr_schedule[], log_columns[], grad_norm */
