@@ -148,9 +148,14 @@ void emit_train_eval_call(Emit *e, const char *step)
 
 /* The group over which a gradient's blocks sum to the whole: the grid
  * axes that split it (tensor-parallel and optimizer shards), not those it
- * is replicated over. */
-static const char *grad_comm(Emit *e, const Value *v)
+ * is replicated over; for hybrid_parallel's layerwise pieces of parameter
+ * p, the ranks that hold its pieces (every rank, or each part of its
+ * layerwise_group, the parts holding copies). */
+static const char *grad_comm(Emit *e, const Value *p, const Value *v)
 {
+	if (e->g->par.parallel_mode == PM_HYBRID_PARALLEL && p->kind == VK_PARAM && p->param.layerwise_parallel &&
+	    p->param.layerwise_dim < p->shape.rank)
+		return p->param.layerwise_group ? emit_group_comm(e, p->param.layerwise_group->name) : "comm_world";
 	const Layout *l = v->layout;
 	unsigned axes = 0;
 	for (int d = 0; l && d < l->rank; d++)
@@ -202,7 +207,7 @@ void emit_train_clip_fn(Emit *e)
 				        lnumel(v), B(e, v), B(e, v), n->in[0]->name);
 				continue;
 			}
-			Group gr = {staged ? n->ann.stage : 0, grad_comm(e, v)};
+			Group gr = {staged ? n->ann.stage : 0, grad_comm(e, n->in[0], v)};
 			int k = 0;
 			while (k < ngroups && !(groups[k].stage == gr.stage &&
 			                        (groups[k].comm == gr.comm || (groups[k].comm && gr.comm && !strcmp(groups[k].comm, gr.comm)))))

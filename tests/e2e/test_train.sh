@@ -125,6 +125,21 @@ clip data_parallel $M/mlp_dp.net 4 0.5 -D parallel_mode=data_parallel -D gradien
 clip megatron $M/mlp_megatron.net 4 0.5
 clip optimizer_parallel $M/optpar_layers.net 4 0.5
 clip pipeline tests/e2e/pipeline/staged.net 4 0.08 -D "$SCHED"
+# hybrid_parallel by hand: layerwise pieces on every rank (mlp_hybrid) or
+# in each part of a group whose parts are copies (hybrid_tp2_dp2) train as
+# samples/mlp.net stand-alone: the norm counts every piece once
+if build hy1 samples/mlp.net -D parallel_mode=stand_alone -D train.clip_grad_norm=0.1 && run hy1 1 hy1 --steps 6; then
+	for h in samples/mlp_hybrid.net $M/hybrid_tp2_dp2.net; do
+		n=$(basename $h .net)
+		if build "$n" $h -D train.clip_grad_norm=0.1 && run "$n" 4 "$n" --steps 6; then
+			same "clip_grad_norm: $n @4 (hybrid, layerwise pieces) == mlp stand-alone (norm and losses)" "$n" hy1
+		else
+			bad "clip_grad_norm: $n (build or run failed)"
+		fi
+	done
+else
+	bad "clip_grad_norm: hybrid reference (build or run failed)"
+fi
 # loss scaling: the norm is that of the unscaled gradients (a power of two
 # scales exactly: the same norms and losses as without)
 clip loss_scaled $M/mlp_dp.net 4 0.5 -D parallel_mode=data_parallel -D gradients_mean=true -D train.loss_scale=1024
