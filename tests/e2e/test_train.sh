@@ -185,6 +185,15 @@ killed() {
 	fi
 }
 SCHED2='train.lr_schedule=cosine_decay_lr(min_lr = 0.01, max_lr = 0.2, decay_epoch = 40)'
+# across strategies: saved by data parallel @4, resumed stand-alone, within
+# 1e-6 of the stand-alone run that never stopped (section 2's programs)
+if run data_parallel_n 4 x4 --steps 6 --save "$work/x4.st" && SEED_OPT= run data_parallel_1 1 x1 --steps 6 --init "$work/x4.st" &&
+	run data_parallel_1 1 x12 --steps 12 && tail -n 6 "$work/x12.csv" | sed '1i step,loss' >"$work/x12b.csv" &&
+	"$LCMP" "$work/x1.csv" "$work/x12b.csv" --rtol 1e-6 --atol 1e-6 >"$work/x.cmp" 2>&1; then
+	ok "resume: saved @4, resumed stand-alone: steps 7..12 within 1e-6 of stand-alone's"
+else
+	bad "resume across strategies"; head -3 "$work/x.cmp" | sed 's/^/     | /'
+fi
 killed stand_alone $M/mlp_dp.net 1 -D parallel_mode=stand_alone -D "$SCHED2" -D train.clip_grad_norm=1
 killed data_parallel $M/mlp_dp.net 4 -D parallel_mode=data_parallel -D gradients_mean=true -D "$SCHED2"
 killed pipeline tests/e2e/pipeline/staged.net 4 -D "$SCHED2"
