@@ -73,6 +73,9 @@ int64_t emit_csize(const Emit *e, DType t);
  * kernels, nrt_host_*) for host values (passes/placement.c), else "K". */
 const char *emit_kernels_for(const Value *v);
 
+/* hybrid_parallel: the communicator of this rank's part of the named
+ * group (NULL, "" or "world": comm_world) */
+const char *emit_group_comm(Emit *e, const char *group);
 /* A communicator for the groups of `axes` of l's device matrix. */
 const char *emit_comm(Emit *e, const Layout *l, unsigned axes);
 /* manual_split: start-up code setting C lvalues `rows` and `first` to
@@ -115,6 +118,7 @@ void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);
 void emit_sched_alloc(Emit *e);
 void emit_sched_step(Emit *e);   /* train_step() and before_save() */
+void emit_sched_eval(Emit *e);   /* eval_batch(k): forward passes only, after emit_sched_step */
 /* The stages that hold a parameter, optimizer state or accumulated
  * gradient (bit s: stage s), and "if (HELD(mask)) " to put before a
  * statement touching it ("" where every stage holds it). */

@@ -894,9 +894,10 @@ EMIT(REDISTRIBUTE)
 /* ---- collectives --------------------------------------------------------------- */
 
 /* hybrid_parallel's named groups: this rank joins the part it is listed in. */
-static const char *comm_of(Emit *e, const Node *n)
+static const char *comm_of(Emit *e, const Node *n) { return emit_group_comm(e, n->attr.group); }
+
+const char *emit_group_comm(Emit *e, const char *g)
 {
-	const char *g = n->attr.group;
 	if (!g || !*g || strcmp(g, "world") == 0)
 		return "comm_world";
 	for (int i = 0; i < e->ncomms; i++)

@@ -23,6 +23,7 @@
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
+#include "train_c.h"
 
 typedef struct Transfer {
 	const Value *v;
@@ -313,11 +314,16 @@ void emit_sched_functions(Emit *e)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
 			        update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
+	bool clipped = !emit_train_clip_on(e);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_UPDATE)
 			continue;
+		if (!clipped && (op_info[n->op].flags & OPF_UPDATE)) {
+			fputs("\tclip_gradients();\n", e->out);
+			clipped = true;
+		}
 		emit_seq_node_in(e, n, arena_printf(&e->c->arena, "\tif (my_stage == %d) {\n", n->ann.stage), "\t}\n");
 	}
 	emit_seq_end(e);
@@ -500,4 +506,34 @@ void emit_sched_step(Emit *e)
 	for (int i = 0; i < nparams_out; i++)
 		emit_shared(e, &params_out[i], (1 << 24) + i, B(e, params_out[i].v), i);
 	fputs("\tnrt_wait_sends();\n}\n\n", out);
+}
+
+/* --eval-data: one held-out step, the forward passes of the schedule
+ * alone (the backward passes and their transfers are left out on every
+ * stage alike, and p2p rounds only need to grow), after the tied weights'
+ * readers get the owners' current values as before a save. */
+void emit_sched_eval(Emit *e)
+{
+	Graph *g = e->g;
+	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
+	fprintf(e->out, "static double eval_batch(int64_t k)\n{\n"
+	                "\tbefore_save();\n"
+	                "\tstep_loss = 0;\n"
+	                "\tfor (int j = 0; j < schedule_len[my_stage]; j++) {\n"
+	                "\t\tconst Pass *p = &schedule[my_stage][j];\n"
+	                "\t\tif (p->backward)\n\t\t\tcontinue;\n"
+	                "\t\tnrt_p2p_round(p->round);\n"
+	                "\t\tslot = p->slot;\n\t\tmicro = p->micro;\n"
+	                "\t\tws = ws_base + (size_t)slot * WS_BYTES;\n"
+	                "\t\tnrt_wait_slot(slot);\n"
+	                "\t\tfor (int i = 0; i < NINPUTS; i++)\n\t\t\tinputs[i].t.data = input_slot[i][slot];\n"
+	                "\t\tnrt_data_next(eval_data, inputs, NINPUTS, k * NMICRO + micro);\n"
+	                "\t\tforward_chunk[p->chunk]();\n"
+	                "\t}\n"
+	                "\tnrt_wait_sends();\n"
+	                "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
+	                "\tnrt_from_host(loss_dev, &loss, sizeof loss);\n"
+	                "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, loss_dev, 1);\n"
+	                "\treturn nrt_read_scalar(NRT_F64, loss_dev);\n}\n\n",
+	        loss_stage);
 }

@@ -13,6 +13,7 @@
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
+#include "train_c.h"
 
 static const char *const init_names[] = {
 	[INIT_ZEROS] = "NRT_INIT_ZEROS", [INIT_ONES] = "NRT_INIT_ONES",
@@ -390,13 +391,17 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	/* once a fused bucket is on its way, each backward kernel is followed
 	 * by a call that lets MPI move it (nrt_progress), so it overlaps the
 	 * rest of the backward pass instead of running in the update's wait */
-	bool progress = false;
+	bool progress = false, clipped = !emit_train_clip_on(e);
 	emit_seq_begin(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
 		if (n->phase != ph)
 			continue;
+		if (!clipped && (op_info[n->op].flags & OPF_UPDATE)) {
+			fputs("\tclip_gradients();\n", e->out);
+			clipped = true;
+		}
 		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
 			fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
 			        emit_kernels_for(n->in[1]), lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
@@ -959,10 +964,11 @@ static void emit_info(Emit *e)
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
 	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
-	             "\t.infer = %s,\n};\n\n",
+	             "\t.infer = %s,\n\t.log_columns = %s,\n\t.nlog_columns = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
 	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e),
-	        e->c->infer ? "true" : "false");
+	        e->c->infer ? "true" : "false", emit_train_log_columns(e) ? "log_columns" : "NULL",
+	        emit_train_log_columns(e));
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
@@ -1075,6 +1081,9 @@ static void emit_mem_plan(Emit *e)
 		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
 
+/* evaluation: training programs with a loss */
+static bool g_train_eval(const Emit *e) { return e->g->loss && !e->c->infer && !e->o->gradcheck; }
+
 /* main(): start-up, the steps (train_step) and the checkpoint. */
 static void emit_main(Emit *e)
 {
@@ -1095,8 +1104,12 @@ static void emit_main(Emit *e)
 	      out);
 	if (ps)
 		fputs("\tif (opt.init)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n", out);
-	fputs("\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
-	      "\tbroadcast_params();\n"
+	fprintf(out, "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	             "\tif (opt.init) { /* the run goes on: its seed and loss scale */\n"
+	             "\t\tnrt_ckpt_resume(opt.init, &opt, %s);\n\t\tseed = opt.seed;\n\t}\n",
+	        e->loss_scale ? "&loss_scale" : "NULL");
+	emit_train_eval_open(e, g_train_eval(e));
+	fputs("\tbroadcast_params();\n"
 	      "\tdata = nrt_data_open(&opt, inputs, NINPUTS);\n",
 	      out);
 	if (ps)
@@ -1110,15 +1123,24 @@ static void emit_main(Emit *e)
 		      out);
 		return;
 	}
+	emit_train_main_start(e);
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t_step = nrt_now();\n"
-	      "\t\tdouble loss = train_step(s);\n"
-	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
-	      "\t}\n"
+	      "\t\tdouble t_step = nrt_now();\n",
+	      out);
+	emit_train_step_begin(e, "s");
+	fputs("\t\tdouble loss = train_step(s);\n", out);
+	emit_train_step_end(e, "log");
+	if (g_train_eval(e))
+		emit_train_eval_call(e, "s");
+	fputs("\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n", out);
+	emit_train_step_after(e, "s");
+	fputs("\t}\n"
 	      "\tnrt_log_close(log);\n",
 	      out);
+	if (g_train_eval(e))
+		fputs("\tnrt_data_close(eval_data);\n", out);
 	if (ps)
 		fputs("\tif (opt.save)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n"
 		      "\tnrt_ps_done(ps_data(), opt.save ? tensors + PS_STATE : NULL);\n",
@@ -1127,10 +1149,11 @@ static void emit_main(Emit *e)
 		fputs("\tnrt_loss_scale_report(&loss_scale, &opt, &info);\n", out);
 	fprintf(out, "\tif (opt.mem_stats)\n"
 	      "\t\tnrt_mem_report(mem_planned[%s][0], mem_planned[%s][1]);\n"
-	      "\tif (opt.save) {\n\t\tbefore_save();\n\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
+	      "\tif (opt.save) {\n\t\tnrt_ckpt_remember(seed, %s);\n\t\tbefore_save();\n"
+	      "\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, end);\n\t}\n"
 	      "%s\tnrt_data_close(data);\n\trelease();\n\tnrt_trace_close();\n\tnrt_finalize();\n\treturn 0;\n}\n",
 	      e->sched && e->sched->nstages > 1 ? "my_stage" : "0", e->sched && e->sched->nstages > 1 ? "my_stage" : "0",
-	      ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
+	      e->loss_scale ? "&loss_scale" : "NULL", ps ? "\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* Node emitters add file-scope declarations and start-up statements as
@@ -1194,6 +1217,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		        t->loss_scale, dyn ? t->loss_scale_factor : 1.0, dyn ? t->loss_scale_window : INT64_MAX,
 		        dyn ? "true" : "false");
 	}
+	if (!emit_train_checks(&e))
+		return false;
+	emit_train_decls(&e);
 	if (g->nstages > 1 || g->nmicro > 1) {
 		if (o->gradcheck) {
 			diag_error(&c->diag, loc_none(), "--gradcheck needs one micro-step and one pipeline stage");
@@ -1203,6 +1229,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		                         !c->infer);
 		emit_sched_plan(&e);
 		host_in_accumulators(&e);
+		emit_train_clip_fn(&e);
 		if (c->verbose)
 			for (int s = 0; s < e.sched->nstages; s++)
 				fprintf(stderr, "pipeline stage %d keeps %d micro-batch%s of activations (%d slot%s of %" PRId64
@@ -1218,6 +1245,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		 * their sums keep the unfused order */
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
+		emit_train_clip_fn(&e);
 		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
@@ -1267,6 +1295,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_sched_step(&e);
 	else
 		emit_step(&e);
+	if (g_train_eval(&e))
+		emit_train_eval(&e);
 	emit_main(&e);
 	return true;
 }

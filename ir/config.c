@@ -1157,13 +1157,17 @@ static bool set_loss_scale(Cx *cx, TrainConfig *tc, const CfgValue *v)
 	return true;
 }
 
+static bool set_lr_schedule(Cx *cx, TrainConfig *tc, const CfgValue *v) { return train_lr_schedule_set(tc, v, cx->d); }
+static bool set_clip(Cx *cx, TrainConfig *tc, const CfgValue *v) { return train_clip_set(tc, v, cx->d); }
+
 static const struct {
 	const char *name;
 	bool (*set)(Cx *, TrainConfig *, const CfgValue *);
 } train_keys[] = {
 	{"optimizer", set_optimizer}, {"lr", set_train_lr},         {"steps", set_steps},
 	{"batch_size", set_batch_size}, {"micro_size", set_micro_size}, {"loss", set_loss},
-	{"loss_scale", set_loss_scale},
+	{"loss_scale", set_loss_scale}, {"lr_schedule", set_lr_schedule}, {"clip_grad_norm", set_clip},
+	{"clip_by_global_norm", set_clip},
 };
 
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key, Loc key_loc,

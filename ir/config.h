@@ -141,6 +141,29 @@ typedef enum OptimizerKind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_LAM
 
 typedef enum LossScaleKind { LS_NONE, LS_FIXED, LS_DYNAMIC } LossScaleKind;
 
+/* One piece of a learning-rate schedule: MindSpore's mindspore.nn
+ * functions, whose lists a script concatenates (warm-up, then a decay).
+ * The rate of the piece's step i (0-based), epoch = floor(i / step_per_epoch):
+ *   LR_WARMUP  lr * min(epoch, epochs) / epochs                  (warmup_lr)
+ *   LR_COSINE  end + (lr - end) / 2 * (1 + cos(pi * min(epoch, epochs) / epochs))
+ *                                                                  (cosine_decay_lr)
+ *   LR_POLY    (lr - end) * (1 - min(epoch, epochs) / epochs)^power + end
+ *              (polynomial_decay_lr; update_decay_epoch: epochs grows to the
+ *              next multiple of itself at or above epoch instead) */
+typedef enum LrKind { LR_WARMUP, LR_COSINE, LR_POLY } LrKind;
+typedef struct LrSegment {
+	LrKind kind;
+	double lr;              /* warmup: learning_rate; cosine: max_lr; poly: learning_rate */
+	double end;             /* cosine: min_lr; poly: end_learning_rate; warmup: 0 */
+	double power;           /* poly */
+	int64_t total_step;     /* steps this piece lasts (the last one goes on) */
+	int64_t step_per_epoch; /* default 1 */
+	int64_t epochs;         /* warmup_epoch or decay_epoch */
+	bool update_decay_epoch;/* poly */
+	Loc loc;
+} LrSegment;
+enum { LR_MAX_SEGMENTS = 8 };
+
 typedef struct TrainConfig {
 	bool present;           /* a train block was given */
 	OptimizerKind optimizer;/* default sgd */
@@ -164,6 +187,14 @@ typedef struct TrainConfig {
 	double loss_scale_factor; /* dynamic(scale_factor) 2: divide on overflow, multiply after a window */
 	int64_t loss_scale_window; /* dynamic(scale_window) 2000 good steps */
 	Loc loss_scale_loc;
+	/* lr_schedule: its pieces in order (nlr 0: the constant lr) */
+	LrSegment lr_seg[LR_MAX_SEGMENTS];
+	int nlr;
+	Loc lr_schedule_loc;
+	/* clip_grad_norm: the gradients scaled by min(1, max_norm / global norm)
+	 * before the update (MindSpore's ops.clip_by_global_norm); 0: off */
+	double clip_norm;
+	Loc clip_loc;
 	Loc loc;
 } TrainConfig;
 
@@ -186,6 +217,9 @@ bool parallel_config_set(struct Arena *a, ParallelConfig *pc, const char *key,
 bool parallel_config_finish(ParallelConfig *pc, Diag *d);
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key,
                       Loc key_loc, const CfgValue *v, Diag *d);
+/* train_config.c: `lr_schedule = ...` and `clip_grad_norm = ...` */
+bool train_lr_schedule_set(TrainConfig *tc, const CfgValue *v, Diag *d);
+bool train_clip_set(TrainConfig *tc, const CfgValue *v, Diag *d);
 
 /* What kind of value v is, for messages: "an integer", "a tuple", ... */
 const char *cfg_kind_desc(const CfgValue *v);

@@ -85,6 +85,8 @@ bool pass_ps(Compilation *c);
 bool pass_placement(Compilation *c);
 bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
+/* clip_grad_norm: the update phase's gradients all before its updates (passes/clip.c) */
+bool pass_clip(Compilation *c);
 bool pass_update_runs(Compilation *c);
 bool pass_memplan(Compilation *c);
 

@@ -31,6 +31,7 @@ static const Pass passes[] = {
 	{"placement", pass_placement, UPTO_CHECK,   false},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
+	{"clip",      pass_clip,      UPTO_CODEGEN, true},
 	{"update_runs", pass_update_runs, UPTO_CODEGEN, true},
 	{"memplan",   pass_memplan,   UPTO_CODEGEN, false},
 };

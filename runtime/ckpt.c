@@ -13,6 +13,8 @@
  * whole. Loading maps the file on every rank and copies each rank's own
  * block. Without MPI (unit tests) both run in one process. */
 #include <errno.h>
+#include <math.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -61,6 +63,85 @@ static void json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* The run's state beside the step (nrt_ckpt_remember), written into
+ * every checkpoint's metadata; what the last load read (nrt_ckpt_resume). */
+enum { META_MAX = 8 };
+static struct {
+	char key[32], value[48];
+} meta_out[META_MAX], meta_in[META_MAX];
+static int nmeta_out, nmeta_in;
+
+static void meta_put(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void meta_put(const char *key, const char *fmt, ...)
+{
+	int k = 0;
+	while (k < nmeta_out && strcmp(meta_out[k].key, key) != 0)
+		k++;
+	if (k == META_MAX)
+		return;
+	nmeta_out += k == nmeta_out;
+	snprintf(meta_out[k].key, sizeof meta_out[k].key, "%s", key);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(meta_out[k].value, sizeof meta_out[k].value, fmt, ap);
+	va_end(ap);
+}
+
+static const char *meta_get(const char *key)
+{
+	for (int k = 0; k < nmeta_in; k++)
+		if (!strcmp(meta_in[k].key, key))
+			return meta_in[k].value;
+	return NULL;
+}
+
+void nrt_ckpt_remember(uint64_t seed, const NrtLossScale *ls)
+{
+	meta_put("seed", "%llu", (unsigned long long)seed);
+	if (ls) {
+		meta_put("loss_scale", "%.17g", ls->scale);
+		meta_put("loss_scale_good", "%lld", (long long)ls->good);
+		meta_put("loss_scale_skipped", "%lld", (long long)ls->skipped);
+		meta_put("loss_scale_steps", "%lld", (long long)ls->steps);
+	}
+}
+
+static void meta_number(const char *path, const char *key, double *out)
+{
+	const char *v = meta_get(key);
+	if (!v)
+		return;
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(x))
+		nrt_fatal("%s: metadata \"%s\" is not a number: '%s'", path, key, v);
+	*out = x;
+}
+
+void nrt_ckpt_resume(const char *path, NrtOptions *opt, NrtLossScale *ls)
+{
+	const char *seed = meta_get("seed");
+	if (seed && !opt->seed_set) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(seed, &end, 10);
+		if (errno || end == seed || *end)
+			nrt_fatal("%s: metadata \"seed\" is not an integer: '%s'", path, seed);
+		opt->seed = v;
+	}
+	if (ls && meta_get("loss_scale")) {
+		double good = (double)ls->good, skipped = (double)ls->skipped, steps = (double)ls->steps;
+		meta_number(path, "loss_scale", &ls->scale);
+		meta_number(path, "loss_scale_good", &good);
+		meta_number(path, "loss_scale_skipped", &skipped);
+		meta_number(path, "loss_scale_steps", &steps);
+		ls->good = (int64_t)good;
+		ls->skipped = (int64_t)skipped;
+		ls->steps = (int64_t)steps;
+	}
+}
+
 /* The JSON header, padded to a multiple of 8 bytes; *len its size. */
 static char *make_header(const NrtTensor *t, int n, int64_t step, size_t *len)
 {
@@ -69,7 +150,10 @@ static char *make_header(const NrtTensor *t, int n, int64_t step, size_t *len)
 	FILE *f = open_memstream(&buf, &sz);
 	if (!f)
 		nrt_fatal("checkpoint: open_memstream: %s", strerror(errno));
-	fprintf(f, "{\"__metadata__\":{\"format\":\"netc\",\"step\":\"%lld\"}", (long long)step);
+	fprintf(f, "{\"__metadata__\":{\"format\":\"netc\",\"step\":\"%lld\"", (long long)step);
+	for (int k = 0; k < nmeta_out; k++)
+		fprintf(f, ",\"%s\":\"%s\"", meta_out[k].key, meta_out[k].value); /* names and numbers: no escapes */
+	fputc('}', f);
 	uint64_t off = 0;
 	for (int i = 0; i < n; i++) {
 		uint64_t bytes = (uint64_t)nrt_numel(t[i].rank, t[i].full) * nrt_dtype_size(t[i].dtype);
@@ -383,6 +467,14 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	Mapped m = {0};
 	map_file(&m, path);
 	int64_t step = meta_step(&m);
+	nmeta_in = 0;
+	const Json *md = json_get(m.hdr, "__metadata__");
+	for (size_t k = 0; md && md->kind == JSON_OBJECT && k < md->n && nmeta_in < META_MAX; k++)
+		if (md->kids[k].kind == JSON_STRING && md->kids[k].key) {
+			snprintf(meta_in[nmeta_in].key, sizeof meta_in[0].key, "%s", md->kids[k].key);
+			snprintf(meta_in[nmeta_in].value, sizeof meta_in[0].value, "%s", md->kids[k].str);
+			nmeta_in++;
+		}
 	for (int i = 0; i < n; i++) {
 		const char *src = find_tensor(&m, &t[i]);
 		if (!t[i].data)

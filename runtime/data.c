@@ -2,7 +2,10 @@
  * page cache) or a deterministic synthetic dataset a model can learn.
  *
  * Step s uses global samples [s*B, s*B + B) (B = full[0]); files wrap
- * around modulo their sample count. Each rank copies only its block
+ * around modulo their sample count (--shuffle: each pass over the file in
+ * the order nrt_shuffle_index draws from the seed and the pass). A token
+ * corpus (FILE.bin) feeds both inputs of a language model (corpus.c). An
+ * int32 input reads numpy's int64 files when the values fit. Each rank copies only its block
  * (slice at offset, along every dimension) of each input.
  *
  * Synthetic samples are a pure function of (seed, global sample index,
@@ -48,8 +51,8 @@ typedef struct Source {
 	size_t maplen;
 	const char *rows;       /* first sample */
 	int64_t nsamples;
-	NrtDType dtype;         /* the file's: the input's, or f32 for an f16/bf16 input */
-	float *conv;            /* [this rank's elements per sample] when dtype differs */
+	NrtDType dtype;         /* the file's: the input's, f32 for an f16/bf16 input, i64 for an i32 one */
+	void *conv;             /* [this rank's elements per sample] of dtype when it differs */
 	/* synthetic mode */
 	int64_t per;            /* elements per sample (prod full[1..]) */
 	double *vals;           /* [per] one full sample */
@@ -63,6 +66,8 @@ typedef struct Source {
 struct NrtData {
 	uint64_t seed;
 	bool files;
+	bool shuffle;           /* --shuffle: each pass over the files in a new order */
+	NrtCorpus *corpus;      /* --data FILE.bin: a token corpus feeds both inputs (corpus.c) */
 	int nin;
 	Source *src;            /* [nin] */
 };
@@ -123,6 +128,21 @@ static void check_ids(const Source *s, const NrtInput *in, const char *name, con
 	}
 }
 
+/* numpy saves integers as int64 by default: an int32 input takes them
+ * when every value fits, converted as each sample is copied */
+static void check_fits_i32(const Source *s, const char *name, const char *path)
+{
+	int64_t n = s->nsamples * s->per;
+	for (int64_t k = 0; k < n; k++) {
+		int64_t v;
+		memcpy(&v, s->rows + k * 8, 8);
+		if (v < INT32_MIN || v > INT32_MAX)
+			nrt_fatal("input '%s': %s holds int64 %lld (sample %lld), outside int32, the input's type; "
+			          "save int32 data with np.save(path, a.astype(np.int32))",
+			          name, path, (long long)v, (long long)(k / (s->per ? s->per : 1)));
+	}
+}
+
 static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 {
 	char err[512], nm[32], a[160], b[160];
@@ -138,16 +158,20 @@ static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 	if (fstat(fileno(f), &st) != 0)
 		nrt_fatal("input '%s': %s: %s", name, path, strerror(errno));
 	NrtDType want = in[i].t.dtype;
-	if (h.dtype != want && !(h.dtype == NRT_F32 && nrt_dtype_is_half(want)))
+	if (h.dtype != want && !(h.dtype == NRT_F32 && nrt_dtype_is_half(want)) &&
+	    !(h.dtype == NRT_I64 && want == NRT_I32))
 		nrt_fatal("input '%s': %s holds %s but the model expects %s%s", name, path,
 		          nrt_dtype_name(h.dtype), nrt_dtype_name(want),
 		          want == NRT_F16 ? " (float16 inputs read float16 or float32 files)"
 		          : want == NRT_BF16 ? " (bfloat16 inputs read float32 files; .npy has no "
-		                               "bfloat16)" : "");
+		                               "bfloat16)"
+		          : want == NRT_I32 ? " (int32 inputs read int32 files, or int64 ones whose values fit: "
+		                              "numpy's default; np.save(path, a.astype(np.int32)) saves int32)"
+		                            : "");
 	s->dtype = h.dtype;
 	if (h.dtype != want) {
 		int64_t lper = nrt_numel(in[i].t.rank - 1, in[i].t.slice + 1);
-		s->conv = malloc((size_t)(lper ? lper : 1) * sizeof(float));
+		s->conv = malloc((size_t)(lper ? lper : 1) * nrt_dtype_size(h.dtype));
 		if (!s->conv)
 			nrt_fatal("out of memory");
 	}
@@ -171,12 +195,18 @@ static void open_file(const char *path, const NrtInput *in, int i, Source *s)
 	s->nsamples = h.shape[0];
 	check_finite_file(s, &h, name, path);
 	check_ids(s, &in[i], name, path);
+	if (s->dtype == NRT_I64 && want == NRT_I32)
+		check_fits_i32(s, name, path);
 }
 
 static void open_files(const NrtOptions *opt, const NrtInput *in, int nin, NrtData *d)
 {
 	if (opt->ndata != nin)
 		nrt_fatal("--data: %d files given but the model has %d inputs", opt->ndata, nin);
+	if (nin > 0 && nrt_corpus_path(opt->data[0])) {
+		d->corpus = nrt_corpus_open(opt->data[0], opt, in, nin);
+		return;
+	}
 	for (int i = 0; i < nin; i++) {
 		open_file(opt->data[i], in, i, &d->src[i]);
 		/* inputs are parallel arrays: sample k of each file belongs together */
@@ -187,7 +217,7 @@ static void open_files(const NrtOptions *opt, const NrtInput *in, int nin, NrtDa
 	}
 }
 
-/* Copies this rank's block of global sample g (wrapped) for input i; an
+/* Copies this rank's block of file row g for input i; an
  * f16/bf16 input from a float32 file takes the block in f32, then rounds. */
 static void copy_sample(const Source *s, NrtInput *in, int64_t g, int64_t local)
 {
@@ -195,7 +225,7 @@ static void copy_sample(const Source *s, NrtInput *in, int64_t g, int64_t local)
 	size_t es = nrt_dtype_size(t->dtype), fes = nrt_dtype_size(s->dtype);
 	int64_t per = nrt_numel(t->rank - 1, t->full + 1);
 	int64_t lper = nrt_numel(t->rank - 1, t->slice + 1);
-	const char *row = s->rows + (g % s->nsamples) * per * (int64_t)fes;
+	const char *row = s->rows + g * per * (int64_t)fes;
 	char *dst = (char *)t->data + local * lper * (int64_t)es;
 	if (s->dtype == t->dtype) {
 		nrt_block_copy(es, t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, (void *)row,
@@ -204,7 +234,10 @@ static void copy_sample(const Source *s, NrtInput *in, int64_t g, int64_t local)
 	}
 	nrt_block_copy(fes, t->rank - 1, t->full + 1, t->slice + 1, t->offset + 1, (void *)row,
 	               s->conv, true);
-	if (t->dtype == NRT_F16)
+	if (s->dtype == NRT_I64) { /* into int32: the values were checked at open */
+		for (int64_t k = 0; k < lper; k++)
+			((int32_t *)(void *)dst)[k] = (int32_t)((const int64_t *)s->conv)[k];
+	} else if (t->dtype == NRT_F16)
 		nrt_f32_to_f16(lper, s->conv, (uint16_t *)(void *)dst);
 	else
 		nrt_f32_to_bf16(lper, s->conv, (uint16_t *)(void *)dst);
@@ -581,6 +614,7 @@ NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin)
 	d->nin = nin;
 	d->seed = opt ? opt->seed : 1234;
 	d->files = opt && opt->ndata > 0;
+	d->shuffle = opt && opt->shuffle;
 	for (int i = 0; i < nin; i++) {
 		nrt_tensor_check(&in[i].t, "data");
 		if (in[i].t.rank < 1)
@@ -617,8 +651,10 @@ static bool same_batch_slices(const NrtInput *in, int nin)
 static void fill_sample(NrtData *d, NrtInput *in, int i, int64_t step, int64_t b)
 {
 	int64_t g = step * in[i].t.full[0] + in[i].t.offset[0] + b;
-	if (d->files)
-		copy_sample(&d->src[i], &in[i], g, b);
+	if (d->files) { /* wrapped around the file; --shuffle: each pass in its own order */
+		int64_t n = d->src[i].nsamples, row = g % n;
+		copy_sample(&d->src[i], &in[i], d->shuffle ? nrt_shuffle_index(d->seed, g / n, row, n) : row, b);
+	}
 	else
 		synth_sample(d, in, i, g, b);
 }
@@ -627,6 +663,10 @@ void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 {
 	if (nin != d->nin)
 		nrt_fatal("nrt_data_next: %d inputs, but the dataset was opened with %d", nin, d->nin);
+	if (d->corpus) {
+		nrt_corpus_next(d->corpus, in, step);
+		return;
+	}
 	if (nin > 0 && same_batch_slices(in, nin)) {
 		for (int64_t b = 0; b < in[0].t.slice[0]; b++)
 			for (int i = 0; i < nin; i++)
@@ -638,10 +678,19 @@ void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 			fill_sample(d, in, i, step, b);
 }
 
+int64_t nrt_data_batches(const NrtData *d, const NrtInput *in, int nin)
+{
+	if (!d->files || nin < 1 || in[0].t.full[0] < 1)
+		return 0;
+	int64_t n = (d->corpus ? nrt_corpus_windows(d->corpus) : d->src[0].nsamples) / in[0].t.full[0];
+	return n > 0 ? n : 1;
+}
+
 void nrt_data_close(NrtData *d)
 {
 	if (!d)
 		return;
+	nrt_corpus_close(d->corpus);
 	for (int i = 0; i < d->nin; i++) {
 		Source *s = &d->src[i];
 		if (s->map && munmap(s->map, s->maplen) != 0)

@@ -24,3 +24,5 @@ bool nrt_host_all_within(NrtDType t, const void *x, int64_t n, double bound)
 {
 	return nrt_all_within(t, x, n, bound);
 }
+
+double nrt_host_sum_squares(NrtDType t, const void *x, int64_t n) { return nrt_sum_squares(t, x, n); }

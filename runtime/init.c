@@ -57,7 +57,7 @@ int nrt_world_size(void) { return nrt_rt.size; }
 enum {
 	OPT_STEPS = 256, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_INIT, OPT_LOG,
 	OPT_TRACE, OPT_PRINT_EVERY, OPT_QUIET, OPT_GRADCHECK, OPT_COMM_STATS, OPT_HELP,
-	OPT_WATCHDOG, OPT_MEM_STATS,
+	OPT_WATCHDOG, OPT_MEM_STATS, OPT_SAVE_EVERY, OPT_EVAL_DATA, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_LOG_APPEND,
 };
 
 static const struct option long_opts[] = {
@@ -76,6 +76,11 @@ static const struct option long_opts[] = {
 	{"help", no_argument, NULL, OPT_HELP},
 	{"watchdog", required_argument, NULL, OPT_WATCHDOG},
 	{"mem-stats", no_argument, NULL, OPT_MEM_STATS},
+	{"save-every", required_argument, NULL, OPT_SAVE_EVERY},
+	{"eval-data", required_argument, NULL, OPT_EVAL_DATA},
+	{"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+	{"shuffle", no_argument, NULL, OPT_SHUFFLE},
+	{"log-append", no_argument, NULL, OPT_LOG_APPEND},
 	{0, 0, 0, 0},
 };
 
@@ -98,7 +103,8 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 		        "Trains the model '%s' (compiled by netc for %d rank%s: mpirun -np %d %s).\n"
 		        "\n"
 		        "options:\n"
-		        "  --steps N         training steps (default %lld)\n"
+		        "  --steps N         training steps (default %lld); after --init, steps more than\n"
+		        "                    the checkpoint's (its step is where the run goes on)\n"
 		        "  --lr X            learning rate (default %g)\n",
 		        prog, info->name, info->device_num, info->device_num == 1 ? "" : "s", info->device_num, prog,
 		        (long long)info->default_steps, info->default_lr);
@@ -109,10 +115,18 @@ void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 		fprintf(f, "%s%s", i ? ", " : " ", info->input_names ? info->input_names[i] : "?");
 	fprintf(f,
 	        "\n"
-	        "                    (default: a deterministic synthetic dataset)\n"
+	        "                    (default: a deterministic synthetic dataset); the first\n"
+	        "                    dimension is the dataset: batches in order, wrapping around;\n"
+	        "                    FILE.bin: a token corpus (uint16 or int32 ids, docs/parallel.md)\n"
+	        "  --shuffle         take the --data samples in a new random order each epoch\n"
+	        "  --eval-data A,... held-out data as --data: its loss, forward only, at the end\n"
+	        "  --eval-every N    and after every N-th step\n"
 	        "  --save FILE       write the %s parameters (safetensors)\n"
-	        "  --init FILE       start from the parameters in FILE (safetensors)\n"
+	        "  --save-every N    also write FILE after every N-th step (resumable with --init)\n"
+	        "  --init FILE       start from the parameters in FILE (safetensors), its step,\n"
+	        "                    seed (unless --seed) and loss scale\n"
 	        "  --log FILE        write step,loss,seconds as CSV\n"
+	        "  --log-append      append to --log instead (a resumed run)\n"
 	        "  --trace FILE      write a Chrome trace (JSON) per rank\n"
 	        "  --print-every K   print progress every K steps (default 10)\n"
 	        "  --quiet           print nothing but errors\n"
@@ -151,9 +165,9 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* Splits "a.npy,b.npy" in place into opt->data. */
-static bool split_data(char *arg, const NrtProgramInfo *info, NrtOptions *opt,
-                       char *msg, size_t msglen)
+/* Splits "a.npy,b.npy" in place into files[] (16 at most), *nfiles. */
+static bool split_files(char *arg, const NrtProgramInfo *info, const char *files[16], int *nfiles, const char *what,
+                        char *msg, size_t msglen)
 {
 	int n = 0;
 	for (char *p = arg;; p++) {
@@ -161,26 +175,36 @@ static bool split_data(char *arg, const NrtProgramInfo *info, NrtOptions *opt,
 		if (comma)
 			*comma = 0;
 		if (!*p) {
-			snprintf(msg, msglen, "--data: empty file name in the list");
+			snprintf(msg, msglen, "%s: empty file name in the list", what);
 			return false;
 		}
-		if (n == (int)(sizeof opt->data / sizeof opt->data[0])) {
-			snprintf(msg, msglen, "--data: more than %d files", n);
+		if (n == 16) {
+			snprintf(msg, msglen, "%s: more than %d files", what, n);
 			return false;
 		}
-		opt->data[n++] = p;
+		files[n++] = p;
+		if (n > 1 && nrt_corpus_path(files[0])) {
+			snprintf(msg, msglen, "%s: a token corpus (%s) is the only file: it feeds the tokens and the labels", what,
+			         files[0]);
+			return false;
+		}
 		if (!comma)
 			break;
 		p = comma;
 	}
+	if (n == 1 && nrt_corpus_path(files[0])) /* one token corpus feeds the tokens and the labels (corpus.c) */
+		for (; n < info->ninputs && n < 16; n++)
+			files[n] = files[0];
 	if (n != info->ninputs) {
-		snprintf(msg, msglen, "--data: %d file%s given but the model '%s' has %d input%s",
+		snprintf(msg, msglen, "%s: %d file%s given but the model '%s' has %d input%s", what,
 		         n, n == 1 ? "" : "s", info->name, info->ninputs, info->ninputs == 1 ? "" : "s");
 		return false;
 	}
-	opt->ndata = n;
+	*nfiles = n;
 	return true;
 }
+
+static char *eval_arg; /* --eval-data's list, split in place (the last one given) */
 
 static void set_defaults(const NrtProgramInfo *info, NrtOptions *opt)
 {
@@ -225,6 +249,7 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 	case OPT_SEED:
 		if (!parse_u64(arg, &opt->seed))
 			goto bad_number;
+		opt->seed_set = true;
 		return true;
 	case OPT_PRINT_EVERY:
 		if (!parse_i64(arg, 1, &v) || v > INT_MAX)
@@ -236,7 +261,20 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 		*data_arg = strdup(arg);
 		if (!*data_arg)
 			nrt_fatal("out of memory");
-		return split_data(*data_arg, info, opt, msg, msglen);
+		return split_files(*data_arg, info, opt->data, &opt->ndata, "--data", msg, msglen);
+	case OPT_EVAL_DATA:
+		free(eval_arg);
+		eval_arg = strdup(arg);
+		if (!eval_arg)
+			nrt_fatal("out of memory");
+		return split_files(eval_arg, info, opt->eval_data, &opt->neval, "--eval-data", msg, msglen);
+	case OPT_SAVE_EVERY:
+	case OPT_EVAL_EVERY:
+		if (!parse_i64(arg, 1, c == OPT_SAVE_EVERY ? &opt->save_every : &opt->eval_every))
+			goto bad_number;
+		return true;
+	case OPT_SHUFFLE: opt->shuffle = true; return true;
+	case OPT_LOG_APPEND: opt->log_append = true; return true;
 	case OPT_SAVE: opt->save = arg; return true;
 	case OPT_INIT: opt->init = arg; return true;
 	case OPT_LOG: opt->log = arg; return true;
@@ -253,7 +291,8 @@ static bool apply_option(int c, char *arg, const NrtProgramInfo *info, NrtOption
 	return false;
 bad_number:
 	snprintf(msg, msglen, "--%s: '%s' is not a valid %s", long_opts[c - OPT_STEPS].name, arg,
-	         c == OPT_LR || c == OPT_WATCHDOG ? "non-negative number" : c == OPT_PRINT_EVERY ? "positive integer"
+	         c == OPT_LR || c == OPT_WATCHDOG ? "non-negative number"
+	         : c == OPT_PRINT_EVERY || c == OPT_SAVE_EVERY || c == OPT_EVAL_EVERY ? "positive integer"
 	                                                 : "non-negative integer");
 	return false;
 }
@@ -288,6 +327,18 @@ NrtParse nrt_parse_options(int argc, char **argv, const NrtProgramInfo *info,
 	}
 	if (optind < argc) {
 		snprintf(msg, msglen, "unexpected argument '%s'", argv[optind]);
+		return NRT_PARSE_ERROR;
+	}
+	if (opt->save_every && !opt->save) {
+		snprintf(msg, msglen, "--save-every needs --save FILE (where the checkpoints go)");
+		return NRT_PARSE_ERROR;
+	}
+	if (opt->eval_every && !opt->neval) {
+		snprintf(msg, msglen, "--eval-every needs --eval-data (the held-out data)");
+		return NRT_PARSE_ERROR;
+	}
+	if (opt->log_append && !opt->log) {
+		snprintf(msg, msglen, "--log-append needs --log FILE");
 		return NRT_PARSE_ERROR;
 	}
 	return NRT_PARSE_OK;

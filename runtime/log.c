@@ -24,6 +24,11 @@ struct NrtLog {
 	double last_loss;
 	bool comm_stats;        /* --comm-stats */
 	bool root;              /* this rank reports */
+	const char *const *columns; /* info->log_columns */
+	int ncolumns;
+	double values[8];       /* theirs for the next step (NaN: none) */
+	bool eval;              /* --eval-data: an eval_loss column */
+	double eval_loss;       /* for the next row (NaN: none) */
 };
 
 double nrt_now(void)
@@ -46,14 +51,55 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	l->every = opt->print_every > 0 ? opt->print_every : 10;
 	l->batch = info->batch_size;
 	l->t0 = nrt_now();
+	l->columns = info->log_columns;
+	l->ncolumns = info->nlog_columns < 8 ? info->nlog_columns : 8;
+	for (int k = 0; k < 8; k++)
+		l->values[k] = NAN;
+	l->eval = opt->neval > 0;
+	l->eval_loss = NAN;
 	if (root && opt->log) {
 		l->csv_path = opt->log;
-		l->csv = fopen(opt->log, "w");
+		l->csv = fopen(opt->log, opt->log_append ? "a" : "w");
 		if (!l->csv)
 			nrt_fatal("--log %s: %s", opt->log, strerror(errno));
-		fprintf(l->csv, "step,loss,seconds\n");
+		/* --log-append (a resumed run): rows after the file's, a header only in an empty file */
+		if (opt->log_append && fseek(l->csv, 0, SEEK_END) == 0 && ftell(l->csv) > 0)
+			return l;
+		fprintf(l->csv, "step,loss,seconds");
+		for (int k = 0; k < l->ncolumns; k++)
+			fprintf(l->csv, ",%s", l->columns[k]);
+		fputs(l->eval ? ",eval_loss\n" : "\n", l->csv);
 	}
 	return l;
+}
+
+void nrt_log_eval(NrtLog *l, int64_t step, double loss)
+{
+	l->eval_loss = loss;
+	if (l->print) {
+		printf("eval step %lld: loss %.6f\n", (long long)step + 1, loss);
+		fflush(stdout);
+	}
+}
+
+void nrt_log_values(NrtLog *l, const double *values)
+{
+	for (int k = 0; k < l->ncolumns; k++)
+		l->values[k] = values[k];
+}
+
+/* the extra columns: ",v" per column in the CSV, "  name v" in a line */
+static int put_values(const NrtLog *l, FILE *f, bool line)
+{
+	int rc = 0;
+	for (int k = 0; k < l->ncolumns && rc >= 0; k++) {
+		double v = l->values[k];
+		if (line)
+			rc = isnan(v) ? 0 : fprintf(f, "  %s %.6g", l->columns[k], v);
+		else
+			rc = isnan(v) ? fputs(",", f) : fprintf(f, ",%.9g", v);
+	}
+	return rc;
 }
 
 static double per_second(int64_t batch, double mean)
@@ -71,8 +117,12 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 	l->window_steps++;
 	l->last_loss = loss;
 	int64_t shown = step + 1;
-	if (l->csv && fprintf(l->csv, "%lld,%.9g,%.6f\n", (long long)shown, loss,
-	                      nrt_now() - l->t0) < 0)
+	double eval_loss = l->eval_loss;
+	l->eval_loss = NAN;
+	if (l->csv && (fprintf(l->csv, "%lld,%.9g,%.6f", (long long)shown, loss, nrt_now() - l->t0) < 0 ||
+	               put_values(l, l->csv, false) < 0 ||
+	               (l->eval && (isnan(eval_loss) ? fputc(',', l->csv) : fprintf(l->csv, ",%.9g", eval_loss)) < 0) ||
+	               fputc('\n', l->csv) == EOF))
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
 	/* A NaN or an infinity never comes back: every later step would log
 	 * it and the run would still end with status 0 and a checkpoint full
@@ -88,8 +138,9 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 		return;
 	if (l->print) {
 		double mean = l->window / (double)l->window_steps;
-		printf("step %lld/%lld  loss %.6f  %.1f samples/s  %.2f ms/step\n", (long long)shown,
-		       (long long)total, loss, per_second(l->batch, mean), mean * 1e3);
+		printf("step %lld/%lld  loss %.6f", (long long)shown, (long long)total, loss);
+		put_values(l, stdout, true);
+		printf("  %.1f samples/s  %.2f ms/step\n", per_second(l->batch, mean), mean * 1e3);
 		fflush(stdout);
 	}
 	l->window = 0;

@@ -39,6 +39,13 @@ typedef struct NrtOptions {
 	double watchdog;        /* --watchdog S (or $NETC_WATCHDOG): abort the job when one MPI call
 	                         * waits S seconds; 0 = off */
 	bool mem_stats;         /* --mem-stats: print each rank's peak memory per category at the end */
+	bool seed_set;          /* --seed was given (else --init's checkpoint's seed, if it has one) */
+	int64_t save_every;     /* --save-every N: also save to --save after every N-th global step; 0: off */
+	const char *eval_data[16]; /* --eval-data a.npy,b.npy: held-out data, one file per input */
+	int neval;
+	int64_t eval_every;     /* --eval-every N: the held-out loss after every N-th step (default: at the end) */
+	bool shuffle;           /* --shuffle: --data samples in a new random order each epoch */
+	bool log_append;        /* --log-append: append rows to --log (a resumed run) */
 } NrtOptions;
 /* A collective or transfer may wait this long (s) by default: generous,
  * since a rank may legitimately wait for another's checkpoint write. */
@@ -56,6 +63,9 @@ typedef struct NrtProgramInfo {
 	                         * last stage when its result is not broadcast) */
 	int ps_servers;         /* parameter servers: ranks device_num.. after the workers (0: none) */
 	bool infer;             /* forward only (netc --infer): steps evaluate, nothing trains */
+	const char *const *log_columns; /* more values per step ("lr", "grad_norm", "eval_loss"):
+	                         * CSV columns after the standard ones, and in the step lines */
+	int nlog_columns;
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad
@@ -227,6 +237,7 @@ typedef struct NrtInput {
 } NrtInput;
 
 typedef struct NrtData NrtData; /* opaque */
+typedef struct NrtLossScale NrtLossScale; /* loss scaling, below */
 /* Opens --data files (one .npy per input, first dimension = samples,
  * checked against dtype and the remaining dims; a wrong dtype, shape or a
  * truncated file is fatal with a clear message) or, with none given, sets
@@ -241,6 +252,9 @@ NrtData *nrt_data_open(const NrtOptions *opt, NrtInput *in, int nin);
  * function of (seed, global sample index). */
 void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step);
 void nrt_data_close(NrtData *d);
+/* How many batches of the inputs' first dimension (full[0]) the files
+ * hold, rounded down (at least 1); 0 for the synthetic dataset. */
+int64_t nrt_data_batches(const NrtData *d, const NrtInput *in, int nin);
 
 /* .npy reading and writing (used by tests and tools too) */
 typedef struct NrtNpy {
@@ -266,6 +280,16 @@ void nrt_ckpt_save(const char *path, NrtTensor *t, int n, int64_t step);
  * dtypes are fatal with a clear message. Every rank may call. */
 int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n);
 
+/* The run's state a checkpoint keeps beside its step, for --save-every and
+ * a resumed run (--init): the seed of the random streams (parameters,
+ * dropout, synthetic data, --shuffle's orders and a corpus's windows: all
+ * functions of the seed and the global step) and the loss scale. Every
+ * save after nrt_ckpt_remember writes them; nrt_ckpt_resume, after
+ * nrt_ckpt_load(path), takes the seed unless --seed was given and
+ * restores the scale (ls: NULL without loss scaling). */
+void nrt_ckpt_remember(uint64_t seed, const NrtLossScale *ls);
+void nrt_ckpt_resume(const char *path, NrtOptions *opt, NrtLossScale *ls);
+
 /* ---- progress ---------------------------------------------------------------- */
 typedef struct NrtLog NrtLog;
 NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
@@ -274,6 +298,13 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
  * `step` is 0-based like nrt_data_next's (shown as step + 1, so the last
  * call passes total - 1); `seconds` is the time this step took. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds);
+/* The values of info->log_columns for the next nrt_log_step (NaN: none
+ * this step, an empty CSV field and nothing printed). */
+void nrt_log_values(NrtLog *l, const double *values);
+/* The held-out loss after step `step` (0-based): the log rank prints
+ * "eval step N: loss X" (unless --quiet) and the next nrt_log_step's CSV
+ * row has it in the column eval_loss (there with --eval-data). */
+void nrt_log_eval(NrtLog *l, int64_t step, double loss);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */
@@ -284,7 +315,7 @@ double nrt_now(void); /* monotonic seconds */
  * whose gradients overflow on any rank is skipped; the dynamic kind then
  * divides the scale by `factor` (not below 1) and multiplies it by
  * `factor` after `window` steps in a row without overflow. */
-typedef struct NrtLossScale {
+struct NrtLossScale {
 	double scale;           /* current scale */
 	double factor;          /* dynamic: > 1 */
 	int64_t window;         /* dynamic: good steps before the scale grows */
@@ -292,7 +323,7 @@ typedef struct NrtLossScale {
 	int64_t good;           /* steps in a row without overflow */
 	int64_t skipped;        /* steps skipped for overflow */
 	int64_t steps;          /* steps seen */
-} NrtLossScale;
+};
 /* Whether every element of x[0..n) (any float dtype) is at most `bound`
  * in magnitude: finite, and such that a sum over the ranks, or a cast to
  * a narrower type, cannot overflow either. */
@@ -305,6 +336,33 @@ bool nrt_host_all_within(NrtDType t, const void *x, int64_t n, double bound);
 bool nrt_loss_scale_step(NrtLossScale *ls, NrtComm *world, bool overflow, int64_t step);
 /* rank info->log_rank, unless --quiet: the final scale and the steps skipped */
 void nrt_loss_scale_report(const NrtLossScale *ls, const NrtOptions *opt, const NrtProgramInfo *info);
+
+/* ---- learning-rate schedules and clipping (runtime/schedule.c) -------------- */
+/* One piece of train { lr_schedule = ... } (ir/config.h's LrSegment):
+ * MindSpore's mindspore.nn.warmup_lr, cosine_decay_lr and
+ * polynomial_decay_lr, pieces one after another, the last going on. */
+typedef enum NrtLrKind { NRT_LR_WARMUP, NRT_LR_COSINE, NRT_LR_POLY } NrtLrKind;
+typedef struct NrtLrSegment {
+	NrtLrKind kind;
+	double lr;              /* warmup: learning_rate; cosine: max_lr; poly: learning_rate */
+	double end;             /* cosine: min_lr; poly: end_learning_rate */
+	double power;           /* poly */
+	int64_t total_step;     /* steps of this piece (the last one goes on) */
+	int64_t step_per_epoch;
+	int64_t epochs;         /* warmup_epoch or decay_epoch */
+	bool update_decay_epoch;/* poly */
+} NrtLrSegment;
+/* The rate of 0-based global step `step`: the same on every rank, so
+ * sharded runs follow stand-alone's. */
+double nrt_lr_at(const NrtLrSegment *seg, int n, int64_t step);
+/* sum of x[i]^2 over n elements of a float type, in double (the global
+ * gradient norm's pieces); on host memory with the host_ name */
+double nrt_sum_squares(NrtDType t, const void *x, int64_t n);
+double nrt_host_sum_squares(NrtDType t, const void *x, int64_t n);
+/* clip_grad_norm: the factor the gradients are scaled by, given their
+ * global norm: max_norm / max(norm, max_norm), as MindSpore's
+ * ops.clip_by_global_norm (1 while the norm is within the bound). */
+double nrt_clip_factor(double norm, double max_norm);
 
 /* ---- tensor redistribution (runtime/redist.c) ---------------------------- */
 /* Added by the redistribution work (passes/redistribute.c plans the calls).

@@ -249,4 +249,15 @@ void nrt_mem_count_host(NrtMemKind kind, int64_t bytes);
 bool nrt_mem_host_apart(void);
 /* the kind's short name in --mem-stats lines ("params", ...) */
 const char *nrt_mem_kind_key(NrtMemKind k);
+/* ---- token corpora and --shuffle (corpus.c) ---- */
+typedef struct NrtCorpus NrtCorpus;
+/* whether a --data argument names a corpus: FILE.bin[:options] */
+bool nrt_corpus_path(const char *arg);
+NrtCorpus *nrt_corpus_open(const char *arg, const NrtOptions *opt, const NrtInput *in, int nin);
+/* fills both inputs' slices (tokens, labels) for global step `step` */
+void nrt_corpus_next(const NrtCorpus *c, NrtInput *in, int64_t step);
+int64_t nrt_corpus_windows(const NrtCorpus *c);
+void nrt_corpus_close(NrtCorpus *c);
+/* element i of a permutation of [0, n) drawn from (seed, epoch) */
+int64_t nrt_shuffle_index(uint64_t seed, int64_t epoch, int64_t i, int64_t n);
 #endif

@@ -80,6 +80,7 @@
 #define nrt_trace_close nrt_host_trace_close
 /* log.c: loss scaling's overflow check reads gradient buffers */
 #define nrt_all_within nrt_host_all_within
+#define nrt_sum_squares nrt_host_sum_squares
 /* init.c shares the host's cores among the ranks' OpenBLAS threads; the
  * CUDA runtime does no BLAS on the host and does not link OpenBLAS
  * (start.c defines this as nothing) */

@@ -120,3 +120,17 @@ bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
 	free(h);
 	return ok;
 }
+
+/* clip_grad_norm's sums of squares, on a host copy of the gradient (as
+ * the overflow check above: a device reduction would save the copy) */
+double nrt_sum_squares(NrtDType t, const void *x, int64_t n)
+{
+	int64_t bytes;
+	if (n <= 0 || __builtin_mul_overflow(n, (int64_t)nrt_dtype_size(t), &bytes))
+		return 0;
+	void *h = nrt_cuda_host_alloc((size_t)bytes);
+	nrt_to_host(h, x, bytes);
+	double s = nrt_host_sum_squares(t, h, n);
+	free(h);
+	return s;
+}

@@ -98,6 +98,10 @@ case_ alltoall_hybrid 4 NETC_COMM=host -- $M/alltoall_hybrid.net
 case_ hybrid_tp2_dp2 4 NETC_COMM=host -- $M/hybrid_tp2_dp2.net
 case_ opt_par 4 NETC_COMM=host -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
+# a training run's schedule and clipping (issue 25): the CUDA twin's sums
+# of squares on device buffers, the clip factor applied by the device kernels
+case_ mlp_train 4 NETC_COMM=host -- samples/mlp.net -D train.clip_grad_norm=0.5 \
+	-D "train.lr_schedule=(warmup_lr(learning_rate = 0.05, warmup_epoch = 2), cosine_decay_lr(min_lr = 0.01, max_lr = 0.05, decay_epoch = 4))"
 case_ pipeline 4 NETC_COMM=host -- $P/deep.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers

@@ -814,7 +814,7 @@ Test(config, train_optimizer_calls)
 }
 
 typedef struct TrainReject {
-	char key[16], value[48], msg[120];
+	char key[24], value[96], msg[160];
 } TrainReject;
 
 ParameterizedTestParameters(config, train_rejects)
@@ -838,7 +838,23 @@ ParameterizedTestParameters(config, train_rejects)
 		{"optimizer", "sgd(0.1, 0.0, 3)", "sgd takes at most 2 arguments (lr, weight_decay), got 3"},
 		{"optimizer", "sgd(momentum = 0.9)", "sgd has no argument 'momentum'; valid arguments are: lr, weight_decay"},
 		{"optimizer", "5", "train key 'optimizer' expects an optimizer such as adam(lr = 0.001), got an integer"},
-		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss, loss_scale"},
+		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss, "
+		                "loss_scale, lr_schedule, clip_grad_norm, clip_by_global_norm"},
+		{"lr_schedule", "cosine_decay(min_lr = 0.1)", "lr_schedule expects warmup_lr(...), cosine_decay_lr(...), "
+		                "polynomial_decay_lr(...) or a tuple of them, got 'cosine_decay'"},
+		{"lr_schedule", "cosine_decay(min_lr = 0.1)", "did you mean 'cosine_decay_lr'?"},
+		{"lr_schedule", "0.1", "lr_schedule expects warmup_lr(...), cosine_decay_lr(...), polynomial_decay_lr(...) or "
+		                "a tuple of them, got a float"},
+		{"lr_schedule", "cosine_decay_lr(min_lr = 0.1, max_lr = 0.1, decay_epoch = 3)",
+		 "cosine_decay_lr: max_lr (0.1) must be greater than min_lr (0.1)"},
+		{"lr_schedule", "cosine_decay_lr(min_lr = 0.1, max_lr = 1)", "cosine_decay_lr: missing argument 'decay_epoch'"},
+		{"lr_schedule", "warmup_lr(learning_rate = 0.1, warmup_epochs = 3)",
+		 "warmup_lr has no argument 'warmup_epochs'; valid arguments are: learning_rate, total_step, step_per_epoch, "
+		 "warmup_epoch"},
+		{"lr_schedule", "warmup_lr(0.1, 10, 0, 3)", "warmup_lr(step_per_epoch) must be an integer >= 1"},
+		{"lr_schedule", "polynomial_decay_lr(0.1, 0.01, 10, 1, 5, 0)", "polynomial_decay_lr(power) must be > 0, got 0"},
+		{"clip_grad_norm", "0", "clip_grad_norm must be > 0 (the largest global gradient norm), got 0"},
+		{"clip_by_global_norm", "\"big\"", "clip_grad_norm expects a number, got a string"},
 		{"loss_scale", "0.5", "loss_scale must be a number >= 1, got 0.5"},
 		{"loss_scale", "automatic", "unknown loss_scale 'automatic'"},
 		{"loss_scale", "dynamic(scale_factor = 1)", "scale_factor must be > 1, got 1"},
@@ -856,6 +872,22 @@ ParameterizedTest(TrainReject *c, config, train_rejects)
 	train_config_defaults(&tc);
 	cr_assert_not(tset(&tc, c->key, c->value), "%s = %s accepted", c->key, c->value);
 	EXPECT_DIAG(c->msg);
+}
+
+/* lr_schedule: MindSpore's functions by name or position, defaults, pieces */
+Test(config, lr_schedule_pieces)
+{
+	TrainConfig tc;
+	train_config_defaults(&tc);
+	cr_assert(tset(&tc, "lr_schedule", "(warmup_lr(learning_rate = 0.1, warmup_epoch = 5), "
+	                                   "polynomial_decay_lr(0.1, 0.01, 40, 2, 20, 2.0, true))"), "%s", diag_text());
+	cr_assert_eq(tc.nlr, 2);
+	const LrSegment *w = &tc.lr_seg[0], *p = &tc.lr_seg[1];
+	cr_expect(w->kind == LR_WARMUP && w->lr == 0.1 && w->epochs == 5 && w->step_per_epoch == 1 && w->total_step == 5);
+	cr_expect(p->kind == LR_POLY && p->lr == 0.1 && p->end == 0.01 && p->total_step == 40 && p->step_per_epoch == 2 &&
+	          p->epochs == 20 && p->power == 2.0 && p->update_decay_epoch);
+	cr_assert(tset(&tc, "clip_by_global_norm", "1"));
+	cr_expect_eq(tc.clip_norm, 1.0);
 }
 
 Test(config, names)

@@ -1,0 +1,58 @@
+/* clip_grad_norm (train block): the global norm of the gradients must be
+ * known before the first parameter is updated, but the update phase
+ * interleaves each gradient's reduction with its parameter's update. This
+ * pass reorders the update phase (a topological reordering, before the
+ * memory plan, whose lifetimes follow the node order): first every node
+ * that does not depend on an update, so every gradient is final, then the
+ * updates and what follows them (optimizer parallel's all-gathers). The
+ * C target computes the norm and scales the gradients between the two
+ * (codegen/train_c.c). Nothing changes without clipping. */
+#include <string.h>
+
+#include "passes.h"
+
+static bool reads_any(const Node *n, const bool *tainted)
+{
+	for (int j = 0; j < n->nin; j++)
+		if (tainted[n->in[j]->id])
+			return true;
+	return false;
+}
+
+bool pass_clip(Compilation *c)
+{
+	Graph *g = c->g;
+	if (!(g->train.clip_norm > 0))
+		return true;
+	bool *tainted = ARENA_NEWN(&c->arena, bool, g->nvalues); /* written or made after an update */
+	bool *late = ARENA_NEWN(&c->arena, bool, g->nnodes);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase != PH_UPDATE)
+			continue;
+		bool update = op_info[n->op].flags & OPF_UPDATE;
+		late[i] = update || reads_any(n, tainted);
+		if (!late[i])
+			continue;
+		if (n->out)
+			tainted[n->out->id] = true;
+		if (n->writes)
+			tainted[n->writes->id] = true;
+		for (int j = 0; update && j < n->nin; j++) /* the parameter and its state, updated in place */
+			if (j != 1)
+				tainted[n->in[j]->id] = true;
+	}
+	Node **order = ARENA_NEWN(&c->arena, Node *, g->nnodes);
+	int k = 0, first_late = -1;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < g->nnodes; i++) {
+			bool upd = g->nodes[i]->phase == PH_UPDATE;
+			if (pass == 0 ? !(upd && late[i]) : upd && late[i]) {
+				if (pass == 1 && first_late < 0)
+					first_late = k;
+				order[k++] = g->nodes[i];
+			}
+		}
+	memcpy(g->nodes, order, sizeof *order * (size_t)g->nnodes);
+	return true;
+}
