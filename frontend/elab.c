@@ -97,6 +97,8 @@ typedef enum Ctx { CTX_TOP, CTX_BLOCK, CTX_LOOP } Ctx;
 static void exec_stmts(Elab *E, Frame *f, const StmtList *l, Ctx ctx);
 static bool allowed(Elab *E, const Stmt *s, Ctx ctx);
 static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets);
+static Value *eval_infix(Elab *E, Frame *f, const Expr *e);
+static bool is_tensor_expr(Frame *f, const Expr *e);
 
 /* --- small helpers -------------------------------------------------------- */
 
@@ -456,9 +458,17 @@ static CfgValue *fold_float(Parser *P, const Expr *e, double x, double y)
 
 static CfgValue *cfg_binary(Parser *P, struct Frame *f, const Expr *e)
 {
+	if (e->nann) {
+		diag_error(P->d, e->ann[0].loc, "annotations are not allowed in a literal value");
+		return NULL;
+	}
 	CfgValue *l = elab_cfg(P, f, e->l), *r = elab_cfg(P, f, e->r);
 	if (!l || !r)
 		return NULL;
+	if (e->op == '@') {
+		diag_error(P->d, e->as_loc, "'@' multiplies matrices: its operands must be tensors");
+		return NULL;
+	}
 	if (!is_num(l) || !is_num(r)) {
 		const CfgValue *bad = is_num(l) ? r : l;
 		diag_error(P->d, bad->loc, "operand of '%c' must be a number, got %s", e->op,
@@ -1277,6 +1287,8 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 			return NULL;
 		return r[0];
 	}
+	if ((e->kind == E_BINARY || e->kind == E_NEG) && is_tensor_expr(f, e))
+		return eval_infix(E, f, e);
 	if (e->kind != E_IDENT) {
 		CfgValue *v = elab_cfg(E->P, f, e);
 		if (v)
@@ -1301,6 +1313,115 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 	return b->v; /* NULL: its definition failed (reported there) */
 }
 
+/* The node of op over in[]: an operator call's keywords (e->args; NULL
+ * for an infix operator) and annotations applied. Its output, or NULL. */
+static Value *op_node(Elab *E, Frame *f, const Expr *e, Op op, Value **in, int nin, double alpha)
+{
+	Node *n = graph_node(E->g, op, in, nin, e->loc);
+	n->scope = home(f)->scope;
+	op_defaults(n);
+	if (op == OP_SCALE)
+		n->attr.alpha = alpha;
+	unsigned mask = 0;
+	bool ok = !e->args || op_keywords(E, f, n, e);
+	ok = annotate(E, f, e, op, nin, &n->ann, &mask) && ok;
+	set_mask(E, n, mask);
+	if (!ok || !check_nodes(E, e->loc))
+		return NULL;
+	return n->out;
+}
+
+/* --- arithmetic: infix operators and numbers as operands ------------------ */
+
+/* Whether e stands for a tensor rather than a number: it calls something
+ * or names something that is not a const (an unknown name is reported as
+ * a tensor's: "undefined name", with its "did you mean"). */
+static bool is_tensor_expr(Frame *f, const Expr *e)
+{
+	switch (e->kind) {
+	case E_CALL: return true;
+	case E_IDENT: {
+		Binding *b = lookup(f, e->s);
+		return !b || b->kind != B_CONST;
+	}
+	case E_BINARY: return is_tensor_expr(f, e->l) || is_tensor_expr(f, e->r);
+	case E_NEG: return is_tensor_expr(f, e->l);
+	default: return false;
+	}
+}
+
+static const char *arith_name(Op op)
+{
+	return op == OP_ADD ? "'+'" : op == OP_SUB ? "'-'" : op == OP_MUL ? "'*'" : op == OP_DIV ? "'/'" : "'@'";
+}
+
+/* A tensor times or divided by a number is one scale node (alpha): no
+ * frozen [1] parameter per constant. Adding a number, or dividing a
+ * number by a tensor, has no operator. */
+static Value *arith_number(Elab *E, Frame *f, const Expr *e, Op op, const char *what, const Expr *x,
+                           const Expr *y, bool number_first)
+{
+	const Expr *ne = number_first ? x : y, *te = number_first ? y : x;
+	CfgValue *c = elab_cfg(E->P, f, ne);
+	if (!c)
+		return NULL;
+	if (!is_num(c)) {
+		diag_error(E->d, c->loc, "operand of %s must be a tensor or a number, got %s", what, cfg_kind_desc(c));
+		return NULL;
+	}
+	if (op != OP_MUL && !(op == OP_DIV && !number_first)) {
+		diag_error(E->d, ne->loc, "%s of a tensor and a number is not supported: a number may multiply a "
+		           "tensor or divide it (for other constants declare a frozen parameter, "
+		           "`param c: f32[] = constant(%g) [requires_grad = false]`)", what, c->f);
+		return NULL;
+	}
+	if (op == OP_DIV && c->f == 0) {
+		diag_error(E->d, ne->loc, "division by zero");
+		return NULL;
+	}
+	Value *t = eval_tensor(E, f, te);
+	return t ? op_node(E, f, e, OP_SCALE, &t, 1, op == OP_DIV ? 1 / c->f : c->f) : NULL;
+}
+
+/* x op y for add, sub, mul, div and matmul, written infix (e is the
+ * E_BINARY) or as a call with two positional arguments. */
+static Value *arith(Elab *E, Frame *f, const Expr *e, Op op, const char *what, const Expr *x, const Expr *y)
+{
+	bool tx = is_tensor_expr(f, x), ty = is_tensor_expr(f, y);
+	if (!tx && !ty) {
+		diag_error(E->d, e->loc, "%s needs a tensor operand, got two numbers", what);
+		return NULL;
+	}
+	if (!tx || !ty) {
+		if (op == OP_MATMUL) {
+			diag_error(E->d, (tx ? y : x)->loc, "operand of %s must be a tensor (use '*' to scale by a number)",
+			           what);
+			return NULL;
+		}
+		return arith_number(E, f, e, op, what, x, y, !tx);
+	}
+	Value *in[2] = {eval_tensor(E, f, x), eval_tensor(E, f, y)};
+	return in[0] && in[1] ? op_node(E, f, e, op, in, 2, 1.0) : NULL;
+}
+
+/* An infix operator or unary minus whose operands include a tensor. */
+static Value *eval_infix(Elab *E, Frame *f, const Expr *e)
+{
+	if (!live(E))
+		return NULL;
+	if (e->kind == E_NEG) {
+		Value *t = eval_tensor(E, f, e->l);
+		return t ? op_node(E, f, e, OP_NEG, &t, 1, 1.0) : NULL;
+	}
+	Op op = e->op == '+' ? OP_ADD : e->op == '-' ? OP_SUB : e->op == '*' ? OP_MUL
+	      : e->op == '/' ? OP_DIV : e->op == '@' ? OP_MATMUL : OP_COUNT;
+	if (op == OP_COUNT) {
+		diag_error(E->d, e->as_loc, "'%c' is not defined on tensors", e->op);
+		return NULL;
+	}
+	return arith(E, f, e, op, arith_name(op), e->l, e->r);
+}
+
 static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 {
 	const OpInfo *oi = &op_info[op];
@@ -1321,6 +1442,11 @@ static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 			           oi->nin_min, oi->nin_max, nin);
 		return NULL;
 	}
+	if (nin == 2 && e->args->n == 2 && (oi->flags & OPF_ELEM)) {
+		Value **r = ARENA_NEW(E->a, Value *);
+		*nrets = 1;
+		return (r[0] = arith(E, f, e, op, oi->name, e->args->v[0].val, e->args->v[1].val)) ? r : NULL;
+	}
 	Value **in = ARENA_NEWN(E->a, Value *, nin ? nin : 1);
 	bool ok = true;
 	for (int i = 0, k = 0; i < e->args->n; i++) {
@@ -1332,18 +1458,10 @@ static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 	}
 	if (!ok)
 		return NULL;
-	Node *n = graph_node(E->g, op, in, nin, e->loc);
-	n->scope = home(f)->scope;
-	op_defaults(n);
-	unsigned mask = 0;
-	ok = op_keywords(E, f, n, e);
-	ok = annotate(E, f, e, op, nin, &n->ann, &mask) && ok;
-	set_mask(E, n, mask);
-	if (!ok || !check_nodes(E, e->loc))
+	Value **r = ARENA_NEW(E->a, Value *);
+	if (!(r[0] = op_node(E, f, e, op, in, nin, 1.0)))
 		return NULL;
 	*nrets = 1;
-	Value **r = ARENA_NEW(E->a, Value *);
-	r[0] = n->out;
 	return r;
 }
 
