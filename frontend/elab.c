@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ast.h"
 
@@ -1644,6 +1645,16 @@ static Value **elab_instance(Elab *E, Frame *f, const Expr *e, const Stmt *blk, 
 	return inst->rets ? inst->rets : ARENA_NEW(E->a, Value *);
 }
 
+/* Linear, Dense, nn.Linear's fc: a layer, not one operator here. */
+static bool is_dense(const char *name)
+{
+	static const char *const layers[] = {"linear", "dense", "fc", "fully_connected"};
+	for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+		if (!strcasecmp(name, layers[i]))
+			return true;
+	return false;
+}
+
 /* An operator or a block instance; its results (NULL: reported error). */
 static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets)
 {
@@ -1668,7 +1679,9 @@ static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets)
 	for (int i = 0; i < E->top->n; i++)
 		if (E->top->b[i].kind == B_BLOCK)
 			VEC_PUSH(E->a, names, n, cap, E->top->b[i].name);
-	diag_error(E->d, e->loc, "unknown operator or block '%s'%s", e->s, did_you_mean(E, e->s, names, n));
+	diag_error(E->d, e->loc, "unknown operator or block '%s'%s", e->s, is_dense(e->s)
+	           ? "; a dense (linear) layer is written `x @ w + b` (w: [in, out], b: [out])"
+	           : did_you_mean(E, e->s, names, n));
 	return NULL;
 }
 
@@ -1856,6 +1869,16 @@ static void exec_const(Elab *E, Frame *f, const Stmt *s)
 	CfgValue *v = elab_cfg(E->P, f, s->value);
 	if (!v || !b)
 		return;
+	for (int i = 0; i < E->P->ncdefs && f == E->top; i++)
+		if (!strcmp(E->P->cdefs[i].name, s->name)) {
+			CfgValue *d = E->P->cdefs[i].val;
+			if (v->kind == CV_INT && d->kind != CV_INT) {
+				diag_error(E->d, d->loc, "-D %s: const '%s' is an integer, got %s", s->name, s->name,
+				           cfg_kind_desc(d));
+				return;
+			}
+			v = d->kind == v->kind ? d : cfg_float(E->P, d->loc, d->f);
+		}
 	if (v->kind == CV_IDENT && !lookup(f, v->s)) {
 		diag_error(E->d, v->loc, "undefined name '%s'", v->s);
 		return;

@@ -416,6 +416,71 @@ Test(frontend_errors, infix)
 	fails(ARITH_HEAD "h = relu(2 * 3)\n", "t.net:5:10: error: expected a tensor (a name or a call), got an integer");
 }
 
+/* -D NAME=VALUE replaces a top-level const before elaboration: shapes
+ * and strategies follow; other keys are left for netc_define. */
+Test(frontend, const_defines)
+{
+	const char *text = "const MP = 4\nconst H = 8 * MP\ninput x: f32[8, H]\nparam w: f32[H, H] = zeros\n"
+	                   "y = matmul(x, w).shard(((1, 1), (1, MP)))\n";
+	Run r;
+	memset(&r, 0, sizeof r);
+	r.src = source_from_string("t.net", text);
+	r.fp = open_memstream(&r.err, &r.errlen);
+	diag_init(&r.d, r.fp);
+	const char *defs[] = {"MP=2", "device_num=2", "H = 3"};
+	bool used[3] = {0};
+	Graph *g = netc_parse_defines(&r.a, &r.d, r.src, defs, 2, used);
+	fflush(r.fp);
+	cr_assert(g, "%s", r.err);
+	cr_expect(used[0] && !used[1]);
+	cr_expect_eq(g->inputs[0]->shape.d[1], 16);
+	cr_expect_eq(g->nodes[0]->ann.in_strategy.v[1].d[1], 2);
+	done(&r);
+	memset(&r, 0, sizeof r);
+	r.src = source_from_string("t.net", text);
+	r.fp = open_memstream(&r.err, &r.errlen);
+	diag_init(&r.d, r.fp);
+	g = netc_parse_defines(&r.a, &r.d, r.src, defs + 2, 1, used + 2);
+	fflush(r.fp);
+	cr_expect(used[2] && g && g->inputs[0]->shape.d[1] == 3, "%s", r.err);
+	done(&r);
+	static const struct { const char *def, *err; } bad[] = {
+		{"MP=1.5", "<-D>:1:4: error: -D MP: const 'MP' is an integer, got a float\n"},
+		{"MP=\"x\"", "<-D>:1:4: error: -D MP: const 'MP' must be a number, got a string\n"},
+	};
+	for (int i = 0; i < 2; i++) {
+		memset(&r, 0, sizeof r);
+		r.src = source_from_string("t.net", text);
+		r.fp = open_memstream(&r.err, &r.errlen);
+		diag_init(&r.d, r.fp);
+		bool u = false;
+		cr_expect_null(netc_parse_defines(&r.a, &r.d, r.src, &bad[i].def, 1, &u));
+		fflush(r.fp);
+		cr_expect(!strncmp(r.err, bad[i].err, strlen(bad[i].err)), "want %s got %s", bad[i].err, r.err);
+		done(&r);
+	}
+}
+
+/* Names carried over from PyTorch, MindSpore and Keras get the netc name. */
+Test(frontend_errors, carried_over_names)
+{
+	fails(HEAD "input l: i32[8]\ny = cross_entropy(matmul(x, w), l)\n",
+	      "t.net:4:5: error: unknown operator or block 'cross_entropy'; did you mean 'softmax_cross_entropy'?");
+	fails(HEAD "input l: i32[8]\ny = softmax_crossentropy(matmul(x, w), l)\n",
+	      "t.net:4:5: error: unknown operator or block 'softmax_crossentropy'; did you mean 'softmax_cross_entropy'?");
+	fails(HEAD "y = MatMul(x, w)\n", "t.net:3:5: error: unknown operator or block 'MatMul'; did you mean 'matmul'?");
+	fails(HEAD "y = LayerNorm(x, w, w)\n",
+	      "t.net:3:5: error: unknown operator or block 'LayerNorm'; did you mean 'layer_norm'?");
+	fails(HEAD "y = bmm(x, w)\n", "t.net:3:5: error: unknown operator or block 'bmm'; did you mean 'batch_matmul'?");
+	fails(HEAD "y = linear(x, w)\n", "t.net:3:5: error: unknown operator or block 'linear'; a dense (linear) "
+	      "layer is written `x @ w + b` (w: [in, out], b: [out])");
+	fails(HEAD "y = Dense(x, w)\n", "t.net:3:5: error: unknown operator or block 'Dense'; a dense (linear) "
+	      "layer is written `x @ w + b` (w: [in, out], b: [out])");
+	fails("param w: f32[4, 4] = glorot_uniform\n",
+	      "t.net:1:22: error: unknown initializer 'glorot_uniform'; did you mean 'xavier_uniform'? (valid: zeros, "
+	      "ones, constant, normal, uniform, xavier_uniform, he_normal)");
+}
+
 /* --- exact messages ---------------------------------------------------------- */
 
 Test(frontend_errors, names)
