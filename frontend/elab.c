@@ -1722,6 +1722,33 @@ static bool shape_of(Elab *E, Frame *f, const Stmt *s, Shape *out)
 	return true;
 }
 
+/* Every input holds one step's samples along its first dimension (the
+ * training data reads rows [s*B, s*B + B) of each, and the synthetic
+ * labels are computed from the sample they label), so the inputs pair
+ * up row by row only if their first dimensions agree: decided here, at
+ * the declaration, rather than when the program runs. */
+static void same_batch(Elab *E, const Stmt *s, const Value *v)
+{
+	const Value *first = E->g->ninputs > 1 ? E->g->inputs[0] : NULL;
+	int64_t b = v->shape.d[0], b0 = first ? first->shape.d[0] : b;
+	if (b == b0)
+		return;
+	char dims[2 * SHAPE_STR_MAX + 128] = "";
+	if (b % b0 == 0) {
+		Shape sh = v->shape;
+		sh.d[0] = b / b0;
+		char rest[SHAPE_STR_MAX];
+		shape_str(&sh, rest, sizeof rest);
+		/* "[4, 16]": the first input's batch, then the rows of each sample */
+		snprintf(dims, sizeof dims, "; declare it %s[%" PRId64 ", %s and flatten it in the model, "
+		         "reshape(%s, shape = (-1,))", dtype_name(v->dtype), b0, rest + 1, v->name);
+	}
+	diag_error(E->d, s->dims->v[0]->loc, "input '%s' has batch %" PRId64 " (its first dimension) but input "
+	           "'%s' has %" PRId64 ": every input holds one step's samples along its first dimension, so "
+	           "they must agree%s", v->name, b, first->name, b0, dims);
+	diag_note(E->d, first->loc, "'%s' is declared here", first->name);
+}
+
 static void exec_input(Elab *E, Frame *f, const Stmt *s)
 {
 	DType dt;
@@ -1735,6 +1762,7 @@ static void exec_input(Elab *E, Frame *f, const Stmt *s)
 	}
 	b->v = graph_value(E->g, VK_INPUT, s->name, dt, sh, s->name_loc);
 	name_claim(E, s->name);
+	same_batch(E, s, b->v);
 }
 
 /* The initializer: bare zeros/ones/xavier_uniform/he_normal, or
