@@ -212,6 +212,27 @@ double explain_objective(Compilation *c)
 	return s ? search_total(s, choice) : NAN;
 }
 
+/* Why the operator runs with the strategy marked '*': the table prices
+ * each candidate against its neighbours as they are, which is not how
+ * semi_auto_parallel picks. */
+static const char *why_chosen(Compilation *c, const Node *n)
+{
+	if (n->ann.in_strategy.n > 0 && n->ann.searched)
+		return arena_printf(&c->arena, "chosen by the search (search_mode = %s) for the lowest total of the whole "
+		                    "plan, which may cost this operator more than another row",
+		                    search_mode_name(c->g->par.search_mode));
+	if (n->ann.in_strategy.n > 0)
+		return "the strategy written in the model (.shard)";
+	bool moved = false;
+	for (int j = 0; j < n->nin; j++)
+		moved |= n->in[j]->def && n->in[j]->def->op == OP_REDISTRIBUTE && n->in[j]->def->attr.plan;
+	if (!moved)
+		return "no strategy written: it runs on its inputs as they are produced (no communication), as an "
+		       "unannotated operator does when it can";
+	return "no strategy written, and its inputs as produced do not fit its rule without communication: "
+	       "the default, each data input split along dimension 0 (MindSpore's semi_auto_parallel)";
+}
+
 static bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
 {
 	Graph *g = c->g;
@@ -250,6 +271,7 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 			        strategy_str(&c->arena, &sv->cl->c[k].s), sv->cl->c[k].compute, sv->unary[k], comm,
 			        sv->unary[k] + comm);
 	}
+	fprintf(out, "* %s\n", why_chosen(c, target));
 	return true;
 }
 
