@@ -915,6 +915,14 @@ static int result_rank(const Emit *e)
 	return (int)(g->par.device_num / g->nstages * (g->nstages - 1));
 }
 
+/* Samples a step trains (samples/s): the graph's inputs hold one
+ * micro-batch, and a step runs nmicro of them (micro_size x
+ * grad_accumulation_step). */
+static int64_t step_samples(const Graph *g)
+{
+	return (g->ninputs ? g->inputs[0]->shape.d[0] : 1) * (g->nmicro > 0 ? g->nmicro : 1);
+}
+
 static void emit_info(Emit *e)
 {
 	Graph *g = e->g;
@@ -923,7 +931,7 @@ static void emit_info(Emit *e)
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
 	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e));
+	        step_samples(g), result_rank(e), emit_ps_servers(e));
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
