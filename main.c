@@ -1,6 +1,7 @@
 /* netc: the command line. Each command runs the pipeline as far as it
  * needs (passes/pipeline.c) and then prints, draws or builds. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,8 @@ static void usage(FILE *out)
 	      "       netc calibrate [-o machine.txt] [--np N] [--quick] [MODEL.net ...]\n"
 	      "\n"
 	      "commands:\n"
-	      "  check FILE            parse, validate and infer shapes; report every error\n"
+	      "  check FILE            parse, validate and infer shapes; report every error,\n"
+	      "                        or one line saying what was checked\n"
 	      "  dump FILE             print the IR (after --dump-after=PASS, default: shapes)\n"
 	      "  dot FILE -o OUT       draw the graph with GraphViz (-T dot|svg|png, default dot)\n"
 	      "  build FILE -o PROG    compile to a standalone training program\n"
@@ -77,7 +79,8 @@ static void usage(FILE *out)
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
-	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"
+	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies, their costs and why one\n"
+	      "                        was chosen (OP: a name explain prints, or an output)\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
@@ -261,6 +264,42 @@ static int parse_args(int argc, char **argv, Args *a)
 	return -1;
 }
 
+/* 335114 -> "335,114" */
+static const char *grouped(int64_t x, char *buf, size_t n)
+{
+	char digits[32];
+	int len = snprintf(digits, sizeof digits, "%" PRId64, x), k = 0;
+	for (int i = 0; i < len && (size_t)k + 2 < n; i++) {
+		if (i > 0 && (len - i) % 3 == 0 && digits[i - 1] != '-')
+			buf[k++] = ',';
+		buf[k++] = digits[i];
+	}
+	buf[k] = 0;
+	return buf;
+}
+
+/* netc check's line on success: what was checked, so that silence is
+ * not taken for nothing done. */
+static void check_summary(const Compilation *c, const char *file, FILE *out)
+{
+	const Graph *g = c->g;
+	int ops = 0;
+	int64_t values = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		ops += g->nodes[i]->phase == PH_FORWARD && (op_info[g->nodes[i]->op].flags & OPF_USER);
+	for (int i = 0; i < g->nparams; i++)
+		values += shape_numel(&g->params[i]->shape);
+	char buf[40];
+	fprintf(out, "%s: ok: %d operator%s, %d input%s, %d parameter%s (%s values), %s", file, ops,
+	        ops == 1 ? "" : "s", g->ninputs, g->ninputs == 1 ? "" : "s", g->nparams, g->nparams == 1 ? "" : "s",
+	        grouped(values, buf, sizeof buf), parallel_mode_name(g->par.parallel_mode));
+	if (g->par.parallel_mode != PM_STAND_ALONE)
+		fprintf(out, " on %" PRId64 " device%s", g->par.device_num, g->par.device_num == 1 ? "" : "s");
+	if (g->par.pipeline_stages > 1)
+		fprintf(out, ", %" PRId64 " pipeline stages", g->par.pipeline_stages);
+	fputc('\n', out);
+}
+
 static int cmd_dot(Compilation *c, const Args *a)
 {
 	const char *fmt = a->format ? a->format : "dot";
@@ -323,6 +362,7 @@ static int run(Compilation *c, Args *a)
 		return EXIT_USER;
 	switch (cmd) {
 	case 0:
+		check_summary(c, a->file, stdout);
 		return 0;
 	case 1:
 		return 0;

@@ -212,11 +212,35 @@ double explain_objective(Compilation *c)
 	return s ? search_total(s, choice) : NAN;
 }
 
+/* One forward operator: its strategy and where it came from, the
+ * layouts it reads (after the redistributions before it) and makes. */
+static void print_node(Compilation *c, const Machine *m, const char *name, const Node *n, FILE *out)
+{
+	Strategy s = used_strategy(c, n);
+	fprintf(out, "%s  %s %s (%s)\n", name, n->out->name, strategy_str(&c->arena, &s), origin(n));
+	for (int j = 0; j < n->nin; j++) {
+		const Value *x = n->in[j];
+		if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
+			print_comm(c, m, x->def, out);
+		fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
+	}
+	fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
+}
+
 /* Why the operator runs with the strategy marked '*': the table prices
  * each candidate against its neighbours as they are, which is not how
  * semi_auto_parallel picks. */
 static const char *why_chosen(Compilation *c, const Node *n)
 {
+	ParallelMode mode = c->g->par.parallel_mode;
+	if (mode == PM_STAND_ALONE)
+		return "stand_alone: one device runs it whole; the rows are what a split mode could choose";
+	if (mode == PM_HYBRID_PARALLEL)
+		return "hybrid_parallel: each device runs the operator as written on its own data (the collectives "
+		       "are the model's); no strategy is used";
+	if (mode != PM_SEMI_AUTO_PARALLEL && mode != PM_AUTO_PARALLEL)
+		return arena_printf(&c->arena, "%s: every operator splits its data inputs along dimension 0 and takes "
+		                    "no strategy", parallel_mode_name(mode));
 	if (n->ann.in_strategy.n > 0 && n->ann.searched)
 		return arena_printf(&c->arena, "chosen by the search (search_mode = %s) for the lowest total of the whole "
 		                    "plan, which may cost this operator more than another row",
@@ -237,11 +261,23 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 {
 	Graph *g = c->g;
 	Node *target = NULL;
+	int ti = -1;
 	for (int i = 0; i < g->nnodes && !target; i++)
 		if (names[i] && (strcmp(names[i], why) == 0 || strcmp(g->nodes[i]->out->name, why) == 0))
-			target = g->nodes[i];
+			target = g->nodes[ti = i];
 	if (!target) {
-		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'", why);
+		const char **cands = ARENA_NEWN(&c->arena, const char *, 2 * g->nnodes + 1);
+		int nc = 0;
+		for (int i = 0; i < g->nnodes; i++)
+			if (names[i]) {
+				cands[nc++] = names[i];
+				cands[nc++] = g->nodes[i]->out->name;
+			}
+		const char *near = diag_closest(why, cands, nc);
+		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'%s%s%s", why,
+		           near ? "; did you mean '" : " (`netc explain` lists them: `matmul-0`, `layers.1/matmul-2`, "
+		                                      "or an output name)",
+		           near ? near : "", near ? "'?" : "");
 		return false;
 	}
 	int *choice;
@@ -252,6 +288,8 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 	if (tv < 0)
 		return false;
 	SVertex *sv = &s->v[tv];
+	Machine mtmp;
+	print_node(c, machine_of(c, &mtmp), names[ti], target, out);
 	fprintf(out, "\ncandidates of %s (%s), costs in seconds per step against its neighbours' strategies:\n", why,
 	        op_info[target->op].name);
 	fprintf(out, "  %-34s %11s %11s %11s %11s\n", "strategy", "compute", "unary", "comm", "total");
@@ -303,25 +341,19 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
 	const char **names = search_node_names(&c->arena, g);
-	fprintf(out, "model %s: device_num = %" PRId64 ", parallel_mode = %s", g->name ? g->name : "?", g->par.device_num,
-	        parallel_mode_name(g->par.parallel_mode));
+	if (why) /* the operator and its candidates alone */
+		return explain_why(c, names, why, out);
+	if (g->par.parallel_mode == PM_STAND_ALONE) /* one device, whatever device_num says */
+		fprintf(out, "model %s: parallel_mode = stand_alone, 1 device", g->name ? g->name : "?");
+	else
+		fprintf(out, "model %s: device_num = %" PRId64 ", parallel_mode = %s", g->name ? g->name : "?",
+		        g->par.device_num, parallel_mode_name(g->par.parallel_mode));
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
 	print_machine(m, g, out);
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
-		if (!names[i])
-			continue;
-		Strategy s = used_strategy(c, n);
-		fprintf(out, "%s  %s %s (%s)\n", names[i], n->out->name, strategy_str(&c->arena, &s), origin(n));
-		for (int j = 0; j < n->nin; j++) {
-			const Value *x = n->in[j];
-			if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
-				print_comm(c, m, x->def, out);
-			fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
-		}
-		fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
-	}
+	for (int i = 0; i < g->nnodes; i++)
+		if (names[i])
+			print_node(c, m, names[i], g->nodes[i], out);
 	int nb = 0;
 	int64_t bytes = 0;
 	double time = 0;
@@ -356,7 +388,5 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (!isnan(obj))
 		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate)\n", obj,
 		        100 * (obj / (t.compute + t.comm) - 1));
-	if (why)
-		return explain_why(c, names, why, out);
 	return true;
 }

@@ -33,9 +33,11 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(c, v);
 	}
 	const char *sched = g->nchunks > P ? "interleaved 1f1b" : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
-	fprintf(out, "pipeline: %d stage%s x %" PRId64 " devices, %s, %d micro-step%s per step, %d chunk%s\n", P,
-	        P == 1 ? "" : "s", g->par.device_num / P, sched, g->nmicro, g->nmicro == 1 ? "" : "s", g->nchunks,
-	        g->nchunks == 1 ? "" : "s");
+	/* the words of the picture (schedule_svg): micro-batches, and the
+	 * model's pieces, one per stage or several when interleaved */
+	fprintf(out, "pipeline: %d stage%s x %" PRId64 " devices, %s, %d micro-batch%s per step, the model in %d "
+	        "chunk%s (%d per stage)\n", P, P == 1 ? "" : "s", g->par.device_num / P, sched, g->nmicro,
+	        g->nmicro == 1 ? "" : "es", g->nchunks, g->nchunks == 1 ? "" : "s", g->nchunks / P);
 	fprintf(out, "%-6s %6s %14s %14s %14s %6s\n", "stage", "nodes", "flops/step", "param bytes", "state bytes",
 	        "slots");
 	for (int st = 0; st < P; st++)
