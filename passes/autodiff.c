@@ -427,6 +427,13 @@ bool pass_autodiff(Compilation *c)
 		Value *p = g->params[i];
 		if (p->param.requires_grad)
 			p->grad = ad.grad[p->id];
+		if (p->grad && p->grad->def && !p->grad->grad_of)
+			p->grad->grad_of = p;
 	}
+	/* a gradient passed on unchanged (add's) is named after the latest
+	 * value it is the gradient of: the sum's, not its operands' */
+	for (int i = nvalues - 1; i >= 0; i--)
+		if (ad.grad[i] && ad.grad[i]->def && !ad.grad[i]->grad_of)
+			ad.grad[i]->grad_of = g->values[i];
 	return c->diag.nerrors == 0 && infer_shapes(g, &c->diag);
 }

@@ -154,11 +154,26 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	}
 }
 
+/* A value as a reader knows it: a gradient after what it is the gradient
+ * of (grad(pos_emb), not t176), its converted copies likewise
+ * (grad(pos_emb).r290); the rest by name. */
+static const char *shown(Compilation *c, const Value *v)
+{
+	if (v->grad_of)
+		return arena_printf(&c->arena, "grad(%s)", v->grad_of->name);
+	const Value *src = v->def && v->def->op == OP_REDISTRIBUTE ? v->def->in[0] : NULL;
+	size_t n = src ? strlen(src->name) : 0;
+	if (src && src->grad_of && !strncmp(v->name, src->name, n) && v->name[n] == '.')
+		return arena_printf(&c->arena, "%s%s", shown(c, src), v->name + n);
+	return v->name;
+}
+
 static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *out)
 {
 	const RedistPlan *p = r->attr.plan;
-	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s\n", r->in[0]->name,
-	        r->out->name, redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes, cost_plan_time(m, p));
+	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s\n", shown(c, r->in[0]),
+	        shown(c, r->out), redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes,
+	        cost_plan_time(m, p));
 }
 
 static const char *origin(const Node *n)
@@ -313,6 +328,59 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 	return true;
 }
 
+/* 384 B, 4.3 KiB, 1.2 MiB, 3 GiB */
+static const char *human(Compilation *c, double bytes)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (bytes >= 1024 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	return u == 0 ? arena_printf(&c->arena, "%.0f B", bytes) : arena_printf(&c->arena, "%.3g %s", bytes, unit[u]);
+}
+
+/* The collectives of every inserted redistribution by kind, as the
+ * program's --comm-stats counts them (a fusion bucket is one call), and
+ * the parameter servers' pushes as send/recv. */
+static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
+{
+	static const char *const kind[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll"};
+	int n[4] = {0};
+	int64_t bytes[4] = {0}, total = 0;
+	for (int i = 0; i < c->g->nnodes; i++) {
+		const Node *r = c->g->nodes[i];
+		int64_t off;
+		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
+		if (b && r->attr.plan) { /* one collective of the bucket's kind */
+			n[b->kind] += b->members[0] == r;
+			bytes[b->kind] += r->attr.plan->send_bytes;
+			continue;
+		}
+		for (int k = 0; r->op == OP_REDISTRIBUTE && r->attr.plan && k < r->attr.plan->n; k++) {
+			const RedistStep *st = &r->attr.plan->steps[k];
+			if (st->kind == RS_SLICE)
+				continue;
+			n[st->kind]++;
+			bytes[st->kind] += st->send_bytes;
+		}
+	}
+	fputs("communication per step by kind:", out);
+	const char *sep = " ";
+	for (int k = 0; k < 4; k++)
+		if (n[k]) {
+			fprintf(out, "%s%s %d x %s", sep, kind[k], n[k], human(c, (double)bytes[k]));
+			total += bytes[k];
+			sep = ", ";
+		}
+	if (t->nps) {
+		fprintf(out, "%sparameter-server send/recv %d x %s", sep, t->nps, human(c, (double)t->ps_bytes));
+		total += t->ps_bytes;
+		sep = ", ";
+	}
+	fprintf(out, "%s\n", *sep == ' ' ? " none" : arena_printf(&c->arena, "; %s in all", human(c, (double)total)));
+}
+
 /* Which figures the predictions below use. */
 static void print_machine(const Machine *m, const Graph *g, FILE *out)
 {
@@ -367,7 +435,8 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		bytes += n->attr.plan->send_bytes;
 		time += cost_plan_time(m, n->attr.plan);
 	}
-	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes, %.3g s per step\n", nb ? "" : "\n", nb, bytes, time);
+	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes (%s), %.3g s per step\n", nb ? "" : "\n",
+	        nb, bytes, human(c, (double)bytes), time);
 	ExplainTotals t;
 	explain_totals(c, &t);
 	if (t.nps)
@@ -377,6 +446,7 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
 	        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
 	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
+	print_comm_kinds(c, &t, out);
 	if (t.calibrated)
 		fprintf(out,
 		        "compute on the calibrated machine (%" PRId64 " rank%s): matrix products %.4g s, other operators "

@@ -4,7 +4,9 @@
 # device in stand_alone; `explain --why` with a wrong name is one clean
 # error (nothing on stdout) and with a right one prints the operator and
 # its candidates, not the whole explain; `netc check` says what it checked;
-# `--schedule` speaks of micro-batches as its picture does.
+# `--schedule` speaks of micro-batches as its picture does; explain names
+# gradients after their values and counts collectives by kind as the
+# program's --comm-stats does.
 # The tour's commands are read from README.md, so the two stay in step;
 # calibrate (and the explain that reads its file) is left out for time, and
 # the program trains 2 steps instead of 100.
@@ -70,6 +72,25 @@ if [ "$(head -n 1 "$work/out")" = "matmul-1  t11 ((1, 4), (4, 1)) (user)" ] && !
 	ok "--why with a right name: the operator, its candidates and why, without the whole explain"
 else
 	bad "--why matmul-1: $(head -n 2 "$work/out" | tr '\n' ' ') ... $(tail -n 1 "$work/out")"
+fi
+
+# explain in people's terms: gradients named after their value, and the
+# collectives by kind as the program's --comm-stats counts them
+"$NETC" explain samples/mlp.net >"$work/mlp.explain" 2>&1
+if grep -q '^      comm grad(b3) -> grad(b3)\.r[0-9]*: AllReduce(4), group 4, 60 bytes' "$work/mlp.explain" &&
+	! sed -n '/^backward and update communication:/,$p' "$work/mlp.explain" | grep -q '^      comm t[0-9]* '; then
+	ok "explain names gradients: grad(b3)"
+else
+	bad "explain gradient names: $(grep -m2 '^      comm' "$work/mlp.explain" | tr '\n' ' ')"
+fi
+kinds=$(sed -n 's/^communication per step by kind: AllReduce \([0-9]*\) x .*, ReduceScatter \([0-9]*\) x .*, AllGather \([0-9]*\) x .*/\1 \3 \2/p' "$work/mlp.explain")
+if timeout $TMO "$NETC" build samples/mlp.net -o "$work/mlp" >/dev/null 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 4 "$work/mlp" --steps 2 --quiet --comm-stats >"$work/stats" 2>&1; then
+	got=$(sed -n 's/^comm per step: \([0-9]*\) allreduce, \([0-9]*\) allgather, \([0-9]*\) reduce_scatter,.*/\1 \2 \3/p' "$work/stats")
+	[ -n "$kinds" ] && [ "$kinds" = "$got" ] && ok "explain's collectives by kind = --comm-stats ($got: allreduce allgather reduce_scatter)" ||
+		bad "explain by kind '$kinds', --comm-stats '$got'"
+else
+	bad "mlp with --comm-stats: build or run failed"
 fi
 
 # --- check and --schedule -------------------------------------------------------
