@@ -32,6 +32,7 @@ typedef struct Args {
 	const char *why;         /* explain --why OP */
 	bool schedule;           /* explain --schedule [-o sched.svg] */
 	bool fold;               /* dot --fold: repeated blocks drawn once */
+	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
 	int np;                  /* calibrate --np N */
@@ -64,6 +65,8 @@ static void usage(FILE *out)
 	      "  -o FILE               output file\n"
 	      "  -T FORMAT             dot output format: dot, svg, png\n"
 	      "      --fold            dot: draw each repeated block (layers.0, layers.1, ...) once\n"
+	      "      --full            dot: draw the whole training graph (backward and update too);\n"
+	      "                        without it dot draws the forward pass\n"
 	      "      --target NAME     build target: cpu (default), cuda\n"
 	      "      --emit-c DIR      keep the generated source in DIR\n"
 	      "      --precision P     f32 (default) or f64 for every float tensor\n"
@@ -95,7 +98,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK };
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK, OPT_FULL };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION, OPT_NO_SHARE, OPT_NO_FUSE };
 
 static bool is_pass_name(const char *s)
@@ -159,6 +162,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"why", required_argument, 0, OPT_WHY},
 		{"schedule", no_argument, 0, OPT_SCHEDULE},
 		{"fold", no_argument, 0, OPT_FOLD},
+		{"full", no_argument, 0, OPT_FULL},
 		{"machine", required_argument, 0, OPT_MACHINE},
 		{"cost", required_argument, 0, OPT_COST},
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
@@ -203,6 +207,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_WHY: a->why = optarg; break;
 		case OPT_SCHEDULE: a->schedule = true; break;
 		case OPT_FOLD: a->fold = true; break;
+		case OPT_FULL: a->full = true; break;
 		case OPT_NP: {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -303,7 +308,7 @@ static void check_summary(const Compilation *c, const char *file, FILE *out)
 static int cmd_dot(Compilation *c, const Args *a)
 {
 	const char *fmt = a->format ? a->format : "dot";
-	DotOptions opt = {.fold = a->fold};
+	DotOptions opt = {.fold = a->fold, .forward_only = !a->full, .legend = true};
 	if (strcmp(fmt, "dot") && strcmp(fmt, "svg") && strcmp(fmt, "png")) {
 		fprintf(stderr, "netc: -T must be dot, svg or png, not '%s'\n", fmt);
 		return EXIT_USER;
@@ -343,6 +348,8 @@ static int run(Compilation *c, Args *a)
 	}
 	if (a->fold && cmd != 2)
 		fprintf(stderr, "netc: warning: --fold applies to dot only; ignored by %s\n", a->command);
+	if (a->full && cmd != 2)
+		fprintf(stderr, "netc: warning: --full applies to dot only; ignored by %s\n", a->command);
 	c->dump_after = a->dump_after;
 	if (cmd == 1 && !c->dump_after)
 		c->dump_after = "shapes";

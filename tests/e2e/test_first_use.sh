@@ -6,7 +6,8 @@
 # its candidates, not the whole explain; `netc check` says what it checked;
 # `--schedule` speaks of micro-batches as its picture does; explain names
 # gradients after their values and counts collectives by kind as the
-# program's --comm-stats does.
+# program's --comm-stats does; `netc dot` draws the forward pass with a
+# legend (--full: the training graph).
 # The tour's commands are read from README.md, so the two stay in step;
 # calibrate (and the explain that reads its file) is left out for time, and
 # the program trains 2 steps instead of 100.
@@ -91,6 +92,21 @@ if timeout $TMO "$NETC" build samples/mlp.net -o "$work/mlp" >/dev/null 2>&1 &&
 		bad "explain by kind '$kinds', --comm-stats '$got'"
 else
 	bad "mlp with --comm-stats: build or run failed"
+fi
+
+# --- dot: a forward overview with a legend by default, the training graph with --full
+sed 's/^const L = .*/const L = 4/' samples/transformer.net >"$work/t4.net"
+width() { "$NETC" dot "$work/t4.net" "$@" -T svg -o "$work/t4.svg" 2>/dev/null &&
+	sed -n 's/^<svg width="\([0-9]*\)pt".*/\1/p' "$work/t4.svg"; }
+"$NETC" dot "$work/t4.net" >"$work/t4.dot" 2>&1
+"$NETC" dot --full "$work/t4.net" >"$work/t4full.dot" 2>&1
+wo=$(width) wf=$(width --full)
+if grep -q 'cluster_legend' "$work/t4.dot" && ! grep -q '_grad\\n\|_update\\n' "$work/t4.dot" &&
+	grep -q '_grad\\n' "$work/t4full.dot" && grep -q '_update\\n' "$work/t4full.dot" &&
+	[ -n "$wo" ] && [ -n "$wf" ] && [ "$((4 * wo))" -lt "$wf" ]; then
+	ok "dot: forward overview with a legend, ${wo}pt wide (--full: ${wf}pt, the training graph)"
+else
+	bad "dot overview: widths '$wo' / '$wf' pt; legend $(grep -c cluster_legend "$work/t4.dot"), backward nodes $(grep -c '_grad\\n' "$work/t4.dot")"
 fi
 
 # --- check and --schedule -------------------------------------------------------
