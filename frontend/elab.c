@@ -1820,12 +1820,34 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 	return true;
 }
 
+/* `layerwise_group = tp`: a declared group whose parts each hold the
+ * pieces of a layerwise_parallel parameter (passes/sharding.c checks it
+ * against the devices). */
+static bool layerwise_group(Elab *E, Frame *f, const Arg *a, Value *v)
+{
+	const CfgValue *c = elab_cfg(E->P, f, a->val);
+	const char *w = c ? want_word(E, c, "layerwise_group") : NULL;
+	if (!w)
+		return false;
+	Binding *b = lookup(f, w);
+	if (!b || b->kind != B_GROUP) {
+		diag_error(E->d, c->loc, "layerwise_group: '%s' is not a declared group (declare it before the parameter)",
+		           w);
+		return false;
+	}
+	v->param.layerwise_group = b->grp;
+	v->param.layerwise_group_loc = c->loc;
+	return true;
+}
+
 /* `[layerwise_parallel, requires_grad = false, parallel_optimizer = false, ps]`;
- * `layerwise_parallel = k` also says the pieces are blocks along dim k;
- * `ps` is MindSpore's Parameter.set_param_ps() (passes/ps.c). */
+ * `layerwise_parallel = k` also says the pieces are blocks along dim k,
+ * `layerwise_group = NAME` in which ranks; `ps` is MindSpore's
+ * Parameter.set_param_ps() (passes/ps.c). */
 static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 {
-	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer", "ps"};
+	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer", "ps",
+	                                    "layerwise_group"};
 	enum { NNAMES = sizeof names / sizeof names[0] };
 	bool ok = true;
 	for (int i = 0; l && i < l->n; i++) {
@@ -1833,6 +1855,10 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 		const char *name = a->name;
 		Loc at = a->name_loc;
 		bool val = true;
+		if (name && !strcmp(name, names[4])) {
+			ok &= layerwise_group(E, f, a, v);
+			continue;
+		}
 		if (!name) {
 			if (a->val->kind != E_IDENT) {
 				diag_error(E->d, a->val->loc, "expected a parameter flag (%s)", join(E, names, NNAMES));
@@ -1866,11 +1892,19 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 			v->param.parallel_optimizer = val;
 		else if (!strcmp(name, names[3]))
 			v->param.ps = val;
-		else {
+		else if (!strcmp(name, names[4])) {
+			diag_error(E->d, at, "layerwise_group needs a group: layerwise_group = NAME");
+			ok = false;
+		} else {
 			diag_error(E->d, at, "unknown parameter flag '%s'%s (valid: %s)", name,
 			           did_you_mean(E, name, names, NNAMES), join(E, names, NNAMES));
 			ok = false;
 		}
+	}
+	if (v->param.layerwise_group && !v->param.layerwise_parallel) {
+		diag_error(E->d, v->param.layerwise_group_loc,
+		           "layerwise_group applies to a layerwise_parallel parameter; add layerwise_parallel = k");
+		ok = false;
 	}
 	return ok;
 }

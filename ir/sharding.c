@@ -22,11 +22,13 @@ typedef struct Rule {
 	const Strategy *s;
 	ShardResult *r;
 	Grid g;
+	bool reported; /* fail() has run: the rule said why itself */
 } Rule;
 
 static bool fail(Rule *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(Rule *R, const char *fmt, ...)
 {
+	R->reported = true;
 	if (!R->cx->diag)
 		return false;
 	char msg[512];
@@ -805,14 +807,24 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 	Rule R = {.cx = cx, .n = n, .s = s, .r = r};
 	if (n->nin > SHARD_MAX_INPUTS)
 		return fail(&R, "too many inputs to shard");
-	if (!check_common(&R) || !rules[n->op](&R))
+	if (!check_common(&R))
 		return false;
+	bool ok = rules[n->op](&R);
+	if (R.reported)
+		return false;
+	/* Checked here for every operator, whether its rule succeeded or not:
+	 * a grid larger than the devices makes layout_make refuse the layouts,
+	 * and a rule that stopped on that must not fail without a word (the
+	 * sharding pass would then lay the operator out whole, ignoring the
+	 * user's strategy). */
 	int64_t used = 1;
 	for (int k = 0; k < R.g.n; k++)
 		used *= R.g.d[k];
 	if (cx->device_num % used != 0)
 		return fail(&R, "the operator needs %" PRId64 " devices, which does not divide %s", used,
 		            devices_str(&R, (char[96]){0}, 96));
+	if (!ok)
+		return fail(&R, "its layouts cannot be made on %s", devices_str(&R, (char[96]){0}, 96));
 	for (int j = 0; j < n->nin; j++)
 		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
 			return fail(&R, "input %d cannot be laid out on %s", j, devices_str(&R, (char[96]){0}, 96));
