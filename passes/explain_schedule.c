@@ -11,6 +11,75 @@
 #include "memplan.h"
 #include "schedule.h"
 
+/* The block instance a scope belongs to, as a reader names the layers:
+ * up to its first numeric component ("layers.3" of "layers.3.attn"),
+ * else its first component; "" at top level. */
+static const char *unit_of(Compilation *c, const char *scope)
+{
+	const char *dot = strchr(scope, '.');
+	for (const char *p = dot; p; p = strchr(p + 1, '.')) {
+		size_t n = strcspn(p + 1, ".");
+		if (n > 0 && strspn(p + 1, "0123456789") == n)
+			return arena_strndup(&c->arena, scope, (size_t)(p + 1 + n - scope));
+	}
+	return dot ? arena_strndup(&c->arena, scope, (size_t)(dot - scope)) : scope;
+}
+
+/* Which layers each stage holds: its forward operators' block instances
+ * in order (runs of one block's instances as "layers.0 ... layers.3"),
+ * then the parameters its top-level operators read. */
+static void stage_contents(Compilation *c, int st, FILE *out)
+{
+	Graph *g = c->g;
+	const char *prev = NULL, *first = NULL, *last = NULL;
+	int run = 0, listed = 0;
+	fprintf(out, "stage %d holds:", st);
+	for (int i = 0; i <= g->nnodes; i++) {
+		const Node *n = i < g->nnodes ? g->nodes[i] : NULL;
+		if (n && (n->phase != PH_FORWARD || n->recomputed || (n->ann.stage >= 0 ? n->ann.stage : 0) != st ||
+		          !n->scope || !*n->scope))
+			continue;
+		const char *u = n ? unit_of(c, n->scope) : NULL;
+		if (u && prev && !strcmp(u, prev))
+			continue;
+		/* a new unit: is it the next instance of the same block? */
+		const char *dot = u ? strrchr(u, '.') : NULL, *pdot = prev ? strrchr(prev, '.') : NULL;
+		bool same_block = u && prev && dot && pdot && dot - u == pdot - prev && !strncmp(u, prev, (size_t)(dot - u));
+		if (!same_block && run) {
+			fprintf(out, "%s %s%s%s", listed++ ? "," : "", first, run > 1 ? (run > 2 ? " ... " : ", ") : "",
+			        run > 1 ? last : "");
+			run = 0;
+		}
+		if (u) {
+			if (!run)
+				first = u;
+			last = u;
+			run++;
+		}
+		prev = u;
+	}
+	int np = 0;
+	bool *in_block = ARENA_NEWN(&c->arena, bool, g->nvalues + 1); /* read inside a block: listed with it */
+	for (int k = 0; k < g->nnodes; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->phase == PH_FORWARD && g->nodes[k]->scope && *g->nodes[k]->scope &&
+			    g->nodes[k]->in[j]->id < g->nvalues)
+				in_block[g->nodes[k]->in[j]->id] = true;
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		if (p->stage != st || in_block[p->id])
+			continue;
+		if (np < 8)
+			fprintf(out, "%s%s", np ? ", " : listed ? ", and top-level operators on " : " top-level operators on ", p->name);
+		np++;
+	}
+	if (np > 8)
+		fprintf(out, " ... (%d in all)", np);
+	if (!listed && !np)
+		fputs(" no parameters", out);
+	fputc('\n', out);
+}
+
 bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 {
 	Graph *g = c->g;
@@ -43,6 +112,8 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 	for (int st = 0; st < P; st++)
 		fprintf(out, "%-6d %6d %14.4g %14" PRId64 " %14" PRId64 " %6d\n", st, nodes[st], flops[st], params[st],
 		        state[st], s->nslots[st]);
+	for (int st = 0; st < P; st++)
+		stage_contents(c, st, out);
 	fprintf(out, "bubble: %.1f%% simulated (F = 1, B = 2 units); gpipe's (p - 1)/(m + p - 1) = %.1f%%\n",
 	        100 * s->bubble, 100 * schedule_ideal_bubble(P, g->nmicro));
 	for (int st = 0; st < P; st++) {

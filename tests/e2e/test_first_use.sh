@@ -4,7 +4,8 @@
 # device in stand_alone; `explain --why` with a wrong name is one clean
 # error (nothing on stdout) and with a right one prints the operator and
 # its candidates, not the whole explain; `netc check` says what it checked;
-# `--schedule` speaks of micro-batches as its picture does; explain names
+# `--schedule` speaks of micro-batches as its picture does and lists the
+# layers on each stage, its picture with a time axis and a legend; explain names
 # gradients after their values and counts collectives by kind as the
 # program's --comm-stats does; `netc dot` draws the forward pass with a
 # legend (--full: the training graph).
@@ -116,6 +117,27 @@ out=$("$NETC" check samples/mlp.net 2>&1)
 out=$("$NETC" explain tests/e2e/pipeline/deep.net --schedule 2>&1 | head -n 1)
 [ "$out" = "pipeline: 2 stages x 2 devices, 1f1b, 4 micro-batches per step, the model in 2 chunks (1 per stage)" ] &&
 	ok "--schedule: micro-batches, as the picture" || bad "--schedule: '$out'"
+
+# the schedule's picture has a time axis and a legend
+if "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg" >/dev/null 2>&1 &&
+	grep -q '>time</text>' "$work/s.svg" && grep -q '>Fk: forward of micro-batch k (1 unit)</text>' "$work/s.svg" &&
+	grep -q '>Bk: its backward (2 units)</text>' "$work/s.svg" && [ "$(grep -c '<rect' "$work/s.svg")" -eq 18 ]; then
+	ok "--schedule -o: time axis and legend (16 passes + 2 legend boxes)"
+else
+	bad "--schedule -o: $(grep -c '<rect' "$work/s.svg") boxes, axis $(grep -c '>time<' "$work/s.svg"), legend $(grep -c 'Fk: ' "$work/s.svg")"
+fi
+
+# --schedule says which layers sit on which stage
+"$NETC" explain tests/e2e/pipeline/staged.net --schedule 2>&1 | grep ' holds:' >"$work/holds"
+"$NETC" explain tests/e2e/pipeline/deep.net --schedule 2>&1 | grep ' holds:' >>"$work/holds"
+if [ "$(cat "$work/holds")" = "stage 0 holds: first, and top-level operators on emb
+stage 1 holds: second
+stage 0 holds: top-level operators on w1, w2, w3, w4
+stage 1 holds: top-level operators on w5, w6, w7, w8" ]; then
+	ok "--schedule: the layers on each stage"
+else
+	bad "--schedule layers: $(tr '\n' ';' <"$work/holds")"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
