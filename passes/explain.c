@@ -328,6 +328,17 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 	return true;
 }
 
+const char *explain_layer_of(Arena *a, const char *scope)
+{
+	const char *dot = strchr(scope, '.');
+	for (const char *p = dot; p; p = strchr(p + 1, '.')) {
+		size_t n = strcspn(p + 1, ".");
+		if (n > 0 && strspn(p + 1, "0123456789") == n)
+			return arena_strndup(a, scope, (size_t)(p + 1 + n - scope));
+	}
+	return dot ? arena_strndup(a, scope, (size_t)(dot - scope)) : scope;
+}
+
 /* 384 B, 4.3 KiB, 1.2 MiB, 3 GiB */
 static const char *human(Compilation *c, double bytes)
 {
@@ -379,6 +390,81 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		sep = ", ";
 	}
 	fprintf(out, "%s\n", *sep == ' ' ? " none" : arena_printf(&c->arena, "; %s in all", human(c, (double)total)));
+}
+
+typedef struct LayerSum {
+	const char *name;    /* "" : top level */
+	int ops, params, ncomm;
+	int64_t param_bytes, comm_bytes;
+	double comm;
+} LayerSum;
+
+static LayerSum *layer_sum(Compilation *c, LayerSum **v, int *n, int *cap, const char *name)
+{
+	/* nodes come layer by layer: the last entry is almost always the one */
+	for (int i = *n - 1; i >= 0 && i >= *n - 4; i--)
+		if (!strcmp((*v)[i].name, name))
+			return &(*v)[i];
+	for (int i = 0; i < *n; i++)
+		if (!strcmp((*v)[i].name, name))
+			return &(*v)[i];
+	LayerSum z = {.name = name};
+	VEC_PUSH(&c->arena, *v, *n, *cap, z);
+	return &(*v)[*n - 1];
+}
+
+/* Per layer: its forward operators, the parameters they read first, and
+ * the collectives of every phase before its operators (a redistribution
+ * belongs to the layer of the operator that reads it). Only for models
+ * with more than one layer. */
+static void print_layers(Compilation *c, const Machine *m, FILE *out)
+{
+	Graph *g = c->g;
+	LayerSum *v = NULL;
+	int n = 0, cap = 0;
+	const char **param_layer = ARENA_NEWN(&c->arena, const char *, g->nvalues + 1); /* of its first reader */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *nd = g->nodes[i];
+		bool comm = nd->op == OP_REDISTRIBUTE && nd->attr.plan;
+		if (!comm && (nd->phase != PH_FORWARD || nd->recomputed || !search_node_searchable(nd)))
+			continue;
+		const char *name = explain_layer_of(&c->arena, nd->scope ? nd->scope : "");
+		/* a gradient's reduction before the update: the layer of what it is the gradient of */
+		const Value *x = nd->in[0];
+		while (comm && x->def && x->def->op == OP_REDISTRIBUTE)
+			x = x->def->in[0];
+		if (comm && !*name && x->grad_of && x->grad_of->id < g->nvalues)
+			name = x->grad_of->kind == VK_PARAM && param_layer[x->grad_of->id] ? param_layer[x->grad_of->id]
+			     : x->grad_of->def ? explain_layer_of(&c->arena, x->grad_of->def->scope ? x->grad_of->def->scope : "")
+			                       : name;
+		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
+		if (comm) {
+			for (int k = 0; k < nd->attr.plan->n; k++)
+				l->ncomm += nd->attr.plan->steps[k].kind != RS_SLICE;
+			l->comm_bytes += nd->attr.plan->send_bytes;
+			l->comm += cost_plan_time(m, nd->attr.plan);
+			continue;
+		}
+		l->ops++;
+		for (int j = 0; j < nd->nin; j++) {
+			const Value *p = nd->in[j];
+			if (p->kind != VK_PARAM || p->id >= g->nvalues || param_layer[p->id])
+				continue;
+			param_layer[p->id] = name;
+			l->params++;
+			l->param_bytes += shape_numel(&p->shape) * dtype_size(p->dtype);
+		}
+	}
+	int named = 0;
+	for (int i = 0; i < n; i++)
+		named += v[i].name[0] != 0;
+	if (named < 2)
+		return;
+	fprintf(out, "per layer (forward operators, the parameters they read, collectives of all phases):\n");
+	for (int i = 0; i < n; i++)
+		fprintf(out, "  %-24s %5d operators %4d parameters %10s  %5d collectives %10s  %.3g s\n",
+		        v[i].name[0] ? v[i].name : "(top level)", v[i].ops, v[i].params, human(c, (double)v[i].param_bytes),
+		        v[i].ncomm, human(c, (double)v[i].comm_bytes), v[i].comm);
 }
 
 /* Which figures the predictions below use. */
@@ -447,6 +533,7 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
 	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
 	print_comm_kinds(c, &t, out);
+	print_layers(c, m, out);
 	if (t.calibrated)
 		fprintf(out,
 		        "compute on the calibrated machine (%" PRId64 " rank%s): matrix products %.4g s, other operators "

@@ -11,20 +11,6 @@
 #include "memplan.h"
 #include "schedule.h"
 
-/* The block instance a scope belongs to, as a reader names the layers:
- * up to its first numeric component ("layers.3" of "layers.3.attn"),
- * else its first component; "" at top level. */
-static const char *unit_of(Compilation *c, const char *scope)
-{
-	const char *dot = strchr(scope, '.');
-	for (const char *p = dot; p; p = strchr(p + 1, '.')) {
-		size_t n = strcspn(p + 1, ".");
-		if (n > 0 && strspn(p + 1, "0123456789") == n)
-			return arena_strndup(&c->arena, scope, (size_t)(p + 1 + n - scope));
-	}
-	return dot ? arena_strndup(&c->arena, scope, (size_t)(dot - scope)) : scope;
-}
-
 /* Which layers each stage holds: its forward operators' block instances
  * in order (runs of one block's instances as "layers.0 ... layers.3"),
  * then the parameters its top-level operators read. */
@@ -39,7 +25,7 @@ static void stage_contents(Compilation *c, int st, FILE *out)
 		if (n && (n->phase != PH_FORWARD || n->recomputed || (n->ann.stage >= 0 ? n->ann.stage : 0) != st ||
 		          !n->scope || !*n->scope))
 			continue;
-		const char *u = n ? unit_of(c, n->scope) : NULL;
+		const char *u = n ? explain_layer_of(&c->arena, n->scope) : NULL;
 		if (u && prev && !strcmp(u, prev))
 			continue;
 		/* a new unit: is it the next instance of the same block? */

@@ -6,8 +6,8 @@
 # its candidates, not the whole explain; `netc check` says what it checked;
 # `--schedule` speaks of micro-batches as its picture does and lists the
 # layers on each stage, its picture with a time axis and a legend; explain names
-# gradients after their values and counts collectives by kind as the
-# program's --comm-stats does; `netc dot` draws the forward pass with a
+# gradients after their values, counts collectives by kind as the
+# program's --comm-stats does and sums them per layer; `netc dot` draws the forward pass with a
 # legend (--full: the training graph).
 # The tour's commands are read from README.md, so the two stay in step;
 # calibrate (and the explain that reads its file) is left out for time, and
@@ -93,6 +93,17 @@ if timeout $TMO "$NETC" build samples/mlp.net -o "$work/mlp" >/dev/null 2>&1 &&
 		bad "explain by kind '$kinds', --comm-stats '$got'"
 else
 	bad "mlp with --comm-stats: build or run failed"
+fi
+
+# a per-layer summary whose collectives add up to the totals' count
+"$NETC" explain samples/transformer.net >"$work/tf.explain" 2>&1
+sum=$(sed -n '/^per layer/,/^[a-z]/p' "$work/tf.explain" | awk '/^  / { for (i = 2; i <= NF; i++) if ($i == "collectives") s += $(i - 1) } END { print s + 0 }')
+tot=$(sed -n 's/^totals per device per step: .*(\([0-9]*\) collectives.*/\1/p' "$work/tf.explain")
+if grep -q '^  layers\.0  *25 operators  *13 parameters' "$work/tf.explain" && grep -q '^  layers\.1 ' "$work/tf.explain" &&
+	[ -n "$tot" ] && [ "$sum" = "$tot" ]; then
+	ok "explain per layer: layers.0, layers.1 and the top level, $sum collectives as the totals"
+else
+	bad "explain per layer: collectives $sum, totals $tot; $(sed -n '/^per layer/,/^search/p' "$work/tf.explain" | tr '\n' ';')"
 fi
 
 # --- dot: a forward overview with a legend by default, the training graph with --full
