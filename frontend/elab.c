@@ -1034,20 +1034,29 @@ static const CfgValue *annot_arg(Elab *E, Frame *f, const Annotation *an, int i)
 	return elab_cfg(E->P, f, an->args->v[i].val);
 }
 
+/* .shard(in_strategy, out_strategy), positional or by keyword, as
+ * MindSpore's Primitive.shard takes them. */
 static bool an_shard(Elab *E, Frame *f, const Annotation *an, Annot *ann, unsigned *mask, int nin)
 {
-	if (!annot_arity(E, an, 0, 1, true))
+	if (!annot_arity(E, an, 0, 2, true))
 		return false;
-	bool ok = true;
-	for (int i = 0; i < an->args->n; i++) {
+	bool ok = true, given[2] = {false, false};
+	for (int i = 0, pos = 0; i < an->args->n; i++) {
 		const Arg *a = &an->args->v[i];
-		bool out = a->name && strcmp(a->name, "out_strategy") == 0;
+		bool out = a->name ? strcmp(a->name, "out_strategy") == 0 : pos++ == 1;
 		if (a->name && !out && strcmp(a->name, "in_strategy") != 0) {
 			diag_error(E->d, a->name_loc, ".shard has no keyword argument '%s' (valid: in_strategy, out_strategy)",
 			           a->name);
 			ok = false;
 			continue;
 		}
+		if (given[out]) {
+			diag_error(E->d, a->name ? a->name_loc : a->val->loc, ".shard: %s given twice",
+			           out ? "out_strategy" : "in_strategy");
+			ok = false;
+			continue;
+		}
+		given[out] = true;
 		Strategy *s = out ? &ann->out_strategy : &ann->in_strategy;
 		if (!strategy(E, f, a->val, an->loc, out ? "out_strategy" : "shard", s)) {
 			ok = false;

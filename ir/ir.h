@@ -112,6 +112,7 @@ typedef struct Annot {
 	Loc manual_split_loc;
 	bool target_cpu;               /* target = cpu: placed on the host (heterogeneous) */
 	bool searched;                 /* in_strategy was chosen by the auto_parallel search (passes/search.c) or loaded from a strategy checkpoint, not written */
+	bool loaded;                   /* ... loaded from a strategy checkpoint (searched is set too) */
 } Annot;
 
 typedef enum ValueKind {

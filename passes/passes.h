@@ -70,6 +70,9 @@ const char *pass_name(int i);
 bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
 bool pass_autodiff(Compilation *c);
+/* What pass_autodiff would reject, for `netc check`: an operator without a
+ * gradient between a trainable parameter and the loss (reported). */
+bool autodiff_check(Compilation *c);
 bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
 bool pass_optimizer_storage(Compilation *c);

@@ -64,8 +64,8 @@ static Layout *whole(Sharder *S, const Value *v)
 static const char *stage_devices(const Sharder *S, char *buf, size_t len)
 {
 	if (S->g->nstages > 1)
-		snprintf(buf, len, "the %lld devices of a stage (device_num = %lld over pipeline_stages = %d)",
-		         (long long)S->cx.device_num, (long long)S->g->par.device_num, S->g->nstages);
+		snprintf(buf, len, "the %lld device%s of a stage (device_num = %lld over pipeline_stages = %d)",
+		         (long long)S->cx.device_num, plural_s(S->cx.device_num), (long long)S->g->par.device_num, S->g->nstages);
 	else
 		snprintf(buf, len, "device_num = %lld", (long long)S->cx.device_num);
 	return buf;
@@ -443,7 +443,13 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 		             parallel_mode_name(S->mode));
 		S->warned_ignored = true;
 	}
-	if (user && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
+	/* a node netc inserted (a cast before a narrow value's reader) carries
+	 * its reader's strategy as a preference: if it does not fit, the
+	 * reader's own check says so, under the name the user wrote */
+	if (user && !(op_info[n->op].flags & OPF_USER) && !per_device_mode(S->mode) && n->phase == PH_FORWARD &&
+	    try_strategy(S, n, n->ann.in_strategy, r))
+		return true;
+	if (user && (op_info[n->op].flags & OPF_USER) && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
 		ShardCtx loud = S->cx;
 		loud.diag = &S->c->diag;
 		n->strategy = n->ann.in_strategy;
@@ -719,6 +725,11 @@ static Layout *optimizer_shard(Sharder *S, const Value *p)
 	int64_t group = l->dev[axis], want = pc->optimizer_weight_shard_size;
 	if (want > 0 && want < group && group % want == 0)
 		group = want;
+	else if (want > 0 && want < group) /* said once: every such parameter's warning has this location */
+		diag_warning(&S->c->diag, pc->set_loc[PK_parallel_optimizer_config],
+		             "optimizer_weight_shard_size = %" PRId64 " does not divide the %" PRId64 " devices that hold "
+		             "copies of '%s'; it is ignored, the optimizer state is sharded over all %" PRId64,
+		             want, group, p->name, group);
 	for (int d = 0; d < l->rank; d++) {
 		if (l->map[d] >= 0 || l->slice.d[d] % group != 0)
 			continue;
@@ -884,9 +895,9 @@ static void apply_out_strategy(Sharder *S, Node *n)
 			           op, strategy_str(a, o), i, red, red);
 		else
 			diag_error(d, o->loc,
-			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " ways by the "
+			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " way%s by the "
 			           "in_strategy and must stay so%s",
-			           op, strategy_str(a, o), i, have,
+			           op, strategy_str(a, o), i, have, plural_s(have),
 			           l->partial ? "" : " (the reduction dimension is not split, so nothing can move)");
 		return;
 	}
