@@ -34,6 +34,7 @@ typedef struct Args {
 	const char *why;         /* explain --why OP */
 	bool schedule;           /* explain --schedule [-o sched.svg] */
 	bool fold;               /* dot --fold: repeated blocks drawn once */
+	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
 	int np;                  /* calibrate --np N */
@@ -48,7 +49,8 @@ static void usage(FILE *out)
 	      "       netc calibrate [-o machine.txt] [--np N] [--quick] [MODEL.net ...]\n"
 	      "\n"
 	      "commands:\n"
-	      "  check FILE            parse, validate and infer shapes; report every error\n"
+	      "  check FILE            parse, validate and infer shapes; report every error,\n"
+	      "                        or one line saying what was checked\n"
 	      "  dump FILE             print the IR (after --dump-after=PASS, default: shapes)\n"
 	      "  dot FILE -o OUT       draw the graph with GraphViz (-T dot|svg|png, default dot)\n"
 	      "  build FILE -o PROG    compile to a standalone training program\n"
@@ -60,10 +62,13 @@ static void usage(FILE *out)
 	      "\n"
 	      "options:\n"
 	      "  -D KEY=VALUE          override a parallel setting (as set_auto_parallel_context);\n"
-	      "                        train.KEY=VALUE overrides the train block\n"
+	      "                        train.KEY=VALUE overrides the train block, NAME=VALUE\n"
+	      "                        a top-level const of the model (-D MP=2)\n"
 	      "  -o FILE               output file\n"
 	      "  -T FORMAT             dot output format: dot, svg, png\n"
 	      "      --fold            dot: draw each repeated block (layers.0, layers.1, ...) once\n"
+	      "      --full            dot: draw the whole training graph (backward and update too);\n"
+	      "                        without it dot draws the forward pass\n"
 	      "      --target NAME     build target: cpu (default), cuda\n"
 	      "      --emit-c DIR      keep the generated source in DIR\n"
 	      "      --precision P     f32 (default) or f64 for every float tensor\n"
@@ -79,7 +84,8 @@ static void usage(FILE *out)
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
-	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"
+	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies, their costs and why one\n"
+	      "                        was chosen (OP: a name explain prints, or an output)\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble\n"
 	      "                        (-o F.svg draws it; SVG only)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
@@ -95,7 +101,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK };
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK, OPT_FULL };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION, OPT_NO_SHARE, OPT_NO_FUSE };
 
 static bool is_pass_name(const char *s)
@@ -159,6 +165,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"why", required_argument, 0, OPT_WHY},
 		{"schedule", no_argument, 0, OPT_SCHEDULE},
 		{"fold", no_argument, 0, OPT_FOLD},
+		{"full", no_argument, 0, OPT_FULL},
 		{"machine", required_argument, 0, OPT_MACHINE},
 		{"cost", required_argument, 0, OPT_COST},
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
@@ -203,6 +210,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_WHY: a->why = optarg; break;
 		case OPT_SCHEDULE: a->schedule = true; break;
 		case OPT_FOLD: a->fold = true; break;
+		case OPT_FULL: a->full = true; break;
 		case OPT_NP: {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -264,10 +272,46 @@ static int parse_args(int argc, char **argv, Args *a)
 	return -1;
 }
 
+/* 335114 -> "335,114" */
+static const char *grouped(int64_t x, char *buf, size_t n)
+{
+	char digits[32];
+	int len = snprintf(digits, sizeof digits, "%" PRId64, x), k = 0;
+	for (int i = 0; i < len && (size_t)k + 2 < n; i++) {
+		if (i > 0 && (len - i) % 3 == 0 && digits[i - 1] != '-')
+			buf[k++] = ',';
+		buf[k++] = digits[i];
+	}
+	buf[k] = 0;
+	return buf;
+}
+
+/* netc check's line on success: what was checked, so that silence is
+ * not taken for nothing done. */
+static void check_summary(const Compilation *c, const char *file, FILE *out)
+{
+	const Graph *g = c->g;
+	int ops = 0;
+	int64_t values = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		ops += g->nodes[i]->phase == PH_FORWARD && (op_info[g->nodes[i]->op].flags & OPF_USER);
+	for (int i = 0; i < g->nparams; i++)
+		values += shape_numel(&g->params[i]->shape);
+	char buf[40];
+	fprintf(out, "%s: ok: %d operator%s, %d input%s, %d parameter%s (%s values), %s", file, ops,
+	        ops == 1 ? "" : "s", g->ninputs, g->ninputs == 1 ? "" : "s", g->nparams, g->nparams == 1 ? "" : "s",
+	        grouped(values, buf, sizeof buf), parallel_mode_name(g->par.parallel_mode));
+	if (g->par.parallel_mode != PM_STAND_ALONE)
+		fprintf(out, " on %" PRId64 " device%s", g->par.device_num, g->par.device_num == 1 ? "" : "s");
+	if (g->par.pipeline_stages > 1)
+		fprintf(out, ", %" PRId64 " pipeline stages", g->par.pipeline_stages);
+	fputc('\n', out);
+}
+
 static int cmd_dot(Compilation *c, const Args *a)
 {
 	const char *fmt = a->format ? a->format : "dot";
-	DotOptions opt = {.fold = a->fold};
+	DotOptions opt = {.fold = a->fold, .forward_only = !a->full, .legend = true};
 	if (strcmp(fmt, "dot") && strcmp(fmt, "svg") && strcmp(fmt, "png")) {
 		fprintf(stderr, "netc: -T must be dot, svg or png, not '%s'\n", fmt);
 		return EXIT_USER;
@@ -386,6 +430,8 @@ static int run(Compilation *c, Args *a)
 	}
 	if (a->fold && cmd != 2)
 		fprintf(stderr, "netc: warning: --fold applies to dot only; ignored by %s\n", a->command);
+	if (a->full && cmd != 2)
+		fprintf(stderr, "netc: warning: --full applies to dot only; ignored by %s\n", a->command);
 	setup(c, a);
 	if (cmd == 1 && !c->dump_after)
 		c->dump_after = "shapes";
@@ -401,6 +447,7 @@ static int run(Compilation *c, Args *a)
 		return EXIT_USER;
 	switch (cmd) {
 	case 0:
+		check_summary(c, a->file, stdout);
 		return 0;
 	case 1:
 		return 0;

@@ -957,6 +957,14 @@ static int result_rank(const Emit *e)
 	return (int)(g->par.device_num / g->nstages * (g->nstages - 1));
 }
 
+/* Samples a step trains (samples/s): the graph's inputs hold one
+ * micro-batch, and a step runs nmicro of them (micro_size x
+ * grad_accumulation_step). */
+static int64_t step_samples(const Graph *g)
+{
+	return (g->ninputs ? g->inputs[0]->shape.d[0] : 1) * (g->nmicro > 0 ? g->nmicro : 1);
+}
+
 static void emit_info(Emit *e)
 {
 	Graph *g = e->g;
@@ -966,7 +974,7 @@ static void emit_info(Emit *e)
 	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
 	             "\t.infer = %s,\n\t.log_columns = %s,\n\t.nlog_columns = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e),
+	        step_samples(g), result_rank(e), emit_ps_servers(e),
 	        e->c->infer ? "true" : "false", emit_train_log_columns(e) ? "log_columns" : "NULL",
 	        emit_train_log_columns(e));
 }

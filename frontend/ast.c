@@ -124,10 +124,11 @@ Expr *ast_call(Parser *P, Loc l, const char *callee, ArgList *args)
 	return e;
 }
 
+/* Calls and operator expressions (`(a @ b).shard(...)`) take annotations. */
 Expr *ast_annotate(Parser *P, Expr *call, Loc l, const char *name, ArgList *args)
 {
-	if (call->kind != E_CALL) {
-		diag_error(P->d, l, "'.%s(...)' annotates a call, not an expression", name);
+	if (call->kind != E_CALL && call->kind != E_BINARY && call->kind != E_NEG) {
+		diag_error(P->d, l, "'.%s(...)' annotates a call or an operator, not a value", name);
 		P->nsyntax++;
 		return call;
 	}

@@ -154,7 +154,15 @@ typedef struct Parser {
 	const char *def_key; /* START_DEFINE: key and value */
 	Loc def_key_loc;
 	Expr *def_val;
+	struct ConstDefine *cdefs; /* START_FILE: `-D NAME=VALUE` for top-level consts */
+	int ncdefs;
 } Parser;
+
+/* A -D override of a top-level const: its value replaces the one in the file. */
+typedef struct ConstDefine {
+	const char *name;
+	CfgValue *val;       /* CV_INT or CV_FLOAT, located in "<-D>" */
+} ConstDefine;
 
 /* The parser's locations: bison's default YYLTYPE (4 ints). */
 struct YYLTYPE;

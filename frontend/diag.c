@@ -1,5 +1,6 @@
 #include "diag.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -155,8 +156,55 @@ static int edit_distance(const char *a, const char *b)
 	return row[lb];
 }
 
+/* Names people carry over from PyTorch, MindSpore and Keras, spelled as
+ * norm() leaves them, and what netc calls the same thing. Spellings that
+ * differ only in case and underscores (MatMul, LayerNorm, AdamW) need no
+ * row: they match by norm() alone. */
+static const struct { const char *from, *to; } carried[] = {
+	{"crossentropy", "softmax_cross_entropy"}, {"crossentropyloss", "softmax_cross_entropy"},
+	{"softmaxcrossentropywithlogits", "softmax_cross_entropy"},
+	{"sparsesoftmaxcrossentropywithlogits", "softmax_cross_entropy"},
+	{"mse", "mse_loss"}, {"mseloss", "mse_loss"}, {"bmm", "batch_matmul"}, {"mm", "matmul"},
+	{"mean", "reduce_mean"}, {"sum", "reduce_sum"}, {"cat", "concat"}, {"concatenate", "concat"},
+	{"view", "reshape"}, {"permute", "transpose"}, {"embed", "embedding"}, {"multiply", "mul"},
+	{"subtract", "sub"}, {"divide", "div"}, {"layernorm", "layer_norm"}, {"batchnorm1d", "batch_norm"},
+	{"batchnorm2d", "batch_norm"}, {"glorotuniform", "xavier_uniform"}, {"kaimingnormal", "he_normal"},
+	{"randn", "normal"}, {"adamweightdecay", "adamw"},
+};
+
+/* Lower case without '_': "Soft_Max" -> "softmax". */
+static void norm(const char *s, char *out, size_t cap)
+{
+	size_t k = 0;
+	for (; *s && k + 1 < cap; s++)
+		if (*s != '_')
+			out[k++] = (char)tolower((unsigned char)*s);
+	out[k] = 0;
+}
+
+/* A name of `names` that `word` means though it is no typo of it. */
+static const char *carried_over(const char *word, const char *const *names, int n)
+{
+	char w[64], c[64];
+	norm(word, w, sizeof w);
+	for (int i = 0; i < n; i++) {
+		norm(names[i], c, sizeof c);
+		if (!strcmp(w, c) && strcmp(word, names[i]))
+			return names[i];
+	}
+	for (size_t k = 0; k < sizeof carried / sizeof carried[0]; k++)
+		if (!strcmp(w, carried[k].from))
+			for (int i = 0; i < n; i++)
+				if (!strcmp(names[i], carried[k].to))
+					return names[i];
+	return NULL;
+}
+
 const char *diag_closest(const char *word, const char *const *names, int n)
 {
+	const char *same = carried_over(word, names, n);
+	if (same)
+		return same;
 	const char *best = NULL;
 	int len = (int)strlen(word), limit = len / 3 > 1 ? len / 3 : 1;
 	/* never more edits than the word has letters: 'v' is no typo of 'x' */

@@ -48,9 +48,12 @@ void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* The name of `names` closest to `word` (Levenshtein), if it is close
- * enough to be a plausible typo (distance <= max(1, len/3) and less than
- * len) and not `word` itself; NULL otherwise. For "did you mean 'x'?" hints. */
+/* The name of `names` that `word` means: the same but for case and '_'
+ * (MatMul, LayerNorm), a name carried over from PyTorch, MindSpore or
+ * Keras (cross_entropy, bmm, glorot_uniform), or the closest
+ * (Levenshtein) if it is close enough to be a plausible typo (distance
+ * <= max(1, len/3) and less than len); never `word` itself; NULL
+ * otherwise. For "did you mean 'x'?" hints. */
 const char *diag_closest(const char *word, const char *const *names, int n);
 
 /* Reads a whole file into memory; NULL (with errno) on failure. */

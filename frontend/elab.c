@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ast.h"
 
@@ -97,6 +98,8 @@ typedef enum Ctx { CTX_TOP, CTX_BLOCK, CTX_LOOP } Ctx;
 static void exec_stmts(Elab *E, Frame *f, const StmtList *l, Ctx ctx);
 static bool allowed(Elab *E, const Stmt *s, Ctx ctx);
 static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets);
+static Value *eval_infix(Elab *E, Frame *f, const Expr *e);
+static bool is_tensor_expr(Frame *f, const Expr *e);
 
 /* --- small helpers -------------------------------------------------------- */
 
@@ -456,9 +459,17 @@ static CfgValue *fold_float(Parser *P, const Expr *e, double x, double y)
 
 static CfgValue *cfg_binary(Parser *P, struct Frame *f, const Expr *e)
 {
+	if (e->nann) {
+		diag_error(P->d, e->ann[0].loc, "annotations are not allowed in a literal value");
+		return NULL;
+	}
 	CfgValue *l = elab_cfg(P, f, e->l), *r = elab_cfg(P, f, e->r);
 	if (!l || !r)
 		return NULL;
+	if (e->op == '@') {
+		diag_error(P->d, e->as_loc, "'@' multiplies matrices: its operands must be tensors");
+		return NULL;
+	}
 	if (!is_num(l) || !is_num(r)) {
 		const CfgValue *bad = is_num(l) ? r : l;
 		diag_error(P->d, bad->loc, "operand of '%c' must be a number, got %s", e->op,
@@ -1286,6 +1297,8 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 			return NULL;
 		return r[0];
 	}
+	if ((e->kind == E_BINARY || e->kind == E_NEG) && is_tensor_expr(f, e))
+		return eval_infix(E, f, e);
 	if (e->kind != E_IDENT) {
 		CfgValue *v = elab_cfg(E->P, f, e);
 		if (v)
@@ -1310,6 +1323,115 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 	return b->v; /* NULL: its definition failed (reported there) */
 }
 
+/* The node of op over in[]: an operator call's keywords (e->args; NULL
+ * for an infix operator) and annotations applied. Its output, or NULL. */
+static Value *op_node(Elab *E, Frame *f, const Expr *e, Op op, Value **in, int nin, double alpha)
+{
+	Node *n = graph_node(E->g, op, in, nin, e->loc);
+	n->scope = home(f)->scope;
+	op_defaults(n);
+	if (op == OP_SCALE)
+		n->attr.alpha = alpha;
+	unsigned mask = 0;
+	bool ok = !e->args || op_keywords(E, f, n, e);
+	ok = annotate(E, f, e, op, nin, &n->ann, &mask) && ok;
+	set_mask(E, n, mask);
+	if (!ok || !check_nodes(E, e->loc))
+		return NULL;
+	return n->out;
+}
+
+/* --- arithmetic: infix operators and numbers as operands ------------------ */
+
+/* Whether e stands for a tensor rather than a number: it calls something
+ * or names something that is not a const (an unknown name is reported as
+ * a tensor's: "undefined name", with its "did you mean"). */
+static bool is_tensor_expr(Frame *f, const Expr *e)
+{
+	switch (e->kind) {
+	case E_CALL: return true;
+	case E_IDENT: {
+		Binding *b = lookup(f, e->s);
+		return !b || b->kind != B_CONST;
+	}
+	case E_BINARY: return is_tensor_expr(f, e->l) || is_tensor_expr(f, e->r);
+	case E_NEG: return is_tensor_expr(f, e->l);
+	default: return false;
+	}
+}
+
+static const char *arith_name(Op op)
+{
+	return op == OP_ADD ? "'+'" : op == OP_SUB ? "'-'" : op == OP_MUL ? "'*'" : op == OP_DIV ? "'/'" : "'@'";
+}
+
+/* A tensor times or divided by a number is one scale node (alpha): no
+ * frozen [1] parameter per constant. Adding a number, or dividing a
+ * number by a tensor, has no operator. */
+static Value *arith_number(Elab *E, Frame *f, const Expr *e, Op op, const char *what, const Expr *x,
+                           const Expr *y, bool number_first)
+{
+	const Expr *ne = number_first ? x : y, *te = number_first ? y : x;
+	CfgValue *c = elab_cfg(E->P, f, ne);
+	if (!c)
+		return NULL;
+	if (!is_num(c)) {
+		diag_error(E->d, c->loc, "operand of %s must be a tensor or a number, got %s", what, cfg_kind_desc(c));
+		return NULL;
+	}
+	if (op != OP_MUL && !(op == OP_DIV && !number_first)) {
+		diag_error(E->d, ne->loc, "%s of a tensor and a number is not supported: a number may multiply a "
+		           "tensor or divide it (for other constants declare a frozen parameter, "
+		           "`param c: f32[] = constant(%g) [requires_grad = false]`)", what, c->f);
+		return NULL;
+	}
+	if (op == OP_DIV && c->f == 0) {
+		diag_error(E->d, ne->loc, "division by zero");
+		return NULL;
+	}
+	Value *t = eval_tensor(E, f, te);
+	return t ? op_node(E, f, e, OP_SCALE, &t, 1, op == OP_DIV ? 1 / c->f : c->f) : NULL;
+}
+
+/* x op y for add, sub, mul, div and matmul, written infix (e is the
+ * E_BINARY) or as a call with two positional arguments. */
+static Value *arith(Elab *E, Frame *f, const Expr *e, Op op, const char *what, const Expr *x, const Expr *y)
+{
+	bool tx = is_tensor_expr(f, x), ty = is_tensor_expr(f, y);
+	if (!tx && !ty) {
+		diag_error(E->d, e->loc, "%s needs a tensor operand, got two numbers", what);
+		return NULL;
+	}
+	if (!tx || !ty) {
+		if (op == OP_MATMUL) {
+			diag_error(E->d, (tx ? y : x)->loc, "operand of %s must be a tensor (use '*' to scale by a number)",
+			           what);
+			return NULL;
+		}
+		return arith_number(E, f, e, op, what, x, y, !tx);
+	}
+	Value *in[2] = {eval_tensor(E, f, x), eval_tensor(E, f, y)};
+	return in[0] && in[1] ? op_node(E, f, e, op, in, 2, 1.0) : NULL;
+}
+
+/* An infix operator or unary minus whose operands include a tensor. */
+static Value *eval_infix(Elab *E, Frame *f, const Expr *e)
+{
+	if (!live(E))
+		return NULL;
+	if (e->kind == E_NEG) {
+		Value *t = eval_tensor(E, f, e->l);
+		return t ? op_node(E, f, e, OP_NEG, &t, 1, 1.0) : NULL;
+	}
+	Op op = e->op == '+' ? OP_ADD : e->op == '-' ? OP_SUB : e->op == '*' ? OP_MUL
+	      : e->op == '/' ? OP_DIV : e->op == '@' ? OP_MATMUL : OP_COUNT;
+	if (op == OP_COUNT) {
+		diag_error(E->d, e->as_loc, "'%c' is not defined on tensors", e->op);
+		return NULL;
+	}
+	return arith(E, f, e, op, arith_name(op), e->l, e->r);
+}
+
 static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 {
 	const OpInfo *oi = &op_info[op];
@@ -1330,6 +1452,11 @@ static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 			           oi->nin_min, oi->nin_max, nin);
 		return NULL;
 	}
+	if (nin == 2 && e->args->n == 2 && (oi->flags & OPF_ELEM)) {
+		Value **r = ARENA_NEW(E->a, Value *);
+		*nrets = 1;
+		return (r[0] = arith(E, f, e, op, oi->name, e->args->v[0].val, e->args->v[1].val)) ? r : NULL;
+	}
 	Value **in = ARENA_NEWN(E->a, Value *, nin ? nin : 1);
 	bool ok = true;
 	for (int i = 0, k = 0; i < e->args->n; i++) {
@@ -1341,18 +1468,10 @@ static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 	}
 	if (!ok)
 		return NULL;
-	Node *n = graph_node(E->g, op, in, nin, e->loc);
-	n->scope = home(f)->scope;
-	op_defaults(n);
-	unsigned mask = 0;
-	ok = op_keywords(E, f, n, e);
-	ok = annotate(E, f, e, op, nin, &n->ann, &mask) && ok;
-	set_mask(E, n, mask);
-	if (!ok || !check_nodes(E, e->loc))
+	Value **r = ARENA_NEW(E->a, Value *);
+	if (!(r[0] = op_node(E, f, e, op, in, nin, 1.0)))
 		return NULL;
 	*nrets = 1;
-	Value **r = ARENA_NEW(E->a, Value *);
-	r[0] = n->out;
 	return r;
 }
 
@@ -1535,6 +1654,16 @@ static Value **elab_instance(Elab *E, Frame *f, const Expr *e, const Stmt *blk, 
 	return inst->rets ? inst->rets : ARENA_NEW(E->a, Value *);
 }
 
+/* Linear, Dense, nn.Linear's fc: a layer, not one operator here. */
+static bool is_dense(const char *name)
+{
+	static const char *const layers[] = {"linear", "dense", "fc", "fully_connected"};
+	for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+		if (!strcasecmp(name, layers[i]))
+			return true;
+	return false;
+}
+
 /* An operator or a block instance; its results (NULL: reported error). */
 static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets)
 {
@@ -1559,7 +1688,9 @@ static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets)
 	for (int i = 0; i < E->top->n; i++)
 		if (E->top->b[i].kind == B_BLOCK)
 			VEC_PUSH(E->a, names, n, cap, E->top->b[i].name);
-	diag_error(E->d, e->loc, "unknown operator or block '%s'%s", e->s, did_you_mean(E, e->s, names, n));
+	diag_error(E->d, e->loc, "unknown operator or block '%s'%s", e->s, is_dense(e->s)
+	           ? "; a dense (linear) layer is written `x @ w + b` (w: [in, out], b: [out])"
+	           : did_you_mean(E, e->s, names, n));
 	return NULL;
 }
 
@@ -1600,6 +1731,33 @@ static bool shape_of(Elab *E, Frame *f, const Stmt *s, Shape *out)
 	return true;
 }
 
+/* Every input holds one step's samples along its first dimension (the
+ * training data reads rows [s*B, s*B + B) of each, and the synthetic
+ * labels are computed from the sample they label), so the inputs pair
+ * up row by row only if their first dimensions agree: decided here, at
+ * the declaration, rather than when the program runs. */
+static void same_batch(Elab *E, const Stmt *s, const Value *v)
+{
+	const Value *first = E->g->ninputs > 1 ? E->g->inputs[0] : NULL;
+	int64_t b = v->shape.d[0], b0 = first ? first->shape.d[0] : b;
+	if (b == b0)
+		return;
+	char dims[2 * SHAPE_STR_MAX + 128] = "";
+	if (b % b0 == 0) {
+		Shape sh = v->shape;
+		sh.d[0] = b / b0;
+		char rest[SHAPE_STR_MAX];
+		shape_str(&sh, rest, sizeof rest);
+		/* "[4, 16]": the first input's batch, then the rows of each sample */
+		snprintf(dims, sizeof dims, "; declare it %s[%" PRId64 ", %s and flatten it in the model, "
+		         "reshape(%s, shape = (-1,))", dtype_name(v->dtype), b0, rest + 1, v->name);
+	}
+	diag_error(E->d, s->dims->v[0]->loc, "input '%s' has batch %" PRId64 " (its first dimension) but input "
+	           "'%s' has %" PRId64 ": every input holds one step's samples along its first dimension, so "
+	           "they must agree%s", v->name, b, first->name, b0, dims);
+	diag_note(E->d, first->loc, "'%s' is declared here", first->name);
+}
+
 static void exec_input(Elab *E, Frame *f, const Stmt *s)
 {
 	DType dt;
@@ -1613,6 +1771,7 @@ static void exec_input(Elab *E, Frame *f, const Stmt *s)
 	}
 	b->v = graph_value(E->g, VK_INPUT, s->name, dt, sh, s->name_loc);
 	name_claim(E, s->name);
+	same_batch(E, s, b->v);
 }
 
 /* The initializer: bare zeros/ones/xavier_uniform/he_normal, or
@@ -1781,6 +1940,16 @@ static void exec_const(Elab *E, Frame *f, const Stmt *s)
 	CfgValue *v = elab_cfg(E->P, f, s->value);
 	if (!v || !b)
 		return;
+	for (int i = 0; i < E->P->ncdefs && f == E->top; i++)
+		if (!strcmp(E->P->cdefs[i].name, s->name)) {
+			CfgValue *d = E->P->cdefs[i].val;
+			if (v->kind == CV_INT && d->kind != CV_INT) {
+				diag_error(E->d, d->loc, "-D %s: const '%s' is an integer, got %s", s->name, s->name,
+				           cfg_kind_desc(d));
+				return;
+			}
+			v = d->kind == v->kind ? d : cfg_float(E->P, d->loc, d->f);
+		}
 	if (v->kind == CV_IDENT && !lookup(f, v->s)) {
 		diag_error(E->d, v->loc, "undefined name '%s'", v->s);
 		return;

@@ -21,7 +21,53 @@ static Parser *parser_new(Arena *a, Diag *d, const SourceFile *src, int start)
 	return P;
 }
 
-Graph *netc_parse(Arena *a, Diag *d, const SourceFile *src)
+
+static SourceFile *define_source(Arena *a, const char *text)
+{
+	SourceFile *f = ARENA_NEW(a, SourceFile);
+	f->name = "<-D>";
+	f->text = arena_strdup(a, text);
+	f->len = strlen(f->text);
+	return f;
+}
+
+/* The top-level const `name` of the program, or NULL. */
+static const Stmt *top_const(const StmtList *prog, const char *name)
+{
+	for (int i = 0; i < prog->n; i++)
+		if (prog->v[i]->kind == S_CONST && strcmp(prog->v[i]->name, name) == 0)
+			return prog->v[i];
+	return NULL;
+}
+
+/* `-D NAME=VALUE` for a const: its value, a number (reported otherwise). */
+static void const_define(Parser *P, const char *text, bool *used)
+{
+	const char *eq = strchr(text, '=');
+	if (!eq)
+		return;
+	char *key = arena_strndup(P->a, text, (size_t)(eq - text));
+	for (char *k = key + strlen(key); k > key && k[-1] == ' '; )
+		*--k = 0;
+	if (!top_const(P->prog, key))
+		return;
+	*used = true;
+	Parser *Q = parser_new(P->a, P->d, define_source(P->a, text), START_DEFINE);
+	int before = P->d->nerrors;
+	if (!ast_parse(Q) || P->d->nerrors != before || !Q->def_key)
+		return;
+	CfgValue *v = elab_cfg(Q, NULL, Q->def_val);
+	if (v && v->kind != CV_INT && v->kind != CV_FLOAT) {
+		diag_error(P->d, v->loc, "-D %s: const '%s' must be a number, got %s", key, key, cfg_kind_desc(v));
+		return;
+	}
+	if (!v)
+		return;
+	P->cdefs[P->ncdefs++] = (ConstDefine){.name = key, .val = v};
+}
+
+Graph *netc_parse_defines(Arena *a, Diag *d, const SourceFile *src, const char *const *defines, int n,
+                          bool *used)
 {
 	int before = d->nerrors;
 	if (src->len > INT_MAX / 2) {
@@ -31,8 +77,18 @@ Graph *netc_parse(Arena *a, Diag *d, const SourceFile *src)
 	Parser *P = parser_new(a, d, src, START_FILE);
 	if (!ast_parse(P) || d->nerrors != before || !P->prog)
 		return NULL;
+	P->cdefs = ARENA_NEWN(a, ConstDefine, n > 0 ? n : 1);
+	for (int i = 0; i < n; i++)
+		const_define(P, defines[i], &used[i]);
+	if (d->nerrors != before)
+		return NULL;
 	Graph *g = elab_program(P);
 	return d->nerrors == before ? g : NULL;
+}
+
+Graph *netc_parse(Arena *a, Diag *d, const SourceFile *src)
+{
+	return netc_parse_defines(a, d, src, NULL, 0, NULL);
 }
 
 /* Letters, digits and . / _ - ~ + @ only, with a '.' or '/' (a file or a
@@ -70,10 +126,7 @@ static bool parses_quietly(Arena *a, const SourceFile *f)
 bool netc_define(Arena *a, Graph *g, const char *key_eq_value, Diag *d)
 {
 	int before = d->nerrors;
-	SourceFile *f = ARENA_NEW(a, SourceFile);
-	f->name = "<-D>";
-	f->text = arena_strdup(a, key_eq_value);
-	f->len = strlen(f->text);
+	SourceFile *f = define_source(a, key_eq_value);
 	if (!strchr(f->text, '=')) {
 		diag_error(d, (Loc){.file = f, .line = 1, .col = 1}, "-D expects KEY=VALUE");
 		return false;

@@ -11,6 +11,13 @@
  * inferred (that is the infer_shapes pass); inputs and params have theirs. */
 Graph *netc_parse(Arena *a, Diag *d, const SourceFile *src);
 
+/* netc_parse with -D overrides of the file's top-level consts (`-D MP=2`):
+ * each defines[i] whose KEY names one replaces its value before
+ * elaboration (so shapes and strategies follow) and sets used[i]; the
+ * others are left for netc_define. */
+Graph *netc_parse_defines(Arena *a, Diag *d, const SourceFile *src, const char *const *defines, int n,
+                          bool *used);
+
 /* Applies a `-D key=value` override: `value` is parsed with the same
  * literal syntax as in a parallel block (so -D device_num=8,
  * -D 'dataset_strategy=((4, 1), (4,))', -D parallel_mode=semi_auto_parallel).

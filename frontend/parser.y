@@ -53,7 +53,7 @@ static void yyerror(YYLTYPE *l, yyscan_t scanner, Parser *P, const char *msg);
 %token FOR "for" IN "in" AS "as" TRUE "true" FALSE "false" NONE "None"
 
 %left '+' '-'
-%left '*' '/' '%'
+%left '*' '/' '%' '@'
 %precedence UMINUS
 
 %type <e> expr postfix primary init
@@ -174,6 +174,7 @@ expr:
 | expr '*' expr                 { $$ = ast_binary(P, L(@2), '*', $1, $3); }
 | expr '/' expr                 { $$ = ast_binary(P, L(@2), '/', $1, $3); }
 | expr '%' expr                 { $$ = ast_binary(P, L(@2), '%', $1, $3); }
+| expr '@' expr                 { $$ = ast_binary(P, L(@2), '@', $1, $3); }
 | '-' expr %prec UMINUS         { $$ = ast_neg(P, L(@1), $2); }
 | postfix
 ;
@@ -307,7 +308,7 @@ static bool starts_value(yysymbol_kind_t k)
 static bool is_operator(const char *name)
 {
 	return !strcmp(name, "'+'") || !strcmp(name, "'-'") || !strcmp(name, "'*'") || !strcmp(name, "'/'") ||
-	       !strcmp(name, "'%'") || !strcmp(name, "'.'") || !strcmp(name, "as");
+	       !strcmp(name, "'%'") || !strcmp(name, "'@'") || !strcmp(name, "'.'") || !strcmp(name, "as");
 }
 
 /* "',' or ')'", "a value", "the end of the line": the tokens the parser

@@ -837,12 +837,23 @@ static bool check_rank(const ParallelConfig *pc, Diag *d)
 
 /* Settings MindSpore documents as unsupported in some modes: warn, since
  * MindSpore itself ignores them there. */
+/* A mode given on the command line (`-D parallel_mode=stand_alone`, the
+ * reference build) while key k comes from the model's own parallel block:
+ * the file's setting is for the file's mode, so ignoring it here is what
+ * the user asked for and no warning is due. */
+static bool mode_overridden(const ParallelConfig *pc, ParallelKey k)
+{
+	const SourceFile *mode = was_set(pc, PK_parallel_mode) ? pc->set_loc[PK_parallel_mode].file : NULL;
+	const SourceFile *key = key_loc(pc, k).file;
+	return mode && key && strcmp(mode->name, "<-D>") == 0 && strcmp(key->name, "<-D>") != 0;
+}
+
 static void check_mode_support(const ParallelConfig *pc, Diag *d)
 {
-	if (pc->gradients_mean && pc->parallel_mode == PM_STAND_ALONE)
+	if (pc->gradients_mean && pc->parallel_mode == PM_STAND_ALONE && !mode_overridden(pc, PK_gradients_mean))
 		diag_warning(d, key_loc(pc, PK_gradients_mean),
 		             "stand_alone does not support gradients_mean; it is ignored");
-	if (was_set(pc, PK_gradient_fp32_sync) && !pc->gradient_fp32_sync &&
+	if (was_set(pc, PK_gradient_fp32_sync) && !pc->gradient_fp32_sync && !mode_overridden(pc, PK_gradient_fp32_sync) &&
 	    (pc->parallel_mode == PM_STAND_ALONE || pc->parallel_mode == PM_DATA_PARALLEL ||
 	     pc->parallel_mode == PM_HYBRID_PARALLEL))
 		diag_warning(d, pc->set_loc[PK_gradient_fp32_sync],
@@ -850,7 +861,7 @@ static void check_mode_support(const ParallelConfig *pc, Diag *d)
 		             parallel_mode_name(pc->parallel_mode));
 	/* semi_auto's loss is already a mean over the whole batch, computed
 	 * once per slice: nothing is repeated to divide out */
-	if (was_set(pc, PK_loss_repeated_mean) &&
+	if (was_set(pc, PK_loss_repeated_mean) && !mode_overridden(pc, PK_loss_repeated_mean) &&
 	    (pc->parallel_mode == PM_SEMI_AUTO_PARALLEL || pc->parallel_mode == PM_AUTO_PARALLEL))
 		diag_warning(d, pc->set_loc[PK_loss_repeated_mean],
 		             "loss_repeated_mean has no effect in %s (it applies to hybrid_parallel); it is ignored",

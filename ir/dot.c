@@ -388,6 +388,58 @@ static void edge(Agraph_t *root, Agnode_t *from, Agnode_t *to)
 		agedge(root, from, to, NULL, 1);
 }
 
+/* One entry of the legend: a node drawn as the things it names are. */
+static Agnode_t *legend_entry(Agraph_t *lg, const char *id, const char *shape, const char *fill, const char *label)
+{
+	Agnode_t *an = agnode(lg, (char *)id, 1);
+	set(an, "shape", shape);
+	set(an, "style", "filled");
+	set(an, "fillcolor", fill);
+	set(an, "label", label);
+	return an;
+}
+
+/* What the shapes and colours mean, in a box of its own beside the graph;
+ * the entries are chained by invisible edges so that they stack. */
+static void legend(Agraph_t *root, bool forward_only, bool training)
+{
+	Agraph_t *lg = agsubg(root, (char *)"cluster_legend", 1);
+	set(lg, "label", "legend");
+	set(lg, "style", "dashed");
+	Agnode_t *e[8];
+	int n = 0;
+	e[n++] = legend_entry(lg, "legend_input", "box", "#b7e4c7", "input");
+	e[n++] = legend_entry(lg, "legend_param", "box", "#fff3b0", "parameter\nname, shape, init");
+	e[n++] = legend_entry(lg, "legend_op", "ellipse", "#cfe2ff", "operator\noutput: shape\nlayout per device");
+	e[n++] = legend_entry(lg, "legend_comm", "octagon", "#ffa94d", "redistribution / collective\nits steps");
+	if (!forward_only && training) {
+		e[n++] = legend_entry(lg, "legend_bwd", "ellipse", "#eef4ff", "backward operator");
+		e[n++] = legend_entry(lg, "legend_upd", "ellipse", "#d9d9d9", "optimizer update");
+	}
+	if (forward_only && training)
+		e[n++] = legend_entry(lg, "legend_note", "note", "#ffffff",
+		                      "the forward pass:\nnetc dot --full draws\nthe backward and update too");
+	for (int i = 1; i < n; i++) {
+		Agedge_t *ed = agedge(lg, e[i - 1], e[i], NULL, 1);
+		set(ed, "style", "invis");
+	}
+}
+
+static bool training_graph(const Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->phase != PH_FORWARD)
+			return true;
+	return false;
+}
+
+/* Whether the drawing leaves n out: the overview draws the forward pass
+ * as written, not its recomputed copies. */
+static bool hidden(const DotOptions *opt, const Node *n)
+{
+	return opt && opt->forward_only && (n->phase != PH_FORWARD || n->recomputed);
+}
+
 /* Builds the whole drawing; the caller agclose()s it. */
 static Agraph_t *build(const Graph *g, const DotOptions *opt)
 {
@@ -400,15 +452,18 @@ static Agraph_t *build(const Graph *g, const DotOptions *opt)
 	if (f)
 		fold_plan(f, g);
 	Agnode_t **vnode = xcalloc((size_t)g->nvalues + 1, sizeof *vnode);
+	bool fwd = opt && opt->forward_only;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
-		if (v->kind == VK_NODE)
+		if (v->kind == VK_NODE || (fwd && v->kind != VK_INPUT && v->kind != VK_PARAM))
 			continue;
 		FoldGroup *gr = f ? folded(f, value_instance(f, v)) : NULL;
 		vnode[i] = gr ? fold_node(root, gr) : value_node(root, v);
 	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
+		if (hidden(opt, n))
+			continue;
 		FoldGroup *gr = f ? folded(f, f->node[i]) : NULL;
 		Agnode_t *an;
 		if (gr) {
@@ -431,6 +486,8 @@ static Agraph_t *build(const Graph *g, const DotOptions *opt)
 		arena_free(&f->arena);
 	}
 	free(vnode);
+	if (opt && opt->legend)
+		legend(root, fwd, training_graph(g));
 	return root;
 }
 

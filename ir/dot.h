@@ -11,6 +11,9 @@
 typedef struct DotOptions {
 	bool fold;  /* draw the first instance of each repeated block ("layers.0") in full
 	             * and the other instances of the same size as one box */
+	bool forward_only; /* the forward pass alone (inputs, parameters, forward operators
+	                    * and their redistributions): the overview `netc dot` draws */
+	bool legend;       /* a box saying what the shapes and colours mean */
 } DotOptions;
 
 /* Writes the graph in DOT syntax (unlaid-out) to out; opt may be NULL. */

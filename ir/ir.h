@@ -168,6 +168,8 @@ typedef struct Value {
 		} cst;               /* VK_CONST */
 	};
 	struct Value *grad;  /* after autodiff: d loss / d this (params) */
+	struct Value *grad_of; /* after autodiff: the forward value this is the whole gradient of
+	                        * (explain names it grad(NAME)); NULL otherwise */
 	Layout *layout;      /* after sharding: how the value is split; NULL = whole */
 	int stage;           /* pipeline stage that owns it (parameters: where it is updated); -1 none */
 	bool host;           /* after placement: kept in host memory, its nodes run on the host (a table

@@ -154,6 +154,19 @@ static void grad_DIV(AD *ad, const Node *n, Value *dy)
 
 static void grad_BIAS_ADD(AD *ad, const Node *n, Value *dy) { grad_ADD(ad, n, dy); }
 
+/* -x and c * x come from the user's infix arithmetic (`-h`, `s / 8`). */
+static void grad_NEG(AD *ad, const Node *n, Value *dy)
+{
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], un(ad, OP_NEG, dy, NULL, dy->shape));
+}
+
+static void grad_SCALE(AD *ad, const Node *n, Value *dy)
+{
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], un(ad, OP_SCALE, dy, &n->attr, dy->shape));
+}
+
 static void grad_pointwise(AD *ad, const Node *n, Value *dy, Op op, Value *xy)
 {
 	if (wants(ad, n, 0))
@@ -349,7 +362,7 @@ NO_GRAD(REDISTRIBUTE)
 /* Casts are inserted after differentiation. */
 NO_GRAD(CAST)
 /* Internal ops never appear in the forward graph the user wrote. */
-NO_GRAD(NEG) NO_GRAD(SCALE) NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
+NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)
 NO_GRAD(SOFTMAX_GRAD) NO_GRAD(LOG_SOFTMAX_GRAD) NO_GRAD(LAYER_NORM_GRAD_X)
 NO_GRAD(LAYER_NORM_GRAD_GAMMA) NO_GRAD(BATCH_NORM_GRAD_X) NO_GRAD(BATCH_NORM_GRAD_GAMMA)
@@ -451,6 +464,13 @@ bool pass_autodiff(Compilation *c)
 		Value *p = g->params[i];
 		if (p->param.requires_grad)
 			p->grad = ad.grad[p->id];
+		if (p->grad && p->grad->def && !p->grad->grad_of)
+			p->grad->grad_of = p;
 	}
+	/* a gradient passed on unchanged (add's) is named after the latest
+	 * value it is the gradient of: the sum's, not its operands' */
+	for (int i = nvalues - 1; i >= 0; i--)
+		if (ad.grad[i] && ad.grad[i]->def && !ad.grad[i]->grad_of)
+			ad.grad[i]->grad_of = g->values[i];
 	return c->diag.nerrors == 0 && infer_shapes(g, &c->diag);
 }

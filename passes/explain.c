@@ -154,11 +154,26 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	}
 }
 
+/* A value as a reader knows it: a gradient after what it is the gradient
+ * of (grad(pos_emb), not t176), its converted copies likewise
+ * (grad(pos_emb).r290); the rest by name. */
+static const char *shown(Compilation *c, const Value *v)
+{
+	if (v->grad_of)
+		return arena_printf(&c->arena, "grad(%s)", v->grad_of->name);
+	const Value *src = v->def && v->def->op == OP_REDISTRIBUTE ? v->def->in[0] : NULL;
+	size_t n = src ? strlen(src->name) : 0;
+	if (src && src->grad_of && !strncmp(v->name, src->name, n) && v->name[n] == '.')
+		return arena_printf(&c->arena, "%s%s", shown(c, src), v->name + n);
+	return v->name;
+}
+
 static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *out)
 {
 	const RedistPlan *p = r->attr.plan;
-	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s\n", r->in[0]->name,
-	        r->out->name, redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes, cost_plan_time(m, p));
+	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s\n", shown(c, r->in[0]),
+	        shown(c, r->out), redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes,
+	        cost_plan_time(m, p));
 }
 
 static const char *origin(const Node *n)
@@ -214,15 +229,72 @@ double explain_objective(Compilation *c)
 	return s ? search_total(s, choice) : NAN;
 }
 
+/* One forward operator: its strategy and where it came from, the
+ * layouts it reads (after the redistributions before it) and makes. */
+static void print_node(Compilation *c, const Machine *m, const char *name, const Node *n, FILE *out)
+{
+	Strategy s = used_strategy(c, n);
+	fprintf(out, "%s  %s %s (%s)\n", name, n->out->name, strategy_str(&c->arena, &s), origin(n));
+	for (int j = 0; j < n->nin; j++) {
+		const Value *x = n->in[j];
+		if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
+			print_comm(c, m, x->def, out);
+		fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
+	}
+	fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
+}
+
+/* Why the operator runs with the strategy marked '*': the table prices
+ * each candidate against its neighbours as they are, which is not how
+ * semi_auto_parallel picks. */
+static const char *why_chosen(Compilation *c, const Node *n)
+{
+	ParallelMode mode = c->g->par.parallel_mode;
+	if (mode == PM_STAND_ALONE)
+		return "stand_alone: one device runs it whole; the rows are what a split mode could choose";
+	if (mode == PM_HYBRID_PARALLEL)
+		return "hybrid_parallel: each device runs the operator as written on its own data (the collectives "
+		       "are the model's); no strategy is used";
+	if (mode != PM_SEMI_AUTO_PARALLEL && mode != PM_AUTO_PARALLEL)
+		return arena_printf(&c->arena, "%s: every operator splits its data inputs along dimension 0 and takes "
+		                    "no strategy", parallel_mode_name(mode));
+	if (n->ann.in_strategy.n > 0 && n->ann.searched)
+		return arena_printf(&c->arena, "chosen by the search (search_mode = %s) for the lowest total of the whole "
+		                    "plan, which may cost this operator more than another row",
+		                    search_mode_name(c->g->par.search_mode));
+	if (n->ann.in_strategy.n > 0)
+		return "the strategy written in the model (.shard)";
+	bool moved = false;
+	for (int j = 0; j < n->nin; j++)
+		moved |= n->in[j]->def && n->in[j]->def->op == OP_REDISTRIBUTE && n->in[j]->def->attr.plan;
+	if (!moved)
+		return "no strategy written: it runs on its inputs as they are produced (no communication), as an "
+		       "unannotated operator does when it can";
+	return "no strategy written, and its inputs as produced do not fit its rule without communication: "
+	       "the default, each data input split along dimension 0 (MindSpore's semi_auto_parallel)";
+}
+
 static bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
 {
 	Graph *g = c->g;
 	Node *target = NULL;
+	int ti = -1;
 	for (int i = 0; i < g->nnodes && !target; i++)
 		if (names[i] && (strcmp(names[i], why) == 0 || strcmp(g->nodes[i]->out->name, why) == 0))
-			target = g->nodes[i];
+			target = g->nodes[ti = i];
 	if (!target) {
-		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'", why);
+		const char **cands = ARENA_NEWN(&c->arena, const char *, 2 * g->nnodes + 1);
+		int nc = 0;
+		for (int i = 0; i < g->nnodes; i++)
+			if (names[i]) {
+				cands[nc++] = names[i];
+				cands[nc++] = g->nodes[i]->out->name;
+			}
+		const char *near = diag_closest(why, cands, nc);
+		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'%s%s%s", why,
+		           near ? "; did you mean '" : " (`netc explain` lists them: `matmul-0`, `layers.1/matmul-2`, "
+		                                      "or an output name)",
+		           near ? near : "", near ? "'?" : "");
 		return false;
 	}
 	int *choice;
@@ -233,6 +305,8 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 	if (tv < 0)
 		return false;
 	SVertex *sv = &s->v[tv];
+	Machine mtmp;
+	print_node(c, machine_of(c, &mtmp), names[ti], target, out);
 	fprintf(out, "\ncandidates of %s (%s), costs in seconds per step against its neighbours' strategies:\n", why,
 	        op_info[target->op].name);
 	fprintf(out, "  %-34s %11s %11s %11s %11s\n", "strategy", "compute", "unary", "comm", "total");
@@ -252,7 +326,147 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 			        strategy_str(&c->arena, &sv->cl->c[k].s), sv->cl->c[k].compute, sv->unary[k], comm,
 			        sv->unary[k] + comm);
 	}
+	fprintf(out, "* %s\n", why_chosen(c, target));
 	return true;
+}
+
+const char *explain_layer_of(Arena *a, const char *scope)
+{
+	const char *dot = strchr(scope, '.');
+	for (const char *p = dot; p; p = strchr(p + 1, '.')) {
+		size_t n = strcspn(p + 1, ".");
+		if (n > 0 && strspn(p + 1, "0123456789") == n)
+			return arena_strndup(a, scope, (size_t)(p + 1 + n - scope));
+	}
+	return dot ? arena_strndup(a, scope, (size_t)(dot - scope)) : scope;
+}
+
+/* 384 B, 4.3 KiB, 1.2 MiB, 3 GiB */
+static const char *human(Compilation *c, double bytes)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (bytes >= 1024 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	return u == 0 ? arena_printf(&c->arena, "%.0f B", bytes) : arena_printf(&c->arena, "%.3g %s", bytes, unit[u]);
+}
+
+/* The collectives of every inserted redistribution by kind, as the
+ * program's --comm-stats counts them (a fusion bucket is one call), and
+ * the parameter servers' pushes as send/recv. */
+static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
+{
+	static const char *const kind[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll"};
+	int n[4] = {0};
+	int64_t bytes[4] = {0}, total = 0;
+	for (int i = 0; i < c->g->nnodes; i++) {
+		const Node *r = c->g->nodes[i];
+		int64_t off;
+		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
+		if (b && r->attr.plan) { /* one collective of the bucket's kind */
+			n[b->kind] += b->members[0] == r;
+			bytes[b->kind] += r->attr.plan->send_bytes;
+			continue;
+		}
+		for (int k = 0; r->op == OP_REDISTRIBUTE && r->attr.plan && k < r->attr.plan->n; k++) {
+			const RedistStep *st = &r->attr.plan->steps[k];
+			if (st->kind == RS_SLICE)
+				continue;
+			n[st->kind]++;
+			bytes[st->kind] += st->send_bytes;
+		}
+	}
+	fputs("communication per step by kind:", out);
+	const char *sep = " ";
+	for (int k = 0; k < 4; k++)
+		if (n[k]) {
+			fprintf(out, "%s%s %d x %s", sep, kind[k], n[k], human(c, (double)bytes[k]));
+			total += bytes[k];
+			sep = ", ";
+		}
+	if (t->nps) {
+		fprintf(out, "%sparameter-server send/recv %d x %s", sep, t->nps, human(c, (double)t->ps_bytes));
+		total += t->ps_bytes;
+		sep = ", ";
+	}
+	fprintf(out, "%s\n", *sep == ' ' ? " none" : arena_printf(&c->arena, "; %s in all", human(c, (double)total)));
+}
+
+typedef struct LayerSum {
+	const char *name;    /* "" : top level */
+	int ops, params, ncomm;
+	int64_t param_bytes, comm_bytes;
+	double comm;
+} LayerSum;
+
+static LayerSum *layer_sum(Compilation *c, LayerSum **v, int *n, int *cap, const char *name)
+{
+	/* nodes come layer by layer: the last entry is almost always the one */
+	for (int i = *n - 1; i >= 0 && i >= *n - 4; i--)
+		if (!strcmp((*v)[i].name, name))
+			return &(*v)[i];
+	for (int i = 0; i < *n; i++)
+		if (!strcmp((*v)[i].name, name))
+			return &(*v)[i];
+	LayerSum z = {.name = name};
+	VEC_PUSH(&c->arena, *v, *n, *cap, z);
+	return &(*v)[*n - 1];
+}
+
+/* Per layer: its forward operators, the parameters they read first, and
+ * the collectives of every phase before its operators (a redistribution
+ * belongs to the layer of the operator that reads it). Only for models
+ * with more than one layer. */
+static void print_layers(Compilation *c, const Machine *m, FILE *out)
+{
+	Graph *g = c->g;
+	LayerSum *v = NULL;
+	int n = 0, cap = 0;
+	const char **param_layer = ARENA_NEWN(&c->arena, const char *, g->nvalues + 1); /* of its first reader */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *nd = g->nodes[i];
+		bool comm = nd->op == OP_REDISTRIBUTE && nd->attr.plan;
+		if (!comm && (nd->phase != PH_FORWARD || nd->recomputed || !search_node_searchable(nd)))
+			continue;
+		const char *name = explain_layer_of(&c->arena, nd->scope ? nd->scope : "");
+		/* a gradient's reduction before the update: the layer of what it is the gradient of */
+		const Value *x = nd->in[0];
+		while (comm && x->def && x->def->op == OP_REDISTRIBUTE)
+			x = x->def->in[0];
+		if (comm && !*name && x->grad_of && x->grad_of->id < g->nvalues)
+			name = x->grad_of->kind == VK_PARAM && param_layer[x->grad_of->id] ? param_layer[x->grad_of->id]
+			     : x->grad_of->def ? explain_layer_of(&c->arena, x->grad_of->def->scope ? x->grad_of->def->scope : "")
+			                       : name;
+		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
+		if (comm) {
+			for (int k = 0; k < nd->attr.plan->n; k++)
+				l->ncomm += nd->attr.plan->steps[k].kind != RS_SLICE;
+			l->comm_bytes += nd->attr.plan->send_bytes;
+			l->comm += cost_plan_time(m, nd->attr.plan);
+			continue;
+		}
+		l->ops++;
+		for (int j = 0; j < nd->nin; j++) {
+			const Value *p = nd->in[j];
+			if (p->kind != VK_PARAM || p->id >= g->nvalues || param_layer[p->id])
+				continue;
+			param_layer[p->id] = name;
+			l->params++;
+			l->param_bytes += shape_numel(&p->shape) * dtype_size(p->dtype);
+		}
+	}
+	int named = 0;
+	for (int i = 0; i < n; i++)
+		named += v[i].name[0] != 0;
+	if (named < 2)
+		return;
+	fprintf(out, "per layer (forward operators, the parameters they read, collectives of all phases):\n");
+	for (int i = 0; i < n; i++)
+		fprintf(out, "  %-24s %5d operators %4d parameters %10s  %5d collectives %10s  %.3g s\n",
+		        v[i].name[0] ? v[i].name : "(top level)", v[i].ops, v[i].params, human(c, (double)v[i].param_bytes),
+		        v[i].ncomm, human(c, (double)v[i].comm_bytes), v[i].comm);
 }
 
 /* Which figures the predictions below use. */
@@ -283,25 +497,19 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
 	const char **names = search_node_names(&c->arena, g);
-	fprintf(out, "model %s: device_num = %" PRId64 ", parallel_mode = %s", g->name ? g->name : "?", g->par.device_num,
-	        parallel_mode_name(g->par.parallel_mode));
+	if (why) /* the operator and its candidates alone */
+		return explain_why(c, names, why, out);
+	if (g->par.parallel_mode == PM_STAND_ALONE) /* one device, whatever device_num says */
+		fprintf(out, "model %s: parallel_mode = stand_alone, 1 device", g->name ? g->name : "?");
+	else
+		fprintf(out, "model %s: device_num = %" PRId64 ", parallel_mode = %s", g->name ? g->name : "?",
+		        g->par.device_num, parallel_mode_name(g->par.parallel_mode));
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
 	print_machine(m, g, out);
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
-		if (!names[i])
-			continue;
-		Strategy s = used_strategy(c, n);
-		fprintf(out, "%s  %s %s (%s)\n", names[i], n->out->name, strategy_str(&c->arena, &s), origin(n));
-		for (int j = 0; j < n->nin; j++) {
-			const Value *x = n->in[j];
-			if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
-				print_comm(c, m, x->def, out);
-			fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
-		}
-		fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
-	}
+	for (int i = 0; i < g->nnodes; i++)
+		if (names[i])
+			print_node(c, m, names[i], g->nodes[i], out);
 	int nb = 0;
 	int64_t bytes = 0;
 	double time = 0;
@@ -315,7 +523,8 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		bytes += n->attr.plan->send_bytes;
 		time += cost_plan_time(m, n->attr.plan);
 	}
-	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes, %.3g s per step\n", nb ? "" : "\n", nb, bytes, time);
+	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes (%s), %.3g s per step\n", nb ? "" : "\n",
+	        nb, bytes, human(c, (double)bytes), time);
 	ExplainTotals t;
 	explain_totals(c, &t);
 	if (t.nps)
@@ -325,6 +534,8 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
 	        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
 	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
+	print_comm_kinds(c, &t, out);
+	print_layers(c, m, out);
 	if (t.calibrated)
 		fprintf(out,
 		        "compute on the calibrated machine (%" PRId64 " rank%s): matrix products %.4g s, other operators "
@@ -336,7 +547,5 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (!isnan(obj))
 		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate)\n", obj,
 		        100 * (obj / (t.compute + t.comm) - 1));
-	if (why)
-		return explain_why(c, names, why, out);
 	return true;
 }

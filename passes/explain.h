@@ -44,6 +44,10 @@ double explain_objective(Compilation *c);
 /* Prints the report; why: an operator name or output value name, or
  * NULL. False (reported) if `why` names nothing. */
 bool explain_print(Compilation *c, const char *why, FILE *out);
+/* The layer a scope belongs to, as a reader names layers: up to its
+ * first numeric component after the first ("layers.3" of
+ * "layers.3.attn"), else its first component; "" at top level. */
+const char *explain_layer_of(Arena *a, const char *scope);
 /* --schedule: the pipeline split, each stage's work and memory, the
  * order of its passes and the predicted bubble; an SVG to `svg` if set. */
 bool explain_schedule(Compilation *c, const char *svg, FILE *out);

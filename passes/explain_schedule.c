@@ -12,6 +12,61 @@
 #include "memplan.h"
 #include "schedule.h"
 
+/* Which layers each stage holds: its forward operators' block instances
+ * in order (runs of one block's instances as "layers.0 ... layers.3"),
+ * then the parameters its top-level operators read. */
+static void stage_contents(Compilation *c, int st, FILE *out)
+{
+	Graph *g = c->g;
+	const char *prev = NULL, *first = NULL, *last = NULL;
+	int run = 0, listed = 0;
+	fprintf(out, "stage %d holds:", st);
+	for (int i = 0; i <= g->nnodes; i++) {
+		const Node *n = i < g->nnodes ? g->nodes[i] : NULL;
+		if (n && (n->phase != PH_FORWARD || n->recomputed || (n->ann.stage >= 0 ? n->ann.stage : 0) != st ||
+		          !n->scope || !*n->scope))
+			continue;
+		const char *u = n ? explain_layer_of(&c->arena, n->scope) : NULL;
+		if (u && prev && !strcmp(u, prev))
+			continue;
+		/* a new unit: is it the next instance of the same block? */
+		const char *dot = u ? strrchr(u, '.') : NULL, *pdot = prev ? strrchr(prev, '.') : NULL;
+		bool same_block = u && prev && dot && pdot && dot - u == pdot - prev && !strncmp(u, prev, (size_t)(dot - u));
+		if (!same_block && run) {
+			fprintf(out, "%s %s%s%s", listed++ ? "," : "", first, run > 1 ? (run > 2 ? " ... " : ", ") : "",
+			        run > 1 ? last : "");
+			run = 0;
+		}
+		if (u) {
+			if (!run)
+				first = u;
+			last = u;
+			run++;
+		}
+		prev = u;
+	}
+	int np = 0;
+	bool *in_block = ARENA_NEWN(&c->arena, bool, g->nvalues + 1); /* read inside a block: listed with it */
+	for (int k = 0; k < g->nnodes; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->phase == PH_FORWARD && g->nodes[k]->scope && *g->nodes[k]->scope &&
+			    g->nodes[k]->in[j]->id < g->nvalues)
+				in_block[g->nodes[k]->in[j]->id] = true;
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		if (p->stage != st || in_block[p->id])
+			continue;
+		if (np < 8)
+			fprintf(out, "%s%s", np ? ", " : listed ? ", and top-level operators on " : " top-level operators on ", p->name);
+		np++;
+	}
+	if (np > 8)
+		fprintf(out, " ... (%d in all)", np);
+	if (!listed && !np)
+		fputs(" no parameters", out);
+	fputc('\n', out);
+}
+
 /* The drawing is SVG, written by hand (no GraphViz layout to convert):
  * a name for another format would get SVG under a false extension. */
 static bool svg_name(Compilation *c, const char *path)
@@ -49,14 +104,18 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(c, v);
 	}
 	const char *sched = g->nchunks > P ? "interleaved 1f1b" : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
-	fprintf(out, "pipeline: %d stage%s x %" PRId64 " device%s, %s, %d micro-step%s per step, %d chunk%s\n", P,
-	        plural_s(P), g->par.device_num / P, plural_s(g->par.device_num / P), sched, g->nmicro,
-	        plural_s(g->nmicro), g->nchunks, plural_s(g->nchunks));
+	/* the words of the picture (schedule_svg): micro-batches, and the
+	 * model's pieces, one per stage or several when interleaved */
+	fprintf(out, "pipeline: %d stage%s x %" PRId64 " device%s, %s, %d micro-batch%s per step, the model in %d "
+	        "chunk%s (%d per stage)\n", P, plural_s(P), g->par.device_num / P, plural_s(g->par.device_num / P),
+	        sched, g->nmicro, g->nmicro == 1 ? "" : "es", g->nchunks, plural_s(g->nchunks), g->nchunks / P);
 	fprintf(out, "%-6s %6s %14s %14s %14s %6s\n", "stage", "nodes", "flops/step", "param bytes", "state bytes",
 	        "slots");
 	for (int st = 0; st < P; st++)
 		fprintf(out, "%-6d %6d %14.4g %14" PRId64 " %14" PRId64 " %6d\n", st, nodes[st], flops[st], params[st],
 		        state[st], s->nslots[st]);
+	for (int st = 0; st < P; st++)
+		stage_contents(c, st, out);
 	fprintf(out, "bubble: %.1f%% simulated (F = 1, B = 2 units); gpipe's (p - 1)/(m + p - 1) = %.1f%%\n",
 	        100 * s->bubble, 100 * schedule_ideal_bubble(P, g->nmicro));
 	for (int st = 0; st < P; st++) {

@@ -81,11 +81,13 @@ bool compile_front(Compilation *c, const char *path, const char *const *defines,
 		diag_error(&c->diag, loc_none(), "cannot read '%s': %s", path, strerror(errno));
 		return false;
 	}
-	c->g = netc_parse(&c->arena, &c->diag, c->src);
+	bool *consts = ARENA_NEWN(&c->arena, bool, ndefines > 0 ? ndefines : 1); /* -D NAME of a const */
+	c->g = netc_parse_defines(&c->arena, &c->diag, c->src, defines, ndefines, consts);
 	if (!c->g)
 		return false;
 	for (int i = 0; i < ndefines; i++)
-		netc_define(&c->arena, c->g, defines[i], &c->diag);
+		if (!consts[i])
+			netc_define(&c->arena, c->g, defines[i], &c->diag);
 	if (c->diag.nerrors || !parallel_config_finish(&c->g->par, &c->diag))
 		return false;
 	return after_pass(c, "parse");

@@ -182,7 +182,9 @@ double schedule_ideal_bubble(int P, int M)
 void schedule_svg(const Schedule *s, FILE *out)
 {
 	const double unit = 24, row = 34, left = 80;
-	double w = left + s->makespan * unit + 20, h = row * s->nstages + 50;
+	double w = left + s->makespan * unit + 20, h = row * s->nstages + 100;
+	if (w < 520)
+		w = 520; /* room for the legend */
 	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 	             "font-family=\"sans-serif\" font-size=\"11\">\n",
 	        w, h);
@@ -200,5 +202,27 @@ void schedule_svg(const Schedule *s, FILE *out)
 			        o->kind == SOP_F ? 'F' : 'B', o->micro, s->nchunks > s->nstages ? (o->chunk / s->nstages ? "'" : "") : "");
 		}
 	}
+	/* the time axis, in the simulation's units (a forward pass of one
+	 * micro-batch through one stage = 1), labelled every other unit */
+	double ya = 30 + s->nstages * row + 4;
+	fprintf(out, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#333\"/>\n", left, ya,
+	        left + s->makespan * unit, ya);
+	for (int t = 0; t <= (int)s->makespan; t++) {
+		fprintf(out, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#333\"/>\n", left + t * unit,
+		        ya, left + t * unit, ya + 4);
+		if (t % 2 == 0)
+			fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>\n", left + t * unit,
+			        ya + 16, t);
+	}
+	fprintf(out, "<text x=\"8\" y=\"%.0f\">time</text>\n", ya + 16);
+	/* the legend */
+	double yl = ya + 30;
+	fprintf(out, "<rect x=\"8\" y=\"%.0f\" width=\"18\" height=\"12\" fill=\"#8ecae6\" stroke=\"#333\"/>\n"
+	             "<text x=\"30\" y=\"%.0f\">Fk: forward of micro-batch k (1 unit)</text>\n"
+	             "<rect x=\"250\" y=\"%.0f\" width=\"18\" height=\"12\" fill=\"#ffb703\" stroke=\"#333\"/>\n"
+	             "<text x=\"272\" y=\"%.0f\">Bk: its backward (2 units)</text>\n",
+	        yl, yl + 10, yl, yl + 10);
+	fprintf(out, "<text x=\"8\" y=\"%.0f\">blank: the stage waits (the bubble)%s</text>\n", yl + 28,
+	        s->nchunks > s->nstages ? "; Fk': the stage's second model chunk" : "");
 	fputs("</svg>\n", out);
 }

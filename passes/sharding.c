@@ -404,6 +404,33 @@ static void vocab_parallel_ce_grad(Sharder *S, Node *n)
 	n->nin = 4;
 }
 
+/* As produced, with each input that has no layout yet (a parameter this
+ * elementwise op or bias_add reads first) split as the input it meets,
+ * aligned from the right: bias_add(column-split product, b) then splits
+ * b by the same columns instead of gathering the product, as the
+ * annotated Megatron form does. */
+static Strategy strategy_following(Sharder *S, const Node *n)
+{
+	Strategy s = strategy_as_produced(S->cx.arena, n);
+	if (!(op_info[n->op].flags & OPF_ELEM) && n->op != OP_BIAS_ADD)
+		return s;
+	int ref = -1;
+	for (int j = 0; j < n->nin; j++)
+		if (n->in[j]->layout && (ref < 0 || n->in[j]->shape.rank > n->in[ref]->shape.rank))
+			ref = j;
+	if (ref < 0)
+		return s;
+	const Shape *rs = &n->in[ref]->shape;
+	for (int j = 0; j < n->nin; j++) {
+		const Shape *x = &n->in[j]->shape;
+		for (int k = 0; k < x->rank && !n->in[j]->layout; k++) {
+			int i = k + rs->rank - x->rank;
+			s.v[j].d[k] = i >= 0 && x->d[k] == rs->d[i] ? s.v[ref].d[i] : 1;
+		}
+	}
+	return s;
+}
+
 /* Picks the strategy for n and derives its layouts; false (reported) if
  * the user's strategy is invalid. */
 static bool shard(Sharder *S, Node *n, ShardResult *r)
@@ -442,8 +469,10 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	 * as they are: no communication, and a Megatron-style split survives
 	 * the elementwise ops between two matmuls. Backward ops take their
 	 * inputs as produced even when that needs communication. */
+	bool semi = !per_device_mode(S->mode) && n->phase == PH_FORWARD;
 	if ((!per_device_mode(S->mode) || S->mode == PM_HYBRID_PARALLEL || n->phase != PH_FORWARD) &&
-	    try_strategy(S, n, strategy_as_produced(a, n), r) && (n->phase != PH_FORWARD || !needs_comm(n, r)))
+	    try_strategy(S, n, semi ? strategy_following(S, n) : strategy_as_produced(a, n), r) &&
+	    (n->phase != PH_FORWARD || !needs_comm(n, r)))
 		return true;
 	if (try_strategy(S, n, data_parallel_strategy(S, n), r))
 		return true;

@@ -166,18 +166,18 @@ else
 	head -5 "$work/dot.log" | sed 's/^/     | /'
 fi
 
-# dot draws what the program runs: every redistribution of the forward,
+# dot --full draws what the program runs: every redistribution of the forward,
 # backward and update phases (after fusion, as in `dump
 # --dump-after=memplan`, the last pass), each with its output's name
 "$NETC" dump samples/transformer.net --dump-after=memplan 2>/dev/null |
 	sed -n 's/^ *\([^ :]*\): .* = redistribute(.*/\1/p' | sort >"$work/redist.want"
 # (agwrite continues long lines with a backslash: join them first)
-"$NETC" dot samples/transformer.net 2>"$work/dot.log" | sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' |
+"$NETC" dot --full samples/transformer.net 2>"$work/dot.log" | sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' |
 	awk -F'\\\\n' '/label="redistribute\\n/ { for (i = 2; i <= NF; i++) if ($i ~ /: /) { sub(/: .*/, "", $i); print $i; break } }' |
 	sort >"$work/redist.got"
 nwant=$(wc -l <"$work/redist.want")
 if [ "$nwant" -gt 13 ] && cmp -s "$work/redist.want" "$work/redist.got"; then
-	ok "netc dot samples/transformer.net draws all $nwant redistributions the program executes"
+	ok "netc dot --full samples/transformer.net draws all $nwant redistributions the program executes"
 else
 	bad "netc dot samples/transformer.net: $(wc -l <"$work/redist.got") redistributions drawn, the program executes $nwant"
 	diff "$work/redist.want" "$work/redist.got" | head -5 | sed 's/^/     | /'

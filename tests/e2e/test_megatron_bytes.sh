@@ -20,7 +20,13 @@
 #     strategy (rows and classes), likewise;
 #  3. data_parallel and hybrid_parallel on the same model send exactly
 #     the ring minimum: 2(n-1)/n x (the trainable parameters' bytes + the
-#     4-byte loss), per explain.
+#     4-byte loss), per explain;
+#  4. semi_auto_parallel: an unannotated bias_add after a column-split
+#     matmul (tests/e2e/models/semi_follow.net) follows the product's
+#     layout: explain's bytes equal those of the form with the Megatron
+#     strategy written out, the bias_add needs no communication, the
+#     program's --comm-stats agree, the losses equal stand-alone's, and
+#     --why marks the followed row and says why it was chosen.
 # Last line: "N passed, N failed"; exit status non-zero on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -113,5 +119,37 @@ for mode in data_parallel hybrid_parallel; do
 	[ -n "$got" ] && [ "$got" = "$ring" ] && ok "$mode: $got bytes per step, the ring minimum" ||
 		bad "$mode: '$got' bytes per step, ring minimum $ring ($params bytes of parameters)"
 done
+# 4. an unannotated operator follows its producer's layout
+sf=tests/e2e/models/semi_follow.net
+sed 's/b1))$/b1).shard(((1, MP), (MP,))))/' $sf >"$work/sf_ann.net"
+"$NETC" explain $sf >"$work/sf.explain" 2>&1
+fb=$(bytes <"$work/sf.explain")
+ab=$("$NETC" explain "$work/sf_ann.net" 2>/dev/null | bytes)
+if grep -q 'shard(((1, MP), (MP,)))' "$work/sf_ann.net" && [ -n "$fb" ] && [ "$fb" = "$ab" ] &&
+	grep -A1 '^bias_add-0 .*((1, 4), (4,)) (followed)$' "$work/sf.explain" | grep -q '^    in 0 t5: '; then
+	ok "semi_auto: the unannotated bias_add follows the split product ($fb bytes per step, as annotated)"
+else
+	bad "semi_auto: unannotated $fb bytes per step, annotated $ab; $(grep -A1 '^bias_add-0' "$work/sf.explain" | tr '\n' ' ')"
+fi
+# --why says why the marked row runs: followed, with no communication
+if "$NETC" explain $sf --why bias_add-0 2>&1 | grep -q '^\* ((1, 4), (4,)) .* 0 ' &&
+	"$NETC" explain $sf --why bias_add-0 2>&1 | tail -n 1 | grep -q '^\* no strategy written: it runs on its inputs as they are produced (no communication)'; then
+	ok "semi_auto follow: --why marks the followed strategy and says why"
+else
+	bad "semi_auto follow: --why: $("$NETC" explain $sf --why bias_add-0 2>&1 | tail -n 3 | tr '\n' ' ')"
+fi
+if timeout 120 "$NETC" build $sf -o "$work/sf" >"$work/sf.b" 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/sf" --log "$work/sf.csv" --quiet --comm-stats >"$work/sf.stats" 2>&1 &&
+	timeout 120 "$NETC" build -D parallel_mode=stand_alone $sf -o "$work/sfsa" >"$work/sfsa.b" 2>&1 &&
+	timeout 120 "$work/sfsa" --log "$work/sfsa.csv" --quiet; then
+	rb=$(sed -n 's/^comm per step: .*, \([0-9]*\) bytes$/\1/p' "$work/sf.stats")
+	lc=$($B/tools/losscompare "$work/sfsa.csv" "$work/sf.csv" | tail -1)
+	case "$rb:$lc" in
+	"$fb:"*"0 failed"*) ok "semi_auto follow: --comm-stats $rb bytes as explain, losses = stand-alone (${lc#losscompare: })" ;;
+	*) bad "semi_auto follow: --comm-stats '$rb' bytes (explain $fb); $lc" ;;
+	esac
+else
+	bad "semi_auto follow: build or run failed"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

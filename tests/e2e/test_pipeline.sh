@@ -150,5 +150,30 @@ for prec in f32:4 f64:8; do
 	[ "$rows" = "$want" ] && ok "explain --schedule bytes ($p)" || bad "explain --schedule bytes ($p): '$rows', want '$want'"
 done
 
+# throughput: samples/s counts the global batch a step trains (16 rows of
+# staged.net, 4 micro-batches of 4), not one micro-batch; so does a
+# stand-alone run with grad_accumulation_step = 2 (32 samples a step):
+# samples/s x seconds/step = samples per step, within the printing's
+# rounding (ms/step has two decimals: 0.005 ms of it, and 1%)
+thr() {
+	name=$1 np=$2 want=$3; shift 3
+	if timeout $TMO $NETC build $M/staged.net -o "$work/$name" "$@" >"$work/$name.build" 2>&1 &&
+		timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 20 --print-every 20 >"$work/$name.out" 2>&1; then
+		got=$(sed -n 's/^done: .*, \([0-9.]*\) ms\/step, \([0-9.]*\) samples\/s$/\1 \2/p' "$work/$name.out" |
+			awk '{ printf "%.2f %.4f", $1 * $2 / 1000, 0.01 + 0.005 / $1 }')
+		tol=${got#* } got=${got%% *}
+		if awk -v g="$got" -v w="$want" -v t="$tol" 'BEGIN { exit !(g > (1 - t) * w && g < (1 + t) * w) }'; then
+			ok "$name: samples/s x s/step = $got samples per step (want $want)"
+		else
+			bad "$name: samples/s x s/step = '$got', want $want ($(tail -1 "$work/$name.out"))"
+		fi
+	else
+		bad "$name: build or run failed ($(grep -m1 -i error "$work/$name.build" "$work/$name.out"))"
+	fi
+}
+thr throughput_pipeline 4 16
+thr throughput_accumulation 1 32 -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
+	-D grad_accumulation_step=2
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

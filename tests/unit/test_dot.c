@@ -254,3 +254,29 @@ Test(dot, fold_repeated_blocks)
 	free(full);
 	free(t);
 }
+
+/* The overview `netc dot` draws by default: the forward pass alone (no
+ * backward operator, no update), with a legend that says how to get the
+ * rest; the whole graph when asked. */
+Test(dot, forward_overview_and_legend)
+{
+	build_sample();
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_assert(ir_dot_write(g, &(DotOptions){.forward_only = true, .legend = true}, f, &dg), "%s", diag_text());
+	fclose(f);
+	cr_expect(strstr(buf, "matmul\\nt3") && strstr(buf, "all_reduce\\nt5"), "%s", buf);
+	cr_expect_null(strstr(buf, "relu_grad"), "%s", buf);
+	cr_expect_null(strstr(buf, "sgd_update"), "%s", buf);
+	cr_expect(strstr(buf, "subgraph cluster_legend"), "%s", buf);
+	cr_expect(strstr(buf, "netc dot --full draws"), "%s", buf);
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	cr_assert(ir_dot_write(g, &(DotOptions){.legend = true}, f, &dg), "%s", diag_text());
+	fclose(f);
+	cr_expect(strstr(buf, "relu_grad") && strstr(buf, "sgd_update"), "%s", buf);
+	cr_expect(strstr(buf, "optimizer update") && !strstr(buf, "--full draws"), "%s", buf);
+	free(buf);
+}

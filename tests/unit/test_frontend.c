@@ -344,6 +344,143 @@ Test(frontend, defines)
 	done(&r);
 }
 
+/* The IR a text elaborates to, as `netc dump` prints it (malloc'd). */
+static char *ir_of(const char *text)
+{
+	Run r;
+	Graph *g = ok(&r, text);
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *fp = open_memstream(&buf, &n);
+	ir_print(g, fp);
+	fclose(fp);
+	done(&r);
+	return buf;
+}
+
+#define ARITH_HEAD "input x: f32[8, 4]\ninput y: f32[8, 6]\nparam w: f32[4, 6] = zeros\nparam b: f32[6] = zeros\n"
+
+/* Infix operators and numbers as operands elaborate to exactly the graph
+ * the same model written with calls gives (numbers: one scale node). */
+Test(frontend, infix_equals_calls)
+{
+	char *infix = ir_of(ARITH_HEAD "h = relu(x @ w + b) * 0.5 - y / 4\nz = -(h - y) @ transpose(w, perm = (1, 0))\n"
+	                               "s = 2 * h / y\n");
+	char *calls = ir_of(ARITH_HEAD "h = sub(mul(relu(add(matmul(x, w), b)), 0.5), div(y, 4))\n"
+	                               "z = matmul(-sub(h, y), transpose(w, perm = (1, 0)))\ns = div(mul(2, h), y)\n");
+	cr_expect_str_eq(infix, calls);
+	cr_expect(strstr(infix, "scale(t6, alpha=0.5)") && strstr(infix, "scale(y, alpha=0.25)") &&
+	          strstr(infix, "neg(t"), "%s", infix);
+	free(infix);
+	free(calls);
+}
+
+/* `*` `/` `@` bind tighter than `+` `-`, all left-associative; unary minus
+ * binds tightest; constants still fold (`B / 2` is a number). */
+Test(frontend, infix_precedence)
+{
+	Run r;
+	Graph *g = ok(&r, "const B = 8\ninput x: f32[B, 4]\nparam w: f32[4, 4] = zeros\n"
+	                  "y = x + x @ w * x - x / (B / 2)\n");
+	cr_expect_eq(g->nnodes, 5);
+	cr_expect_eq(g->nodes[0]->op, OP_MATMUL);
+	cr_expect_eq(g->nodes[1]->op, OP_MUL);
+	cr_expect_eq(g->nodes[1]->in[0], g->nodes[0]->out);
+	cr_expect_eq(g->nodes[2]->op, OP_ADD);
+	cr_expect_eq(g->nodes[3]->op, OP_SCALE);
+	cr_expect_float_eq(g->nodes[3]->attr.alpha, 0.25, 1e-15);
+	cr_expect_eq(g->nodes[4]->op, OP_SUB);
+	cr_expect_eq(g->nodes[4]->in[0], g->nodes[2]->out);
+	done(&r);
+	g = ok(&r, "input x: f32[8, 4]\nparam w: f32[4, 4] = zeros\ny = (x @ w).shard(((2, 1), (1, 1))).stage(0)\n");
+	cr_expect_eq(g->nodes[0]->op, OP_MATMUL);
+	cr_expect_eq(g->nodes[0]->ann.in_strategy.n, 2);
+	done(&r);
+}
+
+Test(frontend_errors, infix)
+{
+	fails(ARITH_HEAD "h = x + 1\n",
+	      "t.net:5:9: error: '+' of a tensor and a number is not supported: a number may multiply a tensor "
+	      "or divide it (for other constants declare a frozen parameter, `param c: f32[] = constant(1) "
+	      "[requires_grad = false]`)");
+	fails(ARITH_HEAD "h = 2 / x\n", "t.net:5:5: error: '/' of a tensor and a number is not supported: a number "
+	      "may multiply a tensor or divide it (for other constants declare a frozen parameter, "
+	      "`param c: f32[] = constant(2) [requires_grad = false]`)");
+	fails(ARITH_HEAD "h = x / 0\n", "t.net:5:9: error: division by zero");
+	fails(ARITH_HEAD "h = x % 2\n", "t.net:5:7: error: '%' is not defined on tensors");
+	fails(ARITH_HEAD "h = x @ 2\n", "t.net:5:9: error: operand of '@' must be a tensor (use '*' to scale by a number)");
+	fails(ARITH_HEAD "h = mul(x, \"a\")\n", "t.net:5:12: error: operand of mul must be a tensor or a number, got a string");
+	fails(ARITH_HEAD "h = x + ww\n", "t.net:5:9: error: undefined name 'ww'; did you mean 'w'?");
+	fails(ARITH_HEAD "const C = 2 @ 3\n", "t.net:5:13: error: '@' multiplies matrices: its operands must be tensors");
+	fails(ARITH_HEAD "h = relu(2 * 3)\n", "t.net:5:10: error: expected a tensor (a name or a call), got an integer");
+}
+
+/* -D NAME=VALUE replaces a top-level const before elaboration: shapes
+ * and strategies follow; other keys are left for netc_define. */
+Test(frontend, const_defines)
+{
+	const char *text = "const MP = 4\nconst H = 8 * MP\ninput x: f32[8, H]\nparam w: f32[H, H] = zeros\n"
+	                   "y = matmul(x, w).shard(((1, 1), (1, MP)))\n";
+	Run r;
+	memset(&r, 0, sizeof r);
+	r.src = source_from_string("t.net", text);
+	r.fp = open_memstream(&r.err, &r.errlen);
+	diag_init(&r.d, r.fp);
+	const char *defs[] = {"MP=2", "device_num=2", "H = 3"};
+	bool used[3] = {0};
+	Graph *g = netc_parse_defines(&r.a, &r.d, r.src, defs, 2, used);
+	fflush(r.fp);
+	cr_assert(g, "%s", r.err);
+	cr_expect(used[0] && !used[1]);
+	cr_expect_eq(g->inputs[0]->shape.d[1], 16);
+	cr_expect_eq(g->nodes[0]->ann.in_strategy.v[1].d[1], 2);
+	done(&r);
+	memset(&r, 0, sizeof r);
+	r.src = source_from_string("t.net", text);
+	r.fp = open_memstream(&r.err, &r.errlen);
+	diag_init(&r.d, r.fp);
+	g = netc_parse_defines(&r.a, &r.d, r.src, defs + 2, 1, used + 2);
+	fflush(r.fp);
+	cr_expect(used[2] && g && g->inputs[0]->shape.d[1] == 3, "%s", r.err);
+	done(&r);
+	static const struct { const char *def, *err; } bad[] = {
+		{"MP=1.5", "<-D>:1:4: error: -D MP: const 'MP' is an integer, got a float\n"},
+		{"MP=\"x\"", "<-D>:1:4: error: -D MP: const 'MP' must be a number, got a string\n"},
+	};
+	for (int i = 0; i < 2; i++) {
+		memset(&r, 0, sizeof r);
+		r.src = source_from_string("t.net", text);
+		r.fp = open_memstream(&r.err, &r.errlen);
+		diag_init(&r.d, r.fp);
+		bool u = false;
+		cr_expect_null(netc_parse_defines(&r.a, &r.d, r.src, &bad[i].def, 1, &u));
+		fflush(r.fp);
+		cr_expect(!strncmp(r.err, bad[i].err, strlen(bad[i].err)), "want %s got %s", bad[i].err, r.err);
+		done(&r);
+	}
+}
+
+/* Names carried over from PyTorch, MindSpore and Keras get the netc name. */
+Test(frontend_errors, carried_over_names)
+{
+	fails(HEAD "input l: i32[8]\ny = cross_entropy(matmul(x, w), l)\n",
+	      "t.net:4:5: error: unknown operator or block 'cross_entropy'; did you mean 'softmax_cross_entropy'?");
+	fails(HEAD "input l: i32[8]\ny = softmax_crossentropy(matmul(x, w), l)\n",
+	      "t.net:4:5: error: unknown operator or block 'softmax_crossentropy'; did you mean 'softmax_cross_entropy'?");
+	fails(HEAD "y = MatMul(x, w)\n", "t.net:3:5: error: unknown operator or block 'MatMul'; did you mean 'matmul'?");
+	fails(HEAD "y = LayerNorm(x, w, w)\n",
+	      "t.net:3:5: error: unknown operator or block 'LayerNorm'; did you mean 'layer_norm'?");
+	fails(HEAD "y = bmm(x, w)\n", "t.net:3:5: error: unknown operator or block 'bmm'; did you mean 'batch_matmul'?");
+	fails(HEAD "y = linear(x, w)\n", "t.net:3:5: error: unknown operator or block 'linear'; a dense (linear) "
+	      "layer is written `x @ w + b` (w: [in, out], b: [out])");
+	fails(HEAD "y = Dense(x, w)\n", "t.net:3:5: error: unknown operator or block 'Dense'; a dense (linear) "
+	      "layer is written `x @ w + b` (w: [in, out], b: [out])");
+	fails("param w: f32[4, 4] = glorot_uniform\n",
+	      "t.net:1:22: error: unknown initializer 'glorot_uniform'; did you mean 'xavier_uniform'? (valid: zeros, "
+	      "ones, constant, normal, uniform, xavier_uniform, he_normal)");
+}
+
 /* --- exact messages ---------------------------------------------------------- */
 
 Test(frontend_errors, names)
