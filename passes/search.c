@@ -694,11 +694,21 @@ double search_total(Search *s, const int *choice)
 	return t - shared_input_conversions(s, choice);
 }
 
+/* A device holds only its pipeline stage's parameters and activations:
+ * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
+ * on 8 stages 8x a device's, so memory_limit was never met and
+ * dynamic_programming ran its Lagrangian search 120 times). */
 double search_memory(Search *s, const int *choice)
 {
-	double m = 0;
-	for (int i = 0; i < s->nv; i++)
-		m += s->v[i].mem[choice[i]];
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	double stage[64] = {0}, m = 0;
+	for (int i = 0; i < s->nv; i++) {
+		int st = s->v[i].n->ann.stage;
+		st = P > 64 || st < 0 ? 0 : st % P;
+		stage[st] += s->v[i].mem[choice[i]];
+	}
+	for (int st = 0; st < P && st < 64; st++)
+		m = fmax(m, stage[st]);
 	return m;
 }
 

@@ -30,6 +30,7 @@ typedef struct Elim {
 
 typedef struct Dp {
 	Search *s;
+	Arena *a;          /* this pass's tables: freed when it returns */
 	double **cost;     /* per vertex, per candidate */
 	int *nc;
 	bool *alive;
@@ -109,9 +110,9 @@ static void add_factor(Dp *D, int a, int b, double *M)
 	}
 	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
 	int id = D->nf;
-	VEC_PUSH(D->s->a, D->f, D->nf, D->capf, f);
-	VEC_PUSH(D->s->a, D->adj[a], D->nadj[a], D->capadj[a], id);
-	VEC_PUSH(D->s->a, D->adj[b], D->nadj[b], D->capadj[b], id);
+	VEC_PUSH(D->a, D->f, D->nf, D->capf, f);
+	VEC_PUSH(D->a, D->adj[a], D->nadj[a], D->capadj[a], id);
+	VEC_PUSH(D->a, D->adj[b], D->nadj[b], D->capadj[b], id);
 }
 
 /* Alive factors of v (at most `max` returned in out); returns the count. */
@@ -131,13 +132,13 @@ static int live_factors(Dp *D, int v, int *out, int max)
 	return n;
 }
 
-static void push_elim(Dp *D, Elim e) { VEC_PUSH(D->s->a, D->el, D->nel, D->capel, e); }
+static void push_elim(Dp *D, Elim e) { VEC_PUSH(D->a, D->el, D->nel, D->capel, e); }
 
 static void elim_leaf(Dp *D, int v, int fid)
 {
 	Factor *f = &D->f[fid];
 	int u = f->a == v ? f->b : f->a;
-	Elim e = {.kind = EL_LEAF, .v = v, .u = u, .arg = ARENA_NEWN(D->s->a, int, D->nc[u])};
+	Elim e = {.kind = EL_LEAF, .v = v, .u = u, .arg = ARENA_NEWN(D->a, int, D->nc[u])};
 	for (int cu = 0; cu < D->nc[u]; cu++) {
 		double best = INFINITY;
 		int arg = 0;
@@ -161,7 +162,7 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
 	double *M = mat_alloc((size_t)nu * nw);
-	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
+	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->a, int, (size_t)nu * nw)};
 	double *left = xmalloc(sizeof(double) * (size_t)nv);
 	for (int cu = 0; cu < nu; cu++) {
 		for (int cv = 0; cv < nv; cv++)
@@ -244,10 +245,13 @@ static size_t edge_key_hash(const EdgeKey *k)
 	return (size_t)h;
 }
 
+/* The tables live in an arena of their own, freed on return: under a
+ * memory limit search_dp runs this up to 120 times, and in the search's
+ * arena they piled up (1.9 GB at GPT-3 scale, issue 28). */
 static void dp_once(Search *s, double lambda, int *choice)
 {
-	Arena *a = s->a;
-	Dp D = {.s = s};
+	Arena scratch = {0}, *a = &scratch;
+	Dp D = {.s = s, .a = a};
 	int nv = s->nv;
 	D.cost = ARENA_NEWN(a, double *, nv + 1);
 	D.nc = ARENA_NEWN(a, int, nv + 1);
@@ -375,6 +379,7 @@ static void dp_once(Search *s, double lambda, int *choice)
 		case EL_SERIES: choice[e->v] = e->arg[choice[e->u] * e->nw + choice[e->w]]; break;
 		}
 	}
+	arena_free(&scratch);
 }
 
 /* The memory a choice needs as the limit counts it: the search's own
