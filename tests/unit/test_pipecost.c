@@ -97,6 +97,9 @@ static void pipeline_totals(Compilation *c, const char *sched, ExplainTotals *t)
 	NEAR(t->stage[0].sends, 4 * X);
 	cr_expect_eq(t->stage[0].send_bytes, 4 * 1024);
 	cr_expect_eq(t->busiest, 0);
+	/* the update runs once per step on the parameter's stage */
+	cr_expect_eq(update_of(c->g, "w1")->ann.stage, 0);
+	cr_expect_eq(update_of(c->g, "w8")->ann.stage, 1);
 }
 
 /* GPipe, stage 0 the slower (F0 + B0 > F1 + B1): every forward, then the
@@ -156,15 +159,16 @@ Test(pipecost, explain_micro_steps_without_stages)
  * (issue 28: at GPT-3 scale the sum over 8 stages never met memory_limit
  * and the search ran 120 times). deep.net on 2 devices, 2 stages, one
  * device each: stage 0 holds w1..w4 (32x32 f32, x 4 with the gradient and
- * Adam's two states) and its 7 outputs of a micro-batch (8x32 f32); stage
- * 1 w5..w7, w8 (32x10) and 8 smaller outputs. Before: both stages,
- * 134468 bytes. */
+ * Adam's two states) and its 7 outputs (8x32 f32) of each of the 2
+ * micro-batches 1F1B keeps in flight there (explain's figure too); stage 1
+ * w5..w7, w8 (32x10) and 8 smaller outputs of 1. Before: both stages, one
+ * micro-batch each, 134468 bytes. */
 Test(pipecost, search_memory_is_the_largest_stage)
 {
 	Compilation c;
 	const char *defs[] = {"device_num=2", "parallel_mode=auto_parallel", "search_mode=dynamic_programming"};
 	cr_assert(compile_model(&c, "tests/e2e/pipeline/deep.net", defs, 3, UPTO_CODEGEN));
-	double stage0 = 4 * 32 * 32 * 4 * 4 + 7 * 8 * 32 * 4;
+	double stage0 = 4 * 32 * 32 * 4 * 4 + 2 * 7 * 8 * 32 * 4;
 	double stage1 = 3 * 32 * 32 * 4 * 4 + 32 * 10 * 4 * 4 + 7 * 8 * 32 * 4 + 8 * 10 * 4 + 4;
 	cr_expect(stage0 > stage1);
 	NEAR(c.search_mem, stage0);
