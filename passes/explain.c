@@ -10,6 +10,7 @@
 #include "cost.h"
 #include "fusion.h"
 #include "redistribute.h"
+#include "schedule.h"
 #include "search.h"
 
 static const Machine *machine_of(Compilation *c, Machine *tmp)
@@ -33,6 +34,47 @@ static Strategy used_strategy(Compilation *c, const Node *n)
 	return n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(&c->arena, n);
 }
 
+static int chunk_of(const ExplainTotals *t, const Node *n)
+{
+	return n->chunk >= 0 && n->chunk < t->nchunks ? n->chunk : 0;
+}
+
+static int stage_of_value(const ExplainTotals *t, const Value *v)
+{
+	int st = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : 0;
+	return st >= 0 && st < t->nstages ? st : 0;
+}
+
+/* Seconds of one operator's compute: into its chunk's forward or
+ * backward pass per micro-batch, or its stage's update per step. */
+static void add_compute(ExplainTotals *t, const Node *n, Phase ph, double s)
+{
+	int c = chunk_of(t, n);
+	if (ph == PH_UPDATE) {
+		t->stage[c % t->nstages].update += s;
+		t->stage[c % t->nstages].compute += s;
+	} else {
+		(ph == PH_BACKWARD ? t->bwd : t->fwd)[c] += s;
+		t->stage[c % t->nstages].compute += s * t->nmicro;
+	}
+}
+
+/* A collective of `bytes` taking `s` seconds, run by node n's stage: per
+ * micro-batch inside its chunk's pass, or once per step in the update. */
+static void add_comm(ExplainTotals *t, const Node *n, double s, int64_t bytes, int count)
+{
+	int c = chunk_of(t, n);
+	StageCost *sc = &t->stage[c % t->nstages];
+	int times = n->phase == PH_UPDATE ? 1 : t->nmicro;
+	if (n->phase == PH_UPDATE)
+		sc->grads += s;
+	else
+		(n->phase == PH_BACKWARD ? t->bwd : t->fwd)[c] += s;
+	sc->comm += s * times;
+	sc->comm_bytes += bytes * times;
+	sc->ncomm += count * times;
+}
+
 /* With measured figures the step is what the program runs: every
  * operator of the forward, backward and update at its local sizes, and
  * the synthetic batch (the search's model, forward x 3, stays the
@@ -45,6 +87,11 @@ static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 	const MachineProfile *p = machine_profile(m, t->ranks);
 	if (!p)
 		return;
+	/* the measured figures replace the search's model, forward x 3 */
+	for (int k = 0; k < t->nchunks; k++)
+		t->fwd[k] = t->bwd[k] = 0;
+	for (int st = 0; st < t->nstages; st++)
+		t->stage[st].compute = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (c->infer && n->phase != PH_FORWARD)
@@ -58,9 +105,13 @@ static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 		if (n->phase >= PH_FORWARD && n->phase <= PH_UPDATE)
 			t->phase[n->phase] += s;
 		t->overhead += p->op_overhead;
+		add_compute(t, n, n->phase, s);
 	}
 	t->input = cost_input_time(p, g);
 	t->compute = t->gemm + t->other + t->input;
+	/* each micro-batch is made where the first chunk runs */
+	t->fwd[0] += t->input;
+	t->stage[0].compute += t->input * t->nmicro;
 }
 
 /* With a calibrated machine a gradient all-reduce packed into a fusion
@@ -78,11 +129,14 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 		return false;
 	/* an all-reduce bucket runs as nrt_iallreduce: its own figures when measured */
 	int kind = b->kind == RS_ALLREDUCE && m->coll_bandwidth[MACHINE_IALLREDUCE] > 0 ? MACHINE_IALLREDUCE : (int)b->kind;
+	double s = 0;
 	if (b->members[0] == n) {
-		t->comm += machine_latency(m, kind) * (double)cost_rounds(b->kind, b->group);
+		s += machine_latency(m, kind) * (double)cost_rounds(b->kind, b->group);
 		t->ncomm++;
 	}
-	t->comm += (double)n->attr.plan->send_bytes / machine_bandwidth(m, kind);
+	s += (double)n->attr.plan->send_bytes / machine_bandwidth(m, kind);
+	t->comm += s;
+	add_comm(t, n, s, n->attr.plan->send_bytes, b->members[0] == n);
 	return true;
 }
 
@@ -105,6 +159,90 @@ static void ps_traffic(const Graph *g, const Machine *m, const Node *n, ExplainT
 	t->ncomm++;
 	t->comm_bytes += bytes;
 	t->comm += time;
+	StageCost *sc = &t->stage[chunk_of(t, n) % t->nstages]; /* once per step (passes/ps.c) */
+	sc->comm += time, sc->grads += time, sc->comm_bytes += bytes, sc->ncomm++;
+}
+
+/* The values a chunk sends to another each micro-batch, as the program
+ * does (codegen/pipeline_c.c, emit_sched_plan): an operator's input made
+ * on another chunk, once per (value, reader chunk), in the earliest phase
+ * that reads it. Between chunks of one stage it is a copy: free. */
+static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
+{
+	Graph *g = c->g;
+	int C = t->nchunks;
+	int *seen = ARENA_NEWN(&c->arena, int, (size_t)g->nvalues * C); /* phase + 1 of the transfer */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase == PH_UPDATE)
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			if (v->kind != VK_NODE || !v->def || chunk_of(t, v->def) == chunk_of(t, n))
+				continue;
+			int *sp = &seen[(size_t)v->id * C + chunk_of(t, n)];
+			if (*sp)
+				continue;
+			*sp = 1;
+			int from = chunk_of(t, v->def), to = chunk_of(t, n);
+			if (from % t->nstages == to % t->nstages)
+				continue;
+			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
+			double s = machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+			double *x = n->phase == PH_BACKWARD && v->def->phase == PH_BACKWARD ? t->xfer_b : t->xfer_f;
+			x[from * C + to] += s;
+			StageCost *sc = &t->stage[from % t->nstages];
+			sc->sends += s * t->nmicro;
+			sc->send_bytes += bytes * t->nmicro;
+			sc->comm_bytes += bytes * t->nmicro;
+			sc->ncomm += t->nmicro;
+		}
+	}
+}
+
+static void pipeline_setup(Compilation *c, ExplainTotals *t)
+{
+	Graph *g = c->g;
+	t->nstages = g->nstages > 0 ? g->nstages : 1;
+	t->nchunks = g->nchunks >= t->nstages ? g->nchunks : t->nstages;
+	t->nmicro = g->nmicro > 0 ? g->nmicro : 1;
+	t->scheduled = t->nstages > 1 || t->nmicro > 1;
+	t->scheduler = t->nchunks > t->nstages ? "interleaved 1f1b"
+	               : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
+	t->stage = ARENA_NEWN(&c->arena, StageCost, t->nstages);
+	t->fwd = ARENA_NEWN(&c->arena, double, t->nchunks);
+	t->bwd = ARENA_NEWN(&c->arena, double, t->nchunks);
+	t->xfer_f = ARENA_NEWN(&c->arena, double, (size_t)t->nchunks * t->nchunks);
+	t->xfer_b = ARENA_NEWN(&c->arena, double, (size_t)t->nchunks * t->nchunks);
+}
+
+/* Each device's step: its stage's passes in the schedule's order with
+ * these costs, waiting for the other stages' values, then the gradient
+ * reductions and the update; the step ends when the last stage's does. */
+static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, const double *fixed)
+{
+	const Schedule *s = schedule_build(&c->arena, t->nstages, t->nchunks, t->nmicro, c->g->par.pipeline_scheduler,
+	                                   training(c));
+	double *end = ARENA_NEWN(&c->arena, double, t->nstages);
+	schedule_replay(&c->arena, s, t->fwd, t->bwd, t->xfer_f, t->xfer_b, end);
+	t->step = 0;
+	for (int st = 0; st < t->nstages; st++) {
+		StageCost *sc = &t->stage[st];
+		sc->end = end[st];
+		sc->slots = s->nslots[st];
+		sc->memory = fixed[st] + act[st] * sc->slots;
+		double done = sc->end + sc->grads + sc->update;
+		if (done > t->step)
+			t->step = done;
+	}
+	for (int st = 0; st < t->nstages; st++) {
+		StageCost *sc = &t->stage[st];
+		sc->idle = t->step - sc->compute - sc->comm;
+		if (sc->compute + sc->comm > t->stage[t->busiest].compute + t->stage[t->busiest].comm)
+			t->busiest = st;
+		if (sc->memory > t->stage[t->largest].memory)
+			t->largest = st;
+	}
 }
 
 void explain_totals(Compilation *c, ExplainTotals *t)
@@ -113,20 +251,31 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
 	memset(t, 0, sizeof *t);
+	pipeline_setup(c, t);
+	double *act = ARENA_NEWN(&c->arena, double, t->nstages);   /* activation bytes of one micro-batch */
+	double *fixed = ARENA_NEWN(&c->arena, double, t->nstages); /* parameters, gradients, states */
 	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	               .nstages = g->nstages};
 	bool tr = training(c);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
+		int st = chunk_of(t, n) % t->nstages;
 		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
 			t->comm_bytes += n->attr.plan->send_bytes;
 			if (fused_member(c, m, n, t))
 				continue;
-			t->comm += cost_plan_time(m, n->attr.plan);
+			double s = cost_plan_time(m, n->attr.plan);
+			int count = 0;
 			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
-				t->ncomm += n->attr.plan->steps[k].kind != RS_SLICE;
-			if (n->phase == PH_FORWARD)
-				t->memory += (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
+				count += n->attr.plan->steps[k].kind != RS_SLICE;
+			t->comm += s;
+			t->ncomm += count;
+			add_comm(t, n, s, n->attr.plan->send_bytes, count);
+			if (n->phase == PH_FORWARD) {
+				double b = (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
+				t->memory += b;
+				act[st] += b;
+			}
 			continue;
 		}
 		if (n->ps_push)
@@ -135,23 +284,35 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			continue;
 		Strategy s = used_strategy(c, n);
 		ShardResult r;
+		double sec;
 		if (g->par.parallel_mode == PM_STAND_ALONE || !shard_node(&cx, n, &s, &r)) {
-			t->compute += (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
+			sec = (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
 		} else {
-			t->compute += cost_compute(m, n, &r, tr);
+			sec = cost_compute(m, n, &r, tr);
 		}
+		t->compute += sec;
+		/* the search's model: the backward pass costs twice the forward */
+		add_compute(t, n, PH_FORWARD, tr ? sec / 3 : sec);
+		if (tr)
+			add_compute(t, n, PH_BACKWARD, sec - sec / 3);
 		const Layout *l = n->out->layout;
-		t->memory += (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
+		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
+		t->memory += b;
+		act[st] += b;
 	}
 	if (machine_calibrated(m))
 		calibrated_compute(c, m, t);
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];
-		if (p->layout)
-			t->memory += cost_param_memory(p->layout, p->dtype, tr && p->param.requires_grad, opt_states(g));
-		else
-			t->memory += (double)shape_numel(&p->shape) * dtype_size(p->dtype) * (tr ? 2 + opt_states(g) : 1);
+		double b = p->layout ? cost_param_memory(p->layout, p->dtype, tr && p->param.requires_grad, opt_states(g))
+		                     : (double)shape_numel(&p->shape) * dtype_size(p->dtype) * (tr ? 2 + opt_states(g) : 1);
+		t->memory += b;
+		fixed[stage_of_value(t, p)] += b;
 	}
+	stage_transfers(c, m, t);
+	pipeline_step(c, t, act, fixed);
+	if (!t->scheduled) /* one pass, summed as the search sums it */
+		t->step = t->compute + t->comm;
 }
 
 /* A value as a reader knows it: a gradient after what it is the gradient
@@ -168,12 +329,20 @@ static const char *shown(Compilation *c, const Value *v)
 	return v->name;
 }
 
+static bool scheduled(const Graph *g) { return g->nstages > 1 || g->nmicro > 1; }
+
+/* In a scheduled program the forward and backward collectives run once
+ * per micro-batch on their stage's devices, the update's once per step. */
 static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *out)
 {
 	const RedistPlan *p = r->attr.plan;
-	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s\n", shown(c, r->in[0]),
+	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s", shown(c, r->in[0]),
 	        shown(c, r->out), redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes,
 	        cost_plan_time(m, p));
+	if (scheduled(c->g))
+		fprintf(out, " per %s, stage %d", r->phase == PH_UPDATE ? "step" : "micro-batch",
+		        r->chunk >= 0 ? r->chunk % (c->g->nstages > 0 ? c->g->nstages : 1) : 0);
+	fputc('\n', out);
 }
 
 static const char *origin(const Node *n)
@@ -469,6 +638,42 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 		        v[i].ncomm, human(c, (double)v[i].comm_bytes), v[i].comm);
 }
 
+/* A scheduled program: each stage's figures per device, the busiest
+ * stage's totals, the step as the schedule runs it. */
+static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
+{
+	fprintf(out,
+	        "one micro-batch through every stage and the update (the search's view): compute %.6g s, "
+	        "communication %.6g s (%d collectives, %" PRId64 " bytes), %.6g s\n",
+	        t->compute, t->comm, t->ncomm, t->comm_bytes, t->compute + t->comm);
+	fprintf(out,
+	        "pipeline: %d stage%s x %" PRId64 " devices, %s, %d micro-batch%s per step; seconds per device of "
+	        "the stage, per micro-batch (/mb) or per step:\n",
+	        t->nstages, t->nstages == 1 ? "" : "s", g->par.device_num / t->nstages, t->scheduler, t->nmicro,
+	        t->nmicro == 1 ? "" : "es");
+	fprintf(out, "  %-5s %11s %11s %11s %11s %11s %11s %11s %11s %11s\n", "stage", "fwd/mb", "bwd/mb", "sends/mb",
+	        "compute", "comm", "of it grads", "idle", "done at", "memory");
+	for (int st = 0; st < t->nstages; st++) {
+		const StageCost *sc = &t->stage[st];
+		double f = 0, b = 0;
+		for (int k = st; k < t->nchunks; k += t->nstages)
+			f += t->fwd[k], b += t->bwd[k];
+		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g\n", st, f, b,
+		        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle, sc->end + sc->grads + sc->update,
+		        sc->memory);
+	}
+	const StageCost *bz = &t->stage[t->busiest];
+	fprintf(out,
+	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
+	        " bytes), memory %.4g bytes; stage %d's (the busiest; memory: stage %d's, the largest, "
+	        "activations of %d micro-batch%s)\n",
+	        bz->compute, bz->comm, bz->ncomm, bz->comm_bytes, t->stage[t->largest].memory, t->busiest, t->largest,
+	        t->stage[t->largest].slots, t->stage[t->largest].slots == 1 ? "" : "es");
+	fprintf(out, "predicted step time: %.6g s\n", t->step);
+	fprintf(out, "idle per step on stage %d: %.6g s (%.1f%% of the step: the schedule's bubble and the waits for "
+	        "other stages)\n", t->busiest, bz->idle, t->step > 0 ? 100 * bz->idle / t->step : 0.0);
+}
+
 /* Which figures the predictions below use. */
 static void print_machine(const Machine *m, const Graph *g, FILE *out)
 {
@@ -510,9 +715,9 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	for (int i = 0; i < g->nnodes; i++)
 		if (names[i])
 			print_node(c, m, names[i], g->nodes[i], out);
-	int nb = 0;
-	int64_t bytes = 0;
-	double time = 0;
+	int nb = 0, nph[2] = {0};
+	int64_t bytes = 0, bph[2] = {0};
+	double time = 0, tph[2] = {0};
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->op != OP_REDISTRIBUTE || n->phase == PH_FORWARD || !n->attr.plan)
@@ -522,18 +727,29 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		print_comm(c, m, n, out);
 		bytes += n->attr.plan->send_bytes;
 		time += cost_plan_time(m, n->attr.plan);
+		int k = n->phase == PH_UPDATE;
+		nph[k]++, bph[k] += n->attr.plan->send_bytes, tph[k] += cost_plan_time(m, n->attr.plan);
 	}
-	fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes (%s), %.3g s per step\n", nb ? "" : "\n",
-	        nb, bytes, human(c, (double)bytes), time);
+	if (scheduled(g))
+		fprintf(out,
+		        "%sbackward: %d redistributions, %" PRId64 " bytes (%s), %.3g s per micro-batch of every stage; update: %d, %" PRId64
+		        " bytes (%s), %.3g s per step\n",
+		        nb ? "" : "\n", nph[0], bph[0], human(c, (double)bph[0]), tph[0], nph[1], bph[1], human(c, (double)bph[1]), tph[1]);
+	else
+		fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes (%s), %.3g s per step\n", nb ? "" : "\n",
+		        nb, bytes, human(c, (double)bytes), time);
 	ExplainTotals t;
 	explain_totals(c, &t);
 	if (t.nps)
 		fprintf(out, "parameter servers (%" PRId64 "): %d pushes, %" PRId64 " bytes a worker sends per step (and pulls back), %.3g s\n",
 		        g->par.server_num, t.nps, t.ps_bytes, t.ps);
-	fprintf(out,
-	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
-	        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
-	        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.compute + t.comm);
+	if (t.scheduled)
+		print_stages(g, &t, out);
+	else
+		fprintf(out,
+		        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
+		        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
+		        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.step);
 	print_comm_kinds(c, &t, out);
 	print_layers(c, m, out);
 	if (t.calibrated)
@@ -545,7 +761,7 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		        t.phase[PH_BACKWARD], t.phase[PH_UPDATE]);
 	double obj = explain_objective(c);
 	if (!isnan(obj))
-		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate)\n", obj,
-		        100 * (obj / (t.compute + t.comm) - 1));
+		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate%s)\n", obj,
+		        100 * (obj / (t.compute + t.comm) - 1), t.scheduled ? " of one micro-batch through every stage" : "");
 	return true;
 }

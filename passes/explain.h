@@ -13,6 +13,26 @@
 
 #include "passes.h"
 
+/* One pipeline stage's figures, on each of its devices. */
+typedef struct StageCost {
+	double compute;        /* seconds per step: micro-batches x (forward + backward) + update */
+	double comm;           /* seconds per step of the stage's collectives: micro-batches x the
+	                        * forward and backward ones + the update's (gradient reductions) */
+	double grads;          /* of comm: seconds per step of the update phase's collectives */
+	double update;         /* of compute: seconds per step of the update (calibrated machines) */
+	double sends;          /* seconds per step sending values to other stages (non-blocking:
+	                        * the receiver waits for them, the sender does not) */
+	int64_t send_bytes;    /* bytes per step sent to other stages */
+	int ncomm;             /* collectives and sends per step */
+	int64_t comm_bytes;    /* bytes per step the device sends, stage-to-stage sends included */
+	double memory;         /* bytes per device: the stage's parameters, gradients and optimizer
+	                        * states, its activations x the micro-batches it holds at once */
+	int slots;             /* micro-batches whose activations the stage holds at once */
+	double end;            /* seconds from the step's start to the stage's last backward pass */
+	double idle;           /* seconds per step neither computing nor communicating: the bubble
+	                        * and the waits for other stages' transfers */
+} StageCost;
+
 typedef struct ExplainTotals {
 	double compute;        /* seconds per step on one device */
 	double comm;           /* seconds per step of every inserted collective */
@@ -34,6 +54,23 @@ typedef struct ExplainTotals {
 	double input;          /* seconds making the synthetic batch */
 	double phase[3];       /* compute seconds of the forward, backward and update (Phase order),
 	                        * as the program's --trace spans them */
+	/* With micro-steps (micro_size, grad_accumulation_step) or pipeline
+	 * stages the program is scheduled (passes/schedule.c): the figures
+	 * above then describe one micro-batch through every stage and the
+	 * update once (the search's view); a device's step is its stage's
+	 * passes over nmicro micro-batches in the schedule's order, replayed
+	 * with these costs (schedule_replay), then its update. */
+	bool scheduled;
+	int nstages, nchunks, nmicro;
+	const char *scheduler; /* "gpipe", "1f1b", "interleaved 1f1b" */
+	StageCost *stage;      /* [nstages] */
+	double *fwd, *bwd;     /* [nchunks]: seconds per micro-batch of the chunk's forward, backward
+	                        * passes, collectives inside them included */
+	double *xfer_f, *xfer_b; /* [from * nchunks + to]: seconds a transfer takes per micro-batch */
+	int busiest;           /* the stage with the most compute + communication */
+	int largest;           /* the stage with the most memory */
+	double step;           /* seconds per step: the last stage to finish its passes, its update
+	                        * and gradient reductions (every stage when not scheduled) */
 } ExplainTotals;
 
 /* c has been through the passes (at least sharding). */

@@ -572,6 +572,15 @@ bool pass_memplan(Compilation *c)
 		p->stage_peak = ARENA_NEWN(&c->arena, int64_t, g->nstages);
 		p->stage_transient = ARENA_NEWN(&c->arena, int64_t, g->nstages);
 		p->transient = ARENA_NEWN(&c->arena, bool, nv);
+		p->nstages = g->nstages;
+		p->stage_params = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		p->stage_state = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		for (int i = 0; i < nv; i++) {
+			Value *v = g->values[i];
+			int st = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
+			if (st >= 0 && st < g->nstages)
+				*(v->kind == VK_PARAM ? &p->stage_params[st] : &p->stage_state[st]) += value_bytes(c, v);
+		}
 		for (int s = 0; s < g->nstages; s++) {
 			p->stage_offset[s] = ARENA_NEWN(&c->arena, int64_t, nv);
 			p->stage_peak[s] = plan_stage(c, s, p->stage_offset[s], p->transient, &p->stage_transient[s]);
@@ -585,6 +594,18 @@ bool pass_memplan(Compilation *c)
 
 void memplan_report(const MemPlan *p, FILE *out)
 {
+	if (p->stage_params) {
+		int big = 0;
+		for (int s = 0; s < p->nstages; s++)
+			if (p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s] >
+			    p->stage_peak[big] + p->stage_transient[big] + 2 * p->stage_params[big] + p->stage_state[big])
+				big = s;
+		fprintf(out,
+		        "memory per device, pipeline stage %d (the largest of %d): activations and gradients peak %" PRId64
+		        " bytes a micro-batch slot (%" PRId64 " shared), parameters %" PRId64 ", optimizer state %" PRId64 "\n",
+		        big, p->nstages, p->stage_peak[big], p->stage_transient[big], p->stage_params[big], p->stage_state[big]);
+		return;
+	}
 	fprintf(out,
 	        "memory per device: activations and gradients peak %" PRId64 " bytes (%" PRId64
 	        " without reuse), parameters %" PRId64 ", optimizer state %" PRId64 ", inputs %" PRId64 "\n",

@@ -27,6 +27,9 @@ struct MemPlan {
 	 * pass: they share one region per rank instead of one per slot. */
 	bool *transient;        /* by value id: in the shared region (its stage_offset is an offset there) */
 	int64_t *stage_transient; /* [stage]: bytes of the shared region */
+	int nstages;            /* pipelines: the stages the arrays above and below count */
+	int64_t *stage_params;  /* [stage]: parameter bytes of the parameters the stage owns */
+	int64_t *stage_state;   /* [stage]: their optimizer state bytes */
 };
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
@@ -34,5 +37,7 @@ struct MemPlan {
 int64_t value_bytes_as(const Value *v, int real_size);
 /* The same at the compilation's precision. */
 static inline int64_t value_bytes(const Compilation *c, const Value *v) { return value_bytes_as(v, c->f64 ? 8 : 4); }
+/* The summary line; with pipeline stages, the largest stage's (by its
+ * workspace, parameters and state): a device holds only its stage's. */
 void memplan_report(const MemPlan *p, FILE *out);
 #endif

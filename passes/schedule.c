@@ -174,6 +174,74 @@ Schedule *schedule_build(Arena *a, int P, int C, int M, PipelineScheduler sched,
 	return out;
 }
 
+/* When pass (c, j) of `kind` may start, or < 0 while an input is missing:
+ * every chunk that sends to c in that direction must have run its pass of
+ * micro-batch j (the chunk before in the forward, after in the backward,
+ * and any skip connection), plus the transfer's time. */
+static double replay_ready(const Schedule *s, const double *fdone, const double *bdone, const double *xf,
+                           const double *xb, SchedKind kind, int c, int j)
+{
+	int C = s->nchunks, M = s->nmicro;
+	double r = 0;
+	if (kind == SOP_B) {
+		r = fdone[c * M + j];
+		if (r < 0)
+			return -1;
+	}
+	for (int a = 0; a < C; a++) {
+		bool feeds = kind == SOP_F ? a == c - 1 || (xf && xf[a * C + c] > 0)
+		                           : a == c + 1 || (xb && xb[a * C + c] > 0);
+		if (!feeds || a == c)
+			continue;
+		double d = (kind == SOP_F ? fdone : bdone)[a * M + j];
+		if (d < 0)
+			return -1;
+		d += kind == SOP_F ? (xf ? xf[a * C + c] : 0) : (xb ? xb[a * C + c] : 0);
+		if (d > r)
+			r = d;
+	}
+	return r;
+}
+
+double schedule_replay(Arena *a, const Schedule *s, const double *fwd, const double *bwd, const double *xfer_f,
+                       const double *xfer_b, double *end)
+{
+	int P = s->nstages, C = s->nchunks, M = s->nmicro;
+	double *fdone = ARENA_NEWN(a, double, C * M), *bdone = ARENA_NEWN(a, double, C * M);
+	double *busy = ARENA_NEWN(a, double, P);
+	int *next = ARENA_NEWN(a, int, P);
+	for (int i = 0; i < C * M; i++)
+		fdone[i] = bdone[i] = -1;
+	for (int st = 0; st < P; st++)
+		busy[st] = 0, next[st] = 0;
+	/* each stage's order is consistent with one global order (schedule.h),
+	 * so some stage can always run its next pass until all have run */
+	for (bool progress = true; progress;) {
+		progress = false;
+		for (int st = 0; st < P; st++)
+			while (next[st] < s->nops[st]) {
+				SchedOp *o = &s->ops[st][next[st]];
+				double r = replay_ready(s, fdone, bdone, xfer_f, xfer_b, o->kind, o->chunk, o->micro);
+				if (r < 0)
+					break;
+				o->start = r > busy[st] ? r : busy[st];
+				o->end = o->start + (o->kind == SOP_F ? fwd : bwd)[o->chunk];
+				(o->kind == SOP_F ? fdone : bdone)[o->chunk * M + o->micro] = o->end;
+				busy[st] = o->end;
+				next[st]++;
+				progress = true;
+			}
+	}
+	double makespan = 0;
+	for (int st = 0; st < P; st++) {
+		if (end)
+			end[st] = busy[st];
+		if (busy[st] > makespan)
+			makespan = busy[st];
+	}
+	return makespan;
+}
+
 double schedule_ideal_bubble(int P, int M)
 {
 	return (double)(P - 1) / (double)(M + P - 1);

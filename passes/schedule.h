@@ -32,6 +32,16 @@ typedef struct Schedule {
 
 Schedule *schedule_build(Arena *a, int nstages, int nchunks, int nmicro, PipelineScheduler sched,
                          bool training);
+/* The schedule's passes run again in the same order per stage with real
+ * costs: chunk c's forward takes fwd[c] seconds and its backward bwd[c];
+ * a value chunk a sends to chunk b arrives xfer_f[a * nchunks + b]
+ * (forward) or xfer_b[a * nchunks + b] (a gradient going back) seconds
+ * after the sending pass ends (NULL: no transfers priced). A pass starts
+ * when its stage is free and its inputs have arrived. Fills each op's
+ * start and end, end[stage] (may be NULL) with when that stage's last
+ * pass ends, and returns the makespan in seconds. */
+double schedule_replay(Arena *a, const Schedule *s, const double *fwd, const double *bwd, const double *xfer_f,
+                       const double *xfer_b, double *end);
 /* (p - 1) / (m + p - 1): GPipe's bubble fraction */
 double schedule_ideal_bubble(int nstages, int nmicro);
 /* Draws the timelines (one row per stage) as SVG. */

@@ -2,6 +2,7 @@
  * data-parallel floor and the pass (see search.h). The modes are beside
  * it: search_propagate.c, search_dp.c, search_recursive.c. */
 #include "search.h"
+#include "schedule.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -399,6 +400,8 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	Node *n = sv->n;
 	double t = cd->compute;
 	double m = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * dtype_size(n->out->dtype) : 0;
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
+		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = n->in[i];
 		if (x->kind == VK_PARAM && first_read[i]) {
@@ -447,6 +450,9 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
 	s->exact = true;
 	s->mem_factor = 1;
+	if (g->nstages > 1 || g->nmicro > 1)
+		s->slots = schedule_build(a, g->nstages > 0 ? g->nstages : 1, g->nchunks > 0 ? g->nchunks : 1,
+		                          g->nmicro > 0 ? g->nmicro : 1, g->par.pipeline_scheduler, training)->nslots;
 	s->nvertex_of = g->next_node_id;
 	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
 	for (int i = 0; i < s->nvertex_of; i++)
@@ -694,11 +700,21 @@ double search_total(Search *s, const int *choice)
 	return t - shared_input_conversions(s, choice);
 }
 
+/* A device holds only its pipeline stage's parameters and activations:
+ * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
+ * on 8 stages 8x a device's, so memory_limit was never met and
+ * dynamic_programming ran its Lagrangian search 120 times). */
 double search_memory(Search *s, const int *choice)
 {
-	double m = 0;
-	for (int i = 0; i < s->nv; i++)
-		m += s->v[i].mem[choice[i]];
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	double stage[64] = {0}, m = 0;
+	for (int i = 0; i < s->nv; i++) {
+		int st = s->v[i].n->ann.stage;
+		st = P > 64 || st < 0 ? 0 : st % P;
+		stage[st] += s->v[i].mem[choice[i]];
+	}
+	for (int st = 0; st < P && st < 64; st++)
+		m = fmax(m, stage[st]);
 	return m;
 }
 

@@ -85,6 +85,8 @@ typedef struct Search {
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
+	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
+	                    * the schedule (Schedule.nslots); NULL: one */
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting

@@ -30,6 +30,7 @@ typedef struct Elim {
 
 typedef struct Dp {
 	Search *s;
+	Arena *a;          /* this pass's tables: freed when it returns */
 	double **cost;     /* per vertex, per candidate */
 	int *nc;
 	bool *alive;
@@ -109,9 +110,9 @@ static void add_factor(Dp *D, int a, int b, double *M)
 	}
 	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
 	int id = D->nf;
-	VEC_PUSH(D->s->a, D->f, D->nf, D->capf, f);
-	VEC_PUSH(D->s->a, D->adj[a], D->nadj[a], D->capadj[a], id);
-	VEC_PUSH(D->s->a, D->adj[b], D->nadj[b], D->capadj[b], id);
+	VEC_PUSH(D->a, D->f, D->nf, D->capf, f);
+	VEC_PUSH(D->a, D->adj[a], D->nadj[a], D->capadj[a], id);
+	VEC_PUSH(D->a, D->adj[b], D->nadj[b], D->capadj[b], id);
 }
 
 /* Alive factors of v (at most `max` returned in out); returns the count. */
@@ -131,13 +132,13 @@ static int live_factors(Dp *D, int v, int *out, int max)
 	return n;
 }
 
-static void push_elim(Dp *D, Elim e) { VEC_PUSH(D->s->a, D->el, D->nel, D->capel, e); }
+static void push_elim(Dp *D, Elim e) { VEC_PUSH(D->a, D->el, D->nel, D->capel, e); }
 
 static void elim_leaf(Dp *D, int v, int fid)
 {
 	Factor *f = &D->f[fid];
 	int u = f->a == v ? f->b : f->a;
-	Elim e = {.kind = EL_LEAF, .v = v, .u = u, .arg = ARENA_NEWN(D->s->a, int, D->nc[u])};
+	Elim e = {.kind = EL_LEAF, .v = v, .u = u, .arg = ARENA_NEWN(D->a, int, D->nc[u])};
 	for (int cu = 0; cu < D->nc[u]; cu++) {
 		double best = INFINITY;
 		int arg = 0;
@@ -161,7 +162,7 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
 	double *M = mat_alloc((size_t)nu * nw);
-	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->s->a, int, (size_t)nu * nw)};
+	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->a, int, (size_t)nu * nw)};
 	double *left = xmalloc(sizeof(double) * (size_t)nv);
 	for (int cu = 0; cu < nu; cu++) {
 		for (int cv = 0; cv < nv; cv++)
@@ -244,10 +245,56 @@ static size_t edge_key_hash(const EdgeKey *k)
 	return (size_t)h;
 }
 
-static void dp_once(Search *s, double lambda, int *choice)
+/* Each edge's cost table (NULL for a vertex's edge to itself), computed
+ * once for every pass of search_dp: an edge's table depends only on its
+ * ends' candidate lists, which identical layers share. Each entry holds a
+ * reference (edge_tables_free). */
+static double **edge_tables(Search *s)
 {
-	Arena *a = s->a;
-	Dp D = {.s = s};
+	double **T = xcalloc((size_t)s->ne + 1, sizeof *T);
+	size_t memo_cap = 16;
+	while (memo_cap < 2 * (size_t)s->ne + 2)
+		memo_cap *= 2;
+	EdgeMemo *memo = xcalloc(memo_cap, sizeof *memo);
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		if (e->u == e->v)
+			continue;
+		EdgeKey key = {s->v[e->u].cl, s->v[e->v].cl, e->ui, e->vi, e->dt};
+		size_t h = edge_key_hash(&key) & (memo_cap - 1);
+		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
+			h = (h + 1) & (memo_cap - 1);
+		if (!memo[h].M) {
+			int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
+			double *M = mat_alloc((size_t)nu * nvv);
+			for (int i = 0; i < nu; i++)
+				for (int j = 0; j < nvv; j++)
+					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
+			memo[h].key = key;
+			memo[h].M = M; /* the memo's reference, dropped below */
+		}
+		T[ei] = mat_share(memo[h].M);
+	}
+	for (size_t h = 0; h < memo_cap; h++)
+		mat_free(memo[h].M);
+	free(memo);
+	return T;
+}
+
+static void edge_tables_free(Search *s, double **T)
+{
+	for (int ei = 0; ei < s->ne; ei++)
+		mat_free(T[ei]);
+	free(T);
+}
+
+/* The tables live in an arena of their own, freed on return: under a
+ * memory limit search_dp runs this up to 120 times, and in the search's
+ * arena they piled up (1.9 GB at GPT-3 scale, issue 28). */
+static void dp_once(Search *s, double **tables, double lambda, int *choice)
+{
+	Arena scratch = {0}, *a = &scratch;
+	Dp D = {.s = s, .a = a};
 	int nv = s->nv;
 	D.cost = ARENA_NEWN(a, double *, nv + 1);
 	D.nc = ARENA_NEWN(a, int, nv + 1);
@@ -263,10 +310,6 @@ static void dp_once(Search *s, double lambda, int *choice)
 		for (int c = 0; c < sv->cl->n; c++)
 			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
 	}
-	size_t memo_cap = 16;
-	while (memo_cap < 2 * (size_t)s->ne + 2)
-		memo_cap *= 2;
-	EdgeMemo *memo = xcalloc(memo_cap, sizeof *memo);
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
@@ -274,26 +317,8 @@ static void dp_once(Search *s, double lambda, int *choice)
 				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
 			continue;
 		}
-		/* an edge's table depends only on its ends' candidate lists, which
-		 * identical layers share */
-		EdgeKey key = {s->v[e->u].cl, s->v[e->v].cl, e->ui, e->vi, e->dt};
-		size_t h = edge_key_hash(&key) & (memo_cap - 1);
-		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
-			h = (h + 1) & (memo_cap - 1);
-		if (!memo[h].M) {
-			int nu = D.nc[e->u], nvv = D.nc[e->v];
-			double *M = mat_alloc((size_t)nu * nvv);
-			for (int i = 0; i < nu; i++)
-				for (int j = 0; j < nvv; j++)
-					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
-			memo[h].key = key;
-			memo[h].M = M; /* the memo's reference, dropped below */
-		}
-		add_factor(&D, e->u, e->v, mat_share(memo[h].M));
+		add_factor(&D, e->u, e->v, mat_share(tables[ei]));
 	}
-	for (size_t h = 0; h < memo_cap; h++)
-		mat_free(memo[h].M);
-	free(memo);
 	int *stack = xmalloc(sizeof(int) * (size_t)(nv + 1) * 4);
 	int sp = 0, capst = (nv + 1) * 4;
 	for (int v = nv - 1; v >= 0; v--)
@@ -375,6 +400,7 @@ static void dp_once(Search *s, double lambda, int *choice)
 		case EL_SERIES: choice[e->v] = e->arg[choice[e->u] * e->nw + choice[e->w]]; break;
 		}
 	}
+	arena_free(&scratch);
 }
 
 /* The memory a choice needs as the limit counts it: the search's own
@@ -382,19 +408,34 @@ static void dp_once(Search *s, double lambda, int *choice)
  * showed it counts more (main.c). */
 static double fitted_memory(Search *s, const int *choice) { return search_memory(s, choice) * s->mem_factor; }
 
+static bool dp_limited(Search *s, double **tables, int *choice);
+
 bool search_dp(Search *s, int *choice)
 {
-	dp_once(s, 0, choice);
+	double **tables = edge_tables(s);
+	bool ok = dp_limited(s, tables, choice);
+	edge_tables_free(s, tables);
+	return ok;
+}
+
+static bool dp_limited(Search *s, double **tables, int *choice)
+{
+	dp_once(s, tables, 0, choice);
 	double limit = s->m.memory_limit;
 	if (limit <= 0 || fitted_memory(s, choice) <= limit)
 		return true;
 	/* Lagrangian relaxation: price memory at lambda seconds per byte and
 	 * search for the least price that meets the limit. */
 	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
-	double lo = 0, hi = 1e-15;
+	double lo = 0, hi = 1e-15, t0 = search_total(s, choice);
 	for (int it = 0; it < 80; it++, hi *= 4) {
-		dp_once(s, hi, trial);
+		dp_once(s, tables, hi, trial);
 		if (fitted_memory(s, trial) <= limit)
+			break;
+		/* memory already weighs a million times the step at the limit: a
+		 * higher price finds no smaller plan worth having (GPT-3 at 1024
+		 * devices, where nothing fits: 18 passes, not 80) */
+		if (hi * limit > 1e6 * t0)
 			break;
 	}
 	if (fitted_memory(s, trial) > limit) {
@@ -411,9 +452,9 @@ bool search_dp(Search *s, int *choice)
 		return false;
 	}
 	memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
-	for (int it = 0; it < 40; it++) {
+	for (int it = 0; it < 40 && hi - lo > 1e-4 * hi; it++) { /* the price to 0.01% */
 		double mid = (lo + hi) / 2;
-		dp_once(s, mid, trial);
+		dp_once(s, tables, mid, trial);
 		if (fitted_memory(s, trial) <= limit) {
 			hi = mid;
 			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
