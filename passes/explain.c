@@ -288,6 +288,12 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
 	print_machine(m, g, out);
+	/* a redistribution shared by several consumers runs once: listed at
+	 * the first, referred to at the others, as the totals count it */
+	int maxid = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		maxid = g->nodes[i]->id > maxid ? g->nodes[i]->id : maxid;
+	const char **listed_at = ARENA_NEWN(&c->arena, const char *, maxid + 1);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (!names[i])
@@ -296,8 +302,16 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		fprintf(out, "%s  %s %s (%s)\n", names[i], n->out->name, strategy_str(&c->arena, &s), origin(n));
 		for (int j = 0; j < n->nin; j++) {
 			const Value *x = n->in[j];
-			if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
-				print_comm(c, m, x->def, out);
+			if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan) {
+				int id = x->def->id;
+				if (listed_at[id])
+					fprintf(out, "      comm %s -> %s: shared, counted at %s\n", x->def->in[0]->name, x->name,
+					        listed_at[id]);
+				else
+					print_comm(c, m, x->def, out);
+				if (!listed_at[id])
+					listed_at[id] = names[i];
+			}
 			fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
 		}
 		fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
