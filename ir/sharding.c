@@ -176,21 +176,60 @@ static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
 
 /* ---- matmul ------------------------------------------------------------------ */
 
+/* MindSpore's "PCL" MatMul: 2-D, no transposes, both inputs split
+ * ((a, b), (a, b)) on a x b devices (test_two_matmul.py
+ * _both_a_b_strategy, _no_need_gather). The reduction is not split
+ * alike, so MindSpore gathers: x's columns over the b devices of its
+ * row block, w's rows over the a devices of its column block, and
+ * multiplies locally. Here: grid [a, b], x read with rows on a and K
+ * whole, w with K whole and columns on b, the output [a, b] with no
+ * partial sums; the gathers are the redistributions into those reads. */
+static bool is_pcl(const Rule *R)
+{
+	const Node *n = R->n;
+	if (n->op != OP_MATMUL || n->attr.transpose_a || n->attr.transpose_b || n->in[0]->shape.rank != 2 ||
+	    n->in[1]->shape.rank != 2 || !shape_eq(&R->s->v[0], &R->s->v[1]))
+		return false;
+	/* a == b > 1 is no ordinary strategy here: that would need a^3 devices */
+	return split(R, 0, 0) * split(R, 0, 1) == R->cx->device_num;
+}
+
+static bool rule_pcl_matmul(Rule *R)
+{
+	const Node *n = R->n;
+	int ra = axis_for(R, split(R, 0, 0)), rb = axis_for(R, split(R, 0, 1));
+	int ma[MAX_RANK], mb[MAX_RANK], my[MAX_RANK];
+	all_whole(ma), all_whole(mb), all_whole(my);
+	ma[0] = ra, mb[1] = rb;
+	my[0] = ra, my[1] = rb;
+	R->r->in[0] = mk(R, &n->in[0]->shape, ma, 0);
+	R->r->in[1] = mk(R, &n->in[1]->shape, mb, 0);
+	R->r->out = mk(R, &n->out->shape, my, 0);
+	return true;
+}
+
 /* x: [..., M, K] (or [..., K, M] with transpose_a), w: [..., K, N] (or
  * [..., N, K]); grid [batch..., m, k, n]; the output is partial over k. */
 static bool rule_matmul_like(Rule *R)
 {
 	const Node *n = R->n;
+	if (is_pcl(R))
+		return rule_pcl_matmul(R);
 	const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape, *y = &n->out->shape;
 	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
 	int ra = a->rank, rb = b->rank, ry = y->rank;
 	int am = ta ? ra - 1 : ra - 2, ak = ta ? ra - 2 : ra - 1;
 	int bk = tb ? rb - 1 : rb - 2, bn = tb ? rb - 2 : rb - 1;
-	if (split(R, 0, ak) != split(R, 1, bk))
+	if (split(R, 0, ak) != split(R, 1, bk)) {
+		char devs[96];
+		bool alike = n->in[0]->shape.rank == 2 && n->in[1]->shape.rank == 2 && shape_eq(&R->s->v[0], &R->s->v[1]);
 		return fail(R, "the reduction dimension is split %" PRId64 " way%s in '%s' (dimension %d) but %" PRId64
-		               " way%s in '%s' (dimension %d); they must match",
+		               " way%s in '%s' (dimension %d); they must match%s%s%s",
 		            split(R, 0, ak), plural_s(split(R, 0, ak)), n->in[0]->name, ak, split(R, 1, bk),
-		            plural_s(split(R, 1, bk)), n->in[1]->name, bk);
+		            plural_s(split(R, 1, bk)), n->in[1]->name, bk,
+		            alike ? " (inputs split alike, MindSpore's PCL form, must use all of " : "",
+		            alike ? devices_str(R, devs, sizeof devs) : "", alike ? ", without transposes)" : "");
+	}
 	int bax[MAX_RANK];
 	for (int i = 0; i < ry - 2; i++) {
 		int64_t s = split(R, 0, i);

@@ -400,14 +400,24 @@ double explain_objective(Compilation *c)
 
 /* One forward operator: its strategy and where it came from, the
  * layouts it reads (after the redistributions before it) and makes. */
-static void print_node(Compilation *c, const Machine *m, const char *name, const Node *n, FILE *out)
+static void print_node(Compilation *c, const Machine *m, const char *name, const Node *n, const char **listed_at,
+                       FILE *out)
 {
 	Strategy s = used_strategy(c, n);
 	fprintf(out, "%s  %s %s (%s)\n", name, n->out->name, strategy_str(&c->arena, &s), origin(n));
 	for (int j = 0; j < n->nin; j++) {
 		const Value *x = n->in[j];
-		if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan)
-			print_comm(c, m, x->def, out);
+		if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan) {
+			/* listed_at: where each redistribution was listed (NULL: list every one) */
+			const char **at = listed_at ? &listed_at[x->def->id] : NULL;
+			if (at && *at)
+				fprintf(out, "      comm %s -> %s: shared, counted at %s\n", shown(c, x->def->in[0]), shown(c, x), *at);
+			else {
+				print_comm(c, m, x->def, out);
+				if (at)
+					*at = name;
+			}
+		}
 		fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
 	}
 	fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
@@ -475,7 +485,7 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 		return false;
 	SVertex *sv = &s->v[tv];
 	Machine mtmp;
-	print_node(c, machine_of(c, &mtmp), names[ti], target, out);
+	print_node(c, machine_of(c, &mtmp), names[ti], target, NULL, out);
 	fprintf(out, "\ncandidates of %s (%s), costs in seconds per step against its neighbours' strategies:\n", why,
 	        op_info[target->op].name);
 	fprintf(out, "  %-34s %11s %11s %11s %11s\n", "strategy", "compute", "unary", "comm", "total");
@@ -712,9 +722,15 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
 	print_machine(m, g, out);
+	/* a redistribution shared by several consumers runs once: listed at
+	 * the first, referred to at the others, as the totals count it */
+	int maxid = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		maxid = g->nodes[i]->id > maxid ? g->nodes[i]->id : maxid;
+	const char **listed_at = ARENA_NEWN(&c->arena, const char *, maxid + 1);
 	for (int i = 0; i < g->nnodes; i++)
 		if (names[i])
-			print_node(c, m, names[i], g->nodes[i], out);
+			print_node(c, m, names[i], g->nodes[i], listed_at, out);
 	int nb = 0, nph[2] = {0};
 	int64_t bytes = 0, bph[2] = {0};
 	double time = 0, tph[2] = {0};

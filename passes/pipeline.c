@@ -100,6 +100,11 @@ bool compile_passes(Compilation *c, Stage upto)
 		diag_error(&c->diag, loc_none(), "internal: injected by --inject-fault=internal-error");
 		return false;
 	}
+	/* the group file lists the groups of the forward, backward and update:
+	 * a check that writes one runs the training passes too */
+	const ParallelConfig *pc = &c->g->par;
+	if (upto == UPTO_CHECK && pc->group_ckpt_save_file && *pc->group_ckpt_save_file)
+		upto = UPTO_TRAIN;
 	for (int i = 0; i < NPASSES; i++) {
 		const Pass *p = &passes[i];
 		if (p->stage > upto || (p->training_only && c->infer))

@@ -839,11 +839,43 @@ static bool narrow_partial(Sharder *S, Node *n)
 	return true;
 }
 
+/* MindSpore's out_strategy whose split of dimension i is the inputs'
+ * split times the reduction's (in ((2, 2), (2, 2)), out ((4, 2),)): the
+ * partial sums over grid axis k are reduce-scattered within each of the
+ * dimension's blocks. As a layout: the dimension's axis and k, the next
+ * grid axis, become one axis of their product, the dimension's the major
+ * one (block m * K + k: what one ReduceScatter over k leaves). The rows
+ * of a matmul only (m precedes k in its grid; n follows it, and k-major
+ * blocks would need an AllReduce and a Slice: not accepted).
+ * False (t untouched) when the form does not fit. */
+static bool merge_into_split(Layout *t, int i, int k, int64_t want)
+{
+	int ax = t->map[i];
+	if (ax < 0 || ax != k - 1 || want != t->dev[ax] * t->dev[k] || t->full.d[i] % want != 0)
+		return false;
+	for (int j = 0; j < t->rank; j++)
+		if (j != i && t->map[j] == k)
+			return false;
+	int lo = ax; /* the merged axis */
+	t->dev[lo] = want;
+	for (int a = lo + 1; a + 1 < t->ndev; a++)
+		t->dev[a] = t->dev[a + 1];
+	t->ndev--;
+	for (int j = 0; j < t->rank; j++)
+		if (t->map[j] > lo)
+			t->map[j]--;
+	t->map[i] = lo;
+	t->slice.d[i] = t->full.d[i] / want;
+	t->partial = 0;
+	return true;
+}
+
 /* .shard(out_strategy = ...) as MindSpore has it for MatMul: the output
  * of a matmul whose reduction dimension is split holds partial sums;
  * out_strategy says how they are completed -- each output dimension
- * split as the inputs split it (an AllReduce), or one whole dimension
- * also split by the reduction's devices (a ReduceScatter into it). The
+ * split as the inputs split it (an AllReduce), or one dimension also
+ * split by the reduction's devices (a ReduceScatter into it: a whole
+ * one, or the rows, merge_into_split). The
  * converted output replaces the original for every later reader. */
 static void apply_out_strategy(Sharder *S, Node *n)
 {
@@ -886,6 +918,10 @@ static void apply_out_strategy(Sharder *S, Node *n)
 			left = 0;
 			continue;
 		}
+		if (have > 1 && k >= 0 && merge_into_split(t, i, k, want)) {
+			left = 0;
+			continue;
+		}
 		int64_t red = k >= 0 ? l->dev[k] : 1;
 		if (have == 1 && k >= 0)
 			diag_error(d, o->loc,
@@ -893,6 +929,12 @@ static void apply_out_strategy(Sharder *S, Node *n)
 			           "it may stay whole (1) or take the %" PRId64 "-way split of the reduction dimension "
 			           "(%" PRId64 ", a ReduceScatter)",
 			           op, strategy_str(a, o), i, red, red);
+		else if (k > 0 && l->map[i] == k - 1)
+			diag_error(d, o->loc,
+			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " way%s by the "
+			           "in_strategy; it may stay so (%" PRId64 ") or also take the %" PRId64 "-way split of the "
+			           "reduction dimension (%" PRId64 ", a ReduceScatter)",
+			           op, strategy_str(a, o), i, have, plural_s(have), have, red, have * red);
 		else
 			diag_error(d, o->loc,
 			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " way%s by the "

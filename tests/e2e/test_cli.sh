@@ -143,6 +143,16 @@ expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o 
 	"$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.png"
 [ ! -e "$work/s.png" ] && ok "explain --schedule -o s.png writes nothing" || bad "explain --schedule -o s.png wrote $work/s.png"
 expect "explain --schedule -o s.svg" 0 '^bubble: ' -- "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg"
+# issue 30.5: a forward redistribution read by two consumers is listed
+# with its bytes once (the totals count it once), referred to at the other
+"$NETC" explain tests/e2e/models/explain_shared.net >"$work/shared.txt" 2>&1
+n=$(grep -cE '^ +comm h -> h\.r[0-9]+: AllGather' "$work/shared.txt")
+if [ "$n" -eq 1 ] && grep -qE '^ +comm h -> h\.r[0-9]+: shared, counted at relu-0$' "$work/shared.txt"; then
+	ok "explain lists a shared redistribution once"
+else
+	bad "explain lists the shared redistribution h -> h.r $n times"
+	grep -E '^ +comm h' "$work/shared.txt" | head -4 | sed 's/^/     | /'
+fi
 
 # every golden diagnostic input: exit 1 and a GCC-style located error
 for f in tests/golden/diag/*.net; do

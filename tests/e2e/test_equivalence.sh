@@ -229,6 +229,26 @@ matrix $MODELS/matmul_kdim.net "K=2" "K=4" "K=8"
 matrix $MODELS/vocab_partial.net "K=2" "K=4" -
 matrix $MODELS/matmul_out_strategy.net "K=2" "K=4" -
 matrix $MODELS/repeated.net - "" ""
+# issue 30.2: MindSpore's test_two_matmul.py test_matmul_output_strategy_reduce_scatter
+# (in ((2, 2), (2, 2)), out ((4, 2),)), its _transpose variant (transpose_b)
+# and its _repeat_calc variant (4 of 8 devices: N = 1)
+ref ref_ms_out_rs $MODELS/ms_matmul_out_rs.net &&
+	par "ms_matmul_out_rs @8 (out ((4, 2),))" ref_ms_out_rs 8 $MODELS/ms_matmul_out_rs.net
+sed -e 's/^param y: f32\[32, 64\]/param y: f32[64, 32]/' \
+	-e 's/matmul(x, y).shard(((M, K), (K, N))/matmul(x, y, transpose_b = true).shard(((M, K), (N, K))/' \
+	$MODELS/ms_matmul_out_rs.net >"$work/ms_out_rs_tb.net"
+ref ref_ms_out_rs_tb "$work/ms_out_rs_tb.net" &&
+	par "ms_matmul_out_rs @8 transpose_b" ref_ms_out_rs_tb 8 "$work/ms_out_rs_tb.net"
+v=$(variant $MODELS/ms_matmul_out_rs.net ms_out_rs_rep N=1)
+ref ref_ms_out_rs_rep "$v" && par "ms_matmul_out_rs @8 repeated (N=1: 4 devices used)" ref_ms_out_rs_rep 8 "$v"
+# issue 30.2: MindSpore's PCL MatMul ((A, B), (A, B)) on A x B devices
+# (test_two_matmul.py _both_a_b_strategy, _no_need_gather: B = 1)
+v=$(variant $MODELS/ms_two_matmul_pcl.net ms_pcl_42 A=4 B=2)
+ref ref_ms_pcl_42 "$v" && par "ms_two_matmul_pcl @8 ((4, 2), (4, 2))" ref_ms_pcl_42 8 "$v"
+v=$(variant $MODELS/ms_two_matmul_pcl.net ms_pcl_81 A=8 B=1)
+ref ref_ms_pcl_81 "$v" && par "ms_two_matmul_pcl @8 ((8, 1), (8, 1)) (no_need_gather)" ref_ms_pcl_81 8 "$v"
+v=$(variant $MODELS/ms_two_matmul_pcl.net ms_pcl_22 A=2 B=2)
+ref ref_ms_pcl_22 "$v" && par "ms_two_matmul_pcl @4 ((2, 2), (2, 2))" ref_ms_pcl_22 4 "$v" -D device_num=4
 matrix $MODELS/embedding.net "MP=2" "MP=4" "MP=8"
 # rows and ids split: a grid of 4 (issue 21.1); a grid of 8 on 4 devices
 # is an error (it was accepted and trained on a layout ignoring it)

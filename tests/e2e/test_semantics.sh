@@ -117,6 +117,39 @@ sed 's/out_strategy = ((K, 1),)/out_strategy = ((2, 1),)/' $OS >"$work/os_bad.ne
 says "out_strategy splitting by a wrong count: located error" 1 \
 	"os_bad.net:[0-9]+:[0-9]+: error: matmul: invalid out_strategy \(\(2, 1\),\): dimension 0 of the output is whole" \
 	check "$work/os_bad.net"
+# issue 30.2: MindSpore's test_matmul_output_strategy_reduce_scatter:
+# rows split 2 (M) x 2 (K) = 4 ways, one ReduceScatter over K's devices
+timeout "$TMO" "$NETC" dump $M/ms_matmul_out_rs.net --dump-after=sharding >"$work/ms_rs.dump" 2>&1
+if grep -q "redistribute(t4, ReduceScatter(dim 0.1, 2)) .*layout(dev \[4, 2\] map \[1, 0\] slice \[32, 32\])" \
+	"$work/ms_rs.dump" && ! grep -q "redistribute(t4, AllReduce" "$work/ms_rs.dump"; then
+	ok "out_strategy ((4, 2),) on in ((2, 2), (2, 2)): one ReduceScatter into the rows"
+else
+	bad "out_strategy ((4, 2),) on in ((2, 2), (2, 2)): $(grep -m1 'redistribute(t4' "$work/ms_rs.dump" || head -1 "$work/ms_rs.dump")"
+fi
+sed 's/^const RS = 4/const RS = 8/' $M/ms_matmul_out_rs.net >"$work/ms_rs_bad.net"
+says "out_strategy rows neither M nor M x K: located error naming both" 1 \
+	"ms_rs_bad.net:[0-9]+:[0-9]+: error: matmul: invalid out_strategy \(\(8, 2\),\): dimension 0 of the output is split 2 ways by the in_strategy; it may stay so \(2\) or also take the 2-way split of the reduction dimension \(4, a ReduceScatter\)" \
+	check "$work/ms_rs_bad.net"
+sed 's/((RS, N),)), b).shard(((RS, N), (RS, N)))/((M, RS),)), b).shard(((M, RS), (M, RS)))/' \
+	$M/ms_matmul_out_rs.net >"$work/ms_rs_col.net"
+says "out_strategy splitting the columns by the reduction too: located error" 1 \
+	"ms_rs_col.net:[0-9]+:[0-9]+: error: matmul: invalid out_strategy \(\(2, 4\),\): dimension 1 of the output is split 2 ways by the in_strategy and must stay so" \
+	check "$work/ms_rs_col.net"
+# issue 30.2: MindSpore's PCL MatMul ((4, 2), (4, 2)) on 8 devices: x's
+# columns gathered within each row block (2 devices), the output whole
+# sums (no AllReduce in the forward); on 16 devices a located error
+PCL=$M/ms_two_matmul_pcl.net
+timeout "$TMO" "$NETC" explain $PCL >"$work/pcl.txt" 2>&1
+if grep -q '^      comm x -> x\.r[0-9]*: AllGather(dim 0\.1, 2), group 2' "$work/pcl.txt" &&
+	grep -q '^    out out: dev \[4, 2\] map \[1, 0\] slice \[32, 32\]$' "$work/pcl.txt" &&
+	! sed -n '/^matmul-0/,/^mse_loss/p' "$work/pcl.txt" | grep -q AllReduce; then
+	ok "PCL matmul ((4, 2), (4, 2)): x gathered within its row block, output [4, 2] without partial sums"
+else
+	bad "PCL matmul ((4, 2), (4, 2)): $(grep -m3 -E 'comm x|out out|error' "$work/pcl.txt" | tr '\n' ' ')"
+fi
+says "PCL form not using all devices: located error" 1 \
+	"ms_two_matmul_pcl.net:24:20: error: matmul: invalid strategy \(\(4, 2\), \(4, 2\)\): the reduction dimension is split 2 ways in 'x' \(dimension 1\) but 4 ways in 'y' \(dimension 0\); they must match \(inputs split alike, MindSpore's PCL form, must use all of device_num = 16, without transposes\)" \
+	check $PCL -D device_num=16
 sed 's/out_strategy = ((K, 1),)/out_strategy = ((K, 1, 1),)/' $OS >"$work/os_rank.net"
 says "out_strategy of the wrong rank: located error" 1 \
 	"os_rank.net:[0-9]+:[0-9]+: error: matmul: invalid out_strategy .* one strategy of 2 dimensions" \
