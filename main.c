@@ -72,10 +72,11 @@ static void usage(FILE *out)
 	      "                        bias_act (bias_add + relu in one pass), updates (the optimizer\n"
 	      "                        update in one call per run of parameters; both bit-identical),\n"
 	      "                        residual (add(x, matmul) as a product accumulated onto x;\n"
-	      "                        rounding may differ) (docs/codegen.md)\n"
+	      "                        rounding may differ), narrow (f16/bf16 matrix products on\n"
+	      "                        their narrow operands, bit-identical on the CPU) (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
-	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
+	      "                        precision_late, ps, placement, narrow, fusion, strategy_ckpt,\n"
 	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
@@ -111,7 +112,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 	static const struct {
 		const char *name;
 		unsigned kind;
-	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}};
+	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}, {"narrow", FUSE_NARROW}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -124,7 +125,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow)\n", (int)len,
 				        p);
 			return false;
 		}

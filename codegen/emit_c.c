@@ -276,18 +276,24 @@ static void emit_gemm_into(Emit *e, const Node *n, const char *out, int beta)
 	int64_t M = y->d[y->rank - 2], N = y->d[y->rank - 1];
 	int64_t K = ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
 	int64_t batch = ldims(n->out, 0, y->rank - 2);
+	/* f16/bf16 operands (passes/precision.c, pass_narrow): the narrow kernels */
+	DType dt = n->out->dtype;
+	const char *sfx = dt == DT_BF16 ? "bf16" : dt == DT_F16 ? "f16" : NULL;
+	char gemm[16], bgemm[16];
+	snprintf(gemm, sizeof gemm, sfx ? "nrt_gemm_%s" : "K(gemm)", sfx);
+	snprintf(bgemm, sizeof bgemm, sfx ? "nrt_bgemm_%s" : "K(bgemm)", sfx);
 	if (n->op == OP_MATMUL) {
-		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %d, %s);\n",
+		fprintf(OUT, "\t%s(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %d, %s);\n", gemm,
 		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), beta, out);
 	} else if (b->rank < a->rank) {
 		/* b is shared by every matrix of the batch */
 		fprintf(OUT, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n", batch);
-		fprintf(OUT, "\t\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64
+		fprintf(OUT, "\t\t%s(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64
 		             ", %s + i * %" PRId64 ", %s, 0, %s + i * %" PRId64 ");\n",
-		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), M * K, IN(1), Y, M * N);
+		        gemm, ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), M * K, IN(1), Y, M * N);
 	} else {
-		fprintf(OUT, "\tK(bgemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
-		        ta ? "true" : "false", tb ? "true" : "false", batch, M, N, K, IN(0), IN(1), Y);
+		fprintf(OUT, "\t%s(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
+		        bgemm, ta ? "true" : "false", tb ? "true" : "false", batch, M, N, K, IN(0), IN(1), Y);
 	}
 }
 

@@ -29,6 +29,7 @@ static const Pass passes[] = {
 	{"optimizer_storage", pass_optimizer_storage, UPTO_CHECK, true},
 	{"ps",        pass_ps,        UPTO_CHECK,   true},
 	{"placement", pass_placement, UPTO_CHECK,   false},
+	{"narrow",    pass_narrow,    UPTO_CODEGEN, false},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"update_runs", pass_update_runs, UPTO_CODEGEN, true},

@@ -18,6 +18,7 @@
  * and accumulated in f32. */
 #include <string.h>
 
+#include "../ir/layout.h"
 #include "passes.h"
 
 static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
@@ -144,6 +145,97 @@ bool pass_precision_late(Compilation *c)
 		}
 		if (u->out && narrow(u->out->dtype))
 			u->out->dtype = DT_F32;
+	}
+	return true;
+}
+
+/* ---- narrow kernels ------------------------------------------------------------
+ * After the passes that place casts and reductions: a node whose every
+ * input is cast up from one narrow type for it alone, and whose result is
+ * only cast back down to that type, runs on the narrow values itself --
+ * the runtime's narrow entry points (kernels.h: nrt_gemm_bf16, ...) read
+ * and write the narrow type and compute in f32, rounding once, which on
+ * the CPU is bit for bit the casts and the f32 kernel. The casts and their
+ * f32 buffers go. A partial sum reduced in f32 (force_fp32_communication)
+ * has a redistribution between the node and its cast, so it stays f32.
+ * Not in --precision f64 builds (the casts there widen to double), nor on
+ * host-placed values; --no-fuse=narrow keeps every cast. */
+
+static bool narrow_kernel(const Node *n)
+{
+	return n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL;
+}
+
+static bool same_layout(const Value *a, const Value *b)
+{
+	return a->layout == b->layout || (a->layout && b->layout && layout_equiv(a->layout, b->layout));
+}
+
+/* v is a plain temporary (one a cast made): not the loss, a gradient or on the host */
+static bool plain(const Graph *g, const Value *v)
+{
+	if (v == g->loss || v->host)
+		return false;
+	for (int i = 0; i < g->nparams; i++)
+		if (g->params[i]->grad == v)
+			return false;
+	return true;
+}
+
+/* The narrow type n can run in (DT_F32: none); *down is the cast of its result. */
+static DType narrow_of(const Graph *g, const Node *n, const int *readers, Node *const *reader, Node **down)
+{
+	DType dt = DT_F32;
+	for (int j = 0; j < n->nin; j++) {
+		const Value *u = n->in[j];
+		const Node *c = u->def;
+		if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
+		    readers[u->id] != 1 || !plain(g, u) || c->in[0]->host || !same_layout(u, c->in[0]) ||
+		    (dt != DT_F32 && c->in[0]->dtype != dt))
+			return DT_F32;
+		dt = c->in[0]->dtype;
+	}
+	const Value *y = n->out;
+	Node *r = y && readers[y->id] == 1 ? reader[y->id] : NULL;
+	if (!r || r->op != OP_CAST || r->writes || r->attr.to != dt || !plain(g, y) || r->out->host ||
+	    !same_layout(y, r->out))
+		return DT_F32;
+	*down = r;
+	return dt;
+}
+
+static void drop_node(Graph *g, const Node *n)
+{
+	int i = position(g, n);
+	memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - i));
+	g->nnodes--;
+}
+
+bool pass_narrow(Compilation *c)
+{
+	Graph *g = c->g;
+	if (c->f64 || (c->no_fuse & FUSE_NARROW))
+		return true;
+	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
+	Node **reader = ARENA_NEWN(g->arena, Node *, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++) {
+			readers[g->nodes[i]->in[j]->id]++;
+			reader[g->nodes[i]->in[j]->id] = g->nodes[i];
+		}
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i], *down = NULL;
+		if (!narrow_kernel(n) || narrow_of(g, n, readers, reader, &down) == DT_F32)
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			Node *up = n->in[j]->def;
+			n->in[j] = up->in[0];
+			drop_node(g, up);
+		}
+		n->out = down->out;
+		n->out->def = n;
+		drop_node(g, down);
+		i = position(g, n);
 	}
 	return true;
 }

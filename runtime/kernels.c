@@ -22,6 +22,7 @@
  * by the same code whatever the thread count: results do not depend on
  * it); no reduction is ever split across threads. */
 #include "kernels.h"
+#include "half.h"
 #include "kernel_rules.h"
 #include "philox.h"
 #include "netrt.h"
@@ -259,3 +260,31 @@ static inline float k_erff_e(float x, float e)
 #undef MATH
 #undef CBLAS_GEMM
 #undef KF32
+
+#ifndef NRT_HOST_KERNELS
+/* ---- narrow matrix products (kernels.h): widen exactly, f32 gemm, round once */
+#define NRT_NARROW_GEMM(S)                                                                               \
+	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,                \
+	                   const uint16_t *A, const uint16_t *B, float beta, uint16_t *C)                    \
+	{                                                                                                   \
+		if (batch <= 0 || M <= 0 || N <= 0)                                                             \
+			return;                                                                                     \
+		int64_t na = batch * M * (K > 0 ? K : 0), nb = batch * (K > 0 ? K : 0) * N, nc = batch * M * N; \
+		float *a = kernel_calloc("gemm_" #S, na, sizeof *a), *b = kernel_calloc("gemm_" #S, nb, sizeof *b); \
+		float *c = kernel_calloc("gemm_" #S, nc, sizeof *c);                                            \
+		nrt_##S##_to_f32(na, A, a);                                                                     \
+		nrt_##S##_to_f32(nb, B, b);                                                                     \
+		if (beta != 0)                                                                                  \
+			nrt_##S##_to_f32(nc, C, c);                                                                 \
+		nrt_bgemm_f32(ta, tb, batch, M, N, K, a, b, beta, c);                                           \
+		nrt_f32_to_##S(nc, c, C);                                                                       \
+		free(a), free(b), free(c);                                                                      \
+	}                                                                                                   \
+	void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,             \
+	                  const uint16_t *B, float beta, uint16_t *C)                                        \
+	{                                                                                                   \
+		nrt_bgemm_##S(ta, tb, 1, M, N, K, A, B, beta, C);                                               \
+	}
+NRT_NARROW_GEMM(f16)
+NRT_NARROW_GEMM(bf16)
+#endif

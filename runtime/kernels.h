@@ -132,6 +132,23 @@ typedef enum NrtUnary {
 
 NRT_KERNEL_DECLS(float, f32)
 NRT_KERNEL_DECLS(double, f64)
+/* Matrix products on f16 / bf16 storage (suffix _f16, _bf16; elements are
+ * uint16_t, runtime/half.h): the products are summed in f32 and each
+ * result is rounded once to the narrow type, C = round(op(A) op(B) +
+ * beta C). The CPU widens A, B (and C when beta != 0) exactly, runs the
+ * f32 gemm and rounds, which is bit for bit what casting each operand up,
+ * the f32 kernel and a cast down compute; the CUDA runtime runs them on
+ * tensor cores (f32 accumulation). Same shapes as nrt_gemm_f32. */
+#define NRT_NARROW_GEMM_DECLS(S)                                                    \
+	void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K,        \
+	                  const uint16_t *A, const uint16_t *B, float beta,          \
+	                  uint16_t *C);                                              \
+	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,   \
+	                   int64_t K, const uint16_t *A, const uint16_t *B,          \
+	                   float beta, uint16_t *C);
+NRT_NARROW_GEMM_DECLS(f16)
+NRT_NARROW_GEMM_DECLS(bf16)
+
 /* The host kernels (nrt_host_embedding_f32, ...; no GEMM): the same kernels
  * on host memory, for what a program runs on the host (.target(cpu)
  * lookups, their gradients and their tables' updates). On the CPU target

@@ -13,6 +13,13 @@
 # semi_auto) asks for f32: the bytes per step show it. Resuming a narrow
 # checkpoint reproduces an uninterrupted run exactly. A narrow regression
 # target on synthetic data is learnable (bn_matmul within 5% of f32).
+# Narrow matrix products (pass_narrow): an f16/bf16 matmul runs as
+# nrt_gemm_f16/bf16 on its narrow operands, without casts; on the CPU that
+# is bit for bit the casts and the f32 GEMM, so each build equals its
+# --no-fuse=narrow build exactly (checkpoints, losses): stand-alone bf16
+# mlp and transformer (batched products), semi_auto @4, and data parallel
+# with force_fp32_communication (its partial sums are reduced in f32
+# first, so those products keep their casts).
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -87,6 +94,29 @@ for t in f16 bf16; do
 		bad "bn_matmul $t regression: $(echo "$r" | tail -1)"
 	fi
 done
+# narrow NAME MODEL NP [netc options]
+narrow() {
+	name=$1 model=$2 np=$3; shift 3
+	for v in n w; do
+		[ $v = w ] && set -- "$@" --no-fuse=narrow
+		timeout 120 $NETC build "$model" "$@" --emit-c "$work/$name.$v.src" -o "$work/$name.$v" >/dev/null 2>&1 &&
+			timeout 120 tests/e2e/mpirun.sh -np "$np" "$work/$name.$v" --steps 3 --quiet --log "$work/$name.$v.csv" \
+				--save "$work/$name.$v.st" || { bad "narrow $name: build or run ($v)"; return; }
+	done
+	gn=$(cat "$work/$name.n.src"/*.c | grep -c 'nrt_b*gemm_b*f16(') gw=$(cat "$work/$name.w.src"/*.c | grep -c 'nrt_b*gemm_b*f16(')
+	cn=$(cat "$work/$name.n.src"/*.c | grep -c 'nrt_b*f16_to_f32(') cw=$(cat "$work/$name.w.src"/*.c | grep -c 'nrt_b*f16_to_f32(')
+	if [ "$gn" -gt 0 ] && [ "$gw" -eq 0 ] && [ "$cn" -lt "$cw" ] && cmp -s "$work/$name.n.st" "$work/$name.w.st" &&
+		[ "$(cut -d, -f1,2 "$work/$name.n.csv")" = "$(cut -d, -f1,2 "$work/$name.w.csv")" ]; then
+		ok "narrow $name: $gn narrow GEMM calls, widenings $cw -> $cn, bit-identical to --no-fuse=narrow"
+	else
+		bad "narrow $name: $gn narrow GEMM calls (without: $gw), widenings $cw -> $cn, or the runs differ"
+	fi
+}
+sed 's/f32\[/bf16[/g' samples/transformer.net >"$work/tbf.net"
+narrow mlp_bf16 "$work/mbf.net" 1 -D parallel_mode=stand_alone
+narrow transformer_bf16 "$work/tbf.net" 1 -D parallel_mode=stand_alone
+narrow mlp_bf16_semi "$work/mbf.net" 4
+narrow mlp_f16_dp_fp32 "$work/m16.net" 4 $DP -D force_fp32_communication=true
 # loss scaling (issue 12.6). A power-of-two scale is exact in binary
 # floating point: mlp f32 at 4 ranks (data parallel, fused gradient
 # buckets) with loss_scale = 1024 computes the very losses of the run

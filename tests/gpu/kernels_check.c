@@ -22,6 +22,13 @@
  *    in f32 lanes on the CPU (softmax, layer norm, logsumexp: a few 1e-7
  *    for rows of thousands); expf/tanhf differ by up to 2 ulp (1.2e-7),
  *    the CPU's erf (A&S 7.1.26) from erff by at most 1.5e-7.
+ *  - f16 / bf16 (the narrow kernels: f32 arithmetic on narrow storage,
+ *    each result rounded once): both sides round an f32 value that
+ *    agrees to the f32 tolerance above, so they are equal or one narrow
+ *    ulp apart where the two values straddle a rounding boundary. With
+ *    unit roundoff u (2^-11 for f16, 2^-8 for bf16) rounding moves a value
+ *    by at most u |x|, so |gpu - cpu| <= 2u |cpu| + 1e-5 (|cpu| + s):
+ *    tolerance 2u + 1e-5 (f16 9.9e-4, bf16 7.8e-3).
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), bias + ReLU (one addition and
  *    a comparison on both sides), f16/bf16 conversions (bit patterns),
@@ -414,6 +421,88 @@ static void test_regroup(void)
 
 /* ---- the error word (device only) ----------------------------------------------- */
 
+/* ---- narrow kernels (kernels.h: f16 / bf16 storage, f32 arithmetic) -------- */
+
+typedef struct Narrow {
+	const char *name;     /* "f16", "bf16" */
+	double tol;           /* 2u + 1e-5: the top of the file */
+	uint16_t (*from)(float);
+	float (*to)(uint16_t);
+	void (*bgemm)(bool, bool, int64_t, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float,
+	              uint16_t *);
+	void (*cpu_bgemm)(bool, bool, int64_t, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float,
+	                  uint16_t *);
+	void (*gemm)(bool, bool, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float, uint16_t *);
+	void (*cpu_gemm)(bool, bool, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float,
+	                 uint16_t *);
+} Narrow;
+
+static uint16_t f16_of(float x) { return nrt_f16_from_float(x); }
+static float of_f16(uint16_t h) { return nrt_float_from_f16(h); }
+static uint16_t bf16_of(float x) { return nrt_bf16_from_float(x); }
+static float of_bf16(uint16_t h) { return nrt_float_from_bf16(h); }
+
+static const Narrow narrows[] = {
+	{"f16", 0x1p-10 + 1e-5, f16_of, of_f16, nrt_bgemm_f16, cpu_nrt_bgemm_f16, nrt_gemm_f16, cpu_nrt_gemm_f16},
+	{"bf16", 0x1p-7 + 1e-5, bf16_of, of_bf16, nrt_bgemm_bf16, cpu_nrt_bgemm_bf16, nrt_gemm_bf16,
+	 cpu_nrt_gemm_bf16},
+};
+
+/* n random narrow values in [lo, hi) */
+static uint16_t *nrand(const Narrow *t, int64_t n, double lo, double hi)
+{
+	uint16_t *h = halloc(sizeof(uint16_t) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		h[i] = t->from((float)rnd(lo, hi));
+	return h;
+}
+
+/* a device array of narrow values against host narrow values, as doubles */
+static void ncmp(const Narrow *t, const char *name, const uint16_t *gdev, const uint16_t *c, int64_t n)
+{
+	const uint16_t *g = down(gdev, sizeof(uint16_t) * (size_t)n);
+	double *gd = halloc(sizeof(double) * (size_t)n), *cd = halloc(sizeof(double) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		gd[i] = t->to(g[i]), cd[i] = t->to(c[i]);
+	compare(name, t->name, gd, cd, n, t->tol);
+}
+
+/* the f32 GEMM's shapes; beta 1 is what a residual fold would pass */
+static void narrow_gemm(const Narrow *t)
+{
+	static const int64_t sz[][4] = {{1, 1, 1, 1}, {7, 33, 257, 1}, {33, 7, 1000, 1}, {64, 48, 1, 1},
+	                                {5, 3, 0, 1}, {7, 5, 33, 3}, {1, 1, 1, 2}};
+	for (size_t s = 0; s < sizeof sz / sizeof *sz; s++)
+		for (int k = 0; k < 4; k++) {
+			bool ta = k & 1, tb = k >> 1;
+			int64_t M = sz[s][0], N = sz[s][1], K = sz[s][2], batch = sz[s][3];
+			float beta = k == 1 || k == 2 ? 1 : s == 4 ? 2 : 0;
+			size_t na = sizeof(uint16_t) * batch * M * K, nb = sizeof(uint16_t) * batch * K * N;
+			uint16_t *A = nrand(t, batch * M * K, -1, 1), *B = nrand(t, batch * K * N, -1, 1);
+			uint16_t *C = nrand(t, batch * M * N, -1, 1), *dC = up(C, sizeof(uint16_t) * batch * M * N);
+			const uint16_t *dA = up(A, na), *dB = up(B, nb);
+			if (batch == 1) {
+				t->gemm(ta, tb, M, N, K, dA, dB, beta, dC);
+				t->cpu_gemm(ta, tb, M, N, K, A, B, beta, C);
+			} else {
+				t->bgemm(ta, tb, batch, M, N, K, dA, dB, beta, dC);
+				t->cpu_bgemm(ta, tb, batch, M, N, K, A, B, beta, C);
+			}
+			char name[96];
+			snprintf(name, sizeof name, "%s ta=%d tb=%d %lldx(%lldx%lldx%lld) beta=%g",
+			         batch == 1 ? "gemm" : "bgemm", ta, tb, (long long)batch, (long long)M, (long long)N,
+			         (long long)K, (double)beta);
+			ncmp(t, name, dC, C, batch * M * N);
+			free_all();
+		}
+}
+
+static void test_narrow(void)
+{
+	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++)
+		narrow_gemm(&narrows[i]);
+}
+
 #ifndef KC_HOST_SHIM
 static void expect_error(const char *name, const char *want)
 {
@@ -520,6 +609,7 @@ int main(void)
 	run_all_f32();
 	run_all_f64();
 	test_half();
+	test_narrow();
 	test_slice_block();
 	test_regroup();
 #ifndef KC_HOST_SHIM
