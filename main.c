@@ -74,7 +74,7 @@ static void usage(FILE *out)
 	      "                        residual (add(x, matmul) as a product accumulated onto x;\n"
 	      "                        rounding may differ), narrow (f16/bf16 matrix products on\n"
 	      "                        their narrow operands, bit-identical on the CPU) (docs/codegen.md)\n"
-	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
+	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, amp, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, placement, narrow, fusion, strategy_ckpt,\n"
 	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"

@@ -141,6 +141,13 @@ typedef enum OptimizerKind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_LAM
 
 typedef enum LossScaleKind { LS_NONE, LS_FIXED, LS_DYNAMIC } LossScaleKind;
 
+typedef enum AmpLevel {
+	AMP_O0,                 /* nothing changes */
+	AMP_O1,                 /* the white list (matmul, batch_matmul, relu) narrow */
+	AMP_O2,                 /* all but the black list (norms, softmax, losses) narrow */
+	AMP_O3,                 /* all narrow but the loss, which MindSpore computes in f32 */
+} AmpLevel;
+
 typedef struct TrainConfig {
 	bool present;           /* a train block was given */
 	OptimizerKind optimizer;/* default sgd */
@@ -163,6 +170,12 @@ typedef struct TrainConfig {
 	double loss_scale_factor; /* dynamic(scale_factor) 2: divide on overflow, multiply after a window */
 	int64_t loss_scale_window; /* dynamic(scale_window) 2000 good steps */
 	Loc loss_scale_loc;
+	/* MindSpore's amp_level (auto_mixed_precision) and its dtype: the
+	 * model written in f32 computes in amp_dtype where the level says
+	 * (passes/precision.c, pass_amp); parameters stay f32 (master weights) */
+	AmpLevel amp_level;     /* default AMP_O0 */
+	bool amp_bf16;          /* amp_dtype = bf16; default f16, as MindSpore's */
+	Loc amp_loc, amp_dtype_loc; /* line 0: not given */
 	Loc loc;
 } TrainConfig;
 

@@ -68,6 +68,7 @@ bool pass_autodiff(Compilation *c);
 bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
 bool pass_optimizer_storage(Compilation *c);
+bool pass_amp(Compilation *c);
 bool pass_precision(Compilation *c);
 bool pass_precision_late(Compilation *c);
 bool pass_narrow(Compilation *c);

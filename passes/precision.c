@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "../ir/shape.h"
 #include "passes.h"
 
 static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
@@ -147,6 +148,81 @@ bool pass_precision_late(Compilation *c)
 			u->out->dtype = DT_F32;
 	}
 	return true;
+}
+
+/* ---- amp_level: MindSpore's auto_mixed_precision ---------------------------------
+ * Before differentiation, on the graph the user wrote: each computing node
+ * gets the type the level gives it -- amp_dtype (f16 or bf16) or f32 --
+ * and every float input of another type is cast to it (one cast per value
+ * and type, placed before its first such reader). Parameters stay f32:
+ * the master weights, with f32 gradients (a cast's gradient is cast back)
+ * and f32 optimizer state; their narrow copies are made each step.
+ *  O1: MindSpore's white list narrow (MatMul, BatchMatMul, ReLU: matmul,
+ *      batch_matmul, relu), the rest f32.
+ *  O2: all narrow but the black list -- layer_norm and batch_norm, and
+ *      softmax and log_softmax (auto_blacklist) -- which run in f32.
+ *  O3: every operator narrow.
+ * The loss is computed in f32 at every level, as MindSpore casts the
+ * network's output to f32 before the loss function. Collectives keep the
+ * type they receive. The precision pass then computes the narrow nodes as
+ * it computes declared ones. */
+
+static bool amp_white(Op op) { return op == OP_MATMUL || op == OP_BATCH_MATMUL || op == OP_RELU; }
+
+static bool amp_black(Op op)
+{
+	return op == OP_LAYER_NORM || op == OP_BATCH_NORM || op == OP_SOFTMAX || op == OP_LOG_SOFTMAX;
+}
+
+static DType amp_type(const TrainConfig *tc, Op op, DType d)
+{
+	if (op_info[op].flags & OPF_LOSS)
+		return DT_F32;
+	switch (tc->amp_level) {
+	case AMP_O1: return amp_white(op) ? d : DT_F32;
+	case AMP_O2: return amp_black(op) ? DT_F32 : d;
+	default: return d;
+	}
+}
+
+bool pass_amp(Compilation *c)
+{
+	Graph *g = c->g;
+	const TrainConfig *tc = &g->train;
+	if (tc->amp_level == AMP_O0) {
+		if (tc->amp_dtype_loc.line)
+			diag_warning(&c->diag, tc->amp_dtype_loc, "amp_dtype has no effect without amp_level O1, O2 or O3");
+		return true;
+	}
+	DType d = tc->amp_bf16 ? DT_BF16 : DT_F16;
+	int nv = g->nvalues;
+	Value **to_narrow = ARENA_NEWN(g->arena, Value *, nv), **to_f32 = ARENA_NEWN(g->arena, Value *, nv);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (op_info[n->op].flags & (OPF_COMM | OPF_UPDATE))
+			continue;
+		DType t = amp_type(tc, n->op, d);
+		for (int j = 0; j < n->nin; j++) {
+			Value *v = n->in[j];
+			if (!dtype_is_float(v->dtype) || v->dtype == t)
+				continue;
+			Value **cache = v->id < nv ? (t == DT_F32 ? &to_f32[v->id] : &to_narrow[v->id]) : NULL;
+			if (!cache || !*cache) {
+				Node *k = cast(g, v, t, i, n);
+				if (n->ann.in_strategy.n > j)
+					k->ann.in_strategy = (Strategy){1, &n->ann.in_strategy.v[j], n->ann.in_strategy.loc};
+				i++;
+				if (cache)
+					*cache = k->out;
+				n->in[j] = k->out;
+			} else {
+				n->in[j] = *cache;
+			}
+		}
+		if (n->out && dtype_is_float(n->out->dtype))
+			n->out->dtype = t;
+	}
+	return infer_shapes(g, &c->diag);
 }
 
 /* ---- narrow kernels ------------------------------------------------------------

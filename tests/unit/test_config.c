@@ -814,7 +814,7 @@ Test(config, train_optimizer_calls)
 }
 
 typedef struct TrainReject {
-	char key[16], value[48], msg[120];
+	char key[16], value[48], msg[160];
 } TrainReject;
 
 ParameterizedTestParameters(config, train_rejects)
@@ -838,7 +838,10 @@ ParameterizedTestParameters(config, train_rejects)
 		{"optimizer", "sgd(0.1, 0.0, 3)", "sgd takes at most 2 arguments (lr, weight_decay), got 3"},
 		{"optimizer", "sgd(momentum = 0.9)", "sgd has no argument 'momentum'; valid arguments are: lr, weight_decay"},
 		{"optimizer", "5", "train key 'optimizer' expects an optimizer such as adam(lr = 0.001), got an integer"},
-		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss, loss_scale"},
+		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss, loss_scale, amp_level, amp_dtype"},
+		{"amp_level", "O5", "unknown amp_level 'O5'; valid levels are: O0, O1, O2, O3"},
+		{"amp_level", "2", "train key 'amp_level' expects O0, O1, O2 or O3, got an integer"},
+		{"amp_dtype", "f32", "unknown amp_dtype 'f32'; valid types are: f16, bf16"},
 		{"loss_scale", "0.5", "loss_scale must be a number >= 1, got 0.5"},
 		{"loss_scale", "automatic", "unknown loss_scale 'automatic'"},
 		{"loss_scale", "dynamic(scale_factor = 1)", "scale_factor must be > 1, got 1"},
@@ -856,6 +859,21 @@ ParameterizedTest(TrainReject *c, config, train_rejects)
 	train_config_defaults(&tc);
 	cr_assert_not(tset(&tc, c->key, c->value), "%s = %s accepted", c->key, c->value);
 	EXPECT_DIAG(c->msg);
+}
+
+/* MindSpore's amp_level and its dtype (passes/precision.c, pass_amp) */
+Test(config, amp_level)
+{
+	TrainConfig tc;
+	train_config_defaults(&tc);
+	cr_expect_eq(tc.amp_level, AMP_O0);
+	cr_expect_not(tc.amp_bf16);
+	cr_assert(tset(&tc, "amp_level", "O2"));
+	cr_assert(tset(&tc, "amp_dtype", "bf16"));
+	cr_expect_eq(tc.amp_level, AMP_O2);
+	cr_expect(tc.amp_bf16);
+	cr_assert(tset(&tc, "amp_level", "\"O3\""));
+	cr_expect_eq(tc.amp_level, AMP_O3);
 }
 
 Test(config, names)
