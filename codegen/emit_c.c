@@ -302,6 +302,13 @@ static void emit_gemm(Emit *e, const Node *n) { emit_gemm_into(e, n, Y, 0); }
 EMIT(MATMUL) { emit_gemm(e, n); }
 EMIT(BATCH_MATMUL) { emit_gemm(e, n); }
 
+/* The kernels for a node whose result is y: K, or where pass_narrow left
+ * the node on f16 / bf16 values, the narrow ones (KF16, KBF16). */
+static const char *kern(const Value *y)
+{
+	return y->dtype == DT_BF16 ? "KBF16" : y->dtype == DT_F16 ? "KF16" : "K";
+}
+
 /* y = a op b, broadcasting a and b to y's local shape. */
 static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value *b, const Value *y)
 {
@@ -309,7 +316,7 @@ static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value 
 	int64_t as[MAX_RANK], bs[MAX_RANK];
 	bcast_strides(lshape(a), ys, as);
 	bcast_strides(lshape(b), ys, bs);
-	fprintf(OUT, "\tK(binary)(%s, %d, ", op, ys->rank);
+	fprintf(OUT, "\t%s(binary)(%s, %d, ", kern(y), op, ys->rank);
 	emit_shape(OUT, ys);
 	fprintf(OUT, ", %s, ", B(e, a));
 	emit_dims(OUT, as, ys->rank);
@@ -336,7 +343,7 @@ EMIT(BIAS_ADD) { emit_binary(e, n, "NRT_ADD"); }
 
 static void emit_unary(Emit *e, const Node *n, const char *op)
 {
-	fprintf(OUT, "\tK(unary)(%s, %" PRId64 ", %s, %s);\n", op, lnumel(n->out), IN(0), Y);
+	fprintf(OUT, "\t%s(unary)(%s, %" PRId64 ", %s, %s);\n", kern(n->out), op, lnumel(n->out), IN(0), Y);
 }
 
 EMIT(RELU) { emit_unary(e, n, "NRT_RELU"); }
@@ -347,7 +354,8 @@ EMIT(NEG) { emit_unary(e, n, "NRT_NEG"); }
 
 static void emit_unary_grad(Emit *e, const Node *n, const char *op)
 {
-	fprintf(OUT, "\tK(unary_grad)(%s, %" PRId64 ", %s, %s, %s);\n", op, lnumel(n->out), IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(unary_grad)(%s, %" PRId64 ", %s, %s, %s);\n", kern(n->out), op, lnumel(n->out), IN(0),
+	        IN(1), Y);
 }
 
 EMIT(RELU_GRAD) { emit_unary_grad(e, n, "NRT_RELU"); }
@@ -375,8 +383,8 @@ static void emit_softmax(Emit *e, const Node *n, bool log)
 	softmax_dims(n, n->in[0], &outer, &len, &inner);
 	const Shape *s = lshape(n->in[0]);
 	int64_t causal = n->attr.causal ? s->d[s->rank - 2] : 0;
-	fprintf(OUT, "\tK(softmax)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ", %s, %s);\n", outer,
-	        len, inner, log ? "true" : "false", causal, IN(0), Y);
+	fprintf(OUT, "\t%s(softmax)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ", %s, %s);\n",
+	        kern(n->out), outer, len, inner, log ? "true" : "false", causal, IN(0), Y);
 }
 
 EMIT(SOFTMAX) { emit_softmax(e, n, false); }
@@ -386,8 +394,8 @@ static void emit_softmax_grad(Emit *e, const Node *n, bool log)
 {
 	int64_t outer, len, inner;
 	softmax_dims(n, n->in[1], &outer, &len, &inner);
-	fprintf(OUT, "\tK(softmax_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", outer, len,
-	        inner, log ? "true" : "false", IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(softmax_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n",
+	        kern(n->out), outer, len, inner, log ? "true" : "false", IN(0), IN(1), Y);
 }
 
 EMIT(SOFTMAX_GRAD) { emit_softmax_grad(e, n, false); }
@@ -544,7 +552,7 @@ EMIT(RESHAPE) { emit_copy(e, n); }
 EMIT(TRANSPOSE)
 {
 	const Shape *x = lshape(n->in[0]);
-	fprintf(OUT, "\tK(transpose)(%d, ", x->rank);
+	fprintf(OUT, "\t%s(transpose)(%d, ", kern(n->out), x->rank);
 	emit_shape(OUT, x);
 	fputs(", (const int[]){", OUT);
 	for (int i = 0; i < x->rank; i++)

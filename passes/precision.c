@@ -226,10 +226,11 @@ bool pass_amp(Compilation *c)
 }
 
 /* ---- narrow kernels ------------------------------------------------------------
- * After the passes that place casts and reductions: a node whose every
- * input is cast up from one narrow type for it alone, and whose result is
- * only cast back down to that type, runs on the narrow values itself --
- * the runtime's narrow entry points (kernels.h: nrt_gemm_bf16, ...) read
+ * After the passes that place casts and reductions: a matrix product,
+ * element-wise operator, softmax or transpose whose every input is cast up
+ * from one narrow type for it alone, and whose result is only cast back
+ * down to that type, runs on the narrow values itself -- the runtime's
+ * narrow entry points (kernels.h: nrt_gemm_bf16, nrt_binary_bf16, ...) read
  * and write the narrow type and compute in f32, rounding once, which on
  * the CPU is bit for bit the casts and the f32 kernel. The casts and their
  * f32 buffers go. A partial sum reduced in f32 (force_fp32_communication)
@@ -237,9 +238,20 @@ bool pass_amp(Compilation *c)
  * Not in --precision f64 builds (the casts there widen to double), nor on
  * host-placed values; --no-fuse=narrow keeps every cast. */
 
+/* the operators with narrow kernels (kernels.h) */
 static bool narrow_kernel(const Node *n)
 {
-	return n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL;
+	switch (n->op) {
+	case OP_MATMUL: case OP_BATCH_MATMUL:
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_BIAS_ADD:
+	case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_NEG:
+	case OP_RELU_GRAD: case OP_GELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD:
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
+	case OP_TRANSPOSE:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static bool same_layout(const Value *a, const Value *b)

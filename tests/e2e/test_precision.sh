@@ -13,9 +13,11 @@
 # semi_auto) asks for f32: the bytes per step show it. Resuming a narrow
 # checkpoint reproduces an uninterrupted run exactly. A narrow regression
 # target on synthetic data is learnable (bn_matmul within 5% of f32).
-# Narrow matrix products (pass_narrow): an f16/bf16 matmul runs as
-# nrt_gemm_f16/bf16 on its narrow operands, without casts; on the CPU that
-# is bit for bit the casts and the f32 GEMM, so each build equals its
+# Narrow operators (pass_narrow): an f16/bf16 matmul runs as
+# nrt_gemm_f16/bf16 on its narrow operands, without casts, and so do
+# element-wise operators, softmax and transpose (KBF16(binary), ...: the
+# transformer has at least 20 such calls); on the CPU that is bit for bit
+# the casts and the f32 kernels, so each build equals its
 # --no-fuse=narrow build exactly (checkpoints, losses): stand-alone bf16
 # mlp and transformer (batched products), semi_auto @4, and data parallel
 # with force_fp32_communication (its partial sums are reduced in f32
@@ -105,17 +107,21 @@ narrow() {
 	done
 	gn=$(cat "$work/$name.n.src"/*.c | grep -c 'nrt_b*gemm_b*f16(') gw=$(cat "$work/$name.w.src"/*.c | grep -c 'nrt_b*gemm_b*f16(')
 	cn=$(cat "$work/$name.n.src"/*.c | grep -c 'nrt_b*f16_to_f32(') cw=$(cat "$work/$name.w.src"/*.c | grep -c 'nrt_b*f16_to_f32(')
-	if [ "$gn" -gt 0 ] && [ "$gw" -eq 0 ] && [ "$cn" -lt "$cw" ] && cmp -s "$work/$name.n.st" "$work/$name.w.st" &&
+	en=$(cat "$work/$name.n.src"/*.c | grep -c 'KB*F16([a-z_]*)(') ew=$(cat "$work/$name.w.src"/*.c | grep -c 'KB*F16([a-z_]*)(')
+	if [ "$gn" -gt 0 ] && [ "$gw" -eq 0 ] && [ "$en" -ge "${min_elem:-1}" ] && [ "$ew" -eq 0 ] && [ "$cn" -lt "$cw" ] &&
+		cmp -s "$work/$name.n.st" "$work/$name.w.st" &&
 		[ "$(cut -d, -f1,2 "$work/$name.n.csv")" = "$(cut -d, -f1,2 "$work/$name.w.csv")" ]; then
-		ok "narrow $name: $gn narrow GEMM calls, widenings $cw -> $cn, bit-identical to --no-fuse=narrow"
+		ok "narrow $name: $gn narrow GEMM and $en narrow element-wise/softmax/transpose calls, widenings $cw -> $cn, bit-identical to --no-fuse=narrow"
 	else
-		bad "narrow $name: $gn narrow GEMM calls (without: $gw), widenings $cw -> $cn, or the runs differ"
+		bad "narrow $name: $gn narrow GEMM calls (without: $gw), $en other narrow calls (without: $ew), widenings $cw -> $cn, or the runs differ"
 	fi
 }
 TF=samples/transformer.net
 sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
 narrow mlp_bf16 "$work/mbf.net" 1 -D parallel_mode=stand_alone
+min_elem=20
 narrow transformer_bf16 "$work/tbf.net" 1 -D parallel_mode=stand_alone
+min_elem=1
 narrow mlp_bf16_semi "$work/mbf.net" 4
 narrow mlp_f16_dp_fp32 "$work/m16.net" 4 $DP -D force_fp32_communication=true
 # amp_level (MindSpore's auto_mixed_precision, passes/precision.c

@@ -425,35 +425,25 @@ static void test_regroup(void)
 
 typedef struct Narrow {
 	const char *name;     /* "f16", "bf16" */
+	bool bf;              /* bf16: the kernels nrt_*_bf16, else nrt_*_f16 */
 	double tol;           /* 2u + 1e-5: the top of the file */
-	uint16_t (*from)(float);
-	float (*to)(uint16_t);
-	void (*bgemm)(bool, bool, int64_t, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float,
-	              uint16_t *);
-	void (*cpu_bgemm)(bool, bool, int64_t, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float,
-	                  uint16_t *);
-	void (*gemm)(bool, bool, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float, uint16_t *);
-	void (*cpu_gemm)(bool, bool, int64_t, int64_t, int64_t, const uint16_t *, const uint16_t *, float,
-	                 uint16_t *);
 } Narrow;
 
-static uint16_t f16_of(float x) { return nrt_f16_from_float(x); }
-static float of_f16(uint16_t h) { return nrt_float_from_f16(h); }
-static uint16_t bf16_of(float x) { return nrt_bf16_from_float(x); }
-static float of_bf16(uint16_t h) { return nrt_float_from_bf16(h); }
+static const Narrow narrows[] = {{"f16", false, 0x1p-10 + 1e-5}, {"bf16", true, 0x1p-7 + 1e-5}};
 
-static const Narrow narrows[] = {
-	{"f16", 0x1p-10 + 1e-5, f16_of, of_f16, nrt_bgemm_f16, cpu_nrt_bgemm_f16, nrt_gemm_f16, cpu_nrt_gemm_f16},
-	{"bf16", 0x1p-7 + 1e-5, bf16_of, of_bf16, nrt_bgemm_bf16, cpu_nrt_bgemm_bf16, nrt_gemm_bf16,
-	 cpu_nrt_gemm_bf16},
-};
+/* the GPU's and the CPU's kernel NAME for t */
+#define NK(t, name) ((t)->bf ? nrt_##name##_bf16 : nrt_##name##_f16)
+#define CK_(t, name) ((t)->bf ? cpu_nrt_##name##_bf16 : cpu_nrt_##name##_f16)
+
+static uint16_t narrow_of(const Narrow *t, float x) { return t->bf ? nrt_bf16_from_float(x) : nrt_f16_from_float(x); }
+static float wide(const Narrow *t, uint16_t h) { return t->bf ? nrt_float_from_bf16(h) : nrt_float_from_f16(h); }
 
 /* n random narrow values in [lo, hi) */
 static uint16_t *nrand(const Narrow *t, int64_t n, double lo, double hi)
 {
 	uint16_t *h = halloc(sizeof(uint16_t) * (size_t)n);
 	for (int64_t i = 0; i < n; i++)
-		h[i] = t->from((float)rnd(lo, hi));
+		h[i] = narrow_of(t, (float)rnd(lo, hi));
 	return h;
 }
 
@@ -463,7 +453,7 @@ static void ncmp(const Narrow *t, const char *name, const uint16_t *gdev, const 
 	const uint16_t *g = down(gdev, sizeof(uint16_t) * (size_t)n);
 	double *gd = halloc(sizeof(double) * (size_t)n), *cd = halloc(sizeof(double) * (size_t)n);
 	for (int64_t i = 0; i < n; i++)
-		gd[i] = t->to(g[i]), cd[i] = t->to(c[i]);
+		gd[i] = wide(t, g[i]), cd[i] = wide(t, c[i]);
 	compare(name, t->name, gd, cd, n, t->tol);
 }
 
@@ -482,11 +472,11 @@ static void narrow_gemm(const Narrow *t)
 			uint16_t *C = nrand(t, batch * M * N, -1, 1), *dC = up(C, sizeof(uint16_t) * batch * M * N);
 			const uint16_t *dA = up(A, na), *dB = up(B, nb);
 			if (batch == 1) {
-				t->gemm(ta, tb, M, N, K, dA, dB, beta, dC);
-				t->cpu_gemm(ta, tb, M, N, K, A, B, beta, C);
+				NK(t, gemm)(ta, tb, M, N, K, dA, dB, beta, dC);
+				CK_(t, gemm)(ta, tb, M, N, K, A, B, beta, C);
 			} else {
-				t->bgemm(ta, tb, batch, M, N, K, dA, dB, beta, dC);
-				t->cpu_bgemm(ta, tb, batch, M, N, K, A, B, beta, C);
+				NK(t, bgemm)(ta, tb, batch, M, N, K, dA, dB, beta, dC);
+				CK_(t, bgemm)(ta, tb, batch, M, N, K, A, B, beta, C);
 			}
 			char name[96];
 			snprintf(name, sizeof name, "%s ta=%d tb=%d %lldx(%lldx%lldx%lld) beta=%g",
@@ -497,10 +487,93 @@ static void narrow_gemm(const Narrow *t)
 		}
 }
 
+static uint16_t *nup(const uint16_t *h, int64_t n) { return up(h, sizeof(uint16_t) * (size_t)n); }
+static uint16_t *nzero(int64_t n) { return up(NULL, sizeof(uint16_t) * (size_t)n); }
+
+/* binary with a broadcast operand (a row vector, a column), unary and
+ * their gradients on every activation */
+static void narrow_elementwise(const Narrow *t)
+{
+	static const char *const bname[] = {"add", "sub", "mul", "div"};
+	int64_t yd[2] = {33, 257}, n = 33 * 257;
+	int64_t full[2] = {257, 1}, row[2] = {0, 1}, col[2] = {1, 0};
+	const int64_t *bstr[] = {full, row, col};
+	const char *bk[] = {"same shape", "a row", "a column"};
+	for (int op = 0; op < 4; op++)
+		for (int k = 0; k < 3; k++) {
+			uint16_t *a = nrand(t, n, -2, 2), *b = nrand(t, n, 0.5, 2), *y = nrand(t, n, 0, 1), *gy = nzero(n);
+			NK(t, binary)((NrtBinary)op, 2, yd, nup(a, n), full, nup(b, n), bstr[k], gy);
+			CK_(t, binary)((NrtBinary)op, 2, yd, a, full, b, bstr[k], y);
+			char name[96];
+			snprintf(name, sizeof name, "binary %s [33,257], b %s", bname[op], bk[k]);
+			ncmp(t, name, gy, y, n);
+			free_all();
+		}
+	static const char *const uname[] = {"relu", "gelu", "tanh", "sigmoid", "neg"};
+	for (int op = 0; op < 5; op++) {
+		n = op == 4 ? 7 : 1000;
+		uint16_t *x = nrand(t, n, -4, 4), *y = nrand(t, n, 0, 1), *gy = nzero(n);
+		NK(t, unary)((NrtUnary)op, n, nup(x, n), gy);
+		CK_(t, unary)((NrtUnary)op, n, x, y);
+		char name[96];
+		snprintf(name, sizeof name, "unary %s", uname[op]);
+		ncmp(t, name, gy, y, n);
+		/* xy is y for relu/tanh/sigmoid, x for gelu, unused for neg */
+		uint16_t *dy = nrand(t, n, -1, 1), *xy = op == NRT_GELU ? x : y, *dx = nrand(t, n, 0, 1), *gdx = nzero(n);
+		NK(t, unary_grad)((NrtUnary)op, n, nup(dy, n), op == NRT_NEG ? NULL : nup(xy, n), gdx);
+		CK_(t, unary_grad)((NrtUnary)op, n, dy, op == NRT_NEG ? NULL : xy, dx);
+		snprintf(name, sizeof name, "unary_grad %s", uname[op]);
+		ncmp(t, name, gdx, dx, n);
+		free_all();
+	}
+}
+
+/* the f32 cases' shapes: rows, strided vectors, causal masks */
+static void narrow_softmax(const Narrow *t)
+{
+	static const int64_t cs[][4] = {{1, 1, 1, 0}, {7, 33, 1, 0}, {3, 1000, 1, 0}, {14, 7, 1, 7}, {5, 257, 3, 0}, {4, 9, 2, 3}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int lg = 0; lg < 2; lg++) {
+			int64_t outer = cs[c][0], n = cs[c][1], inner = cs[c][2], causal = cs[c][3], tot = outer * n * inner;
+			uint16_t *x = nrand(t, tot, -5, 5), *y = nrand(t, tot, 0, 1), *gy = nzero(tot);
+			NK(t, softmax)(outer, n, inner, lg, causal, nup(x, tot), gy);
+			CK_(t, softmax)(outer, n, inner, lg, causal, x, y);
+			char name[96];
+			snprintf(name, sizeof name, "%s [%lld,%lld,%lld] causal %lld", lg ? "log_softmax" : "softmax",
+			         (long long)outer, (long long)n, (long long)inner, (long long)causal);
+			ncmp(t, name, gy, y, tot);
+			uint16_t *dy = nrand(t, tot, -1, 1), *dx = nrand(t, tot, 0, 1), *gdx = nzero(tot);
+			NK(t, softmax_grad)(outer, n, inner, lg, nup(dy, tot), nup(y, tot), gdx);
+			CK_(t, softmax_grad)(outer, n, inner, lg, dy, y, dx);
+			snprintf(name, sizeof name, "%s_grad [%lld,%lld,%lld]", lg ? "log_softmax" : "softmax",
+			         (long long)outer, (long long)n, (long long)inner);
+			ncmp(t, name, gdx, dx, tot);
+			free_all();
+		}
+}
+
+/* a transpose moves values: bit for bit */
+static void narrow_transpose(const Narrow *t)
+{
+	int64_t xd[3] = {7, 33, 5}, n = 7 * 33 * 5;
+	int perm[3] = {2, 0, 1};
+	uint16_t *x = nrand(t, n, -1, 1), *y = nrand(t, n, 0, 1), *gy = nzero(n);
+	NK(t, transpose)(3, xd, perm, nup(x, n), gy);
+	CK_(t, transpose)(3, xd, perm, x, y);
+	char name[64];
+	snprintf(name, sizeof name, "transpose %s [7,33,5] (2,0,1)", t->name);
+	compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)n), y, n, 2);
+	free_all();
+}
+
 static void test_narrow(void)
 {
-	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++)
+	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++) {
 		narrow_gemm(&narrows[i]);
+		narrow_elementwise(&narrows[i]);
+		narrow_softmax(&narrows[i]);
+		narrow_transpose(&narrows[i]);
+	}
 }
 
 #ifndef KC_HOST_SHIM
