@@ -18,8 +18,9 @@
 # element-wise operators, softmax and transpose (KBF16(binary), ...: the
 # transformer has at least 20 such calls); on the CPU that is bit for bit
 # the casts and the f32 kernels, so each build equals its
-# --no-fuse=narrow build exactly (checkpoints, losses): stand-alone bf16
-# mlp and transformer (batched products), semi_auto @4, and data parallel
+# --no-fuse=narrow build exactly (checkpoints, losses): the stand-alone
+# bf16 transformer (batched products), the bf16 mlp in semi_auto @4, and
+# the f16 one in data parallel
 # with force_fp32_communication (its partial sums are reduced in f32
 # first, so those products keep their casts).
 cd "$(dirname "$0")/../.." || exit 1
@@ -118,7 +119,6 @@ narrow() {
 }
 TF=samples/transformer.net
 sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
-narrow mlp_bf16 "$work/mbf.net" 1 -D parallel_mode=stand_alone
 min_elem=20
 narrow transformer_bf16 "$work/tbf.net" 1 -D parallel_mode=stand_alone
 min_elem=1
@@ -136,7 +136,10 @@ narrow mlp_f16_dp_fp32 "$work/m16.net" 4 $DP -D force_fp32_communication=true
 # within u = 2^-8 = 3.9e-3 relative and the steps compound them (7e-3
 # seen at step 28). The transformer at O2 (-D
 # train.amp_level=O2): 27 bf16 GEMMs, layer norms, softmax and the loss in
-# f32, 20 steps within 1e-2 of f32; O1 and O3 train too. semi_auto @4 at
+# f32, and over 200 steps its losses stay within 1e-2 relative of f32
+# (2.5e-4 seen: the f32 master weights keep every update; the transformer
+# with every tensor declared bf16, whose parameters round each update to 8
+# bits, drifts 4.7% by step 200); O1 and O3 (f16) likewise over 50 steps. semi_auto @4 at
 # O2 tracks stand-alone O2 within 2e-3 over 5 steps (bf16 partial sums
 # rounded per device: a few u / 4).
 sed 's/^train {/train { amp_level = O2  amp_dtype = bf16/' samples/mlp.net >"$work/amp.net"
@@ -156,9 +159,9 @@ else
 fi
 AMP="-D train.amp_level=O2 -D train.amp_dtype=bf16"
 timeout 120 $NETC build $TF -D parallel_mode=stand_alone -o "$work/tf32" >/dev/null 2>&1 &&
-	timeout 120 "$work/tf32" --steps 20 --log "$work/tf32.csv" --quiet
+	timeout 120 "$work/tf32" --steps 200 --log "$work/tf32.csv" --quiet
 if timeout 120 $NETC build $TF -D parallel_mode=stand_alone $AMP --emit-c "$work/tamp.src" -o "$work/tamp" \
-	>"$work/tamp.b" 2>&1 && timeout 120 "$work/tamp" --steps 20 --log "$work/tamp.csv" --quiet; then
+	>"$work/tamp.b" 2>&1 && timeout 120 "$work/tamp" --steps 200 --log "$work/tamp.csv" --quiet; then
 	src=$(cat "$work/tamp.src"/*.c)
 	g=$(echo "$src" | grep -c 'nrt_b*gemm_bf16(') f=$(echo "$src" | grep -c 'K(b*gemm)(')
 	ln=$(echo "$src" | grep -c '/\* [^ ]*: f32\[[^]]*\] = layer_norm(') lnall=$(echo "$src" | grep -c '\] = layer_norm(')
@@ -166,7 +169,7 @@ if timeout 120 $NETC build $TF -D parallel_mode=stand_alone $AMP --emit-c "$work
 	r=$($B/tools/losscompare "$work/tf32.csv" "$work/tamp.csv" --rtol 1e-2 | tail -1)
 	if [ "$g" -eq 27 ] && [ "$f" -eq 0 ] && [ "$ln" -eq "$lnall" ] && [ "$ln" -gt 0 ] && [ "$sm" -gt 0 ] &&
 		[ "$loss" -eq 1 ] && echo "$r" | grep -q ' 0 failed'; then
-		ok "amp_level O2 transformer: $g bf16 GEMMs, $ln layer norms, softmax and the loss in f32; f32 within 1e-2 ($r)"
+		ok "amp_level O2 transformer: $g bf16 GEMMs, $ln layer norms, softmax and the loss in f32; 200 steps, f32 within 1e-2 ($r)"
 	else
 		bad "amp_level O2 transformer: $g bf16 GEMMs, $f f32; layer norms f32 $ln of $lnall; softmax $sm; loss $loss; $r"
 	fi
@@ -175,9 +178,9 @@ else
 fi
 for l in O1 O3; do
 	if timeout 120 $NETC build $TF -D parallel_mode=stand_alone -D train.amp_level=$l -o "$work/t$l" >/dev/null 2>&1 &&
-		timeout 120 "$work/t$l" --steps 20 --log "$work/t$l.csv" --quiet &&
-		r=$($B/tools/losscompare "$work/tf32.csv" "$work/t$l.csv" --rtol 1e-2 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
-		ok "amp_level $l (f16) transformer: f32 within 1e-2 ($r)"
+		timeout 120 "$work/t$l" --steps 50 --log "$work/t$l.csv" --quiet &&
+		r=$($B/tools/losscompare "$work/tf32.csv" "$work/t$l.csv" --rtol 1e-2 --to 50 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
+		ok "amp_level $l (f16) transformer: 50 steps, f32 within 1e-2 ($r)"
 	else
 		bad "amp_level $l transformer: $r"
 	fi
