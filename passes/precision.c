@@ -165,7 +165,8 @@ bool pass_precision_late(Compilation *c)
  * The loss is computed in f32 at every level, as MindSpore casts the
  * network's output to f32 before the loss function. Collectives keep the
  * type they receive. The precision pass then computes the narrow nodes as
- * it computes declared ones. */
+ * it computes declared ones. Off (with a warning) in --precision f64
+ * builds, the references of gradient checks and comparisons. */
 
 static bool amp_white(Op op) { return op == OP_MATMUL || op == OP_BATCH_MATMUL || op == OP_RELU; }
 
@@ -194,13 +195,22 @@ bool pass_amp(Compilation *c)
 			diag_warning(&c->diag, tc->amp_dtype_loc, "amp_dtype has no effect without amp_level O1, O2 or O3");
 		return true;
 	}
+	if (c->f64) {
+		diag_warning(&c->diag, tc->amp_loc,
+		             "amp_level has no effect in --precision f64 builds: they compute the f64 reference");
+		return true;
+	}
 	DType d = tc->amp_bf16 ? DT_BF16 : DT_F16;
 	int nv = g->nvalues;
 	Value **to_narrow = ARENA_NEWN(g->arena, Value *, nv), **to_f32 = ARENA_NEWN(g->arena, Value *, nv);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (op_info[n->op].flags & (OPF_COMM | OPF_UPDATE))
+		if (op_info[n->op].flags & (OPF_COMM | OPF_UPDATE)) {
+			/* a collective passes its input's type on */
+			if (n->out && n->nin && dtype_is_float(n->out->dtype))
+				n->out->dtype = n->in[0]->dtype;
 			continue;
+		}
 		DType t = amp_type(tc, n->op, d);
 		for (int j = 0; j < n->nin; j++) {
 			Value *v = n->in[j];
