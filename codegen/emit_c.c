@@ -413,8 +413,8 @@ EMIT(LAYER_NORM)
 {
 	int64_t rows, cols;
 	ln_dims(n, n->in[0], &rows, &cols);
-	fprintf(OUT, "\tK(layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", rows, cols,
-	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+	fprintf(OUT, "\t%s(layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", kern(n->out), rows,
+	        cols, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
 EMIT(LAYER_NORM_GRAD_X)

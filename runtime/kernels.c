@@ -302,7 +302,7 @@ static int64_t span(int rank, const int64_t *dims, const int64_t *str)
 
 /* f32 copies of narrow arrays for the widen / f32 kernel / round kernels below */
 typedef struct Wide {
-	float *v[3];
+	float *v[4];
 	int n;
 } Wide;
 
@@ -374,6 +374,17 @@ static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf
 		int64_t n = prod(rank, xdims);                                                                            \
 		float *x32 = wide_of(&w, "transpose_" #S, n, x, BF), *y32 = wide_of(&w, "transpose_" #S, n, NULL, BF);    \
 		nrt_transpose_f32(rank, xdims, perm, x32, y32);                                                           \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                                  \
+	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps, const uint16_t *x, const uint16_t *gamma,     \
+	                        const uint16_t *beta, uint16_t *y)                                                    \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *x32 = wide_of(&w, "layer_norm_" #S, n, x, BF), *y32 = wide_of(&w, "layer_norm_" #S, n, NULL, BF);  \
+		float *g32 = gamma ? wide_of(&w, "layer_norm_" #S, cols, gamma, BF) : NULL;                               \
+		float *b32 = beta ? wide_of(&w, "layer_norm_" #S, cols, beta, BF) : NULL;                                 \
+		nrt_layer_norm_f32(rows, cols, eps, x32, g32, b32, y32);                                                  \
 		wide_done(&w, n, y32, y, BF);                                                                             \
 	}
 NRT_NARROW_KERNELS(f16, false)

@@ -146,7 +146,8 @@ NRT_KERNEL_DECLS(double, f64)
 	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,   \
 	                   int64_t K, const uint16_t *A, const uint16_t *B,          \
 	                   float beta, uint16_t *C);
-/* The element-wise, softmax and layout kernels on f16 / bf16 storage, with
+/* The element-wise, softmax, layer norm (forward) and transpose kernels on
+ * f16 / bf16 storage, with
  * the f32 kernels' arguments (scalars stay float or double): each reads
  * narrow values, computes what the f32 kernel computes and rounds each
  * result once -- on the CPU, bit for bit the f32 kernel between casts. */
@@ -163,7 +164,10 @@ NRT_KERNEL_DECLS(double, f64)
 	                          const uint16_t *dy, const uint16_t *y,             \
 	                          uint16_t *dx);                                     \
 	void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm,      \
-	                       const uint16_t *x, uint16_t *y);
+	                       const uint16_t *x, uint16_t *y);                      \
+	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps,              \
+	                        const uint16_t *x, const uint16_t *gamma,            \
+	                        const uint16_t *beta, uint16_t *y);
 NRT_NARROW_GEMM_DECLS(f16)
 NRT_NARROW_GEMM_DECLS(bf16)
 NRT_NARROW_KERNEL_DECLS(f16)

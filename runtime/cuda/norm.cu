@@ -151,18 +151,18 @@ template <typename T> __device__ inline void block_row_stats(int64_t n, const T 
 	*rstd = 1 / sqrt((n ? ss / n : 0) + eps);
 }
 
-template <typename T>
-__global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const T *x, const T *gamma, const T *beta, T *y)
+template <typename T, typename S = T>
+__global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const S *x, const S *gamma, const S *beta, S *y)
 {
 	NRT_ROW_LOOP(r, rows) {
-		const T *xr = x + r * cols;
-		T *yr = y + r * cols;
+		const S *xr = x + r * cols;
+		S *yr = y + r * cols;
 		double mean, rstd;
 		block_row_stats(cols, xr, eps, &mean, &rstd);
 		T m = (T)mean, rs = (T)rstd;
 		NRT_BLOCK_LOOP(c, cols) {
-			T xh = (xr[c] - m) * rs;
-			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
+			T xh = ((T)xr[c] - m) * rs;
+			yr[c] = (gamma ? (T)gamma[c] * xh : xh) + (beta ? (T)beta[c] : (T)0);
 		}
 	}
 }
@@ -592,6 +592,16 @@ NRT_NORM_DEFS(double, f64)
 	{                                                                                                        \
 		softmax_grad<float, Narrow<BF>>(outer, n, inner, log, (const Narrow<BF> *)dy, (const Narrow<BF> *)y, \
 		                                (Narrow<BF> *)dx);                                               \
+	}                                                                                                             \
+	extern "C" void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps, const uint16_t *x,            \
+	                                   const uint16_t *gamma, const uint16_t *beta, uint16_t *y)             \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm<float, Narrow<BF>><<<grid_rows(rows), threads_for_row(cols), 0, nrt_cuda_stream()>>>( \
+			rows, cols, eps, (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, (const Narrow<BF> *)beta, \
+			(Narrow<BF> *)y);                                                                        \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_bf16" : "nrt_layer_norm_f16");                        \
 	}
 NRT_NARROW_NORM_DEFS(f16, false)
 NRT_NARROW_NORM_DEFS(bf16, true)

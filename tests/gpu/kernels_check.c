@@ -552,6 +552,27 @@ static void narrow_softmax(const Narrow *t)
 		}
 }
 
+/* layer norm rows (with and without gamma, beta; statistics in f32 on the
+ * CPU, in double on the GPU: the f32 tolerance before the rounding) */
+static void narrow_layer_norm(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {1100, 3}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int affine = 0; affine < 2; affine++) {
+			int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+			uint16_t *x = nrand(t, n, -3, 3), *g = nrand(t, cols, 0.5, 1.5), *b = nrand(t, cols, -1, 1);
+			uint16_t *y = nrand(t, n, 0, 1), *gy = nzero(n);
+			NK(t, layer_norm)(rows, cols, 1e-5, nup(x, n), affine ? nup(g, cols) : NULL,
+			                  affine ? nup(b, cols) : NULL, gy);
+			CK_(t, layer_norm)(rows, cols, 1e-5, x, affine ? g : NULL, affine ? b : NULL, y);
+			char name[96];
+			snprintf(name, sizeof name, "layer_norm [%lld,%lld]%s", (long long)rows, (long long)cols,
+			         affine ? " gamma, beta" : "");
+			ncmp(t, name, gy, y, n);
+			free_all();
+		}
+}
+
 /* a transpose moves values: bit for bit */
 static void narrow_transpose(const Narrow *t)
 {
@@ -572,6 +593,7 @@ static void test_narrow(void)
 		narrow_gemm(&narrows[i]);
 		narrow_elementwise(&narrows[i]);
 		narrow_softmax(&narrows[i]);
+		narrow_layer_norm(&narrows[i]);
 		narrow_transpose(&narrows[i]);
 	}
 }
