@@ -80,10 +80,12 @@ static void usage(FILE *out)
 	      "                        bias_act (bias_add + relu in one pass), updates (the optimizer\n"
 	      "                        update in one call per run of parameters; both bit-identical),\n"
 	      "                        residual (add(x, matmul) as a product accumulated onto x;\n"
-	      "                        rounding may differ) (docs/codegen.md)\n"
-	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
+	      "                        rounding may differ), narrow (f16/bf16 products, element-wise,\n"
+	      "                        softmax, layer norm, transpose on their narrow operands;\n"
+	      "                        bit-identical on the CPU) (docs/codegen.md)\n"
+	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, amp, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
-	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
+	      "                        precision_late, ps, placement, narrow, fusion, strategy_ckpt,\n"
 	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies, their costs and why one\n"
 	      "                        was chosen (OP: a name explain prints, or an output)\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble\n"
@@ -121,7 +123,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 	static const struct {
 		const char *name;
 		unsigned kind;
-	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}};
+	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}, {"narrow", FUSE_NARROW}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -134,7 +136,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow)\n", (int)len,
 				        p);
 			return false;
 		}

@@ -276,18 +276,24 @@ static void emit_gemm_into(Emit *e, const Node *n, const char *out, int beta)
 	int64_t M = y->d[y->rank - 2], N = y->d[y->rank - 1];
 	int64_t K = ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
 	int64_t batch = ldims(n->out, 0, y->rank - 2);
+	/* f16/bf16 operands (passes/precision.c, pass_narrow): the narrow kernels */
+	DType dt = n->out->dtype;
+	const char *sfx = dt == DT_BF16 ? "bf16" : dt == DT_F16 ? "f16" : NULL;
+	char gemm[16], bgemm[16];
+	snprintf(gemm, sizeof gemm, sfx ? "nrt_gemm_%s" : "K(gemm)", sfx);
+	snprintf(bgemm, sizeof bgemm, sfx ? "nrt_bgemm_%s" : "K(bgemm)", sfx);
 	if (n->op == OP_MATMUL) {
-		fprintf(OUT, "\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %d, %s);\n",
+		fprintf(OUT, "\t%s(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %d, %s);\n", gemm,
 		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), beta, out);
 	} else if (b->rank < a->rank) {
 		/* b is shared by every matrix of the batch */
 		fprintf(OUT, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n", batch);
-		fprintf(OUT, "\t\tK(gemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64
+		fprintf(OUT, "\t\t%s(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64
 		             ", %s + i * %" PRId64 ", %s, 0, %s + i * %" PRId64 ");\n",
-		        ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), M * K, IN(1), Y, M * N);
+		        gemm, ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), M * K, IN(1), Y, M * N);
 	} else {
-		fprintf(OUT, "\tK(bgemm)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
-		        ta ? "true" : "false", tb ? "true" : "false", batch, M, N, K, IN(0), IN(1), Y);
+		fprintf(OUT, "\t%s(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, 0, %s);\n",
+		        bgemm, ta ? "true" : "false", tb ? "true" : "false", batch, M, N, K, IN(0), IN(1), Y);
 	}
 }
 
@@ -296,6 +302,13 @@ static void emit_gemm(Emit *e, const Node *n) { emit_gemm_into(e, n, Y, 0); }
 EMIT(MATMUL) { emit_gemm(e, n); }
 EMIT(BATCH_MATMUL) { emit_gemm(e, n); }
 
+/* The kernels for a node whose result is y: K, or where pass_narrow left
+ * the node on f16 / bf16 values, the narrow ones (KF16, KBF16). */
+static const char *kern(const Value *y)
+{
+	return y->dtype == DT_BF16 ? "KBF16" : y->dtype == DT_F16 ? "KF16" : "K";
+}
+
 /* y = a op b, broadcasting a and b to y's local shape. */
 static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value *b, const Value *y)
 {
@@ -303,7 +316,7 @@ static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value 
 	int64_t as[MAX_RANK], bs[MAX_RANK];
 	bcast_strides(lshape(a), ys, as);
 	bcast_strides(lshape(b), ys, bs);
-	fprintf(OUT, "\tK(binary)(%s, %d, ", op, ys->rank);
+	fprintf(OUT, "\t%s(binary)(%s, %d, ", kern(y), op, ys->rank);
 	emit_shape(OUT, ys);
 	fprintf(OUT, ", %s, ", B(e, a));
 	emit_dims(OUT, as, ys->rank);
@@ -330,7 +343,7 @@ EMIT(BIAS_ADD) { emit_binary(e, n, "NRT_ADD"); }
 
 static void emit_unary(Emit *e, const Node *n, const char *op)
 {
-	fprintf(OUT, "\tK(unary)(%s, %" PRId64 ", %s, %s);\n", op, lnumel(n->out), IN(0), Y);
+	fprintf(OUT, "\t%s(unary)(%s, %" PRId64 ", %s, %s);\n", kern(n->out), op, lnumel(n->out), IN(0), Y);
 }
 
 EMIT(RELU) { emit_unary(e, n, "NRT_RELU"); }
@@ -341,7 +354,8 @@ EMIT(NEG) { emit_unary(e, n, "NRT_NEG"); }
 
 static void emit_unary_grad(Emit *e, const Node *n, const char *op)
 {
-	fprintf(OUT, "\tK(unary_grad)(%s, %" PRId64 ", %s, %s, %s);\n", op, lnumel(n->out), IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(unary_grad)(%s, %" PRId64 ", %s, %s, %s);\n", kern(n->out), op, lnumel(n->out), IN(0),
+	        IN(1), Y);
 }
 
 EMIT(RELU_GRAD) { emit_unary_grad(e, n, "NRT_RELU"); }
@@ -369,8 +383,8 @@ static void emit_softmax(Emit *e, const Node *n, bool log)
 	softmax_dims(n, n->in[0], &outer, &len, &inner);
 	const Shape *s = lshape(n->in[0]);
 	int64_t causal = n->attr.causal ? s->d[s->rank - 2] : 0;
-	fprintf(OUT, "\tK(softmax)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ", %s, %s);\n", outer,
-	        len, inner, log ? "true" : "false", causal, IN(0), Y);
+	fprintf(OUT, "\t%s(softmax)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ", %s, %s);\n",
+	        kern(n->out), outer, len, inner, log ? "true" : "false", causal, IN(0), Y);
 }
 
 EMIT(SOFTMAX) { emit_softmax(e, n, false); }
@@ -380,8 +394,8 @@ static void emit_softmax_grad(Emit *e, const Node *n, bool log)
 {
 	int64_t outer, len, inner;
 	softmax_dims(n, n->in[1], &outer, &len, &inner);
-	fprintf(OUT, "\tK(softmax_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", outer, len,
-	        inner, log ? "true" : "false", IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(softmax_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n",
+	        kern(n->out), outer, len, inner, log ? "true" : "false", IN(0), IN(1), Y);
 }
 
 EMIT(SOFTMAX_GRAD) { emit_softmax_grad(e, n, false); }
@@ -399,8 +413,8 @@ EMIT(LAYER_NORM)
 {
 	int64_t rows, cols;
 	ln_dims(n, n->in[0], &rows, &cols);
-	fprintf(OUT, "\tK(layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", rows, cols,
-	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+	fprintf(OUT, "\t%s(layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", kern(n->out), rows,
+	        cols, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
 EMIT(LAYER_NORM_GRAD_X)
@@ -538,7 +552,7 @@ EMIT(RESHAPE) { emit_copy(e, n); }
 EMIT(TRANSPOSE)
 {
 	const Shape *x = lshape(n->in[0]);
-	fprintf(OUT, "\tK(transpose)(%d, ", x->rank);
+	fprintf(OUT, "\t%s(transpose)(%d, ", kern(n->out), x->rank);
 	emit_shape(OUT, x);
 	fputs(", (const int[]){", OUT);
 	for (int i = 0; i < x->rank; i++)

@@ -46,6 +46,8 @@ static void emit_prologue(Emit *e)
 	else
 		fputs("typedef float real;\n#define NRT_REAL NRT_F32\n#define K(name) nrt_##name##_f32\n"
 		      "#define H(name) nrt_host_##name##_f32\n\n", out);
+	/* the narrow kernels: f16 / bf16 operands, f32 arithmetic (passes/precision.c, pass_narrow) */
+	fputs("#define KF16(name) nrt_##name##_f16\n#define KBF16(name) nrt_##name##_bf16\n\n", out);
 }
 
 /* `{64, 784}`: an initialiser for a fixed-size dims array */

@@ -1170,6 +1170,36 @@ static bool set_loss_scale(Cx *cx, TrainConfig *tc, const CfgValue *v)
 
 static bool set_lr_schedule(Cx *cx, TrainConfig *tc, const CfgValue *v) { return train_lr_schedule_set(tc, v, cx->d); }
 static bool set_clip(Cx *cx, TrainConfig *tc, const CfgValue *v) { return train_clip_set(tc, v, cx->d); }
+/* amp_level = O0 | O1 | O2 | O3 (MindSpore's names) */
+static bool set_amp_level(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	static const char *const levels[] = {"O0", "O1", "O2", "O3"};
+	if (v->kind != CV_IDENT && v->kind != CV_STRING)
+		return type_error(cx, "amp_level", v, "O0, O1, O2 or O3");
+	for (int k = 0; k < NELEM(levels); k++)
+		if (strcmp(v->s, levels[k]) == 0) {
+			tc->amp_level = (AmpLevel)k;
+			tc->amp_loc = v->loc;
+			return true;
+		}
+	diag_error(cx->d, v->loc, "unknown amp_level '%s'; valid levels are: O0, O1, O2, O3", v->s);
+	return false;
+}
+
+/* amp_dtype = f16 | bf16 (MindSpore's auto_mixed_precision dtype) */
+static bool set_amp_dtype(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	if ((v->kind != CV_IDENT && v->kind != CV_STRING) || (strcmp(v->s, "f16") && strcmp(v->s, "bf16"))) {
+		if (v->kind == CV_IDENT || v->kind == CV_STRING) {
+			diag_error(cx->d, v->loc, "unknown amp_dtype '%s'; valid types are: f16, bf16", v->s);
+			return false;
+		}
+		return type_error(cx, "amp_dtype", v, "f16 or bf16");
+	}
+	tc->amp_bf16 = strcmp(v->s, "bf16") == 0;
+	tc->amp_dtype_loc = v->loc;
+	return true;
+}
 
 static const struct {
 	const char *name;
@@ -1178,7 +1208,7 @@ static const struct {
 	{"optimizer", set_optimizer}, {"lr", set_train_lr},         {"steps", set_steps},
 	{"batch_size", set_batch_size}, {"micro_size", set_micro_size}, {"loss", set_loss},
 	{"loss_scale", set_loss_scale}, {"lr_schedule", set_lr_schedule}, {"clip_grad_norm", set_clip},
-	{"clip_by_global_norm", set_clip},
+	{"clip_by_global_norm", set_clip}, {"amp_level", set_amp_level}, {"amp_dtype", set_amp_dtype},
 };
 
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key, Loc key_loc,

@@ -163,6 +163,12 @@ typedef struct LrSegment {
 	Loc loc;
 } LrSegment;
 enum { LR_MAX_SEGMENTS = 8 };
+typedef enum AmpLevel {
+	AMP_O0,                 /* nothing changes */
+	AMP_O1,                 /* the white list (matmul, batch_matmul, relu) narrow */
+	AMP_O2,                 /* all but the black list (norms, softmax, losses) narrow */
+	AMP_O3,                 /* all narrow but the loss, which MindSpore computes in f32 */
+} AmpLevel;
 
 typedef struct TrainConfig {
 	bool present;           /* a train block was given */
@@ -195,6 +201,12 @@ typedef struct TrainConfig {
 	 * before the update (MindSpore's ops.clip_by_global_norm); 0: off */
 	double clip_norm;
 	Loc clip_loc;
+	/* MindSpore's amp_level (auto_mixed_precision) and its dtype: the
+	 * model written in f32 computes in amp_dtype where the level says
+	 * (passes/precision.c, pass_amp); parameters stay f32 (master weights) */
+	AmpLevel amp_level;     /* default AMP_O0 */
+	bool amp_bf16;          /* amp_dtype = bf16; default f16, as MindSpore's */
+	Loc amp_loc, amp_dtype_loc; /* line 0: not given */
 	Loc loc;
 } TrainConfig;
 

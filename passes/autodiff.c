@@ -359,8 +359,18 @@ static void no_grad(AD *ad, const Node *n, Value *dy)
 NO_GRAD(BROADCAST)
 /* Redistributions are inserted after differentiation. */
 NO_GRAD(REDISTRIBUTE)
-/* Casts are inserted after differentiation. */
-NO_GRAD(CAST)
+/* Casts made before differentiation (amp_level, passes/precision.c): the
+ * gradient is cast back to the input's type, as MindSpore's Cast does;
+ * the precision pass's own casts come after. */
+static void grad_CAST(AD *ad, const Node *n, Value *dy)
+{
+	OpAttrs a = {.to = n->in[0]->dtype};
+	if (wants(ad, n, 0)) {
+		Value *g = un(ad, OP_CAST, dy, &a, n->in[0]->shape);
+		g->dtype = a.to;
+		accumulate(ad, n->in[0], g);
+	}
+}
 /* Internal ops never appear in the forward graph the user wrote. */
 NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)

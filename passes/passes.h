@@ -47,7 +47,8 @@ enum {
 	FUSE_BIAS_ACT = 1,     /* bias_act: bias_add + relu in one pass */
 	FUSE_UPDATES = 2,      /* updates: the optimizer update in one call per run of parameters */
 	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
-	FUSE_ALL = 7,
+	FUSE_NARROW = 8,       /* narrow: f16/bf16 operators on their narrow values, without casts (pass_narrow) */
+	FUSE_ALL = 15,
 };
 
 /* How far a command needs the pipeline to go. */
@@ -76,8 +77,10 @@ bool autodiff_check(Compilation *c);
 bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
 bool pass_optimizer_storage(Compilation *c);
+bool pass_amp(Compilation *c);
 bool pass_precision(Compilation *c);
 bool pass_precision_late(Compilation *c);
+bool pass_narrow(Compilation *c);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);

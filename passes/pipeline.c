@@ -18,6 +18,7 @@ typedef struct Pass {
 static const Pass passes[] = {
 	{"micro",     pass_micro,     UPTO_CHECK,   false},
 	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
+	{"amp",       pass_amp,       UPTO_CHECK,   false},
 	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
 	{"recompute", pass_recompute, UPTO_TRAIN,   true},
 	{"optimizer", pass_optimizer, UPTO_TRAIN,   true},
@@ -29,6 +30,7 @@ static const Pass passes[] = {
 	{"optimizer_storage", pass_optimizer_storage, UPTO_CHECK, true},
 	{"ps",        pass_ps,        UPTO_CHECK,   true},
 	{"placement", pass_placement, UPTO_CHECK,   false},
+	{"narrow",    pass_narrow,    UPTO_CODEGEN, false},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"clip",      pass_clip,      UPTO_CODEGEN, true},

@@ -18,6 +18,8 @@
  * and accumulated in f32. */
 #include <string.h>
 
+#include "../ir/layout.h"
+#include "../ir/shape.h"
 #include "passes.h"
 
 static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
@@ -144,6 +146,194 @@ bool pass_precision_late(Compilation *c)
 		}
 		if (u->out && narrow(u->out->dtype))
 			u->out->dtype = DT_F32;
+	}
+	return true;
+}
+
+/* ---- amp_level: MindSpore's auto_mixed_precision ---------------------------------
+ * Before differentiation, on the graph the user wrote: each computing node
+ * gets the type the level gives it -- amp_dtype (f16 or bf16) or f32 --
+ * and every float input of another type is cast to it (one cast per value
+ * and type, placed before its first such reader). Parameters stay f32:
+ * the master weights, with f32 gradients (a cast's gradient is cast back)
+ * and f32 optimizer state; their narrow copies are made each step.
+ *  O1: MindSpore's white list narrow (MatMul, BatchMatMul, ReLU: matmul,
+ *      batch_matmul, relu), the rest f32.
+ *  O2: all narrow but the black list -- layer_norm and batch_norm, and
+ *      softmax and log_softmax (auto_blacklist) -- which run in f32.
+ *  O3: every operator narrow.
+ * The loss is computed in f32 at every level, as MindSpore casts the
+ * network's output to f32 before the loss function. Collectives keep the
+ * type they receive. The precision pass then computes the narrow nodes as
+ * it computes declared ones. Off (with a warning) in --precision f64
+ * builds, the references of gradient checks and comparisons. */
+
+static bool amp_white(Op op) { return op == OP_MATMUL || op == OP_BATCH_MATMUL || op == OP_RELU; }
+
+static bool amp_black(Op op)
+{
+	return op == OP_LAYER_NORM || op == OP_BATCH_NORM || op == OP_SOFTMAX || op == OP_LOG_SOFTMAX;
+}
+
+static DType amp_type(const TrainConfig *tc, Op op, DType d)
+{
+	if (op_info[op].flags & OPF_LOSS)
+		return DT_F32;
+	switch (tc->amp_level) {
+	case AMP_O1: return amp_white(op) ? d : DT_F32;
+	case AMP_O2: return amp_black(op) ? DT_F32 : d;
+	default: return d;
+	}
+}
+
+bool pass_amp(Compilation *c)
+{
+	Graph *g = c->g;
+	const TrainConfig *tc = &g->train;
+	if (tc->amp_level == AMP_O0) {
+		if (tc->amp_dtype_loc.line)
+			diag_warning(&c->diag, tc->amp_dtype_loc, "amp_dtype has no effect without amp_level O1, O2 or O3");
+		return true;
+	}
+	if (c->f64) {
+		diag_warning(&c->diag, tc->amp_loc,
+		             "amp_level has no effect in --precision f64 builds: they compute the f64 reference");
+		return true;
+	}
+	DType d = tc->amp_bf16 ? DT_BF16 : DT_F16;
+	int nv = g->nvalues;
+	Value **to_narrow = ARENA_NEWN(g->arena, Value *, nv), **to_f32 = ARENA_NEWN(g->arena, Value *, nv);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (op_info[n->op].flags & (OPF_COMM | OPF_UPDATE)) {
+			/* a collective passes its input's type on */
+			if (n->out && n->nin && dtype_is_float(n->out->dtype))
+				n->out->dtype = n->in[0]->dtype;
+			continue;
+		}
+		DType t = amp_type(tc, n->op, d);
+		for (int j = 0; j < n->nin; j++) {
+			Value *v = n->in[j];
+			if (!dtype_is_float(v->dtype) || v->dtype == t)
+				continue;
+			Value **cache = v->id < nv ? (t == DT_F32 ? &to_f32[v->id] : &to_narrow[v->id]) : NULL;
+			if (!cache || !*cache) {
+				Node *k = cast(g, v, t, i, n);
+				if (n->ann.in_strategy.n > j)
+					k->ann.in_strategy = (Strategy){1, &n->ann.in_strategy.v[j], n->ann.in_strategy.loc};
+				i++;
+				if (cache)
+					*cache = k->out;
+				n->in[j] = k->out;
+			} else {
+				n->in[j] = *cache;
+			}
+		}
+		if (n->out && dtype_is_float(n->out->dtype))
+			n->out->dtype = t;
+	}
+	return infer_shapes(g, &c->diag);
+}
+
+/* ---- narrow kernels ------------------------------------------------------------
+ * After the passes that place casts and reductions: a matrix product,
+ * element-wise operator, softmax, layer norm (forward) or transpose whose every input is cast up
+ * from one narrow type for it alone, and whose result is only cast back
+ * down to that type, runs on the narrow values itself -- the runtime's
+ * narrow entry points (kernels.h: nrt_gemm_bf16, nrt_binary_bf16, ...) read
+ * and write the narrow type and compute in f32, rounding once, which on
+ * the CPU is bit for bit the casts and the f32 kernel. The casts and their
+ * f32 buffers go. A partial sum reduced in f32 (force_fp32_communication)
+ * has a redistribution between the node and its cast, so it stays f32.
+ * Not in --precision f64 builds (the casts there widen to double), nor on
+ * host-placed values; --no-fuse=narrow keeps every cast. */
+
+/* the operators with narrow kernels (kernels.h) */
+static bool narrow_kernel(const Node *n)
+{
+	switch (n->op) {
+	case OP_MATMUL: case OP_BATCH_MATMUL:
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_BIAS_ADD:
+	case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_NEG:
+	case OP_RELU_GRAD: case OP_GELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD:
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
+	case OP_LAYER_NORM: case OP_TRANSPOSE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool same_layout(const Value *a, const Value *b)
+{
+	return a->layout == b->layout || (a->layout && b->layout && layout_equiv(a->layout, b->layout));
+}
+
+/* v is a plain temporary (one a cast made): not the loss, a gradient or on the host */
+static bool plain(const Graph *g, const Value *v)
+{
+	if (v == g->loss || v->host)
+		return false;
+	for (int i = 0; i < g->nparams; i++)
+		if (g->params[i]->grad == v)
+			return false;
+	return true;
+}
+
+/* The narrow type n can run in (DT_F32: none); *down is the cast of its result. */
+static DType narrow_of(const Graph *g, const Node *n, const int *readers, Node *const *reader, Node **down)
+{
+	DType dt = DT_F32;
+	for (int j = 0; j < n->nin; j++) {
+		const Value *u = n->in[j];
+		const Node *c = u->def;
+		if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
+		    readers[u->id] != 1 || !plain(g, u) || c->in[0]->host || !same_layout(u, c->in[0]) ||
+		    (dt != DT_F32 && c->in[0]->dtype != dt))
+			return DT_F32;
+		dt = c->in[0]->dtype;
+	}
+	const Value *y = n->out;
+	Node *r = y && readers[y->id] == 1 ? reader[y->id] : NULL;
+	if (!r || r->op != OP_CAST || r->writes || r->attr.to != dt || !plain(g, y) || r->out->host ||
+	    !same_layout(y, r->out))
+		return DT_F32;
+	*down = r;
+	return dt;
+}
+
+static void drop_node(Graph *g, const Node *n)
+{
+	int i = position(g, n);
+	memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - i));
+	g->nnodes--;
+}
+
+bool pass_narrow(Compilation *c)
+{
+	Graph *g = c->g;
+	if (c->f64 || (c->no_fuse & FUSE_NARROW))
+		return true;
+	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
+	Node **reader = ARENA_NEWN(g->arena, Node *, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++) {
+			readers[g->nodes[i]->in[j]->id]++;
+			reader[g->nodes[i]->in[j]->id] = g->nodes[i];
+		}
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i], *down = NULL;
+		if (!narrow_kernel(n) || narrow_of(g, n, readers, reader, &down) == DT_F32)
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			Node *up = n->in[j]->def;
+			n->in[j] = up->in[0];
+			drop_node(g, up);
+		}
+		n->out = down->out;
+		n->out->def = n;
+		drop_node(g, down);
+		i = position(g, n);
 	}
 	return true;
 }

@@ -22,6 +22,7 @@
  * by the same code whatever the thread count: results do not depend on
  * it); no reduction is ever split across threads. */
 #include "kernels.h"
+#include "half.h"
 #include "kernel_rules.h"
 #include "philox.h"
 #include "netrt.h"
@@ -259,3 +260,133 @@ static inline float k_erff_e(float x, float e)
 #undef MATH
 #undef CBLAS_GEMM
 #undef KF32
+
+#ifndef NRT_HOST_KERNELS
+/* ---- narrow matrix products (kernels.h): widen exactly, f32 gemm, round once */
+#define NRT_NARROW_GEMM(S)                                                                               \
+	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,                \
+	                   const uint16_t *A, const uint16_t *B, float beta, uint16_t *C)                    \
+	{                                                                                                   \
+		if (batch <= 0 || M <= 0 || N <= 0)                                                             \
+			return;                                                                                     \
+		int64_t na = batch * M * (K > 0 ? K : 0), nb = batch * (K > 0 ? K : 0) * N, nc = batch * M * N; \
+		float *a = kernel_calloc("gemm_" #S, na, sizeof *a), *b = kernel_calloc("gemm_" #S, nb, sizeof *b); \
+		float *c = kernel_calloc("gemm_" #S, nc, sizeof *c);                                            \
+		nrt_##S##_to_f32(na, A, a);                                                                     \
+		nrt_##S##_to_f32(nb, B, b);                                                                     \
+		if (beta != 0)                                                                                  \
+			nrt_##S##_to_f32(nc, C, c);                                                                 \
+		nrt_bgemm_f32(ta, tb, batch, M, N, K, a, b, beta, c);                                           \
+		nrt_f32_to_##S(nc, c, C);                                                                       \
+		free(a), free(b), free(c);                                                                      \
+	}                                                                                                   \
+	void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,             \
+	                  const uint16_t *B, float beta, uint16_t *C)                                        \
+	{                                                                                                   \
+		nrt_bgemm_##S(ta, tb, 1, M, N, K, A, B, beta, C);                                               \
+	}
+NRT_NARROW_GEMM(f16)
+NRT_NARROW_GEMM(bf16)
+
+/* Elements a strided operand spans: its largest offset + 1. */
+static int64_t span(int rank, const int64_t *dims, const int64_t *str)
+{
+	int64_t n = 1;
+	for (int k = 0; k < rank; k++) {
+		if (dims[k] == 0)
+			return 0;
+		n += (dims[k] - 1) * str[k];
+	}
+	return n;
+}
+
+/* f32 copies of narrow arrays for the widen / f32 kernel / round kernels below */
+typedef struct Wide {
+	float *v[4];
+	int n;
+} Wide;
+
+static float *wide_of(Wide *w, const char *kernel, int64_t n, const uint16_t *x, bool bf)
+{
+	float *p = kernel_calloc(kernel, n, sizeof *p);
+	if (x)
+		(bf ? nrt_bf16_to_f32 : nrt_f16_to_f32)(n, x, p);
+	return w->v[w->n++] = p;
+}
+
+static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf)
+{
+	(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, y, out);
+	for (int i = 0; i < w->n; i++)
+		free(w->v[i]);
+}
+
+#define NRT_NARROW_KERNELS(S, BF)                                                                                  \
+	void nrt_binary_##S(NrtBinary op, int rank, const int64_t *ydims, const uint16_t *a, const int64_t *astr,     \
+	                    const uint16_t *b, const int64_t *bstr, uint16_t *y)                                       \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = prod(rank, ydims);                                                                            \
+		float *a32 = wide_of(&w, "binary_" #S, span(rank, ydims, astr), a, BF);                                   \
+		float *b32 = wide_of(&w, "binary_" #S, span(rank, ydims, bstr), b, BF);                                   \
+		float *y32 = wide_of(&w, "binary_" #S, n, NULL, BF);                                                      \
+		nrt_binary_f32(op, rank, ydims, a32, astr, b32, bstr, y32);                                               \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_unary_##S(NrtUnary op, int64_t n, const uint16_t *x, uint16_t *y)                                    \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "unary_" #S, n, x, BF), *y32 = wide_of(&w, "unary_" #S, n, NULL, BF);            \
+		nrt_unary_f32(op, n, x32, y32);                                                                           \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_unary_grad_##S(NrtUnary op, int64_t n, const uint16_t *dy, const uint16_t *xy, uint16_t *dx)         \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *d32 = wide_of(&w, "unary_grad_" #S, n, dy, BF);                                                    \
+		float *xy32 = xy ? wide_of(&w, "unary_grad_" #S, n, xy, BF) : NULL;                                       \
+		float *dx32 = wide_of(&w, "unary_grad_" #S, n, NULL, BF);                                                 \
+		nrt_unary_grad_f32(op, n, d32, xy32, dx32);                                                               \
+		wide_done(&w, n, dx32, dx, BF);                                                                           \
+	}                                                                                                             \
+	void nrt_softmax_##S(int64_t outer, int64_t n, int64_t inner, bool log, int64_t causal_rows,                 \
+	                     const uint16_t *x, uint16_t *y)                                                          \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t k = outer * n * inner;                                                                            \
+		float *x32 = wide_of(&w, "softmax_" #S, k, x, BF), *y32 = wide_of(&w, "softmax_" #S, k, NULL, BF);        \
+		nrt_softmax_f32(outer, n, inner, log, causal_rows, x32, y32);                                             \
+		wide_done(&w, k, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_softmax_grad_##S(int64_t outer, int64_t n, int64_t inner, bool log, const uint16_t *dy,             \
+	                          const uint16_t *y, uint16_t *dx)                                                    \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t k = outer * n * inner;                                                                            \
+		float *d32 = wide_of(&w, "softmax_grad_" #S, k, dy, BF), *y32 = wide_of(&w, "softmax_grad_" #S, k, y, BF); \
+		float *dx32 = wide_of(&w, "softmax_grad_" #S, k, NULL, BF);                                               \
+		nrt_softmax_grad_f32(outer, n, inner, log, d32, y32, dx32);                                               \
+		wide_done(&w, k, dx32, dx, BF);                                                                           \
+	}                                                                                                             \
+	void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm, const uint16_t *x, uint16_t *y)      \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = prod(rank, xdims);                                                                            \
+		float *x32 = wide_of(&w, "transpose_" #S, n, x, BF), *y32 = wide_of(&w, "transpose_" #S, n, NULL, BF);    \
+		nrt_transpose_f32(rank, xdims, perm, x32, y32);                                                           \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                                  \
+	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps, const uint16_t *x, const uint16_t *gamma,     \
+	                        const uint16_t *beta, uint16_t *y)                                                    \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *x32 = wide_of(&w, "layer_norm_" #S, n, x, BF), *y32 = wide_of(&w, "layer_norm_" #S, n, NULL, BF);  \
+		float *g32 = gamma ? wide_of(&w, "layer_norm_" #S, cols, gamma, BF) : NULL;                               \
+		float *b32 = beta ? wide_of(&w, "layer_norm_" #S, cols, beta, BF) : NULL;                                 \
+		nrt_layer_norm_f32(rows, cols, eps, x32, g32, b32, y32);                                                  \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}
+NRT_NARROW_KERNELS(f16, false)
+NRT_NARROW_KERNELS(bf16, true)
+#endif

@@ -132,6 +132,47 @@ typedef enum NrtUnary {
 
 NRT_KERNEL_DECLS(float, f32)
 NRT_KERNEL_DECLS(double, f64)
+/* Matrix products on f16 / bf16 storage (suffix _f16, _bf16; elements are
+ * uint16_t, runtime/half.h): the products are summed in f32 and each
+ * result is rounded once to the narrow type, C = round(op(A) op(B) +
+ * beta C). The CPU widens A, B (and C when beta != 0) exactly, runs the
+ * f32 gemm and rounds, which is bit for bit what casting each operand up,
+ * the f32 kernel and a cast down compute; the CUDA runtime runs them on
+ * tensor cores (f32 accumulation). Same shapes as nrt_gemm_f32. */
+#define NRT_NARROW_GEMM_DECLS(S)                                                    \
+	void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K,        \
+	                  const uint16_t *A, const uint16_t *B, float beta,          \
+	                  uint16_t *C);                                              \
+	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,   \
+	                   int64_t K, const uint16_t *A, const uint16_t *B,          \
+	                   float beta, uint16_t *C);
+/* The element-wise, softmax, layer norm (forward) and transpose kernels on
+ * f16 / bf16 storage, with
+ * the f32 kernels' arguments (scalars stay float or double): each reads
+ * narrow values, computes what the f32 kernel computes and rounds each
+ * result once -- on the CPU, bit for bit the f32 kernel between casts. */
+#define NRT_NARROW_KERNEL_DECLS(S)                                                  \
+	void nrt_binary_##S(NrtBinary op, int rank, const int64_t *ydims,            \
+	                    const uint16_t *a, const int64_t *astr,                  \
+	                    const uint16_t *b, const int64_t *bstr, uint16_t *y);    \
+	void nrt_unary_##S(NrtUnary op, int64_t n, const uint16_t *x, uint16_t *y); \
+	void nrt_unary_grad_##S(NrtUnary op, int64_t n, const uint16_t *dy,          \
+	                        const uint16_t *xy, uint16_t *dx);                   \
+	void nrt_softmax_##S(int64_t outer, int64_t n, int64_t inner, bool log,      \
+	                     int64_t causal_rows, const uint16_t *x, uint16_t *y);   \
+	void nrt_softmax_grad_##S(int64_t outer, int64_t n, int64_t inner, bool log, \
+	                          const uint16_t *dy, const uint16_t *y,             \
+	                          uint16_t *dx);                                     \
+	void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm,      \
+	                       const uint16_t *x, uint16_t *y);                      \
+	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps,              \
+	                        const uint16_t *x, const uint16_t *gamma,            \
+	                        const uint16_t *beta, uint16_t *y);
+NRT_NARROW_GEMM_DECLS(f16)
+NRT_NARROW_GEMM_DECLS(bf16)
+NRT_NARROW_KERNEL_DECLS(f16)
+NRT_NARROW_KERNEL_DECLS(bf16)
+
 /* The host kernels (nrt_host_embedding_f32, ...; no GEMM): the same kernels
  * on host memory, for what a program runs on the host (.target(cpu)
  * lookups, their gradients and their tables' updates). On the CPU target

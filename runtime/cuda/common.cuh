@@ -10,6 +10,7 @@
 
 #include "cuda_check.h"
 #include "cuda_rt.h"
+#include "../half.h"
 #include "../kernel_rules.h"
 
 namespace nrtk {
@@ -51,6 +52,18 @@ static inline int threads_for_row(int64_t n)
 #define NRT_ROW_LOOP(r, rows) for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
 /* elements j of a row, spread over the block's threads */
 #define NRT_BLOCK_LOOP(j, n) for (int64_t j = threadIdx.x; j < (n); j += blockDim.x)
+
+/* f16 / bf16 storage for the narrow kernels (kernels.h: nrt_binary_bf16,
+ * ...): a kernel templated on its compute type T and its storage type S
+ * reads an element as T (a load widens exactly, half.h) and writes a T
+ * back rounded once, as the CPU's widen / f32 kernel / round does. */
+template <bool BF> struct Narrow {
+	uint16_t bits;
+	Narrow() = default;
+	__device__ Narrow(float f) : bits(BF ? nrt_bf16_from_float(f) : nrt_f16_from_float(f)) {}
+	__device__ operator float() const { return BF ? nrt_float_from_bf16(bits) : nrt_float_from_f16(bits); }
+};
+static_assert(sizeof(Narrow<true>) == 2, "narrow storage is two bytes");
 
 /* ---- T-generic math (the CPU's MATH(f): expf for float, exp for double) */
 __device__ inline float m_exp(float x) { return expf(x); }

@@ -14,8 +14,8 @@ namespace nrtk {
 /* ---- binary, broadcast ----------------------------------------------------- */
 
 /* y[i] = a[.] op b[.]: sp holds a's and b's strides; y is dense. */
-template <typename T>
-__global__ void k_binary(NrtBinary op, int64_t n, Space<2> sp, const T *a, const T *b, T *y)
+template <typename T, typename S = T>
+__global__ void k_binary(NrtBinary op, int64_t n, Space<2> sp, const S *a, const S *b, S *y)
 {
 	NRT_GRID_LOOP(i, n) {
 		int64_t off[2];
@@ -31,9 +31,9 @@ __global__ void k_binary(NrtBinary op, int64_t n, Space<2> sp, const T *a, const
 	}
 }
 
-template <typename T>
-static void binary(NrtBinary op, int rank, const int64_t *ydims, const T *a, const int64_t *astr, const T *b,
-                   const int64_t *bstr, T *y)
+template <typename T, typename S = T>
+static void binary(NrtBinary op, int rank, const int64_t *ydims, const S *a, const int64_t *astr, const S *b,
+                   const int64_t *bstr, S *y)
 {
 	int64_t n = prod(rank, ydims);
 	if (n == 0)
@@ -42,7 +42,7 @@ static void binary(NrtBinary op, int rank, const int64_t *ydims, const T *a, con
 	/* y is dense: coalescing a and b alone merges what coalescing with
 	 * y's strides would (y always merges) */
 	Space<2> sp = coalesce<2>("binary", rank, ydims, st);
-	k_binary<T><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(op, n, sp, a, b, y);
+	k_binary<T, S><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(op, n, sp, a, b, y);
 	NRT_CUDA_LAUNCH_CHECK("binary");
 }
 
@@ -72,7 +72,7 @@ static void broadcast(int rank, const int64_t *ydims, const T *x, const int64_t 
 #define K_SQRT1_2 0.70710678118654752440      /* 1/sqrt(2) */
 #define K_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
 
-template <typename T> __global__ void k_unary(NrtUnary op, int64_t n, const T *x, T *y)
+template <typename T, typename S = T> __global__ void k_unary(NrtUnary op, int64_t n, const S *x, S *y)
 {
 	NRT_GRID_LOOP(i, n) {
 		T v = x[i], r;
@@ -103,22 +103,23 @@ __global__ void k_bias_relu(int64_t n, int64_t cols, const T *x, const T *b, T *
 	}
 }
 
-template <typename T> __global__ void k_unary_grad(NrtUnary op, int64_t n, const T *dy, const T *xy, T *dx)
+template <typename T, typename S = T>
+__global__ void k_unary_grad(NrtUnary op, int64_t n, const S *dy_, const S *xy_, S *dx)
 {
 	NRT_GRID_LOOP(i, n) {
-		T r;
+		T r, d = dy_[i], xy = op == NRT_NEG ? (T)0 : (T)xy_[i];
 		switch (op) {
-		case NRT_RELU: r = xy[i] > 0 ? dy[i] : (T)0; break;
+		case NRT_RELU: r = xy > 0 ? d : (T)0; break;
 		case NRT_GELU: {
-			T x = xy[i];
+			T x = xy;
 			T cdf = (T)0.5 * ((T)1 + m_erf(x * (T)K_SQRT1_2));
 			T pdf = (T)K_INV_SQRT_2PI * m_exp((T)-0.5 * x * x);
-			r = dy[i] * (cdf + x * pdf);
+			r = d * (cdf + x * pdf);
 			break;
 		}
-		case NRT_TANH: r = dy[i] * ((T)1 - xy[i] * xy[i]); break;
-		case NRT_SIGMOID: r = dy[i] * xy[i] * ((T)1 - xy[i]); break;
-		default: r = -dy[i]; break; /* NRT_NEG: xy unused (may be NULL) */
+		case NRT_TANH: r = d * ((T)1 - xy * xy); break;
+		case NRT_SIGMOID: r = d * xy * ((T)1 - xy); break;
+		default: r = -d; break; /* NRT_NEG: xy unused (may be NULL) */
 		}
 		dx[i] = r;
 	}
@@ -345,3 +346,42 @@ using namespace nrtk;
 
 NRT_ELEMENTWISE_DEFS(float, f32)
 NRT_ELEMENTWISE_DEFS(double, f64)
+
+/* f16 / bf16 storage, f32 arithmetic (kernels.h; Narrow in common.cuh) */
+template <bool BF> static void unary_narrow(NrtUnary op, int64_t n, const uint16_t *x, uint16_t *y)
+{
+	if (n <= 0)
+		return;
+	k_unary<float, Narrow<BF>><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(op, n, (const Narrow<BF> *)x,
+	                                                                             (Narrow<BF> *)y);
+	NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_unary_bf16" : "nrt_unary_f16");
+}
+
+template <bool BF>
+static void unary_grad_narrow(NrtUnary op, int64_t n, const uint16_t *dy, const uint16_t *xy, uint16_t *dx)
+{
+	if (n <= 0)
+		return;
+	k_unary_grad<float, Narrow<BF>><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(
+		op, n, (const Narrow<BF> *)dy, (const Narrow<BF> *)xy, (Narrow<BF> *)dx);
+	NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_unary_grad_bf16" : "nrt_unary_grad_f16");
+}
+
+#define NRT_NARROW_ELEMENTWISE_DEFS(S, BF)                                                                    \
+	extern "C" void nrt_binary_##S(NrtBinary op, int rank, const int64_t *ydims, const uint16_t *a,           \
+	                               const int64_t *astr, const uint16_t *b, const int64_t *bstr, uint16_t *y)  \
+	{                                                                                                        \
+		binary<float, Narrow<BF>>(op, rank, ydims, (const Narrow<BF> *)a, astr, (const Narrow<BF> *)b, bstr, \
+		                          (Narrow<BF> *)y);                                                      \
+	}                                                                                                        \
+	extern "C" void nrt_unary_##S(NrtUnary op, int64_t n, const uint16_t *x, uint16_t *y)                    \
+	{                                                                                                        \
+		unary_narrow<BF>(op, n, x, y);                                                                   \
+	}                                                                                                        \
+	extern "C" void nrt_unary_grad_##S(NrtUnary op, int64_t n, const uint16_t *dy, const uint16_t *xy,       \
+	                                   uint16_t *dx)                                                         \
+	{                                                                                                        \
+		unary_grad_narrow<BF>(op, n, dy, xy, dx);                                                        \
+	}
+NRT_NARROW_ELEMENTWISE_DEFS(f16, false)
+NRT_NARROW_ELEMENTWISE_DEFS(bf16, true)

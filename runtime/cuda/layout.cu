@@ -310,3 +310,13 @@ NRT_HALF_ARRAY(nrt_f64_to_f16, double, uint16_t, nrt_f16_from_double)
 NRT_HALF_ARRAY(nrt_f16_to_f64, uint16_t, double, nrt_double_from_f16)
 NRT_HALF_ARRAY(nrt_f64_to_bf16, double, uint16_t, nrt_bf16_from_double)
 NRT_HALF_ARRAY(nrt_bf16_to_f64, uint16_t, double, nrt_double_from_bf16)
+
+/* f16 / bf16 (kernels.h): a transpose moves the two-byte words as they are */
+#define NRT_NARROW_LAYOUT_DEFS(S)                                                                              \
+	extern "C" void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm, const uint16_t *x,     \
+	                                  uint16_t *y)                                                           \
+	{                                                                                                        \
+		transpose<uint16_t>(rank, xdims, perm, x, y);                                                    \
+	}
+NRT_NARROW_LAYOUT_DEFS(f16)
+NRT_NARROW_LAYOUT_DEFS(bf16)

@@ -13,45 +13,45 @@ namespace nrtk {
 /* ---- softmax ----------------------------------------------------------------- */
 
 /* Softmax of the row o of [outer, n] (inner == 1), one block per row. */
-template <typename T>
-__global__ void k_softmax_rows(int64_t outer, int64_t n, bool lg, int64_t causal_rows, const T *x, T *y)
+template <typename T, typename S = T>
+__global__ void k_softmax_rows(int64_t outer, int64_t n, bool lg, int64_t causal_rows, const S *x, S *y)
 {
 	NRT_ROW_LOOP(o, outer) {
 		int64_t keep = causal_keep(o, n, causal_rows);
-		const T *xo = x + o * n;
-		T *yo = y + o * n;
+		const S *xo = x + o * n;
+		S *yo = y + o * n;
 		T masked = lg ? m_neg_inf<T>() : (T)0;
 		for (int64_t j = keep + threadIdx.x; j < n; j += blockDim.x)
 			yo[j] = masked;
 		if (keep == 0) /* the same for the whole block */
 			continue;
 		T mx = m_neg_inf<T>();
-		NRT_BLOCK_LOOP(j, keep) mx = xo[j] > mx ? xo[j] : mx;
+		NRT_BLOCK_LOOP(j, keep) mx = (T)xo[j] > mx ? (T)xo[j] : mx;
 		mx = block_max(mx);
 		double s = 0;
-		NRT_BLOCK_LOOP(j, keep) s += m_exp(xo[j] - mx);
+		NRT_BLOCK_LOOP(j, keep) s += m_exp((T)xo[j] - mx);
 		s = block_sum(s);
 		if (lg) {
 			T sub = mx + (T)log(s);
-			NRT_BLOCK_LOOP(j, keep) yo[j] = xo[j] - sub;
+			NRT_BLOCK_LOOP(j, keep) yo[j] = (T)xo[j] - sub;
 		} else {
 			T inv = (T)(1 / s);
-			NRT_BLOCK_LOOP(j, keep) yo[j] = m_exp(xo[j] - mx) * inv;
+			NRT_BLOCK_LOOP(j, keep) yo[j] = m_exp((T)xo[j] - mx) * inv;
 		}
 	}
 }
 
 /* Softmax over the middle index of [outer, n, inner], one thread per
  * (o, c) vector of n elements `inner` apart. */
-template <typename T>
-__global__ void k_softmax_cols(int64_t outer, int64_t n, int64_t inner, bool lg, int64_t causal_rows, const T *x,
-                               T *y)
+template <typename T, typename S = T>
+__global__ void k_softmax_cols(int64_t outer, int64_t n, int64_t inner, bool lg, int64_t causal_rows, const S *x,
+                               S *y)
 {
 	NRT_GRID_LOOP(v, outer * inner) {
 		int64_t o = v / inner, c = v - o * inner;
 		int64_t keep = causal_keep(o, n, causal_rows);
-		const T *xv = x + o * n * inner + c;
-		T *yv = y + o * n * inner + c;
+		const S *xv = x + o * n * inner + c;
+		S *yv = y + o * n * inner + c;
 		T masked = lg ? m_neg_inf<T>() : (T)0;
 		for (int64_t j = keep; j < n; j++)
 			yv[j * inner] = masked;
@@ -59,13 +59,13 @@ __global__ void k_softmax_cols(int64_t outer, int64_t n, int64_t inner, bool lg,
 			continue;
 		T mx = xv[0];
 		for (int64_t j = 1; j < keep; j++)
-			mx = xv[j * inner] > mx ? xv[j * inner] : mx;
+			mx = (T)xv[j * inner] > mx ? (T)xv[j * inner] : mx;
 		double s = 0;
 		for (int64_t j = 0; j < keep; j++)
-			s += m_exp(xv[j * inner] - mx);
+			s += m_exp((T)xv[j * inner] - mx);
 		T k = lg ? mx + (T)log(s) : (T)(1 / s); /* per-vector offset or factor */
 		for (int64_t j = 0; j < keep; j++)
-			yv[j * inner] = lg ? xv[j * inner] - k : m_exp(xv[j * inner] - mx) * k;
+			yv[j * inner] = lg ? (T)xv[j * inner] - k : m_exp((T)xv[j * inner] - mx) * k;
 	}
 }
 
@@ -80,54 +80,55 @@ template <typename T> __device__ inline T softmax_grad_dx(bool lg, double s, T d
 	return lg ? (y == m_neg_inf<T>() ? (T)0 : dy - m_exp(y) * (T)s) : y * (dy - (T)s);
 }
 
-template <typename T> __global__ void k_softmax_grad_rows(int64_t outer, int64_t n, bool lg, const T *dy, const T *y, T *dx)
+template <typename T, typename S = T>
+__global__ void k_softmax_grad_rows(int64_t outer, int64_t n, bool lg, const S *dy, const S *y, S *dx)
 {
 	NRT_ROW_LOOP(o, outer) {
-		const T *d = dy + o * n, *yo = y + o * n;
-		T *g = dx + o * n;
+		const S *d = dy + o * n, *yo = y + o * n;
+		S *g = dx + o * n;
 		double s = 0;
-		NRT_BLOCK_LOOP(j, n) s += softmax_grad_term(lg, d[j], yo[j]);
+		NRT_BLOCK_LOOP(j, n) s += softmax_grad_term<T>(lg, d[j], yo[j]);
 		s = block_sum(s);
-		NRT_BLOCK_LOOP(j, n) g[j] = softmax_grad_dx(lg, s, d[j], yo[j]);
+		NRT_BLOCK_LOOP(j, n) g[j] = softmax_grad_dx<T>(lg, s, d[j], yo[j]);
 	}
 }
 
-template <typename T>
-__global__ void k_softmax_grad_cols(int64_t outer, int64_t n, int64_t inner, bool lg, const T *dy, const T *y, T *dx)
+template <typename T, typename S = T>
+__global__ void k_softmax_grad_cols(int64_t outer, int64_t n, int64_t inner, bool lg, const S *dy, const S *y, S *dx)
 {
 	NRT_GRID_LOOP(v, outer * inner) {
 		int64_t o = v / inner, c = v - o * inner, base = o * n * inner + c;
 		double s = 0;
 		for (int64_t j = 0; j < n; j++)
-			s += softmax_grad_term(lg, dy[base + j * inner], y[base + j * inner]);
+			s += softmax_grad_term<T>(lg, dy[base + j * inner], y[base + j * inner]);
 		for (int64_t j = 0; j < n; j++)
-			dx[base + j * inner] = softmax_grad_dx(lg, s, dy[base + j * inner], y[base + j * inner]);
+			dx[base + j * inner] = softmax_grad_dx<T>(lg, s, dy[base + j * inner], y[base + j * inner]);
 	}
 }
 
-template <typename T>
-static void softmax(int64_t outer, int64_t n, int64_t inner, bool lg, int64_t causal_rows, const T *x, T *y)
+template <typename T, typename S = T>
+static void softmax(int64_t outer, int64_t n, int64_t inner, bool lg, int64_t causal_rows, const S *x, S *y)
 {
 	if (outer <= 0 || n <= 0 || inner <= 0)
 		return;
 	cudaStream_t s = nrt_cuda_stream();
 	if (inner == 1)
-		k_softmax_rows<T><<<grid_rows(outer), threads_for_row(n), 0, s>>>(outer, n, lg, causal_rows, x, y);
+		k_softmax_rows<T, S><<<grid_rows(outer), threads_for_row(n), 0, s>>>(outer, n, lg, causal_rows, x, y);
 	else
-		k_softmax_cols<T><<<grid_for(outer * inner), kThreads, 0, s>>>(outer, n, inner, lg, causal_rows, x, y);
+		k_softmax_cols<T, S><<<grid_for(outer * inner), kThreads, 0, s>>>(outer, n, inner, lg, causal_rows, x, y);
 	NRT_CUDA_LAUNCH_CHECK("softmax");
 }
 
-template <typename T>
-static void softmax_grad(int64_t outer, int64_t n, int64_t inner, bool lg, const T *dy, const T *y, T *dx)
+template <typename T, typename S = T>
+static void softmax_grad(int64_t outer, int64_t n, int64_t inner, bool lg, const S *dy, const S *y, S *dx)
 {
 	if (outer <= 0 || n <= 0 || inner <= 0)
 		return;
 	cudaStream_t s = nrt_cuda_stream();
 	if (inner == 1)
-		k_softmax_grad_rows<T><<<grid_rows(outer), threads_for_row(n), 0, s>>>(outer, n, lg, dy, y, dx);
+		k_softmax_grad_rows<T, S><<<grid_rows(outer), threads_for_row(n), 0, s>>>(outer, n, lg, dy, y, dx);
 	else
-		k_softmax_grad_cols<T><<<grid_for(outer * inner), kThreads, 0, s>>>(outer, n, inner, lg, dy, y, dx);
+		k_softmax_grad_cols<T, S><<<grid_for(outer * inner), kThreads, 0, s>>>(outer, n, inner, lg, dy, y, dx);
 	NRT_CUDA_LAUNCH_CHECK("softmax_grad");
 }
 
@@ -150,18 +151,18 @@ template <typename T> __device__ inline void block_row_stats(int64_t n, const T 
 	*rstd = 1 / sqrt((n ? ss / n : 0) + eps);
 }
 
-template <typename T>
-__global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const T *x, const T *gamma, const T *beta, T *y)
+template <typename T, typename S = T>
+__global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const S *x, const S *gamma, const S *beta, S *y)
 {
 	NRT_ROW_LOOP(r, rows) {
-		const T *xr = x + r * cols;
-		T *yr = y + r * cols;
+		const S *xr = x + r * cols;
+		S *yr = y + r * cols;
 		double mean, rstd;
 		block_row_stats(cols, xr, eps, &mean, &rstd);
 		T m = (T)mean, rs = (T)rstd;
 		NRT_BLOCK_LOOP(c, cols) {
-			T xh = (xr[c] - m) * rs;
-			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
+			T xh = ((T)xr[c] - m) * rs;
+			yr[c] = (gamma ? (T)gamma[c] * xh : xh) + (beta ? (T)beta[c] : (T)0);
 		}
 	}
 }
@@ -578,3 +579,29 @@ using namespace nrtk;
 
 NRT_NORM_DEFS(float, f32)
 NRT_NORM_DEFS(double, f64)
+
+/* f16 / bf16 storage, f32 arithmetic (kernels.h; Narrow in common.cuh) */
+#define NRT_NARROW_NORM_DEFS(S, BF)                                                                           \
+	extern "C" void nrt_softmax_##S(int64_t outer, int64_t n, int64_t inner, bool log, int64_t causal_rows,  \
+	                                const uint16_t *x, uint16_t *y)                                          \
+	{                                                                                                        \
+		softmax<float, Narrow<BF>>(outer, n, inner, log, causal_rows, (const Narrow<BF> *)x, (Narrow<BF> *)y); \
+	}                                                                                                        \
+	extern "C" void nrt_softmax_grad_##S(int64_t outer, int64_t n, int64_t inner, bool log, const uint16_t *dy, \
+	                                     const uint16_t *y, uint16_t *dx)                                    \
+	{                                                                                                        \
+		softmax_grad<float, Narrow<BF>>(outer, n, inner, log, (const Narrow<BF> *)dy, (const Narrow<BF> *)y, \
+		                                (Narrow<BF> *)dx);                                               \
+	}                                                                                                             \
+	extern "C" void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps, const uint16_t *x,            \
+	                                   const uint16_t *gamma, const uint16_t *beta, uint16_t *y)             \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm<float, Narrow<BF>><<<grid_rows(rows), threads_for_row(cols), 0, nrt_cuda_stream()>>>( \
+			rows, cols, eps, (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, (const Narrow<BF> *)beta, \
+			(Narrow<BF> *)y);                                                                        \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_bf16" : "nrt_layer_norm_f16");                        \
+	}
+NRT_NARROW_NORM_DEFS(f16, false)
+NRT_NARROW_NORM_DEFS(bf16, true)

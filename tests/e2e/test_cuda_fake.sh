@@ -89,6 +89,11 @@ SA="-D parallel_mode=stand_alone"
 M=tests/e2e/models P=tests/e2e/pipeline
 case_ mlp_sa 1 -- samples/mlp.net $SA
 case_ wide_deep_sa 1 -- samples/wide_deep.net $SA
+# mixed precision (issue 22.1): narrow buffers, the narrow kernels, f32
+# master weights and their bf16 copies (amp_level O2)
+sed 's/f32\[/bf16[/g' samples/transformer.net >"$work/tbf.net"
+case_ transformer_bf16 1 -- "$work/tbf.net" $SA
+case_ transformer_amp_o2 1 -- samples/transformer.net $SA -D train.amp_level=O2 -D train.amp_dtype=bf16
 case_ mlp_semi 4 NETC_COMM=host -- samples/mlp.net
 case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net
 case_ transformer 8 NETC_COMM=host -- samples/transformer.net

@@ -188,6 +188,44 @@ void cpu_nrt_f64_to_f16(int64_t n, const double *x, uint16_t *y);
 void cpu_nrt_f16_to_f64(int64_t n, const uint16_t *x, double *y);
 void cpu_nrt_f64_to_bf16(int64_t n, const double *x, uint16_t *y);
 void cpu_nrt_bf16_to_f64(int64_t n, const uint16_t *x, double *y);
+void cpu_nrt_gemm_f16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, const uint16_t *B,
+                      float beta, uint16_t *C);
+void cpu_nrt_bgemm_f16(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                       const uint16_t *B, float beta, uint16_t *C);
+void cpu_nrt_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, const uint16_t *B,
+                       float beta, uint16_t *C);
+void cpu_nrt_bgemm_bf16(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                        const uint16_t *B, float beta, uint16_t *C);
+#define nrt_binary_f16 cpu_nrt_binary_f16
+#define nrt_binary_bf16 cpu_nrt_binary_bf16
+#define nrt_unary_f16 cpu_nrt_unary_f16
+#define nrt_unary_bf16 cpu_nrt_unary_bf16
+#define nrt_unary_grad_f16 cpu_nrt_unary_grad_f16
+#define nrt_unary_grad_bf16 cpu_nrt_unary_grad_bf16
+#define nrt_softmax_f16 cpu_nrt_softmax_f16
+#define nrt_softmax_bf16 cpu_nrt_softmax_bf16
+#define nrt_softmax_grad_f16 cpu_nrt_softmax_grad_f16
+#define nrt_softmax_grad_bf16 cpu_nrt_softmax_grad_bf16
+#define nrt_transpose_f16 cpu_nrt_transpose_f16
+#define nrt_transpose_bf16 cpu_nrt_transpose_bf16
+#define nrt_layer_norm_f16 cpu_nrt_layer_norm_f16
+#define nrt_layer_norm_bf16 cpu_nrt_layer_norm_bf16
+NRT_NARROW_KERNEL_DECLS(f16)
+NRT_NARROW_KERNEL_DECLS(bf16)
+#undef nrt_binary_f16
+#undef nrt_binary_bf16
+#undef nrt_unary_f16
+#undef nrt_unary_bf16
+#undef nrt_unary_grad_f16
+#undef nrt_unary_grad_bf16
+#undef nrt_softmax_f16
+#undef nrt_softmax_bf16
+#undef nrt_softmax_grad_f16
+#undef nrt_softmax_grad_bf16
+#undef nrt_transpose_f16
+#undef nrt_transpose_bf16
+#undef nrt_layer_norm_f16
+#undef nrt_layer_norm_bf16
 void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
                          const int64_t *out_dims, const void *in, void *out);
 void cpu_nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,

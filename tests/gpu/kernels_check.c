@@ -22,6 +22,13 @@
  *    in f32 lanes on the CPU (softmax, layer norm, logsumexp: a few 1e-7
  *    for rows of thousands); expf/tanhf differ by up to 2 ulp (1.2e-7),
  *    the CPU's erf (A&S 7.1.26) from erff by at most 1.5e-7.
+ *  - f16 / bf16 (the narrow kernels: f32 arithmetic on narrow storage,
+ *    each result rounded once): both sides round an f32 value that
+ *    agrees to the f32 tolerance above, so they are equal or one narrow
+ *    ulp apart where the two values straddle a rounding boundary. With
+ *    unit roundoff u (2^-11 for f16, 2^-8 for bf16) rounding moves a value
+ *    by at most u |x|, so |gpu - cpu| <= 2u |cpu| + 1e-5 (|cpu| + s):
+ *    tolerance 2u + 1e-5 (f16 9.9e-4, bf16 7.8e-3).
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), bias + ReLU (one addition and
  *    a comparison on both sides), f16/bf16 conversions (bit patterns),
@@ -414,6 +421,183 @@ static void test_regroup(void)
 
 /* ---- the error word (device only) ----------------------------------------------- */
 
+/* ---- narrow kernels (kernels.h: f16 / bf16 storage, f32 arithmetic) -------- */
+
+typedef struct Narrow {
+	const char *name;     /* "f16", "bf16" */
+	bool bf;              /* bf16: the kernels nrt_*_bf16, else nrt_*_f16 */
+	double tol;           /* 2u + 1e-5: the top of the file */
+} Narrow;
+
+static const Narrow narrows[] = {{"f16", false, 0x1p-10 + 1e-5}, {"bf16", true, 0x1p-7 + 1e-5}};
+
+/* the GPU's and the CPU's kernel NAME for t */
+#define NK(t, name) ((t)->bf ? nrt_##name##_bf16 : nrt_##name##_f16)
+#define CK_(t, name) ((t)->bf ? cpu_nrt_##name##_bf16 : cpu_nrt_##name##_f16)
+
+static uint16_t narrow_of(const Narrow *t, float x) { return t->bf ? nrt_bf16_from_float(x) : nrt_f16_from_float(x); }
+static float wide(const Narrow *t, uint16_t h) { return t->bf ? nrt_float_from_bf16(h) : nrt_float_from_f16(h); }
+
+/* n random narrow values in [lo, hi) */
+static uint16_t *nrand(const Narrow *t, int64_t n, double lo, double hi)
+{
+	uint16_t *h = halloc(sizeof(uint16_t) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		h[i] = narrow_of(t, (float)rnd(lo, hi));
+	return h;
+}
+
+/* a device array of narrow values against host narrow values, as doubles */
+static void ncmp(const Narrow *t, const char *name, const uint16_t *gdev, const uint16_t *c, int64_t n)
+{
+	const uint16_t *g = down(gdev, sizeof(uint16_t) * (size_t)n);
+	double *gd = halloc(sizeof(double) * (size_t)n), *cd = halloc(sizeof(double) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		gd[i] = wide(t, g[i]), cd[i] = wide(t, c[i]);
+	compare(name, t->name, gd, cd, n, t->tol);
+}
+
+/* the f32 GEMM's shapes; beta 1 is what a residual fold would pass */
+static void narrow_gemm(const Narrow *t)
+{
+	static const int64_t sz[][4] = {{1, 1, 1, 1}, {7, 33, 257, 1}, {33, 7, 1000, 1}, {64, 48, 1, 1},
+	                                {5, 3, 0, 1}, {7, 5, 33, 3}, {1, 1, 1, 2}};
+	for (size_t s = 0; s < sizeof sz / sizeof *sz; s++)
+		for (int k = 0; k < 4; k++) {
+			bool ta = k & 1, tb = k >> 1;
+			int64_t M = sz[s][0], N = sz[s][1], K = sz[s][2], batch = sz[s][3];
+			float beta = k == 1 || k == 2 ? 1 : s == 4 ? 2 : 0;
+			size_t na = sizeof(uint16_t) * batch * M * K, nb = sizeof(uint16_t) * batch * K * N;
+			uint16_t *A = nrand(t, batch * M * K, -1, 1), *B = nrand(t, batch * K * N, -1, 1);
+			uint16_t *C = nrand(t, batch * M * N, -1, 1), *dC = up(C, sizeof(uint16_t) * batch * M * N);
+			const uint16_t *dA = up(A, na), *dB = up(B, nb);
+			if (batch == 1) {
+				NK(t, gemm)(ta, tb, M, N, K, dA, dB, beta, dC);
+				CK_(t, gemm)(ta, tb, M, N, K, A, B, beta, C);
+			} else {
+				NK(t, bgemm)(ta, tb, batch, M, N, K, dA, dB, beta, dC);
+				CK_(t, bgemm)(ta, tb, batch, M, N, K, A, B, beta, C);
+			}
+			char name[96];
+			snprintf(name, sizeof name, "%s ta=%d tb=%d %lldx(%lldx%lldx%lld) beta=%g",
+			         batch == 1 ? "gemm" : "bgemm", ta, tb, (long long)batch, (long long)M, (long long)N,
+			         (long long)K, (double)beta);
+			ncmp(t, name, dC, C, batch * M * N);
+			free_all();
+		}
+}
+
+static uint16_t *nup(const uint16_t *h, int64_t n) { return up(h, sizeof(uint16_t) * (size_t)n); }
+static uint16_t *nzero(int64_t n) { return up(NULL, sizeof(uint16_t) * (size_t)n); }
+
+/* binary with a broadcast operand (a row vector, a column), unary and
+ * their gradients on every activation */
+static void narrow_elementwise(const Narrow *t)
+{
+	static const char *const bname[] = {"add", "sub", "mul", "div"};
+	int64_t yd[2] = {33, 257}, n = 33 * 257;
+	int64_t full[2] = {257, 1}, row[2] = {0, 1}, col[2] = {1, 0};
+	const int64_t *bstr[] = {full, row, col};
+	const char *bk[] = {"same shape", "a row", "a column"};
+	for (int op = 0; op < 4; op++)
+		for (int k = 0; k < 3; k++) {
+			uint16_t *a = nrand(t, n, -2, 2), *b = nrand(t, n, 0.5, 2), *y = nrand(t, n, 0, 1), *gy = nzero(n);
+			NK(t, binary)((NrtBinary)op, 2, yd, nup(a, n), full, nup(b, n), bstr[k], gy);
+			CK_(t, binary)((NrtBinary)op, 2, yd, a, full, b, bstr[k], y);
+			char name[96];
+			snprintf(name, sizeof name, "binary %s [33,257], b %s", bname[op], bk[k]);
+			ncmp(t, name, gy, y, n);
+			free_all();
+		}
+	static const char *const uname[] = {"relu", "gelu", "tanh", "sigmoid", "neg"};
+	for (int op = 0; op < 5; op++) {
+		n = op == 4 ? 7 : 1000;
+		uint16_t *x = nrand(t, n, -4, 4), *y = nrand(t, n, 0, 1), *gy = nzero(n);
+		NK(t, unary)((NrtUnary)op, n, nup(x, n), gy);
+		CK_(t, unary)((NrtUnary)op, n, x, y);
+		char name[96];
+		snprintf(name, sizeof name, "unary %s", uname[op]);
+		ncmp(t, name, gy, y, n);
+		/* xy is y for relu/tanh/sigmoid, x for gelu, unused for neg */
+		uint16_t *dy = nrand(t, n, -1, 1), *xy = op == NRT_GELU ? x : y, *dx = nrand(t, n, 0, 1), *gdx = nzero(n);
+		NK(t, unary_grad)((NrtUnary)op, n, nup(dy, n), op == NRT_NEG ? NULL : nup(xy, n), gdx);
+		CK_(t, unary_grad)((NrtUnary)op, n, dy, op == NRT_NEG ? NULL : xy, dx);
+		snprintf(name, sizeof name, "unary_grad %s", uname[op]);
+		ncmp(t, name, gdx, dx, n);
+		free_all();
+	}
+}
+
+/* the f32 cases' shapes: rows, strided vectors, causal masks */
+static void narrow_softmax(const Narrow *t)
+{
+	static const int64_t cs[][4] = {{1, 1, 1, 0}, {7, 33, 1, 0}, {3, 1000, 1, 0}, {14, 7, 1, 7}, {5, 257, 3, 0}, {4, 9, 2, 3}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int lg = 0; lg < 2; lg++) {
+			int64_t outer = cs[c][0], n = cs[c][1], inner = cs[c][2], causal = cs[c][3], tot = outer * n * inner;
+			uint16_t *x = nrand(t, tot, -5, 5), *y = nrand(t, tot, 0, 1), *gy = nzero(tot);
+			NK(t, softmax)(outer, n, inner, lg, causal, nup(x, tot), gy);
+			CK_(t, softmax)(outer, n, inner, lg, causal, x, y);
+			char name[96];
+			snprintf(name, sizeof name, "%s [%lld,%lld,%lld] causal %lld", lg ? "log_softmax" : "softmax",
+			         (long long)outer, (long long)n, (long long)inner, (long long)causal);
+			ncmp(t, name, gy, y, tot);
+			uint16_t *dy = nrand(t, tot, -1, 1), *dx = nrand(t, tot, 0, 1), *gdx = nzero(tot);
+			NK(t, softmax_grad)(outer, n, inner, lg, nup(dy, tot), nup(y, tot), gdx);
+			CK_(t, softmax_grad)(outer, n, inner, lg, dy, y, dx);
+			snprintf(name, sizeof name, "%s_grad [%lld,%lld,%lld]", lg ? "log_softmax" : "softmax",
+			         (long long)outer, (long long)n, (long long)inner);
+			ncmp(t, name, gdx, dx, tot);
+			free_all();
+		}
+}
+
+/* layer norm rows (with and without gamma, beta; statistics in f32 on the
+ * CPU, in double on the GPU: the f32 tolerance before the rounding) */
+static void narrow_layer_norm(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {1100, 3}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int affine = 0; affine < 2; affine++) {
+			int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+			uint16_t *x = nrand(t, n, -3, 3), *g = nrand(t, cols, 0.5, 1.5), *b = nrand(t, cols, -1, 1);
+			uint16_t *y = nrand(t, n, 0, 1), *gy = nzero(n);
+			NK(t, layer_norm)(rows, cols, 1e-5, nup(x, n), affine ? nup(g, cols) : NULL,
+			                  affine ? nup(b, cols) : NULL, gy);
+			CK_(t, layer_norm)(rows, cols, 1e-5, x, affine ? g : NULL, affine ? b : NULL, y);
+			char name[96];
+			snprintf(name, sizeof name, "layer_norm [%lld,%lld]%s", (long long)rows, (long long)cols,
+			         affine ? " gamma, beta" : "");
+			ncmp(t, name, gy, y, n);
+			free_all();
+		}
+}
+
+/* a transpose moves values: bit for bit */
+static void narrow_transpose(const Narrow *t)
+{
+	int64_t xd[3] = {7, 33, 5}, n = 7 * 33 * 5;
+	int perm[3] = {2, 0, 1};
+	uint16_t *x = nrand(t, n, -1, 1), *y = nrand(t, n, 0, 1), *gy = nzero(n);
+	NK(t, transpose)(3, xd, perm, nup(x, n), gy);
+	CK_(t, transpose)(3, xd, perm, x, y);
+	char name[64];
+	snprintf(name, sizeof name, "transpose %s [7,33,5] (2,0,1)", t->name);
+	compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)n), y, n, 2);
+	free_all();
+}
+
+static void test_narrow(void)
+{
+	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++) {
+		narrow_gemm(&narrows[i]);
+		narrow_elementwise(&narrows[i]);
+		narrow_softmax(&narrows[i]);
+		narrow_layer_norm(&narrows[i]);
+		narrow_transpose(&narrows[i]);
+	}
+}
+
 #ifndef KC_HOST_SHIM
 static void expect_error(const char *name, const char *want)
 {
@@ -520,6 +704,7 @@ int main(void)
 	run_all_f32();
 	run_all_f64();
 	test_half();
+	test_narrow();
 	test_slice_block();
 	test_regroup();
 #ifndef KC_HOST_SHIM

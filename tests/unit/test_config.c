@@ -814,7 +814,7 @@ Test(config, train_optimizer_calls)
 }
 
 typedef struct TrainReject {
-	char key[24], value[96], msg[160];
+	char key[24], value[96], msg[200];
 } TrainReject;
 
 ParameterizedTestParameters(config, train_rejects)
@@ -839,7 +839,7 @@ ParameterizedTestParameters(config, train_rejects)
 		{"optimizer", "sgd(momentum = 0.9)", "sgd has no argument 'momentum'; valid arguments are: lr, weight_decay"},
 		{"optimizer", "5", "train key 'optimizer' expects an optimizer such as adam(lr = 0.001), got an integer"},
 		{"epochs", "5", "unknown train key 'epochs'; valid keys are: optimizer, lr, steps, batch_size, micro_size, loss, "
-		                "loss_scale, lr_schedule, clip_grad_norm, clip_by_global_norm"},
+		                "loss_scale, lr_schedule, clip_grad_norm, clip_by_global_norm, amp_level, amp_dtype"},
 		{"lr_schedule", "cosine_decay(min_lr = 0.1)", "lr_schedule expects warmup_lr(...), cosine_decay_lr(...), "
 		                "polynomial_decay_lr(...) or a tuple of them, got 'cosine_decay'"},
 		{"lr_schedule", "cosine_decay(min_lr = 0.1)", "did you mean 'cosine_decay_lr'?"},
@@ -855,6 +855,9 @@ ParameterizedTestParameters(config, train_rejects)
 		{"lr_schedule", "polynomial_decay_lr(0.1, 0.01, 10, 1, 5, 0)", "polynomial_decay_lr(power) must be > 0, got 0"},
 		{"clip_grad_norm", "0", "clip_grad_norm must be > 0 (the largest global gradient norm), got 0"},
 		{"clip_by_global_norm", "\"big\"", "clip_grad_norm expects a number, got a string"},
+		{"amp_level", "O5", "unknown amp_level 'O5'; valid levels are: O0, O1, O2, O3"},
+		{"amp_level", "2", "train key 'amp_level' expects O0, O1, O2 or O3, got an integer"},
+		{"amp_dtype", "f32", "unknown amp_dtype 'f32'; valid types are: f16, bf16"},
 		{"loss_scale", "0.5", "loss_scale must be a number >= 1, got 0.5"},
 		{"loss_scale", "automatic", "unknown loss_scale 'automatic'"},
 		{"loss_scale", "dynamic(scale_factor = 1)", "scale_factor must be > 1, got 1"},
@@ -888,6 +891,21 @@ Test(config, lr_schedule_pieces)
 	          p->epochs == 20 && p->power == 2.0 && p->update_decay_epoch);
 	cr_assert(tset(&tc, "clip_by_global_norm", "1"));
 	cr_expect_eq(tc.clip_norm, 1.0);
+}
+
+/* MindSpore's amp_level and its dtype (passes/precision.c, pass_amp) */
+Test(config, amp_level)
+{
+	TrainConfig tc;
+	train_config_defaults(&tc);
+	cr_expect_eq(tc.amp_level, AMP_O0);
+	cr_expect_not(tc.amp_bf16);
+	cr_assert(tset(&tc, "amp_level", "O2"));
+	cr_assert(tset(&tc, "amp_dtype", "bf16"));
+	cr_expect_eq(tc.amp_level, AMP_O2);
+	cr_expect(tc.amp_bf16);
+	cr_assert(tset(&tc, "amp_level", "\"O3\""));
+	cr_expect_eq(tc.amp_level, AMP_O3);
 }
 
 Test(config, names)

@@ -1,0 +1,119 @@
+/* passes/precision.c: amp_level (pass_amp) and the narrow operators
+ * (pass_narrow) on the samples, by the types the passes leave. What the
+ * programs compute is tests/e2e/test_precision.sh. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "compile_fixture.h"
+
+/* compile_model with --precision f64 or --no-fuse=KINDS */
+static bool compile_with(Compilation *c, const char *path, const char *const *defs, int ndefs, bool f64,
+                         unsigned no_fuse)
+{
+	compilation_init(c);
+	sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	diag_init(&c->diag, sink);
+	c->f64 = f64;
+	c->no_fuse = no_fuse;
+	return compile_front(c, path, defs, ndefs) && compile_passes(c, UPTO_CODEGEN);
+}
+
+static const char *const O2[] = {"parallel_mode=stand_alone", "train.amp_level=O2", "train.amp_dtype=bf16"};
+
+static bool in_f32(Op op)
+{
+	return op == OP_LAYER_NORM || op == OP_SOFTMAX || op == OP_LOG_SOFTMAX || (op_info[op].flags & OPF_LOSS);
+}
+
+/* O2: products and the rest in bf16 (after pass_narrow: on bf16 values);
+ * layer norm, softmax and the loss in f32; parameters, their gradients and
+ * the optimizer state f32 */
+Test(precision, amp_o2_types)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "samples/transformer.net", O2, 3, UPTO_CODEGEN));
+	const Graph *g = c.g;
+	int narrow = 0, wide = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD || n->op == OP_CAST || !n->out)
+			continue;
+		if (in_f32(n->op)) {
+			cr_expect_eq(n->out->dtype, DT_F32, "%s: %s", op_info[n->op].name, n->out->name);
+			wide++;
+		} else if (n->op == OP_MATMUL || n->op == OP_BATCH_MATMUL || n->op == OP_GELU) {
+			cr_expect_eq(n->out->dtype, DT_BF16, "%s: %s", op_info[n->op].name, n->out->name);
+			narrow++;
+		}
+	}
+	cr_expect_gt(narrow, 10);
+	cr_expect_gt(wide, 3);
+	cr_expect_eq(g->loss->dtype, DT_F32);
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		cr_expect_eq(p->dtype, DT_F32, "%s", p->name);
+		if (p->grad)
+			cr_expect_eq(p->grad->dtype, DT_F32, "d %s", p->name);
+	}
+	const Node *u = update_of(g, "w_out"); /* the update reads the f32 gradient */
+	cr_assert(u);
+	cr_expect_eq(u->in[1]->dtype, DT_F32);
+	for (int i = 0; i < g->nvalues; i++)
+		if (g->values[i]->kind == VK_STATE)
+			cr_expect_eq(g->values[i]->dtype, DT_F32, "%s", g->values[i]->name);
+	compile_done(&c);
+}
+
+/* A hand-written all_reduce (hybrid_parallel) passes its input's type on:
+ * O1 used to stop with "bias_add: dtypes differ" after it */
+Test(precision, amp_collective_keeps_its_input_type)
+{
+	static const char *const O1[] = {"train.amp_level=O1", "train.amp_dtype=bf16"};
+	Compilation c;
+	cr_assert(compile_model(&c, "samples/mlp_hybrid.net", O1, 2, UPTO_CHECK));
+	int seen = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->op == OP_ALL_REDUCE) {
+			cr_expect_eq(n->out->dtype, n->in[0]->dtype);
+			seen++;
+		}
+	}
+	cr_expect_gt(seen, 0);
+	compile_done(&c);
+}
+
+/* --precision f64 builds are references: amp_level leaves them alone */
+Test(precision, amp_off_in_f64)
+{
+	Compilation c;
+	cr_assert(compile_with(&c, "samples/mlp.net", O2, 3, true, 0));
+	for (int i = 0; i < c.g->nnodes; i++)
+		cr_expect_neq(c.g->nodes[i]->op, OP_CAST);
+	compile_done(&c);
+}
+
+/* pass_narrow: every product of the O2 transformer runs on bf16 operands
+ * with a bf16 result (no cast up before nor down after); --no-fuse=narrow
+ * keeps them f32 between casts */
+Test(precision, narrow_products)
+{
+	for (int keep = 0; keep < 2; keep++) {
+		Compilation c;
+		cr_assert(compile_with(&c, "samples/transformer.net", O2, 3, false, keep ? FUSE_NARROW : 0));
+		int products = 0;
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *n = c.g->nodes[i];
+			if (n->op != OP_MATMUL && n->op != OP_BATCH_MATMUL)
+				continue;
+			products++;
+			DType want = keep ? DT_F32 : DT_BF16;
+			cr_expect_eq(n->out->dtype, want, "%s", n->out->name);
+			for (int j = 0; j < n->nin; j++)
+				cr_expect_eq(n->in[j]->dtype, want, "%s input %d", n->out->name, j);
+		}
+		cr_expect_eq(products, 51, "%d products", products); /* 2 layers, forward and backward */
+		compile_done(&c);
+	}
+}
