@@ -1,5 +1,6 @@
 /* Progress: a line every --print-every steps on rank 0, an optional CSV
- * (step,loss,seconds) and a summary at the end. Other ranks keep the
+ * (step,loss,step_seconds,elapsed_seconds: one row per step, the time that
+ * step took and the time since nrt_log_open) and a summary at the end. Other ranks keep the
  * counters too (cheap) but never print or write. */
 #include <errno.h>
 #include <math.h>
@@ -16,7 +17,7 @@ struct NrtLog {
 	int64_t batch;          /* samples per step */
 	FILE *csv;              /* --log, rank 0 only */
 	const char *csv_path;
-	double t0;              /* nrt_log_open time: CSV seconds count from here */
+	double t0;              /* nrt_log_open time: elapsed_seconds counts from here */
 	int64_t steps;          /* steps logged */
 	double total;           /* sum of step times */
 	double window;          /* sum of step times since the last printed line */
@@ -51,7 +52,7 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 		l->csv = fopen(opt->log, "w");
 		if (!l->csv)
 			nrt_fatal("--log %s: %s", opt->log, strerror(errno));
-		fprintf(l->csv, "step,loss,seconds\n");
+		fprintf(l->csv, "step,loss,step_seconds,elapsed_seconds\n");
 	}
 	return l;
 }
@@ -71,7 +72,7 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 	l->window_steps++;
 	l->last_loss = loss;
 	int64_t shown = step + 1;
-	if (l->csv && fprintf(l->csv, "%lld,%.9g,%.6f\n", (long long)shown, loss,
+	if (l->csv && fprintf(l->csv, "%lld,%.9g,%.6f,%.6f\n", (long long)shown, loss, seconds,
 	                      nrt_now() - l->t0) < 0)
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
 	/* A NaN or an infinity never comes back: every later step would log

@@ -30,7 +30,7 @@ typedef struct NrtOptions {
 	int ndata;
 	const char *save;       /* --save FILE (safetensors) */
 	const char *init;       /* --init FILE (safetensors) */
-	const char *log;        /* --log FILE (CSV: step,loss,seconds) */
+	const char *log;        /* --log FILE (CSV: step,loss,step_seconds,elapsed_seconds) */
 	const char *trace;      /* --trace FILE (Chrome trace JSON, per rank) */
 	int print_every;        /* --print-every K, default 10 */
 	bool quiet;             /* --quiet */
