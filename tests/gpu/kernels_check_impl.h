@@ -362,6 +362,18 @@ static void FN(test_reduce)(void)
 	FN(reduce_case)(3, f, 2, true);
 	int64_t g[] = {100003};
 	FN(reduce_case)(1, g, 1, false);
+	/* column sums, kept dims innermost and 64 or more terms: the two-stage
+	 * k_reduce_cols (bias gradients: GPT-2's [8192, 768] and [2049, 3072]
+	 * with an odd row count); chunks crossing two reduced dims; kept dims
+	 * on both sides of the reduced one; a few outputs; exactly 64 terms.
+	 * Both sides add in double and round once: within TOL. */
+	int64_t h[][3] = {{8192, 768, 1}, {2049, 3072, 1}, {300, 1100, 1}, {4, 70, 1030}, {33, 130, 7}, {64, 2, 1}};
+	FN(reduce_case)(2, h[0], 1, false);
+	FN(reduce_case)(2, h[1], 1, false);
+	FN(reduce_case)(2, h[2], 1, true);
+	FN(reduce_case)(3, h[3], 3, false);
+	FN(reduce_case)(3, h[4], 2, true);
+	FN(reduce_case)(2, h[5], 1, false);
 }
 
 static void FN(transpose_case)(int rank, const int64_t *xd, const int *perm)
