@@ -77,7 +77,16 @@ static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 	(void)s;
 	return cudaFree(p);
 }
-static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
+/* FAKE_CUDA_FREE_BYTES=N: the device's free memory (default 80e9, an
+ * H100's; the total is the larger of 80e9 and N). Nothing else follows
+ * it: cudaMalloc allocates host memory regardless. */
+static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
+{
+	const char *s = getenv("FAKE_CUDA_FREE_BYTES");
+	*f = s ? (size_t)strtoull(s, NULL, 10) : (size_t)80000000000ull;
+	*t = *f > (size_t)80000000000ull ? *f : (size_t)80000000000ull;
+	return cudaSuccess;
+}
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {
 	(void)k, (void)st;
