@@ -229,7 +229,10 @@ static void emit_buffers(Emit *e)
 	fputs("\nstatic double lr;      /* learning rate (--lr) */\n"
 	      "static uint64_t seed;  /* --seed: parameters, dropout and synthetic data */\n"
 	      "static int64_t step;   /* the data step being computed, from 1 (dropout masks) */\n"
-	      "static int64_t opt_step; /* optimizer steps taken, from 1 (Adam's bias correction) */\n\n",
+	      "static int64_t opt_step; /* optimizer steps taken, from 1 (Adam's bias correction) */\n"
+	      "/* forward() reads the loss back (a host synchronisation on a GPU) only\n"
+	      " * when this is set: on the steps the log prints or writes (nrt_log_wants) */\n"
+	      "static bool read_loss = true;\n\n",
 	      out);
 }
 
@@ -1072,6 +1075,7 @@ static void emit_main(Emit *e)
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
 	      "\t\tdouble t_step = nrt_now();\n"
+	      "\t\tread_loss = nrt_log_wants(log, s, end);\n"
 	      "\t\tdouble loss = train_step(s);\n"
 	      "\t\tnrt_log_step(log, s, end, loss, nrt_now() - t_step);\n"
 	      "\t}\n"
@@ -1176,7 +1180,9 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		 * their sums keep the unfused order */
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
-		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
+		const char *loss = g->loss ? arena_printf(&c->arena, "read_loss ? nrt_read_scalar(%s, %s) : 0.0",
+		                                          nrt_dtype_of(g->loss->dtype), B(&e, g->loss))
+		                           : "0.0";
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);

@@ -62,14 +62,23 @@ static double per_second(int64_t batch, double mean)
 	return mean > 0 ? (double)batch / mean : 0;
 }
 
+bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total)
+{
+	int64_t shown = step + 1;
+	return l->csv || shown % l->every == 0 || shown == total;
+}
+
 /* `step` is 0-based (as in nrt_data_next); lines and rows show step + 1.
- * `seconds` is the time this step took. */
+ * `seconds` is the time this step took. On steps nrt_log_wants refuses,
+ * `loss` was not read: only the times count. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds)
 {
 	l->steps++;
 	l->total += seconds;
 	l->window += seconds;
 	l->window_steps++;
+	if (!nrt_log_wants(l, step, total))
+		return;
 	l->last_loss = loss;
 	int64_t shown = step + 1;
 	if (l->csv && fprintf(l->csv, "%lld,%.9g,%.6f,%.6f\n", (long long)shown, loss, seconds,

@@ -278,6 +278,11 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
  * `step` is 0-based like nrt_data_next's (shown as step + 1, so the last
  * call passes total - 1); `seconds` is the time this step took. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds);
+/* Whether nrt_log_step uses step's loss (prints it, writes it, or checks it
+ * for NaN: with --log every step, else the printed steps and the last);
+ * on other steps it ignores the loss, which the program then need not read
+ * back from the GPU (a host synchronisation). */
+bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */

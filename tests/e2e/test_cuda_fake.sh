@@ -252,6 +252,26 @@ if [ $rc -eq 1 ] && [ "$plans" = "84012 65820 " ] &&
 else
 	bad "plan per rank (exit $rc; plans $plans)"; printf '%s\n' "$out" | head -4 | sed 's/^/     | /'
 fi
+# No host synchronisation inside a step beyond what the log needs: the
+# stand-in counts stream, device and event synchronisations
+# (FAKE_CUDA_COUNT_SYNCS); 13 steps against 3 of the stand-alone mlp: none
+# more with nothing printed or logged (the last step's loss is read once
+# in both), one per printed step with --print-every 5 (steps 5 and 10),
+# one per step with --log (the CSV has every loss).
+syncs() { # syncs STEPS ARGS...: the count of a run
+	local n=$1
+	shift
+	FAKE_CUDA_COUNT_SYNCS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$n" --quiet "$@" 2>&1 |
+		sed -n 's/^fake CUDA: \([0-9]*\) host synchronisations$/\1/p'
+}
+d1=$(($(syncs 13 --print-every 100) - $(syncs 3 --print-every 100)))
+d2=$(($(syncs 13 --print-every 5) - $(syncs 3 --print-every 5)))
+d3=$(($(syncs 13 --log "$work/s.csv") - $(syncs 3 --log "$work/s.csv")))
+if [ "$d1" -eq 0 ] && [ "$d2" -eq 2 ] && [ "$d3" -eq 10 ]; then
+	ok "host synchronisations in 10 more steps: 0 unprinted, 2 printing every 5, 10 with --log"
+else
+	bad "host synchronisations in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 2), $d3 with --log (want 10)"
+fi
 broken hetero_sa 'H(adam)' 'K(adam)' "^fake CUDA: nrt_adam_f32's argument g is page-locked host memory"
 broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "fake NCCL: ncclBroadcast: .* is not device memory"
 
