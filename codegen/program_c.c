@@ -966,10 +966,12 @@ static void emit_step(Emit *e)
 	      "\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
 	      "\tdouble tu_ = nrt_trace_now();\n"
 	      "\tupdate();\n"
-	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n"
-	      "\treturn loss;\n}\n\n"
-	      "static void before_save(void) {}\n\n",
+	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n",
 	      e->out);
+	/* the loss forward() fetched, now that the whole step is queued */
+	fputs(e->g->loss && !e->o->gradcheck ? "\treturn read_loss ? nrt_loss_value() : loss;\n}\n\n" : "\treturn loss;\n}\n\n",
+	      e->out);
+	fputs("static void before_save(void) {}\n\n", e->out);
 }
 
 /* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
@@ -1180,9 +1182,13 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		 * their sums keep the unfused order */
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
-		const char *loss = g->loss ? arena_printf(&c->arena, "read_loss ? nrt_read_scalar(%s, %s) : 0.0",
-		                                          nrt_dtype_of(g->loss->dtype), B(&e, g->loss))
-		                           : "0.0";
+		/* gradient checks use the value at once; a training step fetches
+		 * it here and waits for it at its end (train_step) */
+		const char *loss = !g->loss        ? "0.0"
+		                   : o->gradcheck ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)",
+		                                                 nrt_dtype_of(g->loss->dtype), B(&e, g->loss))
+		                                  : arena_printf(&c->arena, "(read_loss ? nrt_loss_fetch(%s, %s) : (void)0), 0.0",
+		                                                 nrt_dtype_of(g->loss->dtype), B(&e, g->loss));
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);

@@ -105,6 +105,13 @@ void nrt_to_host(void *host, const void *buf, int64_t bytes);
 void nrt_from_host(void *buf, const void *host, int64_t bytes);
 /* element 0 of buf, as a double (the loss each step) */
 double nrt_read_scalar(NrtDType t, const void *buf);
+/* The step's loss, read back without stopping the step: nrt_loss_fetch
+ * starts reading the scalar at buf (the CUDA target: a copy into
+ * page-locked memory, queued after the kernels so far; the CPU: at once),
+ * nrt_loss_value waits for it and returns it (on the GPU: the one host
+ * synchronisation of a logged step, after the whole step is queued). */
+void nrt_loss_fetch(NrtDType t, const void *buf);
+double nrt_loss_value(void);
 /* Host memory on every target: what a program keeps on the host
  * (.target(cpu): a table looked up there, its gradient and optimizer
  * state, the staging buffers of the host nodes; docs/cuda.md). On the CPU

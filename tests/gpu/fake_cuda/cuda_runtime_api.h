@@ -66,7 +66,7 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 static inline cudaError_t cudaFree(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
-	*p = malloc(n);
+	*p = calloc(1, n); /* zeroed: GCC reads fake_cuda_record's const void * as a use of the block */
 	if (*p)
 		fake_cuda_record(*p, n, FAKE_PINNED);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
