@@ -72,14 +72,17 @@ static void FN(test_gemm)(void)
 
 /* ---- binary, broadcast -------------------------------------------------------------- */
 
-/* a and b have na, nb elements read with strides astr, bstr over ydims */
-static void FN(binary_case)(const char *tag, int rank, const int64_t *yd, const int64_t *astr, int64_t na,
-                            const int64_t *bstr, int64_t nb)
+/* a and b have na, nb elements read with strides astr, bstr over ydims;
+ * a's device copy starts `skew` elements into its allocation (a view that
+ * is not 16-byte aligned: the packed kernel must not take it) */
+static void FN(binary_case_at)(const char *tag, int rank, const int64_t *yd, const int64_t *astr, int64_t na,
+                               const int64_t *bstr, int64_t nb, int skew)
 {
 	static const char *opn[] = {"add", "sub", "mul", "div"};
 	int64_t n = prod(rank, yd);
-	T *a = FN(hrand)(na, -2, 2), *b = FN(hrand)(nb, 0.5, 1.5);
-	T *da = FN(dev)(a, na), *db = FN(dev)(b, nb);
+	T *a = FN(hrand)(na + skew, -2, 2), *b = FN(hrand)(nb, 0.5, 1.5);
+	T *da = FN(dev)(a, na + skew) + skew, *db = FN(dev)(b, nb);
+	a += skew;
 	for (int op = 0; op < 4; op++) {
 		T *y = FN(hrand)(n, 0, 1), *dy = FN(dev)(NULL, n);
 		FN(nrt_binary)((NrtBinary)op, rank, yd, da, astr, db, bstr, dy);
@@ -89,6 +92,12 @@ static void FN(binary_case)(const char *tag, int rank, const int64_t *yd, const 
 		FN(cmp)(name, dy, y, n, TOL);
 	}
 	free_all();
+}
+
+static void FN(binary_case)(const char *tag, int rank, const int64_t *yd, const int64_t *astr, int64_t na,
+                            const int64_t *bstr, int64_t nb)
+{
+	FN(binary_case_at)(tag, rank, yd, astr, na, bstr, nb, 0);
 }
 
 static void FN(broadcast_case)(const char *tag, int rank, const int64_t *yd, const int64_t *xstr, int64_t nx)
@@ -116,6 +125,17 @@ static void FN(test_binary)(void)
 	FN(binary_case)("rank 0", 0, NULL, NULL, 1, NULL, 1);
 	int64_t y5[] = {257, 1, 3}, a5[] = {3, 0, 1}, b5[] = {1, 0, 0};
 	FN(binary_case)("[257,1,3] x [257,1,1]", 3, y5, a5, 257 * 3, b5, 257);
+	/* the 128-bit packed kernel's shapes (k_binary_packed): dense, a row
+	 * (bias) on either side; and what it must leave to k_binary: rows
+	 * that are not whole packs, a view 1 element off alignment */
+	int64_t y6[] = {4096};
+	FN(binary_case)("[4096] packed", 1, y6, s1, 4096, s1, 4096);
+	int64_t y7[] = {33, 64}, r7[] = {64, 1}, c7[] = {0, 1};
+	FN(binary_case)("[33,64] x [64] packed", 2, y7, r7, 33 * 64, c7, 64);
+	FN(binary_case)("[64] x [33,64] packed", 2, y7, c7, 64, r7, 33 * 64);
+	int64_t y8[] = {33, 66}, r8[] = {66, 1};
+	FN(binary_case)("[33,66] x [66]", 2, y8, r8, 33 * 66, c7, 66);
+	FN(binary_case_at)("[4096] a unaligned", 1, y6, s1, 4096, s1, 4096, 1);
 
 	int64_t x1[] = {0, 1};
 	FN(broadcast_case)("[1,33] -> [7,33]", 2, y3, x1, 33);
