@@ -65,7 +65,7 @@ static double per_second(int64_t batch, double mean)
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total)
 {
 	int64_t shown = step + 1;
-	return l->csv || shown % l->every == 0 || shown == total;
+	return l->csv || nrt_loss_read_is_free() || shown % l->every == 0 || shown == total;
 }
 
 /* `step` is 0-based (as in nrt_data_next); lines and rows show step + 1.

@@ -80,6 +80,7 @@ static double loss_value;
 
 void nrt_loss_fetch(NrtDType t, const void *buf) { loss_value = nrt_read_scalar(t, buf); }
 double nrt_loss_value(void) { return loss_value; }
+bool nrt_loss_read_is_free(void) { return true; }
 
 double nrt_read_scalar(NrtDType t, const void *buf)
 {

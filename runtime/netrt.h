@@ -112,6 +112,9 @@ double nrt_read_scalar(NrtDType t, const void *buf);
  * synchronisation of a logged step, after the whole step is queued). */
 void nrt_loss_fetch(NrtDType t, const void *buf);
 double nrt_loss_value(void);
+/* true where reading the loss costs nothing (the CPU target: the log then
+ * checks every step's loss for NaN); false on the CUDA target */
+bool nrt_loss_read_is_free(void);
 /* Host memory on every target: what a program keeps on the host
  * (.target(cpu): a table looked up there, its gradient and optimizer
  * state, the staging buffers of the host nodes; docs/cuda.md). On the CPU
@@ -286,9 +289,9 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info);
  * call passes total - 1); `seconds` is the time this step took. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds);
 /* Whether nrt_log_step uses step's loss (prints it, writes it, or checks it
- * for NaN: with --log every step, else the printed steps and the last);
- * on other steps it ignores the loss, which the program then need not read
- * back from the GPU (a host synchronisation). */
+ * for NaN): every step on the CPU target and with --log, else the printed
+ * steps and the last; on other steps it ignores the loss, which a CUDA
+ * program then need not read back (a host synchronisation). */
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
