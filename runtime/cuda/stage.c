@@ -58,7 +58,9 @@ void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 	 * and a copy from pageable memory has read its source when
 	 * cudaMemcpyAsync returns (CUDA stages it through pinned memory), so
 	 * the next step may refill them; waiting here would be a host
-	 * synchronisation every step (nrt_from_host's). */
+	 * synchronisation every step (nrt_from_host's). CUDA may still make
+	 * a pageable copy wait for the stream while staging it; page-locked
+	 * buffers used alternately would not (not done). */
 	for (int i = 0; i < nin; i++) {
 		in[i].t.data = dev[i];
 		int64_t bytes = nrt_cuda_tensor_bytes(&in[i].t);
