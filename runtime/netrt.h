@@ -55,6 +55,7 @@ typedef struct NrtProgramInfo {
 	int log_rank;           /* the rank that prints progress and writes --log (0; a pipeline's
 	                         * last stage when its result is not broadcast) */
 	int ps_servers;         /* parameter servers: ranks device_num.. after the workers (0: none) */
+	bool infer;             /* forward only (netc --infer): steps evaluate, nothing trains */
 	const int64_t *mem_planned; /* [mem_stages][2][NRT_MEM_KINDS]: the bytes netc planned per pipeline
 	                         * stage, buffer memory then host memory, per kind (NULL: unknown). The
 	                         * CUDA target stops at start-up when a rank's buffer memory exceeds its
