@@ -232,7 +232,10 @@ static void emit_buffers(Emit *e)
 	fputs("\nstatic double lr;      /* learning rate (--lr) */\n"
 	      "static uint64_t seed;  /* --seed: parameters, dropout and synthetic data */\n"
 	      "static int64_t step;   /* the data step being computed, from 1 (dropout masks) */\n"
-	      "static int64_t opt_step; /* optimizer steps taken, from 1 (Adam's bias correction) */\n\n",
+	      "static int64_t opt_step; /* optimizer steps taken, from 1 (Adam's bias correction) */\n"
+	      "/* forward() reads the loss back (a host synchronisation on a GPU) only\n"
+	      " * when this is set: on the steps the log prints or writes (nrt_log_wants) */\n"
+	      "static bool read_loss = true;\n\n",
 	      out);
 }
 
@@ -974,11 +977,12 @@ static void emit_info(Emit *e)
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
 	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
-	             "\t.infer = %s,\n\t.log_columns = %s,\n\t.nlog_columns = %d,\n};\n\n",
+	             "\t.infer = %s,\n\t.log_columns = %s,\n\t.nlog_columns = %d,\n"
+	             "\t.mem_planned = &mem_planned[0][0][0],\n\t.mem_stages = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
 	        step_samples(g), result_rank(e), emit_ps_servers(e),
 	        e->c->infer ? "true" : "false", emit_train_log_columns(e) ? "log_columns" : "NULL",
-	        emit_train_log_columns(e));
+	        emit_train_log_columns(e), e->sched ? e->sched->nstages : 1);
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
@@ -1016,10 +1020,12 @@ static void emit_step(Emit *e)
 	      "\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
 	      "\tdouble tu_ = nrt_trace_now();\n"
 	      "\tupdate();\n"
-	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n"
-	      "\treturn loss;\n}\n\n"
-	      "static void before_save(void) {}\n\n",
+	      "\tnrt_trace_span(\"update\", \"compute\", -1, tu_);\n",
 	      e->out);
+	/* the loss forward() fetched, now that the whole step is queued */
+	fputs(e->g->loss && !e->o->gradcheck ? "\treturn read_loss ? nrt_loss_value() : loss;\n}\n\n" : "\treturn loss;\n}\n\n",
+	      e->out);
+	fputs("static void before_save(void) {}\n\n", e->out);
 }
 
 /* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
@@ -1137,7 +1143,8 @@ static void emit_main(Emit *e)
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t_step = nrt_now();\n",
+	      "\t\tdouble t_step = nrt_now();\n"
+	      "\t\tread_loss = nrt_log_wants(log, s, end);\n",
 	      out);
 	emit_train_step_begin(e, "s");
 	fputs("\t\tdouble loss = train_step(s);\n", out);
@@ -1256,7 +1263,13 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
 		emit_train_clip_fn(&e);
-		const char *loss = g->loss ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)", nrt_dtype_of(g->loss->dtype), B(&e, g->loss)) : "0.0";
+		/* gradient checks use the value at once; a training step fetches
+		 * it here and waits for it at its end (train_step) */
+		const char *loss = !g->loss        ? "0.0"
+		                   : o->gradcheck ? arena_printf(&c->arena, "nrt_read_scalar(%s, %s)",
+		                                                 nrt_dtype_of(g->loss->dtype), B(&e, g->loss))
+		                                  : arena_printf(&c->arena, "(read_loss ? nrt_loss_fetch(%s, %s) : (void)0), 0.0",
+		                                                 nrt_dtype_of(g->loss->dtype), B(&e, g->loss));
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);

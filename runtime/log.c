@@ -1,5 +1,6 @@
 /* Progress: a line every --print-every steps on rank 0, an optional CSV
- * (step,loss,seconds) and a summary at the end. Other ranks keep the
+ * (step,loss,step_seconds,elapsed_seconds: one row per step, the time that
+ * step took and the time since nrt_log_open) and a summary at the end. Other ranks keep the
  * counters too (cheap) but never print or write. */
 #include <errno.h>
 #include <math.h>
@@ -16,7 +17,7 @@ struct NrtLog {
 	int64_t batch;          /* samples per step */
 	FILE *csv;              /* --log, rank 0 only */
 	const char *csv_path;
-	double t0;              /* nrt_log_open time: CSV seconds count from here */
+	double t0;              /* nrt_log_open time: elapsed_seconds counts from here */
 	int64_t steps;          /* steps logged */
 	double total;           /* sum of step times */
 	double window;          /* sum of step times since the last printed line */
@@ -65,7 +66,7 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 		/* --log-append (a resumed run): rows after the file's, a header only in an empty file */
 		if (opt->log_append && fseek(l->csv, 0, SEEK_END) == 0 && ftell(l->csv) > 0)
 			return l;
-		fprintf(l->csv, "step,loss,seconds");
+		fprintf(l->csv, "step,loss,step_seconds,elapsed_seconds");
 		for (int k = 0; k < l->ncolumns; k++)
 			fprintf(l->csv, ",%s", l->columns[k]);
 		fputs(l->eval ? ",eval_loss\n" : "\n", l->csv);
@@ -107,19 +108,28 @@ static double per_second(int64_t batch, double mean)
 	return mean > 0 ? (double)batch / mean : 0;
 }
 
+bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total)
+{
+	int64_t shown = step + 1;
+	return l->csv || nrt_loss_read_is_free() || shown % l->every == 0 || shown == total;
+}
+
 /* `step` is 0-based (as in nrt_data_next); lines and rows show step + 1.
- * `seconds` is the time this step took. */
+ * `seconds` is the time this step took. On steps nrt_log_wants refuses,
+ * `loss` was not read: only the times count. */
 void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double seconds)
 {
 	l->steps++;
 	l->total += seconds;
 	l->window += seconds;
 	l->window_steps++;
+	if (!nrt_log_wants(l, step, total))
+		return;
 	l->last_loss = loss;
 	int64_t shown = step + 1;
 	double eval_loss = l->eval_loss;
 	l->eval_loss = NAN;
-	if (l->csv && (fprintf(l->csv, "%lld,%.9g,%.6f", (long long)shown, loss, nrt_now() - l->t0) < 0 ||
+	if (l->csv && (fprintf(l->csv, "%lld,%.9g,%.6f,%.6f", (long long)shown, loss, seconds, nrt_now() - l->t0) < 0 ||
 	               put_values(l, l->csv, false) < 0 ||
 	               (l->eval && (isnan(eval_loss) ? fputc(',', l->csv) : fprintf(l->csv, ",%.9g", eval_loss)) < 0) ||
 	               fputc('\n', l->csv) == EOF))

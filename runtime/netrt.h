@@ -30,7 +30,7 @@ typedef struct NrtOptions {
 	int ndata;
 	const char *save;       /* --save FILE (safetensors) */
 	const char *init;       /* --init FILE (safetensors) */
-	const char *log;        /* --log FILE (CSV: step,loss,seconds) */
+	const char *log;        /* --log FILE (CSV: step,loss,step_seconds,elapsed_seconds) */
 	const char *trace;      /* --trace FILE (Chrome trace JSON, per rank) */
 	int print_every;        /* --print-every K, default 10 */
 	bool quiet;             /* --quiet */
@@ -66,6 +66,11 @@ typedef struct NrtProgramInfo {
 	const char *const *log_columns; /* more values per step ("lr", "grad_norm", "eval_loss"):
 	                         * CSV columns after the standard ones, and in the step lines */
 	int nlog_columns;
+	const int64_t *mem_planned; /* [mem_stages][2][NRT_MEM_KINDS]: the bytes netc planned per pipeline
+	                         * stage, buffer memory then host memory, per kind (NULL: unknown). The
+	                         * CUDA target stops at start-up when a rank's buffer memory exceeds its
+	                         * GPU's free memory */
+	int mem_stages;         /* rank r < device_num is stage r / (device_num / mem_stages) */
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad
@@ -111,6 +116,16 @@ void nrt_to_host(void *host, const void *buf, int64_t bytes);
 void nrt_from_host(void *buf, const void *host, int64_t bytes);
 /* element 0 of buf, as a double (the loss each step) */
 double nrt_read_scalar(NrtDType t, const void *buf);
+/* The step's loss, read back without stopping the step: nrt_loss_fetch
+ * starts reading the scalar at buf (the CUDA target: a copy into
+ * page-locked memory, queued after the kernels so far; the CPU: at once),
+ * nrt_loss_value waits for it and returns it (on the GPU: the one host
+ * synchronisation of a logged step, after the whole step is queued). */
+void nrt_loss_fetch(NrtDType t, const void *buf);
+double nrt_loss_value(void);
+/* true where reading the loss costs nothing (the CPU target: the log then
+ * checks every step's loss for NaN); false on the CUDA target */
+bool nrt_loss_read_is_free(void);
 /* Host memory on every target: what a program keeps on the host
  * (.target(cpu): a table looked up there, its gradient and optimizer
  * state, the staging buffers of the host nodes; docs/cuda.md). On the CPU
@@ -305,6 +320,11 @@ void nrt_log_values(NrtLog *l, const double *values);
  * "eval step N: loss X" (unless --quiet) and the next nrt_log_step's CSV
  * row has it in the column eval_loss (there with --eval-data). */
 void nrt_log_eval(NrtLog *l, int64_t step, double loss);
+/* Whether nrt_log_step uses step's loss (prints it, writes it, or checks it
+ * for NaN): every step on the CPU target and with --log, else the printed
+ * steps and the last; on other steps it ignores the loss, which a CUDA
+ * program then need not read back (a host synchronisation). */
+bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */

@@ -5,6 +5,8 @@
  * order; nvcc may contract a * b + c into an FMA, the CPU build (baseline
  * x86-64) does not, so results can differ from the CPU's in the last bit
  * or so. */
+#include <type_traits>
+
 #include "common.cuh"
 #include "cuda_c.h"
 #include "../philox.h"
@@ -13,6 +15,16 @@ namespace nrtk {
 
 /* ---- binary, broadcast ----------------------------------------------------- */
 
+template <typename T> __device__ inline T binary_op(NrtBinary op, T u, T v)
+{
+	switch (op) {
+	case NRT_ADD: return u + v;
+	case NRT_SUB: return u - v;
+	case NRT_MUL: return u * v;
+	default: return u / v;
+	}
+}
+
 /* y[i] = a[.] op b[.]: sp holds a's and b's strides; y is dense. */
 template <typename T, typename S = T>
 __global__ void k_binary(NrtBinary op, int64_t n, Space<2> sp, const S *a, const S *b, S *y)
@@ -20,15 +32,61 @@ __global__ void k_binary(NrtBinary op, int64_t n, Space<2> sp, const S *a, const
 	NRT_GRID_LOOP(i, n) {
 		int64_t off[2];
 		space_offsets(sp, i, off);
-		T u = a[off[0]], v = b[off[1]], r;
-		switch (op) {
-		case NRT_ADD: r = u + v; break;
-		case NRT_SUB: r = u - v; break;
-		case NRT_MUL: r = u * v; break;
-		default: r = u / v; break;
-		}
-		y[i] = r;
+		y[i] = binary_op<T>(op, a[off[0]], b[off[1]]);
 	}
+}
+
+/* 16 bytes of T: one 128-bit load or store (4 floats, 2 doubles) */
+template <typename T> struct alignas(16) Pack128 {
+	static constexpr int n = 16 / sizeof(T);
+	T v[n];
+};
+
+/* The two common shapes of k_binary with 128-bit loads and stores (the
+ * same expression per element): a and b dense like y (residual adds,
+ * products of activations), or one of them a row repeated over y's rows
+ * (bias adds: [rows, cols] op [cols]), its pack index i % row_packs
+ * (row_packs 0: dense, r = i). brow: b is the row, else a. */
+template <typename T>
+__global__ void k_binary_packed(NrtBinary op, int64_t npacks, int64_t row_packs, bool brow, const Pack128<T> *a,
+                                const Pack128<T> *b, Pack128<T> *y)
+{
+	NRT_GRID_LOOP(i, npacks) {
+		int64_t r = row_packs ? i % row_packs : i;
+		Pack128<T> u = a[!brow ? r : i], v = b[brow ? r : i], out;
+		for (int k = 0; k < Pack128<T>::n; k++)
+			out.v[k] = binary_op(op, u.v[k], v.v[k]);
+		y[i] = out;
+	}
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Launches k_binary_packed when sp is one of its shapes, the element
+ * counts are whole packs and every pointer is 16-byte aligned (device
+ * allocations are; views into them need not be); false otherwise. */
+template <typename T>
+static bool binary_packed(NrtBinary op, int64_t n, const Space<2> &sp, const T *a, const T *b, T *y)
+{
+	constexpr int V = Pack128<T>::n;
+	if (n % V || !aligned16(a) || !aligned16(b) || !aligned16(y))
+		return false;
+	int64_t row_packs = 0;
+	bool brow = true;
+	if (sp.n == 1 && sp.st[0][0] == 1 && sp.st[1][0] == 1) {
+		row_packs = 0; /* dense */
+	} else if (sp.n == 2 && sp.dim[1] % V == 0 && sp.st[0][1] == 1 && sp.st[1][1] == 1 &&
+	           ((sp.st[0][0] == sp.dim[1] && sp.st[1][0] == 0) || (sp.st[0][0] == 0 && sp.st[1][0] == sp.dim[1]))) {
+		row_packs = sp.dim[1] / V;
+		brow = sp.st[1][0] == 0;
+	} else {
+		return false;
+	}
+	int64_t np = n / V;
+	k_binary_packed<T><<<grid_for(np), kThreads, 0, nrt_cuda_stream()>>>(
+		op, np, row_packs, brow, (const Pack128<T> *)a, (const Pack128<T> *)b, (Pack128<T> *)y);
+	NRT_CUDA_LAUNCH_CHECK("binary");
+	return true;
 }
 
 template <typename T, typename S = T>
@@ -42,6 +100,9 @@ static void binary(NrtBinary op, int rank, const int64_t *ydims, const S *a, con
 	/* y is dense: coalescing a and b alone merges what coalescing with
 	 * y's strides would (y always merges) */
 	Space<2> sp = coalesce<2>("binary", rank, ydims, st);
+	if constexpr (std::is_same<T, S>::value) /* the packed path: f32/f64 storage */
+		if (binary_packed<T>(op, n, sp, a, b, y))
+			return;
 	k_binary<T, S><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(op, n, sp, a, b, y);
 	NRT_CUDA_LAUNCH_CHECK("binary");
 }

@@ -179,3 +179,34 @@ double nrt_read_scalar(NrtDType t, const void *buf)
 		nrt_fatal("%s", msg);
 	return nrt_load_double(t, v, 0);
 }
+
+/* The loss of a logged step: a copy queued at the end of the forward pass
+ * into page-locked memory (the loss's buffer may be reused by the
+ * backward pass), read once the whole step is queued. */
+static unsigned char *loss_host; /* 8 bytes, cudaMallocHost */
+static NrtDType loss_dtype;
+
+void nrt_loss_fetch(NrtDType t, const void *buf)
+{
+	if (!loss_host) {
+		void *h = NULL;
+		NRT_CUDA_CHECK(cudaMallocHost(&h, 8));
+		loss_host = h;
+	}
+	loss_dtype = t;
+	NRT_CUDA_CHECK(cudaMemcpyAsync(loss_host, buf, nrt_dtype_size(t), cudaMemcpyDeviceToHost, nrt_cuda_stream()));
+}
+
+/* a host synchronisation: only on the steps the log needs (nrt_log_wants) */
+bool nrt_loss_read_is_free(void) { return false; }
+
+double nrt_loss_value(void)
+{
+	if (!loss_host)
+		nrt_fatal("nrt_loss_value: no loss was fetched");
+	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+	char msg[512];
+	if (nrt_cuda_kernel_error(msg, sizeof msg))
+		nrt_fatal("%s", msg);
+	return nrt_load_double(loss_dtype, loss_host, 0);
+}

@@ -54,9 +54,19 @@ void nrt_data_next(NrtData *d, NrtInput *in, int nin, int64_t step)
 		in[i].t.data = in_host[i];
 	}
 	nrt_host_data_next(d, in, nin, step);
+	/* No wait for the copies: the staging buffers are pageable (malloc),
+	 * and a copy from pageable memory has read its source when
+	 * cudaMemcpyAsync returns (CUDA stages it through pinned memory), so
+	 * the next step may refill them; waiting here would be a host
+	 * synchronisation every step (nrt_from_host's). CUDA may still make
+	 * a pageable copy wait for the stream while staging it; page-locked
+	 * buffers used alternately would not (not done). */
 	for (int i = 0; i < nin; i++) {
 		in[i].t.data = dev[i];
-		nrt_from_host(dev[i], in_host[i], nrt_cuda_tensor_bytes(&in[i].t));
+		int64_t bytes = nrt_cuda_tensor_bytes(&in[i].t);
+		if (bytes > 0)
+			NRT_CUDA_CHECK(cudaMemcpyAsync(dev[i], in_host[i], (size_t)bytes, cudaMemcpyHostToDevice,
+			                               nrt_cuda_stream()));
 	}
 }
 

@@ -2,7 +2,8 @@
  * runtime/init.c, which this calls first: MPI, options, world size). Then
  * each rank picks its GPU from its rank on the host, before any other
  * CUDA call, with a clear message where that cannot work: no GPU, a
- * driver older than the runtime, more ranks than GPUs with NCCL. */
+ * driver older than the runtime, more ranks than GPUs with NCCL, a memory
+ * plan larger than the GPU's free memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,7 +75,7 @@ static const char *device_problem(int local, int nlocal, int *device, char *msg,
 /* Every rank checks its GPU; if any cannot run, the first such rank says
  * why (once, not once per rank) and all leave MPI cleanly with status 1,
  * so mpirun reports the message rather than an abort. */
-static void select_device(void)
+static int select_device(void)
 {
 	MPI_Comm host;
 	int local = 0, nlocal = 1;
@@ -99,13 +100,85 @@ static void select_device(void)
 		exit(1);
 	}
 	NRT_CUDA_CHECK(cudaSetDevice(device));
+	return device;
+}
+
+/* "209.7 GB", "3.5 MB", "512 B" */
+static const char *human(int64_t bytes, char *buf, size_t n)
+{
+	static const char *unit[] = {"B", "kB", "MB", "GB", "TB"};
+	double v = (double)bytes;
+	int u = 0;
+	while (v >= 1000 && u < 4) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+/* This rank's planned buffer memory (info->mem_planned), when it exceeds
+ * what cudaMemGetInfo says is free on its GPU: a message with both
+ * figures (into msg), else NULL. The plan leaves out the CUDA context,
+ * cuBLAS's workspace, NCCL's buffers and kernels' scratch, so a plan that
+ * fits can still run out; one that does not fit never trains. */
+static const char *memory_problem(const NrtProgramInfo *info, int device, char *msg, size_t n)
+{
+	int stages = info->mem_stages > 0 ? info->mem_stages : 1;
+	int per_stage = info->device_num / stages > 0 ? info->device_num / stages : 1;
+	if (!info->mem_planned || nrt_rt.rank >= info->device_num) /* parameter servers hold no buffers */
+		return NULL;
+	const int64_t *p = info->mem_planned + (size_t)(nrt_rt.rank / per_stage) * 2 * NRT_MEM_KINDS;
+	int64_t need = 0;
+	for (int k = 0; k < NRT_MEM_KINDS; k++)
+		need += p[k];
+	size_t free_b = 0, total_b = 0;
+	NRT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+	if (need <= (int64_t)free_b)
+		return NULL;
+	char a[32], b[32], c[32];
+	int len = snprintf(msg, n, "netc planned %lld bytes (%s) of GPU memory for this rank (", (long long)need,
+	                   human(need, a, sizeof a));
+	const char *sep = "";
+	for (int k = 0; k < NRT_MEM_KINDS && len > 0 && (size_t)len < n; k++)
+		if (p[k]) {
+			len += snprintf(msg + len, n - (size_t)len, "%s%s %s", sep, nrt_mem_kind_name((NrtMemKind)k),
+			                human(p[k], a, sizeof a));
+			sep = ", ";
+		}
+	if (len > 0 && (size_t)len < n)
+		snprintf(msg + len, n - (size_t)len, "), but GPU %d has %zu bytes (%s) free of %s: it cannot train "
+		         "here; use more devices (data, model or pipeline parallel, the parallel optimizer), "
+		         "recompute or a smaller batch", device, free_b, human((int64_t)free_b, b, sizeof b),
+		         human((int64_t)total_b, c, sizeof c));
+	return msg;
+}
+
+/* Every rank whose plan does not fit its GPU says so with its own figures
+ * (the ranks of a pipeline plan differently; ranks may share a GPU); then
+ * all leave MPI cleanly with status 1, before any buffer is allocated. */
+static void check_memory(const NrtProgramInfo *info, int device)
+{
+	char msg[1024];
+	const char *why = memory_problem(info, device, msg, sizeof msg);
+	if (why) {
+		fflush(stdout);
+		fprintf(stderr, "netrt: rank %d: %s\n", nrt_rt.rank, why);
+		fflush(stderr);
+	}
+	int any = why != NULL;
+	NRT_MPI(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+	if (any) {
+		nrt_host_finalize();
+		exit(1);
+	}
 }
 
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
 {
 	nrt_host_init(argc, argv, info, opt);
 	choose_backend();
-	select_device();
+	check_memory(info, select_device());
 	const char *tf32 = getenv("NETC_TF32");
 	nrt_cuda_set_tf32(tf32 && *tf32 && strcmp(tf32, "0") != 0);
 }

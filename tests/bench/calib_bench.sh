@@ -5,7 +5,7 @@
 # (data_parallel, or the sample's own strategies where they fit 2
 # devices) `netc explain --machine` predicts the step time and the
 # program, run for STEPS steps with --log, measures it: the median of the
-# per-step differences of the CSV's cumulative seconds after WARMUP steps,
+# CSV's per-step times (step_seconds) after WARMUP steps,
 # and their 10th percentile (the steps no other job disturbed). The
 # calibration takes the median batch of the slowest rank. Prints predicted and
 # measured ms per step and the ratios; the goal is within 0.7..1.3. MACHINE=FILE skips the calibration and uses
@@ -31,17 +31,19 @@ if [ -z "${MACHINE:-}" ]; then
 fi
 
 # step_stats CSV: the median and the 10th percentile of the seconds per
-# step after the warm-up
+# step (the CSV's step_seconds column, found by name) after the warm-up
 step_stats() {
-	tail -n +2 "$1" | cut -d, -f3 | awk -v w="$WARMUP" '
-		{ if (NR > 1) d[NR] = $1 - prev; prev = $1 }
+	awk -F, -v w="$WARMUP" '
+		NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_seconds") c = i; next }
+		{ d[NR - 1] = $c; rows = NR - 1 }
 		END {
 			n = 0
-			for (i = w + 1; i <= NR; i++) v[++n] = d[i]
+			if (!c) { print "nan nan"; exit }
+			for (i = w + 1; i <= rows; i++) v[++n] = d[i]
 			if (n == 0) { print "nan nan"; exit }
 			for (i = 2; i <= n; i++) { x = v[i]; j = i - 1; while (j > 0 && v[j] > x) { v[j + 1] = v[j]; j-- } v[j + 1] = x }
 			print ((n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2), v[int((n - 1) / 10) + 1]
-		}'
+		}' "$1"
 }
 
 printf '%-34s %5s %10s %10s %10s %6s %6s\n' configuration ranks "pred. ms" "median ms" "p10 ms" "/med" "/p10"

@@ -6,10 +6,16 @@ vocabulary 50304, tied embeddings, exact GELU, attention written out
 --sdpa uses PyTorch's fused attention instead), AdamW(lr 6e-4, betas
 (0.9, 0.95), eps 1e-8, weight decay 0.1), batch 8, random tokens.
 
-  python3 tests/bench/gpt2_torch.py --precision f32|tf32|bf16 [--steps N] [--sdpa]
+  python3 tests/bench/gpt2_torch.py --precision f32|tf32|bf16 [--steps N]
+      [--warmup W] [--sdpa] [--compile] [--dims B,T,D,H,V,L]
 
-Prints one line: "torch PRECISION: X ms/step, Y tokens/s" (the mean over
-the steps after 3 warm-up steps). Benchmarks only: no test depends on it.
+--compile runs the model and loss through torch.compile (the first
+steps, in the warm-up, compile it). --dims gives other sizes (the
+benchmark's SMALL=1 smoke run). Prints one line:
+  torch NAME: X ms/step, Y tokens/s (median of steps W+1..N, loss L)
+where X is the median of the per-step times after W warm-up steps (each
+step ends with torch.cuda.synchronize()). Benchmarks only: no test
+depends on it.
 """
 import argparse
 import math
@@ -20,6 +26,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 B, T, D, H, V, L = 8, 1024, 768, 12, 50304, 12
+
+
+def set_dims(text):
+    global B, T, D, H, V, L
+    B, T, D, H, V, L = (int(x) for x in text.split(","))
 
 
 class Attention(nn.Module):
@@ -76,14 +87,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--precision", choices=["f32", "tf32", "bf16"], default="f32")
     ap.add_argument("--steps", type=int, default=13)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--sdpa", action="store_true")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--dims", help="B,T,D,H,V,L")
     a = ap.parse_args()
+    if a.dims:
+        set_dims(a.dims)
     torch.backends.cuda.matmul.allow_tf32 = a.precision != "f32"
     torch.backends.cudnn.allow_tf32 = a.precision != "f32"
     dev = torch.device("cuda")
     torch.manual_seed(1234)
     model = GPT2(a.sdpa).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    fwd = torch.compile(model) if a.compile else model
     tokens = torch.randint(0, V, (B, T), device=dev)
     labels = torch.randint(0, V, (B, T), device=dev)
     times = []
@@ -91,15 +108,18 @@ def main():
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = model(tokens, labels)
+            loss = fwd(tokens, labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    ms = 1000 * sum(times[3:]) / max(1, len(times[3:]))
-    print(f"torch {a.precision}{' sdpa' if a.sdpa else ''}: {ms:.1f} ms/step, {B * T / (ms / 1000):.0f} tokens/s"
-          f" (loss {loss.item():.4f})")
+    measured = sorted(times[a.warmup:]) or sorted(times)
+    n = len(measured)
+    med = measured[n // 2] if n % 2 else (measured[n // 2 - 1] + measured[n // 2]) / 2
+    name = ("compile" if a.compile else "eager") + f" {a.precision}" + (" sdpa" if a.sdpa else "")
+    print(f"torch {name}: {1000 * med:.1f} ms/step, {B * T / med:.0f} tokens/s"
+          f" (median of steps {a.warmup + 1}..{a.steps}, loss {loss.item():.4f})")
 
 
 if __name__ == "__main__":

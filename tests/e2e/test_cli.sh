@@ -218,6 +218,27 @@ else
 	head -5 "$work/build.log" | sed 's/^/     | /'
 fi
 
+# --log: one row per step; step_seconds is each step's own time (their sum
+# about the elapsed_seconds of the last row, never more), elapsed_seconds
+# the time since the first step began (nondecreasing). Columns by name.
+if timeout "$TMO" "$NETC" build samples/mlp.net -D parallel_mode=stand_alone -o "$work/mlp1" >/dev/null 2>&1 &&
+	timeout "$TMO" "$work/mlp1" --steps 20 --quiet --log "$work/steps.csv" &&
+	why=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i
+			if (!c["step"] || !c["loss"] || !c["step_seconds"] || !c["elapsed_seconds"]) { print "header: " $0; exit 1 }
+			next }
+		{ n++; s += $c["step_seconds"]
+			if ($c["step"] != n) { print "row " n " is step " $c["step"]; exit 1 }
+			if (!($c["step_seconds"] > 0) || $c["elapsed_seconds"] < e) { print "row " n ": " $0; exit 1 }
+			e = $c["elapsed_seconds"] }
+		END { if (n != 20) { print n " rows"; exit 1 }
+			# each figure is rounded to 1e-6 s; the gaps between steps are the log calls
+			if (s > e + 1e-5 || s < 0.8 * e) { print "steps sum to " s " s, elapsed " e " s"; exit 1 } }' \
+		"$work/steps.csv"); then
+	ok "--log: a row per step, step_seconds sums to about elapsed_seconds"
+else
+	bad "--log CSV: ${why:-the run failed}"
+fi
+
 # docs/launch.md's CPU runtime image (issue 21.12): the packages its
 # runtime stage installs, with their dependencies (no recommends, as
 # --no-install-recommends) and the base image's required packages,
@@ -298,8 +319,7 @@ fi
 # (gnuplot is optional: without it the case says so and passes)
 if ! command -v gnuplot >/dev/null 2>&1; then
 	ok "loss curve with gnuplot: skipped, no gnuplot (Debian: gnuplot-nox)"
-elif timeout "$TMO" "$NETC" build samples/mlp.net -D parallel_mode=stand_alone -o "$work/mlp1" >/dev/null 2>&1 &&
-	timeout "$TMO" "$work/mlp1" --steps 20 --quiet --log "$work/loss.csv" &&
+elif timeout "$TMO" "$work/mlp1" --steps 20 --quiet --log "$work/loss.csv" &&
 	(cd "$work" && timeout "$TMO" gnuplot -e "set datafile separator ','; set terminal pngcairo size 800,500; \
         set output 'loss.png'; set xlabel 'step'; set ylabel 'loss'; \
         plot 'loss.csv' skip 1 using 1:2 with lines title 'loss'") 2>"$work/gnuplot.log" &&

@@ -252,6 +252,49 @@ expect "no device: one line, exit 1" "^netrt: rank 0: no CUDA GPU available" FAK
 expect "4 ranks on 1 device with NCCL: one line, exit 1" "netrt: rank 0: 4 ranks run on this host but it has 1 GPU.*NETC_COMM=host" \
 	$MPIRUN -np 4 "$work/mlp_semi.gpu"
 expect "bad NETC_COMM" "NETC_COMM=mpi: unknown communication backend" NETC_COMM=mpi "$work/mlp_sa.gpu"
+# Memory that fails early: a rank whose planned buffer memory exceeds its
+# GPU's free memory (the stand-in's FAKE_CUDA_FREE_BYTES) stops before
+# training, exit 1, with the plan's total (netc build -v's, per pipeline
+# stage) and the GPU's free bytes; every such rank says so, the others
+# not. deep.net's 2-stage pipeline @4 plans 84012 bytes for the ranks of
+# stage 0 and 65820 for stage 1.
+total_of() { "$NETC" build -v "$@" -o "$work/plan.x" 2>&1 | sed -n 's/^planned memory per device.* total \([0-9]*\)$/\1/p'; }
+t=$(total_of samples/mlp.net $SA)
+expect "plan over the GPU's free memory: the plan and the GPU's figures, exit 1" \
+	"^netrt: rank 0: netc planned $t bytes (.*) of GPU memory for this rank (parameters .*), but GPU 0 has 1000000 bytes (1.0 MB) free of 80.0 GB" \
+	FAKE_CUDA_FREE_BYTES=1000000 "$work/mlp_sa.gpu" --steps 1
+FAKE_CUDA_FREE_BYTES=$t timeout $TMO "$work/mlp_sa.gpu" --steps 1 --quiet &&
+	ok "plan equal to the GPU's free memory: trains" || bad "plan equal to the GPU's free memory: did not train"
+plans=$(total_of $P/deep.net | tr '\n' ' ')
+out=$(FAKE_CUDA_FREE_BYTES=70000 NETC_COMM=host timeout $TMO $MPIRUN -np 4 "$work/pipeline.gpu" --steps 1 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && [ "$plans" = "84012 65820 " ] &&
+	[ "$(printf '%s\n' "$out" | grep -c '^netrt: rank [01]: netc planned 84012 bytes .* has 70000 bytes')" -eq 2 ] &&
+	[ "$(printf '%s\n' "$out" | grep -c '^netrt: ')" -eq 2 ]; then
+	ok "plan per rank: a pipeline's stage-0 ranks (84012 bytes) stop on a 70000-byte GPU, stage 1 (65820) does not"
+else
+	bad "plan per rank (exit $rc; plans $plans)"; printf '%s\n' "$out" | head -4 | sed 's/^/     | /'
+fi
+# No host synchronisation inside a step beyond what the log needs: the
+# stand-in counts stream, device and event synchronisations
+# (FAKE_CUDA_COUNT_SYNCS); 13 steps against 3 of the stand-alone mlp: none
+# more with nothing printed or logged (the last step's loss is read once
+# in both), one per printed step with --print-every 5 (steps 5 and 10),
+# one per step with --log (the CSV has every loss).
+syncs() { # syncs STEPS ARGS...: the count of a run
+	local n=$1
+	shift
+	FAKE_CUDA_COUNT_SYNCS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$n" --quiet "$@" 2>&1 |
+		sed -n 's/^fake CUDA: \([0-9]*\) host synchronisations$/\1/p'
+}
+d1=$(($(syncs 13 --print-every 100) - $(syncs 3 --print-every 100)))
+d2=$(($(syncs 13 --print-every 5) - $(syncs 3 --print-every 5)))
+d3=$(($(syncs 13 --log "$work/s.csv") - $(syncs 3 --log "$work/s.csv")))
+if [ "$d1" -eq 0 ] && [ "$d2" -eq 2 ] && [ "$d3" -eq 10 ]; then
+	ok "host synchronisations in 10 more steps: 0 unprinted, 2 printing every 5, 10 with --log"
+else
+	bad "host synchronisations in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 2), $d3 with --log (want 10)"
+fi
 broken hetero_sa 'H(adam)' 'K(adam)' "^fake CUDA: nrt_adam_f32's argument g is page-locked host memory"
 broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "fake NCCL: ncclBroadcast: .* is not device memory"
 

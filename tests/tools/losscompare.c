@@ -1,5 +1,6 @@
 /* losscompare: compares the per-step losses of two CSV logs written by
- * --log (header "step,loss,seconds", then one row per step).
+ * --log (header "step,loss,...", then one row per step; only the first two
+ * columns are read).
  *
  *   losscompare A.csv B.csv [--rtol R] [--atol A] [--from S] [--to S]
  *

@@ -98,14 +98,15 @@ Test(log_columns, values_eval_and_append, .init = cr_redirect_stdout)
 	fflush(stdout);
 	size_t len;
 	char *text = tr_read_file(csv, &len), rows[512] = "";
-	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) { /* drop the seconds column */
-		char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL, *c3 = c2 ? strchr(c2 + 1, ',') : NULL;
-		if (c1 && c2 && c3 && strncmp(line, "step", 4))
-			memmove(c2, c3, strlen(c3) + 1);
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) { /* drop the two time columns */
+		char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL, *c3 = c2 ? strchr(c2 + 1, ',') : NULL,
+		     *c4 = c3 ? strchr(c3 + 1, ',') : NULL;
+		if (c4 && strncmp(line, "step", 4))
+			memmove(c2, c4, strlen(c4) + 1);
 		strcat(rows, line);
 		strcat(rows, "\n");
 	}
-	cr_expect_str_eq(rows, "step,loss,seconds,lr,grad_norm,eval_loss\n1,1.5,0.5,2.25,3.5\n2,1.25,0.25,,\n"
+	cr_expect_str_eq(rows, "step,loss,step_seconds,elapsed_seconds,lr,grad_norm,eval_loss\n1,1.5,0.5,2.25,3.5\n2,1.25,0.25,,\n"
 	                       "3,1,0.125,1,\n");
 	cr_expect_stdout_eq_str("eval step 1: loss 3.500000\n"
 	                        "step 1/2  loss 1.500000  lr 0.5  grad_norm 2.25  8.0 samples/s  500.00 ms/step\n"

@@ -49,7 +49,12 @@ static inline cudaError_t cudaGetDeviceCount(int *n)
 static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+/* Calls that make the host wait for the device (stream, device and event
+ * synchronisation) are counted; FAKE_CUDA_COUNT_SYNCS=1 prints the count
+ * at exit ("fake CUDA: N host synchronisations"), so a test can tell how
+ * many a training step makes (fake_context.c). */
+void fake_cuda_count_sync(void);
+static inline cudaError_t cudaDeviceSynchronize(void) { fake_cuda_count_sync(); return cudaSuccess; }
 static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "fake CUDA error" : "no error"; }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
@@ -61,7 +66,7 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 static inline cudaError_t cudaFree(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
-	*p = malloc(n);
+	*p = calloc(1, n); /* zeroed: GCC reads fake_cuda_record's const void * as a use of the block */
 	if (*p)
 		fake_cuda_record(*p, n, FAKE_PINNED);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -77,7 +82,16 @@ static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 	(void)s;
 	return cudaFree(p);
 }
-static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
+/* FAKE_CUDA_FREE_BYTES=N: the device's free memory (default 80e9, an
+ * H100's; the total is the larger of 80e9 and N). Nothing else follows
+ * it: cudaMalloc allocates host memory regardless. */
+static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
+{
+	const char *s = getenv("FAKE_CUDA_FREE_BYTES");
+	*f = s ? (size_t)strtoull(s, NULL, 10) : (size_t)80000000000ull;
+	*t = *f > (size_t)80000000000ull ? *f : (size_t)80000000000ull;
+	return cudaSuccess;
+}
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {
 	(void)k, (void)st;
@@ -97,7 +111,7 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 	return cudaSuccess;
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; fake_cuda_count_sync(); return cudaSuccess; }
 /* Events (fake_context.c): timing ones (cudaEventCreate) are refused
  * with FAKE_CUDA_NO_TIMING_EVENTS=1 in the environment, where a test
  * checks that a run without --trace makes none; cudaEventElapsedTime
@@ -114,7 +128,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
  * stops the program while it is pending. */
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaGetLastError(void);
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; fake_cuda_count_sync(); return cudaSuccess; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 {
 	(void)s, (void)e, (void)f;

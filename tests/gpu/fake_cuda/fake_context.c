@@ -100,6 +100,25 @@ bool fake_cuda_is_device(const void *p, size_t n)
 	return false;
 }
 
+static long nsyncs;
+
+static void print_syncs(void)
+{
+	fprintf(stderr, "fake CUDA: %ld host synchronisations\n", nsyncs);
+}
+
+void fake_cuda_count_sync(void)
+{
+	static bool registered;
+	if (!registered) {
+		const char *on = getenv("FAKE_CUDA_COUNT_SYNCS");
+		if (on && *on && strcmp(on, "0") != 0)
+			atexit(print_syncs);
+		registered = true;
+	}
+	nsyncs++;
+}
+
 struct FakeEvent {
 	unsigned flags;
 	bool recorded, queried;
