@@ -387,6 +387,21 @@ static void emit_softmax_grad(Emit *e, const Node *n, bool log)
 EMIT(SOFTMAX_GRAD) { emit_softmax_grad(e, n, false); }
 EMIT(LOG_SOFTMAX_GRAD) { emit_softmax_grad(e, n, true); }
 
+/* attention over this device's (batch, head) slices: q [bh, tq, d], k and
+ * v [bh, tk, d] (runtime/attention.h) */
+static void emit_attention_call(Emit *e, const Node *n, const char *kernel, int nin)
+{
+	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
+	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s", kernel,
+	        q->d[0] * q->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale, n->attr.causal ? "true" : "false");
+	for (int i = 0; i < nin; i++)
+		fprintf(OUT, ", %s", IN(i));
+	fprintf(OUT, ", %s);\n", Y);
+}
+
+EMIT(ATTENTION) { emit_attention_call(e, n, "attention", 3); }
+EMIT(ATTENTION_GRAD) { emit_attention_call(e, n, "attention_grad", 5); }
+
 /* layer_norm normalises the trailing dims from attr.axis: [rows, cols] */
 static void ln_dims(const Node *n, const Value *x, int64_t *rows, int64_t *cols)
 {

@@ -172,6 +172,42 @@ static bool shard_LOG_SOFTMAX(Rule *R) { return rule_softmax_like(R); }
 static bool shard_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
 static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
 
+/* ---- attention ----------------------------------------------------------------- */
+
+/* attention(q, k, v) and its gradient, as MindSpore's FlashAttentionScore
+ * in BNSD layout: batch and heads split freely, each device attending
+ * over its own (batch, head) slices with no communication; the sequence
+ * and head-width dims stay whole (a device needs every key of a query's
+ * row and the whole head to form a score). Every operand splits batch
+ * and heads alike. */
+static bool rule_attention(Rule *R)
+{
+	static const char *const why[] = {NULL, NULL, "is the sequence (context parallelism is not supported)",
+	                                  "is the head width"};
+	static const char *const dim_name[] = {"batch", "heads"};
+	for (int j = 0; j < R->n->nin; j++)
+		for (int d = 2; d < 4; d++)
+			if (!need_whole(R, j, d, why[d]))
+				return false;
+	for (int j = 1; j < R->n->nin; j++)
+		for (int d = 0; d < 2; d++)
+			if (split(R, j, d) != split(R, 0, d))
+				return fail(R, "the %s dimension is split %" PRId64 " ways in '%s' but %" PRId64
+				               " ways in '%s'; every operand of attention splits it alike",
+				            dim_name[d], split(R, 0, d), R->n->in[0]->name, split(R, j, d), R->n->in[j]->name);
+	int map[MAX_RANK];
+	all_whole(map);
+	map[0] = axis_for(R, split(R, 0, 0));
+	map[1] = axis_for(R, split(R, 0, 1));
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = mk(R, &R->n->in[j]->shape, map, 0);
+	R->r->out = mk(R, &R->n->out->shape, map, 0);
+	return true;
+}
+
+static bool shard_ATTENTION(Rule *R) { return rule_attention(R); }
+static bool shard_ATTENTION_GRAD(Rule *R) { return rule_attention(R); }
+
 /* ---- matmul ------------------------------------------------------------------ */
 
 /* x: [..., M, K] (or [..., K, M] with transpose_a), w: [..., K, N] (or
