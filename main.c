@@ -72,8 +72,9 @@ static void usage(FILE *out)
 	      "                        bias_act (bias_add + relu in one pass), updates (the optimizer\n"
 	      "                        update in one call per run of parameters; both bit-identical),\n"
 	      "                        residual (add(x, matmul) as a product accumulated onto x;\n"
-	      "                        rounding may differ) (docs/codegen.md)\n"
-	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, autodiff,\n"
+	      "                        rounding may differ), attention (the written-out attention\n"
+	      "                        as one fused operator; rounding differs) (docs/codegen.md)\n"
+	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, fuse_attention, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
 	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"
@@ -111,7 +112,8 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 	static const struct {
 		const char *name;
 		unsigned kind;
-	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}};
+	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL},
+	                {"attention", FUSE_ATTENTION}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -124,7 +126,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, attention)\n", (int)len,
 				        p);
 			return false;
 		}

@@ -16,6 +16,12 @@ typedef struct HostWhy {
 	Loc at;                /* the node or parameter concerned */
 } HostWhy;
 
+/* A written-out attention the attention fusion found (passes/fuse_attention.c). */
+typedef struct AttnFused {
+	const Node *at;        /* the product with the values (fused: the attention node it became) */
+	const char *why;       /* NULL: fused; else why it was kept written out */
+} AttnFused;
+
 typedef struct Compilation {
 	Arena arena;           /* everything of this compilation; freed at once */
 	Diag diag;
@@ -34,6 +40,8 @@ typedef struct Compilation {
 	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
+	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
+	int nattn, capattn;
 } Compilation;
 
 /* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */
@@ -41,7 +49,8 @@ enum {
 	FUSE_BIAS_ACT = 1,     /* bias_act: bias_add + relu in one pass */
 	FUSE_UPDATES = 2,      /* updates: the optimizer update in one call per run of parameters */
 	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
-	FUSE_ALL = 7,
+	FUSE_ATTENTION = 8,    /* attention: the written-out form as one attention operator (before autodiff) */
+	FUSE_ALL = 15,
 };
 
 /* How far a command needs the pipeline to go. */
@@ -63,6 +72,7 @@ const char *pass_name(int i);
 /* Each pass: returns false after reporting errors through c->diag. */
 bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
+bool pass_fuse_attention(Compilation *c);
 bool pass_autodiff(Compilation *c);
 bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
