@@ -33,7 +33,8 @@ static void *att_alloc(const char *kernel, int64_t n, size_t size)
 	return p;
 }
 
-/* Keys query row i of a [tq, tk] slice sees: all, or j <= i + tk - tq. */
+/* Keys query row i of a [tq, tk] slice sees: all, or j <= i + tk - tq
+ * (tq: the mask's query count, tq_all - row0 under a sequence split). */
 static inline int64_t att_keys(int64_t i, int64_t tq, int64_t tk, bool causal)
 {
 	return causal ? i + tk - tq + 1 : tk;

@@ -9,6 +9,12 @@
  *
  * causal: query row i sees keys j <= i + (tk - tq) (the rule of
  * nrt_softmax's causal mask over a [tq, tk] matrix; tq <= tk).
+ *
+ * Sequence (context) parallelism: the tq rows may be rows [row0, row0 +
+ * tq) of tq_all (this device's share of the queries, against all the
+ * keys); the causal mask counts them as such, and the gradient's dq part
+ * has tq_all rows, this device's in place and zeros elsewhere, while dk
+ * and dv are this device's partial sums. Without it tq_all = tq, row0 = 0.
  * The CPU kernels are runtime/attention.c, the CUDA ones
  * runtime/cuda/attention.cu. In f32 (_f32, f32 accumulation) and f64. */
 #ifndef NETRT_ATTENTION_H
@@ -18,13 +24,16 @@
 
 #define NRT_ATTENTION_DECLS(T, S)                                                  \
 	void nrt_attention_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d,      \
-	                       double scale, bool causal, const T *q, const T *k,  \
-	                       const T *v, T *o);                                  \
-	/* dqkv [bh, tq + 2 tk, d]: per slice dq, then dk, then dv (all written) */ \
+	                       double scale, bool causal, int64_t tq_all,          \
+	                       int64_t row0, const T *q, const T *k, const T *v,   \
+	                       T *o);                                              \
+	/* dqkv [bh, tq_all + 2 tk, d]: per slice dq, then dk, then dv (all      \
+	 * written) */                                                            \
 	void nrt_attention_grad_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, \
-	                            double scale, bool causal, const T *q,         \
-	                            const T *k, const T *v, const T *o,            \
-	                            const T *dout, T *dqkv);
+	                            double scale, bool causal, int64_t tq_all,     \
+	                            int64_t row0, const T *q, const T *k,          \
+	                            const T *v, const T *o, const T *dout,         \
+	                            T *dqkv);
 
 NRT_ATTENTION_DECLS(float, f32)
 NRT_ATTENTION_DECLS(double, f64)

@@ -66,9 +66,10 @@ static void FN(att_fwd_tile)(int64_t i0, int64_t nq, int64_t tq, int64_t tk, int
 	}
 }
 
-void FN(nrt_attention)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal, const T *q,
-                       const T *k, const T *v, T *o)
+void FN(nrt_attention)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal, int64_t tq_all,
+                       int64_t row0, const T *q, const T *k, const T *v, T *o)
 {
+	int64_t mq = tq_all - row0; /* the mask's query count: row i sees keys j <= i + tk - mq */
 	int64_t nqt = (tq + ATT_BQ - 1) / ATT_BQ, tasks = bh * nqt;
 	int blas = att_blas_solo();
 	K_PRAGMA(omp parallel if (bh * tq * tk >= ATT_PAR_MIN))
@@ -78,7 +79,7 @@ void FN(nrt_attention)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double sca
 		K_PRAGMA(omp for schedule(static))
 		for (int64_t t = 0; t < tasks; t++) {
 			int64_t b = t / nqt, i0 = t % nqt * ATT_BQ;
-			FN(att_fwd_tile)(i0, FN(att_min)(ATT_BQ, tq - i0), tq, tk, d, causal, (T)scale, q + b * tq * d,
+			FN(att_fwd_tile)(i0, FN(att_min)(ATT_BQ, tq - i0), mq, tk, d, causal, (T)scale, q + b * tq * d,
 			                 k + b * tk * d, v + b * tk * d, s, acc, o + b * tq * d);
 		}
 		free(s);
@@ -124,28 +125,30 @@ static void FN(att_bwd_block)(int64_t i0, int64_t nq, int64_t nk, int64_t d, T s
  * tile's scores against every key it sees are recomputed as one panel
  * (nq x kend, so the tile's log-sum-exp comes before its probabilities
  * without a second pass), then its share of dq, dk, dv. */
-static void FN(att_bwd_slice)(int64_t tq, int64_t tk, int64_t d, bool causal, T scale, const T *q, const T *k,
-                              const T *v, const T *o, const T *dout, T *s, T *dp, T *dqkv)
+static void FN(att_bwd_slice)(int64_t tq, int64_t tk, int64_t d, bool causal, T scale, int64_t tq_all, int64_t row0,
+                              const T *q, const T *k, const T *v, const T *o, const T *dout, T *s, T *dp, T *dqkv)
 {
-	T *dq = dqkv, *dk = dq + tq * d, *dv = dk + tk * d;
-	memset(dqkv, 0, (size_t)((tq + 2 * tk) * d) * sizeof *dqkv);
+	T *dq = dqkv + row0 * d, *dk = dqkv + tq_all * d, *dv = dk + tk * d;
+	int64_t mq = tq_all - row0;
+	memset(dqkv, 0, (size_t)((tq_all + 2 * tk) * d) * sizeof *dqkv);
 	T delta[ATT_BQ];
 	for (int64_t i0 = 0; i0 < tq; i0 += ATT_BQ) {
-		int64_t nq = FN(att_min)(ATT_BQ, tq - i0), kend = att_keys(i0 + nq - 1, tq, tk, causal);
+		int64_t nq = FN(att_min)(ATT_BQ, tq - i0), kend = att_keys(i0 + nq - 1, mq, tk, causal);
 		for (int64_t r = 0; r < nq; r++) {
 			T acc = 0;
 			for (int64_t x = 0; x < d; x++)
 				acc += dout[(i0 + r) * d + x] * o[(i0 + r) * d + x];
 			delta[r] = acc;
 		}
-		FN(att_scores)(i0, nq, 0, kend, tq, tk, d, causal, scale, q, k, s, tk);
+		FN(att_scores)(i0, nq, 0, kend, mq, tk, d, causal, scale, q, k, s, tk);
 		FN(att_probs)(nq, kend, s, tk);
 		FN(att_bwd_block)(i0, nq, kend, d, scale, q, k, v, dout, delta, s, dp, tk, dq, dk, dv);
 	}
 }
 
-void FN(nrt_attention_grad)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal, const T *q,
-                            const T *k, const T *v, const T *o, const T *dout, T *dqkv)
+void FN(nrt_attention_grad)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,
+                            int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, const T *o,
+                            const T *dout, T *dqkv)
 {
 	int blas = att_blas_solo();
 	K_PRAGMA(omp parallel if (bh * tq * tk >= ATT_PAR_MIN))
@@ -155,8 +158,9 @@ void FN(nrt_attention_grad)(int64_t bh, int64_t tq, int64_t tk, int64_t d, doubl
 		T *dp = att_alloc("attention_grad", ATT_BQ * tk, sizeof(T));
 		K_PRAGMA(omp for schedule(static))
 		for (int64_t b = 0; b < bh; b++)
-			FN(att_bwd_slice)(tq, tk, d, causal, (T)scale, q + b * tq * d, k + b * tk * d, v + b * tk * d,
-			                  o + b * tq * d, dout + b * tq * d, s, dp, dqkv + b * (tq + 2 * tk) * d);
+			FN(att_bwd_slice)(tq, tk, d, causal, (T)scale, tq_all, row0, q + b * tq * d, k + b * tk * d,
+			                  v + b * tk * d, o + b * tq * d, dout + b * tq * d, s, dp,
+			                  dqkv + b * (tq_all + 2 * tk) * d);
 		free(s);
 		free(dp);
 	}

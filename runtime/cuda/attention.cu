@@ -69,12 +69,12 @@ __device__ T att_lse(const T *qi, const T *k, int64_t kend, int64_t d, T scale, 
 }
 
 template <typename T>
-__global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal, const T *q,
-                            const T *k, const T *v, T *o)
+__global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal, int64_t mq,
+                            const T *q, const T *k, const T *v, T *o)
 {
 	int lane = threadIdx.x & 31;
 	ATT_ROW_LOOP(row, bh * tq) {
-		int64_t b = row / tq, i = row - b * tq, kend = causal ? i + tk - tq + 1 : tk;
+		int64_t b = row / tq, i = row - b * tq, kend = causal ? i + tk - mq + 1 : tk;
 		const T *qi = q + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
 		T acc[kAttPer];
 		for (int x = 0; x < kAttPer; x++)
@@ -107,14 +107,16 @@ __global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T sca
 }
 
 template <typename T>
-__global__ void k_attention_grad(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal, const T *q,
-                                 const T *k, const T *v, const T *o, const T *dout, T *dqkv)
+__global__ void k_attention_grad(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal,
+                                 int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, const T *o,
+                                 const T *dout, T *dqkv)
 {
 	int lane = threadIdx.x & 31;
 	ATT_ROW_LOOP(row, bh * tq) {
-		int64_t b = row / tq, i = row - b * tq, kend = causal ? i + tk - tq + 1 : tk;
+		int64_t b = row / tq, i = row - b * tq, kend = causal ? row0 + i + tk - tq_all + 1 : tk;
 		const T *qi = q + row * d, *doi = dout + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
-		T *dq = dqkv + b * (tq + 2 * tk) * d, *dk = dq + tq * d, *dv = dk + tk * d;
+		T *dq = dqkv + b * (tq_all + 2 * tk) * d + row0 * d, *dk = dqkv + b * (tq_all + 2 * tk) * d + tq_all * d;
+		T *dv = dk + tk * d;
 		T lse = att_lse(qi, kb, kend, d, scale, lane);
 		T part = 0;
 		for (int64_t x = lane; x < d; x += 32)
@@ -165,27 +167,27 @@ using namespace nrtk;
 
 #define NRT_ATTENTION_DEFS(T, S)                                                                               \
 	extern "C" void nrt_attention_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,  \
-	                                  const T *q, const T *k, const T *v, T *o)                              \
+	                                  int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, T *o) \
 	{                                                                                                        \
 		if (bh <= 0 || tq <= 0 || d <= 0)                                                                \
 			return;                                                                                  \
 		att_check("attention", d);                                                                       \
 		k_attention<T><<<att_blocks(bh * tq), 32 * kAttWarps, 0, nrt_cuda_stream()>>>(                   \
-			bh, tq, tk, d, (T)scale, causal, q, k, v, o);                                            \
+			bh, tq, tk, d, (T)scale, causal, tq_all - row0, q, k, v, o);                             \
 		NRT_CUDA_LAUNCH_CHECK("attention");                                                              \
 	}                                                                                                        \
 	extern "C" void nrt_attention_grad_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale,        \
-	                                       bool causal, const T *q, const T *k, const T *v, const T *o,      \
-	                                       const T *dout, T *dqkv)                                           \
+	                                       bool causal, int64_t tq_all, int64_t row0, const T *q, const T *k, \
+	                                       const T *v, const T *o, const T *dout, T *dqkv)                   \
 	{                                                                                                        \
 		if (bh <= 0 || tq <= 0 || d <= 0)                                                                \
 			return;                                                                                  \
 		att_check("attention_grad", d);                                                                  \
 		/* dk and dv are sums of atomics; dq is written whole */                                         \
-		NRT_CUDA_CHECK(cudaMemsetAsync(dqkv, 0, (size_t)(bh * (tq + 2 * tk) * d) * sizeof(T),            \
+		NRT_CUDA_CHECK(cudaMemsetAsync(dqkv, 0, (size_t)(bh * (tq_all + 2 * tk) * d) * sizeof(T),        \
 		                               nrt_cuda_stream()));                                              \
 		k_attention_grad<T><<<att_blocks(bh * tq), 32 * kAttWarps, 0, nrt_cuda_stream()>>>(              \
-			bh, tq, tk, d, (T)scale, causal, q, k, v, o, dout, dqkv);                                \
+			bh, tq, tk, d, (T)scale, causal, tq_all, row0, q, k, v, o, dout, dqkv);                  \
 		NRT_CUDA_LAUNCH_CHECK("attention_grad");                                                         \
 	}
 

@@ -63,9 +63,9 @@ int main(int argc, char **argv)
 		for (int i = 0; i < warm + iters; i++) {
 			if (i == warm)
 				check(cudaEventRecord(e0, nrt_cuda_stream()), "cudaEventRecord");
-			nrt_attention_f32(b * h, t, t, d, scale, causal, q, k, v, o);
+			nrt_attention_f32(b * h, t, t, d, scale, causal, t, 0, q, k, v, o);
 			if (bwd)
-				nrt_attention_grad_f32(b * h, t, t, d, scale, causal, q, k, v, o, dout, g);
+				nrt_attention_grad_f32(b * h, t, t, d, scale, causal, t, 0, q, k, v, o, dout, g);
 		}
 		check(cudaEventRecord(e1, nrt_cuda_stream()), "cudaEventRecord");
 		check(cudaEventSynchronize(e1), "cudaEventSynchronize");

@@ -13,7 +13,11 @@
 #    (Megatron, DP = 1, MP = 2), where attention needs no communication.
 #  - netc build -v names the fused layers and the planned workspace drops;
 #    a model whose scores are read twice is kept written out, and says why.
-#  - a bad shape and a sequence-splitting strategy are located errors.
+#  - sequence parallelism: tests/e2e/models/attention_seq4.net, the query
+#    sequence split 4 ways (keys and values gathered), against
+#    stand-alone: f32 within those tolerances, f64 within rtol 1e-10 /
+#    atol 1e-13.
+#  - a bad shape and a key-splitting strategy are located errors.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -93,6 +97,18 @@ if [ -f "$work/fused_f32.st" ]; then
 	fi
 fi
 
+# sequence parallelism
+SEQ=tests/e2e/models/attention_seq4.net
+for p in f32 f64; do
+	train "seq1_$p" 1 $SEQ $SA --precision $p && train "seq4_$p" 4 $SEQ --precision $p || continue
+	if [ "$(calls "seq4_$p" 'K(attention)(.*, att_row0_')" -eq 1 ]; then
+		[ $p = f32 ] && agree "query sequence split 4 ways == stand-alone ($p)" seq4_$p seq1_$p 1e-5 1e-4 1e-6
+		[ $p = f64 ] && agree "query sequence split 4 ways == stand-alone ($p)" seq4_$p seq1_$p 1e-12 1e-10 1e-13
+	else
+		bad "sequence split ($p): no attention over a share of the rows in the source"
+	fi
+done
+
 # kept written out: the scores are also read by the loss
 cat >"$work/twice.net" <<'NET'
 param q: f32[2, 2, 8, 4] = normal(0.0, 1.0)
@@ -133,13 +149,13 @@ parallel {
 param q: f32[2, 4, 8, 4] = normal(0.0, 1.0)
 loss = reduce_sum(attention(q, q, q).shard(((1, 1, 4, 1), (1, 1, 4, 1), (1, 1, 4, 1))))
 NET
-want="$work/seq.net:6:38: error: attention: invalid strategy ((1, 1, 4, 1), (1, 1, 4, 1), (1, 1, 4, 1)): dimension 2 of input 0 ('q') is the sequence (context parallelism is not supported), but the strategy splits it 4 ways"
+want="$work/seq.net:6:38: error: attention: invalid strategy ((1, 1, 4, 1), (1, 1, 4, 1), (1, 1, 4, 1)): dimension 2 of input 1 ('q') holds the keys every query row needs (split the queries' sequence instead), but the strategy splits it 4 ways"
 out=$($NETC check "$work/seq.net" 2>&1)
 rc=$?
 if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | head -1)" = "$want" ]; then
-	ok "sequence split: located strategy error, exit 1"
+	ok "keys split: located strategy error, exit 1"
 else
-	bad "sequence split (exit $rc): $out"
+	bad "keys split (exit $rc): $out"
 fi
 
 echo "$pass passed, $fail failed"

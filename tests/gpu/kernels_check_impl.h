@@ -543,15 +543,15 @@ static void FN(test_attention)(void)
 		T *gq = FN(dev)(q, nq), *gk = FN(dev)(k, nk), *gv = FN(dev)(v, nk);
 		T *o = FN(hrand)(nq, 0, 1), *go = FN(dev)(NULL, nq);
 		char name[96];
-		FN(nrt_attention)(bh, tq, tk, d, scale, causal, gq, gk, gv, go);
-		FN(cpu_nrt_attention)(bh, tq, tk, d, scale, causal, q, k, v, o);
+		FN(nrt_attention)(bh, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, go);
+		FN(cpu_nrt_attention)(bh, tq, tk, d, scale, causal, tq, 0, q, k, v, o);
 		snprintf(name, sizeof name, "attention [%lld,%lld,%lld,%lld]%s", (long long)bh, (long long)tq,
 		         (long long)tk, (long long)d, causal ? " causal" : "");
 		FN(cmp)(name, go, o, nq, TOL);
 		T *dout = FN(hrand)(nq, -1, 1), *gdout = FN(dev)(dout, nq), *gcpu_o = FN(dev)(o, nq);
 		T *g = FN(hrand)(ng, 0, 1), *gg = FN(dev)(NULL, ng);
-		FN(nrt_attention_grad)(bh, tq, tk, d, scale, causal, gq, gk, gv, gcpu_o, gdout, gg);
-		FN(cpu_nrt_attention_grad)(bh, tq, tk, d, scale, causal, q, k, v, o, dout, g);
+		FN(nrt_attention_grad)(bh, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, gcpu_o, gdout, gg);
+		FN(cpu_nrt_attention_grad)(bh, tq, tk, d, scale, causal, tq, 0, q, k, v, o, dout, g);
 		snprintf(name, sizeof name, "attention_grad [%lld,%lld,%lld,%lld]%s", (long long)bh, (long long)tq,
 		         (long long)tk, (long long)d, causal ? " causal" : "");
 		FN(cmp)(name, gg, g, ng, TOL);
