@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_rules.h"
 #include "netrt.h"
 
 /* Rows of queries and of keys a forward tile holds: 64 x 256 scores
@@ -31,13 +32,6 @@ static void *att_alloc(const char *kernel, int64_t n, size_t size)
 	if (!p)
 		nrt_fatal("kernel %s: out of memory", kernel);
 	return p;
-}
-
-/* Keys query row i of a [tq, tk] slice sees: all, or j <= i + tk - tq
- * (tq: the mask's query count, tq_all - row0 under a sequence split). */
-static inline int64_t att_keys(int64_t i, int64_t tq, int64_t tk, bool causal)
-{
-	return causal ? i + tk - tq + 1 : tk;
 }
 
 #define K_PRAGMA(x) _Pragma(#x)

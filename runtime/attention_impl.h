@@ -15,7 +15,7 @@ static void FN(att_scores)(int64_t i0, int64_t nq, int64_t j0, int64_t nk, int64
 	if (!causal)
 		return;
 	for (int64_t r = 0; r < nq; r++) {
-		int64_t keep = att_keys(i0 + r, tq, tk, causal) - j0;
+		int64_t keep = attention_keys(i0 + r, tq, tk, causal) - j0;
 		for (int64_t c = keep < 0 ? 0 : keep; c < nk; c++)
 			s[r * ld + c] = -INFINITY;
 	}
@@ -39,7 +39,7 @@ static void FN(att_fwd_tile)(int64_t i0, int64_t nq, int64_t tq, int64_t tk, int
 	for (int64_t r = 0; r < nq; r++)
 		m[r] = -INFINITY, l[r] = 0;
 	memset(acc, 0, (size_t)(nq * d) * sizeof *acc);
-	int64_t kend = att_keys(i0 + nq - 1, tq, tk, causal);
+	int64_t kend = attention_keys(i0 + nq - 1, tq, tk, causal);
 	for (int64_t j0 = 0; j0 < kend; j0 += ATT_BK) {
 		int64_t nk = FN(att_min)(ATT_BK, kend - j0);
 		FN(att_scores)(i0, nq, j0, nk, tq, tk, d, causal, scale, q, k, s, ATT_BK);
@@ -133,7 +133,7 @@ static void FN(att_bwd_slice)(int64_t tq, int64_t tk, int64_t d, bool causal, T 
 	memset(dqkv, 0, (size_t)((tq_all + 2 * tk) * d) * sizeof *dqkv);
 	T delta[ATT_BQ];
 	for (int64_t i0 = 0; i0 < tq; i0 += ATT_BQ) {
-		int64_t nq = FN(att_min)(ATT_BQ, tq - i0), kend = att_keys(i0 + nq - 1, mq, tk, causal);
+		int64_t nq = FN(att_min)(ATT_BQ, tq - i0), kend = attention_keys(i0 + nq - 1, mq, tk, causal);
 		for (int64_t r = 0; r < nq; r++) {
 			T acc = 0;
 			for (int64_t x = 0; x < d; x++)

@@ -74,7 +74,7 @@ __global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T sca
 {
 	int lane = threadIdx.x & 31;
 	ATT_ROW_LOOP(row, bh * tq) {
-		int64_t b = row / tq, i = row - b * tq, kend = causal ? i + tk - mq + 1 : tk;
+		int64_t b = row / tq, i = row - b * tq, kend = attention_keys(i, mq, tk, causal);
 		const T *qi = q + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
 		T acc[kAttPer];
 		for (int x = 0; x < kAttPer; x++)
@@ -113,7 +113,7 @@ __global__ void k_attention_grad(int64_t bh, int64_t tq, int64_t tk, int64_t d, 
 {
 	int lane = threadIdx.x & 31;
 	ATT_ROW_LOOP(row, bh * tq) {
-		int64_t b = row / tq, i = row - b * tq, kend = causal ? row0 + i + tk - tq_all + 1 : tk;
+		int64_t b = row / tq, i = row - b * tq, kend = attention_keys(i, tq_all - row0, tk, causal);
 		const T *qi = q + row * d, *doi = dout + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
 		T *dq = dqkv + b * (tq_all + 2 * tk) * d + row0 * d, *dk = dqkv + b * (tq_all + 2 * tk) * d + tq_all * d;
 		T *dv = dk + tk * d;
