@@ -108,8 +108,8 @@ static const char *match(const Graph *g, Node *pv, Chain *ch)
 	Value *q = ch->qk->in[0], *k = ch->qk->in[1];
 	if (ch->qk->attr.transpose_a || !ch->qk->attr.transpose_b || !rank4(q) || !rank4(k))
 		return "the scores are not batch_matmul(q, k, transpose_b = true) of rank 4";
-	if (!shape_eq(&k->shape, &v->shape) || q->shape.d[3] != k->shape.d[3] || q->dtype != k->dtype ||
-	    q->dtype != v->dtype)
+	if (!shape_eq(&k->shape, &v->shape) || q->shape.d[0] != k->shape.d[0] || q->shape.d[1] != k->shape.d[1] ||
+	    q->shape.d[3] != k->shape.d[3] || q->dtype != k->dtype || q->dtype != v->dtype)
 		return "queries, keys and values differ in shape or type";
 	if (ch->sm->attr.causal && q->shape.d[2] > k->shape.d[2])
 		return "a causal mask over more queries than keys";
