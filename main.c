@@ -1,6 +1,9 @@
 /* netc: the command line. Each command runs the pipeline as far as it
  * needs (passes/pipeline.c) and then prints, draws or builds. */
 #include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,12 +81,13 @@ static void usage(FILE *out)
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, placement, fusion, strategy_ckpt,\n"
 	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies and their costs\n"
-	      "      --schedule        explain: the pipeline split, schedule and bubble (-o F.svg draws it)\n"
+	      "      --schedule        explain: the pipeline split, schedule and bubble\n"
+	      "                        (-o F.svg draws it; SVG only)\n"
 	      "      --machine FILE    cost-model constants, key = value lines (netc calibrate writes them)\n"
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
 	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
-	      "      --memory-limit B  bytes per device for search_mode = dynamic_programming\n"
+	      "      --memory-limit B  bytes per device (the compiled plan's total) for search_mode = dynamic_programming\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -280,6 +284,85 @@ static int cmd_dot(Compilation *c, const Args *a)
 	return ir_dot_render(c->g, &opt, fmt, a->output, &c->diag) ? 0 : EXIT_USER;
 }
 
+static void setup(Compilation *c, const Args *a)
+{
+	c->dump_after = a->dump_after;
+	c->verbose = a->verbose;
+	c->infer = a->infer;
+	c->fault = a->fault;
+	c->f64 = a->build.f64;
+	c->no_fuse = a->build.no_fuse;
+	c->machine = &a->machine;
+}
+
+/* Compiles a->file again into c, quietly (the first compilation printed
+ * its warnings), with the search's memory estimate scaled by `factor`;
+ * false when it fails, which only the search can do here: nothing fits
+ * the scaled estimate. */
+static bool compile_scaled(Compilation *c, const Args *a, double factor)
+{
+	compilation_free(c);
+	compilation_init(c);
+	setup(c, a);
+	c->verbose = false;
+	c->dump_after = NULL;
+	c->search_mem_factor = factor;
+	FILE *sink = fopen("/dev/null", "w");
+	if (sink)
+		c->diag.out = sink;
+	bool ok = compile_front(c, a->file, a->defines, a->ndefines) && compile_passes(c, UPTO_CODEGEN);
+	if (sink)
+		fclose(sink);
+	c->diag.out = stderr;
+	c->verbose = a->verbose;
+	return ok;
+}
+
+/* search_mode = dynamic_programming keeps memory_limit with its own
+ * estimate of the memory per device, which counts less than the program
+ * allocates (workspace peaks, communication buffers, inputs): the
+ * compiled plan (build -v's total) decides. Over the limit, the search
+ * runs again with its estimate scaled by what the plan needed per byte
+ * estimated, until a plan fits; when the search finds nothing within the
+ * scaled estimate (or after 8 tries), no plan fits, and the error says
+ * what the smallest one tried needs. */
+static bool fit_memory_limit(Compilation *c, const Args *a)
+{
+	double limit = a->machine.memory_limit, factor = 1;
+	const Graph *g = c->g;
+	if (g->par.parallel_mode != PM_AUTO_PARALLEL || g->par.search_mode != SM_DYNAMIC_PROGRAMMING || limit <= 0)
+		return true;
+	int64_t least = -1;
+	double least_est = 0;
+	for (int tries = 1;; tries++) {
+		int64_t planned = netc_planned_bytes(c, &a->build);
+		if (planned < 0)
+			return true; /* the program cannot be generated: the build says why */
+		if (planned <= limit) {
+			if (tries > 1 && a->verbose)
+				fprintf(stderr, "netc: dynamic_programming: the plan compiles to %" PRId64 " bytes per device, "
+				        "within memory_limit = %.6g\n", planned, limit);
+			return true;
+		}
+		if (least < 0 || planned < least)
+			least = planned, least_est = c->search_mem;
+		if (a->verbose) { /* the plan that does not fit, kind by kind */
+			netc_memory_plan(c, &a->build, stderr);
+			fprintf(stderr, "netc: dynamic_programming: the plan compiles to %" PRId64 " bytes per device, over "
+			        "memory_limit = %.6g (the search estimated %.6g)\n", planned, limit, c->search_mem);
+		}
+		factor = c->search_mem > 0 ? fmax(factor * 1.05, (double)planned / c->search_mem * 1.01) : 0;
+		if (tries == 8 || factor <= 0 || !compile_scaled(c, a, factor)) {
+			diag_error(&c->diag, loc_none(),
+			           "no plan fits memory_limit = %.6g bytes per device as compiled: the least of the %d plan%s "
+			           "dynamic_programming found needs %" PRId64 " bytes per device (netc build -v's total; the "
+			           "search's estimate, %.6g, leaves out workspace peaks, communication buffers and inputs)",
+			           limit, tries, tries == 1 ? "" : "s", least, least_est);
+			return false;
+		}
+	}
+}
+
 static int run(Compilation *c, Args *a)
 {
 	static const struct {
@@ -305,15 +388,9 @@ static int run(Compilation *c, Args *a)
 	}
 	if (a->fold && cmd != 2)
 		fprintf(stderr, "netc: warning: --fold applies to dot only; ignored by %s\n", a->command);
-	c->dump_after = a->dump_after;
+	setup(c, a);
 	if (cmd == 1 && !c->dump_after)
 		c->dump_after = "shapes";
-	c->verbose = a->verbose;
-	c->infer = a->infer;
-	c->fault = a->fault;
-	c->f64 = a->build.f64;
-	c->no_fuse = a->build.no_fuse;
-	c->machine = &a->machine;
 	if (!compile_front(c, a->file, a->defines, a->ndefines))
 		return EXIT_USER;
 	/* a dump after a training pass runs the pipeline that far */
@@ -321,6 +398,8 @@ static int run(Compilation *c, Args *a)
 	if (cmd == 1 && a->dump_after)
 		upto = UPTO_CODEGEN;
 	if (!compile_passes(c, upto))
+		return EXIT_USER;
+	if (cmd >= 2 && !fit_memory_limit(c, a))
 		return EXIT_USER;
 	switch (cmd) {
 	case 0:

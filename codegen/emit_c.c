@@ -994,11 +994,22 @@ EMIT(REDUCE_SCATTER)
 	        reduce_name(n->attr.reduce), IN(0), lnumel(n->out), Y);
 }
 
+/* MindSpore's AlltoAll: split along split_dim into group-size pieces,
+ * piece i to rank i, the pieces received concatenated along concat_dim.
+ * Only split 0 / concat 0 is a flat MPI_Alltoall of the buffer. */
 EMIT(ALL_TO_ALL)
 {
 	const char *comm = comm_of(e, n);
-	fprintf(OUT, "\tnrt_alltoall(%s, NRT_REAL, %s, %" PRId64 " / nrt_comm_size(%s), %s);\n", comm, IN(0),
-	        lnumel(n->in[0]), comm, Y);
+	const Value *x = n->in[0];
+	int split = n->attr.split_axis, concat = n->attr.concat_axis;
+	if (split == 0 && concat == 0) {
+		fprintf(OUT, "\tnrt_alltoall(%s, %s, %s, %" PRId64 " / nrt_comm_size(%s), %s);\n", comm,
+		        nrt_dtype_of(x->dtype), IN(0), lnumel(x), comm, Y);
+		return;
+	}
+	fprintf(OUT, "\tnrt_alltoall_dim(%s, %s, %d, ", comm, nrt_dtype_of(x->dtype), lshape(x)->rank);
+	emit_shape(OUT, lshape(x));
+	fprintf(OUT, ", %d, %d, %s, %s);\n", split, concat, IN(0), Y);
 }
 
 /* ---- optimizer updates (in place on the parameter) ------------------------------ */

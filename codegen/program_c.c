@@ -304,6 +304,16 @@ static bool bucket_async(const Bucket *b) { return b->kind != RS_ALLGATHER && !b
  * the whole update is skipped (every rank returns: the collectives it
  * would run are skipped on all of them). A sum or cast the update phase
  * itself still runs is covered by the bound each value is checked against. */
+/* The devices a redistribution of x adds over: its partial axes' (1: none). */
+static double summed_terms(const Value *x)
+{
+	double n = 1;
+	for (int k = 0; x->layout && k < x->layout->ndev; k++)
+		if (x->layout->partial & 1u << k)
+			n *= (double)x->layout->dev[k];
+	return n;
+}
+
 static void emit_overflow_check(Emit *e)
 {
 	Graph *g = e->g;
@@ -314,24 +324,28 @@ static void emit_overflow_check(Emit *e)
 	 * its nodes (casts, redistributions, the gradients_mean scale) to
 	 * values made before it, which are ready and still live here */
 	/* The bound: the largest value of the narrowest type on the way
-	 * (an f16 sum or cast), divided by the world size when a reduction
-	 * still follows (each of at most that many terms below it, their sum
-	 * cannot overflow). Conservative: a step may be skipped whose sum
-	 * would just have fitted; the dynamic scale settles that much lower. */
+	 * (an f16 sum or cast), divided by the number of terms when a sum
+	 * over devices still follows (a redistribution of partial sums: each
+	 * term below max / terms, their sum cannot overflow). Conservative: a
+	 * step may be skipped whose sum would just have fitted; the dynamic
+	 * scale settles that much lower. A redistribution that sums nothing
+	 * (a Slice, an AllGather) moves the values as they are: the bound is
+	 * stand-alone's, so where every sum ran before the update phase (in
+	 * f32: semi_auto's gradient_fp32_sync, force_fp32_communication) the
+	 * decisions are stand-alone's (docs/parallel.md, "Mixed precision"). */
 	bool *seen = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
 	typedef struct Walk {
 		const Value *v;
 		double max;             /* largest finite value of the narrowest type so far */
-		bool reduced;           /* a redistribution follows */
+		double terms;           /* devices the sums that follow add over (1: none) */
 	} Walk;
 	Walk *stack = ARENA_NEWN(&e->c->arena, Walk, g->nvalues + 1);
-	double world = (double)(g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *u = g->nodes[i];
 		if (u->phase != PH_UPDATE || !(op_info[u->op].flags & OPF_UPDATE))
 			continue;
 		int top = 0;
-		stack[top++] = (Walk){u->in[1], DBL_MAX, false};
+		stack[top++] = (Walk){u->in[1], DBL_MAX, 1};
 		while (top > 0) {
 			Walk w = stack[--top];
 			const Value *v = w.v;
@@ -344,15 +358,16 @@ static void emit_overflow_check(Emit *e)
 			seen[v->id] = true;
 			int64_t off;
 			if (v->def && v->def->phase == PH_UPDATE && !fusion_bucket_of(fp, v->def, &off)) {
+				double terms = w.terms * (v->def->op == OP_REDISTRIBUTE ? summed_terms(v->def->in[0]) : 1);
 				for (int j = 0; j < v->def->nin && top < g->nvalues; j++)
-					stack[top++] = (Walk){v->def->in[j], w.max, w.reduced || v->def->op == OP_REDISTRIBUTE};
+					stack[top++] = (Walk){v->def->in[j], w.max, terms};
 				continue;
 			}
 			if (v->kind == VK_PARAM || v->kind == VK_STATE || v->kind == VK_CONST || !dtype_is_float(v->dtype))
 				continue;
 			fprintf(out, "\t\toverflow_ |= !nrt_%sall_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
 			        v->host ? "host_" : "", nrt_dtype_of(v->dtype), B(e, v), lnumel(v),
-			        w.reduced ? w.max / world : w.max, v->name);
+			        w.max / w.terms, v->name);
 		}
 	}
 	fputs("\t\tif (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, step))\n\t\t\treturn;\n\t}\n", out);
@@ -488,7 +503,9 @@ static void fusion_names(Emit *e)
 
 /* hybrid_parallel: a layerwise_parallel parameter (or its state) is this
  * rank's piece of a full tensor, the pieces laid end to end along
- * layerwise_dim in rank order; NULL for anything else. */
+ * layerwise_dim in rank order -- or, with a layerwise_group, in the order
+ * of each part of the group (the parts hold copies); NULL for anything
+ * else. */
 static const Value *layerwise_piece(const Graph *g, const Value *v)
 {
 	const Value *p = v->kind == VK_STATE ? v->state.of : v;
@@ -496,6 +513,24 @@ static const Value *layerwise_piece(const Graph *g, const Value *v)
 	    p->param.layerwise_dim >= p->shape.rank)
 		return NULL;
 	return p;
+}
+
+/* This rank's piece number, as C: its rank, or its place in its part
+ * (passes/sharding.c checked that the group holds ranks 0 .. n-1). */
+static void emit_layerwise_place(FILE *out, const Value *p)
+{
+	const CommGroup *grp = p->param.layerwise_group;
+	int n = grp ? grp->nparts * grp->part_size : 0;
+	if (!grp) {
+		fputs("(int64_t)nrt_rank()", out);
+		return;
+	}
+	fputs("(int64_t)((const int[]){", out);
+	for (int r = 0; r < n; r++)
+		for (int i = 0; i < n; i++)
+			if (grp->ranks[i] == r)
+				fprintf(out, "%s%d", r ? ", " : "", i % grp->part_size);
+	fprintf(out, "})[nrt_rank()] /* place in group %s */", grp->name);
 }
 
 /* Parameters and optimizer state as the runtime sees them (init, save, load). */
@@ -513,8 +548,9 @@ static void emit_tensor_table(Emit *e)
 		        v->shape.rank);
 		Shape full = v->shape;
 		const Value *piece = layerwise_piece(e->g, v);
-		if (piece)
-			full.d[piece->param.layerwise_dim] *= e->g->par.device_num;
+		if (piece) /* as many pieces as devices, or as ranks in a part of its group */
+			full.d[piece->param.layerwise_dim] *= piece->param.layerwise_group ? piece->param.layerwise_group->part_size
+			                                                                  : e->g->par.device_num;
 		emit_init_dims(out, &full);
 		fputs(", .slice = ", out);
 		emit_init_dims(out, lshape(v));
@@ -808,10 +844,11 @@ static void emit_tensor_offsets(Emit *e)
 		if (v->kind != VK_PARAM && v->kind != VK_STATE)
 			continue;
 		const Value *piece = layerwise_piece(g, v);
-		if (piece)
-			fprintf(e->setup, "\ttensors[%d].offset[%d] = (int64_t)nrt_rank() * %" PRId64 "; /* this rank's piece */\n", k,
-			        piece->param.layerwise_dim, v->shape.d[piece->param.layerwise_dim]);
-		else
+		if (piece) {
+			fprintf(e->setup, "\ttensors[%d].offset[%d] = ", k, piece->param.layerwise_dim);
+			emit_layerwise_place(e->setup, piece);
+			fprintf(e->setup, " * %" PRId64 "; /* this rank's piece */\n", v->shape.d[piece->param.layerwise_dim]);
+		} else
 			emit_block_offset(e, v, arena_printf(&e->c->arena, "tensors[%d].offset", k));
 		if (v->layout && v->layout->ragged) /* manual_split: this rank's rows */
 			emit_ragged_part(e, v->layout, arena_printf(&e->c->arena, "tensors[%d].slice[0]", k),
@@ -921,9 +958,11 @@ static void emit_info(Emit *e)
 	FILE *out = e->out;
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
-	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n};\n\n",
+	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
+	             "\t.infer = %s,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e));
+	        g->ninputs ? g->inputs[0]->shape.d[0] : 1, result_rank(e), emit_ps_servers(e),
+	        e->c->infer ? "true" : "false");
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or
@@ -969,6 +1008,8 @@ static void emit_step(Emit *e)
 
 /* netc explain: where emit_mem_plan prints the plan (NULL: stderr with -v) */
 static FILE *mem_report_to;
+/* netc_planned_bytes: where emit_mem_plan leaves its largest total */
+static int64_t *mem_total_to;
 
 /* Whether the target keeps host memory apart from its buffer memory (the
  * CUDA target; on the CPU target host memory is the buffer memory). */
@@ -1019,14 +1060,17 @@ static void emit_mem_plan(Emit *e)
 	}
 	fputs("};\n\n", e->out);
 	FILE *report = mem_report_to ? mem_report_to : e->c->verbose ? stderr : NULL;
+	for (int s = 0; s < n; s++) {
+		int64_t dev[MEM_KINDS], total = 0;
+		for (int k = 0; k < MEM_KINDS; k++)
+			total += dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
+		if (mem_total_to && total > *mem_total_to)
+			*mem_total_to = total;
+		if (report)
+			report_kinds(report, "", s, n, dev);
+	}
 	if (!report)
 		return;
-	for (int s = 0; s < n; s++) {
-		int64_t dev[MEM_KINDS];
-		for (int k = 0; k < MEM_KINDS; k++)
-			dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
-		report_kinds(report, "", s, n, dev);
-	}
 	for (int s = 0; host && host_apart(e) && s < n; s++)
 		report_kinds(report, "host ", s, n, e->planned[s] + MEM_HOST);
 }
@@ -1225,6 +1269,27 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		emit_step(&e);
 	emit_main(&e);
 	return true;
+}
+
+int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o)
+{
+	FILE *sink = fopen("/dev/null", "w");
+	if (!sink)
+		return -1;
+	/* quiet, and without a trace in the counts: the build that follows
+	 * emits the program again and reports what it finds */
+	Diag keep = c->diag;
+	bool verbose = c->verbose;
+	c->diag.out = sink;
+	c->verbose = false;
+	int64_t total = 0;
+	mem_total_to = &total;
+	bool ok = emit_c_program(c, o, sink);
+	mem_total_to = NULL;
+	c->diag = keep;
+	c->verbose = verbose;
+	fclose(sink);
+	return ok ? total : -1;
 }
 
 bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)

@@ -36,6 +36,10 @@ bool netc_build(Compilation *c, const BuildOptions *o);
 /* The memory the C program would allocate, per device (pipeline stage)
  * and kind: netc build -v's lines, for netc explain. */
 bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out);
+/* The largest per-device total of that plan (build -v's "total"; the
+ * largest stage's in a pipeline), emitting nothing and reporting nothing;
+ * -1 when the program cannot be generated. */
+int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o);
 
 /* Where the runtime's headers and library are: next to the netc binary
  * (build tree: build/include, build/lib) or in PREFIX/include, PREFIX/lib,

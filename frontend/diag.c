@@ -62,10 +62,33 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 		show_line(d->out, loc);
 }
 
+/* Whether the diagnostic of format fmt was shown at loc already (a
+ * block's instances share their body's locations); records it otherwise.
+ * Sets d->muted for the notes that follow. */
+static bool repeated(Diag *d, Loc loc, const char *fmt)
+{
+	d->muted = false;
+	if (!loc.file)
+		return false;
+	for (int i = 0; i < d->nshown; i++)
+		if (d->shown_fmt[i] == fmt && d->shown[i].file == loc.file && d->shown[i].line == loc.line &&
+		    d->shown[i].col == loc.col)
+			return d->muted = true;
+	if (d->nshown < (int)(sizeof d->shown / sizeof d->shown[0])) {
+		d->shown_fmt[d->nshown] = fmt;
+		d->shown[d->nshown++] = loc;
+	}
+	return false;
+}
+
 void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 {
 	if (d->stopped)
 		return;
+	if (repeated(d, loc, fmt)) {
+		d->nerrors++; /* callers compare counts to see that something failed */
+		return;
+	}
 	va_list ap;
 	va_start(ap, fmt);
 	char head[128];
@@ -78,7 +101,8 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 	vreport(d, loc, "error", fmt, ap);
 	va_end(ap);
 	int max = d->max_errors > 0 ? d->max_errors : DEFAULT_MAX_ERRORS;
-	if (++d->nerrors >= max) {
+	d->nerrors++;
+	if (++d->nerrors_shown >= max) {
 		fprintf(d->out, "netc: too many errors (%d), stopping\n", d->nerrors);
 		d->stopped = true;
 	}
@@ -86,7 +110,7 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 
 void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
 {
-	if (d->stopped)
+	if (d->stopped || repeated(d, loc, fmt))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -97,7 +121,7 @@ void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
 
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 {
-	if (d->stopped)
+	if (d->stopped || d->muted)
 		return;
 	va_list ap;
 	va_start(ap, fmt);

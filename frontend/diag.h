@@ -28,6 +28,15 @@ typedef struct Diag {
 	bool stopped;       /* max_errors reached: callers should wind down */
 	int ninternal;      /* errors that are netc's own bugs: their message starts
 	                       with "internal" (after an "op: " prefix); exit status 2 */
+	/* The errors and warnings shown, by location and format string (one
+	 * call site): a repeated block or loop body reports each problem once
+	 * at its source line, not once per instance. A repeat is counted in
+	 * nerrors but not shown. */
+	Loc shown[64];
+	const char *shown_fmt[64];
+	int nshown;
+	int nerrors_shown;  /* errors printed: max_errors counts these */
+	bool muted;         /* the last error or warning was a repeat: so are its notes */
 } Diag;
 
 void diag_init(Diag *d, FILE *out);
@@ -53,4 +62,6 @@ SourceFile *source_from_string(const char *name, const char *text);
 void source_free(SourceFile *f);
 
 static inline Loc loc_none(void) { return (Loc){0}; }
+/* "s" unless n is 1: "%d device%s", n, plural_s(n) -- never "1 devices" */
+static inline const char *plural_s(long long n) { return n == 1 ? "" : "s"; }
 #endif

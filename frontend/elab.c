@@ -1035,20 +1035,29 @@ static const CfgValue *annot_arg(Elab *E, Frame *f, const Annotation *an, int i)
 	return elab_cfg(E->P, f, an->args->v[i].val);
 }
 
+/* .shard(in_strategy, out_strategy), positional or by keyword, as
+ * MindSpore's Primitive.shard takes them. */
 static bool an_shard(Elab *E, Frame *f, const Annotation *an, Annot *ann, unsigned *mask, int nin)
 {
-	if (!annot_arity(E, an, 0, 1, true))
+	if (!annot_arity(E, an, 0, 2, true))
 		return false;
-	bool ok = true;
-	for (int i = 0; i < an->args->n; i++) {
+	bool ok = true, given[2] = {false, false};
+	for (int i = 0, pos = 0; i < an->args->n; i++) {
 		const Arg *a = &an->args->v[i];
-		bool out = a->name && strcmp(a->name, "out_strategy") == 0;
+		bool out = a->name ? strcmp(a->name, "out_strategy") == 0 : pos++ == 1;
 		if (a->name && !out && strcmp(a->name, "in_strategy") != 0) {
 			diag_error(E->d, a->name_loc, ".shard has no keyword argument '%s' (valid: in_strategy, out_strategy)",
 			           a->name);
 			ok = false;
 			continue;
 		}
+		if (given[out]) {
+			diag_error(E->d, a->name ? a->name_loc : a->val->loc, ".shard: %s given twice",
+			           out ? "out_strategy" : "in_strategy");
+			ok = false;
+			continue;
+		}
+		given[out] = true;
 		Strategy *s = out ? &ann->out_strategy : &ann->in_strategy;
 		if (!strategy(E, f, a->val, an->loc, out ? "out_strategy" : "shard", s)) {
 			ok = false;
@@ -1673,12 +1682,34 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 	return true;
 }
 
+/* `layerwise_group = tp`: a declared group whose parts each hold the
+ * pieces of a layerwise_parallel parameter (passes/sharding.c checks it
+ * against the devices). */
+static bool layerwise_group(Elab *E, Frame *f, const Arg *a, Value *v)
+{
+	const CfgValue *c = elab_cfg(E->P, f, a->val);
+	const char *w = c ? want_word(E, c, "layerwise_group") : NULL;
+	if (!w)
+		return false;
+	Binding *b = lookup(f, w);
+	if (!b || b->kind != B_GROUP) {
+		diag_error(E->d, c->loc, "layerwise_group: '%s' is not a declared group (declare it before the parameter)",
+		           w);
+		return false;
+	}
+	v->param.layerwise_group = b->grp;
+	v->param.layerwise_group_loc = c->loc;
+	return true;
+}
+
 /* `[layerwise_parallel, requires_grad = false, parallel_optimizer = false, ps]`;
- * `layerwise_parallel = k` also says the pieces are blocks along dim k;
- * `ps` is MindSpore's Parameter.set_param_ps() (passes/ps.c). */
+ * `layerwise_parallel = k` also says the pieces are blocks along dim k,
+ * `layerwise_group = NAME` in which ranks; `ps` is MindSpore's
+ * Parameter.set_param_ps() (passes/ps.c). */
 static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 {
-	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer", "ps"};
+	static const char *const names[] = {"layerwise_parallel", "requires_grad", "parallel_optimizer", "ps",
+	                                    "layerwise_group"};
 	enum { NNAMES = sizeof names / sizeof names[0] };
 	bool ok = true;
 	for (int i = 0; l && i < l->n; i++) {
@@ -1686,6 +1717,10 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 		const char *name = a->name;
 		Loc at = a->name_loc;
 		bool val = true;
+		if (name && !strcmp(name, names[4])) {
+			ok &= layerwise_group(E, f, a, v);
+			continue;
+		}
 		if (!name) {
 			if (a->val->kind != E_IDENT) {
 				diag_error(E->d, a->val->loc, "expected a parameter flag (%s)", join(E, names, NNAMES));
@@ -1719,11 +1754,19 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 			v->param.parallel_optimizer = val;
 		else if (!strcmp(name, names[3]))
 			v->param.ps = val;
-		else {
+		else if (!strcmp(name, names[4])) {
+			diag_error(E->d, at, "layerwise_group needs a group: layerwise_group = NAME");
+			ok = false;
+		} else {
 			diag_error(E->d, at, "unknown parameter flag '%s'%s (valid: %s)", name,
 			           did_you_mean(E, name, names, NNAMES), join(E, names, NNAMES));
 			ok = false;
 		}
+	}
+	if (v->param.layerwise_group && !v->param.layerwise_parallel) {
+		diag_error(E->d, v->param.layerwise_group_loc,
+		           "layerwise_group applies to a layerwise_parallel parameter; add layerwise_parallel = k");
+		ok = false;
 	}
 	return ok;
 }

@@ -855,6 +855,15 @@ static void check_mode_support(const ParallelConfig *pc, Diag *d)
 		diag_warning(d, pc->set_loc[PK_loss_repeated_mean],
 		             "loss_repeated_mean has no effect in %s (it applies to hybrid_parallel); it is ignored",
 		             parallel_mode_name(pc->parallel_mode));
+	if (was_set(pc, PK_parallel_optimizer_config) && !pc->enable_parallel_optimizer)
+		diag_warning(d, pc->set_loc[PK_parallel_optimizer_config],
+		             "parallel_optimizer_config has no effect without enable_parallel_optimizer = true; it is "
+		             "ignored");
+	/* only auto_parallel searches; the other modes take the strategies given */
+	for (ParallelKey k = PK_search_mode; k <= PK_auto_parallel_search_mode; k++)
+		if (was_set(pc, k) && pc->parallel_mode != PM_AUTO_PARALLEL)
+			diag_warning(d, pc->set_loc[k], "%s has no effect in %s (only auto_parallel searches for strategies); "
+			             "it is ignored", parallel_keys[k].name, parallel_mode_name(pc->parallel_mode));
 }
 
 /* all_reduce_fusion_config is the older spelling of comm_fusion's
@@ -1063,6 +1072,7 @@ static bool set_batch_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
 
 static bool set_micro_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
 {
+	tc->micro_size_loc = v->loc;
 	return get_int(cx, "micro_size", v, 1, INT64_MAX, &tc->micro_size);
 }
 

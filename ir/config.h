@@ -153,6 +153,7 @@ typedef struct TrainConfig {
 	int64_t batch_size;     /* 0: the inputs' first dimension */
 	int64_t steps;          /* default 100 */
 	int64_t micro_size;     /* PipelineCell micro_size, default 1 */
+	Loc micro_size_loc;     /* where micro_size was given (the file or a -D); none by default */
 	const char *loss;       /* name of the loss value */
 	Loc loss_loc;
 	/* loss scaling, as MindSpore's LossScaleManager: the loss gradient is

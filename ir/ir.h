@@ -114,6 +114,7 @@ typedef struct Annot {
 	Loc manual_split_loc;
 	bool target_cpu;               /* target = cpu: placed on the host (heterogeneous) */
 	bool searched;                 /* in_strategy was chosen by the auto_parallel search (passes/search.c) or loaded from a strategy checkpoint, not written */
+	bool loaded;                   /* ... loaded from a strategy checkpoint (searched is set too) */
 } Annot;
 
 typedef enum ValueKind {
@@ -147,6 +148,10 @@ typedef struct Value {
 			double a, b;         /* constant: a; normal: mean a, std b; uniform: [a, b) */
 			bool layerwise_parallel; /* hybrid: a per-device piece, no gradient aggregation */
 			int layerwise_dim;       /* the pieces are blocks of the full tensor along this dim, in rank order */
+			const struct CommGroup *layerwise_group; /* hybrid: the pieces are laid out in each part of
+			                                          * this group (rank order within the part), the parts
+			                                          * replicas; NULL: one piece per device */
+			Loc layerwise_group_loc; /* where layerwise_group was written */
 			bool requires_grad;      /* false: frozen */
 			bool parallel_optimizer; /* false: opts out of optimizer sharding */
 			struct Layout *model_layout; /* optimizer parallel stores it as a shard (layout): the

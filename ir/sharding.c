@@ -22,11 +22,13 @@ typedef struct Rule {
 	const Strategy *s;
 	ShardResult *r;
 	Grid g;
+	bool reported; /* fail() has run: the rule said why itself */
 } Rule;
 
 static bool fail(Rule *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(Rule *R, const char *fmt, ...)
 {
+	R->reported = true;
 	if (!R->cx->diag)
 		return false;
 	char msg[512];
@@ -45,8 +47,8 @@ static bool fail(Rule *R, const char *fmt, ...)
 static const char *devices_str(const Rule *R, char *buf, size_t len)
 {
 	if (R->cx->nstages > 1)
-		snprintf(buf, len, "the devices of its stage (stage %d has %" PRId64 " devices)",
-		         R->n->chunk % R->cx->nstages, R->cx->device_num);
+		snprintf(buf, len, "the devices of its stage (stage %d has %" PRId64 " device%s)",
+		         R->n->chunk % R->cx->nstages, R->cx->device_num, plural_s(R->cx->device_num));
 	else
 		snprintf(buf, len, "device_num = %" PRId64, R->cx->device_num);
 	return buf;
@@ -91,8 +93,8 @@ static bool need_whole(Rule *R, int input, int dim, const char *why)
 {
 	if (split(R, input, dim) == 1)
 		return true;
-	return fail(R, "dimension %d of input %d ('%s') %s, but the strategy splits it %" PRId64 " ways", dim,
-	            input, R->n->in[input]->name, why, split(R, input, dim));
+	return fail(R, "dimension %d of input %d ('%s') %s, but the strategy splits it %" PRId64 " way%s", dim,
+	            input, R->n->in[input]->name, why, split(R, input, dim), plural_s(split(R, input, dim)));
 }
 
 /* ---- elementwise family --------------------------------------------------------- */
@@ -119,7 +121,7 @@ static bool rule_broadcast(Rule *R, int ninputs, const Shape *y)
 			if (sp[i] != 1 && s != sp[i])
 				return fail(R, "the inputs split output dimension %d differently (%" PRId64 " and %" PRId64
 				               " ways); broadcast operands must be split alike",
-				            i, sp[i], s);
+				            i, sp[i], s); /* two counts, never both 1 */
 			sp[i] = s;
 		}
 	}
@@ -230,16 +232,18 @@ static bool rule_matmul_like(Rule *R)
 	int am = ta ? ra - 1 : ra - 2, ak = ta ? ra - 2 : ra - 1;
 	int bk = tb ? rb - 1 : rb - 2, bn = tb ? rb - 2 : rb - 1;
 	if (split(R, 0, ak) != split(R, 1, bk))
-		return fail(R, "the reduction dimension is split %" PRId64 " ways in '%s' (dimension %d) but %" PRId64
-		               " ways in '%s' (dimension %d); they must match",
-		            split(R, 0, ak), n->in[0]->name, ak, split(R, 1, bk), n->in[1]->name, bk);
+		return fail(R, "the reduction dimension is split %" PRId64 " way%s in '%s' (dimension %d) but %" PRId64
+		               " way%s in '%s' (dimension %d); they must match",
+		            split(R, 0, ak), plural_s(split(R, 0, ak)), n->in[0]->name, ak, split(R, 1, bk),
+		            plural_s(split(R, 1, bk)), n->in[1]->name, bk);
 	int bax[MAX_RANK];
 	for (int i = 0; i < ry - 2; i++) {
 		int64_t s = split(R, 0, i);
 		int jb = i - (ry - rb);
 		if (jb >= 0 && split(R, 1, jb) != s)
-			return fail(R, "batch dimension %d is split %" PRId64 " ways in '%s' but %" PRId64 " ways in '%s'",
-			            i, s, n->in[0]->name, split(R, 1, jb), n->in[1]->name);
+			return fail(R, "batch dimension %d is split %" PRId64 " way%s in '%s' but %" PRId64 " way%s in '%s'",
+			            i, s, plural_s(s), n->in[0]->name, split(R, 1, jb), plural_s(split(R, 1, jb)),
+			            n->in[1]->name);
 		bax[i] = axis_for(R, s);
 	}
 	if (rb < ry)
@@ -346,8 +350,8 @@ static bool rule_bn(Rule *R, int xin, int ntensor)
 				return false;
 	for (int j = xin + ntensor; j < R->n->nin; j++)
 		if (split(R, j, 0) != split(R, xin, 1))
-			return fail(R, "'%s' must be split like the channel dimension of '%s' (%" PRId64 " ways), not %" PRId64,
-			            R->n->in[j]->name, x->name, split(R, xin, 1), split(R, j, 0));
+			return fail(R, "'%s' must be split like the channel dimension of '%s' (%" PRId64 " way%s), not %" PRId64,
+			            R->n->in[j]->name, x->name, split(R, xin, 1), plural_s(split(R, xin, 1)), split(R, j, 0));
 	int nax = axis_for(R, split(R, xin, 0));
 	int cax = axis_for(R, split(R, xin, 1));
 	int mx[MAX_RANK], mc[MAX_RANK];
@@ -601,8 +605,8 @@ static bool check_manual_split(Rule *R)
 		return fail(R, "manual_split needs the table's rows split (its strategy splits dimension 0 of '%s' 1 way)",
 		            R->n->in[0]->name);
 	if (a->nmanual_split != parts)
-		return fail(R, "manual_split gives %d parts but the strategy splits the rows of '%s' %" PRId64 " ways",
-		            a->nmanual_split, R->n->in[0]->name, parts);
+		return fail(R, "manual_split gives %d part%s but the strategy splits the rows of '%s' %" PRId64 " way%s",
+		            a->nmanual_split, plural_s(a->nmanual_split), R->n->in[0]->name, parts, plural_s(parts));
 	for (int i = 0; i < a->nmanual_split; i++) {
 		if (a->manual_split[i] <= 0)
 			return fail(R, "manual_split: part %d has %" PRId64 " rows; every part needs at least one", i,
@@ -678,8 +682,9 @@ static bool rule_sce(Rule *R, int lg)
 	for (int d = 0; d < c; d++)
 		if (split(R, lg + 1, d) != split(R, lg, d))
 			return fail(R, "the labels must be split like the logits' rows: dimension %d is split %" PRId64
-			               " ways in '%s' but %" PRId64 " ways in '%s'",
-			            d, split(R, lg, d), logits->name, split(R, lg + 1, d), R->n->in[lg + 1]->name);
+			               " way%s in '%s' but %" PRId64 " way%s in '%s'",
+			            d, split(R, lg, d), plural_s(split(R, lg, d)), logits->name, split(R, lg + 1, d),
+			            plural_s(split(R, lg + 1, d)), R->n->in[lg + 1]->name);
 	for (int d = 0; parts && d < c; d++)
 		if (split(R, lg + 2, d) != split(R, lg, d))
 			return fail(R, "the per-shard logsumexps must be split like the logits' rows");
@@ -710,7 +715,8 @@ static bool shard_ROW_LSE(Rule *R)
 	const Shape *x = &R->n->in[0]->shape, *y = &R->n->out->shape;
 	int c = x->rank - 1;
 	if (split(R, 0, c) != y->d[c])
-		return fail(R, "the class dimension must be split %" PRId64 " ways, one logsumexp per shard", y->d[c]);
+		return fail(R, "the class dimension must be split %" PRId64 " way%s, one logsumexp per shard", y->d[c],
+		            plural_s(y->d[c]));
 	int m[MAX_RANK];
 	all_whole(m);
 	for (int d = 0; d <= c; d++)
@@ -838,7 +844,7 @@ static bool check_common(Rule *R)
 		if (used > devices)
 			devices = used;
 		if (R->cx->device_num % used != 0)
-			return fail(R, "input %d uses %" PRId64 " devices, which does not divide %s", j, used,
+			return fail(R, "input %d uses %" PRId64 " device%s, which does not divide %s", j, used, plural_s(used),
 			            devices_str(R, (char[96]){0}, 96));
 	}
 	return true;
@@ -850,14 +856,24 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 	Rule R = {.cx = cx, .n = n, .s = s, .r = r};
 	if (n->nin > SHARD_MAX_INPUTS)
 		return fail(&R, "too many inputs to shard");
-	if (!check_common(&R) || !rules[n->op](&R))
+	if (!check_common(&R))
 		return false;
+	bool ok = rules[n->op](&R);
+	if (R.reported)
+		return false;
+	/* Checked here for every operator, whether its rule succeeded or not:
+	 * a grid larger than the devices makes layout_make refuse the layouts,
+	 * and a rule that stopped on that must not fail without a word (the
+	 * sharding pass would then lay the operator out whole, ignoring the
+	 * user's strategy). */
 	int64_t used = 1;
 	for (int k = 0; k < R.g.n; k++)
 		used *= R.g.d[k];
 	if (cx->device_num % used != 0)
-		return fail(&R, "the operator needs %" PRId64 " devices, which does not divide %s", used,
+		return fail(&R, "the operator needs %" PRId64 " device%s, which does not divide %s", used, plural_s(used),
 		            devices_str(&R, (char[96]){0}, 96));
+	if (!ok)
+		return fail(&R, "its layouts cannot be made on %s", devices_str(&R, (char[96]){0}, 96));
 	for (int j = 0; j < n->nin; j++)
 		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
 			return fail(&R, "input %d cannot be laid out on %s", j, devices_str(&R, (char[96]){0}, 96));

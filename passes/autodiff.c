@@ -347,14 +347,19 @@ static void grad_ALL_TO_ALL(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, n->in[0], un(ad, OP_ALL_TO_ALL, dy, &a, n->in[0]->shape));
 }
 
+static void report_no_grad(Compilation *c, const Node *n, const Value *x)
+{
+	diag_error(&c->diag, n->loc,
+	           "%s has no gradient, but '%s' depends on a trainable parameter and reaches the loss through it",
+	           op_info[n->op].name, x->name);
+}
+
 static void no_grad(AD *ad, const Node *n, Value *dy)
 {
 	(void)dy;
 	for (int i = 0; i < n->nin; i++)
 		if (wants(ad, n, i)) {
-			diag_error(&ad->c->diag, n->loc,
-			           "%s has no gradient, but '%s' depends on a trainable parameter and reaches the loss through it",
-			           op_info[n->op].name, n->in[i]->name);
+			report_no_grad(ad->c, n, n->in[i]);
 			return;
 		}
 }
@@ -391,6 +396,38 @@ static void mark_needs(AD *ad)
 		for (int j = 0; j < n->nin && n->out; j++)
 			ad->needs[n->out->id] |= ad->needs[n->in[j]->id];
 	}
+}
+
+/* `netc check` runs no autodiff, yet a model that differentiation will
+ * reject must fail there too: the user-callable operators without a
+ * gradient (the NO_GRAD rules above that the forward graph can hold) must
+ * not carry a trainable value to the loss. The same walk as
+ * pass_autodiff's, without building the gradients: reach[v] is true where
+ * a gradient would arrive. */
+bool autodiff_check(Compilation *c)
+{
+	Graph *g = c->g;
+	if (c->infer || !g->loss)
+		return true;
+	AD ad = {.c = c, .g = g, .needs = ARENA_NEWN(g->arena, bool, g->nvalues)};
+	mark_needs(&ad);
+	bool *reach = ARENA_NEWN(g->arena, bool, g->nvalues);
+	reach[g->loss->id] = true;
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		const Node *n = g->nodes[i];
+		if (!n->out || n->phase != PH_FORWARD || !reach[n->out->id])
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			if (!wants(&ad, n, j))
+				continue;
+			if (n->op == OP_BROADCAST) { /* the one such operator */
+				report_no_grad(c, n, n->in[j]);
+				break;
+			}
+			reach[n->in[j]->id] = true;
+		}
+	}
+	return c->diag.nerrors == 0;
 }
 
 bool pass_autodiff(Compilation *c)

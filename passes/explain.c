@@ -164,9 +164,11 @@ static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *ou
 
 static const char *origin(const Node *n)
 {
-	if (n->ann.in_strategy.n == 0)
+	/* a node netc inserted (row_logsumexp) takes its strategy from its
+	 * user-written neighbour */
+	if (n->ann.in_strategy.n == 0 || !(op_info[n->op].flags & OPF_USER))
 		return "followed";
-	return n->ann.searched ? "searched" : "user";
+	return n->ann.loaded ? "loaded" : n->ann.searched ? "searched" : "user";
 }
 
 static bool strategy_eq(const Strategy *a, const Strategy *b)

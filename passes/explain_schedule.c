@@ -5,15 +5,31 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cost.h"
 #include "explain.h"
 #include "memplan.h"
 #include "schedule.h"
 
+/* The drawing is SVG, written by hand (no GraphViz layout to convert):
+ * a name for another format would get SVG under a false extension. */
+static bool svg_name(Compilation *c, const char *path)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const char *ext = strrchr(base, '.');
+	if (!ext || strcasecmp(ext, ".svg") == 0)
+		return true;
+	diag_error(&c->diag, loc_none(), "explain --schedule -o draws SVG only, but '%s' names a '%s' file; "
+	           "use a .svg name (rsvg-convert turns it into a PNG)", path, ext);
+	return false;
+}
+
 bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 {
 	Graph *g = c->g;
+	if (svg && !svg_name(c, svg))
+		return false;
 	int P = g->nstages;
 	const Schedule *s = schedule_build(&c->arena, P, g->nchunks, g->nmicro, g->par.pipeline_scheduler, !c->infer);
 	double *flops = ARENA_NEWN(&c->arena, double, P);
@@ -33,9 +49,9 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(c, v);
 	}
 	const char *sched = g->nchunks > P ? "interleaved 1f1b" : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
-	fprintf(out, "pipeline: %d stage%s x %" PRId64 " devices, %s, %d micro-step%s per step, %d chunk%s\n", P,
-	        P == 1 ? "" : "s", g->par.device_num / P, sched, g->nmicro, g->nmicro == 1 ? "" : "s", g->nchunks,
-	        g->nchunks == 1 ? "" : "s");
+	fprintf(out, "pipeline: %d stage%s x %" PRId64 " device%s, %s, %d micro-step%s per step, %d chunk%s\n", P,
+	        plural_s(P), g->par.device_num / P, plural_s(g->par.device_num / P), sched, g->nmicro,
+	        plural_s(g->nmicro), g->nchunks, plural_s(g->nchunks));
 	fprintf(out, "%-6s %6s %14s %14s %14s %6s\n", "stage", "nodes", "flops/step", "param bytes", "state bytes",
 	        "slots");
 	for (int st = 0; st < P; st++)

@@ -42,6 +42,12 @@ typedef struct Compilation {
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
 	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
 	int nattn, capattn;
+	/* search_mode = dynamic_programming under memory_limit (main.c): the
+	 * compiled plan's bytes per byte of the search's estimate, learnt from
+	 * an earlier compilation that went over (0: 1), and the estimate of
+	 * the plan chosen (0: no search ran) */
+	double search_mem_factor;
+	double search_mem;
 } Compilation;
 
 /* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */
@@ -74,6 +80,9 @@ bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
 bool pass_fuse_attention(Compilation *c);
 bool pass_autodiff(Compilation *c);
+/* What pass_autodiff would reject, for `netc check`: an operator without a
+ * gradient between a trainable parameter and the loss (reported). */
+bool autodiff_check(Compilation *c);
 bool pass_recompute(Compilation *c);
 bool pass_optimizer(Compilation *c);
 bool pass_optimizer_storage(Compilation *c);

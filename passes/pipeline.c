@@ -133,5 +133,5 @@ bool pass_shapes(Compilation *c)
 	if (!infer_shapes(c->g, &c->diag))
 		return false;
 	warn_unread_inputs(c);
-	return true;
+	return autodiff_check(c);
 }

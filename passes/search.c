@@ -446,6 +446,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
 	s->exact = true;
+	s->mem_factor = 1;
 	s->nvertex_of = g->next_node_id;
 	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
 	for (int i = 0; i < s->nvertex_of; i++)
@@ -778,6 +779,8 @@ bool search_run(Compilation *c)
 	if (!s)
 		return false;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
+	if (c->search_mem_factor > 1)
+		s->mem_factor = c->search_mem_factor;
 	bool ok;
 	switch (g->par.search_mode) {
 	case SM_SHARDING_PROPAGATION: ok = search_propagate(s, choice); break;
@@ -789,6 +792,7 @@ bool search_run(Compilation *c)
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING)
 		at_least_data_parallel(s, choice);
 	search_apply(s, choice);
+	c->search_mem = search_memory(s, choice);
 	if (c->verbose)
 		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",
 		        search_mode_name(g->par.search_mode), s->nv, search_total(s, choice), search_memory(s, choice),

@@ -84,6 +84,7 @@ typedef struct Search {
 	int *vertex_of;    /* node id -> vertex index or -1 */
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
+	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting

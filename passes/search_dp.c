@@ -377,11 +377,16 @@ static void dp_once(Search *s, double lambda, int *choice)
 	}
 }
 
+/* The memory a choice needs as the limit counts it: the search's own
+ * estimate, scaled to the compiled plan where an earlier compilation
+ * showed it counts more (main.c). */
+static double fitted_memory(Search *s, const int *choice) { return search_memory(s, choice) * s->mem_factor; }
+
 bool search_dp(Search *s, int *choice)
 {
 	dp_once(s, 0, choice);
 	double limit = s->m.memory_limit;
-	if (limit <= 0 || search_memory(s, choice) <= limit)
+	if (limit <= 0 || fitted_memory(s, choice) <= limit)
 		return true;
 	/* Lagrangian relaxation: price memory at lambda seconds per byte and
 	 * search for the least price that meets the limit. */
@@ -389,11 +394,17 @@ bool search_dp(Search *s, int *choice)
 	double lo = 0, hi = 1e-15;
 	for (int it = 0; it < 80; it++, hi *= 4) {
 		dp_once(s, hi, trial);
-		if (search_memory(s, trial) <= limit)
+		if (fitted_memory(s, trial) <= limit)
 			break;
 	}
-	if (search_memory(s, trial) > limit) {
-		if (s->diag)
+	if (fitted_memory(s, trial) > limit) {
+		if (s->diag && s->mem_factor > 1)
+			diag_error(s->diag, loc_none(),
+			           "no strategy fits memory_limit = %.3g bytes per device: the least memory found needs %.3g as "
+			           "compiled (the search's estimate %.3g, times %.3g: what an earlier plan compiled to per byte "
+			           "estimated: workspace peaks, communication buffers, inputs)",
+			           limit, fitted_memory(s, trial), search_memory(s, trial), s->mem_factor);
+		else if (s->diag)
 			diag_error(s->diag, loc_none(),
 			           "no strategy fits memory_limit = %.3g bytes per device: the least memory found needs %.3g",
 			           limit, search_memory(s, trial));
@@ -403,7 +414,7 @@ bool search_dp(Search *s, int *choice)
 	for (int it = 0; it < 40; it++) {
 		double mid = (lo + hi) / 2;
 		dp_once(s, mid, trial);
-		if (search_memory(s, trial) <= limit) {
+		if (fitted_memory(s, trial) <= limit) {
 			hi = mid;
 			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
 		} else {

@@ -64,8 +64,8 @@ static Layout *whole(Sharder *S, const Value *v)
 static const char *stage_devices(const Sharder *S, char *buf, size_t len)
 {
 	if (S->g->nstages > 1)
-		snprintf(buf, len, "the %lld devices of a stage (device_num = %lld over pipeline_stages = %d)",
-		         (long long)S->cx.device_num, (long long)S->g->par.device_num, S->g->nstages);
+		snprintf(buf, len, "the %lld device%s of a stage (device_num = %lld over pipeline_stages = %d)",
+		         (long long)S->cx.device_num, plural_s(S->cx.device_num), (long long)S->g->par.device_num, S->g->nstages);
 	else
 		snprintf(buf, len, "device_num = %lld", (long long)S->cx.device_num);
 	return buf;
@@ -416,7 +416,13 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 		             parallel_mode_name(S->mode));
 		S->warned_ignored = true;
 	}
-	if (user && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
+	/* a node netc inserted (a cast before a narrow value's reader) carries
+	 * its reader's strategy as a preference: if it does not fit, the
+	 * reader's own check says so, under the name the user wrote */
+	if (user && !(op_info[n->op].flags & OPF_USER) && !per_device_mode(S->mode) && n->phase == PH_FORWARD &&
+	    try_strategy(S, n, n->ann.in_strategy, r))
+		return true;
+	if (user && (op_info[n->op].flags & OPF_USER) && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
 		ShardCtx loud = S->cx;
 		loud.diag = &S->c->diag;
 		n->strategy = n->ann.in_strategy;
@@ -450,16 +456,85 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	return shard_node(&loud, n, &s, r);
 }
 
-/* hybrid_parallel: parameters marked layerwise_parallel are each device's
- * own piece; their gradients are used as computed, never aggregated. */
+/* data_parallel and hybrid_parallel: parameters marked layerwise_parallel
+ * are each device's own (a piece, in hybrid); their gradients are used as
+ * computed, never aggregated, averaged or fused into a bucket (MindSpore:
+ * "when layerwise_parallel is true in data/hybrid parallel mode, broadcast
+ * and gradients communication would not be applied to parameters"). */
 static bool keep_local_grad(const Sharder *S, const Node *n, int i)
 {
 	/* the equivalence tests plant this bug to prove they can fail */
 	if (S->c->fault && strcmp(S->c->fault, "skip-grad-reduce") == 0 && (op_info[n->op].flags & OPF_UPDATE) &&
 	    i == 1)
 		return true;
-	return S->mode == PM_HYBRID_PARALLEL && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
+	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
 	       n->in[0]->param.layerwise_parallel;
+}
+
+/* hybrid_parallel: how the parts of a layerwise_group lie on the ranks --
+ * consecutive ((0, 1), (2, 3): rank = part * size + place), strided
+ * ((0, 2), (1, 3): rank = place * parts + part) -- or neither (-1). */
+enum { LG_CONSECUTIVE, LG_STRIDED };
+static int layerwise_group_form(const CommGroup *grp)
+{
+	bool cons = true, strided = true;
+	for (int i = 0; i < grp->nparts; i++)
+		for (int j = 0; j < grp->part_size; j++) {
+			int r = grp->ranks[i * grp->part_size + j];
+			cons &= r == i * grp->part_size + j;
+			strided &= r == j * grp->nparts + i;
+		}
+	return cons ? LG_CONSECUTIVE : strided ? LG_STRIDED : -1;
+}
+
+/* The ranks holding copies of a piece: one per part of its layerwise_group
+ * (1: the piece is the device's own). */
+static int layerwise_copies(const Sharder *S, const Value *p)
+{
+	const CommGroup *grp = p->param.layerwise_group;
+	return S->mode == PM_HYBRID_PARALLEL && p->param.layerwise_parallel && grp ? grp->nparts : 1;
+}
+
+/* A copied piece's gradient as partial sums over its copies (the ranks at
+ * the same place in every part): laying it out like the parameter then
+ * sums it there (AllReduce over those ranks), as a replicated parameter's
+ * gradient is summed over all devices. */
+static Layout *sum_over_copies(Sharder *S, const Value *p, const Value *grad)
+{
+	const CommGroup *grp = p->param.layerwise_group;
+	bool cons = layerwise_group_form(grp) == LG_CONSECUTIVE;
+	int64_t dev[2] = {cons ? grp->nparts : grp->part_size, cons ? grp->part_size : grp->nparts};
+	int map[MAX_RANK];
+	for (int d = 0; d < MAX_RANK; d++)
+		map[d] = -1;
+	return layout_make(S->cx.arena, &grad->shape, 2, dev, map, cons ? 1u : 2u, S->cx.device_num);
+}
+
+/* layerwise_group: where it has an effect (hybrid_parallel, one stage),
+ * every rank in exactly one part, parts consecutive or strided ranks. */
+static void check_layerwise_groups(Sharder *S)
+{
+	for (int i = 0; i < S->g->nparams; i++) {
+		const Value *p = S->g->params[i];
+		const CommGroup *grp = p->param.layerwise_group;
+		if (!grp)
+			continue;
+		Loc at = p->param.layerwise_group_loc;
+		if (S->mode != PM_HYBRID_PARALLEL) {
+			diag_warning(&S->c->diag, at, "layerwise_group has no effect in %s mode (it places the pieces of "
+			             "hybrid_parallel)", parallel_mode_name(S->mode));
+			continue;
+		}
+		if (S->g->nstages > 1)
+			diag_error(&S->c->diag, at, "layerwise_group with pipeline stages is not supported");
+		else if ((int64_t)grp->nparts * grp->part_size != S->cx.device_num)
+			diag_error(&S->c->diag, at, "layerwise_group '%s' has %d ranks, but every one of the device_num = %" PRId64
+			           " ranks must hold a piece", grp->name, grp->nparts * grp->part_size, S->cx.device_num);
+		else if (layerwise_group_form(grp) < 0)
+			diag_error(&S->c->diag, at, "layerwise_group '%s': parts must be runs of consecutive ranks "
+			           "((0, 1), (2, 3)) or strided ((0, 2), (1, 3)); other placements are not supported",
+			           grp->name);
+	}
 }
 
 /* Whether v is partial sums already reduced (through casts and scales):
@@ -476,13 +551,24 @@ static bool already_summed(const Value *v)
  * gradient over all devices (MindSpore's gradient aggregation; with
  * loss_repeated_mean the loss's gradient was divided by the devices that
  * repeat it): a whole gradient is each device's contribution. A gradient
- * already partial over the split batch is summed by its layout anyway. */
+ * already partial over the split batch is summed by its layout anyway --
+ * except, in hybrid_parallel, over the devices that repeat a batch split
+ * fewer ways than there are devices (dataset_strategy ((2, 1), (2,)) on
+ * 4): their loss's gradient was divided by the repeats, so their
+ * contributions must be summed too (they were not: half the gradient). */
 static bool hybrid_contribution(const Sharder *S, const Node *n, int i, const Value *v)
 {
 	if (per_device_mode(S->mode) && already_summed(v))
 		return false;
-	return per_device_mode(S->mode) && (op_info[n->op].flags & OPF_UPDATE) && i == 1 &&
-	       !n->in[0]->param.layerwise_parallel && v->layout && !v->layout->partial;
+	if (!per_device_mode(S->mode) || !(op_info[n->op].flags & OPF_UPDATE) || i != 1 ||
+	    n->in[0]->param.layerwise_parallel || !v->layout)
+		return false;
+	if (!v->layout->partial)
+		return true;
+	for (int k = 0; S->mode == PM_HYBRID_PARALLEL && k < v->layout->ndev; k++)
+		if (v->layout->dev[k] > 1 && !(v->layout->partial & (1u << k)))
+			return true;
+	return false;
 }
 
 /* data_parallel (and hybrid_parallel, which computes per device as it
@@ -610,6 +696,11 @@ static Layout *optimizer_shard(Sharder *S, const Value *p)
 	int64_t group = l->dev[axis], want = pc->optimizer_weight_shard_size;
 	if (want > 0 && want < group && group % want == 0)
 		group = want;
+	else if (want > 0 && want < group) /* said once: every such parameter's warning has this location */
+		diag_warning(&S->c->diag, pc->set_loc[PK_parallel_optimizer_config],
+		             "optimizer_weight_shard_size = %" PRId64 " does not divide the %" PRId64 " devices that hold "
+		             "copies of '%s'; it is ignored, the optimizer state is sharded over all %" PRId64,
+		             want, group, p->name, group);
 	for (int d = 0; d < l->rank; d++) {
 		if (l->map[d] >= 0 || l->slice.d[d] % group != 0)
 			continue;
@@ -684,12 +775,17 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	return true;
 }
 
-/* Widening a value (f16 -> f32) is exact, so partial sums may be widened
- * as they are and reduced afterwards, in f32. */
-static bool widen_partial(Node *n)
+/* Widening a value (f16 -> f32) is exact, so a device's own partial sums
+ * (data_parallel, hybrid_parallel: never reduced in the forward or
+ * backward pass, reads_local) may be widened as they are. Elsewhere a
+ * narrow partial sum is one narrow_partial kept narrow so that it is
+ * reduced narrow: the widening reads it reduced, and the collective moves
+ * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
+ * values: the narrow precision without the narrow bandwidth). */
+static bool widen_partial(const Sharder *S, Node *n)
 {
 	const Value *x = n->in[0];
-	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
+	if (!per_device_mode(S->mode) || n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
@@ -770,9 +866,9 @@ static void apply_out_strategy(Sharder *S, Node *n)
 			           op, strategy_str(a, o), i, red, red);
 		else
 			diag_error(d, o->loc,
-			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " ways by the "
+			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " way%s by the "
 			           "in_strategy and must stay so%s",
-			           op, strategy_str(a, o), i, have,
+			           op, strategy_str(a, o), i, have, plural_s(have),
 			           l->partial ? "" : " (the reduction dimension is not split, so nothing can move)");
 		return;
 	}
@@ -814,7 +910,7 @@ static bool add_partials(const Sharder *S, Node *n)
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
-	if (widen_partial(n) || narrow_partial(S, n) || add_partials(S, n))
+	if (widen_partial(S, n) || narrow_partial(S, n) || add_partials(S, n))
 		return;
 	vocab_parallel_ce(S, n);
 	vocab_parallel_ce_grad(S, n);
@@ -860,6 +956,10 @@ static void lay_out_node(Sharder *S, Node *n)
 			*l = *v->layout;
 			l->partial = 0;
 			v->layout = l;
+			if (layerwise_copies(S, n->in[0]) > 1 && (l = sum_over_copies(S, n->in[0], v))) {
+				v->layout = l;
+				n->in[i] = convert(S, v, need, n);
+			}
 			continue;
 		}
 		if (!layout_equiv(v->layout, need))
@@ -892,7 +992,8 @@ static void average_gradients(Sharder *S)
 		return;
 	for (int i = 0; i < S->g->nnodes; i++) {
 		Node *n = S->g->nodes[i];
-		if (!(op_info[n->op].flags & OPF_UPDATE) || keep_local_grad(S, n, 1))
+		if (!(op_info[n->op].flags & OPF_UPDATE) ||
+		    (keep_local_grad(S, n, 1) && layerwise_copies(S, n->in[0]) == 1))
 			continue;
 		Node *s = graph_node_detached(S->g, OP_SCALE, &n->in[1], 1, n->loc);
 		s->attr.alpha = 1.0 / (double)dp;
@@ -971,6 +1072,7 @@ bool pass_sharding(Compilation *c)
 		if (g->values[i]->kind == VK_CONST)
 			g->values[i]->layout = whole(&S, g->values[i]);
 	scale_repeated_loss(&S);
+	check_layerwise_groups(&S);
 	for (S.pos = 0; S.pos < g->nnodes; S.pos++) {
 		Node *n = g->nodes[S.pos];
 		if (n->op == OP_REDISTRIBUTE)

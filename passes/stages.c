@@ -140,6 +140,38 @@ static void recomputed_stay_local(Graph *g)
 	}
 }
 
+/* Where micro_size came from: its value (in the train block or a -D),
+ * else the train block, else the key k. */
+static Loc micro_loc(const Compilation *c, ParallelKey k)
+{
+	const Graph *g = c->g;
+	if (g->train.micro_size_loc.file)
+		return g->train.micro_size_loc;
+	return g->train.loc.file ? g->train.loc : g->par.set_loc[k];
+}
+
+static bool given(const ParallelConfig *pc, ParallelKey k) { return pc->set_mask >> k & 1; }
+
+/* Settings that the pipeline makes moot: said where they were given. */
+static void warn_no_effect(Compilation *c)
+{
+	const Graph *g = c->g;
+	const ParallelConfig *pc = &g->par;
+	if (given(pc, PK_pipeline_result_broadcast) && pc->pipeline_result_broadcast && (!c->infer || g->nstages < 2))
+		diag_warning(&c->diag, pc->set_loc[PK_pipeline_result_broadcast],
+		             "pipeline_result_broadcast has no effect %s; it is ignored",
+		             !c->infer ? "in a training program (it sends a forward-only (--infer) pipeline's result "
+		                         "from the last stage to every rank)"
+		                       : "without pipeline stages (pipeline_stages = 1)");
+	/* pass_fusion fuses nothing across micro-steps or stages */
+	ParallelKey k = given(pc, PK_comm_fusion) ? PK_comm_fusion : PK_all_reduce_fusion_config;
+	if (given(pc, k) && pc->comm_fusion_openstate && (g->nstages > 1 || g->nmicro > 1))
+		diag_warning(&c->diag, pc->set_loc[k],
+		             "%s has no effect with %s: each collective runs alone; it is ignored",
+		             k == PK_comm_fusion ? "comm_fusion" : "all_reduce_fusion_config",
+		             g->nstages > 1 ? "pipeline stages" : "micro-steps (micro_size or grad_accumulation_step > 1)");
+}
+
 bool pass_stages(Compilation *c)
 {
 	Graph *g = c->g;
@@ -147,6 +179,7 @@ bool pass_stages(Compilation *c)
 	int nstages = (int)pc->pipeline_stages;
 	g->nstages = nstages;
 	g->nchunks = nstages * (pc->pipeline_interleave && nstages > 1 ? INTERLEAVE : 1);
+	warn_no_effect(c);
 	if (nstages == 1) {
 		propagate(g);
 		return true;
@@ -194,14 +227,14 @@ bool pass_stages(Compilation *c)
 	int64_t m = g->train.micro_size;
 	if (pc->pipeline_interleave) {
 		if (m % nstages != 0 || m < 2 * nstages) {
-			diag_error(&c->diag, g->train.loc.file ? g->train.loc : pc->set_loc[PK_pipeline_config],
+			diag_error(&c->diag, micro_loc(c, PK_pipeline_config),
 			           "pipeline_interleave needs micro_size to be a multiple of pipeline_stages and at least "
 			           "2 x pipeline_stages (%d), got micro_size = %" PRId64,
 			           2 * nstages, m);
 			return false;
 		}
 	} else if (m < nstages) {
-		diag_warning(&c->diag, g->train.loc.file ? g->train.loc : pc->set_loc[PK_pipeline_stages],
+		diag_warning(&c->diag, micro_loc(c, PK_pipeline_stages),
 		             "micro_size = %" PRId64 " is less than pipeline_stages = %d: most of each step is pipeline "
 		             "bubble; use micro_size >= %d",
 		             m, nstages, 2 * nstages);

@@ -220,7 +220,7 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			n->ann.out_strategy = o;
 		}
 		n->ann.in_strategy = s;
-		n->ann.searched = true;
+		n->ann.searched = n->ann.loaded = true;
 	}
 	for (int i = 0; i < k->nlayouts; i++) {
 		const CkLayout *l = &k->layouts[i];
@@ -234,8 +234,8 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 		for (int j = 0; j < l->ndev; j++)
 			prod *= l->dev[j];
 		if (prod != g->par.device_num) {
-			diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " devices, but device_num = %" PRId64, path,
-			           l->name, prod, g->par.device_num);
+			diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " device%s, but device_num = %" PRId64,
+			           path, l->name, prod, plural_s(prod), g->par.device_num);
 			ok = false;
 		} else if (l->rank != p->shape.rank) {
 			diag_error(d, p->loc, "%s: the layout of '%s' maps %d dimensions but it has rank %d", path, l->name,

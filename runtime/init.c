@@ -81,34 +81,49 @@ static const struct option long_opts[] = {
 
 void nrt_usage(FILE *f, const char *prog, const NrtProgramInfo *info)
 {
+	bool infer = info->infer;
+	if (infer)
+		fprintf(f,
+		        "usage: %s [options]\n"
+		        "Runs the model '%s' forward only (compiled by netc --infer for %d rank%s: mpirun -np %d %s):\n"
+		        "each step evaluates one batch; no parameter changes.\n"
+		        "\n"
+		        "options:\n"
+		        "  --steps N         batches to evaluate (default %lld)\n",
+		        prog, info->name, info->device_num, info->device_num == 1 ? "" : "s", info->device_num, prog,
+		        (long long)info->default_steps);
+	else
+		fprintf(f,
+		        "usage: %s [options]\n"
+		        "Trains the model '%s' (compiled by netc for %d rank%s: mpirun -np %d %s).\n"
+		        "\n"
+		        "options:\n"
+		        "  --steps N         training steps (default %lld)\n"
+		        "  --lr X            learning rate (default %g)\n",
+		        prog, info->name, info->device_num, info->device_num == 1 ? "" : "s", info->device_num, prog,
+		        (long long)info->default_steps, info->default_lr);
 	fprintf(f,
-	        "usage: %s [options]\n"
-	        "Trains the model '%s' (compiled by netc for %d ranks: mpirun -np %d %s).\n"
-	        "\n"
-	        "options:\n"
-	        "  --steps N         training steps (default %lld)\n"
-	        "  --lr X            learning rate (default %g)\n"
 	        "  --seed N          random seed for parameters and synthetic data (default 1234)\n"
-	        "  --data A.npy,...  one .npy file per model input, in this order:",
-	        prog, info->name, info->device_num, info->device_num, prog,
-	        (long long)info->default_steps, info->default_lr);
+	        "  --data A.npy,...  one .npy file per model input, in this order:");
 	for (int i = 0; i < info->ninputs; i++)
 		fprintf(f, "%s%s", i ? ", " : " ", info->input_names ? info->input_names[i] : "?");
 	fprintf(f,
 	        "\n"
 	        "                    (default: a deterministic synthetic dataset)\n"
-	        "  --save FILE       write the trained parameters (safetensors)\n"
+	        "  --save FILE       write the %s parameters (safetensors)\n"
 	        "  --init FILE       start from the parameters in FILE (safetensors)\n"
 	        "  --log FILE        write step,loss,seconds as CSV\n"
 	        "  --trace FILE      write a Chrome trace (JSON) per rank\n"
 	        "  --print-every K   print progress every K steps (default 10)\n"
 	        "  --quiet           print nothing but errors\n"
-	        "  --gradcheck       check gradients against finite differences\n"
+	        "%s"
 	        "  --comm-stats      print rank 0's collectives and bytes sent per step at the end\n"
 	        "  --watchdog S      abort the job when a collective or transfer waits S seconds\n"
 	        "                    (default $NETC_WATCHDOG, else %d; 0 turns it off)\n"
 	        "  --mem-stats       print every rank's peak memory per category (and planned) at the end\n"
-	        "  --help            show this help\n", NRT_WATCHDOG_DEFAULT);
+	        "  --help            show this help\n",
+	        infer ? "(unchanged)" : "trained",
+	        infer ? "" : "  --gradcheck       check gradients against finite differences\n", NRT_WATCHDOG_DEFAULT);
 }
 
 /* Strict integer parse: the whole string, in range, no sign for unsigned. */
@@ -416,6 +431,9 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 		}
 		finish(1);
 	}
+	if (info->infer && (opt->lr_set || opt->gradcheck) && nrt_rt.rank == 0)
+		fprintf(stderr, "%s: warning: %s has no effect: this program runs the model forward only "
+		        "(netc --infer)\n", prog, opt->lr_set ? "--lr" : "--gradcheck");
 	int want = info->device_num + info->ps_servers;
 	if (nrt_rt.size != want) {
 		if (nrt_rt.rank == 0 && info->ps_servers)

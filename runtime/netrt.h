@@ -55,6 +55,7 @@ typedef struct NrtProgramInfo {
 	int log_rank;           /* the rank that prints progress and writes --log (0; a pipeline's
 	                         * last stage when its result is not broadcast) */
 	int ps_servers;         /* parameter servers: ranks device_num.. after the workers (0: none) */
+	bool infer;             /* forward only (netc --infer): steps evaluate, nothing trains */
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad

@@ -101,8 +101,8 @@ void nrt_redist_alltoall_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, in
 	if (rank > NRT_MAX_RANK)
 		nrt_fatal("nrt_alltoall_dim: rank %d (at most %d)", rank, NRT_MAX_RANK);
 	around(rank, local, split_dim, &so, &si);
-	if (split_dim == concat_dim)
-		nrt_fatal("nrt_alltoall_dim: split and concat dimension are both %d", split_dim);
+	/* split_dim == concat_dim is a hand-written all_to_all's right too: the
+	 * shape stays, the pieces move */
 	int64_t dp = piece(local, split_dim, g, "nrt_alltoall_dim");
 	/* the pieces have local's dims with split_dim divided by g */
 	int64_t pdims[NRT_MAX_RANK];

@@ -87,6 +87,63 @@ for s in samples/*.net; do
 	expect "netc check $s" 0 '' -- "$NETC" check "$s"
 done
 
+# golden NAME WANT_RC ARGS...: `netc ARGS` exits WANT_RC and its stderr is
+# tests/golden/cli/NAME.err exactly (diff -u; to accept a new text, copy
+# $work/NAME.err over it)
+golden() {
+	local name=$1 want_rc=$2 rc
+	shift 2
+	timeout "$TMO" "$NETC" "$@" >/dev/null 2>"$work/$name.err"
+	rc=$?
+	if [ "$rc" -ne "$want_rc" ]; then
+		bad "golden $name: exit $rc, want $want_rc"
+		head -8 "$work/$name.err" | sed 's/^/     | /'
+	elif ! diff -u "tests/golden/cli/$name.err" "$work/$name.err" >"$work/diff" 2>&1; then
+		bad "golden $name: messages differ from tests/golden/cli/$name.err"
+		head -20 "$work/diff" | sed 's/^/     | /'
+	else
+		ok "golden $name"
+	fi
+}
+G=tests/golden/cli
+# issue 21.7: settings that change nothing warn where they were given
+golden no_effect_pipeline 0 dump $G/no_effect_pipeline.net --dump-after=sharding
+expect "warning: parallel_optimizer_config without enable_parallel_optimizer" 0 \
+	"^<-D>:1:27: warning: parallel_optimizer_config has no effect without enable_parallel_optimizer = true" -- \
+	"$NETC" check samples/mlp.net -D 'parallel_optimizer_config={parallel_optimizer_threshold=0}'
+# issue 21.9: the user's operator, not netc's casts; once per source line in
+# a repeated block; the -D value that set micro_size; singular counts
+golden f16_stage_strategy 1 check $G/f16_stage_strategy.net
+golden repeated_block 1 check $G/repeated_block.net
+golden interleave_micro_size 1 check tests/e2e/pipeline/deep.net \
+	-D 'pipeline_config={pipeline_interleave=true, pipeline_scheduler="1f1b"}' -D train.micro_size=2
+golden one_way 1 check $G/one_way.net
+golden one_device 1 check $G/one_way.net -D pipeline_stages=2
+# issue 21.10: broadcasting a trainable value fails at check; .shard's
+# positional out_strategy
+golden broadcast_param 1 check $G/broadcast_param.net
+golden shard_twice 1 check $G/shard_twice.net
+sed 's/shard(in_strategy = \(.*\), out_strategy = /shard(\1, /' tests/e2e/models/matmul_out_strategy.net >"$work/pos.net"
+if grep -q 'shard(((1, K), (K, 1)), ((K, 1),))' "$work/pos.net" &&
+	"$NETC" dump "$work/pos.net" --dump-after=parse 2>&1 | sed 1d >"$work/pos.dump" &&
+	"$NETC" dump tests/e2e/models/matmul_out_strategy.net --dump-after=parse 2>&1 | sed 1d >"$work/kw.dump" &&
+	grep -q 'out_strategy((4, 1))' "$work/pos.dump" && cmp -s "$work/pos.dump" "$work/kw.dump"; then
+	ok ".shard(in, out) by position is .shard(in_strategy = in, out_strategy = out)"
+else
+	bad ".shard(in, out) by position differs from the keyword form"
+	diff "$work/kw.dump" "$work/pos.dump" 2>&1 | head -5 | sed 's/^/     | /'
+fi
+# issue 21.10: explain labels the strategies a checkpoint gave "(loaded)"
+"$NETC" check samples/mlp.net -D parallel_mode=auto_parallel -D "strategy_ckpt_config={save_file=\"$work/s.json\"}" \
+	>/dev/null 2>&1
+expect "explain: a strategy from a checkpoint is (loaded)" 0 '^matmul-1 .*\(loaded\)$' -- \
+	"$NETC" explain samples/mlp.net -D parallel_mode=auto_parallel -D "strategy_ckpt_config={load_file=\"$work/s.json\"}"
+# issue 21.10: --schedule draws SVG only; another extension is refused
+expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o draws SVG only, but '$work/s\.png' names a '\.png' file" -- \
+	"$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.png"
+[ ! -e "$work/s.png" ] && ok "explain --schedule -o s.png writes nothing" || bad "explain --schedule -o s.png wrote $work/s.png"
+expect "explain --schedule -o s.svg" 0 '^bubble: ' -- "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg"
+
 # every golden diagnostic input: exit 1 and a GCC-style located error
 for f in tests/golden/diag/*.net; do
 	expect "netc check $f" 1 "^$(printf '%s' "$f" | sed 's/[.]/[.]/g'):[0-9]+:[0-9]+: error: " -- "$NETC" check "$f"
@@ -145,8 +202,85 @@ if timeout "$TMO" "$NETC" build samples/mlp.net -o "$work/mlp" >"$work/build.log
 	ok "netc build samples/mlp.net"
 	expect "built program --help" 0 '^usage: ' -- "$work/mlp" --help
 	expect "built program with an unknown option" 1 "unknown option" -- "$work/mlp" --bogus
+	expect "built program --help describes training" 0 "^Trains the model 'mlp'" -- "$work/mlp" --help
 else
 	bad "netc build samples/mlp.net"
+	head -5 "$work/build.log" | sed 's/^/     | /'
+fi
+
+# docs/launch.md's CPU runtime image (issue 21.12): the packages its
+# runtime stage installs, with their dependencies (no recommends, as
+# --no-install-recommends) and the base image's required packages,
+# provide every library a built program loads (ldd, owners by dpkg -S).
+# Resolved against this Debian's installed packages: no network, ~1 s.
+recipe_libs() { # PROGRAM DOC
+	local prog=$1 doc=$2
+	awk '/^FROM debian:bookworm$/ { on = 1; next }
+		on && /^#/ { next }
+		on && /rm -rf/ { exit }
+		on { for (i = 1; i <= NF; i++) if ($i ~ /^[a-z0-9][a-z0-9.+-]+$/ && $i !~ /^(apt-get|update|install|rm)$/) print $i }
+' "$doc" >"$work/recipe.pkgs"
+	dpkg-query -W -f='${Package}\t${Priority}\t${Essential}\t${Pre-Depends}, ${Depends}\n' >"$work/installed" 2>/dev/null
+	# the closure: required/essential packages and the recipe's, then
+	# every installed package any of them depends on (alternatives: those
+	# installed)
+	awk -F'\t' 'NR == FNR { want[$1] = 1; next }
+		{ dep[$1] = $4; have[$1] = 1; if ($2 == "required" || $3 == "yes") want[$1] = 1 }
+		END {
+			do {
+				grew = 0
+				for (p in want) if (!(p in done)) {
+					done[p] = 1
+					n = split(dep[p], d, /[,|]/)
+					for (i = 1; i <= n; i++) {
+						q = d[i]; sub(/\(.*/, "", q); gsub(/[ \t]/, "", q); sub(/:.*/, "", q)
+						if (q in have && !(q in want)) { want[q] = 1; grew = 1 }
+					}
+				}
+			} while (grew)
+			for (p in want) print p
+		}' "$work/recipe.pkgs" "$work/installed" | sort >"$work/closure"
+	# each loaded library's package, in one dpkg -S (it knows /usr/lib and
+	# /lib paths apart; merged /usr makes them one file)
+	ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' >"$work/libs"
+	while read -r lib; do
+		printf '%s\n%s\n/usr%s\n%s\n' "$lib" "$(readlink -f "$lib")" "$lib" "${lib#/usr}"
+	done <"$work/libs" | sort -u >"$work/paths"
+	xargs dpkg -S <"$work/paths" 2>/dev/null | sed 's/^\([^:,]*\)[^ ]* \(.*\)/\2 \1/' >"$work/owners"
+	while read -r lib; do
+		owner=$(awk -v a="$lib" -v b="$(readlink -f "$lib")" -v c="/usr$lib" -v d="${lib#/usr}" \
+			'$1 == a || $1 == b || $1 == c || $1 == d { print $2; exit }' "$work/owners")
+		if [ -z "$owner" ]; then
+			echo "$lib: no package"
+		elif ! grep -qx "$owner" "$work/closure"; then
+			echo "$lib: $owner"
+		fi
+	done <"$work/libs"
+}
+if ! command -v dpkg-query >/dev/null 2>&1 || [ ! -x "$work/mlp" ]; then
+	ok "docs/launch.md's runtime image: skipped, no dpkg or no program"
+else
+	recipe_libs "$work/mlp" docs/launch.md >"$work/recipe.out"
+	if [ -s "$work/recipe.out" ] || ! grep -qx libopenblas0 "$work/recipe.pkgs"; then
+		bad "docs/launch.md's runtime image ($(tr '\n' ' ' <"$work/recipe.pkgs")) lacks the package of a library the program loads"
+		head -5 "$work/recipe.out" | sed 's/^/     | /'
+	else
+		ok "docs/launch.md's runtime image provides all $(wc -l <"$work/libs") libraries a program loads"
+	fi
+fi
+
+# an --infer program's --help describes inference (issue 21.11), and --lr warns
+if timeout "$TMO" "$NETC" build samples/mlp.net --infer -o "$work/mlp_inf" >"$work/build.log" 2>&1; then
+	expect "--infer program --help describes inference" 0 "^Runs the model 'mlp' forward only" -- "$work/mlp_inf" --help
+	if "$work/mlp_inf" --help | grep -qE 'Trains|training|--lr|--gradcheck'; then
+		bad "--infer program --help mentions training"
+	else
+		ok "--infer program --help does not mention training"
+	fi
+	expect "--infer program warns that --lr has no effect" 0 "warning: --lr has no effect: this program runs the model forward only" -- \
+		tests/e2e/mpirun.sh -np 4 "$work/mlp_inf" --lr 0.5 --steps 1 --quiet
+else
+	bad "netc build samples/mlp.net --infer"
 	head -5 "$work/build.log" | sed 's/^/     | /'
 fi
 

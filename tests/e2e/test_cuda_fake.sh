@@ -94,6 +94,8 @@ case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net
 case_ transformer 8 NETC_COMM=host -- samples/transformer.net
 case_ wide_deep 4 NETC_COMM=host -- samples/wide_deep.net
 case_ mlp_hybrid 4 NETC_COMM=host -- samples/mlp_hybrid.net
+case_ alltoall_hybrid 4 NETC_COMM=host -- $M/alltoall_hybrid.net
+case_ hybrid_tp2_dp2 4 NETC_COMM=host -- $M/hybrid_tp2_dp2.net
 case_ opt_par 4 NETC_COMM=host -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 case_ pipeline 4 NETC_COMM=host -- $P/deep.net
@@ -135,8 +137,20 @@ nccl_case pipe4_interleaved 8 192 -- $P/deep.net -D device_num=8 -D pipeline_sta
 nccl_case pipe2_tied 4 32 -- $P/staged.net
 nccl_case transformer_nccl 8 0 -- samples/transformer.net
 nccl_case transformer_a2a 8 500 -- samples/transformer.net -D enable_alltoall=true
+# hand-written all_to_all with split_dim / concat_dim (issue 21.2); layerwise
+# pieces in the parts of a group, their copies summed (issue 21.8)
+nccl_case alltoall_hybrid_nccl 4 192 -- $M/alltoall_hybrid.net
+nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
+# f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the
+# forward partial sums are reduce-scattered in f16, 3 blocks of 64 x 256 / 4
+# elements of 2 bytes from rank 0, on both runtimes
+sed 's/f32\[/f16[/g' samples/mlp.net >"$work/m16.net"
+nccl_case mlp16_nccl 4 0 -- "$work/m16.net"
+rs=$(sed -n 's/^bytes sent per step: .*reduce_scatter \([0-9]*\),.*/\1/p' "$work/mlp16_nccl.g.run")
+[ "$rs" = $((3 * 64 * 256 / 4 * 2)) ] && ok "mlp16_nccl: the narrow reduce-scatter moves f16 bytes ($rs)" ||
+	bad "mlp16_nccl: reduce-scatter bytes '$rs', want $((3 * 64 * 256 / 4 * 2))"
 
 # round_trip NAME: a CPU checkpoint resumed by the CUDA runtime and the other way round
 round_trip() {

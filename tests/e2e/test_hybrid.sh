@@ -4,6 +4,7 @@
 # stand-alone and in semi_auto_parallel: losses rtol 1e-5, every parameter
 # and optimizer state (the pieces gathered into full tensors) rtol 1e-4 /
 # atol 1e-6. parameter_broadcast broadcasts replicated parameters only.
+# hybrid_tp2_dp2.net (pieces in the parts of a group) trains as mlp.net too.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -30,6 +31,14 @@ run semi 4 samples/mlp.net
 run hybrid 4 samples/mlp_hybrid.net
 cmp_ hybrid_vs_stand_alone ref hybrid
 cmp_ hybrid_vs_semi_auto semi hybrid
+# 2-way tensor x 2-way data parallel (layerwise_group, issue 21.8): pieces
+# held by the parts of a group, copies' gradients summed over the parts;
+# a batch split 2 ways on 4 devices, the whole batch, and consecutive parts
+TP2=tests/e2e/models/hybrid_tp2_dp2.net
+run tp2dp2 4 $TP2; cmp_ "2-way tensor x 2-way data parallel vs stand_alone" ref tp2dp2
+run tp2fb 4 $TP2 -D dataset_strategy=full_batch; cmp_ "2-way tensor x 2 copies, full_batch, vs stand_alone" ref tp2fb
+sed 's/^group tp = .*/group tp = ((0, 1), (2, 3))/' $TP2 >"$work/tp2c.net"
+run tp2c 4 "$work/tp2c.net" -D dataset_strategy=full_batch; cmp_ "consecutive tp parts ((0, 1), (2, 3)), full_batch, vs stand_alone" ref tp2c
 # parameter_broadcast: the replicated parameters (b2, w3, b3), not the pieces
 timeout 120 $NETC build samples/mlp_hybrid.net -D parameter_broadcast=true --emit-c "$work/src" -o "$work/pb" >/dev/null 2>&1
 got=$(grep -o 'nrt_broadcast(comm_world, NRT_REAL, 0, p_[a-z0-9_]*' "$work/src/mlp_hybrid.c" | sed 's/.*p_//' | tr '\n' ' ')

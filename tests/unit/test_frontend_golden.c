@@ -1,7 +1,9 @@
 /* Golden diagnostics: every tests/golden/diag/NAME.net must fail to parse
- * with exactly the text in NAME.err (what netc prints on stderr). On a
- * mismatch the actual text is written to build/golden/diag/NAME.err and
- * the failure shows `diff -u`; to accept a new case, copy it over. */
+ * with exactly the text in NAME.err (what netc prints on stderr), and
+ * every tests/golden/check/NAME.net must fail `netc check` (shapes and
+ * strategy validation) with exactly its NAME.err. On a mismatch the actual
+ * text is written to build/golden/DIR/NAME.err and the failure shows
+ * `diff -u`; to accept a new case, copy it over. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <limits.h>
@@ -11,9 +13,7 @@
 #include <sys/stat.h>
 
 #include "frontend/frontend.h"
-
-#define DIR_IN "tests/golden/diag"
-#define DIR_OUT "build/golden/diag"
+#include "passes/passes.h"
 
 static char *slurp(const char *path)
 {
@@ -36,11 +36,13 @@ static int cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The .net files of the directory, sorted. */
-static int list_cases(char ***out)
+/* The .net files of tests/golden/DIR, sorted. */
+static int list_cases(const char *sub, char ***out)
 {
-	DIR *dir = opendir(DIR_IN);
-	cr_assert(dir, "cannot open " DIR_IN " (run from the repository root)");
+	char path[256];
+	snprintf(path, sizeof path, "tests/golden/%s", sub);
+	DIR *dir = opendir(path);
+	cr_assert(dir, "cannot open %s (run from the repository root)", path);
 	char **v = NULL;
 	int n = 0;
 	struct dirent *e;
@@ -57,15 +59,25 @@ static int list_cases(char ***out)
 	return n;
 }
 
-/* Runs one case; returns the diagnostics text (malloc'd). */
-static char *diagnose(const char *path, bool *accepted)
+/* Runs one case; returns the diagnostics text (malloc'd). Parse only, or
+ * (full) everything `netc check` runs. */
+static char *diagnose(const char *path, bool full, bool *accepted)
 {
-	SourceFile *src = source_read(path);
-	cr_assert(src, "cannot read %s", path);
-	Arena a = {0};
 	char *buf = NULL;
 	size_t n = 0;
 	FILE *fp = open_memstream(&buf, &n);
+	if (full) {
+		Compilation c;
+		compilation_init(&c);
+		diag_init(&c.diag, fp);
+		*accepted = compile_front(&c, path, NULL, 0) && compile_passes(&c, UPTO_CHECK);
+		compilation_free(&c);
+		fclose(fp);
+		return buf;
+	}
+	SourceFile *src = source_read(path);
+	cr_assert(src, "cannot read %s", path);
+	Arena a = {0};
 	Diag d;
 	diag_init(&d, fp);
 	*accepted = netc_parse(&a, &d, src) != NULL;
@@ -93,20 +105,21 @@ static char *shell_diff(const char *expected, const char *actual)
 	return buf;
 }
 
-static void check_case(const char *name)
+static void check_case(const char *sub, const char *name)
 {
-	char path[512], errpath[512], outpath[512];
-	snprintf(path, sizeof path, DIR_IN "/%s.net", name);
-	snprintf(errpath, sizeof errpath, DIR_IN "/%s.err", name);
-	snprintf(outpath, sizeof outpath, DIR_OUT "/%s.err", name);
+	char path[512], errpath[512], outdir[256], outpath[512];
+	snprintf(path, sizeof path, "tests/golden/%s/%s.net", sub, name);
+	snprintf(errpath, sizeof errpath, "tests/golden/%s/%s.err", sub, name);
+	snprintf(outdir, sizeof outdir, "build/golden/%s", sub);
+	snprintf(outpath, sizeof outpath, "%s/%s.err", outdir, name);
 	bool accepted;
-	char *actual = diagnose(path, &accepted);
+	char *actual = diagnose(path, strcmp(sub, "check") == 0, &accepted);
 	char *expected = slurp(errpath);
 	cr_expect_not(accepted, "%s: accepted, but golden cases must fail", path);
 	if (!expected || strcmp(expected, actual) != 0) {
 		mkdir("build", 0777);
 		mkdir("build/golden", 0777);
-		mkdir(DIR_OUT, 0777);
+		mkdir(outdir, 0777);
 		FILE *fp = fopen(outpath, "w");
 		if (fp) {
 			fputs(actual, fp);
@@ -120,14 +133,19 @@ static void check_case(const char *name)
 	free(expected);
 }
 
-Test(frontend_golden, diagnostics)
+static void check_dir(const char *sub, int least)
 {
 	char **names;
-	int n = list_cases(&names);
-	cr_expect_geq(n, 15, "expected at least 15 golden cases, found %d", n);
+	int n = list_cases(sub, &names);
+	cr_expect_geq(n, least, "expected at least %d golden cases in tests/golden/%s, found %d", least, sub, n);
 	for (int i = 0; i < n; i++) {
-		check_case(names[i]);
+		check_case(sub, names[i]);
 		free(names[i]);
 	}
 	free(names);
 }
+
+Test(frontend_golden, diagnostics) { check_dir("diag", 15); }
+
+/* errors of the passes `netc check` runs after parsing (strategies) */
+Test(frontend_golden, check_diagnostics) { check_dir("check", 2); }

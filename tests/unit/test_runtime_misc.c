@@ -93,6 +93,26 @@ Test(options, usage_names_program_model_and_inputs)
 	free(buf);
 }
 
+/* issue 21.11: a forward-only program's help speaks of evaluation, and
+ * lists no option that only training reads */
+Test(options, usage_of_a_forward_only_program)
+{
+	NrtProgramInfo fwd = info;
+	fwd.infer = true;
+	fwd.device_num = 1;
+	char *buf = NULL;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+	nrt_usage(f, "./mlp", &fwd);
+	fclose(f);
+	cr_expect(strstr(buf, "Runs the model 'mlp' forward only (compiled by netc --infer for 1 rank: mpirun -np 1"),
+	          "%s", buf);
+	cr_expect(strstr(buf, "--steps N         batches to evaluate (default 100)"), "%s", buf);
+	cr_expect(!strstr(buf, "Trains") && !strstr(buf, "training") && !strstr(buf, "--lr") &&
+	          !strstr(buf, "--gradcheck") && !strstr(buf, "trained"), "%s", buf);
+	free(buf);
+}
+
 /* ---- log ---------------------------------------------------------------- */
 Test(log, lines_and_summary, .init = cr_redirect_stdout)
 {
