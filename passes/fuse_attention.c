@@ -127,9 +127,10 @@ static const char *match(const Graph *g, Node *pv, Chain *ch)
 			return "a strategy on it splits more than batch and heads, or differently";
 	}
 	if (given) {
-		Loc loc = pv->ann.in_strategy.n ? pv->ann.in_strategy.loc : ch->sm->ann.in_strategy.n ? ch->sm->ann.in_strategy.loc
-		                                                                                        : ch->qk->ann.in_strategy.loc;
-		ch->st = (Strategy){.n = 3, .loc = loc};
+		ch->st = (Strategy){.n = 3};
+		for (int i = 3; i >= 0; i--) /* messages point at the last strategy written */
+			if (nodes[i] && nodes[i]->ann.in_strategy.n && !ch->st.loc.file)
+				ch->st.loc = nodes[i]->ann.in_strategy.loc;
 		ch->st.v = ARENA_NEWN(g->arena, Shape, 3);
 		for (int j = 0; j < 3; j++)
 			ch->st.v[j] = (Shape){.rank = 4, .d = {bh[0], bh[1], 1, 1}};
