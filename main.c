@@ -82,8 +82,9 @@ static void usage(FILE *out)
 	      "                        residual (add(x, matmul) as a product accumulated onto x;\n"
 	      "                        rounding may differ), narrow (f16/bf16 products, element-wise,\n"
 	      "                        softmax, layer norm, transpose on their narrow operands;\n"
-	      "                        bit-identical on the CPU) (docs/codegen.md)\n"
-	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, amp, autodiff,\n"
+	      "                        bit-identical on the CPU), attention (the written-out attention\n"
+	      "                        as one fused operator; rounding differs) (docs/codegen.md)\n"
+	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, fuse_attention, amp, autodiff,\n"
 	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
 	      "                        precision_late, ps, placement, narrow, fusion, strategy_ckpt,\n"
 	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies, their costs and why one\n"
@@ -123,7 +124,8 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 	static const struct {
 		const char *name;
 		unsigned kind;
-	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL}, {"narrow", FUSE_NARROW}};
+	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL},
+	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -136,7 +138,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention)\n", (int)len,
 				        p);
 			return false;
 		}

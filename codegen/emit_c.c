@@ -401,6 +401,38 @@ static void emit_softmax_grad(Emit *e, const Node *n, bool log)
 EMIT(SOFTMAX_GRAD) { emit_softmax_grad(e, n, false); }
 EMIT(LOG_SOFTMAX_GRAD) { emit_softmax_grad(e, n, true); }
 
+/* Sequence parallelism: this rank holds query rows [row0, row0 + tq) of
+ * the tq_all; row0 comes from its coordinate at start-up. */
+static const char *attention_row0(Emit *e, const Node *n)
+{
+	const Layout *l = n->in[0]->layout;
+	if (!l || l->map[2] < 0)
+		return "0";
+	const char *name = arena_printf(&e->c->arena, "att_row0_%d", n->id);
+	fprintf(e->decls, "static int64_t %s; /* first query row of this rank's share */\n", name);
+	fprintf(e->setup, "\t%s = nrt_dev_coord(", name);
+	emit_dev(e->setup, l);
+	fprintf(e->setup, ", %d) * %" PRId64 ";\n", l->map[2], l->slice.d[2]);
+	return name;
+}
+
+/* attention over this device's (batch, head) slices: q [bh, tq, d] (its
+ * share of tq_all rows), k and v [bh, tk, d] (runtime/attention.h) */
+static void emit_attention_call(Emit *e, const Node *n, const char *kernel, int nin)
+{
+	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
+	const char *row0 = attention_row0(e, n);
+	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64 ", %s", kernel,
+	        q->d[0] * q->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale, n->attr.causal ? "true" : "false",
+	        n->in[0]->shape.d[2], row0);
+	for (int i = 0; i < nin; i++)
+		fprintf(OUT, ", %s", IN(i));
+	fprintf(OUT, ", %s);\n", Y);
+}
+
+EMIT(ATTENTION) { emit_attention_call(e, n, "attention", 3); }
+EMIT(ATTENTION_GRAD) { emit_attention_call(e, n, "attention_grad", 5); }
+
 /* layer_norm normalises the trailing dims from attr.axis: [rows, cols] */
 static void ln_dims(const Node *n, const Value *x, int64_t *rows, int64_t *cols)
 {

@@ -662,7 +662,7 @@ static int want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, i
 typedef enum KwField {
 	KF_TRANSPOSE_A, KF_TRANSPOSE_B, KF_AXIS, KF_CAUSAL, KF_EPS, KF_MOMENTUM,
 	KF_KEEP_PROB, KF_DROP_P, KF_SHAPE, KF_PERM, KF_AXES, KF_KEEP_DIMS,
-	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT,
+	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT, KF_SCALE,
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -679,6 +679,9 @@ static const struct KwSpec {
 	{OP_SOFTMAX, "axis", KF_AXIS},
 	{OP_SOFTMAX, "causal", KF_CAUSAL},
 	{OP_LOG_SOFTMAX, "axis", KF_AXIS},
+	{OP_ATTENTION, "causal", KF_CAUSAL},
+	{OP_ATTENTION, "scale", KF_SCALE},
+	{OP_ATTENTION, "scale_value", KF_SCALE},
 	{OP_LAYER_NORM, "begin_norm_axis", KF_AXIS},
 	{OP_LAYER_NORM, "axis", KF_AXIS},
 	{OP_LAYER_NORM, "epsilon", KF_EPS},
@@ -861,6 +864,15 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 			return false;
 		}
 		a->eps = x;
+		return true;
+	case KF_SCALE:
+		if (!want_float(E, v, ctx, &x))
+			return false;
+		if (!(x > 0) || x > 1e30) {
+			diag_error(E->d, v->loc, "%s must be positive and finite, got %g", ctx, x);
+			return false;
+		}
+		a->scale = x;
 		return true;
 	case KF_MOMENTUM:
 		if (!want_float(E, v, ctx, &x))

@@ -62,7 +62,9 @@ typedef struct OpAttrs {
 	int axes[MAX_RANK];            /* reduce_sum/mean: axes as written, negative from the end (shape inference builds axes_mask) */
 	int naxes;                     /* reduce_sum/mean: 0 = reduce all */
 	bool keep_dims;                /* reduce_sum, reduce_mean */
-	bool causal;                   /* softmax: mask j > i over the last two dims */
+	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
+	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
+	                                * 1/sqrt(d_head), which shape inference then writes here */
 	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
 	double momentum;               /* batch_norm running statistics (0.9) */
 	double keep_prob;              /* dropout (0.5); the mask is drawn per element by global index, step and seed_id */

@@ -43,6 +43,11 @@ static void print_attrs(const Node *n, FILE *out)
 		fprintf(out, ", axis=%d", a->axis);
 		if (a->causal) fputs(", causal=true", out);
 		break;
+	case OP_ATTENTION:
+	case OP_ATTENTION_GRAD:
+		fprintf(out, ", scale=%g", a->scale);
+		if (a->causal) fputs(", causal=true", out);
+		break;
 	case OP_CONCAT:
 		fprintf(out, ", axis=%d", a->axis);
 		break;

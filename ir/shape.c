@@ -9,6 +9,7 @@
 #include "shape.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +262,49 @@ static bool softmax_like(Node *n, Diag *d)
 
 RULE(SOFTMAX) { return softmax_like(n, d); }
 RULE(LOG_SOFTMAX) { return softmax_like(n, d); }
+
+/* --- attention ------------------------------------------------------------------ */
+
+/* q [b, heads, tq, dh], k and v [b, heads, tk, dh]: the batch and head
+ * dims agree, k and v agree, and all share the head width. */
+static bool attention_operands(Node *n, Diag *d)
+{
+	Value *q = n->in[0], *k = n->in[1], *v = n->in[2];
+	for (int i = 0; i < 3; i++)
+		if (!need_float(d, n, n->in[i]) || !need_rank(d, n, n->in[i], 4, 4))
+			return false;
+	if (!same_dtype(d, n, q, k) || !same_dtype(d, n, q, v))
+		return false;
+	if (!shape_eq(&k->shape, &v->shape))
+		return fail(d, n, "keys and values must have the same shape [b, heads, t, d_head]: %s is %s, %s is %s",
+		            k->name, shp(&k->shape), v->name, shp(&v->shape));
+	static const char *const what[] = {"batch", "heads", NULL, "d_head"};
+	for (int i = 0; i < 4; i++)
+		if (i != 2 && q->shape.d[i] != k->shape.d[i])
+			return fail(d, n, "queries and keys differ in %s (dimension %d): %s is %s, %s is %s", what[i], i,
+			            q->name, shp(&q->shape), k->name, shp(&k->shape));
+	if (n->attr.causal && q->shape.d[2] > k->shape.d[2])
+		return fail(d, n, "causal attention needs at least as many keys as queries: %s has %" PRId64
+		            " queries, %s %" PRId64 " keys",
+		            q->name, q->shape.d[2], k->name, k->shape.d[2]);
+	if (n->attr.scale == 0)
+		n->attr.scale = 1.0 / sqrt((double)q->shape.d[3]);
+	return true;
+}
+
+RULE(ATTENTION) { return attention_operands(n, d) && same_as(n, n->in[0]); }
+
+/* (q, k, v, o, do): o and do are q's shape; the result packs dq, dk, dv
+ * along the sequence axis. */
+RULE(ATTENTION_GRAD)
+{
+	if (!attention_operands(n, d) || !same_shape(d, n, n->in[0], n->in[3]) ||
+	    !same_shape(d, n, n->in[0], n->in[4]))
+		return false;
+	Shape s = n->in[0]->shape;
+	s.d[2] += 2 * n->in[1]->shape.d[2];
+	return set_out(n, n->in[0]->dtype, s);
+}
 
 /* --- normalisation ------------------------------------------------------------- */
 

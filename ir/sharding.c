@@ -174,6 +174,51 @@ static bool shard_LOG_SOFTMAX(Rule *R) { return rule_softmax_like(R); }
 static bool shard_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
 static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
 
+/* ---- attention ----------------------------------------------------------------- */
+
+/* attention(q, k, v) and its gradient, as MindSpore's FlashAttentionScore
+ * in BNSD layout: batch and heads split freely, each device attending
+ * over its own (batch, head) slices with no communication; the head
+ * width stays whole (a score needs the whole head). Every operand splits
+ * batch and heads alike. Beyond FlashAttentionScore, the queries'
+ * sequence may be split (sequence, or context, parallelism): each device
+ * attends with its share of the query rows -- and of o and do, which are
+ * laid out as q -- to all the keys and values, which stay whole (the
+ * redistribution gathers them). The gradient's dq rows are then this
+ * device's and its dk, dv partial sums over the sequence split, so its
+ * packed result is whole along the sequence and partial over that axis. */
+static bool rule_attention(Rule *R)
+{
+	static const char *const dim_name[] = {"batch", "heads", "query sequence"};
+	bool grad = R->n->op == OP_ATTENTION_GRAD;
+	for (int j = 0; j < R->n->nin; j++) {
+		if (!need_whole(R, j, 3, "is the head width"))
+			return false;
+		if ((j == 1 || j == 2) &&
+		    !need_whole(R, j, 2, "holds the keys every query row needs (split the queries' sequence instead)"))
+			return false;
+	}
+	for (int j = 1; j < R->n->nin; j++)
+		for (int d = 0; d < 3; d++)
+			if (!(d == 2 && (j == 1 || j == 2)) && split(R, j, d) != split(R, 0, d))
+				return fail(R, "the %s dimension is split %" PRId64 " ways in '%s' but %" PRId64
+				               " ways in '%s'; every operand of attention splits it alike",
+				            dim_name[d], split(R, 0, d), R->n->in[0]->name, split(R, j, d), R->n->in[j]->name);
+	int map[MAX_RANK], kv[MAX_RANK];
+	all_whole(map);
+	map[0] = axis_for(R, split(R, 0, 0));
+	map[1] = axis_for(R, split(R, 0, 1));
+	memcpy(kv, map, sizeof kv);
+	map[2] = axis_for(R, split(R, 0, 2));
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = mk(R, &R->n->in[j]->shape, j == 1 || j == 2 ? kv : map, 0);
+	R->r->out = mk(R, &R->n->out->shape, grad ? kv : map, grad && map[2] >= 0 ? 1u << map[2] : 0);
+	return true;
+}
+
+static bool shard_ATTENTION(Rule *R) { return rule_attention(R); }
+static bool shard_ATTENTION_GRAD(Rule *R) { return rule_attention(R); }
+
 /* ---- matmul ------------------------------------------------------------------ */
 
 /* MindSpore's "PCL" MatMul: 2-D, no transposes, both inputs split

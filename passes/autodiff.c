@@ -190,6 +190,28 @@ static void grad_LOG_SOFTMAX(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, n->in[0], bin(ad, OP_LOG_SOFTMAX_GRAD, dy, n->out, &n->attr, dy->shape));
 }
 
+/* attention: one gradient kernel recomputes the scores tile by tile and
+ * writes dq, dk, dv side by side along the sequence axis; slices take out
+ * the ones wanted. */
+static void grad_ATTENTION(AD *ad, const Node *n, Value *dy)
+{
+	if (!wants(ad, n, 0) && !wants(ad, n, 1) && !wants(ad, n, 2))
+		return;
+	Value *q = n->in[0], *k = n->in[1];
+	Shape packed = q->shape;
+	packed.d[2] += 2 * k->shape.d[2];
+	Value *g = bnode(ad, OP_ATTENTION_GRAD, (Value *[]){q, k, n->in[2], n->out, dy}, 5, &n->attr, packed);
+	int64_t begin = 0;
+	for (int i = 0; i < 3; i++) {
+		const Shape *s = &n->in[i]->shape;
+		if (wants(ad, n, i)) {
+			OpAttrs a = {.axis = 2, .begin = begin, .shape = *s};
+			accumulate(ad, n->in[i], un(ad, OP_SLICE, g, &a, *s));
+		}
+		begin += s->d[2];
+	}
+}
+
 /* layer_norm and batch_norm: dx, dgamma by dedicated kernels, dbeta = sum of dy */
 static void grad_norm(AD *ad, const Node *n, Value *dy, Op gx, Op gg, int64_t beta_mask)
 {
@@ -376,7 +398,7 @@ NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)
 NO_GRAD(SOFTMAX_GRAD) NO_GRAD(LOG_SOFTMAX_GRAD) NO_GRAD(LAYER_NORM_GRAD_X)
 NO_GRAD(LAYER_NORM_GRAD_GAMMA) NO_GRAD(BATCH_NORM_GRAD_X) NO_GRAD(BATCH_NORM_GRAD_GAMMA)
-NO_GRAD(EMBEDDING_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GRAD) NO_GRAD(MSE_LOSS_GRAD) NO_GRAD(ROW_LSE)
+NO_GRAD(EMBEDDING_GRAD) NO_GRAD(ATTENTION_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GRAD) NO_GRAD(MSE_LOSS_GRAD) NO_GRAD(ROW_LSE)
 NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_UPDATE)
 NO_GRAD(LAMB_UPDATE)
 

@@ -8,6 +8,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
+#include "fuse.h"
 #include "fusion.h"
 #include "redistribute.h"
 #include "schedule.h"
@@ -722,6 +723,7 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
 	print_machine(m, g, out);
+	fuse_attention_report(c, out);
 	/* a redistribution shared by several consumers runs once: listed at
 	 * the first, referred to at the others, as the totals count it */
 	int maxid = 0;

@@ -85,4 +85,7 @@ struct UpdatePlan {
  * member's index in the run. */
 const UpdateRun *update_run_of_node(const UpdatePlan *p, const Node *u, int *member);
 const UpdateRun *update_run_of_value(const UpdatePlan *p, const Value *v, int *member);
+/* The attentions pass_fuse_attention found, fused or kept written out and
+ * why (netc build -v, explain); nothing if it found none. */
+void fuse_attention_report(const Compilation *c, FILE *out);
 #endif

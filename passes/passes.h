@@ -16,6 +16,12 @@ typedef struct HostWhy {
 	Loc at;                /* the node or parameter concerned */
 } HostWhy;
 
+/* A written-out attention the attention fusion found (passes/fuse_attention.c). */
+typedef struct AttnFused {
+	const Node *at;        /* the product with the values (fused: the attention node it became) */
+	const char *why;       /* NULL: fused; else why it was kept written out */
+} AttnFused;
+
 typedef struct Compilation {
 	Arena arena;           /* everything of this compilation; freed at once */
 	Diag diag;
@@ -34,6 +40,8 @@ typedef struct Compilation {
 	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
+	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
+	int nattn, capattn;
 	/* search_mode = dynamic_programming under memory_limit (main.c): the
 	 * compiled plan's bytes per byte of the search's estimate, learnt from
 	 * an earlier compilation that went over (0: 1), and the estimate of
@@ -48,7 +56,8 @@ enum {
 	FUSE_UPDATES = 2,      /* updates: the optimizer update in one call per run of parameters */
 	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
 	FUSE_NARROW = 8,       /* narrow: f16/bf16 operators on their narrow values, without casts (pass_narrow) */
-	FUSE_ALL = 15,
+	FUSE_ATTENTION = 16,   /* attention: the written-out form as one attention operator (before autodiff) */
+	FUSE_ALL = 31,
 };
 
 /* How far a command needs the pipeline to go. */
@@ -70,6 +79,7 @@ const char *pass_name(int i);
 /* Each pass: returns false after reporting errors through c->diag. */
 bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
+bool pass_fuse_attention(Compilation *c);
 bool pass_autodiff(Compilation *c);
 /* What pass_autodiff would reject, for `netc check`: an operator without a
  * gradient between a trainable parameter and the loss (reported). */

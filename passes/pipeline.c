@@ -18,6 +18,7 @@ typedef struct Pass {
 static const Pass passes[] = {
 	{"micro",     pass_micro,     UPTO_CHECK,   false},
 	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
+	{"fuse_attention", pass_fuse_attention, UPTO_CHECK, false},
 	{"amp",       pass_amp,       UPTO_CHECK,   false},
 	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
 	{"recompute", pass_recompute, UPTO_TRAIN,   true},

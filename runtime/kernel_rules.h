@@ -28,6 +28,14 @@ NRT_HD int64_t causal_keep(int64_t o, int64_t n, int64_t causal_rows)
 	return k < 0 ? 0 : k > n ? n : k;
 }
 
+/* Keys query row i of an attention slice sees (runtime/attention.h): all
+ * tk, or under the causal mask j <= i + tk - mq, mq the mask's query
+ * count (tq, or tq_all - row0 for a share of the rows). */
+NRT_HD int64_t attention_keys(int64_t i, int64_t mq, int64_t tk, bool causal)
+{
+	return causal ? i + tk - mq + 1 : tk;
+}
+
 /* Element i of an id/label buffer of i32 (or i64 when ids64) */
 NRT_HD int64_t load_id(const void *ids, bool ids64, int64_t i)
 {

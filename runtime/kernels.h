@@ -190,4 +190,5 @@ double nrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 double nrt_rand_normal(uint64_t seed, uint64_t stream, uint64_t index);
 
 #include "vocab_ce.h"
+#include "attention.h"
 #endif

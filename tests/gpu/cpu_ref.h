@@ -179,6 +179,17 @@ NRT_VOCAB_CE_DECLS(double, f64)
 #undef nrt_vsce_f64
 #undef nrt_vsce_grad_f32
 #undef nrt_vsce_grad_f64
+/* fused attention (runtime/attention.h) */
+#define nrt_attention_f32 cpu_nrt_attention_f32
+#define nrt_attention_f64 cpu_nrt_attention_f64
+#define nrt_attention_grad_f32 cpu_nrt_attention_grad_f32
+#define nrt_attention_grad_f64 cpu_nrt_attention_grad_f64
+NRT_ATTENTION_DECLS(float, f32)
+NRT_ATTENTION_DECLS(double, f64)
+#undef nrt_attention_f32
+#undef nrt_attention_f64
+#undef nrt_attention_grad_f32
+#undef nrt_attention_grad_f64
 
 void cpu_nrt_f32_to_f16(int64_t n, const float *x, uint16_t *y);
 void cpu_nrt_f16_to_f32(int64_t n, const uint16_t *x, float *y);

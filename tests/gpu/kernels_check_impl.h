@@ -629,6 +629,38 @@ static void FN(test_vocab_ce)(void)
 	}
 }
 
+/* Fused attention against the CPU's tiled kernel: one row, tails of the
+ * 32-key and 64-row tiles, more keys than queries under the causal mask,
+ * and the widest head (256). dk and dv are sums of atomics on the GPU. */
+static void FN(test_attention)(void)
+{
+	static const int64_t cs[][5] = {{1, 1, 1, 1, 0}, {3, 70, 75, 16, 1}, {2, 130, 130, 64, 0},
+	                                {4, 5, 9, 33, 1}, {1, 40, 40, 256, 1}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t bh = cs[c][0], tq = cs[c][1], tk = cs[c][2], d = cs[c][3];
+		bool causal = cs[c][4];
+		double scale = 1 / sqrt((double)d);
+		int64_t nq = bh * tq * d, nk = bh * tk * d, ng = bh * (tq + 2 * tk) * d;
+		T *q = FN(hrand)(nq, -2, 2), *k = FN(hrand)(nk, -2, 2), *v = FN(hrand)(nk, -1, 1);
+		T *gq = FN(dev)(q, nq), *gk = FN(dev)(k, nk), *gv = FN(dev)(v, nk);
+		T *o = FN(hrand)(nq, 0, 1), *go = FN(dev)(NULL, nq);
+		char name[96];
+		FN(nrt_attention)(bh, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, go);
+		FN(cpu_nrt_attention)(bh, tq, tk, d, scale, causal, tq, 0, q, k, v, o);
+		snprintf(name, sizeof name, "attention [%lld,%lld,%lld,%lld]%s", (long long)bh, (long long)tq,
+		         (long long)tk, (long long)d, causal ? " causal" : "");
+		FN(cmp)(name, go, o, nq, TOL);
+		T *dout = FN(hrand)(nq, -1, 1), *gdout = FN(dev)(dout, nq), *gcpu_o = FN(dev)(o, nq);
+		T *g = FN(hrand)(ng, 0, 1), *gg = FN(dev)(NULL, ng);
+		FN(nrt_attention_grad)(bh, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, gcpu_o, gdout, gg);
+		FN(cpu_nrt_attention_grad)(bh, tq, tk, d, scale, causal, tq, 0, q, k, v, o, dout, g);
+		snprintf(name, sizeof name, "attention_grad [%lld,%lld,%lld,%lld]%s", (long long)bh, (long long)tq,
+		         (long long)tk, (long long)d, causal ? " causal" : "");
+		FN(cmp)(name, gg, g, ng, TOL);
+		free_all();
+	}
+}
+
 static void FN(test_losses)(void)
 {
 	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}, {2, 3000}};
@@ -785,6 +817,7 @@ static void FN(run_all)(void)
 	FN(test_concat_slice)();
 	FN(test_losses)();
 	FN(test_vocab_ce)();
+	FN(test_attention)();
 	FN(test_dropout)();
 	FN(test_optimizers)();
 }

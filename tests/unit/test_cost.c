@@ -209,3 +209,35 @@ Test(cost, streaming_tiers_and_kernel_threads)
 	cr_expect(fabs(relu_time(&m, NRT_PAR_MIN) - (double)NRT_PAR_MIN / 1e9 / 2) < 1e-12);
 	cr_expect(fabs(relu_time(&m, NRT_PAR_MIN - 1) - (double)(NRT_PAR_MIN - 1) / 1e9) < 1e-12);
 }
+
+/* attention: 4 tq tk d + 5 tq tk per (batch, head), halved under the
+ * causal mask; its gradient 12 tq tk d + 10 tq tk; a heads split on 4
+ * devices divides the compute by 4 with no communication inside. */
+Test(cost, attention_flops_and_heads_split)
+{
+	Arena a = {0};
+	Graph *g = graph_new(&a);
+	Value *q = graph_value(g, VK_PARAM, "q", DT_F32, S(2, 8, 128, 64), loc_none());
+	Value *k = graph_value(g, VK_PARAM, "k", DT_F32, S(2, 8, 256, 64), loc_none());
+	Node *at = graph_node(g, OP_ATTENTION, (Value *[]){q, k, k}, 3, loc_none());
+	Node *ac = graph_node(g, OP_ATTENTION, (Value *[]){q, k, k}, 3, loc_none());
+	ac->attr.causal = true;
+	Node *gr = graph_node(g, OP_ATTENTION_GRAD, (Value *[]){q, k, k, at->out, at->out}, 5, loc_none());
+	Diag d;
+	diag_init(&d, stderr);
+	cr_assert(infer_shapes(g, &d));
+	double scores = 2.0 * 8 * 128 * 256;
+	cr_expect_eq(cost_op_flops(at), 4 * scores * 64 + 5 * scores);
+	cr_expect_eq(cost_op_flops(ac), (4 * scores * 64 + 5 * scores) / 2);
+	cr_expect_eq(cost_op_flops(gr), 12 * scores * 64 + 10 * scores);
+	ShardCtx cx = {.arena = &a, .device_num = 4};
+	Shape hs = S(1, 4, 1, 1);
+	Strategy s = {.n = 3, .v = (Shape[]){hs, hs, hs}};
+	ShardResult res;
+	cr_assert(shard_node(&cx, at, &s, &res));
+	cr_expect_eq(cost_used_devices(at, &res), 4);
+	Machine m;
+	machine_defaults(&m);
+	cr_expect(fabs(cost_compute(&m, at, &res, true) - 3 * cost_op_flops(at) / 4 / m.flops) < 1e-18);
+	arena_free(&a);
+}

@@ -570,3 +570,49 @@ Test(verify, output_defined_twice)
 	cr_expect(strstr(diag_text(), "names another producer"), "%s", diag_text());
 	cr_expect(strstr(diag_text(), "a second time"), "%s", diag_text());
 }
+
+/* --- attention ------------------------------------------------------------------ */
+
+Test(shape, attention_shapes_and_default_scale)
+{
+	Value *q = par("q", S(2, 4, 6, 16)), *k = par("k", S(2, 4, 9, 16)), *v = par("v", S(2, 4, 9, 16));
+	Node *a = node(OP_ATTENTION, 3, q, k, v);
+	Node *c = node(OP_ATTENTION, 3, q, k, v);
+	c->attr.causal = true;
+	c->attr.scale = 0.5;
+	Node *gr = node(OP_ATTENTION_GRAD, 5, q, k, v, a->out, a->out);
+	infer_ok();
+	expect_shape(a->out, S(2, 4, 6, 16));
+	expect_shape(gr->out, S(2, 4, 24, 16)); /* dq, dk, dv along the sequence */
+	cr_expect_float_eq(a->attr.scale, 0.25, 1e-15);
+	cr_expect_float_eq(c->attr.scale, 0.5, 1e-15);
+}
+
+Test(shape, attention_rank_message)
+{
+	Value *q = par("q", S(8, 16)), *k = par("k", S(2, 4, 9, 16));
+	node(OP_ATTENTION, 3, q, k, k);
+	infer_fails_with("attention: q must have rank 4, got [8, 16] (rank 2)");
+}
+
+Test(shape, attention_head_width_message)
+{
+	Value *q = par("q", S(2, 4, 6, 16)), *k = par("k", S(2, 4, 6, 8));
+	node(OP_ATTENTION, 3, q, k, k);
+	infer_fails_with("attention: queries and keys differ in d_head (dimension 3): q is [2, 4, 6, 16], k is [2, 4, 6, 8]");
+}
+
+Test(shape, attention_keys_values_message)
+{
+	Value *q = par("q", S(2, 4, 6, 16)), *k = par("k", S(2, 4, 6, 16)), *v = par("v", S(2, 4, 7, 16));
+	node(OP_ATTENTION, 3, q, k, v);
+	infer_fails_with("attention: keys and values must have the same shape [b, heads, t, d_head]: k is [2, 4, 6, 16], v is [2, 4, 7, 16]");
+}
+
+Test(shape, attention_causal_needs_enough_keys)
+{
+	Value *q = par("q", S(1, 2, 8, 4)), *k = par("k", S(1, 2, 5, 4));
+	Node *a = node(OP_ATTENTION, 3, q, k, k);
+	a->attr.causal = true;
+	infer_fails_with("attention: causal attention needs at least as many keys as queries: q has 8 queries, k 5 keys");
+}

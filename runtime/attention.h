@@ -1,0 +1,40 @@
+/* Fused attention (the `attention` operator, ir/ops.def): per (batch,
+ * head) slice, o = softmax(scale * q k^T [causal]) v with q [tq, d] and
+ * k, v [tk, d], laid out [bh, t, d] with bh = batch x heads. Neither the
+ * scores nor the probabilities are ever stored whole: the forward keeps a
+ * running maximum and sum per query row over key tiles (the online
+ * softmax of flash attention); the gradient recomputes each row's
+ * log-sum-exp and the scores tile by tile. Extra memory is O(tiles x d)
+ * per thread, not O(tq x tk).
+ *
+ * causal: query row i sees keys j <= i + (tk - tq) (the rule of
+ * nrt_softmax's causal mask over a [tq, tk] matrix; tq <= tk).
+ *
+ * Sequence (context) parallelism: the tq rows may be rows [row0, row0 +
+ * tq) of tq_all (this device's share of the queries, against all the
+ * keys); the causal mask counts them as such, and the gradient's dq part
+ * has tq_all rows, this device's in place and zeros elsewhere, while dk
+ * and dv are this device's partial sums. Without it tq_all = tq, row0 = 0.
+ * The CPU kernels are runtime/attention.c, the CUDA ones
+ * runtime/cuda/attention.cu. In f32 (_f32, f32 accumulation) and f64. */
+#ifndef NETRT_ATTENTION_H
+#define NETRT_ATTENTION_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NRT_ATTENTION_DECLS(T, S)                                                  \
+	void nrt_attention_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d,      \
+	                       double scale, bool causal, int64_t tq_all,          \
+	                       int64_t row0, const T *q, const T *k, const T *v,   \
+	                       T *o);                                              \
+	/* dqkv [bh, tq_all + 2 tk, d]: per slice dq, then dk, then dv (all      \
+	 * written) */                                                            \
+	void nrt_attention_grad_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, \
+	                            double scale, bool causal, int64_t tq_all,     \
+	                            int64_t row0, const T *q, const T *k,          \
+	                            const T *v, const T *o, const T *dout,         \
+	                            T *dqkv);
+
+NRT_ATTENTION_DECLS(float, f32)
+NRT_ATTENTION_DECLS(double, f64)
+#endif

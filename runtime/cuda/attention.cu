@@ -1,0 +1,195 @@
+/* Fused attention on the GPU (contract: runtime/attention.h; the CPU twin
+ * is runtime/attention.c). netc's own kernel, written for correctness
+ * first: one warp per query row, keys taken 32 at a time (one per lane),
+ * the online softmax of flash attention over them, the row's output
+ * accumulated in registers (d_head / 32 values a lane, so d_head <= 256).
+ * Neither the scores nor the probabilities are stored. The gradient
+ * recomputes a row's log-sum-exp and then its scores, adds the row's
+ * share of dk and dv with atomics (their sums over rows therefore come in
+ * no fixed order) and writes dq. f32 math for f32 tensors, f64 for f64;
+ * narrow tensors reach it cast up to f32 by the precision pass.
+ * Not tuned (no shared-memory tiles, no tensor cores) and, as of this
+ * commit, never run on a GPU: docs/cuda.md. */
+#include "common.cuh"
+#include "cuda_c.h"
+
+namespace nrtk {
+
+constexpr int kAttWarps = 4;       /* query rows (warps) a block */
+constexpr int kAttMaxD = 256;      /* largest d_head */
+constexpr int kAttPer = kAttMaxD / 32;
+
+template <typename T> __device__ inline T warp_sum_all(T v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+template <typename T> __device__ inline T warp_max_all(T v)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		T w = __shfl_xor_sync(0xffffffffu, v, o);
+		v = w > v ? w : v;
+	}
+	return v;
+}
+
+/* scale * a . b over d elements, each lane its own b */
+template <typename T> __device__ inline T att_dot(const T *a, const T *b, int64_t d)
+{
+	T acc = 0;
+	for (int64_t x = 0; x < d; x++)
+		acc += a[x] * b[x];
+	return acc;
+}
+
+/* The query rows of a warp: a warp-stride loop, so a capped grid still
+ * covers every row (the whole warp takes the same trips). */
+#define ATT_ROW_LOOP(row, rows)                                                                    \
+	for (int64_t row = (int64_t)blockIdx.x * kAttWarps + (threadIdx.x >> 5); row < (rows);      \
+	     row += (int64_t)gridDim.x * kAttWarps)
+
+/* The row's log-sum-exp over the keys it sees (kend of them); -inf
+ * lanes beyond kend add nothing. */
+template <typename T>
+__device__ T att_lse(const T *qi, const T *k, int64_t kend, int64_t d, T scale, int lane)
+{
+	T m = m_neg_inf<T>(), l = 0;
+	for (int64_t j0 = 0; j0 < kend; j0 += 32) {
+		int64_t j = j0 + lane;
+		T s = j < kend ? scale * att_dot(qi, k + j * d, d) : m_neg_inf<T>();
+		T mx = warp_max_all(s);
+		mx = mx > m ? mx : m;
+		T p = j < kend ? m_exp(s - mx) : (T)0;
+		l = l * m_exp(m - mx) + warp_sum_all(p);
+		m = mx;
+	}
+	return m + (T)log((double)l);
+}
+
+template <typename T>
+__global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal, int64_t mq,
+                            const T *q, const T *k, const T *v, T *o)
+{
+	int lane = threadIdx.x & 31;
+	ATT_ROW_LOOP(row, bh * tq) {
+		int64_t b = row / tq, i = row - b * tq, kend = attention_keys(i, mq, tk, causal);
+		const T *qi = q + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
+		T acc[kAttPer];
+		for (int x = 0; x < kAttPer; x++)
+			acc[x] = 0;
+		T m = m_neg_inf<T>(), l = 0;
+		for (int64_t j0 = 0; j0 < kend; j0 += 32) {
+			int64_t j = j0 + lane;
+			T s = j < kend ? scale * att_dot(qi, kb + j * d, d) : m_neg_inf<T>();
+			T mx = warp_max_all(s);
+			mx = mx > m ? mx : m;
+			T p = j < kend ? m_exp(s - mx) : (T)0, corr = m_exp(m - mx);
+			l = l * corr + warp_sum_all(p);
+			m = mx;
+			for (int x = 0; x < kAttPer; x++)
+				acc[x] *= corr;
+			int64_t n = kend - j0 < 32 ? kend - j0 : 32;
+			for (int c = 0; c < n; c++) {
+				T pc = __shfl_sync(0xffffffffu, p, c);
+				const T *vc = vb + (j0 + c) * d;
+				for (int x = 0; x < kAttPer; x++)
+					if (lane + 32 * x < d)
+						acc[x] += pc * vc[lane + 32 * x];
+			}
+		}
+		T inv = 1 / l;
+		for (int x = 0; x < kAttPer; x++)
+			if (lane + 32 * x < d)
+				o[row * d + lane + 32 * x] = acc[x] * inv;
+	}
+}
+
+template <typename T>
+__global__ void k_attention_grad(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal,
+                                 int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, const T *o,
+                                 const T *dout, T *dqkv)
+{
+	int lane = threadIdx.x & 31;
+	ATT_ROW_LOOP(row, bh * tq) {
+		int64_t b = row / tq, i = row - b * tq, kend = attention_keys(i, tq_all - row0, tk, causal);
+		const T *qi = q + row * d, *doi = dout + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
+		T *dq = dqkv + b * (tq_all + 2 * tk) * d + row0 * d, *dk = dqkv + b * (tq_all + 2 * tk) * d + tq_all * d;
+		T *dv = dk + tk * d;
+		T lse = att_lse(qi, kb, kend, d, scale, lane);
+		T part = 0;
+		for (int64_t x = lane; x < d; x += 32)
+			part += doi[x] * o[row * d + x];
+		T delta = warp_sum_all(part);
+		T dqa[kAttPer];
+		for (int x = 0; x < kAttPer; x++)
+			dqa[x] = 0;
+		for (int64_t j0 = 0; j0 < kend; j0 += 32) {
+			int64_t j = j0 + lane;
+			T p = 0, ds = 0;
+			if (j < kend) {
+				p = m_exp(scale * att_dot(qi, kb + j * d, d) - lse);
+				ds = p * (att_dot(doi, vb + j * d, d) - delta) * scale;
+			}
+			int64_t n = kend - j0 < 32 ? kend - j0 : 32;
+			for (int c = 0; c < n; c++) {
+				T pc = __shfl_sync(0xffffffffu, p, c), dsc = __shfl_sync(0xffffffffu, ds, c);
+				int64_t jc = j0 + c;
+				for (int x = 0; x < kAttPer; x++) {
+					int64_t col = lane + 32 * x;
+					if (col < d) {
+						atomicAdd(&dv[jc * d + col], pc * doi[col]);
+						atomicAdd(&dk[jc * d + col], dsc * qi[col]);
+						dqa[x] += dsc * kb[jc * d + col];
+					}
+				}
+			}
+		}
+		for (int x = 0; x < kAttPer; x++)
+			if (lane + 32 * x < d)
+				dq[i * d + lane + 32 * x] = dqa[x];
+	}
+}
+
+static void att_check(const char *kernel, int64_t d)
+{
+	if (d > kAttMaxD)
+		nrt_fatal("kernel %s: d_head %lld is above the CUDA kernel's limit of %d", kernel, (long long)d,
+		          kAttMaxD);
+}
+
+static unsigned att_blocks(int64_t rows) { return grid_for(rows, kAttWarps); }
+
+} // namespace nrtk
+
+using namespace nrtk;
+
+#define NRT_ATTENTION_DEFS(T, S)                                                                               \
+	extern "C" void nrt_attention_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,  \
+	                                  int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, T *o) \
+	{                                                                                                        \
+		if (bh <= 0 || tq <= 0 || d <= 0)                                                                \
+			return;                                                                                  \
+		att_check("attention", d);                                                                       \
+		k_attention<T><<<att_blocks(bh * tq), 32 * kAttWarps, 0, nrt_cuda_stream()>>>(                   \
+			bh, tq, tk, d, (T)scale, causal, tq_all - row0, q, k, v, o);                             \
+		NRT_CUDA_LAUNCH_CHECK("attention");                                                              \
+	}                                                                                                        \
+	extern "C" void nrt_attention_grad_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale,        \
+	                                       bool causal, int64_t tq_all, int64_t row0, const T *q, const T *k, \
+	                                       const T *v, const T *o, const T *dout, T *dqkv)                   \
+	{                                                                                                        \
+		if (bh <= 0 || tq <= 0 || d <= 0)                                                                \
+			return;                                                                                  \
+		att_check("attention_grad", d);                                                                  \
+		/* dk and dv are sums of atomics; dq is written whole */                                         \
+		NRT_CUDA_CHECK(cudaMemsetAsync(dqkv, 0, (size_t)(bh * (tq_all + 2 * tk) * d) * sizeof(T),        \
+		                               nrt_cuda_stream()));                                              \
+		k_attention_grad<T><<<att_blocks(bh * tq), 32 * kAttWarps, 0, nrt_cuda_stream()>>>(              \
+			bh, tq, tk, d, (T)scale, causal, tq_all, row0, q, k, v, o, dout, dqkv);                  \
+		NRT_CUDA_LAUNCH_CHECK("attention_grad");                                                         \
+	}
+
+NRT_ATTENTION_DEFS(float, f32)
+NRT_ATTENTION_DEFS(double, f64)
