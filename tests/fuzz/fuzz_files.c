@@ -1,0 +1,123 @@
+/* libFuzzer targets for the files netc and generated programs read besides
+ * .net, one per format, chosen at build time (GNUmakefile, FUZZ_FILES):
+ *   FUZZ_FORMAT_npy            nrt_npy_read: a .npy file (--data inputs)
+ *   FUZZ_FORMAT_safetensors    nrt_ckpt_load: a checkpoint (--init) into a
+ *                              fixed model of three tensors
+ *   FUZZ_FORMAT_machine        machine_load: netc --machine FILE
+ *   FUZZ_FORMAT_strategy_pb    a strategy checkpoint (protobuf) loaded by
+ *   FUZZ_FORMAT_strategy_json  netc into FUZZ_MODEL, and (JSON) likewise
+ * netc writes group files (group_ckpt_save_file) but never reads one.
+ *
+ * Each input is written to a scratch file in the current directory
+ * (run.sh runs in build/fuzz/work) and read through the real entry point,
+ * so the readers' own open/stat/size checks run too.
+ *
+ * The runtime refuses a bad file with nrt_fatal, which ends the process.
+ * The runtime targets are linked with --wrap=nrt_fatal: the wrapper below
+ * jumps back here instead, so one refused input does not end the fuzzer.
+ * What the reader had allocated before it gave up is then unreachable (the
+ * real process would have exited): those targets run with leak detection
+ * off (run.sh); json_parse's own error paths free what they built, and
+ * the safetensors target's accepted inputs are freed as usual. */
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void write_file(const char *path, const uint8_t *data, size_t size)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+		abort();
+}
+
+#if defined(FUZZ_FORMAT_npy) || defined(FUZZ_FORMAT_safetensors)
+#include "runtime/netrt.h"
+
+static jmp_buf refused;
+static int in_reader;
+
+_Noreturn void __wrap_nrt_fatal(const char *fmt, ...);
+_Noreturn void __wrap_nrt_fatal(const char *fmt, ...)
+{
+	(void)fmt;
+	if (!in_reader)
+		abort();
+	longjmp(refused, 1);
+}
+#endif
+
+#ifdef FUZZ_FORMAT_npy
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	write_file("fuzz-in.npy", data, size);
+	NrtNpy a;
+	char err[512];
+	in_reader = 1;
+	if (!setjmp(refused) && nrt_npy_read("fuzz-in.npy", &a, err, sizeof err))
+		free(a.data);
+	in_reader = 0;
+	return 0;
+}
+#endif
+
+#ifdef FUZZ_FORMAT_safetensors
+/* the model tests/fuzz/corpus/safetensors/ was written for */
+static float w[4 * 3], b[3];
+static int32_t s[2];
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	write_file("fuzz-in.safetensors", data, size);
+	NrtTensor t[3] = {
+		{.name = "fc.w", .dtype = NRT_F32, .rank = 2, .full = {4, 3}, .slice = {4, 3}, .data = w},
+		{.name = "fc.b", .dtype = NRT_F32, .rank = 1, .full = {3}, .slice = {3}, .data = b},
+		{.name = "count", .dtype = NRT_I32, .rank = 1, .full = {2}, .slice = {2}, .data = s},
+	};
+	in_reader = 1;
+	if (!setjmp(refused))
+		nrt_ckpt_load("fuzz-in.safetensors", t, 3);
+	in_reader = 0;
+	return 0;
+}
+#endif
+
+#ifdef FUZZ_FORMAT_machine
+#include "passes/cost.h"
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	write_file("fuzz-in.machine", data, size);
+	static Machine m;
+	char err[1024];
+	machine_defaults(&m);
+	machine_load(&m, "fuzz-in.machine", err, sizeof err);
+	return 0;
+}
+#endif
+
+#if defined(FUZZ_FORMAT_strategy_pb) || defined(FUZZ_FORMAT_strategy_json)
+#include "passes/passes.h"
+#ifdef FUZZ_FORMAT_strategy_json
+#define FUZZ_IN "fuzz-in.json"
+#else
+#define FUZZ_IN "fuzz-in.ckpt"
+#endif
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static FILE *devnull;
+	if (!devnull && !(devnull = fopen("/dev/null", "w")))
+		abort();
+	write_file(FUZZ_IN, data, size);
+	Compilation c;
+	compilation_init(&c);
+	diag_init(&c.diag, devnull);
+	const char *defs[] = {"strategy_ckpt_config = {load_file = \"" FUZZ_IN "\"}"};
+	if (compile_front(&c, FUZZ_MODEL, defs, 1))
+		compile_passes(&c, UPTO_CHECK);
+	compilation_free(&c);
+	return 0;
+}
+#endif
