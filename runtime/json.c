@@ -64,10 +64,14 @@ static int hex4(P *p)
 	int v = 0;
 	for (int k = 0; k < 4; k++) {
 		char c = p->s[p->pos++];
-		v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-		              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1000000);
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		/* at the first bad digit: a sentinel summed on would overflow */
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
 	}
-	return v < 0 ? -1 : v;
+	return v;
 }
 
 static void put_utf8(char *buf, size_t *n, unsigned cp)
