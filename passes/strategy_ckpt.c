@@ -786,19 +786,64 @@ bool strategy_ckpt_load(Compilation *c)
 	return !path || !*path || strategy_ckpt_load_path(c, path);
 }
 
+/* A file netc writes is put in place whole: written to PATH.tmp.PID
+ * beside it and renamed over it, so a full disk or a read-only or
+ * vanished directory leaves the previous file as it was and no partial
+ * one. A path that exists but is not a regular file (/dev/stdout) is
+ * written in place. */
+typedef struct Out {
+	const char *path;
+	char tmp[4200];         /* "" when writing in place */
+	FILE *f;
+} Out;
+
+static bool out_open(Out *o, const char *path)
+{
+	struct stat st;
+	o->path = path;
+	o->tmp[0] = 0;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		o->f = fopen(path, "wb");
+		return o->f != NULL;
+	}
+	snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", path, (long)getpid());
+	int fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	o->f = fd < 0 ? NULL : fdopen(fd, "wb");
+	if (!o->f && fd >= 0) {
+		int e = errno;
+		close(fd);
+		unlink(o->tmp);
+		errno = e;
+	}
+	return o->f != NULL;
+}
+
+/* ok: everything was written; false with errno set (EIO when a write
+ * failed without saying why) */
+static bool out_close(Out *o, bool ok)
+{
+	int e = ok ? 0 : errno ? errno : EIO;
+	if (ferror(o->f) && !e)
+		e = errno ? errno : EIO;
+	if (fclose(o->f) != 0 && !e)
+		e = errno;
+	if (!e && o->tmp[0] && rename(o->tmp, o->path) != 0)
+		e = errno;
+	if (e && o->tmp[0])
+		unlink(o->tmp);
+	errno = e;
+	return !e;
+}
+
 bool strategy_ckpt_save_path(Compilation *c, const char *path)
 {
 	Ckpt k;
 	collect(c, &k);
-	FILE *f = fopen(path, "wb");
-	if (!f) {
+	Out o;
+	errno = 0;
+	if (!out_open(&o, path) || !out_close(&o, is_json(path) ? write_json(&k, o.f) : write_proto(&k, o.f))) {
 		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_save_file], "cannot write '%s': %s", path,
 		           strerror(errno));
-		return false;
-	}
-	bool ok = is_json(path) ? write_json(&k, f) : write_proto(&k, f);
-	if (fclose(f) != 0 || !ok) {
-		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
 		return false;
 	}
 	return true;
@@ -927,19 +972,13 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 	uint8_t *buf = malloc(blen + 1);
 	mindspore__straspb__parallel_group_map__pack(&m, buf);
 	free(items), free(itemp), free(rks);
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		free(buf);
-		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
-		return false;
-	}
-	bool ok = fwrite(buf, 1, blen, f) == blen;
+	Out o;
+	errno = 0;
+	bool ok = out_open(&o, path) && out_close(&o, fwrite(buf, 1, blen, o.f) == blen);
 	free(buf);
-	if (fclose(f) != 0 || !ok) {
-		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
-		return false;
-	}
-	return true;
+	if (!ok)
+		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
+	return ok;
 }
 
 /* The layouts of a loaded checkpoint against those the strategies gave
