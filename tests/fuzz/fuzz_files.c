@@ -15,10 +15,12 @@
  * The runtime refuses a bad file with nrt_fatal, which ends the process.
  * The runtime targets are linked with --wrap=nrt_fatal: the wrapper below
  * jumps back here instead, so one refused input does not end the fuzzer.
- * What the reader had allocated before it gave up is then unreachable (the
- * real process would have exited): those targets run with leak detection
- * off (run.sh); json_parse's own error paths free what they built, and
- * the safetensors target's accepted inputs are freed as usual. */
+ * nrt_npy_read refuses with a message, not nrt_fatal, so fuzz-npy checks
+ * leaks; nrt_ckpt_load refuses with nrt_fatal, and what it had allocated
+ * (the parsed header) is unreachable after the jump, as it would be at the
+ * real process's exit: fuzz-safetensors runs without leak detection
+ * (run.sh). json_parse's own error paths, which free what they built, are
+ * checked by the unit tests under ASan. */
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>

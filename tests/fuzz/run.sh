@@ -14,8 +14,8 @@
 # A crash, sanitizer report, leak, timeout (FUZZ_TIMEOUT s per input,
 # default 30), memory blow-up (FUZZ_RSS_MB, default 2048) or single
 # allocation past that (past 64 MB for a format) fails the run and leaves the input in
-# build/fuzz/crash-*: add it to the regressions with the fix. The runtime
-# formats (npy, safetensors) run without leak detection: a refused file
+# build/fuzz/crash-*: add it to the regressions with the fix. The
+# safetensors target runs without leak detection: a refused checkpoint
 # ends the real program, and the harness's jump back past the reader
 # leaves what it held (fuzz_files.c). Exit status 1 on any failure.
 cd "$(dirname "$0")/../.." || exit 1
@@ -46,19 +46,19 @@ for t in $targets; do
 		regs=$(ls "$ROOT"/tests/fuzz/regressions/"$t"/* 2>/dev/null)
 		# an input of at most 64 KiB (and a tiny model) needs no 64 MB block
 		tseeds=$ROOT/tests/fuzz/corpus/$t dict=$ROOT/tests/fuzz/$t.dict leaks=1 mallocmb=64
-		case $t in npy|safetensors) leaks=0 ;; esac ;;
+		[ $t = safetensors ] && leaks=0 ;;
 	esac
 	[ -f "$dict" ] && dictopt=-dict=$dict || dictopt=
 	limits="-timeout=${FUZZ_TIMEOUT:-30} -rss_limit_mb=${FUZZ_RSS_MB:-2048} -malloc_limit_mb=$mallocmb -detect_leaks=$leaks"
 	if [ -n "$regs" ]; then
 		echo "fuzz-$t: $(echo "$regs" | wc -l) regression inputs"
-		(cd "$work" && "$bin" $limits $regs) \
+		(cd "$work" && ASAN_OPTIONS=detect_leaks=$leaks "$bin" $limits $regs) \
 			>"$B/fuzz/$t-regressions.log" 2>&1 ||
 			{ echo "FAIL fuzz-$t: a regression input fails again (log $B/fuzz/$t-regressions.log)"; \
 			  grep -m3 -E 'ERROR|SUMMARY|Running' "$B/fuzz/$t-regressions.log"; status=1; continue; }
 	fi
 	echo "fuzz-$t: ${secs}s"
-	(cd "$work" && "$bin" -max_total_time="$secs" -max_len=65536 $dictopt $limits \
+	(cd "$work" && ASAN_OPTIONS=detect_leaks=$leaks "$bin" -max_total_time="$secs" -max_len=65536 $dictopt $limits \
 		-artifact_prefix="$B/fuzz/crash-$t-" -print_final_stats=1 "$corpus" "$tseeds") \
 		>"$B/fuzz/$t.log" 2>&1
 	rc=$?
