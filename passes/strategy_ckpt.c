@@ -230,10 +230,17 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			ok = false;
 			continue;
 		}
+		/* the file's numbers are anything: a product past 2^63 is no
+		 * device count (and must not wrap into one) */
 		int64_t prod = 1;
+		bool wraps = false;
 		for (int j = 0; j < l->ndev; j++)
-			prod *= l->dev[j];
-		if (prod != g->par.device_num) {
+			wraps |= __builtin_mul_overflow(prod, l->dev[j], &prod);
+		if (wraps) {
+			diag_error(d, p->loc, "%s: the layout of '%s' has a dev_matrix whose product overflows 64 bits, "
+			           "but device_num = %" PRId64, path, l->name, g->par.device_num);
+			ok = false;
+		} else if (prod != g->par.device_num) {
 			diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " device%s, but device_num = %" PRId64,
 			           path, l->name, prod, plural_s(prod), g->par.device_num);
 			ok = false;
