@@ -230,10 +230,17 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			ok = false;
 			continue;
 		}
+		/* the file's numbers are anything: a product past 2^63 is no
+		 * device count (and must not wrap into one) */
 		int64_t prod = 1;
+		bool wraps = false;
 		for (int j = 0; j < l->ndev; j++)
-			prod *= l->dev[j];
-		if (prod != g->par.device_num) {
+			wraps |= __builtin_mul_overflow(prod, l->dev[j], &prod);
+		if (wraps) {
+			diag_error(d, p->loc, "%s: the layout of '%s' has a dev_matrix whose product overflows 64 bits, "
+			           "but device_num = %" PRId64, path, l->name, g->par.device_num);
+			ok = false;
+		} else if (prod != g->par.device_num) {
 			diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " device%s, but device_num = %" PRId64,
 			           path, l->name, prod, plural_s(prod), g->par.device_num);
 			ok = false;
@@ -786,19 +793,64 @@ bool strategy_ckpt_load(Compilation *c)
 	return !path || !*path || strategy_ckpt_load_path(c, path);
 }
 
+/* A file netc writes is put in place whole: written to PATH.tmp.PID
+ * beside it and renamed over it, so a full disk or a read-only or
+ * vanished directory leaves the previous file as it was and no partial
+ * one. A path that exists but is not a regular file (/dev/stdout) is
+ * written in place. */
+typedef struct Out {
+	const char *path;
+	char tmp[4200];         /* "" when writing in place */
+	FILE *f;
+} Out;
+
+static bool out_open(Out *o, const char *path)
+{
+	struct stat st;
+	o->path = path;
+	o->tmp[0] = 0;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		o->f = fopen(path, "wb");
+		return o->f != NULL;
+	}
+	snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", path, (long)getpid());
+	int fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	o->f = fd < 0 ? NULL : fdopen(fd, "wb");
+	if (!o->f && fd >= 0) {
+		int e = errno;
+		close(fd);
+		unlink(o->tmp);
+		errno = e;
+	}
+	return o->f != NULL;
+}
+
+/* ok: everything was written; false with errno set (EIO when a write
+ * failed without saying why) */
+static bool out_close(Out *o, bool ok)
+{
+	int e = ok ? 0 : errno ? errno : EIO;
+	if (ferror(o->f) && !e)
+		e = errno ? errno : EIO;
+	if (fclose(o->f) != 0 && !e)
+		e = errno;
+	if (!e && o->tmp[0] && rename(o->tmp, o->path) != 0)
+		e = errno;
+	if (e && o->tmp[0])
+		unlink(o->tmp);
+	errno = e;
+	return !e;
+}
+
 bool strategy_ckpt_save_path(Compilation *c, const char *path)
 {
 	Ckpt k;
 	collect(c, &k);
-	FILE *f = fopen(path, "wb");
-	if (!f) {
+	Out o;
+	errno = 0;
+	if (!out_open(&o, path) || !out_close(&o, is_json(path) ? write_json(&k, o.f) : write_proto(&k, o.f))) {
 		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_save_file], "cannot write '%s': %s", path,
 		           strerror(errno));
-		return false;
-	}
-	bool ok = is_json(path) ? write_json(&k, f) : write_proto(&k, f);
-	if (fclose(f) != 0 || !ok) {
-		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
 		return false;
 	}
 	return true;
@@ -927,19 +979,13 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 	uint8_t *buf = malloc(blen + 1);
 	mindspore__straspb__parallel_group_map__pack(&m, buf);
 	free(items), free(itemp), free(rks);
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		free(buf);
-		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
-		return false;
-	}
-	bool ok = fwrite(buf, 1, blen, f) == blen;
+	Out o;
+	errno = 0;
+	bool ok = out_open(&o, path) && out_close(&o, fwrite(buf, 1, blen, o.f) == blen);
 	free(buf);
-	if (fclose(f) != 0 || !ok) {
-		diag_error(&c->diag, loc_none(), "error writing '%s'", path);
-		return false;
-	}
-	return true;
+	if (!ok)
+		diag_error(&c->diag, g->par.set_loc[PK_group_ckpt_save_file], "cannot write '%s': %s", path, strerror(errno));
+	return ok;
 }
 
 /* The layouts of a loaded checkpoint against those the strategies gave

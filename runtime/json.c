@@ -64,10 +64,14 @@ static int hex4(P *p)
 	int v = 0;
 	for (int k = 0; k < 4; k++) {
 		char c = p->s[p->pos++];
-		v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-		              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1000000);
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		/* at the first bad digit: a sentinel summed on would overflow */
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
 	}
-	return v < 0 ? -1 : v;
+	return v;
 }
 
 static void put_utf8(char *buf, size_t *n, unsigned cp)
@@ -203,9 +207,17 @@ static bool number(P *p, Json *out)
 }
 
 /* ---- containers --------------------------------------------------------- */
+/* Capacity doubles (at each power of two), so an array of n elements
+ * costs O(n) copying, not O(n^2): a 16 MB header of one long array took
+ * 5 s to refuse when each element was a realloc. */
 static Json *push(Json *parent)
 {
-	parent->kids = xrealloc(parent->kids, (parent->n + 1) * sizeof *parent->kids);
+	size_t n = parent->n;
+	if (n == 0 || (n & (n - 1)) == 0) {
+		if (n > SIZE_MAX / 2 / sizeof *parent->kids)
+			nrt_fatal("out of memory");
+		parent->kids = xrealloc(parent->kids, (n ? 2 * n : 1) * sizeof *parent->kids);
+	}
 	Json *k = &parent->kids[parent->n++];
 	memset(k, 0, sizeof *k);
 	return k;

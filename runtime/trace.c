@@ -5,6 +5,7 @@
  * at once. The CPU runtime writes two tracks (compute, communication);
  * the CUDA runtime (runtime/cuda/trace.c, where this file is the host
  * core) adds its streams' spans with nrt_trace_add and names the tracks. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,7 @@ void nrt_trace_close(void)
 		return;
 	FILE *f = fopen(tr.path, "w");
 	if (!f)
-		nrt_fatal("cannot write the trace '%s'", tr.path);
+		nrt_fatal("--trace %s: %s", tr.path, strerror(errno));
 	int rank = nrt_rank();
 	fputs("{\"traceEvents\": [\n", f);
 	fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}", rank,
@@ -91,8 +92,11 @@ void nrt_trace_close(void)
 		fputc('}', f);
 	}
 	fputs("\n], \"displayTimeUnit\": \"ms\"}\n", f);
-	if (fclose(f) != 0)
-		nrt_fatal("cannot write the trace '%s'", tr.path);
+	/* a full disk shows when a buffer is written: during a write above
+	 * (the stream's error flag) or here */
+	int bad = ferror(f) ? errno : 0;
+	if (fclose(f) != 0 || bad)
+		nrt_fatal("--trace %s: %s", tr.path, strerror(bad ? bad : errno));
 	free(tr.path);
 	free(tr.v);
 	memset(&tr, 0, sizeof tr);

@@ -1,23 +1,30 @@
 #!/bin/sh
 # Runs the libFuzzer targets (make fuzz, make fuzz-smoke):
 #   tests/fuzz/run.sh SECONDS [TARGET...]
-# TARGET: check (netc check's path) or build (every pass before C is
-# emitted); default both, SECONDS each. First every input in
-# tests/fuzz/regressions/ (crashes found before) runs once through each
-# target; then each target fuzzes from the seed corpus (samples/ and every
-# .net under tests/) plus its own corpus kept in build/fuzz/corpus-TARGET,
-# with the dictionary tests/fuzz/netc.dict and inputs up to 64 KiB.
+# TARGET: check (netc check's path), build (every pass before C is
+# emitted), or a file format (tests/fuzz/fuzz_files.c): npy, safetensors,
+# machine, strategy-pb, strategy-json; default all, SECONDS each. First
+# the inputs that crashed before run once through each target (for check
+# and build tests/fuzz/regressions/*.net, for a format
+# tests/fuzz/regressions/TARGET/*); then each target fuzzes from its seed
+# corpus (check and build: samples/ and every .net under tests/; a format:
+# tests/fuzz/corpus/TARGET/) plus its own corpus kept in
+# build/fuzz/corpus-TARGET, with a dictionary tests/fuzz/TARGET.dict where
+# there is one (netc.dict for check and build), inputs up to 64 KiB.
 # A crash, sanitizer report, leak, timeout (FUZZ_TIMEOUT s per input,
-# default 30) or memory blow-up (FUZZ_RSS_MB, default 2048) fails the run
-# and leaves the input in build/fuzz/crash-*: add it to
-# tests/fuzz/regressions/ with the fix. Exit status 1 on any failure.
+# default 30), memory blow-up (FUZZ_RSS_MB, default 2048) or single
+# allocation past that (past 64 MB for a format) fails the run and leaves the input in
+# build/fuzz/crash-*: add it to the regressions with the fix. The
+# safetensors target runs without leak detection: a refused checkpoint
+# ends the real program, and the harness's jump back past the reader
+# leaves what it held (fuzz_files.c). Exit status 1 on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
 B=${B:-build}
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-check build}
+targets=${*:-check build npy safetensors machine strategy-pb strategy-json}
 work=$B/fuzz/work
 seeds=$B/fuzz/seeds
 mkdir -p "$work" "$seeds" || exit 1
@@ -31,18 +38,28 @@ for t in $targets; do
 	[ -x "$bin" ] || { echo "fuzz: no $bin (make fuzz builds it)"; exit 1; }
 	corpus=$B/fuzz/corpus-$t
 	mkdir -p "$corpus"
-	regs=$(ls "$ROOT"/tests/fuzz/regressions/* 2>/dev/null)
+	case $t in
+	check|build)
+		regs=$(ls "$ROOT"/tests/fuzz/regressions/*.net 2>/dev/null)
+		tseeds=$seeds dict=$ROOT/tests/fuzz/netc.dict leaks=1 mallocmb=${FUZZ_RSS_MB:-2048} ;;
+	*)
+		regs=$(ls "$ROOT"/tests/fuzz/regressions/"$t"/* 2>/dev/null)
+		# an input of at most 64 KiB (and a tiny model) needs no 64 MB block
+		tseeds=$ROOT/tests/fuzz/corpus/$t dict=$ROOT/tests/fuzz/$t.dict leaks=1 mallocmb=64
+		[ $t = safetensors ] && leaks=0 ;;
+	esac
+	[ -f "$dict" ] && dictopt=-dict=$dict || dictopt=
+	limits="-timeout=${FUZZ_TIMEOUT:-30} -rss_limit_mb=${FUZZ_RSS_MB:-2048} -malloc_limit_mb=$mallocmb -detect_leaks=$leaks"
 	if [ -n "$regs" ]; then
 		echo "fuzz-$t: $(echo "$regs" | wc -l) regression inputs"
-		(cd "$work" && "$bin" -timeout="${FUZZ_TIMEOUT:-30}" -rss_limit_mb="${FUZZ_RSS_MB:-2048}" $regs) \
+		(cd "$work" && ASAN_OPTIONS=detect_leaks=$leaks "$bin" $limits $regs) \
 			>"$B/fuzz/$t-regressions.log" 2>&1 ||
 			{ echo "FAIL fuzz-$t: a regression input fails again (log $B/fuzz/$t-regressions.log)"; \
 			  grep -m3 -E 'ERROR|SUMMARY|Running' "$B/fuzz/$t-regressions.log"; status=1; continue; }
 	fi
 	echo "fuzz-$t: ${secs}s"
-	(cd "$work" && "$bin" -max_total_time="$secs" -max_len=65536 -dict="$ROOT/tests/fuzz/netc.dict" \
-		-timeout="${FUZZ_TIMEOUT:-30}" -rss_limit_mb="${FUZZ_RSS_MB:-2048}" \
-		-artifact_prefix="$B/fuzz/crash-$t-" -print_final_stats=1 "$corpus" "$seeds") \
+	(cd "$work" && ASAN_OPTIONS=detect_leaks=$leaks "$bin" -max_total_time="$secs" -max_len=65536 $dictopt $limits \
+		-artifact_prefix="$B/fuzz/crash-$t-" -print_final_stats=1 "$corpus" "$tseeds") \
 		>"$B/fuzz/$t.log" 2>&1
 	rc=$?
 	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$B/fuzz/$t.log" | sed "s/^/  fuzz-$t: /"

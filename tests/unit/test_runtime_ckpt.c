@@ -163,6 +163,31 @@ Test(ckpt, load_errors)
 	free(p);
 }
 
+/* A header that claims more than the file holds is refused before
+ * anything that size is allocated: a header length of 2^60, a tensor
+ * whose data_offsets span 2^60 bytes. */
+Test(ckpt, huge_claims_refused)
+{
+	char *p = tr_path(dir, "h.safetensors"), err[1024], want[512];
+	Model a;
+	model(&a, 1);
+	SaveArgs s = {p, &a, 1};
+	cr_assert_eq(tr_write_file(p, "\0\0\0\0\0\0\0\x10{}      ", 16), 0);
+	cr_expect_eq(tr_run_child(load_child, &s, err, sizeof err), 1);
+	snprintf(want, sizeof want, "%s: header of 1152921504606846976 bytes (safetensors headers are at most 100 MB)", p);
+	cr_expect(strstr(err, want), "stderr: %s", err);
+	static const char hdr[] = "{\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[3,4],"
+	                          "\"data_offsets\":[0,1152921504606846976]}}   ";
+	char buf[8 + sizeof hdr + 48] = {(char)(sizeof hdr - 1)};
+	memcpy(buf + 8, hdr, sizeof hdr - 1);
+	cr_assert_eq(tr_write_file(p, buf, 8 + sizeof hdr - 1 + 48), 0);
+	cr_expect_eq(tr_run_child(load_child, &s, err, sizeof err), 1);
+	snprintf(want, sizeof want, "%s: tensor 'fc1.w': data_offsets [0, 1152921504606846976] do not hold 48 "
+	         "bytes inside the 48 bytes of data", p);
+	cr_expect(strstr(err, want), "stderr: %s", err);
+	free(p);
+}
+
 /* ---- f16 / bf16 ------------------------------------------------------------- */
 /* h [2, 3] F16 and g [3] BF16 next to an F32 tensor */
 typedef struct HalfModel {
@@ -277,7 +302,10 @@ Test(json, objects_arrays_escapes)
 Test(json, malformed)
 {
 	const char *bad[] = {"", "{", "{\"a\" 1}", "[1,]", "{\"a\":1,}", "\"abc", "\"\\x\"",
-	                     "[1] 2", "\"\\ud800\"", "tru", "{\"a\":-}", "\"a\nb\""};
+	                     "[1] 2", "\"\\ud800\"", "tru", "{\"a\":-}", "\"a\nb\"",
+	                     /* bad hex digits: a sentinel summed over several overflowed (UBSan;
+	                      * found by fuzz-safetensors) */
+	                     "\"\\u\xff\xff\xff\xff\"", "\"\\ud800\\uzzzz\""};
 	char err[256];
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		Json *j = json_parse(bad[i], strlen(bad[i]), err, sizeof err);

@@ -235,3 +235,33 @@ Test(npy, write_to_missing_directory_fails)
 	cr_expect_not(nrt_npy_write(p, NRT_F32, 0, NULL, &x));
 	free(p);
 }
+
+/* Memory is bounded by what the file holds: a header that claims 2^60
+ * elements (or 2^48 eight-byte ones, 2 PiB) is refused before anything
+ * that size is allocated, with a message naming the claim; RLIMIT_AS
+ * would turn such an allocation into a crash, not a message. */
+Test(npy, huge_claims_refused_before_allocation)
+{
+	char want[512];
+	char *p = handmade(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1073741824, 1073741824), }\n",
+	                   "", 0);
+	snprintf(want, sizeof want, "%s: bad header: shape with more than 2^48 elements", p);
+	expect_error(p, want);
+	free(p);
+	p = handmade(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1152921504606846976,), }\n", "", 0);
+	expect_error(p, want);
+	free(p);
+	/* 2^48 elements pass the count but not the file's size */
+	p = handmade(3, "{'descr': '<f8', 'fortran_order': False, 'shape': (16777216, 16777216), }\n", "12345678",
+	             8);
+	snprintf(want, sizeof want, "%s: truncated: header says 16777216x16777216 float64 (2251799813685248 "
+	         "bytes) but only 8 bytes follow", p);
+	expect_error(p, want);
+	free(p);
+	/* a header length of 2^32 - 1 is refused before it is read */
+	p = tr_path(dir, "hlen.npy");
+	cr_assert_eq(tr_write_file(p, "\x93NUMPY\x02\x00\xff\xff\xff\xff{", 13), 0);
+	snprintf(want, sizeof want, "%s: bad header: length 4294967295 is implausible", p);
+	expect_error(p, want);
+	free(p);
+}

@@ -142,6 +142,18 @@ Test(strategy_ckpt, wrong_device_count)
 	free(d);
 }
 
+/* a dev_matrix whose product wraps: signed overflow before (UBSan), and
+ * 2^62 * 4 wraps to 0, no device count (found reading what
+ * fuzz-strategy-json reaches; tests/fuzz/regressions/strategy-json/) */
+Test(strategy_ckpt, device_count_overflow)
+{
+	char *d = load_bad("{\"current_stage\": 0, \"parallel_strategy_item\": {}, \"parallel_layout_item\": {\"w1\": "
+	                   "{\"dev_matrix\": [4611686018427387904, 4], \"tensor_map\": [-1, -1]}}}");
+	cr_expect(strstr(d, "the layout of 'w1' has a dev_matrix whose product overflows 64 bits, but device_num = 4"),
+	          "%s", d);
+	free(d);
+}
+
 Test(strategy_ckpt, not_a_checkpoint)
 {
 	FILE *f = fopen("build/test_ckpt_garbage.ckpt", "w");

@@ -1,0 +1,164 @@
+/* libFuzzer targets for the files netc and generated programs read besides
+ * .net, one per format, chosen at build time (GNUmakefile, FUZZ_FILES):
+ *   FUZZ_FORMAT_npy            nrt_npy_read: a .npy file (--data inputs)
+ *   FUZZ_FORMAT_safetensors    nrt_ckpt_load: a checkpoint (--init) into a
+ *                              fixed model of three tensors
+ *   FUZZ_FORMAT_machine        machine_load: netc --machine FILE
+ *   FUZZ_FORMAT_strategy_pb    a strategy checkpoint (protobuf) loaded by
+ *   FUZZ_FORMAT_strategy_json  netc into FUZZ_MODEL, and (JSON) likewise
+ * netc writes group files (group_ckpt_save_file) but never reads one.
+ *
+ * Each input is written to a scratch file in the current directory
+ * (run.sh runs in build/fuzz/work) and read through the real entry point,
+ * so the readers' own open/stat/size checks run too.
+ *
+ * The runtime refuses a bad file with nrt_fatal, which ends the process.
+ * The runtime targets are linked with --wrap=nrt_fatal: the wrapper below
+ * jumps back here instead, so one refused input does not end the fuzzer.
+ * nrt_npy_read refuses with a message, not nrt_fatal, so fuzz-npy checks
+ * leaks; nrt_ckpt_load refuses with nrt_fatal, and what it had allocated
+ * (the parsed header) is unreachable after the jump, as it would be at the
+ * real process's exit: fuzz-safetensors runs without leak detection
+ * (run.sh). json_parse's own error paths, which free what they built, are
+ * checked by the unit tests under ASan. */
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void write_file(const char *path, const uint8_t *data, size_t size)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+		abort();
+}
+
+#if defined(FUZZ_FORMAT_npy) || defined(FUZZ_FORMAT_safetensors)
+#include "runtime/netrt.h"
+
+static jmp_buf refused;
+static int in_reader;
+
+/* What a refused file left behind that the real process's exit would
+ * have released, and which would pile up over millions of inputs: the
+ * descriptor and the mapping of `path` (a reader that gives up between
+ * open and close, or mmap and munmap). Heap blocks are left to
+ * -detect_leaks=0 (run.sh). */
+static void release_leftovers(const char *path)
+{
+	char real[4096], link[64], target[4096];
+	if (!realpath(path, real))
+		return;
+	for (int fd = 3; fd < 1024; fd++) {
+		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, target, sizeof target - 1);
+		if (n > 0 && (target[n] = 0, !strcmp(target, real)))
+			close(fd);
+	}
+	FILE *maps = fopen("/proc/self/maps", "r");
+	char line[8192];
+	void *lo[64], *hi[64];
+	int nmaps = 0;
+	while (maps && nmaps < 64 && fgets(line, sizeof line, maps)) {
+		unsigned long a, b;
+		size_t len = strcspn(line, "\n");
+		line[len] = 0;
+		size_t plen = strlen(real);
+		if (len > plen && !strcmp(line + len - plen, real) && sscanf(line, "%lx-%lx", &a, &b) == 2)
+			lo[nmaps] = (void *)a, hi[nmaps++] = (void *)b;
+	}
+	if (maps)
+		fclose(maps);
+	for (int i = 0; i < nmaps; i++)
+		munmap(lo[i], (size_t)((char *)hi[i] - (char *)lo[i]));
+}
+
+_Noreturn void __wrap_nrt_fatal(const char *fmt, ...);
+_Noreturn void __wrap_nrt_fatal(const char *fmt, ...)
+{
+	(void)fmt;
+	if (!in_reader)
+		abort();
+	longjmp(refused, 1);
+}
+#endif
+
+#ifdef FUZZ_FORMAT_npy
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	write_file("fuzz-in.npy", data, size);
+	NrtNpy a;
+	char err[512];
+	in_reader = 1;
+	if (setjmp(refused))
+		release_leftovers("fuzz-in.npy");
+	else if (nrt_npy_read("fuzz-in.npy", &a, err, sizeof err))
+		free(a.data);
+	in_reader = 0;
+	return 0;
+}
+#endif
+
+#ifdef FUZZ_FORMAT_safetensors
+/* the model tests/fuzz/corpus/safetensors/ was written for */
+static float w[4 * 3], b[3];
+static int32_t s[2];
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	write_file("fuzz-in.safetensors", data, size);
+	NrtTensor t[3] = {
+		{.name = "fc.w", .dtype = NRT_F32, .rank = 2, .full = {4, 3}, .slice = {4, 3}, .data = w},
+		{.name = "fc.b", .dtype = NRT_F32, .rank = 1, .full = {3}, .slice = {3}, .data = b},
+		{.name = "count", .dtype = NRT_I32, .rank = 1, .full = {2}, .slice = {2}, .data = s},
+	};
+	in_reader = 1;
+	if (setjmp(refused))
+		release_leftovers("fuzz-in.safetensors");
+	else
+		nrt_ckpt_load("fuzz-in.safetensors", t, 3);
+	in_reader = 0;
+	return 0;
+}
+#endif
+
+#ifdef FUZZ_FORMAT_machine
+#include "passes/cost.h"
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	write_file("fuzz-in.machine", data, size);
+	static Machine m;
+	char err[1024];
+	machine_defaults(&m);
+	machine_load(&m, "fuzz-in.machine", err, sizeof err);
+	return 0;
+}
+#endif
+
+#if defined(FUZZ_FORMAT_strategy_pb) || defined(FUZZ_FORMAT_strategy_json)
+#include "passes/passes.h"
+#ifdef FUZZ_FORMAT_strategy_json
+#define FUZZ_IN "fuzz-in.json"
+#else
+#define FUZZ_IN "fuzz-in.ckpt"
+#endif
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static FILE *devnull;
+	if (!devnull && !(devnull = fopen("/dev/null", "w")))
+		abort();
+	write_file(FUZZ_IN, data, size);
+	Compilation c;
+	compilation_init(&c);
+	diag_init(&c.diag, devnull);
+	const char *defs[] = {"strategy_ckpt_config = {load_file = \"" FUZZ_IN "\"}"};
+	if (compile_front(&c, FUZZ_MODEL, defs, 1))
+		compile_passes(&c, UPTO_CHECK);
+	compilation_free(&c);
+	return 0;
+}
+#endif
