@@ -970,17 +970,31 @@ static int64_t step_samples(const Graph *g)
 	return (g->ninputs ? g->inputs[0]->shape.d[0] : 1) * (g->nmicro > 0 ? g->nmicro : 1);
 }
 
+/* Tokens a sample holds, for tokens/s: the first input's dimensions after
+ * the batch when it holds integer ids (tokens [batch, t]); 0 for other
+ * models (images, features). */
+static int64_t sample_tokens(const Graph *g)
+{
+	const Value *x = g->ninputs ? g->inputs[0] : NULL;
+	if (!x || x->shape.rank < 2 || dtype_is_float(x->dtype))
+		return 0;
+	int64_t n = 1;
+	for (int d = 1; d < x->shape.rank; d++)
+		n *= x->shape.d[d];
+	return n;
+}
+
 static void emit_info(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fprintf(out, "static const NrtProgramInfo info = {\n\t.name = \"%s\",\n\t.device_num = %" PRId64 ",\n"
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
-	             "\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
+	             "\t.sample_tokens = %" PRId64 ",\n\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
 	             "\t.infer = %s,\n\t.log_columns = %s,\n\t.nlog_columns = %d,\n"
 	             "\t.mem_planned = &mem_planned[0][0][0],\n\t.mem_stages = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
-	        step_samples(g), result_rank(e), emit_ps_servers(e),
+	        step_samples(g), sample_tokens(g), result_rank(e), emit_ps_servers(e),
 	        e->c->infer ? "true" : "false", emit_train_log_columns(e) ? "log_columns" : "NULL",
 	        emit_train_log_columns(e), e->sched ? e->sched->nstages : 1);
 }

@@ -15,6 +15,7 @@ struct NrtLog {
 	bool print;             /* rank 0 and not --quiet */
 	int every;
 	int64_t batch;          /* samples per step */
+	int64_t tokens;         /* tokens per sample (0: not a sequence model) */
 	FILE *csv;              /* --log, rank 0 only */
 	const char *csv_path;
 	double t0;              /* nrt_log_open time: elapsed_seconds counts from here */
@@ -51,6 +52,7 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	nrt_comm_stats(true); /* --comm-stats counts the steps only */
 	l->every = opt->print_every > 0 ? opt->print_every : 10;
 	l->batch = info->batch_size;
+	l->tokens = info->sample_tokens;
 	l->t0 = nrt_now();
 	l->columns = info->log_columns;
 	l->ncolumns = info->nlog_columns < 8 ? info->nlog_columns : 8;
@@ -150,7 +152,10 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 		double mean = l->window / (double)l->window_steps;
 		printf("step %lld/%lld  loss %.6f", (long long)shown, (long long)total, loss);
 		put_values(l, stdout, true);
-		printf("  %.1f samples/s  %.2f ms/step\n", per_second(l->batch, mean), mean * 1e3);
+		printf("  %.1f samples/s", per_second(l->batch, mean));
+		if (l->tokens > 0)
+			printf("  %.0f tokens/s", per_second(l->batch * l->tokens, mean));
+		printf("  %.2f ms/step\n", mean * 1e3);
 		fflush(stdout);
 	}
 	l->window = 0;
@@ -176,8 +181,11 @@ void nrt_log_close(NrtLog *l)
 	}
 	if (l->print) {
 		double mean = l->steps ? l->total / (double)l->steps : 0;
-		printf("done: %lld steps, final loss %.6f, %.2f ms/step, %.1f samples/s\n",
-		       (long long)l->steps, l->last_loss, mean * 1e3, per_second(l->batch, mean));
+		printf("done: %lld steps, final loss %.6f, %.2f ms/step, %.1f samples/s", (long long)l->steps, l->last_loss,
+		       mean * 1e3, per_second(l->batch, mean));
+		if (l->tokens > 0)
+			printf(", %.0f tokens/s", per_second(l->batch * l->tokens, mean));
+		putchar('\n');
 		fflush(stdout);
 	}
 	if (l->csv && fclose(l->csv) != 0)

@@ -57,6 +57,8 @@ typedef struct NrtProgramInfo {
 	int64_t default_steps;
 	double default_lr;
 	int64_t batch_size;     /* samples per step (global) */
+	int64_t sample_tokens;  /* tokens per sample when the first input holds token ids [batch, t, ...]
+	                         * (tokens/s beside samples/s); 0: not a sequence model */
 	const char *const *input_names; /* for --data messages */
 	int ninputs;
 	int log_rank;           /* the rank that prints progress and writes --log (0; a pipeline's

@@ -159,7 +159,7 @@ thr() {
 	name=$1 np=$2 want=$3; shift 3
 	if timeout $TMO $NETC build $M/staged.net -o "$work/$name" "$@" >"$work/$name.build" 2>&1 &&
 		timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 20 --print-every 20 >"$work/$name.out" 2>&1; then
-		got=$(sed -n 's/^done: .*, \([0-9.]*\) ms\/step, \([0-9.]*\) samples\/s$/\1 \2/p' "$work/$name.out" |
+		got=$(sed -n 's/^done: .*, \([0-9.]*\) ms\/step, \([0-9.]*\) samples\/s\(, [0-9]* tokens\/s\)*$/\1 \2/p' "$work/$name.out" |
 			awk '{ printf "%.2f %.4f", $1 * $2 / 1000, 0.01 + 0.005 / $1 }')
 		tol=${got#* } got=${got%% *}
 		if awk -v g="$got" -v w="$want" -v t="$tol" 'BEGIN { exit !(g > (1 - t) * w && g < (1 + t) * w) }'; then
@@ -174,6 +174,19 @@ thr() {
 thr throughput_pipeline 4 16
 thr throughput_accumulation 1 32 -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
 	-D grad_accumulation_step=2
+
+# tokens/s for a model whose first input holds token ids [B, T]: the
+# samples/s times T (samples/transformer.net: T = 16), within the
+# printing's rounding (samples/s has one decimal)
+if timeout $TMO $NETC build samples/transformer.net -D pipeline_stages=2 -D train.micro_size=2 -D MP=2 -o "$work/tok" \
+	>"$work/tok.build" 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 8 "$work/tok" --steps 4 --print-every 4 >"$work/tok.out" 2>&1 &&
+	sed -n 's/^done: .*, \([0-9.]*\) samples\/s, \([0-9]*\) tokens\/s$/\1 \2/p' "$work/tok.out" |
+	awk '{ ok = $2 > 0 && ($2 - 16 * $1) ^ 2 <= (16 * 0.05 + 0.5) ^ 2 } END { exit !ok }'; then
+	ok "tokens/s: 16 x samples/s ($(tail -1 "$work/tok.out"))"
+else
+	bad "tokens/s: want 16 x samples/s: $(tail -1 "$work/tok.out")"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
