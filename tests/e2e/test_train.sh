@@ -237,6 +237,33 @@ evaluated() {
 	fi
 }
 "$work/mknpy" raw "$work/ids.npy" '<i4' 64,8 >/dev/null
+# the held-out loss is the model's: with --lr 0 and the training batch as
+# the held-out data (one batch), eval_loss equals the step's loss (> 0),
+# stand-alone and @4 (it read 0 in every program without a pipeline)
+"$work/mknpy" mlp "$work/one_x.npy" "$work/one_y.npy" 32 48 10 >/dev/null
+for np in 1 4; do
+	p=data_parallel_1
+	[ $np -eq 1 ] || p=data_parallel_n
+	if run $p $np "lr0_$np" --steps 1 --lr 0 --data "$work/one_x.npy,$work/one_y.npy" \
+		--eval-data "$work/one_x.npy,$work/one_y.npy" &&
+		column "$work/lr0_$np.csv" loss >"$work/lr0_$np.loss" && column "$work/lr0_$np.csv" eval_loss >"$work/lr0_$np.ev" &&
+		awk '$1 + 0 <= 0 { exit 1 }' "$work/lr0_$np.ev" && close "$work/lr0_$np.ev" "$work/lr0_$np.loss" 1e-6; then
+		ok "eval: @$np held-out loss of the training batch $(cat "$work/lr0_$np.ev") == its training loss at --lr 0"
+	else
+		bad "eval: @$np held-out loss $(cat "$work/lr0_$np.ev" 2>/dev/null) != training loss $(cat "$work/lr0_$np.loss" 2>/dev/null)"
+	fi
+done
+# a model evaluated only in training mode (batch_norm) is refused before
+# its first step, not after its last (and no checkpoint is written)
+"$work/mknpy" raw "$work/bx.npy" '<f4' 64,32 >/dev/null && "$work/mknpy" raw "$work/bt.npy" '<f4' 64,16 >/dev/null
+if build bn samples/bn_matmul.net -D parallel_mode=stand_alone &&
+	! timeout "$TMO" "$work/bn" --steps 3 --print-every 1 --eval-data "$work/bx.npy,$work/bt.npy" --save "$work/bn.st" \
+		>"$work/bn.out" 2>&1 && grep -q "eval-data: the model uses batch_norm" "$work/bn.out" &&
+	! grep -q '^step' "$work/bn.out" && [ ! -e "$work/bn.st" ]; then
+	ok "eval: batch_norm is refused at start-up"
+else
+	bad "eval: batch_norm"; head -4 "$work/bn.out" | sed 's/^/     | /'
+fi
 evaluated data_parallel 4 "$work/ex.npy" "$work/el.npy"
 evaluated megatron 4 "$work/mx.npy" "$work/ml.npy"
 evaluated pipeline 4 "$work/ids.npy" "$work/ids.npy"
