@@ -120,9 +120,13 @@ Test(log_columns, values_eval_and_append, .init = cr_redirect_stdout)
 
 /* a resumed run with other columns (here: no eval_loss) does not append
  * rows that do not fit the file's header: it stops at nrt_log_open */
+static char *append_dir;
+static void remove_append_dir(void) { tr_rmdir(append_dir); }
+
 Test(log_columns, append_with_other_columns_is_fatal, .exit_code = 1, .init = cr_redirect_stderr)
 {
-	char *dir = tr_mkdtemp(), *csv = tr_path(dir, "log.csv");
+	char *dir = append_dir = tr_mkdtemp(), *csv = tr_path(dir, "log.csv");
+	atexit(remove_append_dir); /* nrt_fatal exits */
 	NrtOptions o = {.print_every = 1, .quiet = true, .log = csv, .neval = 1};
 	NrtLog *l = nrt_log_open(&o, &tinfo);
 	nrt_log_step(l, 0, 1, 1.5, 0.5);
