@@ -391,6 +391,10 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
 		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
+	/* a step whose update is skipped (loss-scale overflow) has no norm:
+	 * the log shows none rather than the previous step's */
+	if (ph == PH_UPDATE && e->loss_scale && emit_train_clip_on(e))
+		fputs("\tgrad_norm = NAN;\n", e->out);
 	if (ph == PH_UPDATE && e->loss_scale)
 		emit_overflow_check(e);
 	/* once a fused bucket is on its way, each backward kernel is followed

@@ -96,43 +96,42 @@ void emit_train_step_end(Emit *e, const char *log)
 void emit_train_step_after(Emit *e, const char *step)
 {
 	FILE *out = e->out;
-	if (emit_ps_on(e)) {
-		fputs("\t\tif (opt.save_every)\n\t\t\tnrt_fatal(\"--save-every is not supported with parameter "
-		      "servers yet (their optimizer state is saved at the end)\");\n",
-		      out);
+	if (emit_ps_on(e)) /* refused in emit_train_main_start */
 		return;
-	}
 	fprintf(out, "\t\tif (opt.save_every && (%s + 1) %% opt.save_every == 0 && %s + 1 < end) {\n"
 	             "\t\t\tnrt_ckpt_remember(seed, %s);\n\t\t\tbefore_save();\n"
 	             "\t\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, %s + 1);\n\t\t}\n",
 	        step, step, e->loss_scale ? "&loss_scale" : "NULL", step);
 }
 
+/* The operator whose forward pass is not the same in evaluation (dropout,
+ * batch norm's statistics), or NULL. */
+static const char *eval_differs(const Emit *e)
+{
+	for (int i = 0; i < e->g->nnodes; i++)
+		if (e->g->nodes[i]->op == OP_DROPOUT || e->g->nodes[i]->op == OP_BATCH_NORM)
+			return e->g->nodes[i]->op == OP_DROPOUT ? "dropout" : "batch_norm";
+	return NULL;
+}
+
 /* --eval-data: the held-out loss, forward only, over every batch of the
  * held-out files (at least one; the last rows that fill no batch are
  * left out), the mean of the batches' losses. A model whose forward pass
- * is not the same in evaluation (dropout, batch norm's statistics) is
- * refused at run time rather than evaluated in training mode. */
+ * is not the same in evaluation (eval_differs) is refused at start-up
+ * (emit_train_eval_open) rather than evaluated in training mode. */
 void emit_train_eval(Emit *e)
 {
 	FILE *out = e->out;
-	const char *why = NULL;
-	for (int i = 0; i < e->g->nnodes && !why; i++)
-		why = e->g->nodes[i]->op == OP_DROPOUT      ? "dropout"
-		      : e->g->nodes[i]->op == OP_BATCH_NORM ? "batch_norm"
-		                                            : NULL;
 	fputs("static NrtData *eval_data; /* --eval-data */\n\n", out);
 	if (e->sched)
 		emit_sched_eval(e);
 	else
+		/* forward() only fetches the loss (read_loss); its value comes
+		 * from nrt_loss_value, as in train_step */
 		fputs("static double eval_batch(int64_t k)\n{\n\tnrt_data_next(eval_data, inputs, NINPUTS, k);\n"
-		      "\treturn forward();\n}\n\n",
+		      "\tread_loss = true;\n\tforward();\n\treturn nrt_loss_value();\n}\n\n",
 		      out);
 	fputs("static double evaluate(void)\n{\n", out);
-	if (why)
-		fprintf(out, "\tnrt_fatal(\"--eval-data: the model uses %s, which netc evaluates only in training "
-		             "mode (its held-out loss would not be the model's)\");\n",
-		        why);
 	fprintf(out, "\tint64_t n = nrt_data_batches(eval_data, inputs, NINPUTS) / %d;\n"
 	             "\tn = n > 0 ? n : 1;\n\tdouble sum = 0;\n"
 	             "\tfor (int64_t k = 0; k < n; k++)\n\t\tsum += eval_batch(k);\n\treturn sum / (double)n;\n}\n\n",
@@ -241,6 +240,11 @@ void emit_train_clip_fn(Emit *e)
 /* main(), after the options: what an option does not do in this program */
 void emit_train_main_start(Emit *e)
 {
+	/* before the first step, not after it */
+	if (emit_ps_on(e))
+		fputs("\tif (opt.save_every)\n\t\tnrt_fatal(\"--save-every is not supported with parameter servers yet "
+		      "(their optimizer state is saved at the end)\");\n",
+		      e->out);
 	if (e->g->train.nlr)
 		fputs("\tif (opt.lr_set && nrt_rank() == info.log_rank)\n"
 		      "\t\tfprintf(stderr, \"warning: --lr has no effect: the train block's lr_schedule sets the rate of "
@@ -248,10 +252,17 @@ void emit_train_main_start(Emit *e)
 		      e->out);
 }
 
-/* main(), after --init: the held-out data, or a warning that it is unused */
+/* main(), after --init: the held-out data, or a warning that it is unused;
+ * a model evaluate() cannot run is refused before the first step, not
+ * after the last */
 void emit_train_eval_open(Emit *e, bool eval)
 {
-	if (eval)
+	const char *why = eval ? eval_differs(e) : NULL;
+	if (why)
+		fprintf(e->out, "\tif (opt.neval)\n\t\tnrt_fatal(\"--eval-data: the model uses %s, which netc evaluates "
+		                "only in training mode (its held-out loss would not be the model's)\");\n",
+		        why);
+	else if (eval)
 		fputs("\tif (opt.neval) {\n\t\tNrtOptions eo = opt;\n\t\tmemcpy(eo.data, opt.eval_data, sizeof eo.data);\n"
 		      "\t\teo.ndata = opt.neval;\n\t\teo.shuffle = false;\n\t\teval_data = nrt_data_open(&eo, inputs, NINPUTS);\n\t}\n",
 		      e->out);

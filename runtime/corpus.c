@@ -67,10 +67,29 @@ int64_t nrt_shuffle_index(uint64_t seed, int64_t epoch, int64_t i, int64_t n)
 	return (int64_t)x;
 }
 
-bool nrt_corpus_path(const char *arg)
+/* The ".bin" that ends the file name: the last one followed by the end
+ * or a ':' (a directory "data.bin/" is part of the path), or NULL. */
+static const char *bin_suffix(const char *arg)
 {
-	const char *dot = strstr(arg, ".bin");
-	return dot && (dot[4] == 0 || dot[4] == ':');
+	const char *found = NULL;
+	for (const char *dot = strstr(arg, ".bin"); dot; dot = strstr(dot + 1, ".bin"))
+		if (dot[4] == 0 || dot[4] == ':')
+			found = dot;
+	return found;
+}
+
+bool nrt_corpus_path(const char *arg) { return bin_suffix(arg) != NULL; }
+
+bool nrt_corpus_random(const char *arg)
+{
+	const char *end = bin_suffix(arg);
+	bool random = false;
+	for (const char *o = end ? strchr(end, ':') : NULL; o; o = strchr(o + 1, ':'))
+		if (!strncmp(o + 1, "random", 6) && (o[7] == 0 || o[7] == ':'))
+			random = true;
+		else if (!strncmp(o + 1, "sequential", 10) && (o[11] == 0 || o[11] == ':'))
+			random = false;
+	return random;
 }
 
 /* FILE.bin[:u16|:i32][:random] */
@@ -79,7 +98,7 @@ static char *parse_path(NrtCorpus *c, const char *arg)
 	char *path = strdup(arg);
 	if (!path)
 		nrt_fatal("out of memory");
-	char *colon = strstr(path, ".bin") + 4;
+	char *colon = path + (bin_suffix(arg) - arg) + 4;
 	if (*colon != ':')
 		return path;
 	*colon = 0;

@@ -338,6 +338,17 @@ NrtParse nrt_parse_options(int argc, char **argv, const NrtProgramInfo *info,
 		snprintf(msg, msglen, "--eval-every needs --eval-data (the held-out data)");
 		return NRT_PARSE_ERROR;
 	}
+	/* --shuffle orders the rows of --data files: synthetic batches have
+	 * no order, a corpus's random windows no epochs */
+	if (opt->shuffle && !opt->ndata) {
+		snprintf(msg, msglen, "--shuffle needs --data (the synthetic batches have no order to shuffle)");
+		return NRT_PARSE_ERROR;
+	}
+	if (opt->shuffle && nrt_corpus_path(opt->data[0]) && nrt_corpus_random(opt->data[0])) {
+		snprintf(msg, msglen, "--shuffle has no effect with --data %s: its windows are already drawn at random "
+		         "(use :sequential or drop --shuffle)", opt->data[0]);
+		return NRT_PARSE_ERROR;
+	}
 	if (opt->log_append && !opt->log) {
 		snprintf(msg, msglen, "--log-append needs --log FILE");
 		return NRT_PARSE_ERROR;

@@ -31,6 +31,7 @@ struct NrtLog {
 	double values[8];       /* theirs for the next step (NaN: none) */
 	bool eval;              /* --eval-data: an eval_loss column */
 	double eval_loss;       /* for the next row (NaN: none) */
+	int64_t save_every;     /* --save-every: those steps read the loss too */
 };
 
 double nrt_now(void)
@@ -38,6 +39,16 @@ double nrt_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the CSV's first line, without its newline */
+static void csv_header(const NrtLog *l, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "step,loss,step_seconds,elapsed_seconds");
+	for (int k = 0; k < l->ncolumns && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, ",%s", l->columns[k]);
+	if (l->eval && n < len)
+		snprintf(buf + n, len - n, ",eval_loss");
 }
 
 NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
@@ -60,18 +71,30 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 		l->values[k] = NAN;
 	l->eval = opt->neval > 0;
 	l->eval_loss = NAN;
+	l->save_every = opt->save_every;
 	if (root && opt->log) {
 		l->csv_path = opt->log;
-		l->csv = fopen(opt->log, opt->log_append ? "a" : "w");
+		l->csv = fopen(opt->log, opt->log_append ? "a+" : "w");
 		if (!l->csv)
 			nrt_fatal("--log %s: %s", opt->log, strerror(errno));
-		/* --log-append (a resumed run): rows after the file's, a header only in an empty file */
-		if (opt->log_append && fseek(l->csv, 0, SEEK_END) == 0 && ftell(l->csv) > 0)
+		char head[1024];
+		csv_header(l, head, sizeof head);
+		/* --log-append (a resumed run): rows after the file's, a header
+		 * only in an empty file; a file with other columns is refused,
+		 * as its rows would not fit under its header */
+		if (opt->log_append && fseek(l->csv, 0, SEEK_END) == 0 && ftell(l->csv) > 0) {
+			char old[1024] = "";
+			rewind(l->csv);
+			if (!fgets(old, sizeof old, l->csv))
+				nrt_fatal("--log %s: %s", opt->log, strerror(errno));
+			old[strcspn(old, "\r\n")] = 0;
+			if (strcmp(old, head))
+				nrt_fatal("--log-append: %s has the columns '%s', this run writes '%s' (use another --log file)",
+				          opt->log, old, head);
+			fseek(l->csv, 0, SEEK_END); /* from reading to writing on one stream */
 			return l;
-		fprintf(l->csv, "step,loss,step_seconds,elapsed_seconds");
-		for (int k = 0; k < l->ncolumns; k++)
-			fprintf(l->csv, ",%s", l->columns[k]);
-		fputs(l->eval ? ",eval_loss\n" : "\n", l->csv);
+		}
+		fprintf(l->csv, "%s\n", head);
 	}
 	return l;
 }
@@ -113,7 +136,10 @@ static double per_second(int64_t batch, double mean)
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total)
 {
 	int64_t shown = step + 1;
-	return l->csv || nrt_loss_read_is_free() || shown % l->every == 0 || shown == total;
+	/* a step that saves a checkpoint checks its loss first (nrt_log_step
+	 * stops on NaN), or a diverged run would replace the last good file */
+	return l->csv || nrt_loss_read_is_free() || shown % l->every == 0 || shown == total ||
+	       (l->save_every && shown % l->save_every == 0);
 }
 
 /* `step` is 0-based (as in nrt_data_next); lines and rows show step + 1.

@@ -324,7 +324,8 @@ void nrt_log_values(NrtLog *l, const double *values);
 void nrt_log_eval(NrtLog *l, int64_t step, double loss);
 /* Whether nrt_log_step uses step's loss (prints it, writes it, or checks it
  * for NaN): every step on the CPU target and with --log, else the printed
- * steps and the last; on other steps it ignores the loss, which a CUDA
+ * steps, the last and the --save-every steps (a checkpoint is saved only
+ * after a finite loss); on other steps it ignores the loss, which a CUDA
  * program then need not read back (a host synchronisation). */
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */

@@ -253,6 +253,7 @@ const char *nrt_mem_kind_key(NrtMemKind k);
 typedef struct NrtCorpus NrtCorpus;
 /* whether a --data argument names a corpus: FILE.bin[:options] */
 bool nrt_corpus_path(const char *arg);
+bool nrt_corpus_random(const char *arg); /* FILE.bin...:random: windows drawn at random */
 NrtCorpus *nrt_corpus_open(const char *arg, const NrtOptions *opt, const NrtInput *in, int nin);
 /* fills both inputs' slices (tokens, labels) for global step `step` */
 void nrt_corpus_next(const NrtCorpus *c, NrtInput *in, int64_t step);

@@ -116,30 +116,38 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 	return step;
 }
 
-/* Loss scaling's overflow check, on a host copy of the gradient: a copy of
- * every gradient each step, which only programs with loss scaling pay
- * (a device reduction would avoid it; docs/cuda.md). */
-bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
+/* A host copy of n elements of x (NULL: none to copy, or n * size
+ * overflows); the caller frees it. Both checks below read the gradient
+ * this way: a device reduction would save the copy (docs/cuda.md). */
+static void *host_copy(NrtDType t, const void *x, int64_t n)
 {
 	int64_t bytes;
 	if (n <= 0 || __builtin_mul_overflow(n, (int64_t)nrt_dtype_size(t), &bytes))
-		return n <= 0;
+		return NULL;
 	void *h = nrt_cuda_host_alloc((size_t)bytes);
 	nrt_to_host(h, x, bytes);
+	return h;
+}
+
+/* Loss scaling's overflow check: a copy of every gradient each step, which
+ * only programs with loss scaling pay. */
+bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
+{
+	void *h = host_copy(t, x, n);
+	if (!h)
+		return n <= 0;
 	bool ok = nrt_host_all_within(t, h, n, bound);
 	free(h);
 	return ok;
 }
 
-/* clip_grad_norm's sums of squares, on a host copy of the gradient (as
- * the overflow check above: a device reduction would save the copy) */
+/* clip_grad_norm's sums of squares: a copy of every gradient each step,
+ * which only programs with clipping pay. */
 double nrt_sum_squares(NrtDType t, const void *x, int64_t n)
 {
-	int64_t bytes;
-	if (n <= 0 || __builtin_mul_overflow(n, (int64_t)nrt_dtype_size(t), &bytes))
+	void *h = host_copy(t, x, n);
+	if (!h)
 		return 0;
-	void *h = nrt_cuda_host_alloc((size_t)bytes);
-	nrt_to_host(h, x, bytes);
 	double s = nrt_host_sum_squares(t, h, n);
 	free(h);
 	return s;

@@ -295,6 +295,21 @@ if [ "$d1" -eq 0 ] && [ "$d2" -eq 2 ] && [ "$d3" -eq 10 ]; then
 else
 	bad "host synchronisations in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 2), $d3 with --log (want 10)"
 fi
+# --save-every reads the loss on its steps (without --log or a printed
+# line the GPU reads none): at --lr 1e10 the CPU run's loss is NaN at step
+# 3; the GPU run stops at step 4, the next save, before saving, so both
+# keep step 2's checkpoint, equal (it used to save NaN at 4 and 6)
+nan_run() { # nan_run PROG: the NaN line of an 8-step run saving every 2
+	timeout $TMO "$work/mlp_sa.$1" --steps 8 --lr 1e10 --quiet --seed 5 --save-every 2 --save "$work/nan.$1.st" 2>&1 |
+		grep -o 'step [0-9]*: the loss is NaN'
+}
+c=$(nan_run cpu) g=$(nan_run gpu)
+if [ "$c" = "step 3: the loss is NaN" ] && [ "$g" = "step 4: the loss is NaN" ] &&
+	$B/tools/stcompare "$work/nan.cpu.st" "$work/nan.gpu.st" --rtol 0 --atol 0 --quiet >/dev/null 2>&1; then
+	ok "--save-every: no checkpoint after a NaN loss (stops at step 4, step 2's checkpoint kept)"
+else
+	bad "--save-every after a NaN: CPU '$c', GPU '$g' (want step 3, step 4 and equal checkpoints)"
+fi
 broken hetero_sa 'H(adam)' 'K(adam)' "^fake CUDA: nrt_adam_f32's argument g is page-locked host memory"
 broken hetero_dp1_nccl 'nrt_host_broadcast(' 'nrt_broadcast(' "fake NCCL: ncclBroadcast: .* is not device memory"
 

@@ -104,6 +104,16 @@ else
 	bad "lr_schedule with parameter servers: $(echo "$out" | head -2)"
 fi
 
+# --save-every is refused before the first step, not after it
+build psv samples/ps_mlp.net &&
+	out=$(timeout -k 10 "$TMO" "$MPIRUN" -np 6 "$work/psv" --steps 3 --print-every 1 --save-every 1 --save "$work/psv.st" 2>&1)
+if [ $? -ne 0 ] && echo "$out" | grep -q "save-every is not supported with parameter servers" &&
+	! echo "$out" | grep -q '^step'; then
+	ok "--save-every: refused with parameter servers at start-up"
+else
+	bad "--save-every with parameter servers: $(echo "$out" | head -3)"
+fi
+
 echo "== 2. clip_grad_norm: the global norm over every shard, rank and stage"
 # clip NAME MODEL NP BOUND [netc options]: the model clipped at BOUND on NP
 # ranks vs stand-alone; the bound is below the first steps' norms, so the
@@ -212,6 +222,15 @@ else
 	bad "resume: the loss scale"; grep '^loss scale' "$work/ls_full.out" | sed 's/^/     | /'
 fi
 
+# clipped too: the 3 skipped steps log no grad_norm (not the step before's)
+if build lsc $M/mlp_dp.net -D parallel_mode=stand_alone -D "$LS" -D train.clip_grad_norm=0.5 &&
+	run lsc 1 lsc --steps 12 && column "$work/lsc.csv" grad_norm >"$work/lsc.norm" &&
+	[ "$(grep -c . "$work/lsc.norm")" -eq 9 ] && [ "$(grep -c '^$' "$work/lsc.norm")" -eq 3 ]; then
+	ok "loss scale and clipping: no grad_norm on the 3 skipped steps"
+else
+	bad "loss scale and clipping: grad_norm column $(tr '\n' ' ' <"$work/lsc.norm" 2>/dev/null)"
+fi
+
 echo "== 4. --eval-data, --eval-every: the held-out loss, forward only"
 cc -std=c11 -O2 -o "$work/mknpy" tests/e2e/data/mknpy.c && "$work/mknpy" mlp "$work/ex.npy" "$work/el.npy" 128 48 10 >/dev/null &&
 	"$work/mknpy" mlp "$work/mx.npy" "$work/ml.npy" 64 40 10 >/dev/null || bad "eval: cannot make the held-out data"
@@ -237,6 +256,33 @@ evaluated() {
 	fi
 }
 "$work/mknpy" raw "$work/ids.npy" '<i4' 64,8 >/dev/null
+# the held-out loss is the model's: with --lr 0 and the training batch as
+# the held-out data (one batch), eval_loss equals the step's loss (> 0),
+# stand-alone and @4 (it read 0 in every program without a pipeline)
+"$work/mknpy" mlp "$work/one_x.npy" "$work/one_y.npy" 32 48 10 >/dev/null
+for np in 1 4; do
+	p=data_parallel_1
+	[ $np -eq 1 ] || p=data_parallel_n
+	if run $p $np "lr0_$np" --steps 1 --lr 0 --data "$work/one_x.npy,$work/one_y.npy" \
+		--eval-data "$work/one_x.npy,$work/one_y.npy" &&
+		column "$work/lr0_$np.csv" loss >"$work/lr0_$np.loss" && column "$work/lr0_$np.csv" eval_loss >"$work/lr0_$np.ev" &&
+		awk '$1 + 0 <= 0 { exit 1 }' "$work/lr0_$np.ev" && close "$work/lr0_$np.ev" "$work/lr0_$np.loss" 1e-6; then
+		ok "eval: @$np held-out loss of the training batch $(cat "$work/lr0_$np.ev") == its training loss at --lr 0"
+	else
+		bad "eval: @$np held-out loss $(cat "$work/lr0_$np.ev" 2>/dev/null) != training loss $(cat "$work/lr0_$np.loss" 2>/dev/null)"
+	fi
+done
+# a model evaluated only in training mode (batch_norm) is refused before
+# its first step, not after its last (and no checkpoint is written)
+"$work/mknpy" raw "$work/bx.npy" '<f4' 64,32 >/dev/null && "$work/mknpy" raw "$work/bt.npy" '<f4' 64,16 >/dev/null
+if build bn samples/bn_matmul.net -D parallel_mode=stand_alone &&
+	! timeout "$TMO" "$work/bn" --steps 3 --print-every 1 --eval-data "$work/bx.npy,$work/bt.npy" --save "$work/bn.st" \
+		>"$work/bn.out" 2>&1 && grep -q "eval-data: the model uses batch_norm" "$work/bn.out" &&
+	! grep -q '^step' "$work/bn.out" && [ ! -e "$work/bn.st" ]; then
+	ok "eval: batch_norm is refused at start-up"
+else
+	bad "eval: batch_norm"; head -4 "$work/bn.out" | sed 's/^/     | /'
+fi
 evaluated data_parallel 4 "$work/ex.npy" "$work/el.npy"
 evaluated megatron 4 "$work/mx.npy" "$work/ml.npy"
 evaluated pipeline 4 "$work/ids.npy" "$work/ids.npy"
@@ -259,7 +305,9 @@ if build bytes1 "$work/bytes.net" -D parallel_mode=stand_alone && build bytes2 "
 			bad "corpus: $w windows @2"; head -3 "$work/c$w.cmp" | sed 's/^/     | /'
 		fi
 	done
-	! cmp -s "$work/c1sequential.csv" "$work/c1random.csv" || bad "corpus: random windows are the sequential ones"
+	# the losses only: the time columns always differ
+	[ "$(cut -d, -f1,2 "$work/c1sequential.csv")" != "$(cut -d, -f1,2 "$work/c1random.csv")" ] ||
+		bad "corpus: random windows are the sequential ones"
 	head -c 5 "$work/train.bin" >"$work/short.bin"
 	if ! "$work/bytes1" --steps 1 --data "$work/short.bin" >"$work/short.out" 2>&1 &&
 		grep -q "short.bin: 5 bytes is not a whole number of uint16 tokens" "$work/short.out"; then

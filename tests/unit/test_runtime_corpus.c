@@ -3,6 +3,7 @@
  * corpus too short or of the wrong size. */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "runtime/rt_internal.h"
 #include "test_runtime_util.h"
@@ -51,6 +52,29 @@ Test(corpus, sequential_windows_sharded, .init = setup, .fini = teardown)
 	cr_expect_eq(nrt_data_batches(d, in, 2), 1); /* 6 windows: one batch of 4 */
 	nrt_data_close(d);
 	free(p);
+}
+
+/* the file's own ".bin" is the last one, before the end or a ':':
+ * a directory named data.binary or x.bin.d is part of the path */
+Test(corpus, suffix_is_the_last_bin, .init = setup, .fini = teardown)
+{
+	cr_expect(nrt_corpus_path("data.binary/train.bin") && nrt_corpus_path("x.bin.d/c.bin:i32"));
+	cr_expect(!nrt_corpus_path("data.bin/x.npy") && !nrt_corpus_path("c.binx"));
+	cr_expect(nrt_corpus_random("a.bin.d/c.bin:random") && !nrt_corpus_random("c.bin:random:sequential") &&
+	          !nrt_corpus_random("random.bin") && !nrt_corpus_random("r.bin:randomly.bin"));
+	char *sub = tr_path(dir, "data.binary");
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	char *p = write_u16("data.binary/c.bin", 20), arg[600];
+	snprintf(arg, sizeof arg, "%s:sequential", p);
+	NrtOptions o = {.seed = 1, .data = {arg, arg}, .ndata = 2};
+	int32_t tok[6], lab[6];
+	NrtInput in[2];
+	corpus_inputs(in, tok, lab, 2);
+	NrtData *d = nrt_data_open(&o, in, 2); /* as sequential_windows_sharded */
+	nrt_data_next(d, in, 2, 0);
+	cr_expect(tok[0] == 106 && lab[0] == 107 && lab[5] == 112);
+	nrt_data_close(d);
+	free(p), free(sub);
 }
 
 /* random windows: inside the corpus, the labels one token on, the same

@@ -118,6 +118,26 @@ Test(log_columns, values_eval_and_append, .init = cr_redirect_stdout)
 	tr_rmdir(dir);
 }
 
+/* a resumed run with other columns (here: no eval_loss) does not append
+ * rows that do not fit the file's header: it stops at nrt_log_open */
+static char *append_dir;
+static void remove_append_dir(void) { tr_rmdir(append_dir); }
+
+Test(log_columns, append_with_other_columns_is_fatal, .exit_code = 1, .init = cr_redirect_stderr)
+{
+	char *dir = append_dir = tr_mkdtemp(), *csv = tr_path(dir, "log.csv");
+	atexit(remove_append_dir); /* nrt_fatal exits */
+	NrtOptions o = {.print_every = 1, .quiet = true, .log = csv, .neval = 1};
+	NrtLog *l = nrt_log_open(&o, &tinfo);
+	nrt_log_step(l, 0, 1, 1.5, 0.5);
+	nrt_log_close(l);
+	o.log_append = true;
+	l = nrt_log_open(&o, &tinfo); /* the same columns: goes on */
+	nrt_log_close(l);
+	o.neval = 0;
+	nrt_log_open(&o, &tinfo);
+}
+
 static NrtParse parse(NrtOptions *o, char *msg, int argc, char **argv)
 {
 	char *data;
@@ -130,10 +150,9 @@ Test(options, training_run_options)
 {
 	NrtOptions o;
 	char msg[256];
-	char *ok[] = {"m", "--save", "s.st", "--save-every", "5", "--shuffle", "--log", "l.csv", "--log-append",
-	              "--seed", "3", NULL};
-	cr_assert_eq(parse(&o, msg, 11, ok), NRT_PARSE_OK, "%s", msg);
-	cr_expect(o.save_every == 5 && o.shuffle && o.log_append && o.seed_set && o.seed == 3);
+	char *ok[] = {"m", "--save", "s.st", "--save-every", "5", "--log", "l.csv", "--log-append", "--seed", "3", NULL};
+	cr_assert_eq(parse(&o, msg, 10, ok), NRT_PARSE_OK, "%s", msg);
+	cr_expect(o.save_every == 5 && o.log_append && o.seed_set && o.seed == 3);
 	char *noseed[] = {"m", NULL};
 	cr_assert_eq(parse(&o, msg, 1, noseed), NRT_PARSE_OK);
 	cr_expect(!o.seed_set && !o.save_every && !o.shuffle);
@@ -153,6 +172,32 @@ Test(options, training_run_options)
 	char *data;
 	cr_expect_eq(nrt_parse_options(3, d, &two, &o, &data, msg, 256), NRT_PARSE_OK, "%s", msg);
 	cr_expect(o.ndata == 2 && !strcmp(o.data[1], "corpus.bin"));
+	free(data);
+}
+
+/* --shuffle orders --data's rows: refused where it would do nothing */
+Test(options, shuffle_needs_rows_in_order)
+{
+	NrtOptions o;
+	char msg[256], *data;
+	static const char *const names[] = {"tokens", "labels"};
+	NrtProgramInfo two = tinfo;
+	two.input_names = names, two.ninputs = 2;
+	char *a[] = {"m", "--shuffle", NULL};
+	cr_expect_eq(nrt_parse_options(2, a, &two, &o, &data, msg, 256), NRT_PARSE_ERROR);
+	cr_expect_str_eq(msg, "--shuffle needs --data (the synthetic batches have no order to shuffle)");
+	free(data);
+	char *b[] = {"m", "--data", "c.bin:random", "--shuffle", NULL};
+	cr_expect_eq(nrt_parse_options(4, b, &two, &o, &data, msg, 256), NRT_PARSE_ERROR);
+	cr_expect_str_eq(msg, "--shuffle has no effect with --data c.bin:random: its windows are already drawn at random "
+	                      "(use :sequential or drop --shuffle)");
+	free(data);
+	char *c[] = {"m", "--data", "c.bin", "--shuffle", NULL};
+	cr_expect_eq(nrt_parse_options(4, c, &two, &o, &data, msg, 256), NRT_PARSE_OK, "%s", msg);
+	free(data);
+	char *d[] = {"m", "--data", "x.npy,y.npy", "--shuffle", NULL};
+	cr_expect_eq(nrt_parse_options(4, d, &two, &o, &data, msg, 256), NRT_PARSE_OK, "%s", msg);
+	cr_expect(o.shuffle);
 	free(data);
 }
 
