@@ -80,13 +80,50 @@ static bool svg_name(Compilation *c, const char *path)
 	return false;
 }
 
+/* Replays s with explain's per-chunk costs (explain_totals), in units of
+ * the mean forward pass, so the picture's widths follow the stages' costs;
+ * returns the unit in seconds, or 0 (and s keeps the simulation's F = 1,
+ * B = 2 units) when the costs are unknown. The step's text keeps the
+ * simulation's order and bubble, which do not depend on the costs. */
+static double replay_costs(Compilation *c, Schedule *s)
+{
+	ExplainTotals t;
+	explain_totals(c, &t);
+	if (!t.scheduled || t.nchunks != s->nchunks || !t.fwd || !t.bwd)
+		return 0;
+	double unit = 0;
+	for (int k = 0; k < t.nchunks; k++)
+		unit += t.fwd[k] / t.nchunks;
+	if (!(unit > 0))
+		return 0;
+	double *f = ARENA_NEWN(&c->arena, double, t.nchunks), *b = ARENA_NEWN(&c->arena, double, t.nchunks);
+	int nx = t.nchunks * t.nchunks;
+	double *xf = t.xfer_f ? ARENA_NEWN(&c->arena, double, nx) : NULL, *xb = t.xfer_b ? ARENA_NEWN(&c->arena, double, nx) : NULL;
+	for (int k = 0; k < t.nchunks; k++)
+		f[k] = t.fwd[k] / unit, b[k] = t.bwd[k] / unit;
+	for (int k = 0; k < nx; k++) {
+		if (xf)
+			xf[k] = t.xfer_f[k] / unit;
+		if (xb)
+			xb[k] = t.xfer_b[k] / unit;
+	}
+	double busy = 0;
+	s->makespan = schedule_replay(&c->arena, s, f, b, xf, xb, NULL);
+	for (int st = 0; st < s->nstages; st++)
+		for (int k = 0; k < s->nops[st]; k++)
+			busy += s->ops[st][k].end - s->ops[st][k].start;
+	s->bubble_costed = s->makespan > 0 ? 1 - busy / (s->makespan * s->nstages) : 0;
+	s->costed = true;
+	return unit;
+}
+
 bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 {
 	Graph *g = c->g;
 	if (svg && !svg_name(c, svg))
 		return false;
 	int P = g->nstages;
-	const Schedule *s = schedule_build(&c->arena, P, g->nchunks, g->nmicro, g->par.pipeline_scheduler, !c->infer);
+	Schedule *s = schedule_build(&c->arena, P, g->nchunks, g->nmicro, g->par.pipeline_scheduler, !c->infer);
 	double *flops = ARENA_NEWN(&c->arena, double, P);
 	int64_t *params = ARENA_NEWN(&c->arena, int64_t, P), *state = ARENA_NEWN(&c->arena, int64_t, P);
 	int *nodes = ARENA_NEWN(&c->arena, int, P);
@@ -103,6 +140,9 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 			continue;
 		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(c, v);
 	}
+	/* the picture's widths: each pass's predicted time (explain's costs,
+	 * transfers included) in units of the mean forward pass */
+	double unit = replay_costs(c, s);
 	const char *sched = g->nchunks > P ? "interleaved 1f1b" : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
 	/* the words of the picture (schedule_svg): micro-batches, and the
 	 * model's pieces, one per stage or several when interleaved */
@@ -118,6 +158,9 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 		stage_contents(c, st, out);
 	fprintf(out, "bubble: %.1f%% simulated (F = 1, B = 2 units); gpipe's (p - 1)/(m + p - 1) = %.1f%%\n",
 	        100 * s->bubble, 100 * schedule_ideal_bubble(P, g->nmicro));
+	if (unit > 0)
+		fprintf(out, "with the predicted costs: %.1f%% idle; the picture's passes are that long (1 unit = %.3g s, "
+		        "the mean forward pass)\n", 100 * s->bubble_costed, unit);
 	for (int st = 0; st < P; st++) {
 		fprintf(out, "stage %d:", st);
 		for (int k = 0; k < s->nops[st]; k++) {

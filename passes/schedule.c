@@ -1,3 +1,5 @@
+#include <math.h>
+
 #include "schedule.h"
 
 #include <float.h>
@@ -250,14 +252,14 @@ double schedule_ideal_bubble(int P, int M)
 void schedule_svg(const Schedule *s, FILE *out)
 {
 	const double unit = 24, row = 34, left = 80;
-	double w = left + s->makespan * unit + 20, h = row * s->nstages + 100;
+	double w = left + s->makespan * unit + 20, h = row * s->nstages + 120;
 	if (w < 520)
 		w = 520; /* room for the legend */
 	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 	             "font-family=\"sans-serif\" font-size=\"11\">\n",
 	        w, h);
 	fprintf(out, "<text x=\"8\" y=\"16\">pipeline schedule: %d stages, %d micro-batches, bubble %.1f%%</text>\n",
-	        s->nstages, s->nmicro, 100 * s->bubble);
+	        s->nstages, s->nmicro, 100 * (s->costed ? s->bubble_costed : s->bubble));
 	for (int st = 0; st < s->nstages; st++) {
 		double y = 30 + st * row;
 		fprintf(out, "<text x=\"8\" y=\"%.0f\">stage %d</text>\n", y + 18, st);
@@ -265,7 +267,7 @@ void schedule_svg(const Schedule *s, FILE *out)
 			const SchedOp *o = &s->ops[st][k];
 			const char *fill = o->kind == SOP_F ? "#8ecae6" : "#ffb703";
 			fprintf(out, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"26\" fill=\"%s\" stroke=\"#333\"/>\n",
-			        left + o->start * unit, y, (o->end - o->start) * unit, fill);
+			        left + o->start * unit, y, fmax((o->end - o->start) * unit, 2), fill); /* 2: still seen */
 			fprintf(out, "<text x=\"%.1f\" y=\"%.0f\">%c%d%s</text>\n", left + o->start * unit + 3, y + 17,
 			        o->kind == SOP_F ? 'F' : 'B', o->micro, s->nchunks > s->nstages ? (o->chunk / s->nstages ? "'" : "") : "");
 		}
@@ -286,10 +288,13 @@ void schedule_svg(const Schedule *s, FILE *out)
 	/* the legend */
 	double yl = ya + 30;
 	fprintf(out, "<rect x=\"8\" y=\"%.0f\" width=\"18\" height=\"12\" fill=\"#8ecae6\" stroke=\"#333\"/>\n"
-	             "<text x=\"30\" y=\"%.0f\">Fk: forward of micro-batch k (1 unit)</text>\n"
+	             "<text x=\"30\" y=\"%.0f\">Fk: forward of micro-batch k%s</text>\n"
 	             "<rect x=\"250\" y=\"%.0f\" width=\"18\" height=\"12\" fill=\"#ffb703\" stroke=\"#333\"/>\n"
-	             "<text x=\"272\" y=\"%.0f\">Bk: its backward (2 units)</text>\n",
-	        yl, yl + 10, yl, yl + 10);
+	             "<text x=\"272\" y=\"%.0f\">Bk: its backward%s</text>\n",
+	        yl, yl + 10, s->costed ? "" : " (1 unit)", yl, yl + 10, s->costed ? "" : " (2 units)");
+	if (s->costed)
+		fprintf(out, "<text x=\"8\" y=\"%.0f\">widths: each pass's predicted time; 1 unit = the mean forward "
+		             "pass</text>\n", yl + 46);
 	fprintf(out, "<text x=\"8\" y=\"%.0f\">blank: the stage waits (the bubble)%s</text>\n", yl + 28,
 	        s->nchunks > s->nstages ? "; Fk': the stage's second model chunk" : "");
 	fputs("</svg>\n", out);

@@ -28,6 +28,9 @@ typedef struct Schedule {
 	int *nslots;         /* per stage: activation slots needed (micro-batches alive at once) */
 	double makespan;
 	double bubble;       /* idle fraction over all stages */
+	bool costed;         /* start/end replayed with predicted costs (explain --schedule), in units of
+	                      * the mean forward pass, not the simulation's F = 1, B = 2 */
+	double bubble_costed; /* the idle fraction of that replay (costed) */
 } Schedule;
 
 Schedule *schedule_build(Arena *a, int nstages, int nchunks, int nmicro, PipelineScheduler sched,

@@ -5,7 +5,8 @@
 # error (nothing on stdout) and with a right one prints the operator and
 # its candidates, not the whole explain; `netc check` says what it checked;
 # `--schedule` speaks of micro-batches as its picture does and lists the
-# layers on each stage, its picture with a time axis and a legend; explain names
+# layers on each stage, its picture with a time axis, a legend and widths by
+# the stages' predicted costs (the simulation's F = 1, B = 2 would give two); explain names
 # gradients after their values, counts collectives by kind as the
 # program's --comm-stats does and sums them per layer; `netc dot` draws the forward pass with a
 # legend (--full: the training graph).
@@ -132,9 +133,11 @@ out=$("$NETC" explain tests/e2e/pipeline/deep.net --schedule 2>&1 | head -n 1)
 
 # the schedule's picture has a time axis and a legend
 if "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg" >/dev/null 2>&1 &&
-	grep -q '>time</text>' "$work/s.svg" && grep -q '>Fk: forward of micro-batch k (1 unit)</text>' "$work/s.svg" &&
-	grep -q '>Bk: its backward (2 units)</text>' "$work/s.svg" && [ "$(grep -c '<rect' "$work/s.svg")" -eq 18 ]; then
-	ok "--schedule -o: time axis and legend (16 passes + 2 legend boxes)"
+	grep -q '>time</text>' "$work/s.svg" && grep -q '>Fk: forward of micro-batch k</text>' "$work/s.svg" &&
+	grep -q '>Bk: its backward</text>' "$work/s.svg" && grep -q '>widths: each pass.s predicted time' "$work/s.svg" &&
+	[ "$(grep -c '<rect' "$work/s.svg")" -eq 18 ] &&
+	[ "$(grep -o 'width="[0-9.]*" height="26"' "$work/s.svg" | sort -u | wc -l)" -gt 2 ]; then
+	ok "--schedule -o: time axis and legend (16 passes + 2 legend boxes), widths by the stages' predicted costs"
 else
 	bad "--schedule -o: $(grep -c '<rect' "$work/s.svg") boxes, axis $(grep -c '>time<' "$work/s.svg"), legend $(grep -c 'Fk: ' "$work/s.svg")"
 fi
