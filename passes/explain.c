@@ -79,20 +79,18 @@ static void add_comm(ExplainTotals *t, const Node *n, double s, int64_t bytes, i
 /* With measured figures the step is what the program runs: every
  * operator of the forward, backward and update at its local sizes, and
  * the synthetic batch (the search's model, forward x 3, stays the
- * objective's; explain prints how far the two are apart). */
-static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *t)
+ * objective's; explain prints how far the two are apart). Runs before
+ * the collectives are added to the chunks' passes, and true when it
+ * priced the compute: explain_totals then leaves the search's model out
+ * (resetting fwd/bwd afterwards dropped the collectives with it). */
+static bool calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *t)
 {
 	Graph *g = c->g;
 	t->calibrated = true;
 	t->ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
 	const MachineProfile *p = machine_profile(m, t->ranks);
 	if (!p)
-		return;
-	/* the measured figures replace the search's model, forward x 3 */
-	for (int k = 0; k < t->nchunks; k++)
-		t->fwd[k] = t->bwd[k] = 0;
-	for (int st = 0; st < t->nstages; st++)
-		t->stage[st].compute = 0;
+		return false;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (c->infer && n->phase != PH_FORWARD)
@@ -113,6 +111,7 @@ static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 	/* each micro-batch is made where the first chunk runs */
 	t->fwd[0] += t->input;
 	t->stage[0].compute += t->input * t->nmicro;
+	return true;
 }
 
 /* With a calibrated machine a gradient all-reduce packed into a fusion
@@ -246,6 +245,24 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 	}
 }
 
+/* One operator's compute in the search's model: the backward pass costs
+ * twice the forward. */
+static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, ExplainTotals *t)
+{
+	bool tr = training(c);
+	Strategy s = used_strategy(c, n);
+	ShardResult r;
+	double sec;
+	if (c->g->par.parallel_mode == PM_STAND_ALONE || !shard_node(cx, n, &s, &r))
+		sec = (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
+	else
+		sec = cost_compute(m, n, &r, tr);
+	t->compute += sec;
+	add_compute(t, n, PH_FORWARD, tr ? sec / 3 : sec);
+	if (tr)
+		add_compute(t, n, PH_BACKWARD, sec - sec / 3);
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	Graph *g = c->g;
@@ -258,6 +275,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	               .nstages = g->nstages};
 	bool tr = training(c);
+	bool measured = machine_calibrated(m) && calibrated_compute(c, m, t);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		int st = chunk_of(t, n) % t->nstages;
@@ -283,26 +301,13 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			ps_traffic(g, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
-		Strategy s = used_strategy(c, n);
-		ShardResult r;
-		double sec;
-		if (g->par.parallel_mode == PM_STAND_ALONE || !shard_node(&cx, n, &s, &r)) {
-			sec = (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
-		} else {
-			sec = cost_compute(m, n, &r, tr);
-		}
-		t->compute += sec;
-		/* the search's model: the backward pass costs twice the forward */
-		add_compute(t, n, PH_FORWARD, tr ? sec / 3 : sec);
-		if (tr)
-			add_compute(t, n, PH_BACKWARD, sec - sec / 3);
+		if (!measured)
+			model_compute(c, &cx, m, n, t);
 		const Layout *l = n->out->layout;
 		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
 		t->memory += b;
 		act[st] += b;
 	}
-	if (machine_calibrated(m))
-		calibrated_compute(c, m, t);
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];
 		double b = p->layout ? cost_param_memory(p->layout, p->dtype, tr && p->param.requires_grad, opt_states(g))
