@@ -538,6 +538,14 @@ static const char *human(Compilation *c, double bytes)
 	return u == 0 ? arena_printf(&c->arena, "%.0f B", bytes) : arena_printf(&c->arena, "%.3g %s", bytes, unit[u]);
 }
 
+/* How many times a step runs redistribution r: once per micro-batch in
+ * the forward and backward passes of a scheduled program (as the stage
+ * table counts them), once in the update. */
+static int runs_per_step(const Graph *g, const Node *r)
+{
+	return scheduled(g) && r->phase != PH_UPDATE && g->nmicro > 1 ? g->nmicro : 1;
+}
+
 /* The collectives of every inserted redistribution by kind, as the
  * program's --comm-stats counts them (a fusion bucket is one call), and
  * the parameter servers' pushes as send/recv. */
@@ -550,17 +558,18 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		const Node *r = c->g->nodes[i];
 		int64_t off;
 		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
+		int times = runs_per_step(c->g, r);
 		if (b && r->attr.plan) { /* one collective of the bucket's kind */
-			n[b->kind] += b->members[0] == r;
-			bytes[b->kind] += r->attr.plan->send_bytes;
+			n[b->kind] += (b->members[0] == r) * times;
+			bytes[b->kind] += r->attr.plan->send_bytes * times;
 			continue;
 		}
 		for (int k = 0; r->op == OP_REDISTRIBUTE && r->attr.plan && k < r->attr.plan->n; k++) {
 			const RedistStep *st = &r->attr.plan->steps[k];
 			if (st->kind == RS_SLICE)
 				continue;
-			n[st->kind]++;
-			bytes[st->kind] += st->send_bytes;
+			n[st->kind] += times;
+			bytes[st->kind] += st->send_bytes * times;
 		}
 	}
 	fputs("communication per step by kind:", out);
@@ -626,10 +635,11 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 			                       : name;
 		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
 		if (comm) {
+			int times = runs_per_step(g, nd);
 			for (int k = 0; k < nd->attr.plan->n; k++)
-				l->ncomm += nd->attr.plan->steps[k].kind != RS_SLICE;
-			l->comm_bytes += nd->attr.plan->send_bytes;
-			l->comm += cost_plan_time(m, nd->attr.plan);
+				l->ncomm += (nd->attr.plan->steps[k].kind != RS_SLICE) * times;
+			l->comm_bytes += nd->attr.plan->send_bytes * times;
+			l->comm += cost_plan_time(m, nd->attr.plan) * times;
 			continue;
 		}
 		l->ops++;
@@ -647,7 +657,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 		named += v[i].name[0] != 0;
 	if (named < 2)
 		return;
-	fprintf(out, "per layer (forward operators, the parameters they read, collectives of all phases):\n");
+	fprintf(out, "per layer (forward operators, the parameters they read, collectives of all phases per step):\n");
 	for (int i = 0; i < n; i++)
 		fprintf(out, "  %-24s %5d operators %4d parameters %10s  %5d collectives %10s  %.3g s\n",
 		        v[i].name[0] ? v[i].name : "(top level)", v[i].ops, v[i].params, human(c, (double)v[i].param_bytes),
