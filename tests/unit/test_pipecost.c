@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compile_fixture.h"
 #include "passes/cost.h"
@@ -216,5 +217,36 @@ Test(pipecost, calibrated_keeps_collectives)
 		passes += t.fwd[st] + t.bwd[st];
 	}
 	cr_expect(passes > fb_comm, "the passes (%.9g s) hold the collectives (%.9g s)", passes, fb_comm);
+	compile_done(&c);
+}
+
+/* Past 64 stages (review item 10: search_memory's fixed stage[64] put
+ * every operator of a 65-stage program on stage 0, the whole model's
+ * memory). 65 layers of 32x32 on 65 devices, one stage each: the
+ * estimate is the largest stage's, as explain reckons it, and far below
+ * the whole model's. */
+Test(pipecost, search_memory_past_64_stages)
+{
+	char path[] = "/tmp/netc-pipecost-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	FILE *fp = fdopen(fd, "w");
+	cr_assert(fp);
+	fprintf(fp, "parallel { device_num = 65  parallel_mode = auto_parallel  search_mode = dynamic_programming"
+	            "  pipeline_stages = 65 }\ninput x: f32[8, 32]\ninput labels: i32[8]\nh = x\n");
+	for (int i = 0; i < 65; i++)
+		fprintf(fp, "param w%d: f32[32, 32] = xavier_uniform\nh = tanh(matmul(h, w%d))\n", i, i);
+	fprintf(fp, "loss = softmax_cross_entropy(h, labels)\ntrain { optimizer = adam(lr = 0.005) loss = loss }\n");
+	fclose(fp);
+	Compilation c;
+	bool ok = compile_model(&c, path, NULL, 0, UPTO_CODEGEN);
+	unlink(path);
+	cr_assert(ok);
+	cr_assert_eq(c.g->nstages, 65);
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	double whole = 65 * 32 * 32 * 4 * 4;
+	cr_expect(c.search_mem < whole / 8, "search_mem %.17g, the whole model's parameters %.17g", c.search_mem, whole);
+	NEAR(c.search_mem, t.stage[t.largest].memory);
 	compile_done(&c);
 }
