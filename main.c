@@ -43,6 +43,27 @@ typedef struct Args {
 	int nfiles;
 } Args;
 
+/* The passes of passes/pipeline.c's table, in order, for --help: read
+ * from the table so a new pass is never missing here. Continues the
+ * line "--dump-after=PASS print the IR after PASS (" and wraps at 80
+ * columns under the help's text column. */
+static void print_pass_names(FILE *out)
+{
+	int col = 47; /* after "...after PASS (" */
+	for (int i = 0; pass_name(i); i++) {
+		const char *name = pass_name(i);
+		if (i > 0 && col + (int)strlen(name) + 2 > 80) {
+			fputs("\n                        ", out);
+			col = 24;
+		} else if (i > 0) {
+			fputc(' ', out);
+			col++;
+		}
+		col += fprintf(out, "%s,", name);
+	}
+	fputs(" or all)\n", out);
+}
+
 static void usage(FILE *out)
 {
 	fputs("usage: netc COMMAND FILE.net [options]\n"
@@ -84,10 +105,10 @@ static void usage(FILE *out)
 	      "                        softmax, layer norm, transpose on their narrow operands;\n"
 	      "                        bit-identical on the CPU), attention (the written-out attention\n"
 	      "                        as one fused operator; rounding differs) (docs/codegen.md)\n"
-	      "      --dump-after=PASS print the IR after PASS (parse, micro, shapes, fuse_attention, amp, autodiff,\n"
-	      "                        recompute, optimizer, precision, stages, search, sharding,\n"
-	      "                        precision_late, ps, placement, narrow, fusion, strategy_ckpt,\n"
-	      "                        update_runs, memplan, or all)\n"	      "      --why OP          explain: OP's candidate strategies, their costs and why one\n"
+	      "      --dump-after=PASS print the IR after PASS (",
+	      out);
+	print_pass_names(out);
+	fputs("      --why OP          explain: OP's candidate strategies, their costs and why one\n"
 	      "                        was chosen (OP: a name explain prints, or an output)\n"
 	      "      --schedule        explain: the pipeline split, schedule and bubble\n"
 	      "                        (-o F.svg draws it; SVG only)\n"

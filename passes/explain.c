@@ -79,20 +79,18 @@ static void add_comm(ExplainTotals *t, const Node *n, double s, int64_t bytes, i
 /* With measured figures the step is what the program runs: every
  * operator of the forward, backward and update at its local sizes, and
  * the synthetic batch (the search's model, forward x 3, stays the
- * objective's; explain prints how far the two are apart). */
-static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *t)
+ * objective's; explain prints how far the two are apart). Runs before
+ * the collectives are added to the chunks' passes, and true when it
+ * priced the compute: explain_totals then leaves the search's model out
+ * (resetting fwd/bwd afterwards dropped the collectives with it). */
+static bool calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *t)
 {
 	Graph *g = c->g;
 	t->calibrated = true;
 	t->ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
 	const MachineProfile *p = machine_profile(m, t->ranks);
 	if (!p)
-		return;
-	/* the measured figures replace the search's model, forward x 3 */
-	for (int k = 0; k < t->nchunks; k++)
-		t->fwd[k] = t->bwd[k] = 0;
-	for (int st = 0; st < t->nstages; st++)
-		t->stage[st].compute = 0;
+		return false;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (c->infer && n->phase != PH_FORWARD)
@@ -113,6 +111,7 @@ static void calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 	/* each micro-batch is made where the first chunk runs */
 	t->fwd[0] += t->input;
 	t->stage[0].compute += t->input * t->nmicro;
+	return true;
 }
 
 /* With a calibrated machine a gradient all-reduce packed into a fusion
@@ -246,6 +245,24 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 	}
 }
 
+/* One operator's compute in the search's model: the backward pass costs
+ * twice the forward. */
+static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, ExplainTotals *t)
+{
+	bool tr = training(c);
+	Strategy s = used_strategy(c, n);
+	ShardResult r;
+	double sec;
+	if (c->g->par.parallel_mode == PM_STAND_ALONE || !shard_node(cx, n, &s, &r))
+		sec = (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
+	else
+		sec = cost_compute(m, n, &r, tr);
+	t->compute += sec;
+	add_compute(t, n, PH_FORWARD, tr ? sec / 3 : sec);
+	if (tr)
+		add_compute(t, n, PH_BACKWARD, sec - sec / 3);
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	Graph *g = c->g;
@@ -258,6 +275,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	               .nstages = g->nstages};
 	bool tr = training(c);
+	bool measured = machine_calibrated(m) && calibrated_compute(c, m, t);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		int st = chunk_of(t, n) % t->nstages;
@@ -283,26 +301,13 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			ps_traffic(g, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
-		Strategy s = used_strategy(c, n);
-		ShardResult r;
-		double sec;
-		if (g->par.parallel_mode == PM_STAND_ALONE || !shard_node(&cx, n, &s, &r)) {
-			sec = (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
-		} else {
-			sec = cost_compute(m, n, &r, tr);
-		}
-		t->compute += sec;
-		/* the search's model: the backward pass costs twice the forward */
-		add_compute(t, n, PH_FORWARD, tr ? sec / 3 : sec);
-		if (tr)
-			add_compute(t, n, PH_BACKWARD, sec - sec / 3);
+		if (!measured)
+			model_compute(c, &cx, m, n, t);
 		const Layout *l = n->out->layout;
 		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
 		t->memory += b;
 		act[st] += b;
 	}
-	if (machine_calibrated(m))
-		calibrated_compute(c, m, t);
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];
 		double b = p->layout ? cost_param_memory(p->layout, p->dtype, tr && p->param.requires_grad, opt_states(g))
@@ -533,6 +538,14 @@ static const char *human(Compilation *c, double bytes)
 	return u == 0 ? arena_printf(&c->arena, "%.0f B", bytes) : arena_printf(&c->arena, "%.3g %s", bytes, unit[u]);
 }
 
+/* How many times a step runs redistribution r: once per micro-batch in
+ * the forward and backward passes of a scheduled program (as the stage
+ * table counts them), once in the update. */
+static int runs_per_step(const Graph *g, const Node *r)
+{
+	return scheduled(g) && r->phase != PH_UPDATE && g->nmicro > 1 ? g->nmicro : 1;
+}
+
 /* The collectives of every inserted redistribution by kind, as the
  * program's --comm-stats counts them (a fusion bucket is one call), and
  * the parameter servers' pushes as send/recv. */
@@ -545,17 +558,18 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		const Node *r = c->g->nodes[i];
 		int64_t off;
 		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
+		int times = runs_per_step(c->g, r);
 		if (b && r->attr.plan) { /* one collective of the bucket's kind */
-			n[b->kind] += b->members[0] == r;
-			bytes[b->kind] += r->attr.plan->send_bytes;
+			n[b->kind] += (b->members[0] == r) * times;
+			bytes[b->kind] += r->attr.plan->send_bytes * times;
 			continue;
 		}
 		for (int k = 0; r->op == OP_REDISTRIBUTE && r->attr.plan && k < r->attr.plan->n; k++) {
 			const RedistStep *st = &r->attr.plan->steps[k];
 			if (st->kind == RS_SLICE)
 				continue;
-			n[st->kind]++;
-			bytes[st->kind] += st->send_bytes;
+			n[st->kind] += times;
+			bytes[st->kind] += st->send_bytes * times;
 		}
 	}
 	fputs("communication per step by kind:", out);
@@ -621,10 +635,11 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 			                       : name;
 		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
 		if (comm) {
+			int times = runs_per_step(g, nd);
 			for (int k = 0; k < nd->attr.plan->n; k++)
-				l->ncomm += nd->attr.plan->steps[k].kind != RS_SLICE;
-			l->comm_bytes += nd->attr.plan->send_bytes;
-			l->comm += cost_plan_time(m, nd->attr.plan);
+				l->ncomm += (nd->attr.plan->steps[k].kind != RS_SLICE) * times;
+			l->comm_bytes += nd->attr.plan->send_bytes * times;
+			l->comm += cost_plan_time(m, nd->attr.plan) * times;
 			continue;
 		}
 		l->ops++;
@@ -642,7 +657,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 		named += v[i].name[0] != 0;
 	if (named < 2)
 		return;
-	fprintf(out, "per layer (forward operators, the parameters they read, collectives of all phases):\n");
+	fprintf(out, "per layer (forward operators, the parameters they read, collectives of all phases per step):\n");
 	for (int i = 0; i < n; i++)
 		fprintf(out, "  %-24s %5d operators %4d parameters %10s  %5d collectives %10s  %.3g s\n",
 		        v[i].name[0] ? v[i].name : "(top level)", v[i].ops, v[i].params, human(c, (double)v[i].param_bytes),

@@ -2,7 +2,8 @@
  * the `attention` operator existed,
  *
  *     s = batch_matmul(q, k, transpose_b = true)   # [b, heads, tq, tk]
- *     s = mul(s, scale)                            # optional; either order
+ *     s = mul(s, scale)                            # optional; either order,
+ *                                                  # or s * 0.125, s / 8 (a scale node)
  *     p = softmax(s)                               # last axis, causal or not
  *     o = batch_matmul(p, v)                       # [b, heads, tq, d_head]
  *
@@ -24,7 +25,7 @@
 #include "fuse.h"
 
 typedef struct Chain {
-	Node *qk, *mul, *sm, *pv;
+	Node *qk, *mul, *sm, *pv; /* mul: the scores' OP_MUL or OP_SCALE, NULL if none */
 	double scale;
 	Strategy st;     /* the attention's strategy (n == 0: none written) */
 } Chain;
@@ -100,7 +101,13 @@ static const char *match(const Graph *g, Node *pv, Chain *ch)
 		if (j < 0)
 			return "the scores are multiplied by something other than a known scalar";
 		s = ch->mul->in[j];
-	} else if (s->def && s->def->op == OP_MUL) {
+	} else if ((ch->mul = sole_def(g, s, OP_SCALE))) {
+		/* `s * 0.125`, `s / 8`, mul(s, 0.125): the constant is the node's */
+		if (!(ch->mul->attr.alpha > 0))
+			return "the scores are scaled by a factor that is not positive";
+		ch->scale = ch->mul->attr.alpha;
+		s = ch->mul->in[0];
+	} else if (s->def && (s->def->op == OP_MUL || s->def->op == OP_SCALE)) {
 		return "the scores are read elsewhere";
 	}
 	if (!(ch->qk = sole_def(g, s, OP_BATCH_MATMUL)))

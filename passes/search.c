@@ -707,13 +707,14 @@ double search_total(Search *s, const int *choice)
 double search_memory(Search *s, const int *choice)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
-	double stage[64] = {0}, m = 0;
+	/* the searches call this in their loops: the arena only past 64 stages */
+	double small[64] = {0}, m = 0;
+	double *stage = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
 	for (int i = 0; i < s->nv; i++) {
 		int st = s->v[i].n->ann.stage;
-		st = P > 64 || st < 0 ? 0 : st % P;
-		stage[st] += s->v[i].mem[choice[i]];
+		stage[st < 0 ? 0 : st % P] += s->v[i].mem[choice[i]];
 	}
-	for (int st = 0; st < P && st < 64; st++)
+	for (int st = 0; st < P; st++)
 		m = fmax(m, stage[st]);
 	return m;
 }

@@ -39,7 +39,7 @@ static void gemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t 
 	if (batch <= 0 || M <= 0 || N <= 0)
 		return;
 	if (K <= 0) { /* empty product: C = beta C, as the CPU does */
-		GemmType<T>::scale(batch * M * N, beta, C);
+		GemmType<T>::scale(batch * M * N, beta, C); /* k_scale writes 0 for beta 0 */
 		return;
 	}
 	if (M > INT_MAX || N > INT_MAX || K > INT_MAX || batch > INT_MAX)
@@ -61,13 +61,15 @@ static void gemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t 
 		                                            CUBLAS_GEMM_DEFAULT));
 }
 
-/* C = beta C for an empty product on narrow storage (K = 0) */
+/* C = beta C for an empty product on narrow storage (K = 0); beta = 0
+ * writes 0 without reading C (BLAS's rule, and the CPU twin's, which
+ * never widens C then): C may hold NaN, and NaN * 0 is NaN */
 template <bool BF>
 __global__ void k_scale_narrow(int64_t n, float beta, uint16_t *c)
 {
 	NRT_GRID_LOOP(i, n)
 	{
-		float v = beta * (BF ? nrt_float_from_bf16(c[i]) : nrt_float_from_f16(c[i]));
+		float v = beta == 0 ? 0.0f : beta * (BF ? nrt_float_from_bf16(c[i]) : nrt_float_from_f16(c[i]));
 		c[i] = BF ? nrt_bf16_from_float(v) : nrt_f16_from_float(v);
 	}
 }

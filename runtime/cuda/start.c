@@ -117,24 +117,35 @@ static const char *human(int64_t bytes, char *buf, size_t n)
 	return buf;
 }
 
-/* This rank's planned buffer memory (info->mem_planned), when it exceeds
- * what cudaMemGetInfo says is free on its GPU: a message with both
- * figures (into msg), else NULL. The plan leaves out the CUDA context,
- * cuBLAS's workspace, NCCL's buffers and kernels' scratch, so a plan that
- * fits can still run out; one that does not fit never trains. */
-static const char *memory_problem(const NrtProgramInfo *info, int device, char *msg, size_t n)
+/* This rank's planned buffer memory (info->mem_planned) by kind; NULL
+ * for a rank that holds no buffers (parameter servers) or no plan. */
+static const int64_t *planned(const NrtProgramInfo *info, int64_t *need)
 {
 	int stages = info->mem_stages > 0 ? info->mem_stages : 1;
 	int per_stage = info->device_num / stages > 0 ? info->device_num / stages : 1;
-	if (!info->mem_planned || nrt_rt.rank >= info->device_num) /* parameter servers hold no buffers */
+	*need = 0;
+	if (!info->mem_planned || nrt_rt.rank >= info->device_num)
 		return NULL;
 	const int64_t *p = info->mem_planned + (size_t)(nrt_rt.rank / per_stage) * 2 * NRT_MEM_KINDS;
-	int64_t need = 0;
 	for (int k = 0; k < NRT_MEM_KINDS; k++)
-		need += p[k];
+		*need += p[k];
+	return p;
+}
+
+/* When the plans of the ranks on this rank's GPU (`sharing` of them with
+ * NETC_COMM=host, `shared` bytes together; this rank's `need`) exceed what
+ * cudaMemGetInfo says is free there: a message with the figures (into
+ * msg), else NULL. The plan leaves out the CUDA context, cuBLAS's
+ * workspace, NCCL's buffers and kernels' scratch, so a plan that fits can
+ * still run out; one that does not fit never trains. */
+static const char *memory_problem(const int64_t *p, int64_t need, int64_t shared, int sharing, int device,
+                                  char *msg, size_t n)
+{
+	if (!p)
+		return NULL;
 	size_t free_b = 0, total_b = 0;
 	NRT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-	if (need <= (int64_t)free_b)
+	if (shared <= (int64_t)free_b)
 		return NULL;
 	char a[32], b[32], c[32];
 	int len = snprintf(msg, n, "netc planned %lld bytes (%s) of GPU memory for this rank (", (long long)need,
@@ -146,21 +157,35 @@ static const char *memory_problem(const NrtProgramInfo *info, int device, char *
 			                human(p[k], a, sizeof a));
 			sep = ", ";
 		}
+	if (sharing > 1 && len > 0 && (size_t)len < n)
+		len += snprintf(msg + len, n - (size_t)len, ") and %lld bytes (%s) for the %d ranks sharing GPU %d (",
+		                (long long)shared, human(shared, a, sizeof a), sharing, device);
 	if (len > 0 && (size_t)len < n)
 		snprintf(msg + len, n - (size_t)len, "), but GPU %d has %zu bytes (%s) free of %s: it cannot train "
 		         "here; use more devices (data, model or pipeline parallel, the parallel optimizer), "
-		         "recompute or a smaller batch", device, free_b, human((int64_t)free_b, b, sizeof b),
-		         human((int64_t)total_b, c, sizeof c));
+		         "recompute or a smaller batch%s", device, free_b, human((int64_t)free_b, b, sizeof b),
+		         human((int64_t)total_b, c, sizeof c), sharing > 1 ? ", or fewer ranks per GPU" : "");
 	return msg;
 }
 
-/* Every rank whose plan does not fit its GPU says so with its own figures
- * (the ranks of a pipeline plan differently; ranks may share a GPU); then
- * all leave MPI cleanly with status 1, before any buffer is allocated. */
+/* Every rank whose GPU cannot hold the plans of the ranks running on it
+ * (the ranks of a pipeline plan differently; with NETC_COMM=host ranks
+ * share a GPU, and their plans add up) says so with its own figures;
+ * then all leave MPI cleanly with status 1, before any buffer is
+ * allocated. */
 static void check_memory(const NrtProgramInfo *info, int device)
 {
+	int64_t need;
+	const int64_t *p = planned(info, &need);
+	MPI_Comm host, gpu;
+	NRT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, nrt_rt.rank, MPI_INFO_NULL, &host));
+	NRT_MPI(MPI_Comm_split(host, device, nrt_rt.rank, &gpu));
+	long long sum[2] = {(long long)need, p != NULL}; /* bytes, ranks with buffers */
+	NRT_MPI(MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_LONG_LONG, MPI_SUM, gpu));
+	NRT_MPI(MPI_Comm_free(&gpu));
+	NRT_MPI(MPI_Comm_free(&host));
 	char msg[1024];
-	const char *why = memory_problem(info, device, msg, sizeof msg);
+	const char *why = memory_problem(p, need, (int64_t)sum[0], (int)sum[1], device, msg, sizeof msg);
 	if (why) {
 		fflush(stdout);
 		fprintf(stderr, "netrt: rank %d: %s\n", nrt_rt.rank, why);

@@ -44,6 +44,16 @@ done
 
 expect "netc --help" 0 '^usage: netc' -- "$NETC" --help
 expect "netc --version" 0 '^netc [0-9]' -- "$NETC" --version
+# --help's --dump-after names every pass of passes/pipeline.c's table
+# (review item 14: the hand-written list missed clip and optimizer_storage)
+passes=$(sed -n 's/^[[:space:]]*{"\([a-z_]*\)",.*pass_.*/\1/p' passes/pipeline.c)
+help=$("$NETC" --help | sed -n '/--dump-after=PASS print/,/or all)/p' | tr -d '\n')
+missing=""
+for p in $passes; do
+	case "$help" in *" $p,"* | *"($p,"*) ;; *) missing="$missing $p" ;; esac
+done
+[ -n "$passes" ] && [ -z "$missing" ] && ok "--help lists every pass for --dump-after ($(echo $passes | wc -w))" ||
+	bad "--help's --dump-after misses:$missing"
 expect "netc without arguments" 1 'usage' -- "$NETC"
 expect "netc with an unknown command" 1 '' -- "$NETC" frobnicate samples/mlp.net
 expect "netc check a missing file" 1 'nonexistent\.net' -- "$NETC" check "$work/nonexistent.net"

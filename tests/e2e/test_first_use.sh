@@ -96,6 +96,21 @@ else
 	bad "mlp with --comm-stats: build or run failed"
 fi
 
+# with micro-batches the forward and backward collectives run once per
+# micro-batch: explain's per-step counts by kind are --comm-stats' (MP = 2
+# splits w3/w6 and w5's backward, micro_size = 4; before, 4 instead of 16)
+mb="-D MP=2 -D device_num=2 -D pipeline_stages=1"
+"$NETC" explain $mb tests/e2e/pipeline/deep.net >"$work/mb.explain" 2>&1
+kinds=$(sed -n 's/^communication per step by kind: .*ReduceScatter \([0-9]*\) x .*, AllGather \([0-9]*\) x .*/\2 \1/p' "$work/mb.explain")
+if timeout $TMO "$NETC" build $mb tests/e2e/pipeline/deep.net -o "$work/mb" >/dev/null 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/mb" --steps 2 --quiet --comm-stats >"$work/mbstats" 2>&1; then
+	got=$(sed -n 's/^comm per step: [0-9]* allreduce, \([0-9]*\) allgather, \([0-9]*\) reduce_scatter,.*/\1 \2/p' "$work/mbstats")
+	[ -n "$kinds" ] && [ "$kinds" = "$got" ] && ok "explain's collectives by kind per step with 4 micro-batches = --comm-stats ($got: allgather reduce_scatter)" ||
+		bad "micro-batches: explain by kind '$kinds', --comm-stats '$got'"
+else
+	bad "deep.net micro_size 4 with --comm-stats: build or run failed"
+fi
+
 # a per-layer summary whose collectives add up to the totals' count (a layer: 22 operators and
 # 12 parameters once its attention is fused: the scale folds into the operator)
 "$NETC" explain samples/transformer.net >"$work/tf.explain" 2>&1

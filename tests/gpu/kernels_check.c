@@ -472,6 +472,8 @@ static void ncmp(const Narrow *t, const char *name, const uint16_t *gdev, const 
 	compare(name, t->name, gd, cd, n, t->tol);
 }
 
+static uint16_t *nup(const uint16_t *h, int64_t n) { return up(h, sizeof(uint16_t) * (size_t)n); }
+
 /* the f32 GEMM's shapes; beta 1 is what a residual fold would pass */
 static void narrow_gemm(const Narrow *t)
 {
@@ -500,9 +502,20 @@ static void narrow_gemm(const Narrow *t)
 			ncmp(t, name, dC, C, batch * M * N);
 			free_all();
 		}
+	/* an empty product with beta = 0 over a C holding NaN writes 0 (the
+	 * CPU never widens C then; the kernel multiplied NaN by 0) */
+	int64_t n = 5 * 3;
+	uint16_t *C = nrand(t, n, 0, 1), *zero = halloc(sizeof(uint16_t) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		C[i] = narrow_of(t, NAN);
+	uint16_t *dC = nup(C, n), *A = nrand(t, 1, -1, 1), *B = nrand(t, 1, -1, 1);
+	NK(t, gemm)(false, false, 5, 3, 0, nup(A, 1), nup(B, 1), 0, dC);
+	CK_(t, gemm)(false, false, 5, 3, 0, A, B, 0, C);
+	ncmp(t, "gemm 5x3x0 beta=0 over NaN", dC, zero, n);
+	ncmp(t, "gemm 5x3x0 beta=0 over NaN (cpu)", nup(C, n), zero, n);
+	free_all();
 }
 
-static uint16_t *nup(const uint16_t *h, int64_t n) { return up(h, sizeof(uint16_t) * (size_t)n); }
 static uint16_t *nzero(int64_t n) { return up(NULL, sizeof(uint16_t) * (size_t)n); }
 
 /* binary with a broadcast operand (a row vector, a column), unary and

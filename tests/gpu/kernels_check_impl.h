@@ -68,6 +68,19 @@ static void FN(test_gemm)(void)
 			FN(cmp)(name, dC, C, batch * M * N, TOL);
 			free_all();
 		}
+	/* an empty product with beta = 0 over a C holding NaN: BLAS's rule
+	 * writes 0 without reading C (NaN * 0 would be NaN), both sides
+	 * against the hand value 0 */
+	int64_t n = 5 * 3;
+	T *C = FN(hrand)(n, 0, 1), *zero = halloc(sizeof(T) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		C[i] = (T)NAN;
+	T *dC = FN(dev)(C, n), *A = FN(hrand)(1, -1, 1), *B = FN(hrand)(1, -1, 1);
+	FN(nrt_gemm)(false, false, 5, 3, 0, FN(dev)(A, 1), FN(dev)(B, 1), 0, dC);
+	FN(cpu_nrt_gemm)(false, false, 5, 3, 0, A, B, 0, C);
+	FN(cmp)("gemm 5x3x0 beta=0 over NaN", dC, zero, n, 0);
+	FN(cmp)("gemm 5x3x0 beta=0 over NaN (cpu)", FN(dev)(C, n), zero, n, 0);
+	free_all();
 }
 
 /* ---- binary, broadcast -------------------------------------------------------------- */

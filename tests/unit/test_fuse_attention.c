@@ -198,3 +198,38 @@ Test(fuse_attention, sequence_split_kept)
 	                                 "loss = reduce_sum(batch_matmul(p, v))", 0));
 	expect_kept("a strategy on it splits more than batch and heads, or differently");
 }
+
+/* A number scales the scores through a `scale` node (docs/language.md):
+ * `s * 0.125`, `s / 8` and mul(s, 0.125) are fused with that factor
+ * (review item 4: they were neither fused nor listed as kept). */
+Test(fuse_attention, number_scale_node)
+{
+	const char *forms[] = {"s = batch_matmul(q, k, transpose_b = true) * 0.125\n",
+	                       "s = batch_matmul(q, k, transpose_b = true) / 8\n",
+	                       "s = mul(batch_matmul(q, k, transpose_b = true), 0.125)\n"};
+	for (int i = 0; i < 3; i++) {
+		char body[256];
+		snprintf(body, sizeof body, "%sloss = reduce_sum(batch_matmul(softmax(s, causal = true), v))", forms[i]);
+		cr_assert(compile_body(QKV, body, 0), "%s", forms[i]);
+		cr_expect_eq(count_op(OP_SCALE), 0, "%s", forms[i]);
+		expect_fused(true, 0.125);
+		if (i < 2)
+			done();
+	}
+}
+
+/* A scale node read elsewhere is listed as kept, not passed over. */
+Test(fuse_attention, number_scaled_scores_read_twice)
+{
+	cr_assert(compile_body(QKV, "s = batch_matmul(q, k, transpose_b = true) * 0.125\n"
+	                            "loss = add(reduce_sum(batch_matmul(softmax(s), v)), reduce_sum(s))", 0));
+	expect_kept("the scores are read elsewhere");
+}
+
+/* A negative factor is no attention scale: kept, and listed. */
+Test(fuse_attention, negative_number_scale_kept)
+{
+	cr_assert(compile_body(QKV, "s = batch_matmul(q, k, transpose_b = true) * -0.125\n"
+	                            "loss = reduce_sum(batch_matmul(softmax(s), v))", 0));
+	expect_kept("the scores are scaled by a factor that is not positive");
+}
