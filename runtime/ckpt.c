@@ -12,12 +12,14 @@
  * destination, so a crash at any point leaves the previous checkpoint
  * whole. Loading maps the file on every rank and copies each rank's own
  * block. Without MPI (unit tests) both run in one process. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -248,7 +250,7 @@ static void *gather_full(const NrtTensor *t)
 /* ---- writing (rank 0) ------------------------------------------------------ */
 typedef struct Writer {
 	const char *path;
-	char *tmp;              /* path.tmp.<pid> */
+	char *tmp;              /* path.tmp.<host>.<pid> */
 	FILE *f;
 } Writer;
 
@@ -282,6 +284,42 @@ static void sync_dir(const char *path)
 	free(copy);
 }
 
+/* A writer killed outright (SIGKILL, a lost node) leaves its temporary
+ * file; the next save of the same checkpoint removes those of writers on
+ * this host that are gone, so a job killed and resumed any number of
+ * times leaves none behind. Another host's, or a live process's, are
+ * never touched: its pid may mean nothing here. */
+static void remove_stale(const char *path, const char *host)
+{
+	char *dcopy = strdup(path), *bcopy = strdup(path), *prefix = NULL;
+	if (!dcopy || !bcopy)
+		nrt_fatal("out of memory");
+	const char *dir = dirname(dcopy);
+	if (asprintf(&prefix, "%s.tmp.%s.", basename(bcopy), host) < 0)
+		nrt_fatal("out of memory");
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t plen = strlen(prefix);
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, plen) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + plen, &end, 10);
+		if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		char *stale;
+		if (asprintf(&stale, "%s/%s", dir, e->d_name) < 0)
+			nrt_fatal("out of memory");
+		unlink(stale);   /* best effort: the save goes on without */
+		free(stale);
+	}
+	if (d)
+		closedir(d);
+	free(prefix);
+	free(bcopy);
+	free(dcopy);
+}
+
 static void writer_open(Writer *w, const char *path)
 {
 	w->path = path;
@@ -291,7 +329,13 @@ static void writer_open(Writer *w, const char *path)
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
 		nrt_fatal("checkpoint %s: %s; refusing to replace it", path,
 		          S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
-	if (asprintf(&w->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
+	char host[256] = "localhost";
+	gethostname(host, sizeof host - 1);
+	for (char *c = host; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	remove_stale(path, host);
+	if (asprintf(&w->tmp, "%s.tmp.%s.%ld", path, host, (long)getpid()) < 0)
 		nrt_fatal("out of memory");
 	/* exclusive: never through a file or link that was already there */
 	int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
