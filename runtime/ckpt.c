@@ -10,7 +10,7 @@
  * Saving gathers every tensor's slices on rank 0, which writes a temporary
  * file in the destination directory, fsyncs it and renames it over the
  * destination, so a crash at any point leaves the previous checkpoint
- * whole. Loading maps the file on every rank and copies each rank's own
+ * whole (tests/e2e/test_kill.sh kills jobs at random moments). Loading maps the file on every rank and copies each rank's own
  * block. Without MPI (unit tests) both run in one process. */
 #include <dirent.h>
 #include <errno.h>

@@ -2,9 +2,11 @@
 # Kill at any moment, resume exactly (issue 26, item 1). For each
 # configuration -- stand-alone, data parallel @4, optimizer parallel @4, a
 # 2-stage pipeline @4 -- a reference run of S steps with --save-every 2,
-# then runs of the same job killed with SIGKILL after a delay drawn from a
-# seeded random stream (over 4/5 of the reference's wall time: during start-up, a
-# step, a collective or a save). The victim is the one process, or on 4
+# then runs of the same job killed with SIGKILL at moments drawn from a
+# seeded random stream: once the checkpoint of a random step J is there,
+# after a random delay up to the time of two saves (during a step, a
+# collective or a save; start-up and the first save are test_train.sh's
+# and test_program_guards.sh's). The victim is the one process, or on 4
 # ranks rank 0 (the writer), another rank, or every rank at once. After
 # each kill:
 #   - no partial checkpoint: the file is absent (killed before the first
@@ -69,6 +71,11 @@ rank_pid() {
 	done
 }
 
+# first_save CKPT PID: returns once CKPT exists (or PID is gone)
+first_save() {
+	while ! [ -f "$1" ] && kill -0 "$2" 2>/dev/null; do sleep 0.005; done
+}
+
 # config NAME MODEL NP [netc options]
 config() {
 	local name=$1 model=$2 np=$3 t0 t1 span i victim how k res
@@ -77,19 +84,23 @@ config() {
 		bad "$name: build failed"; sed 's/^/     | /' "$work/$name.build.log" | head -5; return
 	fi
 	mkdir -p "$work/$name.d"
-	t0=$(now_ms)
 	launch "$work/$name.ref.log" "$np" timeout -k 10 "$TMO" "$work/$name" --steps "$S" --save-every 2 \
 		--save "$work/$name.d/ref.st" --seed 777 --quiet --log "$work/$name.ref.csv"
+	first_save "$work/$name.d/ref.st" $pid
+	t0=$(now_ms)
 	wait $pid || { bad "$name: the reference run failed"; return; }
 	t1=$(now_ms)
-	span=$((t1 - t0))
+	span=$((t1 - t0 + 1))
 	losses "$work/$name.ref.csv" >"$work/$name.ref.loss"
 	[ "$(wc -l <"$work/$name.ref.loss")" -eq "$S" ] || { bad "$name: the reference logged no $S losses"; return; }
 	for i in $(seq "$KILLS"); do
 		local d="$work/$name.d/k$i" ck
 		mkdir -p "$d"
 		ck=$d/ck.st
-		next $((span * 4 / 5))
+		# a checkpoint step J, then up to two saves' time more
+		next $((S / 2 - 1))
+		local j=$((2 * (r + 1)))
+		next $((4 * span / S + 1))
 		local delay=$r
 		if [ "$np" -eq 1 ]; then
 			how=process
@@ -99,6 +110,8 @@ config() {
 		fi
 		launch "$d/kill.log" "$np" "$work/$name" --steps "$S" --save-every 2 --save "$ck" --seed 777 --quiet
 		local mp=$pid
+		first_save "$ck" $mp
+		while kill -0 "$mp" 2>/dev/null && [ "$(ckpt_step "$ck")" -lt "$j" ]; do sleep 0.005; done
 		sleep "$(awk -v ms="$delay" 'BEGIN { printf "%.3f", ms / 1000 }')"
 		# a rank not started yet is waited for: the kill then lands in start-up
 		victim=$mp
@@ -116,7 +129,7 @@ config() {
 		[ -n "$victim" ] && kill -KILL $victim 2>/dev/null
 		wait "$mp" 2>/dev/null
 		kills=$((kills + 1))
-		local what="$name: SIGKILL ($how) at ${delay} ms of ${span}"
+		local what="$name: SIGKILL ($how) ${delay} ms after the checkpoint of step $j (or later)"
 		ls "$d" | grep "^ck\.st" | grep -q '\.tmp\.' && midsave=$((midsave + 1))
 		if ! [ -f "$ck" ]; then
 			early=$((early + 1))
