@@ -284,6 +284,24 @@ static void sync_dir(const char *path)
 	free(copy);
 }
 
+/* pid's process is gone: no such process, or a zombie (a rank killed
+ * after its mpirun exited is reparented to init, which may reap it late) */
+static bool process_gone(long pid)
+{
+	if (kill((pid_t)pid, 0) != 0)
+		return errno == ESRCH;
+	char stat[64], buf[512];
+	snprintf(stat, sizeof stat, "/proc/%ld/stat", pid);
+	FILE *f = fopen(stat, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *close = strrchr(buf, ')');   /* the name may hold spaces and ')' */
+	return close && close[1] == ' ' && close[2] == 'Z';
+}
+
 /* A writer killed outright (SIGKILL, a lost node) leaves its temporary
  * file; the next save of the same checkpoint removes those of writers on
  * this host that are gone, so a job killed and resumed any number of
@@ -305,7 +323,7 @@ static void remove_stale(const char *path, const char *host)
 			continue;
 		char *end;
 		long pid = strtol(e->d_name + plen, &end, 10);
-		if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (*end || pid <= 0 || pid == (long)getpid() || !process_gone(pid))
 			continue;
 		char *stale;
 		if (asprintf(&stale, "%s/%s", dir, e->d_name) < 0)

@@ -109,7 +109,7 @@ config() {
 			how=$(echo "rank0 rank$((1 + (rnd / 7) % (np - 1))) all" | cut -d' ' -f$((r + 1)))
 		fi
 		launch "$d/kill.log" "$np" "$work/$name" --steps "$S" --save-every 2 --save "$ck" --seed 777 --quiet
-		local mp=$pid
+		local mp=$pid ranks=
 		first_save "$ck" $mp
 		while kill -0 "$mp" 2>/dev/null && [ "$(ckpt_step "$ck")" -lt "$j" ]; do sleep 0.005; done
 		sleep "$(awk -v ms="$delay" 'BEGIN { printf "%.3f", ms / 1000 }')"
@@ -125,9 +125,17 @@ config() {
 			fi
 			sleep 0.01
 		done
+		[ "$np" -gt 1 ] && ranks=$(pgrep -P "$mp")
 		# the run may have ended already (a delay near the whole span)
 		[ -n "$victim" ] && kill -KILL $victim 2>/dev/null
 		wait "$mp" 2>/dev/null
+		# mpirun may exit before its ranks do: the job is over when
+		# each is gone or a zombie (reparented to init, reaped late)
+		for p in $ranks; do
+			local n=0
+			while [ -e "/proc/$p" ] && ! sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | grep -q '^Z' &&
+				[ $n -lt 1000 ]; do sleep 0.01; n=$((n + 1)); done
+		done
 		kills=$((kills + 1))
 		local what="$name: SIGKILL ($how) ${delay} ms after the checkpoint of step $j (or later)"
 		ls "$d" | grep "^ck\.st" | grep -q '\.tmp\.' && midsave=$((midsave + 1))

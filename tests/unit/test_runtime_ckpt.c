@@ -140,7 +140,8 @@ Test(ckpt, unwritable_path_keeps_previous)
 }
 
 /* a writer killed outright (SIGKILL) leaves path.tmp.HOST.PID: the next
- * save removes it if its process is gone from this host, and nothing else
+ * save removes it if its process is gone from this host (or a zombie not
+ * yet reaped), and nothing else
  * (tests/e2e/test_kill.sh kills whole jobs) */
 Test(ckpt, stale_temporaries_removed)
 {
@@ -151,18 +152,25 @@ Test(ckpt, stale_temporaries_removed)
 	if (dead == 0)
 		_exit(0);
 	cr_assert_eq(waitpid(dead, NULL, 0), dead);
-	char *p = tr_path(dir, "m.st"), name[4][600];
+	pid_t zombie = fork();   /* dead but not reaped until after the save */
+	cr_assert_geq(zombie, 0);
+	if (zombie == 0)
+		_exit(0);
+	char *p = tr_path(dir, "m.st"), name[5][600];
 	snprintf(name[0], sizeof name[0], "%s.tmp.%s.%ld", p, host, (long)dead);       /* removed */
 	snprintf(name[1], sizeof name[1], "%s.tmp.%s.%ld", p, host, (long)getppid());  /* alive */
 	snprintf(name[2], sizeof name[2], "%s.tmp.other-host.%ld", p, (long)dead);     /* not ours */
 	snprintf(name[3], sizeof name[3], "%s.tmp.%s.%ldx", p, host, (long)dead);      /* not a pid */
-	for (int i = 0; i < 4; i++)
+	snprintf(name[4], sizeof name[4], "%s.tmp.%s.%ld", p, host, (long)zombie);     /* removed */
+	for (int i = 0; i < 5; i++)
 		fclose(fopen(name[i], "w"));
+	usleep(100000);   /* the zombie's exit */
 	Model a;
 	model(&a, 2);
 	nrt_ckpt_save(p, a.t, 3, 4);
-	for (int i = 0; i < 4; i++)
-		cr_expect_eq(access(name[i], F_OK) == 0, i != 0, "%s", name[i]);
+	waitpid(zombie, NULL, 0);
+	for (int i = 0; i < 5; i++)
+		cr_expect_eq(access(name[i], F_OK) == 0, i != 0 && i != 4, "%s", name[i]);
 	free(p);
 }
 
