@@ -97,8 +97,9 @@ config() {
 		local d="$work/$name.d/k$i" ck
 		mkdir -p "$d"
 		ck=$d/ck.st
-		# a checkpoint step J, then up to two saves' time more
-		next $((S / 2 - 1))
+		# a checkpoint step J in the first 3/4 (the wait for it lags a few
+		# saves behind on a loaded host), then up to two saves' time more
+		next $((S * 3 / 8))
 		local j=$((2 * (r + 1)))
 		next $((4 * span / S + 1))
 		local delay=$r
