@@ -10,14 +10,16 @@
  * Saving gathers every tensor's slices on rank 0, which writes a temporary
  * file in the destination directory, fsyncs it and renames it over the
  * destination, so a crash at any point leaves the previous checkpoint
- * whole. Loading maps the file on every rank and copies each rank's own
+ * whole (tests/e2e/test_kill.sh kills jobs at random moments). Loading maps the file on every rank and copies each rank's own
  * block. Without MPI (unit tests) both run in one process. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -248,7 +250,7 @@ static void *gather_full(const NrtTensor *t)
 /* ---- writing (rank 0) ------------------------------------------------------ */
 typedef struct Writer {
 	const char *path;
-	char *tmp;              /* path.tmp.<pid> */
+	char *tmp;              /* path.tmp.<host>.<pid> */
 	FILE *f;
 } Writer;
 
@@ -282,6 +284,60 @@ static void sync_dir(const char *path)
 	free(copy);
 }
 
+/* pid's process is gone: no such process, or a zombie (a rank killed
+ * after its mpirun exited is reparented to init, which may reap it late) */
+static bool process_gone(long pid)
+{
+	if (kill((pid_t)pid, 0) != 0)
+		return errno == ESRCH;
+	char stat[64], buf[512];
+	snprintf(stat, sizeof stat, "/proc/%ld/stat", pid);
+	FILE *f = fopen(stat, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *close = strrchr(buf, ')');   /* the name may hold spaces and ')' */
+	return close && close[1] == ' ' && close[2] == 'Z';
+}
+
+/* A writer killed outright (SIGKILL, a lost node) leaves its temporary
+ * file; the next save of the same checkpoint removes those of writers on
+ * this host that are gone, so a job killed and resumed any number of
+ * times leaves none behind. Another host's, or a live process's, are
+ * never touched: its pid may mean nothing here. */
+static void remove_stale(const char *path, const char *host)
+{
+	char *dcopy = strdup(path), *bcopy = strdup(path), *prefix = NULL;
+	if (!dcopy || !bcopy)
+		nrt_fatal("out of memory");
+	const char *dir = dirname(dcopy);
+	if (asprintf(&prefix, "%s.tmp.%s.", basename(bcopy), host) < 0)
+		nrt_fatal("out of memory");
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t plen = strlen(prefix);
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, plen) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + plen, &end, 10);
+		if (*end || pid <= 0 || pid == (long)getpid() || !process_gone(pid))
+			continue;
+		char *stale;
+		if (asprintf(&stale, "%s/%s", dir, e->d_name) < 0)
+			nrt_fatal("out of memory");
+		unlink(stale);   /* best effort: the save goes on without */
+		free(stale);
+	}
+	if (d)
+		closedir(d);
+	free(prefix);
+	free(bcopy);
+	free(dcopy);
+}
+
 static void writer_open(Writer *w, const char *path)
 {
 	w->path = path;
@@ -291,7 +347,13 @@ static void writer_open(Writer *w, const char *path)
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
 		nrt_fatal("checkpoint %s: %s; refusing to replace it", path,
 		          S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
-	if (asprintf(&w->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
+	char host[256] = "localhost";
+	gethostname(host, sizeof host - 1);
+	for (char *c = host; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	remove_stale(path, host);
+	if (asprintf(&w->tmp, "%s.tmp.%s.%ld", path, host, (long)getpid()) < 0)
 		nrt_fatal("out of memory");
 	/* exclusive: never through a file or link that was already there */
 	int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);

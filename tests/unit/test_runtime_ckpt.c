@@ -3,6 +3,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "runtime/json_internal.h"
 #include "test_runtime_util.h"
@@ -135,6 +137,41 @@ Test(ckpt, unwritable_path_keeps_previous)
 	snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", dir);
 	cr_expect_neq(system(cmd), 0, "a temporary file was left in %s", dir);
 	free(before), free(after), free(bad[0]), free(bad[1]), free(good);
+}
+
+/* a writer killed outright (SIGKILL) leaves path.tmp.HOST.PID: the next
+ * save removes it if its process is gone from this host (or a zombie not
+ * yet reaped), and nothing else
+ * (tests/e2e/test_kill.sh kills whole jobs) */
+Test(ckpt, stale_temporaries_removed)
+{
+	char host[256] = "localhost";
+	gethostname(host, sizeof host - 1);
+	pid_t dead = fork();
+	cr_assert_geq(dead, 0);
+	if (dead == 0)
+		_exit(0);
+	cr_assert_eq(waitpid(dead, NULL, 0), dead);
+	pid_t zombie = fork();   /* dead but not reaped until after the save */
+	cr_assert_geq(zombie, 0);
+	if (zombie == 0)
+		_exit(0);
+	char *p = tr_path(dir, "m.st"), name[5][600];
+	snprintf(name[0], sizeof name[0], "%s.tmp.%s.%ld", p, host, (long)dead);       /* removed */
+	snprintf(name[1], sizeof name[1], "%s.tmp.%s.%ld", p, host, (long)getppid());  /* alive */
+	snprintf(name[2], sizeof name[2], "%s.tmp.other-host.%ld", p, (long)dead);     /* not ours */
+	snprintf(name[3], sizeof name[3], "%s.tmp.%s.%ldx", p, host, (long)dead);      /* not a pid */
+	snprintf(name[4], sizeof name[4], "%s.tmp.%s.%ld", p, host, (long)zombie);     /* removed */
+	for (int i = 0; i < 5; i++)
+		fclose(fopen(name[i], "w"));
+	usleep(100000);   /* the zombie's exit */
+	Model a;
+	model(&a, 2);
+	nrt_ckpt_save(p, a.t, 3, 4);
+	waitpid(zombie, NULL, 0);
+	for (int i = 0; i < 5; i++)
+		cr_expect_eq(access(name[i], F_OK) == 0, i != 0 && i != 4, "%s", name[i]);
+	free(p);
 }
 
 Test(ckpt, load_errors)
