@@ -597,7 +597,7 @@ static void emit_reduce(Emit *e, const Node *n, int64_t mask, bool mean)
 	const Shape *x = lshape(n->in[0]);
 	if (!mask)
 		mask = ((int64_t)1 << x->rank) - 1;
-	fprintf(OUT, "\tK(reduce)(%d, ", x->rank);
+	fprintf(OUT, "\t%s(reduce)(%d, ", kern(n->out), x->rank);
 	emit_shape(OUT, x);
 	fprintf(OUT, ", 0x%" PRIx64 ", %s, %s, %s);\n", mask, mean ? "true" : "false", IN(0), Y);
 }

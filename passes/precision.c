@@ -237,7 +237,8 @@ bool pass_amp(Compilation *c)
 
 /* ---- narrow kernels ------------------------------------------------------------
  * After the passes that place casts and reductions: a matrix product,
- * element-wise operator, softmax, layer norm (forward) or transpose whose every input is cast up
+ * element-wise operator, softmax, layer norm (forward), transpose or sum
+ * over axes (reduce_sum, sum_to) whose every input is cast up
  * from one narrow type for it alone, and whose result is only cast back
  * down to that type, runs on the narrow values itself -- the runtime's
  * narrow entry points (kernels.h: nrt_gemm_bf16, nrt_binary_bf16, ...) read
@@ -258,6 +259,7 @@ static bool narrow_kernel(const Node *n)
 	case OP_RELU_GRAD: case OP_GELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD:
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
 	case OP_LAYER_NORM: case OP_TRANSPOSE:
+	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
 	default:
 		return false;

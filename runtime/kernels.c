@@ -386,6 +386,17 @@ static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf
 		float *b32 = beta ? wide_of(&w, "layer_norm_" #S, cols, beta, BF) : NULL;                                 \
 		nrt_layer_norm_f32(rows, cols, eps, x32, g32, b32, y32);                                                  \
 		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask, bool mean, const uint16_t *x,        \
+	                    uint16_t *y)                                                                              \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = prod(rank, xdims), ny = 1;                                                                    \
+		for (int k = 0; k < rank; k++)                                                                            \
+			ny *= axes_mask >> k & 1 ? 1 : xdims[k];                                                          \
+		float *x32 = wide_of(&w, "reduce_" #S, n, x, BF), *y32 = wide_of(&w, "reduce_" #S, ny, NULL, BF);         \
+		nrt_reduce_f32(rank, xdims, axes_mask, mean, x32, y32);                                                   \
+		wide_done(&w, ny, y32, y, BF);                                                                            \
 	}
 NRT_NARROW_KERNELS(f16, false)
 NRT_NARROW_KERNELS(bf16, true)

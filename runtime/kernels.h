@@ -146,7 +146,8 @@ NRT_KERNEL_DECLS(double, f64)
 	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,   \
 	                   int64_t K, const uint16_t *A, const uint16_t *B,          \
 	                   float beta, uint16_t *C);
-/* The element-wise, softmax, layer norm (forward) and transpose kernels on
+/* The element-wise, softmax, layer norm (forward), transpose and reduce
+ * (sums over axes: reduce_sum, sum_to, the bias gradients) kernels on
  * f16 / bf16 storage, with
  * the f32 kernels' arguments (scalars stay float or double): each reads
  * narrow values, computes what the f32 kernel computes and rounds each
@@ -167,7 +168,9 @@ NRT_KERNEL_DECLS(double, f64)
 	                       const uint16_t *x, uint16_t *y);                      \
 	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps,              \
 	                        const uint16_t *x, const uint16_t *gamma,            \
-	                        const uint16_t *beta, uint16_t *y);
+	                        const uint16_t *beta, uint16_t *y);                  \
+	void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask,      \
+	                    bool mean, const uint16_t *x, uint16_t *y);
 NRT_NARROW_GEMM_DECLS(f16)
 NRT_NARROW_GEMM_DECLS(bf16)
 NRT_NARROW_KERNEL_DECLS(f16)

@@ -615,6 +615,41 @@ static void narrow_transpose(const Narrow *t)
 	free_all();
 }
 
+/* sums over axes (reduce_sum, sum_to: bias gradients), one shape per GPU
+ * path: column sums (k_reduce_cols, GPT-2's [2049, 768] bias gradient
+ * with an odd row count), row sums (k_reduce_block), many short sums
+ * (k_reduce_thread), one flat sum (sum_all), a copy (only a size-1 dim
+ * reduced), an empty reduced dim, a mean. Both sides add in double and
+ * round once to f32 then to the narrow type: the 2u + 1e-5 tolerance. */
+static void narrow_reduce(const Narrow *t)
+{
+	static const struct {
+		int rank;
+		int64_t d[3];
+		uint64_t mask;
+		bool mean;
+	} cs[] = {{2, {2049, 768}, 1, false}, {2, {33, 257}, 2, false}, {2, {2000, 3}, 2, true},
+	          {1, {100003}, 1, false},    {3, {3, 1, 257}, 2, false}, {3, {4, 0, 3}, 2, true},
+	          {3, {7, 33, 5}, 5, true}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t n = 1, ny = 1;
+		for (int k = 0; k < cs[c].rank; k++) {
+			n *= cs[c].d[k];
+			ny *= cs[c].mask >> k & 1 ? 1 : cs[c].d[k];
+		}
+		uint16_t *x = nrand(t, n, -1, 2), *y = nrand(t, ny, 5, 6), *gy = nzero(ny);
+		NK(t, reduce)(cs[c].rank, cs[c].d, cs[c].mask, cs[c].mean, nup(x, n), gy);
+		CK_(t, reduce)(cs[c].rank, cs[c].d, cs[c].mask, cs[c].mean, x, y);
+		char name[96], *p = name;
+		p += sprintf(p, "reduce_%s [", cs[c].mean ? "mean" : "sum");
+		for (int k = 0; k < cs[c].rank; k++)
+			p += sprintf(p, "%s%lld", k ? "," : "", (long long)cs[c].d[k]);
+		sprintf(p, "] axes 0x%llx", (unsigned long long)cs[c].mask);
+		ncmp(t, name, gy, y, ny);
+		free_all();
+	}
+}
+
 static void test_narrow(void)
 {
 	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++) {
@@ -623,6 +658,7 @@ static void test_narrow(void)
 		narrow_softmax(&narrows[i]);
 		narrow_layer_norm(&narrows[i]);
 		narrow_transpose(&narrows[i]);
+		narrow_reduce(&narrows[i]);
 	}
 }
 
