@@ -453,16 +453,16 @@ EMIT(LAYER_NORM_GRAD_X)
 {
 	int64_t rows, cols;
 	ln_dims(n, n->in[1], &rows, &cols);
-	fprintf(OUT, "\tK(layer_norm_grad_x)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", rows, cols,
-	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+	fprintf(OUT, "\t%s(layer_norm_grad_x)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
+	        kern(n->out), rows, cols, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
 EMIT(LAYER_NORM_GRAD_GAMMA)
 {
 	int64_t rows, cols;
 	ln_dims(n, n->in[1], &rows, &cols);
-	fprintf(OUT, "\tK(layer_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n", rows, cols,
-	        n->attr.eps, IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(layer_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
+	        kern(n->out), rows, cols, n->attr.eps, IN(0), IN(1), Y);
 }
 
 /* batch_norm sees x as [N, C, HW] */
@@ -822,8 +822,9 @@ EMIT(SOFTMAX_CROSS_ENTROPY)
 		emit_vsce(e, n, 0, false);
 		return;
 	}
-	fprintf(OUT, "\tK(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(lg) / C, C,
-	        denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
+	/* narrow logits (pass_narrow): KBF16(sce), the loss in f32 */
+	fprintf(OUT, "\t%s(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", kern(lg),
+	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
@@ -834,8 +835,8 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 		emit_vsce(e, n, 1, true);
 		return;
 	}
-	fprintf(OUT, "\tK(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", lnumel(lg) / C,
-	        C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
+	fprintf(OUT, "\t%s(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", kern(n->out),
+	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(MSE_LOSS)

@@ -314,9 +314,11 @@ static float *wide_of(Wide *w, const char *kernel, int64_t n, const uint16_t *x,
 	return w->v[w->n++] = p;
 }
 
+/* out = y rounded (out NULL: a kernel whose result stays f32, the loss) */
 static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf)
 {
-	(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, y, out);
+	if (out)
+		(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, y, out);
 	for (int i = 0; i < w->n; i++)
 		free(w->v[i]);
 }
@@ -397,6 +399,46 @@ static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf
 		float *x32 = wide_of(&w, "reduce_" #S, n, x, BF), *y32 = wide_of(&w, "reduce_" #S, ny, NULL, BF);         \
 		nrt_reduce_f32(rank, xdims, axes_mask, mean, x32, y32);                                                   \
 		wide_done(&w, ny, y32, y, BF);                                                                            \
+	}                                                                                                             \
+	void nrt_layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy, const uint16_t *x, \
+	                               const uint16_t *gamma, uint16_t *dx)                                            \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *d32 = wide_of(&w, "layer_norm_grad_x_" #S, n, dy, BF);                                             \
+		float *x32 = wide_of(&w, "layer_norm_grad_x_" #S, n, x, BF);                                              \
+		float *g32 = gamma ? wide_of(&w, "layer_norm_grad_x_" #S, cols, gamma, BF) : NULL;                        \
+		float *dx32 = wide_of(&w, "layer_norm_grad_x_" #S, n, NULL, BF);                                          \
+		nrt_layer_norm_grad_x_f32(rows, cols, eps, d32, x32, g32, dx32);                                          \
+		wide_done(&w, n, dx32, dx, BF);                                                                           \
+	}                                                                                                             \
+	void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy,               \
+	                                   const uint16_t *x, uint16_t *dgamma)                                       \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *d32 = wide_of(&w, "layer_norm_grad_gamma_" #S, n, dy, BF);                                         \
+		float *x32 = wide_of(&w, "layer_norm_grad_gamma_" #S, n, x, BF);                                          \
+		float *g32 = wide_of(&w, "layer_norm_grad_gamma_" #S, cols, NULL, BF);                                    \
+		nrt_layer_norm_grad_gamma_f32(rows, cols, eps, d32, x32, g32);                                            \
+		wide_done(&w, cols, g32, dgamma, BF);                                                                     \
+	}                                                                                                             \
+	void nrt_sce_##S(int64_t N, int64_t C, double denom, const uint16_t *logits, const void *labels,             \
+	                 bool labels64, float *loss)                                                                  \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "sce_" #S, N * C, logits, BF);                                                   \
+		nrt_sce_f32(N, C, denom, x32, labels, labels64, loss);                                                    \
+		wide_done(&w, 0, NULL, NULL, BF);                                                                         \
+	}                                                                                                             \
+	void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const float *dloss, const uint16_t *logits,        \
+	                      const void *labels, bool labels64, uint16_t *dlogits)                                   \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "sce_grad_" #S, N * C, logits, BF);                                              \
+		float *d32 = wide_of(&w, "sce_grad_" #S, N * C, NULL, BF);                                                \
+		nrt_sce_grad_f32(N, C, denom, dloss, x32, labels, labels64, d32);                                         \
+		wide_done(&w, N * C, d32, dlogits, BF);                                                                   \
 	}
 NRT_NARROW_KERNELS(f16, false)
 NRT_NARROW_KERNELS(bf16, true)

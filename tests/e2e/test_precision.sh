@@ -26,7 +26,9 @@
 # the f16 one in data parallel
 # with force_fp32_communication (its partial sums are reduced in f32
 # first, so those products keep their casts). Column sums (sum_to: bias
-# gradients) run narrow too, nrt_reduce_bf16.
+# gradients), layer norm's gradients and softmax_cross_entropy (+ grad) run
+# narrow too: nrt_reduce_bf16, nrt_layer_norm_grad_x_bf16,
+# nrt_layer_norm_grad_gamma_bf16, nrt_sce_bf16 (an f32 loss), nrt_sce_grad_bf16.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -156,12 +158,15 @@ sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
 # max_cast: the widenings (nrt_bf16_to_f32 calls) left in the narrow
 # build; the bias gradients' column sums (sum_to) run narrow since issue
 # 22's reduce kernels: transformer 68 -> 62, mlp 25 -> 24 (the f32-forced
-# data-parallel mlp keeps its sums in f32 before the all-reduce: 23)
-min_elem=20 max_cast=62
+# data-parallel mlp keeps its sums in f32 before the all-reduce: 23), and
+# layer norm's gradients: transformer 62 -> 47, and the loss reading the
+# narrow logits (softmax_cross_entropy + grad): transformer 47 -> 45, mlp
+# 24 -> 22, f16 dp 23 -> 21
+min_elem=20 max_cast=45
 narrow transformer_bf16 "$work/tbf.net" 1 -D parallel_mode=stand_alone
-min_elem=1 max_cast=24
+min_elem=1 max_cast=22
 narrow mlp_bf16_semi "$work/mbf.net" 4
-max_cast=
+max_cast=21
 narrow mlp_f16_dp_fp32 "$work/m16.net" 4 $DP -D force_fp32_communication=true
 # amp_level (MindSpore's auto_mixed_precision, passes/precision.c
 # pass_amp): the f32 mlp with `amp_level = O2  amp_dtype = bf16` in its

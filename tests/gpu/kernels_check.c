@@ -601,6 +601,75 @@ static void narrow_layer_norm(const Narrow *t)
 		}
 }
 
+/* layer norm's gradients (with and without gamma). x spreads over
+ * [-3, 3], so the rounding of the row mean that layer_norm_grad_x's f32
+ * check bounds (kernels_check_impl.h, ln_grad_x_bound: mean |x| / sigma
+ * ~ 1 here) stays ~1e-6, inside the f32 part of 2u + 1e-5. */
+static void narrow_layer_norm_grad(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int affine = 0; affine < 2; affine++) {
+			int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+			uint16_t *x = nrand(t, n, -3, 3), *dy = nrand(t, n, -1, 1), *g = nrand(t, cols, 0.5, 1.5);
+			uint16_t *dx = nrand(t, n, 0, 1), *gdx = nzero(n), *dg = nrand(t, cols, 0, 1), *gdg = nzero(cols);
+			const uint16_t *gx = nup(x, n), *gdy = nup(dy, n);
+			NK(t, layer_norm_grad_x)(rows, cols, 1e-5, gdy, gx, affine ? nup(g, cols) : NULL, gdx);
+			CK_(t, layer_norm_grad_x)(rows, cols, 1e-5, dy, x, affine ? g : NULL, dx);
+			char name[96];
+			snprintf(name, sizeof name, "layer_norm_grad_x [%lld,%lld]%s", (long long)rows, (long long)cols,
+			         affine ? " gamma" : "");
+			ncmp(t, name, gdx, dx, n);
+			if (affine) {
+				NK(t, layer_norm_grad_gamma)(rows, cols, 1e-5, gdy, gx, gdg);
+				CK_(t, layer_norm_grad_gamma)(rows, cols, 1e-5, dy, x, dg);
+				snprintf(name, sizeof name, "layer_norm_grad_gamma [%lld,%lld]", (long long)rows,
+				         (long long)cols);
+				ncmp(t, name, gdg, dg, cols);
+			}
+			free_all();
+		}
+}
+
+/* softmax_cross_entropy on narrow logits: the loss stays f32 (both sides
+ * sum the same per-row terms in double: the f32 tolerance, 1e-5); the
+ * logits' gradient is rounded once (2u + 1e-5). Labels i32 and i64, a
+ * single class, rows wider than a block. */
+static void narrow_sce(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int l64 = 0; l64 < 2; l64++) {
+			int64_t N = cs[c][0], C = cs[c][1], n = N * C;
+			uint16_t *x = nrand(t, n, -4, 4), *dx = nrand(t, n, 0, 1), *gdx = nzero(n);
+			void *lab = halloc((l64 ? 8 : 4) * (size_t)N);
+			for (int64_t i = 0; i < N; i++) {
+				int64_t v = (int64_t)rnd(0, (double)C) % C;
+				if (l64)
+					((int64_t *)lab)[i] = v;
+				else
+					((int32_t *)lab)[i] = (int32_t)v;
+			}
+			const void *glab = up(lab, (l64 ? 8 : 4) * (size_t)N);
+			float dloss = 1.5f, loss = 0, *gloss = up(NULL, sizeof(float)), *gdl = up(&dloss, sizeof(float));
+			const uint16_t *gx = nup(x, n);
+			NK(t, sce)(N, C, (double)N, gx, glab, l64, gloss);
+			CK_(t, sce)(N, C, (double)N, x, lab, l64, &loss);
+			const float *gl = down(gloss, sizeof(float));
+			double gld = *gl, cld = loss;
+			char name[96];
+			snprintf(name, sizeof name, "sce [%lld,%lld] labels %s", (long long)N, (long long)C,
+			         l64 ? "i64" : "i32");
+			compare(name, t->name, &gld, &cld, 1, 1e-5);
+			NK(t, sce_grad)(N, C, (double)N, gdl, gx, glab, l64, gdx);
+			CK_(t, sce_grad)(N, C, (double)N, &dloss, x, lab, l64, dx);
+			snprintf(name, sizeof name, "sce_grad [%lld,%lld] labels %s", (long long)N, (long long)C,
+			         l64 ? "i64" : "i32");
+			ncmp(t, name, gdx, dx, n);
+			free_all();
+		}
+}
+
 /* a transpose moves values: bit for bit */
 static void narrow_transpose(const Narrow *t)
 {
@@ -657,6 +726,8 @@ static void test_narrow(void)
 		narrow_elementwise(&narrows[i]);
 		narrow_softmax(&narrows[i]);
 		narrow_layer_norm(&narrows[i]);
+		narrow_layer_norm_grad(&narrows[i]);
+		narrow_sce(&narrows[i]);
 		narrow_transpose(&narrows[i]);
 		narrow_reduce(&narrows[i]);
 	}
