@@ -365,7 +365,7 @@ EMIT(SIGMOID_GRAD) { emit_unary_grad(e, n, "NRT_SIGMOID"); }
 
 EMIT(SCALE)
 {
-	fprintf(OUT, "\t%s(scale)(%" PRId64 ", %.17g, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
+	fprintf(OUT, "\t%s(scale)(%" PRId64 ", %.17g, %s, %s);\n", n->out->host ? "H" : kern(n->out), lnumel(n->out),
 	        n->attr.alpha, IN(0), Y);
 }
 
@@ -722,7 +722,7 @@ EMIT(EMBEDDING)
 	int64_t nids = lnumel(n->in[1]);
 	bool host = n->in[0]->host; /* the rows go to the device */
 	const char *ids = host ? host_stage_ids(e, n, nids, lnumel(n->out)) : IN(1);
-	fprintf(OUT, "\t%s(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : "K", nids,
+	fprintf(OUT, "\t%s(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : kern(n->out), nids,
 	        rows, t->d[1], off, ids, n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), host ? "host_rows" : Y);
 	if (host)
 		fprintf(OUT, "\tnrt_from_host(%s, host_rows, %" PRId64 " * sizeof(real));\n", Y, lnumel(n->out));
@@ -741,7 +741,7 @@ EMIT(EMBEDDING_GRAD)
 	 * where nothing else writes them) */
 	if (n->out->layout && n->out->layout->ragged && !host)
 		fprintf(OUT, "\tnrt_zero(%s, %" PRId64 " * sizeof *%s);\n", Y, lnumel(n->out), Y);
-	fprintf(OUT, "\t%s(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : "K",
+	fprintf(OUT, "\t%s(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : kern(n->out),
 	        nids, rows, t->d[1], off, ids, n->in[1]->dtype == DT_I64 ? "true" : "false", host ? "host_rows" : IN(0),
 	        Y);
 }
@@ -749,7 +749,9 @@ EMIT(EMBEDDING_GRAD)
 EMIT(CONCAT)
 {
 	int axis = n->attr.axis < 0 ? n->attr.axis + n->out->shape.rank : n->attr.axis;
-	fprintf(OUT, "\tK(concat)(%d, (const real *const[]){", n->nin);
+	DType dt = n->out->dtype; /* narrow after pass_narrow */
+	fprintf(OUT, "\t%s(concat)(%d, (const %s *const[]){", kern(n->out), n->nin,
+	        dt == DT_BF16 || dt == DT_F16 ? "uint16_t" : "real");
 	for (int i = 0; i < n->nin; i++)
 		fprintf(OUT, "%s%s", i ? ", " : "", IN(i));
 	fputs("}, (const int64_t[]){", OUT);
@@ -762,8 +764,8 @@ EMIT(CONCAT)
 EMIT(SLICE)
 {
 	int axis = n->attr.axis;
-	fprintf(OUT, "\tK(slice)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s);\n",
-	        ldims(n->in[0], 0, axis), lshape(n->in[0])->d[axis], n->attr.begin, lshape(n->out)->d[axis],
+	fprintf(OUT, "\t%s(slice)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s);\n",
+	        kern(n->out), ldims(n->in[0], 0, axis), lshape(n->in[0])->d[axis], n->attr.begin, lshape(n->out)->d[axis],
 	        ldims(n->in[0], axis + 1, MAX_RANK), IN(0), Y);
 }
 

@@ -238,8 +238,9 @@ bool pass_amp(Compilation *c)
 /* ---- narrow kernels ------------------------------------------------------------
  * After the passes that place casts and reductions: a matrix product,
  * element-wise operator, softmax, layer norm (+ grads), transpose, sum
- * over axes (reduce_sum, sum_to) or softmax_cross_entropy (+ grad: their
- * logits; the loss stays f32) whose every input is cast up
+ * over axes (reduce_sum, sum_to), concat, slice, scale, embedding (+ grad:
+ * the table, dy; not the ids) or softmax_cross_entropy (+ grad: their logits; the loss stays
+ * f32) whose every input is cast up
  * from one narrow type for it alone, and whose result is only cast back
  * down to that type, runs on the narrow values itself -- the runtime's
  * narrow entry points (kernels.h: nrt_gemm_bf16, nrt_binary_bf16, ...) read
@@ -262,6 +263,10 @@ static bool narrow_kernel(const Node *n)
 	case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD_X: case OP_LAYER_NORM_GRAD_GAMMA: case OP_TRANSPOSE:
 	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
+	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
+		return true;
+	case OP_CONCAT: /* narrow_ins' mask */
+		return n->nin < 32;
 	case OP_SOFTMAX_CROSS_ENTROPY: /* not the class-split (vocabulary-parallel) form */
 		return n->nin == 2;
 	case OP_SOFTMAX_CROSS_ENTROPY_GRAD:
@@ -278,6 +283,7 @@ static unsigned narrow_ins(const Node *n)
 	switch (n->op) {
 	case OP_SOFTMAX_CROSS_ENTROPY: return 1u << 0;
 	case OP_SOFTMAX_CROSS_ENTROPY_GRAD: return 1u << 1;
+	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: return 1u << 0; /* not the ids */
 	default: return (1u << n->nin) - 1;
 	}
 }

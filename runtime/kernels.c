@@ -323,6 +323,30 @@ static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf
 		free(w->v[i]);
 }
 
+/* concat and slice move values: the two-byte words as they are, what
+ * widening them exactly and rounding them back gives (but for a
+ * signalling NaN, which the round trip quiets; no arithmetic makes one) */
+static void narrow_concat(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer, int64_t inner,
+                          uint16_t *y)
+{
+	int64_t total = 0;
+	for (int k = 0; k < nx; k++)
+		total += sizes[k];
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t k = 0, at = 0; k < nx; at += sizes[k], k++)
+			if (sizes[k] * inner > 0)
+				memcpy(y + (o * total + at) * inner, xs[k] + o * sizes[k] * inner,
+				       sizeof *y * (size_t)(sizes[k] * inner));
+}
+
+static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner, const uint16_t *x,
+                         uint16_t *y)
+{
+	for (int64_t o = 0; o < outer; o++)
+		if (n_out * inner > 0)
+			memcpy(y + o * n_out * inner, x + (o * n_in + begin) * inner, sizeof *y * (size_t)(n_out * inner));
+}
+
 #define NRT_NARROW_KERNELS(S, BF)                                                                                  \
 	void nrt_binary_##S(NrtBinary op, int rank, const int64_t *ydims, const uint16_t *a, const int64_t *astr,     \
 	                    const uint16_t *b, const int64_t *bstr, uint16_t *y)                                       \
@@ -439,6 +463,41 @@ static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf
 		float *d32 = wide_of(&w, "sce_grad_" #S, N * C, NULL, BF);                                                \
 		nrt_sce_grad_f32(N, C, denom, dloss, x32, labels, labels64, d32);                                         \
 		wide_done(&w, N * C, d32, dlogits, BF);                                                                   \
+	}                                                                                                             \
+	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,          \
+	                       bool ids64, const uint16_t *table, uint16_t *y)                                        \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *t32 = wide_of(&w, "embedding_" #S, rows * dim, table, BF);                                         \
+		float *y32 = wide_of(&w, "embedding_" #S, nids * dim, NULL, BF);                                          \
+		nrt_embedding_f32(nids, rows, dim, row_offset, ids, ids64, t32, y32);                                     \
+		wide_done(&w, nids * dim, y32, y, BF);                                                                    \
+	}                                                                                                             \
+	void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,     \
+	                            bool ids64, const uint16_t *dy, uint16_t *dtable)                                 \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *d32 = wide_of(&w, "embedding_grad_" #S, nids * dim, dy, BF);                                       \
+		float *t32 = wide_of(&w, "embedding_grad_" #S, rows * dim, NULL, BF);                                     \
+		nrt_embedding_grad_f32(nids, rows, dim, row_offset, ids, ids64, d32, t32);                                \
+		wide_done(&w, rows * dim, t32, dtable, BF);                                                               \
+	}                                                                                                             \
+	void nrt_scale_##S(int64_t n, float alpha, const uint16_t *x, uint16_t *y)                                   \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "scale_" #S, n, x, BF), *y32 = wide_of(&w, "scale_" #S, n, NULL, BF);            \
+		nrt_scale_f32(n, alpha, x32, y32);                                                                        \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_concat_##S(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer, int64_t inner,   \
+	                    uint16_t *y)                                                                              \
+	{                                                                                                             \
+		narrow_concat(nx, xs, sizes, outer, inner, y);                                                            \
+	}                                                                                                             \
+	void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner,                 \
+	                   const uint16_t *x, uint16_t *y)                                                            \
+	{                                                                                                             \
+		narrow_slice(outer, n_in, begin, n_out, inner, x, y);                                                     \
 	}
 NRT_NARROW_KERNELS(f16, false)
 NRT_NARROW_KERNELS(bf16, true)

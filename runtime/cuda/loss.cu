@@ -163,9 +163,9 @@ __global__ void k_embedding(int64_t nids, int64_t rows, int64_t dim, int64_t row
 /* Scatter-add with atomics: rows hit by several ids are summed in no
  * fixed order, so f32 results may differ between runs in the last bits
  * (the CPU adds in id order). */
-template <typename T>
+template <typename T, typename S = T>
 __global__ void k_embedding_grad(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,
-                                 bool ids64, const T *dy, T *dtable)
+                                 bool ids64, const S *dy, T *dtable)
 {
 	NRT_GRID_LOOP(e, nids * dim) {
 		int64_t i = e / dim, d = e - i * dim;
@@ -173,7 +173,7 @@ __global__ void k_embedding_grad(int64_t nids, int64_t rows, int64_t dim, int64_
 		if (id < 0 && d == 0)
 			report(KERR_ID, i, id, 0);
 		if (r >= 0 && r < rows)
-			atomicAdd(&dtable[r * dim + d], dy[e]);
+			atomicAdd(&dtable[r * dim + d], (T)dy[e]);
 	}
 }
 
@@ -351,6 +351,33 @@ NRT_LOSS_DEFS(double, f64)
 		k_sce_grad<float, Narrow<BF>><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(      \
 			N, C, denom, dloss, (const Narrow<BF> *)logits, labels, labels64, (Narrow<BF> *)dlogits); \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_sce_grad_bf16" : "nrt_sce_grad_f16");                            \
+	}                                                                                                        \
+	extern "C" void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,           \
+	                                  const void *ids, bool ids64, const uint16_t *table, uint16_t *y)       \
+	{                                                                                                        \
+		if (nids <= 0 || dim <= 0)                                                                       \
+			return;                                                                                  \
+		k_embedding<Narrow<BF>><<<grid_for(nids * dim), kThreads, 0, nrt_cuda_stream()>>>(               \
+			nids, rows, dim, row_offset, ids, ids64, (const Narrow<BF> *)table, (Narrow<BF> *)y);    \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_embedding_bf16" : "nrt_embedding_f16");                          \
+	}                                                                                                        \
+	/* summed in an f32 scratch table, then each row rounded once */                                         \
+	extern "C" void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,      \
+	                                       const void *ids, bool ids64, const uint16_t *dy,                  \
+	                                       uint16_t *dtable)                                                 \
+	{                                                                                                        \
+		if (rows <= 0 || dim <= 0)                                                                       \
+			return;                                                                                  \
+		cudaStream_t s = nrt_cuda_stream();                                                              \
+		float *acc = (float *)nrt_cuda_scratch(sizeof(float) * (size_t)(rows * dim));                    \
+		NRT_CUDA_CHECK(cudaMemsetAsync(acc, 0, (size_t)(rows * dim) * sizeof(float), s));                \
+		if (nids > 0) {                                                                                  \
+			k_embedding_grad<float, Narrow<BF>><<<grid_for(nids * dim), kThreads, 0, s>>>(            \
+				nids, rows, dim, row_offset, ids, ids64, (const Narrow<BF> *)dy, acc);           \
+			NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_embedding_grad_bf16" : "nrt_embedding_grad_f16");        \
+		}                                                                                                \
+		(BF ? nrt_f32_to_bf16 : nrt_f32_to_f16)(rows * dim, acc, dtable);                                \
+		nrt_cuda_scratch_free(acc);                                                                      \
 	}
 NRT_NARROW_LOSS_DEFS(f16, false)
 NRT_NARROW_LOSS_DEFS(bf16, true)

@@ -28,7 +28,8 @@
 # first, so those products keep their casts). Column sums (sum_to: bias
 # gradients), layer norm's gradients and softmax_cross_entropy (+ grad) run
 # narrow too: nrt_reduce_bf16, nrt_layer_norm_grad_x_bf16,
-# nrt_layer_norm_grad_gamma_bf16, nrt_sce_bf16 (an f32 loss), nrt_sce_grad_bf16.
+# nrt_layer_norm_grad_gamma_bf16, nrt_sce_bf16 (an f32 loss), nrt_sce_grad_bf16,
+# nrt_embedding_bf16, nrt_embedding_grad_bf16, and concat, slice, scale.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -161,8 +162,9 @@ sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
 # data-parallel mlp keeps its sums in f32 before the all-reduce: 23), and
 # layer norm's gradients: transformer 62 -> 47, and the loss reading the
 # narrow logits (softmax_cross_entropy + grad): transformer 47 -> 45, mlp
-# 24 -> 22, f16 dp 23 -> 21
-min_elem=20 max_cast=45
+# 24 -> 22, f16 dp 23 -> 21; the embedding (+ grad): transformer 45 -> 43;
+# concat, slice and scale: transformer 43 -> 40
+min_elem=20 max_cast=40
 narrow transformer_bf16 "$work/tbf.net" 1 -D parallel_mode=stand_alone
 min_elem=1 max_cast=22
 narrow mlp_bf16_semi "$work/mbf.net" 4

@@ -670,6 +670,66 @@ static void narrow_sce(const Narrow *t)
 		}
 }
 
+/* embedding on a narrow table: a copy of rows (bit for bit); its
+ * gradient sums each row's dy in f32 and rounds once (1000 ids into 3
+ * rows: ~330 terms a row, the f32 sum's order differs -- atomics on the
+ * GPU -- within the f32 part of 2u + 1e-5). Ids outside the shard's rows. */
+static void narrow_embedding(const Narrow *t)
+{
+	static const int64_t cs[][4] = {{33, 7, 5, 2}, {7, 10, 1000, 0}, {1, 1, 1, 0}, {1000, 3, 33, 1}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t nids = cs[c][0], rows = cs[c][1], dim = cs[c][2], off = cs[c][3];
+		int32_t *ids = halloc(4 * (size_t)nids);
+		for (int64_t i = 0; i < nids; i++)
+			ids[i] = (int32_t)(rnd64() % (uint64_t)(rows + off + 3));
+		const void *gids = up(ids, 4 * (size_t)nids);
+		uint16_t *tab = nrand(t, rows * dim, -1, 1), *y = nrand(t, nids * dim, 0, 1), *gy = nzero(nids * dim);
+		NK(t, embedding)(nids, rows, dim, off, gids, false, nup(tab, rows * dim), gy);
+		CK_(t, embedding)(nids, rows, dim, off, ids, false, tab, y);
+		char name[96];
+		snprintf(name, sizeof name, "embedding %s %lld ids rows %lld dim %lld", t->name, (long long)nids,
+		         (long long)rows, (long long)dim);
+		compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)(nids * dim)), y, nids * dim, 2);
+		uint16_t *dy = nrand(t, nids * dim, -1, 1), *dt = nrand(t, rows * dim, 0, 1);
+		uint16_t *gdt = nup(dt, rows * dim); /* garbage: the kernel overwrites it */
+		NK(t, embedding_grad)(nids, rows, dim, off, gids, false, nup(dy, nids * dim), gdt);
+		CK_(t, embedding_grad)(nids, rows, dim, off, ids, false, dy, dt);
+		snprintf(name, sizeof name, "embedding_grad %lld ids rows %lld dim %lld", (long long)nids,
+		         (long long)rows, (long long)dim);
+		ncmp(t, name, gdt, dt, rows * dim);
+		free_all();
+	}
+}
+
+/* concat and slice move values (bit for bit); scale rounds alpha x once */
+static void narrow_concat_slice_scale(const Narrow *t)
+{
+	int64_t sizes[3] = {3, 0, 5}, outer = 7, inner = 33, n = outer * 8 * inner;
+	uint16_t *a = nrand(t, outer * 3 * inner, -1, 1), *b = nrand(t, 1, -1, 1), *c = nrand(t, outer * 5 * inner, -1, 1);
+	const uint16_t *hx[3] = {a, b, c}, *dx[3] = {nup(a, outer * 3 * inner), nup(b, 1), nup(c, outer * 5 * inner)};
+	uint16_t *y = nrand(t, n, 0, 1), *gy = nzero(n);
+	NK(t, concat)(3, dx, sizes, outer, inner, gy);
+	CK_(t, concat)(3, hx, sizes, outer, inner, y);
+	char name[64];
+	snprintf(name, sizeof name, "concat %s 3+0+5 of [7,_,33]", t->name);
+	compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)n), y, n, 2);
+	int64_t m = outer * 4 * inner;
+	uint16_t *s = nrand(t, m, 0, 1), *gs = nzero(m);
+	NK(t, slice)(outer, 8, 2, 4, inner, nup(y, n), gs);
+	CK_(t, slice)(outer, 8, 2, 4, inner, y, s);
+	snprintf(name, sizeof name, "slice %s [7,2:6,33] of [7,8,33]", t->name);
+	compare_bits(name, down(gs, sizeof(uint16_t) * (size_t)m), s, m, 2);
+	static const float alphas[] = {0.125f, -3.3f, 0.0f};
+	for (int k = 0; k < 3; k++) {
+		uint16_t *x = nrand(t, 1000, -4, 4), *z = nrand(t, 1000, 0, 1), *gz = nzero(1000);
+		NK(t, scale)(1000, alphas[k], nup(x, 1000), gz);
+		CK_(t, scale)(1000, alphas[k], x, z);
+		snprintf(name, sizeof name, "scale %g", (double)alphas[k]);
+		ncmp(t, name, gz, z, 1000);
+	}
+	free_all();
+}
+
 /* a transpose moves values: bit for bit */
 static void narrow_transpose(const Narrow *t)
 {
@@ -728,6 +788,8 @@ static void test_narrow(void)
 		narrow_layer_norm(&narrows[i]);
 		narrow_layer_norm_grad(&narrows[i]);
 		narrow_sce(&narrows[i]);
+		narrow_embedding(&narrows[i]);
+		narrow_concat_slice_scale(&narrows[i]);
 		narrow_transpose(&narrows[i]);
 		narrow_reduce(&narrows[i]);
 	}

@@ -144,7 +144,8 @@ static void bf16_transformer(char *path)
 }
 
 /* pass_narrow beyond products (issue 22): in the all-bf16 transformer the
- * bias gradients (sum_to), layer norm's gradients and the loss read bf16
+ * bias gradients (sum_to), layer norm's gradients, the embedding (+ grad)
+ * and the loss read bf16
  * values with no cast between -- the loss itself stays f32, the other
  * results are bf16; --no-fuse=narrow keeps them f32 between casts */
 Test(precision, narrow_sums_norm_grads_loss)
@@ -155,13 +156,14 @@ Test(precision, narrow_sums_norm_grads_loss)
 	for (int keep = 0; keep < 2; keep++) {
 		Compilation c;
 		cr_assert(compile_with(&c, path, SA, 1, false, keep ? FUSE_NARROW : 0));
-		int seen[5] = {0};
+		int seen[7] = {0};
 		DType want = keep ? DT_F32 : DT_BF16;
 		for (int i = 0; i < c.g->nnodes; i++) {
 			const Node *n = c.g->nodes[i];
 			int k = n->op == OP_SUM_TO ? 0 : n->op == OP_LAYER_NORM_GRAD_X ? 1
 			      : n->op == OP_LAYER_NORM_GRAD_GAMMA ? 2 : n->op == OP_SOFTMAX_CROSS_ENTROPY ? 3
-			      : n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 4 : -1;
+			      : n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 4 : n->op == OP_EMBEDDING ? 5
+			      : n->op == OP_EMBEDDING_GRAD ? 6 : -1;
 			if (k < 0)
 				continue;
 			seen[k]++;
@@ -169,7 +171,7 @@ Test(precision, narrow_sums_norm_grads_loss)
 			cr_expect_eq(x->dtype, want, "%s input (%s)", n->out->name, keep ? "kept" : "narrow");
 			cr_expect_eq(n->out->dtype, k == 3 ? DT_F32 : want, "%s (%s)", n->out->name, keep ? "kept" : "narrow");
 		}
-		for (int k = 0; k < 5; k++)
+		for (int k = 0; k < 7; k++)
 			cr_expect_gt(seen[k], 0, "kind %d", k);
 		compile_done(&c);
 	}
