@@ -28,7 +28,10 @@
  *    ulp apart where the two values straddle a rounding boundary. With
  *    unit roundoff u (2^-11 for f16, 2^-8 for bf16) rounding moves a value
  *    by at most u |x|, so |gpu - cpu| <= 2u |cpu| + 1e-5 (|cpu| + s):
- *    tolerance 2u + 1e-5 (f16 9.9e-4, bf16 7.8e-3).
+ *    tolerance 2u + 1e-5 (f16 9.9e-4, bf16 7.8e-3). Sums (reduce,
+ *    layer_norm_grad_gamma, embedding_grad) differ in order before their
+ *    one rounding, within the f32 part; softmax_cross_entropy's loss
+ *    stays f32 from narrow logits: the f32 tolerance, 1e-5.
  *  - layer_norm_grad_x also allows, per row, what rounding the row's mean
  *    costs both sides when its values' spread is small beside the values
  *    (cancellation in x - mean; the arithmetic is at FN(ln_grad_x_bound)
@@ -37,7 +40,8 @@
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), bias + ReLU (one addition and
  *    a comparison on both sides), f16/bf16 conversions (bit patterns),
- *    nrt_slice_block and nrt_regroup (copies).
+ *    nrt_slice_block and nrt_regroup (copies), and the f16/bf16
+ *    transpose, concat, slice and embedding (copies of 2-byte words).
  *
  * Built with -DKC_HOST_SHIM, the "GPU" side is the CPU runtime itself and
  * device memory is host memory: that checks the harness (shapes, strides,
