@@ -365,7 +365,7 @@ EMIT(SIGMOID_GRAD) { emit_unary_grad(e, n, "NRT_SIGMOID"); }
 
 EMIT(SCALE)
 {
-	fprintf(OUT, "\t%s(scale)(%" PRId64 ", %.17g, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
+	fprintf(OUT, "\t%s(scale)(%" PRId64 ", %.17g, %s, %s);\n", n->out->host ? "H" : kern(n->out), lnumel(n->out),
 	        n->attr.alpha, IN(0), Y);
 }
 
@@ -453,16 +453,16 @@ EMIT(LAYER_NORM_GRAD_X)
 {
 	int64_t rows, cols;
 	ln_dims(n, n->in[1], &rows, &cols);
-	fprintf(OUT, "\tK(layer_norm_grad_x)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", rows, cols,
-	        n->attr.eps, IN(0), IN(1), IN(2), Y);
+	fprintf(OUT, "\t%s(layer_norm_grad_x)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
+	        kern(n->out), rows, cols, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
 EMIT(LAYER_NORM_GRAD_GAMMA)
 {
 	int64_t rows, cols;
 	ln_dims(n, n->in[1], &rows, &cols);
-	fprintf(OUT, "\tK(layer_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n", rows, cols,
-	        n->attr.eps, IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(layer_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
+	        kern(n->out), rows, cols, n->attr.eps, IN(0), IN(1), Y);
 }
 
 /* batch_norm sees x as [N, C, HW] */
@@ -597,7 +597,7 @@ static void emit_reduce(Emit *e, const Node *n, int64_t mask, bool mean)
 	const Shape *x = lshape(n->in[0]);
 	if (!mask)
 		mask = ((int64_t)1 << x->rank) - 1;
-	fprintf(OUT, "\tK(reduce)(%d, ", x->rank);
+	fprintf(OUT, "\t%s(reduce)(%d, ", kern(n->out), x->rank);
 	emit_shape(OUT, x);
 	fprintf(OUT, ", 0x%" PRIx64 ", %s, %s, %s);\n", mask, mean ? "true" : "false", IN(0), Y);
 }
@@ -722,7 +722,7 @@ EMIT(EMBEDDING)
 	int64_t nids = lnumel(n->in[1]);
 	bool host = n->in[0]->host; /* the rows go to the device */
 	const char *ids = host ? host_stage_ids(e, n, nids, lnumel(n->out)) : IN(1);
-	fprintf(OUT, "\t%s(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : "K", nids,
+	fprintf(OUT, "\t%s(embedding)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : kern(n->out), nids,
 	        rows, t->d[1], off, ids, n->in[1]->dtype == DT_I64 ? "true" : "false", IN(0), host ? "host_rows" : Y);
 	if (host)
 		fprintf(OUT, "\tnrt_from_host(%s, host_rows, %" PRId64 " * sizeof(real));\n", Y, lnumel(n->out));
@@ -741,7 +741,7 @@ EMIT(EMBEDDING_GRAD)
 	 * where nothing else writes them) */
 	if (n->out->layout && n->out->layout->ragged && !host)
 		fprintf(OUT, "\tnrt_zero(%s, %" PRId64 " * sizeof *%s);\n", Y, lnumel(n->out), Y);
-	fprintf(OUT, "\t%s(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : "K",
+	fprintf(OUT, "\t%s(embedding_grad)(%" PRId64 ", %s, %" PRId64 ", %s, %s, %s, %s, %s);\n", host ? "H" : kern(n->out),
 	        nids, rows, t->d[1], off, ids, n->in[1]->dtype == DT_I64 ? "true" : "false", host ? "host_rows" : IN(0),
 	        Y);
 }
@@ -749,7 +749,9 @@ EMIT(EMBEDDING_GRAD)
 EMIT(CONCAT)
 {
 	int axis = n->attr.axis < 0 ? n->attr.axis + n->out->shape.rank : n->attr.axis;
-	fprintf(OUT, "\tK(concat)(%d, (const real *const[]){", n->nin);
+	DType dt = n->out->dtype; /* narrow after pass_narrow */
+	fprintf(OUT, "\t%s(concat)(%d, (const %s *const[]){", kern(n->out), n->nin,
+	        dt == DT_BF16 || dt == DT_F16 ? "uint16_t" : "real");
 	for (int i = 0; i < n->nin; i++)
 		fprintf(OUT, "%s%s", i ? ", " : "", IN(i));
 	fputs("}, (const int64_t[]){", OUT);
@@ -762,8 +764,8 @@ EMIT(CONCAT)
 EMIT(SLICE)
 {
 	int axis = n->attr.axis;
-	fprintf(OUT, "\tK(slice)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s);\n",
-	        ldims(n->in[0], 0, axis), lshape(n->in[0])->d[axis], n->attr.begin, lshape(n->out)->d[axis],
+	fprintf(OUT, "\t%s(slice)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s);\n",
+	        kern(n->out), ldims(n->in[0], 0, axis), lshape(n->in[0])->d[axis], n->attr.begin, lshape(n->out)->d[axis],
 	        ldims(n->in[0], axis + 1, MAX_RANK), IN(0), Y);
 }
 
@@ -822,8 +824,9 @@ EMIT(SOFTMAX_CROSS_ENTROPY)
 		emit_vsce(e, n, 0, false);
 		return;
 	}
-	fprintf(OUT, "\tK(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(lg) / C, C,
-	        denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
+	/* narrow logits (pass_narrow): KBF16(sce), the loss in f32 */
+	fprintf(OUT, "\t%s(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", kern(lg),
+	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
@@ -834,8 +837,8 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 		emit_vsce(e, n, 1, true);
 		return;
 	}
-	fprintf(OUT, "\tK(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", lnumel(lg) / C,
-	        C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
+	fprintf(OUT, "\t%s(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", kern(n->out),
+	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(MSE_LOSS)

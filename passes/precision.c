@@ -237,7 +237,10 @@ bool pass_amp(Compilation *c)
 
 /* ---- narrow kernels ------------------------------------------------------------
  * After the passes that place casts and reductions: a matrix product,
- * element-wise operator, softmax, layer norm (forward) or transpose whose every input is cast up
+ * element-wise operator, softmax, layer norm (+ grads), transpose, sum
+ * over axes (reduce_sum, sum_to), concat, slice, scale, embedding (+ grad:
+ * the table, dy; not the ids) or softmax_cross_entropy (+ grad: their logits; the loss stays
+ * f32) whose every input is cast up
  * from one narrow type for it alone, and whose result is only cast back
  * down to that type, runs on the narrow values itself -- the runtime's
  * narrow entry points (kernels.h: nrt_gemm_bf16, nrt_binary_bf16, ...) read
@@ -257,12 +260,36 @@ static bool narrow_kernel(const Node *n)
 	case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_NEG:
 	case OP_RELU_GRAD: case OP_GELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD:
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD:
-	case OP_LAYER_NORM: case OP_TRANSPOSE:
+	case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD_X: case OP_LAYER_NORM_GRAD_GAMMA: case OP_TRANSPOSE:
+	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
+	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
+		return true;
+	case OP_CONCAT: /* narrow_ins' mask */
+		return n->nin < 32;
+	case OP_SOFTMAX_CROSS_ENTROPY: /* not the class-split (vocabulary-parallel) form */
+		return n->nin == 2;
+	case OP_SOFTMAX_CROSS_ENTROPY_GRAD:
+		return n->nin == 3;
 	default:
 		return false;
 	}
 }
+
+/* The inputs that must be narrow values cast up (bit j: in[j]): the
+ * logits of the losses (labels are integers, dloss stays f32), else all. */
+static unsigned narrow_ins(const Node *n)
+{
+	switch (n->op) {
+	case OP_SOFTMAX_CROSS_ENTROPY: return 1u << 0;
+	case OP_SOFTMAX_CROSS_ENTROPY_GRAD: return 1u << 1;
+	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: return 1u << 0; /* not the ids */
+	default: return (1u << n->nin) - 1;
+	}
+}
+
+/* whether the result is narrow too (the loss stays f32) */
+static bool narrow_result(const Node *n) { return n->op != OP_SOFTMAX_CROSS_ENTROPY; }
 
 static bool same_layout(const Value *a, const Value *b)
 {
@@ -285,6 +312,8 @@ static DType narrow_of(const Graph *g, const Node *n, const int *readers, Node *
 {
 	DType dt = DT_F32;
 	for (int j = 0; j < n->nin; j++) {
+		if (!(narrow_ins(n) >> j & 1))
+			continue;
 		const Value *u = n->in[j];
 		const Node *c = u->def;
 		if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
@@ -292,6 +321,10 @@ static DType narrow_of(const Graph *g, const Node *n, const int *readers, Node *
 		    (dt != DT_F32 && c->in[0]->dtype != dt))
 			return DT_F32;
 		dt = c->in[0]->dtype;
+	}
+	if (!narrow_result(n)) {
+		*down = NULL;
+		return dt;
 	}
 	const Value *y = n->out;
 	Node *r = y && readers[y->id] == 1 ? reader[y->id] : NULL;
@@ -326,13 +359,17 @@ bool pass_narrow(Compilation *c)
 		if (!narrow_kernel(n) || narrow_of(g, n, readers, reader, &down) == DT_F32)
 			continue;
 		for (int j = 0; j < n->nin; j++) {
+			if (!(narrow_ins(n) >> j & 1))
+				continue;
 			Node *up = n->in[j]->def;
 			n->in[j] = up->in[0];
 			drop_node(g, up);
 		}
-		n->out = down->out;
-		n->out->def = n;
-		drop_node(g, down);
+		if (down) {
+			n->out = down->out;
+			n->out->def = n;
+			drop_node(g, down);
+		}
 		i = position(g, n);
 	}
 	return true;

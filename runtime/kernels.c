@@ -314,11 +314,37 @@ static float *wide_of(Wide *w, const char *kernel, int64_t n, const uint16_t *x,
 	return w->v[w->n++] = p;
 }
 
+/* out = y rounded (out NULL: a kernel whose result stays f32, the loss) */
 static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf)
 {
-	(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, y, out);
+	if (out)
+		(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, y, out);
 	for (int i = 0; i < w->n; i++)
 		free(w->v[i]);
+}
+
+/* concat and slice move values: the two-byte words as they are, what
+ * widening them exactly and rounding them back gives (but for a
+ * signalling NaN, which the round trip quiets; no arithmetic makes one) */
+static void narrow_concat(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer, int64_t inner,
+                          uint16_t *y)
+{
+	int64_t total = 0;
+	for (int k = 0; k < nx; k++)
+		total += sizes[k];
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t k = 0, at = 0; k < nx; at += sizes[k], k++)
+			if (sizes[k] * inner > 0)
+				memcpy(y + (o * total + at) * inner, xs[k] + o * sizes[k] * inner,
+				       sizeof *y * (size_t)(sizes[k] * inner));
+}
+
+static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner, const uint16_t *x,
+                         uint16_t *y)
+{
+	for (int64_t o = 0; o < outer; o++)
+		if (n_out * inner > 0)
+			memcpy(y + o * n_out * inner, x + (o * n_in + begin) * inner, sizeof *y * (size_t)(n_out * inner));
 }
 
 #define NRT_NARROW_KERNELS(S, BF)                                                                                  \
@@ -386,6 +412,92 @@ static void wide_done(Wide *w, int64_t n, const float *y, uint16_t *out, bool bf
 		float *b32 = beta ? wide_of(&w, "layer_norm_" #S, cols, beta, BF) : NULL;                                 \
 		nrt_layer_norm_f32(rows, cols, eps, x32, g32, b32, y32);                                                  \
 		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask, bool mean, const uint16_t *x,        \
+	                    uint16_t *y)                                                                              \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = prod(rank, xdims), ny = 1;                                                                    \
+		for (int k = 0; k < rank; k++)                                                                            \
+			ny *= axes_mask >> k & 1 ? 1 : xdims[k];                                                          \
+		float *x32 = wide_of(&w, "reduce_" #S, n, x, BF), *y32 = wide_of(&w, "reduce_" #S, ny, NULL, BF);         \
+		nrt_reduce_f32(rank, xdims, axes_mask, mean, x32, y32);                                                   \
+		wide_done(&w, ny, y32, y, BF);                                                                            \
+	}                                                                                                             \
+	void nrt_layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy, const uint16_t *x, \
+	                               const uint16_t *gamma, uint16_t *dx)                                            \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *d32 = wide_of(&w, "layer_norm_grad_x_" #S, n, dy, BF);                                             \
+		float *x32 = wide_of(&w, "layer_norm_grad_x_" #S, n, x, BF);                                              \
+		float *g32 = gamma ? wide_of(&w, "layer_norm_grad_x_" #S, cols, gamma, BF) : NULL;                        \
+		float *dx32 = wide_of(&w, "layer_norm_grad_x_" #S, n, NULL, BF);                                          \
+		nrt_layer_norm_grad_x_f32(rows, cols, eps, d32, x32, g32, dx32);                                          \
+		wide_done(&w, n, dx32, dx, BF);                                                                           \
+	}                                                                                                             \
+	void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy,               \
+	                                   const uint16_t *x, uint16_t *dgamma)                                       \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *d32 = wide_of(&w, "layer_norm_grad_gamma_" #S, n, dy, BF);                                         \
+		float *x32 = wide_of(&w, "layer_norm_grad_gamma_" #S, n, x, BF);                                          \
+		float *g32 = wide_of(&w, "layer_norm_grad_gamma_" #S, cols, NULL, BF);                                    \
+		nrt_layer_norm_grad_gamma_f32(rows, cols, eps, d32, x32, g32);                                            \
+		wide_done(&w, cols, g32, dgamma, BF);                                                                     \
+	}                                                                                                             \
+	void nrt_sce_##S(int64_t N, int64_t C, double denom, const uint16_t *logits, const void *labels,             \
+	                 bool labels64, float *loss)                                                                  \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "sce_" #S, N * C, logits, BF);                                                   \
+		nrt_sce_f32(N, C, denom, x32, labels, labels64, loss);                                                    \
+		wide_done(&w, 0, NULL, NULL, BF);                                                                         \
+	}                                                                                                             \
+	void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const float *dloss, const uint16_t *logits,        \
+	                      const void *labels, bool labels64, uint16_t *dlogits)                                   \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "sce_grad_" #S, N * C, logits, BF);                                              \
+		float *d32 = wide_of(&w, "sce_grad_" #S, N * C, NULL, BF);                                                \
+		nrt_sce_grad_f32(N, C, denom, dloss, x32, labels, labels64, d32);                                         \
+		wide_done(&w, N * C, d32, dlogits, BF);                                                                   \
+	}                                                                                                             \
+	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,          \
+	                       bool ids64, const uint16_t *table, uint16_t *y)                                        \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *t32 = wide_of(&w, "embedding_" #S, rows * dim, table, BF);                                         \
+		float *y32 = wide_of(&w, "embedding_" #S, nids * dim, NULL, BF);                                          \
+		nrt_embedding_f32(nids, rows, dim, row_offset, ids, ids64, t32, y32);                                     \
+		wide_done(&w, nids * dim, y32, y, BF);                                                                    \
+	}                                                                                                             \
+	void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,     \
+	                            bool ids64, const uint16_t *dy, uint16_t *dtable)                                 \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *d32 = wide_of(&w, "embedding_grad_" #S, nids * dim, dy, BF);                                       \
+		float *t32 = wide_of(&w, "embedding_grad_" #S, rows * dim, NULL, BF);                                     \
+		nrt_embedding_grad_f32(nids, rows, dim, row_offset, ids, ids64, d32, t32);                                \
+		wide_done(&w, rows * dim, t32, dtable, BF);                                                               \
+	}                                                                                                             \
+	void nrt_scale_##S(int64_t n, float alpha, const uint16_t *x, uint16_t *y)                                   \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "scale_" #S, n, x, BF), *y32 = wide_of(&w, "scale_" #S, n, NULL, BF);            \
+		nrt_scale_f32(n, alpha, x32, y32);                                                                        \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_concat_##S(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer, int64_t inner,   \
+	                    uint16_t *y)                                                                              \
+	{                                                                                                             \
+		narrow_concat(nx, xs, sizes, outer, inner, y);                                                            \
+	}                                                                                                             \
+	void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner,                 \
+	                   const uint16_t *x, uint16_t *y)                                                            \
+	{                                                                                                             \
+		narrow_slice(outer, n_in, begin, n_out, inner, x, y);                                                     \
 	}
 NRT_NARROW_KERNELS(f16, false)
 NRT_NARROW_KERNELS(bf16, true)

@@ -146,7 +146,10 @@ NRT_KERNEL_DECLS(double, f64)
 	void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,   \
 	                   int64_t K, const uint16_t *A, const uint16_t *B,          \
 	                   float beta, uint16_t *C);
-/* The element-wise, softmax, layer norm (forward) and transpose kernels on
+/* The element-wise, softmax, layer norm (+ grads), transpose, reduce,
+ * softmax_cross_entropy (+ grad), embedding (+ grad), concat, slice and
+ * scale
+ * (sums over axes: reduce_sum, sum_to, the bias gradients) kernels on
  * f16 / bf16 storage, with
  * the f32 kernels' arguments (scalars stay float or double): each reads
  * narrow values, computes what the f32 kernel computes and rounds each
@@ -167,7 +170,34 @@ NRT_KERNEL_DECLS(double, f64)
 	                       const uint16_t *x, uint16_t *y);                      \
 	void nrt_layer_norm_##S(int64_t rows, int64_t cols, double eps,              \
 	                        const uint16_t *x, const uint16_t *gamma,            \
-	                        const uint16_t *beta, uint16_t *y);
+	                        const uint16_t *beta, uint16_t *y);                  \
+	void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask,      \
+	                    bool mean, const uint16_t *x, uint16_t *y);              \
+	void nrt_layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps,       \
+	                               const uint16_t *dy, const uint16_t *x,        \
+	                               const uint16_t *gamma, uint16_t *dx);         \
+	void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps,   \
+	                                   const uint16_t *dy, const uint16_t *x,    \
+	                                   uint16_t *dgamma);                        \
+	/* softmax_cross_entropy on narrow logits: the loss and dloss stay f32 */   \
+	void nrt_sce_##S(int64_t N, int64_t C, double denom, const uint16_t *logits, \
+	                 const void *labels, bool labels64, float *loss);           \
+	void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const float *dloss,\
+	                      const uint16_t *logits, const void *labels,           \
+	                      bool labels64, uint16_t *dlogits);                    \
+	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim,              \
+	                       int64_t row_offset, const void *ids, bool ids64,      \
+	                       const uint16_t *table, uint16_t *y);                  \
+	/* the rows' sums in f32, each rounded once (not per id added) */           \
+	void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim,         \
+	                            int64_t row_offset, const void *ids, bool ids64, \
+	                            const uint16_t *dy, uint16_t *dtable);          \
+	void nrt_concat_##S(int nx, const uint16_t *const *xs, const int64_t *sizes, \
+	                    int64_t outer, int64_t inner, uint16_t *y);              \
+	void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin,               \
+	                   int64_t n_out, int64_t inner, const uint16_t *x,          \
+	                   uint16_t *y);                                             \
+	void nrt_scale_##S(int64_t n, float alpha, const uint16_t *x, uint16_t *y);
 NRT_NARROW_GEMM_DECLS(f16)
 NRT_NARROW_GEMM_DECLS(bf16)
 NRT_NARROW_KERNEL_DECLS(f16)

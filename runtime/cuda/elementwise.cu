@@ -187,9 +187,9 @@ __global__ void k_unary_grad(NrtUnary op, int64_t n, const S *dy_, const S *xy_,
 }
 
 /* y may be x; alpha 0 writes zeros (no 0 * NaN) */
-template <typename T> __global__ void k_scale(int64_t n, T alpha, const T *x, T *y)
+template <typename T, typename S = T> __global__ void k_scale(int64_t n, T alpha, const S *x, S *y)
 {
-	NRT_GRID_LOOP(i, n) y[i] = alpha == 0 ? (T)0 : alpha * x[i];
+	NRT_GRID_LOOP(i, n) y[i] = alpha == 0 ? (T)0 : (T)(alpha * (T)x[i]);
 }
 
 template <typename T> __global__ void k_axpy(int64_t n, T alpha, const T *x, T *y)
@@ -443,6 +443,14 @@ static void unary_grad_narrow(NrtUnary op, int64_t n, const uint16_t *dy, const 
 	                                   uint16_t *dx)                                                         \
 	{                                                                                                        \
 		unary_grad_narrow<BF>(op, n, dy, xy, dx);                                                        \
+	}                                                                                                        \
+	extern "C" void nrt_scale_##S(int64_t n, float alpha, const uint16_t *x, uint16_t *y)                    \
+	{                                                                                                        \
+		if (n <= 0)                                                                                      \
+			return;                                                                                  \
+		k_scale<float, Narrow<BF>><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(                     \
+			n, alpha, (const Narrow<BF> *)x, (Narrow<BF> *)y);                                       \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_scale_bf16" : "nrt_scale_f16");                                  \
 	}
 NRT_NARROW_ELEMENTWISE_DEFS(f16, false)
 NRT_NARROW_ELEMENTWISE_DEFS(bf16, true)

@@ -387,12 +387,30 @@ NRT_HALF_ARRAY(nrt_f16_to_f64, uint16_t, double, nrt_double_from_f16)
 NRT_HALF_ARRAY(nrt_f64_to_bf16, double, uint16_t, nrt_bf16_from_double)
 NRT_HALF_ARRAY(nrt_bf16_to_f64, uint16_t, double, nrt_double_from_bf16)
 
-/* f16 / bf16 (kernels.h): a transpose moves the two-byte words as they are */
-#define NRT_NARROW_LAYOUT_DEFS(S)                                                                              \
+/* f16 / bf16 (kernels.h): a transpose, concat and slice move the two-byte
+ * words as they are; a reduce reads each element widened (Narrow, common.cuh), sums in
+ * double as the f32 kernel and rounds each sum once, through f32 as the
+ * f32 kernel's store and the cast after it do on the CPU */
+#define NRT_NARROW_LAYOUT_DEFS(S, BF)                                                                          \
 	extern "C" void nrt_transpose_##S(int rank, const int64_t *xdims, const int *perm, const uint16_t *x,     \
 	                                  uint16_t *y)                                                           \
 	{                                                                                                        \
 		transpose<uint16_t>(rank, xdims, perm, x, y);                                                    \
+	}                                                                                                        \
+	extern "C" void nrt_reduce_##S(int rank, const int64_t *xdims, uint64_t axes_mask, bool mean,            \
+	                               const uint16_t *x, uint16_t *y)                                           \
+	{                                                                                                        \
+		reduce<Narrow<BF>>(rank, xdims, axes_mask, mean, (const Narrow<BF> *)x, (Narrow<BF> *)y);        \
+	}                                                                                                        \
+	extern "C" void nrt_concat_##S(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer,   \
+	                               int64_t inner, uint16_t *y)                                               \
+	{                                                                                                        \
+		concat<uint16_t>(nx, xs, sizes, outer, inner, y);                                                \
+	}                                                                                                        \
+	extern "C" void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin, int64_t n_out, int64_t inner,  \
+	                              const uint16_t *x, uint16_t *y)                                            \
+	{                                                                                                        \
+		slice<uint16_t>(outer, n_in, begin, n_out, inner, x, y);                                         \
 	}
-NRT_NARROW_LAYOUT_DEFS(f16)
-NRT_NARROW_LAYOUT_DEFS(bf16)
+NRT_NARROW_LAYOUT_DEFS(f16, false)
+NRT_NARROW_LAYOUT_DEFS(bf16, true)

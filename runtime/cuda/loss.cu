@@ -46,20 +46,21 @@ __device__ inline void report(int kind, int64_t pos, int64_t val, int64_t lim)
 
 /* The CPU's logsumexp of one row, by the whole block: max in T, the sum
  * of exp(x - max) in double. */
-template <typename T> __device__ inline double block_logsumexp(int64_t n, const T *x)
+/* S: the logits' storage, T: their compute type (f16/bf16 logits: float) */
+template <typename S, typename T = S> __device__ inline double block_logsumexp(int64_t n, const S *x)
 {
 	T mx = m_neg_inf<T>();
-	NRT_BLOCK_LOOP(c, n) mx = x[c] > mx ? x[c] : mx;
+	NRT_BLOCK_LOOP(c, n) mx = (T)x[c] > mx ? (T)x[c] : mx;
 	mx = block_max(mx);
 	double s = 0;
-	NRT_BLOCK_LOOP(c, n) s += m_exp(x[c] - mx);
+	NRT_BLOCK_LOOP(c, n) s += m_exp((T)x[c] - mx);
 	s = block_sum(s);
 	return mx + log(s);
 }
 
 /* term[i] = logsumexp(logits[i]) - logits[i, label], 0 for an ignored sample */
-template <typename T>
-__global__ void k_sce_terms(int64_t N, int64_t C, const T *logits, const void *labels, bool labels64, double *term)
+template <typename T, typename S = T>
+__global__ void k_sce_terms(int64_t N, int64_t C, const S *logits, const void *labels, bool labels64, double *term)
 {
 	NRT_ROW_LOOP(i, N) {
 		int64_t lab = load_id(labels, labels64, i);
@@ -70,10 +71,10 @@ __global__ void k_sce_terms(int64_t N, int64_t C, const T *logits, const void *l
 			}
 			continue;
 		}
-		const T *xi = logits + i * C;
-		double lse = block_logsumexp(C, xi);
+		const S *xi = logits + i * C;
+		double lse = block_logsumexp<S, T>(C, xi);
 		if (threadIdx.x == 0)
-			term[i] = lse - xi[lab];
+			term[i] = lse - (T)xi[lab];
 	}
 }
 
@@ -87,39 +88,42 @@ template <typename T> struct StoreLoss {
 	__device__ void operator()(const double tot[1]) const { loss[0] = (T)(tot[0] / denom); }
 };
 
-template <typename T>
-static void sce(int64_t N, int64_t C, double denom, const T *logits, const void *labels, bool labels64, T *loss)
+/* the loss in T from logits stored as S (f16/bf16 logits: an f32 loss) */
+template <typename T, typename S = T>
+static void sce(int64_t N, int64_t C, double denom, const S *logits, const void *labels, bool labels64, T *loss)
 {
 	cudaStream_t s = nrt_cuda_stream();
 	double *term = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(N > 0 ? N : 1));
 	if (N > 0) {
-		k_sce_terms<T><<<grid_rows(N), threads_for_row(C), 0, s>>>(N, C, logits, labels, labels64, term);
+		k_sce_terms<T, S><<<grid_rows(N), threads_for_row(C), 0, s>>>(N, C, logits, labels, labels64, term);
 		NRT_CUDA_LAUNCH_CHECK("sce");
 	}
 	sum_all<1>("sce", N > 0 ? N : 0, TermElem<T>{term}, StoreLoss<T>{denom, loss});
 	nrt_cuda_scratch_free(term);
 }
 
-template <typename T>
-__global__ void k_sce_grad(int64_t N, int64_t C, double denom, const T *dloss, const T *logits, const void *labels,
-                           bool labels64, T *dlogits)
+/* dloss in T, logits and their gradient stored as S; the label's column
+ * is rounded to T before k is taken off, as the CPU's di[lab] -= k */
+template <typename T, typename S = T>
+__global__ void k_sce_grad(int64_t N, int64_t C, double denom, const T *dloss, const S *logits, const void *labels,
+                           bool labels64, S *dlogits)
 {
 	double k = dloss[0] / denom;
 	NRT_ROW_LOOP(i, N) {
 		int64_t lab = load_id(labels, labels64, i);
-		const T *xi = logits + i * C;
-		T *di = dlogits + i * C;
+		const S *xi = logits + i * C;
+		S *di = dlogits + i * C;
 		if (lab < 0 || lab >= C) {
 			if (threadIdx.x == 0)
 				report(KERR_LABEL, i, lab, C);
-			NRT_BLOCK_LOOP(c, C) di[c] = 0;
+			NRT_BLOCK_LOOP(c, C) di[c] = (T)0;
 			continue;
 		}
-		double lse = block_logsumexp(C, xi);
-		NRT_BLOCK_LOOP(c, C) di[c] = (T)(k * exp(xi[c] - lse));
-		__syncthreads(); /* di[lab] was written by some thread of the block */
-		if (threadIdx.x == 0)
-			di[lab] -= (T)k;
+		double lse = block_logsumexp<S, T>(C, xi);
+		NRT_BLOCK_LOOP(c, C) {
+			T v = (T)(k * exp((T)xi[c] - lse));
+			di[c] = c == lab ? (T)(v - (T)k) : v;
+		}
 	}
 }
 
@@ -159,9 +163,9 @@ __global__ void k_embedding(int64_t nids, int64_t rows, int64_t dim, int64_t row
 /* Scatter-add with atomics: rows hit by several ids are summed in no
  * fixed order, so f32 results may differ between runs in the last bits
  * (the CPU adds in id order). */
-template <typename T>
+template <typename T, typename S = T>
 __global__ void k_embedding_grad(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,
-                                 bool ids64, const T *dy, T *dtable)
+                                 bool ids64, const S *dy, T *dtable)
 {
 	NRT_GRID_LOOP(e, nids * dim) {
 		int64_t i = e / dim, d = e - i * dim;
@@ -169,7 +173,7 @@ __global__ void k_embedding_grad(int64_t nids, int64_t rows, int64_t dim, int64_
 		if (id < 0 && d == 0)
 			report(KERR_ID, i, id, 0);
 		if (r >= 0 && r < rows)
-			atomicAdd(&dtable[r * dim + d], dy[e]);
+			atomicAdd(&dtable[r * dim + d], (T)dy[e]);
 	}
 }
 
@@ -329,6 +333,54 @@ extern "C" bool nrt_cuda_kernel_error(char *msg, size_t n)
 
 NRT_LOSS_DEFS(float, f32)
 NRT_LOSS_DEFS(double, f64)
+
+/* f16 / bf16 logits (kernels.h): read widened, the loss in f32, the
+ * logits' gradient rounded once */
+#define NRT_NARROW_LOSS_DEFS(S, BF)                                                                            \
+	extern "C" void nrt_sce_##S(int64_t N, int64_t C, double denom, const uint16_t *logits,                  \
+	                            const void *labels, bool labels64, float *loss)                              \
+	{                                                                                                        \
+		sce<float, Narrow<BF>>(N, C, denom, (const Narrow<BF> *)logits, labels, labels64, loss);         \
+	}                                                                                                        \
+	extern "C" void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const float *dloss,                 \
+	                                 const uint16_t *logits, const void *labels, bool labels64,              \
+	                                 uint16_t *dlogits)                                                      \
+	{                                                                                                        \
+		if (N <= 0 || C <= 0)                                                                            \
+			return;                                                                                  \
+		k_sce_grad<float, Narrow<BF>><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(      \
+			N, C, denom, dloss, (const Narrow<BF> *)logits, labels, labels64, (Narrow<BF> *)dlogits); \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_sce_grad_bf16" : "nrt_sce_grad_f16");                            \
+	}                                                                                                        \
+	extern "C" void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,           \
+	                                  const void *ids, bool ids64, const uint16_t *table, uint16_t *y)       \
+	{                                                                                                        \
+		if (nids <= 0 || dim <= 0)                                                                       \
+			return;                                                                                  \
+		k_embedding<Narrow<BF>><<<grid_for(nids * dim), kThreads, 0, nrt_cuda_stream()>>>(               \
+			nids, rows, dim, row_offset, ids, ids64, (const Narrow<BF> *)table, (Narrow<BF> *)y);    \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_embedding_bf16" : "nrt_embedding_f16");                          \
+	}                                                                                                        \
+	/* summed in an f32 scratch table, then each row rounded once */                                         \
+	extern "C" void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,      \
+	                                       const void *ids, bool ids64, const uint16_t *dy,                  \
+	                                       uint16_t *dtable)                                                 \
+	{                                                                                                        \
+		if (rows <= 0 || dim <= 0)                                                                       \
+			return;                                                                                  \
+		cudaStream_t s = nrt_cuda_stream();                                                              \
+		float *acc = (float *)nrt_cuda_scratch(sizeof(float) * (size_t)(rows * dim));                    \
+		NRT_CUDA_CHECK(cudaMemsetAsync(acc, 0, (size_t)(rows * dim) * sizeof(float), s));                \
+		if (nids > 0) {                                                                                  \
+			k_embedding_grad<float, Narrow<BF>><<<grid_for(nids * dim), kThreads, 0, s>>>(            \
+				nids, rows, dim, row_offset, ids, ids64, (const Narrow<BF> *)dy, acc);           \
+			NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_embedding_grad_bf16" : "nrt_embedding_grad_f16");        \
+		}                                                                                                \
+		(BF ? nrt_f32_to_bf16 : nrt_f32_to_f16)(rows * dim, acc, dtable);                                \
+		nrt_cuda_scratch_free(acc);                                                                      \
+	}
+NRT_NARROW_LOSS_DEFS(f16, false)
+NRT_NARROW_LOSS_DEFS(bf16, true)
 
 #define NRT_VOCAB_CE_DEFS(T, S)                                                                               \
 	extern "C" void nrt_row_lse_##S(int64_t N, int64_t C, const T *x, T *lse)                                \

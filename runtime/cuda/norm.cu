@@ -167,27 +167,27 @@ __global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const S *x,
 	}
 }
 
-template <typename T>
-__global__ void k_layer_norm_grad_x(int64_t rows, int64_t cols, double eps, const T *dy, const T *x, const T *gamma,
-                                    T *dx)
+template <typename T, typename S = T>
+__global__ void k_layer_norm_grad_x(int64_t rows, int64_t cols, double eps, const S *dy, const S *x, const S *gamma,
+                                    S *dx)
 {
 	NRT_ROW_LOOP(r, rows) {
-		const T *xr = x + r * cols, *dyr = dy + r * cols;
-		T *dxr = dx + r * cols;
+		const S *xr = x + r * cols, *dyr = dy + r * cols;
+		S *dxr = dx + r * cols;
 		double mean, rstd, sg = 0, sgx = 0;
 		block_row_stats(cols, xr, eps, &mean, &rstd);
 		NRT_BLOCK_LOOP(c, cols) {
-			double g = gamma ? (double)dyr[c] * gamma[c] : dyr[c];
+			double g = gamma ? (double)(T)dyr[c] * (T)gamma[c] : (double)(T)dyr[c];
 			sg += g;
-			sgx += g * (xr[c] - mean) * rstd;
+			sgx += g * ((T)xr[c] - mean) * rstd;
 		}
 		sg = block_sum(sg);
 		sgx = block_sum(sgx);
 		T m = (T)mean, rs = (T)rstd;
 		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
 		NRT_BLOCK_LOOP(c, cols) {
-			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
-			T xh = (xr[c] - m) * rs;
+			T g = gamma ? (T)dyr[c] * (T)gamma[c] : (T)dyr[c];
+			T xh = ((T)xr[c] - m) * rs;
 			dxr[c] = rs * (g - mg - xh * mgx);
 		}
 	}
@@ -602,6 +602,24 @@ NRT_NORM_DEFS(double, f64)
 			rows, cols, eps, (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, (const Narrow<BF> *)beta, \
 			(Narrow<BF> *)y);                                                                        \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_bf16" : "nrt_layer_norm_f16");                        \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy,    \
+	                                          const uint16_t *x, const uint16_t *gamma, uint16_t *dx)        \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm_grad_x<float, Narrow<BF>><<<grid_rows(rows), threads_for_row(cols), 0,             \
+		                                         nrt_cuda_stream()>>>(rows, cols, eps, (const Narrow<BF> *)dy, \
+		                                                              (const Narrow<BF> *)x,             \
+		                                                              (const Narrow<BF> *)gamma,         \
+		                                                              (Narrow<BF> *)dx);                 \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_grad_x_bf16" : "nrt_layer_norm_grad_x_f16");          \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy, \
+	                                              const uint16_t *x, uint16_t *dgamma)                       \
+	{                                                                                                        \
+		layer_norm_grad_gamma<Narrow<BF>>(rows, cols, eps, (const Narrow<BF> *)dy, (const Narrow<BF> *)x,  \
+		                                  (Narrow<BF> *)dgamma);                                         \
 	}
 NRT_NARROW_NORM_DEFS(f16, false)
 NRT_NARROW_NORM_DEFS(bf16, true)

@@ -221,6 +221,26 @@ void cpu_nrt_bgemm_bf16(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, i
 #define nrt_transpose_bf16 cpu_nrt_transpose_bf16
 #define nrt_layer_norm_f16 cpu_nrt_layer_norm_f16
 #define nrt_layer_norm_bf16 cpu_nrt_layer_norm_bf16
+#define nrt_reduce_f16 cpu_nrt_reduce_f16
+#define nrt_reduce_bf16 cpu_nrt_reduce_bf16
+#define nrt_layer_norm_grad_x_f16 cpu_nrt_layer_norm_grad_x_f16
+#define nrt_layer_norm_grad_x_bf16 cpu_nrt_layer_norm_grad_x_bf16
+#define nrt_layer_norm_grad_gamma_f16 cpu_nrt_layer_norm_grad_gamma_f16
+#define nrt_layer_norm_grad_gamma_bf16 cpu_nrt_layer_norm_grad_gamma_bf16
+#define nrt_sce_f16 cpu_nrt_sce_f16
+#define nrt_sce_bf16 cpu_nrt_sce_bf16
+#define nrt_sce_grad_f16 cpu_nrt_sce_grad_f16
+#define nrt_sce_grad_bf16 cpu_nrt_sce_grad_bf16
+#define nrt_embedding_f16 cpu_nrt_embedding_f16
+#define nrt_embedding_bf16 cpu_nrt_embedding_bf16
+#define nrt_embedding_grad_f16 cpu_nrt_embedding_grad_f16
+#define nrt_embedding_grad_bf16 cpu_nrt_embedding_grad_bf16
+#define nrt_concat_f16 cpu_nrt_concat_f16
+#define nrt_concat_bf16 cpu_nrt_concat_bf16
+#define nrt_slice_f16 cpu_nrt_slice_f16
+#define nrt_slice_bf16 cpu_nrt_slice_bf16
+#define nrt_scale_f16 cpu_nrt_scale_f16
+#define nrt_scale_bf16 cpu_nrt_scale_bf16
 NRT_NARROW_KERNEL_DECLS(f16)
 NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_binary_f16
@@ -237,6 +257,26 @@ NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_transpose_bf16
 #undef nrt_layer_norm_f16
 #undef nrt_layer_norm_bf16
+#undef nrt_reduce_f16
+#undef nrt_reduce_bf16
+#undef nrt_layer_norm_grad_x_f16
+#undef nrt_layer_norm_grad_x_bf16
+#undef nrt_layer_norm_grad_gamma_f16
+#undef nrt_layer_norm_grad_gamma_bf16
+#undef nrt_sce_f16
+#undef nrt_sce_bf16
+#undef nrt_sce_grad_f16
+#undef nrt_sce_grad_bf16
+#undef nrt_embedding_f16
+#undef nrt_embedding_bf16
+#undef nrt_embedding_grad_f16
+#undef nrt_embedding_grad_bf16
+#undef nrt_concat_f16
+#undef nrt_concat_bf16
+#undef nrt_slice_f16
+#undef nrt_slice_bf16
+#undef nrt_scale_f16
+#undef nrt_scale_bf16
 void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
                          const int64_t *out_dims, const void *in, void *out);
 void cpu_nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,

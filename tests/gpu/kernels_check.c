@@ -28,7 +28,10 @@
  *    ulp apart where the two values straddle a rounding boundary. With
  *    unit roundoff u (2^-11 for f16, 2^-8 for bf16) rounding moves a value
  *    by at most u |x|, so |gpu - cpu| <= 2u |cpu| + 1e-5 (|cpu| + s):
- *    tolerance 2u + 1e-5 (f16 9.9e-4, bf16 7.8e-3).
+ *    tolerance 2u + 1e-5 (f16 9.9e-4, bf16 7.8e-3). Sums (reduce,
+ *    layer_norm_grad_gamma, embedding_grad) differ in order before their
+ *    one rounding, within the f32 part; softmax_cross_entropy's loss
+ *    stays f32 from narrow logits: the f32 tolerance, 1e-5.
  *  - layer_norm_grad_x also allows, per row, what rounding the row's mean
  *    costs both sides when its values' spread is small beside the values
  *    (cancellation in x - mean; the arithmetic is at FN(ln_grad_x_bound)
@@ -37,7 +40,8 @@
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), bias + ReLU (one addition and
  *    a comparison on both sides), f16/bf16 conversions (bit patterns),
- *    nrt_slice_block and nrt_regroup (copies).
+ *    nrt_slice_block and nrt_regroup (copies), and the f16/bf16
+ *    transpose, concat, slice and embedding (copies of 2-byte words).
  *
  * Built with -DKC_HOST_SHIM, the "GPU" side is the CPU runtime itself and
  * device memory is host memory: that checks the harness (shapes, strides,
@@ -601,6 +605,135 @@ static void narrow_layer_norm(const Narrow *t)
 		}
 }
 
+/* layer norm's gradients (with and without gamma). x spreads over
+ * [-3, 3], so the rounding of the row mean that layer_norm_grad_x's f32
+ * check bounds (kernels_check_impl.h, ln_grad_x_bound: mean |x| / sigma
+ * ~ 1 here) stays ~1e-6, inside the f32 part of 2u + 1e-5. */
+static void narrow_layer_norm_grad(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int affine = 0; affine < 2; affine++) {
+			int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+			uint16_t *x = nrand(t, n, -3, 3), *dy = nrand(t, n, -1, 1), *g = nrand(t, cols, 0.5, 1.5);
+			uint16_t *dx = nrand(t, n, 0, 1), *gdx = nzero(n), *dg = nrand(t, cols, 0, 1), *gdg = nzero(cols);
+			const uint16_t *gx = nup(x, n), *gdy = nup(dy, n);
+			NK(t, layer_norm_grad_x)(rows, cols, 1e-5, gdy, gx, affine ? nup(g, cols) : NULL, gdx);
+			CK_(t, layer_norm_grad_x)(rows, cols, 1e-5, dy, x, affine ? g : NULL, dx);
+			char name[96];
+			snprintf(name, sizeof name, "layer_norm_grad_x [%lld,%lld]%s", (long long)rows, (long long)cols,
+			         affine ? " gamma" : "");
+			ncmp(t, name, gdx, dx, n);
+			if (affine) {
+				NK(t, layer_norm_grad_gamma)(rows, cols, 1e-5, gdy, gx, gdg);
+				CK_(t, layer_norm_grad_gamma)(rows, cols, 1e-5, dy, x, dg);
+				snprintf(name, sizeof name, "layer_norm_grad_gamma [%lld,%lld]", (long long)rows,
+				         (long long)cols);
+				ncmp(t, name, gdg, dg, cols);
+			}
+			free_all();
+		}
+}
+
+/* softmax_cross_entropy on narrow logits: the loss stays f32 (both sides
+ * sum the same per-row terms in double: the f32 tolerance, 1e-5); the
+ * logits' gradient is rounded once (2u + 1e-5). Labels i32 and i64, a
+ * single class, rows wider than a block. */
+static void narrow_sce(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+		for (int l64 = 0; l64 < 2; l64++) {
+			int64_t N = cs[c][0], C = cs[c][1], n = N * C;
+			uint16_t *x = nrand(t, n, -4, 4), *dx = nrand(t, n, 0, 1), *gdx = nzero(n);
+			void *lab = halloc((l64 ? 8 : 4) * (size_t)N);
+			for (int64_t i = 0; i < N; i++) {
+				int64_t v = (int64_t)rnd(0, (double)C) % C;
+				if (l64)
+					((int64_t *)lab)[i] = v;
+				else
+					((int32_t *)lab)[i] = (int32_t)v;
+			}
+			const void *glab = up(lab, (l64 ? 8 : 4) * (size_t)N);
+			float dloss = 1.5f, loss = 0, *gloss = up(NULL, sizeof(float)), *gdl = up(&dloss, sizeof(float));
+			const uint16_t *gx = nup(x, n);
+			NK(t, sce)(N, C, (double)N, gx, glab, l64, gloss);
+			CK_(t, sce)(N, C, (double)N, x, lab, l64, &loss);
+			const float *gl = down(gloss, sizeof(float));
+			double gld = *gl, cld = loss;
+			char name[96];
+			snprintf(name, sizeof name, "sce [%lld,%lld] labels %s", (long long)N, (long long)C,
+			         l64 ? "i64" : "i32");
+			compare(name, t->name, &gld, &cld, 1, 1e-5);
+			NK(t, sce_grad)(N, C, (double)N, gdl, gx, glab, l64, gdx);
+			CK_(t, sce_grad)(N, C, (double)N, &dloss, x, lab, l64, dx);
+			snprintf(name, sizeof name, "sce_grad [%lld,%lld] labels %s", (long long)N, (long long)C,
+			         l64 ? "i64" : "i32");
+			ncmp(t, name, gdx, dx, n);
+			free_all();
+		}
+}
+
+/* embedding on a narrow table: a copy of rows (bit for bit); its
+ * gradient sums each row's dy in f32 and rounds once (1000 ids into 3
+ * rows: ~330 terms a row, the f32 sum's order differs -- atomics on the
+ * GPU -- within the f32 part of 2u + 1e-5). Ids outside the shard's rows. */
+static void narrow_embedding(const Narrow *t)
+{
+	static const int64_t cs[][4] = {{33, 7, 5, 2}, {7, 10, 1000, 0}, {1, 1, 1, 0}, {1000, 3, 33, 1}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t nids = cs[c][0], rows = cs[c][1], dim = cs[c][2], off = cs[c][3];
+		int32_t *ids = halloc(4 * (size_t)nids);
+		for (int64_t i = 0; i < nids; i++)
+			ids[i] = (int32_t)(rnd64() % (uint64_t)(rows + off + 3));
+		const void *gids = up(ids, 4 * (size_t)nids);
+		uint16_t *tab = nrand(t, rows * dim, -1, 1), *y = nrand(t, nids * dim, 0, 1), *gy = nzero(nids * dim);
+		NK(t, embedding)(nids, rows, dim, off, gids, false, nup(tab, rows * dim), gy);
+		CK_(t, embedding)(nids, rows, dim, off, ids, false, tab, y);
+		char name[96];
+		snprintf(name, sizeof name, "embedding %s %lld ids rows %lld dim %lld", t->name, (long long)nids,
+		         (long long)rows, (long long)dim);
+		compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)(nids * dim)), y, nids * dim, 2);
+		uint16_t *dy = nrand(t, nids * dim, -1, 1), *dt = nrand(t, rows * dim, 0, 1);
+		uint16_t *gdt = nup(dt, rows * dim); /* garbage: the kernel overwrites it */
+		NK(t, embedding_grad)(nids, rows, dim, off, gids, false, nup(dy, nids * dim), gdt);
+		CK_(t, embedding_grad)(nids, rows, dim, off, ids, false, dy, dt);
+		snprintf(name, sizeof name, "embedding_grad %lld ids rows %lld dim %lld", (long long)nids,
+		         (long long)rows, (long long)dim);
+		ncmp(t, name, gdt, dt, rows * dim);
+		free_all();
+	}
+}
+
+/* concat and slice move values (bit for bit); scale rounds alpha x once */
+static void narrow_concat_slice_scale(const Narrow *t)
+{
+	int64_t sizes[3] = {3, 0, 5}, outer = 7, inner = 33, n = outer * 8 * inner;
+	uint16_t *a = nrand(t, outer * 3 * inner, -1, 1), *b = nrand(t, 1, -1, 1), *c = nrand(t, outer * 5 * inner, -1, 1);
+	const uint16_t *hx[3] = {a, b, c}, *dx[3] = {nup(a, outer * 3 * inner), nup(b, 1), nup(c, outer * 5 * inner)};
+	uint16_t *y = nrand(t, n, 0, 1), *gy = nzero(n);
+	NK(t, concat)(3, dx, sizes, outer, inner, gy);
+	CK_(t, concat)(3, hx, sizes, outer, inner, y);
+	char name[64];
+	snprintf(name, sizeof name, "concat %s 3+0+5 of [7,_,33]", t->name);
+	compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)n), y, n, 2);
+	int64_t m = outer * 4 * inner;
+	uint16_t *s = nrand(t, m, 0, 1), *gs = nzero(m);
+	NK(t, slice)(outer, 8, 2, 4, inner, nup(y, n), gs);
+	CK_(t, slice)(outer, 8, 2, 4, inner, y, s);
+	snprintf(name, sizeof name, "slice %s [7,2:6,33] of [7,8,33]", t->name);
+	compare_bits(name, down(gs, sizeof(uint16_t) * (size_t)m), s, m, 2);
+	static const float alphas[] = {0.125f, -3.3f, 0.0f};
+	for (int k = 0; k < 3; k++) {
+		uint16_t *x = nrand(t, 1000, -4, 4), *z = nrand(t, 1000, 0, 1), *gz = nzero(1000);
+		NK(t, scale)(1000, alphas[k], nup(x, 1000), gz);
+		CK_(t, scale)(1000, alphas[k], x, z);
+		snprintf(name, sizeof name, "scale %g", (double)alphas[k]);
+		ncmp(t, name, gz, z, 1000);
+	}
+	free_all();
+}
+
 /* a transpose moves values: bit for bit */
 static void narrow_transpose(const Narrow *t)
 {
@@ -615,6 +748,41 @@ static void narrow_transpose(const Narrow *t)
 	free_all();
 }
 
+/* sums over axes (reduce_sum, sum_to: bias gradients), one shape per GPU
+ * path: column sums (k_reduce_cols, GPT-2's [2049, 768] bias gradient
+ * with an odd row count), row sums (k_reduce_block), many short sums
+ * (k_reduce_thread), one flat sum (sum_all), a copy (only a size-1 dim
+ * reduced), an empty reduced dim, a mean. Both sides add in double and
+ * round once to f32 then to the narrow type: the 2u + 1e-5 tolerance. */
+static void narrow_reduce(const Narrow *t)
+{
+	static const struct {
+		int rank;
+		int64_t d[3];
+		uint64_t mask;
+		bool mean;
+	} cs[] = {{2, {2049, 768}, 1, false}, {2, {33, 257}, 2, false}, {2, {2000, 3}, 2, true},
+	          {1, {100003}, 1, false},    {3, {3, 1, 257}, 2, false}, {3, {4, 0, 3}, 2, true},
+	          {3, {7, 33, 5}, 5, true}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t n = 1, ny = 1;
+		for (int k = 0; k < cs[c].rank; k++) {
+			n *= cs[c].d[k];
+			ny *= cs[c].mask >> k & 1 ? 1 : cs[c].d[k];
+		}
+		uint16_t *x = nrand(t, n, -1, 2), *y = nrand(t, ny, 5, 6), *gy = nzero(ny);
+		NK(t, reduce)(cs[c].rank, cs[c].d, cs[c].mask, cs[c].mean, nup(x, n), gy);
+		CK_(t, reduce)(cs[c].rank, cs[c].d, cs[c].mask, cs[c].mean, x, y);
+		char name[96], *p = name;
+		p += sprintf(p, "reduce_%s [", cs[c].mean ? "mean" : "sum");
+		for (int k = 0; k < cs[c].rank; k++)
+			p += sprintf(p, "%s%lld", k ? "," : "", (long long)cs[c].d[k]);
+		sprintf(p, "] axes 0x%llx", (unsigned long long)cs[c].mask);
+		ncmp(t, name, gy, y, ny);
+		free_all();
+	}
+}
+
 static void test_narrow(void)
 {
 	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++) {
@@ -622,7 +790,12 @@ static void test_narrow(void)
 		narrow_elementwise(&narrows[i]);
 		narrow_softmax(&narrows[i]);
 		narrow_layer_norm(&narrows[i]);
+		narrow_layer_norm_grad(&narrows[i]);
+		narrow_sce(&narrows[i]);
+		narrow_embedding(&narrows[i]);
+		narrow_concat_slice_scale(&narrows[i]);
 		narrow_transpose(&narrows[i]);
+		narrow_reduce(&narrows[i]);
 	}
 }
 

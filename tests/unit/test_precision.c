@@ -3,6 +3,7 @@
  * programs compute is tests/e2e/test_precision.sh. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compile_fixture.h"
 
@@ -116,4 +117,63 @@ Test(precision, narrow_products)
 		cr_expect_eq(products, 39, "%d products", products); /* 2 layers, forward and backward; attention fused (12 batch_matmuls fewer) */
 		compile_done(&c);
 	}
+}
+
+/* samples/transformer.net with every f32 tensor declared bf16, in a
+ * temporary file (path: a mkstemp template) */
+static void bf16_transformer(char *path)
+{
+	FILE *in = fopen("samples/transformer.net", "r");
+	int fd = mkstemp(path);
+	cr_assert(in && fd >= 0);
+	FILE *out = fdopen(fd, "w");
+	cr_assert(out);
+	char line[1024];
+	while (fgets(line, sizeof line, in)) {
+		for (char *p = line; *p; p++) {
+			if (strncmp(p, "f32[", 4) == 0) {
+				fputs("bf16[", out);
+				p += 3;
+			} else {
+				fputc(*p, out);
+			}
+		}
+	}
+	fclose(in);
+	fclose(out);
+}
+
+/* pass_narrow beyond products (issue 22): in the all-bf16 transformer the
+ * bias gradients (sum_to), layer norm's gradients, the embedding (+ grad)
+ * and the loss read bf16
+ * values with no cast between -- the loss itself stays f32, the other
+ * results are bf16; --no-fuse=narrow keeps them f32 between casts */
+Test(precision, narrow_sums_norm_grads_loss)
+{
+	static const char *const SA[] = {"parallel_mode=stand_alone"};
+	char path[] = "/tmp/netc-unit-bf16-XXXXXX";
+	bf16_transformer(path);
+	for (int keep = 0; keep < 2; keep++) {
+		Compilation c;
+		cr_assert(compile_with(&c, path, SA, 1, false, keep ? FUSE_NARROW : 0));
+		int seen[7] = {0};
+		DType want = keep ? DT_F32 : DT_BF16;
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *n = c.g->nodes[i];
+			int k = n->op == OP_SUM_TO ? 0 : n->op == OP_LAYER_NORM_GRAD_X ? 1
+			      : n->op == OP_LAYER_NORM_GRAD_GAMMA ? 2 : n->op == OP_SOFTMAX_CROSS_ENTROPY ? 3
+			      : n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 4 : n->op == OP_EMBEDDING ? 5
+			      : n->op == OP_EMBEDDING_GRAD ? 6 : -1;
+			if (k < 0)
+				continue;
+			seen[k]++;
+			const Value *x = k == 4 ? n->in[1] : n->in[0];
+			cr_expect_eq(x->dtype, want, "%s input (%s)", n->out->name, keep ? "kept" : "narrow");
+			cr_expect_eq(n->out->dtype, k == 3 ? DT_F32 : want, "%s (%s)", n->out->name, keep ? "kept" : "narrow");
+		}
+		for (int k = 0; k < 7; k++)
+			cr_expect_gt(seen[k], 0, "kind %d", k);
+		compile_done(&c);
+	}
+	unlink(path);
 }
