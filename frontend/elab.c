@@ -411,9 +411,9 @@ static CfgValue *fold_int(Parser *P, const Expr *e, int64_t x, int64_t y)
 	int64_t r = 0;
 	bool bad = false;
 	switch (e->op) {
-	case '+': bad = __builtin_add_overflow(x, y, &r); break;
-	case '-': bad = __builtin_sub_overflow(x, y, &r); break;
-	case '*': bad = __builtin_mul_overflow(x, y, &r); break;
+	case '+': bad = ckd_add(&r, x, y); break;
+	case '-': bad = ckd_sub(&r, x, y); break;
+	case '*': bad = ckd_mul(&r, x, y); break;
 	case '/':
 	case '%':
 		if (y == 0) {

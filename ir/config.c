@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "arena.h"
+#include "base/arena.h"
 #include "config.h"
 
 static const char *const parallel_mode_names[] = {

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../frontend/diag.h"
+#include "base/diag.h"
 
 struct Arena;
 

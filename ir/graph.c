@@ -125,7 +125,7 @@ int64_t shape_numel_checked(const Shape *s)
 {
 	int64_t n = 1;
 	for (int i = 0; i < s->rank; i++)
-		if (s->d[i] <= 0 || __builtin_mul_overflow(n, s->d[i], &n) || n > NUMEL_MAX)
+		if (s->d[i] <= 0 || ckd_mul(&n, n, s->d[i]) || n > NUMEL_MAX)
 			return -1;
 	return n;
 }

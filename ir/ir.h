@@ -11,8 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../frontend/diag.h"
-#include "arena.h"
+#include "base/diag.h"
+#include "base/arena.h"
+#include "base/ckd.h"
 #include "config.h"
 
 enum { MAX_RANK = 8 };

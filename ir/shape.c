@@ -363,7 +363,7 @@ RULE(RESHAPE)
 			return fail(d, n, "only one dimension of %s can be -1", shp(s));
 		} else if (s->d[i] <= 0) {
 			return fail(d, n, "invalid dimension %" PRId64 " in %s", s->d[i], shp(s));
-		} else if (__builtin_mul_overflow(known, s->d[i], &known) || known > NUMEL_MAX) {
+		} else if (ckd_mul(&known, known, s->d[i]) || known > NUMEL_MAX) {
 			/* the input has at most NUMEL_MAX elements: no match */
 			return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (more than 2^48 elements)",
 			            shp(&x->shape), shape_numel(&x->shape), shp(s));

@@ -235,7 +235,7 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 		int64_t prod = 1;
 		bool wraps = false;
 		for (int j = 0; j < l->ndev; j++)
-			wraps |= __builtin_mul_overflow(prod, l->dev[j], &prod);
+			wraps |= ckd_mul(&prod, prod, l->dev[j]);
 		if (wraps) {
 			diag_error(d, p->loc, "%s: the layout of '%s' has a dev_matrix whose product overflows 64 bits, "
 			           "but device_num = %" PRId64, path, l->name, g->par.device_num);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/arena.h"
+#include "ir/base/arena.h"
 #include "ir/config.h"
 
 static Arena arena;
