@@ -12,7 +12,7 @@
 #include "fusion.h"
 #include "redistribute.h"
 #include "schedule.h"
-#include "search.h"
+#include "search_graph.h"
 
 static const Machine *machine_of(Compilation *c, Machine *tmp)
 {

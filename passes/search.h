@@ -1,131 +1,14 @@
-/* The auto-parallel strategy search (parallel_mode = auto_parallel).
- *
- * The search graph has one vertex per forward operator and one edge per
- * tensor between two of them (producer output -> consumer input) or per
- * extra reader of a parameter (first reader's layout -> this reader's).
- * Every vertex has a list of candidate strategies (splits of its free
- * dimensions over divisors of device_num that its sharding rule accepts)
- * with a unary cost (computation, gradient aggregation, redistribution of
- * graph inputs); every edge a cost per pair of candidates (the
- * redistribution between them). The total of a choice is the predicted
- * step time; passes/cost.h says what is counted.
- *
- *   sharding_propagation   from the annotated operators outwards
- *                          (search_propagate.c)
- *   dynamic_programming    exact minimum by graph elimination (leaf and
- *                          series eliminations, parallel edges merged;
- *                          search_dp.c)
- *   recursive_programming  log2(device_num) rounds of bisection, each
- *                          operator cutting the dimension that is locally
- *                          cheapest, or none (search_recursive.c)
- *
- * Operators the user annotated (or a loaded strategy checkpoint named)
- * keep their strategies in every mode. The result goes to each forward
- * node's ann.in_strategy (ann.searched set), and the sharding pass lays
- * the graph out from there. */
+/* The auto-parallel search's driver (search.c): runs the mode search_mode
+ * names over the search graph (search_graph.h, the costs and the graph;
+ * search_modes.h, the three searches) and applies the result. */
 #ifndef NETC_SEARCH_H
 #define NETC_SEARCH_H
-#include "../ir/sharding.h"
-#include "cost.h"
-#include "passes.h"
+#include "search_graph.h"
+#include "search_modes.h"
 
-enum { SEARCH_MAX_CANDS = 256, SEARCH_MAX_FREE = 2 * MAX_RANK };
-
-typedef struct Cand {
-	Strategy s;
-	ShardResult r;
-	int nfree;
-	int64_t free[SEARCH_MAX_FREE]; /* the split of each free dimension */
-	double compute;                /* seconds per step on one device */
-	/* per input (SHARD_MAX_INPUTS), computed before r's layouts are
-	 * interned (cost_intern keeps the class, not the grid): */
-	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
-	double param_grad[16];         /* cost_param_grad when training, else 0 */
-} Cand;
-
-/* The candidates shared by every node with the same signature (op,
- * shapes, attributes). */
-typedef struct CandList {
-	Cand *c;
-	int n;
-} CandList;
-
-typedef struct SVertex {
-	Node *n;
-	CandList *cl;      /* candidates; a fixed vertex gets a private list */
-	int fixed;         /* index of the user's (or loaded) strategy, -1: free */
-	double *unary;     /* per candidate: compute + gradient aggregation + input redistribution */
-	double *mem;       /* per candidate: bytes per device */
-	int *adj;          /* edge indices */
-	int nadj, capadj;
-} SVertex;
-
-typedef struct SEdge {
-	int u, ui;         /* vertex and its input (-1: its output) on the from side */
-	int v, vi;         /* vertex and its input on the to side */
-	DType dt;
-} SEdge;
-
-typedef struct Search {
-	Arena *a;
-	Graph *g;
-	Diag *diag;        /* NULL: quiet */
-	Machine m;
-	ShardCtx cx;
-	bool training;
-	int opt_states;    /* optimizer state tensors per parameter */
-	RedistCache *rc;
-	Layout **inl_of;   /* by value id: how a graph input arrives (search_input_layout), NULL: not read */
-	const Value *loss;  /* the loss as its operator produced it */
-	SVertex *v;
-	int nv;
-	SEdge *e;
-	int ne, cape;
-	int *vertex_of;    /* node id -> vertex index or -1 */
-	int nvertex_of;
-	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
-	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
-	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
-	                    * the schedule (Schedule.nslots); NULL: one */
-} Search;
-
-/* Builds the search graph of g's forward operators; NULL after reporting
- * (an invalid user strategy). m NULL: defaults. */
-Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d);
-/* The layout the edge sees on each side under candidates cu / cv. */
-const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
-const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
-double search_edge_cost(Search *s, int e, int cu, int cv);
-/* Predicted step seconds of a choice (one candidate index per vertex):
- * the sum of the unary and edge costs the searches minimise
- * (search_local_total), corrected where the program shares or repeats
- * work that those local costs count differently (passes/search.c). */
-double search_local_total(Search *s, const int *choice);
-double search_total(Search *s, const int *choice);
-double search_memory(Search *s, const int *choice);
-
-bool search_propagate(Search *s, int *choice);   /* sharding_propagation */
-bool search_dp(Search *s, int *choice);          /* dynamic_programming */
-bool search_recursive(Search *s, int *choice);   /* recursive_programming */
-/* Exhaustive minimum over every combination, for tests of small graphs;
- * returns the cost (INFINITY if more than `limit` combinations). */
-double search_exhaustive(Search *s, int *choice, double limit);
 /* Writes the choice into the forward nodes' ann.in_strategy. */
 void search_apply(Search *s, const int *choice);
 /* Runs search_mode on c's graph and applies it. */
 bool search_run(Compilation *c);
 
-/* Shared by the modes' files: the dimensions a strategy chooses freely
- * (matmul: batch..., m, k, n; embedding: the table's and the ids' dims;
- * elementwise: the output's; else input 0's), returns their count; and
- * the layout a graph input arrives in when `devices` split its batch. */
-int search_free_dims(const Node *n, int64_t *size);
-Layout *search_input_layout(Search *s, Value *in, int64_t devices);
-
-/* Stable node names for strategy checkpoints and explain:
- * "<scope>/<op>-<k>" (k counts that op in that scope in program order;
- * "<op>-<k>" at top level). names[i] for g->nodes[i] (NULL: not forward). */
-const char **search_node_names(Arena *a, Graph *g);
-/* Whether the search gives node n a strategy (forward, not a collective). */
-bool search_node_searchable(const Node *n);
 #endif

@@ -1,6 +1,6 @@
 /* search_mode = dynamic_programming: graph elimination, and the
- * exhaustive search the tests compare it with (see search.h). */
-#include "search.h"
+ * exhaustive search the tests compare it with (see search_graph.h). */
+#include "search_modes.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,5 +1,5 @@
-/* search_mode = sharding_propagation (see search.h). */
-#include "search.h"
+/* search_mode = sharding_propagation (see search_graph.h). */
+#include "search_modes.h"
 
 #include <inttypes.h>
 #include <math.h>

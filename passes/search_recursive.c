@@ -1,5 +1,5 @@
-/* search_mode = recursive_programming (see search.h). */
-#include "search.h"
+/* search_mode = recursive_programming (see search_graph.h). */
+#include "search_modes.h"
 
 #include <inttypes.h>
 #include <math.h>

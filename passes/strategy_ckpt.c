@@ -14,7 +14,7 @@
 #include "../ir/sharding.h"
 #include "ir/strategy.pb-c.h"
 #include "redistribute.h"
-#include "search.h"
+#include "search_graph.h"
 
 /* The contents of a checkpoint, whichever the format. */
 typedef struct CkItem {

@@ -1,0 +1,720 @@
+/* The auto-parallel search graph: which nodes it covers and their names,
+ * candidate strategies, unary and edge costs, the totals (see
+ * search_graph.h). The searches over it sit above: search_propagate.c,
+ * search_dp.c, search_recursive.c; search.c drives them. */
+#include "search_graph.h"
+#include "schedule.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+
+/* ---- which nodes, and their names ------------------------------------------- */
+
+bool search_node_searchable(const Node *n)
+{
+	return n->phase == PH_FORWARD && n->out && !(op_info[n->op].flags & (OPF_COMM | OPF_UPDATE));
+}
+
+typedef struct NameSlot {
+	const char *scope;
+	Op op;
+	int count;
+} NameSlot;
+
+static uint64_t str_hash(const char *s, uint64_t h)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+	return h;
+}
+
+const char **search_node_names(Arena *a, Graph *g)
+{
+	const char **names = ARENA_NEWN(a, const char *, g->nnodes + 1);
+	size_t cap = 64;
+	while (cap < 2 * (size_t)g->nnodes + 2)
+		cap *= 2;
+	NameSlot *tab = ARENA_NEWN(a, NameSlot, cap);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!search_node_searchable(n))
+			continue;
+		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op) & (cap - 1);
+		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0))
+			h = (h + 1) & (cap - 1);
+		if (!tab[h].scope) {
+			tab[h].scope = n->scope;
+			tab[h].op = n->op;
+		}
+		int k = tab[h].count++;
+		names[i] = n->scope[0] ? arena_printf(a, "%s/%s-%d", n->scope, op_info[n->op].name, k)
+		                       : arena_printf(a, "%s-%d", op_info[n->op].name, k);
+	}
+	return names;
+}
+
+/* ---- free dimensions -------------------------------------------------------- */
+
+/* The dimensions a strategy chooses freely: for matmuls the iteration
+ * space (batch..., m, k, n), for embedding the table's and the ids' dims,
+ * for elementwise ops the output's, else input 0's. The other inputs'
+ * splits follow from them (derive). */
+int search_free_dims(const Node *n, int64_t *size)
+{
+	const Shape *y = &n->out->shape;
+	switch (n->op) {
+	case OP_MATMUL:
+	case OP_BATCH_MATMUL: {
+		const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape;
+		int k = 0;
+		for (int i = 0; i < y->rank - 2; i++)
+			size[k++] = y->d[i];
+		size[k++] = n->attr.transpose_a ? a->d[a->rank - 1] : a->d[a->rank - 2];
+		size[k++] = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
+		size[k++] = n->attr.transpose_b ? b->d[b->rank - 2] : b->d[b->rank - 1];
+		return k;
+	}
+	case OP_EMBEDDING: {
+		int k = 0;
+		for (int j = 0; j < 2; j++)
+			for (int d = 0; d < n->in[j]->shape.rank; d++)
+				size[k++] = n->in[j]->shape.d[d];
+		return k;
+	}
+	default: {
+		const Shape *s = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD ? y : &n->in[0]->shape;
+		for (int d = 0; d < s->rank; d++)
+			size[d] = s->d[d];
+		return s->rank;
+	}
+	}
+}
+
+/* Input j's split of dim k aligned from the right with the reference
+ * shape `ref` (split f): the reference's split where sizes agree, else 1. */
+static void align_right(const Shape *ref, const int64_t *f, const Shape *x, int64_t *out)
+{
+	for (int k = 0; k < x->rank; k++) {
+		int i = k + ref->rank - x->rank;
+		out[k] = i >= 0 && x->d[k] == ref->d[i] ? f[i] : 1;
+	}
+}
+
+static void derive(const Node *n, const int64_t *f, Strategy *s)
+{
+	for (int j = 0; j < n->nin; j++) {
+		s->v[j].rank = n->in[j]->shape.rank;
+		for (int d = 0; d < s->v[j].rank; d++)
+			s->v[j].d[d] = 1;
+	}
+	switch (n->op) {
+	case OP_MATMUL:
+	case OP_BATCH_MATMUL: {
+		int ry = n->out->shape.rank;
+		for (int j = 0; j < 2; j++) {
+			int r = n->in[j]->shape.rank;
+			for (int i = 0; i < r - 2; i++)
+				s->v[j].d[i] = f[i + ry - r];
+		}
+		bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+		int ra = n->in[0]->shape.rank, rb = n->in[1]->shape.rank;
+		int64_t m = f[ry - 2], k = f[ry - 1], nn = f[ry];
+		s->v[0].d[ta ? ra - 1 : ra - 2] = m;
+		s->v[0].d[ta ? ra - 2 : ra - 1] = k;
+		s->v[1].d[tb ? rb - 1 : rb - 2] = k;
+		s->v[1].d[tb ? rb - 2 : rb - 1] = nn;
+		return;
+	}
+	case OP_EMBEDDING: {
+		int k = 0;
+		for (int j = 0; j < 2; j++)
+			for (int d = 0; d < n->in[j]->shape.rank; d++)
+				s->v[j].d[d] = f[k++];
+		return;
+	}
+	default: break;
+	}
+	bool elem = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD;
+	const Shape *ref = elem ? &n->out->shape : &n->in[0]->shape;
+	for (int j = 0; j < n->nin; j++) {
+		const Shape *x = &n->in[j]->shape;
+		if (j == 0 && !elem) {
+			for (int d = 0; d < x->rank; d++)
+				s->v[0].d[d] = f[d];
+		} else if (n->op == OP_LAYER_NORM) {
+			/* gamma, beta whole */
+		} else if (n->op == OP_BATCH_NORM) {
+			s->v[j].d[0] = f[1];
+		} else if (n->op == OP_SOFTMAX_CROSS_ENTROPY || n->op == OP_CONCAT) {
+			for (int d = 0; d < x->rank && d < ref->rank; d++)
+				s->v[j].d[d] = x->d[d] == ref->d[d] ? f[d] : 1;
+		} else {
+			align_right(ref, f, x, s->v[j].d);
+		}
+	}
+}
+
+/* ---- candidates -------------------------------------------------------------- */
+
+typedef struct Enum {
+	Search *s;
+	Node *n;
+	int nfree;
+	int64_t size[SEARCH_MAX_FREE];
+	int64_t f[SEARCH_MAX_FREE];
+	const int64_t *divs;
+	int ndivs;
+	Cand *out;
+	int nout, capout;
+	long tries;
+} Enum;
+
+enum { MAX_TRIES = 20000 };
+
+/* A candidate's own numbers: computation and its inputs' gradient partial sums. */
+static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
+{
+	c->compute = cost_compute(&s->m, n, &c->r, s->training);
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
+		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL) : 0;
+	}
+	/* Costs only ever see these layouts through layout_same classes:
+	 * one pointer per class lets the redistribution memo hit across
+	 * candidates (at 4096 devices, most of 256 candidates' input
+	 * layouts fall into a few classes). Kept for a user's strategy, so
+	 * messages show its own layouts. */
+	if (!intern)
+		return;
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		c->r.in[i] = (Layout *)cost_intern(s->rc, c->r.in[i]);
+		c->grad[i] = cost_intern(s->rc, c->grad[i]);
+	}
+	c->r.out = (Layout *)cost_intern(s->rc, c->r.out);
+}
+
+static void try_cand(Enum *E)
+{
+	Arena *a = E->s->a;
+	Strategy st = {.n = E->n->nin, .v = ARENA_NEWN(a, Shape, E->n->nin ? E->n->nin : 1), .loc = E->n->loc};
+	derive(E->n, E->f, &st);
+	ShardResult r;
+	if (!shard_node(&E->s->cx, E->n, &st, &r))
+		return;
+	Cand c = {.s = st, .r = r, .nfree = E->nfree};
+	memcpy(c.free, E->f, sizeof(int64_t) * (size_t)E->nfree);
+	VEC_PUSH(a, E->out, E->nout, E->capout, c); /* costs once the list is trimmed */
+}
+
+static void enumerate(Enum *E, int k, int64_t used)
+{
+	if (E->tries >= MAX_TRIES)
+		return;
+	if (k == E->nfree) {
+		E->tries++;
+		try_cand(E);
+		return;
+	}
+	for (int i = 0; i < E->ndivs; i++) {
+		int64_t d = E->divs[i];
+		if (E->size[k] % d != 0 || E->s->cx.device_num % (used * d) != 0)
+			continue;
+		E->f[k] = d;
+		enumerate(E, k + 1, used * d);
+	}
+}
+
+static int64_t cand_devices(const Cand *c)
+{
+	int64_t u = 1;
+	for (int k = 0; k < c->nfree; k++)
+		u *= c->free[k];
+	return u;
+}
+
+static int by_devices_desc(const void *x, const void *y)
+{
+	int64_t a = cand_devices(x), b = cand_devices(y);
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Signature of a node for sharing candidate lists: op, attributes that
+ * sharding rules read, and shapes. 0 words if it should not be shared. */
+static int signature(const Node *n, int64_t *key, int cap)
+{
+	int k = 0;
+#define PUT(x) do { if (k == cap) return 0; key[k++] = (int64_t)(x); } while (0)
+	PUT(n->op);
+	PUT(n->nin);
+	PUT(n->attr.transpose_a | n->attr.transpose_b << 1 | n->attr.keep_dims << 2 | n->attr.causal << 3);
+	PUT(n->attr.axis);
+	PUT(n->attr.axes_mask);
+	PUT(n->ann.nmanual_split);
+	for (int j = 0; j < n->nin; j++) {
+		PUT(n->in[j]->shape.rank);
+		for (int d = 0; d < n->in[j]->shape.rank; d++)
+			PUT(n->in[j]->shape.d[d]);
+	}
+	PUT(n->out->shape.rank);
+	for (int d = 0; d < n->out->shape.rank; d++)
+		PUT(n->out->shape.d[d]);
+	for (int d = 0; d < MAX_RANK; d++)
+		PUT(n->attr.perm[d]);
+#undef PUT
+	return k;
+}
+
+typedef struct SigSlot {
+	int64_t *key;
+	int nkey;
+	CandList *cl;
+} SigSlot;
+
+typedef struct SigTab {
+	SigSlot *t;
+	size_t cap, n;
+} SigTab;
+
+static uint64_t key_hash(const int64_t *k, int n)
+{
+	uint64_t h = 0xCBF29CE484222325ull;
+	for (int i = 0; i < n; i++)
+		h = (h ^ (uint64_t)k[i]) * 0x100000001B3ull, h ^= h >> 29;
+	return h;
+}
+
+static SigSlot *sig_slot(SigSlot *t, size_t cap, const int64_t *k, int n)
+{
+	size_t i = key_hash(k, n) & (cap - 1);
+	while (t[i].key && !(t[i].nkey == n && memcmp(t[i].key, k, sizeof(int64_t) * (size_t)n) == 0))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+static CandList *candidates(Search *s, SigTab *st, Node *n)
+{
+	int64_t key[512];
+	int nk = signature(n, key, 512);
+	SigSlot *slot = nk ? sig_slot(st->t, st->cap, key, nk) : NULL;
+	if (slot && slot->key)
+		return slot->cl;
+	Enum E = {.s = s, .n = n};
+	E.nfree = search_free_dims(n, E.size);
+	int64_t divs[64];
+	int nd = 0;
+	for (int64_t d = 1; d <= s->cx.device_num && nd < 64; d++)
+		if (s->cx.device_num % d == 0)
+			divs[nd++] = d;
+	E.divs = divs;
+	E.ndivs = nd;
+	enumerate(&E, 0, 1);
+	if (E.nout > SEARCH_MAX_CANDS) {
+		qsort(E.out, (size_t)E.nout, sizeof(Cand), by_devices_desc); /* keep those using most devices */
+		E.nout = SEARCH_MAX_CANDS;
+	}
+	for (int c = 0; c < E.nout; c++)
+		cand_costs(s, n, &E.out[c], true);
+	CandList *cl = ARENA_NEW(s->a, CandList);
+	cl->c = E.out;
+	cl->n = E.nout;
+	if (slot) {
+		slot->key = ARENA_NEWN(s->a, int64_t, nk);
+		memcpy(slot->key, key, sizeof(int64_t) * (size_t)nk);
+		slot->nkey = nk;
+		slot->cl = cl;
+		if (++st->n * 2 > st->cap) {
+			size_t nc = st->cap * 2;
+			SigSlot *nt = ARENA_NEWN(s->a, SigSlot, nc);
+			for (size_t i = 0; i < st->cap; i++)
+				if (st->t[i].key)
+					*sig_slot(nt, nc, st->t[i].key, st->t[i].nkey) = st->t[i];
+			st->t = nt;
+			st->cap = nc;
+		}
+	}
+	return cl;
+}
+
+/* ---- the search graph -------------------------------------------------------- */
+
+Layout *search_input_layout(Search *s, Value *in, int64_t devices)
+{
+	ParallelConfig *pc = &s->g->par;
+	Arena *a = s->a;
+	int map[MAX_RANK];
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = -1;
+	if (in->kind != VK_INPUT || pc->full_batch || pc->dataset_kind == DS_FULL_BATCH)
+		return layout_replicated(a, &in->shape, s->cx.device_num);
+	if (pc->dataset_kind == DS_TUPLE && pc->ndataset == s->g->ninputs &&
+	    pc->dataset_rank[in->input.index] == in->shape.rank) {
+		int64_t dev[MAX_RANK];
+		int ndev = 0;
+		for (int k = 0; k < in->shape.rank; k++) {
+			int64_t sp = pc->dataset[in->input.index][k];
+			if (sp > 1)
+				map[k] = ndev, dev[ndev++] = sp;
+		}
+		Layout *l = layout_make(a, &in->shape, ndev, dev, map, 0, s->cx.device_num);
+		return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
+	}
+	if (in->shape.rank == 0 || in->shape.d[0] % devices != 0)
+		return layout_replicated(a, &in->shape, s->cx.device_num);
+	map[0] = 0;
+	Layout *l = layout_make(a, &in->shape, 1, &devices, map, 0, s->cx.device_num);
+	return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
+}
+
+static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
+{
+	SEdge e = {.u = u, .ui = ui, .v = v, .vi = vi, .dt = dt};
+	int id = s->ne;
+	VEC_PUSH(s->a, s->e, s->ne, s->cape, e);
+	VEC_PUSH(s->a, s->v[u].adj, s->v[u].nadj, s->v[u].capadj, id);
+	if (v != u)
+		VEC_PUSH(s->a, s->v[v].adj, s->v[v].nadj, s->v[v].capadj, id);
+}
+
+static int opt_state_count(OptimizerKind k)
+{
+	switch (k) {
+	case OPT_SGD: return 0;
+	case OPT_MOMENTUM: return 1;
+	default: return 2;
+	}
+}
+
+/* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
+ * by value id; NULL entries: compute them at full data parallelism). */
+static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout **inl, int c, double *cost,
+                         double *mem)
+{
+	const Cand *cd = &sv->cl->c[c];
+	Node *n = sv->n;
+	double t = cd->compute;
+	double m = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * dtype_size(n->out->dtype) : 0;
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
+		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
+	for (int i = 0; i < n->nin; i++) {
+		Value *x = n->in[i];
+		if (x->kind == VK_PARAM && first_read[i]) {
+			t += cd->param_grad[i];
+			if (cd->r.in[i])
+				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states);
+		} else if (inl[i]) {
+			t += cost_redist(s->rc, inl[i], cd->r.in[i], x->dtype, NULL);
+		}
+	}
+	/* a loss left as a partial sum is reduced once per step (the
+	 * sharding pass's finish_loss) */
+	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
+		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
+	*cost = t;
+	*mem = m;
+}
+
+/* A graph value as the search sees it: through the conversions of a
+ * laid-out graph (explain). */
+static Value *unconverted(Value *x)
+{
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
+		x = x->def->in[0];
+	return x;
+}
+
+Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
+{
+	Search *s = ARENA_NEW(a, Search);
+	s->a = a;
+	s->g = g;
+	s->diag = d;
+	if (m)
+		s->m = *m;
+	else
+		machine_defaults(&s->m);
+	/* strategies split the devices of one pipeline stage, as in the sharding pass */
+	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
+	                   .nstages = g->nstages};
+	s->training = training;
+	s->opt_states = opt_state_count(g->train.optimizer);
+	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);
+	s->loss = g->loss;
+	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
+		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
+	s->exact = true;
+	s->mem_factor = 1;
+	if (g->nstages > 1 || g->nmicro > 1)
+		s->slots = schedule_build(a, g->nstages > 0 ? g->nstages : 1, g->nchunks > 0 ? g->nchunks : 1,
+		                          g->nmicro > 0 ? g->nmicro : 1, g->par.pipeline_scheduler, training)->nslots;
+	s->nvertex_of = g->next_node_id;
+	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
+	for (int i = 0; i < s->nvertex_of; i++)
+		s->vertex_of[i] = -1;
+	int nv = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		nv += search_node_searchable(g->nodes[i]);
+	s->v = ARENA_NEWN(a, SVertex, nv + 1);
+	SigTab st = {.cap = 256};
+	st.t = ARENA_NEWN(a, SigSlot, st.cap);
+	bool ok = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!search_node_searchable(n))
+			continue;
+		SVertex *sv = &s->v[s->nv];
+		sv->n = n;
+		sv->fixed = -1;
+		sv->cl = candidates(s, &st, n);
+		if (n->ann.in_strategy.n > 0) {
+			ShardCtx loud = s->cx;
+			loud.diag = d;
+			ShardResult r;
+			if (!shard_node(&loud, n, &n->ann.in_strategy, &r)) {
+				ok = false;
+				continue;
+			}
+			CandList *own = ARENA_NEW(a, CandList);
+			own->c = ARENA_NEWN(a, Cand, sv->cl->n + 1);
+			memcpy(own->c, sv->cl->c, sizeof(Cand) * (size_t)sv->cl->n);
+			Cand *c = &own->c[sv->cl->n];
+			c->s = n->ann.in_strategy;
+			c->r = r;
+			cand_costs(s, n, c, false);
+			c->nfree = 0;
+			own->n = sv->cl->n + 1;
+			sv->cl = own;
+			sv->fixed = own->n - 1;
+		}
+		if (sv->cl->n == 0) {
+			/* nothing valid (should not happen: replicated always is); keep it whole */
+			CandList *own = ARENA_NEW(a, CandList);
+			own->c = ARENA_NEW(a, Cand);
+			own->c->s = strategy_replicated(a, n);
+			ShardCtx loud = s->cx;
+			loud.diag = d;
+			if (!shard_node(&loud, n, &own->c->s, &own->c->r)) {
+				ok = false;
+				continue;
+			}
+			cand_costs(s, n, own->c, false);
+			own->n = 1;
+			sv->cl = own;
+		}
+		s->vertex_of[n->id] = s->nv++;
+	}
+	if (!ok)
+		return NULL;
+	/* edges and unary costs */
+	int *first = ARENA_NEWN(a, int, 2 * g->nvalues + 2); /* value id -> (vertex, input) of its first reader */
+	for (int i = 0; i < g->nvalues; i++)
+		first[2 * i] = -1;
+	Layout **inl_all = ARENA_NEWN(a, Layout *, g->nvalues + 1);
+	for (int vi = 0; vi < s->nv; vi++) {
+		SVertex *sv = &s->v[vi];
+		Node *n = sv->n;
+		bool fr[SHARD_MAX_INPUTS] = {0};
+		Layout *inl[SHARD_MAX_INPUTS] = {0};
+		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+			Value *x = unconverted(n->in[i]);
+			int u = x->kind == VK_NODE && x->def && x->def->id < s->nvertex_of ? s->vertex_of[x->def->id] : -1;
+			if (u >= 0) {
+				add_edge(s, u, -1, vi, i, x->dtype);
+			} else if (x->kind == VK_PARAM) {
+				if (first[2 * x->id] < 0) {
+					first[2 * x->id] = vi;
+					first[2 * x->id + 1] = i;
+					fr[i] = true;
+				} else {
+					add_edge(s, first[2 * x->id], first[2 * x->id + 1], vi, i, x->dtype);
+				}
+			} else {
+				if (!inl_all[x->id])
+					inl_all[x->id] = search_input_layout(s, x, s->cx.device_num);
+				inl[i] = inl_all[x->id];
+				s->inl_of = inl_all;
+			}
+		}
+		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
+		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
+		for (int c = 0; c < sv->cl->n; c++)
+			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->mem[c]);
+	}
+	return s;
+}
+
+const Layout *search_edge_from(const Search *s, const SEdge *e, int cu)
+{
+	const Cand *c = &s->v[e->u].cl->c[cu];
+	return e->ui < 0 ? c->r.out : c->r.in[e->ui];
+}
+
+const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
+{
+	return s->v[e->v].cl->c[cv].r.in[e->vi];
+}
+
+double search_edge_cost(Search *s, int ei, int cu, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), s->v[e->v].cl->c[cv].grad[e->vi],
+	                 e->dt, s->training);
+}
+
+/* Whether edge ei's gradient, a partial sum, is summed with that of an
+ * earlier edge from the same producer laid out alike: the sharding pass
+ * adds such partial sums before reducing them (add_partials in
+ * passes/sharding.c), so the way back is paid once. */
+static bool grad_shared(Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+	if (!g || !g->partial)
+		return false;
+	for (int k = 0; k < ei; k++) {
+		const SEdge *o = &s->e[k];
+		const Layout *h = s->v[o->v].cl->c[choice[o->v]].grad[o->vi];
+		if (o->u == e->u && o->ui == e->ui && h && layout_equiv(g, h))
+			return true;
+	}
+	return false;
+}
+
+/* Whether input i of n gets n's output gradient itself: autodiff hands a
+ * same-shaped addend dy unchanged (grad_ADD's sum_to is the identity). */
+static bool passes_grad(const Node *n, int i)
+{
+	return (n->op == OP_ADD || n->op == OP_BIAS_ADD) && shape_eq(&n->in[i]->shape, &n->out->shape);
+}
+
+/* The only edge leaving vertex v's output, or -1 (none, or several: then
+ * the gradient is a sum of theirs, made in the add's own layout). */
+static int sole_out_edge(const Search *s, int v)
+{
+	int found = -1;
+	for (int k = 0; k < s->v[v].nadj; k++) {
+		const SEdge *o = &s->e[s->v[v].adj[k]];
+		if (o->u != v || o->ui >= 0)
+			continue;
+		if (found >= 0)
+			return -1;
+		found = s->v[v].adj[k];
+	}
+	return found;
+}
+
+/* The layout edge ei's gradient really reaches its producer in. cost_edge
+ * takes it to leave the consumer in the consumer's input layout; but
+ * through an add (or a chain of them, each with one reader) the gradient
+ * is the value the add's reader made, in that reader's layout, and the
+ * sharding pass converts it from there: a residual add laid out
+ * differently from its addend's producer costs no conversion into the
+ * add's layout and back. */
+static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	int v = e->v, vi = e->vi;
+	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi];
+	for (int depth = 0; depth < s->nv && passes_grad(s->v[v].n, vi); depth++) {
+		int o = sole_out_edge(s, v);
+		if (o < 0)
+			break;
+		v = s->e[o].v;
+		vi = s->e[o].vi;
+		g = s->v[v].cl->c[choice[v]].grad[vi];
+	}
+	return g;
+}
+
+/* A graph input that several operators read in one layout is converted
+ * once (the sharding pass keeps the copy: convert), while each of their
+ * unary costs pays for it: what the plan's total takes back. */
+static double shared_input_conversions(Search *s, const int *choice)
+{
+	double saved = 0;
+	for (int k = 0; s->inl_of && k < s->g->ninputs; k++) {
+		const Value *x = s->g->inputs[k];
+		const Layout *in = s->inl_of[x->id];
+		const Layout *seen[64];
+		int nseen = 0;
+		for (int v = 0; in && v < s->nv; v++) {
+			const Node *n = s->v[v].n;
+			const Cand *cd = &s->v[v].cl->c[choice[v]];
+			for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
+				const Layout *need = cd->r.in[j];
+				if (unconverted(n->in[j]) != x || !need)
+					continue;
+				bool again = false;
+				for (int q = 0; q < nseen && !again; q++)
+					again = layout_equiv(seen[q], need);
+				if (again)
+					saved += cost_redist(s->rc, in, need, x->dtype, NULL);
+				else if (nseen < 64)
+					seen[nseen++] = need;
+			}
+		}
+	}
+	return saved;
+}
+
+double search_local_total(Search *s, const int *choice)
+{
+	double t = 0;
+	for (int i = 0; i < s->nv; i++)
+		t += s->v[i].unary[choice[i]];
+	for (int e = 0; e < s->ne; e++)
+		t += search_edge_cost(s, e, choice[s->e[e].u], choice[s->e[e].v]);
+	return t;
+}
+
+double search_total(Search *s, const int *choice)
+{
+	double t = search_local_total(s, choice);
+	for (int e = 0; e < s->ne; e++) {
+		const SEdge *se = &s->e[e];
+		const Layout *from = search_edge_from(s, se, choice[se->u]);
+		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
+		/* a recomputed operator's copy converts its inputs once more in
+		 * the backward pass (mp_comm_recompute: passes/sharding.c) */
+		const Node *vn = s->v[se->v].n;
+		const Layout *to = search_edge_to(s, se, choice[se->v]);
+		if (s->training && vn->ann.recompute && vn->ann.mp_comm_recompute && from && to && !cost_layout_same(from, to))
+			t += cost_redist(s->rc, from, to, se->dt, NULL);
+		/* the plan's total prices the way back as the program takes it;
+		 * the edge costs the searches compare keep the local estimate */
+		if (grad_shared(s, e, choice)) {
+			t -= cost_edge_grad(s->rc, from, g, se->dt, s->training);
+		} else {
+			const Layout *d = delivered_grad(s, e, choice);
+			if (d != g)
+				t += cost_edge_grad(s->rc, from, d, se->dt, s->training) -
+				     cost_edge_grad(s->rc, from, g, se->dt, s->training);
+		}
+	}
+	return t - shared_input_conversions(s, choice);
+}
+
+/* A device holds only its pipeline stage's parameters and activations:
+ * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
+ * on 8 stages 8x a device's, so memory_limit was never met and
+ * dynamic_programming ran its Lagrangian search 120 times). */
+double search_memory(Search *s, const int *choice)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	/* the searches call this in their loops: the arena only past 64 stages */
+	double small[64] = {0}, m = 0;
+	double *stage = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
+	for (int i = 0; i < s->nv; i++) {
+		int st = s->v[i].n->ann.stage;
+		stage[st < 0 ? 0 : st % P] += s->v[i].mem[choice[i]];
+	}
+	for (int st = 0; st < P; st++)
+		m = fmax(m, stage[st]);
+	return m;
+}
