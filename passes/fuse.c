@@ -1,5 +1,6 @@
-/* Bias + activation fusion and residual folds: which nodes the code
- * generator may emit as one kernel pass or product (passes/fuse.h).
+/* Bias + activation fusion and residual folds under the final workspace
+ * plan: which nodes the code generator may emit as one kernel pass or
+ * product (passes/fuse.h; the plan-free pattern is fuse_match.c).
  * Programs with pipeline stages or micro-steps are not asked (their
  * per-stage order is a schedule's). */
 #include "fuse.h"
@@ -49,39 +50,6 @@ static const Node *pair(Compilation *c, int i)
 	if ((!same && overlap(c, y, x)) || overlap(c, y, b) || overlap(c, y, pre))
 		return NULL;
 	return a;
-}
-
-bool residual_match(const Compilation *c, int i, Residual *r)
-{
-	const Graph *g = c->g;
-	const Node *mm = g->nodes[i];
-	if ((c->no_fuse & FUSE_RESIDUAL) || g->nstages > 1 || g->nmicro > 1)
-		return false;
-	if (mm->op != OP_MATMUL || mm->phase == PH_UPDATE || i + 1 >= g->nnodes)
-		return false;
-	const Node *bias = g->nodes[i + 1], *add = bias;
-	if (bias->op == OP_BIAS_ADD && bias->in[0] == mm->out && i + 2 < g->nnodes)
-		add = g->nodes[i + 2];
-	else
-		bias = NULL;
-	const Value *y = bias ? bias->out : mm->out;
-	if (add->op != OP_ADD || add->phase != mm->phase || (bias && bias->phase != mm->phase) ||
-	    (add->in[0] != y && add->in[1] != y) || add->in[0] == add->in[1])
-		return false;
-	const Value *x = add->in[0] == y ? add->in[1] : add->in[0], *z = add->out;
-	if (graph_readers(g, mm->out) != 1 || (bias && graph_readers(g, bias->out) != 1) || x == mm->out)
-		return false;
-	const Value *vals[] = {mm->out, y, x, z, bias ? bias->in[1] : y};
-	for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++)
-		if (vals[k]->dtype != DT_F32)
-			return false;
-	const Shape *zs = local(z);
-	if (!shape_eq(local(mm->out), zs) || !shape_eq(local(x), zs) || !shape_eq(local(y), zs) || zs->rank != 2)
-		return false;
-	if (bias && (local(bias->in[1])->rank != 1 || local(bias->in[1])->d[0] != zs->d[1]))
-		return false;
-	*r = (Residual){mm, bias, add, x};
-	return true;
 }
 
 /* The residual fold starting with the matmul at position i, or false:

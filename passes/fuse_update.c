@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
-#include "fuse.h"
+#include "fuse_update.h"
 #include "fusion.h"
 
 enum { ALIGN_ELEMS = 16 };

@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "../ir/layout.h"
-#include "fuse.h"
+#include "fuse_match.h"
+#include "fuse_update.h"
 #include "fusion.h"
 
 enum { ALIGN = 64 };
