@@ -14,7 +14,7 @@
 #include "../ir/layout.h"
 #include "../passes/fuse.h"
 #include "../passes/memplan.h"
-#include "../passes/redistribute.h"
+#include "../ir/redistribute.h"
 #include "emit.h"
 
 /* ---- names and shapes ---------------------------------------------------------- */

@@ -85,7 +85,7 @@ typedef struct OpAttrs {
 	double momentum_opt;           /* momentum */
 	bool nesterov;                 /* momentum */
 	double weight_decay;           /* updates */
-	const struct RedistPlan *plan; /* redistribute: the steps (passes/redistribute.h) */
+	const struct RedistPlan *plan; /* redistribute: the steps (ir/redistribute.h) */
 	const char *steps;             /* redistribute: the steps in words, for dumps and drawings */
 	DType to;                      /* cast: the result's dtype */
 } OpAttrs;

@@ -13,7 +13,7 @@
 
 #include "../ir/layout.h"
 #include "../runtime/kernel_rules.h" /* NRT_PAR_MIN */
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 
 void machine_defaults(Machine *m)
 {

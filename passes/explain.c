@@ -10,7 +10,7 @@
 #include "cost.h"
 #include "fuse.h"
 #include "fusion.h"
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 #include "schedule.h"
 #include "search_graph.h"
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 
 typedef struct Candidate {
 	Node *r;         /* the redistribute node */

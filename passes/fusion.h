@@ -5,7 +5,7 @@
 #define NETC_FUSION_H
 #include "../ir/layout.h"
 #include "passes.h"
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 
 typedef struct Bucket {
 	RedistKind kind;       /* RS_ALLREDUCE (gradients), RS_REDUCE_SCATTER and RS_ALLGATHER (optimizer parallel) */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 
 typedef struct OptimizerRule {
 	Op op;

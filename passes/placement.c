@@ -22,7 +22,7 @@
  * another way. With micro-steps the gradient is accumulated in host
  * memory too (codegen/pipeline_c.c). */
 #include "passes.h"
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 
 static HostWhy why_at(const char *why, Loc at) { return (HostWhy){why, at}; }
 

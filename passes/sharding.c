@@ -25,7 +25,7 @@
 #include "../ir/shape.h"
 #include "../ir/sharding.h"
 #include "passes.h"
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 
 typedef struct Conv {
 	Value *from;           /* the value converted */

@@ -13,7 +13,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "ir/strategy.pb-c.h"
-#include "redistribute.h"
+#include "../ir/redistribute.h"
 #include "search_graph.h"
 
 /* The contents of a checkpoint, whichever the format. */

@@ -18,7 +18,7 @@
 
 #include "ir/layout.h"
 #include "netrt.h"
-#include "passes/redistribute.h"
+#include "ir/redistribute.h"
 #include "mpi_check.h"
 
 

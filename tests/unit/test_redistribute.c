@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ir/layout.h"
-#include "passes/redistribute.h"
+#include "ir/redistribute.h"
 
 /* ---- layouts from table rows ------------------------------------------ */
 

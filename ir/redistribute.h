@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../ir/ir.h"
-#include "../ir/layout.h"
+#include "ir.h"
+#include "layout.h"
 
 typedef enum RedistKind {
 	RS_ALLREDUCE,      /* sum over the grid axes `axes` of the current layout (clears them from partial) */
