@@ -1,5 +1,20 @@
 /* The compiler's passes and the state of one compilation. The order in
- * which they run is spelled out once, in passes/pipeline.c. */
+ * which they run is spelled out once, in passes/pipeline.c.
+ *
+ * The order of the files (includes and calls go only down a line or
+ * along it, never up; a .c and its .h are one; nm on build/obj/passes
+ * shows the calls), lowest first:
+ *   passes.h  cost  schedule
+ *   autodiff  clip  fuse_match  fusion  micro  optimizer  placement
+ *     precision  ps  recompute  search_graph  stages
+ *   fuse_update  search_modes.h  sharding  strategy_ckpt
+ *   memplan  search_dp  search_propagate  search_recursive
+ *   fuse  search
+ *   fuse_attention
+ *   explain  pipeline (the pass table: calls every pass)
+ *   explain_schedule
+ * Below them all: ir/ (the layout algebra: ir/layout.c, ir/redistribute.c)
+ * and frontend/. */
 #ifndef NETC_PASSES_H
 #define NETC_PASSES_H
 #include "../ir/ir.h"
