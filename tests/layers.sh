@@ -213,21 +213,64 @@ else
 	}' "$tmp/files" "$tmp/objs" "$tmp/nm" | sort -u >"$tmp/calls"
 	# the call's line: the first line of the caller that names the symbol
 	# outside a comment (a macro's call shows at the macro's use)
+	# locate FILE SYM: the line and text of the first line of FILE naming
+	# SYM outside a comment, an indented one first (declarations and
+	# definitions start at column 0)
+	locate() {
+		awk -v s="$2" '
+			function names(t) {
+				while (match(t, /[A-Za-z_][A-Za-z_0-9]*/)) {
+					if (substr(t, RSTART, RLENGTH) == s) return 1
+					t = substr(t, RSTART + RLENGTH) }
+				return 0 }
+			$0 ~ /^[[:space:]]*(\/\*|\*|\/\/)/ { next }
+			names($0) { if ($0 ~ /^[[:space:]]/) { print FNR; print; found = 1; exit } if (!first) { first = FNR; text = $0 } }
+			END { if (!found && first) { print first; print text } }' "$1"
+	}
+	# holder SYM HEADER...: the macro or inline function of a header whose
+	# body names SYM, as "NAME HEADER:LINE"
+	holder() {
+		s=$1; shift
+		awk -v s="$s" '
+			FNR == 1 { in_def = 0 }
+			/^[[:space:]]*#[[:space:]]*define[[:space:]]+[A-Za-z_]/ {
+				t = $0; sub(/^[[:space:]]*#[[:space:]]*define[[:space:]]+/, "", t); match(t, /^[A-Za-z_][A-Za-z_0-9]*/)
+				h = substr(t, 1, RLENGTH); hl = FNR }
+			/^[A-Za-z_][^;]*\(/ && !/^[[:space:]]*#/ {
+				t = $0; sub(/\(.*/, "", t); if (match(t, /[A-Za-z_][A-Za-z_0-9]*$/)) { h = substr(t, RSTART); hl = FNR } }
+			{ t = $0; while (match(t, /[A-Za-z_][A-Za-z_0-9]*/)) {
+				if (substr(t, RSTART, RLENGTH) == s && h != s && h != "") { print h, FILENAME ":" hl; exit }
+				t = substr(t, RSTART + RLENGTH) } }' "$@"
+	}
 	awk '$1 == "C" || $1 == "K"' "$tmp/calls" | while read -r kind a b c d e f; do
 		if [ "$kind" = C ]; then file=$a sym=$b; else file=$c sym=$d f=$e; fi
-		loc=$(awk -v s="$sym" '
-			{ t = $0; if (t ~ /^[[:space:]]*(\/\*|\*|\/\/)/) next
-			  while (match(t, /[A-Za-z_][A-Za-z_0-9]*/)) {
-				if (substr(t, RSTART, RLENGTH) == s) { print FNR; print; exit }
-				t = substr(t, RSTART + RLENGTH) } }' "$file")
+		loc=$(locate "$file" "$sym") via= name=$sym hf=
+		# not named in the file: a header's macro or inline function calls
+		# it; the line is where the file uses that (two levels deep at most)
+		incs=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file" |
+			while read -r n; do [ -f "${file%/*}/$n" ] && realpath --relative-to=. "${file%/*}/$n"; done)
+		for depth in 1 2 3; do
+			[ -z "$loc" ] && [ -n "$incs" ] || break
+			# shellcheck disable=SC2086
+			h=$(holder "$name" $incs)
+			[ -n "$h" ] || break
+			name=${h%% *} hf=${h#* }
+			via=" (through $name, $hf)"
+			loc=$(locate "$file" "$name")
+		done
+		# an included file that is not a header: the #include is the line
+		hfile=${hf%%:*}
+		[ -n "$loc" ] || [ -z "$via" ] ||
+			{ loc=$(grep -n "#[[:space:]]*include[[:space:]]*\"[^\"]*${hfile##*/}\"" "$file" | head -1 | sed 's/:/\n/')
+			  via=" (in $hfile, which it includes)"; }
 		line=$(printf '%s\n' "$loc" | sed -n 1p)
 		text=$(printf '%s\n' "$loc" | sed -n 2p)
-		[ -n "$line" ] || { line=1; text="(no line names $sym: a macro or an inline function of a header calls it)"; }
+		[ -n "$line" ] || { line=1; text="(no line names $sym)"; }
 		if [ "$kind" = C ]; then
-			printf '%s:%s: %s of %s goes up from layer %s to layer %s (defined in %s)\n    %s\n' \
-				"$file" "$line" "$f" "$sym" "$d" "$e" "$c" "$(printf '%s' "$text" | sed 's/^[[:space:]]*//')" >>"$tmp/out"
+			printf '%s:%s: %s of %s goes up from layer %s to layer %s (defined in %s)%s\n    %s\n' \
+				"$file" "$line" "$f" "$sym" "$d" "$e" "$c" "$via" "$(printf '%s' "$text" | sed 's/^[[:space:]]*//')" >>"$tmp/out"
 		else
-			printf 'E %s %s %s:%s: calls %s (%s)\n' "$a" "$b" "$file" "$line" "$sym" "$f" >>"$tmp/edges"
+			printf 'E %s %s %s:%s: calls %s (%s)%s\n' "$a" "$b" "$file" "$line" "$sym" "$f" "$via" >>"$tmp/edges"
 		fi
 	done
 fi
@@ -260,7 +303,8 @@ END {
 
 if [ -s "$tmp/out" ]; then
 	cat "$tmp/out"
-	echo "layers: $(grep -c '^[^ ]' "$tmp/out") violations (tests/layers.sh --map shows the layers)"
+	n=$(grep -c "^[^ ]" "$tmp/out"); [ "$n" -eq 1 ] && v=violation || v=violations
+	echo "layers: $n $v (tests/layers.sh --map shows the layers)"
 	exit 1
 fi
 echo "layers: ok ($(wc -l <"$tmp/files") files, $(wc -l <"$tmp/objs") objects)"
