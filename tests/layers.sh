@@ -107,7 +107,7 @@ if [ $map = yes ]; then
 fi
 
 # --- violations -----------------------------------------------------------------
-: >"$tmp/out"
+: >"$tmp/out"; : >"$tmp/edges"
 awk '$2 == "-" { print $1 ": not in any layer of tests/layers.sh'"'"'s table" }' "$tmp/files" >>"$tmp/out"
 
 # (d) size
@@ -120,7 +120,7 @@ done
 # the root; a generated header (build/gen) counts as its source.
 awk '$2 != "-"' "$tmp/files" | while read -r f rest; do
 	grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" /dev/null
-done | awk -v umb="$UMBRELLAS" -v same="$ONE_UNIT" '
+done | awk -v umb="$UMBRELLAS" -v same="$ONE_UNIT" -v ef="$tmp/edges" '
 function norm(p,   n, a, o, i, k) {
 	n = split(p, a, "/"); k = 0
 	for (i = 1; i <= n; i++) {
@@ -155,8 +155,8 @@ FILENAME != "-" { st[$1] = $2; rk[$1] = $3; ly[$1] = $4; next }
 	} else if (rk[f] + 0 < rk[t] + 0)
 		printf "%s:%s: include of %s goes up from layer %s to layer %s\n    %s\n", f, line, name, ly[f], ly[t], text
 	if (dir(f) == dir(t) && unit(f) != unit(t) && !(f in isumb))
-		print "E", unit(f), unit(t), f ":" line ": includes " name >"/dev/stderr"
-}' "$tmp/files" - >>"$tmp/out" 2>"$tmp/edges"
+		print "E", unit(f), unit(t), f ":" line ": includes " name >ef
+}' "$tmp/files" - >>"$tmp/out"
 
 # (b) calls, from the objects: each object's source, and the link it is in.
 # build/obj/<src>.o (compiler, runtime), build/cuda/<x>.o (runtime/cuda/<x>.cu),
