@@ -1,0 +1,1 @@
+int diag_error(const char *msg);

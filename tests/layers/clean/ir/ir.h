@@ -1,0 +1,2 @@
+#include "base/diag.h"
+int ir_check(int n);

@@ -1,0 +1,6 @@
+#include "check.h"
+
+int ir_verify(int n)
+{
+	return IR_CHECK(n);
+}

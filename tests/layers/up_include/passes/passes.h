@@ -1,0 +1,1 @@
+int pass_run(int n);

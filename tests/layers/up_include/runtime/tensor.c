@@ -1,0 +1,2 @@
+#include "../ir/ir.h"
+int nrt_tensor(void) { return 0; }
