@@ -224,7 +224,7 @@ void train_config_defaults(TrainConfig *tc);
  * of range at the value's location; returns false on error. */
 bool parallel_config_set(struct Arena *a, ParallelConfig *pc, const char *key,
                          Loc key_loc, const CfgValue *v, Diag *d);
-/* Cross-key checks once the whole block (and -D overrides) are in:
+/* config_check.c: cross-key checks once the whole block (and -D overrides) are in:
  * full_batch with a dataset_strategy tuple, stage counts, ... */
 bool parallel_config_finish(ParallelConfig *pc, Diag *d);
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key,
@@ -233,14 +233,19 @@ bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key,
 bool train_lr_schedule_set(TrainConfig *tc, const CfgValue *v, Diag *d);
 bool train_clip_set(TrainConfig *tc, const CfgValue *v, Diag *d);
 
-/* What kind of value v is, for messages: "an integer", "a tuple", ... */
+/* config_value.c: what kind of value v is, for messages: "an integer", "a tuple", ... */
 const char *cfg_kind_desc(const CfgValue *v);
 /* Reports "WHAT must be in [lo, hi]" (or ">= lo" when hi is INT32_MAX or
  * more) at v's location unless the integer v lies in the range. */
 bool cfg_int_in_range(Diag *d, const CfgValue *v, const char *what, int64_t lo, int64_t hi);
+/* config.c: the names of keys and enum values, as the blocks spell them */
+const char *parallel_key_name(ParallelKey k);
 const char *parallel_mode_name(ParallelMode m);
 const char *search_mode_name(SearchMode m);
 const char *optimizer_name(OptimizerKind k);
-/* Prints the block back in .net syntax (for dumps and tests). */
+const char *pipeline_scheduler_name(PipelineScheduler s);
+const char *fusion_mode_name(FusionMode m);
+const char *ps_mode_name(PsMode m);
+/* config_print.c: prints the block back in .net syntax (for dumps and tests). */
 void parallel_config_print(const ParallelConfig *pc, FILE *out);
 #endif
