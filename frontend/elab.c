@@ -17,13 +17,13 @@
  * instances, declarations and statements, and the whole program (an
  * instance runs its block's statements, so they recurse into each other
  * and live together).  What it stands on is in elab_attr.c, elab_value.c
- * and elab_scope.c; frontend/elab.h draws the order. */
+ * and elab_scope.c; frontend/elab_internal.h draws the order. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <string.h>
 #include <strings.h>
 
-#include "elab.h"
+#include "elab_internal.h"
 
 static void exec_stmts(Elab *E, Frame *f, const StmtList *l, Ctx ctx);
 static bool allowed(Elab *E, const Stmt *s, Ctx ctx);

@@ -2,12 +2,12 @@
  * keyword arguments (MindSpore's names, per operator) and the `.shard(...)`,
  * `.stage(...)`, ... annotation chain, with block instances' annotations
  * inherited by the nodes they made.  Sits on elab_value.c and
- * elab_scope.c; see elab.h. */
+ * elab_scope.c; see elab_internal.h. */
 #include <inttypes.h>
 #include <string.h>
 #include <strings.h>
 
-#include "elab.h"
+#include "elab_internal.h"
 
 /* --- operator keyword arguments ----------------------------------------------- */
 

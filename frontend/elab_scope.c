@@ -1,10 +1,10 @@
 /* Elaboration's environment: the small helpers every part uses (live,
  * did-you-mean, joins), the names given to values, and the frames that
  * bind names -- lookup, declaration, assignment.  The lowest of the elab
- * files: it calls none of the others (frontend/elab.h draws the order). */
+ * files: it calls none of the others (elab_internal.h draws the order). */
 #include <string.h>
 
-#include "elab.h"
+#include "elab_internal.h"
 
 /* --- small helpers -------------------------------------------------------- */
 

@@ -1,10 +1,10 @@
 /* Elaboration's literal values: constants folded into CfgValues (with
  * overflow and division checks), integer expressions, and the typed views
  * (want_bool, want_int, ...) that keyword arguments are read through.
- * Sits on elab_scope.c (names in constant expressions); see elab.h. */
+ * Sits on elab_scope.c (names in constant expressions); see elab_internal.h. */
 #include <math.h>
 
-#include "elab.h"
+#include "elab_internal.h"
 
 /* --- literal values ----------------------------------------------------- */
 

@@ -10,9 +10,11 @@
  *     |
  *   elab_scope.c  helpers, value names, frames and bindings
  *
- * frontend.c sits above them all (elab_program, elab_cfg in ast.h). */
-#ifndef NETC_FRONTEND_ELAB_H
-#define NETC_FRONTEND_ELAB_H
+ * frontend.c sits above them all (elab_program, elab_cfg in ast.h).  The
+ * header is named apart from elab.c so that including it depends on the
+ * shared state only, not on the walk at the top. */
+#ifndef NETC_FRONTEND_ELAB_INTERNAL_H
+#define NETC_FRONTEND_ELAB_INTERNAL_H
 
 #include "ast.h"
 
