@@ -4,7 +4,7 @@
  * schedule and clipping (train_config.c), which both report through it. */
 #include <inttypes.h>
 
-#include "config.h"
+#include "config_value.h"
 
 const char *cfg_kind_desc(const CfgValue *v)
 {
