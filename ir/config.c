@@ -4,8 +4,10 @@
  *
  * Each key is one row of PARALLEL_KEYS (config.h) and one set_<key>
  * handler here. Handlers check the literal's kind and range and report at
- * the value's location; cross-key rules wait for parallel_config_finish,
- * because a later key (or a -D override) may still change the picture. */
+ * the value's location; cross-key rules wait for parallel_config_finish
+ * (config_check.c), because a later key (or a -D override) may still change
+ * the picture.  Printing is in config_print.c; both sit on this file, which
+ * sits on train_config.c and config_value.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <math.h>
@@ -29,6 +31,8 @@ static const char *const fusion_mode_names[] = {"auto", "size", "index"};
 const char *parallel_mode_name(ParallelMode m) { return parallel_mode_names[m]; }
 const char *search_mode_name(SearchMode m) { return search_mode_names[m]; }
 const char *optimizer_name(OptimizerKind k) { return optimizer_names[k]; }
+const char *pipeline_scheduler_name(PipelineScheduler s) { return scheduler_names[s]; }
+const char *fusion_mode_name(FusionMode m) { return fusion_mode_names[m]; }
 
 enum { AUTO_FUSION_MB = 64 };
 
@@ -110,23 +114,6 @@ typedef struct Cx {
 	const char *block;
 } Cx;
 
-const char *cfg_kind_desc(const CfgValue *v)
-{
-	switch (v->kind) {
-	case CV_NONE: return "None";
-	case CV_BOOL: return "a boolean";
-	case CV_INT: return "an integer";
-	case CV_FLOAT: return "a float";
-	case CV_STRING: return "a string";
-	case CV_IDENT: return "a name";
-	case CV_TUPLE: return "a tuple";
-	case CV_LIST: return "a list";
-	case CV_DICT: return "a dict";
-	case CV_CALL: return "a call";
-	}
-	return "a value";
-}
-
 static bool type_error(Cx *cx, const char *key, const CfgValue *v, const char *want)
 {
 	diag_error(cx->d, v->loc, "%s key '%s' expects %s, got %s", cx->block, key, want,
@@ -140,17 +127,6 @@ static bool get_bool(Cx *cx, const char *key, const CfgValue *v, bool *out)
 		return type_error(cx, key, v, "a boolean (true or false)");
 	*out = v->b;
 	return true;
-}
-
-bool cfg_int_in_range(Diag *d, const CfgValue *v, const char *what, int64_t lo, int64_t hi)
-{
-	if (v->i >= lo && v->i <= hi)
-		return true;
-	if (hi >= INT32_MAX)
-		diag_error(d, v->loc, "%s must be >= %" PRId64 ", got %" PRId64, what, lo, v->i);
-	else
-		diag_error(d, v->loc, "%s must be in [%" PRId64 ", %" PRId64 "], got %" PRId64, what, lo, hi, v->i);
-	return false;
 }
 
 /* An integer in [lo, hi]; hi == INT64_MAX means "no upper bound". */
@@ -718,6 +694,8 @@ static bool set_server_num(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 
 static const char *const ps_mode_names[] = {[PS_SYNC] = "sync", [PS_ASYNC] = "async"};
 
+const char *ps_mode_name(PsMode m) { return ps_mode_names[m]; }
+
 static bool set_ps_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
 	int m = 0;
@@ -737,6 +715,8 @@ static const struct {
 	PARALLEL_KEYS(ROW)
 #undef ROW
 };
+
+const char *parallel_key_name(ParallelKey k) { return parallel_keys[k].name; }
 
 static const char *const *parallel_key_names(void)
 {
@@ -764,195 +744,6 @@ bool parallel_config_set(struct Arena *a, ParallelConfig *pc, const char *key, L
 	           join(names, PK_COUNT, buf, sizeof buf));
 	suggest(d, key_loc, key, names, PK_COUNT);
 	return false;
-}
-
-/* --- cross-key checks ----------------------------------------------------- */
-
-static bool was_set(const ParallelConfig *pc, ParallelKey k) { return pc->set_mask >> k & 1; }
-
-/* Where key k was set; falls back to the block (or nowhere) for defaults. */
-static Loc key_loc(const ParallelConfig *pc, ParallelKey k)
-{
-	return was_set(pc, k) ? pc->set_loc[k] : pc->loc;
-}
-
-static bool check_dataset(const ParallelConfig *pc, Diag *d)
-{
-	if (!(pc->full_batch && pc->dataset_kind == DS_TUPLE))
-		return true;
-	diag_error(d, key_loc(pc, PK_dataset_strategy),
-	           "dataset_strategy given as a tuple conflicts with full_batch = true; they are "
-	           "mutually exclusive");
-	if (was_set(pc, PK_full_batch))
-		diag_note(d, pc->set_loc[PK_full_batch], "full_batch set here");
-	return false;
-}
-
-static bool check_pipeline(const ParallelConfig *pc, Diag *d)
-{
-	bool ok = true;
-	Loc at = key_loc(pc, PK_pipeline_stages);
-	if (pc->pipeline_stages > pc->device_num) {
-		diag_error(d, at, "pipeline_stages (%" PRId64 ") must not exceed device_num (%" PRId64 ")",
-		           pc->pipeline_stages, pc->device_num);
-		ok = false;
-	} else if (pc->device_num % pc->pipeline_stages != 0) {
-		diag_error(d, at, "pipeline_stages (%" PRId64 ") must divide device_num (%" PRId64 ")",
-		           pc->pipeline_stages, pc->device_num);
-		ok = false;
-	}
-	if (pc->pipeline_interleave && pc->pipeline_scheduler == SCHED_GPIPE) {
-		diag_error(d, key_loc(pc, PK_pipeline_config),
-		           "pipeline_config: pipeline_interleave = true needs pipeline_scheduler \"1f1b\", "
-		           "not \"gpipe\"");
-		ok = false;
-	}
-	return ok;
-}
-
-static bool check_optimizer_shard(const ParallelConfig *pc, Diag *d)
-{
-	int64_t s = pc->optimizer_weight_shard_size;
-	if (s == -1 || pc->pipeline_stages < 1)
-		return true;
-	int64_t per_stage = pc->device_num / pc->pipeline_stages;
-	if (s > 0 && s <= per_stage)
-		return true;
-	diag_error(d, key_loc(pc, PK_parallel_optimizer_config),
-	           "optimizer_weight_shard_size must be -1 or in (0, %" PRId64 "] (device_num / "
-	           "pipeline_stages = %" PRId64 " / %" PRId64 "), got %" PRId64,
-	           per_stage, pc->device_num, pc->pipeline_stages, s);
-	return false;
-}
-
-static bool check_rank(const ParallelConfig *pc, Diag *d)
-{
-	if (pc->global_rank < pc->device_num)
-		return true;
-	diag_error(d, key_loc(pc, PK_global_rank),
-	           "global_rank (%" PRId64 ") must be less than device_num (%" PRId64 ")",
-	           pc->global_rank, pc->device_num);
-	return false;
-}
-
-/* Settings MindSpore documents as unsupported in some modes: warn, since
- * MindSpore itself ignores them there. */
-/* A mode given on the command line (`-D parallel_mode=stand_alone`, the
- * reference build) while key k comes from the model's own parallel block:
- * the file's setting is for the file's mode, so ignoring it here is what
- * the user asked for and no warning is due. */
-static bool mode_overridden(const ParallelConfig *pc, ParallelKey k)
-{
-	const SourceFile *mode = was_set(pc, PK_parallel_mode) ? pc->set_loc[PK_parallel_mode].file : NULL;
-	const SourceFile *key = key_loc(pc, k).file;
-	return mode && key && strcmp(mode->name, "<-D>") == 0 && strcmp(key->name, "<-D>") != 0;
-}
-
-static void check_mode_support(const ParallelConfig *pc, Diag *d)
-{
-	if (pc->gradients_mean && pc->parallel_mode == PM_STAND_ALONE && !mode_overridden(pc, PK_gradients_mean))
-		diag_warning(d, key_loc(pc, PK_gradients_mean),
-		             "stand_alone does not support gradients_mean; it is ignored");
-	if (was_set(pc, PK_gradient_fp32_sync) && !pc->gradient_fp32_sync && !mode_overridden(pc, PK_gradient_fp32_sync) &&
-	    (pc->parallel_mode == PM_STAND_ALONE || pc->parallel_mode == PM_DATA_PARALLEL ||
-	     pc->parallel_mode == PM_HYBRID_PARALLEL))
-		diag_warning(d, pc->set_loc[PK_gradient_fp32_sync],
-		             "%s does not support gradient_fp32_sync; gradient_fp32_sync = false is ignored",
-		             parallel_mode_name(pc->parallel_mode));
-	/* semi_auto's loss is already a mean over the whole batch, computed
-	 * once per slice: nothing is repeated to divide out */
-	if (was_set(pc, PK_loss_repeated_mean) && !mode_overridden(pc, PK_loss_repeated_mean) &&
-	    (pc->parallel_mode == PM_SEMI_AUTO_PARALLEL || pc->parallel_mode == PM_AUTO_PARALLEL))
-		diag_warning(d, pc->set_loc[PK_loss_repeated_mean],
-		             "loss_repeated_mean has no effect in %s (it applies to hybrid_parallel); it is ignored",
-		             parallel_mode_name(pc->parallel_mode));
-	if (was_set(pc, PK_parallel_optimizer_config) && !pc->enable_parallel_optimizer)
-		diag_warning(d, pc->set_loc[PK_parallel_optimizer_config],
-		             "parallel_optimizer_config has no effect without enable_parallel_optimizer = true; it is "
-		             "ignored");
-	/* only auto_parallel searches; the other modes take the strategies given */
-	for (ParallelKey k = PK_search_mode; k <= PK_auto_parallel_search_mode; k++)
-		if (was_set(pc, k) && pc->parallel_mode != PM_AUTO_PARALLEL)
-			diag_warning(d, pc->set_loc[k], "%s has no effect in %s (only auto_parallel searches for strategies); "
-			             "it is ignored", parallel_keys[k].name, parallel_mode_name(pc->parallel_mode));
-}
-
-/* all_reduce_fusion_config is the older spelling of comm_fusion's
- * allreduce "index" mode: both may be given only if they agree on the
- * mode. Given alone, it becomes the allreduce fusion so that later passes
- * read one place. */
-static bool check_fusion(ParallelConfig *pc, Diag *d)
-{
-	if (pc->n_all_reduce_fusion_config == 0)
-		return true;
-	if (!pc->fusion_allreduce.set) {
-		pc->fusion_allreduce = (FusionConfig){
-			.mode = FUSION_INDEX,
-			.index = pc->all_reduce_fusion_config,
-			.nindex = pc->n_all_reduce_fusion_config,
-		};
-		return true;
-	}
-	if (pc->fusion_allreduce.mode == FUSION_INDEX)
-		return true;
-	diag_error(d, key_loc(pc, PK_all_reduce_fusion_config),
-	           "all_reduce_fusion_config conflicts with comm_fusion allreduce mode \"%s\"; "
-	           "all_reduce_fusion_config is the \"index\" mode",
-	           fusion_mode_names[pc->fusion_allreduce.mode]);
-	diag_note(d, key_loc(pc, PK_comm_fusion), "comm_fusion set here");
-	return false;
-}
-
-/* Parameter servers: at least one server, the workers one pipeline stage
- * (each worker holds the whole model); server settings without enable_ps
- * do nothing and say so. */
-static bool check_ps(const ParallelConfig *pc, Diag *d)
-{
-	if (!pc->enable_ps) {
-		for (int k = PK_server_num; k <= PK_ps_mode; k++)
-			if (was_set(pc, (ParallelKey)k))
-				diag_warning(d, pc->set_loc[k], "%s has no effect without enable_ps = true",
-				             parallel_keys[k].name);
-		return true;
-	}
-	if (pc->parallel_mode == PM_STAND_ALONE) {
-		diag_warning(d, key_loc(pc, PK_enable_ps), "enable_ps has no effect in stand_alone mode: the one "
-		                                           "process trains every parameter itself");
-		return true;
-	}
-	bool ok = true;
-	if (pc->server_num < 1) {
-		diag_error(d, key_loc(pc, PK_server_num),
-		           "enable_ps = true needs server_num >= 1 (the ranks after the %" PRId64
-		           " workers that hold the marked parameters), got %" PRId64,
-		           pc->device_num, pc->server_num);
-		ok = false;
-	}
-	if (pc->device_num + pc->server_num > 4096) {
-		diag_error(d, key_loc(pc, PK_server_num),
-		           "device_num + server_num = %" PRId64 " ranks; at most 4096 are supported",
-		           pc->device_num + pc->server_num);
-		ok = false;
-	}
-	if (pc->pipeline_stages > 1) {
-		diag_error(d, key_loc(pc, PK_pipeline_stages),
-		           "enable_ps does not support pipeline_stages > 1: every worker holds the whole model");
-		diag_note(d, key_loc(pc, PK_enable_ps), "enable_ps set here");
-		ok = false;
-	}
-	return ok;
-}
-
-bool parallel_config_finish(ParallelConfig *pc, Diag *d)
-{
-	bool ok = check_dataset(pc, d);
-	ok &= check_ps(pc, d);
-	ok &= check_pipeline(pc, d);
-	ok &= check_optimizer_shard(pc, d);
-	ok &= check_rank(pc, d);
-	ok &= check_fusion(pc, d);
-	check_mode_support(pc, d);
-	return ok;
 }
 
 /* --- train ---------------------------------------------------------------- */
@@ -1226,105 +1017,4 @@ bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key, Loc key
 	           join(names, NELEM(train_keys), buf, sizeof buf));
 	suggest(d, key_loc, key, names, NELEM(train_keys));
 	return false;
-}
-
-/* --- printing ------------------------------------------------------------- */
-
-static void print_string(const char *s, FILE *out)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', out);
-		fputc(*s, out);
-	}
-	fputc('"', out);
-}
-
-static void print_ints(const int64_t *v, int n, const char *open, const char *close, FILE *out)
-{
-	fputs(open, out);
-	for (int i = 0; i < n; i++)
-		fprintf(out, "%s%" PRId64, i ? ", " : "", v[i]);
-	if (n == 1 && open[0] == '(')
-		fputc(',', out);
-	fputs(close, out);
-}
-
-static void print_fusion(const char *name, const FusionConfig *f, FILE *out)
-{
-	fprintf(out, "%s = {mode = \"%s\"", name, fusion_mode_names[f->mode]);
-	if (f->mode == FUSION_SIZE)
-		fprintf(out, ", config = %g", f->size_mb);
-	else if (f->mode == FUSION_INDEX)
-		print_ints(f->index, f->nindex, ", config = [", "]", out);
-	fputc('}', out);
-}
-
-static const char *tf(bool b) { return b ? "true" : "false"; }
-
-static void print_dataset(const ParallelConfig *pc, FILE *out)
-{
-	fputs("  dataset_strategy = ", out);
-	if (pc->dataset_kind != DS_TUPLE) {
-		fputs(pc->dataset_kind == DS_FULL_BATCH ? "\"full_batch\"\n" : "\"data_parallel\"\n", out);
-		return;
-	}
-	fputc('(', out);
-	for (int i = 0; i < pc->ndataset; i++) {
-		fputs(i ? ", " : "", out);
-		print_ints(pc->dataset[i], pc->dataset_rank[i], "(", ")", out);
-	}
-	fputs(pc->ndataset == 1 ? ",)\n" : ")\n", out);
-}
-
-void parallel_config_print(const ParallelConfig *pc, FILE *out)
-{
-	fputs("parallel {\n", out);
-	fprintf(out, "  device_num = %" PRId64 "\n", pc->device_num);
-	fprintf(out, "  global_rank = %" PRId64 "\n", pc->global_rank);
-	fprintf(out, "  gradients_mean = %s\n", tf(pc->gradients_mean));
-	fprintf(out, "  gradient_fp32_sync = %s\n", tf(pc->gradient_fp32_sync));
-	fprintf(out, "  loss_repeated_mean = %s\n", tf(pc->loss_repeated_mean));
-	fprintf(out, "  parallel_mode = %s\n", parallel_mode_name(pc->parallel_mode));
-	fprintf(out, "  search_mode = %s\n", search_mode_name(pc->search_mode));
-	fprintf(out, "  parameter_broadcast = %s\n", tf(pc->parameter_broadcast));
-	if (pc->full_batch && pc->dataset_kind == DS_TUPLE)
-		fputs("  full_batch = true\n", out); /* only reachable before finish rejects it */
-	print_dataset(pc, out);
-	fprintf(out, "  enable_parallel_optimizer = %s\n", tf(pc->enable_parallel_optimizer));
-	fprintf(out, "  enable_alltoall = %s\n", tf(pc->enable_alltoall));
-	fprintf(out, "  force_fp32_communication = %s\n", tf(pc->force_fp32_communication));
-	if (pc->n_all_reduce_fusion_config > 0) {
-		fputs("  all_reduce_fusion_config = ", out);
-		print_ints(pc->all_reduce_fusion_config, pc->n_all_reduce_fusion_config, "[", "]\n", out);
-	}
-	fprintf(out, "  pipeline_stages = %" PRId64 "\n", pc->pipeline_stages);
-	fprintf(out, "  pipeline_result_broadcast = %s\n", tf(pc->pipeline_result_broadcast));
-	fprintf(out, "  pipeline_config = {pipeline_interleave = %s, pipeline_scheduler = \"%s\"}\n",
-	        tf(pc->pipeline_interleave), scheduler_names[pc->pipeline_scheduler]);
-	fprintf(out,
-	        "  parallel_optimizer_config = {gradient_accumulation_shard = %s, "
-	        "parallel_optimizer_threshold = %" PRId64 ", optimizer_weight_shard_size = %" PRId64 "}\n",
-	        tf(pc->gradient_accumulation_shard), pc->parallel_optimizer_threshold,
-	        pc->optimizer_weight_shard_size);
-	fprintf(out, "  comm_fusion = {openstate = %s, ", tf(pc->comm_fusion_openstate));
-	print_fusion("allreduce", &pc->fusion_allreduce, out);
-	fputs(", ", out);
-	print_fusion("allgather", &pc->fusion_allgather, out);
-	fputs(", ", out);
-	print_fusion("reducescatter", &pc->fusion_reducescatter, out);
-	fputs("}\n", out);
-	fputs("  strategy_ckpt_config = {load_file = ", out);
-	print_string(pc->strategy_ckpt_load_file, out);
-	fputs(", save_file = ", out);
-	print_string(pc->strategy_ckpt_save_file, out);
-	fprintf(out, ", only_trainable_params = %s}\n", tf(pc->only_trainable_params));
-	fputs("  group_ckpt_save_file = ", out);
-	print_string(pc->group_ckpt_save_file, out);
-	fprintf(out, "\n  grad_accumulation_step = %" PRId64 "\n", pc->grad_accumulation_step);
-	if (pc->enable_ps) /* printed only when on: older dumps stay as they were */
-		fprintf(out, "  enable_ps = true\n  server_num = %" PRId64 "\n  ps_mode = %s\n", pc->server_num,
-		        ps_mode_names[pc->ps_mode]);
-	fputs("}\n", out);
 }

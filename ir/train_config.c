@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "train_config.h"
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -1,0 +1,634 @@
+/* Elaboration of what a call carries besides its operands: an operator's
+ * keyword arguments (MindSpore's names, per operator) and the `.shard(...)`,
+ * `.stage(...)`, ... annotation chain, with block instances' annotations
+ * inherited by the nodes they made.  Sits on elab_value.c and
+ * elab_scope.c; see elab_internal.h. */
+#include <inttypes.h>
+#include <string.h>
+#include <strings.h>
+
+#include "elab_internal.h"
+
+/* --- operator keyword arguments ----------------------------------------------- */
+
+typedef enum KwField {
+	KF_TRANSPOSE_A, KF_TRANSPOSE_B, KF_AXIS, KF_CAUSAL, KF_EPS, KF_MOMENTUM,
+	KF_KEEP_PROB, KF_DROP_P, KF_SHAPE, KF_PERM, KF_AXES, KF_KEEP_DIMS,
+	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT, KF_SCALE,
+} KwField;
+
+/* Keyword arguments per operator, with MindSpore's names (and our short
+ * aliases); the defaults are set in op_defaults. */
+static const struct KwSpec {
+	Op op;
+	const char *name;
+	KwField field;
+} kwspecs[] = {
+	{OP_MATMUL, "transpose_a", KF_TRANSPOSE_A},
+	{OP_MATMUL, "transpose_b", KF_TRANSPOSE_B},
+	{OP_BATCH_MATMUL, "transpose_a", KF_TRANSPOSE_A},
+	{OP_BATCH_MATMUL, "transpose_b", KF_TRANSPOSE_B},
+	{OP_SOFTMAX, "axis", KF_AXIS},
+	{OP_SOFTMAX, "causal", KF_CAUSAL},
+	{OP_LOG_SOFTMAX, "axis", KF_AXIS},
+	{OP_ATTENTION, "causal", KF_CAUSAL},
+	{OP_ATTENTION, "scale", KF_SCALE},
+	{OP_ATTENTION, "scale_value", KF_SCALE},
+	{OP_LAYER_NORM, "begin_norm_axis", KF_AXIS},
+	{OP_LAYER_NORM, "axis", KF_AXIS},
+	{OP_LAYER_NORM, "epsilon", KF_EPS},
+	{OP_LAYER_NORM, "eps", KF_EPS},
+	{OP_BATCH_NORM, "epsilon", KF_EPS},
+	{OP_BATCH_NORM, "eps", KF_EPS},
+	{OP_BATCH_NORM, "momentum", KF_MOMENTUM},
+	{OP_DROPOUT, "keep_prob", KF_KEEP_PROB},
+	{OP_DROPOUT, "p", KF_DROP_P},
+	{OP_RESHAPE, "shape", KF_SHAPE},
+	{OP_TRANSPOSE, "perm", KF_PERM},
+	{OP_REDUCE_SUM, "axis", KF_AXES},
+	{OP_REDUCE_SUM, "keep_dims", KF_KEEP_DIMS},
+	{OP_REDUCE_MEAN, "axis", KF_AXES},
+	{OP_REDUCE_MEAN, "keep_dims", KF_KEEP_DIMS},
+	{OP_CONCAT, "axis", KF_AXIS},
+	{OP_ALL_REDUCE, "op", KF_REDUCE},
+	{OP_ALL_REDUCE, "group", KF_GROUP},
+	{OP_ALL_REDUCE, "fusion", KF_FUSION},
+	{OP_ALL_GATHER, "group", KF_GROUP},
+	{OP_ALL_GATHER, "fusion", KF_FUSION},
+	{OP_REDUCE_SCATTER, "op", KF_REDUCE},
+	{OP_REDUCE_SCATTER, "group", KF_GROUP},
+	{OP_REDUCE_SCATTER, "fusion", KF_FUSION},
+	{OP_ALL_TO_ALL, "split_dim", KF_SPLIT_AXIS},
+	{OP_ALL_TO_ALL, "concat_dim", KF_CONCAT_AXIS},
+	{OP_ALL_TO_ALL, "group", KF_GROUP},
+	{OP_ALL_TO_ALL, "fusion", KF_FUSION},
+	{OP_BROADCAST, "root_rank", KF_ROOT},
+	{OP_BROADCAST, "group", KF_GROUP},
+	{OP_BROADCAST, "fusion", KF_FUSION},
+};
+enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
+
+static int kw_names(Op op, const char **out)
+{
+	int n = 0;
+	for (int i = 0; i < NKWSPECS; i++)
+		if (kwspecs[i].op == op)
+			out[n++] = kwspecs[i].name;
+	return n;
+}
+
+void op_defaults(Node *n)
+{
+	OpAttrs *a = &n->attr;
+	a->axis = n->op == OP_CONCAT ? 0 : -1;
+	a->eps = 1e-5;
+	a->momentum = 0.9;
+	a->keep_prob = 0.5;
+	a->reduce = RED_SUM;
+	a->group = "";
+	if (n->op == OP_DROPOUT)
+		a->seed_id = (uint32_t)n->id + 1; /* a stream of its own per dropout */
+}
+
+static bool kw_group(Elab *E, Frame *f, Node *n, const CfgValue *v, const char *ctx)
+{
+	const char *w = want_word(E, v, ctx);
+	if (!w)
+		return false;
+	if (strcmp(w, "world") == 0 || !*w) {
+		n->attr.group = "";
+		n->attr.group_size = 0;
+		return true;
+	}
+	Binding *b = lookup(f, w);
+	if (!b || b->kind != B_GROUP) {
+		diag_error(E->d, v->loc, "%s: '%s' is not a declared group (or \"world\")", ctx, w);
+		return false;
+	}
+	n->attr.group = b->grp->name;
+	n->attr.group_size = b->grp->part_size;
+	return true;
+}
+
+static bool kw_reduce(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	static const char *const names[] = {"sum", "mean", "max", "min", "prod"};
+	const char *w = want_word(E, v, ctx);
+	if (!w)
+		return false;
+	for (int i = 0; i < 5; i++)
+		if (strcmp(w, names[i]) == 0) {
+			n->attr.reduce = (ReduceOp)i;
+			return true;
+		}
+	diag_error(E->d, v->loc, "%s must be one of sum, mean, max, min, prod, got '%s'", ctx, w);
+	return false;
+}
+
+/* reshape(shape = (...)): positive sizes, at most one -1 (inferred later). */
+static bool kw_shape(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	int64_t d[MAX_RANK];
+	int r = want_ints(E, v, ctx, false, d, MAX_RANK);
+	if (r < 0)
+		return false;
+	int holes = 0;
+	for (int i = 0; i < r; i++) {
+		if (d[i] == -1 && ++holes == 1)
+			continue;
+		if (d[i] <= 0) {
+			diag_error(E->d, v->items[i]->loc,
+			           d[i] == -1 ? "%s: at most one -1 is allowed"
+			                      : "%s: sizes must be positive (or one -1), got %" PRId64,
+			           ctx, d[i]);
+			return false;
+		}
+	}
+	n->attr.shape.rank = r;
+	memcpy(n->attr.shape.d, d, sizeof(int64_t) * (size_t)r);
+	return true;
+}
+
+static bool kw_perm(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	int64_t d[MAX_RANK];
+	int r = want_ints(E, v, ctx, false, d, MAX_RANK);
+	if (r < 0)
+		return false;
+	unsigned seen = 0;
+	for (int i = 0; i < r; i++) {
+		if (d[i] < 0 || d[i] >= r || (seen >> d[i] & 1)) {
+			diag_error(E->d, v->loc, "%s must be a permutation of 0..%d", ctx, r - 1);
+			return false;
+		}
+		seen |= 1u << d[i];
+		n->attr.perm[i] = (int)d[i];
+	}
+	return true;
+}
+
+/* reduce_*(axis = k | (k, ...)): negative axes count from the end and
+ * are resolved by shape inference, which also builds axes_mask; we fill
+ * the mask now when every axis is non-negative. */
+static bool kw_axes(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	int64_t d[MAX_RANK];
+	int r = want_ints(E, v, ctx, true, d, MAX_RANK);
+	if (r < 0)
+		return false;
+	int64_t mask = 0;
+	bool neg = false;
+	for (int i = 0; i < r; i++) {
+		if (d[i] < -MAX_RANK || d[i] >= MAX_RANK) {
+			diag_error(E->d, v->loc, "%s: axis %" PRId64 " out of range", ctx, d[i]);
+			return false;
+		}
+		n->attr.axes[i] = (int)d[i];
+		neg |= d[i] < 0;
+		if (d[i] >= 0)
+			mask |= (int64_t)1 << d[i];
+	}
+	n->attr.naxes = r;
+	n->attr.axes_mask = neg ? 0 : mask;
+	return true;
+}
+
+static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, const char *ctx)
+{
+	OpAttrs *a = &n->attr;
+	int64_t i;
+	double x;
+	switch (k) {
+	case KF_TRANSPOSE_A: return want_bool(E, v, ctx, &a->transpose_a);
+	case KF_TRANSPOSE_B: return want_bool(E, v, ctx, &a->transpose_b);
+	case KF_CAUSAL: return want_bool(E, v, ctx, &a->causal);
+	case KF_KEEP_DIMS: return want_bool(E, v, ctx, &a->keep_dims);
+	case KF_AXIS:
+		if (!want_int(E, v, ctx, -MAX_RANK, MAX_RANK - 1, &i))
+			return false;
+		a->axis = (int)i;
+		return true;
+	case KF_EPS:
+		if (!want_float(E, v, ctx, &x))
+			return false;
+		if (!(x > 0)) {
+			diag_error(E->d, v->loc, "%s must be positive, got %g", ctx, x);
+			return false;
+		}
+		a->eps = x;
+		return true;
+	case KF_SCALE:
+		if (!want_float(E, v, ctx, &x))
+			return false;
+		if (!(x > 0) || x > 1e30) {
+			diag_error(E->d, v->loc, "%s must be positive and finite, got %g", ctx, x);
+			return false;
+		}
+		a->scale = x;
+		return true;
+	case KF_MOMENTUM:
+		if (!want_float(E, v, ctx, &x))
+			return false;
+		if (x < 0 || x > 1) {
+			diag_error(E->d, v->loc, "%s must be in [0, 1], got %g", ctx, x);
+			return false;
+		}
+		a->momentum = x;
+		return true;
+	case KF_KEEP_PROB:
+	case KF_DROP_P:
+		if (!want_float(E, v, ctx, &x))
+			return false;
+		if (k == KF_DROP_P)
+			x = 1 - x;
+		if (!(x > 0 && x <= 1)) {
+			diag_error(E->d, v->loc, k == KF_DROP_P ? "%s must be in [0, 1), got %g"
+			                                        : "%s must be in (0, 1], got %g",
+			           ctx, k == KF_DROP_P ? 1 - x : x);
+			return false;
+		}
+		a->keep_prob = x;
+		return true;
+	case KF_SHAPE: return kw_shape(E, n, v, ctx);
+	case KF_PERM: return kw_perm(E, n, v, ctx);
+	case KF_AXES: return kw_axes(E, n, v, ctx);
+	case KF_REDUCE: return kw_reduce(E, n, v, ctx);
+	case KF_GROUP: return kw_group(E, f, n, v, ctx);
+	case KF_FUSION:
+		if (!want_int(E, v, ctx, 0, INT32_MAX, &i))
+			return false;
+		a->fusion = (int)i;
+		return true;
+	case KF_SPLIT_AXIS:
+	case KF_CONCAT_AXIS:
+	case KF_ROOT:
+		if (!want_int(E, v, ctx, 0, k == KF_ROOT ? 4095 : MAX_RANK - 1, &i))
+			return false;
+		*(k == KF_ROOT ? &a->root : k == KF_SPLIT_AXIS ? &a->split_axis : &a->concat_axis) = (int)i;
+		return true;
+	}
+	return false;
+}
+
+/* First keyword argument named like a[i] before position i, or NULL. */
+static const Arg *earlier_kw(const ArgList *l, int i)
+{
+	for (int j = 0; j < i; j++)
+		if (l->v[j].name && strcmp(l->v[j].name, l->v[i].name) == 0)
+			return &l->v[j];
+	return NULL;
+}
+
+static bool has_kw(const ArgList *l, const char *name)
+{
+	for (int i = 0; i < l->n; i++)
+		if (l->v[i].name && strcmp(l->v[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+bool op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
+{
+	const char *op = op_info[n->op].name;
+	bool ok = true;
+	for (int i = 0; i < e->args->n; i++) {
+		const Arg *arg = &e->args->v[i];
+		if (!arg->name)
+			continue;
+		const Arg *prev = earlier_kw(e->args, i);
+		if (prev) {
+			diag_error(E->d, arg->name_loc, "%s: keyword argument '%s' given twice", op, arg->name);
+			diag_note(E->d, prev->name_loc, "first given here");
+			ok = false;
+			continue;
+		}
+		const struct KwSpec *spec = NULL;
+		for (int k = 0; k < NKWSPECS && !spec; k++)
+			if (kwspecs[k].op == n->op && strcmp(kwspecs[k].name, arg->name) == 0)
+				spec = &kwspecs[k];
+		if (!spec) {
+			const char *names[16];
+			int nn = kw_names(n->op, names);
+			if (nn)
+				diag_error(E->d, arg->name_loc, "%s has no keyword argument '%s'%s (valid: %s)", op,
+				           arg->name, did_you_mean(E, arg->name, names, nn), join(E, names, nn));
+			else
+				diag_error(E->d, arg->name_loc, "%s takes no keyword arguments", op);
+			ok = false;
+			continue;
+		}
+		CfgValue *v = elab_cfg(E->P, f, arg->val);
+		const char *ctx = arena_printf(E->a, "%s: %s", op, arg->name);
+		ok = v && apply_kw(E, f, n, spec->field, v, ctx) && ok;
+	}
+	const char *need = n->op == OP_RESHAPE ? "shape" : n->op == OP_TRANSPOSE ? "perm" : NULL;
+	if (need && ok && !has_kw(e->args, need)) {
+		diag_error(E->d, e->loc, "%s needs %s = (...)", op, need);
+		ok = false;
+	}
+	return ok;
+}
+
+/* --- annotations ------------------------------------------------------------ */
+
+static const char *const annot_names[] = {
+	"shard", "stage", "recompute", "fusion", "cross_batch", "manual_split", "target",
+};
+enum { NANNOT = sizeof annot_names / sizeof annot_names[0] };
+
+/* A strategy: a tuple of tuples of positive integers, one per tensor. */
+static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, Strategy *out)
+{
+	CfgValue *v = elab_cfg(E->P, f, e);
+	if (!v)
+		return false;
+	if (v->kind != CV_TUPLE && v->kind != CV_LIST) {
+		diag_error(E->d, v->loc, "%s expects a tuple of tuples, got %s", ctx, cfg_kind_desc(v));
+		return false;
+	}
+	Strategy s = {.n = v->n, .v = ARENA_NEWN(E->a, Shape, v->n ? v->n : 1), .loc = at};
+	for (int i = 0; i < v->n; i++) {
+		const CfgValue *t = v->items[i];
+		int r = want_ints(E, t, ctx, false, s.v[i].d, MAX_RANK);
+		if (r < 0)
+			return false;
+		s.v[i].rank = r;
+		for (int j = 0; j < r; j++)
+			if (s.v[i].d[j] <= 0) {
+				diag_error(E->d, t->items[j]->loc,
+				           "strategy value must be a positive integer, got %" PRId64, s.v[i].d[j]);
+				return false;
+			}
+	}
+	*out = s;
+	return true;
+}
+
+int npositional(const ArgList *l)
+{
+	int n = 0;
+	for (int i = 0; i < l->n; i++)
+		n += !l->v[i].name;
+	return n;
+}
+
+/* Checks an annotation's argument count: between lo and hi positional
+ * arguments and no keywords (unless kw). */
+static bool annot_arity(Elab *E, const Annotation *an, int lo, int hi, bool kw)
+{
+	int np = npositional(an->args);
+	for (int i = 0; i < an->args->n && !kw; i++)
+		if (an->args->v[i].name) {
+			diag_error(E->d, an->args->v[i].name_loc, ".%s takes no keyword arguments", an->name);
+			return false;
+		}
+	if (np < lo || np > hi) {
+		if (lo == hi)
+			diag_error(E->d, an->loc, ".%s takes %d argument%s, got %d", an->name, lo,
+			           lo == 1 ? "" : "s", np);
+		else
+			diag_error(E->d, an->loc, ".%s takes %d to %d arguments, got %d", an->name, lo, hi, np);
+		return false;
+	}
+	return true;
+}
+
+static const CfgValue *annot_arg(Elab *E, Frame *f, const Annotation *an, int i)
+{
+	return elab_cfg(E->P, f, an->args->v[i].val);
+}
+
+/* .shard(in_strategy, out_strategy), positional or by keyword, as
+ * MindSpore's Primitive.shard takes them. */
+static bool an_shard(Elab *E, Frame *f, const Annotation *an, Annot *ann, unsigned *mask, int nin)
+{
+	if (!annot_arity(E, an, 0, 2, true))
+		return false;
+	bool ok = true, given[2] = {false, false};
+	for (int i = 0, pos = 0; i < an->args->n; i++) {
+		const Arg *a = &an->args->v[i];
+		bool out = a->name ? strcmp(a->name, "out_strategy") == 0 : pos++ == 1;
+		if (a->name && !out && strcmp(a->name, "in_strategy") != 0) {
+			diag_error(E->d, a->name_loc, ".shard has no keyword argument '%s' (valid: in_strategy, out_strategy)",
+			           a->name);
+			ok = false;
+			continue;
+		}
+		if (given[out]) {
+			diag_error(E->d, a->name ? a->name_loc : a->val->loc, ".shard: %s given twice",
+			           out ? "out_strategy" : "in_strategy");
+			ok = false;
+			continue;
+		}
+		given[out] = true;
+		Strategy *s = out ? &ann->out_strategy : &ann->in_strategy;
+		if (!strategy(E, f, a->val, an->loc, out ? "out_strategy" : "shard", s)) {
+			ok = false;
+			continue;
+		}
+		*mask |= out ? AN_OUT : AN_SHARD;
+		if (!out && s->n != nin) {
+			diag_error(E->d, a->val->loc, "shard: %d strateg%s given for %d input%s", s->n,
+			           s->n == 1 ? "y" : "ies", nin, nin == 1 ? "" : "s");
+			ok = false;
+		}
+	}
+	if (ok && !(*mask & (AN_SHARD | AN_OUT))) {
+		diag_error(E->d, an->loc, ".shard needs a strategy");
+		ok = false;
+	}
+	return ok;
+}
+
+static bool an_recompute(Elab *E, Frame *f, const Annotation *an, Annot *ann)
+{
+	if (!annot_arity(E, an, 0, 1, true))
+		return false;
+	ann->recompute = true;
+	for (int i = 0; i < an->args->n; i++) {
+		const Arg *a = &an->args->v[i];
+		const CfgValue *v = annot_arg(E, f, an, i);
+		bool *dst = !a->name ? &ann->recompute
+		          : strcmp(a->name, "mp_comm_recompute") == 0 ? &ann->mp_comm_recompute
+		          : strcmp(a->name, "parallel_optimizer_comm_recompute") == 0
+		                  ? &ann->parallel_optimizer_comm_recompute
+		                  : NULL;
+		if (!dst) {
+			diag_error(E->d, a->name_loc, ".recompute has no keyword argument '%s' (valid: "
+			           "mp_comm_recompute, parallel_optimizer_comm_recompute)", a->name);
+			return false;
+		}
+		if (!v || !want_bool(E, v, ".recompute", dst))
+			return false;
+	}
+	return true;
+}
+
+static bool an_nonneg(Elab *E, Frame *f, const Annotation *an, int *out)
+{
+	if (!annot_arity(E, an, 1, 1, false))
+		return false;
+	const CfgValue *v = annot_arg(E, f, an, 0);
+	if (!v)
+		return false;
+	if (v->kind != CV_INT || v->i < 0 || v->i > INT32_MAX) {
+		if (v->kind == CV_INT)
+			diag_error(E->d, v->loc, "%s must be a non-negative integer, got %" PRId64, an->name, v->i);
+		else
+			diag_error(E->d, v->loc, "%s must be a non-negative integer, got %s", an->name, cfg_kind_desc(v));
+		return false;
+	}
+	*out = (int)v->i;
+	return true;
+}
+
+static bool an_flag(Elab *E, Frame *f, const Annotation *an, bool *out)
+{
+	if (!annot_arity(E, an, 0, 1, false))
+		return false;
+	*out = true;
+	if (an->args->n == 0)
+		return true;
+	const CfgValue *v = annot_arg(E, f, an, 0);
+	return v && want_bool(E, v, an->name, out);
+}
+
+static bool an_manual_split(Elab *E, Frame *f, const Annotation *an, Annot *ann)
+{
+	if (!annot_arity(E, an, 1, 1, false))
+		return false;
+	const CfgValue *v = annot_arg(E, f, an, 0);
+	if (!v)
+		return false;
+	if (v->kind != CV_TUPLE && v->kind != CV_LIST) {
+		diag_error(E->d, v->loc, "manual_split expects a tuple of row counts, got %s", cfg_kind_desc(v));
+		return false;
+	}
+	ann->manual_split = ARENA_NEWN(E->a, int64_t, v->n ? v->n : 1);
+	for (int i = 0; i < v->n; i++) {
+		const CfgValue *x = v->items[i];
+		if (x->kind != CV_INT || x->i <= 0) {
+			diag_error(E->d, x->loc, "manual_split entries must be positive integers");
+			return false;
+		}
+		ann->manual_split[i] = x->i;
+	}
+	ann->nmanual_split = v->n;
+	ann->manual_split_loc = an->loc;
+	return true;
+}
+
+static bool an_target(Elab *E, Frame *f, const Annotation *an, Annot *ann)
+{
+	if (!annot_arity(E, an, 1, 1, false))
+		return false;
+	const CfgValue *v = annot_arg(E, f, an, 0);
+	const char *w = v ? want_word(E, v, "target") : NULL;
+	if (!w)
+		return false;
+	if (strcasecmp(w, "cpu") == 0 || strcasecmp(w, "device") == 0) {
+		ann->target_cpu = strcasecmp(w, "cpu") == 0;
+		return true;
+	}
+	diag_error(E->d, v->loc, "target must be cpu or device, got '%s'", w);
+	return false;
+}
+
+/* Applies a call's `.name(...)` chain to ann. op is OP_COUNT for a block
+ * instance (where shard and manual_split make no sense). */
+bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsigned *mask)
+{
+	bool ok = true;
+	for (int i = 0; i < e->nann; i++) {
+		const Annotation *an = &e->ann[i];
+		for (int j = 0; j < i; j++)
+			if (strcmp(e->ann[j].name, an->name) == 0) {
+				diag_error(E->d, an->loc, ".%s given twice", an->name);
+				diag_note(E->d, e->ann[j].loc, "first given here");
+				ok = false;
+				goto next;
+			}
+		const char *nm = an->name;
+		if ((!strcmp(nm, "shard") || !strcmp(nm, "manual_split")) && op == OP_COUNT) {
+			diag_error(E->d, an->loc, ".%s applies to an operator call, not to a block instance", nm);
+			ok = false;
+		} else if (!strcmp(nm, "shard")) {
+			ok = an_shard(E, f, an, ann, mask, nin) && ok;
+		} else if (!strcmp(nm, "stage")) {
+			ok = an_nonneg(E, f, an, &ann->stage) && ok;
+			ann->stage_loc = an->loc;
+			*mask |= AN_STAGE;
+		} else if (!strcmp(nm, "recompute")) {
+			ok = an_recompute(E, f, an, ann) && ok;
+			*mask |= AN_RECOMPUTE;
+		} else if (!strcmp(nm, "fusion")) {
+			ok = an_nonneg(E, f, an, &ann->fusion) && ok;
+			*mask |= AN_FUSION;
+		} else if (!strcmp(nm, "cross_batch")) {
+			ok = an_flag(E, f, an, &ann->cross_batch) && ok;
+			*mask |= AN_CROSS;
+			/* only these depend on the whole batch (on a block instance it
+			 * reaches the ones inside that do) */
+			if (ann->cross_batch && op != OP_COUNT && op != OP_BATCH_NORM && op != OP_SOFTMAX_CROSS_ENTROPY &&
+			    op != OP_MSE_LOSS)
+				diag_warning(E->d, an->loc,
+				             "'.cross_batch()' has no effect on %s: only batch_norm, "
+				             "softmax_cross_entropy and mse_loss depend on the whole batch",
+				             op_info[op].name);
+		} else if (!strcmp(nm, "manual_split")) {
+			if (op != OP_EMBEDDING) {
+				diag_error(E->d, an->loc, ".manual_split applies only to embedding");
+				ok = false;
+			} else {
+				ok = an_manual_split(E, f, an, ann) && ok;
+				*mask |= AN_SPLIT;
+			}
+		} else if (!strcmp(nm, "target")) {
+			ok = an_target(E, f, an, ann) && ok;
+			*mask |= AN_TARGET;
+		} else {
+			diag_error(E->d, an->loc, "unknown annotation '.%s'%s (valid: %s)", nm,
+			           did_you_mean(E, nm, annot_names, NANNOT), join(E, annot_names, NANNOT));
+			ok = false;
+		}
+	next:;
+	}
+	return ok;
+}
+
+void set_mask(Elab *E, const Node *n, unsigned mask)
+{
+	if (n->id >= E->capset) {
+		int cap = 2 * n->id + 64;
+		E->set = arena_grow(E->a, E->set, (size_t)E->capset, (size_t)cap, 1);
+		E->capset = cap;
+	}
+	E->set[n->id] |= (uint8_t)mask;
+}
+
+/* A block instance's annotations go to the nodes it made, field by field,
+ * where nothing inside set the field already (the innermost wins). */
+void inherit(Elab *E, int from, const Annot *ann, unsigned mask)
+{
+	for (int i = from; i < E->g->nnodes; i++) {
+		Node *n = E->g->nodes[i];
+		unsigned have = n->id < E->capset ? E->set[n->id] : 0;
+		unsigned give = mask & ~have;
+		if (give & AN_STAGE) {
+			n->ann.stage = ann->stage;
+			n->ann.stage_loc = ann->stage_loc;
+		}
+		if (give & AN_RECOMPUTE) {
+			n->ann.recompute = ann->recompute;
+			n->ann.mp_comm_recompute = ann->mp_comm_recompute;
+			n->ann.parallel_optimizer_comm_recompute = ann->parallel_optimizer_comm_recompute;
+		}
+		if (give & AN_FUSION)
+			n->ann.fusion = ann->fusion;
+		if (give & AN_CROSS)
+			n->ann.cross_batch = ann->cross_batch;
+		if (give & AN_TARGET)
+			n->ann.target_cpu = ann->target_cpu;
+		set_mask(E, n, give);
+	}
+}

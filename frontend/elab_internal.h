@@ -1,0 +1,135 @@
+/* Elaboration's shared state (internal to frontend/elab*.c): the frames
+ * that bind names, the Elab walk's state, and what each elab file offers
+ * the others.  Calls go one way, top to bottom:
+ *
+ *   elab.c        statements, calls, block instances, the whole program
+ *     |             (the recursive walk: an instance runs its block's body)
+ *   elab_attr.c   operator keyword arguments, annotations
+ *     |
+ *   elab_value.c  literal values, constant folding, typed views
+ *     |
+ *   elab_scope.c  helpers, value names, frames and bindings
+ *
+ * frontend.c sits above them all (elab_program, elab_cfg in ast.h).  The
+ * header is named apart from elab.c so that including it depends on the
+ * shared state only, not on the walk at the top. */
+#ifndef NETC_FRONTEND_ELAB_INTERNAL_H
+#define NETC_FRONTEND_ELAB_INTERNAL_H
+
+#include "ast.h"
+
+/* Limits that keep hostile input from exhausting memory or time. */
+enum {
+	NODES_MAX = 1000000,     /* operator nodes after unrolling */
+	STEPS_MAX = 4000000,     /* statements executed plus loop iterations */
+	INSTANCE_DEPTH_MAX = 64, /* block instances inside instances */
+};
+
+typedef enum BindKind { B_VALUE, B_CONST, B_GROUP, B_BLOCK } BindKind;
+
+typedef struct Binding {
+	const char *name;
+	BindKind kind;
+	const char *what;    /* for messages: "param", "const", "loop variable", ... */
+	bool declared;       /* true: may not be re-bound (all but assigned values) */
+	Loc loc;
+	Value *v;            /* B_VALUE */
+	CfgValue *c;         /* B_CONST: CV_INT or CV_FLOAT */
+	CommGroup *grp;      /* B_GROUP */
+	const Stmt *blk;     /* B_BLOCK */
+} Binding;
+
+typedef struct Counter {
+	const char *block;
+	int next;
+} Counter;
+
+typedef struct Frame {
+	struct Frame *parent;
+	bool block;          /* a block instance: the parent's values are hidden */
+	bool loop;           /* a for body: only the loop variable lives here */
+	Binding *b;
+	int n, cap;
+	int *index;          /* hash of names -> position in b (-1: empty);
+	                        built once a frame holds many names, so that
+	                        a lookup does not scan a long scope */
+	int capindex;
+	const char *scope;   /* instance path, "" at top level */
+	Counter *ctr;        /* default instance names: next number per block */
+	int nctr, capctr;
+	NameList insts;      /* instance names used here (for duplicates) */
+	Value **rets;        /* block frames: what `return` gave */
+	int nrets, caprets;
+	bool returned;
+} Frame;
+
+/* Annotation fields given explicitly, per node id: an instance's
+ * annotations fill only what the node (or an inner instance) left unset. */
+enum {
+	AN_SHARD = 1 << 0, AN_OUT = 1 << 1, AN_STAGE = 1 << 2, AN_RECOMPUTE = 1 << 3,
+	AN_FUSION = 1 << 4, AN_CROSS = 1 << 5, AN_SPLIT = 1 << 6, AN_TARGET = 1 << 7,
+};
+
+typedef struct Elab {
+	Parser *P;
+	Arena *a;
+	Diag *d;
+	Graph *g;
+	Frame *top;
+	const Stmt **stack;  /* blocks being instantiated, outermost first */
+	int nstack, capstack;
+	long steps;
+	bool halted;         /* a limit was hit (reported): stop executing */
+	uint8_t *set;        /* AN_* per node id */
+	int capset;
+	const char **names;  /* hash set of value names given out */
+	int nnames, capnames;
+	struct Suffix *sfx;  /* hash: base name -> next suffix to try, so that
+	                        re-binding a name n times costs O(n), not O(n^2) */
+	int nsfx, capsfx;
+	uint8_t *named;      /* per value id: already named after a variable */
+	int capnamed;
+} Elab;
+
+typedef enum Ctx { CTX_TOP, CTX_BLOCK, CTX_LOOP } Ctx;
+
+/* --- elab_scope.c -------------------------------------------------- */
+
+bool live(Elab *E);
+const char *did_you_mean(Elab *E, const char *name, const char *const *cands, int n);
+const char *join(Elab *E, const char *const *v, int n);
+const char *scoped(Elab *E, const char *scope, const char *name);
+bool name_claim(Elab *E, const char *s);
+Frame *frame_new(Elab *E, Frame *parent, const char *scope);
+Binding *frame_push(Elab *E, Frame *f, Binding b);
+Binding *find_local(Frame *f, const char *name);
+Binding *lookup(Frame *f, const char *name);
+Frame *home(Frame *f);
+Binding *clash(Frame *f, const char *name);
+int visible_names(Elab *E, Frame *f, const char ***out);
+void redefinition(Elab *E, const char *name, Loc at, const Binding *prev);
+Binding *declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k, const char *what);
+void assign(Elab *E, Frame *f, const char *name, Loc at, Value *v);
+
+/* --- elab_value.c -------------------------------------------------- */
+
+CfgValue *cfg_int(Parser *P, Loc l, int64_t i);
+CfgValue *cfg_float(Parser *P, Loc l, double x);
+bool is_num(const CfgValue *v);
+bool eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t *out);
+bool want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out);
+bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t hi, int64_t *out);
+bool want_float(Elab *E, const CfgValue *v, const char *ctx, double *out);
+const char *want_word(Elab *E, const CfgValue *v, const char *ctx);
+int want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, int64_t *out, int max);
+
+/* --- elab_attr.c --------------------------------------------------- */
+
+void op_defaults(Node *n);
+bool op_keywords(Elab *E, Frame *f, Node *n, const Expr *e);
+int npositional(const ArgList *l);
+bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsigned *mask);
+void set_mask(Elab *E, const Node *n, unsigned mask);
+void inherit(Elab *E, int from, const Annot *ann, unsigned mask);
+
+#endif

@@ -1,0 +1,281 @@
+/* Elaboration's environment: the small helpers every part uses (live,
+ * did-you-mean, joins), the names given to values, and the frames that
+ * bind names -- lookup, declaration, assignment.  The lowest of the elab
+ * files: it calls none of the others (elab_internal.h draws the order). */
+#include <string.h>
+
+#include "elab_internal.h"
+
+/* --- small helpers -------------------------------------------------------- */
+
+bool live(Elab *E)
+{
+	return !E->halted && !E->d->stopped;
+}
+
+const char *did_you_mean(Elab *E, const char *name, const char *const *cands, int n)
+{
+	const char *s = diag_closest(name, cands, n);
+	return s ? arena_printf(E->a, "; did you mean '%s'?", s) : "";
+}
+
+/* "a, b, c" */
+const char *join(Elab *E, const char *const *v, int n)
+{
+	const char *s = "";
+	for (int i = 0; i < n; i++)
+		s = arena_printf(E->a, "%s%s%s", s, i ? ", " : "", v[i]);
+	return s;
+}
+
+const char *scoped(Elab *E, const char *scope, const char *name)
+{
+	return *scope ? arena_printf(E->a, "%s.%s", scope, name) : name;
+}
+
+/* --- value names ---------------------------------------------------------- */
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* Adds s to the set of names given out; false if it was there. */
+bool name_claim(Elab *E, const char *s)
+{
+	if (2 * (E->nnames + 1) > E->capnames) {
+		int cap = E->capnames ? 2 * E->capnames : 256;
+		const char **old = E->names;
+		int oldcap = E->capnames;
+		E->names = ARENA_NEWN(E->a, const char *, cap);
+		E->capnames = cap;
+		E->nnames = 0;
+		for (int i = 0; i < oldcap; i++)
+			if (old[i])
+				name_claim(E, old[i]);
+	}
+	uint32_t m = (uint32_t)E->capnames - 1;
+	for (uint32_t i = hash_str(s) & m;; i = (i + 1) & m) {
+		if (!E->names[i]) {
+			E->names[i] = s;
+			E->nnames++;
+			return true;
+		}
+		if (strcmp(E->names[i], s) == 0)
+			return false;
+	}
+}
+
+typedef struct Suffix {
+	const char *base;
+	int next;
+} Suffix;
+
+/* The next suffix k to try for "base_k" (1 the first time). */
+static int *suffix_slot(Elab *E, const char *base)
+{
+	if (2 * (E->nsfx + 1) > E->capsfx) {
+		int cap = E->capsfx ? 2 * E->capsfx : 64;
+		Suffix *old = E->sfx;
+		int oldcap = E->capsfx;
+		E->sfx = ARENA_NEWN(E->a, Suffix, cap);
+		E->capsfx = cap;
+		for (int i = 0; i < oldcap; i++)
+			if (old[i].base) {
+				uint32_t m = (uint32_t)cap - 1, j = hash_str(old[i].base) & m;
+				while (E->sfx[j].base)
+					j = (j + 1) & m;
+				E->sfx[j] = old[i];
+			}
+	}
+	uint32_t m = (uint32_t)E->capsfx - 1;
+	for (uint32_t i = hash_str(base) & m;; i = (i + 1) & m) {
+		if (!E->sfx[i].base) {
+			E->sfx[i] = (Suffix){base, 1};
+			E->nsfx++;
+			return &E->sfx[i].next;
+		}
+		if (strcmp(E->sfx[i].base, base) == 0)
+			return &E->sfx[i].next;
+	}
+}
+
+/* Names a freshly computed value after the variable it is first bound to
+ * ("fc1.y", then "fc1.y_1", ...), so dumps and generated code read like
+ * the source. Names of the form t<digits> are the graph's temporaries. */
+static void name_value(Elab *E, Value *v, const char *scope, const char *var)
+{
+	if (v->kind != VK_NODE)
+		return;
+	if (v->id >= E->capnamed) {
+		int cap = 2 * v->id + 64;
+		E->named = arena_grow(E->a, E->named, (size_t)E->capnamed, (size_t)cap, 1);
+		E->capnamed = cap;
+	}
+	if (E->named[v->id])
+		return;
+	E->named[v->id] = 1;
+	const char *base = scoped(E, scope, var);
+	if (base[0] == 't' && base[1] && strspn(base + 1, "0123456789") == strlen(base + 1))
+		base = arena_printf(E->a, "%s_", base);
+	const char *s = base;
+	if (!name_claim(E, s)) {
+		int *k = suffix_slot(E, base);
+		do
+			s = arena_printf(E->a, "%s_%d", base, (*k)++);
+		while (!name_claim(E, s));
+	}
+	v->name = s;
+}
+
+/* --- frames ----------------------------------------------------------------- */
+
+Frame *frame_new(Elab *E, Frame *parent, const char *scope)
+{
+	Frame *f = ARENA_NEW(E->a, Frame);
+	f->parent = parent;
+	f->scope = scope;
+	return f;
+}
+
+enum { INDEX_FROM = 16 }; /* frames with fewer names are scanned */
+
+/* Puts b[i] in f's index (a later binding of the same name replaces it). */
+static void index_put(Frame *f, int i)
+{
+	uint32_t m = (uint32_t)f->capindex - 1;
+	for (uint32_t j = hash_str(f->b[i].name) & m;; j = (j + 1) & m) {
+		int k = f->index[j];
+		if (k < 0 || strcmp(f->b[k].name, f->b[i].name) == 0) {
+			f->index[j] = i;
+			return;
+		}
+	}
+}
+
+/* Appends a binding to f (the only way bindings enter a frame). */
+Binding *frame_push(Elab *E, Frame *f, Binding b)
+{
+	VEC_PUSH(E->a, f->b, f->n, f->cap, b);
+	if (f->n >= INDEX_FROM) {
+		if (2 * f->n > f->capindex) {
+			f->capindex = f->capindex ? 2 * f->capindex : 4 * INDEX_FROM;
+			f->index = ARENA_NEWN(E->a, int, f->capindex);
+			memset(f->index, 0xff, sizeof *f->index * (size_t)f->capindex);
+			for (int i = 0; i < f->n; i++)
+				index_put(f, i);
+		} else {
+			index_put(f, f->n - 1);
+		}
+	}
+	return &f->b[f->n - 1];
+}
+
+Binding *find_local(Frame *f, const char *name)
+{
+	if (f->index) {
+		uint32_t m = (uint32_t)f->capindex - 1;
+		for (uint32_t j = hash_str(name) & m; f->index[j] >= 0; j = (j + 1) & m)
+			if (strcmp(f->b[f->index[j]].name, name) == 0)
+				return &f->b[f->index[j]];
+		return NULL;
+	}
+	for (int i = f->n - 1; i >= 0; i--)
+		if (strcmp(f->b[i].name, name) == 0)
+			return &f->b[i];
+	return NULL;
+}
+
+/* Visible binding of name: values do not show through a block frame. */
+Binding *lookup(Frame *f, const char *name)
+{
+	bool crossed = false;
+	for (; f; f = f->parent) {
+		Binding *b = find_local(f, name);
+		if (b && !(crossed && b->kind == B_VALUE))
+			return b;
+		if (f->block)
+			crossed = true;
+	}
+	return NULL;
+}
+
+/* The frame that receives definitions: loop frames pass them outwards. */
+Frame *home(Frame *f)
+{
+	while (f->loop)
+		f = f->parent;
+	return f;
+}
+
+/* An existing binding that a new definition of name would clash with: in
+ * the home frame or a loop frame between it and f. */
+Binding *clash(Frame *f, const char *name)
+{
+	for (; f; f = f->parent) {
+		Binding *b = find_local(f, name);
+		if (b || !f->loop)
+			return b;
+	}
+	return NULL;
+}
+
+/* Every name visible from f, for did-you-mean. */
+int visible_names(Elab *E, Frame *f, const char ***out)
+{
+	const char **v = NULL;
+	int n = 0, cap = 0;
+	bool crossed = false;
+	for (; f; f = f->parent) {
+		for (int i = 0; i < f->n; i++)
+			if (!(crossed && f->b[i].kind == B_VALUE))
+				VEC_PUSH(E->a, v, n, cap, f->b[i].name);
+		if (f->block)
+			crossed = true;
+	}
+	*out = v;
+	return n;
+}
+
+void redefinition(Elab *E, const char *name, Loc at, const Binding *prev)
+{
+	diag_error(E->d, at, "redefinition of '%s'", name);
+	diag_note(E->d, prev->loc, "'%s' was previously defined here (as a %s)", name, prev->what);
+}
+
+/* Declares a name that may not be re-bound; NULL (reported) on a clash. */
+Binding *declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k, const char *what)
+{
+	Binding *prev = clash(f, name);
+	if (prev) {
+		redefinition(E, name, at, prev);
+		return NULL;
+	}
+	Frame *h = f->loop ? f : home(f);
+	Binding b = {.name = name, .kind = k, .what = what, .declared = true, .loc = at};
+	return frame_push(E, h, b);
+}
+
+/* `name = value`: re-binds an assigned value, refuses declared names. */
+void assign(Elab *E, Frame *f, const char *name, Loc at, Value *v)
+{
+	Binding *prev = clash(f, name);
+	if (prev && prev->declared) {
+		diag_error(E->d, at, "cannot assign to %s '%s'", prev->what, name);
+		diag_note(E->d, prev->loc, "'%s' is defined here", name);
+		return;
+	}
+	Frame *h = home(f);
+	if (v)
+		name_value(E, v, h->scope, name);
+	if (prev) {
+		prev->v = v;
+		prev->loc = at;
+		return;
+	}
+	Binding b = {.name = name, .kind = B_VALUE, .what = "value", .loc = at, .v = v};
+	frame_push(E, h, b);
+}
