@@ -2,16 +2,17 @@
  * functions the codegen files offer each other, grouped by the file that
  * defines them.
  *
- * The files, each on the ones below it (a call goes to the same row or
- * down, never up; no two files call each other):
+ * The files, each on the ones below it (a call goes down, never up or
+ * across a row; no two files call each other; checked with nm -u and
+ * nm --defined-only on the objects of build/obj/codegen):
  *
- *   build.c        the driver: netc build / run, the C compiler   (calibrate.c sits on it)
+ *   build.c        netc build: the target, the source, the C compiler   (calibrate.c sits on it)
  *   program_c.c    the program's skeleton: phases, step, main()
  *   buffers_c.c    declarations, tables, allocate() / release()
  *   train_c.c      learning-rate schedule, clipping, evaluation
  *   pipeline_c.c   pipeline stages and micro-steps    ps_c.c   parameter servers
- *   share_c.c      shared compute routines (emit_seq_*)
- *   emit_c.c       one node's kernel calls and collectives    bucket_c.c   fused buckets
+ *   share_c.c      shared compute routines (emit_seq_*)      bucket_c.c   fused buckets
+ *   emit_c.c       one node's kernel calls and collectives
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
  *                  the stages that hold a value, the update runs' blocks
  */
