@@ -1,4 +1,21 @@
-/* Shared by the emitters of the C target. */
+/* Shared by the emitters of the C target: the emitter's state and the
+ * functions the codegen files offer each other, grouped by the file that
+ * defines them.
+ *
+ * The files, each on the ones below it (a call goes down, never up or
+ * across a row; no two files call each other; checked with nm -u and
+ * nm --defined-only on the objects of build/obj/codegen):
+ *
+ *   build.c        netc build: the target, the source, the C compiler   (calibrate.c sits on it)
+ *   program_c.c    the program's skeleton: phases, step, main()
+ *   buffers_c.c    declarations, tables, allocate() / release()
+ *   train_c.c      learning-rate schedule, clipping, evaluation
+ *   pipeline_c.c   pipeline stages and micro-steps    ps_c.c   parameter servers
+ *   share_c.c      shared compute routines (emit_seq_*)      bucket_c.c   fused buckets
+ *   emit_c.c       one node's kernel calls and collectives
+ *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
+ *                  the stages that hold a value, the update runs' blocks
+ */
 #ifndef NETC_EMIT_H
 #define NETC_EMIT_H
 #include "target.h"
@@ -29,6 +46,8 @@ typedef struct Emit {
 	int64_t scratch;       /* elements of each redistribution scratch buffer */
 	const struct Schedule *sched; /* pipeline stages or micro-steps: the per-stage order of passes */
 	const char **swap;     /* by value id: another name to use for it (accumulated gradients) */
+	int *update_stage;     /* by value id, scheduled programs: the stage whose update reads this
+	                        * accumulated gradient (emit_sched_plan) */
 	struct Routine *routines; /* MS_COMM_COMPILER_OPT: shared communication routines */
 	int nroutines, caproutines;
 	int routine_calls;     /* redistributions routed through a shared routine */
@@ -63,62 +82,45 @@ typedef struct Emit {
 	size_t ext_len;
 } Emit;
 
-/* Counts `bytes` of `kind` (MEM_*) on the stages in the mask (bit s:
- * stage s); every nrt_alloc the program makes is counted here as it is
- * emitted, so the plan is the program's own arithmetic. */
-void emit_planned(Emit *e, uint64_t stages, int kind, int64_t bytes);
-/* sizeof the C type of a buffer element of dtype t (f32 as `real`) */
-int64_t emit_csize(const Emit *e, DType t);
-/* The kernel macro for a node that writes v, or updates it: "H" (host
- * kernels, nrt_host_*) for host values (passes/placement.c), else "K". */
-const char *emit_kernels_for(const Value *v);
-
-/* hybrid_parallel: the communicator of this rank's part of the named
- * group (NULL, "" or "world": comm_world) */
-const char *emit_group_comm(Emit *e, const char *group);
-/* A communicator for the groups of `axes` of l's device matrix. */
-const char *emit_comm(Emit *e, const Layout *l, unsigned axes);
-/* manual_split: start-up code setting C lvalues `rows` and `first` to
- * this rank's part of dim 0 of l (its size and its first row). */
-void emit_ragged_part(Emit *e, const Layout *l, const char *rows, const char *first);
-/* `ndev, (const int64_t[]){dev...}` */
-void emit_dev(FILE *out, const Layout *l);
-/* Per-device statistics and loss means: data_parallel, hybrid_parallel
- * and cross_batch ops. */
-bool local_stats(const Emit *e, const Node *n);
+/* ---- emit_util.c: names, types, sizes, communicators, the plan, stages, update runs ---- */
 
 const Shape *lshape(const Value *v);   /* the shape this device holds */
 int64_t lnumel(const Value *v);
 int64_t ldims(const Value *v, int from, int to);
 const char *ctype(DType t);
 const char *nrt_dtype_of(DType t);   /* "NRT_F16", ... ("NRT_REAL" for f32) */
-const char *B(Emit *e, const Value *v);
-
-/* parameter servers (codegen/ps_c.c) */
-bool emit_ps_on(const Emit *e);          /* the program has server ranks */
-int emit_ps_servers(const Emit *e);      /* how many (0: none) */
-void emit_ps_push(Emit *e, const Node *n); /* a push node's call */
-void emit_ps_program(Emit *e);           /* the servers' table and ps_data() */
-/* Rows of the tensor table for the servers' optimizer state, the last
- * ones (`first` is the next row; enum PS_STATE); returns how many. */
-int emit_ps_state_entries(Emit *e, int first);
 void emit_dims(FILE *out, const int64_t *d, int n);
 void emit_shape(FILE *out, const Shape *s);
 const char *emit_c_ident(Arena *a, const Value *v);
 /* The C identifiers of all values, by value id: distinct from each other and
  * from every other identifier of the generated program. */
 const char **emit_c_idents(Arena *a, const Graph *g);
-bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out);
-/* Scheduled programs (codegen/pipeline_c.c): pipeline stages and/or
- * several micro-steps per step. */
-/* Which values cross stages or micro-steps: transfers, accumulators, shared
- * parameters and gradients (fills e->swap). */
-void emit_sched_plan(Emit *e);
-void emit_sched_decls(Emit *e);
-void emit_sched_functions(Emit *e);
-void emit_sched_alloc(Emit *e);
-void emit_sched_step(Emit *e);   /* train_step() and before_save() */
-void emit_sched_eval(Emit *e);   /* eval_batch(k): forward passes only, after emit_sched_step */
+const char *B(Emit *e, const Value *v);
+/* the name of a node's output buffer, never the swapped one */
+const char *emit_out_name(Emit *e, const Value *v);
+/* The kernel macro for a node that writes v, or updates it: "H" (host
+ * kernels, nrt_host_*) for host values (passes/placement.c), else "K". */
+const char *emit_kernels_for(const Value *v);
+/* Per-device statistics and loss means: data_parallel, hybrid_parallel
+ * and cross_batch ops. */
+bool local_stats(const Emit *e, const Node *n);
+/* clip_grad_norm applies: a training program with a loss */
+bool emit_train_clip_on(const Emit *e);
+
+/* `ndev, (const int64_t[]){dev...}` */
+void emit_dev(FILE *out, const Layout *l);
+/* A communicator for the groups of `axes` of l's device matrix. */
+const char *emit_comm(Emit *e, const Layout *l, unsigned axes);
+/* Start-up code: dst[] = the offset of this rank's block of v (nothing
+ * when v has no layout). */
+void emit_block_offset(Emit *e, const Value *v, const char *dst);
+
+/* Counts `bytes` of `kind` (MEM_*) on the stages in the mask (bit s:
+ * stage s); every nrt_alloc the program makes is counted here as it is
+ * emitted, so the plan is the program's own arithmetic. */
+void emit_planned(Emit *e, uint64_t stages, int kind, int64_t bytes);
+/* sizeof the C type of a buffer element of dtype t (f32 as `real`) */
+int64_t emit_csize(const Emit *e, DType t);
 /* The stages that hold a parameter, optimizer state or accumulated
  * gradient (bit s: stage s), and "if (HELD(mask)) " to put before a
  * statement touching it ("" where every stage holds it). */
@@ -132,16 +134,26 @@ const char *sched_held_if(Emit *e, const Value *v);
 const char *emit_run_block(Emit *e, int r, int j);
 const char *emit_run_member(Emit *e, const Value *v);
 void emit_run_blocks(Emit *e, bool grads);
-/* bytes of one activation slot of a stage's workspace */
-int64_t sched_ws_bytes(const Emit *e, int stage);
+
+/* ---- emit_c.c: one node's kernel calls and collectives ---- */
+
+/* One node: a comment with its IR line, then its kernel calls. */
+void emit_c_node(Emit *e, const Node *n);
+/* its two parts: the comment, and the kernel calls (share_c.c renders them apart) */
+void emit_node_comment(FILE *out, const Node *n);
+void emit_c_node_code(Emit *e, const Node *n);
+/* hybrid_parallel: the communicator of this rank's part of the named
+ * group (NULL, "" or "world": comm_world) */
+const char *emit_group_comm(Emit *e, const char *group);
 /* In-place all-reduce of `count` elements of buf in n's group, with n's
  * reduction (fused hand-written collectives). */
 void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count);
-/* Start-up code: dst[] = the offset of this rank's block of v (nothing
- * when v has no layout). */
-void emit_block_offset(Emit *e, const Value *v, const char *dst);
-/* One node: a comment with its IR line, then its kernel calls. */
-void emit_c_node(Emit *e, const Node *n);
+/* manual_split: start-up code setting C lvalues `rows` and `first` to
+ * this rank's part of dim 0 of l (its size and its first row). */
+void emit_ragged_part(Emit *e, const Layout *l, const char *rows, const char *first);
+
+/* ---- share_c.c: shared compute routines ---- */
+
 /* A phase function's body with routine sharing: after emit_seq_begin,
  * text written to e->out is kept as is, nodes go through emit_seq_node,
  * and emit_seq_end writes the body to the previous e->out, each maximal
@@ -158,11 +170,62 @@ void emit_seq_end(Emit *e);
  * belongs to that node (buffers through B() and emit_out_name). */
 void emit_seq_extend(Emit *e);
 void emit_seq_extend_end(Emit *e);
-/* the name of a node's output buffer, never the swapped one */
-const char *emit_out_name(Emit *e, const Value *v);
 /* With sharing on: the pragma that compiles the rest of the program
  * (routines, phases, start-up) without optimisation, for GCC. */
 void emit_glue_pragma(Emit *e, FILE *out);
 /* netc build -v: how much of the step went through shared routines */
 void emit_routine_report(const Emit *e, FILE *out);
+
+/* ---- bucket_c.c: fused gradient buckets (passes/fusion.h) ---- */
+
+struct Bucket;
+/* Fused all-reduce and reduce-scatter buckets run non-blocking until the
+ * update waits for them; hand-written and all-gather buckets complete at once. */
+bool emit_bucket_async(const struct Bucket *b);
+/* Readers of a fused gradient find it in its bucket (fills e->swap). */
+void emit_fusion_names(Emit *e);
+/* bucket k: pack its members and start its collective */
+void emit_bucket_start(Emit *e, int k);
+/* in allocate(): the buckets and their ring of send buffers */
+void emit_bucket_alloc(Emit *e);
+/* in release(): what emit_bucket_alloc allocated */
+void emit_bucket_free(Emit *e);
+
+/* ---- ps_c.c: parameter servers ---- */
+
+bool emit_ps_on(const Emit *e);          /* the program has server ranks */
+int emit_ps_servers(const Emit *e);      /* how many (0: none) */
+void emit_ps_push(Emit *e, const Node *n); /* a push node's call */
+void emit_ps_program(Emit *e);           /* the servers' table and ps_data() */
+/* Rows of the tensor table for the servers' optimizer state, the last
+ * ones (`first` is the next row; enum PS_STATE); returns how many. */
+int emit_ps_state_entries(Emit *e, int first);
+
+/* ---- pipeline_c.c: scheduled programs, pipeline stages and/or several micro-steps per step ---- */
+
+/* Which values cross stages or micro-steps: transfers, accumulators, shared
+ * parameters and gradients (fills e->swap and e->update_stage). */
+void emit_sched_plan(Emit *e);
+void emit_sched_decls(Emit *e);
+void emit_sched_functions(Emit *e);
+void emit_sched_alloc(Emit *e);
+void emit_sched_step(Emit *e);   /* train_step() and before_save() */
+void emit_sched_eval(Emit *e);   /* eval_batch(k): forward passes only, after emit_sched_step */
+/* bytes of one activation slot of a stage's workspace */
+int64_t sched_ws_bytes(const Emit *e, int stage);
+
+/* ---- train_c.c: the training run around the step (train_c.h) ---- */
+
+/* ---- buffers_c.c: the program's buffers ---- */
+
+void emit_buffers(Emit *e);          /* file-scope declarations */
+void emit_tensor_table(Emit *e);     /* parameters and state as the runtime sees them */
+void emit_inputs_table(Emit *e);     /* the inputs and their data sources */
+void emit_alloc(Emit *e);            /* allocate() and release() */
+void emit_tensor_offsets(Emit *e);   /* this rank's blocks of parameters, state, inputs */
+void emit_broadcast_params(Emit *e); /* parameter_broadcast */
+
+/* ---- program_c.c: the whole program (build.c calls it) ---- */
+
+bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out);
 #endif

@@ -1,5 +1,8 @@
-/* The C target: a standalone program that trains the graph on the CPU,
- * linked against libnetrt.
+/* The C target's per-operator emission: one node's kernel calls
+ * (emit_c_node, through the table built from ir/ops.def), the node's
+ * collectives and redistributions, and the optimizer's in-place updates.
+ * It sits on emit_util.c; the phases, routine sharing and the program
+ * around them sit on it (the order is drawn in emit.h).
  *
  * The program reads like a hand-written one: every tensor is a named
  * buffer with its shape in a comment, and each phase of a training step
@@ -17,131 +20,6 @@
 #include "../ir/redistribute.h"
 #include "emit.h"
 
-/* ---- names and shapes ---------------------------------------------------------- */
-
-/* Values live in a namespace of their own, because each buffer is a
- * #define that would capture any other identifier of the same spelling
- * (a value named `t` used to break the struct field `.t`): inputs, params,
- * optimizer state and constants take a prefix, and a node value is either
- * its graph name t<id> or `v_` + its name + `_` + its id. No other
- * identifier of the generated program starts with in_ p_ s_ c_ v_ or is
- * t<digits>. The names of one kind can still meet (`a.b` and `a_b` both
- * give p_a_b); emit_c_idents makes them distinct. */
-const char *emit_c_ident(Arena *a, const Value *v)
-{
-	const char *prefix = "";
-	switch (v->kind) {
-	case VK_INPUT: prefix = "in_"; break;
-	case VK_PARAM: prefix = "p_"; break;
-	case VK_STATE: prefix = "s_"; break;
-	case VK_CONST: prefix = "c_"; break;
-	case VK_NODE: prefix = "v_"; break;
-	}
-	char graph_name[24];
-	snprintf(graph_name, sizeof graph_name, "t%d", v->id);
-	if (v->kind == VK_NODE && !strcmp(v->name, graph_name))
-		return arena_strdup(a, graph_name);
-	char *s = arena_printf(a, "%s%s", prefix, v->name);
-	for (char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
-			*p = '_';
-	if (v->kind == VK_NODE) /* re-bound names (h, h, h) repeat: the id keeps them apart */
-		s = arena_printf(a, "%s_%d", s, v->id);
-	return s;
-}
-
-static uint64_t ident_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-/* Inserts s into the open-addressed set tab[cap]; false if already there. */
-static bool ident_insert(const char **tab, size_t cap, const char *s)
-{
-	for (size_t i = ident_hash(s) & (cap - 1);; i = (i + 1) & (cap - 1)) {
-		if (!tab[i]) {
-			tab[i] = s;
-			return true;
-		}
-		if (!strcmp(tab[i], s))
-			return false;
-	}
-}
-
-const char **emit_c_idents(Arena *a, const Graph *g)
-{
-	const char **name = ARENA_NEWN(a, const char *, g->nvalues);
-	size_t cap = 16;
-	while (cap < 2 * (size_t)g->nvalues + 16)
-		cap *= 2;
-	const char **tab = ARENA_NEWN(a, const char *, cap);
-	for (int i = 0; i < g->nvalues; i++) {
-		const char *s = emit_c_ident(a, g->values[i]);
-		/* a clash takes the value's id, then a counter, until it is new */
-		for (int k = 0; !ident_insert(tab, cap, s); k++)
-			s = k ? arena_printf(a, "%s_%d_%d", emit_c_ident(a, g->values[i]), g->values[i]->id, k)
-			      : arena_printf(a, "%s_%d", s, g->values[i]->id);
-		name[i] = s;
-	}
-	return name;
-}
-
-const Shape *lshape(const Value *v)
-{
-	return v->layout ? &v->layout->slice : &v->shape;
-}
-
-int64_t lnumel(const Value *v)
-{
-	return shape_numel(lshape(v));
-}
-
-/* product of local dims [from, to) */
-int64_t ldims(const Value *v, int from, int to)
-{
-	const Shape *s = lshape(v);
-	int64_t n = 1;
-	for (int i = from; i < to && i < s->rank; i++)
-		n *= s->d[i];
-	return n;
-}
-
-const char *ctype(DType t)
-{
-	switch (t) {
-	case DT_I32: return "int32_t";
-	case DT_I64: return "int64_t";
-	case DT_F16: case DT_BF16: return "uint16_t"; /* stored narrow, computed in f32 */
-	default: return "real";
-	}
-}
-
-const char *nrt_dtype_of(DType t)
-{
-	switch (t) {
-	case DT_I32: return "NRT_I32";
-	case DT_I64: return "NRT_I64";
-	case DT_F16: return "NRT_F16";
-	case DT_BF16: return "NRT_BF16";
-	default: return "NRT_REAL";
-	}
-}
-
-void emit_dims(FILE *out, const int64_t *d, int n)
-{
-	fputs("(const int64_t[]){", out);
-	for (int i = 0; i < n; i++)
-		fprintf(out, "%s%" PRId64, i ? ", " : "", d[i]);
-	if (n == 0)
-		fputs("1", out);
-	fputc('}', out);
-}
-
-void emit_shape(FILE *out, const Shape *s) { emit_dims(out, s->d, s->rank); }
-
 /* Element strides of an operand of shape `op` broadcast (numpy rules) to `y`. */
 static void bcast_strides(const Shape *op, const Shape *y, int64_t *str)
 {
@@ -157,93 +35,6 @@ static void bcast_strides(const Shape *op, const Shape *y, int64_t *str)
 	}
 }
 
-/* While a node is rendered for routine sharing (emit_seq_node), buffers
- * are written as tokens \x01 C|S id \x02 (S: the swapped name) that
- * emit_seq_end replaces by the buffer's name or a routine's parameter. */
-static const char *token(Emit *e, const Value *v, bool swapped)
-{
-	return arena_printf(&e->c->arena, "\x01%c%d\x02", swapped ? 'S' : 'C', v->id);
-}
-
-const char *B(Emit *e, const Value *v)
-{
-	bool swapped = e->swap && e->swap[v->id];
-	if (e->tokens)
-		return token(e, v, swapped);
-	return swapped ? e->swap[v->id] : e->cname[v->id];
-}
-
-/* the name of a node's output (outputs never take a swapped name) */
-static const char *out_name(Emit *e, const Value *v)
-{
-	return e->tokens ? token(e, v, false) : e->cname[v->id];
-}
-
-bool local_stats(const Emit *e, const Node *n)
-{
-	ParallelMode m = e->g->par.parallel_mode;
-	return n->ann.cross_batch || (n->fwd && n->fwd->ann.cross_batch) || m == PM_DATA_PARALLEL ||
-	       m == PM_HYBRID_PARALLEL;
-}
-
-void emit_dev(FILE *out, const Layout *l)
-{
-	fprintf(out, "%d, ", l->ndev);
-	emit_dims(out, l->dev, l->ndev);
-}
-
-static void emit_map(FILE *out, const Layout *l)
-{
-	fputs("(const int[]){", out);
-	for (int i = 0; i < l->rank; i++)
-		fprintf(out, "%s%d", i ? ", " : "", l->map[i]);
-	fputs(l->rank ? "}" : "-1}", out);
-}
-
-void emit_block_offset(Emit *e, const Value *v, const char *dst)
-{
-	if (!v->layout)
-		return;
-	fputs("\tnrt_layout_offset(", e->setup);
-	emit_dev(e->setup, v->layout);
-	fprintf(e->setup, ", %d, ", v->shape.rank);
-	emit_map(e->setup, v->layout);
-	fputs(", ", e->setup);
-	emit_shape(e->setup, lshape(v));
-	fprintf(e->setup, ", %s);\n", dst);
-}
-
-const char *emit_comm(Emit *e, const Layout *l, unsigned axes)
-{
-	for (int i = 0; i < e->ncomms; i++) {
-		const CommReg *c = &e->comms[i];
-		if (!c->group && c->axes == axes && c->ndev == l->ndev &&
-		    memcmp(c->dev, l->dev, sizeof(int64_t) * (size_t)l->ndev) == 0)
-			return c->name;
-	}
-	CommReg c = {.ndev = l->ndev, .axes = axes};
-	memcpy(c.dev, l->dev, sizeof(int64_t) * (size_t)l->ndev);
-	c.name = arena_printf(&e->c->arena, "comm_%d", e->ncomms);
-	VEC_PUSH(&e->c->arena, e->comms, e->ncomms, e->capcomms, c);
-	fprintf(e->decls, "static NrtComm *%s; /* groups of grid axes 0x%x of ", c.name, axes);
-	emit_dims(e->decls, l->dev, l->ndev);
-	fputs(" */\n", e->decls);
-	fprintf(e->setup, "\t%s = nrt_comm_axes(", c.name);
-	if (e->g->nstages > 1) {
-		/* a leading stage axis keeps every group inside one stage */
-		Layout staged = *l;
-		staged.ndev = l->ndev + 1;
-		staged.dev[0] = e->g->nstages;
-		memcpy(staged.dev + 1, l->dev, sizeof(int64_t) * (size_t)l->ndev);
-		emit_dev(e->setup, &staged);
-		fprintf(e->setup, ", 0x%x);\n", axes << 1);
-	} else {
-		emit_dev(e->setup, l);
-		fprintf(e->setup, ", 0x%x);\n", axes);
-	}
-	return c.name;
-}
-
 static const char *comm_cb(void *ctx, const Layout *l, unsigned axes)
 {
 	return emit_comm(ctx, l, axes);
@@ -255,17 +46,12 @@ static unsigned dim_axis(const Layout *l, int d)
 	return l && l->map[d] >= 0 ? 1u << l->map[d] : 0;
 }
 
-const char *emit_kernels_for(const Value *v)
-{
-	return v->host ? "H" : "K";
-}
-
 /* ---- per-operator emitters ----------------------------------------------------------- */
 
 #define EMIT(id) static void emit_##id(Emit *e, const Node *n)
 #define OUT (e->out)
 #define IN(i) B(e, n->in[i])
-#define Y out_name(e, n->out)
+#define Y emit_out_name(e, n->out)
 
 /* A matrix product into `out` (the node's own output, or the buffer a
  * residual fold accumulates it onto with beta 1). */
@@ -322,7 +108,7 @@ static void emit_binary_of(Emit *e, const char *op, const Value *a, const Value 
 	emit_dims(OUT, as, ys->rank);
 	fprintf(OUT, ", %s, ", B(e, b));
 	emit_dims(OUT, bs, ys->rank);
-	fprintf(OUT, ", %s);\n", out_name(e, y));
+	fprintf(OUT, ", %s);\n", emit_out_name(e, y));
 }
 
 static void emit_binary(Emit *e, const Node *n, const char *op) { emit_binary_of(e, op, n->in[0], n->in[1], n->out); }
@@ -1116,7 +902,7 @@ static EmitFn *const emitters[OP_COUNT] = {
 #undef OP
 };
 
-static void emit_node_comment(FILE *out, const Node *n)
+void emit_node_comment(FILE *out, const Node *n)
 {
 	char buf[SHAPE_STR_MAX];
 	fputs("\t/* ", out);
@@ -1152,8 +938,8 @@ static bool emit_residual(Emit *e, const Node *n)
 	else if (r->x->kind == VK_NODE && off[z->id] >= 0 && off[z->id] == off[r->x->id])
 		fputs("\t/* the product lands on the residual's own buffer */\n", OUT);
 	else
-		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(real));\n", out_name(e, z), B(e, r->x), lnumel(z));
-	emit_gemm_into(e, n, out_name(e, z), 1);
+		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(real));\n", emit_out_name(e, z), B(e, r->x), lnumel(z));
+	emit_gemm_into(e, n, emit_out_name(e, z), 1);
 	return true;
 }
 
@@ -1171,448 +957,19 @@ static bool emit_fused(Emit *e, const Node *n)
 	}
 	int64_t cols = lshape(n->in[1])->d[0], rows = cols ? lnumel(n->in[0]) / cols : 0;
 	fprintf(OUT, "\tK(bias_act)(NRT_RELU, %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", rows, cols, IN(0), IN(1),
-	        e->fused_pre[n->id] ? Y : "NULL", out_name(e, m->out));
+	        e->fused_pre[n->id] ? Y : "NULL", emit_out_name(e, m->out));
 	return true;
+}
+
+void emit_c_node_code(Emit *e, const Node *n)
+{
+	if (!emit_fused(e, n))
+		emitters[n->op](e, n);
 }
 
 void emit_c_node(Emit *e, const Node *n)
 {
 	emit_node_comment(e->out, n);
-	if (!emit_fused(e, n))
-		emitters[n->op](e, n);
+	emit_c_node_code(e, n);
 }
 
-/* ---- shared compute routines ---------------------------------------------------- */
-
-/* A phase is a sequence of items: nodes, rendered with tokens for their
- * buffers, and barriers (text written between nodes: bucket starts,
- * pipeline transfers), which are never shared. */
-typedef struct SeqItem {
-	const Node *n;         /* NULL: a barrier */
-	char *text;            /* node: its code with tokens; barrier: the text */
-	char *comment;         /* node: its IR line */
-	char *canon;           /* node: the code with tokens as node-local numbers and types */
-	uint64_t hash;         /* node: of canon */
-	int *occ;              /* node: each token occurrence in order, as 2 * value id + swapped */
-	int nocc;
-} SeqItem;
-
-/* A routine: one node sequence's code over parameters r_0, r_1, ... */
-typedef struct Block {
-	char *key;             /* parameter types and the code without comments: equal key, same routine */
-	uint64_t hash;         /* of key */
-	const char *name;
-} Block;
-
-/* Runs shorter than this many nodes stay straight-line: a call with its
- * buffer list is about as long as the code it replaces. */
-enum { SEQ_MIN_NODES = 3, SEQ_MAX_TRIES = 64 };
-
-static uint64_t text_hash(const char *s, uint64_t h)
-{
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-/* The next token of s at or after *p: its key (2 * id + swapped) and
- * the text after it; -1 at the end. Text before it goes to `plain`. */
-static int next_token(const char **p, FILE *plain)
-{
-	const char *s = *p, *t = strchr(s, '\x01');
-	if (!t) {
-		if (plain)
-			fputs(s, plain);
-		*p = s + strlen(s);
-		return -1;
-	}
-	if (plain)
-		fwrite(s, 1, (size_t)(t - s), plain);
-	bool swapped = t[1] == 'S';
-	char *end;
-	long id = strtol(t + 2, &end, 10);
-	*p = end + 1; /* past \x02 */
-	return (int)(2 * id + swapped);
-}
-
-static const char *key_name(const Emit *e, int key)
-{
-	return key & 1 ? e->swap[key / 2] : e->cname[key / 2];
-}
-
-/* the C type a parameter for the buffer `key` points to */
-static const char *key_type(const Emit *e, int key)
-{
-	return key & 1 ? "real" : ctype(e->g->values[key / 2]->dtype);
-}
-
-static SeqItem *seq_push(Emit *e)
-{
-	SeqItem it = {0};
-	VEC_PUSH(&e->c->arena, e->items, e->nitems, e->capitems, it);
-	return &e->items[e->nitems - 1];
-}
-
-/* What was written since the last item becomes a barrier. */
-static void seq_flush(Emit *e)
-{
-	fflush(e->out);
-	if (e->seq_len == e->seq_from)
-		return;
-	SeqItem *it = seq_push(e);
-	it->text = arena_alloc(&e->c->arena, e->seq_len - e->seq_from + 1);
-	memcpy(it->text, e->seq_buf + e->seq_from, e->seq_len - e->seq_from);
-	it->text[e->seq_len - e->seq_from] = 0;
-	e->seq_from = e->seq_len;
-}
-
-/* Everything after the buffers -- routines, phase functions, start-up,
- * main -- only passes buffers to the runtime's kernels: optimising it
- * gains nothing at run time, and GCC's -O2 on thousands of calls was most
- * of the C compile time of a deep model. Other compilers ignore it. */
-void emit_glue_pragma(Emit *e, FILE *out)
-{
-	if (e->share)
-		fputs("/* kernel calls only, compiled without optimisation (docs/codegen.md) */\n"
-		      "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC optimize(\"O0\")\n#endif\n",
-		      out);
-}
-
-void emit_routine_report(const Emit *e, FILE *out)
-{
-	if (e->share)
-		fprintf(out, "shared routines: %d, called %d times for %d nodes of the step\n", e->nblocks, e->block_calls,
-		        e->block_nodes);
-	else
-		fputs("shared routines: off (--no-share-routines)\n", out);
-}
-
-void emit_seq_begin(Emit *e)
-{
-	e->seq_out = e->out;
-	e->seq_buf = NULL;
-	e->seq_len = e->seq_from = 0;
-	e->nitems = 0;
-	e->out = open_memstream(&e->seq_buf, &e->seq_len);
-	if (!e->out) {
-		perror("netc: open_memstream");
-		exit(1);
-	}
-}
-
-static char *render(Emit *e, const Node *n, bool comment)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len), *saved = e->out;
-	if (!f) {
-		perror("netc: open_memstream");
-		exit(1);
-	}
-	e->out = f;
-	if (comment) {
-		emit_node_comment(f, n);
-	} else {
-		e->tokens = true;
-		if (!emit_fused(e, n))
-			emitters[n->op](e, n);
-		e->tokens = false;
-	}
-	fclose(f);
-	e->out = saved;
-	char *s = arena_strdup(&e->c->arena, buf);
-	free(buf);
-	return s;
-}
-
-/* The node-local canonical form: tokens numbered by first appearance
- * with their types, so isomorphic nodes have equal forms. */
-static void canonicalise(Emit *e, SeqItem *it)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	int cap = 8, capocc = 8, nfirst = 0;
-	int *first = ARENA_NEWN(&e->c->arena, int, cap);
-	it->occ = ARENA_NEWN(&e->c->arena, int, capocc);
-	const char *p = it->text;
-	for (int key; (key = next_token(&p, f)) >= 0;) {
-		int k = 0;
-		while (k < nfirst && first[k] != key)
-			k++;
-		if (k == nfirst) {
-			if (nfirst == cap) {
-				int *g = ARENA_NEWN(&e->c->arena, int, cap * 2);
-				memcpy(g, first, sizeof *g * (size_t)cap);
-				first = g;
-				cap *= 2;
-			}
-			first[nfirst++] = key;
-		}
-		if (it->nocc == capocc) {
-			int *g = ARENA_NEWN(&e->c->arena, int, capocc * 2);
-			memcpy(g, it->occ, sizeof *g * (size_t)capocc);
-			it->occ = g;
-			capocc *= 2;
-		}
-		it->occ[it->nocc++] = key;
-		fprintf(f, "\x01%d %s\x02", k, key_type(e, key));
-	}
-	fclose(f);
-	it->canon = arena_strdup(&e->c->arena, buf);
-	it->hash = text_hash(buf, 1469598103934665603ull);
-	free(buf);
-}
-
-void emit_seq_node_in(Emit *e, const Node *n, const char *before, const char *after)
-{
-	seq_flush(e);
-	SeqItem *it = seq_push(e);
-	it->n = n;
-	it->comment = render(e, n, true);
-	it->text = render(e, n, false);
-	if (*before || *after)
-		it->text = arena_printf(&e->c->arena, "%s%s%s", before, it->text, after);
-	canonicalise(e, it);
-}
-
-void emit_seq_node(Emit *e, const Node *n) { emit_seq_node_in(e, n, "", ""); }
-
-typedef struct SlotMap SlotMap;
-static void write_detok(Emit *e, FILE *out, const char *text, SlotMap *m);
-
-void emit_seq_extend(Emit *e)
-{
-	seq_flush(e);
-	e->ext_saved = e->out;
-	e->ext_buf = NULL;
-	e->ext_len = 0;
-	e->out = open_memstream(&e->ext_buf, &e->ext_len);
-	if (!e->out) {
-		perror("netc: open_memstream");
-		exit(1);
-	}
-	e->tokens = true;
-}
-
-void emit_seq_extend_end(Emit *e)
-{
-	e->tokens = false;
-	fclose(e->out);
-	e->out = e->ext_saved;
-	SeqItem *it = e->nitems ? &e->items[e->nitems - 1] : NULL;
-	if (it && it->n) {
-		it->text = arena_printf(&e->c->arena, "%s%s", it->text, e->ext_buf);
-		it->nocc = 0;
-		canonicalise(e, it);
-	} else { /* after a barrier (the node's sends): a barrier too */
-		write_detok(e, e->out, e->ext_buf, NULL);
-	}
-	free(e->ext_buf);
-}
-
-const char *emit_out_name(Emit *e, const Value *v) { return out_name(e, v); }
-
-/* Block-level parameter numbers: slot[key] (valid where stamp[key] == gen). */
-struct SlotMap {
-	int *slot, *stamp;
-	int gen, nslots;
-	int *keys;             /* by slot: the buffer's key */
-};
-
-static void slots_reset(SlotMap *m)
-{
-	m->gen++;
-	m->nslots = 0;
-}
-
-static int slot_of(SlotMap *m, int key)
-{
-	if (m->stamp[key] != m->gen) {
-		m->stamp[key] = m->gen;
-		m->keys[m->nslots] = key;
-		m->slot[key] = m->nslots++;
-	}
-	return m->slot[key];
-}
-
-/* Whether items [a, a+p) and [b, b+p) are the same code up to buffer
- * names: node by node equal canonical forms, and the buffers related the
- * same way across nodes (a value written in one node and read in the
- * next is one parameter in both). */
-static bool same_code(Emit *e, SlotMap *ma, SlotMap *mb, int a, int b, int p)
-{
-	const SeqItem *it = e->items;
-	for (int t = 0; t < p; t++)
-		if (!it[a + t].n || !it[b + t].n || it[a + t].hash != it[b + t].hash ||
-		    strcmp(it[a + t].canon, it[b + t].canon) != 0)
-			return false;
-	slots_reset(ma);
-	slots_reset(mb);
-	for (int t = 0; t < p; t++)
-		for (int j = 0; j < it[a + t].nocc; j++)
-			if (slot_of(ma, it[a + t].occ[j]) != slot_of(mb, it[b + t].occ[j]))
-				return false;
-	return true;
-}
-
-/* Writes text with each token replaced: by the buffer's name (m NULL) or
- * by the routine parameter r_<slot>. */
-static void write_detok(Emit *e, FILE *out, const char *text, SlotMap *m)
-{
-	for (int key; (key = next_token(&text, out)) >= 0;)
-		if (m)
-			fprintf(out, "r_%d", slot_of(m, key));
-		else
-			fputs(key_name(e, key), out);
-}
-
-/* The routine for the instance [i, i+p): found by its key, or written to
- * e->decls. Leaves m holding the instance's slots. */
-static const char *block_routine(Emit *e, SlotMap *m, int i, int p)
-{
-	const SeqItem *it = e->items;
-	char *key = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&key, &len);
-	slots_reset(m);
-	for (int t = 0; t < p; t++)
-		write_detok(e, f, it[i + t].text, m);
-	fputc('\n', f);
-	for (int s = 0; s < m->nslots; s++)
-		fprintf(f, "%s,", key_type(e, m->keys[s]));
-	fclose(f);
-	uint64_t h = text_hash(key, 1469598103934665603ull);
-	const char *name = NULL;
-	for (int b = 0; b < e->nblocks && !name; b++)
-		if (e->blocks[b].hash == h && strcmp(e->blocks[b].key, key) == 0)
-			name = e->blocks[b].name;
-	if (!name) {
-		Block blk = {arena_strdup(&e->c->arena, key), h,
-		             arena_printf(&e->c->arena, "routine_%d", e->nblocks)};
-		VEC_PUSH(&e->c->arena, e->blocks, e->nblocks, e->capblocks, blk);
-		name = blk.name;
-		const Node *n0 = it[i].n;
-		fprintf(e->decls, "\n/* %d nodes run by every instance of this code; the comments name the first%s%s */\n", p,
-		        n0->scope && *n0->scope ? ", @" : "", n0->scope ? n0->scope : "");
-		fprintf(e->decls, "static void %s(void *const *b)\n{\n", name);
-		for (int s = 0; s < m->nslots; s++)
-			fprintf(e->decls, "\t%s *const r_%d = b[%d];\n", key_type(e, m->keys[s]), s, s);
-		for (int t = 0; t < p; t++) {
-			fputs(it[i + t].comment, e->decls);
-			write_detok(e, e->decls, it[i + t].text, m);
-		}
-		fputs("}\n", e->decls);
-	}
-	free(key);
-	return name;
-}
-
-static void write_call(Emit *e, FILE *out, const char *name, SlotMap *m, int i, int p)
-{
-	slots_reset(m);
-	for (int t = 0; t < p; t++)
-		for (int j = 0; j < e->items[i + t].nocc; j++)
-			slot_of(m, e->items[i + t].occ[j]);
-	const Node *n0 = e->items[i].n;
-	fprintf(out, "\t%s((void *const[]){", name);
-	for (int s = 0; s < m->nslots; s++)
-		fprintf(out, "%s%s", s ? ", " : "", key_name(e, m->keys[s]));
-	fprintf(out, "});%s%s%s\n", n0->scope && *n0->scope ? " /* @" : "", n0->scope && *n0->scope ? n0->scope : "",
-	        n0->scope && *n0->scope ? " */" : "");
-	e->block_calls++;
-	e->block_nodes += p;
-}
-
-/* nxt[i]: the next node item with item i's canonical hash, -1 none. */
-static int *next_same(Emit *e)
-{
-	int n = e->nitems;
-	int *nxt = ARENA_NEWN(&e->c->arena, int, n ? n : 1);
-	size_t cap = 16;
-	while (cap < 2 * (size_t)n + 16)
-		cap *= 2;
-	int *tab = ARENA_NEWN(&e->c->arena, int, cap);
-	for (size_t k = 0; k < cap; k++)
-		tab[k] = -1;
-	for (int i = n - 1; i >= 0; i--) {
-		nxt[i] = -1;
-		if (!e->items[i].n)
-			continue;
-		size_t k = e->items[i].hash & (cap - 1);
-		while (tab[k] >= 0 && e->items[tab[k]].hash != e->items[i].hash)
-			k = (k + 1) & (cap - 1);
-		nxt[i] = tab[k];
-		tab[k] = i;
-	}
-	return nxt;
-}
-
-/* Whether items [i, i+p) name a buffer: a routine needs a parameter
- * (the members of an update run that only say so name none). */
-static bool has_buffers(const Emit *e, int i, int p)
-{
-	for (int t = 0; t < p; t++)
-		if (e->items[i + t].nocc)
-			return true;
-	return false;
-}
-
-/* The longest saving run starting at i: k instances of p items. */
-static void find_run(Emit *e, SlotMap *ma, SlotMap *mb, const int *nxt, int i, int *best_p, int *best_k)
-{
-	int n = e->nitems;
-	*best_p = *best_k = 0;
-	int tries = 0;
-	for (int j = nxt[i]; j >= 0 && tries < SEQ_MAX_TRIES; j = nxt[j], tries++) {
-		int p = j - i;
-		if (i + 2 * p > n)
-			break;
-		if (p < SEQ_MIN_NODES || !same_code(e, ma, mb, i, j, p) || !has_buffers(e, i, p))
-			continue;
-		int k = 2;
-		while (i + (k + 1) * p <= n && same_code(e, ma, mb, i, i + k * p, p))
-			k++;
-		if ((int64_t)(k - 1) * p > (int64_t)(*best_k - 1) * *best_p) {
-			*best_p = p;
-			*best_k = k;
-		}
-	}
-}
-
-void emit_seq_end(Emit *e)
-{
-	seq_flush(e);
-	fclose(e->out);
-	free(e->seq_buf);
-	e->seq_buf = NULL;
-	e->out = e->seq_out;
-	FILE *out = e->out;
-	int nkeys = 2 * e->g->nvalues + 2;
-	SlotMap maps[2];
-	for (int k = 0; k < 2; k++)
-		maps[k] = (SlotMap){ARENA_NEWN(&e->c->arena, int, nkeys), ARENA_NEWN(&e->c->arena, int, nkeys), 0, 0,
-		                    ARENA_NEWN(&e->c->arena, int, nkeys)};
-	const int *nxt = e->share ? next_same(e) : NULL;
-	for (int i = 0; i < e->nitems;) {
-		const SeqItem *it = &e->items[i];
-		int p = 0, k = 0;
-		if (it->n && nxt)
-			find_run(e, &maps[0], &maps[1], nxt, i, &p, &k);
-		if (k >= 2) {
-			const char *name = block_routine(e, &maps[0], i, p);
-			for (int m = 0; m < k; m++)
-				write_call(e, out, name, &maps[0], i + m * p, p);
-			i += k * p;
-			continue;
-		}
-		if (it->n) {
-			fputs(it->comment, out);
-			write_detok(e, out, it->text, NULL);
-		} else {
-			fputs(it->text, out);
-		}
-		i++;
-	}
-	e->nitems = 0;
-}

@@ -14,7 +14,10 @@
  * and the update runs once per step on the stage that owns each
  * parameter. A rank allocates only what its stage holds (sched_held_mask):
  * its parameters, their state and accumulators, and a workspace planned
- * over its own nodes (passes/memplan.c, plan_stage). */
+ * over its own nodes (passes/memplan.c, plan_stage).
+ *
+ * It sits on share_c.c and emit_util.c (the order is drawn in emit.h);
+ * program_c.c, buffers_c.c and train_c.c call it. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -23,7 +26,6 @@
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
-#include "train_c.h"
 
 typedef struct Transfer {
 	const Value *v;
@@ -43,7 +45,6 @@ typedef struct Shared {
 } Shared;
 
 static Shared *params_out, *grads_in;
-static int *update_stage;  /* by value id: the stage whose update reads this accumulated gradient */
 static int nparams_out, capparams_out, ngrads_in, capgrads_in;
 
 static void add_shared(Emit *e, Shared **list, int *n, int *cap, const Value *v, int from, int to)
@@ -55,49 +56,7 @@ static void add_shared(Emit *e, Shared **list, int *n, int *cap, const Value *v,
 	VEC_PUSH(&e->c->arena, *list, *n, *cap, sh);
 }
 
-static uint64_t g_all_stages(const Graph *g) { return g->nstages >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << g->nstages) - 1; }
-
 static int stage_of_chunk(const Emit *e, int c) { return c % e->g->nstages; }
-
-/* The stages that hold v, a bit per stage: a parameter or its optimizer
- * state on its owner's stage and on the stages whose nodes read or write
- * it (tied weights), an accumulated gradient where it is summed and where
- * the update reads it. A rank allocates and initialises only what its
- * stage holds, so a p-stage pipeline keeps about 1/p of the model. All
- * stages when ownership is unknown or there are too many stages to say. */
-uint64_t sched_held_mask(const Emit *e, const Value *v)
-{
-	const Graph *g = e->g;
-	if (g->nstages <= 1 || g->nstages > 64)
-		return ~(uint64_t)0;
-	if (e->swap && e->swap[v->id] && v->kind == VK_NODE && v->def)
-		return (uint64_t)1 << v->def->ann.stage | (uint64_t)1 << update_stage[v->id];
-	int owner = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
-	if ((v->kind != VK_PARAM && v->kind != VK_STATE) || owner < 0 || owner >= g->nstages)
-		return ~(uint64_t)0;
-	uint64_t m = (uint64_t)1 << owner;
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		bool uses = n->writes == v;
-		for (int j = 0; j < n->nin && !uses; j++)
-			uses = n->in[j] == v;
-		if (!uses)
-			continue;
-		if (n->ann.stage < 0 || n->ann.stage >= g->nstages)
-			return ~(uint64_t)0;
-		m |= (uint64_t)1 << n->ann.stage;
-	}
-	return m;
-}
-
-/* "if (HELD(0x5)) " before a statement that touches v, "" where every stage holds it. */
-const char *sched_held_if(Emit *e, const Value *v)
-{
-	uint64_t m = sched_held_mask(e, v);
-	if (m == ~(uint64_t)0 || (g_all_stages(e->g) & ~m) == 0)
-		return "";
-	return arena_printf(&e->c->arena, "if (HELD(0x%" PRIx64 ")) ", m);
-}
 
 static void add_transfer(Emit *e, const Value *v, int to, Phase ph)
 {
@@ -119,7 +78,7 @@ void emit_sched_plan(Emit *e)
 	nparams_out = capparams_out = ngrads_in = capgrads_in = 0;
 	params_out = grads_in = NULL;
 	e->swap = ARENA_NEWN(&e->c->arena, const char *, g->nvalues);
-	update_stage = ARENA_NEWN(&e->c->arena, int, g->nvalues);
+	e->update_stage = ARENA_NEWN(&e->c->arena, int, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		for (int j = 0; j < n->nin; j++) {
@@ -133,7 +92,7 @@ void emit_sched_plan(Emit *e)
 					if (v->def->ann.stage != n->ann.stage)
 						add_shared(e, &grads_in, &ngrads_in, &capgrads_in, v, v->def->ann.stage, n->ann.stage);
 					e->swap[v->id] = arena_printf(&e->c->arena, "acc_%s", e->cname[v->id]);
-					update_stage[v->id] = n->ann.stage;
+					e->update_stage[v->id] = n->ann.stage;
 				}
 				continue;
 			}
@@ -313,7 +272,7 @@ void emit_sched_functions(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
-			        update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
+			        e->update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
 	bool clipped = !emit_train_clip_on(e);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {

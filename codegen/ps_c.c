@@ -1,6 +1,7 @@
 /* Parameter-server training in the generated program (passes/ps.c made
  * the push nodes, runtime/ps.c runs the protocol): the servers' table,
- * the start-up and end calls, and each push. */
+ * the start-up and end calls, and each push. It sits on emit_util.c
+ * alone (the order is drawn in emit.h). */
 #include <inttypes.h>
 
 #include "emit.h"

@@ -1,6 +1,8 @@
 /* What a training run adds around the step (issue 25): the learning-rate
  * schedule, clipping by global norm, and the values the log shows beside
- * the loss. program_c.c and pipeline_c.c call these. */
+ * the loss. program_c.c calls these; they sit on pipeline_c.c (the
+ * evaluation of a scheduled program), ps_c.c, emit_c.c and emit_util.c
+ * (the order is drawn in emit.h). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +12,6 @@
 
 static const char *const lr_kinds[] = {[LR_WARMUP] = "NRT_LR_WARMUP", [LR_COSINE] = "NRT_LR_COSINE",
                                        [LR_POLY] = "NRT_LR_POLY"};
-
-bool emit_train_clip_on(const Emit *e)
-{
-	return e->g->train.clip_norm > 0 && !e->c->infer && !e->o->gradcheck && e->g->loss;
-}
 
 /* What the schedule and clipping cannot do yet, said where they are set. */
 bool emit_train_checks(Emit *e)

@@ -10,8 +10,6 @@ bool emit_train_checks(Emit *e);
 /* main(): after the options (--lr's warning); after --init (--eval-data) */
 void emit_train_main_start(Emit *e);
 void emit_train_eval_open(Emit *e, bool eval);
-/* clip_grad_norm applies: a training program with a loss */
-bool emit_train_clip_on(const Emit *e);
 /* file scope: lr_schedule[], log_columns[], grad_norm */
 void emit_train_decls(Emit *e);
 /* how many log_columns[] emit_train_decls wrote */
