@@ -67,12 +67,12 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 			diag_error(E->d, e->loc, "expected a tensor (a name or a call), got %s", cfg_kind_desc(v));
 		return NULL;
 	}
-	Binding *b = lookup(f, e->s);
+	Binding *b = el_lookup(f, e->s);
 	if (!b) {
 		const char **names;
-		int n = visible_names(E, f, &names);
-		diag_error(E->d, e->loc, "undefined name '%s'%s", e->s, did_you_mean(E, e->s, names, n));
-		Binding *outer = find_local(E->top, e->s);
+		int n = el_visible_names(E, f, &names);
+		diag_error(E->d, e->loc, "undefined name '%s'%s", e->s, el_did_you_mean(E, e->s, names, n));
+		Binding *outer = el_find_local(E->top, e->s);
 		if (outer && outer->kind == B_VALUE && f != E->top)
 			diag_note(E->d, outer->loc, "top-level values are not visible inside a block; "
 			          "pass '%s' as an argument", e->s);
@@ -90,14 +90,14 @@ static Value *eval_tensor(Elab *E, Frame *f, const Expr *e)
 static Value *op_node(Elab *E, Frame *f, const Expr *e, Op op, Value **in, int nin, double alpha)
 {
 	Node *n = graph_node(E->g, op, in, nin, e->loc);
-	n->scope = home(f)->scope;
-	op_defaults(n);
+	n->scope = el_home(f)->scope;
+	el_op_defaults(n);
 	if (op == OP_SCALE)
 		n->attr.alpha = alpha;
 	unsigned mask = 0;
-	bool ok = !e->args || op_keywords(E, f, n, e);
-	ok = annotate(E, f, e, op, nin, &n->ann, &mask) && ok;
-	set_mask(E, n, mask);
+	bool ok = !e->args || el_op_keywords(E, f, n, e);
+	ok = el_annotate(E, f, e, op, nin, &n->ann, &mask) && ok;
+	el_set_mask(E, n, mask);
 	if (!ok || !check_nodes(E, e->loc))
 		return NULL;
 	return n->out;
@@ -113,7 +113,7 @@ static bool is_tensor_expr(Frame *f, const Expr *e)
 	switch (e->kind) {
 	case E_CALL: return true;
 	case E_IDENT: {
-		Binding *b = lookup(f, e->s);
+		Binding *b = el_lookup(f, e->s);
 		return !b || b->kind != B_CONST;
 	}
 	case E_BINARY: return is_tensor_expr(f, e->l) || is_tensor_expr(f, e->r);
@@ -137,7 +137,7 @@ static Value *arith_number(Elab *E, Frame *f, const Expr *e, Op op, const char *
 	CfgValue *c = elab_cfg(E->P, f, ne);
 	if (!c)
 		return NULL;
-	if (!is_num(c)) {
+	if (!el_is_num(c)) {
 		diag_error(E->d, c->loc, "operand of %s must be a tensor or a number, got %s", what, cfg_kind_desc(c));
 		return NULL;
 	}
@@ -179,7 +179,7 @@ static Value *arith(Elab *E, Frame *f, const Expr *e, Op op, const char *what, c
 /* An infix operator or unary minus whose operands include a tensor. */
 static Value *eval_infix(Elab *E, Frame *f, const Expr *e)
 {
-	if (!live(E))
+	if (!el_live(E))
 		return NULL;
 	if (e->kind == E_NEG) {
 		Value *t = eval_tensor(E, f, e->l);
@@ -201,7 +201,7 @@ static Value **elab_op(Elab *E, Frame *f, const Expr *e, Op op, int *nrets)
 		diag_error(E->d, e->as_loc, "'as' names a block instance; '%s' is an operator", e->s);
 		return NULL;
 	}
-	int nin = npositional(e->args);
+	int nin = el_npositional(e->args);
 	if (nin < oi->nin_min || (oi->nin_max >= 0 && nin > oi->nin_max)) {
 		if (oi->nin_max < 0)
 			diag_error(E->d, e->loc, "%s takes at least %d tensor argument%s, got %d", oi->name,
@@ -268,7 +268,7 @@ static int find_inst(const NameList *l, const char *name)
  * or the default; NULL (reported) if already used there. */
 static const char *instance_name(Elab *E, Frame *f, const Expr *e, const char *block)
 {
-	Frame *h = home(f);
+	Frame *h = el_home(f);
 	const char *name;
 	Loc at = e->as_name ? e->as_loc : e->loc;
 	if (!e->as_name) {
@@ -277,7 +277,7 @@ static const char *instance_name(Elab *E, Frame *f, const Expr *e, const char *b
 		while (find_inst(&h->insts, name) >= 0);
 	} else if (e->as_index) {
 		int64_t i;
-		if (!eval_int(E, f, e->as_index, "instance index", &i))
+		if (!el_eval_int(E, f, e->as_index, "instance index", &i))
 			return NULL;
 		if (i < 0) {
 			diag_error(E->d, e->as_index->loc, "instance index must be non-negative, got %" PRId64, i);
@@ -324,8 +324,8 @@ static bool bind_args(Elab *E, Frame *f, Frame *inst, const Expr *e, const Stmt 
 				for (int j = 0; j < pl->n; j++)
 					names[j] = pl->v[j].name;
 				diag_error(E->d, a->name_loc, "block '%s' has no parameter '%s'%s (parameters: %s)",
-				           blk->name, a->name, did_you_mean(E, a->name, names, pl->n),
-				           join(E, names, pl->n));
+				           blk->name, a->name, el_did_you_mean(E, a->name, names, pl->n),
+				           el_join(E, names, pl->n));
 				ok = false;
 				continue;
 			}
@@ -356,17 +356,17 @@ static bool bind_args(Elab *E, Frame *f, Frame *inst, const Expr *e, const Stmt 
 		} else {
 			b.c = elab_cfg(E->P, ctx, x);
 			bool isint = !strcmp(p->type, "int");
-			if (b.c && (isint ? b.c->kind != CV_INT : !is_num(b.c))) {
+			if (b.c && (isint ? b.c->kind != CV_INT : !el_is_num(b.c))) {
 				diag_error(E->d, b.c->loc, "block '%s': '%s' must be %s, got %s", blk->name,
 				           p->name, isint ? "an integer" : "a number", cfg_kind_desc(b.c));
 				b.c = NULL;
 			}
 			if (b.c && !isint && b.c->kind == CV_INT)
-				b.c = cfg_float(E->P, b.c->loc, b.c->f);
+				b.c = el_cfg_float(E->P, b.c->loc, b.c->f);
 			ok = b.c != NULL;
 		}
 		if (ok)
-			frame_push(E, inst, b);
+			el_frame_push(E, inst, b);
 	}
 	return ok;
 }
@@ -398,11 +398,11 @@ static Value **elab_instance(Elab *E, Frame *f, const Expr *e, const Stmt *blk, 
 	const char *name = instance_name(E, f, e, blk->name);
 	if (!name)
 		return NULL;
-	Frame *inst = frame_new(E, E->top, scoped(E, home(f)->scope, name));
+	Frame *inst = el_frame_new(E, E->top, el_scoped(E, el_home(f)->scope, name));
 	inst->block = true;
 	Annot ann = {.stage = -1, .fusion = -1, .mp_comm_recompute = true};
 	unsigned mask = 0;
-	bool ok = annotate(E, f, e, OP_COUNT, 0, &ann, &mask);
+	bool ok = el_annotate(E, f, e, OP_COUNT, 0, &ann, &mask);
 	if (!bind_args(E, f, inst, e, blk) || !ok)
 		return NULL;
 	int from = E->g->nnodes, errs = E->d->nerrors;
@@ -411,7 +411,7 @@ static Value **elab_instance(Elab *E, Frame *f, const Expr *e, const Stmt *blk, 
 	E->nstack--;
 	if (E->d->nerrors != errs)
 		return NULL; /* reported inside: its results would only echo that */
-	inherit(E, from, &ann, mask);
+	el_inherit(E, from, &ann, mask);
 	*nrets = inst->nrets;
 	return inst->rets ? inst->rets : ARENA_NEW(E->a, Value *);
 }
@@ -430,12 +430,12 @@ static bool is_dense(const char *name)
 static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets)
 {
 	*nrets = 0;
-	if (!live(E))
+	if (!el_live(E))
 		return NULL;
 	Op op = op_lookup(e->s);
 	if (op != OP_COUNT)
 		return elab_op(E, f, e, op, nrets);
-	Binding *b = lookup(f, e->s);
+	Binding *b = el_lookup(f, e->s);
 	if (b && b->kind == B_BLOCK)
 		return elab_instance(E, f, e, b->blk, nrets);
 	if (b) {
@@ -452,7 +452,7 @@ static Value **elab_call(Elab *E, Frame *f, const Expr *e, int *nrets)
 			VEC_PUSH(E->a, names, n, cap, E->top->b[i].name);
 	diag_error(E->d, e->loc, "unknown operator or block '%s'%s", e->s, is_dense(e->s)
 	           ? "; a dense (linear) layer is written `x @ w + b` (w: [in, out], b: [out])"
-	           : did_you_mean(E, e->s, names, n));
+	           : el_did_you_mean(E, e->s, names, n));
 	return NULL;
 }
 
@@ -477,7 +477,7 @@ static bool shape_of(Elab *E, Frame *f, const Stmt *s, Shape *out)
 	}
 	out->rank = s->dims->n;
 	for (int i = 0; i < s->dims->n; i++) {
-		if (!eval_int(E, f, s->dims->v[i], "a dimension", &out->d[i]))
+		if (!el_eval_int(E, f, s->dims->v[i], "a dimension", &out->d[i]))
 			return false;
 		if (out->d[i] <= 0) {
 			diag_error(E->d, s->dims->v[i]->loc, "dimension must be positive, got %" PRId64, out->d[i]);
@@ -524,7 +524,7 @@ static void exec_input(Elab *E, Frame *f, const Stmt *s)
 {
 	DType dt;
 	Shape sh;
-	Binding *b = declare(E, f, s->name, s->name_loc, B_VALUE, "input");
+	Binding *b = el_declare(E, f, s->name, s->name_loc, B_VALUE, "input");
 	if (!dtype_of(E, s, &dt) | !shape_of(E, f, s, &sh) || !b)
 		return;
 	if (sh.rank == 0) {
@@ -532,7 +532,7 @@ static void exec_input(Elab *E, Frame *f, const Stmt *s)
 		return;
 	}
 	b->v = graph_value(E->g, VK_INPUT, s->name, dt, sh, s->name_loc);
-	name_claim(E, s->name);
+	el_name_claim(E, s->name);
 	same_batch(E, s, b->v);
 }
 
@@ -559,7 +559,7 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 	}
 	if (k < 0) {
 		diag_error(E->d, e->loc, "unknown initializer '%s'%s (valid: %s)", e->s,
-		           did_you_mean(E, e->s, names, 7), join(E, names, 7));
+		           el_did_you_mean(E, e->s, names, 7), el_join(E, names, 7));
 		return false;
 	}
 	int nargs = e->kind == E_CALL ? e->args->n : 0;
@@ -574,7 +574,7 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 		CfgValue *c = a->name ? NULL : elab_cfg(E->P, f, a->val);
 		if (a->name)
 			diag_error(E->d, a->name_loc, "initializer arguments are positional");
-		if (!c || !want_float(E, c, e->s, &x[i]))
+		if (!c || !el_want_float(E, c, e->s, &x[i]))
 			return false;
 	}
 	if (inits[k].k == INIT_NORMAL && x[1] < 0) {
@@ -597,10 +597,10 @@ static bool param_init(Elab *E, Frame *f, const Expr *e, Value *v)
 static bool layerwise_group(Elab *E, Frame *f, const Arg *a, Value *v)
 {
 	const CfgValue *c = elab_cfg(E->P, f, a->val);
-	const char *w = c ? want_word(E, c, "layerwise_group") : NULL;
+	const char *w = c ? el_want_word(E, c, "layerwise_group") : NULL;
 	if (!w)
 		return false;
-	Binding *b = lookup(f, w);
+	Binding *b = el_lookup(f, w);
 	if (!b || b->kind != B_GROUP) {
 		diag_error(E->d, c->loc, "layerwise_group: '%s' is not a declared group (declare it before the parameter)",
 		           w);
@@ -632,7 +632,7 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 		}
 		if (!name) {
 			if (a->val->kind != E_IDENT) {
-				diag_error(E->d, a->val->loc, "expected a parameter flag (%s)", join(E, names, NNAMES));
+				diag_error(E->d, a->val->loc, "expected a parameter flag (%s)", el_join(E, names, NNAMES));
 				ok = false;
 				continue;
 			}
@@ -650,7 +650,7 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 					continue;
 				}
 				v->param.layerwise_dim = (int)c->i;
-			} else if (!c || !want_bool(E, c, name, &val)) {
+			} else if (!c || !el_want_bool(E, c, name, &val)) {
 				ok = false;
 				continue;
 			}
@@ -668,7 +668,7 @@ static bool param_flags(Elab *E, Frame *f, const ArgList *l, Value *v)
 			ok = false;
 		} else {
 			diag_error(E->d, at, "unknown parameter flag '%s'%s (valid: %s)", name,
-			           did_you_mean(E, name, names, NNAMES), join(E, names, NNAMES));
+			           el_did_you_mean(E, name, names, NNAMES), el_join(E, names, NNAMES));
 			ok = false;
 		}
 	}
@@ -684,21 +684,21 @@ static void exec_param(Elab *E, Frame *f, const Stmt *s)
 {
 	DType dt = DT_F32; /* set by dtype_of; initialised for the compiler, which cannot see it */
 	Shape sh;
-	Binding *b = declare(E, f, s->name, s->name_loc, B_VALUE, "param");
+	Binding *b = el_declare(E, f, s->name, s->name_loc, B_VALUE, "param");
 	Value tmp = {.kind = VK_PARAM};
 	tmp.param.requires_grad = tmp.param.parallel_optimizer = true;
 	if (!dtype_of(E, s, &dt) | !shape_of(E, f, s, &sh) | !param_init(E, f, s->value, &tmp) |
 	    !param_flags(E, f, s->entries, &tmp) || !b)
 		return;
-	const char *name = scoped(E, home(f)->scope, s->name);
+	const char *name = el_scoped(E, el_home(f)->scope, s->name);
 	b->v = graph_value(E->g, VK_PARAM, name, dt, sh, s->name_loc);
 	b->v->param = tmp.param;
-	name_claim(E, name);
+	el_name_claim(E, name);
 }
 
 static void exec_const(Elab *E, Frame *f, const Stmt *s)
 {
-	Binding *b = declare(E, f, s->name, s->name_loc, B_CONST, "const");
+	Binding *b = el_declare(E, f, s->name, s->name_loc, B_CONST, "const");
 	CfgValue *v = elab_cfg(E->P, f, s->value);
 	if (!v || !b)
 		return;
@@ -710,13 +710,13 @@ static void exec_const(Elab *E, Frame *f, const Stmt *s)
 				           cfg_kind_desc(d));
 				return;
 			}
-			v = d->kind == v->kind ? d : cfg_float(E->P, d->loc, d->f);
+			v = d->kind == v->kind ? d : el_cfg_float(E->P, d->loc, d->f);
 		}
-	if (v->kind == CV_IDENT && !lookup(f, v->s)) {
+	if (v->kind == CV_IDENT && !el_lookup(f, v->s)) {
 		diag_error(E->d, v->loc, "undefined name '%s'", v->s);
 		return;
 	}
-	if (!is_num(v)) {
+	if (!el_is_num(v)) {
 		diag_error(E->d, v->loc, "const '%s' must be a number, got %s", s->name, cfg_kind_desc(v));
 		return;
 	}
@@ -768,7 +768,7 @@ static void exec_group(Elab *E, Frame *f, const Stmt *s)
 			g->ranks[i * g->part_size + j] = (int)r->i;
 		}
 	}
-	Binding *b = declare(E, f, s->name, s->name_loc, B_GROUP, "group");
+	Binding *b = el_declare(E, f, s->name, s->name_loc, B_GROUP, "group");
 	if (!b)
 		return;
 	b->grp = g;
@@ -796,11 +796,11 @@ static void exec_block(Elab *E, Frame *f, const Stmt *s)
 			ok = false;
 		}
 	}
-	Binding *b = declare(E, f, s->name, s->name_loc, B_BLOCK, "block");
+	Binding *b = el_declare(E, f, s->name, s->name_loc, B_BLOCK, "block");
 	if (b && ok)
 		b->blk = s;
 	else if (b)
-		b->kind = B_CONST, b->c = cfg_int(E->P, s->name_loc, 0); /* broken: keep the name taken */
+		b->kind = B_CONST, b->c = el_cfg_int(E->P, s->name_loc, 0); /* broken: keep the name taken */
 }
 
 static void exec_config(Elab *E, Frame *f, const Stmt *s)
@@ -812,7 +812,7 @@ static void exec_config(Elab *E, Frame *f, const Stmt *s)
 		E->g->train.present = true;
 		E->g->train.loc = s->loc;
 	}
-	for (int i = 0; i < s->entries->n && live(E); i++) {
+	for (int i = 0; i < s->entries->n && el_live(E); i++) {
 		const Arg *a = &s->entries->v[i];
 		CfgValue *v = elab_cfg(E->P, f, a->val);
 		if (!v)
@@ -828,7 +828,7 @@ static void exec_assign(Elab *E, Frame *f, const Stmt *s)
 {
 	const NameList *t = s->targets;
 	if (t->n == 1) {
-		assign(E, f, t->v[0], t->loc[0], eval_tensor(E, f, s->value));
+		el_assign(E, f, t->v[0], t->loc[0], eval_tensor(E, f, s->value));
 		return;
 	}
 	if (s->value->kind != E_CALL) {
@@ -843,7 +843,7 @@ static void exec_assign(Elab *E, Frame *f, const Stmt *s)
 		r = NULL;
 	}
 	for (int i = 0; i < t->n; i++)
-		assign(E, f, t->v[i], t->loc[i], r ? r[i] : NULL);
+		el_assign(E, f, t->v[i], t->loc[i], r ? r[i] : NULL);
 }
 
 /* for i in range(n) / range(a, b): the body runs once per i, each time
@@ -857,15 +857,15 @@ static void exec_for(Elab *E, Frame *f, const Stmt *s)
 	}
 	int np = r->args->n;
 	int64_t lo = 0, hi = 0;
-	if (np < 1 || np > 2 || npositional(r->args) != np) {
+	if (np < 1 || np > 2 || el_npositional(r->args) != np) {
 		diag_error(E->d, r->loc, "range takes 1 or 2 integer arguments");
 		return;
 	}
-	if (!eval_int(E, f, r->args->v[0].val, "range bound", np == 1 ? &hi : &lo) ||
-	    (np == 2 && !eval_int(E, f, r->args->v[1].val, "range bound", &hi)))
+	if (!el_eval_int(E, f, r->args->v[0].val, "range bound", np == 1 ? &hi : &lo) ||
+	    (np == 2 && !el_eval_int(E, f, r->args->v[1].val, "range bound", &hi)))
 		return;
-	if (clash(f, s->name)) {
-		redefinition(E, s->name, s->name_loc, clash(f, s->name));
+	if (el_clash(f, s->name)) {
+		el_redefinition(E, s->name, s->name_loc, el_clash(f, s->name));
 		return;
 	}
 	/* Check the body once, not once per iteration. */
@@ -876,12 +876,12 @@ static void exec_for(Elab *E, Frame *f, const Stmt *s)
 		return;
 	/* One loop frame for all iterations: the loop variable is updated in
 	 * place (const uses copy it), so a long empty loop costs no memory. */
-	Frame *lf = frame_new(E, f, home(f)->scope);
+	Frame *lf = el_frame_new(E, f, el_home(f)->scope);
 	lf->loop = true;
 	Binding b = {.name = s->name, .kind = B_CONST, .what = "loop variable", .declared = true,
-	             .loc = s->name_loc, .c = cfg_int(E->P, s->name_loc, lo)};
-	frame_push(E, lf, b);
-	for (int64_t i = lo; i < hi && live(E); i++) {
+	             .loc = s->name_loc, .c = el_cfg_int(E->P, s->name_loc, lo)};
+	el_frame_push(E, lf, b);
+	for (int64_t i = lo; i < hi && el_live(E); i++) {
 		if (++E->steps > STEPS_MAX) {
 			diag_error(E->d, s->loc, "model too large: more than %d loop iterations and statements",
 			           STEPS_MAX);
@@ -896,7 +896,7 @@ static void exec_for(Elab *E, Frame *f, const Stmt *s)
 
 static void exec_return(Elab *E, Frame *f, const Stmt *s)
 {
-	Frame *h = home(f);
+	Frame *h = el_home(f);
 	for (int i = 0; i < s->rets->n; i++) {
 		Value *v = eval_tensor(E, f, s->rets->v[i]);
 		if (!v)
@@ -956,14 +956,14 @@ static void exec_stmt(Elab *E, Frame *f, const Stmt *s)
 
 static void exec_stmts(Elab *E, Frame *f, const StmtList *l, Ctx ctx)
 {
-	for (int i = 0; i < l->n && live(E); i++) {
+	for (int i = 0; i < l->n && el_live(E); i++) {
 		const Stmt *s = l->v[i];
 		if (++E->steps > STEPS_MAX) {
 			diag_error(E->d, s->loc, "model too large: more than %d statements executed", STEPS_MAX);
 			E->halted = true;
 			return;
 		}
-		if (home(f)->returned) {
+		if (el_home(f)->returned) {
 			diag_error(E->d, s->loc, "statement after return");
 			return;
 		}
@@ -979,7 +979,7 @@ static void resolve_loss(Elab *E)
 {
 	Graph *g = E->g;
 	const char *name = g->train.loss;
-	Binding *b = find_local(E->top, name ? name : "loss");
+	Binding *b = el_find_local(E->top, name ? name : "loss");
 	if (b && b->kind == B_VALUE) {
 		g->loss = b->v;
 		return;
@@ -1005,7 +1005,7 @@ Graph *elab_program(Parser *P)
 	Elab E = {.P = P, .a = P->a, .d = P->d};
 	E.g = graph_new(P->a);
 	E.g->name = model_name(P->a, P->file->name);
-	E.top = frame_new(&E, NULL, "");
+	E.top = el_frame_new(&E, NULL, "");
 	int before = P->d->nerrors;
 	if (P->prog->n == 0) {
 		diag_error(P->d, ast_loc(P, 1, 1), "empty model: no statements");

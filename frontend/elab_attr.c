@@ -77,7 +77,7 @@ static int kw_names(Op op, const char **out)
 	return n;
 }
 
-void op_defaults(Node *n)
+void el_op_defaults(Node *n)
 {
 	OpAttrs *a = &n->attr;
 	a->axis = n->op == OP_CONCAT ? 0 : -1;
@@ -92,7 +92,7 @@ void op_defaults(Node *n)
 
 static bool kw_group(Elab *E, Frame *f, Node *n, const CfgValue *v, const char *ctx)
 {
-	const char *w = want_word(E, v, ctx);
+	const char *w = el_want_word(E, v, ctx);
 	if (!w)
 		return false;
 	if (strcmp(w, "world") == 0 || !*w) {
@@ -100,7 +100,7 @@ static bool kw_group(Elab *E, Frame *f, Node *n, const CfgValue *v, const char *
 		n->attr.group_size = 0;
 		return true;
 	}
-	Binding *b = lookup(f, w);
+	Binding *b = el_lookup(f, w);
 	if (!b || b->kind != B_GROUP) {
 		diag_error(E->d, v->loc, "%s: '%s' is not a declared group (or \"world\")", ctx, w);
 		return false;
@@ -113,7 +113,7 @@ static bool kw_group(Elab *E, Frame *f, Node *n, const CfgValue *v, const char *
 static bool kw_reduce(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 {
 	static const char *const names[] = {"sum", "mean", "max", "min", "prod"};
-	const char *w = want_word(E, v, ctx);
+	const char *w = el_want_word(E, v, ctx);
 	if (!w)
 		return false;
 	for (int i = 0; i < 5; i++)
@@ -129,7 +129,7 @@ static bool kw_reduce(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 static bool kw_shape(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 {
 	int64_t d[MAX_RANK];
-	int r = want_ints(E, v, ctx, false, d, MAX_RANK);
+	int r = el_want_ints(E, v, ctx, false, d, MAX_RANK);
 	if (r < 0)
 		return false;
 	int holes = 0;
@@ -152,7 +152,7 @@ static bool kw_shape(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 static bool kw_perm(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 {
 	int64_t d[MAX_RANK];
-	int r = want_ints(E, v, ctx, false, d, MAX_RANK);
+	int r = el_want_ints(E, v, ctx, false, d, MAX_RANK);
 	if (r < 0)
 		return false;
 	unsigned seen = 0;
@@ -173,7 +173,7 @@ static bool kw_perm(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 static bool kw_axes(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 {
 	int64_t d[MAX_RANK];
-	int r = want_ints(E, v, ctx, true, d, MAX_RANK);
+	int r = el_want_ints(E, v, ctx, true, d, MAX_RANK);
 	if (r < 0)
 		return false;
 	int64_t mask = 0;
@@ -199,17 +199,17 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 	int64_t i;
 	double x;
 	switch (k) {
-	case KF_TRANSPOSE_A: return want_bool(E, v, ctx, &a->transpose_a);
-	case KF_TRANSPOSE_B: return want_bool(E, v, ctx, &a->transpose_b);
-	case KF_CAUSAL: return want_bool(E, v, ctx, &a->causal);
-	case KF_KEEP_DIMS: return want_bool(E, v, ctx, &a->keep_dims);
+	case KF_TRANSPOSE_A: return el_want_bool(E, v, ctx, &a->transpose_a);
+	case KF_TRANSPOSE_B: return el_want_bool(E, v, ctx, &a->transpose_b);
+	case KF_CAUSAL: return el_want_bool(E, v, ctx, &a->causal);
+	case KF_KEEP_DIMS: return el_want_bool(E, v, ctx, &a->keep_dims);
 	case KF_AXIS:
-		if (!want_int(E, v, ctx, -MAX_RANK, MAX_RANK - 1, &i))
+		if (!el_want_int(E, v, ctx, -MAX_RANK, MAX_RANK - 1, &i))
 			return false;
 		a->axis = (int)i;
 		return true;
 	case KF_EPS:
-		if (!want_float(E, v, ctx, &x))
+		if (!el_want_float(E, v, ctx, &x))
 			return false;
 		if (!(x > 0)) {
 			diag_error(E->d, v->loc, "%s must be positive, got %g", ctx, x);
@@ -218,7 +218,7 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		a->eps = x;
 		return true;
 	case KF_SCALE:
-		if (!want_float(E, v, ctx, &x))
+		if (!el_want_float(E, v, ctx, &x))
 			return false;
 		if (!(x > 0) || x > 1e30) {
 			diag_error(E->d, v->loc, "%s must be positive and finite, got %g", ctx, x);
@@ -227,7 +227,7 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		a->scale = x;
 		return true;
 	case KF_MOMENTUM:
-		if (!want_float(E, v, ctx, &x))
+		if (!el_want_float(E, v, ctx, &x))
 			return false;
 		if (x < 0 || x > 1) {
 			diag_error(E->d, v->loc, "%s must be in [0, 1], got %g", ctx, x);
@@ -237,7 +237,7 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		return true;
 	case KF_KEEP_PROB:
 	case KF_DROP_P:
-		if (!want_float(E, v, ctx, &x))
+		if (!el_want_float(E, v, ctx, &x))
 			return false;
 		if (k == KF_DROP_P)
 			x = 1 - x;
@@ -255,14 +255,14 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 	case KF_REDUCE: return kw_reduce(E, n, v, ctx);
 	case KF_GROUP: return kw_group(E, f, n, v, ctx);
 	case KF_FUSION:
-		if (!want_int(E, v, ctx, 0, INT32_MAX, &i))
+		if (!el_want_int(E, v, ctx, 0, INT32_MAX, &i))
 			return false;
 		a->fusion = (int)i;
 		return true;
 	case KF_SPLIT_AXIS:
 	case KF_CONCAT_AXIS:
 	case KF_ROOT:
-		if (!want_int(E, v, ctx, 0, k == KF_ROOT ? 4095 : MAX_RANK - 1, &i))
+		if (!el_want_int(E, v, ctx, 0, k == KF_ROOT ? 4095 : MAX_RANK - 1, &i))
 			return false;
 		*(k == KF_ROOT ? &a->root : k == KF_SPLIT_AXIS ? &a->split_axis : &a->concat_axis) = (int)i;
 		return true;
@@ -287,7 +287,7 @@ static bool has_kw(const ArgList *l, const char *name)
 	return false;
 }
 
-bool op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
+bool el_op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
 {
 	const char *op = op_info[n->op].name;
 	bool ok = true;
@@ -311,7 +311,7 @@ bool op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
 			int nn = kw_names(n->op, names);
 			if (nn)
 				diag_error(E->d, arg->name_loc, "%s has no keyword argument '%s'%s (valid: %s)", op,
-				           arg->name, did_you_mean(E, arg->name, names, nn), join(E, names, nn));
+				           arg->name, el_did_you_mean(E, arg->name, names, nn), el_join(E, names, nn));
 			else
 				diag_error(E->d, arg->name_loc, "%s takes no keyword arguments", op);
 			ok = false;
@@ -349,7 +349,7 @@ static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, 
 	Strategy s = {.n = v->n, .v = ARENA_NEWN(E->a, Shape, v->n ? v->n : 1), .loc = at};
 	for (int i = 0; i < v->n; i++) {
 		const CfgValue *t = v->items[i];
-		int r = want_ints(E, t, ctx, false, s.v[i].d, MAX_RANK);
+		int r = el_want_ints(E, t, ctx, false, s.v[i].d, MAX_RANK);
 		if (r < 0)
 			return false;
 		s.v[i].rank = r;
@@ -364,7 +364,7 @@ static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, 
 	return true;
 }
 
-int npositional(const ArgList *l)
+int el_npositional(const ArgList *l)
 {
 	int n = 0;
 	for (int i = 0; i < l->n; i++)
@@ -376,7 +376,7 @@ int npositional(const ArgList *l)
  * arguments and no keywords (unless kw). */
 static bool annot_arity(Elab *E, const Annotation *an, int lo, int hi, bool kw)
 {
-	int np = npositional(an->args);
+	int np = el_npositional(an->args);
 	for (int i = 0; i < an->args->n && !kw; i++)
 		if (an->args->v[i].name) {
 			diag_error(E->d, an->args->v[i].name_loc, ".%s takes no keyword arguments", an->name);
@@ -458,7 +458,7 @@ static bool an_recompute(Elab *E, Frame *f, const Annotation *an, Annot *ann)
 			           "mp_comm_recompute, parallel_optimizer_comm_recompute)", a->name);
 			return false;
 		}
-		if (!v || !want_bool(E, v, ".recompute", dst))
+		if (!v || !el_want_bool(E, v, ".recompute", dst))
 			return false;
 	}
 	return true;
@@ -490,7 +490,7 @@ static bool an_flag(Elab *E, Frame *f, const Annotation *an, bool *out)
 	if (an->args->n == 0)
 		return true;
 	const CfgValue *v = annot_arg(E, f, an, 0);
-	return v && want_bool(E, v, an->name, out);
+	return v && el_want_bool(E, v, an->name, out);
 }
 
 static bool an_manual_split(Elab *E, Frame *f, const Annotation *an, Annot *ann)
@@ -523,7 +523,7 @@ static bool an_target(Elab *E, Frame *f, const Annotation *an, Annot *ann)
 	if (!annot_arity(E, an, 1, 1, false))
 		return false;
 	const CfgValue *v = annot_arg(E, f, an, 0);
-	const char *w = v ? want_word(E, v, "target") : NULL;
+	const char *w = v ? el_want_word(E, v, "target") : NULL;
 	if (!w)
 		return false;
 	if (strcasecmp(w, "cpu") == 0 || strcasecmp(w, "device") == 0) {
@@ -536,7 +536,7 @@ static bool an_target(Elab *E, Frame *f, const Annotation *an, Annot *ann)
 
 /* Applies a call's `.name(...)` chain to ann. op is OP_COUNT for a block
  * instance (where shard and manual_split make no sense). */
-bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsigned *mask)
+bool el_annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsigned *mask)
 {
 	bool ok = true;
 	for (int i = 0; i < e->nann; i++) {
@@ -588,7 +588,7 @@ bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsi
 			*mask |= AN_TARGET;
 		} else {
 			diag_error(E->d, an->loc, "unknown annotation '.%s'%s (valid: %s)", nm,
-			           did_you_mean(E, nm, annot_names, NANNOT), join(E, annot_names, NANNOT));
+			           el_did_you_mean(E, nm, annot_names, NANNOT), el_join(E, annot_names, NANNOT));
 			ok = false;
 		}
 	next:;
@@ -596,7 +596,7 @@ bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsi
 	return ok;
 }
 
-void set_mask(Elab *E, const Node *n, unsigned mask)
+void el_set_mask(Elab *E, const Node *n, unsigned mask)
 {
 	if (n->id >= E->capset) {
 		int cap = 2 * n->id + 64;
@@ -608,7 +608,7 @@ void set_mask(Elab *E, const Node *n, unsigned mask)
 
 /* A block instance's annotations go to the nodes it made, field by field,
  * where nothing inside set the field already (the innermost wins). */
-void inherit(Elab *E, int from, const Annot *ann, unsigned mask)
+void el_inherit(Elab *E, int from, const Annot *ann, unsigned mask)
 {
 	for (int i = from; i < E->g->nnodes; i++) {
 		Node *n = E->g->nodes[i];
@@ -629,6 +629,6 @@ void inherit(Elab *E, int from, const Annot *ann, unsigned mask)
 			n->ann.cross_batch = ann->cross_batch;
 		if (give & AN_TARGET)
 			n->ann.target_cpu = ann->target_cpu;
-		set_mask(E, n, give);
+		el_set_mask(E, n, give);
 	}
 }

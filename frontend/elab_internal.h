@@ -95,41 +95,41 @@ typedef enum Ctx { CTX_TOP, CTX_BLOCK, CTX_LOOP } Ctx;
 
 /* --- elab_scope.c -------------------------------------------------- */
 
-bool live(Elab *E);
-const char *did_you_mean(Elab *E, const char *name, const char *const *cands, int n);
-const char *join(Elab *E, const char *const *v, int n);
-const char *scoped(Elab *E, const char *scope, const char *name);
-bool name_claim(Elab *E, const char *s);
-Frame *frame_new(Elab *E, Frame *parent, const char *scope);
-Binding *frame_push(Elab *E, Frame *f, Binding b);
-Binding *find_local(Frame *f, const char *name);
-Binding *lookup(Frame *f, const char *name);
-Frame *home(Frame *f);
-Binding *clash(Frame *f, const char *name);
-int visible_names(Elab *E, Frame *f, const char ***out);
-void redefinition(Elab *E, const char *name, Loc at, const Binding *prev);
-Binding *declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k, const char *what);
-void assign(Elab *E, Frame *f, const char *name, Loc at, Value *v);
+bool el_live(Elab *E);
+const char *el_did_you_mean(Elab *E, const char *name, const char *const *cands, int n);
+const char *el_join(Elab *E, const char *const *v, int n);
+const char *el_scoped(Elab *E, const char *scope, const char *name);
+bool el_name_claim(Elab *E, const char *s);
+Frame *el_frame_new(Elab *E, Frame *parent, const char *scope);
+Binding *el_frame_push(Elab *E, Frame *f, Binding b);
+Binding *el_find_local(Frame *f, const char *name);
+Binding *el_lookup(Frame *f, const char *name);
+Frame *el_home(Frame *f);
+Binding *el_clash(Frame *f, const char *name);
+int el_visible_names(Elab *E, Frame *f, const char ***out);
+void el_redefinition(Elab *E, const char *name, Loc at, const Binding *prev);
+Binding *el_declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k, const char *what);
+void el_assign(Elab *E, Frame *f, const char *name, Loc at, Value *v);
 
 /* --- elab_value.c -------------------------------------------------- */
 
-CfgValue *cfg_int(Parser *P, Loc l, int64_t i);
-CfgValue *cfg_float(Parser *P, Loc l, double x);
-bool is_num(const CfgValue *v);
-bool eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t *out);
-bool want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out);
-bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t hi, int64_t *out);
-bool want_float(Elab *E, const CfgValue *v, const char *ctx, double *out);
-const char *want_word(Elab *E, const CfgValue *v, const char *ctx);
-int want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, int64_t *out, int max);
+CfgValue *el_cfg_int(Parser *P, Loc l, int64_t i);
+CfgValue *el_cfg_float(Parser *P, Loc l, double x);
+bool el_is_num(const CfgValue *v);
+bool el_eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t *out);
+bool el_want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out);
+bool el_want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t hi, int64_t *out);
+bool el_want_float(Elab *E, const CfgValue *v, const char *ctx, double *out);
+const char *el_want_word(Elab *E, const CfgValue *v, const char *ctx);
+int el_want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, int64_t *out, int max);
 
 /* --- elab_attr.c --------------------------------------------------- */
 
-void op_defaults(Node *n);
-bool op_keywords(Elab *E, Frame *f, Node *n, const Expr *e);
-int npositional(const ArgList *l);
-bool annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsigned *mask);
-void set_mask(Elab *E, const Node *n, unsigned mask);
-void inherit(Elab *E, int from, const Annot *ann, unsigned mask);
+void el_op_defaults(Node *n);
+bool el_op_keywords(Elab *E, Frame *f, Node *n, const Expr *e);
+int el_npositional(const ArgList *l);
+bool el_annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, unsigned *mask);
+void el_set_mask(Elab *E, const Node *n, unsigned mask);
+void el_inherit(Elab *E, int from, const Annot *ann, unsigned mask);
 
 #endif

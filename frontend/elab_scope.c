@@ -8,19 +8,19 @@
 
 /* --- small helpers -------------------------------------------------------- */
 
-bool live(Elab *E)
+bool el_live(Elab *E)
 {
 	return !E->halted && !E->d->stopped;
 }
 
-const char *did_you_mean(Elab *E, const char *name, const char *const *cands, int n)
+const char *el_did_you_mean(Elab *E, const char *name, const char *const *cands, int n)
 {
 	const char *s = diag_closest(name, cands, n);
 	return s ? arena_printf(E->a, "; did you mean '%s'?", s) : "";
 }
 
 /* "a, b, c" */
-const char *join(Elab *E, const char *const *v, int n)
+const char *el_join(Elab *E, const char *const *v, int n)
 {
 	const char *s = "";
 	for (int i = 0; i < n; i++)
@@ -28,7 +28,7 @@ const char *join(Elab *E, const char *const *v, int n)
 	return s;
 }
 
-const char *scoped(Elab *E, const char *scope, const char *name)
+const char *el_scoped(Elab *E, const char *scope, const char *name)
 {
 	return *scope ? arena_printf(E->a, "%s.%s", scope, name) : name;
 }
@@ -44,7 +44,7 @@ static uint32_t hash_str(const char *s)
 }
 
 /* Adds s to the set of names given out; false if it was there. */
-bool name_claim(Elab *E, const char *s)
+bool el_name_claim(Elab *E, const char *s)
 {
 	if (2 * (E->nnames + 1) > E->capnames) {
 		int cap = E->capnames ? 2 * E->capnames : 256;
@@ -55,7 +55,7 @@ bool name_claim(Elab *E, const char *s)
 		E->nnames = 0;
 		for (int i = 0; i < oldcap; i++)
 			if (old[i])
-				name_claim(E, old[i]);
+				el_name_claim(E, old[i]);
 	}
 	uint32_t m = (uint32_t)E->capnames - 1;
 	for (uint32_t i = hash_str(s) & m;; i = (i + 1) & m) {
@@ -118,22 +118,22 @@ static void name_value(Elab *E, Value *v, const char *scope, const char *var)
 	if (E->named[v->id])
 		return;
 	E->named[v->id] = 1;
-	const char *base = scoped(E, scope, var);
+	const char *base = el_scoped(E, scope, var);
 	if (base[0] == 't' && base[1] && strspn(base + 1, "0123456789") == strlen(base + 1))
 		base = arena_printf(E->a, "%s_", base);
 	const char *s = base;
-	if (!name_claim(E, s)) {
+	if (!el_name_claim(E, s)) {
 		int *k = suffix_slot(E, base);
 		do
 			s = arena_printf(E->a, "%s_%d", base, (*k)++);
-		while (!name_claim(E, s));
+		while (!el_name_claim(E, s));
 	}
 	v->name = s;
 }
 
 /* --- frames ----------------------------------------------------------------- */
 
-Frame *frame_new(Elab *E, Frame *parent, const char *scope)
+Frame *el_frame_new(Elab *E, Frame *parent, const char *scope)
 {
 	Frame *f = ARENA_NEW(E->a, Frame);
 	f->parent = parent;
@@ -157,7 +157,7 @@ static void index_put(Frame *f, int i)
 }
 
 /* Appends a binding to f (the only way bindings enter a frame). */
-Binding *frame_push(Elab *E, Frame *f, Binding b)
+Binding *el_frame_push(Elab *E, Frame *f, Binding b)
 {
 	VEC_PUSH(E->a, f->b, f->n, f->cap, b);
 	if (f->n >= INDEX_FROM) {
@@ -174,7 +174,7 @@ Binding *frame_push(Elab *E, Frame *f, Binding b)
 	return &f->b[f->n - 1];
 }
 
-Binding *find_local(Frame *f, const char *name)
+Binding *el_find_local(Frame *f, const char *name)
 {
 	if (f->index) {
 		uint32_t m = (uint32_t)f->capindex - 1;
@@ -190,11 +190,11 @@ Binding *find_local(Frame *f, const char *name)
 }
 
 /* Visible binding of name: values do not show through a block frame. */
-Binding *lookup(Frame *f, const char *name)
+Binding *el_lookup(Frame *f, const char *name)
 {
 	bool crossed = false;
 	for (; f; f = f->parent) {
-		Binding *b = find_local(f, name);
+		Binding *b = el_find_local(f, name);
 		if (b && !(crossed && b->kind == B_VALUE))
 			return b;
 		if (f->block)
@@ -204,7 +204,7 @@ Binding *lookup(Frame *f, const char *name)
 }
 
 /* The frame that receives definitions: loop frames pass them outwards. */
-Frame *home(Frame *f)
+Frame *el_home(Frame *f)
 {
 	while (f->loop)
 		f = f->parent;
@@ -213,10 +213,10 @@ Frame *home(Frame *f)
 
 /* An existing binding that a new definition of name would clash with: in
  * the home frame or a loop frame between it and f. */
-Binding *clash(Frame *f, const char *name)
+Binding *el_clash(Frame *f, const char *name)
 {
 	for (; f; f = f->parent) {
-		Binding *b = find_local(f, name);
+		Binding *b = el_find_local(f, name);
 		if (b || !f->loop)
 			return b;
 	}
@@ -224,7 +224,7 @@ Binding *clash(Frame *f, const char *name)
 }
 
 /* Every name visible from f, for did-you-mean. */
-int visible_names(Elab *E, Frame *f, const char ***out)
+int el_visible_names(Elab *E, Frame *f, const char ***out)
 {
 	const char **v = NULL;
 	int n = 0, cap = 0;
@@ -240,35 +240,35 @@ int visible_names(Elab *E, Frame *f, const char ***out)
 	return n;
 }
 
-void redefinition(Elab *E, const char *name, Loc at, const Binding *prev)
+void el_redefinition(Elab *E, const char *name, Loc at, const Binding *prev)
 {
 	diag_error(E->d, at, "redefinition of '%s'", name);
 	diag_note(E->d, prev->loc, "'%s' was previously defined here (as a %s)", name, prev->what);
 }
 
 /* Declares a name that may not be re-bound; NULL (reported) on a clash. */
-Binding *declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k, const char *what)
+Binding *el_declare(Elab *E, Frame *f, const char *name, Loc at, BindKind k, const char *what)
 {
-	Binding *prev = clash(f, name);
+	Binding *prev = el_clash(f, name);
 	if (prev) {
-		redefinition(E, name, at, prev);
+		el_redefinition(E, name, at, prev);
 		return NULL;
 	}
-	Frame *h = f->loop ? f : home(f);
+	Frame *h = f->loop ? f : el_home(f);
 	Binding b = {.name = name, .kind = k, .what = what, .declared = true, .loc = at};
-	return frame_push(E, h, b);
+	return el_frame_push(E, h, b);
 }
 
 /* `name = value`: re-binds an assigned value, refuses declared names. */
-void assign(Elab *E, Frame *f, const char *name, Loc at, Value *v)
+void el_assign(Elab *E, Frame *f, const char *name, Loc at, Value *v)
 {
-	Binding *prev = clash(f, name);
+	Binding *prev = el_clash(f, name);
 	if (prev && prev->declared) {
 		diag_error(E->d, at, "cannot assign to %s '%s'", prev->what, name);
 		diag_note(E->d, prev->loc, "'%s' is defined here", name);
 		return;
 	}
-	Frame *h = home(f);
+	Frame *h = el_home(f);
 	if (v)
 		name_value(E, v, h->scope, name);
 	if (prev) {
@@ -277,5 +277,5 @@ void assign(Elab *E, Frame *f, const char *name, Loc at, Value *v)
 		return;
 	}
 	Binding b = {.name = name, .kind = B_VALUE, .what = "value", .loc = at, .v = v};
-	frame_push(E, h, b);
+	el_frame_push(E, h, b);
 }

@@ -16,7 +16,7 @@ static CfgValue *cfg_new(Parser *P, CfgKind k, Loc l)
 	return v;
 }
 
-CfgValue *cfg_int(Parser *P, Loc l, int64_t i)
+CfgValue *el_cfg_int(Parser *P, Loc l, int64_t i)
 {
 	CfgValue *v = cfg_new(P, CV_INT, l);
 	v->i = i;
@@ -24,14 +24,14 @@ CfgValue *cfg_int(Parser *P, Loc l, int64_t i)
 	return v;
 }
 
-CfgValue *cfg_float(Parser *P, Loc l, double x)
+CfgValue *el_cfg_float(Parser *P, Loc l, double x)
 {
 	CfgValue *v = cfg_new(P, CV_FLOAT, l);
 	v->f = x;
 	return v;
 }
 
-bool is_num(const CfgValue *v)
+bool el_is_num(const CfgValue *v)
 {
 	return v->kind == CV_INT || v->kind == CV_FLOAT;
 }
@@ -60,7 +60,7 @@ static CfgValue *fold_int(Parser *P, const Expr *e, int64_t x, int64_t y)
 		diag_error(P->d, e->as_loc, "integer overflow in '%c'", e->op);
 		return NULL;
 	}
-	return cfg_int(P, e->loc, r);
+	return el_cfg_int(P, e->loc, r);
 }
 
 static CfgValue *fold_float(Parser *P, const Expr *e, double x, double y)
@@ -85,7 +85,7 @@ static CfgValue *fold_float(Parser *P, const Expr *e, double x, double y)
 		diag_error(P->d, e->as_loc, "floating-point overflow in '%c'", e->op);
 		return NULL;
 	}
-	return cfg_float(P, e->loc, r);
+	return el_cfg_float(P, e->loc, r);
 }
 
 static CfgValue *cfg_binary(Parser *P, struct Frame *f, const Expr *e)
@@ -101,8 +101,8 @@ static CfgValue *cfg_binary(Parser *P, struct Frame *f, const Expr *e)
 		diag_error(P->d, e->as_loc, "'@' multiplies matrices: its operands must be tensors");
 		return NULL;
 	}
-	if (!is_num(l) || !is_num(r)) {
-		const CfgValue *bad = is_num(l) ? r : l;
+	if (!el_is_num(l) || !el_is_num(r)) {
+		const CfgValue *bad = el_is_num(l) ? r : l;
 		diag_error(P->d, bad->loc, "operand of '%c' must be a number, got %s", e->op,
 		           cfg_kind_desc(bad));
 		return NULL;
@@ -118,7 +118,7 @@ static CfgValue *cfg_neg(Parser *P, struct Frame *f, const Expr *e)
 	if (!x)
 		return NULL;
 	if (x->kind == CV_FLOAT)
-		return cfg_float(P, e->loc, -x->f);
+		return el_cfg_float(P, e->loc, -x->f);
 	if (x->kind != CV_INT) {
 		diag_error(P->d, x->loc, "operand of unary '-' must be a number, got %s", cfg_kind_desc(x));
 		return NULL;
@@ -127,7 +127,7 @@ static CfgValue *cfg_neg(Parser *P, struct Frame *f, const Expr *e)
 		diag_error(P->d, e->loc, "integer overflow in unary '-'");
 		return NULL;
 	}
-	return cfg_int(P, e->loc, -x->i);
+	return el_cfg_int(P, e->loc, -x->i);
 }
 
 /* Tuples, lists, dicts and calls: items (and keys) one by one. */
@@ -167,8 +167,8 @@ static CfgValue *cfg_items(Parser *P, struct Frame *f, const Expr *e, CfgKind k)
 CfgValue *elab_cfg(Parser *P, struct Frame *f, const Expr *e)
 {
 	switch (e->kind) {
-	case E_INT: return cfg_int(P, e->loc, e->i);
-	case E_FLOAT: return cfg_float(P, e->loc, e->f);
+	case E_INT: return el_cfg_int(P, e->loc, e->i);
+	case E_FLOAT: return el_cfg_float(P, e->loc, e->f);
 	case E_BOOL: {
 		CfgValue *v = cfg_new(P, CV_BOOL, e->loc);
 		v->b = e->b;
@@ -177,7 +177,7 @@ CfgValue *elab_cfg(Parser *P, struct Frame *f, const Expr *e)
 	case E_NONE: return cfg_new(P, CV_NONE, e->loc);
 	case E_STRING:
 	case E_IDENT: {
-		Binding *b = e->kind == E_IDENT && f ? lookup(f, e->s) : NULL;
+		Binding *b = e->kind == E_IDENT && f ? el_lookup(f, e->s) : NULL;
 		if (b && b->kind == B_CONST && !b->c)
 			return NULL; /* its definition failed (reported there) */
 		if (b && b->kind == B_CONST) {
@@ -201,12 +201,12 @@ CfgValue *elab_cfg(Parser *P, struct Frame *f, const Expr *e)
 }
 
 /* An integer-valued expression; false (reported) otherwise. */
-bool eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t *out)
+bool el_eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t *out)
 {
 	CfgValue *v = elab_cfg(E->P, f, e);
 	if (!v)
 		return false;
-	if (v->kind == CV_IDENT && !lookup(f, v->s)) {
+	if (v->kind == CV_IDENT && !el_lookup(f, v->s)) {
 		diag_error(E->d, v->loc, "undefined name '%s'", v->s);
 		return false;
 	}
@@ -220,7 +220,7 @@ bool eval_int(Elab *E, Frame *f, const Expr *e, const char *what, int64_t *out)
 
 /* --- typed views of literal values (for keyword arguments) ------------------ */
 
-bool want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out)
+bool el_want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out)
 {
 	if (v->kind != CV_BOOL) {
 		diag_error(E->d, v->loc, "%s expects true or false, got %s", ctx, cfg_kind_desc(v));
@@ -230,7 +230,7 @@ bool want_bool(Elab *E, const CfgValue *v, const char *ctx, bool *out)
 	return true;
 }
 
-bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t hi, int64_t *out)
+bool el_want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (v->kind != CV_INT) {
 		diag_error(E->d, v->loc, "%s expects an integer, got %s", ctx, cfg_kind_desc(v));
@@ -242,9 +242,9 @@ bool want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t h
 	return true;
 }
 
-bool want_float(Elab *E, const CfgValue *v, const char *ctx, double *out)
+bool el_want_float(Elab *E, const CfgValue *v, const char *ctx, double *out)
 {
-	if (!is_num(v)) {
+	if (!el_is_num(v)) {
 		diag_error(E->d, v->loc, "%s expects a number, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
@@ -253,7 +253,7 @@ bool want_float(Elab *E, const CfgValue *v, const char *ctx, double *out)
 }
 
 /* A word given bare or quoted: `op = sum` or `op = "sum"`. */
-const char *want_word(Elab *E, const CfgValue *v, const char *ctx)
+const char *el_want_word(Elab *E, const CfgValue *v, const char *ctx)
 {
 	if (v->kind != CV_IDENT && v->kind != CV_STRING) {
 		diag_error(E->d, v->loc, "%s expects a name or a string, got %s", ctx, cfg_kind_desc(v));
@@ -263,7 +263,7 @@ const char *want_word(Elab *E, const CfgValue *v, const char *ctx)
 }
 
 /* A tuple or list of integers (a lone integer too, if `single`). */
-int want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, int64_t *out, int max)
+int el_want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, int64_t *out, int max)
 {
 	if (single && v->kind == CV_INT) {
 		out[0] = v->i;
