@@ -1,7 +1,8 @@
 /* What a generated program loads and where it writes, checked before it
  * matters, and a watchdog for a job that stopped moving:
  *  - non-finite values in --init checkpoints and --data files, reported
- *    with the tensor's name and the element's position;
+ *    with the tensor's name and the element's position, and out-of-range
+ *    gradients for loss scaling (nrt_all_within);
  *  - --save and --log destinations: a regular file this process can
  *    create or replace, checked at start-up, so that a device node (as
  *    root, /dev/null would be replaced by a regular file) or a directory

@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <malloc.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -346,7 +346,8 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	host_free(ps.host_b, ps.most);
 	free(ps.par);
 	nrt_trace_close();
-	nrt_rt.finalize(); /* nrt_finalize (init.c), registered by nrt_init */
+	if (nrt_rt.finalize) /* nrt_finalize (init.c), registered by nrt_init */
+		nrt_rt.finalize();
 	exit(0);
 }
 

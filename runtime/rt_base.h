@@ -5,16 +5,18 @@
  * remove on a fatal error, the finalize a parameter server ends in) it
  * calls a hook those layers register in nrt_rt.
  *
- * The runtime's layers (lowest first; a file calls and includes only its
- * own layer or lower ones, and no two files of a layer call each other in
- * a circle; checked with nm on the objects of build/obj/runtime):
+ * The runtime's layers, lowest first: a file calls only files listed
+ * before it (a < b: b calls a), so no two files call each other (checked
+ * with nm -u / --defined-only on the objects in build/obj/runtime). The
+ * services include rt_internal.h, which includes this header:
  *   base      base.c (this header)
- *   values    tensor.c half.c random.c json.c npy.c memcount.c
- *   services  guard.c trace.c comm_types.c < spmd.c < comm.c redist.c
- *             schedule.c kernels.c host_kernels.c attention.c vocab_ce.c
- *             mem.c < host.c < ps.c < log.c; corpus.c data.c param.c ckpt.c
- *   wiring    init.c (nrt_init, nrt_finalize: MPI, options, start-up checks)
- * runtime/cuda/ sits on top of all of it (cuda_internal.h gives its order). */
+ *   services  half.c random.c tensor.c memcount.c json.c corpus.c
+ *             kernels.c host_kernels.c attention.c vocab_ce.c
+ *             guard.c trace.c npy.c param.c schedule.c mem.c data.c
+ *             comm_types.c < spmd.c < comm.c < redist.c ckpt.c host.c
+ *             log.c < ps.c
+ *   wiring    init.c (nrt_init, nrt_finalize: starts and stops the services)
+ * runtime/cuda/ is the GPU twin on top (its order: runtime/cuda/cuda_internal.h). */
 #ifndef NETRT_RT_BASE_H
 #define NETRT_RT_BASE_H
 #include <mpi.h>
