@@ -1,4 +1,5 @@
-/* Communicators over device-matrix axes, collectives and their counters.
+/* Communicators over device-matrix axes and the blocking collectives
+ * (their datatypes, operators and counters: comm_types.c).
  * Without MPI (unit tests run without mpirun) every communicator has one
  * rank and the collectives reduce to local copies. */
 #include <limits.h>
