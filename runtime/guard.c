@@ -1,7 +1,8 @@
 /* What a generated program loads and where it writes, checked before it
  * matters, and a watchdog for a job that stopped moving:
  *  - non-finite values in --init checkpoints and --data files, reported
- *    with the tensor's name and the element's position;
+ *    with the tensor's name and the element's position, and out-of-range
+ *    gradients for loss scaling (nrt_all_within);
  *  - --save and --log destinations: a regular file this process can
  *    create or replace, checked at start-up, so that a device node (as
  *    root, /dev/null would be replaced by a regular file) or a directory
@@ -73,6 +74,32 @@ int64_t nrt_first_nonfinite(NrtDType t, const void *p, int64_t n, const char **w
 		}
 	}
 	return -1;
+}
+
+/* loss scaling's overflow test (log.c: nrt_loss_scale_step) */
+bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
+{
+	/* written !(|x| <= bound) so that NaN fails too */
+	switch (t) {
+	case NRT_F32:
+		for (int64_t i = 0; i < n; i++)
+			if (!(fabsf(((const float *)x)[i]) <= bound))
+				return false;
+		return true;
+	case NRT_F64:
+		for (int64_t i = 0; i < n; i++)
+			if (!(fabs(((const double *)x)[i]) <= bound))
+				return false;
+		return true;
+	case NRT_F16:
+	case NRT_BF16:
+		for (int64_t i = 0; i < n; i++)
+			if (!(fabs(nrt_load_double(t, x, i)) <= bound))
+				return false;
+		return true;
+	default:
+		return true; /* integers: no gradients */
+	}
 }
 
 const char *nrt_index_str(int rank, const int64_t *dims, int64_t flat, char *buf, size_t len)
@@ -160,6 +187,7 @@ void nrt_tmp_register(const char *path)
 		nrt_fatal("%s: path too long", path);
 	strcpy(tmp_path, path);
 	tmp_live = 1;
+	nrt_rt.on_fatal = nrt_tmp_abandon; /* nrt_fatal removes it too */
 	struct sigaction sa = {.sa_handler = tmp_on_signal};
 	sigemptyset(&sa.sa_mask);
 	for (int i = 0; i < 3; i++)
@@ -184,18 +212,10 @@ void nrt_tmp_abandon(void)
 
 /* ---- watchdog --------------------------------------------------------------- */
 
-NrtWatch nrt_watch;
 static double watch_limit;     /* seconds; set before the thread starts */
 static atomic_bool watch_on;   /* cleared at nrt_finalize */
 static pthread_t watch_thread;
 static bool watch_running;
-
-double nrt_watch_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* "MPI_Allreduce" from "MPI_Allreduce(MPI_IN_PLACE, ...)" */
 static void call_name(const char *call, char *buf, size_t len)

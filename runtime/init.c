@@ -1,11 +1,11 @@
-/* Start-up and shutdown: MPI, the command line, the world-size check and
- * the fatal-error path every other runtime file ends in. */
+/* Start-up and shutdown, the runtime's top layer: MPI, the command line,
+ * the world-size check, and the services it starts and stops (guard, ps,
+ * comm's f16/bf16 operators). The state and nrt_fatal are in base.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,44 +14,6 @@
 
 #include "rt_internal.h"
 
-NrtRuntime nrt_rt = {.rank = 0, .size = 1};
-
-bool nrt_mpi_active(void)
-{
-	int init = 0, fin = 0;
-	/* both may be called before MPI_Init and after MPI_Finalize */
-	MPI_Initialized(&init);
-	MPI_Finalized(&fin);
-	return init && !fin;
-}
-
-_Noreturn void nrt_fatal(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	fflush(stdout);
-	fprintf(stderr, "netrt: rank %d: %s\n", nrt_rank(), msg);
-	fflush(stderr);
-	nrt_tmp_abandon();   /* a checkpoint being written is not left behind */
-	if (nrt_mpi_active())
-		MPI_Abort(MPI_COMM_WORLD, 1);
-	exit(1);
-}
-
-_Noreturn void nrt_mpi_fail(const char *call, int rc, const char *file, int line)
-{
-	char err[MPI_MAX_ERROR_STRING + 1] = "unknown MPI error";
-	int len = 0;
-	if (MPI_Error_string(rc, err, &len) != MPI_SUCCESS)
-		snprintf(err, sizeof err, "MPI error code %d", rc);
-	nrt_fatal("%s:%d: %s failed: %s", file, line, call, err);
-}
-
-int nrt_rank(void) { return nrt_rt.rank; }
-int nrt_world_size(void) { return nrt_rt.size; }
 
 /* ---- command line ------------------------------------------------------- */
 enum {
@@ -473,6 +435,7 @@ static void quiet_malloc(void)
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt)
 {
 	quiet_malloc();
+	nrt_rt.finalize = nrt_finalize; /* a parameter server ends in it (ps.c) */
 	start_mpi(argc, argv);
 	const char *prog = *argc > 0 ? (*argv)[0] : info->name;
 	char msg[512];

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "rt_internal.h"
 
@@ -33,13 +32,6 @@ struct NrtLog {
 	double eval_loss;       /* for the next row (NaN: none) */
 	int64_t save_every;     /* --save-every: those steps read the loss too */
 };
-
-double nrt_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* the CSV's first line, without its newline */
 static void csv_header(const NrtLog *l, char *buf, size_t len)
@@ -220,31 +212,6 @@ void nrt_log_close(NrtLog *l)
 }
 
 /* ---- loss scaling ------------------------------------------------------------ */
-
-bool nrt_all_within(NrtDType t, const void *x, int64_t n, double bound)
-{
-	/* written !(|x| <= bound) so that NaN fails too */
-	switch (t) {
-	case NRT_F32:
-		for (int64_t i = 0; i < n; i++)
-			if (!(fabsf(((const float *)x)[i]) <= bound))
-				return false;
-		return true;
-	case NRT_F64:
-		for (int64_t i = 0; i < n; i++)
-			if (!(fabs(((const double *)x)[i]) <= bound))
-				return false;
-		return true;
-	case NRT_F16:
-	case NRT_BF16:
-		for (int64_t i = 0; i < n; i++)
-			if (!(fabs(nrt_load_double(t, x, i)) <= bound))
-				return false;
-		return true;
-	default:
-		return true; /* integers: no gradients */
-	}
-}
 
 bool nrt_loss_scale_step(NrtLossScale *ls, NrtComm *world, bool overflow, int64_t step)
 {

@@ -51,7 +51,6 @@ typedef struct PsParam {
 
 static struct {
 	MPI_Comm comm;          /* MPI_COMM_WORLD duplicated: the protocol's own tags */
-	int workers, servers;   /* W, S */
 	const NrtPsConfig *cfg;
 	PsParam *par;           /* by parameter (server: own shard) */
 	size_t es;              /* bytes of an element */
@@ -87,16 +86,16 @@ static int tag_final(int k) { return ps.cfg->nparams + 1 + k; }
 /* Server s's shard of n elements. */
 static void shard(int64_t n, int s, int64_t *lo, int64_t *cnt)
 {
-	*lo = n * s / ps.servers;
-	*cnt = n * (s + 1) / ps.servers - *lo;
+	*lo = n * s / nrt_rt.ps_servers;
+	*cnt = n * (s + 1) / nrt_rt.ps_servers - *lo;
 }
 
 /* nrt_init, every rank, when the program has servers: the world the
  * program sees becomes the workers'; servers get their own. */
 void nrt_ps_split(int workers, int servers)
 {
-	ps.workers = workers;
-	ps.servers = servers;
+	nrt_rt.ps_workers = workers;
+	nrt_rt.ps_servers = servers;
 	NRT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &ps.comm));
 	MPI_Comm role;
 	bool worker = nrt_rt.rank < workers;
@@ -107,8 +106,6 @@ void nrt_ps_split(int workers, int servers)
 	if (worker)
 		nrt_rt.size = workers;
 }
-
-bool nrt_ps_is_server(int r) { return ps.servers > 0 && r >= ps.workers; }
 
 /* nrt_finalize: frees what nrt_ps_split made. */
 void nrt_ps_free(void)
@@ -205,14 +202,14 @@ static void serve_sync(int k)
 {
 	PsParam *q = &ps.par[k];
 	int64_t step = receive_push(0, k, ps.host_a);
-	for (int w = 1; w < ps.workers; w++) {
+	for (int w = 1; w < nrt_rt.ps_workers; w++) {
 		if (receive_push(w, k, ps.host_b) != step)
 			nrt_fatal("parameter server: the workers push parameter '%s' for different steps",
 			          ps.cfg->names[k]);
 		combine(ps.host_a, ps.host_b, 0, q->n);
 	}
 	apply_host(q, step);
-	send_shard(0, ps.workers, k, q);
+	send_shard(0, nrt_rt.ps_workers, k, q);
 }
 
 /* Async: worker w's push applied alone; w pulls the shard as it is now. */
@@ -278,11 +275,11 @@ static void serve(void)
 	const NrtPsConfig *c = ps.cfg;
 	int done = 0;
 	bool want_state = false; /* worker 0 saves a checkpoint */
-	while (done < ps.workers) {
+	while (done < nrt_rt.ps_workers) {
 		MPI_Status st;
 		NRT_MPI_AS("parameter server: waiting for workers", MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, ps.comm, &st));
 		int k = st.MPI_TAG, w = st.MPI_SOURCE;
-		if (w >= ps.workers || k > tag_done())
+		if (w >= nrt_rt.ps_workers || k > tag_done())
 			nrt_fatal("parameter server: unexpected message from rank %d (tag %d)", w, k);
 		if (k == tag_done()) {
 			int64_t hdr[2];
@@ -300,7 +297,7 @@ static void serve(void)
 	}
 	for (int k = 0; k < c->nparams; k++)
 		if (ps.par[k].n) {
-			send_shard(0, ps.workers, tag_final(k), &ps.par[k]);
+			send_shard(0, nrt_rt.ps_workers, tag_final(k), &ps.par[k]);
 			if (want_state)
 				send_state(tag_final(k), &ps.par[k]);
 		}
@@ -321,21 +318,21 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 		nrt_fatal("parameter server: %d server parameters need MPI tags up to %d; this MPI allows %d",
 		          cfg->nparams, 2 * cfg->nparams + 1, *ub);
 	for (int k = 0; k < cfg->nparams; k++) /* MPI counts are ints */
-		if (cfg->numel[k] / ps.servers >= INT_MAX)
+		if (cfg->numel[k] / nrt_rt.ps_servers >= INT_MAX)
 			nrt_fatal("parameter server: '%s' has %lld elements; a server's shard must stay below %d elements "
 			          "(use more servers)", cfg->names[k], (long long)cfg->numel[k], INT_MAX);
 	ps.par = calloc((size_t)cfg->nparams + 1, sizeof *ps.par);
 	if (!ps.par)
 		nrt_fatal("out of memory");
 	ps.most = 1;
-	if (nrt_rt.rank < ps.workers) {
+	if (nrt_rt.rank < nrt_rt.ps_workers) {
 		for (int k = 0; k < cfg->nparams; k++)
 			ps.most = cfg->numel[k] > ps.most ? cfg->numel[k] : ps.most;
 		ps.host_a = host_alloc(ps.most); /* pushes */
 		ps.host_b = host_alloc(ps.most); /* pulls */
 		return;
 	}
-	server_setup(nrt_rt.rank - ps.workers);
+	server_setup(nrt_rt.rank - nrt_rt.ps_workers);
 	serve();
 	if (opt->mem_stats)
 		nrt_mem_report(NULL, NULL);
@@ -349,7 +346,8 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	host_free(ps.host_b, ps.most);
 	free(ps.par);
 	nrt_trace_close();
-	nrt_finalize();
+	if (nrt_rt.finalize) /* nrt_finalize (init.c), registered by nrt_init */
+		nrt_rt.finalize();
 	exit(0);
 }
 
@@ -374,12 +372,12 @@ void nrt_ps_state_free(NrtTensor *state)
 static void send_whole(int k, const void *buf)
 {
 	nrt_to_host(ps.host_a, buf, ps.cfg->numel[k] * (int64_t)ps.es);
-	for (int s = 0; s < ps.servers; s++) {
+	for (int s = 0; s < nrt_rt.ps_servers; s++) {
 		int64_t lo, n;
 		shard(ps.cfg->numel[k], s, &lo, &n);
 		if (n)
 			NRT_MPI_AS("parameter server: starting values",
-			           MPI_Send((char *)ps.host_a + lo * (int64_t)ps.es, (int)n, mtype(), ps.workers + s, k, ps.comm));
+			           MPI_Send((char *)ps.host_a + lo * (int64_t)ps.es, (int)n, mtype(), nrt_rt.ps_workers + s, k, ps.comm));
 	}
 }
 
@@ -388,9 +386,9 @@ void nrt_ps_seed(void *const *params, NrtTensor *state, int64_t start)
 	if (nrt_rt.rank != 0)
 		return;
 	int64_t hdr[2] = {state != NULL && nstate() > 0, start};
-	for (int s = 0; s < ps.servers; s++)
+	for (int s = 0; s < nrt_rt.ps_servers; s++)
 		NRT_MPI_AS("parameter server: starting values",
-		           MPI_Send(hdr, 2, MPI_INT64_T, ps.workers + s, tag_done(), ps.comm));
+		           MPI_Send(hdr, 2, MPI_INT64_T, nrt_rt.ps_workers + s, tag_done(), ps.comm));
 	/* per server, in the order server_setup receives: value, then state */
 	for (int k = 0; k < ps.cfg->nparams; k++) {
 		send_whole(k, params[k]);
@@ -402,12 +400,12 @@ void nrt_ps_seed(void *const *params, NrtTensor *state, int64_t start)
 /* Worker 0: parameter k's whole buffer `buf` from the servers' shards (tag). */
 static void receive_whole(int k, int tag, void *buf)
 {
-	for (int s = 0; s < ps.servers; s++) {
+	for (int s = 0; s < nrt_rt.ps_servers; s++) {
 		int64_t lo, n;
 		shard(ps.cfg->numel[k], s, &lo, &n);
 		if (n)
 			NRT_MPI_AS("parameter server: final values",
-			           MPI_Recv((char *)ps.host_b + lo * (int64_t)ps.es, (int)n, mtype(), ps.workers + s, tag,
+			           MPI_Recv((char *)ps.host_b + lo * (int64_t)ps.es, (int)n, mtype(), nrt_rt.ps_workers + s, tag,
 			                    ps.comm, MPI_STATUS_IGNORE));
 	}
 	nrt_from_host(buf, ps.host_b, ps.cfg->numel[k] * (int64_t)ps.es);
@@ -421,14 +419,14 @@ void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step)
 	int64_t hdr[2] = {PS_PUSH, opt_step}, bytes = ps.cfg->numel[k] * (int64_t)ps.es;
 	nrt_to_host(ps.host_a, grad, bytes);
 	/* at most 64 servers' requests in flight at once */
-	for (int s0 = 0; s0 < ps.servers; s0 += 64) {
+	for (int s0 = 0; s0 < nrt_rt.ps_servers; s0 += 64) {
 		int nr = 0;
-		for (int s = s0; s < ps.servers && s < s0 + 64; s++) {
+		for (int s = s0; s < nrt_rt.ps_servers && s < s0 + 64; s++) {
 			int64_t lo, n;
 			shard(ps.cfg->numel[k], s, &lo, &n);
 			if (!n)
 				continue;
-			int dest = ps.workers + s;
+			int dest = nrt_rt.ps_workers + s;
 			NRT_MPI(MPI_Irecv((char *)ps.host_b + lo * (int64_t)ps.es, (int)n, mtype(), dest, k, ps.comm,
 			                  &req[nr++]));
 			NRT_MPI(MPI_Isend(hdr, 2, MPI_INT64_T, dest, k, ps.comm, &req[nr++]));
@@ -438,7 +436,7 @@ void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step)
 		NRT_MPI_AS("parameter server push/pull", MPI_Waitall(nr, req, MPI_STATUSES_IGNORE));
 	}
 	nrt_from_host(param, ps.host_b, bytes);
-	nrt_comm_account(NRT_CK_SENDRECV, ps.workers + ps.servers, ps.cfg->dtype, ps.cfg->numel[k]);
+	nrt_comm_account(NRT_CK_SENDRECV, nrt_rt.ps_workers + nrt_rt.ps_servers, ps.cfg->dtype, ps.cfg->numel[k]);
 	nrt_trace_span("ps push/pull", "comm", -1, t0);
 }
 
@@ -446,8 +444,8 @@ void nrt_ps_done(void *const *params, NrtTensor *state)
 {
 	bool want = state && nrt_rt.rank == 0 && nstate() > 0;
 	int64_t hdr[2] = {PS_DONE, want};
-	for (int s = 0; s < ps.servers; s++)
-		NRT_MPI_AS("parameter server: done", MPI_Send(hdr, 2, MPI_INT64_T, ps.workers + s, tag_done(), ps.comm));
+	for (int s = 0; s < nrt_rt.ps_servers; s++)
+		NRT_MPI_AS("parameter server: done", MPI_Send(hdr, 2, MPI_INT64_T, nrt_rt.ps_workers + s, tag_done(), ps.comm));
 	/* servers send parameter after parameter (then its state): receive
 	 * in that order */
 	for (int k = 0; k < ps.cfg->nparams; k++) {

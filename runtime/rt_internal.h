@@ -1,64 +1,11 @@
 /* libnetrt internals shared by the runtime's own files (not installed for
- * generated programs): the MPI check macro, the runtime's single state
- * struct, dtype helpers and the block copy used by data and checkpoints. */
+ * generated programs): the services' functions that other runtime files
+ * call. The state, nrt_fatal and the MPI check macro are the base's
+ * (rt_base.h, which also gives the runtime's layer order). */
 #ifndef NETRT_RT_INTERNAL_H
 #define NETRT_RT_INTERNAL_H
-#include <mpi.h>
-#include <stdatomic.h>
-#include <stdint.h>
+#include "rt_base.h"
 
-#include "netrt.h"
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "libnetrt reads and writes .npy and safetensors as little-endian host data"
-#endif
-
-/* Every MPI call goes through this: on failure it reports the call, its
- * file:line and MPI's own error string, then aborts all ranks. It only
- * sees errors because nrt_init sets MPI_ERRORS_RETURN on the world
- * communicator (communicators split from it inherit the handler). */
-#define NRT_MPI(call)                                                        \
-	do {                                                                 \
-		nrt_watch_begin(#call, __FILE__, __LINE__);                  \
-		int nrt_mpi_rc_ = (call);                                    \
-		nrt_watch_end();                                             \
-		if (nrt_mpi_rc_ != MPI_SUCCESS)                              \
-			nrt_mpi_fail(#call, nrt_mpi_rc_, __FILE__, __LINE__); \
-	} while (0)
-/* The same, naming the operation for the watchdog ("allreduce"). */
-#define NRT_MPI_AS(what, call)                                              \
-	do {                                                                 \
-		nrt_watch_label(what);                                       \
-		NRT_MPI(call);                                               \
-	} while (0)
-_Noreturn void nrt_mpi_fail(const char *call, int rc, const char *file, int line);
-
-/* ---- guard.c: the watchdog's view of the MPI call in progress ---- */
-typedef struct NrtWatch {
-	_Atomic uint64_t seq;   /* odd while an MPI call is in progress (a seqlock:
-	                           the fields below are written while it is even) */
-	double since;           /* when the call started (nrt_watch_now) */
-	const char *call, *file; /* the NRT_MPI text and where it is */
-	int line;
-	const char *what;       /* the operation it belongs to ("pipeline send"), or NULL */
-} NrtWatch;
-extern NrtWatch nrt_watch;
-double nrt_watch_now(void);
-static inline void nrt_watch_begin(const char *call, const char *file, int line)
-{
-	nrt_watch.call = call;
-	nrt_watch.file = file;
-	nrt_watch.line = line;
-	nrt_watch.since = nrt_watch_now();
-	atomic_fetch_add(&nrt_watch.seq, 1);
-}
-static inline void nrt_watch_end(void)
-{
-	atomic_fetch_add(&nrt_watch.seq, 1);
-	nrt_watch.what = NULL;
-}
-/* Names the operation of the next NRT_MPI call for the watchdog's message. */
-static inline void nrt_watch_label(const char *what) { nrt_watch.what = what; }
 /* Starts the watchdog thread (opt->watchdog > 0 and more than one rank). */
 void nrt_watchdog_start(const NrtOptions *opt);
 void nrt_watchdog_stop(void);
@@ -75,27 +22,6 @@ const char *nrt_index_str(int rank, const int64_t *dims, int64_t flat, char *buf
 void nrt_tmp_register(const char *path);
 void nrt_tmp_release(void);
 void nrt_tmp_abandon(void);
-
-/* A communicator. `comm` is MPI_COMM_NULL in single-process mode (MPI not
- * initialised, as in the unit tests): then size is 1 and every collective
- * is a local copy. */
-struct NrtComm {
-	MPI_Comm comm;
-	int size, rank;
-	struct NrtComm *next;   /* the runtime's list of comms to free at finalize */
-};
-
-/* The runtime's only mutable global state. */
-typedef struct NrtRuntime {
-	bool initialised;       /* nrt_init ran (and MPI is up) */
-	bool own_mpi;           /* we called MPI_Init, so we call MPI_Finalize */
-	int rank, size;         /* world rank and size (0 and 1 without MPI) */
-	struct NrtComm world;
-	struct NrtComm *comms;  /* comms from nrt_comm_axes, freed at finalize */
-	NrtCommStats stats;
-	char *data_arg;         /* copy of the --data argument; opt->data points into it */
-} NrtRuntime;
-extern NrtRuntime nrt_rt;
 
 /* --comm-stats: one call of a kind over p ranks, `n` elements as each
  * kind's parameter counts them (netrt.h: NrtCommStats). */
@@ -166,11 +92,6 @@ void nrt_redist_alltoall_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, in
 void nrt_ps_split(int workers, int servers);
 /* nrt_finalize: frees the communicators nrt_ps_split made. */
 void nrt_ps_free(void);
-/* World rank r is a parameter server (false in programs without them). */
-bool nrt_ps_is_server(int r);
-
-/* MPI_Init has run and MPI_Finalize has not. */
-bool nrt_mpi_active(void);
 
 /* ---- options (init.c); separate from nrt_init so tests can call it ---- */
 typedef enum NrtParse { NRT_PARSE_OK, NRT_PARSE_HELP, NRT_PARSE_ERROR } NrtParse;
@@ -187,11 +108,11 @@ size_t nrt_dtype_size(NrtDType t);
 const char *nrt_dtype_name(NrtDType t);   /* "float32", ... */
 bool nrt_dtype_is_float(NrtDType t);     /* f32, f64, f16, bf16 */
 bool nrt_dtype_is_half(NrtDType t);      /* f16, bf16 (stored as uint16_t) */
-/* f16 and bf16 share nrt_mpi_half_type() (comm.c), which moves like
+/* f16 and bf16 share nrt_mpi_half_type() (comm_types.c), which moves like
  * MPI_UINT16_T but is a datatype of its own: a predefined reduction
  * (MPI_SUM on it) is an MPI error, not a sum of bit patterns. Reductions
  * take nrt_mpi_op's operators. */
-MPI_Datatype nrt_mpi_type(NrtDType t);
+MPI_Datatype nrt_mpi_type(NrtDType t);   /* comm_types.c */
 int64_t nrt_numel(int rank, const int64_t *dims);
 /* Formats a shape as "[784, 128]" into buf. */
 const char *nrt_shape_str(int rank, const int64_t *dims, char *buf, size_t len);
@@ -216,7 +137,9 @@ double nrt_load_double(NrtDType t, const void *buf, int64_t i);
 /* Checks t's rank, dims and offsets; fatal naming `what` otherwise. */
 void nrt_tensor_check(const NrtTensor *t, const char *what);
 
-/* ---- MPI for f16/bf16 (comm.c) ---- */
+/* ---- MPI for f16/bf16 (comm_types.c) ---- */
+/* Validates op for t without touching MPI (single-process mode checks too). */
+void nrt_check_reduce(NrtReduce op, NrtDType t);
 /* The MPI operator for op on dtype t: the predefined one for f32/f64 and
  * integers (MPI_SUM for NRT_MEAN, whose division follows, see
  * nrt_mean_divide), user-defined ones for f16/bf16 that combine in f32.

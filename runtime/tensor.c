@@ -35,18 +35,6 @@ bool nrt_dtype_is_float(NrtDType t)
 
 bool nrt_dtype_is_half(NrtDType t) { return t == NRT_F16 || t == NRT_BF16; }
 
-MPI_Datatype nrt_mpi_type(NrtDType t)
-{
-	switch (t) {
-	case NRT_F32: return MPI_FLOAT;
-	case NRT_F64: return MPI_DOUBLE;
-	case NRT_I32: return MPI_INT32_T;
-	case NRT_I64: return MPI_INT64_T;
-	case NRT_F16: case NRT_BF16: return nrt_mpi_half_type();
-	}
-	nrt_fatal("invalid dtype %d", (int)t);
-}
-
 int64_t nrt_numel(int rank, const int64_t *dims)
 {
 	int64_t n = 1;

@@ -9,13 +9,6 @@
 
 #include "cuda_internal.h"
 
-NrtCudaComm nrt_cuda_comm = NRT_CUDA_COMM_NCCL;
-
-/* init.c's call to openblas_set_num_threads (host_names.h): GEMMs run in
- * cuBLAS, so there are no host BLAS threads to share. */
-void nrt_host_blas_threads(int n);
-void nrt_host_blas_threads(int n) { (void)n; }
-
 static void choose_backend(void)
 {
 	const char *s = getenv("NETC_COMM");

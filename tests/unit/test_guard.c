@@ -3,7 +3,10 @@
  * infinities in loaded data, for every float dtype and any alignment. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ir/ir.h"
 #include "runtime/rt_internal.h"
@@ -73,4 +76,28 @@ Test(guard, index_str)
 	cr_expect_str_eq(nrt_index_str(3, dims, 0, buf, sizeof buf), "[0, 0, 0]");
 	cr_expect_str_eq(nrt_index_str(3, dims, 23, buf, sizeof buf), "[1, 2, 3]");
 	cr_expect_str_eq(nrt_index_str(3, dims, 13, buf, sizeof buf), "[1, 0, 1]");
+}
+
+/* nrt_fatal (runtime/base.c) removes the checkpoint temporary in
+ * progress through the hook nrt_tmp_register sets (base.c never calls
+ * guard.c): without it the half-written file would stay behind. */
+Test(guard, fatal_removes_tmp)
+{
+	char path[] = "/tmp/netc-guard-tmp-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	close(fd);
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		freopen("/dev/null", "w", stderr);
+		nrt_tmp_register(path);
+		nrt_fatal("stopped while writing a checkpoint");
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	cr_expect_neq(access(path, F_OK), 0, "%s was left behind", path);
+	unlink(path);
 }
