@@ -1,12 +1,14 @@
 /* CPU kernels of convolutional networks and LLaMA-style blocks (contract:
  * nn_kernels.h), instantiated from nn_kernels_impl.h for f32 and f64.
  *
- * Convolution is im2col + one BLAS GEMM per (image, group): the forward
- * and the data gradient split the batch among OpenMP threads, each with
- * its own panel and OpenBLAS on one thread inside (as runtime/attention.c
- * does); the weight gradient sums the images in order and lets OpenBLAS
- * thread its larger GEMMs, so no result depends on the thread count. A
- * 1x1 convolution with stride 1 and no padding is the GEMM on x itself.
+ * Convolution is im2col + one BLAS GEMM per (chunk of images, group),
+ * the chunk as many images as make ~256 GEMM columns: the forward and the
+ * data gradient split the chunks among OpenMP threads, each with its own
+ * panel and OpenBLAS on one thread inside (as runtime/attention.c does);
+ * the weight gradient sums the chunks in order and lets OpenBLAS thread
+ * its larger GEMMs, so no result depends on the thread count. A 1x1
+ * convolution with stride 1 and no padding, one image a chunk, is the
+ * GEMM on x itself.
  * Pooling, RMS norm, SiLU and RoPE are direct loops; sums over a row run
  * in double in both precisions. */
 #include "nn_kernels.h"
@@ -21,6 +23,8 @@
 
 /* Work (multiply-adds, window taps) below which a call stays on one thread. */
 #define NN_PAR_MIN NRT_PAR_MIN
+/* GEMM columns a convolution chunk aims at (conv_chunk). */
+#define NN_GEMM_COLS 256
 
 static void *nn_alloc(const char *kernel, int64_t n, size_t size)
 {
@@ -69,6 +73,16 @@ static void ow_range(const NrtConv2d *g, int64_t OW, int64_t w0, int64_t *lo, in
 	*hi = h < OW ? h : OW;
 	if (*hi < *lo)
 		*hi = *lo;
+}
+
+/* Images a convolution GEMM takes at once: enough that the product has
+ * about 256 columns (ResNet's last layers have 16 output pixels an
+ * image), at most the batch; 1 from 256 pixels up. A function of the
+ * shape alone, so the sums' order is too. */
+static int64_t conv_chunk(const NrtConv2d *g)
+{
+	int64_t P = nrt_conv2d_oh(g) * nrt_conv2d_ow(g), nb = (NN_GEMM_COLS + P - 1) / P;
+	return nb < 1 ? 1 : nb > g->N ? (g->N > 0 ? g->N : 1) : nb;
 }
 
 /* OpenBLAS's thread count while a parallel region's tasks call it. */

@@ -4,15 +4,15 @@
 
 /* ---- im2col / col2im ------------------------------------------------------- */
 
-/* The panel col [Cg * KH * KW, OH * OW] of one image's channels c0 ..
- * c0 + Cg: row (c, kh, kw), column (oh, ow) holds x[c, ih, iw] or 0 in the
- * padding. A stride-1 row's valid run is one memcpy. */
-static void FN(im2col)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, const T *x, T *col)
+/* The panel col [Cg * KH * KW, OH * OW] (rows ld apart) of one image's
+ * Cg channels at x: row (c, kh, kw), column (oh, ow) holds x[c, ih, iw]
+ * or 0 in the padding. A stride-1 row's valid run is one memcpy. */
+static void FN(im2col)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, const T *x, T *col, int64_t ld)
 {
 	for (int64_t c = 0; c < Cg; c++)
 		for (int64_t kh = 0; kh < g->KH; kh++)
 			for (int64_t kw = 0; kw < g->KW; kw++) {
-				T *row = col + ((c * g->KH + kh) * g->KW + kw) * OH * OW;
+				T *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
 				int64_t w0 = kw * g->dw - g->pl, lo, hi;
 				ow_range(g, OW, w0, &lo, &hi);
 				for (int64_t oh = 0; oh < OH; oh++) {
@@ -37,12 +37,12 @@ static void FN(im2col)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, c
 }
 
 /* dx[c, ih, iw] += col[(c, kh, kw), (oh, ow)]: the adjoint of im2col. */
-static void FN(col2im)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, const T *col, T *dx)
+static void FN(col2im)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, const T *col, int64_t ld, T *dx)
 {
 	for (int64_t c = 0; c < Cg; c++)
 		for (int64_t kh = 0; kh < g->KH; kh++)
 			for (int64_t kw = 0; kw < g->KW; kw++) {
-				const T *row = col + ((c * g->KH + kh) * g->KW + kw) * OH * OW;
+				const T *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
 				int64_t w0 = kw * g->dw - g->pl, lo, hi;
 				ow_range(g, OW, w0, &lo, &hi);
 				for (int64_t oh = 0; oh < OH; oh++) {
@@ -59,27 +59,60 @@ static void FN(col2im)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, c
 
 /* ---- convolution --------------------------------------------------------- */
 
+/* Images are taken `nb` at a time (conv_chunk): their panels side by side
+ * make one GEMM of nb * P columns, so the late layers' few output pixels
+ * still give BLAS a wide product. A chunk's rows of y or dy, [Og, m * P],
+ * are gathered from or scattered to [m, O, P] around it. */
+static void FN(rows_gather)(int64_t Og, int64_t m, int64_t P, int64_t O, const T *src, T *dst)
+{
+	for (int64_t o = 0; o < Og; o++)
+		for (int64_t j = 0; j < m; j++)
+			memcpy(dst + o * m * P + j * P, src + (j * O + o) * P, (size_t)P * sizeof *dst);
+}
+
+static void FN(rows_scatter)(int64_t Og, int64_t m, int64_t P, int64_t O, const T *src, T *dst)
+{
+	for (int64_t o = 0; o < Og; o++)
+		for (int64_t j = 0; j < m; j++)
+			memcpy(dst + (j * O + o) * P, src + o * m * P + j * P, (size_t)P * sizeof *dst);
+}
+
+/* The panels of images n0 .. n0 + m, group gi: col [K, m * P]. */
+static void FN(chunk_im2col)(const NrtConv2d *g, int64_t n0, int64_t m, int64_t gi, const T *x, T *col)
+{
+	int64_t OH = nrt_conv2d_oh(g), OW = nrt_conv2d_ow(g), Cg = g->C / g->groups, HW = g->H * g->W;
+	for (int64_t j = 0; j < m; j++)
+		FN(im2col)(g, Cg, OH, OW, x + ((n0 + j) * g->C + gi * Cg) * HW, col + j * OH * OW, m * OH * OW);
+}
+
 void FN(nrt_conv2d)(const NrtConv2d *g, const T *x, const T *w, T *y)
 {
 	conv_check("conv2d", g);
-	int64_t OH = nrt_conv2d_oh(g), OW = nrt_conv2d_ow(g), P = OH * OW;
+	int64_t P = nrt_conv2d_oh(g) * nrt_conv2d_ow(g), HW = g->H * g->W;
 	int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, K = Cg * g->KH * g->KW;
-	bool direct = conv_is_pointwise(g);
+	int64_t nb = conv_chunk(g), chunks = (g->N + nb - 1) / nb;
 	int blas = nn_blas_solo();
-	K_PRAGMA(omp parallel if (g->N > 1 && g->N * g->O * P * K >= NN_PAR_MIN))
+	K_PRAGMA(omp parallel if (chunks > 1 && g->N * g->O * P * K >= NN_PAR_MIN))
 	{
-		T *col = direct ? NULL : nn_alloc("conv2d", K * P, sizeof(T));
+		T *col = nn_alloc("conv2d", K * nb * P, sizeof(T));
+		T *out = nb > 1 ? nn_alloc("conv2d", Og * nb * P, sizeof(T)) : NULL;
 		K_PRAGMA(omp for schedule(static))
-		for (int64_t n = 0; n < g->N; n++)
+		for (int64_t ch = 0; ch < chunks; ch++) {
+			int64_t n0 = ch * nb, m = g->N - n0 < nb ? g->N - n0 : nb, L = m * P;
+			bool direct = m == 1 && conv_is_pointwise(g); /* the panel would be x itself */
 			for (int64_t gi = 0; gi < G; gi++) {
-				const T *xg = x + (n * g->C + gi * Cg) * g->H * g->W;
+				T *yg = y + (n0 * g->O + gi * Og) * P;
 				if (!direct)
-					FN(im2col)(g, Cg, OH, OW, xg, col);
-				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Og, (blasint)P, (blasint)K, (T)1,
-				     w + gi * Og * K, (blasint)K, direct ? xg : col, (blasint)P, (T)0,
-				     y + (n * g->O + gi * Og) * P, (blasint)P);
+					FN(chunk_im2col)(g, n0, m, gi, x, col);
+				GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Og, (blasint)L, (blasint)K, (T)1,
+				     w + gi * Og * K, (blasint)K, direct ? x + (n0 * g->C + gi * Cg) * HW : col, (blasint)L,
+				     (T)0, m == 1 ? yg : out, (blasint)L);
+				if (m > 1)
+					FN(rows_scatter)(Og, m, P, g->O, out, yg);
 			}
+		}
 		free(col);
+		free(out);
 	}
 	nn_blas_restore(blas);
 }
@@ -87,51 +120,69 @@ void FN(nrt_conv2d)(const NrtConv2d *g, const T *x, const T *w, T *y)
 void FN(nrt_conv2d_grad_x)(const NrtConv2d *g, const T *dy, const T *w, T *dx)
 {
 	conv_check("conv2d_grad_x", g);
-	int64_t OH = nrt_conv2d_oh(g), OW = nrt_conv2d_ow(g), P = OH * OW;
+	int64_t OH = nrt_conv2d_oh(g), OW = nrt_conv2d_ow(g), P = OH * OW, HW = g->H * g->W;
 	int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, K = Cg * g->KH * g->KW;
-	bool direct = conv_is_pointwise(g);
+	int64_t nb = conv_chunk(g), chunks = (g->N + nb - 1) / nb;
 	int blas = nn_blas_solo();
-	K_PRAGMA(omp parallel if (g->N > 1 && g->N * g->O * P * K >= NN_PAR_MIN))
+	K_PRAGMA(omp parallel if (chunks > 1 && g->N * g->O * P * K >= NN_PAR_MIN))
 	{
-		T *col = direct ? NULL : nn_alloc("conv2d_grad_x", K * P, sizeof(T));
+		T *col = nn_alloc("conv2d_grad_x", K * nb * P, sizeof(T));
+		T *dyc = nb > 1 ? nn_alloc("conv2d_grad_x", Og * nb * P, sizeof(T)) : NULL;
 		K_PRAGMA(omp for schedule(static))
-		for (int64_t n = 0; n < g->N; n++)
+		for (int64_t ch = 0; ch < chunks; ch++) {
+			int64_t n0 = ch * nb, m = g->N - n0 < nb ? g->N - n0 : nb, L = m * P;
+			bool direct = m == 1 && conv_is_pointwise(g);
 			for (int64_t gi = 0; gi < G; gi++) {
-				T *dxg = dx + (n * g->C + gi * Cg) * g->H * g->W;
-				/* dcol [K, P] = w_g^T [K, Og] dy_g [Og, P] */
-				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)P, (blasint)Og, (T)1,
-				     w + gi * Og * K, (blasint)K, dy + (n * g->O + gi * Og) * P, (blasint)P, (T)0,
-				     direct ? dxg : col, (blasint)P);
-				if (!direct) {
-					memset(dxg, 0, (size_t)(Cg * g->H * g->W) * sizeof *dxg);
-					FN(col2im)(g, Cg, OH, OW, col, dxg);
+				const T *dyg = dy + (n0 * g->O + gi * Og) * P;
+				T *dxg = dx + (n0 * g->C + gi * Cg) * HW;
+				if (m > 1)
+					FN(rows_gather)(Og, m, P, g->O, dyg, dyc);
+				/* dcol [K, L] = w_g^T [K, Og] dy_g [Og, L] */
+				GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)L, (blasint)Og, (T)1,
+				     w + gi * Og * K, (blasint)K, m > 1 ? dyc : dyg, (blasint)L, (T)0, direct ? dxg : col,
+				     (blasint)L);
+				if (direct)
+					continue;
+				for (int64_t j = 0; j < m; j++) {
+					T *dxj = dxg + j * g->C * HW;
+					memset(dxj, 0, (size_t)(Cg * HW) * sizeof *dxj);
+					FN(col2im)(g, Cg, OH, OW, col + j * P, L, dxj);
 				}
 			}
+		}
 		free(col);
+		free(dyc);
 	}
 	nn_blas_restore(blas);
 }
 
-/* The batch is summed image by image in order (dw += dy_g col^T), so the
- * result does not depend on the thread count; the GEMMs themselves are
- * large ([Og, K] over P) and use OpenBLAS's own threads. */
+/* The chunks are summed in order (dw += dy_g col^T), so the result does
+ * not depend on the thread count; the GEMMs themselves are large ([Og,
+ * K] over m * P) and use OpenBLAS's own threads. */
 void FN(nrt_conv2d_grad_w)(const NrtConv2d *g, const T *dy, const T *x, T *dw)
 {
 	conv_check("conv2d_grad_w", g);
-	int64_t OH = nrt_conv2d_oh(g), OW = nrt_conv2d_ow(g), P = OH * OW;
+	int64_t P = nrt_conv2d_oh(g) * nrt_conv2d_ow(g), HW = g->H * g->W;
 	int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, K = Cg * g->KH * g->KW;
-	bool direct = conv_is_pointwise(g);
-	T *col = direct ? NULL : nn_alloc("conv2d_grad_w", K * P, sizeof(T));
-	for (int64_t n = 0; n < g->N; n++)
+	int64_t nb = conv_chunk(g), chunks = (g->N + nb - 1) / nb;
+	T *col = nn_alloc("conv2d_grad_w", K * nb * P, sizeof(T));
+	T *dyc = nb > 1 ? nn_alloc("conv2d_grad_w", Og * nb * P, sizeof(T)) : NULL;
+	for (int64_t ch = 0; ch < chunks; ch++) {
+		int64_t n0 = ch * nb, m = g->N - n0 < nb ? g->N - n0 : nb, L = m * P;
+		bool direct = m == 1 && conv_is_pointwise(g);
 		for (int64_t gi = 0; gi < G; gi++) {
-			const T *xg = x + (n * g->C + gi * Cg) * g->H * g->W;
+			const T *dyg = dy + (n0 * g->O + gi * Og) * P;
+			if (m > 1)
+				FN(rows_gather)(Og, m, P, g->O, dyg, dyc);
 			if (!direct)
-				FN(im2col)(g, Cg, OH, OW, xg, col);
-			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Og, (blasint)K, (blasint)P, (T)1,
-			     dy + (n * g->O + gi * Og) * P, (blasint)P, direct ? xg : col, (blasint)P, (T)(n > 0),
-			     dw + gi * Og * K, (blasint)K);
+				FN(chunk_im2col)(g, n0, m, gi, x, col);
+			GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Og, (blasint)K, (blasint)L, (T)1,
+			     m > 1 ? dyc : dyg, (blasint)L, direct ? x + (n0 * g->C + gi * Cg) * HW : col, (blasint)L,
+			     (T)(ch > 0), dw + gi * Og * K, (blasint)K);
 		}
+	}
 	free(col);
+	free(dyc);
 }
 
 /* ---- pooling --------------------------------------------------------------- */

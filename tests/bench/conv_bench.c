@@ -107,11 +107,14 @@ int main(int argc, char **argv)
 		{"layer3 256->256 3x3 8x8", 256, 8, 256, 3, 1},
 		{"layer4 512->512 3x3 4x4", 512, 4, 512, 3, 1},
 	};
-	printf("%-30s %14s %14s %14s %9s\n", "conv (f32, fwd + both grads)", "im2col ms", "ms/image", "naive ms/img",
-	       "speed-up");
+	printf("%-30s %12s %10s %8s %13s %9s\n", "conv (f32, fwd + both grads)", "im2col ms", "ms/image", "GFLOP/s",
+	       "naive ms/img", "speed-up");
 	for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
-		double a = run(&layers[i], batch, 0), b = run(&layers[i], nb, 1);
-		printf("%-30s %14.2f %14.3f %14.3f %8.1fx\n", layers[i].name, a, a / batch, b / nb,
+		const Layer *l = &layers[i];
+		double a = run(l, batch, 0), b = run(l, nb, 1);
+		int64_t ohw = l->HW / l->stride; /* the padded 3x3 and the 1x1 alike */
+		double flop = 3.0 * 2 * l->O * ohw * ohw * l->C * l->K * l->K * batch; /* three GEMMs' worth */
+		printf("%-30s %12.2f %10.3f %8.1f %13.3f %8.1fx\n", l->name, a, a / batch, flop / a * 1e-6, b / nb,
 		       (b / nb) / (a / batch));
 	}
 	printf("(batch %lld for im2col, %lld for the naive loops)\n", (long long)batch, (long long)nb);

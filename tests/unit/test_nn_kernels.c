@@ -3,7 +3,8 @@
  * convolution as its 7 nested loops, each window and rotation element by
  * element. Sizes are awkward on purpose (odd H and W, stride 2,
  * asymmetric padding, dilation 2, groups 2, depthwise, 1x1 with and
- * without the GEMM-on-x path). Tolerances, |got - ref| <= tol * max(1,
+ * without the GEMM-on-x path, batches split into chunks of images with a
+ * remainder). Tolerances, |got - ref| <= tol * max(1,
  * |ref|): f64 kernels 1e-12 against the f64 definitions, f32 kernels 1e-5;
  * every gradient against central finite differences of L = sum(dy * y)
  * through the f64 forward kernel (step 1e-5), 1e-6. */
@@ -98,7 +99,9 @@ static const NrtConv2d conv_cases[] = {
 	{2, 4, 9, 7, 6, 3, 2, 2, 2, 1, 2, 0, 1, 0, 1, 1},  /* groups 2, stride 2x1, asymmetric padding */
 	{1, 3, 8, 9, 2, 3, 3, 1, 1, 2, 0, 1, 2, 1, 2, 2},  /* dilation 2, stride 1x2 */
 	{3, 5, 6, 7, 5, 3, 3, 5, 2, 2, 1, 1, 1, 1, 1, 1},  /* depthwise, stride 2 */
-	{2, 4, 5, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},  /* 1x1: the GEMM on x */
+	{2, 4, 5, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},  /* 1x1, 2 images in one GEMM */
+	{2, 3, 16, 17, 4, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1}, /* 1x1, 272 pixels: the GEMM on x */
+	{5, 2, 10, 10, 4, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1}, /* chunks of 3 images, then 2 */
 	{2, 4, 5, 7, 6, 1, 1, 2, 2, 2, 0, 1, 0, 0, 1, 1},  /* 1x1 stride 2, padded: im2col */
 	{2, 2, 11, 6, 3, 5, 4, 1, 3, 2, 2, 1, 0, 3, 1, 2}, /* 5x4 window, stride 3x2, dilation 1x2 */
 };
