@@ -3,11 +3,28 @@
  * algorithm: an im2col panel per (image, group) in scratch memory and the
  * runtime's cuBLAS GEMM (nrt_gemm_*, gemm.cu); the data gradient's col2im
  * is a gather (one thread per input element sums the panel entries that
- * came from it), so no atomics and a fixed order of additions. cuDNN is
- * not used yet (docs/cuda.md). Pooling is one thread per output element
+ * came from it), so no atomics and a fixed order of additions. Where the
+ * build found cuDNN (NRT_HAVE_CUDNN) the three convolution passes go
+ * through its legacy API instead (nrt_cuda_conv_cudnn says when), its
+ * algorithm by its heuristics, f32 without TF32 unless the runtime's TF32
+ * switch is on, as for the GEMMs. Pooling is one thread per output element
  * forward and one per input element backward, the same gather. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "common.cuh"
 #include "cuda_c.h"
+#ifdef NRT_HAVE_CUDNN
+#include <cudnn.h>
+
+#define NRT_CUDNN_CHECK(call)                                                                         \
+	do {                                                                                          \
+		cudnnStatus_t nrt_c_ = (call);                                                        \
+		if (nrt_c_ != CUDNN_STATUS_SUCCESS)                                                   \
+			nrt_fatal("%s:%d: %s: cuDNN error %d: %s", __FILE__, __LINE__, #call, (int)nrt_c_, \
+			          cudnnGetErrorString(nrt_c_));                                       \
+	} while (0)
+#endif
 
 namespace nrtk {
 
@@ -81,6 +98,139 @@ template <> struct Gemm<double> {
 
 enum ConvPass { CONV_FWD, CONV_GRAD_X, CONV_GRAD_W };
 
+/* ---- cuDNN ------------------------------------------------------------------------ */
+
+#ifdef NRT_HAVE_CUDNN
+/* The handle, created on first use and bound to the compute stream. */
+static cudnnHandle_t cudnn(void)
+{
+	static cudnnHandle_t h;
+	if (!h) {
+		NRT_CUDNN_CHECK(cudnnCreate(&h));
+		NRT_CUDNN_CHECK(cudnnSetStream(h, nrt_cuda_stream()));
+	}
+	return h;
+}
+
+static int dim32(const char *what, int64_t v)
+{
+	if (v > INT32_MAX)
+		nrt_fatal("kernel conv2d (cuDNN): %s %lld exceeds int", what, (long long)v);
+	return (int)v;
+}
+
+/* Descriptors of one call: x, y, w and the convolution. */
+struct CudnnConv {
+	cudnnTensorDescriptor_t x, y;
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t c;
+};
+
+template <typename T> static CudnnConv cudnn_conv(const NrtConv2d *g)
+{
+	cudnnDataType_t dt = sizeof(T) == 4 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+	CudnnConv d;
+	NRT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x));
+	NRT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.y));
+	NRT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d.w));
+	NRT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d.c));
+	NRT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, dt, dim32("N", g->N), dim32("C", g->C),
+	                                           dim32("H", g->H), dim32("W", g->W)));
+	NRT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, dt, dim32("N", g->N), dim32("O", g->O),
+	                                           dim32("OH", nrt_conv2d_oh(g)), dim32("OW", nrt_conv2d_ow(g))));
+	NRT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, dt, CUDNN_TENSOR_NCHW, dim32("O", g->O),
+	                                           dim32("C", g->C / g->groups), dim32("KH", g->KH),
+	                                           dim32("KW", g->KW)));
+	NRT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.c, dim32("pad", g->pt), dim32("pad", g->pl),
+	                                                dim32("stride", g->sh), dim32("stride", g->sw),
+	                                                dim32("dilation", g->dh), dim32("dilation", g->dw),
+	                                                CUDNN_CROSS_CORRELATION, dt));
+	NRT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.c, dim32("groups", g->groups)));
+	NRT_CUDNN_CHECK(cudnnSetConvolutionMathType(d.c, sizeof(T) == 4 && nrt_cuda_tf32() ? CUDNN_DEFAULT_MATH
+	                                                                                     : CUDNN_FMA_MATH));
+	return d;
+}
+
+static void cudnn_conv_free(CudnnConv &d)
+{
+	NRT_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(d.c));
+	NRT_CUDNN_CHECK(cudnnDestroyFilterDescriptor(d.w));
+	NRT_CUDNN_CHECK(cudnnDestroyTensorDescriptor(d.y));
+	NRT_CUDNN_CHECK(cudnnDestroyTensorDescriptor(d.x));
+}
+
+/* The heuristics' first algorithm that works (count results, best first). */
+template <typename Perf> static Perf first_ok(const char *what, const Perf *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i].status == CUDNN_STATUS_SUCCESS)
+			return p[i];
+	nrt_fatal("kernel %s (cuDNN): no algorithm for this convolution", what);
+}
+
+template <typename T> static void conv_cudnn(ConvPass pass, const NrtConv2d *g, const T *a, const T *b, T *out)
+{
+	cudnnHandle_t h = cudnn();
+	CudnnConv d = cudnn_conv<T>(g);
+	const T one = 1, zero = 0;
+	size_t ws = 0;
+	void *w = nullptr;
+	int n = 0;
+	switch (pass) {
+	case CONV_FWD: { /* a = x, b = w, out = y */
+		cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+		NRT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.c, d.y,
+		                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
+		cudnnConvolutionFwdAlgo_t al = first_ok("conv2d", p, n).algo;
+		NRT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.c, d.y, al, &ws));
+		w = ws ? nrt_cuda_scratch(ws) : nullptr;
+		NRT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x, a, d.w, b, d.c, al, w, ws, &zero, d.y, out));
+		break;
+	}
+	case CONV_GRAD_X: { /* a = dy, b = w, out = dx */
+		cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+		NRT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+			h, d.w, d.y, d.c, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p));
+		cudnnConvolutionBwdDataAlgo_t al = first_ok("conv2d_grad_x", p, n).algo;
+		NRT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.c, d.x, al, &ws));
+		w = ws ? nrt_cuda_scratch(ws) : nullptr;
+		NRT_CUDNN_CHECK(
+			cudnnConvolutionBackwardData(h, &one, d.w, b, d.y, a, d.c, al, w, ws, &zero, d.x, out));
+		break;
+	}
+	case CONV_GRAD_W: { /* a = dy, b = x, out = dw */
+		cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+		NRT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+			h, d.x, d.y, d.c, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
+		cudnnConvolutionBwdFilterAlgo_t al = first_ok("conv2d_grad_w", p, n).algo;
+		NRT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.c, d.w, al, &ws));
+		w = ws ? nrt_cuda_scratch(ws) : nullptr;
+		NRT_CUDNN_CHECK(
+			cudnnConvolutionBackwardFilter(h, &one, d.x, b, d.y, a, d.c, al, w, ws, &zero, d.w, out));
+		break;
+	}
+	}
+	if (w)
+		nrt_cuda_scratch_free(w);
+	cudnn_conv_free(d);
+}
+#endif
+
+static bool use_cudnn(const NrtConv2d *g)
+{
+#ifdef NRT_HAVE_CUDNN
+	static int off = -1; /* NETC_CUDNN=0: netc's own kernel everywhere */
+	if (off < 0) {
+		const char *e = getenv("NETC_CUDNN");
+		off = e && strcmp(e, "0") == 0;
+	}
+	return !off && g->pt == g->pb && g->pl == g->pr;
+#else
+	(void)g;
+	return false;
+#endif
+}
+
 /* One pass of the convolution, image by image and group by group:
  *   fwd:    y_g = w_g col          grad_x: col = w_g^T dy_g, dx_g = col2im(col)
  *   grad_w: dw_g (+)= dy_g col^T  (images summed in order) */
@@ -88,6 +238,12 @@ template <typename T> static void conv_any(ConvPass pass, const NrtConv2d *g, co
 {
 	static const char *names[] = {"conv2d", "conv2d_grad_x", "conv2d_grad_w"};
 	conv_check(names[pass], g, true);
+#ifdef NRT_HAVE_CUDNN
+	if (use_cudnn(g)) {
+		conv_cudnn<T>(pass, g, a, b, out);
+		return;
+	}
+#endif
 	int64_t OH = nrt_conv2d_oh(g), OW = nrt_conv2d_ow(g), P = OH * OW;
 	int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, K = Cg * g->KH * g->KW, HW = g->H * g->W;
 	cudaStream_t s = nrt_cuda_stream();
@@ -220,6 +376,8 @@ static void pool_grad(const char *name, int kind, const NrtConv2d *g, bool inclu
 }
 
 } // namespace nrtk
+
+extern "C" bool nrt_cuda_conv_cudnn(const NrtConv2d *g) { return nrtk::use_cudnn(g); }
 
 #define NRT_CONV_DEFS(T, S)                                                                                    \
 	extern "C" void nrt_conv2d_##S(const NrtConv2d *g, const T *x, const T *w, T *y)                         \

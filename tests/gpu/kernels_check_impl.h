@@ -818,7 +818,9 @@ static void FN(test_optimizers)(void)
 /* ---- convolution, pooling, RMS norm, SiLU, RoPE (runtime/nn_kernels.h) ------------ */
 
 /* Odd sizes, stride 2, asymmetric padding, dilation 2, groups 2,
- * depthwise, 1x1 (the CPU's GEMM-on-x path, im2col on the GPU). */
+ * depthwise, 1x1 (the CPU's GEMM-on-x path, im2col on the GPU). Where the
+ * CUDA runtime was built with cuDNN, each name says which ran: one-sided
+ * padding (case 1) always takes netc's own kernel, NETC_CUDNN=0 all. */
 static const NrtConv2d FN(conv_cases)[] = {
 	/* N  C  H  W  O  KH KW g  sh sw pt pb pl pr dh dw */
 	{2, 3, 7, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  {2, 4, 9, 7, 6, 3, 2, 2, 2, 1, 2, 0, 1, 0, 1, 1},
@@ -837,17 +839,22 @@ static void FN(test_conv)(void)
 		T *gx = FN(dev)(x, nx), *gw = FN(dev)(w, nw), *gdy = FN(dev)(dy, ny);
 		T *gy = FN(dev)(y, ny), *gdx = FN(dev)(dx, nx), *gdw = FN(dev)(dw, nw);
 		char name[96];
+#ifdef KC_HOST_SHIM
+		const char *via = "";
+#else
+		const char *via = nrt_cuda_conv_cudnn(g) ? " (cuDNN)" : " (own kernel)";
+#endif
 		FN(nrt_conv2d)(g, gx, gw, gy);
 		FN(cpu_nrt_conv2d)(g, x, w, y);
-		snprintf(name, sizeof name, "conv2d case %zu", k);
+		snprintf(name, sizeof name, "conv2d case %zu%s", k, via);
 		FN(cmp)(name, gy, y, ny, TOL);
 		FN(nrt_conv2d_grad_x)(g, gdy, gw, gdx);
 		FN(cpu_nrt_conv2d_grad_x)(g, dy, w, dx);
-		snprintf(name, sizeof name, "conv2d_grad_x case %zu", k);
+		snprintf(name, sizeof name, "conv2d_grad_x case %zu%s", k, via);
 		FN(cmp)(name, gdx, dx, nx, TOL);
 		FN(nrt_conv2d_grad_w)(g, gdy, gx, gdw);
 		FN(cpu_nrt_conv2d_grad_w)(g, dy, x, dw);
-		snprintf(name, sizeof name, "conv2d_grad_w case %zu", k);
+		snprintf(name, sizeof name, "conv2d_grad_w case %zu%s", k, via);
 		FN(cmp)(name, gdw, dw, nw, TOL);
 		free_all();
 	}
