@@ -10,6 +10,7 @@
  * through the f64 forward kernel (step 1e-5), 1e-6. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,35 @@ Test(nn_kernels, conv2d_gradients_match_finite_differences)
 		tk_checkf(what, dwf, dw, nw, TOL32);
 		free(x), free(w), free(dy), free(dx), free(dw), free(xf), free(wf), free(dyf), free(dxf), free(dwf);
 	}
+}
+
+/* Large enough that the batch is split among threads (NN_PAR_MIN) and
+ * into chunks of 4 images with a remainder: 1 and 3 threads give the same
+ * bits, and the forward equals the definition. */
+Test(nn_kernels, conv2d_threads_bit_equal)
+{
+	tk_seed(19);
+	NrtConv2d g = {11, 8, 9, 7, 12, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1}; /* 63 pixels: chunks of 5 */
+	int64_t nx = conv_xsize(&g), nw = conv_wsize(&g), ny = conv_ysize(&g);
+	double *x = tk_rand(nx, -1, 1), *w = tk_rand(nw, -1, 1), *dy = tk_rand(ny, -1, 1), *ref = tk_rand(ny, 0, 1);
+	double *out[2][3];
+	for (int t = 0; t < 2; t++) {
+		omp_set_num_threads(t ? 3 : 1);
+		out[t][0] = tk_rand(ny, 0, 1), out[t][1] = tk_rand(nx, 0, 1), out[t][2] = tk_rand(nw, 0, 1);
+		nrt_conv2d_f64(&g, x, w, out[t][0]);
+		nrt_conv2d_grad_x_f64(&g, dy, w, out[t][1]);
+		nrt_conv2d_grad_w_f64(&g, dy, x, out[t][2]);
+	}
+	omp_set_num_threads(1);
+	conv_ref(&g, x, w, ref);
+	tk_check("conv2d_f64 threaded", out[1][0], ref, ny, TOL64);
+	cr_expect(memcmp(out[0][0], out[1][0], (size_t)ny * 8) == 0, "conv2d: 1 and 3 threads differ");
+	cr_expect(memcmp(out[0][1], out[1][1], (size_t)nx * 8) == 0, "conv2d_grad_x: 1 and 3 threads differ");
+	cr_expect(memcmp(out[0][2], out[1][2], (size_t)nw * 8) == 0, "conv2d_grad_w: 1 and 3 threads differ");
+	free(x), free(w), free(dy), free(ref);
+	for (int t = 0; t < 2; t++)
+		for (int k = 0; k < 3; k++)
+			free(out[t][k]);
 }
 
 /* ---- pooling --------------------------------------------------------------- */
