@@ -12,6 +12,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "../nn_kernels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,6 +51,12 @@ bool nrt_cuda_kernel_error(char *msg, size_t n);
  * the pool keeps freed blocks for reuse). */
 void *nrt_cuda_scratch(size_t bytes);
 void nrt_cuda_scratch_free(void *p);
+
+/* Whether nrt_conv2d* (conv.cu) run geometry g through cuDNN: built with
+ * it (NRT_HAVE_CUDNN, GNUmakefile), NETC_CUDNN=0 not in the environment,
+ * and a padding cuDNN's legacy API can express (the same on both sides
+ * of an axis; a halo shard's one-sided padding takes netc's own kernel). */
+bool nrt_cuda_conv_cudnn(const NrtConv2d *g);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef KC_CPU_REF_H
 #define KC_CPU_REF_H
 #include "runtime/kernels.h"
+#include "runtime/nn_kernels.h"
 #include "runtime/spmd.h"
 
 #define nrt_gemm_f32 cpu_nrt_gemm_f32
@@ -190,6 +191,65 @@ NRT_ATTENTION_DECLS(double, f64)
 #undef nrt_attention_f64
 #undef nrt_attention_grad_f32
 #undef nrt_attention_grad_f64
+/* convolution, pooling, RMS norm, SiLU, RoPE (runtime/nn_kernels.h) */
+#define nrt_conv2d_f32 cpu_nrt_conv2d_f32
+#define nrt_conv2d_f64 cpu_nrt_conv2d_f64
+#define nrt_conv2d_grad_x_f32 cpu_nrt_conv2d_grad_x_f32
+#define nrt_conv2d_grad_x_f64 cpu_nrt_conv2d_grad_x_f64
+#define nrt_conv2d_grad_w_f32 cpu_nrt_conv2d_grad_w_f32
+#define nrt_conv2d_grad_w_f64 cpu_nrt_conv2d_grad_w_f64
+#define nrt_max_pool2d_f32 cpu_nrt_max_pool2d_f32
+#define nrt_max_pool2d_f64 cpu_nrt_max_pool2d_f64
+#define nrt_max_pool2d_grad_f32 cpu_nrt_max_pool2d_grad_f32
+#define nrt_max_pool2d_grad_f64 cpu_nrt_max_pool2d_grad_f64
+#define nrt_avg_pool2d_f32 cpu_nrt_avg_pool2d_f32
+#define nrt_avg_pool2d_f64 cpu_nrt_avg_pool2d_f64
+#define nrt_avg_pool2d_grad_f32 cpu_nrt_avg_pool2d_grad_f32
+#define nrt_avg_pool2d_grad_f64 cpu_nrt_avg_pool2d_grad_f64
+#define nrt_rms_norm_f32 cpu_nrt_rms_norm_f32
+#define nrt_rms_norm_f64 cpu_nrt_rms_norm_f64
+#define nrt_rms_norm_grad_x_f32 cpu_nrt_rms_norm_grad_x_f32
+#define nrt_rms_norm_grad_x_f64 cpu_nrt_rms_norm_grad_x_f64
+#define nrt_rms_norm_grad_gamma_f32 cpu_nrt_rms_norm_grad_gamma_f32
+#define nrt_rms_norm_grad_gamma_f64 cpu_nrt_rms_norm_grad_gamma_f64
+#define nrt_silu_f32 cpu_nrt_silu_f32
+#define nrt_silu_f64 cpu_nrt_silu_f64
+#define nrt_silu_grad_f32 cpu_nrt_silu_grad_f32
+#define nrt_silu_grad_f64 cpu_nrt_silu_grad_f64
+#define nrt_rope_f32 cpu_nrt_rope_f32
+#define nrt_rope_f64 cpu_nrt_rope_f64
+#define nrt_rope_grad_f32 cpu_nrt_rope_grad_f32
+#define nrt_rope_grad_f64 cpu_nrt_rope_grad_f64
+NRT_NN_KERNEL_DECLS(float, f32)
+NRT_NN_KERNEL_DECLS(double, f64)
+#undef nrt_conv2d_f32
+#undef nrt_conv2d_f64
+#undef nrt_conv2d_grad_x_f32
+#undef nrt_conv2d_grad_x_f64
+#undef nrt_conv2d_grad_w_f32
+#undef nrt_conv2d_grad_w_f64
+#undef nrt_max_pool2d_f32
+#undef nrt_max_pool2d_f64
+#undef nrt_max_pool2d_grad_f32
+#undef nrt_max_pool2d_grad_f64
+#undef nrt_avg_pool2d_f32
+#undef nrt_avg_pool2d_f64
+#undef nrt_avg_pool2d_grad_f32
+#undef nrt_avg_pool2d_grad_f64
+#undef nrt_rms_norm_f32
+#undef nrt_rms_norm_f64
+#undef nrt_rms_norm_grad_x_f32
+#undef nrt_rms_norm_grad_x_f64
+#undef nrt_rms_norm_grad_gamma_f32
+#undef nrt_rms_norm_grad_gamma_f64
+#undef nrt_silu_f32
+#undef nrt_silu_f64
+#undef nrt_silu_grad_f32
+#undef nrt_silu_grad_f64
+#undef nrt_rope_f32
+#undef nrt_rope_f64
+#undef nrt_rope_grad_f32
+#undef nrt_rope_grad_f64
 
 void cpu_nrt_f32_to_f16(int64_t n, const float *x, uint16_t *y);
 void cpu_nrt_f16_to_f32(int64_t n, const uint16_t *x, float *y);

@@ -815,6 +815,129 @@ static void FN(test_optimizers)(void)
 	}
 }
 
+/* ---- convolution, pooling, RMS norm, SiLU, RoPE (runtime/nn_kernels.h) ------------ */
+
+/* Odd sizes, stride 2, asymmetric padding, dilation 2, groups 2,
+ * depthwise, 1x1 (the CPU's GEMM-on-x path, im2col on the GPU). Where the
+ * CUDA runtime was built with cuDNN, each name says which ran: one-sided
+ * padding (case 1) always takes netc's own kernel, NETC_CUDNN=0 all. */
+static const NrtConv2d FN(conv_cases)[] = {
+	/* N  C  H  W  O  KH KW g  sh sw pt pb pl pr dh dw */
+	{2, 3, 7, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  {2, 4, 9, 7, 6, 3, 2, 2, 2, 1, 2, 0, 1, 0, 1, 1},
+	{1, 3, 8, 9, 2, 3, 3, 1, 1, 2, 0, 1, 2, 1, 2, 2},  {3, 5, 6, 7, 5, 3, 3, 5, 2, 2, 1, 1, 1, 1, 1, 1},
+	{2, 4, 5, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},  {2, 16, 10, 10, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+};
+
+static void FN(test_conv)(void)
+{
+	for (size_t k = 0; k < sizeof FN(conv_cases) / sizeof *FN(conv_cases); k++) {
+		const NrtConv2d *g = &FN(conv_cases)[k];
+		int64_t nx = g->N * g->C * g->H * g->W, nw = g->O * (g->C / g->groups) * g->KH * g->KW;
+		int64_t ny = g->N * g->O * nrt_conv2d_oh(g) * nrt_conv2d_ow(g);
+		T *x = FN(hrand)(nx, -1, 1), *w = FN(hrand)(nw, -1, 1), *dy = FN(hrand)(ny, -1, 1);
+		T *y = FN(hrand)(ny, 0, 1), *dx = FN(hrand)(nx, 0, 1), *dw = FN(hrand)(nw, 0, 1);
+		T *gx = FN(dev)(x, nx), *gw = FN(dev)(w, nw), *gdy = FN(dev)(dy, ny);
+		T *gy = FN(dev)(y, ny), *gdx = FN(dev)(dx, nx), *gdw = FN(dev)(dw, nw);
+		char name[96];
+#ifdef KC_HOST_SHIM
+		const char *via = "";
+#else
+		const char *via = nrt_cuda_conv_cudnn(g) ? " (cuDNN)" : " (own kernel)";
+#endif
+		FN(nrt_conv2d)(g, gx, gw, gy);
+		FN(cpu_nrt_conv2d)(g, x, w, y);
+		snprintf(name, sizeof name, "conv2d case %zu%s", k, via);
+		FN(cmp)(name, gy, y, ny, TOL);
+		FN(nrt_conv2d_grad_x)(g, gdy, gw, gdx);
+		FN(cpu_nrt_conv2d_grad_x)(g, dy, w, dx);
+		snprintf(name, sizeof name, "conv2d_grad_x case %zu%s", k, via);
+		FN(cmp)(name, gdx, dx, nx, TOL);
+		FN(nrt_conv2d_grad_w)(g, gdy, gx, gdw);
+		FN(cpu_nrt_conv2d_grad_w)(g, dy, x, dw);
+		snprintf(name, sizeof name, "conv2d_grad_w case %zu%s", k, via);
+		FN(cmp)(name, gdw, dw, nw, TOL);
+		free_all();
+	}
+}
+
+static void FN(test_pool)(void)
+{
+	static const NrtConv2d cs[] = {
+		{2, 3, 7, 9, 3, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1}, {1, 2, 6, 5, 2, 2, 2, 1, 2, 2, 0, 0, 0, 1, 1, 1},
+		{2, 2, 9, 8, 2, 3, 2, 1, 1, 2, 1, 0, 0, 1, 2, 1}, {2, 3, 5, 7, 3, 5, 7, 1, 1, 1, 0, 0, 0, 0, 1, 1},
+	};
+	for (size_t k = 0; k < sizeof cs / sizeof *cs; k++)
+		for (int kind = 0; kind < 3; kind++) { /* max, avg with padding counted, avg without */
+			const NrtConv2d *g = &cs[k];
+			int64_t nx = g->N * g->C * g->H * g->W, ny = g->N * g->C * nrt_conv2d_oh(g) * nrt_conv2d_ow(g);
+			T *x = FN(hrand)(nx, -1, 1), *dy = FN(hrand)(ny, -1, 1), *y = FN(hrand)(ny, 0, 1);
+			T *dx = FN(hrand)(nx, 0, 1), *gx = FN(dev)(x, nx), *gdy = FN(dev)(dy, ny);
+			T *gy = FN(dev)(y, ny), *gdx = FN(dev)(dx, nx);
+			bool pad = kind == 1;
+			char name[96];
+			if (kind == 0) {
+				FN(nrt_max_pool2d)(g, gx, gy), FN(cpu_nrt_max_pool2d)(g, x, y);
+				FN(nrt_max_pool2d_grad)(g, gdy, gx, gdx), FN(cpu_nrt_max_pool2d_grad)(g, dy, x, dx);
+			} else {
+				FN(nrt_avg_pool2d)(g, pad, gx, gy), FN(cpu_nrt_avg_pool2d)(g, pad, x, y);
+				FN(nrt_avg_pool2d_grad)(g, pad, gdy, gdx), FN(cpu_nrt_avg_pool2d_grad)(g, pad, dy, dx);
+			}
+			snprintf(name, sizeof name, "%s case %zu", kind == 0 ? "max_pool2d" : pad ? "avg_pool2d pad" : "avg_pool2d", k);
+			FN(cmp)(name, gy, y, ny, TOL);
+			snprintf(name, sizeof name, "%s_grad case %zu", kind == 0 ? "max_pool2d" : pad ? "avg_pool2d pad" : "avg_pool2d", k);
+			FN(cmp)(name, gdx, dx, nx, TOL);
+			free_all();
+		}
+}
+
+static void FN(test_llama)(void)
+{
+	static const int64_t rc[][2] = {{1, 1}, {5, 13}, {33, 700}};
+	for (size_t k = 0; k < sizeof rc / sizeof *rc; k++) {
+		int64_t rows = rc[k][0], cols = rc[k][1], n = rows * cols;
+		T *x = FN(hrand)(n, -2, 2), *gm = FN(hrand)(cols, 0.5, 1.5), *dy = FN(hrand)(n, -1, 1);
+		T *y = FN(hrand)(n, 0, 1), *dg = FN(hrand)(cols, 0, 1), *gx = FN(dev)(x, n), *ggm = FN(dev)(gm, cols);
+		T *gdy = FN(dev)(dy, n), *gy = FN(dev)(y, n), *gdg = FN(dev)(dg, cols);
+		char name[96];
+		FN(nrt_rms_norm)(rows, cols, 1e-6, gx, ggm, gy), FN(cpu_nrt_rms_norm)(rows, cols, 1e-6, x, gm, y);
+		snprintf(name, sizeof name, "rms_norm [%lld,%lld]", (long long)rows, (long long)cols);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_rms_norm_grad_x)(rows, cols, 1e-6, gdy, gx, ggm, gy);
+		FN(cpu_nrt_rms_norm_grad_x)(rows, cols, 1e-6, dy, x, gm, y);
+		snprintf(name, sizeof name, "rms_norm_grad_x [%lld,%lld]", (long long)rows, (long long)cols);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_rms_norm_grad_gamma)(rows, cols, 1e-6, gdy, gx, gdg);
+		FN(cpu_nrt_rms_norm_grad_gamma)(rows, cols, 1e-6, dy, x, dg);
+		snprintf(name, sizeof name, "rms_norm_grad_gamma [%lld,%lld]", (long long)rows, (long long)cols);
+		FN(cmp)(name, gdg, dg, cols, TOL);
+		FN(nrt_silu)(n, gx, gy), FN(cpu_nrt_silu)(n, x, y);
+		snprintf(name, sizeof name, "silu n=%lld", (long long)n);
+		FN(cmp)(name, gy, y, n, TOL);
+		FN(nrt_silu_grad)(n, gdy, gx, gy), FN(cpu_nrt_silu_grad)(n, dy, x, y);
+		snprintf(name, sizeof name, "silu_grad n=%lld", (long long)n);
+		FN(cmp)(name, gy, y, n, TOL);
+		free_all();
+	}
+	/* [bh, t, d], both layouts, a shard's first position, an odd t */
+	static const int64_t rp[][4] = {{6, 5, 8, 0}, {3, 7, 6, 11}, {4, 33, 64, 1000}};
+	for (size_t k = 0; k < sizeof rp / sizeof *rp; k++)
+		for (int l = 0; l < 2; l++) {
+			int64_t bh = rp[k][0], t = rp[k][1], d = rp[k][2], pos0 = rp[k][3], n = bh * t * d;
+			NrtRope lay = l ? NRT_ROPE_INTERLEAVED : NRT_ROPE_HALF;
+			T *x = FN(hrand)(n, -1, 1), *y = FN(hrand)(n, 0, 1), *gx = FN(dev)(x, n), *gy = FN(dev)(y, n);
+			char name[96];
+			FN(nrt_rope)(bh, t, d, 10000, pos0, lay, gx, gy), FN(cpu_nrt_rope)(bh, t, d, 10000, pos0, lay, x, y);
+			snprintf(name, sizeof name, "rope %s [%lld,%lld,%lld] pos0=%lld", l ? "interleaved" : "half",
+			         (long long)bh, (long long)t, (long long)d, (long long)pos0);
+			FN(cmp)(name, gy, y, n, TOL);
+			FN(nrt_rope_grad)(bh, t, d, 10000, pos0, lay, gx, gy), FN(cpu_nrt_rope_grad)(bh, t, d, 10000, pos0, lay, x, y);
+			snprintf(name, sizeof name, "rope_grad %s [%lld,%lld,%lld] pos0=%lld", l ? "interleaved" : "half",
+			         (long long)bh, (long long)t, (long long)d, (long long)pos0);
+			FN(cmp)(name, gy, y, n, TOL);
+			free_all();
+		}
+}
+
 static void FN(run_all)(void)
 {
 	FN(test_gemm)();
@@ -831,6 +954,9 @@ static void FN(run_all)(void)
 	FN(test_losses)();
 	FN(test_vocab_ce)();
 	FN(test_attention)();
+	FN(test_conv)();
+	FN(test_pool)();
+	FN(test_llama)();
 	FN(test_dropout)();
 	FN(test_optimizers)();
 }
