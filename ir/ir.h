@@ -66,7 +66,7 @@ typedef struct OpAttrs {
 	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
 	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
 	                                * 1/sqrt(d_head), which shape inference then writes here */
-	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
+	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5), rms_norm (1e-6) */
 	double momentum;               /* batch_norm running statistics (0.9) */
 	double keep_prob;              /* dropout (0.5); the mask is drawn per element by global index, step and seed_id */
 	uint32_t seed_id;              /* dropout: stream id, shared by its gradient */
@@ -88,6 +88,12 @@ typedef struct OpAttrs {
 	const struct RedistPlan *plan; /* redistribute: the steps (ir/redistribute.h) */
 	const char *steps;             /* redistribute: the steps in words, for dumps and drawings */
 	DType to;                      /* cast: the result's dtype */
+	/* rope(_grad): position p rotates its pairs by p * rope_base^(-2i/d); the
+	 * pairs are (i, i + d/2) or (2i, 2i + 1) (rope_layout: NrtRope's values,
+	 * 0 half, 1 interleaved); row 0 of the sequence is position rope_offset */
+	double rope_base;
+	int rope_layout;
+	int64_t rope_offset;
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split
