@@ -857,7 +857,7 @@ static bool rms_whole_rows(Rule *R, int ninputs)
 	const Value *x = R->n->in[R->n->op == OP_RMS_NORM ? 0 : 1];
 	for (int j = 0; j < ninputs; j++)
 		if (!need_whole(R, j, x->shape.rank - 1,
-		                "is the axis rms_norm normalises (its mean of squares needs the whole row); split the rows"))
+		                "is the axis rms_norm normalises (its mean of squares needs the whole row: split the rows instead)"))
 			return false;
 	return true;
 }
