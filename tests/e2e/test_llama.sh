@@ -20,7 +20,11 @@
 #     rows x D x 4 bytes; as written (adds and norms followed, laid out by
 #     rows), one ReduceScatter and one AllGather per sub-block, together
 #     the same bytes.
-#  4. Misuse is a located error: splitting rms_norm's normalised axis,
+#  4. The forward of rope (half; interleaved with a base and an offset),
+#     rms_norm and silu against their definitions computed in C
+#     (tests/e2e/llama_ref.c, fed as .npy), f64: mse <= 1e-24; the
+#     check fails with rope's two layouts swapped.
+#  5. Misuse is a located error: splitting rms_norm's normalised axis,
 #     rope's head width.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
@@ -123,7 +127,30 @@ else
 	bad "netc explain of the sample failed: $(grep -m1 error "$work/tp4.explain")"
 fi
 
-# 4. refused splits are located errors
+# 4. the forward against the definitions: tests/e2e/llama_ref.c computes
+# rope (both layouts, a base and an offset), rms_norm and silu in double; the f64 program's loss, the sum of the mse_losses against those
+# values, must be <= 1e-24 (rounding: ~1e-33 here), and with the two rope
+# layouts' expected values swapped > 1e-3
+REF=tests/e2e/models/llama_ops_ref.net
+if cc -O1 -std=c11 -o "$work/llama_ref" tests/e2e/llama_ref.c -lm && "$work/llama_ref" "$work" &&
+	timeout $TMO $NETC build $REF --precision f64 -o "$work/ref" >"$work/ref.build" 2>&1; then
+	d=$work
+	for c in right swapped; do
+		if [ $c = right ]; then wants="$d/want_half.npy,$d/want_inter.npy"; else wants="$d/want_inter.npy,$d/want_half.npy"; fi
+		timeout $TMO "$work/ref" --steps 1 --quiet --log "$work/ref_$c.csv" \
+			--data "$d/x.npy,$wants,$d/z.npy,$d/want_rms.npy,$d/want_silu.npy" >"$work/ref_$c.run" 2>&1
+	done
+	lr=$(sed -n '2s/^1,\([^,]*\),.*/\1/p' "$work/ref_right.csv") ls=$(sed -n '2s/^1,\([^,]*\),.*/\1/p' "$work/ref_swapped.csv")
+	if awk -v r="$lr" -v s="$ls" 'BEGIN { exit !(r != "" && s != "" && r + 0 <= 1e-24 && s + 0 > 1e-3) }'; then
+		ok "rope (half, interleaved + base + offset), rms_norm, silu = their definitions in f64 (mse $lr; layouts swapped: $ls)"
+	else
+		bad "forward against the definitions: mse '$lr' (want <= 1e-24), layouts swapped '$ls' (want > 1e-3)"
+	fi
+else
+	bad "forward against the definitions: reference or build failed: $(grep -m1 error "$work/ref.build")"
+fi
+
+# 5. refused splits are located errors
 refused() {
 	name=$1 want=$2
 	if timeout $TMO $NETC check "$work/$name.net" >"$work/$name.err" 2>&1; then
