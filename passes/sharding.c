@@ -307,13 +307,7 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 	}
 	if (!try_strategy(S, n, s, r))
 		return false;
-	Layout *ls[SHARD_MAX_INPUTS + 1];
-	memcpy(ls, r->in, sizeof(Layout *) * SHARD_MAX_INPUTS);
-	ls[SHARD_MAX_INPUTS] = r->out;
-	if (layout_regrid(S->cx.arena, ls, SHARD_MAX_INPUTS + 1, (const Layout *const *)r->in, want, SHARD_MAX_INPUTS)) {
-		memcpy(r->in, ls, sizeof(Layout *) * SHARD_MAX_INPUTS);
-		r->out = ls[SHARD_MAX_INPUTS];
-	}
+	shard_regrid(&S->cx, r, want);
 	return true;
 }
 
