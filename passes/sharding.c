@@ -297,6 +297,8 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		/* the gradient of the forward output: in that output's layout */
 		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
 			target = f->out->layout;
+		/* the forward output itself (tanh_grad reads y): as produced,
+		 * named so that its axes pair with the forward's */
 		if (fwd_value && orig == f->out)
 			target = f->out->layout;
 		if (!target)
