@@ -971,6 +971,17 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 	return true;
 }
 
+void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS])
+{
+	Layout *ls[SHARD_MAX_INPUTS + 1];
+	memcpy(ls, r->in, sizeof(Layout *) * SHARD_MAX_INPUTS);
+	ls[SHARD_MAX_INPUTS] = r->out;
+	if (!layout_regrid(cx->arena, ls, SHARD_MAX_INPUTS + 1, (const Layout *const *)r->in, want, SHARD_MAX_INPUTS))
+		return;
+	memcpy(r->in, ls, sizeof(Layout *) * SHARD_MAX_INPUTS);
+	r->out = ls[SHARD_MAX_INPUTS];
+}
+
 /* ---- strategies ---------------------------------------------------------------- */
 
 static Strategy strategy_new(Arena *a, const Node *n)
