@@ -69,15 +69,15 @@ bool search_recursive(Search *s, int *choice)
 				if (c < 0)
 					continue;
 				const Cand *cd = &sv->cl->c[c];
-				double t = cd->compute;
+				double t = search_cand_compute(s, cd);
 				for (int i = 0; i < n->nin; i++) {
 					Value *x = n->in[i];
 					if (x->kind == VK_INPUT || x->kind == VK_CONST) {
 						if (!inl[x->id])
 							inl[x->id] = search_input_layout(s, x, devices);
-						t += cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
+						t += s->w_micro * cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
 					} else if (x->kind == VK_PARAM) {
-						t += cd->param_grad[i];
+						t += search_cand_param_grad(s, cd, i);
 					}
 				}
 				for (int k = 0; k < sv->nadj; k++) {
