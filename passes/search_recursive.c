@@ -10,12 +10,71 @@
 
 /* ---- recursive_programming ------------------------------------------------------ */
 
+/* The loss's own partial sum is reduced once, in vertex_unary's price. */
+static bool sole_reader_is_loss(const Search *s, const SVertex *sv) { return sv->n->out == s->loss; }
+
 static int find_free(const CandList *cl, const int64_t *f, int nfree)
 {
 	for (int c = 0; c < cl->n; c++)
 		if (cl->c[c].nfree == nfree && memcmp(cl->c[c].free, f, sizeof(int64_t) * (size_t)nfree) == 0)
 			return c;
 	return -1;
+}
+
+/* What an output left as a partial sum will cost its readers at least:
+ * its reduction, in every micro-batch. The rounds decide operators in
+ * program order against their producers only, so without this the
+ * reduction falls on the reader, after the choice that made it: a matmul
+ * cutting its reduction dimension looked free (its input sliced
+ * locally, its weight split so no gradient to reduce), and at GPT-3
+ * scale the attention projections split it 64 ways while the layers
+ * after them paid for the partial sums. */
+static double partial_output_cost(Search *s, const SVertex *sv, const Cand *cd)
+{
+	const Layout *out = cd->r.out;
+	if (!out || !out->partial || sole_reader_is_loss(s, sv))
+		return 0;
+	return s->w_micro * cost_redist(s->rc, out, cost_strip_partial(s->rc, out), sv->n->out->dtype, NULL);
+}
+
+/* Vertex v's share of the objective under candidate c, its neighbours
+ * on both sides as chosen. */
+static double local_cost(Search *s, int v, int c, const int *choice)
+{
+	const SVertex *sv = &s->v[v];
+	double t = sv->unary[c];
+	for (int k = 0; k < sv->nadj; k++) {
+		const SEdge *e = &s->e[sv->adj[k]];
+		t += search_edge_cost(s, sv->adj[k], e->u == v ? c : choice[e->u], e->v == v ? c : choice[e->v]);
+	}
+	return t;
+}
+
+/* The rounds see each operator's producers, never its readers: a choice
+ * that makes every reader convert stays. Sweeps in program order, each
+ * operator taking its best candidate against all its neighbours, until
+ * a sweep changes nothing (each change lowers the local total, so it
+ * ends; bounded anyway). */
+static void refine(Search *s, int *choice)
+{
+	for (int sweep = 0; sweep < 16; sweep++) {
+		bool changed = false;
+		for (int v = 0; v < s->nv; v++) {
+			if (s->v[v].fixed >= 0)
+				continue;
+			int best = choice[v];
+			double bc = local_cost(s, v, best, choice);
+			for (int c = 0; c < s->v[v].cl->n; c++) {
+				double t = local_cost(s, v, c, choice);
+				if (t < bc * (1 - 1e-9))
+					bc = t, best = c;
+			}
+			changed |= best != choice[v];
+			choice[v] = best;
+		}
+		if (!changed)
+			break;
+	}
 }
 
 bool search_recursive(Search *s, int *choice)
@@ -85,6 +144,7 @@ bool search_recursive(Search *s, int *choice)
 					if (e->v == v && e->u < v)
 						t += search_edge_cost(s, sv->adj[k], choice[e->u], c);
 				}
+				t += partial_output_cost(s, sv, cd);
 				if (t < bc)
 					bc = t, best = c, bestd = d;
 			}
@@ -95,5 +155,13 @@ bool search_recursive(Search *s, int *choice)
 			}
 		}
 	}
+	/* the sweeps lower the local costs; the plan's total (search_total)
+	 * prices shared and passed-through gradients as the program runs
+	 * them, and decides */
+	int *rounds = ARENA_NEWN(a, int, s->nv + 1);
+	memcpy(rounds, choice, sizeof(int) * (size_t)s->nv);
+	refine(s, choice);
+	if (search_total(s, rounds) < search_total(s, choice))
+		memcpy(choice, rounds, sizeof(int) * (size_t)s->nv);
 	return true;
 }
