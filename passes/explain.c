@@ -669,7 +669,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
 {
 	fprintf(out,
-	        "one micro-batch through every stage and the update (the search's view): compute %.6g s, "
+	        "one micro-batch through every stage and the update: compute %.6g s, "
 	        "communication %.6g s (%d collectives, %" PRId64 " bytes), %.6g s\n",
 	        t->compute, t->comm, t->ncomm, t->comm_bytes, t->compute + t->comm);
 	fprintf(out,
