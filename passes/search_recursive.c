@@ -10,9 +10,6 @@
 
 /* ---- recursive_programming ------------------------------------------------------ */
 
-/* The loss's own partial sum is reduced once, in vertex_unary's price. */
-static bool sole_reader_is_loss(const Search *s, const SVertex *sv) { return sv->n->out == s->loss; }
-
 static int find_free(const CandList *cl, const int64_t *f, int nfree)
 {
 	for (int c = 0; c < cl->n; c++)
@@ -32,7 +29,7 @@ static int find_free(const CandList *cl, const int64_t *f, int nfree)
 static double partial_output_cost(Search *s, const SVertex *sv, const Cand *cd)
 {
 	const Layout *out = cd->r.out;
-	if (!out || !out->partial || sole_reader_is_loss(s, sv))
+	if (!out || !out->partial || sv->n->out == s->loss) /* the loss's: priced in its unary cost */
 		return 0;
 	return s->w_micro * cost_redist(s->rc, out, cost_strip_partial(s->rc, out), sv->n->out->dtype, NULL);
 }
