@@ -444,10 +444,12 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		double mem = fitted_memory(s, trial);
 		if (mem <= limit)
 			break;
-		/* the memory has not moved over a 64x rise of the price: the
-		 * plans left all hold about this much (GPT-3 at 80 GB, where
-		 * nothing fits: 9 passes, not 15) */
-		flat = mem > least * (1 - 1e-3) ? flat + 1 : 0;
+		/* the memory has not moved over a 64x rise of a price that
+		 * already weighs the memory at the limit as much as the step:
+		 * the plans left all hold about this much (below that price a
+		 * plateau means nothing: mlp_dp.net's memory stays put from
+		 * 6e-13 to 4e-11 s/byte and drops after) */
+		flat = mem > least * (1 - 1e-3) && hi * limit > t0 ? flat + 1 : 0;
 		least = fmin(least, mem);
 		if (flat >= 3)
 			break;
