@@ -35,10 +35,9 @@ step_time() { "$NETC" explain "$@" | sed -n 's/^predicted step time: \([^ ]*\) s
 # (32) and at width 1024, 8 devices.
 TOL=0.2 # the goal
 objective() { "$NETC" explain "$@" | sed -n 's/^search objective: \([^ ]*\) s.*/\1/p'; }
-# what the objective prices: one micro-batch through every stage and the
-# update (a pipeline's step is its schedule over micro_size of them)
-compiled() { "$NETC" explain "$@" | awk '/^one micro-batch through every stage/ { v = $(NF - 1) }
-	/^predicted step time:/ { p = $4 } END { print v != "" ? v : p }'; }
+# what the objective prices: a device's step (issue 28: with pipelines and
+# micro-batches, micro_size micro-batches of its stage and the bubble)
+compiled() { step_time "$@"; }
 A='-D parallel_mode=auto_parallel'
 # held out beyond the samples: host tables (one input read by two
 # lookups: converted once), a 2-D mesh, and recompute (the copies convert
