@@ -844,6 +844,126 @@ static bool shard_ADAM_UPDATE(Rule *R) { return rule_update(R); }
 static bool shard_ADAMW_UPDATE(Rule *R) { return rule_update(R); }
 static bool shard_LAMB_UPDATE(Rule *R) { return rule_update(R); }
 
+/* ---- convolutional networks ------------------------------------------------------ */
+
+/* MindSpore's Conv2D strategies without its height/width split: x [N, C,
+ * H, W] split (n, c, 1, 1), the weight [O, C / groups, KH, KW] (o, c, 1, 1);
+ * grid [n, c, o], the output [N, O, OH, OW] on (n, o), partial over c (a
+ * split reduction, summed as a matmul's). Gradients on the same grid:
+ * dx = dy (*) w partial over o, dw = dy (*) x partial over n. */
+static bool conv_spatial_whole(Rule *R, int j)
+{
+	for (int d = 2; d < 4; d++)
+		if (split(R, j, d) != 1)
+			return fail(R, "dimension %d of input %d ('%s', the image's %s) is split %" PRId64 " ways: a %s "
+			               "split of %s needs a halo exchange between neighbouring shards, which netc does "
+			               "not do yet; split the batch or the channels",
+			            d, j, R->n->in[j]->name, d == 2 ? "height" : "width", split(R, j, d),
+			            d == 2 ? "height" : "width", op_info[R->n->op].name);
+	return true;
+}
+
+/* Splits (a, b) of two inputs' dims that must agree. */
+static bool conv_same_split(Rule *R, int j, int dj, int k, int dk, const char *what)
+{
+	if (split(R, j, dj) == split(R, k, dk))
+		return true;
+	return fail(R, "%s is split %" PRId64 " way%s in '%s' (dimension %d) but %" PRId64 " way%s in '%s' "
+	               "(dimension %d); they must match",
+	            what, split(R, j, dj), plural_s(split(R, j, dj)), R->n->in[j]->name, dj, split(R, k, dk),
+	            plural_s(split(R, k, dk)), R->n->in[k]->name, dk);
+}
+
+/* The three tensors of a convolution or its gradients: x-like [N, C, ..],
+ * w [O, C/g, ..], y-like [N, O, ..]; sp: the splits of N, C and O. The
+ * one computed is partial over the grid axis of sp[partial_of]. */
+static bool rule_conv(Rule *R, const int64_t sp[3], const Shape *sx, const Shape *sw, const Shape *sy,
+                      Layout **lx, Layout **lw, Layout **ly, unsigned partial_of)
+{
+	if (R->n->attr.conv.groups > 1 && (sp[1] > 1 || sp[2] > 1))
+		return fail(R, "with groups = %" PRId64 " the channels cannot be split (a group's channels must "
+		               "stay together); split the batch",
+		            R->n->attr.conv.groups);
+	int ax[3];
+	for (int i = 0; i < 3; i++)
+		ax[i] = axis_for(R, sp[i]); /* n, c, o */
+	int mx[MAX_RANK], mw[MAX_RANK], my[MAX_RANK];
+	all_whole(mx), all_whole(mw), all_whole(my);
+	mx[0] = ax[0], mx[1] = ax[1];
+	mw[0] = ax[2], mw[1] = ax[1];
+	my[0] = ax[0], my[1] = ax[2];
+	/* the result sums over the axis of sp[partial_of]: n for dw, c for y, o for dx */
+	unsigned part = ax[partial_of] >= 0 ? 1u << ax[partial_of] : 0;
+	*lx = mk(R, sx, mx, partial_of == 2 ? part : 0);
+	*lw = mk(R, sw, mw, partial_of == 0 ? part : 0);
+	*ly = mk(R, sy, my, partial_of == 1 ? part : 0);
+	return true;
+}
+
+static bool shard_CONV2D(Rule *R)
+{
+	if (!conv_spatial_whole(R, 0))
+		return false;
+	if (!need_whole(R, 1, 2, "is the window of conv2d") || !need_whole(R, 1, 3, "is the window of conv2d") ||
+	    !conv_same_split(R, 0, 1, 1, 1, "the input channels (a split reduction)"))
+		return false;
+	const Node *n = R->n;
+	int64_t sp[3] = {split(R, 0, 0), split(R, 0, 1), split(R, 1, 0)};
+	return rule_conv(R, sp, &n->in[0]->shape, &n->in[1]->shape, &n->out->shape, &R->r->in[0], &R->r->in[1],
+	                 &R->r->out, 1);
+}
+
+/* (dy, w) -> dx */
+static bool shard_CONV2D_GRAD_X(Rule *R)
+{
+	const Node *n = R->n;
+	if (!conv_spatial_whole(R, 0) || !need_whole(R, 1, 2, "is the window of conv2d") ||
+	    !need_whole(R, 1, 3, "is the window of conv2d") ||
+	    !conv_same_split(R, 0, 1, 1, 0, "the output channels (a split reduction)"))
+		return false;
+	int64_t sp[3] = {split(R, 0, 0), split(R, 1, 1), split(R, 0, 1)};
+	return rule_conv(R, sp, &n->out->shape, &n->in[1]->shape, &n->in[0]->shape, &R->r->out, &R->r->in[1],
+	                 &R->r->in[0], 2);
+}
+
+/* (dy, x) -> dw */
+static bool shard_CONV2D_GRAD_W(Rule *R)
+{
+	const Node *n = R->n;
+	if (!conv_spatial_whole(R, 0) || !conv_spatial_whole(R, 1) ||
+	    !conv_same_split(R, 0, 0, 1, 0, "the batch (a split reduction)"))
+		return false;
+	int64_t sp[3] = {split(R, 1, 0), split(R, 1, 1), split(R, 0, 1)};
+	return rule_conv(R, sp, &n->in[1]->shape, &n->out->shape, &n->in[0]->shape, &R->r->in[1], &R->r->out,
+	                 &R->r->in[0], 0);
+}
+
+/* Pools and their gradients: N and C split alike in every operand and the
+ * result (MindSpore's MaxPool2D without its height/width split). */
+static bool rule_pool(Rule *R)
+{
+	for (int j = 0; j < R->n->nin; j++)
+		if (!conv_spatial_whole(R, j) || (j > 0 && (!conv_same_split(R, 0, 0, j, 0, "the batch") ||
+		                                            !conv_same_split(R, 0, 1, j, 1, "the channels"))))
+			return false;
+	int m[MAX_RANK];
+	all_whole(m);
+	m[0] = axis_for(R, split(R, 0, 0));
+	m[1] = axis_for(R, split(R, 0, 1));
+	for (int j = 0; j < R->n->nin; j++)
+		R->r->in[j] = mk(R, &R->n->in[j]->shape, m, 0);
+	R->r->out = mk(R, &R->n->out->shape, m, 0);
+	return true;
+}
+
+static bool shard_MAX_POOL2D(Rule *R) { return rule_pool(R); }
+static bool shard_AVG_POOL2D(Rule *R) { return rule_pool(R); }
+static bool shard_MAX_POOL2D_GRAD(Rule *R) { return rule_pool(R); }
+static bool shard_AVG_POOL2D_GRAD(Rule *R) { return rule_pool(R); }
+/* a mean over H and W: their splits leave partial sums */
+static bool shard_GLOBAL_AVG_POOL(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+static bool shard_FLATTEN(Rule *R) { return shard_RESHAPE(R); }
+
 typedef bool ShardRule(Rule *R);
 static ShardRule *const rules[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = shard_##id,
