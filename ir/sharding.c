@@ -868,10 +868,10 @@ static bool conv_same_split(Rule *R, int j, int dj, int k, int dk, const char *w
 {
 	if (split(R, j, dj) == split(R, k, dk))
 		return true;
-	return fail(R, "%s is split %" PRId64 " way%s in '%s' (dimension %d) but %" PRId64 " way%s in '%s' "
-	               "(dimension %d); they must match",
-	            what, split(R, j, dj), plural_s(split(R, j, dj)), R->n->in[j]->name, dj, split(R, k, dk),
-	            plural_s(split(R, k, dk)), R->n->in[k]->name, dk);
+	return fail(R, "'%s' splits %s (dimension %d) %" PRId64 " way%s but '%s' (dimension %d) %" PRId64 " way%s; "
+	               "they must be split alike",
+	            R->n->in[j]->name, what, dj, split(R, j, dj), plural_s(split(R, j, dj)), R->n->in[k]->name, dk,
+	            split(R, k, dk), plural_s(split(R, k, dk)));
 }
 
 /* The three tensors of a convolution or its gradients: x-like [N, C, ..],
@@ -905,7 +905,7 @@ static bool shard_CONV2D(Rule *R)
 	if (!conv_spatial_whole(R, 0))
 		return false;
 	if (!need_whole(R, 1, 2, "is the window of conv2d") || !need_whole(R, 1, 3, "is the window of conv2d") ||
-	    !conv_same_split(R, 0, 1, 1, 1, "the input channels (a split reduction)"))
+	    !conv_same_split(R, 0, 1, 1, 1, "the input channels"))
 		return false;
 	const Node *n = R->n;
 	int64_t sp[3] = {split(R, 0, 0), split(R, 0, 1), split(R, 1, 0)};
@@ -919,7 +919,7 @@ static bool shard_CONV2D_GRAD_X(Rule *R)
 	const Node *n = R->n;
 	if (!conv_spatial_whole(R, 0) || !need_whole(R, 1, 2, "is the window of conv2d") ||
 	    !need_whole(R, 1, 3, "is the window of conv2d") ||
-	    !conv_same_split(R, 0, 1, 1, 0, "the output channels (a split reduction)"))
+	    !conv_same_split(R, 0, 1, 1, 0, "the output channels"))
 		return false;
 	int64_t sp[3] = {split(R, 0, 0), split(R, 1, 1), split(R, 0, 1)};
 	return rule_conv(R, sp, &n->out->shape, &n->in[1]->shape, &n->in[0]->shape, &R->r->out, &R->r->in[1],
@@ -931,7 +931,7 @@ static bool shard_CONV2D_GRAD_W(Rule *R)
 {
 	const Node *n = R->n;
 	if (!conv_spatial_whole(R, 0) || !conv_spatial_whole(R, 1) ||
-	    !conv_same_split(R, 0, 0, 1, 0, "the batch (a split reduction)"))
+	    !conv_same_split(R, 0, 0, 1, 0, "the batch"))
 		return false;
 	int64_t sp[3] = {split(R, 1, 0), split(R, 1, 1), split(R, 0, 1)};
 	return rule_conv(R, sp, &n->in[1]->shape, &n->out->shape, &n->in[0]->shape, &R->r->in[1], &R->r->out,
