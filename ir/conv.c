@@ -201,3 +201,38 @@ double conv_flops(const Node *n)
 	default: return n->nin ? (double)shape_numel(&n->in[0]->shape) : 0;
 	}
 }
+
+bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, char *why, size_t cap)
+{
+	const ConvAttrs *a = &n->attr.conv;
+	bool height = dim == 2;
+	int64_t in = x->d[dim], kk = height ? a->kh : a->kw, dil = height ? a->dh : a->dw;
+	int64_t s = height ? a->sh : a->sw, lo = height ? a->pt : a->pl, hi = height ? a->pb : a->pr;
+	int64_t out = conv_out_size(in, lo + hi, kk, dil, s);
+	const char *what = height ? "height" : "width";
+	*h = (ConvHalo){.dim = dim, .k = k, .n = in / k};
+	const char *rows = height ? "rows" : "columns";
+	if (out % k != 0) {
+		snprintf(why, cap, "the %s split %" PRId64 " ways cuts %" PRId64 " output %s, which %" PRId64
+		         " does not divide", what, k, out, rows, k);
+		return false;
+	}
+	if (h->n != out / k * s) {
+		snprintf(why, cap, "the %s split %" PRId64 " ways gives each shard %" PRId64 " input %s but %" PRId64
+		         " output %s at stride %" PRId64 "; a shard must hold stride x its output %s (an output of %s / "
+		         "stride, as pad_mode = \"same\" gives)",
+		         what, k, h->n, rows, out / k, rows, s, rows, height ? "H" : "W");
+		return false;
+	}
+	h->t = lo;
+	h->b = dil * (kk - 1) - lo - s + 1;
+	if (h->b < 0)
+		h->b = 0;
+	if (h->t + h->b > h->n || conv_out_size(h->t + h->n + h->b, 0, kk, dil, s) != out / k) {
+		snprintf(why, cap, "each %s shard of %" PRId64 " %s would need %" PRId64 " + %" PRId64
+		         " halo %s from its neighbours, more than its own %" PRId64,
+		         what, h->n, rows, h->t, h->b, rows, h->n);
+		return false;
+	}
+	return true;
+}

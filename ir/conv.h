@@ -26,6 +26,23 @@ typedef struct ConvGeom {
 ConvGeom conv_geom(const Node *n, const Shape *x, int64_t O);
 /* floor((in + pads - dil * (k - 1) - 1) / stride) + 1; <= 0: no window fits */
 int64_t conv_out_size(int64_t in, int64_t pads, int64_t k, int64_t dil, int64_t stride);
+/* A height (dim 2) or width (dim 3) split of conv2d's input k ways, each
+ * shard computing its own block of output rows (columns): it convolves
+ * [t rows of the shard before | its own n rows | b rows of the shard
+ * after], zeros beyond the image's edges standing for the padding. */
+typedef struct ConvHalo {
+	int dim;               /* 2: H, 3: W */
+	int64_t k;             /* shards */
+	int64_t n;             /* rows (columns) a shard holds: H / k */
+	int64_t t, b;          /* halo from the previous and from the next shard */
+} ConvHalo;
+
+/* Whether conv2d n (or its gradients, with its attributes) can run with x
+ * [N, C, H, W] split k ways along dim: every shard's rows give an equal
+ * block of output rows (n = out / k * stride), and the halo comes from
+ * the next shard only. false with the reason in why. */
+bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, char *why, size_t cap);
+
 /* The shape rule of every operator above (ir/shape.c's table calls it):
  * checks the operands and the geometry, resolves pad_mode = same and
  * conv2d's window, sets the output's shape and dtype. */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "conv.h"
 #include "shape.h"
 
 /* The grid an operator is laid out on, built while reading the strategy. */
@@ -846,18 +847,21 @@ static bool shard_LAMB_UPDATE(Rule *R) { return rule_update(R); }
 
 /* ---- convolutional networks ------------------------------------------------------ */
 
-/* MindSpore's Conv2D strategies without its height/width split: x [N, C,
- * H, W] split (n, c, 1, 1), the weight [O, C / groups, KH, KW] (o, c, 1, 1);
- * grid [n, c, o], the output [N, O, OH, OW] on (n, o), partial over c (a
- * split reduction, summed as a matmul's). Gradients on the same grid:
- * dx = dy (*) w partial over o, dw = dy (*) x partial over n. */
+/* MindSpore's Conv2D strategies: x [N, C, H, W] split (n, c, h, w) with at
+ * most one of h, w above 1, the weight [O, C / groups, KH, KW] (o, c, 1, 1);
+ * grid [n, c, o, h or w], the output [N, O, OH, OW] on (n, o, h or w),
+ * partial over c (a split reduction, summed as a matmul's). A height or
+ * width split convolves each shard with the halo rows its windows need
+ * from its neighbours (ir/conv.h, conv_halo; exchanged by the emitter,
+ * codegen/emit_conv.c). Gradients on the same grid: dx = dy (*) w
+ * partial over o, dw = dy (*) x partial over n and the spatial split. */
 static bool conv_spatial_whole(Rule *R, int j)
 {
 	for (int d = 2; d < 4; d++)
 		if (split(R, j, d) != 1)
 			return fail(R, "dimension %d of input %d ('%s', the image's %s) is split %" PRId64 " ways: a %s "
 			               "split of %s needs a halo exchange between neighbouring shards, which netc does "
-			               "not do yet; split the batch or the channels",
+			               "only for conv2d; split the batch or the channels",
 			            d, j, R->n->in[j]->name, d == 2 ? "height" : "width", split(R, j, d),
 			            d == 2 ? "height" : "width", op_info[R->n->op].name);
 	return true;
@@ -874,42 +878,73 @@ static bool conv_same_split(Rule *R, int j, int dj, int k, int dk, const char *w
 	            split(R, k, dk), plural_s(split(R, k, dk)));
 }
 
+/* The spatial split of input j (0: none) in *dim, its ways in *k: one of
+ * H and W at most, with a halo the geometry allows (x: the image split). */
+static bool conv_spatial(Rule *R, int j, const Shape *x, int *dim, int64_t *k)
+{
+	*dim = 0, *k = 1;
+	if (split(R, j, 2) > 1 && split(R, j, 3) > 1)
+		return fail(R, "'%s' splits both the height and the width (%" PRId64 " and %" PRId64 " ways); "
+		               "conv2d splits one of them (a shard's corners would need a third neighbour)",
+		            R->n->in[j]->name, split(R, j, 2), split(R, j, 3));
+	for (int d = 2; d < 4; d++)
+		if (split(R, j, d) > 1)
+			*dim = d, *k = split(R, j, d);
+	if (!*dim)
+		return true;
+	ConvHalo h;
+	char why[320];
+	if (!conv_halo(R->n, x, *dim, *k, &h, why, sizeof why))
+		return fail(R, "%s", why);
+	return true;
+}
+
 /* The three tensors of a convolution or its gradients: x-like [N, C, ..],
- * w [O, C/g, ..], y-like [N, O, ..]; sp: the splits of N, C and O. The
- * one computed is partial over the grid axis of sp[partial_of]. */
-static bool rule_conv(Rule *R, const int64_t sp[3], const Shape *sx, const Shape *sw, const Shape *sy,
+ * w [O, C/g, ..], y-like [N, O, ..]; sp: the splits of N, C, O and the
+ * spatial dim `sd` (0: none). The one computed is partial over the grid
+ * axis of sp[partial_of] (0 n: dw, also over the spatial axis; 1 c: y;
+ * 2 o: dx). */
+static bool rule_conv(Rule *R, const int64_t sp[4], int sd, const Shape *sx, const Shape *sw, const Shape *sy,
                       Layout **lx, Layout **lw, Layout **ly, unsigned partial_of)
 {
 	if (R->n->attr.conv.groups > 1 && (sp[1] > 1 || sp[2] > 1))
 		return fail(R, "with groups = %" PRId64 " the channels cannot be split (a group's channels must "
 		               "stay together); split the batch",
 		            R->n->attr.conv.groups);
-	int ax[3];
-	for (int i = 0; i < 3; i++)
-		ax[i] = axis_for(R, sp[i]); /* n, c, o */
+	int ax[4];
+	for (int i = 0; i < 4; i++)
+		ax[i] = axis_for(R, sp[i]); /* n, c, o, h or w */
 	int mx[MAX_RANK], mw[MAX_RANK], my[MAX_RANK];
 	all_whole(mx), all_whole(mw), all_whole(my);
 	mx[0] = ax[0], mx[1] = ax[1];
 	mw[0] = ax[2], mw[1] = ax[1];
 	my[0] = ax[0], my[1] = ax[2];
-	/* the result sums over the axis of sp[partial_of]: n for dw, c for y, o for dx */
+	if (sd)
+		mx[sd] = ax[3], my[sd] = ax[3];
 	unsigned part = ax[partial_of] >= 0 ? 1u << ax[partial_of] : 0;
+	if (partial_of == 0 && ax[3] >= 0)
+		part |= 1u << ax[3];
 	*lx = mk(R, sx, mx, partial_of == 2 ? part : 0);
 	*lw = mk(R, sw, mw, partial_of == 0 ? part : 0);
 	*ly = mk(R, sy, my, partial_of == 1 ? part : 0);
 	return true;
 }
 
+static bool conv_window_whole(Rule *R, int j)
+{
+	return need_whole(R, j, 2, "is the window of conv2d") && need_whole(R, j, 3, "is the window of conv2d");
+}
+
 static bool shard_CONV2D(Rule *R)
 {
-	if (!conv_spatial_whole(R, 0))
-		return false;
-	if (!need_whole(R, 1, 2, "is the window of conv2d") || !need_whole(R, 1, 3, "is the window of conv2d") ||
+	const Node *n = R->n;
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 0, &n->in[0]->shape, &sd, &k) || !conv_window_whole(R, 1) ||
 	    !conv_same_split(R, 0, 1, 1, 1, "the input channels"))
 		return false;
-	const Node *n = R->n;
-	int64_t sp[3] = {split(R, 0, 0), split(R, 0, 1), split(R, 1, 0)};
-	return rule_conv(R, sp, &n->in[0]->shape, &n->in[1]->shape, &n->out->shape, &R->r->in[0], &R->r->in[1],
+	int64_t sp[4] = {split(R, 0, 0), split(R, 0, 1), split(R, 1, 0), k};
+	return rule_conv(R, sp, sd, &n->in[0]->shape, &n->in[1]->shape, &n->out->shape, &R->r->in[0], &R->r->in[1],
 	                 &R->r->out, 1);
 }
 
@@ -917,12 +952,13 @@ static bool shard_CONV2D(Rule *R)
 static bool shard_CONV2D_GRAD_X(Rule *R)
 {
 	const Node *n = R->n;
-	if (!conv_spatial_whole(R, 0) || !need_whole(R, 1, 2, "is the window of conv2d") ||
-	    !need_whole(R, 1, 3, "is the window of conv2d") ||
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 0, &n->out->shape, &sd, &k) || !conv_window_whole(R, 1) ||
 	    !conv_same_split(R, 0, 1, 1, 0, "the output channels"))
 		return false;
-	int64_t sp[3] = {split(R, 0, 0), split(R, 1, 1), split(R, 0, 1)};
-	return rule_conv(R, sp, &n->out->shape, &n->in[1]->shape, &n->in[0]->shape, &R->r->out, &R->r->in[1],
+	int64_t sp[4] = {split(R, 0, 0), split(R, 1, 1), split(R, 0, 1), k};
+	return rule_conv(R, sp, sd, &n->out->shape, &n->in[1]->shape, &n->in[0]->shape, &R->r->out, &R->r->in[1],
 	                 &R->r->in[0], 2);
 }
 
@@ -930,11 +966,13 @@ static bool shard_CONV2D_GRAD_X(Rule *R)
 static bool shard_CONV2D_GRAD_W(Rule *R)
 {
 	const Node *n = R->n;
-	if (!conv_spatial_whole(R, 0) || !conv_spatial_whole(R, 1) ||
-	    !conv_same_split(R, 0, 0, 1, 0, "the batch"))
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 1, &n->in[1]->shape, &sd, &k) || !conv_same_split(R, 0, 0, 1, 0, "the batch") ||
+	    !conv_same_split(R, 0, 2, 1, 2, "the height") || !conv_same_split(R, 0, 3, 1, 3, "the width"))
 		return false;
-	int64_t sp[3] = {split(R, 1, 0), split(R, 1, 1), split(R, 0, 1)};
-	return rule_conv(R, sp, &n->in[1]->shape, &n->out->shape, &n->in[0]->shape, &R->r->in[1], &R->r->out,
+	int64_t sp[4] = {split(R, 1, 0), split(R, 1, 1), split(R, 0, 1), k};
+	return rule_conv(R, sp, sd, &n->in[1]->shape, &n->out->shape, &n->in[0]->shape, &R->r->in[1], &R->r->out,
 	                 &R->r->in[0], 0);
 }
 

@@ -1,13 +1,17 @@
 #!/bin/sh
 # Convolutional networks (issue 24): every split conv2d accepts trains
-# equal to stand-alone, and samples/resnet.net's data-parallel run too.
+# equal to stand-alone -- batch, channels, and height or width with a
+# halo exchange -- and samples/resnet.net's data-parallel run too.
 #
 # tests/e2e/models/conv_net.net (conv2d, batch_norm, max_pool2d, a strided
 # conv2d, global_avg_pool, flatten, matmul) is built stand-alone and with
 # its strategy constants set for each split, run 20 steps with the same
 # seed, and compared as tests/e2e/test_equivalence.sh compares: losses
 # rtol 1e-5 (atol 1.1e-6: "%.6f" in the log), every tensor of the final
-# checkpoint (momentum included) rtol 1e-4 atol 1e-6. The small ResNet
+# checkpoint (momentum included) rtol 1e-4 atol 1e-6. conv_halo.net
+# splits a conv2d's H or W (window 1, 3 or 5, stride 1 or 2, padding 0-2,
+# dilation 1 or 2: halos of 0 to 2 rows on either side) and then a strided
+# conv2d's 4 ways, each against its own stand-alone run. The small ResNet
 # (samples/resnet.net at -D WIDTH=4 -D B=8, one block per stage) runs 5
 # steps data parallel on 2 ranks against its stand-alone run. A negative
 # control: the parallel run with the wrong --seed must differ.
@@ -80,6 +84,27 @@ split "conv2d input channels @4 (partial sums; then output channels)" 4 -D CI=4
 split "conv2d batch 2 x input channels 2 @4" 4 -D NB=2 -D CI=2
 split "conv2d batch 2 x output channels 2 @4" 4 -D NB=2 -D CO=2
 split "conv2d input 2 x output channels 2 @4" 4 -D CI=2 -D CO=2
+
+# height and width splits: the halo exchange (ir/conv.h, codegen/emit_conv.c)
+halo() {
+	local case_=$1 tag
+	shift
+	tag=$(echo "$case_" | tr -c 'A-Za-z0-9_\n' '_')
+	if train "$tag" 4 20 $HM "$@" && train "$tag.ref" 1 20 $HM -D parallel_mode=stand_alone "$@" &&
+		same "$case_" "$tag" "$tag.ref"; then
+		ok "$case_ == stand-alone ($(sed -n 's/^stcompare: .*\(worst abs [^,]*\),.*/\1/p' "$work/$tag-$tag.ref.cmp"))"
+	else
+		bad "$case_"
+		grep -E '^(FAIL|losscompare|stcompare)' "$work/$tag-$tag.ref.cmp" 2>/dev/null | head -6 | sed 's/^/     | /'
+	fi
+}
+HM=tests/e2e/models/conv_halo.net
+halo "conv2d H split 2 (3x3, halo 1 + 1) then H split 4 (stride 2, halo 1 + 0) @4"
+halo "conv2d W split 2 then W split 4 @4" -D SH=1 -D SW=2 -D SH2=1 -D SW2=4
+halo "conv2d H split 2, 3x3 padded (0, 2) (halo 0 + 2) @4" -D P1=0 -D PB=2
+halo "conv2d H split 2, 3x3 dilation 2 (halo 2 + 2) @4" -D P1=2 -D PB=2 -D D1=2
+halo "conv2d H split 2, 1x1 stride 2 (no halo) then W split 2 @4" -D K1=1 -D S1=2 -D P1=0 -D PB=0 -D SH2=1 -D SW2=2
+halo "conv2d H split 2, 5x5 stride 2 (halo 2 + 1) @4" -D K1=5 -D S1=2 -D P1=2 -D PB=2 -D SH2=2
 
 # negative control: the comparison catches a different run
 if train seed 4 20 $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
