@@ -13,7 +13,8 @@
 # dilation 1 or 2: halos of 0 to 2 rows on either side) and then a strided
 # conv2d's 4 ways, each against its own stand-alone run. The small ResNet
 # (samples/resnet.net at -D WIDTH=4 -D B=8, one block per stage) runs 5
-# steps data parallel on 2 ranks against its stand-alone run. A negative
+# steps data parallel on 2 ranks, and with its stem split by batch and
+# height (a halo) on 4, against its stand-alone run. A negative
 # control: the parallel run with the wrong --seed must differ.
 # One line per case, "ok|FAIL NAME (...)"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
@@ -114,11 +115,19 @@ else
 fi
 
 R="samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=1"
-if train rref 1 5 $R -D parallel_mode=stand_alone && train rdp 2 5 $R -D device_num=2 && same "" rdp rref; then
+if train rref 1 5 $R -D parallel_mode=stand_alone && train rdp 2 5 $R -D device_num=2 -D STEM_DP=2 &&
+	same "" rdp rref; then
 	ok "resnet (width 4, one block a stage) data parallel @2 == stand-alone ($(sed -n 's/^stcompare: .*\(worst abs [^,]*\),.*/\1/p' "$work/rdp-rref.cmp"))"
 else
 	bad "resnet (width 4, one block a stage) data parallel @2 == stand-alone"
 	grep -E '^(FAIL|losscompare|stcompare)' "$work/rdp-rref.cmp" 2>/dev/null | head -6 | sed 's/^/     | /'
+fi
+
+if train rhw 4 5 $R -D STEM_DP=2 -D STEM_H=2 && same "" rhw rref; then
+	ok "resnet (width 4) stem split batch 2 x height 2 (halo), rest data parallel @4 == stand-alone ($(sed -n 's/^stcompare: .*\(worst abs [^,]*\),.*/\1/p' "$work/rhw-rref.cmp"))"
+else
+	bad "resnet (width 4) stem split batch 2 x height 2 (halo) @4 == stand-alone"
+	grep -E '^(FAIL|losscompare|stcompare)' "$work/rhw-rref.cmp" 2>/dev/null | head -6 | sed 's/^/     | /'
 fi
 
 echo "$pass passed, $fail failed"
