@@ -853,20 +853,8 @@ static bool shard_LAMB_UPDATE(Rule *R) { return rule_update(R); }
  * partial over c (a split reduction, summed as a matmul's). A height or
  * width split convolves each shard with the halo rows its windows need
  * from its neighbours (ir/conv.h, conv_halo; exchanged by the emitter,
- * codegen/emit_conv.c). Gradients on the same grid: dx = dy (*) w
+ * codegen/emit_conv.c), as do the pools below. Gradients on the same grid: dx = dy (*) w
  * partial over o, dw = dy (*) x partial over n and the spatial split. */
-static bool conv_spatial_whole(Rule *R, int j)
-{
-	for (int d = 2; d < 4; d++)
-		if (split(R, j, d) != 1)
-			return fail(R, "dimension %d of input %d ('%s', the image's %s) is split %" PRId64 " ways: a %s "
-			               "split of %s needs a halo exchange between neighbouring shards, which netc does "
-			               "only for conv2d; split the batch or the channels",
-			            d, j, R->n->in[j]->name, d == 2 ? "height" : "width", split(R, j, d),
-			            d == 2 ? "height" : "width", op_info[R->n->op].name);
-	return true;
-}
-
 /* Splits (a, b) of two inputs' dims that must agree. */
 static bool conv_same_split(Rule *R, int j, int dj, int k, int dk, const char *what)
 {
@@ -885,8 +873,8 @@ static bool conv_spatial(Rule *R, int j, const Shape *x, int *dim, int64_t *k)
 	*dim = 0, *k = 1;
 	if (split(R, j, 2) > 1 && split(R, j, 3) > 1)
 		return fail(R, "'%s' splits both the height and the width (%" PRId64 " and %" PRId64 " ways); "
-		               "conv2d splits one of them (a shard's corners would need a third neighbour)",
-		            R->n->in[j]->name, split(R, j, 2), split(R, j, 3));
+		               "%s splits one of them (a shard's corners would need a third neighbour)",
+		            R->n->in[j]->name, split(R, j, 2), split(R, j, 3), op_info[R->n->op].name);
 	for (int d = 2; d < 4; d++)
 		if (split(R, j, d) > 1)
 			*dim = d, *k = split(R, j, d);
@@ -976,21 +964,32 @@ static bool shard_CONV2D_GRAD_W(Rule *R)
 	                 &R->r->in[0], 0);
 }
 
-/* Pools and their gradients: N and C split alike in every operand and the
- * result (MindSpore's MaxPool2D without its height/width split). */
+/* Pools and their gradients: N, C and one of H and W split alike in every
+ * operand and the result (MindSpore's MaxPool2D); a spatial split takes
+ * the halo exchange of conv2d's (the image is x, or dx's shape for the
+ * gradients). */
 static bool rule_pool(Rule *R)
 {
-	for (int j = 0; j < R->n->nin; j++)
-		if (!conv_spatial_whole(R, j) || (j > 0 && (!conv_same_split(R, 0, 0, j, 0, "the batch") ||
-		                                            !conv_same_split(R, 0, 1, j, 1, "the channels"))))
+	const Node *n = R->n;
+	const Shape *x = n->op == OP_MAX_POOL2D_GRAD ? &n->in[1]->shape
+	               : n->op == OP_AVG_POOL2D_GRAD ? &n->out->shape : &n->in[0]->shape;
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 0, x, &sd, &k))
+		return false;
+	for (int j = 1; j < n->nin; j++)
+		if (!conv_same_split(R, 0, 0, j, 0, "the batch") || !conv_same_split(R, 0, 1, j, 1, "the channels") ||
+		    !conv_same_split(R, 0, 2, j, 2, "the height") || !conv_same_split(R, 0, 3, j, 3, "the width"))
 			return false;
 	int m[MAX_RANK];
 	all_whole(m);
 	m[0] = axis_for(R, split(R, 0, 0));
 	m[1] = axis_for(R, split(R, 0, 1));
-	for (int j = 0; j < R->n->nin; j++)
-		R->r->in[j] = mk(R, &R->n->in[j]->shape, m, 0);
-	R->r->out = mk(R, &R->n->out->shape, m, 0);
+	if (sd)
+		m[sd] = axis_for(R, k);
+	for (int j = 0; j < n->nin; j++)
+		R->r->in[j] = mk(R, &n->in[j]->shape, m, 0);
+	R->r->out = mk(R, &n->out->shape, m, 0);
 	return true;
 }
 

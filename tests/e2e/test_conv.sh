@@ -106,6 +106,9 @@ halo "conv2d H split 2, 3x3 padded (0, 2) (halo 0 + 2) @4" -D P1=0 -D PB=2
 halo "conv2d H split 2, 3x3 dilation 2 (halo 2 + 2) @4" -D P1=2 -D PB=2 -D D1=2
 halo "conv2d H split 2, 1x1 stride 2 (no halo) then W split 2 @4" -D K1=1 -D S1=2 -D P1=0 -D PB=0 -D SH2=1 -D SW2=2
 halo "conv2d H split 2, 5x5 stride 2 (halo 2 + 1) @4" -D K1=5 -D S1=2 -D P1=2 -D PB=2 -D SH2=2
+HM=tests/e2e/models/pool_halo.net
+halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
+halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2
 
 # negative control: the comparison catches a different run
 if train seed 4 20 $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
