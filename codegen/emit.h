@@ -14,6 +14,7 @@
  *   share_c.c      shared compute routines (emit_seq_*)      bucket_c.c   fused buckets
  *   emit_c.c       one node's kernel calls and collectives
  *   emit_llama_c.c rms_norm, silu, rope (emit_c.c's table calls them)
+ *   emit_conv.c    the convolutional operators' kernel calls
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
  *                  the stages that hold a value, the update runs' blocks
  */
@@ -135,6 +136,10 @@ const char *sched_held_if(Emit *e, const Value *v);
 const char *emit_run_block(Emit *e, int r, int j);
 const char *emit_run_member(Emit *e, const Value *v);
 void emit_run_blocks(Emit *e, bool grads);
+
+/* ---- emit_conv.c: conv2d, max/avg_pool2d and their gradients ---- */
+
+void emit_conv(Emit *e, const Node *n);
 
 /* ---- emit_c.c: one node's kernel calls and collectives ---- */
 

@@ -54,6 +54,17 @@ Op op_lookup(const char *name);
 
 typedef enum ReduceOp { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD } ReduceOp;
 
+/* The geometry of the convolutional operators (ir/conv.h). */
+typedef struct ConvAttrs {
+	int64_t kh, kw;            /* window: the pools' kernel_size; conv2d's from its weight (shape inference) */
+	int64_t sh, sw;            /* stride (conv2d 1; pools: kernel_size) */
+	int64_t pt, pb, pl, pr;    /* zero padding per side: top, bottom, left, right */
+	int64_t dh, dw;            /* dilation (1) */
+	int64_t groups;            /* conv2d (1) */
+	bool same;                 /* pad_mode = same: shape inference writes pt..pr */
+	bool exclude_pad;          /* avg_pool2d(_grad): count_include_pad = false */
+} ConvAttrs;
+
 /* Attributes of every operator in one struct; each field says which ops
  * read it. Unused fields stay zero. */
 typedef struct OpAttrs {
@@ -94,6 +105,7 @@ typedef struct OpAttrs {
 	double rope_base;
 	int rope_layout;
 	int64_t rope_offset;
+	ConvAttrs conv;                /* conv2d, max/avg_pool2d and their gradients (ir/conv.h) */
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

@@ -111,6 +111,17 @@ static void print_attrs(const Node *n, FILE *out)
 		if (a->group && *a->group) fprintf(out, ", group=\"%s\"", a->group);
 		if (a->fusion) fprintf(out, ", fusion=%d", a->fusion);
 		break;
+	case OP_CONV2D: case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_MAX_POOL2D: case OP_MAX_POOL2D_GRAD:
+	case OP_AVG_POOL2D: case OP_AVG_POOL2D_GRAD: {
+		const ConvAttrs *c = &a->conv;
+		fprintf(out, ", kernel=(%" PRId64 ", %" PRId64 "), stride=(%" PRId64 ", %" PRId64 "), padding=(%" PRId64
+		             ", %" PRId64 ", %" PRId64 ", %" PRId64 ")",
+		        c->kh, c->kw, c->sh, c->sw, c->pt, c->pb, c->pl, c->pr);
+		if (c->dh != 1 || c->dw != 1) fprintf(out, ", dilation=(%" PRId64 ", %" PRId64 ")", c->dh, c->dw);
+		if (c->groups != 1) fprintf(out, ", groups=%" PRId64, c->groups);
+		if (c->exclude_pad) fputs(", count_include_pad=false", out);
+		break;
+	}
 	default:
 		break;
 	}

@@ -8,6 +8,8 @@
  *   matmul: inner dimensions differ: x is [64, 784], w1 is [1000, 10] */
 #include "shape.h"
 
+#include "conv.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -796,6 +798,16 @@ RULE(ROPE_GRAD) { return rope_operand(n, d); }
 RULE(RMS_NORM_GRAD_X) { return norm_grad_x(n, d); }
 RULE(RMS_NORM_GRAD_GAMMA) { return norm_grad_gamma(n, d); }
 RULE(SILU_GRAD) { return act_grad(n, d); }
+/* --- convolutional networks: ir/conv.c --- */
+RULE(CONV2D) { return conv_infer_shape(n, d); }
+RULE(MAX_POOL2D) { return conv_infer_shape(n, d); }
+RULE(AVG_POOL2D) { return conv_infer_shape(n, d); }
+RULE(GLOBAL_AVG_POOL) { return conv_infer_shape(n, d); }
+RULE(FLATTEN) { return conv_infer_shape(n, d); }
+RULE(CONV2D_GRAD_X) { return conv_infer_shape(n, d); }
+RULE(CONV2D_GRAD_W) { return conv_infer_shape(n, d); }
+RULE(MAX_POOL2D_GRAD) { return conv_infer_shape(n, d); }
+RULE(AVG_POOL2D_GRAD) { return conv_infer_shape(n, d); }
 
 static const ShapeRule shape_rule[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = shape_##id,

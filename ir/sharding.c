@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "conv.h"
 #include "shape.h"
 
 /* The grid an operator is laid out on, built while reading the strategy. */
@@ -895,6 +896,161 @@ static bool rule_rope(Rule *R)
 
 static bool shard_ROPE(Rule *R) { return rule_rope(R); }
 static bool shard_ROPE_GRAD(Rule *R) { return rule_rope(R); }
+/* ---- convolutional networks ------------------------------------------------------ */
+
+/* MindSpore's Conv2D strategies: x [N, C, H, W] split (n, c, h, w) with at
+ * most one of h, w above 1, the weight [O, C / groups, KH, KW] (o, c, 1, 1);
+ * grid [n, c, o, h or w], the output [N, O, OH, OW] on (n, o, h or w),
+ * partial over c (a split reduction, summed as a matmul's). A height or
+ * width split convolves each shard with the halo rows its windows need
+ * from its neighbours (ir/conv.h, conv_halo; exchanged by the emitter,
+ * codegen/emit_conv.c), as do the pools below. Gradients on the same grid: dx = dy (*) w
+ * partial over o, dw = dy (*) x partial over n and the spatial split. */
+/* Splits (a, b) of two inputs' dims that must agree. */
+static bool conv_same_split(Rule *R, int j, int dj, int k, int dk, const char *what)
+{
+	if (split(R, j, dj) == split(R, k, dk))
+		return true;
+	return fail(R, "'%s' splits %s (dimension %d) %" PRId64 " way%s but '%s' (dimension %d) %" PRId64 " way%s; "
+	               "they must be split alike",
+	            R->n->in[j]->name, what, dj, split(R, j, dj), plural_s(split(R, j, dj)), R->n->in[k]->name, dk,
+	            split(R, k, dk), plural_s(split(R, k, dk)));
+}
+
+/* The spatial split of input j (0: none) in *dim, its ways in *k: one of
+ * H and W at most, with a halo the geometry allows (x: the image split). */
+static bool conv_spatial(Rule *R, int j, const Shape *x, int *dim, int64_t *k)
+{
+	*dim = 0, *k = 1;
+	if (split(R, j, 2) > 1 && split(R, j, 3) > 1)
+		return fail(R, "'%s' splits both the height and the width (%" PRId64 " and %" PRId64 " ways); "
+		               "%s splits one of them (a shard's corners would need a third neighbour)",
+		            R->n->in[j]->name, split(R, j, 2), split(R, j, 3), op_info[R->n->op].name);
+	for (int d = 2; d < 4; d++)
+		if (split(R, j, d) > 1)
+			*dim = d, *k = split(R, j, d);
+	if (!*dim)
+		return true;
+	ConvHalo h;
+	char why[320];
+	if (!conv_halo(R->n, x, *dim, *k, &h, why, sizeof why))
+		return fail(R, "%s", why);
+	return true;
+}
+
+/* The three tensors of a convolution or its gradients: x-like [N, C, ..],
+ * w [O, C/g, ..], y-like [N, O, ..]; sp: the splits of N, C, O and the
+ * spatial dim `sd` (0: none). The one computed is partial over the grid
+ * axis of sp[partial_of] (0 n: dw, also over the spatial axis; 1 c: y;
+ * 2 o: dx). */
+static bool rule_conv(Rule *R, const int64_t sp[4], int sd, const Shape *sx, const Shape *sw, const Shape *sy,
+                      Layout **lx, Layout **lw, Layout **ly, unsigned partial_of)
+{
+	if (R->n->attr.conv.groups > 1 && (sp[1] > 1 || sp[2] > 1))
+		return fail(R, "with groups = %" PRId64 " the channels cannot be split (a group's channels must "
+		               "stay together); split the batch",
+		            R->n->attr.conv.groups);
+	int ax[4];
+	for (int i = 0; i < 4; i++)
+		ax[i] = axis_for(R, sp[i]); /* n, c, o, h or w */
+	int mx[MAX_RANK], mw[MAX_RANK], my[MAX_RANK];
+	all_whole(mx), all_whole(mw), all_whole(my);
+	mx[0] = ax[0], mx[1] = ax[1];
+	mw[0] = ax[2], mw[1] = ax[1];
+	my[0] = ax[0], my[1] = ax[2];
+	if (sd)
+		mx[sd] = ax[3], my[sd] = ax[3];
+	unsigned part = ax[partial_of] >= 0 ? 1u << ax[partial_of] : 0;
+	if (partial_of == 0 && ax[3] >= 0)
+		part |= 1u << ax[3];
+	*lx = mk(R, sx, mx, partial_of == 2 ? part : 0);
+	*lw = mk(R, sw, mw, partial_of == 0 ? part : 0);
+	*ly = mk(R, sy, my, partial_of == 1 ? part : 0);
+	return true;
+}
+
+static bool conv_window_whole(Rule *R, int j)
+{
+	return need_whole(R, j, 2, "is the window of conv2d") && need_whole(R, j, 3, "is the window of conv2d");
+}
+
+static bool shard_CONV2D(Rule *R)
+{
+	const Node *n = R->n;
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 0, &n->in[0]->shape, &sd, &k) || !conv_window_whole(R, 1) ||
+	    !conv_same_split(R, 0, 1, 1, 1, "the input channels"))
+		return false;
+	int64_t sp[4] = {split(R, 0, 0), split(R, 0, 1), split(R, 1, 0), k};
+	return rule_conv(R, sp, sd, &n->in[0]->shape, &n->in[1]->shape, &n->out->shape, &R->r->in[0], &R->r->in[1],
+	                 &R->r->out, 1);
+}
+
+/* (dy, w) -> dx */
+static bool shard_CONV2D_GRAD_X(Rule *R)
+{
+	const Node *n = R->n;
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 0, &n->out->shape, &sd, &k) || !conv_window_whole(R, 1) ||
+	    !conv_same_split(R, 0, 1, 1, 0, "the output channels"))
+		return false;
+	int64_t sp[4] = {split(R, 0, 0), split(R, 1, 1), split(R, 0, 1), k};
+	return rule_conv(R, sp, sd, &n->out->shape, &n->in[1]->shape, &n->in[0]->shape, &R->r->out, &R->r->in[1],
+	                 &R->r->in[0], 2);
+}
+
+/* (dy, x) -> dw */
+static bool shard_CONV2D_GRAD_W(Rule *R)
+{
+	const Node *n = R->n;
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 1, &n->in[1]->shape, &sd, &k) || !conv_same_split(R, 0, 0, 1, 0, "the batch") ||
+	    !conv_same_split(R, 0, 2, 1, 2, "the height") || !conv_same_split(R, 0, 3, 1, 3, "the width"))
+		return false;
+	int64_t sp[4] = {split(R, 1, 0), split(R, 1, 1), split(R, 0, 1), k};
+	return rule_conv(R, sp, sd, &n->in[1]->shape, &n->out->shape, &n->in[0]->shape, &R->r->in[1], &R->r->out,
+	                 &R->r->in[0], 0);
+}
+
+/* Pools and their gradients: N, C and one of H and W split alike in every
+ * operand and the result (MindSpore's MaxPool2D); a spatial split takes
+ * the halo exchange of conv2d's (the image is x, or dx's shape for the
+ * gradients). */
+static bool rule_pool(Rule *R)
+{
+	const Node *n = R->n;
+	const Shape *x = n->op == OP_MAX_POOL2D_GRAD ? &n->in[1]->shape
+	               : n->op == OP_AVG_POOL2D_GRAD ? &n->out->shape : &n->in[0]->shape;
+	int sd;
+	int64_t k;
+	if (!conv_spatial(R, 0, x, &sd, &k))
+		return false;
+	for (int j = 1; j < n->nin; j++)
+		if (!conv_same_split(R, 0, 0, j, 0, "the batch") || !conv_same_split(R, 0, 1, j, 1, "the channels") ||
+		    !conv_same_split(R, 0, 2, j, 2, "the height") || !conv_same_split(R, 0, 3, j, 3, "the width"))
+			return false;
+	int m[MAX_RANK];
+	all_whole(m);
+	m[0] = axis_for(R, split(R, 0, 0));
+	m[1] = axis_for(R, split(R, 0, 1));
+	if (sd)
+		m[sd] = axis_for(R, k);
+	for (int j = 0; j < n->nin; j++)
+		R->r->in[j] = mk(R, &n->in[j]->shape, m, 0);
+	R->r->out = mk(R, &n->out->shape, m, 0);
+	return true;
+}
+
+static bool shard_MAX_POOL2D(Rule *R) { return rule_pool(R); }
+static bool shard_AVG_POOL2D(Rule *R) { return rule_pool(R); }
+static bool shard_MAX_POOL2D_GRAD(Rule *R) { return rule_pool(R); }
+static bool shard_AVG_POOL2D_GRAD(Rule *R) { return rule_pool(R); }
+/* a mean over H and W: their splits leave partial sums */
+static bool shard_GLOBAL_AVG_POOL(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+static bool shard_FLATTEN(Rule *R) { return shard_RESHAPE(R); }
 
 typedef bool ShardRule(Rule *R);
 static ShardRule *const rules[OP_COUNT] = {

@@ -393,6 +393,40 @@ static void grad_CAST(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, n->in[0], g);
 	}
 }
+/* ---- convolutional networks: the kernels' own gradients (runtime/nn_kernels.h) ---- */
+
+static void grad_CONV2D(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0], *w = n->in[1];
+	OpAttrs a = n->attr;
+	if (wants(ad, n, 0)) {
+		a.shape = x->shape;
+		accumulate(ad, x, bin(ad, OP_CONV2D_GRAD_X, dy, w, &a, x->shape));
+	}
+	if (wants(ad, n, 1)) {
+		a.shape = w->shape;
+		accumulate(ad, w, bin(ad, OP_CONV2D_GRAD_W, dy, x, &a, w->shape));
+	}
+}
+
+static void grad_MAX_POOL2D(AD *ad, const Node *n, Value *dy)
+{
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], bin(ad, OP_MAX_POOL2D_GRAD, dy, n->in[0], &n->attr, n->in[0]->shape));
+}
+
+static void grad_AVG_POOL2D(AD *ad, const Node *n, Value *dy)
+{
+	OpAttrs a = n->attr;
+	a.shape = n->in[0]->shape;
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], un(ad, OP_AVG_POOL2D_GRAD, dy, &a, a.shape));
+}
+
+static void grad_GLOBAL_AVG_POOL(AD *ad, const Node *n, Value *dy) { grad_reduce(ad, n, dy, true); }
+static void grad_FLATTEN(AD *ad, const Node *n, Value *dy) { grad_RESHAPE(ad, n, dy); }
+NO_GRAD(CONV2D_GRAD_X) NO_GRAD(CONV2D_GRAD_W) NO_GRAD(MAX_POOL2D_GRAD) NO_GRAD(AVG_POOL2D_GRAD)
+
 /* Internal ops never appear in the forward graph the user wrote. */
 NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../ir/conv.h"
 #include "../ir/layout.h"
 #include "../runtime/kernel_rules.h" /* NRT_PAR_MIN */
 #include "../ir/redistribute.h"
@@ -406,6 +407,11 @@ double cost_op_flops(const Node *n)
 	case OP_MSE_LOSS: return 3 * in0;
 	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: return in0;
 	case OP_RESHAPE: return 0;
+	case OP_CONV2D: case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_MAX_POOL2D: case OP_AVG_POOL2D:
+	case OP_MAX_POOL2D_GRAD: case OP_AVG_POOL2D_GRAD:
+		return conv_flops(n);
+	case OP_GLOBAL_AVG_POOL: return in0;
+	case OP_FLATTEN: return 0;
 	default: return out; /* elementwise, transpose, concat, embedding: one per element */
 	}
 }

@@ -87,6 +87,11 @@ int search_free_dims(const Node *n, int64_t *size)
 				size[k++] = n->in[j]->shape.d[d];
 		return k;
 	}
+	case OP_CONV2D:
+		/* MindSpore's Conv2D splits without its halo: batch, input and
+		 * output channels (the halo's traffic is not priced) */
+		size[0] = n->in[0]->shape.d[0], size[1] = n->in[0]->shape.d[1], size[2] = n->in[1]->shape.d[0];
+		return 3;
 	default: {
 		const Shape *s = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD ? y : &n->in[0]->shape;
 		for (int d = 0; d < s->rank; d++)
@@ -138,6 +143,10 @@ static void derive(const Node *n, const int64_t *f, Strategy *s)
 				s->v[j].d[d] = f[k++];
 		return;
 	}
+	case OP_CONV2D: /* x (n, c, 1, 1), w (o, c, 1, 1) */
+		s->v[0].d[0] = f[0], s->v[0].d[1] = f[1];
+		s->v[1].d[0] = f[2], s->v[1].d[1] = f[1];
+		return;
 	default: break;
 	}
 	bool elem = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD;

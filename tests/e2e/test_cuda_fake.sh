@@ -112,6 +112,13 @@ case_ pipeline 4 NETC_COMM=host -- $P/deep.net
 # rms_norm, silu and rope on "device" buffers
 case_ llama 8 NETC_COMM=host -- samples/llama.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
+# convolutional networks (issue 24): conv2d, pools and their gradients on
+# "device" buffers; channel splits' partial sums reduced by the collectives,
+# height/width splits' halos sliced, all-gathered and concatenated there
+case_ resnet 2 NETC_COMM=host -- samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=1 -D device_num=2 -D STEM_DP=2
+case_ conv_channels 4 NETC_COMM=host -- $M/conv_net.net -D CI=2 -D CO=2
+case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
+case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 
