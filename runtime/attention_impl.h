@@ -24,6 +24,7 @@ static void FN(att_scores)(int64_t i0, int64_t nq, int64_t j0, int64_t nk, int64
 /* The largest entry of a score row (-inf if all are masked). */
 static inline T FN(att_rowmax)(const T *sr, int64_t nk, T m)
 {
+	K_PRAGMA(omp simd reduction(max : m))
 	for (int64_t c = 0; c < nk; c++)
 		m = sr[c] > m ? sr[c] : m;
 	return m;
@@ -47,6 +48,7 @@ static void FN(att_fwd_tile)(int64_t i0, int64_t nq, int64_t tq, int64_t tk, int
 			T *sr = s + r * ATT_BK, *ar = acc + r * d;
 			T mx = FN(att_rowmax)(sr, nk, m[r]);
 			T corr = EXP(m[r] - mx), sum = 0;
+			K_PRAGMA(omp simd reduction(+ : sum))
 			for (int64_t c = 0; c < nk; c++) {
 				sr[c] = EXP(sr[c] - mx);
 				sum += sr[c];
@@ -103,6 +105,7 @@ static void FN(att_probs)(int64_t nq, int64_t nk, T *s, int64_t ld, const T *lse
 			l = lse[r];
 		} else {
 			T mx = FN(att_rowmax)(sr, nk, -INFINITY), sum = 0;
+			K_PRAGMA(omp simd reduction(+ : sum))
 			for (int64_t c = 0; c < nk; c++)
 				sum += EXP(sr[c] - mx);
 			l = mx + LOG(sum);
