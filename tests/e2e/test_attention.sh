@@ -24,6 +24,7 @@
 #    tolerances: the heads split 2 ways (k and v split alike), and the
 #    query sequence split 4 ways; a heads split that does not divide the
 #    kv heads is a located strategy error.
+#  - --mem-stats counts the workspace planned with the log-sum-exps.
 #  - the forward hands its log-sum-exps to the gradient: in the fused
 #    source K(attention) writes them after o and K(attention_grad) reads
 #    them there (no NULL: nothing recomputed).
@@ -138,6 +139,13 @@ done
 # grouped-query attention
 GQA=tests/e2e/models/attention_gqa.net
 if train gqa1 1 $GQA $SA; then
+	# the log-sum-exps live in the planned workspace: --mem-stats counts what was planned
+	ms=$("$work/gqa1" --steps 1 --quiet --mem-stats 2>&1 | sed -n 's/.* workspace \([0-9]*\/[0-9]*\) .*/\1/p')
+	if [ -n "$ms" ] && [ "${ms%/*}" = "${ms#*/}" ]; then
+		ok "grouped-query: --mem-stats counts the planned workspace (with the log-sum-exps), $ms bytes"
+	else
+		bad "grouped-query: --mem-stats workspace counted/planned '$ms'"
+	fi
 	train gqa_heads2 2 $GQA && agree "grouped-query, heads split @2 == stand-alone" gqa_heads2 gqa1 1e-5 1e-4 1e-6
 	train gqa_seq4 4 $GQA -D MP=1 -D SEQ=4 -D device_num=4 &&
 		agree "grouped-query, query sequence split @4 == stand-alone" gqa_seq4 gqa1 1e-5 1e-4 1e-6
