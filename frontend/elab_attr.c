@@ -15,6 +15,7 @@ typedef enum KwField {
 	KF_TRANSPOSE_A, KF_TRANSPOSE_B, KF_AXIS, KF_CAUSAL, KF_EPS, KF_MOMENTUM,
 	KF_KEEP_PROB, KF_DROP_P, KF_SHAPE, KF_PERM, KF_AXES, KF_KEEP_DIMS,
 	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT, KF_SCALE,
+	KF_ROPE_BASE, KF_ROPE_LAYOUT, KF_ROPE_OFFSET,
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -65,6 +66,12 @@ static const struct KwSpec {
 	{OP_BROADCAST, "root_rank", KF_ROOT},
 	{OP_BROADCAST, "group", KF_GROUP},
 	{OP_BROADCAST, "fusion", KF_FUSION},
+	/* LLaMA-style blocks (issue 24) */
+	{OP_RMS_NORM, "epsilon", KF_EPS},
+	{OP_RMS_NORM, "eps", KF_EPS},
+	{OP_ROPE, "base", KF_ROPE_BASE},
+	{OP_ROPE, "layout", KF_ROPE_LAYOUT},
+	{OP_ROPE, "offset", KF_ROPE_OFFSET},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -81,7 +88,8 @@ void el_op_defaults(Node *n)
 {
 	OpAttrs *a = &n->attr;
 	a->axis = n->op == OP_CONCAT ? 0 : -1;
-	a->eps = 1e-5;
+	a->eps = n->op == OP_RMS_NORM ? 1e-6 : 1e-5; /* MindSpore's RmsNorm and LLaMA's default */
+	a->rope_base = 10000;
 	a->momentum = 0.9;
 	a->keep_prob = 0.5;
 	a->reduce = RED_SUM;
@@ -193,6 +201,33 @@ static bool kw_axes(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 	return true;
 }
 
+/* rope(base = b, layout = half | interleaved, offset = p) */
+static bool kw_rope(Elab *E, Node *n, KwField k, const CfgValue *v, const char *ctx)
+{
+	OpAttrs *a = &n->attr;
+	if (k == KF_ROPE_OFFSET)
+		return el_want_int(E, v, ctx, 0, INT32_MAX, &a->rope_offset);
+	if (k == KF_ROPE_BASE) {
+		if (!el_want_float(E, v, ctx, &a->rope_base))
+			return false;
+		if (!(a->rope_base > 0) || a->rope_base > 1e30) {
+			diag_error(E->d, v->loc, "%s must be positive and finite, got %g", ctx, a->rope_base);
+			return false;
+		}
+		return true;
+	}
+	const char *w = el_want_word(E, v, ctx);
+	if (!w)
+		return false;
+	/* the order of NrtRope (runtime/nn_kernels.h) */
+	if (strcmp(w, "half") == 0 || strcmp(w, "interleaved") == 0) {
+		a->rope_layout = strcmp(w, "interleaved") == 0;
+		return true;
+	}
+	diag_error(E->d, v->loc, "%s must be half or interleaved, got '%s'", ctx, w);
+	return false;
+}
+
 static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, const char *ctx)
 {
 	OpAttrs *a = &n->attr;
@@ -266,6 +301,10 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 			return false;
 		*(k == KF_ROOT ? &a->root : k == KF_SPLIT_AXIS ? &a->split_axis : &a->concat_axis) = (int)i;
 		return true;
+	case KF_ROPE_BASE:
+	case KF_ROPE_LAYOUT:
+	case KF_ROPE_OFFSET:
+		return kw_rope(E, n, k, v, ctx);
 	}
 	return false;
 }

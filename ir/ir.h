@@ -69,7 +69,7 @@ typedef struct OpAttrs {
 	bool save_lse;                 /* attention (set by autodiff): its output buffer holds each query
 	                                * row's log-sum-exp after o, [b, heads, tq] in o's element type,
 	                                * for its gradient (passes/memplan.h value_bytes_as) */
-	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
+	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5), rms_norm (1e-6) */
 	double momentum;               /* batch_norm running statistics (0.9) */
 	double keep_prob;              /* dropout (0.5); the mask is drawn per element by global index, step and seed_id */
 	uint32_t seed_id;              /* dropout: stream id, shared by its gradient */
@@ -91,6 +91,12 @@ typedef struct OpAttrs {
 	const struct RedistPlan *plan; /* redistribute: the steps (ir/redistribute.h) */
 	const char *steps;             /* redistribute: the steps in words, for dumps and drawings */
 	DType to;                      /* cast: the result's dtype */
+	/* rope(_grad): position p rotates its pairs by p * rope_base^(-2i/d); the
+	 * pairs are (i, i + d/2) or (2i, 2i + 1) (rope_layout: NrtRope's values,
+	 * 0 half, 1 interleaved); row 0 of the sequence is position rope_offset */
+	double rope_base;
+	int rope_layout;
+	int64_t rope_offset;
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

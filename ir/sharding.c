@@ -862,6 +862,58 @@ static bool shard_ADAM_UPDATE(Rule *R) { return rule_update(R); }
 static bool shard_ADAMW_UPDATE(Rule *R) { return rule_update(R); }
 static bool shard_LAMB_UPDATE(Rule *R) { return rule_update(R); }
 
+/* ---- LLaMA-style blocks (issue 24) ------------------------------------------- */
+
+/* rms_norm(x, gamma) and its gradients split the rows (every dimension
+ * but the last) as they like; the normalised last axis stays whole: its
+ * mean of squares would need a reduction across the devices, which these
+ * kernels do not make (Megatron splits the rows there too: the norm sits
+ * between the all-reduce of one sub-block and the column split of the
+ * next). gamma is whole. */
+static bool rms_whole_rows(Rule *R, int ninputs)
+{
+	const Value *x = R->n->in[R->n->op == OP_RMS_NORM ? 0 : 1];
+	for (int j = 0; j < ninputs; j++)
+		if (!need_whole(R, j, x->shape.rank - 1,
+		                "is the axis rms_norm normalises (its mean of squares needs the whole row: split the rows instead)"))
+			return false;
+	return true;
+}
+
+static bool rms_gamma_whole(Rule *R, int j)
+{
+	int whole[MAX_RANK];
+	all_whole(whole);
+	if (!need_whole(R, j, 0, "is rms_norm's gamma, which every row reads whole"))
+		return false;
+	R->r->in[j] = mk(R, &R->n->in[j]->shape, whole, 0);
+	return true;
+}
+
+static bool shard_RMS_NORM(Rule *R) { return rms_whole_rows(R, 1) && rule_elementwise(R, 1) && rms_gamma_whole(R, 1); }
+static bool shard_RMS_NORM_GRAD_X(Rule *R)
+{
+	return rms_whole_rows(R, 2) && rule_elementwise(R, 2) && rms_gamma_whole(R, 2);
+}
+static bool shard_RMS_NORM_GRAD_GAMMA(Rule *R)
+{
+	return rms_whole_rows(R, 2) && rule_reduce_leading(R, R->n->in[1]->shape.rank - 1);
+}
+
+ELEMENTWISE(SILU) ELEMENTWISE(SILU_GRAD)
+
+/* rope(x [b, heads, t, d_head]): batch, heads and the sequence split
+ * freely (a sequence shard rotates from its first row's position, which
+ * codegen passes the kernel); the head width stays whole, its pairs
+ * rotate together. */
+static bool rule_rope(Rule *R)
+{
+	return need_whole(R, 0, 3, "is the head width, whose pairs rope rotates together") && rule_unary(R);
+}
+
+static bool shard_ROPE(Rule *R) { return rule_rope(R); }
+static bool shard_ROPE_GRAD(Rule *R) { return rule_rope(R); }
+
 typedef bool ShardRule(Rule *R);
 static ShardRule *const rules[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = shard_##id,
@@ -935,6 +987,17 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
 			return fail(&R, "input %d cannot be laid out on %s", j, devices_str(&R, (char[96]){0}, 96));
 	return true;
+}
+
+void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS])
+{
+	Layout *ls[SHARD_MAX_INPUTS + 1];
+	memcpy(ls, r->in, sizeof(Layout *) * SHARD_MAX_INPUTS);
+	ls[SHARD_MAX_INPUTS] = r->out;
+	if (!layout_regrid(cx->arena, ls, SHARD_MAX_INPUTS + 1, (const Layout *const *)r->in, want, SHARD_MAX_INPUTS))
+		return;
+	memcpy(r->in, ls, sizeof(Layout *) * SHARD_MAX_INPUTS);
+	r->out = ls[SHARD_MAX_INPUTS];
 }
 
 /* ---- strategies ---------------------------------------------------------------- */

@@ -412,6 +412,32 @@ NO_GRAD(EMBEDDING_GRAD) NO_GRAD(ATTENTION_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GR
 NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_UPDATE)
 NO_GRAD(LAMB_UPDATE)
 
+/* --- LLaMA-style blocks (issue 24) --- */
+
+/* rms_norm: dx and dgamma by their kernels (no beta) */
+static void grad_RMS_NORM(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0], *gamma = n->in[1];
+	if (wants(ad, n, 0))
+		accumulate(ad, x, bnode(ad, OP_RMS_NORM_GRAD_X, (Value *[]){dy, x, gamma}, 3, &n->attr, x->shape));
+	if (wants(ad, n, 1)) {
+		OpAttrs a = n->attr;
+		a.shape = gamma->shape;
+		accumulate(ad, gamma, bin(ad, OP_RMS_NORM_GRAD_GAMMA, dy, x, &a, gamma->shape));
+	}
+}
+
+static void grad_SILU(AD *ad, const Node *n, Value *dy) { grad_pointwise(ad, n, dy, OP_SILU_GRAD, n->in[0]); }
+
+/* rope is a rotation: its gradient rotates dy back by the same angles */
+static void grad_ROPE(AD *ad, const Node *n, Value *dy)
+{
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], un(ad, OP_ROPE_GRAD, dy, &n->attr, dy->shape));
+}
+
+NO_GRAD(RMS_NORM_GRAD_X) NO_GRAD(RMS_NORM_GRAD_GAMMA) NO_GRAD(SILU_GRAD) NO_GRAD(ROPE_GRAD)
+
 static GradRule *const grad_rule[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = grad_##id,
 #include "../ir/ops.def"

@@ -170,6 +170,9 @@ static const struct { const char *from, *to; } carried[] = {
 	{"subtract", "sub"}, {"divide", "div"}, {"layernorm", "layer_norm"}, {"batchnorm1d", "batch_norm"},
 	{"batchnorm2d", "batch_norm"}, {"glorotuniform", "xavier_uniform"}, {"kaimingnormal", "he_normal"},
 	{"randn", "normal"}, {"adamweightdecay", "adamw"},
+	/* LLaMA-style blocks (issue 24): PyTorch's and MindSpore's names */
+	{"swish", "silu"}, {"rotarypositionembedding", "rope"}, {"rotaryembedding", "rope"},
+	{"applyrotaryposemb", "rope"},
 };
 
 /* Lower case without '_': "Soft_Max" -> "softmax". */

@@ -108,6 +108,9 @@ case_ opt_par 4 NETC_COMM=host -- $M/mlp_dp.net -D device_num=4 -D parallel_mode
 case_ mlp_train 4 NETC_COMM=host -- samples/mlp.net -D train.clip_grad_norm=0.5 \
 	-D "train.lr_schedule=(warmup_lr(learning_rate = 0.05, warmup_epoch = 2), cosine_decay_lr(min_lr = 0.01, max_lr = 0.05, decay_epoch = 4))"
 case_ pipeline 4 NETC_COMM=host -- $P/deep.net
+# the LLaMA sample (issue 24): 2 stages x 2-way data x 2-way tensor parallel,
+# rms_norm, silu and rope on "device" buffers
+case_ llama 8 NETC_COMM=host -- samples/llama.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net

@@ -86,7 +86,7 @@ for s in samples/*.net; do
 	n=$(basename "$s" .net)
 	seed=1234
 	[ "$n" = wide_deep ] && seed=5
-	check "sample_$n" "$s" -D parallel_mode=stand_alone -- --seed $seed
+	check "sample_$n" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 -- --seed $seed
 done
 
 # 3. negative controls on tests/gradcheck/tanh.net (one parameter)

@@ -83,7 +83,7 @@ for s in samples/*.net; do
 	bn_matmul) steps=300 psteps=150 ;;
 	transformer) steps=200 ;;
 	esac
-	if build "sa_$n" "$s" -D parallel_mode=stand_alone &&
+	if build "sa_$n" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1 &&
 		run "train_$n" "$work/sa_$n.csv" "$work/sa_$n" --steps $steps; then
 		decreases "train_$n ($steps steps, stand-alone)" "$work/sa_$n.csv" 0.7
 	fi
