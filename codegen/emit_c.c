@@ -202,22 +202,33 @@ static const char *attention_row0(Emit *e, const Node *n)
 	return name;
 }
 
+/* The log-sum-exps an attention output o carries after its elements
+ * (attr.save_lse, passes/memplan.h), or NULL: a pointer into o's buffer. */
+static const char *attention_lse(Emit *e, const Value *o, const char *buf)
+{
+	if (!o->def || o->def->op != OP_ATTENTION || !o->def->attr.save_lse)
+		return "NULL";
+	return arena_printf(&e->c->arena, "%s + %" PRId64, buf, lnumel(o));
+}
+
 /* attention over this device's (batch, head) slices: q [bh, tq, d] (its
- * share of tq_all rows), k and v [bh, tk, d] (runtime/attention.h) */
-static void emit_attention_call(Emit *e, const Node *n, const char *kernel, int nin)
+ * share of tq_all rows), k and v [bh / group, tk, d] (runtime/attention.h) */
+static void emit_attention_call(Emit *e, const Node *n, const char *kernel)
 {
 	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
 	const char *row0 = attention_row0(e, n);
-	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64 ", %s", kernel,
-	        q->d[0] * q->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale, n->attr.causal ? "true" : "false",
-	        n->in[0]->shape.d[2], row0);
-	for (int i = 0; i < nin; i++)
-		fprintf(OUT, ", %s", IN(i));
-	fprintf(OUT, ", %s);\n", Y);
+	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64
+	             ", %s, %s, %s, %s, ",
+	        kernel, q->d[0] * q->d[1], q->d[1] / k->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale,
+	        n->attr.causal ? "true" : "false", n->in[0]->shape.d[2], row0, IN(0), IN(1), IN(2));
+	if (n->op == OP_ATTENTION)
+		fprintf(OUT, "%s, %s);\n", Y, attention_lse(e, n->out, Y));
+	else
+		fprintf(OUT, "%s, %s, %s, %s);\n", IN(3), attention_lse(e, n->in[3], IN(3)), IN(4), Y);
 }
 
-EMIT(ATTENTION) { emit_attention_call(e, n, "attention", 3); }
-EMIT(ATTENTION_GRAD) { emit_attention_call(e, n, "attention_grad", 5); }
+EMIT(ATTENTION) { emit_attention_call(e, n, "attention"); }
+EMIT(ATTENTION_GRAD) { emit_attention_call(e, n, "attention_grad"); }
 
 /* layer_norm normalises the trailing dims from attr.axis: [rows, cols] */
 static void ln_dims(const Node *n, const Value *x, int64_t *rows, int64_t *cols)

@@ -77,6 +77,9 @@ typedef struct OpAttrs {
 	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
 	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
 	                                * 1/sqrt(d_head), which shape inference then writes here */
+	bool save_lse;                 /* attention (set by autodiff): its output buffer holds each query
+	                                * row's log-sum-exp after o, [b, heads, tq] in o's element type,
+	                                * for its gradient (passes/memplan.h value_bytes_as) */
 	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5), rms_norm (1e-6) */
 	double momentum;               /* batch_norm running statistics (0.9) */
 	double keep_prob;              /* dropout (0.5); the mask is drawn per element by global index, step and seed_id */

@@ -267,8 +267,10 @@ RULE(LOG_SOFTMAX) { return softmax_like(n, d); }
 
 /* --- attention ------------------------------------------------------------------ */
 
-/* q [b, heads, tq, dh], k and v [b, heads, tk, dh]: the batch and head
- * dims agree, k and v agree, and all share the head width. */
+/* q [b, heads, tq, dh], k and v [b, kv_heads, tk, dh]: the batch dims
+ * agree, kv_heads divides heads (grouped-query attention: each kv head
+ * serves heads / kv_heads query heads in a row), k and v agree, and all
+ * share the head width. */
 static bool attention_operands(Node *n, Diag *d)
 {
 	Value *q = n->in[0], *k = n->in[1], *v = n->in[2];
@@ -280,11 +282,15 @@ static bool attention_operands(Node *n, Diag *d)
 	if (!shape_eq(&k->shape, &v->shape))
 		return fail(d, n, "keys and values must have the same shape [b, heads, t, d_head]: %s is %s, %s is %s",
 		            k->name, shp(&k->shape), v->name, shp(&v->shape));
-	static const char *const what[] = {"batch", "heads", NULL, "d_head"};
+	static const char *const what[] = {"batch", NULL, NULL, "d_head"};
 	for (int i = 0; i < 4; i++)
-		if (i != 2 && q->shape.d[i] != k->shape.d[i])
+		if (what[i] && q->shape.d[i] != k->shape.d[i])
 			return fail(d, n, "queries and keys differ in %s (dimension %d): %s is %s, %s is %s", what[i], i,
 			            q->name, shp(&q->shape), k->name, shp(&k->shape));
+	if (q->shape.d[1] % k->shape.d[1] != 0)
+		return fail(d, n, "the query heads must be a multiple of the key/value heads (grouped-query attention): "
+		            "%s has %" PRId64 " heads, %s %" PRId64,
+		            q->name, q->shape.d[1], k->name, k->shape.d[1]);
 	if (n->attr.causal && q->shape.d[2] > k->shape.d[2])
 		return fail(d, n, "causal attention needs at least as many keys as queries: %s has %" PRId64
 		            " queries, %s %" PRId64 " keys",
@@ -296,16 +302,21 @@ static bool attention_operands(Node *n, Diag *d)
 
 RULE(ATTENTION) { return attention_operands(n, d) && same_as(n, n->in[0]); }
 
+Shape attention_grad_shape(const Shape *q, const Shape *k)
+{
+	Shape s = *k;
+	s.d[2] = q->d[1] / k->d[1] * q->d[2] + 2 * k->d[2];
+	return s;
+}
+
 /* (q, k, v, o, do): o and do are q's shape; the result packs dq, dk, dv
- * along the sequence axis. */
+ * along the sequence axis per kv head (attention_grad_shape). */
 RULE(ATTENTION_GRAD)
 {
 	if (!attention_operands(n, d) || !same_shape(d, n, n->in[0], n->in[3]) ||
 	    !same_shape(d, n, n->in[0], n->in[4]))
 		return false;
-	Shape s = n->in[0]->shape;
-	s.d[2] += 2 * n->in[1]->shape.d[2];
-	return set_out(n, n->in[0]->dtype, s);
+	return set_out(n, n->in[0]->dtype, attention_grad_shape(&n->in[0]->shape, &n->in[1]->shape));
 }
 
 /* --- normalisation ------------------------------------------------------------- */

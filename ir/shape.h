@@ -18,4 +18,10 @@ bool broadcast_shapes(const Shape *a, const Shape *b, Shape *out);
 
 /* axis in [-rank, rank) as a non-negative index; -1 if out of range. */
 int normalize_axis(int axis, int rank);
+
+/* attention_grad's packed result for q [b, heads, tq, dh] and k [b,
+ * kv_heads, tk, dh]: [b, kv_heads, group tq + 2 tk, dh] with group =
+ * heads / kv_heads -- per kv head the dq of its group's query heads, then
+ * dk, then dv (runtime/attention.h). */
+Shape attention_grad_shape(const Shape *q, const Shape *k);
 #endif

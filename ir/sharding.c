@@ -187,11 +187,29 @@ static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
  * laid out as q -- to all the keys and values, which stay whole (the
  * redistribution gathers them). The gradient's dq rows are then this
  * device's and its dk, dv partial sums over the sequence split, so its
- * packed result is whole along the sequence and partial over that axis. */
+ * packed result is whole along the sequence and partial over that axis.
+ *
+ * Grouped-query attention (fewer kv heads than query heads) splits the
+ * kv heads as the query heads, so a device holds whole groups; the split
+ * must divide the kv heads. That is FlashAttentionScore's rule while kv
+ * heads > 1 (n1 and n2 split alike); for one kv head (multi-query) it
+ * replicates k and v over the heads split instead, which netc refuses. */
+static bool gqa_heads_split(Rule *R)
+{
+	int64_t s = split(R, 0, 1), kvh = R->n->in[1]->shape.d[1];
+	if (kvh == R->n->in[0]->shape.d[1] || kvh % s == 0)
+		return true;
+	return fail(R, "the heads are split %" PRId64 " ways but '%s' has %" PRId64 " key/value head%s; grouped-query "
+	               "attention splits the key/value heads as the query heads, so the split must divide %" PRId64,
+	            s, R->n->in[1]->name, kvh, plural_s(kvh), kvh);
+}
+
 static bool rule_attention(Rule *R)
 {
 	static const char *const dim_name[] = {"batch", "heads", "query sequence"};
 	bool grad = R->n->op == OP_ATTENTION_GRAD;
+	if (!gqa_heads_split(R))
+		return false;
 	for (int j = 0; j < R->n->nin; j++) {
 		if (!need_whole(R, j, 3, "is the head width"))
 			return false;

@@ -190,25 +190,35 @@ static void grad_LOG_SOFTMAX(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, n->in[0], bin(ad, OP_LOG_SOFTMAX_GRAD, dy, n->out, &n->attr, dy->shape));
 }
 
-/* attention: one gradient kernel recomputes the scores tile by tile and
- * writes dq, dk, dv side by side along the sequence axis; slices take out
- * the ones wanted. */
+/* attention: the forward keeps each query row's log-sum-exp beside its
+ * output; one gradient kernel recomputes the scores tile by tile, takes
+ * the probabilities through it and writes dq, dk, dv side by side along
+ * the sequence axis, per kv head (grouped-query attention: the group's
+ * query heads' dq one after another, dk and dv summed over the group).
+ * Slices take out the ones wanted; a group's dq rows are q's heads in a
+ * row, so a reshape restores q's shape. */
 static void grad_ATTENTION(AD *ad, const Node *n, Value *dy)
 {
 	if (!wants(ad, n, 0) && !wants(ad, n, 1) && !wants(ad, n, 2))
 		return;
 	Value *q = n->in[0], *k = n->in[1];
-	Shape packed = q->shape;
-	packed.d[2] += 2 * k->shape.d[2];
+	((Node *)n)->attr.save_lse = true; /* the forward node, which autodiff may annotate */
+	Shape packed = attention_grad_shape(&q->shape, &k->shape);
 	Value *g = bnode(ad, OP_ATTENTION_GRAD, (Value *[]){q, k, n->in[2], n->out, dy}, 5, &n->attr, packed);
 	int64_t begin = 0;
 	for (int i = 0; i < 3; i++) {
-		const Shape *s = &n->in[i]->shape;
+		Shape s = i ? k->shape : packed;
+		s.d[2] = i ? k->shape.d[2] : packed.d[2] - 2 * k->shape.d[2];
 		if (wants(ad, n, i)) {
-			OpAttrs a = {.axis = 2, .begin = begin, .shape = *s};
-			accumulate(ad, n->in[i], un(ad, OP_SLICE, g, &a, *s));
+			OpAttrs a = {.axis = 2, .begin = begin, .shape = s};
+			Value *part = un(ad, OP_SLICE, g, &a, s);
+			if (!shape_eq(&s, &n->in[i]->shape)) {
+				OpAttrs r = {.shape = n->in[i]->shape};
+				part = un(ad, OP_RESHAPE, part, &r, n->in[i]->shape);
+			}
+			accumulate(ad, n->in[i], part);
 		}
-		begin += s->d[2];
+		begin += s.d[2];
 	}
 }
 

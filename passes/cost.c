@@ -383,10 +383,12 @@ double cost_op_flops(const Node *n)
 	case OP_TANH: case OP_SIGMOID: return 4 * out;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: return 5 * out;
 	case OP_ATTENTION: case OP_ATTENTION_GRAD: {
-		/* per (batch, head): the forward forms q k^T and p v (2 products of
-		 * tq x tk x d) and the softmax; the gradient recomputes the row
-		 * log-sum-exp and the scores, then forms dv, dp, dq, dk (6
-		 * products). A causal mask halves the blocks that run. */
+		/* per (batch, query head): the forward forms q k^T and p v (2
+		 * products of tq x tk x d) and the softmax; the gradient recomputes
+		 * the scores (and, reading o through a copy, the row log-sum-exp;
+		 * counted as if always), then forms dv, dp, dq, dk (6 products).
+		 * Grouped-query attention does the same work per query head. A
+		 * causal mask halves the blocks that run. */
 		const Shape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
 		double bh = (double)q->d[0] * (double)q->d[1], tq = (double)q->d[2], tk = (double)k->d[2];
 		double scores = bh * tq * tk, f = n->op == OP_ATTENTION ? 4 * scores * (double)q->d[3] + 5 * scores

@@ -29,7 +29,10 @@ int64_t value_bytes_as(const Value *v, int real_size)
 {
 	const Shape *s = v->layout ? &v->layout->slice : &v->shape;
 	/* generated programs hold f32 tensors as `real`; f16/bf16 as 2 bytes */
-	return shape_numel(s) * (v->dtype == DT_F32 ? real_size : dtype_size(v->dtype));
+	int64_t n = shape_numel(s);
+	if (v->kind == VK_NODE && v->def && v->def->op == OP_ATTENTION && v->def->attr.save_lse)
+		n += n / s->d[3];
+	return n * (v->dtype == DT_F32 ? real_size : dtype_size(v->dtype));
 }
 
 static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }

@@ -33,7 +33,9 @@ struct MemPlan {
 };
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
- * taking `real_size` bytes an element (4, or 8 with --precision f64). */
+ * taking `real_size` bytes an element (4, or 8 with --precision f64);
+ * an attention output its gradient reads (attr.save_lse) also holds each
+ * query row's log-sum-exp after it, one element per d_head of o. */
 int64_t value_bytes_as(const Value *v, int real_size);
 /* The same at the compilation's precision. */
 static inline int64_t value_bytes(const Compilation *c, const Value *v) { return value_bytes_as(v, c->f64 ? 8 : 4); }

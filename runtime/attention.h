@@ -1,11 +1,16 @@
 /* Fused attention (the `attention` operator, ir/ops.def): per (batch,
  * head) slice, o = softmax(scale * q k^T [causal]) v with q [tq, d] and
- * k, v [tk, d], laid out [bh, t, d] with bh = batch x heads. Neither the
+ * k, v [tk, d]; q and o laid out [bh, tq, d] with bh = batch x heads, k
+ * and v [bh / group, tk, d]: grouped-query attention, q slice s reads kv
+ * slice s / group (group = 1: one kv head per query head). Neither the
  * scores nor the probabilities are ever stored whole: the forward keeps a
  * running maximum and sum per query row over key tiles (the online
- * softmax of flash attention); the gradient recomputes each row's
- * log-sum-exp and the scores tile by tile. Extra memory is O(tiles x d)
- * per thread, not O(tq x tk).
+ * softmax of flash attention) and, given lse [bh, tq], writes each row's
+ * log-sum-exp there; the gradient recomputes the scores tile by tile and
+ * takes the probabilities as exp(s - lse) (flash attention 2's backward:
+ * delta = rowsum(do * o), ds = p (dp - delta)); with lse NULL it
+ * recomputes the log-sum-exp first. Extra memory is O(tiles x d) per
+ * thread, not O(tq x tk).
  *
  * causal: query row i sees keys j <= i + (tk - tq) (the rule of
  * nrt_softmax's causal mask over a [tq, tk] matrix; tq <= tk).
@@ -23,16 +28,19 @@
 #include <stdint.h>
 
 #define NRT_ATTENTION_DECLS(T, S)                                                  \
-	void nrt_attention_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d,      \
-	                       double scale, bool causal, int64_t tq_all,          \
-	                       int64_t row0, const T *q, const T *k, const T *v,   \
-	                       T *o);                                              \
-	/* dqkv [bh, tq_all + 2 tk, d]: per slice dq, then dk, then dv (all      \
-	 * written) */                                                            \
-	void nrt_attention_grad_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, \
-	                            double scale, bool causal, int64_t tq_all,     \
-	                            int64_t row0, const T *q, const T *k,          \
-	                            const T *v, const T *o, const T *dout,         \
+	/* lse [bh, tq] or NULL (not wanted) */                                   \
+	void nrt_attention_##S(int64_t bh, int64_t group, int64_t tq, int64_t tk,  \
+	                       int64_t d, double scale, bool causal,               \
+	                       int64_t tq_all, int64_t row0, const T *q,           \
+	                       const T *k, const T *v, T *o, T *lse);              \
+	/* dqkv [bh / group, group tq_all + 2 tk, d]: per kv slice the dq of its \
+	 * group's query slices one after another, then dk, then dv (all written; \
+	 * dk and dv sum over the group); lse the forward's, or NULL */          \
+	void nrt_attention_grad_##S(int64_t bh, int64_t group, int64_t tq,         \
+	                            int64_t tk, int64_t d, double scale,           \
+	                            bool causal, int64_t tq_all, int64_t row0,     \
+	                            const T *q, const T *k, const T *v,            \
+	                            const T *o, const T *lse, const T *dout,       \
 	                            T *dqkv);
 
 NRT_ATTENTION_DECLS(float, f32)

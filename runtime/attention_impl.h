@@ -24,6 +24,7 @@ static void FN(att_scores)(int64_t i0, int64_t nq, int64_t j0, int64_t nk, int64
 /* The largest entry of a score row (-inf if all are masked). */
 static inline T FN(att_rowmax)(const T *sr, int64_t nk, T m)
 {
+	K_PRAGMA(omp simd reduction(max : m))
 	for (int64_t c = 0; c < nk; c++)
 		m = sr[c] > m ? sr[c] : m;
 	return m;
@@ -33,7 +34,7 @@ static inline T FN(att_rowmax)(const T *sr, int64_t nk, T m)
  * unnormalised output acc per row, rescaled whenever the maximum grows.
  * Every row sees key 0, so the first key tile makes m finite. */
 static void FN(att_fwd_tile)(int64_t i0, int64_t nq, int64_t tq, int64_t tk, int64_t d, bool causal, T scale,
-                             const T *q, const T *k, const T *v, T *s, T *acc, T *o)
+                             const T *q, const T *k, const T *v, T *s, T *acc, T *o, T *lse)
 {
 	T m[ATT_BQ], l[ATT_BQ];
 	for (int64_t r = 0; r < nq; r++)
@@ -47,6 +48,7 @@ static void FN(att_fwd_tile)(int64_t i0, int64_t nq, int64_t tq, int64_t tk, int
 			T *sr = s + r * ATT_BK, *ar = acc + r * d;
 			T mx = FN(att_rowmax)(sr, nk, m[r]);
 			T corr = EXP(m[r] - mx), sum = 0;
+			K_PRAGMA(omp simd reduction(+ : sum))
 			for (int64_t c = 0; c < nk; c++) {
 				sr[c] = EXP(sr[c] - mx);
 				sum += sr[c];
@@ -63,11 +65,13 @@ static void FN(att_fwd_tile)(int64_t i0, int64_t nq, int64_t tq, int64_t tk, int
 		T inv = 1 / l[r];
 		for (int64_t x = 0; x < d; x++)
 			o[(i0 + r) * d + x] = acc[r * d + x] * inv;
+		if (lse)
+			lse[i0 + r] = m[r] + LOG(l[r]);
 	}
 }
 
-void FN(nrt_attention)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal, int64_t tq_all,
-                       int64_t row0, const T *q, const T *k, const T *v, T *o)
+void FN(nrt_attention)(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,
+                       int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, T *o, T *lse)
 {
 	int64_t mq = tq_all - row0; /* the mask's query count: row i sees keys j <= i + tk - mq */
 	int64_t nqt = (tq + ATT_BQ - 1) / ATT_BQ, tasks = bh * nqt;
@@ -80,7 +84,8 @@ void FN(nrt_attention)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double sca
 		for (int64_t t = 0; t < tasks; t++) {
 			int64_t b = t / nqt, i0 = t % nqt * ATT_BQ;
 			FN(att_fwd_tile)(i0, FN(att_min)(ATT_BQ, tq - i0), mq, tk, d, causal, (T)scale, q + b * tq * d,
-			                 k + b * tk * d, v + b * tk * d, s, acc, o + b * tq * d);
+			                 k + b / group * tk * d, v + b / group * tk * d, s, acc, o + b * tq * d,
+			                 lse ? lse + b * tq : NULL);
 		}
 		free(s);
 		free(acc);
@@ -89,17 +94,24 @@ void FN(nrt_attention)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double sca
 }
 
 /* Each row's probabilities in place of its scores (a panel of nk keys,
- * row stride ld), through the row's log-sum-exp. */
-static void FN(att_probs)(int64_t nq, int64_t nk, T *s, int64_t ld)
+ * row stride ld), through the row's log-sum-exp: the forward's (lse, one
+ * per row), or without it recomputed from the panel. Masked scores are
+ * -inf and become 0. */
+static void FN(att_probs)(int64_t nq, int64_t nk, T *s, int64_t ld, const T *lse)
 {
 	for (int64_t r = 0; r < nq; r++) {
-		T *sr = s + r * ld;
-		T mx = FN(att_rowmax)(sr, nk, -INFINITY), sum = 0;
+		T *sr = s + r * ld, l;
+		if (lse) {
+			l = lse[r];
+		} else {
+			T mx = FN(att_rowmax)(sr, nk, -INFINITY), sum = 0;
+			K_PRAGMA(omp simd reduction(+ : sum))
+			for (int64_t c = 0; c < nk; c++)
+				sum += EXP(sr[c] - mx);
+			l = mx + LOG(sum);
+		}
 		for (int64_t c = 0; c < nk; c++)
-			sum += EXP(sr[c] - mx);
-		T lse = mx + LOG(sum);
-		for (int64_t c = 0; c < nk; c++)
-			sr[c] = EXP(sr[c] - lse);
+			sr[c] = EXP(sr[c] - l);
 	}
 }
 
@@ -121,16 +133,15 @@ static void FN(att_bwd_block)(int64_t i0, int64_t nq, int64_t nk, int64_t d, T s
 	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, bk, bd, bq, (T)1, dp, bl, q + i0 * d, bd, (T)1, dk, bd);
 }
 
-/* The gradient of one (batch, head) slice, query tile by query tile: the
- * tile's scores against every key it sees are recomputed as one panel
- * (nq x kend, so the tile's log-sum-exp comes before its probabilities
- * without a second pass), then its share of dq, dk, dv. */
-static void FN(att_bwd_slice)(int64_t tq, int64_t tk, int64_t d, bool causal, T scale, int64_t tq_all, int64_t row0,
-                              const T *q, const T *k, const T *v, const T *o, const T *dout, T *s, T *dp, T *dqkv)
+/* The gradient of one query slice, query tile by query tile: the tile's
+ * scores against every key it sees are recomputed as one panel (nq x
+ * kend), turned into probabilities through the saved log-sum-exp (or,
+ * without it, the panel's own), then the tile's share of dq, dk, dv. dk
+ * and dv accumulate (a kv slice sums over its group). */
+static void FN(att_bwd_slice)(int64_t tq, int64_t tk, int64_t d, bool causal, T scale, int64_t mq, const T *q,
+                              const T *k, const T *v, const T *o, const T *lse, const T *dout, T *s, T *dp, T *dq,
+                              T *dk, T *dv)
 {
-	T *dq = dqkv + row0 * d, *dk = dqkv + tq_all * d, *dv = dk + tk * d;
-	int64_t mq = tq_all - row0;
-	memset(dqkv, 0, (size_t)((tq_all + 2 * tk) * d) * sizeof *dqkv);
 	T delta[ATT_BQ];
 	for (int64_t i0 = 0; i0 < tq; i0 += ATT_BQ) {
 		int64_t nq = FN(att_min)(ATT_BQ, tq - i0), kend = attention_keys(i0 + nq - 1, mq, tk, causal);
@@ -141,15 +152,18 @@ static void FN(att_bwd_slice)(int64_t tq, int64_t tk, int64_t d, bool causal, T 
 			delta[r] = acc;
 		}
 		FN(att_scores)(i0, nq, 0, kend, mq, tk, d, causal, scale, q, k, s, tk);
-		FN(att_probs)(nq, kend, s, tk);
+		FN(att_probs)(nq, kend, s, tk, lse ? lse + i0 : NULL);
 		FN(att_bwd_block)(i0, nq, kend, d, scale, q, k, v, dout, delta, s, dp, tk, dq, dk, dv);
 	}
 }
 
-void FN(nrt_attention_grad)(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,
+/* Threads split the kv slices: each owns its dk and dv and the dq of its
+ * group's query slices, so no two write the same element. */
+void FN(nrt_attention_grad)(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,
                             int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, const T *o,
-                            const T *dout, T *dqkv)
+                            const T *lse, const T *dout, T *dqkv)
 {
+	int64_t nkv = bh / group, mq = tq_all - row0, packed = group * tq_all + 2 * tk;
 	int blas = att_blas_solo();
 	K_PRAGMA(omp parallel if (bh * tq * tk >= ATT_PAR_MIN))
 	{
@@ -157,10 +171,16 @@ void FN(nrt_attention_grad)(int64_t bh, int64_t tq, int64_t tk, int64_t d, doubl
 		T *s = att_alloc("attention_grad", ATT_BQ * tk, sizeof(T));
 		T *dp = att_alloc("attention_grad", ATT_BQ * tk, sizeof(T));
 		K_PRAGMA(omp for schedule(static))
-		for (int64_t b = 0; b < bh; b++)
-			FN(att_bwd_slice)(tq, tk, d, causal, (T)scale, tq_all, row0, q + b * tq * d, k + b * tk * d,
-			                  v + b * tk * d, o + b * tq * d, dout + b * tq * d, s, dp,
-			                  dqkv + b * (tq_all + 2 * tk) * d);
+		for (int64_t c = 0; c < nkv; c++) {
+			T *g = dqkv + c * packed * d, *dk = g + group * tq_all * d, *dv = dk + tk * d;
+			memset(g, 0, (size_t)(packed * d) * sizeof *g);
+			for (int64_t j = 0; j < group; j++) {
+				int64_t b = c * group + j;
+				FN(att_bwd_slice)(tq, tk, d, causal, (T)scale, mq, q + b * tq * d, k + c * tk * d,
+				                  v + c * tk * d, o + b * tq * d, lse ? lse + b * tq : NULL,
+				                  dout + b * tq * d, s, dp, g + (j * tq_all + row0) * d, dk, dv);
+			}
+		}
 		free(s);
 		free(dp);
 	}

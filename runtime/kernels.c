@@ -14,7 +14,7 @@
  *
  * Speed (docs/benchmarks.md): the runtime is built for the host
  * (GNUmakefile: NETC_ARCH, -O3). The f32 kernels use the branch-free
- * k_expf/k_erff below instead of libm's, so their loops vectorise, and
+ * k_expf (kmath.h)/k_erff below instead of libm's, so their loops vectorise, and
  * sum in f32 with `omp simd` reductions (lanes reassociated); the f64
  * kernels keep libm and their sequential double sums, so gradient checks
  * see the algorithm they always saw. Loops over rows or elements are
@@ -24,6 +24,7 @@
 #include "kernels.h"
 #include "half.h"
 #include "kernel_rules.h"
+#include "kmath.h"
 #include "philox.h"
 #include "netrt.h"
 
@@ -171,46 +172,6 @@ static void check_blas_dims(int64_t M, int64_t N, int64_t K)
 #define PAR_MIN NRT_PAR_MIN
 
 #define K_PRAGMA(x) _Pragma(#x)
-
-static inline uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
-/* exp in f32 without branches (so loops calling it vectorise): x = n ln2
- * + r, |r| <= ln2/2, Cephes' degree-6 polynomial for e^r (within 2 ulp of
- * expf), 2^n from the exponent bits. n is rounded by the 1.5 * 2^23 trick,
- * so no float-to-int conversion sees a NaN; NaN propagates through r. */
-static inline float k_expf(float x)
-{
-	const float magic = 12582912.0f; /* 1.5 * 2^23 */
-	float xc = x > 88.3762626647949f ? 88.3762626647949f : x;
-	xc = xc < -86.6f ? -86.6f : xc;
-	float t = xc * 1.44269504088896341f + magic;
-	float n = t - magic;
-	uint32_t ni = f2u(t) - f2u(magic); /* n as a two's complement int */
-	float r = xc - n * 0.693359375f;
-	r = r - n * -2.12194440e-4f;
-	float p = 1.9875691500e-4f;
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r * r + r + 1.0f;
-	float y = p * u2f((ni + 127u) << 23);
-	y = x > 88.72283935546875f ? INFINITY : y;
-	return x < -86.6f ? 0.0f : y;
-}
 
 /* erf in f32 without branches: Abramowitz & Stegun 7.1.26 (absolute
  * error below 1.5e-7, the accuracy PyTorch's vectorised erf has), with

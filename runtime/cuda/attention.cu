@@ -3,10 +3,12 @@
  * first: one warp per query row, keys taken 32 at a time (one per lane),
  * the online softmax of flash attention over them, the row's output
  * accumulated in registers (d_head / 32 values a lane, so d_head <= 256).
- * Neither the scores nor the probabilities are stored. The gradient
- * recomputes a row's log-sum-exp and then its scores, adds the row's
- * share of dk and dv with atomics (their sums over rows therefore come in
- * no fixed order) and writes dq. f32 math for f32 tensors, f64 for f64;
+ * Neither the scores nor the probabilities are stored; the forward
+ * writes each row's log-sum-exp where asked. The gradient takes that
+ * log-sum-exp (or recomputes it without one), recomputes the row's
+ * scores, adds the row's share of dk and dv with atomics (their sums over
+ * rows, and over a grouped-query group's heads, therefore come in no
+ * fixed order) and writes dq. f32 math for f32 tensors, f64 for f64;
  * narrow tensors reach it cast up to f32 by the precision pass.
  * Not tuned (no shared-memory tiles, no tensor cores) and, as of this
  * commit, never run on a GPU: docs/cuda.md. */
@@ -69,13 +71,13 @@ __device__ T att_lse(const T *qi, const T *k, int64_t kend, int64_t d, T scale, 
 }
 
 template <typename T>
-__global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal, int64_t mq,
-                            const T *q, const T *k, const T *v, T *o)
+__global__ void k_attention(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, T scale, bool causal,
+                            int64_t mq, const T *q, const T *k, const T *v, T *o, T *lse)
 {
 	int lane = threadIdx.x & 31;
 	ATT_ROW_LOOP(row, bh * tq) {
 		int64_t b = row / tq, i = row - b * tq, kend = attention_keys(i, mq, tk, causal);
-		const T *qi = q + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
+		const T *qi = q + row * d, *kb = k + b / group * tk * d, *vb = v + b / group * tk * d;
 		T acc[kAttPer];
 		for (int x = 0; x < kAttPer; x++)
 			acc[x] = 0;
@@ -103,21 +105,26 @@ __global__ void k_attention(int64_t bh, int64_t tq, int64_t tk, int64_t d, T sca
 		for (int x = 0; x < kAttPer; x++)
 			if (lane + 32 * x < d)
 				o[row * d + lane + 32 * x] = acc[x] * inv;
+		if (lse && lane == 0)
+			lse[row] = m + (T)log((double)l);
 	}
 }
 
+/* dqkv per kv slice c = b / group: the group's dq slices (tq_all rows
+ * each), dk, dv (runtime/attention.h) */
 template <typename T>
-__global__ void k_attention_grad(int64_t bh, int64_t tq, int64_t tk, int64_t d, T scale, bool causal,
+__global__ void k_attention_grad(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, T scale, bool causal,
                                  int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, const T *o,
-                                 const T *dout, T *dqkv)
+                                 const T *saved_lse, const T *dout, T *dqkv)
 {
 	int lane = threadIdx.x & 31;
 	ATT_ROW_LOOP(row, bh * tq) {
 		int64_t b = row / tq, i = row - b * tq, kend = attention_keys(i, tq_all - row0, tk, causal);
-		const T *qi = q + row * d, *doi = dout + row * d, *kb = k + b * tk * d, *vb = v + b * tk * d;
-		T *dq = dqkv + b * (tq_all + 2 * tk) * d + row0 * d, *dk = dqkv + b * (tq_all + 2 * tk) * d + tq_all * d;
-		T *dv = dk + tk * d;
-		T lse = att_lse(qi, kb, kend, d, scale, lane);
+		int64_t c = b / group;
+		const T *qi = q + row * d, *doi = dout + row * d, *kb = k + c * tk * d, *vb = v + c * tk * d;
+		T *slot = dqkv + c * (group * tq_all + 2 * tk) * d;
+		T *dq = slot + (b % group * tq_all + row0) * d, *dk = slot + group * tq_all * d, *dv = dk + tk * d;
+		T lse = saved_lse ? saved_lse[row] : att_lse(qi, kb, kend, d, scale, lane);
 		T part = 0;
 		for (int64_t x = lane; x < d; x += 32)
 			part += doi[x] * o[row * d + x];
@@ -152,11 +159,14 @@ __global__ void k_attention_grad(int64_t bh, int64_t tq, int64_t tk, int64_t d, 
 	}
 }
 
-static void att_check(const char *kernel, int64_t d)
+static void att_check(const char *kernel, int64_t d, int64_t bh, int64_t group)
 {
 	if (d > kAttMaxD)
 		nrt_fatal("kernel %s: d_head %lld is above the CUDA kernel's limit of %d", kernel, (long long)d,
 		          kAttMaxD);
+	if (group <= 0 || bh % group)
+		nrt_fatal("kernel %s: %lld query slices do not form groups of %lld", kernel, (long long)bh,
+		          (long long)group);
 }
 
 static unsigned att_blocks(int64_t rows) { return grid_for(rows, kAttWarps); }
@@ -166,28 +176,31 @@ static unsigned att_blocks(int64_t rows) { return grid_for(rows, kAttWarps); }
 using namespace nrtk;
 
 #define NRT_ATTENTION_DEFS(T, S)                                                                               \
-	extern "C" void nrt_attention_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale, bool causal,  \
-	                                  int64_t tq_all, int64_t row0, const T *q, const T *k, const T *v, T *o) \
+	extern "C" void nrt_attention_##S(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,            \
+	                                  double scale, bool causal, int64_t tq_all, int64_t row0, const T *q,     \
+	                                  const T *k, const T *v, T *o, T *lse)                                  \
 	{                                                                                                        \
 		if (bh <= 0 || tq <= 0 || d <= 0)                                                                \
 			return;                                                                                  \
-		att_check("attention", d);                                                                       \
+		att_check("attention", d, bh, group);                                                            \
 		k_attention<T><<<att_blocks(bh * tq), 32 * kAttWarps, 0, nrt_cuda_stream()>>>(                   \
-			bh, tq, tk, d, (T)scale, causal, tq_all - row0, q, k, v, o);                             \
+			bh, group, tq, tk, d, (T)scale, causal, tq_all - row0, q, k, v, o, lse);                 \
 		NRT_CUDA_LAUNCH_CHECK("attention");                                                              \
 	}                                                                                                        \
-	extern "C" void nrt_attention_grad_##S(int64_t bh, int64_t tq, int64_t tk, int64_t d, double scale,        \
-	                                       bool causal, int64_t tq_all, int64_t row0, const T *q, const T *k, \
-	                                       const T *v, const T *o, const T *dout, T *dqkv)                   \
+	extern "C" void nrt_attention_grad_##S(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,       \
+	                                       double scale, bool causal, int64_t tq_all, int64_t row0,            \
+	                                       const T *q, const T *k, const T *v, const T *o, const T *lse,      \
+	                                       const T *dout, T *dqkv)                                           \
 	{                                                                                                        \
 		if (bh <= 0 || tq <= 0 || d <= 0)                                                                \
 			return;                                                                                  \
-		att_check("attention_grad", d);                                                                  \
+		att_check("attention_grad", d, bh, group);                                                       \
 		/* dk and dv are sums of atomics; dq is written whole */                                         \
-		NRT_CUDA_CHECK(cudaMemsetAsync(dqkv, 0, (size_t)(bh * (tq_all + 2 * tk) * d) * sizeof(T),        \
+		NRT_CUDA_CHECK(cudaMemsetAsync(dqkv, 0,                                                          \
+		                               (size_t)(bh / group * (group * tq_all + 2 * tk) * d) * sizeof(T), \
 		                               nrt_cuda_stream()));                                              \
 		k_attention_grad<T><<<att_blocks(bh * tq), 32 * kAttWarps, 0, nrt_cuda_stream()>>>(              \
-			bh, tq, tk, d, (T)scale, causal, tq_all, row0, q, k, v, o, dout, dqkv);                  \
+			bh, group, tq, tk, d, (T)scale, causal, tq_all, row0, q, k, v, o, lse, dout, dqkv);      \
 		NRT_CUDA_LAUNCH_CHECK("attention_grad");                                                         \
 	}
 

@@ -55,6 +55,8 @@ int main(int argc, char **argv)
 	float *o, *g;
 	check(cudaMalloc((void **)&o, n * sizeof *o), "cudaMalloc");
 	check(cudaMalloc((void **)&g, 3 * n * sizeof *g), "cudaMalloc");
+	float *lse; /* [b, h, t]: each row's log-sum-exp, the forward's for the backward */
+	check(cudaMalloc((void **)&lse, (size_t)(b * h * t) * sizeof *lse), "cudaMalloc");
 	double scale = 1 / sqrt((double)d);
 	cudaEvent_t e0, e1;
 	check(cudaEventCreate(&e0), "cudaEventCreate");
@@ -63,9 +65,9 @@ int main(int argc, char **argv)
 		for (int i = 0; i < warm + iters; i++) {
 			if (i == warm)
 				check(cudaEventRecord(e0, nrt_cuda_stream()), "cudaEventRecord");
-			nrt_attention_f32(b * h, t, t, d, scale, causal, t, 0, q, k, v, o);
+			nrt_attention_f32(b * h, 1, t, t, d, scale, causal, t, 0, q, k, v, o, lse);
 			if (bwd)
-				nrt_attention_grad_f32(b * h, t, t, d, scale, causal, t, 0, q, k, v, o, dout, g);
+				nrt_attention_grad_f32(b * h, 1, t, t, d, scale, causal, t, 0, q, k, v, o, lse, dout, g);
 		}
 		check(cudaEventRecord(e1, nrt_cuda_stream()), "cudaEventRecord");
 		check(cudaEventSynchronize(e1), "cudaEventSynchronize");

@@ -19,6 +19,15 @@
 #    sequence split 4 ways (keys and values gathered), against
 #    stand-alone: f32 within those tolerances, f64 within rtol 1e-10 /
 #    atol 1e-13.
+#  - grouped-query attention (tests/e2e/models/attention_gqa.net, 4 query
+#    heads over 2 kv heads) against stand-alone, f32 within those
+#    tolerances: the heads split 2 ways (k and v split alike), and the
+#    query sequence split 4 ways; a heads split that does not divide the
+#    kv heads is a located strategy error.
+#  - --mem-stats counts the workspace planned with the log-sum-exps.
+#  - the forward hands its log-sum-exps to the gradient: in the fused
+#    source K(attention) writes them after o and K(attention_grad) reads
+#    them there (no NULL: nothing recomputed).
 #  - a bad shape and a key-splitting strategy are located errors.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
@@ -76,6 +85,14 @@ for p in f64 f32; do
 		bad "$p: kernel calls in the generated C"
 	fi
 done
+# the log-sum-exp argument: BUF + N, N the elements of o
+lse_args() { sed -n "s/.*K($1)(.*, \([a-z_0-9]* + [0-9]*\)[,)].*/\1/p" "$work/src_fused_f64"/*.c | sort -u; }
+if [ -n "$(lse_args attention)" ] && [ -n "$(lse_args attention_grad)" ] &&
+	[ "$(calls fused_f64 'K(attention.*NULL')" -eq 0 ]; then
+	ok "saved log-sum-exp: the forward writes it after o, the gradient reads it there ($(lse_args attention | tr '\n' ' ')-> $(lse_args attention_grad | tr '\n' ' '))"
+else
+	bad "saved log-sum-exp: forward '$(lse_args attention | tr '\n' ' ')', gradient '$(lse_args attention_grad | tr '\n' ' ')'"
+fi
 agree "f64 fused == written out" fused_f64 plain_f64 1e-12 1e-9 1e-12
 agree "f32 fused == written out" fused_f32 plain_f32 1e-5 1e-4 1e-6
 
@@ -118,6 +135,30 @@ for p in f32 f64; do
 		bad "sequence split ($p): no attention over a share of the rows in the source"
 	fi
 done
+
+# grouped-query attention
+GQA=tests/e2e/models/attention_gqa.net
+if train gqa1 1 $GQA $SA; then
+	# the log-sum-exps live in the planned workspace: --mem-stats counts what was planned
+	ms=$("$work/gqa1" --steps 1 --quiet --mem-stats 2>&1 | sed -n 's/.* workspace \([0-9]*\/[0-9]*\) .*/\1/p')
+	if [ -n "$ms" ] && [ "${ms%/*}" = "${ms#*/}" ]; then
+		ok "grouped-query: --mem-stats counts the planned workspace (with the log-sum-exps), $ms bytes"
+	else
+		bad "grouped-query: --mem-stats workspace counted/planned '$ms'"
+	fi
+	train gqa_heads2 2 $GQA && agree "grouped-query, heads split @2 == stand-alone" gqa_heads2 gqa1 1e-5 1e-4 1e-6
+	train gqa_seq4 4 $GQA -D MP=1 -D SEQ=4 -D device_num=4 &&
+		agree "grouped-query, query sequence split @4 == stand-alone" gqa_seq4 gqa1 1e-5 1e-4 1e-6
+fi
+sed 's/(1, MP, 1, 1), (1, MP, 1, 1)/(1, 1, 1, 1), (1, 1, 1, 1)/' $GQA >"$work/gqa_rep.net"
+want="$work/gqa_rep.net:29:42: error: attention: invalid strategy ((1, 4, 1, 1), (1, 1, 1, 1), (1, 1, 1, 1)): the heads are split 4 ways but 'kh' has 2 key/value heads; grouped-query attention splits the key/value heads as the query heads, so the split must divide 2"
+out=$($NETC check "$work/gqa_rep.net" -D MP=4 -D device_num=4 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | head -1)" = "$want" ]; then
+	ok "grouped-query, heads split 4 over 2 kv heads: located strategy error, exit 1"
+else
+	bad "grouped-query heads split (exit $rc): $out"
+fi
 
 # kept written out: the scores are also read by the loss
 cat >"$work/twice.net" <<'NET'

@@ -644,31 +644,40 @@ static void FN(test_vocab_ce)(void)
 
 /* Fused attention against the CPU's tiled kernel: one row, tails of the
  * 32-key and 64-row tiles, more keys than queries under the causal mask,
- * and the widest head (256). dk and dv are sums of atomics on the GPU. */
+ * the widest head (256), grouped-query groups of 2 and 3 (the last
+ * column). The forward's log-sum-exps are compared too; the gradient runs
+ * on each side's saved log-sum-exp and, on the GPU, once more
+ * recomputing it. dk and dv are sums of atomics on the GPU. */
 static void FN(test_attention)(void)
 {
-	static const int64_t cs[][5] = {{1, 1, 1, 1, 0}, {3, 70, 75, 16, 1}, {2, 130, 130, 64, 0},
-	                                {4, 5, 9, 33, 1}, {1, 40, 40, 256, 1}};
+	static const int64_t cs[][6] = {{1, 1, 1, 1, 0, 1},      {3, 70, 75, 16, 1, 1}, {2, 130, 130, 64, 0, 1},
+	                                {4, 5, 9, 33, 1, 1},     {1, 40, 40, 256, 1, 1}, {4, 70, 70, 16, 1, 2},
+	                                {6, 33, 40, 64, 0, 3}};
 	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
-		int64_t bh = cs[c][0], tq = cs[c][1], tk = cs[c][2], d = cs[c][3];
+		int64_t bh = cs[c][0], tq = cs[c][1], tk = cs[c][2], d = cs[c][3], G = cs[c][5];
 		bool causal = cs[c][4];
 		double scale = 1 / sqrt((double)d);
-		int64_t nq = bh * tq * d, nk = bh * tk * d, ng = bh * (tq + 2 * tk) * d;
+		int64_t nq = bh * tq * d, nk = bh / G * tk * d, ng = bh / G * (G * tq + 2 * tk) * d, nl = bh * tq;
 		T *q = FN(hrand)(nq, -2, 2), *k = FN(hrand)(nk, -2, 2), *v = FN(hrand)(nk, -1, 1);
 		T *gq = FN(dev)(q, nq), *gk = FN(dev)(k, nk), *gv = FN(dev)(v, nk);
-		T *o = FN(hrand)(nq, 0, 1), *go = FN(dev)(NULL, nq);
-		char name[96];
-		FN(nrt_attention)(bh, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, go);
-		FN(cpu_nrt_attention)(bh, tq, tk, d, scale, causal, tq, 0, q, k, v, o);
-		snprintf(name, sizeof name, "attention [%lld,%lld,%lld,%lld]%s", (long long)bh, (long long)tq,
-		         (long long)tk, (long long)d, causal ? " causal" : "");
+		T *o = FN(hrand)(nq, 0, 1), *go = FN(dev)(NULL, nq), *lse = FN(hrand)(nl, 0, 1), *glse = FN(dev)(NULL, nl);
+		char name[112], shape[80];
+		snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld]%s group %lld", (long long)bh, (long long)tq,
+		         (long long)tk, (long long)d, causal ? " causal" : "", (long long)G);
+		FN(nrt_attention)(bh, G, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, go, glse);
+		FN(cpu_nrt_attention)(bh, G, tq, tk, d, scale, causal, tq, 0, q, k, v, o, lse);
+		snprintf(name, sizeof name, "attention %s", shape);
 		FN(cmp)(name, go, o, nq, TOL);
+		snprintf(name, sizeof name, "attention log-sum-exp %s", shape);
+		FN(cmp)(name, glse, lse, nl, TOL);
 		T *dout = FN(hrand)(nq, -1, 1), *gdout = FN(dev)(dout, nq), *gcpu_o = FN(dev)(o, nq);
-		T *g = FN(hrand)(ng, 0, 1), *gg = FN(dev)(NULL, ng);
-		FN(nrt_attention_grad)(bh, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, gcpu_o, gdout, gg);
-		FN(cpu_nrt_attention_grad)(bh, tq, tk, d, scale, causal, tq, 0, q, k, v, o, dout, g);
-		snprintf(name, sizeof name, "attention_grad [%lld,%lld,%lld,%lld]%s", (long long)bh, (long long)tq,
-		         (long long)tk, (long long)d, causal ? " causal" : "");
+		T *g = FN(hrand)(ng, 0, 1), *gg = FN(dev)(NULL, ng), *gcpu_lse = FN(dev)(lse, nl);
+		FN(cpu_nrt_attention_grad)(bh, G, tq, tk, d, scale, causal, tq, 0, q, k, v, o, lse, dout, g);
+		FN(nrt_attention_grad)(bh, G, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, gcpu_o, gcpu_lse, gdout, gg);
+		snprintf(name, sizeof name, "attention_grad %s", shape);
+		FN(cmp)(name, gg, g, ng, TOL);
+		FN(nrt_attention_grad)(bh, G, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, gcpu_o, NULL, gdout, gg);
+		snprintf(name, sizeof name, "attention_grad %s, log-sum-exp recomputed", shape);
 		FN(cmp)(name, gg, g, ng, TOL);
 		free_all();
 	}

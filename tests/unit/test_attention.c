@@ -1,8 +1,9 @@
 /* The CPU attention kernels (runtime/attention.c) against the written-out
  * form computed here in double: scores, mask, softmax and products over
- * whole [tq, tk] matrices, and their gradient by the textbook formulas.
- * Shapes cross the kernels' 64-row and 256-key tiles; f32 within 1e-5
- * (relative above 1), f64 within 1e-12. */
+ * whole [tq, tk] matrices, each row's log-sum-exp, and the gradient by the
+ * textbook formulas (grouped-query: a kv slice's dk and dv summed over its
+ * group's query slices). Shapes cross the kernels' 64-row and 256-key
+ * tiles; f32 within 1e-5 (relative above 1), f64 within 1e-12. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
@@ -14,18 +15,26 @@
 typedef struct AttCase {
 	int64_t bh, tq, tk, d;
 	bool causal;
+	int64_t group; /* query slices per kv slice (0 taken as 1) */
 } AttCase;
 
-/* o and dq, dk, dv (packed as the kernel packs them) of one case. */
+static int64_t group_of(const AttCase *c) { return c->group ? c->group : 1; }
+
+/* o, each row's log-sum-exp and dq, dk, dv (packed as the kernel packs
+ * them: g zeroed first) of one case. */
 static void reference(const AttCase *c, double scale, const double *q, const double *k, const double *v,
-                      const double *dout, double *o, double *g)
+                      const double *dout, double *o, double *lse, double *g)
 {
-	int64_t tq = c->tq, tk = c->tk, d = c->d;
+	int64_t tq = c->tq, tk = c->tk, d = c->d, G = group_of(c), packed = G * tq + 2 * tk;
 	double *p = calloc((size_t)(tq * tk), sizeof *p), *dp = calloc((size_t)(tq * tk), sizeof *dp);
 	cr_assert(p && dp);
+	for (int64_t i = 0; i < c->bh / G * packed * d; i++)
+		g[i] = 0;
 	for (int64_t b = 0; b < c->bh; b++) {
-		const double *qb = q + b * tq * d, *kb = k + b * tk * d, *vb = v + b * tk * d, *db = dout + b * tq * d;
-		double *ob = o + b * tq * d, *dq = g + b * (tq + 2 * tk) * d, *dk = dq + tq * d, *dv = dk + tk * d;
+		int64_t kv = b / G;
+		const double *qb = q + b * tq * d, *kb = k + kv * tk * d, *vb = v + kv * tk * d, *db = dout + b * tq * d;
+		double *ob = o + b * tq * d, *dq = g + (kv * packed + b % G * tq) * d, *dk = g + (kv * packed + G * tq) * d;
+		double *dv = dk + tk * d;
 		for (int64_t i = 0; i < tq; i++) {
 			int64_t keep = c->causal ? i + tk - tq + 1 : tk;
 			double mx = -INFINITY, sum = 0;
@@ -38,6 +47,7 @@ static void reference(const AttCase *c, double scale, const double *q, const dou
 			}
 			for (int64_t j = 0; j < tk; j++)
 				sum += p[i * tk + j] = exp(p[i * tk + j] - mx);
+			lse[b * tq + i] = mx + log(sum);
 			double delta = 0;
 			for (int64_t j = 0; j < tk; j++) {
 				p[i * tk + j] /= sum;
@@ -62,7 +72,6 @@ static void reference(const AttCase *c, double scale, const double *q, const dou
 			}
 		for (int64_t j = 0; j < tk; j++)
 			for (int64_t x = 0; x < d; x++) {
-				dk[j * d + x] = dv[j * d + x] = 0;
 				for (int64_t i = 0; i < tq; i++) {
 					dk[j * d + x] += dp[i * tk + j] * qb[i * d + x];
 					dv[j * d + x] += p[i * tk + j] * db[i * d + x];
@@ -76,31 +85,64 @@ static void reference(const AttCase *c, double scale, const double *q, const dou
 ParameterizedTestParameters(attention, against_written_out)
 {
 	static AttCase cases[] = {
-		{1, 1, 1, 1, false}, {3, 70, 300, 16, true}, {2, 130, 130, 64, false}, {2, 65, 65, 8, true}, {1, 5, 9, 3, false},
+		{1, 1, 1, 1, false, 1}, {3, 70, 300, 16, true, 1}, {2, 130, 130, 64, false, 1}, {2, 65, 65, 8, true, 1},
+		{1, 5, 9, 3, false, 1},
+		/* grouped-query: 2 query heads a kv head; one kv head for 3 (multi-query) */
+		{4, 70, 70, 16, true, 2}, {6, 9, 40, 8, false, 3}, {3, 65, 300, 8, true, 3},
 	};
 	return cr_make_param_array(AttCase, cases, sizeof cases / sizeof cases[0]);
 }
 
 ParameterizedTest(AttCase *c, attention, against_written_out)
 {
-	tk_seed((uint64_t)(c->tq * 131 + c->tk));
-	int64_t nq = c->bh * c->tq * c->d, nk = c->bh * c->tk * c->d, ng = c->bh * (c->tq + 2 * c->tk) * c->d;
+	tk_seed((uint64_t)(c->tq * 131 + c->tk + c->group));
+	int64_t G = group_of(c), nq = c->bh * c->tq * c->d, nk = c->bh / G * c->tk * c->d, nl = c->bh * c->tq;
+	int64_t ng = c->bh / G * (G * c->tq + 2 * c->tk) * c->d;
 	double scale = 1 / sqrt((double)c->d);
 	double *q = tk_rand(nq, -2, 2), *k = tk_rand(nk, -2, 2), *v = tk_rand(nk, -1, 1), *dout = tk_rand(nq, -1, 1);
 	double *o = tk_rand(nq, 0, 1), *g = tk_rand(ng, 0, 1), *o64 = tk_rand(nq, 0, 1), *g64 = tk_rand(ng, 0, 1);
-	reference(c, scale, q, k, v, dout, o, g);
-	nrt_attention_f64(c->bh, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, q, k, v, o64);
-	nrt_attention_grad_f64(c->bh, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, q, k, v, o64, dout, g64);
+	double *lse = tk_rand(nl, 0, 1), *lse64 = tk_rand(nl, 0, 1);
+	reference(c, scale, q, k, v, dout, o, lse, g);
+	nrt_attention_f64(c->bh, G, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, q, k, v, o64, lse64);
 	tk_check("attention f64", o64, o, nq, TOL64);
+	tk_check("attention f64 log-sum-exp", lse64, lse, nl, TOL64);
+	nrt_attention_grad_f64(c->bh, G, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, q, k, v, o64, lse64, dout, g64);
 	tk_check("attention_grad f64", g64, g, ng, TOL64);
+	nrt_attention_grad_f64(c->bh, G, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, q, k, v, o64, NULL, dout, g64);
+	tk_check("attention_grad f64, log-sum-exp recomputed", g64, g, ng, TOL64);
 	float *qf = tk_tof(q, nq), *kf = tk_tof(k, nk), *vf = tk_tof(v, nk), *df = tk_tof(dout, nq);
-	float *of = tk_tof(o, nq), *gf = tk_tof(g, ng);
-	nrt_attention_f32(c->bh, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, qf, kf, vf, of);
-	nrt_attention_grad_f32(c->bh, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, qf, kf, vf, of, df, gf);
+	float *of = tk_tof(o, nq), *gf = tk_tof(g, ng), *lf = tk_tof(lse, nl);
+	nrt_attention_f32(c->bh, G, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, qf, kf, vf, of, lf);
+	nrt_attention_grad_f32(c->bh, G, c->tq, c->tk, c->d, scale, c->causal, c->tq, 0, qf, kf, vf, of, lf, df, gf);
 	tk_checkf("attention f32", of, o, nq, TOL32);
+	tk_checkf("attention f32 log-sum-exp", lf, lse, nl, TOL32);
 	tk_checkf("attention_grad f32", gf, g, ng, TOL32);
-	free(q), free(k), free(v), free(dout), free(o), free(g), free(o64), free(g64);
-	free(qf), free(kf), free(vf), free(df), free(of), free(gf);
+	free(q), free(k), free(v), free(dout), free(o), free(g), free(o64), free(g64), free(lse), free(lse64);
+	free(qf), free(kf), free(vf), free(df), free(of), free(gf), free(lf);
+}
+
+/* The gradient takes its probabilities from the log-sum-exp it is given,
+ * not its own: each row's raised by ln 2 halves every probability, so dv
+ * (= p^T do) halves exactly. */
+Test(attention, gradient_reads_saved_lse)
+{
+	const int64_t bh = 2, t = 70, d = 8, ng = bh * 3 * t * d;
+	tk_seed(5);
+	double *q = tk_rand(bh * t * d, -2, 2), *k = tk_rand(bh * t * d, -2, 2), *v = tk_rand(bh * t * d, -1, 1);
+	double *dout = tk_rand(bh * t * d, -1, 1), *o = tk_rand(bh * t * d, 0, 1), *lse = tk_rand(bh * t, 0, 1);
+	double *g = tk_rand(ng, 0, 1), *gs = tk_rand(ng, 0, 1);
+	nrt_attention_f64(bh, 1, t, t, d, 0.4, true, t, 0, q, k, v, o, lse);
+	nrt_attention_grad_f64(bh, 1, t, t, d, 0.4, true, t, 0, q, k, v, o, lse, dout, g);
+	for (int64_t i = 0; i < bh * t; i++)
+		lse[i] += log(2.0);
+	nrt_attention_grad_f64(bh, 1, t, t, d, 0.4, true, t, 0, q, k, v, o, lse, dout, gs);
+	for (int64_t b = 0; b < bh; b++)
+		for (int64_t i = 0; i < t * d; i++) {
+			int64_t at = b * 3 * t * d + 2 * t * d + i; /* dv */
+			cr_assert(fabs(gs[at] - 0.5 * g[at]) <= 1e-12 * (1 + fabs(g[at])), "dv[%lld]: %g, not half of %g",
+			          (long long)at, gs[at], g[at]);
+		}
+	free(q), free(k), free(v), free(dout), free(o), free(lse), free(g), free(gs);
 }
 
 /* Sequence parallelism's contract: the rows split 4 ways, each share run
@@ -110,22 +152,23 @@ ParameterizedTest(AttCase *c, attention, against_written_out)
 Test(attention, query_rows_split)
 {
 	const int64_t bh = 2, t = 96, d = 8, parts = 4, tl = t / parts, ng = bh * 3 * t * d;
-	AttCase c = {bh, t, t, d, true};
+	AttCase c = {bh, t, t, d, true, 1};
 	tk_seed(11);
 	double scale = 0.3, *q = tk_rand(bh * t * d, -2, 2), *k = tk_rand(bh * t * d, -2, 2);
 	double *v = tk_rand(bh * t * d, -1, 1), *dout = tk_rand(bh * t * d, -1, 1);
 	double *o = tk_rand(bh * t * d, 0, 1), *g = tk_rand(ng, 0, 1), *sum = calloc((size_t)ng, sizeof *sum);
 	double *ql = tk_rand(bh * tl * d, 0, 1), *dl = tk_rand(bh * tl * d, 0, 1), *ol = tk_rand(bh * tl * d, 0, 1);
-	double *gl = tk_rand(ng, 0, 1), *orows = tk_rand(bh * t * d, 0, 1);
-	reference(&c, scale, q, k, v, dout, o, g);
+	double *gl = tk_rand(ng, 0, 1), *orows = tk_rand(bh * t * d, 0, 1), *lse = tk_rand(bh * t, 0, 1);
+	double *ll = tk_rand(bh * tl, 0, 1);
+	reference(&c, scale, q, k, v, dout, o, lse, g);
 	for (int64_t p = 0; p < parts; p++) {
 		for (int64_t b = 0; b < bh; b++)
 			for (int64_t i = 0; i < tl * d; i++) {
 				ql[b * tl * d + i] = q[b * t * d + p * tl * d + i];
 				dl[b * tl * d + i] = dout[b * t * d + p * tl * d + i];
 			}
-		nrt_attention_f64(bh, tl, t, d, scale, true, t, p * tl, ql, k, v, ol);
-		nrt_attention_grad_f64(bh, tl, t, d, scale, true, t, p * tl, ql, k, v, ol, dl, gl);
+		nrt_attention_f64(bh, 1, tl, t, d, scale, true, t, p * tl, ql, k, v, ol, ll);
+		nrt_attention_grad_f64(bh, 1, tl, t, d, scale, true, t, p * tl, ql, k, v, ol, ll, dl, gl);
 		for (int64_t b = 0; b < bh; b++)
 			for (int64_t i = 0; i < tl * d; i++)
 				orows[b * t * d + p * tl * d + i] = ol[b * tl * d + i];
@@ -135,5 +178,5 @@ Test(attention, query_rows_split)
 	tk_check("attention, rows split 4 ways", orows, o, bh * t * d, TOL64);
 	tk_check("attention_grad, rows split 4 ways (summed)", sum, g, ng, TOL64);
 	free(q), free(k), free(v), free(dout), free(o), free(g), free(sum);
-	free(ql), free(dl), free(ol), free(gl), free(orows);
+	free(ql), free(dl), free(ol), free(gl), free(orows), free(lse), free(ll);
 }

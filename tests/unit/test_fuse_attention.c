@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "passes/memplan.h"
 #include "passes/passes.h"
 
 static Compilation c;
@@ -12,8 +13,8 @@ static FILE *sink; /* the diagnostics */
 static char path[64];
 
 /* Compiles a model whose body (after the declarations of q, k, v: [2, 4,
- * 8, 16] unless the body declares its own) is `body`, through the checks. */
-static bool compile_body(const char *head, const char *body, unsigned no_fuse)
+ * 8, 16] unless the body declares its own) is `body`, through `stage`. */
+static bool compile_to(const char *head, const char *body, unsigned no_fuse, int stage)
 {
 	snprintf(path, sizeof path, "/tmp/netc-fuse-attn-XXXXXX");
 	int fd = mkstemp(path);
@@ -27,9 +28,15 @@ static bool compile_body(const char *head, const char *body, unsigned no_fuse)
 	cr_assert(sink);
 	diag_init(&c.diag, sink);
 	c.no_fuse = no_fuse;
-	bool ok = compile_front(&c, path, NULL, 0) && compile_passes(&c, UPTO_CHECK);
+	bool ok = compile_front(&c, path, NULL, 0) && compile_passes(&c, stage);
 	unlink(path);
 	return ok;
+}
+
+/* ... through the checks */
+static bool compile_body(const char *head, const char *body, unsigned no_fuse)
+{
+	return compile_to(head, body, no_fuse, UPTO_CHECK);
 }
 
 static void done(void)
@@ -232,4 +239,60 @@ Test(fuse_attention, negative_number_scale_kept)
 	cr_assert(compile_body(QKV, "s = batch_matmul(q, k, transpose_b = true) * -0.125\n"
 	                            "loss = reduce_sum(batch_matmul(softmax(s), v))", 0));
 	expect_kept("the scores are scaled by a factor that is not positive");
+}
+
+/* The saved log-sum-exp (issue 23): autodiff marks the forward, its
+ * gradient reads the forward's own output (where the log-sum-exps are),
+ * and the memory plan gives that output one more element per query row:
+ * [2, 4, 8, 16] f32 is 4096 bytes of o and 256 of log-sum-exps. */
+Test(fuse_attention, lse_saved_and_planned)
+{
+	cr_assert(compile_to(QKV, "loss = reduce_sum(attention(q, k, v, causal = true))", 0, UPTO_CODEGEN));
+	const Node *a = first(OP_ATTENTION), *g = first(OP_ATTENTION_GRAD);
+	cr_assert(a && g);
+	cr_expect(a->attr.save_lse);
+	cr_expect_eq(g->in[3], a->out);
+	cr_expect_eq(value_bytes(&c, a->out), 4096 + 256);
+}
+
+/* Without a gradient nothing is saved, and o's buffer is o's alone. */
+Test(fuse_attention, lse_not_saved_without_gradient)
+{
+	cr_assert(compile_to("param q: f32[2, 4, 8, 16] = normal(0.0, 1.0) [requires_grad = false]\n"
+	                     "param w: f32[1] = constant(1.0)\n",
+	                     "loss = reduce_sum(mul(reduce_sum(attention(q, q, q)), w))", 0, UPTO_CODEGEN));
+	const Node *a = first(OP_ATTENTION);
+	cr_assert(a);
+	cr_expect(!a->attr.save_lse);
+	cr_expect_eq(first(OP_ATTENTION_GRAD), NULL);
+	cr_expect_eq(value_bytes(&c, a->out), 4096);
+}
+
+/* Grouped-query attention (issue 24): 4 query heads over 2 kv heads.
+ * The gradient packs per kv head [b, 2, 2 x 8 + 2 x 8, 16]; dq comes back
+ * to q's shape through a reshape; dk and dv are slices of kv's shape. */
+Test(fuse_attention, gqa_gradient_shapes)
+{
+	cr_assert(compile_to("param q: f32[2, 4, 8, 16] = normal(0.0, 1.0)\n"
+	                     "param k: f32[2, 2, 8, 16] = normal(0.0, 1.0)\n"
+	                     "param v: f32[2, 2, 8, 16] = normal(0.0, 1.0)\n",
+	                     "loss = reduce_sum(attention(q, k, v, causal = true))", 0, UPTO_TRAIN));
+	const Node *g = first(OP_ATTENTION_GRAD);
+	cr_assert(g);
+	const Shape *s = &g->out->shape;
+	cr_expect(s->rank == 4 && s->d[0] == 2 && s->d[1] == 2 && s->d[2] == 32 && s->d[3] == 16,
+	          "packed gradient [%lld, %lld, %lld, %lld]", (long long)s->d[0], (long long)s->d[1],
+	          (long long)s->d[2], (long long)s->d[3]);
+	const Node *r = first(OP_RESHAPE);
+	cr_assert(r, "no reshape restores dq");
+	cr_expect(r->out->shape.d[1] == 4 && r->out->shape.d[2] == 8);
+}
+
+/* kv heads that do not divide the query heads: a located shape error. */
+Test(fuse_attention, gqa_heads_must_divide)
+{
+	cr_expect(!compile_body("param q: f32[2, 4, 8, 16] = normal(0.0, 1.0)\n"
+	                        "param k: f32[2, 3, 8, 16] = normal(0.0, 1.0)\n",
+	                        "loss = reduce_sum(attention(q, k, k))", 0));
+	cr_expect_eq(c.diag.nerrors, 1);
 }
