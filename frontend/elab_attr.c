@@ -15,6 +15,7 @@ typedef enum KwField {
 	KF_TRANSPOSE_A, KF_TRANSPOSE_B, KF_AXIS, KF_CAUSAL, KF_EPS, KF_MOMENTUM,
 	KF_KEEP_PROB, KF_DROP_P, KF_SHAPE, KF_PERM, KF_AXES, KF_KEEP_DIMS,
 	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT, KF_SCALE,
+	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, /* issue 30 */
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -65,6 +66,14 @@ static const struct KwSpec {
 	{OP_BROADCAST, "root_rank", KF_ROOT},
 	{OP_BROADCAST, "group", KF_GROUP},
 	{OP_BROADCAST, "fusion", KF_FUSION},
+	/* issue 30 */
+	{OP_REDUCE_MAX, "axis", KF_AXES},
+	{OP_REDUCE_MAX, "keep_dims", KF_KEEP_DIMS},
+	{OP_ONE_HOT, "depth", KF_DEPTH},
+	{OP_ONE_HOT, "on_value", KF_ON_VALUE},
+	{OP_ONE_HOT, "off_value", KF_OFF_VALUE},
+	{OP_ONE_HOT, "axis", KF_AXIS},
+	{OP_CAST, "dtype", KF_DTYPE},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -86,6 +95,7 @@ void el_op_defaults(Node *n)
 	a->keep_prob = 0.5;
 	a->reduce = RED_SUM;
 	a->group = "";
+	a->on_value = 1;
 	if (n->op == OP_DROPOUT)
 		a->seed_id = (uint32_t)n->id + 1; /* a stream of its own per dropout */
 }
@@ -193,6 +203,30 @@ static bool kw_axes(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 	return true;
 }
 
+/* cast(x, dtype = f16): the float types netc stores; f64 is what
+ * --precision f64 makes of every float, not a type of its own. */
+static bool kw_dtype(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	static const struct { const char *name; DType t; } types[] = {
+		{"f32", DT_F32}, {"float32", DT_F32}, {"f16", DT_F16}, {"float16", DT_F16},
+		{"bf16", DT_BF16}, {"bfloat16", DT_BF16},
+	};
+	const char *w = el_want_word(E, v, ctx);
+	if (!w)
+		return false;
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		if (strcmp(w, types[i].name) == 0) {
+			n->attr.to = types[i].t;
+			return true;
+		}
+	if (strcmp(w, "f64") == 0 || strcmp(w, "float64") == 0)
+		diag_error(E->d, v->loc, "%s: f64 is no stored type; --precision f64 builds every float tensor in "
+		           "double precision", ctx);
+	else
+		diag_error(E->d, v->loc, "%s must be one of f32, f16, bf16, got '%s'", ctx, w);
+	return false;
+}
+
 static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, const char *ctx)
 {
 	OpAttrs *a = &n->attr;
@@ -249,6 +283,14 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		}
 		a->keep_prob = x;
 		return true;
+	case KF_DEPTH:
+		if (!el_want_int(E, v, ctx, 1, INT32_MAX, &i))
+			return false;
+		a->depth = i;
+		return true;
+	case KF_ON_VALUE: return el_want_float(E, v, ctx, &a->on_value);
+	case KF_OFF_VALUE: return el_want_float(E, v, ctx, &a->off_value);
+	case KF_DTYPE: return kw_dtype(E, n, v, ctx);
 	case KF_SHAPE: return kw_shape(E, n, v, ctx);
 	case KF_PERM: return kw_perm(E, n, v, ctx);
 	case KF_AXES: return kw_axes(E, n, v, ctx);
@@ -321,9 +363,11 @@ bool el_op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
 		const char *ctx = arena_printf(E->a, "%s: %s", op, arg->name);
 		ok = v && apply_kw(E, f, n, spec->field, v, ctx) && ok;
 	}
-	const char *need = n->op == OP_RESHAPE ? "shape" : n->op == OP_TRANSPOSE ? "perm" : NULL;
+	const char *need = n->op == OP_RESHAPE ? "shape" : n->op == OP_TRANSPOSE ? "perm" : n->op == OP_ONE_HOT ? "depth"
+	                 : n->op == OP_CAST ? "dtype" : NULL;
 	if (need && ok && !has_kw(e->args, need)) {
-		diag_error(E->d, e->loc, "%s needs %s = (...)", op, need);
+		diag_error(E->d, e->loc, "%s needs %s = %s", op, need,
+		           n->op == OP_ONE_HOT ? "N" : n->op == OP_CAST ? "f32|f16|bf16" : "(...)");
 		ok = false;
 	}
 	return ok;

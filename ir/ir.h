@@ -59,10 +59,10 @@ typedef enum ReduceOp { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD } ReduceOp
 typedef struct OpAttrs {
 	bool transpose_a, transpose_b; /* matmul, batch_matmul */
 	int axis;                      /* softmax, log_softmax, concat, layer_norm (begin_norm_axis), slice; -1 = last */
-	int64_t axes_mask;             /* reduce_sum/mean: bit i set = reduce dim i (0 = all); sum_to/broadcast_to: dims reduced */
+	int64_t axes_mask;             /* reduce_sum/mean/max: bit i set = reduce dim i (0 = all); sum_to/broadcast_to: dims reduced */
 	int axes[MAX_RANK];            /* reduce_sum/mean: axes as written, negative from the end (shape inference builds axes_mask) */
 	int naxes;                     /* reduce_sum/mean: 0 = reduce all */
-	bool keep_dims;                /* reduce_sum, reduce_mean */
+	bool keep_dims;                /* reduce_sum, reduce_mean, reduce_max */
 	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
 	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
 	                                * 1/sqrt(d_head), which shape inference then writes here */
@@ -88,6 +88,9 @@ typedef struct OpAttrs {
 	const struct RedistPlan *plan; /* redistribute: the steps (ir/redistribute.h) */
 	const char *steps;             /* redistribute: the steps in words, for dumps and drawings */
 	DType to;                      /* cast: the result's dtype */
+	/* issue 30's operators */
+	int64_t depth;                 /* one_hot: classes (the new last dim) */
+	double on_value, off_value;    /* one_hot: 1 and 0 by default */
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

@@ -528,6 +528,43 @@ RULE(MSE_LOSS)
 	return set_out(n, DT_F32, (Shape){0});
 }
 
+/* --- issue 30: reduce_max, one_hot, max_mask --------------------------------------- */
+
+RULE(REDUCE_MAX) { return need_float(d, n, n->in[0]) && reduce(n, d); }
+
+/* ids int [...] -> [..., depth] f32: on_value at each id, off_value elsewhere
+ * (an id outside [0, depth) gives a row of off_value, as MindSpore's -1).
+ * Only the last axis, as MindSpore's OneHot under auto-parallel. */
+RULE(ONE_HOT)
+{
+	Value *ids = n->in[0];
+	if (!need_int(d, n, ids))
+		return false;
+	if (n->attr.depth <= 0)
+		return fail(d, n, "depth must be given and positive");
+	if (n->attr.axis != -1 && n->attr.axis != ids->shape.rank)
+		return fail(d, n, "axis must be -1 (the new last dimension), got %d", n->attr.axis);
+	if (ids->shape.rank >= MAX_RANK)
+		return fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank, MAX_RANK);
+	Shape out = ids->shape;
+	out.d[out.rank++] = n->attr.depth;
+	return set_out(n, DT_F32, out);
+}
+
+/* (x, m): m is x's maximum over some axes, those kept as size 1 */
+RULE(MAX_MASK)
+{
+	Value *x = n->in[0], *m = n->in[1];
+	if (!float_pair(d, n, x, m))
+		return false;
+	bool ok = m->shape.rank == x->shape.rank;
+	for (int i = 0; ok && i < x->shape.rank; i++)
+		ok = m->shape.d[i] == x->shape.d[i] || m->shape.d[i] == 1;
+	if (!ok)
+		return fail(d, n, "%s %s does not broadcast to %s %s", m->name, shp(&m->shape), x->name, shp(&x->shape));
+	return same_as(n, x);
+}
+
 /* --- collectives ------------------------------------------------------------------ */
 
 /* Ranks taking part: the attribute, else the named group's part size,
@@ -753,6 +790,9 @@ RULE(CAST)
 	if (!dtype_is_float(x->dtype) || !dtype_is_float(n->attr.to))
 		return fail(d, n, "cast converts between float types, not %s to %s", dtype_name(x->dtype),
 		            dtype_name(n->attr.to));
+	if (dtype_size(x->dtype) == 2 && dtype_size(n->attr.to) == 2 && x->dtype != n->attr.to)
+		return fail(d, n, "cast from %s to %s: cast to f32 first (the runtime converts narrow types "
+		            "through f32)", dtype_name(x->dtype), dtype_name(n->attr.to));
 	return set_out(n, n->attr.to, x->shape);
 }
 

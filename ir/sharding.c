@@ -512,7 +512,7 @@ static bool rule_reduce(Rule *R, int64_t mask)
 		if (!reduced)
 			my[o] = mx[d];
 		/* sum_to keeps reduced dims after the leading ones as size 1 */
-		if (!reduced || keep || (d >= lead && y->rank > 0 && o < y->rank && !(R->n->op == OP_REDUCE_SUM || R->n->op == OP_REDUCE_MEAN)))
+		if (!reduced || keep || (d >= lead && y->rank > 0 && o < y->rank && !(R->n->op == OP_REDUCE_SUM || R->n->op == OP_REDUCE_MEAN || R->n->op == OP_REDUCE_MAX)))
 			o++;
 	}
 	R->r->in[0] = mk(R, x, mx, 0);
@@ -523,6 +523,37 @@ static bool rule_reduce(Rule *R, int64_t mask)
 static bool shard_REDUCE_SUM(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
 static bool shard_REDUCE_MEAN(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
 static bool shard_SUM_TO(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+
+/* ---- issue 30: reduce_max, one_hot, max_mask ---------------------------------------- */
+
+/* reduce_max as MindSpore's ReduceMaxInfo: any dim may be split; a split
+ * reduced dim leaves each device the maximum of its part, which the
+ * emitter all-reduces with MAX over that dim's axes -- so the result is
+ * complete (replicated over those axes), not a partial sum. */
+static bool shard_REDUCE_MAX(Rule *R)
+{
+	if (!rule_reduce(R, R->n->attr.axes_mask) || !R->r->out)
+		return false;
+	R->r->out->partial = 0;
+	return true;
+}
+
+/* max_mask(x, m): elementwise, m broadcast over x's reduced dims */
+static bool shard_MAX_MASK(Rule *R) { return rule_all_inputs(R); }
+
+/* one_hot(ids): as MindSpore's OneHotInfo with the class dim whole: ids
+ * split freely, the result split like them, its class dim whole. */
+static bool shard_ONE_HOT(Rule *R)
+{
+	const Shape *x = &R->n->in[0]->shape;
+	int map[MAX_RANK];
+	all_whole(map);
+	for (int d = 0; d < x->rank; d++)
+		map[d] = axis_for(R, split(R, 0, d));
+	R->r->in[0] = mk(R, x, map, 0);
+	R->r->out = mk(R, &R->n->out->shape, map, 0);
+	return R->r->in[0] && R->r->out;
+}
 
 /* broadcast_to(dy): the broadcast dims of the output are whole, the others
  * keep dy's axes. dy has either the output's rank (size-1 dims) or the

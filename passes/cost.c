@@ -396,7 +396,7 @@ double cost_op_flops(const Node *n)
 	case OP_SOFTMAX_CROSS_ENTROPY: return 5 * in0;
 	case OP_ROW_LSE: return 3 * in0;
 	case OP_MSE_LOSS: return 3 * in0;
-	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: return in0;
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: return in0;
 	case OP_RESHAPE: return 0;
 	default: return out; /* elementwise, transpose, concat, embedding: one per element */
 	}
