@@ -61,7 +61,6 @@ void parallel_config_defaults(ParallelConfig *pc)
 	pc->grad_accumulation_step = 1;
 	pc->server_num = 1;
 	pc->ps_mode = PS_SYNC;
-	pc->algo.fully_use_devices = true;
 	pc->algo.algo_approxi_epsilon = 0.1;
 	pc->algo.tensor_slice_align_size = 16;
 	pc->algo.dp_algo_single_loop = true;

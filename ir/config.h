@@ -85,7 +85,7 @@ typedef enum AlgoKey {
 } AlgoKey;
 
 typedef struct AlgoParams {
-	bool fully_use_devices;             /* default true: candidates use every device */
+	bool fully_use_devices;             /* default false (MindSpore >= 2.5; 2.3 said true): candidates use every device */
 	bool elementwise_op_strategy_follow;/* default false */
 	bool enable_algo_approxi;           /* default false */
 	double algo_approxi_epsilon;        /* (0, 1], default 0.1: at most 1/epsilon candidates */

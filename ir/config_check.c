@@ -199,9 +199,9 @@ static void check_algo(const ParallelConfig *pc, Diag *d)
 		return;
 	}
 	bool rec = pc->search_mode == SM_RECURSIVE_PROGRAMMING, dp = pc->search_mode == SM_DYNAMIC_PROGRAMMING;
-	if ((ap->set_mask >> AK_fully_use_devices & 1) && rec)
+	if ((ap->set_mask >> AK_fully_use_devices & 1) && ap->fully_use_devices && rec)
 		diag_warning(d, ap->set_loc[AK_fully_use_devices],
-		             "fully_use_devices has no effect with search_mode = recursive_programming (its bisection "
+		             "fully_use_devices = true has no effect with search_mode = recursive_programming (its bisection "
 		             "builds strategies from ones using fewer devices); dynamic_programming and "
 		             "sharding_propagation honour it");
 	if ((ap->set_mask >> AK_elementwise_op_strategy_follow & 1) && ap->elementwise_op_strategy_follow)

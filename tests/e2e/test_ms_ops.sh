@@ -130,5 +130,58 @@ for np in 1 4; do
 	fi
 done
 
+echo "== set_algo_parameters (issue 30 item 3): what has no effect says so, located"
+cat >"$work/algo.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = auto_parallel
+  search_mode = dynamic_programming
+  set_algo_parameters = {elementwise_op_strategy_follow = true, dp_algo_single_loop = false,
+                         tensor_slice_align_size = 8, fully_use_devices = true, enable_algo_approxi = true}
+}
+input x: f32[16, 32]
+input t: f32[16, 8]
+param w: f32[32, 8] = xavier_uniform
+loss = mse_loss(relu(matmul(x, w)), t)
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+# says NAME RC PATTERN netc-arguments...
+says() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
+		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-140))"
+	else
+		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
+		head -6 "$work/out" | sed 's/^/     | /'
+	fi
+}
+says "elementwise_op_strategy_follow: located warning" 0 \
+	"algo.net:5:59: warning: elementwise_op_strategy_follow = true has no effect" check "$work/algo.net"
+says "dp_algo_single_loop: located warning" 0 "algo.net:5:87: warning: dp_algo_single_loop has no effect" \
+	check "$work/algo.net"
+says "tensor_slice_align_size without enable: located warning" 0 \
+	"algo.net:6:52: warning: tensor_slice_align_size has no effect without tensor_slice_align_enable" \
+	check "$work/algo.net"
+says "the honoured keys build a program" 0 "ok:" check "$work/algo.net"
+says "fully_use_devices under recursive_programming: warning" 0 \
+	"warning: fully_use_devices = true has no effect with search_mode = recursive_programming" \
+	check "$work/algo.net" -D search_mode=recursive_programming
+says "enable_algo_approxi outside dynamic_programming: warning" 0 \
+	"warning: enable_algo_approxi has no effect with search_mode = recursive_programming" \
+	check "$work/algo.net" -D search_mode=recursive_programming
+says "set_algo_parameters outside auto_parallel: warning" 0 \
+	"warning: set_algo_parameters has no effect in semi_auto_parallel" \
+	check "$work/algo.net" -D parallel_mode=semi_auto_parallel
+says "out of range: located error" 1 "error: set_algo_parameters.tensor_slice_align_size must be in \\[1, 1024\\], got 0" \
+	check "$work/algo.net" -D "set_algo_parameters={tensor_slice_align_size = 0}"
+if go algo 4 5 "$work/algo.net" && go algo_ref 1 5 "$work/algo.net" -D parallel_mode=stand_alone; then
+	equal "auto_parallel with set_algo_parameters = stand-alone" algo_ref algo
+else
+	bad "auto_parallel with set_algo_parameters: build or run failed"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -343,7 +343,7 @@ ParameterizedTestParameters(config, accepts)
 		{"ps_mode", "async", F_INT, FLD(ps_mode), PS_ASYNC, ""},
 		{"ps_mode", "\"sync\"", F_INT, FLD(ps_mode), PS_SYNC, ""},
 		/* issue 30: MindSpore's set_algo_parameters */
-		{"set_algo_parameters", "{fully_use_devices = false}", F_BOOL, FLD(algo.fully_use_devices), 0, ""},
+		{"set_algo_parameters", "{fully_use_devices = true}", F_BOOL, FLD(algo.fully_use_devices), 1, ""},
 		{"set_algo_parameters", "{elementwise_op_strategy_follow = true}", F_BOOL,
 		 FLD(algo.elementwise_op_strategy_follow), 1, ""},
 		{"set_algo_parameters", "{enable_algo_approxi = true}", F_BOOL, FLD(algo.enable_algo_approxi), 1, ""},
@@ -485,12 +485,15 @@ ParameterizedTest(Reject *c, config, rejects)
 
 /* --- details of single keys ---------------------------------------------------------- */
 
-/* set_algo_parameters' defaults are MindSpore's (r2.3 documentation) */
+/* set_algo_parameters' defaults are MindSpore's (r2.5 and later; r2.3
+ * documented fully_use_devices = true, which would take from the
+ * dynamic_programming and sharding_propagation searches the cheaper plans
+ * that use fewer devices for small operators) */
 Test(config, algo_parameters_defaults)
 {
 	ParallelConfig pc;
 	parallel_config_defaults(&pc);
-	cr_expect(pc.algo.fully_use_devices);
+	cr_expect_not(pc.algo.fully_use_devices);
 	cr_expect_not(pc.algo.elementwise_op_strategy_follow);
 	cr_expect_not(pc.algo.enable_algo_approxi);
 	cr_expect_float_eq(pc.algo.algo_approxi_epsilon, 0.1, 1e-12);

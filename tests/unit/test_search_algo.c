@@ -3,9 +3,9 @@
  * tests/ut/python/parallel/test_auto_parallel_resnet.py /
  * test_set_algo_parameters.py): the candidate strategies each search may
  * choose from, on a hand-built MLP at 4 devices.
- *   fully_use_devices (MindSpore's default true): under
- *     dynamic_programming every candidate uses all 4 devices; false
- *     keeps those using 1 or 2; recursive_programming ignores it;
+ *   fully_use_devices = true: under dynamic_programming every candidate
+ *     uses all 4 devices; false (the default, MindSpore >= 2.5's) keeps
+ *     those using 1 or 2; recursive_programming ignores it;
  *   tensor_slice_align_enable / _size: every matmul candidate's operands
  *     have last-dimension slices that are multiples of the size;
  *   enable_algo_approxi / algo_approxi_epsilon: at most 1/epsilon
@@ -67,27 +67,29 @@ static int partial_cands(const Search *s)
 	return n;
 }
 
-Test(search_algo, fully_use_devices_default_keeps_only_full_candidates)
+Test(search_algo, fully_use_devices_keeps_only_full_candidates)
 {
+	g->par.algo.fully_use_devices = true;
 	Search *s = mlp();
-	cr_expect_eq(partial_cands(s), 0, "fully_use_devices (default true) left %d candidates using < 4 devices",
+	cr_expect_eq(partial_cands(s), 0, "fully_use_devices = true left %d candidates using < 4 devices",
 	             partial_cands(s));
 }
 
-Test(search_algo, fully_use_devices_false_keeps_partial_candidates)
+Test(search_algo, fully_use_devices_false_by_default_keeps_partial_candidates)
 {
-	g->par.algo.fully_use_devices = false;
 	cr_expect_gt(partial_cands(mlp()), 0);
 }
 
 Test(search_algo, fully_use_devices_ignored_by_recursive_programming)
 {
+	g->par.algo.fully_use_devices = true;
 	g->par.search_mode = SM_RECURSIVE_PROGRAMMING; /* its bisection needs the 2-device steps */
 	cr_expect_gt(partial_cands(mlp()), 0);
 }
 
 Test(search_algo, nothing_filtered_outside_auto_parallel)
 {
+	g->par.algo.fully_use_devices = true;
 	g->par.parallel_mode = PM_SEMI_AUTO_PARALLEL;
 	cr_expect_gt(partial_cands(mlp()), 0);
 }
@@ -113,7 +115,6 @@ static int misaligned(const Search *s, int64_t size)
 
 Test(search_algo, tensor_slice_align_filters_matmul_candidates)
 {
-	g->par.algo.fully_use_devices = false;
 	g->par.algo.tensor_slice_align_enable = true;
 	g->par.algo.tensor_slice_align_size = 8;
 	Search *s = mlp();
@@ -126,13 +127,11 @@ Test(search_algo, tensor_slice_align_filters_matmul_candidates)
 
 Test(search_algo, tensor_slice_align_off_by_default)
 {
-	g->par.algo.fully_use_devices = false;
 	cr_expect_gt(misaligned(mlp(), 8), 0, "the test graph must have misaligned candidates to filter");
 }
 
 Test(search_algo, approximation_caps_candidates)
 {
-	g->par.algo.fully_use_devices = false;
 	g->par.algo.enable_algo_approxi = true;
 	g->par.algo.algo_approxi_epsilon = 0.5;
 	Search *s = mlp();
