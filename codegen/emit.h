@@ -13,7 +13,7 @@
  *   pipeline_c.c   pipeline stages and micro-steps    ps_c.c   parameter servers
  *   share_c.c      shared compute routines (emit_seq_*)      bucket_c.c   fused buckets
  *   emit_c.c       one node's kernel calls and collectives
- *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot)
+ *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot, gather)
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
  *                  the stages that hold a value, the update runs' blocks
  */
@@ -141,6 +141,8 @@ void emit_run_blocks(Emit *e, bool grads);
 void emit_REDUCE_MAX(Emit *e, const Node *n);
 void emit_MAX_MASK(Emit *e, const Node *n);
 void emit_ONE_HOT(Emit *e, const Node *n);
+void emit_GATHER(Emit *e, const Node *n);
+void emit_GATHER_GRAD(Emit *e, const Node *n);
 
 /* ---- emit_c.c: one node's kernel calls and collectives ---- */
 

@@ -1,5 +1,5 @@
 /* The C target's emitters of issue 30's operators (reduce_max, its
- * gradient's max_mask, one_hot), found through emit_c.c's table. They sit
+ * gradient's max_mask, one_hot, gather and its gradient), found through emit_c.c's table. They sit
  * on emit_util.c, as emit_c.c does, and call nothing above. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,4 +45,32 @@ void emit_ONE_HOT(Emit *e, const Node *n)
 	fprintf(OUT, "\tK(one_hot)(%" PRId64 ", %" PRId64 ", 0, %s, %s, %.17g, %.17g, %s);\n", lnumel(ids),
 	        n->attr.depth, B(e, ids), ids->dtype == DT_I64 ? "true" : "false", n->attr.on_value,
 	        n->attr.off_value, emit_out_name(e, n->out));
+}
+
+/* x [outer, n, inner] around the gathered axis, as this device holds it */
+static void gather_dims(const Value *x, int axis, int64_t *outer, int64_t *n, int64_t *inner)
+{
+	*outer = ldims(x, 0, axis);
+	*n = lshape(x)->d[axis];
+	*inner = ldims(x, axis + 1, MAX_RANK);
+}
+
+void emit_GATHER(Emit *e, const Node *n)
+{
+	int64_t outer, rows, inner;
+	gather_dims(n->in[0], n->attr.axis, &outer, &rows, &inner);
+	const Value *ids = n->in[1];
+	fprintf(OUT, "\tK(gather)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", outer, rows,
+	        inner, lnumel(ids), B(e, ids), ids->dtype == DT_I64 ? "true" : "false", B(e, n->in[0]),
+	        emit_out_name(e, n->out));
+}
+
+void emit_GATHER_GRAD(Emit *e, const Node *n)
+{
+	int64_t outer, rows, inner;
+	gather_dims(n->out, n->attr.axis, &outer, &rows, &inner);
+	const Value *ids = n->in[1];
+	fprintf(OUT, "\tK(gather_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s);\n", outer,
+	        rows, inner, lnumel(ids), B(e, ids), ids->dtype == DT_I64 ? "true" : "false", B(e, n->in[0]),
+	        emit_out_name(e, n->out));
 }

@@ -74,6 +74,7 @@ static const struct KwSpec {
 	{OP_ONE_HOT, "off_value", KF_OFF_VALUE},
 	{OP_ONE_HOT, "axis", KF_AXIS},
 	{OP_CAST, "dtype", KF_DTYPE},
+	{OP_GATHER, "axis", KF_AXIS},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -89,7 +90,7 @@ static int kw_names(Op op, const char **out)
 void el_op_defaults(Node *n)
 {
 	OpAttrs *a = &n->attr;
-	a->axis = n->op == OP_CONCAT ? 0 : -1;
+	a->axis = n->op == OP_CONCAT || n->op == OP_GATHER ? 0 : -1;
 	a->eps = 1e-5;
 	a->momentum = 0.9;
 	a->keep_prob = 0.5;

@@ -92,6 +92,10 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_CAST:
 		fprintf(out, ", to=%s", dtype_name(a->to));
 		break;
+	case OP_GATHER:
+	case OP_GATHER_GRAD:
+		fprintf(out, ", axis=%d", a->axis);
+		break;
 	case OP_ONE_HOT:
 		fprintf(out, ", depth=%" PRId64 ", on=%g, off=%g", a->depth, a->on_value, a->off_value);
 		break;

@@ -551,6 +551,46 @@ RULE(ONE_HOT)
 	return set_out(n, DT_F32, out);
 }
 
+/* x [a..., n, b...] (n at axis), ids int [i...] -> [a..., i..., b...] */
+static bool gather_shape(Diag *d, Node *n, const Value *x, const Value *ids, int *axis, Shape *out)
+{
+	if (!need_int(d, n, ids) || !need_rank(d, n, x, 1, MAX_RANK))
+		return false;
+	int r = x->shape.rank, ax = normalize_axis(*axis, r);
+	if (ax < 0)
+		return fail(d, n, "axis %d out of range for %s %s", *axis, x->name, shp(&x->shape));
+	*axis = ax;
+	if (r - 1 + ids->shape.rank > MAX_RANK)
+		return fail(d, n, "the result would have rank %d, over %d", r - 1 + ids->shape.rank, MAX_RANK);
+	out->rank = 0;
+	for (int i = 0; i < ax; i++)
+		out->d[out->rank++] = x->shape.d[i];
+	for (int i = 0; i < ids->shape.rank; i++)
+		out->d[out->rank++] = ids->shape.d[i];
+	for (int i = ax + 1; i < r; i++)
+		out->d[out->rank++] = x->shape.d[i];
+	return true;
+}
+
+RULE(GATHER)
+{
+	Shape out;
+	return need_float(d, n, n->in[0]) && gather_shape(d, n, n->in[0], n->in[1], &n->attr.axis, &out) &&
+	       set_out(n, n->in[0]->dtype, out);
+}
+
+/* (dy, ids) -> dx of attr.shape, dy being gather's result */
+RULE(GATHER_GRAD)
+{
+	Value x = {.name = "x", .shape = n->attr.shape, .dtype = n->in[0]->dtype};
+	Shape dy;
+	if (!attr_shape_ok(d, n, &n->attr.shape) || !gather_shape(d, n, &x, n->in[1], &n->attr.axis, &dy))
+		return false;
+	if (!shape_eq(&dy, &n->in[0]->shape))
+		return fail(d, n, "%s must be %s, got %s", n->in[0]->name, shp(&dy), shp(&n->in[0]->shape));
+	return set_out(n, n->in[0]->dtype, n->attr.shape);
+}
+
 /* (x, m): m is x's maximum over some axes, those kept as size 1 */
 RULE(MAX_MASK)
 {

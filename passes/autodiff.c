@@ -310,6 +310,14 @@ static void grad_REDUCE_MAX(AD *ad, const Node *n, Value *dy)
 	accumulate(ad, x, bin(ad, OP_MUL, m, share, NULL, x->shape));
 }
 
+static void grad_GATHER(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0];
+	OpAttrs a = {.shape = x->shape, .axis = n->attr.axis};
+	if (wants(ad, n, 0))
+		accumulate(ad, x, bin(ad, OP_GATHER_GRAD, dy, n->in[1], &a, x->shape));
+}
+
 static void grad_EMBEDDING(AD *ad, const Node *n, Value *dy)
 {
 	Value *table = n->in[0];
@@ -428,7 +436,7 @@ NO_GRAD(EMBEDDING_GRAD) NO_GRAD(ATTENTION_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GR
 NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_UPDATE)
 NO_GRAD(LAMB_UPDATE)
 /* one_hot reads integer ids only; max_mask is a gradient helper */
-NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK)
+NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD)
 
 static GradRule *const grad_rule[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = grad_##id,

@@ -80,7 +80,8 @@ int search_free_dims(const Node *n, int64_t *size)
 		size[k++] = n->attr.transpose_b ? b->d[b->rank - 2] : b->d[b->rank - 1];
 		return k;
 	}
-	case OP_EMBEDDING: {
+	case OP_EMBEDDING:
+	case OP_GATHER: {
 		int k = 0;
 		for (int j = 0; j < 2; j++)
 			for (int d = 0; d < n->in[j]->shape.rank; d++)
@@ -131,7 +132,8 @@ static void derive(const Node *n, const int64_t *f, Strategy *s)
 		s->v[1].d[tb ? rb - 2 : rb - 1] = nn;
 		return;
 	}
-	case OP_EMBEDDING: {
+	case OP_EMBEDDING:
+	case OP_GATHER: {
 		int k = 0;
 		for (int j = 0; j < 2; j++)
 			for (int d = 0; d < n->in[j]->shape.rank; d++)

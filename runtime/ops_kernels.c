@@ -4,6 +4,7 @@
 #include "ops_kernels.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "netrt.h"
 
@@ -21,6 +22,11 @@ static int64_t kept_index(int rank, const int64_t *xdims, uint64_t axes_mask, in
 		}
 	}
 	return o;
+}
+
+static int64_t id_at(const void *ids, bool ids64, int64_t i)
+{
+	return ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
 }
 
 static int64_t numel(int rank, const int64_t *dims, uint64_t skip_mask)
@@ -59,11 +65,38 @@ static int64_t numel(int rank, const int64_t *dims, uint64_t skip_mask)
 	                     bool ids64, double on, double off, T *y)                                \
 	{                                                                                            \
 		for (int64_t i = 0; i < n; i++) {                                                    \
-			int64_t id = ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];  \
-			id -= col_offset;                                                            \
+			int64_t id = id_at(ids, ids64, i) - col_offset;                              \
 			for (int64_t c = 0; c < depth; c++)                                          \
 				y[i * depth + c] = (T)(c == id ? on : off);                          \
 		}                                                                                    \
+	}                                                                                            \
+	void nrt_gather_##S(int64_t outer, int64_t n, int64_t inner, int64_t nids, const void *ids,    \
+	                    bool ids64, const T *x, T *y)                                            \
+	{                                                                                            \
+		for (int64_t o = 0; o < outer; o++)                                                  \
+			for (int64_t i = 0; i < nids; i++) {                                         \
+				int64_t id = id_at(ids, ids64, i);                                   \
+				T *yr = y + (o * nids + i) * inner;                                  \
+				if (id < 0 || id >= n)                                               \
+					memset(yr, 0, sizeof *yr * (size_t)inner);                   \
+				else                                                                 \
+					memcpy(yr, x + (o * n + id) * inner, sizeof *yr * (size_t)inner); \
+			}                                                                            \
+	}                                                                                            \
+	void nrt_gather_grad_##S(int64_t outer, int64_t n, int64_t inner, int64_t nids,                \
+	                         const void *ids, bool ids64, const T *dy, T *dx)                     \
+	{                                                                                            \
+		memset(dx, 0, sizeof *dx * (size_t)(outer * n * inner));                            \
+		for (int64_t o = 0; o < outer; o++)                                                  \
+			for (int64_t i = 0; i < nids; i++) {                                         \
+				int64_t id = id_at(ids, ids64, i);                                   \
+				if (id < 0 || id >= n)                                               \
+					continue;                                                    \
+				const T *dr = dy + (o * nids + i) * inner;                           \
+				T *xr = dx + (o * n + id) * inner;                                   \
+				for (int64_t c = 0; c < inner; c++)                                  \
+					xr[c] += dr[c];                                              \
+			}                                                                            \
 	}
 
 OPS_KERNEL_DEFS(float, f32)

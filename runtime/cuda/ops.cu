@@ -1,4 +1,4 @@
-/* reduce_max, its gradient's mask and one_hot on the GPU (contract:
+/* reduce_max, its gradient's mask, one_hot and gather on the GPU (contract:
  * runtime/ops_kernels.h; the CPU twins are runtime/ops_kernels.c).
  * reduce_max is one thread per output walking its reduced elements in
  * the CPU's order (the maximum is exact, so order only decides which NaN
@@ -91,6 +91,39 @@ __global__ void k_one_hot(int64_t n, int64_t depth, int64_t off0, const void *id
 	}
 }
 
+__device__ inline int64_t id_at(const void *ids, bool ids64, int64_t i)
+{
+	return ids64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
+}
+
+template <typename T>
+__global__ void k_gather(int64_t outer, int64_t n, int64_t inner, int64_t nids, const void *ids, bool ids64,
+                         const T *x, T *y)
+{
+	NRT_GRID_LOOP(k, outer * nids * inner) {
+		int64_t c = k % inner, i = k / inner % nids, o = k / inner / nids, id = id_at(ids, ids64, i);
+		y[k] = id < 0 || id >= n ? (T)0 : x[(o * n + id) * inner + c];
+	}
+}
+
+/* one thread per (o, c) column, adding the ids' rows in order of i: the
+ * CPU's order, so the sums are the CPU's bit for bit */
+template <typename T>
+__global__ void k_gather_grad(int64_t outer, int64_t n, int64_t inner, int64_t nids, const void *ids, bool ids64,
+                              const T *dy, T *dx)
+{
+	NRT_GRID_LOOP(k, outer * inner) {
+		int64_t c = k % inner, o = k / inner;
+		for (int64_t j = 0; j < n; j++)
+			dx[(o * n + j) * inner + c] = 0;
+		for (int64_t i = 0; i < nids; i++) {
+			int64_t id = id_at(ids, ids64, i);
+			if (id >= 0 && id < n)
+				dx[(o * n + id) * inner + c] += dy[(o * nids + i) * inner + c];
+		}
+	}
+}
+
 template <typename T> static void reduce_max(int rank, const int64_t *xdims, uint64_t mask, const T *x, T *y)
 {
 	MaxGeo g = max_geo(rank, xdims, mask);
@@ -141,6 +174,24 @@ static void max_mask(int rank, const int64_t *xdims, const int64_t *mdims, const
 		nrtk::k_one_hot<T><<<nrtk::grid_for(n * depth), nrtk::kThreads, 0, nrt_cuda_stream()>>>(         \
 			n, depth, col_offset, ids, ids64, on, off, y);                                            \
 		NRT_CUDA_LAUNCH_CHECK("one_hot");                                                                 \
+	}                                                                                                         \
+	extern "C" void nrt_gather_##S(int64_t outer, int64_t n, int64_t inner, int64_t nids, const void *ids,     \
+	                               bool ids64, const T *x, T *y)                                              \
+	{                                                                                                         \
+		if (outer * nids * inner <= 0)                                                                    \
+			return;                                                                                   \
+		nrtk::k_gather<T><<<nrtk::grid_for(outer * nids * inner), nrtk::kThreads, 0, nrt_cuda_stream()>>>( \
+			outer, n, inner, nids, ids, ids64, x, y);                                                 \
+		NRT_CUDA_LAUNCH_CHECK("gather");                                                                  \
+	}                                                                                                         \
+	extern "C" void nrt_gather_grad_##S(int64_t outer, int64_t n, int64_t inner, int64_t nids,                 \
+	                                    const void *ids, bool ids64, const T *dy, T *dx)                      \
+	{                                                                                                         \
+		if (outer * inner <= 0)                                                                           \
+			return;                                                                                   \
+		nrtk::k_gather_grad<T><<<nrtk::grid_for(outer * inner), nrtk::kThreads, 0, nrt_cuda_stream()>>>(  \
+			outer, n, inner, nids, ids, ids64, dy, dx);                                               \
+		NRT_CUDA_LAUNCH_CHECK("gather_grad");                                                             \
 	}
 NRT_OPS_DEFS(float, f32)
 NRT_OPS_DEFS(double, f64)

@@ -109,9 +109,10 @@ case_ mlp_train 4 NETC_COMM=host -- samples/mlp.net -D train.clip_grad_norm=0.5 
 	-D "train.lr_schedule=(warmup_lr(learning_rate = 0.05, warmup_epoch = 2), cosine_decay_lr(min_lr = 0.01, max_lr = 0.05, decay_epoch = 4))"
 case_ pipeline 4 NETC_COMM=host -- $P/deep.net
 # issue 30's operators: reduce_max with its reduced axis split (the MAX
-# all-reduce through NCCL), one_hot, casts to bf16
+# all-reduce through NCCL), one_hot, casts to bf16, gather on axis 1
 case_ reduce_max 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/reduce_max.net
 case_ one_hot_cast 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_cast.net
+case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net

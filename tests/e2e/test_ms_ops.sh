@@ -7,6 +7,8 @@
 #     maxima all-reduced with MAX, the gradient's tie count summed), both;
 #   - one_hot: test_onehot.py (ids split over the batch, classes whole);
 #   - cast: test_cast.py / test_auto_parallel_cast.py (split elementwise);
+#   - gather on axis 1: test_gather_v2.py (params split on their other
+#     dims, the indices split; the gathered axis whole);
 #     a cast to bf16 must change the run (it rounds), checked against the
 #     model without the casts;
 #   - reduce_max's gradient at ties: shared equally among the maxima, as
@@ -103,6 +105,19 @@ if go oh_nocast 1 20 "$work/oh_nocast.net" -D parallel_mode=stand_alone && ! sam
 else
 	bad "cast to bf16 has no effect (or the build failed)"
 fi
+
+echo "== gather on axis 1 (test_gather_v2.py)"
+variant $M/gather.net g_ref
+go g_ref 1 20 "$work/g_ref.net" -D parallel_mode=stand_alone || bad "gather reference"
+for s in 2,1,2 1,2,2 4,1,1 1,1,4 2,2,1; do
+	a=${s%%,*} rest=${s#*,}
+	variant $M/gather.net "g_$s" GA="$a" GB="${rest%,*}" GC="${rest#*,}"
+	if go "g_$s" 4 20 "$work/g_$s.net"; then
+		equal "gather ((${a}, 1, ${rest%,*}), (${rest#*,}, 1)) on 4 devices = stand-alone" g_ref "g_$s"
+	else
+		bad "gather (${s}): build or run failed"
+	fi
+done
 
 echo "== reduce_max's gradient at ties"
 cat >"$work/tie.net" <<'NET'

@@ -252,7 +252,11 @@ NRT_NN_KERNEL_DECLS(double, f64)
 #undef nrt_rope_grad_f32
 #undef nrt_rope_grad_f64
 
-/* reduce_max, max_mask, one_hot (runtime/ops_kernels.h, issue 30) */
+/* reduce_max, max_mask, one_hot, gather (runtime/ops_kernels.h, issue 30) */
+#define nrt_gather_f32 cpu_nrt_gather_f32
+#define nrt_gather_f64 cpu_nrt_gather_f64
+#define nrt_gather_grad_f32 cpu_nrt_gather_grad_f32
+#define nrt_gather_grad_f64 cpu_nrt_gather_grad_f64
 #define nrt_reduce_max_f32 cpu_nrt_reduce_max_f32
 #define nrt_reduce_max_f64 cpu_nrt_reduce_max_f64
 #define nrt_max_mask_f32 cpu_nrt_max_mask_f32
@@ -261,6 +265,10 @@ NRT_NN_KERNEL_DECLS(double, f64)
 #define nrt_one_hot_f64 cpu_nrt_one_hot_f64
 NRT_OPS_KERNEL_DECLS(float, f32)
 NRT_OPS_KERNEL_DECLS(double, f64)
+#undef nrt_gather_f32
+#undef nrt_gather_f64
+#undef nrt_gather_grad_f32
+#undef nrt_gather_grad_f64
 #undef nrt_reduce_max_f32
 #undef nrt_reduce_max_f64
 #undef nrt_max_mask_f32

@@ -972,6 +972,17 @@ static void FN(test_ms_ops)(void)
 	FN(nrt_one_hot)(37, 9, 0, gids, false, 2.5, -1, gy), FN(cpu_nrt_one_hot)(37, 9, 0, ids, false, 2.5, -1, y);
 	FN(cmp)("one_hot [37] depth 9", gy, y, 37 * 9, 0);
 	free_all();
+	/* gather on the middle of x [3, 9, 5] by the same ids (repeats, some
+	 * outside), and its gradient's in-order sums */
+	T *x = FN(hrand)(3 * 9 * 5, -1, 1), *g = FN(hrand)(3 * 37 * 5, 0, 1), *dy = FN(hrand)(3 * 37 * 5, -1, 1);
+	T *dx = FN(hrand)(3 * 9 * 5, 0, 1), *gg = FN(dev)(g, 3 * 37 * 5), *gdx = FN(dev)(dx, 3 * 9 * 5);
+	gids = up(ids, sizeof ids);
+	FN(nrt_gather)(3, 9, 5, 37, gids, false, FN(dev)(x, 3 * 9 * 5), gg), FN(cpu_nrt_gather)(3, 9, 5, 37, ids, false, x, g);
+	FN(cmp)("gather [3,9,5] by 37 ids on axis 1", gg, g, 3 * 37 * 5, 0);
+	FN(nrt_gather_grad)(3, 9, 5, 37, gids, false, FN(dev)(dy, 3 * 37 * 5), gdx);
+	FN(cpu_nrt_gather_grad)(3, 9, 5, 37, ids, false, dy, dx);
+	FN(cmp)("gather_grad [3,9,5] by 37 ids on axis 1", gdx, dx, 3 * 9 * 5, 0);
+	free_all();
 }
 
 static void FN(run_all)(void)

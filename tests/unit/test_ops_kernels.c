@@ -3,7 +3,8 @@
  * wins, as in MindSpore and PyTorch), max_mask marking every tied
  * maximum (the gradient's share count, MindSpore's _min_or_max_grad),
  * one_hot with out-of-range ids (a row of off_value, as MindSpore's -1)
- * and i64 ids. Exact comparisons: these kernels only select and copy. */
+ * and i64 ids, gather on an axis and its gradient (repeated and
+ * out-of-range ids). Exact comparisons: these kernels only select and copy. */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -74,4 +75,26 @@ Test(ops_kernels, one_hot_values_and_out_of_range)
 	const double wantz[6] = {0, 1, 0, 0, 0, 0};
 	for (int i = 0; i < 6; i++)
 		cr_expect_eq(z[i], wantz[i], "z[%d] = %g, want %g", i, z[i], wantz[i]);
+}
+
+/* gather on the middle axis of x [2, 3, 2] by ids {2, 0, 2, 5}: the id 5
+ * is outside and gives zeros; the gradient adds the two slices of id 2 */
+Test(ops_kernels, gather_and_its_gradient)
+{
+	int32_t ids[4] = {2, 0, 2, 5};
+	float y[16], dx[12];
+	nrt_gather_f32(2, 3, 2, 4, ids, false, X, y);
+	const float want[16] = {3, 7, 1, 5, 3, 7, 0, 0,
+	                        -2, -9, -1, -4, -2, -9, 0, 0};
+	for (int i = 0; i < 16; i++)
+		cr_expect_eq(y[i], want[i], "y[%d] = %g, want %g", i, y[i], want[i]);
+	float dy[16];
+	for (int i = 0; i < 16; i++)
+		dy[i] = (float)(i + 1);
+	nrt_gather_grad_f32(2, 3, 2, 4, ids, false, dy, dx);
+	/* row 0 <- slice 1; row 1 <- nothing; row 2 <- slices 0 and 2 */
+	const float wantdx[12] = {3, 4, 0, 0, 1 + 5, 2 + 6,
+	                          11, 12, 0, 0, 9 + 13, 10 + 14};
+	for (int i = 0; i < 12; i++)
+		cr_expect_eq(dx[i], wantdx[i], "dx[%d] = %g, want %g", i, dx[i], wantdx[i]);
 }
