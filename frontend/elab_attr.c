@@ -15,7 +15,7 @@ typedef enum KwField {
 	KF_TRANSPOSE_A, KF_TRANSPOSE_B, KF_AXIS, KF_CAUSAL, KF_EPS, KF_MOMENTUM,
 	KF_KEEP_PROB, KF_DROP_P, KF_SHAPE, KF_PERM, KF_AXES, KF_KEEP_DIMS,
 	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT, KF_SCALE,
-	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, /* issue 30 */
+	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -75,6 +75,7 @@ static const struct KwSpec {
 	{OP_ONE_HOT, "axis", KF_AXIS},
 	{OP_CAST, "dtype", KF_DTYPE},
 	{OP_GATHER, "axis", KF_AXIS},
+	{OP_LAYER_NORM, "begin_params_axis", KF_PARAMS_AXIS},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -292,6 +293,12 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 	case KF_ON_VALUE: return el_want_float(E, v, ctx, &a->on_value);
 	case KF_OFF_VALUE: return el_want_float(E, v, ctx, &a->off_value);
 	case KF_DTYPE: return kw_dtype(E, n, v, ctx);
+	case KF_PARAMS_AXIS:
+		if (!el_want_int(E, v, ctx, -MAX_RANK, MAX_RANK - 1, &i))
+			return false;
+		a->params_axis = (int)i;
+		a->params_axis_set = true;
+		return true;
 	case KF_SHAPE: return kw_shape(E, n, v, ctx);
 	case KF_PERM: return kw_perm(E, n, v, ctx);
 	case KF_AXES: return kw_axes(E, n, v, ctx);

@@ -91,6 +91,8 @@ typedef struct OpAttrs {
 	/* issue 30's operators */
 	int64_t depth;                 /* one_hot: classes (the new last dim) */
 	double on_value, off_value;    /* one_hot: 1 and 0 by default */
+	int params_axis;               /* layer_norm: begin_params_axis as written (params_axis_set) */
+	bool params_axis_set;
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

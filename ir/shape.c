@@ -314,6 +314,17 @@ RULE(LAYER_NORM)
 	Value *x = n->in[0];
 	if (!need_float(d, n, x) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
 		return false;
+	/* MindSpore's begin_params_axis: gamma and beta cover x's dims from it.
+	 * Only where they are the normalised dims (nn.LayerNorm's form, both
+	 * -1 by default) -- the other forms are refused, not misread. */
+	if (n->attr.params_axis_set) {
+		int p = normalize_axis(n->attr.params_axis, x->shape.rank);
+		if (p < 0)
+			return fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
+		if (p != n->attr.axis)
+			return fail(d, n, "begin_params_axis %d differs from begin_norm_axis %d: netc's gamma and beta cover "
+			            "exactly the normalised dimensions", n->attr.params_axis, n->attr.axis);
+	}
 	Shape want = {.rank = x->shape.rank - n->attr.axis};
 	memcpy(want.d, &x->shape.d[n->attr.axis], sizeof(int64_t) * (size_t)want.rank);
 	for (int i = 1; i <= 2; i++) {
