@@ -121,6 +121,8 @@ typedef struct Annot {
 	bool target_cpu;               /* target = cpu: placed on the host (heterogeneous) */
 	bool searched;                 /* in_strategy was chosen by the auto_parallel search (passes/search.c) or loaded from a strategy checkpoint, not written */
 	bool loaded;                   /* ... loaded from a strategy checkpoint (searched is set too) */
+	bool borrowed;                 /* in_strategy is its reader's, on a cast netc inserted (passes/precision.c):
+	                                * a preference, not the user's word (cast is user-visible too) */
 } Annot;
 
 typedef enum ValueKind {
