@@ -343,7 +343,7 @@ bool calib_fit(const double *x, const double *y, const double *t, int n, double 
 
 /* Ring rounds and bytes each rank sends of one collective of `bytes` per
  * rank (as calibrate.c sizes them) in a group of g: passes/cost.c and
- * passes/redistribute.c's step_bytes, which the fit must match. */
+ * ir/redistribute.c's step_bytes, which the fit must match. */
 static void ring_terms(int kind, int g, double bytes, double *rounds, double *sent)
 {
 	switch (kind) {

@@ -13,6 +13,8 @@
  *   pipeline_c.c   pipeline stages and micro-steps    ps_c.c   parameter servers
  *   share_c.c      shared compute routines (emit_seq_*)      bucket_c.c   fused buckets
  *   emit_c.c       one node's kernel calls and collectives
+ *   emit_llama_c.c rms_norm, silu, rope (emit_c.c's table calls them)
+ *   emit_conv.c    the convolutional operators' kernel calls
  *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot, gather)
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
  *                  the stages that hold a value, the update runs' blocks
@@ -136,6 +138,9 @@ const char *emit_run_block(Emit *e, int r, int j);
 const char *emit_run_member(Emit *e, const Value *v);
 void emit_run_blocks(Emit *e, bool grads);
 
+/* ---- emit_conv.c: conv2d, max/avg_pool2d and their gradients ---- */
+
+void emit_conv(Emit *e, const Node *n);
 /* ---- emit_ops.c: issue 30's operators (emit_c.c's table calls them) ---- */
 
 void emit_REDUCE_MAX(Emit *e, const Node *n);
@@ -160,6 +165,16 @@ void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count)
 /* manual_split: start-up code setting C lvalues `rows` and `first` to
  * this rank's part of dim 0 of l (its size and its first row). */
 void emit_ragged_part(Emit *e, const Layout *l, const char *rows, const char *first);
+
+/* ---- emit_llama_c.c: rms_norm, silu, rope and their gradients (issue 24) ---- */
+
+void emit_RMS_NORM(Emit *e, const Node *n);
+void emit_RMS_NORM_GRAD_X(Emit *e, const Node *n);
+void emit_RMS_NORM_GRAD_GAMMA(Emit *e, const Node *n);
+void emit_SILU(Emit *e, const Node *n);
+void emit_SILU_GRAD(Emit *e, const Node *n);
+void emit_ROPE(Emit *e, const Node *n);
+void emit_ROPE_GRAD(Emit *e, const Node *n);
 
 /* ---- share_c.c: shared compute routines ---- */
 

@@ -445,7 +445,7 @@ EMIT(BROADCAST_TO)
 	/* the gradient of a mean (alpha = 1 / count): in the per-device modes
 	 * the count is the local one of the mean's input, as in REDUCE_MEAN */
 	double alpha = n->attr.alpha;
-	const Value *x = n->fwd && n->fwd->op == OP_REDUCE_MEAN ? n->fwd->in[0] : NULL;
+	const Value *x = n->fwd && (n->fwd->op == OP_REDUCE_MEAN || n->fwd->op == OP_GLOBAL_AVG_POOL) ? n->fwd->in[0] : NULL;
 	if (per_device(e) && x)
 		for (int i = 0; i < x->shape.rank; i++)
 			if (n->attr.axes_mask & ((int64_t)1 << i))
@@ -894,6 +894,18 @@ EMIT(LAMB_UPDATE)
 		fprintf(OUT, "\t\tnrt_%sallreduce(%s, NRT_F64, NRT_SUM, sq, 2);\n", host ? "host_" : "", emit_comm(e, l, axes));
 	fprintf(OUT, "\t\t%s(lamb_phase2)(%" PRId64 ", lr, sq, %s, %s);\n\t}\n", k, len, upd, IN(0));
 }
+
+/* convolutional networks: emit_conv.c; global_avg_pool is reduce_mean's
+ * mean over H and W, flatten a reshape */
+EMIT(CONV2D) { emit_conv(e, n); }
+EMIT(CONV2D_GRAD_X) { emit_conv(e, n); }
+EMIT(CONV2D_GRAD_W) { emit_conv(e, n); }
+EMIT(MAX_POOL2D) { emit_conv(e, n); }
+EMIT(MAX_POOL2D_GRAD) { emit_conv(e, n); }
+EMIT(AVG_POOL2D) { emit_conv(e, n); }
+EMIT(AVG_POOL2D_GRAD) { emit_conv(e, n); }
+EMIT(GLOBAL_AVG_POOL) { emit_REDUCE_MEAN(e, n); }
+EMIT(FLATTEN) { emit_copy(e, n); }
 
 typedef void EmitFn(Emit *e, const Node *n);
 static EmitFn *const emitters[OP_COUNT] = {

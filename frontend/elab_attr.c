@@ -15,6 +15,9 @@ typedef enum KwField {
 	KF_TRANSPOSE_A, KF_TRANSPOSE_B, KF_AXIS, KF_CAUSAL, KF_EPS, KF_MOMENTUM,
 	KF_KEEP_PROB, KF_DROP_P, KF_SHAPE, KF_PERM, KF_AXES, KF_KEEP_DIMS,
 	KF_REDUCE, KF_GROUP, KF_FUSION, KF_SPLIT_AXIS, KF_CONCAT_AXIS, KF_ROOT, KF_SCALE,
+	KF_ROPE_BASE, KF_ROPE_LAYOUT, KF_ROPE_OFFSET,
+	/* convolutional networks (attr.conv) */
+	KF_KERNEL, KF_STRIDE, KF_PADDING, KF_PAD_MODE, KF_DILATION, KF_GROUPS, KF_COUNT_PAD,
 	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
 } KwField;
 
@@ -66,6 +69,29 @@ static const struct KwSpec {
 	{OP_BROADCAST, "root_rank", KF_ROOT},
 	{OP_BROADCAST, "group", KF_GROUP},
 	{OP_BROADCAST, "fusion", KF_FUSION},
+	/* LLaMA-style blocks (issue 24) */
+	{OP_RMS_NORM, "epsilon", KF_EPS},
+	{OP_RMS_NORM, "eps", KF_EPS},
+	{OP_ROPE, "base", KF_ROPE_BASE},
+	{OP_ROPE, "layout", KF_ROPE_LAYOUT},
+	{OP_ROPE, "offset", KF_ROPE_OFFSET},
+	/* convolutional networks: PyTorch's names, MindSpore's pad_mode and group */
+	{OP_CONV2D, "stride", KF_STRIDE},
+	{OP_CONV2D, "padding", KF_PADDING},
+	{OP_CONV2D, "pad_mode", KF_PAD_MODE},
+	{OP_CONV2D, "dilation", KF_DILATION},
+	{OP_CONV2D, "groups", KF_GROUPS},
+	{OP_CONV2D, "group", KF_GROUPS},
+	{OP_MAX_POOL2D, "kernel_size", KF_KERNEL},
+	{OP_MAX_POOL2D, "stride", KF_STRIDE},
+	{OP_MAX_POOL2D, "padding", KF_PADDING},
+	{OP_MAX_POOL2D, "pad_mode", KF_PAD_MODE},
+	{OP_MAX_POOL2D, "dilation", KF_DILATION},
+	{OP_AVG_POOL2D, "kernel_size", KF_KERNEL},
+	{OP_AVG_POOL2D, "stride", KF_STRIDE},
+	{OP_AVG_POOL2D, "padding", KF_PADDING},
+	{OP_AVG_POOL2D, "pad_mode", KF_PAD_MODE},
+	{OP_AVG_POOL2D, "count_include_pad", KF_COUNT_PAD},
 	/* issue 30 */
 	{OP_REDUCE_MAX, "axis", KF_AXES},
 	{OP_REDUCE_MAX, "keep_dims", KF_KEEP_DIMS},
@@ -92,7 +118,8 @@ void el_op_defaults(Node *n)
 {
 	OpAttrs *a = &n->attr;
 	a->axis = n->op == OP_CONCAT || n->op == OP_GATHER ? 0 : -1;
-	a->eps = 1e-5;
+	a->eps = n->op == OP_RMS_NORM ? 1e-6 : 1e-5; /* MindSpore's RmsNorm and LLaMA's default */
+	a->rope_base = 10000;
 	a->momentum = 0.9;
 	a->keep_prob = 0.5;
 	a->reduce = RED_SUM;
@@ -100,6 +127,121 @@ void el_op_defaults(Node *n)
 	a->on_value = 1;
 	if (n->op == OP_DROPOUT)
 		a->seed_id = (uint32_t)n->id + 1; /* a stream of its own per dropout */
+	/* pools' stride 0: kernel_size, resolved by shape inference */
+	int64_t stride = n->op == OP_CONV2D ? 1 : 0;
+	a->conv = (ConvAttrs){.sh = stride, .sw = stride, .dh = 1, .dw = 1, .groups = 1};
+}
+
+/* k or (kh, kw), each at least `lo` */
+static bool kw_pair(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_t *h, int64_t *w)
+{
+	int64_t d[2];
+	int r = el_want_ints(E, v, ctx, true, d, 2);
+	if (r < 0)
+		return false;
+	if (r == 0) {
+		diag_error(E->d, v->loc, "%s expects k or (kh, kw)", ctx);
+		return false;
+	}
+	*h = d[0], *w = d[r - 1];
+	if (*h < lo || *w < lo || *h > INT32_MAX || *w > INT32_MAX) {
+		diag_error(E->d, v->loc, "%s must be %s, got (%" PRId64 ", %" PRId64 ")", ctx,
+		           lo ? "positive" : "non-negative", *h, *w);
+		return false;
+	}
+	return true;
+}
+
+/* pad_mode (MindSpore): pad (the padding given), same, valid (none); also
+ * PyTorch's padding = "same" | "valid" */
+static bool kw_pad_mode(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	const char *w = el_want_word(E, v, ctx);
+	if (!w)
+		return false;
+	if (strcasecmp(w, "same") && strcasecmp(w, "valid") && strcasecmp(w, "pad")) {
+		diag_error(E->d, v->loc, "%s must be \"pad\", \"same\" or \"valid\", got '%s'", ctx, w);
+		return false;
+	}
+	n->attr.conv.same = !strcasecmp(w, "same");
+	return true;
+}
+
+/* padding = p | (ph, pw) (PyTorch) | (top, bottom, left, right) (MindSpore) */
+static bool kw_padding(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	ConvAttrs *c = &n->attr.conv;
+	if (v->kind == CV_IDENT || v->kind == CV_STRING)
+		return kw_pad_mode(E, n, v, ctx);
+	int64_t d[4];
+	int r = el_want_ints(E, v, ctx, true, d, 4);
+	if (r < 0)
+		return false;
+	if (r != 1 && r != 2 && r != 4) {
+		diag_error(E->d, v->loc, "%s expects p, (ph, pw) or (top, bottom, left, right), got %d entries", ctx, r);
+		return false;
+	}
+	for (int i = 0; i < r; i++)
+		if (d[i] < 0 || d[i] > INT32_MAX) {
+			diag_error(E->d, v->loc, "%s must be non-negative, got %" PRId64, ctx, d[i]);
+			return false;
+		}
+	if (r == 4)
+		c->pt = d[0], c->pb = d[1], c->pl = d[2], c->pr = d[3];
+	else
+		c->pt = c->pb = d[0], c->pl = c->pr = d[r - 1];
+	return true;
+}
+
+static bool kw_conv(Elab *E, Node *n, KwField k, const CfgValue *v, const char *ctx)
+{
+	ConvAttrs *c = &n->attr.conv;
+	int64_t i;
+	switch (k) {
+	case KF_KERNEL: return kw_pair(E, v, ctx, 1, &c->kh, &c->kw);
+	case KF_STRIDE: return kw_pair(E, v, ctx, 1, &c->sh, &c->sw);
+	case KF_DILATION: return kw_pair(E, v, ctx, 1, &c->dh, &c->dw);
+	case KF_PADDING: return kw_padding(E, n, v, ctx);
+	case KF_PAD_MODE: return kw_pad_mode(E, n, v, ctx);
+	case KF_GROUPS:
+		if (!el_want_int(E, v, ctx, 1, INT32_MAX, &i))
+			return false;
+		c->groups = i;
+		return true;
+	case KF_COUNT_PAD: {
+		bool inc;
+		if (!el_want_bool(E, v, ctx, &inc))
+			return false;
+		c->exclude_pad = !inc;
+		return true;
+	}
+	default: return false;
+	}
+}
+
+/* pad_mode same or valid with a padding given: MindSpore refuses it too */
+static bool conv_pad_conflict(Elab *E, const Node *n, const Expr *e)
+{
+	const Arg *mode = NULL, *pad = NULL;
+	for (int i = 0; i < e->args->n; i++) {
+		const Arg *a = &e->args->v[i];
+		if (a->name && !strcmp(a->name, "pad_mode"))
+			mode = a;
+		if (a->name && !strcmp(a->name, "padding"))
+			pad = a;
+	}
+	const ConvAttrs *c = &n->attr.conv;
+	bool words = pad && (pad->val->kind == E_IDENT || pad->val->kind == E_STRING);
+	bool pad_mode_pad = mode && (mode->val->kind == E_IDENT || mode->val->kind == E_STRING) &&
+	                    !strcasecmp(mode->val->s, "pad");
+	if (!mode || !pad || (pad_mode_pad && !words) || (!words && !(c->pt | c->pb | c->pl | c->pr)))
+		return true;
+	if (words)
+		diag_error(E->d, pad->name_loc, "%s: give the padding mode once, as pad_mode or as padding",
+		           op_info[n->op].name);
+	else
+		diag_error(E->d, pad->name_loc, "%s: padding is given, so pad_mode must be \"pad\"", op_info[n->op].name);
+	return false;
 }
 
 static bool kw_group(Elab *E, Frame *f, Node *n, const CfgValue *v, const char *ctx)
@@ -229,6 +371,33 @@ static bool kw_dtype(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 	return false;
 }
 
+/* rope(base = b, layout = half | interleaved, offset = p) */
+static bool kw_rope(Elab *E, Node *n, KwField k, const CfgValue *v, const char *ctx)
+{
+	OpAttrs *a = &n->attr;
+	if (k == KF_ROPE_OFFSET)
+		return el_want_int(E, v, ctx, 0, INT32_MAX, &a->rope_offset);
+	if (k == KF_ROPE_BASE) {
+		if (!el_want_float(E, v, ctx, &a->rope_base))
+			return false;
+		if (!(a->rope_base > 0) || a->rope_base > 1e30) {
+			diag_error(E->d, v->loc, "%s must be positive and finite, got %g", ctx, a->rope_base);
+			return false;
+		}
+		return true;
+	}
+	const char *w = el_want_word(E, v, ctx);
+	if (!w)
+		return false;
+	/* the order of NrtRope (runtime/nn_kernels.h) */
+	if (strcmp(w, "half") == 0 || strcmp(w, "interleaved") == 0) {
+		a->rope_layout = strcmp(w, "interleaved") == 0;
+		return true;
+	}
+	diag_error(E->d, v->loc, "%s must be half or interleaved, got '%s'", ctx, w);
+	return false;
+}
+
 static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, const char *ctx)
 {
 	OpAttrs *a = &n->attr;
@@ -309,6 +478,9 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 			return false;
 		a->fusion = (int)i;
 		return true;
+	case KF_KERNEL: case KF_STRIDE: case KF_PADDING: case KF_PAD_MODE: case KF_DILATION: case KF_GROUPS:
+	case KF_COUNT_PAD:
+		return kw_conv(E, n, k, v, ctx);
 	case KF_SPLIT_AXIS:
 	case KF_CONCAT_AXIS:
 	case KF_ROOT:
@@ -316,6 +488,10 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 			return false;
 		*(k == KF_ROOT ? &a->root : k == KF_SPLIT_AXIS ? &a->split_axis : &a->concat_axis) = (int)i;
 		return true;
+	case KF_ROPE_BASE:
+	case KF_ROPE_LAYOUT:
+	case KF_ROPE_OFFSET:
+		return kw_rope(E, n, k, v, ctx);
 	}
 	return false;
 }
@@ -371,6 +547,8 @@ bool el_op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
 		const char *ctx = arena_printf(E->a, "%s: %s", op, arg->name);
 		ok = v && apply_kw(E, f, n, spec->field, v, ctx) && ok;
 	}
+	if (ok && (n->op == OP_CONV2D || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D))
+		ok = conv_pad_conflict(E, n, e);
 	const char *need = n->op == OP_RESHAPE ? "shape" : n->op == OP_TRANSPOSE ? "perm" : n->op == OP_ONE_HOT ? "depth"
 	                 : n->op == OP_CAST ? "dtype" : NULL;
 	if (need && ok && !has_kw(e->args, need)) {

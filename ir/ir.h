@@ -54,6 +54,17 @@ Op op_lookup(const char *name);
 
 typedef enum ReduceOp { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD } ReduceOp;
 
+/* The geometry of the convolutional operators (ir/conv.h). */
+typedef struct ConvAttrs {
+	int64_t kh, kw;            /* window: the pools' kernel_size; conv2d's from its weight (shape inference) */
+	int64_t sh, sw;            /* stride (conv2d 1; pools: kernel_size) */
+	int64_t pt, pb, pl, pr;    /* zero padding per side: top, bottom, left, right */
+	int64_t dh, dw;            /* dilation (1) */
+	int64_t groups;            /* conv2d (1) */
+	bool same;                 /* pad_mode = same: shape inference writes pt..pr */
+	bool exclude_pad;          /* avg_pool2d(_grad): count_include_pad = false */
+} ConvAttrs;
+
 /* Attributes of every operator in one struct; each field says which ops
  * read it. Unused fields stay zero. */
 typedef struct OpAttrs {
@@ -66,7 +77,7 @@ typedef struct OpAttrs {
 	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
 	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
 	                                * 1/sqrt(d_head), which shape inference then writes here */
-	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5) */
+	double eps;                    /* layer_norm (1e-5), batch_norm (1e-5), rms_norm (1e-6) */
 	double momentum;               /* batch_norm running statistics (0.9) */
 	double keep_prob;              /* dropout (0.5); the mask is drawn per element by global index, step and seed_id */
 	uint32_t seed_id;              /* dropout: stream id, shared by its gradient */
@@ -88,6 +99,13 @@ typedef struct OpAttrs {
 	const struct RedistPlan *plan; /* redistribute: the steps (ir/redistribute.h) */
 	const char *steps;             /* redistribute: the steps in words, for dumps and drawings */
 	DType to;                      /* cast: the result's dtype */
+	/* rope(_grad): position p rotates its pairs by p * rope_base^(-2i/d); the
+	 * pairs are (i, i + d/2) or (2i, 2i + 1) (rope_layout: NrtRope's values,
+	 * 0 half, 1 interleaved); row 0 of the sequence is position rope_offset */
+	double rope_base;
+	int rope_layout;
+	int64_t rope_offset;
+	ConvAttrs conv;                /* conv2d, max/avg_pool2d and their gradients (ir/conv.h) */
 	/* issue 30's operators */
 	int64_t depth;                 /* one_hot: classes (the new last dim) */
 	double on_value, off_value;    /* one_hot: 1 and 0 by default */

@@ -267,3 +267,88 @@ bool layout_same(const Layout *a, const Layout *b)
 			return false;
 	return true;
 }
+
+/* ---- the same layouts on another device matrix ------------------------------ */
+
+static bool same_matrix(const Layout *a, const Layout *b)
+{
+	return a->ndev == b->ndev && memcmp(a->dev, b->dev, sizeof(int64_t) * (size_t)a->ndev) == 0;
+}
+
+/* Pairs axis fa of the `from` matrix with axis ta of the `to` matrix in
+ * ax (by `from` axis; -1 unpaired); false where either is paired
+ * otherwise. */
+static bool pair_axes(int *ax, int fa, int ta)
+{
+	if (ax[fa] >= 0)
+		return ax[fa] == ta;
+	for (int k = 0; k < MAX_RANK; k++)
+		if (ax[k] == ta)
+			return false;
+	ax[fa] = ta;
+	return true;
+}
+
+/* l with its axes renamed by ax onto the matrix of `to`; NULL where l
+ * uses an unpaired axis (size-1 axes split nothing and are dropped). */
+static Layout *rename_axes(Arena *a, const Layout *l, const int *ax, const Layout *to)
+{
+	int map[MAX_RANK];
+	unsigned partial = 0;
+	for (int i = 0; i < l->rank; i++) {
+		int k = l->map[i];
+		map[i] = k < 0 || l->dev[k] == 1 ? -1 : ax[k];
+		if (k >= 0 && l->dev[k] > 1 && ax[k] < 0)
+			return NULL;
+	}
+	for (int k = 0; k < l->ndev; k++) {
+		if (!(l->partial >> k & 1u) || l->dev[k] == 1)
+			continue;
+		if (ax[k] < 0)
+			return NULL;
+		partial |= 1u << ax[k];
+	}
+	Layout *r = layout_make(a, &l->full, to->ndev, to->dev, map, partial, layout_devices(to));
+	return r && shape_eq(&r->slice, &l->slice) ? r : NULL;
+}
+
+bool layout_regrid(Arena *a, Layout **ls, int nls, const Layout *const *from, const Layout *const *to, int npairs)
+{
+	const Layout *grid_from = NULL, *grid_to = NULL;
+	for (int j = 0; j < npairs && !grid_to; j++)
+		if (from[j] && to[j])
+			grid_from = from[j], grid_to = to[j];
+	if (!grid_to || layout_devices(grid_from) != layout_devices(grid_to))
+		return false;
+	int ax[MAX_RANK];
+	for (int k = 0; k < MAX_RANK; k++)
+		ax[k] = -1;
+	for (int j = 0; j < npairs; j++) {
+		const Layout *f = from[j], *t = to[j];
+		if (!f || !t || !same_matrix(t, grid_to))
+			continue;
+		if (!same_matrix(f, grid_from) || f->ragged || t->ragged || f->rank != t->rank)
+			return false;
+		for (int i = 0; i < f->rank; i++) {
+			int64_t sf = layout_split(f, i), st = layout_split(t, i);
+			if (sf != st)
+				return false;
+			if (sf > 1 && !pair_axes(ax, f->map[i], t->map[i]))
+				return false;
+		}
+	}
+	Layout *made[MAX_RANK * 4];
+	if (nls > (int)(sizeof made / sizeof *made))
+		return false;
+	for (int j = 0; j < nls; j++) {
+		made[j] = NULL;
+		if (!ls[j])
+			continue;
+		if (!same_matrix(ls[j], grid_from) || ls[j]->ragged || !(made[j] = rename_axes(a, ls[j], ax, grid_to)))
+			return false;
+	}
+	for (int j = 0; j < nls; j++)
+		if (made[j])
+			ls[j] = made[j];
+	return true;
+}

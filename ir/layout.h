@@ -65,6 +65,19 @@ int64_t layout_group_size(const Layout *l, unsigned axes);
  * grid axes that split no dimension and are not partial. */
 unsigned layout_replica_axes(const Layout *l);
 
+/* Re-expresses the layouts ls[0..nls) on the device matrix of the `to`
+ * layouts: the pairs (from[j], to[j]) say which axis becomes which --
+ * where dimension d of from[j] is split along axis a and dimension d of
+ * to[j] along axis b, a becomes b. Each axis that ls split or hold
+ * partial sums over must be matched, one to one and of equal size; the
+ * from[] and ls share one device matrix, the to[] another (pairs with a
+ * NULL side, or whose to[j] lies on another matrix, say nothing). So a
+ * gradient operator runs on its forward operator's device arrangement
+ * (MindSpore derives each bprop from its forward's tensor layouts): the
+ * same splits, the same ranks. False, ls untouched, where no such
+ * correspondence exists (the layouts stay as they were made). */
+bool layout_regrid(Arena *a, Layout **ls, int nls, const Layout *const *from, const Layout *const *to, int npairs);
+
 void layout_print(const Layout *l, FILE *out);
 /* "dev [2, 4] map [1, -1] slice [32, 64]" (MindSpore map numbering) */
 const char *layout_str(Arena *a, const Layout *l);

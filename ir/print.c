@@ -59,9 +59,16 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_LAYER_NORM_GRAD_X:
 		fprintf(out, ", axis=%d, eps=%g", a->axis, a->eps);
 		break;
+	case OP_RMS_NORM:
+	case OP_RMS_NORM_GRAD_X:
 	case OP_BATCH_NORM:
 	case OP_BATCH_NORM_GRAD_X:
 		fprintf(out, ", eps=%g", a->eps);
+		break;
+	case OP_ROPE:
+	case OP_ROPE_GRAD:
+		fprintf(out, ", base=%g, layout=%s, offset=%" PRId64, a->rope_base,
+		        a->rope_layout ? "interleaved" : "half", a->rope_offset);
 		break;
 	case OP_DROPOUT:
 		fprintf(out, ", keep_prob=%g, seed=%u", a->keep_prob, a->seed_id);
@@ -71,6 +78,7 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_BROADCAST_TO:
 	case OP_EMBEDDING_GRAD:
 	case OP_LAYER_NORM_GRAD_GAMMA:
+	case OP_RMS_NORM_GRAD_GAMMA:
 	case OP_BATCH_NORM_GRAD_GAMMA:
 	case OP_ROW_LSE:
 		fprintf(out, ", shape=%s", shape_str(&a->shape, buf, sizeof buf));
@@ -111,6 +119,17 @@ static void print_attrs(const Node *n, FILE *out)
 		if (a->group && *a->group) fprintf(out, ", group=\"%s\"", a->group);
 		if (a->fusion) fprintf(out, ", fusion=%d", a->fusion);
 		break;
+	case OP_CONV2D: case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_MAX_POOL2D: case OP_MAX_POOL2D_GRAD:
+	case OP_AVG_POOL2D: case OP_AVG_POOL2D_GRAD: {
+		const ConvAttrs *c = &a->conv;
+		fprintf(out, ", kernel=(%" PRId64 ", %" PRId64 "), stride=(%" PRId64 ", %" PRId64 "), padding=(%" PRId64
+		             ", %" PRId64 ", %" PRId64 ", %" PRId64 ")",
+		        c->kh, c->kw, c->sh, c->sw, c->pt, c->pb, c->pl, c->pr);
+		if (c->dh != 1 || c->dw != 1) fprintf(out, ", dilation=(%" PRId64 ", %" PRId64 ")", c->dh, c->dw);
+		if (c->groups != 1) fprintf(out, ", groups=%" PRId64, c->groups);
+		if (c->exclude_pad) fputs(", count_include_pad=false", out);
+		break;
+	}
 	default:
 		break;
 	}

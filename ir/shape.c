@@ -8,6 +8,8 @@
  *   matmul: inner dimensions differ: x is [64, 784], w1 is [1000, 10] */
 #include "shape.h"
 
+#include "conv.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -849,6 +851,54 @@ RULE(CAST)
 
 /* --- layout conversion: the logical tensor is unchanged --- */
 RULE(REDISTRIBUTE) { (void)d; return same_as(n, n->in[0]); }
+
+/* --- LLaMA-style blocks (issue 24) ---------------------------------------------- */
+
+/* gamma covers x's last axis, the one normalised. */
+RULE(RMS_NORM)
+{
+	Value *x = n->in[0], *gamma = n->in[1];
+	if (!need_rank(d, n, x, 1, MAX_RANK) || !need_float(d, n, x) || !same_dtype(d, n, x, gamma))
+		return false;
+	int64_t c = x->shape.d[x->shape.rank - 1];
+	if (gamma->shape.rank != 1 || gamma->shape.d[0] != c)
+		return fail(d, n, "%s must be [%" PRId64 "] (the last dimension of %s %s, the one normalised), got %s",
+		            gamma->name, c, x->name, shp(&x->shape), shp(&gamma->shape));
+	return same_as(n, x);
+}
+
+RULE(SILU) { return float_unary(n, d); }
+
+/* x [b, heads, t, d_head]: the rotation turns pairs of d_head. */
+static bool rope_operand(Node *n, Diag *d)
+{
+	Value *x = n->in[0];
+	if (!need_float(d, n, x))
+		return false;
+	if (x->shape.rank != 4)
+		return fail(d, n, "%s must be [batch, heads, seq, head_dim] (rank 4), got %s", x->name,
+		            shp(&x->shape));
+	if (x->shape.d[3] % 2)
+		return fail(d, n, "the head width of %s %s must be even (rope rotates pairs of it), got %" PRId64,
+		            x->name, shp(&x->shape), x->shape.d[3]);
+	return same_as(n, x);
+}
+
+RULE(ROPE) { return rope_operand(n, d); }
+RULE(ROPE_GRAD) { return rope_operand(n, d); }
+RULE(RMS_NORM_GRAD_X) { return norm_grad_x(n, d); }
+RULE(RMS_NORM_GRAD_GAMMA) { return norm_grad_gamma(n, d); }
+RULE(SILU_GRAD) { return act_grad(n, d); }
+/* --- convolutional networks: ir/conv.c --- */
+RULE(CONV2D) { return conv_infer_shape(n, d); }
+RULE(MAX_POOL2D) { return conv_infer_shape(n, d); }
+RULE(AVG_POOL2D) { return conv_infer_shape(n, d); }
+RULE(GLOBAL_AVG_POOL) { return conv_infer_shape(n, d); }
+RULE(FLATTEN) { return conv_infer_shape(n, d); }
+RULE(CONV2D_GRAD_X) { return conv_infer_shape(n, d); }
+RULE(CONV2D_GRAD_W) { return conv_infer_shape(n, d); }
+RULE(MAX_POOL2D_GRAD) { return conv_infer_shape(n, d); }
+RULE(AVG_POOL2D_GRAD) { return conv_infer_shape(n, d); }
 
 static const ShapeRule shape_rule[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = shape_##id,

@@ -27,6 +27,11 @@ enum { SHARD_MAX_INPUTS = 16 };
  * node) and name the input, the dimension and the value. */
 bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r);
 
+/* r's layouts on the device matrix of want[] (the layout each input
+ * should have, NULL: no say) where their axes correspond one to one
+ * (layout_regrid); r as it was otherwise. */
+void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS]);
+
 /* The strategy that splits each input the way its current layout does
  * (inputs without a layout count as whole). */
 Strategy strategy_as_produced(Arena *a, const Node *n);

@@ -427,6 +427,40 @@ static void grad_CAST(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, n->in[0], g);
 	}
 }
+/* ---- convolutional networks: the kernels' own gradients (runtime/nn_kernels.h) ---- */
+
+static void grad_CONV2D(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0], *w = n->in[1];
+	OpAttrs a = n->attr;
+	if (wants(ad, n, 0)) {
+		a.shape = x->shape;
+		accumulate(ad, x, bin(ad, OP_CONV2D_GRAD_X, dy, w, &a, x->shape));
+	}
+	if (wants(ad, n, 1)) {
+		a.shape = w->shape;
+		accumulate(ad, w, bin(ad, OP_CONV2D_GRAD_W, dy, x, &a, w->shape));
+	}
+}
+
+static void grad_MAX_POOL2D(AD *ad, const Node *n, Value *dy)
+{
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], bin(ad, OP_MAX_POOL2D_GRAD, dy, n->in[0], &n->attr, n->in[0]->shape));
+}
+
+static void grad_AVG_POOL2D(AD *ad, const Node *n, Value *dy)
+{
+	OpAttrs a = n->attr;
+	a.shape = n->in[0]->shape;
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], un(ad, OP_AVG_POOL2D_GRAD, dy, &a, a.shape));
+}
+
+static void grad_GLOBAL_AVG_POOL(AD *ad, const Node *n, Value *dy) { grad_reduce(ad, n, dy, true); }
+static void grad_FLATTEN(AD *ad, const Node *n, Value *dy) { grad_RESHAPE(ad, n, dy); }
+NO_GRAD(CONV2D_GRAD_X) NO_GRAD(CONV2D_GRAD_W) NO_GRAD(MAX_POOL2D_GRAD) NO_GRAD(AVG_POOL2D_GRAD)
+
 /* Internal ops never appear in the forward graph the user wrote. */
 NO_GRAD(SUM_TO) NO_GRAD(BROADCAST_TO) NO_GRAD(SLICE)
 NO_GRAD(RELU_GRAD) NO_GRAD(GELU_GRAD) NO_GRAD(TANH_GRAD) NO_GRAD(SIGMOID_GRAD)
@@ -437,6 +471,32 @@ NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_
 NO_GRAD(LAMB_UPDATE)
 /* one_hot reads integer ids only; max_mask is a gradient helper */
 NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD)
+
+/* --- LLaMA-style blocks (issue 24) --- */
+
+/* rms_norm: dx and dgamma by their kernels (no beta) */
+static void grad_RMS_NORM(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0], *gamma = n->in[1];
+	if (wants(ad, n, 0))
+		accumulate(ad, x, bnode(ad, OP_RMS_NORM_GRAD_X, (Value *[]){dy, x, gamma}, 3, &n->attr, x->shape));
+	if (wants(ad, n, 1)) {
+		OpAttrs a = n->attr;
+		a.shape = gamma->shape;
+		accumulate(ad, gamma, bin(ad, OP_RMS_NORM_GRAD_GAMMA, dy, x, &a, gamma->shape));
+	}
+}
+
+static void grad_SILU(AD *ad, const Node *n, Value *dy) { grad_pointwise(ad, n, dy, OP_SILU_GRAD, n->in[0]); }
+
+/* rope is a rotation: its gradient rotates dy back by the same angles */
+static void grad_ROPE(AD *ad, const Node *n, Value *dy)
+{
+	if (wants(ad, n, 0))
+		accumulate(ad, n->in[0], un(ad, OP_ROPE_GRAD, dy, &n->attr, dy->shape));
+}
+
+NO_GRAD(RMS_NORM_GRAD_X) NO_GRAD(RMS_NORM_GRAD_GAMMA) NO_GRAD(SILU_GRAD) NO_GRAD(ROPE_GRAD)
 
 static GradRule *const grad_rule[OP_COUNT] = {
 #define OP(id, name, nmin, nmax, flags) [OP_##id] = grad_##id,

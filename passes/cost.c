@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../ir/conv.h"
 #include "../ir/layout.h"
 #include "../runtime/kernel_rules.h" /* NRT_PAR_MIN */
 #include "../ir/redistribute.h"
@@ -393,11 +394,24 @@ double cost_op_flops(const Node *n)
 		return n->attr.causal ? f / 2 : f;
 	}
 	case OP_LAYER_NORM: case OP_BATCH_NORM: return 8 * out;
+	/* LLaMA-style blocks: rms_norm squares, sums, scales and multiplies
+	 * by gamma; silu is sigmoid's exp and a product; rope two products and
+	 * a sum an element (its cos/sin table is one per position and pair) */
+	case OP_RMS_NORM: return 4 * out;
+	case OP_RMS_NORM_GRAD_X: return 8 * out;
+	case OP_SILU: return 5 * out;
+	case OP_SILU_GRAD: return 7 * out;
+	case OP_ROPE: case OP_ROPE_GRAD: return 3 * out;
 	case OP_SOFTMAX_CROSS_ENTROPY: return 5 * in0;
 	case OP_ROW_LSE: return 3 * in0;
 	case OP_MSE_LOSS: return 3 * in0;
 	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: return in0;
 	case OP_RESHAPE: return 0;
+	case OP_CONV2D: case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_MAX_POOL2D: case OP_AVG_POOL2D:
+	case OP_MAX_POOL2D_GRAD: case OP_AVG_POOL2D_GRAD:
+		return conv_flops(n);
+	case OP_GLOBAL_AVG_POOL: return in0;
+	case OP_FLATTEN: return 0;
 	default: return out; /* elementwise, transpose, concat, embedding: one per element */
 	}
 }

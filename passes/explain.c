@@ -508,7 +508,7 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 			dup = j != k && strategy_eq(&sv->cl->c[j].s, &sv->cl->c[k].s);
 		if (!dup)
 			fprintf(out, "%s %-34s %11.3g %11.3g %11.3g %11.3g\n", strategy_eq(&sv->cl->c[k].s, &sv->cl->c[choice[tv]].s) ? "*" : " ",
-			        strategy_str(&c->arena, &sv->cl->c[k].s), sv->cl->c[k].compute, sv->unary[k], comm,
+			        strategy_str(&c->arena, &sv->cl->c[k].s), search_cand_compute(s, &sv->cl->c[k]), sv->unary[k], comm,
 			        sv->unary[k] + comm);
 	}
 	fprintf(out, "* %s\n", why_chosen(c, target));
@@ -669,7 +669,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
 {
 	fprintf(out,
-	        "one micro-batch through every stage and the update (the search's view): compute %.6g s, "
+	        "one micro-batch through every stage and the update: compute %.6g s, "
 	        "communication %.6g s (%d collectives, %" PRId64 " bytes), %.6g s\n",
 	        t->compute, t->comm, t->ncomm, t->comm_bytes, t->compute + t->comm);
 	fprintf(out,
@@ -794,7 +794,6 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		        t.phase[PH_BACKWARD], t.phase[PH_UPDATE]);
 	double obj = explain_objective(c);
 	if (!isnan(obj))
-		fprintf(out, "search objective: %.4g s (%+.0f%% of the compiled estimate%s)\n", obj,
-		        100 * (obj / (t.compute + t.comm) - 1), t.scheduled ? " of one micro-batch through every stage" : "");
+		fprintf(out, "search objective: %.4g s per step (%+.0f%% of the compiled estimate)\n", obj, 100 * (obj / t.step - 1));
 	return true;
 }

@@ -57,7 +57,7 @@ typedef struct ExplainTotals {
 	/* With micro-steps (micro_size, grad_accumulation_step) or pipeline
 	 * stages the program is scheduled (passes/schedule.c): the figures
 	 * above then describe one micro-batch through every stage and the
-	 * update once (the search's view); a device's step is its stage's
+	 * update once; a device's step (what the search minimises) is its stage's
 	 * passes over nmicro micro-batches in the schedule's order, replayed
 	 * with these costs (schedule_replay), then its update. */
 	bool scheduled;

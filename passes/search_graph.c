@@ -88,6 +88,11 @@ int search_free_dims(const Node *n, int64_t *size)
 				size[k++] = n->in[j]->shape.d[d];
 		return k;
 	}
+	case OP_CONV2D:
+		/* MindSpore's Conv2D splits without its halo: batch, input and
+		 * output channels (the halo's traffic is not priced) */
+		size[0] = n->in[0]->shape.d[0], size[1] = n->in[0]->shape.d[1], size[2] = n->in[1]->shape.d[0];
+		return 3;
 	default: {
 		const Shape *s = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD ? y : &n->in[0]->shape;
 		for (int d = 0; d < s->rank; d++)
@@ -140,6 +145,10 @@ static void derive(const Node *n, const int64_t *f, Strategy *s)
 				s->v[j].d[d] = f[k++];
 		return;
 	}
+	case OP_CONV2D: /* x (n, c, 1, 1), w (o, c, 1, 1) */
+		s->v[0].d[0] = f[0], s->v[0].d[1] = f[1];
+		s->v[1].d[0] = f[2], s->v[1].d[1] = f[1];
+		return;
 	default: break;
 	}
 	bool elem = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD;
@@ -499,14 +508,14 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
-	double t = cd->compute;
+	double t = cd->compute, step = 0; /* per micro-batch, per step */
 	double m = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * dtype_size(n->out->dtype) : 0;
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
 		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = n->in[i];
 		if (x->kind == VK_PARAM && first_read[i]) {
-			t += cd->param_grad[i];
+			step += cd->param_grad[i];
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states);
 		} else if (inl[i]) {
@@ -517,7 +526,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	 * sharding pass's finish_loss) */
 	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
 		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
-	*cost = t;
+	*cost = s->w_micro * t + s->w_step * step;
 	*mem = m;
 }
 
@@ -551,6 +560,9 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
 	s->exact = true;
 	s->mem_factor = 1;
+	int P = g->nstages > 1 ? g->nstages : 1, M = g->nmicro > 1 ? g->nmicro : 1;
+	s->w_micro = (double)(M + P - 1) / P;
+	s->w_step = 1.0 / P;
 	if (g->nstages > 1 || g->nmicro > 1)
 		s->slots = schedule_build(a, g->nstages > 0 ? g->nstages : 1, g->nchunks > 0 ? g->nchunks : 1,
 		                          g->nmicro > 0 ? g->nmicro : 1, g->par.pipeline_scheduler, training)->nslots;
@@ -661,12 +673,31 @@ const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 	return s->v[e->v].cl->c[cv].r.in[e->vi];
 }
 
+/* A tensor from one pipeline stage to another goes by send/recv, each
+ * device its slice, and its gradient comes back the same way: in every
+ * micro-batch, as explain's stage transfers (stage_transfers). */
+static double stage_transfer(const Search *s, const SEdge *e, const Layout *to)
+{
+	int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
+	if (e->ui >= 0 || su < 0 || sv < 0 || su == sv || !to)
+		return 0;
+	double bytes = (double)shape_numel(&to->slice) * dtype_size(e->dt);
+	double one = machine_latency(&s->m, MACHINE_SENDRECV) + bytes / machine_bandwidth(&s->m, MACHINE_SENDRECV);
+	return s->training ? 2 * one : one;
+}
+
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	return cost_edge(s->rc, search_edge_from(s, e, cu), search_edge_to(s, e, cv), s->v[e->v].cl->c[cv].grad[e->vi],
-	                 e->dt, s->training);
+	const Layout *to = search_edge_to(s, e, cv);
+	return s->w_micro * (cost_edge(s->rc, search_edge_from(s, e, cu), to, s->v[e->v].cl->c[cv].grad[e->vi], e->dt,
+	                               s->training) +
+	                     stage_transfer(s, e, to));
 }
+
+double search_cand_compute(const Search *s, const Cand *c) { return s->w_micro * c->compute; }
+
+double search_cand_param_grad(const Search *s, const Cand *c, int i) { return s->w_step * c->param_grad[i]; }
 
 /* Whether edge ei's gradient, a partial sum, is summed with that of an
  * earlier edge from the same producer laid out alike: the sharding pass
@@ -694,43 +725,36 @@ static bool passes_grad(const Node *n, int i)
 	return (n->op == OP_ADD || n->op == OP_BIAS_ADD) && shape_eq(&n->in[i]->shape, &n->out->shape);
 }
 
-/* The only edge leaving vertex v's output, or -1 (none, or several: then
- * the gradient is a sum of theirs, made in the add's own layout). */
-static int sole_out_edge(const Search *s, int v)
+/* The layout the gradient of input vi of vertex v reaches its producer
+ * in. cost_edge takes it to leave v in v's input layout; but through an
+ * add (or a chain of them) the gradient is the add's output gradient
+ * itself, and the sharding pass converts it from there: a residual add
+ * laid out differently from its addend's producer costs no conversion
+ * into the add's layout and back. An output read by several operators
+ * gets the sum of their gradients, a backward add laid out as its
+ * addends (the sharding pass): their layout where they agree, else the
+ * add's own input layout. Depth-bounded (a residual stream is a chain). */
+static const Layout *grad_at(const Search *s, int v, int vi, const int *choice, int depth)
 {
-	int found = -1;
+	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi];
+	if (depth > 256 || !passes_grad(s->v[v].n, vi))
+		return g;
+	const Layout *sum = NULL;
 	for (int k = 0; k < s->v[v].nadj; k++) {
 		const SEdge *o = &s->e[s->v[v].adj[k]];
-		if (o->u != v || o->ui >= 0)
+		if (o->u != v || o->ui >= 0 || o->v == v)
 			continue;
-		if (found >= 0)
-			return -1;
-		found = s->v[v].adj[k];
+		const Layout *d = grad_at(s, o->v, o->vi, choice, depth + 1);
+		if (!d || (sum && !cost_layout_same(sum, d)))
+			return g;
+		sum = d;
 	}
-	return found;
+	return sum ? sum : g;
 }
 
-/* The layout edge ei's gradient really reaches its producer in. cost_edge
- * takes it to leave the consumer in the consumer's input layout; but
- * through an add (or a chain of them, each with one reader) the gradient
- * is the value the add's reader made, in that reader's layout, and the
- * sharding pass converts it from there: a residual add laid out
- * differently from its addend's producer costs no conversion into the
- * add's layout and back. */
 static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
 {
-	const SEdge *e = &s->e[ei];
-	int v = e->v, vi = e->vi;
-	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi];
-	for (int depth = 0; depth < s->nv && passes_grad(s->v[v].n, vi); depth++) {
-		int o = sole_out_edge(s, v);
-		if (o < 0)
-			break;
-		v = s->e[o].v;
-		vi = s->e[o].vi;
-		g = s->v[v].cl->c[choice[v]].grad[vi];
-	}
-	return g;
+	return grad_at(s, s->e[ei].v, s->e[ei].vi, choice, 0);
 }
 
 /* A graph input that several operators read in one layout is converted
@@ -774,18 +798,23 @@ double search_local_total(Search *s, const int *choice)
 	return t;
 }
 
-double search_total(Search *s, const int *choice)
+/* The corrections below are to edges' costs, paid in every micro-batch. */
+static double search_corrections(Search *s, const int *choice)
 {
-	double t = search_local_total(s, choice);
+	double t = 0;
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
 		/* a recomputed operator's copy converts its inputs once more in
-		 * the backward pass (mp_comm_recompute: passes/sharding.c) */
-		const Node *vn = s->v[se->v].n;
+		 * the backward pass (mp_comm_recompute: passes/sharding.c), and
+		 * a recomputed output is converted again for the backward
+		 * readers, which read the copy, not the forward's converted
+		 * value (reuse_forward_copies) */
+		const Node *vn = s->v[se->v].n, *un = s->v[se->u].n;
 		const Layout *to = search_edge_to(s, se, choice[se->v]);
-		if (s->training && vn->ann.recompute && vn->ann.mp_comm_recompute && from && to && !cost_layout_same(from, to))
+		bool again = (vn->ann.recompute && vn->ann.mp_comm_recompute) || (se->ui < 0 && un->ann.recompute);
+		if (s->training && again && from && to && !cost_layout_same(from, to))
 			t += cost_redist(s->rc, from, to, se->dt, NULL);
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
@@ -799,6 +828,11 @@ double search_total(Search *s, const int *choice)
 		}
 	}
 	return t - shared_input_conversions(s, choice);
+}
+
+double search_total(Search *s, const int *choice)
+{
+	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice);
 }
 
 /* A device holds only its pipeline stage's parameters and activations:

@@ -39,11 +39,11 @@ typedef struct Cand {
 	ShardResult r;
 	int nfree;
 	int64_t free[SEARCH_MAX_FREE]; /* the split of each free dimension */
-	double compute;                /* seconds per step on one device */
+	double compute;                /* seconds per micro-batch on one device (search_cand_compute: per step) */
 	/* per input (SHARD_MAX_INPUTS), computed before r's layouts are
 	 * interned (cost_intern keeps the class, not the grid): */
 	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
-	double param_grad[16];         /* cost_param_grad when training, else 0 */
+	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -57,7 +57,7 @@ typedef struct SVertex {
 	Node *n;
 	CandList *cl;      /* candidates; a fixed vertex gets a private list */
 	int fixed;         /* index of the user's (or loaded) strategy, -1: free */
-	double *unary;     /* per candidate: compute + gradient aggregation + input redistribution */
+	double *unary;     /* per candidate, seconds per step: compute + gradient aggregation + input redistribution */
 	double *mem;       /* per candidate: bytes per device */
 	int *adj;          /* edge indices */
 	int nadj, capadj;
@@ -90,6 +90,14 @@ typedef struct Search {
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
 	                    * the schedule (Schedule.nslots); NULL: one */
+	/* The objective is a device's step, not one micro-batch through the
+	 * model: a cost paid in every micro-batch (computation, the forward
+	 * and backward redistributions) weighs w_micro = (M + P - 1) / P, M
+	 * micro-batches and the bubble over P stages of about equal work
+	 * (gpipe's and 1F1B's (M + P - 1)(F + B)); a cost paid once per step
+	 * (a parameter's gradient reduction) weighs w_step = 1 / P: a device
+	 * reduces its own stage's gradients. Both 1 without micro-batches. */
+	double w_micro, w_step;
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting
@@ -98,7 +106,12 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 /* The layout the edge sees on each side under candidates cu / cv. */
 const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
+/* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* Candidate c's own costs per step: computation (w_micro x one
+ * micro-batch's) and its parameter inputs' gradient reductions (w_step x). */
+double search_cand_compute(const Search *s, const Cand *c);
+double search_cand_param_grad(const Search *s, const Cand *c, int i);
 /* Predicted step seconds of a choice (one candidate index per vertex):
  * the sum of the unary and edge costs the searches minimise
  * (search_local_total), corrected where the program shares or repeats

@@ -18,6 +18,62 @@ static int find_free(const CandList *cl, const int64_t *f, int nfree)
 	return -1;
 }
 
+/* What an output left as a partial sum will cost its readers at least:
+ * its reduction, in every micro-batch. The rounds decide operators in
+ * program order against their producers only, so without this the
+ * reduction falls on the reader, after the choice that made it: a matmul
+ * cutting its reduction dimension looked free (its input sliced
+ * locally, its weight split so no gradient to reduce), and at GPT-3
+ * scale the attention projections split it 64 ways while the layers
+ * after them paid for the partial sums. */
+static double partial_output_cost(Search *s, const SVertex *sv, const Cand *cd)
+{
+	const Layout *out = cd->r.out;
+	if (!out || !out->partial || sv->n->out == s->loss) /* the loss's: priced in its unary cost */
+		return 0;
+	return s->w_micro * cost_redist(s->rc, out, cost_strip_partial(s->rc, out), sv->n->out->dtype, NULL);
+}
+
+/* Vertex v's share of the objective under candidate c, its neighbours
+ * on both sides as chosen. */
+static double local_cost(Search *s, int v, int c, const int *choice)
+{
+	const SVertex *sv = &s->v[v];
+	double t = sv->unary[c];
+	for (int k = 0; k < sv->nadj; k++) {
+		const SEdge *e = &s->e[sv->adj[k]];
+		t += search_edge_cost(s, sv->adj[k], e->u == v ? c : choice[e->u], e->v == v ? c : choice[e->v]);
+	}
+	return t;
+}
+
+/* The rounds see each operator's producers, never its readers: a choice
+ * that makes every reader convert stays. Sweeps in program order, each
+ * operator taking its best candidate against all its neighbours, until
+ * a sweep changes nothing (each change lowers the local total, so it
+ * ends; bounded anyway). */
+static void refine(Search *s, int *choice)
+{
+	for (int sweep = 0; sweep < 16; sweep++) {
+		bool changed = false;
+		for (int v = 0; v < s->nv; v++) {
+			if (s->v[v].fixed >= 0)
+				continue;
+			int best = choice[v];
+			double bc = local_cost(s, v, best, choice);
+			for (int c = 0; c < s->v[v].cl->n; c++) {
+				double t = local_cost(s, v, c, choice);
+				if (t < bc * (1 - 1e-9))
+					bc = t, best = c;
+			}
+			changed |= best != choice[v];
+			choice[v] = best;
+		}
+		if (!changed)
+			break;
+	}
+}
+
 bool search_recursive(Search *s, int *choice)
 {
 	Arena *a = s->a;
@@ -69,15 +125,15 @@ bool search_recursive(Search *s, int *choice)
 				if (c < 0)
 					continue;
 				const Cand *cd = &sv->cl->c[c];
-				double t = cd->compute;
+				double t = search_cand_compute(s, cd);
 				for (int i = 0; i < n->nin; i++) {
 					Value *x = n->in[i];
 					if (x->kind == VK_INPUT || x->kind == VK_CONST) {
 						if (!inl[x->id])
 							inl[x->id] = search_input_layout(s, x, devices);
-						t += cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
+						t += s->w_micro * cost_redist(s->rc, inl[x->id], cd->r.in[i], x->dtype, NULL);
 					} else if (x->kind == VK_PARAM) {
-						t += cd->param_grad[i];
+						t += search_cand_param_grad(s, cd, i);
 					}
 				}
 				for (int k = 0; k < sv->nadj; k++) {
@@ -85,6 +141,7 @@ bool search_recursive(Search *s, int *choice)
 					if (e->v == v && e->u < v)
 						t += search_edge_cost(s, sv->adj[k], choice[e->u], c);
 				}
+				t += partial_output_cost(s, sv, cd);
 				if (t < bc)
 					bc = t, best = c, bestd = d;
 			}
@@ -95,5 +152,13 @@ bool search_recursive(Search *s, int *choice)
 			}
 		}
 	}
+	/* the sweeps lower the local costs; the plan's total (search_total)
+	 * prices shared and passed-through gradients as the program runs
+	 * them, and decides */
+	int *rounds = ARENA_NEWN(a, int, s->nv + 1);
+	memcpy(rounds, choice, sizeof(int) * (size_t)s->nv);
+	refine(s, choice);
+	if (search_total(s, rounds) < search_total(s, choice))
+		memcpy(choice, rounds, sizeof(int) * (size_t)s->nv);
 	return true;
 }

@@ -259,12 +259,16 @@ static Strategy data_parallel_strategy(Sharder *S, const Node *n)
 
 /* A backward node runs on its forward node's layouts: the forward values
  * as the forward node read them and the gradient of the forward output
- * in that output's layout (partial sums reduced first). Only the
- * gradient's way back and the parameters' gradient aggregation then
- * communicate, which is what the cost model of the search prices
- * (passes/cost.h); taking the gradient as produced instead let a
- * replicated region's backward run data parallel behind the search's
- * back, with an AllReduce of every parameter it never priced. */
+ * in that output's layout (partial sums reduced first), on the forward
+ * node's device matrix (MindSpore derives each bprop from its forward
+ * operator's tensor layouts): the rule's grid has one axis per split in
+ * the gradient op's own dimension order, which would put the ranks
+ * elsewhere and pay redistributions to get back. Only the gradient's way
+ * back and the parameters' gradient aggregation then communicate, which
+ * is what the cost model of the search prices (passes/cost.h); taking
+ * the gradient as produced instead let a replicated region's backward
+ * run data parallel behind the search's back, with an AllReduce of every
+ * parameter it never priced. */
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
@@ -275,8 +279,8 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 	if (!f || n->phase != PH_BACKWARD || !f->out || !f->out->layout || !f->strategy.n || f->op == OP_REDISTRIBUTE)
 		return false;
 	Strategy s = strategy_as_produced(S->cx.arena, n);
-	bool changed = false;
-	for (int j = 0; j < n->nin; j++) {
+	const Layout *want[SHARD_MAX_INPUTS] = {0};
+	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
 		const Value *x = n->in[j];
 		/* a forward value (or its recomputed copy, which is laid out as
 		 * its original): read as the forward node read it */
@@ -293,15 +297,20 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		/* the gradient of the forward output: in that output's layout */
 		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
 			target = f->out->layout;
+		/* the forward output itself (tanh_grad reads y): as produced,
+		 * named so that its axes pair with the forward's */
+		if (fwd_value && orig == f->out)
+			target = f->out->layout;
 		if (!target)
 			continue;
-		for (int d = 0; d < s.v[j].rank; d++) {
-			int64_t want = layout_split(target, d);
-			changed |= want != s.v[j].d[d];
-			s.v[j].d[d] = want;
-		}
+		want[j] = target;
+		for (int d = 0; d < s.v[j].rank; d++)
+			s.v[j].d[d] = layout_split(target, d);
 	}
-	return changed && try_strategy(S, n, s, r);
+	if (!try_strategy(S, n, s, r))
+		return false;
+	shard_regrid(&S->cx, r, want);
+	return true;
 }
 
 /* ---- vocabulary-parallel softmax_cross_entropy ------------------------------- */

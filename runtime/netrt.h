@@ -390,7 +390,7 @@ double nrt_host_sum_squares(NrtDType t, const void *x, int64_t n);
 double nrt_clip_factor(double norm, double max_norm);
 
 /* ---- tensor redistribution (runtime/redist.c) ---------------------------- */
-/* Added by the redistribution work (passes/redistribute.c plans the calls).
+/* Added by the redistribution work (ir/redistribute.c plans the calls).
  * `rank` is the tensor rank and `local` this rank's block dims; the comm's
  * members are ordered by their coordinate on its axes (nrt_comm_axes),
  * which is the order of the pieces along the dimension. All sum. */

@@ -1,9 +1,10 @@
 /* Kernels of convolutional networks and LLaMA-style blocks (issue 24), in
  * f32 (_f32) and f64 (_f64), row-major, images NCHW. The CPU kernels are
  * runtime/nn_kernels.c (one body, nn_kernels_impl.h, per precision), the
- * CUDA twins runtime/cuda/conv.cu and runtime/cuda/llama.cu. Not yet
- * reachable from a .net file: the operators that call them come with
- * their rows in ir/ops.def.
+ * CUDA twins runtime/cuda/conv.cu and runtime/cuda/llama.cu. conv2d,
+ * max_pool2d and avg_pool2d call the convolution and pooling ones
+ * (codegen/emit_conv.c); the others' operators come with their rows in
+ * ir/ops.def.
  *
  * Convolution and pooling take one geometry, NrtConv2d. Padding is given
  * per side so a shard of a height/width split (its halo received from its

@@ -36,9 +36,16 @@ static void init_one(int64_t ifull, int64_t islice, void *p)
 	nrt_store(c->t->dtype, c->t->data, islice, v);
 }
 
+/* A matrix [in, out] (netc's matmul weights); rank 4 is a convolution's
+ * weight [O, C / groups, KH, KW], whose fans count the window too
+ * (PyTorch's _calculate_fan_in_and_fan_out: C KH KW and O KH KW). */
 static void fans(const NrtTensor *t, double *fan_in, double *fan_out)
 {
-	if (t->rank >= 2) {
+	if (t->rank == 4) {
+		double window = (double)t->full[2] * (double)t->full[3];
+		*fan_in = (double)t->full[1] * window;
+		*fan_out = (double)t->full[0] * window;
+	} else if (t->rank >= 2) {
 		*fan_in = (double)t->full[t->rank - 2];
 		*fan_out = (double)t->full[t->rank - 1];
 	} else {

@@ -1,5 +1,5 @@
 /* Collectives on one dimension of a dense block, for tensor
- * redistribution (passes/redistribute.c plans them, generated code calls
+ * redistribution (ir/redistribute.c plans them, generated code calls
  * them). MPI's collectives exchange contiguous rank-ordered chunks, so each
  * function views its block as [outer, d, inner] around the dimension,
  * regroups it so that the chunk meant for (or received from) group member

@@ -170,6 +170,14 @@ static const struct { const char *from, *to; } carried[] = {
 	{"subtract", "sub"}, {"divide", "div"}, {"layernorm", "layer_norm"}, {"batchnorm1d", "batch_norm"},
 	{"batchnorm2d", "batch_norm"}, {"glorotuniform", "xavier_uniform"}, {"kaimingnormal", "he_normal"},
 	{"randn", "normal"}, {"adamweightdecay", "adamw"},
+	/* LLaMA-style blocks (issue 24): PyTorch's and MindSpore's names */
+	{"swish", "silu"}, {"rotarypositionembedding", "rope"}, {"rotaryembedding", "rope"},
+	{"applyrotaryposemb", "rope"},
+	/* convolutional networks: PyTorch's, MindSpore's and Keras's names */
+	{"conv", "conv2d"}, {"convolution", "conv2d"}, {"maxpool", "max_pool2d"}, {"avgpool", "avg_pool2d"},
+	{"averagepooling2d", "avg_pool2d"}, {"maxpooling2d", "max_pool2d"},
+	{"adaptiveavgpool2d", "global_avg_pool"}, {"globalaveragepooling2d", "global_avg_pool"},
+	{"globalavgpool", "global_avg_pool"}, {"globalaveragepool", "global_avg_pool"},
 };
 
 /* Lower case without '_': "Soft_Max" -> "softmax". */

@@ -9,6 +9,9 @@
 #            gpt256  samples/transformer.net with B = 8, T = 128, D = 256,
 #                    H = 8, V = 2048, L = 4 (AdamW)
 #            gpt512  the same with D = 512, L = 6
+#            resnet18 samples/resnet.net (ResNet-18 for CIFAR, B = 128,
+#                    momentum); its MFLOP and sgemm columns count the
+#                    classifier's matmul only (flops.c reads no conv2d)
 #   threads  one: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for netc,
 #            torch.set_num_threads(1) (and the same variables) for PyTorch,
 #            every process pinned to one core (BENCH_CORE, default the
@@ -33,7 +36,7 @@ cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
 REPS=${REPS:-5}
-MODELS=${NETC_BENCH_MODELS:-mlp gpt256 gpt512}
+MODELS=${NETC_BENCH_MODELS:-mlp gpt256 gpt512 resnet18}
 [ -x "$NETC" ] || { echo "bench: no $NETC: run make all" >&2; exit 1; }
 work=$(mktemp -d "$B/bench.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT INT TERM
@@ -64,6 +67,7 @@ model() {
 		TORCH_ARGS="gpt --batch 8 --seq 128 --width 256 --heads 8 --vocab 2048 --layers 4" ;;
 	gpt512) src=samples/transformer.net consts="B=8 T=128 D=512 H=8 V=2048 L=6" NSTEPS=6 NWARM=2
 		TORCH_ARGS="gpt --batch 8 --seq 128 --width 512 --heads 8 --vocab 2048 --layers 6" ;;
+	resnet18) src=samples/resnet.net consts="B=128" NSTEPS=2 NWARM=1 TORCH_ARGS="resnet --batch 128" ;;
 	*) echo "bench: unknown model $1" >&2; return 1 ;;
 	esac
 	cp "$src" "$work/$1.net" || return 1

@@ -3,6 +3,7 @@
   python3 tests/bench/torch_models.py mlp [--batch 128 --hidden 1024]
   python3 tests/bench/torch_models.py gpt [--batch 8 --seq 128 --width 256
                                            --heads 8 --vocab 2048 --layers 4]
+  python3 tests/bench/torch_models.py resnet [--batch 128 --width 64]
   common: --steps N (default 40) --warmup W (default 10) --threads T (1)
 
 mlp: samples/mlp.net at B, H: 784-H-H-10, bias + ReLU, softmax cross-
@@ -14,6 +15,11 @@ layers of causal attention (q, k, v, o without bias, scores materialised,
 scaled, masked, softmax) and a 4x GELU (exact) MLP with biases, final layer
 norm, output projection without bias, cross-entropy; AdamW(lr 3e-4, betas
 (0.9, 0.95), eps 1e-8, weight decay 0.01); random tokens each step.
+resnet: samples/resnet.net: ResNet-18 for 32x32 images (3x3 stem without
+max pool, basic blocks [2, 2, 2, 2] of width W, 2W, 4W, 8W, strided 1x1
+projections, convs without bias, batch norm, global average pooling,
+linear classifier), cross-entropy, SGD momentum 0.9 (lr 0.05); randn
+images and random labels each step.
 
 Prints two lines over the steps after the warm-up, each step timed whole
 (data, forward, backward, update):
@@ -81,13 +87,44 @@ class GPT(nn.Module):
         return self.out(self.lnf(h))
 
 
+class Basic(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        h = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        return F.relu(h + (x if self.short is None else self.short(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, width, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width))
+        blocks, cin = [], width
+        for i, stride in enumerate((1, 2, 2, 2)):
+            cout = width << i
+            blocks += [Basic(cin, cout, stride), Basic(cout, cout, 1)]
+            cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        h = self.blocks(F.relu(self.stem(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp", "gpt"])
+    ap.add_argument("model", choices=["mlp", "gpt", "resnet"])
     ap.add_argument("--batch", type=int)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--width", type=int)
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=4)
@@ -104,8 +141,16 @@ def main():
 
         def batch():
             return torch.randn(b, 784), torch.randint(0, 10, (b,))
+    elif a.model == "resnet":
+        b = a.batch or 128
+        model = ResNet18(a.width or 64)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def batch():
+            return torch.randn(b, 3, 32, 32), torch.randint(0, 10, (b,))
     else:
         b = a.batch or 8
+        a.width = a.width or 256
         model = GPT(a)
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
                                 weight_decay=0.01)

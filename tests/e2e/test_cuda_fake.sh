@@ -108,12 +108,22 @@ case_ opt_par 4 NETC_COMM=host -- $M/mlp_dp.net -D device_num=4 -D parallel_mode
 case_ mlp_train 4 NETC_COMM=host -- samples/mlp.net -D train.clip_grad_norm=0.5 \
 	-D "train.lr_schedule=(warmup_lr(learning_rate = 0.05, warmup_epoch = 2), cosine_decay_lr(min_lr = 0.01, max_lr = 0.05, decay_epoch = 4))"
 case_ pipeline 4 NETC_COMM=host -- $P/deep.net
+# the LLaMA sample (issue 24): 2 stages x 2-way data x 2-way tensor parallel,
+# rms_norm, silu and rope on "device" buffers
+case_ llama 8 NETC_COMM=host -- samples/llama.net
 # issue 30's operators: reduce_max with its reduced axis split (the MAX
 # all-reduce through NCCL), one_hot, casts to bf16, gather on axis 1
 case_ reduce_max 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/reduce_max.net
 case_ one_hot_cast 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_cast.net
 case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
+# convolutional networks (issue 24): conv2d, pools and their gradients on
+# "device" buffers; channel splits' partial sums reduced by the collectives,
+# height/width splits' halos sliced, all-gathered and concatenated there
+case_ resnet 2 NETC_COMM=host -- samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=1 -D device_num=2 -D STEM_DP=2
+case_ conv_channels 4 NETC_COMM=host -- $M/conv_net.net -D CI=2 -D CO=2
+case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
+case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 

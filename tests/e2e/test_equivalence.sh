@@ -249,6 +249,19 @@ v=$(variant $MODELS/ms_two_matmul_pcl.net ms_pcl_81 A=8 B=1)
 ref ref_ms_pcl_81 "$v" && par "ms_two_matmul_pcl @8 ((8, 1), (8, 1)) (no_need_gather)" ref_ms_pcl_81 8 "$v"
 v=$(variant $MODELS/ms_two_matmul_pcl.net ms_pcl_22 A=2 B=2)
 ref ref_ms_pcl_22 "$v" && par "ms_two_matmul_pcl @4 ((2, 2), (2, 2))" ref_ms_pcl_22 4 "$v" -D device_num=4
+# issue 30.1: the backward on the forward's device matrices; its
+# collectives are counted in tests/unit/test_backward_layout.c
+# (test_two_matmul.py test_two_matmul and _same_input, matmul_info_test.cc
+# GetMirrorOPs1 at 8 devices: batch 2, m 2, k 2, b's 2 replicas)
+ref ref_ms_two $MODELS/ms_two_matmul.net &&
+	par "ms_two_matmul @8 ((4, 2), (2, 1)), ((2, 4), (4, 1))" ref_ms_two 8 $MODELS/ms_two_matmul.net
+v=$(variant $MODELS/ms_two_matmul.net ms_two_22 A1=2 K1=2 A2=2 K2=2)
+ref ref_ms_two_22 "$v" && par "ms_two_matmul @4 ((2, 2), (2, 1)) twice" ref_ms_two_22 4 "$v" -D device_num=4
+v=$(variant $MODELS/ms_matmul_mirror.net ms_mirror_8 B1=1 M=2 K=2)
+ref ref_ms_mirror_8 "$v" &&
+	par "ms_matmul_mirror @8 ((2, 1, 2, 2), (2, 1, 2, 1))" ref_ms_mirror_8 8 "$v" -D device_num=8
+ref ref_ms_same $MODELS/ms_two_matmul_same_input.net &&
+	par "ms_two_matmul_same_input @8" ref_ms_same 8 $MODELS/ms_two_matmul_same_input.net -D device_num=8
 matrix $MODELS/embedding.net "MP=2" "MP=4" "MP=8"
 # rows and ids split: a grid of 4 (issue 21.1); a grid of 8 on 4 devices
 # is an error (it was accepted and trained on a layout ignoring it)

@@ -49,7 +49,7 @@ warnings() {
 for s in samples/*.net; do
 	n=$(basename "$s" .net)
 	warnings "$n" "$s"
-	warnings "$n (stand_alone)" "$s" -D parallel_mode=stand_alone
+	warnings "$n (stand_alone)" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1
 done
 for m in tests/e2e/models/*.net; do
 	case $(basename "$m") in known_*) continue ;; esac

@@ -26,7 +26,15 @@
 #     layout: explain's bytes equal those of the form with the Megatron
 #     strategy written out, the bias_add needs no communication, the
 #     program's --comm-stats agree, the losses equal stand-alone's, and
-#     --why marks the followed row and says why it was chosen.
+#     --why marks the followed row and says why it was chosen;
+#  5. MindSpore's test_two_matmul (tests/e2e/models/ms_two_matmul.net,
+#     8 ranks): the backward on the forward's device matrices (issue
+#     30.1) runs 3 AllGathers (the bprops of the forward's ReduceScatter,
+#     Slice and ReduceScatter) and the 2 mirror AllReduces of y and b;
+#     with the forward's 2 ReduceScatters and 1 AllGather and the loss's
+#     AllReduce: 3 AllReduces, 2 ReduceScatters, 4 AllGathers per step,
+#     as explain counts them and as --comm-stats counts them (before:
+#     20 collectives, 147463 bytes; now 9).
 # Last line: "N passed, N failed"; exit status non-zero on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -150,6 +158,21 @@ if timeout 120 "$NETC" build $sf -o "$work/sf" >"$work/sf.b" 2>&1 &&
 	esac
 else
 	bad "semi_auto follow: build or run failed"
+fi
+# 5. the backward on the forward's device matrices, by --comm-stats
+m=tests/e2e/models/ms_two_matmul.net
+ek=$("$NETC" explain $m 2>/dev/null | sed -n 's/^communication per step by kind: AllReduce \([0-9]*\) x [^,]*, ReduceScatter \([0-9]*\) x [^,]*, AllGather \([0-9]*\) x .*/\1 \2 \3/p')
+eb=$("$NETC" explain $m 2>/dev/null | sed -n 's/^totals per device.*(\([0-9]*\) collectives, \([0-9]*\) bytes.*/\1 \2/p')
+if timeout 120 "$NETC" build $m -o "$work/two" >"$work/two.b" 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 8 "$work/two" --steps 1 --quiet --comm-stats >"$work/two.stats" 2>&1; then
+	got=$(sed -n 's/^comm per step: \([0-9]*\) allreduce, \([0-9]*\) allgather, \([0-9]*\) reduce_scatter, .* \([0-9]*\) bytes$/\1 \3 \2 \4/p' "$work/two.stats")
+	if [ "$ek" = "3 2 4" ] && [ -n "$got" ] && [ "$got" = "$ek ${eb#* }" ] && [ "${eb%% *}" = 9 ]; then
+		ok "ms_two_matmul @8: 3 AllReduces, 2 ReduceScatters, 4 AllGathers (${eb#* } bytes) by explain and --comm-stats"
+	else
+		bad "ms_two_matmul @8: explain '$ek' ($eb), --comm-stats '$got' (AllReduce ReduceScatter AllGather bytes); want 3 2 4"
+	fi
+else
+	bad "ms_two_matmul @8: build or run failed"; tail -3 "$work/two.b" "$work/two.stats" 2>/dev/null
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

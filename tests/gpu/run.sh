@@ -161,8 +161,8 @@ for s in samples/*.net; do
 	n=$(basename "$s" .net)
 	extra=()
 	[ "$n" = wide_deep ] && extra=(-D "$WD_OPT")
-	if build "$n.cpu" "$s" -D parallel_mode=stand_alone "${extra[@]}" &&
-		build "$n.cuda" "$s" -D parallel_mode=stand_alone "${extra[@]}" --target cuda &&
+	if build "$n.cpu" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1 "${extra[@]}" &&
+		build "$n.cuda" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1 "${extra[@]}" --target cuda &&
 		run "$n.cpu" 1 "$n.cpu" --steps 5 && run "$n.cuda" 1 "$n.cuda" --steps 5; then
 		same "$n: CUDA == CPU" "$n.cuda" "$n.cpu"
 	else

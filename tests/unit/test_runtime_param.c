@@ -134,6 +134,25 @@ Test(param, uniform_and_xavier_bounds)
 	free(v);
 }
 
+/* A conv weight [O, C, KH, KW]: fans C KH KW and O KH KW (PyTorch's), not
+ * the last two dims as a matrix's */
+Test(param, conv_weight_fans_count_the_window)
+{
+	enum { O = 64, C = 32, K = 3, N = O * C * K * K };
+	double *v = malloc(sizeof(double) * N), m, sd, lo = 1, hi = -1;
+	NrtTensor t = {.name = "w", .dtype = NRT_F64, .rank = 4, .full = {O, C, K, K}, .slice = {O, C, K, K},
+	               .data = v};
+	nrt_init_param(&t, NRT_INIT_HE_NORMAL, 0, 0, 9, 3);
+	moments(v, N, &m, &sd);
+	cr_expect(fabs(sd - sqrt(2.0 / (C * K * K))) < 0.002, "he std %g, want %g", sd, sqrt(2.0 / (C * K * K)));
+	double a = sqrt(6.0 / ((C + O) * K * K));
+	nrt_init_param(&t, NRT_INIT_XAVIER_UNIFORM, 0, 0, 1, 2);
+	for (int i = 0; i < N; i++)
+		lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
+	cr_expect(lo >= -a && hi < a && lo < -0.99 * a && hi > 0.99 * a, "[%g, %g] vs %g", lo, hi, a);
+	free(v);
+}
+
 Test(param, different_ids_differ)
 {
 	float a[8], b[8];

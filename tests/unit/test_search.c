@@ -229,3 +229,75 @@ Test(search, recursive_valid_and_fast_on_2000_nodes)
 	}
 	free(c);
 }
+
+/* Issue 28: the objective is a device's step. Under M micro-batches and
+ * P stages, a cost paid in every micro-batch (computation, a
+ * redistribution) weighs (M + P - 1) / P, a gradient reduction paid once
+ * per step 1 / P; before, both weighed 1 whatever M and P. */
+static double step_part(Search *s, const int *choice)
+{
+	double t = 0; /* the parameters' gradient reductions, unweighted */
+	for (int v = 0; v < s->nv; v++)
+		for (int i = 0; i < s->v[v].n->nin; i++)
+			if (s->v[v].n->in[i]->kind == VK_PARAM)
+				t += s->v[v].cl->c[choice[v]].param_grad[i];
+	return t;
+}
+
+/* The batch split over all 4 devices where there is one: a plan that
+ * pays both kinds of cost. */
+static void batch_split(Search *s, int *c)
+{
+	for (int v = 0; v < s->nv; v++) {
+		c[v] = 0;
+		for (int k = 0; k < s->v[v].cl->n; k++)
+			if (s->v[v].cl->c[k].free[0] == 4)
+				c[v] = k;
+	}
+}
+
+Test(search, objective_weighs_micro_batches_and_stages)
+{
+	chain_mlp(2);
+	Search *s1 = search_new(&arena, g, NULL, true, &dg);
+	int c[64];
+	batch_split(s1, c);
+	double t1 = search_total(s1, c), st = step_part(s1, c), micro = t1 - st;
+	cr_assert(st > 0 && micro > 0, "the plan should pay both kinds (%g, %g)", st, micro);
+	g->nmicro = 8;
+	Search *s8 = search_new(&arena, g, NULL, true, &dg);
+	cr_expect(fabs(search_total(s8, c) - (8 * micro + st)) <= 1e-9 * t1, "%.9g vs %.9g", search_total(s8, c),
+	          8 * micro + st);
+	g->nstages = 2; /* of 4 devices each, as s1's */
+	g->nchunks = 2;
+	g->par.device_num = 8;
+	Search *s2 = search_new(&arena, g, NULL, true, &dg);
+	batch_split(s2, c);
+	cr_expect(fabs(search_total(s2, c) - ((8 + 1) * micro + st) / 2) <= 1e-9 * t1, "%.9g vs %.9g",
+	          search_total(s2, c), ((8 + 1) * micro + st) / 2);
+}
+
+/* One wide matmul on 4 devices, its weight 64 MB and its activations 1
+ * MB: with one micro-batch a plan that moves activations beats data
+ * parallel's all-reduce of the weight's gradient (about 1 ms); with 64
+ * micro-batches that all-reduce, once per step, is the cheaper, and
+ * dynamic_programming must see it. */
+Test(search, dp_weighs_per_micro_batch_against_per_step)
+{
+	Value *x = in("x", DT_F32, S(64, 4096));
+	Value *t = in("t", DT_F32, S(64, 4096));
+	g->loss = op2(OP_MSE_LOSS, op2(OP_MATMUL, x, par("w", S(4096, 4096))), t);
+	infer_ok();
+	int64_t m[2];
+	for (int k = 0; k < 2; k++) {
+		g->nmicro = k ? 64 : 1;
+		Search *s = search_new(&arena, g, NULL, true, &dg);
+		int c[8];
+		cr_assert(search_dp(s, c));
+		const Cand *cd = &s->v[0].cl->c[c[0]];
+		m[k] = cd->free[0];
+	}
+	cr_expect_neq(m[0], 4, "one micro-batch: data parallel should lose");
+	cr_expect_eq(m[1], 4, "64 micro-batches: data parallel should win (the batch split 4 ways), not %ld",
+	             (long)m[1]);
+}

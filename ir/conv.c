@@ -1,0 +1,238 @@
+/* Shapes and geometry of the convolutional operators (see conv.h). */
+#include "conv.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static const char *shp(const Shape *s)
+{
+	static char ring[4][SHAPE_STR_MAX];
+	static int next;
+	char *b = ring[next++ % 4];
+	return shape_str(s, b, SHAPE_STR_MAX);
+}
+
+__attribute__((format(printf, 3, 4))) static bool fail(Diag *d, const Node *n, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
+	return false;
+}
+
+int64_t conv_out_size(int64_t in, int64_t pads, int64_t k, int64_t dil, int64_t stride)
+{
+	int64_t span = in + pads - dil * (k - 1) - 1;
+	return span < 0 ? 0 : span / stride + 1;
+}
+
+ConvGeom conv_geom(const Node *n, const Shape *x, int64_t O)
+{
+	const ConvAttrs *a = &n->attr.conv;
+	bool conv = n->op == OP_CONV2D || n->op == OP_CONV2D_GRAD_X || n->op == OP_CONV2D_GRAD_W;
+	return (ConvGeom){
+		.N = x->d[0], .C = x->d[1], .H = x->d[2], .W = x->d[3],
+		.O = conv ? O : x->d[1], .KH = a->kh, .KW = a->kw,
+		.groups = conv ? a->groups : 1,
+		.sh = a->sh, .sw = a->sw, .pt = a->pt, .pb = a->pb, .pl = a->pl, .pr = a->pr,
+		.dh = a->dh, .dw = a->dw,
+	};
+}
+
+/* TensorFlow's and MindSpore's "same": ceil(in / stride) outputs, the
+ * padding that needs split with the odd one after. */
+static void same_pad(int64_t in, int64_t k, int64_t dil, int64_t stride, int64_t *lo, int64_t *hi)
+{
+	int64_t out = (in + stride - 1) / stride;
+	int64_t need = (out - 1) * stride + dil * (k - 1) + 1 - in;
+	if (need < 0)
+		need = 0;
+	*lo = need / 2;
+	*hi = need - *lo;
+}
+
+static bool need_image(Diag *d, const Node *n, const Value *x)
+{
+	if (x->shape.rank != 4)
+		return fail(d, n, "%s must be an image batch [N, C, H, W] (rank 4), got %s (rank %d)", x->name,
+		            shp(&x->shape), x->shape.rank);
+	if (!dtype_is_float(x->dtype))
+		return fail(d, n, "%s must be a float tensor, got %s", x->name, dtype_name(x->dtype));
+	return true;
+}
+
+/* The window on the padded input: at least one output row and column. */
+static bool geometry_fits(Diag *d, Node *n, const Value *x, Shape *y)
+{
+	ConvAttrs *a = &n->attr.conv;
+	const Shape *s = &x->shape;
+	if (a->same) {
+		same_pad(s->d[2], a->kh, a->dh, a->sh, &a->pt, &a->pb);
+		same_pad(s->d[3], a->kw, a->dw, a->sw, &a->pl, &a->pr);
+	}
+	int64_t oh = conv_out_size(s->d[2], a->pt + a->pb, a->kh, a->dh, a->sh);
+	int64_t ow = conv_out_size(s->d[3], a->pl + a->pr, a->kw, a->dw, a->sw);
+	if (oh <= 0 || ow <= 0)
+		return fail(d, n, "the window (%" PRId64 " x %" PRId64 ", dilation %" PRId64 " x %" PRId64
+		            ", spanning %" PRId64 " x %" PRId64 ") is larger than the padded input of %s (%" PRId64
+		            " x %" PRId64 ")",
+		            a->kh, a->kw, a->dh, a->dw, a->dh * (a->kh - 1) + 1, a->dw * (a->kw - 1) + 1, x->name,
+		            s->d[2] + a->pt + a->pb, s->d[3] + a->pl + a->pr);
+	*y = (Shape){.rank = 4, .d = {s->d[0], s->d[1], oh, ow}};
+	return true;
+}
+
+static bool set_out(Node *n, DType t, Shape s)
+{
+	n->out->dtype = t;
+	n->out->shape = s;
+	return true;
+}
+
+static bool shape_conv2d(Node *n, Diag *d)
+{
+	const Value *x = n->in[0], *w = n->in[1];
+	ConvAttrs *a = &n->attr.conv;
+	if (!need_image(d, n, x))
+		return false;
+	if (w->shape.rank != 4)
+		return fail(d, n, "the weight %s must be [O, C / groups, KH, KW] (rank 4), got %s (rank %d)", w->name,
+		            shp(&w->shape), w->shape.rank);
+	if (w->dtype != x->dtype)
+		return fail(d, n, "dtypes differ: %s is %s, %s is %s", x->name, dtype_name(x->dtype), w->name,
+		            dtype_name(w->dtype));
+	int64_t C = x->shape.d[1], O = w->shape.d[0], g = a->groups;
+	if (C % g != 0)
+		return fail(d, n, "the %" PRId64 " channels of %s %s are not divisible by groups = %" PRId64, C, x->name,
+		            shp(&x->shape), g);
+	if (O % g != 0)
+		return fail(d, n, "the %" PRId64 " output channels of %s %s are not divisible by groups = %" PRId64, O,
+		            w->name, shp(&w->shape), g);
+	if (w->shape.d[1] != C / g)
+		return fail(d, n, "%s %s must have C / groups = %" PRId64 " input channels (dimension 1) for %s %s%s", w->name,
+		            shp(&w->shape), C / g, x->name, shp(&x->shape),
+		            g > 1 ? "" : " (groups = 1)");
+	a->kh = w->shape.d[2], a->kw = w->shape.d[3];
+	Shape y;
+	if (!geometry_fits(d, n, x, &y))
+		return false;
+	y.d[1] = O;
+	return set_out(n, x->dtype, y);
+}
+
+/* A pool's window must hold at least one element of x whatever its
+ * place (PyTorch's rule: padding at most half the window). */
+static bool shape_pool(Node *n, Diag *d)
+{
+	const Value *x = n->in[0];
+	ConvAttrs *a = &n->attr.conv;
+	if (!need_image(d, n, x))
+		return false;
+	if (a->kh <= 0)
+		return fail(d, n, "needs kernel_size = k or (kh, kw)");
+	if (a->sh == 0) /* PyTorch's default: the window's size */
+		a->sh = a->kh, a->sw = a->kw;
+	if (!a->same && (2 * a->pt > a->kh || 2 * a->pb > a->kh || 2 * a->pl > a->kw || 2 * a->pr > a->kw))
+		return fail(d, n, "padding (%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+		            ") must be at most half the window %" PRId64 " x %" PRId64 " on each side",
+		            a->pt, a->pb, a->pl, a->pr, a->kh, a->kw);
+	Shape y;
+	return geometry_fits(d, n, x, &y) && set_out(n, x->dtype, y);
+}
+
+bool conv_infer_shape(Node *n, Diag *d)
+{
+	const Value *x = n->in[0];
+	switch (n->op) {
+	case OP_CONV2D: return shape_conv2d(n, d);
+	case OP_MAX_POOL2D: case OP_AVG_POOL2D: return shape_pool(n, d);
+	case OP_GLOBAL_AVG_POOL: {
+		if (!need_image(d, n, x))
+			return false;
+		/* the mean over H and W, kept: what reduce_mean's machinery runs */
+		n->attr.axes_mask = 12;
+		n->attr.keep_dims = true;
+		return set_out(n, x->dtype, (Shape){.rank = 4, .d = {x->shape.d[0], x->shape.d[1], 1, 1}});
+	}
+	case OP_FLATTEN: {
+		if (x->shape.rank < 2)
+			return fail(d, n, "%s must have a batch dimension and at least one more, got %s (rank %d)", x->name,
+			            shp(&x->shape), x->shape.rank);
+		int64_t rest = 1;
+		for (int i = 1; i < x->shape.rank; i++)
+			rest *= x->shape.d[i]; /* at most the numel of x: no overflow */
+		n->attr.shape = (Shape){.rank = 2, .d = {x->shape.d[0], rest}};
+		return set_out(n, x->dtype, n->attr.shape);
+	}
+	case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_AVG_POOL2D_GRAD:
+		if (n->attr.shape.rank != 4 || x->shape.rank != 4)
+			return fail(d, n, "the gradient %s must be [N, C, H, W] and the result rank 4", x->name);
+		return set_out(n, x->dtype, n->attr.shape);
+	case OP_MAX_POOL2D_GRAD:
+		return set_out(n, x->dtype, n->in[1]->shape);
+	default: return fail(d, n, "not an operator of the conv family");
+	}
+}
+
+double conv_flops(const Node *n)
+{
+	const Shape *y = &n->out->shape;
+	switch (n->op) {
+	case OP_CONV2D: {
+		const Shape *w = &n->in[1]->shape;
+		return 2.0 * (double)shape_numel(y) * (double)(w->d[1] * w->d[2] * w->d[3]);
+	}
+	case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: {
+		/* the forward's products once more: dy [N, O, OH, OW] times the
+		 * window of C / groups channels */
+		const Shape *dy = &n->in[0]->shape;
+		const ConvAttrs *a = &n->attr.conv;
+		int64_t cg = n->op == OP_CONV2D_GRAD_W ? y->d[1] : n->in[1]->shape.d[1];
+		return 2.0 * (double)shape_numel(dy) * (double)(cg * a->kh * a->kw);
+	}
+	case OP_MAX_POOL2D: case OP_AVG_POOL2D:
+		return (double)shape_numel(y) * (double)(n->attr.conv.kh * n->attr.conv.kw);
+	case OP_MAX_POOL2D_GRAD: case OP_AVG_POOL2D_GRAD:
+		return (double)shape_numel(&n->in[0]->shape) * (double)(n->attr.conv.kh * n->attr.conv.kw);
+	default: return n->nin ? (double)shape_numel(&n->in[0]->shape) : 0;
+	}
+}
+
+bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, char *why, size_t cap)
+{
+	const ConvAttrs *a = &n->attr.conv;
+	bool height = dim == 2;
+	int64_t in = x->d[dim], kk = height ? a->kh : a->kw, dil = height ? a->dh : a->dw;
+	int64_t s = height ? a->sh : a->sw, lo = height ? a->pt : a->pl, hi = height ? a->pb : a->pr;
+	int64_t out = conv_out_size(in, lo + hi, kk, dil, s);
+	const char *what = height ? "height" : "width";
+	*h = (ConvHalo){.dim = dim, .k = k, .n = in / k};
+	const char *rows = height ? "rows" : "columns";
+	if (out % k != 0) {
+		snprintf(why, cap, "the %s split %" PRId64 " ways cuts %" PRId64 " output %s, which %" PRId64
+		         " does not divide", what, k, out, rows, k);
+		return false;
+	}
+	if (h->n != out / k * s) {
+		snprintf(why, cap, "the %s split %" PRId64 " ways gives each shard %" PRId64 " input %s but %" PRId64
+		         " output %s at stride %" PRId64 "; a shard must hold stride x its output %s (an output of %s / "
+		         "stride, as pad_mode = \"same\" gives)",
+		         what, k, h->n, rows, out / k, rows, s, rows, height ? "H" : "W");
+		return false;
+	}
+	h->t = lo;
+	h->b = dil * (kk - 1) - lo - s + 1;
+	if (h->b < 0)
+		h->b = 0;
+	if (h->t + h->b > h->n || conv_out_size(h->t + h->n + h->b, 0, kk, dil, s) != out / k) {
+		snprintf(why, cap, "each %s shard of %" PRId64 " %s would need %" PRId64 " + %" PRId64
+		         " halo %s from its neighbours, more than its own %" PRId64,
+		         what, h->n, rows, h->t, h->b, rows, h->n);
+		return false;
+	}
+	return true;
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Issue 28: the plans the searches find against the plan every
+# practitioner knows. For GPT-3 175B (samples/transformer.net with its
+# constants: 96 layers, width 12288, 96 heads, sequence 2048, vocabulary
+# 51200, batch 1536) on 1024 devices, 8 pipeline stages, 96 micro-batches,
+# and for smaller stacks on 256 and 64 devices, each search_mode's plan
+# must be Megatron's tensor x data x pipeline plan or one that `netc
+# explain` prices at most 1.05 x as much per step: recursive_programming
+# and dynamic_programming on tests/models/transformer_plain.net (nothing
+# annotated), sharding_propagation from the six matmuls' strategies alone
+# (tests/models/transformer_six.net). The hand plan is the sample's
+# .shard annotations with DP x MP = a stage's devices. --memory-limit 0:
+# the comparison is of time per step, the same for every plan (without
+# recompute no plan of GPT-3 fits 80 GB, the hand plan included).
+# Last line: "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+make -s all || { echo "0 passed, 1 failed"; exit 1; }
+
+TOL=1.05
+step_time() { "$NETC" explain --memory-limit 0 -D dataset_strategy=full_batch "$@" 2>/dev/null |
+	sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p'; }
+
+# name, -D constants, DP x MP of a stage (the hand plan)
+check() {
+	name=$1 consts=$2 dp=$3 mp=$4
+	hand=$(step_time $consts -D DP=$dp -D MP=$mp samples/transformer.net)
+	[ -n "$hand" ] || { bad "$name: no hand plan"; return; }
+	echo "$name: hand plan (TP $mp x DP $dp) $hand s per step"
+	for mode in recursive_programming dynamic_programming sharding_propagation; do
+		case $mode in
+		sharding_propagation) model="tests/models/transformer_six.net -D DP=$dp -D MP=$mp" ;;
+		*) model=tests/models/transformer_plain.net ;;
+		esac
+		t0=$(date +%s.%N)
+		got=$(step_time $consts -D search_mode=$mode $model)
+		secs=$(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
+		echo "$name: $mode $got s per step ($secs s to plan and explain)"
+		awk -v g="$got" -v h="$hand" -v t=$TOL 'BEGIN { exit !(g > 0 && g <= t * h) }' && ok ||
+			bad "$name: $mode predicts $got s per step, more than $TOL x the hand plan's $hand s"
+	done
+}
+
+check "GPT-3 175B, 1024 devices" "-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D device_num=1024
+	-D pipeline_stages=8 -D train.micro_size=96" 16 8
+check "24 layers of width 8192, 256 devices" "-D B=512 -D T=2048 -D D=8192 -D H=64 -D V=51200 -D L=24
+	-D device_num=256 -D pipeline_stages=4 -D train.micro_size=32" 8 8
+check "8 layers of width 4096, 64 devices" "-D B=256 -D T=2048 -D D=4096 -D H=32 -D V=51200 -D L=8
+	-D device_num=64 -D pipeline_stages=2 -D train.micro_size=16" 4 8
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

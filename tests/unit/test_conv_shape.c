@@ -1,0 +1,93 @@
+/* The convolutional operators' geometry (ir/conv.c) against hand-computed
+ * values: output sizes, pad_mode = same's split of the padding, the pools'
+ * default stride, and the halo of a height/width split (conv_halo). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/conv.h"
+#include "ir/shape.h"
+
+#include "graph_fixture.h"
+
+static void setup(void) { graph_fixture_setup(); }
+
+TestSuite(conv, .init = setup, .fini = teardown);
+
+static Node *conv(Shape x, Shape w, ConvAttrs a)
+{
+	Value *v[2] = {graph_value(g, VK_INPUT, "x", DT_F32, x, loc_none()),
+	               graph_value(g, VK_PARAM, "w", DT_F32, w, loc_none())};
+	Node *n = graph_node(g, OP_CONV2D, v, 2, loc_none());
+	n->attr.conv = a;
+	return n;
+}
+
+static ConvAttrs attrs(int64_t s, int64_t p, int64_t dil)
+{
+	return (ConvAttrs){.sh = s, .sw = s, .pt = p, .pb = p, .pl = p, .pr = p, .dh = dil, .dw = dil, .groups = 1};
+}
+
+Test(conv, output_sizes)
+{
+	/* floor((H + pads - dil (K - 1) - 1) / s) + 1 */
+	cr_expect_eq(conv_out_size(32, 2, 3, 1, 1), 32);
+	cr_expect_eq(conv_out_size(32, 2, 3, 1, 2), 16);
+	cr_expect_eq(conv_out_size(7, 1, 3, 2, 2), 2);  /* (7 + 1 - 4 - 1) / 2 + 1 */
+	cr_expect_eq(conv_out_size(16, 0, 1, 1, 2), 8);
+	cr_expect_eq(conv_out_size(4, 0, 5, 1, 1), 0);  /* no window fits */
+}
+
+Test(conv, same_padding_puts_the_odd_pixel_after)
+{
+	ConvAttrs a = attrs(2, 0, 1);
+	a.same = true;
+	/* H 7, stride 2: 4 outputs need (4 - 1) 2 + 3 = 9 rows, 2 of padding: 1 + 1;
+	 * W 8: 4 outputs, 9 - 8 = 1: 0 before, 1 after (MindSpore, TensorFlow) */
+	Node *n = conv((Shape){.rank = 4, .d = {2, 3, 7, 8}}, (Shape){.rank = 4, .d = {5, 3, 3, 3}}, a);
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	cr_expect(n->out->shape.d[1] == 5 && n->out->shape.d[2] == 4 && n->out->shape.d[3] == 4);
+	cr_expect(n->attr.conv.pt == 1 && n->attr.conv.pb == 1, "H pads %ld %ld", (long)n->attr.conv.pt,
+	          (long)n->attr.conv.pb);
+	cr_expect(n->attr.conv.pl == 0 && n->attr.conv.pr == 1, "W pads %ld %ld", (long)n->attr.conv.pl,
+	          (long)n->attr.conv.pr);
+}
+
+Test(conv, pool_stride_defaults_to_the_window)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, (Shape){.rank = 4, .d = {2, 3, 9, 6}}, loc_none());
+	Node *n = graph_node(g, OP_AVG_POOL2D, &x, 1, loc_none());
+	n->attr.conv = (ConvAttrs){.kh = 3, .kw = 2, .dh = 1, .dw = 1, .groups = 1};
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	cr_expect(n->attr.conv.sh == 3 && n->attr.conv.sw == 2);
+	cr_expect(n->out->shape.d[2] == 3 && n->out->shape.d[3] == 3);
+}
+
+/* t = the top padding, b = dil (K - 1) - t - stride + 1 (at least 0) */
+Test(conv, halo_rows)
+{
+	char why[320];
+	ConvHalo h;
+	Shape x = {.rank = 4, .d = {8, 4, 16, 16}};
+	struct { int64_t k, s, p, dil, ways, t, b; } ok[] = {
+		{3, 1, 1, 1, 2, 1, 1}, {3, 2, 1, 1, 4, 1, 0}, {5, 2, 2, 1, 2, 2, 1},
+		{3, 1, 2, 2, 2, 2, 2}, {1, 2, 0, 1, 2, 0, 0},
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		Node *n = conv(x, (Shape){.rank = 4, .d = {4, 4, ok[i].k, ok[i].k}}, attrs(ok[i].s, ok[i].p, ok[i].dil));
+		n->attr.conv.kh = n->attr.conv.kw = ok[i].k;
+		cr_expect(conv_halo(n, &x, 2, ok[i].ways, &h, why, sizeof why), "case %zu: %s", i, why);
+		cr_expect(h.n == 16 / ok[i].ways && h.t == ok[i].t && h.b == ok[i].b, "case %zu: n %ld t %ld b %ld", i,
+		          (long)h.n, (long)h.t, (long)h.b);
+	}
+	/* 14 outputs of 16 rows (unpadded 3x3) cannot be shared by two shards of 8 */
+	Node *n = conv(x, (Shape){.rank = 4, .d = {4, 4, 3, 3}}, attrs(1, 0, 1));
+	n->attr.conv.kh = n->attr.conv.kw = 3;
+	cr_expect_not(conv_halo(n, &x, 2, 2, &h, why, sizeof why));
+	cr_expect(strstr(why, "8 input rows but 7 output rows"), "%s", why);
+	/* a 7x7 window over shards of 4 rows: 3 + 3 halo rows */
+	n = conv(x, (Shape){.rank = 4, .d = {4, 4, 7, 7}}, attrs(1, 3, 1));
+	n->attr.conv.kh = n->attr.conv.kw = 7;
+	cr_expect_not(conv_halo(n, &x, 3, 4, &h, why, sizeof why));
+	cr_expect(strstr(why, "3 + 3 halo columns"), "%s", why);
+}
