@@ -264,12 +264,22 @@ static void input_role(const Graph *g, const Value *in, const char **role, int64
 	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
+		/* one_hot's ids are classes in [0, depth) (issue 30) */
+		if (n->phase == PH_FORWARD && n->op == OP_ONE_HOT && comes_from(n->in[0], in)) {
+			*role = "NRT_IN_TOKENS";
+			*range = n->attr.depth;
+			return;
+		}
 		if (n->phase != PH_FORWARD || n->nin < 2 || !comes_from(n->in[1], in))
 			continue;
 		switch (n->op) {
 		case OP_EMBEDDING:
 			*role = "NRT_IN_TOKENS";
 			*range = n->in[0]->shape.d[0];
+			return;
+		case OP_GATHER: /* issue 30: ids along the gathered axis */
+			*role = "NRT_IN_TOKENS";
+			*range = n->in[0]->shape.d[n->attr.axis];
 			return;
 		case OP_SOFTMAX_CROSS_ENTROPY:
 			*role = "NRT_IN_CLASSES";

@@ -15,6 +15,7 @@
  *   emit_c.c       one node's kernel calls and collectives
  *   emit_llama_c.c rms_norm, silu, rope (emit_c.c's table calls them)
  *   emit_conv.c    the convolutional operators' kernel calls
+ *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot, gather)
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
  *                  the stages that hold a value, the update runs' blocks
  */
@@ -140,6 +141,13 @@ void emit_run_blocks(Emit *e, bool grads);
 /* ---- emit_conv.c: conv2d, max/avg_pool2d and their gradients ---- */
 
 void emit_conv(Emit *e, const Node *n);
+/* ---- emit_ops.c: issue 30's operators (emit_c.c's table calls them) ---- */
+
+void emit_REDUCE_MAX(Emit *e, const Node *n);
+void emit_MAX_MASK(Emit *e, const Node *n);
+void emit_ONE_HOT(Emit *e, const Node *n);
+void emit_GATHER(Emit *e, const Node *n);
+void emit_GATHER_GRAD(Emit *e, const Node *n);
 
 /* ---- emit_c.c: one node's kernel calls and collectives ---- */
 

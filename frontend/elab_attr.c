@@ -18,6 +18,7 @@ typedef enum KwField {
 	KF_ROPE_BASE, KF_ROPE_LAYOUT, KF_ROPE_OFFSET,
 	/* convolutional networks (attr.conv) */
 	KF_KERNEL, KF_STRIDE, KF_PADDING, KF_PAD_MODE, KF_DILATION, KF_GROUPS, KF_COUNT_PAD,
+	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -91,6 +92,16 @@ static const struct KwSpec {
 	{OP_AVG_POOL2D, "padding", KF_PADDING},
 	{OP_AVG_POOL2D, "pad_mode", KF_PAD_MODE},
 	{OP_AVG_POOL2D, "count_include_pad", KF_COUNT_PAD},
+	/* issue 30 */
+	{OP_REDUCE_MAX, "axis", KF_AXES},
+	{OP_REDUCE_MAX, "keep_dims", KF_KEEP_DIMS},
+	{OP_ONE_HOT, "depth", KF_DEPTH},
+	{OP_ONE_HOT, "on_value", KF_ON_VALUE},
+	{OP_ONE_HOT, "off_value", KF_OFF_VALUE},
+	{OP_ONE_HOT, "axis", KF_AXIS},
+	{OP_CAST, "dtype", KF_DTYPE},
+	{OP_GATHER, "axis", KF_AXIS},
+	{OP_LAYER_NORM, "begin_params_axis", KF_PARAMS_AXIS},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -106,13 +117,14 @@ static int kw_names(Op op, const char **out)
 void el_op_defaults(Node *n)
 {
 	OpAttrs *a = &n->attr;
-	a->axis = n->op == OP_CONCAT ? 0 : -1;
+	a->axis = n->op == OP_CONCAT || n->op == OP_GATHER ? 0 : -1;
 	a->eps = n->op == OP_RMS_NORM ? 1e-6 : 1e-5; /* MindSpore's RmsNorm and LLaMA's default */
 	a->rope_base = 10000;
 	a->momentum = 0.9;
 	a->keep_prob = 0.5;
 	a->reduce = RED_SUM;
 	a->group = "";
+	a->on_value = 1;
 	if (n->op == OP_DROPOUT)
 		a->seed_id = (uint32_t)n->id + 1; /* a stream of its own per dropout */
 	/* pools' stride 0: kernel_size, resolved by shape inference */
@@ -335,6 +347,30 @@ static bool kw_axes(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 	return true;
 }
 
+/* cast(x, dtype = f16): the float types netc stores; f64 is what
+ * --precision f64 makes of every float, not a type of its own. */
+static bool kw_dtype(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	static const struct { const char *name; DType t; } types[] = {
+		{"f32", DT_F32}, {"float32", DT_F32}, {"f16", DT_F16}, {"float16", DT_F16},
+		{"bf16", DT_BF16}, {"bfloat16", DT_BF16},
+	};
+	const char *w = el_want_word(E, v, ctx);
+	if (!w)
+		return false;
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		if (strcmp(w, types[i].name) == 0) {
+			n->attr.to = types[i].t;
+			return true;
+		}
+	if (strcmp(w, "f64") == 0 || strcmp(w, "float64") == 0)
+		diag_error(E->d, v->loc, "%s: f64 is no stored type; --precision f64 builds every float tensor in "
+		           "double precision", ctx);
+	else
+		diag_error(E->d, v->loc, "%s must be one of f32, f16, bf16, got '%s'", ctx, w);
+	return false;
+}
+
 /* rope(base = b, layout = half | interleaved, offset = p) */
 static bool kw_rope(Elab *E, Node *n, KwField k, const CfgValue *v, const char *ctx)
 {
@@ -418,6 +454,20 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		}
 		a->keep_prob = x;
 		return true;
+	case KF_DEPTH:
+		if (!el_want_int(E, v, ctx, 1, INT32_MAX, &i))
+			return false;
+		a->depth = i;
+		return true;
+	case KF_ON_VALUE: return el_want_float(E, v, ctx, &a->on_value);
+	case KF_OFF_VALUE: return el_want_float(E, v, ctx, &a->off_value);
+	case KF_DTYPE: return kw_dtype(E, n, v, ctx);
+	case KF_PARAMS_AXIS:
+		if (!el_want_int(E, v, ctx, -MAX_RANK, MAX_RANK - 1, &i))
+			return false;
+		a->params_axis = (int)i;
+		a->params_axis_set = true;
+		return true;
 	case KF_SHAPE: return kw_shape(E, n, v, ctx);
 	case KF_PERM: return kw_perm(E, n, v, ctx);
 	case KF_AXES: return kw_axes(E, n, v, ctx);
@@ -499,9 +549,11 @@ bool el_op_keywords(Elab *E, Frame *f, Node *n, const Expr *e)
 	}
 	if (ok && (n->op == OP_CONV2D || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D))
 		ok = conv_pad_conflict(E, n, e);
-	const char *need = n->op == OP_RESHAPE ? "shape" : n->op == OP_TRANSPOSE ? "perm" : NULL;
+	const char *need = n->op == OP_RESHAPE ? "shape" : n->op == OP_TRANSPOSE ? "perm" : n->op == OP_ONE_HOT ? "depth"
+	                 : n->op == OP_CAST ? "dtype" : NULL;
 	if (need && ok && !has_kw(e->args, need)) {
-		diag_error(E->d, e->loc, "%s needs %s = (...)", op, need);
+		diag_error(E->d, e->loc, "%s needs %s = %s", op, need,
+		           n->op == OP_ONE_HOT ? "N" : n->op == OP_CAST ? "f32|f16|bf16" : "(...)");
 		ok = false;
 	}
 	return ok;

@@ -61,6 +61,9 @@ void parallel_config_defaults(ParallelConfig *pc)
 	pc->grad_accumulation_step = 1;
 	pc->server_num = 1;
 	pc->ps_mode = PS_SYNC;
+	pc->algo.algo_approxi_epsilon = 0.1;
+	pc->algo.tensor_slice_align_size = 16;
+	pc->algo.dp_algo_single_loop = true;
 }
 
 /* Optimizer hyperparameters other than lr; `optimizer = X(...)` resets
@@ -703,6 +706,54 @@ static bool set_ps_mode(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 		return false;
 	pc->ps_mode = (PsMode)m;
 	return true;
+}
+
+/* set_algo_parameters = {...}: MindSpore's names, defaults and ranges
+ * (r2.3); each remembers where it was given for the warnings of
+ * config_check.c. */
+static bool sub_algo(Cx *cx, ParallelConfig *pc, const char *path, const CfgValue *v)
+{
+	AlgoParams *ap = &pc->algo;
+	const char *k = strchr(path, '.') + 1;
+	int64_t i;
+	bool ok;
+#define IS(name) (strcmp(k, #name) == 0 && ((ap->set_mask |= 1u << AK_##name), (ap->set_loc[AK_##name] = v->loc), 1))
+	if (IS(fully_use_devices))
+		ok = get_bool(cx, path, v, &ap->fully_use_devices);
+	else if (IS(elementwise_op_strategy_follow))
+		ok = get_bool(cx, path, v, &ap->elementwise_op_strategy_follow);
+	else if (IS(enable_algo_approxi))
+		ok = get_bool(cx, path, v, &ap->enable_algo_approxi);
+	else if (IS(tensor_slice_align_enable))
+		ok = get_bool(cx, path, v, &ap->tensor_slice_align_enable);
+	else if (IS(dp_algo_single_loop))
+		ok = get_bool(cx, path, v, &ap->dp_algo_single_loop);
+	else if (IS(tensor_slice_align_size)) {
+		ok = get_int(cx, path, v, 1, 1024, &i);
+		ap->tensor_slice_align_size = ok ? i : ap->tensor_slice_align_size;
+	} else {
+		IS(algo_approxi_epsilon);
+		double x = 0;
+		ok = get_number(cx, path, v, &x);
+		if (ok && !(x > 0 && x <= 1)) {
+			diag_error(cx->d, v->loc, "%s must be in (0, 1], got %g", path, x);
+			ok = false;
+		}
+		if (ok)
+			ap->algo_approxi_epsilon = x;
+	}
+#undef IS
+	return ok;
+}
+
+static bool set_set_algo_parameters(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	static const SubKey subs[] = {
+#define AK_ROW_(k) {#k, sub_algo},
+		ALGO_KEYS(AK_ROW_)
+#undef AK_ROW_
+	};
+	return apply_dict(cx, pc, "set_algo_parameters", v, subs, NELEM(subs));
 }
 
 /* One row per key: the compiler refuses to build if a PARALLEL_KEYS row

@@ -58,7 +58,8 @@ typedef struct FusionConfig {
 	X(pipeline_stages) X(pipeline_result_broadcast) X(pipeline_config)     \
 	X(parallel_optimizer_config) X(comm_fusion) X(strategy_ckpt_config)    \
 	X(group_ckpt_save_file) X(grad_accumulation_step)                      \
-	X(enable_ps) X(server_num) X(ps_mode)
+	X(enable_ps) X(server_num) X(ps_mode)                                  \
+	X(set_algo_parameters)
 
 typedef enum ParallelKey {
 #define PK_ENUM_(k) PK_##k,
@@ -66,6 +67,34 @@ typedef enum ParallelKey {
 #undef PK_ENUM_
 	PK_COUNT
 } ParallelKey;
+
+/* MindSpore's set_algo_parameters (mindspore.parallel), given in the
+ * parallel block as `set_algo_parameters = {key = value, ...}`; the
+ * searches read it (passes/search_graph.c, docs/parallel.md). */
+#define ALGO_KEYS(X)                                                            \
+	X(fully_use_devices) X(elementwise_op_strategy_follow)                 \
+	X(enable_algo_approxi) X(algo_approxi_epsilon)                         \
+	X(tensor_slice_align_enable) X(tensor_slice_align_size)                \
+	X(dp_algo_single_loop)
+
+typedef enum AlgoKey {
+#define AK_ENUM_(k) AK_##k,
+	ALGO_KEYS(AK_ENUM_)
+#undef AK_ENUM_
+	AK_COUNT
+} AlgoKey;
+
+typedef struct AlgoParams {
+	bool fully_use_devices;             /* default false (MindSpore >= 2.5; 2.3 said true): candidates use every device */
+	bool elementwise_op_strategy_follow;/* default false */
+	bool enable_algo_approxi;           /* default false */
+	double algo_approxi_epsilon;        /* (0, 1], default 0.1: at most 1/epsilon candidates */
+	bool tensor_slice_align_enable;     /* default false */
+	int64_t tensor_slice_align_size;    /* [1, 1024], default 16 */
+	bool dp_algo_single_loop;           /* default true (MindSpore 1.x); no effect here */
+	unsigned set_mask;                  /* bit AK_x: given explicitly */
+	Loc set_loc[AK_COUNT];              /* where each was given (its value) */
+} AlgoParams;
 
 typedef enum DatasetStrategyKind { DS_DATA_PARALLEL, DS_FULL_BATCH, DS_TUPLE } DatasetStrategyKind;
 
@@ -109,6 +138,7 @@ typedef struct ParallelConfig {
 	bool enable_ps;                     /* set_ps_context(enable_ps): default false */
 	int64_t server_num;                 /* MS_SERVER_NUM: server ranks after the workers, [0, 4096], default 1 */
 	PsMode ps_mode;                     /* sync (default): = data parallel; async: not reproducible */
+	AlgoParams algo;                    /* set_algo_parameters */
 	Loc loc;                            /* the `parallel` keyword, or none */
 	uint64_t set_mask;                  /* bit PK_x: key x was given explicitly */
 	Loc set_loc[PK_COUNT];              /* where each key was last set (its value) */

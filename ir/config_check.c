@@ -184,8 +184,49 @@ static bool check_ps(const ParallelConfig *pc, Diag *d)
 	return ok;
 }
 
+/* set_algo_parameters: what the chosen search reads of it; the rest gets
+ * a warning at the value that it changes nothing (passes/search_graph.c
+ * applies the filters; docs/parallel.md). */
+static void check_algo(const ParallelConfig *pc, Diag *d)
+{
+	const AlgoParams *ap = &pc->algo;
+	if (!ap->set_mask)
+		return;
+	if (pc->parallel_mode != PM_AUTO_PARALLEL) {
+		diag_warning(d, key_loc(pc, PK_set_algo_parameters),
+		             "set_algo_parameters has no effect in %s (only auto_parallel searches for strategies); it is "
+		             "ignored", parallel_mode_name(pc->parallel_mode));
+		return;
+	}
+	bool rec = pc->search_mode == SM_RECURSIVE_PROGRAMMING, dp = pc->search_mode == SM_DYNAMIC_PROGRAMMING;
+	if ((ap->set_mask >> AK_fully_use_devices & 1) && ap->fully_use_devices && rec)
+		diag_warning(d, ap->set_loc[AK_fully_use_devices],
+		             "fully_use_devices = true has no effect with search_mode = recursive_programming (its bisection "
+		             "builds strategies from ones using fewer devices); dynamic_programming and "
+		             "sharding_propagation honour it");
+	if ((ap->set_mask >> AK_elementwise_op_strategy_follow & 1) && ap->elementwise_op_strategy_follow)
+		diag_warning(d, ap->set_loc[AK_elementwise_op_strategy_follow],
+		             "elementwise_op_strategy_follow = true has no effect: the searches price an elementwise "
+		             "operator's redistributions and choose its strategy like any other's");
+	for (AlgoKey k = AK_enable_algo_approxi; k <= AK_algo_approxi_epsilon; k++)
+		if ((ap->set_mask >> k & 1) && !dp)
+			diag_warning(d, ap->set_loc[k], "%s has no effect with search_mode = %s (only dynamic_programming "
+			             "approximates)", k == AK_enable_algo_approxi ? "enable_algo_approxi" : "algo_approxi_epsilon",
+			             search_mode_name(pc->search_mode));
+	if ((ap->set_mask >> AK_algo_approxi_epsilon & 1) && dp && !ap->enable_algo_approxi)
+		diag_warning(d, ap->set_loc[AK_algo_approxi_epsilon],
+		             "algo_approxi_epsilon has no effect without enable_algo_approxi = true");
+	if ((ap->set_mask >> AK_tensor_slice_align_size & 1) && !ap->tensor_slice_align_enable)
+		diag_warning(d, ap->set_loc[AK_tensor_slice_align_size],
+		             "tensor_slice_align_size has no effect without tensor_slice_align_enable = true");
+	if (ap->set_mask >> AK_dp_algo_single_loop & 1)
+		diag_warning(d, ap->set_loc[AK_dp_algo_single_loop],
+		             "dp_algo_single_loop has no effect: netc's dynamic_programming eliminates the graph once");
+}
+
 bool parallel_config_finish(ParallelConfig *pc, Diag *d)
 {
+	check_algo(pc, d);
 	bool ok = check_dataset(pc, d);
 	ok &= check_ps(pc, d);
 	ok &= check_pipeline(pc, d);

@@ -98,6 +98,16 @@ void parallel_config_print(const ParallelConfig *pc, FILE *out)
 	fputs("  group_ckpt_save_file = ", out);
 	print_string(pc->group_ckpt_save_file, out);
 	fprintf(out, "\n  grad_accumulation_step = %" PRId64 "\n", pc->grad_accumulation_step);
+	if (pc->algo.set_mask) { /* printed only when given: older dumps stay as they were */
+		const AlgoParams *ap = &pc->algo;
+		fprintf(out,
+		        "  set_algo_parameters = {fully_use_devices = %s, elementwise_op_strategy_follow = %s, "
+		        "enable_algo_approxi = %s, algo_approxi_epsilon = %g, tensor_slice_align_enable = %s, "
+		        "tensor_slice_align_size = %" PRId64 ", dp_algo_single_loop = %s}\n",
+		        tf(ap->fully_use_devices), tf(ap->elementwise_op_strategy_follow), tf(ap->enable_algo_approxi),
+		        ap->algo_approxi_epsilon, tf(ap->tensor_slice_align_enable), ap->tensor_slice_align_size,
+		        tf(ap->dp_algo_single_loop));
+	}
 	if (pc->enable_ps) /* printed only when on: older dumps stay as they were */
 		fprintf(out, "  enable_ps = true\n  server_num = %" PRId64 "\n  ps_mode = %s\n", pc->server_num,
 		        ps_mode_name(pc->ps_mode));

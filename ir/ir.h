@@ -70,10 +70,10 @@ typedef struct ConvAttrs {
 typedef struct OpAttrs {
 	bool transpose_a, transpose_b; /* matmul, batch_matmul */
 	int axis;                      /* softmax, log_softmax, concat, layer_norm (begin_norm_axis), slice; -1 = last */
-	int64_t axes_mask;             /* reduce_sum/mean: bit i set = reduce dim i (0 = all); sum_to/broadcast_to: dims reduced */
+	int64_t axes_mask;             /* reduce_sum/mean/max: bit i set = reduce dim i (0 = all); sum_to/broadcast_to: dims reduced */
 	int axes[MAX_RANK];            /* reduce_sum/mean: axes as written, negative from the end (shape inference builds axes_mask) */
 	int naxes;                     /* reduce_sum/mean: 0 = reduce all */
-	bool keep_dims;                /* reduce_sum, reduce_mean */
+	bool keep_dims;                /* reduce_sum, reduce_mean, reduce_max */
 	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
 	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
 	                                * 1/sqrt(d_head), which shape inference then writes here */
@@ -109,6 +109,11 @@ typedef struct OpAttrs {
 	int rope_layout;
 	int64_t rope_offset;
 	ConvAttrs conv;                /* conv2d, max/avg_pool2d and their gradients (ir/conv.h) */
+	/* issue 30's operators */
+	int64_t depth;                 /* one_hot: classes (the new last dim) */
+	double on_value, off_value;    /* one_hot: 1 and 0 by default */
+	int params_axis;               /* layer_norm: begin_params_axis as written (params_axis_set) */
+	bool params_axis_set;
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split
@@ -137,6 +142,8 @@ typedef struct Annot {
 	bool target_cpu;               /* target = cpu: placed on the host (heterogeneous) */
 	bool searched;                 /* in_strategy was chosen by the auto_parallel search (passes/search.c) or loaded from a strategy checkpoint, not written */
 	bool loaded;                   /* ... loaded from a strategy checkpoint (searched is set too) */
+	bool borrowed;                 /* in_strategy is its reader's, on a cast netc inserted (passes/precision.c):
+	                                * a preference, not the user's word (cast is user-visible too) */
 } Annot;
 
 typedef enum ValueKind {

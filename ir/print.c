@@ -91,6 +91,7 @@ static void print_attrs(const Node *n, FILE *out)
 		break;
 	case OP_REDUCE_SUM:
 	case OP_REDUCE_MEAN:
+	case OP_REDUCE_MAX:
 		fprintf(out, ", axes=0x%" PRIx64 "%s", a->axes_mask, a->keep_dims ? ", keep_dims=true" : "");
 		break;
 	case OP_SCALE:
@@ -98,6 +99,13 @@ static void print_attrs(const Node *n, FILE *out)
 		break;
 	case OP_CAST:
 		fprintf(out, ", to=%s", dtype_name(a->to));
+		break;
+	case OP_GATHER:
+	case OP_GATHER_GRAD:
+		fprintf(out, ", axis=%d", a->axis);
+		break;
+	case OP_ONE_HOT:
+		fprintf(out, ", depth=%" PRId64 ", on=%g, off=%g", a->depth, a->on_value, a->off_value);
 		break;
 	case OP_REDISTRIBUTE:
 		if (a->steps)

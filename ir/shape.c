@@ -327,6 +327,17 @@ RULE(LAYER_NORM)
 	Value *x = n->in[0];
 	if (!need_float(d, n, x) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
 		return false;
+	/* MindSpore's begin_params_axis: gamma and beta cover x's dims from it.
+	 * Only where they are the normalised dims (nn.LayerNorm's form, both
+	 * -1 by default) -- the other forms are refused, not misread. */
+	if (n->attr.params_axis_set) {
+		int p = normalize_axis(n->attr.params_axis, x->shape.rank);
+		if (p < 0)
+			return fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
+		if (p != n->attr.axis)
+			return fail(d, n, "begin_params_axis %d differs from begin_norm_axis %d: netc's gamma and beta cover "
+			            "exactly the normalised dimensions", n->attr.params_axis, n->attr.axis);
+	}
 	Shape want = {.rank = x->shape.rank - n->attr.axis};
 	memcpy(want.d, &x->shape.d[n->attr.axis], sizeof(int64_t) * (size_t)want.rank);
 	for (int i = 1; i <= 2; i++) {
@@ -539,6 +550,83 @@ RULE(MSE_LOSS)
 	if (!float_pair(d, n, p, t) || !same_shape(d, n, p, t))
 		return false;
 	return set_out(n, DT_F32, (Shape){0});
+}
+
+/* --- issue 30: reduce_max, one_hot, max_mask --------------------------------------- */
+
+RULE(REDUCE_MAX) { return need_float(d, n, n->in[0]) && reduce(n, d); }
+
+/* ids int [...] -> [..., depth] f32: on_value at each id, off_value elsewhere
+ * (an id outside [0, depth) gives a row of off_value, as MindSpore's -1).
+ * Only the last axis, as MindSpore's OneHot under auto-parallel. */
+RULE(ONE_HOT)
+{
+	Value *ids = n->in[0];
+	if (!need_int(d, n, ids))
+		return false;
+	if (n->attr.depth <= 0)
+		return fail(d, n, "depth must be given and positive");
+	if (n->attr.axis != -1 && n->attr.axis != ids->shape.rank)
+		return fail(d, n, "axis must be -1 (the new last dimension), got %d", n->attr.axis);
+	if (ids->shape.rank >= MAX_RANK)
+		return fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank, MAX_RANK);
+	Shape out = ids->shape;
+	out.d[out.rank++] = n->attr.depth;
+	return set_out(n, DT_F32, out);
+}
+
+/* x [a..., n, b...] (n at axis), ids int [i...] -> [a..., i..., b...] */
+static bool gather_shape(Diag *d, Node *n, const Value *x, const Value *ids, int *axis, Shape *out)
+{
+	if (!need_int(d, n, ids) || !need_rank(d, n, x, 1, MAX_RANK))
+		return false;
+	int r = x->shape.rank, ax = normalize_axis(*axis, r);
+	if (ax < 0)
+		return fail(d, n, "axis %d out of range for %s %s", *axis, x->name, shp(&x->shape));
+	*axis = ax;
+	if (r - 1 + ids->shape.rank > MAX_RANK)
+		return fail(d, n, "the result would have rank %d, over %d", r - 1 + ids->shape.rank, MAX_RANK);
+	out->rank = 0;
+	for (int i = 0; i < ax; i++)
+		out->d[out->rank++] = x->shape.d[i];
+	for (int i = 0; i < ids->shape.rank; i++)
+		out->d[out->rank++] = ids->shape.d[i];
+	for (int i = ax + 1; i < r; i++)
+		out->d[out->rank++] = x->shape.d[i];
+	return true;
+}
+
+RULE(GATHER)
+{
+	Shape out;
+	return need_float(d, n, n->in[0]) && gather_shape(d, n, n->in[0], n->in[1], &n->attr.axis, &out) &&
+	       set_out(n, n->in[0]->dtype, out);
+}
+
+/* (dy, ids) -> dx of attr.shape, dy being gather's result */
+RULE(GATHER_GRAD)
+{
+	Value x = {.name = "x", .shape = n->attr.shape, .dtype = n->in[0]->dtype};
+	Shape dy;
+	if (!attr_shape_ok(d, n, &n->attr.shape) || !gather_shape(d, n, &x, n->in[1], &n->attr.axis, &dy))
+		return false;
+	if (!shape_eq(&dy, &n->in[0]->shape))
+		return fail(d, n, "%s must be %s, got %s", n->in[0]->name, shp(&dy), shp(&n->in[0]->shape));
+	return set_out(n, n->in[0]->dtype, n->attr.shape);
+}
+
+/* (x, m): m is x's maximum over some axes, those kept as size 1 */
+RULE(MAX_MASK)
+{
+	Value *x = n->in[0], *m = n->in[1];
+	if (!float_pair(d, n, x, m))
+		return false;
+	bool ok = m->shape.rank == x->shape.rank;
+	for (int i = 0; ok && i < x->shape.rank; i++)
+		ok = m->shape.d[i] == x->shape.d[i] || m->shape.d[i] == 1;
+	if (!ok)
+		return fail(d, n, "%s %s does not broadcast to %s %s", m->name, shp(&m->shape), x->name, shp(&x->shape));
+	return same_as(n, x);
 }
 
 /* --- collectives ------------------------------------------------------------------ */
@@ -766,6 +854,9 @@ RULE(CAST)
 	if (!dtype_is_float(x->dtype) || !dtype_is_float(n->attr.to))
 		return fail(d, n, "cast converts between float types, not %s to %s", dtype_name(x->dtype),
 		            dtype_name(n->attr.to));
+	if (dtype_size(x->dtype) == 2 && dtype_size(n->attr.to) == 2 && x->dtype != n->attr.to)
+		return fail(d, n, "cast from %s to %s: cast to f32 first (the runtime converts narrow types "
+		            "through f32)", dtype_name(x->dtype), dtype_name(n->attr.to));
 	return set_out(n, n->attr.to, x->shape);
 }
 

@@ -531,7 +531,7 @@ static bool rule_reduce(Rule *R, int64_t mask)
 		if (!reduced)
 			my[o] = mx[d];
 		/* sum_to keeps reduced dims after the leading ones as size 1 */
-		if (!reduced || keep || (d >= lead && y->rank > 0 && o < y->rank && !(R->n->op == OP_REDUCE_SUM || R->n->op == OP_REDUCE_MEAN)))
+		if (!reduced || keep || (d >= lead && y->rank > 0 && o < y->rank && !(R->n->op == OP_REDUCE_SUM || R->n->op == OP_REDUCE_MEAN || R->n->op == OP_REDUCE_MAX)))
 			o++;
 	}
 	R->r->in[0] = mk(R, x, mx, 0);
@@ -542,6 +542,9 @@ static bool rule_reduce(Rule *R, int64_t mask)
 static bool shard_REDUCE_SUM(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
 static bool shard_REDUCE_MEAN(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
 static bool shard_SUM_TO(Rule *R) { return rule_reduce(R, R->n->attr.axes_mask); }
+
+/* issue 30: reduce_max, max_mask, one_hot, gather (+ grad) */
+#include "sharding_ms_ops.h"
 
 /* broadcast_to(dy): the broadcast dims of the output are whole, the others
  * keep dy's axes. dy has either the output's rank (size-1 dims) or the

@@ -294,6 +294,40 @@ static void grad_reduce(AD *ad, const Node *n, Value *dy, bool mean)
 static void grad_REDUCE_SUM(AD *ad, const Node *n, Value *dy) { grad_reduce(ad, n, dy, false); }
 static void grad_REDUCE_MEAN(AD *ad, const Node *n, Value *dy) { grad_reduce(ad, n, dy, true); }
 
+/* reduce_max: the gradient goes to the maximum; ties share it equally,
+ * as MindSpore's ReduceMax bprop (_min_or_max_grad) and torch.amax do:
+ * dx = mask * dy / count, mask = (x == max), count = sum of the mask over
+ * the reduced axes. Built from ordinary operators so a split reduced axis
+ * sums its count like any reduce_sum. */
+static void grad_REDUCE_MAX(AD *ad, const Node *n, Value *dy)
+{
+	if (!wants(ad, n, 0))
+		return;
+	Value *x = n->in[0], *y = n->out;
+	int64_t mask = reduce_mask(n);
+	Shape keep = x->shape;
+	for (int i = 0; i < keep.rank; i++)
+		if (mask >> i & 1)
+			keep.d[i] = 1;
+	OpAttrs r = {.shape = keep}, s = {.axes_mask = mask, .keep_dims = true};
+	if (y->shape.rank != keep.rank) {
+		y = un(ad, OP_RESHAPE, y, &r, keep);
+		dy = un(ad, OP_RESHAPE, dy, &r, keep);
+	}
+	Value *m = bin(ad, OP_MAX_MASK, x, y, NULL, x->shape);
+	Value *count = un(ad, OP_REDUCE_SUM, m, &s, keep);
+	Value *share = bin(ad, OP_DIV, dy, count, NULL, keep);
+	accumulate(ad, x, bin(ad, OP_MUL, m, share, NULL, x->shape));
+}
+
+static void grad_GATHER(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0];
+	OpAttrs a = {.shape = x->shape, .axis = n->attr.axis};
+	if (wants(ad, n, 0))
+		accumulate(ad, x, bin(ad, OP_GATHER_GRAD, dy, n->in[1], &a, x->shape));
+}
+
 static void grad_EMBEDDING(AD *ad, const Node *n, Value *dy)
 {
 	Value *table = n->in[0];
@@ -445,6 +479,8 @@ NO_GRAD(LAYER_NORM_GRAD_GAMMA) NO_GRAD(BATCH_NORM_GRAD_X) NO_GRAD(BATCH_NORM_GRA
 NO_GRAD(EMBEDDING_GRAD) NO_GRAD(ATTENTION_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GRAD) NO_GRAD(MSE_LOSS_GRAD) NO_GRAD(ROW_LSE)
 NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_UPDATE)
 NO_GRAD(LAMB_UPDATE)
+/* one_hot reads integer ids only; max_mask is a gradient helper */
+NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD)
 
 /* --- LLaMA-style blocks (issue 24) --- */
 

@@ -407,7 +407,7 @@ double cost_op_flops(const Node *n)
 	case OP_SOFTMAX_CROSS_ENTROPY: return 5 * in0;
 	case OP_ROW_LSE: return 3 * in0;
 	case OP_MSE_LOSS: return 3 * in0;
-	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: return in0;
+	case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: return in0;
 	case OP_RESHAPE: return 0;
 	case OP_CONV2D: case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_MAX_POOL2D: case OP_AVG_POOL2D:
 	case OP_MAX_POOL2D_GRAD: case OP_AVG_POOL2D_GRAD:

@@ -355,7 +355,7 @@ static const char *origin(const Node *n)
 {
 	/* a node netc inserted (row_logsumexp) takes its strategy from its
 	 * user-written neighbour */
-	if (n->ann.in_strategy.n == 0 || !(op_info[n->op].flags & OPF_USER))
+	if (n->ann.in_strategy.n == 0 || !(op_info[n->op].flags & OPF_USER) || n->ann.borrowed)
 		return "followed";
 	return n->ann.loaded ? "loaded" : n->ann.searched ? "searched" : "user";
 }

@@ -43,6 +43,7 @@ static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
 	c->scope = like->scope;
 	c->ann.stage = like->ann.stage;
 	c->ann.recompute = like->ann.recompute;
+	c->ann.borrowed = true; /* a strategy it gets is its reader's */
 	c->out->dtype = to;
 	c->out->shape = v->shape;
 	c->out->name = arena_printf(g->arena, "%s.%s", v->name, dtype_name(to));

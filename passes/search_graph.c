@@ -80,7 +80,8 @@ int search_free_dims(const Node *n, int64_t *size)
 		size[k++] = n->attr.transpose_b ? b->d[b->rank - 2] : b->d[b->rank - 1];
 		return k;
 	}
-	case OP_EMBEDDING: {
+	case OP_EMBEDDING:
+	case OP_GATHER: {
 		int k = 0;
 		for (int j = 0; j < 2; j++)
 			for (int d = 0; d < n->in[j]->shape.rank; d++)
@@ -136,7 +137,8 @@ static void derive(const Node *n, const int64_t *f, Strategy *s)
 		s->v[1].d[tb ? rb - 2 : rb - 1] = nn;
 		return;
 	}
-	case OP_EMBEDDING: {
+	case OP_EMBEDDING:
+	case OP_GATHER: {
 		int k = 0;
 		for (int j = 0; j < 2; j++)
 			for (int d = 0; d < n->in[j]->shape.rank; d++)
@@ -254,6 +256,103 @@ static int by_devices_desc(const void *x, const void *y)
 	return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* ---- set_algo_parameters -------------------------------------------------------
+ * MindSpore's mindspore.parallel.set_algo_parameters (ir/config.h,
+ * AlgoParams): which of an operator's candidate strategies the searches
+ * may choose from. Applied to each candidate list once, as it is built, in auto_parallel
+ * only (MindSpore: "works only in AUTO_PARALLEL mode").
+ *
+ *   tensor_slice_align_enable / _size  matmul and batch_matmul keep the
+ *        candidates whose every operand's last-dimension slice is a
+ *        multiple of the size (MindSpore's MatMul check); where none is,
+ *        the operator keeps them all (MindSpore reports no strategy);
+ *   fully_use_devices  candidates whose splits use every device (the
+ *        product of the free splits is device_num); where none does
+ *        (dimensions too small), those using the most. Not under
+ *        recursive_programming, whose bisection steps through strategies
+ *        that use fewer (config_check.c warns);
+ *   enable_algo_approxi / algo_approxi_epsilon  dynamic_programming keeps
+ *        the 1/epsilon candidates of least computation (the graph
+ *        elimination then runs over at most that many per operator).
+ *
+ * elementwise_op_strategy_follow and dp_algo_single_loop change nothing:
+ * config_check.c says so where they are given. */
+static bool aligned(const AlgoParams *ap, const Node *n, const Cand *c)
+{
+	if (n->op != OP_MATMUL && n->op != OP_BATCH_MATMUL)
+		return true;
+	for (int j = 0; j < n->nin && j < c->s.n; j++) {
+		const Shape *x = &n->in[j]->shape;
+		int last = x->rank - 1;
+		if (last >= 0 && (x->d[last] / c->s.v[j].d[last]) % ap->tensor_slice_align_size != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Keeps the candidates `keep` accepts, in order; all of them if none is. */
+static int keep_if(const AlgoParams *ap, const Node *n, Cand *c, int nc, int64_t want_devices,
+                   bool (*keep)(const AlgoParams *, const Node *, const Cand *, int64_t))
+{
+	int k = 0;
+	for (int i = 0; i < nc; i++)
+		if (keep(ap, n, &c[i], want_devices))
+			c[k++] = c[i];
+	return k ? k : nc;
+}
+
+static bool keep_aligned(const AlgoParams *ap, const Node *n, const Cand *c, int64_t want)
+{
+	(void)want;
+	return aligned(ap, n, c);
+}
+
+static bool keep_using(const AlgoParams *ap, const Node *n, const Cand *c, int64_t want)
+{
+	(void)ap, (void)n;
+	return cand_devices(c) == want;
+}
+
+static int algo_filter(const Search *s, const Node *n, Cand *c, int nc)
+{
+	const ParallelConfig *pc = &s->g->par;
+	const AlgoParams *ap = &pc->algo;
+	if (pc->parallel_mode != PM_AUTO_PARALLEL || nc == 0)
+		return nc;
+	if (ap->tensor_slice_align_enable)
+		nc = keep_if(ap, n, c, nc, 0, keep_aligned);
+	if (ap->fully_use_devices && pc->search_mode != SM_RECURSIVE_PROGRAMMING) {
+		int64_t most = 1;
+		for (int i = 0; i < nc; i++)
+			if (cand_devices(&c[i]) > most)
+				most = cand_devices(&c[i]);
+		nc = keep_if(ap, n, c, nc, most, keep_using);
+	}
+	return nc;
+}
+
+static int by_compute(const void *x, const void *y)
+{
+	const Cand *a = x, *b = y;
+	return a->compute < b->compute ? -1 : a->compute > b->compute ? 1 : 0;
+}
+
+static int algo_approximate(const Search *s, Cand *c, int nc)
+{
+	const ParallelConfig *pc = &s->g->par;
+	const AlgoParams *ap = &pc->algo;
+	if (pc->parallel_mode != PM_AUTO_PARALLEL || pc->search_mode != SM_DYNAMIC_PROGRAMMING ||
+	    !ap->enable_algo_approxi)
+		return nc;
+	int cap = (int)(1 / ap->algo_approxi_epsilon);
+	if (cap < 1)
+		cap = 1;
+	if (nc <= cap)
+		return nc;
+	qsort(c, (size_t)nc, sizeof *c, by_compute);
+	return cap;
+}
+
 /* Signature of a node for sharing candidate lists: op, attributes that
  * sharding rules read, and shapes. 0 words if it should not be shared. */
 static int signature(const Node *n, int64_t *key, int cap)
@@ -324,12 +423,14 @@ static CandList *candidates(Search *s, SigTab *st, Node *n)
 	E.divs = divs;
 	E.ndivs = nd;
 	enumerate(&E, 0, 1);
+	E.nout = algo_filter(s, n, E.out, E.nout);
 	if (E.nout > SEARCH_MAX_CANDS) {
 		qsort(E.out, (size_t)E.nout, sizeof(Cand), by_devices_desc); /* keep those using most devices */
 		E.nout = SEARCH_MAX_CANDS;
 	}
 	for (int c = 0; c < E.nout; c++)
 		cand_costs(s, n, &E.out[c], true);
+	E.nout = algo_approximate(s, E.out, E.nout);
 	CandList *cl = ARENA_NEW(s->a, CandList);
 	cl->c = E.out;
 	cl->n = E.nout;

@@ -455,10 +455,11 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	/* a node netc inserted (a cast before a narrow value's reader) carries
 	 * its reader's strategy as a preference: if it does not fit, the
 	 * reader's own check says so, under the name the user wrote */
-	if (user && !(op_info[n->op].flags & OPF_USER) && !per_device_mode(S->mode) && n->phase == PH_FORWARD &&
+	bool inserted = !(op_info[n->op].flags & OPF_USER) || n->ann.borrowed;
+	if (user && inserted && !per_device_mode(S->mode) && n->phase == PH_FORWARD &&
 	    try_strategy(S, n, n->ann.in_strategy, r))
 		return true;
-	if (user && (op_info[n->op].flags & OPF_USER) && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
+	if (user && !inserted && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
 		ShardCtx loud = S->cx;
 		loud.diag = &S->c->diag;
 		n->strategy = n->ann.in_strategy;

@@ -13,6 +13,7 @@
 #include "half.h"
 #include "kernels.h"
 #include "nn_kernels.h"
+#include "ops_kernels.h"
 
 /* Element types. NRT_F16 (IEEE binary16) and NRT_BF16 (bfloat16) are
  * stored as uint16_t and computed in f32 (runtime/half.h converts):

@@ -111,6 +111,11 @@ case_ pipeline 4 NETC_COMM=host -- $P/deep.net
 # the LLaMA sample (issue 24): 2 stages x 2-way data x 2-way tensor parallel,
 # rms_norm, silu and rope on "device" buffers
 case_ llama 8 NETC_COMM=host -- samples/llama.net
+# issue 30's operators: reduce_max with its reduced axis split (the MAX
+# all-reduce through NCCL), one_hot, casts to bf16, gather on axis 1
+case_ reduce_max 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/reduce_max.net
+case_ one_hot_cast 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_cast.net
+case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # convolutional networks (issue 24): conv2d, pools and their gradients on
 # "device" buffers; channel splits' partial sums reduced by the collectives,

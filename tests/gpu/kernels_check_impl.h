@@ -947,6 +947,53 @@ static void FN(test_llama)(void)
 		}
 }
 
+/* issue 30: reduce_max over inner, outer and all axes (with ties), its
+ * gradient's mask, one_hot with out-of-range ids: exact selections */
+static void FN(test_ms_ops)(void)
+{
+	static const int64_t dims[3] = {5, 33, 7};
+	static const uint64_t masks[] = {0x2, 0x1, 0x5, 0x7};
+	int64_t n = 5 * 33 * 7;
+	for (size_t k = 0; k < sizeof masks / sizeof *masks; k++) {
+		T *x = FN(hrand)(n, -2, 2), *y = FN(hrand)(n, 0, 1), *gx, *gy, *my = FN(hrand)(n, 0, 1), *gmy;
+		for (int64_t i = 0; i < n; i += 3)
+			x[i] = 1; /* ties */
+		gx = FN(dev)(x, n), gy = FN(dev)(y, n), gmy = FN(dev)(my, n);
+		int64_t ny = 1, md[3];
+		for (int d = 0; d < 3; d++) {
+			md[d] = masks[k] >> d & 1 ? 1 : dims[d];
+			ny *= md[d];
+		}
+		char name[96];
+		FN(nrt_reduce_max)(3, dims, masks[k], gx, gy), FN(cpu_nrt_reduce_max)(3, dims, masks[k], x, y);
+		snprintf(name, sizeof name, "reduce_max [5,33,7] mask 0x%llx", (unsigned long long)masks[k]);
+		FN(cmp)(name, gy, y, ny, 0);
+		FN(nrt_max_mask)(3, dims, md, gx, gy, gmy), FN(cpu_nrt_max_mask)(3, dims, md, x, y, my);
+		snprintf(name, sizeof name, "max_mask [5,33,7] mask 0x%llx", (unsigned long long)masks[k]);
+		FN(cmp)(name, gmy, my, n, 0);
+		free_all();
+	}
+	int32_t ids[37];
+	for (int i = 0; i < 37; i++)
+		ids[i] = i % 13 - 2; /* -2 .. 10 over depth 9: some outside */
+	T *y = FN(hrand)(37 * 9, 0, 1), *gy = FN(dev)(y, 37 * 9);
+	void *gids = up(ids, sizeof ids);
+	FN(nrt_one_hot)(37, 9, 0, gids, false, 2.5, -1, gy), FN(cpu_nrt_one_hot)(37, 9, 0, ids, false, 2.5, -1, y);
+	FN(cmp)("one_hot [37] depth 9", gy, y, 37 * 9, 0);
+	free_all();
+	/* gather on the middle of x [3, 9, 5] by the same ids (repeats, some
+	 * outside), and its gradient's in-order sums */
+	T *x = FN(hrand)(3 * 9 * 5, -1, 1), *g = FN(hrand)(3 * 37 * 5, 0, 1), *dy = FN(hrand)(3 * 37 * 5, -1, 1);
+	T *dx = FN(hrand)(3 * 9 * 5, 0, 1), *gg = FN(dev)(g, 3 * 37 * 5), *gdx = FN(dev)(dx, 3 * 9 * 5);
+	gids = up(ids, sizeof ids);
+	FN(nrt_gather)(3, 9, 5, 37, gids, false, FN(dev)(x, 3 * 9 * 5), gg), FN(cpu_nrt_gather)(3, 9, 5, 37, ids, false, x, g);
+	FN(cmp)("gather [3,9,5] by 37 ids on axis 1", gg, g, 3 * 37 * 5, 0);
+	FN(nrt_gather_grad)(3, 9, 5, 37, gids, false, FN(dev)(dy, 3 * 37 * 5), gdx);
+	FN(cpu_nrt_gather_grad)(3, 9, 5, 37, ids, false, dy, dx);
+	FN(cmp)("gather_grad [3,9,5] by 37 ids on axis 1", gdx, dx, 3 * 9 * 5, 0);
+	free_all();
+}
+
 static void FN(run_all)(void)
 {
 	FN(test_gemm)();
@@ -966,6 +1013,7 @@ static void FN(run_all)(void)
 	FN(test_conv)();
 	FN(test_pool)();
 	FN(test_llama)();
+	FN(test_ms_ops)();
 	FN(test_dropout)();
 	FN(test_optimizers)();
 }

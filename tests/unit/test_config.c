@@ -342,6 +342,16 @@ ParameterizedTestParameters(config, accepts)
 		{"server_num", "0", F_I64, FLD(server_num), 0, ""},
 		{"ps_mode", "async", F_INT, FLD(ps_mode), PS_ASYNC, ""},
 		{"ps_mode", "\"sync\"", F_INT, FLD(ps_mode), PS_SYNC, ""},
+		/* issue 30: MindSpore's set_algo_parameters */
+		{"set_algo_parameters", "{fully_use_devices = true}", F_BOOL, FLD(algo.fully_use_devices), 1, ""},
+		{"set_algo_parameters", "{elementwise_op_strategy_follow = true}", F_BOOL,
+		 FLD(algo.elementwise_op_strategy_follow), 1, ""},
+		{"set_algo_parameters", "{enable_algo_approxi = true}", F_BOOL, FLD(algo.enable_algo_approxi), 1, ""},
+		{"set_algo_parameters", "{tensor_slice_align_enable = true}", F_BOOL, FLD(algo.tensor_slice_align_enable),
+		 1, ""},
+		{"set_algo_parameters", "{tensor_slice_align_size = 1024}", F_I64, FLD(algo.tensor_slice_align_size), 1024,
+		 ""},
+		{"set_algo_parameters", "{dp_algo_single_loop = false}", F_BOOL, FLD(algo.dp_algo_single_loop), 0, ""},
 	};
 	return cr_make_param_array(Accept, cases, sizeof cases / sizeof cases[0]);
 }
@@ -370,7 +380,7 @@ Test(config, every_key_has_a_row)
 #undef K
 	};
 	cr_expect_eq(sizeof keys / sizeof keys[0], PK_COUNT);
-	cr_expect_eq(PK_COUNT, 28);
+	cr_expect_eq(PK_COUNT, 29);
 }
 
 /* --- every key: one rejected value, with the exact message ---------------------- */
@@ -446,6 +456,19 @@ ParameterizedTestParameters(config, rejects)
 		{"server_num", "-1", "server_num must be in [0, 4096], got -1"},
 		{"server_num", "4097", "server_num must be in [0, 4096], got 4097"},
 		{"enable_ps", "1", "expects a boolean"},
+		{"set_algo_parameters", "{tensor_slice_align_size = 0}",
+		 "set_algo_parameters.tensor_slice_align_size must be in [1, 1024], got 0"},
+		{"set_algo_parameters", "{tensor_slice_align_size = 2048}",
+		 "set_algo_parameters.tensor_slice_align_size must be in [1, 1024], got 2048"},
+		{"set_algo_parameters", "{algo_approxi_epsilon = 0}", "set_algo_parameters.algo_approxi_epsilon must be in (0, 1], got 0"},
+		{"set_algo_parameters", "{algo_approxi_epsilon = 1.5}",
+		 "set_algo_parameters.algo_approxi_epsilon must be in (0, 1], got 1.5"},
+		{"set_algo_parameters", "{fully_use_device = false}",
+		 "unknown key 'fully_use_device' in set_algo_parameters; valid keys are: fully_use_devices, "
+		 "elementwise_op_strategy_follow, enable_algo_approxi, algo_approxi_epsilon, tensor_slice"},
+		{"set_algo_parameters", "{fully_use_devices = 1}",
+		 "parallel key 'set_algo_parameters.fully_use_devices' expects a boolean (true or false), got an integer"},
+		{"set_algo_parameters", "true", "parallel key 'set_algo_parameters' expects a dict"},
 	};
 	return cr_make_param_array(Reject, cases, sizeof cases / sizeof cases[0]);
 }
@@ -461,6 +484,22 @@ ParameterizedTest(Reject *c, config, rejects)
 }
 
 /* --- details of single keys ---------------------------------------------------------- */
+
+/* set_algo_parameters' defaults are MindSpore's (r2.5 and later; r2.3
+ * documented fully_use_devices = true, which would take from the
+ * dynamic_programming and sharding_propagation searches the cheaper plans
+ * that use fewer devices for small operators) */
+Test(config, algo_parameters_defaults)
+{
+	ParallelConfig pc;
+	parallel_config_defaults(&pc);
+	cr_expect_not(pc.algo.fully_use_devices);
+	cr_expect_not(pc.algo.elementwise_op_strategy_follow);
+	cr_expect_not(pc.algo.enable_algo_approxi);
+	cr_expect_float_eq(pc.algo.algo_approxi_epsilon, 0.1, 1e-12);
+	cr_expect_not(pc.algo.tensor_slice_align_enable);
+	cr_expect_eq(pc.algo.tensor_slice_align_size, 16);
+}
 
 Test(config, error_is_located_at_the_value)
 {
@@ -483,7 +522,7 @@ Test(config, unknown_key_lists_valid_keys_and_suggests)
 	            "enable_alltoall, force_fp32_communication, all_reduce_fusion_config, pipeline_stages, "
 	            "pipeline_result_broadcast, pipeline_config, parallel_optimizer_config, comm_fusion, "
 	            "strategy_ckpt_config, group_ckpt_save_file, grad_accumulation_step, enable_ps, server_num, "
-	            "ps_mode\n");
+	            "ps_mode, set_algo_parameters\n");
 	EXPECT_DIAG("note: did you mean 'device_num'?");
 }
 

@@ -1,0 +1,202 @@
+#!/bin/sh
+# Issue 30 item 4: the operators MindSpore's parallel tests use, each
+# under the strategies MindSpore accepts, against the stand-alone run
+# (the invariant of test_equivalence.sh, same tolerances):
+#   - reduce_max: tests/ut/python/parallel/test_reduce_method_info.py
+#     (test_reduce_max*): rows split, the reduced axis split (the parts'
+#     maxima all-reduced with MAX, the gradient's tie count summed), both;
+#   - one_hot: test_onehot.py (ids split over the batch, classes whole);
+#   - cast: test_cast.py / test_auto_parallel_cast.py (split elementwise);
+#   - gather on axis 1: test_gather_v2.py (params split on their other
+#     dims, the indices split; the gathered axis whole);
+#     a cast to bf16 must change the run (it rounds), checked against the
+#     model without the casts;
+#   - reduce_max's gradient at ties: shared equally among the maxima, as
+#     MindSpore's ReduceMax bprop (_min_or_max_grad) and torch.amax do
+#     (not all to the first maximum, as torch.max(dim) does): one SGD step
+#     on x = 1 (4 tied maxima per row, lr 0.1) gives 1 - 0.1 / 4 = 0.975
+#     everywhere, stand-alone and with the reduced axis split 4 ways.
+# One line per case "ok|FAIL NAME (...)"; last line "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+B=${B:-build}
+NETC=$B/netc
+MPIRUN=tests/e2e/mpirun.sh
+M=tests/e2e/models/ms_ops
+SEED=4242 TMO=120
+export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_policy=slot
+work=$(mktemp -d /tmp/netc-msops-XXXXXX) || exit 1
+[ -n "$KEEP" ] || trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+[ -x "$NETC" ] || { echo "no $NETC: run make all first"; echo "0 passed, 1 failed"; exit 1; }
+. tests/e2e/tools.sh
+
+# variant SRC NAME KEY=VALUE...: SRC with each "const KEY = ..." set
+variant() {
+	local src=$1 name=$2 kv
+	shift 2
+	cp "$src" "$work/$name.net"
+	for kv in "$@"; do
+		sed -i "s/^const ${kv%%=*} = .*/const ${kv%%=*} = ${kv#*=}/" "$work/$name.net"
+	done
+}
+
+# go NAME NP STEPS MODEL [netc options]: builds and runs, $work/NAME.{csv,st}
+go() {
+	local name=$1 np=$2 steps=$3 model=$4
+	shift 4
+	timeout "$TMO" "$NETC" build "$model" -o "$work/$name" "$@" >"$work/$name.log" 2>&1 || {
+		sed 's/^/     | /' "$work/$name.log" | head -8
+		return 1
+	}
+	if [ "$np" -eq 1 ]; then
+		set -- timeout "$TMO" "$work/$name"
+	else
+		set -- timeout -k 10 "$TMO" "$MPIRUN" -np "$np" "$work/$name"
+	fi
+	"$@" --steps "$steps" --seed $SEED --quiet --log "$work/$name.csv" --save "$work/$name.st" >>"$work/$name.log" 2>&1 || {
+		sed 's/^/     | /' "$work/$name.log" | head -8
+		return 1
+	}
+}
+
+# same A B: losses and checkpoints agree (test_equivalence.sh's tolerances)
+same() {
+	"$B/tools/losscompare" "$work/$1.csv" "$work/$2.csv" --rtol 1e-5 --atol 1.1e-6 >"$work/cmp" 2>&1 &&
+		"$B/tools/stcompare" "$work/$1.st" "$work/$2.st" --rtol 1e-4 --atol 1e-6 >>"$work/cmp" 2>&1
+}
+# equal CASE A B
+equal() {
+	if same "$2" "$3"; then
+		ok "$1 ($(sed -n 's/^stcompare: .*\(worst abs [^,]*\),.*/\1/p' "$work/cmp"))"
+	else
+		bad "$1"
+		grep -E '^(FAIL|losscompare|stcompare)' "$work/cmp" | head -6 | sed 's/^/     | /'
+	fi
+}
+
+echo "== reduce_max (test_reduce_method_info.py)"
+variant $M/reduce_max.net rm_ref
+go rm_ref 1 20 "$work/rm_ref.net" -D parallel_mode=stand_alone || bad "reduce_max reference"
+for s in 2,2 4,1 1,4 1,2; do
+	variant $M/reduce_max.net "rm_$s" RA="${s%,*}" RB="${s#*,}"
+	if go "rm_$s" 4 20 "$work/rm_$s.net"; then
+		equal "reduce_max ((${s}),) on 4 devices = stand-alone" rm_ref "rm_$s"
+	else
+		bad "reduce_max ((${s}),): build or run failed"
+	fi
+done
+
+echo "== one_hot and cast (test_onehot.py, test_cast.py)"
+variant $M/one_hot_cast.net oh_ref
+go oh_ref 1 20 "$work/oh_ref.net" -D parallel_mode=stand_alone || bad "one_hot/cast reference"
+for s in 4,2 2,4 1,1; do
+	variant $M/one_hot_cast.net "oh_$s" OA="${s%,*}" CA="${s#*,}"
+	if go "oh_$s" 4 20 "$work/oh_$s.net"; then
+		equal "one_hot ((${s%,*},),), cast ((${s#*,}, 1),) on 4 devices = stand-alone" oh_ref "oh_$s"
+	else
+		bad "one_hot/cast ((${s}),): build or run failed"
+	fi
+done
+sed 's/^n = .*/n = h/; s/cast(n, dtype = f32)/n/' $M/one_hot_cast.net >"$work/oh_nocast.net"
+if go oh_nocast 1 20 "$work/oh_nocast.net" -D parallel_mode=stand_alone && ! same oh_ref oh_nocast; then
+	ok "cast to bf16 rounds: the run differs from the one without casts"
+else
+	bad "cast to bf16 has no effect (or the build failed)"
+fi
+
+echo "== gather on axis 1 (test_gather_v2.py)"
+variant $M/gather.net g_ref
+go g_ref 1 20 "$work/g_ref.net" -D parallel_mode=stand_alone || bad "gather reference"
+for s in 2,1,2 1,2,2 4,1,1 1,1,4 2,2,1; do
+	a=${s%%,*} rest=${s#*,}
+	variant $M/gather.net "g_$s" GA="$a" GB="${rest%,*}" GC="${rest#*,}"
+	if go "g_$s" 4 20 "$work/g_$s.net"; then
+		equal "gather ((${a}, 1, ${rest%,*}), (${rest#*,}, 1)) on 4 devices = stand-alone" g_ref "g_$s"
+	else
+		bad "gather (${s}): build or run failed"
+	fi
+done
+
+echo "== reduce_max's gradient at ties"
+cat >"$work/tie.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+param x: f32[2, 4] = constant(1.0)
+loss = reduce_sum(reduce_max(x, axis = 1).shard(((1, 4),)))
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+# the hand-computed result: x = 0.975 after the step (saved before any step)
+sed 's/constant(1.0)/constant(0.975)/' "$work/tie.net" >"$work/tie_want.net"
+sed 's/constant(1.0)/constant(0.9)/' "$work/tie.net" >"$work/tie_first.net"
+go tie_want 1 0 "$work/tie_want.net" -D parallel_mode=stand_alone
+go tie_first 1 0 "$work/tie_first.net" -D parallel_mode=stand_alone
+for np in 1 4; do
+	if [ $np -eq 1 ]; then go tie_1 1 1 "$work/tie.net" -D parallel_mode=stand_alone; else go tie_4 4 1 "$work/tie.net"; fi
+	if "$B/tools/stcompare" "$work/tie_$np.st" "$work/tie_want.st" --rtol 1e-6 --atol 1e-7 >"$work/cmp" 2>&1 &&
+		! "$B/tools/stcompare" "$work/tie_$np.st" "$work/tie_first.st" --rtol 1e-6 --atol 1e-7 >/dev/null 2>&1; then
+		ok "ties share the gradient on $np device(s): x = 0.975, not 0.9 where the first maximum takes it all"
+	else
+		bad "ties on $np device(s): x is not 0.975 everywhere"
+		sed 's/^/     | /' "$work/cmp" | head -4
+	fi
+done
+
+echo "== set_algo_parameters (issue 30 item 3): what has no effect says so, located"
+cat >"$work/algo.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = auto_parallel
+  search_mode = dynamic_programming
+  set_algo_parameters = {elementwise_op_strategy_follow = true, dp_algo_single_loop = false,
+                         tensor_slice_align_size = 8, fully_use_devices = true, enable_algo_approxi = true}
+}
+input x: f32[16, 32]
+input t: f32[16, 8]
+param w: f32[32, 8] = xavier_uniform
+loss = mse_loss(relu(matmul(x, w)), t)
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+# says NAME RC PATTERN netc-arguments...
+says() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
+		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-140))"
+	else
+		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
+		head -6 "$work/out" | sed 's/^/     | /'
+	fi
+}
+says "elementwise_op_strategy_follow: located warning" 0 \
+	"algo.net:5:59: warning: elementwise_op_strategy_follow = true has no effect" check "$work/algo.net"
+says "dp_algo_single_loop: located warning" 0 "algo.net:5:87: warning: dp_algo_single_loop has no effect" \
+	check "$work/algo.net"
+says "tensor_slice_align_size without enable: located warning" 0 \
+	"algo.net:6:52: warning: tensor_slice_align_size has no effect without tensor_slice_align_enable" \
+	check "$work/algo.net"
+says "the honoured keys build a program" 0 "ok:" check "$work/algo.net"
+says "fully_use_devices under recursive_programming: warning" 0 \
+	"warning: fully_use_devices = true has no effect with search_mode = recursive_programming" \
+	check "$work/algo.net" -D search_mode=recursive_programming
+says "enable_algo_approxi outside dynamic_programming: warning" 0 \
+	"warning: enable_algo_approxi has no effect with search_mode = recursive_programming" \
+	check "$work/algo.net" -D search_mode=recursive_programming
+says "set_algo_parameters outside auto_parallel: warning" 0 \
+	"warning: set_algo_parameters has no effect in semi_auto_parallel" \
+	check "$work/algo.net" -D parallel_mode=semi_auto_parallel
+says "out of range: located error" 1 "error: set_algo_parameters.tensor_slice_align_size must be in \\[1, 1024\\], got 0" \
+	check "$work/algo.net" -D "set_algo_parameters={tensor_slice_align_size = 0}"
+if go algo 4 5 "$work/algo.net" && go algo_ref 1 5 "$work/algo.net" -D parallel_mode=stand_alone; then
+	equal "auto_parallel with set_algo_parameters = stand-alone" algo_ref algo
+else
+	bad "auto_parallel with set_algo_parameters: build or run failed"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

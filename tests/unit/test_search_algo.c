@@ -1,0 +1,143 @@
+/* set_algo_parameters in the searches (issue 30 item 3; MindSpore's
+ * mindspore.parallel.set_algo_parameters and the test that exercises it,
+ * tests/ut/python/parallel/test_auto_parallel_resnet.py /
+ * test_set_algo_parameters.py): the candidate strategies each search may
+ * choose from, on a hand-built MLP at 4 devices.
+ *   fully_use_devices = true: under dynamic_programming every candidate
+ *     uses all 4 devices; false (the default, MindSpore >= 2.5's) keeps
+ *     those using 1 or 2; recursive_programming ignores it;
+ *   tensor_slice_align_enable / _size: every matmul candidate's operands
+ *     have last-dimension slices that are multiples of the size;
+ *   enable_algo_approxi / algo_approxi_epsilon: at most 1/epsilon
+ *     candidates per operator;
+ *   the search's plan still passes the sharding rules, and outside
+ *     auto_parallel nothing is filtered. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "ir/ir.h"
+#include "ir/shape.h"
+#include "passes/search_graph.h"
+#include "passes/search_modes.h"
+
+#include "graph_fixture.h"
+
+static void setup(void)
+{
+	graph_fixture_setup();
+	g->par.device_num = 4;
+	g->par.parallel_mode = PM_AUTO_PARALLEL;
+	g->par.search_mode = SM_DYNAMIC_PROGRAMMING;
+}
+
+TestSuite(search_algo, .init = setup, .fini = teardown);
+
+static Value *par(const char *name, Shape s) { return graph_value(g, VK_PARAM, name, DT_F32, s, loc_none()); }
+
+/* x[16, 32] -> matmul w[32, 8] -> relu -> matmul w2[8, 8] -> mse */
+static Search *mlp(void)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	Value *h = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 8))}, 2, loc_none())->out;
+	h = graph_node(g, OP_RELU, &h, 1, loc_none())->out;
+	h = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(8, 8))}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	return s;
+}
+
+static int64_t used(const Cand *c)
+{
+	int64_t u = 1;
+	for (int k = 0; k < c->nfree; k++)
+		u *= c->free[k];
+	return u;
+}
+
+/* candidates of every vertex using fewer than all devices */
+static int partial_cands(const Search *s)
+{
+	int n = 0;
+	for (int v = 0; v < s->nv; v++)
+		for (int c = 0; c < s->v[v].cl->n; c++)
+			n += used(&s->v[v].cl->c[c]) < 4;
+	return n;
+}
+
+Test(search_algo, fully_use_devices_keeps_only_full_candidates)
+{
+	g->par.algo.fully_use_devices = true;
+	Search *s = mlp();
+	cr_expect_eq(partial_cands(s), 0, "fully_use_devices = true left %d candidates using < 4 devices",
+	             partial_cands(s));
+}
+
+Test(search_algo, fully_use_devices_false_by_default_keeps_partial_candidates)
+{
+	cr_expect_gt(partial_cands(mlp()), 0);
+}
+
+Test(search_algo, fully_use_devices_ignored_by_recursive_programming)
+{
+	g->par.algo.fully_use_devices = true;
+	g->par.search_mode = SM_RECURSIVE_PROGRAMMING; /* its bisection needs the 2-device steps */
+	cr_expect_gt(partial_cands(mlp()), 0);
+}
+
+Test(search_algo, nothing_filtered_outside_auto_parallel)
+{
+	g->par.algo.fully_use_devices = true;
+	g->par.parallel_mode = PM_SEMI_AUTO_PARALLEL;
+	cr_expect_gt(partial_cands(mlp()), 0);
+}
+
+/* matmul candidates whose operand's last-dimension slice is not a multiple of `size` */
+static int misaligned(const Search *s, int64_t size)
+{
+	int n = 0;
+	for (int v = 0; v < s->nv; v++) {
+		const Node *nd = s->v[v].n;
+		if (nd->op != OP_MATMUL)
+			continue;
+		for (int c = 0; c < s->v[v].cl->n; c++) {
+			const Strategy *st = &s->v[v].cl->c[c].s;
+			for (int j = 0; j < 2; j++) {
+				const Shape *x = &nd->in[j]->shape;
+				n += (x->d[x->rank - 1] / st->v[j].d[x->rank - 1]) % size != 0;
+			}
+		}
+	}
+	return n;
+}
+
+Test(search_algo, tensor_slice_align_filters_matmul_candidates)
+{
+	g->par.algo.tensor_slice_align_enable = true;
+	g->par.algo.tensor_slice_align_size = 8;
+	Search *s = mlp();
+	cr_expect_eq(misaligned(s, 8), 0, "%d matmul candidates with a last-dim slice not a multiple of 8",
+	             misaligned(s, 8));
+	int *choice = calloc((size_t)s->nv, sizeof(int));
+	cr_expect(search_dp(s, choice));
+	free(choice);
+}
+
+Test(search_algo, tensor_slice_align_off_by_default)
+{
+	cr_expect_gt(misaligned(mlp(), 8), 0, "the test graph must have misaligned candidates to filter");
+}
+
+Test(search_algo, approximation_caps_candidates)
+{
+	g->par.algo.enable_algo_approxi = true;
+	g->par.algo.algo_approxi_epsilon = 0.5;
+	Search *s = mlp();
+	for (int v = 0; v < s->nv; v++)
+		cr_expect_leq(s->v[v].cl->n, 2, "vertex %d keeps %d candidates, over 1/epsilon = 2", v, s->v[v].cl->n);
+	int *choice = calloc((size_t)s->nv, sizeof(int));
+	cr_expect(search_dp(s, choice));
+	free(choice);
+}
