@@ -791,7 +791,7 @@ static T FN(sumexp)(int64_t n, const T *restrict x, T *restrict e, T *mxp)
 
 /* A label outside [0, C) is fatal: skipping the sample while dividing by
  * the whole batch would be a silent wrong answer. The classes are never
- * split (ir/sharding.c), so C is the whole range on every rank. */
+ * split (ir/sharding_core.c), so C is the whole range on every rank. */
 static void FN(check_label)(const char *kernel, int64_t lab, int64_t i, int64_t C)
 {
 	if (lab < 0 || lab >= C)

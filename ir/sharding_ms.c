@@ -1,15 +1,15 @@
 /* Sharding rules of issue 30's operators (reduce_max and its gradient's
- * max_mask, one_hot, gather and its gradient): a part of ir/sharding.c,
- * included there after the rules they build on, in its scope (Rule,
- * fail, split, axis_for, mk, need_whole, rule_reduce, rule_all_inputs) --
- * as runtime/kernels_impl.h is of kernels.c. No include guard on purpose:
- * it is included once, by sharding.c alone. */
+ * max_mask, one_hot, gather and its gradient), as MindSpore's parallel
+ * tests use them, on the helpers of ir/sharding_rule.c (sharding_rule.h). */
+#include "sharding_rule.h"
+
+#include <inttypes.h>
 
 /* reduce_max as MindSpore's ReduceMaxInfo: any dim may be split; a split
  * reduced dim leaves each device the maximum of its part, which the
  * emitter all-reduces with MAX over that dim's axes -- so the result is
  * complete (replicated over those axes), not a partial sum. */
-static bool shard_REDUCE_MAX(Rule *R)
+bool shard_REDUCE_MAX(Rule *R)
 {
 	if (!rule_reduce(R, R->n->attr.axes_mask) || !R->r->out)
 		return false;
@@ -18,19 +18,19 @@ static bool shard_REDUCE_MAX(Rule *R)
 }
 
 /* max_mask(x, m): elementwise, m broadcast over x's reduced dims */
-static bool shard_MAX_MASK(Rule *R) { return rule_all_inputs(R); }
+bool shard_MAX_MASK(Rule *R) { return rule_all_inputs(R); }
 
 /* one_hot(ids): as MindSpore's OneHotInfo with the class dim whole: ids
  * split freely, the result split like them, its class dim whole. */
-static bool shard_ONE_HOT(Rule *R)
+bool shard_ONE_HOT(Rule *R)
 {
 	const Shape *x = &R->n->in[0]->shape;
 	int map[MAX_RANK];
-	all_whole(map);
+	rule_all_whole(map);
 	for (int d = 0; d < x->rank; d++)
-		map[d] = axis_for(R, split(R, 0, d));
-	R->r->in[0] = mk(R, x, map, 0);
-	R->r->out = mk(R, &R->n->out->shape, map, 0);
+		map[d] = rule_axis(R, rule_split(R, 0, d));
+	R->r->in[0] = rule_layout(R, x, map, 0);
+	R->r->out = rule_layout(R, &R->n->out->shape, map, 0);
 	return R->r->in[0] && R->r->out;
 }
 
@@ -39,42 +39,42 @@ static bool shard_ONE_HOT(Rule *R)
  * result [x[:k], ids, x[k+1:]] split as they are, no communication. (A
  * split gathered axis -- each device looking up its rows, the parts
  * summed -- is embedding's, for the 2-D table on axis 0.) */
-static bool shard_GATHER(Rule *R)
+bool shard_GATHER(Rule *R)
 {
 	const Shape *x = &R->n->in[0]->shape, *ids = &R->n->in[1]->shape;
 	int k = R->n->attr.axis, mx[MAX_RANK], mi[MAX_RANK], mo[MAX_RANK], o = 0;
-	if (!need_whole(R, 0, k, "is the gather axis (embedding splits a table's rows)"))
+	if (!rule_need_whole(R, 0, k, "is the gather axis (embedding splits a table's rows)"))
 		return false;
-	all_whole(mx), all_whole(mi), all_whole(mo);
+	rule_all_whole(mx), rule_all_whole(mi), rule_all_whole(mo);
 	for (int d = 0; d < x->rank; d++)
-		mx[d] = axis_for(R, split(R, 0, d));
+		mx[d] = rule_axis(R, rule_split(R, 0, d));
 	for (int d = 0; d < ids->rank; d++)
-		mi[d] = axis_for(R, split(R, 1, d));
+		mi[d] = rule_axis(R, rule_split(R, 1, d));
 	for (int d = 0; d < k; d++)
 		mo[o++] = mx[d];
 	for (int d = 0; d < ids->rank; d++)
 		mo[o++] = mi[d];
 	for (int d = k + 1; d < x->rank; d++)
 		mo[o++] = mx[d];
-	R->r->in[0] = mk(R, x, mx, 0);
-	R->r->in[1] = mk(R, ids, mi, 0);
-	R->r->out = mk(R, &R->n->out->shape, mo, 0);
+	R->r->in[0] = rule_layout(R, x, mx, 0);
+	R->r->in[1] = rule_layout(R, ids, mi, 0);
+	R->r->out = rule_layout(R, &R->n->out->shape, mo, 0);
 	return R->r->in[0] && R->r->in[1] && R->r->out;
 }
 
 /* gather_grad(dy, ids): dy's ids dims split as the ids; dx is split as
  * dy's other dims, whole on the axis, and holds partial sums over the
  * ids' axes (each device scattered its own ids' slices). */
-static bool shard_GATHER_GRAD(Rule *R)
+bool shard_GATHER_GRAD(Rule *R)
 {
 	const Shape *dy = &R->n->in[0]->shape, *ids = &R->n->in[1]->shape, *dx = &R->n->out->shape;
 	int k = R->n->attr.axis, my[MAX_RANK], mi[MAX_RANK], mx[MAX_RANK];
 	unsigned partial = 0;
-	all_whole(my), all_whole(mi), all_whole(mx);
+	rule_all_whole(my), rule_all_whole(mi), rule_all_whole(mx);
 	for (int d = 0; d < ids->rank; d++) {
-		if (split(R, 0, k + d) != split(R, 1, d))
-			return fail(R, "dimension %d of dy and dimension %d of the ids must be split alike", k + d, d);
-		my[k + d] = mi[d] = axis_for(R, split(R, 1, d));
+		if (rule_split(R, 0, k + d) != rule_split(R, 1, d))
+			return rule_fail(R, "dimension %d of dy and dimension %d of the ids must be split alike", k + d, d);
+		my[k + d] = mi[d] = rule_axis(R, rule_split(R, 1, d));
 		if (mi[d] >= 0)
 			partial |= 1u << mi[d];
 	}
@@ -82,10 +82,10 @@ static bool shard_GATHER_GRAD(Rule *R)
 		if (d == k)
 			continue;
 		int e = d < k ? d : d - 1 + ids->rank;
-		my[e] = mx[d] = axis_for(R, split(R, 0, e));
+		my[e] = mx[d] = rule_axis(R, rule_split(R, 0, e));
 	}
-	R->r->in[0] = mk(R, dy, my, 0);
-	R->r->in[1] = mk(R, ids, mi, 0);
-	R->r->out = mk(R, dx, mx, partial);
+	R->r->in[0] = rule_layout(R, dy, my, 0);
+	R->r->in[1] = rule_layout(R, ids, mi, 0);
+	R->r->out = rule_layout(R, dx, mx, partial);
 	return R->r->in[0] && R->r->in[1] && R->r->out;
 }
