@@ -752,16 +752,15 @@ static void print_topology(const Machine *m, const Graph *g, FILE *out)
 	else
 		fprintf(out, "  device order: blocks of %" PRId64 " ranks a node (the program fits %s)\n", D,
 		        tp->world > D ? "no whole number of nodes" : "one node");
+	enum { MAXSHAPES = 64, SHOWN = 10 };
 	struct GroupShape {
 		int64_t g, in, stride; /* ranks, of them in one node, distance between neighbours on its innermost axis */
 		int n;
-	} seen[8];
+	} seen[MAXSHAPES];
 	int ns = 0;
-	for (int i = 0; i < g->nnodes && ns < 8; i++) {
+	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
-		if (n->op != OP_REDISTRIBUTE || !n->attr.plan)
-			continue;
-		for (int k = 0; k < n->attr.plan->n && ns < 8; k++) {
+		for (int k = 0; n->op == OP_REDISTRIBUTE && n->attr.plan && k < n->attr.plan->n; k++) {
 			const RedistStep *st = &n->attr.plan->steps[k];
 			int64_t gs = layout_group_size(st->from, st->axes), stride = 0;
 			if (st->kind == RS_SLICE || gs <= 1)
@@ -773,12 +772,20 @@ static void print_topology(const Machine *m, const Graph *g, FILE *out)
 			int j = 0;
 			while (j < ns && !(seen[j].g == gs && seen[j].in == in && seen[j].stride == stride))
 				j++;
+			if (j == MAXSHAPES)
+				continue;
 			if (j == ns)
 				seen[ns++] = (struct GroupShape){gs, in, stride, 0};
 			seen[j].n++;
 		}
 	}
-	for (int j = 0; j < ns; j++) {
+	/* the most frequent first */
+	for (int j = 1; j < ns; j++)
+		for (int k = j; k > 0 && seen[k].n > seen[k - 1].n; k--) {
+			struct GroupShape x = seen[k];
+			seen[k] = seen[k - 1], seen[k - 1] = x;
+		}
+	for (int j = 0; j < ns && j < SHOWN; j++) {
 		char span[64] = "inside one node";
 		if (seen[j].in < seen[j].g)
 			snprintf(span, sizeof span, "%" PRId64 " nodes, %" PRId64 " ranks in each", seen[j].g / seen[j].in,
