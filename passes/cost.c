@@ -279,6 +279,12 @@ bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
 	for (char *it = strtok_r(copy, ",", &save); it && ok; it = strtok_r(NULL, ",", &save))
 		ok = set_pair(m, it, err, errlen, &col);
 	free(copy);
+	const Topology *t = &m->topo;
+	if (ok && t->devices_per_node <= 0 &&
+	    (t->intra_latency >= 0 || t->inter_latency >= 0 || t->intra_bandwidth > 0 || t->inter_bandwidth > 0)) {
+		snprintf(err, errlen, "intra_node and inter_node figures need devices_per_node (the devices of one node)");
+		ok = false;
+	}
 	return ok;
 }
 
@@ -311,8 +317,8 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 		fclose(f);
 		return false;
 	}
-	char line[512], work[512], msg[600];
-	int lineno = 0;
+	char line[512], work[512], msg[600], link_line[512] = "";
+	int lineno = 0, link_lineno = 0, link_col = 0;
 	bool ok = true;
 	while (ok && fgets(line, sizeof line, f)) {
 		lineno++;
@@ -333,8 +339,18 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 		int col;
 		if (!(ok = set_pair(m, work, msg, sizeof msg, &col)))
 			file_error(err, errlen, path, lineno, line, col, msg);
+		else if (!link_lineno && (strncmp(t, "intra_node.", 11) == 0 || strncmp(t, "inter_node.", 11) == 0)) {
+			link_lineno = lineno, link_col = (int)(t - work);
+			memcpy(link_line, line, sizeof line);
+		}
 	}
 	fclose(f);
+	/* a link's figures price nothing unless the file says what a node is */
+	if (ok && link_lineno && m->topo.devices_per_node <= 0) {
+		file_error(err, errlen, path, link_lineno, link_line, link_col,
+		           "intra_node and inter_node figures need devices_per_node (the devices of one node)");
+		ok = false;
+	}
 	if (ok)
 		snprintf(m->source, sizeof m->source, "%s", path);
 	return ok;

@@ -15,7 +15,8 @@
 #     gradient all-reduce of 8-way data parallelism outweighs 2-way tensor
 #     parallelism, go round robin (the data-parallel groups inside a node),
 #     and the same model at 8-way tensor parallelism goes in blocks;
-#  3. a bad topology line is refused at its place.
+#  3. a bad topology line is refused at its place, and link figures
+#     without devices_per_node (they would price nothing).
 # Last line: "N passed, N failed"; exit status non-zero on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -67,6 +68,15 @@ elif grep -q "bad.txt:2:20: error: 'devices_per_node' needs a whole number of de
 	ok "bad machine: located error"
 else
 	bad "bad machine: $(cat "$work/bad.err")"
+fi
+
+printf 'flops = 1T\n  inter_node.bandwidth = 25G\n' >"$work/nodes.txt"
+if $NETC explain samples/mlp.net --machine "$work/nodes.txt" >/dev/null 2>"$work/nodes.err"; then
+	bad "bad machine: inter_node figures accepted without devices_per_node"
+elif grep -q "nodes.txt:2:3: error: intra_node and inter_node figures need devices_per_node" "$work/nodes.err"; then
+	ok "bad machine: links without nodes refused at their line"
+else
+	bad "bad machine: $(cat "$work/nodes.err")"
 fi
 
 echo "$pass passed, $fail failed"

@@ -43,6 +43,11 @@ Test(topology, keys)
 	cr_expect(machine_set(&m, "inter_node.latency", "0", err, sizeof err), "%s", err);
 	cr_expect_not(machine_set(&m, "inter_node.speed", "1", err, sizeof err));
 	cr_expect(strstr(err, "inter_node.bandwidth"), "the key list names the new keys: %s", err);
+	/* link figures without nodes would price nothing: refused */
+	Machine n;
+	machine_defaults(&n);
+	cr_expect_not(machine_parse_list(&n, "inter_node.bandwidth=25G", err, sizeof err));
+	cr_expect(strstr(err, "need devices_per_node"), "%s", err);
 	/* without a topology nothing changes: the latencies stay unset */
 	machine_defaults(&m);
 	cr_expect_eq(m.topo.devices_per_node, 0);
