@@ -731,9 +731,10 @@ static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
 	        "other stages)\n", t->busiest, bz->idle, t->step > 0 ? 100 * bz->idle / t->step : 0.0);
 }
 
-/* The nodes, their links and the device order chosen (choose_order);
- * then, per group shape of the program's collectives, whether it stays
- * inside a node: which mesh axis the order put there. */
+static void print_group_spans(const Machine *m, const Graph *g, FILE *out);
+
+/* The nodes, their links, the device order chosen (choose_order) and
+ * where the program's collective groups fall. */
 static void print_topology(const Machine *m, const Graph *g, FILE *out)
 {
 	const Topology *tp = &m->topo;
@@ -752,6 +753,14 @@ static void print_topology(const Machine *m, const Graph *g, FILE *out)
 	else
 		fprintf(out, "  device order: blocks of %" PRId64 " ranks a node (the program fits %s)\n", D,
 		        tp->world > D ? "no whole number of nodes" : "one node");
+	print_group_spans(m, g, out);
+}
+
+/* Each shape of collective group in the program (size, distance between
+ * neighbours on its innermost axis, members in one node), the most
+ * frequent first: which mesh axis the order put inside a node. */
+static void print_group_spans(const Machine *m, const Graph *g, FILE *out)
+{
 	enum { MAXSHAPES = 64, SHOWN = 10 };
 	struct GroupShape {
 		int64_t g, in, stride; /* ranks, of them in one node, distance between neighbours on its innermost axis */
