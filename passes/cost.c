@@ -25,6 +25,7 @@ void machine_defaults(Machine *m)
 	m->memory_limit = 80e9;
 	for (int k = 0; k < MACHINE_COLL_KINDS; k++) /* unset: the general figures (0 is a latency) */
 		m->coll_latency[k] = -1;
+	m->topo.intra_latency = m->topo.inter_latency = -1;
 }
 
 /* The offset where a number stops being one: -1 when it is one. */
@@ -112,6 +113,11 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		{"alpha", offsetof(Machine, latency), false},
 		{"memory_limit", offsetof(Machine, memory_limit), false},
 		{"memory", offsetof(Machine, memory_limit), false},
+		{"devices_per_node", offsetof(Machine, topo.devices_per_node), true},
+		{"intra_node.latency", offsetof(Machine, topo.intra_latency), false},
+		{"intra_node.bandwidth", offsetof(Machine, topo.intra_bandwidth), true},
+		{"inter_node.latency", offsetof(Machine, topo.inter_latency), false},
+		{"inter_node.bandwidth", offsetof(Machine, topo.inter_bandwidth), true},
 	};
 	static const struct {
 		const char *name;
@@ -165,7 +171,8 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 	if (!pkey) {
 		snprintf(err, errlen,
 		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
-		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
+		         "devices_per_node, intra_node.latency, intra_node.bandwidth, inter_node.latency, "
+		         "inter_node.bandwidth, COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
 		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, llc_bytes, "
 		         "kernel_threads, op_overhead, rand_rate, "
 		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
@@ -214,6 +221,12 @@ static bool machine_set_at(Machine *m, const char *key, const char *value, char 
 		*at = 1 + (bad > 0 ? bad : 0);
 		snprintf(err, errlen, "'%s' needs a %s number (e.g. 1e9 or 25G), not '%s'", key,
 		         positive ? "positive" : "non-negative", value);
+		return false;
+	}
+	if (field == &m->topo.devices_per_node && (v != floor(v) || v > 1 << 20)) {
+		*at = 1;
+		snprintf(err, errlen, "'devices_per_node' needs a whole number of devices from 1 to %d, not '%s'", 1 << 20,
+		         value);
 		return false;
 	}
 	*field = v;
@@ -267,6 +280,12 @@ bool machine_parse_list(Machine *m, const char *list, char *err, size_t errlen)
 	for (char *it = strtok_r(copy, ",", &save); it && ok; it = strtok_r(NULL, ",", &save))
 		ok = set_pair(m, it, err, errlen, &col);
 	free(copy);
+	const Topology *t = &m->topo;
+	if (ok && t->devices_per_node <= 0 &&
+	    (t->intra_latency >= 0 || t->inter_latency >= 0 || t->intra_bandwidth > 0 || t->inter_bandwidth > 0)) {
+		snprintf(err, errlen, "intra_node and inter_node figures need devices_per_node (the devices of one node)");
+		ok = false;
+	}
 	return ok;
 }
 
@@ -299,8 +318,8 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 		fclose(f);
 		return false;
 	}
-	char line[512], work[512], msg[600];
-	int lineno = 0;
+	char line[512], work[512], msg[600], link_line[512] = "";
+	int lineno = 0, link_lineno = 0, link_col = 0;
 	bool ok = true;
 	while (ok && fgets(line, sizeof line, f)) {
 		lineno++;
@@ -321,8 +340,18 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 		int col;
 		if (!(ok = set_pair(m, work, msg, sizeof msg, &col)))
 			file_error(err, errlen, path, lineno, line, col, msg);
+		else if (!link_lineno && (strncmp(t, "intra_node.", 11) == 0 || strncmp(t, "inter_node.", 11) == 0)) {
+			link_lineno = lineno, link_col = (int)(t - work);
+			memcpy(link_line, line, sizeof line);
+		}
 	}
 	fclose(f);
+	/* a link's figures price nothing unless the file says what a node is */
+	if (ok && link_lineno && m->topo.devices_per_node <= 0) {
+		file_error(err, errlen, path, link_lineno, link_line, link_col,
+		           "intra_node and inter_node figures need devices_per_node (the devices of one node)");
+		ok = false;
+	}
 	if (ok)
 		snprintf(m->source, sizeof m->source, "%s", path);
 	return ok;
@@ -651,6 +680,130 @@ double cost_allreduce(const Machine *m, int64_t bytes, int64_t g)
 	       (double)bytes / machine_bandwidth(m, RS_ALLREDUCE);
 }
 
+/* ---- topology: which links a group spans ---------------------------------------- */
+
+/* The part of a grid axis of d devices s ranks apart that lies within
+ * rank distance T (grids and nodes of powers of two nest exactly; others
+ * are rounded down). */
+static int64_t part_within(int64_t s, int64_t d, int64_t T)
+{
+	if (s >= T)
+		return 1;
+	if (s * d <= T)
+		return d;
+	int64_t f = T / s;
+	return f < 1 ? 1 : f > d ? d : f;
+}
+
+/* Nodes of the cyclic order (rank r on node r % nodes); 0: block order. */
+static int64_t cyclic_nodes(const Machine *m)
+{
+	int64_t D = (int64_t)m->topo.devices_per_node, w = m->topo.world;
+	return m->topo.cyclic && D > 0 && w > D && w % D == 0 ? w / D : 0;
+}
+
+int64_t cost_group_in_node(const Machine *m, const Layout *l, unsigned axes)
+{
+	int64_t g = layout_group_size(l, axes), D = (int64_t)m->topo.devices_per_node;
+	if (D <= 0)
+		return g;
+	int64_t nn = cyclic_nodes(m), in = 1;
+	for (int k = 0; k < l->ndev; k++) {
+		if (!(axes >> k & 1u) || l->dev[k] <= 1)
+			continue;
+		int64_t s = layout_axis_stride(l, k), d = l->dev[k];
+		/* block order: a node is D consecutive ranks, so the axis' part
+		 * at distances under D; cyclic: ranks a multiple of the node
+		 * count apart share a node, so the part at distances from it up */
+		in *= nn ? d / part_within(s, d, nn) : part_within(s, d, D);
+	}
+	return in > D ? D : in < 1 ? 1 : in;
+}
+
+bool cost_same_node(const Machine *m, int64_t dist)
+{
+	int64_t D = (int64_t)m->topo.devices_per_node, nn = cyclic_nodes(m);
+	if (D <= 0 || dist == 0)
+		return true;
+	return nn ? dist % nn == 0 : dist < D;
+}
+
+/* A group spanning g_out = g / g_in nodes, hierarchically: inside each
+ * node, then between the g_in parallel groups of one device per node
+ * (each device on its own NIC), then inside again. B: bytes per device
+ * before the collective (all-gather: its contribution). */
+static double hier_time(int kind, double B, int64_t g_in, int64_t g_out, double ai, double bi, double ae,
+                        double be, double *lat)
+{
+	double fi = (double)(g_in - 1) / (double)g_in, fo = (double)(g_out - 1) / (double)g_out;
+	switch (kind) {
+	case RS_ALLREDUCE: /* reduce-scatter in the node, all-reduce of B/g_in across, all-gather in the node */
+		*lat = 2 * ai * (double)(g_in - 1) + 2 * ae * (double)(g_out - 1);
+		return *lat + 2 * fi * B / bi + 2 * fo * B / (double)g_in / be;
+	case RS_REDUCE_SCATTER: /* in the node, then B/g_in across */
+		*lat = ai * (double)(g_in - 1) + ae * (double)(g_out - 1);
+		return *lat + fi * B / bi + fo * B / (double)g_in / be;
+	case RS_ALLGATHER: /* across (g_out - 1 blocks of B), then in the node (g_out blocks each) */
+		*lat = ae * (double)(g_out - 1) + ai * (double)(g_in - 1);
+		return *lat + (double)(g_out - 1) * B / be + (double)(g_in - 1) * (double)g_out * B / bi;
+	case RS_ALLTOALL: /* the blocks for the own node over NVLink, the rest over the NIC */
+		*lat = ai * (double)(g_in - 1) + ae * (double)(g_out - 1);
+		return *lat + (double)(g_in - 1) / (double)(g_in * g_out) * B / bi +
+		       (double)(g_in * g_out - g_in) / (double)(g_in * g_out) * B / be;
+	default: *lat = 0; return INFINITY;
+	}
+}
+
+double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t g, int64_t g_in, double *lat)
+{
+	double la = 0, t = 0;
+	bool p2p = kind == MACHINE_SENDRECV;
+	if (g > 1 || p2p) {
+		const Topology *tp = &m->topo;
+		int64_t rounds = p2p ? 1 : cost_rounds(kind, g);
+		bool topo = tp->devices_per_node > 0; /* without it every group is one node's, at the per-kind figures */
+		double ai = topo && tp->intra_latency >= 0 ? tp->intra_latency : machine_latency(m, fig);
+		double bi = topo && tp->intra_bandwidth > 0 ? tp->intra_bandwidth : machine_bandwidth(m, fig);
+		if (!topo || g_in >= g) {
+			la = ai * (double)rounds;
+			t = la + sent / bi;
+		} else {
+			double ae = tp->inter_latency >= 0 ? tp->inter_latency : machine_latency(m, fig);
+			double be = tp->inter_bandwidth > 0 ? tp->inter_bandwidth : machine_bandwidth(m, fig);
+			/* one flat ring: every round waits for its inter-node hop */
+			la = ae * (double)rounds;
+			t = la + sent / be;
+			double B = kind == RS_ALLREDUCE ? sent * (double)g / (2.0 * (double)(g - 1))
+			         : kind == RS_ALLGATHER ? sent / (double)(g - 1)
+			                                : sent * (double)g / (double)(g - 1);
+			double hl = 0, ht = p2p ? INFINITY : hier_time(kind, B, g_in, g / g_in, ai, bi, ae, be, &hl);
+			if (ht < t)
+				t = ht, la = hl;
+		}
+	}
+	if (lat)
+		*lat = la;
+	return t;
+}
+
+double cost_step_time(const Machine *m, const RedistStep *st, double *lat)
+{
+	if (st->kind == RS_SLICE) { /* local: no communication (RS_SLICE is MACHINE_SENDRECV's index) */
+		if (lat)
+			*lat = 0;
+		return 0;
+	}
+	int64_t g = layout_group_size(st->from, st->axes);
+	return cost_coll_time(m, st->kind, st->kind, (double)st->send_bytes, g, cost_group_in_node(m, st->from, st->axes),
+	                      lat);
+}
+
+double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist)
+{
+	return cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)bytes, 2, cost_same_node(m, dist) ? 2 : 1,
+	                      NULL);
+}
+
 unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)
 {
 	const Layout *l = r->in[i];
@@ -673,15 +826,15 @@ double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, in
 		*bytes = 0;
 	if (p->kind != VK_PARAM || !p->param.requires_grad || !l)
 		return 0;
-	int64_t g = layout_group_size(l, cost_grad_partial_axes(n, r, i));
+	unsigned axes = cost_grad_partial_axes(n, r, i);
+	int64_t g = layout_group_size(l, axes);
 	if (g <= 1)
 		return 0;
 	int64_t slice = shape_numel(&l->slice) * dtype_size(p->dtype);
 	int64_t b = 2 * (g - 1) * slice / g;
 	if (bytes)
 		*bytes = b;
-	return machine_latency(m, RS_ALLREDUCE) * (double)cost_rounds(RS_ALLREDUCE, g) +
-	       (double)b / machine_bandwidth(m, RS_ALLREDUCE);
+	return cost_coll_time(m, RS_ALLREDUCE, RS_ALLREDUCE, (double)b, g, cost_group_in_node(m, l, axes), NULL);
 }
 
 double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states)
@@ -819,12 +972,8 @@ static RcEntry *rc_slot(RcEntry *tab, size_t cap, const Layout *f, const Layout 
 double cost_plan_time(const Machine *m, const RedistPlan *p)
 {
 	double t = 0;
-	for (int s = 0; s < p->n; s++) {
-		const RedistStep *st = &p->steps[s];
-		int64_t g = layout_group_size(st->from, st->axes);
-		t += machine_latency(m, st->kind) * (double)cost_rounds(st->kind, g) +
-		     (double)st->send_bytes / machine_bandwidth(m, st->kind);
-	}
+	for (int s = 0; s < p->n; s++)
+		t += cost_step_time(m, &p->steps[s], NULL);
 	return t;
 }
 

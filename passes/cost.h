@@ -43,6 +43,8 @@
 
 #include "../ir/sharding.h"
 
+struct RedistStep;
+
 /* The indices of send/recv and of the fused buckets' non-blocking
  * all-reduce in Machine's per-collective figures, after RedistKind's four
  * collectives. */
@@ -81,6 +83,21 @@ typedef struct MachineProfile {
 	GemmRate gemm[MACHINE_MAX_GEMM]; /* measured sizes: cost_gemm_rate looks them up */
 } MachineProfile;
 
+/* Where the devices sit: nodes of `devices_per_node` (NVLink inside one,
+ * InfiniBand between them). A collective is priced by the links its group
+ * spans (cost_coll_time): inside one node with the intra figures, across
+ * nodes with the inter ones, hierarchically where that is cheaper. */
+typedef struct Topology {
+	double devices_per_node; /* 0: no topology, every group priced with the per-kind figures */
+	double intra_latency;    /* seconds per round inside a node; < 0: the per-kind figure */
+	double intra_bandwidth;  /* bytes/s a device sends inside a node; 0: the per-kind figure */
+	double inter_latency;    /* seconds per round between nodes; < 0: the per-kind figure */
+	double inter_bandwidth;  /* bytes/s a device sends to other nodes (its share of the node's NICs); 0: per-kind */
+	bool cyclic;             /* device order: rank r on node r % nodes (mpirun --map-by node), else r / devices_per_node */
+	int64_t world;           /* ranks of the whole program (device_num), for the cyclic order; 0: order not chosen */
+	double step[2];          /* the predicted step in block and cyclic order when both were priced, else 0 */
+} Topology;
+
 struct Machine {
 	double flops;          /* FLOP/s per device (1e14) */
 	double bandwidth;      /* bytes/s each device sends (1e11) */
@@ -94,6 +111,7 @@ struct Machine {
 	double coll_latency[MACHINE_COLL_KINDS], coll_bandwidth[MACHINE_COLL_KINDS];
 	int nprof;
 	MachineProfile prof[MACHINE_MAX_PROFILES]; /* by ranks; [0] describes 1 rank when calibrated */
+	Topology topo;
 	char source[256];      /* the --machine file, "" for the defaults */
 };
 typedef struct Machine Machine;
@@ -137,6 +155,23 @@ double cost_input_time(const MachineProfile *p, const Graph *g);
  * (RedistKind; 4: send/recv). */
 double machine_latency(const Machine *m, int kind);
 double machine_bandwidth(const Machine *m, int kind);
+
+/* Members of one group along `axes` of l's grid that share a node (the
+ * whole group without a topology). */
+int64_t cost_group_in_node(const Machine *m, const Layout *l, unsigned axes);
+/* Seconds of one collective (RedistKind, or MACHINE_SENDRECV) sending
+ * `sent` bytes per device (the ring counts of redist_plan) in a group of
+ * g devices, g_in of them in each node; `fig` picks the per-kind figures
+ * (kind, or MACHINE_IALLREDUCE for a fused bucket). *lat (may be NULL)
+ * gets the latency part. */
+double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t g, int64_t g_in, double *lat);
+/* Seconds of one redistribution step. */
+double cost_step_time(const Machine *m, const struct RedistStep *st, double *lat);
+/* Seconds of a send of `bytes` between ranks `dist` apart (pipeline
+ * stages: device_num / stages apart). */
+double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist);
+/* Whether ranks r and r + dist share a node (block order: on average). */
+bool cost_same_node(const Machine *m, int64_t dist);
 
 /* Forward FLOPs of the whole operator (all devices together). */
 double cost_op_flops(const Node *n);

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ir/layout.h"
@@ -129,12 +130,12 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 		return false;
 	/* an all-reduce bucket runs as nrt_iallreduce: its own figures when measured */
 	int kind = b->kind == RS_ALLREDUCE && m->coll_bandwidth[MACHINE_IALLREDUCE] > 0 ? MACHINE_IALLREDUCE : (int)b->kind;
-	double s = 0;
-	if (b->members[0] == n) {
-		s += machine_latency(m, kind) * (double)cost_rounds(b->kind, b->group);
+	double lat, s = cost_coll_time(m, b->kind, kind, (double)n->attr.plan->send_bytes, b->group,
+	                               cost_group_in_node(m, b->layout, b->axes), &lat);
+	if (b->members[0] == n)
 		t->ncomm++;
-	}
-	s += (double)n->attr.plan->send_bytes / machine_bandwidth(m, kind);
+	else
+		s -= lat;
 	t->comm += s;
 	add_comm(t, n, s, n->attr.plan->send_bytes, b->members[0] == n);
 	return true;
@@ -188,7 +189,8 @@ static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			if (from % t->nstages == to % t->nstages)
 				continue;
 			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
-			double s = machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+			int64_t dist = (int64_t)abs(to % t->nstages - from % t->nstages) * c->g->par.device_num / t->nstages;
+			double s = cost_p2p_time(m, bytes, dist);
 			double *x = n->phase == PH_BACKWARD && v->def->phase == PH_BACKWARD ? t->xfer_b : t->xfer_f;
 			x[from * C + to] += s;
 			StageCost *sc = &t->stage[from % t->nstages];
@@ -263,8 +265,37 @@ static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *
 		add_compute(t, n, PH_BACKWARD, sec - sec / 3);
 }
 
+/* The device order is the cost model's choice, not an assumption: with a
+ * topology whose nodes the program spans, its step is priced with ranks
+ * in blocks of devices_per_node (mpirun --map-by slot) and round robin
+ * over the nodes (--map-by node), and the cheaper order stays in
+ * c->machine for everything explain prices after. */
+static void choose_order(Compilation *c)
+{
+	const Machine *m0 = c->machine;
+	if (!m0 || m0->topo.devices_per_node <= 0 || m0->topo.world)
+		return;
+	Machine *mc = ARENA_NEW(&c->arena, Machine);
+	*mc = *m0;
+	int64_t w = c->g->par.parallel_mode == PM_STAND_ALONE ? 1 : c->g->par.device_num;
+	int64_t D = (int64_t)mc->topo.devices_per_node;
+	mc->topo.world = w > 0 ? w : 1;
+	mc->topo.cyclic = false;
+	c->machine = mc;
+	if (w <= D || w % D)
+		return;
+	ExplainTotals t;
+	for (int k = 0; k < 2; k++) {
+		mc->topo.cyclic = k;
+		explain_totals(c, &t);
+		mc->topo.step[k] = t.step;
+	}
+	mc->topo.cyclic = mc->topo.step[1] < mc->topo.step[0];
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
+	choose_order(c);
 	Graph *g = c->g;
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
@@ -700,6 +731,79 @@ static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
 	        "other stages)\n", t->busiest, bz->idle, t->step > 0 ? 100 * bz->idle / t->step : 0.0);
 }
 
+static void print_group_spans(const Machine *m, const Graph *g, FILE *out);
+
+/* The nodes, their links, the device order chosen (choose_order) and
+ * where the program's collective groups fall. */
+static void print_topology(const Machine *m, const Graph *g, FILE *out)
+{
+	const Topology *tp = &m->topo;
+	if (tp->devices_per_node <= 0)
+		return;
+	int64_t D = (int64_t)tp->devices_per_node;
+	fprintf(out, "  topology: %" PRId64 " devices per node; inside a node %.3g s per round, %.3g bytes/s; between "
+	        "nodes %.3g s per round, %.3g bytes/s a device\n", D,
+	        tp->intra_latency >= 0 ? tp->intra_latency : m->latency, tp->intra_bandwidth > 0 ? tp->intra_bandwidth : m->bandwidth,
+	        tp->inter_latency >= 0 ? tp->inter_latency : m->latency, tp->inter_bandwidth > 0 ? tp->inter_bandwidth : m->bandwidth);
+	if (tp->step[0] > 0)
+		fprintf(out, "  device order: %s, chosen: predicted step %.6g s in blocks (ranks %" PRId64 "k to %" PRId64
+		        "k+%" PRId64 " on node k; mpirun --map-by slot, srun --distribution=block), %.6g s round robin "
+		        "(rank r on node r %% %" PRId64 "; mpirun --map-by node, srun --distribution=cyclic)\n",
+		        tp->cyclic ? "round robin" : "blocks", tp->step[0], D, D, D - 1, tp->step[1], tp->world / D);
+	else
+		fprintf(out, "  device order: blocks of %" PRId64 " ranks a node (the program fits %s)\n", D,
+		        tp->world > D ? "no whole number of nodes" : "one node");
+	print_group_spans(m, g, out);
+}
+
+/* Each shape of collective group in the program (size, distance between
+ * neighbours on its innermost axis, members in one node), the most
+ * frequent first: which mesh axis the order put inside a node. */
+static void print_group_spans(const Machine *m, const Graph *g, FILE *out)
+{
+	enum { MAXSHAPES = 64, SHOWN = 10 };
+	struct GroupShape {
+		int64_t g, in, stride; /* ranks, of them in one node, distance between neighbours on its innermost axis */
+		int n;
+	} seen[MAXSHAPES];
+	int ns = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int k = 0; n->op == OP_REDISTRIBUTE && n->attr.plan && k < n->attr.plan->n; k++) {
+			const RedistStep *st = &n->attr.plan->steps[k];
+			int64_t gs = layout_group_size(st->from, st->axes), stride = 0;
+			if (st->kind == RS_SLICE || gs <= 1)
+				continue;
+			for (int a = st->from->ndev - 1; a >= 0 && !stride; a--)
+				if (st->axes >> a & 1u)
+					stride = layout_axis_stride(st->from, a);
+			int64_t in = cost_group_in_node(m, st->from, st->axes);
+			int j = 0;
+			while (j < ns && !(seen[j].g == gs && seen[j].in == in && seen[j].stride == stride))
+				j++;
+			if (j == MAXSHAPES)
+				continue;
+			if (j == ns)
+				seen[ns++] = (struct GroupShape){gs, in, stride, 0};
+			seen[j].n++;
+		}
+	}
+	/* the most frequent first */
+	for (int j = 1; j < ns; j++)
+		for (int k = j; k > 0 && seen[k].n > seen[k - 1].n; k--) {
+			struct GroupShape x = seen[k];
+			seen[k] = seen[k - 1], seen[k - 1] = x;
+		}
+	for (int j = 0; j < ns && j < SHOWN; j++) {
+		char span[64] = "inside one node";
+		if (seen[j].in < seen[j].g)
+			snprintf(span, sizeof span, "%" PRId64 " nodes, %" PRId64 " ranks in each", seen[j].g / seen[j].in,
+			         seen[j].in);
+		fprintf(out, "  collective groups of %" PRId64 " ranks %" PRId64 " apart (%d in the program): %s\n", seen[j].g,
+		        seen[j].stride, seen[j].n, span);
+	}
+}
+
 /* Which figures the predictions below use. */
 static void print_machine(const Machine *m, const Graph *g, FILE *out)
 {
@@ -711,6 +815,7 @@ static void print_machine(const Machine *m, const Graph *g, FILE *out)
 		if (m->coll_latency[k] >= 0 || m->coll_bandwidth[k] > 0)
 			fprintf(out, "  %s: latency %.3g s per round, %.3g bytes/s\n", kinds[k], machine_latency(m, k),
 			        machine_bandwidth(m, k));
+	print_topology(m, g, out);
 	int64_t ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
 	const MachineProfile *p = machine_calibrated(m) ? machine_profile(m, ranks) : NULL;
 	if (p)
@@ -726,6 +831,7 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 {
 	Graph *g = c->g;
 	Machine mtmp;
+	choose_order(c);
 	const Machine *m = machine_of(c, &mtmp);
 	const char **names = search_node_names(&c->arena, g);
 	if (why) /* the operator and its candidates alone */

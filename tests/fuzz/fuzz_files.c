@@ -134,7 +134,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static Machine m;
 	char err[1024];
 	machine_defaults(&m);
-	machine_load(&m, "fuzz-in.machine", err, sizeof err);
+	if (!machine_load(&m, "fuzz-in.machine", err, sizeof err))
+		return 0;
+	/* price collectives of every kind, span and device order with what
+	 * was read: a time is never negative or NaN */
+	static const int64_t groups[][2] = {{2, 1}, {2, 2}, {16, 1}, {16, 8}, {1024, 8}, {1024, 1024}};
+	for (int cyc = 0; cyc < 2; cyc++) {
+		m.topo.cyclic = cyc, m.topo.world = 1024;
+		for (int k = 0; k <= MACHINE_SENDRECV; k++)
+			for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+				double t = cost_coll_time(&m, k, k, 1e6, groups[i][0], groups[i][1], NULL);
+				if (!(t >= 0))
+					abort();
+			}
+		if (!(cost_p2p_time(&m, 1000, 128) >= 0))
+			abort();
+	}
 	return 0;
 }
 #endif
