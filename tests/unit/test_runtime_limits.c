@@ -175,3 +175,21 @@ Test(limits, json_budget)
 	cr_expect_null(json_parse_keys(bad, strlen(bad), keys, 1, 4096, err, sizeof err));
 	free(text);
 }
+
+/* A .npy whose version-2 header length (4 bytes) claims 7 MB in a
+ * 150-byte file: refused before the 7 MB are allocated (fuzz-npy's first
+ * finding). */
+Test(limits, npy_header_length_past_the_end)
+{
+	static const unsigned char f[] = "\x93NUMPY\x02\x00\x29\x00\x74\x00{\"shape\": (5,), \"descr\": '<i4', "
+	                                 "\"fortran_order\": False, }\n";
+	char *p = tr_path(dir, "long.npy"), err[512];
+	cr_assert_eq(tr_write_file(p, f, sizeof f - 1), 0);
+	NrtNpy a;
+	count_start();
+	bool ok = nrt_npy_read(p, &a, err, sizeof err);
+	counting = false;
+	cr_expect(!ok && strstr(err, "file ends inside the header"), "%s", err);
+	cr_expect_leq(peak, bound(sizeof f), "a %zu-byte file held %zu bytes", sizeof f, peak);
+	free(p);
+}
