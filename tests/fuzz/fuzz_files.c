@@ -31,6 +31,7 @@
  * real process's exit: fuzz-safetensors runs without leak detection
  * (run.sh). json_parse's own error paths, which free what they built, are
  * checked by the unit tests under ASan. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,15 +101,24 @@ static void count_end(size_t size)
  * -detect_leaks=0 (run.sh). */
 static void release_leftovers(const char *path)
 {
-	char real[4096], link[64], target[4096];
+	char real[4096], link[300], target[4096];
 	if (!realpath(path, real))
 		return;
-	for (int fd = 3; fd < 1024; fd++) {
-		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-		ssize_t n = readlink(link, target, sizeof target - 1);
+	/* the open descriptors only: readlink on each of 1,021 possible ones
+	 * was most of a refused input's time (11 inputs a second) */
+	DIR *fds = opendir("/proc/self/fd");
+	int close_fd[64], nclose = 0;
+	for (struct dirent *d; fds && (d = readdir(fds)) && nclose < 64;) {
+		int fd = atoi(d->d_name);
+		snprintf(link, sizeof link, "/proc/self/fd/%s", d->d_name);
+		ssize_t n = fd > 2 && fd != dirfd(fds) ? readlink(link, target, sizeof target - 1) : -1;
 		if (n > 0 && (target[n] = 0, !strcmp(target, real)))
-			close(fd);
+			close_fd[nclose++] = fd;
 	}
+	if (fds)
+		closedir(fds);
+	for (int i = 0; i < nclose; i++)
+		close(close_fd[i]);
 	FILE *maps = fopen("/proc/self/maps", "r");
 	char line[8192];
 	void *lo[64], *hi[64];
