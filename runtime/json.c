@@ -252,7 +252,9 @@ static Json *push(P *p, Json *parent)
 	size_t n = parent->n;
 	if (n == 0 || (n & (n - 1)) == 0) {
 		size_t cap = n ? 2 * n : 1;
-		if (n > SIZE_MAX / 2 / sizeof *parent->kids || !charge(p, (cap - n) * sizeof *parent->kids))
+		if (n > SIZE_MAX / 2 / sizeof *parent->kids)
+			return perr(p, "too many elements"), NULL;
+		if (!charge(p, (cap - n) * sizeof *parent->kids))
 			return NULL;
 		parent->kids = xrealloc(parent->kids, cap * sizeof *parent->kids);
 	}
