@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "passes/passes.h"
 #include "runtime/json_internal.h"
 #include "test_runtime_util.h"
 
@@ -192,4 +193,47 @@ Test(limits, npy_header_length_past_the_end)
 	cr_expect(!ok && strstr(err, "file ends inside the header"), "%s", err);
 	cr_expect_leq(peak, bound(sizeof f), "a %zu-byte file held %zu bytes", sizeof f, peak);
 	free(p);
+}
+
+/* netc reading a JSON strategy checkpoint (passes/strategy_ckpt.c): each
+ * string took the rest of the text, so 1,500 keys (80 KB) held ~60 MB.
+ * The peak against the same model with a one-key file. Not yet 2x: each
+ * item keeps its strategies as Shapes of 72 bytes (n + 1 of them) for
+ * ~50 bytes of text, ~6.5x in all; the bound here is 8x. */
+static size_t strategy_peak(const char *json)
+{
+	char path[64], load[96];
+	snprintf(path, sizeof path, "build/test_limits_%ld.json", (long)getpid());
+	snprintf(load, sizeof load, "strategy_ckpt_load_file=\"%s\"", path);
+	cr_assert_eq(tr_write_file(path, json, strlen(json)), 0);
+	FILE *devnull = fopen("/dev/null", "w");
+	const char *d[] = {"parallel_mode=semi_auto_parallel", load};
+	Compilation c;
+	count_start();
+	compilation_init(&c);
+	diag_init(&c.diag, devnull);
+	if (compile_front(&c, "samples/mlp.net", d, 2))
+		compile_passes(&c, UPTO_CHECK);
+	compilation_free(&c);
+	counting = false;
+	fclose(devnull);
+	remove(path);
+	return peak;
+}
+
+Test(limits, strategy_json_strings_hold_their_own_length)
+{
+	size_t cap = 1500 * 64 + 256, n = 0;
+	char *many = malloc(cap);
+	n += (size_t)snprintf(many + n, cap - n, "{\"current_stage\": 0, \"parallel_strategy_item\": {");
+	for (int i = 0; i < 1500; i++)
+		n += (size_t)snprintf(many + n, cap - n, "%s\"op-%d\": {\"stage\": 0, \"parallel_strategy\": [[1, 1]]}",
+		                      i ? ", " : "", i);
+	snprintf(many + n, cap - n, "}}");
+	size_t one = strategy_peak("{\"current_stage\": 0, \"parallel_strategy_item\": {\"op-0\": {\"stage\": 0, "
+	                           "\"parallel_strategy\": [[1, 1]]}}}");
+	size_t all = strategy_peak(many);
+	cr_expect_leq(all, one + 8 * strlen(many) + 64 * 1024, "a %zu-byte file: peak %zu, with one key %zu",
+	              strlen(many), all, one);
+	free(many);
 }
