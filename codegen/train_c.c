@@ -93,12 +93,18 @@ void emit_train_step_end(Emit *e, const char *log)
 void emit_train_step_after(Emit *e, const char *step)
 {
 	FILE *out = e->out;
-	if (emit_ps_on(e)) /* refused in emit_train_main_start */
-		return;
-	fprintf(out, "\t\tif (opt.save_every && (%s + 1) %% opt.save_every == 0 && %s + 1 < end) {\n"
-	             "\t\t\tnrt_ckpt_remember(seed, %s);\n\t\t\tbefore_save();\n"
-	             "\t\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, %s + 1);\n\t\t}\n",
-	        step, step, e->loss_scale ? "&loss_scale" : "NULL", step);
+	bool ps = emit_ps_on(e);
+	fprintf(out, "\t\tif (opt.save_every && (%s + 1) %% opt.save_every == 0 && %s + 1 < end) {\n",
+	        step, step);
+	/* the servers' shards and state are the checkpoint's too */
+	if (ps)
+		fputs("\t\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n"
+		      "\t\t\tnrt_ps_snapshot(ps_data(), tensors + PS_STATE);\n",
+		      out);
+	fprintf(out, "\t\t\tnrt_ckpt_remember(seed, %s);\n\t\t\tbefore_save();\n"
+	             "\t\t\tnrt_ckpt_save(opt.save, tensors, NTENSORS, %s + 1);\n%s\t\t}\n",
+	        e->loss_scale ? "&loss_scale" : "NULL", step,
+	        ps ? "\t\t\tnrt_ps_state_free(tensors + PS_STATE);\n" : "");
 }
 
 /* The operator whose forward pass is not the same in evaluation (dropout,
@@ -237,11 +243,6 @@ void emit_train_clip_fn(Emit *e)
 /* main(), after the options: what an option does not do in this program */
 void emit_train_main_start(Emit *e)
 {
-	/* before the first step, not after it */
-	if (emit_ps_on(e))
-		fputs("\tif (opt.save_every)\n\t\tnrt_fatal(\"--save-every is not supported with parameter servers yet "
-		      "(their optimizer state is saved at the end)\");\n",
-		      e->out);
 	if (e->g->train.nlr)
 		fputs("\tif (opt.lr_set && nrt_rank() == info.log_rank)\n"
 		      "\t\tfprintf(stderr, \"warning: --lr has no effect: the train block's lr_schedule sets the rate of "

@@ -423,7 +423,17 @@ typedef struct Mapped {
 	uint64_t datalen;
 } Mapped;
 
-static void map_file(Mapped *m, const char *path)
+/* What reading a header may hold (json.c): twice the header, plus for each
+ * of the model's tensors (and the metadata) a full entry's nodes (its
+ * object, three members, a shape of 8, two offsets, twice over for the
+ * arrays' doubling) and 256 bytes of strings. A header bigger than what
+ * it names needs is refused, not held: 16 MB of it took 657 MB before. */
+static size_t header_budget(uint64_t hlen, int n)
+{
+	return 2 * (size_t)hlen + ((size_t)n + 1) * (32 * sizeof(Json) + 256);
+}
+
+static void map_file(Mapped *m, const char *path, const NrtTensor *t, int n)
 {
 	m->path = path;
 	int fd = open(path, O_RDONLY);
@@ -451,7 +461,15 @@ static void map_file(Mapped *m, const char *path)
 		nrt_fatal("%s: not a safetensors file (header length %llu, file size %zu)", path,
 		          (unsigned long long)hlen, m->size);
 	char err[512];
-	m->hdr = json_parse((const char *)b + 8, (size_t)hlen, err, sizeof err);
+	const char **keys = malloc(((size_t)n + 1) * sizeof *keys);
+	if (!keys)
+		nrt_fatal("out of memory");
+	keys[0] = "__metadata__";
+	for (int i = 0; i < n; i++)
+		keys[i + 1] = t[i].name;
+	m->hdr = json_parse_keys((const char *)b + 8, (size_t)hlen, keys, (size_t)n + 1,
+	                         header_budget(hlen, n), err, sizeof err);
+	free(keys);
 	if (!m->hdr)
 		nrt_fatal("%s: %s", path, err);
 	if (m->hdr->kind != JSON_OBJECT)
@@ -527,7 +545,7 @@ int64_t nrt_ckpt_load(const char *path, NrtTensor *t, int n)
 {
 	check_tensors(t, n);
 	Mapped m = {0};
-	map_file(&m, path);
+	map_file(&m, path, t, n);
 	int64_t step = meta_step(&m);
 	nmeta_in = 0;
 	const Json *md = json_get(m.hdr, "__metadata__");

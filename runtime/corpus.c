@@ -174,10 +174,11 @@ NrtCorpus *nrt_corpus_open(const char *arg, const NrtOptions *opt, const NrtInpu
 		nrt_fatal("--data %s: %zu bytes is not a whole number of %s tokens (%zu bytes each)%s", path, size - off,
 		          c->i32 ? "int32" : "uint16", es, c->i32 ? "" : "; int32 ids: FILE.bin:i32");
 	c->n = (int64_t)((size - off) / es);
-	c->tokens = (const unsigned char *)c->map + off;
 	if (c->n < c->T + 1)
 		nrt_fatal("--data %s: %lld tokens; a sample needs T + 1 = %lld (tokens and the labels one on)", path,
 		          (long long)c->n, (long long)c->T + 1);
+	/* after the check: an empty file has no mapping to offset (UBSan, fuzz-corpus) */
+	c->tokens = (const unsigned char *)c->map + off;
 	return c;
 }
 

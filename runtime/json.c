@@ -1,6 +1,12 @@
 /* Recursive-descent JSON reader (RFC 8259) for safetensors headers. Input
  * comes from files, so every read is bounds-checked, nesting is limited
- * and errors say at which byte the text went wrong. */
+ * and errors say at which byte the text went wrong.
+ *
+ * Memory: a tree node is 80 bytes and `0,` two bytes of text, so a tree of
+ * everything a hostile header holds costs 40x the header (a 16 MB header
+ * took 657 MB). json_parse_keys keeps only the root's members the caller
+ * names (the rest are checked without allocating anything) and refuses to
+ * hold more than a budget of bytes, nodes and strings together. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +23,10 @@ typedef struct P {
 	char *err;
 	size_t errlen;
 	bool failed;
+	const char *const *keep; /* json_parse_keys: the root members kept; NULL keeps all */
+	size_t nkeep;
+	size_t used, budget;     /* bytes of nodes and strings held, and the most allowed */
+	int dry;                 /* > 0 inside a member not kept: checked, nothing allocated */
 } P;
 
 static bool perr(P *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -40,6 +50,15 @@ static void *xrealloc(void *ptr, size_t n)
 	if (!q)
 		nrt_fatal("out of memory");
 	return q;
+}
+
+/* Counts n more bytes held, or fails past the budget. */
+static bool charge(P *p, size_t n)
+{
+	if (n > p->budget - p->used)
+		return perr(p, "holding it needs more than %zu bytes of memory", p->budget);
+	p->used += n;
+	return true;
 }
 
 static void ws(P *p)
@@ -125,24 +144,40 @@ static size_t body_len(const P *p)
 	return (k < p->len ? k : p->len) - p->pos;
 }
 
+static void drop_buf(char *buf, const char *scratch)
+{
+	if (buf != scratch)
+		free(buf);
+}
+
+/* A member not kept is decoded into an 8-byte scratch, one character at a
+ * time (put_utf8 writes at most 4), and nothing is returned. */
 static bool string(P *p, char **out, size_t *outlen)
 {
+	*out = NULL;
+	*outlen = 0;
 	if (peek(p) != '"')
 		return perr(p, "expected a string");
 	p->pos++;
 	/* the decoded text is never longer than its source */
-	char *buf = xrealloc(NULL, body_len(p) + 1);
+	size_t cap = body_len(p) + 1;
+	char scratch[8], *buf = scratch;
+	if (!p->dry) {
+		if (!charge(p, cap))
+			return false;
+		buf = xrealloc(NULL, cap);
+	}
 	size_t n = 0;
-	for (;;) {
+	for (;; n = p->dry ? 0 : n) {
 		if (p->pos >= p->len) {
-			free(buf);
+			drop_buf(buf, scratch);
 			return perr(p, "unterminated string");
 		}
 		unsigned char c = (unsigned char)p->s[p->pos++];
 		if (c == '"')
 			break;
 		if (c < 0x20) {
-			free(buf);
+			drop_buf(buf, scratch);
 			return perr(p, "control character in a string");
 		}
 		if (c != '\\') {
@@ -155,10 +190,12 @@ static bool string(P *p, char **out, size_t *outlen)
 		if (k) {
 			buf[n++] = to[k - from];
 		} else if (e != 'u' || !unicode_escape(p, buf, &n)) {
-			free(buf);
+			drop_buf(buf, scratch);
 			return perr(p, "bad escape '\\%c'", e ? e : '?');
 		}
 	}
+	if (p->dry)
+		return true;
 	buf[n] = 0;
 	*out = buf;
 	*outlen = n;
@@ -209,14 +246,17 @@ static bool number(P *p, Json *out)
 /* ---- containers --------------------------------------------------------- */
 /* Capacity doubles (at each power of two), so an array of n elements
  * costs O(n) copying, not O(n^2): a 16 MB header of one long array took
- * 5 s to refuse when each element was a realloc. */
-static Json *push(Json *parent)
+ * 5 s to refuse when each element was a realloc. NULL past the budget. */
+static Json *push(P *p, Json *parent)
 {
 	size_t n = parent->n;
 	if (n == 0 || (n & (n - 1)) == 0) {
+		size_t cap = n ? 2 * n : 1;
 		if (n > SIZE_MAX / 2 / sizeof *parent->kids)
-			nrt_fatal("out of memory");
-		parent->kids = xrealloc(parent->kids, (n ? 2 * n : 1) * sizeof *parent->kids);
+			return perr(p, "too many elements"), NULL;
+		if (!charge(p, (cap - n) * sizeof *parent->kids))
+			return NULL;
+		parent->kids = xrealloc(parent->kids, cap * sizeof *parent->kids);
 	}
 	Json *k = &parent->kids[parent->n++];
 	memset(k, 0, sizeof *k);
@@ -232,7 +272,8 @@ static bool array(P *p, Json *out, int depth)
 		return true;
 	}
 	for (;;) {
-		if (!value(p, push(out), depth + 1))
+		Json scratch = {0}, *k = p->dry ? &scratch : push(p, out);
+		if (!k || !value(p, k, depth + 1))
 			return false;
 		int c = peek(p);
 		p->pos++;
@@ -241,6 +282,17 @@ static bool array(P *p, Json *out, int depth)
 		if (c != ',')
 			return p->pos--, perr(p, "expected ',' or ']'");
 	}
+}
+
+/* Whether the root's member `key` is one json_parse_keys keeps. */
+static bool kept(const P *p, const char *key, size_t klen)
+{
+	if (!p->keep)
+		return true;
+	for (size_t k = 0; k < p->nkeep; k++)
+		if (strlen(p->keep[k]) == klen && !memcmp(p->keep[k], key, klen))
+			return true;
+	return false;
 }
 
 static bool object(P *p, Json *out, int depth)
@@ -252,14 +304,28 @@ static bool object(P *p, Json *out, int depth)
 		return true;
 	}
 	for (;;) {
-		Json *m = push(out);
-		size_t klen;
-		if (!string(p, &m->key, &klen))
+		char *key;
+		size_t klen, held = p->used;
+		if (!string(p, &key, &klen))
 			return false;
+		bool drop = !p->dry && depth == 0 && !kept(p, key, klen);
+		Json scratch = {0}, *m = &scratch;
+		if (drop) {
+			free(key);
+			p->used = held;
+			key = NULL;
+		} else if (!p->dry && !(m = push(p, out))) {
+			free(key);
+			return false;
+		}
+		m->key = key;
 		if (peek(p) != ':')
 			return perr(p, "expected ':'");
 		p->pos++;
-		if (!value(p, m, depth + 1))
+		p->dry += drop;
+		bool ok = value(p, m, depth + 1);
+		p->dry -= drop;
+		if (!ok)
 			return false;
 		int c = peek(p);
 		p->pos++;
@@ -323,9 +389,13 @@ void json_free(Json *j)
 	free(j);
 }
 
-Json *json_parse(const char *text, size_t len, char *err, size_t errlen)
+Json *json_parse_keys(const char *text, size_t len, const char *const *keys, size_t nkeys,
+                      size_t budget, char *err, size_t errlen)
 {
-	P p = {.s = text, .len = len, .err = err, .errlen = errlen};
+	P p = {.s = text, .len = len, .err = err, .errlen = errlen, .keep = keys, .nkeep = nkeys,
+	       .budget = budget};
+	if (!charge(&p, sizeof(Json)))
+		return NULL;
 	Json *root = xrealloc(NULL, sizeof *root);
 	memset(root, 0, sizeof *root);
 	bool ok = value(&p, root, 0);
@@ -336,6 +406,11 @@ Json *json_parse(const char *text, size_t len, char *err, size_t errlen)
 		return NULL;
 	}
 	return root;
+}
+
+Json *json_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+	return json_parse_keys(text, len, NULL, 0, SIZE_MAX, err, errlen);
 }
 
 const Json *json_get(const Json *obj, const char *key)

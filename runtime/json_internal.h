@@ -25,6 +25,11 @@ typedef struct Json {
 /* Parses text[0, len) (need not be NUL-terminated). NULL with a message
  * in err on malformed input; free the result with json_free. */
 Json *json_parse(const char *text, size_t len, char *err, size_t errlen);
+/* The same, keeping of the root object only the members named in
+ * keys[0, nkeys) (the others are checked, not stored), and refusing (NULL,
+ * with a message) a tree that would hold more than `budget` bytes. */
+Json *json_parse_keys(const char *text, size_t len, const char *const *keys, size_t nkeys,
+                      size_t budget, char *err, size_t errlen);
 void json_free(Json *j);
 /* The member `key` of an object, or NULL. */
 const Json *json_get(const Json *obj, const char *key);

@@ -456,4 +456,9 @@ void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step);
  * rank 0 with state (allocated rows) also the servers' optimizer state,
  * for --save. */
 void nrt_ps_done(void *const *params, NrtTensor *state);
+/* --save-every, every worker between two steps: once all workers have
+ * finished the step, rank 0 takes every parameter's value and (state:
+ * rows allocated by nrt_ps_state_alloc) its optimizer state from the
+ * servers, as nrt_ps_done does, and no worker goes on until it has. */
+void nrt_ps_snapshot(void *const *params, NrtTensor *state);
 #endif

@@ -14,7 +14,14 @@
  *   worker -> server:   {DONE, want state} (tag DONE), answered once every
  *                       worker is done by every shard's final value (tag
  *                       FINAL + k) and, to worker 0 if it wants them for a
- *                       checkpoint, its state shards (tag FINAL + k).
+ *                       checkpoint, its state shards (tag FINAL + k);
+ *   worker 0 -> server: {SNAP, want state} (tag DONE, --save-every),
+ *                       answered at once by every shard's value and state
+ *                       (tag FINAL + k) to worker 0 alone. The workers
+ *                       meet in a barrier before it (so every push of the
+ *                       step is applied: in sync mode worker 0 has pulled
+ *                       them all) and after it (so no push of the next
+ *                       step waits in a server's queue ahead of it).
  * Sync: a server that sees a push of k takes k's push from every worker
  * in rank order (every worker pushes the same parameters in the same
  * order, so they come), sums, averages and applies once: the update
@@ -40,7 +47,7 @@
 #include "rt_internal.h"
 #include "spmd.h"
 
-enum { PS_PUSH = 1, PS_DONE = 2 };
+enum { PS_PUSH = 1, PS_DONE = 2, PS_SNAP = 3 };
 
 /* One server parameter on a server: its shard and state. */
 typedef struct PsParam {
@@ -270,6 +277,17 @@ static void send_state(int tag, const PsParam *q)
 	}
 }
 
+/* --save-every: this server's shards as they are now, to worker 0 alone */
+static void snapshot(bool state)
+{
+	for (int k = 0; k < ps.cfg->nparams; k++)
+		if (ps.par[k].n) {
+			send_shard(0, 1, tag_final(k), &ps.par[k]);
+			if (state)
+				send_state(tag_final(k), &ps.par[k]);
+		}
+}
+
 static void serve(void)
 {
 	const NrtPsConfig *c = ps.cfg;
@@ -285,6 +303,10 @@ static void serve(void)
 			int64_t hdr[2];
 			NRT_MPI_AS("parameter server: done",
 			           MPI_Recv(hdr, 2, MPI_INT64_T, w, k, ps.comm, MPI_STATUS_IGNORE));
+			if (hdr[0] == PS_SNAP && w == 0) {
+				snapshot(hdr[1]);
+				continue;
+			}
 			if (hdr[0] != PS_DONE)
 				nrt_fatal("parameter server: worker %d sent message %lld, expected done", w, (long long)hdr[0]);
 			want_state |= w == 0 && hdr[1];
@@ -456,4 +478,22 @@ void nrt_ps_done(void *const *params, NrtTensor *state)
 	host_free(ps.host_a, ps.most);
 	host_free(ps.host_b, ps.most);
 	ps.host_a = ps.host_b = NULL;
+}
+
+/* Worker 0 receives in the order snapshot() sends: parameter after
+ * parameter, each value then its state. */
+void nrt_ps_snapshot(void *const *params, NrtTensor *state)
+{
+	nrt_barrier();
+	bool want = state && nstate() > 0;
+	int64_t hdr[2] = {PS_SNAP, want};
+	for (int s = 0; nrt_rt.rank == 0 && s < nrt_rt.ps_servers; s++)
+		NRT_MPI_AS("parameter server: snapshot for a checkpoint",
+		           MPI_Send(hdr, 2, MPI_INT64_T, nrt_rt.ps_workers + s, tag_done(), ps.comm));
+	for (int k = 0; nrt_rt.rank == 0 && k < ps.cfg->nparams; k++) {
+		receive_whole(k, tag_final(k), params[k]);
+		for (int j = 0; want && j < nstate(); j++)
+			receive_whole(k, tag_final(k), state[k * nstate() + j].data);
+	}
+	nrt_barrier();
 }

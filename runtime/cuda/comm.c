@@ -60,7 +60,7 @@ static ncclComm_t nccl_of(NrtComm *c)
 		NRT_NCCL_CHECK(ncclGetUniqueId(&id));
 	NRT_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->comm));
 	ncclComm_t nc;
-	NRT_NCCL_CHECK(ncclCommInitRank(&nc, c->size, id, c->rank));
+	NRT_NCCL_CHECK_AS("NCCL start-up", ncclCommInitRank(&nc, c->size, id, c->rank));
 	NcclEntry *e = realloc(nccls, sizeof *e * (size_t)(nnccl + 1));
 	if (!e)
 		nrt_fatal("out of memory");
@@ -117,6 +117,7 @@ static cudaStream_t comm_begin(void)
 /* --trace: the span of what was queued since comm_begin, on the GPU */
 static void comm_traced(const char *name, const char *argname, int arg)
 {
+	nrt_cuda_queued = name;
 	nrt_cuda_trace_comm(comm_t0, comm_stream, name, argname, arg);
 	comm_t0 = NULL;
 }
@@ -155,7 +156,7 @@ void nrt_cuda_comm_finalize(void)
 {
 	p2p_finalize();
 	if (comm_stream)
-		NRT_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+		NRT_CUDA_WAIT(cudaStreamSynchronize(comm_stream));
 	for (int i = 0; i < nnccl; i++)
 		NRT_NCCL_CHECK(ncclCommDestroy(nccls[i].nc));
 	free(nccls);
@@ -172,7 +173,7 @@ void nrt_allreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n)
 	if (use_nccl(c)) {
 		account(NRT_CK_ALLREDUCE, c, t, n);
 		ncclComm_t nc = nccl_of(c);
-		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), nccl_op(op, t), nc, comm_begin()));
+		NRT_NCCL_CHECK_AS("NCCL AllReduce", ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), nccl_op(op, t), nc, comm_begin()));
 		comm_end("AllReduce");
 		return;
 	}
@@ -195,7 +196,7 @@ void nrt_allgather(NrtComm *c, NrtDType t, const void *send, int64_t n, void *re
 	if (use_nccl(c)) {
 		account(NRT_CK_ALLGATHER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
-		NRT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)n, nccl_type(t), nc, comm_begin()));
+		NRT_NCCL_CHECK_AS("NCCL AllGather", ncclAllGather(send, recv, (size_t)n, nccl_type(t), nc, comm_begin()));
 		comm_end("AllGather");
 		return;
 	}
@@ -217,7 +218,7 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 	if (use_nccl(c)) {
 		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
-		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), nccl_op(op, t), nc,
+		NRT_NCCL_CHECK_AS("NCCL ReduceScatter", ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), nccl_op(op, t), nc,
 		                                 comm_begin()));
 		comm_end("ReduceScatter");
 		return;
@@ -248,7 +249,7 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 			NRT_NCCL_CHECK(ncclSend((const char *)send + p * bytes, (size_t)n, nccl_type(t), p, nc, s));
 			NRT_NCCL_CHECK(ncclRecv((char *)recv + p * bytes, (size_t)n, nccl_type(t), p, nc, s));
 		}
-		NRT_NCCL_CHECK(ncclGroupEnd());
+		NRT_NCCL_CHECK_AS("NCCL AllToAll", ncclGroupEnd());
 		comm_end("AllToAll");
 		return;
 	}
@@ -271,7 +272,7 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 	if (use_nccl(c)) {
 		account(NRT_CK_BROADCAST, c, t, n);
 		ncclComm_t nc = nccl_of(c);
-		NRT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, nccl_type(t), root, nc, comm_begin()));
+		NRT_NCCL_CHECK_AS("NCCL Broadcast", ncclBroadcast(buf, buf, (size_t)n, nccl_type(t), root, nc, comm_begin()));
 		comm_end("Broadcast");
 		return;
 	}
@@ -372,7 +373,7 @@ static void p2p_issue(int upto)
 			else
 				NRT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->n, nccl_type(o->t), o->peer, nc, s));
 		}
-		NRT_NCCL_CHECK(ncclGroupEnd());
+		NRT_NCCL_CHECK_AS("NCCL pipeline sends/receives", ncclGroupEnd());
 		comm_traced("sends/receives", "round", r);
 		issued_round = r;
 		for (; i < j; i++) {
@@ -569,7 +570,7 @@ void nrt_iallreduce(NrtComm *c, NrtDType t, NrtReduce op, void *buf, int64_t n, 
 	if (use_nccl(c)) {
 		account(NRT_CK_ALLREDUCE, c, t, n);
 		ncclComm_t nc = nccl_of(c);
-		NRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
+		NRT_NCCL_CHECK_AS("NCCL AllReduce", ncclAllReduce(buf, buf, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
 		nccl_request(req, "bucket AllReduce");
 		return;
 	}
@@ -593,7 +594,7 @@ void nrt_ireduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send,
 	if (use_nccl(c)) {
 		account(NRT_CK_REDUCE_SCATTER, c, t, n);
 		ncclComm_t nc = nccl_of(c);
-		NRT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
+		NRT_NCCL_CHECK_AS("NCCL ReduceScatter", ncclReduceScatter(send, recv, (size_t)n, nccl_type(t), ncclSum, nc, comm_begin()));
 		nccl_request(req, "bucket ReduceScatter");
 		return;
 	}

@@ -20,6 +20,43 @@
 #include "cuda_check.h"
 #include "cuda_rt.h"
 
+/* ---- the watchdog over the GPU (guard.c's, which watches NRT_MPI calls) ----
+ * A collective queued on the GPU that waits for a stopped or dead rank
+ * blocks the host where it next waits for the GPU, not in the call that
+ * queued it (real NCCL returns at once; the stand-in's, done with MPI,
+ * blocks in the call). Both are watched: NRT_CUDA_WAIT around the host's
+ * waits for the GPU, naming the collective queued last and not yet waited
+ * for (nrt_cuda_queued, base.c; comm.c sets it), and NRT_NCCL_CHECK_AS
+ * around NCCL calls that may wait for the other ranks. So a lost rank
+ * ends the job after --watchdog seconds with the waiting rank and the
+ * operation named, as on the CPU target. */
+extern const char *nrt_cuda_queued;
+#define NRT_CUDA_WAIT(call)                                                                   \
+	do {                                                                                  \
+		nrt_watch_label(nrt_cuda_queued);                                             \
+		nrt_watch_begin(#call, __FILE__, __LINE__);                                   \
+		cudaError_t nrt_w_ = (call);                                                  \
+		nrt_watch_end();                                                              \
+		if (nrt_w_ != cudaSuccess)                                                    \
+			nrt_fatal("%s:%d: %s: CUDA error %d: %s", __FILE__, __LINE__, #call,  \
+			          (int)nrt_w_, cudaGetErrorString(nrt_w_));                   \
+		nrt_cuda_queued = NULL;                                                       \
+	} while (0)
+#define NRT_NCCL_CHECK_AS(what, call)                                                         \
+	do {                                                                                  \
+		nrt_watch_label(what);                                                        \
+		NRT_NCCL_WATCHED(call);                                                       \
+	} while (0)
+#define NRT_NCCL_WATCHED(call)                                                                \
+	do {                                                                                  \
+		nrt_watch_begin(#call, __FILE__, __LINE__);                                   \
+		ncclResult_t nrt_n_ = (call);                                                 \
+		nrt_watch_end();                                                              \
+		if (nrt_n_ != ncclSuccess)                                                    \
+			nrt_fatal("%s:%d: %s: NCCL error %d: %s", __FILE__, __LINE__, #call,  \
+			          (int)nrt_n_, ncclGetErrorString(nrt_n_));                   \
+	} while (0)
+
 /* ---- the host cores (the CPU files under host_names.h) ---- */
 void nrt_host_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt);
 void nrt_host_finalize(void);

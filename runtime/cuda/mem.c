@@ -146,7 +146,7 @@ void nrt_fill(NrtDType t, void *dst, int64_t n, double value)
 	}
 	/* h is pageable: the copies have read it when they return, but wait
 	 * anyway so freeing it can never race a staged copy */
-	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+	NRT_CUDA_WAIT(cudaStreamSynchronize(nrt_cuda_stream()));
 	free(h);
 }
 
@@ -155,7 +155,7 @@ void nrt_to_host(void *host, const void *buf, int64_t bytes)
 	if (bytes <= 0)
 		return;
 	NRT_CUDA_CHECK(cudaMemcpyAsync(host, buf, (size_t)bytes, cudaMemcpyDefault, nrt_cuda_stream()));
-	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+	NRT_CUDA_WAIT(cudaStreamSynchronize(nrt_cuda_stream()));
 }
 
 void nrt_from_host(void *buf, const void *host, int64_t bytes)
@@ -164,7 +164,7 @@ void nrt_from_host(void *buf, const void *host, int64_t bytes)
 		return;
 	NRT_CUDA_CHECK(cudaMemcpyAsync(buf, host, (size_t)bytes, cudaMemcpyDefault, nrt_cuda_stream()));
 	/* the caller may reuse or free `host` as soon as this returns */
-	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+	NRT_CUDA_WAIT(cudaStreamSynchronize(nrt_cuda_stream()));
 }
 
 /* The loss, read back each step: where the host waits for the GPU anyway,
@@ -204,7 +204,7 @@ double nrt_loss_value(void)
 {
 	if (!loss_host)
 		nrt_fatal("nrt_loss_value: no loss was fetched");
-	NRT_CUDA_CHECK(cudaStreamSynchronize(nrt_cuda_stream()));
+	NRT_CUDA_WAIT(cudaStreamSynchronize(nrt_cuda_stream()));
 	char msg[512];
 	if (nrt_cuda_kernel_error(msg, sizeof msg))
 		nrt_fatal("%s", msg);

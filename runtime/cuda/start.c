@@ -205,7 +205,7 @@ void nrt_finalize(void)
 {
 	if (nrt_rt.initialised) {
 		/* errors of work still queued surface here, not in a later call */
-		NRT_CUDA_CHECK(cudaDeviceSynchronize());
+		NRT_CUDA_WAIT(cudaDeviceSynchronize());
 		nrt_cuda_comm_finalize();
 	}
 	nrt_host_finalize();

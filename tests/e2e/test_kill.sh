@@ -1,7 +1,7 @@
 #!/bin/sh
 # Kill at any moment, resume exactly (issue 26, item 1). For each
 # configuration -- stand-alone, data parallel @4, optimizer parallel @4, a
-# 2-stage pipeline @4 -- a reference run of S steps with --save-every 2,
+# 2-stage pipeline @4, parameter servers @2+1 -- a reference run of S steps with --save-every 2,
 # then runs of the same job killed with SIGKILL at moments drawn from a
 # seeded random stream: once the checkpoint of a random step J is there,
 # after a random delay up to the time of two saves (during a step, a
@@ -16,10 +16,12 @@
 #     reference's step,loss columns (found by name in the CSV header) from
 #     the checkpoint's step on, text for text: the file is complete and its
 #     shards (gathered from every rank and stage) consistent.
-# Parameter servers refuse --save-every (the servers' state is not in the
-# checkpoint; tests/e2e/test_train.sh checks the refusal): skipped here.
+# The fifth, parameter servers (samples/ps_mlp.net on 2 workers and 1
+# server, sync mode, momentum): the servers' shards and optimizer state
+# are in every checkpoint (nrt_ps_snapshot), so a resumed job seeds the
+# servers with them; the victim may be the server rank (rank 2).
 # KILLS (default 2) kills per configuration, SEED the random stream:
-# KILLS=13 makes the issue's 50-kill goal (make soak-kill).
+# KILLS=10 makes the issue's 50-kill goal (make soak-kill).
 # One line per kill; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -180,7 +182,7 @@ config stand_alone $M/mlp_dp.net 1 -D parallel_mode=stand_alone
 config data_parallel $M/mlp_dp.net 4 -D parallel_mode=data_parallel -D gradients_mean=true
 config optimizer_parallel $M/optpar_layers.net 4
 config pipeline tests/e2e/pipeline/staged.net 4
-echo "skip parameter servers: --save-every is refused with parameter servers (test_train.sh)"
+config parameter_servers samples/ps_mlp.net 3 -D device_num=2 -D server_num=1
 echo "$kills kills: $early before the first save, $midsave left a writer's temporary file"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

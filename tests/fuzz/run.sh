@@ -3,7 +3,7 @@
 #   tests/fuzz/run.sh SECONDS [TARGET...]
 # TARGET: check (netc check's path), build (every pass before C is
 # emitted), or a file format (tests/fuzz/fuzz_files.c): npy, safetensors,
-# machine, strategy-pb, strategy-json; default all, SECONDS each. First
+# corpus, machine, strategy-pb, strategy-json; default all, SECONDS each. First
 # the inputs that crashed before run once through each target (for check
 # and build tests/fuzz/regressions/*.net, for a format
 # tests/fuzz/regressions/TARGET/*); then each target fuzzes from its seed
@@ -15,16 +15,18 @@
 # default 30), memory blow-up (FUZZ_RSS_MB, default 2048) or single
 # allocation past that (past 64 MB for a format) fails the run and leaves the input in
 # build/fuzz/crash-*: add it to the regressions with the fix. The
-# safetensors target runs without leak detection: a refused checkpoint
-# ends the real program, and the harness's jump back past the reader
-# leaves what it held (fuzz_files.c). Exit status 1 on any failure.
+# safetensors and corpus targets run without leak detection: a refused
+# file ends the real program, and the harness's jump back past the reader
+# leaves what it held (fuzz_files.c). The runtime formats (npy,
+# safetensors, corpus) also fail an input whose reading held more heap at
+# once than twice its size plus 64 KiB. Exit status 1 on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
 B=${B:-build}
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-check build npy safetensors machine strategy-pb strategy-json}
+targets=${*:-check build npy safetensors corpus machine strategy-pb strategy-json}
 work=$B/fuzz/work
 seeds=$B/fuzz/seeds
 mkdir -p "$work" "$seeds" || exit 1
@@ -46,7 +48,7 @@ for t in $targets; do
 		regs=$(ls "$ROOT"/tests/fuzz/regressions/"$t"/* 2>/dev/null)
 		# an input of at most 64 KiB (and a tiny model) needs no 64 MB block
 		tseeds=$ROOT/tests/fuzz/corpus/$t dict=$ROOT/tests/fuzz/$t.dict leaks=1 mallocmb=64
-		[ $t = safetensors ] && leaks=0 ;;
+		case $t in safetensors|corpus) leaks=0 ;; esac ;;
 	esac
 	[ -f "$dict" ] && dictopt=-dict=$dict || dictopt=
 	limits="-timeout=${FUZZ_TIMEOUT:-30} -rss_limit_mb=${FUZZ_RSS_MB:-2048} -malloc_limit_mb=$mallocmb -detect_leaks=$leaks"

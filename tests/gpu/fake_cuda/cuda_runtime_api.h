@@ -19,7 +19,8 @@
 
 typedef enum cudaError {
 	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
-	cudaErrorNoDevice = 100, cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600,
+	cudaErrorNoDevice = 100, cudaErrorECCUncorrectable = 214, cudaErrorInvalidResourceHandle = 400,
+	cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700,
 } cudaError_t;
 typedef struct FakeStream *cudaStream_t;
 typedef struct FakeEvent *cudaEvent_t;
@@ -53,9 +54,25 @@ static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
  * synchronisation) are counted; FAKE_CUDA_COUNT_SYNCS=1 prints the count
  * at exit ("fake CUDA: N host synchronisations"), so a test can tell how
  * many a training step makes (fake_context.c). */
-void fake_cuda_count_sync(void);
-static inline cudaError_t cudaDeviceSynchronize(void) { fake_cuda_count_sync(); return cudaSuccess; }
-static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "fake CUDA error" : "no error"; }
+/* Faults injected at a synchronisation (fake_context.c), on the rank
+ * OMPI_COMM_WORLD_RANK names, at its N-th synchronisation (1 = the first):
+ *   FAKE_CUDA_FAIL=RANK:N:CODE  it returns cudaError_t CODE (700: illegal
+ *                               address, 2: out of memory, 214: ECC), as
+ *                               a kernel's fault surfaces on a real GPU;
+ *   FAKE_CUDA_HANG=RANK:N       it never returns (a hung or lost GPU). */
+cudaError_t fake_cuda_count_sync(void);
+static inline cudaError_t cudaDeviceSynchronize(void) { return fake_cuda_count_sync(); }
+/* CUDA's own strings for the codes above */
+static inline const char *cudaGetErrorString(cudaError_t e)
+{
+	switch (e) {
+	case cudaSuccess: return "no error";
+	case cudaErrorMemoryAllocation: return "out of memory";
+	case cudaErrorECCUncorrectable: return "uncorrectable ECC error encountered";
+	case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+	default: return "fake CUDA error";
+	}
+}
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
 	*p = malloc(n);
@@ -111,7 +128,7 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 	return cudaSuccess;
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; fake_cuda_count_sync(); return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return fake_cuda_count_sync(); }
 /* Events (fake_context.c): timing ones (cudaEventCreate) are refused
  * with FAKE_CUDA_NO_TIMING_EVENTS=1 in the environment, where a test
  * checks that a run without --trace makes none; cudaEventElapsedTime
@@ -128,7 +145,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
  * stops the program while it is pending. */
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaGetLastError(void);
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; fake_cuda_count_sync(); return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return fake_cuda_count_sync(); }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 {
 	(void)s, (void)e, (void)f;

@@ -107,7 +107,19 @@ static void print_syncs(void)
 	fprintf(stderr, "fake CUDA: %ld host synchronisations\n", nsyncs);
 }
 
-void fake_cuda_count_sync(void)
+/* FAKE_CUDA_FAIL / FAKE_CUDA_HANG (cuda_runtime_api.h): whether `var`
+ * names this rank and its sync-th synchronisation; *code its third field */
+static bool fault_here(const char *var, long sync, int *code)
+{
+	const char *v = getenv(var), *me = getenv("OMPI_COMM_WORLD_RANK");
+	int rank = -1, n = 0;
+	long at = 0;
+	if (!v || (n = sscanf(v, "%d:%ld:%d", &rank, &at, code)) < 2)
+		return false;
+	return rank == (me ? atoi(me) : 0) && at == sync;
+}
+
+cudaError_t fake_cuda_count_sync(void)
 {
 	static bool registered;
 	if (!registered) {
@@ -117,6 +129,13 @@ void fake_cuda_count_sync(void)
 		registered = true;
 	}
 	nsyncs++;
+	int code = cudaErrorIllegalAddress;
+	if (fault_here("FAKE_CUDA_HANG", nsyncs, &code))
+		for (;;)
+			nanosleep(&(struct timespec){1, 0}, NULL);
+	if (fault_here("FAKE_CUDA_FAIL", nsyncs, &code))
+		return (cudaError_t)code;
+	return cudaSuccess;
 }
 
 struct FakeEvent {
