@@ -5,25 +5,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static const char *shp(const Shape *s)
-{
-	static char ring[4][SHAPE_STR_MAX];
-	static int next;
-	char *b = ring[next++ % 4];
-	return shape_str(s, b, SHAPE_STR_MAX);
-}
-
-__attribute__((format(printf, 3, 4))) static bool fail(Diag *d, const Node *n, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
-	return false;
-}
-
 int64_t conv_out_size(int64_t in, int64_t pads, int64_t k, int64_t dil, int64_t stride)
 {
 	int64_t span = in + pads - dil * (k - 1) - 1;
@@ -58,10 +39,10 @@ static void same_pad(int64_t in, int64_t k, int64_t dil, int64_t stride, int64_t
 static bool need_image(Diag *d, const Node *n, const Value *x)
 {
 	if (x->shape.rank != 4)
-		return fail(d, n, "%s must be an image batch [N, C, H, W] (rank 4), got %s (rank %d)", x->name,
-		            shp(&x->shape), x->shape.rank);
+		return node_fail(d, n, "%s must be an image batch [N, C, H, W] (rank 4), got %s (rank %d)", x->name,
+		            shape_tmp(&x->shape), x->shape.rank);
 	if (!dtype_is_float(x->dtype))
-		return fail(d, n, "%s must be a float tensor, got %s", x->name, dtype_name(x->dtype));
+		return node_fail(d, n, "%s must be a float tensor, got %s", x->name, dtype_name(x->dtype));
 	return true;
 }
 
@@ -77,7 +58,7 @@ static bool geometry_fits(Diag *d, Node *n, const Value *x, Shape *y)
 	int64_t oh = conv_out_size(s->d[2], a->pt + a->pb, a->kh, a->dh, a->sh);
 	int64_t ow = conv_out_size(s->d[3], a->pl + a->pr, a->kw, a->dw, a->sw);
 	if (oh <= 0 || ow <= 0)
-		return fail(d, n, "the window (%" PRId64 " x %" PRId64 ", dilation %" PRId64 " x %" PRId64
+		return node_fail(d, n, "the window (%" PRId64 " x %" PRId64 ", dilation %" PRId64 " x %" PRId64
 		            ", spanning %" PRId64 " x %" PRId64 ") is larger than the padded input of %s (%" PRId64
 		            " x %" PRId64 ")",
 		            a->kh, a->kw, a->dh, a->dw, a->dh * (a->kh - 1) + 1, a->dw * (a->kw - 1) + 1, x->name,
@@ -100,21 +81,21 @@ static bool shape_conv2d(Node *n, Diag *d)
 	if (!need_image(d, n, x))
 		return false;
 	if (w->shape.rank != 4)
-		return fail(d, n, "the weight %s must be [O, C / groups, KH, KW] (rank 4), got %s (rank %d)", w->name,
-		            shp(&w->shape), w->shape.rank);
+		return node_fail(d, n, "the weight %s must be [O, C / groups, KH, KW] (rank 4), got %s (rank %d)", w->name,
+		            shape_tmp(&w->shape), w->shape.rank);
 	if (w->dtype != x->dtype)
-		return fail(d, n, "dtypes differ: %s is %s, %s is %s", x->name, dtype_name(x->dtype), w->name,
+		return node_fail(d, n, "dtypes differ: %s is %s, %s is %s", x->name, dtype_name(x->dtype), w->name,
 		            dtype_name(w->dtype));
 	int64_t C = x->shape.d[1], O = w->shape.d[0], g = a->groups;
 	if (C % g != 0)
-		return fail(d, n, "the %" PRId64 " channels of %s %s are not divisible by groups = %" PRId64, C, x->name,
-		            shp(&x->shape), g);
+		return node_fail(d, n, "the %" PRId64 " channels of %s %s are not divisible by groups = %" PRId64, C, x->name,
+		            shape_tmp(&x->shape), g);
 	if (O % g != 0)
-		return fail(d, n, "the %" PRId64 " output channels of %s %s are not divisible by groups = %" PRId64, O,
-		            w->name, shp(&w->shape), g);
+		return node_fail(d, n, "the %" PRId64 " output channels of %s %s are not divisible by groups = %" PRId64, O,
+		            w->name, shape_tmp(&w->shape), g);
 	if (w->shape.d[1] != C / g)
-		return fail(d, n, "%s %s must have C / groups = %" PRId64 " input channels (dimension 1) for %s %s%s", w->name,
-		            shp(&w->shape), C / g, x->name, shp(&x->shape),
+		return node_fail(d, n, "%s %s must have C / groups = %" PRId64 " input channels (dimension 1) for %s %s%s", w->name,
+		            shape_tmp(&w->shape), C / g, x->name, shape_tmp(&x->shape),
 		            g > 1 ? "" : " (groups = 1)");
 	a->kh = w->shape.d[2], a->kw = w->shape.d[3];
 	Shape y;
@@ -133,11 +114,11 @@ static bool shape_pool(Node *n, Diag *d)
 	if (!need_image(d, n, x))
 		return false;
 	if (a->kh <= 0)
-		return fail(d, n, "needs kernel_size = k or (kh, kw)");
+		return node_fail(d, n, "needs kernel_size = k or (kh, kw)");
 	if (a->sh == 0) /* PyTorch's default: the window's size */
 		a->sh = a->kh, a->sw = a->kw;
 	if (!a->same && (2 * a->pt > a->kh || 2 * a->pb > a->kh || 2 * a->pl > a->kw || 2 * a->pr > a->kw))
-		return fail(d, n, "padding (%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+		return node_fail(d, n, "padding (%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
 		            ") must be at most half the window %" PRId64 " x %" PRId64 " on each side",
 		            a->pt, a->pb, a->pl, a->pr, a->kh, a->kw);
 	Shape y;
@@ -160,8 +141,8 @@ bool conv_infer_shape(Node *n, Diag *d)
 	}
 	case OP_FLATTEN: {
 		if (x->shape.rank < 2)
-			return fail(d, n, "%s must have a batch dimension and at least one more, got %s (rank %d)", x->name,
-			            shp(&x->shape), x->shape.rank);
+			return node_fail(d, n, "%s must have a batch dimension and at least one more, got %s (rank %d)", x->name,
+			            shape_tmp(&x->shape), x->shape.rank);
 		int64_t rest = 1;
 		for (int i = 1; i < x->shape.rank; i++)
 			rest *= x->shape.d[i]; /* at most the numel of x: no overflow */
@@ -170,11 +151,11 @@ bool conv_infer_shape(Node *n, Diag *d)
 	}
 	case OP_CONV2D_GRAD_X: case OP_CONV2D_GRAD_W: case OP_AVG_POOL2D_GRAD:
 		if (n->attr.shape.rank != 4 || x->shape.rank != 4)
-			return fail(d, n, "the gradient %s must be [N, C, H, W] and the result rank 4", x->name);
+			return node_fail(d, n, "the gradient %s must be [N, C, H, W] and the result rank 4", x->name);
 		return set_out(n, x->dtype, n->attr.shape);
 	case OP_MAX_POOL2D_GRAD:
 		return set_out(n, x->dtype, n->in[1]->shape);
-	default: return fail(d, n, "not an operator of the conv family");
+	default: return node_fail(d, n, "not an operator of the conv family");
 	}
 }
 

@@ -1,4 +1,5 @@
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +149,24 @@ const char *shape_str(const Shape *s, char *buf, size_t n)
 	if (k < n)
 		snprintf(buf + k, n - k, "]");
 	return buf;
+}
+
+const char *shape_tmp(const Shape *s)
+{
+	static char ring[8][SHAPE_STR_MAX];
+	static int next;
+	return shape_str(s, ring[next++ % 8], SHAPE_STR_MAX);
+}
+
+bool node_fail(Diag *d, const Node *n, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
+	return false;
 }
 
 int graph_readers(const Graph *g, const Value *v)

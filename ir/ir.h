@@ -293,6 +293,11 @@ int64_t shape_numel_checked(const Shape *s);
 bool shape_eq(const Shape *a, const Shape *b);
 /* "[64, 784]" into buf */
 const char *shape_str(const Shape *s, char *buf, size_t n);
+/* shape_str into one of 8 rotating static buffers: for messages that show
+ * several shapes at once (not reentrant; the compiler is one thread). */
+const char *shape_tmp(const Shape *s);
+/* Reports "op: message" at the node (shape and geometry rules); false. */
+bool node_fail(Diag *d, const Node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A parameter's initializer as written: "normal(0, 0.02)", "zeros", ... */
 const char *init_str(const Value *param, char *buf, size_t n);
 enum { SHAPE_STR_MAX = 8 * 22 + 4 };

@@ -42,46 +42,25 @@ int normalize_axis(int axis, int rank)
 
 /* --- reporting ------------------------------------------------------------ */
 
-/* Shape strings for messages; a small ring so one message can show several. */
-static const char *shp(const Shape *s)
-{
-	static char ring[6][SHAPE_STR_MAX];
-	static int next;
-	char *b = ring[next++ % 6];
-	return shape_str(s, b, SHAPE_STR_MAX);
-}
-
-/* Reports "op: message" at the node and returns false. */
-__attribute__((format(printf, 3, 4))) static bool fail(Diag *d, const Node *n, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
-	return false;
-}
-
 static bool need_float(Diag *d, const Node *n, const Value *v)
 {
 	if (dtype_is_float(v->dtype))
 		return true;
-	return fail(d, n, "%s must be a float tensor, got %s", v->name, dtype_name(v->dtype));
+	return node_fail(d, n, "%s must be a float tensor, got %s", v->name, dtype_name(v->dtype));
 }
 
 static bool need_int(Diag *d, const Node *n, const Value *v)
 {
 	if (v->dtype == DT_I32 || v->dtype == DT_I64)
 		return true;
-	return fail(d, n, "%s must be an integer tensor, got %s", v->name, dtype_name(v->dtype));
+	return node_fail(d, n, "%s must be an integer tensor, got %s", v->name, dtype_name(v->dtype));
 }
 
 static bool same_dtype(Diag *d, const Node *n, const Value *a, const Value *b)
 {
 	if (a->dtype == b->dtype)
 		return true;
-	return fail(d, n, "dtypes differ: %s is %s, %s is %s", a->name, dtype_name(a->dtype), b->name,
+	return node_fail(d, n, "dtypes differ: %s is %s, %s is %s", a->name, dtype_name(a->dtype), b->name,
 	            dtype_name(b->dtype));
 }
 
@@ -89,8 +68,8 @@ static bool same_shape(Diag *d, const Node *n, const Value *a, const Value *b)
 {
 	if (shape_eq(&a->shape, &b->shape))
 		return true;
-	return fail(d, n, "shapes differ: %s is %s, %s is %s", a->name, shp(&a->shape), b->name,
-	            shp(&b->shape));
+	return node_fail(d, n, "shapes differ: %s is %s, %s is %s", a->name, shape_tmp(&a->shape), b->name,
+	            shape_tmp(&b->shape));
 }
 
 static bool need_rank(Diag *d, const Node *n, const Value *v, int lo, int hi)
@@ -99,9 +78,9 @@ static bool need_rank(Diag *d, const Node *n, const Value *v, int lo, int hi)
 	if (r >= lo && r <= hi)
 		return true;
 	if (lo == hi)
-		return fail(d, n, "%s must have rank %d, got %s (rank %d)", v->name, lo, shp(&v->shape), r);
-	return fail(d, n, "%s must have rank %d to %d, got %s (rank %d)", v->name, lo, hi,
-	            shp(&v->shape), r);
+		return node_fail(d, n, "%s must have rank %d, got %s (rank %d)", v->name, lo, shape_tmp(&v->shape), r);
+	return node_fail(d, n, "%s must have rank %d to %d, got %s (rank %d)", v->name, lo, hi,
+	            shape_tmp(&v->shape), r);
 }
 
 /* An axis attribute, normalised in place so later passes see 0..rank-1. */
@@ -109,7 +88,7 @@ static bool norm_axis_attr(Diag *d, const Node *n, int *axis, int rank)
 {
 	int a = normalize_axis(*axis, rank);
 	if (a < 0)
-		return fail(d, n, "axis %d out of range for rank %d", *axis, rank);
+		return node_fail(d, n, "axis %d out of range for rank %d", *axis, rank);
 	*axis = a;
 	return true;
 }
@@ -127,10 +106,10 @@ static bool same_as(Node *n, const Value *v) { return set_out(n, v->dtype, v->sh
 static bool attr_shape_ok(Diag *d, const Node *n, const Shape *s)
 {
 	if (s->rank < 0 || s->rank > MAX_RANK)
-		return fail(d, n, "shape attribute has rank %d (at most %d)", s->rank, MAX_RANK);
+		return node_fail(d, n, "shape attribute has rank %d (at most %d)", s->rank, MAX_RANK);
 	for (int i = 0; i < s->rank; i++)
 		if (s->d[i] <= 0)
-			return fail(d, n, "shape attribute %s has a non-positive dimension", shp(s));
+			return node_fail(d, n, "shape attribute %s has a non-positive dimension", shape_tmp(s));
 	return true;
 }
 
@@ -150,8 +129,8 @@ static bool inner_dims(Diag *d, const Node *n, const Value *a, const Value *b, i
 	int64_t ka = ta ? sa->d[ra - 2] : sa->d[ra - 1];
 	int64_t kb = tb ? sb->d[rb - 1] : sb->d[rb - 2];
 	if (ka != kb)
-		return fail(d, n, "inner dimensions differ: %s is %s, %s is %s%s%s", a->name, shp(sa), b->name,
-		            shp(sb), ta ? " (transpose_a = true)" : "", tb ? " (transpose_b = true)" : "");
+		return node_fail(d, n, "inner dimensions differ: %s is %s, %s is %s%s%s", a->name, shape_tmp(sa), b->name,
+		            shape_tmp(sb), ta ? " (transpose_a = true)" : "", tb ? " (transpose_b = true)" : "");
 	*m = ta ? sa->d[ra - 1] : sa->d[ra - 2];
 	*nn = tb ? sb->d[rb - 2] : sb->d[rb - 1];
 	return true;
@@ -167,8 +146,8 @@ RULE(MATMUL)
 	Value *a = n->in[0], *b = n->in[1];
 	if (a->shape.rank != 2 || b->shape.rank != 2) {
 		const Value *bad = a->shape.rank != 2 ? a : b;
-		return fail(d, n, "%s must be 2-D, got %s; use batch_matmul for batched products", bad->name,
-		            shp(&bad->shape));
+		return node_fail(d, n, "%s must be 2-D, got %s; use batch_matmul for batched products", bad->name,
+		            shape_tmp(&bad->shape));
 	}
 	int64_t m, nn;
 	if (!float_pair(d, n, a, b) || !inner_dims(d, n, a, b, &m, &nn))
@@ -184,14 +163,14 @@ RULE(BATCH_MATMUL)
 	if (!need_rank(d, n, a, 3, MAX_RANK) || !float_pair(d, n, a, b))
 		return false;
 	if (b->shape.rank != 2 && b->shape.rank != a->shape.rank)
-		return fail(d, n, "%s must have rank 2 or the rank of %s (%d), got %s", b->name, a->name,
-		            a->shape.rank, shp(&b->shape));
+		return node_fail(d, n, "%s must have rank 2 or the rank of %s (%d), got %s", b->name, a->name,
+		            a->shape.rank, shape_tmp(&b->shape));
 	Shape out = a->shape;
 	if (b->shape.rank == a->shape.rank)
 		for (int i = 0; i < a->shape.rank - 2; i++)
 			if (a->shape.d[i] != b->shape.d[i])
-				return fail(d, n, "batch dimensions differ: %s is %s, %s is %s", a->name,
-				            shp(&a->shape), b->name, shp(&b->shape));
+				return node_fail(d, n, "batch dimensions differ: %s is %s, %s is %s", a->name,
+				            shape_tmp(&a->shape), b->name, shape_tmp(&b->shape));
 	int64_t m, nn;
 	if (!inner_dims(d, n, a, b, &m, &nn))
 		return false;
@@ -209,7 +188,7 @@ static bool binary(Node *n, Diag *d)
 	if (!same_dtype(d, n, a, b))
 		return false;
 	if (!broadcast_shapes(&a->shape, &b->shape, &s))
-		return fail(d, n, "shapes %s and %s cannot be broadcast", shp(&a->shape), shp(&b->shape));
+		return node_fail(d, n, "shapes %s and %s cannot be broadcast", shape_tmp(&a->shape), shape_tmp(&b->shape));
 	return set_out(n, a->dtype, s);
 }
 
@@ -225,8 +204,8 @@ RULE(BIAS_ADD)
 		return false;
 	int64_t c = x->shape.d[x->shape.rank - 1];
 	if (b->shape.rank != 1 || b->shape.d[0] != c)
-		return fail(d, n, "bias %s must be [%" PRId64 "] (the last dimension of %s %s), got %s", b->name,
-		            c, x->name, shp(&x->shape), shp(&b->shape));
+		return node_fail(d, n, "bias %s must be [%" PRId64 "] (the last dimension of %s %s), got %s", b->name,
+		            c, x->name, shape_tmp(&x->shape), shape_tmp(&b->shape));
 	return same_as(n, x);
 }
 
@@ -244,7 +223,7 @@ RULE(DROPOUT)
 {
 	double p = n->attr.keep_prob;
 	if (!(p > 0 && p <= 1))
-		return fail(d, n, "keep_prob must be in (0, 1], got %g", p);
+		return node_fail(d, n, "keep_prob must be in (0, 1], got %g", p);
 	return float_unary(n, d);
 }
 
@@ -257,8 +236,8 @@ static bool softmax_like(Node *n, Diag *d)
 		return false;
 	/* the mask j > i is over the last two dims, so only the last axis makes sense */
 	if (n->attr.causal && (x->shape.rank < 2 || n->attr.axis != x->shape.rank - 1))
-		return fail(d, n, "causal masking needs the last axis and rank >= 2, got axis %d of %s",
-		            n->attr.axis, shp(&x->shape));
+		return node_fail(d, n, "causal masking needs the last axis and rank >= 2, got axis %d of %s",
+		            n->attr.axis, shape_tmp(&x->shape));
 	return same_as(n, x);
 }
 
@@ -280,19 +259,19 @@ static bool attention_operands(Node *n, Diag *d)
 	if (!same_dtype(d, n, q, k) || !same_dtype(d, n, q, v))
 		return false;
 	if (!shape_eq(&k->shape, &v->shape))
-		return fail(d, n, "keys and values must have the same shape [b, heads, t, d_head]: %s is %s, %s is %s",
-		            k->name, shp(&k->shape), v->name, shp(&v->shape));
+		return node_fail(d, n, "keys and values must have the same shape [b, heads, t, d_head]: %s is %s, %s is %s",
+		            k->name, shape_tmp(&k->shape), v->name, shape_tmp(&v->shape));
 	static const char *const what[] = {"batch", NULL, NULL, "d_head"};
 	for (int i = 0; i < 4; i++)
 		if (what[i] && q->shape.d[i] != k->shape.d[i])
-			return fail(d, n, "queries and keys differ in %s (dimension %d): %s is %s, %s is %s", what[i], i,
-			            q->name, shp(&q->shape), k->name, shp(&k->shape));
+			return node_fail(d, n, "queries and keys differ in %s (dimension %d): %s is %s, %s is %s", what[i], i,
+			            q->name, shape_tmp(&q->shape), k->name, shape_tmp(&k->shape));
 	if (q->shape.d[1] % k->shape.d[1] != 0)
-		return fail(d, n, "the query heads must be a multiple of the key/value heads (grouped-query attention): "
+		return node_fail(d, n, "the query heads must be a multiple of the key/value heads (grouped-query attention): "
 		            "%s has %" PRId64 " heads, %s %" PRId64,
 		            q->name, q->shape.d[1], k->name, k->shape.d[1]);
 	if (n->attr.causal && q->shape.d[2] > k->shape.d[2])
-		return fail(d, n, "causal attention needs at least as many keys as queries: %s has %" PRId64
+		return node_fail(d, n, "causal attention needs at least as many keys as queries: %s has %" PRId64
 		            " queries, %s %" PRId64 " keys",
 		            q->name, q->shape.d[2], k->name, k->shape.d[2]);
 	if (n->attr.scale == 0)
@@ -333,9 +312,9 @@ RULE(LAYER_NORM)
 	if (n->attr.params_axis_set) {
 		int p = normalize_axis(n->attr.params_axis, x->shape.rank);
 		if (p < 0)
-			return fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
+			return node_fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
 		if (p != n->attr.axis)
-			return fail(d, n, "begin_params_axis %d differs from begin_norm_axis %d: netc's gamma and beta cover "
+			return node_fail(d, n, "begin_params_axis %d differs from begin_norm_axis %d: netc's gamma and beta cover "
 			            "exactly the normalised dimensions", n->attr.params_axis, n->attr.axis);
 	}
 	Shape want = {.rank = x->shape.rank - n->attr.axis};
@@ -345,8 +324,8 @@ RULE(LAYER_NORM)
 		if (!same_dtype(d, n, x, p))
 			return false;
 		if (!shape_eq(&p->shape, &want))
-			return fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", p->name,
-			            shp(&want), x->name, shp(&x->shape), n->attr.axis, shp(&p->shape));
+			return node_fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", p->name,
+			            shape_tmp(&want), x->name, shape_tmp(&x->shape), n->attr.axis, shape_tmp(&p->shape));
 	}
 	return same_as(n, x);
 }
@@ -363,8 +342,8 @@ RULE(BATCH_NORM)
 		if (!same_dtype(d, n, x, p))
 			return false;
 		if (p->shape.rank != 1 || p->shape.d[0] != c)
-			return fail(d, n, "%s must be [%" PRId64 "] (the channels of %s %s), got %s", p->name, c,
-			            x->name, shp(&x->shape), shp(&p->shape));
+			return node_fail(d, n, "%s must be [%" PRId64 "] (the channels of %s %s), got %s", p->name, c,
+			            x->name, shape_tmp(&x->shape), shape_tmp(&p->shape));
 	}
 	return same_as(n, x);
 }
@@ -377,34 +356,34 @@ RULE(RESHAPE)
 	Value *x = n->in[0];
 	Shape *s = &n->attr.shape;
 	if (s->rank < 0 || s->rank > MAX_RANK)
-		return fail(d, n, "target rank %d is out of range (at most %d)", s->rank, MAX_RANK);
+		return node_fail(d, n, "target rank %d is out of range (at most %d)", s->rank, MAX_RANK);
 	int free_dim = -1;
 	int64_t known = 1;
 	for (int i = 0; i < s->rank; i++) {
 		if (s->d[i] == -1 && free_dim < 0) {
 			free_dim = i;
 		} else if (s->d[i] == -1) {
-			return fail(d, n, "only one dimension of %s can be -1", shp(s));
+			return node_fail(d, n, "only one dimension of %s can be -1", shape_tmp(s));
 		} else if (s->d[i] <= 0) {
-			return fail(d, n, "invalid dimension %" PRId64 " in %s", s->d[i], shp(s));
+			return node_fail(d, n, "invalid dimension %" PRId64 " in %s", s->d[i], shape_tmp(s));
 		} else if (ckd_mul(&known, known, s->d[i]) || known > NUMEL_MAX) {
 			/* the input has at most NUMEL_MAX elements: no match */
-			return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (more than 2^48 elements)",
-			            shp(&x->shape), shape_numel(&x->shape), shp(s));
+			return node_fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (more than 2^48 elements)",
+			            shape_tmp(&x->shape), shape_numel(&x->shape), shape_tmp(s));
 		}
 	}
 	int64_t total = shape_numel(&x->shape);
 	if (free_dim >= 0) {
 		if (total % known != 0)
-			return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s: %" PRId64
+			return node_fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s: %" PRId64
 			            " is not a multiple of %" PRId64,
-			            shp(&x->shape), total, shp(s), total, known);
+			            shape_tmp(&x->shape), total, shape_tmp(s), total, known);
 		s->d[free_dim] = total / known;
 		known = total;
 	}
 	if (known != total)
-		return fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (%" PRId64 " elements)",
-		            shp(&x->shape), total, shp(s), known);
+		return node_fail(d, n, "cannot reshape %s (%" PRId64 " elements) into %s (%" PRId64 " elements)",
+		            shape_tmp(&x->shape), total, shape_tmp(s), known);
 	return set_out(n, x->dtype, *s);
 }
 
@@ -421,8 +400,8 @@ RULE(TRANSPOSE)
 			size_t k = 0;
 			for (int j = 0; j < r; j++)
 				k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%d", j ? ", " : "", n->attr.perm[j]);
-			return fail(d, n, "perm (%s) is not a permutation of 0..%d for %s %s", buf, r - 1, x->name,
-			            shp(&x->shape));
+			return node_fail(d, n, "perm (%s) is not a permutation of 0..%d for %s %s", buf, r - 1, x->name,
+			            shape_tmp(&x->shape));
 		}
 		seen[p] = true;
 		out.d[i] = x->shape.d[p];
@@ -438,16 +417,16 @@ static bool reduce_mask(Node *n, Diag *d, int rank)
 	if (a->naxes == 0) {
 		for (int i = rank; i < 64; i++)
 			if ((uint64_t)a->axes_mask >> i & 1)
-				return fail(d, n, "axis %d out of range for rank %d", i, rank);
+				return node_fail(d, n, "axis %d out of range for rank %d", i, rank);
 		return true;
 	}
 	uint64_t mask = 0;
 	for (int k = 0; k < a->naxes; k++) {
 		int ax = normalize_axis(a->axes[k], rank);
 		if (ax < 0)
-			return fail(d, n, "axis %d out of range for rank %d", a->axes[k], rank);
+			return node_fail(d, n, "axis %d out of range for rank %d", a->axes[k], rank);
 		if (mask >> ax & 1)
-			return fail(d, n, "axis %d is given twice", a->axes[k]);
+			return node_fail(d, n, "axis %d is given twice", a->axes[k]);
 		mask |= 1ull << ax;
 	}
 	a->axes_mask = (int64_t)mask;
@@ -483,7 +462,7 @@ RULE(EMBEDDING)
 	if (!need_rank(d, n, t, 2, 2) || !need_float(d, n, t) || !need_int(d, n, ids))
 		return false;
 	if (ids->shape.rank >= MAX_RANK)
-		return fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank,
+		return node_fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank,
 		            MAX_RANK);
 	Shape out = ids->shape;
 	out.d[out.rank++] = t->shape.d[1];
@@ -502,12 +481,12 @@ RULE(CONCAT)
 		if (!same_dtype(d, n, x, y))
 			return false;
 		if (y->shape.rank != x->shape.rank)
-			return fail(d, n, "ranks differ: %s is %s, %s is %s", x->name, shp(&x->shape), y->name,
-			            shp(&y->shape));
+			return node_fail(d, n, "ranks differ: %s is %s, %s is %s", x->name, shape_tmp(&x->shape), y->name,
+			            shape_tmp(&y->shape));
 		for (int k = 0; k < x->shape.rank; k++)
 			if (k != ax && y->shape.d[k] != x->shape.d[k])
-				return fail(d, n, "dimension %d differs: %s is %s, %s is %s (concatenating on axis %d)",
-				            k, x->name, shp(&x->shape), y->name, shp(&y->shape), ax);
+				return node_fail(d, n, "dimension %d differs: %s is %s, %s is %s (concatenating on axis %d)",
+				            k, x->name, shape_tmp(&x->shape), y->name, shape_tmp(&y->shape), ax);
 		out.d[ax] += y->shape.d[ax];
 	}
 	return set_out(n, x->dtype, out);
@@ -523,8 +502,8 @@ static bool lse_parts_ok(Diag *d, Node *n, const Value *p, const Value *lg)
 	if (!need_float(d, n, p))
 		return false;
 	if (!shape_eq(&p->shape, &want) || want.d[want.rank - 1] < 1)
-		return fail(d, n, "per-shard logsumexps %s must be the logits %s with the class dimension counting shards",
-		            shp(&p->shape), shp(&lg->shape));
+		return node_fail(d, n, "per-shard logsumexps %s must be the logits %s with the class dimension counting shards",
+		            shape_tmp(&p->shape), shape_tmp(&lg->shape));
 	return true;
 }
 
@@ -537,8 +516,8 @@ RULE(SOFTMAX_CROSS_ENTROPY)
 	Shape want = lg->shape;
 	want.rank--;
 	if (!shape_eq(&lb->shape, &want))
-		return fail(d, n, "labels %s must be %s (logits %s without the class dimension), got %s",
-		            lb->name, shp(&want), shp(&lg->shape), shp(&lb->shape));
+		return node_fail(d, n, "labels %s must be %s (logits %s without the class dimension), got %s",
+		            lb->name, shape_tmp(&want), shape_tmp(&lg->shape), shape_tmp(&lb->shape));
 	if (n->nin == 3 && !lse_parts_ok(d, n, n->in[2], lg))
 		return false;
 	return set_out(n, DT_F32, (Shape){0});
@@ -565,11 +544,11 @@ RULE(ONE_HOT)
 	if (!need_int(d, n, ids))
 		return false;
 	if (n->attr.depth <= 0)
-		return fail(d, n, "depth must be given and positive");
+		return node_fail(d, n, "depth must be given and positive");
 	if (n->attr.axis != -1 && n->attr.axis != ids->shape.rank)
-		return fail(d, n, "axis must be -1 (the new last dimension), got %d", n->attr.axis);
+		return node_fail(d, n, "axis must be -1 (the new last dimension), got %d", n->attr.axis);
 	if (ids->shape.rank >= MAX_RANK)
-		return fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank, MAX_RANK);
+		return node_fail(d, n, "%s has rank %d; the result would exceed rank %d", ids->name, ids->shape.rank, MAX_RANK);
 	Shape out = ids->shape;
 	out.d[out.rank++] = n->attr.depth;
 	return set_out(n, DT_F32, out);
@@ -582,10 +561,10 @@ static bool gather_shape(Diag *d, Node *n, const Value *x, const Value *ids, int
 		return false;
 	int r = x->shape.rank, ax = normalize_axis(*axis, r);
 	if (ax < 0)
-		return fail(d, n, "axis %d out of range for %s %s", *axis, x->name, shp(&x->shape));
+		return node_fail(d, n, "axis %d out of range for %s %s", *axis, x->name, shape_tmp(&x->shape));
 	*axis = ax;
 	if (r - 1 + ids->shape.rank > MAX_RANK)
-		return fail(d, n, "the result would have rank %d, over %d", r - 1 + ids->shape.rank, MAX_RANK);
+		return node_fail(d, n, "the result would have rank %d, over %d", r - 1 + ids->shape.rank, MAX_RANK);
 	out->rank = 0;
 	for (int i = 0; i < ax; i++)
 		out->d[out->rank++] = x->shape.d[i];
@@ -611,7 +590,7 @@ RULE(GATHER_GRAD)
 	if (!attr_shape_ok(d, n, &n->attr.shape) || !gather_shape(d, n, &x, n->in[1], &n->attr.axis, &dy))
 		return false;
 	if (!shape_eq(&dy, &n->in[0]->shape))
-		return fail(d, n, "%s must be %s, got %s", n->in[0]->name, shp(&dy), shp(&n->in[0]->shape));
+		return node_fail(d, n, "%s must be %s, got %s", n->in[0]->name, shape_tmp(&dy), shape_tmp(&n->in[0]->shape));
 	return set_out(n, n->in[0]->dtype, n->attr.shape);
 }
 
@@ -625,7 +604,7 @@ RULE(MAX_MASK)
 	for (int i = 0; ok && i < x->shape.rank; i++)
 		ok = m->shape.d[i] == x->shape.d[i] || m->shape.d[i] == 1;
 	if (!ok)
-		return fail(d, n, "%s %s does not broadcast to %s %s", m->name, shp(&m->shape), x->name, shp(&x->shape));
+		return node_fail(d, n, "%s %s does not broadcast to %s %s", m->name, shape_tmp(&m->shape), x->name, shape_tmp(&x->shape));
 	return same_as(n, x);
 }
 
@@ -660,8 +639,8 @@ RULE(ALL_GATHER)
 static bool split_dim(Diag *d, const Node *n, const Value *x, int ax, int64_t k, Shape *out)
 {
 	if (x->shape.d[ax] % k != 0)
-		return fail(d, n, "dimension %d of %s %s is %" PRId64 ", not divisible by the group size %" PRId64,
-		            ax, x->name, shp(&x->shape), x->shape.d[ax], k);
+		return node_fail(d, n, "dimension %d of %s %s is %" PRId64 ", not divisible by the group size %" PRId64,
+		            ax, x->name, shape_tmp(&x->shape), x->shape.d[ax], k);
 	out->d[ax] /= k;
 	return true;
 }
@@ -709,7 +688,7 @@ RULE(SUM_TO)
 			kept.d[kept.rank++] = x->shape.d[i];
 	bool removed = n->attr.axes_mask && shape_eq(&kept, &n->attr.shape);
 	if (!removed && (!broadcast_shapes(&n->attr.shape, &x->shape, &b) || !shape_eq(&b, &x->shape)))
-		return fail(d, n, "%s %s cannot be summed to %s", x->name, shp(&x->shape), shp(&n->attr.shape));
+		return node_fail(d, n, "%s %s cannot be summed to %s", x->name, shape_tmp(&x->shape), shape_tmp(&n->attr.shape));
 	return set_out(n, x->dtype, n->attr.shape);
 }
 
@@ -728,7 +707,7 @@ RULE(BROADCAST_TO)
 			kept.d[kept.rank++] = y->d[i];
 	bool removed = n->attr.axes_mask && shape_eq(&kept, &x->shape);
 	if (!removed && (!broadcast_shapes(&x->shape, y, &b) || !shape_eq(&b, y)))
-		return fail(d, n, "%s %s cannot be broadcast to %s", x->name, shp(&x->shape), shp(y));
+		return node_fail(d, n, "%s %s cannot be broadcast to %s", x->name, shape_tmp(&x->shape), shape_tmp(y));
 	return set_out(n, x->dtype, *y);
 }
 
@@ -745,8 +724,8 @@ RULE(SLICE)
 	for (int i = 0; ok && i < s->rank; i++)
 		ok = i == ax || s->d[i] == x->shape.d[i];
 	if (!ok)
-		return fail(d, n, "%s from %" PRId64 " on axis %d does not fit in %s %s", shp(s), n->attr.begin,
-		            ax, x->name, shp(&x->shape));
+		return node_fail(d, n, "%s from %" PRId64 " on axis %d does not fit in %s %s", shape_tmp(s), n->attr.begin,
+		            ax, x->name, shape_tmp(&x->shape));
 	return set_out(n, x->dtype, *s);
 }
 
@@ -852,10 +831,10 @@ RULE(CAST)
 {
 	Value *x = n->in[0];
 	if (!dtype_is_float(x->dtype) || !dtype_is_float(n->attr.to))
-		return fail(d, n, "cast converts between float types, not %s to %s", dtype_name(x->dtype),
+		return node_fail(d, n, "cast converts between float types, not %s to %s", dtype_name(x->dtype),
 		            dtype_name(n->attr.to));
 	if (dtype_size(x->dtype) == 2 && dtype_size(n->attr.to) == 2 && x->dtype != n->attr.to)
-		return fail(d, n, "cast from %s to %s: cast to f32 first (the runtime converts narrow types "
+		return node_fail(d, n, "cast from %s to %s: cast to f32 first (the runtime converts narrow types "
 		            "through f32)", dtype_name(x->dtype), dtype_name(n->attr.to));
 	return set_out(n, n->attr.to, x->shape);
 }
@@ -873,8 +852,8 @@ RULE(RMS_NORM)
 		return false;
 	int64_t c = x->shape.d[x->shape.rank - 1];
 	if (gamma->shape.rank != 1 || gamma->shape.d[0] != c)
-		return fail(d, n, "%s must be [%" PRId64 "] (the last dimension of %s %s, the one normalised), got %s",
-		            gamma->name, c, x->name, shp(&x->shape), shp(&gamma->shape));
+		return node_fail(d, n, "%s must be [%" PRId64 "] (the last dimension of %s %s, the one normalised), got %s",
+		            gamma->name, c, x->name, shape_tmp(&x->shape), shape_tmp(&gamma->shape));
 	return same_as(n, x);
 }
 
@@ -887,11 +866,11 @@ static bool rope_operand(Node *n, Diag *d)
 	if (!need_float(d, n, x))
 		return false;
 	if (x->shape.rank != 4)
-		return fail(d, n, "%s must be [batch, heads, seq, head_dim] (rank 4), got %s", x->name,
-		            shp(&x->shape));
+		return node_fail(d, n, "%s must be [batch, heads, seq, head_dim] (rank 4), got %s", x->name,
+		            shape_tmp(&x->shape));
 	if (x->shape.d[3] % 2)
-		return fail(d, n, "the head width of %s %s must be even (rope rotates pairs of it), got %" PRId64,
-		            x->name, shp(&x->shape), x->shape.d[3]);
+		return node_fail(d, n, "the head width of %s %s must be even (rope rotates pairs of it), got %" PRId64,
+		            x->name, shape_tmp(&x->shape), x->shape.d[3]);
 	return same_as(n, x);
 }
 
@@ -925,10 +904,10 @@ static bool arity_ok(const Node *n, Diag *d)
 	if (n->nin >= oi->nin_min && (oi->nin_max < 0 || n->nin <= oi->nin_max))
 		return true;
 	if (oi->nin_max < 0)
-		return fail(d, n, "expects at least %d inputs, got %d", oi->nin_min, n->nin);
+		return node_fail(d, n, "expects at least %d inputs, got %d", oi->nin_min, n->nin);
 	if (oi->nin_min == oi->nin_max)
-		return fail(d, n, "expects %d input%s, got %d", oi->nin_min, oi->nin_min == 1 ? "" : "s", n->nin);
-	return fail(d, n, "expects %d to %d inputs, got %d", oi->nin_min, oi->nin_max, n->nin);
+		return node_fail(d, n, "expects %d input%s, got %d", oi->nin_min, oi->nin_min == 1 ? "" : "s", n->nin);
+	return node_fail(d, n, "expects %d to %d inputs, got %d", oi->nin_min, oi->nin_max, n->nin);
 }
 
 /* Outputs (a matmul, a broadcast, a shape attribute) obey the same
@@ -937,7 +916,7 @@ static bool numel_ok(const Node *n, Diag *d)
 {
 	if (!n->out || shape_numel_checked(&n->out->shape) >= 0)
 		return true;
-	return fail(d, n, "the result %s has more than 2^48 elements", shp(&n->out->shape));
+	return node_fail(d, n, "the result %s has more than 2^48 elements", shape_tmp(&n->out->shape));
 }
 
 bool infer_shapes(Graph *g, Diag *d)
