@@ -44,32 +44,6 @@ LCMP=$B/tools/losscompare
 LL=samples/llama.net
 SA='-D parallel_mode=stand_alone -D pipeline_stages=1'
 
-# train NAME NP MODEL [netc options]: builds (keeping the C) and trains 5 steps
-train() {
-	name=$1 np=$2 model=$3
-	shift 3
-	mkdir -p "$work/src_$name"
-	if ! timeout $TMO $NETC build "$model" -o "$work/$name" --emit-c "$work/src_$name" "$@" \
-		>"$work/$name.build" 2>&1; then
-		bad "$name: build failed: $(grep -m1 error "$work/$name.build")"
-		return 1
-	fi
-	if [ "$np" -eq 1 ]; then set -- timeout $TMO "$work/$name"
-	else set -- timeout -k 10 $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name"; fi
-	if ! "$@" --steps 5 --seed 7 --quiet --log "$work/$name.csv" --save "$work/$name.st" >"$work/$name.run" 2>&1; then
-		bad "$name: run failed: $(tail -1 "$work/$name.run")"
-		return 1
-	fi
-}
-# agree CASE A B: the equivalence suite's tolerances
-agree() {
-	if $LCMP "$work/$2.csv" "$work/$3.csv" --rtol 1e-5 --atol 1.1e-6 >"$work/$1.cmp" 2>&1 &&
-		$STCMP "$work/$2.st" "$work/$3.st" --rtol 1e-4 --atol 1e-6 --quiet >>"$work/$1.cmp" 2>&1; then
-		ok "$1: $(sed -n 's/^stcompare: .*\(worst abs [^,]*\).*/parameters \1/p' "$work/$1.cmp")"
-	else
-		bad "$1: $(grep -E '^(FAIL|losscompare|stcompare)' "$work/$1.cmp" | head -3 | tr '\n' ' ')"
-	fi
-}
 
 # 1. the sample in each mode it uses
 if train sa 1 $LL $SA; then

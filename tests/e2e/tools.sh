@@ -34,3 +34,37 @@ same_run() {
 	grep -q . "$1.csv" || return 2
 	cmp -s "$1.st" "$2.st" && [ "$(cut -d, -f1,2 "$1.csv")" = "$(cut -d, -f1,2 "$2.csv")" ]
 }
+
+# train NAME NP MODEL [netc options]: builds NAME keeping its C (src_NAME)
+# and its `-v` report (NAME.build), then trains 5 steps, seed 7, logging
+# NAME.csv and saving NAME.st (callers define ok, bad, $work, $NETC, $TMO;
+# a script with another train defines its own after sourcing this file)
+train() {
+	name=$1 np=$2 model=$3
+	shift 3
+	mkdir -p "$work/src_$name"
+	if ! timeout $TMO $NETC build "$model" -o "$work/$name" --emit-c "$work/src_$name" -v "$@" \
+		>"$work/$name.build" 2>&1; then
+		bad "$name: build failed: $(grep -m1 error "$work/$name.build")"
+		return 1
+	fi
+	if [ "$np" -eq 1 ]; then set -- timeout $TMO "$work/$name"
+	else set -- timeout -k 10 $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name"; fi
+	if ! "$@" --steps 5 --seed 7 --quiet --log "$work/$name.csv" --save "$work/$name.st" >"$work/$name.run" 2>&1; then
+		bad "$name: run failed: $(tail -1 "$work/$name.run")"
+		return 1
+	fi
+}
+# agree CASE A B [LOSS_RTOL LOSS_ATOL PARAM_RTOL PARAM_ATOL]: A's and B's
+# losses and saved parameters agree (default: the equivalence suite's
+# 1e-5, 1.1e-6, 1e-4, 1e-6)
+agree() {
+	if "$B/tools/losscompare" "$work/$2.csv" "$work/$3.csv" --rtol "${4:-1e-5}" --atol "${5:-1.1e-6}" \
+		>"$work/$1.cmp" 2>&1 &&
+		"$B/tools/stcompare" "$work/$2.st" "$work/$3.st" --rtol "${6:-1e-4}" --atol "${7:-1e-6}" --quiet \
+		>>"$work/$1.cmp" 2>&1; then
+		ok "$1: $(sed -n 's/^stcompare: .*\(worst abs [^,]*\).*/parameters \1/p' "$work/$1.cmp")"
+	else
+		bad "$1: $(grep -E '^(FAIL|losscompare|stcompare)' "$work/$1.cmp" | head -3 | tr '\n' ' ')"
+	fi
+}
