@@ -301,6 +301,15 @@ END {
 	}
 }' "$tmp/edges" >>"$tmp/out"
 
+# (e) the top level is the fixed layout of README.md. In a git checkout a
+# tracked entry elsewhere at the top is a stray (a tool's artefact once was).
+TOP='GNUmakefile README.md main.c frontend ir passes codegen runtime tests samples docs .ci .gitignore'
+if [ "$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
+	git -C "$root" ls-files -z | tr '\0' '\n' | sed 's|/.*||' | sort -u | while IFS= read -r t; do
+		case " $TOP " in *" $t "*) ;; *) printf '%s:1: at the top level, outside the fixed layout (README.md): move or remove it\n' "$t" ;; esac
+	done >>"$tmp/out"
+fi
+
 if [ -s "$tmp/out" ]; then
 	cat "$tmp/out"
 	n=$(grep -c "^[^ ]" "$tmp/out"); [ "$n" -eq 1 ] && v=violation || v=violations
