@@ -322,6 +322,26 @@ if [ "$d1" -eq 0 ] && [ "$d2" -eq 2 ] && [ "$d3" -eq 10 ]; then
 else
 	bad "host synchronisations in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 2), $d3 with --log (want 10)"
 fi
+# cuBLASLt (runtime/cuda/gemm_lt.c, issue 22): every product goes through
+# cublasLtMatmul and the heuristic is asked once per problem: the stand-in
+# counts as many queries in 13 steps as in 3 (the stand-alone mlp has 8
+# problems) and 10 steps' worth more matmuls. Where it finds no algorithm
+# (FAKE_CUBLASLT_NOALGO) the cuBLAS path runs, equal to the CPU build, said
+# once.
+lt_stats() { # lt_stats STEPS: "QUERIES MATMULS"
+	FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
+		sed -n 's/^fake cuBLASLt: \([0-9]*\) heuristic queries, \([0-9]*\) matmuls$/\1 \2/p'
+}
+lt3=$(lt_stats 3) lt13=$(lt_stats 13)
+q3=${lt3% *} m3=${lt3#* } q13=${lt13% *} m13=${lt13#* }
+if [ -n "$lt3" ] && [ -n "$lt13" ] && [ "$q3" -eq 8 ] && [ "$q13" -eq 8 ] && [ $((m13 - m3)) -eq $((10 * m3 / 3)) ]; then
+	ok "cuBLASLt: 8 heuristic queries in 3 steps and in 13, $m3 and $m13 matmuls"
+else
+	bad "cuBLASLt: queries and matmuls in 3 and 13 steps: '$lt3' '$lt13' (want 8 queries both times, 10 steps' matmuls more)"
+fi
+case_ mlp_lt_noalgo 1 FAKE_CUBLASLT_NOALGO=1 -- samples/mlp.net $SA
+n=$(grep -c '^netrt: cuBLASLt has no algorithm for a f32 product (M 64, N 256, K 784, batch 1, epilogue 1): it and any other such product use cuBLAS (said once)$' "$work/mlp_lt_noalgo.g.run")
+[ "$n" = 1 ] && ok "cuBLASLt: no algorithm: the cuBLAS path, said once" || bad "cuBLASLt: the fallback message $n times (want 1)"
 # --save-every reads the loss on its steps (without --log or a printed
 # line the GPU reads none): at --lr 1e10 the CPU run's loss is NaN at step
 # 3; the GPU run stops at step 4, the next save, before saving, so both
