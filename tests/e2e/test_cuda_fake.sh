@@ -330,7 +330,7 @@ fi
 # once.
 lt_stats() { # lt_stats STEPS: "QUERIES MATMULS"
 	FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
-		sed -n 's/^fake cuBLASLt: \([0-9]*\) heuristic queries, \([0-9]*\) matmuls$/\1 \2/p'
+		sed -n 's/^fake cuBLASLt: \([0-9]*\) heuristic queries, \([0-9]*\) matmuls (.*$/\1 \2/p'
 }
 lt3=$(lt_stats 3) lt13=$(lt_stats 13)
 q3=${lt3% *} m3=${lt3#* } q13=${lt13% *} m13=${lt13#* }
@@ -342,6 +342,21 @@ fi
 case_ mlp_lt_noalgo 1 FAKE_CUBLASLT_NOALGO=1 -- samples/mlp.net $SA
 n=$(grep -c '^netrt: cuBLASLt has no algorithm for a f32 product (M 64, N 256, K 784, batch 1, epilogue 1): it and any other such product use cuBLAS (said once)$' "$work/mlp_lt_noalgo.g.run")
 [ "$n" = 1 ] && ok "cuBLASLt: no algorithm: the cuBLAS path, said once" || bad "cuBLASLt: the fallback message $n times (want 1)"
+# GEMM epilogues (passes/fuse_gemm.h): mlp_2d has a bias, a bias + gelu and
+# two bias gradients a step, through cuBLASLt's BIAS and BGRADA epilogues
+# (bias + gelu: BIAS into the pre-activation, then the gelu kernel), and
+# through the composed kernels where cuBLASLt has no algorithm; all equal
+# the CPU build; the transformer's in bf16 (KBF16(gemm_ep)) too
+case_ ep_2d 1 FAKE_CUBLASLT_STATS=1 -- $M/mlp_2d.net $SA
+e=$(sed -n 's/^fake cuBLASLt: .* matmuls (\([0-9]*\) with an epilogue)$/\1/p' "$work/ep_2d.g.run")
+[ "$e" = 16 ] && ok "ep_2d: 16 epilogues in 4 steps through the stand-in cuBLASLt" ||
+	bad "ep_2d: '$e' epilogue matmuls in 4 steps (want 16)"
+case_ ep_2d_noalgo 1 FAKE_CUBLASLT_NOALGO=1 -- $M/mlp_2d.net $SA
+case_ ep_2d_semi 4 NETC_COMM=host -- $M/mlp_2d.net
+case_ ep_tf_bf16 1 FAKE_CUBLASLT_STATS=1 -- "$work/tbf.net" $SA
+e=$(sed -n 's/^fake cuBLASLt: .* matmuls (\([0-9]*\) with an epilogue)$/\1/p' "$work/ep_tf_bf16.g.run")
+[ "${e:-0}" -gt 0 ] && ok "ep_tf_bf16: $e bf16 epilogues through the stand-in cuBLASLt" ||
+	bad "ep_tf_bf16: no epilogue matmuls"
 # --save-every reads the loss on its steps (without --log or a printed
 # line the GPU reads none): at --lr 1e10 the CPU run's loss is NaN at step
 # 3; the GPU run stops at step 4, the next save, before saving, so both

@@ -6,7 +6,8 @@
  * (DEFAULT, BIAS, BGRADA); every pointer must be device memory (a
  * cudaMalloc block), the workspace too. The environment steers it:
  *   FAKE_CUBLASLT_STATS=1   print "fake cuBLASLt: N heuristic queries, M
- *                           matmuls" at exit (a test counts the queries);
+ *                           matmuls (E with an epilogue)" at exit (a test
+ *                           counts them);
  *   FAKE_CUBLASLT_NOALGO=1  the heuristic finds no algorithm (the
  *                           runtime's fallback to cuBLAS). */
 #ifndef FAKE_CUBLASLT_H
