@@ -8,10 +8,10 @@
  * NRT_GEMM_EP_COMPOSED(NAME, GEMM, T, S) defines
  *   void NAME(NrtGemmEp, ta, tb, M, N, K, A, B, bias, aux, C)
  * with GEMM(ta, tb, M, N, K, A, B, beta, C) the plain product and the
- * element-wise kernels nrt_*_S. */
+ * element-wise kernels nrt_*_S. A macro only: include it after
+ * kernels.h (the includer's, so that the two make no circle). */
 #ifndef NRT_GEMM_EP_IMPL_H
 #define NRT_GEMM_EP_IMPL_H
-#include "kernels.h"
 
 #define NRT_GEMM_EP_COMPOSED(NAME, GEMM, T, S)                                                                \
 	void NAME(NrtGemmEp ep, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, const T *B,     \

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels.h"
 #include "../gemm_ep_impl.h"
 #include "cuda_check.h"
 #include "cuda_rt.h"
