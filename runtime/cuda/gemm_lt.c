@@ -188,10 +188,13 @@ static void tell_fallback(const LtKey *k)
 	if (lt.told)
 		return;
 	lt.told = true;
+	const char *ep = k->epilogue == CUBLASLT_EPILOGUE_BIAS     ? "bias"
+	                 : k->epilogue == CUBLASLT_EPILOGUE_BGRADA ? "bias gradient"
+	                                                           : "none";
 	fprintf(stderr,
 	        "netrt: cuBLASLt has no algorithm for a %s product (M %" PRId64 ", N %" PRId64 ", K %" PRId64
-	        ", batch %" PRId64 ", epilogue %d): it and any other such product use cuBLAS (said once)\n",
-	        (const char *[]){"f32", "f64", "f16", "bf16"}[k->kind], k->M, k->N, k->K, k->batch, k->epilogue);
+	        ", batch %" PRId64 ", epilogue %s): it and any other such product use cuBLAS (said once)\n",
+	        (const char *[]){"f32", "f64", "f16", "bf16"}[k->kind], k->M, k->N, k->K, k->batch, ep);
 }
 
 /* D = op(A) op(B) + beta D through cuBLASLt with epilogue ep; false where
