@@ -211,8 +211,13 @@ static bool lt_matmul(LtKind kind, cublasLtEpilogue_t ep, bool ta, bool tb, int6
 	memset(&k, 0, sizeof k);
 	k.kind = kind, k.tf32 = kind == LT_F32 && nrt_cuda_tf32(), k.ta = ta, k.tb = tb, k.epilogue = (int32_t)ep;
 	k.batch = batch, k.M = M, k.N = N, k.K = K;
-	int32_t al = align_of(A), ab = align_of(B), ac = align_of(C);
-	k.align = al < ab ? (al < ac ? al : ac) : (ab < ac ? ab : ac);
+	/* the bias vector too: its alignment is the epilogue's business, and
+	 * an algorithm chosen for aligned operands may read it in wide words */
+	const void *ptrs[] = {A, B, C, bias};
+	k.align = 256;
+	for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+		if (ptrs[i] && align_of(ptrs[i]) < k.align)
+			k.align = align_of(ptrs[i]);
 	LtPlan *p = plan_for(&k);
 	if (!p || !p->ok) {
 		tell_fallback(&k);
