@@ -33,7 +33,7 @@ runtime   0    rt-base        runtime/*.h runtime/base.c runtime/rt_base.c runti
 runtime   1    rt-services    runtime/
 runtime   2    rt-init        runtime/init.c
 runtime   3    cuda-base      runtime/cuda/*.h runtime/cuda/*.cuh runtime/cuda/context.cu
-runtime   4    cuda-kernels   runtime/cuda/*.cu
+runtime   4    cuda-kernels   runtime/cuda/*.cu runtime/cuda/gemm_lt.c
 runtime   5    cuda-services  runtime/cuda/
 runtime   6    cuda-start     runtime/cuda/start.c
 runtime   7    calibrate      runtime/calibrate/
