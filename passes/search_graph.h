@@ -87,6 +87,11 @@ typedef struct Search {
 	int *vertex_of;    /* node id -> vertex index or -1 */
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
+	/* dynamic_programming's last pass: series eliminations computed and
+	 * found already computed (identical layers); tests set dp_no_memo to
+	 * compute every one */
+	int dp_series_computed, dp_series_reused;
+	bool dp_no_memo;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
 	                    * the schedule (Schedule.nslots); NULL: one */
