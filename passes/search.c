@@ -5,6 +5,7 @@
 #include "search.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strategy_ckpt.h"
@@ -59,6 +60,26 @@ static void at_least_data_parallel(Search *s, int *choice)
 		memcpy(choice, dp, sizeof(int) * (size_t)s->nv);
 }
 
+/* ---- the memory limit ----------------------------------------------------------- */
+
+/* recursive_programming and sharding_propagation do not price memory:
+ * where their plan needs more than memory_limit (by the search's
+ * estimate, scaled as search_fit.c learnt from the compiled plan), the
+ * plan is searched again by dynamic_programming's priced search, which
+ * keeps the annotated (and propagated-from) operators' strategies, so
+ * every mode gives a plan that fits or says that none does. */
+static bool within_limit(Compilation *c, Search *s, const int *choice)
+{
+	double limit = s->m.memory_limit, need = search_memory(s, choice) * s->mem_factor;
+	if (limit <= 0 || need <= limit)
+		return true;
+	if (c->verbose)
+		fprintf(stderr, "netc: %s: its plan needs %.6g bytes per device, over memory_limit = %.6g: "
+		        "dynamic_programming's search under the limit chooses\n",
+		        search_mode_name(c->g->par.search_mode), need, limit);
+	return false;
+}
+
 /* ---- applying the result ------------------------------------------------------- */
 
 void search_apply(Search *s, const int *choice)
@@ -88,6 +109,11 @@ bool search_run(Compilation *c)
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
 	if (c->search_mem_factor > 1)
 		s->mem_factor = c->search_mem_factor;
+	if (s->m.memory_limit > 0) {
+		if (!c->search_prices)
+			c->search_prices = xcalloc(1, sizeof *c->search_prices);
+		s->prices = c->search_prices;
+	}
 	bool ok;
 	switch (g->par.search_mode) {
 	case SM_SHARDING_PROPAGATION: ok = search_propagate(s, choice); break;
@@ -98,6 +124,8 @@ bool search_run(Compilation *c)
 		return false;
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING)
 		at_least_data_parallel(s, choice);
+	if (g->par.search_mode != SM_DYNAMIC_PROGRAMMING && !within_limit(c, s, choice) && !search_dp(s, choice))
+		return false;
 	search_apply(s, choice);
 	c->search_mem = search_memory(s, choice);
 	if (c->verbose)

@@ -520,6 +520,66 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 	arena_free(&scratch);
 }
 
+void search_prices_free(SearchPrices *p)
+{
+	for (int i = 0; i < p->n; i++)
+		free(p->choice[i]);
+	free(p->choice);
+	free(p->lambda);
+	free(p->mem);
+	memset(p, 0, sizeof *p);
+}
+
+/* dp_once at price lambda, or the plan an earlier search found at it. */
+static void priced(Search *s, double **tables, double lambda, int *choice)
+{
+	SearchPrices *p = s->prices;
+	if (p && p->nv != s->nv) {
+		search_prices_free(p);
+		p->nv = s->nv;
+	}
+	for (int i = 0; p && i < p->n; i++)
+		if (p->lambda[i] == lambda) {
+			memcpy(choice, p->choice[i], sizeof(int) * (size_t)s->nv);
+			return;
+		}
+	dp_once(s, tables, lambda, choice);
+	if (!p)
+		return;
+	if (p->n == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 16;
+		p->lambda = xrealloc(p->lambda, sizeof(double) * (size_t)p->cap);
+		p->mem = xrealloc(p->mem, sizeof(double) * (size_t)p->cap);
+		p->choice = xrealloc(p->choice, sizeof(int *) * (size_t)p->cap);
+	}
+	p->lambda[p->n] = lambda;
+	p->mem[p->n] = search_memory(s, choice);
+	p->choice[p->n] = xmalloc(sizeof(int) * (size_t)(s->nv + 1));
+	memcpy(p->choice[p->n], choice, sizeof(int) * (size_t)s->nv);
+	p->n++;
+}
+
+/* From the prices an earlier search tried (s->prices): *lo, the highest
+ * whose plan is over the limit under this search's mem_factor, and *hi,
+ * the lowest above it whose plan fits (its plan into fit), or 0 when
+ * none is known. Memory falls as the price rises (the relaxation's
+ * plans), so the least price that fits lies between them. */
+static void known_prices(Search *s, double limit, double *lo, double *hi, int *fit)
+{
+	const SearchPrices *p = s->prices;
+	*lo = 0, *hi = 0;
+	if (!p || p->nv != s->nv)
+		return;
+	for (int i = 0; i < p->n; i++)
+		if (p->mem[i] * s->mem_factor > limit && p->lambda[i] > *lo)
+			*lo = p->lambda[i];
+	for (int i = 0; i < p->n; i++)
+		if (p->mem[i] * s->mem_factor <= limit && p->lambda[i] > *lo && (*hi == 0 || p->lambda[i] < *hi)) {
+			*hi = p->lambda[i];
+			memcpy(fit, p->choice[i], sizeof(int) * (size_t)s->nv);
+		}
+}
+
 /* The memory a choice needs as the limit counts it: the search's own
  * estimate, scaled to the compiled plan where an earlier compilation
  * showed it counts more (main.c). */
@@ -537,7 +597,7 @@ bool search_dp(Search *s, int *choice)
 
 static bool dp_limited(Search *s, double **tables, int *choice)
 {
-	dp_once(s, tables, 0, choice);
+	priced(s, tables, 0, choice);
 	double limit = s->m.memory_limit;
 	if (limit <= 0 || fitted_memory(s, choice) <= limit)
 		return true;
@@ -546,11 +606,17 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
 	/* the first price makes the memory over the limit weigh a thousandth
 	 * of the step: lower prices change nothing worth a pass (from 1e-15,
-	 * GPT-3 took 10 passes to get there) */
-	double lo = 0, t0 = search_total(s, choice), hi = 1e-3 * t0 / limit;
+	 * GPT-3 took 10 passes to get there); an earlier search of this fit
+	 * (s->prices) may know a higher price that is still over, or one that
+	 * fits: then the ramp starts there, or is not needed */
+	double t0 = search_total(s, choice), lo, hi;
+	known_prices(s, limit, &lo, &hi, trial);
+	bool fits = hi > 0;
+	if (!fits)
+		hi = fmax(1e-3 * t0 / limit, 4 * lo);
 	double least = INFINITY;
-	for (int it = 0, flat = 0; it < 80; it++, lo = hi, hi *= 4) {
-		dp_once(s, tables, hi, trial);
+	for (int it = 0, flat = 0; !fits && it < 80; it++, lo = hi, hi *= 4) {
+		priced(s, tables, hi, trial);
 		double mem = fitted_memory(s, trial);
 		if (mem <= limit)
 			break;
@@ -587,7 +653,7 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 	 * moved GPT-3's step by less than that while costing 7 more passes */
 	for (int it = 0; it < 40 && hi - lo > 1e-2 * hi; it++) {
 		double mid = (lo + hi) / 2;
-		dp_once(s, tables, mid, trial);
+		priced(s, tables, mid, trial);
 		if (fitted_memory(s, trial) <= limit) {
 			hi = mid;
 			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
