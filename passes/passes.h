@@ -64,7 +64,8 @@ typedef struct Compilation {
 	double search_mem_factor;
 	double search_mem;
 	/* the prices dynamic_programming tried under the limit, kept across the
-	 * compilations of one fit (passes/search_fit.c); heap, freed by
+	 * compilations of one fit (passes/search_fit.c): [0] in blocks (or
+	 * without a topology), [1] round robin; heap, freed by
 	 * compilation_free; NULL: none yet */
 	struct SearchPrices *search_prices;
 } Compilation;

@@ -62,7 +62,8 @@ void compilation_init(Compilation *c)
 void compilation_free(Compilation *c)
 {
 	if (c->search_prices) {
-		search_prices_free(c->search_prices);
+		search_prices_free(&c->search_prices[0]);
+		search_prices_free(&c->search_prices[1]);
 		free(c->search_prices);
 		c->search_prices = NULL;
 	}

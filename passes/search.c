@@ -100,19 +100,31 @@ static bool is_training(const Compilation *c)
 	return !c->infer && c->g->loss != NULL;
 }
 
-bool search_run(Compilation *c)
+/* One search in one device order (cyclic: rank r on node r % nodes;
+ * -1: the machine's own, no topology to order); NULL after reporting
+ * (d NULL: quietly). *out: the plan. */
+static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 {
 	Graph *g = c->g;
-	Search *s = search_new(&c->arena, g, c->machine, is_training(c), &c->diag);
+	Machine m;
+	if (c->machine)
+		m = *c->machine;
+	else
+		machine_defaults(&m);
+	if (cyclic >= 0) {
+		m.topo.world = g->par.device_num;
+		m.topo.cyclic = cyclic;
+	}
+	Search *s = search_new(&c->arena, g, &m, is_training(c), d);
 	if (!s)
-		return false;
+		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
 	if (c->search_mem_factor > 1)
 		s->mem_factor = c->search_mem_factor;
 	if (s->m.memory_limit > 0) {
-		if (!c->search_prices)
-			c->search_prices = xcalloc(1, sizeof *c->search_prices);
-		s->prices = c->search_prices;
+		if (!c->search_prices) /* one record per order: a price's plan depends on it */
+			c->search_prices = xcalloc(2, sizeof *c->search_prices);
+		s->prices = &c->search_prices[cyclic > 0];
 	}
 	bool ok;
 	switch (g->par.search_mode) {
@@ -121,11 +133,46 @@ bool search_run(Compilation *c)
 	default: ok = search_recursive(s, choice); break;
 	}
 	if (!ok)
-		return false;
+		return NULL;
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING)
 		at_least_data_parallel(s, choice);
 	if (g->par.search_mode != SM_DYNAMIC_PROGRAMMING && !within_limit(c, s, choice) && !search_dp(s, choice))
+		return NULL;
+	*out = choice;
+	return s;
+}
+
+/* Whether the devices span nodes whose order is a choice: a topology, and
+ * more devices than a node holds, a whole number of nodes. */
+static bool order_is_a_choice(const Compilation *c)
+{
+	const Machine *m = c->machine;
+	int64_t D = m ? (int64_t)m->topo.devices_per_node : 0, w = c->g->par.device_num;
+	return D > 0 && w > D && w % D == 0;
+}
+
+/* With a topology the search runs in both device orders (issue 28.3: it
+ * assumed blocks, so which mesh axis sat inside a node was never
+ * weighed) and keeps the plan whose objective is lower; explain then
+ * prices the compiled plan both ways and says which order to launch. */
+bool search_run(Compilation *c)
+{
+	Graph *g = c->g;
+	int *choice = NULL, *rr = NULL;
+	Search *cyc = order_is_a_choice(c) ? search_in_order(c, 1, NULL, &rr) : NULL;
+	Search *s = search_in_order(c, order_is_a_choice(c) ? 0 : -1, &c->diag, &choice);
+	if (!s)
 		return false;
+	double blocks = search_total(s, choice);
+	if (cyc && search_total(cyc, rr) < blocks) {
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: device order round robin, predicted %.6g s per step (%.6g s in blocks)\n",
+			        search_mode_name(g->par.search_mode), search_total(cyc, rr), blocks);
+		s = cyc, choice = rr;
+	} else if (cyc && c->verbose) {
+		fprintf(stderr, "netc: %s: device order blocks, predicted %.6g s per step (%.6g s round robin)\n",
+		        search_mode_name(g->par.search_mode), blocks, search_total(cyc, rr));
+	}
 	search_apply(s, choice);
 	c->search_mem = search_memory(s, choice);
 	if (c->verbose)
