@@ -68,6 +68,9 @@ typedef struct Compilation {
 	 * without a topology), [1] round robin; heap, freed by
 	 * compilation_free; NULL: none yet */
 	struct SearchPrices *search_prices;
+	/* the device order the fit's first search chose (passes/search.c),
+	 * kept by its later ones: 0 not chosen yet, 1 blocks, 2 round robin */
+	int search_order;
 } Compilation;
 
 /* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */

@@ -151,6 +151,19 @@ static bool order_is_a_choice(const Compilation *c)
 	return D > 0 && w > D && w % D == 0;
 }
 
+/* Applies the plan s found. */
+static bool search_done(Compilation *c, Search *s, const int *choice)
+{
+	Graph *g = c->g;
+	search_apply(s, choice);
+	c->search_mem = search_memory(s, choice);
+	if (c->verbose)
+		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",
+		        search_mode_name(g->par.search_mode), s->nv, search_total(s, choice), search_memory(s, choice),
+		        g->par.search_mode == SM_DYNAMIC_PROGRAMMING && !s->exact ? " (not proven optimal)" : "");
+	return true;
+}
+
 /* With a topology the search runs in both device orders (issue 28.3: it
  * assumed blocks, so which mesh axis sat inside a node was never
  * weighed) and keeps the plan whose objective is lower; explain then
@@ -159,11 +172,20 @@ bool search_run(Compilation *c)
 {
 	Graph *g = c->g;
 	int *choice = NULL, *rr = NULL;
-	Search *cyc = order_is_a_choice(c) ? search_in_order(c, 1, NULL, &rr) : NULL;
+	bool both = order_is_a_choice(c) && c->search_order == 0;
+	if (order_is_a_choice(c) && c->search_order == 2) { /* the memory fit's later searches: the first's order */
+		Search *s = search_in_order(c, 1, &c->diag, &choice);
+		if (!s)
+			return false;
+		return search_done(c, s, choice);
+	}
+	Search *cyc = both ? search_in_order(c, 1, NULL, &rr) : NULL;
 	Search *s = search_in_order(c, order_is_a_choice(c) ? 0 : -1, &c->diag, &choice);
 	if (!s)
 		return false;
 	double blocks = search_total(s, choice);
+	if (order_is_a_choice(c))
+		c->search_order = cyc && search_total(cyc, rr) < blocks ? 2 : 1;
 	if (cyc && search_total(cyc, rr) < blocks) {
 		if (c->verbose)
 			fprintf(stderr, "netc: %s: device order round robin, predicted %.6g s per step (%.6g s in blocks)\n",
@@ -173,13 +195,7 @@ bool search_run(Compilation *c)
 		fprintf(stderr, "netc: %s: device order blocks, predicted %.6g s per step (%.6g s round robin)\n",
 		        search_mode_name(g->par.search_mode), blocks, search_total(cyc, rr));
 	}
-	search_apply(s, choice);
-	c->search_mem = search_memory(s, choice);
-	if (c->verbose)
-		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",
-		        search_mode_name(g->par.search_mode), s->nv, search_total(s, choice), search_memory(s, choice),
-		        g->par.search_mode == SM_DYNAMIC_PROGRAMMING && !s->exact ? " (not proven optimal)" : "");
-	return true;
+	return search_done(c, s, choice);
 }
 
 bool pass_search(Compilation *c)

@@ -16,10 +16,12 @@ static bool compile_scaled(Compilation *c, const MemoryFit *f, double factor)
 {
 	bool verbose = c->verbose;
 	struct SearchPrices *prices = c->search_prices; /* kept: the next search starts from its prices */
+	int order = c->search_order;                    /* and searches in the order chosen */
 	c->search_prices = NULL;
 	compilation_free(c);
 	compilation_init(c);
 	f->setup(c, f->ctx);
+	c->search_order = order;
 	c->verbose = false;
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
