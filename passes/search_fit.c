@@ -81,7 +81,10 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f)
 			        c->search_mem);
 		}
 		factor = c->search_mem > 0 ? fmax(factor * 1.05, (double)planned / c->search_mem * 1.01) : 0;
-		const char *mode = search_mode_name(g->par.search_mode);
+		const char *mode = g->par.search_mode == SM_DYNAMIC_PROGRAMMING ? "dynamic_programming"
+		                   : g->par.search_mode == SM_SHARDING_PROPAGATION
+		                       ? "sharding_propagation (and dynamic_programming under the limit)"
+		                       : "recursive_programming (and dynamic_programming under the limit)";
 		if (tries == 8 || factor <= 0 || !compile_scaled(c, f, factor)) {
 			diag_error(&c->diag, loc_none(),
 			           "no plan fits memory_limit = %.6g bytes per device as compiled: the least of the %d plan%s "
