@@ -20,7 +20,7 @@
 typedef enum cudaError {
 	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
 	cudaErrorNoDevice = 100, cudaErrorECCUncorrectable = 214, cudaErrorInvalidResourceHandle = 400,
-	cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700,
+	cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorStreamCaptureUnsupported = 900,
 } cudaError_t;
 typedef struct FakeStream *cudaStream_t;
 typedef struct FakeEvent *cudaEvent_t;
@@ -39,6 +39,15 @@ int fake_cuda_kind(const void *p);
 void fake_cuda_expect(const void *p, int want_device, const char *what);
 /* [p, p + n) lies in one device block (the NCCL stand-in, fake_nccl.c) */
 _Bool fake_cuda_is_device(const void *p, size_t n);
+
+/* Stream capture (a CUDA graph of the step, fake_context.c's
+ * nrt_cuda_graph_step): while set, the calls CUDA refuses during a capture
+ * fail here too with cudaErrorStreamCaptureUnsupported: a wait for the
+ * device, cudaMalloc and cudaMallocHost (the stream-ordered allocator is
+ * allowed), a copy to or from pageable host memory. */
+extern _Bool fake_cuda_capturing;
+/* refused during a capture: a copy whose host side is pageable memory */
+static inline _Bool fake_cuda_pageable(const void *p) { return fake_cuda_kind(p) == FAKE_UNKNOWN; }
 
 /* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
 static inline cudaError_t cudaGetDeviceCount(int *n)
@@ -70,11 +79,14 @@ static inline const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorMemoryAllocation: return "out of memory";
 	case cudaErrorECCUncorrectable: return "uncorrectable ECC error encountered";
 	case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
 	default: return "fake CUDA error";
 	}
 }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
+	if (fake_cuda_capturing)
+		return cudaErrorStreamCaptureUnsupported;
 	*p = malloc(n);
 	if (*p)
 		fake_cuda_record(*p, n, FAKE_DEVICE);
@@ -83,6 +95,8 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 static inline cudaError_t cudaFree(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
+	if (fake_cuda_capturing)
+		return cudaErrorStreamCaptureUnsupported;
 	*p = calloc(1, n); /* zeroed: GCC reads fake_cuda_record's const void * as a use of the block */
 	if (*p)
 		fake_cuda_record(*p, n, FAKE_PINNED);
@@ -92,7 +106,10 @@ static inline cudaError_t cudaFreeHost(void *p) { fake_cuda_forget(p); free(p); 
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
 {
 	(void)s;
-	return cudaMalloc(p, n);
+	*p = malloc(n);
+	if (*p)
+		fake_cuda_record(*p, n, FAKE_DEVICE);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 {
@@ -112,6 +129,8 @@ static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {
 	(void)k, (void)st;
+	if (fake_cuda_capturing && (fake_cuda_pageable(d) || fake_cuda_pageable(s)))
+		return cudaErrorStreamCaptureUnsupported;
 	memmove(d, s, n);
 	return cudaSuccess;
 }
@@ -151,4 +170,14 @@ static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, uns
 	(void)s, (void)e, (void)f;
 	return cudaSuccess;
 }
+
+/* CUDA graphs, as runtime/cuda/graph.cu uses them. The stand-in's
+ * capture is fake_context.c's nrt_cuda_graph_step: these are for code
+ * that calls the API itself (none outside graph.cu yet) and only keep
+ * the type names compiling. */
+typedef struct FakeGraph *cudaGraph_t;
+typedef struct FakeGraph *cudaGraphExec_t;
+typedef enum cudaStreamCaptureMode {
+	cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2,
+} cudaStreamCaptureMode;
 #endif
