@@ -512,9 +512,10 @@ static void emit_main(Emit *e)
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t_step = nrt_now();\n"
-	      "\t\tread_loss = nrt_log_wants(log, s, end);\n",
+	      "\t\tdouble t_step = nrt_now();\n",
 	      out);
+	/* a pipeline's loss is summed over the world: every rank reads it or none */
+	fprintf(out, "\t\tread_loss = nrt_log_wants%s(log, s, end);\n", e->sched ? "_anywhere" : "");
 	emit_train_step_begin(e, "s");
 	fputs("\t\tdouble loss = train_step(s);\n", out);
 	emit_train_step_end(e, "log");

@@ -340,6 +340,10 @@ void nrt_log_eval(NrtLog *l, int64_t step, double loss);
  * after a finite loss); on other steps it ignores the loss, which a CUDA
  * program then need not read back (a host synchronisation). */
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
+/* Whether nrt_log_wants is true on some rank (with --log, which only the
+ * log rank writes, on every step): the same on every rank, for a loss
+ * read through a collective (a pipeline's, summed over the world). */
+bool nrt_log_wants_anywhere(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */

@@ -156,6 +156,31 @@ nccl_case() {
 }
 I='-D pipeline_config={pipeline_interleave=true}'
 nccl_case pipe2_1f1b 4 32 -- $P/deep.net
+# A pipeline's loss (issue 22.3) is read back (one wait per micro-batch on
+# the last stage) and summed over the world (two more on every rank) only
+# on the steps the log wants, on every rank alike: 10 more steps of the
+# 2-stage pipeline @4 add no synchronisation with nothing printed (they
+# added 160), 32 printing every 5; the printed losses are the CPU build's.
+psyncs() { # psyncs STEPS ARGS...: the 4 ranks' synchronisations together
+	local n=$1
+	shift
+	FAKE_CUDA_DEVICES=4 FAKE_CUDA_COUNT_SYNCS=1 timeout $TMO $MPIRUN -np 4 "$work/pipe2_1f1b.gpu" --steps "$n" \
+		--quiet "$@" 2>&1 | awk '/^fake CUDA: [0-9]* host synchronisations$/ {s += $3} END {print s + 0}'
+}
+printed() { # printed PROG ENV...: the step lines' losses of 12 steps printing every 5
+	local p=$1
+	shift
+	env "$@" timeout $TMO $MPIRUN -np 4 "$work/$p" --steps 12 --print-every 5 --seed 5 2>&1 |
+		awk '/^step / {print $1, $2, $3, $4}' | tr '\n' ' '
+}
+d1=$(($(psyncs 13 --print-every 100) - $(psyncs 3 --print-every 100)))
+d2=$(($(psyncs 13 --print-every 5) - $(psyncs 3 --print-every 5)))
+pg=$(printed pipe2_1f1b.gpu FAKE_CUDA_DEVICES=4) pc=$(printed pipe2_1f1b.cpu)
+if [ "$d1" -eq 0 ] && [ "$d2" -eq 32 ] && [ -n "$pc" ] && [ "$pg" = "$pc" ]; then
+	ok "pipeline loss read only when printed: 0 synchronisations in 10 unprinted steps, 32 printing every 5, losses as the CPU's"
+else
+	bad "pipeline loss reads in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 32); printed '$pg' (CPU '$pc')"
+fi
 nccl_case pipe4_1f1b 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
 nccl_case pipe4_interleaved 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
 nccl_case pipe2_tied 4 32 -- $P/staged.net
