@@ -59,6 +59,20 @@ static inline cudaError_t cudaGetDeviceCount(int *n)
 static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
+static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+/* what netc-calibrate-cuda names the device by */
+struct cudaDeviceProp {
+	char name[256];
+	size_t totalGlobalMem;
+};
+static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+	(void)d;
+	memset(p, 0, sizeof *p);
+	strcpy(p->name, "fake CUDA device (the CPU kernels)");
+	p->totalGlobalMem = (size_t)80000000000ull;
+	return cudaSuccess;
+}
 /* Calls that make the host wait for the device (stream, device and event
  * synchronisation) are counted; FAKE_CUDA_COUNT_SYNCS=1 prints the count
  * at exit ("fake CUDA: N host synchronisations"), so a test can tell how
