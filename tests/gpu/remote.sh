@@ -9,6 +9,11 @@
 #   bench.log   tests/bench/gpu_bench.sh (make bench-gpu without
 #               make's rebuild: GPT-2 small, netc and PyTorch rows,
 #               torch.compile's compilation included)                240 s
+#   calib.log   tests/gpu/calib_check.sh (netc calibrate --target
+#               cuda, then explain's predicted step against the
+#               measured one for GPT-2 small, transformer and mlp, each
+#               also timed with NETC_CUDA_GRAPH=0; gpu_machine.txt is
+#               the machine file; never run yet: about 60 s expected) 120 s
 #   attn.log    tests/bench/attn_bench.sh, where it exists           60 s
 #   env.log     the GPU, driver, nvcc, PyTorch
 # and prints the summary lines of each. The device tool's call:
@@ -41,6 +46,9 @@ grep '^FAIL' "$OUT/run.log"
 timeout 240 tests/bench/gpu_bench.sh >"$OUT/bench.log" 2>&1
 stamp "gpu_bench.sh (status $?)"
 cat "$OUT/bench.log"
+timeout 120 tests/gpu/calib_check.sh >"$OUT/calib.log" 2>&1
+stamp "calib_check.sh (status $?)"
+cat "$OUT/calib.log"
 if [ -x tests/bench/attn_bench.sh ]; then
 	timeout 60 tests/bench/attn_bench.sh >"$OUT/attn.log" 2>&1
 	stamp "attn_bench.sh (status $?)"
