@@ -26,6 +26,11 @@ void nrt_cuda_graph_setup(const NrtOptions *opt)
 
 bool nrt_step_graph(void (*body)(void))
 {
+	static int calls;
+	/* after the warm-up (the first call, which ran body): a step with
+	 * NCCL in use is not captured (nrt_cuda_graph_setup) */
+	if (!off && calls++ == 1 && nrt_cuda_nccl_used())
+		off = "NCCL in use";
 	if (off)
 		return false;
 	nrt_cuda_graph_step(body);

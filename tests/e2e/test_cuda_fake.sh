@@ -355,7 +355,7 @@ fi
 # counts, the same run with NETC_CUDA_GRAPH=0 equal bit for bit, the
 # update inside the graph with momentum and after it with AdamW (Adam's
 # step count is an argument a replay would freeze), programs that stay
-# uncaptured, and a host wait inside the capture stopped with its place.
+# uncaptured (after an NCCL collective: parameter_broadcast on one rank), and a host wait inside the capture stopped with its place.
 graphs() { # graphs PROG ARGS...: "captured N, launched M" of a 4-step run, or nothing (uncaptured)
 	local p=$1
 	shift
@@ -363,10 +363,14 @@ graphs() { # graphs PROG ARGS...: "captured N, launched M" of a 4-step run, or n
 		sed -n 's/^fake CUDA: step graph \(captured [0-9]*, launched [0-9]*\)$/\1/p'
 }
 g1=$(graphs mlp_sa.gpu) g2=$(graphs transformer_bf16.gpu) g0=$(NETC_CUDA_GRAPH=0 graphs mlp_sa.gpu)
-if [ "$g1" = "captured 1, launched 3" ] && [ "$g2" = "captured 1, launched 3" ] && [ -z "$g0" ]; then
-	ok "CUDA graph: step 1 as it is, captured once, 3 launches in 4 steps; none with NETC_CUDA_GRAPH=0"
+gn=$(graphs dp1_nccl.gpu)
+pair dp1_bcast $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D parameter_broadcast=true &&
+	gb=$(graphs dp1_bcast.gpu)
+if [ "$g1" = "captured 1, launched 3" ] && [ "$g2" = "captured 1, launched 3" ] && [ -z "$g0" ] &&
+	[ "$gn" = "captured 1, launched 3" ] && [ "$gb" = "captured 0, launched 0" ]; then
+	ok "CUDA graph: step 1 as it is, captured once, 3 launches in 4 steps; none with NETC_CUDA_GRAPH=0 or after NCCL"
 else
-	bad "CUDA graph counts: mlp '$g1', transformer '$g2' (want captured 1, launched 3), NETC_CUDA_GRAPH=0 '$g0' (want none)"
+	bad "CUDA graph counts: mlp '$g1', transformer '$g2', data parallel @1 '$gn' (want captured 1, launched 3), NETC_CUDA_GRAPH=0 '$g0' (want none), after NCCL's broadcast '$gb' (want captured 0, launched 0)"
 fi
 if (NETC_CUDA_GRAPH=0 run mlp_sa.gpu 1 mlp_sa.nograph); then
 	exact "CUDA graph: the captured mlp == the uncaptured one" mlp_sa.nograph mlp_sa.g
