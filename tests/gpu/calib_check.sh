@@ -47,7 +47,7 @@ else
 	how="--quick"
 fi
 # the machine file, from the three models' matrix sizes (stand-alone)
-if ! timeout 90 "$B/netc" calibrate $how -o "$OUT/gpu_machine.txt" "$gpt2" samples/transformer.net samples/mlp.net \
+if ! timeout 100 "$B/netc" calibrate $how -o "$OUT/gpu_machine.txt" "$gpt2" samples/transformer.net samples/mlp.net \
 	>"$work/calibrate.log" 2>&1; then
 	echo "calib-check: FAIL netc calibrate $how: $(tail -2 "$work/calibrate.log")"
 	exit 1
