@@ -81,6 +81,7 @@ static bool parse_gemm_key(const char *k, GemmRate *e)
 		if (strncmp(k, types[t], strlen(types[t])) == 0) {
 			e->type = t;
 			k += strlen(types[t]);
+			break;
 		}
 	if (strlen(k) < 4 || (k[0] != 'n' && k[0] != 't') || (k[1] != 'n' && k[1] != 't') || k[2] != '.')
 		return false;

@@ -93,4 +93,5 @@ Test(calibrate, gemm_table_per_type)
 	cr_expect_eq(machine_profile(&m, 1)->ngemm, 4);
 	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_BF16, 64, 256, 784, false, false), 500e9);
 	cr_expect_not(machine_parse_list(&m, "gemm.f8.nn.1x2x3=1", err, sizeof err));
+	cr_expect_not(machine_parse_list(&m, "gemm.tf32.bf16.nn.1x2x3=1", err, sizeof err), "one type at most");
 }
