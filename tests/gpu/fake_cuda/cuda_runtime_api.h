@@ -184,14 +184,4 @@ static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, uns
 	(void)s, (void)e, (void)f;
 	return cudaSuccess;
 }
-
-/* CUDA graphs, as runtime/cuda/graph.cu uses them. The stand-in's
- * capture is fake_context.c's nrt_cuda_graph_step: these are for code
- * that calls the API itself (none outside graph.cu yet) and only keep
- * the type names compiling. */
-typedef struct FakeGraph *cudaGraph_t;
-typedef struct FakeGraph *cudaGraphExec_t;
-typedef enum cudaStreamCaptureMode {
-	cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2,
-} cudaStreamCaptureMode;
 #endif
