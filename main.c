@@ -68,7 +68,7 @@ static void print_pass_names(FILE *out)
 static void usage(FILE *out)
 {
 	fputs("usage: netc COMMAND FILE.net [options]\n"
-	      "       netc calibrate [-o machine.txt] [--np N] [--quick] [MODEL.net ...]\n"
+	      "       netc calibrate [-o machine.txt] [--target cuda] [--np N] [--quick] [MODEL.net ...]\n"
 	      "\n"
 	      "commands:\n"
 	      "  check FILE            parse, validate and infer shapes; report every error,\n"
@@ -458,8 +458,14 @@ int main(int argc, char **argv)
 	if (strcmp(a.command, "calibrate") == 0) {
 		if (a.machine_set)
 			fprintf(stderr, "netc: warning: --machine, --cost and --memory-limit have no effect on calibrate\n");
+		const char *t = a.build.target;
+		if (t && strcmp(t, "cpu") != 0 && strcmp(t, "cuda") != 0) {
+			fprintf(stderr, "netc: calibrate: unknown target '%s' (cpu: this host's cores, cuda: its GPU)\n", t);
+			return EXIT_USER;
+		}
 		CalibOptions o = {.output = a.output, .np = a.np, .quick = a.quick, .models = (const char *const *)a.files,
-		                  .nmodels = a.nfiles, .defines = a.defines, .ndefines = a.ndefines};
+		                  .nmodels = a.nfiles, .defines = a.defines, .ndefines = a.ndefines,
+		                  .cuda = t && strcmp(t, "cuda") == 0};
 		return netc_calibrate(&o);
 	}
 	if (a.np || a.quick)

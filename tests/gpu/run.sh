@@ -15,7 +15,9 @@
 #       GPU adds in another order (cuBLAS, block reductions), which moves
 #       losses by ~1e-7 relative and parameters by < 1e-6 (the kernels'
 #       own f32 tolerance is 1e-5, tests/gpu/kernels_check.c); plus a CPU
-#       checkpoint resumed by the CUDA build (the same files)
+#       checkpoint resumed by the CUDA build (the same files); mlp and
+#       transformer as run there (the step captured as a CUDA graph)
+#       against the same with NETC_CUDA_GRAPH=0
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
 #       optimizer parallel, semi-auto hetero, against the CUDA stand-alone
@@ -167,6 +169,16 @@ for s in samples/*.net; do
 		same "$n: CUDA == CPU" "$n.cuda" "$n.cpu"
 	else
 		bad "$n: CUDA == CPU (build or run failed)"
+	fi
+done
+# the step above ran captured as a CUDA graph (mlp: update inside it,
+# transformer: AdamW's update after it); the same uncaptured, to the
+# same tolerances (never run on a GPU yet; docs/cuda.md, CUDA graphs)
+for n in mlp transformer; do
+	if [ -x "$work/$n.cuda" ] && NETC_CUDA_GRAPH=0 run "$n.cuda" 1 "$n.nograph" --steps 5; then
+		same "$n: CUDA graph == NETC_CUDA_GRAPH=0" "$n.cuda" "$n.nograph"
+	else
+		bad "$n: CUDA graph == NETC_CUDA_GRAPH=0 (run failed)"
 	fi
 done
 # checkpoints are the same files: CPU 3 steps, then the CUDA build resumes for 2
