@@ -14,6 +14,7 @@
  *             kernels.c host_kernels.c attention.c vocab_ce.c
  *             guard.c trace.c npy.c param.c schedule.c mem.c data.c
  *             comm_types.c < spmd.c < comm.c < redist.c ckpt.c host.c
+ *             attention.c comm_types.c < ring_attention.c (CPU only)
  *             log.c < ps.c
  *   wiring    init.c (nrt_init, nrt_finalize: starts and stops the services)
  * runtime/cuda/ is the GPU twin on top (its order: runtime/cuda/cuda_internal.h). */
