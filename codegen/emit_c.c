@@ -235,8 +235,11 @@ static void emit_ring_attention_call(Emit *e, const Node *n, const char *kernel)
 	const Layout *l = n->in[0]->layout;
 	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
 	const char *comm = emit_comm(e, l, 1u << l->map[2]);
-	fprintf(OUT, "	K(%s)(%s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, ",
-	        kernel, comm, n->attr.cp_algo == CP_ZIGZAG ? "true" : "false", q->d[0] * q->d[1], q->d[1] / k->d[1],
+	fprintf(OUT, "\tK(%s)(%s, %s, ", kernel, comm, n->attr.cp_algo == CP_ZIGZAG ? "true" : "false");
+	if (n->op == OP_ATTENTION_GRAD) /* whole: the packed rows of the whole sequence; else this rank's, stacked */
+		fprintf(OUT, "%s, ", n->attr.grad_stacked ? "false" : "true");
+	fprintf(OUT, "%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, ",
+	        q->d[0] * q->d[1], q->d[1] / k->d[1],
 	        q->d[2], k->d[2], q->d[3], n->attr.scale, n->attr.causal ? "true" : "false", IN(0), IN(1), IN(2));
 	if (n->op == OP_ATTENTION)
 		fprintf(OUT, "%s, %s);\n", Y, attention_lse(e, n->out, Y));

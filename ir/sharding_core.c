@@ -161,6 +161,13 @@ static bool rule_attention(Rule *R)
 		kv_in[2] = map[2];
 	for (int j = 0; j < R->n->nin; j++)
 		R->r->in[j] = rule_layout(R, &R->n->in[j]->shape, j == 1 || j == 2 ? kv_in : map, 0);
+	if (grad && R->n->attr.grad_stacked) { /* [b, heads, 3, t, d]: the ring's rows are this device's own */
+		int st[MAX_RANK];
+		rule_all_whole(st);
+		st[0] = map[0], st[1] = map[1], st[3] = ring ? map[2] : -1;
+		R->r->out = rule_layout(R, &R->n->out->shape, st, !ring && map[2] >= 0 ? 1u << map[2] : 0);
+		return true;
+	}
 	R->r->out = rule_layout(R, &R->n->out->shape, grad ? kv : map, grad && map[2] >= 0 ? 1u << map[2] : 0);
 	return true;
 }

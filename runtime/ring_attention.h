@@ -18,10 +18,12 @@
  * q, o, dout: [bh, tq, d] (this rank's rows); k, v: [bh / group, tk, d];
  * lse [bh, tq] or NULL. Causal needs tq == tk (self-attention: query row
  * i sees keys j <= i over the whole sequence). The gradient writes dqkv
- * [bh / group, group tq_all + 2 tk_all, d] as nrt_attention_grad's
- * packed layout over the whole sequence (tq_all = n tq, tk_all = n tk):
- * this rank's dq rows, and the dk, dv of its own key block, in place,
- * zeros elsewhere, so the sum over the ranks is the full gradient.
+ * per kv slice: with `whole`, [bh / group, group tq_all + 2 tk_all, d],
+ * nrt_attention_grad's packed layout over the whole sequence (tq_all =
+ * n tq, tk_all = n tk): this rank's dq rows, and the dk, dv of its own
+ * key block, in place, zeros elsewhere, so the sum over the ranks is the
+ * full gradient; else [bh / group, group tq + 2 tk, d], this rank's rows
+ * only (the stacked [b, heads, 3, t, d] split along t when group = 1).
  * Every message is checked (NRT_MPI); counted as sends in --comm-stats.
  * CPU only (runtime/ring_attention.c): the CUDA target gathers instead. */
 #ifndef NETRT_RING_ATTENTION_H
@@ -36,7 +38,7 @@
 	                            int64_t tq, int64_t tk, int64_t d, double scale,      \
 	                            bool causal, const T *q, const T *k, const T *v, T *o, \
 	                            T *lse);                                              \
-	void nrt_ring_attention_grad_##S(NrtComm *c, bool zigzag, int64_t bh,             \
+	void nrt_ring_attention_grad_##S(NrtComm *c, bool zigzag, bool whole, int64_t bh, \
 	                                 int64_t group, int64_t tq, int64_t tk, int64_t d, \
 	                                 double scale, bool causal, const T *q,           \
 	                                 const T *k, const T *v, const T *o,              \

@@ -90,7 +90,33 @@ static void FN(ra_acc)(T *dst, const T *src, int64_t n)
 		dst[i] += src[i];
 }
 
-void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,
+/* The stacked result: this rank's rows of dq, dk, dv per kv slice,
+ * [bhk, group tq + 2 tk, d], in the plain split's order. */
+static void FN(ra_grad_local)(const Ring *R, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,
+                              T *dq, T *dkv, T *out)
+{
+	int P = R->parts;
+	int64_t bhk = bh / group, nk = bhk * tk / P * d, rows = group * tq + 2 * tk;
+	T *plain = dq, *dk = dkv, *dv = dkv + P * nk;
+	if (P > 1) { /* the zigzag chunks back to the plain split */
+		plain = ring_alloc(bh * tq * d + 2 * bhk * tk * d, sizeof(T));
+		dk = plain + bh * tq * d, dv = dk + bhk * tk * d;
+		T *qp[2] = {dq, dq + bh * tq / 2 * d}, *kp[2] = {dkv, dkv + nk}, *vp[2] = {dkv + 2 * nk, dkv + 3 * nk};
+		zigzag(R, true, bh, tq, d, plain, (void **)qp);
+		zigzag(R, true, bhk, tk, d, dk, (void **)kp);
+		zigzag(R, true, bhk, tk, d, dv, (void **)vp);
+	}
+	for (int64_t s2 = 0; s2 < bhk; s2++) {
+		T *o = out + s2 * rows * d;
+		memcpy(o, plain + s2 * group * tq * d, (size_t)(group * tq * d) * sizeof(T));
+		memcpy(o + group * tq * d, dk + s2 * tk * d, (size_t)(tk * d) * sizeof(T));
+		memcpy(o + (group * tq + tk) * d, dv + s2 * tk * d, (size_t)(tk * d) * sizeof(T));
+	}
+	if (P > 1)
+		free(plain);
+}
+
+void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, bool whole, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,
                                  double scale, bool causal, const T *q, const T *k, const T *v, const T *o,
                                  const T *lse, const T *dout, T *dqkv)
 {
@@ -158,6 +184,10 @@ void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, int64_t bh, int64_t group,
 			cur = nxt, nxt = t;
 		}
 	}
+	if (!whole) {
+		FN(ra_grad_local)(&R, bh, group, tq, tk, d, dq, dcur, dqkv);
+		goto done;
+	}
 	/* the packed whole-sequence gradient: this rank's rows in place */
 	int64_t tq_all = (int64_t)R.n * tq, tk_all = (int64_t)R.n * tk, rows = group * tq_all + 2 * tk_all;
 	memset(dqkv, 0, (size_t)(bhk * rows * d) * sizeof(T));
@@ -170,6 +200,7 @@ void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, int64_t bh, int64_t group,
 			memcpy(dst + (group * tq_all + x * ck) * d, dcur + p * nk + s2 * ck * d, ck * d * sizeof(T));
 			memcpy(dst + (group * tq_all + tk_all + x * ck) * d, dcur + (P + p) * nk + s2 * ck * d, ck * d * sizeof(T));
 		}
+done:
 	free(own_lse), free(qbuf), free(obuf), free(dobuf), free(lbuf);
 	free(cur), free(nxt), free(dcur), free(dnxt), free(dq), free(g);
 }
