@@ -37,6 +37,7 @@ typedef struct Args {
 	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
+	bool memory_limit_given; /* --memory-limit: every build keeps it (not only the search's) */
 	int np;                  /* calibrate --np N */
 	bool quick;              /* calibrate --quick */
 	char **files;            /* calibrate: the models (any number) */
@@ -116,7 +117,8 @@ static void usage(FILE *out)
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
 	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
-	      "      --memory-limit B  bytes per device (the compiled plan's total) for search_mode = dynamic_programming\n"
+	      "      --memory-limit B  bytes per device (the compiled plan's total): dynamic_programming searches within it,\n"
+	      "                        any other build stops over it\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -258,6 +260,7 @@ static int parse_args(int argc, char **argv, Args *a)
 				return EXIT_USER;
 			}
 			a->machine_set = true;
+			a->memory_limit_given |= c == OPT_MEMORY_LIMIT;
 			break;
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
@@ -393,12 +396,31 @@ static bool compile_scaled(Compilation *c, const Args *a, double factor)
  * estimated, until a plan fits; when the search finds nothing within the
  * scaled estimate (or after 8 tries), no plan fits, and the error says
  * what the smallest one tried needs. */
+/* Without that search, --memory-limit is a budget the compiled plan must
+ * keep as it is: over it, the build stops and says by how much (a model
+ * that does not fit one device must be split further, e.g. a long
+ * sequence by its attention's query sequence, docs/parallel.md). */
+static bool keep_memory_limit(Compilation *c, const Args *a)
+{
+	double limit = a->machine.memory_limit;
+	if (!a->memory_limit_given || limit <= 0)
+		return true;
+	int64_t planned = netc_planned_bytes(c, &a->build);
+	if (planned < 0 || planned <= limit)
+		return true;
+	diag_error(&c->diag, loc_none(),
+	           "the plan needs %" PRId64 " bytes per device (netc build -v's total), over --memory-limit %.6g; "
+	           "split the model over more devices",
+	           planned, limit);
+	return false;
+}
+
 static bool fit_memory_limit(Compilation *c, const Args *a)
 {
 	double limit = a->machine.memory_limit, factor = 1;
 	const Graph *g = c->g;
 	if (g->par.parallel_mode != PM_AUTO_PARALLEL || g->par.search_mode != SM_DYNAMIC_PROGRAMMING || limit <= 0)
-		return true;
+		return keep_memory_limit(c, a);
 	int64_t least = -1;
 	double least_est = 0;
 	for (int tries = 1;; tries++) {
