@@ -1,7 +1,6 @@
 /* netc build: choose the target, write the generated source, and run the
  * system compiler on it against libnetrt. */
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -11,7 +10,6 @@
 #include <unistd.h>
 
 #include "emit.h"
-#include "../ir/layout.h"
 
 extern char **environ;
 
@@ -210,30 +208,10 @@ static const char *cuda_unavailable(void)
 	return NULL;
 }
 
-/* The ring of a sequence-split attention (runtime/ring_attention.h) runs
- * on the CPU runtime only: on the CUDA target it is a located error that
- * names the gather, which runs there. */
-static bool refuse_ring_cuda(Compilation *c)
-{
-	for (int i = 0; i < c->g->nnodes; i++) {
-		const Node *x = c->g->nodes[i];
-		const Layout *k = x->op == OP_ATTENTION ? x->in[1]->layout : NULL;
-		if (k && k->map[2] >= 0) {
-			diag_error(&c->diag, x->loc, "attention: context_parallel_algo = %s (the query sequence split %" PRId64
-			           " ways) has no CUDA implementation yet; write context_parallel_algo = all_gather for the "
-			           "CUDA target", cp_algo_names[x->attr.cp_algo], k->dev[k->map[2]]);
-			return false;
-		}
-	}
-	return true;
-}
-
 /* The same program as the CPU's (docs/cuda.md). */
 static bool cuda_emit(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	warn_target_cpu_cuda(c);
-	if (!refuse_ring_cuda(c))
-		return false;
 	return emit_c_program(c, o, out);
 }
 

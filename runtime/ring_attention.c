@@ -1,32 +1,28 @@
-/* Ring attention on the CPU (contract: ring_attention.h): the blocks'
- * attention is nrt_attention's and nrt_attention_grad's (attention.c),
- * the exchanges MPI's non-blocking point-to-point on the sequence axis's
- * communicator, started before the block held is computed. Instantiated
- * for f32 and f64 from ring_attention_impl.h; the permutation of the
- * zigzag layout and the ring's plumbing are type-blind (bytes). */
+/* Ring attention (contract: ring_attention.h) over the runtime's API
+ * only: the blocks' attention is nrt_attention's and nrt_attention_grad's,
+ * their merge nrt_attention_merge's, sums nrt_axpy's, copies nrt_copy's,
+ * the exchanges nrt_sendrecv_start's on the sequence axis's communicator,
+ * each started before the block held is computed. So the CUDA runtime
+ * takes this file as it is (not under host_names.h: its calls reach the
+ * CUDA twins; GNUmakefile). Instantiated for f32 and f64 from
+ * ring_attention_impl.h; the zigzag permutation is type-blind (bytes). */
 #include "ring_attention.h"
 
-#include <limits.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stddef.h>
 
-#include "rt_internal.h"
+#include "rt_internal.h" /* nrt_dtype_size */
 
 /* A ring of n ranks, this one r; each holds `parts` chunks of its rows
  * (1: its plain block; 2: zigzag, chunks r and 2n - 1 - r). */
 typedef struct Ring {
 	NrtComm *c;
-	MPI_Comm comm;  /* MPI_COMM_NULL: one rank, nothing to exchange */
 	int n, r, parts;
 	NrtDType t;
 } Ring;
 
 static Ring ring_of(NrtComm *c, NrtDType t, bool zigzag, bool causal, int64_t tq, int64_t tk)
 {
-	Ring R = {.c = c, .comm = c->comm, .n = c->size, .r = c->rank, .parts = zigzag ? 2 : 1, .t = t};
-	if (c->comm == MPI_COMM_NULL)
-		R.n = 1, R.r = 0;
+	Ring R = {.c = c, .n = nrt_comm_size(c), .r = nrt_comm_rank(c), .parts = zigzag ? 2 : 1, .t = t};
 	if (causal && tq != tk)
 		nrt_fatal("ring attention: causal needs as many query rows as key rows a rank (%lld, %lld)",
 		          (long long)tq, (long long)tk);
@@ -52,97 +48,51 @@ static int blk_kind(bool causal, int64_t x, int64_t y)
 	return y == x ? BLK_DIAG : BLK_NONE;
 }
 
+/* Buffer memory (the device's on the CUDA target), zeroed. */
 static void *ring_alloc(int64_t n, size_t es)
 {
-	void *p = calloc(n > 0 ? (size_t)n : 1, es);
-	if (!p)
-		nrt_fatal("ring attention: out of memory (%lld elements)", (long long)n);
-	return p;
-}
-
-static int ring_count(int64_t n)
-{
-	if (n < 0 || n > INT_MAX)
-		nrt_fatal("ring attention: a message of %lld elements (MPI counts are limited to %d)", (long long)n,
-		          INT_MAX);
-	return (int)n;
-}
-
-static void ring_isend(const Ring *R, const void *buf, int64_t n, int dest, int tag, MPI_Request *req)
-{
-	nrt_comm_account(NRT_CK_SENDRECV, 2, R->t, n);
-	NRT_MPI_AS("ring attention send", MPI_Isend(buf, ring_count(n), nrt_mpi_type(R->t), dest, tag, R->comm, req));
-}
-
-static void ring_irecv(const Ring *R, void *buf, int64_t n, int src, int tag, MPI_Request *req)
-{
-	NRT_MPI_AS("ring attention receive", MPI_Irecv(buf, ring_count(n), nrt_mpi_type(R->t), src, tag, R->comm, req));
+	return nrt_alloc(NRT_MEM_RUNTIME, n > 0 ? n : 1, es);
 }
 
 /* Starts send -> rank r + 1, recv <- rank r - 1 (n elements each). */
-static void ring_shift_start(const Ring *R, const void *send, void *recv, int64_t n, int tag, MPI_Request req[2])
+static NrtXfer *ring_shift(const Ring *R, const void *send, void *recv, int64_t n, int tag)
 {
-	ring_irecv(R, recv, n, (R->r + R->n - 1) % R->n, tag, &req[0]);
-	ring_isend(R, send, n, (R->r + 1) % R->n, tag, &req[1]);
-}
-
-static void ring_wait(MPI_Request *req, int n)
-{
-	NRT_MPI_AS("ring attention wait", MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+	return nrt_sendrecv_start(R->c, R->t, send, (R->r + 1) % R->n, tag, recv, (R->r + R->n - 1) % R->n, tag, n);
 }
 
 /* The zigzag permutation of a [bh, rows, w] block (contiguous chunks 2r
  * and 2r + 1 of the sequence) into its two parts [bh, rows / 2, w]
  * (chunks r and 2n - 1 - r), or back (out = true). Chunk x lives on rank
- * x / 2 in the plain split and on x < n ? x : 2n - 1 - x in the zigzag. */
-static void zigzag_move(const Ring *R, bool out, int64_t bh, int64_t rows, int64_t w, void *plain, void *part[2])
+ * x / 2 in the plain split and on x < n ? x : 2n - 1 - x in the zigzag;
+ * a message's tag is the half it lands in. */
+static void zigzag(const Ring *R, bool out, int64_t bh, int64_t rows, int64_t w, void *plain, void *part[2])
 {
 	size_t es = nrt_dtype_size(R->t);
 	int64_t half = rows / 2 * w, n2 = 2 * (int64_t)R->n;
 	char *pack[2];
-	MPI_Request req[4];
+	NrtXfer *x[2];
 	for (int h = 0; h < 2; h++) {
 		pack[h] = ring_alloc(bh * half, es);
-		if (!out) /* gather this rank's plain chunk h into a part-shaped buffer */
+		if (!out) /* this rank's plain chunk h, gathered into a part's shape */
 			for (int64_t s = 0; s < bh; s++)
-				memcpy(pack[h] + s * half * es, (char *)plain + (s * 2 + h) * half * es, half * es);
+				nrt_copy(pack[h] + s * half * es, (char *)plain + (s * 2 + h) * half * es, half * (int64_t)es);
 	}
 	for (int h = 0; h < 2; h++) {
-		int64_t x = 2 * R->r + h;              /* plain chunk h */
-		int zz = (int)(x < R->n ? x : n2 - 1 - x), zp = x < R->n ? 0 : 1;
-		int64_t y = ring_chunk(R, R->r, h);    /* zigzag part h */
-		if (!out) {
-			ring_irecv(R, part[h], bh * half, (int)(y / 2), h, &req[h]);
-			ring_isend(R, pack[h], bh * half, zz, zp, &req[2 + h]);
-		} else {
-			ring_irecv(R, pack[h], bh * half, zz, h, &req[h]);
-			ring_isend(R, part[h], bh * half, (int)(y / 2), (int)(y % 2), &req[2 + h]);
-		}
+		int64_t c = 2 * R->r + h, y = ring_chunk(R, R->r, h); /* plain chunk h, zigzag part h */
+		int zz = (int)(c < R->n ? c : n2 - 1 - c), zp = c < R->n ? 0 : 1;
+		if (!out)
+			x[h] = nrt_sendrecv_start(R->c, R->t, pack[h], zz, zp, part[h], (int)(y / 2), h, bh * half);
+		else
+			x[h] = nrt_sendrecv_start(R->c, R->t, part[h], (int)(y / 2), (int)(y % 2), pack[h], zz, h, bh * half);
 	}
-	ring_wait(req, 4);
+	for (int h = 0; h < 2; h++)
+		nrt_sendrecv_wait(x[h]);
 	for (int h = 0; h < 2; h++) {
 		if (out)
 			for (int64_t s = 0; s < bh; s++)
-				memcpy((char *)plain + (s * 2 + h) * half * es, pack[h] + s * half * es, half * es);
-		free(pack[h]);
+				nrt_copy((char *)plain + (s * 2 + h) * half * es, pack[h] + s * half * es, half * (int64_t)es);
+		nrt_free(pack[h]);
 	}
-}
-
-/* One rank: the zigzag parts are local chunks 0 and 1, no messages. */
-static void zigzag_local(const Ring *R, bool out, int64_t bh, int64_t rows, int64_t w, void *plain, void *part[2])
-{
-	size_t es = nrt_dtype_size(R->t);
-	int64_t half = rows / 2 * w;
-	for (int h = 0; h < 2; h++)
-		for (int64_t s = 0; s < bh; s++) {
-			char *a = (char *)plain + (s * 2 + h) * half * es, *b = (char *)part[h] + s * half * es;
-			memcpy(out ? a : b, out ? b : a, half * es);
-		}
-}
-
-static void zigzag(const Ring *R, bool out, int64_t bh, int64_t rows, int64_t w, void *plain, void *part[2])
-{
-	(R->comm == MPI_COMM_NULL ? zigzag_local : zigzag_move)(R, out, bh, rows, w, plain, part);
 }
 
 #define RA_CAT_(a, b) a##_##b

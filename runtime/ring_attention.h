@@ -24,8 +24,10 @@
  * key block, in place, zeros elsewhere, so the sum over the ranks is the
  * full gradient; else [bh / group, group tq + 2 tk, d], this rank's rows
  * only (the stacked [b, heads, 3, t, d] split along t when group = 1).
- * Every message is checked (NRT_MPI); counted as sends in --comm-stats.
- * CPU only (runtime/ring_attention.c): the CUDA target gathers instead. */
+ * The exchanges are nrt_sendrecv_start's (MPI, checked; counted as sends
+ * in --comm-stats), the blocks' work the kernel API's, so the one
+ * runtime/ring_attention.c serves both targets: on the CUDA target the
+ * exchanges are staged through host memory. */
 #ifndef NETRT_RING_ATTENTION_H
 #define NETRT_RING_ATTENTION_H
 #include <stdbool.h>
@@ -34,6 +36,11 @@
 #include "netrt.h"
 
 #define NRT_RING_ATTENTION_DECLS(T, S)                                              \
+	/* the kernel of a ring's step (ring_kernels.c, cuda/ring_attention.cu): o,   \
+	 * lse ([rows, d], [rows]) absorb a partial result ob, lb over other keys, \
+	 * the online softmax's rescale, in double (f32 too) */                     \
+	void nrt_attention_merge_##S(int64_t rows, int64_t d, T *o, T *lse,          \
+	                             const T *ob, const T *lb);                      \
 	void nrt_ring_attention_##S(NrtComm *c, bool zigzag, int64_t bh, int64_t group,   \
 	                            int64_t tq, int64_t tk, int64_t d, double scale,      \
 	                            bool causal, const T *q, const T *k, const T *v, T *o, \

@@ -1,19 +1,6 @@
 /* Ring attention for one element type (included by ring_attention.c with
  * T, S, DT defined; FN(x) appends S). */
 
-/* o, lse (rows x d, rows) absorb a second partial result ob, lb over
- * other keys: the online softmax's rescale, in double. */
-static void FN(ra_merge)(int64_t rows, int64_t d, T *o, T *lse, const T *ob, const T *lb)
-{
-	for (int64_t i = 0; i < rows; i++) {
-		double l1 = lse[i], l2 = lb[i], m = l1 > l2 ? l1 : l2;
-		double w1 = exp(l1 - m), w2 = exp(l2 - m), den = w1 + w2;
-		for (int64_t e = 0; e < d; e++)
-			o[i * d + e] = (T)(((double)o[i * d + e] * w1 + (double)ob[i * d + e] * w2) / den);
-		lse[i] = (T)(m + log(den));
-	}
-}
-
 /* This rank's rows as parts: views of the plain block, or the zigzag
  * chunks in buf (parts x n elements). */
 static void FN(ra_parts)(const Ring *R, int64_t bh, int64_t rows, int64_t w, const T *plain, T *buf, T *part[2])
@@ -48,15 +35,15 @@ void FN(nrt_ring_attention)(NrtComm *c, bool zz, int64_t bh, int64_t group, int6
 		zigzag(&R, false, bhk, tk, d, (void *)k, (void **)kp);
 		zigzag(&R, false, bhk, tk, d, (void *)v, (void **)vp);
 	} else {
-		memcpy(cur, k, nk * sizeof(T));
-		memcpy(cur + nk, v, nk * sizeof(T));
+		nrt_copy(cur, k, nk * (int64_t)sizeof(T));
+		nrt_copy(cur + nk, v, nk * (int64_t)sizeof(T));
 	}
 	bool have[2] = {false, false};
 	for (int s = 0; s < R.n; s++) {
 		int j = (R.r - s + R.n) % R.n; /* whose block this rank holds */
-		MPI_Request req[2];
+		NrtXfer *x = NULL;
 		if (s < R.n - 1) /* the next block travels while this one is computed */
-			ring_shift_start(&R, cur, nxt, 2 * P * nk, 0, req);
+			x = ring_shift(&R, cur, nxt, 2 * P * nk, 0);
 		for (int a = 0; a < P; a++)
 			for (int b = 0; b < P; b++) {
 				int kind = blk_kind(causal, ring_chunk(&R, R.r, a), ring_chunk(&R, j, b));
@@ -66,11 +53,11 @@ void FN(nrt_ring_attention)(NrtComm *c, bool zz, int64_t bh, int64_t group, int6
 				FN(nrt_attention)(bh, group, cq, ck, d, scale, kind == BLK_DIAG, cq, 0, qp[a], kb, vb,
 				                  have[a] ? ob : op[a], have[a] ? lb : lp[a]);
 				if (have[a])
-					FN(ra_merge)(bh * cq, d, op[a], lp[a], ob, lb);
+					FN(nrt_attention_merge)(bh * cq, d, op[a], lp[a], ob, lb);
 				have[a] = true;
 			}
 		if (s < R.n - 1) {
-			ring_wait(req, 2);
+			nrt_sendrecv_wait(x);
 			T *t = cur;
 			cur = nxt, nxt = t;
 		}
@@ -80,14 +67,7 @@ void FN(nrt_ring_attention)(NrtComm *c, bool zz, int64_t bh, int64_t group, int6
 		if (lse)
 			zigzag(&R, true, bh, tq, 1, lse, (void **)lp);
 	}
-	free(qbuf), free(obuf), free(lbuf), free(cur), free(nxt), free(ob), free(lb);
-}
-
-/* dst += src, n elements */
-static void FN(ra_acc)(T *dst, const T *src, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++)
-		dst[i] += src[i];
+	nrt_free(qbuf), nrt_free(obuf), nrt_free(lbuf), nrt_free(cur), nrt_free(nxt), nrt_free(ob), nrt_free(lb);
 }
 
 /* The stacked result: this rank's rows of dq, dk, dv per kv slice,
@@ -108,12 +88,12 @@ static void FN(ra_grad_local)(const Ring *R, int64_t bh, int64_t group, int64_t 
 	}
 	for (int64_t s2 = 0; s2 < bhk; s2++) {
 		T *o = out + s2 * rows * d;
-		memcpy(o, plain + s2 * group * tq * d, (size_t)(group * tq * d) * sizeof(T));
-		memcpy(o + group * tq * d, dk + s2 * tk * d, (size_t)(tk * d) * sizeof(T));
-		memcpy(o + (group * tq + tk) * d, dv + s2 * tk * d, (size_t)(tk * d) * sizeof(T));
+		nrt_copy(o, plain + s2 * group * tq * d, group * tq * d * (int64_t)sizeof(T));
+		nrt_copy(o + group * tq * d, dk + s2 * tk * d, tk * d * (int64_t)sizeof(T));
+		nrt_copy(o + (group * tq + tk) * d, dv + s2 * tk * d, tk * d * (int64_t)sizeof(T));
 	}
 	if (P > 1)
-		free(plain);
+		nrt_free(plain);
 }
 
 void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, bool whole, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,
@@ -129,7 +109,7 @@ void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, bool whole, int64_t bh, in
 		T *o2 = ring_alloc(bh * tq * d, sizeof(T));
 		own_lse = ring_alloc(bh * tq, sizeof(T));
 		FN(nrt_ring_attention)(c, zz, bh, group, tq, tk, d, scale, causal, q, k, v, o2, own_lse);
-		free(o2);
+		nrt_free(o2);
 		lse = own_lse;
 	}
 	int64_t zq = P > 1 ? bh * tq * d : 0;
@@ -149,14 +129,14 @@ void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, bool whole, int64_t bh, in
 		zigzag(&R, false, bhk, tk, d, (void *)k, (void **)kp);
 		zigzag(&R, false, bhk, tk, d, (void *)v, (void **)vp);
 	} else {
-		memcpy(cur, k, nk * sizeof(T));
-		memcpy(cur + nk, v, nk * sizeof(T));
+		nrt_copy(cur, k, nk * (int64_t)sizeof(T));
+		nrt_copy(cur + nk, v, nk * (int64_t)sizeof(T));
 	}
 	for (int s = 0; s < R.n; s++) {
 		int j = (R.r - s + R.n) % R.n;
-		MPI_Request req[2];
+		NrtXfer *x = NULL;
 		if (s < R.n - 1)
-			ring_shift_start(&R, cur, nxt, 2 * P * nk, 0, req);
+			x = ring_shift(&R, cur, nxt, 2 * P * nk, 0);
 		for (int a = 0; a < P; a++)
 			for (int b = 0; b < P; b++) {
 				int kind = blk_kind(causal, ring_chunk(&R, R.r, a), ring_chunk(&R, j, b));
@@ -167,17 +147,15 @@ void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, bool whole, int64_t bh, in
 				                       op[a], lp[a], dop[a], g);
 				for (int64_t s2 = 0; s2 < bhk; s2++) {
 					const T *gs = g + s2 * gr * d;
-					FN(ra_acc)(dq + a * nq + s2 * group * cq * d, gs, group * cq * d);
-					FN(ra_acc)(dk + s2 * ck * d, gs + group * cq * d, ck * d);
-					FN(ra_acc)(dv + s2 * ck * d, gs + (group * cq + ck) * d, ck * d);
+					FN(nrt_axpy)(group * cq * d, 1, gs, dq + a * nq + s2 * group * cq * d);
+					FN(nrt_axpy)(ck * d, 1, gs + group * cq * d, dk + s2 * ck * d);
+					FN(nrt_axpy)(ck * d, 1, gs + (group * cq + ck) * d, dv + s2 * ck * d);
 				}
 			}
 		if (s < R.n - 1)
-			ring_wait(req, 2);
+			nrt_sendrecv_wait(x);
 		if (R.n > 1) { /* dk|dv follow their block; after the last step they reach its owner */
-			MPI_Request dreq[2];
-			ring_shift_start(&R, dcur, dnxt, 2 * P * nk, 1, dreq);
-			ring_wait(dreq, 2);
+			nrt_sendrecv_wait(ring_shift(&R, dcur, dnxt, 2 * P * nk, 1));
 			T *t = dcur;
 			dcur = dnxt, dnxt = t;
 			t = cur;
@@ -190,17 +168,17 @@ void FN(nrt_ring_attention_grad)(NrtComm *c, bool zz, bool whole, int64_t bh, in
 	}
 	/* the packed whole-sequence gradient: this rank's rows in place */
 	int64_t tq_all = (int64_t)R.n * tq, tk_all = (int64_t)R.n * tk, rows = group * tq_all + 2 * tk_all;
-	memset(dqkv, 0, (size_t)(bhk * rows * d) * sizeof(T));
+	nrt_zero(dqkv, bhk * rows * d * (int64_t)sizeof(T));
 	for (int64_t s2 = 0; s2 < bhk; s2++)
 		for (int p = 0; p < P; p++) {
 			int64_t x = ring_chunk(&R, R.r, p);
 			T *dst = dqkv + s2 * rows * d;
 			for (int64_t h = 0; h < group; h++)
-				memcpy(dst + (h * tq_all + x * cq) * d, dq + p * nq + (s2 * group + h) * cq * d, cq * d * sizeof(T));
-			memcpy(dst + (group * tq_all + x * ck) * d, dcur + p * nk + s2 * ck * d, ck * d * sizeof(T));
-			memcpy(dst + (group * tq_all + tk_all + x * ck) * d, dcur + (P + p) * nk + s2 * ck * d, ck * d * sizeof(T));
+				nrt_copy(dst + (h * tq_all + x * cq) * d, dq + p * nq + (s2 * group + h) * cq * d, cq * d * (int64_t)sizeof(T));
+			nrt_copy(dst + (group * tq_all + x * ck) * d, dcur + p * nk + s2 * ck * d, ck * d * (int64_t)sizeof(T));
+			nrt_copy(dst + (group * tq_all + tk_all + x * ck) * d, dcur + (P + p) * nk + s2 * ck * d, ck * d * (int64_t)sizeof(T));
 		}
 done:
-	free(own_lse), free(qbuf), free(obuf), free(dobuf), free(lbuf);
-	free(cur), free(nxt), free(dcur), free(dnxt), free(dq), free(g);
+	nrt_free(own_lse), nrt_free(qbuf), nrt_free(obuf), nrt_free(dobuf), nrt_free(lbuf);
+	nrt_free(cur), nrt_free(nxt), nrt_free(dcur), nrt_free(dnxt), nrt_free(dq), nrt_free(g);
 }
