@@ -471,4 +471,5 @@ void nrt_ps_done(void *const *params, NrtTensor *state);
  * rows allocated by nrt_ps_state_alloc) its optimizer state from the
  * servers, as nrt_ps_done does, and no worker goes on until it has. */
 void nrt_ps_snapshot(void *const *params, NrtTensor *state);
+#include "ring_attention.h" /* needs NrtComm */
 #endif

@@ -34,13 +34,9 @@
 #include <stdint.h>
 
 #include "netrt.h"
+#include "ring_kernels.h"
 
 #define NRT_RING_ATTENTION_DECLS(T, S)                                              \
-	/* the kernel of a ring's step (ring_kernels.c, cuda/ring_attention.cu): o,   \
-	 * lse ([rows, d], [rows]) absorb a partial result ob, lb over other keys, \
-	 * the online softmax's rescale, in double (f32 too) */                     \
-	void nrt_attention_merge_##S(int64_t rows, int64_t d, T *o, T *lse,          \
-	                             const T *ob, const T *lb);                      \
 	void nrt_ring_attention_##S(NrtComm *c, bool zigzag, int64_t bh, int64_t group,   \
 	                            int64_t tq, int64_t tk, int64_t d, double scale,      \
 	                            bool causal, const T *q, const T *k, const T *v, T *o, \

@@ -1,8 +1,8 @@
-/* The CPU kernel of ring attention's merge (contract: ring_attention.h;
+/* The CPU kernel of ring attention's merge (contract: ring_kernels.h;
  * its CUDA twin is runtime/cuda/ring_attention.cu). */
 #include <math.h>
 
-#include "ring_attention.h"
+#include "ring_kernels.h"
 
 #define MERGE(T, S)                                                                                  \
 	void nrt_attention_merge_##S(int64_t rows, int64_t d, T *o, T *lse, const T *ob, const T *lb)      \

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "netrt.h"
-#include "ring_attention.h"
 
 #define NRT_SPMD_DECLS(T, S)                                                              \
 	/* st[c] += sum of x over (n, hw); st[C + c] += sum of x^2 */                        \

@@ -684,7 +684,7 @@ static void FN(test_attention)(void)
 }
 
 /* Ring attention's merge of two partial results by their log-sum-exps
- * (runtime/ring_attention.h): one row, a row of one element, odd sizes,
+ * (runtime/ring_kernels.h): one row, a row of one element, odd sizes,
  * log-sum-exps far apart (one weight underflows). */
 static void FN(test_attention_merge)(void)
 {
