@@ -164,6 +164,24 @@ static void ps_traffic(const Graph *g, const Machine *m, const Node *n, ExplainT
 	sc->comm += time, sc->grads += time, sc->comm_bytes += bytes, sc->ncomm++;
 }
 
+/* A sequence-split attention's ring (runtime/ring_attention.c): its
+ * send/recv messages, each way once per call, priced without overlap. */
+static void ring_traffic(const Machine *m, const Node *n, ExplainTotals *t)
+{
+	int msgs;
+	int64_t bytes = cost_ring_attention(n, &msgs);
+	if (!bytes)
+		return;
+	double s = cost_ring_time(m, bytes, msgs);
+	int times = n->phase == PH_UPDATE ? 1 : t->nmicro;
+	t->nring += msgs * times;
+	t->ring_bytes += bytes * times;
+	t->ncomm += msgs;
+	t->comm_bytes += bytes;
+	t->comm += s;
+	add_comm(t, n, s, bytes, msgs);
+}
+
 /* The values a chunk sends to another each micro-batch, as the program
  * does (codegen/pipeline_c.c, emit_sched_plan): an operator's input made
  * on another chunk, once per (value, reader chunk), in the earliest phase
@@ -337,6 +355,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		}
 		if (n->ps_push)
 			ps_traffic(g, m, n, t);
+		ring_traffic(m, n, t);
 		if (!search_node_searchable(n))
 			continue;
 		if (!measured)
@@ -618,6 +637,11 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 			total += bytes[k];
 			sep = ", ";
 		}
+	if (t->nring) {
+		fprintf(out, "%sring attention send/recv %d x %s", sep, t->nring, human(c, (double)t->ring_bytes));
+		total += t->ring_bytes;
+		sep = ", ";
+	}
 	if (t->nps) {
 		fprintf(out, "%sparameter-server send/recv %d x %s", sep, t->nps, human(c, (double)t->ps_bytes));
 		total += t->ps_bytes;

@@ -457,6 +457,29 @@ void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const vo
 	p2p_push((P2p){.round = round, .send = true, .peer = dest, .tag = tag, .t = t, .n = n, .buf = copy});
 }
 
+/* Ring attention's exchanges, staged through host memory (MPI whatever
+ * the backend): the send is copied out at the start, the receive copied
+ * in at the wait. */
+NrtXfer *nrt_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                            int rtag, int64_t n)
+{
+	int64_t bytes = n * (int64_t)esize(t);
+	void *hs = to_host_copy(send, bytes), *hr = to_host_copy(NULL, bytes);
+	NrtXfer *x = nrt_host_sendrecv_start(c, t, hs, dest, stag, hr, src, rtag, n);
+	x->stage_send = hs, x->stage_recv = hr, x->recv = recv, x->bytes = bytes;
+	return x;
+}
+
+void nrt_sendrecv_wait(NrtXfer *x)
+{
+	void *hs = x->stage_send, *hr = x->stage_recv, *recv = x->recv;
+	int64_t bytes = x->bytes;
+	nrt_host_sendrecv_wait(x);
+	nrt_from_host(recv, hr, bytes);
+	free(hs);
+	free(hr);
+}
+
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
 {
 	int64_t bytes = n * (int64_t)esize(t);

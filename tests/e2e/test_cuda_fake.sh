@@ -126,6 +126,12 @@ case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
 case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
+# ring attention (issue 23): the query sequence split 4 ways, the K/V
+# blocks around the ring in host-staged exchanges (nrt_sendrecv_start's
+# twin), the merges and sums on "device" buffers; plain and zigzag
+case_ attention_ring 4 FAKE_CUDA_DEVICES=4 -- $M/attention_seq4.net
+sed 's/causal = true)/causal = true, context_parallel_algo = zigzag)/' $M/attention_seq4.net >"$work/zigzag.net"
+case_ attention_zigzag 4 NETC_COMM=host -- "$work/zigzag.net"
 
 # The NCCL backend on several ranks (NETC_COMM=nccl, the default; one
 # "device" per rank): pipeline transfers as NCCL sends and receives in

@@ -683,6 +683,29 @@ static void FN(test_attention)(void)
 	}
 }
 
+/* Ring attention's merge of two partial results by their log-sum-exps
+ * (runtime/ring_kernels.h): one row, a row of one element, odd sizes,
+ * log-sum-exps far apart (one weight underflows). */
+static void FN(test_attention_merge)(void)
+{
+	static const int64_t cs[][3] = {{1, 1, 2}, {7, 1, 2}, {33, 64, 2}, {130, 17, 80}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t rows = cs[c][0], d = cs[c][1], spread = cs[c][2], n = rows * d;
+		T *o = FN(hrand)(n, -1, 1), *ob = FN(hrand)(n, -1, 1), *l = FN(hrand)(rows, -spread, spread);
+		T *lb = FN(hrand)(rows, -spread, spread);
+		T *go = FN(dev)(o, n), *gl = FN(dev)(l, rows), *gob = FN(dev)(ob, n), *glb = FN(dev)(lb, rows);
+		FN(nrt_attention_merge)(rows, d, go, gl, gob, glb);
+		FN(cpu_nrt_attention_merge)(rows, d, o, l, ob, lb);
+		char name[80];
+		snprintf(name, sizeof name, "attention_merge [%lld,%lld] lse spread %lld", (long long)rows, (long long)d,
+		         (long long)spread);
+		FN(cmp)(name, go, o, n, TOL);
+		snprintf(name, sizeof name, "attention_merge log-sum-exp [%lld,%lld]", (long long)rows, (long long)d);
+		FN(cmp)(name, gl, l, rows, TOL);
+		free_all();
+	}
+}
+
 static void FN(test_losses)(void)
 {
 	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}, {2, 3000}};
@@ -1010,6 +1033,7 @@ static void FN(run_all)(void)
 	FN(test_losses)();
 	FN(test_vocab_ce)();
 	FN(test_attention)();
+	FN(test_attention_merge)();
 	FN(test_conv)();
 	FN(test_pool)();
 	FN(test_llama)();
