@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/attention.h"
 #include "runtime/half.h"
 #include "runtime/kernels.h"
 #include "runtime/netrt.h"
@@ -783,6 +784,128 @@ static void narrow_reduce(const Narrow *t)
 	}
 }
 
+/* Narrow attention (runtime/attention.h) against the CPU's, which widens,
+ * runs the f32 kernel and rounds once. Heads up to 64 wide take the
+ * tensor-core kernel on sm_80+ (attention_tc.cu), wider ones the one-warp
+ * kernel on f32 copies. Shapes: b 2 x heads 3, t from 1 to 257 (odd:
+ * tails of the 64-row and 64-key tiles), d 64, causal and not, grouped
+ * query (3 heads over 1 kv head), more keys than queries, a head of 40
+ * (zero-padded in the tiles), one of 96 (the one-warp kernel) and a
+ * share of the query rows (sequence parallelism: row0 > 0).
+ *
+ * Tolerance: the 2u + 1e-5 of the narrow kernels (each side rounds an
+ * f32 result once) plus, per element, what the tensor-core kernel's own
+ * roundings cost: it rounds P (forward, and dV) and dS (dQ, dK) to the
+ * narrow type before their products, as flash attention does. A rounded
+ * p is off by at most u p + eta (eta: half the narrow type's smallest
+ * subnormal spacing, 2^-25 for f16; 0 for bf16, whose range is f32's), so
+ *   o_i   moves by at most  sum_j (u p_ij + eta) |v_j|
+ *   dv_j  by                sum_i (u p_ij + eta) |do_i|
+ *   dq_i  by                sum_j (u |ds_ij| + eta) |k_j| + e_ij |k_j|
+ *   dk_j  by                sum_i (u |ds_ij| + eta) |q_i| + e_ij |q_i|
+ * with p, ds computed here in double from the CPU's lse, and e_ij = 1e-5
+ * p_ij scale (|dp_ij| + |delta_i|): the f32 error of dp - delta, which
+ * can cancel (both sides compute it in f32 in another order). */
+typedef struct AttRef {
+	int64_t bh, G, tq, tk, d, tq_all;
+	bool causal;
+	double scale;
+	const uint16_t *q, *k, *v, *o, *dout;
+	const float *lse;
+} AttRef;
+
+/* the bounds above, in the layouts of o [bh, tq, d] and dqkv */
+static void att_bounds(const Narrow *t, const AttRef *a, double *bo, double *bg)
+{
+	double u = t->bf ? 0x1p-8 : 0x1p-11, eta = t->bf ? 0 : 0x1p-25;
+	int64_t d = a->d, row0 = a->tq_all - a->tq, packed = a->G * a->tq_all + 2 * a->tk;
+	double *p = halloc(sizeof(double) * (size_t)a->tk), *ds = halloc(sizeof(double) * (size_t)a->tk);
+	memset(bo, 0, sizeof(double) * (size_t)(a->bh * a->tq * d));
+	memset(bg, 0, sizeof(double) * (size_t)(a->bh / a->G * packed * d));
+	for (int64_t b = 0; b < a->bh; b++)
+		for (int64_t i = 0; i < a->tq; i++) {
+			int64_t c = b / a->G, kend = a->causal ? i + a->tk - (a->tq_all - row0) + 1 : a->tk;
+			const uint16_t *qi = a->q + (b * a->tq + i) * d, *doi = a->dout + (b * a->tq + i) * d;
+			const uint16_t *kb = a->k + c * a->tk * d, *vb = a->v + c * a->tk * d;
+			double delta = 0;
+			for (int64_t x = 0; x < d; x++)
+				delta += wide(t, doi[x]) * wide(t, a->o[(b * a->tq + i) * d + x]);
+			double *gq = bg + (c * packed + (b % a->G) * a->tq_all + row0 + i) * d;
+			double *gk = bg + (c * packed + a->G * a->tq_all) * d, *gv = gk + a->tk * d;
+			for (int64_t j = 0; j < kend; j++) {
+				double s = 0, dp = 0;
+				for (int64_t x = 0; x < d; x++) {
+					s += wide(t, qi[x]) * wide(t, kb[j * d + x]);
+					dp += wide(t, doi[x]) * wide(t, vb[j * d + x]);
+				}
+				p[j] = exp(a->scale * s - a->lse[b * a->tq + i]);
+				ds[j] = p[j] * (dp - delta) * a->scale;
+				double e = 1e-5 * p[j] * a->scale * (fabs(dp) + fabs(delta));
+				for (int64_t x = 0; x < d; x++) {
+					bo[(b * a->tq + i) * d + x] += (u * p[j] + eta) * fabs(wide(t, vb[j * d + x]));
+					gv[j * d + x] += (u * p[j] + eta) * fabs(wide(t, doi[x]));
+					gq[x] += (u * fabs(ds[j]) + eta + e) * fabs(wide(t, kb[j * d + x]));
+					gk[j * d + x] += (u * fabs(ds[j]) + eta + e) * fabs(wide(t, qi[x]));
+				}
+			}
+		}
+}
+
+static void narrow_attention(const Narrow *t)
+{
+	/* bh, group, tq, tk, d, causal, tq_all */
+	static const int64_t cs[][7] = {{6, 1, 1, 1, 64, 0, 1},       {6, 1, 7, 7, 64, 1, 7},
+	                                {6, 3, 65, 65, 64, 1, 65},    {6, 1, 129, 129, 64, 0, 129},
+	                                {6, 1, 257, 257, 64, 1, 257}, {6, 3, 257, 257, 64, 0, 257},
+	                                {6, 1, 33, 70, 64, 1, 33},    {6, 3, 31, 31, 40, 1, 31},
+	                                {6, 1, 33, 33, 96, 1, 33},    {6, 1, 33, 64, 64, 1, 64}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		AttRef a = {.bh = cs[c][0], .G = cs[c][1], .tq = cs[c][2], .tk = cs[c][3], .d = cs[c][4],
+		            .tq_all = cs[c][6], .causal = cs[c][5] != 0, .scale = 1 / sqrt((double)cs[c][4])};
+		int64_t nq = a.bh * a.tq * a.d, nk = a.bh / a.G * a.tk * a.d, nl = a.bh * a.tq;
+		int64_t ng = a.bh / a.G * (a.G * a.tq_all + 2 * a.tk) * a.d, row0 = a.tq_all - a.tq;
+		uint16_t *q = nrand(t, nq, -2, 2), *k = nrand(t, nk, -2, 2), *v = nrand(t, nk, -1, 1);
+		uint16_t *o = nrand(t, nq, 0, 1), *go = nzero(nq), *dout = nrand(t, nq, -1, 1);
+		float *lse = halloc(sizeof(float) * (size_t)nl), *glse = up(NULL, sizeof(float) * (size_t)nl);
+		const uint16_t *gq = nup(q, nq), *gk = nup(k, nk), *gv = nup(v, nk);
+		char name[128], shape[96];
+		snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld]%s group %lld%s%s", (long long)a.bh, (long long)a.tq,
+		         (long long)a.tk, (long long)a.d, a.causal ? " causal" : "", (long long)a.G, row0 ? " row0>0" : "",
+		         a.d > 64 ? " (one warp a row)" : "");
+		NK(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, gq, gk, gv, go, glse);
+		CK_(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, q, k, v, o, lse);
+		a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse = lse;
+		double *bo = halloc(sizeof(double) * (size_t)nq), *bg = halloc(sizeof(double) * (size_t)ng);
+		att_bounds(t, &a, bo, bg);
+		const uint16_t *h = down(go, sizeof(uint16_t) * (size_t)nq);
+		double *gd = halloc(sizeof(double) * (size_t)ng), *cd = halloc(sizeof(double) * (size_t)ng);
+		for (int64_t i = 0; i < nq; i++)
+			gd[i] = wide(t, h[i]), cd[i] = wide(t, o[i]);
+		snprintf(name, sizeof name, "attention %s", shape);
+		compare_bound(name, t->name, gd, cd, nq, t->tol, bo);
+		const float *hl = down(glse, sizeof(float) * (size_t)nl);
+		for (int64_t i = 0; i < nl; i++)
+			gd[i] = hl[i], cd[i] = lse[i];
+		snprintf(name, sizeof name, "attention log-sum-exp (f32) %s", shape);
+		compare(name, t->name, gd, cd, nl, 1e-5);
+		/* the gradient from the same o and lse on both sides, then recomputing lse */
+		uint16_t *g = nrand(t, ng, 0, 1), *gg = nzero(ng);
+		const uint16_t *gcpu_o = nup(o, nq), *gdout = nup(dout, nq);
+		const float *gcpu_lse = up(lse, sizeof(float) * (size_t)nl);
+		CK_(t, attention_grad)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, q, k, v, o, lse, dout, g);
+		for (int pass = 0; pass < 2; pass++) {
+			NK(t, attention_grad)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, gq, gk, gv, gcpu_o,
+			                      pass ? NULL : gcpu_lse, gdout, gg);
+			h = down(gg, sizeof(uint16_t) * (size_t)ng);
+			for (int64_t i = 0; i < ng; i++)
+				gd[i] = wide(t, h[i]), cd[i] = wide(t, g[i]);
+			snprintf(name, sizeof name, "attention_grad %s%s", shape, pass ? ", lse recomputed" : "");
+			compare_bound(name, t->name, gd, cd, ng, t->tol, bg);
+		}
+		free_all();
+	}
+}
+
 static void test_narrow(void)
 {
 	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++) {
@@ -796,6 +919,7 @@ static void test_narrow(void)
 		narrow_concat_slice_scale(&narrows[i]);
 		narrow_transpose(&narrows[i]);
 		narrow_reduce(&narrows[i]);
+		narrow_attention(&narrows[i]);
 	}
 }
 
