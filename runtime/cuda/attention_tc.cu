@@ -26,14 +26,23 @@
  * compiled for earlier GPUs the kernels are empty and never chosen.
  * Written against the CUDA documentation and compiled with nvcc; as of
  * this commit it has never run on a GPU (docs/cuda.md). */
+#ifndef NRT_TC_EMULATE
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include "common.cuh"
+#endif
 #include <type_traits>
 
 #include "attention_tc.cuh"
-#include "common.cuh"
+
+/* A launch; tests/gpu/attention_tc_emu.cc compiles this file for the host,
+ * with WMMA and the thread block emulated, and defines its own. */
+#ifndef NRT_TC_LAUNCH
+#define NRT_TC_LAUNCH(kernel, grid, threads, smem, ...) \
+	kernel<<<grid, threads, smem, nrt_cuda_stream()>>>(__VA_ARGS__)
+#endif
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 #define NRT_TC_BODY 1
@@ -178,7 +187,7 @@ __global__ void __launch_bounds__(kTcThreads)
 			int rr = e / d, x = e % d;
 			o[(b * tq + i0 + rr) * d + x] = tc_round<BF>(sO[rr * kLdf + x] / sL[rr]);
 		}
-		if (lse && threadIdx.x < nq)
+		if (lse && (int)threadIdx.x < nq)
 			lse[b * tq + i0 + threadIdx.x] = sM[threadIdx.x] + logf(sL[threadIdx.x]);
 		__syncthreads();
 	}
@@ -311,8 +320,8 @@ static void tc_forward(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_
 	if (!ready)
 		tc_smem(k_att_tc_fwd<BF>, kFwdSmem, "attention"), ready = true;
 	int64_t tasks = bh * ((tq + kTcBQ - 1) / kTcBQ);
-	k_att_tc_fwd<BF><<<tc_blocks(tasks), kTcThreads, kFwdSmem, nrt_cuda_stream()>>>(
-		bh, group, tq, tk, (int)d, (float)scale, causal, mq, q, k, v, o, lse);
+	NRT_TC_LAUNCH(k_att_tc_fwd<BF>, tc_blocks(tasks), kTcThreads, kFwdSmem, bh, group, tq, tk, (int)d, (float)scale,
+	              causal, mq, q, k, v, o, lse);
 	NRT_CUDA_LAUNCH_CHECK("attention");
 }
 
@@ -338,11 +347,10 @@ static void tc_backward(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64
 	NRT_CUDA_CHECK(cudaMemsetAsync(dqkv, 0, sizeof(uint16_t) * nqkv, nrt_cuda_stream()));
 	NRT_CUDA_CHECK(cudaMemsetAsync(dq32, 0, sizeof(float) * nq, nrt_cuda_stream()));
 	int64_t tasks = bh / group * ((tk + kTcBK - 1) / kTcBK);
-	k_att_tc_bwd<BF><<<tc_blocks(tasks), kTcThreads, kBwdSmem, nrt_cuda_stream()>>>(
-		bh, group, tq, tk, (int)d, (float)scale, causal, tq_all, row0, q, k, v, o, lse, dout, dq32, dqkv);
+	NRT_TC_LAUNCH(k_att_tc_bwd<BF>, tc_blocks(tasks), kTcThreads, kBwdSmem, bh, group, tq, tk, (int)d, (float)scale,
+	              causal, tq_all, row0, q, k, v, o, lse, dout, dq32, dqkv);
 	NRT_CUDA_LAUNCH_CHECK("attention_grad");
-	k_att_tc_dq<BF><<<grid_for((int64_t)nq), kThreads, 0, nrt_cuda_stream()>>>(bh, group, tq, tk, d, tq_all, row0,
-	                                                                            dq32, dqkv);
+	NRT_TC_LAUNCH(k_att_tc_dq<BF>, grid_for((int64_t)nq), kThreads, 0, bh, group, tq, tk, d, tq_all, row0, dq32, dqkv);
 	NRT_CUDA_LAUNCH_CHECK("attention_grad (dq)");
 	nrt_cuda_scratch_free(dq32);
 	if (lse_own)

@@ -57,6 +57,7 @@
 #include "runtime/kernels.h"
 #include "runtime/netrt.h"
 #include "runtime/spmd.h"
+#include "tests/gpu/att_bound.h"
 #include "tests/gpu/cpu_ref.h"
 
 #ifndef KC_HOST_SHIM
@@ -784,84 +785,16 @@ static void narrow_reduce(const Narrow *t)
 	}
 }
 
-/* Narrow attention (runtime/attention.h) against the CPU's, which widens,
- * runs the f32 kernel and rounds once. Heads up to 64 wide take the
- * tensor-core kernel on sm_80+ (attention_tc.cu), wider ones the one-warp
- * kernel on f32 copies. Shapes: b 2 x heads 3, t from 1 to 257 (odd:
- * tails of the 64-row and 64-key tiles), d 64, causal and not, grouped
- * query (3 heads over 1 kv head), more keys than queries, a head of 40
- * (zero-padded in the tiles), one of 96 (the one-warp kernel) and a
- * share of the query rows (sequence parallelism: row0 > 0).
- *
- * Tolerance: the 2u + 1e-5 of the narrow kernels (each side rounds an
- * f32 result once) plus, per element, what the tensor-core kernel's own
- * roundings cost: it rounds P (forward, and dV) and dS (dQ, dK) to the
- * narrow type before their products, as flash attention does. A rounded
- * p is off by at most u p + eta (eta: half the narrow type's smallest
- * subnormal spacing, 2^-25 for f16; 0 for bf16, whose range is f32's), so
- *   o_i   moves by at most  sum_j (u p_ij + eta) |v_j|
- *   dv_j  by                sum_i (u p_ij + eta) |do_i|
- *   dq_i  by                sum_j (u |ds_ij| + eta) |k_j| + e_ij |k_j|
- *   dk_j  by                sum_i (u |ds_ij| + eta) |q_i| + e_ij |q_i|
- * with p, ds computed here in double from the CPU's lse, and e_ij = 1e-5
- * p_ij scale (|dp_ij| + |delta_i|): the f32 error of dp - delta, which
- * can cancel (both sides compute it in f32 in another order). */
-typedef struct AttRef {
-	int64_t bh, G, tq, tk, d, tq_all;
-	bool causal;
-	double scale;
-	const uint16_t *q, *k, *v, *o, *dout;
-	const float *lse;
-} AttRef;
-
-/* the bounds above, in the layouts of o [bh, tq, d] and dqkv */
-static void att_bounds(const Narrow *t, const AttRef *a, double *bo, double *bg)
-{
-	double u = t->bf ? 0x1p-8 : 0x1p-11, eta = t->bf ? 0 : 0x1p-25;
-	int64_t d = a->d, row0 = a->tq_all - a->tq, packed = a->G * a->tq_all + 2 * a->tk;
-	double *p = halloc(sizeof(double) * (size_t)a->tk), *ds = halloc(sizeof(double) * (size_t)a->tk);
-	memset(bo, 0, sizeof(double) * (size_t)(a->bh * a->tq * d));
-	memset(bg, 0, sizeof(double) * (size_t)(a->bh / a->G * packed * d));
-	for (int64_t b = 0; b < a->bh; b++)
-		for (int64_t i = 0; i < a->tq; i++) {
-			int64_t c = b / a->G, kend = a->causal ? i + a->tk - (a->tq_all - row0) + 1 : a->tk;
-			const uint16_t *qi = a->q + (b * a->tq + i) * d, *doi = a->dout + (b * a->tq + i) * d;
-			const uint16_t *kb = a->k + c * a->tk * d, *vb = a->v + c * a->tk * d;
-			double delta = 0;
-			for (int64_t x = 0; x < d; x++)
-				delta += wide(t, doi[x]) * wide(t, a->o[(b * a->tq + i) * d + x]);
-			double *gq = bg + (c * packed + (b % a->G) * a->tq_all + row0 + i) * d;
-			double *gk = bg + (c * packed + a->G * a->tq_all) * d, *gv = gk + a->tk * d;
-			for (int64_t j = 0; j < kend; j++) {
-				double s = 0, dp = 0;
-				for (int64_t x = 0; x < d; x++) {
-					s += wide(t, qi[x]) * wide(t, kb[j * d + x]);
-					dp += wide(t, doi[x]) * wide(t, vb[j * d + x]);
-				}
-				p[j] = exp(a->scale * s - a->lse[b * a->tq + i]);
-				ds[j] = p[j] * (dp - delta) * a->scale;
-				double e = 1e-5 * p[j] * a->scale * (fabs(dp) + fabs(delta));
-				for (int64_t x = 0; x < d; x++) {
-					bo[(b * a->tq + i) * d + x] += (u * p[j] + eta) * fabs(wide(t, vb[j * d + x]));
-					gv[j * d + x] += (u * p[j] + eta) * fabs(wide(t, doi[x]));
-					gq[x] += (u * fabs(ds[j]) + eta + e) * fabs(wide(t, kb[j * d + x]));
-					gk[j * d + x] += (u * fabs(ds[j]) + eta + e) * fabs(wide(t, qi[x]));
-				}
-			}
-		}
-}
-
+/* Narrow attention (runtime/attention.h) against the CPU's: heads up to
+ * 64 wide take the tensor-core kernel on sm_80+ (attention_tc.cu), wider
+ * ones the one-warp kernel on f32 copies. Shapes and the per-element
+ * bound added to the narrow tolerance: tests/gpu/att_bound.h. */
 static void narrow_attention(const Narrow *t)
 {
-	/* bh, group, tq, tk, d, causal, tq_all */
-	static const int64_t cs[][7] = {{6, 1, 1, 1, 64, 0, 1},       {6, 1, 7, 7, 64, 1, 7},
-	                                {6, 3, 65, 65, 64, 1, 65},    {6, 1, 129, 129, 64, 0, 129},
-	                                {6, 1, 257, 257, 64, 1, 257}, {6, 3, 257, 257, 64, 0, 257},
-	                                {6, 1, 33, 70, 64, 1, 33},    {6, 3, 31, 31, 40, 1, 31},
-	                                {6, 1, 33, 33, 96, 1, 33},    {6, 1, 33, 64, 64, 1, 64}};
-	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
-		AttRef a = {.bh = cs[c][0], .G = cs[c][1], .tq = cs[c][2], .tk = cs[c][3], .d = cs[c][4],
-		            .tq_all = cs[c][6], .causal = cs[c][5] != 0, .scale = 1 / sqrt((double)cs[c][4])};
+	for (int c = 0; c < ATT_NCASES; c++) {
+		const int64_t *cs = att_cases[c];
+		AttRef a = {.bh = cs[0], .G = cs[1], .tq = cs[2], .tk = cs[3], .d = cs[4], .tq_all = cs[6],
+		            .causal = cs[5] != 0, .bf = t->bf, .scale = 1 / sqrt((double)cs[4])};
 		int64_t nq = a.bh * a.tq * a.d, nk = a.bh / a.G * a.tk * a.d, nl = a.bh * a.tq;
 		int64_t ng = a.bh / a.G * (a.G * a.tq_all + 2 * a.tk) * a.d, row0 = a.tq_all - a.tq;
 		uint16_t *q = nrand(t, nq, -2, 2), *k = nrand(t, nk, -2, 2), *v = nrand(t, nk, -1, 1);
@@ -876,7 +809,7 @@ static void narrow_attention(const Narrow *t)
 		CK_(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, q, k, v, o, lse);
 		a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse = lse;
 		double *bo = halloc(sizeof(double) * (size_t)nq), *bg = halloc(sizeof(double) * (size_t)ng);
-		att_bounds(t, &a, bo, bg);
+		att_bounds(&a, bo, bg);
 		const uint16_t *h = down(go, sizeof(uint16_t) * (size_t)nq);
 		double *gd = halloc(sizeof(double) * (size_t)ng), *cd = halloc(sizeof(double) * (size_t)ng);
 		for (int64_t i = 0; i < nq; i++)
