@@ -30,6 +30,8 @@
 #    them there (no NULL: nothing recomputed).
 #  - narrow attention: the bf16 transformer's attention runs on bf16
 #    operands, bit for bit --no-fuse=narrow at t 16, close at t 300.
+#  - the f16/bf16 tensor-core CUDA kernel, run on the CPU through an
+#    emulation of WMMA and the thread block, against the CPU kernel.
 #  - a bad shape and a key-splitting strategy are located errors.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
@@ -186,6 +188,21 @@ fi
 [ "$(sed -n 2p "$work/bf_300.csv" | cut -d, -f2)" = "$(sed -n 2p "$work/bfw_300.csv" | cut -d, -f2)" ] ||
 	bad "bf16 t 300: the first losses differ"
 agree "bf16 t 300: narrow attention ~ --no-fuse=narrow" bf_300 bfw_300 1e-5 0 2e-2 1e-5
+
+# the tensor-core kernel (runtime/cuda/attention_tc.cu) run on the CPU:
+# tests/gpu/attention_tc_emu.cc emulates WMMA and the thread block and
+# compares its forward and backward with the CPU kernel (bf16, the shapes
+# up to 70 keys of kernels_check, the bound of tests/gpu/att_bound.h);
+# needs no GPU nor nvcc
+emu_cc="cc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I. $(pkg-config --cflags openblas 2>/dev/null)"
+if $emu_cc -c runtime/attention.c -o "$work/emu_att.o" && $emu_cc -c runtime/half.c -o "$work/emu_half.o" &&
+	c++ -O2 -std=c++17 -I. -o "$work/tc_emu" tests/gpu/attention_tc_emu.cc "$work/emu_att.o" "$work/emu_half.o" \
+		-fopenmp $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm >"$work/tc_emu.build" 2>&1 &&
+	timeout $TMO "$work/tc_emu" 1 >"$work/tc_emu.out" 2>&1; then
+	ok "tensor-core attention, emulated on the CPU: $(tail -1 "$work/tc_emu.out") against the CPU kernel"
+else
+	bad "tensor-core attention, emulated: $(grep -m3 -E 'FAIL|error|fatal' "$work/tc_emu.out" "$work/tc_emu.build" 2>/dev/null | tr '\n' ' ')"
+fi
 
 # located errors
 cat >"$work/bad.net" <<'NET'
