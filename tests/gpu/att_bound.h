@@ -74,13 +74,15 @@ static void att_bounds(const AttRef *a, double *bo, double *bg)
 /* The shapes both check: bh, group, tq, tk, d, causal, tq_all (row0 =
  * tq_all - tq): b 2 x heads 3, t from 1 to 257 (odd: tails of the 64-row
  * and 64-key tiles), d 64, causal and not, grouped query (3 heads over 1
- * kv head), more keys than queries, a head of 40 (zero-padded in the
- * tiles), one of 96 (the one-warp kernel on the GPU) and a share of the
- * query rows (sequence parallelism: row0 > 0). */
+ * kv head), more keys than queries, heads of 40 and 20 (zero-padded in
+ * the tiles; 20 is no multiple of 8, so its tiles load 2 bytes at a time),
+ * one of 96 (the one-warp kernel on the GPU) and a share of the query
+ * rows (sequence parallelism: row0 > 0). */
 static const int64_t att_cases[][7] = {{6, 1, 1, 1, 64, 0, 1},       {6, 1, 7, 7, 64, 1, 7},
                                        {6, 3, 65, 65, 64, 1, 65},    {6, 1, 129, 129, 64, 0, 129},
                                        {6, 1, 257, 257, 64, 1, 257}, {6, 3, 257, 257, 64, 0, 257},
                                        {6, 1, 33, 70, 64, 1, 33},    {6, 3, 31, 31, 40, 1, 31},
-                                       {6, 1, 33, 33, 96, 1, 33},    {6, 1, 33, 64, 64, 1, 64}};
+                                       {6, 1, 33, 33, 96, 1, 33},    {6, 1, 33, 64, 64, 1, 64},
+                                       {6, 1, 45, 45, 20, 1, 45}};
 enum { ATT_NCASES = sizeof att_cases / sizeof *att_cases };
 #endif

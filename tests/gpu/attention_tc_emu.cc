@@ -167,6 +167,11 @@ static void emu_launch(unsigned grid, unsigned threads, const std::function<void
 	}
 }
 
+struct uint4 {
+	unsigned x, y, z, w;
+};
+static uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+
 /* 2-byte storage types, converted as the tensor cores read them (exactly) */
 struct __nv_bfloat16 {
 	uint16_t x;
