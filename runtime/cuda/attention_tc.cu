@@ -2,12 +2,12 @@
  * runtime/attention.h; called by the narrow entry points of attention.cu,
  * which fall back to the one-warp kernel where this one does not apply).
  *
- * Forward (flash attention 2): a block of 4 warps takes 64 query rows of
+ * Forward (flash attention 2): a block of 8 warps takes 64 query rows of
  * one (batch, head) slice, keeps them in shared memory and streams the
  * keys and values through it 64 at a time. The products S = Q K^T and
  * O += P V run on the tensor cores (WMMA 16x16x16, narrow inputs, f32
  * sums); the online softmax (running maximum m and sum l per row, the
- * accumulator rescaled when m grows) is f32, two threads a row. Key tiles
+ * accumulator rescaled when m grows) is f32, four threads a row. Key tiles
  * past the causal diagonal are never loaded. P is rounded to the narrow
  * type for the product with V (as flash attention does); l sums the f32
  * p. o = O / l is rounded once, lse = m + log l stays f32.
@@ -55,7 +55,10 @@ using namespace nvcuda;
 
 constexpr int kTcD = 64;                 /* head width the tiles hold */
 constexpr int kTcBQ = 64, kTcBK = 64;    /* query rows, keys a tile */
-constexpr int kTcWarps = 4, kTcThreads = 32 * kTcWarps;
+constexpr int kTcWarps = 8, kTcThreads = 32 * kTcWarps;
+/* the softmax phases: kRowT threads a row (neighbouring lanes), kRowC columns each */
+constexpr int kRowT = kTcThreads / kTcBQ, kRowC = kTcBK / kRowT;
+static_assert(kTcBK == kTcD && kRowT <= 32 && (kRowT & (kRowT - 1)) == 0, "a row's threads share a warp");
 /* Row strides in shared memory, padded off the 32 banks; WMMA wants
  * 32-byte aligned tiles and strides of 16 bytes, which 72 halves and 68
  * floats keep for every 16-row, 16-column tile. */
@@ -137,6 +140,20 @@ __device__ inline void tc_zero(float *s)
 		s[e] = 0;
 }
 
+__device__ inline float tc_row_max(float v)
+{
+	for (int o = 1; o < kRowT; o <<= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+__device__ inline float tc_row_sum(float v)
+{
+	for (int o = 1; o < kRowT; o <<= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
 /* the keys row i of a 64-row tile at i0 sees in the key tile at j0 (0..nk) */
 __device__ inline int tc_keep(int64_t i, int64_t j0, int nk, int64_t mq, int64_t tk, bool causal)
 {
@@ -153,7 +170,7 @@ __global__ void __launch_bounds__(kTcThreads)
 	extern __shared__ __align__(128) unsigned char smem[];
 	uint16_t *sQ = (uint16_t *)smem, *sK = sQ + 64 * kLdh, *sV = sK + 64 * kLdh, *sP = sV + 64 * kLdh;
 	float *sS = (float *)(sP + 64 * kLdh), *sO = sS + 64 * kLdf, *sM = sO + 64 * kLdf, *sL = sM + kTcBQ;
-	int r = threadIdx.x >> 1, half = threadIdx.x & 1; /* the softmax: two threads a row */
+	int r = threadIdx.x / kRowT, c0 = threadIdx.x % kRowT * kRowC; /* the softmax's row and columns */
 	int64_t nqt = (tq + kTcBQ - 1) / kTcBQ;
 	for (int64_t task = blockIdx.x; task < bh * nqt; task += gridDim.x) {
 		int64_t b = task / nqt, i0 = task % nqt * kTcBQ;
@@ -175,21 +192,21 @@ __global__ void __launch_bounds__(kTcThreads)
 			int keep = r < nq ? tc_keep(i0 + r, j0, nk, mq, tk, causal) : 0;
 			const float *srow = sS + r * kLdf;
 			float mold = sM[r], mx = mold, sum = 0;
-			for (int c = half * 32; c < half * 32 + 32; c++)
+			for (int c = c0; c < c0 + kRowC; c++)
 				if (c < keep)
 					mx = fmaxf(mx, scale * srow[c]);
-			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+			mx = tc_row_max(mx);
 			float corr = mx == -INFINITY ? 1.0f : expf(mold - mx);
-			for (int c = half * 32; c < half * 32 + 32; c++) {
+			for (int c = c0; c < c0 + kRowC; c++) {
 				float p = c < keep ? expf(scale * srow[c] - mx) : 0.0f;
 				sP[r * kLdh + c] = tc_round<BF>(p);
 				sum += p;
 			}
-			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-			for (int x = half * 32; x < half * 32 + 32; x++)
+			sum = tc_row_sum(sum);
+			for (int x = c0; x < c0 + kRowC; x++) /* kTcD == kTcBK columns */
 				sO[r * kLdf + x] *= corr;
 			__syncwarp();
-			if (!half)
+			if (!c0)
 				sL[r] = sL[r] * corr + sum, sM[r] = mx;
 			__syncthreads();
 			tc_mm<BF, wmma::row_major, wmma::row_major>(sO, sP, sV, kTcBQ, kTcD, kTcBK, true);
@@ -218,7 +235,7 @@ __global__ void __launch_bounds__(kTcThreads)
 	uint16_t *sP = sdO + 64 * kLdh, *sdS = sP + 64 * kLdh;
 	float *sS = (float *)(sdS + 64 * kLdh), *sdP = sS + 64 * kLdf, *sdK = sdP + 64 * kLdf, *sdV = sdK + 64 * kLdf;
 	float *sLse = sdV + 64 * kLdf, *sDelta = sLse + kTcBQ;
-	int r = threadIdx.x >> 1, half = threadIdx.x & 1;
+	int r = threadIdx.x / kRowT, c0 = threadIdx.x % kRowT * kRowC, lane_r = threadIdx.x % kRowT;
 	int64_t mq = tq_all - row0, nkt = (tk + kTcBK - 1) / kTcBK, nkv = bh / group;
 	for (int64_t task = blockIdx.x; task < nkv * nkt; task += gridDim.x) {
 		int64_t c = task / nkt, j0 = task % nkt * kTcBK;
@@ -240,18 +257,18 @@ __global__ void __launch_bounds__(kTcThreads)
 				tc_load(sdO, doi, nq, d);
 				float part = 0;
 				if (r < nq)
-					for (int x = half; x < d; x += 2)
+					for (int x = lane_r; x < d; x += kRowT)
 						part += tc_wide<BF>(doi[(int64_t)r * d + x]) *
 						        tc_wide<BF>(o[(b * tq + i0 + r) * d + x]);
-				part += __shfl_xor_sync(0xffffffffu, part, 1);
-				if (!half)
+				part = tc_row_sum(part);
+				if (!c0)
 					sDelta[r] = part, sLse[r] = r < nq ? lse[b * tq + i0 + r] : 0.0f;
 				__syncthreads();
 				tc_mm<BF, wmma::row_major, wmma::col_major>(sS, sQ, sK, kTcBQ, kTcBK, kTcD, false);
 				tc_mm<BF, wmma::row_major, wmma::col_major>(sdP, sdO, sV, kTcBQ, kTcBK, kTcD, false);
 				__syncthreads();
 				int keep = r < nq ? tc_keep(i0 + r, j0, nk, mq, tk, causal) : 0;
-				for (int cc = half * 32; cc < half * 32 + 32; cc++) {
+				for (int cc = c0; cc < c0 + kRowC; cc++) {
 					float p = cc < keep ? expf(scale * sS[r * kLdf + cc] - sLse[r]) : 0.0f;
 					sP[r * kLdh + cc] = tc_round<BF>(p);
 					sdS[r * kLdh + cc] = tc_round<BF>(p * (sdP[r * kLdf + cc] - sDelta[r]) * scale);
