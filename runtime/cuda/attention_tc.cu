@@ -325,7 +325,7 @@ using namespace nrtk;
 /* The kernels have a body only where they were compiled for sm_80 or
  * later: the binary the GPU runs (and the PTX it came from) must be that.
  * A build for an older architecture JIT-compiled on a newer GPU is not. */
-bool nrt_att_tc_usable(int64_t d)
+extern "C" bool nrt_att_tc_usable(int64_t d)
 {
 #if NRT_ATTN_TC
 	static int built = -1;

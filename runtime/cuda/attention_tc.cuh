@@ -11,8 +11,9 @@
 #define NRT_ATTN_TC 1
 #endif
 
-/* whether the kernels take heads of width d on this GPU (d <= 64, sm_80+) */
-bool nrt_att_tc_usable(int64_t d);
+/* whether the kernels take heads of width d on this GPU (d <= 64, sm_80+);
+ * C linkage: tests/gpu/kernels_check.c names the path each case took */
+extern "C" bool nrt_att_tc_usable(int64_t d);
 void nrt_att_tc_forward(bool bf, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, double scale,
                         bool causal, int64_t mq, const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
                         float *lse);

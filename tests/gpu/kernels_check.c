@@ -789,6 +789,12 @@ static void narrow_reduce(const Narrow *t)
  * 64 wide take the tensor-core kernel on sm_80+ (attention_tc.cu), wider
  * ones the one-warp kernel on f32 copies. Shapes and the per-element
  * bound added to the narrow tolerance: tests/gpu/att_bound.h. */
+#ifdef KC_HOST_SHIM
+static bool nrt_att_tc_usable(int64_t d) { return d <= 64; } /* the path the GPU would take */
+#else
+bool nrt_att_tc_usable(int64_t d); /* runtime/cuda/attention_tc.cuh */
+#endif
+
 static void narrow_attention(const Narrow *t)
 {
 	for (int c = 0; c < ATT_NCASES; c++) {
@@ -804,7 +810,7 @@ static void narrow_attention(const Narrow *t)
 		char name[128], shape[96];
 		snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld]%s group %lld%s%s", (long long)a.bh, (long long)a.tq,
 		         (long long)a.tk, (long long)a.d, a.causal ? " causal" : "", (long long)a.G, row0 ? " row0>0" : "",
-		         a.d > 64 ? " (one warp a row)" : "");
+		         nrt_att_tc_usable(a.d) ? " (tensor cores)" : " (one warp a row)");
 		NK(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, gq, gk, gv, go, glse);
 		CK_(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, q, k, v, o, lse);
 		a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse = lse;
