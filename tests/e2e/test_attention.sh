@@ -193,11 +193,13 @@ agree "bf16 t 300: narrow attention ~ --no-fuse=narrow" bf_300 bfw_300 1e-5 0 2e
 # tests/gpu/attention_tc_emu.cc emulates WMMA and the thread block and
 # compares its forward and backward with the CPU kernel (bf16, the shapes
 # up to 70 keys of kernels_check, the bound of tests/gpu/att_bound.h);
-# needs no GPU nor nvcc
-emu_cc="cc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I. $(pkg-config --cflags openblas 2>/dev/null)"
+# needs no GPU nor nvcc (a C++ compiler: c++, else clang++; the CPU kernel
+# single-threaded, without OpenMP)
+emu_cc="cc -O2 -std=c11 -D_GNU_SOURCE -I. $(pkg-config --cflags openblas 2>/dev/null)"
+emu_cxx=$(command -v c++ || command -v clang++)
 if $emu_cc -c runtime/attention.c -o "$work/emu_att.o" && $emu_cc -c runtime/half.c -o "$work/emu_half.o" &&
-	c++ -O2 -std=c++17 -I. -o "$work/tc_emu" tests/gpu/attention_tc_emu.cc "$work/emu_att.o" "$work/emu_half.o" \
-		-fopenmp $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm >"$work/tc_emu.build" 2>&1 &&
+	$emu_cxx -O2 -std=c++17 -I. -o "$work/tc_emu" tests/gpu/attention_tc_emu.cc "$work/emu_att.o" "$work/emu_half.o" \
+		$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm >"$work/tc_emu.build" 2>&1 &&
 	timeout $TMO "$work/tc_emu" 1 >"$work/tc_emu.out" 2>&1; then
 	ok "tensor-core attention, emulated on the CPU: $(tail -1 "$work/tc_emu.out") against the CPU kernel"
 else
