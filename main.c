@@ -104,7 +104,9 @@ static void usage(FILE *out)
 	      "                        rounding may differ), narrow (f16/bf16 products, element-wise,\n"
 	      "                        softmax, layer norm, transpose on their narrow operands;\n"
 	      "                        bit-identical on the CPU), attention (the written-out attention\n"
-	      "                        as one fused operator; rounding differs) (docs/codegen.md)\n"
+	      "                        as one fused operator; rounding differs), gemm_epilogue (bias,\n"
+	      "                        bias + gelu and bias gradients in the matrix product's call;\n"
+	      "                        bit-identical on the CPU) (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (",
 	      out);
 	print_pass_names(out);
@@ -146,7 +148,8 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 		const char *name;
 		unsigned kind;
 	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL},
-	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION}};
+	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION},
+	                {"gemm_epilogue", FUSE_GEMM_EPILOGUE}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -159,7 +162,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention, gemm_epilogue)\n", (int)len,
 				        p);
 			return false;
 		}

@@ -80,6 +80,8 @@ typedef struct Emit {
 	bool *fused_pre;       /* by node id: the fused bias_add's own output is read later */
 	const struct Residual **residual; /* by node id: the residual fold a node is part of (passes/fuse.h);
 	                            * NULL: none */
+	const struct GemmEp **gemm_ep; /* by node id: the GEMM epilogue a node is part of (passes/fuse_gemm.h);
+	                            * NULL: none */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;

@@ -14,6 +14,7 @@
 #include "../ir/layout.h"
 #include "../passes/fusion.h"
 #include "../passes/fuse.h"
+#include "../passes/fuse_gemm.h"
 #include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
@@ -564,6 +565,10 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		 * their sums keep the unfused order */
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
+		if (!(o->no_fuse & FUSE_GEMM_EPILOGUE))
+			e.gemm_ep = fuse_gemm_epilogues(c, e.fused, e.residual);
+		if (c->verbose)
+			fuse_gemm_report(c, e.gemm_ep, stderr);
 		emit_train_clip_fn(&e);
 		/* gradient checks use the value at once; a training step fetches
 		 * it here and waits for it at its end (train_step) */

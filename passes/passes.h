@@ -72,7 +72,8 @@ enum {
 	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
 	FUSE_NARROW = 8,       /* narrow: f16/bf16 operators on their narrow values, without casts (pass_narrow) */
 	FUSE_ATTENTION = 16,   /* attention: the written-out form as one attention operator (before autodiff) */
-	FUSE_ALL = 31,
+	FUSE_GEMM_EPILOGUE = 32, /* gemm_epilogue: bias, bias + gelu, bias gradients in the product's call */
+	FUSE_ALL = 63,
 };
 
 /* How far a command needs the pipeline to go. */

@@ -6,8 +6,9 @@
  * Its layers, lowest first (as runtime/rt_base.h's; checked with nm on
  * build/cuda-rt, build/cuda-rt/host and build/cuda): the CPU runtime's
  * base.c and base.c here < the kernels (context.cu < elementwise.cu
- * layout.cu norm.cu attention.cu < gemm.cu loss.cu) < trace.c < mem.c <
- * comm.c stage.c < start.c (nrt_init, nrt_finalize: over init.c's
+ * layout.cu norm.cu attention.cu < gemm.cu loss.cu < gemm_lt.c, which
+ * conv.cu's products call) < trace.c < mem.c < comm.c stage.c < start.c
+ * (nrt_init, nrt_finalize: over init.c's
  * nrt_host_init). The CPU services compiled in under host_names.h sit
  * between base and start.c: the twins here call their host cores, and
  * log.c and ps.c call mem.c's nrt_alloc, never the other way round. */

@@ -92,7 +92,7 @@ case_ wide_deep_sa 1 -- samples/wide_deep.net $SA
 # mixed precision (issue 22.1): narrow buffers, the narrow kernels, f32
 # master weights and their bf16 copies (amp_level O2)
 sed 's/f32\[/bf16[/g' samples/transformer.net >"$work/tbf.net"
-case_ transformer_bf16 1 -- "$work/tbf.net" $SA
+case_ transformer_bf16 1 FAKE_CUBLASLT_STATS=1 -- "$work/tbf.net" $SA
 case_ transformer_amp_o2 1 -- samples/transformer.net $SA -D train.amp_level=O2 -D train.amp_dtype=bf16
 case_ mlp_semi 4 NETC_COMM=host -- samples/mlp.net
 case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net
@@ -321,6 +321,40 @@ if [ "$d1" -eq 0 ] && [ "$d2" -eq 2 ] && [ "$d3" -eq 10 ]; then
 	ok "host synchronisations in 10 more steps: 0 unprinted, 2 printing every 5, 10 with --log"
 else
 	bad "host synchronisations in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 2), $d3 with --log (want 10)"
+fi
+# cuBLASLt (runtime/cuda/gemm_lt.c, issue 22): every product goes through
+# cublasLtMatmul and the heuristic is asked once per problem: the stand-in
+# counts as many queries in 13 steps as in 3 (the stand-alone mlp has 8
+# problems) and 10 steps' worth more matmuls.
+lt_stats() { # lt_stats STEPS: "QUERIES MATMULS"
+	FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
+		sed -n 's/^fake cuBLASLt: \([0-9]*\) heuristic queries, \([0-9]*\) matmuls (.*$/\1 \2/p'
+}
+lt3=$(lt_stats 3) lt13=$(lt_stats 13)
+q3=${lt3% *} m3=${lt3#* } q13=${lt13% *} m13=${lt13#* }
+if [ -n "$lt3" ] && [ -n "$lt13" ] && [ "$q3" -eq 8 ] && [ "$q13" -eq 8 ] && [ $((m13 - m3)) -eq $((10 * m3 / 3)) ]; then
+	ok "cuBLASLt: 8 heuristic queries in 3 steps and in 13, $m3 and $m13 matmuls"
+else
+	bad "cuBLASLt: queries and matmuls in 3 and 13 steps: '$lt3' '$lt13' (want 8 queries both times, 10 steps' matmuls more)"
+fi
+# GEMM epilogues (passes/fuse_gemm.h): mlp_2d has a bias, a bias + gelu and
+# two bias gradients a step, through cuBLASLt's BIAS and BGRADA epilogues
+# (bias + gelu: BIAS into the pre-activation, then the gelu kernel); with
+# no algorithm, the cuBLAS path and the composed kernels; both equal the
+# CPU build. (The all-bf16 transformer's, above, through KBF16(gemm_ep).)
+case_ ep_2d 1 FAKE_CUBLASLT_STATS=1 -- $M/mlp_2d.net $SA
+e=$(sed -n 's/^fake cuBLASLt: .* matmuls (\([0-9]*\) with an epilogue)$/\1/p' "$work/ep_2d.g.run")
+[ "$e" = 16 ] && ok "ep_2d: 16 epilogues in 4 steps through the stand-in cuBLASLt" ||
+	bad "ep_2d: '$e' epilogue matmuls in 4 steps (want 16)"
+e=$(sed -n 's/^fake cuBLASLt: .* matmuls (\([0-9]*\) with an epilogue)$/\1/p' "$work/transformer_bf16.g.run")
+[ "${e:-0}" -gt 0 ] && ok "transformer_bf16: $e bf16 epilogues through the stand-in cuBLASLt" ||
+	bad "transformer_bf16: no epilogue matmuls"
+if [ -x "$work/ep_2d.gpu" ] && (export FAKE_CUBLASLT_NOALGO=1; run ep_2d.gpu 1 ep_2d.na); then
+	exact "ep_2d: no cuBLASLt algorithm: cuBLAS and the composed epilogues == CPU" ep_2d.na ep_2d.c
+	n=$(grep -c '^netrt: cuBLASLt has no algorithm for a f32 product (M 16, N 32, K 24, batch 1, epilogue bias): it and any other such product use cuBLAS (said once)$' "$work/ep_2d.na.run")
+	[ "$n" = 1 ] && ok "ep_2d: no algorithm: said once" || bad "ep_2d: the fallback message $n times (want 1)"
+else
+	bad "ep_2d: no cuBLASLt algorithm (run failed)"
 fi
 # --save-every reads the loss on its steps (without --log or a printed
 # line the GPU reads none): at --lr 1e10 the CPU run's loss is NaN at step

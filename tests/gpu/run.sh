@@ -194,6 +194,19 @@ if [ -x "$work/mlp.cuda" ] && NETC_TF32=1 run mlp.cuda 1 mlp.tf32 --steps 5; the
 else
 	bad "mlp with NETC_TF32=1"
 fi
+# cuBLASLt (runtime/cuda/gemm_lt.c, issue 22; NOT YET RUN on a GPU): (b)'s
+# CUDA builds run every product through cublasLtMatmul and the fused
+# epilogues (bias, bias + gelu, bias gradients: the transformer has all
+# three) through its BIAS and BGRADA epilogues; the mlp once more on the
+# cuBLAS path alone (NETC_CUBLASLT=0), against the CPU as (b). Where
+# cuBLASLt had no algorithm for a product, its one-time message is in that
+# run's output: listed here (the cuBLAS path then ran it, so not a failure).
+if [ -x "$work/mlp.cuda" ] && NETC_CUBLASLT=0 run mlp.cuda 1 mlp.cublas --steps 5; then
+	same "mlp on the cuBLAS path (NETC_CUBLASLT=0): CUDA == CPU" mlp.cublas mlp.cpu
+else
+	bad "mlp with NETC_CUBLASLT=0 (run failed)"
+fi
+grep -h 'cuBLASLt has no algorithm' "$work"/*.cuda.run 2>/dev/null | sort | uniq -c | sed 's/^/# /'
 
 # Mixed precision (issue 22.1): the transformer with every tensor declared
 # bf16 and the f32 transformer at amp_level O2 (bf16): tensor-core GEMMs
