@@ -209,6 +209,8 @@ static const char *attention_lse(Emit *e, const Value *o, const char *buf)
 {
 	if (!o->def || o->def->op != OP_ATTENTION || !o->def->attr.save_lse)
 		return "NULL";
+	if (o->dtype != DT_F32) /* narrow o (pass_narrow): f32 log-sum-exps */
+		return arena_printf(&e->c->arena, "(float *)(%s + %" PRId64 ")", buf, attention_lse_at(lnumel(o)));
 	return arena_printf(&e->c->arena, "%s + %" PRId64, buf, lnumel(o));
 }
 
@@ -218,9 +220,9 @@ static void emit_attention_call(Emit *e, const Node *n, const char *kernel)
 {
 	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
 	const char *row0 = attention_row0(e, n);
-	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64
+	fprintf(OUT, "\t%s(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64
 	             ", %s, %s, %s, %s, ",
-	        kernel, q->d[0] * q->d[1], q->d[1] / k->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale,
+	        kern(n->out), kernel, q->d[0] * q->d[1], q->d[1] / k->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale,
 	        n->attr.causal ? "true" : "false", n->in[0]->shape.d[2], row0, IN(0), IN(1), IN(2));
 	if (n->op == OP_ATTENTION)
 		fprintf(OUT, "%s, %s);\n", Y, attention_lse(e, n->out, Y));

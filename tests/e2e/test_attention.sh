@@ -36,6 +36,10 @@
 #  - the forward hands its log-sum-exps to the gradient: in the fused
 #    source K(attention) writes them after o and K(attention_grad) reads
 #    them there (no NULL: nothing recomputed).
+#  - narrow attention: the bf16 transformer's attention runs on bf16
+#    operands, bit for bit --no-fuse=narrow at t 16, close at t 300.
+#  - the f16/bf16 tensor-core CUDA kernel, run on the CPU through an
+#    emulation of WMMA and the thread block, against the CPU kernel.
 #  - a bad shape and a key-splitting strategy are located errors.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
@@ -229,6 +233,56 @@ if $NETC build "$work/twice.net" -o "$work/twice" -v 2>&1 | grep -q '^  t[0-9]* 
 	ok "scores read twice: kept written out, and -v says why"
 else
 	bad "scores read twice: $($NETC build "$work/twice.net" -o "$work/twice" -v 2>&1 | grep -m2 attention)"
+fi
+
+# narrow attention (pass_narrow): the transformer declared bf16 runs its
+# attention on the bf16 q, k, v (KBF16(attention), f32 log-sum-exps after
+# o, read by the gradient) with 8 widenings fewer in its shared layer
+# routine (3 forward, 5 backward). On the CPU the narrow kernel is the f32
+# one between exact widenings and one rounding, so with t <= 256 (one key
+# tile) it equals --no-fuse=narrow bit for bit. With t = 300 the gradient
+# uses the forward's log-sum-exp (online over 256-key tiles) where the
+# cast form recomputes it from the whole row: the losses of the forward
+# agree exactly at step 1 and the parameters after 5 steps within rtol
+# 2e-2 (2.5 bf16 ulps: an f32 ulp of the lse moves a bf16 rounding of
+# dq/dk/dv, and Adam passes it on) + atol 1e-5 (worst abs 1.2e-4 seen).
+sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
+wid() { cat "$work/src_$1"/*.c | grep -c 'nrt_bf16_to_f32('; }
+for t in 16 300; do
+	train "bf_$t" 1 "$work/tbf.net" $SA -D T=$t -D B=2 && train "bfw_$t" 1 "$work/tbf.net" $SA -D T=$t -D B=2 \
+		--no-fuse=narrow || continue
+	if [ "$(calls "bf_$t" 'KBF16(attention)(.*(float \*)(r_[0-9]* + [0-9]*));')" -gt 0 ] &&
+		[ "$(calls "bf_$t" 'KBF16(attention_grad)(.*(float \*)(r_[0-9]* + [0-9]*), r_')" -gt 0 ] &&
+		[ "$(calls "bf_$t" 'K(attention')" -eq 0 ] && [ $(($(wid "bfw_$t") - $(wid "bf_$t"))) -ge 8 ]; then
+		ok "bf16 t $t: KBF16(attention) (+grad) on bf16 operands, f32 log-sum-exps saved; widenings $(wid "bfw_$t") -> $(wid "bf_$t")"
+	else
+		bad "bf16 t $t: narrow attention calls or widenings ($(wid "bfw_$t") -> $(wid "bf_$t"))"
+	fi
+done
+if same_run "$work/bf_16" "$work/bfw_16"; then
+	ok "bf16 t 16: narrow attention == --no-fuse=narrow bit for bit"
+else
+	bad "bf16 t 16: narrow attention differs from --no-fuse=narrow"
+fi
+[ "$(sed -n 2p "$work/bf_300.csv" | cut -d, -f2)" = "$(sed -n 2p "$work/bfw_300.csv" | cut -d, -f2)" ] ||
+	bad "bf16 t 300: the first losses differ"
+agree "bf16 t 300: narrow attention ~ --no-fuse=narrow" bf_300 bfw_300 1e-5 0 2e-2 1e-5
+
+# the tensor-core kernel (runtime/cuda/attention_tc.cu) run on the CPU:
+# tests/gpu/attention_tc_emu.cc emulates WMMA and the thread block and
+# compares its forward and backward with the CPU kernel (bf16, the shapes
+# up to 70 keys of kernels_check, the bound of tests/gpu/att_bound.h);
+# needs no GPU nor nvcc (a C++ compiler: c++, else clang++; the CPU kernel
+# single-threaded, without OpenMP)
+emu_cc="cc -O2 -std=c11 -D_GNU_SOURCE -I. $(pkg-config --cflags openblas 2>/dev/null)"
+emu_cxx=$(command -v c++ || command -v clang++)
+if $emu_cc -c runtime/attention.c -o "$work/emu_att.o" && $emu_cc -c runtime/half.c -o "$work/emu_half.o" &&
+	$emu_cxx -O2 -std=c++17 -I. -o "$work/tc_emu" tests/gpu/attention_tc_emu.cc "$work/emu_att.o" "$work/emu_half.o" \
+		$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm >"$work/tc_emu.build" 2>&1 &&
+	timeout $TMO "$work/tc_emu" 1 >"$work/tc_emu.out" 2>&1; then
+	ok "tensor-core attention, emulated on the CPU: $(tail -1 "$work/tc_emu.out") against the CPU kernel"
+else
+	bad "tensor-core attention, emulated: $(grep -m3 -E 'FAIL|error|fatal' "$work/tc_emu.out" "$work/tc_emu.build" 2>/dev/null | tr '\n' ' ')"
 fi
 
 # located errors

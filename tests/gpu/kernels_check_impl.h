@@ -661,7 +661,7 @@ static void FN(test_attention)(void)
 		T *q = FN(hrand)(nq, -2, 2), *k = FN(hrand)(nk, -2, 2), *v = FN(hrand)(nk, -1, 1);
 		T *gq = FN(dev)(q, nq), *gk = FN(dev)(k, nk), *gv = FN(dev)(v, nk);
 		T *o = FN(hrand)(nq, 0, 1), *go = FN(dev)(NULL, nq), *lse = FN(hrand)(nl, 0, 1), *glse = FN(dev)(NULL, nl);
-		char name[112], shape[80];
+		char name[160], shape[80];
 		snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld]%s group %lld", (long long)bh, (long long)tq,
 		         (long long)tk, (long long)d, causal ? " causal" : "", (long long)G);
 		FN(nrt_attention)(bh, G, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, go, glse);
