@@ -106,6 +106,22 @@ halo "conv2d H split 2, 3x3 padded (0, 2) (halo 0 + 2) @4" -D P1=0 -D PB=2
 halo "conv2d H split 2, 3x3 dilation 2 (halo 2 + 2) @4" -D P1=2 -D PB=2 -D D1=2
 halo "conv2d H split 2, 1x1 stride 2 (no halo) then W split 2 @4" -D K1=1 -D S1=2 -D P1=0 -D PB=0 -D SH2=1 -D SW2=2
 halo "conv2d H split 2, 5x5 stride 2 (halo 2 + 1) @4" -D K1=5 -D S1=2 -D P1=2 -D PB=2 -D SH2=2
+# The halo moves between neighbours only (nrt_shift, point to point):
+# rank 0 (the first shard of both splits) sends, per step, conv1's last
+# row (t = 1) forward and again for its weight gradient, and its bottom
+# halo's gradient (b = 1) back: 3 x [4 samples, 4 channels, 1 row, 16
+# columns] f32 = 3072 bytes; conv2's (H 4 ways, stride 2: t = 1, b = 0)
+# last row twice: 2 x [8, 4, 1, 16] f32 = 4096; 7168 in all, and no
+# halo rows in the all-gathers (an all-gather of the edges would send
+# (k - 1)x its edge rows: 1024 + 6144 more than this)
+if train hbytes 4 2 $HM -- --comm-stats &&
+	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hbytes.run.log") &&
+	[ "$got" = 7168 ]; then
+	ok "conv2d H splits: --comm-stats' send/recv bytes are the halo's (7168 per step on rank 0)"
+else
+	bad "conv2d H splits: --comm-stats' send/recv bytes ${got:-?}, the halo's are 7168"
+	sed 's/^/     | /' "$work/hbytes.run.log" | head -4
+fi
 HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2
