@@ -251,10 +251,17 @@ int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exch
 	for (int d = 0; d < 4; d++)
 		if (d != h.dim)
 			row *= l->slice.d[d];
-	/* a max pool's gradient reads x's halo again, as the weight
-	 * gradient does; it exists only where x has a gradient */
+	/* g exchanges gather x's halo (the forward, conv2d's weight gradient,
+	 * a max pool's gradient), s = 1 sends the data gradient's back; the
+	 * pools' gradients exist only where x has a gradient */
 	bool dx = training && has_grad(n->in[0]);
-	*exchanges = 1 + (training && n->op == OP_CONV2D) + dx + (dx && n->op == OP_MAX_POOL2D);
+	int64_t g = 1 + (training && n->op == OP_CONV2D) + (dx && n->op == OP_MAX_POOL2D), s = dx;
+	*exchanges = (int)(g + s);
 	dir_bytes[0] = h.t * row, dir_bytes[1] = h.b * row;
-	return *exchanges * (dir_bytes[0] + dir_bytes[1]);
+	if (h.k > 2) /* a middle shard sends both ways */
+		return (g + s) * (dir_bytes[0] + dir_bytes[1]);
+	/* the first shard sends its last t rows on and the gradient of the
+	 * next one's b rows back; the last the other way round */
+	int64_t first = g * dir_bytes[0] + s * dir_bytes[1], last = g * dir_bytes[1] + s * dir_bytes[0];
+	return first > last ? first : last;
 }

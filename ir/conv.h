@@ -47,7 +47,8 @@ bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, c
  * one conv_halo accepts. */
 bool conv_layout_halo(const Node *n, const Layout *l, ConvHalo *h);
 /* The bytes the busiest shard sends per step for n's halo (a middle one:
- * t + b rows of its [N, C, -, W] (or [N, C, H, -]) slice an exchange),
+ * t + b rows of its [N, C, -, W] (or [N, C, H, -]) slice an exchange;
+ * of two shards, the first sends t rows where the last sends b),
  * the exchanges a step runs (the forward's; when training, conv2d's
  * weight gradient's again and, where x has a gradient, the data
  * gradient's back, and a max pool's gradient's again), and each

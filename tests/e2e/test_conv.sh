@@ -126,6 +126,49 @@ HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2
 
+# The cost model prices the halo (passes/cost.c, cost_halo) and explain
+# shows it: conv_halo.net's conv1 (H 2 ways, 1 + 1 rows of [4, 4, -, 16]
+# f32 = 1024 bytes a row, 3 exchanges: either shard sends 3 rows) and
+# conv2 (H 4 ways, 1 + 0 rows of [8, 4, -, 16] = 2048 bytes, a middle
+# shard 3 rows), 9 send/recvs in all; and an input-channel split's
+# partial sums: conv_net.net -D CI=4 reduce-scatters the conv's [8, 8, 8,
+# 8] f32 output into 4 blocks, 3 x 1024 x 4 = 12288 bytes sent.
+ex=$("$NETC" explain tests/e2e/models/conv_halo.net 2>&1)
+if echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 3 exchanges, 3072 bytes the busiest" &&
+	echo "$ex" | grep -q "halo H split 4: 1 + 0 rows from the neighbours, 3 exchanges, 6144 bytes the busiest" &&
+	echo "$ex" | grep -q "halo send/recv 9 x 9 KiB"; then
+	ok "explain prices conv_halo.net's halos (3072 and 6144 bytes, 9 send/recvs a step)"
+else
+	bad "explain's halos on conv_halo.net"
+	echo "$ex" | grep -E "halo|by kind" | sed 's/^/     | /'
+fi
+ex=$("$NETC" explain $M -D CI=4 2>&1)
+if echo "$ex" | grep -A1 "^batch_norm-0" | grep -q "comm t7 -> t7.r[0-9]*: ReduceScatter(dim 0, 4), group 4, 12288 bytes"; then
+	ok "explain prices conv2d's input-channel partial sums (a reduce-scatter of 12288 bytes)"
+else
+	bad "explain's reduction of conv2d's input-channel partial sums"
+	echo "$ex" | grep -A1 "^batch_norm-0" | sed 's/^/     | /'
+fi
+
+# The searches propose H/W splits where they pay: a batch of one 512 x 128
+# image through three 3x3 convs of 128 channels on 4 devices. The hand
+# plan (every conv split H 4 ways) against dynamic_programming's plan
+# from the same net with no strategy written: the same strategies, and
+# explain's predicted step time no more than the hand plan's.
+S=tests/e2e/models/conv_hw_search.net
+sed 's/\.shard(((1, 1, HAND, 1), (1, 1, 1, 1)))//' $S >"$work/hw_plain.net"
+hand=$("$NETC" explain $S -D HAND=4 -D parallel_mode=semi_auto_parallel 2>&1 |
+	sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
+ex=$("$NETC" explain "$work/hw_plain.net" -D search_mode=dynamic_programming 2>&1)
+got=$(echo "$ex" | sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
+nh=$(echo "$ex" | grep -c "^conv2d-[0-9]  t[0-9]* ((1, 1, 4, 1), (1, 1, 1, 1)) (searched)")
+if [ "$nh" = 3 ] && awk -v g="$got" -v h="$hand" 'BEGIN { exit !(g > 0 && g <= h * 1.0001) }'; then
+	ok "dynamic_programming splits a one-image conv net by height, as the hand plan ($got s <= $hand s a step)"
+else
+	bad "dynamic_programming on a one-image conv net: $nh of 3 convs split H 4 ways, $got s a step (hand plan $hand s)"
+	echo "$ex" | grep -E "^conv2d" | sed 's/^/     | /'
+fi
+
 # negative control: the comparison catches a different run
 if train seed 4 20 $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
 	ok "another seed differs from stand-alone (the comparison can fail)"
