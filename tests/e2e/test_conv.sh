@@ -15,7 +15,13 @@
 # (samples/resnet.net at -D WIDTH=4 -D B=8, one block per stage) runs 5
 # steps data parallel on 2 ranks, and with its stem split by batch and
 # height (a halo) on 4, against its stand-alone run. A negative
-# control: the parallel run with the wrong --seed must differ.
+# control: the parallel run with the wrong --seed must differ. The halo
+# moves point to point: --comm-stats' send/recv bytes on conv_halo.net
+# equal the hand-computed halo; explain prices it (and an input-channel
+# split's reduction) with the figures computed by hand below, and
+# dynamic_programming finds the hand plan's height split on a
+# batch-of-one conv net (conv_hw_search.net). tests/gpu/torch_oracle.py
+# skips without PyTorch.
 # One line per case, "ok|FAIL NAME (...)"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -190,6 +196,18 @@ if train rhw 4 5 $R -D STEM_DP=2 -D STEM_H=2 && same "" rhw rref; then
 else
 	bad "resnet (width 4) stem split batch 2 x height 2 (halo) @4 == stand-alone"
 	grep -E '^(FAIL|losscompare|stcompare)' "$work/rhw-rref.cmp" 2>/dev/null | head -6 | sed 's/^/     | /'
+fi
+
+# The PyTorch oracle (tests/gpu/torch_oracle.py, run on the GPU machine by
+# tests/gpu/remote.sh) skips where torch cannot be imported: python3 -S
+# (no site directories, so no torch whatever is installed) must print its
+# SKIP line and exit 0, having built nothing.
+out=$(env -u PYTHONPATH timeout 60 python3 -S tests/gpu/torch_oracle.py 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(echo "$out" | head -1 | cut -c1-36)" = "SKIP torch_oracle: no PyTorch here (" ]; then
+	ok "torch_oracle.py without PyTorch: skips ($(echo "$out" | head -1 | cut -c1-60)...)"
+else
+	bad "torch_oracle.py without PyTorch: exit $rc, $(echo "$out" | head -2)"
 fi
 
 echo "$pass passed, $fail failed"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # On the GPU machine (after tests/gpu/pack.sh here, carrying
 # .gpu-pack.tar.xz): unpacks the portable build into build/ and .gpu-deps,
-# then runs, each under its own time limit so the whole stays under
-# 8 minutes, with every log under $OUT (default ./gpu-out):
+# then runs, each under its own time limit (together 495 s, inside the
+# device call's 540; what they take is far less), with every log under
+# $OUT (default ./gpu-out):
 #   run.log     tests/gpu/run.sh (the GPU suite: kernels_check, CUDA
 #               against CPU, host-staged ranks, NCCL @1, memcheck;
 #               51 s on an H200)                                     150 s
@@ -10,6 +11,9 @@
 #               make's rebuild: GPT-2 small, netc and PyTorch rows,
 #               torch.compile's compilation included)                240 s
 #   attn.log    tests/bench/attn_bench.sh, where it exists           60 s
+#   oracle.log  tests/gpu/torch_oracle.py: the ResNet and LLaMA
+#               samples stand-alone in f64 against PyTorch (CPU, f64;
+#               15 s here on 2 busy cores)                            45 s
 #   env.log     the GPU, driver, nvcc, PyTorch
 # and prints the summary lines of each. The device tool's call:
 #   run(command="tests/gpu/remote.sh", carry=[".gpu-pack.tar.xz"], timeout_s=540)
@@ -38,6 +42,9 @@ else
 fi
 stamp "run.sh: $(tail -1 "$OUT/run.log")"
 grep '^FAIL' "$OUT/run.log"
+timeout 45 python3 tests/gpu/torch_oracle.py >"$OUT/oracle.log" 2>&1
+stamp "torch_oracle.py (status $?): $(tail -1 "$OUT/oracle.log")"
+grep -E '^(FAIL|SKIP)' "$OUT/oracle.log"
 timeout 240 tests/bench/gpu_bench.sh >"$OUT/bench.log" 2>&1
 stamp "gpu_bench.sh (status $?)"
 cat "$OUT/bench.log"
