@@ -235,7 +235,7 @@ bool conv_layout_halo(const Node *n, const Layout *l, ConvHalo *h)
  * gradient, rather than the data */
 static bool has_grad(const Value *x)
 {
-	while (x->kind == VK_NODE && x->def->op == OP_REDISTRIBUTE)
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
 		x = x->def->in[0];
 	return x->kind != VK_INPUT;
 }
