@@ -868,6 +868,27 @@ int64_t cost_ring_attention(const Node *n, int *msgs)
 double cost_ring_time(const Machine *m, int64_t bytes, int msgs)
 {
 	return msgs * machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls)
+{
+	int times;
+	int64_t dir[2], all = conv_halo_bytes(n, x, training, &times, dir);
+	if (bytes)
+		*bytes = all;
+	if (calls)
+		*calls = times * ((dir[0] > 0) + (dir[1] > 0));
+	if (!all)
+		return 0;
+	/* neighbours along the split's axis are its stride apart in rank */
+	ConvHalo h;
+	conv_layout_halo(n, x, &h);
+	int64_t dist = 1;
+	for (int a = x->map[h.dim] + 1; a < x->ndev; a++)
+		dist *= x->dev[a];
+	double s = 0;
+	for (int k = 0; k < 2; k++)
+		if (dir[k])
+			s += cost_p2p_time(m, dir[k], dist);
+	return times * s;
 }
 
 unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)

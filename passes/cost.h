@@ -188,6 +188,12 @@ int64_t cost_ring_attention(const Node *n, int *msgs);
  * behind the blocks' compute (the program starts each block's exchange
  * before computing it, so this is an upper bound). */
 double cost_ring_time(const Machine *m, int64_t bytes, int msgs);
+/* A conv2d's or pool's halo exchange per step with its image laid out as
+ * x (ir/conv.h, conv_halo_bytes): each exchange a send/recv of the t rows
+ * one way and one of the b rows the other, between neighbours of the
+ * split's axis; the bytes the busiest shard sends in *bytes (NULL: not
+ * wanted), the send/recvs in *calls. 0 without a halo. */
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls);
 /* Whether ranks r and r + dist share a node (block order: on average). */
 bool cost_same_node(const Machine *m, int64_t dist);
 

@@ -242,6 +242,23 @@ void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
 	NRT_MPI_AS("pipeline receive", MPI_Recv(buf, cnt, nrt_mpi_type(t), src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
 }
 
+void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv)
+{
+	if (dir != 1 && dir != -1)
+		nrt_fatal("nrt_shift: direction %d (+1 or -1)", dir);
+	int cnt = count(n, "nrt_shift"), to = c->rank + dir, from = c->rank - dir;
+	bool sends = c->comm != MPI_COMM_NULL && to >= 0 && to < c->size;
+	bool takes = c->comm != MPI_COMM_NULL && from >= 0 && from < c->size;
+	if (!sends && !takes)
+		return;
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, sends ? n : 0);
+	/* MPI_PROC_NULL at the ends: one call on every rank, no rank waits for
+	 * a pair that never comes */
+	NRT_MPI_AS("halo exchange", MPI_Sendrecv(send, cnt, nrt_mpi_type(t), sends ? to : MPI_PROC_NULL, 0, recv, cnt,
+	                                         nrt_mpi_type(t), takes ? from : MPI_PROC_NULL, 0, c->comm,
+	                                         MPI_STATUS_IGNORE));
+}
+
 void nrt_barrier(void)
 {
 	if (nrt_rt.initialised && nrt_mpi_active())

@@ -208,6 +208,12 @@ NrtXfer *nrt_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, 
 void nrt_sendrecv_wait(NrtXfer *x);
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
+/* A neighbour exchange along a group (a convolution's halo): rank r sends
+ * n elements of send to rank r + dir and receives n elements from rank
+ * r - dir into recv (dir is +1 or -1); the group's ends have no
+ * neighbour past them, so there nothing goes or comes (recv untouched).
+ * Counted as a send/recv of n elements where something is sent. */
+void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv);
 void nrt_barrier(void);
 /* The collectives a program runs on host memory (nrt_host_alloc's): MPI
  * on the host whatever the target and its NETC_COMM backend (NCCL cannot

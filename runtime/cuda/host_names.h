@@ -35,6 +35,7 @@
 #define nrt_sendrecv_start nrt_host_sendrecv_start
 #define nrt_sendrecv_wait nrt_host_sendrecv_wait
 #define nrt_recv nrt_host_recv
+#define nrt_shift nrt_host_shift
 /* spmd.c: non-blocking collectives, pipeline sends, batch-norm kernels */
 #define nrt_p2p_round nrt_host_p2p_round
 #define nrt_recv_post nrt_host_recv_post

@@ -119,7 +119,8 @@ case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # convolutional networks (issue 24): conv2d, pools and their gradients on
 # "device" buffers; channel splits' partial sums reduced by the collectives,
-# height/width splits' halos sliced, all-gathered and concatenated there
+# height/width splits' halos sliced, sent to the neighbours (staged through
+# the host here, NCCL below) and concatenated there
 case_ resnet 2 NETC_COMM=host -- samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=1 -D device_num=2 -D STEM_DP=2
 case_ conv_channels 4 NETC_COMM=host -- $M/conv_net.net -D CI=2 -D CO=2
 case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
@@ -198,6 +199,11 @@ nccl_case transformer_a2a 8 150 -- samples/transformer.net -D enable_alltoall=tr
 # pieces in the parts of a group, their copies summed (issue 21.8)
 nccl_case alltoall_hybrid_nccl 4 192 -- $M/alltoall_hybrid.net
 nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
+# conv2d's halos as NCCL sends between neighbours (nrt_shift): conv1 split
+# H 2 ways in 2 batch groups (1 row each way: 4 sends an exchange), conv2
+# H 4 ways (1 row forward: 3), each exchanged 3 times a step (forward,
+# weight gradient, data gradient): 21 sends a step, 84 in 4
+nccl_case conv_halo_nccl 4 84 -- $M/conv_halo.net
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 # f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the

@@ -21,7 +21,8 @@
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
 #       optimizer parallel, semi-auto hetero, ring and zigzag attention
-#       (the query sequence split 4 ways), against the CUDA stand-alone
+#       (the query sequence split 4 ways), conv2d and pools with H/W
+#       halos, against the CUDA stand-alone
 #       build, same tolerances; and --trace of data parallel @2 with two
 #       fused buckets: valid traces whose GPU tracks (CUDA events) hold
 #       every pass, each bucket inside its step (tests/tools/tracecheck.c)
@@ -264,6 +265,17 @@ mpar() {
 	fi
 }
 build mlp_dp.ref $MODELS/mlp_dp.net -D parallel_mode=stand_alone --target cuda && run mlp_dp.ref 1 mlp_dp.ref --steps 5
+# conv2d and pools split by height or width (issue 24): the halo shards'
+# one-sided padding (netc's own kernel, not cuDNN) and the halo's
+# neighbour exchange (nrt_shift, host-staged here) against the CUDA
+# stand-alone run. NOT YET RUN on a GPU.
+for m in conv_halo pool_halo; do
+	if build $m.ref $MODELS/$m.net -D parallel_mode=stand_alone --target cuda && run $m.ref 1 $m.ref --steps 5; then
+		mpar "$m: height/width halos @4" $m.ref 4 $MODELS/$m.net
+	else
+		bad "$m: the stand-alone reference (build or run failed)"
+	fi
+done
 mpar "data parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP
 mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP -D enable_parallel_optimizer=true
 # --trace (docs/cuda.md, The trace on the GPU): two fused buckets, the first
