@@ -104,7 +104,10 @@ static void usage(FILE *out)
 	      "                        rounding may differ), narrow (f16/bf16 products, element-wise,\n"
 	      "                        softmax, layer norm, transpose on their narrow operands;\n"
 	      "                        bit-identical on the CPU), attention (the written-out attention\n"
-	      "                        as one fused operator; rounding differs) (docs/codegen.md)\n"
+	      "                        as one fused operator; rounding differs), classifier\n"
+	      "                        (softmax_cross_entropy and its gradient in one pass, the\n"
+	      "                        gradient over the logits; bit-identical on the CPU)\n"
+	      "                        (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (",
 	      out);
 	print_pass_names(out);
@@ -146,7 +149,8 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 		const char *name;
 		unsigned kind;
 	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL},
-	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION}};
+	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION},
+	                {"classifier", FUSE_CLASSIFIER}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -159,7 +163,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention, classifier)\n", (int)len,
 				        p);
 			return false;
 		}

@@ -621,6 +621,13 @@ EMIT(SOFTMAX_CROSS_ENTROPY)
 		emit_vsce(e, n, 0, false);
 		return;
 	}
+	const Node *d = e->c->classifier ? e->c->classifier[n->id] : NULL;
+	if (d) { /* the fused classifier: the loss, and the logits' gradient over the logits */
+		fprintf(OUT, "\t%s(sce_fused)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s, %s);\n",
+		        kern(lg), lnumel(lg) / C, C, denominator(e, n, lg, C), B(e, d->in[0]), IN(0), IN(1),
+		        n->in[1]->dtype == DT_I64 ? "true" : "false", Y, emit_out_name(e, d->out));
+		return;
+	}
 	/* narrow logits (pass_narrow): KBF16(sce), the loss in f32 */
 	fprintf(OUT, "\t%s(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", kern(lg),
 	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
@@ -632,6 +639,10 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 	int64_t C = lshape(lg)->d[lg->shape.rank - 1];
 	if (n->nin == 4) {
 		emit_vsce(e, n, 1, true);
+		return;
+	}
+	if (e->c->classifier && e->c->classifier[n->id]) {
+		fputs("\t/* made with the loss above (fused classifier) */\n", OUT);
 		return;
 	}
 	fprintf(OUT, "\t%s(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", kern(n->out),

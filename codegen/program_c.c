@@ -310,13 +310,16 @@ static void emit_step(Emit *e)
 		emit_loss_scale_fn(e);
 	fputs("static double train_step(int64_t s)\n{\n"
 	      "\tnrt_data_next(data, inputs, NINPUTS, s);\n"
-	      "\tstep = opt_step = s + 1;\n"
-	      "\tdouble tf_ = nrt_trace_now();\n"
+	      "\tstep = opt_step = s + 1;\n",
+	      e->out);
+	/* before the forward pass: a fused classifier reads the seed there
+	 * (the scale changes only in the update phase) */
+	if (e->loss_scale)
+		fputs("\tscale_loss_gradient();\n", e->out);
+	fputs("\tdouble tf_ = nrt_trace_now();\n"
 	      "\tdouble loss = forward();\n"
 	      "\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n",
 	      e->out);
-	if (e->loss_scale)
-		fputs("\tscale_loss_gradient();\n", e->out);
 	fputs("\tdouble tb_ = nrt_trace_now();\n"
 	      "\tbackward();\n"
 	      "\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"

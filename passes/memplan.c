@@ -348,7 +348,8 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 }
 
 /* By value id: the residual x whose bytes the add's result z takes
- * (passes/fuse.h, residual_match), where x dies at the add. */
+ * (passes/fuse.h, residual_match), where x dies at the add; the logits
+ * whose bytes their fused gradient takes. */
 static const Value **in_place(Compilation *c, const int *last)
 {
 	const Graph *g = c->g;
@@ -360,6 +361,17 @@ static const Value **in_place(Compilation *c, const int *last)
 		    run_block_of(c, r.x, &(int64_t){0}) >= 0)
 			continue;
 		onto[r.add->out->id] = r.x;
+	}
+	/* the fused classifier writes the logits' gradient over the logits
+	 * (passes/fuse_classifier.c) where its gradient node reads them last */
+	for (int i = 0; c->classifier && i < g->nnodes; i++) {
+		const Node *d = g->nodes[i];
+		if (d->op != OP_SOFTMAX_CROSS_ENTROPY_GRAD || !c->classifier[d->id])
+			continue;
+		const Value *lg = d->in[1];
+		if (lg->kind == VK_NODE && last[lg->id] == i && value_bytes(c, lg) == value_bytes(c, d->out) &&
+		    run_block_of(c, d->out, &(int64_t){0}) < 0 && run_block_of(c, lg, &(int64_t){0}) < 0)
+			onto[d->out->id] = lg;
 	}
 	return onto;
 }

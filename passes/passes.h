@@ -5,7 +5,7 @@
  * along it, never up; a .c and its .h are one; nm on build/obj/passes
  * shows the calls), lowest first:
  *   passes.h  cost  schedule
- *   autodiff  clip  fuse_match  fusion  micro  optimizer  placement
+ *   autodiff  clip  fuse_classifier  fuse_match  fusion  micro  optimizer  placement
  *     precision  ps  recompute  search_graph  stages
  *   fuse_update  search_modes.h  sharding  strategy_ckpt
  *   memplan  search_dp  search_propagate  search_recursive
@@ -55,6 +55,8 @@ typedef struct Compilation {
 	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
+	const Node **classifier; /* set by fuse_classifier: by node id, the softmax_cross_entropy or its
+	                          gradient fused with it (NULL: none) */
 	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
 	int nattn, capattn;
 	/* search_mode = dynamic_programming under memory_limit (main.c): the
@@ -72,7 +74,8 @@ enum {
 	FUSE_RESIDUAL = 4,     /* residual: add(x, matmul(...) [+ bias]) as a matrix product onto x */
 	FUSE_NARROW = 8,       /* narrow: f16/bf16 operators on their narrow values, without casts (pass_narrow) */
 	FUSE_ATTENTION = 16,   /* attention: the written-out form as one attention operator (before autodiff) */
-	FUSE_ALL = 31,
+	FUSE_CLASSIFIER = 32,  /* classifier: softmax_cross_entropy and its gradient in one pass (pass_fuse_classifier) */
+	FUSE_ALL = 63,
 };
 
 /* How far a command needs the pipeline to go. */
@@ -106,6 +109,7 @@ bool pass_amp(Compilation *c);
 bool pass_precision(Compilation *c);
 bool pass_precision_late(Compilation *c);
 bool pass_narrow(Compilation *c);
+bool pass_fuse_classifier(Compilation *c);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);

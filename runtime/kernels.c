@@ -425,6 +425,15 @@ static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_o
 		nrt_sce_grad_f32(N, C, denom, dloss, x32, labels, labels64, d32);                                         \
 		wide_done(&w, N * C, d32, dlogits, BF);                                                                   \
 	}                                                                                                             \
+	/* one f32 copy of the logits, the gradient computed over it (dlogits may be logits) */                  \
+	void nrt_sce_fused_##S(int64_t N, int64_t C, double denom, const float *dloss, const uint16_t *logits,       \
+	                       const void *labels, bool labels64, float *loss, uint16_t *dlogits)                     \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "sce_fused_" #S, N * C, logits, BF);                                             \
+		nrt_sce_fused_f32(N, C, denom, dloss, x32, labels, labels64, loss, x32);                                  \
+		wide_done(&w, N * C, x32, dlogits, BF);                                                                   \
+	}                                                                                                             \
 	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,          \
 	                       bool ids64, const uint16_t *table, uint16_t *y)                                        \
 	{                                                                                                             \

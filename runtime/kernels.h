@@ -96,6 +96,10 @@ typedef enum NrtUnary {
 	void P##sce_grad_##S(int64_t N, int64_t C, double denom, const T *dloss,  \
 	                      const T *logits, const void *labels, bool labels64,  \
 	                      T *dlogits);                                         \
+	/* both at once (the fused classifier): dlogits may be logits itself */   \
+	void P##sce_fused_##S(int64_t N, int64_t C, double denom, const T *dloss, \
+	                       const T *logits, const void *labels, bool labels64, \
+	                       T *loss, T *dlogits);                               \
 	/* *loss = sum (p - t)^2 / denom */                                        \
 	void P##mse_##S(int64_t n, double denom, const T *p, const T *t, T *loss);\
 	void P##mse_grad_##S(int64_t n, double denom, const T *dloss, const T *p, \
@@ -185,6 +189,9 @@ NRT_KERNEL_DECLS(double, f64)
 	void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const float *dloss,\
 	                      const uint16_t *logits, const void *labels,           \
 	                      bool labels64, uint16_t *dlogits);                    \
+	void nrt_sce_fused_##S(int64_t N, int64_t C, double denom, const float *dloss,\
+	                       const uint16_t *logits, const void *labels,          \
+	                       bool labels64, float *loss, uint16_t *dlogits);      \
 	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim,              \
 	                       int64_t row_offset, const void *ids, bool ids64,      \
 	                       const uint16_t *table, uint16_t *y);                  \

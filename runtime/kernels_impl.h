@@ -847,6 +847,47 @@ void FN(sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
 	}
 }
 
+/* sce and sce_grad in one pass over each row (the fused classifier,
+ * passes/fuse_classifier.c): the row's max and sum of exponentials once,
+ * its loss term, then the gradient written over the row, so dlogits may
+ * be logits itself. The probabilities are never stored. The same
+ * expressions as the two kernels above in the same order -- the loss from
+ * the same sumexp, the gradient as exp(x - max) * (k / sum) in f32 --
+ * so the results are theirs bit for bit. */
+void FN(sce_fused)(int64_t N, int64_t C, double denom, const T *dloss, const T *logits,
+                   const void *labels, bool labels64, T *loss, T *dlogits)
+{
+	double k = dloss[0] / denom;
+	for (int64_t i = 0; i < N; i++)
+		FN(check_label)("softmax_cross_entropy", load_id(labels, labels64, i), i, C);
+	double *li = kernel_calloc("softmax_cross_entropy", N, sizeof *li);
+	PAR_FOR(N * C)
+	for (int64_t i = 0; i < N; i++) {
+		int64_t lab = load_id(labels, labels64, i);
+		const T *xi = logits + i * C;
+		T *di = dlogits + i * C; /* may be xi: each element is read before it is written */
+		T mx, se = FN(sumexp)(C, xi, NULL, &mx);
+		li[i] = (double)mx + log((double)se) - xi[lab];
+#if KF32
+		float f = (float)(k / se);
+		for (int64_t c = 0; c < C; c++) {
+			float e = KEXP(xi[c] - mx);
+			di[c] = e * f;
+		}
+#else
+		double lse = mx + log((double)se);
+		for (int64_t c = 0; c < C; c++)
+			di[c] = (T)(k * exp(xi[c] - lse));
+#endif
+		di[lab] -= (T)k;
+	}
+	double s = 0;
+	for (int64_t i = 0; i < N; i++)
+		s += li[i];
+	free(li);
+	*loss = (T)(s / denom);
+}
+
 void FN(mse)(int64_t n, double denom, const T *p, const T *t, T *loss)
 {
 	double s = 0;
