@@ -106,7 +106,9 @@ static void usage(FILE *out)
 	      "                        bit-identical on the CPU), attention (the written-out attention\n"
 	      "                        as one fused operator; rounding differs), classifier\n"
 	      "                        (softmax_cross_entropy and its gradient in one pass, the\n"
-	      "                        gradient over the logits; bit-identical on the CPU)\n"
+	      "                        gradient over the logits; bit-identical on the CPU),\n"
+	      "                        add_norm (residual add + layer norm, and their gradients,\n"
+	      "                        in one pass; bit-identical on the CPU)\n"
 	      "                        (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (",
 	      out);
@@ -150,7 +152,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 		unsigned kind;
 	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL},
 	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION},
-	                {"classifier", FUSE_CLASSIFIER}};
+	                {"classifier", FUSE_CLASSIFIER}, {"add_norm", FUSE_ADD_NORM}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -163,7 +165,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention, classifier)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention, classifier, add_norm)\n", (int)len,
 				        p);
 			return false;
 		}

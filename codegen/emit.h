@@ -80,6 +80,8 @@ typedef struct Emit {
 	bool *fused_pre;       /* by node id: the fused bias_add's own output is read later */
 	const struct Residual **residual; /* by node id: the residual fold a node is part of (passes/fuse.h);
 	                            * NULL: none */
+	const struct Node **add_norm; /* by node id: an add and the layer_norm after it, or a
+	                            * layer_norm_grad_x and the add after it, in one call (passes/fuse.h) */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;

@@ -449,7 +449,7 @@ EMIT(BROADCAST_TO)
 			stride *= y->d[i];
 		}
 	}
-	fprintf(OUT, "\tK(broadcast)(%d, ", y->rank);
+	fprintf(OUT, "\t%s(broadcast)(%d, ", kern(n->out), y->rank);
 	emit_shape(OUT, y);
 	fprintf(OUT, ", %s, ", IN(0));
 	emit_dims(OUT, str, y->rank);
@@ -651,13 +651,13 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 
 EMIT(MSE_LOSS)
 {
-	fprintf(OUT, "\tK(mse)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s);\n", lnumel(n->in[0]),
+	fprintf(OUT, "\t%s(mse)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s);\n", kern(n->in[0]), lnumel(n->in[0]),
 	        denominator(e, n, n->in[0], 1), IN(0), IN(1), Y);
 }
 
 EMIT(MSE_LOSS_GRAD)
 {
-	fprintf(OUT, "\tK(mse_grad)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(n->in[1]),
+	fprintf(OUT, "\t%s(mse_grad)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", kern(n->out), lnumel(n->in[1]),
 	        denominator(e, n, n->in[1], 1), IN(0), IN(1), IN(2), Y);
 }
 
@@ -977,10 +977,35 @@ static bool emit_residual(Emit *e, const Node *n)
 	return true;
 }
 
+/* An add and the layer norm after it, or a norm's input gradient and the
+ * add after it, in one call (passes/fuse.h, fuse_add_norm). */
+static bool emit_add_norm(Emit *e, const Node *n)
+{
+	const Node *m = e->add_norm ? e->add_norm[n->id] : NULL;
+	if (!m)
+		return false;
+	int64_t rows, cols;
+	if (n->op == OP_ADD && m->op == OP_LAYER_NORM) {
+		ln_dims(m, n->out, &rows, &cols);
+		fprintf(OUT, "\t%s(add_layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, %s, %s);\n", kern(n->out),
+		        rows, cols, m->attr.eps, IN(0), IN(1), B(e, m->in[1]), B(e, m->in[2]), Y, emit_out_name(e, m->out));
+	} else if (n->op == OP_LAYER_NORM_GRAD_X) {
+		const Value *r = m->in[0] == n->out ? m->in[1] : m->in[0];
+		ln_dims(n, n->in[1], &rows, &cols);
+		fprintf(OUT, "\t%s(layer_norm_grad_x_add)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, %s);\n",
+		        kern(n->out), rows, cols, n->attr.eps, IN(0), IN(1), IN(2), B(e, r), emit_out_name(e, m->out));
+	} else {
+		fputs(n->op == OP_LAYER_NORM ? "\t/* computed with the add above (nrt_add_layer_norm) */\n"
+		                             : "\t/* computed with the norm's gradient above (nrt_layer_norm_grad_x_add) */\n",
+		      OUT);
+	}
+	return true;
+}
+
 /* A bias_add and the relu after it in one call, or a residual fold (passes/fuse.h). */
 static bool emit_fused(Emit *e, const Node *n)
 {
-	if (emit_residual(e, n))
+	if (emit_residual(e, n) || emit_add_norm(e, n))
 		return true;
 	const Node *m = e->fused ? e->fused[n->id] : NULL;
 	if (!m)

@@ -567,6 +567,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		 * their sums keep the unfused order */
 		if (!(o->no_fuse & FUSE_RESIDUAL) && !o->f64)
 			e.residual = fuse_residual(c);
+		if (!(o->no_fuse & FUSE_ADD_NORM))
+			e.add_norm = fuse_add_norm(c, e.residual);
 		emit_train_clip_fn(&e);
 		/* gradient checks use the value at once; a training step fetches
 		 * it here and waits for it at its end (train_step) */

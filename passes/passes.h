@@ -75,7 +75,8 @@ enum {
 	FUSE_NARROW = 8,       /* narrow: f16/bf16 operators on their narrow values, without casts (pass_narrow) */
 	FUSE_ATTENTION = 16,   /* attention: the written-out form as one attention operator (before autodiff) */
 	FUSE_CLASSIFIER = 32,  /* classifier: softmax_cross_entropy and its gradient in one pass (pass_fuse_classifier) */
-	FUSE_ALL = 63,
+	FUSE_ADD_NORM = 64,    /* add_norm: residual add + layer norm (and their gradients) in one pass */
+	FUSE_ALL = 127,
 };
 
 /* How far a command needs the pipeline to go. */

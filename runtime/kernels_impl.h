@@ -432,51 +432,88 @@ static void FN(row_stats)(int64_t n, const T *restrict x, double eps,
 	*rstd = (T)1 / MATH(sqrt)((n ? ss / (T)n : 0) + (T)eps);
 }
 
-/* gamma and beta may be NULL (no scale, no shift). */
+/* One row of layer_norm; gamma and beta may be NULL (no scale, no shift). */
+static inline void FN(ln_row)(int64_t cols, double eps, const T *restrict xr, const T *gamma, const T *beta,
+                              T *restrict yr)
+{
+	T m, rs;
+	FN(row_stats)(cols, xr, eps, &m, &rs);
+	if (gamma && beta) {
+		for (int64_t c = 0; c < cols; c++)
+			yr[c] = gamma[c] * ((xr[c] - m) * rs) + beta[c];
+		return;
+	}
+	for (int64_t c = 0; c < cols; c++) {
+		T xh = (xr[c] - m) * rs;
+		yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
+	}
+}
+
 void FN(layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
                         const T *gamma, const T *beta, T *y)
 {
 	PAR_FOR(rows * cols)
+	for (int64_t r = 0; r < rows; r++)
+		FN(ln_row)(cols, eps, x + r * cols, gamma, beta, y + r * cols);
+}
+
+/* A residual add and the layer norm of its sum, row by row: the row of h
+ * is written once and normalised while it is in cache. h may be x or a
+ * (element-wise); y overlaps none of them. The expressions of binary's
+ * add and of layer_norm, so the results are theirs bit for bit. */
+void FN(add_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x, const T *a,
+                        const T *gamma, const T *beta, T *h, T *y)
+{
+	PAR_FOR(rows * cols)
 	for (int64_t r = 0; r < rows; r++) {
-		const T *restrict xr = x + r * cols;
-		T *restrict yr = y + r * cols;
-		T m, rs;
-		FN(row_stats)(cols, xr, eps, &m, &rs);
-		if (gamma && beta) {
-			for (int64_t c = 0; c < cols; c++)
-				yr[c] = gamma[c] * ((xr[c] - m) * rs) + beta[c];
-			continue;
-		}
-		for (int64_t c = 0; c < cols; c++) {
-			T xh = (xr[c] - m) * rs;
-			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
-		}
+		const T *xr = x + r * cols, *ar = a + r * cols;
+		T *hr = h + r * cols;
+		for (int64_t c = 0; c < cols; c++)
+			hr[c] = xr[c] + ar[c];
+		FN(ln_row)(cols, eps, hr, gamma, beta, y + r * cols);
 	}
 }
 
-/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
+/* One row of dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy *
+ * gamma, added to rr's row where rr is not NULL (rr may be dx). */
+static inline void FN(ln_grad_x_row)(int64_t cols, double eps, const T *restrict dyr, const T *restrict xr,
+                                     const T *gamma, const T *rr, T *dxr)
+{
+	T m, rs, sg = 0, sgx = 0;
+	FN(row_stats)(cols, xr, eps, &m, &rs);
+	SIMD_RED(+, sg, sgx)
+	for (int64_t c = 0; c < cols; c++) {
+		T g = gamma ? dyr[c] * gamma[c] : dyr[c];
+		sg += g;
+		sgx += g * (xr[c] - m) * rs;
+	}
+	T mg = sg / (T)cols, mgx = sgx / (T)cols;
+	for (int64_t c = 0; c < cols; c++) {
+		T g = gamma ? dyr[c] * gamma[c] : dyr[c];
+		T xh = (xr[c] - m) * rs;
+		T d = rs * (g - mg - xh * mgx);
+		dxr[c] = rr ? rr[c] + d : d;
+	}
+}
+
 void FN(layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
                                const T *dy, const T *x, const T *gamma, T *dx)
 {
 	PAR_FOR(rows * cols)
-	for (int64_t r = 0; r < rows; r++) {
-		const T *restrict xr = x + r * cols, *restrict dyr = dy + r * cols;
-		T *restrict dxr = dx + r * cols;
-		T m, rs, sg = 0, sgx = 0;
-		FN(row_stats)(cols, xr, eps, &m, &rs);
-		SIMD_RED(+, sg, sgx)
-		for (int64_t c = 0; c < cols; c++) {
-			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
-			sg += g;
-			sgx += g * (xr[c] - m) * rs;
-		}
-		T mg = sg / (T)cols, mgx = sgx / (T)cols;
-		for (int64_t c = 0; c < cols; c++) {
-			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
-			T xh = (xr[c] - m) * rs;
-			dxr[c] = rs * (g - mg - xh * mgx);
-		}
-	}
+	for (int64_t r = 0; r < rows; r++)
+		FN(ln_grad_x_row)(cols, eps, dy + r * cols, x + r * cols, gamma, NULL, dx + r * cols);
+}
+
+/* The gradient of a layer norm's input added to the other gradient that
+ * input receives (the residual stream's): dx = r + layer_norm_grad_x(...)
+ * in one pass, r may be dx; dx overlaps neither dy nor x. Each sum is
+ * the unfused add of the rounded gradient, bit for bit. */
+void FN(layer_norm_grad_x_add)(int64_t rows, int64_t cols, double eps, const T *dy, const T *x,
+                               const T *gamma, const T *r, T *dx)
+{
+	PAR_FOR(rows * cols)
+	for (int64_t i = 0; i < rows; i++)
+		FN(ln_grad_x_row)(cols, eps, dy + i * cols, x + i * cols, gamma, r + i * cols, dx + i * cols);
 }
 
 /* Columns of dgamma one thread sums over all rows: each column's sum runs

@@ -196,8 +196,9 @@ static void sce_fused(int64_t N, int64_t C, double denom, const T *dloss, const 
 
 /* ---- mean squared error ---------------------------------------------------------------- */
 
-template <typename T> struct SqDiff {
-	const T *p, *t;
+/* S: the operands' storage (f16/bf16: Narrow<BF>, read widened) */
+template <typename S> struct SqDiff {
+	const S *p, *t;
 	__device__ void operator()(int64_t i, double acc[1]) const
 	{
 		double d = (double)p[i] - t[i];
@@ -205,10 +206,12 @@ template <typename T> struct SqDiff {
 	}
 };
 
-template <typename T> __global__ void k_mse_grad(int64_t n, double denom, const T *dloss, const T *p, const T *t, T *dp)
+/* T: dloss and the arithmetic, S: the operands' storage (one rounding) */
+template <typename T, typename S = T>
+__global__ void k_mse_grad(int64_t n, double denom, const T *dloss, const S *p, const S *t, S *dp)
 {
 	T k = (T)(2 * dloss[0] / denom);
-	NRT_GRID_LOOP(i, n) dp[i] = k * (p[i] - t[i]);
+	NRT_GRID_LOOP(i, n) dp[i] = (S)(k * ((T)p[i] - (T)t[i]));
 }
 
 /* ---- embedding ------------------------------------------------------------------------- */
@@ -439,6 +442,20 @@ NRT_LOSS_DEFS(double, f64)
 		k_embedding<Narrow<BF>><<<grid_for(nids * dim), kThreads, 0, nrt_cuda_stream()>>>(               \
 			nids, rows, dim, row_offset, ids, ids64, (const Narrow<BF> *)table, (Narrow<BF> *)y);    \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_embedding_bf16" : "nrt_embedding_f16");                          \
+	}                                                                                                        \
+	extern "C" void nrt_mse_##S(int64_t n, double denom, const uint16_t *p, const uint16_t *t, float *loss)   \
+	{                                                                                                        \
+		sum_all<1>(BF ? "nrt_mse_bf16" : "nrt_mse_f16", n > 0 ? n : 0,                                   \
+		           SqDiff<Narrow<BF>>{(const Narrow<BF> *)p, (const Narrow<BF> *)t}, StoreLoss<float>{denom, loss}); \
+	}                                                                                                        \
+	extern "C" void nrt_mse_grad_##S(int64_t n, double denom, const float *dloss, const uint16_t *p,         \
+	                                 const uint16_t *t, uint16_t *dp)                                        \
+	{                                                                                                        \
+		if (n <= 0)                                                                                      \
+			return;                                                                                  \
+		k_mse_grad<float, Narrow<BF>><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(                 \
+			n, denom, dloss, (const Narrow<BF> *)p, (const Narrow<BF> *)t, (Narrow<BF> *)dp);        \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_mse_grad_bf16" : "nrt_mse_grad_f16");                            \
 	}                                                                                                        \
 	/* summed in an f32 scratch table, then each row rounded once */                                         \
 	extern "C" void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,      \

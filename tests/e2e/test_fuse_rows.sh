@@ -12,6 +12,22 @@
 #    takes the logits' bytes, which lowers the transformer's planned
 #    workspace; pipelines, micro-steps and vocabulary-parallel logits keep
 #    the two kernels, with the reason.
+#  - add_norm (passes/fuse.c, fuse_add_norm): a residual add and the
+#    layer_norm of its sum as one nrt_add_layer_norm call, and a norm's
+#    input gradient and the add of the other gradient as one
+#    nrt_layer_norm_grad_x_add call; bit-identical to --no-fuse=add_norm:
+#    the transformer with every tensor bf16 (the f32 build folds its
+#    residual adds into the products, so only the backward pairs fuse
+#    there: also checked), in f64, and semi_auto @4 (bf16). The planned
+#    workspace is no larger (the norm takes the bytes of the add's dying
+#    operand).
+#  - narrow (passes/precision.c): issue 22's narrow kernels for a mean
+#    (reduce_mean, not over a split dimension), its gradient
+#    (broadcast_to) and mse (+ grad), bit-identical to --no-fuse=narrow:
+#    wide_deep with every tensor bf16 (19 widenings in its source before,
+#    14 now: what is left feeds the f32 Adam update) and a small bf16
+#    model with a mean and an mse; -v's "narrow:" line names the readers
+#    of the casts left.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -95,4 +111,52 @@ why() {
 why clf_pipeline 'pipelines and micro-steps' tests/e2e/pipeline/deep.net
 why clf_vocab 'its classes are split across devices' tests/e2e/models/vocab_partial.net
 
+# ---- residual add + layer norm ----
+AN=--no-fuse=add_norm
+pair an_tf_bf16 1 "$work/tbf.net" $AN 'KBF16(add_layer_norm)' $SA
+if [ -f "$work/src_an_tf_bf16/tbf.c" ]; then
+	c=$work/src_an_tf_bf16/tbf.c
+	f=$(grep -c 'KBF16(add_layer_norm)(128, 32, ' "$c") b=$(grep -c 'KBF16(layer_norm_grad_x_add)(128, 32, ' "$c")
+	[ "$f" -ge 2 ] && [ "$b" -ge 2 ] &&
+		grep -q '^add + layer_norm: 4 adds and the norm after, 4 norm gradients and the add after, in one pass$' \
+			"$work/an_tf_bf16.fuse.build" && ok "an_tf_bf16: $f forward and $b backward fused calls (4 + 4 with the routines), -v says so" ||
+		bad "an_tf_bf16: $f forward, $b backward fused calls; -v: $(grep '^add + layer_norm' "$work/an_tf_bf16.fuse.build")"
+	a=$(ws an_tf_bf16.fuse) b=$(ws an_tf_bf16.plain)
+	[ -n "$a" ] && [ "$a" -le "$b" ] && ok "an_tf_bf16: planned workspace $a bytes fused, $b not" ||
+		bad "an_tf_bf16: planned workspace '$a' fused, '$b' not"
+fi
+pair an_tf_f32 1 $TF $AN 'K(layer_norm_grad_x_add)' $SA
+pair an_tf_f64 1 $TF $AN 'K(add_layer_norm)' $SA --precision f64
+pair an_tf_bf16_semi4 4 "$work/tbf.net" $AN 'KBF16(layer_norm_grad_x_add)' -D DP=1 -D MP=4 -D device_num=4
+
+# ---- narrow kernels: reduce_mean, broadcast_to, mse ----
+NA=--no-fuse=narrow
+sed 's/f32\[/bf16[/g' samples/wide_deep.net >"$work/wdbf.net"
+pair na_wide_deep 1 "$work/wdbf.net" $NA 'KBF16(mse)' $SA
+if [ -f "$work/na_wide_deep.fuse.build" ]; then
+	n=$(cat "$work/src_na_wide_deep"/*.c | grep -c 'nrt_bf16_to_f32(')
+	[ "$n" -eq 14 ] && grep -q '^narrow: 16 casts up to f32 left, by reader: adam_update 16$' "$work/na_wide_deep.fuse.build" &&
+		ok "na_wide_deep: 14 widenings left in the source (19 before), -v: only the update reads f32 copies" ||
+		bad "na_wide_deep: $n widenings; -v: $(grep '^narrow:' "$work/na_wide_deep.fuse.build")"
+fi
+cat >"$work/mean.net" <<'NET'
+const B = 16
+parallel { device_num = 1  parallel_mode = stand_alone }
+input x: bf16[B, 8]
+input y: bf16[B, 4]
+param w: bf16[8, 4] = xavier_uniform
+h = matmul(x, w)
+m = reduce_mean(h, axis = 1, keep_dims = true)
+loss = mse_loss(sub(h, m), y)
+train { optimizer = sgd(lr = 0.1)  steps = 10  loss = loss }
+NET
+pair na_mean 1 "$work/mean.net" $NA 'KBF16(reduce)(2, (const int64_t\[\]){16, 4}, 0x2, true'
+if [ -f "$work/src_na_mean/mean.c" ]; then
+	c=$work/src_na_mean/mean.c
+	[ "$(grep -c 'KBF16(broadcast)(' "$c")" -eq 1 ] && [ "$(grep -c 'KBF16(mse_grad)(' "$c")" -eq 1 ] &&
+		[ "$(grep -c 'nrt_bf16_to_f32(' "$c")" -eq 2 ] && ok "na_mean: mean, its gradient and mse narrow, 2 widenings left (the update's; 8 before)" ||
+		bad "na_mean: $(grep -c 'nrt_bf16_to_f32(' "$c") widenings; broadcast/mse_grad calls missing?"
+fi
+
 echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
