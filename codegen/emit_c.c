@@ -315,7 +315,7 @@ EMIT(BATCH_NORM)
 		        N, C, HW, bn_count(n->in[0]), n->attr.eps, IN(0), IN(1), IN(2), Y);
 		return;
 	}
-	fprintf(OUT, "\tK(batch_norm)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", N, C, HW,
+	fprintf(OUT, "\t%s(batch_norm)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", kern(n->out), N, C, HW,
 	        n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
@@ -336,8 +336,8 @@ EMIT(BATCH_NORM_GRAD_X)
 		        N, C, HW, count, n->attr.eps, IN(0), IN(1), IN(2), Y);
 		return;
 	}
-	fprintf(OUT, "\tK(batch_norm_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
-	        N, C, HW, n->attr.eps, IN(0), IN(1), IN(2), Y);
+	fprintf(OUT, "\t%s(batch_norm_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
+	        kern(n->out), N, C, HW, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
 EMIT(BATCH_NORM_GRAD_GAMMA)
@@ -352,8 +352,8 @@ EMIT(BATCH_NORM_GRAD_GAMMA)
 		        N, C, HW, bn_count(n->in[1]), n->attr.eps, IN(0), IN(1), Y);
 		return;
 	}
-	fprintf(OUT, "\tK(batch_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
-	        N, C, HW, n->attr.eps, IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(batch_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
+	        kern(n->out), N, C, HW, n->attr.eps, IN(0), IN(1), Y);
 }
 
 EMIT(DROPOUT)

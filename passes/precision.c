@@ -240,7 +240,8 @@ bool pass_amp(Compilation *c)
  * After the passes that place casts and reductions: a matrix product,
  * element-wise operator, softmax, layer norm (+ grads), transpose, sum
  * over axes (reduce_sum, sum_to), a mean (reduce_mean, but over a split
- * dimension) and its gradient (broadcast_to), concat, slice, scale,
+ * dimension) and its gradient (broadcast_to), batch norm (+ grads; not
+ * over a batch split across devices), concat, slice, scale,
  * embedding (+ grad: the table, dy; not the ids), softmax_cross_entropy
  * (+ grad: their logits) or mse (+ grad: both operands; the losses stay
  * f32) whose every input is cast up
@@ -269,6 +270,18 @@ static bool mean_split(const Graph *g, const Node *n)
 	return false;
 }
 
+/* Batch norm over a batch split across devices sums its statistics
+ * across them (spmd.h's phases, codegen's global_bn): those stay f32. */
+static bool bn_split(const Graph *g, const Node *n)
+{
+	const Value *x = n->op == OP_BATCH_NORM ? n->in[0] : n->in[1];
+	ParallelMode m = g->par.parallel_mode;
+	if (n->ann.cross_batch || (n->fwd && n->fwd->ann.cross_batch) || m == PM_DATA_PARALLEL ||
+	    m == PM_HYBRID_PARALLEL)
+		return false;
+	return x->layout && x->layout->map[0] >= 0;
+}
+
 /* the operators with narrow kernels (kernels.h) */
 static bool narrow_kernel(const Graph *g, const Node *n)
 {
@@ -277,6 +290,8 @@ static bool narrow_kernel(const Graph *g, const Node *n)
 		return !mean_split(g, n);
 	case OP_BROADCAST_TO: case OP_MSE_LOSS: case OP_MSE_LOSS_GRAD:
 		return true;
+	case OP_BATCH_NORM: case OP_BATCH_NORM_GRAD_X: case OP_BATCH_NORM_GRAD_GAMMA:
+		return !bn_split(g, n);
 	case OP_MATMUL: case OP_BATCH_MATMUL:
 	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_BIAS_ADD:
 	case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_NEG:

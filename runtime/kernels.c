@@ -520,6 +520,40 @@ static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_o
 		nrt_mse_grad_f32(n, denom, dloss, p32, t32, d32);                                                         \
 		wide_done(&w, n, d32, dp, BF);                                                                            \
 	}                                                                                                             \
+	void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *x,                     \
+	                        const uint16_t *gamma, const uint16_t *beta, uint16_t *y)                            \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = N * C * HW;                                                                                   \
+		float *x32 = wide_of(&w, "batch_norm_" #S, n, x, BF), *y32 = wide_of(&w, "batch_norm_" #S, n, NULL, BF);  \
+		float *g32 = gamma ? wide_of(&w, "batch_norm_" #S, C, gamma, BF) : NULL;                                  \
+		float *b32 = beta ? wide_of(&w, "batch_norm_" #S, C, beta, BF) : NULL;                                    \
+		nrt_batch_norm_f32(N, C, HW, eps, x32, g32, b32, y32);                                                    \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *dy,             \
+	                               const uint16_t *x, const uint16_t *gamma, uint16_t *dx)                        \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = N * C * HW;                                                                                   \
+		float *d32 = wide_of(&w, "batch_norm_grad_x_" #S, n, dy, BF);                                             \
+		float *x32 = wide_of(&w, "batch_norm_grad_x_" #S, n, x, BF);                                              \
+		float *g32 = gamma ? wide_of(&w, "batch_norm_grad_x_" #S, C, gamma, BF) : NULL;                           \
+		float *dx32 = wide_of(&w, "batch_norm_grad_x_" #S, n, NULL, BF);                                          \
+		nrt_batch_norm_grad_x_f32(N, C, HW, eps, d32, x32, g32, dx32);                                            \
+		wide_done(&w, n, dx32, dx, BF);                                                                           \
+	}                                                                                                             \
+	void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *dy,         \
+	                                   const uint16_t *x, uint16_t *dgamma)                                       \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = N * C * HW;                                                                                   \
+		float *d32 = wide_of(&w, "batch_norm_grad_gamma_" #S, n, dy, BF);                                         \
+		float *x32 = wide_of(&w, "batch_norm_grad_gamma_" #S, n, x, BF);                                          \
+		float *g32 = wide_of(&w, "batch_norm_grad_gamma_" #S, C, NULL, BF);                                       \
+		nrt_batch_norm_grad_gamma_f32(N, C, HW, eps, d32, x32, g32);                                              \
+		wide_done(&w, C, g32, dgamma, BF);                                                                        \
+	}                                                                                                             \
 	void nrt_concat_##S(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer, int64_t inner,   \
 	                    uint16_t *y)                                                                              \
 	{                                                                                                             \

@@ -230,7 +230,17 @@ NRT_KERNEL_DECLS(double, f64)
 	void nrt_mse_##S(int64_t n, double denom, const uint16_t *p,                 \
 	                 const uint16_t *t, float *loss);                            \
 	void nrt_mse_grad_##S(int64_t n, double denom, const float *dloss,           \
-	                      const uint16_t *p, const uint16_t *t, uint16_t *dp);
+	                      const uint16_t *p, const uint16_t *t, uint16_t *dp);   \
+	/* batch norm on one device's batch (not the split form, spmd.h) */         \
+	void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps,        \
+	                        const uint16_t *x, const uint16_t *gamma,            \
+	                        const uint16_t *beta, uint16_t *y);                  \
+	void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, \
+	                               const uint16_t *dy, const uint16_t *x,        \
+	                               const uint16_t *gamma, uint16_t *dx);         \
+	void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW,         \
+	                                   double eps, const uint16_t *dy,           \
+	                                   const uint16_t *x, uint16_t *dgamma);
 NRT_NARROW_GEMM_DECLS(f16)
 NRT_NARROW_GEMM_DECLS(bf16)
 NRT_NARROW_KERNEL_DECLS(f16)

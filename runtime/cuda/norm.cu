@@ -376,19 +376,19 @@ __global__ void k_bn_channel(BnMode mode, int64_t N, int64_t C, int64_t HW, doub
 	NRT_ROW_LOOP(c, C) {
 		double mean, rstd;
 		block_chan_stats(N, C, HW, c, x, eps, &mean, &rstd);
-		double g = gamma ? gamma[c] : 1, cnt = (double)N * HW;
+		double g = gamma ? (double)gamma[c] : 1, cnt = (double)N * HW;
 		if (mode == BN_FWD) {
 			if (threadIdx.x == 0) {
 				coef[2 * c] = g * rstd;
-				coef[2 * c + 1] = (beta ? beta[c] : 0) - g * rstd * mean;
+				coef[2 * c + 1] = (beta ? (double)beta[c] : 0) - g * rstd * mean;
 			}
 			continue;
 		}
 		double sg = 0, sgx = 0;
 		NRT_BLOCK_LOOP(i, N * HW) {
 			int64_t at = chan_index(i, C, HW, c);
-			sg += dy[at];
-			sgx += dy[at] * ((x[at] - mean) * rstd);
+			sg += (double)dy[at];
+			sgx += (double)dy[at] * (((double)x[at] - mean) * rstd);
 		}
 		sgx = block_sum(sgx);
 		if (mode == BN_GRAD_GAMMA) {
@@ -408,29 +408,31 @@ __global__ void k_bn_channel(BnMode mode, int64_t N, int64_t C, int64_t HW, doub
 	}
 }
 
-template <typename T> __global__ void k_bn_fwd_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const T *x, T *y)
+/* T: the arithmetic, S: the storage (f16/bf16: Narrow<BF>, one rounding) */
+template <typename T, typename S = T>
+__global__ void k_bn_fwd_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const S *x, S *y)
 {
 	NRT_GRID_LOOP(i, total) {
 		int64_t c = (i / HW) % C;
 		T a = (T)coef[2 * c], b = (T)coef[2 * c + 1];
-		y[i] = a * x[i] + b;
+		y[i] = (S)(a * (T)x[i] + b);
 	}
 }
 
-template <typename T>
-__global__ void k_bn_grad_x_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const T *dy, const T *x,
-                                  T *dx)
+template <typename T, typename S = T>
+__global__ void k_bn_grad_x_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const S *dy, const S *x,
+                                  S *dx)
 {
 	NRT_GRID_LOOP(i, total) {
 		const double *q = coef + 5 * ((i / HW) % C);
 		T k = (T)q[0], m = (T)q[1], rs = (T)q[2], mg = (T)q[3], mgx = (T)q[4];
-		dx[i] = k * (dy[i] - mg - (x[i] - m) * rs * mgx);
+		dx[i] = (S)(k * ((T)dy[i] - mg - ((T)x[i] - m) * rs * mgx));
 	}
 }
 
-template <typename T>
-static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double eps, const T *dy, const T *x,
-                           const T *gamma, const T *beta, T *out)
+template <typename T, typename S = T>
+static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double eps, const S *dy, const S *x,
+                           const S *gamma, const S *beta, S *out)
 {
 	if (C <= 0)
 		return;
@@ -438,7 +440,7 @@ static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double
 	int64_t total = N * C * HW;
 	int t = threads_for_row(N * HW);
 	if (mode == BN_GRAD_GAMMA) {
-		k_bn_channel<T><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, nullptr, out);
+		k_bn_channel<S><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, nullptr, out);
 		NRT_CUDA_LAUNCH_CHECK("batch_norm_grad_gamma");
 		return;
 	}
@@ -446,12 +448,12 @@ static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double
 		return;
 	int per = mode == BN_FWD ? 2 : 5;
 	double *coef = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(per * C));
-	k_bn_channel<T><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, coef, nullptr);
+	k_bn_channel<S><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, coef, nullptr);
 	NRT_CUDA_LAUNCH_CHECK("batch_norm (channel statistics)");
 	if (mode == BN_FWD)
-		k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, x, out);
+		k_bn_fwd_apply<T, S><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, x, out);
 	else
-		k_bn_grad_x_apply<T><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, dy, x, out);
+		k_bn_grad_x_apply<T, S><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, dy, x, out);
 	NRT_CUDA_LAUNCH_CHECK("batch_norm (apply)");
 	nrt_cuda_scratch_free(coef);
 }
@@ -600,17 +602,17 @@ using namespace nrtk;
 	extern "C" void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const T *x,             \
 	                                   const T *gamma, const T *beta, T *y)                                  \
 	{                                                                                                        \
-		batch_norm_any<T>(BN_FWD, N, C, HW, eps, nullptr, x, gamma, beta, y);                            \
+		batch_norm_any<T, T>(BN_FWD, N, C, HW, eps, nullptr, x, gamma, beta, y);                            \
 	}                                                                                                        \
 	extern "C" void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const T *dy,     \
 	                                          const T *x, const T *gamma, T *dx)                             \
 	{                                                                                                        \
-		batch_norm_any<T>(BN_GRAD_X, N, C, HW, eps, dy, x, gamma, nullptr, dx);                          \
+		batch_norm_any<T, T>(BN_GRAD_X, N, C, HW, eps, dy, x, gamma, nullptr, dx);                          \
 	}                                                                                                        \
 	extern "C" void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps,              \
 	                                              const T *dy, const T *x, T *dgamma)                        \
 	{                                                                                                        \
-		batch_norm_any<T>(BN_GRAD_GAMMA, N, C, HW, eps, dy, x, nullptr, nullptr, dgamma);                \
+		batch_norm_any<T, T>(BN_GRAD_GAMMA, N, C, HW, eps, dy, x, nullptr, nullptr, dgamma);                \
 	}                                                                                                        \
 	extern "C" void nrt_bn_stats_##S(int64_t N, int64_t C, int64_t HW, const T *x, double *st)               \
 	{                                                                                                        \
@@ -720,6 +722,25 @@ NRT_NORM_DEFS(double, f64)
 			rows, cols, eps, (const Narrow<BF> *)dy, (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, \
 			(const Narrow<BF> *)r, (Narrow<BF> *)dx);                                                \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_grad_x_add_bf16" : "nrt_layer_norm_grad_x_add_f16");  \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *x,      \
+	                                   const uint16_t *gamma, const uint16_t *beta, uint16_t *y)             \
+	{                                                                                                        \
+		batch_norm_any<float, Narrow<BF>>(BN_FWD, N, C, HW, eps, nullptr, (const Narrow<BF> *)x,         \
+		                                  (const Narrow<BF> *)gamma, (const Narrow<BF> *)beta, (Narrow<BF> *)y); \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *dy, \
+	                                          const uint16_t *x, const uint16_t *gamma, uint16_t *dx)        \
+	{                                                                                                        \
+		batch_norm_any<float, Narrow<BF>>(BN_GRAD_X, N, C, HW, eps, (const Narrow<BF> *)dy,              \
+		                                  (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, nullptr,     \
+		                                  (Narrow<BF> *)dx);                                             \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps,              \
+	                                              const uint16_t *dy, const uint16_t *x, uint16_t *dgamma)   \
+	{                                                                                                        \
+		batch_norm_any<float, Narrow<BF>>(BN_GRAD_GAMMA, N, C, HW, eps, (const Narrow<BF> *)dy,          \
+		                                  (const Narrow<BF> *)x, nullptr, nullptr, (Narrow<BF> *)dgamma); \
 	}                                                                                                        \
 	extern "C" void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy, \
 	                                              const uint16_t *x, uint16_t *dgamma)                       \

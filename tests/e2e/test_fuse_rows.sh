@@ -23,11 +23,14 @@
 #    operand).
 #  - narrow (passes/precision.c): issue 22's narrow kernels for a mean
 #    (reduce_mean, not over a split dimension), its gradient
-#    (broadcast_to) and mse (+ grad), bit-identical to --no-fuse=narrow:
+#    (broadcast_to), mse (+ grad) and batch norm (+ grads, not over a
+#    split batch), bit-identical to --no-fuse=narrow:
 #    wide_deep with every tensor bf16 (19 widenings in its source before,
 #    14 now: what is left feeds the f32 Adam update) and a small bf16
-#    model with a mean and an mse; -v's "narrow:" line names the readers
-#    of the casts left.
+#    model with a mean and an mse, bn_matmul stand-alone (its batch norm
+#    and mse narrow) and semi_auto @4 (its batch split 4 ways: the norm
+#    keeps its casts); -v's "narrow:" line names the readers of the casts
+#    left.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -157,6 +160,13 @@ if [ -f "$work/src_na_mean/mean.c" ]; then
 		[ "$(grep -c 'nrt_bf16_to_f32(' "$c")" -eq 2 ] && ok "na_mean: mean, its gradient and mse narrow, 2 widenings left (the update's; 8 before)" ||
 		bad "na_mean: $(grep -c 'nrt_bf16_to_f32(' "$c") widenings; broadcast/mse_grad calls missing?"
 fi
+sed 's/f32\[/bf16[/g' samples/bn_matmul.net >"$work/bnbf.net"
+pair na_bn 1 "$work/bnbf.net" $NA 'KBF16(batch_norm_grad_gamma)' $SA
+grep -q '^narrow: 6 casts up to f32 left, by reader: sgd_update 6$' "$work/na_bn.fuse.build" 2>/dev/null &&
+	ok "na_bn: only the update's casts left" || bad "na_bn: -v: $(grep '^narrow:' "$work/na_bn.fuse.build")"
+pair na_bn_semi4 4 "$work/bnbf.net" $NA 'nrt_gemm_bf16'
+grep -q 'by reader:.* batch_norm 3 ' "$work/na_bn_semi4.fuse.build" 2>/dev/null &&
+	ok "na_bn_semi4: the split-batch norm keeps its casts" || bad "na_bn_semi4: -v: $(grep '^narrow:' "$work/na_bn_semi4.fuse.build")"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -349,6 +349,12 @@ void cpu_nrt_bgemm_bf16(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, i
 #define nrt_mse_bf16 cpu_nrt_mse_bf16
 #define nrt_mse_grad_f16 cpu_nrt_mse_grad_f16
 #define nrt_mse_grad_bf16 cpu_nrt_mse_grad_bf16
+#define nrt_batch_norm_f16 cpu_nrt_batch_norm_f16
+#define nrt_batch_norm_bf16 cpu_nrt_batch_norm_bf16
+#define nrt_batch_norm_grad_x_f16 cpu_nrt_batch_norm_grad_x_f16
+#define nrt_batch_norm_grad_x_bf16 cpu_nrt_batch_norm_grad_x_bf16
+#define nrt_batch_norm_grad_gamma_f16 cpu_nrt_batch_norm_grad_gamma_f16
+#define nrt_batch_norm_grad_gamma_bf16 cpu_nrt_batch_norm_grad_gamma_bf16
 NRT_NARROW_KERNEL_DECLS(f16)
 NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_binary_f16
@@ -397,6 +403,12 @@ NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_mse_bf16
 #undef nrt_mse_grad_f16
 #undef nrt_mse_grad_bf16
+#undef nrt_batch_norm_f16
+#undef nrt_batch_norm_bf16
+#undef nrt_batch_norm_grad_x_f16
+#undef nrt_batch_norm_grad_x_bf16
+#undef nrt_batch_norm_grad_gamma_f16
+#undef nrt_batch_norm_grad_gamma_bf16
 void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
                          const int64_t *out_dims, const void *in, void *out);
 void cpu_nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,

@@ -701,6 +701,36 @@ static void narrow_broadcast_mse(const Narrow *t)
 	}
 }
 
+/* batch norm on one device's batch, narrow storage: the f32 kernels'
+ * values rounded once on both sides (statistics in double on both), so
+ * 2u + 1e-5 for the output, the input gradient and dgamma */
+static void narrow_batch_norm(const Narrow *t)
+{
+	static const int64_t cs[][3] = {{1, 1, 1}, {4, 3, 7}, {2, 5, 33}, {16, 7, 1}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t N = cs[c][0], C = cs[c][1], HW = cs[c][2], n = N * C * HW;
+		uint16_t *x = nrand(t, n, -3, 3), *g = nrand(t, C, 0.5, 1.5), *b = nrand(t, C, -1, 1);
+		uint16_t *dy = nrand(t, n, -1, 1), *y = halloc(2 * (size_t)n), *gy = nzero(n);
+		uint16_t *dg = halloc(2 * (size_t)C), *gdg = nzero(C);
+		const uint16_t *gx = nup(x, n), *gg = nup(g, C), *gdy = nup(dy, n);
+		char name[96];
+		NK(t, batch_norm)(N, C, HW, 1e-5, gx, gg, nup(b, C), gy);
+		CK_(t, batch_norm)(N, C, HW, 1e-5, x, g, b, y);
+		snprintf(name, sizeof name, "batch_norm [%lld,%lld,%lld]", (long long)N, (long long)C, (long long)HW);
+		ncmp(t, name, gy, y, n);
+		NK(t, batch_norm_grad_x)(N, C, HW, 1e-5, gdy, gx, gg, gy);
+		CK_(t, batch_norm_grad_x)(N, C, HW, 1e-5, dy, x, g, y);
+		snprintf(name, sizeof name, "batch_norm_grad_x [%lld,%lld,%lld]", (long long)N, (long long)C, (long long)HW);
+		ncmp(t, name, gy, y, n);
+		NK(t, batch_norm_grad_gamma)(N, C, HW, 1e-5, gdy, gx, gdg);
+		CK_(t, batch_norm_grad_gamma)(N, C, HW, 1e-5, dy, x, dg);
+		snprintf(name, sizeof name, "batch_norm_grad_gamma [%lld,%lld,%lld]", (long long)N, (long long)C,
+		         (long long)HW);
+		ncmp(t, name, gdg, dg, C);
+		free_all();
+	}
+}
+
 /* softmax_cross_entropy on narrow logits: the loss stays f32 (both sides
  * sum the same per-row terms in double: the f32 tolerance, 1e-5); the
  * logits' gradient is rounded once (2u + 1e-5). Labels i32 and i64, a
@@ -871,6 +901,7 @@ static void test_narrow(void)
 		narrow_sce(&narrows[i]);
 		narrow_add_layer_norm(&narrows[i]);
 		narrow_broadcast_mse(&narrows[i]);
+		narrow_batch_norm(&narrows[i]);
 		narrow_embedding(&narrows[i]);
 		narrow_concat_slice_scale(&narrows[i]);
 		narrow_transpose(&narrows[i]);
