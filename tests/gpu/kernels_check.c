@@ -39,7 +39,9 @@
  *    each side as far from the f64 result.
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), bias + ReLU (one addition and
- *    a comparison on both sides), f16/bf16 conversions (bit patterns),
+ *    a comparison on both sides), the sum add_layer_norm writes (one
+ *    addition, rounded once), the f16/bf16 broadcast (one product, rounded
+ *    once), f16/bf16 conversions (bit patterns),
  *    nrt_slice_block and nrt_regroup (copies), and the f16/bf16
  *    transpose, concat, slice and embedding (copies of 2-byte words).
  *
