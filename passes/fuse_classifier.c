@@ -55,7 +55,7 @@ static const char *why_kept(const Compilation *c, const Node *n, const Node *d, 
 	if (n->nin != 2)
 		return "its classes are split across devices (vocabulary parallel)";
 	const Value *lg = n->in[0], *dl = d->in[0], *dx = d->out;
-	if (dl->def && position(g, dl->def) >= i)
+	if ((dl->def && position(g, dl->def) >= i) || position(g, d) < i)
 		return "its gradient comes from other terms of the loss";
 	if (n->ann.recompute || d->ann.recompute || n->chunk != d->chunk)
 		return "recomputed, or on another stage than its gradient";
