@@ -108,7 +108,12 @@ static void usage(FILE *out)
 	      "                        bit-identical on the CPU), attention (the written-out attention\n"
 	      "                        as one fused operator; rounding differs), gemm_epilogue (bias,\n"
 	      "                        bias + gelu and bias gradients in the matrix product's call;\n"
-	      "                        bit-identical on the CPU) (docs/codegen.md)\n"
+	      "                        bit-identical on the CPU), classifier\n"
+	      "                        (softmax_cross_entropy and its gradient in one pass, the\n"
+	      "                        gradient over the logits; bit-identical on the CPU),\n"
+	      "                        add_norm (residual add + layer norm, and their gradients,\n"
+	      "                        in one pass; bit-identical on the CPU)\n"
+	      "                        (docs/codegen.md)\n"
 	      "      --dump-after=PASS print the IR after PASS (",
 	      out);
 	print_pass_names(out);
@@ -152,7 +157,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 		unsigned kind;
 	} kinds[] = {{"bias_act", FUSE_BIAS_ACT}, {"updates", FUSE_UPDATES}, {"residual", FUSE_RESIDUAL},
 	                {"narrow", FUSE_NARROW}, {"attention", FUSE_ATTENTION},
-	                {"gemm_epilogue", FUSE_GEMM_EPILOGUE}};
+	                {"gemm_epilogue", FUSE_GEMM_EPILOGUE}, {"classifier", FUSE_CLASSIFIER}, {"add_norm", FUSE_ADD_NORM}};
 	if (!arg) {
 		*mask = FUSE_ALL;
 		return true;
@@ -165,7 +170,7 @@ static bool parse_fuse_kinds(const char *arg, unsigned *mask, bool quiet)
 				k = kinds[i].kind;
 		if (!k) {
 			if (!quiet)
-				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention, gemm_epilogue)\n", (int)len,
+				fprintf(stderr, "netc: --no-fuse: unknown kind '%.*s' (bias_act, updates, residual, narrow, attention, gemm_epilogue, classifier, add_norm)\n", (int)len,
 				        p);
 			return false;
 		}

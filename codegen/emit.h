@@ -84,6 +84,8 @@ typedef struct Emit {
 	                            * NULL: none */
 	const struct GemmEp **gemm_ep; /* by node id: the GEMM epilogue a node is part of (passes/fuse_gemm.h);
 	                            * NULL: none */
+	const struct Node **add_norm; /* by node id: an add and the layer_norm after it, or a
+	                            * layer_norm_grad_x and the add after it, in one call (passes/fuse.h) */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */
 	size_t ext_len;

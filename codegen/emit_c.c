@@ -357,7 +357,7 @@ EMIT(BATCH_NORM)
 		        N, C, HW, bn_count(n->in[0]), n->attr.eps, IN(0), IN(1), IN(2), Y);
 		return;
 	}
-	fprintf(OUT, "\tK(batch_norm)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", N, C, HW,
+	fprintf(OUT, "\t%s(batch_norm)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n", kern(n->out), N, C, HW,
 	        n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
@@ -378,8 +378,8 @@ EMIT(BATCH_NORM_GRAD_X)
 		        N, C, HW, count, n->attr.eps, IN(0), IN(1), IN(2), Y);
 		return;
 	}
-	fprintf(OUT, "\tK(batch_norm_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
-	        N, C, HW, n->attr.eps, IN(0), IN(1), IN(2), Y);
+	fprintf(OUT, "\t%s(batch_norm_grad_x)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s);\n",
+	        kern(n->out), N, C, HW, n->attr.eps, IN(0), IN(1), IN(2), Y);
 }
 
 EMIT(BATCH_NORM_GRAD_GAMMA)
@@ -394,8 +394,8 @@ EMIT(BATCH_NORM_GRAD_GAMMA)
 		        N, C, HW, bn_count(n->in[1]), n->attr.eps, IN(0), IN(1), Y);
 		return;
 	}
-	fprintf(OUT, "\tK(batch_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
-	        N, C, HW, n->attr.eps, IN(0), IN(1), Y);
+	fprintf(OUT, "\t%s(batch_norm_grad_gamma)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s);\n",
+	        kern(n->out), N, C, HW, n->attr.eps, IN(0), IN(1), Y);
 }
 
 EMIT(DROPOUT)
@@ -491,7 +491,7 @@ EMIT(BROADCAST_TO)
 			stride *= y->d[i];
 		}
 	}
-	fprintf(OUT, "\tK(broadcast)(%d, ", y->rank);
+	fprintf(OUT, "\t%s(broadcast)(%d, ", kern(n->out), y->rank);
 	emit_shape(OUT, y);
 	fprintf(OUT, ", %s, ", IN(0));
 	emit_dims(OUT, str, y->rank);
@@ -663,6 +663,13 @@ EMIT(SOFTMAX_CROSS_ENTROPY)
 		emit_vsce(e, n, 0, false);
 		return;
 	}
+	const Node *d = e->c->classifier ? e->c->classifier[n->id] : NULL;
+	if (d) { /* the fused classifier: the loss, and the logits' gradient over the logits */
+		fprintf(OUT, "\t%s(sce_fused)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s, %s);\n",
+		        kern(lg), lnumel(lg) / C, C, denominator(e, n, lg, C), B(e, d->in[0]), IN(0), IN(1),
+		        n->in[1]->dtype == DT_I64 ? "true" : "false", Y, emit_out_name(e, d->out));
+		return;
+	}
 	/* narrow logits (pass_narrow): KBF16(sce), the loss in f32 */
 	fprintf(OUT, "\t%s(sce)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", kern(lg),
 	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), n->in[1]->dtype == DT_I64 ? "true" : "false", Y);
@@ -676,19 +683,23 @@ EMIT(SOFTMAX_CROSS_ENTROPY_GRAD)
 		emit_vsce(e, n, 1, true);
 		return;
 	}
+	if (e->c->classifier && e->c->classifier[n->id]) {
+		fputs("\t/* made with the loss above (fused classifier) */\n", OUT);
+		return;
+	}
 	fprintf(OUT, "\t%s(sce_grad)(%" PRId64 ", %" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s, %s);\n", kern(n->out),
 	        lnumel(lg) / C, C, denominator(e, n, lg, C), IN(0), IN(1), IN(2), n->in[2]->dtype == DT_I64 ? "true" : "false", Y);
 }
 
 EMIT(MSE_LOSS)
 {
-	fprintf(OUT, "\tK(mse)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s);\n", lnumel(n->in[0]),
+	fprintf(OUT, "\t%s(mse)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s);\n", kern(n->in[0]), lnumel(n->in[0]),
 	        denominator(e, n, n->in[0], 1), IN(0), IN(1), Y);
 }
 
 EMIT(MSE_LOSS_GRAD)
 {
-	fprintf(OUT, "\tK(mse_grad)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", lnumel(n->in[1]),
+	fprintf(OUT, "\t%s(mse_grad)(%" PRId64 ", %" PRId64 ".0, %s, %s, %s, %s);\n", kern(n->out), lnumel(n->in[1]),
 	        denominator(e, n, n->in[1], 1), IN(0), IN(1), IN(2), Y);
 }
 
@@ -1042,11 +1053,36 @@ static bool emit_gemm_ep(Emit *e, const Node *n)
 	return true;
 }
 
-/* A bias_add and the relu after it in one call, a residual fold
- * (passes/fuse.h) or a GEMM epilogue. */
+/* An add and the layer norm after it, or a norm's input gradient and the
+ * add after it, in one call (passes/fuse.h, fuse_add_norm). */
+static bool emit_add_norm(Emit *e, const Node *n)
+{
+	const Node *m = e->add_norm ? e->add_norm[n->id] : NULL;
+	if (!m)
+		return false;
+	int64_t rows, cols;
+	if (n->op == OP_ADD && m->op == OP_LAYER_NORM) {
+		ln_dims(m, n->out, &rows, &cols);
+		fprintf(OUT, "\t%s(add_layer_norm)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, %s, %s);\n", kern(n->out),
+		        rows, cols, m->attr.eps, IN(0), IN(1), B(e, m->in[1]), B(e, m->in[2]), Y, emit_out_name(e, m->out));
+	} else if (n->op == OP_LAYER_NORM_GRAD_X) {
+		const Value *r = m->in[0] == n->out ? m->in[1] : m->in[0];
+		ln_dims(n, n->in[1], &rows, &cols);
+		fprintf(OUT, "\t%s(layer_norm_grad_x_add)(%" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, %s);\n",
+		        kern(n->out), rows, cols, n->attr.eps, IN(0), IN(1), IN(2), B(e, r), emit_out_name(e, m->out));
+	} else {
+		fputs(n->op == OP_LAYER_NORM ? "\t/* computed with the add above (nrt_add_layer_norm) */\n"
+		                             : "\t/* computed with the norm's gradient above (nrt_layer_norm_grad_x_add) */\n",
+		      OUT);
+	}
+	return true;
+}
+
+/* A bias_add and the relu after it in one call, a residual fold, a GEMM
+ * epilogue (passes/fuse.h, fuse_gemm.h) or an add and a layer norm. */
 static bool emit_fused(Emit *e, const Node *n)
 {
-	if (emit_residual(e, n) || emit_gemm_ep(e, n))
+	if (emit_residual(e, n) || emit_gemm_ep(e, n) || emit_add_norm(e, n))
 		return true;
 	const Node *m = e->fused ? e->fused[n->id] : NULL;
 	if (!m)

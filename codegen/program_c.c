@@ -376,6 +376,11 @@ static void emit_step(Emit *e)
 	      "\tnrt_data_next(data, inputs, NINPUTS, s);\n"
 	      "\tstep = opt_step = s + 1;\n",
 	      e->out);
+	/* before the forward pass: a fused classifier reads the seed there
+	 * (the scale changes only in the update phase) */
+	if (e->loss_scale)
+		fputs("\tscale_loss_gradient();\n", e->out);
+	/* (never both: a program with loss scaling is not captured, graph_kind) */
 	if (e->graph)
 		fprintf(e->out, "\tif (nrt_step_graph(step_graph)) {\n%s\t\treturn read_loss ? nrt_loss_value() : 0.0;\n\t}\n",
 		        e->graph == 1 ? "\t\tupdate(); /* its arguments change every step */\n" : "");
@@ -383,8 +388,6 @@ static void emit_step(Emit *e)
 	      "\tdouble loss = forward();\n"
 	      "\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n",
 	      e->out);
-	if (e->loss_scale)
-		fputs("\tscale_loss_gradient();\n", e->out);
 	fputs("\tdouble tb_ = nrt_trace_now();\n"
 	      "\tbackward();\n"
 	      "\tnrt_trace_span(\"backward\", \"compute\", -1, tb_);\n"
@@ -637,6 +640,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 			e.gemm_ep = fuse_gemm_epilogues(c, e.fused, e.residual);
 		if (c->verbose)
 			fuse_gemm_report(c, e.gemm_ep, stderr);
+		if (!(o->no_fuse & FUSE_ADD_NORM))
+			e.add_norm = fuse_add_norm(c, e.residual);
 		emit_train_clip_fn(&e);
 		/* gradient checks use the value at once; a training step fetches
 		 * it here and waits for it at its end (train_step) */

@@ -104,3 +104,56 @@ const Node **fuse_bias_act(Compilation *c, bool **pre_read)
 		*pre_read = pre;
 	return act;
 }
+
+/* [lo, hi) of a and b both in the workspace and equal */
+static bool same_span(const Compilation *c, const Value *a, const Value *b)
+{
+	int64_t alo, ahi, blo, bhi;
+	return span(c, a, &alo, &ahi) && span(c, b, &blo, &bhi) && alo == blo && ahi == bhi;
+}
+
+/* The add + layer norm pair starting at position i, or NULL: the plan
+ * must not let the fused call write what it still reads (memplan keeps
+ * the reads alive until the partner's output is born; this checks the
+ * rest): y apart from h, and x or a itself (memplan hands it the bytes
+ * of the one that dies at the add: each row is read before the norm's row
+ * is written) or apart from them; h likewise x or a itself or apart; s
+ * apart from dy and x, and either r itself or apart from it. */
+static const Node *add_norm_at(Compilation *c, int i, const Residual **res)
+{
+	const Graph *g = c->g;
+	const Node *n = g->nodes[i], *m = add_norm_match(c, i);
+	if (!m || (res && res[n->id]))
+		return NULL;
+	if (n->op == OP_ADD) {
+		const Value *x = n->in[0], *a = n->in[1], *h = n->out, *y = m->out;
+		if ((overlap(c, y, x) && !same_span(c, y, x)) || (overlap(c, y, a) && !same_span(c, y, a)) ||
+		    overlap(c, y, h) || (overlap(c, h, x) && !same_span(c, h, x)) || (overlap(c, h, a) && !same_span(c, h, a)))
+			return NULL;
+		return m;
+	}
+	const Value *r = m->in[0] == n->out ? m->in[1] : m->in[0], *s = m->out;
+	if (overlap(c, s, n->in[0]) || overlap(c, s, n->in[1]) || (overlap(c, s, r) && !same_span(c, s, r)))
+		return NULL;
+	return m;
+}
+
+const Node **fuse_add_norm(Compilation *c, const Residual **res)
+{
+	const Graph *g = c->g;
+	const Node **by = arena_alloc(&c->arena, sizeof *by * (size_t)(g->next_node_id + 1));
+	int fwd = 0, bwd = 0;
+	for (int i = 0; c->plan && i + 1 < g->nnodes; i++) {
+		const Node *n = g->nodes[i], *m = add_norm_at(c, i, res);
+		if (!m)
+			continue;
+		*(n->op == OP_ADD ? &fwd : &bwd) += 1;
+		by[n->id] = m;
+		by[m->id] = n;
+		i++;
+	}
+	if (c->verbose)
+		fprintf(stderr, "add + layer_norm: %d add%s and the norm after, %d norm gradient%s and the add after, in one pass\n",
+		        fwd, fwd == 1 ? "" : "s", bwd, bwd == 1 ? "" : "s");
+	return by;
+}

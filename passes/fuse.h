@@ -25,6 +25,19 @@ const Node **fuse_bias_act(Compilation *c, bool **pre_read);
  * workspace plan lets run as one product. By node id: the fold a matmul,
  * bias_add or add is part of, NULL elsewhere. */
 const Residual **fuse_residual(Compilation *c);
+/* Residual add + layer norm (issue 22), forward and backward: an add
+ * whose sum the layer_norm right after it reads runs as one call,
+ * nrt_add_layer_norm, that writes the sum and normalises each row while it
+ * is in cache (the add's other readers read the sum as before); a
+ * layer_norm_grad_x whose only reader is the add right after it (the
+ * residual stream's two gradients meeting) runs as
+ * nrt_layer_norm_grad_x_add, the sum written over the other operand where
+ * the plan gives it that operand's bytes. Same shapes and types, not on
+ * the host, not an add a residual fold (res, may be NULL) takes; the plan
+ * must not let the fused call write what it still reads. The kernels'
+ * values are the unfused calls' bit for bit on the CPU. By node id: the
+ * partner (NULL elsewhere); -v prints how many. */
+const Node **fuse_add_norm(Compilation *c, const Residual **res);
 /* The attentions pass_fuse_attention found, fused or kept written out and
  * why (netc build -v, explain); nothing if it found none. */
 void fuse_attention_report(const Compilation *c, FILE *out);

@@ -37,3 +37,46 @@ bool residual_match(const Compilation *c, int i, Residual *r)
 	*r = (Residual){mm, bias, add, x};
 	return true;
 }
+
+/* u and v hold the same elements in the same type, on the host neither */
+static bool alike(const Value *u, const Value *v)
+{
+	return u->dtype == v->dtype && !u->host && !v->host && shape_eq(local(u), local(v));
+}
+
+/* the add at position i is a residual fold's (f64 builds, the references,
+ * do not fold: codegen/program_c.c) */
+static bool folded(const Compilation *c, int i)
+{
+	Residual r;
+	if (c->f64)
+		return false;
+	for (int k = 1; k <= 2 && i - k >= 0; k++)
+		if (residual_match(c, i - k, &r) && r.add == c->g->nodes[i])
+			return true;
+	return false;
+}
+
+const Node *add_norm_match(const Compilation *c, int i)
+{
+	const Graph *g = c->g;
+	if ((c->no_fuse & FUSE_ADD_NORM) || g->nstages > 1 || g->nmicro > 1 || i + 1 >= g->nnodes)
+		return NULL;
+	const Node *n = g->nodes[i], *m = g->nodes[i + 1];
+	if (m->phase != n->phase)
+		return NULL;
+	if (n->op == OP_ADD && m->op == OP_LAYER_NORM && m->in[0] == n->out) {
+		const Value *h = n->out;
+		if (alike(n->in[0], h) && alike(n->in[1], h) && alike(m->out, h) && m->in[1]->dtype == h->dtype &&
+		    m->in[2]->dtype == h->dtype && !folded(c, i))
+			return m;
+		return NULL;
+	}
+	if (n->op != OP_LAYER_NORM_GRAD_X || m->op != OP_ADD || m->in[0] == m->in[1] ||
+	    (m->in[0] != n->out && m->in[1] != n->out) || graph_readers(g, n->out) != 1)
+		return NULL;
+	const Value *t = n->out, *r = m->in[0] == t ? m->in[1] : m->in[0], *s = m->out;
+	if (alike(t, s) && alike(r, s) && alike(n->in[0], s) && alike(n->in[1], s) && n->in[2]->dtype == s->dtype)
+		return m;
+	return NULL;
+}

@@ -31,4 +31,13 @@ typedef struct Residual {
  * the product then lands on x, and nothing is copied. */
 bool residual_match(const Compilation *c, int i, Residual *r);
 
+/* Residual add + layer norm (passes/fuse.h, fuse_add_norm) by the nodes
+ * alone: at position i an add whose sum the layer_norm at i + 1 reads, or
+ * a layer_norm_grad_x read only by the add at i + 1, all operands of one
+ * type and local shape, none on the host, not a residual fold's add; off
+ * with --no-fuse=add_norm and in scheduled programs. Returns the node at
+ * i + 1, else NULL. memplan keeps what the node at i reads alive through
+ * i + 1, since the fused call writes i + 1's result while reading them. */
+const Node *add_norm_match(const Compilation *c, int i);
+
 #endif

@@ -348,7 +348,8 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 }
 
 /* By value id: the residual x whose bytes the add's result z takes
- * (passes/fuse.h, residual_match), where x dies at the add. */
+ * (passes/fuse.h, residual_match), where x dies at the add; the logits
+ * whose bytes their fused gradient takes. */
 static const Value **in_place(Compilation *c, const int *last)
 {
 	const Graph *g = c->g;
@@ -360,6 +361,29 @@ static const Value **in_place(Compilation *c, const int *last)
 		    run_block_of(c, r.x, &(int64_t){0}) >= 0)
 			continue;
 		onto[r.add->out->id] = r.x;
+	}
+	/* an add + layer norm pair (fuse_match.h) may write the norm over the
+	 * add's operand that dies with it: the call reads each row of it
+	 * before it writes that row of the norm */
+	for (int i = 0; i + 1 < g->nnodes; i++) {
+		const Node *n = g->nodes[i], *m = add_norm_match(c, i);
+		for (int j = 0; m && n->op == OP_ADD && j < 2; j++) {
+			const Value *x = n->in[j];
+			if (x->kind == VK_NODE && last[x->id] == i + 1 && value_bytes(c, x) == value_bytes(c, m->out) &&
+			    !onto[m->out->id] && run_block_of(c, x, &(int64_t){0}) < 0)
+				onto[m->out->id] = x;
+		}
+	}
+	/* the fused classifier writes the logits' gradient over the logits
+	 * (passes/fuse_classifier.c) where its gradient node reads them last */
+	for (int i = 0; c->classifier && i < g->nnodes; i++) {
+		const Node *d = g->nodes[i];
+		if (d->op != OP_SOFTMAX_CROSS_ENTROPY_GRAD || !c->classifier[d->id])
+			continue;
+		const Value *lg = d->in[1];
+		if (lg->kind == VK_NODE && last[lg->id] == i && value_bytes(c, lg) == value_bytes(c, d->out) &&
+		    run_block_of(c, d->out, &(int64_t){0}) < 0 && run_block_of(c, lg, &(int64_t){0}) < 0)
+			onto[d->out->id] = lg;
 	}
 	return onto;
 }
@@ -535,6 +559,14 @@ bool pass_memplan(Compilation *c)
 	}
 	if (g->loss)
 		last[g->loss->id] = g->nnodes; /* read by the step loop after everything */
+	/* an add + layer norm pair (fuse_match.h) reads the first node's
+	 * inputs while it writes the second's result */
+	for (int i = 0; i + 1 < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; add_norm_match(c, i) && j < 2; j++)
+			if (last[n->in[j]->id] == i)
+				last[n->in[j]->id] = i + 1;
+	}
 	/* a fused all-gather, or fused hand-written all-reduces, read their
 	 * members' inputs when the last member is reached, after the earlier
 	 * members' own positions */

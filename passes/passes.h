@@ -5,7 +5,7 @@
  * along it, never up; a .c and its .h are one; nm on build/obj/passes
  * shows the calls), lowest first:
  *   passes.h  cost  schedule
- *   autodiff  clip  fuse_match  fusion  micro  optimizer  placement
+ *   autodiff  clip  fuse_classifier  fuse_match  fusion  micro  optimizer  placement
  *     precision  ps  recompute  search_graph  stages
  *   fuse_update  search_modes.h  sharding  strategy_ckpt
  *   memplan  search_dp  search_propagate  search_recursive
@@ -55,6 +55,8 @@ typedef struct Compilation {
 	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
 	const Machine *machine;/* cost-model constants (passes/cost.h); NULL: defaults */
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
+	const Node **classifier; /* set by fuse_classifier: by node id, the softmax_cross_entropy or its
+	                          gradient fused with it (NULL: none) */
 	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
 	int nattn, capattn;
 	/* the search under memory_limit (passes/search_fit.c): the
@@ -81,7 +83,9 @@ enum {
 	FUSE_NARROW = 8,       /* narrow: f16/bf16 operators on their narrow values, without casts (pass_narrow) */
 	FUSE_ATTENTION = 16,   /* attention: the written-out form as one attention operator (before autodiff) */
 	FUSE_GEMM_EPILOGUE = 32, /* gemm_epilogue: bias, bias + gelu, bias gradients in the product's call */
-	FUSE_ALL = 63,
+	FUSE_CLASSIFIER = 64,  /* classifier: softmax_cross_entropy and its gradient in one pass (pass_fuse_classifier) */
+	FUSE_ADD_NORM = 128,   /* add_norm: residual add + layer norm (and their gradients) in one pass */
+	FUSE_ALL = 255,
 };
 
 /* How far a command needs the pipeline to go. */
@@ -115,6 +119,7 @@ bool pass_amp(Compilation *c);
 bool pass_precision(Compilation *c);
 bool pass_precision_late(Compilation *c);
 bool pass_narrow(Compilation *c);
+bool pass_fuse_classifier(Compilation *c);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);

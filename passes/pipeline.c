@@ -34,6 +34,7 @@ static const Pass passes[] = {
 	{"ps",        pass_ps,        UPTO_CHECK,   true},
 	{"placement", pass_placement, UPTO_CHECK,   false},
 	{"narrow",    pass_narrow,    UPTO_CODEGEN, false},
+	{"fuse_classifier", pass_fuse_classifier, UPTO_CODEGEN, true},
 	{"fusion",    pass_fusion,    UPTO_CODEGEN, true},
 	{"strategy_ckpt", pass_strategy_ckpt, UPTO_CHECK, false},
 	{"clip",      pass_clip,      UPTO_CODEGEN, true},

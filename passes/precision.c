@@ -239,8 +239,11 @@ bool pass_amp(Compilation *c)
 /* ---- narrow kernels ------------------------------------------------------------
  * After the passes that place casts and reductions: a matrix product,
  * element-wise operator, softmax, layer norm (+ grads), transpose, sum
- * over axes (reduce_sum, sum_to), concat, slice, scale, attention (+ grad),
- * embedding (+ grad: the table, dy; not the ids) or softmax_cross_entropy (+ grad: their logits; the loss stays
+ * over axes (reduce_sum, sum_to), a mean (reduce_mean, but over a split
+ * dimension) and its gradient (broadcast_to), batch norm (+ grads; not
+ * over a batch split across devices), concat, slice, scale, attention (+ grad),
+ * embedding (+ grad: the table, dy; not the ids), softmax_cross_entropy
+ * (+ grad: their logits) or mse (+ grad: both operands; the losses stay
  * f32) whose every input is cast up
  * from one narrow type for it alone, and whose result is only cast back
  * down to that type, runs on the narrow values itself -- the runtime's
@@ -252,10 +255,43 @@ bool pass_amp(Compilation *c)
  * Not in --precision f64 builds (the casts there widen to double), nor on
  * host-placed values; --no-fuse=narrow keeps every cast. */
 
+/* A mean over a split dimension is a sum scaled after it (codegen's
+ * REDUCE_MEAN): two roundings narrow, one in f32, so it keeps its casts.
+ * data_parallel and hybrid_parallel take the mean of the local elements. */
+static bool mean_split(const Graph *g, const Node *n)
+{
+	const Value *x = n->in[0];
+	if (g->par.parallel_mode == PM_DATA_PARALLEL || g->par.parallel_mode == PM_HYBRID_PARALLEL || !x->layout)
+		return false;
+	int64_t mask = n->attr.axes_mask ? n->attr.axes_mask : ((int64_t)1 << x->shape.rank) - 1;
+	for (int d = 0; d < x->shape.rank; d++)
+		if ((mask >> d & 1) && x->layout->map[d] >= 0)
+			return true;
+	return false;
+}
+
+/* Batch norm over a batch split across devices sums its statistics
+ * across them (spmd.h's phases, codegen's global_bn): those stay f32. */
+static bool bn_split(const Graph *g, const Node *n)
+{
+	const Value *x = n->op == OP_BATCH_NORM ? n->in[0] : n->in[1];
+	ParallelMode m = g->par.parallel_mode;
+	if (n->ann.cross_batch || (n->fwd && n->fwd->ann.cross_batch) || m == PM_DATA_PARALLEL ||
+	    m == PM_HYBRID_PARALLEL)
+		return false;
+	return x->layout && x->layout->map[0] >= 0;
+}
+
 /* the operators with narrow kernels (kernels.h) */
-static bool narrow_kernel(const Node *n)
+static bool narrow_kernel(const Graph *g, const Node *n)
 {
 	switch (n->op) {
+	case OP_REDUCE_MEAN:
+		return !mean_split(g, n);
+	case OP_BROADCAST_TO: case OP_MSE_LOSS: case OP_MSE_LOSS_GRAD:
+		return true;
+	case OP_BATCH_NORM: case OP_BATCH_NORM_GRAD_X: case OP_BATCH_NORM_GRAD_GAMMA:
+		return !bn_split(g, n);
 	case OP_MATMUL: case OP_BATCH_MATMUL:
 	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_BIAS_ADD:
 	case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_NEG:
@@ -284,6 +320,7 @@ static unsigned narrow_ins(const Node *n)
 {
 	switch (n->op) {
 	case OP_SOFTMAX_CROSS_ENTROPY: return 1u << 0;
+	case OP_MSE_LOSS_GRAD: return 3u << 1; /* p, t; dloss stays f32 */
 	case OP_SOFTMAX_CROSS_ENTROPY_GRAD: return 1u << 1;
 	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: return 1u << 0; /* not the ids */
 	default: return (1u << n->nin) - 1;
@@ -291,7 +328,7 @@ static unsigned narrow_ins(const Node *n)
 }
 
 /* whether the result is narrow too (the loss stays f32) */
-static bool narrow_result(const Node *n) { return n->op != OP_SOFTMAX_CROSS_ENTROPY; }
+static bool narrow_result(const Node *n) { return n->op != OP_SOFTMAX_CROSS_ENTROPY && n->op != OP_MSE_LOSS; }
 
 static bool same_layout(const Value *a, const Value *b)
 {
@@ -344,11 +381,44 @@ static void drop_node(Graph *g, const Node *n)
 	g->nnodes--;
 }
 
+/* -v: the casts up still made, by the operator that reads the f32 copy
+ * (what has no narrow kernel yet, or takes f32 on purpose: updates) */
+static void narrow_report(const Graph *g)
+{
+	int by[OP_COUNT] = {0}, total = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *c = g->nodes[i];
+		if (c->op != OP_CAST || c->attr.to != DT_F32 || !narrow(c->in[0]->dtype))
+			continue;
+		total++;
+		for (int j = i + 1; j < g->nnodes; j++) {
+			const Node *r = g->nodes[j];
+			int k = 0;
+			while (k < r->nin && r->in[k] != c->out)
+				k++;
+			if (k < r->nin) {
+				by[r->op]++;
+				break;
+			}
+		}
+	}
+	if (!total)
+		return;
+	fprintf(stderr, "narrow: %d cast%s up to f32 left, by reader:", total, total == 1 ? "" : "s");
+	for (int op = 0; op < OP_COUNT; op++)
+		if (by[op])
+			fprintf(stderr, " %s %d", op_info[op].name, by[op]);
+	fputc('\n', stderr);
+}
+
 bool pass_narrow(Compilation *c)
 {
 	Graph *g = c->g;
-	if (c->f64 || (c->no_fuse & FUSE_NARROW))
+	if (c->f64 || (c->no_fuse & FUSE_NARROW)) {
+		if (c->verbose && !c->f64)
+			narrow_report(g);
 		return true;
+	}
 	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
 	Node **reader = ARENA_NEWN(g->arena, Node *, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++)
@@ -358,7 +428,7 @@ bool pass_narrow(Compilation *c)
 		}
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i], *down = NULL;
-		if (!narrow_kernel(n) || narrow_of(g, n, readers, reader, &down) == DT_F32)
+		if (!narrow_kernel(g, n) || narrow_of(g, n, readers, reader, &down) == DT_F32)
 			continue;
 		for (int j = 0; j < n->nin; j++) {
 			if (!(narrow_ins(n) >> j & 1))
@@ -374,5 +444,7 @@ bool pass_narrow(Compilation *c)
 		}
 		i = position(g, n);
 	}
+	if (c->verbose)
+		narrow_report(g);
 	return true;
 }

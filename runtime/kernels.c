@@ -270,7 +270,7 @@ static int64_t span(int rank, const int64_t *dims, const int64_t *str)
 
 /* f32 copies of narrow arrays for the widen / f32 kernel / round kernels below */
 typedef struct Wide {
-	float *v[4];
+	float *v[5]; /* the most a kernel below widens at once */
 	int n;
 } Wide;
 
@@ -415,6 +415,41 @@ static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_o
 		nrt_layer_norm_grad_gamma_f32(rows, cols, eps, d32, x32, g32);                                            \
 		wide_done(&w, cols, g32, dgamma, BF);                                                                     \
 	}                                                                                                             \
+	/* h rounded once, the norm on the rounded sum widened again: the unfused add's and layer_norm's values */ \
+	void nrt_add_layer_norm_##S(int64_t rows, int64_t cols, double eps, const uint16_t *x, const uint16_t *a,     \
+	                            const uint16_t *gamma, const uint16_t *beta, uint16_t *h, uint16_t *y)           \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *h32 = wide_of(&w, "add_layer_norm_" #S, n, x, BF), *a32 = wide_of(&w, "add_layer_norm_" #S, n, a, BF); \
+		float *g32 = gamma ? wide_of(&w, "add_layer_norm_" #S, cols, gamma, BF) : NULL;                           \
+		float *b32 = beta ? wide_of(&w, "add_layer_norm_" #S, cols, beta, BF) : NULL;                             \
+		float *y32 = wide_of(&w, "add_layer_norm_" #S, n, NULL, BF);                                              \
+		for (int64_t i = 0; i < n; i++)                                                                           \
+			h32[i] = h32[i] + a32[i];                                                                         \
+		(BF ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, h32, h);                                                       \
+		(BF ? nrt_bf16_to_f32 : nrt_f16_to_f32)(n, h, h32);                                                       \
+		nrt_layer_norm_f32(rows, cols, eps, h32, g32, b32, y32);                                                  \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	/* the input gradient rounded, widened again and added to r, rounded: the unfused kernels' values */        \
+	void nrt_layer_norm_grad_x_add_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy,               \
+	                                   const uint16_t *x, const uint16_t *gamma, const uint16_t *r, uint16_t *dx) \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = rows * cols;                                                                                  \
+		float *d32 = wide_of(&w, "layer_norm_grad_x_add_" #S, n, dy, BF);                                         \
+		float *x32 = wide_of(&w, "layer_norm_grad_x_add_" #S, n, x, BF);                                          \
+		float *g32 = gamma ? wide_of(&w, "layer_norm_grad_x_add_" #S, cols, gamma, BF) : NULL;                    \
+		float *r32 = wide_of(&w, "layer_norm_grad_x_add_" #S, n, r, BF);                                          \
+		float *t32 = wide_of(&w, "layer_norm_grad_x_add_" #S, n, NULL, BF);                                       \
+		nrt_layer_norm_grad_x_f32(rows, cols, eps, d32, x32, g32, t32);                                           \
+		(BF ? nrt_f32_to_bf16 : nrt_f32_to_f16)(n, t32, dx);                                                      \
+		(BF ? nrt_bf16_to_f32 : nrt_f16_to_f32)(n, dx, t32);                                                      \
+		for (int64_t i = 0; i < n; i++)                                                                           \
+			t32[i] = r32[i] + t32[i];                                                                         \
+		wide_done(&w, n, t32, dx, BF);                                                                            \
+	}                                                                                                             \
 	void nrt_sce_##S(int64_t N, int64_t C, double denom, const uint16_t *logits, const void *labels,             \
 	                 bool labels64, float *loss)                                                                  \
 	{                                                                                                             \
@@ -431,6 +466,15 @@ static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_o
 		float *d32 = wide_of(&w, "sce_grad_" #S, N * C, NULL, BF);                                                \
 		nrt_sce_grad_f32(N, C, denom, dloss, x32, labels, labels64, d32);                                         \
 		wide_done(&w, N * C, d32, dlogits, BF);                                                                   \
+	}                                                                                                             \
+	/* one f32 copy of the logits, the gradient computed over it (dlogits may be logits) */                  \
+	void nrt_sce_fused_##S(int64_t N, int64_t C, double denom, const float *dloss, const uint16_t *logits,       \
+	                       const void *labels, bool labels64, float *loss, uint16_t *dlogits)                     \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *x32 = wide_of(&w, "sce_fused_" #S, N * C, logits, BF);                                             \
+		nrt_sce_fused_f32(N, C, denom, dloss, x32, labels, labels64, loss, x32);                                  \
+		wide_done(&w, N * C, x32, dlogits, BF);                                                                   \
 	}                                                                                                             \
 	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset, const void *ids,          \
 	                       bool ids64, const uint16_t *table, uint16_t *y)                                        \
@@ -456,6 +500,66 @@ static void narrow_slice(int64_t outer, int64_t n_in, int64_t begin, int64_t n_o
 		float *x32 = wide_of(&w, "scale_" #S, n, x, BF), *y32 = wide_of(&w, "scale_" #S, n, NULL, BF);            \
 		nrt_scale_f32(n, alpha, x32, y32);                                                                        \
 		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_broadcast_##S(int rank, const int64_t *ydims, const uint16_t *x, const int64_t *xstr, float alpha,  \
+	                       uint16_t *y)                                                                          \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = prod(rank, ydims);                                                                            \
+		float *x32 = wide_of(&w, "broadcast_" #S, span(rank, ydims, xstr), x, BF);                                \
+		float *y32 = wide_of(&w, "broadcast_" #S, n, NULL, BF);                                                   \
+		nrt_broadcast_f32(rank, ydims, x32, xstr, alpha, y32);                                                    \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_mse_##S(int64_t n, double denom, const uint16_t *p, const uint16_t *t, float *loss)                 \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *p32 = wide_of(&w, "mse_" #S, n, p, BF), *t32 = wide_of(&w, "mse_" #S, n, t, BF);                   \
+		nrt_mse_f32(n, denom, p32, t32, loss);                                                                    \
+		wide_done(&w, 0, NULL, NULL, BF);                                                                         \
+	}                                                                                                             \
+	void nrt_mse_grad_##S(int64_t n, double denom, const float *dloss, const uint16_t *p, const uint16_t *t,     \
+	                      uint16_t *dp)                                                                           \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		float *p32 = wide_of(&w, "mse_grad_" #S, n, p, BF), *t32 = wide_of(&w, "mse_grad_" #S, n, t, BF);         \
+		float *d32 = wide_of(&w, "mse_grad_" #S, n, NULL, BF);                                                    \
+		nrt_mse_grad_f32(n, denom, dloss, p32, t32, d32);                                                         \
+		wide_done(&w, n, d32, dp, BF);                                                                            \
+	}                                                                                                             \
+	void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *x,                     \
+	                        const uint16_t *gamma, const uint16_t *beta, uint16_t *y)                            \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = N * C * HW;                                                                                   \
+		float *x32 = wide_of(&w, "batch_norm_" #S, n, x, BF), *y32 = wide_of(&w, "batch_norm_" #S, n, NULL, BF);  \
+		float *g32 = gamma ? wide_of(&w, "batch_norm_" #S, C, gamma, BF) : NULL;                                  \
+		float *b32 = beta ? wide_of(&w, "batch_norm_" #S, C, beta, BF) : NULL;                                    \
+		nrt_batch_norm_f32(N, C, HW, eps, x32, g32, b32, y32);                                                    \
+		wide_done(&w, n, y32, y, BF);                                                                             \
+	}                                                                                                             \
+	void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *dy,             \
+	                               const uint16_t *x, const uint16_t *gamma, uint16_t *dx)                        \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = N * C * HW;                                                                                   \
+		float *d32 = wide_of(&w, "batch_norm_grad_x_" #S, n, dy, BF);                                             \
+		float *x32 = wide_of(&w, "batch_norm_grad_x_" #S, n, x, BF);                                              \
+		float *g32 = gamma ? wide_of(&w, "batch_norm_grad_x_" #S, C, gamma, BF) : NULL;                           \
+		float *dx32 = wide_of(&w, "batch_norm_grad_x_" #S, n, NULL, BF);                                          \
+		nrt_batch_norm_grad_x_f32(N, C, HW, eps, d32, x32, g32, dx32);                                            \
+		wide_done(&w, n, dx32, dx, BF);                                                                           \
+	}                                                                                                             \
+	void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *dy,         \
+	                                   const uint16_t *x, uint16_t *dgamma)                                       \
+	{                                                                                                             \
+		Wide w = {0};                                                                                             \
+		int64_t n = N * C * HW;                                                                                   \
+		float *d32 = wide_of(&w, "batch_norm_grad_gamma_" #S, n, dy, BF);                                         \
+		float *x32 = wide_of(&w, "batch_norm_grad_gamma_" #S, n, x, BF);                                          \
+		float *g32 = wide_of(&w, "batch_norm_grad_gamma_" #S, C, NULL, BF);                                       \
+		nrt_batch_norm_grad_gamma_f32(N, C, HW, eps, d32, x32, g32);                                              \
+		wide_done(&w, C, g32, dgamma, BF);                                                                        \
 	}                                                                                                             \
 	void nrt_concat_##S(int nx, const uint16_t *const *xs, const int64_t *sizes, int64_t outer, int64_t inner,   \
 	                    uint16_t *y)                                                                              \

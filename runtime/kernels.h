@@ -74,6 +74,14 @@ typedef enum NrtGemmEp { NRT_EP_BIAS, NRT_EP_BIAS_GELU, NRT_EP_BGRAD } NrtGemmEp
 	void P##layer_norm_grad_x_##S(int64_t rows, int64_t cols, double eps,     \
 	                               const T *dy, const T *x, const T *gamma,    \
 	                               T *dx);                                     \
+	/* h = x + a and y = layer_norm(h) in one pass (h may be x or a) */       \
+	void P##add_layer_norm_##S(int64_t rows, int64_t cols, double eps,        \
+	                            const T *x, const T *a, const T *gamma,        \
+	                            const T *beta, T *h, T *y);                    \
+	/* dx = r + layer_norm_grad_x(dy, x, gamma) in one pass (r may be dx) */  \
+	void P##layer_norm_grad_x_add_##S(int64_t rows, int64_t cols, double eps, \
+	                                  const T *dy, const T *x, const T *gamma, \
+	                                  const T *r, T *dx);                      \
 	/* dgamma[c] = sum_r dy[r,c] * xhat[r,c] */                                \
 	void P##layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, \
 	                                   const T *dy, const T *x, T *dgamma);    \
@@ -113,6 +121,10 @@ typedef enum NrtGemmEp { NRT_EP_BIAS, NRT_EP_BIAS_GELU, NRT_EP_BGRAD } NrtGemmEp
 	void P##sce_grad_##S(int64_t N, int64_t C, double denom, const T *dloss,  \
 	                      const T *logits, const void *labels, bool labels64,  \
 	                      T *dlogits);                                         \
+	/* both at once (the fused classifier): dlogits may be logits itself */   \
+	void P##sce_fused_##S(int64_t N, int64_t C, double denom, const T *dloss, \
+	                       const T *logits, const void *labels, bool labels64, \
+	                       T *loss, T *dlogits);                               \
 	/* *loss = sum (p - t)^2 / denom */                                        \
 	void P##mse_##S(int64_t n, double denom, const T *p, const T *t, T *loss);\
 	void P##mse_grad_##S(int64_t n, double denom, const T *dloss, const T *p, \
@@ -168,8 +180,9 @@ NRT_GEMM_EP_DECL(uint16_t, bf16)
 	                   int64_t K, const uint16_t *A, const uint16_t *B,          \
 	                   float beta, uint16_t *C);
 /* The element-wise, softmax, layer norm (+ grads), transpose, reduce,
- * softmax_cross_entropy (+ grad), embedding (+ grad), concat, slice and
- * scale
+ * softmax_cross_entropy (+ grad; fused), residual add + layer norm (+
+ * grad), embedding (+ grad), concat, slice, scale, broadcast and mse (+
+ * grad)
  * (sums over axes: reduce_sum, sum_to, the bias gradients) kernels on
  * f16 / bf16 storage, with
  * the f32 kernels' arguments (scalars stay float or double): each reads
@@ -200,12 +213,25 @@ NRT_GEMM_EP_DECL(uint16_t, bf16)
 	void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps,   \
 	                                   const uint16_t *dy, const uint16_t *x,    \
 	                                   uint16_t *dgamma);                        \
+	/* the sum rounded once and normalised as rounded; the input gradient   \
+	 * rounded, then added to r and rounded (the unfused kernels' values) */  \
+	void nrt_add_layer_norm_##S(int64_t rows, int64_t cols, double eps,          \
+	                            const uint16_t *x, const uint16_t *a,            \
+	                            const uint16_t *gamma, const uint16_t *beta,     \
+	                            uint16_t *h, uint16_t *y);                       \
+	void nrt_layer_norm_grad_x_add_##S(int64_t rows, int64_t cols, double eps,   \
+	                                   const uint16_t *dy, const uint16_t *x,    \
+	                                   const uint16_t *gamma, const uint16_t *r, \
+	                                   uint16_t *dx);                            \
 	/* softmax_cross_entropy on narrow logits: the loss and dloss stay f32 */   \
 	void nrt_sce_##S(int64_t N, int64_t C, double denom, const uint16_t *logits, \
 	                 const void *labels, bool labels64, float *loss);           \
 	void nrt_sce_grad_##S(int64_t N, int64_t C, double denom, const float *dloss,\
 	                      const uint16_t *logits, const void *labels,           \
 	                      bool labels64, uint16_t *dlogits);                    \
+	void nrt_sce_fused_##S(int64_t N, int64_t C, double denom, const float *dloss,\
+	                       const uint16_t *logits, const void *labels,          \
+	                       bool labels64, float *loss, uint16_t *dlogits);      \
 	void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim,              \
 	                       int64_t row_offset, const void *ids, bool ids64,      \
 	                       const uint16_t *table, uint16_t *y);                  \
@@ -218,7 +244,24 @@ NRT_GEMM_EP_DECL(uint16_t, bf16)
 	void nrt_slice_##S(int64_t outer, int64_t n_in, int64_t begin,               \
 	                   int64_t n_out, int64_t inner, const uint16_t *x,          \
 	                   uint16_t *y);                                             \
-	void nrt_scale_##S(int64_t n, float alpha, const uint16_t *x, uint16_t *y);
+	void nrt_scale_##S(int64_t n, float alpha, const uint16_t *x, uint16_t *y); \
+	void nrt_broadcast_##S(int rank, const int64_t *ydims, const uint16_t *x,    \
+	                       const int64_t *xstr, float alpha, uint16_t *y);       \
+	/* mse on narrow operands: the loss and dloss stay f32 */                   \
+	void nrt_mse_##S(int64_t n, double denom, const uint16_t *p,                 \
+	                 const uint16_t *t, float *loss);                            \
+	void nrt_mse_grad_##S(int64_t n, double denom, const float *dloss,           \
+	                      const uint16_t *p, const uint16_t *t, uint16_t *dp);   \
+	/* batch norm on one device's batch (not the split form, spmd.h) */         \
+	void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps,        \
+	                        const uint16_t *x, const uint16_t *gamma,            \
+	                        const uint16_t *beta, uint16_t *y);                  \
+	void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, \
+	                               const uint16_t *dy, const uint16_t *x,        \
+	                               const uint16_t *gamma, uint16_t *dx);         \
+	void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW,         \
+	                                   double eps, const uint16_t *dy,           \
+	                                   const uint16_t *x, uint16_t *dgamma);
 NRT_NARROW_GEMM_DECLS(f16)
 NRT_NARROW_GEMM_DECLS(bf16)
 NRT_NARROW_KERNEL_DECLS(f16)

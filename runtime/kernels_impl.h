@@ -432,51 +432,88 @@ static void FN(row_stats)(int64_t n, const T *restrict x, double eps,
 	*rstd = (T)1 / MATH(sqrt)((n ? ss / (T)n : 0) + (T)eps);
 }
 
-/* gamma and beta may be NULL (no scale, no shift). */
+/* One row of layer_norm; gamma and beta may be NULL (no scale, no shift). */
+static inline void FN(ln_row)(int64_t cols, double eps, const T *restrict xr, const T *gamma, const T *beta,
+                              T *restrict yr)
+{
+	T m, rs;
+	FN(row_stats)(cols, xr, eps, &m, &rs);
+	if (gamma && beta) {
+		for (int64_t c = 0; c < cols; c++)
+			yr[c] = gamma[c] * ((xr[c] - m) * rs) + beta[c];
+		return;
+	}
+	for (int64_t c = 0; c < cols; c++) {
+		T xh = (xr[c] - m) * rs;
+		yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
+	}
+}
+
 void FN(layer_norm)(int64_t rows, int64_t cols, double eps, const T *x,
                         const T *gamma, const T *beta, T *y)
 {
 	PAR_FOR(rows * cols)
+	for (int64_t r = 0; r < rows; r++)
+		FN(ln_row)(cols, eps, x + r * cols, gamma, beta, y + r * cols);
+}
+
+/* A residual add and the layer norm of its sum, row by row: the row of h
+ * is written once and normalised while it is in cache. h may be x or a
+ * (element-wise); y overlaps none of them. The expressions of binary's
+ * add and of layer_norm, so the results are theirs bit for bit. */
+void FN(add_layer_norm)(int64_t rows, int64_t cols, double eps, const T *x, const T *a,
+                        const T *gamma, const T *beta, T *h, T *y)
+{
+	PAR_FOR(rows * cols)
 	for (int64_t r = 0; r < rows; r++) {
-		const T *restrict xr = x + r * cols;
-		T *restrict yr = y + r * cols;
-		T m, rs;
-		FN(row_stats)(cols, xr, eps, &m, &rs);
-		if (gamma && beta) {
-			for (int64_t c = 0; c < cols; c++)
-				yr[c] = gamma[c] * ((xr[c] - m) * rs) + beta[c];
-			continue;
-		}
-		for (int64_t c = 0; c < cols; c++) {
-			T xh = (xr[c] - m) * rs;
-			yr[c] = (gamma ? gamma[c] * xh : xh) + (beta ? beta[c] : (T)0);
-		}
+		const T *xr = x + r * cols, *ar = a + r * cols;
+		T *hr = h + r * cols;
+		for (int64_t c = 0; c < cols; c++)
+			hr[c] = xr[c] + ar[c];
+		FN(ln_row)(cols, eps, hr, gamma, beta, y + r * cols);
 	}
 }
 
-/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
+/* One row of dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy *
+ * gamma, added to rr's row where rr is not NULL (rr may be dx). */
+static inline void FN(ln_grad_x_row)(int64_t cols, double eps, const T *restrict dyr, const T *restrict xr,
+                                     const T *gamma, const T *rr, T *dxr)
+{
+	T m, rs, sg = 0, sgx = 0;
+	FN(row_stats)(cols, xr, eps, &m, &rs);
+	SIMD_RED(+, sg, sgx)
+	for (int64_t c = 0; c < cols; c++) {
+		T g = gamma ? dyr[c] * gamma[c] : dyr[c];
+		sg += g;
+		sgx += g * (xr[c] - m) * rs;
+	}
+	T mg = sg / (T)cols, mgx = sgx / (T)cols;
+	for (int64_t c = 0; c < cols; c++) {
+		T g = gamma ? dyr[c] * gamma[c] : dyr[c];
+		T xh = (xr[c] - m) * rs;
+		T d = rs * (g - mg - xh * mgx);
+		dxr[c] = rr ? rr[c] + d : d;
+	}
+}
+
 void FN(layer_norm_grad_x)(int64_t rows, int64_t cols, double eps,
                                const T *dy, const T *x, const T *gamma, T *dx)
 {
 	PAR_FOR(rows * cols)
-	for (int64_t r = 0; r < rows; r++) {
-		const T *restrict xr = x + r * cols, *restrict dyr = dy + r * cols;
-		T *restrict dxr = dx + r * cols;
-		T m, rs, sg = 0, sgx = 0;
-		FN(row_stats)(cols, xr, eps, &m, &rs);
-		SIMD_RED(+, sg, sgx)
-		for (int64_t c = 0; c < cols; c++) {
-			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
-			sg += g;
-			sgx += g * (xr[c] - m) * rs;
-		}
-		T mg = sg / (T)cols, mgx = sgx / (T)cols;
-		for (int64_t c = 0; c < cols; c++) {
-			T g = gamma ? dyr[c] * gamma[c] : dyr[c];
-			T xh = (xr[c] - m) * rs;
-			dxr[c] = rs * (g - mg - xh * mgx);
-		}
-	}
+	for (int64_t r = 0; r < rows; r++)
+		FN(ln_grad_x_row)(cols, eps, dy + r * cols, x + r * cols, gamma, NULL, dx + r * cols);
+}
+
+/* The gradient of a layer norm's input added to the other gradient that
+ * input receives (the residual stream's): dx = r + layer_norm_grad_x(...)
+ * in one pass, r may be dx; dx overlaps neither dy nor x. Each sum is
+ * the unfused add of the rounded gradient, bit for bit. */
+void FN(layer_norm_grad_x_add)(int64_t rows, int64_t cols, double eps, const T *dy, const T *x,
+                               const T *gamma, const T *r, T *dx)
+{
+	PAR_FOR(rows * cols)
+	for (int64_t i = 0; i < rows; i++)
+		FN(ln_grad_x_row)(cols, eps, dy + i * cols, x + i * cols, gamma, r + i * cols, dx + i * cols);
 }
 
 /* Columns of dgamma one thread sums over all rows: each column's sum runs
@@ -885,6 +922,47 @@ void FN(sce_grad)(int64_t N, int64_t C, double denom, const T *dloss,
 #endif
 		di[lab] -= (T)k;
 	}
+}
+
+/* sce and sce_grad in one pass over each row (the fused classifier,
+ * passes/fuse_classifier.c): the row's max and sum of exponentials once,
+ * its loss term, then the gradient written over the row, so dlogits may
+ * be logits itself. The probabilities are never stored. The same
+ * expressions as the two kernels above in the same order -- the loss from
+ * the same sumexp, the gradient as exp(x - max) * (k / sum) in f32 --
+ * so the results are theirs bit for bit. */
+void FN(sce_fused)(int64_t N, int64_t C, double denom, const T *dloss, const T *logits,
+                   const void *labels, bool labels64, T *loss, T *dlogits)
+{
+	double k = dloss[0] / denom;
+	for (int64_t i = 0; i < N; i++)
+		FN(check_label)("softmax_cross_entropy", load_id(labels, labels64, i), i, C);
+	double *li = kernel_calloc("softmax_cross_entropy", N, sizeof *li);
+	PAR_FOR(N * C)
+	for (int64_t i = 0; i < N; i++) {
+		int64_t lab = load_id(labels, labels64, i);
+		const T *xi = logits + i * C;
+		T *di = dlogits + i * C; /* may be xi: each element is read before it is written */
+		T mx, se = FN(sumexp)(C, xi, NULL, &mx);
+		li[i] = (double)mx + log((double)se) - xi[lab];
+#if KF32
+		float f = (float)(k / se);
+		for (int64_t c = 0; c < C; c++) {
+			float e = KEXP(xi[c] - mx);
+			di[c] = e * f;
+		}
+#else
+		double lse = mx + log((double)se);
+		for (int64_t c = 0; c < C; c++)
+			di[c] = (T)(k * exp(xi[c] - lse));
+#endif
+		di[lab] -= (T)k;
+	}
+	double s = 0;
+	for (int64_t i = 0; i < N; i++)
+		s += li[i];
+	free(li);
+	*loss = (T)(s / denom);
 }
 
 void FN(mse)(int64_t n, double denom, const T *p, const T *t, T *loss)

@@ -107,24 +107,26 @@ static void binary(NrtBinary op, int rank, const int64_t *ydims, const S *a, con
 	NRT_CUDA_LAUNCH_CHECK("binary");
 }
 
-template <typename T> __global__ void k_broadcast(int64_t n, Space<1> sp, const T *x, T alpha, T *y)
+/* T: the compute type, S: the storage (f16/bf16: Narrow<BF>, one rounding) */
+template <typename T, typename S = T>
+__global__ void k_broadcast(int64_t n, Space<1> sp, const S *x, T alpha, S *y)
 {
 	NRT_GRID_LOOP(i, n) {
 		int64_t off[1];
 		space_offsets(sp, i, off);
-		y[i] = alpha * x[off[0]];
+		y[i] = (S)(alpha * (T)x[off[0]]);
 	}
 }
 
-template <typename T>
-static void broadcast(int rank, const int64_t *ydims, const T *x, const int64_t *xstr, T alpha, T *y)
+template <typename T, typename S = T>
+static void broadcast(int rank, const int64_t *ydims, const S *x, const int64_t *xstr, T alpha, S *y)
 {
 	int64_t n = prod(rank, ydims);
 	if (n == 0)
 		return;
 	const int64_t *st[1] = {xstr};
 	Space<1> sp = coalesce<1>("broadcast", rank, ydims, st);
-	k_broadcast<T><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, x, alpha, y);
+	k_broadcast<T, S><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, x, alpha, y);
 	NRT_CUDA_LAUNCH_CHECK("broadcast");
 }
 
@@ -451,6 +453,11 @@ static void unary_grad_narrow(NrtUnary op, int64_t n, const uint16_t *dy, const 
 		k_scale<float, Narrow<BF>><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(                     \
 			n, alpha, (const Narrow<BF> *)x, (Narrow<BF> *)y);                                       \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_scale_bf16" : "nrt_scale_f16");                                  \
+	}                                                                                                        \
+	extern "C" void nrt_broadcast_##S(int rank, const int64_t *ydims, const uint16_t *x, const int64_t *xstr, \
+	                                  float alpha, uint16_t *y)                                              \
+	{                                                                                                        \
+		broadcast<float, Narrow<BF>>(rank, ydims, (const Narrow<BF> *)x, xstr, alpha, (Narrow<BF> *)y);  \
 	}
 NRT_NARROW_ELEMENTWISE_DEFS(f16, false)
 NRT_NARROW_ELEMENTWISE_DEFS(bf16, true)

@@ -127,10 +127,78 @@ __global__ void k_sce_grad(int64_t N, int64_t C, double denom, const T *dloss, c
 	}
 }
 
+/* ---- the fused classifier (sce + sce_grad in one kernel) ------------------------------ */
+
+/* One block per row, llm.c's fused classifier: each thread walks its
+ * stride of the vocabulary once keeping a running max m and the sum s of
+ * exp(x - m) (rescaled by exp(m_old - m_new) when the max grows: the
+ * online softmax), the block combines them into the row's logsumexp, and
+ * a second walk writes the gradient over the row (dlogits may be the
+ * logits: each thread reads an element before it writes it, and the
+ * label's logit is read before the block's first barrier). The row's
+ * loss term goes to term[i], summed as sce's. Two reads of the row and
+ * one write, against sce's two and sce_grad's three. */
+template <typename T, typename S = T>
+__global__ void k_sce_fused(int64_t N, int64_t C, double denom, const T *dloss, const S *logits, const void *labels,
+                            bool labels64, double *term, S *dlogits)
+{
+	double k = dloss[0] / denom;
+	NRT_ROW_LOOP(i, N) {
+		int64_t lab = load_id(labels, labels64, i);
+		const S *xi = logits + i * C;
+		S *di = dlogits + i * C;
+		if (lab < 0 || lab >= C) {
+			if (threadIdx.x == 0) {
+				report(KERR_LABEL, i, lab, C);
+				term[i] = 0;
+			}
+			NRT_BLOCK_LOOP(c, C) di[c] = (T)0;
+			continue;
+		}
+		T xl = (T)xi[lab];
+		T m = m_neg_inf<T>();
+		double sum = 0;
+		NRT_BLOCK_LOOP(c, C) {
+			T x = (T)xi[c];
+			if (x > m) {
+				sum = sum * exp((double)(m - x)) + 1.0; /* exp(-inf) = 0 on the first element */
+				m = x;
+			} else {
+				sum += m_exp(x - m);
+			}
+		}
+		T mx = block_max(m);
+		double part = m == m_neg_inf<T>() ? 0.0 : sum * exp((double)(m - mx));
+		double lse = mx + log(block_sum(part));
+		if (threadIdx.x == 0)
+			term[i] = lse - xl;
+		NRT_BLOCK_LOOP(c, C) {
+			T v = (T)(k * exp((T)xi[c] - lse));
+			di[c] = c == lab ? (T)(v - (T)k) : v;
+		}
+	}
+}
+
+template <typename T, typename S = T>
+static void sce_fused(int64_t N, int64_t C, double denom, const T *dloss, const S *logits, const void *labels,
+                      bool labels64, T *loss, S *dlogits)
+{
+	cudaStream_t s = nrt_cuda_stream();
+	double *term = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(N > 0 ? N : 1));
+	if (N > 0 && C > 0) {
+		k_sce_fused<T, S><<<grid_rows(N), threads_for_row(C), 0, s>>>(N, C, denom, dloss, logits, labels,
+		                                                               labels64, term, dlogits);
+		NRT_CUDA_LAUNCH_CHECK("sce_fused");
+	}
+	sum_all<1>("sce_fused", N > 0 && C > 0 ? N : 0, TermElem<T>{term}, StoreLoss<T>{denom, loss});
+	nrt_cuda_scratch_free(term);
+}
+
 /* ---- mean squared error ---------------------------------------------------------------- */
 
-template <typename T> struct SqDiff {
-	const T *p, *t;
+/* S: the operands' storage (f16/bf16: Narrow<BF>, read widened) */
+template <typename S> struct SqDiff {
+	const S *p, *t;
 	__device__ void operator()(int64_t i, double acc[1]) const
 	{
 		double d = (double)p[i] - t[i];
@@ -138,10 +206,12 @@ template <typename T> struct SqDiff {
 	}
 };
 
-template <typename T> __global__ void k_mse_grad(int64_t n, double denom, const T *dloss, const T *p, const T *t, T *dp)
+/* T: dloss and the arithmetic, S: the operands' storage (one rounding) */
+template <typename T, typename S = T>
+__global__ void k_mse_grad(int64_t n, double denom, const T *dloss, const S *p, const S *t, S *dp)
 {
 	T k = (T)(2 * dloss[0] / denom);
-	NRT_GRID_LOOP(i, n) dp[i] = k * (p[i] - t[i]);
+	NRT_GRID_LOOP(i, n) dp[i] = (S)(k * ((T)p[i] - (T)t[i]));
 }
 
 /* ---- embedding ------------------------------------------------------------------------- */
@@ -298,6 +368,11 @@ extern "C" bool nrt_cuda_kernel_error(char *msg, size_t n)
 			N, C, denom, dloss, logits, labels, labels64, dlogits);                                  \
 		NRT_CUDA_LAUNCH_CHECK("sce_grad");                                                               \
 	}                                                                                                        \
+	extern "C" void nrt_sce_fused_##S(int64_t N, int64_t C, double denom, const T *dloss, const T *logits,   \
+	                                  const void *labels, bool labels64, T *loss, T *dlogits)                \
+	{                                                                                                        \
+		sce_fused<T>(N, C, denom, dloss, logits, labels, labels64, loss, dlogits);                       \
+	}                                                                                                        \
 	extern "C" void nrt_mse_##S(int64_t n, double denom, const T *p, const T *t, T *loss)                    \
 	{                                                                                                        \
 		sum_all<1>("mse", n > 0 ? n : 0, SqDiff<T>{p, t}, StoreLoss<T>{denom, loss});                    \
@@ -352,6 +427,13 @@ NRT_LOSS_DEFS(double, f64)
 			N, C, denom, dloss, (const Narrow<BF> *)logits, labels, labels64, (Narrow<BF> *)dlogits); \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_sce_grad_bf16" : "nrt_sce_grad_f16");                            \
 	}                                                                                                        \
+	extern "C" void nrt_sce_fused_##S(int64_t N, int64_t C, double denom, const float *dloss,                \
+	                                  const uint16_t *logits, const void *labels, bool labels64,             \
+	                                  float *loss, uint16_t *dlogits)                                        \
+	{                                                                                                        \
+		sce_fused<float, Narrow<BF>>(N, C, denom, dloss, (const Narrow<BF> *)logits, labels, labels64,   \
+		                             loss, (Narrow<BF> *)dlogits);                                       \
+	}                                                                                                        \
 	extern "C" void nrt_embedding_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,           \
 	                                  const void *ids, bool ids64, const uint16_t *table, uint16_t *y)       \
 	{                                                                                                        \
@@ -360,6 +442,20 @@ NRT_LOSS_DEFS(double, f64)
 		k_embedding<Narrow<BF>><<<grid_for(nids * dim), kThreads, 0, nrt_cuda_stream()>>>(               \
 			nids, rows, dim, row_offset, ids, ids64, (const Narrow<BF> *)table, (Narrow<BF> *)y);    \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_embedding_bf16" : "nrt_embedding_f16");                          \
+	}                                                                                                        \
+	extern "C" void nrt_mse_##S(int64_t n, double denom, const uint16_t *p, const uint16_t *t, float *loss)   \
+	{                                                                                                        \
+		sum_all<1>(BF ? "nrt_mse_bf16" : "nrt_mse_f16", n > 0 ? n : 0,                                   \
+		           SqDiff<Narrow<BF>>{(const Narrow<BF> *)p, (const Narrow<BF> *)t}, StoreLoss<float>{denom, loss}); \
+	}                                                                                                        \
+	extern "C" void nrt_mse_grad_##S(int64_t n, double denom, const float *dloss, const uint16_t *p,         \
+	                                 const uint16_t *t, uint16_t *dp)                                        \
+	{                                                                                                        \
+		if (n <= 0)                                                                                      \
+			return;                                                                                  \
+		k_mse_grad<float, Narrow<BF>><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(                 \
+			n, denom, dloss, (const Narrow<BF> *)p, (const Narrow<BF> *)t, (Narrow<BF> *)dp);        \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_mse_grad_bf16" : "nrt_mse_grad_f16");                            \
 	}                                                                                                        \
 	/* summed in an f32 scratch table, then each row rounded once */                                         \
 	extern "C" void nrt_embedding_grad_##S(int64_t nids, int64_t rows, int64_t dim, int64_t row_offset,      \

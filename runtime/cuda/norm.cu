@@ -193,6 +193,70 @@ __global__ void k_layer_norm_grad_x(int64_t rows, int64_t cols, double eps, cons
 	}
 }
 
+/* A residual add and the layer norm of its sum (nrt_add_layer_norm): the
+ * block writes each element of h once, rounded to S as the unfused add
+ * stores it, and sums the rounded values for the mean on the way; the
+ * variance and the output read back the block's own writes (L1/L2), the
+ * statistics as block_row_stats computes them. h may be x or a. */
+template <typename T, typename S = T>
+__global__ void k_add_layer_norm(int64_t rows, int64_t cols, double eps, const S *x, const S *a, const S *gamma,
+                                 const S *beta, S *h, S *y)
+{
+	NRT_ROW_LOOP(r, rows) {
+		const S *xr = x + r * cols, *ar = a + r * cols;
+		S *hr = h + r * cols, *yr = y + r * cols;
+		double s = 0, ss = 0;
+		NRT_BLOCK_LOOP(c, cols) {
+			S v = (S)((T)xr[c] + (T)ar[c]);
+			hr[c] = v;
+			s += (T)v;
+		}
+		s = block_sum(s);
+		double mean = s / cols;
+		NRT_BLOCK_LOOP(c, cols) {
+			double d = (T)hr[c] - mean;
+			ss += d * d;
+		}
+		ss = block_sum(ss);
+		T m = (T)mean, rs = (T)(1 / sqrt(ss / cols + eps));
+		NRT_BLOCK_LOOP(c, cols) {
+			T xh = ((T)hr[c] - m) * rs;
+			yr[c] = (gamma ? (T)gamma[c] * xh : xh) + (beta ? (T)beta[c] : (T)0);
+		}
+	}
+}
+
+/* dx = r + layer_norm_grad_x(dy, x, gamma) (nrt_layer_norm_grad_x_add):
+ * the gradient rounded to S as the unfused kernel stores it, then added
+ * to r's element and rounded; r may be dx (each thread reads its element
+ * of r before writing it). */
+template <typename T, typename S = T>
+__global__ void k_layer_norm_grad_x_add(int64_t rows, int64_t cols, double eps, const S *dy, const S *x,
+                                        const S *gamma, const S *rsd, S *dx)
+{
+	NRT_ROW_LOOP(r, rows) {
+		const S *xr = x + r * cols, *dyr = dy + r * cols, *rr = rsd + r * cols;
+		S *dxr = dx + r * cols;
+		double mean, rstd, sg = 0, sgx = 0;
+		block_row_stats(cols, xr, eps, &mean, &rstd);
+		NRT_BLOCK_LOOP(c, cols) {
+			double g = gamma ? (double)(T)dyr[c] * (T)gamma[c] : (double)(T)dyr[c];
+			sg += g;
+			sgx += g * ((T)xr[c] - mean) * rstd;
+		}
+		sg = block_sum(sg);
+		sgx = block_sum(sgx);
+		T m = (T)mean, rs = (T)rstd;
+		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
+		NRT_BLOCK_LOOP(c, cols) {
+			T g = gamma ? (T)dyr[c] * (T)gamma[c] : (T)dyr[c];
+			T xh = ((T)xr[c] - m) * rs;
+			S d = (S)(rs * (g - mg - xh * mgx));
+			dxr[c] = (S)((T)rr[c] + (T)d);
+		}
+	}
+}
+
 /* grad gamma, step 1: each row's mean and rstd into st[2 r], st[2 r + 1] */
 template <typename T> __global__ void k_row_stats(int64_t rows, int64_t cols, double eps, const T *x, double *st)
 {
@@ -312,19 +376,19 @@ __global__ void k_bn_channel(BnMode mode, int64_t N, int64_t C, int64_t HW, doub
 	NRT_ROW_LOOP(c, C) {
 		double mean, rstd;
 		block_chan_stats(N, C, HW, c, x, eps, &mean, &rstd);
-		double g = gamma ? gamma[c] : 1, cnt = (double)N * HW;
+		double g = gamma ? (double)gamma[c] : 1, cnt = (double)N * HW;
 		if (mode == BN_FWD) {
 			if (threadIdx.x == 0) {
 				coef[2 * c] = g * rstd;
-				coef[2 * c + 1] = (beta ? beta[c] : 0) - g * rstd * mean;
+				coef[2 * c + 1] = (beta ? (double)beta[c] : 0) - g * rstd * mean;
 			}
 			continue;
 		}
 		double sg = 0, sgx = 0;
 		NRT_BLOCK_LOOP(i, N * HW) {
 			int64_t at = chan_index(i, C, HW, c);
-			sg += dy[at];
-			sgx += dy[at] * ((x[at] - mean) * rstd);
+			sg += (double)dy[at];
+			sgx += (double)dy[at] * (((double)x[at] - mean) * rstd);
 		}
 		sgx = block_sum(sgx);
 		if (mode == BN_GRAD_GAMMA) {
@@ -344,29 +408,31 @@ __global__ void k_bn_channel(BnMode mode, int64_t N, int64_t C, int64_t HW, doub
 	}
 }
 
-template <typename T> __global__ void k_bn_fwd_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const T *x, T *y)
+/* T: the arithmetic, S: the storage (f16/bf16: Narrow<BF>, one rounding) */
+template <typename T, typename S = T>
+__global__ void k_bn_fwd_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const S *x, S *y)
 {
 	NRT_GRID_LOOP(i, total) {
 		int64_t c = (i / HW) % C;
 		T a = (T)coef[2 * c], b = (T)coef[2 * c + 1];
-		y[i] = a * x[i] + b;
+		y[i] = (S)(a * (T)x[i] + b);
 	}
 }
 
-template <typename T>
-__global__ void k_bn_grad_x_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const T *dy, const T *x,
-                                  T *dx)
+template <typename T, typename S = T>
+__global__ void k_bn_grad_x_apply(int64_t total, int64_t C, int64_t HW, const double *coef, const S *dy, const S *x,
+                                  S *dx)
 {
 	NRT_GRID_LOOP(i, total) {
 		const double *q = coef + 5 * ((i / HW) % C);
 		T k = (T)q[0], m = (T)q[1], rs = (T)q[2], mg = (T)q[3], mgx = (T)q[4];
-		dx[i] = k * (dy[i] - mg - (x[i] - m) * rs * mgx);
+		dx[i] = (S)(k * ((T)dy[i] - mg - ((T)x[i] - m) * rs * mgx));
 	}
 }
 
-template <typename T>
-static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double eps, const T *dy, const T *x,
-                           const T *gamma, const T *beta, T *out)
+template <typename T, typename S = T>
+static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double eps, const S *dy, const S *x,
+                           const S *gamma, const S *beta, S *out)
 {
 	if (C <= 0)
 		return;
@@ -374,7 +440,7 @@ static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double
 	int64_t total = N * C * HW;
 	int t = threads_for_row(N * HW);
 	if (mode == BN_GRAD_GAMMA) {
-		k_bn_channel<T><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, nullptr, out);
+		k_bn_channel<S><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, nullptr, out);
 		NRT_CUDA_LAUNCH_CHECK("batch_norm_grad_gamma");
 		return;
 	}
@@ -382,12 +448,12 @@ static void batch_norm_any(BnMode mode, int64_t N, int64_t C, int64_t HW, double
 		return;
 	int per = mode == BN_FWD ? 2 : 5;
 	double *coef = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(per * C));
-	k_bn_channel<T><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, coef, nullptr);
+	k_bn_channel<S><<<grid_rows(C), t, 0, s>>>(mode, N, C, HW, eps, x, dy, gamma, beta, coef, nullptr);
 	NRT_CUDA_LAUNCH_CHECK("batch_norm (channel statistics)");
 	if (mode == BN_FWD)
-		k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, x, out);
+		k_bn_fwd_apply<T, S><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, x, out);
 	else
-		k_bn_grad_x_apply<T><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, dy, x, out);
+		k_bn_grad_x_apply<T, S><<<grid_for(total), kThreads, 0, s>>>(total, C, HW, coef, dy, x, out);
 	NRT_CUDA_LAUNCH_CHECK("batch_norm (apply)");
 	nrt_cuda_scratch_free(coef);
 }
@@ -510,6 +576,24 @@ using namespace nrtk;
 			rows, cols, eps, dy, x, gamma, dx);                                                      \
 		NRT_CUDA_LAUNCH_CHECK("layer_norm_grad_x");                                                      \
 	}                                                                                                        \
+	extern "C" void nrt_add_layer_norm_##S(int64_t rows, int64_t cols, double eps, const T *x, const T *a,   \
+	                                       const T *gamma, const T *beta, T *h, T *y)                        \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_add_layer_norm<T><<<grid_rows(rows), threads_for_row(cols), 0, nrt_cuda_stream()>>>(           \
+			rows, cols, eps, x, a, gamma, beta, h, y);                                               \
+		NRT_CUDA_LAUNCH_CHECK("add_layer_norm");                                                         \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_grad_x_add_##S(int64_t rows, int64_t cols, double eps, const T *dy,       \
+	                                              const T *x, const T *gamma, const T *r, T *dx)             \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm_grad_x_add<T><<<grid_rows(rows), threads_for_row(cols), 0, nrt_cuda_stream()>>>(    \
+			rows, cols, eps, dy, x, gamma, r, dx);                                                   \
+		NRT_CUDA_LAUNCH_CHECK("layer_norm_grad_x_add");                                                  \
+	}                                                                                                        \
 	extern "C" void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const T *dy,       \
 	                                              const T *x, T *dgamma)                                     \
 	{                                                                                                        \
@@ -518,17 +602,17 @@ using namespace nrtk;
 	extern "C" void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const T *x,             \
 	                                   const T *gamma, const T *beta, T *y)                                  \
 	{                                                                                                        \
-		batch_norm_any<T>(BN_FWD, N, C, HW, eps, nullptr, x, gamma, beta, y);                            \
+		batch_norm_any<T, T>(BN_FWD, N, C, HW, eps, nullptr, x, gamma, beta, y);                            \
 	}                                                                                                        \
 	extern "C" void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const T *dy,     \
 	                                          const T *x, const T *gamma, T *dx)                             \
 	{                                                                                                        \
-		batch_norm_any<T>(BN_GRAD_X, N, C, HW, eps, dy, x, gamma, nullptr, dx);                          \
+		batch_norm_any<T, T>(BN_GRAD_X, N, C, HW, eps, dy, x, gamma, nullptr, dx);                          \
 	}                                                                                                        \
 	extern "C" void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps,              \
 	                                              const T *dy, const T *x, T *dgamma)                        \
 	{                                                                                                        \
-		batch_norm_any<T>(BN_GRAD_GAMMA, N, C, HW, eps, dy, x, nullptr, nullptr, dgamma);                \
+		batch_norm_any<T, T>(BN_GRAD_GAMMA, N, C, HW, eps, dy, x, nullptr, nullptr, dgamma);                \
 	}                                                                                                        \
 	extern "C" void nrt_bn_stats_##S(int64_t N, int64_t C, int64_t HW, const T *x, double *st)               \
 	{                                                                                                        \
@@ -614,6 +698,49 @@ NRT_NORM_DEFS(double, f64)
 		                                                              (const Narrow<BF> *)gamma,         \
 		                                                              (Narrow<BF> *)dx);                 \
 		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_grad_x_bf16" : "nrt_layer_norm_grad_x_f16");          \
+	}                                                                                                        \
+	extern "C" void nrt_add_layer_norm_##S(int64_t rows, int64_t cols, double eps, const uint16_t *x,        \
+	                                       const uint16_t *a, const uint16_t *gamma, const uint16_t *beta,   \
+	                                       uint16_t *h, uint16_t *y)                                         \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_add_layer_norm<float, Narrow<BF>><<<grid_rows(rows), threads_for_row(cols), 0,                 \
+		                                      nrt_cuda_stream()>>>(                                      \
+			rows, cols, eps, (const Narrow<BF> *)x, (const Narrow<BF> *)a, (const Narrow<BF> *)gamma, \
+			(const Narrow<BF> *)beta, (Narrow<BF> *)h, (Narrow<BF> *)y);                             \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_add_layer_norm_bf16" : "nrt_add_layer_norm_f16");                \
+	}                                                                                                        \
+	extern "C" void nrt_layer_norm_grad_x_add_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy, \
+	                                              const uint16_t *x, const uint16_t *gamma,                  \
+	                                              const uint16_t *r, uint16_t *dx)                           \
+	{                                                                                                        \
+		if (rows <= 0 || cols <= 0)                                                                      \
+			return;                                                                                  \
+		k_layer_norm_grad_x_add<float, Narrow<BF>><<<grid_rows(rows), threads_for_row(cols), 0,          \
+		                                             nrt_cuda_stream()>>>(                               \
+			rows, cols, eps, (const Narrow<BF> *)dy, (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, \
+			(const Narrow<BF> *)r, (Narrow<BF> *)dx);                                                \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_layer_norm_grad_x_add_bf16" : "nrt_layer_norm_grad_x_add_f16");  \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *x,      \
+	                                   const uint16_t *gamma, const uint16_t *beta, uint16_t *y)             \
+	{                                                                                                        \
+		batch_norm_any<float, Narrow<BF>>(BN_FWD, N, C, HW, eps, nullptr, (const Narrow<BF> *)x,         \
+		                                  (const Narrow<BF> *)gamma, (const Narrow<BF> *)beta, (Narrow<BF> *)y); \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_grad_x_##S(int64_t N, int64_t C, int64_t HW, double eps, const uint16_t *dy, \
+	                                          const uint16_t *x, const uint16_t *gamma, uint16_t *dx)        \
+	{                                                                                                        \
+		batch_norm_any<float, Narrow<BF>>(BN_GRAD_X, N, C, HW, eps, (const Narrow<BF> *)dy,              \
+		                                  (const Narrow<BF> *)x, (const Narrow<BF> *)gamma, nullptr,     \
+		                                  (Narrow<BF> *)dx);                                             \
+	}                                                                                                        \
+	extern "C" void nrt_batch_norm_grad_gamma_##S(int64_t N, int64_t C, int64_t HW, double eps,              \
+	                                              const uint16_t *dy, const uint16_t *x, uint16_t *dgamma)   \
+	{                                                                                                        \
+		batch_norm_any<float, Narrow<BF>>(BN_GRAD_GAMMA, N, C, HW, eps, (const Narrow<BF> *)dy,          \
+		                                  (const Narrow<BF> *)x, nullptr, nullptr, (Narrow<BF> *)dgamma); \
 	}                                                                                                        \
 	extern "C" void nrt_layer_norm_grad_gamma_##S(int64_t rows, int64_t cols, double eps, const uint16_t *dy, \
 	                                              const uint16_t *x, uint16_t *dgamma)                       \

@@ -92,6 +92,9 @@ build() { # build NAME MODEL [netc options]: $work/NAME, or a "failed" row's rea
 build gpt2 "$model"
 build gpt2_bf16 "$work/gpt2_bf16.net"
 build gpt2_amp "$model" -D train.amp_level=O2
+# issue 22's fused classifier and residual add + layer norm left out: the
+# difference with the bf16 row is what the two fusions buy on this GPU
+build gpt2_bf16_unfused "$work/gpt2_bf16.net" --no-fuse=classifier,add_norm
 
 # row NAME MS: one line of the table from a median in ms
 row() {
@@ -156,6 +159,7 @@ netc_row "netc f32" gpt2
 netc_row "netc f32, NETC_TF32=1" gpt2 NETC_TF32=1
 netc_row "netc bf16 (declared)" gpt2_bf16
 netc_row "netc bf16, cuBLAS not Lt" gpt2_bf16 NETC_CUBLASLT=0
+netc_row "netc bf16, unfused sce+norm" gpt2_bf16_unfused
 netc_row "netc amp O2" gpt2_amp
 torch_row "torch eager f32" --precision f32
 torch_row "torch eager tf32" --precision tf32

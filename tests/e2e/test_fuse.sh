@@ -148,7 +148,7 @@ else
 fi
 out=$($NETC build "$MLP" $SA -o "$work/bad.exe" --no-fuse=updates,bogus 2>&1)
 rc=$?
-[ $rc -eq 1 ] && [ "$out" = "netc: --no-fuse: unknown kind 'bogus' (bias_act, updates, residual, narrow, attention, gemm_epilogue)" ] &&
+[ $rc -eq 1 ] && [ "$out" = "netc: --no-fuse: unknown kind 'bogus' (bias_act, updates, residual, narrow, attention, gemm_epilogue, classifier, add_norm)" ] &&
 	ok "--no-fuse=bogus: exit 1 naming the kinds" || bad "--no-fuse=bogus: exit $rc: $out"
 out=$(timeout $TMO $NETC build "$TF" $SA -o "$work/fault.exe" --inject-fault=memplan-reservations 2>&1)
 rc=$?

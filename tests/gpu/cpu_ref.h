@@ -36,6 +36,10 @@
 #define nrt_layer_norm_f64 cpu_nrt_layer_norm_f64
 #define nrt_layer_norm_grad_x_f32 cpu_nrt_layer_norm_grad_x_f32
 #define nrt_layer_norm_grad_x_f64 cpu_nrt_layer_norm_grad_x_f64
+#define nrt_add_layer_norm_f32 cpu_nrt_add_layer_norm_f32
+#define nrt_add_layer_norm_f64 cpu_nrt_add_layer_norm_f64
+#define nrt_layer_norm_grad_x_add_f32 cpu_nrt_layer_norm_grad_x_add_f32
+#define nrt_layer_norm_grad_x_add_f64 cpu_nrt_layer_norm_grad_x_add_f64
 #define nrt_layer_norm_grad_gamma_f32 cpu_nrt_layer_norm_grad_gamma_f32
 #define nrt_layer_norm_grad_gamma_f64 cpu_nrt_layer_norm_grad_gamma_f64
 #define nrt_batch_norm_f32 cpu_nrt_batch_norm_f32
@@ -60,6 +64,8 @@
 #define nrt_sce_f64 cpu_nrt_sce_f64
 #define nrt_sce_grad_f32 cpu_nrt_sce_grad_f32
 #define nrt_sce_grad_f64 cpu_nrt_sce_grad_f64
+#define nrt_sce_fused_f32 cpu_nrt_sce_fused_f32
+#define nrt_sce_fused_f64 cpu_nrt_sce_fused_f64
 #define nrt_mse_f32 cpu_nrt_mse_f32
 #define nrt_mse_f64 cpu_nrt_mse_f64
 #define nrt_mse_grad_f32 cpu_nrt_mse_grad_f32
@@ -116,6 +122,10 @@ NRT_SPMD_DECLS(double, f64)
 #undef nrt_layer_norm_f64
 #undef nrt_layer_norm_grad_x_f32
 #undef nrt_layer_norm_grad_x_f64
+#undef nrt_add_layer_norm_f32
+#undef nrt_add_layer_norm_f64
+#undef nrt_layer_norm_grad_x_add_f32
+#undef nrt_layer_norm_grad_x_add_f64
 #undef nrt_layer_norm_grad_gamma_f32
 #undef nrt_layer_norm_grad_gamma_f64
 #undef nrt_batch_norm_f32
@@ -140,6 +150,8 @@ NRT_SPMD_DECLS(double, f64)
 #undef nrt_sce_f64
 #undef nrt_sce_grad_f32
 #undef nrt_sce_grad_f64
+#undef nrt_sce_fused_f32
+#undef nrt_sce_fused_f64
 #undef nrt_mse_f32
 #undef nrt_mse_f64
 #undef nrt_mse_grad_f32
@@ -336,12 +348,18 @@ void cpu_nrt_bgemm_bf16(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, i
 #define nrt_reduce_bf16 cpu_nrt_reduce_bf16
 #define nrt_layer_norm_grad_x_f16 cpu_nrt_layer_norm_grad_x_f16
 #define nrt_layer_norm_grad_x_bf16 cpu_nrt_layer_norm_grad_x_bf16
+#define nrt_add_layer_norm_f16 cpu_nrt_add_layer_norm_f16
+#define nrt_add_layer_norm_bf16 cpu_nrt_add_layer_norm_bf16
+#define nrt_layer_norm_grad_x_add_f16 cpu_nrt_layer_norm_grad_x_add_f16
+#define nrt_layer_norm_grad_x_add_bf16 cpu_nrt_layer_norm_grad_x_add_bf16
 #define nrt_layer_norm_grad_gamma_f16 cpu_nrt_layer_norm_grad_gamma_f16
 #define nrt_layer_norm_grad_gamma_bf16 cpu_nrt_layer_norm_grad_gamma_bf16
 #define nrt_sce_f16 cpu_nrt_sce_f16
 #define nrt_sce_bf16 cpu_nrt_sce_bf16
 #define nrt_sce_grad_f16 cpu_nrt_sce_grad_f16
 #define nrt_sce_grad_bf16 cpu_nrt_sce_grad_bf16
+#define nrt_sce_fused_f16 cpu_nrt_sce_fused_f16
+#define nrt_sce_fused_bf16 cpu_nrt_sce_fused_bf16
 #define nrt_embedding_f16 cpu_nrt_embedding_f16
 #define nrt_embedding_bf16 cpu_nrt_embedding_bf16
 #define nrt_embedding_grad_f16 cpu_nrt_embedding_grad_f16
@@ -352,6 +370,18 @@ void cpu_nrt_bgemm_bf16(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, i
 #define nrt_slice_bf16 cpu_nrt_slice_bf16
 #define nrt_scale_f16 cpu_nrt_scale_f16
 #define nrt_scale_bf16 cpu_nrt_scale_bf16
+#define nrt_broadcast_f16 cpu_nrt_broadcast_f16
+#define nrt_broadcast_bf16 cpu_nrt_broadcast_bf16
+#define nrt_mse_f16 cpu_nrt_mse_f16
+#define nrt_mse_bf16 cpu_nrt_mse_bf16
+#define nrt_mse_grad_f16 cpu_nrt_mse_grad_f16
+#define nrt_mse_grad_bf16 cpu_nrt_mse_grad_bf16
+#define nrt_batch_norm_f16 cpu_nrt_batch_norm_f16
+#define nrt_batch_norm_bf16 cpu_nrt_batch_norm_bf16
+#define nrt_batch_norm_grad_x_f16 cpu_nrt_batch_norm_grad_x_f16
+#define nrt_batch_norm_grad_x_bf16 cpu_nrt_batch_norm_grad_x_bf16
+#define nrt_batch_norm_grad_gamma_f16 cpu_nrt_batch_norm_grad_gamma_f16
+#define nrt_batch_norm_grad_gamma_bf16 cpu_nrt_batch_norm_grad_gamma_bf16
 NRT_NARROW_KERNEL_DECLS(f16)
 NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_binary_f16
@@ -372,12 +402,18 @@ NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_reduce_bf16
 #undef nrt_layer_norm_grad_x_f16
 #undef nrt_layer_norm_grad_x_bf16
+#undef nrt_add_layer_norm_f16
+#undef nrt_add_layer_norm_bf16
+#undef nrt_layer_norm_grad_x_add_f16
+#undef nrt_layer_norm_grad_x_add_bf16
 #undef nrt_layer_norm_grad_gamma_f16
 #undef nrt_layer_norm_grad_gamma_bf16
 #undef nrt_sce_f16
 #undef nrt_sce_bf16
 #undef nrt_sce_grad_f16
 #undef nrt_sce_grad_bf16
+#undef nrt_sce_fused_f16
+#undef nrt_sce_fused_bf16
 #undef nrt_embedding_f16
 #undef nrt_embedding_bf16
 #undef nrt_embedding_grad_f16
@@ -388,6 +424,18 @@ NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_slice_bf16
 #undef nrt_scale_f16
 #undef nrt_scale_bf16
+#undef nrt_broadcast_f16
+#undef nrt_broadcast_bf16
+#undef nrt_mse_f16
+#undef nrt_mse_bf16
+#undef nrt_mse_grad_f16
+#undef nrt_mse_grad_bf16
+#undef nrt_batch_norm_f16
+#undef nrt_batch_norm_bf16
+#undef nrt_batch_norm_grad_x_f16
+#undef nrt_batch_norm_grad_x_bf16
+#undef nrt_batch_norm_grad_gamma_f16
+#undef nrt_batch_norm_grad_gamma_bf16
 void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
                          const int64_t *out_dims, const void *in, void *out);
 void cpu_nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,

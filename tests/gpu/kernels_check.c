@@ -39,7 +39,9 @@
  *    each side as far from the f64 result.
  *  - exact (0): dropout (the mask is Philox, integer arithmetic; kept
  *    values are one multiply on both sides), bias + ReLU (one addition and
- *    a comparison on both sides), f16/bf16 conversions (bit patterns),
+ *    a comparison on both sides), the sum add_layer_norm writes (one
+ *    addition, rounded once), the f16/bf16 broadcast (one product, rounded
+ *    once), f16/bf16 conversions (bit patterns),
  *    nrt_slice_block and nrt_regroup (copies), and the f16/bf16
  *    transpose, concat, slice and embedding (copies of 2-byte words).
  *
@@ -637,6 +639,102 @@ static void narrow_layer_norm_grad(const Narrow *t)
 		}
 }
 
+/* residual add + layer norm on narrow storage, in place (h over x, dx
+ * over r): the sum is one rounding of the same f32 sum on both sides
+ * (exact), the norm and the gradient plus r within 2u + 1e-5 (x in
+ * [-3, 3] as above, so layer_norm_grad_x's cancellation bound stays
+ * inside the f32 part) */
+static void narrow_add_layer_norm(const Narrow *t)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {33, 1000}, {300, 7}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+		uint16_t *x = nrand(t, n, -3, 3), *a = nrand(t, n, -1, 1), *g = nrand(t, cols, 0.5, 1.5);
+		uint16_t *b = nrand(t, cols, -1, 1), *y = nrand(t, n, 0, 1), *gx = nup(x, n), *gy = nzero(n);
+		NK(t, add_layer_norm)(rows, cols, 1e-5, gx, nup(a, n), nup(g, cols), nup(b, cols), gx, gy);
+		CK_(t, add_layer_norm)(rows, cols, 1e-5, x, a, g, b, x, y);
+		char name[96];
+		snprintf(name, sizeof name, "add_layer_norm sum [%lld,%lld] in place", (long long)rows, (long long)cols);
+		compare_bits(name, down(gx, sizeof(uint16_t) * (size_t)n), x, n, 2);
+		snprintf(name, sizeof name, "add_layer_norm [%lld,%lld]", (long long)rows, (long long)cols);
+		ncmp(t, name, gy, y, n);
+		uint16_t *dy = nrand(t, n, -1, 1), *r = nrand(t, n, -1, 1), *gr = nup(r, n);
+		NK(t, layer_norm_grad_x_add)(rows, cols, 1e-5, nup(dy, n), gx, nup(g, cols), gr, gr);
+		CK_(t, layer_norm_grad_x_add)(rows, cols, 1e-5, dy, x, g, r, r);
+		snprintf(name, sizeof name, "layer_norm_grad_x_add [%lld,%lld] in place", (long long)rows, (long long)cols);
+		ncmp(t, name, gr, r, n);
+		free_all();
+	}
+}
+
+/* broadcast_to (a mean's gradient) on narrow storage: one product alpha
+ * x rounded once on both sides (exact); mse on narrow operands: the loss
+ * stays f32 (sums of the same squares in double, 1e-5), its gradient one
+ * rounding of the same f32 expression (exact but for CUDA's FMA
+ * contraction of k (p - t): within 2u + 1e-5) */
+static void narrow_broadcast_mse(const Narrow *t)
+{
+	static const int64_t bs[][3] = {{1, 1, 1}, {7, 33, 5}, {33, 1000, 3}};
+	for (size_t c = 0; c < sizeof bs / sizeof *bs; c++) {
+		int64_t d[3] = {bs[c][0], bs[c][1], bs[c][2]}, st[3] = {d[2], 0, 1}, n = d[0] * d[1] * d[2];
+		uint16_t *x = nrand(t, d[0] * d[2], -2, 2), *y = halloc(2 * (size_t)n), *gy = nzero(n);
+		NK(t, broadcast)(3, d, nup(x, d[0] * d[2]), st, 0.25f, gy);
+		CK_(t, broadcast)(3, d, x, st, 0.25f, y);
+		char name[96];
+		snprintf(name, sizeof name, "broadcast [%lld,%lld,%lld] over dim 1", (long long)d[0], (long long)d[1],
+		         (long long)d[2]);
+		compare_bits(name, down(gy, sizeof(uint16_t) * (size_t)n), y, n, 2);
+		free_all();
+	}
+	static const int64_t ns[] = {1, 1001, 100003};
+	for (int k = 0; k < 3; k++) {
+		int64_t n = ns[k];
+		uint16_t *p = nrand(t, n, -2, 2), *q = nrand(t, n, -2, 2), *dp = halloc(2 * (size_t)n), *gdp = nzero(n);
+		float loss = 0, *gl = up(NULL, sizeof(float)), dl = 0.5f;
+		NK(t, mse)(n, (double)n, nup(p, n), nup(q, n), gl);
+		CK_(t, mse)(n, (double)n, p, q, &loss);
+		double gld = *(const float *)down(gl, sizeof(float)), cld = loss;
+		char name[96];
+		snprintf(name, sizeof name, "mse %lld", (long long)n);
+		compare(name, t->name, &gld, &cld, 1, 1e-5);
+		NK(t, mse_grad)(n, (double)n, up(&dl, sizeof dl), nup(p, n), nup(q, n), gdp);
+		CK_(t, mse_grad)(n, (double)n, &dl, p, q, dp);
+		snprintf(name, sizeof name, "mse_grad %lld", (long long)n);
+		ncmp(t, name, gdp, dp, n);
+		free_all();
+	}
+}
+
+/* batch norm on one device's batch, narrow storage: the f32 kernels'
+ * values rounded once on both sides (statistics in double on both), so
+ * 2u + 1e-5 for the output, the input gradient and dgamma */
+static void narrow_batch_norm(const Narrow *t)
+{
+	static const int64_t cs[][3] = {{1, 1, 1}, {4, 3, 7}, {2, 5, 33}, {16, 7, 1}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t N = cs[c][0], C = cs[c][1], HW = cs[c][2], n = N * C * HW;
+		uint16_t *x = nrand(t, n, -3, 3), *g = nrand(t, C, 0.5, 1.5), *b = nrand(t, C, -1, 1);
+		uint16_t *dy = nrand(t, n, -1, 1), *y = halloc(2 * (size_t)n), *gy = nzero(n);
+		uint16_t *dg = halloc(2 * (size_t)C), *gdg = nzero(C);
+		const uint16_t *gx = nup(x, n), *gg = nup(g, C), *gdy = nup(dy, n);
+		char name[96];
+		NK(t, batch_norm)(N, C, HW, 1e-5, gx, gg, nup(b, C), gy);
+		CK_(t, batch_norm)(N, C, HW, 1e-5, x, g, b, y);
+		snprintf(name, sizeof name, "batch_norm [%lld,%lld,%lld]", (long long)N, (long long)C, (long long)HW);
+		ncmp(t, name, gy, y, n);
+		NK(t, batch_norm_grad_x)(N, C, HW, 1e-5, gdy, gx, gg, gy);
+		CK_(t, batch_norm_grad_x)(N, C, HW, 1e-5, dy, x, g, y);
+		snprintf(name, sizeof name, "batch_norm_grad_x [%lld,%lld,%lld]", (long long)N, (long long)C, (long long)HW);
+		ncmp(t, name, gy, y, n);
+		NK(t, batch_norm_grad_gamma)(N, C, HW, 1e-5, gdy, gx, gdg);
+		CK_(t, batch_norm_grad_gamma)(N, C, HW, 1e-5, dy, x, dg);
+		snprintf(name, sizeof name, "batch_norm_grad_gamma [%lld,%lld,%lld]", (long long)N, (long long)C,
+		         (long long)HW);
+		ncmp(t, name, gdg, dg, C);
+		free_all();
+	}
+}
+
 /* softmax_cross_entropy on narrow logits: the loss stays f32 (both sides
  * sum the same per-row terms in double: the f32 tolerance, 1e-5); the
  * logits' gradient is rounded once (2u + 1e-5). Labels i32 and i64, a
@@ -672,6 +770,17 @@ static void narrow_sce(const Narrow *t)
 			snprintf(name, sizeof name, "sce_grad [%lld,%lld] labels %s", (long long)N, (long long)C,
 			         l64 ? "i64" : "i32");
 			ncmp(t, name, gdx, dx, n);
+			/* the fused classifier in place: the loss as sce's, the
+			 * gradient as sce_grad's (the same tolerances) */
+			uint16_t *gfx = nup(x, n);
+			float floss = 0, *gfloss = up(NULL, sizeof(float));
+			NK(t, sce_fused)(N, C, (double)N, gdl, gfx, glab, l64, gfloss, gfx);
+			CK_(t, sce_fused)(N, C, (double)N, &dloss, x, lab, l64, &floss, x);
+			double gfl = *(const float *)down(gfloss, sizeof(float)), cfl = floss;
+			snprintf(name, sizeof name, "sce_fused loss [%lld,%lld]", (long long)N, (long long)C);
+			compare(name, t->name, &gfl, &cfl, 1, 1e-5);
+			snprintf(name, sizeof name, "sce_fused grad [%lld,%lld] in place", (long long)N, (long long)C);
+			ncmp(t, name, gfx, x, n);
 			free_all();
 		}
 }
@@ -856,6 +965,9 @@ static void test_narrow(void)
 		narrow_layer_norm(&narrows[i]);
 		narrow_layer_norm_grad(&narrows[i]);
 		narrow_sce(&narrows[i]);
+		narrow_add_layer_norm(&narrows[i]);
+		narrow_broadcast_mse(&narrows[i]);
+		narrow_batch_norm(&narrows[i]);
 		narrow_embedding(&narrows[i]);
 		narrow_concat_slice_scale(&narrows[i]);
 		narrow_transpose(&narrows[i]);

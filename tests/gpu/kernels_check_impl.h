@@ -587,6 +587,39 @@ static void FN(slice_case)(int64_t outer, int64_t n_in, int64_t begin, int64_t n
 	free_all();
 }
 
+/* Residual add + layer norm in one call, in place as generated code may
+ * call them (h over x, dx over r): the sum is one rounding on both sides
+ * (exact), the norm within TOL as layer_norm's; the input gradient plus r
+ * within TOL and layer_norm_grad_x's per-row bound (r only adds terms of
+ * the output's scale). */
+static void FN(test_add_layer_norm)(void)
+{
+	static const int64_t cs[][2] = {{1, 1}, {7, 33}, {3, 1000}, {300, 7}, {2, 5000}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t rows = cs[c][0], cols = cs[c][1], n = rows * cols;
+		bool affine = c != 2;
+		double eps = 1e-5;
+		T *x = FN(hrand)(n, -3, 3), *a = FN(hrand)(n, -1, 1), *y = FN(hrand)(n, 0, 1);
+		T *gm = affine ? FN(hrand)(cols, 0.5, 1.5) : NULL, *bt = affine ? FN(hrand)(cols, -1, 1) : NULL;
+		T *gx = FN(dev)(x, n), *gy = FN(dev)(NULL, n), *ggm = affine ? FN(dev)(gm, cols) : NULL;
+		T *gbt = affine ? FN(dev)(bt, cols) : NULL;
+		char name[96];
+		FN(nrt_add_layer_norm)(rows, cols, eps, gx, FN(dev)(a, n), ggm, gbt, gx, gy);
+		FN(cpu_nrt_add_layer_norm)(rows, cols, eps, x, a, gm, bt, x, y);
+		snprintf(name, sizeof name, "add_layer_norm sum [%lld,%lld] in place", (long long)rows, (long long)cols);
+		FN(cmp)(name, gx, x, n, 0);
+		snprintf(name, sizeof name, "add_layer_norm [%lld,%lld]%s", (long long)rows, (long long)cols,
+		         affine ? "" : " no gamma/beta");
+		FN(cmp)(name, gy, y, n, TOL);
+		T *dyv = FN(hrand)(n, -1, 1), *r = FN(hrand)(n, -1, 1), *gr = FN(dev)(r, n);
+		FN(nrt_layer_norm_grad_x_add)(rows, cols, eps, FN(dev)(dyv, n), gx, ggm, gr, gr);
+		FN(cpu_nrt_layer_norm_grad_x_add)(rows, cols, eps, dyv, x, gm, r, r);
+		snprintf(name, sizeof name, "layer_norm_grad_x_add [%lld,%lld] in place", (long long)rows, (long long)cols);
+		FN(cmp_bound)(name, gr, r, n, TOL, FN(ln_grad_x_bound)(rows, cols, eps, dyv, x, gm));
+		free_all();
+	}
+}
+
 static void FN(test_concat_slice)(void)
 {
 	int64_t a[] = {1, 7, 3}, b[] = {4}, c[] = {2, 0, 3};
@@ -732,6 +765,16 @@ static void FN(test_losses)(void)
 		FN(cpu_nrt_sce_grad)(N, C, (double)N, &dl, x, lab, l64, dx);
 		snprintf(name, sizeof name, "sce_grad [%lld,%lld]", (long long)N, (long long)C);
 		FN(cmp)(name, gdx, dx, N * C, TOL);
+		/* the fused classifier, in place as generated code calls it: the
+		 * GPU's online max/sum rescales partial sums in double, within
+		 * the same tolerance as the two-pass kernels above */
+		T *fx = FN(hcopy)(x, N * C), *gfx = FN(dev)(x, N * C), floss = 0, *gfloss = FN(dev)(NULL, 1);
+		FN(nrt_sce_fused)(N, C, (double)N, FN(dev)(&dl, 1), gfx, glab, l64, gfloss, gfx);
+		FN(cpu_nrt_sce_fused)(N, C, (double)N, &dl, fx, lab, l64, &floss, fx);
+		snprintf(name, sizeof name, "sce_fused loss [%lld,%lld]", (long long)N, (long long)C);
+		FN(cmp)(name, gfloss, &floss, 1, TOL);
+		snprintf(name, sizeof name, "sce_fused grad [%lld,%lld] in place", (long long)N, (long long)C);
+		FN(cmp)(name, gfx, fx, N * C, TOL);
 		free_all();
 	}
 	static const int64_t ns[] = {1, 1001, 100003};
@@ -1025,6 +1068,7 @@ static void FN(run_all)(void)
 	FN(test_bias_act)();
 	FN(test_softmax)();
 	FN(test_layer_norm)();
+	FN(test_add_layer_norm)();
 	FN(test_batch_norm)();
 	FN(test_reduce)();
 	FN(test_transpose)();

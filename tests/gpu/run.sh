@@ -231,7 +231,11 @@ grep -h 'cuBLASLt has no algorithm' "$work"/*.cuda.run 2>/dev/null | sort | uniq
 # losses within rel 1e-2, checkpoints within |x - y| <= 3e-3 + 3e-2 |y|
 # (test_precision.sh's sharded-f16 bound, scaled to bf16's 8 bits), Adam's
 # moments left out (raw gradients, where a flip across a ReLU kink moves a
-# whole element). NOT YET RUN on a GPU.
+# whole element). The bf16 build also runs issue 22's fused kernels
+# (nrt_sce_fused_bf16, nrt_add_layer_norm_bf16,
+# nrt_layer_norm_grad_x_add_bf16; the f32 samples above nrt_sce_fused_f32
+# and nrt_layer_norm_grad_x_add_f32), each also in kernels_check. NOT YET
+# RUN on a GPU.
 sed 's/f32\[/bf16[/g' samples/transformer.net >"$work/tbf.net"
 AMP=(-D train.amp_level=O2 -D train.amp_dtype=bf16)
 for v in bf16 amp; do
