@@ -576,6 +576,14 @@ static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, 
 		diag_error(E->d, v->loc, "%s expects a tuple of tuples, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
+	for (int i = 0; i < v->n; i++)
+		if (v->items[i]->kind == CV_CALL) {
+			if (strcmp(ctx, "shard")) {
+				diag_error(E->d, v->items[i]->loc, "%s: layouts are taken in in_strategy only", ctx);
+				return false;
+			}
+			return el_layout_strategy(E, f, v, at, out);
+		}
 	Strategy s = {.n = v->n, .v = ARENA_NEWN(E->a, Shape, v->n ? v->n : 1), .loc = at};
 	for (int i = 0; i < v->n; i++) {
 		const CfgValue *t = v->items[i];

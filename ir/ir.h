@@ -122,7 +122,22 @@ typedef struct Strategy {
 	int n;
 	Shape *v;
 	Loc loc;
+	const struct ExplicitLayout *lay; /* MindSpore's Layout API: lay[i] is input i's (n of them);
+	                                   * v then holds the splits they imply. NULL: split counts only */
 } Strategy;
+
+/* One input's layout as `L("dp", ("sp", "mp"))` states it, on the device
+ * matrix of `L = Layout((2, 2, 2), ("dp", "sp", "mp"))`. */
+typedef struct ExplicitLayout {
+	int ndev;
+	int64_t dev[MAX_RANK];         /* device matrix, axis 0 slowest (row-major ranks) */
+	const char *const *alias;      /* ndev names, for messages and checkpoints */
+	int rank;
+	int8_t axes[MAX_RANK][MAX_RANK]; /* dimension d is split by device axes axes[d][0..naxes[d]), major first */
+	int naxes[MAX_RANK];           /* 0: whole ("None") */
+	Loc loc;                       /* the L(...) that gave it */
+	Loc decl;                      /* the Layout(...) that made the matrix */
+} ExplicitLayout;
 
 /* What the user wrote after a call (`.shard(...)`, `.stage(1)`, ...) or on
  * a block instance (copied onto every node inside). */

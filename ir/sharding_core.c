@@ -732,7 +732,7 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 	for (int j = 0; j < n->nin; j++)
 		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
 			return rule_fail(&R, "input %d cannot be laid out on %s", j, devices_str(&R, (char[96]){0}, 96));
-	return true;
+	return !s->lay || shard_explicit(&R);
 }
 
 void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS])

@@ -198,5 +198,67 @@ else
 	bad "auto_parallel with set_algo_parameters: build or run failed"
 fi
 
+echo "== MindSpore's Layout API (test_layout_extend.py), 8 devices"
+# the matmul's two input layouts: MindSpore's test_layout_extend_base, the
+# axes in another order than the dimensions, a dimension over two aliases
+# (test_layout_extend_reduce_axis_multi_shard's), "None" inside a tuple
+# (..._including_reduce_axis_none); each trains equal to stand-alone and
+# its inputs have the stated layouts (MindSpore's map numbering, axes from
+# the right; two aliases that split one dimension merge into one axis)
+go lay_ref 1 20 $M/layout_matmul.net -D parallel_mode=stand_alone || bad "layout reference"
+# lay NAME LAYOUTS X-LAYOUT W-LAYOUT
+lay() {
+	local name=$1 l=$2 wx=$3 ww=$4 xin
+	sed "s/^h = matmul(x, w).shard(.*/h = matmul(x, w).shard(($l))/" $M/layout_matmul.net >"$work/lay_$name.net"
+	"$NETC" dump "$work/lay_$name.net" --dump-after=sharding >"$work/lay_$name.dump" 2>&1
+	# the matmul reads x (redistributed) and w as the layouts say
+	xin=$(sed -n 's/^  h: .* = matmul(\([^,]*\), \([^,)]*\)).*/\1 \2/p' "$work/lay_$name.dump")
+	if grep -Fq "${xin% *}: f32[16, 32]" "$work/lay_$name.dump" &&
+		grep -F "  ${xin% *}: f32[16, 32]" "$work/lay_$name.dump" | grep -Fq "layout($wx " &&
+		grep -F "${xin#* }: f32[32, 8]" "$work/lay_$name.dump" | grep -Fq "layout($ww "; then
+		ok "layouts ($l): x and w laid out as stated"
+	else
+		bad "layouts ($l): x or w ($xin) not laid out as stated ($wx; $ww)"
+		grep -F -e "${xin% *}: f32" -e "${xin#* }: f32" "$work/lay_$name.dump" | head -3 | sed 's/^/     | /'
+	fi
+	if go "lay_$name" 8 20 "$work/lay_$name.net"; then
+		equal "layouts ($l) on 8 devices = stand-alone" lay_ref "lay_$name"
+	else
+		bad "layouts ($l): build or run failed"
+	fi
+}
+lay base 'layout("dp", "sp"), layout("sp", "mp")' 'dev [2, 2, 2] map [2, 1]' 'dev [2, 2, 2] map [1, 0]'
+lay order 'layout("mp", "dp"), layout("dp", "sp")' 'dev [2, 2, 2] map [0, 2]' 'dev [2, 2, 2] map [2, 1]'
+lay two 'layout("dp", ("sp", "mp")), layout(("sp", "mp"), "None")' 'dev [2, 4] map [1, 0]' 'dev [2, 4] map [0, -1]'
+lay none 'layout("dp", ("sp", "None")), layout(("sp", "None"), "mp")' 'dev [2, 2, 2] map [2, 1]' \
+	'dev [2, 2, 2] map [1, 0]'
+# a strategy checkpoint keeps the layouts (test_strategy_checkpoint.py's
+# save then load, here with layouts): the model without the shard, loaded
+# from it, lays the matmul out as the one with it did; the checkpoint with
+# its in_layout dropped gives the rule's own layouts (other ranks)
+sed 's/^h = matmul(x, w).shard(.*/h = matmul(x, w)/' $M/layout_matmul.net >"$work/lay_plain.net"
+picked() { grep -E '^  (x\.r[0-9]+: f32\[16, 32\]|param w:|h: )' "$1"; }
+picked "$work/lay_order.dump" >"$work/lay_order.want"
+for fmt in json ckpt; do
+	"$NETC" check "$work/lay_order.net" -D "strategy_ckpt_config={save_file = \"$work/lay.$fmt\"}" >/dev/null 2>&1
+	"$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/lay.$fmt\"}" \
+		--dump-after=sharding >"$work/lay_load.dump" 2>&1
+	picked "$work/lay_load.dump" >"$work/lay_load.got"
+	if [ -s "$work/lay_order.want" ] && cmp -s "$work/lay_order.want" "$work/lay_load.got"; then
+		ok "strategy checkpoint ($fmt) saves and loads the layouts"
+	else
+		bad "strategy checkpoint ($fmt): loaded layouts differ"
+		diff "$work/lay_order.want" "$work/lay_load.got" | head -4 | sed 's/^/     | /'
+	fi
+done
+sed 's/, "in_layout": \[.*\]}/}/' "$work/lay.json" >"$work/lay_nolayout.json"
+"$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/lay_nolayout.json\"}" \
+	--dump-after=sharding 2>/dev/null | picked /dev/stdin >"$work/lay_load.got"
+if ! cmp -s "$work/lay_order.want" "$work/lay_load.got"; then
+	ok "without its in_layout the checkpoint lays the matmul out otherwise (the check can fail)"
+else
+	bad "the checkpoint without in_layout gives the same layouts: the check above proves nothing"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
