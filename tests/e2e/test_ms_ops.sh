@@ -251,6 +251,27 @@ for fmt in json ckpt; do
 		diff "$work/lay_order.want" "$work/lay_load.got" | head -4 | sed 's/^/     | /'
 	fi
 done
+# the backward's redistribution is the reverse of the forward's (MindSpore
+# derives each redistribution operator's bprop from the forward's,
+# tensor_redistribution_test.cc): h is reduce-scattered into rows for the
+# relu (128 bytes), and its gradient goes back to h's [2, 1, 2] blocks for
+# 128 bytes too, where the planner alone gathered 192; the program's
+# --comm-stats counts the step's total (1095 bytes before, 1031 now)
+"$NETC" explain "$work/lay_base.net" >"$work/lay_base.explain" 2>&1
+fb=$(sed -n 's/^ *comm h -> h\.r[0-9]*: .* \([0-9]*\) bytes,.*/\1/p' "$work/lay_base.explain" | head -1)
+bb=$(sed -n 's/^ *comm grad(h) -> .* \([0-9]*\) bytes,.*/\1/p' "$work/lay_base.explain" | head -1)
+if [ -n "$fb" ] && [ -n "$bb" ] && [ "$bb" -le "$fb" ]; then
+	ok "grad(h) moves back for $bb bytes, no more than h's forward $fb"
+else
+	bad "grad(h) moves back for ${bb:-?} bytes, more than h's forward ${fb:-?}"
+fi
+if timeout "$TMO" "$MPIRUN" -np 8 "$work/lay_base" --steps 1 --quiet --comm-stats >"$work/lay_stats" 2>&1 &&
+	grep -q "^comm per step: .*, 1031 bytes$" "$work/lay_stats"; then
+	ok "--comm-stats: 1031 bytes a step (1095 with the backward planned on its own)"
+else
+	bad "--comm-stats: not 1031 bytes a step"
+	head -2 "$work/lay_stats" | sed 's/^/     | /'
+fi
 sed 's/, "in_layout": \[.*\]}/}/' "$work/lay.json" >"$work/lay_nolayout.json"
 "$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/lay_nolayout.json\"}" \
 	--dump-after=sharding 2>/dev/null | picked /dev/stdin >"$work/lay_load.got"
