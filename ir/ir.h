@@ -213,7 +213,7 @@ typedef struct Value {
 			double value;
 		} cst;               /* VK_CONST */
 	};
-	struct Value *grad;  /* after autodiff: d loss / d this (params) */
+	struct Value *grad;  /* after autodiff: d loss / d this (params; inputs under train.input_grads) */
 	struct Value *grad_of; /* after autodiff: the forward value this is the whole gradient of
 	                        * (explain names it grad(NAME)); NULL otherwise */
 	Layout *layout;      /* after sharding: how the value is split; NULL = whole */

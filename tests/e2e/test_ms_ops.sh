@@ -281,5 +281,55 @@ else
 	bad "the checkpoint without in_layout gives the same layouts: the check above proves nothing"
 fi
 
+echo "== nets without trainable parameters (test_two_matmul.py's GradWrap/VirtualLoss)"
+# as written: the forward pass only, with a located warning, its losses
+# equal to stand-alone's; with input_grads = true the gradient with
+# respect to x is saved as grad.x, equal to stand-alone's
+G=$M/two_matmul_grads.net
+says "no trainable parameter: forward only, located warning" 0 \
+	"two_matmul_grads.net:17:8: warning: the loss 'loss' depends on no trainable parameter: netc builds the forward pass only" \
+	check "$G"
+if go fo_ref 1 3 "$G" -D parallel_mode=stand_alone && go fo 8 3 "$G" &&
+	"$B/tools/losscompare" "$work/fo_ref.csv" "$work/fo.csv" --rtol 1e-5 --atol 1.1e-6 >"$work/cmp" 2>&1; then
+	ok "forward only on 8 devices: losses = stand-alone"
+else
+	bad "forward only on 8 devices: build, run or losses"
+fi
+sed 's/^train { loss = loss }/train { loss = loss  input_grads = true }/' "$G" >"$work/ig.net"
+if go ig_ref 1 3 "$work/ig.net" -D parallel_mode=stand_alone && go ig 8 3 "$work/ig.net"; then
+	equal "input_grads on 8 devices: grad.x = stand-alone's" ig_ref ig
+else
+	bad "input_grads on 8 devices: build or run failed"
+fi
+# against a reference that is not an input gradient: for loss = sum(x * y)
+# d loss / d x is y, which one SGD step (lr 1) from zero puts into a
+# parameter of loss = -sum(p * y) (stand-alone; renamed grad.x to compare)
+cat >"$work/gx.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+input y: f32[16, 32]
+input x: f32[16, 32]
+loss = reduce_sum(mul(x, y).shard(((2, 2), (2, 2))))
+train { loss = loss  input_grads = true }
+NET
+cat >"$work/gy.net" <<'NET'
+input y: f32[16, 32]
+param grad_x: f32[16, 32] = zeros
+loss = reduce_sum(mul(grad_x, y)) * -1.0
+train { loss = loss  optimizer = sgd(lr = 1.0) }
+NET
+if go gx 4 1 "$work/gx.net" && go gy 1 1 "$work/gy.net" &&
+	LC_ALL=C sed 's/"grad_x"/"grad.x"/' "$work/gy.st" >"$work/gy2.st" &&
+	"$B/tools/stcompare" "$work/gx.st" "$work/gy2.st" --skip-prefix grad.y --rtol 1e-6 --atol 1e-7 >"$work/cmp" 2>&1; then
+	ok "grad.x of sum(x * y) on 4 devices is y (as one SGD step writes it)"
+else
+	bad "grad.x of sum(x * y) is not y"
+	tail -2 "$work/cmp" | sed 's/^/     | /'
+fi
+says "input_grads with micro-batches: located error" 1 \
+	"ig.net:18:36: error: input_grads is not supported with micro-batches" check "$work/ig.net" -D train.micro_size=2
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
