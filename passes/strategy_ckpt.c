@@ -167,7 +167,8 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 		}
 		bool dims_ok = true;
 		for (int j = 0; j < it->n && dims_ok; j++)
-			if (it->v[j].rank != n->in[j]->shape.rank) {
+			if (it->v[j].rank != n->in[j]->shape.rank &&
+			    !(n->op == OP_ONE_HOT && it->v[j].rank == n->in[j]->shape.rank + 1)) { /* the output's form */
 				diag_error(d, n->loc, "%s: the strategy of '%s' gives input %d %d dimensions but '%s' has rank %d",
 				           path, it->name, j, it->v[j].rank, n->in[j]->name, n->in[j]->shape.rank);
 				dims_ok = ok = false;

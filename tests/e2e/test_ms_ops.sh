@@ -5,7 +5,9 @@
 #   - reduce_max: tests/ut/python/parallel/test_reduce_method_info.py
 #     (test_reduce_max*): rows split, the reduced axis split (the parts'
 #     maxima all-reduced with MAX, the gradient's tie count summed), both;
-#   - one_hot: test_onehot.py (ids split over the batch, classes whole);
+#   - one_hot: test_onehot.py (ids split over the batch, classes whole;
+#     and in MindSpore's form, the output's (batch, classes), the classes
+#     split too);
 #   - cast: test_cast.py / test_auto_parallel_cast.py (split elementwise);
 #   - gather on axis 1: test_gather_v2.py (params split on their other
 #     dims, the indices split; the gathered axis whole);
@@ -105,6 +107,18 @@ if go oh_nocast 1 20 "$work/oh_nocast.net" -D parallel_mode=stand_alone && ! sam
 else
 	bad "cast to bf16 has no effect (or the build failed)"
 fi
+
+echo "== one_hot's classes split (test_onehot.py: model, batch and hybrid parallel)"
+variant $M/one_hot_classes.net ohc_ref
+go ohc_ref 1 20 "$work/ohc_ref.net" -D parallel_mode=stand_alone || bad "one_hot classes reference"
+for s in 1,4 2,2 4,1; do
+	variant $M/one_hot_classes.net "ohc_$s" OA="${s%,*}" OC="${s#*,}"
+	if go "ohc_$s" 4 20 "$work/ohc_$s.net"; then
+		equal "one_hot ((${s}),) (batch, classes) on 4 devices = stand-alone" ohc_ref "ohc_$s"
+	else
+		bad "one_hot ((${s}),): build or run failed"
+	fi
+done
 
 echo "== gather on axis 1 (test_gather_v2.py)"
 variant $M/gather.net g_ref
