@@ -980,6 +980,9 @@ static void FN(test_ms_ops)(void)
 	void *gids = up(ids, sizeof ids);
 	FN(nrt_one_hot)(37, 9, 0, gids, false, 2.5, -1, gy), FN(cpu_nrt_one_hot)(37, 9, 0, ids, false, 2.5, -1, y);
 	FN(cmp)("one_hot [37] depth 9", gy, y, 37 * 9, 0);
+	/* one device's block of split classes: 3 from class 3 (col_offset) */
+	FN(nrt_one_hot)(37, 3, 3, gids, false, 2.5, -1, gy), FN(cpu_nrt_one_hot)(37, 3, 3, ids, false, 2.5, -1, y);
+	FN(cmp)("one_hot [37] classes 3..5 of 9", gy, y, 37 * 3, 0);
 	free_all();
 	/* gather on the middle of x [3, 9, 5] by the same ids (repeats, some
 	 * outside), and its gradient's in-order sums */
