@@ -306,26 +306,21 @@ RULE(LAYER_NORM)
 	Value *x = n->in[0];
 	if (!need_float(d, n, x) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
 		return false;
-	/* MindSpore's begin_params_axis: gamma and beta cover x's dims from it.
-	 * Only where they are the normalised dims (nn.LayerNorm's form, both
-	 * -1 by default) -- the other forms are refused, not misread. */
-	if (n->attr.params_axis_set) {
-		int p = normalize_axis(n->attr.params_axis, x->shape.rank);
-		if (p < 0)
-			return node_fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
-		if (p != n->attr.axis)
-			return node_fail(d, n, "begin_params_axis %d differs from begin_norm_axis %d: netc's gamma and beta cover "
-			            "exactly the normalised dimensions", n->attr.params_axis, n->attr.axis);
-	}
-	Shape want = {.rank = x->shape.rank - n->attr.axis};
-	memcpy(want.d, &x->shape.d[n->attr.axis], sizeof(int64_t) * (size_t)want.rank);
+	/* MindSpore's begin_params_axis: gamma and beta cover x's dims from it,
+	 * the normalised ones or not (another axis than begin_norm_axis is
+	 * rewritten as a normalisation times gamma plus beta: passes/lower_ms.c) */
+	int p = n->attr.axis;
+	if (n->attr.params_axis_set && (p = normalize_axis(n->attr.params_axis, x->shape.rank)) < 0)
+		return node_fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
+	Shape want = {.rank = x->shape.rank - p};
+	memcpy(want.d, &x->shape.d[p], sizeof(int64_t) * (size_t)want.rank);
 	for (int i = 1; i <= 2; i++) {
-		Value *p = n->in[i];
-		if (!same_dtype(d, n, x, p))
+		Value *gb = n->in[i];
+		if (!same_dtype(d, n, x, gb))
 			return false;
-		if (!shape_eq(&p->shape, &want))
-			return node_fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", p->name,
-			            shape_tmp(&want), x->name, shape_tmp(&x->shape), n->attr.axis, shape_tmp(&p->shape));
+		if (!shape_eq(&gb->shape, &want))
+			return node_fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", gb->name,
+			            shape_tmp(&want), x->name, shape_tmp(&x->shape), p, shape_tmp(&gb->shape));
 	}
 	return same_as(n, x);
 }

@@ -120,6 +120,30 @@ for s in 1,4 2,2 4,1; do
 	fi
 done
 
+echo "== layer_norm's begin_params_axis before begin_norm_axis (test_layer_norm.py)"
+# the reference: stand-alone, the same model written out as MindSpore's
+# LayerNorm defines it (normalised, times gamma, plus beta, broadcast);
+# bit for bit; then 4 devices under four strategies against stand-alone
+L=$M/layer_norm_params.net
+sed 's/^h = layer_norm.*/param one: f32[8] = ones [requires_grad = false]\
+param zero: f32[8] = zeros [requires_grad = false]\
+h = add(mul(layer_norm(x, one, zero, begin_norm_axis = 2), g), b)/' $L >"$work/lnp_hand.net"
+if go lnp_ref 1 10 $L -D parallel_mode=stand_alone && go lnp_hand 1 10 "$work/lnp_hand.net" -D parallel_mode=stand_alone &&
+	"$B/tools/stcompare" "$work/lnp_ref.st" "$work/lnp_hand.st" --skip-prefix one --skip-prefix zero --rtol 0 --atol 0 \
+		>"$work/cmp" 2>&1; then
+	ok "begin_params_axis = 1, begin_norm_axis = 2: as normalised * gamma + beta written out, bit for bit"
+else
+	bad "begin_params_axis = 1: differs from normalised * gamma + beta written out"
+fi
+for s in 2,2 4,1 1,4; do
+	variant $L "lnp_$s" LA="${s%,*}" LB="${s#*,}"
+	if go "lnp_$s" 4 10 "$work/lnp_$s.net"; then
+		equal "layer_norm begin_params_axis ((${s}, 1), ...) on 4 devices = stand-alone" lnp_ref "lnp_$s"
+	else
+		bad "layer_norm begin_params_axis (${s}): build or run failed"
+	fi
+done
+
 echo "== gather on axis 1 (test_gather_v2.py)"
 variant $M/gather.net g_ref
 go g_ref 1 20 "$work/g_ref.net" -D parallel_mode=stand_alone || bad "gather reference"
