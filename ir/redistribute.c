@@ -554,7 +554,7 @@ static RedistPlan *cheaper_reverse(Planner *fwd, RedistPlan *p, const Layout *f,
 	return r;
 }
 
-RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
+static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall, bool back)
 {
 	if (!valid_pair(from, to))
 		return NULL;
@@ -582,7 +582,7 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
 		if (!plan_in_space(&pl, t))
 			return NULL;
 		plan_totals(p);
-		return cheaper_reverse(&pl, p, f, t);
+		return back ? cheaper_reverse(&pl, p, f, t) : p;
 	} else {
 		p->fallback = true;
 		if (!plan_fallback(&pl, to))
@@ -590,6 +590,16 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	}
 	plan_totals(p);
 	return p;
+}
+
+RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
+{
+	return plan(a, from, to, dt, enable_alltoall, false);
+}
+
+RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
+{
+	return plan(a, from, to, dt, enable_alltoall, true);
 }
 
 /* ---- description ------------------------------------------------------- */

@@ -166,8 +166,8 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 		if (layout_equiv(c->to->layout, to) && !(redo && c->to->def->phase == PH_FORWARD))
 			return c->to;
 	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
-	                                                   : redist_plan(S->cx.arena, v->layout, to, v->dtype,
-	                                                                 S->g->par.enable_alltoall);
+	                   : (reader->phase == PH_BACKWARD ? redist_plan_back : redist_plan)(
+	                             S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
 	if (!plan && (v->layout->ragged || to->ragged))
 		return v;
 	if (!plan) {

@@ -319,6 +319,12 @@ ParameterizedTest(Case *c, redist, table)
 		sum += p->steps[s].send_bytes;
 	cr_expect_eq(sum, p->send_bytes);
 	run_plan(p, from, to, c->D);
+	/* the backward's planner: the same plan, or the way back in reverse
+	 * where that sends fewer bytes; either moves the data exactly */
+	RedistPlan *b = redist_plan_back(&a, from, to, DT_F32, c->alltoall);
+	cr_assert(b, "%s: no plan back", c->name);
+	cr_expect_leq(b->send_bytes, p->send_bytes, "%s", c->name);
+	run_plan(b, from, to, c->D);
 	arena_free(&a);
 }
 
@@ -513,8 +519,10 @@ Test(redist, way_back_planned_in_reverse)
 {
 	Arena a = {0};
 	Layout *f, *t;
-	RedistPlan *p = plan2(&a, 8, (Shape)S(16, 8), (LSpec)L(1, V(8), V(0, -1), 0),
-	                      (LSpec)L(3, V(2, 2, 2), V(0, 2), 0), false, &f, &t);
+	RedistPlan *fwd = plan2(&a, 8, (Shape)S(16, 8), (LSpec)L(1, V(8), V(0, -1), 0),
+	                        (LSpec)L(3, V(2, 2, 2), V(0, 2), 0), false, &f, &t);
+	RedistPlan *p = redist_plan_back(&a, f, t, DT_F32, false);
+	cr_expect_eq(fwd->send_bytes, 192);
 	cr_expect_eq(p->send_bytes, 128, "the way back sends %" PRId64 " bytes (192 planned forward only)", p->send_bytes);
 	run_plan(p, f, t, 8);
 	arena_free(&a);
