@@ -84,3 +84,23 @@ void emit_GATHER_GRAD(Emit *e, const Node *n)
 	        rows, inner, lnumel(ids), B(e, ids), ids->dtype == DT_I64 ? "true" : "false", B(e, n->in[0]),
 	        emit_out_name(e, n->out));
 }
+
+/* strided_slice on this device's blocks: a split dimension is taken whole
+ * (begin 0, stride 1: the sharding rule's condition), so the attrs' begin
+ * and stride hold for the local blocks as for the full tensor. */
+static void emit_strided(Emit *e, const Node *n, const char *kernel, const Value *x, const Value *y)
+{
+	const Shape *xs = lshape(x);
+	fprintf(OUT, "\tK(%s)(%d, ", kernel, xs->rank);
+	emit_shape(OUT, xs);
+	fputs(", ", OUT);
+	emit_dims(OUT, n->attr.ss_begin, xs->rank);
+	fputs(", ", OUT);
+	emit_dims(OUT, n->attr.ss_stride, xs->rank);
+	fputs(", ", OUT);
+	emit_shape(OUT, lshape(y));
+	fprintf(OUT, ", %s, %s);\n", B(e, n->in[0]), emit_out_name(e, n->out));
+}
+
+void emit_STRIDED_SLICE(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice", n->in[0], n->out); }
+void emit_STRIDED_SLICE_GRAD(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice_grad", n->out, n->in[0]); }

@@ -19,6 +19,7 @@ typedef enum KwField {
 	/* convolutional networks (attr.conv) */
 	KF_KERNEL, KF_STRIDE, KF_PADDING, KF_PAD_MODE, KF_DILATION, KF_GROUPS, KF_COUNT_PAD,
 	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
+	KF_SS_BEGIN, KF_SS_END, KF_SS_STRIDES,
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -102,6 +103,9 @@ static const struct KwSpec {
 	{OP_CAST, "dtype", KF_DTYPE},
 	{OP_GATHER, "axis", KF_AXIS},
 	{OP_LAYER_NORM, "begin_params_axis", KF_PARAMS_AXIS},
+	{OP_STRIDED_SLICE, "begin", KF_SS_BEGIN},
+	{OP_STRIDED_SLICE, "end", KF_SS_END},
+	{OP_STRIDED_SLICE, "strides", KF_SS_STRIDES},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -125,6 +129,7 @@ void el_op_defaults(Node *n)
 	a->reduce = RED_SUM;
 	a->group = "";
 	a->on_value = 1;
+	a->nss = a->nss_end = a->nss_stride = -1;
 	if (n->op == OP_DROPOUT)
 		a->seed_id = (uint32_t)n->id + 1; /* a stream of its own per dropout */
 	/* pools' stride 0: kernel_size, resolved by shape inference */
@@ -468,6 +473,9 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		a->params_axis = (int)i;
 		a->params_axis_set = true;
 		return true;
+	case KF_SS_BEGIN: return (a->nss = el_want_ints(E, v, ctx, false, a->ss_begin, MAX_RANK)) >= 0;
+	case KF_SS_END: return (a->nss_end = el_want_ints(E, v, ctx, false, a->ss_end, MAX_RANK)) >= 0;
+	case KF_SS_STRIDES: return (a->nss_stride = el_want_ints(E, v, ctx, false, a->ss_stride, MAX_RANK)) >= 0;
 	case KF_SHAPE: return kw_shape(E, n, v, ctx);
 	case KF_PERM: return kw_perm(E, n, v, ctx);
 	case KF_AXES: return kw_axes(E, n, v, ctx);

@@ -114,6 +114,11 @@ typedef struct OpAttrs {
 	double on_value, off_value;    /* one_hot: 1 and 0 by default */
 	int params_axis;               /* layer_norm: begin_params_axis as written (params_axis_set) */
 	bool params_axis_set;
+	/* strided_slice(_grad): per dimension [begin, end) every stride-th;
+	 * nss as written, all of x's dims once shape inference normalised them
+	 * (negative ends counted from the end, clamped, missing dims whole) */
+	int nss, nss_end, nss_stride;  /* entries given of begin, end, strides (-1: not given) */
+	int64_t ss_begin[MAX_RANK], ss_end[MAX_RANK], ss_stride[MAX_RANK];
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

@@ -100,3 +100,30 @@ bool shard_GATHER_GRAD(Rule *R)
 	R->r->out = rule_layout(R, dx, mx, partial);
 	return R->r->in[0] && R->r->in[1] && R->r->out;
 }
+
+/* strided_slice and its gradient, as MindSpore's StridedSliceInfo: a
+ * dimension may be split only where the slice takes it whole (begin 0,
+ * its end, stride 1); each device then slices its own block, no
+ * communication, and the result (the gradient: dx) is split alike. */
+static bool strided_rule(Rule *R, const Shape *x)
+{
+	const OpAttrs *a = &R->n->attr;
+	int map[MAX_RANK];
+	rule_all_whole(map);
+	for (int d = 0; d < x->rank; d++) {
+		int64_t s = rule_split(R, 0, d);
+		bool whole = a->ss_begin[d] == 0 && a->ss_end[d] == x->d[d] && a->ss_stride[d] == 1;
+		if (s > 1 && !whole)
+			return rule_fail(R, "dimension %d is split %" PRId64 " ways but strided_slice takes [%" PRId64 ":%" PRId64
+			                 ":%" PRId64 "] of it; a split dimension must be taken whole (begin 0, its end, "
+			                 "stride 1), as MindSpore's StridedSlice", d, s, a->ss_begin[d], a->ss_end[d],
+			                 a->ss_stride[d]);
+		map[d] = rule_axis(R, s);
+	}
+	R->r->in[0] = rule_layout(R, &R->n->in[0]->shape, map, 0);
+	R->r->out = rule_layout(R, &R->n->out->shape, map, 0);
+	return R->r->in[0] && R->r->out;
+}
+
+bool shard_STRIDED_SLICE(Rule *R) { return strided_rule(R, &R->n->in[0]->shape); }
+bool shard_STRIDED_SLICE_GRAD(Rule *R) { return strided_rule(R, &R->n->out->shape); }

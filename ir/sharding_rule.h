@@ -78,4 +78,6 @@ bool shard_MAX_MASK(Rule *R);
 bool shard_ONE_HOT(Rule *R);
 bool shard_GATHER(Rule *R);
 bool shard_GATHER_GRAD(Rule *R);
+bool shard_STRIDED_SLICE(Rule *R);
+bool shard_STRIDED_SLICE_GRAD(Rule *R);
 #endif

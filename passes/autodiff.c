@@ -328,6 +328,16 @@ static void grad_GATHER(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, x, bin(ad, OP_GATHER_GRAD, dy, n->in[1], &a, x->shape));
 }
 
+/* dy back into zeros of x's shape at the positions the slice took */
+static void grad_STRIDED_SLICE(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0];
+	OpAttrs a = n->attr;
+	a.shape = x->shape;
+	if (wants(ad, n, 0))
+		accumulate(ad, x, un(ad, OP_STRIDED_SLICE_GRAD, dy, &a, x->shape));
+}
+
 static void grad_EMBEDDING(AD *ad, const Node *n, Value *dy)
 {
 	Value *table = n->in[0];
@@ -480,7 +490,7 @@ NO_GRAD(EMBEDDING_GRAD) NO_GRAD(ATTENTION_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GR
 NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_UPDATE)
 NO_GRAD(LAMB_UPDATE)
 /* one_hot reads integer ids only; max_mask is a gradient helper */
-NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD)
+NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD) NO_GRAD(STRIDED_SLICE_GRAD)
 
 /* --- LLaMA-style blocks (issue 24) --- */
 

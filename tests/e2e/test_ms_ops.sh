@@ -11,6 +11,8 @@
 #   - cast: test_cast.py / test_auto_parallel_cast.py (split elementwise);
 #   - gather on axis 1: test_gather_v2.py (params split on their other
 #     dims, the indices split; the gathered axis whole);
+#   - strided_slice: test_stridedslice.py (split dims taken whole, a split
+#     sliced dim refused, located);
 #     a cast to bf16 must change the run (it rounds), checked against the
 #     model without the casts;
 #   - reduce_max's gradient at ties: shared equally among the maxima, as
@@ -75,6 +77,20 @@ equal() {
 	else
 		bad "$1"
 		grep -E '^(FAIL|losscompare|stcompare)' "$work/cmp" | head -6 | sed 's/^/     | /'
+	fi
+}
+
+# says NAME RC PATTERN netc-arguments...
+says() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
+		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-140))"
+	else
+		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
+		head -6 "$work/out" | sed 's/^/     | /'
 	fi
 }
 
@@ -144,6 +160,23 @@ for s in 2,2 4,1 1,4; do
 	fi
 done
 
+echo "== strided_slice (test_stridedslice.py)"
+variant $M/strided_slice.net ss_ref
+go ss_ref 1 20 "$work/ss_ref.net" -D parallel_mode=stand_alone || bad "strided_slice reference"
+for s in 2,1 4,1 2,2 1,4; do
+	variant $M/strided_slice.net "ss_$s" SA="${s%,*}" SB="${s#*,}"
+	if go "ss_$s" 4 20 "$work/ss_$s.net"; then
+		equal "strided_slice ((${s%,*}, 1, ${s#*,}),) on 4 devices = stand-alone" ss_ref "ss_$s"
+	else
+		bad "strided_slice (${s}): build or run failed"
+	fi
+done
+sed 's/strides = (1, 2, 1)/strides = (1, 2, 2)/; s/^t: .*//; s/input t: f32\[16, 5, 8\]/input t: f32[16, 5, 4]/' \
+	$M/strided_slice.net >"$work/ss_bad.net"
+says "a split dimension strided_slice does not take whole: located error" 1 \
+	"ss_bad.net:17:81: error: strided_slice: invalid strategy \\(\\(2, 1, 2\\),\\): dimension 2 is split 2 ways but strided_slice takes \\[0:8:2\\] of it" \
+	check "$work/ss_bad.net" -D SB=2
+
 echo "== gather on axis 1 (test_gather_v2.py)"
 variant $M/gather.net g_ref
 go g_ref 1 20 "$work/g_ref.net" -D parallel_mode=stand_alone || bad "gather reference"
@@ -198,19 +231,6 @@ param w: f32[32, 8] = xavier_uniform
 loss = mse_loss(relu(matmul(x, w)), t)
 train { optimizer = sgd(lr = 0.1)  loss = loss }
 NET
-# says NAME RC PATTERN netc-arguments...
-says() {
-	local name=$1 want=$2 pat=$3 rc
-	shift 3
-	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
-	rc=$?
-	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
-		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-140))"
-	else
-		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
-		head -6 "$work/out" | sed 's/^/     | /'
-	fi
-}
 says "elementwise_op_strategy_follow: located warning" 0 \
 	"algo.net:5:59: warning: elementwise_op_strategy_follow = true has no effect" check "$work/algo.net"
 says "dp_algo_single_loop: located warning" 0 "algo.net:5:87: warning: dp_algo_single_loop has no effect" \
