@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "elab_internal.h"
+#include "ir/base/ckd.h"
 
 bool el_is_layout_decl(const Expr *e)
 {
@@ -189,7 +190,10 @@ bool el_layout_strategy(Elab *E, Frame *f, const CfgValue *v, Loc at, Strategy *
 		for (int d = 0; d < xs[i].rank; d++) {
 			s.v[i].d[d] = 1;
 			for (int j = 0; j < xs[i].naxes[d]; j++)
-				s.v[i].d[d] *= xs[i].dev[xs[i].axes[d][j]];
+				if (ckd_mul(&s.v[i].d[d], s.v[i].d[d], xs[i].dev[xs[i].axes[d][j]])) {
+					diag_error(E->d, c->loc, "shard: dimension %d of input %d is split more than 2^63 ways", d, i);
+					return false;
+				}
 		}
 	}
 	*out = s;

@@ -617,7 +617,7 @@ static bool strided_shape(Diag *d, Node *n, const Shape *x, Shape *out)
 			return node_fail(d, n, "dimension %d of %s: [%" PRId64 ":%" PRId64 ":%" PRId64 "] of %" PRId64
 			                 " takes nothing", i, n->in[0]->name, a->ss_begin[i], a->ss_end[i], s, dim);
 		a->ss_begin[i] = b, a->ss_end[i] = e, a->ss_stride[i] = s;
-		out->d[i] = (e - b + s - 1) / s;
+		out->d[i] = 1 + (e - b - 1) / s; /* e > b; no overflow for a stride near 2^63 */
 	}
 	a->nss = a->nss_end = a->nss_stride = x->rank;
 	return true;

@@ -15,6 +15,7 @@
  * and in the matrix's order (major first), and used together wherever
  * the operator's layouts use either. */
 #include "sharding_rule.h"
+#include "base/ckd.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -61,6 +62,21 @@ static bool merge_axes(Rule *R, const Strategy *s, Merged *m)
 {
 	const ExplicitLayout *x0 = &s->lay[0];
 	bool join[MAX_RANK] = {false}; /* axis k+1 merges into axis k */
+	/* (the front end checks these; a strategy checkpoint's layouts come
+	 * here unchecked) */
+	for (int i = 0; i < s->n; i++) {
+		unsigned used = 0;
+		if (s->lay[i].ndev != x0->ndev || memcmp(s->lay[i].dev, x0->dev, sizeof x0->dev))
+			return lay_fail(R, s->lay[i].loc, "input %d's layout is on another device matrix than input 0's", i);
+		for (int d = 0; d < s->lay[i].rank; d++)
+			for (int j = 0; j < s->lay[i].naxes[d]; j++) {
+				int k = s->lay[i].axes[d][j];
+				if (k < 0 || k >= x0->ndev || (used >> k & 1u))
+					return lay_fail(R, s->lay[i].loc, "input %d's layout uses device axis %d twice or outside its matrix",
+					                i, k);
+				used |= 1u << k;
+			}
+	}
 	for (int i = 0; i < s->n; i++)
 		for (int d = 0; d < s->lay[i].rank; d++)
 			for (int j = 1; j < s->lay[i].naxes[d]; j++) {
@@ -112,8 +128,12 @@ bool shard_explicit(Rule *R)
 	const Strategy *s = R->s;
 	const ExplicitLayout *x0 = &s->lay[0];
 	int64_t total = 1;
+	bool wraps = false;
 	for (int k = 0; k < x0->ndev; k++)
-		total *= x0->dev[k];
+		wraps |= ckd_mul(&total, total, x0->dev[k]);
+	if (wraps)
+		return lay_fail(R, x0->decl, "the layout's device matrix %s holds more than 2^63 devices",
+		                matrix_str(R->cx->arena, x0));
 	if (total != R->cx->device_num)
 		return lay_fail(R, x0->decl, "the layout's device matrix %s holds %" PRId64 " devices, but the operator "
 		                "runs on %" PRId64 "%s; a Layout's matrix multiplies to the devices of its stage",
