@@ -290,6 +290,31 @@ lay order 'layout("mp", "dp"), layout("dp", "sp")' 'dev [2, 2, 2] map [0, 2]' 'd
 lay two 'layout("dp", ("sp", "mp")), layout(("sp", "mp"), "None")' 'dev [2, 4] map [1, 0]' 'dev [2, 4] map [0, -1]'
 lay none 'layout("dp", ("sp", "None")), layout(("sp", "None"), "mp")' 'dev [2, 2, 2] map [2, 1]' \
 	'dev [2, 2, 2] map [1, 0]'
+# layouts on an elementwise operator and a broadcast one (test_layout_
+# extend.py's GeLU net, here with the axes swapped: rows by "mp")
+cat >"$work/lay_gelu.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+input x: f32[16, 8]
+input t: f32[16, 8]
+param w: f32[8, 8] = xavier_uniform
+param b: f32[8] = zeros
+layout = Layout((2, 2), ("dp", "mp"))
+h = matmul(x, w)
+g = gelu(h).shard((layout("mp", "dp"),))
+y = add(g, b).shard((layout("dp", "mp"), layout("mp")))
+loss = mse_loss(y, t)
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+"$NETC" dump "$work/lay_gelu.net" --dump-after=sharding >"$work/lay_gelu.dump" 2>&1
+if grep -Eq '^  g: .* = gelu\(.*layout\(dev \[2, 2\] map \[0, 1\] ' "$work/lay_gelu.dump" &&
+	go lay_gelu_ref 1 10 "$work/lay_gelu.net" -D parallel_mode=stand_alone && go lay_gelu 4 10 "$work/lay_gelu.net"; then
+	equal "gelu on layout(\"mp\", \"dp\"), add on layout(\"dp\", \"mp\") and layout(\"mp\") = stand-alone" lay_gelu_ref lay_gelu
+else
+	bad "gelu/add with layouts: not laid out as stated, or build or run failed"
+fi
 # a strategy checkpoint keeps the layouts (test_strategy_checkpoint.py's
 # save then load, here with layouts): the model without the shard, loaded
 # from it, lays the matmul out as the one with it did; the checkpoint with
