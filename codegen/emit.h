@@ -56,6 +56,8 @@ typedef struct Emit {
 	int routine_calls;     /* redistributions routed through a shared routine */
 	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
 	bool loss_scale;       /* train { loss_scale }: scaled loss gradient, checked and unscaled gradients */
+	int graph;             /* what nrt_step_graph may capture (program_c.c's step_graph): 0 nothing,
+	                        * 1 forward and backward, 2 the update too */
 	int64_t (*planned)[2 * MEM_KINDS]; /* by stage (one entry unscheduled): bytes the program allocates,
 	                                    * buffer memory then host memory (MEM_HOST + kind) */
 	int64_t host_ids_bytes;  /* the host nodes' staging buffers (host_ids, host_rows): the most */
@@ -79,6 +81,8 @@ typedef struct Emit {
 	                            * computed together (passes/fuse.h); NULL: no fusion */
 	bool *fused_pre;       /* by node id: the fused bias_add's own output is read later */
 	const struct Residual **residual; /* by node id: the residual fold a node is part of (passes/fuse.h);
+	                            * NULL: none */
+	const struct GemmEp **gemm_ep; /* by node id: the GEMM epilogue a node is part of (passes/fuse_gemm.h);
 	                            * NULL: none */
 	FILE *ext_saved;       /* e->out during emit_seq_extend */
 	char *ext_buf;         /* what emit_seq_extend collects */

@@ -16,6 +16,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/fuse.h"
+#include "../passes/fuse_gemm.h"
 #include "../passes/memplan.h"
 #include "../ir/redistribute.h"
 #include "emit.h"
@@ -966,10 +967,45 @@ static bool emit_residual(Emit *e, const Node *n)
 	return true;
 }
 
-/* A bias_add and the relu after it in one call, or a residual fold (passes/fuse.h). */
+/* A GEMM epilogue (passes/fuse_gemm.h): the call at the matmul; the
+ * bias_add, gelu or sum_to only say so. */
+static bool emit_gemm_ep(Emit *e, const Node *n)
+{
+	const GemmEp *ep = e->gemm_ep ? e->gemm_ep[n->id] : NULL;
+	if (!ep)
+		return false;
+	if (n != ep->mm) {
+		fputs(n == ep->sum ? "\t/* computed with the weight gradient's product below (nrt_gemm_ep) */\n"
+		                   : "\t/* computed with the product above (nrt_gemm_ep) */\n",
+		      OUT);
+		return true;
+	}
+	const Shape *a = lshape(n->in[0]), *y = lshape(n->out);
+	bool ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+	int64_t M = y->d[0], N = y->d[1], K = ta ? a->d[0] : a->d[1];
+	const char *kind = "NRT_EP_BGRAD", *bias, *aux = "NULL", *c = Y;
+	if (ep->kind == GEP_BGRAD) {
+		bias = emit_out_name(e, ep->sum->out);
+	} else {
+		bias = B(e, ep->bias->in[1]);
+		c = emit_out_name(e, ep->bias->out);
+		kind = "NRT_EP_BIAS";
+	}
+	if (ep->kind == GEP_BIAS_GELU) {
+		kind = "NRT_EP_BIAS_GELU";
+		aux = c;
+		c = emit_out_name(e, ep->act->out);
+	}
+	fprintf(OUT, "\t%s(gemm_ep)(%s, %s, %s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %s, %s, %s, %s);\n",
+	        kern(n->out), kind, ta ? "true" : "false", tb ? "true" : "false", M, N, K, IN(0), IN(1), bias, aux, c);
+	return true;
+}
+
+/* A bias_add and the relu after it in one call, a residual fold
+ * (passes/fuse.h) or a GEMM epilogue. */
 static bool emit_fused(Emit *e, const Node *n)
 {
-	if (emit_residual(e, n))
+	if (emit_residual(e, n) || emit_gemm_ep(e, n))
 		return true;
 	const Node *m = e->fused ? e->fused[n->id] : NULL;
 	if (!m)

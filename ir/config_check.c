@@ -89,6 +89,22 @@ static bool mode_overridden(const ParallelConfig *pc, ParallelKey k)
 	return mode && key && strcmp(mode->name, "<-D>") == 0 && strcmp(key->name, "<-D>") != 0;
 }
 
+/* One process runs every stage in order, which is what the stages compute
+ * together: stand_alone ignores pipeline_stages (the reference build of a
+ * pipelined model needs no edit) and says so unless the mode came from the
+ * command line. */
+static void stand_alone_one_stage(ParallelConfig *pc, Diag *d)
+{
+	if (pc->parallel_mode != PM_STAND_ALONE || pc->pipeline_stages <= 1)
+		return;
+	if (!mode_overridden(pc, PK_pipeline_stages))
+		diag_warning(d, key_loc(pc, PK_pipeline_stages),
+		             "pipeline_stages = %" PRId64 " has no effect in stand_alone (one process runs every stage); "
+		             "it is ignored",
+		             pc->pipeline_stages);
+	pc->pipeline_stages = 1;
+}
+
 static void check_mode_support(const ParallelConfig *pc, Diag *d)
 {
 	if (pc->gradients_mean && pc->parallel_mode == PM_STAND_ALONE && !mode_overridden(pc, PK_gradients_mean))
@@ -227,6 +243,7 @@ static void check_algo(const ParallelConfig *pc, Diag *d)
 bool parallel_config_finish(ParallelConfig *pc, Diag *d)
 {
 	check_algo(pc, d);
+	stand_alone_one_stage(pc, d);
 	bool ok = check_dataset(pc, d);
 	ok &= check_ps(pc, d);
 	ok &= check_pipeline(pc, d);

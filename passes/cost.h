@@ -48,15 +48,20 @@ struct RedistStep;
 /* The indices of send/recv and of the fused buckets' non-blocking
  * all-reduce in Machine's per-collective figures, after RedistKind's four
  * collectives. */
-enum { MACHINE_MAX_GEMM = 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
+enum { MACHINE_MAX_GEMM = 4 * 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
        MACHINE_IALLREDUCE = 5 };
 
 /* One measured matrix product: C[M,N] = op(A)[M,K] op(B)[K,N]. */
 typedef struct GemmRate {
 	int64_t m, n, k;
 	bool ta, tb;           /* transposed operands, as the runtime's nrt_gemm */
+	int type;              /* GEMM_F32, or a GPU's other kinds: key gemm.TYPE.TT.MxNxK */
 	double flops;          /* FLOP/s measured (2MNK / seconds) */
 } GemmRate;
+/* The element types a machine file times matrix products in: f32 (key
+ * gemm.TT.MxNxK), and on a GPU (netc calibrate --target cuda) f32 on TF32
+ * tensor cores, bf16 and f16 (gemm.tf32., gemm.bf16., gemm.f16.). */
+enum { GEMM_F32, GEMM_TF32, GEMM_BF16, GEMM_F16, GEMM_TYPES };
 
 /* The compute figures of one device while `ranks` processes run at once
  * on the measured host (they share its cores and memory: a 2-rank
@@ -143,6 +148,10 @@ const MachineProfile *machine_profile(const Machine *m, int64_t ranks);
  * entry nearest in log M, log N, log K, else the profile's or machine's
  * flops. */
 double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int64_t N, int64_t K, bool ta, bool tb);
+/* The same for element type `type` (GEMM_*): its own entries where the
+ * file has some, else the f32 ones. */
+double cost_gemm_rate_as(const Machine *m, const MachineProfile *p, int type, int64_t M, int64_t N, int64_t K, bool ta,
+                         bool tb);
 /* Seconds one operator of the compiled program (forward, backward or
  * update) takes on one device with the calibrated figures, from its
  * local slices; `gemm` (may be NULL) is set when it is a matrix product. */

@@ -230,6 +230,13 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 	t->step = 0;
 	for (int st = 0; st < t->nstages; st++) {
 		StageCost *sc = &t->stage[st];
+		double passes = 0; /* the stage's own passes back to back: the replay cannot end before */
+		for (int k = st; k < t->nchunks; k += t->nstages)
+			passes += t->nmicro * (t->fwd[k] + t->bwd[k]);
+		if (end[st] < passes * (1 - 1e-9))
+			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d at %.6g s of its "
+			           "%.6g s of passes: a pass waits for one the schedule runs after it (a backward value sent "
+			           "to a later stage?)", st, end[st], passes);
 		sc->end = end[st];
 		sc->slots = s->nslots[st];
 		sc->memory = fixed[st] + act[st] * sc->slots;

@@ -22,6 +22,7 @@
  * by the same code whatever the thread count: results do not depend on
  * it); no reduction is ever split across threads. */
 #include "kernels.h"
+#include "gemm_ep_impl.h"
 #include "half.h"
 #include "kernel_rules.h"
 #include "kmath.h"
@@ -248,6 +249,12 @@ static inline float k_erff_e(float x, float e)
 	}
 NRT_NARROW_GEMM(f16)
 NRT_NARROW_GEMM(bf16)
+
+/* ---- GEMM epilogues (kernels.h): the unfused kernels' calls, in order */
+NRT_GEMM_EP_COMPOSED(nrt_gemm_ep_f32, nrt_gemm_f32, float, f32)
+NRT_GEMM_EP_COMPOSED(nrt_gemm_ep_f64, nrt_gemm_f64, double, f64)
+NRT_GEMM_EP_COMPOSED(nrt_gemm_ep_f16, nrt_gemm_f16, uint16_t, f16)
+NRT_GEMM_EP_COMPOSED(nrt_gemm_ep_bf16, nrt_gemm_bf16, uint16_t, bf16)
 
 /* Elements a strided operand spans: its largest offset + 1. */
 static int64_t span(int rank, const int64_t *dims, const int64_t *str)

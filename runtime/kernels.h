@@ -25,6 +25,23 @@ typedef enum NrtUnary {
 	void P##bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N,  \
 	                   int64_t K, const T *A, const T *B, T beta, T *C);
 
+/* A matrix product with an epilogue (passes/fuse_gemm.c), C[M,N] = op(A)
+ * op(B) (no beta) and then, per column n of C:
+ *   NRT_EP_BIAS       C += bias[n]                     (matmul, bias_add)
+ *   NRT_EP_BIAS_GELU  aux = C + bias[n], C = gelu(aux) (matmul, bias_add,
+ *                     gelu; aux [M,N] is the pre-activation gelu's
+ *                     gradient reads)
+ *   NRT_EP_BGRAD      bias[n] = sum_k B[k,n], B not transposed (the bias
+ *                     gradient summed from the product's operand)
+ * The CPU computes exactly the unfused kernels' values (the gemm, then
+ * binary, unary or reduce); the CUDA runtime uses cuBLASLt's epilogues
+ * where they compute the same function (docs/cuda.md). */
+typedef enum NrtGemmEp { NRT_EP_BIAS, NRT_EP_BIAS_GELU, NRT_EP_BGRAD } NrtGemmEp;
+#define NRT_GEMM_EP_DECL(T, S)                                                      \
+	void nrt_gemm_ep_##S(NrtGemmEp ep, bool ta, bool tb, int64_t M, int64_t N,  \
+	                     int64_t K, const T *A, const T *B, T *bias, T *aux,    \
+	                     T *C);
+
 #define NRT_OTHER_KERNEL_DECLS(P, T, S)                                             \
 	/* y[i] = a[i . astr] op b[i . bstr] over the index space ydims */         \
 	void P##binary_##S(NrtBinary op, int rank, const int64_t *ydims,          \
@@ -132,6 +149,10 @@ typedef enum NrtUnary {
 
 NRT_KERNEL_DECLS(float, f32)
 NRT_KERNEL_DECLS(double, f64)
+NRT_GEMM_EP_DECL(float, f32)
+NRT_GEMM_EP_DECL(double, f64)
+NRT_GEMM_EP_DECL(uint16_t, f16)
+NRT_GEMM_EP_DECL(uint16_t, bf16)
 /* Matrix products on f16 / bf16 storage (suffix _f16, _bf16; elements are
  * uint16_t, runtime/half.h): the products are summed in f32 and each
  * result is rounded once to the narrow type, C = round(op(A) op(B) +

@@ -130,6 +130,16 @@ double nrt_loss_value(void);
 /* true where reading the loss costs nothing (the CPU target: the log then
  * checks every step's loss for NaN); false on the CUDA target */
 bool nrt_loss_read_is_free(void);
+/* The static part of a training step (forward, backward, and the update
+ * where its arguments do not change between steps), which the generated
+ * program hands over as `body` when nothing in it depends on the host
+ * from step to step. The CUDA target runs the first step as it is,
+ * captures the second as a CUDA graph and replays it from then on (one
+ * launch a step), and returns true; it returns false without running
+ * anything where graphs are off (NETC_CUDA_GRAPH=0, --trace,
+ * --comm-stats, NETC_COMM=host, more than one rank: docs/cuda.md), and
+ * so does the CPU target, always: the caller then runs the step itself. */
+bool nrt_step_graph(void (*body)(void));
 /* Host memory on every target: what a program keeps on the host
  * (.target(cpu): a table looked up there, its gradient and optimizer
  * state, the staging buffers of the host nodes; docs/cuda.md). On the CPU
@@ -330,6 +340,10 @@ void nrt_log_eval(NrtLog *l, int64_t step, double loss);
  * after a finite loss); on other steps it ignores the loss, which a CUDA
  * program then need not read back (a host synchronisation). */
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
+/* Whether nrt_log_wants is true on some rank (with --log, which only the
+ * log rank writes, on every step): the same on every rank, for a loss
+ * read through a collective (a pipeline's, summed over the world). */
+bool nrt_log_wants_anywhere(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */

@@ -152,6 +152,8 @@ static bool use_nccl(const NrtComm *c) { return nrt_cuda_comm == NRT_CUDA_COMM_N
 
 static void p2p_finalize(void);
 
+bool nrt_cuda_nccl_used(void) { return nnccl > 0; }
+
 void nrt_cuda_comm_finalize(void)
 {
 	p2p_finalize();

@@ -6,8 +6,9 @@
  * Its layers, lowest first (as runtime/rt_base.h's; checked with nm on
  * build/cuda-rt, build/cuda-rt/host and build/cuda): the CPU runtime's
  * base.c and base.c here < the kernels (context.cu < elementwise.cu
- * layout.cu norm.cu attention.cu < gemm.cu loss.cu) < trace.c < mem.c <
- * comm.c stage.c < start.c (nrt_init, nrt_finalize: over init.c's
+ * layout.cu norm.cu attention.cu < gemm.cu loss.cu < gemm_lt.c, which
+ * conv.cu's products call) < trace.c < mem.c < comm.c stage.c < start.c
+ * (nrt_init, nrt_finalize: over init.c's
  * nrt_host_init). The CPU services compiled in under host_names.h sit
  * between base and start.c: the twins here call their host cores, and
  * log.c and ps.c call mem.c's nrt_alloc, never the other way round. */
@@ -95,6 +96,19 @@ extern NrtCudaComm nrt_cuda_comm;
 /* Destroys the NCCL communicators, the communication stream and the
  * staging buffers (nrt_finalize, before MPI goes). */
 void nrt_cuda_comm_finalize(void);
+/* whether an NCCL communicator has been made (a collective ran on NCCL) */
+bool nrt_cuda_nccl_used(void);
+
+/* ---- CUDA graphs of the step (graph.c) ---- */
+/* Decides, once at start-up (nrt_init), whether nrt_step_graph captures
+ * the step: NETC_CUDA_GRAPH=0 turns it off, and so do --trace (its spans
+ * are host code around the phases), --comm-stats (counted by host code in
+ * the collectives), NETC_COMM=host (collectives through host memory) and
+ * more than one rank; nrt_step_graph also leaves the step uncaptured once
+ * NCCL has run a collective (parameter_broadcast on one rank): NCCL calls
+ * can be captured, but the communication stream's fork and join and the
+ * watchdog's bookkeeping have not been tried under a capture. */
+void nrt_cuda_graph_setup(const NrtOptions *opt);
 
 /* ---- --trace: GPU spans (trace.c) ---- */
 /* An event marking where the work queued next on stream s starts; NULL

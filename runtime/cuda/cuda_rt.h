@@ -8,6 +8,7 @@
 #define NRT_CUDA_RT_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -52,11 +53,35 @@ bool nrt_cuda_kernel_error(char *msg, size_t n);
 void *nrt_cuda_scratch(size_t bytes);
 void nrt_cuda_scratch_free(void *p);
 
+/* Runs body's work on nrt_cuda_stream() as a CUDA graph (graph.cu): the
+ * first call runs it as it is (a warm-up: cuBLAS, NCCL and the loss's
+ * page-locked buffer are set up lazily, outside any capture), the second
+ * captures it (cudaStreamBeginCapture: nothing runs while it is
+ * recorded) and launches the graph, later ones launch it again. body must
+ * queue the same work each time, with no host wait, no allocation but
+ * the stream-ordered one and no copy from pageable memory: CUDA refuses
+ * those during a capture, and the failing call stops the job with its
+ * file:line. Nothing is re-read from the host at a replay. */
+void nrt_cuda_graph_step(void (*body)(void));
+
 /* Whether nrt_conv2d* (conv.cu) run geometry g through cuDNN: built with
  * it (NRT_HAVE_CUDNN, GNUmakefile), NETC_CUDNN=0 not in the environment,
  * and a padding cuDNN's legacy API can express (the same on both sides
  * of an axis; a halo shard's one-sided padding takes netc's own kernel). */
 bool nrt_cuda_conv_cudnn(const NrtConv2d *g);
+
+/* The GEMMs through the classic cuBLAS API (gemm.cu), kernels.h's
+ * nrt_gemm_* and nrt_bgemm_* arguments: what gemm_lt.c's cuBLASLt path
+ * falls back on. */
+#define NRT_CUBLAS_GEMM_DECLS(T, CT, S)                                                                 \
+	void nrt_cublas_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, const T *B, \
+	                         CT beta, T *C);                                                         \
+	void nrt_cublas_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,      \
+	                          const T *A, const T *B, CT beta, T *C);
+NRT_CUBLAS_GEMM_DECLS(float, float, f32)
+NRT_CUBLAS_GEMM_DECLS(double, double, f64)
+NRT_CUBLAS_GEMM_DECLS(uint16_t, float, f16)
+NRT_CUBLAS_GEMM_DECLS(uint16_t, float, bf16)
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,7 @@
-/* nrt_gemm and nrt_bgemm on cuBLAS. netc's tensors are row-major and
+/* The cuBLAS path of the GEMMs: nrt_cublas_gemm_* and nrt_cublas_bgemm_*
+ * (cuda_rt.h), which runtime/cuda/gemm_lt.c calls where cuBLASLt is not
+ * built, is switched off (NETC_CUBLASLT=0) or has no algorithm for a call,
+ * and for empty products. netc's tensors are row-major and
  * cuBLAS is column-major: a row-major [M, N] matrix is the column-major
  * [N, M] one, its transpose, so C = op(A) op(B) is computed as
  * C^T = op(B)^T op(A)^T, i.e. with the operands swapped and M, N
@@ -10,9 +13,7 @@
  * operands (nrt_gemm_f16, nrt_gemm_bf16) run in their own type on the
  * tensor cores with CUBLAS_COMPUTE_32F: products summed in f32, each
  * result rounded once, as the CPU's widen-sgemm-round computes them (the
- * order of the sums aside). cublasGemmEx rather than cuBLASLt: it picks
- * the tensor-core kernels itself for these types, needs no workspace of
- * ours, and keeps the f32, f64 and narrow paths one call. */
+ * order of the sums aside). */
 #include <limits.h>
 
 #include "common.cuh"
@@ -106,12 +107,12 @@ static void gemm_narrow(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, i
 } // namespace nrtk
 
 #define NRT_GEMM_DEFS(T, S)                                                                                  \
-	extern "C" void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, const T *B, \
+	extern "C" void nrt_cublas_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, const T *B, \
 	                             T beta, T *C)                                                             \
 	{                                                                                                      \
 		nrtk::gemm<T>(ta, tb, 1, M, N, K, A, B, beta, C);                                             \
 	}                                                                                                      \
-	extern "C" void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,        \
+	extern "C" void nrt_cublas_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,        \
 	                              const T *A, const T *B, T beta, T *C)                                    \
 	{                                                                                                      \
 		nrtk::gemm<T>(ta, tb, batch, M, N, K, A, B, beta, C);                                         \
@@ -120,12 +121,12 @@ NRT_GEMM_DEFS(float, f32)
 NRT_GEMM_DEFS(double, f64)
 
 #define NRT_NARROW_GEMM_DEFS(S, BF)                                                                          \
-	extern "C" void nrt_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,      \
+	extern "C" void nrt_cublas_gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A,      \
 	                             const uint16_t *B, float beta, uint16_t *C)                                \
 	{                                                                                                      \
 		nrtk::gemm_narrow<BF>(ta, tb, 1, M, N, K, A, B, beta, C);                                     \
 	}                                                                                                      \
-	extern "C" void nrt_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,        \
+	extern "C" void nrt_cublas_bgemm_##S(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,        \
 	                              const uint16_t *A, const uint16_t *B, float beta, uint16_t *C)           \
 	{                                                                                                      \
 		nrtk::gemm_narrow<BF>(ta, tb, batch, M, N, K, A, B, beta, C);                                 \

@@ -4,7 +4,9 @@
 # trained by netc's CUDA program and by PyTorch (tests/bench/gpt2_torch.py,
 # the same model), one GPU, in one run:
 #   netc f32 (TF32 off), f32 with NETC_TF32=1, bf16 (every tensor declared
-#   bf16), and amp_level O2 where this netc has it;
+#   bf16; once more with NETC_CUBLASLT=0, the GEMMs through cublasGemmEx
+#   instead of cuBLASLt: what cuBLASLt gains), and amp_level O2 where this
+#   netc has it;
 #   PyTorch eager f32 / tf32 / bf16 autocast (attention written out, as
 #   netc computes it), eager bf16 + scaled_dot_product_attention, and
 #   torch.compile + SDPA in bf16.
@@ -153,6 +155,7 @@ printf "%-32s %9s %11s %9s %7s\n" program ms/step tokens/s TFLOP/s MFU
 netc_row "netc f32" gpt2
 netc_row "netc f32, NETC_TF32=1" gpt2 NETC_TF32=1
 netc_row "netc bf16 (declared)" gpt2_bf16
+netc_row "netc bf16, cuBLAS not Lt" gpt2_bf16 NETC_CUBLASLT=0
 netc_row "netc amp O2" gpt2_amp
 torch_row "torch eager f32" --precision f32
 torch_row "torch eager tf32" --precision tf32

@@ -8,7 +8,11 @@
 #  - updates: the optimizer update as one call per run of parameters,
 #    whose parameters, state and gradients lie side by side;
 #  - residual: add(x, matmul [+ bias]) as the product accumulated onto x
-#    (nrt_gemm's beta = 1).
+#    (nrt_gemm's beta = 1);
+#  - gemm_epilogue: matmul + bias_add (+ gelu), and a bias gradient's
+#    sum_to with its weight gradient's product, as one nrt_gemm_ep call
+#    (bit-identical: mlp_2d stand-alone, f64, semi-auto @4, data parallel
+#    @2, the transformer in f32 and bf16, the mlp in f16).
 # bias_act and updates do the float operations of the unfused calls, so
 # their builds must give bit-identical results to the unfused ones:
 # checkpoints (cmp) and logged losses, 3 steps: the MLP sample (the
@@ -131,9 +135,20 @@ for m in "$TF" "$MLP"; do
 	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -le "$b" ] && ok "$(basename "$m"): workspace peak $a bytes with runs, $b without" ||
 		bad "$(basename "$m"): workspace peak '$a' bytes with runs, '$b' without"
 done
+# -v names the epilogues; the plan is the unfused one's (the pre-activation
+# gelu_grad reads is the bias_add's own buffer, counted as before)
+vplan() { timeout $TMO $NETC build tests/e2e/models/mlp_2d.net $SA -o "$work/v.exe" -v "$@" 2>&1 | grep -E '^(gemm epilogues|memory per device|planned memory)'; }
+a=$(vplan) b=$(vplan --no-fuse=gemm_epilogue)
+if [ "$(printf '%s\n' "$a" | grep '^gemm')" = "gemm epilogues: 1 bias, 1 bias + gelu, 2 bias gradients" ] &&
+	[ "$(printf '%s\n' "$b" | grep '^gemm')" = "gemm epilogues: 0 bias, 0 bias + gelu, 0 bias gradients (--no-fuse=gemm_epilogue)" ] &&
+	[ "$(printf '%s\n' "$a" | grep -v '^gemm')" = "$(printf '%s\n' "$b" | grep -v '^gemm')" ]; then
+	ok "gemm epilogues: -v counts them, the memory plan is the unfused one's"
+else
+	bad "gemm epilogues: -v says '$a' / '$b'"
+fi
 out=$($NETC build "$MLP" $SA -o "$work/bad.exe" --no-fuse=updates,bogus 2>&1)
 rc=$?
-[ $rc -eq 1 ] && [ "$out" = "netc: --no-fuse: unknown kind 'bogus' (bias_act, updates, residual, narrow, attention)" ] &&
+[ $rc -eq 1 ] && [ "$out" = "netc: --no-fuse: unknown kind 'bogus' (bias_act, updates, residual, narrow, attention, gemm_epilogue)" ] &&
 	ok "--no-fuse=bogus: exit 1 naming the kinds" || bad "--no-fuse=bogus: exit $rc: $out"
 out=$(timeout $TMO $NETC build "$TF" $SA -o "$work/fault.exe" --inject-fault=memplan-reservations 2>&1)
 rc=$?
@@ -208,6 +223,11 @@ DP2='-D parallel_mode=data_parallel -D device_num=2'
 HY2='-D parallel_mode=hybrid_parallel -D device_num=2'
 P=tests/e2e/pipeline
 ONE='one call for the run'
+# GEMM epilogues (passes/fuse_gemm.h): the products with their bias, bias +
+# gelu and bias gradients, on f32, f64 and narrow values (pass_narrow)
+M2D=tests/e2e/models/mlp_2d.net TFBF=$work/tf_bf16.net MLP16=$work/mlp_f16.net
+sed 's/f32\[/bf16[/g' "$TF" >"$TFBF"
+sed 's/f32\[/f16[/g' "$MLP" >"$MLP16"
 for c in "mlp_alone 1 $MLP --no-fuse K(bias_act) $SA" "mlp_f64 1 $MLP --no-fuse K(bias_act) $SA --precision f64" \
 	"mlp_semi4 4 $MLP --no-fuse K(bias_act)" "mlp_dp2 2 $MLP --no-fuse K(bias_act) $DP2" \
 	"pre_alone 1 $PRE --no-fuse K(bias_act) $SA" "pre_f64 1 $PRE --no-fuse K(bias_act) $SA --precision f64" \
@@ -216,13 +236,51 @@ for c in "mlp_alone 1 $MLP --no-fuse K(bias_act) $SA" "mlp_f64 1 $MLP --no-fuse 
 	"mlp_bucket2 2 $MLP --no-fuse=updates K(momentum)(269322,.*(bucket_0 $DP2 -D gradients_mean=false" \
 	"mlp_scaled2 2 $MLP --no-fuse=updates $ONE $DP2 -D train.loss_scale=dynamic" \
 	"accum_alone 1 $P/accum.net --no-fuse=updates $ONE $SA" "pipe_deep4 4 $P/deep.net --no-fuse=updates $ONE" \
-	"pipe_staged4 4 $P/staged.net --no-fuse=updates K(momentum)"; do
+	"pipe_staged4 4 $P/staged.net --no-fuse=updates K(momentum)" \
+	"ep_alone 1 $M2D --no-fuse=gemm_epilogue K(gemm_ep)(NRT_EP_BIAS_GELU, $SA" \
+	"ep_f64 1 $M2D --no-fuse=gemm_epilogue K(gemm_ep)(NRT_EP_BGRAD, $SA --precision f64" \
+	"ep_semi4 4 $M2D --no-fuse=gemm_epilogue K(gemm_ep)(NRT_EP_BIAS_GELU," \
+	"ep_dp2 2 $M2D --no-fuse=gemm_epilogue K(gemm_ep)(NRT_EP_BGRAD, $DP2" \
+	"ep_tf 1 $TF --no-fuse=gemm_epilogue K(gemm_ep)(NRT_EP_BIAS_GELU, $SA" \
+	"ep_tf_bf16 1 $TFBF --no-fuse=gemm_epilogue KBF16(gemm_ep)(NRT_EP_BIAS_GELU, $SA" \
+	"ep_mlp_f16 1 $MLP16 --no-fuse=gemm_epilogue KF16(gemm_ep)(NRT_EP_BIAS, $SA"; do
 	set -- $c
 	name=$1 np=$2 model=$3 nofuse=$4 pattern=$5
 	shift 5
 	[ "$pattern" = one ] && { pattern=$ONE; shift 4; }
 	same "$name" "$np" "$model" "$nofuse" "$pattern" "$@"
 done
+# none where the pattern does not hold: the product is read by the bias_add
+# and the add (its result must be written), and the bias gradient sums
+# gelu_grad's result while the weight gradient's product reads the sum of
+# both paths (another value)
+cat >"$work/ep_neg.net" <<'NET'
+parallel {
+  device_num = 2
+  parallel_mode = semi_auto_parallel
+}
+input x: f32[16, 8]
+input labels: i32[16]
+param w1: f32[8, 8] = xavier_uniform
+param b1: f32[8] = normal(0.0, 0.5)
+param w2: f32[8, 4] = xavier_uniform
+y = matmul(x, w1)
+h = add(gelu(bias_add(y, b1)), y)
+loss = softmax_cross_entropy(matmul(h, w2), labels)
+train {
+  optimizer = momentum(lr = 0.05, momentum = 0.9)
+  steps = 10
+  loss = loss
+}
+NET
+if run_pair ep_neg 1 "$work/ep_neg.net" --no-fuse=gemm_epilogue $SA; then
+	nb=$(cat "$work/src_ep_neg"/*.c | grep -c 'NRT_EP_BIAS') ng=$(cat "$work/src_ep_neg"/*.c | grep -c 'NRT_EP_BGRAD')
+	if [ "$nb" -eq 0 ] && [ "$ng" -eq 0 ] && same_run "$work/ep_neg.fuse" "$work/ep_neg.plain"; then
+		ok "ep_neg: a product read twice, a bias gradient of another value: no epilogue, bit-identical"
+	else
+		bad "ep_neg: $nb bias epilogues, $ng bias gradients (want 0 and 0), or results differ"
+	fi
+fi
 MOM='train.optimizer=momentum(lr = 0.05, momentum = 0.9)'
 near res_momentum "$TF" -- $SA -D "$MOM"
 # f64 builds, the references, keep the unfolded sums: byte-equal to --no-fuse=residual

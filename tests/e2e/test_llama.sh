@@ -42,7 +42,7 @@ export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_polic
 STCMP=$B/tools/stcompare
 LCMP=$B/tools/losscompare
 LL=samples/llama.net
-SA='-D parallel_mode=stand_alone -D pipeline_stages=1'
+SA='-D parallel_mode=stand_alone' # pipeline_stages ignored there
 
 
 # 1. the sample in each mode it uses

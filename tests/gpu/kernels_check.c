@@ -783,6 +783,8 @@ static void narrow_reduce(const Narrow *t)
 	}
 }
 
+#include "kernels_check_gemm.h"
+
 static void test_narrow(void)
 {
 	for (size_t i = 0; i < sizeof narrows / sizeof *narrows; i++) {
@@ -906,6 +908,7 @@ int main(void)
 	run_all_f64();
 	test_half();
 	test_narrow();
+	test_gemm_ep();
 	test_slice_block();
 	test_regroup();
 #ifndef KC_HOST_SHIM

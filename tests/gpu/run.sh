@@ -15,7 +15,9 @@
 #       GPU adds in another order (cuBLAS, block reductions), which moves
 #       losses by ~1e-7 relative and parameters by < 1e-6 (the kernels'
 #       own f32 tolerance is 1e-5, tests/gpu/kernels_check.c); plus a CPU
-#       checkpoint resumed by the CUDA build (the same files)
+#       checkpoint resumed by the CUDA build (the same files); mlp and
+#       transformer as run there (the step captured as a CUDA graph)
+#       against the same with NETC_CUDA_GRAPH=0
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
 #       optimizer parallel, semi-auto hetero, against the CUDA stand-alone
@@ -169,6 +171,16 @@ for s in samples/*.net; do
 		bad "$n: CUDA == CPU (build or run failed)"
 	fi
 done
+# the step above ran captured as a CUDA graph (mlp: update inside it,
+# transformer: AdamW's update after it); the same uncaptured, to the
+# same tolerances (never run on a GPU yet; docs/cuda.md, CUDA graphs)
+for n in mlp transformer; do
+	if [ -x "$work/$n.cuda" ] && NETC_CUDA_GRAPH=0 run "$n.cuda" 1 "$n.nograph" --steps 5; then
+		same "$n: CUDA graph == NETC_CUDA_GRAPH=0" "$n.cuda" "$n.nograph"
+	else
+		bad "$n: CUDA graph == NETC_CUDA_GRAPH=0 (run failed)"
+	fi
+done
 # checkpoints are the same files: CPU 3 steps, then the CUDA build resumes for 2
 if [ -x "$work/mlp.cuda" ] && run mlp.cpu 1 mlp.cpu3 --steps 3 &&
 	run mlp.cuda 1 mlp.resumed --steps 2 --init "$work/mlp.cpu3.st"; then
@@ -194,6 +206,19 @@ if [ -x "$work/mlp.cuda" ] && NETC_TF32=1 run mlp.cuda 1 mlp.tf32 --steps 5; the
 else
 	bad "mlp with NETC_TF32=1"
 fi
+# cuBLASLt (runtime/cuda/gemm_lt.c, issue 22; NOT YET RUN on a GPU): (b)'s
+# CUDA builds run every product through cublasLtMatmul and the fused
+# epilogues (bias, bias + gelu, bias gradients: the transformer has all
+# three) through its BIAS and BGRADA epilogues; the mlp once more on the
+# cuBLAS path alone (NETC_CUBLASLT=0), against the CPU as (b). Where
+# cuBLASLt had no algorithm for a product, its one-time message is in that
+# run's output: listed here (the cuBLAS path then ran it, so not a failure).
+if [ -x "$work/mlp.cuda" ] && NETC_CUBLASLT=0 run mlp.cuda 1 mlp.cublas --steps 5; then
+	same "mlp on the cuBLAS path (NETC_CUBLASLT=0): CUDA == CPU" mlp.cublas mlp.cpu
+else
+	bad "mlp with NETC_CUBLASLT=0 (run failed)"
+fi
+grep -h 'cuBLASLt has no algorithm' "$work"/*.cuda.run 2>/dev/null | sort | uniq -c | sed 's/^/# /'
 
 # Mixed precision (issue 22.1): the transformer with every tensor declared
 # bf16 and the f32 transformer at amp_level O2 (bf16): tensor-core GEMMs

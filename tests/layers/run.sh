@@ -39,4 +39,8 @@ check circle 1
 cp -R "$here/clean" "$tmp/too_long"
 awk 'BEGIN { for (i = 1; i <= 1201; i++) printf "int v%d;\n", i }' >"$tmp/too_long/ir/long.c"
 check too_long 1
+# a tracked file at the top level, outside the fixed layout
+cp -R "$here/clean" "$tmp/stray_top"
+(cd "$tmp/stray_top" && git init -q . && echo x >stray.txt && git add stray.txt) || fail=1
+check stray_top 1
 exit $fail

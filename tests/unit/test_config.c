@@ -652,7 +652,7 @@ Test(config, finish_full_batch_with_tuple)
 
 Test(config, finish_pipeline_stages_exceed_devices)
 {
-	ParallelConfig pc = pc_with((const char *[]){"device_num", "4", "pipeline_stages", "8", NULL});
+	ParallelConfig pc = pc_with((const char *[]){"device_num", "4", "parallel_mode", "semi_auto_parallel", "pipeline_stages", "8", NULL});
 	cr_expect_not(parallel_config_finish(&pc, &dg));
 	EXPECT_DIAG("pipeline_stages (8) must not exceed device_num (4)");
 	cr_expect(strstr(diag_text(), "p.net:1:1: error"), "located at the pipeline_stages value:\n%s", diag_text());
@@ -660,14 +660,14 @@ Test(config, finish_pipeline_stages_exceed_devices)
 
 Test(config, finish_pipeline_stages_must_divide)
 {
-	ParallelConfig pc = pc_with((const char *[]){"device_num", "6", "pipeline_stages", "4", NULL});
+	ParallelConfig pc = pc_with((const char *[]){"device_num", "6", "parallel_mode", "semi_auto_parallel", "pipeline_stages", "4", NULL});
 	cr_expect_not(parallel_config_finish(&pc, &dg));
 	EXPECT_DIAG("pipeline_stages (4) must divide device_num (6)");
 }
 
 Test(config, finish_optimizer_shard_size_bound)
 {
-	ParallelConfig pc = pc_with((const char *[]){"device_num", "8", "pipeline_stages", "2",
+	ParallelConfig pc = pc_with((const char *[]){"device_num", "8", "parallel_mode", "semi_auto_parallel", "pipeline_stages", "2",
 	                                             "parallel_optimizer_config", "{optimizer_weight_shard_size = 8}", NULL});
 	cr_expect_not(parallel_config_finish(&pc, &dg));
 	EXPECT_DIAG("optimizer_weight_shard_size must be -1 or in (0, 4] (device_num / pipeline_stages = 8 / 2), got 8");
@@ -952,4 +952,15 @@ Test(config, names)
 	cr_expect_str_eq(parallel_mode_name(PM_HYBRID_PARALLEL), "hybrid_parallel");
 	cr_expect_str_eq(search_mode_name(SM_SHARDING_PROPAGATION), "sharding_propagation");
 	cr_expect_str_eq(optimizer_name(OPT_ADAMW), "adamw");
+}
+
+/* stand_alone runs the stages one after another in one process: the
+ * reference build of a pipelined model needs no -D pipeline_stages=1 */
+Test(config, finish_pipeline_stages_in_stand_alone_warns_and_is_one)
+{
+	ParallelConfig pc = pc_with((const char *[]){"device_num", "8", "pipeline_stages", "2", NULL});
+	cr_expect(parallel_config_finish(&pc, &dg), "%s", diag_text());
+	EXPECT_DIAG("warning: pipeline_stages = 2 has no effect in stand_alone (one process runs every stage); it is ignored");
+	cr_expect_eq(pc.pipeline_stages, 1);
+	cr_expect_eq(dg.nerrors, 0);
 }

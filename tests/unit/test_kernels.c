@@ -50,6 +50,57 @@ Test(kernels, gemm_k0_scales_c)
 	tk_check("beta 0", C, want, 4, 0);
 }
 
+/* nrt_gemm_ep_*: each epilogue against the naive reference (gelu's erf
+ * form, column sums), and the f32 result bit for bit the unfused calls'
+ * (gemm, then binary / unary / reduce), which --no-fuse=gemm_epilogue makes */
+Test(kernels, gemm_epilogues)
+{
+	enum { M = 6, N = 5, K = 7 };
+	for (int ep = NRT_EP_BIAS; ep <= NRT_EP_BGRAD; ep++)
+		for (int ta = 0; ta < 2; ta++) {
+			double *A = tk_rand(M * K, -2, 2), *B = tk_rand(K * N, -2, 2), *b = tk_rand(N, -1, 1);
+			double ref[M * N], pre[M * N], db[N] = {0}, c64[M * N], aux64[M * N], bias64[N];
+			ref_gemm(ta, false, M, N, K, A, B, 0, ref);
+			for (int64_t i = 0; i < M * N; i++) {
+				pre[i] = ref[i] + b[i % N];
+				if (ep != NRT_EP_BGRAD)
+					ref[i] = ep == NRT_EP_BIAS ? pre[i] : 0.5 * pre[i] * (1 + erf(pre[i] / sqrt(2.0)));
+			}
+			for (int64_t k = 0; k < K; k++)
+				for (int64_t j = 0; j < N; j++)
+					db[j] += B[k * N + j];
+			memcpy(bias64, b, sizeof bias64);
+			nrt_gemm_ep_f64((NrtGemmEp)ep, ta, false, M, N, K, A, B, bias64, aux64, c64);
+			tk_check("gemm_ep f64", c64, ref, M * N, TOL64);
+			if (ep == NRT_EP_BIAS_GELU)
+				tk_check("gemm_ep f64 pre-activation", aux64, pre, M * N, TOL64);
+			if (ep == NRT_EP_BGRAD)
+				tk_check("gemm_ep f64 bias gradient", bias64, db, N, TOL64);
+			/* f32: the unfused calls, compared bit for bit */
+			float *Af = tk_tof(A, M * K), *Bf = tk_tof(B, K * N), *bf = tk_tof(b, N);
+			float c[M * N], aux[M * N], bias[N], u[M * N], uaux[M * N], ubias[N];
+			memcpy(bias, bf, sizeof bias);
+			memcpy(ubias, bf, sizeof ubias);
+			nrt_gemm_ep_f32((NrtGemmEp)ep, ta, false, M, N, K, Af, Bf, bias, aux, c);
+			int64_t dims[2] = {M, N}, cs[2] = {N, 1}, bs[2] = {0, 1}, rd[2] = {K, N};
+			nrt_gemm_f32(ta, false, M, N, K, Af, Bf, 0, u);
+			if (ep == NRT_EP_BIAS)
+				nrt_binary_f32(NRT_ADD, 2, dims, u, cs, bf, bs, u);
+			if (ep == NRT_EP_BIAS_GELU) {
+				nrt_binary_f32(NRT_ADD, 2, dims, u, cs, bf, bs, uaux);
+				nrt_unary_f32(NRT_GELU, M * N, uaux, u);
+				cr_expect(memcmp(aux, uaux, sizeof aux) == 0, "ep %d: pre-activation differs from bias_add's", ep);
+			}
+			if (ep == NRT_EP_BGRAD) {
+				nrt_reduce_f32(2, rd, 1, false, Bf, ubias);
+				cr_expect(memcmp(bias, ubias, sizeof bias) == 0, "ep %d: bias gradient differs from sum_to's", ep);
+			}
+			cr_expect(memcmp(c, u, sizeof c) == 0, "ep %d ta %d: differs from the unfused calls", ep, ta);
+			tk_checkf("gemm_ep f32", c, ref, M * N, TOL32);
+			free(A), free(B), free(b), free(Af), free(Bf), free(bf);
+		}
+}
+
 Test(kernels, bgemm)
 {
 	enum { BT = 3, M = 4, N = 2, K = 5 };
