@@ -38,6 +38,7 @@ typedef struct Args {
 	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
+	bool memory_limit_given; /* --memory-limit: every build keeps it (not only the search's) */
 	int np;                  /* calibrate --np N */
 	bool quick;              /* calibrate --quick */
 	char **files;            /* calibrate: the models (any number) */
@@ -119,7 +120,8 @@ static void usage(FILE *out)
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
 	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
-	      "      --memory-limit B  bytes per device (the compiled plan's total) for search_mode = dynamic_programming\n"
+	      "      --memory-limit B  bytes per device (the compiled plan's total): auto_parallel searches within it,\n"
+	      "                        any other build stops over it\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -262,6 +264,7 @@ static int parse_args(int argc, char **argv, Args *a)
 				return EXIT_USER;
 			}
 			a->machine_set = true;
+			a->memory_limit_given |= c == OPT_MEMORY_LIMIT;
 			break;
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
@@ -375,12 +378,33 @@ static int64_t fit_planned(Compilation *c, void *ctx)
 	return netc_planned_bytes(c, &((const Args *)ctx)->build);
 }
 
+/* Without the auto_parallel search, --memory-limit is a budget the compiled plan must
+ * keep as it is: over it, the build stops and says by how much (a model
+ * that does not fit one device must be split further, e.g. a long
+ * sequence by its attention's query sequence, docs/parallel.md). */
+static bool keep_memory_limit(Compilation *c, const Args *a)
+{
+	double limit = a->machine.memory_limit;
+	if (!a->memory_limit_given || limit <= 0)
+		return true;
+	int64_t planned = netc_planned_bytes(c, &a->build);
+	if (planned < 0 || planned <= limit)
+		return true;
+	diag_error(&c->diag, loc_none(),
+	           "the plan needs %" PRId64 " bytes per device (netc build -v's total), over --memory-limit %.6g; "
+	           "split the model over more devices",
+	           planned, limit);
+	return false;
+}
+
 static void fit_report(Compilation *c, void *ctx, FILE *out) { netc_memory_plan(c, &((const Args *)ctx)->build, out); }
 
 static bool fit_memory_limit(Compilation *c, Args *a)
 {
 	MemoryFit f = {.file = a->file, .defines = (const char *const *)a->defines, .ndefines = a->ndefines, .ctx = a,
 	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
+	if (c->g->par.parallel_mode != PM_AUTO_PARALLEL)
+		return keep_memory_limit(c, a);
 	return search_fit_memory(c, &f);
 }
 

@@ -831,6 +831,68 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist)
 	                      NULL);
 }
 
+int64_t cost_ring_attention(const Node *n, int *msgs)
+{
+	*msgs = 0;
+	const Layout *k = n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD ? n->in[1]->layout : NULL;
+	if (!k || k->map[2] < 0)
+		return 0;
+	int64_t r = k->dev[k->map[2]], es = dtype_size(n->in[0]->dtype);
+	int64_t nq = local_numel(n->in[0]), kv = local_numel(n->in[1]), lse = nq / n->in[0]->shape.d[3];
+	bool zz = n->attr.cp_algo == CP_ZIGZAG;
+	int64_t el = 0; /* each zigzag permutation sends two halves */
+	int m = 0;
+	if (r > 1) { /* k|v, one message a step */
+		m += (int)(r - 1);
+		el += (r - 1) * 2 * kv;
+	}
+	if (n->op == OP_ATTENTION) {
+		if (zz) {
+			m += 2 * (3 + 1 + (n->attr.save_lse ? 1 : 0));
+			el += 2 * nq + 2 * kv + (n->attr.save_lse ? lse : 0);
+		}
+	} else {
+		if (r > 1) { /* dk|dv follow their block home */
+			m += (int)r;
+			el += r * 2 * kv;
+		}
+		if (zz) { /* q, o, do, lse, k, v in; dq, dk, dv back when stacked */
+			m += 2 * 6 + (n->attr.grad_stacked ? 2 * 3 : 0);
+			el += 3 * nq + lse + 2 * kv + (n->attr.grad_stacked ? nq + 2 * kv : 0);
+		}
+	}
+	*msgs = m;
+	return el * es;
+}
+
+double cost_ring_time(const Machine *m, int64_t bytes, int msgs)
+{
+	return msgs * machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+}
+
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls)
+{
+	int times;
+	int64_t dir[2], all = conv_halo_bytes(n, x, training, &times, dir);
+	if (bytes)
+		*bytes = all;
+	if (calls)
+		*calls = times * ((dir[0] > 0) + (dir[1] > 0));
+	if (!all)
+		return 0;
+	/* neighbours along the split's axis are its stride apart in rank */
+	ConvHalo h;
+	conv_layout_halo(n, x, &h);
+	int64_t dist = 1;
+	for (int a = x->map[h.dim] + 1; a < x->ndev; a++)
+		dist *= x->dev[a];
+	double s = 0;
+	for (int k = 0; k < 2; k++)
+		if (dir[k])
+			s += cost_p2p_time(m, dir[k], dist);
+	return times * s;
+}
+
 unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)
 {
 	const Layout *l = r->in[i];

@@ -179,6 +179,21 @@ double cost_step_time(const Machine *m, const struct RedistStep *st, double *lat
 /* Seconds of a send of `bytes` between ranks `dist` apart (pipeline
  * stages: device_num / stages apart). */
 double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist);
+/* A sequence-split attention (or its gradient) on a ring
+ * (runtime/ring_attention.c): the bytes this rank sends per call and, in
+ * *msgs, the messages, as --comm-stats counts them; 0 when n runs no
+ * ring. The gradient is taken to read the forward's saved log-sum-exps. */
+int64_t cost_ring_attention(const Node *n, int *msgs);
+/* Those messages' time at the send/recv figures, none of it hidden
+ * behind the blocks' compute (the program starts each block's exchange
+ * before computing it, so this is an upper bound). */
+double cost_ring_time(const Machine *m, int64_t bytes, int msgs);
+/* A conv2d's or pool's halo exchange per step with its image laid out as
+ * x (ir/conv.h, conv_halo_bytes): each exchange a send/recv of the t rows
+ * one way and one of the b rows the other, between neighbours of the
+ * split's axis; the bytes the busiest shard sends in *bytes (NULL: not
+ * wanted), the send/recvs in *calls. 0 without a halo. */
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls);
 /* Whether ranks r and r + dist share a node (block order: on average). */
 bool cost_same_node(const Machine *m, int64_t dist);
 

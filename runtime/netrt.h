@@ -196,8 +196,24 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 /* block k of send (n elements) goes to rank k; recv block k comes from rank k */
 void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
 void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
+/* A started exchange inside communicator c (ring attention's,
+ * runtime/ring_attention.c): n elements of send go to rank `dest` of c
+ * tagged stag while n elements from rank `src` tagged rtag arrive in recv;
+ * nrt_sendrecv_wait ends it (and frees it). MPI's non-blocking send and
+ * receive on the CPU; the CUDA target stages both through host memory.
+ * Counted as a send in --comm-stats. */
+typedef struct NrtXfer NrtXfer;
+NrtXfer *nrt_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                            int rtag, int64_t n);
+void nrt_sendrecv_wait(NrtXfer *x);
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
+/* A neighbour exchange along a group (a convolution's halo): rank r sends
+ * n elements of send to rank r + dir and receives n elements from rank
+ * r - dir into recv (dir is +1 or -1); the group's ends have no
+ * neighbour past them, so there nothing goes or comes (recv untouched).
+ * Counted as a send/recv of n elements where something is sent. */
+void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv);
 void nrt_barrier(void);
 /* The collectives a program runs on host memory (nrt_host_alloc's): MPI
  * on the host whatever the target and its NETC_COMM backend (NCCL cannot
@@ -475,4 +491,5 @@ void nrt_ps_done(void *const *params, NrtTensor *state);
  * rows allocated by nrt_ps_state_alloc) its optimizer state from the
  * servers, as nrt_ps_done does, and no worker goes on until it has. */
 void nrt_ps_snapshot(void *const *params, NrtTensor *state);
+#include "ring_attention.h" /* needs NrtComm */
 #endif

@@ -67,7 +67,11 @@ void nrt_host_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *s
 void nrt_host_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
 void nrt_host_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
 void nrt_host_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
+NrtXfer *nrt_host_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                                 int rtag, int64_t n);
+void nrt_host_sendrecv_wait(NrtXfer *x);
 void nrt_host_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
+void nrt_host_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv);
 void nrt_host_p2p_round(int round);
 void nrt_host_recv_post(int src, int tag, NrtDType t, int64_t n);
 void nrt_host_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n);

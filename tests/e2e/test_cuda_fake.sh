@@ -121,13 +121,20 @@ case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # convolutional networks (issue 24): conv2d, pools and their gradients on
 # "device" buffers; channel splits' partial sums reduced by the collectives,
-# height/width splits' halos sliced, all-gathered and concatenated there
+# height/width splits' halos sliced, sent to the neighbours (staged through
+# the host here, NCCL below) and concatenated there
 case_ resnet 2 NETC_COMM=host -- samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=1 -D device_num=2 -D STEM_DP=2
 case_ conv_channels 4 NETC_COMM=host -- $M/conv_net.net -D CI=2 -D CO=2
 case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
 case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
+# ring attention (issue 23): the query sequence split 4 ways, the K/V
+# blocks around the ring in host-staged exchanges (nrt_sendrecv_start's
+# twin), the merges and sums on "device" buffers; plain and zigzag
+case_ attention_ring 4 FAKE_CUDA_DEVICES=4 -- $M/attention_seq4.net
+sed 's/causal = true)/causal = true, context_parallel_algo = zigzag)/' $M/attention_seq4.net >"$work/zigzag.net"
+case_ attention_zigzag 4 NETC_COMM=host -- "$work/zigzag.net"
 
 # The NCCL backend on several ranks (NETC_COMM=nccl, the default; one
 # "device" per rank): pipeline transfers as NCCL sends and receives in
@@ -194,6 +201,11 @@ nccl_case transformer_a2a 8 150 -- samples/transformer.net -D enable_alltoall=tr
 # pieces in the parts of a group, their copies summed (issue 21.8)
 nccl_case alltoall_hybrid_nccl 4 192 -- $M/alltoall_hybrid.net
 nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
+# conv2d's halos as NCCL sends between neighbours (nrt_shift): conv1 split
+# H 2 ways in 2 batch groups (1 row each way: 4 sends an exchange), conv2
+# H 4 ways (1 row forward: 3), each exchanged 3 times a step (forward,
+# weight gradient, data gradient): 21 sends a step, 84 in 4
+nccl_case conv_halo_nccl 4 84 -- $M/conv_halo.net
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 # f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the
@@ -353,8 +365,9 @@ fi
 # cublasLtMatmul and the heuristic is asked once per problem: the stand-in
 # counts as many queries in 13 steps as in 3 (the stand-alone mlp has 8
 # problems) and 10 steps' worth more matmuls.
+# (uncaptured: the stand-in runs a captured step's host code at capture and again at each replay)
 lt_stats() { # lt_stats STEPS: "QUERIES MATMULS"
-	FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
+	NETC_CUDA_GRAPH=0 FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
 		sed -n 's/^fake cuBLASLt: \([0-9]*\) heuristic queries, \([0-9]*\) matmuls (.*$/\1 \2/p'
 }
 lt3=$(lt_stats 3) lt13=$(lt_stats 13)
@@ -369,7 +382,7 @@ fi
 # (bias + gelu: BIAS into the pre-activation, then the gelu kernel); with
 # no algorithm, the cuBLAS path and the composed kernels; both equal the
 # CPU build. (The all-bf16 transformer's, above, through KBF16(gemm_ep).)
-case_ ep_2d 1 FAKE_CUBLASLT_STATS=1 -- $M/mlp_2d.net $SA
+case_ ep_2d 1 FAKE_CUBLASLT_STATS=1 NETC_CUDA_GRAPH=0 -- $M/mlp_2d.net $SA
 e=$(sed -n 's/^fake cuBLASLt: .* matmuls (\([0-9]*\) with an epilogue)$/\1/p' "$work/ep_2d.g.run")
 [ "$e" = 16 ] && ok "ep_2d: 16 epilogues in 4 steps through the stand-in cuBLASLt" ||
 	bad "ep_2d: '$e' epilogue matmuls in 4 steps (want 16)"
