@@ -224,7 +224,20 @@ void emit_tensor_table(Emit *e)
 		n++;
 	}
 	n += emit_ps_state_entries(e, n); /* the servers' state, held on rank 0 to load and save */
-	fprintf(out, "};\nenum { NTENSORS = %d };\n\n", n);
+	int ng = 0; /* train.input_grads: saved after the rest, never loaded */
+	for (int i = 0; i < g->ninputs; i++) {
+		const Value *d = g->inputs[i]->grad;
+		if (!d)
+			continue;
+		fprintf(out, "	{.name = \"grad.%s\", .dtype = %s, .rank = %d, .full = ", g->inputs[i]->name,
+		        nrt_dtype_of(d->dtype), d->shape.rank);
+		emit_init_dims(out, &d->shape);
+		fputs(", .slice = ", out);
+		emit_init_dims(out, lshape(d));
+		fputs("},\n", out);
+		ng++;
+	}
+	fprintf(out, "};\nenum { NTENSORS = %d, NINPUT_GRADS = %d };\n\n", n + ng, ng);
 }
 
 /* Whether `v` is `in`, possibly re-laid-out, reshaped or cast on the way
@@ -378,6 +391,9 @@ void emit_alloc(Emit *e)
 			fprintf(out, "\tnrt_fill(NRT_REAL, %s, %" PRId64 ", %.17g);\n", B(e, v), lnumel(v), v->cst.value);
 		}
 	}
+	for (int i = 0, j = 0; i < g->ninputs; i++) /* train.input_grads: last in tensors[] */
+		if (g->inputs[i]->grad)
+			fprintf(out, "\ttensors[NTENSORS - NINPUT_GRADS + %d].data = %s;\n", j++, B(e, g->inputs[i]->grad));
 	if (g->train.optimizer == OPT_LAMB)
 		fprintf(out, "\tlamb_upd = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(real));\n"
 		             "\tlamb_sq = nrt_alloc(NRT_MEM_WORKSPACE, 2, sizeof(double));\n", max_param_numel(g));
@@ -478,6 +494,10 @@ void emit_tensor_offsets(Emit *e)
 	}
 	for (int i = 0; i < g->ninputs; i++)
 		emit_block_offset(e, g->inputs[i], arena_printf(&e->c->arena, "inputs[%d].t.offset", i));
+	for (int i = 0, j = 0; i < g->ninputs; i++)
+		if (g->inputs[i]->grad)
+			emit_block_offset(e, g->inputs[i]->grad,
+			                  arena_printf(&e->c->arena, "tensors[NTENSORS - NINPUT_GRADS + %d].offset", j++));
 }
 
 /* parameter_broadcast: every rank starts from rank 0's parameters. Pieces

@@ -15,7 +15,7 @@
  *   emit_c.c       one node's kernel calls and collectives
  *   emit_llama_c.c rms_norm, silu, rope (emit_c.c's table calls them)
  *   emit_conv.c    the convolutional operators' kernel calls
- *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot, gather)
+ *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot, gather, strided_slice)
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
  *                  the stages that hold a value, the update runs' blocks
  */
@@ -154,6 +154,8 @@ void emit_MAX_MASK(Emit *e, const Node *n);
 void emit_ONE_HOT(Emit *e, const Node *n);
 void emit_GATHER(Emit *e, const Node *n);
 void emit_GATHER_GRAD(Emit *e, const Node *n);
+void emit_STRIDED_SLICE(Emit *e, const Node *n);
+void emit_STRIDED_SLICE_GRAD(Emit *e, const Node *n);
 
 /* ---- emit_c.c: one node's kernel calls and collectives ---- */
 

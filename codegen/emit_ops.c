@@ -39,12 +39,22 @@ void emit_MAX_MASK(Emit *e, const Node *n)
 	fprintf(OUT, ", %s, %s, %s);\n", B(e, n->in[0]), B(e, n->in[1]), emit_out_name(e, n->out));
 }
 
+/* With the classes split, this device writes its block of them, from
+ * the class its block starts at (found at start-up from the layout). */
 void emit_ONE_HOT(Emit *e, const Node *n)
 {
-	const Value *ids = n->in[0];
-	fprintf(OUT, "\tK(one_hot)(%" PRId64 ", %" PRId64 ", 0, %s, %s, %.17g, %.17g, %s);\n", lnumel(ids),
-	        n->attr.depth, B(e, ids), ids->dtype == DT_I64 ? "true" : "false", n->attr.on_value,
-	        n->attr.off_value, emit_out_name(e, n->out));
+	const Value *ids = n->in[0], *y = n->out;
+	int c = y->shape.rank - 1;
+	const char *first = "0";
+	if (y->layout && y->layout->map[c] >= 0) {
+		const char *off = arena_printf(&e->c->arena, "one_hot_offset_%d", n->id);
+		fprintf(e->decls, "static int64_t %s[%d]; /* this rank's block of %s */\n", off, y->shape.rank, y->name);
+		emit_block_offset(e, y, off);
+		first = arena_printf(&e->c->arena, "%s[%d]", off, c);
+	}
+	fprintf(OUT, "\tK(one_hot)(%" PRId64 ", %" PRId64 ", %s, %s, %s, %.17g, %.17g, %s);\n", lnumel(ids),
+	        lshape(y)->d[c], first, B(e, ids), ids->dtype == DT_I64 ? "true" : "false", n->attr.on_value,
+	        n->attr.off_value, emit_out_name(e, y));
 }
 
 /* x [outer, n, inner] around the gathered axis, as this device holds it */
@@ -74,3 +84,23 @@ void emit_GATHER_GRAD(Emit *e, const Node *n)
 	        rows, inner, lnumel(ids), B(e, ids), ids->dtype == DT_I64 ? "true" : "false", B(e, n->in[0]),
 	        emit_out_name(e, n->out));
 }
+
+/* strided_slice on this device's blocks: a split dimension is taken whole
+ * (begin 0, stride 1: the sharding rule's condition), so the attrs' begin
+ * and stride hold for the local blocks as for the full tensor. */
+static void emit_strided(Emit *e, const Node *n, const char *kernel, const Value *x, const Value *y)
+{
+	const Shape *xs = lshape(x);
+	fprintf(OUT, "\tK(%s)(%d, ", kernel, xs->rank);
+	emit_shape(OUT, xs);
+	fputs(", ", OUT);
+	emit_dims(OUT, n->attr.ss_begin, xs->rank);
+	fputs(", ", OUT);
+	emit_dims(OUT, n->attr.ss_stride, xs->rank);
+	fputs(", ", OUT);
+	emit_shape(OUT, lshape(y));
+	fprintf(OUT, ", %s, %s);\n", B(e, n->in[0]), emit_out_name(e, n->out));
+}
+
+void emit_STRIDED_SLICE(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice", n->in[0], n->out); }
+void emit_STRIDED_SLICE_GRAD(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice_grad", n->out, n->in[0]); }

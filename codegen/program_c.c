@@ -493,7 +493,7 @@ static void emit_main(Emit *e)
 	      out);
 	if (ps)
 		fputs("\tif (opt.init)\n\t\tnrt_ps_state_alloc(tensors + PS_STATE);\n", out);
-	fprintf(out, "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS) : 0;\n"
+	fprintf(out, "\tint64_t start = opt.init ? nrt_ckpt_load(opt.init, tensors, NTENSORS - NINPUT_GRADS) : 0;\n"
 	             "\tif (opt.init) { /* the run goes on: its seed and loss scale */\n"
 	             "\t\tnrt_ckpt_resume(opt.init, &opt, %s);\n\t\tseed = opt.seed;\n\t}\n",
 	        e->loss_scale ? "&loss_scale" : "NULL");

@@ -855,6 +855,10 @@ static void exec_config(Elab *E, Frame *f, const Stmt *s)
 static void exec_assign(Elab *E, Frame *f, const Stmt *s)
 {
 	const NameList *t = s->targets;
+	if (t->n == 1 && el_is_layout_decl(s->value)) {
+		el_layout_define(E, f, t->v[0], t->loc[0], s->value);
+		return;
+	}
 	if (t->n == 1) {
 		el_assign(E, f, t->v[0], t->loc[0], eval_tensor(E, f, s->value));
 		return;

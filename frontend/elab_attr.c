@@ -19,6 +19,7 @@ typedef enum KwField {
 	/* convolutional networks (attr.conv) */
 	KF_KERNEL, KF_STRIDE, KF_PADDING, KF_PAD_MODE, KF_DILATION, KF_GROUPS, KF_COUNT_PAD,
 	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
+	KF_SS_BEGIN, KF_SS_END, KF_SS_STRIDES,
 	KF_CP_ALGO,
 } KwField;
 
@@ -104,6 +105,9 @@ static const struct KwSpec {
 	{OP_CAST, "dtype", KF_DTYPE},
 	{OP_GATHER, "axis", KF_AXIS},
 	{OP_LAYER_NORM, "begin_params_axis", KF_PARAMS_AXIS},
+	{OP_STRIDED_SLICE, "begin", KF_SS_BEGIN},
+	{OP_STRIDED_SLICE, "end", KF_SS_END},
+	{OP_STRIDED_SLICE, "strides", KF_SS_STRIDES},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -127,6 +131,7 @@ void el_op_defaults(Node *n)
 	a->reduce = RED_SUM;
 	a->group = "";
 	a->on_value = 1;
+	a->nss = a->nss_end = a->nss_stride = -1;
 	if (n->op == OP_DROPOUT)
 		a->seed_id = (uint32_t)n->id + 1; /* a stream of its own per dropout */
 	/* pools' stride 0: kernel_size, resolved by shape inference */
@@ -486,6 +491,9 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 		a->params_axis = (int)i;
 		a->params_axis_set = true;
 		return true;
+	case KF_SS_BEGIN: return (a->nss = el_want_ints(E, v, ctx, false, a->ss_begin, MAX_RANK)) >= 0;
+	case KF_SS_END: return (a->nss_end = el_want_ints(E, v, ctx, false, a->ss_end, MAX_RANK)) >= 0;
+	case KF_SS_STRIDES: return (a->nss_stride = el_want_ints(E, v, ctx, false, a->ss_stride, MAX_RANK)) >= 0;
 	case KF_SHAPE: return kw_shape(E, n, v, ctx);
 	case KF_PERM: return kw_perm(E, n, v, ctx);
 	case KF_AXES: return kw_axes(E, n, v, ctx);
@@ -594,6 +602,14 @@ static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, 
 		diag_error(E->d, v->loc, "%s expects a tuple of tuples, got %s", ctx, cfg_kind_desc(v));
 		return false;
 	}
+	for (int i = 0; i < v->n; i++)
+		if (v->items[i]->kind == CV_CALL) {
+			if (strcmp(ctx, "shard")) {
+				diag_error(E->d, v->items[i]->loc, "%s: layouts are taken in in_strategy only", ctx);
+				return false;
+			}
+			return el_layout_strategy(E, f, v, at, out);
+		}
 	Strategy s = {.n = v->n, .v = ARENA_NEWN(E->a, Shape, v->n ? v->n : 1), .loc = at};
 	for (int i = 0; i < v->n; i++) {
 		const CfgValue *t = v->items[i];

@@ -25,7 +25,16 @@ enum {
 	INSTANCE_DEPTH_MAX = 64, /* block instances inside instances */
 };
 
-typedef enum BindKind { B_VALUE, B_CONST, B_GROUP, B_BLOCK } BindKind;
+typedef enum BindKind { B_VALUE, B_CONST, B_GROUP, B_BLOCK, B_LAYOUT } BindKind;
+
+/* `L = Layout((2, 2, 2), ("dp", "sp", "mp"))`: MindSpore's device matrix
+ * with a name per axis (frontend/elab_layout.c). */
+typedef struct LayoutDecl {
+	int ndev;
+	int64_t dev[MAX_RANK];   /* axis 0 slowest */
+	const char **alias;      /* ndev names */
+	Loc loc;                 /* the Layout(...) call */
+} LayoutDecl;
 
 typedef struct Binding {
 	const char *name;
@@ -37,6 +46,7 @@ typedef struct Binding {
 	CfgValue *c;         /* B_CONST: CV_INT or CV_FLOAT */
 	CommGroup *grp;      /* B_GROUP */
 	const Stmt *blk;     /* B_BLOCK */
+	const LayoutDecl *lay; /* B_LAYOUT (NULL: its definition failed, reported) */
 } Binding;
 
 typedef struct Counter {
@@ -125,6 +135,12 @@ bool el_want_int(Elab *E, const CfgValue *v, const char *ctx, int64_t lo, int64_
 bool el_want_float(Elab *E, const CfgValue *v, const char *ctx, double *out);
 const char *el_want_word(Elab *E, const CfgValue *v, const char *ctx);
 int el_want_ints(Elab *E, const CfgValue *v, const char *ctx, bool single, int64_t *out, int max);
+
+/* --- elab_layout.c ------------------------------------------------- */
+
+bool el_is_layout_decl(const Expr *e);
+void el_layout_define(Elab *E, Frame *f, const char *name, Loc at, const Expr *call);
+bool el_layout_strategy(Elab *E, Frame *f, const CfgValue *v, Loc at, Strategy *out);
 
 /* --- elab_attr.c --------------------------------------------------- */
 

@@ -929,6 +929,12 @@ static bool set_micro_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
 	return get_int(cx, "micro_size", v, 1, INT64_MAX, &tc->micro_size);
 }
 
+static bool set_input_grads(Cx *cx, TrainConfig *tc, const CfgValue *v)
+{
+	tc->input_grads_loc = v->loc;
+	return get_bool(cx, "input_grads", v, &tc->input_grads);
+}
+
 static bool set_loss(Cx *cx, TrainConfig *tc, const CfgValue *v)
 {
 	if (v->kind != CV_IDENT && v->kind != CV_STRING)
@@ -1051,6 +1057,7 @@ static const struct {
 	{"batch_size", set_batch_size}, {"micro_size", set_micro_size}, {"loss", set_loss},
 	{"loss_scale", set_loss_scale}, {"lr_schedule", set_lr_schedule}, {"clip_grad_norm", set_clip},
 	{"clip_by_global_norm", set_clip}, {"amp_level", set_amp_level}, {"amp_dtype", set_amp_dtype},
+	{"input_grads", set_input_grads},
 };
 
 bool train_config_set(struct Arena *a, TrainConfig *tc, const char *key, Loc key_loc,

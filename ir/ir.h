@@ -125,6 +125,11 @@ typedef struct OpAttrs {
 	double on_value, off_value;    /* one_hot: 1 and 0 by default */
 	int params_axis;               /* layer_norm: begin_params_axis as written (params_axis_set) */
 	bool params_axis_set;
+	/* strided_slice(_grad): per dimension [begin, end) every stride-th;
+	 * nss as written, all of x's dims once shape inference normalised them
+	 * (negative ends counted from the end, clamped, missing dims whole) */
+	int nss, nss_end, nss_stride;  /* entries given of begin, end, strides (-1: not given) */
+	int64_t ss_begin[MAX_RANK], ss_end[MAX_RANK], ss_stride[MAX_RANK];
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split
@@ -133,7 +138,22 @@ typedef struct Strategy {
 	int n;
 	Shape *v;
 	Loc loc;
+	const struct ExplicitLayout *lay; /* MindSpore's Layout API: lay[i] is input i's (n of them);
+	                                   * v then holds the splits they imply. NULL: split counts only */
 } Strategy;
+
+/* One input's layout as `L("dp", ("sp", "mp"))` states it, on the device
+ * matrix of `L = Layout((2, 2, 2), ("dp", "sp", "mp"))`. */
+typedef struct ExplicitLayout {
+	int ndev;
+	int64_t dev[MAX_RANK];         /* device matrix, axis 0 slowest (row-major ranks) */
+	const char *const *alias;      /* ndev names, for messages and checkpoints */
+	int rank;
+	int8_t axes[MAX_RANK][MAX_RANK]; /* dimension d is split by device axes axes[d][0..naxes[d]), major first */
+	int naxes[MAX_RANK];           /* 0: whole ("None") */
+	Loc loc;                       /* the L(...) that gave it */
+	Loc decl;                      /* the Layout(...) that made the matrix */
+} ExplicitLayout;
 
 /* What the user wrote after a call (`.shard(...)`, `.stage(1)`, ...) or on
  * a block instance (copied onto every node inside). */
@@ -209,7 +229,7 @@ typedef struct Value {
 			double value;
 		} cst;               /* VK_CONST */
 	};
-	struct Value *grad;  /* after autodiff: d loss / d this (params) */
+	struct Value *grad;  /* after autodiff: d loss / d this (params; inputs under train.input_grads) */
 	struct Value *grad_of; /* after autodiff: the forward value this is the whole gradient of
 	                        * (explain names it grad(NAME)); NULL otherwise */
 	Layout *layout;      /* after sharding: how the value is split; NULL = whole */

@@ -60,6 +60,13 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_LAYER_NORM_GRAD_X:
 		fprintf(out, ", axis=%d, eps=%g", a->axis, a->eps);
 		break;
+	case OP_STRIDED_SLICE:
+	case OP_STRIDED_SLICE_GRAD:
+		for (int i = 0; i < a->nss; i++)
+			fprintf(out, "%s%" PRId64 ":%" PRId64 ":%" PRId64, i ? ", " : ", [", a->ss_begin[i], a->ss_end[i],
+			        a->ss_stride[i]);
+		fputs(a->nss > 0 ? "]" : "", out);
+		break;
 	case OP_RMS_NORM:
 	case OP_RMS_NORM_GRAD_X:
 	case OP_BATCH_NORM:

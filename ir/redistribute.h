@@ -56,6 +56,14 @@ typedef struct RedistPlan {
  * unsupported: `to` holding partial sums over axes `from` does not (making
  * partial sums out of full values is not a redistribution). */
 RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
+/* The same, where both layouts are whole values, or the way back from `to`
+ * to `from` run in reverse where that sends fewer bytes: a gradient going
+ * back to its value's layout costs no more than the value's forward move
+ * (the sharding pass plans the backward's redistributions so). The
+ * searches price redist_plan's: fewer bytes are not always less time on
+ * a cluster (the reverse may cross the slower links), and a heuristic
+ * search fed the cheaper edges chose a slower GPT-3 plan. */
+RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
 /* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
  * "Identity" for an empty plan. Dims are the original tensor's; "dim 1.0"
  * is the first (outermost) piece of dim 1 where expansion cut it. */

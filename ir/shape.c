@@ -311,26 +311,21 @@ RULE(LAYER_NORM)
 	Value *x = n->in[0];
 	if (!need_float(d, n, x) || !norm_axis_attr(d, n, &n->attr.axis, x->shape.rank))
 		return false;
-	/* MindSpore's begin_params_axis: gamma and beta cover x's dims from it.
-	 * Only where they are the normalised dims (nn.LayerNorm's form, both
-	 * -1 by default) -- the other forms are refused, not misread. */
-	if (n->attr.params_axis_set) {
-		int p = normalize_axis(n->attr.params_axis, x->shape.rank);
-		if (p < 0)
-			return node_fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
-		if (p != n->attr.axis)
-			return node_fail(d, n, "begin_params_axis %d differs from begin_norm_axis %d: netc's gamma and beta cover "
-			            "exactly the normalised dimensions", n->attr.params_axis, n->attr.axis);
-	}
-	Shape want = {.rank = x->shape.rank - n->attr.axis};
-	memcpy(want.d, &x->shape.d[n->attr.axis], sizeof(int64_t) * (size_t)want.rank);
+	/* MindSpore's begin_params_axis: gamma and beta cover x's dims from it,
+	 * the normalised ones or not (another axis than begin_norm_axis is
+	 * rewritten as a normalisation times gamma plus beta: passes/lower_ms.c) */
+	int p = n->attr.axis;
+	if (n->attr.params_axis_set && (p = normalize_axis(n->attr.params_axis, x->shape.rank)) < 0)
+		return node_fail(d, n, "begin_params_axis %d out of range for rank %d", n->attr.params_axis, x->shape.rank);
+	Shape want = {.rank = x->shape.rank - p};
+	memcpy(want.d, &x->shape.d[p], sizeof(int64_t) * (size_t)want.rank);
 	for (int i = 1; i <= 2; i++) {
-		Value *p = n->in[i];
-		if (!same_dtype(d, n, x, p))
+		Value *gb = n->in[i];
+		if (!same_dtype(d, n, x, gb))
 			return false;
-		if (!shape_eq(&p->shape, &want))
-			return node_fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", p->name,
-			            shape_tmp(&want), x->name, shape_tmp(&x->shape), n->attr.axis, shape_tmp(&p->shape));
+		if (!shape_eq(&gb->shape, &want))
+			return node_fail(d, n, "%s must be %s (the dimensions of %s %s from axis %d), got %s", gb->name,
+			            shape_tmp(&want), x->name, shape_tmp(&x->shape), p, shape_tmp(&gb->shape));
 	}
 	return same_as(n, x);
 }
@@ -593,6 +588,58 @@ RULE(GATHER_GRAD)
 	Value x = {.name = "x", .shape = n->attr.shape, .dtype = n->in[0]->dtype};
 	Shape dy;
 	if (!attr_shape_ok(d, n, &n->attr.shape) || !gather_shape(d, n, &x, n->in[1], &n->attr.axis, &dy))
+		return false;
+	if (!shape_eq(&dy, &n->in[0]->shape))
+		return node_fail(d, n, "%s must be %s, got %s", n->in[0]->name, shape_tmp(&dy), shape_tmp(&n->in[0]->shape));
+	return set_out(n, n->in[0]->dtype, n->attr.shape);
+}
+
+/* MindSpore's StridedSlice without masks: per dim [begin, end) every
+ * stride-th (negative indices from the end, clamped to the dim, as
+ * Python slices), dims beyond those given whole. Normalises the attrs in
+ * place (all of x's dims) and gives the result's shape. */
+static bool strided_shape(Diag *d, Node *n, const Shape *x, Shape *out)
+{
+	OpAttrs *a = &n->attr;
+	if (a->nss < 0 || a->nss_end < 0 || a->nss_stride < 0)
+		return node_fail(d, n, "strided_slice needs begin, end and strides (one entry per sliced dimension)");
+	if (a->nss != a->nss_end || a->nss != a->nss_stride)
+		return node_fail(d, n, "begin, end and strides must have as many entries (%d, %d, %d)", a->nss, a->nss_end,
+		                 a->nss_stride);
+	if (a->nss > x->rank)
+		return node_fail(d, n, "%d dimensions sliced, but %s has rank %d", a->nss, n->in[0]->name, x->rank);
+	out->rank = x->rank;
+	for (int i = 0; i < x->rank; i++) {
+		int64_t dim = x->d[i], b = 0, e = dim, s = 1;
+		if (i < a->nss) {
+			b = a->ss_begin[i], e = a->ss_end[i], s = a->ss_stride[i];
+			if (s <= 0)
+				return node_fail(d, n, "strides must be positive (dimension %d: %" PRId64 ")", i, s);
+			b = b < 0 ? (b + dim < 0 ? 0 : b + dim) : (b > dim ? dim : b);
+			e = e < 0 ? (e + dim < 0 ? 0 : e + dim) : (e > dim ? dim : e);
+		}
+		if (e <= b)
+			return node_fail(d, n, "dimension %d of %s: [%" PRId64 ":%" PRId64 ":%" PRId64 "] of %" PRId64
+			                 " takes nothing", i, n->in[0]->name, a->ss_begin[i], a->ss_end[i], s, dim);
+		a->ss_begin[i] = b, a->ss_end[i] = e, a->ss_stride[i] = s;
+		out->d[i] = 1 + (e - b - 1) / s; /* e > b; no overflow for a stride near 2^63 */
+	}
+	a->nss = a->nss_end = a->nss_stride = x->rank;
+	return true;
+}
+
+RULE(STRIDED_SLICE)
+{
+	Shape out;
+	return need_float(d, n, n->in[0]) && strided_shape(d, n, &n->in[0]->shape, &out) &&
+	       set_out(n, n->in[0]->dtype, out);
+}
+
+/* dy -> dx of attr.shape, dy being strided_slice's result */
+RULE(STRIDED_SLICE_GRAD)
+{
+	Shape dy;
+	if (!attr_shape_ok(d, n, &n->attr.shape) || !strided_shape(d, n, &n->attr.shape, &dy))
 		return false;
 	if (!shape_eq(&dy, &n->in[0]->shape))
 		return node_fail(d, n, "%s must be %s, got %s", n->in[0]->name, shape_tmp(&dy), shape_tmp(&n->in[0]->shape));

@@ -732,7 +732,9 @@ static bool check_common(Rule *R)
 	int64_t devices = 1;
 	for (int j = 0; j < s->n; j++) {
 		const Value *x = n->in[j];
-		if (s->v[j].rank != x->shape.rank)
+		/* one_hot takes MindSpore's form too: the output's ((batch, classes),) */
+		bool classes = n->op == OP_ONE_HOT && s->v[j].rank == x->shape.rank + 1;
+		if (s->v[j].rank != x->shape.rank && !classes)
 			return rule_fail(R, "the strategy of input %d has %d dimension%s but '%s' has rank %d", j, s->v[j].rank,
 			            s->v[j].rank == 1 ? "" : "s", x->name, x->shape.rank);
 		int64_t used = 1;
@@ -747,6 +749,11 @@ static bool check_common(Rule *R)
 				            d, j, x->name, x->shape.d[d], v);
 			used *= v;
 		}
+		if (classes && s->v[j].d[x->shape.rank] <= 0)
+			return rule_fail(R, "the split of the classes must be a positive integer, got %" PRId64,
+			                 s->v[j].d[x->shape.rank]);
+		if (classes)
+			used *= s->v[j].d[x->shape.rank];
 		if (used > devices)
 			devices = used;
 		if (R->cx->device_num % used != 0)
@@ -783,7 +790,7 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r)
 	for (int j = 0; j < n->nin; j++)
 		if (!r->in[j] && !(op_info[n->op].flags & OPF_COMM))
 			return rule_fail(&R, "input %d cannot be laid out on %s", j, devices_str(&R, (char[96]){0}, 96));
-	return true;
+	return !s->lay || shard_explicit(&R);
 }
 
 void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS])

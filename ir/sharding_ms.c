@@ -4,6 +4,7 @@
 #include "sharding_rule.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 /* reduce_max as MindSpore's ReduceMaxInfo: any dim may be split; a split
  * reduced dim leaves each device the maximum of its part, which the
@@ -20,17 +21,27 @@ bool shard_REDUCE_MAX(Rule *R)
 /* max_mask(x, m): elementwise, m broadcast over x's reduced dims */
 bool shard_MAX_MASK(Rule *R) { return rule_all_inputs(R); }
 
-/* one_hot(ids): as MindSpore's OneHotInfo with the class dim whole: ids
- * split freely, the result split like them, its class dim whole. */
+/* one_hot(ids): as MindSpore's OneHotInfo. Its strategy is the
+ * output's, ((batch, classes),): the ids split as the batch, and the
+ * classes too (model parallel: each device writes its block of classes,
+ * an id outside it a row of off_value, no communication; the ids are
+ * whole along the class axis). The ids' own form, ((batch,),), keeps the
+ * classes whole. */
 bool shard_ONE_HOT(Rule *R)
 {
 	const Shape *x = &R->n->in[0]->shape;
-	int map[MAX_RANK];
+	int map[MAX_RANK], omap[MAX_RANK];
 	rule_all_whole(map);
 	for (int d = 0; d < x->rank; d++)
 		map[d] = rule_axis(R, rule_split(R, 0, d));
+	memcpy(omap, map, sizeof omap);
+	int64_t c = R->s->v[0].rank > x->rank ? R->s->v[0].d[x->rank] : 1;
+	if (R->n->attr.depth % c != 0)
+		return rule_fail(R, "the classes (depth %" PRId64 ") are not divisible by their split %" PRId64,
+		                 R->n->attr.depth, c);
+	omap[x->rank] = rule_axis(R, c);
 	R->r->in[0] = rule_layout(R, x, map, 0);
-	R->r->out = rule_layout(R, &R->n->out->shape, map, 0);
+	R->r->out = rule_layout(R, &R->n->out->shape, omap, 0);
 	return R->r->in[0] && R->r->out;
 }
 
@@ -89,3 +100,30 @@ bool shard_GATHER_GRAD(Rule *R)
 	R->r->out = rule_layout(R, dx, mx, partial);
 	return R->r->in[0] && R->r->in[1] && R->r->out;
 }
+
+/* strided_slice and its gradient, as MindSpore's StridedSliceInfo: a
+ * dimension may be split only where the slice takes it whole (begin 0,
+ * its end, stride 1); each device then slices its own block, no
+ * communication, and the result (the gradient: dx) is split alike. */
+static bool strided_rule(Rule *R, const Shape *x)
+{
+	const OpAttrs *a = &R->n->attr;
+	int map[MAX_RANK];
+	rule_all_whole(map);
+	for (int d = 0; d < x->rank; d++) {
+		int64_t s = rule_split(R, 0, d);
+		bool whole = a->ss_begin[d] == 0 && a->ss_end[d] == x->d[d] && a->ss_stride[d] == 1;
+		if (s > 1 && !whole)
+			return rule_fail(R, "dimension %d is split %" PRId64 " ways but strided_slice takes [%" PRId64 ":%" PRId64
+			                 ":%" PRId64 "] of it; a split dimension must be taken whole (begin 0, its end, "
+			                 "stride 1), as MindSpore's StridedSlice", d, s, a->ss_begin[d], a->ss_end[d],
+			                 a->ss_stride[d]);
+		map[d] = rule_axis(R, s);
+	}
+	R->r->in[0] = rule_layout(R, &R->n->in[0]->shape, map, 0);
+	R->r->out = rule_layout(R, &R->n->out->shape, map, 0);
+	return R->r->in[0] && R->r->out;
+}
+
+bool shard_STRIDED_SLICE(Rule *R) { return strided_rule(R, &R->n->in[0]->shape); }
+bool shard_STRIDED_SLICE_GRAD(Rule *R) { return strided_rule(R, &R->n->out->shape); }

@@ -67,10 +67,17 @@ bool shard_AVG_POOL2D_GRAD(Rule *R);
 bool shard_GLOBAL_AVG_POOL(Rule *R);
 bool shard_FLATTEN(Rule *R);
 
+/* ir/sharding_layout.c: R's layouts renamed onto the explicit layouts of
+ * R->s->lay (MindSpore's Layout API); false (reported) where they
+ * contradict the rule. */
+bool shard_explicit(Rule *R);
+
 /* ir/sharding_ms.c */
 bool shard_REDUCE_MAX(Rule *R);
 bool shard_MAX_MASK(Rule *R);
 bool shard_ONE_HOT(Rule *R);
 bool shard_GATHER(Rule *R);
 bool shard_GATHER_GRAD(Rule *R);
+bool shard_STRIDED_SLICE(Rule *R);
+bool shard_STRIDED_SLICE_GRAD(Rule *R);
 #endif

@@ -75,6 +75,11 @@ typedef struct TrainConfig {
 	AmpLevel amp_level;     /* default AMP_O0 */
 	bool amp_bf16;          /* amp_dtype = bf16; default f16, as MindSpore's */
 	Loc amp_loc, amp_dtype_loc; /* line 0: not given */
+	/* input_grads = true: the gradients with respect to the float inputs
+	 * too (MindSpore's GradOperation(get_all = True), the GradWrap test
+	 * nets), saved with the parameters as grad.NAME */
+	bool input_grads;
+	Loc input_grads_loc;
 	Loc loc;
 } TrainConfig;
 

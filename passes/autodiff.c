@@ -360,6 +360,16 @@ static void grad_GATHER(AD *ad, const Node *n, Value *dy)
 		accumulate(ad, x, bin(ad, OP_GATHER_GRAD, dy, n->in[1], &a, x->shape));
 }
 
+/* dy back into zeros of x's shape at the positions the slice took */
+static void grad_STRIDED_SLICE(AD *ad, const Node *n, Value *dy)
+{
+	Value *x = n->in[0];
+	OpAttrs a = n->attr;
+	a.shape = x->shape;
+	if (wants(ad, n, 0))
+		accumulate(ad, x, un(ad, OP_STRIDED_SLICE_GRAD, dy, &a, x->shape));
+}
+
 static void grad_EMBEDDING(AD *ad, const Node *n, Value *dy)
 {
 	Value *table = n->in[0];
@@ -512,7 +522,7 @@ NO_GRAD(EMBEDDING_GRAD) NO_GRAD(ATTENTION_GRAD) NO_GRAD(SOFTMAX_CROSS_ENTROPY_GR
 NO_GRAD(SGD_UPDATE) NO_GRAD(MOMENTUM_UPDATE) NO_GRAD(ADAM_UPDATE) NO_GRAD(ADAMW_UPDATE)
 NO_GRAD(LAMB_UPDATE)
 /* one_hot reads integer ids only; max_mask is a gradient helper */
-NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD)
+NO_GRAD(ONE_HOT) NO_GRAD(MAX_MASK) NO_GRAD(GATHER_GRAD) NO_GRAD(STRIDED_SLICE_GRAD)
 
 /* --- LLaMA-style blocks (issue 24) --- */
 
@@ -552,11 +562,48 @@ static void mark_needs(AD *ad)
 	Graph *g = ad->g;
 	for (int i = 0; i < g->nparams; i++)
 		ad->needs[g->params[i]->id] = g->params[i]->param.requires_grad;
+	for (int i = 0; i < g->ninputs && g->train.input_grads; i++)
+		ad->needs[g->inputs[i]->id] = dtype_is_float(g->inputs[i]->dtype);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		for (int j = 0; j < n->nin && n->out; j++)
 			ad->needs[n->out->id] |= ad->needs[n->in[j]->id];
 	}
+}
+
+/* input_grads saves one step's gradients as that step computed them on
+ * the whole batch: what splits the step or scales its loss is refused. */
+static bool input_grads_ok(Compilation *c)
+{
+	const Graph *g = c->g;
+	const char *why = g->nstages > 1 ? "pipeline stages"
+	                : g->par.enable_ps ? "parameter servers"
+	                : g->train.micro_size > 1 || g->par.grad_accumulation_step > 1 ? "micro-batches"
+	                : g->train.loss_scale_kind != LS_NONE ? "a loss scale"
+	                : g->par.parallel_mode == PM_DATA_PARALLEL || g->par.parallel_mode == PM_HYBRID_PARALLEL
+	                        ? "data_parallel and hybrid_parallel (each device differentiates its own loss)"
+	                        : NULL;
+	if (g->train.input_grads && why)
+		diag_error(&c->diag, g->train.input_grads_loc, "input_grads is not supported with %s", why);
+	return !g->train.input_grads || !why;
+}
+
+/* A loss that no trainable parameter (nor, with input_grads, a float
+ * input) reaches has nothing to differentiate: MindSpore's forward-only
+ * nets (VirtualLoss without GradWrap) compile to their forward pass, as
+ * --infer does, with a warning saying so. True (c->infer set) then. */
+static bool forward_only(Compilation *c, AD *ad)
+{
+	Graph *g = c->g;
+	if (ad->needs[g->loss->id])
+		return false;
+	diag_warning(&c->diag, g->loss->loc,
+	             "the loss '%s' depends on no trainable parameter%s: netc builds the forward pass only (as "
+	             "--infer)%s", g->loss->name, g->train.input_grads ? " or float input" : "",
+	             g->train.input_grads ? "" : "; input_grads = true in the train block asks for the gradients "
+	                                         "with respect to the inputs");
+	c->infer = true;
+	return true;
 }
 
 /* `netc check` runs no autodiff, yet a model that differentiation will
@@ -570,8 +617,12 @@ bool autodiff_check(Compilation *c)
 	Graph *g = c->g;
 	if (c->infer || !g->loss)
 		return true;
+	if (!input_grads_ok(c))
+		return false;
 	AD ad = {.c = c, .g = g, .needs = ARENA_NEWN(g->arena, bool, g->nvalues)};
 	mark_needs(&ad);
+	if (forward_only(c, &ad))
+		return true;
 	bool *reach = ARENA_NEWN(g->arena, bool, g->nvalues);
 	reach[g->loss->id] = true;
 	for (int i = g->nnodes - 1; i >= 0; i--) {
@@ -613,8 +664,8 @@ bool pass_autodiff(Compilation *c)
 	ad.needs = ARENA_NEWN(g->arena, bool, nvalues);
 	mark_needs(&ad);
 	if (!ad.needs[g->loss->id]) {
-		diag_error(&c->diag, g->loss->loc, "the loss '%s' does not depend on any trainable parameter",
-		           g->loss->name);
+		diag_error(&c->diag, g->loss->loc, "the loss '%s' does not depend on any trainable parameter%s",
+		           g->loss->name, g->train.input_grads ? " or float input" : "");
 		return false;
 	}
 
@@ -629,6 +680,11 @@ bool pass_autodiff(Compilation *c)
 			continue;
 		ad.fwd = n;
 		grad_rule[n->op](&ad, n, ad.grad[n->out->id]);
+	}
+	for (int i = 0; i < g->ninputs && g->train.input_grads; i++) {
+		Value *x = g->inputs[i];
+		if ((x->grad = ad.needs[x->id] ? ad.grad[x->id] : NULL) && x->grad->def && !x->grad->grad_of)
+			x->grad->grad_of = x;
 	}
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];

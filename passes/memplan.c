@@ -96,6 +96,14 @@ static bool reads_accumulator(const Node *n, const Value *v)
  * where its producer runs). A value sent to another stage stays until the
  * slot is reused (its send may be in flight), as does the loss. Returns
  * the stage's workspace bytes. */
+/* train.input_grads: the inputs' gradients are saved after the step */
+static void keep_input_grads(const Graph *g, int *last)
+{
+	for (int i = 0; i < g->ninputs; i++)
+		if (g->inputs[i]->grad)
+			last[g->inputs[i]->grad->id] = g->nnodes;
+}
+
 /* Which pass of a stage runs node n: its phase and chunk. */
 static int pass_key(const Node *n) { return n->phase * 4096 + n->chunk; }
 
@@ -136,6 +144,7 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 	}
 	if (g->loss)
 		last[g->loss->id] = g->nnodes;
+	keep_input_grads(g, last);
 	FreeList fl = {0}, ft = {0}; /* the slot's region, the shared one */
 	int64_t high = 0, thigh = 0;
 	for (int i = 0; i < g->nnodes; i++) {
@@ -567,6 +576,7 @@ bool pass_memplan(Compilation *c)
 			if (last[n->in[j]->id] == i)
 				last[n->in[j]->id] = i + 1;
 	}
+	keep_input_grads(g, last);
 	/* a fused all-gather, or fused hand-written all-reduces, read their
 	 * members' inputs when the last member is reached, after the earlier
 	 * members' own positions */

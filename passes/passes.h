@@ -107,6 +107,9 @@ const char *pass_name(int i);
 /* Each pass: returns false after reporting errors through c->diag. */
 bool pass_micro(Compilation *c);
 bool pass_shapes(Compilation *c);
+/* MindSpore's operator forms netc runs as compositions (passes/lower_ms.c:
+ * layer_norm's begin_params_axis other than begin_norm_axis), after shapes */
+bool lower_ms_forms(Compilation *c);
 bool pass_fuse_attention(Compilation *c);
 bool pass_autodiff(Compilation *c);
 /* What pass_autodiff would reject, for `netc check`: an operator without a

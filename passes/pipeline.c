@@ -149,7 +149,7 @@ static void warn_unread_inputs(Compilation *c)
 
 bool pass_shapes(Compilation *c)
 {
-	if (!infer_shapes(c->g, &c->diag))
+	if (!infer_shapes(c->g, &c->diag) || !lower_ms_forms(c))
 		return false;
 	warn_unread_inputs(c);
 	return autodiff_check(c);

@@ -82,7 +82,7 @@ static void widen_node(Graph *g, Node *n)
 			/* the cast lays its input out as the reader wants it: a narrow
 			 * parameter keeps the split the user gave its reader */
 			if (n->ann.in_strategy.n > i)
-				c->ann.in_strategy = (Strategy){1, &n->ann.in_strategy.v[i], n->ann.in_strategy.loc};
+				c->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[i], .loc = n->ann.in_strategy.loc};
 			n->in[i] = c->out;
 			pos++;
 		}
@@ -221,7 +221,7 @@ bool pass_amp(Compilation *c)
 			if (!cache || !*cache) {
 				Node *k = cast(g, v, t, i, n);
 				if (n->ann.in_strategy.n > j)
-					k->ann.in_strategy = (Strategy){1, &n->ann.in_strategy.v[j], n->ann.in_strategy.loc};
+					k->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
 				i++;
 				if (cache)
 					*cache = k->out;

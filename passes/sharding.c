@@ -171,8 +171,8 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 		    !(c->to->def->phase == PH_BACKWARD && c->to->def->chunk != reader->chunk))
 			return c->to;
 	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
-	                                                   : redist_plan(S->cx.arena, v->layout, to, v->dtype,
-	                                                                 S->g->par.enable_alltoall);
+	                   : (reader->phase == PH_BACKWARD ? redist_plan_back : redist_plan)(
+	                             S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
 	if (!plan && (v->layout->ragged || to->ragged))
 		return v;
 	if (!plan) {
@@ -1126,6 +1126,20 @@ static void finish_loss(Sharder *S)
 	g->loss = v;
 }
 
+/* train.input_grads: each input's gradient ends in the input's own
+ * layout (summed where partial), the block of it this rank saves. */
+static void finish_input_grads(Sharder *S)
+{
+	Graph *g = S->g;
+	for (int i = 0; i < g->ninputs; i++) {
+		Value *x = g->inputs[i];
+		if (!x->grad || !x->grad->layout || layout_equiv(x->grad->layout, x->layout))
+			continue;
+		S->pos = g->nnodes;
+		x->grad = convert(S, x->grad, (Layout *)x->layout, x->grad->def ? x->grad->def : g->nodes[g->nnodes - 1]);
+	}
+}
+
 /* hybrid_parallel with loss_repeated_mean: a loss computed identically on
  * r devices contributes 1/r of the gradient from each. */
 static void scale_repeated_loss(Sharder *S)
@@ -1176,5 +1190,6 @@ bool pass_sharding(Compilation *c)
 			g->params[i]->layout = whole(&S, g->params[i]);
 	average_gradients(&S);
 	finish_loss(&S);
+	finish_input_grads(&S);
 	return c->diag.nerrors == 0;
 }

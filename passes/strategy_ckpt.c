@@ -15,6 +15,7 @@
 #include "ir/strategy.pb-c.h"
 #include "../ir/redistribute.h"
 #include "search_graph.h"
+#include "strategy_layout.h"
 
 /* The contents of a checkpoint, whichever the format. */
 typedef struct CkItem {
@@ -23,6 +24,8 @@ typedef struct CkItem {
 	int n;                 /* input strategies */
 	Shape *v;
 	Shape *out;            /* the output strategy (out_strategy); NULL: none */
+	const ExplicitLayout *lay; /* the inputs' layouts (MindSpore's Layout API); NULL: none */
+	int nlay;              /* JSON: how many the file gave (must be n) */
 } CkItem;
 
 typedef struct CkLayout {
@@ -101,7 +104,7 @@ static void collect(Compilation *c, Ckpt *k)
 		if (n->op == OP_SOFTMAX_CROSS_ENTROPY && s.n == 3)
 			s.n = 2;
 		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v,
-		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL};
+		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL, .lay = s.lay};
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
 	for (int i = 0; i < g->nparams; i++) {
@@ -128,7 +131,7 @@ static Node *find_node(Graph *g, const char **names, const char *name)
 
 static bool strategy_equal(const Strategy *a, const Strategy *b)
 {
-	if (a->n != b->n)
+	if (a->n != b->n || !strategy_layouts_same(a->lay, b->lay, a->n))
 		return false;
 	for (int j = 0; j < a->n; j++) {
 		if (a->v[j].rank != b->v[j].rank)
@@ -164,7 +167,8 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 		}
 		bool dims_ok = true;
 		for (int j = 0; j < it->n && dims_ok; j++)
-			if (it->v[j].rank != n->in[j]->shape.rank) {
+			if (it->v[j].rank != n->in[j]->shape.rank &&
+			    !(n->op == OP_ONE_HOT && it->v[j].rank == n->in[j]->shape.rank + 1)) { /* the output's form */
 				diag_error(d, n->loc, "%s: the strategy of '%s' gives input %d %d dimensions but '%s' has rank %d",
 				           path, it->name, j, it->v[j].rank, n->in[j]->name, n->in[j]->shape.rank);
 				dims_ok = ok = false;
@@ -185,7 +189,7 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			ok = false;
 			continue;
 		}
-		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc};
+		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc, .lay = it->lay};
 		ShardResult r;
 		if (!shard_node(&cx, n, &s, &r)) {
 			diag_error(d, n->loc, "%s: strategy %s of '%s' is invalid for this model with device_num = %" PRId64,
@@ -302,6 +306,10 @@ static bool write_proto(const Ckpt *k, FILE *f)
 			strs[i].n_out_strategy = 1;
 			strs[i].out_strategy = &ostp[i];
 		}
+		if (it->lay) {
+			strs[i].n_in_layout = (size_t)it->n;
+			strs[i].in_layout = strategy_layouts_pb(it->lay, it->n);
+		}
 		m.parallel_strategy_item[i] = &items[i];
 	}
 	int nl = k->nlayouts;
@@ -348,6 +356,8 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	mindspore__straspb__parallel_strategy_map__pack(&m, buf);
 	bool ok = fwrite(buf, 1, len, f) == len;
 	free(buf);
+	for (int i = 0; i < k->nitems; i++)
+		strategy_layouts_pb_free(strs[i].in_layout, (int)strs[i].n_in_layout);
 	free(m.parallel_strategy_item), free(items), free(strs), free(st), free(stp), free(dims);
 	free(ost), free(ostp), free(odims);
 	free(m.parallel_layout_item), free(li), free(ls), free(dm), free(dmp), free(tm), free(tmp);
@@ -390,6 +400,16 @@ static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *
 			for (size_t d = 0; d < ps->n_dim; d++)
 				it.out->d[d] = ps->dim[d];
 		}
+		ExplicitLayout *lay = NULL;
+		size_t nl = pi->parallel_strategys->n_in_layout;
+		if (ok && nl && (nl != (size_t)it.n ||
+		                 !strategy_layouts_from_pb(a, pi->parallel_strategys->in_layout, it.n, loc_none(), &lay, err,
+		                                           errlen))) {
+			if (nl != (size_t)it.n)
+				snprintf(err, errlen, "'%s': %zu input layouts for %d inputs", it.name, nl, it.n);
+			ok = false;
+		}
+		it.lay = lay;
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
 	for (size_t i = 0; i < m->n_parallel_layout_item && ok; i++) {
@@ -456,7 +476,10 @@ static bool write_json(const Ckpt *k, FILE *f)
 			fputs("], \"out_strategy\": [", f);
 			json_ints(f, it->out->d, it->out->rank);
 		}
-		fputs("]}", f);
+		fputc(']', f);
+		if (it->lay)
+			strategy_layouts_json(f, it->lay, it->n);
+		fputc('}', f);
 	}
 	fputs(k->nitems ? "\n  },\n  \"parallel_layout_item\": {" : "},\n  \"parallel_layout_item\": {", f);
 	for (int i = 0; i < k->nlayouts; i++) {
@@ -623,6 +646,86 @@ static void jobject(Jr *J, void (*member)(Jr *, const char *, void *), void *ctx
 		jfail(J, "expected '}'");
 }
 
+/* One InLayout object: {"dev_matrix": [...], "alias_name": [...], "tensor_map": [[...], ...]} */
+typedef struct JLay {
+	int ndev, nalias, rank;
+	int64_t dev[MAX_RANK];
+	const char **alias;
+	int64_t ms[MAX_RANK][MAX_RANK]; /* per dimension its axes, MindSpore's numbering */
+	int nms[MAX_RANK];
+} JLay;
+
+static void jlayout_member(Jr *J, const char *key, void *ctx)
+{
+	JLay *L = ctx;
+	if (!strcmp(key, "dev_matrix")) {
+		L->ndev = jints(J, L->dev, MAX_RANK);
+	} else if (!strcmp(key, "alias_name")) {
+		if (!jeat(J, '['))
+			return jfail(J, "expected the list of alias names");
+		if (!jeat(J, ']')) {
+			do {
+				const char *s = jstr(J);
+				if (L->nalias == MAX_RANK)
+					return jfail(J, "too many alias names");
+				L->alias[L->nalias++] = s;
+			} while (!J->failed && jeat(J, ','));
+			if (!jeat(J, ']'))
+				return jfail(J, "expected ']'");
+		}
+	} else if (!strcmp(key, "tensor_map")) {
+		if (!jeat(J, '['))
+			return jfail(J, "expected the tensor map (a list per dimension)");
+		if (jeat(J, ']'))
+			return;
+		do {
+			if (L->rank == MAX_RANK)
+				return jfail(J, "a layout maps too many dimensions");
+			L->nms[L->rank] = jints(J, L->ms[L->rank], MAX_RANK);
+			L->rank++;
+		} while (!J->failed && jeat(J, ','));
+		if (!jeat(J, ']'))
+			jfail(J, "expected ']'");
+	} else {
+		jskip(J);
+	}
+}
+
+static void jlayouts(Jr *J, CkItem *it)
+{
+	ExplicitLayout tmp[SHARD_MAX_INPUTS];
+	int n = 0;
+	if (!jeat(J, '['))
+		return jfail(J, "expected the list of input layouts");
+	if (!jeat(J, ']')) {
+		do {
+			if (n == SHARD_MAX_INPUTS)
+				return jfail(J, "too many input layouts");
+			memset(&tmp[n], 0, sizeof tmp[n]);
+			JLay L = {.alias = ARENA_NEWN(J->a, const char *, MAX_RANK)};
+			jobject(J, jlayout_member, &L);
+			if (J->failed)
+				return;
+			if (L.nalias != L.ndev)
+				return jfail(J, "a layout needs one alias name per device axis");
+			bool ok = strategy_layout_finish(&tmp[n], L.ndev, L.dev, L.alias, loc_none(), J->err, J->errlen);
+			for (int d = 0; d < L.rank && ok; d++)
+				ok = strategy_layout_map(&tmp[n], d, L.ms[d], L.nms[d], J->err, J->errlen);
+			if (!ok) {
+				J->failed = true;
+				return;
+			}
+			n++;
+		} while (!J->failed && jeat(J, ','));
+		if (!jeat(J, ']'))
+			return jfail(J, "expected ']'");
+	}
+	ExplicitLayout *xs = ARENA_NEWN(J->a, ExplicitLayout, n + 1);
+	memcpy(xs, tmp, sizeof(ExplicitLayout) * (size_t)n);
+	it->lay = xs;
+	it->nlay = n;
+}
+
 static void item_member(Jr *J, const char *key, void *ctx)
 {
 	CkItem *it = ctx;
@@ -646,6 +749,8 @@ static void item_member(Jr *J, const char *key, void *ctx)
 		it->n = n;
 		it->v = ARENA_NEWN(J->a, Shape, n + 1);
 		memcpy(it->v, tmp, sizeof(Shape) * (size_t)n);
+	} else if (strcmp(key, "in_layout") == 0) {
+		jlayouts(J, it);
 	} else if (strcmp(key, "out_strategy") == 0) {
 		if (!jeat(J, '['))
 			return jfail(J, "expected the list of output strategies");
@@ -684,6 +789,8 @@ static void items_member(Jr *J, const char *key, void *ctx)
 	Ckpt *k = ctx;
 	CkItem it = {.name = key};
 	jobject(J, item_member, &it);
+	if (it.lay && it.nlay != it.n)
+		jfail(J, "an operator's in_layout must give one layout per input strategy");
 	VEC_PUSH(J->a, k->items, k->nitems, k->capitems, it);
 }
 

@@ -38,6 +38,19 @@ static int64_t numel(int rank, const int64_t *dims, uint64_t skip_mask)
 	return n;
 }
 
+/* The offset in x [xdims] of element i of the strided slice [ydims]. */
+static int64_t strided_at(int rank, const int64_t *xdims, const int64_t *begin, const int64_t *stride,
+                          const int64_t *ydims, int64_t i)
+{
+	int64_t off = 0, scale = 1;
+	for (int d = rank - 1; d >= 0; d--) {
+		off += (begin[d] + i % ydims[d] * stride[d]) * scale;
+		i /= ydims[d];
+		scale *= xdims[d];
+	}
+	return off;
+}
+
 #define OPS_KERNEL_DEFS(T, S)                                                                        \
 	void nrt_reduce_max_##S(int rank, const int64_t *xdims, uint64_t axes_mask, const T *x, T *y)  \
 	{                                                                                            \
@@ -97,6 +110,22 @@ static int64_t numel(int rank, const int64_t *dims, uint64_t skip_mask)
 				for (int64_t c = 0; c < inner; c++)                                  \
 					xr[c] += dr[c];                                              \
 			}                                                                            \
+	}                                                                                            \
+	void nrt_strided_slice_##S(int rank, const int64_t *xdims, const int64_t *begin,               \
+	                           const int64_t *stride, const int64_t *ydims, const T *x, T *y)     \
+	{                                                                                            \
+		int64_t ny = numel(rank, ydims, 0);                                                  \
+		for (int64_t i = 0; i < ny; i++)                                                     \
+			y[i] = x[strided_at(rank, xdims, begin, stride, ydims, i)];                  \
+	}                                                                                            \
+	void nrt_strided_slice_grad_##S(int rank, const int64_t *xdims, const int64_t *begin,          \
+	                                const int64_t *stride, const int64_t *ydims, const T *dy,      \
+	                                T *dx)                                                       \
+	{                                                                                            \
+		memset(dx, 0, sizeof *dx * (size_t)numel(rank, xdims, 0));                          \
+		int64_t ny = numel(rank, ydims, 0);                                                  \
+		for (int64_t i = 0; i < ny; i++)                                                     \
+			dx[strided_at(rank, xdims, begin, stride, ydims, i)] = dy[i];                \
 	}
 
 OPS_KERNEL_DEFS(float, f32)

@@ -1,5 +1,5 @@
 /* Kernels of the operators issue 30 adds (reduce_max and its gradient's
- * mask, one_hot, gather on an axis), in f32 (_f32) and f64 (_f64), row-major. The CPU
+ * mask, one_hot, gather on an axis, strided_slice), in f32 (_f32) and f64 (_f64), row-major. The CPU
  * kernels are runtime/ops_kernels.c, the CUDA twins runtime/cuda/ops.cu. */
 #ifndef NETRT_OPS_KERNELS_H
 #define NETRT_OPS_KERNELS_H
@@ -29,7 +29,17 @@
 	 * added at ids[i], in order of i (ids outside [0, n) dropped)          */\
 	void nrt_gather_grad_##S(int64_t outer, int64_t n, int64_t inner,         \
 	                         int64_t nids, const void *ids, bool ids64,        \
-	                         const T *dy, T *dx);
+	                         const T *dy, T *dx);                             \
+	/* y [ydims] = x [xdims] at begin[d] + i * stride[d] along each dim d   \
+	 * (strided_slice; stride > 0, the positions inside x)                  */\
+	void nrt_strided_slice_##S(int rank, const int64_t *xdims,                 \
+	                           const int64_t *begin, const int64_t *stride,    \
+	                           const int64_t *ydims, const T *x, T *y);        \
+	/* dx [xdims] = 0, then dy [ydims] at those positions (they are         \
+	 * distinct: no sums)                                                   */\
+	void nrt_strided_slice_grad_##S(int rank, const int64_t *xdims,            \
+	                                const int64_t *begin, const int64_t *stride, \
+	                                const int64_t *ydims, const T *dy, T *dx);
 
 NRT_OPS_KERNEL_DECLS(float, f32)
 NRT_OPS_KERNEL_DECLS(double, f64)

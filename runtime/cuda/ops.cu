@@ -1,4 +1,4 @@
-/* reduce_max, its gradient's mask, one_hot and gather on the GPU (contract:
+/* reduce_max, its gradient's mask, one_hot, gather and strided_slice on the GPU (contract:
  * runtime/ops_kernels.h; the CPU twins are runtime/ops_kernels.c).
  * reduce_max is one thread per output walking its reduced elements in
  * the CPU's order (the maximum is exact, so order only decides which NaN
@@ -154,6 +154,52 @@ static void max_mask(int rank, const int64_t *xdims, const int64_t *mdims, const
 	NRT_CUDA_LAUNCH_CHECK("max_mask");
 }
 
+/* strided_slice: element i of y (dims yd, innermost first) is x's at
+ * sum (begin + c * stride) * xs over its coordinates c */
+struct SliceGeo {
+	int rank;
+	int64_t yd[NRT_MAX_RANK], b[NRT_MAX_RANK], st[NRT_MAX_RANK], xs[NRT_MAX_RANK];
+	int64_t ny, nx;
+};
+
+static SliceGeo slice_geo(int rank, const int64_t *xdims, const int64_t *begin, const int64_t *stride,
+                          const int64_t *ydims)
+{
+	if (rank > NRT_MAX_RANK)
+		nrt_fatal("kernel strided_slice: rank %d over %d", rank, NRT_MAX_RANK);
+	SliceGeo g = {};
+	g.rank = rank;
+	g.ny = g.nx = 1;
+	int64_t xs = 1;
+	for (int d = rank - 1, k = 0; d >= 0; d--, k++) {
+		g.yd[k] = ydims[d], g.b[k] = begin[d], g.st[k] = stride[d], g.xs[k] = xs;
+		xs *= xdims[d];
+		g.ny *= ydims[d], g.nx *= xdims[d];
+	}
+	return g;
+}
+
+__device__ inline int64_t slice_at(const SliceGeo &g, int64_t i)
+{
+	int64_t off = 0;
+	for (int k = 0; k < g.rank; k++) {
+		off += (g.b[k] + i % g.yd[k] * g.st[k]) * g.xs[k];
+		i /= g.yd[k];
+	}
+	return off;
+}
+
+template <typename T> __global__ void k_strided_slice(SliceGeo g, const T *x, T *y)
+{
+	NRT_GRID_LOOP(i, g.ny) y[i] = x[slice_at(g, i)];
+}
+
+/* the positions are distinct: one thread per element of dy, no atomics */
+template <typename T> __global__ void k_strided_slice_grad(SliceGeo g, const T *dy, T *dx)
+{
+	NRT_GRID_LOOP(i, g.ny) dx[slice_at(g, i)] = dy[i];
+}
+
 } // namespace nrtk
 
 #define NRT_OPS_DEFS(T, S)                                                                                        \
@@ -192,6 +238,29 @@ static void max_mask(int rank, const int64_t *xdims, const int64_t *mdims, const
 		nrtk::k_gather_grad<T><<<nrtk::grid_for(outer * inner), nrtk::kThreads, 0, nrt_cuda_stream()>>>(  \
 			outer, n, inner, nids, ids, ids64, dy, dx);                                               \
 		NRT_CUDA_LAUNCH_CHECK("gather_grad");                                                             \
+	}                                                                                                         \
+	extern "C" void nrt_strided_slice_##S(int rank, const int64_t *xdims, const int64_t *begin,               \
+	                                      const int64_t *stride, const int64_t *ydims, const T *x, T *y)     \
+	{                                                                                                         \
+		nrtk::SliceGeo g = nrtk::slice_geo(rank, xdims, begin, stride, ydims);                            \
+		if (g.ny <= 0)                                                                                    \
+			return;                                                                                   \
+		nrtk::k_strided_slice<T><<<nrtk::grid_for(g.ny), nrtk::kThreads, 0, nrt_cuda_stream()>>>(g, x, y); \
+		NRT_CUDA_LAUNCH_CHECK("strided_slice");                                                           \
+	}                                                                                                         \
+	extern "C" void nrt_strided_slice_grad_##S(int rank, const int64_t *xdims, const int64_t *begin,          \
+	                                           const int64_t *stride, const int64_t *ydims, const T *dy,      \
+	                                           T *dx)                                                         \
+	{                                                                                                         \
+		nrtk::SliceGeo g = nrtk::slice_geo(rank, xdims, begin, stride, ydims);                            \
+		if (g.nx <= 0)                                                                                    \
+			return;                                                                                   \
+		NRT_CUDA_CHECK(cudaMemsetAsync(dx, 0, sizeof(T) * (size_t)g.nx, nrt_cuda_stream()));              \
+		if (g.ny > 0) {                                                                                   \
+			nrtk::k_strided_slice_grad<T><<<nrtk::grid_for(g.ny), nrtk::kThreads, 0,                  \
+			                                nrt_cuda_stream()>>>(g, dy, dx);                          \
+			NRT_CUDA_LAUNCH_CHECK("strided_slice_grad");                                              \
+		}                                                                                                 \
 	}
 NRT_OPS_DEFS(float, f32)
 NRT_OPS_DEFS(double, f64)

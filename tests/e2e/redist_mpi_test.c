@@ -1,6 +1,7 @@
 /* Tensor redistribution under MPI (tests/e2e/test_redist_mpi.sh runs it at
  * 4, 6 and 8 ranks): for every layout pair of this world size, plan with
- * redist_plan (with and without AllToAll), execute the plan step by step
+ * redist_plan_back (the backward's planner: redist_plan's plan, or the way
+ * back run in reverse where cheaper; with and without AllToAll), execute the plan step by step
  * with libnetrt's dim collectives (a small interpreter), and check that
  * every rank ends with exactly its `to` block. Partial layouts start from
  * shares that sum to the values. Rank 0 prints "redist_mpi_test: N passed,
@@ -194,7 +195,7 @@ static void run_case(size_t k, bool a2a)
 	const Case *c = &cases[k];
 	Arena a = {0};
 	Layout *from = mk(&a, c, &c->from), *to = mk(&a, c, &c->to);
-	RedistPlan *p = from && to ? redist_plan(&a, from, to, DT_F32, a2a) : NULL;
+	RedistPlan *p = from && to ? redist_plan_back(&a, from, to, DT_F32, a2a) : NULL;
 	check(p != NULL, "%s: no plan", c->name);
 	if (p) {
 		if (me == 0)
@@ -246,7 +247,7 @@ static int emit_all(const char *path)
 		for (int a2a = 0; a2a < 2; a2a++) {
 			const Case *c = &cases[k];
 			Layout *from = mk(&a, c, &c->from), *to = mk(&a, c, &c->to);
-			RedistPlan *p = redist_plan(&a, from, to, DT_F32, a2a);
+			RedistPlan *p = redist_plan_back(&a, from, to, DT_F32, a2a);
 			if (!p)
 				continue;
 			scratch[k][a2a] = p->scratch_elems;

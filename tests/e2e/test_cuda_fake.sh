@@ -115,6 +115,8 @@ case_ llama 8 NETC_COMM=host -- samples/llama.net
 # all-reduce through NCCL), one_hot, casts to bf16, gather on axis 1
 case_ reduce_max 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/reduce_max.net
 case_ one_hot_cast 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_cast.net
+# one_hot with its classes split 2 ways: the kernel from a nonzero class
+case_ one_hot_classes 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_classes.net
 case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # convolutional networks (issue 24): conv2d, pools and their gradients on

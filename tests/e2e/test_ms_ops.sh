@@ -5,10 +5,14 @@
 #   - reduce_max: tests/ut/python/parallel/test_reduce_method_info.py
 #     (test_reduce_max*): rows split, the reduced axis split (the parts'
 #     maxima all-reduced with MAX, the gradient's tie count summed), both;
-#   - one_hot: test_onehot.py (ids split over the batch, classes whole);
+#   - one_hot: test_onehot.py (ids split over the batch, classes whole;
+#     and in MindSpore's form, the output's (batch, classes), the classes
+#     split too);
 #   - cast: test_cast.py / test_auto_parallel_cast.py (split elementwise);
 #   - gather on axis 1: test_gather_v2.py (params split on their other
 #     dims, the indices split; the gathered axis whole);
+#   - strided_slice: test_stridedslice.py (split dims taken whole, a split
+#     sliced dim refused, located);
 #     a cast to bf16 must change the run (it rounds), checked against the
 #     model without the casts;
 #   - reduce_max's gradient at ties: shared equally among the maxima, as
@@ -76,6 +80,20 @@ equal() {
 	fi
 }
 
+# says NAME RC PATTERN netc-arguments...
+says() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
+		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-140))"
+	else
+		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
+		head -6 "$work/out" | sed 's/^/     | /'
+	fi
+}
+
 echo "== reduce_max (test_reduce_method_info.py)"
 variant $M/reduce_max.net rm_ref
 go rm_ref 1 20 "$work/rm_ref.net" -D parallel_mode=stand_alone || bad "reduce_max reference"
@@ -105,6 +123,59 @@ if go oh_nocast 1 20 "$work/oh_nocast.net" -D parallel_mode=stand_alone && ! sam
 else
 	bad "cast to bf16 has no effect (or the build failed)"
 fi
+
+echo "== one_hot's classes split (test_onehot.py: model, batch and hybrid parallel)"
+variant $M/one_hot_classes.net ohc_ref
+go ohc_ref 1 20 "$work/ohc_ref.net" -D parallel_mode=stand_alone || bad "one_hot classes reference"
+for s in 1,4 2,2 4,1; do
+	variant $M/one_hot_classes.net "ohc_$s" OA="${s%,*}" OC="${s#*,}"
+	if go "ohc_$s" 4 20 "$work/ohc_$s.net"; then
+		equal "one_hot ((${s}),) (batch, classes) on 4 devices = stand-alone" ohc_ref "ohc_$s"
+	else
+		bad "one_hot ((${s}),): build or run failed"
+	fi
+done
+
+echo "== layer_norm's begin_params_axis before begin_norm_axis (test_layer_norm.py)"
+# the reference: stand-alone, the same model written out as MindSpore's
+# LayerNorm defines it (normalised, times gamma, plus beta, broadcast);
+# bit for bit; then 4 devices under four strategies against stand-alone
+L=$M/layer_norm_params.net
+sed 's/^h = layer_norm.*/param one: f32[8] = ones [requires_grad = false]\
+param zero: f32[8] = zeros [requires_grad = false]\
+h = add(mul(layer_norm(x, one, zero, begin_norm_axis = 2), g), b)/' $L >"$work/lnp_hand.net"
+if go lnp_ref 1 10 $L -D parallel_mode=stand_alone && go lnp_hand 1 10 "$work/lnp_hand.net" -D parallel_mode=stand_alone &&
+	"$B/tools/stcompare" "$work/lnp_ref.st" "$work/lnp_hand.st" --skip-prefix one --skip-prefix zero --rtol 0 --atol 0 \
+		>"$work/cmp" 2>&1; then
+	ok "begin_params_axis = 1, begin_norm_axis = 2: as normalised * gamma + beta written out, bit for bit"
+else
+	bad "begin_params_axis = 1: differs from normalised * gamma + beta written out"
+fi
+for s in 2,2 4,1 1,4; do
+	variant $L "lnp_$s" LA="${s%,*}" LB="${s#*,}"
+	if go "lnp_$s" 4 10 "$work/lnp_$s.net"; then
+		equal "layer_norm begin_params_axis ((${s}, 1), ...) on 4 devices = stand-alone" lnp_ref "lnp_$s"
+	else
+		bad "layer_norm begin_params_axis (${s}): build or run failed"
+	fi
+done
+
+echo "== strided_slice (test_stridedslice.py)"
+variant $M/strided_slice.net ss_ref
+go ss_ref 1 20 "$work/ss_ref.net" -D parallel_mode=stand_alone || bad "strided_slice reference"
+for s in 2,1 4,1 2,2 1,4; do
+	variant $M/strided_slice.net "ss_$s" SA="${s%,*}" SB="${s#*,}"
+	if go "ss_$s" 4 20 "$work/ss_$s.net"; then
+		equal "strided_slice ((${s%,*}, 1, ${s#*,}),) on 4 devices = stand-alone" ss_ref "ss_$s"
+	else
+		bad "strided_slice (${s}): build or run failed"
+	fi
+done
+sed 's/strides = (1, 2, 1)/strides = (1, 2, 2)/; s/^t: .*//; s/input t: f32\[16, 5, 8\]/input t: f32[16, 5, 4]/' \
+	$M/strided_slice.net >"$work/ss_bad.net"
+says "a split dimension strided_slice does not take whole: located error" 1 \
+	"ss_bad.net:17:81: error: strided_slice: invalid strategy \\(\\(2, 1, 2\\),\\): dimension 2 is split 2 ways but strided_slice takes \\[0:8:2\\] of it" \
+	check "$work/ss_bad.net" -D SB=2
 
 echo "== gather on axis 1 (test_gather_v2.py)"
 variant $M/gather.net g_ref
@@ -160,19 +231,6 @@ param w: f32[32, 8] = xavier_uniform
 loss = mse_loss(relu(matmul(x, w)), t)
 train { optimizer = sgd(lr = 0.1)  loss = loss }
 NET
-# says NAME RC PATTERN netc-arguments...
-says() {
-	local name=$1 want=$2 pat=$3 rc
-	shift 3
-	timeout "$TMO" "$NETC" "$@" >"$work/out" 2>&1
-	rc=$?
-	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$work/out"; then
-		ok "$name ($(grep -Em1 -- "$pat" "$work/out" | cut -c1-140))"
-	else
-		bad "$name: exit $rc (want $want), wanted /$pat/ in:"
-		head -6 "$work/out" | sed 's/^/     | /'
-	fi
-}
 says "elementwise_op_strategy_follow: located warning" 0 \
 	"algo.net:5:59: warning: elementwise_op_strategy_follow = true has no effect" check "$work/algo.net"
 says "dp_algo_single_loop: located warning" 0 "algo.net:5:87: warning: dp_algo_single_loop has no effect" \
@@ -197,6 +255,164 @@ if go algo 4 5 "$work/algo.net" && go algo_ref 1 5 "$work/algo.net" -D parallel_
 else
 	bad "auto_parallel with set_algo_parameters: build or run failed"
 fi
+
+echo "== MindSpore's Layout API (test_layout_extend.py), 8 devices"
+# the matmul's two input layouts: MindSpore's test_layout_extend_base, the
+# axes in another order than the dimensions, a dimension over two aliases
+# (test_layout_extend_reduce_axis_multi_shard's), "None" inside a tuple
+# (..._including_reduce_axis_none); each trains equal to stand-alone and
+# its inputs have the stated layouts (MindSpore's map numbering, axes from
+# the right; two aliases that split one dimension merge into one axis)
+go lay_ref 1 20 $M/layout_matmul.net -D parallel_mode=stand_alone || bad "layout reference"
+# lay NAME LAYOUTS X-LAYOUT W-LAYOUT
+lay() {
+	local name=$1 l=$2 wx=$3 ww=$4 xin
+	sed "s/^h = matmul(x, w).shard(.*/h = matmul(x, w).shard(($l))/" $M/layout_matmul.net >"$work/lay_$name.net"
+	"$NETC" dump "$work/lay_$name.net" --dump-after=sharding >"$work/lay_$name.dump" 2>&1
+	# the matmul reads x (redistributed) and w as the layouts say
+	xin=$(sed -n 's/^  h: .* = matmul(\([^,]*\), \([^,)]*\)).*/\1 \2/p' "$work/lay_$name.dump")
+	if grep -Fq "${xin% *}: f32[16, 32]" "$work/lay_$name.dump" &&
+		grep -F "  ${xin% *}: f32[16, 32]" "$work/lay_$name.dump" | grep -Fq "layout($wx " &&
+		grep -F "${xin#* }: f32[32, 8]" "$work/lay_$name.dump" | grep -Fq "layout($ww "; then
+		ok "layouts ($l): x and w laid out as stated"
+	else
+		bad "layouts ($l): x or w ($xin) not laid out as stated ($wx; $ww)"
+		grep -F -e "${xin% *}: f32" -e "${xin#* }: f32" "$work/lay_$name.dump" | head -3 | sed 's/^/     | /'
+	fi
+	if go "lay_$name" 8 20 "$work/lay_$name.net"; then
+		equal "layouts ($l) on 8 devices = stand-alone" lay_ref "lay_$name"
+	else
+		bad "layouts ($l): build or run failed"
+	fi
+}
+lay base 'layout("dp", "sp"), layout("sp", "mp")' 'dev [2, 2, 2] map [2, 1]' 'dev [2, 2, 2] map [1, 0]'
+lay order 'layout("mp", "dp"), layout("dp", "sp")' 'dev [2, 2, 2] map [0, 2]' 'dev [2, 2, 2] map [2, 1]'
+lay two 'layout("dp", ("sp", "mp")), layout(("sp", "mp"), "None")' 'dev [2, 4] map [1, 0]' 'dev [2, 4] map [0, -1]'
+lay none 'layout("dp", ("sp", "None")), layout(("sp", "None"), "mp")' 'dev [2, 2, 2] map [2, 1]' \
+	'dev [2, 2, 2] map [1, 0]'
+# layouts on an elementwise operator and a broadcast one (test_layout_
+# extend.py's GeLU net, here with the axes swapped: rows by "mp")
+cat >"$work/lay_gelu.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+input x: f32[16, 8]
+input t: f32[16, 8]
+param w: f32[8, 8] = xavier_uniform
+param b: f32[8] = zeros
+layout = Layout((2, 2), ("dp", "mp"))
+h = matmul(x, w)
+g = gelu(h).shard((layout("mp", "dp"),))
+y = add(g, b).shard((layout("dp", "mp"), layout("mp")))
+loss = mse_loss(y, t)
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+"$NETC" dump "$work/lay_gelu.net" --dump-after=sharding >"$work/lay_gelu.dump" 2>&1
+if grep -Eq '^  g: .* = gelu\(.*layout\(dev \[2, 2\] map \[0, 1\] ' "$work/lay_gelu.dump" &&
+	go lay_gelu_ref 1 10 "$work/lay_gelu.net" -D parallel_mode=stand_alone && go lay_gelu 4 10 "$work/lay_gelu.net"; then
+	equal "gelu on layout(\"mp\", \"dp\"), add on layout(\"dp\", \"mp\") and layout(\"mp\") = stand-alone" lay_gelu_ref lay_gelu
+else
+	bad "gelu/add with layouts: not laid out as stated, or build or run failed"
+fi
+# a strategy checkpoint keeps the layouts (test_strategy_checkpoint.py's
+# save then load, here with layouts): the model without the shard, loaded
+# from it, lays the matmul out as the one with it did; the checkpoint with
+# its in_layout dropped gives the rule's own layouts (other ranks)
+sed 's/^h = matmul(x, w).shard(.*/h = matmul(x, w)/' $M/layout_matmul.net >"$work/lay_plain.net"
+picked() { grep -E '^  (x\.r[0-9]+: f32\[16, 32\]|param w:|h: )' "$1"; }
+picked "$work/lay_order.dump" >"$work/lay_order.want"
+for fmt in json ckpt; do
+	"$NETC" check "$work/lay_order.net" -D "strategy_ckpt_config={save_file = \"$work/lay.$fmt\"}" >/dev/null 2>&1
+	"$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/lay.$fmt\"}" \
+		--dump-after=sharding >"$work/lay_load.dump" 2>&1
+	picked "$work/lay_load.dump" >"$work/lay_load.got"
+	if [ -s "$work/lay_order.want" ] && cmp -s "$work/lay_order.want" "$work/lay_load.got"; then
+		ok "strategy checkpoint ($fmt) saves and loads the layouts"
+	else
+		bad "strategy checkpoint ($fmt): loaded layouts differ"
+		diff "$work/lay_order.want" "$work/lay_load.got" | head -4 | sed 's/^/     | /'
+	fi
+done
+# the backward's redistribution is the reverse of the forward's (MindSpore
+# derives each redistribution operator's bprop from the forward's,
+# tensor_redistribution_test.cc): h is reduce-scattered into rows for the
+# relu (128 bytes), and its gradient goes back to h's [2, 1, 2] blocks for
+# 128 bytes too, where the planner alone gathered 192; the program's
+# --comm-stats counts the step's total (1095 bytes before, 1031 now)
+"$NETC" explain "$work/lay_base.net" >"$work/lay_base.explain" 2>&1
+fb=$(sed -n 's/^ *comm h -> h\.r[0-9]*: .* \([0-9]*\) bytes,.*/\1/p' "$work/lay_base.explain" | head -1)
+bb=$(sed -n 's/^ *comm grad(h) -> .* \([0-9]*\) bytes,.*/\1/p' "$work/lay_base.explain" | head -1)
+if [ -n "$fb" ] && [ -n "$bb" ] && [ "$bb" -le "$fb" ]; then
+	ok "grad(h) moves back for $bb bytes, no more than h's forward $fb"
+else
+	bad "grad(h) moves back for ${bb:-?} bytes, more than h's forward ${fb:-?}"
+fi
+if timeout "$TMO" "$MPIRUN" -np 8 "$work/lay_base" --steps 1 --quiet --comm-stats >"$work/lay_stats" 2>&1 &&
+	grep -q "^comm per step: .*, 1031 bytes$" "$work/lay_stats"; then
+	ok "--comm-stats: 1031 bytes a step (1095 with the backward planned on its own)"
+else
+	bad "--comm-stats: not 1031 bytes a step"
+	head -2 "$work/lay_stats" | sed 's/^/     | /'
+fi
+sed 's/, "in_layout": \[.*\]}/}/' "$work/lay.json" >"$work/lay_nolayout.json"
+"$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/lay_nolayout.json\"}" \
+	--dump-after=sharding 2>/dev/null | picked /dev/stdin >"$work/lay_load.got"
+if ! cmp -s "$work/lay_order.want" "$work/lay_load.got"; then
+	ok "without its in_layout the checkpoint lays the matmul out otherwise (the check can fail)"
+else
+	bad "the checkpoint without in_layout gives the same layouts: the check above proves nothing"
+fi
+
+echo "== nets without trainable parameters (test_two_matmul.py's GradWrap/VirtualLoss)"
+# as written: the forward pass only, with a located warning, its losses
+# equal to stand-alone's; with input_grads = true the gradient with
+# respect to x is saved as grad.x, equal to stand-alone's
+G=$M/two_matmul_grads.net
+says "no trainable parameter: forward only, located warning" 0 \
+	"two_matmul_grads.net:17:8: warning: the loss 'loss' depends on no trainable parameter: netc builds the forward pass only" \
+	check "$G"
+if go fo_ref 1 3 "$G" -D parallel_mode=stand_alone && go fo 8 3 "$G" &&
+	"$B/tools/losscompare" "$work/fo_ref.csv" "$work/fo.csv" --rtol 1e-5 --atol 1.1e-6 >"$work/cmp" 2>&1; then
+	ok "forward only on 8 devices: losses = stand-alone"
+else
+	bad "forward only on 8 devices: build, run or losses"
+fi
+sed 's/^train { loss = loss }/train { loss = loss  input_grads = true }/' "$G" >"$work/ig.net"
+if go ig_ref 1 3 "$work/ig.net" -D parallel_mode=stand_alone && go ig 8 3 "$work/ig.net"; then
+	equal "input_grads on 8 devices: grad.x = stand-alone's" ig_ref ig
+else
+	bad "input_grads on 8 devices: build or run failed"
+fi
+# against a reference that is not an input gradient: for loss = sum(x * y)
+# d loss / d x is y, which one SGD step (lr 1) from zero puts into a
+# parameter of loss = -sum(p * y) (stand-alone; renamed grad.x to compare)
+cat >"$work/gx.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+input y: f32[16, 32]
+input x: f32[16, 32]
+loss = reduce_sum(mul(x, y).shard(((2, 2), (2, 2))))
+train { loss = loss  input_grads = true }
+NET
+cat >"$work/gy.net" <<'NET'
+input y: f32[16, 32]
+param grad_x: f32[16, 32] = zeros
+loss = reduce_sum(mul(grad_x, y)) * -1.0
+train { loss = loss  optimizer = sgd(lr = 1.0) }
+NET
+if go gx 4 1 "$work/gx.net" && go gy 1 1 "$work/gy.net" &&
+	LC_ALL=C sed 's/"grad_x"/"grad.x"/' "$work/gy.st" >"$work/gy2.st" &&
+	"$B/tools/stcompare" "$work/gx.st" "$work/gy2.st" --skip-prefix grad.y --rtol 1e-6 --atol 1e-7 >"$work/cmp" 2>&1; then
+	ok "grad.x of sum(x * y) on 4 devices is y (as one SGD step writes it)"
+else
+	bad "grad.x of sum(x * y) is not y"
+	tail -2 "$work/cmp" | sed 's/^/     | /'
+fi
+says "input_grads with micro-batches: located error" 1 \
+	"ig.net:18:36: error: input_grads is not supported with micro-batches" check "$work/ig.net" -D train.micro_size=2
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

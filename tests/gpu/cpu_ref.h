@@ -291,7 +291,7 @@ NRT_NN_KERNEL_DECLS(double, f64)
 #undef nrt_rope_grad_f32
 #undef nrt_rope_grad_f64
 
-/* reduce_max, max_mask, one_hot, gather (runtime/ops_kernels.h, issue 30) */
+/* reduce_max, max_mask, one_hot, gather, strided_slice (runtime/ops_kernels.h, issue 30) */
 #define nrt_gather_f32 cpu_nrt_gather_f32
 #define nrt_gather_f64 cpu_nrt_gather_f64
 #define nrt_gather_grad_f32 cpu_nrt_gather_grad_f32
@@ -302,6 +302,10 @@ NRT_NN_KERNEL_DECLS(double, f64)
 #define nrt_max_mask_f64 cpu_nrt_max_mask_f64
 #define nrt_one_hot_f32 cpu_nrt_one_hot_f32
 #define nrt_one_hot_f64 cpu_nrt_one_hot_f64
+#define nrt_strided_slice_f32 cpu_nrt_strided_slice_f32
+#define nrt_strided_slice_f64 cpu_nrt_strided_slice_f64
+#define nrt_strided_slice_grad_f32 cpu_nrt_strided_slice_grad_f32
+#define nrt_strided_slice_grad_f64 cpu_nrt_strided_slice_grad_f64
 NRT_OPS_KERNEL_DECLS(float, f32)
 NRT_OPS_KERNEL_DECLS(double, f64)
 #undef nrt_gather_f32
@@ -314,6 +318,10 @@ NRT_OPS_KERNEL_DECLS(double, f64)
 #undef nrt_max_mask_f64
 #undef nrt_one_hot_f32
 #undef nrt_one_hot_f64
+#undef nrt_strided_slice_f32
+#undef nrt_strided_slice_f64
+#undef nrt_strided_slice_grad_f32
+#undef nrt_strided_slice_grad_f64
 void cpu_nrt_f32_to_f16(int64_t n, const float *x, uint16_t *y);
 void cpu_nrt_f16_to_f32(int64_t n, const uint16_t *x, float *y);
 void cpu_nrt_f32_to_bf16(int64_t n, const float *x, uint16_t *y);

@@ -1046,7 +1046,22 @@ static void FN(test_ms_ops)(void)
 	void *gids = up(ids, sizeof ids);
 	FN(nrt_one_hot)(37, 9, 0, gids, false, 2.5, -1, gy), FN(cpu_nrt_one_hot)(37, 9, 0, ids, false, 2.5, -1, y);
 	FN(cmp)("one_hot [37] depth 9", gy, y, 37 * 9, 0);
+	/* one device's block of split classes: 3 from class 3 (col_offset) */
+	FN(nrt_one_hot)(37, 3, 3, gids, false, 2.5, -1, gy), FN(cpu_nrt_one_hot)(37, 3, 3, ids, false, 2.5, -1, y);
+	FN(cmp)("one_hot [37] classes 3..5 of 9", gy, y, 37 * 3, 0);
 	free_all();
+	/* strided_slice of [6, 7, 5] at [1:6:2, 0:7:3, 4:5] and its gradient */
+	{
+		const int64_t xd[3] = {6, 7, 5}, b[3] = {1, 0, 4}, st[3] = {2, 3, 1}, yd[3] = {3, 3, 1};
+		T *sx = FN(hrand)(210, -1, 1), *sy = FN(hrand)(9, 0, 1), *sgy = FN(dev)(sy, 9);
+		FN(nrt_strided_slice)(3, xd, b, st, yd, FN(dev)(sx, 210), sgy), FN(cpu_nrt_strided_slice)(3, xd, b, st, yd, sx, sy);
+		FN(cmp)("strided_slice [6,7,5] -> [3,3,1]", sgy, sy, 9, 0);
+		T *sdx = FN(hrand)(210, 0, 1), *sgdx = FN(dev)(sdx, 210);
+		FN(nrt_strided_slice_grad)(3, xd, b, st, yd, FN(dev)(sy, 9), sgdx);
+		FN(cpu_nrt_strided_slice_grad)(3, xd, b, st, yd, sy, sdx);
+		FN(cmp)("strided_slice_grad [3,3,1] -> [6,7,5]", sgdx, sdx, 210, 0);
+		free_all();
+	}
 	/* gather on the middle of x [3, 9, 5] by the same ids (repeats, some
 	 * outside), and its gradient's in-order sums */
 	T *x = FN(hrand)(3 * 9 * 5, -1, 1), *g = FN(hrand)(3 * 37 * 5, 0, 1), *dy = FN(hrand)(3 * 37 * 5, -1, 1);

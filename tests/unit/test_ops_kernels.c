@@ -98,3 +98,25 @@ Test(ops_kernels, gather_and_its_gradient)
 	for (int i = 0; i < 12; i++)
 		cr_expect_eq(dx[i], wantdx[i], "dx[%d] = %g, want %g", i, dx[i], wantdx[i]);
 }
+
+/* strided_slice of x [3, 5] = 0..14, rows 1.. and every second column
+ * (MindSpore's x[1:3, 0:5:2]), and its gradient: the values back in
+ * place, zeros elsewhere. */
+Test(ops_kernels, strided_slice_and_grad)
+{
+	double x[15], y[6], dx[15];
+	for (int i = 0; i < 15; i++)
+		x[i] = i;
+	const int64_t xd[2] = {3, 5}, b[2] = {1, 0}, s[2] = {1, 2}, yd[2] = {2, 3};
+	nrt_strided_slice_f64(2, xd, b, s, yd, x, y);
+	const double want[6] = {5, 7, 9, 10, 12, 14};
+	for (int i = 0; i < 6; i++)
+		cr_expect_eq(y[i], want[i], "y[%d] = %g, want %g", i, y[i], want[i]);
+	for (int i = 0; i < 15; i++)
+		dx[i] = -1;
+	nrt_strided_slice_grad_f64(2, xd, b, s, yd, y, dx);
+	for (int i = 0; i < 15; i++) {
+		bool taken = i >= 5 && i % 5 % 2 == 0;
+		cr_expect_eq(dx[i], taken ? (double)i : 0.0, "dx[%d] = %g", i, dx[i]);
+	}
+}

@@ -319,6 +319,12 @@ ParameterizedTest(Case *c, redist, table)
 		sum += p->steps[s].send_bytes;
 	cr_expect_eq(sum, p->send_bytes);
 	run_plan(p, from, to, c->D);
+	/* the backward's planner: the same plan, or the way back in reverse
+	 * where that sends fewer bytes; either moves the data exactly */
+	RedistPlan *b = redist_plan_back(&a, from, to, DT_F32, c->alltoall);
+	cr_assert(b, "%s: no plan back", c->name);
+	cr_expect_leq(b->send_bytes, p->send_bytes, "%s", c->name);
+	run_plan(b, from, to, c->D);
 	arena_free(&a);
 }
 
@@ -498,5 +504,26 @@ Test(redist, scalar_partial_sum)
 	cr_expect_str_eq(redist_describe(&a, p), "AllReduce(4)");
 	cr_expect_eq(p->send_bytes, 2 * 3 * 4 / 4);
 	run_plan(p, f, t, 4);
+	arena_free(&a);
+}
+
+/* The way back planned in reverse (issue 30): f32 [16, 8] held as 8 row
+ * blocks, wanted as MindSpore's [2, 1, 2] blocks (rows by axis 0, columns
+ * by axis 2, axis 1 a replica) -- the gradient of the layout test's
+ * matmul output after the forward reduce-scattered it into the rows. The
+ * planner alone gathered rows over axes 1 and 2, then sliced the columns:
+ * 64 + 128 = 192 bytes. The reverse of the plan for the other direction
+ * gathers the rows over axis 2 (64), slices the columns, gathers over
+ * axis 1 (64): 128, what the forward move took. Executed by the simulator. */
+Test(redist, way_back_planned_in_reverse)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *fwd = plan2(&a, 8, (Shape)S(16, 8), (LSpec)L(1, V(8), V(0, -1), 0),
+	                        (LSpec)L(3, V(2, 2, 2), V(0, 2), 0), false, &f, &t);
+	RedistPlan *p = redist_plan_back(&a, f, t, DT_F32, false);
+	cr_expect_eq(fwd->send_bytes, 192);
+	cr_expect_eq(p->send_bytes, 128, "the way back sends %" PRId64 " bytes (192 planned forward only)", p->send_bytes);
+	run_plan(p, f, t, 8);
 	arena_free(&a);
 }

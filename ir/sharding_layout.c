@@ -1,0 +1,169 @@
+/* MindSpore's Layout API (shard with layouts, 2.3): a strategy whose
+ * inputs come as explicit layouts (frontend/elab_layout.c) lays the
+ * operator's inputs out exactly so. The rule runs on the split counts
+ * the layouts imply, as for any strategy, and its layouts are then
+ * renamed onto the user's device matrix (layout_regrid): where that
+ * renaming gives the user's layouts, the operator computes what the
+ * rule computes, on the ranks the user chose, and its output follows;
+ * where no renaming does, the layouts contradict the rule (a matmul's
+ * reduction split by other aliases in its two inputs) and that is an
+ * error at the layout.
+ *
+ * netc's Layout gives a tensor dimension one device axis. A dimension
+ * split over several aliases, L(("dp", "sp"), "None"), is held on a
+ * matrix where those axes are merged into one; that needs them adjacent
+ * and in the matrix's order (major first), and used together wherever
+ * the operator's layouts use either. */
+#include "sharding_rule.h"
+#include "base/ckd.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool lay_fail(Rule *R, Loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool lay_fail(Rule *R, Loc at, const char *fmt, ...)
+{
+	R->reported = true;
+	if (!R->cx->diag)
+		return false;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	diag_error(R->cx->diag, at.file ? at : R->n->loc, "%s: %s", op_info[R->n->op].name, msg);
+	return false;
+}
+
+static const char *matrix_str(Arena *a, const ExplicitLayout *x)
+{
+	char buf[160];
+	int o = snprintf(buf, sizeof buf, "(");
+	for (int k = 0; k < x->ndev && o < (int)sizeof buf; k++)
+		o += snprintf(buf + o, sizeof buf - (size_t)o, "%s%" PRId64, k ? ", " : "", x->dev[k]);
+	if (o < (int)sizeof buf)
+		snprintf(buf + o, sizeof buf - (size_t)o, x->ndev == 1 ? ",)" : ")");
+	return arena_printf(a, "%s", buf);
+}
+
+/* The merged matrix: group[k] is the merged axis of device axis k; axes
+ * that split one dimension together form a group. False (reported) where
+ * a dimension's aliases are not adjacent in order, or a group is split. */
+typedef struct Merged {
+	int n;                  /* merged axes */
+	int64_t dev[MAX_RANK];  /* their sizes */
+	int group[MAX_RANK];    /* device axis -> merged axis */
+	int first[MAX_RANK], len[MAX_RANK]; /* merged axis -> its device axes */
+} Merged;
+
+static bool merge_axes(Rule *R, const Strategy *s, Merged *m)
+{
+	const ExplicitLayout *x0 = &s->lay[0];
+	bool join[MAX_RANK] = {false}; /* axis k+1 merges into axis k */
+	/* (the front end checks these; a strategy checkpoint's layouts come
+	 * here unchecked) */
+	for (int i = 0; i < s->n; i++) {
+		unsigned used = 0;
+		if (s->lay[i].ndev != x0->ndev || memcmp(s->lay[i].dev, x0->dev, sizeof x0->dev))
+			return lay_fail(R, s->lay[i].loc, "input %d's layout is on another device matrix than input 0's", i);
+		for (int d = 0; d < s->lay[i].rank; d++)
+			for (int j = 0; j < s->lay[i].naxes[d]; j++) {
+				int k = s->lay[i].axes[d][j];
+				if (k < 0 || k >= x0->ndev || (used >> k & 1u))
+					return lay_fail(R, s->lay[i].loc, "input %d's layout uses device axis %d twice or outside its matrix",
+					                i, k);
+				used |= 1u << k;
+			}
+	}
+	for (int i = 0; i < s->n; i++)
+		for (int d = 0; d < s->lay[i].rank; d++)
+			for (int j = 1; j < s->lay[i].naxes[d]; j++) {
+				int a = s->lay[i].axes[d][j - 1], b = s->lay[i].axes[d][j];
+				if (b != a + 1)
+					return lay_fail(R, s->lay[i].loc,
+					                "dimension %d of input %d is split over '%s' and then '%s', which are not "
+					                "neighbours in that order in the device matrix; netc splits a dimension over "
+					                "adjacent aliases, the slower first", d, i, x0->alias[a], x0->alias[b]);
+				join[a] = true;
+			}
+	m->n = 0;
+	for (int k = 0; k < x0->ndev; k++) {
+		if (k == 0 || !join[k - 1]) {
+			m->first[m->n] = k, m->len[m->n] = 0, m->dev[m->n] = 1;
+			m->n++;
+		}
+		m->group[k] = m->n - 1;
+		m->len[m->n - 1]++;
+		m->dev[m->n - 1] *= x0->dev[k];
+	}
+	for (int i = 0; i < s->n; i++)
+		for (int d = 0; d < s->lay[i].rank; d++) {
+			int na = s->lay[i].naxes[d];
+			if (na == 0)
+				continue;
+			int g = m->group[s->lay[i].axes[d][0]];
+			if (na != m->len[g] || s->lay[i].axes[d][0] != m->first[g])
+				return lay_fail(R, s->lay[i].loc,
+				                "dimension %d of input %d is split over part of the aliases another dimension "
+				                "splits together (from '%s', %d of them); netc needs them together in all of the "
+				                "operator's layouts", d, i, x0->alias[m->first[g]], m->len[g]);
+		}
+	return true;
+}
+
+/* Input i's layout on the merged matrix. */
+static Layout *user_layout(Rule *R, const Merged *m, int i)
+{
+	const ExplicitLayout *x = &R->s->lay[i];
+	int map[MAX_RANK];
+	for (int d = 0; d < MAX_RANK; d++)
+		map[d] = d < x->rank && x->naxes[d] ? m->group[x->axes[d][0]] : -1;
+	return layout_make(R->cx->arena, &R->n->in[i]->shape, m->n, m->dev, map, 0, R->cx->device_num);
+}
+
+bool shard_explicit(Rule *R)
+{
+	const Strategy *s = R->s;
+	const ExplicitLayout *x0 = &s->lay[0];
+	int64_t total = 1;
+	bool wraps = false;
+	for (int k = 0; k < x0->ndev; k++)
+		wraps |= ckd_mul(&total, total, x0->dev[k]);
+	if (wraps)
+		return lay_fail(R, x0->decl, "the layout's device matrix %s holds more than 2^63 devices",
+		                matrix_str(R->cx->arena, x0));
+	if (total != R->cx->device_num)
+		return lay_fail(R, x0->decl, "the layout's device matrix %s holds %" PRId64 " devices, but the operator "
+		                "runs on %" PRId64 "%s; a Layout's matrix multiplies to the devices of its stage",
+		                matrix_str(R->cx->arena, x0), total, R->cx->device_num,
+		                R->cx->nstages > 1 ? " (its stage's share)" : " (device_num)");
+	Merged m;
+	if (!merge_axes(R, s, &m))
+		return false;
+	Layout *want[SHARD_MAX_INPUTS] = {0};
+	for (int i = 0; i < s->n && i < R->n->nin; i++)
+		if (!(want[i] = user_layout(R, &m, i)))
+			return lay_fail(R, s->lay[i].loc, "input %d's layout cannot be made on its device matrix", i);
+	ShardResult *r = R->r;
+	Layout *ls[SHARD_MAX_INPUTS + 1];
+	memcpy(ls, r->in, sizeof(Layout *) * SHARD_MAX_INPUTS);
+	ls[SHARD_MAX_INPUTS] = r->out;
+	bool ok = layout_regrid(R->cx->arena, ls, SHARD_MAX_INPUTS + 1, (const Layout *const *)r->in,
+	                        (const Layout *const *)want, SHARD_MAX_INPUTS);
+	if (!ok)
+		return lay_fail(R, s->loc,
+		                "the layouts of its inputs contradict its sharding rule: dimensions it splits alike (as "
+		                "a matmul's reduction in both inputs) must be split by the same aliases");
+	for (int i = 0; i < s->n && i < R->n->nin; i++)
+		if (r->in[i] && !layout_same(ls[i], want[i]))
+			return lay_fail(R, s->lay[i].loc,
+			                "the layouts of its inputs contradict its sharding rule at input %d ('%s'): dimensions "
+			                "the rule splits alike must be split by the same aliases, and each alias must split "
+			                "what the rule splits on one device axis", i, R->n->in[i]->name);
+	for (int i = 0; i < s->n && i < R->n->nin; i++)
+		r->in[i] = want[i];
+	r->out = ls[SHARD_MAX_INPUTS];
+	return true;
+}
