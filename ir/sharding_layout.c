@@ -22,21 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool lay_fail(Rule *R, Loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool lay_fail(Rule *R, Loc at, const char *fmt, ...)
-{
-	R->reported = true;
-	if (!R->cx->diag)
-		return false;
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	diag_error(R->cx->diag, at.file ? at : R->n->loc, "%s: %s", op_info[R->n->op].name, msg);
-	return false;
-}
-
 static const char *matrix_str(Arena *a, const ExplicitLayout *x)
 {
 	char buf[160];
@@ -67,12 +52,12 @@ static bool merge_axes(Rule *R, const Strategy *s, Merged *m)
 	for (int i = 0; i < s->n; i++) {
 		unsigned used = 0;
 		if (s->lay[i].ndev != x0->ndev || memcmp(s->lay[i].dev, x0->dev, sizeof x0->dev))
-			return lay_fail(R, s->lay[i].loc, "input %d's layout is on another device matrix than input 0's", i);
+			return rule_fail_at(R, s->lay[i].loc, "input %d's layout is on another device matrix than input 0's", i);
 		for (int d = 0; d < s->lay[i].rank; d++)
 			for (int j = 0; j < s->lay[i].naxes[d]; j++) {
 				int k = s->lay[i].axes[d][j];
 				if (k < 0 || k >= x0->ndev || (used >> k & 1u))
-					return lay_fail(R, s->lay[i].loc, "input %d's layout uses device axis %d twice or outside its matrix",
+					return rule_fail_at(R, s->lay[i].loc, "input %d's layout uses device axis %d twice or outside its matrix",
 					                i, k);
 				used |= 1u << k;
 			}
@@ -82,7 +67,7 @@ static bool merge_axes(Rule *R, const Strategy *s, Merged *m)
 			for (int j = 1; j < s->lay[i].naxes[d]; j++) {
 				int a = s->lay[i].axes[d][j - 1], b = s->lay[i].axes[d][j];
 				if (b != a + 1)
-					return lay_fail(R, s->lay[i].loc,
+					return rule_fail_at(R, s->lay[i].loc,
 					                "dimension %d of input %d is split over '%s' and then '%s', which are not "
 					                "neighbours in that order in the device matrix; netc splits a dimension over "
 					                "adjacent aliases, the slower first", d, i, x0->alias[a], x0->alias[b]);
@@ -105,7 +90,7 @@ static bool merge_axes(Rule *R, const Strategy *s, Merged *m)
 				continue;
 			int g = m->group[s->lay[i].axes[d][0]];
 			if (na != m->len[g] || s->lay[i].axes[d][0] != m->first[g])
-				return lay_fail(R, s->lay[i].loc,
+				return rule_fail_at(R, s->lay[i].loc,
 				                "dimension %d of input %d is split over part of the aliases another dimension "
 				                "splits together (from '%s', %d of them); netc needs them together in all of the "
 				                "operator's layouts", d, i, x0->alias[m->first[g]], m->len[g]);
@@ -132,10 +117,10 @@ bool shard_explicit(Rule *R)
 	for (int k = 0; k < x0->ndev; k++)
 		wraps |= ckd_mul(&total, total, x0->dev[k]);
 	if (wraps)
-		return lay_fail(R, x0->decl, "the layout's device matrix %s holds more than 2^63 devices",
+		return rule_fail_at(R, x0->decl, "the layout's device matrix %s holds more than 2^63 devices",
 		                matrix_str(R->cx->arena, x0));
 	if (total != R->cx->device_num)
-		return lay_fail(R, x0->decl, "the layout's device matrix %s holds %" PRId64 " devices, but the operator "
+		return rule_fail_at(R, x0->decl, "the layout's device matrix %s holds %" PRId64 " devices, but the operator "
 		                "runs on %" PRId64 "%s; a Layout's matrix multiplies to the devices of its stage",
 		                matrix_str(R->cx->arena, x0), total, R->cx->device_num,
 		                R->cx->nstages > 1 ? " (its stage's share)" : " (device_num)");
@@ -145,7 +130,7 @@ bool shard_explicit(Rule *R)
 	Layout *want[SHARD_MAX_INPUTS] = {0};
 	for (int i = 0; i < s->n && i < R->n->nin; i++)
 		if (!(want[i] = user_layout(R, &m, i)))
-			return lay_fail(R, s->lay[i].loc, "input %d's layout cannot be made on its device matrix", i);
+			return rule_fail_at(R, s->lay[i].loc, "input %d's layout cannot be made on its device matrix", i);
 	ShardResult *r = R->r;
 	Layout *ls[SHARD_MAX_INPUTS + 1];
 	memcpy(ls, r->in, sizeof(Layout *) * SHARD_MAX_INPUTS);
@@ -153,12 +138,12 @@ bool shard_explicit(Rule *R)
 	bool ok = layout_regrid(R->cx->arena, ls, SHARD_MAX_INPUTS + 1, (const Layout *const *)r->in,
 	                        (const Layout *const *)want, SHARD_MAX_INPUTS);
 	if (!ok)
-		return lay_fail(R, s->loc,
+		return rule_fail_at(R, s->loc,
 		                "the layouts of its inputs contradict its sharding rule: dimensions it splits alike (as "
 		                "a matmul's reduction in both inputs) must be split by the same aliases");
 	for (int i = 0; i < s->n && i < R->n->nin; i++)
 		if (r->in[i] && !layout_same(ls[i], want[i]))
-			return lay_fail(R, s->lay[i].loc,
+			return rule_fail_at(R, s->lay[i].loc,
 			                "the layouts of its inputs contradict its sharding rule at input %d ('%s'): dimensions "
 			                "the rule splits alike must be split by the same aliases, and each alias must split "
 			                "what the rule splits on one device axis", i, R->n->in[i]->name);

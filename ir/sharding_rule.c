@@ -26,19 +26,39 @@ const char *strategy_str(Arena *a, const Strategy *s)
 	return arena_strdup(a, buf);
 }
 
-bool rule_fail(Rule *R, const char *fmt, ...)
+/* Says why the rule refused, at `at` (or the strategy's place, else the
+ * node's), once per rule; with_strategy names the strategy refused. */
+static bool rule_vfail(Rule *R, Loc at, bool with_strategy, const char *fmt, va_list ap)
 {
 	R->reported = true;
 	if (!R->cx->diag)
 		return false;
 	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	Loc loc = at.file ? at : R->s->loc.file ? R->s->loc : R->n->loc;
+	if (with_strategy)
+		diag_error(R->cx->diag, loc, "%s: invalid strategy %s: %s", op_info[R->n->op].name,
+		           strategy_str(R->cx->arena, R->s), msg);
+	else
+		diag_error(R->cx->diag, loc, "%s: %s", op_info[R->n->op].name, msg);
+	return false;
+}
+
+bool rule_fail(Rule *R, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	rule_vfail(R, (Loc){0}, true, fmt, ap);
 	va_end(ap);
-	Loc loc = R->s->loc.file ? R->s->loc : R->n->loc;
-	diag_error(R->cx->diag, loc, "%s: invalid strategy %s: %s", op_info[R->n->op].name,
-	           strategy_str(R->cx->arena, R->s), msg);
+	return false;
+}
+
+bool rule_fail_at(Rule *R, Loc at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	rule_vfail(R, at, false, fmt, ap);
+	va_end(ap);
 	return false;
 }
 

@@ -29,6 +29,8 @@ typedef struct Rule {
 
 /* A located "invalid strategy" error at the strategy (or the node). */
 bool rule_fail(Rule *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same without naming the strategy, at `at` (no file: the node's place). */
+bool rule_fail_at(Rule *R, Loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Ways input `input` splits dimension `dim`. */
 int64_t rule_split(const Rule *R, int input, int dim);
 /* A new grid axis for a split of `size` ways (-1 for 1: no axis). */

@@ -10,23 +10,6 @@
 
 static const Shape *local(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
 
-/* [lo, hi) of v's bytes in the workspace; false when v is elsewhere (a
- * parameter, an input: never the workspace an activation goes to). */
-static bool span(const Compilation *c, const Value *v, int64_t *lo, int64_t *hi)
-{
-	if (v->kind != VK_NODE || c->plan->offset[v->id] < 0)
-		return false;
-	*lo = c->plan->offset[v->id];
-	*hi = *lo + value_bytes(c, v);
-	return true;
-}
-
-static bool overlap(const Compilation *c, const Value *a, const Value *b)
-{
-	int64_t alo, ahi, blo, bhi;
-	return span(c, a, &alo, &ahi) && span(c, b, &blo, &bhi) && alo < bhi && blo < ahi;
-}
-
 /* n (a bias_add at position i) and the next node fuse. */
 static const Node *pair(Compilation *c, int i)
 {
@@ -46,8 +29,8 @@ static const Node *pair(Compilation *c, int i)
 		return NULL;
 	/* y may be x itself (element i read before it is written), nothing else it reads */
 	int64_t ylo, yhi, xlo, xhi;
-	bool same = span(c, y, &ylo, &yhi) && span(c, x, &xlo, &xhi) && ylo == xlo;
-	if ((!same && overlap(c, y, x)) || overlap(c, y, b) || overlap(c, y, pre))
+	bool same = plan_span(c, y, &ylo, &yhi) && plan_span(c, x, &xlo, &xhi) && ylo == xlo;
+	if ((!same && plan_overlap(c, y, x)) || plan_overlap(c, y, b) || plan_overlap(c, y, pre))
 		return NULL;
 	return a;
 }
@@ -61,9 +44,9 @@ static bool residual_at(Compilation *c, int i, Residual *r)
 	const Node *mm = r->mm, *bias = r->bias;
 	const Value *x = r->x, *z = r->add->out;
 	int64_t zlo, zhi, xlo, xhi;
-	bool same = span(c, z, &zlo, &zhi) && span(c, x, &xlo, &xhi) && zlo == xlo;
-	if (overlap(c, z, mm->in[0]) || overlap(c, z, mm->in[1]) || (bias && overlap(c, z, bias->in[1])) ||
-	    (!same && overlap(c, z, x)))
+	bool same = plan_span(c, z, &zlo, &zhi) && plan_span(c, x, &xlo, &xhi) && zlo == xlo;
+	if (plan_overlap(c, z, mm->in[0]) || plan_overlap(c, z, mm->in[1]) || (bias && plan_overlap(c, z, bias->in[1])) ||
+	    (!same && plan_overlap(c, z, x)))
 		return false;
 	return true;
 }
@@ -109,7 +92,7 @@ const Node **fuse_bias_act(Compilation *c, bool **pre_read)
 static bool same_span(const Compilation *c, const Value *a, const Value *b)
 {
 	int64_t alo, ahi, blo, bhi;
-	return span(c, a, &alo, &ahi) && span(c, b, &blo, &bhi) && alo == blo && ahi == bhi;
+	return plan_span(c, a, &alo, &ahi) && plan_span(c, b, &blo, &bhi) && alo == blo && ahi == bhi;
 }
 
 /* The add + layer norm pair starting at position i, or NULL: the plan
@@ -127,13 +110,13 @@ static const Node *add_norm_at(Compilation *c, int i, const Residual **res)
 		return NULL;
 	if (n->op == OP_ADD) {
 		const Value *x = n->in[0], *a = n->in[1], *h = n->out, *y = m->out;
-		if ((overlap(c, y, x) && !same_span(c, y, x)) || (overlap(c, y, a) && !same_span(c, y, a)) ||
-		    overlap(c, y, h) || (overlap(c, h, x) && !same_span(c, h, x)) || (overlap(c, h, a) && !same_span(c, h, a)))
+		if ((plan_overlap(c, y, x) && !same_span(c, y, x)) || (plan_overlap(c, y, a) && !same_span(c, y, a)) ||
+		    plan_overlap(c, y, h) || (plan_overlap(c, h, x) && !same_span(c, h, x)) || (plan_overlap(c, h, a) && !same_span(c, h, a)))
 			return NULL;
 		return m;
 	}
 	const Value *r = m->in[0] == n->out ? m->in[1] : m->in[0], *s = m->out;
-	if (overlap(c, s, n->in[0]) || overlap(c, s, n->in[1]) || (overlap(c, s, r) && !same_span(c, s, r)))
+	if (plan_overlap(c, s, n->in[0]) || plan_overlap(c, s, n->in[1]) || (plan_overlap(c, s, r) && !same_span(c, s, r)))
 		return NULL;
 	return m;
 }

@@ -9,27 +9,10 @@
 
 static const Shape *local(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
 
-/* [lo, hi) of v's workspace bytes; false when v lives elsewhere (a
- * parameter, an input, a gradient outside the workspace). */
-static bool span(const Compilation *c, const Value *v, int64_t *lo, int64_t *hi)
-{
-	if (v->kind != VK_NODE || c->plan->offset[v->id] < 0)
-		return false;
-	*lo = c->plan->offset[v->id];
-	*hi = *lo + value_bytes(c, v);
-	return true;
-}
-
-static bool overlap(const Compilation *c, const Value *a, const Value *b)
-{
-	int64_t alo, ahi, blo, bhi;
-	return span(c, a, &alo, &ahi) && span(c, b, &blo, &bhi) && alo < bhi && blo < ahi;
-}
-
 /* an output written by the call may not overlap what the product reads */
 static bool clear_of(const Compilation *c, const Value *out, const Node *mm)
 {
-	return !overlap(c, out, mm->in[0]) && !overlap(c, out, mm->in[1]);
+	return !plan_overlap(c, out, mm->in[0]) && !plan_overlap(c, out, mm->in[1]);
 }
 
 /* a plain 2-D product of one element type */
@@ -54,7 +37,7 @@ static bool bias_at(Compilation *c, int i, GemmEp *ep)
 	const Value *b = ba->in[1], *t = ba->out;
 	const Shape *ys = local(mm->out), *bs = local(b);
 	if (b->dtype != t->dtype || t->dtype != mm->out->dtype || bs->rank != 1 || bs->d[0] != ys->d[1] ||
-	    shape_numel(local(t)) != shape_numel(ys) || !clear_of(c, t, mm) || overlap(c, t, b))
+	    shape_numel(local(t)) != shape_numel(ys) || !clear_of(c, t, mm) || plan_overlap(c, t, b))
 		return false;
 	*ep = (GemmEp){.kind = GEP_BIAS, .mm = mm, .bias = ba};
 	const Node *act = i + 2 < g->nnodes ? g->nodes[i + 2] : NULL;
@@ -64,8 +47,8 @@ static bool bias_at(Compilation *c, int i, GemmEp *ep)
 	 * one buffer or apart */
 	const Value *h = act->out;
 	int64_t hlo, hhi, tlo, thi;
-	bool same = span(c, h, &hlo, &hhi) && span(c, t, &tlo, &thi) && hlo == tlo;
-	if (clear_of(c, h, mm) && !overlap(c, h, b) && (same || !overlap(c, h, t))) {
+	bool same = plan_span(c, h, &hlo, &hhi) && plan_span(c, t, &tlo, &thi) && hlo == tlo;
+	if (clear_of(c, h, mm) && !plan_overlap(c, h, b) && (same || !plan_overlap(c, h, t))) {
 		ep->kind = GEP_BIAS_GELU;
 		ep->act = act;
 	}
@@ -93,7 +76,7 @@ static bool bgrad_at(Compilation *c, int i, GemmEp *ep)
 			if (mm->in[a] == s->out)
 				return false;
 		if (plain_mm(mm) && mm->attr.transpose_a && !mm->attr.transpose_b && mm->in[1] == s->in[0] &&
-		    mm->out->dtype == s->out->dtype && clear_of(c, s->out, mm) && !overlap(c, s->out, mm->out)) {
+		    mm->out->dtype == s->out->dtype && clear_of(c, s->out, mm) && !plan_overlap(c, s->out, mm->out)) {
 			*ep = (GemmEp){.kind = GEP_BGRAD, .mm = mm, .sum = s};
 			return true;
 		}

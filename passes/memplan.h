@@ -43,6 +43,23 @@ int64_t value_bytes_as(const Value *v, int real_size);
 static inline int64_t attention_lse_at(int64_t n) { return (n + 1) / 2 * 2; }
 /* The same at the compilation's precision. */
 static inline int64_t value_bytes(const Compilation *c, const Value *v) { return value_bytes_as(v, c->f64 ? 8 : 4); }
+/* [lo, hi) of v's bytes in the planned workspace; false when v lives
+ * elsewhere (a parameter, an input, a gradient outside the workspace).
+ * The fusions ask it whether a fused call may write where it reads. */
+static inline bool plan_span(const Compilation *c, const Value *v, int64_t *lo, int64_t *hi)
+{
+	if (v->kind != VK_NODE || c->plan->offset[v->id] < 0)
+		return false;
+	*lo = c->plan->offset[v->id];
+	*hi = *lo + value_bytes(c, v);
+	return true;
+}
+
+static inline bool plan_overlap(const Compilation *c, const Value *a, const Value *b)
+{
+	int64_t alo, ahi, blo, bhi;
+	return plan_span(c, a, &alo, &ahi) && plan_span(c, b, &blo, &bhi) && alo < bhi && blo < ahi;
+}
 /* The summary line; with pipeline stages, the largest stage's (by its
  * workspace, parameters and state): a device holds only its stage's. */
 void memplan_report(const MemPlan *p, FILE *out);
