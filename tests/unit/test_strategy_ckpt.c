@@ -9,6 +9,7 @@
 #include "passes/passes.h"
 #include "passes/search.h"
 #include "passes/strategy_ckpt.h"
+#include "passes/strategy_json.h"
 #include "ir/strategy.pb-c.h"
 
 static char *slurp(const char *path, size_t *n)
@@ -374,4 +375,116 @@ Test(strategy_ckpt, current_stage_is_the_ranks_stage)
 		cr_expect(strstr(t, want), "global_rank %d: want %s in\n%.200s", rank, want, t);
 		free(t);
 	}
+}
+
+/* ---- JSON strings (passes/strategy_json.c) ---- */
+
+typedef struct Names {
+	char item[8][64], layout[8][64];
+	int nitem, nlayout;
+} Names;
+
+static void keep_item(void *ctx, const CkItem *it)
+{
+	Names *n = ctx;
+	snprintf(n->item[n->nitem++ & 7], 64, "%s", it->name);
+}
+
+static void keep_layout(void *ctx, const CkLayout *l)
+{
+	Names *n = ctx;
+	snprintf(n->layout[n->nlayout++ & 7], 64, "%s", l->name);
+}
+
+static bool read_names(char *text, Names *n, char *err, size_t errlen)
+{
+	memset(n, 0, sizeof *n);
+	CkSink sink = {.item = keep_item, .layout = keep_layout, .ctx = n};
+	return ckpt_read_json(text, strlen(text), &sink, err, errlen);
+}
+
+/* A name with UTF-8, a quote, a backslash and control characters, saved
+ * and loaded: the writer escapes what JSON must have escaped (the control
+ * characters as \u00XX, DEL too) and the reader gives the same bytes. */
+Test(strategy_ckpt, json_names_round_trip)
+{
+	const char *name = "caf\xc3\xa9/\xe2\x88\x91-\xf0\x9f\x98\x80 \"q\" \\ \n\t\x01\x7f", *lname = "w\xc3\xa9\x1f";
+	Shape v[2] = {{.rank = 2, .d = {1, 4}}, {.rank = 1, .d = {4}}};
+	CkItem it = {.name = name, .n = 2, .v = v};
+	CkLayout l = {.name = lname, .ndev = 1, .dev = {4}, .rank = 1, .map = {0}};
+	Ckpt k = {.items = &it, .nitems = 1, .layouts = &l, .nlayouts = 1};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	cr_assert(ckpt_write_json(&k, f));
+	fclose(f);
+	cr_expect(strstr(text, "\"caf\xc3\xa9/\xe2\x88\x91-\xf0\x9f\x98\x80 \\\"q\\\" \\\\ \\u000a\\u0009\\u0001\\u007f\""),
+	          "%s", text);
+	cr_expect(strstr(text, "\"w\xc3\xa9\\u001f\""), "%s", text);
+	for (size_t i = 0; i < len; i++)
+		cr_expect((unsigned char)text[i] >= 0x20 || text[i] == '\n', "byte %zu is 0x%02x", i, text[i]);
+	Names n;
+	char err[256] = "";
+	cr_assert(read_names(text, &n, err, sizeof err), "%s", err);
+	cr_expect_eq(n.nitem, 1);
+	cr_expect_eq(n.nlayout, 1);
+	cr_expect_str_eq(n.item[0], name);
+	cr_expect_str_eq(n.layout[0], lname);
+	free(text);
+}
+
+/* \u escapes decode to UTF-8, a surrogate pair to one code point; the
+ * short escapes to their characters (\n was an 'n' before) */
+Test(strategy_ckpt, json_unicode_escapes)
+{
+	char text[] = "{\"parallel_strategy_item\": {\"a\\u00e9\\u2211\\ud83d\\ude00\\n\\/\\b\": {}}, "
+	              "\"parallel_layout_item\": {\"\\u0077\\u00E9\": {}}}";
+	Names n;
+	char err[256] = "";
+	cr_assert(read_names(text, &n, err, sizeof err), "%s", err);
+	cr_expect_str_eq(n.item[0], "a\xc3\xa9\xe2\x88\x91\xf0\x9f\x98\x80\n/\b");
+	cr_expect_str_eq(n.layout[0], "w\xc3\xa9");
+}
+
+/* A lone surrogate, a bad escape: errors with the byte offset of the
+ * escape, and nothing reaches the sink (the file is read whole first). */
+Test(strategy_ckpt, json_bad_escapes)
+{
+	static const struct {
+		const char *text, *err;
+	} cases[] = {
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\ud800y\": {}}}",
+	     "JSON at byte offset 40: a lone UTF-16 surrogate \\ud800 (a high one with no low one after it)"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\ud83d\\u0041\": {}}}",
+	     "JSON at byte offset 40: a lone UTF-16 surrogate \\ud83d (a high one with no low one after it)"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"\\udc00\": {}}}",
+	     "JSON at byte offset 39: a lone UTF-16 surrogate \\udc00 (a low one with no high one before it)"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\u12\": {}}}",
+	     "JSON at byte offset 40: \\u needs four hexadecimal digits"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\q\": {}}}", "JSON at byte offset 40: unknown escape \\q"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x", "JSON at byte offset 38: unterminated string"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char text[128];
+		snprintf(text, sizeof text, "%s", cases[i].text);
+		Names n;
+		char err[256] = "";
+		cr_expect_not(read_names(text, &n, err, sizeof err), "%s", cases[i].text);
+		cr_expect_str_eq(err, cases[i].err, "%s", cases[i].text);
+		cr_expect_eq(n.nitem, 0, "%s: the sink had an item", cases[i].text);
+	}
+}
+
+/* Through netc: the error names the file and the offset. */
+Test(strategy_ckpt, json_lone_surrogate_located)
+{
+	char *d = load_bad("{\"current_stage\": 0, \"parallel_strategy_item\": {\"matmul-0\\udfff\": {}}}");
+	char want[160];
+	snprintf(want, sizeof want,
+	         "build/test_ckpt_bad_%ld.json: JSON at byte offset 57: a lone UTF-16 surrogate \\udfff (a low one "
+	         "with no high one before it)",
+	         (long)getpid());
+	cr_expect(strstr(d, want), "%s", d);
+	cr_expect(strstr(d, "error: "), "%s", d);
+	free(d);
 }
