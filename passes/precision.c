@@ -204,6 +204,38 @@ static void move_after_cast_down(Graph *g, int i, const int *readers)
 	move_node(g, i, position(g, r));
 }
 
+/* A parameter's gradient summed in f32 (gradient_fp32_sync) in the
+ * backward pass, right before amp's casts round it to bf16 and back
+ * (m -> sum -> cast down -> cast up -> the update): the sum moves after
+ * the casts, into the update phase, where the gradients' sums are fused
+ * into buckets as f32 models' are. Each device rounds its part, as
+ * MindSpore's bf16 product does before its Cast and the gradient
+ * AllReduce. */
+static void sum_after_casts(Graph *g, int i, const int *readers)
+{
+	Node *up = g->nodes[i], *down = up->in[0]->def, *r = down ? down->in[0]->def : NULL;
+	if (up->op != OP_CAST || up->attr.to != DT_F32 || !down || down->op != OP_CAST || !narrow(down->attr.to) ||
+	    !r || r->op != OP_REDISTRIBUTE || r->phase != PH_BACKWARD || !r->attr.plan || !r->in[0]->layout ||
+	    !r->in[0]->layout->partial || r->out->layout->partial || readers[r->out->id] != 1 ||
+	    readers[down->out->id] != 1 || up->writes || down->writes)
+		return;
+	int first = -1;
+	for (int k = i + 1; k < g->nnodes && first < 0; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->in[j] == up->out)
+				first = k;
+	if (first < 0 || g->nodes[first]->phase != PH_UPDATE)
+		return;
+	Value *m = r->in[0];
+	down->in[0] = m;
+	down->out->layout = up->out->layout = m->layout;
+	replace_reads(g, i + 1, up->out, r->out);
+	r->in[0] = up->out;
+	r->phase = PH_UPDATE;
+	r->out->name = arena_printf(g->arena, "%s.r%d", up->out->name, r->out->id);
+	move_node(g, position(g, r), first - 1); /* before its reader, after up */
+}
+
 static void redistribute_narrow(Graph *g)
 {
 	int nv = g->nvalues;
@@ -213,6 +245,7 @@ static void redistribute_narrow(Graph *g)
 		for (int j = 0; j < g->nodes[i]->nin; j++)
 			readers[g->nodes[i]->in[j]->id]++;
 	for (int i = 0; i < g->nnodes; i++) {
+		sum_after_casts(g, i, readers);
 		move_after_cast_down(g, i, readers);
 		Node *r = g->nodes[i];
 		if (r->op != OP_REDISTRIBUTE)
