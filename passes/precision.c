@@ -141,6 +141,7 @@ bool pass_precision(Compilation *c)
  * the gradients' business (passes/sharding.c). */
 
 static bool plain(const Graph *g, const Value *v);
+static void drop_node(Graph *g, const Node *n);
 
 static bool sums(const RedistPlan *p)
 {
@@ -287,12 +288,40 @@ static void redistribute_narrow(Graph *g)
 	}
 }
 
+/* Two moves in a row of one narrow value (the rewrites above make them: a
+ * value moved to a cast's layout, then on to its reader's) become one
+ * plan when that sends fewer bytes. */
+static void join_moves(Graph *g)
+{
+	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			readers[g->nodes[i]->in[j]->id]++;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *r2 = g->nodes[i], *r1 = r2->nin ? r2->in[0]->def : NULL;
+		if (r2->op != OP_REDISTRIBUTE || !r1 || r1->op != OP_REDISTRIBUTE || readers[r1->out->id] != 1 ||
+		    !narrow(r2->out->dtype) ||
+		    !plain(g, r1->out) || !r1->attr.plan || !r2->attr.plan)
+			continue;
+		RedistPlan *p = redist_plan(g->arena, r1->in[0]->layout, r2->out->layout, r2->out->dtype,
+		                            g->par.enable_alltoall);
+		if (!p || p->send_bytes >= r1->attr.plan->send_bytes + r2->attr.plan->send_bytes)
+			continue;
+		r2->in[0] = r1->in[0];
+		r2->attr.plan = p;
+		r2->attr.steps = redist_describe(g->arena, p);
+		drop_node(g, r1);
+		i--;
+	}
+}
+
 /* After sharding: what the update phase computes on -- gradients,
  * reduced in their narrow type or in f32 and rounded -- is cast up. */
 bool pass_precision_late(Compilation *c)
 {
 	Graph *g = c->g;
 	redistribute_narrow(g);
+	join_moves(g);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *u = g->nodes[i];
 		if (u->phase != PH_UPDATE || u->op == OP_CAST || u->op == OP_REDISTRIBUTE)
