@@ -14,6 +14,7 @@
 #include "passes/explain.h"
 #include "passes/memplan.h"
 #include "passes/passes.h"
+#include "passes/search_fit.h"
 
 #define NETC_VERSION "0.1.0"
 
@@ -37,6 +38,7 @@ typedef struct Args {
 	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
+	bool memory_limit_given; /* --memory-limit: every build keeps it (not only the search's) */
 	int np;                  /* calibrate --np N */
 	bool quick;              /* calibrate --quick */
 	char **files;            /* calibrate: the models (any number) */
@@ -67,7 +69,7 @@ static void print_pass_names(FILE *out)
 static void usage(FILE *out)
 {
 	fputs("usage: netc COMMAND FILE.net [options]\n"
-	      "       netc calibrate [-o machine.txt] [--np N] [--quick] [MODEL.net ...]\n"
+	      "       netc calibrate [-o machine.txt] [--target cuda] [--np N] [--quick] [MODEL.net ...]\n"
 	      "\n"
 	      "commands:\n"
 	      "  check FILE            parse, validate and infer shapes; report every error,\n"
@@ -118,7 +120,8 @@ static void usage(FILE *out)
 	      "      --np N            calibrate: also measure N ranks at once (2 always)\n"
 	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
-	      "      --memory-limit B  bytes per device (the compiled plan's total) for search_mode = dynamic_programming\n"
+	      "      --memory-limit B  bytes per device (the compiled plan's total): auto_parallel searches within it,\n"
+	      "                        any other build stops over it\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -261,6 +264,7 @@ static int parse_args(int argc, char **argv, Args *a)
 				return EXIT_USER;
 			}
 			a->machine_set = true;
+			a->memory_limit_given |= c == OPT_MEMORY_LIMIT;
 			break;
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
@@ -365,72 +369,43 @@ static void setup(Compilation *c, const Args *a)
 	c->machine = &a->machine;
 }
 
-/* Compiles a->file again into c, quietly (the first compilation printed
- * its warnings), with the search's memory estimate scaled by `factor`;
- * false when it fails, which only the search can do here: nothing fits
- * the scaled estimate. */
-static bool compile_scaled(Compilation *c, const Args *a, double factor)
+/* The hooks of passes/search_fit.c: what only the driver and the code
+ * generator know. */
+static void fit_setup(Compilation *c, void *ctx) { setup(c, ctx); }
+
+static int64_t fit_planned(Compilation *c, void *ctx)
 {
-	compilation_free(c);
-	compilation_init(c);
-	setup(c, a);
-	c->verbose = false;
-	c->dump_after = NULL;
-	c->search_mem_factor = factor;
-	FILE *sink = fopen("/dev/null", "w");
-	if (sink)
-		c->diag.out = sink;
-	bool ok = compile_front(c, a->file, a->defines, a->ndefines) && compile_passes(c, UPTO_CODEGEN);
-	if (sink)
-		fclose(sink);
-	c->diag.out = stderr;
-	c->verbose = a->verbose;
-	return ok;
+	return netc_planned_bytes(c, &((const Args *)ctx)->build);
 }
 
-/* search_mode = dynamic_programming keeps memory_limit with its own
- * estimate of the memory per device, which counts less than the program
- * allocates (workspace peaks, communication buffers, inputs): the
- * compiled plan (build -v's total) decides. Over the limit, the search
- * runs again with its estimate scaled by what the plan needed per byte
- * estimated, until a plan fits; when the search finds nothing within the
- * scaled estimate (or after 8 tries), no plan fits, and the error says
- * what the smallest one tried needs. */
-static bool fit_memory_limit(Compilation *c, const Args *a)
+/* Without the auto_parallel search, --memory-limit is a budget the compiled plan must
+ * keep as it is: over it, the build stops and says by how much (a model
+ * that does not fit one device must be split further, e.g. a long
+ * sequence by its attention's query sequence, docs/parallel.md). */
+static bool keep_memory_limit(Compilation *c, const Args *a)
 {
-	double limit = a->machine.memory_limit, factor = 1;
-	const Graph *g = c->g;
-	if (g->par.parallel_mode != PM_AUTO_PARALLEL || g->par.search_mode != SM_DYNAMIC_PROGRAMMING || limit <= 0)
+	double limit = a->machine.memory_limit;
+	if (!a->memory_limit_given || limit <= 0)
 		return true;
-	int64_t least = -1;
-	double least_est = 0;
-	for (int tries = 1;; tries++) {
-		int64_t planned = netc_planned_bytes(c, &a->build);
-		if (planned < 0)
-			return true; /* the program cannot be generated: the build says why */
-		if (planned <= limit) {
-			if (tries > 1 && a->verbose)
-				fprintf(stderr, "netc: dynamic_programming: the plan compiles to %" PRId64 " bytes per device, "
-				        "within memory_limit = %.6g\n", planned, limit);
-			return true;
-		}
-		if (least < 0 || planned < least)
-			least = planned, least_est = c->search_mem;
-		if (a->verbose) { /* the plan that does not fit, kind by kind */
-			netc_memory_plan(c, &a->build, stderr);
-			fprintf(stderr, "netc: dynamic_programming: the plan compiles to %" PRId64 " bytes per device, over "
-			        "memory_limit = %.6g (the search estimated %.6g)\n", planned, limit, c->search_mem);
-		}
-		factor = c->search_mem > 0 ? fmax(factor * 1.05, (double)planned / c->search_mem * 1.01) : 0;
-		if (tries == 8 || factor <= 0 || !compile_scaled(c, a, factor)) {
-			diag_error(&c->diag, loc_none(),
-			           "no plan fits memory_limit = %.6g bytes per device as compiled: the least of the %d plan%s "
-			           "dynamic_programming found needs %" PRId64 " bytes per device (netc build -v's total; the "
-			           "search's estimate, %.6g, leaves out workspace peaks, communication buffers and inputs)",
-			           limit, tries, tries == 1 ? "" : "s", least, least_est);
-			return false;
-		}
-	}
+	int64_t planned = netc_planned_bytes(c, &a->build);
+	if (planned < 0 || planned <= limit)
+		return true;
+	diag_error(&c->diag, loc_none(),
+	           "the plan needs %" PRId64 " bytes per device (netc build -v's total), over --memory-limit %.6g; "
+	           "split the model over more devices",
+	           planned, limit);
+	return false;
+}
+
+static void fit_report(Compilation *c, void *ctx, FILE *out) { netc_memory_plan(c, &((const Args *)ctx)->build, out); }
+
+static bool fit_memory_limit(Compilation *c, Args *a)
+{
+	MemoryFit f = {.file = a->file, .defines = (const char *const *)a->defines, .ndefines = a->ndefines, .ctx = a,
+	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
+	if (c->g->par.parallel_mode != PM_AUTO_PARALLEL)
+		return keep_memory_limit(c, a);
+	return search_fit_memory(c, &f);
 }
 
 static int run(Compilation *c, Args *a)
@@ -507,8 +482,14 @@ int main(int argc, char **argv)
 	if (strcmp(a.command, "calibrate") == 0) {
 		if (a.machine_set)
 			fprintf(stderr, "netc: warning: --machine, --cost and --memory-limit have no effect on calibrate\n");
+		const char *t = a.build.target;
+		if (t && strcmp(t, "cpu") != 0 && strcmp(t, "cuda") != 0) {
+			fprintf(stderr, "netc: calibrate: unknown target '%s' (cpu: this host's cores, cuda: its GPU)\n", t);
+			return EXIT_USER;
+		}
 		CalibOptions o = {.output = a.output, .np = a.np, .quick = a.quick, .models = (const char *const *)a.files,
-		                  .nmodels = a.nfiles, .defines = a.defines, .ndefines = a.ndefines};
+		                  .nmodels = a.nfiles, .defines = a.defines, .ndefines = a.ndefines,
+		                  .cuda = t && strcmp(t, "cuda") == 0};
 		return netc_calibrate(&o);
 	}
 	if (a.np || a.quick)

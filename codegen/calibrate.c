@@ -15,7 +15,7 @@
 #include "../passes/passes.h"
 #include "target.h"
 
-enum { MAX_SIZES = 96, MAX_SAMPLES = 64, MAX_RUNS = 2 };
+enum { MAX_SIZES = 96, MAX_SAMPLES = 64, MAX_RUNS = 2, MAX_GEMMS = 4 * MAX_SIZES + 4 };
 
 typedef struct Size {
 	int ta, tb;
@@ -106,10 +106,11 @@ static bool model_sizes(const CalibOptions *o, const int *ranks, int nranks, Siz
 	return ok;
 }
 
-/* netc-calibrate beside this netc (build/ or PREFIX/bin), or $NETC_CALIBRATE. */
-static bool measurer_path(char *out, size_t n)
+/* netc-calibrate (--target cuda: netc-calibrate-cuda) beside this netc
+ * (build/ or PREFIX/bin), or $NETC_CALIBRATE ($NETC_CALIBRATE_CUDA). */
+static bool measurer_path(char *out, size_t n, bool cuda)
 {
-	const char *env = getenv("NETC_CALIBRATE");
+	const char *env = getenv(cuda ? "NETC_CALIBRATE_CUDA" : "NETC_CALIBRATE");
 	if (env && *env) {
 		snprintf(out, n, "%s", env);
 		return access(out, X_OK) == 0;
@@ -117,7 +118,7 @@ static bool measurer_path(char *out, size_t n)
 	char dir[PATH_MAX - 32];
 	if (!netc_exe_dir(dir, sizeof dir))
 		return false;
-	snprintf(out, n, "%s/netc-calibrate", dir);
+	snprintf(out, n, "%s/netc-calibrate%s", dir, cuda ? "-cuda" : "");
 	return access(out, X_OK) == 0;
 }
 
@@ -156,10 +157,24 @@ typedef struct Run {
 	char op_name[32][32];  /* op NAME rate lines, written as op.NAME */
 	double op_rate[32];
 	int nop;
-	Size gemm[MAX_SIZES];
-	double gemm_flops[MAX_SIZES];
+	Size gemm[MAX_GEMMS];
+	int gemm_type[MAX_GEMMS]; /* index in gemm_types: f32, or the GPU's tf32, bf16, f16 */
+	double gemm_flops[MAX_GEMMS];
 	int ngemm;
+	char device[128];      /* the GPU's name ("device" line), "" on the CPU */
 } Run;
+
+/* the element types of "gemm_dt" lines, written as gemm.TYPE.TT.MxNxK */
+static const char *const gemm_types[] = {"f32", "tf32", "bf16", "f16"};
+
+static void add_gemm(Run *r, Size s, int type, double v)
+{
+	if (r->ngemm < MAX_GEMMS && isfinite(v) && v > 0) {
+		r->gemm[r->ngemm] = s;
+		r->gemm_type[r->ngemm] = type;
+		r->gemm_flops[r->ngemm++] = v;
+	}
+}
 
 static const char *const coll_names[] = {"allreduce",  "reduce_scatter", "allgather",
                                         "alltoall",   "sendrecv",       "iallreduce"};
@@ -175,10 +190,17 @@ static bool parse_line(const char *line, Run *r, Sample *smp, int *nsmp)
 	int ta, tb, g;
 	long long m, n, k;
 	if (sscanf(line, "gemm %d %d %lld %lld %lld %lf", &ta, &tb, &m, &n, &k, &v) == 6) {
-		if (r->ngemm < MAX_SIZES && positive(v)) {
-			r->gemm[r->ngemm] = (Size){ta, tb, m, n, k};
-			r->gemm_flops[r->ngemm++] = v;
-		}
+		add_gemm(r, (Size){ta, tb, m, n, k}, 0, v);
+		return true;
+	}
+	if (sscanf(line, "gemm_dt %63s %d %d %lld %lld %lld %lf", kind, &ta, &tb, &m, &n, &k, &v) == 7) {
+		for (int t = 1; t < 4; t++)
+			if (strcmp(kind, gemm_types[t]) == 0)
+				add_gemm(r, (Size){ta, tb, m, n, k}, t, v);
+		return true;
+	}
+	if (strncmp(line, "device ", 7) == 0) {
+		snprintf(r->device, sizeof r->device, "%.*s", (int)strcspn(line + 7, "\n"), line + 7);
 		return true;
 	}
 	if (sscanf(line, "coll %63s %d %lld %lf", kind, &g, &m, &v) == 4) {
@@ -279,7 +301,7 @@ static void better_run(Run *r, const Run *b)
 				r->op_rate[i] = fmax(r->op_rate[i], b->op_rate[j]);
 	for (int i = 0; i < r->ngemm; i++)
 		for (int j = 0; j < b->ngemm; j++)
-			if (memcmp(&r->gemm[i], &b->gemm[j], sizeof r->gemm[i]) == 0)
+			if (memcmp(&r->gemm[i], &b->gemm[j], sizeof r->gemm[i]) == 0 && r->gemm_type[i] == b->gemm_type[j])
 				r->gemm_flops[i] = fmax(r->gemm_flops[i], b->gemm_flops[j]);
 }
 
@@ -379,7 +401,8 @@ static void write_profile(FILE *f, const Run *r, const char *prefix, bool first)
 	for (int i = 0; i < r->nop; i++)
 		fprintf(f, "%sop.%s = %.6g\n", prefix, r->op_name[i], r->op_rate[i]);
 	for (int i = 0; i < r->ngemm; i++)
-		fprintf(f, "%sgemm.%c%c.%lldx%lldx%lld = %.6g\n", prefix, r->gemm[i].ta ? 't' : 'n', r->gemm[i].tb ? 't' : 'n',
+		fprintf(f, "%sgemm.%s%s%c%c.%lldx%lldx%lld = %.6g\n", prefix, r->gemm_type[i] ? gemm_types[r->gemm_type[i]] : "",
+		        r->gemm_type[i] ? "." : "", r->gemm[i].ta ? 't' : 'n', r->gemm[i].tb ? 't' : 'n',
 		        (long long)r->gemm[i].m, (long long)r->gemm[i].n, (long long)r->gemm[i].k, r->gemm_flops[i]);
 }
 
@@ -424,13 +447,16 @@ static bool write_sizes(const Sizes *z, char *path, size_t n)
 int netc_calibrate(const CalibOptions *o)
 {
 	char exe[PATH_MAX];
-	if (!measurer_path(exe, sizeof exe)) {
-		fprintf(stderr, "netc calibrate: cannot find netc-calibrate next to netc (make all builds it) or at "
-		        "$NETC_CALIBRATE\n");
+	if (!measurer_path(exe, sizeof exe, o->cuda)) {
+		fprintf(stderr, o->cuda ? "netc calibrate: cannot find netc-calibrate-cuda next to netc (make all builds it "
+		                          "where it finds nvcc and NCCL) or at $NETC_CALIBRATE_CUDA\n"
+		                        : "netc calibrate: cannot find netc-calibrate next to netc (make all builds it) or at "
+		                          "$NETC_CALIBRATE\n");
 		return 1;
 	}
-	int ranks[MAX_RUNS] = {2}, nranks = 1;
-	if (o->np > 2)
+	/* a GPU per rank: more ranks only where asked for (--np N, N GPUs) */
+	int ranks[MAX_RUNS] = {2}, nranks = o->cuda ? 0 : 1;
+	if (o->np > 2 || (o->cuda && o->np >= 2))
 		ranks[nranks++] = o->np;
 	Sizes z = {.n = 0};
 	if (!model_sizes(o, ranks, nranks, &z))
@@ -456,8 +482,11 @@ int netc_calibrate(const CalibOptions *o)
 	char when[64] = "?";
 	time_t now = time(NULL);
 	strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-	fprintf(f, "# netc machine file: `netc calibrate%s` on %s, %s, %ld cores (docs/calibration.md)\n",
-	        o->quick ? " --quick" : "", uname(&u) == 0 ? u.nodename : "?", when, sysconf(_SC_NPROCESSORS_ONLN));
+	fprintf(f, "# netc machine file: `netc calibrate%s%s` on %s, %s, %ld cores (docs/calibration.md)\n",
+	        o->cuda ? " --target cuda" : "", o->quick ? " --quick" : "", uname(&u) == 0 ? u.nodename : "?", when,
+	        sysconf(_SC_NPROCESSORS_ONLN));
+	if (o->cuda) /* the GPU's figures: explain prices a CUDA build with them */
+		fprintf(f, "# GPU: %s; one GPU per rank\n", runs[0].device[0] ? runs[0].device : "?");
 	for (int i = 0; i < 1 + nranks; i++) {
 		char prefix[32] = "";
 		if (i > 0)

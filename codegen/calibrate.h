@@ -17,6 +17,7 @@ typedef struct CalibOptions {
 	const char *output;              /* -o FILE; NULL: stdout */
 	int np;                          /* --np N: also measure N ranks at once (2 always) */
 	bool quick;                      /* --quick: tiny sizes, short timings (tests) */
+	bool cuda;                       /* --target cuda: measure the GPU (netc-calibrate-cuda) */
 	const char *const *models;       /* .net files whose matrix sizes to time */
 	int nmodels;
 	const char *const *defines;      /* -D overrides applied to every model */

@@ -56,6 +56,8 @@ typedef struct Emit {
 	int routine_calls;     /* redistributions routed through a shared routine */
 	int routine_limit;     /* at most this many (-1: no limit, 0: off) */
 	bool loss_scale;       /* train { loss_scale }: scaled loss gradient, checked and unscaled gradients */
+	int graph;             /* what nrt_step_graph may capture (program_c.c's step_graph): 0 nothing,
+	                        * 1 forward and backward, 2 the update too */
 	int64_t (*planned)[2 * MEM_KINDS]; /* by stage (one entry unscheduled): bytes the program allocates,
 	                                    * buffer memory then host memory (MEM_HOST + kind) */
 	int64_t host_ids_bytes;  /* the host nodes' staging buffers (host_ids, host_rows): the most */

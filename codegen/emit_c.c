@@ -210,6 +210,8 @@ static const char *attention_lse(Emit *e, const Value *o, const char *buf)
 {
 	if (!o->def || o->def->op != OP_ATTENTION || !o->def->attr.save_lse)
 		return "NULL";
+	if (o->dtype != DT_F32) /* narrow o (pass_narrow): f32 log-sum-exps */
+		return arena_printf(&e->c->arena, "(float *)(%s + %" PRId64 ")", buf, attention_lse_at(lnumel(o)));
 	return arena_printf(&e->c->arena, "%s + %" PRId64, buf, lnumel(o));
 }
 
@@ -219,9 +221,9 @@ static void emit_attention_call(Emit *e, const Node *n, const char *kernel)
 {
 	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
 	const char *row0 = attention_row0(e, n);
-	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64
+	fprintf(OUT, "\t%s(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %" PRId64
 	             ", %s, %s, %s, %s, ",
-	        kernel, q->d[0] * q->d[1], q->d[1] / k->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale,
+	        kern(n->out), kernel, q->d[0] * q->d[1], q->d[1] / k->d[1], q->d[2], k->d[2], q->d[3], n->attr.scale,
 	        n->attr.causal ? "true" : "false", n->in[0]->shape.d[2], row0, IN(0), IN(1), IN(2));
 	if (n->op == OP_ATTENTION)
 		fprintf(OUT, "%s, %s);\n", Y, attention_lse(e, n->out, Y));
@@ -229,8 +231,47 @@ static void emit_attention_call(Emit *e, const Node *n, const char *kernel)
 		fprintf(OUT, "%s, %s, %s, %s);\n", IN(3), attention_lse(e, n->in[3], IN(3)), IN(4), Y);
 }
 
-EMIT(ATTENTION) { emit_attention_call(e, n, "attention"); }
-EMIT(ATTENTION_GRAD) { emit_attention_call(e, n, "attention_grad"); }
+/* The ring (ir/sharding_core.c's attention_ring laid k and v out split
+ * along the sequence as q): this rank's blocks, the K/V blocks passed
+ * around the sequence axis's ranks (runtime/ring_attention.h). */
+static void emit_ring_attention_call(Emit *e, const Node *n, const char *kernel)
+{
+	const Layout *l = n->in[0]->layout;
+	const Shape *q = lshape(n->in[0]), *k = lshape(n->in[1]);
+	const char *comm = emit_comm(e, l, 1u << l->map[2]);
+	fprintf(OUT, "\tK(%s)(%s, %s, ", kernel, comm, n->attr.cp_algo == CP_ZIGZAG ? "true" : "false");
+	if (n->op == OP_ATTENTION_GRAD) /* whole: the packed rows of the whole sequence; else this rank's, stacked */
+		fprintf(OUT, "%s, ", n->attr.grad_stacked ? "false" : "true");
+	fprintf(OUT, "%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %.17g, %s, %s, %s, %s, ",
+	        q->d[0] * q->d[1], q->d[1] / k->d[1],
+	        q->d[2], k->d[2], q->d[3], n->attr.scale, n->attr.causal ? "true" : "false", IN(0), IN(1), IN(2));
+	if (n->op == OP_ATTENTION)
+		fprintf(OUT, "%s, %s);\n", Y, attention_lse(e, n->out, Y));
+	else
+		fprintf(OUT, "%s, %s, %s, %s);\n", IN(3), attention_lse(e, n->in[3], IN(3)), IN(4), Y);
+}
+
+static bool attention_on_ring(const Node *n)
+{
+	const Layout *k = n->in[1]->layout;
+	return k && k->map[2] >= 0;
+}
+
+EMIT(ATTENTION)
+{
+	if (attention_on_ring(n))
+		emit_ring_attention_call(e, n, "ring_attention");
+	else
+		emit_attention_call(e, n, "attention");
+}
+
+EMIT(ATTENTION_GRAD)
+{
+	if (attention_on_ring(n))
+		emit_ring_attention_call(e, n, "ring_attention_grad");
+	else
+		emit_attention_call(e, n, "attention_grad");
+}
 
 /* layer_norm normalises the trailing dims from attr.axis: [rows, cols] */
 static void ln_dims(const Node *n, const Value *x, int64_t *rows, int64_t *cols)

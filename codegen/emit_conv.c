@@ -5,13 +5,14 @@
  *
  * An input split along H or W (ir/conv.h, ConvHalo) is first extended by
  * the halo its windows need: each shard's edge rows are sliced out and
- * all-gathered over the split's group, and each shard convolves (pools)
+ * sent to its neighbours in the split's group (nrt_shift: its last t rows
+ * to the next shard, its first b to the previous), and each convolves (pools)
  * [the previous shard's last t rows | its own | the next shard's first b
  * rows]. The first shard has no previous one: it keeps the node's top
  * padding instead, the last its bottom padding, so padding is padding to
  * the kernels (a max never taken from it, an average's count as the
  * node's). The data gradients come out for the extended rows; the halo's
- * part is all-gathered back and added to the rows it came from. Sits on
+ * part is sent back to the shard it came from and added to its rows. Sits on
  * emit_util.c. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,21 +20,6 @@
 #include "../ir/conv.h"
 #include "../ir/layout.h"
 #include "emit.h"
-
-/* The halo of a node whose image operand v (x; dx for a data gradient)
- * is split along H or W; false if it is not. */
-static bool node_halo(const Node *n, const Value *v, ConvHalo *h)
-{
-	const Layout *l = v->layout;
-	if (!l)
-		return false;
-	for (int d = 2; d < 4; d++)
-		if (l->map[d] >= 0 && l->dev[l->map[d]] > 1) {
-			char why[320];
-			return conv_halo(n, &v->shape, d, l->dev[l->map[d]], h, why, sizeof why);
-		}
-	return false;
-}
 
 typedef struct Halo {
 	ConvHalo h;
@@ -65,8 +51,8 @@ static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, b
 	H.comm = emit_comm(e, v->layout, 1u << v->layout->map[h->dim]);
 	int64_t row = H.outer * H.inner, ext = row * (h->t + h->n + h->b);
 	halo_buffer(e, n, &H, "send", row * (h->t > h->b ? h->t : h->b), false);
-	halo_buffer(e, n, &H, "top", h->k * row * (h->t ? h->t : 1), false);
-	halo_buffer(e, n, &H, "bot", h->k * row * (h->b ? h->b : 1), false);
+	halo_buffer(e, n, &H, "top", row * (h->t ? h->t : 1), false);
+	halo_buffer(e, n, &H, "bot", row * (h->b ? h->b : 1), false);
 	halo_buffer(e, n, &H, "ext", ext, false);
 	if (grad) {
 		halo_buffer(e, n, &H, "zero", row * h->n, true);
@@ -81,39 +67,38 @@ static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, b
 	return H;
 }
 
-/* all-gathers `rows` rows from row `from` (a C expression) of src [outer,
- * len, inner] into NAME_what: [k, outer, rows, inner] */
-static void halo_allgather(Emit *e, const Halo *H, const char *src, const char *len, const char *from, int64_t rows,
-                           const char *what)
+/* sends `rows` rows from row `from` (a C expression) of src [outer, len,
+ * inner] to the shard dir (+1, -1) places on, and receives the as many
+ * rows of the shard dir places back into NAME_what: [outer, rows, inner] */
+static void halo_shift(Emit *e, const Halo *H, const char *src, const char *len, const char *from, int64_t rows,
+                       int dir, const char *what)
 {
 	if (!rows)
 		return;
 	fprintf(e->out, "\t\tK(slice)(%" PRId64 ", %s, %s, %" PRId64 ", %" PRId64 ", %s, %s_send);\n", H->outer, len,
 	        from, rows, H->inner, src, H->name);
-	fprintf(e->out, "\t\tnrt_allgather(%s, NRT_REAL, %s_send, %" PRId64 ", %s_%s);\n", H->comm, H->name,
+	fprintf(e->out, "\t\tnrt_shift(%s, NRT_REAL, %d, %s_send, %" PRId64 ", %s_%s);\n", H->comm, dir, H->name,
 	        H->outer * rows * H->inner, H->name, what);
 }
 
-/* NAME_ext = [ht rows of shard hr - 1 | x | hb rows of shard hr + 1] */
+/* NAME_ext = [ht rows of shard hr - 1 | x | hb rows of shard hr + 1]: the
+ * last t rows go one shard on, the first b one shard back */
 static void halo_gather(Emit *e, const Halo *H, const char *x)
 {
 	const ConvHalo *h = &H->h;
 	char n[24], last[24];
 	snprintf(n, sizeof n, "%" PRId64, h->n);
 	snprintf(last, sizeof last, "%" PRId64, h->n - h->t);
-	halo_allgather(e, H, x, n, last, h->t, "top");
-	halo_allgather(e, H, x, n, "0", h->b, "bot");
-	fprintf(e->out, "\t\tK(concat)(3, (const real *const[]){hr > 0 ? %s_top + (hr - 1) * %" PRId64 " : %s, %s, "
-	                "hr < %" PRId64 " ? %s_bot + (hr + 1) * %" PRId64 " : %s}, (const int64_t[]){ht, %" PRId64
-	                ", hb}, %" PRId64 ", %" PRId64 ", %s_ext);\n",
-	        H->name, H->outer * h->t * H->inner, x, x, h->k - 1, H->name, H->outer * h->b * H->inner, x, h->n,
-	        H->outer, H->inner, H->name);
+	halo_shift(e, H, x, n, last, h->t, 1, "top");
+	halo_shift(e, H, x, n, "0", h->b, -1, "bot");
+	fprintf(e->out, "\t\tK(concat)(3, (const real *const[]){hr > 0 ? %s_top : %s, %s, hr < %" PRId64
+	                " ? %s_bot : %s}, (const int64_t[]){ht, %" PRId64 ", hb}, %" PRId64 ", %" PRId64 ", %s_ext);\n",
+	        H->name, x, x, h->k - 1, H->name, x, h->n, H->outer, H->inner, H->name);
 }
 
 /* dx = the own rows of NAME_dext plus the halo gradients the neighbours
- * computed for them: shard hr + 1's top rows are this shard's last t,
- * shard hr - 1's bottom rows its first b. (A first shard's "top" and a
- * last shard's "bottom" are sent too, and never read.) */
+ * computed for them, sent back the way the rows came: shard hr + 1's top
+ * rows are this shard's last t, shard hr - 1's bottom rows its first b. */
 static void halo_scatter(Emit *e, const Halo *H, const char *dx)
 {
 	const ConvHalo *h = &H->h;
@@ -123,13 +108,13 @@ static void halo_scatter(Emit *e, const Halo *H, const char *dx)
 	snprintf(bot, sizeof bot, "hb ? ht + %" PRId64 " : 0", h->n);
 	fprintf(e->out, "\t\tK(slice)(%" PRId64 ", %s, ht, %" PRId64 ", %" PRId64 ", %s, %s);\n", H->outer, len, h->n,
 	        H->inner, dext, dx);
-	halo_allgather(e, H, dext, len, "0", h->t, "top");
-	halo_allgather(e, H, dext, len, bot, h->b, "bot");
-	fprintf(e->out, "\t\tK(concat)(3, (const real *const[]){hr > 0 ? %s_bot + (hr - 1) * %" PRId64 " : %s_zero, "
-	                "%s_zero, hr < %" PRId64 " ? %s_top + (hr + 1) * %" PRId64 " : %s_zero}, (const int64_t[]){%" PRId64
-	                ", %" PRId64 ", %" PRId64 "}, %" PRId64 ", %" PRId64 ", %s_corr);\n",
-	        H->name, H->outer * h->b * H->inner, H->name, H->name, h->k - 1, H->name, H->outer * h->t * H->inner,
-	        H->name, h->b, h->n - h->t - h->b, h->t, H->outer, H->inner, H->name);
+	halo_shift(e, H, dext, len, "0", h->t, -1, "top");
+	halo_shift(e, H, dext, len, bot, h->b, 1, "bot");
+	fprintf(e->out, "\t\tK(concat)(3, (const real *const[]){hr > 0 ? %s_bot : %s_zero, %s_zero, hr < %" PRId64
+	                " ? %s_top : %s_zero}, (const int64_t[]){%" PRId64 ", %" PRId64 ", %" PRId64 "}, %" PRId64
+	                ", %" PRId64 ", %s_corr);\n",
+	        H->name, H->name, H->name, h->k - 1, H->name, H->name, h->b, h->n - h->t - h->b, h->t, H->outer, H->inner,
+	        H->name);
 	fprintf(e->out, "\t\tK(binary)(NRT_ADD, 1, (const int64_t[]){%" PRId64 "}, %s, (const int64_t[]){1}, %s_corr, "
 	                "(const int64_t[]){1}, %s);\n",
 	        H->outer * h->n * H->inner, dx, H->name, dx);
@@ -188,7 +173,7 @@ void emit_conv(Emit *e, const Node *n)
 	int64_t O = n->op == OP_CONV2D ? lshape(n->in[1])->d[0] : n->op == OP_CONV2D_GRAD_X ? lshape(n->in[1])->d[0]
 	          : n->op == OP_CONV2D_GRAD_W ? lshape(n->out)->d[0] : 0;
 	ConvHalo h;
-	bool halo = node_halo(n, writes_x ? n->out : n->in[xi], &h);
+	bool halo = conv_layout_halo(n, (writes_x ? n->out : n->in[xi])->layout, &h);
 	open_geom(e, n, lshape(xv), O);
 	const char *out = y;
 	if (halo) {

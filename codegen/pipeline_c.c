@@ -244,7 +244,10 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 			emit_seq_extend_end(e);
 		}
 		if (n->out == g->loss)
-			fprintf(e->out, "\tstep_loss += nrt_read_scalar(%s, %s);\n", nrt_dtype_of(n->out->dtype), B(e, n->out));
+			/* a host synchronisation on the CUDA target: only on the steps
+			 * the log wants (read_loss) */
+			fprintf(e->out, "\tif (read_loss)\n\t\tstep_loss += nrt_read_scalar(%s, %s);\n",
+			        nrt_dtype_of(n->out->dtype), B(e, n->out));
 	}
 	emit_seq_end(e);
 	fputs("}\n\n", out);
@@ -449,8 +452,10 @@ void emit_sched_step(Emit *e)
 		/* the result stays where it was computed: the last stage reports it */
 		fputs("\treturn step_loss / NMICRO;\n}\n\n", out);
 	} else {
-		/* summed in device memory: the CUDA target's collectives take device buffers */
-		fprintf(out, "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
+		/* summed in device memory: the CUDA target's collectives take device
+		 * buffers; on the steps the log does not want (the same on every
+		 * rank) neither read nor summed */
+		fprintf(out, "\tif (!read_loss)\n\t\treturn 0;\n\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
 		             "\tnrt_from_host(loss_dev, &loss, sizeof loss);\n"
 		             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, loss_dev, 1); /* every rank gets it */\n"
 		             "\treturn nrt_read_scalar(NRT_F64, loss_dev);\n}\n\n",
@@ -477,6 +482,7 @@ void emit_sched_eval(Emit *e)
 	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
 	fprintf(e->out, "static double eval_batch(int64_t k)\n{\n"
 	                "\tbefore_save();\n"
+	                "\tread_loss = true;\n"
 	                "\tstep_loss = 0;\n"
 	                "\tfor (int j = 0; j < schedule_len[my_stage]; j++) {\n"
 	                "\t\tconst Pass *p = &schedule[my_stage][j];\n"

@@ -4,6 +4,7 @@
  * main(); emit_c_program puts them and the other emitters' parts in
  * order. It sits on every other emitter (the order is drawn in emit.h);
  * build.c calls it. */
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -303,16 +304,82 @@ static void emit_loss_scale_fn(Emit *e)
 	fputs("}\n\n", e->out);
 }
 
+/* Whether identifier `id` appears as a token in text[from, to). */
+static bool has_token(const char *text, size_t from, size_t to, const char *id)
+{
+	size_t n = strlen(id);
+	for (const char *p = text + from; p + n <= text + to && (p = memmem(p, (size_t)(text + to - p), id, n)); p++) {
+		bool word_before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+		bool word_after = p + n < text + to && (isalnum((unsigned char)p[n]) || p[n] == '_');
+		if (!word_before && !word_after)
+			return true;
+	}
+	return false;
+}
+
+/* What of the step a CUDA graph may hold (Emit.graph). A graph replays
+ * the kernels with the arguments they had when it was captured, and runs
+ * no host code: so nothing whose work or arguments the host decides from
+ * step to step. Left out: loss scaling (the step is skipped on overflow),
+ * clip_grad_norm (norms summed on the host), parameter servers, host
+ * tables (.target(cpu)), dropout (its mask's step counter), gradient
+ * checks and forward-only programs, and anything the phases' code reads
+ * back or passes from the host (nrt_to_host, nrt_read_scalar, `step`,
+ * `seed`): the same program then runs uncaptured. The update is kept
+ * out where it reads Adam's or LAMB's step count or a schedule's rate
+ * (`opt_step`, `lr` with lr_schedule); it then runs after the graph.
+ * Pipelines and micro-steps (emit_sched_step) are never captured. */
+static int graph_kind(const Emit *e, const char *body, size_t update_at, size_t end)
+{
+	const Graph *g = e->g;
+	if (!g->loss || e->o->gradcheck || e->c->infer || e->sched || e->loss_scale || emit_train_clip_on(e) ||
+	    emit_ps_on(e) || !body)
+		return 0;
+	for (int i = 0; i < g->nvalues; i++)
+		if (g->values[i]->host)
+			return 0;
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->op == OP_DROPOUT)
+			return 0;
+	static const char *const host_side[] = {"step", "seed", "nrt_to_host", "nrt_from_host", "nrt_read_scalar",
+	                                        "nrt_host_allreduce", "nrt_host_broadcast", "nrt_host_all_within"};
+	for (size_t k = 0; k < sizeof host_side / sizeof *host_side; k++)
+		if (has_token(body, 0, update_at, host_side[k]))
+			return 0;
+	bool update_moves = has_token(body, update_at, end, "opt_step") || (g->train.nlr && has_token(body, update_at, end, "lr"));
+	for (size_t k = 0; k < sizeof host_side / sizeof *host_side; k++)
+		update_moves |= has_token(body, update_at, end, host_side[k]);
+	return update_moves ? 1 : 2;
+}
+
+/* The part of the step nrt_step_graph captures (Emit.graph). The loss is
+ * fetched in every replay (a copy of a scalar into page-locked memory) and
+ * read by the host only on the steps the log wants (train_step). */
+static void emit_step_graph(Emit *e)
+{
+	fprintf(e->out, "/* the static part of the step: captured once as a CUDA graph on the CUDA target\n"
+	                " * (nrt_step_graph); the loss is always fetched, read only when logged */\n"
+	                "static void step_graph(void)\n{\n\tbool r_ = read_loss;\n\tread_loss = true;\n\tforward();\n"
+	                "\tread_loss = r_;\n\tbackward();\n%s}\n\n",
+	        e->graph == 2 ? "\tupdate();\n" : "");
+}
+
 /* One step of the plain (unscheduled) program. */
 static void emit_step(Emit *e)
 {
 	fputs("static NrtData *data;\n\n", e->out);
 	if (e->loss_scale)
 		emit_loss_scale_fn(e);
+	if (e->graph)
+		emit_step_graph(e);
 	fputs("static double train_step(int64_t s)\n{\n"
 	      "\tnrt_data_next(data, inputs, NINPUTS, s);\n"
-	      "\tstep = opt_step = s + 1;\n"
-	      "\tdouble tf_ = nrt_trace_now();\n"
+	      "\tstep = opt_step = s + 1;\n",
+	      e->out);
+	if (e->graph)
+		fprintf(e->out, "\tif (nrt_step_graph(step_graph)) {\n%s\t\treturn read_loss ? nrt_loss_value() : 0.0;\n\t}\n",
+		        e->graph == 1 ? "\t\tupdate(); /* its arguments change every step */\n" : "");
+	fputs("\tdouble tf_ = nrt_trace_now();\n"
 	      "\tdouble loss = forward();\n"
 	      "\tnrt_trace_span(\"forward\", \"compute\", -1, tf_);\n",
 	      e->out);
@@ -446,9 +513,10 @@ static void emit_main(Emit *e)
 	fputs("\tNrtLog *log = nrt_log_open(&opt, &info);\n"
 	      "\tint64_t end = start + opt.steps;\n"
 	      "\tfor (int64_t s = start; s < end; s++) {\n"
-	      "\t\tdouble t_step = nrt_now();\n"
-	      "\t\tread_loss = nrt_log_wants(log, s, end);\n",
+	      "\t\tdouble t_step = nrt_now();\n",
 	      out);
+	/* a pipeline's loss is summed over the world: every rank reads it or none */
+	fprintf(out, "\t\tread_loss = nrt_log_wants%s(log, s, end);\n", e->sched ? "_anywhere" : "");
 	emit_train_step_begin(e, "s");
 	fputs("\t\tdouble loss = train_step(s);\n", out);
 	emit_train_step_end(e, "log");
@@ -503,7 +571,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		if (c->plan->host_of[i] >= 0)
 			e.cname[i] = e.cname[c->plan->host_of[i]];
 	char *body = NULL, *decls = NULL, *setup = NULL;
-	size_t nbody = 0, ndecls = 0, nsetup = 0;
+	size_t nbody = 0, ndecls = 0, nsetup = 0, update_at = 0;
 	e.out = open_memstream(&body, &nbody);
 	e.decls = open_memstream(&decls, &ndecls);
 	e.setup = open_memstream(&setup, &nsetup);
@@ -579,6 +647,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		                                                 nrt_dtype_of(g->loss->dtype), B(&e, g->loss));
 		emit_phase(&e, PH_FORWARD, "static double forward(void)", loss);
 		emit_phase(&e, PH_BACKWARD, "static void backward(void)", NULL);
+		fflush(e.out);
+		update_at = nbody;
 		emit_phase(&e, PH_UPDATE, "static void update(void)", NULL);
 	}
 	emit_tensor_offsets(&e);
@@ -587,6 +657,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	fclose(e.out);
 	fclose(e.decls);
 	fclose(e.setup);
+	e.graph = graph_kind(&e, body, update_at, nbody);
 
 	e.out = out;
 	emit_prologue(&e);

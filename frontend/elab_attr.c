@@ -19,6 +19,7 @@ typedef enum KwField {
 	/* convolutional networks (attr.conv) */
 	KF_KERNEL, KF_STRIDE, KF_PADDING, KF_PAD_MODE, KF_DILATION, KF_GROUPS, KF_COUNT_PAD,
 	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
+	KF_CP_ALGO,
 } KwField;
 
 /* Keyword arguments per operator, with MindSpore's names (and our short
@@ -38,6 +39,7 @@ static const struct KwSpec {
 	{OP_ATTENTION, "causal", KF_CAUSAL},
 	{OP_ATTENTION, "scale", KF_SCALE},
 	{OP_ATTENTION, "scale_value", KF_SCALE},
+	{OP_ATTENTION, "context_parallel_algo", KF_CP_ALGO},
 	{OP_LAYER_NORM, "begin_norm_axis", KF_AXIS},
 	{OP_LAYER_NORM, "axis", KF_AXIS},
 	{OP_LAYER_NORM, "epsilon", KF_EPS},
@@ -398,6 +400,21 @@ static bool kw_rope(Elab *E, Node *n, KwField k, const CfgValue *v, const char *
 	return false;
 }
 
+/* attention(context_parallel_algo = ring | zigzag | all_gather) */
+static bool kw_cp_algo(Elab *E, Node *n, const CfgValue *v, const char *ctx)
+{
+	const char *w = el_want_word(E, v, ctx);
+	if (!w)
+		return false;
+	for (int i = 0; i < 3; i++)
+		if (strcmp(w, cp_algo_names[i]) == 0) {
+			n->attr.cp_algo = i;
+			return true;
+		}
+	diag_error(E->d, v->loc, "%s must be ring, zigzag or all_gather, got '%s'", ctx, w);
+	return false;
+}
+
 static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, const char *ctx)
 {
 	OpAttrs *a = &n->attr;
@@ -407,6 +424,7 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 	case KF_TRANSPOSE_A: return el_want_bool(E, v, ctx, &a->transpose_a);
 	case KF_TRANSPOSE_B: return el_want_bool(E, v, ctx, &a->transpose_b);
 	case KF_CAUSAL: return el_want_bool(E, v, ctx, &a->causal);
+	case KF_CP_ALGO: return kw_cp_algo(E, n, v, ctx);
 	case KF_KEEP_DIMS: return el_want_bool(E, v, ctx, &a->keep_dims);
 	case KF_AXIS:
 		if (!el_want_int(E, v, ctx, -MAX_RANK, MAX_RANK - 1, &i))

@@ -1,5 +1,6 @@
 /* Shapes and geometry of the convolutional operators (see conv.h). */
 #include "conv.h"
+#include "layout.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -216,4 +217,51 @@ bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, c
 		return false;
 	}
 	return true;
+}
+
+bool conv_layout_halo(const Node *n, const Layout *l, ConvHalo *h)
+{
+	if (!l)
+		return false;
+	for (int d = 2; d < 4 && d < l->rank; d++)
+		if (l->map[d] >= 0 && l->dev[l->map[d]] > 1) {
+			char why[320];
+			return conv_halo(n, &l->full, d, l->dev[l->map[d]], h, why, sizeof why);
+		}
+	return false;
+}
+
+/* Whether x is (a conversion of) an operator's output, which has a
+ * gradient, rather than the data */
+static bool has_grad(const Value *x)
+{
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
+		x = x->def->in[0];
+	return x->kind != VK_INPUT;
+}
+
+int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exchanges, int64_t dir_bytes[2])
+{
+	ConvHalo h;
+	*exchanges = 0;
+	dir_bytes[0] = dir_bytes[1] = 0;
+	if (!(n->op == OP_CONV2D || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D) || !conv_layout_halo(n, l, &h))
+		return 0;
+	int64_t row = dtype_size(n->in[0]->dtype);
+	for (int d = 0; d < 4; d++)
+		if (d != h.dim)
+			row *= l->slice.d[d];
+	/* g exchanges gather x's halo (the forward, conv2d's weight gradient,
+	 * a max pool's gradient), s = 1 sends the data gradient's back; the
+	 * pools' gradients exist only where x has a gradient */
+	bool dx = training && has_grad(n->in[0]);
+	int64_t g = 1 + (training && n->op == OP_CONV2D) + (dx && n->op == OP_MAX_POOL2D), s = dx;
+	*exchanges = (int)(g + s);
+	dir_bytes[0] = h.t * row, dir_bytes[1] = h.b * row;
+	if (h.k > 2) /* a middle shard sends both ways */
+		return (g + s) * (dir_bytes[0] + dir_bytes[1]);
+	/* the first shard sends its last t rows on and the gradient of the
+	 * next one's b rows back; the last the other way round */
+	int64_t first = g * dir_bytes[0] + s * dir_bytes[1], last = g * dir_bytes[1] + s * dir_bytes[0];
+	return first > last ? first : last;
 }

@@ -42,6 +42,19 @@ typedef struct ConvHalo {
  * block of output rows (n = out / k * stride), and the halo comes from
  * the next shard only. false with the reason in why. */
 bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, char *why, size_t cap);
+/* The halo of n whose image operand (x; dx for a data gradient) is laid
+ * out as l: false where neither H nor W is split, or the split is not
+ * one conv_halo accepts. */
+bool conv_layout_halo(const Node *n, const Layout *l, ConvHalo *h);
+/* The bytes the busiest shard sends per step for n's halo (a middle one:
+ * t + b rows of its [N, C, -, W] (or [N, C, H, -]) slice an exchange;
+ * of two shards, the first sends t rows where the last sends b),
+ * the exchanges a step runs (the forward's; when training, conv2d's
+ * weight gradient's again and, where x has a gradient, the data
+ * gradient's back, and a max pool's gradient's again), and each
+ * direction's bytes an exchange (t rows forward, b back); 0 where n has
+ * no halo under l. */
+int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exchanges, int64_t dir_bytes[2]);
 
 /* The shape rule of every operator above (ir/shape.c's table calls it):
  * checks the operands and the geometry, resolves pad_mode = same and

@@ -67,6 +67,12 @@ typedef struct ConvAttrs {
 
 /* Attributes of every operator in one struct; each field says which ops
  * read it. Unused fields stay zero. */
+/* How a sequence-split attention meets the keys and values it lacks
+ * (docs/parallel.md): K/V blocks passed around a ring, the ring over the
+ * zigzag layout (causal load balance), or K/V all-gathered. */
+enum { CP_RING, CP_ZIGZAG, CP_ALL_GATHER };
+extern const char *const cp_algo_names[3]; /* ir/ops.c: "ring", "zigzag", "all_gather" */
+
 typedef struct OpAttrs {
 	bool transpose_a, transpose_b; /* matmul, batch_matmul */
 	int axis;                      /* softmax, log_softmax, concat, layer_norm (begin_norm_axis), slice; -1 = last */
@@ -77,6 +83,11 @@ typedef struct OpAttrs {
 	bool causal;                   /* softmax, attention(_grad): mask j > i over the last two dims */
 	double scale;                  /* attention(_grad): scores = scale * q k^T; 0 as parsed means
 	                                * 1/sqrt(d_head), which shape inference then writes here */
+	int cp_algo;                   /* attention(_grad), with the query sequence split: CP_RING (default),
+	                                * CP_ZIGZAG or CP_ALL_GATHER (context_parallel_algo) */
+	bool grad_stacked;             /* attention_grad: result [b, heads, 3, t, d], dq, dk, dv one above
+	                                * another (autodiff's form for a ring: the sequence axis stays its
+	                                * own, so it splits as the ring's blocks); else the packed rows */
 	bool save_lse;                 /* attention (set by autodiff): its output buffer holds each query
 	                                * row's log-sum-exp after o, [b, heads, tq] in o's element type,
 	                                * for its gradient (passes/memplan.h value_bytes_as) */

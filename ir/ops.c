@@ -15,3 +15,5 @@ Op op_lookup(const char *name)
 			return (Op)i;
 	return OP_COUNT;
 }
+
+const char *const cp_algo_names[3] = {[CP_RING] = "ring", [CP_ZIGZAG] = "zigzag", [CP_ALL_GATHER] = "all_gather"};

@@ -47,6 +47,7 @@ static void print_attrs(const Node *n, FILE *out)
 	case OP_ATTENTION_GRAD:
 		fprintf(out, ", scale=%g", a->scale);
 		if (a->causal) fputs(", causal=true", out);
+		if (a->cp_algo != CP_RING) fprintf(out, ", context_parallel_algo=%s", cp_algo_names[a->cp_algo]);
 		break;
 	case OP_CONCAT:
 		fprintf(out, ", axis=%d", a->axis);

@@ -295,7 +295,12 @@ RULE(ATTENTION_GRAD)
 	if (!attention_operands(n, d) || !same_shape(d, n, n->in[0], n->in[3]) ||
 	    !same_shape(d, n, n->in[0], n->in[4]))
 		return false;
-	return set_out(n, n->in[0]->dtype, attention_grad_shape(&n->in[0]->shape, &n->in[1]->shape));
+	const Shape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
+	if (!n->attr.grad_stacked)
+		return set_out(n, n->in[0]->dtype, attention_grad_shape(q, k));
+	if (q->d[1] != k->d[1] || q->d[2] != k->d[2])
+		return node_fail(d, n, "a stacked attention gradient needs q and k of one shape");
+	return set_out(n, n->in[0]->dtype, (Shape){.rank = 5, .d = {q->d[0], q->d[1], 3, q->d[2], q->d[3]}});
 }
 
 /* --- normalisation ------------------------------------------------------------- */

@@ -70,8 +70,12 @@ static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
  * batch and heads alike. Beyond FlashAttentionScore, the queries'
  * sequence may be split (sequence, or context, parallelism): each device
  * attends with its share of the query rows -- and of o and do, which are
- * laid out as q -- to all the keys and values, which stay whole (the
- * redistribution gathers them). The gradient's dq rows are then this
+ * laid out as q -- to all the keys and values: by default they are laid
+ * out split as the queries and pass around a ring (attention_ring below),
+ * with context_parallel_algo = all_gather they stay whole (the
+ * redistribution gathers them). Their strategy says whole either way, so
+ * the searches, which split q's and k's sequence alike, still find no
+ * sequence split. The gradient's dq rows are then this
  * device's and its dk, dv partial sums over the sequence split, so its
  * packed result is whole along the sequence and partial over that axis.
  *
@@ -90,6 +94,34 @@ static bool gqa_heads_split(Rule *R)
 	            s, R->n->in[1]->name, kvh, plural_s(kvh), kvh);
 }
 
+/* With the query sequence split s ways, whether the keys and values are
+ * laid out split alike for the ring (context_parallel_algo ring or
+ * zigzag, runtime/ring_attention.h) rather than gathered whole. The ring
+ * takes whole blocks of keys; causal, it needs the queries' and keys'
+ * blocks to line up (self-attention), zigzag halves them. Plain ring
+ * falls back to the gather where it cannot; zigzag, asked for, says why. */
+static bool attention_ring(Rule *R, int64_t s, bool *ring)
+{
+	const Node *n = R->n;
+	int64_t tq = n->in[0]->shape.d[2], tk = n->in[1]->shape.d[2];
+	const char *why = NULL;
+	*ring = false;
+	if (s == 1 || n->attr.cp_algo == CP_ALL_GATHER)
+		return true;
+	if (tk % s)
+		why = "the keys' sequence does not divide by the split";
+	else if (n->attr.causal && tq != tk)
+		why = "causal attention over more keys than queries does not line the blocks up";
+	else if (n->attr.cp_algo == CP_ZIGZAG && (tq / s % 2 || tk / s % 2))
+		why = "the zigzag layout halves each device's rows, so they must be even";
+	if (!why)
+		return *ring = true;
+	if (n->attr.cp_algo == CP_RING)
+		return true;
+	return rule_fail(R, "context_parallel_algo = zigzag with the query sequence split %" PRId64 " ways: %s (%" PRId64
+	                 " queries, %" PRId64 " keys)", s, why, tq, tk);
+}
+
 static bool rule_attention(Rule *R)
 {
 	static const char *const dim_name[] = {"batch", "heads", "query sequence"};
@@ -99,7 +131,9 @@ static bool rule_attention(Rule *R)
 	for (int j = 0; j < R->n->nin; j++) {
 		if (!rule_need_whole(R, j, 3, "is the head width"))
 			return false;
-		if ((j == 1 || j == 2) &&
+		/* the gradient reads k and v as the ring's forward did: split as q */
+		bool ring_block = grad && rule_split(R, j, 2) == rule_split(R, 0, 2);
+		if ((j == 1 || j == 2) && !ring_block &&
 		    !rule_need_whole(R, j, 2, "holds the keys every query row needs (split the queries' sequence instead)"))
 			return false;
 	}
@@ -115,8 +149,25 @@ static bool rule_attention(Rule *R)
 	map[1] = rule_axis(R, rule_split(R, 0, 1));
 	memcpy(kv, map, sizeof kv);
 	map[2] = rule_axis(R, rule_split(R, 0, 2));
+	bool ring;
+	if (!attention_ring(R, rule_split(R, 0, 2), &ring))
+		return false;
+	if (grad && !ring && rule_split(R, 1, 2) > 1)
+		return rule_fail(R, "the keys' sequence is split, which only the ring of context_parallel_algo = ring or "
+		                 "zigzag reads");
+	int kv_in[MAX_RANK]; /* the ring's blocks of keys and values: split as the queries */
+	memcpy(kv_in, kv, sizeof kv_in);
+	if (ring)
+		kv_in[2] = map[2];
 	for (int j = 0; j < R->n->nin; j++)
-		R->r->in[j] = rule_layout(R, &R->n->in[j]->shape, j == 1 || j == 2 ? kv : map, 0);
+		R->r->in[j] = rule_layout(R, &R->n->in[j]->shape, j == 1 || j == 2 ? kv_in : map, 0);
+	if (grad && R->n->attr.grad_stacked) { /* [b, heads, 3, t, d]: the ring's rows are this device's own */
+		int st[MAX_RANK];
+		rule_all_whole(st);
+		st[0] = map[0], st[1] = map[1], st[3] = ring ? map[2] : -1;
+		R->r->out = rule_layout(R, &R->n->out->shape, st, !ring && map[2] >= 0 ? 1u << map[2] : 0);
+		return true;
+	}
 	R->r->out = rule_layout(R, &R->n->out->shape, grad ? kv : map, grad && map[2] >= 0 ? 1u << map[2] : 0);
 	return true;
 }

@@ -170,8 +170,8 @@ bool rule_reduce(Rule *R, int64_t mask)
 	return true;
 }
 
-/* Reshape keeps a split when it falls on the first dim of a group of dims
- * whose products match on both sides ([B*T, D] -> [B, T, D]); otherwise the
+/* Reshape keeps a split when it falls on the first dim (of size > 1) of a
+ * group of dims whose products match on both sides ([B*T, D] -> [B, T, D]); otherwise the
  * input is gathered whole first. */
 bool shard_RESHAPE(Rule *R)
 {
@@ -191,6 +191,12 @@ bool shard_RESHAPE(Rule *R)
 			else
 				break;
 		}
+		/* size-1 dims cannot be split: the group's first is its first longer one
+		 * ([b, h, 1, t, d] -> [b, h, t, d] keeps a split t) */
+		while (i0 < i - 1 && x->d[i0] == 1)
+			i0++;
+		while (o0 < o - 1 && y->d[o0] == 1)
+			o0++;
 		for (int k = i0 + 1; k < i; k++)
 			ok = ok && rule_split(R, 0, k) == 1;
 		int64_t s = rule_split(R, 0, i0);

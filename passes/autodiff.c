@@ -197,12 +197,44 @@ static void grad_LOG_SOFTMAX(AD *ad, const Node *n, Value *dy)
  * query heads' dq one after another, dk and dv summed over the group).
  * Slices take out the ones wanted; a group's dq rows are q's heads in a
  * row, so a reshape restores q's shape. */
+/* Whether the strategy written on n splits the query sequence for a
+ * ring over self-attention (ir/sharding_core.c's attention_ring): its
+ * gradient is then stacked [b, heads, 3, t, d], which splits along t as
+ * the ring's blocks (each rank's dq, dk, dv rows, nothing to sum). */
+static bool ring_stacked(const Node *n)
+{
+	const Strategy *s = &n->ann.in_strategy;
+	const Shape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
+	return s->n > 0 && s->v[0].rank == 4 && s->v[0].d[2] > 1 && n->attr.cp_algo != CP_ALL_GATHER &&
+	       q->d[1] == k->d[1] && q->d[2] == k->d[2];
+}
+
+static void grad_attention_stacked(AD *ad, const Node *n, Value *dy)
+{
+	const Shape *q = &n->in[0]->shape;
+	OpAttrs a = n->attr;
+	a.grad_stacked = true;
+	Shape st = {.rank = 5, .d = {q->d[0], q->d[1], 3, q->d[2], q->d[3]}};
+	Value *g = bnode(ad, OP_ATTENTION_GRAD, (Value *[]){n->in[0], n->in[1], n->in[2], n->out, dy}, 5, &a, st);
+	for (int i = 0; i < 3; i++)
+		if (wants(ad, n, i)) {
+			Shape s = st;
+			s.d[2] = 1;
+			OpAttrs sl = {.axis = 2, .begin = i, .shape = s}, r = {.shape = n->in[i]->shape};
+			accumulate(ad, n->in[i], un(ad, OP_RESHAPE, un(ad, OP_SLICE, g, &sl, s), &r, n->in[i]->shape));
+		}
+}
+
 static void grad_ATTENTION(AD *ad, const Node *n, Value *dy)
 {
 	if (!wants(ad, n, 0) && !wants(ad, n, 1) && !wants(ad, n, 2))
 		return;
 	Value *q = n->in[0], *k = n->in[1];
 	((Node *)n)->attr.save_lse = true; /* the forward node, which autodiff may annotate */
+	if (ring_stacked(n)) {
+		grad_attention_stacked(ad, n, dy);
+		return;
+	}
 	Shape packed = attention_grad_shape(&q->shape, &k->shape);
 	Value *g = bnode(ad, OP_ATTENTION_GRAD, (Value *[]){q, k, n->in[2], n->out, dy}, 5, &n->attr, packed);
 	int64_t begin = 0;

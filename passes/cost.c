@@ -75,6 +75,14 @@ static const char *const coll_names[MACHINE_COLL_KINDS] = {"allreduce", "reduce_
 /* "nt.64x784x256" into e; false if it is not one. */
 static bool parse_gemm_key(const char *k, GemmRate *e)
 {
+	static const char *const types[GEMM_TYPES] = {"f32.", "tf32.", "bf16.", "f16."};
+	e->type = GEMM_F32;
+	for (int t = GEMM_TF32; t < GEMM_TYPES; t++)
+		if (strncmp(k, types[t], strlen(types[t])) == 0) {
+			e->type = t;
+			k += strlen(types[t]);
+			break;
+		}
 	if (strlen(k) < 4 || (k[0] != 'n' && k[0] != 't') || (k[1] != 'n' && k[1] != 't') || k[2] != '.')
 		return false;
 	e->ta = k[0] == 't';
@@ -175,7 +183,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		         "inter_node.bandwidth, COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
 		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, llc_bytes, "
 		         "kernel_threads, op_overhead, rand_rate, "
-		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK; see docs/calibration.md)",
+		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK, gemm.TYPE.TT.MxNxK (TYPE tf32, bf16, f16); see docs/calibration.md)",
 		         key);
 		return NULL;
 	}
@@ -196,7 +204,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 	}
 	for (int i = 0; i < p->ngemm; i++) {
 		GemmRate *g = &p->gemm[i];
-		if (g->m == e.m && g->n == e.n && g->k == e.k && g->ta == e.ta && g->tb == e.tb)
+		if (g->m == e.m && g->n == e.n && g->k == e.k && g->ta == e.ta && g->tb == e.tb && g->type == e.type)
 			return &g->flops;
 	}
 	if (p->ngemm == MACHINE_MAX_GEMM) {
@@ -492,15 +500,16 @@ int64_t cost_ranks(const ShardResult *r)
 	return d;
 }
 
-double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int64_t N, int64_t K, bool ta, bool tb)
+/* The rate of the entry nearest (M, N, K) among those of element type
+ * `type`, or 0 when the file has none of that type. */
+static double gemm_rate_of(const MachineProfile *p, int type, int64_t M, int64_t N, int64_t K, bool ta, bool tb)
 {
-	double fallback = p && p->flops > 0 ? p->flops : m->flops;
-	if (!p || p->ngemm == 0)
-		return fallback;
 	const GemmRate *best = NULL;
 	double bestd = INFINITY;
 	for (int i = 0; i < p->ngemm; i++) {
 		const GemmRate *g = &p->gemm[i];
+		if (g->type != type)
+			continue;
 		/* log distance; a different transpose costs a little, so the
 		 * same sizes transposed win over a neighbouring size */
 		double d = fabs(log((double)g->m / (double)M)) + fabs(log((double)g->n / (double)N)) +
@@ -510,7 +519,22 @@ double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int6
 			best = &p->gemm[i];
 		}
 	}
-	return best->flops > 0 ? best->flops : fallback;
+	return best ? best->flops : 0;
+}
+
+double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int64_t N, int64_t K, bool ta, bool tb)
+{
+	return cost_gemm_rate_as(m, p, GEMM_F32, M, N, K, ta, tb);
+}
+
+double cost_gemm_rate_as(const Machine *m, const MachineProfile *p, int type, int64_t M, int64_t N, int64_t K, bool ta,
+                         bool tb)
+{
+	double fallback = p && p->flops > 0 ? p->flops : m->flops;
+	double r = p && type != GEMM_F32 ? gemm_rate_of(p, type, M, N, K, ta, tb) : 0;
+	if (r <= 0 && p)
+		r = gemm_rate_of(p, GEMM_F32, M, N, K, ta, tb);
+	return r > 0 ? r : fallback;
 }
 
 static int64_t local_numel(const Value *v)
@@ -527,8 +551,11 @@ static double gemm_node_time(const Machine *m, const MachineProfile *p, const No
 	int64_t M = o->d[o->rank - 2], N = o->d[o->rank - 1];
 	int64_t K = n->attr.transpose_a ? a->d[a->rank - 2] : a->d[a->rank - 1];
 	double batch = (double)shape_numel(o) / (double)(M * N > 0 ? M * N : 1);
+	/* narrow operands: the GPU's bf16/f16 figures where the file has them */
+	DType t = n->in[0]->dtype;
+	int type = t == DT_BF16 ? GEMM_BF16 : t == DT_F16 ? GEMM_F16 : GEMM_F32;
 	return batch * 2.0 * (double)M * (double)N * (double)K /
-	       cost_gemm_rate(m, p, M, N, K, n->attr.transpose_a, n->attr.transpose_b);
+	       cost_gemm_rate_as(m, p, type, M, N, K, n->attr.transpose_a, n->attr.transpose_b);
 }
 
 /* Bytes an operator moves (inputs and output, local; an update writes its
@@ -802,6 +829,68 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist)
 {
 	return cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)bytes, 2, cost_same_node(m, dist) ? 2 : 1,
 	                      NULL);
+}
+
+int64_t cost_ring_attention(const Node *n, int *msgs)
+{
+	*msgs = 0;
+	const Layout *k = n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD ? n->in[1]->layout : NULL;
+	if (!k || k->map[2] < 0)
+		return 0;
+	int64_t r = k->dev[k->map[2]], es = dtype_size(n->in[0]->dtype);
+	int64_t nq = local_numel(n->in[0]), kv = local_numel(n->in[1]), lse = nq / n->in[0]->shape.d[3];
+	bool zz = n->attr.cp_algo == CP_ZIGZAG;
+	int64_t el = 0; /* each zigzag permutation sends two halves */
+	int m = 0;
+	if (r > 1) { /* k|v, one message a step */
+		m += (int)(r - 1);
+		el += (r - 1) * 2 * kv;
+	}
+	if (n->op == OP_ATTENTION) {
+		if (zz) {
+			m += 2 * (3 + 1 + (n->attr.save_lse ? 1 : 0));
+			el += 2 * nq + 2 * kv + (n->attr.save_lse ? lse : 0);
+		}
+	} else {
+		if (r > 1) { /* dk|dv follow their block home */
+			m += (int)r;
+			el += r * 2 * kv;
+		}
+		if (zz) { /* q, o, do, lse, k, v in; dq, dk, dv back when stacked */
+			m += 2 * 6 + (n->attr.grad_stacked ? 2 * 3 : 0);
+			el += 3 * nq + lse + 2 * kv + (n->attr.grad_stacked ? nq + 2 * kv : 0);
+		}
+	}
+	*msgs = m;
+	return el * es;
+}
+
+double cost_ring_time(const Machine *m, int64_t bytes, int msgs)
+{
+	return msgs * machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+}
+
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls)
+{
+	int times;
+	int64_t dir[2], all = conv_halo_bytes(n, x, training, &times, dir);
+	if (bytes)
+		*bytes = all;
+	if (calls)
+		*calls = times * ((dir[0] > 0) + (dir[1] > 0));
+	if (!all)
+		return 0;
+	/* neighbours along the split's axis are its stride apart in rank */
+	ConvHalo h;
+	conv_layout_halo(n, x, &h);
+	int64_t dist = 1;
+	for (int a = x->map[h.dim] + 1; a < x->ndev; a++)
+		dist *= x->dev[a];
+	double s = 0;
+	for (int k = 0; k < 2; k++)
+		if (dir[k])
+			s += cost_p2p_time(m, dir[k], dist);
+	return times * s;
 }
 
 unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)

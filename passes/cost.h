@@ -48,15 +48,20 @@ struct RedistStep;
 /* The indices of send/recv and of the fused buckets' non-blocking
  * all-reduce in Machine's per-collective figures, after RedistKind's four
  * collectives. */
-enum { MACHINE_MAX_GEMM = 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
+enum { MACHINE_MAX_GEMM = 4 * 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
        MACHINE_IALLREDUCE = 5 };
 
 /* One measured matrix product: C[M,N] = op(A)[M,K] op(B)[K,N]. */
 typedef struct GemmRate {
 	int64_t m, n, k;
 	bool ta, tb;           /* transposed operands, as the runtime's nrt_gemm */
+	int type;              /* GEMM_F32, or a GPU's other kinds: key gemm.TYPE.TT.MxNxK */
 	double flops;          /* FLOP/s measured (2MNK / seconds) */
 } GemmRate;
+/* The element types a machine file times matrix products in: f32 (key
+ * gemm.TT.MxNxK), and on a GPU (netc calibrate --target cuda) f32 on TF32
+ * tensor cores, bf16 and f16 (gemm.tf32., gemm.bf16., gemm.f16.). */
+enum { GEMM_F32, GEMM_TF32, GEMM_BF16, GEMM_F16, GEMM_TYPES };
 
 /* The compute figures of one device while `ranks` processes run at once
  * on the measured host (they share its cores and memory: a 2-rank
@@ -143,6 +148,10 @@ const MachineProfile *machine_profile(const Machine *m, int64_t ranks);
  * entry nearest in log M, log N, log K, else the profile's or machine's
  * flops. */
 double cost_gemm_rate(const Machine *m, const MachineProfile *p, int64_t M, int64_t N, int64_t K, bool ta, bool tb);
+/* The same for element type `type` (GEMM_*): its own entries where the
+ * file has some, else the f32 ones. */
+double cost_gemm_rate_as(const Machine *m, const MachineProfile *p, int type, int64_t M, int64_t N, int64_t K, bool ta,
+                         bool tb);
 /* Seconds one operator of the compiled program (forward, backward or
  * update) takes on one device with the calibrated figures, from its
  * local slices; `gemm` (may be NULL) is set when it is a matrix product. */
@@ -170,6 +179,21 @@ double cost_step_time(const Machine *m, const struct RedistStep *st, double *lat
 /* Seconds of a send of `bytes` between ranks `dist` apart (pipeline
  * stages: device_num / stages apart). */
 double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist);
+/* A sequence-split attention (or its gradient) on a ring
+ * (runtime/ring_attention.c): the bytes this rank sends per call and, in
+ * *msgs, the messages, as --comm-stats counts them; 0 when n runs no
+ * ring. The gradient is taken to read the forward's saved log-sum-exps. */
+int64_t cost_ring_attention(const Node *n, int *msgs);
+/* Those messages' time at the send/recv figures, none of it hidden
+ * behind the blocks' compute (the program starts each block's exchange
+ * before computing it, so this is an upper bound). */
+double cost_ring_time(const Machine *m, int64_t bytes, int msgs);
+/* A conv2d's or pool's halo exchange per step with its image laid out as
+ * x (ir/conv.h, conv_halo_bytes): each exchange a send/recv of the t rows
+ * one way and one of the b rows the other, between neighbours of the
+ * split's axis; the bytes the busiest shard sends in *bytes (NULL: not
+ * wanted), the send/recvs in *calls. 0 without a halo. */
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls);
 /* Whether ranks r and r + dist share a node (block order: on average). */
 bool cost_same_node(const Machine *m, int64_t dist);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/conv.h"
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
@@ -165,6 +166,24 @@ static void ps_traffic(const Graph *g, const Machine *m, const Node *n, ExplainT
 	sc->comm += time, sc->grads += time, sc->comm_bytes += bytes, sc->ncomm++;
 }
 
+/* A sequence-split attention's ring (runtime/ring_attention.c): its
+ * send/recv messages, each way once per call, priced without overlap. */
+static void ring_traffic(const Machine *m, const Node *n, ExplainTotals *t)
+{
+	int msgs;
+	int64_t bytes = cost_ring_attention(n, &msgs);
+	if (!bytes)
+		return;
+	double s = cost_ring_time(m, bytes, msgs);
+	int times = n->phase == PH_UPDATE ? 1 : t->nmicro;
+	t->nring += msgs * times;
+	t->ring_bytes += bytes * times;
+	t->ncomm += msgs;
+	t->comm_bytes += bytes;
+	t->comm += s;
+	add_comm(t, n, s, bytes, msgs);
+}
+
 /* The values a chunk sends to another each micro-batch, as the program
  * does (codegen/pipeline_c.c, emit_sched_plan): an operator's input made
  * on another chunk, once per (value, reader chunk), in the earliest phase
@@ -219,6 +238,31 @@ static void pipeline_setup(Compilation *c, ExplainTotals *t)
 	t->xfer_b = ARENA_NEWN(&c->arena, double, (size_t)t->nchunks * t->nchunks);
 }
 
+/* A convolution's or pool's halo exchange (cost_halo, on the image's
+ * layout as the program runs it): the forward's in its chunk's forward
+ * pass, the gradients' in the backward. */
+static void halo_traffic(Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
+{
+	int64_t bytes;
+	int calls;
+	const Layout *x = n->in[0]->layout;
+	double all = cost_halo(m, n, x, training(c), &bytes, &calls), fwd = cost_halo(m, n, x, false, NULL, NULL);
+	if (!calls)
+		return;
+	int ch = chunk_of(t, n);
+	StageCost *sc = &t->stage[ch % t->nstages];
+	t->fwd[ch] += fwd;
+	t->bwd[ch] += all - fwd;
+	sc->comm += all * t->nmicro;
+	sc->comm_bytes += bytes * t->nmicro;
+	sc->ncomm += calls * t->nmicro;
+	t->comm += all;
+	t->comm_bytes += bytes;
+	t->ncomm += calls;
+	t->nhalo += calls * t->nmicro;
+	t->halo_bytes += bytes * t->nmicro;
+}
+
 /* Each device's step: its stage's passes in the schedule's order with
  * these costs, waiting for the other stages' values, then the gradient
  * reductions and the update; the step ends when the last stage's does. */
@@ -231,6 +275,13 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 	t->step = 0;
 	for (int st = 0; st < t->nstages; st++) {
 		StageCost *sc = &t->stage[st];
+		double passes = 0; /* the stage's own passes back to back: the replay cannot end before */
+		for (int k = st; k < t->nchunks; k += t->nstages)
+			passes += t->nmicro * (t->fwd[k] + t->bwd[k]);
+		if (end[st] < passes * (1 - 1e-9))
+			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d at %.6g s of its "
+			           "%.6g s of passes: a pass waits for one the schedule runs after it (a backward value sent "
+			           "to a later stage?)", st, end[st], passes);
 		sc->end = end[st];
 		sc->slots = s->nslots[st];
 		sc->memory = fixed[st] + act[st] * sc->slots;
@@ -346,6 +397,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		}
 		if (n->ps_push)
 			ps_traffic(g, m, n, t);
+		ring_traffic(m, n, t);
+		halo_traffic(c, m, n, t);
 		op_comm_traffic(g, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
@@ -452,6 +505,23 @@ double explain_objective(Compilation *c)
 	return s ? search_total(s, choice) : NAN;
 }
 
+/* A convolution's or pool's halo: rows from each neighbour, the
+ * exchanges a step and what the busiest device sends */
+static void print_halo(Compilation *c, const Machine *m, const Node *n, FILE *out)
+{
+	ConvHalo h;
+	int64_t bytes, dir[2];
+	int calls, times;
+	const Layout *x = n->in[0]->layout;
+	double s = cost_halo(m, n, x, training(c), &bytes, &calls);
+	if (!calls || !conv_layout_halo(n, x, &h))
+		return;
+	conv_halo_bytes(n, x, training(c), &times, dir);
+	fprintf(out, "      halo %s split %" PRId64 ": %" PRId64 " + %" PRId64 " %s from the neighbours, %d exchange%s, %" PRId64
+	        " bytes the busiest device sends (send/recv), %.3g s\n", h.dim == 2 ? "H" : "W", h.k, h.t, h.b,
+	        h.dim == 2 ? "rows" : "columns", times, times == 1 ? "" : "s", bytes, s);
+}
+
 /* One forward operator: its strategy and where it came from, the
  * layouts it reads (after the redistributions before it) and makes. */
 static void print_node(Compilation *c, const Machine *m, const char *name, const Node *n, const char **listed_at,
@@ -475,6 +545,7 @@ static void print_node(Compilation *c, const Machine *m, const char *name, const
 		fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
 	}
 	fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
+	print_halo(c, m, n, out);
 }
 
 /* Why the operator runs with the strategy marked '*': the table prices
@@ -633,6 +704,16 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 			total += bytes[k];
 			sep = ", ";
 		}
+	if (t->nring) {
+		fprintf(out, "%sring attention send/recv %d x %s", sep, t->nring, human(c, (double)t->ring_bytes));
+		total += t->ring_bytes;
+		sep = ", ";
+	}
+	if (t->nhalo) {
+		fprintf(out, "%shalo send/recv %d x %s", sep, t->nhalo, human(c, (double)t->halo_bytes));
+		total += t->halo_bytes;
+		sep = ", ";
+	}
 	if (t->nps) {
 		fprintf(out, "%sparameter-server send/recv %d x %s", sep, t->nps, human(c, (double)t->ps_bytes));
 		total += t->ps_bytes;

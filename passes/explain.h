@@ -42,6 +42,10 @@ typedef struct ExplainTotals {
 	int nps;               /* parameter-server pushes per step (each pulls the new values back) */
 	int64_t ps_bytes;      /* bytes a worker pushes per step (in comm_bytes too; pulled back alike) */
 	double ps;             /* seconds per step of the pushes and pulls (in comm too) */
+	int nring;             /* ring attention's messages per step (cost_ring_attention; in ncomm too) */
+	int64_t ring_bytes;    /* bytes they carry from this device (in comm_bytes too) */
+	int nhalo;             /* convolutions' and pools' halo send/recvs per step (cost_halo; in ncomm too) */
+	int64_t halo_bytes;    /* bytes the busiest shard sends for them per step (in comm_bytes too) */
 	/* with a calibrated machine (machine_calibrated), compute is the sum
 	 * over every operator the program runs (cost_node_time) and the
 	 * synthetic batch; its parts: */

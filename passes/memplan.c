@@ -31,7 +31,7 @@ int64_t value_bytes_as(const Value *v, int real_size)
 	/* generated programs hold f32 tensors as `real`; f16/bf16 as 2 bytes */
 	int64_t n = shape_numel(s);
 	if (v->kind == VK_NODE && v->def && v->def->op == OP_ATTENTION && v->def->attr.save_lse)
-		n += n / s->d[3];
+		n = dtype_size(v->dtype) == 2 ? attention_lse_at(n) + 2 * (n / s->d[3]) : n + n / s->d[3];
 	return n * (v->dtype == DT_F32 ? real_size : dtype_size(v->dtype));
 }
 

@@ -35,8 +35,12 @@ struct MemPlan {
 /* Bytes this device holds of v (its slice when sharded), float tensors
  * taking `real_size` bytes an element (4, or 8 with --precision f64);
  * an attention output its gradient reads (attr.save_lse) also holds each
- * query row's log-sum-exp after it, one element per d_head of o. */
+ * query row's log-sum-exp after it, one element per d_head of o (f16 /
+ * bf16 o: f32 log-sum-exps, two elements a row, from an even element). */
 int64_t value_bytes_as(const Value *v, int real_size);
+/* Where a narrow attention output of n elements keeps its f32 log-sum-exps:
+ * element n rounded up to even, so they are 4-byte aligned. */
+static inline int64_t attention_lse_at(int64_t n) { return (n + 1) / 2 * 2; }
 /* The same at the compilation's precision. */
 static inline int64_t value_bytes(const Compilation *c, const Value *v) { return value_bytes_as(v, c->f64 ? 8 : 4); }
 /* The summary line; with pipeline stages, the largest stage's (by its

@@ -12,7 +12,7 @@
  *   fuse  search
  *   fuse_attention
  *   explain  pipeline (the pass table: calls every pass)
- *   explain_schedule
+ *   explain_schedule  search_fit (compiles again: calls the pipeline)
  * Below them all: ir/ (the layout algebra: ir/layout.c, ir/redistribute.c)
  * and frontend/. */
 #ifndef NETC_PASSES_H
@@ -57,12 +57,20 @@ typedef struct Compilation {
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
 	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
 	int nattn, capattn;
-	/* search_mode = dynamic_programming under memory_limit (main.c): the
+	/* the search under memory_limit (passes/search_fit.c): the
 	 * compiled plan's bytes per byte of the search's estimate, learnt from
 	 * an earlier compilation that went over (0: 1), and the estimate of
 	 * the plan chosen (0: no search ran) */
 	double search_mem_factor;
 	double search_mem;
+	/* the prices dynamic_programming tried under the limit, kept across the
+	 * compilations of one fit (passes/search_fit.c): [0] in blocks (or
+	 * without a topology), [1] round robin; heap, freed by
+	 * compilation_free; NULL: none yet */
+	struct SearchPrices *search_prices;
+	/* the device order the fit's first search chose (passes/search.c),
+	 * kept by its later ones: 0 not chosen yet, 1 blocks, 2 round robin */
+	int search_order;
 } Compilation;
 
 /* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */

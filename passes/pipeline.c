@@ -2,11 +2,13 @@
  * with the verifier between them and a switch that prints the IR after any
  * of them (netc --dump-after=PASS). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../frontend/frontend.h"
 #include "../ir/shape.h"
 #include "passes.h"
+#include "search_graph.h"
 
 typedef struct Pass {
 	const char *name;
@@ -59,6 +61,12 @@ void compilation_init(Compilation *c)
 
 void compilation_free(Compilation *c)
 {
+	if (c->search_prices) {
+		search_prices_free(&c->search_prices[0]);
+		search_prices_free(&c->search_prices[1]);
+		free(c->search_prices);
+		c->search_prices = NULL;
+	}
 	arena_free(&c->arena);
 	source_free(c->src);
 	c->src = NULL;

@@ -428,8 +428,8 @@ bool pass_amp(Compilation *c)
 /* ---- narrow kernels ------------------------------------------------------------
  * After the passes that place casts and reductions: a matrix product,
  * element-wise operator, softmax, layer norm (+ grads), transpose, sum
- * over axes (reduce_sum, sum_to), concat, slice, scale, embedding (+ grad:
- * the table, dy; not the ids) or softmax_cross_entropy (+ grad: their logits; the loss stays
+ * over axes (reduce_sum, sum_to), concat, slice, scale, attention (+ grad),
+ * embedding (+ grad: the table, dy; not the ids) or softmax_cross_entropy (+ grad: their logits; the loss stays
  * f32) whose every input is cast up
  * from one narrow type for it alone, and whose result is only cast back
  * down to that type, runs on the narrow values itself -- the runtime's
@@ -454,6 +454,7 @@ static bool narrow_kernel(const Node *n)
 	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
 	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
+	case OP_ATTENTION: case OP_ATTENTION_GRAD: /* the log-sum-exps stay f32 (memplan.h) */
 		return true;
 	case OP_CONCAT: /* narrow_ins' mask */
 		return n->nin < 32;

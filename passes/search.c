@@ -5,6 +5,7 @@
 #include "search.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strategy_ckpt.h"
@@ -59,6 +60,26 @@ static void at_least_data_parallel(Search *s, int *choice)
 		memcpy(choice, dp, sizeof(int) * (size_t)s->nv);
 }
 
+/* ---- the memory limit ----------------------------------------------------------- */
+
+/* recursive_programming and sharding_propagation do not price memory:
+ * where their plan needs more than memory_limit (by the search's
+ * estimate, scaled as search_fit.c learnt from the compiled plan), the
+ * plan is searched again by dynamic_programming's priced search, which
+ * keeps the annotated (and propagated-from) operators' strategies, so
+ * every mode gives a plan that fits or says that none does. */
+static bool within_limit(Compilation *c, Search *s, const int *choice)
+{
+	double limit = s->m.memory_limit, need = search_memory(s, choice) * s->mem_factor;
+	if (limit <= 0 || need <= limit)
+		return true;
+	if (c->verbose)
+		fprintf(stderr, "netc: %s: its plan needs %.6g bytes per device, over memory_limit = %.6g: "
+		        "dynamic_programming's search under the limit chooses\n",
+		        search_mode_name(c->g->par.search_mode), need, limit);
+	return false;
+}
+
 /* ---- applying the result ------------------------------------------------------- */
 
 void search_apply(Search *s, const int *choice)
@@ -79,15 +100,32 @@ static bool is_training(const Compilation *c)
 	return !c->infer && c->g->loss != NULL;
 }
 
-bool search_run(Compilation *c)
+/* One search in one device order (cyclic: rank r on node r % nodes;
+ * -1: the machine's own, no topology to order); NULL after reporting
+ * (d NULL: quietly). *out: the plan. */
+static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 {
 	Graph *g = c->g;
-	Search *s = search_new(&c->arena, g, c->machine, is_training(c), &c->diag);
+	Machine m;
+	if (c->machine)
+		m = *c->machine;
+	else
+		machine_defaults(&m);
+	if (cyclic >= 0) {
+		m.topo.world = g->par.device_num;
+		m.topo.cyclic = cyclic;
+	}
+	Search *s = search_new(&c->arena, g, &m, is_training(c), d);
 	if (!s)
-		return false;
+		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
 	if (c->search_mem_factor > 1)
 		s->mem_factor = c->search_mem_factor;
+	if (s->m.memory_limit > 0) {
+		if (!c->search_prices) /* one record per order: a price's plan depends on it */
+			c->search_prices = xcalloc(2, sizeof *c->search_prices);
+		s->prices = &c->search_prices[cyclic > 0];
+	}
 	bool ok;
 	switch (g->par.search_mode) {
 	case SM_SHARDING_PROPAGATION: ok = search_propagate(s, choice); break;
@@ -95,9 +133,28 @@ bool search_run(Compilation *c)
 	default: ok = search_recursive(s, choice); break;
 	}
 	if (!ok)
-		return false;
+		return NULL;
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING)
 		at_least_data_parallel(s, choice);
+	if (g->par.search_mode != SM_DYNAMIC_PROGRAMMING && !within_limit(c, s, choice) && !search_dp(s, choice))
+		return NULL;
+	*out = choice;
+	return s;
+}
+
+/* Whether the devices span nodes whose order is a choice: a topology, and
+ * more devices than a node holds, a whole number of nodes. */
+static bool order_is_a_choice(const Compilation *c)
+{
+	const Machine *m = c->machine;
+	int64_t D = m ? (int64_t)m->topo.devices_per_node : 0, w = c->g->par.device_num;
+	return D > 0 && w > D && w % D == 0;
+}
+
+/* Applies the plan s found. */
+static bool search_done(Compilation *c, Search *s, const int *choice)
+{
+	Graph *g = c->g;
 	search_apply(s, choice);
 	c->search_mem = search_memory(s, choice);
 	if (c->verbose)
@@ -105,6 +162,40 @@ bool search_run(Compilation *c)
 		        search_mode_name(g->par.search_mode), s->nv, search_total(s, choice), search_memory(s, choice),
 		        g->par.search_mode == SM_DYNAMIC_PROGRAMMING && !s->exact ? " (not proven optimal)" : "");
 	return true;
+}
+
+/* With a topology the search runs in both device orders (issue 28.3: it
+ * assumed blocks, so which mesh axis sat inside a node was never
+ * weighed) and keeps the plan whose objective is lower; explain then
+ * prices the compiled plan both ways and says which order to launch. */
+bool search_run(Compilation *c)
+{
+	Graph *g = c->g;
+	int *choice = NULL, *rr = NULL;
+	bool both = order_is_a_choice(c) && c->search_order == 0;
+	if (order_is_a_choice(c) && c->search_order == 2) { /* the memory fit's later searches: the first's order */
+		Search *s = search_in_order(c, 1, &c->diag, &choice);
+		if (!s)
+			return false;
+		return search_done(c, s, choice);
+	}
+	Search *cyc = both ? search_in_order(c, 1, NULL, &rr) : NULL;
+	Search *s = search_in_order(c, order_is_a_choice(c) ? 0 : -1, &c->diag, &choice);
+	if (!s)
+		return false;
+	double blocks = search_total(s, choice);
+	if (order_is_a_choice(c))
+		c->search_order = cyc && search_total(cyc, rr) < blocks ? 2 : 1;
+	if (cyc && search_total(cyc, rr) < blocks) {
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: device order round robin, predicted %.6g s per step (%.6g s in blocks)\n",
+			        search_mode_name(g->par.search_mode), search_total(cyc, rr), blocks);
+		s = cyc, choice = rr;
+	} else if (cyc && c->verbose) {
+		fprintf(stderr, "netc: %s: device order blocks, predicted %.6g s per step (%.6g s round robin)\n",
+		        search_mode_name(g->par.search_mode), blocks, search_total(cyc, rr));
+	}
+	return search_done(c, s, choice);
 }
 
 bool pass_search(Compilation *c)

@@ -16,6 +16,7 @@ typedef struct Factor {
 	int na, nb;
 	double *M;
 	bool alive;
+	int round;         /* the elimination round that made or last changed it (Dp.round) */
 } Factor;
 
 typedef enum ElimKind { EL_ROOT, EL_FIX, EL_LEAF, EL_SERIES } ElimKind;
@@ -40,6 +41,10 @@ typedef struct Dp {
 	int *nadj, *capadj;
 	Elim *el;
 	int nel, capel;
+	int round;               /* elimination rounds (elim_round), from 1 */
+	int *touched;            /* per vertex: the round a leaf was last folded into its cost */
+	struct SeriesMemo *memo; /* identical series eliminations, computed once (elim_series) */
+	size_t nmemo, capmemo;
 } Dp;
 
 /* Factor tables are reference counted: the edges of identical layers
@@ -105,10 +110,11 @@ static void add_factor(Dp *D, int a, int b, double *M)
 		for (int i = 0; i < na; i++)
 			for (int j = 0; j < nb; j++)
 				f->M[f->a == a ? i * nb + j : j * na + i] += M[i * nb + j];
+		f->round = D->round;
 		mat_free(M);
 		return;
 	}
-	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true};
+	Factor f = {.a = a, .b = b, .na = na, .nb = nb, .M = M, .alive = true, .round = D->round};
 	int id = D->nf;
 	VEC_PUSH(D->a, D->f, D->nf, D->capf, f);
 	VEC_PUSH(D->a, D->adj[a], D->nadj[a], D->capadj[a], id);
@@ -150,10 +156,74 @@ static void elim_leaf(Dp *D, int v, int fid)
 		D->cost[u][cu] += best;
 		e.arg[cu] = arg;
 	}
+	D->touched[u] = D->round;
 	f->alive = false;
 	mat_free(f->M);
 	D->alive[v] = false;
 	push_elim(D, e);
+}
+
+/* A series elimination's result by the content of what it reads: v's
+ * costs and its two factors as seen from v. The layers of a transformer
+ * stack are identical, so their interiors eliminate to the same tables
+ * (the same numbers in the same order: bit for bit) and the n^3 work is
+ * done once per distinct layer (issue 28: GPT-3's 96 layers, 8 kinds, one
+ * per pipeline stage's memory weight). Keyed by two independent 64-bit
+ * hashes of the inputs' bits: a collision of both is not a practical
+ * concern against the 2^-128 it needs. */
+typedef struct SeriesMemo {
+	uint64_t h1, h2;   /* 0, 0: empty slot */
+	int nu, nw;
+	double *M;         /* the result table, a reference held (Mat) */
+	int *arg;          /* [cu * nw + cw], in the pass's arena */
+} SeriesMemo;
+
+/* Work below which hashing the inputs costs about as much as the
+ * elimination (nu x nv x nw). */
+enum { SERIES_MEMO_MIN_WORK = 1 << 12 };
+
+static void hash_doubles(uint64_t *h1, uint64_t *h2, const double *x, size_t n)
+{
+	uint64_t a = *h1, b = *h2;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t bits;
+		memcpy(&bits, &x[i], sizeof bits);
+		a = (a ^ bits) * 0x100000001B3ull;
+		a ^= a >> 29;
+		b = (b + bits) * 0x9E3779B97F4A7C15ull;
+		b ^= b >> 32;
+	}
+	*h1 = a, *h2 = b;
+}
+
+static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2)
+{
+	if (2 * (D->nmemo + 1) > D->capmemo) { /* grow, rehash */
+		size_t cap = D->capmemo ? 2 * D->capmemo : 64;
+		SeriesMemo *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < D->capmemo; i++) {
+			SeriesMemo *m = &D->memo[i];
+			if (!m->M)
+				continue;
+			size_t h = (size_t)m->h1 & (cap - 1);
+			while (t[h].M)
+				h = (h + 1) & (cap - 1);
+			t[h] = *m;
+		}
+		free(D->memo);
+		D->memo = t, D->capmemo = cap;
+	}
+	size_t h = (size_t)h1 & (D->capmemo - 1);
+	while (D->memo[h].M && !(D->memo[h].h1 == h1 && D->memo[h].h2 == h2))
+		h = (h + 1) & (D->capmemo - 1);
+	return &D->memo[h];
+}
+
+static void memo_free(Dp *D)
+{
+	for (size_t i = 0; i < D->capmemo; i++)
+		mat_free(D->memo[i].M);
+	free(D->memo);
 }
 
 static void elim_series(Dp *D, int v, int f1, int f2)
@@ -161,22 +231,52 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	Factor *a = &D->f[f1], *b = &D->f[f2];
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
-	double *M = mat_alloc((size_t)nu * nw);
-	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw, .arg = ARENA_NEWN(D->a, int, (size_t)nu * nw)};
-	/* v's rows of b, contiguous over w: the inner loop runs along a row
-	 * without branches (the elimination is nearly all of a pass's time:
-	 * GPT-3's 2,119 operators, 0.37 s a pass before) */
+	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw};
+	/* v's rows of a and b, contiguous over u and w: the inner loop runs
+	 * along a row without branches (the elimination is nearly all of a
+	 * pass's time: GPT-3's 2,119 operators, 0.37 s a pass before) */
+	double *av = xmalloc(sizeof(double) * (size_t)nv * nu);
 	double *bv = xmalloc(sizeof(double) * (size_t)nv * nw);
+	for (int cv = 0; cv < nv; cv++)
+		for (int cu = 0; cu < nu; cu++)
+			av[(size_t)cv * nu + cu] = fM(a, v, cv, cu);
 	for (int cv = 0; cv < nv; cv++)
 		for (int cw = 0; cw < nw; cw++)
 			bv[(size_t)cv * nw + cw] = fM(b, v, cv, cw);
+	SeriesMemo *slot = NULL;
+	if (!D->s->dp_no_memo && (double)nu * nv * nw >= SERIES_MEMO_MIN_WORK) {
+		uint64_t h1 = 0xCBF29CE484222325ull ^ ((uint64_t)nu << 40 | (uint64_t)nv << 20 | (uint64_t)nw);
+		uint64_t h2 = 0x632BE59BD9B4E019ull + ((uint64_t)nw << 40 | (uint64_t)nv << 20 | (uint64_t)nu);
+		hash_doubles(&h1, &h2, D->cost[v], (size_t)nv);
+		hash_doubles(&h1, &h2, av, (size_t)nv * nu);
+		hash_doubles(&h1, &h2, bv, (size_t)nv * nw);
+		h1 |= 1; /* never the empty key */
+		slot = memo_slot(D, h1, h2);
+		if (slot->M && slot->nu == nu && slot->nw == nw) {
+			free(av);
+			free(bv);
+			e.arg = slot->arg;
+			D->s->dp_series_reused++;
+			a->alive = b->alive = false;
+			mat_free(a->M);
+			mat_free(b->M);
+			D->alive[v] = false;
+			push_elim(D, e);
+			add_factor(D, u, w, mat_share(slot->M));
+			return;
+		}
+		slot->h1 = h1, slot->h2 = h2;
+	}
+	double *M = mat_alloc((size_t)nu * nw);
+	e.arg = ARENA_NEWN(D->a, int, (size_t)nu * nw);
+	D->s->dp_series_computed++;
 	for (int cu = 0; cu < nu; cu++) {
 		double *best = &M[(size_t)cu * nw];
 		int *arg = &e.arg[(size_t)cu * nw];
 		for (int cw = 0; cw < nw; cw++)
 			best[cw] = INFINITY, arg[cw] = 0;
 		for (int cv = 0; cv < nv; cv++) {
-			double l = D->cost[v][cv] + fM(a, v, cv, cu);
+			double l = D->cost[v][cv] + av[(size_t)cv * nu + cu];
 			const double *row = &bv[(size_t)cv * nw];
 			for (int cw = 0; cw < nw; cw++) {
 				double t = l + row[cw];
@@ -186,7 +286,13 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 			}
 		}
 	}
+	free(av);
 	free(bv);
+	if (slot) {
+		slot->nu = nu, slot->nw = nw, slot->arg = e.arg;
+		slot->M = mat_share(M);
+		D->nmemo++;
+	}
 	a->alive = b->alive = false;
 	mat_free(a->M);
 	mat_free(b->M);
@@ -225,11 +331,78 @@ static void elim_fix(Dp *D, int v)
 		int o = f->a == v ? f->b : f->a;
 		for (int co = 0; co < D->nc[o]; co++)
 			D->cost[o][co] += fM(f, v, pick, co);
+		D->touched[o] = D->round;
 		f->alive = false;
 		mat_free(f->M);
 	}
 	D->alive[v] = false;
 	push_elim(D, (Elim){.kind = EL_FIX, .v = v, .pick = pick});
+}
+
+/* Whether v's cost and factors are as they were before this round. */
+static bool settled(Dp *D, int v, const int *fs, int deg)
+{
+	if (D->touched[v] >= D->round)
+		return false;
+	for (int k = 0; k < deg; k++)
+		if (D->f[fs[k]].round >= D->round)
+			return false;
+	return true;
+}
+
+/* One round of eliminations; returns how many vertices it removed. Series
+ * eliminations first, each of a vertex that no elimination of this round
+ * has changed, so a round removes every other vertex of a chain: the
+ * layers of a stack reduce alike, round by round, and elim_series finds
+ * their tables already computed (a chain folded from one end instead
+ * carries the whole prefix in the cost of every vertex it reaches: no
+ * two alike). Leaves when no series is left, then the roots (degree 0),
+ * and when nothing else is left (every vertex of degree >= 3) one vertex
+ * fixed (elim_fix; not exact). */
+static int elim_round(Dp *D)
+{
+	Search *s = D->s;
+	int nv = s->nv, done = 0;
+	for (int want = 2; want >= 1 && done == 0; want--)
+		for (int v = 0; v < nv; v++) {
+			if (!D->alive[v])
+				continue;
+			int fs[3];
+			int deg = live_factors(D, v, fs, 3);
+			if (deg != want || !settled(D, v, fs, deg))
+				continue;
+			if (deg == 2)
+				elim_series(D, v, fs[0], fs[1]);
+			else
+				elim_leaf(D, v, fs[0]);
+			done++;
+		}
+	if (done)
+		return done;
+	int stuck = -1, stuck_deg = 1 << 30;
+	for (int v = 0; v < nv; v++) {
+		if (!D->alive[v])
+			continue;
+		int fs[1];
+		int deg = live_factors(D, v, fs, 1);
+		if (deg == 0) {
+			int pick = 0;
+			for (int c = 1; c < D->nc[v]; c++)
+				if (D->cost[v][c] < D->cost[v][pick])
+					pick = c;
+			D->alive[v] = false;
+			done++;
+			push_elim(D, (Elim){.kind = EL_ROOT, .v = v, .pick = pick});
+		} else if (deg < stuck_deg) {
+			stuck = v, stuck_deg = deg;
+		}
+	}
+	if (done == 0 && stuck >= 0 && stuck_deg >= 3) {
+		s->exact = false;
+		elim_fix(D, stuck);
+		done++;
+	}
+	return done;
 }
 
 typedef struct EdgeKey {
@@ -326,75 +499,12 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 		}
 		add_factor(&D, e->u, e->v, mat_share(tables[ei]));
 	}
-	int *stack = xmalloc(sizeof(int) * (size_t)(nv + 1) * 4);
-	int sp = 0, capst = (nv + 1) * 4;
-	for (int v = nv - 1; v >= 0; v--)
-		stack[sp++] = v;
+	D.touched = ARENA_NEWN(a, int, nv + 1);
+	s->dp_series_computed = s->dp_series_reused = 0;
 	int remaining = nv;
-	while (remaining > 0) {
-		while (sp > 0) {
-			int v = stack[--sp];
-			if (!D.alive[v])
-				continue;
-			int fs[3];
-			int deg = live_factors(&D, v, fs, 3);
-			if (deg == 1 || deg == 2) {
-				int n1 = D.f[fs[0]].a == v ? D.f[fs[0]].b : D.f[fs[0]].a;
-				int n2 = deg == 2 ? (D.f[fs[1]].a == v ? D.f[fs[1]].b : D.f[fs[1]].a) : -1;
-				if (deg == 1)
-					elim_leaf(&D, v, fs[0]);
-				else
-					elim_series(&D, v, fs[0], fs[1]);
-				remaining--;
-				if (sp + 2 >= capst) {
-					capst *= 2;
-					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
-				}
-				stack[sp++] = n1;
-				if (n2 >= 0)
-					stack[sp++] = n2;
-			}
-		}
-		/* roots (degree 0) and the stuck case */
-		int stuck = -1, stuck_deg = 1 << 30;
-		for (int v = 0; v < nv; v++) {
-			if (!D.alive[v])
-				continue;
-			int fs[1];
-			int deg = live_factors(&D, v, fs, 1);
-			if (deg == 0) {
-				int pick = 0;
-				for (int c = 1; c < D.nc[v]; c++)
-					if (D.cost[v][c] < D.cost[v][pick])
-						pick = c;
-				D.alive[v] = false;
-				remaining--;
-				push_elim(&D, (Elim){.kind = EL_ROOT, .v = v, .pick = pick});
-			} else if (deg < stuck_deg) {
-				stuck = v, stuck_deg = deg;
-			}
-		}
-		if (remaining > 0 && stuck >= 0 && stuck_deg >= 3) {
-			s->exact = false;
-			int fs[64];
-			int deg = live_factors(&D, stuck, fs, 64);
-			elim_fix(&D, stuck);
-			remaining--;
-			for (int k = 0; k < deg && k < 64; k++) {
-				int o = D.f[fs[k]].a == stuck ? D.f[fs[k]].b : D.f[fs[k]].a;
-				if (sp + 1 >= capst) {
-					capst *= 2;
-					stack = xrealloc(stack, sizeof(int) * (size_t)capst);
-				}
-				stack[sp++] = o;
-			}
-		} else if (remaining > 0) {
-			for (int v = 0; v < nv; v++)
-				if (D.alive[v])
-					stack[sp++] = v;
-		}
-	}
-	free(stack);
+	for (D.round = 1; remaining > 0; D.round++)
+		remaining -= elim_round(&D);
+	memo_free(&D);
 	for (int k = 0; k < D.nf; k++)
 		if (D.f[k].alive)
 			mat_free(D.f[k].M);
@@ -408,6 +518,66 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 		}
 	}
 	arena_free(&scratch);
+}
+
+void search_prices_free(SearchPrices *p)
+{
+	for (int i = 0; i < p->n; i++)
+		free(p->choice[i]);
+	free(p->choice);
+	free(p->lambda);
+	free(p->mem);
+	memset(p, 0, sizeof *p);
+}
+
+/* dp_once at price lambda, or the plan an earlier search found at it. */
+static void priced(Search *s, double **tables, double lambda, int *choice)
+{
+	SearchPrices *p = s->prices;
+	if (p && p->nv != s->nv) {
+		search_prices_free(p);
+		p->nv = s->nv;
+	}
+	for (int i = 0; p && i < p->n; i++)
+		if (p->lambda[i] == lambda) {
+			memcpy(choice, p->choice[i], sizeof(int) * (size_t)s->nv);
+			return;
+		}
+	dp_once(s, tables, lambda, choice);
+	if (!p)
+		return;
+	if (p->n == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 16;
+		p->lambda = xrealloc(p->lambda, sizeof(double) * (size_t)p->cap);
+		p->mem = xrealloc(p->mem, sizeof(double) * (size_t)p->cap);
+		p->choice = xrealloc(p->choice, sizeof(int *) * (size_t)p->cap);
+	}
+	p->lambda[p->n] = lambda;
+	p->mem[p->n] = search_memory(s, choice);
+	p->choice[p->n] = xmalloc(sizeof(int) * (size_t)(s->nv + 1));
+	memcpy(p->choice[p->n], choice, sizeof(int) * (size_t)s->nv);
+	p->n++;
+}
+
+/* From the prices an earlier search tried (s->prices): *lo, the highest
+ * whose plan is over the limit under this search's mem_factor, and *hi,
+ * the lowest above it whose plan fits (its plan into fit), or 0 when
+ * none is known. Memory falls as the price rises (the relaxation's
+ * plans), so the least price that fits lies between them. */
+static void known_prices(Search *s, double limit, double *lo, double *hi, int *fit)
+{
+	const SearchPrices *p = s->prices;
+	*lo = 0, *hi = 0;
+	if (!p || p->nv != s->nv)
+		return;
+	for (int i = 0; i < p->n; i++)
+		if (p->mem[i] * s->mem_factor > limit && p->lambda[i] > *lo)
+			*lo = p->lambda[i];
+	for (int i = 0; i < p->n; i++)
+		if (p->mem[i] * s->mem_factor <= limit && p->lambda[i] > *lo && (*hi == 0 || p->lambda[i] < *hi)) {
+			*hi = p->lambda[i];
+			memcpy(fit, p->choice[i], sizeof(int) * (size_t)s->nv);
+		}
 }
 
 /* The memory a choice needs as the limit counts it: the search's own
@@ -427,7 +597,7 @@ bool search_dp(Search *s, int *choice)
 
 static bool dp_limited(Search *s, double **tables, int *choice)
 {
-	dp_once(s, tables, 0, choice);
+	priced(s, tables, 0, choice);
 	double limit = s->m.memory_limit;
 	if (limit <= 0 || fitted_memory(s, choice) <= limit)
 		return true;
@@ -436,11 +606,17 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
 	/* the first price makes the memory over the limit weigh a thousandth
 	 * of the step: lower prices change nothing worth a pass (from 1e-15,
-	 * GPT-3 took 10 passes to get there) */
-	double lo = 0, t0 = search_total(s, choice), hi = 1e-3 * t0 / limit;
+	 * GPT-3 took 10 passes to get there); an earlier search of this fit
+	 * (s->prices) may know a higher price that is still over, or one that
+	 * fits: then the ramp starts there, or is not needed */
+	double t0 = search_total(s, choice), lo, hi;
+	known_prices(s, limit, &lo, &hi, trial);
+	bool fits = hi > 0;
+	if (!fits)
+		hi = fmax(1e-3 * t0 / limit, 4 * lo);
 	double least = INFINITY;
-	for (int it = 0, flat = 0; it < 80; it++, lo = hi, hi *= 4) {
-		dp_once(s, tables, hi, trial);
+	for (int it = 0, flat = 0; !fits && it < 80; it++, lo = hi, hi *= 4) {
+		priced(s, tables, hi, trial);
 		double mem = fitted_memory(s, trial);
 		if (mem <= limit)
 			break;
@@ -477,7 +653,7 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 	 * moved GPT-3's step by less than that while costing 7 more passes */
 	for (int it = 0; it < 40 && hi - lo > 1e-2 * hi; it++) {
 		double mid = (lo + hi) / 2;
-		dp_once(s, tables, mid, trial);
+		priced(s, tables, mid, trial);
 		if (fitted_memory(s, trial) <= limit) {
 			hi = mid;
 			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);

@@ -89,10 +89,12 @@ int search_free_dims(const Node *n, int64_t *size)
 		return k;
 	}
 	case OP_CONV2D:
-		/* MindSpore's Conv2D splits without its halo: batch, input and
-		 * output channels (the halo's traffic is not priced) */
+		/* batch, input and output channels, height and width (a halo
+		 * exchange, priced by cand_costs; shard_node refuses H and W
+		 * both split and the splits the geometry does not allow) */
 		size[0] = n->in[0]->shape.d[0], size[1] = n->in[0]->shape.d[1], size[2] = n->in[1]->shape.d[0];
-		return 3;
+		size[3] = n->in[0]->shape.d[2], size[4] = n->in[0]->shape.d[3];
+		return 5;
 	default: {
 		const Shape *s = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD ? y : &n->in[0]->shape;
 		for (int d = 0; d < s->rank; d++)
@@ -145,8 +147,8 @@ static void derive(const Node *n, const int64_t *f, Strategy *s)
 				s->v[j].d[d] = f[k++];
 		return;
 	}
-	case OP_CONV2D: /* x (n, c, 1, 1), w (o, c, 1, 1) */
-		s->v[0].d[0] = f[0], s->v[0].d[1] = f[1];
+	case OP_CONV2D: /* x (n, c, h, w), w (o, c, 1, 1) */
+		s->v[0].d[0] = f[0], s->v[0].d[1] = f[1], s->v[0].d[2] = f[3], s->v[0].d[3] = f[4];
 		s->v[1].d[0] = f[2], s->v[1].d[1] = f[1];
 		return;
 	default: break;
@@ -191,7 +193,7 @@ enum { MAX_TRIES = 20000 };
 /* A candidate's own numbers: computation and its inputs' gradient partial sums. */
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
-	c->compute = cost_compute(&s->m, n, &c->r, s->training);
+	c->compute = cost_compute(&s->m, n, &c->r, s->training) + cost_halo(&s->m, n, c->r.in[0], s->training, NULL, NULL);
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);

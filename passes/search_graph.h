@@ -69,6 +69,20 @@ typedef struct SEdge {
 	DType dt;
 } SEdge;
 
+/* The plans dynamic_programming found at memory prices, kept across the
+ * compilations of one memory fit (search_fit.c): the plan at a price
+ * does not depend on mem_factor, so a later search starts from the
+ * prices an earlier one tried instead of from the bottom. Heap memory,
+ * owned by the fit (search_prices_free). */
+typedef struct SearchPrices {
+	int nv;            /* the search graph's vertices: another graph (0: none yet) resets the record */
+	int n, cap;
+	double *lambda;    /* [n] the prices tried, seconds per byte */
+	double *mem;       /* [n] search_memory of the plan at lambda[i] */
+	int **choice;      /* [n][nv] that plan */
+} SearchPrices;
+void search_prices_free(SearchPrices *p);
+
 typedef struct Search {
 	Arena *a;
 	Graph *g;
@@ -87,7 +101,13 @@ typedef struct Search {
 	int *vertex_of;    /* node id -> vertex index or -1 */
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
+	/* dynamic_programming's last pass: series eliminations computed and
+	 * found already computed (identical layers); tests set dp_no_memo to
+	 * compute every one */
+	int dp_series_computed, dp_series_reused;
+	bool dp_no_memo;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
+	SearchPrices *prices; /* NULL: dynamic_programming keeps no record of its prices */
 	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
 	                    * the schedule (Schedule.nslots); NULL: one */
 	/* The objective is a device's step, not one micro-batch through the

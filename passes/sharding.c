@@ -162,8 +162,13 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 	/* a recomputed copy redoes its communication (mp_comm_recompute)
 	 * instead of keeping the forward pass's result alive */
 	bool redo = reader->phase == PH_BACKWARD && reader->ann.recompute && reader->ann.mp_comm_recompute;
+	/* nor is a backward pass's copy made on another chunk shared: a stage
+	 * would wait in its backward pass for an earlier stage's, against the
+	 * schedule (two recomputed readers of one value on both sides of a
+	 * stage boundary: explain's replay stopped there, issue 28.5) */
 	for (Conv *c = slot ? *slot : NULL; c; c = c->next)
-		if (layout_equiv(c->to->layout, to) && !(redo && c->to->def->phase == PH_FORWARD))
+		if (layout_equiv(c->to->layout, to) && !(redo && c->to->def->phase == PH_FORWARD) &&
+		    !(c->to->def->phase == PH_BACKWARD && c->to->def->chunk != reader->chunk))
 			return c->to;
 	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
 	                                                   : redist_plan(S->cx.arena, v->layout, to, v->dtype,

@@ -21,7 +21,14 @@
  * has tq_all rows, this device's in place and zeros elsewhere, while dk
  * and dv are this device's partial sums. Without it tq_all = tq, row0 = 0.
  * The CPU kernels are runtime/attention.c, the CUDA ones
- * runtime/cuda/attention.cu. In f32 (_f32, f32 accumulation) and f64. */
+ * runtime/cuda/attention.cu. In f32 (_f32, f32 accumulation) and f64.
+ *
+ * f16 / bf16 (_f16, _bf16; uint16_t elements, runtime/half.h): q, k, v, o,
+ * dout and dqkv narrow, the log-sum-exps f32; scores, softmax and every
+ * sum in f32, each result rounded once to the narrow type. On the CPU that
+ * is the f32 kernel between exact widenings and one rounding: bit for bit
+ * what casting the operands up, the f32 kernel and a cast down compute.
+ * The CUDA runtime runs a tensor-core kernel for them (attention_tc.cu). */
 #ifndef NETRT_ATTENTION_H
 #define NETRT_ATTENTION_H
 #include <stdbool.h>
@@ -43,6 +50,23 @@
 	                            const T *o, const T *lse, const T *dout,       \
 	                            T *dqkv);
 
+#define NRT_ATTENTION_NARROW_DECLS(S)                                              \
+	/* lse [bh, tq] f32, or NULL */                                           \
+	void nrt_attention_##S(int64_t bh, int64_t group, int64_t tq, int64_t tk,  \
+	                       int64_t d, double scale, bool causal,               \
+	                       int64_t tq_all, int64_t row0, const uint16_t *q,    \
+	                       const uint16_t *k, const uint16_t *v, uint16_t *o,  \
+	                       float *lse);                                        \
+	void nrt_attention_grad_##S(int64_t bh, int64_t group, int64_t tq,         \
+	                            int64_t tk, int64_t d, double scale,           \
+	                            bool causal, int64_t tq_all, int64_t row0,     \
+	                            const uint16_t *q, const uint16_t *k,          \
+	                            const uint16_t *v, const uint16_t *o,          \
+	                            const float *lse, const uint16_t *dout,        \
+	                            uint16_t *dqkv);
+
 NRT_ATTENTION_DECLS(float, f32)
 NRT_ATTENTION_DECLS(double, f64)
+NRT_ATTENTION_NARROW_DECLS(f16)
+NRT_ATTENTION_NARROW_DECLS(bf16)
 #endif

@@ -194,6 +194,33 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 	}
 }
 
+/* Inside a communicator: one rank's exchange with itself is a copy. */
+NrtXfer *nrt_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                            int rtag, int64_t n)
+{
+	int cnt = count(n, "nrt_sendrecv_start");
+	NrtXfer *x = calloc(1, sizeof *x);
+	if (!x)
+		nrt_fatal("out of memory");
+	x->req[0] = x->req[1] = MPI_REQUEST_NULL;
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, n);
+	if (c->comm == MPI_COMM_NULL) {
+		if (dest != 0 || src != 0)
+			nrt_fatal("nrt_sendrecv_start: ranks %d, %d of a communicator of one", dest, src);
+		memmove(recv, send, (size_t)n * nrt_dtype_size(t));
+		return x;
+	}
+	NRT_MPI_AS("exchange receive", MPI_Irecv(recv, cnt, nrt_mpi_type(t), src, rtag, c->comm, &x->req[0]));
+	NRT_MPI_AS("exchange send", MPI_Isend(send, cnt, nrt_mpi_type(t), dest, stag, c->comm, &x->req[1]));
+	return x;
+}
+
+void nrt_sendrecv_wait(NrtXfer *x)
+{
+	NRT_MPI_AS("exchange", MPI_Waitall(2, x->req, MPI_STATUSES_IGNORE));
+	free(x);
+}
+
 /* Point to point between world ranks. */
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)
 {
@@ -213,6 +240,23 @@ void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n)
 		nrt_fatal("nrt_recv: MPI is not running");
 	nrt_p2p_taken(src, tag);
 	NRT_MPI_AS("pipeline receive", MPI_Recv(buf, cnt, nrt_mpi_type(t), src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+
+void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv)
+{
+	if (dir != 1 && dir != -1)
+		nrt_fatal("nrt_shift: direction %d (+1 or -1)", dir);
+	int cnt = count(n, "nrt_shift"), to = c->rank + dir, from = c->rank - dir;
+	bool sends = c->comm != MPI_COMM_NULL && to >= 0 && to < c->size;
+	bool takes = c->comm != MPI_COMM_NULL && from >= 0 && from < c->size;
+	if (!sends && !takes)
+		return;
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, sends ? n : 0);
+	/* MPI_PROC_NULL at the ends: one call on every rank, no rank waits for
+	 * a pair that never comes */
+	NRT_MPI_AS("halo exchange", MPI_Sendrecv(send, cnt, nrt_mpi_type(t), sends ? to : MPI_PROC_NULL, 0, recv, cnt,
+	                                         nrt_mpi_type(t), takes ? from : MPI_PROC_NULL, 0, c->comm,
+	                                         MPI_STATUS_IGNORE));
 }
 
 void nrt_barrier(void)

@@ -509,26 +509,78 @@ void FN(layer_norm_grad_gamma)(int64_t rows, int64_t cols, double eps,
 
 /* ---- batch norm (training mode: batch statistics) ------------------------- */
 
+/* Sums over a channel in double, BN_LANES partial sums at a time: one
+ * chain of dependent additions was the batch norm's bottleneck (ResNet-18's
+ * step spent 9% of its time there); independent lanes vectorise. The
+ * lanes are added in one fixed order, whatever the thread count. */
+#ifndef BN_LANES
+#define BN_LANES 8
+static double bn_lanes_total(const double *a)
+{
+	double s = 0;
+	for (int k = 0; k < BN_LANES; k++)
+		s += a[k];
+	return s;
+}
+#endif
+
+/* a[k] += x[i] (sq: (x[i] - m)^2) over the i = k mod BN_LANES */
+static void FN(bn_lanes)(const T *restrict x, int64_t n, bool sq, double m, double *restrict a)
+{
+	int64_t i = 0;
+	if (sq)
+		for (; i + BN_LANES <= n; i += BN_LANES)
+			for (int k = 0; k < BN_LANES; k++) {
+				double d = x[i + k] - m;
+				a[k] += d * d;
+			}
+	else
+		for (; i + BN_LANES <= n; i += BN_LANES)
+			for (int k = 0; k < BN_LANES; k++)
+				a[k] += x[i + k];
+	for (int k = 0; i < n; i++, k++)
+		a[k] += sq ? (x[i] - m) * (x[i] - m) : x[i];
+}
+
+/* a[k] += dy[i], b[k] += dy[i] * ((x[i] - m) * rs), lanes as bn_lanes */
+static void FN(bn_grad_lanes)(const T *restrict dy, const T *restrict x, int64_t n, double m, double rs,
+                              double *restrict a, double *restrict b)
+{
+	int64_t i = 0;
+	for (; i + BN_LANES <= n; i += BN_LANES)
+		for (int k = 0; k < BN_LANES; k++) {
+			a[k] += dy[i + k];
+			b[k] += dy[i + k] * ((x[i + k] - m) * rs);
+		}
+	for (int k = 0; i < n; i++, k++) {
+		a[k] += dy[i];
+		b[k] += dy[i] * ((x[i] - m) * rs);
+	}
+}
+
 /* Statistics of channel c of x[N, C, HW] over its N * HW samples. */
 static void FN(chan_stats)(int64_t N, int64_t C, int64_t HW, int64_t c,
                            const T *x, double eps, double *mean, double *rstd)
 {
-	double s = 0, ss = 0, cnt = (double)N * HW;
-	for (int64_t n = 0; n < N; n++) {
-		const T *restrict xp = x + (n * C + c) * HW;
-		for (int64_t h = 0; h < HW; h++)
-			s += xp[h];
-	}
-	double m = cnt > 0 ? s / cnt : 0;
-	for (int64_t n = 0; n < N; n++) {
-		const T *restrict xp = x + (n * C + c) * HW;
-		for (int64_t h = 0; h < HW; h++) {
-			double d = xp[h] - m;
-			ss += d * d;
-		}
-	}
+	double a[BN_LANES] = {0}, q[BN_LANES] = {0}, cnt = (double)N * HW;
+	for (int64_t n = 0; n < N; n++)
+		FN(bn_lanes)(x + (n * C + c) * HW, HW, false, 0, a);
+	double m = cnt > 0 ? bn_lanes_total(a) / cnt : 0;
+	for (int64_t n = 0; n < N; n++)
+		FN(bn_lanes)(x + (n * C + c) * HW, HW, true, m, q);
 	*mean = m;
-	*rstd = 1 / sqrt((cnt > 0 ? ss / cnt : 0) + eps);
+	*rstd = 1 / sqrt((cnt > 0 ? bn_lanes_total(q) / cnt : 0) + eps);
+}
+
+/* Channel c's sums of dy and of dy * xhat over its N * HW samples. */
+static void FN(chan_grad_sums)(int64_t N, int64_t C, int64_t HW, int64_t c, const T *dy, const T *x, double mean,
+                               double rstd, double *sg, double *sgx)
+{
+	double a[BN_LANES] = {0}, b[BN_LANES] = {0};
+	for (int64_t n = 0; n < N; n++)
+		FN(bn_grad_lanes)(dy + (n * C + c) * HW, x + (n * C + c) * HW, HW, mean, rstd, a, b);
+	*sg = bn_lanes_total(a);
+	*sgx = bn_lanes_total(b);
 }
 
 /* gamma and beta may be NULL (no scale, no shift). */
@@ -555,16 +607,9 @@ void FN(batch_norm_grad_x)(int64_t N, int64_t C, int64_t HW, double eps,
 {
 	double cnt = (double)N * HW;
 	for (int64_t c = 0; c < C; c++) {
-		double mean, rstd, sg = 0, sgx = 0, gm = gamma ? gamma[c] : 1;
+		double mean, rstd, sg, sgx, gm = gamma ? gamma[c] : 1;
 		FN(chan_stats)(N, C, HW, c, x, eps, &mean, &rstd);
-		for (int64_t n = 0; n < N; n++) {
-			const T *restrict xp = x + (n * C + c) * HW;
-			const T *restrict dyp = dy + (n * C + c) * HW;
-			for (int64_t h = 0; h < HW; h++) {
-				sg += dyp[h];
-				sgx += dyp[h] * ((xp[h] - mean) * rstd);
-			}
-		}
+		FN(chan_grad_sums)(N, C, HW, c, dy, x, mean, rstd, &sg, &sgx);
 		/* dx = gm * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
 		T k = (T)(gm * rstd), m = (T)mean, rs = (T)rstd;
 		T mg = (T)(sg / cnt), mgx = (T)(sgx / cnt);
@@ -583,14 +628,9 @@ void FN(batch_norm_grad_gamma)(int64_t N, int64_t C, int64_t HW,
                                    T *dgamma)
 {
 	for (int64_t c = 0; c < C; c++) {
-		double mean, rstd, s = 0;
+		double mean, rstd, sg, s;
 		FN(chan_stats)(N, C, HW, c, x, eps, &mean, &rstd);
-		for (int64_t n = 0; n < N; n++) {
-			const T *restrict xp = x + (n * C + c) * HW;
-			const T *restrict dyp = dy + (n * C + c) * HW;
-			for (int64_t h = 0; h < HW; h++)
-				s += dyp[h] * ((xp[h] - mean) * rstd);
-		}
+		FN(chan_grad_sums)(N, C, HW, c, dy, x, mean, rstd, &sg, &s);
 		dgamma[c] = (T)s;
 	}
 }

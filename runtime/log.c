@@ -25,6 +25,7 @@ struct NrtLog {
 	double last_loss;
 	bool comm_stats;        /* --comm-stats */
 	bool root;              /* this rank reports */
+	bool logged;            /* --log is on (only the root writes it: every rank knows) */
 	const char *const *columns; /* info->log_columns */
 	int ncolumns;
 	double values[8];       /* theirs for the next step (NaN: none) */
@@ -64,6 +65,7 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	l->eval = opt->neval > 0;
 	l->eval_loss = NAN;
 	l->save_every = opt->save_every;
+	l->logged = opt->log != NULL;
 	if (root && opt->log) {
 		l->csv_path = opt->log;
 		l->csv = fopen(opt->log, opt->log_append ? "a+" : "w");
@@ -131,6 +133,15 @@ bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total)
 	/* a step that saves a checkpoint checks its loss first (nrt_log_step
 	 * stops on NaN), or a diverged run would replace the last good file */
 	return l->csv || nrt_loss_read_is_free() || shown % l->every == 0 || shown == total ||
+	       (l->save_every && shown % l->save_every == 0);
+}
+
+/* nrt_log_wants on some rank: the same answer on every rank, for a loss
+ * that takes a collective to read (a pipeline's, summed over the world) */
+bool nrt_log_wants_anywhere(const NrtLog *l, int64_t step, int64_t total)
+{
+	int64_t shown = step + 1;
+	return l->logged || nrt_loss_read_is_free() || shown % l->every == 0 || shown == total ||
 	       (l->save_every && shown % l->save_every == 0);
 }
 

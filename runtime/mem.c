@@ -81,6 +81,8 @@ static double loss_value;
 void nrt_loss_fetch(NrtDType t, const void *buf) { loss_value = nrt_read_scalar(t, buf); }
 double nrt_loss_value(void) { return loss_value; }
 bool nrt_loss_read_is_free(void) { return true; }
+/* no launches to save on the CPU: the program runs its step as written */
+bool nrt_step_graph(void (*body)(void)) { (void)body; return false; }
 
 double nrt_read_scalar(NrtDType t, const void *buf)
 {

@@ -130,6 +130,16 @@ double nrt_loss_value(void);
 /* true where reading the loss costs nothing (the CPU target: the log then
  * checks every step's loss for NaN); false on the CUDA target */
 bool nrt_loss_read_is_free(void);
+/* The static part of a training step (forward, backward, and the update
+ * where its arguments do not change between steps), which the generated
+ * program hands over as `body` when nothing in it depends on the host
+ * from step to step. The CUDA target runs the first step as it is,
+ * captures the second as a CUDA graph and replays it from then on (one
+ * launch a step), and returns true; it returns false without running
+ * anything where graphs are off (NETC_CUDA_GRAPH=0, --trace,
+ * --comm-stats, NETC_COMM=host, more than one rank: docs/cuda.md), and
+ * so does the CPU target, always: the caller then runs the step itself. */
+bool nrt_step_graph(void (*body)(void));
 /* Host memory on every target: what a program keeps on the host
  * (.target(cpu): a table looked up there, its gradient and optimizer
  * state, the staging buffers of the host nodes; docs/cuda.md). On the CPU
@@ -186,8 +196,24 @@ void nrt_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *send, 
 /* block k of send (n elements) goes to rank k; recv block k comes from rank k */
 void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
 void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
+/* A started exchange inside communicator c (ring attention's,
+ * runtime/ring_attention.c): n elements of send go to rank `dest` of c
+ * tagged stag while n elements from rank `src` tagged rtag arrive in recv;
+ * nrt_sendrecv_wait ends it (and frees it). MPI's non-blocking send and
+ * receive on the CPU; the CUDA target stages both through host memory.
+ * Counted as a send in --comm-stats. */
+typedef struct NrtXfer NrtXfer;
+NrtXfer *nrt_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                            int rtag, int64_t n);
+void nrt_sendrecv_wait(NrtXfer *x);
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
 void nrt_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
+/* A neighbour exchange along a group (a convolution's halo): rank r sends
+ * n elements of send to rank r + dir and receives n elements from rank
+ * r - dir into recv (dir is +1 or -1); the group's ends have no
+ * neighbour past them, so there nothing goes or comes (recv untouched).
+ * Counted as a send/recv of n elements where something is sent. */
+void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv);
 void nrt_barrier(void);
 /* The collectives a program runs on host memory (nrt_host_alloc's): MPI
  * on the host whatever the target and its NETC_COMM backend (NCCL cannot
@@ -330,6 +356,10 @@ void nrt_log_eval(NrtLog *l, int64_t step, double loss);
  * after a finite loss); on other steps it ignores the loss, which a CUDA
  * program then need not read back (a host synchronisation). */
 bool nrt_log_wants(const NrtLog *l, int64_t step, int64_t total);
+/* Whether nrt_log_wants is true on some rank (with --log, which only the
+ * log rank writes, on every step): the same on every rank, for a loss
+ * read through a collective (a pipeline's, summed over the world). */
+bool nrt_log_wants_anywhere(const NrtLog *l, int64_t step, int64_t total);
 /* prints a summary (final loss, mean step time, throughput) and closes */
 void nrt_log_close(NrtLog *l);
 double nrt_now(void); /* monotonic seconds */
@@ -461,4 +491,5 @@ void nrt_ps_done(void *const *params, NrtTensor *state);
  * rows allocated by nrt_ps_state_alloc) its optimizer state from the
  * servers, as nrt_ps_done does, and no worker goes on until it has. */
 void nrt_ps_snapshot(void *const *params, NrtTensor *state);
+#include "ring_attention.h" /* needs NrtComm */
 #endif

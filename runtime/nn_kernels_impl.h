@@ -47,12 +47,17 @@ static void FN(col2im)(const NrtConv2d *g, int64_t Cg, int64_t OH, int64_t OW, c
 				ow_range(g, OW, w0, &lo, &hi);
 				for (int64_t oh = 0; oh < OH; oh++) {
 					int64_t ih = oh * g->sh - g->pt + kh * g->dh;
-					if (ih < 0 || ih >= g->H)
+					if (ih < 0 || ih >= g->H || lo >= hi)
 						continue;
-					T *xr = dx + (c * g->H + ih) * g->W;
-					const T *r = row + oh * OW;
-					for (int64_t ow = lo; ow < hi; ow++)
-						xr[w0 + ow * g->sw] += r[ow];
+					/* from output column lo, input column w0 + lo sw */
+					T *restrict xr = dx + (c * g->H + ih) * g->W + w0 + lo * g->sw;
+					const T *restrict r = row + oh * OW + lo;
+					if (g->sw == 1) /* contiguous both sides: vectorised */
+						for (int64_t k = 0; k < hi - lo; k++)
+							xr[k] += r[k];
+					else
+						for (int64_t k = 0; k < hi - lo; k++)
+							xr[k * g->sw] += r[k];
 				}
 			}
 }

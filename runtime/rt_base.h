@@ -14,6 +14,9 @@
  *             kernels.c host_kernels.c attention.c vocab_ce.c
  *             guard.c trace.c npy.c param.c schedule.c mem.c data.c
  *             comm_types.c < spmd.c < comm.c < redist.c ckpt.c host.c
+ *             ring_kernels.c; kernels.c attention.c ring_kernels.c mem.c comm.c
+ *             < ring_attention.c (over the public API only: the CUDA runtime
+ *             takes it as it is)
  *             log.c < ps.c
  *   wiring    init.c (nrt_init, nrt_finalize: starts and stops the services)
  * runtime/cuda/ is the GPU twin on top (its order: runtime/cuda/cuda_internal.h). */

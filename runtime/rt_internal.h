@@ -31,6 +31,14 @@ typedef enum NrtCommKind {
 } NrtCommKind;
 void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 
+/* nrt_sendrecv_start's exchange (comm.c); the CUDA twin adds its staging */
+struct NrtXfer {
+	MPI_Request req[2];   /* receive, send; MPI_REQUEST_NULL when done or local */
+	void *stage_send, *stage_recv; /* CUDA: the host copies (NULL on the CPU) */
+	void *recv;           /* CUDA: where the received elements go */
+	int64_t bytes;
+};
+
 /* nrt_recv (comm.c) takes the receive nrt_recv_post posted, if any (spmd.c) */
 void nrt_p2p_taken(int src, int tag);
 /* The sum of a reduce-scatter (send holds size * n elements, rank r keeps

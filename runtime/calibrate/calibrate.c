@@ -28,7 +28,22 @@
  *
  * netc fits the collectives' latency and bandwidth. Each time is the
  * median of 21 batches of 0.5 ms (time_work), the slowest rank's.
- * --quick: tiny sizes and short batches (tests). */
+ * --quick: tiny sizes and short batches (tests).
+ *
+ * Built against the CUDA runtime (netc-calibrate-cuda, NRT_CALIBRATE_CUDA;
+ * `netc calibrate --target cuda`) the same code measures the GPU: every
+ * buffer is nrt_alloc's (device memory), each batch ends with a read back
+ * (the launches are asynchronous), the sizes are a GPU's (large enough to
+ * leave the 50 MB L2, the per-kernel rates at 1024 x 1024), and it adds
+ *
+ *   device NAME                      the GPU (a comment in the file)
+ *   gemm_dt DT TA TB M N K F         FLOP/s per dtype DT: tf32 (f32 with
+ *                                    NETC_TF32's tensor cores), bf16, f16
+ *                                    (nrt_gemm_bf16 / _f16), at 4096^3 and
+ *                                    at every size of --gemm
+ *
+ * The collectives are NCCL's (one GPU per rank) or host-staged
+ * (NETC_COMM=host), as the programs run them. */
 #include <math.h>
 #include <mpi.h>
 #include <omp.h>
@@ -40,6 +55,9 @@
 #include "../kernels.h"
 #include "../netrt.h"
 #include "../spmd.h"
+#ifdef NRT_CALIBRATE_CUDA
+#include "../cuda/cuda_rt.h"
+#endif
 
 /* MPI calls outside the runtime (before nrt_init and after nrt_finalize) */
 #define CHECK_MPI(call)                                                                              \
@@ -53,6 +71,16 @@
 
 static double batch_seconds = 0.0005;
 static int quick;
+/* the CUDA runtime: buffers in device memory, asynchronous kernels */
+static bool gpu;
+static float *sync_buf; /* read back at the end of each batch: waits for the device */
+
+/* Waits for the kernels queued so far (a copy of 4 bytes on the CPU). */
+static void sync_device(void)
+{
+	float v;
+	nrt_to_host(&v, sync_buf, sizeof v);
+}
 
 typedef void (*Work)(void *ctx);
 
@@ -75,14 +103,16 @@ static double time_work(Work w, void *ctx)
 {
 	NrtComm *world = nrt_comm_world();
 	w(ctx); /* warm caches, pages and BLAS threads */
+	sync_device();
 	double once[1] = {INFINITY};
 	for (int i = 0; i < 3; i++) { /* the fastest of three: a preempted call must not set the count */
 		double t0 = nrt_now();
 		w(ctx);
+		sync_device();
 		double t = nrt_now() - t0;
 		once[0] = t < once[0] ? t : once[0];
 	}
-	nrt_allreduce(world, NRT_F64, NRT_MAX, once, 1);
+	nrt_host_allreduce(world, NRT_F64, NRT_MAX, once, 1); /* host values, whatever the target */
 	int64_t reps = once[0] > 0 ? (int64_t)(batch_seconds / once[0]) : 1000;
 	if (reps < 1)
 		reps = 1;
@@ -94,46 +124,96 @@ static double time_work(Work w, void *ctx)
 		double s = nrt_now();
 		for (int64_t r = 0; r < reps; r++)
 			w(ctx);
+		sync_device();
 		batch[i] = (nrt_now() - s) / (double)reps;
 	}
 	qsort(batch, NBATCH, sizeof batch[0], cmp_double);
 	double med[1] = {batch[NBATCH / 2]};
-	nrt_allreduce(world, NRT_F64, NRT_MAX, med, 1);
+	nrt_host_allreduce(world, NRT_F64, NRT_MAX, med, 1);
 	return med[0];
 }
 
 /* ---- compute ---------------------------------------------------------------- */
 
+/* the GEMMs' element types: f32 (as the programs run it), f32 on TF32
+ * tensor cores, bf16 and f16 storage with f32 sums (the GPU's only) */
+typedef enum { G_F32, G_TF32, G_BF16, G_F16, G_TYPES } GemmType;
+static const char *const gemm_type[G_TYPES] = {"f32", "tf32", "bf16", "f16"};
+
 typedef struct Gemm {
 	bool ta, tb;
 	int64_t m, n, k;
-	float *a, *b, *c;
+	GemmType t;
+	void *a, *b, *c;
 } Gemm;
 
 static void gemm_work(void *p)
 {
 	Gemm *g = p;
-	nrt_gemm_f32(g->ta, g->tb, g->m, g->n, g->k, g->a, g->b, 0, g->c);
+	if (g->t == G_BF16)
+		nrt_gemm_bf16(g->ta, g->tb, g->m, g->n, g->k, g->a, g->b, 0, g->c);
+	else if (g->t == G_F16)
+		nrt_gemm_f16(g->ta, g->tb, g->m, g->n, g->k, g->a, g->b, 0, g->c);
+	else
+		nrt_gemm_f32(g->ta, g->tb, g->m, g->n, g->k, g->a, g->b, 0, g->c);
 }
 
-static float *filled(int64_t n)
+/* n values of type t in buffer memory (the device's on the GPU), small
+ * and varied */
+static void *filled_as(NrtDType t, int64_t n)
 {
-	float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
-	if (!x) {
+	size_t es = t == NRT_F16 || t == NRT_BF16 ? 2 : 4;
+	unsigned char *h = malloc((size_t)(n > 0 ? n : 1) * es);
+	void *d = nrt_alloc(NRT_MEM_WORKSPACE, n > 0 ? n : 1, es);
+	if (!h) {
 		fprintf(stderr, "netc-calibrate: out of memory\n");
 		exit(1);
 	}
-	for (int64_t i = 0; i < n; i++)
-		x[i] = (float)((i % 17) - 8) * 0.01f;
-	return x;
+	for (int64_t i = 0; i < n; i++) {
+		float v = (float)((i % 17) - 8) * 0.01f;
+		if (t == NRT_F32)
+			memcpy(h + 4 * i, &v, 4);
+		else if (t == NRT_I32)
+			memset(h + 4 * i, 0, 4);
+		else /* 1.0 in either narrow type: the speed does not depend on it */
+			memcpy(h + 2 * i, &(uint16_t){t == NRT_F16 ? 0x3c00 : 0x3f80}, 2);
+	}
+	nrt_from_host(d, h, n * (int64_t)es);
+	free(h);
+	return d;
+}
+
+static float *filled(int64_t n) { return filled_as(NRT_F32, n); }
+
+static double gemm_rate_as(GemmType t, bool ta, bool tb, int64_t m, int64_t n, int64_t k)
+{
+	NrtDType dt = t == G_BF16 ? NRT_BF16 : t == G_F16 ? NRT_F16 : NRT_F32;
+	Gemm g = {ta, tb, m, n, k, t, filled_as(dt, m * k), filled_as(dt, k * n), filled_as(dt, m * n)};
+#ifdef NRT_CALIBRATE_CUDA
+	nrt_cuda_set_tf32(t == G_TF32);
+#endif
+	double r = 2.0 * (double)m * (double)n * (double)k / time_work(gemm_work, &g);
+#ifdef NRT_CALIBRATE_CUDA
+	nrt_cuda_set_tf32(false);
+#endif
+	nrt_free(g.a), nrt_free(g.b), nrt_free(g.c);
+	return r;
 }
 
 static double gemm_rate(bool ta, bool tb, int64_t m, int64_t n, int64_t k)
 {
-	Gemm g = {ta, tb, m, n, k, filled(m * k), filled(k * n), filled(m * n)};
-	double t = time_work(gemm_work, &g);
-	free(g.a), free(g.b), free(g.c);
-	return 2.0 * (double)m * (double)n * (double)k / t;
+	return gemm_rate_as(G_F32, ta, tb, m, n, k);
+}
+
+/* the GPU's narrow and TF32 rates at one size, "gemm_dt" lines */
+static void gemm_types(bool root, bool ta, bool tb, int64_t m, int64_t n, int64_t k)
+{
+	for (int t = G_TF32; gpu && t < G_TYPES; t++) {
+		double r = gemm_rate_as((GemmType)t, ta, tb, m, n, k);
+		if (root)
+			printf("gemm_dt %s %d %d %lld %lld %lld %.6g\n", gemm_type[t], ta, tb, (long long)m, (long long)n,
+			       (long long)k, r);
+	}
 }
 
 typedef struct Elem {
@@ -156,7 +236,7 @@ static double elem_time(int64_t n, bool gelu)
 {
 	Elem e = {n, filled(n), filled(n), filled(n), gelu};
 	double t = time_work(elem_work, &e);
-	free(e.a), free(e.b), free(e.y);
+	nrt_free(e.a), nrt_free(e.b), nrt_free(e.y);
 	return t;
 }
 
@@ -214,25 +294,32 @@ static void kern_work(void *p)
 /* Elements/s of each kernel, its fixed cost `over` taken off. */
 static void measure_kernels(double over, bool root)
 {
-	KernCtx x = {.rows = quick ? 32 : 128, .cols = quick ? 32 : 128};
+	/* a GPU's kernel of 128 x 128 is all launch: its rate at 1024 x 1024 */
+	int64_t side = quick ? 32 : gpu ? 1024 : 128;
+	KernCtx x = {.rows = side, .cols = side};
 	int64_t n = x.rows * x.cols;
 	x.a = filled(n), x.b = filled(n), x.c = filled(n), x.d = filled(n), x.y = filled(n);
-	for (int64_t i = 0; i < n; i++) /* positive second moments, as Adam's */
-		x.c[i] = 0.5f + 0.001f * (float)(i % 7);
-	x.labels = calloc((size_t)x.rows, sizeof *x.labels);
-	if (!x.labels) {
+	float *h = malloc((size_t)n * sizeof *h);
+	int32_t *lab = calloc((size_t)x.rows, sizeof *lab);
+	if (!h || !lab) {
 		fprintf(stderr, "netc-calibrate: out of memory\n");
 		exit(1);
 	}
+	for (int64_t i = 0; i < n; i++) /* positive second moments, as Adam's */
+		h[i] = 0.5f + 0.001f * (float)(i % 7);
+	nrt_from_host(x.c, h, n * (int64_t)sizeof *h);
 	for (int64_t i = 0; i < x.rows; i++)
-		x.labels[i] = (int32_t)(i % x.cols);
+		lab[i] = (int32_t)(i % x.cols);
+	x.labels = filled_as(NRT_I32, x.rows);
+	nrt_from_host(x.labels, lab, x.rows * (int64_t)sizeof *lab);
+	free(h), free(lab);
 	for (int k = 0; k < K_NKERNELS; k++) {
 		x.k = (Kern)k;
 		double t = time_work(kern_work, &x) - over;
 		if (root)
 			printf("op %s %.6g\n", kern_op[k], (double)n / (t > 1e-9 ? t : 1e-9));
 	}
-	free(x.a), free(x.b), free(x.c), free(x.d), free(x.y), free(x.labels);
+	nrt_free(x.a), nrt_free(x.b), nrt_free(x.c), nrt_free(x.d), nrt_free(x.y), nrt_free(x.labels);
 }
 
 /* The teacher's loop of runtime/data.c (classes_from_features): for each
@@ -289,11 +376,7 @@ static double data_time(int64_t B, int64_t F, int64_t C, int labels)
 	DataCtx c = {.nin = labels ? 2 : 1};
 	float *x = filled(B * F);
 	float *tg = filled(B * C);
-	int32_t *y = calloc((size_t)B, sizeof *y);
-	if (!y) {
-		fprintf(stderr, "netc-calibrate: out of memory\n");
-		exit(1);
-	}
+	int32_t *y = filled_as(NRT_I32, B);
 	c.in[0] = (NrtInput){.name = "x", .role = NRT_IN_FEATURES, .source = -1,
 	                     .t = {.name = "x", .dtype = NRT_F32, .rank = 2, .full = {B, F}, .slice = {B, F}, .data = x}};
 	c.in[1] = (NrtInput){.name = "labels", .role = NRT_IN_CLASSES, .range = C, .source = 0,
@@ -308,16 +391,19 @@ static double data_time(int64_t B, int64_t F, int64_t C, int labels)
 	c.d = nrt_data_open(&opt, c.in, c.nin);
 	double t = time_work(data_work, &c);
 	nrt_data_close(c.d);
-	free(x), free(y), free(tg);
+	nrt_free(x), nrt_free(y), nrt_free(tg);
 	return t;
 }
 
 static void measure_compute(FILE *gemms, bool root)
 {
-	int64_t big = quick ? 64 : 384;
+	int64_t big = quick ? 64 : gpu ? 4096 : 384;
 	double f = gemm_rate(false, false, big, big, big);
 	if (root)
 		printf("flops %.6g\n", f);
+	if (gpu && root) /* the large class, written as a gemm entry of its own */
+		printf("gemm 0 0 %lld %lld %lld %.6g\n", (long long)big, (long long)big, (long long)big, f);
+	gemm_types(root, false, false, big, big, big);
 	int ta, tb;
 	long long m, n, k;
 	while (gemms && fscanf(gemms, "%d %d %lld %lld %lld", &ta, &tb, &m, &n, &k) == 5) {
@@ -326,6 +412,7 @@ static void measure_compute(FILE *gemms, bool root)
 		double r = gemm_rate(ta, tb, m, n, k);
 		if (root)
 			printf("gemm %d %d %lld %lld %lld %.6g\n", ta, tb, m, n, k, r);
+		gemm_types(root, ta, tb, m, n, k);
 	}
 	/* an add of n floats moves 12n bytes; at 64 elements it is nearly all
 	 * fixed cost, at the larger length (in cache, as most of a small
@@ -333,6 +420,8 @@ static void measure_compute(FILE *gemms, bool root)
 	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 	double cache = l2 > 0 ? (double)l2 : 512 * 1024.0;
 	int64_t n0 = 64, n1 = (int64_t)(cache / 12 / 2), n2 = quick ? 1 << 18 : 1 << 22;
+	if (gpu) /* no cache worth pricing apart: 384 MB of traffic, far past the L2 */
+		n1 = n2 = quick ? 1 << 18 : 1 << 25, cache = 12.0 * (double)n0;
 	double t0 = elem_time(n0, false), t1 = elem_time(n1, false), t2 = elem_time(n2, false);
 	double bw = t1 > t0 ? 12.0 * (double)(n1 - n0) / (t1 - t0) : 12.0 * (double)n1 / t1;
 	double over = t0 - 12.0 * (double)n0 / bw;
@@ -347,12 +436,12 @@ static void measure_compute(FILE *gemms, bool root)
 	if (root) {
 		printf("dram_bandwidth %.6g\ndram_bytes %.6g\ncache_bytes %.6g\n", 12.0 * (double)n2 / t2,
 		       12.0 * (double)n2, cache);
-		if (12.0 * (double)n3 > cache && n3 < n2)
+		if (12.0 * (double)n3 > cache && n3 < n2 && !gpu)
 			printf("llc_bandwidth %.6g\nllc_bytes %.6g\n", 12.0 * (double)n3 / t3, 12.0 * (double)n3);
-		printf("kernel_threads %d\n", omp_get_max_threads());
+		printf("kernel_threads %d\n", gpu ? 1 : omp_get_max_threads());
 	}
 	measure_kernels(over, root);
-	int64_t ng = quick ? 4096 : 16384;
+	int64_t ng = quick ? 4096 : gpu ? 1 << 22 : 16384;
 	double tg = elem_time(ng, true) - over;
 	if (root) {
 		printf("mem_bandwidth %.6g\nop_overhead %.6g\n", bw, over);
@@ -439,10 +528,11 @@ static void coll_work(void *p)
 static void measure_comm(bool root)
 {
 	int size = nrt_world_size();
-	static const int64_t full[] = {1, 64, 1024, 16384, 262144};
+	/* up to 1 MB per rank (16 MB on a GPU: a fused bucket's size) */
+	static const int64_t full[] = {1, 64, 1024, 16384, 262144, 4194304};
 	static const int64_t small[] = {1, 1024, 16384};
 	const int64_t *sizes = quick ? small : full;
-	int nsizes = quick ? 3 : 5;
+	int nsizes = quick ? 3 : gpu ? 6 : 5;
 	for (int k = 0; k < C_KINDS; k++)
 		for (int s = 0; s < nsizes; s++) {
 			/* whole blocks per rank where the collective splits its buffer */
@@ -451,7 +541,7 @@ static void measure_comm(bool root)
 			double t = time_work(coll_work, &c);
 			if (k == C_SENDRECV)
 				t /= 2;
-			free(c.send), free(c.recv);
+			nrt_free(c.send), nrt_free(c.recv);
 			if (root)
 				printf("coll %s %d %lld %.6g\n", coll_name[k], size, (long long)(n * 4), t);
 		}
@@ -481,6 +571,14 @@ int main(int argc, char **argv)
 	NrtOptions opt;
 	nrt_init(&one, &av, &info, &opt);
 	bool root = nrt_rank() == 0;
+	gpu = !nrt_loss_read_is_free(); /* the CUDA runtime's answer */
+	sync_buf = filled(1);
+#ifdef NRT_CALIBRATE_CUDA
+	struct cudaDeviceProp prop;
+	int dev = 0;
+	if (root && cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+		printf("device %s, %.1f GB\n", prop.name, (double)prop.totalGlobalMem / 1e9);
+#endif
 	FILE *gemms = NULL;
 	if (gemm_file && !(gemms = fopen(gemm_file, "r"))) {
 		fprintf(stderr, "netc-calibrate: cannot read '%s'\n", gemm_file);

@@ -8,10 +8,13 @@
  * log-sum-exp (or recomputes it without one), recomputes the row's
  * scores, adds the row's share of dk and dv with atomics (their sums over
  * rows, and over a grouped-query group's heads, therefore come in no
- * fixed order) and writes dq. f32 math for f32 tensors, f64 for f64;
- * narrow tensors reach it cast up to f32 by the precision pass.
+ * fixed order) and writes dq. f32 math for f32 tensors, f64 for f64.
+ * f16 / bf16 tensors take the tensor-core kernel (attention_tc.cu) where
+ * it applies (heads up to 64 wide, sm_80+, not built with NRT_ATTN_TC=0),
+ * else this kernel on f32 copies, rounded once (the CPU's way).
  * Not tuned (no shared-memory tiles, no tensor cores) and, as of this
  * commit, never run on a GPU: docs/cuda.md. */
+#include "attention_tc.cuh"
 #include "common.cuh"
 #include "cuda_c.h"
 
@@ -206,3 +209,75 @@ using namespace nrtk;
 
 NRT_ATTENTION_DEFS(float, f32)
 NRT_ATTENTION_DEFS(double, f64)
+
+/* ---- f16 / bf16 ----------------------------------------------------------------- */
+
+static float *att_wide(bool bf, int64_t n, const uint16_t *x)
+{
+	float *p = (float *)nrt_cuda_scratch(sizeof(float) * (size_t)n);
+	if (x)
+		(bf ? nrt_bf16_to_f32 : nrt_f16_to_f32)(n, x, p);
+	return p;
+}
+
+static void att_narrow_fwd(bool bf, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, double scale,
+                           bool causal, int64_t tq_all, int64_t row0, const uint16_t *q, const uint16_t *k,
+                           const uint16_t *v, uint16_t *o, float *lse)
+{
+	if (bh <= 0 || tq <= 0 || d <= 0)
+		return;
+	att_check("attention", d, bh, group);
+	if (nrt_att_tc_usable(d)) {
+		nrt_att_tc_forward(bf, bh, group, tq, tk, d, scale, causal, tq_all - row0, q, k, v, o, lse);
+		return;
+	}
+	int64_t nq = bh * tq * d, nk = bh / group * tk * d;
+	float *q32 = att_wide(bf, nq, q), *k32 = att_wide(bf, nk, k), *v32 = att_wide(bf, nk, v);
+	float *o32 = att_wide(bf, nq, NULL);
+	nrt_attention_f32(bh, group, tq, tk, d, scale, causal, tq_all, row0, q32, k32, v32, o32, lse);
+	(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(nq, o32, o);
+	nrt_cuda_scratch_free(q32), nrt_cuda_scratch_free(k32), nrt_cuda_scratch_free(v32), nrt_cuda_scratch_free(o32);
+}
+
+static void att_narrow_grad(bool bf, int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d, double scale,
+                            bool causal, int64_t tq_all, int64_t row0, const uint16_t *q, const uint16_t *k,
+                            const uint16_t *v, const uint16_t *o, const float *lse, const uint16_t *dout,
+                            uint16_t *dqkv)
+{
+	if (bh <= 0 || tq <= 0 || d <= 0)
+		return;
+	att_check("attention_grad", d, bh, group);
+	if (nrt_att_tc_usable(d)) {
+		nrt_att_tc_backward(bf, bh, group, tq, tk, d, scale, causal, tq_all, row0, q, k, v, o, lse, dout, dqkv);
+		return;
+	}
+	int64_t nq = bh * tq * d, nk = bh / group * tk * d, ng = bh / group * (group * tq_all + 2 * tk) * d;
+	float *q32 = att_wide(bf, nq, q), *k32 = att_wide(bf, nk, k), *v32 = att_wide(bf, nk, v);
+	float *o32 = att_wide(bf, nq, o), *do32 = att_wide(bf, nq, dout), *g32 = att_wide(bf, ng, NULL);
+	nrt_attention_grad_f32(bh, group, tq, tk, d, scale, causal, tq_all, row0, q32, k32, v32, o32, lse, do32, g32);
+	(bf ? nrt_f32_to_bf16 : nrt_f32_to_f16)(ng, g32, dqkv);
+	float *tmp[] = {q32, k32, v32, o32, do32, g32};
+	for (float *p : tmp)
+		nrt_cuda_scratch_free(p);
+}
+
+#define NRT_ATTENTION_NARROW(S, BF)                                                                               \
+	extern "C" void nrt_attention_##S(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,            \
+	                                  double scale, bool causal, int64_t tq_all, int64_t row0,                 \
+	                                  const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,    \
+	                                  float *lse)                                                              \
+	{                                                                                                         \
+		att_narrow_fwd(BF, bh, group, tq, tk, d, scale, causal, tq_all, row0, q, k, v, o, lse);           \
+	}                                                                                                         \
+	extern "C" void nrt_attention_grad_##S(int64_t bh, int64_t group, int64_t tq, int64_t tk, int64_t d,       \
+	                                       double scale, bool causal, int64_t tq_all, int64_t row0,            \
+	                                       const uint16_t *q, const uint16_t *k, const uint16_t *v,            \
+	                                       const uint16_t *o, const float *lse, const uint16_t *dout,          \
+	                                       uint16_t *dqkv)                                                     \
+	{                                                                                                         \
+		att_narrow_grad(BF, bh, group, tq, tk, d, scale, causal, tq_all, row0, q, k, v, o, lse, dout,     \
+		                dqkv);                                                                            \
+	}
+
+NRT_ATTENTION_NARROW(f16, false)
+NRT_ATTENTION_NARROW(bf16, true)

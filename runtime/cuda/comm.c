@@ -152,6 +152,8 @@ static bool use_nccl(const NrtComm *c) { return nrt_cuda_comm == NRT_CUDA_COMM_N
 
 static void p2p_finalize(void);
 
+bool nrt_cuda_nccl_used(void) { return nnccl > 0; }
+
 void nrt_cuda_comm_finalize(void)
 {
 	p2p_finalize();
@@ -285,6 +287,39 @@ void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 	nrt_host_broadcast(c, t, root, h, n);
 	nrt_from_host(buf, h, bytes);
 	free(h);
+}
+
+/* A halo's neighbour exchange: one NCCL group of the send to rank + dir
+ * and the receive from rank - dir (those that exist), so the two
+ * directions of a pair progress together. */
+void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv)
+{
+	if (dir != 1 && dir != -1)
+		nrt_fatal("nrt_shift: direction %d (+1 or -1)", dir);
+	int to = c->rank + dir, from = c->rank - dir;
+	bool sends = to >= 0 && to < c->size, takes = from >= 0 && from < c->size;
+	if (c->size == 1 || (!sends && !takes) || n == 0)
+		return;
+	if (use_nccl(c)) {
+		nrt_comm_account(NRT_CK_SENDRECV, 2, t, sends ? n : 0);
+		ncclComm_t nc = nccl_of(c);
+		cudaStream_t s = comm_begin();
+		NRT_NCCL_CHECK(ncclGroupStart());
+		if (sends)
+			NRT_NCCL_CHECK(ncclSend(send, (size_t)n, nccl_type(t), to, nc, s));
+		if (takes)
+			NRT_NCCL_CHECK(ncclRecv(recv, (size_t)n, nccl_type(t), from, nc, s));
+		NRT_NCCL_CHECK_AS("NCCL halo exchange", ncclGroupEnd());
+		comm_end("HaloExchange");
+		return;
+	}
+	int64_t bytes = n * (int64_t)esize(t);
+	void *hs = to_host_copy(sends ? send : NULL, bytes), *hr = to_host_copy(NULL, bytes);
+	nrt_host_shift(c, t, dir, hs, n, hr);
+	if (takes)
+		nrt_from_host(recv, hr, bytes);
+	free(hs);
+	free(hr);
 }
 
 /* ---- point to point: pipeline transfers in rounds (spmd.h) -------------------------- */
@@ -453,6 +488,29 @@ void nrt_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const vo
 	void *copy = nrt_cuda_scratch((size_t)bytes);
 	nrt_copy(copy, buf, bytes);
 	p2p_push((P2p){.round = round, .send = true, .peer = dest, .tag = tag, .t = t, .n = n, .buf = copy});
+}
+
+/* Ring attention's exchanges, staged through host memory (MPI whatever
+ * the backend): the send is copied out at the start, the receive copied
+ * in at the wait. */
+NrtXfer *nrt_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                            int rtag, int64_t n)
+{
+	int64_t bytes = n * (int64_t)esize(t);
+	void *hs = to_host_copy(send, bytes), *hr = to_host_copy(NULL, bytes);
+	NrtXfer *x = nrt_host_sendrecv_start(c, t, hs, dest, stag, hr, src, rtag, n);
+	x->stage_send = hs, x->stage_recv = hr, x->recv = recv, x->bytes = bytes;
+	return x;
+}
+
+void nrt_sendrecv_wait(NrtXfer *x)
+{
+	void *hs = x->stage_send, *hr = x->stage_recv, *recv = x->recv;
+	int64_t bytes = x->bytes;
+	nrt_host_sendrecv_wait(x);
+	nrt_from_host(recv, hr, bytes);
+	free(hs);
+	free(hr);
 }
 
 void nrt_send(int dest, int tag, NrtDType t, const void *buf, int64_t n)

@@ -67,7 +67,11 @@ void nrt_host_reduce_scatter(NrtComm *c, NrtDType t, NrtReduce op, const void *s
 void nrt_host_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
 void nrt_host_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n);
 void nrt_host_send(int dest, int tag, NrtDType t, const void *buf, int64_t n);
+NrtXfer *nrt_host_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int dest, int stag, void *recv, int src,
+                                 int rtag, int64_t n);
+void nrt_host_sendrecv_wait(NrtXfer *x);
 void nrt_host_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
+void nrt_host_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv);
 void nrt_host_p2p_round(int round);
 void nrt_host_recv_post(int src, int tag, NrtDType t, int64_t n);
 void nrt_host_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n);
@@ -96,6 +100,19 @@ extern NrtCudaComm nrt_cuda_comm;
 /* Destroys the NCCL communicators, the communication stream and the
  * staging buffers (nrt_finalize, before MPI goes). */
 void nrt_cuda_comm_finalize(void);
+/* whether an NCCL communicator has been made (a collective ran on NCCL) */
+bool nrt_cuda_nccl_used(void);
+
+/* ---- CUDA graphs of the step (graph.c) ---- */
+/* Decides, once at start-up (nrt_init), whether nrt_step_graph captures
+ * the step: NETC_CUDA_GRAPH=0 turns it off, and so do --trace (its spans
+ * are host code around the phases), --comm-stats (counted by host code in
+ * the collectives), NETC_COMM=host (collectives through host memory) and
+ * more than one rank; nrt_step_graph also leaves the step uncaptured once
+ * NCCL has run a collective (parameter_broadcast on one rank): NCCL calls
+ * can be captured, but the communication stream's fork and join and the
+ * watchdog's bookkeeping have not been tried under a capture. */
+void nrt_cuda_graph_setup(const NrtOptions *opt);
 
 /* ---- --trace: GPU spans (trace.c) ---- */
 /* An event marking where the work queued next on stream s starts; NULL

@@ -53,6 +53,17 @@ bool nrt_cuda_kernel_error(char *msg, size_t n);
 void *nrt_cuda_scratch(size_t bytes);
 void nrt_cuda_scratch_free(void *p);
 
+/* Runs body's work on nrt_cuda_stream() as a CUDA graph (graph.cu): the
+ * first call runs it as it is (a warm-up: cuBLAS, NCCL and the loss's
+ * page-locked buffer are set up lazily, outside any capture), the second
+ * captures it (cudaStreamBeginCapture: nothing runs while it is
+ * recorded) and launches the graph, later ones launch it again. body must
+ * queue the same work each time, with no host wait, no allocation but
+ * the stream-ordered one and no copy from pageable memory: CUDA refuses
+ * those during a capture, and the failing call stops the job with its
+ * file:line. Nothing is re-read from the host at a replay. */
+void nrt_cuda_graph_step(void (*body)(void));
+
 /* Whether nrt_conv2d* (conv.cu) run geometry g through cuDNN: built with
  * it (NRT_HAVE_CUDNN, GNUmakefile), NETC_CUDNN=0 not in the environment,
  * and a padding cuDNN's legacy API can express (the same on both sides

@@ -32,7 +32,10 @@
 #define nrt_alltoall nrt_host_alltoall
 #define nrt_broadcast nrt_host_broadcast
 #define nrt_send nrt_host_send
+#define nrt_sendrecv_start nrt_host_sendrecv_start
+#define nrt_sendrecv_wait nrt_host_sendrecv_wait
 #define nrt_recv nrt_host_recv
+#define nrt_shift nrt_host_shift
 /* spmd.c: non-blocking collectives, pipeline sends, batch-norm kernels */
 #define nrt_p2p_round nrt_host_p2p_round
 #define nrt_recv_post nrt_host_recv_post

@@ -199,6 +199,7 @@ void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *o
 	check_memory(info, select_device());
 	const char *tf32 = getenv("NETC_TF32");
 	nrt_cuda_set_tf32(tf32 && *tf32 && strcmp(tf32, "0") != 0);
+	nrt_cuda_graph_setup(opt);
 }
 
 void nrt_finalize(void)

@@ -8,7 +8,12 @@
 # dataset_strategy = full_batch): `netc check` CPU seconds (user + sys,
 # which a loaded machine does not inflate) and peak memory per search
 # mode, and the search's share (minus semi_auto_parallel's check).
-# Usage: tests/bench/search_bench.sh [layers ...]   (SKIP_DEPTH=1: chains only)
+# Then GPT-3 175B (issue 28; tests/e2e/test_search_plans.sh's constants)
+# at 1024 devices (TP 8 x DP 16 x PP 8, 96 micro-batches) and 4096 (TP 8 x
+# DP 64 x PP 8, 24), the hand plan and each search_mode: `netc explain`'s
+# predicted step, CPU seconds and peak memory, without a memory limit and
+# under the default 80 GB (where nothing fits: the time to say so).
+# Usage: tests/bench/search_bench.sh [layers ...]   (SKIP_DEPTH=1: chains only; SKIP_GPT3=1: no GPT-3)
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 NETC=$B/netc
@@ -54,7 +59,7 @@ for L in $layers; do
 	done
 done
 
-[ -n "$SKIP_DEPTH" ] && exit 0
+if [ -z "$SKIP_DEPTH" ]; then
 # cpu CMD...: "seconds kilobytes" of CPU time (user + sys) and peak memory
 cpu() {
 	/usr/bin/time -f '%U %S %M' -o "$work/time" "$@" >/dev/null 2>&1 || echo "failed: $*" >&2
@@ -72,5 +77,31 @@ for L in 2 8 24; do
 			echo "$r $base" | awk -v L=$L -v n=$n -v m=$mode '{ d = $1 - $3; if (d < 0) d = 0
 				printf "%-7s %-8s %-24s %.2f (%.2f), %.0f\n", L, n, m, $1, d, $2 / 1024 }'
 		done
+	done
+done
+fi
+
+[ -n "$SKIP_GPT3" ] && exit 0
+echo
+printf '%-8s %-6s %-36s %12s %8s %8s\n' devices limit plan "step s" "CPU s" "peak MB"
+gpt3() { # devices limit label args...
+	n=$1 lim=$2 label=$3; shift 3
+	/usr/bin/time -f '%U %S %M' -o "$work/time" "$NETC" explain --memory-limit "$lim" -D dataset_strategy=full_batch \
+		-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D pipeline_stages=8 -D device_num="$n" "$@" \
+		>"$work/gpt3.out" 2>&1
+	step=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/gpt3.out")
+	tail -1 "$work/time" | awk -v n="$n" -v lim="$lim" -v l="$label" -v s="${step:-no plan fits}" \
+		'{ printf "%-8s %-6s %-36s %12s %8.2f %8.0f\n", n, lim, l, s, $1 + $2, $3 / 1024 }'
+}
+for lim in 0 80G; do
+	for n in 1024 4096; do
+		dp=16 micro=96
+		[ "$n" = 4096 ] && dp=64 micro=24
+		gpt3 $n $lim "hand (TP 8 x DP $dp x PP 8)" -D train.micro_size=$micro -D DP=$dp -D MP=8 samples/transformer.net
+		for mode in recursive_programming dynamic_programming; do
+			gpt3 $n $lim $mode -D train.micro_size=$micro -D search_mode=$mode tests/models/transformer_plain.net
+		done
+		gpt3 $n $lim "sharding_propagation (six matmuls)" -D train.micro_size=$micro -D DP=$dp -D MP=8 \
+			-D search_mode=sharding_propagation tests/models/transformer_six.net
 	done
 done

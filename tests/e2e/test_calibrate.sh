@@ -168,5 +168,47 @@ expect_err "negative" "np2.op_overhead = -1" "bad.txt:1:19: error: 'np2.op_overh
 out=$("$NETC" explain --machine "$work/nonexistent" samples/mlp.net 2>&1)
 [ $? -eq 1 ] && echo "$out" | grep -q "cannot read" && ok "missing machine file" || bad "missing file: $out"
 
+# 5. calibrate --target cuda (issue 22.5), its host side against the
+# stand-in CUDA (tests/gpu/fake_cuda: the CPU kernels; the numbers mean
+# nothing here): netc-calibrate-cuda's source linked with the fake runtime
+# runs alone and on 2 "GPUs" (the NCCL stand-in), and writes a file in the
+# CPU format that explain reads: the GPU named, one figure per kernel
+# thread, tf32/bf16/f16 products at every f32 size, NCCL's collectives
+# fitted; a bf16 model is priced with the bf16 entries (slowed 1000x in a
+# copy of the file, its predicted step grows; the f32 model's does not).
+FAKE=$B/tests/libnetrt_cudafake.a
+if make -s B="$B" "$FAKE" >"$work/fake.log" 2>&1 &&
+	cc -std=c11 -D_GNU_SOURCE -O1 -Itests/gpu/fake_cuda -DNRT_CALIBRATE_CUDA $(pkg-config --cflags ompi-c openblas) \
+		runtime/calibrate/calibrate.c -o "$work/calib-cuda" "$FAKE" $(pkg-config --libs ompi-c openblas) -fopenmp -lm \
+		>>"$work/fake.log" 2>&1; then
+	FAKE_CUDA_DEVICES=2 NETC_CALIBRATE_CUDA="$work/calib-cuda" timeout 120 "$NETC" calibrate --target cuda --quick \
+		--np 2 -o "$work/gpu.txt" samples/mlp.net 2>"$work/gpu.err" || bad "calibrate --target cuda: $(tail -3 "$work/gpu.err")"
+else
+	bad "calibrate --target cuda: build against the stand-in: $(tail -3 "$work/fake.log")"
+fi
+miss=
+for key in flops mem_bandwidth op_overhead op.adam_update gemm.nn.64x256x784 gemm.tf32.nn.64x256x784 \
+	gemm.bf16.nn.64x256x784 gemm.f16.tn.784x256x64 gemm.bf16.nn.64x64x64 np2.flops allreduce.latency allreduce.bandwidth; do
+	grep -q "^$key = [0-9]" "$work/gpu.txt" 2>/dev/null || miss="$miss $key"
+done
+if [ -z "$miss" ] && grep -q '^# netc machine file: `netc calibrate --target cuda --quick`' "$work/gpu.txt" &&
+	grep -q "^# GPU: fake CUDA device" "$work/gpu.txt" && grep -q "^kernel_threads = 1$" "$work/gpu.txt" &&
+	"$NETC" explain --machine "$work/gpu.txt" samples/mlp.net -D parallel_mode=stand_alone 2>&1 |
+	grep -q "^predicted step time: [0-9]"; then
+	ok "calibrate --target cuda (stand-in): GPU named, per-type products, NCCL fitted, explain reads it"
+else
+	bad "calibrate --target cuda: missing$miss in $(head -3 "$work/gpu.txt" 2>/dev/null)"
+fi
+step() { "$NETC" explain --machine "$1" "$2" -D parallel_mode=stand_alone 2>&1 | sed -n 's/^predicted step time: \([0-9.e+-]*\) s$/\1/p'; }
+awk -F' = ' '/^gemm\.bf16\./ { print $1 " = " $2 / 1000; next } { print }' "$work/gpu.txt" >"$work/gpu_slow.txt"
+sed 's/f32\[/bf16[/g' samples/mlp.net >"$work/mlp_bf16.net"
+b1=$(step "$work/gpu.txt" "$work/mlp_bf16.net") b2=$(step "$work/gpu_slow.txt" "$work/mlp_bf16.net")
+f1=$(step "$work/gpu.txt" samples/mlp.net) f2=$(step "$work/gpu_slow.txt" samples/mlp.net)
+if [ -n "$b1" ] && [ -n "$f1" ] && awk -v b1="$b1" -v b2="$b2" -v f1="$f1" -v f2="$f2" 'BEGIN { exit !(b2 > 10 * b1 && f1 == f2) }'; then
+	ok "explain: bf16 products priced with gemm.bf16 (step $b1 -> $b2 s slowed), f32 unchanged ($f1 s)"
+else
+	bad "explain per-type products: bf16 $b1 -> $b2, f32 $f1 -> $f2"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -15,7 +15,13 @@
 # (samples/resnet.net at -D WIDTH=4 -D B=8, one block per stage) runs 5
 # steps data parallel on 2 ranks, and with its stem split by batch and
 # height (a halo) on 4, against its stand-alone run. A negative
-# control: the parallel run with the wrong --seed must differ.
+# control: the parallel run with the wrong --seed must differ. The halo
+# moves point to point: --comm-stats' send/recv bytes on conv_halo.net
+# equal the hand-computed halo; explain prices it (and an input-channel
+# split's reduction) with the figures computed by hand below, and
+# dynamic_programming finds the hand plan's height split on a
+# batch-of-one conv net (conv_hw_search.net). tests/gpu/torch_oracle.py
+# skips without PyTorch.
 # One line per case, "ok|FAIL NAME (...)"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -106,9 +112,68 @@ halo "conv2d H split 2, 3x3 padded (0, 2) (halo 0 + 2) @4" -D P1=0 -D PB=2
 halo "conv2d H split 2, 3x3 dilation 2 (halo 2 + 2) @4" -D P1=2 -D PB=2 -D D1=2
 halo "conv2d H split 2, 1x1 stride 2 (no halo) then W split 2 @4" -D K1=1 -D S1=2 -D P1=0 -D PB=0 -D SH2=1 -D SW2=2
 halo "conv2d H split 2, 5x5 stride 2 (halo 2 + 1) @4" -D K1=5 -D S1=2 -D P1=2 -D PB=2 -D SH2=2
+# The halo moves between neighbours only (nrt_shift, point to point):
+# rank 0 (the first shard of both splits) sends, per step, conv1's last
+# row (t = 1) forward and again for its weight gradient, and its bottom
+# halo's gradient (b = 1) back: 3 x [4 samples, 4 channels, 1 row, 16
+# columns] f32 = 3072 bytes; conv2's (H 4 ways, stride 2: t = 1, b = 0)
+# last row twice: 2 x [8, 4, 1, 16] f32 = 4096; 7168 in all, and no
+# halo rows in the all-gathers (an all-gather of the edges would send
+# (k - 1)x its edge rows: 1024 + 6144 more than this)
+if train hbytes 4 2 $HM -- --comm-stats &&
+	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hbytes.run.log") &&
+	[ "$got" = 7168 ]; then
+	ok "conv2d H splits: --comm-stats' send/recv bytes are the halo's (7168 per step on rank 0)"
+else
+	bad "conv2d H splits: --comm-stats' send/recv bytes ${got:-?}, the halo's are 7168"
+	sed 's/^/     | /' "$work/hbytes.run.log" | head -4
+fi
 HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2
+
+# The cost model prices the halo (passes/cost.c, cost_halo) and explain
+# shows it: conv_halo.net's conv1 (H 2 ways, 1 + 1 rows of [4, 4, -, 16]
+# f32 = 1024 bytes a row, 3 exchanges: either shard sends 3 rows) and
+# conv2 (H 4 ways, 1 + 0 rows of [8, 4, -, 16] = 2048 bytes, a middle
+# shard 3 rows), 9 send/recvs in all; and an input-channel split's
+# partial sums: conv_net.net -D CI=4 reduce-scatters the conv's [8, 8, 8,
+# 8] f32 output into 4 blocks, 3 x 1024 x 4 = 12288 bytes sent.
+ex=$("$NETC" explain tests/e2e/models/conv_halo.net 2>&1)
+if echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 3 exchanges, 3072 bytes the busiest" &&
+	echo "$ex" | grep -q "halo H split 4: 1 + 0 rows from the neighbours, 3 exchanges, 6144 bytes the busiest" &&
+	echo "$ex" | grep -q "halo send/recv 9 x 9 KiB"; then
+	ok "explain prices conv_halo.net's halos (3072 and 6144 bytes, 9 send/recvs a step)"
+else
+	bad "explain's halos on conv_halo.net"
+	echo "$ex" | grep -E "halo|by kind" | sed 's/^/     | /'
+fi
+ex=$("$NETC" explain $M -D CI=4 2>&1)
+if echo "$ex" | grep -A1 "^batch_norm-0" | grep -q "comm t7 -> t7.r[0-9]*: ReduceScatter(dim 0, 4), group 4, 12288 bytes"; then
+	ok "explain prices conv2d's input-channel partial sums (a reduce-scatter of 12288 bytes)"
+else
+	bad "explain's reduction of conv2d's input-channel partial sums"
+	echo "$ex" | grep -A1 "^batch_norm-0" | sed 's/^/     | /'
+fi
+
+# The searches propose H/W splits where they pay: a batch of one 512 x 128
+# image through three 3x3 convs of 128 channels on 4 devices. The hand
+# plan (every conv split H 4 ways) against dynamic_programming's plan
+# from the same net with no strategy written: the same strategies, and
+# explain's predicted step time no more than the hand plan's.
+S=tests/e2e/models/conv_hw_search.net
+sed 's/\.shard(((1, 1, HAND, 1), (1, 1, 1, 1)))//' $S >"$work/hw_plain.net"
+hand=$("$NETC" explain $S -D HAND=4 -D parallel_mode=semi_auto_parallel 2>&1 |
+	sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
+ex=$("$NETC" explain "$work/hw_plain.net" -D search_mode=dynamic_programming 2>&1)
+got=$(echo "$ex" | sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
+nh=$(echo "$ex" | grep -c "^conv2d-[0-9]  t[0-9]* ((1, 1, 4, 1), (1, 1, 1, 1)) (searched)")
+if [ "$nh" = 3 ] && awk -v g="$got" -v h="$hand" 'BEGIN { exit !(g > 0 && g <= h * 1.0001) }'; then
+	ok "dynamic_programming splits a one-image conv net by height, as the hand plan ($got s <= $hand s a step)"
+else
+	bad "dynamic_programming on a one-image conv net: $nh of 3 convs split H 4 ways, $got s a step (hand plan $hand s)"
+	echo "$ex" | grep -E "^conv2d" | sed 's/^/     | /'
+fi
 
 # negative control: the comparison catches a different run
 if train seed 4 20 $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
@@ -131,6 +196,18 @@ if train rhw 4 5 $R -D STEM_DP=2 -D STEM_H=2 && same "" rhw rref; then
 else
 	bad "resnet (width 4) stem split batch 2 x height 2 (halo) @4 == stand-alone"
 	grep -E '^(FAIL|losscompare|stcompare)' "$work/rhw-rref.cmp" 2>/dev/null | head -6 | sed 's/^/     | /'
+fi
+
+# The PyTorch oracle (tests/gpu/torch_oracle.py, run on the GPU machine by
+# tests/gpu/remote.sh) skips where torch cannot be imported: python3 -S
+# (no site directories, so no torch whatever is installed) must print its
+# SKIP line and exit 0, having built nothing.
+out=$(env -u PYTHONPATH timeout 60 python3 -S tests/gpu/torch_oracle.py 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(echo "$out" | head -1 | cut -c1-36)" = "SKIP torch_oracle: no PyTorch here (" ]; then
+	ok "torch_oracle.py without PyTorch: skips ($(echo "$out" | head -1 | cut -c1-60)...)"
+else
+	bad "torch_oracle.py without PyTorch: exit $rc, $(echo "$out" | head -2)"
 fi
 
 echo "$pass passed, $fail failed"

@@ -122,13 +122,20 @@ case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # convolutional networks (issue 24): conv2d, pools and their gradients on
 # "device" buffers; channel splits' partial sums reduced by the collectives,
-# height/width splits' halos sliced, all-gathered and concatenated there
+# height/width splits' halos sliced, sent to the neighbours (staged through
+# the host here, NCCL below) and concatenated there
 case_ resnet 2 NETC_COMM=host -- samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=1 -D device_num=2 -D STEM_DP=2
 case_ conv_channels 4 NETC_COMM=host -- $M/conv_net.net -D CI=2 -D CO=2
 case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
 case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
+# ring attention (issue 23): the query sequence split 4 ways, the K/V
+# blocks around the ring in host-staged exchanges (nrt_sendrecv_start's
+# twin), the merges and sums on "device" buffers; plain and zigzag
+case_ attention_ring 4 FAKE_CUDA_DEVICES=4 -- $M/attention_seq4.net
+sed 's/causal = true)/causal = true, context_parallel_algo = zigzag)/' $M/attention_seq4.net >"$work/zigzag.net"
+case_ attention_zigzag 4 NETC_COMM=host -- "$work/zigzag.net"
 
 # The NCCL backend on several ranks (NETC_COMM=nccl, the default; one
 # "device" per rank): pipeline transfers as NCCL sends and receives in
@@ -159,6 +166,31 @@ nccl_case() {
 }
 I='-D pipeline_config={pipeline_interleave=true}'
 nccl_case pipe2_1f1b 4 32 -- $P/deep.net
+# A pipeline's loss (issue 22.3) is read back (one wait per micro-batch on
+# the last stage) and summed over the world (two more on every rank) only
+# on the steps the log wants, on every rank alike: 10 more steps of the
+# 2-stage pipeline @4 add no synchronisation with nothing printed (they
+# added 160), 32 printing every 5; the printed losses are the CPU build's.
+psyncs() { # psyncs STEPS ARGS...: the 4 ranks' synchronisations together
+	local n=$1
+	shift
+	FAKE_CUDA_DEVICES=4 FAKE_CUDA_COUNT_SYNCS=1 timeout $TMO $MPIRUN -np 4 "$work/pipe2_1f1b.gpu" --steps "$n" \
+		--quiet "$@" 2>&1 | awk '/^fake CUDA: [0-9]* host synchronisations$/ {s += $3} END {print s + 0}'
+}
+printed() { # printed PROG ENV...: the step lines' losses of 12 steps printing every 5
+	local p=$1
+	shift
+	env "$@" timeout $TMO $MPIRUN -np 4 "$work/$p" --steps 12 --print-every 5 --seed 5 2>&1 |
+		awk '/^step / {print $1, $2, $3, $4}' | tr '\n' ' '
+}
+d1=$(($(psyncs 13 --print-every 100) - $(psyncs 3 --print-every 100)))
+d2=$(($(psyncs 13 --print-every 5) - $(psyncs 3 --print-every 5)))
+pg=$(printed pipe2_1f1b.gpu FAKE_CUDA_DEVICES=4) pc=$(printed pipe2_1f1b.cpu)
+if [ "$d1" -eq 0 ] && [ "$d2" -eq 32 ] && [ -n "$pc" ] && [ "$pg" = "$pc" ]; then
+	ok "pipeline loss read only when printed: 0 synchronisations in 10 unprinted steps, 32 printing every 5, losses as the CPU's"
+else
+	bad "pipeline loss reads in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 32); printed '$pg' (CPU '$pc')"
+fi
 nccl_case pipe4_1f1b 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
 nccl_case pipe4_interleaved 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
 nccl_case pipe2_tied 4 32 -- $P/staged.net
@@ -170,6 +202,11 @@ nccl_case transformer_a2a 8 150 -- samples/transformer.net -D enable_alltoall=tr
 # pieces in the parts of a group, their copies summed (issue 21.8)
 nccl_case alltoall_hybrid_nccl 4 192 -- $M/alltoall_hybrid.net
 nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
+# conv2d's halos as NCCL sends between neighbours (nrt_shift): conv1 split
+# H 2 ways in 2 batch groups (1 row each way: 4 sends an exchange), conv2
+# H 4 ways (1 row forward: 3), each exchanged 3 times a step (forward,
+# weight gradient, data gradient): 21 sends a step, 84 in 4
+nccl_case conv_halo_nccl 4 84 -- $M/conv_halo.net
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 # f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the
@@ -329,8 +366,9 @@ fi
 # cublasLtMatmul and the heuristic is asked once per problem: the stand-in
 # counts as many queries in 13 steps as in 3 (the stand-alone mlp has 8
 # problems) and 10 steps' worth more matmuls.
+# (uncaptured: the stand-in runs a captured step's host code at capture and again at each replay)
 lt_stats() { # lt_stats STEPS: "QUERIES MATMULS"
-	FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
+	NETC_CUDA_GRAPH=0 FAKE_CUBLASLT_STATS=1 timeout $TMO "$work/mlp_sa.gpu" --steps "$1" --quiet 2>&1 |
 		sed -n 's/^fake cuBLASLt: \([0-9]*\) heuristic queries, \([0-9]*\) matmuls (.*$/\1 \2/p'
 }
 lt3=$(lt_stats 3) lt13=$(lt_stats 13)
@@ -345,7 +383,7 @@ fi
 # (bias + gelu: BIAS into the pre-activation, then the gelu kernel); with
 # no algorithm, the cuBLAS path and the composed kernels; both equal the
 # CPU build. (The all-bf16 transformer's, above, through KBF16(gemm_ep).)
-case_ ep_2d 1 FAKE_CUBLASLT_STATS=1 -- $M/mlp_2d.net $SA
+case_ ep_2d 1 FAKE_CUBLASLT_STATS=1 NETC_CUDA_GRAPH=0 -- $M/mlp_2d.net $SA
 e=$(sed -n 's/^fake cuBLASLt: .* matmuls (\([0-9]*\) with an epilogue)$/\1/p' "$work/ep_2d.g.run")
 [ "$e" = 16 ] && ok "ep_2d: 16 epilogues in 4 steps through the stand-in cuBLASLt" ||
 	bad "ep_2d: '$e' epilogue matmuls in 4 steps (want 16)"
@@ -358,6 +396,65 @@ if [ -x "$work/ep_2d.gpu" ] && (export FAKE_CUBLASLT_NOALGO=1; run ep_2d.gpu 1 e
 	[ "$n" = 1 ] && ok "ep_2d: no algorithm: said once" || bad "ep_2d: the fallback message $n times (want 1)"
 else
 	bad "ep_2d: no cuBLASLt algorithm (run failed)"
+fi
+# CUDA graphs (issue 22.3): a static step runs once, is captured at the
+# second step and replayed after (the stand-in runs the captured host
+# code again, keeps the capture's writes from memory and refuses there
+# what CUDA refuses in a capture); mlp_sa, transformer_bf16 and
+# transformer_amp_o2 above ran so, equal to the CPU build. Here: the
+# counts, the same run with NETC_CUDA_GRAPH=0 equal bit for bit, the
+# update inside the graph with momentum and after it with AdamW (Adam's
+# step count is an argument a replay would freeze), programs that stay
+# uncaptured (after an NCCL collective: parameter_broadcast on one rank), and a host wait inside the capture stopped with its place.
+graphs() { # graphs PROG ARGS...: "captured N, launched M" of a 4-step run, or nothing (uncaptured)
+	local p=$1
+	shift
+	FAKE_CUDA_COUNT_SYNCS=1 timeout $TMO "$work/$p" --steps 4 --seed 5 --quiet "$@" 2>&1 |
+		sed -n 's/^fake CUDA: step graph \(captured [0-9]*, launched [0-9]*\)$/\1/p'
+}
+g1=$(graphs mlp_sa.gpu) g2=$(graphs transformer_bf16.gpu) g0=$(NETC_CUDA_GRAPH=0 graphs mlp_sa.gpu)
+gn=$(graphs dp1_nccl.gpu)
+pair dp1_bcast $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D parameter_broadcast=true &&
+	gb=$(graphs dp1_bcast.gpu)
+if [ "$g1" = "captured 1, launched 3" ] && [ "$g2" = "captured 1, launched 3" ] && [ -z "$g0" ] &&
+	[ "$gn" = "captured 1, launched 3" ] && [ "$gb" = "captured 0, launched 0" ]; then
+	ok "CUDA graph: step 1 as it is, captured once, 3 launches in 4 steps; none with NETC_CUDA_GRAPH=0 or after NCCL"
+else
+	bad "CUDA graph counts: mlp '$g1', transformer '$g2', data parallel @1 '$gn' (want captured 1, launched 3), NETC_CUDA_GRAPH=0 '$g0' (want none), after NCCL's broadcast '$gb' (want captured 0, launched 0)"
+fi
+if (NETC_CUDA_GRAPH=0 run mlp_sa.gpu 1 mlp_sa.nograph); then
+	exact "CUDA graph: the captured mlp == the uncaptured one" mlp_sa.nograph mlp_sa.g
+else
+	bad "CUDA graph: NETC_CUDA_GRAPH=0 run failed"
+fi
+# the update: in the graph with momentum, after it with AdamW
+body() { sed -n '/^static void step_graph(void)$/,/^}$/p' "$work/$1.src"/*.c | tr -d '\t\n'; }
+mb=$(body mlp_sa) tb=$(body transformer_bf16)
+if [ "$mb" = "static void step_graph(void){bool r_ = read_loss;read_loss = true;forward();read_loss = r_;backward();update();}" ] &&
+	[ "$tb" = "static void step_graph(void){bool r_ = read_loss;read_loss = true;forward();read_loss = r_;backward();}" ] &&
+	grep -q "update(); /\* its arguments change every step \*/" "$work/transformer_bf16.src"/*.c; then
+	ok "CUDA graph: the update captured with momentum, run after the graph with AdamW"
+else
+	bad "CUDA graph bodies: mlp '$mb', transformer '$tb'"
+fi
+# uncaptured: dropout (its step counter), a host table, loss scaling
+un=
+for m in "tests/e2e/models/attention.net" "$M/hetero.net" "samples/mlp.net -D train.loss_scale=dynamic"; do
+	timeout $TMO "$NETC" build $m $SA --emit-c "$work/ungraph.src" -o "$work/ungraph" >/dev/null 2>&1 &&
+		! grep -q step_graph "$work/ungraph.src"/*.c || un="$un [$m]"
+	rm -rf "$work/ungraph.src"
+done
+[ -z "$un" ] && ok "CUDA graph: none for dropout, a host table, loss scaling" || bad "CUDA graph where it cannot be:$un"
+# a host wait inside the captured step: CUDA refuses it, the job stops at the call
+sed 's/^\tread_loss = r_;$/\t{ float x_; nrt_to_host(\&x_, p_w1, sizeof x_); }\n\tread_loss = r_;/' \
+	"$work/mlp_sa.src/mlp.c" >"$work/capture_wait.c"
+cc -std=c11 -O1 -I"$B/include" $CFL "$work/capture_wait.c" -o "$work/capture_wait" "$FAKE" $LIBS -lm 2>/dev/null
+out=$(timeout $TMO "$work/capture_wait" --steps 3 --quiet 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "runtime/cuda/mem.c:[0-9]*: cudaMemcpyAsync(.*CUDA error 900: operation not permitted when stream is capturing"; then
+	ok "CUDA graph: a host wait in the capture stops the job with file:line"
+else
+	bad "CUDA graph: a host wait in the capture: rc $rc, '$(echo "$out" | head -2)'"
 fi
 # --save-every reads the loss on its steps (without --log or a printed
 # line the GPU reads none): at --lr 1e10 the CPU run's loss is NaN at step

@@ -163,8 +163,8 @@ sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
 # layer norm's gradients: transformer 62 -> 47, and the loss reading the
 # narrow logits (softmax_cross_entropy + grad): transformer 47 -> 45, mlp
 # 24 -> 22, f16 dp 23 -> 21; the embedding (+ grad): transformer 45 -> 43;
-# concat, slice and scale: transformer 43 -> 40
-min_elem=20 max_cast=40
+# concat, slice and scale: transformer 43 -> 40; attention (+ grad): 40 -> 32
+min_elem=20 max_cast=32
 narrow transformer_bf16 "$work/tbf.net" 1 -D parallel_mode=stand_alone
 min_elem=1 max_cast=22
 narrow mlp_bf16_semi "$work/mbf.net" 4

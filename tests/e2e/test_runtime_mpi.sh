@@ -1,7 +1,8 @@
 #!/bin/sh
 # libnetrt under mpirun: builds tests/e2e/mpi_runtime_test.c against
-# build/lib/libnetrt.a, runs it at 4 ranks (oversubscribed), then checks
-# the start-up and error paths' exit codes and messages.
+# build/lib/libnetrt.a, runs it at 4 ranks (oversubscribed), and
+# tests/e2e/ring_attention_test.c at 3 and 4, then checks the start-up
+# and error paths' exit codes and messages.
 # Last line: "N passed, N failed"; exit status non-zero on any failure.
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -23,6 +24,15 @@ fi
 # 1. the functional tests at 4 ranks; their own counts are added to ours
 . tests/e2e/mpi_check.sh
 run_mpi_check mpi_runtime_test 4 "$prog"
+# ring attention against the whole kernel, an odd ring and an even one
+ring=$work/ring_attention_test
+if mpicc -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Iruntime -Itests/e2e -o "$ring" \
+	tests/e2e/ring_attention_test.c "$B/lib/libnetrt.a" $(pkg-config --libs openblas) -fopenmp -lm; then
+	run_mpi_check ring_attention_test 3 "$ring"
+	run_mpi_check ring_attention_test 4 "$ring"
+else
+	bad "ring_attention_test does not build"
+fi
 
 # expect NAME WANT_RC WANT_TEXT -- command...: exit code and a line of output
 expect() {

@@ -11,7 +11,8 @@
 # (tests/models/transformer_six.net). The hand plan is the sample's
 # .shard annotations with DP x MP = a stage's devices. --memory-limit 0:
 # the comparison is of time per step, the same for every plan (without
-# recompute no plan of GPT-3 fits 80 GB, the hand plan included).
+# recompute no plan of GPT-3 fits 80 GB, the hand plan included); then
+# the same under a memory limit (below).
 # Last line: "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -52,5 +53,51 @@ check "24 layers of width 8192, 256 devices" "-D B=512 -D T=2048 -D D=8192 -D H=
 	-D device_num=256 -D pipeline_stages=4 -D train.micro_size=32" 8 8
 check "8 layers of width 4096, 64 devices" "-D B=256 -D T=2048 -D D=4096 -D H=32 -D V=51200 -D L=8
 	-D device_num=64 -D pipeline_stages=2 -D train.micro_size=16" 4 8
+
+# Under a memory limit (issue 28.1): every mode's plan must fit the limit
+# as compiled (explain's planned totals, the largest stage's) and stay
+# within TOL of the hand plan, which fits; where none fits, netc says so.
+# 8 layers of width 4096 on 64 devices at 15 GB: the hand plan needs
+# 14.2 GB, the plans searched without a limit 16.5 to 18 GB.
+limited() { "$NETC" explain --memory-limit "$1" -D dataset_strategy=full_batch $2 >"$3" 2>&1; }
+largest() { sed -n 's/^planned memory per device.* total \([0-9]*\)$/\1/p' "$1" | sort -n | tail -1; }
+work=$(mktemp -d /tmp/netc-search-plans-XXXXXX) || exit 1
+trap 'rm -rf "$work"' EXIT
+S64="-D B=256 -D T=2048 -D D=4096 -D H=32 -D V=51200 -D L=8 -D device_num=64 -D pipeline_stages=2
+	-D train.micro_size=16"
+limited 15G "$S64 -D DP=4 -D MP=8 samples/transformer.net" "$work/hand.txt"
+hand=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/hand.txt")
+echo "64 devices under 15 GB: hand plan $hand s per step, $(largest "$work/hand.txt") bytes per device"
+for mode in recursive_programming dynamic_programming sharding_propagation; do
+	case $mode in
+	sharding_propagation) model="tests/models/transformer_six.net -D DP=4 -D MP=8" ;;
+	*) model=tests/models/transformer_plain.net ;;
+	esac
+	if ! limited 15G "$S64 -D search_mode=$mode $model" "$work/$mode.txt"; then
+		bad "64 devices under 15 GB: $mode failed: $(grep error "$work/$mode.txt" | head -1)"
+		continue
+	fi
+	got=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/$mode.txt")
+	mem=$(largest "$work/$mode.txt")
+	echo "64 devices under 15 GB: $mode $got s per step, $mem bytes per device"
+	awk -v g="$got" -v h="$hand" -v t=$TOL -v m="$mem" 'BEGIN { exit !(g > 0 && g <= t * h && m > 0 && m <= 15e9) }' &&
+		ok || bad "64 devices under 15 GB: $mode: $got s per step (hand plan $hand s), $mem bytes per device"
+done
+# GPT-3 under the default 80 GB: without recompute nothing fits, the hand
+# plan included; dynamic_programming says so, in < 10 s
+GPT3="-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D device_num=1024 -D pipeline_stages=8
+	-D train.micro_size=96"
+limited 80G "$GPT3 -D DP=16 -D MP=8 samples/transformer.net" "$work/gpt3_hand.txt"
+mem=$(largest "$work/gpt3_hand.txt")
+[ "${mem:-0}" -gt 80000000000 ] && ok || bad "GPT-3: the hand plan needs '$mem' bytes per device, not over 80 GB"
+t0=$(date +%s.%N)
+if limited 80G "$GPT3 -D search_mode=dynamic_programming tests/models/transformer_plain.net" "$work/gpt3.txt"; then
+	bad "GPT-3 under 80 GB: dynamic_programming found a plan: $(largest "$work/gpt3.txt") bytes per device"
+else
+	secs=$(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
+	echo "GPT-3 under 80 GB: dynamic_programming says no plan fits ($secs s)"
+	grep -q "error: no plan fits memory_limit = 8e+10 bytes per device as compiled: the least of the [0-9] plans" \
+		"$work/gpt3.txt" && ok || bad "GPT-3 under 80 GB: $(grep error "$work/gpt3.txt" | head -1)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -192,6 +192,33 @@ NRT_ATTENTION_DECLS(double, f64)
 #undef nrt_attention_f64
 #undef nrt_attention_grad_f32
 #undef nrt_attention_grad_f64
+/* ring attention and its merge (runtime/ring_attention.h, ring_kernels.h) */
+#define nrt_attention_merge_f32 cpu_nrt_attention_merge_f32
+#define nrt_attention_merge_f64 cpu_nrt_attention_merge_f64
+#define nrt_ring_attention_f32 cpu_nrt_ring_attention_f32
+#define nrt_ring_attention_f64 cpu_nrt_ring_attention_f64
+#define nrt_ring_attention_grad_f32 cpu_nrt_ring_attention_grad_f32
+#define nrt_ring_attention_grad_f64 cpu_nrt_ring_attention_grad_f64
+NRT_RING_KERNEL_DECLS(float, f32)
+NRT_RING_KERNEL_DECLS(double, f64)
+NRT_RING_ATTENTION_DECLS(float, f32)
+NRT_RING_ATTENTION_DECLS(double, f64)
+#undef nrt_attention_merge_f32
+#undef nrt_attention_merge_f64
+#undef nrt_ring_attention_f32
+#undef nrt_ring_attention_f64
+#undef nrt_ring_attention_grad_f32
+#undef nrt_ring_attention_grad_f64
+#define nrt_attention_f16 cpu_nrt_attention_f16
+#define nrt_attention_bf16 cpu_nrt_attention_bf16
+#define nrt_attention_grad_f16 cpu_nrt_attention_grad_f16
+#define nrt_attention_grad_bf16 cpu_nrt_attention_grad_bf16
+NRT_ATTENTION_NARROW_DECLS(f16)
+NRT_ATTENTION_NARROW_DECLS(bf16)
+#undef nrt_attention_f16
+#undef nrt_attention_bf16
+#undef nrt_attention_grad_f16
+#undef nrt_attention_grad_bf16
 /* convolution, pooling, RMS norm, SiLU, RoPE (runtime/nn_kernels.h) */
 #define nrt_conv2d_f32 cpu_nrt_conv2d_f32
 #define nrt_conv2d_f64 cpu_nrt_conv2d_f64

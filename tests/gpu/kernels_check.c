@@ -52,10 +52,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/attention.h"
 #include "runtime/half.h"
 #include "runtime/kernels.h"
 #include "runtime/netrt.h"
 #include "runtime/spmd.h"
+#include "tests/gpu/att_bound.h"
 #include "tests/gpu/cpu_ref.h"
 
 #ifndef KC_HOST_SHIM
@@ -783,6 +785,66 @@ static void narrow_reduce(const Narrow *t)
 	}
 }
 
+/* Narrow attention (runtime/attention.h) against the CPU's: heads up to
+ * 64 wide take the tensor-core kernel on sm_80+ (attention_tc.cu), wider
+ * ones the one-warp kernel on f32 copies. Shapes and the per-element
+ * bound added to the narrow tolerance: tests/gpu/att_bound.h. */
+#ifdef KC_HOST_SHIM
+static bool nrt_att_tc_usable(int64_t d) { return d <= 64; } /* the path the GPU would take */
+#else
+bool nrt_att_tc_usable(int64_t d); /* runtime/cuda/attention_tc.cuh */
+#endif
+
+static void narrow_attention(const Narrow *t)
+{
+	for (int c = 0; c < ATT_NCASES; c++) {
+		const int64_t *cs = att_cases[c];
+		AttRef a = {.bh = cs[0], .G = cs[1], .tq = cs[2], .tk = cs[3], .d = cs[4], .tq_all = cs[6],
+		            .causal = cs[5] != 0, .bf = t->bf, .scale = 1 / sqrt((double)cs[4])};
+		int64_t nq = a.bh * a.tq * a.d, nk = a.bh / a.G * a.tk * a.d, nl = a.bh * a.tq;
+		int64_t ng = a.bh / a.G * (a.G * a.tq_all + 2 * a.tk) * a.d, row0 = a.tq_all - a.tq;
+		uint16_t *q = nrand(t, nq, -2, 2), *k = nrand(t, nk, -2, 2), *v = nrand(t, nk, -1, 1);
+		uint16_t *o = nrand(t, nq, 0, 1), *go = nzero(nq), *dout = nrand(t, nq, -1, 1);
+		float *lse = halloc(sizeof(float) * (size_t)nl), *glse = up(NULL, sizeof(float) * (size_t)nl);
+		const uint16_t *gq = nup(q, nq), *gk = nup(k, nk), *gv = nup(v, nk);
+		char name[128], shape[96];
+		snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld]%s group %lld%s%s", (long long)a.bh, (long long)a.tq,
+		         (long long)a.tk, (long long)a.d, a.causal ? " causal" : "", (long long)a.G, row0 ? " row0>0" : "",
+		         nrt_att_tc_usable(a.d) ? " (tensor cores)" : " (one warp a row)");
+		NK(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, gq, gk, gv, go, glse);
+		CK_(t, attention)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, q, k, v, o, lse);
+		a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse = lse;
+		double *bo = halloc(sizeof(double) * (size_t)nq), *bg = halloc(sizeof(double) * (size_t)ng);
+		att_bounds(&a, bo, bg);
+		const uint16_t *h = down(go, sizeof(uint16_t) * (size_t)nq);
+		double *gd = halloc(sizeof(double) * (size_t)ng), *cd = halloc(sizeof(double) * (size_t)ng);
+		for (int64_t i = 0; i < nq; i++)
+			gd[i] = wide(t, h[i]), cd[i] = wide(t, o[i]);
+		snprintf(name, sizeof name, "attention %s", shape);
+		compare_bound(name, t->name, gd, cd, nq, t->tol, bo);
+		const float *hl = down(glse, sizeof(float) * (size_t)nl);
+		for (int64_t i = 0; i < nl; i++)
+			gd[i] = hl[i], cd[i] = lse[i];
+		snprintf(name, sizeof name, "attention log-sum-exp (f32) %s", shape);
+		compare(name, t->name, gd, cd, nl, 1e-5);
+		/* the gradient from the same o and lse on both sides, then recomputing lse */
+		uint16_t *g = nrand(t, ng, 0, 1), *gg = nzero(ng);
+		const uint16_t *gcpu_o = nup(o, nq), *gdout = nup(dout, nq);
+		const float *gcpu_lse = up(lse, sizeof(float) * (size_t)nl);
+		CK_(t, attention_grad)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, q, k, v, o, lse, dout, g);
+		for (int pass = 0; pass < 2; pass++) {
+			NK(t, attention_grad)(a.bh, a.G, a.tq, a.tk, a.d, a.scale, a.causal, a.tq_all, row0, gq, gk, gv, gcpu_o,
+			                      pass ? NULL : gcpu_lse, gdout, gg);
+			h = down(gg, sizeof(uint16_t) * (size_t)ng);
+			for (int64_t i = 0; i < ng; i++)
+				gd[i] = wide(t, h[i]), cd[i] = wide(t, g[i]);
+			snprintf(name, sizeof name, "attention_grad %s%s", shape, pass ? ", lse recomputed" : "");
+			compare_bound(name, t->name, gd, cd, ng, t->tol, bg);
+		}
+		free_all();
+	}
+}
+
 #include "kernels_check_gemm.h"
 
 static void test_narrow(void)
@@ -798,6 +860,7 @@ static void test_narrow(void)
 		narrow_concat_slice_scale(&narrows[i]);
 		narrow_transpose(&narrows[i]);
 		narrow_reduce(&narrows[i]);
+		narrow_attention(&narrows[i]);
 	}
 }
 

@@ -661,7 +661,7 @@ static void FN(test_attention)(void)
 		T *q = FN(hrand)(nq, -2, 2), *k = FN(hrand)(nk, -2, 2), *v = FN(hrand)(nk, -1, 1);
 		T *gq = FN(dev)(q, nq), *gk = FN(dev)(k, nk), *gv = FN(dev)(v, nk);
 		T *o = FN(hrand)(nq, 0, 1), *go = FN(dev)(NULL, nq), *lse = FN(hrand)(nl, 0, 1), *glse = FN(dev)(NULL, nl);
-		char name[112], shape[80];
+		char name[160], shape[80];
 		snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld]%s group %lld", (long long)bh, (long long)tq,
 		         (long long)tk, (long long)d, causal ? " causal" : "", (long long)G);
 		FN(nrt_attention)(bh, G, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, go, glse);
@@ -679,6 +679,29 @@ static void FN(test_attention)(void)
 		FN(nrt_attention_grad)(bh, G, tq, tk, d, scale, causal, tq, 0, gq, gk, gv, gcpu_o, NULL, gdout, gg);
 		snprintf(name, sizeof name, "attention_grad %s, log-sum-exp recomputed", shape);
 		FN(cmp)(name, gg, g, ng, TOL);
+		free_all();
+	}
+}
+
+/* Ring attention's merge of two partial results by their log-sum-exps
+ * (runtime/ring_kernels.h): one row, a row of one element, odd sizes,
+ * log-sum-exps far apart (one weight underflows). */
+static void FN(test_attention_merge)(void)
+{
+	static const int64_t cs[][3] = {{1, 1, 2}, {7, 1, 2}, {33, 64, 2}, {130, 17, 80}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t rows = cs[c][0], d = cs[c][1], spread = cs[c][2], n = rows * d;
+		T *o = FN(hrand)(n, -1, 1), *ob = FN(hrand)(n, -1, 1), *l = FN(hrand)(rows, -spread, spread);
+		T *lb = FN(hrand)(rows, -spread, spread);
+		T *go = FN(dev)(o, n), *gl = FN(dev)(l, rows), *gob = FN(dev)(ob, n), *glb = FN(dev)(lb, rows);
+		FN(nrt_attention_merge)(rows, d, go, gl, gob, glb);
+		FN(cpu_nrt_attention_merge)(rows, d, o, l, ob, lb);
+		char name[80];
+		snprintf(name, sizeof name, "attention_merge [%lld,%lld] lse spread %lld", (long long)rows, (long long)d,
+		         (long long)spread);
+		FN(cmp)(name, go, o, n, TOL);
+		snprintf(name, sizeof name, "attention_merge log-sum-exp [%lld,%lld]", (long long)rows, (long long)d);
+		FN(cmp)(name, gl, l, rows, TOL);
 		free_all();
 	}
 }
@@ -1010,6 +1033,7 @@ static void FN(run_all)(void)
 	FN(test_losses)();
 	FN(test_vocab_ce)();
 	FN(test_attention)();
+	FN(test_attention_merge)();
 	FN(test_conv)();
 	FN(test_pool)();
 	FN(test_llama)();

@@ -4,7 +4,8 @@
 # carry beside the working tree (docs/cuda.md, "The GPU test suite"):
 #   - a portable build (NETC_ARCH= : the default -march=native is this
 #     machine's CPU, which the GPU machine's need not have) in
-#     build/portable, packed as build/: netc, lib/ (libnetrt.a,
+#     build/portable, packed as build/: netc, netc-calibrate and
+#     netc-calibrate-cuda (calib_check.sh), lib/ (libnetrt.a,
 #     libnetrt_cuda.a), include/, tests/gpu/kernels_check;
 #   - .gpu-deps (tests/gpu/carry_mpi.sh makes it when missing): Open MPI,
 #     OpenBLAS and the other shared libraries that machine lacks.
@@ -21,5 +22,5 @@ nice make -j2 B=$P NETC_ARCH= all $P/tests/gpu/kernels_check
 	{ echo "pack: no CUDA runtime in $P (nvcc missing?)" >&2; exit 1; }
 [ -d .gpu-deps/root ] || tests/gpu/carry_mpi.sh
 tar -cJf .gpu-pack.tar.xz --transform "s|^$P|build|" \
-	$P/netc $P/lib/libnetrt.a $P/lib/libnetrt_cuda.a $P/include $P/tests/gpu/kernels_check .gpu-deps
+	$P/netc $P/netc-calibrate $P/netc-calibrate-cuda $P/lib/libnetrt.a $P/lib/libnetrt_cuda.a $P/include $P/tests/gpu/kernels_check .gpu-deps
 du -h .gpu-pack.tar.xz

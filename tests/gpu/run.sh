@@ -15,10 +15,14 @@
 #       GPU adds in another order (cuBLAS, block reductions), which moves
 #       losses by ~1e-7 relative and parameters by < 1e-6 (the kernels'
 #       own f32 tolerance is 1e-5, tests/gpu/kernels_check.c); plus a CPU
-#       checkpoint resumed by the CUDA build (the same files)
+#       checkpoint resumed by the CUDA build (the same files); mlp and
+#       transformer as run there (the step captured as a CUDA graph)
+#       against the same with NETC_CUDA_GRAPH=0
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
-#       optimizer parallel, semi-auto hetero, against the CUDA stand-alone
+#       optimizer parallel, semi-auto hetero, ring and zigzag attention
+#       (the query sequence split 4 ways), conv2d and pools with H/W
+#       halos, against the CUDA stand-alone
 #       build, same tolerances; and --trace of data parallel @2 with two
 #       fused buckets: valid traces whose GPU tracks (CUDA events) hold
 #       every pass, each bucket inside its step (tests/tools/tracecheck.c)
@@ -169,6 +173,16 @@ for s in samples/*.net; do
 		bad "$n: CUDA == CPU (build or run failed)"
 	fi
 done
+# the step above ran captured as a CUDA graph (mlp: update inside it,
+# transformer: AdamW's update after it); the same uncaptured, to the
+# same tolerances (never run on a GPU yet; docs/cuda.md, CUDA graphs)
+for n in mlp transformer; do
+	if [ -x "$work/$n.cuda" ] && NETC_CUDA_GRAPH=0 run "$n.cuda" 1 "$n.nograph" --steps 5; then
+		same "$n: CUDA graph == NETC_CUDA_GRAPH=0" "$n.cuda" "$n.nograph"
+	else
+		bad "$n: CUDA graph == NETC_CUDA_GRAPH=0 (run failed)"
+	fi
+done
 # checkpoints are the same files: CPU 3 steps, then the CUDA build resumes for 2
 if [ -x "$work/mlp.cuda" ] && run mlp.cpu 1 mlp.cpu3 --steps 3 &&
 	run mlp.cuda 1 mlp.resumed --steps 2 --init "$work/mlp.cpu3.st"; then
@@ -251,6 +265,17 @@ mpar() {
 	fi
 }
 build mlp_dp.ref $MODELS/mlp_dp.net -D parallel_mode=stand_alone --target cuda && run mlp_dp.ref 1 mlp_dp.ref --steps 5
+# conv2d and pools split by height or width (issue 24): the halo shards'
+# one-sided padding (netc's own kernel, not cuDNN) and the halo's
+# neighbour exchange (nrt_shift, host-staged here) against the CUDA
+# stand-alone run. NOT YET RUN on a GPU.
+for m in conv_halo pool_halo; do
+	if build $m.ref $MODELS/$m.net -D parallel_mode=stand_alone --target cuda && run $m.ref 1 $m.ref --steps 5; then
+		mpar "$m: height/width halos @4" $m.ref 4 $MODELS/$m.net
+	else
+		bad "$m: the stand-alone reference (build or run failed)"
+	fi
+done
 mpar "data parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP
 mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP -D enable_parallel_optimizer=true
 # --trace (docs/cuda.md, The trace on the GPU): two fused buckets, the first
@@ -283,6 +308,13 @@ else
 	bad "semi-auto transformer @8 at O2 bf16 (build or run failed)"
 fi
 mpar "semi-auto hetero @4 (tables on the host, their gradients all-reduced by MPI)" hetero.cuda 4 $HET
+# ring attention (issue 23): the query sequence split 4 ways, K/V blocks
+# around the ring through host-staged exchanges, merged on the GPU
+# (nrt_attention_merge); plain and zigzag. NOT YET RUN on a GPU.
+build seq4.ref $MODELS/attention_seq4.net -D parallel_mode=stand_alone --target cuda && run seq4.ref 1 seq4.ref --steps 5
+mpar "ring attention, query sequence split @4" seq4.ref 4 $MODELS/attention_seq4.net
+sed 's/causal = true)/causal = true, context_parallel_algo = zigzag)/' $MODELS/attention_seq4.net >"$work/zigzag.net"
+mpar "zigzag ring attention, query sequence split @4" seq4.ref 4 "$work/zigzag.net"
 build deep.ref $P/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
 	-D grad_accumulation_step=1 --target cuda && run deep.ref 1 deep.ref --steps 5
 mpar "pipeline deep 2 stages 1F1B @4" deep.ref 4 $P/deep.net

@@ -8,8 +8,10 @@
 #include <criterion/parameterized.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/attention.h"
+#include "runtime/half.h"
 #include "test_kernels_util.h"
 
 typedef struct AttCase {
@@ -179,4 +181,53 @@ Test(attention, query_rows_split)
 	tk_check("attention_grad, rows split 4 ways (summed)", sum, g, ng, TOL64);
 	free(q), free(k), free(v), free(dout), free(o), free(g), free(sum);
 	free(ql), free(dl), free(ol), free(gl), free(orows), free(lse), free(ll);
+}
+
+/* f16 / bf16 (the narrow pass's kernels): bit for bit the f32 kernel
+ * between exact widenings and one rounding of each result, the
+ * log-sum-exps f32, with the saved and without a log-sum-exp; causal over
+ * more keys than queries, grouped (2 query slices a kv slice), a share
+ * of the rows (row0 > 0), 300 keys (two 256-key tiles). */
+Test(attention, narrow_is_f32_between_roundings)
+{
+	const int64_t bh = 4, G = 2, tq = 70, tq_all = 90, row0 = 20, tk = 300, d = 24;
+	const int64_t nq = bh * tq * d, nk = bh / G * tk * d, ng = bh / G * (G * tq_all + 2 * tk) * d, nl = bh * tq;
+	tk_seed(23);
+	for (int bf = 0; bf < 2; bf++) {
+		void (*widen)(int64_t, const uint16_t *, float *) = bf ? nrt_bf16_to_f32 : nrt_f16_to_f32;
+		void (*round_)(int64_t, const float *, uint16_t *) = bf ? nrt_f32_to_bf16 : nrt_f32_to_f16;
+		float *w[6], *lse = calloc((size_t)nl, sizeof *lse), *lse32 = calloc((size_t)nl, sizeof *lse32);
+		uint16_t *h[6], *o = calloc((size_t)nq, 2), *g = calloc((size_t)ng, 2), *want = calloc((size_t)ng, 2);
+		const int64_t n[6] = {nq, nk, nk, nq, nq, ng}; /* q k v dout o32 g32 */
+		for (int i = 0; i < 6; i++) {
+			w[i] = calloc((size_t)n[i], sizeof **w), h[i] = calloc((size_t)n[i], 2);
+			cr_assert(w[i] && h[i]);
+			for (int64_t j = 0; j < n[i]; j++)
+				w[i][j] = (float)tk_uniform(i == 2 || i == 3 ? -1 : -2, i == 2 || i == 3 ? 1 : 2);
+			round_(n[i], w[i], h[i]);
+			widen(n[i], h[i], w[i]);
+		}
+		cr_assert(lse && lse32 && o && g && want);
+		(bf ? nrt_attention_bf16 : nrt_attention_f16)(bh, G, tq, tk, d, 0.3, true, tq_all, row0, h[0], h[1], h[2], o,
+		                                               lse);
+		nrt_attention_f32(bh, G, tq, tk, d, 0.3, true, tq_all, row0, w[0], w[1], w[2], w[4], lse32);
+		round_(nq, w[4], h[4]);
+		cr_expect(memcmp(o, h[4], (size_t)nq * 2) == 0, "%s attention: o is not the f32 kernel's rounded",
+		          bf ? "bf16" : "f16");
+		cr_expect(memcmp(lse, lse32, (size_t)nl * sizeof *lse) == 0, "log-sum-exps differ");
+		widen(nq, h[4], w[4]); /* the gradient reads o as stored */
+		for (int saved = 0; saved < 2; saved++) {
+			(bf ? nrt_attention_grad_bf16 : nrt_attention_grad_f16)(bh, G, tq, tk, d, 0.3, true, tq_all, row0,
+			                                                         h[0], h[1], h[2], h[4], saved ? lse : NULL,
+			                                                         h[3], g);
+			nrt_attention_grad_f32(bh, G, tq, tk, d, 0.3, true, tq_all, row0, w[0], w[1], w[2], w[4],
+			                       saved ? lse32 : NULL, w[3], w[5]);
+			round_(ng, w[5], want);
+			cr_expect(memcmp(g, want, (size_t)ng * 2) == 0, "%s attention_grad (%s lse) is not the f32 kernel's rounded",
+			          bf ? "bf16" : "f16", saved ? "saved" : "no");
+		}
+		for (int i = 0; i < 6; i++)
+			free(w[i]), free(h[i]);
+		free(lse), free(lse32), free(o), free(g), free(want);
+	}
 }

@@ -65,3 +65,33 @@ Test(calibrate, profiles_and_gemm_table)
 	cr_expect_not(machine_parse_list(&m, "op.nosuch=1", err, sizeof err));
 	cr_expect_not(machine_parse_list(&m, "gemm.nx.1x2x3=1", err, sizeof err));
 }
+
+/* netc calibrate --target cuda: the GPU's products per element type
+ * (gemm.TYPE.TT.MxNxK) are kept apart from the f32 ones and priced for
+ * operands of that type; a type without entries falls back to f32's. */
+Test(calibrate, gemm_table_per_type)
+{
+	Machine m;
+	char err[512];
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "gemm.nn.64x256x784=50G,gemm.bf16.nn.64x256x784=400G,"
+	                                 "gemm.f16.nn.64x256x784=300G,gemm.bf16.nn.4096x4096x4096=700T",
+	                             err, sizeof err),
+	          "%s", err);
+	const MachineProfile *p = machine_profile(&m, 1);
+	cr_assert(p);
+	cr_expect_eq(p->ngemm, 4);
+	cr_expect_eq(cost_gemm_rate(&m, p, 64, 256, 784, false, false), 50e9);
+	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_F32, 4000, 4000, 4000, false, false), 50e9,
+	             "the f32 table only, however near a bf16 entry is");
+	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_BF16, 64, 256, 784, false, false), 400e9);
+	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_BF16, 4000, 4000, 4000, false, false), 700e12);
+	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_F16, 64, 256, 784, false, false), 300e9);
+	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_TF32, 64, 256, 784, false, false), 50e9, "no tf32 entry: f32's");
+	/* the same key again sets the same entry */
+	cr_assert(machine_parse_list(&m, "gemm.bf16.nn.64x256x784=500G", err, sizeof err), "%s", err);
+	cr_expect_eq(machine_profile(&m, 1)->ngemm, 4);
+	cr_expect_eq(cost_gemm_rate_as(&m, p, GEMM_BF16, 64, 256, 784, false, false), 500e9);
+	cr_expect_not(machine_parse_list(&m, "gemm.f8.nn.1x2x3=1", err, sizeof err));
+	cr_expect_not(machine_parse_list(&m, "gemm.tf32.bf16.nn.1x2x3=1", err, sizeof err), "one type at most");
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/conv.h"
+#include "ir/layout.h"
 #include "ir/shape.h"
 
 #include "graph_fixture.h"
@@ -90,4 +91,41 @@ Test(conv, halo_rows)
 	n->attr.conv.kh = n->attr.conv.kw = 7;
 	cr_expect_not(conv_halo(n, &x, 3, 4, &h, why, sizeof why));
 	cr_expect(strstr(why, "3 + 3 halo columns"), "%s", why);
+}
+
+/* What the busiest shard sends per step (conv_halo_bytes): x [8, 4, 16,
+ * 16] f32 split H k ways, a 3x3 window padded 1 (t = b = 1): a row is 8 x
+ * 4 x 16 x 4 = 2048 bytes. The forward exchanges once; training adds
+ * conv2d's weight gradient (again) and, where x has a gradient, the data
+ * gradient's way back; a max pool's gradient reads the halo again, an
+ * average pool's does not. */
+Test(conv, halo_bytes)
+{
+	Shape xs = {.rank = 4, .d = {8, 4, 16, 16}};
+	Node *n = conv(xs, (Shape){.rank = 4, .d = {4, 4, 3, 3}}, attrs(1, 1, 1));
+	n->attr.conv.kh = n->attr.conv.kw = 3;
+	int64_t dev[] = {4}, dev2[] = {2}, dir[2];
+	int map[] = {-1, -1, 0, -1}, times;
+	Layout *l4 = layout_make(&arena, &xs, 1, dev, map, 0, 4), *l2 = layout_make(&arena, &xs, 1, dev2, map, 0, 2);
+	cr_assert(l4 && l2);
+	/* x is the data: forward and weight gradient; a middle shard sends a row each way */
+	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2 * (2048 + 2048));
+	cr_expect(times == 2 && dir[0] == 2048 && dir[1] == 2048);
+	cr_expect_eq(conv_halo_bytes(n, l4, false, &times, dir), 2048 + 2048);
+	cr_expect_eq(times, 1);
+	/* of two shards each sends one row an exchange */
+	cr_expect_eq(conv_halo_bytes(n, l2, true, &times, dir), 2 * 2048);
+	/* x an operator's output: the data gradient's halo goes back too */
+	Value *h = graph_value(g, VK_NODE, "h", DT_F32, xs, loc_none());
+	n->in[0] = h;
+	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 3 * (2048 + 2048));
+	cr_expect_eq(times, 3);
+	/* pools: a max pool's gradient reads x's halo again, an average's not */
+	Node *mp = graph_node(g, OP_MAX_POOL2D, &h, 1, loc_none()), *ap = graph_node(g, OP_AVG_POOL2D, &h, 1, loc_none());
+	mp->attr.conv = ap->attr.conv = n->attr.conv;
+	cr_expect_eq(conv_halo_bytes(mp, l4, true, &times, dir), 3 * 4096);
+	cr_expect_eq(conv_halo_bytes(ap, l4, true, &times, dir), 2 * 4096);
+	/* no split of H or W: no halo */
+	cr_expect_eq(conv_halo_bytes(n, layout_batch_split(&arena, &xs, 4), true, &times, dir), 0);
+	cr_expect_eq(times, 0);
 }

@@ -7,6 +7,7 @@
 
 #include "compile_fixture.h"
 #include "ir/redistribute.h"
+#include "passes/memplan.h"
 
 /* compile_model with --precision f64 or --no-fuse=KINDS */
 static bool compile_with(Compilation *c, const char *path, const char *const *defs, int ndefs, bool f64,
@@ -265,4 +266,46 @@ Test(precision, amp_moves_narrow_values)
 	 * goes to another grid and back around its casts (docs/parallel.md) */
 	cr_expect_eq(backward_sums, 2, "%d gradients of parameters summed in the backward pass", backward_sums);
 	compile_done(&c);
+}
+
+/* pass_narrow on attention: in the all-bf16 transformer the attention and
+ * its gradient read and write bf16 (no casts), and the gradient reads o
+ * straight from the forward, so it gets the forward's f32 log-sum-exps,
+ * which the plan keeps after o: two bf16 elements a query row, from an
+ * even element. --no-fuse=narrow keeps them f32 between casts, the
+ * gradient reading a cast copy of o. */
+Test(precision, narrow_attention)
+{
+	static const char *const SA[] = {"parallel_mode=stand_alone"};
+	char path[] = "/tmp/netc-unit-bf16-XXXXXX";
+	bf16_transformer(path);
+	for (int keep = 0; keep < 2; keep++) {
+		Compilation c;
+		cr_assert(compile_with(&c, path, SA, 1, false, keep ? FUSE_NARROW : 0));
+		DType want = keep ? DT_F32 : DT_BF16;
+		int seen[2] = {0};
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *n = c.g->nodes[i];
+			if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD)
+				continue;
+			seen[n->op == OP_ATTENTION_GRAD]++;
+			for (int j = 0; j < n->nin; j++)
+				cr_expect_eq(n->in[j]->dtype, want, "%s input %d", n->out->name, j);
+			cr_expect_eq(n->out->dtype, want, "%s", n->out->name);
+			if (n->op == OP_ATTENTION_GRAD) {
+				const Node *f = n->in[3]->def;
+				cr_expect_eq(f->op, keep ? OP_CAST : OP_ATTENTION, "%s reads o from %s", n->out->name,
+				             f->out->name);
+			} else {
+				/* o [8, 4, 16, 8]: 4096 elements, then 8 x 4 x 16 rows of f32 */
+				cr_expect(n->attr.save_lse);
+				cr_expect_eq(value_bytes(&c, n->out), keep ? 4 * (4096 + 512) : 2 * (4096 + 2 * 512),
+				             "%s", n->out->name);
+			}
+		}
+		cr_expect_eq(seen[0], 2);
+		cr_expect_eq(seen[1], 2);
+		compile_done(&c);
+	}
+	unlink(path);
 }

@@ -107,6 +107,46 @@ Test(search, dp_equals_exhaustive_chain2_inference)
 Test(search, dp_equals_exhaustive_branching) { branching(); dp_equals_exhaustive(); }
 Test(search, dp_equals_exhaustive_repeated_blocks) { residual_blocks(3); dp_equals_exhaustive(); }
 
+/* Identical layers eliminate alike and their series eliminations are
+ * computed once: at 64 devices (a matmul has 84 candidates, the memo
+ * takes eliminations of >= 2^12 triples) the count of those computed grows
+ * with the log of the depth, not the depth, and the plan costs what the
+ * elimination without the memo finds (the memo only skips repeated work). */
+static void dp_memo_blocks(int blocks, int *computed, int *reused)
+{
+	teardown();
+	graph_fixture_setup();
+	g->par.device_num = 64;
+	g->par.parallel_mode = PM_AUTO_PARALLEL;
+	Value *h = in("x", DT_F32, S(64, 64));
+	Value *t = in("t", DT_F32, S(64, 64));
+	for (int i = 0; i < blocks; i++)
+		h = op2(OP_ADD, h, op1(OP_RELU, op2(OP_MATMUL, h, par(arena_printf(&arena, "w%d", i), S(64, 64)))));
+	g->loss = op2(OP_MSE_LOSS, h, t);
+	infer_ok();
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	int *memo = calloc((size_t)s->nv, sizeof(int)), *plain = calloc((size_t)s->nv, sizeof(int));
+	cr_assert(search_dp(s, memo));
+	*computed = s->dp_series_computed, *reused = s->dp_series_reused;
+	s->dp_no_memo = true;
+	cr_assert(search_dp(s, plain));
+	cr_expect_eq(s->dp_series_reused, 0);
+	double a = search_local_total(s, memo), b = search_local_total(s, plain);
+	cr_expect(fabs(a - b) <= 1e-12 * b, "%d blocks: with the memo %.17g, without %.17g", blocks, a, b);
+	free(memo);
+	free(plain);
+}
+
+Test(search, dp_repeated_layers_eliminated_once)
+{
+	int c8, r8, c32, r32;
+	dp_memo_blocks(8, &c8, &r8);
+	dp_memo_blocks(32, &c32, &r32);
+	cr_expect_gt(r32, 3 * c32, "32 blocks: %d series eliminations computed, %d reused", c32, r32);
+	cr_expect_leq(c32, c8 + 8, "computed %d at 8 blocks, %d at 32", c8, c32);
+}
+
 Test(search, dp_respects_annotation)
 {
 	chain_mlp(2);

@@ -20,7 +20,7 @@
 typedef enum cudaError {
 	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
 	cudaErrorNoDevice = 100, cudaErrorECCUncorrectable = 214, cudaErrorInvalidResourceHandle = 400,
-	cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700,
+	cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorStreamCaptureUnsupported = 900,
 } cudaError_t;
 typedef struct FakeStream *cudaStream_t;
 typedef struct FakeEvent *cudaEvent_t;
@@ -40,6 +40,15 @@ void fake_cuda_expect(const void *p, int want_device, const char *what);
 /* [p, p + n) lies in one device block (the NCCL stand-in, fake_nccl.c) */
 _Bool fake_cuda_is_device(const void *p, size_t n);
 
+/* Stream capture (a CUDA graph of the step, fake_context.c's
+ * nrt_cuda_graph_step): while set, the calls CUDA refuses during a capture
+ * fail here too with cudaErrorStreamCaptureUnsupported: a wait for the
+ * device, cudaMalloc and cudaMallocHost (the stream-ordered allocator is
+ * allowed), a copy to or from pageable host memory. */
+extern _Bool fake_cuda_capturing;
+/* refused during a capture: a copy whose host side is pageable memory */
+static inline _Bool fake_cuda_pageable(const void *p) { return fake_cuda_kind(p) == FAKE_UNKNOWN; }
+
 /* FAKE_CUDA_DEVICES=0 in the environment: no device (the no-GPU path) */
 static inline cudaError_t cudaGetDeviceCount(int *n)
 {
@@ -50,6 +59,20 @@ static inline cudaError_t cudaGetDeviceCount(int *n)
 static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
+static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+/* what netc-calibrate-cuda names the device by */
+struct cudaDeviceProp {
+	char name[256];
+	size_t totalGlobalMem;
+};
+static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+	(void)d;
+	memset(p, 0, sizeof *p);
+	strcpy(p->name, "fake CUDA device (the CPU kernels)");
+	p->totalGlobalMem = (size_t)80000000000ull;
+	return cudaSuccess;
+}
 /* Calls that make the host wait for the device (stream, device and event
  * synchronisation) are counted; FAKE_CUDA_COUNT_SYNCS=1 prints the count
  * at exit ("fake CUDA: N host synchronisations"), so a test can tell how
@@ -70,11 +93,14 @@ static inline const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorMemoryAllocation: return "out of memory";
 	case cudaErrorECCUncorrectable: return "uncorrectable ECC error encountered";
 	case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
 	default: return "fake CUDA error";
 	}
 }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
+	if (fake_cuda_capturing)
+		return cudaErrorStreamCaptureUnsupported;
 	*p = malloc(n);
 	if (*p)
 		fake_cuda_record(*p, n, FAKE_DEVICE);
@@ -83,6 +109,8 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 static inline cudaError_t cudaFree(void *p) { fake_cuda_forget(p); free(p); return cudaSuccess; }
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
+	if (fake_cuda_capturing)
+		return cudaErrorStreamCaptureUnsupported;
 	*p = calloc(1, n); /* zeroed: GCC reads fake_cuda_record's const void * as a use of the block */
 	if (*p)
 		fake_cuda_record(*p, n, FAKE_PINNED);
@@ -92,7 +120,10 @@ static inline cudaError_t cudaFreeHost(void *p) { fake_cuda_forget(p); free(p); 
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
 {
 	(void)s;
-	return cudaMalloc(p, n);
+	*p = malloc(n);
+	if (*p)
+		fake_cuda_record(*p, n, FAKE_DEVICE);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 {
@@ -112,6 +143,8 @@ static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
 {
 	(void)k, (void)st;
+	if (fake_cuda_capturing && (fake_cuda_pageable(d) || fake_cuda_pageable(s)))
+		return cudaErrorStreamCaptureUnsupported;
 	memmove(d, s, n);
 	return cudaSuccess;
 }

@@ -128,6 +128,8 @@ cudaError_t fake_cuda_count_sync(void)
 			atexit(print_syncs);
 		registered = true;
 	}
+	if (fake_cuda_capturing)
+		return cudaErrorStreamCaptureUnsupported;
 	nsyncs++;
 	int code = cudaErrorIllegalAddress;
 	if (fault_here("FAKE_CUDA_HANG", nsyncs, &code))
@@ -136,6 +138,77 @@ cudaError_t fake_cuda_count_sync(void)
 	if (fault_here("FAKE_CUDA_FAIL", nsyncs, &code))
 		return (cudaError_t)code;
 	return cudaSuccess;
+}
+
+/* ---- CUDA graphs of the step (cuda_rt.h's nrt_cuda_graph_step) ----
+ * The kernels here are the CPU's, called at once: there is no launch to
+ * record. So the stand-in records the captured step as the host code that
+ * queued it (body) and replays it by running it again, and keeps what a
+ * capture means for memory: nothing it queues runs. Every device and
+ * page-locked block is copied aside when the capture starts and put back
+ * when it ends, so a program that captured without launching the graph
+ * would lose that step's update and differ from the CPU build. While it
+ * records, the calls CUDA refuses in a capture fail (cudaMalloc,
+ * cudaMallocHost, host waits, copies from pageable memory: the runtime's
+ * check stops the job with its file:line). What a real graph would do and
+ * this does not: freeze the host's arguments (a step counter passed by
+ * value) at their captured values; codegen keeps such arguments out of
+ * the captured body. FAKE_CUDA_COUNT_SYNCS=1 also prints
+ * "fake CUDA: step graph captured N, launched M". */
+_Bool fake_cuda_capturing;
+static int graph_runs, graph_captures, graph_launches;
+static void (*graph_body)(void);
+
+static void print_graphs(void)
+{
+	fprintf(stderr, "fake CUDA: step graph captured %d, launched %d\n", graph_captures, graph_launches);
+}
+
+static void capture(void (*body)(void))
+{
+	int n = nfblocks;
+	char **saved = calloc((size_t)n + 1, sizeof *saved);
+	FakeBlock *at = malloc(sizeof *at * ((size_t)n + 1));
+	if (!saved || !at)
+		abort();
+	memcpy(at, fblocks, sizeof *at * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		if (!(saved[i] = malloc(at[i].n)))
+			abort();
+		memcpy(saved[i], at[i].p, at[i].n);
+	}
+	fake_cuda_capturing = true;
+	body();
+	fake_cuda_capturing = false;
+	for (int i = 0; i < n; i++) {
+		if (fake_cuda_kind(at[i].p) == at[i].kind) /* not freed while recording */
+			memcpy((char *)at[i].p, saved[i], at[i].n);
+		free(saved[i]);
+	}
+	free(saved);
+	free(at);
+	graph_body = body;
+	graph_captures++;
+}
+
+void nrt_cuda_graph_step(void (*body)(void))
+{
+	if (graph_runs++ == 0) {
+		const char *on = getenv("FAKE_CUDA_COUNT_SYNCS");
+		if (on && *on && strcmp(on, "0") != 0)
+			atexit(print_graphs);
+		body();
+		return;
+	}
+	if (!graph_body)
+		capture(body);
+	if (body != graph_body) {
+		fprintf(stderr, "fake CUDA: a graph of one step body launched for another\n");
+		fflush(stderr);
+		_Exit(1);
+	}
+	graph_launches++;
+	graph_body();
 }
 
 struct FakeEvent {

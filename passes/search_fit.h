@@ -1,0 +1,34 @@
+/* The memory fit around the search (issue 28): search_mode's plan must
+ * fit memory_limit as compiled, not as the search estimates it. The
+ * driver (main.c) hands in what only the code generator knows, the
+ * compiled plan's bytes per device, as a hook; the loop, its price
+ * record and its errors are here. */
+#ifndef NETC_SEARCH_FIT_H
+#define NETC_SEARCH_FIT_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "passes.h"
+
+typedef struct MemoryFit {
+	const char *file;                /* the model, compiled again for each plan tried */
+	const char *const *defines;
+	int ndefines;
+	void *ctx;                       /* the driver's, passed to each hook */
+	/* a fresh compilation's options (verbosity, precision, machine, ...) */
+	void (*setup)(Compilation *c, void *ctx);
+	/* the compiled plan's bytes per device (the largest stage's; build -v's
+	 * total), < 0 when the program cannot be generated */
+	int64_t (*planned)(Compilation *c, void *ctx);
+	/* -v: the plan that does not fit, kind by kind */
+	void (*report)(Compilation *c, void *ctx, FILE *out);
+} MemoryFit;
+
+/* After compile_passes(c, UPTO_CODEGEN) in auto_parallel under a memory
+ * limit: while the compiled plan is over the limit, compiles the model
+ * again with the search's estimate scaled by what the plan needed per
+ * byte estimated (at least 5% more each time, at most 8 plans); each
+ * search starts from the prices the earlier ones tried. c holds the plan
+ * that fits; false after reporting that none does. */
+bool search_fit_memory(Compilation *c, const MemoryFit *f);
+#endif
