@@ -307,8 +307,10 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 				target = read->layout;
 			}
 		}
-		/* the gradient of the forward output: in that output's layout */
-		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
+		/* the gradient of the forward output: in that output's layout (a
+		 * cast of another gradient of that shape is not it) */
+		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape) &&
+		    !(n->op == OP_CAST && n->ann.borrowed && x->grad_of && uncast(x->grad_of) != uncast(f->out)))
 			target = f->out->layout;
 		/* the forward output itself (tanh_grad reads y): as produced,
 		 * named so that its axes pair with the forward's */
