@@ -274,6 +274,13 @@ static Strategy data_parallel_strategy(Sharder *S, const Node *n)
  * the gradient as produced instead let a replicated region's backward
  * run data parallel behind the search's back, with an AllReduce of every
  * parameter it never priced. */
+/* what a cast netc inserted (passes/precision.c) casts: the forward and
+ * backward reads of one narrow value each have their own */
+static const Value *uncast(const Value *v)
+{
+	return v->def && v->def->op == OP_CAST && v->def->ann.borrowed ? v->def->in[0] : v;
+}
+
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
@@ -294,13 +301,16 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		bool fwd_value = orig == f->out;
 		for (int k = 0; k < f->nin && !fwd_value; k++) {
 			const Value *read = f->in[k];
-			if (read == orig || (read->def && read->def->op == OP_REDISTRIBUTE && read->def->in[0] == orig)) {
+			const Value *src = read->def && read->def->op == OP_REDISTRIBUTE ? read->def->in[0] : read;
+			if (read == orig || src == orig || uncast(src) == uncast(orig)) {
 				fwd_value = true;
 				target = read->layout;
 			}
 		}
-		/* the gradient of the forward output: in that output's layout */
-		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
+		/* the gradient of the forward output: in that output's layout (a
+		 * cast of another gradient of that shape is not it) */
+		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape) &&
+		    !(n->op == OP_CAST && n->ann.borrowed && x->grad_of && uncast(x->grad_of) != uncast(f->out)))
 			target = f->out->layout;
 		/* the forward output itself (tanh_grad reads y): as produced,
 		 * named so that its axes pair with the forward's */
@@ -847,7 +857,11 @@ static bool narrow_partial(Sharder *S, Node *n)
 	if (n->op != OP_CAST || dtype_size(n->attr.to) != 2 || !x->layout || !x->layout->partial)
 		return false;
 	bool semi = S->mode == PM_SEMI_AUTO_PARALLEL || S->mode == PM_AUTO_PARALLEL;
-	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync))
+	/* gradient_fp32_sync is about the parameters' gradients (MindSpore's
+	 * gradient AllReduce); an activation's gradient is reduced as the
+	 * operator's output is, in its own type */
+	bool param_grad = x->grad_of && uncast(x->grad_of)->kind == VK_PARAM;
+	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync && param_grad))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
