@@ -18,6 +18,7 @@
 #include "../passes/fuse.h"
 #include "../passes/fuse_gemm.h"
 #include "../passes/memplan.h"
+#include "../passes/op_comm.h"
 #include "../ir/redistribute.h"
 #include "emit.h"
 
@@ -314,11 +315,10 @@ static void bn_dims(const Value *x, int64_t *N, int64_t *C, int64_t *HW)
 
 /* semi_auto_parallel with the batch split: statistics of the whole batch,
  * local sums all-reduced over the batch's grid axis. */
-static const char *global_bn(Emit *e, const Node *n, const Value *x)
+static const char *global_bn(Emit *e, const Node *n)
 {
-	if (local_stats(e, n) || !dim_axis(x->layout, 0))
-		return NULL;
-	return emit_comm(e, x->layout, dim_axis(x->layout, 0));
+	OpComm oc; /* explain counts the all-reduces from the same */
+	return op_comm(e->g, n, &oc) ? emit_comm(e, oc.layout, oc.axes) : NULL;
 }
 
 /* `double *name` of n elements for this node's statistics: a buffer made at
@@ -349,7 +349,7 @@ EMIT(BATCH_NORM)
 {
 	int64_t N, C, HW;
 	bn_dims(n->in[0], &N, &C, &HW);
-	const char *comm = global_bn(e, n, n->in[0]);
+	const char *comm = global_bn(e, n);
 	if (comm) {
 		fputs("\t{\n", OUT);
 		bn_global_stats(e, n, n->in[0], comm, N, C, HW);
@@ -365,7 +365,7 @@ EMIT(BATCH_NORM_GRAD_X)
 {
 	int64_t N, C, HW;
 	bn_dims(n->in[1], &N, &C, &HW);
-	const char *comm = global_bn(e, n, n->in[1]);
+	const char *comm = global_bn(e, n);
 	if (comm) {
 		double count = bn_count(n->in[1]);
 		fputs("\t{\n", OUT);
@@ -386,7 +386,7 @@ EMIT(BATCH_NORM_GRAD_GAMMA)
 {
 	int64_t N, C, HW;
 	bn_dims(n->in[1], &N, &C, &HW);
-	const char *comm = global_bn(e, n, n->in[1]);
+	const char *comm = global_bn(e, n);
 	if (comm) {
 		fputs("\t{\n", OUT);
 		bn_global_stats(e, n, n->in[1], comm, N, C, HW);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "../ir/layout.h"
+#include "../passes/op_comm.h"
 #include "emit.h"
 
 #define OUT (e->out)
@@ -20,13 +21,10 @@ void emit_REDUCE_MAX(Emit *e, const Node *n)
 	fprintf(OUT, "\tK(reduce_max)(%d, ", xs->rank);
 	emit_shape(OUT, xs);
 	fprintf(OUT, ", 0x%" PRIx64 ", %s, %s);\n", mask, B(e, x), emit_out_name(e, n->out));
-	unsigned axes = 0;
-	for (int d = 0; d < xs->rank && x->layout; d++)
-		if ((mask >> d & 1) && x->layout->map[d] >= 0)
-			axes |= 1u << x->layout->map[d];
-	if (axes)
-		fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, NRT_MAX, %s, %" PRId64 ");\n", emit_comm(e, x->layout, axes),
-		        emit_out_name(e, n->out), lnumel(n->out));
+	OpComm oc; /* explain counts it from the same */
+	if (op_comm(e->g, n, &oc))
+		fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, NRT_MAX, %s, %" PRId64 ");\n", emit_comm(e, oc.layout, oc.axes),
+		        emit_out_name(e, n->out), oc.elems);
 }
 
 void emit_MAX_MASK(Emit *e, const Node *n)

@@ -12,6 +12,7 @@
 #include "cost.h"
 #include "fuse.h"
 #include "fusion.h"
+#include "op_comm.h"
 #include "../ir/redistribute.h"
 #include "schedule.h"
 #include "search_graph.h"
@@ -344,6 +345,21 @@ static void choose_order(Compilation *c)
 	mc->topo.cyclic = mc->topo.step[1] < mc->topo.step[0];
 }
 
+/* The all-reduces inside reduce_max and batch norm (op_comm.h). */
+static void op_comm_traffic(const Graph *g, const Machine *m, const Node *n, ExplainTotals *t)
+{
+	OpComm oc;
+	if (!op_comm(g, n, &oc))
+		return;
+	int64_t p = layout_group_size(oc.layout, oc.axes), bytes = op_comm_bytes(&oc);
+	double s = oc.n * cost_coll_time(m, RS_ALLREDUCE, RS_ALLREDUCE, (double)bytes / oc.n, p,
+	                                 cost_group_in_node(m, oc.layout, oc.axes), NULL);
+	t->comm += s;
+	t->ncomm += oc.n;
+	t->comm_bytes += bytes;
+	add_comm(t, n, s, bytes, oc.n);
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	choose_order(c);
@@ -383,6 +399,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			ps_traffic(g, m, n, t);
 		ring_traffic(m, n, t);
 		halo_traffic(c, m, n, t);
+		op_comm_traffic(g, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
 		if (!measured)
@@ -661,6 +678,11 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		int64_t off;
 		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
 		int times = runs_per_step(c->g, r);
+		OpComm oc;
+		if (op_comm(c->g, r, &oc)) {
+			n[RS_ALLREDUCE] += oc.n * times;
+			bytes[RS_ALLREDUCE] += op_comm_bytes(&oc) * times;
+		}
 		if (b && r->attr.plan) { /* one collective of the bucket's kind */
 			n[b->kind] += (b->members[0] == r) * times;
 			bytes[b->kind] += r->attr.plan->send_bytes * times;

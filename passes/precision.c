@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "../ir/redistribute.h"
 #include "../ir/shape.h"
 #include "passes.h"
 
@@ -128,11 +129,199 @@ bool pass_precision(Compilation *c)
 	return true;
 }
 
+/* ---- casts up after the redistributions they feed ---------------------------------
+ * A cast of a narrow value up to f32 made for one reader (above, and
+ * amp's) is laid out as its input; when its reader wants another layout
+ * the sharding pass moves the f32 copy: twice the bytes, once per reader
+ * (each has its own cast), and the narrow kernels cannot read the narrow
+ * value past the redistribution. Moving data commutes with casting, so
+ * the redistribution moves to the narrow value, shared by every reader
+ * that needs the same layout, and the cast follows it. Not where the plan
+ * sums partial values: that rounding is force_fp32_communication's and
+ * the gradients' business (passes/sharding.c). */
+
+static bool plain(const Graph *g, const Value *v);
+static void drop_node(Graph *g, const Node *n);
+
+static bool sums(const RedistPlan *p)
+{
+	for (int k = 0; k < p->n; k++)
+		if (p->steps[k].kind == RS_ALLREDUCE || p->steps[k].kind == RS_REDUCE_SCATTER)
+			return true;
+	return p->from->partial != 0;
+}
+
+/* The cast up whose result only r moves, or NULL. */
+static Node *moved_cast_up(const Graph *g, const Node *r, const int *readers)
+{
+	const Value *u = r->in[0];
+	Node *c = u->def;
+	if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
+	    readers[u->id] != 1 || !plain(g, u) || u->host || c->in[0]->host || !c->in[0]->layout || !u->layout ||
+	    !layout_equiv(c->in[0]->layout, u->layout) || !r->attr.plan || sums(r->attr.plan))
+		return NULL;
+	return c;
+}
+
+static void move_node(Graph *g, int from, int to)
+{
+	Node *n = g->nodes[from];
+	if (from < to)
+		memmove(&g->nodes[from], &g->nodes[from + 1], sizeof(Node *) * (size_t)(to - from));
+	else
+		memmove(&g->nodes[to + 1], &g->nodes[to], sizeof(Node *) * (size_t)(from - to));
+	g->nodes[to] = n;
+}
+
+static void replace_reads(Graph *g, int from, const Value *old, Value *v)
+{
+	for (int i = from; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			if (g->nodes[i]->in[j] == old)
+				g->nodes[i]->in[j] = v;
+}
+
+/* A cast down of what only r moves (r moving f32): the cast goes first. */
+static void move_after_cast_down(Graph *g, int i, const int *readers)
+{
+	Node *c = g->nodes[i], *r = c->in[0]->def;
+	if (c->op != OP_CAST || c->writes || !narrow(c->attr.to) || !r || r->op != OP_REDISTRIBUTE ||
+	    r->in[0]->dtype != DT_F32 || readers[r->out->id] != 1 || !plain(g, r->out) || !plain(g, c->out) ||
+	    c->out->host || r->in[0]->host || !r->attr.plan || sums(r->attr.plan) || !r->in[0]->layout ||
+	    !layout_equiv(c->out->layout, r->out->layout))
+		return;
+	Value *x = r->in[0];
+	RedistPlan *plan = redist_plan(g->arena, x->layout, r->out->layout, c->attr.to, g->par.enable_alltoall);
+	if (!plan)
+		return;
+	replace_reads(g, i + 1, c->out, r->out);
+	c->in[0] = x;
+	c->out->layout = x->layout;
+	r->in[0] = c->out;
+	r->attr.plan = plan;
+	r->attr.steps = redist_describe(g->arena, plan);
+	r->out->dtype = c->attr.to;
+	r->out->name = arena_printf(g->arena, "%s.r%d", c->out->name, r->out->id);
+	move_node(g, i, position(g, r));
+}
+
+/* A parameter's gradient summed in f32 (gradient_fp32_sync) in the
+ * backward pass, right before amp's casts round it to bf16 and back
+ * (m -> sum -> cast down -> cast up -> the update): the sum moves after
+ * the casts, into the update phase, where the gradients' sums are fused
+ * into buckets as f32 models' are. Each device rounds its part, as
+ * MindSpore's bf16 product does before its Cast and the gradient
+ * AllReduce. */
+static void sum_after_casts(Graph *g, int i, const int *readers)
+{
+	Node *up = g->nodes[i], *down = up->in[0]->def, *r = down ? down->in[0]->def : NULL;
+	if (up->op != OP_CAST || up->attr.to != DT_F32 || !down || down->op != OP_CAST || !narrow(down->attr.to) ||
+	    !r || r->op != OP_REDISTRIBUTE || r->phase != PH_BACKWARD || !r->attr.plan || !r->in[0]->layout ||
+	    !r->in[0]->layout->partial || r->out->layout->partial || readers[r->out->id] != 1 ||
+	    readers[down->out->id] != 1 || up->writes || down->writes)
+		return;
+	int first = -1;
+	for (int k = i + 1; k < g->nnodes && first < 0; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->in[j] == up->out)
+				first = k;
+	if (first < 0 || g->nodes[first]->phase != PH_UPDATE)
+		return;
+	Value *m = r->in[0];
+	down->in[0] = m;
+	down->out->layout = up->out->layout = m->layout;
+	replace_reads(g, i + 1, up->out, r->out);
+	r->in[0] = up->out;
+	r->phase = PH_UPDATE;
+	r->out->name = arena_printf(g->arena, "%s.r%d", up->out->name, r->out->id);
+	move_node(g, position(g, r), first - 1); /* before its reader, after up */
+}
+
+static void redistribute_narrow(Graph *g)
+{
+	int nv = g->nvalues;
+	int *readers = ARENA_NEWN(g->arena, int, nv);
+	Node **moved = ARENA_NEWN(g->arena, Node *, nv); /* by narrow value: the last redistribution of it seen */
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			readers[g->nodes[i]->in[j]->id]++;
+	for (int i = 0; i < g->nnodes; i++) {
+		sum_after_casts(g, i, readers);
+		move_after_cast_down(g, i, readers);
+		Node *r = g->nodes[i];
+		if (r->op != OP_REDISTRIBUTE)
+			continue;
+		Node *c = moved_cast_up(g, r, readers);
+		Value *x = c ? c->in[0] : NULL, *u = r->in[0];
+		if (!c) {
+			if (r->in[0]->id < nv && narrow(r->in[0]->dtype))
+				moved[r->in[0]->id] = r;
+			continue;
+		}
+		/* one copy of x per layout, as the sharding pass shares them */
+		Node *same = moved[x->id];
+		if (same && !(layout_equiv(same->out->layout, r->out->layout) && same->phase <= r->phase))
+			same = NULL;
+		RedistPlan *plan = same ? NULL : redist_plan(g->arena, x->layout, r->out->layout, x->dtype,
+		                                             g->par.enable_alltoall);
+		if (!same && !plan)
+			continue;
+		replace_reads(g, i + 1, r->out, u);
+		u->layout = r->out->layout;
+		if (same) { /* the cast takes r's place, r goes */
+			int pc = position(g, c);
+			c->in[0] = same->out;
+			g->nodes[i] = c;
+			memmove(&g->nodes[pc], &g->nodes[pc + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - pc));
+			g->nnodes--;
+			i--;
+		} else {
+			r->in[0] = x;
+			r->attr.plan = plan;
+			r->attr.steps = redist_describe(g->arena, plan);
+			r->out->dtype = x->dtype;
+			r->out->name = arena_printf(g->arena, "%s.r%d", x->name, r->out->id);
+			c->in[0] = r->out;
+			moved[x->id] = r;
+			move_node(g, position(g, c), i); /* after r, which moves up one */
+		}
+	}
+}
+
+/* Two moves in a row of one narrow value (the rewrites above make them: a
+ * value moved to a cast's layout, then on to its reader's) become one
+ * plan when that sends fewer bytes. */
+static void join_moves(Graph *g)
+{
+	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			readers[g->nodes[i]->in[j]->id]++;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *r2 = g->nodes[i], *r1 = r2->nin ? r2->in[0]->def : NULL;
+		if (r2->op != OP_REDISTRIBUTE || !r1 || r1->op != OP_REDISTRIBUTE || readers[r1->out->id] != 1 ||
+		    !narrow(r2->out->dtype) ||
+		    !plain(g, r1->out) || !r1->attr.plan || !r2->attr.plan)
+			continue;
+		RedistPlan *p = redist_plan(g->arena, r1->in[0]->layout, r2->out->layout, r2->out->dtype,
+		                            g->par.enable_alltoall);
+		if (!p || p->send_bytes >= r1->attr.plan->send_bytes + r2->attr.plan->send_bytes)
+			continue;
+		r2->in[0] = r1->in[0];
+		r2->attr.plan = p;
+		r2->attr.steps = redist_describe(g->arena, p);
+		drop_node(g, r1);
+		i--;
+	}
+}
+
 /* After sharding: what the update phase computes on -- gradients,
  * reduced in their narrow type or in f32 and rounded -- is cast up. */
 bool pass_precision_late(Compilation *c)
 {
 	Graph *g = c->g;
+	redistribute_narrow(g);
+	join_moves(g);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *u = g->nodes[i];
 		if (u->phase != PH_UPDATE || u->op == OP_CAST || u->op == OP_REDISTRIBUTE)

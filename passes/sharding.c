@@ -8,7 +8,7 @@
  * input must have and what layout the output gets. Partial-sum gradients
  * of one value are added before they are reduced (add_partials), and a
  * cross entropy on class-split logits runs vocabulary-parallel
- * (vocab_parallel_ce). A parameter takes the
+ * (sharding_vocab.c). A parameter takes the
  * layout its first reader wants. Wherever a value's layout differs from
  * what its reader needs, a redistribute node converts it: this is also how
  * gradients are aggregated, since a gradient contracted over a split batch
@@ -25,6 +25,7 @@
 #include "../ir/shape.h"
 #include "../ir/sharding.h"
 #include "passes.h"
+#include "sharding_vocab.h"
 #include "../ir/redistribute.h"
 
 typedef struct Conv {
@@ -274,6 +275,13 @@ static Strategy data_parallel_strategy(Sharder *S, const Node *n)
  * the gradient as produced instead let a replicated region's backward
  * run data parallel behind the search's back, with an AllReduce of every
  * parameter it never priced. */
+/* what a cast netc inserted (passes/precision.c) casts: the forward and
+ * backward reads of one narrow value each have their own */
+static const Value *uncast(const Value *v)
+{
+	return v->def && v->def->op == OP_CAST && v->def->ann.borrowed ? v->def->in[0] : v;
+}
+
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
@@ -294,13 +302,16 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		bool fwd_value = orig == f->out;
 		for (int k = 0; k < f->nin && !fwd_value; k++) {
 			const Value *read = f->in[k];
-			if (read == orig || (read->def && read->def->op == OP_REDISTRIBUTE && read->def->in[0] == orig)) {
+			const Value *src = read->def && read->def->op == OP_REDISTRIBUTE ? read->def->in[0] : read;
+			if (read == orig || src == orig || uncast(src) == uncast(orig)) {
 				fwd_value = true;
 				target = read->layout;
 			}
 		}
-		/* the gradient of the forward output: in that output's layout */
-		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape))
+		/* the gradient of the forward output: in that output's layout (a
+		 * cast of another gradient of that shape is not it) */
+		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape) &&
+		    !(n->op == OP_CAST && n->ann.borrowed && x->grad_of && uncast(x->grad_of) != uncast(f->out)))
 			target = f->out->layout;
 		/* the forward output itself (tanh_grad reads y): as produced,
 		 * named so that its axes pair with the forward's */
@@ -316,106 +327,6 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		return false;
 	shard_regrid(&S->cx, r, want);
 	return true;
-}
-
-/* ---- vocabulary-parallel softmax_cross_entropy ------------------------------- */
-
-static void lay_out_node(Sharder *S, Node *n);
-
-/* How a softmax_cross_entropy reads its logits where it can keep their
- * classes split: as its strategy says (written, or loaded from a
- * strategy checkpoint), else as they come. NULL where the classes stay
- * whole: not split, the per-device modes, partial or ragged logits. */
-static Shape *logits_split(const Sharder *S, const Node *n)
-{
-	const Value *x = n->in[0];
-	const Layout *l = x->layout;
-	const Strategy *u = &n->ann.in_strategy;
-	/* partial logits are summed into the strategy's layout first; without
-	 * a strategy the split is read off the layout, which partial sums
-	 * do not have yet */
-	if (per_device_mode(S->mode) || n->op != OP_SOFTMAX_CROSS_ENTROPY || n->phase != PH_FORWARD || n->nin != 2 ||
-	    !l || (l->partial && u->n == 0) || l->ragged || !dtype_is_float(x->dtype) || (u->n > 0 && u->n != 2))
-		return NULL;
-	Shape *s = ARENA_NEW(S->cx.arena, Shape);
-	*s = x->shape;
-	for (int d = 0; d < s->rank; d++)
-		s->d[d] = u->n > 0 ? u->v[0].d[d] : layout_split(l, d);
-	return s->rank > 0 && s->d[s->rank - 1] > 1 ? s : NULL;
-}
-
-/* Megatron's parallel cross entropy: where the projection to the classes
- * is column-split, each device takes the logsumexp of its classes of
- * every row (row_logsumexp, no communication), the rows' K logsumexps are
- * gathered (K floats a row instead of the row's logits) and the cross
- * entropy reads them as a third input, keeping the logits split. A
- * written strategy gets the third input's entry: its rows as the
- * logits', the shards whole. */
-static void vocab_parallel_ce(Sharder *S, Node *n)
-{
-	Shape *ls = logits_split(S, n);
-	if (!ls)
-		return;
-	Value *x = n->in[0];
-	int c = x->shape.rank - 1;
-	Node *lse = graph_node_detached(S->g, OP_ROW_LSE, &x, 1, n->loc);
-	lse->phase = n->phase;
-	lse->scope = n->scope;
-	lse->chunk = n->chunk;
-	lse->ann.stage = n->ann.stage;
-	lse->out->shape = x->shape;
-	lse->out->shape.d[c] = ls->d[c];
-	lse->attr.shape = lse->out->shape;
-	lse->out->dtype = x->dtype;
-	lse->out->name = arena_printf(S->cx.arena, "%s.lse", x->name);
-	/* it reads the logits as the cross entropy does */
-	lse->ann.in_strategy = (Strategy){.n = 1, .v = ls, .loc = n->ann.in_strategy.loc};
-	graph_insert(S->g, S->pos, lse);
-	lay_out_node(S, lse);
-	S->pos++;
-	Value **in = ARENA_NEWN(S->cx.arena, Value *, 3);
-	in[0] = n->in[0], in[1] = n->in[1], in[2] = lse->out;
-	n->in = in;
-	n->nin = 3;
-	Strategy *u = &n->ann.in_strategy;
-	if (u->n == 2) {
-		Shape *v = ARENA_NEWN(S->cx.arena, Shape, 3);
-		v[0] = u->v[0], v[1] = u->v[1], v[2] = u->v[0];
-		v[2].d[c] = 1;
-		u->v = v;
-		u->n = 3;
-	}
-}
-
-/* The strategy of a vocabulary-parallel cross entropy (or its gradient,
- * logits at input lg): the logits as they come, the labels and the
- * gathered logsumexps split like the logits' rows. */
-static Strategy vocab_strategy(Sharder *S, const Node *n, int lg)
-{
-	Strategy s = strategy_replicated(S->cx.arena, n);
-	const Layout *l = n->in[lg]->layout;
-	for (int d = 0; d < l->rank; d++) {
-		int64_t w = layout_split(l, d);
-		s.v[lg].d[d] = w;
-		if (d < l->rank - 1)
-			s.v[lg + 1].d[d] = s.v[lg + 2].d[d] = w;
-	}
-	return s;
-}
-
-/* The gradient of a vocabulary-parallel cross entropy reads the gathered
- * logsumexps its forward read. */
-static void vocab_parallel_ce_grad(Sharder *S, Node *n)
-{
-	const Node *f = n->fwd;
-	if (n->op != OP_SOFTMAX_CROSS_ENTROPY_GRAD || n->nin != 3 || !f || f->op != OP_SOFTMAX_CROSS_ENTROPY ||
-	    f->nin != 3)
-		return;
-	Value **in = ARENA_NEWN(S->cx.arena, Value *, 4);
-	memcpy(in, n->in, 3 * sizeof *in);
-	in[3] = f->in[2];
-	n->in = in;
-	n->nin = 4;
 }
 
 /* As produced, with each input that has no layout yet (a parameter this
@@ -474,9 +385,9 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	if (n->fwd && n->ann.recompute && n->fwd->op == n->op && n->fwd->strategy.n &&
 	    try_strategy(S, n, n->fwd->strategy, r))
 		return true;
-	if (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->nin == 3 && try_strategy(S, n, vocab_strategy(S, n, 0), r))
+	if (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->nin == 3 && try_strategy(S, n, vocab_strategy(a, n, 0), r))
 		return true;
-	if (n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD && n->nin == 4 && try_strategy(S, n, vocab_strategy(S, n, 1), r))
+	if (n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD && n->nin == 4 && try_strategy(S, n, vocab_strategy(a, n, 1), r))
 		return true;
 	if (backward_follows_forward(S, n, r))
 		return true;
@@ -847,7 +758,11 @@ static bool narrow_partial(Sharder *S, Node *n)
 	if (n->op != OP_CAST || dtype_size(n->attr.to) != 2 || !x->layout || !x->layout->partial)
 		return false;
 	bool semi = S->mode == PM_SEMI_AUTO_PARALLEL || S->mode == PM_AUTO_PARALLEL;
-	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync))
+	/* gradient_fp32_sync is about the parameters' gradients (MindSpore's
+	 * gradient AllReduce); an activation's gradient is reduced as the
+	 * operator's output is, in its own type */
+	bool param_grad = x->grad_of && uncast(x->grad_of)->kind == VK_PARAM;
+	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync && param_grad))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
@@ -998,8 +913,13 @@ static void lay_out_node(Sharder *S, Node *n)
 	ShardResult r;
 	if (widen_partial(S, n) || narrow_partial(S, n) || add_partials(S, n))
 		return;
-	vocab_parallel_ce(S, n);
-	vocab_parallel_ce_grad(S, n);
+	Node *lse = vocab_lse(S->g, S->cx.arena, per_device_mode(S->mode), n, S->pos);
+	if (lse) {
+		lay_out_node(S, lse);
+		S->pos++;
+		vocab_read_lse(S->cx.arena, n, lse);
+	}
+	vocab_parallel_ce_grad(S->cx.arena, n);
 	reuse_forward_copies(n);
 	if ((op_info[n->op].flags & OPF_UPDATE) && lay_out_sharded_update(S, n))
 		return;
@@ -1053,7 +973,7 @@ static void lay_out_node(Sharder *S, Node *n)
 	}
 	if (n->out)
 		n->out->layout = r.out ? r.out : local_out_layout(S, n);
-	/* class-split logits need the per-shard logsumexps (vocab_parallel_ce) */
+	/* class-split logits need the per-shard logsumexps (vocab_lse) */
 	if (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->nin == 2 &&
 	    layout_split(n->in[0]->layout, n->in[0]->shape.rank - 1) > 1)
 		diag_error(&S->c->diag, n->loc, "softmax_cross_entropy: class-split logits are not supported in %s mode",

@@ -15,37 +15,8 @@
 #include "ir/strategy.pb-c.h"
 #include "../ir/redistribute.h"
 #include "search_graph.h"
+#include "strategy_json.h"
 #include "strategy_layout.h"
-
-/* The contents of a checkpoint, whichever the format. */
-typedef struct CkItem {
-	const char *name;
-	uint32_t stage;
-	int n;                 /* input strategies */
-	Shape *v;
-	Shape *out;            /* the output strategy (out_strategy); NULL: none */
-	const ExplicitLayout *lay; /* the inputs' layouts (MindSpore's Layout API); NULL: none */
-	int nlay;              /* JSON: how many the file gave (must be n) */
-} CkItem;
-
-typedef struct CkLayout {
-	const char *name;
-	int ndev;
-	int64_t dev[MAX_RANK];
-	int rank;
-	int map[MAX_RANK];     /* MindSpore numbering: grid axes from the right, -1 whole */
-	Shape shape;
-	int32_t opt_shard_size; /* optimizer parallel: ranks sharing the update (0: not sharded) */
-	int32_t opt_shard_step; /* their rank stride */
-} CkLayout;
-
-typedef struct Ckpt {
-	uint32_t current_stage;
-	CkItem *items;
-	int nitems, capitems;
-	CkLayout *layouts;
-	int nlayouts, caplayouts;
-} Ckpt;
 
 static bool is_json(const char *path)
 {
@@ -121,12 +92,13 @@ static void collect(Compilation *c, Ckpt *k)
 	}
 }
 
-static Node *find_node(Graph *g, const char **names, const char *name)
+/* The index of the node called name, or -1 */
+static int find_node(const Graph *g, const char **names, const char *name)
 {
 	for (int i = 0; i < g->nnodes; i++)
 		if (names[i] && strcmp(names[i], name) == 0)
-			return g->nodes[i];
-	return NULL;
+			return i;
+	return -1;
 }
 
 static bool strategy_equal(const Strategy *a, const Strategy *b)
@@ -143,17 +115,67 @@ static bool strategy_equal(const Strategy *a, const Strategy *b)
 	return true;
 }
 
-static bool apply(Compilation *c, const Ckpt *k, const char *path)
+/* n Shapes in the arena: the storage of `had` (what an earlier item of
+ * the same file left) when it holds as many. */
+static Shape *keep_shapes(Arena *a, Strategy had, const Shape *v, int n)
 {
+	Shape *keep = had.n == n && had.v ? had.v : ARENA_NEWN(a, Shape, n + 1);
+	memcpy(keep, v, sizeof(Shape) * (size_t)n);
+	return keep;
+}
+
+/* n layouts in the arena, into *slot: the storage an earlier item of the
+ * same file left for this operator (a later item may drop its layouts and
+ * the next one give them again: the storage stays the operator's), a name
+ * copied only where it differs from the one it replaces (the reader's
+ * live only during the call). */
+static const ExplicitLayout *keep_layouts(Arena *a, ExplicitLayout **slot, const ExplicitLayout *lay, int n)
+{
+	if (!*slot) {
+		*slot = ARENA_NEWN(a, ExplicitLayout, n + 1);
+		for (int i = 0; i < n; i++)
+			(*slot)[i].alias = ARENA_NEWN(a, const char *, MAX_RANK);
+	}
+	ExplicitLayout *keep = *slot;
+	for (int i = 0; i < n; i++) {
+		const char **names = (const char **)keep[i].alias; /* allocated above, ours to write */
+		for (int k = 0; k < lay[i].ndev; k++)
+			if (!names[k] || strcmp(names[k], lay[i].alias[k]) != 0)
+				names[k] = arena_strdup(a, lay[i].alias[k]);
+		keep[i] = lay[i];
+		keep[i].alias = names;
+	}
+	return keep;
+}
+
+/* Where a loaded checkpoint goes: the reader's sink. */
+typedef struct Apply {
+	Compilation *c;
+	const char *path;
+	const char **names; /* search_node_names */
+	ExplicitLayout **lays; /* [nnodes]: each operator's loaded layouts (keep_layouts), kept once */
+	bool ok;
+} Apply;
+
+/* Sets the strategies of the item's operator. What the item holds lives
+ * only during the call: the strategies are copied into the arena, once
+ * per operator however often the file names it (the memory a file can
+ * make netc hold is bounded by the model). */
+static void apply_item(void *ctx, const CkItem *it)
+{
+	Apply *ap = ctx;
+	Compilation *c = ap->c;
 	Graph *g = c->g;
 	Arena *a = &c->arena;
 	Diag *d = &c->diag;
-	const char **names = search_node_names(a, g);
-	ShardCtx cx = {.arena = a, .diag = NULL, .device_num = g->par.device_num};
+	const char *path = ap->path;
+	/* the layouts that validate the strategy are dropped with it */
+	Arena scratch = {0};
+	ShardCtx cx = {.arena = &scratch, .diag = NULL, .device_num = g->par.device_num};
 	bool ok = true;
-	for (int i = 0; i < k->nitems; i++) {
-		const CkItem *it = &k->items[i];
-		Node *n = find_node(g, names, it->name);
+	do {
+		int ni = find_node(g, ap->names, it->name);
+		Node *n = ni < 0 ? NULL : g->nodes[ni];
 		if (!n) {
 			diag_error(d, loc_none(), "%s: strategy for '%s', which is no operator of this model", path, it->name);
 			ok = false;
@@ -189,6 +211,7 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			ok = false;
 			continue;
 		}
+		/* the strategies are checked in place, kept in a copy */
 		Strategy s = {.n = it->n, .v = it->v, .loc = n->loc, .lay = it->lay};
 		ShardResult r;
 		if (!shard_node(&cx, n, &s, &r)) {
@@ -221,13 +244,26 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 				ok = false;
 				continue;
 			}
-			n->ann.out_strategy = o;
+			Strategy had = n->ann.loaded ? n->ann.out_strategy : (Strategy){0};
+			n->ann.out_strategy = (Strategy){.n = 1, .v = keep_shapes(a, had, it->out, 1), .loc = n->loc};
 		}
+		s.v = keep_shapes(a, n->ann.loaded ? n->ann.in_strategy : (Strategy){0}, it->v, it->n);
+		s.lay = it->lay ? keep_layouts(a, &ap->lays[ni], it->lay, it->n) : NULL;
 		n->ann.in_strategy = s;
 		n->ann.searched = n->ann.loaded = true;
-	}
-	for (int i = 0; i < k->nlayouts; i++) {
-		const CkLayout *l = &k->layouts[i];
+	} while (0);
+	arena_free(&scratch);
+	ap->ok &= ok;
+}
+
+static void apply_layout(void *ctx, const CkLayout *l)
+{
+	Apply *ap = ctx;
+	Graph *g = ap->c->g;
+	Diag *d = &ap->c->diag;
+	const char *path = ap->path;
+	bool ok = true;
+	do {
 		Value *p = graph_find(g, l->name);
 		if (!p || p->kind != VK_PARAM) {
 			diag_error(d, loc_none(), "%s: layout for '%s', which is no parameter of this model", path, l->name);
@@ -253,8 +289,8 @@ static bool apply(Compilation *c, const Ckpt *k, const char *path)
 			           l->rank, p->shape.rank);
 			ok = false;
 		}
-	}
-	return ok;
+	} while (0);
+	ap->ok &= ok;
 }
 
 /* ---- protobuf ------------------------------------------------------------------ */
@@ -365,62 +401,63 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	return ok;
 }
 
-static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *err, size_t errlen)
+/* The items and layouts of an unpacked map into the sink; with dry, only
+ * whether they fit (a broken file feeds the sink nothing). */
+static bool proto_items(const PbMap *m, const CkSink *sink, bool dry, char *err, size_t errlen)
 {
-	PbMap *m = mindspore__straspb__parallel_strategy_map__unpack(NULL, len, buf);
-	if (!m) {
-		snprintf(err, errlen, "not a ParallelStrategyMap protobuf (or truncated)");
-		return false;
-	}
-	memset(k, 0, sizeof *k);
-	k->current_stage = m->current_stage;
-	bool ok = true;
-	for (size_t i = 0; i < m->n_parallel_strategy_item && ok; i++) {
+	for (size_t i = 0; i < m->n_parallel_strategy_item; i++) {
 		Mindspore__Straspb__ParallelStrategyItem *pi = m->parallel_strategy_item[i];
-		CkItem it = {.name = arena_strdup(a, pi->node_name), .stage = pi->parallel_strategys->stage};
+		Shape v[SHARD_MAX_INPUTS], out;
+		CkItem it = {.name = pi->node_name, .stage = pi->parallel_strategys->stage, .v = v};
 		it.n = (int)pi->parallel_strategys->n_parallel_strategy;
-		it.v = ARENA_NEWN(a, Shape, it.n + 1);
+		if (pi->parallel_strategys->n_parallel_strategy > SHARD_MAX_INPUTS) {
+			snprintf(err, errlen, "'%s': %zu input strategies (at most %d)", it.name,
+			         pi->parallel_strategys->n_parallel_strategy, SHARD_MAX_INPUTS);
+			return false;
+		}
 		for (int j = 0; j < it.n; j++) {
 			Mindspore__Straspb__ParallelStrategy *ps = pi->parallel_strategys->parallel_strategy[j];
 			if (ps->n_dim > MAX_RANK) {
 				snprintf(err, errlen, "'%s': input %d has %zu dimensions (at most %d)", it.name, j, ps->n_dim,
 				         MAX_RANK);
-				ok = false;
-				break;
+				return false;
 			}
 			it.v[j].rank = (int)ps->n_dim;
 			for (size_t d = 0; d < ps->n_dim; d++)
 				it.v[j].d[d] = ps->dim[d];
 		}
-		if (ok && pi->parallel_strategys->n_out_strategy == 1 &&
-		    pi->parallel_strategys->out_strategy[0]->n_dim <= MAX_RANK) {
+		if (pi->parallel_strategys->n_out_strategy == 1 && pi->parallel_strategys->out_strategy[0]->n_dim <= MAX_RANK) {
 			Mindspore__Straspb__ParallelStrategy *ps = pi->parallel_strategys->out_strategy[0];
-			it.out = ARENA_NEW(a, Shape);
-			it.out->rank = (int)ps->n_dim;
+			it.out = &out;
+			out.rank = (int)ps->n_dim;
 			for (size_t d = 0; d < ps->n_dim; d++)
-				it.out->d[d] = ps->dim[d];
+				out.d[d] = ps->dim[d];
 		}
-		ExplicitLayout *lay = NULL;
+		/* the layouts live as long as the item: in a scratch arena */
+		Arena scratch = {0};
 		size_t nl = pi->parallel_strategys->n_in_layout;
-		if (ok && nl && (nl != (size_t)it.n ||
-		                 !strategy_layouts_from_pb(a, pi->parallel_strategys->in_layout, it.n, loc_none(), &lay, err,
-		                                           errlen))) {
-			if (nl != (size_t)it.n)
-				snprintf(err, errlen, "'%s': %zu input layouts for %d inputs", it.name, nl, it.n);
-			ok = false;
+		ExplicitLayout *lay = NULL;
+		if (nl && nl != (size_t)it.n) {
+			snprintf(err, errlen, "'%s': %zu input layouts for %d inputs", it.name, nl, it.n);
+			return false;
 		}
+		bool ok = !nl || strategy_layouts_from_pb(&scratch, pi->parallel_strategys->in_layout, it.n, loc_none(),
+		                                          &lay, err, errlen);
 		it.lay = lay;
-		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
+		if (ok && !dry && sink->item)
+			sink->item(sink->ctx, &it);
+		arena_free(&scratch);
+		if (!ok)
+			return false;
 	}
-	for (size_t i = 0; i < m->n_parallel_layout_item && ok; i++) {
+	for (size_t i = 0; i < m->n_parallel_layout_item; i++) {
 		Mindspore__Straspb__ParallelLayoutItem *pl = m->parallel_layout_item[i];
-		CkLayout l = {.name = arena_strdup(a, pl->param_name)};
+		CkLayout l = {.name = pl->param_name};
 		Mindspore__Straspb__ParallelLayouts *ls = pl->parallel_layouts;
 		if (ls->n_dev_matrix < 1 || ls->n_tensor_map < 1 || ls->dev_matrix[0]->n_dim > MAX_RANK ||
 		    ls->tensor_map[0]->n_dim > MAX_RANK) {
 			snprintf(err, errlen, "the layout of '%s' lacks a device matrix or tensor map", l.name);
-			ok = false;
-			break;
+			return false;
 		}
 		l.ndev = (int)ls->dev_matrix[0]->n_dim;
 		for (int j = 0; j < l.ndev; j++)
@@ -430,400 +467,29 @@ static bool read_proto(Arena *a, const uint8_t *buf, size_t len, Ckpt *k, char *
 			l.map[j] = ls->tensor_map[0]->dim[j];
 		l.opt_shard_step = ls->opt_weight_shard_step;
 		l.opt_shard_size = ls->opt_weight_shard_size;
-		VEC_PUSH(a, k->layouts, k->nlayouts, k->caplayouts, l);
+		if (!dry && sink->layout)
+			sink->layout(sink->ctx, &l);
 	}
+	return true;
+}
+
+static bool read_proto(const uint8_t *buf, size_t len, const CkSink *sink, char *err, size_t errlen)
+{
+	PbMap *m = mindspore__straspb__parallel_strategy_map__unpack(NULL, len, buf);
+	if (!m) {
+		snprintf(err, errlen, "not a ParallelStrategyMap protobuf (or truncated)");
+		return false;
+	}
+	bool ok = proto_items(m, sink, true, err, errlen) && proto_items(m, sink, false, err, errlen);
 	mindspore__straspb__parallel_strategy_map__free_unpacked(m, NULL);
 	return ok;
 }
 
-/* ---- JSON (MindSpore's StrategyCheckpointInfo::to_json layout) ---------------- */
-
-static void json_string(FILE *f, const char *s)
+/* The checkpoint at path (slurped: buf, len) into the sink. */
+static bool read_ckpt(const char *path, char *buf, size_t len, const CkSink *sink, char *err, size_t errlen)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", (unsigned char)*s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
-static void json_ints(FILE *f, const int64_t *v, int n)
-{
-	fputc('[', f);
-	for (int i = 0; i < n; i++)
-		fprintf(f, "%s%" PRId64, i ? ", " : "", v[i]);
-	fputc(']', f);
-}
-
-static bool write_json(const Ckpt *k, FILE *f)
-{
-	fprintf(f, "{\n  \"current_stage\": %u,\n  \"parallel_strategy_item\": {", k->current_stage);
-	for (int i = 0; i < k->nitems; i++) {
-		const CkItem *it = &k->items[i];
-		fputs(i ? ",\n    " : "\n    ", f);
-		json_string(f, it->name);
-		fprintf(f, ": {\"stage\": %u, \"parallel_strategy\": [", it->stage);
-		for (int j = 0; j < it->n; j++) {
-			fputs(j ? ", " : "", f);
-			json_ints(f, it->v[j].d, it->v[j].rank);
-		}
-		if (it->out) {
-			fputs("], \"out_strategy\": [", f);
-			json_ints(f, it->out->d, it->out->rank);
-		}
-		fputc(']', f);
-		if (it->lay)
-			strategy_layouts_json(f, it->lay, it->n);
-		fputc('}', f);
-	}
-	fputs(k->nitems ? "\n  },\n  \"parallel_layout_item\": {" : "},\n  \"parallel_layout_item\": {", f);
-	for (int i = 0; i < k->nlayouts; i++) {
-		const CkLayout *l = &k->layouts[i];
-		int64_t map[MAX_RANK];
-		for (int j = 0; j < l->rank; j++)
-			map[j] = l->map[j];
-		fputs(i ? ",\n    " : "\n    ", f);
-		json_string(f, l->name);
-		fputs(": {\"dev_matrix\": ", f);
-		json_ints(f, l->dev, l->ndev);
-		fputs(", \"tensor_map\": ", f);
-		json_ints(f, map, l->rank);
-		fputs(", \"tensor_shape\": ", f);
-		json_ints(f, l->shape.d, l->shape.rank);
-		fprintf(f, ", \"field\": 0, \"opt_weight_shard_step\": %d, \"opt_weight_shard_size\": %d}",
-		        (int)l->opt_shard_step, (int)l->opt_shard_size);
-	}
-	fputs(k->nlayouts ? "\n  }\n}\n" : "}\n}\n", f);
-	return !ferror(f);
-}
-
-/* A reader for exactly what the format needs: objects, arrays, integers
- * and strings (no escapes beyond \" \\ \uXXXX below 0x80). */
-typedef struct Jr {
-	const char *p, *end;
-	Arena *a;
-	char *err;
-	size_t errlen;
-	bool failed;
-} Jr;
-
-static void jfail(Jr *J, const char *what)
-{
-	if (!J->failed)
-		snprintf(J->err, J->errlen, "JSON: %s", what);
-	J->failed = true;
-}
-
-static void jws(Jr *J)
-{
-	while (J->p < J->end && isspace((unsigned char)*J->p))
-		J->p++;
-}
-
-static bool jeat(Jr *J, char c)
-{
-	jws(J);
-	if (J->p < J->end && *J->p == c) {
-		J->p++;
-		return true;
-	}
-	return false;
-}
-
-static const char *jstr(Jr *J)
-{
-	if (!jeat(J, '"')) {
-		jfail(J, "expected a string");
-		return "";
-	}
-	/* the string's own length, counted as the loop below decodes it, not
-	 * the rest of the text: with that each string took what followed it,
-	 * and a 223 KB file of 4,000 keys held 1.3 GB */
-	size_t need = 0;
-	for (const char *q = J->p; q < J->end && *q != '"'; need++)
-		if (*q++ == '\\' && q < J->end && *q++ == 'u' && J->end - q >= 4)
-			q += 4;
-	char *buf = ARENA_NEWN(J->a, char, need + 1);
-	size_t n = 0;
-	while (J->p < J->end && *J->p != '"') {
-		char c = *J->p++;
-		if (c == '\\' && J->p < J->end) {
-			c = *J->p++;
-			if (c == 'u' && J->end - J->p >= 4) {
-				c = (char)strtol((char[]){J->p[0], J->p[1], J->p[2], J->p[3], 0}, NULL, 16);
-				J->p += 4;
-			}
-		}
-		buf[n++] = c;
-	}
-	if (!jeat(J, '"'))
-		jfail(J, "unterminated string");
-	return buf;
-}
-
-static int64_t jint(Jr *J)
-{
-	jws(J);
-	char *e;
-	errno = 0;
-	long long v = strtoll(J->p, &e, 10);
-	if (e == J->p || errno)
-		jfail(J, "expected an integer");
-	J->p = e;
-	return v;
-}
-
-static int jints(Jr *J, int64_t *out, int max)
-{
-	int n = 0;
-	if (!jeat(J, '[')) {
-		jfail(J, "expected an array of integers");
-		return 0;
-	}
-	if (jeat(J, ']'))
-		return 0;
-	do {
-		int64_t v = jint(J);
-		if (n < max)
-			out[n] = v;
-		n++;
-	} while (!J->failed && jeat(J, ','));
-	if (!jeat(J, ']'))
-		jfail(J, "expected ']'");
-	if (n > max)
-		jfail(J, "too many dimensions");
-	return n > max ? max : n;
-}
-
-/* Skips any value (members this reader does not use). */
-static void jskip(Jr *J)
-{
-	jws(J);
-	if (J->p >= J->end)
-		return jfail(J, "unexpected end");
-	if (*J->p == '"') {
-		jstr(J);
-	} else if (*J->p == '{' || *J->p == '[') {
-		char close = *J->p == '{' ? '}' : ']';
-		J->p++;
-		if (jeat(J, close))
-			return;
-		do {
-			if (close == '}') {
-				jstr(J);
-				if (!jeat(J, ':'))
-					return jfail(J, "expected ':'");
-			}
-			jskip(J);
-		} while (!J->failed && jeat(J, ','));
-		if (!jeat(J, close))
-			jfail(J, "unbalanced brackets");
-	} else {
-		while (J->p < J->end && (isalnum((unsigned char)*J->p) || strchr("+-.", *J->p)))
-			J->p++;
-	}
-}
-
-/* Calls member(J, key, ctx) for each member of an object. */
-static void jobject(Jr *J, void (*member)(Jr *, const char *, void *), void *ctx)
-{
-	if (!jeat(J, '{'))
-		return jfail(J, "expected an object");
-	if (jeat(J, '}'))
-		return;
-	do {
-		const char *key = jstr(J);
-		if (!jeat(J, ':'))
-			return jfail(J, "expected ':'");
-		member(J, key, ctx);
-	} while (!J->failed && jeat(J, ','));
-	if (!jeat(J, '}'))
-		jfail(J, "expected '}'");
-}
-
-/* One InLayout object: {"dev_matrix": [...], "alias_name": [...], "tensor_map": [[...], ...]} */
-typedef struct JLay {
-	int ndev, nalias, rank;
-	int64_t dev[MAX_RANK];
-	const char **alias;
-	int64_t ms[MAX_RANK][MAX_RANK]; /* per dimension its axes, MindSpore's numbering */
-	int nms[MAX_RANK];
-} JLay;
-
-static void jlayout_member(Jr *J, const char *key, void *ctx)
-{
-	JLay *L = ctx;
-	if (!strcmp(key, "dev_matrix")) {
-		L->ndev = jints(J, L->dev, MAX_RANK);
-	} else if (!strcmp(key, "alias_name")) {
-		if (!jeat(J, '['))
-			return jfail(J, "expected the list of alias names");
-		if (!jeat(J, ']')) {
-			do {
-				const char *s = jstr(J);
-				if (L->nalias == MAX_RANK)
-					return jfail(J, "too many alias names");
-				L->alias[L->nalias++] = s;
-			} while (!J->failed && jeat(J, ','));
-			if (!jeat(J, ']'))
-				return jfail(J, "expected ']'");
-		}
-	} else if (!strcmp(key, "tensor_map")) {
-		if (!jeat(J, '['))
-			return jfail(J, "expected the tensor map (a list per dimension)");
-		if (jeat(J, ']'))
-			return;
-		do {
-			if (L->rank == MAX_RANK)
-				return jfail(J, "a layout maps too many dimensions");
-			L->nms[L->rank] = jints(J, L->ms[L->rank], MAX_RANK);
-			L->rank++;
-		} while (!J->failed && jeat(J, ','));
-		if (!jeat(J, ']'))
-			jfail(J, "expected ']'");
-	} else {
-		jskip(J);
-	}
-}
-
-static void jlayouts(Jr *J, CkItem *it)
-{
-	ExplicitLayout tmp[SHARD_MAX_INPUTS];
-	int n = 0;
-	if (!jeat(J, '['))
-		return jfail(J, "expected the list of input layouts");
-	if (!jeat(J, ']')) {
-		do {
-			if (n == SHARD_MAX_INPUTS)
-				return jfail(J, "too many input layouts");
-			memset(&tmp[n], 0, sizeof tmp[n]);
-			JLay L = {.alias = ARENA_NEWN(J->a, const char *, MAX_RANK)};
-			jobject(J, jlayout_member, &L);
-			if (J->failed)
-				return;
-			if (L.nalias != L.ndev)
-				return jfail(J, "a layout needs one alias name per device axis");
-			bool ok = strategy_layout_finish(&tmp[n], L.ndev, L.dev, L.alias, loc_none(), J->err, J->errlen);
-			for (int d = 0; d < L.rank && ok; d++)
-				ok = strategy_layout_map(&tmp[n], d, L.ms[d], L.nms[d], J->err, J->errlen);
-			if (!ok) {
-				J->failed = true;
-				return;
-			}
-			n++;
-		} while (!J->failed && jeat(J, ','));
-		if (!jeat(J, ']'))
-			return jfail(J, "expected ']'");
-	}
-	ExplicitLayout *xs = ARENA_NEWN(J->a, ExplicitLayout, n + 1);
-	memcpy(xs, tmp, sizeof(ExplicitLayout) * (size_t)n);
-	it->lay = xs;
-	it->nlay = n;
-}
-
-static void item_member(Jr *J, const char *key, void *ctx)
-{
-	CkItem *it = ctx;
-	if (strcmp(key, "stage") == 0) {
-		it->stage = (uint32_t)jint(J);
-	} else if (strcmp(key, "parallel_strategy") == 0) {
-		Shape tmp[SHARD_MAX_INPUTS];
-		int n = 0;
-		if (!jeat(J, '['))
-			return jfail(J, "expected the list of input strategies");
-		if (!jeat(J, ']')) {
-			do {
-				if (n == SHARD_MAX_INPUTS)
-					return jfail(J, "too many input strategies");
-				tmp[n].rank = jints(J, tmp[n].d, MAX_RANK);
-				n++;
-			} while (!J->failed && jeat(J, ','));
-			if (!jeat(J, ']'))
-				return jfail(J, "expected ']'");
-		}
-		it->n = n;
-		it->v = ARENA_NEWN(J->a, Shape, n + 1);
-		memcpy(it->v, tmp, sizeof(Shape) * (size_t)n);
-	} else if (strcmp(key, "in_layout") == 0) {
-		jlayouts(J, it);
-	} else if (strcmp(key, "out_strategy") == 0) {
-		if (!jeat(J, '['))
-			return jfail(J, "expected the list of output strategies");
-		it->out = ARENA_NEW(J->a, Shape);
-		it->out->rank = jints(J, it->out->d, MAX_RANK);
-		if (!jeat(J, ']'))
-			return jfail(J, "expected ']' (one output strategy)");
-	} else {
-		jskip(J);
-	}
-}
-
-static void layout_member(Jr *J, const char *key, void *ctx)
-{
-	CkLayout *l = ctx;
-	int64_t tmp[MAX_RANK];
-	if (strcmp(key, "dev_matrix") == 0) {
-		l->ndev = jints(J, l->dev, MAX_RANK);
-	} else if (strcmp(key, "tensor_map") == 0) {
-		l->rank = jints(J, tmp, MAX_RANK);
-		for (int i = 0; i < l->rank; i++)
-			l->map[i] = (int)tmp[i];
-	} else if (strcmp(key, "tensor_shape") == 0) {
-		l->shape.rank = jints(J, l->shape.d, MAX_RANK);
-	} else if (strcmp(key, "opt_weight_shard_step") == 0) {
-		l->opt_shard_step = (int32_t)jint(J);
-	} else if (strcmp(key, "opt_weight_shard_size") == 0) {
-		l->opt_shard_size = (int32_t)jint(J);
-	} else {
-		jskip(J);
-	}
-}
-
-static void items_member(Jr *J, const char *key, void *ctx)
-{
-	Ckpt *k = ctx;
-	CkItem it = {.name = key};
-	jobject(J, item_member, &it);
-	if (it.lay && it.nlay != it.n)
-		jfail(J, "an operator's in_layout must give one layout per input strategy");
-	VEC_PUSH(J->a, k->items, k->nitems, k->capitems, it);
-}
-
-static void layouts_member(Jr *J, const char *key, void *ctx)
-{
-	Ckpt *k = ctx;
-	CkLayout l = {.name = key};
-	jobject(J, layout_member, &l);
-	VEC_PUSH(J->a, k->layouts, k->nlayouts, k->caplayouts, l);
-}
-
-static void top_member(Jr *J, const char *key, void *ctx)
-{
-	Ckpt *k = ctx;
-	if (strcmp(key, "current_stage") == 0)
-		k->current_stage = (uint32_t)jint(J);
-	else if (strcmp(key, "parallel_strategy_item") == 0)
-		jobject(J, items_member, k);
-	else if (strcmp(key, "parallel_layout_item") == 0)
-		jobject(J, layouts_member, k);
-	else
-		jskip(J);
-}
-
-static bool read_json(Arena *a, const char *text, size_t len, Ckpt *k, char *err, size_t errlen)
-{
-	memset(k, 0, sizeof *k);
-	Jr J = {.p = text, .end = text + len, .a = a, .err = err, .errlen = errlen};
-	jobject(&J, top_member, k);
-	jws(&J);
-	if (!J.failed && J.p != J.end)
-		jfail(&J, "trailing characters");
-	return !J.failed;
+	return is_json(path) ? ckpt_read_json(buf, len, sink, err, errlen)
+	                     : read_proto((const uint8_t *)buf, len, sink, err, errlen);
 }
 
 /* ---- files ---------------------------------------------------------------------- */
@@ -889,16 +555,18 @@ bool strategy_ckpt_load_path(Compilation *c, const char *path)
 		                                  : strerror(errno));
 		return false;
 	}
-	Ckpt k;
+	Apply ap = {.c = c, .path = path, .names = search_node_names(&c->arena, c->g),
+	            .lays = xcalloc((size_t)c->g->nnodes + 1, sizeof(ExplicitLayout *)), .ok = true};
+	CkSink sink = {.item = apply_item, .layout = apply_layout, .ctx = &ap};
 	char err[256];
-	bool ok = is_json(path) ? read_json(&c->arena, buf, len, &k, err, sizeof err)
-	                        : read_proto(&c->arena, (const uint8_t *)buf, len, &k, err, sizeof err);
+	bool ok = read_ckpt(path, buf, len, &sink, err, sizeof err);
 	free(buf);
+	free(ap.lays);
 	if (!ok) {
 		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_load_file], "%s: %s", path, err);
 		return false;
 	}
-	return apply(c, &k, path);
+	return ap.ok;
 }
 
 bool strategy_ckpt_load(Compilation *c)
@@ -962,7 +630,7 @@ bool strategy_ckpt_save_path(Compilation *c, const char *path)
 	collect(c, &k);
 	Out o;
 	errno = 0;
-	if (!out_open(&o, path) || !out_close(&o, is_json(path) ? write_json(&k, o.f) : write_proto(&k, o.f))) {
+	if (!out_open(&o, path) || !out_close(&o, is_json(path) ? ckpt_write_json(&k, o.f) : write_proto(&k, o.f))) {
 		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_save_file], "cannot write '%s': %s", path,
 		           strerror(errno));
 		return false;
@@ -1102,52 +770,58 @@ bool group_ckpt_save_path(Compilation *c, const char *path)
 	return ok;
 }
 
+typedef struct LayoutCheck {
+	Compilation *c;
+	const char *path;
+	bool ok;
+} LayoutCheck;
+
+static void check_layout(void *ctx, const CkLayout *l)
+{
+	LayoutCheck *lc = ctx;
+	Graph *g = lc->c->g;
+	Arena *a = &lc->c->arena;
+	Value *p = graph_find(g, l->name);
+	if (!p || p->kind != VK_PARAM || !p->layout || l->rank != p->shape.rank)
+		return; /* reported by apply_layout() */
+	int map[MAX_RANK];
+	bool maps_ok = l->ndev > 0 && l->ndev <= MAX_RANK;
+	for (int j = 0; j < l->rank && maps_ok; j++) {
+		/* tensor_shape is JSON's (the protobuf has split shapes) */
+		maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev &&
+		          (l->shape.rank != l->rank || l->shape.d[j] == p->shape.d[j]);
+		map[j] = l->map[j] < 0 ? -1 : l->ndev - 1 - l->map[j];
+	}
+	Arena scratch = {0};
+	Layout *want = maps_ok ? layout_make(&scratch, &p->shape, l->ndev, l->dev, map, 0, g->par.device_num / g->nstages)
+	                       : NULL;
+	Layout got = *(p->param.model_layout ? p->param.model_layout : p->layout);
+	got.partial = 0;
+	if (!want || !layout_equiv(want, &got)) {
+		diag_error(&lc->c->diag, g->par.set_loc[PK_strategy_ckpt_load_file],
+		           "%s: the layout item of '%s' (dev_matrix, tensor_map, tensor_shape) contradicts the "
+		           "strategies, which lay it out as %s",
+		           lc->path, l->name, layout_str(a, &got));
+		lc->ok = false;
+	}
+	arena_free(&scratch);
+}
+
 /* The layouts of a loaded checkpoint against those the strategies gave
  * the parameters (after the sharding pass): a file whose layout items
  * contradict its own strategies, or this model, is rejected. */
 static bool check_loaded_layouts(Compilation *c, const char *path)
 {
-	Graph *g = c->g;
-	Arena *a = &c->arena;
-	Diag *d = &c->diag;
-	Loc at = g->par.set_loc[PK_strategy_ckpt_load_file];
 	size_t len;
 	char *buf = slurp(path, &len);
 	if (!buf)
 		return true; /* reported when it was loaded */
-	Ckpt k;
+	LayoutCheck lc = {.c = c, .path = path, .ok = true};
+	CkSink sink = {.layout = check_layout, .ctx = &lc};
 	char err[256];
-	bool ok = is_json(path) ? read_json(a, buf, len, &k, err, sizeof err)
-	                        : read_proto(a, (const uint8_t *)buf, len, &k, err, sizeof err);
+	bool read = read_ckpt(path, buf, len, &sink, err, sizeof err);
 	free(buf);
-	if (!ok)
-		return true;
-	for (int i = 0; i < k.nlayouts; i++) {
-		const CkLayout *l = &k.layouts[i];
-		Value *p = graph_find(g, l->name);
-		if (!p || p->kind != VK_PARAM || !p->layout || l->rank != p->shape.rank)
-			continue; /* reported by apply() */
-		int map[MAX_RANK];
-		bool maps_ok = l->ndev > 0 && l->ndev <= MAX_RANK;
-		for (int j = 0; j < l->rank && maps_ok; j++) {
-			/* tensor_shape is JSON's (the protobuf has split shapes) */
-			maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev &&
-			          (l->shape.rank != l->rank || l->shape.d[j] == p->shape.d[j]);
-			map[j] = l->map[j] < 0 ? -1 : l->ndev - 1 - l->map[j];
-		}
-		Layout *want = maps_ok ? layout_make(a, &p->shape, l->ndev, l->dev, map, 0, g->par.device_num / g->nstages)
-		                       : NULL;
-		Layout got = *(p->param.model_layout ? p->param.model_layout : p->layout);
-		got.partial = 0;
-		if (!want || !layout_equiv(want, &got)) {
-			diag_error(d, at,
-			           "%s: the layout item of '%s' (dev_matrix, tensor_map, tensor_shape) contradicts the "
-			           "strategies, which lay it out as %s",
-			           path, l->name, layout_str(a, &got));
-			ok = false;
-		}
-	}
-	return ok;
+	return !read || lc.ok; /* a file that does not read was reported when it was loaded */
 }
 
 bool pass_strategy_ckpt(Compilation *c)

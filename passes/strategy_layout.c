@@ -1,8 +1,8 @@
 /* A strategy's explicit layouts (MindSpore's Layout API) in the strategy
- * checkpoint: the InLayout messages of ir/strategy.proto and their JSON
- * twin, "in_layout": [{"dev_matrix": [2, 2, 2], "alias_name": ["dp",
- * "sp", "mp"], "tensor_map": [[2], [1, 0]]}, ...] (tensor_map per
- * dimension, MindSpore's numbering: device axes from the right). */
+ * checkpoint: the InLayout messages of ir/strategy.proto, and the pieces
+ * their JSON twin's reader builds one from (strategy_json.c writes and
+ * reads "in_layout"). tensor_map per dimension, MindSpore's numbering:
+ * device axes from the right. */
 #include "strategy_layout.h"
 
 #include <inttypes.h>
@@ -132,38 +132,6 @@ bool strategy_layouts_from_pb(Arena *a, Mindspore__Straspb__InLayout *const *v, 
 	}
 	*out = xs;
 	return true;
-}
-
-void strategy_layouts_json(FILE *f, const ExplicitLayout *lay, int n)
-{
-	fputs(", \"in_layout\": [", f);
-	for (int i = 0; i < n; i++) {
-		const ExplicitLayout *x = &lay[i];
-		fprintf(f, "%s{\"dev_matrix\": [", i ? ", " : "");
-		for (int k = 0; k < x->ndev; k++)
-			fprintf(f, "%s%" PRId64, k ? ", " : "", x->dev[k]);
-		fputs("], \"alias_name\": [", f);
-		for (int k = 0; k < x->ndev; k++) {
-			fputs(k ? ", \"" : "\"", f);
-			for (const char *c = x->alias[k]; *c; c++)
-				if (*c == '"' || *c == '\\')
-					fprintf(f, "\\%c", *c);
-				else if ((unsigned char)*c < 0x20)
-					fprintf(f, "\\u%04x", (unsigned char)*c);
-				else
-					fputc(*c, f);
-			fputc('"', f);
-		}
-		fputs("], \"tensor_map\": [", f);
-		for (int d = 0; d < x->rank; d++) {
-			fputs(d ? ", [" : "[", f);
-			for (int j = 0; j < x->naxes[d]; j++)
-				fprintf(f, "%s%d", j ? ", " : "", flip(x, x->axes[d][j]));
-			fputc(']', f);
-		}
-		fputs("]}", f);
-	}
-	fputc(']', f);
 }
 
 bool strategy_layouts_same(const ExplicitLayout *a, const ExplicitLayout *b, int n)

@@ -1,5 +1,6 @@
 /* A strategy's explicit layouts (MindSpore's Layout API) in strategy
- * checkpoints, protobuf and JSON (passes/strategy_ckpt.c uses them). */
+ * checkpoints, protobuf and JSON (strategy_ckpt.c and strategy_json.c use
+ * them). */
 #ifndef NETC_STRATEGY_LAYOUT_H
 #define NETC_STRATEGY_LAYOUT_H
 #include <stdio.h>
@@ -20,8 +21,6 @@ bool strategy_layouts_from_pb(Arena *a, Mindspore__Straspb__InLayout *const *v, 
 bool strategy_layout_finish(ExplicitLayout *x, int ndev, const int64_t *dev, const char **alias, Loc at, char *err,
                             size_t errlen);
 bool strategy_layout_map(ExplicitLayout *x, int d, const int64_t *ms, int n, char *err, size_t errlen);
-/* `, "in_layout": [...]` */
-void strategy_layouts_json(FILE *f, const ExplicitLayout *lay, int n);
 /* Same device matrices and tensor maps (both NULL: the same). */
 bool strategy_layouts_same(const ExplicitLayout *a, const ExplicitLayout *b, int n);
 #endif

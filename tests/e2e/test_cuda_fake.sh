@@ -97,6 +97,9 @@ case_ transformer_amp_o2 1 -- samples/transformer.net $SA -D train.amp_level=O2 
 case_ mlp_semi 4 NETC_COMM=host -- samples/mlp.net
 case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net
 case_ transformer 8 NETC_COMM=host -- samples/transformer.net
+# the same at O2 bf16: bf16 moves before the casts up, after the casts down,
+# the weights' gradients summed in f32 buckets after amp's casts (precision.c)
+case_ transformer_amp_o2_semi 8 NETC_COMM=host -- samples/transformer.net -D train.amp_level=O2 -D train.amp_dtype=bf16
 case_ wide_deep 4 NETC_COMM=host -- samples/wide_deep.net
 case_ mlp_hybrid 4 NETC_COMM=host -- samples/mlp_hybrid.net
 case_ alltoall_hybrid 4 NETC_COMM=host -- $M/alltoall_hybrid.net

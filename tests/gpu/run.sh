@@ -297,6 +297,20 @@ fi
 mpar "semi-auto mlp @4 (the sample as written)" mlp.cuda 4 samples/mlp.net
 mpar "auto parallel mlp @4" mlp.cuda 4 samples/mlp.net -D parallel_mode=auto_parallel
 mpar "semi-auto transformer @8" transformer.cuda 8 samples/transformer.net
+# the same at amp_level O2 (bf16): the moves on the casts' narrow side
+# (passes/precision.c, pass_precision_late: bf16 AllGathers and
+# ReduceScatters, the weights' gradients summed in f32 in fused buckets)
+# against the CUDA stand-alone O2 run above, within bf16 rounding as
+# there (losses rel 1e-2). NOT YET RUN on a GPU.
+if build tamp8 samples/transformer.net "${AMP[@]}" --target cuda && run tamp8 8 tamp8 --steps 5 --comm-stats; then
+	l=$($B/tools/losscompare "$work/tamp.cuda.csv" "$work/tamp8.csv" --rtol 1e-2 | tail -1)
+	case "$l" in
+	*" 0 failed"*) ok "semi-auto transformer @8 at O2 bf16 == CUDA stand-alone O2 within bf16 rounding (${l#losscompare: })" ;;
+	*) bad "semi-auto transformer @8 at O2 bf16: $l" ;;
+	esac
+else
+	bad "semi-auto transformer @8 at O2 bf16 (build or run failed)"
+fi
 mpar "semi-auto hetero @4 (tables on the host, their gradients all-reduced by MPI)" hetero.cuda 4 $HET
 # ring attention (issue 23): the query sequence split 4 ways, K/V blocks
 # around the ring through host-staged exchanges, merged on the GPU

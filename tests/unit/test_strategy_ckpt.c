@@ -9,6 +9,8 @@
 #include "passes/passes.h"
 #include "passes/search.h"
 #include "passes/strategy_ckpt.h"
+#include "passes/strategy_json.h"
+#include "passes/strategy_layout.h"
 #include "ir/strategy.pb-c.h"
 
 static char *slurp(const char *path, size_t *n)
@@ -375,3 +377,228 @@ Test(strategy_ckpt, current_stage_is_the_ranks_stage)
 		free(t);
 	}
 }
+
+/* ---- JSON strings (passes/strategy_json.c) ---- */
+
+typedef struct Names {
+	char item[8][64], layout[8][64];
+	int nitem, nlayout;
+} Names;
+
+static void keep_item(void *ctx, const CkItem *it)
+{
+	Names *n = ctx;
+	snprintf(n->item[n->nitem++ & 7], 64, "%s", it->name);
+}
+
+static void keep_layout(void *ctx, const CkLayout *l)
+{
+	Names *n = ctx;
+	snprintf(n->layout[n->nlayout++ & 7], 64, "%s", l->name);
+}
+
+static bool read_names(char *text, Names *n, char *err, size_t errlen)
+{
+	memset(n, 0, sizeof *n);
+	CkSink sink = {.item = keep_item, .layout = keep_layout, .ctx = n};
+	return ckpt_read_json(text, strlen(text), &sink, err, errlen);
+}
+
+/* A name with UTF-8, a quote, a backslash and control characters, saved
+ * and loaded: the writer escapes what JSON must have escaped (the control
+ * characters as \u00XX, DEL too) and the reader gives the same bytes. */
+Test(strategy_ckpt, json_names_round_trip)
+{
+	const char *name = "caf\xc3\xa9/\xe2\x88\x91-\xf0\x9f\x98\x80 \"q\" \\ \n\t\x01\x7f", *lname = "w\xc3\xa9\x1f";
+	Shape v[2] = {{.rank = 2, .d = {1, 4}}, {.rank = 1, .d = {4}}};
+	CkItem it = {.name = name, .n = 2, .v = v};
+	CkLayout l = {.name = lname, .ndev = 1, .dev = {4}, .rank = 1, .map = {0}};
+	Ckpt k = {.items = &it, .nitems = 1, .layouts = &l, .nlayouts = 1};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	cr_assert(ckpt_write_json(&k, f));
+	fclose(f);
+	cr_expect(strstr(text, "\"caf\xc3\xa9/\xe2\x88\x91-\xf0\x9f\x98\x80 \\\"q\\\" \\\\ \\u000a\\u0009\\u0001\\u007f\""),
+	          "%s", text);
+	cr_expect(strstr(text, "\"w\xc3\xa9\\u001f\""), "%s", text);
+	for (size_t i = 0; i < len; i++)
+		cr_expect((unsigned char)text[i] >= 0x20 || text[i] == '\n', "byte %zu is 0x%02x", i, text[i]);
+	Names n;
+	char err[256] = "";
+	cr_assert(read_names(text, &n, err, sizeof err), "%s", err);
+	cr_expect_eq(n.nitem, 1);
+	cr_expect_eq(n.nlayout, 1);
+	cr_expect_str_eq(n.item[0], name);
+	cr_expect_str_eq(n.layout[0], lname);
+	free(text);
+}
+
+/* \u escapes decode to UTF-8, a surrogate pair to one code point; the
+ * short escapes to their characters (\n was an 'n' before) */
+Test(strategy_ckpt, json_unicode_escapes)
+{
+	char text[] = "{\"parallel_strategy_item\": {\"a\\u00e9\\u2211\\ud83d\\ude00\\n\\/\\b\": {}}, "
+	              "\"parallel_layout_item\": {\"\\u0077\\u00E9\": {}}}";
+	Names n;
+	char err[256] = "";
+	cr_assert(read_names(text, &n, err, sizeof err), "%s", err);
+	cr_expect_str_eq(n.item[0], "a\xc3\xa9\xe2\x88\x91\xf0\x9f\x98\x80\n/\b");
+	cr_expect_str_eq(n.layout[0], "w\xc3\xa9");
+}
+
+/* A lone surrogate, a bad escape: errors with the byte offset of the
+ * escape, and nothing reaches the sink (the file is read whole first). */
+Test(strategy_ckpt, json_bad_escapes)
+{
+	static const struct {
+		const char *text, *err;
+	} cases[] = {
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\ud800y\": {}}}",
+	     "JSON at byte offset 40: a lone UTF-16 surrogate \\ud800 (a high one with no low one after it)"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\ud83d\\u0041\": {}}}",
+	     "JSON at byte offset 40: a lone UTF-16 surrogate \\ud83d (a high one with no low one after it)"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"\\udc00\": {}}}",
+	     "JSON at byte offset 39: a lone UTF-16 surrogate \\udc00 (a low one with no high one before it)"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\u12\": {}}}",
+	     "JSON at byte offset 40: \\u needs four hexadecimal digits"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\q\": {}}}", "JSON at byte offset 40: unknown escape \\q"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x", "JSON at byte offset 38: unterminated string"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char text[128];
+		snprintf(text, sizeof text, "%s", cases[i].text);
+		Names n;
+		char err[256] = "";
+		cr_expect_not(read_names(text, &n, err, sizeof err), "%s", cases[i].text);
+		cr_expect_str_eq(err, cases[i].err, "%s", cases[i].text);
+		cr_expect_eq(n.nitem, 0, "%s: the sink had an item", cases[i].text);
+	}
+}
+
+/* Through netc: the error names the file and the offset. */
+Test(strategy_ckpt, json_lone_surrogate_located)
+{
+	char *d = load_bad("{\"current_stage\": 0, \"parallel_strategy_item\": {\"matmul-0\\udfff\": {}}}");
+	char want[160];
+	snprintf(want, sizeof want,
+	         "build/test_ckpt_bad_%ld.json: JSON at byte offset 57: a lone UTF-16 surrogate \\udfff (a low one "
+	         "with no high one before it)",
+	         (long)getpid());
+	cr_expect(strstr(d, want), "%s", d);
+	cr_expect(strstr(d, "error: "), "%s", d);
+	free(d);
+}
+
+/* ---- the Layout API's in_layout in JSON (passes/strategy_json.c) ---- */
+
+static const ExplicitLayout *want_lay;
+
+static void check_lay_item(void *ctx, const CkItem *it)
+{
+	int *n = ctx;
+	(*n)++;
+	cr_assert(it->lay, "in_layout was not read");
+	cr_expect(strategy_layouts_same(it->lay, want_lay, it->n), "the layouts read differ from those written");
+	for (int i = 0; i < it->n; i++)
+		for (int k = 0; k < it->lay[i].ndev; k++)
+			cr_expect_str_eq(it->lay[i].alias[k], want_lay[i].alias[k]);
+}
+
+/* MindSpore's test_layout_extend_base layouts, written and read back: the
+ * maps in MindSpore's numbering (axes from the right, a list per
+ * dimension), the alias names escaped as every other string (a quote, DEL
+ * as \u007f: the writer of p-ms wrote DEL raw and left the reader's
+ * UTF-8 to chance) and decoded to the same bytes. */
+Test(strategy_ckpt, json_in_layout_round_trip)
+{
+	static const char *alias[3] = {"dp", "s\"p\x7f", "mp\xc3\xa9"};
+	ExplicitLayout lay[2] = {
+	    {.ndev = 3, .dev = {2, 2, 2}, .alias = alias, .rank = 2, .axes = {{0}, {1}}, .naxes = {1, 1}},
+	    {.ndev = 3, .dev = {2, 2, 2}, .alias = alias, .rank = 2, .axes = {{1, 2}, {0}}, .naxes = {2, 0}},
+	};
+	Shape v[2] = {{.rank = 2, .d = {2, 2}}, {.rank = 2, .d = {4, 1}}};
+	CkItem it = {.name = "matmul-0", .n = 2, .v = v, .lay = lay};
+	Ckpt k = {.items = &it, .nitems = 1};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	cr_assert(ckpt_write_json(&k, f));
+	fclose(f);
+	cr_expect(strstr(text, "\"parallel_strategy\": [[2, 2], [4, 1]], \"in_layout\": [{\"dev_matrix\": [2, 2, 2], "
+	                       "\"alias_name\": [\"dp\", \"s\\\"p\\u007f\", \"mp\xc3\xa9\"], \"tensor_map\": [[2], [1]]}, "
+	                       "{\"dev_matrix\": [2, 2, 2], \"alias_name\": [\"dp\", \"s\\\"p\\u007f\", \"mp\xc3\xa9\"], "
+	                       "\"tensor_map\": [[1, 0], []]}]}"),
+	          "%s", text);
+	int n = 0;
+	want_lay = lay;
+	CkSink sink = {.item = check_lay_item, .ctx = &n};
+	char err[256] = "";
+	cr_assert(ckpt_read_json(text, len, &sink, err, sizeof err), "%s", err);
+	cr_expect_eq(n, 1);
+	free(text);
+}
+
+/* A malformed in_layout is the reader's error, at the layout's byte
+ * offset (the item's for a count that does not match its strategies). */
+Test(strategy_ckpt, json_bad_in_layout)
+{
+#define OK_ITEM "{\"parallel_strategy_item\": {\"ok\": {}, \"m\": {\"parallel_strategy\": [[1], [1]], \"in_layout\": ["
+	static const struct {
+		const char *text, *err;
+	} cases[] = {
+	    {OK_ITEM "{\"dev_matrix\": [2], \"alias_name\": [\"a\"], \"tensor_map\": [[1]]}, {}]}}}",
+	     "JSON at byte offset 91: dimension 0 of a layout names device axis 1 (the matrix has 1)"},
+	    {OK_ITEM "{\"dev_matrix\": [2, 2], \"alias_name\": [\"a\"], \"tensor_map\": []}]}}}",
+	     "JSON at byte offset 91: a layout needs one alias name per device axis"},
+	    {OK_ITEM "{\"dev_matrix\": [2], \"alias_name\": [\"a\"], \"tensor_map\": [[0]]}]}}}",
+	     "JSON at byte offset 43: an operator's in_layout must give one layout per input strategy (1 for 2)"},
+	    {OK_ITEM "{\"dev_matrix\": [0], \"alias_name\": [\"a\"], \"tensor_map\": []}]}}}",
+	     "JSON at byte offset 91: a layout's device matrix needs positive sizes and a name per axis"},
+	};
+#undef OK_ITEM
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char text[256];
+		snprintf(text, sizeof text, "%s", cases[i].text);
+		Names n;
+		char err[256] = "";
+		cr_expect_not(read_names(text, &n, err, sizeof err), "%s", cases[i].text);
+		cr_expect_str_eq(err, cases[i].err, "%s", cases[i].text);
+	}
+}
+
+/* Layouts loaded from a checkpoint outlive the file's text (the reader's
+ * names are in the buffer it frees): loaded and saved again, in JSON and
+ * protobuf, the file is the same (under the unit tests' ASan a name
+ * pointing into the freed text is an error, not a chance). */
+static void layout_round_trip(const char *ext)
+{
+	const char *model = "tests/e2e/models/ms_ops/layout_matmul.net";
+	char a[128], b[128], save_a[200], save_b[400];
+	snprintf(a, sizeof a, "build/test_ckpt_lay_a_%ld%s", (long)getpid(), ext);
+	snprintf(b, sizeof b, "build/test_ckpt_lay_b_%ld%s", (long)getpid(), ext);
+	snprintf(save_a, sizeof save_a, "strategy_ckpt_save_file=\"%s\"", a);
+	snprintf(save_b, sizeof save_b, "strategy_ckpt_config={save_file = \"%s\", load_file = \"%s\"}", b, a);
+	bool ok;
+	const char *d1[] = {save_a};
+	char *diag = compile(model, d1, 1, &ok);
+	cr_assert(ok, "%s", diag);
+	free(diag);
+	const char *d2[] = {save_b};
+	diag = compile(model, d2, 1, &ok);
+	cr_assert(ok, "%s", diag);
+	free(diag);
+	size_t na, nb;
+	char *fa = slurp(a, &na), *fb = slurp(b, &nb);
+	cr_assert(fa && fb);
+	if (strcmp(ext, ".json") == 0)
+		cr_expect(strstr(fa, "\"in_layout\": [{\"dev_matrix\": ["), "%s", fa);
+	cr_expect(na == nb && memcmp(fa, fb, na) == 0, "%s and %s differ", a, b);
+	free(fa);
+	free(fb);
+	remove(a);
+	remove(b);
+}
+
+Test(strategy_ckpt, in_layout_loaded_and_saved_json) { layout_round_trip(".json"); }
+Test(strategy_ckpt, in_layout_loaded_and_saved_protobuf) { layout_round_trip(".ckpt"); }

@@ -1,0 +1,27 @@
+/* The collectives an operator's own code runs, besides the inserted
+ * redistributions (whose plans explain and the cost model read):
+ * reduce_max's MAX all-reduce of its result where a reduced dimension is
+ * split (MindSpore's ReduceMax inserts it), batch norm's all-reduces of
+ * its batch statistics (and of their gradients' sums in the backward
+ * pass) over the batch's grid axis when the batch is split and the
+ * statistics are the whole batch's. The C emitter emits them from this,
+ * and `netc explain` counts them from it, so --comm-stats and explain
+ * agree. */
+#ifndef NETC_OP_COMM_H
+#define NETC_OP_COMM_H
+#include "../ir/ir.h"
+
+typedef struct OpComm {
+	int n;                 /* all-reduces per run of the operator (0: none) */
+	int64_t elems;         /* elements each, on one device */
+	int elem_bytes;        /* 8: batch norm's statistics are doubles; else the output's dtype */
+	const Layout *layout;  /* the grid the group is drawn on */
+	unsigned axes;         /* its axes the group spans */
+} OpComm;
+
+/* false (oc->n = 0) when n runs none. */
+bool op_comm(const Graph *g, const Node *n, OpComm *oc);
+/* Bytes one device sends for all of them per run (the runtime's ring
+ * count, as --comm-stats: 2 (p - 1) / p of each buffer). */
+int64_t op_comm_bytes(const OpComm *oc);
+#endif
