@@ -386,8 +386,9 @@ static int64_t fit_planned(Compilation *c, void *ctx)
 /* Without the auto_parallel search, --memory-limit is a budget the compiled plan must
  * keep as it is: over it, the build stops and says by how much (a model
  * that does not fit one device must be split further, e.g. a long
- * sequence by its attention's query sequence, docs/parallel.md). */
-static bool keep_memory_limit(Compilation *c, const Args *a)
+ * sequence by its attention's query sequence, docs/parallel.md). explain
+ * only warns: its figures are how a user finds what to split. */
+static bool keep_memory_limit(Compilation *c, const Args *a, bool explain)
 {
 	double limit = a->machine.memory_limit;
 	if (!a->memory_limit_given || limit <= 0)
@@ -395,21 +396,21 @@ static bool keep_memory_limit(Compilation *c, const Args *a)
 	int64_t planned = netc_planned_bytes(c, &a->build);
 	if (planned < 0 || planned <= limit)
 		return true;
-	diag_error(&c->diag, loc_none(),
-	           "the plan needs %" PRId64 " bytes per device (netc build -v's total), over --memory-limit %.6g; "
-	           "split the model over more devices",
-	           planned, limit);
-	return false;
+	(explain ? diag_warning : diag_error)(&c->diag, loc_none(),
+	                                      "the plan needs %" PRId64 " bytes per device (netc build -v's total), "
+	                                      "over --memory-limit %.6g; split the model over more devices",
+	                                      planned, limit);
+	return explain;
 }
 
 static void fit_report(Compilation *c, void *ctx, FILE *out) { netc_memory_plan(c, &((const Args *)ctx)->build, out); }
 
-static bool fit_memory_limit(Compilation *c, Args *a)
+static bool fit_memory_limit(Compilation *c, Args *a, bool explain)
 {
 	MemoryFit f = {.file = a->file, .defines = (const char *const *)a->defines, .ndefines = a->ndefines, .ctx = a,
 	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
 	if (c->g->par.parallel_mode != PM_AUTO_PARALLEL)
-		return keep_memory_limit(c, a);
+		return keep_memory_limit(c, a, explain);
 	return search_fit_memory(c, &f);
 }
 
@@ -451,7 +452,7 @@ static int run(Compilation *c, Args *a)
 		upto = UPTO_CODEGEN;
 	if (!compile_passes(c, upto))
 		return EXIT_USER;
-	if (cmd >= 2 && !fit_memory_limit(c, a))
+	if (cmd >= 2 && !fit_memory_limit(c, a, cmd == 4))
 		return EXIT_USER;
 	switch (cmd) {
 	case 0:
