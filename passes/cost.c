@@ -1076,19 +1076,28 @@ int64_t cost_plan_group(const RedistPlan *p)
 	return best;
 }
 
-double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes)
+/* A backward conversion's cost, as the sharding pass plans it (sharding.c,
+ * plan_back): the cheaper in time of the one-way plan and the way back
+ * run in reverse. Its memo entries are keyed apart by a bit of the dtype. */
+enum { RC_BACK = 0x40 };
+
+static double redist_time(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
 {
 	if (bytes)
 		*bytes = 0;
 	if (!from || !to || cost_layout_same(from, to))
 		return 0;
-	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, dt);
+	DType key = (DType)(dt | (back ? RC_BACK : 0));
+	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, key);
 	if (!e->from) {
 		Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
 		RedistPlan *p = redist_plan(&tmp, from, to, dt, rc->alltoall);
+		RedistPlan *r = back && p ? redist_plan_back(&tmp, from, to, dt, rc->alltoall) : NULL;
+		if (r && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
+			p = r;
 		e->from = from;
 		e->to = to;
-		e->dt = dt;
+		e->dt = key;
 		e->time = p ? cost_plan_time(rc->m, p) : INFINITY;
 		e->bytes = p ? p->send_bytes : 0;
 		arena_free(&tmp);
@@ -1100,12 +1109,17 @@ double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType 
 					*rc_slot(nt, nc, rc->tab[i].from, rc->tab[i].to, rc->tab[i].dt) = rc->tab[i];
 			rc->tab = nt;
 			rc->cap = nc;
-			e = rc_slot(nt, nc, from, to, dt);
+			e = rc_slot(nt, nc, from, to, key);
 		}
 	}
 	if (bytes)
 		*bytes = e->bytes;
 	return e->time;
+}
+
+double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes)
+{
+	return redist_time(rc, from, to, dt, false, bytes);
 }
 
 static StripEntry *strip_slot(StripEntry *t, size_t cap, const Layout *l, unsigned partial)
@@ -1160,5 +1174,5 @@ double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, D
 {
 	if (!from || !grad || !training || !dtype_is_float(dt))
 		return 0;
-	return cost_redist(rc, grad, cost_strip_partial(rc, from), dt, NULL);
+	return redist_time(rc, grad, cost_strip_partial(rc, from), dt, true, NULL);
 }

@@ -24,6 +24,7 @@
 #include "../ir/layout.h"
 #include "../ir/shape.h"
 #include "../ir/sharding.h"
+#include "cost.h"
 #include "passes.h"
 #include "sharding_vocab.h"
 #include "../ir/redistribute.h"
@@ -157,6 +158,26 @@ static RedistPlan *ragged_plan(Sharder *S, const Value *v, const Layout *to, con
 
 /* A copy of `v` laid out as `to`, made before node position S->pos (or
  * reused if one was made earlier). */
+/* A backward conversion: the one-way plan, or the way back run in reverse
+ * where that takes less time on the machine (fewer bytes alone can take
+ * longer on a cluster, where the reverse may cross slower links); the
+ * searches price gradient edges the same way (cost.c, cost_edge_grad). */
+static RedistPlan *plan_back(Sharder *S, const Layout *from, const Layout *to, DType dt)
+{
+	bool a2a = S->g->par.enable_alltoall;
+	RedistPlan *one = redist_plan(S->cx.arena, from, to, dt, a2a);
+	RedistPlan *back = one ? redist_plan_back(S->cx.arena, from, to, dt, a2a) : NULL;
+	if (!back)
+		return one;
+	Machine dm;
+	const Machine *m = S->c->machine;
+	if (!m) {
+		machine_defaults(&dm);
+		m = &dm;
+	}
+	return cost_plan_time(m, back) < cost_plan_time(m, one) ? back : one;
+}
+
 static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 {
 	Conv **slot = v->id < S->nconvs ? &S->convs[v->id] : NULL;
@@ -172,8 +193,9 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 		    !(c->to->def->phase == PH_BACKWARD && c->to->def->chunk != reader->chunk))
 			return c->to;
 	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
-	                   : (reader->phase == PH_BACKWARD ? redist_plan_back : redist_plan)(
-	                             S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
+	                   : reader->phase == PH_BACKWARD
+	                       ? plan_back(S, v->layout, to, v->dtype)
+	                       : redist_plan(S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
 	if (!plan && (v->layout->ragged || to->ragged))
 		return v;
 	if (!plan) {
