@@ -351,9 +351,8 @@ static void op_comm_traffic(const Graph *g, const Machine *m, const Node *n, Exp
 	OpComm oc;
 	if (!op_comm(g, n, &oc))
 		return;
-	int64_t p = layout_group_size(oc.layout, oc.axes), bytes = op_comm_bytes(&oc);
-	double s = oc.n * cost_coll_time(m, RS_ALLREDUCE, RS_ALLREDUCE, (double)bytes / oc.n, p,
-	                                 cost_group_in_node(m, oc.layout, oc.axes), NULL);
+	int64_t bytes = op_comm_bytes(&oc);
+	double s = op_comm_time(m, &oc);
 	t->comm += s;
 	t->ncomm += oc.n;
 	t->comm_bytes += bytes;

@@ -21,6 +21,12 @@ typedef struct OpComm {
 
 /* false (oc->n = 0) when n runs none. */
 bool op_comm(const Graph *g, const Node *n, OpComm *oc);
+/* The same with n's statistics input laid out as x and its output as y
+ * (a search's candidate, before n has layouts). */
+bool op_comm_on(const Graph *g, const Node *n, const Layout *x, const Layout *y, OpComm *oc);
+/* Their time per run on machine m (cost.h's collectives). */
+struct Machine;
+double op_comm_time(const struct Machine *m, const OpComm *oc);
 /* Bytes one device sends for all of them per run (the runtime's ring
  * count, as --comm-stats: 2 (p - 1) / p of each buffer). */
 int64_t op_comm_bytes(const OpComm *oc);

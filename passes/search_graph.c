@@ -3,6 +3,7 @@
  * search_graph.h). The searches over it sit above: search_propagate.c,
  * search_dp.c, search_recursive.c; search.c drives them. */
 #include "search_graph.h"
+#include "op_comm.h"
 #include "schedule.h"
 
 #include <inttypes.h>
@@ -16,9 +17,11 @@
 
 /* ---- which nodes, and their names ------------------------------------------- */
 
+/* Forward operators of the model: not a gradient the fused classifier
+ * moved into the forward pass (fuse_classifier.c; it has n->fwd). */
 bool search_node_searchable(const Node *n)
 {
-	return n->phase == PH_FORWARD && n->out && !(op_info[n->op].flags & (OPF_COMM | OPF_UPDATE));
+	return n->phase == PH_FORWARD && !n->fwd && n->out && !(op_info[n->op].flags & (OPF_COMM | OPF_UPDATE));
 }
 
 typedef struct NameSlot {
@@ -191,9 +194,26 @@ typedef struct Enum {
 enum { MAX_TRIES = 20000 };
 
 /* A candidate's own numbers: computation and its inputs' gradient partial sums. */
+/* The collectives inside the operator (op_comm.h) under candidate r: its
+ * own and, training, its gradients' (batch norm's: two for x's where x
+ * has a gradient, one for gamma's where it trains, each the forward's size). */
+static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
+{
+	OpComm oc;
+	if (!op_comm_on(s->g, n, r->in[0], r->out, &oc))
+		return 0;
+	double t = op_comm_time(&s->m, &oc);
+	if (n->op != OP_BATCH_NORM || !s->training)
+		return t;
+	const Value *gamma = n->in[1];
+	int runs = 1 + (n->in[0]->kind == VK_NODE ? 2 : 0) + (gamma->kind == VK_PARAM && gamma->param.requires_grad);
+	return runs * t;
+}
+
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
-	c->compute = cost_compute(&s->m, n, &c->r, s->training) + cost_halo(&s->m, n, c->r.in[0], s->training, NULL, NULL);
+	c->compute = cost_compute(&s->m, n, &c->r, s->training) + cost_halo(&s->m, n, c->r.in[0], s->training, NULL, NULL) +
+	             op_comm_cost(s, n, &c->r);
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
