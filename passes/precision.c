@@ -490,8 +490,11 @@ static bool narrow_kernel(const Graph *g, const Node *n)
 	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
 	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
-	case OP_ATTENTION: case OP_ATTENTION_GRAD: /* the log-sum-exps stay f32 (memplan.h) */
 		return true;
+	case OP_ATTENTION: case OP_ATTENTION_GRAD: /* the log-sum-exps stay f32 (memplan.h) */
+		/* not on the sequence ring (keys split along it): its kernels
+		 * (runtime/ring_attention.h) are f32 and f64 only */
+		return !(n->in[1]->layout && n->in[1]->layout->map[2] >= 0);
 	case OP_CONCAT: /* narrow_ins' mask */
 		return n->nin < 32;
 	case OP_SOFTMAX_CROSS_ENTROPY: /* not the class-split (vocabulary-parallel) form */
