@@ -160,6 +160,11 @@ static Node *moved_cast_up(const Graph *g, const Node *r, const int *readers)
 	    readers[u->id] != 1 || !plain(g, u) || u->host || c->in[0]->host || !c->in[0]->layout || !u->layout ||
 	    !layout_equiv(c->in[0]->layout, u->layout) || !r->attr.plan || sums(r->attr.plan))
 		return NULL;
+	/* a gradient cast up in the backward pass and moved in the update is
+	 * summed over the micro-steps in between, in f32 (narrow_update): the
+	 * narrow value may not take the cast's place there */
+	if (c->phase != r->phase && (g->nmicro > 1 || g->par.pipeline_stages > 1))
+		return NULL;
 	return c;
 }
 
@@ -219,6 +224,11 @@ static void sum_after_casts(Graph *g, int i, const int *readers)
 	    !r || r->op != OP_REDISTRIBUTE || r->phase != PH_BACKWARD || !r->attr.plan || !r->in[0]->layout ||
 	    !r->in[0]->layout->partial || r->out->layout->partial || readers[r->out->id] != 1 ||
 	    readers[down->out->id] != 1 || up->writes || down->writes)
+		return;
+	/* not where the update sums micro-steps (pipelines, gradient
+	 * accumulation): the sum stays in the backward pass, before the
+	 * rounding, as narrow_update keeps accumulated gradients in f32 */
+	if (g->nmicro > 1 || g->par.pipeline_stages > 1)
 		return;
 	int first = -1;
 	for (int k = i + 1; k < g->nnodes && first < 0; k++)
@@ -490,8 +500,11 @@ static bool narrow_kernel(const Graph *g, const Node *n)
 	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
 	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
-	case OP_ATTENTION: case OP_ATTENTION_GRAD: /* the log-sum-exps stay f32 (memplan.h) */
 		return true;
+	case OP_ATTENTION: case OP_ATTENTION_GRAD: /* the log-sum-exps stay f32 (memplan.h) */
+		/* not on the sequence ring (keys split along it): its kernels
+		 * (runtime/ring_attention.h) are f32 and f64 only */
+		return !(n->in[1]->layout && n->in[1]->layout->map[2] >= 0);
 	case OP_CONCAT: /* narrow_ins' mask */
 		return n->nin < 32;
 	case OP_SOFTMAX_CROSS_ENTROPY: /* not the class-split (vocabulary-parallel) form */

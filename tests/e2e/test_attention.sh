@@ -21,7 +21,9 @@
 #    (context_parallel_algo), against stand-alone: f64 within rtol 1e-10 /
 #    atol 1e-13 (losses 1e-12), f32 within those tolerances; the source
 #    calls the ring's kernels; explain's ring send/recv equals the run's
-#    --comm-stats (the CUDA target's ring: test_cuda_fake.sh).
+#    --comm-stats (the CUDA target's ring: test_cuda_fake.sh); bf16
+#    values on the ring @4 (f32 ring kernels between casts) against the
+#    bf16 model stand-alone.
 #  - a sequence 4x longer than the memory budget
 #    (tests/e2e/models/attention_long.net, --memory-limit 80000): T = 64
 #    builds stand-alone, T = 256 is refused stand-alone and trains split
@@ -144,6 +146,17 @@ for p in f64 f32; do
 		agree "query sequence split $n ways, $a ($p) == stand-alone" "seq_${a}${n}_$p" "seq1_$p" $tol
 	done
 done
+# bf16 values on the ring: the ring's kernels are f32 and f64, so the
+# narrow pass keeps the casts around it (it once handed the f32 kernel the
+# bf16 buffers: NaN from step 1); against the bf16 model stand-alone
+sed 's/f32\[/bf16[/g' $SEQ >"$work/seq_bf16.net"
+if train seq1_bf16 1 "$work/seq_bf16.net" $SA && train seq_ring4_bf16 4 "$work/seq_bf16.net"; then
+	if ring_calls seq_ring4_bf16 false && ! grep -q 'incompatible-pointer-types' "$work/seq_ring4_bf16.build"; then
+		agree "query sequence split 4 ways, ring (bf16 values) == stand-alone" seq_ring4_bf16 seq1_bf16 1e-5 0 1e-2 1e-4
+	else
+		bad "ring (bf16 values): the ring's f32 kernels are handed bf16 buffers, or not called"
+	fi
+fi
 
 # explain prices the ring's transfers as the program sends them
 if [ -x "$work/seq_default4_f32" ]; then
