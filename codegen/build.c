@@ -171,6 +171,10 @@ static bool compile_program(Compilation *c, const BuildOptions *o, const char *s
 	argv[n++] = "-std=c11";
 	argv[n++] = "-O2";
 	argv[n++] = "-g";
+	/* a pointer of the wrong type between the generated code and a runtime
+	 * entry point is a dtype netc got wrong (a bf16 buffer handed to an f32
+	 * kernel ran on garbage once): stop the build rather than run it */
+	argv[n++] = "-Werror=incompatible-pointer-types";
 	const char *arch = getenv("NETC_ARCH");
 	n += split_flags(&c->arena, arch ? arch : NETC_RT_ARCH, argv + n, 8);
 	argv[n++] = arena_printf(&c->arena, "-I%s", inc);
