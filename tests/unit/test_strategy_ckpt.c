@@ -463,6 +463,8 @@ Test(strategy_ckpt, json_bad_escapes)
 	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\u12\": {}}}",
 	     "JSON at byte offset 40: \\u needs four hexadecimal digits"},
 	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\q\": {}}}", "JSON at byte offset 40: unknown escape \\q"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\u0000y\": {}}}",
+	     "JSON at byte offset 40: \\u0000 (a NUL character) in a string, which would end the name there"},
 	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x", "JSON at byte offset 38: unterminated string"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
