@@ -489,8 +489,11 @@ static bool narrow_kernel(const Graph *g, const Node *n)
 	case OP_LAYER_NORM: case OP_LAYER_NORM_GRAD_X: case OP_LAYER_NORM_GRAD_GAMMA: case OP_TRANSPOSE:
 	case OP_REDUCE_SUM: case OP_SUM_TO:
 		return true;
-	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
 	case OP_ATTENTION: case OP_ATTENTION_GRAD: /* the log-sum-exps stay f32 (memplan.h) */
+		/* not on the ring (keys split along the sequence): runtime/ring_attention.c
+		 * has f32 and f64 only, and ran narrow operands' bits as floats */
+		return !(n->in[1]->layout && n->in[1]->layout->map[2] >= 0);
+	case OP_EMBEDDING: case OP_EMBEDDING_GRAD: case OP_SLICE: case OP_SCALE:
 		return true;
 	case OP_CONCAT: /* narrow_ins' mask */
 		return n->nin < 32;

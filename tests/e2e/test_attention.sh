@@ -36,6 +36,7 @@
 #  - the forward hands its log-sum-exps to the gradient: in the fused
 #    source K(attention) writes them after o and K(attention_grad) reads
 #    them there (no NULL: nothing recomputed).
+#  - amp_level O2 on the ring: f32 ring attention, equal to stand-alone O2.
 #  - narrow attention: the bf16 transformer's attention runs on bf16
 #    operands, bit for bit --no-fuse=narrow at t 16, close at t 300.
 #  - the f16/bf16 tensor-core CUDA kernel, run on the CPU through an
@@ -144,6 +145,17 @@ for p in f64 f32; do
 		agree "query sequence split $n ways, $a ($p) == stand-alone" "seq_${a}${n}_$p" "seq1_$p" $tol
 	done
 done
+
+# amp_level = O2 on the ring: the ring has no f16 kernels, so its
+# attention stays f32 (the narrow pass casts around it); it was handed
+# the f16 operands' bits as floats (a NaN loss at step 1)
+if train seq1_o2 1 $SEQ $SA -D train.amp_level=O2 && train seq4_o2 4 $SEQ -D train.amp_level=O2; then
+	if grep -q 'incompatible pointer' "$work/seq4_o2.build"; then
+		bad "amp O2 on the ring: the generated C passes f16 operands to the f32 ring"
+	else
+		agree "query sequence split 4 ways, ring, amp_level O2 == stand-alone O2" seq4_o2 seq1_o2 1e-5 0 1e-3 1e-5
+	fi
+fi
 
 # explain prices the ring's transfers as the program sends them
 if [ -x "$work/seq_default4_f32" ]; then
