@@ -852,6 +852,14 @@ int64_t cost_ring_attention(const Node *n, int *msgs)
 			el += 2 * nq + 2 * kv + (n->attr.save_lse ? lse : 0);
 		}
 	} else {
+		/* without the forward's log-sum-exps (o reached through a cast, or
+		 * not saved: codegen's attention_lse) the gradient runs the
+		 * forward's ring once more for them, its permutations with lse */
+		const Value *o = n->in[3];
+		if (!(o->def && o->def->op == OP_ATTENTION && o->def->attr.save_lse)) {
+			m += (int)(r - 1) + (zz ? 2 * (3 + 1 + 1) : 0);
+			el += (r - 1) * 2 * kv + (zz ? 2 * nq + 2 * kv + lse : 0);
+		}
 		if (r > 1) { /* dk|dv follow their block home */
 			m += (int)r;
 			el += r * 2 * kv;

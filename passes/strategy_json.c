@@ -197,6 +197,10 @@ static long junicode(Jr *J, const char *at)
 		return -1;
 	}
 	J->p += 4;
+	if (u == 0) { /* decoded into the name, it would cut the name short: "a\u0000b" read as "a" */
+		jfail_at(J, at, "\\u0000 (a NUL character) in a string, which would end the name there");
+		return -1;
+	}
 	if (u >= 0xdc00 && u < 0xe000) {
 		jfail_at(J, at, "a lone UTF-16 surrogate \\u%04lx (a low one with no high one before it)", u);
 		return -1;

@@ -123,7 +123,7 @@ bool strategy_layouts_from_pb(Arena *a, Mindspore__Straspb__InLayout *const *v, 
 			return false;
 		for (size_t d = 0; d < p->n_tensor_map; d++) {
 			int64_t ms[MAX_RANK];
-			int m = (int)(p->tensor_map[d]->n_dim < MAX_RANK ? p->tensor_map[d]->n_dim : MAX_RANK + 1);
+			int m = (int)(p->tensor_map[d]->n_dim <= MAX_RANK ? p->tensor_map[d]->n_dim : MAX_RANK + 1);
 			for (int j = 0; j < m && j < MAX_RANK; j++)
 				ms[j] = p->tensor_map[d]->dim[j];
 			if (!strategy_layout_map(&xs[i], (int)d, ms, m, err, errlen))

@@ -38,6 +38,7 @@
 #  - the forward hands its log-sum-exps to the gradient: in the fused
 #    source K(attention) writes them after o and K(attention_grad) reads
 #    them there (no NULL: nothing recomputed).
+#  - amp_level O2 on the ring: f32 ring attention, equal to stand-alone O2.
 #  - narrow attention: the bf16 transformer's attention runs on bf16
 #    operands, bit for bit --no-fuse=narrow at t 16, close at t 300.
 #  - the f16/bf16 tensor-core CUDA kernel, run on the CPU through an
@@ -158,19 +159,35 @@ if train seq1_bf16 1 "$work/seq_bf16.net" $SA && train seq_ring4_bf16 4 "$work/s
 	fi
 fi
 
+# amp_level = O2 on the ring: the ring has no f16 kernels, so its
+# attention stays f32 (the narrow pass casts around it); it was handed
+# the f16 operands' bits as floats (a NaN loss at step 1)
+if train seq1_o2 1 $SEQ $SA -D train.amp_level=O2 && train seq4_o2 4 $SEQ -D train.amp_level=O2; then
+	if grep -q 'incompatible pointer' "$work/seq4_o2.build"; then
+		bad "amp O2 on the ring: the generated C passes f16 operands to the f32 ring"
+	else
+		agree "query sequence split 4 ways, ring, amp_level O2 == stand-alone O2" seq4_o2 seq1_o2 1e-5 0 1e-3 1e-5
+	fi
+fi
+
 # explain prices the ring's transfers as the program sends them
-if [ -x "$work/seq_default4_f32" ]; then
-	ex=$($NETC explain $SEQ 2>&1 | sed -n 's/.*ring attention send\/recv \([0-9]* x [^,;]*\).*/\1/p')
-	cs=$(tests/e2e/mpirun.sh -np 4 "$work/seq_default4_f32" --steps 1 --quiet --comm-stats 2>&1 |
+# ring_priced NAME MODEL [ARGS]: explain's ring send/recv == NAME's --comm-stats
+ring_priced() {
+	ex=$($NETC explain $2 $3 2>&1 | sed -n 's/.*ring attention send\/recv \([0-9]* x [^,;]*\).*/\1/p')
+	cs=$(tests/e2e/mpirun.sh -np 4 "$work/$1" --steps 1 --quiet --comm-stats 2>&1 |
 		sed -n 's/.* \([0-9]*\) send\/recv, .*/\1/p; s/.*send\/recv \([0-9]*\)$/\1/p' | tr '\n' ' ')
 	want=$(echo "$cs" | awk '{ b = $2; u = "B"; if (b >= 1024) { b /= 1024; u = "KiB" } if (b >= 1024) { b /= 1024; u = "MiB" }
 		printf "%d x %.3g %s", $1, b, u }')
 	if [ -n "$ex" ] && [ "$ex" = "$want" ]; then
-		ok "explain prices the ring: send/recv $ex a step, as --comm-stats counts the run"
+		ok "explain prices the ring ($1): send/recv $ex a step, as --comm-stats counts the run"
 	else
-		bad "explain's ring send/recv '$ex', the run's --comm-stats '$cs' ($want)"
+		bad "explain's ring send/recv '$ex', the run's --comm-stats '$cs' ($want) ($1)"
 	fi
-fi
+}
+[ -x "$work/seq_default4_f32" ] && ring_priced seq_default4_f32 $SEQ
+# at amp O2 the gradient reaches o through a cast, without the forward's
+# log-sum-exps, and runs the forward's ring again for them (3 more)
+[ -x "$work/seq4_o2" ] && ring_priced seq4_o2 $SEQ "-D train.amp_level=O2"
 # a sequence 4x longer than one device's memory budget (issue 23's goal):
 # attention_long.net (every layer split along T) under --memory-limit
 # 80000 bytes: T = 64 fits stand-alone, T = 256 does not, and builds and

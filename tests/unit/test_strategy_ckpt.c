@@ -463,6 +463,8 @@ Test(strategy_ckpt, json_bad_escapes)
 	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\u12\": {}}}",
 	     "JSON at byte offset 40: \\u needs four hexadecimal digits"},
 	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\q\": {}}}", "JSON at byte offset 40: unknown escape \\q"},
+	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x\\u0000y\": {}}}",
+	     "JSON at byte offset 40: \\u0000 (a NUL character) in a string, which would end the name there"},
 	    {"{\"parallel_strategy_item\": {\"ok\": {}, \"x", "JSON at byte offset 38: unterminated string"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -602,3 +604,22 @@ static void layout_round_trip(const char *ext)
 
 Test(strategy_ckpt, in_layout_loaded_and_saved_json) { layout_round_trip(".json"); }
 Test(strategy_ckpt, in_layout_loaded_and_saved_protobuf) { layout_round_trip(".ckpt"); }
+
+/* A dimension split over every axis of an 8-axis matrix (MAX_RANK of
+ * them) reads back from protobuf: the reader took 8 axes for 9 and said
+ * "names 9 device axes (the matrix has 8)". */
+Test(strategy_ckpt, protobuf_in_layout_all_axes_on_one_dimension)
+{
+	static const char *alias[MAX_RANK] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+	ExplicitLayout x = {.ndev = MAX_RANK, .dev = {2, 1, 1, 1, 1, 1, 1, 2}, .alias = alias, .rank = 2,
+	                    .axes = {{0, 1, 2, 3, 4, 5, 6, 7}}, .naxes = {MAX_RANK, 0}};
+	Mindspore__Straspb__InLayout **pb = strategy_layouts_pb(&x, 1);
+	Arena a = {0};
+	ExplicitLayout *back = NULL;
+	char err[256] = "";
+	cr_expect(strategy_layouts_from_pb(&a, pb, 1, loc_none(), &back, err, sizeof err), "%s", err);
+	if (back)
+		cr_expect(strategy_layouts_same(&x, back, 1));
+	strategy_layouts_pb_free(pb, 1);
+	arena_free(&a);
+}
