@@ -183,11 +183,17 @@ static LtPlan *plan_for(const LtKey *k)
 	return NULL;
 }
 
-static void tell_fallback(const LtKey *k)
+/* full: the plan table had no slot left (not cuBLASLt's answer) */
+static void tell_fallback(const LtKey *k, bool full)
 {
 	if (lt.told)
 		return;
 	lt.told = true;
+	if (full) {
+		fprintf(stderr, "netrt: cuBLASLt's plan table is full (%d problems): further products use cuBLAS (said once)\n",
+		        LT_SLOTS);
+		return;
+	}
 	const char *ep = k->epilogue == CUBLASLT_EPILOGUE_BIAS     ? "bias"
 	                 : k->epilogue == CUBLASLT_EPILOGUE_BGRADA ? "bias gradient"
 	                                                           : "none";
@@ -220,7 +226,7 @@ static bool lt_matmul(LtKind kind, cublasLtEpilogue_t ep, bool ta, bool tb, int6
 			k.align = align_of(ptrs[i]);
 	LtPlan *p = plan_for(&k);
 	if (!p || !p->ok) {
-		tell_fallback(&k);
+		tell_fallback(&k, !p);
 		return false;
 	}
 	if (ep != CUBLASLT_EPILOGUE_DEFAULT)

@@ -449,6 +449,18 @@ for m in "tests/e2e/models/attention.net" "$M/hetero.net" "samples/mlp.net -D tr
 	rm -rf "$work/ungraph.src"
 done
 [ -z "$un" ] && ok "CUDA graph: none for dropout, a host table, loss scaling" || bad "CUDA graph where it cannot be:$un"
+# cuBLASLt's plan table (256 problems) full: the cuBLAS path, said once
+# and as what it is (not "no algorithm"): 300 more shapes in one step
+sed 's/^static double forward(void)$/static double forward(void);\nstatic double forward_(void);\nstatic double forward(void) { for (int m_ = 1; m_ <= 300; m_++) K(gemm)(false, false, m_, 1, 1, p_w1, p_w1, 0, p_w2); return forward_(); }\nstatic double forward_(void)/' \
+	"$work/mlp_sa.src/mlp.c" >"$work/lt_full.c"
+cc -std=c11 -O1 -I"$B/include" $CFL "$work/lt_full.c" -o "$work/lt_full" "$FAKE" $LIBS -lm 2>/dev/null
+out=$(NETC_CUDA_GRAPH=0 timeout $TMO "$work/lt_full" --steps 2 --quiet 2>&1)
+n=$(echo "$out" | grep -c "^netrt: cuBLASLt's plan table is full (256 problems): further products use cuBLAS (said once)$")
+if [ "$n" = 1 ] && ! echo "$out" | grep -q "no algorithm"; then
+	ok "cuBLASLt: a full plan table is said once, as such"
+else
+	bad "cuBLASLt plan table full: '$(echo "$out" | grep -m2 netrt)'"
+fi
 # a host wait inside the captured step: CUDA refuses it, the job stops at the call
 sed 's/^\tread_loss = r_;$/\t{ float x_; nrt_to_host(\&x_, p_w1, sizeof x_); }\n\tread_loss = r_;/' \
 	"$work/mlp_sa.src/mlp.c" >"$work/capture_wait.c"
