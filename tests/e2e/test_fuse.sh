@@ -182,25 +182,6 @@ same() {
 	*) bad "$name: the fusion changes the results" ;;
 	esac
 }
-# run_pair NAME NP MODEL NOFUSE [netc options]: $work/NAME.{fuse,plain}.{st,csv}
-run_pair() {
-	name=$1 np=$2 model=$3 nofuse=$4
-	shift 4
-	for m in fuse plain; do
-		opt="--emit-c $work/src_$name"
-		[ $m = plain ] && opt=$nofuse
-		mkdir -p "$work/src_$name"
-		if ! timeout $TMO $NETC build "$model" -o "$work/$name.$m" $opt "$@" >"$work/$name.$m.build" 2>&1; then
-			bad "$name: build ($m) failed: $(grep -m1 error "$work/$name.$m.build")"
-			return 1
-		fi
-		if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name.$m" --steps 3 --seed 5 --log "$work/$name.$m.csv" \
-			--save "$work/$name.$m.st" --quiet >"$work/$name.$m.run" 2>&1; then
-			bad "$name: run ($m) failed: $(tail -1 "$work/$name.$m.run")"
-			return 1
-		fi
-	done
-}
 # near NAME MODEL STCOMPARE-OPTIONS -- [netc options]: stand-alone with and
 # without the residual folds, parameters (stcompare) and losses (rtol 1e-5)
 near() {

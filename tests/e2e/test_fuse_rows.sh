@@ -56,20 +56,7 @@ sed 's/f32\[/bf16[/g' $TF >"$work/tbf.net"
 pair() {
 	name=$1 np=$2 model=$3 nofuse=$4 pattern=$5
 	shift 5
-	for m in fuse plain; do
-		opt="--emit-c $work/src_$name"
-		[ $m = plain ] && opt=$nofuse
-		mkdir -p "$work/src_$name"
-		if ! timeout $TMO $NETC build "$model" -o "$work/$name.$m" $opt -v "$@" >"$work/$name.$m.build" 2>&1; then
-			bad "$name: build ($m) failed: $(grep -m1 error "$work/$name.$m.build")"
-			return 1
-		fi
-		if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name.$m" --steps 3 --seed 5 --log "$work/$name.$m.csv" \
-			--save "$work/$name.$m.st" --quiet >"$work/$name.$m.run" 2>&1; then
-			bad "$name: run ($m) failed: $(tail -1 "$work/$name.$m.run")"
-			return 1
-		fi
-	done
+	run_pair "$name" "$np" "$model" "$nofuse" "$@" || return
 	n=$(cat "$work/src_$name"/*.c | grep -c "$pattern")
 	same_run "$work/$name.fuse" "$work/$name.plain"
 	case $?/$n in

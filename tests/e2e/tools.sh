@@ -68,3 +68,25 @@ agree() {
 		bad "$1: $(grep -E '^(FAIL|losscompare|stcompare)' "$work/$1.cmp" | head -3 | tr '\n' ' ')"
 	fi
 }
+# run_pair NAME NP MODEL NOFUSE [netc options]: the default build (its C
+# in $work/src_NAME) and one with NOFUSE, 3 steps each on NP ranks:
+# $work/NAME.{fuse,plain}.{build,st,csv}, the builds' -v output kept
+# (test_fuse.sh, test_fuse_rows.sh; callers define ok, bad, $work, $TMO)
+run_pair() {
+	name=$1 np=$2 model=$3 nofuse=$4
+	shift 4
+	for m in fuse plain; do
+		opt="--emit-c $work/src_$name"
+		[ $m = plain ] && opt=$nofuse
+		mkdir -p "$work/src_$name"
+		if ! timeout $TMO $NETC build "$model" -o "$work/$name.$m" $opt -v "$@" >"$work/$name.$m.build" 2>&1; then
+			bad "$name: build ($m) failed: $(grep -m1 error "$work/$name.$m.build")"
+			return 1
+		fi
+		if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name.$m" --steps 3 --seed 5 --log "$work/$name.$m.csv" \
+			--save "$work/$name.$m.st" --quiet >"$work/$name.$m.run" 2>&1; then
+			bad "$name: run ($m) failed: $(tail -1 "$work/$name.$m.run")"
+			return 1
+		fi
+	done
+}
