@@ -414,5 +414,36 @@ fi
 says "input_grads with micro-batches: located error" 1 \
 	"ig.net:18:36: error: input_grads is not supported with micro-batches" check "$work/ig.net" -D train.micro_size=2
 
+echo "== Layout API: a dimension over aliases that are not neighbours (test_layout_extend.py)"
+# MindSpore's test_layout_extend_batch_multi_shard: x's rows over ("dp", "mp")
+# of ("dp", "sp", "mp") (axes 0 and 2, block index dp*2 + mp), and reversed
+# ("mp", "dp") (mp*2 + dp): x is redistributed to exactly that tensor map
+# (MindSpore's numbering: (2, 0) and (0, 2)), the matmul's output keeps it
+# (relu and add read it through redistributions), and training equals
+# stand-alone (lay_ref above).
+lay multi 'layout(("dp", "mp"), "sp"), layout("sp", "None")' 'dev [2, 2, 2] map [(2, 0), 1]' \
+	'dev [2, 2, 2] map [1, -1]'
+lay multi_rev 'layout(("mp", "dp"), "sp"), layout("sp", "None")' 'dev [2, 2, 2] map [(0, 2), 1]' \
+	'dev [2, 2, 2] map [1, -1]'
+if grep -Eq '^  h: .* = matmul\(.*layout\(dev \[2, 2, 2\] map \[\(0, 2\), -1\] slice \[4, 8\] partial \[1\]' \
+	"$work/lay_multi_rev.dump"; then
+	ok "matmul over layout((\"mp\", \"dp\"), \"sp\"): its output rows over (mp, dp), partial over sp"
+else
+	bad "matmul over layout((\"mp\", \"dp\"), \"sp\"): output not laid out so"
+	grep -E '^  h: ' "$work/lay_multi_rev.dump" | sed 's/^/     | /'
+fi
+# a strategy checkpoint keeps such layouts (in_layout's tensor map [[0, 2], [1]])
+for fmt in json ckpt; do
+	"$NETC" check "$work/lay_multi_rev.net" -D "strategy_ckpt_config={save_file = \"$work/laym.$fmt\"}" >/dev/null 2>&1
+	"$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/laym.$fmt\"}" \
+		--dump-after=sharding >"$work/laym_load.dump" 2>&1
+	if grep -Eq '^  h: .* = matmul\(.*layout\(dev \[2, 2, 2\] map \[\(0, 2\), -1\]' "$work/laym_load.dump"; then
+		ok "strategy checkpoint ($fmt) saves and loads layout((\"mp\", \"dp\"), \"sp\")"
+	else
+		bad "strategy checkpoint ($fmt) lost layout((\"mp\", \"dp\"), \"sp\")"
+		grep -E '^  h: |error' "$work/laym_load.dump" | head -3 | sed 's/^/     | /'
+	fi
+done
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
