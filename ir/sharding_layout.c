@@ -294,3 +294,22 @@ bool shard_explicit(Rule *R)
 	r->out = ls[SHARD_MAX_INPUTS];
 	return true;
 }
+
+Layout *shard_out_layout(Arena *a, const Layout *l, const ExplicitLayout *x, const Shape *shape, int64_t device_num)
+{
+	if (x->rank != shape->rank || l->ragged)
+		return NULL;
+	Layout *t = layout_make_axes(a, shape, x->ndev, x->dev, (const int8_t(*)[MAX_RANK])x->axes, x->naxes, 0,
+	                             device_num);
+	if (!t || layout_devices(l) != device_num)
+		return NULL;
+	int64_t ol[MAX_RANK], ot[MAX_RANK];
+	for (int64_t r = 0; r < device_num; r++) {
+		layout_block(l, r, ol);
+		layout_block(t, r, ot);
+		for (int d = 0; d < t->rank; d++)
+			if (ot[d] < ol[d] || ot[d] + t->slice.d[d] > ol[d] + l->slice.d[d])
+				return NULL;
+	}
+	return t;
+}

@@ -444,6 +444,18 @@ for fmt in json ckpt; do
 		grep -E '^  h: |error' "$work/laym_load.dump" | head -3 | sed 's/^/     | /'
 	fi
 done
+# out_strategy as a layout (MindSpore 2.3's matmul): the reduction's "sp"
+# joins the rows' "dp", one ReduceScatter completes the partial sums
+sed 's/^h = matmul(x, w).shard(.*/h = matmul(x, w).shard(in_strategy = (layout("dp", "sp"), layout("sp", "mp")), out_strategy = (layout(("dp", "sp"), "mp"),))/' \
+	$M/layout_matmul.net >"$work/lay_out.net"
+"$NETC" dump "$work/lay_out.net" --dump-after=sharding >"$work/lay_out.dump" 2>&1
+if grep -Eq '^  h\.r[0-9]+: .* = redistribute\(h, ReduceScatter\(dim 0\.1, 2\)\) .*map \[\(2, 1\), 0\] slice \[4, 4\]' \
+	"$work/lay_out.dump" && go lay_out 8 20 "$work/lay_out.net"; then
+	equal "out_strategy (layout((\"dp\", \"sp\"), \"mp\"),): one ReduceScatter, = stand-alone" lay_ref lay_out
+else
+	bad "out_strategy as a layout: no ReduceScatter into (dp, sp), or build or run failed"
+	grep -E '^  h' "$work/lay_out.dump" | head -3 | sed 's/^/     | /'
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
