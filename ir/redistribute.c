@@ -442,7 +442,8 @@ static bool dim_contains(const Layout *cur, const Layout *to, int i)
 	 * digit (r / sa) % da of the rank, to's (r / sb) % db. A whole dim
 	 * contains everything; to's blocks nest in cur's iff db = q * da and
 	 * to's digit divided by q is cur's, i.e. sa = sb * q. */
-	if (!cur->ragged && !to->ragged && layout_devices(cur) == layout_devices(to)) {
+	if (!cur->ragged && !to->ragged && layout_devices(cur) == layout_devices(to) && cur->nsub[i] <= 1 &&
+	    to->nsub[i] <= 1) {
 		int mc = cur->map[i], mt = to->map[i];
 		int64_t da = mc < 0 ? 1 : cur->dev[mc], db = mt < 0 ? 1 : to->dev[mt];
 		if (da == 1)
@@ -460,6 +461,23 @@ static bool dim_contains(const Layout *cur, const Layout *to, int i)
 	return true;
 }
 
+/* Gathers dim i, split over several axes, one axis at a time from the
+ * fastest: its blocks are consecutive within the block of the slower
+ * axes, so each AllGather leaves the dim split by the ones before it. */
+static void gather_multi(Planner *pl, int i)
+{
+	for (int n = pl->cur->nsub[i]; n > 0; n--) {
+		Layout *l = ARENA_NEW(pl->a, Layout);
+		*l = *pl->cur;
+		int k = l->sub[i][n - 1];
+		l->nsub[i] = n - 1 > 1 ? n - 1 : 0;
+		l->map[i] = n - 1 > 0 ? l->sub[i][0] : -1;
+		l->slice.d[i] *= l->dev[k];
+		if (l->dev[k] > 1)
+			push(pl, RS_ALLGATHER, l, 1u << k, i, -1);
+	}
+}
+
 /* Stage 3: reduce, gather the dims whose blocks do not contain the
  * target's over from's own matrix, then slice out `to`. */
 static bool plan_fallback(Planner *pl, const Layout *to)
@@ -471,9 +489,18 @@ static bool plan_fallback(Planner *pl, const Layout *to)
 	for (int k = 0; k < c->ndev; k++)
 		if ((c->partial >> k & 1u) && c->dev[k] > 1)
 			partial |= 1u << k;
-	if (partial)
-		push(pl, RS_ALLREDUCE, relayout(pl, c->map, 0), partial, -1, -1);
+	if (partial) {
+		Layout *whole = ARENA_NEW(pl->a, Layout); /* c's blocks (several axes per dim kept), summed */
+		*whole = *c;
+		whole->partial = 0;
+		push(pl, RS_ALLREDUCE, whole, partial, -1, -1);
+	}
 	for (int i = 0; i < c->rank; i++) {
+		if (pl->cur->nsub[i] > 1) {
+			if (!dim_contains(pl->cur, to, i))
+				gather_multi(pl, i);
+			continue;
+		}
 		int k = split_axis(pl->cur, i);
 		if (k < 0 || dim_contains(pl->cur, to, i))
 			continue;
@@ -613,7 +640,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	} else {
 		p->fallback = true;
 		/* gathering over from's own matrix assumes one axis per dim */
-		if (layout_multi(from) || layout_multi(to) || !plan_fallback(&pl, to))
+		if (!plan_fallback(&pl, to))
 			return NULL;
 	}
 	plan_totals(p);
@@ -744,6 +771,22 @@ static void emit_offset(FILE *out, const Layout *l, const char *var)
 	fputs(", ", out);
 	emit_i64s(out, l->slice.d, l->rank);
 	fprintf(out, ", %s);\n", var);
+	/* a dim over several axes: its block index, the first axis slowest */
+	for (int i = 0; i < l->rank; i++) {
+		if (l->nsub[i] <= 1)
+			continue;
+		fprintf(out, "\t\t%s[%d] = ", var, i);
+		for (int j = 0; j < l->nsub[i]; j++)
+			fputc('(', out);
+		for (int j = 0; j < l->nsub[i]; j++) {
+			if (j)
+				fprintf(out, " * %" PRId64 " + ", l->dev[l->sub[i][j]]);
+			fprintf(out, "nrt_dev_coord(%d, ", l->ndev);
+			emit_i64s(out, l->dev, l->ndev);
+			fprintf(out, ", %d))", l->sub[i][j]);
+		}
+		fprintf(out, " * %" PRId64 ";\n", l->slice.d[i]);
+	}
 }
 
 static void emit_slice(FILE *out, const RedistStep *s, const char *in, const char *o, const char *nt)

@@ -82,6 +82,10 @@ static const Case cases[] = {
 	 LM(3, V(2, 2, 2), 2, V(2, 0), 1, 0)},
 	{"multi-reversed-d4", 4, S(8, 4), LM(2, V(2, 2), 2, V(1, 0), -1, 0), L(1, V(4), V(0, -1), 0)},
 	{"multi-reversed-d6", 6, S(12, 6), LM(2, V(3, 2), 2, V(1, 0), -1, 0), L(1, V(6), V(-1, 0), 0)},
+	/* no common refinement ([6] against the reversed (3, 2)): the fallback
+	 * gathers a dim over several axes one axis at a time, then slices */
+	{"multi-fallback-to", 6, S(12, 6), L(1, V(6), V(0, -1), 0), LM(2, V(3, 2), 2, V(1, 0), -1, 0)},
+	{"multi-fallback-from", 6, S(12, 6), LM(2, V(3, 2), 2, V(1, 0), -1, 0), L(1, V(6), V(0, -1), 0)},
 };
 
 static Layout *mk(Arena *a, const Case *c, const LSpec *s)
@@ -169,8 +173,8 @@ static void run_step(const RedistStep *st, const double *in, double *out)
 		break;
 	case RS_SLICE: {
 		int64_t to_off[MAX_RANK], from_off[MAX_RANK];
-		nrt_layout_offset(st->to->ndev, st->to->dev, st->to->rank, st->to->map, st->to->slice.d, to_off);
-		nrt_layout_offset(f->ndev, f->dev, f->rank, f->map, f->slice.d, from_off);
+		layout_block(st->to, me, to_off); /* (a dim over several axes too) */
+		layout_block(f, me, from_off);
 		for (int i = 0; i < f->rank; i++)
 			to_off[i] -= from_off[i];
 		nrt_slice_block(NRT_F64, f->rank, f->slice.d, to_off, st->to->slice.d, in, out);
