@@ -583,10 +583,7 @@ static Layout *own_value(Sharder *S, Layout *l)
 {
 	Layout *o = ARENA_NEW(S->cx.arena, Layout);
 	*o = *l;
-	unsigned used = 0;
-	for (int d = 0; d < o->rank; d++)
-		if (o->map[d] >= 0)
-			used |= 1u << o->map[d];
+	unsigned used = layout_used_axes(o); /* every axis of a dim split over several */
 	for (int k = 0; k < o->ndev; k++)
 		if (o->dev[k] > 1 && !(used & (1u << k)))
 			o->partial |= 1u << k;
