@@ -69,21 +69,16 @@ static bool lays_valid(Rule *R, const Strategy *s)
 	return true;
 }
 
+/* (the aliases of each dimension are neighbours in the matrix's order
+ * here: needs_multi sent the others to shard_multi) */
 static bool merge_axes(Rule *R, const Strategy *s, Merged *m)
 {
 	const ExplicitLayout *x0 = &s->lay[0];
 	bool join[MAX_RANK] = {false}; /* axis k+1 merges into axis k */
 	for (int i = 0; i < s->n; i++)
 		for (int d = 0; d < s->lay[i].rank; d++)
-			for (int j = 1; j < s->lay[i].naxes[d]; j++) {
-				int a = s->lay[i].axes[d][j - 1], b = s->lay[i].axes[d][j];
-				if (b != a + 1)
-					return rule_fail_at(R, s->lay[i].loc,
-					                "dimension %d of input %d is split over '%s' and then '%s', which are not "
-					                "neighbours in that order in the device matrix; netc splits a dimension over "
-					                "adjacent aliases, the slower first", d, i, x0->alias[a], x0->alias[b]);
-				join[a] = true;
-			}
+			for (int j = 1; j < s->lay[i].naxes[d]; j++)
+				join[s->lay[i].axes[d][j - 1]] = true;
 	m->n = 0;
 	for (int k = 0; k < x0->ndev; k++) {
 		if (k == 0 || !join[k - 1]) {
