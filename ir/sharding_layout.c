@@ -17,7 +17,8 @@
  * axes on that dimension (layout_make_axes) and the rule's axes are
  * renamed onto ordered lists of the user's axes (shard_multi). Such a
  * layout is known to the layout algebra and the redistributions only, so
- * matmul and batch_matmul take it, on values that are not parameters. */
+ * matmul, batch_matmul and the elementwise operators take it, on values
+ * that are not parameters. */
 #include "sharding_rule.h"
 #include "base/ckd.h"
 
@@ -166,9 +167,13 @@ static bool shard_multi(Rule *R)
 	const Strategy *s = R->s;
 	const ExplicitLayout *x0 = &s->lay[0];
 	ShardResult *r = R->r;
-	if (R->n->op != OP_MATMUL && R->n->op != OP_BATCH_MATMUL)
+	/* their code reads slices and reduces over axes; others place blocks
+	 * by one axis per dim (dropout's mask, a class offset, ...) */
+	bool elem = (op_info[R->n->op].flags & OPF_ELEM) && R->n->op != OP_DROPOUT;
+	if (R->n->op != OP_MATMUL && R->n->op != OP_BATCH_MATMUL && !elem)
 		return rule_fail_at(R, s->loc, "a dimension over aliases that are not neighbours in the device matrix's "
-		                "order is taken by matmul and batch_matmul only");
+		                "order is taken by matmul, batch_matmul and the elementwise operators (dropout aside) "
+		                "only");
 	int8_t to[MAX_RANK][MAX_RANK];
 	int nto[MAX_RANK];
 	for (int k = 0; k < MAX_RANK; k++)

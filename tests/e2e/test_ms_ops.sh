@@ -456,6 +456,34 @@ else
 	bad "out_strategy as a layout: no ReduceScatter into (dp, sp), or build or run failed"
 	grep -E '^  h' "$work/lay_out.dump" | head -3 | sed 's/^/     | /'
 fi
+# elementwise operators over ("mp", "dp") (test_layout_extend.py's GeLU net
+# reversed): gelu, a broadcast add and mul over a reversed tuple
+cat >"$work/lay_elem.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+input x: f32[16, 8]
+input t: f32[16, 8]
+param w: f32[8, 8] = xavier_uniform
+param b: f32[8] = zeros
+layout = Layout((2, 2), ("dp", "mp"))
+h = matmul(x, w)
+g = gelu(h).shard((layout(("mp", "dp"), "None"),))
+y = add(g, b).shard((layout(("mp", "dp"), "None"), layout("None")))
+z = mul(y, y).shard((layout("None", ("mp", "dp")), layout("None", ("mp", "dp"))))
+loss = mse_loss(z, t)
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+"$NETC" dump "$work/lay_elem.net" --dump-after=sharding >"$work/lay_elem.dump" 2>&1
+if grep -Eq '^  g: .* = gelu\(.*map \[\(0, 1\), -1\]' "$work/lay_elem.dump" &&
+	grep -Eq '^  z: .* = mul\(.*map \[-1, \(0, 1\)\]' "$work/lay_elem.dump" &&
+	go lay_elem_ref 1 10 "$work/lay_elem.net" -D parallel_mode=stand_alone && go lay_elem 4 10 "$work/lay_elem.net"; then
+	equal "gelu, add and mul over (\"mp\", \"dp\") = stand-alone" lay_elem_ref lay_elem
+else
+	bad "elementwise operators over (\"mp\", \"dp\"): not laid out as stated, or build or run failed"
+	grep -E '^  (g|z): ' "$work/lay_elem.dump" | sed 's/^/     | /'
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
