@@ -85,8 +85,8 @@ typedef struct OpAttrs {
 	                                * 1/sqrt(d_head), which shape inference then writes here */
 	int cp_algo;                   /* attention(_grad), with the query sequence split: CP_RING (default),
 	                                * CP_ZIGZAG or CP_ALL_GATHER (context_parallel_algo) */
-	bool grad_stacked;             /* attention_grad: result [b, heads, 3, t, d], dq, dk, dv one above
-	                                * another (autodiff's form for a ring: the sequence axis stays its
+	bool grad_stacked;             /* attention_grad: result [b, kv heads, group + 2, t, d], the group's
+	                                * dq, then dk, dv (autodiff's form for a ring: the sequence axis stays its
 	                                * own, so it splits as the ring's blocks); else the packed rows */
 	bool save_lse;                 /* attention (set by autodiff): its output buffer holds each query
 	                                * row's log-sum-exp after o, [b, heads, tq] in o's element type,

@@ -298,9 +298,12 @@ RULE(ATTENTION_GRAD)
 	const Shape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
 	if (!n->attr.grad_stacked)
 		return set_out(n, n->in[0]->dtype, attention_grad_shape(q, k));
-	if (q->d[1] != k->d[1] || q->d[2] != k->d[2])
-		return node_fail(d, n, "a stacked attention gradient needs q and k of one shape");
-	return set_out(n, n->in[0]->dtype, (Shape){.rank = 5, .d = {q->d[0], q->d[1], 3, q->d[2], q->d[3]}});
+	if (q->d[2] != k->d[2])
+		return node_fail(d, n, "a stacked attention gradient needs as many keys as queries");
+	/* [b, kv heads, group + 2, t, d]: per kv head the group's dq, then dk
+	 * and dv, the packed layout's memory when tq = tk */
+	return set_out(n, n->in[0]->dtype,
+	               (Shape){.rank = 5, .d = {q->d[0], k->d[1], q->d[1] / k->d[1] + 2, q->d[2], q->d[3]}});
 }
 
 /* --- normalisation ------------------------------------------------------------- */

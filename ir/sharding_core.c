@@ -73,9 +73,9 @@ static bool shard_LOG_SOFTMAX_GRAD(Rule *R) { return rule_softmax_like(R); }
  * laid out as q -- to all the keys and values: by default they are laid
  * out split as the queries and pass around a ring (attention_ring below),
  * with context_parallel_algo = all_gather they stay whole (the
- * redistribution gathers them). Their strategy says whole either way, so
- * the searches, which split q's and k's sequence alike, still find no
- * sequence split. The gradient's dq rows are then this
+ * redistribution gathers them). Their strategy says whole either way
+ * (the searches' candidates write it so, passes/search_graph.c's derive).
+ * The gradient's dq rows are then this
  * device's and its dk, dv partial sums over the sequence split, so its
  * packed result is whole along the sequence and partial over that axis.
  *
@@ -161,7 +161,7 @@ static bool rule_attention(Rule *R)
 		kv_in[2] = map[2];
 	for (int j = 0; j < R->n->nin; j++)
 		R->r->in[j] = rule_layout(R, &R->n->in[j]->shape, j == 1 || j == 2 ? kv_in : map, 0);
-	if (grad && R->n->attr.grad_stacked) { /* [b, heads, 3, t, d]: the ring's rows are this device's own */
+	if (grad && R->n->attr.grad_stacked) { /* [b, kv heads, group + 2, t, d]: the ring's rows are this device's own */
 		int st[MAX_RANK];
 		rule_all_whole(st);
 		st[0] = map[0], st[1] = map[1], st[3] = ring ? map[2] : -1;

@@ -197,30 +197,37 @@ static void grad_LOG_SOFTMAX(AD *ad, const Node *n, Value *dy)
  * query heads' dq one after another, dk and dv summed over the group).
  * Slices take out the ones wanted; a group's dq rows are q's heads in a
  * row, so a reshape restores q's shape. */
-/* Whether the strategy written on n splits the query sequence for a
- * ring over self-attention (ir/sharding_core.c's attention_ring): its
- * gradient is then stacked [b, heads, 3, t, d], which splits along t as
- * the ring's blocks (each rank's dq, dk, dv rows, nothing to sum). */
-static bool ring_stacked(const Node *n)
+/* Whether the gradient is stacked [b, kv heads, group + 2, t, d] (the
+ * group's dq, then dk, dv), which splits along t as the ring's blocks:
+ * each rank's dq, dk, dv rows, nothing to sum, so the ring's gradient
+ * shrinks with the split, grouped-query attention's too. Taken where the
+ * strategy written on n splits the query sequence for a ring (ir/
+ * sharding_core.c's attention_ring), and in auto_parallel where none is
+ * written, since the search, which runs after autodiff, may choose the
+ * sequence split; it needs as many keys as queries (then it is the
+ * packed layout's memory, so an unsplit sequence loses nothing). */
+static bool ring_stacked(const AD *ad, const Node *n)
 {
 	const Strategy *s = &n->ann.in_strategy;
 	const Shape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
-	return s->n > 0 && s->v[0].rank == 4 && s->v[0].d[2] > 1 && n->attr.cp_algo != CP_ALL_GATHER &&
-	       q->d[1] == k->d[1] && q->d[2] == k->d[2];
+	bool written = s->n > 0 && s->v[0].rank == 4 && s->v[0].d[2] > 1;
+	bool searched = s->n == 0 && ad->g->par.parallel_mode == PM_AUTO_PARALLEL;
+	return (written || searched) && n->attr.cp_algo != CP_ALL_GATHER && q->d[2] == k->d[2];
 }
 
 static void grad_attention_stacked(AD *ad, const Node *n, Value *dy)
 {
-	const Shape *q = &n->in[0]->shape;
+	const Shape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
+	int64_t group = q->d[1] / k->d[1];
 	OpAttrs a = n->attr;
 	a.grad_stacked = true;
-	Shape st = {.rank = 5, .d = {q->d[0], q->d[1], 3, q->d[2], q->d[3]}};
+	Shape st = {.rank = 5, .d = {q->d[0], k->d[1], group + 2, q->d[2], q->d[3]}};
 	Value *g = bnode(ad, OP_ATTENTION_GRAD, (Value *[]){n->in[0], n->in[1], n->in[2], n->out, dy}, 5, &a, st);
 	for (int i = 0; i < 3; i++)
 		if (wants(ad, n, i)) {
 			Shape s = st;
-			s.d[2] = 1;
-			OpAttrs sl = {.axis = 2, .begin = i, .shape = s}, r = {.shape = n->in[i]->shape};
+			s.d[2] = i ? 1 : group;
+			OpAttrs sl = {.axis = 2, .begin = i ? group + i - 1 : 0, .shape = s}, r = {.shape = n->in[i]->shape};
 			accumulate(ad, n->in[i], un(ad, OP_RESHAPE, un(ad, OP_SLICE, g, &sl, s), &r, n->in[i]->shape));
 		}
 }
@@ -231,7 +238,7 @@ static void grad_ATTENTION(AD *ad, const Node *n, Value *dy)
 		return;
 	Value *q = n->in[0], *k = n->in[1];
 	((Node *)n)->attr.save_lse = true; /* the forward node, which autodiff may annotate */
-	if (ring_stacked(n)) {
+	if (ring_stacked(ad, n)) {
 		grad_attention_stacked(ad, n, dy);
 		return;
 	}

@@ -414,6 +414,7 @@ typedef struct EdgeKey {
 typedef struct EdgeMemo {
 	EdgeKey key;
 	double *M;               /* NULL: empty slot */
+	double *Mem;             /* its memory table (search_edge_memory), NULL where all zero */
 } EdgeMemo;
 
 static size_t edge_key_hash(const EdgeKey *k)
@@ -427,11 +428,12 @@ static size_t edge_key_hash(const EdgeKey *k)
 
 /* Each edge's cost table (NULL for a vertex's edge to itself), computed
  * once for every pass of search_dp: an edge's table depends only on its
- * ends' candidate lists, which identical layers share. Each entry holds a
- * reference (edge_tables_free). */
+ * ends' candidate lists, which identical layers share. T[ne + e] is edge
+ * e's memory table (NULL where it holds nothing), priced by the memory
+ * limit's search. Each entry holds a reference (edge_tables_free). */
 static double **edge_tables(Search *s)
 {
-	double **T = xcalloc((size_t)s->ne + 1, sizeof *T);
+	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
 	size_t memo_cap = 16;
 	while (memo_cap < 2 * (size_t)s->ne + 2)
 		memo_cap *= 2;
@@ -446,26 +448,65 @@ static double **edge_tables(Search *s)
 			h = (h + 1) & (memo_cap - 1);
 		if (!memo[h].M) {
 			int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
-			double *M = mat_alloc((size_t)nu * nvv);
+			double *M = mat_alloc((size_t)nu * nvv), *Mem = mat_alloc((size_t)nu * nvv);
+			bool held = false;
 			for (int i = 0; i < nu; i++)
-				for (int j = 0; j < nvv; j++)
+				for (int j = 0; j < nvv; j++) {
 					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
+					Mem[i * nvv + j] = search_edge_memory(s, ei, i, j);
+					held |= Mem[i * nvv + j] > 0;
+				}
+			if (!held)
+				mat_free(Mem), Mem = NULL;
 			memo[h].key = key;
-			memo[h].M = M; /* the memo's reference, dropped below */
+			memo[h].M = M; /* the memo's references, dropped below */
+			memo[h].Mem = Mem;
 		}
 		T[ei] = mat_share(memo[h].M);
+		T[s->ne + ei] = memo[h].Mem ? mat_share(memo[h].Mem) : NULL;
 	}
 	for (size_t h = 0; h < memo_cap; h++)
-		mat_free(memo[h].M);
+		mat_free(memo[h].M), mat_free(memo[h].Mem);
 	free(memo);
 	return T;
 }
 
 static void edge_tables_free(Search *s, double **T)
 {
-	for (int ei = 0; ei < s->ne; ei++)
+	for (int ei = 0; ei < 2 * s->ne; ei++)
 		mat_free(T[ei]);
 	free(T);
+}
+
+/* Edge tables with their memory priced at lambda, one per shared time
+ * table (identical layers share both), built once per pass. */
+typedef struct PricedTables {
+	struct { const double *time; double *priced; } *slot;
+	int cap;
+} PricedTables;
+
+static double *priced_table(const Search *s, double **tables, int ei, double lambda, PricedTables *P)
+{
+	double *M = tables[ei], *Mem = tables[s->ne + ei];
+	if (lambda <= 0 || !Mem)
+		return mat_share(M);
+	if (!P->slot) {
+		P->cap = 16;
+		while (P->cap < 2 * s->ne + 2)
+			P->cap *= 2;
+		P->slot = xcalloc((size_t)P->cap, sizeof *P->slot);
+	}
+	size_t h = ((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull & (size_t)(P->cap - 1);
+	while (P->slot[h].time && P->slot[h].time != M)
+		h = (h + 1) & (size_t)(P->cap - 1);
+	if (!P->slot[h].time) {
+		size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
+		double *C = mat_alloc(n);
+		for (size_t i = 0; i < n; i++)
+			C[i] = M[i] + lambda * Mem[i];
+		P->slot[h].time = M, P->slot[h].priced = C;
+	}
+	return mat_share(P->slot[h].priced);
 }
 
 /* The tables live in an arena of their own, freed on return: under a
@@ -490,6 +531,7 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 		for (int c = 0; c < sv->cl->n; c++)
 			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
 	}
+	PricedTables held = {0};
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
@@ -497,8 +539,11 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
 			continue;
 		}
-		add_factor(&D, e->u, e->v, mat_share(tables[ei]));
+		add_factor(&D, e->u, e->v, priced_table(s, tables, ei, lambda, &held));
 	}
+	for (int k = 0; k < held.cap; k++)
+		mat_free(held.slot[k].priced);
+	free(held.slot);
 	D.touched = ARENA_NEWN(a, int, nv + 1);
 	s->dp_series_computed = s->dp_series_reused = 0;
 	int remaining = nv;

@@ -154,6 +154,17 @@ static void derive(const Node *n, const int64_t *f, Strategy *s)
 		s->v[0].d[0] = f[0], s->v[0].d[1] = f[1], s->v[0].d[2] = f[3], s->v[0].d[3] = f[4];
 		s->v[1].d[0] = f[2], s->v[1].d[1] = f[1];
 		return;
+	case OP_ATTENTION: /* q (b, heads, t, d) free; k, v (b, kv heads, tk, d) */
+		/* k and v split batch and heads as q (grouped-query attention's
+		 * kv heads too: the rule checks the split divides them) and keep
+		 * their sequence whole as written: with q's sequence split the
+		 * ring lays them out in blocks itself (sharding_core.c), so the
+		 * sequence split is a candidate like the heads split. */
+		for (int d = 0; d < 4; d++)
+			s->v[0].d[d] = f[d];
+		for (int j = 1; j < n->nin; j++)
+			s->v[j].d[0] = f[0], s->v[j].d[1] = f[1];
+		return;
 	default: break;
 	}
 	bool elem = (op_info[n->op].flags & OPF_ELEM) || n->op == OP_BIAS_ADD;
@@ -717,6 +728,27 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	                     stage_transfer(s, e, to));
 }
 
+/* A consumer that reads a producer's output in another layout reads a
+ * converted copy, which the backward operators read too (docs/
+ * auto_parallel.md, "Cost model"), so training keeps it alive as long as
+ * the output: without it a plan that gathers between operators (a
+ * sequence split next to whole logits) looked as small as the plan that
+ * keeps every layer split and compiled to twice its estimate. */
+double search_edge_memory(const Search *s, int ei, int cu, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	if (e->ui >= 0 || e->u == e->v || !s->training)
+		return 0;
+	const Layout *from = search_edge_from(s, e, cu), *to = search_edge_to(s, e, cv);
+	if (!from || !to || cost_layout_same(from, to))
+		return 0;
+	double m = (double)shape_numel(&to->slice) * dtype_size(e->dt);
+	const Node *n = s->v[e->v].n;
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
+		m *= s->slots[n->ann.stage];
+	return m;
+}
+
 double search_cand_compute(const Search *s, const Cand *c) { return s->w_micro * c->compute; }
 
 double search_cand_param_grad(const Search *s, const Cand *c, int i) { return s->w_step * c->param_grad[i]; }
@@ -870,6 +902,11 @@ double search_memory(Search *s, const int *choice)
 	for (int i = 0; i < s->nv; i++) {
 		int st = s->v[i].n->ann.stage;
 		stage[st < 0 ? 0 : st % P] += s->v[i].mem[choice[i]];
+	}
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		int st = s->v[e->v].n->ann.stage;
+		stage[st < 0 ? 0 : st % P] += search_edge_memory(s, ei, choice[e->u], choice[e->v]);
 	}
 	for (int st = 0; st < P; st++)
 		m = fmax(m, stage[st]);

@@ -128,6 +128,9 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* Bytes per device that edge e holds under cu, cv: the consumer's
+ * converted copy of a producer's output, kept for the backward pass. */
+double search_edge_memory(const Search *s, int e, int cu, int cv);
 /* Candidate c's own costs per step: computation (w_micro x one
  * micro-batch's) and its parameter inputs' gradient reductions (w_step x). */
 double search_cand_compute(const Search *s, const Cand *c);

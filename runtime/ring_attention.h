@@ -23,7 +23,7 @@
  * n tq, tk_all = n tk): this rank's dq rows, and the dk, dv of its own
  * key block, in place, zeros elsewhere, so the sum over the ranks is the
  * full gradient; else [bh / group, group tq + 2 tk, d], this rank's rows
- * only (the stacked [b, heads, 3, t, d] split along t when group = 1).
+ * only (the stacked [b, kv heads, group + 2, t, d] split along t).
  * The exchanges are nrt_sendrecv_start's (MPI, checked; counted as sends
  * in --comm-stats), the blocks' work the kernel API's, so the one
  * runtime/ring_attention.c serves both targets: on the CUDA target the

@@ -319,6 +319,11 @@ build seq4.ref $MODELS/attention_seq4.net -D parallel_mode=stand_alone --target 
 mpar "ring attention, query sequence split @4" seq4.ref 4 $MODELS/attention_seq4.net
 sed 's/causal = true)/causal = true, context_parallel_algo = zigzag)/' $MODELS/attention_seq4.net >"$work/zigzag.net"
 mpar "zigzag ring attention, query sequence split @4" seq4.ref 4 "$work/zigzag.net"
+# grouped-query attention on the ring (4 query heads over 2 kv heads): the
+# gradient stacked per kv head [b, kv heads, group + 2, t, d], this rank's
+# rows (issue 23). NOT YET RUN on a GPU.
+build gqa.ref $MODELS/attention_gqa.net -D parallel_mode=stand_alone --target cuda && run gqa.ref 1 gqa.ref --steps 5
+mpar "grouped-query ring attention, query sequence split @4" gqa.ref 4 $MODELS/attention_gqa.net -D MP=1 -D SEQ=4 -D device_num=4
 build deep.ref $P/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
 	-D grad_accumulation_step=1 --target cuda && run deep.ref 1 deep.ref --steps 5
 mpar "pipeline deep 2 stages 1F1B @4" deep.ref 4 $P/deep.net

@@ -141,3 +141,40 @@ Test(search_algo, approximation_caps_candidates)
 	cr_expect(search_dp(s, choice));
 	free(choice);
 }
+
+/* attention's candidates (issue 23): k and v follow q's batch and heads
+ * splits and keep their sequence whole as written (the ring lays them out
+ * in blocks), so the query sequence split is a candidate; grouped-query
+ * attention (4 query heads over 2 kv heads) splits its kv heads as the
+ * query heads. Before, k's sequence was derived as q's (refused by the
+ * rule: no sequence split) and its heads left whole (no heads split). */
+Test(search_algo, attention_candidates_split_the_sequence)
+{
+	Value *q = graph_value(g, VK_INPUT, "q", DT_F32, S(1, 4, 64, 8), loc_none());
+	Value *k = graph_value(g, VK_INPUT, "k", DT_F32, S(1, 2, 64, 8), loc_none());
+	Value *v = graph_value(g, VK_INPUT, "v", DT_F32, S(1, 2, 64, 8), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(1, 4, 64, 8), loc_none());
+	Node *a = graph_node(g, OP_ATTENTION, (Value *[]){q, k, v}, 3, loc_none());
+	a->attr.causal = true;
+	a->attr.scale = 0.125;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){a->out, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	bool seq4 = false, heads2 = false;
+	for (int i = 0; i < s->nv; i++) {
+		if (s->v[i].n != a)
+			continue;
+		for (int c = 0; c < s->v[i].cl->n; c++) {
+			const Strategy *st = &s->v[i].cl->c[c].s;
+			for (int j = 1; j < 3; j++) {
+				cr_expect_eq(st->v[j].d[2], 1, "candidate %d splits '%s''s sequence", c, j == 1 ? "k" : "v");
+				cr_expect_eq(st->v[j].d[1], st->v[0].d[1], "candidate %d: heads split unlike q's", c);
+			}
+			seq4 |= st->v[0].d[2] == 4;
+			heads2 |= st->v[0].d[1] == 2 && st->v[0].d[2] == 2;
+		}
+	}
+	cr_expect(seq4, "no candidate splits the query sequence 4 ways");
+	cr_expect(heads2, "no candidate splits the heads and the sequence 2 x 2");
+}
