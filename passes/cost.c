@@ -394,11 +394,11 @@ const MachineProfile *machine_profile(const Machine *m, int64_t ranks)
 const Machine *machine_for_ranks(Arena *a, const Machine *m, int64_t ranks)
 {
 	const MachineProfile *p = machine_profile(m, ranks);
-	if (!p || !(p->coll_overhead > 0) || m->coll_overhead == p->coll_overhead)
+	double o = p ? p->coll_overhead : 0;
+	if (o == m->coll_overhead)
 		return m;
 	Machine *c = ARENA_NEW(a, Machine);
-	*c = *m;
-	c->coll_overhead = p->coll_overhead;
+	*c = *m, c->coll_overhead = o;
 	return c;
 }
 
@@ -820,10 +820,7 @@ double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t 
 				t = ht, la = hl;
 		}
 	}
-	/* a blocking call waits for every rank of the program to be
-	 * scheduled again after its compute phase (netc calibrate's
-	 * collective_overhead: ~0 with a core per rank) */
-	if (g > 1 || p2p)
+	if (g > 1 || p2p) /* every rank scheduled again after its compute (calibrate's collective_overhead) */
 		la += m->coll_overhead, t += m->coll_overhead;
 	if (lat)
 		*lat = la;
