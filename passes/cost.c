@@ -141,6 +141,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		{"llc_bytes", offsetof(MachineProfile, llc_bytes)},
 		{"kernel_threads", offsetof(MachineProfile, kernel_threads)},
 		{"op_overhead", offsetof(MachineProfile, op_overhead)},
+		{"collective_overhead", offsetof(MachineProfile, coll_overhead)},
 		{"rand_rate", offsetof(MachineProfile, rand_rate)},
 		{"mac_rate", offsetof(MachineProfile, mac_rate)},
 		{"tanh_rate", offsetof(MachineProfile, tanh_rate)},
@@ -182,7 +183,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		         "devices_per_node, intra_node.latency, intra_node.bandwidth, inter_node.latency, "
 		         "inter_node.bandwidth, COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
 		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, llc_bytes, "
-		         "kernel_threads, op_overhead, rand_rate, "
+		         "kernel_threads, op_overhead, collective_overhead, rand_rate, "
 		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK, gemm.TYPE.TT.MxNxK (TYPE tf32, bf16, f16); see docs/calibration.md)",
 		         key);
 		return NULL;
@@ -198,7 +199,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 	if (!gemm) {
 		for (size_t i = 0; i < sizeof pkeys / sizeof pkeys[0]; i++)
 			if (strcmp(pkeys[i].name, k) == 0) {
-				*positive = strcmp(k, "op_overhead") != 0;
+				*positive = strcmp(k, "op_overhead") != 0 && strcmp(k, "collective_overhead") != 0;
 				return (double *)((char *)p + pkeys[i].off);
 			}
 	}
@@ -388,6 +389,17 @@ const MachineProfile *machine_profile(const Machine *m, int64_t ranks)
 			one = &m->prof[i];
 	}
 	return one;
+}
+
+const Machine *machine_for_ranks(Arena *a, const Machine *m, int64_t ranks)
+{
+	const MachineProfile *p = machine_profile(m, ranks);
+	double o = p ? p->coll_overhead : 0;
+	if (o == m->coll_overhead)
+		return m;
+	Machine *c = ARENA_NEW(a, Machine);
+	*c = *m, c->coll_overhead = o;
+	return c;
 }
 
 double machine_latency(const Machine *m, int kind)
@@ -808,6 +820,8 @@ double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t 
 				t = ht, la = hl;
 		}
 	}
+	if (g > 1 || p2p) /* every rank scheduled again after its compute (calibrate's collective_overhead) */
+		la += m->coll_overhead, t += m->coll_overhead;
 	if (lat)
 		*lat = la;
 	return t;

@@ -79,6 +79,9 @@ typedef struct MachineProfile {
 	double llc_bytes;
 	double kernel_threads; /* threads a rank's kernels split large loops among (NRT_PAR_MIN); 0: 1 */
 	double op_overhead;    /* seconds each operator of the program costs besides its work */
+	double coll_overhead;  /* seconds each blocking collective of the program waits besides its ring time:
+	                        * for the other ranks to be scheduled after a compute phase (ranks > cores);
+	                        * 0: none or not measured (key collective_overhead) */
 	double rand_rate;      /* random numbers/s of the synthetic input generator */
 	double mac_rate;       /* double multiply-adds/s of the synthetic labels' teacher */
 	double tanh_rate;      /* double tanh/s: each synthetic regression target is one */
@@ -117,6 +120,8 @@ struct Machine {
 	int nprof;
 	MachineProfile prof[MACHINE_MAX_PROFILES]; /* by ranks; [0] describes 1 rank when calibrated */
 	Topology topo;
+	double coll_overhead;  /* seconds added to every collective call (cost_coll_time): the profile's of
+	                        * the program's rank count, set by machine_for_ranks; 0: none */
 	char source[256];      /* the --machine file, "" for the defaults */
 };
 typedef struct Machine Machine;
@@ -127,7 +132,7 @@ void machine_defaults(Machine *m);
  * allreduce, reduce_scatter, allgather, alltoall, sendrecv, iallreduce; and per
  * profile, optionally prefixed `npR.` (measured with R ranks at once):
  * flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes,
- * op_overhead, rand_rate, mac_rate, tanh_rate, target_mac_rate, op.NAME (an operator's elements/s),
+ * op_overhead, collective_overhead, rand_rate, mac_rate, tanh_rate, target_mac_rate, op.NAME (an operator's elements/s),
  * gemm.TT.MxNxK (TT: nn, nt, tn, tt); values may end in k, M, G, T.
  * False with a message in err; *col (may be NULL) gets the 0-based
  * offset in `value` where it went wrong, -1 when the key is at fault. */
@@ -143,6 +148,10 @@ bool machine_calibrated(const Machine *m);
 /* The figures for a program of `ranks` processes: the profile measured
  * with that many, else the 1-rank one; NULL when none was measured. */
 const MachineProfile *machine_profile(const Machine *m, int64_t ranks);
+/* m as a program of `ranks` processes sees it: m itself when its profile
+ * for that count has no collective_overhead, else a copy in `a` with
+ * Machine.coll_overhead set from it (what cost_coll_time adds per call). */
+const Machine *machine_for_ranks(Arena *a, const Machine *m, int64_t ranks);
 /* FLOP/s of one matrix product of these local sizes: the measured entry
  * of the same sizes and transposes, else of the same sizes, else the
  * entry nearest in log M, log N, log K, else the profile's or machine's
@@ -168,11 +177,12 @@ double machine_bandwidth(const Machine *m, int kind);
 /* Members of one group along `axes` of l's grid that share a node (the
  * whole group without a topology). */
 int64_t cost_group_in_node(const Machine *m, const Layout *l, unsigned axes);
-/* Seconds of one collective (RedistKind, or MACHINE_SENDRECV) sending
- * `sent` bytes per device (the ring counts of redist_plan) in a group of
- * g devices, g_in of them in each node; `fig` picks the per-kind figures
- * (kind, or MACHINE_IALLREDUCE for a fused bucket). *lat (may be NULL)
- * gets the latency part. */
+/* Seconds of one collective call (RedistKind, or MACHINE_SENDRECV)
+ * sending `sent` bytes per device (the ring counts of redist_plan) in a
+ * group of g devices, g_in of them in each node, plus m->coll_overhead;
+ * `fig` picks the per-kind figures (kind, or MACHINE_IALLREDUCE for a
+ * fused bucket). *lat (may be NULL) gets the latency part, the overhead
+ * with it. */
 double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t g, int64_t g_in, double *lat);
 /* Seconds of one redistribution step. */
 double cost_step_time(const Machine *m, const struct RedistStep *st, double *lat);

@@ -917,6 +917,8 @@ static void print_machine(const Machine *m, const Graph *g, FILE *out)
 		if (m->coll_latency[k] >= 0 || m->coll_bandwidth[k] > 0)
 			fprintf(out, "  %s: latency %.3g s per round, %.3g bytes/s\n", kinds[k], machine_latency(m, k),
 			        machine_bandwidth(m, k));
+	if (m->coll_overhead > 0) /* machine_for_ranks: the profile of this program's rank count */
+		fprintf(out, "  collective_overhead: %.3g s per collective call\n", m->coll_overhead);
 	print_topology(m, g, out);
 	int64_t ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
 	const MachineProfile *p = machine_calibrated(m) ? machine_profile(m, ranks) : NULL;

@@ -7,6 +7,7 @@
 
 #include "../frontend/frontend.h"
 #include "../ir/shape.h"
+#include "cost.h"
 #include "passes.h"
 #include "search_graph.h"
 
@@ -115,6 +116,11 @@ bool compile_passes(Compilation *c, Stage upto)
 	/* the group file lists the groups of the forward, backward and update:
 	 * a check that writes one runs the training passes too */
 	const ParallelConfig *pc = &c->g->par;
+	/* the machine as this program's rank count sees it: the search and
+	 * explain price every collective call with its profile's overhead */
+	if (c->machine)
+		c->machine = machine_for_ranks(&c->arena, c->machine,
+		                               pc->parallel_mode == PM_STAND_ALONE ? 1 : pc->device_num);
 	if (upto == UPTO_CHECK && pc->group_ckpt_save_file && *pc->group_ckpt_save_file)
 		upto = UPTO_TRAIN;
 	for (int i = 0; i < NPASSES; i++) {

@@ -20,6 +20,9 @@
  *                                    targets' teacher (a scalar chain per
  *                                    target over strided weights, unlike
  *                                    the labels' vectorised one)
+ *   collective_overhead S            what a blocking all-reduce right after a
+ *                                    compute phase costs besides its own
+ *                                    time (measure_overhead)
  *   coll KIND G BYTES SECONDS        one collective of the runtime (allreduce,
  *                                    allgather, reduce_scatter, alltoall,
  *                                    iallreduce: the fused buckets';
@@ -547,6 +550,72 @@ static void measure_comm(bool root)
 		}
 }
 
+/* What a program's blocking collective costs besides its ring time: a
+ * loop of a compute phase (a 128^3 matrix product, 0.1-0.2 ms on one
+ * core: the work between a small tensor-parallel program's collectives)
+ * and a 4-byte all-reduce, less
+ * the loop of the compute phase alone and the all-reduce's back-to-back
+ * time (what the fit sees). Each loop runs long (20 ms;
+ * --quick: 2 ms; the median of 7 alternated pairs) between barriers, so both see the cores shared as a
+ * program does. With a core per rank the difference is ~0; with more
+ * ranks than cores each all-reduce waits until every rank has been
+ * scheduled again. The figure grows with the phase's length on a loaded
+ * host (a rank preempted in its phase holds up the others):
+ * docs/calibration.md. */
+typedef struct Phase {
+	Gemm g;
+	Coll c;
+	bool coll;
+} Phase;
+
+static void phase_work(void *p)
+{
+	Phase *ph = p;
+	gemm_work(&ph->g);
+	if (ph->coll)
+		coll_work(&ph->c);
+}
+
+/* seconds a phase of `iters` in a row, between barriers, the slowest rank's */
+static double phase_loop(Phase *ph, int64_t iters)
+{
+	nrt_barrier();
+	double t0 = nrt_now();
+	for (int64_t i = 0; i < iters; i++)
+		phase_work(ph);
+	sync_device();
+	double t[1] = {(nrt_now() - t0) / (double)iters};
+	nrt_host_allreduce(nrt_comm_world(), NRT_F64, NRT_MAX, t, 1);
+	return t[0];
+}
+
+static void measure_overhead(bool root)
+{
+	enum { NREP = 7 };
+	int64_t side = quick ? 32 : gpu ? 1024 : 128;
+	Phase ph = {{false, false, side, side, side, G_F32, filled(side * side), filled(side * side), filled(side * side)},
+	            {C_ALLREDUCE, 1, nrt_world_size(), nrt_rank(), filled(1), filled(nrt_world_size())},
+	            false};
+	double bare = time_work(coll_work, &ph.c);
+	double once[1] = {time_work(gemm_work, &ph.g)}; /* agreed on: the loops hold collectives */
+	nrt_host_allreduce(nrt_comm_world(), NRT_F64, NRT_MAX, once, 1);
+	int64_t iters = (int64_t)((quick ? 0.002 : 0.02) / (once[0] + bare));
+	iters = iters < 4 ? 4 : iters > 100000 ? 100000 : iters;
+	double with[NREP], alone[NREP];
+	for (int r = 0; r < NREP; r++) { /* alternated: a burst of load hits both */
+		ph.coll = false;
+		alone[r] = phase_loop(&ph, iters);
+		ph.coll = true;
+		with[r] = phase_loop(&ph, iters);
+	}
+	qsort(with, NREP, sizeof with[0], cmp_double);
+	qsort(alone, NREP, sizeof alone[0], cmp_double);
+	double over = with[NREP / 2] - alone[NREP / 2] - bare;
+	if (root)
+		printf("collective_overhead %.6g\n", over > 0 ? over : 0);
+	nrt_free(ph.g.a), nrt_free(ph.g.b), nrt_free(ph.g.c), nrt_free(ph.c.send), nrt_free(ph.c.recv);
+}
+
 int main(int argc, char **argv)
 {
 	const char *gemm_file = NULL;
@@ -589,8 +658,10 @@ int main(int argc, char **argv)
 	measure_compute(gemms, root);
 	if (gemms)
 		fclose(gemms);
-	if (size > 1)
+	if (size > 1) {
 		measure_comm(root);
+		measure_overhead(root);
+	}
 	fflush(stdout);
 	nrt_finalize();
 	int done;

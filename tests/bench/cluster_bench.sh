@@ -9,9 +9,13 @@
 # measured on this host at those sizes, and run for STEPS steps under
 # mpirun (tests/e2e/mpirun.sh: oversubscribed where the host has fewer
 # cores). Measured: the median of the --log CSV's step_seconds after
-# WARMUP steps. Per size it prints each plan's predicted and measured ms
+# WARMUP steps, over ROUNDS runs of each plan (3, the plans interleaved).
+# Per size it prints each plan's predicted and measured ms
 # and whether the plan predicted fastest is measured fastest or within
-# 10% of the fastest (the goal). Not part of make check: minutes.
+# 10% of the fastest (the goal), and each plan's collectives per step as
+# explain counts them and as the program's --comm-stats does (they must
+# agree: each call pays collective_overhead). Not part of make check:
+# minutes.
 # MACHINE=FILE skips the calibration; KEEP_MACHINE=FILE keeps the one made;
 # QUICK=1 calibrates with --quick.
 set -u
@@ -20,6 +24,7 @@ B=${B:-build}
 NETC=$B/netc
 STEPS=${STEPS:-40}
 WARMUP=${WARMUP:-8}
+ROUNDS=${ROUNDS:-3}
 NP=4
 [ -x "$NETC" ] && [ -x "$B/netc-calibrate" ] || { echo "cluster_bench: run make all first" >&2; exit 1; }
 work=$(mktemp -d /tmp/netc-cluster-bench-XXXXXX) || exit 1
@@ -58,33 +63,52 @@ if [ -z "${MACHINE:-}" ]; then
 	[ -n "${KEEP_MACHINE:-}" ] && cp "$machine" "$KEEP_MACHINE"
 fi
 
-median() { # median CSV: step_seconds after the warm-up
+steps_after() { # CSV: step_seconds after the warm-up, one a line
 	awk -F, -v w="$WARMUP" '
 		NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_seconds") c = i; next }
-		NR - 1 > w { v[++n] = $c }
-		END {
-			if (!c || !n) { print "nan"; exit }
-			for (i = 2; i <= n; i++) { x = v[i]; j = i - 1; while (j > 0 && v[j] > x) { v[j + 1] = v[j]; j-- } v[j + 1] = x }
-			print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-		}' "$1"
+		c && NR - 1 > w { print $c }' "$1"
+}
+median() { # FILE of seconds, one a line
+	sort -g "$1" | awk '{ v[++n] = $1 } END { if (!n) { print "nan"; exit } print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }'
 }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-28s %-6s %10s %10s\n' size plan "pred. ms" "median ms"
+echo "collective_overhead (np$NP): $(sed -n "s/^np$NP.collective_overhead = //p" "$machine") s"
+printf '%-28s %-6s %10s %10s %12s\n' size plan "pred. ms" "median ms" "coll. ex/run"
 sizes=0 good=0
 for s in $SIZES; do
 	: >"$work/rows"
+	built=
 	for p in $PLANS; do
 		# shellcheck disable=SC2046
 		set -- $(defs "$s") $(plan_defs $p)
-		"$NETC" build --machine "$machine" $M "$@" -o "$work/prog" 2>"$work/err" ||
+		"$NETC" build --machine "$machine" $M "$@" -o "$work/prog_$p" 2>"$work/err" ||
 			{ echo "cluster_bench: $s $p: build failed" >&2; cat "$work/err" >&2; continue; }
-		pred=$("$NETC" explain --machine "$machine" $M "$@" 2>/dev/null | sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p')
-		timeout 600 tests/e2e/mpirun.sh -np $NP "$work/prog" --steps "$STEPS" --quiet --log "$work/log.csv" ||
-			{ echo "cluster_bench: $s $p: run failed" >&2; continue; }
-		med=$(median "$work/log.csv")
+		"$NETC" explain --machine "$machine" $M "$@" >"$work/explain_$p" 2>/dev/null
+		: >"$work/steps_$p"
+		built="$built $p"
+	done
+	# the plans' runs interleaved, ROUNDS times: a burst of the host's
+	# other load then falls on every plan, not on one
+	r=0
+	while [ $r -lt "$ROUNDS" ]; do
+		r=$((r + 1))
+		for p in $built; do
+			timeout 600 tests/e2e/mpirun.sh -np $NP "$work/prog_$p" --steps "$STEPS" --quiet --log "$work/log.csv" \
+				--comm-stats >"$work/stats_$p" 2>&1 || { echo "cluster_bench: $s $p: run failed" >&2; continue; }
+			steps_after "$work/log.csv" >>"$work/steps_$p"
+		done
+	done
+	for p in $built; do
+		pred=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/explain_$p")
+		ncoll=$(sed -n 's/^totals per device per step: .*communication [^ ]* s (\([0-9]*\) collectives.*/\1/p' "$work/explain_$p")
+		rcoll=$(sed -n 's/^comm per step: \(.*\), [0-9]* bytes$/\1/p' "$work/stats_$p" | tr -cs '0-9' ' ' |
+			awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
+		[ -s "$work/steps_$p" ] || continue
+		med=$(median "$work/steps_$p")
 		echo "$p $pred $med" >>"$work/rows"
-		awk -v s="$s" -v p="$p" -v a="$pred" -v b="$med" 'BEGIN { printf "%-28s %-6s %10.3f %10.3f\n", s, p, a * 1e3, b * 1e3 }'
+		awk -v s="$s" -v p="$p" -v a="$pred" -v b="$med" -v c="$ncoll/$rcoll" \
+			'BEGIN { printf "%-28s %-6s %10.3f %10.3f %12s\n", s, p, a * 1e3, b * 1e3, c }'
 	done
 	[ "$(wc -l <"$work/rows")" -eq 3 ] || continue
 	sizes=$((sizes + 1))

@@ -28,7 +28,7 @@ fi
 if awk -F= '/^[^#]/ && NF == 2 {
 		k = $1; gsub(/ /, "", k); v = $2 + 0
 		if ($2 !~ /^ *[0-9.]+(e[-+]?[0-9]+)? *$/) { print "not a number: " $0; bad = 1 }
-		else if (v <= 0 && k !~ /latency$/) { print "not positive: " $0; bad = 1 }
+		else if (v <= 0 && k !~ /(latency|collective_overhead)$/) { print "not positive: " $0; bad = 1 }
 		n++ }
 	END { exit bad || n < 20 }' "$work/m.txt"; then
 	ok "calibrate: every figure a positive finite number"
@@ -37,7 +37,7 @@ else
 fi
 for key in flops scalar_flops mem_bandwidth op_overhead rand_rate mac_rate tanh_rate target_mac_rate np2.flops np2.mem_bandwidth \
 	allreduce.latency allreduce.bandwidth allgather.bandwidth reduce_scatter.bandwidth alltoall.bandwidth \
-	sendrecv.bandwidth iallreduce.bandwidth op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
+	sendrecv.bandwidth iallreduce.bandwidth np2.collective_overhead op.adam_update gemm.nn.64x256x784 gemm.tn.784x256x64 np2.gemm.nn.32x256x784; do
 	grep -q "^$key = " "$work/m.txt" || missing="${missing:-} $key"
 done
 [ -z "${missing:-}" ] && ok "calibrate: the figures and mlp's matrix sizes (stand-alone and 2-rank) are there" ||
@@ -144,6 +144,30 @@ if [ "${n#* }" = "$runtime" ] && awk -v s="${n% *}" 'BEGIN { exit !(s > 0.005999
 	ok "fused bucket: $runtime collectives a step as the program, ${n% *} s"
 else
 	bad "fused bucket: explain '$n', the program $runtime collectives ($stats)"
+fi
+
+# collective_overhead (docs/calibration.md) is paid once per collective
+# call the program makes: a tensor-parallel transformer's communication
+# grows by its --comm-stats count x 1 ms, and explain counts the same
+TP="-D B=4 -D T=16 -D D=32 -D H=2 -D V=64 -D L=1 -D device_num=2 -D DP=1 -D MP=2"
+cp "$work/fused.txt" "$work/over.txt"
+echo "collective_overhead = 1e-3" >>"$work/over.txt"
+commn() { # FILE: seconds and count of explain's communication per step
+	# shellcheck disable=SC2086
+	"$NETC" explain --machine "$1" samples/transformer.net $TP 2>/dev/null |
+		sed -n 's/^totals per device per step: .*communication \([^ ]*\) s (\([0-9]*\) collectives.*/\1 \2/p'
+}
+n0=$(commn "$work/fused.txt") n1=$(commn "$work/over.txt")
+# shellcheck disable=SC2086
+"$NETC" build samples/transformer.net $TP -o "$work/tp2" 2>/dev/null &&
+	stats=$(timeout 120 tests/e2e/mpirun.sh -np 2 "$work/tp2" --steps 2 --quiet --comm-stats 2>&1)
+runtime=$(echo "$stats" | sed -n 's/^comm per step: \(.*\), [0-9]* bytes$/\1/p' | tr -cs '0-9.' ' ' |
+	awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
+if [ -n "$runtime" ] && [ "$runtime" -gt 2 ] && [ "${n1#* }" = "$runtime" ] &&
+	awk -v a="${n0% *}" -v b="${n1% *}" -v k="$runtime" 'BEGIN { d = (b - a) / (k * 1e-3); exit !(d > 0.999 && d < 1.001) }'; then
+	ok "collective_overhead: $runtime collectives a step as the program, + $runtime x 1 ms (${n0% *} -> ${n1% *} s)"
+else
+	bad "collective_overhead: explain '$n0' -> '$n1', the program ${runtime:-?} collectives ($stats)"
 fi
 
 # 4. malformed machine files: file:line:col, the line, a caret; exit 1

@@ -95,3 +95,45 @@ Test(calibrate, gemm_table_per_type)
 	cr_expect_not(machine_parse_list(&m, "gemm.f8.nn.1x2x3=1", err, sizeof err));
 	cr_expect_not(machine_parse_list(&m, "gemm.tf32.bf16.nn.1x2x3=1", err, sizeof err), "one type at most");
 }
+
+/* collective_overhead (netc calibrate: what a blocking collective right
+ * after a compute phase waits for the other ranks to be scheduled): a
+ * per-rank-count figure, 0 allowed, added once to every collective call
+ * of a program of that many ranks; a file without it prices as before. */
+Test(calibrate, collective_overhead_per_call)
+{
+	Machine m;
+	char err[512];
+	Arena a = {0};
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "np4.collective_overhead=4e-4,np2.collective_overhead=0,np2.flops=1G,"
+	                                 "allreduce.latency=1e-6,allreduce.bandwidth=1e9,sendrecv.latency=2e-6,"
+	                                 "sendrecv.bandwidth=1e9",
+	                             err, sizeof err),
+	          "%s", err);
+	cr_expect_not(machine_parse_list(&m, "np4.collective_overhead=-1", err, sizeof err));
+	cr_expect_not(machine_parse_list(&m, "collective_overheads=1", err, sizeof err));
+	const Machine *m4 = machine_for_ranks(&a, &m, 4), *m2 = machine_for_ranks(&a, &m, 2);
+	cr_expect_eq(m4->coll_overhead, 4e-4);
+	cr_expect_eq(m2, &m, "0 (a core per rank): the machine as it is");
+	cr_expect_eq(machine_for_ranks(&a, &m, 8), &m, "no 8-rank figure and none unprefixed");
+	cr_expect_eq(m.coll_overhead, 0);
+	/* one all-reduce of 3000 bytes sent over 4 ranks: 6 rounds x 1 us + 3 us + 0.4 ms */
+	double lat, t = cost_coll_time(m4, 0, 0, 3000, 4, 4, &lat);
+	cr_expect_float_eq(t, 6e-6 + 3e-6 + 4e-4, 1e-15);
+	cr_expect_float_eq(lat, 6e-6 + 4e-4, 1e-15);
+	cr_expect_float_eq(cost_coll_time(&m, 0, 0, 3000, 4, 4, NULL), 9e-6, 1e-15);
+	/* a send/recv waits too; a group of one is no call */
+	cr_expect_float_eq(cost_p2p_time(m4, 1000, 1), 2e-6 + 1e-6 + 4e-4, 1e-15);
+	cr_expect_eq(cost_coll_time(m4, 0, 0, 3000, 1, 1, NULL), 0);
+	/* N calls: N overheads (op_comm prices its n all-reduces so) */
+	double five = 0;
+	for (int i = 0; i < 5; i++)
+		five += cost_coll_time(m4, 0, 0, 600, 4, 4, NULL);
+	cr_expect_float_eq(five - 5 * cost_coll_time(&m, 0, 0, 600, 4, 4, NULL), 5 * 4e-4, 1e-15);
+	/* unprefixed: every rank count without its own */
+	cr_assert(machine_parse_list(&m, "collective_overhead=1e-4", err, sizeof err), "%s", err);
+	cr_expect_eq(machine_for_ranks(&a, &m, 8)->coll_overhead, 1e-4);
+	cr_expect_eq(machine_for_ranks(&a, &m, 4)->coll_overhead, 4e-4);
+	arena_free(&a);
+}
