@@ -450,6 +450,7 @@ static int run(Compilation *c, Args *a)
 	Stage upto = commands[cmd].upto;
 	if (cmd == 1 && a->dump_after)
 		upto = UPTO_CODEGEN;
+	c->fit_follows = cmd >= 2;
 	if (!compile_passes(c, upto))
 		return EXIT_USER;
 	if (cmd >= 2 && !fit_memory_limit(c, a, cmd == 4))
