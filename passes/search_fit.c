@@ -14,6 +14,7 @@
 /* What one compilation of the fit chooses beyond the strategies. */
 typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
+	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 } Try;
 
 /* The repeated layers: block instances indexed like `layers[i]` (scope
@@ -41,11 +42,9 @@ static bool indexed_scope(const char *scope, char *name, size_t cap, int *index)
 	return true;
 }
 
-/* Marks every forward operator of the repeated layers recomputed, as
- * `.recompute()` on each layer does (Megatron's full-layer recompute);
- * marks already there (the user's) stay. Only the first indexed name
- * that repeats is taken: a model's stack of layers. */
-static void mark_recompute(Graph *g, Layers *L)
+/* Finds the repeated layers: the first indexed instance name that
+ * repeats (a model's stack of layers). */
+static void mark_layers(const Graph *g, Layers *L)
 {
 	memset(L, 0, sizeof *L);
 	L->lo = -1;
@@ -63,8 +62,18 @@ static void mark_recompute(Graph *g, Layers *L)
 			L->hi = k > L->hi ? k : L->hi;
 		}
 	}
+}
+
+/* Marks every forward operator of the repeated layers recomputed, as
+ * `.recompute()` on each layer does (Megatron's full-layer recompute);
+ * marks already there (the user's) stay. */
+static void mark_recompute(Graph *g, Layers *L)
+{
+	mark_layers(g, L);
 	if (L->lo < 0 || L->lo == L->hi)
 		return;
+	char name[64];
+	int k;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k) ||
@@ -104,6 +113,10 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	if (sink)
 		c->diag.out = sink;
 	bool ok = compile_front(c, f->file, f->defines, f->ndefines);
+	if (ok && t->stages > 0)
+		c->g->par.pipeline_stages = t->stages;
+	if (ok && t->micro > 0)
+		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
 	ok = ok && compile_passes(c, UPTO_CODEGEN);
@@ -187,14 +200,209 @@ static void note(Compilation *c, const char *line)
 	c->fit_note = s;
 }
 
+/* The outcome of one set of choices: its fit, and the recompute retry. */
+typedef struct Outcome {
+	int status;            /* FIT_OK, FIT_NONE, FIT_NO_PROGRAM */
+	bool recompute;        /* the plan that fits recomputes the repeated layers */
+	bool tried;            /* recompute was tried */
+	int plans;             /* compiled, with and without recompute */
+	int64_t bytes;         /* the plan that fits, else the least one found (-1: none compiled) */
+	double est;            /* the search's estimate of that plan */
+	double step;           /* the search's objective of that plan, seconds per step */
+} Outcome;
+
+/* From the compilation in c (made with t's stages and micro-batches,
+ * without added recompute): its plans under the limit, then, where none
+ * fits, the same with the repeated layers recomputed (what Megatron does
+ * for GPT-3); recompute's step is then paid for the memory. */
+static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, Outcome *o)
+{
+	Fit a, b = {.least = -1};
+	Layers L = {0};
+	SearchMode mode = c->g->par.search_mode;
+	memset(o, 0, sizeof *o);
+	t.recompute = false;
+	o->status = fit_loop(c, f, &t, limit, &a, &L);
+	o->plans = a.plans;
+	o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
+	if (o->status != FIT_NONE)
+		return;
+	o->step = a.least_step;
+	Try rc = t;
+	rc.recompute = true;
+	bool compiled = compile_try(c, f, &rc, 1, false, &L), tried = L.marked > 0;
+	if (tried && c->verbose)
+		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
+		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
+		        L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, L.marked);
+	o->tried = tried;
+	if (!tried || !compiled)
+		return;
+	int r = fit_loop(c, f, &rc, limit, &b, &L);
+	o->plans += b.plans;
+	if (r == FIT_NONE) {
+		if (b.least > 0 && b.least < o->bytes)
+			o->bytes = b.least, o->est = b.least_est, o->step = b.least_step;
+		return;
+	}
+	o->status = r, o->recompute = true;
+	if (r != FIT_OK)
+		return;
+	char line[640];
+	snprintf(line, sizeof line,
+	         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+	         "(as .recompute() on each); the plan compiles to %.4g GB per device, within memory_limit = "
+	         "%.4g GB: saves %.4g GB against the least plan without recompute (%.4g GB), costs %.3g s a "
+	         "step (search objective %.4g s against %.4g s)\n",
+	         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, b.planned / 1e9, limit / 1e9, (a.least - b.planned) / 1e9,
+	         a.least / 1e9, c->search_step - a.least_step, c->search_step, a.least_step);
+	o->bytes = b.planned, o->step = c->search_step;
+	note(c, line);
+	if (c->verbose)
+		fprintf(stderr, "netc: %s", line);
+}
+
+static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome *o, const char *what)
+{
+	diag_error(&c->diag, loc_none(),
+	           "no plan fits memory_limit = %.6g bytes per device as compiled%s: the least of the %d plan%s %s "
+	           "found needs %" PRId64 " bytes per device (netc build -v's total; the search's estimate, %.6g, "
+	           "leaves out workspace peaks, communication buffers and inputs)",
+	           limit, what, o->plans, o->plans == 1 ? "" : "s", mode_words(mode), o->bytes, o->est);
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+/* What micro_size must divide: every input's batch dimension and every
+ * reshape's target's (passes/micro.c), as the model is written. */
+static int64_t batch_of(const Graph *g)
+{
+	int64_t b = 0;
+	for (int i = 0; i < g->ninputs; i++)
+		if (g->inputs[i]->shape.rank > 0 && g->inputs[i]->shape.d[0] > 0)
+			b = gcd64(b, g->inputs[i]->shape.d[0]);
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->op == OP_RESHAPE && g->nodes[i]->attr.shape.rank > 0 && g->nodes[i]->attr.shape.d[0] > 0)
+			b = gcd64(b, g->nodes[i]->attr.shape.d[0]);
+	return b > 0 ? b : 1;
+}
+
+enum { MAX_TRIES = 48 };
+
+/* The outer search (pipeline_stages = auto, micro_size = auto): stage
+ * counts 1, 2, 4, ... dividing device_num and the number of repeated
+ * layers (at most 64), and for each a few micro-batch counts, multiples
+ * of the stages dividing the batch (the largest, then a quarter of it
+ * each time, down to the stage count); each with the strategy search
+ * and its fit. Kept: the lowest objective that fits. More micro-batches
+ * bubble less, so the counts go down from the largest and stop once one
+ * that fits does no better than the one that fitted before; the stages
+ * go up and stop once some count fits and the best step stops
+ * improving. */
+static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
+{
+	const Graph *g = c->g;
+	SearchMode mode = g->par.search_mode;
+	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
+	int64_t N = g->par.device_num, B = batch_of(g), P0 = g->par.pipeline_stages, M0 = g->train.micro_size;
+	Layers L;
+	mark_layers(c->g, &L);
+	int64_t nl = L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1;
+	Try tries[MAX_TRIES];
+	Outcome outs[MAX_TRIES];
+	int n = 0, best = -1;
+	double prev_best = INFINITY;
+	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && n < MAX_TRIES; P *= 2) {
+		if (N % P != 0 || nl % P != 0 || P > N)
+			continue;
+		double best_here = INFINITY;
+		double prev = INFINITY;
+		int64_t hi = mauto ? (B / P) * P : M0;
+		while (mauto && hi >= P && B % hi != 0)
+			hi -= P;
+		for (int64_t M = hi; M >= (mauto ? P : M0) && n < MAX_TRIES;) {
+			Try t = {.stages = P, .micro = M};
+			bool same = n == 0 && P == P0 && M == M0; /* main's compilation */
+			if (!same && !compile_try(c, f, &t, 1, false, &L)) {
+				outs[n] = (Outcome){.status = FIT_NONE, .bytes = -1};
+			} else {
+				fit_choice(c, f, t, limit, &outs[n]);
+			}
+			tries[n] = t;
+			Outcome *o = &outs[n++];
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": %s, %.6g s per "
+				        "step, %" PRId64 " bytes per device\n", search_mode_name(mode), P, M,
+				        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit",
+				        o->step, o->bytes);
+			if (o->status == FIT_NO_PROGRAM)
+				return true;
+			if (o->status == FIT_OK) {
+				if (best < 0 || o->step < outs[best].step)
+					best = n - 1;
+				if (o->step >= prev)
+					break;
+				prev = o->step;
+				best_here = fmin(best_here, o->step);
+			}
+			if (!mauto)
+				break;
+			int64_t next = M / 4 >= P ? (M / 4) / P * P : (M > P ? P : 0);
+			while (next >= P && B % next != 0)
+				next -= P;
+			if (next < P || next >= M)
+				break;
+			M = next;
+		}
+		if (!sauto || (best >= 0 && best_here >= prev_best))
+			break;
+		prev_best = fmin(prev_best, best_here);
+	}
+	char line[256];
+	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %.4g GB (inf: none); chosen: the lowest step that fits\n",
+	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
+	         limit / 1e9);
+	note(c, line);
+	note(c, "  stages  micro-batches  recompute  GB per device  search objective (s per step)\n");
+	for (int i = 0; i < n; i++) {
+		snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %-9s  %13.4g  %.4g%s\n", tries[i].stages,
+		         tries[i].micro, outs[i].recompute ? "yes" : "no", outs[i].bytes / 1e9, outs[i].step,
+		         i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : "  (does not fit)");
+		note(c, line);
+	}
+	if (c->verbose)
+		fputs(c->fit_note, stderr);
+	if (best < 0) {
+		Outcome least = outs[0];
+		for (int i = 1; i < n; i++)
+			if (outs[i].bytes > 0 && (least.bytes < 0 || outs[i].bytes < least.bytes))
+				least = outs[i];
+		least.plans = 0;
+		for (int i = 0; i < n; i++)
+			least.plans += outs[i].plans;
+		no_plan(c, mode, limit, &least, ", at any stage and micro-batch count tried, with the repeated layers "
+		        "recomputed or not");
+		return false;
+	}
+	if (best == n - 1)
+		return true;
+	/* c holds the last try: the chosen one again (the same choices give the same plan) */
+	char *keep = c->fit_note;
+	c->fit_note = NULL;
+	Outcome o;
+	bool ok = compile_try(c, f, &tries[best], 1, false, &L);
+	if (ok)
+		fit_choice(c, f, tries[best], limit, &o);
+	free(c->fit_note); /* its recompute line is in the table */
+	c->fit_note = keep;
+	return ok && o.status == FIT_OK;
+}
+
 /* Every search_mode keeps memory_limit (search.c: a plan of
  * recursive_programming or sharding_propagation over it is searched
  * again by dynamic_programming's priced search) with the search's own
  * estimate, which counts less than the program allocates (workspace
- * peaks, communication buffers, inputs): the compiled plan decides.
- * Where no plan fits as the model is written, the repeated layers are
- * recomputed (what Megatron does for GPT-3) and the search runs again;
- * the step it costs is then paid for the memory. */
+ * peaks, communication buffers, inputs): the compiled plan decides. */
 bool search_fit_memory(Compilation *c, const MemoryFit *f)
 {
 	double limit = c->machine ? c->machine->memory_limit : 0;
@@ -203,45 +411,18 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f)
 		machine_defaults(&m);
 		limit = m.memory_limit;
 	}
-	if (c->g->par.parallel_mode != PM_AUTO_PARALLEL || limit <= 0)
+	if (c->g->par.parallel_mode != PM_AUTO_PARALLEL)
+		return true;
+	if (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto)
+		return outer_search(c, f, limit > 0 ? limit : INFINITY);
+	if (limit <= 0)
 		return true;
 	SearchMode mode = c->g->par.search_mode;
-	Try plain = {0}, rc = {.recompute = true};
-	Fit a;
-	Layers L = {0};
-	int r = fit_loop(c, f, &plain, limit, &a, &L);
-	if (r != FIT_NONE)
+	Outcome o;
+	Try t = {0};
+	fit_choice(c, f, t, limit, &o);
+	if (o.status != FIT_NONE)
 		return true;
-	Fit b = {.least = -1};
-	bool compiled = compile_try(c, f, &rc, 1, false, &L), tried = L.marked > 0;
-	if (tried && c->verbose)
-		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
-		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
-		        L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, L.marked);
-	r = tried && compiled ? fit_loop(c, f, &rc, limit, &b, &L) : FIT_NONE;
-	if (r == FIT_NO_PROGRAM)
-		return true;
-	if (r == FIT_OK) {
-		char line[640];
-		snprintf(line, sizeof line,
-		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
-		         "(as .recompute() on each); the plan compiles to %.4g GB per device, within memory_limit = "
-		         "%.4g GB: saves %.4g GB against the least plan without recompute (%.4g GB), costs %.3g s a "
-		         "step (search objective %.4g s against %.4g s)\n",
-		         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, b.planned / 1e9, limit / 1e9,
-		         (a.least - b.planned) / 1e9, a.least / 1e9, c->search_step - a.least_step, c->search_step,
-		         a.least_step);
-		note(c, line);
-		if (c->verbose)
-			fprintf(stderr, "netc: %s", line);
-		return true;
-	}
-	Fit *w = tried && b.least > 0 && b.least < a.least ? &b : &a;
-	diag_error(&c->diag, loc_none(),
-	           "no plan fits memory_limit = %.6g bytes per device as compiled%s: the least of the %d plan%s %s "
-	           "found needs %" PRId64 " bytes per device (netc build -v's total; the search's estimate, %.6g, "
-	           "leaves out workspace peaks, communication buffers and inputs)",
-	           limit, tried ? ", with the repeated layers recomputed or not" : "", a.plans + (tried ? b.plans : 0),
-	           a.plans + (tried ? b.plans : 0) == 1 ? "" : "s", mode_words(mode), w->least, w->least_est);
+	no_plan(c, mode, limit, &o, o.tried ? ", with the repeated layers recomputed or not" : "");
 	return false;
 }
