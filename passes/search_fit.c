@@ -15,6 +15,7 @@
 typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
+	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 } Try;
 
 /* The repeated layers: block instances indexed like `layers[i]` (scope
@@ -102,6 +103,17 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	compilation_free(c);
 	compilation_init(c);
 	f->setup(c, f->ctx);
+	/* a screen's machine: the compilation keeps a pointer to it, and the
+	 * next compile_try (a full one ends every fit) replaces it */
+	static Machine unlimited;
+	if (t->screen) {
+		if (c->machine)
+			unlimited = *c->machine;
+		else
+			machine_defaults(&unlimited);
+		unlimited.memory_limit = 0;
+		c->machine = &unlimited;
+	}
 	c->search_order = order;
 	c->verbose = false;
 	c->dump_after = NULL;
@@ -119,7 +131,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
-	ok = ok && compile_passes(c, UPTO_CODEGEN);
+	ok = ok && compile_passes(c, t->screen ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
@@ -189,6 +201,18 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 	}
 }
 
+/* Bytes as "12.3 GB", "4.56 MB", ... (decimal units, as memory_limit is given). */
+static const char *human_bytes(double b, char *buf, size_t cap)
+{
+	const char *unit[] = {"bytes", "kB", "MB", "GB", "TB"};
+	int u = 0;
+	double a = fabs(b);
+	while (a >= 1000 && u < 4)
+		a /= 1000, b /= 1000, u++;
+	snprintf(buf, cap, u ? "%.4g %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
 /* Appends a line to c->fit_note (heap). */
 static void note(Compilation *c, const char *line)
 {
@@ -248,14 +272,16 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 	o->status = r, o->recompute = true;
 	if (r != FIT_OK)
 		return;
-	char line[640];
+	char line[640], h[4][32];
 	snprintf(line, sizeof line,
 	         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
-	         "(as .recompute() on each); the plan compiles to %.4g GB per device, within memory_limit = "
-	         "%.4g GB: saves %.4g GB against the least plan without recompute (%.4g GB), costs %.3g s a "
-	         "step (search objective %.4g s against %.4g s)\n",
-	         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, b.planned / 1e9, limit / 1e9, (a.least - b.planned) / 1e9,
-	         a.least / 1e9, c->search_step - a.least_step, c->search_step, a.least_step);
+	         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s: "
+	         "saves %s against the least plan without recompute (%s); the step %+.3g s (search "
+	         "objective %.4g s against %.4g s)\n",
+	         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+	         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)(a.least - b.planned), h[2], sizeof h[2]),
+	         human_bytes((double)a.least, h[3], sizeof h[3]), c->search_step - a.least_step, c->search_step,
+	         a.least_step);
 	o->bytes = b.planned, o->step = c->search_step;
 	note(c, line);
 	if (c->verbose)
@@ -287,64 +313,27 @@ static int64_t batch_of(const Graph *g)
 	return b > 0 ? b : 1;
 }
 
-enum { MAX_TRIES = 48 };
+enum { MAX_TRIES = 48, MAX_FITS = 8 };
 
-/* The outer search (pipeline_stages = auto, micro_size = auto): stage
- * counts 1, 2, 4, ... dividing device_num and the number of repeated
- * layers (at most 64), and for each a few micro-batch counts, multiples
- * of the stages dividing the batch (the largest, then a quarter of it
- * each time, down to the stage count); each with the strategy search
- * and its fit. Kept: the lowest objective that fits. More micro-batches
- * bubble less, so the counts go down from the largest and stop once one
- * that fits does no better than the one that fitted before; the stages
- * go up and stop once some count fits and the best step stops
- * improving. */
-static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
+/* The (P, M) to try: stage counts 1, 2, 4, ... (at most 64) dividing
+ * device_num and the number of repeated layers; micro-batch counts,
+ * multiples of P dividing the batch, the largest up to 16 P (the bubble
+ * (P - 1) / (M + P - 1) is under 6% there, and more only shrink each
+ * micro-batch's matrix products while the schedule grows with P x M),
+ * then a quarter of it each time down to P. */
+static int candidates(const Graph *g, int64_t nl, Try *t)
 {
-	const Graph *g = c->g;
-	SearchMode mode = g->par.search_mode;
 	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
 	int64_t N = g->par.device_num, B = batch_of(g), P0 = g->par.pipeline_stages, M0 = g->train.micro_size;
-	Layers L;
-	mark_layers(c->g, &L);
-	int64_t nl = L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1;
-	Try tries[MAX_TRIES];
-	Outcome outs[MAX_TRIES];
-	int n = 0, best = -1;
-	double prev_best = INFINITY;
-	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && n < MAX_TRIES; P *= 2) {
-		if (N % P != 0 || nl % P != 0 || P > N)
+	int n = 0;
+	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && P <= N; P *= 2) {
+		if (N % P != 0 || (sauto && nl % P != 0))
 			continue;
-		double best_here = INFINITY;
-		double prev = INFINITY;
-		int64_t hi = mauto ? (B / P) * P : M0;
-		while (mauto && hi >= P && B % hi != 0)
-			hi -= P;
-		for (int64_t M = hi; M >= (mauto ? P : M0) && n < MAX_TRIES;) {
-			Try t = {.stages = P, .micro = M};
-			bool same = n == 0 && P == P0 && M == M0; /* main's compilation */
-			if (!same && !compile_try(c, f, &t, 1, false, &L)) {
-				outs[n] = (Outcome){.status = FIT_NONE, .bytes = -1};
-			} else {
-				fit_choice(c, f, t, limit, &outs[n]);
-			}
-			tries[n] = t;
-			Outcome *o = &outs[n++];
-			if (c->verbose)
-				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": %s, %.6g s per "
-				        "step, %" PRId64 " bytes per device\n", search_mode_name(mode), P, M,
-				        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit",
-				        o->step, o->bytes);
-			if (o->status == FIT_NO_PROGRAM)
-				return true;
-			if (o->status == FIT_OK) {
-				if (best < 0 || o->step < outs[best].step)
-					best = n - 1;
-				if (o->step >= prev)
-					break;
-				prev = o->step;
-				best_here = fmin(best_here, o->step);
-			}
+		int64_t M = mauto ? (B < 16 * P ? B : 16 * P) / P * P : M0;
+		while (mauto && M >= P && B % M != 0)
+			M -= P;
+		while (M >= (mauto ? P : M0) && M > 0 && n < MAX_TRIES) {
+			t[n++] = (Try){.stages = P, .micro = M};
 			if (!mauto)
 				break;
 			int64_t next = M / 4 >= P ? (M / 4) / P * P : (M > P ? P : 0);
@@ -354,37 +343,106 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				break;
 			M = next;
 		}
-		if (!sauto || (best >= 0 && best_here >= prev_best))
-			break;
-		prev_best = fmin(prev_best, best_here);
 	}
-	char line[256];
-	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %.4g GB (inf: none); chosen: the lowest step that fits\n",
-	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
-	         limit / 1e9);
-	note(c, line);
-	note(c, "  stages  micro-batches  recompute  GB per device  search objective (s per step)\n");
+	return n;
+}
+
+/* The outer search (pipeline_stages = auto, micro_size = auto). Each
+ * candidate (P, M) is first screened: compiled up to the strategies
+ * without a memory limit, whose objective bounds from below what any
+ * plan of (P, M) under the limit costs (exactly for dynamic_programming's
+ * search; the others' about). Then in the order of those bounds each is
+ * compiled in full with its memory fit and recompute retry, until the
+ * next bound is no lower than the best step that fits (or after
+ * MAX_FITS fits): the lowest objective that fits is built. */
+static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
+{
+	const Graph *g = c->g;
+	SearchMode mode = g->par.search_mode;
+	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
+	Layers L;
+	mark_layers(c->g, &L);
+	Try tries[MAX_TRIES];
+	Outcome outs[MAX_TRIES];
+	double bound[MAX_TRIES];
+	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
+	bool full[MAX_TRIES] = {0};
+	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, last = -1, fits = 0;
 	for (int i = 0; i < n; i++) {
-		snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %-9s  %13.4g  %.4g%s\n", tries[i].stages,
-		         tries[i].micro, outs[i].recompute ? "yes" : "no", outs[i].bytes / 1e9, outs[i].step,
-		         i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : "  (does not fit)");
+		Try t = tries[i];
+		t.screen = true;
+		bound[i] = compile_try(c, f, &t, 1, false, &L) ? c->search_step : INFINITY;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
+			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
+	}
+	for (;;) {
+		int i = -1;
+		for (int k = 0; k < n; k++)
+			if (!full[k] && isfinite(bound[k]) && (i < 0 || bound[k] < bound[i]))
+				i = k;
+		if (i < 0 || fits == MAX_FITS || (best >= 0 && bound[i] >= outs[best].step))
+			break;
+		full[i] = true, fits++, last = i;
+		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
+		c->fit_note = NULL;
+		if (!compile_try(c, f, &tries[i], 1, false, &L))
+			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
+		else
+			fit_choice(c, f, tries[i], limit, &outs[i]);
+		lines[i] = c->fit_note;
+		c->fit_note = table;
+		Outcome *o = &outs[i];
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": %s, %.6g s per "
+			        "step, %" PRId64 " bytes per device\n", search_mode_name(mode), tries[i].stages, tries[i].micro,
+			        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit",
+			        o->step, o->bytes);
+		if (o->status == FIT_NO_PROGRAM) { /* the build says why */
+			for (int k = 0; k < n; k++)
+				free(lines[k]);
+			return true;
+		}
+		if (o->status == FIT_OK && (best < 0 || o->step < outs[best].step))
+			best = i;
+	}
+	char line[256], h[32];
+	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %s; chosen: the lowest step that fits\n",
+	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
+	         isinf(limit) ? "none" : human_bytes(limit, h, sizeof h));
+	note(c, line);
+	note(c, "  stages  micro-batches  without a limit  recompute  bytes per device  search objective (s per step)\n");
+	for (int i = 0; i < n; i++) {
+		if (full[i])
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  %-9s  %16" PRId64 "  %.4g%s\n",
+			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
+			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : "  (does not fit)");
+		else
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
+			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
 		note(c, line);
 	}
+	if (best >= 0 && lines[best])
+		note(c, lines[best]);
+	for (int i = 0; i < n; i++)
+		free(lines[i]);
 	if (c->verbose)
 		fputs(c->fit_note, stderr);
 	if (best < 0) {
-		Outcome least = outs[0];
-		for (int i = 1; i < n; i++)
-			if (outs[i].bytes > 0 && (least.bytes < 0 || outs[i].bytes < least.bytes))
-				least = outs[i];
-		least.plans = 0;
+		Outcome least = {.bytes = -1};
+		int plans = 0;
 		for (int i = 0; i < n; i++)
-			least.plans += outs[i].plans;
+			if (full[i]) {
+				if (outs[i].bytes > 0 && (least.bytes < 0 || outs[i].bytes < least.bytes))
+					least = outs[i];
+				plans += outs[i].plans;
+			}
+		least.plans = plans;
 		no_plan(c, mode, limit, &least, ", at any stage and micro-batch count tried, with the repeated layers "
 		        "recomputed or not");
 		return false;
 	}
-	if (best == n - 1)
+	if (best == last)
 		return true;
 	/* c holds the last try: the chosen one again (the same choices give the same plan) */
 	char *keep = c->fit_note;
@@ -393,7 +451,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	bool ok = compile_try(c, f, &tries[best], 1, false, &L);
 	if (ok)
 		fit_choice(c, f, tries[best], limit, &o);
-	free(c->fit_note); /* its recompute line is in the table */
+	free(c->fit_note); /* its recompute line is in the note already */
 	c->fit_note = keep;
 	return ok && o.status == FIT_OK;
 }
