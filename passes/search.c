@@ -115,6 +115,11 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 		m.topo.world = g->par.device_num;
 		m.topo.cyclic = cyclic;
 	}
+	/* the driver's first compilation of pipeline_stages or micro_size =
+	 * auto (1 and 1 there) is replaced by the fit's outer search: its
+	 * plan is not priced for memory (the fit's compilations set a factor) */
+	if (c->fit_follows && c->search_mem_factor == 0 && (g->par.pipeline_stages_auto || g->train.micro_size_auto))
+		m.memory_limit = 0;
 	Search *s = search_new(&c->arena, g, &m, is_training(c), d);
 	if (!s)
 		return NULL;

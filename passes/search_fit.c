@@ -353,7 +353,7 @@ static int candidates(const Graph *g, int64_t nl, Try *t)
  * plan of (P, M) under the limit costs (exactly for dynamic_programming's
  * search; the others' about). Then in the order of those bounds each is
  * compiled in full with its memory fit and recompute retry, until the
- * next bound is no lower than the best step that fits (or after
+ * next bound is no more than 1% below the best step that fits (or after
  * MAX_FITS fits): the lowest objective that fits is built. */
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
@@ -381,7 +381,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		for (int k = 0; k < n; k++)
 			if (!full[k] && isfinite(bound[k]) && (i < 0 || bound[k] < bound[i]))
 				i = k;
-		if (i < 0 || fits == MAX_FITS || (best >= 0 && bound[i] >= outs[best].step))
+		/* within 1% of the best: what the price search resolves (search_dp.c) */
+		if (i < 0 || fits == MAX_FITS || (best >= 0 && bound[i] >= 0.99 * outs[best].step))
 			break;
 		full[i] = true, fits++, last = i;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */

@@ -107,19 +107,22 @@ fi
 limited 5.5M "$S16 -D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net" "$work/auto.txt"
 rows=$(sed -n '/^plans tried/,/^[^ p]/s/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) *[0-9][^ ]* *\(yes\|no\|-\) .*/\1 \2/p' "$work/auto.txt")
 chosen=$(sed -n 's/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) .*<- chosen$/\1 \2/p' "$work/auto.txt")
-best="" bestobj=""
+best="" bestobj="" chosenobj=""
 for pm in $(echo "$rows" | tr ' ' ':'); do
 	P=${pm%:*} M=${pm#*:}
 	limited 5.5M "$S16 -D pipeline_stages=$P -D train.micro_size=$M tests/models/transformer_plain.net" "$work/pm.txt" ||
 		continue
 	obj=$(sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p' "$work/pm.txt")
+	[ "$P $M" = "$chosen" ] && chosenobj=$obj
 	if [ -z "$best" ] || awk -v a="$obj" -v b="$bestobj" 'BEGIN { exit !(a < b) }'; then
 		best="$P $M" bestobj=$obj
 	fi
 done
-echo "4 layers under 5.5 MB, stages and micro-batches auto: chosen '$chosen', best of the same compiled alone '$best' ($bestobj s)"
-[ -n "$chosen" ] && [ "$chosen" = "$best" ] && [ "${chosen%% *}" -gt 1 ] && ok ||
-	bad "auto chose '$chosen', the best of its tries compiled alone is '$best'"
+echo "4 layers under 5.5 MB, stages and micro-batches auto: chosen '$chosen' ($chosenobj s), best of the same compiled alone '$best' ($bestobj s)"
+# the same, or within the 1% the outer search does not resolve
+[ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
+	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
+	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
 # GPT-3 under the default 80 GB: without recompute nothing fits (the hand
 # plan included); dynamic_programming recomputes the layers and its plan
 # fits, at most TOL x the hand plan with .recompute() on its layers
