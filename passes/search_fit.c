@@ -432,15 +432,18 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	if (best < 0) {
 		Outcome least = {.bytes = -1};
 		int plans = 0;
+		bool tried = false;
 		for (int i = 0; i < n; i++)
 			if (full[i]) {
 				if (outs[i].bytes > 0 && (least.bytes < 0 || outs[i].bytes < least.bytes))
 					least = outs[i];
 				plans += outs[i].plans;
+				tried |= outs[i].tried;
 			}
 		least.plans = plans;
-		no_plan(c, mode, limit, &least, ", at any stage and micro-batch count tried, with the repeated layers "
-		        "recomputed or not");
+		no_plan(c, mode, limit, &least, tried ? ", at any stage and micro-batch count tried, with the repeated "
+		                                        "layers recomputed or not"
+		                                      : ", at any stage and micro-batch count tried");
 		return false;
 	}
 	if (best == last)

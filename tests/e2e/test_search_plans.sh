@@ -123,6 +123,13 @@ echo "4 layers under 5.5 MB, stages and micro-batches auto: chosen '$chosen' ($c
 [ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
 	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
 	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
+# nothing fits 1 MB: the outer search says so, after every candidate
+if limited 1M "$S16 -D pipeline_stages=auto tests/models/transformer_plain.net" "$work/auto1.txt"; then
+	bad "4 layers under 1 MB, stages auto: a plan fits"
+else
+	grep -q '^netc: error: no plan fits memory_limit = 1e+06 bytes per device as compiled, at any stage and micro-batch count tried, with the repeated layers recomputed or not: the least of the [0-9]* plans dynamic_programming found needs' \
+		"$work/auto1.txt" && ok || bad "4 layers under 1 MB, stages auto: $(grep error "$work/auto1.txt")"
+fi
 # GPT-3 under the default 80 GB: without recompute nothing fits (the hand
 # plan included); dynamic_programming recomputes the layers and its plan
 # fits, at most TOL x the hand plan with .recompute() on its layers
