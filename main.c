@@ -450,6 +450,12 @@ static int run(Compilation *c, Args *a)
 	Stage upto = commands[cmd].upto;
 	if (cmd == 1 && a->dump_after)
 		upto = UPTO_CODEGEN;
+	c->fit_follows = cmd >= 2;
+	/* pipeline_stages or micro_size = auto: the fit's outer search compiles
+	 * every candidate itself (passes/search_fit.c); this one only checks */
+	if (cmd >= 2 && c->g->par.parallel_mode == PM_AUTO_PARALLEL &&
+	    (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto))
+		upto = UPTO_CHECK;
 	if (!compile_passes(c, upto))
 		return EXIT_USER;
 	if (cmd >= 2 && !fit_memory_limit(c, a, cmd == 4))

@@ -474,6 +474,16 @@ static bool set_all_reduce_fusion_config(Cx *cx, ParallelConfig *pc, const CfgVa
 
 static bool set_pipeline_stages(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
+	pc->pipeline_stages_auto = false;
+	if (v->kind == CV_IDENT && strcmp(v->s, "auto") == 0) { /* netc's: the search chooses */
+		pc->pipeline_stages_auto = true;
+		pc->pipeline_stages = 1;
+		return true;
+	}
+	if (v->kind == CV_IDENT) {
+		diag_error(cx->d, v->loc, "%s key 'pipeline_stages' expects an integer or auto, got '%s'", cx->block, v->s);
+		return false;
+	}
 	return get_int(cx, "pipeline_stages", v, 1, INT64_MAX, &pc->pipeline_stages);
 }
 
@@ -926,6 +936,16 @@ static bool set_batch_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
 static bool set_micro_size(Cx *cx, TrainConfig *tc, const CfgValue *v)
 {
 	tc->micro_size_loc = v->loc;
+	tc->micro_size_auto = false;
+	if (v->kind == CV_IDENT && strcmp(v->s, "auto") == 0) { /* netc's: the search chooses (passes/stages.c checks the mode) */
+		tc->micro_size_auto = true;
+		tc->micro_size = 1;
+		return true;
+	}
+	if (v->kind == CV_IDENT) {
+		diag_error(cx->d, v->loc, "%s key 'micro_size' expects an integer or auto, got '%s'", cx->block, v->s);
+		return false;
+	}
 	return get_int(cx, "micro_size", v, 1, INT64_MAX, &tc->micro_size);
 }
 

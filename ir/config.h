@@ -122,6 +122,8 @@ typedef struct ParallelConfig {
 	int64_t *all_reduce_fusion_config;  /* default unset (n = 0) */
 	int n_all_reduce_fusion_config;
 	int64_t pipeline_stages;            /* default 1 */
+	bool pipeline_stages_auto;          /* `pipeline_stages = auto` (netc): auto_parallel's memory fit
+	                                     * chooses the count (passes/search_fit.c); 1 until it does */
 	bool pipeline_result_broadcast;     /* default false */
 	bool pipeline_interleave;           /* pipeline_config, default false */
 	PipelineScheduler pipeline_scheduler; /* pipeline_config, default 1f1b */

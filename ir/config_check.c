@@ -29,10 +29,20 @@ static bool check_dataset(const ParallelConfig *pc, Diag *d)
 	return false;
 }
 
+static bool mode_overridden(const ParallelConfig *pc, ParallelKey k);
+
 static bool check_pipeline(const ParallelConfig *pc, Diag *d)
 {
 	bool ok = true;
 	Loc at = key_loc(pc, PK_pipeline_stages);
+	/* the stage count is chosen by auto_parallel's search of plans; a
+	 * reference build (-D parallel_mode=stand_alone) runs one stage */
+	if (pc->pipeline_stages_auto && pc->parallel_mode != PM_AUTO_PARALLEL &&
+	    !(pc->parallel_mode == PM_STAND_ALONE && mode_overridden(pc, PK_pipeline_stages))) {
+		diag_error(d, at, "pipeline_stages = auto needs parallel_mode = auto_parallel (its search chooses the "
+		           "stage count); %s takes a number", parallel_mode_name(pc->parallel_mode));
+		ok = false;
+	}
 	if (pc->pipeline_stages > pc->device_num) {
 		diag_error(d, at, "pipeline_stages (%" PRId64 ") must not exceed device_num (%" PRId64 ")",
 		           pc->pipeline_stages, pc->device_num);

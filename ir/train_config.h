@@ -51,6 +51,7 @@ typedef struct TrainConfig {
 	int64_t steps;          /* default 100 */
 	int64_t micro_size;     /* PipelineCell micro_size, default 1 */
 	Loc micro_size_loc;     /* where micro_size was given (the file or a -D); none by default */
+	bool micro_size_auto;   /* `micro_size = auto` (netc): chosen as pipeline_stages = auto; 1 until then */
 	const char *loss;       /* name of the loss value */
 	Loc loss_loc;
 	/* loss scaling, as MindSpore's LossScaleManager: the loss gradient is

@@ -948,6 +948,8 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
 	print_machine(m, g, out);
+	if (c->fit_note) /* passes/search_fit.c: recompute, stages, micro-batches chosen */
+		fputs(c->fit_note, out);
 	fuse_attention_report(c, out);
 	/* a redistribution shared by several consumers runs once: listed at
 	 * the first, referred to at the others, as the totals count it */

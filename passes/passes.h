@@ -65,6 +65,15 @@ typedef struct Compilation {
 	 * the plan chosen (0: no search ran) */
 	double search_mem_factor;
 	double search_mem;
+	double search_step;    /* the chosen plan's objective, seconds per step (0: no search ran) */
+	/* the command runs the memory fit after the passes (main.c): a search
+	 * that finds nothing within memory_limit hands its least plan to it
+	 * (search_over set) rather than failing, and the fit says why */
+	bool fit_follows, search_over;
+	/* what the fit chose beyond the strategies (recompute, stages,
+	 * micro-batches) and why, for -v and explain; heap, kept across the
+	 * fit's compilations, freed by compilation_free; NULL: nothing */
+	char *fit_note;
 	/* the prices dynamic_programming tried under the limit, kept across the
 	 * compilations of one fit (passes/search_fit.c): [0] in blocks (or
 	 * without a topology), [1] round robin; heap, freed by

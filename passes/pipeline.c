@@ -69,6 +69,8 @@ void compilation_free(Compilation *c)
 		free(c->search_prices);
 		c->search_prices = NULL;
 	}
+	free(c->fit_note);
+	c->fit_note = NULL;
 	arena_free(&c->arena);
 	source_free(c->src);
 	c->src = NULL;

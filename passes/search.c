@@ -115,12 +115,20 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 		m.topo.world = g->par.device_num;
 		m.topo.cyclic = cyclic;
 	}
+	/* the driver's first compilation of pipeline_stages or micro_size =
+	 * auto (1 and 1 there) is replaced by the fit's outer search: its
+	 * plan is not priced for memory (the fit's compilations set a factor) */
+	if (c->fit_follows && c->search_mem_factor == 0 && (g->par.pipeline_stages_auto || g->train.micro_size_auto))
+		m.memory_limit = 0;
 	Search *s = search_new(&c->arena, g, &m, is_training(c), d);
 	if (!s)
 		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
-	if (c->search_mem_factor > 1)
+	if (c->search_mem_factor > 0)
 		s->mem_factor = c->search_mem_factor;
+	/* only a fit's first search of a choice: a later one, its estimate
+	 * scaled, fails as before when nothing fits (nothing more to learn) */
+	s->soft_limit = c->fit_follows && (c->search_mem_factor == 0 || c->search_mem_factor == 1);
 	if (s->m.memory_limit > 0) {
 		if (!c->search_prices) /* one record per order: a price's plan depends on it */
 			c->search_prices = xcalloc(2, sizeof *c->search_prices);
@@ -157,6 +165,8 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	Graph *g = c->g;
 	search_apply(s, choice);
 	c->search_mem = search_memory(s, choice);
+	c->search_step = search_total(s, choice);
+	c->search_over = s->over;
 	if (c->verbose)
 		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",
 		        search_mode_name(g->par.search_mode), s->nv, search_total(s, choice), search_memory(s, choice),

@@ -680,8 +680,14 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		if (hi * limit > 1e6 * t0)
 			break;
 	}
+	if (fitted_memory(s, trial) > limit && s->soft_limit) {
+		memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
+		s->over = true;
+		s->exact = false;
+		return true;
+	}
 	if (fitted_memory(s, trial) > limit) {
-		if (s->diag && s->mem_factor > 1)
+		if (s->diag && s->mem_factor != 1)
 			diag_error(s->diag, loc_none(),
 			           "no strategy fits memory_limit = %.3g bytes per device: the least memory found needs %.3g as "
 			           "compiled (the search's estimate %.3g, times %.3g: what an earlier plan compiled to per byte "

@@ -1,35 +1,137 @@
 /* The memory fit around the search (see search_fit.h). */
 #include "search_fit.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cost.h"
 #include "search_graph.h"
 
+/* What one compilation of the fit chooses beyond the strategies. */
+typedef struct Try {
+	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
+	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
+	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+} Try;
+
+/* The repeated layers: block instances indexed like `layers[i]` (scope
+ * "layers.3", "layers.3.attn", ...) of which there are at least two. */
+typedef struct Layers {
+	char name[64];         /* "layers" */
+	int lo, hi;            /* the indices seen; lo < hi when repeated */
+	int marked;            /* forward operators newly marked recomputed */
+} Layers;
+
+/* The instance name and index of a scope "name.N[.inner...]"; false when
+ * the scope is not an indexed instance. */
+static bool indexed_scope(const char *scope, char *name, size_t cap, int *index)
+{
+	const char *dot = strchr(scope, '.');
+	if (!dot || dot == scope || (size_t)(dot - scope) >= cap || !isdigit((unsigned char)dot[1]))
+		return false;
+	char *end;
+	long k = strtol(dot + 1, &end, 10);
+	if ((*end != '\0' && *end != '.') || k > 1000000)
+		return false;
+	memcpy(name, scope, (size_t)(dot - scope));
+	name[dot - scope] = '\0';
+	*index = (int)k;
+	return true;
+}
+
+/* Finds the repeated layers: the first indexed instance name that
+ * repeats (a model's stack of layers). */
+static void mark_layers(const Graph *g, Layers *L)
+{
+	memset(L, 0, sizeof *L);
+	L->lo = -1;
+	char name[64];
+	int k;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k))
+			continue;
+		if (L->lo < 0) {
+			snprintf(L->name, sizeof L->name, "%s", name);
+			L->lo = L->hi = k;
+		} else if (strcmp(name, L->name) == 0) {
+			L->lo = k < L->lo ? k : L->lo;
+			L->hi = k > L->hi ? k : L->hi;
+		}
+	}
+}
+
+/* Marks every forward operator of the repeated layers recomputed, as
+ * `.recompute()` on each layer does (Megatron's full-layer recompute);
+ * marks already there (the user's) stay. */
+static void mark_recompute(Graph *g, Layers *L)
+{
+	mark_layers(g, L);
+	if (L->lo < 0 || L->lo == L->hi)
+		return;
+	char name[64];
+	int k;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k) ||
+		    strcmp(name, L->name) != 0 || n->ann.recompute || (op_info[n->op].flags & OPF_COMM))
+			continue;
+		n->ann.recompute = true;
+		L->marked++;
+	}
+}
+
 /* Compiles f->file again into c, quietly (the first compilation printed
- * its warnings), with the search's memory estimate scaled by `factor`;
- * false when it fails, which only the search can do here: nothing fits
- * the scaled estimate. */
-static bool compile_scaled(Compilation *c, const MemoryFit *f, double factor)
+ * its warnings), with the choices of t and the search's memory estimate
+ * scaled by `factor`; false when it fails, which only the search can do
+ * here: nothing fits the scaled estimate. keep_prices: the same choices
+ * as the compilation before, whose price record the search starts from
+ * (another graph's prices mean nothing). */
+static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L)
 {
 	bool verbose = c->verbose;
-	struct SearchPrices *prices = c->search_prices; /* kept: the next search starts from its prices */
-	int order = c->search_order;                    /* and searches in the order chosen */
-	c->search_prices = NULL;
+	struct SearchPrices *prices = keep_prices ? c->search_prices : NULL;
+	int order = c->search_order; /* searches in the order chosen */
+	char *note = c->fit_note;
+	if (keep_prices)
+		c->search_prices = NULL;
+	c->fit_note = NULL;
 	compilation_free(c);
 	compilation_init(c);
 	f->setup(c, f->ctx);
+	/* a screen's machine: the compilation keeps a pointer to it, and the
+	 * next compile_try (a full one ends every fit) replaces it */
+	static Machine unlimited;
+	if (t->screen) {
+		if (c->machine)
+			unlimited = *c->machine;
+		else
+			machine_defaults(&unlimited);
+		unlimited.memory_limit = 0;
+		c->machine = &unlimited;
+	}
 	c->search_order = order;
 	c->verbose = false;
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
 	c->search_prices = prices;
+	c->fit_follows = true;
+	c->fit_note = note;
 	FILE *sink = fopen("/dev/null", "w");
 	if (sink)
 		c->diag.out = sink;
-	bool ok = compile_front(c, f->file, f->defines, f->ndefines) && compile_passes(c, UPTO_CODEGEN);
+	bool ok = compile_front(c, f->file, f->defines, f->ndefines);
+	if (ok && t->stages > 0)
+		c->g->par.pipeline_stages = t->stages;
+	if (ok && t->micro > 0)
+		c->g->train.micro_size = t->micro;
+	if (ok && t->recompute)
+		mark_recompute(c->g, L);
+	ok = ok && compile_passes(c, t->screen ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
@@ -37,63 +139,352 @@ static bool compile_scaled(Compilation *c, const MemoryFit *f, double factor)
 	return ok;
 }
 
-/* Every search_mode keeps memory_limit (search.c: a plan of
- * recursive_programming or sharding_propagation over it is searched
- * again by dynamic_programming's priced search) with the search's own
- * estimate, which counts less than the program allocates (workspace
- * peaks, communication buffers, inputs): the compiled plan decides. When
- * the search finds nothing within the scaled estimate (or after 8
- * tries), no plan fits, and the error says what the smallest one tried
- * needs. */
-bool search_fit_memory(Compilation *c, const MemoryFit *f)
+/* One fit: the plans of one set of choices, from the compilation in c. */
+typedef struct Fit {
+	int plans;             /* compiled */
+	int64_t least;         /* the least compiled bytes per device of those over the limit (-1: none) */
+	double least_est;      /* the search's estimate of that plan */
+	double least_step;     /* and its objective */
+	int64_t planned;       /* the plan that fits: bytes per device */
+} Fit;
+
+enum { FIT_NONE, FIT_OK, FIT_NO_PROGRAM };
+
+static const char *mode_words(SearchMode m)
 {
-	const Graph *g = c->g;
-	double limit = c->machine ? c->machine->memory_limit : 0, factor = 1;
-	if (!c->machine) {
-		Machine m;
-		machine_defaults(&m);
-		limit = m.memory_limit;
-	}
-	if (g->par.parallel_mode != PM_AUTO_PARALLEL || limit <= 0)
-		return true;
-	int64_t least = -1;
-	double least_est = 0;
-	bool ok = false;
-	for (int tries = 1;; tries++) {
+	return m == SM_DYNAMIC_PROGRAMMING ? "dynamic_programming"
+	       : m == SM_SHARDING_PROPAGATION ? "sharding_propagation (and dynamic_programming under the limit)"
+	                                      : "recursive_programming (and dynamic_programming under the limit)";
+}
+
+/* While the compiled plan in c is over the limit, compiles again with the
+ * search's estimate scaled by what the plan needed per byte estimated (at
+ * least 5% more each time, at most 8 plans); each search starts from the
+ * prices the earlier ones tried. */
+static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
+{
+	double factor = 1;
+	memset(o, 0, sizeof *o);
+	o->least = -1;
+	for (;;) {
+		const Graph *g = c->g;
 		int64_t planned = f->planned(c, f->ctx);
-		if (planned < 0) {
-			ok = true; /* the program cannot be generated: the build says why */
-			break;
-		}
+		o->plans++;
+		if (planned < 0)
+			return FIT_NO_PROGRAM; /* the program cannot be generated: the build says why */
 		if (planned <= limit) {
-			if (tries > 1 && c->verbose)
+			if ((o->plans > 1 || t->recompute) && c->verbose)
 				fprintf(stderr, "netc: %s: the plan compiles to %" PRId64 " bytes per device, within "
 				        "memory_limit = %.6g\n", search_mode_name(g->par.search_mode), planned, limit);
-			ok = true;
-			break;
+			o->planned = planned;
+			return FIT_OK;
 		}
-		if (least < 0 || planned < least)
-			least = planned, least_est = c->search_mem;
+		if (o->least < 0 || planned < o->least)
+			o->least = planned, o->least_est = c->search_mem, o->least_step = c->search_step;
 		if (c->verbose) {
 			f->report(c, f->ctx, stderr);
 			fprintf(stderr, "netc: %s: the plan compiles to %" PRId64 " bytes per device, over memory_limit = "
 			        "%.6g (the search estimated %.6g)\n", search_mode_name(g->par.search_mode), planned, limit,
 			        c->search_mem);
 		}
-		factor = c->search_mem > 0 ? fmax(factor * 1.05, (double)planned / c->search_mem * 1.01) : 0;
-		const char *mode = g->par.search_mode == SM_DYNAMIC_PROGRAMMING ? "dynamic_programming"
-		                   : g->par.search_mode == SM_SHARDING_PROPAGATION
-		                       ? "sharding_propagation (and dynamic_programming under the limit)"
-		                       : "recursive_programming (and dynamic_programming under the limit)";
-		if (tries == 8 || factor <= 0 || !compile_scaled(c, f, factor)) {
-			diag_error(&c->diag, loc_none(),
-			           "no plan fits memory_limit = %.6g bytes per device as compiled: the least of the %d plan%s "
-			           "%s found needs %" PRId64 " bytes per device (netc build -v's total; the search's estimate, "
-			           "%.6g, leaves out workspace peaks, communication buffers and inputs)",
-			           limit, tries, tries == 1 ? "" : "s", mode, least, least_est);
-			break;
-		}
-		g = c->g;
+		if (c->search_mem <= 0)
+			return FIT_NONE;
+		double want = (double)planned / c->search_mem * 1.01;
+		/* the search's least plan is over by its own estimate: only an
+		 * estimate that counted more than the program holds (a factor
+		 * below 1: activations the fused kernels never keep) leaves room */
+		if (c->search_over && want >= factor)
+			return FIT_NONE;
+		factor = c->search_over ? want : fmax(factor * 1.05, want);
+		if (o->plans == 8 || !compile_try(c, f, t, factor, true, L))
+			return FIT_NONE;
 	}
-	return ok;
+}
+
+/* Bytes as "12.3 GB", "4.56 MB", ... (decimal units, as memory_limit is given). */
+static const char *human_bytes(double b, char *buf, size_t cap)
+{
+	const char *unit[] = {"bytes", "kB", "MB", "GB", "TB"};
+	int u = 0;
+	double a = fabs(b);
+	while (a >= 1000 && u < 4)
+		a /= 1000, b /= 1000, u++;
+	snprintf(buf, cap, u ? "%.4g %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+/* Appends a line to c->fit_note (heap). */
+static void note(Compilation *c, const char *line)
+{
+	size_t have = c->fit_note ? strlen(c->fit_note) : 0, add = strlen(line);
+	char *s = realloc(c->fit_note, have + add + 1);
+	if (!s)
+		return;
+	memcpy(s + have, line, add + 1);
+	c->fit_note = s;
+}
+
+/* The outcome of one set of choices: its fit, and the recompute retry. */
+typedef struct Outcome {
+	int status;            /* FIT_OK, FIT_NONE, FIT_NO_PROGRAM */
+	bool recompute;        /* the plan that fits recomputes the repeated layers */
+	bool tried;            /* recompute was tried */
+	int plans;             /* compiled, with and without recompute */
+	int64_t bytes;         /* the plan that fits, else the least one found (-1: none compiled) */
+	double est;            /* the search's estimate of that plan */
+	double step;           /* the search's objective of that plan, seconds per step */
+} Outcome;
+
+/* From the compilation in c (made with t's stages and micro-batches,
+ * without added recompute): its plans under the limit, then, where none
+ * fits, the same with the repeated layers recomputed (what Megatron does
+ * for GPT-3); recompute's step is then paid for the memory. */
+static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, Outcome *o)
+{
+	Fit a, b = {.least = -1};
+	Layers L = {0};
+	SearchMode mode = c->g->par.search_mode;
+	memset(o, 0, sizeof *o);
+	t.recompute = false;
+	o->status = fit_loop(c, f, &t, limit, &a, &L);
+	o->plans = a.plans;
+	o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
+	if (o->status != FIT_NONE)
+		return;
+	o->step = a.least_step;
+	Try rc = t;
+	rc.recompute = true;
+	bool compiled = compile_try(c, f, &rc, 1, false, &L), tried = L.marked > 0;
+	if (tried && c->verbose)
+		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
+		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
+		        L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, L.marked);
+	o->tried = tried;
+	if (!tried || !compiled)
+		return;
+	int r = fit_loop(c, f, &rc, limit, &b, &L);
+	o->plans += b.plans;
+	if (r == FIT_NONE) {
+		if (b.least > 0 && b.least < o->bytes)
+			o->bytes = b.least, o->est = b.least_est, o->step = b.least_step;
+		return;
+	}
+	o->status = r, o->recompute = true;
+	if (r != FIT_OK)
+		return;
+	char line[640], h[4][32];
+	snprintf(line, sizeof line,
+	         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+	         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s: "
+	         "saves %s against the least plan without recompute (%s); the step %+.3g s (search "
+	         "objective %.4g s against %.4g s)\n",
+	         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+	         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)(a.least - b.planned), h[2], sizeof h[2]),
+	         human_bytes((double)a.least, h[3], sizeof h[3]), c->search_step - a.least_step, c->search_step,
+	         a.least_step);
+	o->bytes = b.planned, o->step = c->search_step;
+	note(c, line);
+	if (c->verbose)
+		fprintf(stderr, "netc: %s", line);
+}
+
+static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome *o, const char *what)
+{
+	diag_error(&c->diag, loc_none(),
+	           "no plan fits memory_limit = %.6g bytes per device as compiled%s: the least of the %d plan%s %s "
+	           "found needs %" PRId64 " bytes per device (netc build -v's total; the search's estimate, %.6g, "
+	           "leaves out workspace peaks, communication buffers and inputs)",
+	           limit, what, o->plans, o->plans == 1 ? "" : "s", mode_words(mode), o->bytes, o->est);
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+/* What micro_size must divide: every input's batch dimension and every
+ * reshape's target's (passes/micro.c), as the model is written. */
+static int64_t batch_of(const Graph *g)
+{
+	int64_t b = 0;
+	for (int i = 0; i < g->ninputs; i++)
+		if (g->inputs[i]->shape.rank > 0 && g->inputs[i]->shape.d[0] > 0)
+			b = gcd64(b, g->inputs[i]->shape.d[0]);
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->op == OP_RESHAPE && g->nodes[i]->attr.shape.rank > 0 && g->nodes[i]->attr.shape.d[0] > 0)
+			b = gcd64(b, g->nodes[i]->attr.shape.d[0]);
+	return b > 0 ? b : 1;
+}
+
+enum { MAX_TRIES = 48, MAX_FITS = 8 };
+
+/* The (P, M) to try: stage counts 1, 2, 4, ... (at most 64) dividing
+ * device_num and the number of repeated layers; micro-batch counts,
+ * multiples of P dividing the batch, the largest up to 16 P (the bubble
+ * (P - 1) / (M + P - 1) is under 6% there, and more only shrink each
+ * micro-batch's matrix products while the schedule grows with P x M),
+ * then a quarter of it each time down to P. */
+static int candidates(const Graph *g, int64_t nl, Try *t)
+{
+	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
+	int64_t N = g->par.device_num, B = batch_of(g), P0 = g->par.pipeline_stages, M0 = g->train.micro_size;
+	int n = 0;
+	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && P <= N; P *= 2) {
+		if (N % P != 0 || (sauto && nl % P != 0))
+			continue;
+		int64_t M = mauto ? (B < 16 * P ? B : 16 * P) / P * P : M0;
+		while (mauto && M >= P && B % M != 0)
+			M -= P;
+		while (M >= (mauto ? P : M0) && M > 0 && n < MAX_TRIES) {
+			t[n++] = (Try){.stages = P, .micro = M};
+			if (!mauto)
+				break;
+			int64_t next = M / 4 >= P ? (M / 4) / P * P : (M > P ? P : 0);
+			while (next >= P && B % next != 0)
+				next -= P;
+			if (next < P || next >= M)
+				break;
+			M = next;
+		}
+	}
+	return n;
+}
+
+/* The outer search (pipeline_stages = auto, micro_size = auto). Each
+ * candidate (P, M) is first screened: compiled up to the strategies
+ * without a memory limit, whose objective bounds from below what any
+ * plan of (P, M) under the limit costs (exactly for dynamic_programming's
+ * search; the others' about). Then in the order of those bounds each is
+ * compiled in full with its memory fit and recompute retry, until the
+ * next bound is no more than 1% below the best step that fits (or after
+ * MAX_FITS fits): the lowest objective that fits is built. */
+static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
+{
+	const Graph *g = c->g;
+	SearchMode mode = g->par.search_mode;
+	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
+	Layers L;
+	mark_layers(c->g, &L);
+	Try tries[MAX_TRIES];
+	Outcome outs[MAX_TRIES];
+	double bound[MAX_TRIES];
+	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
+	bool full[MAX_TRIES] = {0};
+	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, last = -1, fits = 0;
+	for (int i = 0; i < n; i++) {
+		Try t = tries[i];
+		t.screen = true;
+		bound[i] = compile_try(c, f, &t, 1, false, &L) ? c->search_step : INFINITY;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
+			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
+	}
+	for (;;) {
+		int i = -1;
+		for (int k = 0; k < n; k++)
+			if (!full[k] && isfinite(bound[k]) && (i < 0 || bound[k] < bound[i]))
+				i = k;
+		/* within 1% of the best: what the price search resolves (search_dp.c) */
+		if (i < 0 || fits == MAX_FITS || (best >= 0 && bound[i] >= 0.99 * outs[best].step))
+			break;
+		full[i] = true, fits++, last = i;
+		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
+		c->fit_note = NULL;
+		if (!compile_try(c, f, &tries[i], 1, false, &L))
+			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
+		else
+			fit_choice(c, f, tries[i], limit, &outs[i]);
+		lines[i] = c->fit_note;
+		c->fit_note = table;
+		Outcome *o = &outs[i];
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": %s, %.6g s per "
+			        "step, %" PRId64 " bytes per device\n", search_mode_name(mode), tries[i].stages, tries[i].micro,
+			        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit",
+			        o->step, o->bytes);
+		if (o->status == FIT_NO_PROGRAM) { /* the build says why */
+			for (int k = 0; k < n; k++)
+				free(lines[k]);
+			return true;
+		}
+		if (o->status == FIT_OK && (best < 0 || o->step < outs[best].step))
+			best = i;
+	}
+	char line[256], h[32];
+	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %s; chosen: the lowest step that fits\n",
+	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
+	         isinf(limit) ? "none" : human_bytes(limit, h, sizeof h));
+	note(c, line);
+	note(c, "  stages  micro-batches  without a limit  recompute  bytes per device  search objective (s per step)\n");
+	for (int i = 0; i < n; i++) {
+		if (full[i])
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  %-9s  %16" PRId64 "  %.4g%s\n",
+			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
+			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : "  (does not fit)");
+		else
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
+			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
+		note(c, line);
+	}
+	if (best >= 0 && lines[best])
+		note(c, lines[best]);
+	for (int i = 0; i < n; i++)
+		free(lines[i]);
+	if (c->verbose)
+		fputs(c->fit_note, stderr);
+	if (best < 0) {
+		Outcome least = {.bytes = -1};
+		int plans = 0;
+		bool tried = false;
+		for (int i = 0; i < n; i++)
+			if (full[i]) {
+				if (outs[i].bytes > 0 && (least.bytes < 0 || outs[i].bytes < least.bytes))
+					least = outs[i];
+				plans += outs[i].plans;
+				tried |= outs[i].tried;
+			}
+		least.plans = plans;
+		no_plan(c, mode, limit, &least, tried ? ", at any stage and micro-batch count tried, with the repeated "
+		                                        "layers recomputed or not"
+		                                      : ", at any stage and micro-batch count tried");
+		return false;
+	}
+	if (best == last)
+		return true;
+	/* c holds the last try: the chosen one again (the same choices give the same plan) */
+	char *keep = c->fit_note;
+	c->fit_note = NULL;
+	Outcome o;
+	bool ok = compile_try(c, f, &tries[best], 1, false, &L);
+	if (ok)
+		fit_choice(c, f, tries[best], limit, &o);
+	free(c->fit_note); /* its recompute line is in the note already */
+	c->fit_note = keep;
+	return ok && o.status == FIT_OK;
+}
+
+/* Every search_mode keeps memory_limit (search.c: a plan of
+ * recursive_programming or sharding_propagation over it is searched
+ * again by dynamic_programming's priced search) with the search's own
+ * estimate, which counts less than the program allocates (workspace
+ * peaks, communication buffers, inputs): the compiled plan decides. */
+bool search_fit_memory(Compilation *c, const MemoryFit *f)
+{
+	double limit = c->machine ? c->machine->memory_limit : 0;
+	if (!c->machine) {
+		Machine m;
+		machine_defaults(&m);
+		limit = m.memory_limit;
+	}
+	if (c->g->par.parallel_mode != PM_AUTO_PARALLEL)
+		return true;
+	if (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto)
+		return outer_search(c, f, limit > 0 ? limit : INFINITY);
+	if (limit <= 0)
+		return true;
+	SearchMode mode = c->g->par.search_mode;
+	Outcome o;
+	Try t = {0};
+	fit_choice(c, f, t, limit, &o);
+	if (o.status != FIT_NONE)
+		return true;
+	no_plan(c, mode, limit, &o, o.tried ? ", with the repeated layers recomputed or not" : "");
+	return false;
 }

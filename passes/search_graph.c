@@ -534,15 +534,44 @@ static int opt_state_count(OptimizerKind k)
 	}
 }
 
+/* By value id: whether a recomputed operator's output is kept for the
+ * backward pass, i.e. read in the forward pass outside its region (a
+ * later region's checkpoint, passes/recompute.c: regions are runs of one
+ * scope) or the loss. The others die after their forward use and are made
+ * again one region at a time in the backward pass: not held per
+ * micro-batch (before, the estimate counted every output, so a model
+ * with its layers recomputed looked as big as without). */
+static Value *unconverted(Value *x);
+
+static bool *recompute_kept(Arena *a, const Graph *g)
+{
+	bool *kept = ARENA_NEWN(a, bool, g->nvalues + 1);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		if (n->out && n->out == g->loss)
+			kept[n->out->id] = true;
+		for (int j = 0; j < n->nin; j++) {
+			Value *x = unconverted(n->in[j]);
+			const Node *d = x->kind == VK_NODE ? x->def : NULL;
+			if (d && d->ann.recompute && x->id < g->nvalues &&
+			    (!n->ann.recompute || strcmp(n->scope ? n->scope : "", d->scope ? d->scope : "") != 0))
+				kept[x->id] = true;
+		}
+	}
+	return kept;
+}
+
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout **inl, int c, double *cost,
-                         double *mem)
+                         double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
 	double t = cd->compute, step = 0; /* per micro-batch, per step */
-	double m = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * dtype_size(n->out->dtype) : 0;
+	double m = cd->r.out && kept ? (double)shape_numel(&cd->r.out->slice) * dtype_size(n->out->dtype) : 0;
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
 		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
 	for (int i = 0; i < n->nin; i++) {
@@ -658,6 +687,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 	if (!ok)
 		return NULL;
 	/* edges and unary costs */
+	bool *kept = recompute_kept(a, g);
 	int *first = ARENA_NEWN(a, int, 2 * g->nvalues + 2); /* value id -> (vertex, input) of its first reader */
 	for (int i = 0; i < g->nvalues; i++)
 		first[2 * i] = -1;
@@ -690,7 +720,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->mem[c]);
+			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->mem[c], !n->ann.recompute || kept[n->out->id]);
 	}
 	return s;
 }

@@ -108,6 +108,10 @@ typedef struct Search {
 	bool dp_no_memo;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	SearchPrices *prices; /* NULL: dynamic_programming keeps no record of its prices */
+	/* a memory fit follows (search_fit.c): where nothing fits the limit,
+	 * dynamic_programming keeps the least-memory plan it found and sets
+	 * over, so that the fit can try recompute, instead of an error */
+	bool soft_limit, over;
 	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
 	                    * the schedule (Schedule.nslots); NULL: one */
 	/* The objective is a device's step, not one micro-batch through the

@@ -177,6 +177,15 @@ bool pass_stages(Compilation *c)
 	Graph *g = c->g;
 	ParallelConfig *pc = &g->par;
 	int nstages = (int)pc->pipeline_stages;
+	/* micro_size = auto: as pipeline_stages = auto (ir/config_check.c),
+	 * auto_parallel's search of plans chooses it (passes/search_fit.c); a
+	 * reference build (stand_alone) runs the batch whole */
+	if (g->train.micro_size_auto && pc->parallel_mode != PM_AUTO_PARALLEL && pc->parallel_mode != PM_STAND_ALONE) {
+		diag_error(&c->diag, micro_loc(c, PK_pipeline_stages),
+		           "micro_size = auto needs parallel_mode = auto_parallel (its search chooses the micro-batch "
+		           "count); %s takes a number", parallel_mode_name(pc->parallel_mode));
+		return false;
+	}
 	g->nstages = nstages;
 	g->nchunks = nstages * (pc->pipeline_interleave && nstages > 1 ? INTERLEAVE : 1);
 	warn_no_effect(c);

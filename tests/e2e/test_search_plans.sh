@@ -12,7 +12,8 @@
 # .shard annotations with DP x MP = a stage's devices. --memory-limit 0:
 # the comparison is of time per step, the same for every plan (without
 # recompute no plan of GPT-3 fits 80 GB, the hand plan included); then
-# the same under a memory limit (below).
+# the same under a memory limit, recompute and pipeline_stages = auto
+# (below).
 # Last line: "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -83,24 +84,75 @@ for mode in recursive_programming dynamic_programming sharding_propagation; do
 	awk -v g="$got" -v h="$hand" -v t=$TOL -v m="$mem" 'BEGIN { exit !(g > 0 && g <= t * h && m > 0 && m <= 15e9) }' &&
 		ok || bad "64 devices under 15 GB: $mode: $got s per step (hand plan $hand s), $mem bytes per device"
 done
-# GPT-3 under the default 80 GB: without recompute nothing fits, the hand
-# plan included; dynamic_programming says so, in < 10 s
+# Recompute as a searched choice (issue 28.3): where no plan compiled as
+# written fits, the repeated layers are recomputed (.recompute() on each,
+# Megatron's full-layer recompute) and the search runs again; explain
+# says so. A small stack first: 4 layers (sequence 128, width 64) on 4
+# devices, 2 stages, under 16 MB: every plan without recompute compiles to
+# more (the least 18.6 MB), with it 14.0 MB. Before: "no plan fits".
+S16="-D B=16 -D T=128 -D D=64 -D H=4 -D V=64 -D L=4 -D device_num=4 -D full_batch=true
+	-D search_mode=dynamic_programming"
+if limited 16M "$S16 -D pipeline_stages=2 -D train.micro_size=2 tests/models/transformer_plain.net" "$work/rc16.txt" &&
+	grep -q '^recompute chosen: the 4 repeated layers layers.0 to layers.3 are recomputed' "$work/rc16.txt" &&
+	[ "$(largest "$work/rc16.txt")" -le 16000000 ]; then
+	ok
+else
+	bad "4 layers under 16 MB: no recompute chosen: $(grep -m1 'error\|recompute chosen' "$work/rc16.txt")"
+fi
+# pipeline_stages = auto, micro_size = auto: the plan chosen is the best
+# of the same candidates compiled one by one (each with its own fit and
+# recompute retry), those the search compiled and those it left out by
+# their bound alike: the least search objective among those that fit 5.5
+# MB, where 1 stage is not the answer.
+limited 5.5M "$S16 -D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net" "$work/auto.txt"
+rows=$(sed -n '/^plans tried/,/^[^ p]/s/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) *[0-9][^ ]* *\(yes\|no\|-\) .*/\1 \2/p' "$work/auto.txt")
+chosen=$(sed -n 's/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) .*<- chosen$/\1 \2/p' "$work/auto.txt")
+best="" bestobj="" chosenobj=""
+for pm in $(echo "$rows" | tr ' ' ':'); do
+	P=${pm%:*} M=${pm#*:}
+	limited 5.5M "$S16 -D pipeline_stages=$P -D train.micro_size=$M tests/models/transformer_plain.net" "$work/pm.txt" ||
+		continue
+	obj=$(sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p' "$work/pm.txt")
+	[ "$P $M" = "$chosen" ] && chosenobj=$obj
+	if [ -z "$best" ] || awk -v a="$obj" -v b="$bestobj" 'BEGIN { exit !(a < b) }'; then
+		best="$P $M" bestobj=$obj
+	fi
+done
+echo "4 layers under 5.5 MB, stages and micro-batches auto: chosen '$chosen' ($chosenobj s), best of the same compiled alone '$best' ($bestobj s)"
+# the same, or within the 1% the outer search does not resolve
+[ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
+	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
+	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
+# nothing fits 1 MB: the outer search says so, after every candidate
+if limited 1M "$S16 -D pipeline_stages=auto tests/models/transformer_plain.net" "$work/auto1.txt"; then
+	bad "4 layers under 1 MB, stages auto: a plan fits"
+else
+	grep -q '^netc: error: no plan fits memory_limit = 1e+06 bytes per device as compiled, at any stage and micro-batch count tried, with the repeated layers recomputed or not: the least of the [0-9]* plans dynamic_programming found needs' \
+		"$work/auto1.txt" && ok || bad "4 layers under 1 MB, stages auto: $(grep error "$work/auto1.txt")"
+fi
+# GPT-3 under the default 80 GB: without recompute nothing fits (the hand
+# plan included); dynamic_programming recomputes the layers and its plan
+# fits, at most TOL x the hand plan with .recompute() on its layers
 GPT3="-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D device_num=1024 -D pipeline_stages=8
 	-D train.micro_size=96"
 limited 80G "$GPT3 -D DP=16 -D MP=8 samples/transformer.net" "$work/gpt3_hand.txt"
 mem=$(largest "$work/gpt3_hand.txt")
 [ "${mem:-0}" -gt 80000000000 ] && ok || bad "GPT-3: the hand plan needs '$mem' bytes per device, not over 80 GB"
+sed 's/^  h = Layer(h, B, T, D, H) as layers\[i\]$/  h = Layer(h, B, T, D, H).recompute() as layers[i]/' \
+	samples/transformer.net >"$work/transformer_rc.net"
+limited 0 "$GPT3 -D DP=16 -D MP=8 $work/transformer_rc.net" "$work/gpt3_hand_rc.txt"
+hand=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/gpt3_hand_rc.txt")
 t0=$(date +%s.%N)
 if limited 80G "$GPT3 -D search_mode=dynamic_programming tests/models/transformer_plain.net" "$work/gpt3.txt"; then
-	bad "GPT-3 under 80 GB: dynamic_programming found a plan: $(largest "$work/gpt3.txt") bytes per device"
-else
 	secs=$(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
-	echo "GPT-3 under 80 GB: dynamic_programming says no plan fits ($secs s)"
-	# the search's estimate counts the converted copies the backward
-	# keeps, so it refuses before compiling (it used to compile plans
-	# first: "no plan fits ... as compiled")
-	grep -q "error: no strategy fits memory_limit = 8e+10 bytes per device: the least memory found needs" \
-		"$work/gpt3.txt" && ok || bad "GPT-3 under 80 GB: $(grep error "$work/gpt3.txt" | head -1)"
+	got=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/gpt3.txt")
+	mem=$(largest "$work/gpt3.txt")
+	echo "GPT-3 under 80 GB: dynamic_programming recomputes, $got s per step (hand plan with recompute $hand s), $mem bytes per device ($secs s)"
+	grep -q '^recompute chosen: the 96 repeated layers layers.0 to layers.95' "$work/gpt3.txt" &&
+		awk -v g="$got" -v h="$hand" -v t=$TOL -v m="$mem" 'BEGIN { exit !(g > 0 && g <= t * h && m > 0 && m <= 80e9) }' &&
+		ok || bad "GPT-3 under 80 GB: $got s per step (hand plan with recompute $hand s), $mem bytes per device"
+else
+	bad "GPT-3 under 80 GB: $(grep error "$work/gpt3.txt" | head -1)"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
