@@ -414,5 +414,24 @@ fi
 says "input_grads with micro-batches: located error" 1 \
 	"ig.net:18:36: error: input_grads is not supported with micro-batches" check "$work/ig.net" -D train.micro_size=2
 
+# strided_slice's masks and negative strides (issue 30, test_stridedslice.py;
+# a block of its own at the end to merge beside other changes above)
+echo "== strided_slice masks, negative stride (test_stridedslice.py)"
+variant $M/strided_slice_masks.net ssm_ref
+go ssm_ref 1 10 "$work/ssm_ref.net" -D parallel_mode=stand_alone || bad "strided_slice masks reference"
+for s in 2,2 1,4 4,1; do
+	variant $M/strided_slice_masks.net "ssm_$s" SA="${s%,*}" SB="${s#*,}"
+	if go "ssm_$s" 4 10 "$work/ssm_$s.net"; then
+		equal "strided_slice masks ((${s%,*}, 1, ${s#*,}),) on 4 devices = stand-alone" ssm_ref "ssm_$s"
+	else
+		bad "strided_slice masks (${s}): build or run failed"
+	fi
+done
+sed 's/shrink_axis_mask = 2).shard(((SA, 1, SB),))/shrink_axis_mask = 2).shard(((1, 4, 1),))/' \
+	$M/strided_slice_masks.net >"$work/ssm_bad.net"
+says "a split shrunk dimension: located error" 1 \
+	"ssm_bad.net:18:122: error: strided_slice: invalid strategy \\(\\(1, 4, 1\\),\\): dimension 1 is split 4 ways but shrink_axis_mask takes one index of it" \
+	check "$work/ssm_bad.net"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
