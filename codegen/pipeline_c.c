@@ -140,6 +140,10 @@ void emit_sched_decls(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "static real *%s; /* %s summed over the micro-steps */\n", e->swap[i], g->values[i]->name);
+	for (int i = 0; i < g->ninputs && emit_micro_input_grads(e); i++)
+		if (g->inputs[i]->grad)
+			fprintf(out, "static real *igrad_%d; /* grad.%s: NMICRO micro-batches' rows, each / NMICRO */\n", i,
+			        g->inputs[i]->name);
 	fputc('\n', out);
 }
 
@@ -219,6 +223,36 @@ static void emit_posts(Emit *e, int chunk, Phase ph)
 	}
 }
 
+/* train.input_grads kept over the micro-steps (igrad_*), not read
+ * from the last micro-step's workspace */
+bool emit_micro_input_grads(const Emit *e) { return e->sched && e->sched->nmicro > 1; }
+
+/* input i's place among the saved input gradients */
+int emit_input_grad_index(const Emit *e, int i)
+{
+	int j = 0;
+	for (int k = 0; k < i; k++)
+		j += e->g->inputs[k]->grad != NULL;
+	return j;
+}
+
+/* train.input_grads with micro-batches: the step's batch is NMICRO
+ * micro-batches of rows in order, so micro-step k's gradient of input i
+ * is rows k of the step's, scaled as the parameters' average is (the
+ * step's loss is the micro-steps' mean). Kept as it is made, before the
+ * slot's workspace is reused. */
+static void emit_keep_input_grad(Emit *e, const Value *v)
+{
+	for (int i = 0; i < e->g->ninputs && emit_micro_input_grads(e); i++)
+		if (e->g->inputs[i]->grad == v) {
+			emit_seq_extend(e);
+			fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1.0 / NMICRO), %s, igrad_%d + (size_t)micro * %" PRId64
+			                "); /* grad.%s, this micro-batch's rows */\n",
+			        emit_kernels_for(v), lnumel(v), B(e, v), i, lnumel(v), e->g->inputs[i]->name);
+			emit_seq_extend_end(e);
+		}
+}
+
 static void emit_chunk(Emit *e, int chunk, Phase ph)
 {
 	Graph *g = e->g;
@@ -237,6 +271,7 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 		if (!n->out)
 			continue;
 		emit_sends(e, n->out);
+		emit_keep_input_grad(e, n->out);
 		if (e->swap[n->out->id]) { /* part of the node: shared with it */
 			emit_seq_extend(e);
 			fprintf(e->out, "\t%s(axpy)(%" PRId64 ", 1, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
@@ -370,6 +405,15 @@ void emit_sched_alloc(Emit *e)
 			emit_planned(e, sched_held_mask(e, g->values[i]), (host ? MEM_HOST : 0) + MEM_GRADS,
 			             lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
 		}
+	}
+	for (int i = 0; i < g->ninputs && emit_micro_input_grads(e); i++) {
+		const Value *gx = g->inputs[i]->grad;
+		if (!gx)
+			continue;
+		fprintf(out, "\t%sigrad_%d = nrt_alloc(NRT_MEM_GRADS, NMICRO * %" PRId64 ", sizeof(real));\n",
+		        sched_held_if(e, gx), i, lnumel(gx));
+		emit_planned(e, sched_held_mask(e, gx), MEM_GRADS, (int64_t)e->sched->nmicro * lnumel(gx) * (e->o->f64 ? 8 : 4));
+		fprintf(out, "\ttensors[NTENSORS - NINPUT_GRADS + %d].data = igrad_%d;\n", emit_input_grad_index(e, i), i);
 	}
 	for (int t = 0; t < ntransfers; t++)
 		if (self_transfer(e, &transfers[t])) {

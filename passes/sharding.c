@@ -1082,6 +1082,25 @@ static void finish_input_grads(Sharder *S)
 	}
 }
 
+/* train.input_grads with micro-batches keeps each micro-batch's rows of
+ * the gradient in one buffer per device (codegen/pipeline_c.c), so a
+ * device's rows of the step's batch must be one block: the batch
+ * dimension of a differentiated input whole on each device. */
+static void check_micro_input_grads(Sharder *S)
+{
+	Graph *g = S->g;
+	for (int i = 0; i < g->ninputs && g->train.input_grads && g->nmicro > 1 && !S->c->infer; i++) {
+		const Value *x = g->inputs[i];
+		int64_t split = x->layout && x->shape.rank && dtype_is_float(x->dtype) ? layout_split(x->layout, 0) : 1;
+		if (split > 1)
+			diag_error(&S->c->diag, g->train.input_grads_loc,
+			           "input_grads with micro-batches needs the batch dimension of '%s' whole on each device "
+			           "(dataset_strategy = \"full_batch\", or one that leaves it whole), but it is split %" PRId64
+			           " ways: a device's rows of the step's batch would not be one block of grad.%s",
+			           x->name, split, x->name);
+	}
+}
+
 /* hybrid_parallel with loss_repeated_mean: a loss computed identically on
  * r devices contributes 1/r of the gradient from each. */
 static void scale_repeated_loss(Sharder *S)
@@ -1110,6 +1129,7 @@ bool pass_sharding(Compilation *c)
 	mark_from_data(&S);
 	for (int i = 0; i < g->ninputs; i++)
 		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
+	check_micro_input_grads(&S);
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_CONST)
 			g->values[i]->layout = whole(&S, g->values[i]);
