@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "../ir/layout.h"
-#include "../ir/shape.h"
+#include "../ir/strided.h"
 #include "../passes/op_comm.h"
 #include "emit.h"
 

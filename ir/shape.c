@@ -7,6 +7,7 @@
  * the output's shape and dtype. Messages start with the operator's name:
  *   matmul: inner dimensions differ: x is [64, 784], w1 is [1000, 10] */
 #include "shape.h"
+#include "strided.h"
 
 #include "conv.h"
 

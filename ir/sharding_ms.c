@@ -2,7 +2,7 @@
  * max_mask, one_hot, gather and its gradient), as MindSpore's parallel
  * tests use them, on the helpers of ir/sharding_rule.c (sharding_rule.h). */
 #include "sharding_rule.h"
-#include "shape.h"
+#include "strided.h"
 
 #include <inttypes.h>
 #include <string.h>

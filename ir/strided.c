@@ -5,7 +5,7 @@
  * (ir.h's OpAttrs comment), so the masks are interpreted in one place. */
 #include <inttypes.h>
 
-#include "shape.h"
+#include "strided.h"
 
 /* How many elements [b, e) every s-th takes (s < 0: from b down past e). */
 static int64_t span(int64_t b, int64_t e, int64_t s)

@@ -8,6 +8,7 @@
 
 #include "ir/ir.h"
 #include "ir/shape.h"
+#include "ir/strided.h"
 #include "runtime/ops_kernels.h"
 
 #include "graph_fixture.h"
