@@ -223,9 +223,11 @@ static void emit_posts(Emit *e, int chunk, Phase ph)
 	}
 }
 
-/* train.input_grads kept over the micro-steps (igrad_*), not read
- * from the last micro-step's workspace */
-bool emit_micro_input_grads(const Emit *e) { return e->sched && e->sched->nmicro > 1; }
+/* train.input_grads in a scheduled program: kept over the micro-steps
+ * (igrad_*), on the stage that computes them only (the checkpoint takes
+ * a block from the lowest rank holding it), not read from a slot's
+ * workspace */
+bool emit_micro_input_grads(const Emit *e) { return e->sched != NULL; }
 
 /* input i's place among the saved input gradients */
 int emit_input_grad_index(const Emit *e, int i)
@@ -410,10 +412,11 @@ void emit_sched_alloc(Emit *e)
 		const Value *gx = g->inputs[i]->grad;
 		if (!gx)
 			continue;
-		fprintf(out, "\t%sigrad_%d = nrt_alloc(NRT_MEM_GRADS, NMICRO * %" PRId64 ", sizeof(real));\n",
-		        sched_held_if(e, gx), i, lnumel(gx));
-		emit_planned(e, sched_held_mask(e, gx), MEM_GRADS, (int64_t)e->sched->nmicro * lnumel(gx) * (e->o->f64 ? 8 : 4));
-		fprintf(out, "\ttensors[NTENSORS - NINPUT_GRADS + %d].data = igrad_%d;\n", emit_input_grad_index(e, i), i);
+		int st = gx->def && gx->def->ann.stage >= 0 ? gx->def->ann.stage : 0;
+		fprintf(out, "\tif (my_stage == %d) {\n\t\tigrad_%d = nrt_alloc(NRT_MEM_GRADS, NMICRO * %" PRId64
+		             ", sizeof(real));\n\t\ttensors[NTENSORS - NINPUT_GRADS + %d].data = igrad_%d;\n\t}\n",
+		        st, i, lnumel(gx), emit_input_grad_index(e, i), i);
+		emit_planned(e, 1ull << st, MEM_GRADS, (int64_t)e->sched->nmicro * lnumel(gx) * (e->o->f64 ? 8 : 4));
 	}
 	for (int t = 0; t < ntransfers; t++)
 		if (self_transfer(e, &transfers[t])) {

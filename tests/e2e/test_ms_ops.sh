@@ -446,7 +446,7 @@ else
 fi
 IG=$M/input_grads_micro.net
 go igm_ref 1 3 "$IG" -D parallel_mode=stand_alone -D MS=1 -D PP=1 || bad "input_grads micro reference"
-for s in 4,1 4,2; do
+for s in 4,1 4,2 1,2; do
 	if go "igm_$s" 4 3 "$IG" -D MS="${s%,*}" -D PP="${s#*,}"; then
 		equal "input_grads, micro_size ${s%,*}, ${s#*,} stage(s) on 4 devices: grad.x = stand-alone's" igm_ref "igm_$s"
 	else
