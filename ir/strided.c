@@ -74,6 +74,21 @@ static bool norm_entry(Diag *dg, const Node *n, const Shape *x, Norm *N, int i)
 	return true;
 }
 
+/* Mask bits past the entries do nothing (MindSpore ignores them too):
+ * said, located, rather than silently dropped. */
+static void warn_dead_bits(Diag *dg, const Node *n)
+{
+	const OpAttrs *a = &n->attr;
+	const struct { const char *name; int64_t v; } m[] = {
+		{"begin_mask", a->begin_mask}, {"end_mask", a->end_mask}, {"ellipsis_mask", a->ellipsis_mask},
+		{"new_axis_mask", a->new_axis_mask}, {"shrink_axis_mask", a->shrink_axis_mask},
+	};
+	for (int k = 0; k < 5; k++)
+		if (a->nss < 31 && m[k].v >> a->nss)
+			diag_warning(dg, n->loc, "strided_slice: %s %" PRId64 " sets bits past its %d entries; they have no "
+			             "effect", m[k].name, m[k].v, a->nss);
+}
+
 /* Walks the spec as MindSpore (and TensorFlow) do: an ellipsis entry
  * stands for as many whole dims as the other entries leave, a new-axis
  * entry adds a dim of 1 and takes none of x (it wins over a shrink bit on
@@ -81,6 +96,7 @@ static bool norm_entry(Diag *dg, const Node *n, const Shape *x, Norm *N, int i)
 static bool normalise(Diag *dg, Node *n, const Shape *x)
 {
 	OpAttrs *a = &n->attr;
+	warn_dead_bits(dg, n);
 	int64_t live = a->nss >= 31 ? INT64_MAX : ((int64_t)1 << a->nss) - 1;
 	int64_t ell = a->ellipsis_mask & live;
 	a->shrink_axis_mask &= ~a->new_axis_mask;

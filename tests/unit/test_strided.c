@@ -123,6 +123,8 @@ Test(strided, too_many_entries)
 	Node *n = slice(S(3, 4), 3, (int64_t[]){0, 0, 0}, (int64_t[]){1, 1, 1}, (int64_t[]){1, 1, 1});
 	n->attr.new_axis_mask = 8; /* past the entries: no effect, as MindSpore's */
 	fails_with("strided_slice: 3 dimensions sliced, but x has rank 2");
+	cr_expect(strstr(diag_text(), "warning: strided_slice: new_axis_mask 8 sets bits past its 3 entries; they have "
+	                              "no effect"), "%s", diag_text());
 }
 
 /* The kernels with x[::-2, 5:1:-3] on x [5, 7] = 0..34: rows 4, 2, 0,
