@@ -10,9 +10,10 @@
 /* How many elements [b, e) every s-th takes (s < 0: from b down past e). */
 static int64_t span(int64_t b, int64_t e, int64_t s)
 {
-	if (s > 0)
-		return e > b ? 1 + (e - b - 1) / s : 0; /* e > b: no overflow for s near 2^63 */
-	return b > e ? 1 + (b - e - 1) / -s : 0;
+	/* b and e lie in [-1, dim]; the step as unsigned, as -INT64_MIN is not an int64_t */
+	uint64_t step = s > 0 ? (uint64_t)s : 0 - (uint64_t)s;
+	int64_t dist = s > 0 ? e - b : b - e;
+	return dist > 0 ? 1 + (int64_t)((uint64_t)(dist - 1) / step) : 0;
 }
 
 int64_t ss_count(const OpAttrs *a, int d) { return span(a->ss_begin[d], a->ss_end[d], a->ss_stride[d]); }

@@ -4,6 +4,7 @@
  * read; the located errors; and the CPU kernel walking a negative stride
  * (runtime/ops_kernels.c), exact values. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -144,4 +145,12 @@ Test(strided, kernel_negative_strides)
 		bool taken = i / 7 % 2 == 0 && (i % 7 == 5 || i % 7 == 2);
 		cr_expect_eq(dx[i], taken ? (double)i : 0.0, "dx[%d] = %g", i, dx[i]);
 	}
+}
+
+/* strides at the ends of int64_t take one element each, no overflow
+ * (under UBSan here): x[-1:INT64_MIN:INT64_MIN, 0:6:INT64_MAX] on [8, 6] */
+Test(strided, extreme_strides)
+{
+	Node *n = slice(S(8, 6), 2, (int64_t[]){-1, 0}, (int64_t[]){INT64_MIN, 6}, (int64_t[]){INT64_MIN, INT64_MAX});
+	expect(n, S(1, 1), (int64_t[]){7, 0}, (int64_t[]){INT64_MIN, INT64_MAX}, (int[]){0, 1});
 }
