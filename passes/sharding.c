@@ -1082,22 +1082,18 @@ static void finish_input_grads(Sharder *S)
 	}
 }
 
-/* train.input_grads with micro-batches keeps each micro-batch's rows of
- * the gradient in one buffer per device (codegen/pipeline_c.c), so a
- * device's rows of the step's batch must be one block: the batch
- * dimension of a differentiated input whole on each device. */
+/* train.input_grads in a scheduled program gathers each micro-batch's
+ * rows of an input's gradient over the devices that split its batch
+ * (codegen/pipeline_c.c): uneven parts (manual_split) cannot be. */
 static void check_micro_input_grads(Sharder *S)
 {
 	Graph *g = S->g;
-	for (int i = 0; i < g->ninputs && g->train.input_grads && g->nmicro > 1 && !S->c->infer; i++) {
+	for (int i = 0; i < g->ninputs && g->train.input_grads && (g->nmicro > 1 || g->nstages > 1) && !S->c->infer; i++) {
 		const Value *x = g->inputs[i];
-		int64_t split = x->layout && x->shape.rank && dtype_is_float(x->dtype) ? layout_split(x->layout, 0) : 1;
-		if (split > 1)
+		if (x->layout && x->layout->ragged && dtype_is_float(x->dtype))
 			diag_error(&S->c->diag, g->train.input_grads_loc,
-			           "input_grads with micro-batches needs the batch dimension of '%s' whole on each device "
-			           "(dataset_strategy = \"full_batch\", or one that leaves it whole), but it is split %" PRId64
-			           " ways: a device's rows of the step's batch would not be one block of grad.%s",
-			           x->name, split, x->name);
+			           "input_grads with micro-batches or pipeline stages needs the batch of '%s' in equal parts, "
+			           "but manual_split gives its devices uneven rows", x->name);
 	}
 }
 

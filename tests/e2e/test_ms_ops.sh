@@ -411,9 +411,6 @@ else
 	bad "grad.x of sum(x * y) is not y"
 	tail -2 "$work/cmp" | sed 's/^/     | /'
 fi
-says "input_grads with micro-batches, the batch split: located error" 1 \
-	"ig.net:18:36: error: input_grads with micro-batches needs the batch dimension of 'x' whole on each device" \
-	check "$work/ig.net" -D train.micro_size=2
 
 # strided_slice's masks and negative strides (issue 30, test_stridedslice.py;
 # a block of its own at the end to merge beside other changes above)
