@@ -616,8 +616,9 @@ static bool strategy(Elab *E, Frame *f, const Expr *e, Loc at, const char *ctx, 
 	}
 	for (int i = 0; i < v->n; i++)
 		if (v->items[i]->kind == CV_CALL) {
-			if (strcmp(ctx, "shard")) {
-				diag_error(E->d, v->items[i]->loc, "%s: layouts are taken in in_strategy only", ctx);
+			if (strcmp(ctx, "shard") && strcmp(ctx, "out_strategy")) {
+				diag_error(E->d, v->items[i]->loc, "%s: layouts are taken in in_strategy and out_strategy only",
+				           ctx);
 				return false;
 			}
 			return el_layout_strategy(E, f, v, at, out);

@@ -37,6 +37,47 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 	return l;
 }
 
+Layout *layout_make_axes(Arena *a, const Shape *full, int ndev, const int64_t *dev, const int8_t (*axes)[MAX_RANK],
+                         const int *naxes, unsigned partial, int64_t device_num)
+{
+	int map[MAX_RANK];
+	unsigned used = 0;
+	int64_t total = 1;
+	for (int k = 0; k < ndev; k++)
+		total *= dev[k];
+	if (total != device_num)
+		return NULL;
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = i < full->rank && naxes[i] > 0 ? axes[i][0] : -1;
+	Layout *l = layout_make(a, full, ndev, dev, map, partial, device_num);
+	if (!l)
+		return NULL;
+	for (int i = 0; i < full->rank; i++) {
+		int64_t parts = 1;
+		for (int j = 0; j < naxes[i]; j++) {
+			int k = axes[i][j];
+			if (k < 0 || k >= ndev || (used >> k & 1u))
+				return NULL;
+			used |= 1u << k;
+			parts *= dev[k];
+			l->sub[i][j] = (int8_t)k;
+		}
+		l->nsub[i] = naxes[i] > 1 ? naxes[i] : 0;
+		if (full->d[i] % parts != 0)
+			return NULL;
+		l->slice.d[i] = full->d[i] / parts;
+	}
+	return l;
+}
+
+bool layout_multi(const Layout *l)
+{
+	for (int i = 0; i < l->rank; i++)
+		if (l->nsub[i] > 1)
+			return true;
+	return false;
+}
+
 Layout *layout_replicated(Arena *a, const Shape *full, int64_t device_num)
 {
 	int map[MAX_RANK];
@@ -71,15 +112,32 @@ int64_t layout_coord(const Layout *l, int64_t rank, int axis)
 	return (rank / stride) % l->dev[axis];
 }
 
+int64_t layout_block_index(const Layout *l, int64_t rank, int dim)
+{
+	if (l->map[dim] < 0)
+		return 0;
+	if (l->nsub[dim] <= 1)
+		return layout_coord(l, rank, l->map[dim]);
+	int64_t idx = 0;
+	for (int j = 0; j < l->nsub[dim]; j++)
+		idx = idx * l->dev[l->sub[dim][j]] + layout_coord(l, rank, l->sub[dim][j]);
+	return idx;
+}
+
 void layout_block(const Layout *l, int64_t rank, int64_t *offset)
 {
 	for (int i = 0; i < l->rank; i++)
-		offset[i] = l->map[i] < 0 ? 0 : layout_coord(l, rank, l->map[i]) * l->slice.d[i];
+		offset[i] = layout_block_index(l, rank, i) * l->slice.d[i];
 }
 
 int64_t layout_split(const Layout *l, int dim)
 {
-	return l->map[dim] < 0 ? 1 : l->dev[l->map[dim]];
+	if (l->map[dim] < 0)
+		return 1;
+	int64_t s = l->dev[l->map[dim]];
+	for (int j = 1; j < l->nsub[dim]; j++)
+		s *= l->dev[l->sub[dim][j]];
+	return s;
 }
 
 /* The partial-sum group of a rank: ranks that differ only on partial axes.
@@ -125,9 +183,12 @@ bool layout_equiv(const Layout *a, const Layout *b)
 unsigned layout_used_axes(const Layout *l)
 {
 	unsigned used = l->partial;
-	for (int i = 0; i < l->rank; i++)
+	for (int i = 0; i < l->rank; i++) {
 		if (l->map[i] >= 0)
 			used |= 1u << l->map[i];
+		for (int j = 1; j < l->nsub[i]; j++)
+			used |= 1u << l->sub[i][j];
+	}
 	return used;
 }
 
@@ -164,8 +225,14 @@ static void print_body(const Layout *l, FILE *out)
 	fputs("dev ", out);
 	print_dims(out, l->dev, l->ndev);
 	fputs(" map [", out);
-	for (int i = 0; i < l->rank; i++)
-		fprintf(out, "%s%d", i ? ", " : "", l->map[i] < 0 ? -1 : l->ndev - 1 - l->map[i]);
+	for (int i = 0; i < l->rank; i++) {
+		fputs(i ? ", " : "", out);
+		if (l->nsub[i] > 1)
+			for (int j = 0; j < l->nsub[i]; j++)
+				fprintf(out, "%s%d%s", j ? ", " : "(", l->ndev - 1 - l->sub[i][j], j + 1 < l->nsub[i] ? "" : ")");
+		else
+			fprintf(out, "%d", l->map[i] < 0 ? -1 : l->ndev - 1 - l->map[i]);
+	}
 	fputs("] slice ", out);
 	print_dims(out, l->slice.d, l->slice.rank);
 	if (l->ragged) {
@@ -244,6 +311,8 @@ bool layout_same(const Layout *a, const Layout *b)
 {
 	if (a == b)
 		return true;
+	if (layout_multi(a) || layout_multi(b)) /* a dim's axes have several strides: compare per rank */
+		return layout_equiv(a, b);
 	if (a->rank != b->rank || !shape_eq(&a->full, &b->full) || !shape_eq(&a->slice, &b->slice) ||
 	    layout_devices(a) != layout_devices(b))
 		return false;
@@ -320,6 +389,14 @@ bool layout_regrid(Arena *a, Layout **ls, int nls, const Layout *const *from, co
 			grid_from = from[j], grid_to = to[j];
 	if (!grid_to || layout_devices(grid_from) != layout_devices(grid_to))
 		return false;
+	/* a dim over several axes pairs several with one: no renaming (the
+	 * callers keep their own layouts and redistribute) */
+	for (int j = 0; j < npairs; j++)
+		if ((from[j] && layout_multi(from[j])) || (to[j] && layout_multi(to[j])))
+			return false;
+	for (int j = 0; j < nls; j++)
+		if (ls[j] && layout_multi(ls[j]))
+			return false;
 	int ax[MAX_RANK];
 	for (int k = 0; k < MAX_RANK; k++)
 		ax[k] = -1;

@@ -19,7 +19,13 @@ struct Layout {
 	int ndev;                 /* device matrix rank */
 	int64_t dev[MAX_RANK];    /* device matrix; product = device_num */
 	int rank;                 /* tensor rank */
-	int map[MAX_RANK];        /* tensor dim i is split along grid axis map[i]; -1 whole */
+	int map[MAX_RANK];        /* tensor dim i is split along grid axis map[i]; -1 whole; where
+	                           * nsub[i] > 1, the first (slowest) of its axes */
+	int nsub[MAX_RANK];       /* 0 or 1: map[i] alone; > 1: dim i is split over the grid axes
+	                           * sub[i][0..nsub[i]) together, the first the slowest, in any order
+	                           * of the matrix (MindSpore's tensor map entry as a tuple, e.g.
+	                           * ("mp", "dp")); only layouts made by layout_make_axes */
+	int8_t sub[MAX_RANK][MAX_RANK];
 	Shape full;               /* logical shape */
 	Shape slice;              /* shape each device holds */
 	unsigned partial;         /* bit k: holds partial sums over grid axis k (needs a reduction) */
@@ -32,6 +38,18 @@ struct Layout {
  * divide device_num or a split does not divide its dimension. */
 Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, const int *map,
                     unsigned partial, int64_t device_num);
+/* A layout whose dims may each be split over several grid axes:
+ * axes[i][0..naxes[i]) for dim i, the first the slowest (naxes[i] == 0:
+ * whole). prod(dev) must equal device_num. NULL where a split does not
+ * divide its dimension or an axis is used twice. */
+Layout *layout_make_axes(Arena *a, const Shape *full, int ndev, const int64_t *dev, const int8_t (*axes)[MAX_RANK],
+                         const int *naxes, unsigned partial, int64_t device_num);
+/* Some dim is split over several grid axes (nsub > 1): only the layout
+ * algebra (this file, ir/redistribute.c) and the explicit-layout operators
+ * know such layouts. */
+bool layout_multi(const Layout *l);
+/* Index of rank's block along dim i (0 where whole). */
+int64_t layout_block_index(const Layout *l, int64_t rank, int dim);
 /* Every device holds the whole tensor. */
 Layout *layout_replicated(Arena *a, const Shape *full, int64_t device_num);
 /* Split only along dim 0 by device_num (data parallel). */

@@ -96,6 +96,21 @@ static int split_axis(const Layout *l, int i)
 	return l->map[i] >= 0 && l->dev[l->map[i]] > 1 ? l->map[i] : -1;
 }
 
+/* The axes of more than one device that split dim i, the slowest first
+ * (several where the layout splits it over a tuple of axes); the count. */
+static int split_axes(const Layout *l, int i, int *ks)
+{
+	if (l->nsub[i] <= 1) {
+		ks[0] = split_axis(l, i);
+		return ks[0] >= 0;
+	}
+	int n = 0;
+	for (int j = 0; j < l->nsub[i]; j++)
+		if (l->dev[l->sub[i][j]] > 1)
+			ks[n++] = l->sub[i][j];
+	return n;
+}
+
 /* ---- the common space -------------------------------------------------- */
 
 /* Both layouts rewritten over one refined device matrix and one expanded
@@ -112,15 +127,19 @@ typedef struct Space {
 
 /* One round of boundary exchange between the device chain and dim i's
  * chain through layout l's axis k, which starts at device boundary `lo`
- * and has `size` devices. If k is refined into axes d0, d1, ..., dm, dim
- * i must be cut at d0, d0*d1, ... (sub-dims split by one axis each, the
- * inner boundaries of the span), no other cut may fall inside the span
- * (it would need its own refined axis), and the sub-dim the last axis
- * splits must be a multiple of it. The end of the span itself is no cut:
- * a dim split 4 ways in one layout and 2 ways in the other stays one dim.
- * False when a chain stops nesting. */
-static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, bool *changed)
+ * and has `size` devices and splits dim i from the dim's boundary `at`
+ * on (1 for its first axis; the product of the earlier axes' sizes where
+ * the dim is split over several). If k is refined into axes d0, d1, ...,
+ * dm, dim i must be cut at at, at*d0, at*d0*d1, ... (sub-dims split by
+ * one axis each, the inner boundaries of the span), no other cut may
+ * fall inside the span (it would need its own refined axis), and the
+ * sub-dim the last axis splits must be a multiple of it. The end of the
+ * span itself is no cut: a dim split 4 ways in one layout and 2 ways in
+ * the other stays one dim (the next axis of a dim split over several
+ * cuts it at its own start). False when a chain stops nesting. */
+static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, int64_t at, bool *changed)
 {
+	*changed |= chain_add(bt, at);
 	/* no copies of the chains: each loop adds only to the chain it does
 	 * not walk */
 	for (int j = 0; j < bd->n; j++) {
@@ -129,15 +148,18 @@ static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, bool *changed)
 			continue;
 		if (b % lo != 0)
 			return false;
-		*changed |= chain_add(bt, b / lo);
+		*changed |= chain_add(bt, at * (b / lo));
 	}
-	for (int j = 0; j < bt->n && bt->v[j] < size; j++)
-		if (bt->v[j] > 1)
-			*changed |= chain_add(bd, lo * bt->v[j]);
+	for (int j = 0; j < bt->n && bt->v[j] < at * size; j++)
+		if (bt->v[j] > at) {
+			if (bt->v[j] % at != 0)
+				return false;
+			*changed |= chain_add(bd, lo * (bt->v[j] / at));
+		}
 	for (int j = 0; j < bt->n; j++)
-		if (bt->v[j] >= size) {
-			if (bt->v[j] % size != 0)
-				*changed |= chain_add(bt, size);
+		if (bt->v[j] >= at * size) {
+			if (bt->v[j] % (at * size) != 0)
+				*changed |= chain_add(bt, at * size);
 			break;
 		}
 	return chain_ok(bd) && chain_ok(bt);
@@ -164,9 +186,11 @@ static bool unify_chains(const Layout *const ls[2], Chain *bd, Chain *bt)
 		changed = false;
 		for (int s = 0; s < 2; s++)
 			for (int i = 0; i < rank; i++) {
-				int k = split_axis(ls[s], i);
-				if (k >= 0 && !tie(bd, &bt[i], cum[s][k], ls[s]->dev[k], &changed))
-					return false;
+				int ks[MAX_RANK], nk = split_axes(ls[s], i, ks);
+				int64_t at = 1;
+				for (int j = 0; j < nk; at *= ls[s]->dev[ks[j]], j++)
+					if (!tie(bd, &bt[i], cum[s][ks[j]], ls[s]->dev[ks[j]], at, &changed))
+						return false;
 			}
 	}
 	return true;
@@ -218,12 +242,15 @@ static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
 	for (int e = 0; e < MAX_RANK; e++)
 		map[e] = -1;
 	for (int i = 0; i < l->rank; i++) {
-		int k = split_axis(l, i);
-		if (k < 0)
-			continue;
-		int j0 = bd_index(&sp->bd, cum[k]), j1 = bd_index(&sp->bd, cum[k + 1]);
-		for (int j = j0; j < j1; j++)
-			map[sp->first[i] + (j - j0)] = j;
+		int ks[MAX_RANK], nk = split_axes(l, i, ks);
+		/* e: the sub-dim where axis ks[q]'s span starts (after the
+		 * sub-dims of the dim's slower axes) */
+		for (int q = 0, e = sp->first[i]; q < nk; q++) {
+			int k = ks[q];
+			int j0 = bd_index(&sp->bd, cum[k]), j1 = bd_index(&sp->bd, cum[k + 1]);
+			for (int j = j0; j < j1; j++)
+				map[e++] = j;
+		}
 	}
 	unsigned partial = 0;
 	for (int k = 0; k < l->ndev; k++)
@@ -415,7 +442,8 @@ static bool dim_contains(const Layout *cur, const Layout *to, int i)
 	 * digit (r / sa) % da of the rank, to's (r / sb) % db. A whole dim
 	 * contains everything; to's blocks nest in cur's iff db = q * da and
 	 * to's digit divided by q is cur's, i.e. sa = sb * q. */
-	if (!cur->ragged && !to->ragged && layout_devices(cur) == layout_devices(to)) {
+	if (!cur->ragged && !to->ragged && layout_devices(cur) == layout_devices(to) && cur->nsub[i] <= 1 &&
+	    to->nsub[i] <= 1) {
 		int mc = cur->map[i], mt = to->map[i];
 		int64_t da = mc < 0 ? 1 : cur->dev[mc], db = mt < 0 ? 1 : to->dev[mt];
 		if (da == 1)
@@ -433,6 +461,23 @@ static bool dim_contains(const Layout *cur, const Layout *to, int i)
 	return true;
 }
 
+/* Gathers dim i, split over several axes, one axis at a time from the
+ * fastest: its blocks are consecutive within the block of the slower
+ * axes, so each AllGather leaves the dim split by the ones before it. */
+static void gather_multi(Planner *pl, int i)
+{
+	for (int n = pl->cur->nsub[i]; n > 0; n--) {
+		Layout *l = ARENA_NEW(pl->a, Layout);
+		*l = *pl->cur;
+		int k = l->sub[i][n - 1];
+		l->nsub[i] = n - 1 > 1 ? n - 1 : 0;
+		l->map[i] = n - 1 > 0 ? l->sub[i][0] : -1;
+		l->slice.d[i] *= l->dev[k];
+		if (l->dev[k] > 1)
+			push(pl, RS_ALLGATHER, l, 1u << k, i, -1);
+	}
+}
+
 /* Stage 3: reduce, gather the dims whose blocks do not contain the
  * target's over from's own matrix, then slice out `to`. */
 static bool plan_fallback(Planner *pl, const Layout *to)
@@ -444,9 +489,18 @@ static bool plan_fallback(Planner *pl, const Layout *to)
 	for (int k = 0; k < c->ndev; k++)
 		if ((c->partial >> k & 1u) && c->dev[k] > 1)
 			partial |= 1u << k;
-	if (partial)
-		push(pl, RS_ALLREDUCE, relayout(pl, c->map, 0), partial, -1, -1);
+	if (partial) {
+		Layout *whole = ARENA_NEW(pl->a, Layout); /* c's blocks (several axes per dim kept), summed */
+		*whole = *c;
+		whole->partial = 0;
+		push(pl, RS_ALLREDUCE, whole, partial, -1, -1);
+	}
 	for (int i = 0; i < c->rank; i++) {
+		if (pl->cur->nsub[i] > 1) {
+			if (!dim_contains(pl->cur, to, i))
+				gather_multi(pl, i);
+			continue;
+		}
 		int k = split_axis(pl->cur, i);
 		if (k < 0 || dim_contains(pl->cur, to, i))
 			continue;
@@ -585,6 +639,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 		return back ? cheaper_reverse(&pl, p, f, t) : p;
 	} else {
 		p->fallback = true;
+		/* gathering over from's own matrix assumes one axis per dim */
 		if (!plan_fallback(&pl, to))
 			return NULL;
 	}
@@ -716,6 +771,22 @@ static void emit_offset(FILE *out, const Layout *l, const char *var)
 	fputs(", ", out);
 	emit_i64s(out, l->slice.d, l->rank);
 	fprintf(out, ", %s);\n", var);
+	/* a dim over several axes: its block index, the first axis slowest */
+	for (int i = 0; i < l->rank; i++) {
+		if (l->nsub[i] <= 1)
+			continue;
+		fprintf(out, "\t\t%s[%d] = ", var, i);
+		for (int j = 0; j < l->nsub[i]; j++)
+			fputc('(', out);
+		for (int j = 0; j < l->nsub[i]; j++) {
+			if (j)
+				fprintf(out, " * %" PRId64 " + ", l->dev[l->sub[i][j]]);
+			fprintf(out, "nrt_dev_coord(%d, ", l->ndev);
+			emit_i64s(out, l->dev, l->ndev);
+			fprintf(out, ", %d))", l->sub[i][j]);
+		}
+		fprintf(out, " * %" PRId64 ";\n", l->slice.d[i]);
+	}
 }
 
 static void emit_slice(FILE *out, const RedistStep *s, const char *in, const char *o, const char *nt)

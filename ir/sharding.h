@@ -32,6 +32,13 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r);
  * (layout_regrid); r as it was otherwise. */
 void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS]);
 
+/* MindSpore's out_strategy as a layout (x, on the input layouts' device
+ * matrix) for an output held in layout l: the layout, where every rank's
+ * block of it lies inside its block of l (the partial sums completed by an
+ * AllReduce or a ReduceScatter into the stated dimensions, then at most a
+ * local slice); NULL otherwise. */
+Layout *shard_out_layout(Arena *a, const Layout *l, const ExplicitLayout *x, const Shape *shape, int64_t device_num);
+
 /* The strategy that splits each input the way its current layout does
  * (inputs without a layout count as whole). */
 Strategy strategy_as_produced(Arena *a, const Node *n);

@@ -583,10 +583,7 @@ static Layout *own_value(Sharder *S, Layout *l)
 {
 	Layout *o = ARENA_NEW(S->cx.arena, Layout);
 	*o = *l;
-	unsigned used = 0;
-	for (int d = 0; d < o->rank; d++)
-		if (o->map[d] >= 0)
-			used |= 1u << o->map[d];
+	unsigned used = layout_used_axes(o); /* every axis of a dim split over several */
 	for (int k = 0; k < o->ndev; k++)
 		if (o->dev[k] > 1 && !(used & (1u << k)))
 			o->partial |= 1u << k;
@@ -829,6 +826,8 @@ static bool merge_into_split(Layout *t, int i, int k, int64_t want)
  * split by the reduction's devices (a ReduceScatter into it: a whole
  * one, or the rows, merge_into_split). The
  * converted output replaces the original for every later reader. */
+static void replace_output(Sharder *S, Node *n, Layout *t);
+
 static void apply_out_strategy(Sharder *S, Node *n)
 {
 	const Strategy *o = &n->ann.out_strategy;
@@ -846,6 +845,23 @@ static void apply_out_strategy(Sharder *S, Node *n)
 		return;
 	}
 	const Layout *l = n->out->layout;
+	if (o->lay && o->n == 1) {
+		if (!n->ann.in_strategy.lay) {
+			diag_error(d, o->loc, "%s: out_strategy is a layout, in_strategy is not; write both as layouts", op);
+			return;
+		}
+		Layout *t = shard_out_layout(a, l, &o->lay[0], &n->out->shape, S->cx.device_num);
+		if (!t) {
+			diag_error(d, o->lay[0].loc,
+			           "%s: invalid out_strategy: the output's layout must keep each dimension's aliases from the "
+			           "input layouts, then may take the reduction's aliases (a ReduceScatter), and lie on the "
+			           "input layouts' device matrix",
+			           op);
+			return;
+		}
+		replace_output(S, n, t);
+		return;
+	}
 	if (o->n != 1 || o->v[0].rank != l->rank) {
 		diag_error(d, o->loc, "%s: invalid out_strategy %s: it needs one strategy of %d dimensions, for the output",
 		           op, strategy_str(a, o), l->rank);
@@ -895,7 +911,13 @@ static void apply_out_strategy(Sharder *S, Node *n)
 			           l->partial ? "" : " (the reduction dimension is not split, so nothing can move)");
 		return;
 	}
-	if (layout_equiv(t, l))
+	replace_output(S, n, t);
+}
+
+/* n's output converted to t, for every later reader. */
+static void replace_output(Sharder *S, Node *n, Layout *t)
+{
+	if (layout_equiv(t, n->out->layout))
 		return;
 	int at = S->pos;
 	S->pos = at + 1;

@@ -52,22 +52,35 @@ void strategy_layouts_pb_free(Mindspore__Straspb__InLayout **v, int n)
 	free(v);
 }
 
+/* MindSpore's MAP_NONE: its Layout writes "None" as -1, alone ([-1]: the
+ * dimension whole) or inside a tuple (skipped there, as netc's front end
+ * skips "None" in a tuple). */
+enum { MAP_NONE = -1 };
+
 /* Fills x's axes from MindSpore-numbered maps; an error in err. */
 static bool set_axes(ExplicitLayout *x, int d, const int64_t *ms, int n, char *err, size_t errlen)
 {
-	if (n > x->ndev) {
-		snprintf(err, errlen, "dimension %d of a layout names %d device axes (the matrix has %d)", d, n, x->ndev);
+	int m = 0;
+	if (n > MAX_RANK) {
+		snprintf(err, errlen, "dimension %d of a layout names more than %d device axes", d, MAX_RANK);
 		return false;
 	}
 	for (int j = 0; j < n; j++) {
+		if (ms[j] == MAP_NONE)
+			continue;
 		if (ms[j] < 0 || ms[j] >= x->ndev) {
 			snprintf(err, errlen, "dimension %d of a layout names device axis %" PRId64 " (the matrix has %d)", d,
 			         ms[j], x->ndev);
 			return false;
 		}
-		x->axes[d][j] = (int8_t)flip(x, (int)ms[j]);
+		if (m == x->ndev) {
+			snprintf(err, errlen, "dimension %d of a layout names more than %d device axes (the matrix has %d)", d,
+			         m, x->ndev);
+			return false;
+		}
+		x->axes[d][m++] = (int8_t)flip(x, (int)ms[j]);
 	}
-	x->naxes[d] = n;
+	x->naxes[d] = m;
 	return true;
 }
 

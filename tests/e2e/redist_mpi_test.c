@@ -28,6 +28,8 @@ typedef struct LSpec {
 	int64_t dev[4];
 	int map[4];
 	unsigned partial;
+	int nsub[4];       /* > 1: dim i over the axes sub[i] (MindSpore's tuple in a tensor map) */
+	int8_t sub[4][MAX_RANK];
 } LSpec;
 
 typedef struct Case {
@@ -40,6 +42,9 @@ typedef struct Case {
 #define S(...) {.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}}
 #define L(nd, devs, maps, part) {.ndev = nd, .dev = devs, .map = maps, .partial = part}
 #define V(...) {__VA_ARGS__}
+/* dim 0 over several axes (given slowest first), dim 1 along axis m1 */
+#define LM(nd, devs, n0, sub0, m1, part) \
+	{.ndev = nd, .dev = devs, .map = {-2, m1}, .partial = part, .nsub = {n0}, .sub = {sub0}}
 
 static const Case cases[] = {
 	{"gather-dim0", 4, S(8, 6), L(1, V(4), V(0, -1), 0), L(1, V(4), V(-1, -1), 0)},
@@ -63,10 +68,38 @@ static const Case cases[] = {
 	{"rank4-d8", 8, S(2, 4, 4, 6), L(2, V(2, 4), V(0, -1, 1, -1), 0), L(3, V(2, 2, 2), V(-1, 0, 2, -1), 0)},
 	{"no-nesting-fallback", 6, S(6, 12), L(2, V(2, 3), V(0, 1), 0), L(2, V(3, 2), V(0, 1), 0)},
 	{"move-d6", 6, S(6, 12), L(1, V(6), V(0, -1), 0), L(2, V(3, 2), V(1, 0), 0)},
+	/* a dim over several axes in any order (the Layout API's ("mp", "dp")
+	 * and ("dp", "mp") of ("dp", "sp", "mp"): shard index mp*2 + dp) */
+	{"multi-mp-dp-gather", 8, S(8, 4), LM(3, V(2, 2, 2), 2, V(2, 0), -1, 0), L(1, V(8), V(-1, -1), 0)},
+	{"multi-split-mp-dp", 8, S(8, 4), L(1, V(8), V(-1, -1), 0), LM(3, V(2, 2, 2), 2, V(2, 0), 1, 0)},
+	{"multi-dp-mp-to-mp-dp", 8, S(8, 4), LM(3, V(2, 2, 2), 2, V(0, 2), -1, 0),
+	 LM(3, V(2, 2, 2), 2, V(2, 0), -1, 0)},
+	{"multi-8-to-mp-sp-dp", 8, S(16, 4), L(1, V(8), V(0, -1), 0), LM(3, V(2, 2, 2), 3, V(2, 1, 0), -1, 0)},
+	{"multi-4x2-to-mp-dp", 8, S(8, 8), L(2, V(4, 2), V(0, 1), 0), LM(3, V(2, 2, 2), 2, V(2, 0), 1, 0)},
+	{"multi-mp-dp-move", 8, S(8, 8), LM(3, V(2, 2, 2), 2, V(2, 0), -1, 0), L(3, V(2, 2, 2), V(-1, 0), 0)},
+	{"multi-partial", 8, S(8, 6), LM(3, V(2, 2, 2), 2, V(2, 0), -1, 2), L(1, V(8), V(-1, -1), 0)},
+	{"multi-partial-scatter", 8, S(8, 6), LM(3, V(2, 2, 2), 2, V(2, 0), -1, 2),
+	 LM(3, V(2, 2, 2), 2, V(2, 0), 1, 0)},
+	{"multi-reversed-d4", 4, S(8, 4), LM(2, V(2, 2), 2, V(1, 0), -1, 0), L(1, V(4), V(0, -1), 0)},
+	{"multi-reversed-d6", 6, S(12, 6), LM(2, V(3, 2), 2, V(1, 0), -1, 0), L(1, V(6), V(-1, 0), 0)},
+	/* no common refinement ([6] against the reversed (3, 2)): the fallback
+	 * gathers a dim over several axes one axis at a time, then slices */
+	{"multi-fallback-to", 6, S(12, 6), L(1, V(6), V(0, -1), 0), LM(2, V(3, 2), 2, V(1, 0), -1, 0)},
+	{"multi-fallback-from", 6, S(12, 6), LM(2, V(3, 2), 2, V(1, 0), -1, 0), L(1, V(6), V(0, -1), 0)},
 };
 
 static Layout *mk(Arena *a, const Case *c, const LSpec *s)
 {
+	if (s->nsub[0] > 1) {
+		int8_t axes[MAX_RANK][MAX_RANK] = {{0}};
+		int naxes[MAX_RANK] = {0};
+		memcpy(axes[0], s->sub[0], sizeof axes[0]);
+		naxes[0] = s->nsub[0];
+		if (s->map[1] >= 0)
+			axes[1][0] = (int8_t)s->map[1], naxes[1] = 1;
+		return layout_make_axes(a, &c->full, s->ndev, s->dev, (const int8_t(*)[MAX_RANK])axes, naxes, s->partial,
+		                        c->D);
+	}
 	int map[MAX_RANK];
 	for (int i = 0; i < MAX_RANK; i++)
 		map[i] = i < 4 && i < c->full.rank ? s->map[i] : -1;
@@ -140,8 +173,8 @@ static void run_step(const RedistStep *st, const double *in, double *out)
 		break;
 	case RS_SLICE: {
 		int64_t to_off[MAX_RANK], from_off[MAX_RANK];
-		nrt_layout_offset(st->to->ndev, st->to->dev, st->to->rank, st->to->map, st->to->slice.d, to_off);
-		nrt_layout_offset(f->ndev, f->dev, f->rank, f->map, f->slice.d, from_off);
+		layout_block(st->to, me, to_off); /* (a dim over several axes too) */
+		layout_block(f, me, from_off);
 		for (int i = 0; i < f->rank; i++)
 			to_off[i] -= from_off[i];
 		nrt_slice_block(NRT_F64, f->rank, f->slice.d, to_off, st->to->slice.d, in, out);

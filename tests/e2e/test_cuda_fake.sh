@@ -124,6 +124,9 @@ case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 # input_grads with micro-batches on 2 pipeline stages: grad.x's rows kept
 # in device memory over the micro-steps (the scale kernel), saved as grad.x
 case_ input_grads_micro 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/input_grads_micro.net
+# the Layout API's rows over ("mp", "dp"): the redistributions into and out
+# of a dimension over two device axes, through NCCL's stand-in
+case_ layout_multi 8 FAKE_CUDA_DEVICES=8 -- $M/ms_ops/layout_multi.net
 case_ dp1_nccl 1 -- $M/mlp_dp.net -D device_num=1 -D parallel_mode=data_parallel -D gradients_mean=true
 # convolutional networks (issue 24): conv2d, pools and their gradients on
 # "device" buffers; channel splits' partial sums reduced by the collectives,

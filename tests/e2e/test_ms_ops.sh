@@ -454,5 +454,76 @@ says "input_grads with grad_accumulation_step: located error" 1 \
 	"ig.net:18:36: error: input_grads is not supported with grad_accumulation_step > 1" \
 	check "$work/ig.net" -D grad_accumulation_step=2
 
+echo "== Layout API: a dimension over aliases that are not neighbours (test_layout_extend.py)"
+# MindSpore's test_layout_extend_batch_multi_shard: x's rows over ("dp", "mp")
+# of ("dp", "sp", "mp") (axes 0 and 2, block index dp*2 + mp), and reversed
+# ("mp", "dp") (mp*2 + dp): x is redistributed to exactly that tensor map
+# (MindSpore's numbering: (2, 0) and (0, 2)), the matmul's output keeps it
+# (relu and add read it through redistributions), and training equals
+# stand-alone (lay_ref above).
+lay multi 'layout(("dp", "mp"), "sp"), layout("sp", "None")' 'dev [2, 2, 2] map [(2, 0), 1]' \
+	'dev [2, 2, 2] map [1, -1]'
+lay multi_rev 'layout(("mp", "dp"), "sp"), layout("sp", "None")' 'dev [2, 2, 2] map [(0, 2), 1]' \
+	'dev [2, 2, 2] map [1, -1]'
+if grep -Eq '^  h: .* = matmul\(.*layout\(dev \[2, 2, 2\] map \[\(0, 2\), -1\] slice \[4, 8\] partial \[1\]' \
+	"$work/lay_multi_rev.dump"; then
+	ok "matmul over layout((\"mp\", \"dp\"), \"sp\"): its output rows over (mp, dp), partial over sp"
+else
+	bad "matmul over layout((\"mp\", \"dp\"), \"sp\"): output not laid out so"
+	grep -E '^  h: ' "$work/lay_multi_rev.dump" | sed 's/^/     | /'
+fi
+# a strategy checkpoint keeps such layouts (in_layout's tensor map [[0, 2], [1]])
+for fmt in json ckpt; do
+	"$NETC" check "$work/lay_multi_rev.net" -D "strategy_ckpt_config={save_file = \"$work/laym.$fmt\"}" >/dev/null 2>&1
+	"$NETC" dump "$work/lay_plain.net" -D "strategy_ckpt_config={load_file = \"$work/laym.$fmt\"}" \
+		--dump-after=sharding >"$work/laym_load.dump" 2>&1
+	if grep -Eq '^  h: .* = matmul\(.*layout\(dev \[2, 2, 2\] map \[\(0, 2\), -1\]' "$work/laym_load.dump"; then
+		ok "strategy checkpoint ($fmt) saves and loads layout((\"mp\", \"dp\"), \"sp\")"
+	else
+		bad "strategy checkpoint ($fmt) lost layout((\"mp\", \"dp\"), \"sp\")"
+		grep -E '^  h: |error' "$work/laym_load.dump" | head -3 | sed 's/^/     | /'
+	fi
+done
+# out_strategy as a layout (MindSpore 2.3's matmul): the reduction's "sp"
+# joins the rows' "dp", one ReduceScatter completes the partial sums
+sed 's/^h = matmul(x, w).shard(.*/h = matmul(x, w).shard(in_strategy = (layout("dp", "sp"), layout("sp", "mp")), out_strategy = (layout(("dp", "sp"), "mp"),))/' \
+	$M/layout_matmul.net >"$work/lay_out.net"
+"$NETC" dump "$work/lay_out.net" --dump-after=sharding >"$work/lay_out.dump" 2>&1
+if grep -Eq '^  h\.r[0-9]+: .* = redistribute\(h, ReduceScatter\(dim 0\.1, 2\)\) .*map \[\(2, 1\), 0\] slice \[4, 4\]' \
+	"$work/lay_out.dump" && go lay_out 8 20 "$work/lay_out.net"; then
+	equal "out_strategy (layout((\"dp\", \"sp\"), \"mp\"),): one ReduceScatter, = stand-alone" lay_ref lay_out
+else
+	bad "out_strategy as a layout: no ReduceScatter into (dp, sp), or build or run failed"
+	grep -E '^  h' "$work/lay_out.dump" | head -3 | sed 's/^/     | /'
+fi
+# elementwise operators over ("mp", "dp") (test_layout_extend.py's GeLU net
+# reversed): gelu, a broadcast add and mul over a reversed tuple
+cat >"$work/lay_elem.net" <<'NET'
+parallel {
+  device_num = 4
+  parallel_mode = semi_auto_parallel
+}
+input x: f32[16, 8]
+input t: f32[16, 8]
+param w: f32[8, 8] = xavier_uniform
+param b: f32[8] = zeros
+layout = Layout((2, 2), ("dp", "mp"))
+h = matmul(x, w)
+g = gelu(h).shard((layout(("mp", "dp"), "None"),))
+y = add(g, b).shard((layout(("mp", "dp"), "None"), layout("None")))
+z = mul(y, y).shard((layout("None", ("mp", "dp")), layout("None", ("mp", "dp"))))
+loss = mse_loss(z, t)
+train { optimizer = sgd(lr = 0.1)  loss = loss }
+NET
+"$NETC" dump "$work/lay_elem.net" --dump-after=sharding >"$work/lay_elem.dump" 2>&1
+if grep -Eq '^  g: .* = gelu\(.*map \[\(0, 1\), -1\]' "$work/lay_elem.dump" &&
+	grep -Eq '^  z: .* = mul\(.*map \[-1, \(0, 1\)\]' "$work/lay_elem.dump" &&
+	go lay_elem_ref 1 10 "$work/lay_elem.net" -D parallel_mode=stand_alone && go lay_elem 4 10 "$work/lay_elem.net"; then
+	equal "gelu, add and mul over (\"mp\", \"dp\") = stand-alone" lay_elem_ref lay_elem
+else
+	bad "elementwise operators over (\"mp\", \"dp\"): not laid out as stated, or build or run failed"
+	grep -E '^  (g|z): ' "$work/lay_elem.dump" | sed 's/^/     | /'
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -527,3 +527,42 @@ Test(redist, way_back_planned_in_reverse)
 	run_plan(p, f, t, 8);
 	arena_free(&a);
 }
+
+/* ---- a dimension over several device axes (the Layout API's tuples) ---- */
+
+/* Rows over ("mp", "dp") of ("dp", "sp", "mp") = (2, 2, 2): rank r holds
+ * row block mp * 2 + dp (mp = r % 2, dp = r / 4), MindSpore's tensor map
+ * entry (0, 2); ("dp", "mp") is dp * 2 + mp, another layout; its split,
+ * used and replica axes, and the print in MindSpore's numbering. */
+Test(redistribute, layout_over_several_axes)
+{
+	Arena a = {0};
+	Shape full = S(8, 4);
+	int8_t rev[MAX_RANK][MAX_RANK] = {{2, 0}}, fwd[MAX_RANK][MAX_RANK] = {{0, 2}};
+	int naxes[MAX_RANK] = {2};
+	int64_t dev[3] = {2, 2, 2};
+	Layout *r = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])rev, naxes, 0, 8);
+	Layout *f = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])fwd, naxes, 0, 8);
+	cr_assert(r && f);
+	for (int64_t k = 0; k < 8; k++) {
+		int64_t off[MAX_RANK];
+		layout_block(r, k, off);
+		cr_expect_eq(off[0], ((k % 2) * 2 + k / 4) * 2, "rank %" PRId64, k);
+		layout_block(f, k, off);
+		cr_expect_eq(off[0], ((k / 4) * 2 + k % 2) * 2, "rank %" PRId64, k);
+	}
+	cr_expect_eq(layout_split(r, 0), 4);
+	cr_expect_eq(r->slice.d[0], 2);
+	cr_expect_eq(layout_used_axes(r), 5u);
+	cr_expect_eq(layout_replica_axes(r), 2u);
+	cr_expect(layout_multi(r));
+	cr_expect_not(layout_same(r, f));
+	cr_expect_not(layout_equiv(r, f));
+	cr_expect_str_eq(layout_str(&a, r), "dev [2, 2, 2] map [(0, 2), -1] slice [2, 4]");
+	/* an axis twice, or a split that does not divide: no layout */
+	int8_t twice[MAX_RANK][MAX_RANK] = {{2, 2}};
+	cr_expect_null(layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])twice, naxes, 0, 8));
+	Shape odd = S(6, 4);
+	cr_expect_null(layout_make_axes(&a, &odd, 3, dev, (const int8_t(*)[MAX_RANK])rev, naxes, 0, 8));
+	arena_free(&a);
+}

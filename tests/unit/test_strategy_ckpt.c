@@ -569,6 +569,43 @@ Test(strategy_ckpt, json_bad_in_layout)
 	}
 }
 
+/* MindSpore's Layout writes "None" as -1 (MAP_NONE, shard.py's
+ * Layout.__call__): alone for a whole dimension, inside a tuple where it
+ * is skipped. Read from JSON and from protobuf as netc's own [] and as
+ * the tuple without it; before, the readers refused -1 as a device axis. */
+Test(strategy_ckpt, in_layout_map_none)
+{
+	static const char *alias[3] = {"dp", "sp", "mp"};
+	ExplicitLayout lay[2] = {
+	    {.ndev = 3, .dev = {2, 2, 2}, .alias = alias, .rank = 2, .axes = {{0}, {0}}, .naxes = {1, 0}},
+	    {.ndev = 3, .dev = {2, 2, 2}, .alias = alias, .rank = 2, .axes = {{1, 2}, {0}}, .naxes = {2, 0}},
+	};
+	char text[] = "{\"parallel_strategy_item\": {\"matmul-0\": {\"parallel_strategy\": [[2, 1], [4, 1]], "
+	                   "\"in_layout\": [{\"dev_matrix\": [2, 2, 2], \"alias_name\": [\"dp\", \"sp\", \"mp\"], "
+	                   "\"tensor_map\": [[2], [-1]]}, {\"dev_matrix\": [2, 2, 2], \"alias_name\": [\"dp\", \"sp\", "
+	                   "\"mp\"], \"tensor_map\": [[1, -1, 0], [-1]]}]}}}";
+	int n = 0;
+	want_lay = lay;
+	CkSink sink = {.item = check_lay_item, .ctx = &n};
+	char err[256] = "";
+	cr_expect(ckpt_read_json(text, strlen(text), &sink, err, sizeof err), "%s", err);
+	cr_expect_eq(n, 1);
+
+	Mindspore__Straspb__InLayout **pb = strategy_layouts_pb(lay, 2);
+	int64_t none[] = {-1};
+	free(pb[0]->tensor_map[1]->dim);
+	pb[0]->tensor_map[1]->dim = xcalloc(1, sizeof(int64_t));
+	pb[0]->tensor_map[1]->dim[0] = none[0];
+	pb[0]->tensor_map[1]->n_dim = 1;
+	Arena a = {0};
+	ExplicitLayout *back = NULL;
+	cr_expect(strategy_layouts_from_pb(&a, pb, 2, loc_none(), &back, err, sizeof err), "%s", err);
+	if (back)
+		cr_expect(strategy_layouts_same(lay, back, 2));
+	strategy_layouts_pb_free(pb, 2);
+	arena_free(&a);
+}
+
 /* Layouts loaded from a checkpoint outlive the file's text (the reader's
  * names are in the buffer it frees): loaded and saved again, in JSON and
  * protobuf, the file is the same (under the unit tests' ASan a name
