@@ -1112,10 +1112,12 @@ static void check_micro_input_grads(Sharder *S)
 	Graph *g = S->g;
 	for (int i = 0; i < g->ninputs && g->train.input_grads && (g->nmicro > 1 || g->nstages > 1) && !S->c->infer; i++) {
 		const Value *x = g->inputs[i];
-		if (x->layout && x->layout->ragged && dtype_is_float(x->dtype))
+		bool multi = x->layout && x->layout->rank && x->layout->nsub[0] > 1;
+		if (x->layout && (x->layout->ragged || multi) && dtype_is_float(x->dtype))
 			diag_error(&S->c->diag, g->train.input_grads_loc,
-			           "input_grads with micro-batches or pipeline stages needs the batch of '%s' in equal parts, "
-			           "but manual_split gives its devices uneven rows", x->name);
+			           "input_grads with micro-batches or pipeline stages needs the batch of '%s' in equal parts "
+			           "along one device axis, but %s", x->name,
+			           multi ? "it is split over several" : "manual_split gives its devices uneven rows");
 	}
 }
 
