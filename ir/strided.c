@@ -35,7 +35,7 @@ static int64_t clamp_index(int64_t v, int64_t dim, int64_t s)
 
 static bool bit(int64_t mask, int i) { return mask >> i & 1; }
 
-/* The spec entries in x's dims: xd is the next dim of x, *od the next of
+/* The spec entries in x's dims: xd is the next dim of x, od the next of
  * the result. Writes the normal form into b, e, s and out (per dim of x). */
 typedef struct Norm {
 	int64_t b[MAX_RANK], e[MAX_RANK], s[MAX_RANK];
