@@ -231,9 +231,14 @@ void emit_tensor_table(Emit *e)
 			continue;
 		fprintf(out, "	{.name = \"grad.%s\", .dtype = %s, .rank = %d, .full = ", g->inputs[i]->name,
 		        nrt_dtype_of(d->dtype), d->shape.rank);
-		emit_init_dims(out, &d->shape);
+		/* scheduled: all the step's rows, the micro-batches' in order,
+		 * on every device of the stage (pipeline_c.c gathers them) */
+		Shape full = d->shape, slice = *lshape(d);
+		if (emit_micro_input_grads(e) && full.rank)
+			full.d[0] *= e->sched->nmicro, slice.d[0] = full.d[0];
+		emit_init_dims(out, &full);
 		fputs(", .slice = ", out);
-		emit_init_dims(out, lshape(d));
+		emit_init_dims(out, &slice);
 		fputs("},\n", out);
 		ng++;
 	}
@@ -391,7 +396,7 @@ void emit_alloc(Emit *e)
 			fprintf(out, "\tnrt_fill(NRT_REAL, %s, %" PRId64 ", %.17g);\n", B(e, v), lnumel(v), v->cst.value);
 		}
 	}
-	for (int i = 0, j = 0; i < g->ninputs; i++) /* train.input_grads: last in tensors[] */
+	for (int i = 0, j = 0; i < g->ninputs && !emit_micro_input_grads(e); i++) /* train.input_grads: last in tensors[] */
 		if (g->inputs[i]->grad)
 			fprintf(out, "\ttensors[NTENSORS - NINPUT_GRADS + %d].data = %s;\n", j++, B(e, g->inputs[i]->grad));
 	if (g->train.optimizer == OPT_LAMB)
@@ -495,9 +500,14 @@ void emit_tensor_offsets(Emit *e)
 	for (int i = 0; i < g->ninputs; i++)
 		emit_block_offset(e, g->inputs[i], arena_printf(&e->c->arena, "inputs[%d].t.offset", i));
 	for (int i = 0, j = 0; i < g->ninputs; i++)
-		if (g->inputs[i]->grad)
+		if (g->inputs[i]->grad) {
 			emit_block_offset(e, g->inputs[i]->grad,
-			                  arena_printf(&e->c->arena, "tensors[NTENSORS - NINPUT_GRADS + %d].offset", j++));
+			                  arena_printf(&e->c->arena, "tensors[NTENSORS - NINPUT_GRADS + %d].offset", j));
+			if (emit_micro_input_grads(e) && g->inputs[i]->grad->shape.rank)
+				fprintf(e->setup, "\ttensors[NTENSORS - NINPUT_GRADS + %d].offset[0] = 0; /* all the step's rows */\n",
+				        j);
+			j++;
+		}
 }
 
 /* parameter_broadcast: every rank starts from rank 0's parameters. Pieces

@@ -237,6 +237,9 @@ int emit_ps_state_entries(Emit *e, int first);
 
 /* Which values cross stages or micro-steps: transfers, accumulators, shared
  * parameters and gradients (fills e->swap and e->update_stage). */
+bool emit_micro_input_grads(const Emit *e); /* pipeline_c.c: grad.x kept over micro-steps */
+int emit_input_grad_index(const Emit *e, int i);
+int64_t emit_input_grad_split(const Value *gx);
 void emit_sched_plan(Emit *e);
 void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);

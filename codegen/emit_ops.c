@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "../ir/layout.h"
+#include "../ir/strided.h"
 #include "../passes/op_comm.h"
 #include "emit.h"
 
@@ -83,22 +84,27 @@ void emit_GATHER_GRAD(Emit *e, const Node *n)
 	        emit_out_name(e, n->out));
 }
 
-/* strided_slice on this device's blocks: a split dimension is taken whole
- * (begin 0, stride 1: the sharding rule's condition), so the attrs' begin
- * and stride hold for the local blocks as for the full tensor. */
-static void emit_strided(Emit *e, const Node *n, const char *kernel, const Value *x, const Value *y)
+/* strided_slice on this device's blocks, in x's rank (a new axis or a
+ * shrunk dim only reshapes the result): a split dimension is taken whole
+ * (begin 0, stride 1: the sharding rule's condition), so there the slice
+ * is the local block, and elsewhere the attrs hold as for the full tensor. */
+static void emit_strided(Emit *e, const Node *n, const char *kernel, const Value *x)
 {
+	const OpAttrs *a = &n->attr;
 	const Shape *xs = lshape(x);
+	int64_t yd[MAX_RANK];
+	for (int d = 0; d < xs->rank; d++)
+		yd[d] = ss_whole(a, d, x->shape.d[d]) ? xs->d[d] : ss_count(a, d);
 	fprintf(OUT, "\tK(%s)(%d, ", kernel, xs->rank);
 	emit_shape(OUT, xs);
 	fputs(", ", OUT);
-	emit_dims(OUT, n->attr.ss_begin, xs->rank);
+	emit_dims(OUT, a->ss_begin, xs->rank);
 	fputs(", ", OUT);
-	emit_dims(OUT, n->attr.ss_stride, xs->rank);
+	emit_dims(OUT, a->ss_stride, xs->rank);
 	fputs(", ", OUT);
-	emit_shape(OUT, lshape(y));
+	emit_dims(OUT, yd, xs->rank);
 	fprintf(OUT, ", %s, %s);\n", B(e, n->in[0]), emit_out_name(e, n->out));
 }
 
-void emit_STRIDED_SLICE(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice", n->in[0], n->out); }
-void emit_STRIDED_SLICE_GRAD(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice_grad", n->out, n->in[0]); }
+void emit_STRIDED_SLICE(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice", n->in[0]); }
+void emit_STRIDED_SLICE_GRAD(Emit *e, const Node *n) { emit_strided(e, n, "strided_slice_grad", n->out); }

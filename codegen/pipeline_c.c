@@ -140,6 +140,10 @@ void emit_sched_decls(Emit *e)
 	for (int i = 0; i < g->nvalues; i++)
 		if (e->swap[i])
 			fprintf(out, "static real *%s; /* %s summed over the micro-steps */\n", e->swap[i], g->values[i]->name);
+	for (int i = 0; i < g->ninputs && emit_micro_input_grads(e); i++)
+		if (g->inputs[i]->grad)
+			fprintf(out, "static %s *igrad_%d; /* grad.%s: NMICRO micro-batches' rows, each / NMICRO */\n",
+			        ctype(g->inputs[i]->grad->dtype), i, g->inputs[i]->name);
 	fputc('\n', out);
 }
 
@@ -219,6 +223,55 @@ static void emit_posts(Emit *e, int chunk, Phase ph)
 	}
 }
 
+/* train.input_grads in a scheduled program: kept over the micro-steps
+ * (igrad_*), on the stage that computes them only (the checkpoint takes
+ * a block from the lowest rank holding it), not read from a slot's
+ * workspace */
+bool emit_micro_input_grads(const Emit *e) { return e->sched != NULL; }
+
+/* The ways a saved input gradient's batch dimension is split: its
+ * micro-batches' rows are gathered over them (one block per device). */
+int64_t emit_input_grad_split(const Value *gx)
+{
+	return gx->layout && gx->layout->rank && gx->layout->map[0] >= 0 ? gx->layout->dev[gx->layout->map[0]] : 1;
+}
+
+/* input i's place among the saved input gradients */
+int emit_input_grad_index(const Emit *e, int i)
+{
+	int j = 0;
+	for (int k = 0; k < i; k++)
+		j += e->g->inputs[k]->grad != NULL;
+	return j;
+}
+
+/* train.input_grads with micro-batches: the step's batch is NMICRO
+ * micro-batches of rows in order, so micro-step k's gradient of input i
+ * is rows k of the step's, scaled as the parameters' average is (the
+ * step's loss is the micro-steps' mean). Kept as it is made, before the
+ * slot's workspace is reused; where the batch is split, the micro-batch's
+ * blocks are gathered first (the comm's members in the order of their
+ * blocks along the batch), so every device keeps all the step's rows. */
+static void emit_keep_input_grad(Emit *e, const Value *v)
+{
+	for (int i = 0; i < e->g->ninputs && emit_micro_input_grads(e); i++) {
+		if (e->g->inputs[i]->grad != v)
+			continue;
+		int64_t split = emit_input_grad_split(v), n = lnumel(v) * split;
+		emit_seq_extend(e);
+		const char *dst = arena_printf(&e->c->arena, "igrad_%d + (size_t)micro * %" PRId64, i, n), *src = B(e, v);
+		if (split > 1) {
+			fprintf(e->out, "\tnrt_allgather(%s, %s, %s, %" PRId64 ", %s); /* grad.%s: the micro-batch's rows */\n",
+			        emit_comm(e, v->layout, 1u << v->layout->map[0]), nrt_dtype_of(v->dtype), src, lnumel(v), dst,
+			        e->g->inputs[i]->name);
+			src = dst;
+		}
+		fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1.0 / NMICRO), %s, %s); /* grad.%s, this micro-batch's rows */\n",
+		        emit_kernels_for(v), n, src, dst, e->g->inputs[i]->name);
+		emit_seq_extend_end(e);
+	}
+}
+
 static void emit_chunk(Emit *e, int chunk, Phase ph)
 {
 	Graph *g = e->g;
@@ -237,6 +290,7 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 		if (!n->out)
 			continue;
 		emit_sends(e, n->out);
+		emit_keep_input_grad(e, n->out);
 		if (e->swap[n->out->id]) { /* part of the node: shared with it */
 			emit_seq_extend(e);
 			fprintf(e->out, "\t%s(axpy)(%" PRId64 ", 1, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
@@ -370,6 +424,17 @@ void emit_sched_alloc(Emit *e)
 			emit_planned(e, sched_held_mask(e, g->values[i]), (host ? MEM_HOST : 0) + MEM_GRADS,
 			             lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
 		}
+	}
+	for (int i = 0; i < g->ninputs && emit_micro_input_grads(e); i++) {
+		const Value *gx = g->inputs[i]->grad;
+		if (!gx)
+			continue;
+		int st = gx->def && gx->def->ann.stage >= 0 ? gx->def->ann.stage : 0;
+		int64_t n = lnumel(gx) * emit_input_grad_split(gx);
+		fprintf(out, "\tif (my_stage == %d) {\n\t\tigrad_%d = nrt_alloc(NRT_MEM_GRADS, NMICRO * %" PRId64
+		             ", sizeof(%s));\n\t\ttensors[NTENSORS - NINPUT_GRADS + %d].data = igrad_%d;\n\t}\n",
+		        st, i, n, ctype(gx->dtype), emit_input_grad_index(e, i), i);
+		emit_planned(e, 1ull << st, MEM_GRADS, (int64_t)e->sched->nmicro * n * emit_csize(e, gx->dtype));
 	}
 	for (int t = 0; t < ntransfers; t++)
 		if (self_transfer(e, &transfers[t])) {

@@ -123,6 +123,20 @@ static void emit_overflow_check(Emit *e)
 	fputs("\t\tif (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, step))\n\t\t\treturn;\n\t}\n", out);
 }
 
+/* train.input_grads under a loss scale: the inputs' gradients come out of
+ * the backward pass scaled, as the parameters' do; unscaled here, with
+ * the scale this step used (before the overflow check may change it), so
+ * grad.NAME is d loss / d input whatever the scale. */
+static void emit_unscale_input_grads(Emit *e)
+{
+	for (int i = 0; i < e->g->ninputs; i++) {
+		const Value *gx = e->g->inputs[i]->grad;
+		if (gx)
+			fprintf(e->out, "	%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale %s */\n",
+			        emit_kernels_for(gx), lnumel(gx), B(e, gx), B(e, gx), e->g->inputs[i]->name);
+	}
+}
+
 /* One phase of an unscheduled program (fusion plans exist only there). */
 static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
@@ -139,8 +153,10 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 	 * the log shows none rather than the previous step's */
 	if (ph == PH_UPDATE && e->loss_scale && emit_train_clip_on(e))
 		fputs("\tgrad_norm = NAN;\n", e->out);
-	if (ph == PH_UPDATE && e->loss_scale)
+	if (ph == PH_UPDATE && e->loss_scale) {
+		emit_unscale_input_grads(e);
 		emit_overflow_check(e);
+	}
 	/* once a fused bucket is on its way, each backward kernel is followed
 	 * by a call that lets MPI move it (nrt_progress), so it overlaps the
 	 * rest of the backward pass instead of running in the update's wait */

@@ -19,7 +19,8 @@ typedef enum KwField {
 	/* convolutional networks (attr.conv) */
 	KF_KERNEL, KF_STRIDE, KF_PADDING, KF_PAD_MODE, KF_DILATION, KF_GROUPS, KF_COUNT_PAD,
 	KF_DEPTH, KF_ON_VALUE, KF_OFF_VALUE, KF_DTYPE, KF_PARAMS_AXIS, /* issue 30 */
-	KF_SS_BEGIN, KF_SS_END, KF_SS_STRIDES,
+	KF_SS_BEGIN, KF_SS_END, KF_SS_STRIDES, KF_SS_BEGIN_MASK, KF_SS_END_MASK, KF_SS_ELLIPSIS_MASK,
+	KF_SS_NEW_AXIS_MASK, KF_SS_SHRINK_MASK,
 	KF_CP_ALGO,
 } KwField;
 
@@ -108,6 +109,11 @@ static const struct KwSpec {
 	{OP_STRIDED_SLICE, "begin", KF_SS_BEGIN},
 	{OP_STRIDED_SLICE, "end", KF_SS_END},
 	{OP_STRIDED_SLICE, "strides", KF_SS_STRIDES},
+	{OP_STRIDED_SLICE, "begin_mask", KF_SS_BEGIN_MASK},
+	{OP_STRIDED_SLICE, "end_mask", KF_SS_END_MASK},
+	{OP_STRIDED_SLICE, "ellipsis_mask", KF_SS_ELLIPSIS_MASK},
+	{OP_STRIDED_SLICE, "new_axis_mask", KF_SS_NEW_AXIS_MASK},
+	{OP_STRIDED_SLICE, "shrink_axis_mask", KF_SS_SHRINK_MASK},
 };
 enum { NKWSPECS = sizeof kwspecs / sizeof kwspecs[0] };
 
@@ -494,6 +500,12 @@ static bool apply_kw(Elab *E, Frame *f, Node *n, KwField k, const CfgValue *v, c
 	case KF_SS_BEGIN: return (a->nss = el_want_ints(E, v, ctx, false, a->ss_begin, MAX_RANK)) >= 0;
 	case KF_SS_END: return (a->nss_end = el_want_ints(E, v, ctx, false, a->ss_end, MAX_RANK)) >= 0;
 	case KF_SS_STRIDES: return (a->nss_stride = el_want_ints(E, v, ctx, false, a->ss_stride, MAX_RANK)) >= 0;
+	/* bit i applies to spec entry i; bits past the entries have no effect, as MindSpore's */
+	case KF_SS_BEGIN_MASK: return el_want_int(E, v, ctx, 0, INT32_MAX, &a->begin_mask);
+	case KF_SS_END_MASK: return el_want_int(E, v, ctx, 0, INT32_MAX, &a->end_mask);
+	case KF_SS_ELLIPSIS_MASK: return el_want_int(E, v, ctx, 0, INT32_MAX, &a->ellipsis_mask);
+	case KF_SS_NEW_AXIS_MASK: return el_want_int(E, v, ctx, 0, INT32_MAX, &a->new_axis_mask);
+	case KF_SS_SHRINK_MASK: return el_want_int(E, v, ctx, 0, INT32_MAX, &a->shrink_axis_mask);
 	case KF_SHAPE: return kw_shape(E, n, v, ctx);
 	case KF_PERM: return kw_perm(E, n, v, ctx);
 	case KF_AXES: return kw_axes(E, n, v, ctx);

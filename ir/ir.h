@@ -125,11 +125,18 @@ typedef struct OpAttrs {
 	double on_value, off_value;    /* one_hot: 1 and 0 by default */
 	int params_axis;               /* layer_norm: begin_params_axis as written (params_axis_set) */
 	bool params_axis_set;
-	/* strided_slice(_grad): per dimension [begin, end) every stride-th;
-	 * nss as written, all of x's dims once shape inference normalised them
-	 * (negative ends counted from the end, clamped, missing dims whole) */
+	/* strided_slice(_grad): as written, nss spec entries, bit i of each
+	 * mask (MindSpore's StridedSlice attributes) applying to entry i; once
+	 * shape inference normalised them (ss_norm), one entry per dim d of x:
+	 * begin, the end (clamped; -1 below 0 for a negative stride), the
+	 * stride (nonzero), and ss_out[d] the result's dim it becomes (-1:
+	 * shrunk away); the result's dims no x dim maps to are new axes of 1 */
 	int nss, nss_end, nss_stride;  /* entries given of begin, end, strides (-1: not given) */
 	int64_t ss_begin[MAX_RANK], ss_end[MAX_RANK], ss_stride[MAX_RANK];
+	int64_t begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
+	bool ss_norm;
+	int ss_out_rank;               /* ss_norm: the result's rank */
+	int ss_out[MAX_RANK];          /* ss_norm: x dim -> result dim, -1 shrunk */
 } OpAttrs;
 
 /* A shard strategy in MindSpore's tuple-of-tuples form: v[i] is the split

@@ -62,10 +62,15 @@ static void print_attrs(const Node *n, FILE *out)
 		break;
 	case OP_STRIDED_SLICE:
 	case OP_STRIDED_SLICE_GRAD:
-		for (int i = 0; i < a->nss; i++)
+		for (int i = 0; i < a->nss; i++) {
 			fprintf(out, "%s%" PRId64 ":%" PRId64 ":%" PRId64, i ? ", " : ", [", a->ss_begin[i], a->ss_end[i],
 			        a->ss_stride[i]);
+			if (a->ss_norm && a->ss_out[i] != i)
+				fprintf(out, a->ss_out[i] < 0 ? "->shrunk" : "->%d", a->ss_out[i]);
+		}
 		fputs(a->nss > 0 ? "]" : "", out);
+		if (a->ss_norm && a->ss_out_rank != a->nss)
+			fprintf(out, ", rank %d", a->ss_out_rank);
 		break;
 	case OP_RMS_NORM:
 	case OP_RMS_NORM_GRAD_X:

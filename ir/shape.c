@@ -7,6 +7,7 @@
  * the output's shape and dtype. Messages start with the operator's name:
  *   matmul: inner dimensions differ: x is [64, 784], w1 is [1000, 10] */
 #include "shape.h"
+#include "strided.h"
 
 #include "conv.h"
 
@@ -597,44 +598,10 @@ RULE(GATHER_GRAD)
 	return set_out(n, n->in[0]->dtype, n->attr.shape);
 }
 
-/* MindSpore's StridedSlice without masks: per dim [begin, end) every
- * stride-th (negative indices from the end, clamped to the dim, as
- * Python slices), dims beyond those given whole. Normalises the attrs in
- * place (all of x's dims) and gives the result's shape. */
-static bool strided_shape(Diag *d, Node *n, const Shape *x, Shape *out)
-{
-	OpAttrs *a = &n->attr;
-	if (a->nss < 0 || a->nss_end < 0 || a->nss_stride < 0)
-		return node_fail(d, n, "strided_slice needs begin, end and strides (one entry per sliced dimension)");
-	if (a->nss != a->nss_end || a->nss != a->nss_stride)
-		return node_fail(d, n, "begin, end and strides must have as many entries (%d, %d, %d)", a->nss, a->nss_end,
-		                 a->nss_stride);
-	if (a->nss > x->rank)
-		return node_fail(d, n, "%d dimensions sliced, but %s has rank %d", a->nss, n->in[0]->name, x->rank);
-	out->rank = x->rank;
-	for (int i = 0; i < x->rank; i++) {
-		int64_t dim = x->d[i], b = 0, e = dim, s = 1;
-		if (i < a->nss) {
-			b = a->ss_begin[i], e = a->ss_end[i], s = a->ss_stride[i];
-			if (s <= 0)
-				return node_fail(d, n, "strides must be positive (dimension %d: %" PRId64 ")", i, s);
-			b = b < 0 ? (b + dim < 0 ? 0 : b + dim) : (b > dim ? dim : b);
-			e = e < 0 ? (e + dim < 0 ? 0 : e + dim) : (e > dim ? dim : e);
-		}
-		if (e <= b)
-			return node_fail(d, n, "dimension %d of %s: [%" PRId64 ":%" PRId64 ":%" PRId64 "] of %" PRId64
-			                 " takes nothing", i, n->in[0]->name, a->ss_begin[i], a->ss_end[i], s, dim);
-		a->ss_begin[i] = b, a->ss_end[i] = e, a->ss_stride[i] = s;
-		out->d[i] = 1 + (e - b - 1) / s; /* e > b; no overflow for a stride near 2^63 */
-	}
-	a->nss = a->nss_end = a->nss_stride = x->rank;
-	return true;
-}
-
 RULE(STRIDED_SLICE)
 {
 	Shape out;
-	return need_float(d, n, n->in[0]) && strided_shape(d, n, &n->in[0]->shape, &out) &&
+	return need_float(d, n, n->in[0]) && ss_shape(d, n, &n->in[0]->shape, &out) &&
 	       set_out(n, n->in[0]->dtype, out);
 }
 
@@ -642,7 +609,7 @@ RULE(STRIDED_SLICE)
 RULE(STRIDED_SLICE_GRAD)
 {
 	Shape dy;
-	if (!attr_shape_ok(d, n, &n->attr.shape) || !strided_shape(d, n, &n->attr.shape, &dy))
+	if (!attr_shape_ok(d, n, &n->attr.shape) || !ss_shape(d, n, &n->attr.shape, &dy))
 		return false;
 	if (!shape_eq(&dy, &n->in[0]->shape))
 		return node_fail(d, n, "%s must be %s, got %s", n->in[0]->name, shape_tmp(&dy), shape_tmp(&n->in[0]->shape));

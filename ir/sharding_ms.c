@@ -2,6 +2,7 @@
  * max_mask, one_hot, gather and its gradient), as MindSpore's parallel
  * tests use them, on the helpers of ir/sharding_rule.c (sharding_rule.h). */
 #include "sharding_rule.h"
+#include "strided.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -101,29 +102,40 @@ bool shard_GATHER_GRAD(Rule *R)
 	return R->r->in[0] && R->r->in[1] && R->r->out;
 }
 
-/* strided_slice and its gradient, as MindSpore's StridedSliceInfo: a
- * dimension may be split only where the slice takes it whole (begin 0,
- * its end, stride 1); each device then slices its own block, no
- * communication, and the result (the gradient: dx) is split alike. */
-static bool strided_rule(Rule *R, const Shape *x)
+/* strided_slice and its gradient, as MindSpore's StridedSliceInfo: the
+ * strategy has one entry per dim of x; a dim may be split only where the
+ * slice takes it whole (begin 0, its end, stride 1, not shrunk); each
+ * device then slices its own block, no communication. The result (dy for
+ * the gradient) keeps those splits on the dims they become, a new axis
+ * whole. */
+static bool strided_rule(Rule *R, const Shape *x, bool grad)
 {
 	const OpAttrs *a = &R->n->attr;
-	int map[MAX_RANK];
-	rule_all_whole(map);
+	int xmap[MAX_RANK], ymap[MAX_RANK];
+	rule_all_whole(xmap), rule_all_whole(ymap);
 	for (int d = 0; d < x->rank; d++) {
-		int64_t s = rule_split(R, 0, d);
-		bool whole = a->ss_begin[d] == 0 && a->ss_end[d] == x->d[d] && a->ss_stride[d] == 1;
-		if (s > 1 && !whole)
+		/* the gradient's strategy splits dy, the result's dims */
+		int64_t s = !grad ? rule_split(R, 0, d) : a->ss_out[d] >= 0 ? rule_split(R, 0, a->ss_out[d]) : 1;
+		if (s > 1 && a->ss_out[d] < 0)
+			return rule_fail(R, "dimension %d is split %" PRId64 " ways but shrink_axis_mask takes one index of "
+			                 "it; a shrunk dimension cannot be split, as MindSpore's StridedSlice", d, s);
+		if (s > 1 && !ss_whole(a, d, x->d[d]))
 			return rule_fail(R, "dimension %d is split %" PRId64 " ways but strided_slice takes [%" PRId64 ":%" PRId64
 			                 ":%" PRId64 "] of it; a split dimension must be taken whole (begin 0, its end, "
 			                 "stride 1), as MindSpore's StridedSlice", d, s, a->ss_begin[d], a->ss_end[d],
 			                 a->ss_stride[d]);
-		map[d] = rule_axis(R, s);
+		xmap[d] = rule_axis(R, s);
+		if (a->ss_out[d] >= 0)
+			ymap[a->ss_out[d]] = xmap[d];
 	}
-	R->r->in[0] = rule_layout(R, &R->n->in[0]->shape, map, 0);
-	R->r->out = rule_layout(R, &R->n->out->shape, map, 0);
+	const Shape *y = grad ? &R->n->in[0]->shape : &R->n->out->shape;
+	for (int k = 0; grad && k < y->rank; k++)
+		if (ymap[k] < 0 && rule_split(R, 0, k) > 1)
+			return rule_fail(R, "dimension %d of dy is a new axis and cannot be split", k);
+	R->r->in[0] = rule_layout(R, grad ? y : x, grad ? ymap : xmap, 0);
+	R->r->out = rule_layout(R, grad ? x : y, grad ? xmap : ymap, 0);
 	return R->r->in[0] && R->r->out;
 }
 
-bool shard_STRIDED_SLICE(Rule *R) { return strided_rule(R, &R->n->in[0]->shape); }
-bool shard_STRIDED_SLICE_GRAD(Rule *R) { return strided_rule(R, &R->n->out->shape); }
+bool shard_STRIDED_SLICE(Rule *R) { return strided_rule(R, &R->n->in[0]->shape, false); }
+bool shard_STRIDED_SLICE_GRAD(Rule *R) { return strided_rule(R, &R->n->out->shape, true); }

@@ -578,15 +578,16 @@ static void mark_needs(AD *ad)
 	}
 }
 
-/* input_grads saves one step's gradients as that step computed them on
- * the whole batch: what splits the step or scales its loss is refused. */
+/* input_grads saves one step's gradients of the step's batch: refused
+ * where there is no one batch (each device's or each accumulation
+ * step's own) or the gradient does not reach the workers. */
 static bool input_grads_ok(Compilation *c)
 {
 	const Graph *g = c->g;
-	const char *why = g->nstages > 1 ? "pipeline stages"
-	                : g->par.enable_ps ? "parameter servers"
-	                : g->train.micro_size > 1 || g->par.grad_accumulation_step > 1 ? "micro-batches"
-	                : g->train.loss_scale_kind != LS_NONE ? "a loss scale"
+	const char *why = g->par.enable_ps ? "parameter servers (the gradients go to the servers)"
+	                : g->par.grad_accumulation_step > 1
+	                        ? "grad_accumulation_step > 1 (a step reads that many batches of each input: grad.NAME "
+	                          "would be the gradient of none of them)"
 	                : g->par.parallel_mode == PM_DATA_PARALLEL || g->par.parallel_mode == PM_HYBRID_PARALLEL
 	                        ? "data_parallel and hybrid_parallel (each device differentiates its own loss)"
 	                        : NULL;

@@ -1104,6 +1104,23 @@ static void finish_input_grads(Sharder *S)
 	}
 }
 
+/* train.input_grads in a scheduled program gathers each micro-batch's
+ * rows of an input's gradient over the devices that split its batch
+ * (codegen/pipeline_c.c): uneven parts (manual_split) cannot be. */
+static void check_micro_input_grads(Sharder *S)
+{
+	Graph *g = S->g;
+	for (int i = 0; i < g->ninputs && g->train.input_grads && (g->nmicro > 1 || g->nstages > 1) && !S->c->infer; i++) {
+		const Value *x = g->inputs[i];
+		bool multi = x->layout && x->layout->rank && x->layout->nsub[0] > 1;
+		if (x->layout && (x->layout->ragged || multi) && dtype_is_float(x->dtype))
+			diag_error(&S->c->diag, g->train.input_grads_loc,
+			           "input_grads with micro-batches or pipeline stages needs the batch of '%s' in equal parts "
+			           "along one device axis, but %s", x->name,
+			           multi ? "it is split over several" : "manual_split gives its devices uneven rows");
+	}
+}
+
 /* hybrid_parallel with loss_repeated_mean: a loss computed identically on
  * r devices contributes 1/r of the gradient from each. */
 static void scale_repeated_loss(Sharder *S)
@@ -1132,6 +1149,7 @@ bool pass_sharding(Compilation *c)
 	mark_from_data(&S);
 	for (int i = 0; i < g->ninputs; i++)
 		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
+	check_micro_input_grads(&S);
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_CONST)
 			g->values[i]->layout = whole(&S, g->values[i]);

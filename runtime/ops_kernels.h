@@ -31,7 +31,7 @@
 	                         int64_t nids, const void *ids, bool ids64,        \
 	                         const T *dy, T *dx);                             \
 	/* y [ydims] = x [xdims] at begin[d] + i * stride[d] along each dim d   \
-	 * (strided_slice; stride > 0, the positions inside x)                  */\
+	 * (strided_slice; stride nonzero, the positions inside x)             */\
 	void nrt_strided_slice_##S(int rank, const int64_t *xdims,                 \
 	                           const int64_t *begin, const int64_t *stride,    \
 	                           const int64_t *ydims, const T *x, T *y);        \

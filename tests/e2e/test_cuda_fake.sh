@@ -121,6 +121,9 @@ case_ one_hot_cast 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_cast.net
 # one_hot with its classes split 2 ways: the kernel from a nonzero class
 case_ one_hot_classes 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/one_hot_classes.net
 case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
+# input_grads with micro-batches on 2 pipeline stages: grad.x's rows kept
+# in device memory over the micro-steps (the scale kernel), saved as grad.x
+case_ input_grads_micro 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/input_grads_micro.net
 # the Layout API's rows over ("mp", "dp"): the redistributions into and out
 # of a dimension over two device axes, through NCCL's stand-in
 case_ layout_multi 8 FAKE_CUDA_DEVICES=8 -- $M/ms_ops/layout_multi.net

@@ -411,8 +411,48 @@ else
 	bad "grad.x of sum(x * y) is not y"
 	tail -2 "$work/cmp" | sed 's/^/     | /'
 fi
-says "input_grads with micro-batches: located error" 1 \
-	"ig.net:18:36: error: input_grads is not supported with micro-batches" check "$work/ig.net" -D train.micro_size=2
+
+# strided_slice's masks and negative strides (issue 30, test_stridedslice.py;
+# a block of its own at the end to merge beside other changes above)
+echo "== strided_slice masks, negative stride (test_stridedslice.py)"
+variant $M/strided_slice_masks.net ssm_ref
+go ssm_ref 1 10 "$work/ssm_ref.net" -D parallel_mode=stand_alone || bad "strided_slice masks reference"
+for s in 2,2 1,4; do
+	variant $M/strided_slice_masks.net "ssm_$s" SA="${s%,*}" SB="${s#*,}"
+	if go "ssm_$s" 4 10 "$work/ssm_$s.net"; then
+		equal "strided_slice masks ((${s%,*}, 1, ${s#*,}),) on 4 devices = stand-alone" ssm_ref "ssm_$s"
+	else
+		bad "strided_slice masks (${s}): build or run failed"
+	fi
+done
+sed 's/shrink_axis_mask = 2).shard(((SA, 1, SB),))/shrink_axis_mask = 2).shard(((1, 4, 1),))/' \
+	$M/strided_slice_masks.net >"$work/ssm_bad.net"
+says "a split shrunk dimension: located error" 1 \
+	"ssm_bad.net:18:122: error: strided_slice: invalid strategy \\(\\(1, 4, 1\\),\\): dimension 1 is split 4 ways but shrink_axis_mask takes one index of it" \
+	check "$work/ssm_bad.net"
+
+# input_grads with a loss scale, micro-batches and pipeline stages (issue
+# 30, test_two_matmul.py's GradWrap): grad.x equal to the stand-alone
+# run's without them; grad_accumulation_step refused, located
+echo "== input_grads with loss scale, micro-batches, pipelines"
+sed 's/^train { loss = loss }/train { loss = loss  input_grads = true  loss_scale = 1024 }/' "$G" >"$work/igls.net"
+if go igls 8 3 "$work/igls.net"; then
+	equal "input_grads with loss_scale = 1024 on 8 devices: grad.x = stand-alone's (unscaled)" ig_ref igls
+else
+	bad "input_grads with a loss scale: build or run failed"
+fi
+IG=$M/input_grads_micro.net
+go igm_ref 1 3 "$IG" -D parallel_mode=stand_alone -D MS=1 -D PP=1 || bad "input_grads micro reference"
+for s in 4,1 4,2; do
+	if go "igm_$s" 4 3 "$IG" -D MS="${s%,*}" -D PP="${s#*,}"; then
+		equal "input_grads, micro_size ${s%,*}, ${s#*,} stage(s) on 4 devices: grad.x = stand-alone's" igm_ref "igm_$s"
+	else
+		bad "input_grads micro_size ${s%,*} stages ${s#*,}: build or run failed"
+	fi
+done
+says "input_grads with grad_accumulation_step: located error" 1 \
+	"ig.net:18:36: error: input_grads is not supported with grad_accumulation_step > 1" \
+	check "$work/ig.net" -D grad_accumulation_step=2
 
 echo "== Layout API: a dimension over aliases that are not neighbours (test_layout_extend.py)"
 # MindSpore's test_layout_extend_batch_multi_shard: x's rows over ("dp", "mp")

@@ -1062,6 +1062,19 @@ static void FN(test_ms_ops)(void)
 		FN(cmp)("strided_slice_grad [3,3,1] -> [6,7,5]", sgdx, sdx, 210, 0);
 		free_all();
 	}
+	/* negative strides: [6, 7, 5] at [5::-2, 6:0:-3, ::-1] (ir/strided.c's
+	 * normal form: begin at the top, the offsets walking down) */
+	{
+		const int64_t xd[3] = {6, 7, 5}, b[3] = {5, 6, 4}, st[3] = {-2, -3, -1}, yd[3] = {3, 2, 5};
+		T *sx = FN(hrand)(210, -1, 1), *sy = FN(hrand)(30, 0, 1), *sgy = FN(dev)(sy, 30);
+		FN(nrt_strided_slice)(3, xd, b, st, yd, FN(dev)(sx, 210), sgy), FN(cpu_nrt_strided_slice)(3, xd, b, st, yd, sx, sy);
+		FN(cmp)("strided_slice [6,7,5] negative strides -> [3,2,5]", sgy, sy, 30, 0);
+		T *sdx = FN(hrand)(210, 0, 1), *sgdx = FN(dev)(sdx, 210);
+		FN(nrt_strided_slice_grad)(3, xd, b, st, yd, FN(dev)(sy, 30), sgdx);
+		FN(cpu_nrt_strided_slice_grad)(3, xd, b, st, yd, sy, sdx);
+		FN(cmp)("strided_slice_grad negative strides [3,2,5] -> [6,7,5]", sgdx, sdx, 210, 0);
+		free_all();
+	}
 	/* gather on the middle of x [3, 9, 5] by the same ids (repeats, some
 	 * outside), and its gradient's in-order sums */
 	T *x = FN(hrand)(3 * 9 * 5, -1, 1), *g = FN(hrand)(3 * 37 * 5, 0, 1), *dy = FN(hrand)(3 * 37 * 5, -1, 1);
