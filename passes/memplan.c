@@ -359,7 +359,7 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 /* By value id: the residual x whose bytes the add's result z takes
  * (passes/fuse.h, residual_match), where x dies at the add; the logits
  * whose bytes their fused gradient takes. */
-static const Value **in_place(Compilation *c, const int *last)
+static const Value **in_place(Compilation *c, const int *last, bool bias)
 {
 	const Graph *g = c->g;
 	const Value **onto = ARENA_NEWN(&c->arena, const Value *, g->nvalues + 1);
@@ -383,6 +383,19 @@ static const Value **in_place(Compilation *c, const int *last)
 				onto[m->out->id] = x;
 		}
 	}
+	/* a bias_add takes the bytes of the product it adds to, where that
+	 * product dies there: the GEMM epilogue (fuse_gemm.h) writes the sum
+	 * at once and never the product, and the unfused add runs in place
+	 * (element i read before it is written), so the product needs no
+	 * bytes of its own (`bias` false: the product keeps its own) */
+	for (int i = 0; bias && i + 1 < g->nnodes; i++) {
+		const Node *mm = g->nodes[i], *ba = g->nodes[i + 1];
+		const Value *y = mm->out;
+		if (mm->op == OP_MATMUL && ba->op == OP_BIAS_ADD && ba->in[0] == y && y && !y->host && !ba->out->host &&
+		    last[y->id] == i + 1 && value_bytes(c, y) == value_bytes(c, ba->out) && !onto[ba->out->id] &&
+		    run_block_of(c, y, &(int64_t){0}) < 0 && run_block_of(c, ba->out, &(int64_t){0}) < 0)
+			onto[ba->out->id] = y;
+	}
 	/* the fused classifier writes the logits' gradient over the logits
 	 * (passes/fuse_classifier.c) where its gradient node reads them last */
 	for (int i = 0; c->classifier && i < g->nnodes; i++) {
@@ -399,7 +412,7 @@ static const Value **in_place(Compilation *c, const int *last)
 
 /* One plan of the whole program (first fit in node order) with the run
  * blocks as rb says; returns the peak, fills offset[] and *naive. */
-static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive)
+static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive, bool bias)
 {
 	Graph *g = c->g;
 	int nv = g->nvalues;
@@ -417,7 +430,7 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 	Reserves rs = reserves(c, rb);
 	if (c->fault && strcmp(c->fault, "memplan-reservations") == 0)
 		rs.n = 0; /* tests: the values ignore the gradients' reservations; plan_ok must notice */
-	const Value **onto = in_place(c, last0);
+	const Value **onto = in_place(c, last0, bias);
 	*naive = 0;
 	FreeList fl = {0};
 	int64_t high = 0;
@@ -471,14 +484,14 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 /* Plans the workspace: the first run with workspace gradients tries its
  * block at the first birth and at offsets spread over that plan's peak,
  * and keeps the lowest peak (the first birth on a tie). */
-static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive)
+static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool bias)
 {
 	RunBlocks rb = run_blocks(c, last);
 	int first = -1;
 	for (int r = 0; c->updates && r < c->updates->n && first < 0; r++)
 		if (rb.end[r] >= 0)
 			first = r;
-	int64_t peak = plan_all(c, last, &rb, offset, naive);
+	int64_t peak = plan_all(c, last, &rb, offset, naive, bias);
 	if (first < 0)
 		return peak;
 	enum { TRIES = 16 };
@@ -486,14 +499,14 @@ static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, 
 	int64_t *tmp = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), tnaive;
 	for (int k = 0; k <= TRIES; k++) {
 		rb.at[first] = align_down(span / TRIES * k);
-		int64_t p = plan_all(c, last, &rb, tmp, &tnaive);
+		int64_t p = plan_all(c, last, &rb, tmp, &tnaive, bias);
 		if (p < best_peak) {
 			best_peak = p;
 			best = rb.at[first];
 		}
 	}
 	rb.at[first] = best;
-	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive);
+	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive, bias);
 }
 
 typedef struct Placed {
@@ -510,12 +523,12 @@ static int by_lo(const void *a, const void *b)
 
 /* The plan's invariant, checked wherever the IR is verified: no two
  * values alive at the same time share a byte. */
-static bool plan_ok(Compilation *c, const int *last, const int64_t *offset)
+static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool bias)
 {
 	const Graph *g = c->g;
 	RunBlocks rb = run_blocks(c, last);
 	Placed *v = ARENA_NEWN(&c->arena, Placed, g->nvalues + 1);
-	const Value **onto = in_place(c, last);
+	const Value **onto = in_place(c, last, bias);
 	int *death = ARENA_NEWN(&c->arena, int, g->nvalues + 1);
 	for (int i = 0; i < g->nvalues; i++)
 		death[i] = last[i];
@@ -592,8 +605,20 @@ bool pass_memplan(Compilation *c)
 			if (last[b->members[m]->in[0]->id] < at)
 				last[b->members[m]->in[0]->id] = at;
 	}
-	int64_t high = plan_workspace(c, last, p->offset, &p->naive);
-	if (c->verify && !plan_ok(c, last, p->offset))
+	/* Products under a bias_add take no bytes of their own; first fit
+	 * is sensitive to the order of frees, so where a plan with their own
+	 * bytes has the lower peak (a hole of the product's size fitting a
+	 * later value), that plan is kept */
+	int64_t high = plan_workspace(c, last, p->offset, &p->naive, true);
+	int64_t *other = ARENA_NEWN(&c->arena, int64_t, nv), onaive;
+	int64_t ohigh = plan_workspace(c, last, other, &onaive, false);
+	bool bias = ohigh >= high;
+	if (!bias) {
+		high = ohigh;
+		p->naive = onaive;
+		memcpy(p->offset, other, sizeof *other * (size_t)nv);
+	}
+	if (c->verify && !plan_ok(c, last, p->offset, bias))
 		return false;
 	p->peak = high;
 	p->host_of = ARENA_NEWN(&c->arena, int, nv);
