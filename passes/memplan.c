@@ -563,14 +563,12 @@ static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool
 	return true;
 }
 
-bool pass_memplan(Compilation *c)
+/* By value id: the node position of its last reader (-1: none). */
+static int *lifetimes(Compilation *c)
 {
 	Graph *g = c->g;
-	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
-	int nv = g->nvalues;
-	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
-	int *last = ARENA_NEWN(&c->arena, int, nv);
-	for (int i = 0; i < nv; i++)
+	int *last = ARENA_NEWN(&c->arena, int, g->nvalues);
+	for (int i = 0; i < g->nvalues; i++)
 		last[i] = -1;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
@@ -605,19 +603,66 @@ bool pass_memplan(Compilation *c)
 			if (last[b->members[m]->in[0]->id] < at)
 				last[b->members[m]->in[0]->id] = at;
 	}
-	/* Products under a bias_add take no bytes of their own; first fit
-	 * is sensitive to the order of frees, so where a plan with their own
-	 * bytes has the lower peak (a hole of the product's size fitting a
-	 * later value), that plan is kept */
-	int64_t high = plan_workspace(c, last, p->offset, &p->naive, true);
+	return last;
+}
+
+/* The workspace plan of the node order as it is, into offset[]: the
+ * lower peak of products under a bias_add without bytes of their own
+ * (*bias) and with. First fit is sensitive to the order of frees, so
+ * the second can be lower (a hole of a product's size fitting a later
+ * value). */
+static int64_t plan_best(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool *bias)
+{
+	int nv = c->g->nvalues;
+	int64_t high = plan_workspace(c, last, offset, naive, true);
 	int64_t *other = ARENA_NEWN(&c->arena, int64_t, nv), onaive;
 	int64_t ohigh = plan_workspace(c, last, other, &onaive, false);
-	bool bias = ohigh >= high;
-	if (!bias) {
-		high = ohigh;
-		p->naive = onaive;
-		memcpy(p->offset, other, sizeof *other * (size_t)nv);
+	*bias = ohigh >= high;
+	if (*bias)
+		return high;
+	*naive = onaive;
+	memcpy(offset, other, sizeof *other * (size_t)nv);
+	return ohigh;
+}
+
+/* The fused classifier writes the logits' gradient from the loss on, in
+ * the forward pass; where the plan peaks higher so than with the
+ * gradient back in the backward pass (mlp_dp.net's model-parallel plan:
+ * 640 bytes, a [32, 5] slice held across the passes), the gradient goes
+ * back. Equal peaks keep the fusion: it reads the logits once, not twice. */
+static int64_t plan_classifier(Compilation *c, int **last, int64_t *offset, int64_t *naive, bool *bias)
+{
+	int64_t high = plan_best(c, *last, offset, naive, bias);
+	if (!fuse_classifier_count(c))
+		return high;
+	fuse_classifier_apart(c, true);
+	int *alast = lifetimes(c);
+	int64_t *aoff = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), anaive;
+	bool abias;
+	int64_t ahigh = plan_best(c, alast, aoff, &anaive, &abias);
+	if (ahigh >= high) {
+		fuse_classifier_apart(c, false);
+		return high;
 	}
+	if (c->verbose)
+		fprintf(stderr, "classifier: kept apart after all: the workspace peaks at %" PRId64 " bytes unfused, %" PRId64
+		                " fused\n", ahigh, high);
+	*last = alast;
+	*naive = anaive;
+	*bias = abias;
+	memcpy(offset, aoff, sizeof *aoff * (size_t)c->g->nvalues);
+	return ahigh;
+}
+
+bool pass_memplan(Compilation *c)
+{
+	Graph *g = c->g;
+	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
+	int nv = g->nvalues;
+	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
+	int *last = lifetimes(c);
+	bool bias;
+	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);
 	if (c->verify && !plan_ok(c, last, p->offset, bias))
 		return false;
 	p->peak = high;
