@@ -636,18 +636,19 @@ EMIT(ROW_LSE)
 {
 	const Value *x = n->in[0];
 	int64_t C = lshape(x)->d[x->shape.rank - 1];
-	fprintf(OUT, "\tK(row_lse)(%" PRId64 ", %" PRId64 ", %s, %s);\n", lnumel(x) / C, C, IN(0), Y);
+	fprintf(OUT, "\t%s(row_lse)(%" PRId64 ", %" PRId64 ", %s, %s);\n", kern(x), lnumel(x) / C, C, IN(0), Y);
 }
 
 /* softmax_cross_entropy(logits, labels, lse parts) and its gradient on
- * class-split logits: K per-shard logsumexps per row, gathered. */
+ * class-split logits: K per-shard logsumexps per row, gathered (f32 where
+ * the logits are narrow: KBF16(vsce) reads them as they are stored). */
 static void emit_vsce(Emit *e, const Node *n, int lg, bool grad)
 {
 	const Value *x = n->in[lg], *parts = n->in[lg + 2];
 	int c = x->shape.rank - 1;
 	int64_t C = lshape(x)->d[c], K = parts->shape.d[c];
 	const char *off = class_offset(e, n, x);
-	fprintf(OUT, "\tK(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ".0, ", grad ? "vsce_grad" : "vsce",
+	fprintf(OUT, "\t%s(%s)(%" PRId64 ", %" PRId64 ", %" PRId64 ", %s, %" PRId64 ".0, ", kern(x), grad ? "vsce_grad" : "vsce",
 	        lnumel(x) / C, C, K, off, denominator(e, n, x, x->shape.d[c]));
 	if (grad)
 		fprintf(OUT, "%s, ", IN(0));

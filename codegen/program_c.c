@@ -298,11 +298,11 @@ static void emit_info(Emit *e)
 	             "\t.default_steps = %" PRId64 ",\n\t.default_lr = %.17g,\n\t.batch_size = %" PRId64 ",\n"
 	             "\t.sample_tokens = %" PRId64 ",\n\t.input_names = input_names,\n\t.ninputs = NINPUTS,\n\t.log_rank = %d,\n\t.ps_servers = %d,\n"
 	             "\t.infer = %s,\n\t.log_columns = %s,\n\t.nlog_columns = %d,\n"
-	             "\t.mem_planned = &mem_planned[0][0][0],\n\t.mem_stages = %d,\n};\n\n",
+	             "\t.mem_planned = &mem_planned[0][0][0],\n\t.mem_stages = %d,\n\t.loss_digits = %d,\n};\n\n",
 	        g->name, g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num, g->train.steps, g->train.lr,
 	        step_samples(g), sample_tokens(g), result_rank(e), emit_ps_servers(e),
 	        e->c->infer ? "true" : "false", emit_train_log_columns(e) ? "log_columns" : "NULL",
-	        emit_train_log_columns(e), e->sched ? e->sched->nstages : 1);
+	        emit_train_log_columns(e), e->sched ? e->sched->nstages : 1, e->c->f64 ? 17 : 9);
 }
 
 /* The scaled seed of the backward pass: the constant loss gradient (1, or

@@ -13,7 +13,10 @@
  * in scheduled programs (pipelines, micro-steps: the schedule places the
  * backward pass), nor for the class-split (vocabulary-parallel) form,
  * nor where the loss gradient is not the constant seed (a loss made of
- * several terms); --no-fuse=classifier keeps the two nodes. */
+ * several terms); --no-fuse=classifier keeps the two nodes. memplan
+ * moves a gradient back (fuse_classifier_apart) where the workspace
+ * peaks lower with it in the backward pass: small vocabularies, where
+ * holding it from the loss on costs more than the logits it reuses. */
 #include <string.h>
 
 #include "../ir/layout.h"
@@ -64,6 +67,54 @@ static const char *why_kept(const Compilation *c, const Node *n, const Node *d, 
 	return NULL;
 }
 
+/* A gradient fuse_classifier moved next to its loss, and where it was. */
+typedef struct ClassifierMove {
+	Node *loss, *grad;
+	Node *next;            /* the node grad ran before (NULL: it was the last) */
+	Phase phase;           /* grad's phase there */
+} ClassifierMove;
+
+struct ClassifierMoves {
+	ClassifierMove *v;
+	int n, cap;
+};
+
+/* Moves node x to just before node `before` (NULL: to the end). */
+static void move_before(Graph *g, Node *x, const Node *before)
+{
+	if (before == x)
+		return;
+	int from = position(g, x);
+	memmove(&g->nodes[from], &g->nodes[from + 1], sizeof(Node *) * (size_t)(g->nnodes - from - 1));
+	int to = before ? position(g, before) : g->nnodes - 1;
+	if (before)
+		memmove(&g->nodes[to + 1], &g->nodes[to], sizeof(Node *) * (size_t)(g->nnodes - 1 - to));
+	g->nodes[to] = x;
+}
+
+int fuse_classifier_count(const Compilation *c) { return c->classifier_moves ? c->classifier_moves->n : 0; }
+
+void fuse_classifier_apart(Compilation *c, bool apart)
+{
+	const struct ClassifierMoves *m = c->classifier_moves;
+	Graph *g = c->g;
+	for (int k = 0; m && k < m->n; k++) {
+		ClassifierMove *x = &m->v[k];
+		int at = position(g, x->loss) + 1;
+		const Node *before = g->nodes[at];
+		if (apart && x->next && position(g, x->next) >= 0)
+			before = x->next;
+		else if (apart) /* the node it ran before is gone (a later pass's): the start of its phase */
+			for (before = NULL; at < g->nnodes && !before; at++)
+				if (g->nodes[at] != x->grad && g->nodes[at]->phase == x->phase)
+					before = g->nodes[at];
+		move_before(g, x->grad, before);
+		x->grad->phase = apart ? x->phase : PH_FORWARD;
+		c->classifier[x->loss->id] = apart ? NULL : x->grad;
+		c->classifier[x->grad->id] = apart ? NULL : x->loss;
+	}
+}
+
 bool pass_fuse_classifier(Compilation *c)
 {
 	Graph *g = c->g;
@@ -82,6 +133,10 @@ bool pass_fuse_classifier(Compilation *c)
 			continue;
 		/* the gradient runs right after the loss, in the forward pass */
 		int j = position(g, d);
+		if (!c->classifier_moves)
+			c->classifier_moves = ARENA_NEW(&c->arena, struct ClassifierMoves);
+		ClassifierMove mv = {n, d, j + 1 < g->nnodes ? g->nodes[j + 1] : NULL, d->phase};
+		VEC_PUSH(&c->arena, c->classifier_moves->v, c->classifier_moves->n, c->classifier_moves->cap, mv);
 		memmove(&g->nodes[i + 2], &g->nodes[i + 1], sizeof(Node *) * (size_t)(j - i - 1));
 		g->nodes[i + 1] = d;
 		d->phase = PH_FORWARD;

@@ -18,9 +18,9 @@
  * product, no reader of db and no gradient bucket starting between: db is
  * then computed at the product), y and the bias_add's output read by
  * nothing else than the next node of the pattern and gelu_grad, 2-D
- * matmul (not batch_matmul) and one element type. The pre-activation is
- * the bias_add's own planned buffer, so the plan counts it as it did
- * unfused; the product's own buffer is not written. On the CPU the call
+ * matmul (not batch_matmul) and one element type. The pre-activation
+ * takes the product's planned bytes (passes/memplan.c), so the plan is
+ * the same fused or not and holds no buffer the call does not write. On the CPU the call
  * makes the unfused kernels' calls, bit for bit. Not in scheduled
  * programs (pipelines, micro-steps), as the other fusions. */
 typedef enum GemmEpKind { GEP_BIAS, GEP_BIAS_GELU, GEP_BGRAD } GemmEpKind;

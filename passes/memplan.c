@@ -359,7 +359,7 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 /* By value id: the residual x whose bytes the add's result z takes
  * (passes/fuse.h, residual_match), where x dies at the add; the logits
  * whose bytes their fused gradient takes. */
-static const Value **in_place(Compilation *c, const int *last)
+static const Value **in_place(Compilation *c, const int *last, bool bias)
 {
 	const Graph *g = c->g;
 	const Value **onto = ARENA_NEWN(&c->arena, const Value *, g->nvalues + 1);
@@ -383,6 +383,19 @@ static const Value **in_place(Compilation *c, const int *last)
 				onto[m->out->id] = x;
 		}
 	}
+	/* a bias_add takes the bytes of the product it adds to, where that
+	 * product dies there: the GEMM epilogue (fuse_gemm.h) writes the sum
+	 * at once and never the product, and the unfused add runs in place
+	 * (element i read before it is written), so the product needs no
+	 * bytes of its own (`bias` false: the product keeps its own) */
+	for (int i = 0; bias && i + 1 < g->nnodes; i++) {
+		const Node *mm = g->nodes[i], *ba = g->nodes[i + 1];
+		const Value *y = mm->out;
+		if (mm->op == OP_MATMUL && ba->op == OP_BIAS_ADD && ba->in[0] == y && y && !y->host && !ba->out->host &&
+		    last[y->id] == i + 1 && value_bytes(c, y) == value_bytes(c, ba->out) && !onto[ba->out->id] &&
+		    run_block_of(c, y, &(int64_t){0}) < 0 && run_block_of(c, ba->out, &(int64_t){0}) < 0)
+			onto[ba->out->id] = y;
+	}
 	/* the fused classifier writes the logits' gradient over the logits
 	 * (passes/fuse_classifier.c) where its gradient node reads them last */
 	for (int i = 0; c->classifier && i < g->nnodes; i++) {
@@ -399,7 +412,7 @@ static const Value **in_place(Compilation *c, const int *last)
 
 /* One plan of the whole program (first fit in node order) with the run
  * blocks as rb says; returns the peak, fills offset[] and *naive. */
-static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive)
+static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive, bool bias)
 {
 	Graph *g = c->g;
 	int nv = g->nvalues;
@@ -417,7 +430,7 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 	Reserves rs = reserves(c, rb);
 	if (c->fault && strcmp(c->fault, "memplan-reservations") == 0)
 		rs.n = 0; /* tests: the values ignore the gradients' reservations; plan_ok must notice */
-	const Value **onto = in_place(c, last0);
+	const Value **onto = in_place(c, last0, bias);
 	*naive = 0;
 	FreeList fl = {0};
 	int64_t high = 0;
@@ -471,14 +484,14 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 /* Plans the workspace: the first run with workspace gradients tries its
  * block at the first birth and at offsets spread over that plan's peak,
  * and keeps the lowest peak (the first birth on a tie). */
-static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive)
+static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool bias)
 {
 	RunBlocks rb = run_blocks(c, last);
 	int first = -1;
 	for (int r = 0; c->updates && r < c->updates->n && first < 0; r++)
 		if (rb.end[r] >= 0)
 			first = r;
-	int64_t peak = plan_all(c, last, &rb, offset, naive);
+	int64_t peak = plan_all(c, last, &rb, offset, naive, bias);
 	if (first < 0)
 		return peak;
 	enum { TRIES = 16 };
@@ -486,14 +499,14 @@ static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, 
 	int64_t *tmp = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), tnaive;
 	for (int k = 0; k <= TRIES; k++) {
 		rb.at[first] = align_down(span / TRIES * k);
-		int64_t p = plan_all(c, last, &rb, tmp, &tnaive);
+		int64_t p = plan_all(c, last, &rb, tmp, &tnaive, bias);
 		if (p < best_peak) {
 			best_peak = p;
 			best = rb.at[first];
 		}
 	}
 	rb.at[first] = best;
-	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive);
+	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive, bias);
 }
 
 typedef struct Placed {
@@ -510,12 +523,12 @@ static int by_lo(const void *a, const void *b)
 
 /* The plan's invariant, checked wherever the IR is verified: no two
  * values alive at the same time share a byte. */
-static bool plan_ok(Compilation *c, const int *last, const int64_t *offset)
+static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool bias)
 {
 	const Graph *g = c->g;
 	RunBlocks rb = run_blocks(c, last);
 	Placed *v = ARENA_NEWN(&c->arena, Placed, g->nvalues + 1);
-	const Value **onto = in_place(c, last);
+	const Value **onto = in_place(c, last, bias);
 	int *death = ARENA_NEWN(&c->arena, int, g->nvalues + 1);
 	for (int i = 0; i < g->nvalues; i++)
 		death[i] = last[i];
@@ -550,14 +563,12 @@ static bool plan_ok(Compilation *c, const int *last, const int64_t *offset)
 	return true;
 }
 
-bool pass_memplan(Compilation *c)
+/* By value id: the node position of its last reader (-1: none). */
+static int *lifetimes(Compilation *c)
 {
 	Graph *g = c->g;
-	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
-	int nv = g->nvalues;
-	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
-	int *last = ARENA_NEWN(&c->arena, int, nv);
-	for (int i = 0; i < nv; i++)
+	int *last = ARENA_NEWN(&c->arena, int, g->nvalues);
+	for (int i = 0; i < g->nvalues; i++)
 		last[i] = -1;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
@@ -592,8 +603,67 @@ bool pass_memplan(Compilation *c)
 			if (last[b->members[m]->in[0]->id] < at)
 				last[b->members[m]->in[0]->id] = at;
 	}
-	int64_t high = plan_workspace(c, last, p->offset, &p->naive);
-	if (c->verify && !plan_ok(c, last, p->offset))
+	return last;
+}
+
+/* The workspace plan of the node order as it is, into offset[]: the
+ * lower peak of products under a bias_add without bytes of their own
+ * (*bias) and with. First fit is sensitive to the order of frees, so
+ * the second can be lower (a hole of a product's size fitting a later
+ * value). */
+static int64_t plan_best(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool *bias)
+{
+	int nv = c->g->nvalues;
+	int64_t high = plan_workspace(c, last, offset, naive, true);
+	int64_t *other = ARENA_NEWN(&c->arena, int64_t, nv), onaive;
+	int64_t ohigh = plan_workspace(c, last, other, &onaive, false);
+	*bias = ohigh >= high;
+	if (*bias)
+		return high;
+	*naive = onaive;
+	memcpy(offset, other, sizeof *other * (size_t)nv);
+	return ohigh;
+}
+
+/* The fused classifier writes the logits' gradient from the loss on, in
+ * the forward pass; where the plan peaks higher so than with the
+ * gradient back in the backward pass (mlp_dp.net's model-parallel plan:
+ * 640 bytes, a [32, 5] slice held across the passes), the gradient goes
+ * back. Equal peaks keep the fusion: it reads the logits once, not twice. */
+static int64_t plan_classifier(Compilation *c, int **last, int64_t *offset, int64_t *naive, bool *bias)
+{
+	int64_t high = plan_best(c, *last, offset, naive, bias);
+	if (!fuse_classifier_count(c))
+		return high;
+	fuse_classifier_apart(c, true);
+	int *alast = lifetimes(c);
+	int64_t *aoff = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), anaive;
+	bool abias;
+	int64_t ahigh = plan_best(c, alast, aoff, &anaive, &abias);
+	if (ahigh >= high) {
+		fuse_classifier_apart(c, false);
+		return high;
+	}
+	if (c->verbose)
+		fprintf(stderr, "classifier: kept apart after all: the workspace peaks at %" PRId64 " bytes unfused, %" PRId64
+		                " fused\n", ahigh, high);
+	*last = alast;
+	*naive = anaive;
+	*bias = abias;
+	memcpy(offset, aoff, sizeof *aoff * (size_t)c->g->nvalues);
+	return ahigh;
+}
+
+bool pass_memplan(Compilation *c)
+{
+	Graph *g = c->g;
+	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
+	int nv = g->nvalues;
+	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
+	int *last = lifetimes(c);
+	bool bias;
+	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);
+	if (c->verify && !plan_ok(c, last, p->offset, bias))
 		return false;
 	p->peak = high;
 	p->host_of = ARENA_NEWN(&c->arena, int, nv);

@@ -57,6 +57,8 @@ typedef struct Compilation {
 	HostWhy *host_why;     /* set by placement: by value id, for parameters */
 	const Node **classifier; /* set by fuse_classifier: by node id, the softmax_cross_entropy or its
 	                          gradient fused with it (NULL: none) */
+	struct ClassifierMoves *classifier_moves; /* set by fuse_classifier: the gradients it moved, for
+	                          memplan to move back where the plan is smaller unfused */
 	AttnFused *attn;       /* set by fuse_attention: the attentions it found, fused or not */
 	int nattn, capattn;
 	/* the search under memory_limit (passes/search_fit.c): the
@@ -132,6 +134,10 @@ bool pass_precision(Compilation *c);
 bool pass_precision_late(Compilation *c);
 bool pass_narrow(Compilation *c);
 bool pass_fuse_classifier(Compilation *c);
+/* The classifiers fuse_classifier fused, and (memplan) their gradients
+ * moved back to where autodiff put them, unfused (apart), or fused again. */
+int fuse_classifier_count(const Compilation *c);
+void fuse_classifier_apart(Compilation *c, bool apart);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 bool pass_sharding(Compilation *c);

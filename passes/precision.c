@@ -509,10 +509,9 @@ static bool narrow_kernel(const Graph *g, const Node *n)
 		return !(n->in[1]->layout && n->in[1]->layout->map[2] >= 0);
 	case OP_CONCAT: /* narrow_ins' mask */
 		return n->nin < 32;
-	case OP_SOFTMAX_CROSS_ENTROPY: /* not the class-split (vocabulary-parallel) form */
-		return n->nin == 2;
-	case OP_SOFTMAX_CROSS_ENTROPY_GRAD:
-		return n->nin == 3;
+	case OP_SOFTMAX_CROSS_ENTROPY: case OP_SOFTMAX_CROSS_ENTROPY_GRAD:
+	case OP_ROW_LSE: /* the class-split form too (runtime/vocab_ce.h): its log-sum-exps stay f32 */
+		return true;
 	default:
 		return false;
 	}
@@ -532,7 +531,25 @@ static unsigned narrow_ins(const Node *n)
 }
 
 /* whether the result is narrow too (the loss stays f32) */
-static bool narrow_result(const Node *n) { return n->op != OP_SOFTMAX_CROSS_ENTROPY && n->op != OP_MSE_LOSS; }
+static bool narrow_result(const Node *n)
+{
+	return n->op != OP_SOFTMAX_CROSS_ENTROPY && n->op != OP_MSE_LOSS && n->op != OP_ROW_LSE;
+}
+
+/* The class-split cross entropy reads its logits' one cast up twice (the
+ * shards' log-sum-exps, then the loss): u read only as logits by such
+ * nodes, each of which takes the narrow value. */
+static bool vocab_logits(const Graph *g, const Value *u)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin; j++)
+			if (n->in[j] == u && !(n->op == OP_ROW_LSE || (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->nin == 3 && j == 0) ||
+			                       (n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD && n->nin == 4 && j == 1)))
+				return false;
+	}
+	return true;
+}
 
 static bool same_layout(const Value *a, const Value *b)
 {
@@ -560,7 +577,7 @@ static DType narrow_of(const Graph *g, const Node *n, const int *readers, Node *
 		const Value *u = n->in[j];
 		const Node *c = u->def;
 		if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
-		    readers[u->id] != 1 || !plain(g, u) || c->in[0]->host || !same_layout(u, c->in[0]) ||
+		    (readers[u->id] != 1 && !vocab_logits(g, u)) || !plain(g, u) || c->in[0]->host || !same_layout(u, c->in[0]) ||
 		    (dt != DT_F32 && c->in[0]->dtype != dt))
 			return DT_F32;
 		dt = c->in[0]->dtype;
@@ -639,7 +656,8 @@ bool pass_narrow(Compilation *c)
 				continue;
 			Node *up = n->in[j]->def;
 			n->in[j] = up->in[0];
-			drop_node(g, up);
+			if (--readers[up->out->id] == 0) /* vocab_logits: the last of its readers */
+				drop_node(g, up);
 		}
 		if (down) {
 			n->out = down->out;

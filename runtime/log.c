@@ -1,6 +1,9 @@
 /* Progress: a line every --print-every steps on rank 0, an optional CSV
  * (step,loss,step_seconds,elapsed_seconds: one row per step, the time that
- * step took and the time since nrt_log_open) and a summary at the end. Other ranks keep the
+ * step took and the time since nrt_log_open) and a summary at the end.
+ * Losses (and the extra columns in the CSV) carry info->loss_digits
+ * significant digits, so an f64 program's log is its exact values and a
+ * comparison against a reference sees the model, not the log's rounding. Other ranks keep the
  * counters too (cheap) but never print or write. */
 #include <errno.h>
 #include <math.h>
@@ -32,6 +35,7 @@ struct NrtLog {
 	bool eval;              /* --eval-data: an eval_loss column */
 	double eval_loss;       /* for the next row (NaN: none) */
 	int64_t save_every;     /* --save-every: those steps read the loss too */
+	int digits;             /* significant digits of a logged or printed loss */
 };
 
 /* the CSV's first line, without its newline */
@@ -65,6 +69,7 @@ NrtLog *nrt_log_open(const NrtOptions *opt, const NrtProgramInfo *info)
 	l->eval = opt->neval > 0;
 	l->eval_loss = NAN;
 	l->save_every = opt->save_every;
+	l->digits = info->loss_digits > 0 ? info->loss_digits : 9;
 	l->logged = opt->log != NULL;
 	if (root && opt->log) {
 		l->csv_path = opt->log;
@@ -97,7 +102,7 @@ void nrt_log_eval(NrtLog *l, int64_t step, double loss)
 {
 	l->eval_loss = loss;
 	if (l->print) {
-		printf("eval step %lld: loss %.6f\n", (long long)step + 1, loss);
+		printf("eval step %lld: loss %.*g\n", (long long)step + 1, l->digits, loss);
 		fflush(stdout);
 	}
 }
@@ -117,7 +122,7 @@ static int put_values(const NrtLog *l, FILE *f, bool line)
 		if (line)
 			rc = isnan(v) ? 0 : fprintf(f, "  %s %.6g", l->columns[k], v);
 		else
-			rc = isnan(v) ? fputs(",", f) : fprintf(f, ",%.9g", v);
+			rc = isnan(v) ? fputs(",", f) : fprintf(f, ",%.*g", l->digits, v);
 	}
 	return rc;
 }
@@ -160,9 +165,9 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 	int64_t shown = step + 1;
 	double eval_loss = l->eval_loss;
 	l->eval_loss = NAN;
-	if (l->csv && (fprintf(l->csv, "%lld,%.9g,%.6f,%.6f", (long long)shown, loss, seconds, nrt_now() - l->t0) < 0 ||
+	if (l->csv && (fprintf(l->csv, "%lld,%.*g,%.6f,%.6f", (long long)shown, l->digits, loss, seconds, nrt_now() - l->t0) < 0 ||
 	               put_values(l, l->csv, false) < 0 ||
-	               (l->eval && (isnan(eval_loss) ? fputc(',', l->csv) : fprintf(l->csv, ",%.9g", eval_loss)) < 0) ||
+	               (l->eval && (isnan(eval_loss) ? fputc(',', l->csv) : fprintf(l->csv, ",%.*g", l->digits, eval_loss)) < 0) ||
 	               fputc('\n', l->csv) == EOF))
 		nrt_fatal("--log %s: %s", l->csv_path, strerror(errno));
 	/* A NaN or an infinity never comes back: every later step would log
@@ -179,7 +184,7 @@ void nrt_log_step(NrtLog *l, int64_t step, int64_t total, double loss, double se
 		return;
 	if (l->print) {
 		double mean = l->window / (double)l->window_steps;
-		printf("step %lld/%lld  loss %.6f", (long long)shown, (long long)total, loss);
+		printf("step %lld/%lld  loss %.*g", (long long)shown, (long long)total, l->digits, loss);
 		put_values(l, stdout, true);
 		printf("  %.1f samples/s", per_second(l->batch, mean));
 		if (l->tokens > 0)
@@ -210,8 +215,8 @@ void nrt_log_close(NrtLog *l)
 	}
 	if (l->print) {
 		double mean = l->steps ? l->total / (double)l->steps : 0;
-		printf("done: %lld steps, final loss %.6f, %.2f ms/step, %.1f samples/s", (long long)l->steps, l->last_loss,
-		       mean * 1e3, per_second(l->batch, mean));
+		printf("done: %lld steps, final loss %.*g, %.2f ms/step, %.1f samples/s", (long long)l->steps, l->digits,
+		       l->last_loss, mean * 1e3, per_second(l->batch, mean));
 		if (l->tokens > 0)
 			printf(", %.0f tokens/s", per_second(l->batch * l->tokens, mean));
 		putchar('\n');

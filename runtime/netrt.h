@@ -75,6 +75,8 @@ typedef struct NrtProgramInfo {
 	                         * CUDA target stops at start-up when a rank's buffer memory exceeds its
 	                         * GPU's free memory */
 	int mem_stages;         /* rank r < device_num is stage r / (device_num / mem_stages) */
+	int loss_digits;        /* significant digits the loss is logged and printed with, as many as
+	                         * its type carries: 17 for double, 9 for float (0: 9) */
 } NrtProgramInfo;
 
 /* MPI_Init, parse the command line (--help prints usage and exits 0; a bad

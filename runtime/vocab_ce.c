@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include "half.h"
 #include "kernel_rules.h"
 #include "netrt.h"
 
@@ -79,3 +80,61 @@ static void check_label(const char *kernel, int64_t lab, int64_t i, int64_t clas
 
 VOCAB_CE(float, f32)
 VOCAB_CE(double, f64)
+
+/* Narrow logits: each element widened exactly where the f32 kernels read
+ * a cast-up copy, the same float and double arithmetic, one rounding of
+ * the gradient where the cast down made it. */
+#define VOCAB_CE_NARROW(S)                                                                              \
+	static double lse_##S(int64_t n, const uint16_t *x)                                              \
+	{                                                                                                \
+		float mx = nrt_float_from_##S(x[0]);                                                     \
+		for (int64_t c = 1; c < n; c++) {                                                        \
+			float v = nrt_float_from_##S(x[c]);                                              \
+			mx = v > mx ? v : mx;                                                            \
+		}                                                                                        \
+		double s = 0;                                                                            \
+		for (int64_t c = 0; c < n; c++)                                                          \
+			s += expf(nrt_float_from_##S(x[c]) - mx);                                        \
+		return mx + log(s);                                                                      \
+	}                                                                                                \
+	void nrt_row_lse_##S(int64_t N, int64_t C, const uint16_t *x, float *lse)                        \
+	{                                                                                                \
+		for (int64_t i = 0; i < N; i++)                                                          \
+			lse[i] = (float)lse_##S(C, x + i * C);                                           \
+	}                                                                                                \
+	void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,                 \
+	                  const uint16_t *logits, const void *labels, bool labels64, const float *parts, \
+	                  float *loss)                                                                   \
+	{                                                                                                \
+		double s = 0;                                                                            \
+		for (int64_t i = 0; i < N; i++) {                                                        \
+			int64_t lab = load_id(labels, labels64, i);                                      \
+			check_label("softmax_cross_entropy", lab, i, C * K);                             \
+			if (lab >= offset && lab < offset + C)                                           \
+				s += lse_f32(K, parts + i * K) -                                         \
+				     nrt_float_from_##S(logits[i * C + lab - offset]);                   \
+		}                                                                                        \
+		*loss = (float)(s / denom);                                                              \
+	}                                                                                                \
+	void nrt_vsce_grad_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,            \
+	                       const float *dloss, const uint16_t *logits, const void *labels,           \
+	                       bool labels64, const float *parts, uint16_t *dlogits)                     \
+	{                                                                                                \
+		double k = dloss[0] / denom;                                                             \
+		for (int64_t i = 0; i < N; i++) {                                                        \
+			int64_t lab = load_id(labels, labels64, i);                                      \
+			check_label("softmax_cross_entropy (gradient)", lab, i, C * K);                  \
+			double lse = lse_f32(K, parts + i * K);                                          \
+			const uint16_t *xi = logits + i * C;                                             \
+			uint16_t *di = dlogits + i * C;                                                  \
+			for (int64_t c = 0; c < C; c++) {                                                \
+				float v = (float)(k * exp(nrt_float_from_##S(xi[c]) - lse));             \
+				if (c == lab - offset)                                                   \
+					v -= (float)k;                                                   \
+				di[c] = nrt_##S##_from_float(v);                                         \
+			}                                                                                \
+		}                                                                                        \
+	}
+
+VOCAB_CE_NARROW(f16)
+VOCAB_CE_NARROW(bf16)

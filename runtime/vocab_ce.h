@@ -7,7 +7,11 @@
  * logsumexp. A row's loss term comes from the device holding its label,
  * so the loss is a partial sum over the class devices (and the row
  * devices), reduced as any partial sum; the gradient needs no
- * communication at all. In f32 (_f32) and f64 (_f64) as kernels.h. */
+ * communication at all. In f32 (_f32) and f64 (_f64) as kernels.h, and
+ * on f16 / bf16 logits (_f16, _bf16): the logits read widened, f32 math,
+ * the logsumexps and the loss f32, the logits' gradient rounded once, so
+ * the values are those of the widened f32 kernels bit for bit on the CPU
+ * (no cast up of the logits, no cast down of their gradient). */
 #ifndef NETRT_VOCAB_CE_H
 #define NETRT_VOCAB_CE_H
 #include <stdbool.h>
@@ -30,4 +34,18 @@
 
 NRT_VOCAB_CE_DECLS(float, f32)
 NRT_VOCAB_CE_DECLS(double, f64)
+
+#define NRT_VOCAB_CE_NARROW_DECLS(S)                                               \
+	void nrt_row_lse_##S(int64_t N, int64_t C, const uint16_t *x, float *lse); \
+	void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset,         \
+	                  double denom, const uint16_t *logits, const void *labels,\
+	                  bool labels64, const float *parts, float *loss);         \
+	void nrt_vsce_grad_##S(int64_t N, int64_t C, int64_t K, int64_t offset,    \
+	                       double denom, const float *dloss,                   \
+	                       const uint16_t *logits, const void *labels,         \
+	                       bool labels64, const float *parts,                  \
+	                       uint16_t *dlogits);
+
+NRT_VOCAB_CE_NARROW_DECLS(f16)
+NRT_VOCAB_CE_NARROW_DECLS(bf16)
 #endif

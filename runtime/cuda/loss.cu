@@ -262,10 +262,12 @@ template <typename T> __device__ inline double serial_logsumexp(int64_t n, const
 	return mx + log(s);
 }
 
-template <typename T> __global__ void k_row_lse(int64_t N, int64_t C, const T *x, T *lse)
+/* S: the logits' storage (Narrow: f16 / bf16, read widened), T: the
+ * logsumexps', the loss's and the math's type */
+template <typename S, typename T = S> __global__ void k_row_lse(int64_t N, int64_t C, const S *x, T *lse)
 {
 	NRT_ROW_LOOP(i, N) {
-		double l = block_logsumexp(C, x + i * C);
+		double l = block_logsumexp<S, T>(C, x + i * C);
 		if (threadIdx.x == 0)
 			lse[i] = (T)l;
 	}
@@ -273,8 +275,8 @@ template <typename T> __global__ void k_row_lse(int64_t N, int64_t C, const T *x
 
 /* term[i] = the row's logsumexp - logits[i, label - offset] where this
  * device holds the label, else 0; one thread per row */
-template <typename T>
-__global__ void k_vsce_terms(int64_t N, int64_t C, int64_t K, int64_t offset, const T *logits, const void *labels,
+template <typename S, typename T = S>
+__global__ void k_vsce_terms(int64_t N, int64_t C, int64_t K, int64_t offset, const S *logits, const void *labels,
                              bool labels64, const T *parts, double *term)
 {
 	NRT_GRID_LOOP(i, N) {
@@ -283,17 +285,17 @@ __global__ void k_vsce_terms(int64_t N, int64_t C, int64_t K, int64_t offset, co
 		if (lab < 0 || lab >= C * K)
 			report(KERR_LABEL, i, lab, C * K);
 		else if (lab >= offset && lab < offset + C)
-			term[i] = serial_logsumexp(K, parts + i * K) - logits[i * C + lab - offset];
+			term[i] = serial_logsumexp(K, parts + i * K) - (T)logits[i * C + lab - offset];
 	}
 }
 
-template <typename T>
-static void vsce(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const T *logits, const void *labels,
+template <typename S, typename T = S>
+static void vsce(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const S *logits, const void *labels,
                  bool labels64, const T *parts, T *loss)
 {
 	double *term = (double *)nrt_cuda_scratch(sizeof(double) * (size_t)(N > 0 ? N : 1));
 	if (N > 0) {
-		k_vsce_terms<T><<<grid_for(N), kThreads, 0, nrt_cuda_stream()>>>(N, C, K, offset, logits, labels,
+		k_vsce_terms<S, T><<<grid_for(N), kThreads, 0, nrt_cuda_stream()>>>(N, C, K, offset, logits, labels,
 		                                                                  labels64, parts, term);
 		NRT_CUDA_LAUNCH_CHECK("vsce");
 	}
@@ -301,26 +303,28 @@ static void vsce(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, 
 	nrt_cuda_scratch_free(term);
 }
 
-template <typename T>
+/* the label's element made by the thread that writes it, in T and
+ * rounded once to S (the CPU's widened kernel, then its cast down) */
+template <typename S, typename T = S>
 __global__ void k_vsce_grad(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const T *dloss,
-                            const T *logits, const void *labels, bool labels64, const T *parts, T *dlogits)
+                            const S *logits, const void *labels, bool labels64, const T *parts, S *dlogits)
 {
 	double k = dloss[0] / denom;
 	NRT_ROW_LOOP(i, N) {
 		int64_t lab = load_id(labels, labels64, i);
-		T *di = dlogits + i * C;
+		S *di = dlogits + i * C;
 		if (lab < 0 || lab >= C * K) {
 			if (threadIdx.x == 0)
 				report(KERR_LABEL, i, lab, C * K);
-			NRT_BLOCK_LOOP(c, C) di[c] = 0;
+			NRT_BLOCK_LOOP(c, C) di[c] = (T)0;
 			continue;
 		}
-		const T *xi = logits + i * C;
+		const S *xi = logits + i * C;
 		double lse = serial_logsumexp(K, parts + i * K);
-		NRT_BLOCK_LOOP(c, C) di[c] = (T)(k * exp(xi[c] - lse));
-		__syncthreads(); /* di[lab - offset] was written by some thread of the block */
-		if (threadIdx.x == 0 && lab >= offset && lab < offset + C)
-			di[lab - offset] -= (T)k;
+		NRT_BLOCK_LOOP(c, C) {
+			T v = (T)(k * exp((T)xi[c] - lse));
+			di[c] = c == lab - offset ? (T)(v - (T)k) : v;
+		}
 	}
 }
 
@@ -504,3 +508,35 @@ NRT_NARROW_LOSS_DEFS(bf16, true)
 
 NRT_VOCAB_CE_DEFS(float, f32)
 NRT_VOCAB_CE_DEFS(double, f64)
+
+/* f16 / bf16 logits (vocab_ce.h): read widened, f32 logsumexps and loss,
+ * the gradient rounded once */
+#define NRT_VOCAB_CE_NARROW_DEFS(S, BF)                                                                        \
+	extern "C" void nrt_row_lse_##S(int64_t N, int64_t C, const uint16_t *x, float *lse)                     \
+	{                                                                                                        \
+		if (N <= 0 || C <= 0)                                                                            \
+			return;                                                                                  \
+		k_row_lse<Narrow<BF>, float><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(        \
+			N, C, (const Narrow<BF> *)x, lse);                                                       \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_row_lse_bf16" : "nrt_row_lse_f16");                              \
+	}                                                                                                        \
+	extern "C" void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,              \
+	                             const uint16_t *logits, const void *labels, bool labels64,                  \
+	                             const float *parts, float *loss)                                            \
+	{                                                                                                        \
+		vsce<Narrow<BF>, float>(N, C, K, offset, denom, (const Narrow<BF> *)logits, labels, labels64,    \
+		                        parts, loss);                                                            \
+	}                                                                                                        \
+	extern "C" void nrt_vsce_grad_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,         \
+	                                  const float *dloss, const uint16_t *logits, const void *labels,        \
+	                                  bool labels64, const float *parts, uint16_t *dlogits)                  \
+	{                                                                                                        \
+		if (N <= 0 || C <= 0)                                                                            \
+			return;                                                                                  \
+		k_vsce_grad<Narrow<BF>, float><<<grid_rows(N), threads_for_row(C), 0, nrt_cuda_stream()>>>(      \
+			N, C, K, offset, denom, dloss, (const Narrow<BF> *)logits, labels, labels64, parts,      \
+			(Narrow<BF> *)dlogits);                                                                  \
+		NRT_CUDA_LAUNCH_CHECK(BF ? "nrt_vsce_grad_bf16" : "nrt_vsce_grad_f16");                          \
+	}
+NRT_VOCAB_CE_NARROW_DEFS(f16, false)
+NRT_VOCAB_CE_NARROW_DEFS(bf16, true)

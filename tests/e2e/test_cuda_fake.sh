@@ -93,6 +93,9 @@ case_ wide_deep_sa 1 -- samples/wide_deep.net $SA
 # master weights and their bf16 copies (amp_level O2)
 sed 's/f32\[/bf16[/g' samples/transformer.net >"$work/tbf.net"
 case_ transformer_bf16 1 FAKE_CUBLASLT_STATS=1 -- "$work/tbf.net" $SA
+# the class-split cross entropy on bf16 logits (nrt_row_lse_bf16, nrt_vsce_bf16, nrt_vsce_grad_bf16)
+sed 's/f32\[/bf16[/g' tests/e2e/models/vocab_partial.net >"$work/vbf.net"
+case_ vocab_bf16 2 FAKE_CUDA_DEVICES=2 -- "$work/vbf.net"
 case_ transformer_amp_o2 1 -- samples/transformer.net $SA -D train.amp_level=O2 -D train.amp_dtype=bf16
 case_ mlp_semi 4 NETC_COMM=host -- samples/mlp.net
 case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net

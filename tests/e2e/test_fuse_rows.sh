@@ -29,8 +29,9 @@
 #    14 now: what is left feeds the f32 Adam update) and a small bf16
 #    model with a mean and an mse, bn_matmul stand-alone (its batch norm
 #    and mse narrow) and semi_auto @4 (its batch split 4 ways: the norm
-#    keeps its casts); -v's "narrow:" line names the readers of the casts
-#    left.
+#    keeps its casts), the class-split cross entropy on bf16 logits
+#    (vocab_partial @2); -v's "narrow:" line names the readers of the
+#    casts left.
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
@@ -87,8 +88,10 @@ if [ -f "$work/src_clf_tf/transformer.c" ]; then
 		bad "clf_tf: planned workspace '$a' fused, '$b' not"
 fi
 pair clf_tf_f64 1 $TF $CLF 'K(sce_fused)' $SA --precision f64
-pair clf_tf_bf16 1 "$work/tbf.net" $CLF 'KBF16(sce_fused)' $SA
-pair clf_tf_dp2 2 $TF $CLF 'K(sce_fused)' $DP2
+# at V = 64 these two plan smaller unfused (memplan keeps them apart,
+# below); at 256 the fused classifier saves memory
+pair clf_tf_bf16 1 "$work/tbf.net" $CLF 'KBF16(sce_fused)' $SA -D V=256
+pair clf_tf_dp2 2 $TF $CLF 'K(sce_fused)' $DP2 -D V=256
 pair clf_mlp_scaled2 2 $MLP $CLF 'K(sce_fused)' $DP2 -D train.loss_scale=dynamic
 # kept apart, with the reason
 why() {
@@ -100,6 +103,12 @@ why() {
 }
 why clf_pipeline 'pipelines and micro-steps' tests/e2e/pipeline/deep.net
 why clf_vocab 'its classes are split across devices' tests/e2e/models/vocab_partial.net
+# the fused form would hold the logits' gradient from the loss on where
+# that raises the plan's peak: memplan moves the gradient back
+timeout $TMO $NETC build $TF $DP2 -o "$work/clf_back" --emit-c "$work/src_clf_back" -v >"$work/clf_back.build" 2>&1
+grep -q '^classifier: kept apart after all: the workspace peaks at 362816 bytes unfused, 378432 fused$' "$work/clf_back.build" &&
+	! cat "$work/src_clf_back"/*.c | grep -q 'K(sce_fused)' && cat "$work/src_clf_back"/*.c | grep -q 'K(sce_grad)' && ok "clf_back: kept apart where fusing plans 15616 bytes more" ||
+	bad "clf_back: $(grep '^classifier' "$work/clf_back.build" | tr '\n' ' ')"
 
 # ---- residual add + layer norm ----
 AN=--no-fuse=add_norm
@@ -154,6 +163,20 @@ grep -q '^narrow: 6 casts up to f32 left, by reader: sgd_update 6$' "$work/na_bn
 pair na_bn_semi4 4 "$work/bnbf.net" $NA 'nrt_gemm_bf16'
 grep -q 'by reader:.* batch_norm 3 ' "$work/na_bn_semi4.fuse.build" 2>/dev/null &&
 	ok "na_bn_semi4: the split-batch norm keeps its casts" || bad "na_bn_semi4: -v: $(grep '^narrow:' "$work/na_bn_semi4.fuse.build")"
+# the class-split (vocabulary-parallel) cross entropy reads and writes
+# its narrow logits (runtime/vocab_ce.h's _bf16): 10 casts up and 5 down
+# before, the logits' cast up (read by row_logsumexp and the loss), the
+# gradient's cast up and its cast down gone
+sed 's/f32\[/bf16[/g' tests/e2e/models/vocab_partial.net >"$work/vbf.net"
+pair na_vocab 2 "$work/vbf.net" $NA 'KBF16(vsce_grad)'
+if [ -f "$work/src_na_vocab/vbf.c" ]; then
+	c=$work/src_na_vocab/vbf.c
+	[ "$(grep -c 'KBF16(row_lse)(' "$c")" -eq 1 ] && [ "$(grep -c 'KBF16(vsce)(' "$c")" -eq 1 ] &&
+		[ "$(grep -c 'nrt_bf16_to_f32(' "$c")" -eq 8 ] && [ "$(grep -c 'nrt_f32_to_bf16(' "$c")" -eq 4 ] &&
+		grep -q '^narrow: 8 casts up to f32 left, by reader: matmul 4 sgd_update 4$' "$work/na_vocab.fuse.build" &&
+		ok "na_vocab: row_logsumexp, the loss and its gradient narrow, 8 + 4 conversions left (10 + 5 before)" ||
+		bad "na_vocab: $(grep -c 'nrt_bf16_to_f32(' "$c") up, $(grep -c 'nrt_f32_to_bf16(' "$c") down; -v: $(grep '^narrow:' "$work/na_vocab.fuse.build")"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -193,6 +193,20 @@ NRT_VOCAB_CE_DECLS(double, f64)
 #undef nrt_vsce_f64
 #undef nrt_vsce_grad_f32
 #undef nrt_vsce_grad_f64
+#define nrt_row_lse_f16 cpu_nrt_row_lse_f16
+#define nrt_row_lse_bf16 cpu_nrt_row_lse_bf16
+#define nrt_vsce_f16 cpu_nrt_vsce_f16
+#define nrt_vsce_bf16 cpu_nrt_vsce_bf16
+#define nrt_vsce_grad_f16 cpu_nrt_vsce_grad_f16
+#define nrt_vsce_grad_bf16 cpu_nrt_vsce_grad_bf16
+NRT_VOCAB_CE_NARROW_DECLS(f16)
+NRT_VOCAB_CE_NARROW_DECLS(bf16)
+#undef nrt_row_lse_f16
+#undef nrt_row_lse_bf16
+#undef nrt_vsce_f16
+#undef nrt_vsce_bf16
+#undef nrt_vsce_grad_f16
+#undef nrt_vsce_grad_bf16
 /* fused attention (runtime/attention.h) */
 #define nrt_attention_f32 cpu_nrt_attention_f32
 #define nrt_attention_f64 cpu_nrt_attention_f64

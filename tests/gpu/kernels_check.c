@@ -785,6 +785,49 @@ static void narrow_sce(const Narrow *t)
 		}
 }
 
+/* The class-split cross entropy on narrow logits (vocab_ce.h): the
+ * shards' log-sum-exps and the loss f32 (each side sums the same terms in
+ * double from exactly widened logits: the f32 tolerance, 1e-5), the
+ * logits' gradient rounded once (2u + 1e-5). Shard 1 of K. */
+static void narrow_vsce(const Narrow *t)
+{
+	static const int64_t cs[][3] = {{1, 1, 2}, {7, 33, 4}, {33, 1000, 2}, {300, 7, 8}};
+	for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+		int64_t N = cs[c][0], C = cs[c][1], K = cs[c][2], n = N * C, off = C;
+		uint16_t *x = nrand(t, n, -4, 4), *dx = nrand(t, n, 0, 1), *gdx = nzero(n);
+		int32_t *lab = halloc(4 * (size_t)N);
+		for (int64_t i = 0; i < N; i++)
+			lab[i] = (int32_t)(rnd64() % (uint64_t)(C * K));
+		const void *glab = up(lab, 4 * (size_t)N);
+		const uint16_t *gx = nup(x, n);
+		float *lse = halloc(sizeof(float) * (size_t)N), *glse = up(NULL, sizeof(float) * (size_t)N);
+		NK(t, row_lse)(N, C, gx, glse);
+		CK_(t, row_lse)(N, C, x, lse);
+		const float *gl = down(glse, sizeof(float) * (size_t)N);
+		double *gd = halloc(sizeof(double) * (size_t)(N > 1 ? N : 2)), *cd = halloc(sizeof(double) * (size_t)(N > 1 ? N : 2));
+		for (int64_t i = 0; i < N; i++)
+			gd[i] = gl[i], cd[i] = lse[i];
+		char name[96];
+		snprintf(name, sizeof name, "row_lse [%lld,%lld]", (long long)N, (long long)C);
+		compare(name, t->name, gd, cd, N, 1e-5);
+		float *parts = halloc(sizeof(float) * (size_t)(N * K));
+		for (int64_t i = 0; i < N * K; i++)
+			parts[i] = (float)rnd(2, 6);
+		const float *gparts = up(parts, sizeof(float) * (size_t)(N * K));
+		float dloss = 1.3f, loss = 0, *gloss = up(NULL, sizeof(float)), *gdl = up(&dloss, sizeof(float));
+		NK(t, vsce)(N, C, K, off, (double)N, gx, glab, false, gparts, gloss);
+		CK_(t, vsce)(N, C, K, off, (double)N, x, lab, false, parts, &loss);
+		gd[0] = *(const float *)down(gloss, sizeof(float)), cd[0] = loss;
+		snprintf(name, sizeof name, "vsce [%lld,%lld]x%lld", (long long)N, (long long)C, (long long)K);
+		compare(name, t->name, gd, cd, 1, 1e-5);
+		NK(t, vsce_grad)(N, C, K, off, (double)N, gdl, gx, glab, false, gparts, gdx);
+		CK_(t, vsce_grad)(N, C, K, off, (double)N, &dloss, x, lab, false, parts, dx);
+		snprintf(name, sizeof name, "vsce_grad [%lld,%lld]x%lld", (long long)N, (long long)C, (long long)K);
+		ncmp(t, name, gdx, dx, n);
+		free_all();
+	}
+}
+
 /* embedding on a narrow table: a copy of rows (bit for bit); its
  * gradient sums each row's dy in f32 and rounds once (1000 ids into 3
  * rows: ~330 terms a row, the f32 sum's order differs -- atomics on the
@@ -965,6 +1008,7 @@ static void test_narrow(void)
 		narrow_layer_norm(&narrows[i]);
 		narrow_layer_norm_grad(&narrows[i]);
 		narrow_sce(&narrows[i]);
+		narrow_vsce(&narrows[i]);
 		narrow_add_layer_norm(&narrows[i]);
 		narrow_broadcast_mse(&narrows[i]);
 		narrow_batch_norm(&narrows[i]);

@@ -234,12 +234,13 @@ grep -h 'cuBLASLt has no algorithm' "$work"/*.cuda.run 2>/dev/null | sort | uniq
 # whole element). The bf16 build also runs issue 22's fused kernels
 # (nrt_sce_fused_bf16, nrt_add_layer_norm_bf16,
 # nrt_layer_norm_grad_x_add_bf16; the f32 samples above nrt_sce_fused_f32
-# and nrt_layer_norm_grad_x_add_f32), each also in kernels_check. NOT YET
-# RUN on a GPU.
+# and nrt_layer_norm_grad_x_add_f32), each also in kernels_check; its
+# vocabulary is 256, as at 64 memplan keeps the bf16 classifier apart
+# (it plans smaller unfused). NOT YET RUN on a GPU.
 sed 's/f32\[/bf16[/g' samples/transformer.net >"$work/tbf.net"
 AMP=(-D train.amp_level=O2 -D train.amp_dtype=bf16)
 for v in bf16 amp; do
-	if [ $v = bf16 ]; then m=("$work/tbf.net"); else m=(samples/transformer.net "${AMP[@]}"); fi
+	if [ $v = bf16 ]; then m=("$work/tbf.net" -D V=256); else m=(samples/transformer.net "${AMP[@]}"); fi
 	if build "t$v.cpu" "${m[@]}" -D parallel_mode=stand_alone && build "t$v.cuda" "${m[@]}" -D parallel_mode=stand_alone --target cuda &&
 		run "t$v.cpu" 1 "t$v.cpu" --steps 5 && run "t$v.cuda" 1 "t$v.cuda" --steps 5; then
 		l=$($B/tools/losscompare "$work/t$v.cpu.csv" "$work/t$v.cuda.csv" --rtol 1e-2 | tail -1)

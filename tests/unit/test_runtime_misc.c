@@ -123,10 +123,41 @@ Test(log, lines_and_summary, .init = cr_redirect_stdout)
 	nrt_log_close(l);
 	fflush(stdout);
 	cr_assert_stdout_eq_str(
-		"step 2/5  loss 1.000000  16000.0 samples/s  4.00 ms/step\n"
-		"step 4/5  loss 0.500000  32000.0 samples/s  2.00 ms/step\n"
-		"step 5/5  loss 0.400000  32000.0 samples/s  2.00 ms/step\n"
-		"done: 5 steps, final loss 0.400000, 2.80 ms/step, 22857.1 samples/s\n");
+		"step 2/5  loss 1  16000.0 samples/s  4.00 ms/step\n"
+		"step 4/5  loss 0.5  32000.0 samples/s  2.00 ms/step\n"
+		"step 5/5  loss 0.4  32000.0 samples/s  2.00 ms/step\n"
+		"done: 5 steps, final loss 0.4, 2.80 ms/step, 22857.1 samples/s\n");
+}
+
+/* A loss carries the digits of its type: 9 for a float program, 17 for a
+ * double one (netc --precision f64), in the CSV and on the console, so
+ * that a double's log reads back as the very value (it used to print 9
+ * digits for both, and 6 decimals on the console). */
+Test(log, digits_of_the_loss_type, .init = cr_redirect_stdout)
+{
+	char *dir = tr_mkdtemp(), *csv = tr_path(dir, "log.csv");
+	NrtOptions o = {.print_every = 1, .log = csv};
+	NrtProgramInfo f64 = info;
+	f64.loss_digits = 17;
+	const double x = 1.0 / 3.0;
+	for (int k = 0; k < 2; k++) {
+		NrtLog *l = nrt_log_open(&o, k ? &f64 : &info);
+		nrt_log_step(l, 0, 1, x, 0.01);
+		nrt_log_close(l);
+		size_t len;
+		char *text = tr_read_file(csv, &len), loss[32];
+		cr_assert_eq(sscanf(text, "step,loss,step_seconds,elapsed_seconds\n1,%31[^,],", loss), 1, "csv: %s", text);
+		cr_expect_str_eq(loss, k ? "0.33333333333333331" : "0.333333333");
+		cr_expect(!k || strtod(loss, NULL) == x, "%s does not read back as 1/3", loss);
+		free(text);
+	}
+	fflush(stdout);
+	cr_expect_stdout_eq_str("step 1/1  loss 0.333333333  6400.0 samples/s  10.00 ms/step\n"
+	                        "done: 1 steps, final loss 0.333333333, 10.00 ms/step, 6400.0 samples/s\n"
+	                        "step 1/1  loss 0.33333333333333331  6400.0 samples/s  10.00 ms/step\n"
+	                        "done: 1 steps, final loss 0.33333333333333331, 10.00 ms/step, 6400.0 samples/s\n");
+	free(csv);
+	tr_rmdir(dir);
 }
 
 Test(log, quiet_prints_nothing_but_csv, .init = cr_redirect_stdout)

@@ -108,12 +108,12 @@ Test(log_columns, values_eval_and_append, .init = cr_redirect_stdout)
 	}
 	cr_expect_str_eq(rows, "step,loss,step_seconds,elapsed_seconds,lr,grad_norm,eval_loss\n1,1.5,0.5,2.25,3.5\n2,1.25,0.25,,\n"
 	                       "3,1,0.125,1,\n");
-	cr_expect_stdout_eq_str("eval step 1: loss 3.500000\n"
-	                        "step 1/2  loss 1.500000  lr 0.5  grad_norm 2.25  8.0 samples/s  500.00 ms/step\n"
-	                        "step 2/2  loss 1.250000  lr 0.25  8.0 samples/s  500.00 ms/step\n"
-	                        "done: 2 steps, final loss 1.250000, 500.00 ms/step, 8.0 samples/s\n"
-	                        "step 3/3  loss 1.000000  lr 0.125  grad_norm 1  8.0 samples/s  500.00 ms/step\n"
-	                        "done: 1 steps, final loss 1.000000, 500.00 ms/step, 8.0 samples/s\n");
+	cr_expect_stdout_eq_str("eval step 1: loss 3.5\n"
+	                        "step 1/2  loss 1.5  lr 0.5  grad_norm 2.25  8.0 samples/s  500.00 ms/step\n"
+	                        "step 2/2  loss 1.25  lr 0.25  8.0 samples/s  500.00 ms/step\n"
+	                        "done: 2 steps, final loss 1.25, 500.00 ms/step, 8.0 samples/s\n"
+	                        "step 3/3  loss 1  lr 0.125  grad_norm 1  8.0 samples/s  500.00 ms/step\n"
+	                        "done: 1 steps, final loss 1, 500.00 ms/step, 8.0 samples/s\n");
 	free(text), free(csv);
 	tr_rmdir(dir);
 }

@@ -11,6 +11,7 @@
 #include "ir/layout.h"
 #include "ir/shape.h"
 #include "ir/sharding.h"
+#include "runtime/half.h"
 #include "runtime/kernels.h"
 
 #define S(...) ((Shape){.rank = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .d = {__VA_ARGS__}})
@@ -122,4 +123,39 @@ Test(vocab_ce, kernels_equal_the_whole_class_ones)
 		sf += part;
 	}
 	cr_expect(fabsf(sf - wf) < 1e-5f * fabsf(wf), "%g vs %g", sf, wf);
+}
+
+/* The class-split cross entropy on narrow logits (vocab_ce.h's _bf16,
+ * _f16) against the widened form netc emitted before them (cast the
+ * logits up, the f32 kernels, cast the gradient down): the same values
+ * bit for bit, as both widen exactly, compute in f32 / double alike and
+ * round the gradient once. */
+Test(vocab_ce, narrow_equals_widened)
+{
+	enum { N = 5, C = 7, K = 3, NC = N * C };
+	for (int bf = 0; bf < 2; bf++) {
+		uint16_t x[NC], dx[NC];
+		float wx[NC], lse[N], wlse[N], parts[N * K], wdx[NC];
+		int32_t lab[N] = {0, 8, 13, 20, 9}; /* shard 1 holds classes 7..13 */
+		for (int i = 0; i < NC; i++) {
+			float v = (float)sin(1.7 * i + bf) * 4;
+			x[i] = bf ? nrt_bf16_from_float(v) : nrt_f16_from_float(v);
+			wx[i] = bf ? nrt_float_from_bf16(x[i]) : nrt_float_from_f16(x[i]);
+		}
+		for (int i = 0; i < N * K; i++)
+			parts[i] = 2.0f + (float)i / 7;
+		(bf ? nrt_row_lse_bf16 : nrt_row_lse_f16)(N, C, x, lse);
+		nrt_row_lse_f32(N, C, wx, wlse);
+		cr_expect(memcmp(lse, wlse, sizeof lse) == 0, "row_lse (bf16 %d)", bf);
+		float loss, wloss, dl = 1.25f;
+		(bf ? nrt_vsce_bf16 : nrt_vsce_f16)(N, C, K, 7, 4.0, x, lab, false, parts, &loss);
+		nrt_vsce_f32(N, C, K, 7, 4.0, wx, lab, false, parts, &wloss);
+		cr_expect(loss == wloss && loss != 0, "vsce (bf16 %d): %.9g against %.9g", bf, loss, wloss);
+		(bf ? nrt_vsce_grad_bf16 : nrt_vsce_grad_f16)(N, C, K, 7, 4.0, &dl, x, lab, false, parts, dx);
+		nrt_vsce_grad_f32(N, C, K, 7, 4.0, &dl, wx, lab, false, parts, wdx);
+		for (int i = 0; i < NC; i++) {
+			uint16_t w = bf ? nrt_bf16_from_float(wdx[i]) : nrt_f16_from_float(wdx[i]);
+			cr_expect_eq(dx[i], w, "vsce_grad (bf16 %d) element %d: %#x against %#x", bf, i, dx[i], w);
+		}
+	}
 }
