@@ -7,7 +7,8 @@
 # the inputs that crashed before run once through each target (for check
 # and build tests/fuzz/regressions/*.net, for a format
 # tests/fuzz/regressions/TARGET/*); then each target fuzzes from its seed
-# corpus (check and build: samples/ and every .net under tests/; a format:
+# corpus for SECONDS (or until FUZZ_RUNS executions, when set, within
+# SECONDS; check and build: samples/ and every .net under tests/; a format:
 # tests/fuzz/corpus/TARGET/) plus its own corpus kept in
 # build/fuzz/corpus-TARGET, with a dictionary tests/fuzz/TARGET.dict where
 # there is one (netc.dict for check and build), inputs up to 64 KiB.
@@ -27,7 +28,15 @@ case $B in /*) ;; *) B=$ROOT/$B ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=${*:-check build npy safetensors corpus machine strategy-pb strategy-json}
-work=$B/fuzz/work
+# the scratch files every input is written to: in memory where there is a
+# tmpfs (npy: 17,000 inputs a second against 790 on this host's ext4 disk,
+# under the same load)
+if [ -z "${FUZZ_WORK:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && shm=$(mktemp -d /dev/shm/netc-fuzz.XXXXXX); then
+	work=$shm
+	trap 'rm -rf "$shm"' EXIT INT TERM
+else
+	work=${FUZZ_WORK:-$B/fuzz/work}
+fi
 seeds=$B/fuzz/seeds
 mkdir -p "$work" "$seeds" || exit 1
 # the seed corpus: copies, flattened (names are the paths with / as _)
@@ -59,8 +68,10 @@ for t in $targets; do
 			{ echo "FAIL fuzz-$t: a regression input fails again (log $B/fuzz/$t-regressions.log)"; \
 			  grep -m3 -E 'ERROR|SUMMARY|Running' "$B/fuzz/$t-regressions.log"; status=1; continue; }
 	fi
-	echo "fuzz-$t: ${secs}s"
-	(cd "$work" && ASAN_OPTIONS=detect_leaks=$leaks "$bin" -max_total_time="$secs" -max_len=65536 $dictopt $limits \
+	runs=
+	[ -n "${FUZZ_RUNS:-}" ] && runs=-runs=$FUZZ_RUNS
+	echo "fuzz-$t: ${secs}s${runs:+ or $FUZZ_RUNS executions}"
+	(cd "$work" && ASAN_OPTIONS=detect_leaks=$leaks "$bin" -max_total_time="$secs" $runs -max_len=65536 $dictopt $limits \
 		-artifact_prefix="$B/fuzz/crash-$t-" -print_final_stats=1 "$corpus" "$tseeds") \
 		>"$B/fuzz/$t.log" 2>&1
 	rc=$?
