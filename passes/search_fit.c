@@ -26,27 +26,35 @@ typedef struct Layers {
 	int marked;            /* forward operators newly marked recomputed */
 } Layers;
 
-/* The instance name and index of a scope "name.N[.inner...]"; false when
- * the scope is not an indexed instance. */
+/* The instance name and index of a scope "[outer.]name.N[.inner...]":
+ * the scope up to its first numeric part, and that number ("gpt.layers"
+ * and 3 for "gpt.layers.3.attn": a stack built inside a block); false
+ * when no part is an index. */
 static bool indexed_scope(const char *scope, char *name, size_t cap, int *index)
 {
-	const char *dot = strchr(scope, '.');
-	if (!dot || dot == scope || (size_t)(dot - scope) >= cap || !isdigit((unsigned char)dot[1]))
-		return false;
-	char *end;
-	long k = strtol(dot + 1, &end, 10);
-	if ((*end != '\0' && *end != '.') || k > 1000000)
-		return false;
-	memcpy(name, scope, (size_t)(dot - scope));
-	name[dot - scope] = '\0';
-	*index = (int)k;
-	return true;
+	for (const char *dot = strchr(scope, '.'); dot; dot = strchr(dot + 1, '.')) {
+		if (dot == scope || !isdigit((unsigned char)dot[1]))
+			continue;
+		char *end;
+		long k = strtol(dot + 1, &end, 10);
+		if ((*end != '\0' && *end != '.') || k > 1000000 || (size_t)(dot - scope) >= cap)
+			return false;
+		memcpy(name, scope, (size_t)(dot - scope));
+		name[dot - scope] = '\0';
+		*index = (int)k;
+		return true;
+	}
+	return false;
 }
 
-/* Finds the repeated layers: the first indexed instance name that
- * repeats (a model's stack of layers). */
+/* Finds the repeated layers: the first indexed instance name seen with
+ * two indices (a model's stack of layers; a single indexed instance
+ * before it, `pre[0]`, is not one). */
 static void mark_layers(const Graph *g, Layers *L)
 {
+	enum { NAMES = 16 };
+	struct { char name[64]; int lo, hi; } seen[NAMES];
+	int nseen = 0;
 	memset(L, 0, sizeof *L);
 	L->lo = -1;
 	char name[64];
@@ -55,10 +63,30 @@ static void mark_layers(const Graph *g, Layers *L)
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k))
 			continue;
-		if (L->lo < 0) {
-			snprintf(L->name, sizeof L->name, "%s", name);
-			L->lo = L->hi = k;
-		} else if (strcmp(name, L->name) == 0) {
+		int j = 0;
+		while (j < nseen && strcmp(seen[j].name, name) != 0)
+			j++;
+		if (j == nseen) {
+			if (nseen == NAMES)
+				continue;
+			snprintf(seen[j].name, sizeof seen[j].name, "%s", name);
+			seen[j].lo = seen[j].hi = k;
+			nseen++;
+		}
+		seen[j].lo = k < seen[j].lo ? k : seen[j].lo;
+		seen[j].hi = k > seen[j].hi ? k : seen[j].hi;
+		if (seen[j].hi > seen[j].lo) { /* the first that repeats */
+			snprintf(L->name, sizeof L->name, "%s", seen[j].name);
+			L->lo = seen[j].lo, L->hi = seen[j].hi;
+			break;
+		}
+	}
+	if (L->lo < 0)
+		return;
+	for (int i = 0; i < g->nnodes; i++) { /* its whole range */
+		const Node *n = g->nodes[i];
+		if (n->phase == PH_FORWARD && n->scope && indexed_scope(n->scope, name, sizeof name, &k) &&
+		    strcmp(name, L->name) == 0) {
 			L->lo = k < L->lo ? k : L->lo;
 			L->hi = k > L->hi ? k : L->hi;
 		}

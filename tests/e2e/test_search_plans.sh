@@ -130,6 +130,22 @@ else
 	grep -q '^netc: error: no plan fits memory_limit = 1e+06 bytes per device as compiled, at any stage and micro-batch count tried, with the repeated layers recomputed or not: the least of the [0-9]* plans dynamic_programming found needs' \
 		"$work/auto1.txt" && ok || bad "4 layers under 1 MB, stages auto: $(grep error "$work/auto1.txt")"
 fi
+# The repeated layers where the stack is built inside a block (scopes
+# gpt.layers.N) or follows a single indexed instance (pre.0): recompute
+# is tried on the stack, and pipeline_stages = auto tries 2 and 4 stages.
+# Before: neither was found, "no plan fits" under 10-11 kB and 1 stage
+# only.
+for m in stack_nested:gpt.layers:10000 stack_after_single:layers:11000; do
+	name=${m%%:*} stack=${m#*:} lim=${m##*:}
+	stack=${stack%:*}
+	"$NETC" explain --memory-limit $lim -D pipeline_stages=1 -D train.micro_size=1 tests/e2e/models/$name.net \
+		>"$work/$name.txt" 2>&1
+	grep -q "^recompute chosen: the 4 repeated layers $stack.0 to $stack.3 are recomputed" "$work/$name.txt" && ok ||
+		bad "$name under $lim bytes: $(grep -m1 'error\|recompute chosen' "$work/$name.txt")"
+	"$NETC" explain -v tests/e2e/models/$name.net >"$work/$name.auto" 2>&1
+	grep -q '^netc: .*: pipeline_stages = 4, micro_size = [0-9]*: at least [0-9]' "$work/$name.auto" && ok ||
+		bad "$name, pipeline_stages = auto: 4 stages not tried: $(grep -c 'at least' "$work/$name.auto") candidates"
+done
 # GPT-3 under the default 80 GB: without recompute nothing fits (the hand
 # plan included); dynamic_programming recomputes the layers and its plan
 # fits, at most TOL x the hand plan with .recompute() on its layers
