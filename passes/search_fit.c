@@ -16,6 +16,7 @@ typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
 /* The repeated layers: block instances indexed like `layers[i]` (scope
@@ -149,7 +150,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_prices = prices;
 	c->fit_follows = true;
 	c->fit_note = note;
-	FILE *sink = fopen("/dev/null", "w");
+	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
 	if (sink)
 		c->diag.out = sink;
 	bool ok = compile_front(c, f->file, f->defines, f->ndefines);
@@ -375,6 +376,34 @@ static int candidates(const Graph *g, int64_t nl, Try *t)
 	return n;
 }
 
+/* False with an error where no candidate is left to fit: none to try
+ * (micro_size = auto with no multiple of the stage count dividing the
+ * batch), or none compiles, which the first one, compiled again with its
+ * diagnostics shown, says why (before: "the least of the 0 plans ...
+ * needs -1 bytes"). */
+static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n, const double *bound, Layers *L)
+{
+	const Graph *g = c->g;
+	if (n == 0) {
+		diag_error(&c->diag, g->train.micro_size_loc,
+		           "micro_size = auto: no micro-batch count to try: it must be a multiple of pipeline_stages = "
+		           "%" PRId64 " that divides the batch (%" PRId64 ")",
+		           g->par.pipeline_stages, batch_of(g));
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+		if (isfinite(bound[i]))
+			return true;
+	diag_error(&c->diag, loc_none(),
+	           "no candidate of pipeline_stages or micro_size = auto compiles (%d tried); the first, "
+	           "pipeline_stages = %" PRId64 " and micro_size = %" PRId64 ", says:",
+	           n, tries[0].stages, tries[0].micro);
+	Try t = tries[0];
+	t.screen = t.loud = true;
+	compile_try(c, f, &t, 1, false, L);
+	return false;
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto). Each
  * candidate (P, M) is first screened: compiled up to the strategies
  * without a memory limit, whose objective bounds from below what any
@@ -404,6 +433,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
 			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
 	}
+	if (!screened(c, f, tries, n, bound, &L))
+		return false;
 	for (;;) {
 		int i = -1;
 		for (int k = 0; k < n; k++)
