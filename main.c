@@ -450,7 +450,10 @@ static int run(Compilation *c, Args *a)
 	Stage upto = commands[cmd].upto;
 	if (cmd == 1 && a->dump_after)
 		upto = UPTO_CODEGEN;
-	c->fit_follows = cmd >= 2;
+	/* check too: its search keeps the least plan over memory_limit and
+	 * warns, since build's fit may still make it fit by recompute (an
+	 * error here refused models that build and explain accept) */
+	c->fit_follows = cmd >= 2 || cmd == 0;
 	/* pipeline_stages or micro_size = auto: the fit's outer search compiles
 	 * every candidate itself (passes/search_fit.c); this one only checks */
 	if (cmd >= 2 && c->g->par.parallel_mode == PM_AUTO_PARALLEL &&
@@ -460,6 +463,11 @@ static int run(Compilation *c, Args *a)
 		return EXIT_USER;
 	if (cmd >= 2 && !fit_memory_limit(c, a, cmd == 4))
 		return EXIT_USER;
+	if (cmd == 0 && c->search_over)
+		diag_warning(&c->diag, loc_none(),
+		             "no plan the search found fits memory_limit = %.6g bytes per device by its estimate (the least "
+		             "needs %.6g); netc build and explain try again with the repeated layers recomputed",
+		             c->machine ? c->machine->memory_limit : 0, c->search_mem);
 	switch (cmd) {
 	case 0:
 		check_summary(c, a->file, stdout);

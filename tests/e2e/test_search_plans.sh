@@ -99,6 +99,17 @@ if limited 16M "$S16 -D pipeline_stages=2 -D train.micro_size=2 tests/models/tra
 else
 	bad "4 layers under 16 MB: no recompute chosen: $(grep -m1 'error\|recompute chosen' "$work/rc16.txt")"
 fi
+# netc check accepts what build and explain make fit by recompute: it
+# warns that the search's plans are over (before: "no strategy fits",
+# exit 1)
+if "$NETC" check --memory-limit 16M -D dataset_strategy=full_batch $S16 -D pipeline_stages=2 -D train.micro_size=2 \
+	tests/models/transformer_plain.net >"$work/check16.txt" 2>&1 &&
+	grep -q '^netc: warning: no plan the search found fits memory_limit = 1.6e+07 bytes per device by its estimate' \
+		"$work/check16.txt"; then
+	ok
+else
+	bad "check under 16 MB: $(grep -m1 'error\|warning: no plan' "$work/check16.txt")"
+fi
 # pipeline_stages = auto, micro_size = auto: the plan chosen is the best
 # of the same candidates compiled one by one (each with its own fit and
 # recompute retry), those the search compiled and those it left out by
