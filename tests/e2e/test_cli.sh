@@ -132,6 +132,7 @@ golden one_way 1 check $G/one_way.net
 # pipeline_interleave the count before the search is none
 golden auto_micro_none 1 explain $G/auto_micro_none.net
 golden auto_micro_interleave 0 explain $G/auto_micro_interleave.net
+golden auto_micro_allfail 1 explain $G/auto_micro_allfail.net
 golden one_device 1 check $G/one_way.net -D pipeline_stages=2
 # issue 21.10: broadcasting a trainable value fails at check; .shard's
 # positional out_strategy
