@@ -772,8 +772,13 @@ double search_edge_memory(const Search *s, int ei, int cu, int cv)
 	const Layout *from = search_edge_from(s, e, cu), *to = search_edge_to(s, e, cv);
 	if (!from || !to || cost_layout_same(from, to))
 		return 0;
-	double m = (double)shape_numel(&to->slice) * dtype_size(e->dt);
 	const Node *n = s->v[e->v].n;
+	/* a recomputed reader's copy is made again with it in the backward
+	 * pass (passes/recompute.c: the copies get their own
+	 * redistributions), so it dies after the forward use */
+	if (n->ann.recompute && n->ann.mp_comm_recompute)
+		return 0;
+	double m = (double)shape_numel(&to->slice) * dtype_size(e->dt);
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
 		m *= s->slots[n->ann.stage];
 	return m;
