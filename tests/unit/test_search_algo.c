@@ -207,3 +207,35 @@ Test(search_algo, recomputed_reader_holds_no_converted_copy)
 	cr_assert(s, "%s", diag_text());
 	cr_expect_eq(edge_memory_sum(s), 0, "recomputed readers hold %g bytes of converted copies", edge_memory_sum(s));
 }
+
+/* A recomputed operator's output read by a later region of the same
+ * scope is a checkpoint (passes/recompute.c: regions are runs of one
+ * scope, so a layer's last add, after its MLP's region, is a region
+ * apart from its first add): the estimate holds it. Here h = relu(x) in
+ * L, m = relu(x) in L.s, y = add(h, m) in L, all recomputed: h is kept for
+ * y's region. Before, one scope was taken for one region and h was not
+ * counted (the 4-layer stack with .recompute(): 16.6 MB estimated, 18.7
+ * with this, 21.6 compiled). */
+Test(search_algo, recompute_region_is_a_run_of_one_scope)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 8), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	Node *h = graph_node(g, OP_RELU, &x, 1, loc_none());
+	Node *m = graph_node(g, OP_RELU, &x, 1, loc_none());
+	Node *y = graph_node(g, OP_ADD, (Value *[]){h->out, m->out}, 2, loc_none());
+	h->scope = "L", m->scope = "L.s", y->scope = "L";
+	for (Node *n = h;; n = n == h ? m : y) {
+		n->ann.recompute = n->ann.mp_comm_recompute = true;
+		if (n == y)
+			break;
+	}
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){y->out, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	for (int i = 0; i < s->nv; i++)
+		if (s->v[i].n == h || s->v[i].n == m)
+			for (int c = 0; c < s->v[i].cl->n; c++)
+				cr_expect_gt(s->v[i].mem[c], 0, "%s's output (candidate %d) is not held for y's region",
+				             s->v[i].n == h ? "h" : "m", c);
+}
