@@ -450,16 +450,39 @@ static int run(Compilation *c, Args *a)
 	Stage upto = commands[cmd].upto;
 	if (cmd == 1 && a->dump_after)
 		upto = UPTO_CODEGEN;
-	c->fit_follows = cmd >= 2;
+	/* check too: its search keeps the least plan over memory_limit and
+	 * warns, since build's fit may still make it fit by recompute (an
+	 * error here refused models that build and explain accept) */
+	c->fit_follows = cmd >= 2 || cmd == 0;
 	/* pipeline_stages or micro_size = auto: the fit's outer search compiles
 	 * every candidate itself (passes/search_fit.c); this one only checks */
 	if (cmd >= 2 && c->g->par.parallel_mode == PM_AUTO_PARALLEL &&
-	    (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto))
+	    (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto)) {
 		upto = UPTO_CHECK;
+		/* this compilation's counts are placeholders and the candidates'
+		 * compilations are quiet: a dump would show no chosen plan */
+		if (c->dump_after) {
+			diag_warning(&c->diag, loc_none(),
+			             "--dump-after has no effect with pipeline_stages or micro_size = auto; give the counts "
+			             "explain chooses (-D pipeline_stages=P -D train.micro_size=M) to dump that plan");
+			c->dump_after = NULL;
+		}
+	}
+	if (cmd == 1 && c->g->par.parallel_mode == PM_AUTO_PARALLEL &&
+	    (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto))
+		diag_warning(&c->diag, loc_none(),
+		             "dump compiles pipeline_stages and micro_size = auto as 1 (explain, build and dot search the "
+		             "counts); give the counts explain chooses (-D pipeline_stages=P -D train.micro_size=M) to dump "
+		             "that plan");
 	if (!compile_passes(c, upto))
 		return EXIT_USER;
 	if (cmd >= 2 && !fit_memory_limit(c, a, cmd == 4))
 		return EXIT_USER;
+	if (cmd == 0 && c->search_over)
+		diag_warning(&c->diag, loc_none(),
+		             "no plan the search found fits memory_limit = %.6g bytes per device by its estimate (the least "
+		             "needs %.6g); netc build and explain try again with the repeated layers recomputed",
+		             c->machine ? c->machine->memory_limit : 0, c->search_mem);
 	switch (cmd) {
 	case 0:
 		check_summary(c, a->file, stdout);

@@ -16,6 +16,7 @@ typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
 /* The repeated layers: block instances indexed like `layers[i]` (scope
@@ -26,27 +27,35 @@ typedef struct Layers {
 	int marked;            /* forward operators newly marked recomputed */
 } Layers;
 
-/* The instance name and index of a scope "name.N[.inner...]"; false when
- * the scope is not an indexed instance. */
+/* The instance name and index of a scope "[outer.]name.N[.inner...]":
+ * the scope up to its first numeric part, and that number ("gpt.layers"
+ * and 3 for "gpt.layers.3.attn": a stack built inside a block); false
+ * when no part is an index. */
 static bool indexed_scope(const char *scope, char *name, size_t cap, int *index)
 {
-	const char *dot = strchr(scope, '.');
-	if (!dot || dot == scope || (size_t)(dot - scope) >= cap || !isdigit((unsigned char)dot[1]))
-		return false;
-	char *end;
-	long k = strtol(dot + 1, &end, 10);
-	if ((*end != '\0' && *end != '.') || k > 1000000)
-		return false;
-	memcpy(name, scope, (size_t)(dot - scope));
-	name[dot - scope] = '\0';
-	*index = (int)k;
-	return true;
+	for (const char *dot = strchr(scope, '.'); dot; dot = strchr(dot + 1, '.')) {
+		if (dot == scope || !isdigit((unsigned char)dot[1]))
+			continue;
+		char *end;
+		long k = strtol(dot + 1, &end, 10);
+		if ((*end != '\0' && *end != '.') || k > 1000000 || (size_t)(dot - scope) >= cap)
+			return false;
+		memcpy(name, scope, (size_t)(dot - scope));
+		name[dot - scope] = '\0';
+		*index = (int)k;
+		return true;
+	}
+	return false;
 }
 
-/* Finds the repeated layers: the first indexed instance name that
- * repeats (a model's stack of layers). */
+/* Finds the repeated layers: the first indexed instance name seen with
+ * two indices (a model's stack of layers; a single indexed instance
+ * before it, `pre[0]`, is not one). */
 static void mark_layers(const Graph *g, Layers *L)
 {
+	enum { NAMES = 16 };
+	struct { char name[64]; int lo, hi; } seen[NAMES];
+	int nseen = 0;
 	memset(L, 0, sizeof *L);
 	L->lo = -1;
 	char name[64];
@@ -55,10 +64,30 @@ static void mark_layers(const Graph *g, Layers *L)
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k))
 			continue;
-		if (L->lo < 0) {
-			snprintf(L->name, sizeof L->name, "%s", name);
-			L->lo = L->hi = k;
-		} else if (strcmp(name, L->name) == 0) {
+		int j = 0;
+		while (j < nseen && strcmp(seen[j].name, name) != 0)
+			j++;
+		if (j == nseen) {
+			if (nseen == NAMES)
+				continue;
+			snprintf(seen[j].name, sizeof seen[j].name, "%s", name);
+			seen[j].lo = seen[j].hi = k;
+			nseen++;
+		}
+		seen[j].lo = k < seen[j].lo ? k : seen[j].lo;
+		seen[j].hi = k > seen[j].hi ? k : seen[j].hi;
+		if (seen[j].hi > seen[j].lo) { /* the first that repeats */
+			snprintf(L->name, sizeof L->name, "%s", seen[j].name);
+			L->lo = seen[j].lo, L->hi = seen[j].hi;
+			break;
+		}
+	}
+	if (L->lo < 0)
+		return;
+	for (int i = 0; i < g->nnodes; i++) { /* its whole range */
+		const Node *n = g->nodes[i];
+		if (n->phase == PH_FORWARD && n->scope && indexed_scope(n->scope, name, sizeof name, &k) &&
+		    strcmp(name, L->name) == 0) {
 			L->lo = k < L->lo ? k : L->lo;
 			L->hi = k > L->hi ? k : L->hi;
 		}
@@ -121,7 +150,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_prices = prices;
 	c->fit_follows = true;
 	c->fit_note = note;
-	FILE *sink = fopen("/dev/null", "w");
+	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
 	if (sink)
 		c->diag.out = sink;
 	bool ok = compile_front(c, f->file, f->defines, f->ndefines);
@@ -347,6 +376,34 @@ static int candidates(const Graph *g, int64_t nl, Try *t)
 	return n;
 }
 
+/* False with an error where no candidate is left to fit: none to try
+ * (micro_size = auto with no multiple of the stage count dividing the
+ * batch), or none compiles, which the first one, compiled again with its
+ * diagnostics shown, says why (before: "the least of the 0 plans ...
+ * needs -1 bytes"). */
+static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n, const double *bound, Layers *L)
+{
+	const Graph *g = c->g;
+	if (n == 0) {
+		diag_error(&c->diag, g->train.micro_size_loc,
+		           "micro_size = auto: no micro-batch count to try: it must be a multiple of pipeline_stages = "
+		           "%" PRId64 " that divides the batch (%" PRId64 ")",
+		           g->par.pipeline_stages, batch_of(g));
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+		if (isfinite(bound[i]))
+			return true;
+	diag_error(&c->diag, loc_none(),
+	           "no candidate of pipeline_stages or micro_size = auto compiles (%d tried); the first, "
+	           "pipeline_stages = %" PRId64 " and micro_size = %" PRId64 ", says:",
+	           n, tries[0].stages, tries[0].micro);
+	Try t = tries[0];
+	t.screen = t.loud = true;
+	compile_try(c, f, &t, 1, false, L);
+	return false;
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto). Each
  * candidate (P, M) is first screened: compiled up to the strategies
  * without a memory limit, whose objective bounds from below what any
@@ -376,6 +433,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
 			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
 	}
+	if (!screened(c, f, tries, n, bound, &L))
+		return false;
 	for (;;) {
 		int i = -1;
 		for (int k = 0; k < n; k++)

@@ -536,8 +536,8 @@ static int opt_state_count(OptimizerKind k)
 
 /* By value id: whether a recomputed operator's output is kept for the
  * backward pass, i.e. read in the forward pass outside its region (a
- * later region's checkpoint, passes/recompute.c: regions are runs of one
- * scope) or the loss. The others die after their forward use and are made
+ * later region's checkpoint, passes/recompute.c: regions are runs of
+ * consecutive recomputed operators of one scope) or the loss. The others die after their forward use and are made
  * again one region at a time in the backward pass: not held per
  * micro-batch (before, the estimate counted every output, so a model
  * with its layers recomputed looked as big as without). */
@@ -546,6 +546,20 @@ static Value *unconverted(Value *x);
 static bool *recompute_kept(Arena *a, const Graph *g)
 {
 	bool *kept = ARENA_NEWN(a, bool, g->nvalues + 1);
+	/* by value id: the region of the recomputed operator that makes it,
+	 * as passes/recompute.c forms them (a run of one scope broken by any
+	 * other node: a layer's last add is a region apart from its first) */
+	int *region = ARENA_NEWN(a, int, g->nvalues + 1), r = 0;
+	const Node *prev = NULL;
+	for (int i = 0; i < g->nnodes && g->nodes[i]->phase == PH_FORWARD; i++) {
+		const Node *f = g->nodes[i];
+		bool take = f->ann.recompute && f->out && !(op_info[f->op].flags & OPF_COMM);
+		if (!take || !prev || strcmp(prev->scope ? prev->scope : "", f->scope ? f->scope : "") != 0)
+			r++;
+		prev = take ? f : NULL;
+		if (take && f->out->id < g->nvalues)
+			region[f->out->id] = r;
+	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD)
@@ -556,7 +570,7 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 			Value *x = unconverted(n->in[j]);
 			const Node *d = x->kind == VK_NODE ? x->def : NULL;
 			if (d && d->ann.recompute && x->id < g->nvalues &&
-			    (!n->ann.recompute || strcmp(n->scope ? n->scope : "", d->scope ? d->scope : "") != 0))
+			    (!n->ann.recompute || !n->out || n->out->id >= g->nvalues || region[n->out->id] != region[x->id]))
 				kept[x->id] = true;
 		}
 	}
@@ -772,8 +786,13 @@ double search_edge_memory(const Search *s, int ei, int cu, int cv)
 	const Layout *from = search_edge_from(s, e, cu), *to = search_edge_to(s, e, cv);
 	if (!from || !to || cost_layout_same(from, to))
 		return 0;
-	double m = (double)shape_numel(&to->slice) * dtype_size(e->dt);
 	const Node *n = s->v[e->v].n;
+	/* a recomputed reader's copy is made again with it in the backward
+	 * pass (passes/recompute.c: the copies get their own
+	 * redistributions), so it dies after the forward use */
+	if (n->ann.recompute && n->ann.mp_comm_recompute)
+		return 0;
+	double m = (double)shape_numel(&to->slice) * dtype_size(e->dt);
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
 		m *= s->slots[n->ann.stage];
 	return m;

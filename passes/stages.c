@@ -234,6 +234,10 @@ bool pass_stages(Compilation *c)
 			return false;
 		}
 	int64_t m = g->train.micro_size;
+	/* micro_size = auto before the fit's outer search sets it (each of
+	 * its compilations has a factor): 1 there stands for no count yet */
+	if (g->train.micro_size_auto && c->search_mem_factor == 0)
+		return true;
 	if (pc->pipeline_interleave) {
 		if (m % nstages != 0 || m < 2 * nstages) {
 			diag_error(&c->diag, micro_loc(c, PK_pipeline_config),

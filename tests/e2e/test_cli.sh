@@ -128,6 +128,20 @@ golden repeated_block 1 check $G/repeated_block.net
 golden interleave_micro_size 1 check tests/e2e/pipeline/deep.net \
 	-D 'pipeline_config={pipeline_interleave=true, pipeline_scheduler="1f1b"}' -D train.micro_size=2
 golden one_way 1 check $G/one_way.net
+# micro_size = auto: no count to try is a located error; with
+# pipeline_interleave the count before the search is none
+golden auto_micro_none 1 explain $G/auto_micro_none.net
+golden auto_micro_interleave 0 explain $G/auto_micro_interleave.net
+golden auto_micro_allfail 1 explain $G/auto_micro_allfail.net
+# --dump-after and dump with stages or micro-batches auto: the dumped
+# compilation is not the plan chosen, and they say so (before: nothing
+# dumped by explain and build, the placeholder 1 x 1 plan by dump)
+expect "--dump-after with pipeline_stages = auto warns" 0 \
+	'^netc: warning: --dump-after has no effect with pipeline_stages or micro_size = auto' -- \
+	"$NETC" explain --dump-after=memplan tests/e2e/models/stack_nested.net
+expect "dump with pipeline_stages = auto warns" 0 \
+	'^netc: warning: dump compiles pipeline_stages and micro_size = auto as 1' -- \
+	"$NETC" dump --dump-after=sharding tests/e2e/models/stack_nested.net
 golden one_device 1 check $G/one_way.net -D pipeline_stages=2
 # issue 21.10: broadcasting a trainable value fails at check; .shard's
 # positional out_strategy
