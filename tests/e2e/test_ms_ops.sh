@@ -460,6 +460,15 @@ for s in 4,1 4,2; do
 		bad "input_grads micro_size ${s%,*} stages ${s#*,}: build or run failed"
 	fi
 done
+# the batch split by the first stage's devices (x's rows 2 ways): each
+# micro-batch's rows of grad.x gathered over them (nrt_allgather), which
+# the strategies above, splitting x's columns, never reach
+sed '0,/shard(((1, 2), (2, 1))))/s//shard(((2, 1), (1, 1))))/' "$IG" >"$work/igdp.net"
+if go igdp 4 3 "$work/igdp.net" -D MS=4 -D PP=2; then
+	equal "input_grads, micro_size 4, 2 stages, x's rows split 2 ways: grad.x = stand-alone's" igm_ref igdp
+else
+	bad "input_grads with the batch split on 2 stages: build or run failed"
+fi
 says "input_grads with grad_accumulation_step: located error" 1 \
 	"ig.net:18:36: error: input_grads is not supported with grad_accumulation_step > 1" \
 	check "$work/ig.net" -D grad_accumulation_step=2
