@@ -90,12 +90,16 @@ static void emit_overflow_check(Emit *e)
 		double terms;           /* devices the sums that follow add over (1: none) */
 	} Walk;
 	Walk *stack = ARENA_NEWN(&e->c->arena, Walk, g->nvalues + 1);
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *u = g->nodes[i];
-		if (u->phase != PH_UPDATE || !(op_info[u->op].flags & OPF_UPDATE))
+	/* the roots: each update's gradient, and train.input_grads' (a net
+	 * without trainable parameters has only those; unchecked, a dynamic
+	 * scale would never come down from an overflow) */
+	for (int i = 0; i < g->nnodes + g->ninputs; i++) {
+		const Node *u = i < g->nnodes ? g->nodes[i] : NULL;
+		const Value *root = u ? u->in[1] : g->inputs[i - g->nnodes]->grad;
+		if (u ? u->phase != PH_UPDATE || !(op_info[u->op].flags & OPF_UPDATE) : !root)
 			continue;
 		int top = 0;
-		stack[top++] = (Walk){u->in[1], DBL_MAX, 1};
+		stack[top++] = (Walk){root, DBL_MAX, 1};
 		while (top > 0) {
 			Walk w = stack[--top];
 			const Value *v = w.v;

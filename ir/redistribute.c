@@ -507,7 +507,17 @@ static bool plan_fallback(Planner *pl, const Layout *to)
 		int map[MAX_RANK];
 		memcpy(map, pl->cur->map, sizeof map);
 		map[i] = -1;
-		push(pl, RS_ALLGATHER, relayout(pl, map, 0), 1u << k, i, -1);
+		/* layout_make knows one axis per dim: another dim over several
+		 * keeps them in a copy */
+		const Layout *g = relayout(pl, map, 0);
+		if (layout_multi(pl->cur)) {
+			Layout *l = ARENA_NEW(pl->a, Layout);
+			*l = *pl->cur;
+			l->map[i] = -1;
+			l->slice.d[i] = l->full.d[i];
+			g = l;
+		}
+		push(pl, RS_ALLGATHER, g, 1u << k, i, -1);
 	}
 	push(pl, RS_SLICE, to, 0, -1, -1);
 	return true;

@@ -75,7 +75,8 @@ static void collect(Compilation *c, Ckpt *k)
 		if (n->op == OP_SOFTMAX_CROSS_ENTROPY && s.n == 3)
 			s.n = 2;
 		CkItem it = {.name = names[i], .stage = n->ann.stage > 0 ? (uint32_t)n->ann.stage : 0, .n = s.n, .v = s.v,
-		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL, .lay = s.lay};
+		             .out = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.v : NULL, .lay = s.lay,
+		             .out_lay = n->ann.out_strategy.n == 1 ? n->ann.out_strategy.lay : NULL};
 		VEC_PUSH(a, k->items, k->nitems, k->capitems, it);
 	}
 	for (int i = 0; i < g->nparams; i++) {
@@ -154,6 +155,7 @@ typedef struct Apply {
 	const char *path;
 	const char **names; /* search_node_names */
 	ExplicitLayout **lays; /* [nnodes]: each operator's loaded layouts (keep_layouts), kept once */
+	ExplicitLayout **out_lays; /* [nnodes]: its loaded out_strategy layout, the same way */
 	bool ok;
 } Apply;
 
@@ -234,7 +236,7 @@ static void apply_item(void *ctx, const CkItem *it)
 			continue;
 		}
 		if (it->out) {
-			Strategy o = {.n = 1, .v = it->out, .loc = n->loc};
+			Strategy o = {.n = 1, .v = it->out, .loc = n->loc, .lay = it->out_lay};
 			if (n->ann.out_strategy.n > 0 && !strategy_equal(&n->ann.out_strategy, &o)) {
 				diag_error(d, n->ann.out_strategy.loc,
 				           "%s: this out_strategy %s contradicts the out_strategy %s of '%s' in the strategy "
@@ -246,6 +248,8 @@ static void apply_item(void *ctx, const CkItem *it)
 			}
 			Strategy had = n->ann.loaded ? n->ann.out_strategy : (Strategy){0};
 			n->ann.out_strategy = (Strategy){.n = 1, .v = keep_shapes(a, had, it->out, 1), .loc = n->loc};
+			if (it->out_lay)
+				n->ann.out_strategy.lay = keep_layouts(a, &ap->out_lays[ni], it->out_lay, 1);
 		}
 		s.v = keep_shapes(a, n->ann.loaded ? n->ann.in_strategy : (Strategy){0}, it->v, it->n);
 		s.lay = it->lay ? keep_layouts(a, &ap->lays[ni], it->lay, it->n) : NULL;
@@ -346,6 +350,10 @@ static bool write_proto(const Ckpt *k, FILE *f)
 			strs[i].n_in_layout = (size_t)it->n;
 			strs[i].in_layout = strategy_layouts_pb(it->lay, it->n);
 		}
+		if (it->out && it->out_lay) {
+			strs[i].n_out_layout = 1;
+			strs[i].out_layout = strategy_layouts_pb(it->out_lay, 1);
+		}
 		m.parallel_strategy_item[i] = &items[i];
 	}
 	int nl = k->nlayouts;
@@ -393,7 +401,8 @@ static bool write_proto(const Ckpt *k, FILE *f)
 	bool ok = fwrite(buf, 1, len, f) == len;
 	free(buf);
 	for (int i = 0; i < k->nitems; i++)
-		strategy_layouts_pb_free(strs[i].in_layout, (int)strs[i].n_in_layout);
+		strategy_layouts_pb_free(strs[i].in_layout, (int)strs[i].n_in_layout),
+		        strategy_layouts_pb_free(strs[i].out_layout, (int)strs[i].n_out_layout);
 	free(m.parallel_strategy_item), free(items), free(strs), free(st), free(stp), free(dims);
 	free(ost), free(ostp), free(odims);
 	free(m.parallel_layout_item), free(li), free(ls), free(dm), free(dmp), free(tm), free(tmp);
@@ -444,6 +453,17 @@ static bool proto_items(const PbMap *m, const CkSink *sink, bool dry, char *err,
 		bool ok = !nl || strategy_layouts_from_pb(&scratch, pi->parallel_strategys->in_layout, it.n, loc_none(),
 		                                          &lay, err, errlen);
 		it.lay = lay;
+		ExplicitLayout *olay = NULL;
+		if (ok && pi->parallel_strategys->n_out_layout > 0) {
+			if (pi->parallel_strategys->n_out_layout != 1 || !it.out) {
+				snprintf(err, errlen, "'%s': an out_layout needs one, with its out_strategy", it.name);
+				ok = false;
+			} else {
+				ok = strategy_layouts_from_pb(&scratch, pi->parallel_strategys->out_layout, 1, loc_none(), &olay, err,
+				                              errlen);
+			}
+		}
+		it.out_lay = olay;
 		if (ok && !dry && sink->item)
 			sink->item(sink->ctx, &it);
 		arena_free(&scratch);
@@ -556,12 +576,13 @@ bool strategy_ckpt_load_path(Compilation *c, const char *path)
 		return false;
 	}
 	Apply ap = {.c = c, .path = path, .names = search_node_names(&c->arena, c->g),
-	            .lays = xcalloc((size_t)c->g->nnodes + 1, sizeof(ExplicitLayout *)), .ok = true};
+	            .lays = xcalloc((size_t)c->g->nnodes + 1, sizeof(ExplicitLayout *)),
+	            .out_lays = xcalloc((size_t)c->g->nnodes + 1, sizeof(ExplicitLayout *)), .ok = true};
 	CkSink sink = {.item = apply_item, .layout = apply_layout, .ctx = &ap};
 	char err[256];
 	bool ok = read_ckpt(path, buf, len, &sink, err, sizeof err);
 	free(buf);
-	free(ap.lays);
+	free(ap.lays), free(ap.out_lays);
 	if (!ok) {
 		diag_error(&c->diag, c->g->par.set_loc[PK_strategy_ckpt_load_file], "%s: %s", path, err);
 		return false;

@@ -36,9 +36,9 @@ static void json_ints(FILE *f, const int64_t *v, int n)
 /* `, "in_layout": [{"dev_matrix": [2, 2, 2], "alias_name": ["dp", "sp",
  * "mp"], "tensor_map": [[2], [1, 0]]}, ...]`: per dimension its device
  * axes, MindSpore's numbering (from the right). */
-static void json_layouts(FILE *f, const ExplicitLayout *lay, int n)
+static void json_layouts(FILE *f, const char *key, const ExplicitLayout *lay, int n)
 {
-	fputs(", \"in_layout\": [", f);
+	fprintf(f, ", \"%s\": [", key);
 	for (int i = 0; i < n; i++) {
 		const ExplicitLayout *x = &lay[i];
 		fputs(i ? ", {\"dev_matrix\": " : "{\"dev_matrix\": ", f);
@@ -79,7 +79,9 @@ bool ckpt_write_json(const Ckpt *k, FILE *f)
 		}
 		fputc(']', f);
 		if (it->lay)
-			json_layouts(f, it->lay, it->n);
+			json_layouts(f, "in_layout", it->lay, it->n);
+		if (it->out && it->out_lay)
+			json_layouts(f, "out_layout", it->out_lay, 1);
 		fputc('}', f);
 	}
 	fputs(k->nitems ? "\n  },\n  \"parallel_layout_item\": {" : "},\n  \"parallel_layout_item\": {", f);
@@ -371,6 +373,9 @@ typedef struct ItemRead {
 	ExplicitLayout lay[SHARD_MAX_INPUTS];
 	const char *alias[SHARD_MAX_INPUTS][MAX_RANK];
 	int nlay;              /* how many "in_layout" gave (must be it.n) */
+	ExplicitLayout out_lay[1];
+	const char *out_alias[1][MAX_RANK];
+	int nout_lay;          /* how many "out_layout" gave (must be 1, with out_strategy) */
 } ItemRead;
 
 /* One InLayout object as it is read */
@@ -418,30 +423,28 @@ static void jlayout_member(Jr *J, const char *key, void *ctx)
 	}
 }
 
-/* "in_layout": [{...}, ...] into r->lay; the checks strategy_layout.c
- * makes fail the reading (in the dry pass too: they do not look at the
- * names' text) */
-static void jlayouts(Jr *J, ItemRead *r)
+/* "in_layout": [{...}, ...] into lay (at most max; "out_layout": one),
+ * their count into *count; the checks strategy_layout.c makes fail the
+ * reading (in the dry pass too: they do not look at the names' text) */
+static void jlayouts(Jr *J, ExplicitLayout *lay, const char *(*alias)[MAX_RANK], int max, int *count)
 {
 	if (!jeat(J, '['))
-		return jfail(J, "expected the list of input layouts");
-	if (jeat(J, ']')) {
-		r->it.lay = r->lay;
+		return jfail(J, "expected a list of layouts");
+	if (jeat(J, ']'))
 		return;
-	}
 	int n = 0;
 	do {
-		if (n == SHARD_MAX_INPUTS)
-			return jfail(J, "too many input layouts");
+		if (n == max)
+			return jfail(J, "too many layouts");
 		jws(J);
 		const char *at = J->p;
-		JLay L = {.alias = r->alias[n]};
+		JLay L = {.alias = alias[n]};
 		jobject(J, jlayout_member, &L);
 		if (J->failed)
 			return;
 		if (L.nalias != L.ndev)
 			return jfail_at(J, at, "a layout needs one alias name per device axis");
-		ExplicitLayout *x = &r->lay[n];
+		ExplicitLayout *x = &lay[n];
 		char why[160];
 		memset(x, 0, sizeof *x);
 		bool ok = strategy_layout_finish(x, L.ndev, L.dev, L.alias, loc_none(), why, sizeof why);
@@ -453,8 +456,7 @@ static void jlayouts(Jr *J, ItemRead *r)
 	} while (!J->failed && jeat(J, ','));
 	if (!jeat(J, ']'))
 		return jfail(J, "expected ']'");
-	r->it.lay = r->lay;
-	r->nlay = n;
+	*count = n;
 }
 
 static void item_member(Jr *J, const char *key, void *ctx)
@@ -479,7 +481,11 @@ static void item_member(Jr *J, const char *key, void *ctx)
 		}
 		it->n = n;
 	} else if (strcmp(key, "in_layout") == 0) {
-		jlayouts(J, r);
+		jlayouts(J, r->lay, r->alias, SHARD_MAX_INPUTS, &r->nlay);
+		r->it.lay = r->lay;
+	} else if (strcmp(key, "out_layout") == 0) {
+		jlayouts(J, r->out_lay, r->out_alias, 1, &r->nout_lay);
+		r->it.out_lay = r->out_lay;
 	} else if (strcmp(key, "out_strategy") == 0) {
 		if (!jeat(J, '['))
 			return jfail(J, "expected the list of output strategies");
@@ -524,6 +530,8 @@ static void items_member(Jr *J, const char *key, void *ctx)
 	if (r.it.lay && r.nlay != r.it.n)
 		jfail_at(J, at, "an operator's in_layout must give one layout per input strategy (%d for %d)", r.nlay,
 		         r.it.n);
+	if (r.it.out_lay && (r.nout_lay != 1 || !r.it.out))
+		jfail_at(J, at, "an operator's out_layout must give one layout, with its out_strategy");
 	if (!J->failed && !J->dry && J->sink->item)
 		J->sink->item(J->sink->ctx, &r.it);
 }

@@ -20,6 +20,7 @@ typedef struct CkItem {
 	Shape *v;              /* [n] */
 	Shape *out;            /* the output strategy (out_strategy); NULL: none */
 	const ExplicitLayout *lay; /* [n]: the inputs' layouts (MindSpore's Layout API, "in_layout"); NULL: none */
+	const ExplicitLayout *out_lay; /* out_strategy as a layout ("out_layout"; out holds its splits); NULL: none */
 } CkItem;
 
 typedef struct CkLayout {

@@ -127,6 +127,11 @@ case_ gather 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/gather.net
 # input_grads with micro-batches on 2 pipeline stages: grad.x's rows kept
 # in device memory over the micro-steps (the scale kernel), saved as grad.x
 case_ input_grads_micro 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/input_grads_micro.net
+# input_grads under a dynamic loss scale that overflows grad.x (a net
+# without trainable parameters: the overflow check reads grad.x alone)
+sed 's/^train { loss = loss }/train { loss = loss  input_grads = true  loss_scale = dynamic(init_loss_scale = 1.7e38) }/' \
+	$M/ms_ops/two_matmul_grads.net >"$work/igov.net"
+case_ input_grads_overflow 1 -- "$work/igov.net" $SA
 # the Layout API's rows over ("mp", "dp"): the redistributions into and out
 # of a dimension over two device axes, through NCCL's stand-in
 case_ layout_multi 8 FAKE_CUDA_DEVICES=8 -- $M/ms_ops/layout_multi.net

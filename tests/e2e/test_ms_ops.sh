@@ -441,6 +441,16 @@ if go igls 8 3 "$work/igls.net"; then
 else
 	bad "input_grads with a loss scale: build or run failed"
 fi
+# a scale that overflows the input gradients (no parameter to check in a
+# GradWrap net): the step is skipped and the scale halved (1.7e38 * 2 is
+# past f32), so the last step's grad.x is finite and stand-alone's
+sed 's/^train { loss = loss }/train { loss = loss  input_grads = true  loss_scale = dynamic(init_loss_scale = 1.7e38) }/' \
+	"$G" >"$work/igov.net"
+if go igov 8 3 "$work/igov.net"; then
+	equal "input_grads, a dynamic loss scale that overflows grad.x: skipped, then grad.x = stand-alone's" ig_ref igov
+else
+	bad "input_grads with an overflowing loss scale: build or run failed"
+fi
 IG=$M/input_grads_micro.net
 go igm_ref 1 3 "$IG" -D parallel_mode=stand_alone -D MS=1 -D PP=1 || bad "input_grads micro reference"
 for s in 4,1 4,2; do
@@ -450,6 +460,15 @@ for s in 4,1 4,2; do
 		bad "input_grads micro_size ${s%,*} stages ${s#*,}: build or run failed"
 	fi
 done
+# the batch split by the first stage's devices (x's rows 2 ways): each
+# micro-batch's rows of grad.x gathered over them (nrt_allgather), which
+# the strategies above, splitting x's columns, never reach
+sed '0,/shard(((1, 2), (2, 1))))/s//shard(((2, 1), (1, 1))))/' "$IG" >"$work/igdp.net"
+if go igdp 4 3 "$work/igdp.net" -D MS=4 -D PP=2; then
+	equal "input_grads, micro_size 4, 2 stages, x's rows split 2 ways: grad.x = stand-alone's" igm_ref igdp
+else
+	bad "input_grads with the batch split on 2 stages: build or run failed"
+fi
 says "input_grads with grad_accumulation_step: located error" 1 \
 	"ig.net:18:36: error: input_grads is not supported with grad_accumulation_step > 1" \
 	check "$work/ig.net" -D grad_accumulation_step=2

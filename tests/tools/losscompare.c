@@ -124,10 +124,10 @@ int main(int argc, char **argv)
 			continue;
 		}
 		double x = a.r[i].loss, d = fabs(x - y->loss);
-		if (x != x || y->loss != y->loss)
-			d = INFINITY;
+		if (x != x || y->loss != y->loss || ((isinf(x) || isinf(y->loss)) && x != y->loss))
+			d = INFINITY; /* (an infinity's rtol term is infinite too) */
 		double rel = y->loss != 0 ? d / fabs(y->loss) : d;
-		if (d > atol + rtol * fabs(y->loss)) {
+		if (d > atol + rtol * fabs(y->loss) || isinf(d)) {
 			printf("FAIL step %lld: %.9g vs %.9g (rel %.3g)\n", a.r[i].step, x, y->loss, rel);
 			failed++;
 		}

@@ -405,8 +405,10 @@ int main(int argc, char **argv)
 			double d = fabs(x - y);
 			if (x != x || y != y) /* NaN on either side: always a failure */
 				d = (x != x && y != y) ? 0 : INFINITY;
+			else if (isinf(x) || isinf(y)) /* an infinity only equals itself (its rtol term is infinite too) */
+				d = x == y ? 0 : INFINITY;
 			double lim = atol + rtol * fabs(y);
-			double ex = d == 0 ? 0 : lim > 0 ? d / lim : INFINITY;
+			double ex = d == 0 ? 0 : lim > 0 && !isinf(d) ? d / lim : INFINITY;
 			if (d > tabs)
 				tabs = d;
 			if (y != 0 && d / fabs(y) > trel)

@@ -566,3 +566,68 @@ Test(redistribute, layout_over_several_axes)
 	cr_expect_null(layout_make_axes(&a, &odd, 3, dev, (const int8_t(*)[MAX_RANK])rev, naxes, 0, 8));
 	arena_free(&a);
 }
+
+/* Every layout of a rank-2 tensor on a (2, 2, 2) matrix: each axis on
+ * dim 0, dim 1 or neither, a dim's axes in every order (three on one dim,
+ * reversed orders on both sides), each pair planned and executed. */
+typedef struct Lay3 {
+	int8_t axes[MAX_RANK][MAX_RANK];
+	int naxes[MAX_RANK];
+} Lay3;
+
+static int all_lay3(Lay3 *out)
+{
+	int n = 0;
+	for (int code = 0; code < 27; code++) { /* axis k on (code / 3^k) % 3: dim 0, dim 1, none */
+		int8_t on[2][3];
+		int non[2] = {0, 0};
+		for (int k = 0, c = code; k < 3; k++, c /= 3)
+			if (c % 3 < 2)
+				on[c % 3][non[c % 3]++] = (int8_t)k;
+		/* every order of each dim's axes: permutations by index tables */
+		static const int8_t perm[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+		int np[4] = {1, 1, 2, 6};
+		for (int p0 = 0; p0 < np[non[0]]; p0++)
+			for (int p1 = 0; p1 < np[non[1]]; p1++) {
+				Lay3 *l = &out[n++];
+				memset(l, 0, sizeof *l);
+				for (int d = 0; d < 2; d++) {
+					int p = d ? p1 : p0, j = 0;
+					for (int q = 0; q < 3; q++)
+						if (perm[p][q] < non[d])
+							l->axes[d][j++] = on[d][perm[p][q]];
+					l->naxes[d] = non[d];
+				}
+			}
+	}
+	return n;
+}
+
+Test(redistribute, every_pair_over_several_axes)
+{
+	static Lay3 ls[64];
+	int n = all_lay3(ls);
+	cr_assert_eq(n, 49);
+	Shape full = S(12, 12);
+	int64_t dev[3] = {2, 3, 2};
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			/* AllToAll on or off, from's free axes partial or not: one of
+			 * the four per pair keeps the suite fast */
+			int v = (i + j) % 4;
+			Arena a = {0};
+			Layout *f = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])ls[i].axes, ls[i].naxes, 0, 12);
+			Layout *t = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])ls[j].axes, ls[j].naxes, 0, 12);
+			cr_assert(f && t);
+			if (v >= 2)
+				f->partial = 7u & ~layout_used_axes(f);
+			RedistPlan *p = redist_plan(&a, f, t, DT_F32, v & 1);
+			cr_assert(p, "%s -> %s: no plan", layout_str(&a, f), layout_str(&a, t));
+			cr_log_info("%s -> %s: %s", layout_str(&a, f), layout_str(&a, t), redist_describe(&a, p));
+			run_plan(p, f, t, 12);
+			RedistPlan *b = redist_plan_back(&a, f, t, DT_F32, v & 1);
+			cr_assert(b, "%s -> %s: no plan back", layout_str(&a, f), layout_str(&a, t));
+			run_plan(b, f, t, 12);
+			arena_free(&a);
+		}
+}

@@ -610,9 +610,8 @@ Test(strategy_ckpt, in_layout_map_none)
  * names are in the buffer it frees): loaded and saved again, in JSON and
  * protobuf, the file is the same (under the unit tests' ASan a name
  * pointing into the freed text is an error, not a chance). */
-static void layout_round_trip(const char *ext)
+static void layout_round_trip(const char *ext, const char *model)
 {
-	const char *model = "tests/e2e/models/ms_ops/layout_matmul.net";
 	char a[128], b[128], save_a[200], save_b[400];
 	snprintf(a, sizeof a, "build/test_ckpt_lay_a_%ld%s", (long)getpid(), ext);
 	snprintf(b, sizeof b, "build/test_ckpt_lay_b_%ld%s", (long)getpid(), ext);
@@ -632,6 +631,9 @@ static void layout_round_trip(const char *ext)
 	cr_assert(fa && fb);
 	if (strcmp(ext, ".json") == 0)
 		cr_expect(strstr(fa, "\"in_layout\": [{\"dev_matrix\": ["), "%s", fa);
+	if (strcmp(ext, ".json") == 0 && strstr(model, "_out"))
+		cr_expect(strstr(fa, "\"out_layout\": [{\"dev_matrix\": [2, 2, 2], \"alias_name\": [\"dp\", \"sp\", \"mp\"], "
+		                     "\"tensor_map\": [[2], [0, 1]]}]"), "%s", fa);
 	cr_expect(na == nb && memcmp(fa, fb, na) == 0, "%s and %s differ", a, b);
 	free(fa);
 	free(fb);
@@ -639,8 +641,16 @@ static void layout_round_trip(const char *ext)
 	remove(b);
 }
 
-Test(strategy_ckpt, in_layout_loaded_and_saved_json) { layout_round_trip(".json"); }
-Test(strategy_ckpt, in_layout_loaded_and_saved_protobuf) { layout_round_trip(".ckpt"); }
+#define LAYOUT_MATMUL "tests/e2e/models/ms_ops/layout_matmul.net"
+Test(strategy_ckpt, in_layout_loaded_and_saved_json) { layout_round_trip(".json", LAYOUT_MATMUL); }
+Test(strategy_ckpt, in_layout_loaded_and_saved_protobuf) { layout_round_trip(".ckpt", LAYOUT_MATMUL); }
+/* out_strategy as a layout: saved as "out_layout" (out_strategy its
+ * splits) and loaded back into the same model; before, only the splits
+ * were saved and the model refused its own checkpoint ("this out_strategy
+ * ((2, 4),) contradicts the out_strategy ((2, 4),)") */
+#define LAYOUT_MATMUL_OUT "tests/e2e/models/ms_ops/layout_matmul_out.net"
+Test(strategy_ckpt, out_layout_loaded_and_saved_json) { layout_round_trip(".json", LAYOUT_MATMUL_OUT); }
+Test(strategy_ckpt, out_layout_loaded_and_saved_protobuf) { layout_round_trip(".ckpt", LAYOUT_MATMUL_OUT); }
 
 /* A dimension split over every axis of an 8-axis matrix (MAX_RANK of
  * them) reads back from protobuf: the reader took 8 axes for 9 and said
