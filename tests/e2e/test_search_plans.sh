@@ -115,16 +115,17 @@ fi
 # pipeline_stages = auto, micro_size = auto: the plan chosen is the best
 # of the same candidates compiled one by one (each with its own fit and
 # recompute retry), those the search compiled and those it left out by
-# their bound alike: the least search objective among those that fit 5
-# MB, where 1 stage is not the answer (5.5 MB when written; by main at
-# 5b5ad43 1 stage x 16 micro-batches fit 5.5 MB).
-limited 5M "$S16 -D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net" "$work/auto.txt"
+# their bound alike: the least search objective among those that fit 4.5
+# MB, where 1 stage is not the answer (5.5 MB when written; 1 stage x 16
+# micro-batches fit 5.5 MB at 5b5ad43, and 5 MB once memplan gave a
+# fused GEMM epilogue's dead product no buffer).
+limited 4.5M "$S16 -D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net" "$work/auto.txt"
 rows=$(sed -n '/^plans tried/,/^[^ p]/s/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) *[0-9][^ ]* *\(yes\|no\|-\) .*/\1 \2/p' "$work/auto.txt")
 chosen=$(sed -n 's/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) .*<- chosen$/\1 \2/p' "$work/auto.txt")
 best="" bestobj="" chosenobj=""
 for pm in $(echo "$rows" | tr ' ' ':'); do
 	P=${pm%:*} M=${pm#*:}
-	limited 5M "$S16 -D pipeline_stages=$P -D train.micro_size=$M tests/models/transformer_plain.net" "$work/pm.txt" ||
+	limited 4.5M "$S16 -D pipeline_stages=$P -D train.micro_size=$M tests/models/transformer_plain.net" "$work/pm.txt" ||
 		continue
 	obj=$(sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p' "$work/pm.txt")
 	[ "$P $M" = "$chosen" ] && chosenobj=$obj
@@ -132,7 +133,7 @@ for pm in $(echo "$rows" | tr ' ' ':'); do
 		best="$P $M" bestobj=$obj
 	fi
 done
-echo "4 layers under 5 MB, stages and micro-batches auto: chosen '$chosen' ($chosenobj s), best of the same compiled alone '$best' ($bestobj s)"
+echo "4 layers under 4.5 MB, stages and micro-batches auto: chosen '$chosen' ($chosenobj s), best of the same compiled alone '$best' ($bestobj s)"
 # the same, or within the 1% the outer search does not resolve
 [ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
 	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
