@@ -11,28 +11,28 @@
 #include "kernel_rules.h"
 #include "netrt.h"
 
-/* log sum exp over n values, shifted by their maximum */
-static double lse_f32(int64_t n, const float *x)
-{
-	float mx = x[0];
-	for (int64_t c = 1; c < n; c++)
-		mx = x[c] > mx ? x[c] : mx;
-	double s = 0;
-	for (int64_t c = 0; c < n; c++)
-		s += expf(x[c] - mx);
-	return mx + log(s);
-}
+/* log sum exp over n values of storage X, each read as T (LOAD), shifted
+ * by their maximum; narrow logits read widened, as the f32 kernels read a
+ * cast-up copy */
+#define LSE(S, X, T, LOAD, EXP)                                                                         \
+	static double lse_##S(int64_t n, const X *x)                                                     \
+	{                                                                                                \
+		T mx = LOAD(x[0]);                                                                       \
+		for (int64_t c = 1; c < n; c++) {                                                        \
+			T v = LOAD(x[c]);                                                                \
+			mx = v > mx ? v : mx;                                                            \
+		}                                                                                        \
+		double s = 0;                                                                            \
+		for (int64_t c = 0; c < n; c++)                                                          \
+			s += EXP(LOAD(x[c]) - mx);                                                       \
+		return mx + log(s);                                                                      \
+	}
 
-static double lse_f64(int64_t n, const double *x)
-{
-	double mx = x[0];
-	for (int64_t c = 1; c < n; c++)
-		mx = x[c] > mx ? x[c] : mx;
-	double s = 0;
-	for (int64_t c = 0; c < n; c++)
-		s += exp(x[c] - mx);
-	return mx + log(s);
-}
+#define AS_IS(v) (v)
+LSE(f32, float, float, AS_IS, expf)
+LSE(f64, double, double, AS_IS, exp)
+LSE(f16, uint16_t, float, nrt_float_from_f16, expf)
+LSE(bf16, uint16_t, float, nrt_float_from_bf16, expf)
 
 /* A label outside the whole vocabulary is fatal, as in nrt_sce. */
 static void check_label(const char *kernel, int64_t lab, int64_t i, int64_t classes)
@@ -42,13 +42,18 @@ static void check_label(const char *kernel, int64_t lab, int64_t i, int64_t clas
 		          (long long)lab, (long long)i, (long long)classes);
 }
 
-#define VOCAB_CE(T, S)                                                                                  \
-	void nrt_row_lse_##S(int64_t N, int64_t C, const T *x, T *lse)                                   \
+/* Logits stored as X, read as T (LOAD); log-sum-exps, parts and the loss
+ * in T; each gradient element made in T and stored once (STORE): for
+ * narrow logits the same float and double arithmetic as the f32 kernels
+ * on a cast-up copy, one rounding where the cast down made it. PLSE: the
+ * log-sum-exp of the gathered parts (T). */
+#define VOCAB_CE(S, X, T, LOAD, STORE, PLSE)                                                            \
+	void nrt_row_lse_##S(int64_t N, int64_t C, const X *x, T *lse)                                   \
 	{                                                                                                \
 		for (int64_t i = 0; i < N; i++)                                                          \
 			lse[i] = (T)lse_##S(C, x + i * C);                                               \
 	}                                                                                                \
-	void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const T *logits, \
+	void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom, const X *logits, \
 	                  const void *labels, bool labels64, const T *parts, T *loss)                    \
 	{                                                                                                \
 		double s = 0;                                                                            \
@@ -56,85 +61,31 @@ static void check_label(const char *kernel, int64_t lab, int64_t i, int64_t clas
 			int64_t lab = load_id(labels, labels64, i);                                      \
 			check_label("softmax_cross_entropy", lab, i, C * K);                             \
 			if (lab >= offset && lab < offset + C)                                           \
-				s += lse_##S(K, parts + i * K) - logits[i * C + lab - offset];           \
+				s += PLSE(K, parts + i * K) - LOAD(logits[i * C + lab - offset]);       \
 		}                                                                                        \
 		*loss = (T)(s / denom);                                                                  \
 	}                                                                                                \
 	void nrt_vsce_grad_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,            \
-	                       const T *dloss, const T *logits, const void *labels, bool labels64,       \
-	                       const T *parts, T *dlogits)                                               \
+	                       const T *dloss, const X *logits, const void *labels, bool labels64,       \
+	                       const T *parts, X *dlogits)                                               \
 	{                                                                                                \
 		double k = dloss[0] / denom;                                                             \
 		for (int64_t i = 0; i < N; i++) {                                                        \
 			int64_t lab = load_id(labels, labels64, i);                                      \
 			check_label("softmax_cross_entropy (gradient)", lab, i, C * K);                  \
-			double lse = lse_##S(K, parts + i * K);                                          \
-			const T *xi = logits + i * C;                                                    \
-			T *di = dlogits + i * C;                                                         \
-			for (int64_t c = 0; c < C; c++)                                                  \
-				di[c] = (T)(k * exp(xi[c] - lse));                                       \
-			if (lab >= offset && lab < offset + C)                                           \
-				di[lab - offset] -= (T)k;                                                \
-		}                                                                                        \
-	}
-
-VOCAB_CE(float, f32)
-VOCAB_CE(double, f64)
-
-/* Narrow logits: each element widened exactly where the f32 kernels read
- * a cast-up copy, the same float and double arithmetic, one rounding of
- * the gradient where the cast down made it. */
-#define VOCAB_CE_NARROW(S)                                                                              \
-	static double lse_##S(int64_t n, const uint16_t *x)                                              \
-	{                                                                                                \
-		float mx = nrt_float_from_##S(x[0]);                                                     \
-		for (int64_t c = 1; c < n; c++) {                                                        \
-			float v = nrt_float_from_##S(x[c]);                                              \
-			mx = v > mx ? v : mx;                                                            \
-		}                                                                                        \
-		double s = 0;                                                                            \
-		for (int64_t c = 0; c < n; c++)                                                          \
-			s += expf(nrt_float_from_##S(x[c]) - mx);                                        \
-		return mx + log(s);                                                                      \
-	}                                                                                                \
-	void nrt_row_lse_##S(int64_t N, int64_t C, const uint16_t *x, float *lse)                        \
-	{                                                                                                \
-		for (int64_t i = 0; i < N; i++)                                                          \
-			lse[i] = (float)lse_##S(C, x + i * C);                                           \
-	}                                                                                                \
-	void nrt_vsce_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,                 \
-	                  const uint16_t *logits, const void *labels, bool labels64, const float *parts, \
-	                  float *loss)                                                                   \
-	{                                                                                                \
-		double s = 0;                                                                            \
-		for (int64_t i = 0; i < N; i++) {                                                        \
-			int64_t lab = load_id(labels, labels64, i);                                      \
-			check_label("softmax_cross_entropy", lab, i, C * K);                             \
-			if (lab >= offset && lab < offset + C)                                           \
-				s += lse_f32(K, parts + i * K) -                                         \
-				     nrt_float_from_##S(logits[i * C + lab - offset]);                   \
-		}                                                                                        \
-		*loss = (float)(s / denom);                                                              \
-	}                                                                                                \
-	void nrt_vsce_grad_##S(int64_t N, int64_t C, int64_t K, int64_t offset, double denom,            \
-	                       const float *dloss, const uint16_t *logits, const void *labels,           \
-	                       bool labels64, const float *parts, uint16_t *dlogits)                     \
-	{                                                                                                \
-		double k = dloss[0] / denom;                                                             \
-		for (int64_t i = 0; i < N; i++) {                                                        \
-			int64_t lab = load_id(labels, labels64, i);                                      \
-			check_label("softmax_cross_entropy (gradient)", lab, i, C * K);                  \
-			double lse = lse_f32(K, parts + i * K);                                          \
-			const uint16_t *xi = logits + i * C;                                             \
-			uint16_t *di = dlogits + i * C;                                                  \
+			double lse = PLSE(K, parts + i * K);                                             \
+			const X *xi = logits + i * C;                                                    \
+			X *di = dlogits + i * C;                                                         \
 			for (int64_t c = 0; c < C; c++) {                                                \
-				float v = (float)(k * exp(nrt_float_from_##S(xi[c]) - lse));             \
+				T v = (T)(k * exp(LOAD(xi[c]) - lse));                                   \
 				if (c == lab - offset)                                                   \
-					v -= (float)k;                                                   \
-				di[c] = nrt_##S##_from_float(v);                                         \
+					v -= (T)k;                                                       \
+				di[c] = STORE(v);                                                        \
 			}                                                                                \
 		}                                                                                        \
 	}
 
-VOCAB_CE_NARROW(f16)
-VOCAB_CE_NARROW(bf16)
+VOCAB_CE(f32, float, float, AS_IS, AS_IS, lse_f32)
+VOCAB_CE(f64, double, double, AS_IS, AS_IS, lse_f64)
+VOCAB_CE(f16, uint16_t, float, nrt_float_from_f16, nrt_f16_from_float, lse_f32)
+VOCAB_CE(bf16, uint16_t, float, nrt_float_from_bf16, nrt_bf16_from_float, lse_f32)
