@@ -888,7 +888,7 @@ int64_t cost_ring_attention(const Node *n, int *msgs)
 
 double cost_ring_time(const Machine *m, int64_t bytes, int msgs)
 {
-	return msgs * machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+	return msgs * (machine_latency(m, MACHINE_SENDRECV) + m->coll_overhead) + bytes / machine_bandwidth(m, MACHINE_SENDRECV);
 }
 
 double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls)
