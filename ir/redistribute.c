@@ -479,7 +479,16 @@ static void gather_multi(Planner *pl, int i)
 }
 
 /* Stage 3: reduce, gather the dims whose blocks do not contain the
- * target's over from's own matrix, then slice out `to`. */
+ * target's over from's own matrix, then slice out `to`. A target keeping
+ * partial sums has no plan here, and no compiled model asks for one: every
+ * conversion target is partial-free -- a reader's layout from its sharding
+ * rule (no rule takes partial inputs; added partials, add_partials, and a
+ * cast's, narrow_partial, are read as they are, unconverted), a
+ * gradient's way back (cost_strip_partial, the parameter's layout), an
+ * out_strategy's or out_layout's result (apply_out_strategy clears
+ * partial), the loss made whole, the optimizer's shard (of a partial-free
+ * parameter) and whole parameter -- so only a partial source reaches the
+ * fallback, and it is reduced first. */
 static bool plan_fallback(Planner *pl, const Layout *to)
 {
 	const Layout *c = pl->cur;

@@ -819,9 +819,8 @@ double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t 
 			if (ht < t)
 				t = ht, la = hl;
 		}
+		la += m->coll_overhead, t += m->coll_overhead; /* every rank scheduled again after its compute */
 	}
-	if (g > 1 || p2p) /* every rank scheduled again after its compute (calibrate's collective_overhead) */
-		la += m->coll_overhead, t += m->coll_overhead;
 	if (lat)
 		*lat = la;
 	return t;
@@ -889,7 +888,7 @@ int64_t cost_ring_attention(const Node *n, int *msgs)
 
 double cost_ring_time(const Machine *m, int64_t bytes, int msgs)
 {
-	return msgs * machine_latency(m, MACHINE_SENDRECV) + (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV);
+	return msgs * (machine_latency(m, MACHINE_SENDRECV) + m->coll_overhead) + bytes / machine_bandwidth(m, MACHINE_SENDRECV);
 }
 
 double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls)
@@ -973,7 +972,7 @@ typedef struct StripEntry {
 } StripEntry;
 
 typedef struct InternEntry {
-	int64_t key[4 * MAX_RANK + 4];
+	int64_t key[6 * MAX_RANK + 4];
 	int nkey;
 	const Layout *l;         /* NULL: empty slot */
 } InternEntry;
@@ -1005,8 +1004,9 @@ RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
 	return rc;
 }
 
-/* What layout_same compares: the full shape, the device count, each
- * dim's split and (when split) its axis' stride, the partial runs. */
+/* What layout_same compares: the full shape, the device count, each dim's
+ * split and (when split) its axes' strides, the partial runs; a dim over
+ * several axes each (stride, size) in order: ("dp", "mp") is not ("mp", "dp"). */
 static int layout_key(const Layout *l, int64_t *key)
 {
 	int n = 0;
@@ -1017,6 +1017,8 @@ static int layout_key(const Layout *l, int64_t *key)
 		key[n++] = l->full.d[i];
 		key[n++] = sp;
 		key[n++] = sp > 1 ? layout_axis_stride(l, l->map[i]) : 0;
+		for (int j = 1; sp > 1 && j < l->nsub[i]; j++) /* nsub: where the key's length varies */
+			key[n++] = -layout_axis_stride(l, l->sub[i][j]), key[n++] = l->dev[l->sub[i][j]];
 	}
 	int64_t st[MAX_RANK], sz[MAX_RANK];
 	int np = layout_partial_runs(l, st, sz);
@@ -1043,7 +1045,7 @@ const Layout *cost_intern(RedistCache *rc, const Layout *l)
 {
 	if (!l || l->ragged)
 		return l;
-	int64_t key[4 * MAX_RANK + 4];
+	int64_t key[6 * MAX_RANK + 4];
 	int n = layout_key(l, key);
 	InternEntry *e = intern_slot(rc->intern, rc->intern_cap, key, n);
 	if (e->l)
@@ -1117,9 +1119,7 @@ static double redist_time(RedistCache *rc, const Layout *from, const Layout *to,
 		RedistPlan *r = back && p ? redist_plan_back(&tmp, from, to, dt, rc->alltoall) : NULL;
 		if (r && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
 			p = r;
-		e->from = from;
-		e->to = to;
-		e->dt = key;
+		e->from = from, e->to = to, e->dt = key;
 		e->time = p ? cost_plan_time(rc->m, p) : INFINITY;
 		e->bytes = p ? p->send_bytes : 0;
 		arena_free(&tmp);

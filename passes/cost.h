@@ -182,7 +182,9 @@ int64_t cost_group_in_node(const Machine *m, const Layout *l, unsigned axes);
  * group of g devices, g_in of them in each node, plus m->coll_overhead;
  * `fig` picks the per-kind figures (kind, or MACHINE_IALLREDUCE for a
  * fused bucket). *lat (may be NULL) gets the latency part, the overhead
- * with it. */
+ * with it. A non-blocking call waits where the program waits for it: a
+ * caller pricing several under one wait takes the overhead off all but one
+ * (explain's fused buckets). */
 double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t g, int64_t g_in, double *lat);
 /* Seconds of one redistribution step. */
 double cost_step_time(const Machine *m, const struct RedistStep *st, double *lat);
@@ -196,7 +198,10 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist);
 int64_t cost_ring_attention(const Node *n, int *msgs);
 /* Those messages' time at the send/recv figures, none of it hidden
  * behind the blocks' compute (the program starts each block's exchange
- * before computing it, so this is an upper bound). */
+ * before computing it, so this is an upper bound), and the
+ * collective_overhead of each: the rank waits for every message
+ * (nrt_sendrecv_wait) from its peer's compute, as cost_p2p_time's
+ * blocking send/recv does. */
 double cost_ring_time(const Machine *m, int64_t bytes, int msgs);
 /* A conv2d's or pool's halo exchange per step with its image laid out as
  * x (ir/conv.h, conv_halo_bytes): each exchange a send/recv of the t rows

@@ -117,13 +117,20 @@ static bool calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 	return true;
 }
 
+/* Whether the program runs bucket b non-blocking, waited for before the
+ * update (codegen's emit_bucket_async). */
+static bool bucket_async(const Bucket *b) { return b->kind != RS_ALLGATHER && !b->user; }
+
 /* With a calibrated machine a gradient all-reduce packed into a fusion
  * bucket is priced as the program runs it: its bytes at the bucket's
  * kind's bandwidth here, the latency once per bucket (the first member
  * adds it). The program waits for the buckets before the update, and
  * MPI progresses them mostly in that wait, so they are not taken as
- * overlapped with the backward pass. The search's view (every
- * collective on its own) stays that of the default machine. */
+ * overlapped with the backward pass. A rank waits for the others to be
+ * scheduled (collective_overhead) in that one wait, not where it starts
+ * each bucket: the first non-blocking bucket pays it for all of them.
+ * The search's view (every collective on its own) stays that of the
+ * default machine. */
 static bool fused_member(Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	int64_t off;
@@ -134,10 +141,13 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 	int kind = b->kind == RS_ALLREDUCE && m->coll_bandwidth[MACHINE_IALLREDUCE] > 0 ? MACHINE_IALLREDUCE : (int)b->kind;
 	double lat, s = cost_coll_time(m, b->kind, kind, (double)n->attr.plan->send_bytes, b->group,
 	                               cost_group_in_node(m, b->layout, b->axes), &lat);
-	if (b->members[0] == n)
-		t->ncomm++;
-	else
+	const Bucket *first = c->fusion->b;
+	while (first < c->fusion->b + c->fusion->n - 1 && !bucket_async(first))
+		first++;
+	if (b->members[0] != n)
 		s -= lat;
+	else if (t->ncomm++, bucket_async(b) && b != first)
+		s -= m->coll_overhead;
 	t->comm += s;
 	add_comm(t, n, s, n->attr.plan->send_bytes, b->members[0] == n);
 	return true;

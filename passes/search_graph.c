@@ -938,6 +938,29 @@ double search_total(Search *s, const int *choice)
 	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice);
 }
 
+/* Whether an earlier edge of the same stage holds edge ei's converted
+ * copy already: the sharding pass converts a value once per layout its
+ * forward readers need (convert in passes/sharding.c), so q, k and v
+ * reading one layer_norm output alike share one copy. The totals count
+ * it once; dynamic_programming's tables still price it on every edge
+ * (search_edge_memory), as they see one edge at a time. */
+static bool copy_held(const Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *u = &s->v[e->u];
+	const Layout *to = search_edge_to(s, e, choice[e->v]);
+	for (int k = 0; k < u->nadj; k++) {
+		int oi = u->adj[k];
+		const SEdge *o = &s->e[oi];
+		if (oi < ei && o->u == e->u && o->ui == e->ui &&
+		    s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage &&
+		    search_edge_memory(s, oi, choice[o->u], choice[o->v]) > 0 &&
+		    cost_layout_same(search_edge_to(s, o, choice[o->v]), to))
+			return true;
+	}
+	return false;
+}
+
 /* A device holds only its pipeline stage's parameters and activations:
  * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
  * on 8 stages 8x a device's, so memory_limit was never met and
@@ -955,7 +978,9 @@ double search_memory(Search *s, const int *choice)
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		int st = s->v[e->v].n->ann.stage;
-		stage[st < 0 ? 0 : st % P] += search_edge_memory(s, ei, choice[e->u], choice[e->v]);
+		double b = search_edge_memory(s, ei, choice[e->u], choice[e->v]);
+		if (b > 0 && !copy_held(s, ei, choice))
+			stage[st < 0 ? 0 : st % P] += b;
 	}
 	for (int st = 0; st < P; st++)
 		m = fmax(m, stage[st]);

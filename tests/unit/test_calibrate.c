@@ -137,3 +137,21 @@ Test(calibrate, collective_overhead_per_call)
 	cr_expect_eq(machine_for_ranks(&a, &m, 4)->coll_overhead, 4e-4);
 	arena_free(&a);
 }
+
+/* Where a rank waits (docs/calibration.md): a ring attention's messages
+ * are each waited for from the peer's compute, so each pays the overhead,
+ * as cost_p2p_time's send/recv does: 3 messages of 3000 bytes in all at
+ * 2 us and 1 GB/s, 0.4 ms each. Before, the ring paid none. */
+Test(calibrate, collective_overhead_ring_messages)
+{
+	Machine m;
+	char err[256];
+	Arena a = {0};
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "np4.collective_overhead=4e-4,sendrecv.latency=2e-6,sendrecv.bandwidth=1e9", err,
+	                             sizeof err), "%s", err);
+	const Machine *m4 = machine_for_ranks(&a, &m, 4);
+	cr_expect_float_eq(cost_ring_time(m4, 3000, 3), 3 * (2e-6 + 4e-4) + 3e-6, 1e-15);
+	cr_expect_float_eq(cost_ring_time(&m, 3000, 3), 3 * 2e-6 + 3e-6, 1e-15);
+	arena_free(&a);
+}

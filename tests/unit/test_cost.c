@@ -7,6 +7,7 @@
 
 #include "ir/ir.h"
 #include "ir/layout.h"
+#include "ir/redistribute.h"
 #include "ir/shape.h"
 #include "passes/cost.h"
 #include "passes/search.h"
@@ -239,5 +240,40 @@ Test(cost, attention_flops_and_heads_split)
 	Machine m;
 	machine_defaults(&m);
 	cr_expect(fabs(cost_compute(&m, at, &res, true) - 3 * cost_op_flops(at) / 4 / m.flops) < 1e-18);
+	arena_free(&a);
+}
+
+/* The price cache interns layouts by a key (cost_intern). A dim split over
+ * several grid axes was keyed by its first axis only, so on dev [2, 2, 2]
+ * rows over axes (0, 1) and over (0, 2), or over (0, 1, 2) and (0, 2, 1)
+ * (MindSpore's ("dp", "mp") against ("mp", "dp") after a common first
+ * axis), were one layout to the cache: moving from one to the other cost
+ * nothing. Each pair must intern apart and price as redist_plan does. */
+Test(cost, intern_keys_every_axis)
+{
+	Arena a = {0};
+	Shape full = S(16, 4);
+	int64_t dev[3] = {2, 2, 2};
+	int8_t ax[4][MAX_RANK][MAX_RANK] = {{{0, 1}}, {{0, 2}}, {{0, 1, 2}}, {{0, 2, 1}}};
+	int naxes[4][MAX_RANK] = {{2}, {2}, {3}, {3}};
+	Machine m;
+	machine_defaults(&m);
+	RedistCache *rc = redist_cache_new(&a, &m, false);
+	const Layout *l[4];
+	for (int i = 0; i < 4; i++) {
+		Layout *x = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])ax[i], naxes[i], 0, 8);
+		cr_assert(x);
+		l[i] = cost_intern(rc, x);
+		cr_expect_eq(l[i], x, "layout %d interned as another", i);
+	}
+	for (int i = 0; i < 4; i += 2) {
+		cr_expect_not(layout_equiv(l[i], l[i + 1]));
+		RedistPlan *p = redist_plan(&a, l[i + 1], l[i], DT_F32, false);
+		cr_assert(p);
+		double want = cost_plan_time(&m, p);
+		cr_expect_gt(want, 0);
+		cr_expect_float_eq(cost_redist(rc, l[i + 1], l[i], DT_F32, NULL), want, 1e-15 + 1e-12 * want, "pair %d", i);
+		cr_expect_eq(cost_redist(rc, l[i], l[i], DT_F32, NULL), 0);
+	}
 	arena_free(&a);
 }

@@ -13,6 +13,8 @@
 #include "compile_fixture.h"
 #include "passes/cost.h"
 #include "passes/explain.h"
+#include "codegen/target.h"
+#include "passes/fusion.h"
 #include "passes/schedule.h"
 
 #define NEAR(got, want) \
@@ -300,5 +302,63 @@ Test(pipecost, recompute_across_a_stage_boundary)
 		cr_expect_geq(t.stage[st].idle, 0, "stage %d idle %g s", st, t.stage[st].idle);
 	}
 	cr_expect_eq(t.xfer_b[0 * 2 + 1], 0, "a backward value sent from stage 0 to stage 1: %g s", t.xfer_b[1]);
+	compile_done(&c);
+}
+
+/* collective_overhead (docs/calibration.md) where a rank waits for the
+ * others. The mlp in data_parallel on 2 ranks, its gradients in 1 MB
+ * buckets (w1 and b1; w2, b2, w3, b3): each bucket is a non-blocking all-reduce the
+ * program waits for once, before the update, so collective_overhead
+ * (10 ms) is paid once for both, and once by the loss's blocking
+ * all-reduce. Latencies only (bandwidths 1e30): blocking 2 rounds x 1 ms,
+ * each bucket 2 rounds x 2 ms. Before, each bucket paid it: 40 ms. */
+Test(pipecost, collective_overhead_once_for_buckets)
+{
+	Compilation c;
+	ExplainTotals t;
+	Machine m;
+	char err[512];
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,"
+	                                 "iallreduce.latency=2e-3,iallreduce.bandwidth=1e30,collective_overhead=1e-2",
+	                             err, sizeof err), "%s", err);
+	const char *defs[] = {"device_num=2", "parallel_mode=data_parallel",
+	                      "comm_fusion={allreduce = {mode = \"size\", config = 1}}"};
+	cr_assert(compile_model(&c, "samples/mlp.net", defs, 3, UPTO_CODEGEN));
+	cr_assert(c.fusion);
+	cr_assert_eq(c.fusion->n, 2);
+	c.machine = machine_for_ranks(&c.arena, &m, 2);
+	explain_totals(&c, &t);
+	cr_expect_eq(t.ncomm, 3, "2 buckets and the loss's all-reduce");
+	cr_expect_float_eq(t.comm, (2e-3 + 1e-2) + 2 * 4e-3 + 1e-2, 1e-12, "comm %.9g s", t.comm);
+	compile_done(&c);
+}
+
+/* search_memory counts a converted copy once per (value, layout, stage),
+ * as the sharding pass makes it. transformer_six.net, 1 layer, B = 16, on
+ * 8 devices from the matmuls' strategies (DP = 2, MP = 4): q, k and v
+ * read ln1's output [256, 32] f32 converted alike, rows split 2 ways
+ * (16384 bytes a device), one copy in the program. The estimate counted
+ * three (368516 bytes against the compiled plan's 328520); now one,
+ * 2 x 16384 less, still not under the plan. */
+Test(pipecost, search_memory_counts_a_shared_copy_once)
+{
+	Compilation c;
+	const char *defs[] = {"search_mode=sharding_propagation", "L=1", "B=16"};
+	cr_assert(compile_model(&c, "tests/models/transformer_six.net", defs, 3, UPTO_CODEGEN));
+	int copies = 0; /* forward conversions read by several operators */
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		int readers = 0;
+		for (int j = 0; n->op == OP_REDISTRIBUTE && n->phase == PH_FORWARD && j < c.g->nnodes; j++)
+			for (int q = 0; q < c.g->nodes[j]->nin; q++)
+				readers += c.g->nodes[j]->in[q] == n->out && c.g->nodes[j]->phase == PH_FORWARD;
+		copies += readers == 3 && shape_numel(&n->out->layout->slice) * 4 == 16384;
+	}
+	cr_expect_eq(copies, 1, "q, k and v read one copy");
+	BuildOptions o = {0};
+	int64_t planned = netc_planned_bytes(&c, &o);
+	cr_expect_eq(c.search_mem, 368516 - 2 * 16384, "estimate %.0f", c.search_mem);
+	cr_expect_leq(planned, c.search_mem, "the compiled plan %lld bytes", (long long)planned);
 	compile_done(&c);
 }
