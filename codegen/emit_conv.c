@@ -44,13 +44,13 @@ static void halo_buffer(Emit *e, const Node *n, const Halo *H, const char *what,
 	emit_planned(e, ~(uint64_t)0, MEM_WORKSPACE, elems * emit_csize(e, n->out->dtype));
 }
 
-/* Activation slots of a scheduled program (the most any stage keeps): a
- * forward's extended rows live until its micro-batch's weight gradient,
- * while later micro-batches' forwards run */
+/* Activation slots of a scheduled training program (the most any stage
+ * keeps): a forward's extended rows live until its micro-batch's weight
+ * gradient, while later micro-batches' forwards run */
 static int halo_slots(const Emit *e, const Node *n)
 {
 	int k = 1;
-	if (e->sched && n->op == OP_CONV2D)
+	if (e->sched && !e->c->infer && n->op == OP_CONV2D)
 		for (int st = 0; st < e->sched->nstages; st++)
 			if (e->sched->nslots[st] > k)
 				k = e->sched->nslots[st];
