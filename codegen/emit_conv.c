@@ -12,13 +12,17 @@
  * padding instead, the last its bottom padding, so padding is padding to
  * the kernels (a max never taken from it, an average's count as the
  * node's). The data gradients come out for the extended rows; the halo's
- * part is sent back to the shard it came from and added to its rows. Sits on
- * emit_util.c. */
+ * part is sent back to the shard it came from and added to its rows.
+ * conv2d's weight gradient reads the forward's extended rows rather than
+ * exchanging them again (ir/conv.h, conv_halo_reuse); for that a
+ * scheduled program keeps a forward's extended rows per activation slot,
+ * as the micro-batch's activations are. Sits on emit_util.c. */
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "../ir/conv.h"
 #include "../ir/layout.h"
+#include "../passes/schedule.h"
 #include "emit.h"
 
 typedef struct Halo {
@@ -26,6 +30,7 @@ typedef struct Halo {
 	int64_t outer, inner;  /* an image operand's shard viewed as [outer, n, inner] along the split */
 	const char *comm;      /* the split's group */
 	const char *name;      /* prefix of this node's buffers */
+	const char *ext;       /* C expression: the extended rows [outer, t + n + b, inner] (this slot's) */
 } Halo;
 
 /* `static real *NAME_what;` allocated at start-up, counted as workspace */
@@ -39,8 +44,29 @@ static void halo_buffer(Emit *e, const Node *n, const Halo *H, const char *what,
 	emit_planned(e, ~(uint64_t)0, MEM_WORKSPACE, elems * emit_csize(e, n->out->dtype));
 }
 
-/* The node's buffers; `grad`: the data gradient's too */
-static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, bool grad)
+/* Activation slots of a scheduled training program (the most any stage
+ * keeps): a forward's extended rows live until its micro-batch's weight
+ * gradient, while later micro-batches' forwards run */
+static int halo_slots(const Emit *e, const Node *n)
+{
+	int k = 1;
+	if (e->sched && !e->c->infer && n->op == OP_CONV2D)
+		for (int st = 0; st < e->sched->nstages; st++)
+			if (e->sched->nslots[st] > k)
+				k = e->sched->nslots[st];
+	return k;
+}
+
+static const char *ext_of(Emit *e, const Node *n, const char *name, int64_t ext)
+{
+	if (halo_slots(e, n) == 1)
+		return arena_printf(&e->c->arena, "%s_ext", name);
+	return arena_printf(&e->c->arena, "(%s_ext + (size_t)slot * %" PRId64 ")", name, ext);
+}
+
+/* The node's buffers (`grad`: the data gradient's too), or those of the
+ * forward conv2d `reuse` whose extended rows it reads */
+static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, bool grad, const Node *reuse)
 {
 	const Shape *s = lshape(v);
 	Halo H = {.h = *h, .outer = 1, .inner = 1, .name = arena_printf(&e->c->arena, "halo_%d", n->id)};
@@ -50,10 +76,18 @@ static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, b
 		H.inner *= s->d[d];
 	H.comm = emit_comm(e, v->layout, 1u << v->layout->map[h->dim]);
 	int64_t row = H.outer * H.inner, ext = row * (h->t + h->n + h->b);
-	halo_buffer(e, n, &H, "send", row * (h->t > h->b ? h->t : h->b), false);
-	halo_buffer(e, n, &H, "top", row * (h->t ? h->t : 1), false);
-	halo_buffer(e, n, &H, "bot", row * (h->b ? h->b : 1), false);
-	halo_buffer(e, n, &H, "ext", ext, false);
+	if (reuse) {
+		H.name = arena_printf(&e->c->arena, "halo_%d", reuse->id);
+		H.ext = ext_of(e, reuse, H.name, ext);
+		fprintf(e->out, "\t\t/* x's halo: the one %s gathered for this micro-batch */\n",
+		        op_info[reuse->op].name);
+	} else {
+		H.ext = ext_of(e, n, H.name, ext);
+		halo_buffer(e, n, &H, "send", row * (h->t > h->b ? h->t : h->b), false);
+		halo_buffer(e, n, &H, "top", row * (h->t ? h->t : 1), false);
+		halo_buffer(e, n, &H, "bot", row * (h->b ? h->b : 1), false);
+		halo_buffer(e, n, &H, "ext", ext * halo_slots(e, n), false);
+	}
 	if (grad) {
 		halo_buffer(e, n, &H, "zero", row * h->n, true);
 		halo_buffer(e, n, &H, "dext", ext, false);
@@ -92,8 +126,8 @@ static void halo_gather(Emit *e, const Halo *H, const char *x)
 	halo_shift(e, H, x, n, last, h->t, 1, "top");
 	halo_shift(e, H, x, n, "0", h->b, -1, "bot");
 	fprintf(e->out, "\t\tK(concat)(3, (const real *const[]){hr > 0 ? %s_top : %s, %s, hr < %" PRId64
-	                " ? %s_bot : %s}, (const int64_t[]){ht, %" PRId64 ", hb}, %" PRId64 ", %" PRId64 ", %s_ext);\n",
-	        H->name, x, x, h->k - 1, H->name, x, h->n, H->outer, H->inner, H->name);
+	                " ? %s_bot : %s}, (const int64_t[]){ht, %" PRId64 ", hb}, %" PRId64 ", %" PRId64 ", %s);\n",
+	        H->name, x, x, h->k - 1, H->name, x, h->n, H->outer, H->inner, H->ext);
 }
 
 /* dx = the own rows of NAME_dext plus the halo gradients the neighbours
@@ -177,11 +211,15 @@ void emit_conv(Emit *e, const Node *n)
 	open_geom(e, n, lshape(xv), O);
 	const char *out = y;
 	if (halo) {
-		Halo H = halo_of(e, n, writes_x ? n->out : n->in[xi], &h, writes_x);
+		/* a weight gradient whose forward's halo cannot be reused (x
+		 * laid out otherwise: conv_halo_reuse) exchanges it again */
+		const Node *reuse = conv_halo_reuse(n);
+		Halo H = halo_of(e, n, writes_x ? n->out : n->in[xi], &h, writes_x, reuse);
 		halo_geom(e, &H);
 		if (n->op != OP_CONV2D_GRAD_X && n->op != OP_AVG_POOL2D_GRAD) {
-			halo_gather(e, &H, xi ? in1 : in0);
-			*(xi ? &in1 : &in0) = arena_printf(&e->c->arena, "%s_ext", H.name);
+			if (!reuse)
+				halo_gather(e, &H, xi ? in1 : in0);
+			*(xi ? &in1 : &in0) = H.ext;
 		}
 		if (writes_x)
 			out = arena_printf(&e->c->arena, "%s_dext", H.name);

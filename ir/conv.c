@@ -240,6 +240,47 @@ static bool has_grad(const Value *x)
 	return x->kind != VK_INPUT;
 }
 
+/* Whether a and b hold the same rows: one value, a recomputed copy and
+ * the value it repeats (the same kernels on the same inputs:
+ * passes/recompute.c), or conversions of such into the same layout */
+static bool same_rows(const Value *a, const Value *b)
+{
+	for (;;) {
+		if (a == b)
+			return true;
+		if (a->kind == VK_NODE && a->def && a->def->recomputed && a->def->fwd)
+			a = a->def->fwd->out;
+		else if (b->kind == VK_NODE && b->def && b->def->recomputed && b->def->fwd)
+			b = b->def->fwd->out;
+		else if (a->kind == VK_NODE && b->kind == VK_NODE && a->def && b->def && a->def->op == OP_REDISTRIBUTE &&
+		         b->def->op == OP_REDISTRIBUTE && a->layout && b->layout && layout_equiv(a->layout, b->layout))
+			a = a->def->in[0], b = b->def->in[0];
+		else
+			return false;
+	}
+}
+
+const Node *conv_halo_reuse(const Node *n)
+{
+	/* Safe because the forward's buffer holds this micro-batch's halo
+	 * when the weight gradient runs: it is allocated once and written by
+	 * that node alone, one copy per activation slot in a scheduled
+	 * program (emit_conv.c), so a later micro-batch's forward on the same
+	 * stage writes its own slot. Under recompute n->fwd is the original
+	 * conv, whose halo is still there (its copy, run again before the
+	 * backward, exchanges into its own buffer), and x may be the copy of
+	 * the forward's x: the same rows. */
+	const Node *f = n->op == OP_CONV2D_GRAD_W ? n->fwd : NULL;
+	ConvHalo a, b;
+	if (!f || f->op != OP_CONV2D || !conv_layout_halo(f, f->in[0]->layout, &a) ||
+	    !conv_layout_halo(n, n->in[1]->layout, &b))
+		return NULL;
+	if (!same_rows(f->in[0], n->in[1]) || !layout_equiv(f->in[0]->layout, n->in[1]->layout) ||
+	    a.dim != b.dim || a.k != b.k || a.n != b.n || a.t != b.t || a.b != b.b)
+		return NULL;
+	return f;
+}
+
 int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exchanges, int64_t dir_bytes[2])
 {
 	ConvHalo h;
@@ -251,11 +292,13 @@ int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exch
 	for (int d = 0; d < 4; d++)
 		if (d != h.dim)
 			row *= l->slice.d[d];
-	/* g exchanges gather x's halo (the forward, conv2d's weight gradient,
-	 * a max pool's gradient), s = 1 sends the data gradient's back; the
-	 * pools' gradients exist only where x has a gradient */
+	/* g exchanges gather x's halo (the forward, a max pool's gradient),
+	 * s = 1 sends the data gradient's back; the pools' gradients exist
+	 * only where x has a gradient. conv2d's weight gradient reads the
+	 * forward's halo (conv_halo_reuse: the sharding gives it the
+	 * forward's x and layout) */
 	bool dx = training && has_grad(n->in[0]);
-	int64_t g = 1 + (training && n->op == OP_CONV2D) + (dx && n->op == OP_MAX_POOL2D), s = dx;
+	int64_t g = 1 + (dx && n->op == OP_MAX_POOL2D), s = dx;
 	*exchanges = (int)(g + s);
 	dir_bytes[0] = h.t * row, dir_bytes[1] = h.b * row;
 	if (h.k > 2) /* a middle shard sends both ways */

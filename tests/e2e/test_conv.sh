@@ -11,7 +11,9 @@
 # checkpoint (momentum included) rtol 1e-4 atol 1e-6. conv_halo.net
 # splits a conv2d's H or W (window 1, 3 or 5, stride 1 or 2, padding 0-2,
 # dilation 1 or 2: halos of 0 to 2 rows on either side) and then a strided
-# conv2d's 4 ways, each against its own stand-alone run. The small ResNet
+# conv2d's 4 ways, each against its own stand-alone run; the same in f64,
+# with micro-batches (gpipe on 2 stages keeps 2 micro-batches' halos while
+# their weight gradients read them) and with conv1 recomputed. The small ResNet
 # (samples/resnet.net at -D WIDTH=4 -D B=8, one block per stage) runs 5
 # steps data parallel on 2 ranks, and with its stem split by batch and
 # height (a halo) on 4, against its stand-alone run. A negative
@@ -93,11 +95,13 @@ split "conv2d batch 2 x output channels 2 @4" 4 -D NB=2 -D CO=2
 split "conv2d input 2 x output channels 2 @4" 4 -D CI=2 -D CO=2
 
 # height and width splits: the halo exchange (ir/conv.h, codegen/emit_conv.c)
+# (HNP ranks, HSTEPS steps; the -D options go to both builds)
+HNP=4 HSTEPS=20
 halo() {
 	local case_=$1 tag
 	shift
 	tag=$(echo "$case_" | tr -c 'A-Za-z0-9_\n' '_')
-	if train "$tag" 4 20 $HM "$@" && train "$tag.ref" 1 20 $HM -D parallel_mode=stand_alone "$@" &&
+	if train "$tag" $HNP $HSTEPS $HM "$@" && train "$tag.ref" 1 $HSTEPS $HM -D parallel_mode=stand_alone "$@" &&
 		same "$case_" "$tag" "$tag.ref"; then
 		ok "$case_ == stand-alone ($(sed -n 's/^stcompare: .*\(worst abs [^,]*\),.*/\1/p' "$work/$tag-$tag.ref.cmp"))"
 	else
@@ -112,21 +116,64 @@ halo "conv2d H split 2, 3x3 padded (0, 2) (halo 0 + 2) @4" -D P1=0 -D PB=2
 halo "conv2d H split 2, 3x3 dilation 2 (halo 2 + 2) @4" -D P1=2 -D PB=2 -D D1=2
 halo "conv2d H split 2, 1x1 stride 2 (no halo) then W split 2 @4" -D K1=1 -D S1=2 -D P1=0 -D PB=0 -D SH2=1 -D SW2=2
 halo "conv2d H split 2, 5x5 stride 2 (halo 2 + 1) @4" -D K1=5 -D S1=2 -D P1=2 -D PB=2 -D SH2=2
+# f64, micro-batches (2 stages of 4 ranks, gpipe: both micro-batches'
+# forwards run before their backwards, so each keeps its halo in its own
+# activation slot), and a recomputed conv1 (+ relu): its copy exchanges
+# again in the backward, the weight gradients read the forward's halos
+HSTEPS=10
+halo "f64: conv2d H split 2 then H split 4 @4" --precision f64
+PP="-D device_num=8 -D pipeline_stages=2 -D train.micro_size=2 -D pipeline_config={pipeline_scheduler=\"gpipe\"}"
+HNP=8
+# shellcheck disable=SC2086
+halo "micro_size 2, gpipe on 2 stages: conv2d H split 2 then H split 4 @8" $PP
+# shellcheck disable=SC2086
+halo "f64, micro_size 2, gpipe on 2 stages: conv2d W split 2 then W split 4 @8" $PP --precision f64 \
+	-D SH=1 -D SW=2 -D SH2=1 -D SW2=4
+HNP=4 HSTEPS=20
 # The halo moves between neighbours only (nrt_shift, point to point):
 # rank 0 (the first shard of both splits) sends, per step, conv1's last
-# row (t = 1) forward and again for its weight gradient, and its bottom
-# halo's gradient (b = 1) back: 3 x [4 samples, 4 channels, 1 row, 16
-# columns] f32 = 3072 bytes; conv2's (H 4 ways, stride 2: t = 1, b = 0)
-# last row twice: 2 x [8, 4, 1, 16] f32 = 4096; 7168 in all, and no
-# halo rows in the all-gathers (an all-gather of the edges would send
-# (k - 1)x its edge rows: 1024 + 6144 more than this)
+# row (t = 1) forward and its bottom halo's gradient (b = 1) back: 2 x [4
+# samples, 4 channels, 1 row, 16 columns] f32 = 2048 bytes; conv2's (H 4
+# ways, stride 2: t = 1, b = 0) last row once: [8, 4, 1, 16] f32 = 2048;
+# 4096 in all. The weight gradients read the forward's halos (7168 when
+# they exchanged again: conv1's 1024 and conv2's 2048 more). No halo rows
+# in the all-gathers (an all-gather of the edges would send (k - 1)x its
+# edge rows: 1024 + 6144 more than this)
 if train hbytes 4 2 $HM -- --comm-stats &&
 	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hbytes.run.log") &&
-	[ "$got" = 7168 ]; then
-	ok "conv2d H splits: --comm-stats' send/recv bytes are the halo's (7168 per step on rank 0)"
+	[ "$got" = 4096 ]; then
+	ok "conv2d H splits: --comm-stats' send/recv bytes are the halo's (4096 per step on rank 0)"
 else
-	bad "conv2d H splits: --comm-stats' send/recv bytes ${got:-?}, the halo's are 7168"
+	bad "conv2d H splits: --comm-stats' send/recv bytes ${got:-?}, the halo's are 4096"
 	sed 's/^/     | /' "$work/hbytes.run.log" | head -4
+fi
+# conv1 and its relu recomputed: the copy gathers conv1's halo again (1024
+# bytes more on rank 0: 5120), conv2's weight gradient reads the
+# forward's halo though its x is the recomputed copy (the same rows)
+sed 's/^\(h = relu(conv2d(h, w1, .*\))$/\1.recompute()).recompute()/' $HM >"$work/halo_rc.net"
+HM=$work/halo_rc.net HSTEPS=10
+halo "conv1 recomputed: conv2d H split 2 then H split 4 @4"
+if train hrc 4 2 $HM -- --comm-stats &&
+	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hrc.run.log") &&
+	[ "$got" = 5120 ]; then
+	ok "conv1 recomputed: --comm-stats' send/recv bytes 5120 per step on rank 0 (the copy's exchange)"
+else
+	bad "conv1 recomputed: --comm-stats' send/recv bytes ${got:-?}, the halo's are 5120"
+fi
+HM=tests/e2e/models/conv_halo.net HSTEPS=20
+# explain = --comm-stats where rank 0 is the busiest device: conv1 alone
+# split (H 2 ways), either shard sends 1024 bytes a row forward and 1024
+# back, 2 send/recvs an exchange
+ex=$("$NETC" explain $HM -D SH2=1 2>&1)
+if train hex 4 2 $HM -D SH2=1 -- --comm-stats &&
+	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hex.run.log") &&
+	calls=$(sed -n 's/^comm per step: .* \([0-9]*\) send\/recv, .*/\1/p' "$work/hex.run.log") &&
+	echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges, $got bytes the busiest" &&
+	echo "$ex" | grep -q "halo send/recv $calls x " && [ "$got" = 2048 ]; then
+	ok "explain = --comm-stats on one H split: $got bytes, $calls send/recvs a step"
+else
+	bad "explain != --comm-stats on one H split (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs)"
+	echo "$ex" | grep -E "halo" | sed 's/^/     | /'
 fi
 HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
@@ -134,16 +181,18 @@ halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2
 
 # The cost model prices the halo (passes/cost.c, cost_halo) and explain
 # shows it: conv_halo.net's conv1 (H 2 ways, 1 + 1 rows of [4, 4, -, 16]
-# f32 = 1024 bytes a row, 3 exchanges: either shard sends 3 rows) and
-# conv2 (H 4 ways, 1 + 0 rows of [8, 4, -, 16] = 2048 bytes, a middle
-# shard 3 rows), 9 send/recvs in all; and an input-channel split's
+# f32 = 1024 bytes a row, 2 exchanges (the forward's, the data
+# gradient's back; the weight gradient reads the forward's): either
+# shard sends 2 rows) and conv2 (H 4 ways, 1 + 0 rows of [8, 4, -, 16] =
+# 2048 bytes, a middle shard 2 rows), 6 send/recvs in all (3072, 6144
+# and 9 when the weight gradients exchanged again); and an input-channel split's
 # partial sums: conv_net.net -D CI=4 reduce-scatters the conv's [8, 8, 8,
 # 8] f32 output into 4 blocks, 3 x 1024 x 4 = 12288 bytes sent.
 ex=$("$NETC" explain tests/e2e/models/conv_halo.net 2>&1)
-if echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 3 exchanges, 3072 bytes the busiest" &&
-	echo "$ex" | grep -q "halo H split 4: 1 + 0 rows from the neighbours, 3 exchanges, 6144 bytes the busiest" &&
-	echo "$ex" | grep -q "halo send/recv 9 x 9 KiB"; then
-	ok "explain prices conv_halo.net's halos (3072 and 6144 bytes, 9 send/recvs a step)"
+if echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges, 2048 bytes the busiest" &&
+	echo "$ex" | grep -q "halo H split 4: 1 + 0 rows from the neighbours, 2 exchanges, 4096 bytes the busiest" &&
+	echo "$ex" | grep -q "halo send/recv 6 x 6 KiB"; then
+	ok "explain prices conv_halo.net's halos (2048 and 4096 bytes, 6 send/recvs a step)"
 else
 	bad "explain's halos on conv_halo.net"
 	echo "$ex" | grep -E "halo|by kind" | sed 's/^/     | /'

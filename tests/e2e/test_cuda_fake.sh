@@ -144,6 +144,10 @@ case_ resnet 2 NETC_COMM=host -- samples/resnet.net -D WIDTH=4 -D B=8 -D BLOCKS=
 case_ conv_channels 4 NETC_COMM=host -- $M/conv_net.net -D CI=2 -D CO=2
 case_ conv_halo 4 NETC_COMM=host -- $M/conv_halo.net
 case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
+# the weight gradient reads the forward's halo, one per micro-batch slot
+# (2 gpipe stages of 2 ranks, conv2 split by height)
+case_ conv_halo_mb 4 NETC_COMM=host -- $M/conv_halo.net -D train.micro_size=2 -D SH=1 -D SH2=2 \
+	-D pipeline_stages=2 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 # ring attention (issue 23): the query sequence split 4 ways, the K/V
@@ -222,9 +226,10 @@ nccl_case alltoall_hybrid_nccl 4 192 -- $M/alltoall_hybrid.net
 nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
 # conv2d's halos as NCCL sends between neighbours (nrt_shift): conv1 split
 # H 2 ways in 2 batch groups (1 row each way: 4 sends an exchange), conv2
-# H 4 ways (1 row forward: 3), each exchanged 3 times a step (forward,
-# weight gradient, data gradient): 21 sends a step, 84 in 4
-nccl_case conv_halo_nccl 4 84 -- $M/conv_halo.net
+# H 4 ways (1 row forward: 3), each exchanged twice a step (forward, data
+# gradient; the weight gradient reads the forward's halo): 14 sends a
+# step, 56 in 4
+nccl_case conv_halo_nccl 4 56 -- $M/conv_halo.net
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 # f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the

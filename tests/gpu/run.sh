@@ -281,6 +281,19 @@ for m in conv_halo pool_halo; do
 		bad "$m: the stand-alone reference (build or run failed)"
 	fi
 done
+# conv2d's weight gradient reads its forward's halo, kept per micro-batch
+# slot on the device: 2 gpipe stages of 2 ranks, both micro-batches'
+# forwards before their backwards, conv2 split by height. NOT YET RUN on a GPU.
+MB="-D train.micro_size=2 -D SH=1 -D SH2=2"
+# shellcheck disable=SC2086
+if build conv_halo_mb.ref $MODELS/conv_halo.net -D parallel_mode=stand_alone $MB --target cuda &&
+	run conv_halo_mb.ref 1 conv_halo_mb.ref --steps 5; then
+	# shellcheck disable=SC2086
+	mpar "conv_halo: the weight gradient's halo per micro-batch slot, 2 gpipe stages @4" conv_halo_mb.ref 4 \
+		$MODELS/conv_halo.net $MB -D pipeline_stages=2 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
+else
+	bad "conv_halo micro_size 2: the stand-alone reference (build or run failed)"
+fi
 mpar "data parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP
 mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP -D enable_parallel_optimizer=true
 # --trace (docs/cuda.md, The trace on the GPU): two fused buckets, the first

@@ -95,10 +95,10 @@ Test(conv, halo_rows)
 
 /* What the busiest shard sends per step (conv_halo_bytes): x [8, 4, 16,
  * 16] f32 split H k ways, a 3x3 window padded 1 (t = b = 1): a row is 8 x
- * 4 x 16 x 4 = 2048 bytes. The forward exchanges once; training adds
- * conv2d's weight gradient (again) and, where x has a gradient, the data
- * gradient's way back; a max pool's gradient reads the halo again, an
- * average pool's does not. */
+ * 4 x 16 x 4 = 2048 bytes. The forward exchanges once; conv2d's weight
+ * gradient reads the forward's halo (conv_halo_reuse), so training adds
+ * only, where x has a gradient, the data gradient's way back; a max
+ * pool's gradient reads the halo again, an average pool's does not. */
 Test(conv, halo_bytes)
 {
 	Shape xs = {.rank = 4, .d = {8, 4, 16, 16}};
@@ -108,18 +108,19 @@ Test(conv, halo_bytes)
 	int map[] = {-1, -1, 0, -1}, times;
 	Layout *l4 = layout_make(&arena, &xs, 1, dev, map, 0, 4), *l2 = layout_make(&arena, &xs, 1, dev2, map, 0, 2);
 	cr_assert(l4 && l2);
-	/* x is the data: forward and weight gradient; a middle shard sends a row each way */
-	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2 * (2048 + 2048));
-	cr_expect(times == 2 && dir[0] == 2048 && dir[1] == 2048);
+	/* x is the data: the forward's exchange alone (the weight gradient
+	 * reuses it); a middle shard sends a row each way */
+	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2048 + 2048);
+	cr_expect(times == 1 && dir[0] == 2048 && dir[1] == 2048);
 	cr_expect_eq(conv_halo_bytes(n, l4, false, &times, dir), 2048 + 2048);
 	cr_expect_eq(times, 1);
 	/* of two shards each sends one row an exchange */
-	cr_expect_eq(conv_halo_bytes(n, l2, true, &times, dir), 2 * 2048);
+	cr_expect_eq(conv_halo_bytes(n, l2, true, &times, dir), 2048);
 	/* x an operator's output: the data gradient's halo goes back too */
 	Value *h = graph_value(g, VK_NODE, "h", DT_F32, xs, loc_none());
 	n->in[0] = h;
-	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 3 * (2048 + 2048));
-	cr_expect_eq(times, 3);
+	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2 * (2048 + 2048));
+	cr_expect_eq(times, 2);
 	/* pools: a max pool's gradient reads x's halo again, an average's not */
 	Node *mp = graph_node(g, OP_MAX_POOL2D, &h, 1, loc_none()), *ap = graph_node(g, OP_AVG_POOL2D, &h, 1, loc_none());
 	mp->attr.conv = ap->attr.conv = n->attr.conv;
@@ -128,4 +129,38 @@ Test(conv, halo_bytes)
 	/* no split of H or W: no halo */
 	cr_expect_eq(conv_halo_bytes(n, layout_batch_split(&arena, &xs, 4), true, &times, dir), 0);
 	cr_expect_eq(times, 0);
+}
+
+/* conv2d's weight gradient reads its forward's halo where it reads the
+ * same x laid out the same way, and exchanges its own otherwise */
+Test(conv, halo_reuse)
+{
+	Shape xs = {.rank = 4, .d = {8, 4, 16, 16}}, ws = {.rank = 4, .d = {4, 4, 3, 3}};
+	Node *f = conv(xs, ws, attrs(1, 1, 1));
+	f->attr.conv.kh = f->attr.conv.kw = 3;
+	int64_t dev[] = {4};
+	int hmap[] = {-1, -1, 0, -1}, wmap[] = {-1, -1, -1, 0};
+	Layout *lh = layout_make(&arena, &xs, 1, dev, hmap, 0, 4), *lw = layout_make(&arena, &xs, 1, dev, wmap, 0, 4);
+	cr_assert(lh && lw);
+	f->in[0]->layout = lh;
+	Value *in[] = {f->out, f->in[0]};
+	Node *gw = graph_node(g, OP_CONV2D_GRAD_W, in, 2, loc_none());
+	gw->attr = f->attr;
+	gw->phase = PH_BACKWARD;
+	cr_expect_null(conv_halo_reuse(gw), "no forward node: its own exchange");
+	gw->fwd = f;
+	cr_expect_eq(conv_halo_reuse(gw), f);
+	/* x split by width in the gradient: another halo, exchanged again */
+	Value *x2 = graph_value(g, VK_INPUT, "x2", DT_F32, xs, loc_none());
+	x2->layout = lw;
+	gw->in[1] = x2;
+	cr_expect_null(conv_halo_reuse(gw));
+	/* the same layout of another tensor: not the forward's rows */
+	x2->layout = lh;
+	cr_expect_null(conv_halo_reuse(gw));
+	gw->in[1] = f->in[0];
+	cr_expect_eq(conv_halo_reuse(gw), f);
+	/* the data gradient and the pools' gradients never reuse */
+	gw->op = OP_CONV2D_GRAD_X;
+	cr_expect_null(conv_halo_reuse(gw));
 }
