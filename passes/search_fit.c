@@ -198,7 +198,7 @@ static const char *mode_words(SearchMode m)
 static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
 {
 	double factor = 1, lo = 1, hi = INFINITY; /* lo: the last factor that gave a plan; hi: the least that gave none */
-	int compiles = 1;
+	int compiles = 1, halved = 0; /* halved: at most twice, each a compilation of a model that may be GPT-3's */
 	memset(o, 0, sizeof *o);
 	o->least = -1;
 	for (;;) {
@@ -234,7 +234,7 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		factor = c->search_over ? want : fmax(factor * 1.05, want);
 		for (;;) {
 			if (factor >= hi) { /* past a factor that left nothing: between it and the last plan's */
-				if (hi < lo * 1.02)
+				if (hi < lo * 1.02 || halved++ == 2)
 					return FIT_NONE;
 				factor = (lo + hi) / 2;
 			}
