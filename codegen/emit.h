@@ -51,6 +51,9 @@ typedef struct Emit {
 	const char **swap;     /* by value id: another name to use for it (accumulated gradients) */
 	int *update_stage;     /* by value id, scheduled programs: the stage whose update reads this
 	                        * accumulated gradient (emit_sched_plan) */
+	uint64_t *used_by;     /* by value id, scheduled programs: a bit per stage whose nodes read or
+	                        * write it, ~0 where one's stage is unknown (emit_sched_plan; NULL: none) */
+	int nused_by;          /* the values it covers (later ones are scanned for) */
 	struct Routine *routines; /* MS_COMM_COMPILER_OPT: shared communication routines */
 	int nroutines, caproutines;
 	int routine_calls;     /* redistributions routed through a shared routine */

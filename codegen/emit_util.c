@@ -314,6 +314,8 @@ uint64_t sched_held_mask(const Emit *e, const Value *v)
 	if ((v->kind != VK_PARAM && v->kind != VK_STATE) || owner < 0 || owner >= g->nstages)
 		return ~(uint64_t)0;
 	uint64_t m = (uint64_t)1 << owner;
+	if (e->used_by && v->id < e->nused_by)
+		return m | e->used_by[v->id];
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		bool uses = n->writes == v;

@@ -189,10 +189,16 @@ static const char *mode_words(SearchMode m)
 /* While the compiled plan in c is over the limit, compiles again with the
  * search's estimate scaled by what the plan needed per byte estimated (at
  * least 5% more each time, at most 8 plans); each search starts from the
- * prices the earlier ones tried. */
+ * prices the earlier ones tried. One plan's ratio is not every plan's: a
+ * plan that fits may need fewer bytes than estimated where the one over
+ * needed more, so a factor under which nothing fits is not the end: the
+ * factor is halved back towards the last one that gave a plan (issue
+ * 28: at 11000 bytes the 13316-byte plan's 1.38 left none, where 1.19
+ * finds the 8708-byte plan that 9500 finds). */
 static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
 {
-	double factor = 1;
+	double factor = 1, lo = 1, hi = INFINITY; /* lo: the last factor that gave a plan; hi: the least that gave none */
+	int compiles = 1, halved = 0; /* halved: at most twice, each a compilation of a model that may be GPT-3's */
 	memset(o, 0, sizeof *o);
 	o->least = -1;
 	for (;;) {
@@ -224,9 +230,21 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		 * below 1: activations the fused kernels never keep) leaves room */
 		if (c->search_over && want >= factor)
 			return FIT_NONE;
+		lo = factor;
 		factor = c->search_over ? want : fmax(factor * 1.05, want);
-		if (o->plans == 8 || !compile_try(c, f, t, factor, true, L))
-			return FIT_NONE;
+		for (;;) {
+			if (factor >= hi) { /* past a factor that left nothing: between it and the last plan's */
+				if (hi < lo * 1.02 || halved++ == 2)
+					return FIT_NONE;
+				factor = (lo + hi) / 2;
+			}
+			if (compiles == 8)
+				return FIT_NONE;
+			compiles++;
+			if (compile_try(c, f, t, factor, true, L))
+				break;
+			hi = factor;
+		}
 	}
 }
 

@@ -149,18 +149,31 @@ fi
 # gpt.layers.N) or follows a single indexed instance (pre.0): recompute
 # is tried on the stack, and pipeline_stages = auto tries 2 and 4 stages.
 # Before: neither was found, "no plan fits" under 10-12 kB and 1 stage
-# only.
-for m in stack_nested:gpt.layers:10000 stack_after_single:layers:12000; do
+# only. (Since the fit halves a factor that left no plan back, plans
+# without recompute fit 10-12 kB: the limits are those where none does,
+# and where recompute, tried, does not fit either.)
+for m in stack_nested:gpt.layers:7000 stack_after_single:layers:8500; do
 	name=${m%%:*} stack=${m#*:} lim=${m##*:}
 	stack=${stack%:*}
-	"$NETC" explain --memory-limit $lim -D pipeline_stages=1 -D train.micro_size=1 tests/e2e/models/$name.net \
+	"$NETC" explain -v --memory-limit $lim -D pipeline_stages=1 -D train.micro_size=1 tests/e2e/models/$name.net \
 		>"$work/$name.txt" 2>&1
-	grep -q "^recompute chosen: the 4 repeated layers $stack.0 to $stack.3 are recomputed" "$work/$name.txt" && ok ||
-		bad "$name under $lim bytes: $(grep -m1 'error\|recompute chosen' "$work/$name.txt")"
+	grep -q "^netc: .*: no plan without recompute fits memory_limit = $lim; recomputing the 4 repeated layers $stack.0 to $stack.3 " \
+		"$work/$name.txt" && ok || bad "$name under $lim bytes: $(grep -m1 'error\|recomput' "$work/$name.txt")"
 	"$NETC" explain -v tests/e2e/models/$name.net >"$work/$name.auto" 2>&1
 	grep -q '^netc: .*: pipeline_stages = 4, micro_size = [0-9]*: at least [0-9]' "$work/$name.auto" && ok ||
 		bad "$name, pipeline_stages = auto: 4 stages not tried: $(grep -c 'at least' "$work/$name.auto") candidates"
 done
+# One plan's compiled/estimated ratio is not every plan's: at 11000 bytes
+# the search's first plan (9732 estimated) compiles to 13316, and the
+# estimate scaled by that 1.38 left no plan, though a plan of 8708 bytes
+# (found at 9500) fits. Before: "no plan fits ... least 11076 bytes".
+if "$NETC" explain --memory-limit 11000 -D pipeline_stages=1 -D train.micro_size=1 \
+	tests/e2e/models/stack_after_single.net >"$work/fit11k.txt" 2>&1; then
+	mem=$(largest "$work/fit11k.txt")
+	[ "${mem:-0}" -gt 0 ] && [ "$mem" -le 11000 ] && ok || bad "stack_after_single under 11000 bytes: '$mem' bytes"
+else
+	bad "stack_after_single under 11000 bytes: $(grep error "$work/fit11k.txt")"
+fi
 # GPT-3 under the default 80 GB: without recompute nothing fits (the hand
 # plan included); dynamic_programming recomputes the layers and its plan
 # fits, at most TOL x the hand plan with .recompute() on its layers
