@@ -139,27 +139,27 @@ HNP=4 HSTEPS=20
 # they exchanged again: conv1's 1024 and conv2's 2048 more). No halo rows
 # in the all-gathers (an all-gather of the edges would send (k - 1)x its
 # edge rows: 1024 + 6144 more than this)
-if train hbytes 4 2 $HM -- --comm-stats &&
-	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hbytes.run.log") &&
-	[ "$got" = 4096 ]; then
-	ok "conv2d H splits: --comm-stats' send/recv bytes are the halo's (4096 per step on rank 0)"
-else
-	bad "conv2d H splits: --comm-stats' send/recv bytes ${got:-?}, the halo's are 4096"
-	sed 's/^/     | /' "$work/hbytes.run.log" | head -4
-fi
+# sendrecv_bytes NAME WANT WHAT: NAME trained 2 steps on 4 ranks with
+# --comm-stats sends WANT bytes by send/recv per step on rank 0
+sendrecv_bytes() {
+	local got=
+	if train "$1" 4 2 $HM -- --comm-stats &&
+		got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/$1.run.log") &&
+		[ "$got" = "$2" ]; then
+		ok "$3: --comm-stats' send/recv bytes $2 per step on rank 0"
+	else
+		bad "$3: --comm-stats' send/recv bytes ${got:-?}, the halo's are $2"
+		sed 's/^/     | /' "$work/$1.run.log" | head -4
+	fi
+}
+sendrecv_bytes hbytes 4096 "conv2d H splits (the halo's)"
 # conv1 and its relu recomputed: the copy gathers conv1's halo again (1024
 # bytes more on rank 0: 5120), conv2's weight gradient reads the
 # forward's halo though its x is the recomputed copy (the same rows)
 sed 's/^\(h = relu(conv2d(h, w1, .*\))$/\1.recompute()).recompute()/' $HM >"$work/halo_rc.net"
 HM=$work/halo_rc.net HSTEPS=10
 halo "conv1 recomputed: conv2d H split 2 then H split 4 @4"
-if train hrc 4 2 $HM -- --comm-stats &&
-	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hrc.run.log") &&
-	[ "$got" = 5120 ]; then
-	ok "conv1 recomputed: --comm-stats' send/recv bytes 5120 per step on rank 0 (the copy's exchange)"
-else
-	bad "conv1 recomputed: --comm-stats' send/recv bytes ${got:-?}, the halo's are 5120"
-fi
+sendrecv_bytes hrc 5120 "conv1 recomputed (the copy's exchange)"
 HM=tests/e2e/models/conv_halo.net HSTEPS=20
 # explain = --comm-stats where rank 0 is the busiest device: conv1 alone
 # split (H 2 ways), either shard sends 1024 bytes a row forward and 1024
