@@ -39,9 +39,12 @@ else
 fi
 seeds=$B/fuzz/seeds
 mkdir -p "$work" "$seeds" || exit 1
-# the seed corpus: copies, flattened (names are the paths with / as _)
+# the seed corpus: copies, flattened (names are the paths with / as _),
+# each renamed into place, since `make fuzz-smoke` runs two of these at
+# once and a fuzzer must never read a copy half written
 for f in samples/*.net $(find tests -name '*.net' -not -path 'tests/fuzz/*'); do
-	cp "$f" "$seeds/$(printf '%s' "$f" | tr / _)"
+	to=$seeds/$(printf '%s' "$f" | tr / _)
+	cmp -s "$f" "$to" || { cp "$f" "$to.$$" && mv -f "$to.$$" "$to"; }
 done
 status=0
 for t in $targets; do
