@@ -161,23 +161,56 @@ HM=$work/halo_rc.net HSTEPS=10
 halo "conv1 recomputed: conv2d H split 2 then H split 4 @4"
 sendrecv_bytes hrc 5120 "conv1 recomputed (the copy's exchange)"
 HM=tests/e2e/models/conv_halo.net HSTEPS=20
+# explain_sendrecv TAG WHAT BYTES HALO -D ...: $HM with those constants
+# trained 2 steps on 4 ranks sends BYTES by send/recv a step on rank 0
+# (--comm-stats), explain's line HALO shows those bytes for the busiest
+# device and its send/recv count is --comm-stats'
+explain_sendrecv() {
+	local tag=$1 what=$2 want=$3 line=$4 ex got= calls=
+	shift 4
+	ex=$("$NETC" explain $HM "$@" 2>&1)
+	if train "$tag" 4 2 $HM "$@" -- --comm-stats &&
+		got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/$tag.run.log") &&
+		calls=$(sed -n 's/^comm per step: .* \([0-9]*\) send\/recv, .*/\1/p' "$work/$tag.run.log") &&
+		echo "$ex" | grep -q "$line, $got bytes the busiest" &&
+		echo "$ex" | grep -q "halo send/recv $calls x " && [ "$got" = "$want" ]; then
+		ok "explain = --comm-stats on $what: $got bytes, $calls send/recvs a step"
+	else
+		bad "explain != --comm-stats on $what (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs; want $want)"
+		echo "$ex" | grep -E "halo" | sed 's/^/     | /'
+	fi
+}
 # explain = --comm-stats where rank 0 is the busiest device: conv1 alone
 # split (H 2 ways), either shard sends 1024 bytes a row forward and 1024
 # back, 2 send/recvs an exchange
-ex=$("$NETC" explain $HM -D SH2=1 2>&1)
-if train hex 4 2 $HM -D SH2=1 -- --comm-stats &&
-	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hex.run.log") &&
-	calls=$(sed -n 's/^comm per step: .* \([0-9]*\) send\/recv, .*/\1/p' "$work/hex.run.log") &&
-	echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges, $got bytes the busiest" &&
-	echo "$ex" | grep -q "halo send/recv $calls x " && [ "$got" = 2048 ]; then
-	ok "explain = --comm-stats on one H split: $got bytes, $calls send/recvs a step"
-else
-	bad "explain != --comm-stats on one H split (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs)"
-	echo "$ex" | grep -E "halo" | sed 's/^/     | /'
-fi
+explain_sendrecv hex "one H split" 2048 "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges" -D SH2=1
 HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2
+# the max pool's gradient reads the forward's halo (f64: bit for bit but
+# rounding), one copy per micro-batch (gpipe on 2 stages: 0.8% off in the
+# loss with one buffer)
+HSTEPS=10
+halo "f64: max_pool2d H split 2, avg_pool2d W split 2, avg_pool2d H split 4 @4" --precision f64
+HNP=8
+# shellcheck disable=SC2086
+halo "f64, micro_size 2, gpipe on 2 stages: max_pool2d H split 2, avg_pools W 2, H 4 @8" $PP --precision f64
+HNP=4 HSTEPS=20
+# rank 0 is the first shard of every split: the max pool (3x3, stride 2,
+# padding 1: t = 1, b = 0) over [4 samples, 4 channels, 8 of 16 rows, 16
+# columns] sends its last row on in the forward, 4 x 4 x 16 x 4 = 1024
+# bytes, and no gradient back (it has no previous shard, and b = 0); its
+# gradient reads the forward's halo (2048 when it gathered again); the
+# average over W 2 ways (t = b = 1) of [8, 4, 8, 4 of 8 columns]: its
+# last column on, and the gradient of its right halo column to the shard
+# it came from, 2 x 8 x 4 x 8 x 4 = 2048; the average over H 4 ways of
+# [8, 4, 2 of 8 rows, 8]: the same, 2 x 8 x 4 x 8 x 4 = 2048; 5120 in all
+# (6144 before)
+sendrecv_bytes phbytes 5120 "pools' H and W splits (the halo's)"
+# the max pool alone split: the first shard sends its last row forward,
+# the last the gradient of its top halo back: 1024 bytes either
+explain_sendrecv phex "the max pool's H split" 1024 "halo H split 2: 1 + 0 rows from the neighbours, 2 exchanges" \
+	-D SW=1 -D SH2=1
 
 # The cost model prices the halo (passes/cost.c, cost_halo) and explain
 # shows it: conv_halo.net's conv1 (H 2 ways, 1 + 1 rows of [4, 4, -, 16]
