@@ -148,6 +148,12 @@ case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # (2 gpipe stages of 2 ranks, conv2 split by height)
 case_ conv_halo_mb 4 NETC_COMM=host -- $M/conv_halo.net -D train.micro_size=2 -D SH=1 -D SH2=2 \
 	-D pipeline_stages=2 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
+# the max pool's gradient reads the forward's halo too, one per slot (2
+# gpipe stages of 2 ranks: the max pool split by height 2 ways alone, the
+# averages W and H 2 ways)
+sed 's/((2, 1, SH, 1),)/((1, 1, SH, 1),)/' $M/pool_halo.net >"$work/pool_mb.net"
+case_ pool_halo_mb 4 NETC_COMM=host -- "$work/pool_mb.net" -D train.micro_size=2 -D SH2=2 \
+	-D pipeline_stages=2 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 # ring attention (issue 23): the query sequence split 4 ways, the K/V
