@@ -13,8 +13,9 @@
  * the kernels (a max never taken from it, an average's count as the
  * node's). The data gradients come out for the extended rows; the halo's
  * part is sent back to the shard it came from and added to its rows.
- * conv2d's weight gradient reads the forward's extended rows rather than
- * exchanging them again (ir/conv.h, conv_halo_reuse); for that a
+ * conv2d's weight gradient and a max pool's gradient read the forward's
+ * extended rows rather than exchanging them again (ir/conv.h,
+ * conv_halo_reuse); for that a
  * scheduled program keeps a forward's extended rows per activation slot,
  * as the micro-batch's activations are. Sits on emit_util.c. */
 #include <inttypes.h>
@@ -46,11 +47,11 @@ static void halo_buffer(Emit *e, const Node *n, const Halo *H, const char *what,
 
 /* Activation slots of a scheduled training program (the most any stage
  * keeps): a forward's extended rows live until its micro-batch's weight
- * gradient, while later micro-batches' forwards run */
+ * (max pool: data) gradient, while later micro-batches' forwards run */
 static int halo_slots(const Emit *e, const Node *n)
 {
 	int k = 1;
-	if (e->sched && !e->c->infer && n->op == OP_CONV2D)
+	if (e->sched && !e->c->infer && (n->op == OP_CONV2D || n->op == OP_MAX_POOL2D))
 		for (int st = 0; st < e->sched->nstages; st++)
 			if (e->sched->nslots[st] > k)
 				k = e->sched->nslots[st];
@@ -64,8 +65,9 @@ static const char *ext_of(Emit *e, const Node *n, const char *name, int64_t ext)
 	return arena_printf(&e->c->arena, "(%s_ext + (size_t)slot * %" PRId64 ")", name, ext);
 }
 
-/* The node's buffers (`grad`: the data gradient's too), or those of the
- * forward conv2d `reuse` whose extended rows it reads */
+/* The node's buffers (`grad`: the data gradient's too); its extended
+ * rows those of the forward `reuse` where it reads them (then it needs
+ * no exchange buffers of its own but for sending a gradient back) */
 static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, bool grad, const Node *reuse)
 {
 	const Shape *s = lshape(v);
@@ -76,16 +78,17 @@ static Halo halo_of(Emit *e, const Node *n, const Value *v, const ConvHalo *h, b
 		H.inner *= s->d[d];
 	H.comm = emit_comm(e, v->layout, 1u << v->layout->map[h->dim]);
 	int64_t row = H.outer * H.inner, ext = row * (h->t + h->n + h->b);
+	if (!reuse || grad) {
+		halo_buffer(e, n, &H, "send", row * (h->t > h->b ? h->t : h->b), false);
+		halo_buffer(e, n, &H, "top", row * (h->t ? h->t : 1), false);
+		halo_buffer(e, n, &H, "bot", row * (h->b ? h->b : 1), false);
+	}
 	if (reuse) {
-		H.name = arena_printf(&e->c->arena, "halo_%d", reuse->id);
-		H.ext = ext_of(e, reuse, H.name, ext);
+		H.ext = ext_of(e, reuse, arena_printf(&e->c->arena, "halo_%d", reuse->id), ext);
 		fprintf(e->out, "\t\t/* x's halo: the one %s gathered for this micro-batch */\n",
 		        op_info[reuse->op].name);
 	} else {
 		H.ext = ext_of(e, n, H.name, ext);
-		halo_buffer(e, n, &H, "send", row * (h->t > h->b ? h->t : h->b), false);
-		halo_buffer(e, n, &H, "top", row * (h->t ? h->t : 1), false);
-		halo_buffer(e, n, &H, "bot", row * (h->b ? h->b : 1), false);
 		halo_buffer(e, n, &H, "ext", ext * halo_slots(e, n), false);
 	}
 	if (grad) {
@@ -211,8 +214,9 @@ void emit_conv(Emit *e, const Node *n)
 	open_geom(e, n, lshape(xv), O);
 	const char *out = y;
 	if (halo) {
-		/* a weight gradient whose forward's halo cannot be reused (x
-		 * laid out otherwise: conv_halo_reuse) exchanges it again */
+		/* a weight or max pool gradient whose forward's halo cannot be
+		 * reused (x laid out otherwise: conv_halo_reuse) exchanges it
+		 * again */
 		const Node *reuse = conv_halo_reuse(n);
 		Halo H = halo_of(e, n, writes_x ? n->out : n->in[xi], &h, writes_x, reuse);
 		halo_geom(e, &H);

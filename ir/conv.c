@@ -269,10 +269,12 @@ const Node *conv_halo_reuse(const Node *n)
 	 * stage writes its own slot. Under recompute n->fwd is the original
 	 * conv, whose halo is still there (its copy, run again before the
 	 * backward, exchanges into its own buffer), and x may be the copy of
-	 * the forward's x: the same rows. */
-	const Node *f = n->op == OP_CONV2D_GRAD_W ? n->fwd : NULL;
+	 * the forward's x: the same rows. A max pool's gradient reads its
+	 * forward's the same way (its x is in[1], as the weight gradient's). */
+	Op fop = n->op == OP_CONV2D_GRAD_W ? OP_CONV2D : n->op == OP_MAX_POOL2D_GRAD ? OP_MAX_POOL2D : OP_COUNT;
+	const Node *f = fop != OP_COUNT ? n->fwd : NULL;
 	ConvHalo a, b;
-	if (!f || f->op != OP_CONV2D || !conv_layout_halo(f, f->in[0]->layout, &a) ||
+	if (!f || f->op != fop || !conv_layout_halo(f, f->in[0]->layout, &a) ||
 	    !conv_layout_halo(n, n->in[1]->layout, &b))
 		return NULL;
 	if (!same_rows(f->in[0], n->in[1]) || !layout_equiv(f->in[0]->layout, n->in[1]->layout) ||
@@ -292,13 +294,13 @@ int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exch
 	for (int d = 0; d < 4; d++)
 		if (d != h.dim)
 			row *= l->slice.d[d];
-	/* g exchanges gather x's halo (the forward, a max pool's gradient),
-	 * s = 1 sends the data gradient's back; the pools' gradients exist
-	 * only where x has a gradient. conv2d's weight gradient reads the
-	 * forward's halo (conv_halo_reuse: the sharding gives it the
+	/* g = 1 exchange gathers x's halo (the forward's), s = 1 sends the
+	 * data gradient's back; the pools' gradients exist only where x has
+	 * a gradient. conv2d's weight gradient and a max pool's gradient read
+	 * the forward's halo (conv_halo_reuse: the sharding gives them the
 	 * forward's x and layout) */
 	bool dx = training && has_grad(n->in[0]);
-	int64_t g = 1 + (dx && n->op == OP_MAX_POOL2D), s = dx;
+	int64_t g = 1, s = dx;
 	*exchanges = (int)(g + s);
 	dir_bytes[0] = h.t * row, dir_bytes[1] = h.b * row;
 	if (h.k > 2) /* a middle shard sends both ways */

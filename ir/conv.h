@@ -46,18 +46,18 @@ bool conv_halo(const Node *n, const Shape *x, int dim, int64_t k, ConvHalo *h, c
  * out as l: false where neither H nor W is split, or the split is not
  * one conv_halo accepts. */
 bool conv_layout_halo(const Node *n, const Layout *l, ConvHalo *h);
-/* The forward conv2d whose gathered halo (its [top | x | bottom] buffer)
- * conv2d's weight gradient n reads instead of exchanging x's halo again:
- * n's forward (a recomputed copy where the conv is recomputed), when it
- * reads the same x laid out the same way; NULL otherwise (then n
- * exchanges the halo itself). */
+/* The forward node whose gathered halo (its [top | x | bottom] buffer)
+ * n reads instead of exchanging x's halo again: conv2d's weight
+ * gradient's conv2d, a max pool gradient's max pool (a recomputed copy
+ * where the forward is recomputed), when it reads the same x laid out
+ * the same way; NULL otherwise (then n exchanges the halo itself). */
 const Node *conv_halo_reuse(const Node *n);
 /* The bytes the busiest shard sends per step for n's halo (a middle one:
  * t + b rows of its [N, C, -, W] (or [N, C, H, -]) slice an exchange;
  * of two shards, the first sends t rows where the last sends b),
  * the exchanges a step runs (the forward's; when training, where x has
- * a gradient, the data gradient's back, and a max pool's gradient's
- * again: conv2d's weight gradient reads the forward's, conv_halo_reuse), and each
+ * a gradient, the data gradient's back: conv2d's weight gradient and a
+ * max pool's gradient read the forward's, conv_halo_reuse), and each
  * direction's bytes an exchange (t rows forward, b back); 0 where n has
  * no halo under l. */
 int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exchanges, int64_t dir_bytes[2]);

@@ -168,12 +168,14 @@ static void elim_leaf(Dp *D, int v, int fid)
  * stack are identical, so their interiors eliminate to the same tables
  * (the same numbers in the same order: bit for bit) and the n^3 work is
  * done once per distinct layer (issue 28: GPT-3's 96 layers, 8 kinds, one
- * per pipeline stage's memory weight). Keyed by two independent 64-bit
- * hashes of the inputs' bits: a collision of both is not a practical
- * concern against the 2^-128 it needs. */
+ * per pipeline stage's memory weight). Found by two 64-bit hashes of the
+ * inputs' bits, and reused only where the inputs are those bits: an entry
+ * whose hashes collide with another's is another entry (it used to take
+ * the slot over where the sizes differed, leaking the table it held). */
 typedef struct SeriesMemo {
 	uint64_t h1, h2;   /* 0, 0: empty slot */
-	int nu, nw;
+	int nu, nv, nw;
+	double *key;       /* the inputs: v's costs [nv], av [nv, nu], bv [nv, nw] (malloc'd) */
 	double *M;         /* the result table, a reference held (Mat) */
 	int *arg;          /* [cu * nw + cw], in the pass's arena */
 } SeriesMemo;
@@ -196,7 +198,16 @@ static void hash_doubles(uint64_t *h1, uint64_t *h2, const double *x, size_t n)
 	*h1 = a, *h2 = b;
 }
 
-static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2)
+static size_t memo_key_len(int nu, int nv, int nw) { return (size_t)nv * (1 + (size_t)nu + (size_t)nw); }
+
+static bool memo_holds(const SeriesMemo *m, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const double *key)
+{
+	return m->h1 == h1 && m->h2 == h2 && m->nu == nu && m->nv == nv && m->nw == nw &&
+	       memcmp(m->key, key, sizeof(double) * memo_key_len(nu, nv, nw)) == 0;
+}
+
+/* The entry of these inputs, or the empty slot where it goes */
+static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const double *key)
 {
 	if (2 * (D->nmemo + 1) > D->capmemo) { /* grow, rehash */
 		size_t cap = D->capmemo ? 2 * D->capmemo : 64;
@@ -214,15 +225,17 @@ static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2)
 		D->memo = t, D->capmemo = cap;
 	}
 	size_t h = (size_t)h1 & (D->capmemo - 1);
-	while (D->memo[h].M && !(D->memo[h].h1 == h1 && D->memo[h].h2 == h2))
+	while (D->memo[h].M && !memo_holds(&D->memo[h], h1, h2, nu, nv, nw, key))
 		h = (h + 1) & (D->capmemo - 1);
 	return &D->memo[h];
 }
 
 static void memo_free(Dp *D)
 {
-	for (size_t i = 0; i < D->capmemo; i++)
+	for (size_t i = 0; i < D->capmemo; i++) {
 		mat_free(D->memo[i].M);
+		free(D->memo[i].key);
+	}
 	free(D->memo);
 }
 
@@ -235,8 +248,9 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	/* v's rows of a and b, contiguous over u and w: the inner loop runs
 	 * along a row without branches (the elimination is nearly all of a
 	 * pass's time: GPT-3's 2,119 operators, 0.37 s a pass before) */
-	double *av = xmalloc(sizeof(double) * (size_t)nv * nu);
-	double *bv = xmalloc(sizeof(double) * (size_t)nv * nw);
+	double *key = xmalloc(sizeof(double) * memo_key_len(nu, nv, nw));
+	double *av = key + nv, *bv = av + (size_t)nv * nu;
+	memcpy(key, D->cost[v], sizeof(double) * (size_t)nv);
 	for (int cv = 0; cv < nv; cv++)
 		for (int cu = 0; cu < nu; cu++)
 			av[(size_t)cv * nu + cu] = fM(a, v, cv, cu);
@@ -247,14 +261,13 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	if (!D->s->dp_no_memo && (double)nu * nv * nw >= SERIES_MEMO_MIN_WORK) {
 		uint64_t h1 = 0xCBF29CE484222325ull ^ ((uint64_t)nu << 40 | (uint64_t)nv << 20 | (uint64_t)nw);
 		uint64_t h2 = 0x632BE59BD9B4E019ull + ((uint64_t)nw << 40 | (uint64_t)nv << 20 | (uint64_t)nu);
-		hash_doubles(&h1, &h2, D->cost[v], (size_t)nv);
-		hash_doubles(&h1, &h2, av, (size_t)nv * nu);
-		hash_doubles(&h1, &h2, bv, (size_t)nv * nw);
+		hash_doubles(&h1, &h2, key, memo_key_len(nu, nv, nw));
 		h1 |= 1; /* never the empty key */
-		slot = memo_slot(D, h1, h2);
-		if (slot->M && slot->nu == nu && slot->nw == nw) {
-			free(av);
-			free(bv);
+		if (D->s->dp_memo_collide)
+			h1 = 1, h2 = 0;
+		slot = memo_slot(D, h1, h2, nu, nv, nw, key);
+		if (slot->M) {
+			free(key);
 			e.arg = slot->arg;
 			D->s->dp_series_reused++;
 			a->alive = b->alive = false;
@@ -286,12 +299,12 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 			}
 		}
 	}
-	free(av);
-	free(bv);
 	if (slot) {
-		slot->nu = nu, slot->nw = nw, slot->arg = e.arg;
+		slot->nu = nu, slot->nv = nv, slot->nw = nw, slot->key = key, slot->arg = e.arg;
 		slot->M = mat_share(M);
 		D->nmemo++;
+	} else {
+		free(key);
 	}
 	a->alive = b->alive = false;
 	mat_free(a->M);

@@ -103,9 +103,10 @@ typedef struct Search {
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
 	 * found already computed (identical layers); tests set dp_no_memo to
-	 * compute every one */
+	 * compute every one, dp_memo_collide to give every one the same
+	 * hashes (the memo must tell them apart by their inputs) */
 	int dp_series_computed, dp_series_reused;
-	bool dp_no_memo;
+	bool dp_no_memo, dp_memo_collide;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	SearchPrices *prices; /* NULL: dynamic_programming keeps no record of its prices */
 	/* a memory fit follows (search_fit.c): where nothing fits the limit,

@@ -134,21 +134,38 @@ static void softmax_grad(int64_t outer, int64_t n, int64_t inner, bool lg, const
 
 /* ---- layer norm ---------------------------------------------------------------- */
 
-/* The CPU's row_stats: mean and 1/sqrt(biased var + eps) of x[0..n), two
- * passes in double, by the whole block. */
-template <typename T> __device__ inline void block_row_stats(int64_t n, const T *x, double eps, double *mean, double *rstd)
+/* The CPU's row_stats' second pass: 1/sqrt(biased var + eps) of x[0..n)
+ * about its mean m, in double, by the whole block. */
+template <typename T> __device__ inline double block_row_rstd(int64_t n, const T *x, double m, double eps)
 {
-	double s = 0, ss = 0;
-	NRT_BLOCK_LOOP(i, n) s += x[i];
-	s = block_sum(s);
-	double m = n ? s / n : 0;
+	double ss = 0;
 	NRT_BLOCK_LOOP(i, n) {
 		double d = x[i] - m;
 		ss += d * d;
 	}
 	ss = block_sum(ss);
-	*mean = m;
-	*rstd = 1 / sqrt((n ? ss / n : 0) + eps);
+	return 1 / sqrt((n ? ss / n : 0) + eps);
+}
+
+/* The CPU's row_stats: mean and 1/sqrt(biased var + eps) of x[0..n), two
+ * passes in double, by the whole block. */
+template <typename T> __device__ inline void block_row_stats(int64_t n, const T *x, double eps, double *mean, double *rstd)
+{
+	double s = 0;
+	NRT_BLOCK_LOOP(i, n) s += x[i];
+	s = block_sum(s);
+	*mean = n ? s / n : 0;
+	*rstd = block_row_rstd(n, x, *mean, eps);
+}
+
+/* y = gamma (x - m) rs + beta over a row, either optional */
+template <typename T, typename S>
+__device__ inline void block_norm_row(int64_t n, const S *x, T m, T rs, const S *gamma, const S *beta, S *y)
+{
+	NRT_BLOCK_LOOP(c, n) {
+		T xh = ((T)x[c] - m) * rs;
+		y[c] = (gamma ? (T)gamma[c] * xh : xh) + (beta ? (T)beta[c] : (T)0);
+	}
 }
 
 template <typename T, typename S = T>
@@ -156,15 +173,40 @@ __global__ void k_layer_norm(int64_t rows, int64_t cols, double eps, const S *x,
 {
 	NRT_ROW_LOOP(r, rows) {
 		const S *xr = x + r * cols;
-		S *yr = y + r * cols;
 		double mean, rstd;
 		block_row_stats(cols, xr, eps, &mean, &rstd);
-		T m = (T)mean, rs = (T)rstd;
-		NRT_BLOCK_LOOP(c, cols) {
-			T xh = ((T)xr[c] - m) * rs;
-			yr[c] = (gamma ? (T)gamma[c] * xh : xh) + (beta ? (T)beta[c] : (T)0);
-		}
+		block_norm_row<T>(cols, xr, (T)mean, (T)rstd, gamma, beta, y + r * cols);
 	}
+}
+
+/* One row's terms of the layer norm's input gradient: its statistics and
+ * the means of g = dy gamma and of g xhat, so that dx = rs (g - mg - xhat
+ * mgx) (ln_dx) */
+template <typename T> struct LnGradRow {
+	T m, rs, mg, mgx;
+};
+
+template <typename T, typename S>
+__device__ inline LnGradRow<T> block_ln_grad_row(int64_t cols, double eps, const S *dyr, const S *xr, const S *gamma)
+{
+	double mean, rstd, sg = 0, sgx = 0;
+	block_row_stats(cols, xr, eps, &mean, &rstd);
+	NRT_BLOCK_LOOP(c, cols) {
+		double g = gamma ? (double)(T)dyr[c] * (T)gamma[c] : (double)(T)dyr[c];
+		sg += g;
+		sgx += g * ((T)xr[c] - mean) * rstd;
+	}
+	sg = block_sum(sg);
+	sgx = block_sum(sgx);
+	return LnGradRow<T>{(T)mean, (T)rstd, (T)(sg / cols), (T)(sgx / cols)};
+}
+
+template <typename T, typename S>
+__device__ inline T ln_dx(const LnGradRow<T> &k, int64_t c, const S *dyr, const S *xr, const S *gamma)
+{
+	T g = gamma ? (T)dyr[c] * (T)gamma[c] : (T)dyr[c];
+	T xh = ((T)xr[c] - k.m) * k.rs;
+	return k.rs * (g - k.mg - xh * k.mgx);
 }
 
 template <typename T, typename S = T>
@@ -174,38 +216,24 @@ __global__ void k_layer_norm_grad_x(int64_t rows, int64_t cols, double eps, cons
 	NRT_ROW_LOOP(r, rows) {
 		const S *xr = x + r * cols, *dyr = dy + r * cols;
 		S *dxr = dx + r * cols;
-		double mean, rstd, sg = 0, sgx = 0;
-		block_row_stats(cols, xr, eps, &mean, &rstd);
-		NRT_BLOCK_LOOP(c, cols) {
-			double g = gamma ? (double)(T)dyr[c] * (T)gamma[c] : (double)(T)dyr[c];
-			sg += g;
-			sgx += g * ((T)xr[c] - mean) * rstd;
-		}
-		sg = block_sum(sg);
-		sgx = block_sum(sgx);
-		T m = (T)mean, rs = (T)rstd;
-		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
-		NRT_BLOCK_LOOP(c, cols) {
-			T g = gamma ? (T)dyr[c] * (T)gamma[c] : (T)dyr[c];
-			T xh = ((T)xr[c] - m) * rs;
-			dxr[c] = rs * (g - mg - xh * mgx);
-		}
+		LnGradRow<T> k = block_ln_grad_row<T>(cols, eps, dyr, xr, gamma);
+		NRT_BLOCK_LOOP(c, cols) dxr[c] = ln_dx(k, c, dyr, xr, gamma);
 	}
 }
 
 /* A residual add and the layer norm of its sum (nrt_add_layer_norm): the
  * block writes each element of h once, rounded to S as the unfused add
  * stores it, and sums the rounded values for the mean on the way; the
- * variance and the output read back the block's own writes (L1/L2), the
- * statistics as block_row_stats computes them. h may be x or a. */
+ * variance and the output read back the block's own writes (L1/L2), with
+ * the plain layer norm's second pass and normalisation. h may be x or a. */
 template <typename T, typename S = T>
 __global__ void k_add_layer_norm(int64_t rows, int64_t cols, double eps, const S *x, const S *a, const S *gamma,
                                  const S *beta, S *h, S *y)
 {
 	NRT_ROW_LOOP(r, rows) {
 		const S *xr = x + r * cols, *ar = a + r * cols;
-		S *hr = h + r * cols, *yr = y + r * cols;
-		double s = 0, ss = 0;
+		S *hr = h + r * cols;
+		double s = 0;
 		NRT_BLOCK_LOOP(c, cols) {
 			S v = (S)((T)xr[c] + (T)ar[c]);
 			hr[c] = v;
@@ -213,16 +241,8 @@ __global__ void k_add_layer_norm(int64_t rows, int64_t cols, double eps, const S
 		}
 		s = block_sum(s);
 		double mean = s / cols;
-		NRT_BLOCK_LOOP(c, cols) {
-			double d = (T)hr[c] - mean;
-			ss += d * d;
-		}
-		ss = block_sum(ss);
-		T m = (T)mean, rs = (T)(1 / sqrt(ss / cols + eps));
-		NRT_BLOCK_LOOP(c, cols) {
-			T xh = ((T)hr[c] - m) * rs;
-			yr[c] = (gamma ? (T)gamma[c] * xh : xh) + (beta ? (T)beta[c] : (T)0);
-		}
+		double rstd = block_row_rstd(cols, (const S *)hr, mean, eps);
+		block_norm_row<T>(cols, (const S *)hr, (T)mean, (T)rstd, gamma, beta, y + r * cols);
 	}
 }
 
@@ -237,21 +257,9 @@ __global__ void k_layer_norm_grad_x_add(int64_t rows, int64_t cols, double eps, 
 	NRT_ROW_LOOP(r, rows) {
 		const S *xr = x + r * cols, *dyr = dy + r * cols, *rr = rsd + r * cols;
 		S *dxr = dx + r * cols;
-		double mean, rstd, sg = 0, sgx = 0;
-		block_row_stats(cols, xr, eps, &mean, &rstd);
+		LnGradRow<T> k = block_ln_grad_row<T>(cols, eps, dyr, xr, gamma);
 		NRT_BLOCK_LOOP(c, cols) {
-			double g = gamma ? (double)(T)dyr[c] * (T)gamma[c] : (double)(T)dyr[c];
-			sg += g;
-			sgx += g * ((T)xr[c] - mean) * rstd;
-		}
-		sg = block_sum(sg);
-		sgx = block_sum(sgx);
-		T m = (T)mean, rs = (T)rstd;
-		T mg = (T)(sg / cols), mgx = (T)(sgx / cols);
-		NRT_BLOCK_LOOP(c, cols) {
-			T g = gamma ? (T)dyr[c] * (T)gamma[c] : (T)dyr[c];
-			T xh = ((T)xr[c] - m) * rs;
-			S d = (S)(rs * (g - mg - xh * mgx));
+			S d = (S)ln_dx(k, c, dyr, xr, gamma);
 			dxr[c] = (S)((T)rr[c] + (T)d);
 		}
 	}

@@ -161,23 +161,48 @@ HM=$work/halo_rc.net HSTEPS=10
 halo "conv1 recomputed: conv2d H split 2 then H split 4 @4"
 sendrecv_bytes hrc 5120 "conv1 recomputed (the copy's exchange)"
 HM=tests/e2e/models/conv_halo.net HSTEPS=20
+# explain_sendrecv TAG WHAT BYTES HALO -D ...: $HM with those constants
+# trained 2 steps on 4 ranks sends BYTES by send/recv a step on rank 0
+# (--comm-stats), explain's line HALO shows those bytes for the busiest
+# device and its send/recv count is --comm-stats'
+explain_sendrecv() {
+	local tag=$1 what=$2 want=$3 line=$4 ex got= calls=
+	shift 4
+	ex=$("$NETC" explain $HM "$@" 2>&1)
+	if train "$tag" 4 2 $HM "$@" -- --comm-stats &&
+		got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/$tag.run.log") &&
+		calls=$(sed -n 's/^comm per step: .* \([0-9]*\) send\/recv, .*/\1/p' "$work/$tag.run.log") &&
+		echo "$ex" | grep -q "$line, $got bytes the busiest" &&
+		echo "$ex" | grep -q "halo send/recv $calls x " && [ "$got" = "$want" ]; then
+		ok "explain = --comm-stats on $what: $got bytes, $calls send/recvs a step"
+	else
+		bad "explain != --comm-stats on $what (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs; want $want)"
+		echo "$ex" | grep -E "halo" | sed 's/^/     | /'
+	fi
+}
 # explain = --comm-stats where rank 0 is the busiest device: conv1 alone
 # split (H 2 ways), either shard sends 1024 bytes a row forward and 1024
 # back, 2 send/recvs an exchange
-ex=$("$NETC" explain $HM -D SH2=1 2>&1)
-if train hex 4 2 $HM -D SH2=1 -- --comm-stats &&
-	got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/hex.run.log") &&
-	calls=$(sed -n 's/^comm per step: .* \([0-9]*\) send\/recv, .*/\1/p' "$work/hex.run.log") &&
-	echo "$ex" | grep -q "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges, $got bytes the busiest" &&
-	echo "$ex" | grep -q "halo send/recv $calls x " && [ "$got" = 2048 ]; then
-	ok "explain = --comm-stats on one H split: $got bytes, $calls send/recvs a step"
-else
-	bad "explain != --comm-stats on one H split (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs)"
-	echo "$ex" | grep -E "halo" | sed 's/^/     | /'
-fi
+explain_sendrecv hex "one H split" 2048 "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges" -D SH2=1
 HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2
+# the max pool's gradient reads the forward's halo, one copy per
+# micro-batch (gpipe on 2 stages, f64: 0.8% off in the loss with one
+# buffer)
+HNP=8 HSTEPS=6
+# shellcheck disable=SC2086
+halo "f64, micro_size 2, gpipe on 2 stages: max_pool2d H split 2, avg_pools W 2, H 4 @8" $PP --precision f64
+HNP=4 HSTEPS=20
+# the max pool alone split (by batch 2 and height 2; 3x3, stride 2,
+# padding 1: t = 1, b = 0): rank 0, the first shard of a batch half's [4
+# samples, 4 channels, 8 of 16 rows, 16 columns], sends its last row on
+# in the forward, 4 x 4 x 16 x 4 = 1024 bytes, and no gradient back (no
+# shard before it; b = 0), its gradient reading the forward's halo (2048
+# when it gathered again); the last shard sends its top halo's gradient
+# back, 1024 too. explain's busiest device and send/recv count agree
+explain_sendrecv phex "the max pool's H split" 1024 "halo H split 2: 1 + 0 rows from the neighbours, 2 exchanges" \
+	-D SW=1 -D SH2=1
 
 # The cost model prices the halo (passes/cost.c, cost_halo) and explain
 # shows it: conv_halo.net's conv1 (H 2 ways, 1 + 1 rows of [4, 4, -, 16]

@@ -148,6 +148,12 @@ case_ pool_halo 4 NETC_COMM=host -- $M/pool_halo.net
 # (2 gpipe stages of 2 ranks, conv2 split by height)
 case_ conv_halo_mb 4 NETC_COMM=host -- $M/conv_halo.net -D train.micro_size=2 -D SH=1 -D SH2=2 \
 	-D pipeline_stages=2 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
+# the max pool's gradient reads the forward's halo too, one per slot (2
+# gpipe stages of 2 ranks: the max pool split by height 2 ways alone, the
+# averages W and H 2 ways)
+sed 's/((2, 1, SH, 1),)/((1, 1, SH, 1),)/' $M/pool_halo.net >"$work/pool_mb.net"
+case_ pool_halo_mb 4 NETC_COMM=host -- "$work/pool_mb.net" -D train.micro_size=2 -D SH2=2 \
+	-D pipeline_stages=2 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
 # parameter servers: 4 workers + 2 servers, the servers' kernels on "device" buffers
 case_ ps 6 NETC_COMM=host -- samples/ps_mlp.net
 # ring attention (issue 23): the query sequence split 4 ways, the K/V
@@ -164,10 +170,12 @@ case_ attention_ring_o2 4 NETC_COMM=host -- $M/attention_seq4.net -D train.amp_l
 # rounds, the redistributions as NCCL collectives with device regrouping,
 # AllToAll as grouped sends and receives. Each must also count the CPU's
 # --comm-stats, and the stand-in's log (FAKE_NCCL_LOG) must show that
-# NCCL moved the data: at least MIN point-to-point sends, or collectives.
-# nccl_case NAME NP MIN -- NETC ARGS
+# NCCL moved the data: collectives, and exactly SENDS point-to-point sends
+# over the ranks in the 4 steps (0: collectives only), so that a send too
+# many fails as one too few.
+# nccl_case NAME NP SENDS -- NETC ARGS
 nccl_case() {
-	local name=$1 np=$2 min=$3 sends colls
+	local name=$1 np=$2 want=$3 sends colls
 	shift 4
 	pair "$name" "$@" || return
 	if ! run "$name.cpu" "$np" "$name.c" --comm-stats ||
@@ -180,14 +188,17 @@ nccl_case() {
 	colls=$(awk '/^fake NCCL: world rank/ {s += $(NF-8)} END {print s + 0}' "$work/$name.g.run")
 	if [ "$(grep '^comm per step' "$work/$name.g.run")" != "$(grep '^comm per step' "$work/$name.c.run")" ]; then
 		bad "$name: --comm-stats differ: $(grep '^comm per step' "$work/$name.g.run") (CPU: $(grep '^comm per step' "$work/$name.c.run"))"
-	elif [ "$sends" -ge "$min" ] && [ "$colls" -gt 0 ]; then
+	elif [ "$sends" -eq "$want" ] && [ "$colls" -gt 0 ]; then
 		ok "$name: through NCCL ($sends sends, $colls collectives over the ranks), --comm-stats as the CPU's"
 	else
-		bad "$name: not through NCCL ($sends sends, want $min; $colls collectives)"
+		bad "$name: not through NCCL as planned ($sends sends, want $want; $colls collectives)"
 	fi
 }
 I='-D pipeline_config={pipeline_interleave=true}'
-nccl_case pipe2_1f1b 4 32 -- $P/deep.net
+# 2 stages of 2 ranks, 4 micro-batches: each stage-0 rank sends each
+# micro-batch's activation on, each stage-1 rank its gradient back: 16 a
+# step, 64 in 4
+nccl_case pipe2_1f1b 4 64 -- $P/deep.net
 # A pipeline's loss (issue 22.3) is read back (one wait per micro-batch on
 # the last stage) and summed over the world (two more on every rank) only
 # on the steps the log wants, on every rank alike: 10 more steps of the
@@ -213,16 +224,26 @@ if [ "$d1" -eq 0 ] && [ "$d2" -eq 32 ] && [ -n "$pc" ] && [ "$pg" = "$pc" ]; the
 else
 	bad "pipeline loss reads in 10 more steps: $d1 unprinted (want 0), $d2 printing every 5 (want 32); printed '$pg' (CPU '$pc')"
 fi
-nccl_case pipe4_1f1b 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
-nccl_case pipe4_interleaved 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
-nccl_case pipe2_tied 4 32 -- $P/staged.net
+# 4 stages of 2, 8 micro-batches: 3 boundaries x 2 ranks x 2 ways x 8 =
+# 96 a step, 384 in 4; interleaved, 2 chunks a rank: 7 boundaries, 224 a
+# step, 896
+nccl_case pipe4_1f1b 8 384 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
+nccl_case pipe4_interleaved 8 896 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
+# the tied table: each stage-0 rank sends, a step, the table once and each
+# of the 4 micro-batches' activation and labels (9), each stage-1 rank
+# each micro-batch's activation gradient and the table's gradient once
+# (8): 34 a step, 136 in 4, and the table once more from each stage-0
+# rank before the save: 138
+nccl_case pipe2_tied 4 138 -- $P/staged.net
 nccl_case transformer_nccl 8 0 -- samples/transformer.net
 # (3 AllToAlls a step since the backward follows the forward's device
 # matrix, issue 30 item 1: 192 sends on 8 ranks; 864 collectives)
-nccl_case transformer_a2a 8 150 -- samples/transformer.net -D enable_alltoall=true
+nccl_case transformer_a2a 8 192 -- samples/transformer.net -D enable_alltoall=true
 # hand-written all_to_all with split_dim / concat_dim (issue 21.2); layerwise
-# pieces in the parts of a group, their copies summed (issue 21.8)
-nccl_case alltoall_hybrid_nccl 4 192 -- $M/alltoall_hybrid.net
+# pieces in the parts of a group, their copies summed (issue 21.8): 2
+# all_to_alls forward and 2 back a step, each a send from every rank to
+# each of the 4 (itself included): 64 a step, 256 in 4
+nccl_case alltoall_hybrid_nccl 4 256 -- $M/alltoall_hybrid.net
 nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
 # conv2d's halos as NCCL sends between neighbours (nrt_shift): conv1 split
 # H 2 ways in 2 batch groups (1 row each way: 4 sends an exchange), conv2
@@ -230,6 +251,12 @@ nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
 # gradient; the weight gradient reads the forward's halo): 14 sends a
 # step, 56 in 4
 nccl_case conv_halo_nccl 4 56 -- $M/conv_halo.net
+# the pools' halos: the max pool (N 2 x H 2, t = 1, b = 0) 1 send forward
+# and 1 back in each batch half (4; its gradient reads the forward's halo,
+# 6 when it gathered again), the average over W 2 ways (t = b = 1,
+# replicated twice) 2 sends forward and 2 back in each copy (8), over H 4
+# ways 3 + 3 forward and as many back (12): 24 a step, 96 in 4 (104 before)
+nccl_case pool_halo_nccl 4 96 -- $M/pool_halo.net
 nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
 	-D gradients_mean=true -D enable_parallel_optimizer=true
 # f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the

@@ -97,8 +97,9 @@ Test(conv, halo_rows)
  * 16] f32 split H k ways, a 3x3 window padded 1 (t = b = 1): a row is 8 x
  * 4 x 16 x 4 = 2048 bytes. The forward exchanges once; conv2d's weight
  * gradient reads the forward's halo (conv_halo_reuse), so training adds
- * only, where x has a gradient, the data gradient's way back; a max
- * pool's gradient reads the halo again, an average pool's does not. */
+ * only, where x has a gradient, the data gradient's way back; the
+ * pools' gradients read no halo of their own (a max pool's reads the
+ * forward's, an average pool's needs none). */
 Test(conv, halo_bytes)
 {
 	Shape xs = {.rank = 4, .d = {8, 4, 16, 16}};
@@ -121,10 +122,13 @@ Test(conv, halo_bytes)
 	n->in[0] = h;
 	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2 * (2048 + 2048));
 	cr_expect_eq(times, 2);
-	/* pools: a max pool's gradient reads x's halo again, an average's not */
+	/* pools: the forward's gather and the data gradient's way back (a
+	 * max pool's gradient reads the forward's halo: 3 x 4096 when it
+	 * gathered again) */
 	Node *mp = graph_node(g, OP_MAX_POOL2D, &h, 1, loc_none()), *ap = graph_node(g, OP_AVG_POOL2D, &h, 1, loc_none());
 	mp->attr.conv = ap->attr.conv = n->attr.conv;
-	cr_expect_eq(conv_halo_bytes(mp, l4, true, &times, dir), 3 * 4096);
+	cr_expect_eq(conv_halo_bytes(mp, l4, true, &times, dir), 2 * 4096);
+	cr_expect_eq(times, 2);
 	cr_expect_eq(conv_halo_bytes(ap, l4, true, &times, dir), 2 * 4096);
 	/* no split of H or W: no halo */
 	cr_expect_eq(conv_halo_bytes(n, layout_batch_split(&arena, &xs, 4), true, &times, dir), 0);
@@ -160,7 +164,42 @@ Test(conv, halo_reuse)
 	cr_expect_null(conv_halo_reuse(gw));
 	gw->in[1] = f->in[0];
 	cr_expect_eq(conv_halo_reuse(gw), f);
-	/* the data gradient and the pools' gradients never reuse */
+	/* the data gradient never reuses */
 	gw->op = OP_CONV2D_GRAD_X;
 	cr_expect_null(conv_halo_reuse(gw));
+}
+
+/* a max pool's gradient (dy, x) reads its forward's halo as conv2d's
+ * weight gradient does; an average pool's gradient reads no x */
+Test(conv, pool_halo_reuse)
+{
+	Shape xs = {.rank = 4, .d = {8, 4, 16, 16}};
+	int64_t dev[] = {4};
+	int hmap[] = {-1, -1, 0, -1}, wmap[] = {-1, -1, -1, 0};
+	Layout *lh = layout_make(&arena, &xs, 1, dev, hmap, 0, 4), *lw = layout_make(&arena, &xs, 1, dev, wmap, 0, 4);
+	cr_assert(lh && lw);
+	Value *x = graph_value(g, VK_NODE, "h", DT_F32, xs, loc_none());
+	x->layout = lh;
+	Node *f = graph_node(g, OP_MAX_POOL2D, &x, 1, loc_none());
+	f->attr.conv = attrs(1, 1, 1);
+	f->attr.conv.kh = f->attr.conv.kw = 3;
+	Value *in[] = {f->out, x};
+	Node *gp = graph_node(g, OP_MAX_POOL2D_GRAD, in, 2, loc_none());
+	gp->attr = f->attr;
+	gp->phase = PH_BACKWARD;
+	cr_expect_null(conv_halo_reuse(gp), "no forward node: its own exchange");
+	gp->fwd = f;
+	cr_expect_eq(conv_halo_reuse(gp), f);
+	/* x split by width in the gradient: exchanged again */
+	Value *x2 = graph_value(g, VK_NODE, "h2", DT_F32, xs, loc_none());
+	x2->layout = lw;
+	gp->in[1] = x2;
+	cr_expect_null(conv_halo_reuse(gp));
+	/* a forward of another kind: not this gradient's halo */
+	gp->in[1] = x;
+	f->op = OP_AVG_POOL2D;
+	cr_expect_null(conv_halo_reuse(gp));
+	f->op = OP_MAX_POOL2D;
+	gp->op = OP_AVG_POOL2D_GRAD;
+	cr_expect_null(conv_halo_reuse(gp));
 }
