@@ -291,6 +291,12 @@ ParameterizedTestParameters(redist, table)
 		{"move-a2a", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(4), V(-1, 0), 0), true, "AllToAll(dim 0->1, 4)", 48},
 		{"move-no-a2a", 4, S(8, 8), L(1, V(4), V(0, -1), 0), L(1, V(4), V(-1, 0), 0), false, "AllGather(dim 0, 4) -> Slice", 3 * 64},
 		{"move-d2", 2, S(6, 4), L(1, V(2), V(0, -1), 0), L(1, V(2), V(-1, 0), 0), true, "AllToAll(dim 0->1, 2)", 24},
+		/* dim 0 from axis 0 to axis 1 of (2, 2): ranks 1 and 2 need
+		 * the other half of the rows (4 x 6 floats, 96 bytes), from
+		 * ranks 3 and 0 (the holders that share their other axis):
+		 * 96 bytes at most from one rank, 192 in all */
+		{"permute-axis", 4, S(8, 6), L(2, V(2, 2), V(0, -1), 0), L(2, V(2, 2), V(1, -1), 0), true, "Permute(4)", 96},
+		{"permute-axis-no-a2a", 4, S(8, 6), L(2, V(2, 2), V(0, -1), 0), L(2, V(2, 2), V(1, -1), 0), false, "AllGather(dim 0, 2) -> Slice", 96},
 		{"move-d16", 16, S(32, 32), L(1, V(16), V(0, -1), 0), L(2, V(4, 4), V(1, 0), 0), true, "", -1},
 		/* different device matrices */
 		{"8x4-to-2x16", 32, S(16, 32), L(2, V(8, 4), V(0, 1), 0), L(2, V(2, 16), V(0, 1), 0), true, "", -1},
@@ -358,6 +364,8 @@ ParameterizedTest(Case *c, redist, table)
 	for (int s = 0; s < p->n; s++)
 		sum += p->steps[s].total_bytes;
 	cr_expect_eq(sum, p->total_bytes);
+	if (has_kind(p, RS_PERMUTE))
+		cr_expect_eq(p->total_bytes, min_bytes(from, to), "%s", c->name);
 	run_plan(p, from, to, c->D);
 	/* the backward's planner: the same plan, or the way back in reverse
 	 * where that sends fewer bytes; either moves the data exactly */
@@ -438,6 +446,21 @@ Test(redist, fallback_when_matrices_do_not_nest)
 	cr_expect_eq(min_bytes(f, t), 96);
 	cr_expect(p->total_bytes < 6 * 120);
 	run_plan(p, f, t, 6);
+	arena_free(&a);
+}
+
+/* The table's permute-axis by hand: a Permute moves 2 x 96 bytes in all,
+ * the gather it replaces 4 x 96 (every rank gets the half it holds too). */
+Test(redist, permute_moves_half_the_gather)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 4, (Shape)S(8, 6), (LSpec)L(2, V(2, 2), V(0, -1), 0), (LSpec)L(2, V(2, 2), V(1, -1), 0), true, &f, &t);
+	RedistPlan *g = redist_plan(&a, f, t, DT_F32, false);
+	cr_expect_eq(p->total_bytes, 192);
+	cr_expect_eq(g->total_bytes, 384);
+	cr_expect_eq(p->scratch_elems, 24);
+	cr_expect_eq(g->scratch_elems, 48); /* the gathered whole tensor */
 	arena_free(&a);
 }
 
