@@ -329,22 +329,23 @@ static void permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t
 	}
 }
 
-/* RS_PERMUTE's bytes from f to t: the most one rank sends, and all together. */
-static int64_t permute_bytes(const Layout *f, const Layout *t, int esize, int64_t *total)
+/* RS_PERMUTE's bytes from f to t into s: rank 0's, the most one rank
+ * sends, and all together. */
+static void permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
 {
-	int64_t D = layout_devices(f), most = 0;
+	int64_t D = layout_devices(f);
 	int64_t *sent = calloc((size_t)D, sizeof *sent);
 	if (!sent)
 		abort();
-	*total = 0;
 	for (int64_t r = 0; r < D; r++)
 		permute_sources(f, t, r, sent);
+	s->send_bytes = sent[0] * esize;
+	s->most_bytes = s->total_bytes = 0;
 	for (int64_t r = 0; r < D; r++) {
-		*total += sent[r] * esize;
-		most = sent[r] * esize > most ? sent[r] * esize : most;
+		s->total_bytes += sent[r] * esize;
+		s->most_bytes = sent[r] * esize > s->most_bytes ? sent[r] * esize : s->most_bytes;
 	}
 	free(sent);
-	return most;
 }
 
 /* Expanded dim e as (original dim, sub-dim or -1 when that dim was not cut). */
@@ -373,9 +374,10 @@ static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, 
 	original_dim(pl->sp, dim, &s.tdim, &s.tsub);
 	original_dim(pl->sp, dim2, &s.tdim2, &s.tsub2);
 	if (kind == RS_PERMUTE) {
-		s.send_bytes = permute_bytes(pl->cur, to, pl->esize, &s.total_bytes);
+		permute_bytes(pl->cur, to, pl->esize, &s);
 	} else {
-		s.send_bytes = step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
+		s.send_bytes = s.most_bytes =
+			step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
 		s.total_bytes = s.send_bytes * layout_devices(pl->cur);
 	}
 	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
@@ -612,9 +614,10 @@ static int64_t max_block(const RedistPlan *p)
 
 static void plan_totals(RedistPlan *p)
 {
-	p->send_bytes = p->total_bytes = 0;
+	p->send_bytes = p->most_bytes = p->total_bytes = 0;
 	for (int s = 0; s < p->n; s++) {
 		p->send_bytes += p->steps[s].send_bytes;
+		p->most_bytes += p->steps[s].most_bytes;
 		p->total_bytes += p->steps[s].total_bytes;
 	}
 	p->scratch_elems = max_block(p);
@@ -693,7 +696,7 @@ static RedistPlan *cheaper_reverse(Planner *fwd, RedistPlan *p, const Layout *f,
 	if (!plan_in_space(&pq, f) || !reverse_into(&pr, q) || !same_map(pr.cur, t))
 		return p;
 	plan_totals(r);
-	if (r->total_bytes > p->total_bytes || (r->total_bytes == p->total_bytes && r->send_bytes >= p->send_bytes))
+	if (r->total_bytes > p->total_bytes || (r->total_bytes == p->total_bytes && r->most_bytes >= p->most_bytes))
 		return p;
 	r->from = p->from, r->to = p->to, r->expanded = p->expanded;
 	return r;
@@ -725,9 +728,9 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 {
 	if (!fwd->alltoall || f->partial || t->partial || f->ragged || t->ragged || !may_overpay(p))
 		return p;
-	int64_t total;
-	permute_bytes(f, t, fwd->esize, &total);
-	if (total >= p->total_bytes)
+	RedistStep st;
+	permute_bytes(f, t, fwd->esize, &st);
+	if (st.total_bytes >= p->total_bytes)
 		return p;
 	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
 	Planner pq = *fwd;

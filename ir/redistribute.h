@@ -42,14 +42,16 @@ typedef struct RedistStep {
 	int dim, dim2;            /* dims of from->full; RS_ALLTOALL: dim loses the split, dim2 gains it; -1 unused */
 	int tdim, tdim2;          /* the same dims numbered in the original tensor; -1 unused */
 	int tsub, tsub2;          /* which piece of tdim/tdim2 when expansion cut that dim, else -1 */
-	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block); RS_PERMUTE: the most any rank sends */
+	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block); RS_PERMUTE: what rank 0 sends (as --comm-stats counts it there) */
+	int64_t most_bytes;       /* the most any rank sends (the step's time): send_bytes, but for RS_PERMUTE */
 	int64_t total_bytes;      /* bytes all ranks send together (send_bytes * devices, but for RS_PERMUTE) */
 } RedistStep;
 
 typedef struct RedistPlan {
 	RedistStep *steps; int n;
 	const Layout *from, *to;  /* the layouts the plan was made for */
-	int64_t send_bytes;       /* total per rank */
+	int64_t send_bytes;       /* total per rank (rank 0's where a step is a Permute) */
+	int64_t most_bytes;       /* the sum of the steps' most_bytes */
 	int64_t total_bytes;      /* total over all ranks: what the plan moves */
 	int64_t scratch_elems;    /* largest intermediate block, in elements (the emitter's scratch size) */
 	bool expanded;            /* steps work over a refined device matrix / expanded shape */

@@ -835,7 +835,7 @@ double cost_step_time(const Machine *m, const RedistStep *st, double *lat)
 	}
 	int64_t g = layout_group_size(st->from, st->axes);
 	if (st->kind == RS_PERMUTE) /* one round of sends at once: the most one rank sends, at send/recv figures */
-		return cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)st->send_bytes, 2,
+		return cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)st->most_bytes, 2,
 		                      cost_group_in_node(m, st->from, st->axes) >= g ? 2 : 1, lat);
 	return cost_coll_time(m, st->kind, st->kind, (double)st->send_bytes, g, cost_group_in_node(m, st->from, st->axes),
 	                      lat);
