@@ -217,8 +217,8 @@ nccl_case pipe4_1f1b 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -
 nccl_case pipe4_interleaved 8 192 -- $P/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 "$I"
 nccl_case pipe2_tied 4 32 -- $P/staged.net
 nccl_case transformer_nccl 8 0 -- samples/transformer.net
-# (3 AllToAlls a step since the backward follows the forward's device
-# matrix, issue 30 item 1: 192 sends on 8 ranks; 864 collectives)
+# (its 3 AllToAll plans are Permutes now, point to point: nrt_permute_blocks'
+# grouped ncclSend/ncclRecv, 4 a step; 256 sends on 8 ranks, 768 collectives)
 nccl_case transformer_a2a 8 150 -- samples/transformer.net -D enable_alltoall=true
 # hand-written all_to_all with split_dim / concat_dim (issue 21.2); layerwise
 # pieces in the parts of a group, their copies summed (issue 21.8)
