@@ -41,7 +41,12 @@
  *    axes, AllGather over from's own matrix each dim whose blocks do not
  *    contain the target's (compared per rank), then slice out `to`'s
  *    block. Correct for any pair; reached only by matrices whose prefix
- *    products do not nest (non-power-of-two factors in different orders). */
+ *    products do not nest (non-power-of-two factors in different orders).
+ *
+ * 4. Where the plan of 2 or 3 moves more bytes over all ranks than each
+ *    rank needs and lacks (a collective followed by a slice, or several
+ *    collectives), both layouts whole and AllToAll enabled: one Permute,
+ *    point to point, which moves exactly that (cheaper_permute). */
 #include "redistribute.h"
 
 #include <inttypes.h>

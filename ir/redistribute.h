@@ -31,8 +31,9 @@ typedef enum RedistKind {
 	RS_PERMUTE,        /* point to point over all grid axes (`axes`): each rank receives the parts of its `to`
 	                    * block it does not hold, each part from the one rank holding it that agrees with r on
 	                    * every grid axis splitting no dim of `from` (so no part travels twice, and replicas
-	                    * serve their own replica group); blocks of any shapes, from and to over one matrix
-	                    * and shape, neither partial. The runtime (nrt_permute_blocks) applies the same rule */
+	                    * serve their own replica group); blocks of any shapes, from and to of one shape over
+	                    * the same devices (the fallback's on two matrices), neither partial. The runtime
+	                    * (nrt_permute_blocks) applies the same rule */
 } RedistKind;
 
 typedef struct RedistStep {
