@@ -135,12 +135,19 @@ static void playout(PLayout *l, int ndev, const int64_t *dev, const int *ax, int
 	if (ndev < 1 || ndev > NRT_MAX_RANK)
 		nrt_fatal("nrt_permute_blocks: a device matrix of %d axes", ndev);
 	*l = (PLayout){.ndev = ndev, .dev = dev, .ax = ax};
-	for (int k = ndev - 1, s = 1; k >= 0; s *= (int)dev[k], k--)
+	int64_t s = 1;
+	for (int k = ndev - 1; k >= 0; s *= dev[k], k--) {
+		if (dev[k] < 1)
+			nrt_fatal("nrt_permute_blocks: device matrix axis %d of size %lld", k, (long long)dev[k]);
 		l->stride[k] = s;
+	}
 	for (int i = 0; i < rank; i++) {
 		int64_t split = 1;
-		for (int j = 0; j < ndev && ax[i * ndev + j] >= 0; j++)
+		for (int j = 0; j < ndev && ax[i * ndev + j] >= 0; j++) {
+			if (ax[i * ndev + j] >= ndev)
+				nrt_fatal("nrt_permute_blocks: dim %d split by axis %d of a matrix of %d", i, ax[i * ndev + j], ndev);
 			split *= dev[ax[i * ndev + j]];
+		}
 		if (split < 1 || full[i] % split != 0)
 			nrt_fatal("nrt_permute_blocks: dim %d of %lld does not split %lld ways", i, (long long)full[i],
 			          (long long)split);
