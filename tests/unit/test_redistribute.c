@@ -516,6 +516,14 @@ Test(redist, emitted_code_calls_runtime)
 	c = emit(&a, id);
 	cr_expect(strstr(c, "memmove(dst, src, sizeof *(dst) * 16);"), "%s", c);
 	free(c);
+	/* a Permute: the shape, then each layout's matrix and the axes of each
+	 * dim (ndev entries a dim, -1 after) */
+	p = plan2(&a, 4, (Shape)S(8, 6), (LSpec)L(2, V(2, 2), V(0, -1), 0), (LSpec)L(2, V(2, 2), V(1, -1), 0), true, &f, &t);
+	c = emit(&a, p);
+	cr_expect(strstr(c, "nrt_permute_blocks(comm_2_2_3, NRT_F32, 2, (const int64_t[]){8, 6}, 2, (const int64_t[]){2, 2}, "
+	                    "(const int[]){0, -1, -1, -1}, 2, (const int64_t[]){2, 2}, (const int[]){1, -1, -1, -1}, src, dst);"),
+	          "%s", c);
+	free(c);
 	arena_free(&a);
 }
 
