@@ -267,6 +267,12 @@ static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
 
 /* ---- plan construction --------------------------------------------------- */
 
+/* A Permute receives each rank's block in at most this many parts (one
+ * message each): beyond it the collectives' fewer, larger messages stay,
+ * and the planner's count of the parts (a loop over the ranks and their
+ * parts) stays linear in the devices. */
+enum { PERMUTE_MAX_PARTS = 64 };
+
 typedef struct Planner {
 	Arena *a;
 	RedistPlan *p;
@@ -298,12 +304,12 @@ static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
  * first the slowest) and r's on the others; sent[h] += the part's
  * elements for each h != r. f and t over the same devices, on any
  * matrices (the fallback's too). */
-static void permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent)
+static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent)
 {
-	int64_t toff[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], idx[MAX_RANK];
+	int64_t toff[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], idx[MAX_RANK], parts = 1;
 	int rank = f->rank, ax[MAX_RANK][MAX_RANK], nax[MAX_RANK];
 	if (shape_numel(&t->slice) == 0)
-		return;
+		return true;
 	layout_block(t, r, toff);
 	for (int i = 0; i < rank; i++) {
 		int64_t fs = f->slice.d[i];
@@ -311,6 +317,9 @@ static void permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t
 		lo[i] = toff[i] / fs;
 		hi[i] = (toff[i] + t->slice.d[i] - 1) / fs;
 		idx[i] = lo[i];
+		parts *= hi[i] - lo[i] + 1;
+		if (parts > PERMUTE_MAX_PARTS)
+			return false;
 	}
 	for (;;) {
 		int64_t h = r, n = 1;
@@ -329,21 +338,25 @@ static void permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t
 		while (i >= 0 && idx[i] == hi[i])
 			idx[i] = lo[i], i--;
 		if (i < 0)
-			return;
+			return true;
 		idx[i]++;
 	}
 }
 
 /* RS_PERMUTE's bytes from f to t into s: rank 0's, the most one rank
- * sends, and all together. */
-static void permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
+ * sends, and all together. False where a rank's block would come in more
+ * than PERMUTE_MAX_PARTS parts (no Permute then). */
+static bool permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
 {
 	int64_t D = layout_devices(f);
 	int64_t *sent = calloc((size_t)D, sizeof *sent);
 	if (!sent)
 		abort();
 	for (int64_t r = 0; r < D; r++)
-		permute_sources(f, t, r, sent);
+		if (!permute_sources(f, t, r, sent)) {
+			free(sent);
+			return false;
+		}
 	s->send_bytes = sent[0] * esize;
 	s->most_bytes = s->total_bytes = 0;
 	for (int64_t r = 0; r < D; r++) {
@@ -351,6 +364,7 @@ static void permute_bytes(const Layout *f, const Layout *t, int esize, RedistSte
 		s->most_bytes = sent[r] * esize > s->most_bytes ? sent[r] * esize : s->most_bytes;
 	}
 	free(sent);
+	return true;
 }
 
 /* Expanded dim e as (original dim, sub-dim or -1 when that dim was not cut). */
@@ -366,20 +380,22 @@ static void original_dim(const Space *sp, int e, int *dim, int *sub)
 		*sub = e - sp->first[i];
 }
 
-static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, int dim, int dim2)
+/* False only for a Permute with too many parts (permute_bytes). */
+static bool push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, int dim, int dim2)
 {
 	RedistPlan *p = pl->p;
 	/* consecutive slices are one slice: the first's input contains the last's output */
 	if (kind == RS_SLICE && p->n > 0 && p->steps[p->n - 1].kind == RS_SLICE) {
 		p->steps[p->n - 1].to = to;
 		pl->cur = to;
-		return;
+		return true;
 	}
 	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2};
 	original_dim(pl->sp, dim, &s.tdim, &s.tsub);
 	original_dim(pl->sp, dim2, &s.tdim2, &s.tsub2);
 	if (kind == RS_PERMUTE) {
-		permute_bytes(pl->cur, to, pl->esize, &s);
+		if (!permute_bytes(pl->cur, to, pl->esize, &s))
+			return false;
 	} else {
 		s.send_bytes = s.most_bytes =
 			step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
@@ -387,6 +403,7 @@ static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, 
 	}
 	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
 	pl->cur = to;
+	return true;
 }
 
 /* The current layout with a new map and partial set (same matrix and shape). */
@@ -666,7 +683,8 @@ static bool reverse_into(Planner *pl, const RedistPlan *q)
 			push(pl, RS_ALLTOALL, back, st->axes, st->dim2, st->dim);
 			break;
 		case RS_PERMUTE:
-			push(pl, RS_PERMUTE, back, st->axes, -1, -1);
+			if (!push(pl, RS_PERMUTE, back, st->axes, -1, -1))
+				return false;
 			break;
 		case RS_SLICE:
 			for (int i = 0; i < back->rank; i++) {
@@ -734,8 +752,7 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 	if (!fwd->alltoall || f->partial || t->partial || f->ragged || t->ragged || !may_overpay(p))
 		return p;
 	RedistStep st;
-	permute_bytes(f, t, fwd->esize, &st);
-	if (st.total_bytes >= p->total_bytes)
+	if (!permute_bytes(f, t, fwd->esize, &st) || st.total_bytes >= p->total_bytes)
 		return p;
 	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
 	Planner pq = *fwd;

@@ -464,6 +464,23 @@ Test(redist, permute_moves_half_the_gather)
 	arena_free(&a);
 }
 
+/* Rows over the 2^k axis and columns over the 2 axis, swapped: each
+ * rank's new block meets 2^(k-1) old ones. 16 parts: a Permute; 128
+ * (512 devices): more than a Permute takes (PERMUTE_MAX_PARTS), the
+ * collectives stay. */
+Test(redist, permute_parts_bounded)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 64, (Shape)S(64, 64), (LSpec)L(2, V(2, 32), V(1, 0), 0), (LSpec)L(2, V(2, 32), V(0, 1), 0), true, &f, &t);
+	cr_expect_str_eq(redist_describe(&a, p), "Permute(64)");
+	cr_expect_eq(p->total_bytes, min_bytes(f, t));
+	p = plan2(&a, 512, (Shape)S(512, 512), (LSpec)L(2, V(2, 256), V(1, 0), 0), (LSpec)L(2, V(2, 256), V(0, 1), 0), true, &f, &t);
+	cr_expect(!has_kind(p, RS_PERMUTE), "%s", redist_describe(&a, p));
+	cr_expect(p->total_bytes > min_bytes(f, t));
+	arena_free(&a);
+}
+
 Test(redist, invalid_requests)
 {
 	Arena a = {0};
