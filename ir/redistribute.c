@@ -41,7 +41,12 @@
  *    axes, AllGather over from's own matrix each dim whose blocks do not
  *    contain the target's (compared per rank), then slice out `to`'s
  *    block. Correct for any pair; reached only by matrices whose prefix
- *    products do not nest (non-power-of-two factors in different orders). */
+ *    products do not nest (non-power-of-two factors in different orders).
+ *
+ * 4. Where the plan of 2 or 3 moves more bytes over all ranks than each
+ *    rank needs and lacks (a collective followed by a slice, or several
+ *    collectives), both layouts whole and AllToAll enabled: one Permute,
+ *    point to point, which moves exactly that (cheaper_permute). */
 #include "redistribute.h"
 
 #include <inttypes.h>
@@ -262,6 +267,12 @@ static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
 
 /* ---- plan construction --------------------------------------------------- */
 
+/* A Permute receives each rank's block in at most this many parts (one
+ * message each): beyond it the collectives' fewer, larger messages stay,
+ * and the planner's count of the parts (a loop over the ranks and their
+ * parts) stays linear in the devices. */
+enum { PERMUTE_MAX_PARTS = 64 };
+
 typedef struct Planner {
 	Arena *a;
 	RedistPlan *p;
@@ -280,9 +291,80 @@ static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
 	case RS_ALLTOALL:
 	case RS_REDUCE_SCATTER: return (g - 1) * block / g;
 	case RS_ALLREDUCE: return 2 * (g - 1) * block / g;
-	case RS_SLICE: return 0;
+	case RS_SLICE:
+	case RS_PERMUTE: return 0; /* counted by permute_bytes */
 	}
 	return 0;
+}
+
+/* The parts of rank r's block of t and their senders under RS_PERMUTE's
+ * rule (redistribute.h): the blocks of f that meet r's block of t, each
+ * from the rank with the block's coordinates on the axes splitting it in
+ * f (a dim over several axes: its block index in their mixed radix, the
+ * first the slowest) and r's on the others; sent[h] += the part's
+ * elements for each h != r. f and t over the same devices, on any
+ * matrices (the fallback's too). */
+static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent)
+{
+	int64_t toff[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], idx[MAX_RANK], parts = 1;
+	int rank = f->rank, ax[MAX_RANK][MAX_RANK], nax[MAX_RANK];
+	if (shape_numel(&t->slice) == 0)
+		return true;
+	layout_block(t, r, toff);
+	for (int i = 0; i < rank; i++) {
+		int64_t fs = f->slice.d[i];
+		nax[i] = split_axes(f, i, ax[i]);
+		lo[i] = toff[i] / fs;
+		hi[i] = (toff[i] + t->slice.d[i] - 1) / fs;
+		idx[i] = lo[i];
+		parts *= hi[i] - lo[i] + 1;
+		if (parts > PERMUTE_MAX_PARTS)
+			return false;
+	}
+	for (;;) {
+		int64_t h = r, n = 1;
+		for (int i = 0; i < rank; i++) {
+			int64_t fs = f->slice.d[i], b0 = idx[i] * fs, b1 = b0 + fs, t1 = toff[i] + t->slice.d[i];
+			n *= (t1 < b1 ? t1 : b1) - (toff[i] > b0 ? toff[i] : b0);
+			for (int64_t q = idx[i], k = nax[i] - 1; k >= 0; k--) {
+				int a = ax[i][k];
+				h += (q % f->dev[a] - layout_coord(f, r, a)) * layout_axis_stride(f, a);
+				q /= f->dev[a];
+			}
+		}
+		if (h != r)
+			sent[h] += n;
+		int i = rank - 1;
+		while (i >= 0 && idx[i] == hi[i])
+			idx[i] = lo[i], i--;
+		if (i < 0)
+			return true;
+		idx[i]++;
+	}
+}
+
+/* RS_PERMUTE's bytes from f to t into s: rank 0's, the most one rank
+ * sends, and all together. False where a rank's block would come in more
+ * than PERMUTE_MAX_PARTS parts (no Permute then). */
+static bool permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
+{
+	int64_t D = layout_devices(f);
+	int64_t *sent = calloc((size_t)D, sizeof *sent);
+	if (!sent)
+		abort();
+	for (int64_t r = 0; r < D; r++)
+		if (!permute_sources(f, t, r, sent)) {
+			free(sent);
+			return false;
+		}
+	s->send_bytes = sent[0] * esize;
+	s->most_bytes = s->total_bytes = 0;
+	for (int64_t r = 0; r < D; r++) {
+		s->total_bytes += sent[r] * esize;
+		s->most_bytes = sent[r] * esize > s->most_bytes ? sent[r] * esize : s->most_bytes;
+	}
+	free(sent);
+	return true;
 }
 
 /* Expanded dim e as (original dim, sub-dim or -1 when that dim was not cut). */
@@ -298,21 +380,30 @@ static void original_dim(const Space *sp, int e, int *dim, int *sub)
 		*sub = e - sp->first[i];
 }
 
-static void push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, int dim, int dim2)
+/* False only for a Permute with too many parts (permute_bytes). */
+static bool push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, int dim, int dim2)
 {
 	RedistPlan *p = pl->p;
 	/* consecutive slices are one slice: the first's input contains the last's output */
 	if (kind == RS_SLICE && p->n > 0 && p->steps[p->n - 1].kind == RS_SLICE) {
 		p->steps[p->n - 1].to = to;
 		pl->cur = to;
-		return;
+		return true;
 	}
 	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2};
 	original_dim(pl->sp, dim, &s.tdim, &s.tsub);
 	original_dim(pl->sp, dim2, &s.tdim2, &s.tsub2);
-	s.send_bytes = step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
+	if (kind == RS_PERMUTE) {
+		if (!permute_bytes(pl->cur, to, pl->esize, &s))
+			return false;
+	} else {
+		s.send_bytes = s.most_bytes =
+			step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
+		s.total_bytes = s.send_bytes * layout_devices(pl->cur);
+	}
 	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
 	pl->cur = to;
+	return true;
 }
 
 /* The current layout with a new map and partial set (same matrix and shape). */
@@ -545,9 +636,12 @@ static int64_t max_block(const RedistPlan *p)
 
 static void plan_totals(RedistPlan *p)
 {
-	p->send_bytes = 0;
-	for (int s = 0; s < p->n; s++)
+	p->send_bytes = p->most_bytes = p->total_bytes = 0;
+	for (int s = 0; s < p->n; s++) {
 		p->send_bytes += p->steps[s].send_bytes;
+		p->most_bytes += p->steps[s].most_bytes;
+		p->total_bytes += p->steps[s].total_bytes;
+	}
 	p->scratch_elems = max_block(p);
 }
 
@@ -588,6 +682,10 @@ static bool reverse_into(Planner *pl, const RedistPlan *q)
 		case RS_ALLTOALL:
 			push(pl, RS_ALLTOALL, back, st->axes, st->dim2, st->dim);
 			break;
+		case RS_PERMUTE:
+			if (!push(pl, RS_PERMUTE, back, st->axes, -1, -1))
+				return false;
+			break;
 		case RS_SLICE:
 			for (int i = 0; i < back->rank; i++) {
 				int k = pl->cur->map[i];
@@ -621,10 +719,48 @@ static RedistPlan *cheaper_reverse(Planner *fwd, RedistPlan *p, const Layout *f,
 	if (!plan_in_space(&pq, f) || !reverse_into(&pr, q) || !same_map(pr.cur, t))
 		return p;
 	plan_totals(r);
-	if (r->send_bytes >= p->send_bytes)
+	if (r->total_bytes > p->total_bytes || (r->total_bytes == p->total_bytes && r->most_bytes >= p->most_bytes))
 		return p;
 	r->from = p->from, r->to = p->to, r->expanded = p->expanded;
 	return r;
+}
+
+/* A plan that may move more than it must: a collective followed by a
+ * slice (it brought what is then dropped), or several collectives (one
+ * AllGather, AllToAll or reduction alone moves only what the ranks lack). */
+static bool may_overpay(const RedistPlan *p)
+{
+	int ncomm = 0;
+	bool dropped = false;
+	for (int s = 0; s < p->n; s++) {
+		dropped |= ncomm > 0 && p->steps[s].kind == RS_SLICE;
+		ncomm += p->steps[s].kind != RS_SLICE;
+	}
+	return ncomm >= 2 || dropped;
+}
+
+/* One Permute from f to t where the planner's steps move more bytes in
+ * all (f and t whole; in the common space, or the original layouts in
+ * the fallback): the greedy order gathers a dim whose split only changes
+ * axis (blocks changing places: ("dp", "mp") to ("mp", "dp"), dim 0
+ * from "dp" to "mp" of the same size) or dim and axis at once, where each
+ * rank needs only some of what the gather brings, and a chain of
+ * AllToAlls moves some elements twice. Only such plans are looked at
+ * (may_overpay): the searches plan often. */
+static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f, const Layout *t)
+{
+	if (!fwd->alltoall || f->partial || t->partial || f->ragged || t->ragged || !may_overpay(p))
+		return p;
+	RedistStep st;
+	if (!permute_bytes(f, t, fwd->esize, &st) || st.total_bytes >= p->total_bytes)
+		return p;
+	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
+	Planner pq = *fwd;
+	pq.p = q, pq.cur = f, pq.cap = 0;
+	push(&pq, RS_PERMUTE, t, (1u << f->ndev) - 1, -1, -1);
+	plan_totals(q);
+	q->from = p->from, q->to = p->to, q->expanded = p->expanded, q->fallback = p->fallback;
+	return q;
 }
 
 static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall, bool back)
@@ -655,6 +791,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 		if (!plan_in_space(&pl, t))
 			return NULL;
 		plan_totals(p);
+		p = cheaper_permute(&pl, p, f, t);
 		return back ? cheaper_reverse(&pl, p, f, t) : p;
 	} else {
 		p->fallback = true;
@@ -663,7 +800,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 			return NULL;
 	}
 	plan_totals(p);
-	return p;
+	return cheaper_permute(&pl, p, from, to);
 }
 
 RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
@@ -683,6 +820,7 @@ const char *redist_kind_name(RedistKind k)
 	static const char *const names[] = {
 		[RS_ALLREDUCE] = "AllReduce", [RS_REDUCE_SCATTER] = "ReduceScatter",
 		[RS_ALLGATHER] = "AllGather", [RS_ALLTOALL] = "AllToAll", [RS_SLICE] = "Slice",
+		[RS_PERMUTE] = "Permute",
 	};
 	return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
@@ -713,6 +851,7 @@ static void describe_step(FILE *f, const RedistStep *s)
 		describe_dim(f, s->tdim2, s->tsub2);
 		fprintf(f, ", %" PRId64 ")", g);
 		break;
+	case RS_PERMUTE: fprintf(f, "(%" PRId64 ")", g); break;
 	case RS_SLICE: break;
 	}
 }
@@ -822,6 +961,24 @@ static void emit_slice(FILE *out, const RedistStep *s, const char *in, const cha
 	fprintf(out, ", %s, %s);\n\t}\n", in, o);
 }
 
+/* ", ndev, dev, axes": a layout for nrt_permute_blocks, axes[i * ndev ..]
+ * the axes splitting dim i, the slowest first, -1 after */
+static void emit_matrix(FILE *out, const Layout *l)
+{
+	int ax[MAX_RANK * MAX_RANK], n = l->rank * l->ndev;
+	for (int i = 0; i < n; i++)
+		ax[i] = -1;
+	for (int i = 0; i < l->rank; i++) {
+		int ks[MAX_RANK], nk = split_axes(l, i, ks);
+		for (int j = 0; j < nk; j++)
+			ax[i * l->ndev + j] = ks[j];
+	}
+	fprintf(out, ", %d, ", l->ndev);
+	emit_i64s(out, l->dev, l->ndev);
+	fputs(", ", out);
+	emit_ints(out, ax, n);
+}
+
 static void emit_step(FILE *out, const RedistStep *s, const char *in, const char *o, const char *nt,
                       const char *comm)
 {
@@ -846,6 +1003,13 @@ static void emit_step(FILE *out, const RedistStep *s, const char *in, const char
 		break;
 	case RS_SLICE:
 		emit_slice(out, s, in, o, nt);
+		break;
+	case RS_PERMUTE:
+		fprintf(out, "\tnrt_permute_blocks(%s, %s, %d, ", comm, nt, r);
+		emit_i64s(out, s->from->full.d, r);
+		emit_matrix(out, s->from);
+		emit_matrix(out, s->to);
+		fprintf(out, ", %s, %s);\n", in, o);
 		break;
 	}
 }

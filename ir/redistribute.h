@@ -28,6 +28,12 @@ typedef enum RedistKind {
 	RS_ALLGATHER,      /* un-split tensor dim `dim`, currently split along grid axis in `axes`, by gathering over that axis group */
 	RS_ALLTOALL,       /* move the split of the grid axis in `axes` from tensor dim `dim` to tensor dim `dim2` */
 	RS_SLICE,          /* local, no communication: keep this rank's block of `to` from a block that contains it */
+	RS_PERMUTE,        /* point to point over all grid axes (`axes`): each rank receives the parts of its `to`
+	                    * block it does not hold, each part from the one rank holding it that agrees with r on
+	                    * every grid axis splitting no dim of `from` (so no part travels twice, and replicas
+	                    * serve their own replica group); blocks of any shapes, from and to of one shape over
+	                    * the same devices (the fallback's on two matrices), neither partial. The runtime
+	                    * (nrt_permute_blocks) applies the same rule */
 } RedistKind;
 
 typedef struct RedistStep {
@@ -37,13 +43,17 @@ typedef struct RedistStep {
 	int dim, dim2;            /* dims of from->full; RS_ALLTOALL: dim loses the split, dim2 gains it; -1 unused */
 	int tdim, tdim2;          /* the same dims numbered in the original tensor; -1 unused */
 	int tsub, tsub2;          /* which piece of tdim/tdim2 when expansion cut that dim, else -1 */
-	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block) */
+	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block); RS_PERMUTE: what rank 0 sends (as --comm-stats counts it there) */
+	int64_t most_bytes;       /* the most any rank sends (the step's time): send_bytes, but for RS_PERMUTE */
+	int64_t total_bytes;      /* bytes all ranks send together (send_bytes * devices, but for RS_PERMUTE) */
 } RedistStep;
 
 typedef struct RedistPlan {
 	RedistStep *steps; int n;
 	const Layout *from, *to;  /* the layouts the plan was made for */
-	int64_t send_bytes;       /* total per rank */
+	int64_t send_bytes;       /* total per rank (rank 0's where a step is a Permute) */
+	int64_t most_bytes;       /* the sum of the steps' most_bytes */
+	int64_t total_bytes;      /* total over all ranks: what the plan moves */
 	int64_t scratch_elems;    /* largest intermediate block, in elements (the emitter's scratch size) */
 	bool expanded;            /* steps work over a refined device matrix / expanded shape */
 	bool fallback;            /* no common refinement existed: gather everything, then slice */
@@ -51,7 +61,11 @@ typedef struct RedistPlan {
 
 /* from and to must have equal full shapes and device counts. An empty plan
  * (n == 0) when layout_equiv(from, to). enable_alltoall as MindSpore's flag:
- * when false, AllToAll is replaced by AllGather + slice.
+ * when false, AllToAll is replaced by AllGather + slice, and no Permute is
+ * used. Where the planner's collectives would move more bytes in all than
+ * the parts each rank needs and lacks (a gather where blocks only change
+ * places or a split changes both dim and axis), the plan is one Permute,
+ * which moves exactly those.
  * NULL when the request is invalid (different shapes or device counts) or
  * unsupported: `to` holding partial sums over axes `from` does not (making
  * partial sums out of full values is not a redistribution). */

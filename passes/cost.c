@@ -588,11 +588,9 @@ static double node_traffic(const Node *n, double *elems)
 	return bytes;
 }
 
-/* Bytes/s a kernel streams a working set of `bytes` at past the cache:
- * dram_bandwidth, or where the last-level cache was measured, the
- * bandwidth interpolated in log(bytes) through (cache_bytes,
- * mem_bandwidth), (llc_bytes, llc_bandwidth), (dram_bytes,
- * dram_bandwidth), flat beyond. */
+/* Bytes/s a kernel streams a working set of `bytes` at past the cache: dram_bandwidth, or where the
+ * last-level cache was measured, the bandwidth interpolated in log(bytes) through (cache_bytes,
+ * mem_bandwidth), (llc_bytes, llc_bandwidth), (dram_bytes, dram_bandwidth), flat beyond. */
 static double stream_bandwidth(const MachineProfile *p, double bytes)
 {
 	if (p->llc_bandwidth <= 0 || p->llc_bytes <= p->cache_bytes || p->mem_bandwidth <= 0)
@@ -833,9 +831,10 @@ double cost_step_time(const Machine *m, const RedistStep *st, double *lat)
 			*lat = 0;
 		return 0;
 	}
-	int64_t g = layout_group_size(st->from, st->axes);
-	return cost_coll_time(m, st->kind, st->kind, (double)st->send_bytes, g, cost_group_in_node(m, st->from, st->axes),
-	                      lat);
+	int64_t g = layout_group_size(st->from, st->axes), in = cost_group_in_node(m, st->from, st->axes);
+	if (st->kind == RS_PERMUTE) /* one round of sends at once: the most one rank sends, at send/recv figures */
+		return cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)st->most_bytes, 2, 1 + (in >= g), lat);
+	return cost_coll_time(m, st->kind, st->kind, (double)st->send_bytes, g, in, lat);
 }
 
 double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist)

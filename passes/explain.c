@@ -679,9 +679,10 @@ static int runs_per_step(const Graph *g, const Node *r)
  * the parameter servers' pushes as send/recv. */
 static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 {
-	static const char *const kind[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll"};
-	int n[4] = {0};
-	int64_t bytes[4] = {0}, total = 0;
+	/* indexed by RedistKind (RS_SLICE never counted) */
+	static const char *const kind[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll", "", "Permute send/recv"};
+	int n[RS_PERMUTE + 1] = {0};
+	int64_t bytes[RS_PERMUTE + 1] = {0}, total = 0;
 	for (int i = 0; i < c->g->nnodes; i++) {
 		const Node *r = c->g->nodes[i];
 		int64_t off;
@@ -707,8 +708,8 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 	}
 	fputs("communication per step by kind:", out);
 	const char *sep = " ";
-	for (int k = 0; k < 4; k++)
-		if (n[k]) {
+	for (int k = 0; k <= RS_PERMUTE; k++)
+		if (n[k] && k != RS_SLICE) {
 			fprintf(out, "%s%s %d x %s", sep, kind[k], n[k], human(c, (double)bytes[k]));
 			total += bytes[k];
 			sep = ", ";

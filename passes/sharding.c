@@ -152,7 +152,10 @@ static RedistPlan *ragged_plan(Sharder *S, const Value *v, const Layout *to, con
 	*st = (RedistStep){.kind = RS_ALLREDUCE, .from = from, .to = to, .axes = from->partial, .dim = -1, .dim2 = -1,
 	                   .tdim = -1, .tdim2 = -1, .tsub = -1, .tsub2 = -1,
 	                   .send_bytes = group > 1 ? 2 * (group - 1) * bytes / group : 0};
-	*p = (RedistPlan){.steps = st, .n = 1, .send_bytes = st->send_bytes, .from = from, .to = to};
+	st->most_bytes = st->send_bytes;
+	st->total_bytes = st->send_bytes * layout_devices(from);
+	*p = (RedistPlan){.steps = st, .n = 1, .send_bytes = st->send_bytes, .most_bytes = st->most_bytes,
+	                  .total_bytes = st->total_bytes, .from = from, .to = to};
 	return p;
 }
 

@@ -259,6 +259,36 @@ void nrt_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, voi
 	                                         MPI_STATUS_IGNORE));
 }
 
+void nrt_exchange(NrtComm *c, NrtDType t, int nmsg, const NrtPeerMsg *msgs)
+{
+	int64_t sent = 0;
+	for (int k = 0; k < nmsg; k++) {
+		(void)count(msgs[k].n, "nrt_exchange");
+		sent += msgs[k].send ? msgs[k].n : 0;
+		if (msgs[k].peer < 0 || msgs[k].peer >= ranks(c))
+			nrt_fatal("nrt_exchange: peer %d outside a communicator of %d ranks", msgs[k].peer, ranks(c));
+	}
+	nrt_comm_account(NRT_CK_SENDRECV, 2, t, sent);
+	if (nmsg == 0)
+		return;
+	MPI_Request *req = malloc(sizeof *req * (size_t)nmsg);
+	if (!req)
+		nrt_fatal("out of memory");
+	/* the receives first: no send waits on a receive not yet posted */
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < nmsg; k++) {
+			const NrtPeerMsg *m = &msgs[k];
+			if (m->send != (pass == 1))
+				continue;
+			if (m->send)
+				NRT_MPI_AS("block send", MPI_Isend(m->buf, (int)m->n, nrt_mpi_type(t), m->peer, 0, c->comm, &req[k]));
+			else
+				NRT_MPI_AS("block receive", MPI_Irecv(m->buf, (int)m->n, nrt_mpi_type(t), m->peer, 0, c->comm, &req[k]));
+		}
+	NRT_MPI_AS("block exchange", MPI_Waitall(nmsg, req, MPI_STATUSES_IGNORE));
+	free(req);
+}
+
 void nrt_barrier(void)
 {
 	if (nrt_rt.initialised && nrt_mpi_active())

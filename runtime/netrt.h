@@ -434,6 +434,17 @@ void nrt_reduce_scatter_dim(NrtComm *c, NrtDType t, int rank, const int64_t *loc
  * concatenated along concat_dim: out dims = local with split_dim / size, concat_dim * size */
 void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int split_dim, int concat_dim,
                       const void *in, void *out);
+/* Blocks moved point to point (ir/redistribute.h's RS_PERMUTE): `in` is
+ * this rank's block of the layout (fndev, fdev, fax) of a tensor of shape
+ * full[0..rank), `out` its block of (tndev, tdev, tax); over the same
+ * devices, the members of c (all of them, in rank order). fax[i * fndev
+ * ..] lists the grid axes splitting dim i, the slowest first, -1 after
+ * (tax likewise). Each rank receives the parts of its out block that its
+ * in block lacks, each from the one rank holding it that agrees with it
+ * on every axis of fdev splitting no dim; one message per pair of ranks.
+ * Counted as one send/recv of what this rank sends. */
+void nrt_permute_blocks(NrtComm *c, NrtDType t, int rank, const int64_t *full, int fndev, const int64_t *fdev,
+                        const int *fax, int tndev, const int64_t *tdev, const int *tax, const void *in, void *out);
 /* The regrouping around those collectives, on [outer, g, chunk] element blocks:
  * split_out: dst[m][o] = src[o][m] (member m's pieces made contiguous);
  * otherwise dst[o][m] = src[m][o] (pieces from member m put back in place).
@@ -442,6 +453,9 @@ void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, in
 void nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst, bool split_out);
 /* copy the sub-block at `offset` of size `out_dims` out of a block of size `in_dims` */
 void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset, const int64_t *out_dims,
+                     const void *in, void *out);
+/* the inverse: write a block of size `in_dims` at `offset` of a block of size `out_dims` */
+void nrt_place_block(NrtDType t, int rank, const int64_t *out_dims, const int64_t *offset, const int64_t *in_dims,
                      const void *in, void *out);
 /* This process's block offset in a layout: offset[i] = coord(map[i]) * slice[i], 0 where map[i] < 0. */
 void nrt_layout_offset(int ndev, const int64_t *dev, int rank, const int *map, const int64_t *slice,

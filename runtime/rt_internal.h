@@ -31,6 +31,19 @@ typedef enum NrtCommKind {
 } NrtCommKind;
 void nrt_comm_account(NrtCommKind k, int p, NrtDType t, int64_t n);
 
+/* One message of nrt_exchange: n elements of buf to (send) or from rank
+ * `peer` of the communicator. */
+typedef struct NrtPeerMsg {
+	int peer;
+	bool send;
+	void *buf;
+	int64_t n;
+} NrtPeerMsg;
+/* All the messages at once (every receive posted before any send waits),
+ * at most one each way per peer; counted as one send/recv of the elements
+ * sent. MPI's non-blocking point to point here, one NCCL group on CUDA. */
+void nrt_exchange(NrtComm *c, NrtDType t, int nmsg, const NrtPeerMsg *msgs);
+
 /* nrt_sendrecv_start's exchange (comm.c); the CUDA twin adds its staging */
 struct NrtXfer {
 	MPI_Request req[2];   /* receive, send; MPI_REQUEST_NULL when done or local */
@@ -84,15 +97,23 @@ typedef struct NrtRedistOps {
 	void (*allgather)(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
 	void (*reduce_scatter)(NrtComm *c, NrtDType t, NrtReduce op, const void *send, int64_t n, void *recv);
 	void (*alltoall)(NrtComm *c, NrtDType t, const void *send, int64_t n, void *recv);
+	void (*slice)(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset, const int64_t *out_dims,
+	              const void *in, void *out);
+	void (*place)(NrtDType t, int rank, const int64_t *out_dims, const int64_t *offset, const int64_t *in_dims,
+	              const void *in, void *out);
+	void (*exchange)(NrtComm *c, NrtDType t, int nmsg, const struct NrtPeerMsg *msgs);
 } NrtRedistOps;
 extern const NrtRedistOps nrt_redist_host;
-/* nrt_allgather_dim, nrt_reduce_scatter_dim and nrt_alltoall_dim over ops */
+/* nrt_allgather_dim, nrt_reduce_scatter_dim, nrt_alltoall_dim and nrt_permute_blocks over ops */
 void nrt_redist_allgather_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *local,
                               int dim, const void *in, void *out);
 void nrt_redist_reduce_scatter_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank,
                                    const int64_t *local, int dim, const void *in, void *out);
 void nrt_redist_alltoall_dim(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *local,
                              int split_dim, int concat_dim, const void *in, void *out);
+void nrt_redist_permute_blocks(const NrtRedistOps *ops, NrtComm *c, NrtDType t, int rank, const int64_t *full,
+                               int fndev, const int64_t *fdev, const int *fax, int tndev, const int64_t *tdev,
+                               const int *tax, const void *in, void *out);
 
 /* ---- parameter servers (ps.c) ---- */
 /* Splits the world into the workers (ranks 0..workers-1: nrt_rt.world

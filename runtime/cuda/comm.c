@@ -267,6 +267,47 @@ void nrt_alltoall(NrtComm *c, NrtDType t, const void *send, int64_t n, void *rec
 	free(hr);
 }
 
+/* A Permute's messages: one NCCL group of all of them (NCCL pairs each
+ * send with its peer's receive inside the group); host-staged, MPI's. */
+void nrt_exchange(NrtComm *c, NrtDType t, int nmsg, const NrtPeerMsg *msgs)
+{
+	if (use_nccl(c)) {
+		int64_t sent = 0;
+		for (int k = 0; k < nmsg; k++)
+			sent += msgs[k].send ? msgs[k].n : 0;
+		nrt_comm_account(NRT_CK_SENDRECV, 2, t, sent);
+		if (nmsg == 0)
+			return;
+		ncclComm_t nc = nccl_of(c);
+		cudaStream_t s = comm_begin();
+		NRT_NCCL_CHECK(ncclGroupStart());
+		for (int k = 0; k < nmsg; k++) {
+			const NrtPeerMsg *m = &msgs[k];
+			if (m->send)
+				NRT_NCCL_CHECK(ncclSend(m->buf, (size_t)m->n, nccl_type(t), m->peer, nc, s));
+			else
+				NRT_NCCL_CHECK(ncclRecv(m->buf, (size_t)m->n, nccl_type(t), m->peer, nc, s));
+		}
+		NRT_NCCL_CHECK_AS("NCCL Permute", ncclGroupEnd());
+		comm_end("Permute");
+		return;
+	}
+	NrtPeerMsg *h = calloc((size_t)(nmsg > 0 ? nmsg : 1), sizeof *h);
+	if (!h)
+		nrt_fatal("out of memory");
+	for (int k = 0; k < nmsg; k++) {
+		h[k] = msgs[k];
+		h[k].buf = to_host_copy(msgs[k].send ? msgs[k].buf : NULL, msgs[k].n * (int64_t)esize(t));
+	}
+	nrt_host_exchange(c, t, nmsg, h);
+	for (int k = 0; k < nmsg; k++) {
+		if (!h[k].send)
+			nrt_from_host(msgs[k].buf, h[k].buf, msgs[k].n * (int64_t)esize(t));
+		free(h[k].buf);
+	}
+	free(h);
+}
+
 void nrt_broadcast(NrtComm *c, NrtDType t, int root, void *buf, int64_t n)
 {
 	if (root < 0 || root >= c->size)
@@ -697,7 +738,9 @@ static void *device_scratch(int64_t bytes) { return nrt_cuda_scratch((size_t)byt
 
 static const NrtRedistOps device_ops = {.scratch = device_scratch, .release = nrt_cuda_scratch_free,
                                         .regroup = nrt_regroup, .allgather = nrt_allgather,
-                                        .reduce_scatter = nrt_reduce_scatter, .alltoall = nrt_alltoall};
+                                        .reduce_scatter = nrt_reduce_scatter, .alltoall = nrt_alltoall,
+                                        .slice = nrt_slice_block, .place = nrt_place_block,
+                                        .exchange = nrt_exchange};
 
 void nrt_allgather_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, int dim, const void *in, void *out)
 {
@@ -714,4 +757,10 @@ void nrt_alltoall_dim(NrtComm *c, NrtDType t, int rank, const int64_t *local, in
                       const void *in, void *out)
 {
 	nrt_redist_alltoall_dim(&device_ops, c, t, rank, local, split_dim, concat_dim, in, out);
+}
+
+void nrt_permute_blocks(NrtComm *c, NrtDType t, int rank, const int64_t *full, int fndev, const int64_t *fdev,
+                        const int *fax, int tndev, const int64_t *tdev, const int *tax, const void *in, void *out)
+{
+	nrt_redist_permute_blocks(&device_ops, c, t, rank, full, fndev, fdev, fax, tndev, tdev, tax, in, out);
 }

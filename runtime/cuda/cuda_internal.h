@@ -72,6 +72,7 @@ NrtXfer *nrt_host_sendrecv_start(NrtComm *c, NrtDType t, const void *send, int d
 void nrt_host_sendrecv_wait(NrtXfer *x);
 void nrt_host_recv(int src, int tag, NrtDType t, void *buf, int64_t n);
 void nrt_host_shift(NrtComm *c, NrtDType t, int dir, const void *send, int64_t n, void *recv);
+void nrt_host_exchange(NrtComm *c, NrtDType t, int nmsg, const NrtPeerMsg *msgs);
 void nrt_host_p2p_round(int round);
 void nrt_host_recv_post(int src, int tag, NrtDType t, int64_t n);
 void nrt_host_isend_slot(int slot, int round, int dest, int tag, NrtDType t, const void *buf, int64_t n);

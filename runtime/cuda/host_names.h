@@ -36,6 +36,7 @@
 #define nrt_sendrecv_wait nrt_host_sendrecv_wait
 #define nrt_recv nrt_host_recv
 #define nrt_shift nrt_host_shift
+#define nrt_exchange nrt_host_exchange
 /* spmd.c: non-blocking collectives, pipeline sends, batch-norm kernels */
 #define nrt_p2p_round nrt_host_p2p_round
 #define nrt_recv_post nrt_host_recv_post
@@ -60,6 +61,8 @@
 #define nrt_reduce_scatter_dim nrt_host_reduce_scatter_dim
 #define nrt_alltoall_dim nrt_host_alltoall_dim
 #define nrt_slice_block nrt_host_slice_block
+#define nrt_place_block nrt_host_place_block
+#define nrt_permute_blocks nrt_host_permute_blocks
 #define nrt_regroup nrt_host_regroup
 /* half.c: array conversions (the CUDA ones take device pointers) */
 #define nrt_f32_to_f16 nrt_host_f32_to_f16

@@ -330,6 +330,47 @@ extern "C" void nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, co
 	});
 }
 
+/* ---- nrt_place_block (redist.c): a dense block written at `offset` of another ---- */
+
+/* y[base + offset of x's i-th element in y] = x[i]: the scatter twin of k_gather */
+template <typename W> __global__ void k_scatter(int64_t n, Space<1> sp, int64_t base, const W *x, W *y)
+{
+	NRT_GRID_LOOP(i, n) {
+		int64_t off[1];
+		space_offsets(sp, i, off);
+		y[base + off[0]] = x[i];
+	}
+}
+
+template <typename W> static void place_block_as(int rank, const int64_t *out_dims, const int64_t *offset,
+                                                 const int64_t *in_dims, const void *in, void *out)
+{
+	int64_t ost[kMaxRank], base = 0, n = prod(rank, in_dims);
+	contiguous_strides(rank, out_dims, ost);
+	for (int k = 0; k < rank; k++)
+		base += offset[k] * ost[k];
+	const int64_t *st[1] = {ost};
+	Space<1> sp = coalesce<1>("place_block", rank, in_dims, st);
+	k_scatter<W><<<grid_for(n), kThreads, 0, nrt_cuda_stream()>>>(n, sp, base, (const W *)in, (W *)out);
+	NRT_CUDA_LAUNCH_CHECK("place_block");
+}
+
+extern "C" void nrt_place_block(NrtDType t, int rank, const int64_t *out_dims, const int64_t *offset,
+                                const int64_t *in_dims, const void *in, void *out)
+{
+	for (int i = 0; i < rank; i++)
+		if (offset[i] < 0 || offset[i] + in_dims[i] > out_dims[i])
+			nrt_fatal("nrt_place_block: dim %d: [%lld, +%lld) outside a block of %lld", i,
+			          (long long)offset[i], (long long)in_dims[i], (long long)out_dims[i]);
+	if (rank > NRT_MAX_RANK)
+		nrt_fatal("nrt_place_block: rank %d (at most %d)", rank, (int)NRT_MAX_RANK);
+	if (prod(rank, in_dims) == 0)
+		return;
+	by_word(t, "nrt_place_block", [&](auto w) {
+		place_block_as<decltype(w)>(rank, out_dims, offset, in_dims, in, out);
+	});
+}
+
 /* ---- nrt_regroup (redist.c): [outer, g, chunk] <-> [g, outer, chunk] ---------- */
 
 /* split_out: dst[m][o][k] = src[o][m][k]; else dst[o][m][k] = src[m][o][k].

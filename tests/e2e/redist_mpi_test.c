@@ -86,6 +86,11 @@ static const Case cases[] = {
 	 * gathers a dim over several axes one axis at a time, then slices */
 	{"multi-fallback-to", 6, S(12, 6), L(1, V(6), V(0, -1), 0), LM(2, V(3, 2), 2, V(1, 0), -1, 0)},
 	{"multi-fallback-from", 6, S(12, 6), LM(2, V(3, 2), 2, V(1, 0), -1, 0), L(1, V(6), V(0, -1), 0)},
+	/* blocks changing places, and a split changing dim and axis at once:
+	 * one Permute (point to point) with AllToAll on */
+	{"permute-axis-d4", 4, S(8, 6), L(2, V(2, 2), V(0, -1), 0), L(2, V(2, 2), V(1, -1), 0)},
+	{"permute-dp-mp-d4", 4, S(8, 6), LM(2, V(2, 2), 2, V(0, 1), -1, 0), LM(2, V(2, 2), 2, V(1, 0), -1, 0)},
+	{"permute-swap-d8", 8, S(8, 8), L(3, V(2, 2, 2), V(0, 2), 0), L(3, V(2, 2, 2), V(2, 0), 0)},
 };
 
 static Layout *mk(Arena *a, const Case *c, const LSpec *s)
@@ -152,6 +157,22 @@ static double *from_block(const Layout *l)
 	return b;
 }
 
+/* ax[i * ndev ..]: the axes of more than one device splitting dim i, the
+ * slowest first, -1 after */
+static void axes_of(const Layout *l, int *ax)
+{
+	for (int i = 0; i < l->rank * l->ndev; i++)
+		ax[i] = -1;
+	for (int i = 0; i < l->rank; i++) {
+		int n = l->nsub[i] > 1 ? l->nsub[i] : 1;
+		for (int j = 0, m = 0; j < n; j++) {
+			int k = l->nsub[i] > 1 ? l->sub[i][j] : l->map[i];
+			if (k >= 0 && l->dev[k] > 1)
+				ax[i * l->ndev + m++] = k;
+		}
+	}
+}
+
 /* One step with the runtime; `in` is this rank's block of st->from. */
 static void run_step(const RedistStep *st, const double *in, double *out)
 {
@@ -171,6 +192,14 @@ static void run_step(const RedistStep *st, const double *in, double *out)
 	case RS_ALLTOALL:
 		nrt_alltoall_dim(c, NRT_F64, f->rank, f->slice.d, st->dim2, st->dim, in, out);
 		break;
+	case RS_PERMUTE: { /* the layouts' axes as redist_emit_c writes them */
+		int fax[MAX_RANK * MAX_RANK], tax[MAX_RANK * MAX_RANK];
+		axes_of(f, fax);
+		axes_of(st->to, tax);
+		nrt_permute_blocks(c, NRT_F64, f->rank, f->full.d, f->ndev, f->dev, fax, st->to->ndev, st->to->dev, tax, in,
+		                   out);
+		break;
+	}
 	case RS_SLICE: {
 		int64_t to_off[MAX_RANK], from_off[MAX_RANK];
 		layout_block(st->to, me, to_off); /* (a dim over several axes too) */
@@ -197,6 +226,23 @@ static void check_result(const Case *c, bool a2a, const Layout *to, const double
 	check(bad < 0, "%s (alltoall %s): element %lld is %g, want %g", c->name, a2a ? "on" : "off",
 	      (long long)bad, bad < 0 ? 0 : sum[bad], bad < 0 ? 0 : truth(to, bad));
 	free(sum);
+}
+
+/* --comm-stats' bytes equal the plan's: rank 0's, its send_bytes (what
+ * explain shows); summed over the ranks, its total_bytes; the most one
+ * rank sent, its most_bytes (one Permute at most, the rest collectives
+ * whose ranks all send alike). Planned for f32, run in f64: twice the
+ * bytes. */
+static void check_bytes(const Case *c, bool a2a, const RedistPlan *p, int64_t sent)
+{
+	int64_t sum = 0, most = 0, first = sent;
+	MPI_Allreduce(&sent, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Allreduce(&sent, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+	MPI_Bcast(&first, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+	check(first == 2 * p->send_bytes && sum == 2 * p->total_bytes && most == 2 * p->most_bytes,
+	      "%s (alltoall %s): --comm-stats counts %lld bytes on rank 0, %lld in all, %lld at most; the plan %lld, "
+	      "%lld, %lld", c->name, a2a ? "on" : "off", (long long)first, (long long)sum, (long long)most,
+	      2 * (long long)p->send_bytes, 2 * (long long)p->total_bytes, 2 * (long long)p->most_bytes);
 }
 
 typedef void (*EmittedFn)(const double *src, double *dst, double *scratch_a, double *scratch_b);
@@ -234,12 +280,14 @@ static void run_case(size_t k, bool a2a)
 		if (me == 0)
 			printf("%-24s alltoall %-3s %s\n", c->name, a2a ? "on" : "off", redist_describe(&a, p));
 		double *cur = from_block(from);
+		nrt_comm_stats(true);
 		for (int s = 0; s < p->n; s++) {
 			double *next = malloc(sizeof(double) * (size_t)shape_numel(&p->steps[s].to->slice));
 			run_step(&p->steps[s], cur, next);
 			free(cur);
 			cur = next;
 		}
+		check_bytes(c, a2a, p, nrt_comm_stats(false).bytes);
 		check_result(c, a2a, to, cur);
 		free(cur);
 		size_t ne = sizeof emitted / sizeof emitted[0];

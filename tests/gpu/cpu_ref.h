@@ -460,6 +460,8 @@ NRT_NARROW_KERNEL_DECLS(bf16)
 #undef nrt_batch_norm_grad_gamma_bf16
 void cpu_nrt_slice_block(NrtDType t, int rank, const int64_t *in_dims, const int64_t *offset,
                          const int64_t *out_dims, const void *in, void *out);
+void cpu_nrt_place_block(NrtDType t, int rank, const int64_t *out_dims, const int64_t *offset,
+                         const int64_t *in_dims, const void *in, void *out);
 void cpu_nrt_regroup(NrtDType t, int64_t outer, int64_t g, int64_t chunk, const void *src, void *dst,
                      bool split_out);
 #endif

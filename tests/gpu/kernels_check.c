@@ -2,7 +2,7 @@
  * (the CPU runtime, linked as cpu_nrt_*: cpu_ref.h), on random inputs of
  * awkward sizes (1, 7, 33, 257, 1000 and more: odd, below and above a
  * block, a single element), both precisions, plus the f16/bf16
- * conversions, nrt_slice_block, nrt_regroup and the kernels' error word.
+ * conversions, nrt_slice_block, nrt_place_block, nrt_regroup and the kernels' error word.
  *
  * Output: one line per check, "ok" or "FAIL", the largest absolute error
  * and the largest relative one, err_i = |gpu_i - cpu_i| / (|cpu_i| + s),
@@ -42,7 +42,7 @@
  *    a comparison on both sides), the sum add_layer_norm writes (one
  *    addition, rounded once), the f16/bf16 broadcast (one product, rounded
  *    once), f16/bf16 conversions (bit patterns),
- *    nrt_slice_block and nrt_regroup (copies), and the f16/bf16
+ *    nrt_slice_block, nrt_place_block and nrt_regroup (copies), and the f16/bf16
  *    transpose, concat, slice and embedding (copies of 2-byte words).
  *
  * Built with -DKC_HOST_SHIM, the "GPU" side is the CPU runtime itself and
@@ -403,6 +403,35 @@ static void test_slice_block(void)
 	int64_t c[] = {100}, co[] = {37}, cb[] = {50};
 	slice_block_case("slice_block i64 [100] -> [50]", NRT_I64, 8, 1, c, co, cb);
 	slice_block_case("slice_block f64 rank 0", NRT_F64, 8, 0, NULL, NULL, NULL);
+}
+
+/* ---- nrt_place_block (a redistribution's Permute): bytes ---------------------- */
+
+/* the block written into a random one: what lies outside it must stay */
+static void place_block_case(const char *name, NrtDType t, size_t es, int rank, const int64_t *out_dims,
+                             const int64_t *off, const int64_t *in_dims)
+{
+	int64_t nin = prod(rank, in_dims), nout = prod(rank, out_dims);
+	unsigned char *in = halloc(es * nin), *cy = halloc(es * nout);
+	for (int64_t i = 0; i < (int64_t)es * nin; i++)
+		in[i] = (unsigned char)rnd64();
+	for (int64_t i = 0; i < (int64_t)es * nout; i++)
+		cy[i] = (unsigned char)rnd64();
+	void *din = up(in, es * nin), *dout = up(cy, es * nout);
+	nrt_place_block(t, rank, out_dims, off, in_dims, din, dout);
+	cpu_nrt_place_block(t, rank, out_dims, off, in_dims, in, cy);
+	compare_bits(name, down(dout, es * nout), cy, nout, es);
+	free_all();
+}
+
+static void test_place_block(void)
+{
+	int64_t a[] = {7, 33, 5}, ao[] = {1, 3, 0}, ab[] = {5, 11, 5};
+	place_block_case("place_block f32 [5,11,5] -> [7,33,5]", NRT_F32, 4, 3, a, ao, ab);
+	int64_t b[] = {4, 9}, bo[] = {2, 1}, bb[] = {2, 8};
+	place_block_case("place_block f16 [2,8] -> [4,9]", NRT_F16, 2, 2, b, bo, bb);
+	int64_t c[] = {6, 4, 10}, co[] = {3, 0, 5}, cb[] = {3, 4, 5};
+	place_block_case("place_block f64 [3,4,5] -> [6,4,10]", NRT_F64, 8, 3, c, co, cb);
 }
 
 /* ---- nrt_regroup: bytes ------------------------------------------------------ */
@@ -1129,6 +1158,7 @@ int main(void)
 	test_narrow();
 	test_gemm_ep();
 	test_slice_block();
+	test_place_block();
 	test_regroup();
 #ifndef KC_HOST_SHIM
 	test_error_word();

@@ -20,7 +20,8 @@
 #       against the same with NETC_CUDA_GRAPH=0
 #   (c) multi-rank CUDA builds on the host-staged backend (NETC_COMM=host,
 #       the ranks share the GPU): data, semi-auto, auto, pipeline and
-#       optimizer parallel, semi-auto hetero, ring and zigzag attention
+#       optimizer parallel, the transformer's Permutes (enable_alltoall),
+#       semi-auto hetero, ring and zigzag attention
 #       (the query sequence split 4 ways), conv2d and pools with H/W
 #       halos, against the CUDA stand-alone
 #       build, same tolerances; and --trace of data parallel @2 with two
@@ -36,7 +37,8 @@
 #       the machine has GPUs, up to 8; skipped, with a line saying so, on
 #       a machine with one): data and optimizer parallel, pipelines (1F1B,
 #       interleaved, tied weights across stages: NCCL sends and receives),
-#       the transformer @8 (redistributions, with and without AllToAll)
+#       the transformer @8 (redistributions, without and with
+#       enable_alltoall: Permutes as grouped ncclSend/ncclRecv)
 #       against the CUDA stand-alone build, same tolerances; and one
 #       pipeline against the same program on NETC_COMM=host; and the
 #       overlap claim of docs/cuda.md, with --trace of data parallel @2 on
@@ -296,6 +298,10 @@ else
 fi
 mpar "data parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP
 mpar "optimizer parallel mlp_dp @4" mlp_dp.ref 4 $MODELS/mlp_dp.net -D device_num=4 $DP -D enable_parallel_optimizer=true
+# the transformer with enable_alltoall: its three AllToAll plans are Permutes
+# (nrt_permute_blocks: parts cut by slice_block, placed by place_block's
+# scatter kernel on the GPU, sent host-staged). NOT YET RUN on a GPU.
+mpar "transformer @8 with enable_alltoall (Permutes)" transformer.cuda 8 samples/transformer.net -D enable_alltoall=true
 # --trace (docs/cuda.md, The trace on the GPU): two fused buckets, the first
 # started mid-backward; the compute stream's passes timed by CUDA events,
 # the host-staged buckets' MPI spans (host times) inside their steps
