@@ -235,14 +235,16 @@ bool pass_micro_loss(Compilation *c)
 		if (lc == BT_OTHER || lc == BT_ROW || lc == BT_ROW_MOVED) {
 			const Node *o = m.origin[g->loss->id] ? m.origin[g->loss->id] : g->loss->def;
 			diag_warning(&c->diag, o ? o->loc : g->loss->loc,
-			             "%s: the loss is not a sum or mean over the batch's examples here, so its %d "
-			             "micro-steps (micro_size x grad_accumulation_step) average to another result "
-			             "than one step over the whole batch",
+			             "%s: from here the loss is no sum or mean over the batch's examples (a "
+			             "non-linear function of a batch reduction), so its %d micro-steps (micro_size x "
+			             "grad_accumulation_step) are averaged and differ from one step over the whole batch",
 			             o ? op_info[o->op].name : g->loss->name, g->nmicro);
 		}
 		for (int i = 0; i < g->nnodes; i++)
-			if (g->nodes[i]->out == g->loss)
+			if (g->nodes[i]->out == g->loss) {
 				scale_result(g, i);
+				break;
+			}
 		return true;
 	}
 	/* only the loss's own terms: marks off its path change nothing it reads */
