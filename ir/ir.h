@@ -170,6 +170,8 @@ typedef struct Annot {
 	int stage;                     /* pipeline stage; -1 unset */
 	Loc stage_loc;
 	bool recompute;                /* recompute() */
+	bool recompute_set;            /* recompute as the user wrote it, on the op or its block (either value):
+	                                * the search's own recompute (passes/search_fit.c) leaves it alone */
 	bool mp_comm_recompute;        /* block recompute: default true */
 	bool parallel_optimizer_comm_recompute; /* block recompute: default false */
 	int fusion;                    /* fusion id for this op's communication; -1 unset, 0 never fuse */
