@@ -144,6 +144,8 @@ static Batchness classify(MicroLoss *m, const Node *n, int pos)
 		return sum ? BT_SUM : row;
 	case OP_TRANSPOSE:
 		return sum ? BT_SUM : n->attr.perm[0] != 0 ? BT_ROW_MOVED : row;
+	case OP_ALL_REDUCE: /* hybrid_parallel's own: a sum (mean) over devices is linear */
+		return n->attr.reduce != RED_SUM && n->attr.reduce != RED_MEAN ? BT_OTHER : sum ? BT_SUM : row;
 	case OP_MUL:
 	case OP_MATMUL:
 	case OP_BATCH_MATMUL: /* linear in each input: a sum times parameters is a sum */
