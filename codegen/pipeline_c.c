@@ -10,8 +10,8 @@
  * pass that receives it, which each pass opens as it starts and where it
  * posts its receives; transfers of the whole step (tied weights before
  * the passes, gradients after them) take one round each around them. Gradients
- * that the update reads are accumulated over the micro-steps, averaged,
- * and the update runs once per step on the stage that owns each
+ * that the update reads are summed over the micro-steps (the loss is their
+ * sum: passes/micro.c; forward-only programs average the losses), and the update runs once per step on the stage that owns each
  * parameter. A rank allocates only what its stage holds (sched_held_mask):
  * its parameters, their state and accumulators, and a workspace planned
  * over its own nodes (passes/memplan.c, plan_stage).
@@ -155,7 +155,7 @@ void emit_sched_decls(Emit *e)
 			fprintf(out, "static real *%s; /* %s summed over the micro-steps */\n", e->swap[i], g->values[i]->name);
 	for (int i = 0; i < g->ninputs && emit_micro_input_grads(e); i++)
 		if (g->inputs[i]->grad)
-			fprintf(out, "static %s *igrad_%d; /* grad.%s: NMICRO micro-batches' rows, each / NMICRO */\n",
+			fprintf(out, "static %s *igrad_%d; /* grad.%s: NMICRO micro-batches' rows */\n",
 			        ctype(g->inputs[i]->grad->dtype), i, g->inputs[i]->name);
 	fputc('\n', out);
 }
@@ -260,8 +260,8 @@ int emit_input_grad_index(const Emit *e, int i)
 
 /* train.input_grads with micro-batches: the step's batch is NMICRO
  * micro-batches of rows in order, so micro-step k's gradient of input i
- * is rows k of the step's, scaled as the parameters' average is (the
- * step's loss is the micro-steps' mean). Kept as it is made, before the
+ * is rows k of the step's (the step's loss is the micro-steps' sum:
+ * passes/micro.c). Kept as it is made, before the
  * slot's workspace is reused; where the batch is split, the micro-batch's
  * blocks are gathered first (the comm's members in the order of their
  * blocks along the batch), so every device keeps all the step's rows. */
@@ -279,8 +279,9 @@ static void emit_keep_input_grad(Emit *e, const Value *v)
 			        e->g->inputs[i]->name);
 			src = dst;
 		}
-		fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1.0 / NMICRO), %s, %s); /* grad.%s, this micro-batch's rows */\n",
-		        emit_kernels_for(v), n, src, dst, e->g->inputs[i]->name);
+		if (src != dst)
+			fprintf(e->out, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(%s)); /* grad.%s, this micro-batch's rows */\n",
+			        dst, src, n, ctype(v->dtype), e->g->inputs[i]->name);
 		emit_seq_extend_end(e);
 	}
 }
@@ -339,7 +340,7 @@ void emit_sched_functions(Emit *e)
 	for (int c = 0; c < g->nchunks; c++)
 		fprintf(out, "%sbackward_%d", c ? ", " : "", c);
 	fputs("};\n\n/* Once per step, on the stage that owns each parameter. */\nstatic void update(void)\n{\n", out);
-	for (int i = 0; i < g->nvalues; i++)
+	for (int i = 0; i < g->nvalues && !g->micro_summed; i++)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
 			        e->update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
@@ -476,7 +477,8 @@ static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, int
 }
 
 /* The step: the stage's passes in schedule order, then the update. The
- * loss is the mean over micro-steps, computed on the last stage and sent
+ * loss is the sum over micro-steps (the mean in forward-only programs),
+ * computed on the last stage and sent
  * to every rank for the log. main() is program_c.c's. */
 void emit_sched_step(Emit *e)
 {
@@ -528,16 +530,16 @@ void emit_sched_step(Emit *e)
 	int loss_stage = g->loss && g->loss->def ? g->loss->def->ann.stage : 0;
 	if (e->c->infer && !g->par.pipeline_result_broadcast) {
 		/* the result stays where it was computed: the last stage reports it */
-		fputs("\treturn step_loss / NMICRO;\n}\n\n", out);
+		fputs(g->micro_summed ? "\treturn step_loss;\n}\n\n" : "\treturn step_loss / NMICRO;\n}\n\n", out);
 	} else {
 		/* summed in device memory: the CUDA target's collectives take device
 		 * buffers; on the steps the log does not want (the same on every
 		 * rank) neither read nor summed */
-		fprintf(out, "\tif (!read_loss)\n\t\treturn 0;\n\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
+		fprintf(out, "\tif (!read_loss)\n\t\treturn 0;\n\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss%s : 0;\n"
 		             "\tnrt_from_host(loss_dev, &loss, sizeof loss);\n"
 		             "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, loss_dev, 1); /* every rank gets it */\n"
 		             "\treturn nrt_read_scalar(NRT_F64, loss_dev);\n}\n\n",
-		        loss_stage);
+		        loss_stage, g->micro_summed ? "" : " / NMICRO");
 	}
 	/* A rank holds only its stage's tensors (sched_held_mask); the
 	 * checkpoint takes each from a rank that holds it. Tied weights read
@@ -574,9 +576,9 @@ void emit_sched_eval(Emit *e)
 	                "\t\tforward_chunk[p->chunk]();\n"
 	                "\t}\n"
 	                "\tnrt_wait_sends();\n"
-	                "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss / NMICRO : 0;\n"
+	                "\tdouble loss = my_stage == %d && nrt_rank() %% STAGE_SIZE == 0 ? step_loss%s : 0;\n"
 	                "\tnrt_from_host(loss_dev, &loss, sizeof loss);\n"
 	                "\tnrt_allreduce(comm_world, NRT_F64, NRT_SUM, loss_dev, 1);\n"
 	                "\treturn nrt_read_scalar(NRT_F64, loss_dev);\n}\n\n",
-	        loss_stage);
+	        loss_stage, g->micro_summed ? "" : " / NMICRO");
 }

@@ -837,6 +837,7 @@ bool el_annotate(Elab *E, Frame *f, const Expr *e, Op op, int nin, Annot *ann, u
 			*mask |= AN_STAGE;
 		} else if (!strcmp(nm, "recompute")) {
 			ok = an_recompute(E, f, an, ann) && ok;
+			ann->recompute_set = true;
 			*mask |= AN_RECOMPUTE;
 		} else if (!strcmp(nm, "fusion")) {
 			ok = an_nonneg(E, f, an, &ann->fusion) && ok;
@@ -897,6 +898,7 @@ void el_inherit(Elab *E, int from, const Annot *ann, unsigned mask)
 		}
 		if (give & AN_RECOMPUTE) {
 			n->ann.recompute = ann->recompute;
+			n->ann.recompute_set = ann->recompute_set;
 			n->ann.mp_comm_recompute = ann->mp_comm_recompute;
 			n->ann.parallel_optimizer_comm_recompute = ann->parallel_optimizer_comm_recompute;
 		}

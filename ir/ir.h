@@ -170,6 +170,8 @@ typedef struct Annot {
 	int stage;                     /* pipeline stage; -1 unset */
 	Loc stage_loc;
 	bool recompute;                /* recompute() */
+	bool recompute_set;            /* recompute as the user wrote it, on the op or its block (either value):
+	                                * the search's own recompute (passes/search_fit.c) leaves it alone */
 	bool mp_comm_recompute;        /* block recompute: default true */
 	bool parallel_optimizer_comm_recompute; /* block recompute: default false */
 	int fusion;                    /* fusion id for this op's communication; -1 unset, 0 never fuse */
@@ -298,6 +300,8 @@ typedef struct Graph {
 	const char *name;    /* model name (the file's base name) */
 	int nstages;         /* pipeline stages (1 without pipelining) */
 	int nmicro;          /* micro-steps per step: micro_size x grad_accumulation_step */
+	bool micro_summed;   /* pass_micro_loss wrote the loss as the micro-steps' sum: a step sums
+	                      * their losses and gradients (else, forward only, averages them) */
 	int nchunks;         /* pipeline: model chunks (virtual stages), nstages x interleave */
 } Graph;
 

@@ -117,6 +117,9 @@ const char *pass_name(int i);
 
 /* Each pass: returns false after reporting errors through c->diag. */
 bool pass_micro(Compilation *c);
+/* With micro-steps: the loss rewritten as the sum of the micro-steps'
+ * (passes/micro.c), or a warning where it cannot be. */
+bool pass_micro_loss(Compilation *c);
 bool pass_shapes(Compilation *c);
 /* MindSpore's operator forms netc runs as compositions (passes/lower_ms.c:
  * layer_norm's begin_params_axis other than begin_norm_axis), after shapes */

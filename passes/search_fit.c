@@ -96,7 +96,7 @@ static void mark_layers(const Graph *g, Layers *L)
 
 /* Marks every forward operator of the repeated layers recomputed, as
  * `.recompute()` on each layer does (Megatron's full-layer recompute);
- * marks already there (the user's) stay. */
+ * what the user wrote stays: `.recompute()` and `.recompute(false)`. */
 static void mark_recompute(Graph *g, Layers *L)
 {
 	mark_layers(g, L);
@@ -107,7 +107,7 @@ static void mark_recompute(Graph *g, Layers *L)
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k) ||
-		    strcmp(name, L->name) != 0 || n->ann.recompute || (op_info[n->op].flags & OPF_COMM))
+		    strcmp(name, L->name) != 0 || n->ann.recompute || n->ann.recompute_set || (op_info[n->op].flags & OPF_COMM))
 			continue;
 		n->ann.recompute = true;
 		L->marked++;

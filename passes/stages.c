@@ -86,6 +86,37 @@ static bool annotated_split(Compilation *c, int nstages)
 	return ok;
 }
 
+/* A forward node of parameters alone (a penalty's) that no annotation
+ * places runs on the earliest chunk that reads it, not on chunk 0: there
+ * it read a later stage's parameter, whose gradient then went back up the
+ * pipeline in the backward pass, against the schedule's order (the
+ * runtime stops at that send). A parameter read on another stage than
+ * its owner's is shared as a tied weight is. */
+static void params_alone_late(Graph *g)
+{
+	bool *alone = ARENA_NEWN(g->arena, bool, g->nvalues);
+	int *first = ARENA_NEWN(g->arena, int, g->nvalues); /* the earliest reader's chunk + 1; 0: none */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD || !n->out || n->ann.stage >= 0)
+			continue;
+		bool a = true;
+		for (int j = 0; j < n->nin && a; j++)
+			a = n->in[j]->def ? alone[n->in[j]->id] : n->in[j]->kind != VK_INPUT;
+		alone[n->out->id] = a;
+	}
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		if (n->out && alone[n->out->id] && first[n->out->id] > n->chunk + 1)
+			n->chunk = first[n->out->id] - 1;
+		for (int j = 0; j < n->nin; j++)
+			if (!first[n->in[j]->id] || first[n->in[j]->id] > n->chunk + 1)
+				first[n->in[j]->id] = n->chunk + 1;
+	}
+}
+
 static bool any_annotation(const Graph *g)
 {
 	for (int i = 0; i < g->nnodes; i++)
@@ -209,6 +240,8 @@ bool pass_stages(Compilation *c)
 		auto_split(g, g->nchunks);
 	else if (!annotated_split(c, nstages))
 		return false;
+	else
+		params_alone_late(g);
 	propagate(g);
 	recomputed_stay_local(g);
 	/* every stage must be used and hold something to train */

@@ -135,6 +135,8 @@ golden one_way 1 check $G/one_way.net
 golden auto_micro_none 1 explain $G/auto_micro_none.net
 golden auto_micro_interleave 0 explain $G/auto_micro_interleave.net
 golden auto_micro_allfail 1 explain $G/auto_micro_allfail.net
+# micro-steps: a loss they cannot sum to the whole batch's is said where
+golden micro_nonlinear 0 check $G/micro_nonlinear.net
 # --dump-after and dump with stages or micro-batches auto: the dumped
 # compilation is not the plan chosen, and they say so (before: nothing
 # dumped by explain and build, the placeholder 1 x 1 plan by dump)

@@ -364,8 +364,9 @@ expect "bad NETC_COMM" "NETC_COMM=mpi: unknown communication backend" NETC_COMM=
 # training, exit 1, with the plan's total (netc build -v's, per pipeline
 # stage) and the GPU's free bytes; every such rank says so, the others
 # not. deep.net's 2-stage pipeline @4 plans 84012 bytes for the ranks of
-# stage 0 and 65820 for stage 1. Ranks sharing a GPU (NETC_COMM=host)
-# need their plans together: 4 ranks on one 200000-byte GPU need 299664
+# stage 0 and 65884 for stage 1 (64 of them the loss scaled to the step's
+# batch, passes/micro.c). Ranks sharing a GPU (NETC_COMM=host) need their
+# plans together: 4 ranks on one 200000-byte GPU need 299792
 # (review item 18: each was checked alone and all 4 went on).
 total_of() { "$NETC" build -v "$@" -o "$work/plan.x" 2>&1 | sed -n 's/^planned memory per device.* total \([0-9]*\)$/\1/p'; }
 t=$(total_of samples/mlp.net $SA)
@@ -377,18 +378,18 @@ FAKE_CUDA_FREE_BYTES=$t timeout $TMO "$work/mlp_sa.gpu" --steps 1 --quiet &&
 plans=$(total_of $P/deep.net | tr '\n' ' ')
 out=$(FAKE_CUDA_DEVICES=4 FAKE_CUDA_FREE_BYTES=70000 NETC_COMM=host timeout $TMO $MPIRUN -np 4 "$work/pipeline.gpu" --steps 1 2>&1)
 rc=$?
-if [ $rc -eq 1 ] && [ "$plans" = "84012 65820 " ] &&
+if [ $rc -eq 1 ] && [ "$plans" = "84012 65884 " ] &&
 	[ "$(printf '%s\n' "$out" | grep -c '^netrt: rank [01]: netc planned 84012 bytes .* has 70000 bytes')" -eq 2 ] &&
 	[ "$(printf '%s\n' "$out" | grep -c '^netrt: ')" -eq 2 ]; then
-	ok "plan per rank: a pipeline's stage-0 ranks (84012 bytes) stop on a 70000-byte GPU, stage 1 (65820) does not"
+	ok "plan per rank: a pipeline's stage-0 ranks (84012 bytes) stop on a 70000-byte GPU, stage 1 (65884) does not"
 else
 	bad "plan per rank (exit $rc; plans $plans)"; printf '%s\n' "$out" | head -4 | sed 's/^/     | /'
 fi
 out=$(FAKE_CUDA_FREE_BYTES=200000 NETC_COMM=host timeout $TMO $MPIRUN -np 4 "$work/pipeline.gpu" --steps 1 2>&1)
 rc=$?
 if [ $rc -eq 1 ] &&
-	[ "$(printf '%s\n' "$out" | grep -c '^netrt: rank [0-3]: netc planned [0-9]* bytes .* and 299664 bytes (.*) for the 4 ranks sharing GPU 0 (.*has 200000 bytes')" -eq 4 ]; then
-	ok "plans of ranks sharing a GPU add up: 4 ranks (299664 bytes) stop on a 200000-byte GPU each plan fits"
+	[ "$(printf '%s\n' "$out" | grep -c '^netrt: rank [0-3]: netc planned [0-9]* bytes .* and 299792 bytes (.*) for the 4 ranks sharing GPU 0 (.*has 200000 bytes')" -eq 4 ]; then
+	ok "plans of ranks sharing a GPU add up: 4 ranks (299792 bytes) stop on a 200000-byte GPU each plan fits"
 else
 	bad "ranks sharing a GPU (exit $rc)"; printf '%s\n' "$out" | head -4 | sed 's/^/     | /'
 fi

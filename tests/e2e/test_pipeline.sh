@@ -92,6 +92,31 @@ case_ staged_tied_gpipe 4 staged_ref $M/staged.net "$G"
 ref $M/accum_big.net accum_ref
 case_ accumulate_4 2 accum_ref $M/accum.net
 
+# every loss as the stand-alone step over the whole batch, in f64 to 1e-12:
+# a sum over the batch, a mean plus a penalty of parameters alone, a sum
+# plus a penalty (sum_loss.net), through 2 stages x 4 micro-batches and
+# through grad_accumulation_step = 2 (before: the sums trained with 1/M of
+# their gradient; the penalties' pipeline stopped at a backward send)
+exact() {
+	el=$($B/tools/losscompare "$work/$1.csv" "$work/$2.csv" --rtol 1e-12 --atol 0 | tail -1)
+	ep=$($B/tools/stcompare "$work/$1.st" "$work/$2.st" --rtol 1e-12 --atol 0 --quiet | tail -1)
+	case "$el$ep" in
+	*"0 failed"*"0 failed"*) ok "$2 (${el#losscompare: }; ${ep#stcompare: })" ;;
+	*) bad "$2 ($el; $ep)" ;;
+	esac
+}
+for loss in "sum -D MEAN=0.0 -D SUM=0.05" "mean_penalty -D PEN=1.0" "sum_penalty -D MEAN=0.0 -D SUM=0.05 -D PEN=1.0"; do
+	set -- $loss
+	lo=$1; shift
+	ref $M/sum_loss.net ${lo}_ref --precision f64 "$@"
+	timeout $TMO $NETC build $M/sum_loss.net -o "$work/${lo}_pipe" --precision f64 "$@" >"$work/${lo}_pipe.build" 2>&1 &&
+		timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/${lo}_pipe" --steps 6 --seed 7 --log "$work/${lo}_pipe.csv" \
+			--save "$work/${lo}_pipe.st" --quiet >"$work/${lo}_pipe.run" 2>&1
+	exact ${lo}_ref ${lo}_pipe
+	ref $M/sum_loss.net ${lo}_accum --precision f64 -D B=8 "$@" -D grad_accumulation_step=2
+	exact ${lo}_ref ${lo}_accum
+done
+
 # activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
 slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }
 s0=$(slots p4_1f1b_m8 0) s3=$(slots p4_1f1b_m8 3) g0=$(slots p4_gpipe_m8 0) g3=$(slots p4_gpipe_m8 3)

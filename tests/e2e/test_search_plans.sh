@@ -163,6 +163,14 @@ for m in stack_nested:gpt.layers:7000 stack_after_single:layers:8500; do
 	grep -q '^netc: .*: pipeline_stages = 4, micro_size = [0-9]*: at least [0-9]' "$work/$name.auto" && ok ||
 		bad "$name, pipeline_stages = auto: 4 stages not tried: $(grep -c 'at least' "$work/$name.auto") candidates"
 done
+# A user's .recompute(false) stays: the search's recompute marks the
+# layers' other operators only (the matmuls, 4 of 8). Before: all 8.
+sed 's/^  return relu(matmul(x, w))$/  return relu(matmul(x, w)).recompute(false)/' \
+	tests/e2e/models/stack_after_single.net >"$work/rc_false.net"
+"$NETC" explain -v --memory-limit 8500 -D pipeline_stages=1 -D train.micro_size=1 "$work/rc_false.net" \
+	>"$work/rc_false.txt" 2>&1
+grep -q "recomputing the 4 repeated layers layers.0 to layers.3 (4 operators)" "$work/rc_false.txt" && ok ||
+	bad ".recompute(false) in the repeated layers: $(grep -m1 'error\|recomputing' "$work/rc_false.txt")"
 # One plan's compiled/estimated ratio is not every plan's: at 11000 bytes
 # the search's first plan (9732 estimated) compiles to 13316, and the
 # estimate scaled by that 1.38 left no plan, though a plan of 8708 bytes

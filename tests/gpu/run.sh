@@ -349,12 +349,19 @@ build deep.ref $P/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D 
 mpar "pipeline deep 2 stages 1F1B @4" deep.ref 4 $P/deep.net
 mpar "pipeline deep 4 stages @4" deep.ref 4 $P/deep.net -D pipeline_stages=4 -D train.micro_size=2
 # issue 30: input_grads with micro_size 4 on 2 stages (grad.x's rows
-# gathered over the batch's devices and scaled into place by the CUDA
-# scale kernel, saved with the checkpoint) and strided_slice with its
+# gathered over the batch's devices and copied into place, saved with
+# the checkpoint) and strided_slice with its
 # masks and a negative stride under strategies. NOT YET RUN on a GPU.
 IGM=$MODELS/ms_ops/input_grads_micro.net SSM=$MODELS/ms_ops/strided_slice_masks.net
 build igm.ref $IGM -D parallel_mode=stand_alone -D MS=1 -D PP=1 --target cuda && run igm.ref 1 igm.ref --steps 5
 mpar "input_grads, micro_size 4, 2 stages @4: grad.x" igm.ref 4 $IGM
+# a summed loss plus a penalty on 2 stages x 4 micro-batches: the
+# micro-steps' losses and gradients summed (passes/micro.c). NOT YET RUN
+# on a GPU.
+SL="$P/sum_loss.net -D MEAN=0.0 -D SUM=0.05 -D PEN=1.0"
+build sl.ref $SL -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --target cuda &&
+	run sl.ref 1 sl.ref --steps 5
+mpar "summed loss + penalty, 2 stages x 4 micro-batches @2" sl.ref 2 $SL
 build ssm.ref $SSM -D parallel_mode=stand_alone --target cuda && run ssm.ref 1 ssm.ref --steps 5
 mpar "strided_slice masks, negative stride, ((2, 1, 2),) @4" ssm.ref 4 $SSM -D SB=2
 unset NETC_COMM

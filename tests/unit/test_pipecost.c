@@ -76,10 +76,11 @@ Test(pipecost, replay_interleaved_is_the_simulation)
  * 4 micro-batches of 8 rows. The balanced split puts the matmuls of w1..w4
  * on stage 0 and the rest on stage 1. Forward FLOPs per micro-batch:
  *   stage 0: 4 matmuls 2*8*32*32 + 3 tanh 4*8*32          = 68608
- *   stage 1: 3 matmuls + 4 tanh + logits 2*8*10*32 + loss 5*80 = 58768
+ *   stage 1: 3 matmuls + 4 tanh + logits 2*8*10*32 + loss 5*80
+ *            + the loss's scale to the step's batch (1/4)        = 58769
  * backward twice the forward; one 8x32 f32 value (1024 bytes) crosses
  * each way per micro-batch: x = 5e-6 + 1024 / 1e11 s. */
-static const double F0 = 68608 / 1e14, F1 = 58768 / 1e14, X = 5e-6 + 1024 / 1e11;
+static const double F0 = 68608 / 1e14, F1 = 58769 / 1e14, X = 5e-6 + 1024 / 1e11;
 
 static void pipeline_totals(Compilation *c, const char *sched, ExplainTotals *t)
 {
