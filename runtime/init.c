@@ -1,9 +1,11 @@
 /* Start-up and shutdown, the runtime's top layer: MPI, the command line,
  * the world-size check, and the services it starts and stops (guard, ps,
  * comm's f16/bf16 operators). The state and nrt_fatal are in base.c. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <link.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
@@ -328,6 +330,46 @@ _Noreturn static void finish(int code)
 	exit(code);
 }
 
+/* Open MPI 4.1 dlcloses its PMIx component (and libpmix with it) in
+ * MPI_Finalize before it joins the progress thread that may still be
+ * running one of its event callbacks: on a loaded host about one run in a
+ * thousand died of SIGSEGV after its last step (a core: the progress
+ * thread in event_base_loop jumping to an address where
+ * mca_pmix_ext3x.so/libpmix.so had been, the main thread in
+ * opal_progress_thread_finalize), and mpirun failed the job. A reference
+ * of our own, never dropped, keeps each loaded component mapped to the
+ * end of the process.
+ * Names are collected first (the loader's own strings, which stay while
+ * the object is loaded): dlopen inside dl_iterate_phdr's callback would
+ * take the loader's lock it holds. */
+enum { MAX_PINNED = 256 };
+typedef struct Pins {
+	int n;
+	const char *name[MAX_PINNED];
+} Pins;
+
+static int find_component(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	Pins *p = arg;
+	const char *base = strrchr(info->dlpi_name, '/');
+	base = base ? base + 1 : info->dlpi_name;
+	bool mpi = strncmp(base, "mca_", 4) == 0 || strncmp(base, "libpmix", 7) == 0 || strncmp(base, "pmix_mca_", 9) == 0;
+	if (mpi && p->n < MAX_PINNED)
+		p->name[p->n++] = info->dlpi_name;
+	return 0;
+}
+
+int nrt_mpi_keep_components(void)
+{
+	Pins p = {0};
+	dl_iterate_phdr(find_component, &p);
+	int kept = 0;
+	for (int i = 0; i < p.n; i++)
+		kept += dlopen(p.name[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
+	return kept;
+}
+
 static void start_mpi(int *argc, char ***argv)
 {
 	int init = 0, provided;
@@ -340,6 +382,7 @@ static void start_mpi(int *argc, char ***argv)
 			exit(1);
 		}
 		nrt_rt.own_mpi = true;
+		nrt_mpi_keep_components();
 	}
 	NRT_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 	NRT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &nrt_rt.rank));

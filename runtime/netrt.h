@@ -86,6 +86,11 @@ typedef struct NrtProgramInfo {
  * sees are the workers' (ranks 0..device_num-1). */
 void nrt_init(int *argc, char ***argv, const NrtProgramInfo *info, NrtOptions *opt);
 void nrt_finalize(void);
+/* Keeps the MPI library's loaded components mapped until the process ends
+ * (init.c: an Open MPI 4.1 race in MPI_Finalize); nrt_init does it after
+ * its MPI_Init, a program that starts MPI itself calls it after its own.
+ * Returns how many it keeps. */
+int nrt_mpi_keep_components(void);
 int nrt_rank(void);
 int nrt_world_size(void);
 /* Print "netrt: rank R: <message>" to stderr and abort all ranks (exit 1). */

@@ -635,6 +635,7 @@ int main(int argc, char **argv)
 	char *args[] = {argv[0], NULL}, **av = args;
 	/* started here to learn the world's size, which nrt_init checks */
 	CHECK_MPI(MPI_Init_thread(&one, &av, MPI_THREAD_FUNNELED, &provided));
+	nrt_mpi_keep_components();
 	CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
 	NrtProgramInfo info = {.name = "netc-calibrate", .device_num = size, .default_steps = 1, .batch_size = 1};
 	NrtOptions opt;

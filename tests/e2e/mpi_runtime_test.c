@@ -312,6 +312,23 @@ static void test_data(NrtComm *w)
 	      "data slices of 4 ranks equal the whole batch");
 }
 
+/* ---- the MPI library's components outlive MPI_Finalize ------------------------ */
+/* Open MPI 4.1 dlcloses its PMIx component before it stops the progress
+ * thread that may run into it (init.c, nrt_mpi_keep_components): the
+ * PMIx objects mapped now must still be mapped after nrt_finalize. */
+static int pmix_objects_mapped(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	char line[1024];
+	int n = 0;
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, " r-xp ") && (strstr(line, "/mca_pmix") || strstr(line, "/libpmix"));
+	fclose(f);
+	return n;
+}
+
 /* ---- error paths (run by the script, each expected to exit 1) ------------------ */
 static void error_mode(const char *mode)
 {
@@ -348,7 +365,16 @@ int main(int argc, char **argv)
 	test_stats(w);
 	test_checkpoint(dir);
 	test_data(w);
+	int pmix = pmix_objects_mapped();
 	int rc = mpi_check_report("mpi_runtime_test");
 	nrt_finalize();
+	int after = pmix_objects_mapped();
+	if (pmix > 0 && after != pmix) {
+		fprintf(stderr, "FAIL rank %d: %d PMIx objects mapped before MPI_Finalize, %d after "
+		        "(nrt_mpi_keep_components)\n", me, pmix, after);
+		rc = 1;
+	} else if (me == 0) {
+		printf("%d PMIx objects mapped before MPI_Finalize, %d after\n", pmix, after);
+	}
 	return rc;
 }

@@ -352,6 +352,7 @@ int main(int argc, char **argv)
 		return emit_all(argv[2]);
 	int provided;
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+	nrt_mpi_keep_components();
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
 	NrtProgramInfo info = {.name = "redist_mpi_test", .device_num = np, .default_steps = 1};
 	NrtOptions opt;

@@ -115,6 +115,7 @@ int main(int argc, char **argv)
 {
 	int size = 1;
 	MPI_Init(&argc, &argv); /* the world's size is the device count the program claims */
+	nrt_mpi_keep_components();
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	NrtProgramInfo info = {.name = "ring_attention_test", .device_num = size, .default_steps = 1,
 	                       .default_lr = 0.1, .batch_size = 1};
