@@ -396,7 +396,7 @@ static void write_profile(FILE *f, const Run *r, const char *prefix, bool first)
 	fprintf(f, "\n# compute, %d rank%s running at once\n", r->ranks, r->ranks == 1 ? "" : "s");
 	if (cores > 0 && r->ranks > cores && !r->device[0]) /* netc-calibrate's calib_window */
 		fprintf(f, "# more ranks than the %ld cores: every figure timed with all ranks computing at once, "
-		           "in windows of many time slices, the slowest rank's\n", cores);
+		           "in windows of 50 ms (--quick: 5), the slowest rank's\n", cores);
 	fprintf(f, "%sflops = %.6g\n", first ? "" : prefix, r->flops);
 	fprintf(f, "%sscalar_flops = %.6g\n%smem_bandwidth = %.6g\n%sop_overhead = %.6g\n", prefix, r->scalar_flops,
 	        prefix, r->mem_bandwidth, prefix, r->op_overhead);

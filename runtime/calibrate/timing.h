@@ -13,9 +13,10 @@
  * (the scheduler's are milliseconds long) and measures the moments it
  * had a core: 4 ranks on 2 cores at load 12-16 measured 115 GFLOP/s a
  * rank, more than both cores together, and priced data parallelism 5-30x
- * too fast. There every rank computes at once for windows of many time
- * slices (20 ms; --quick: 2 ms), as a program's ranks do, fewer of them
- * to keep the measurement's length. */
+ * too fast. There every rank computes at once for windows of several
+ * scheduling periods (50 ms: at 8 runnable tasks a core and slices of
+ * 1.5 ms a period is about 12 ms; --quick: 5 ms), as a program's ranks
+ * do, fewer of them to keep the measurement's length. */
 typedef struct CalibWindow {
 	double seconds; /* one batch */
 	int nbatch;     /* batches taken */
@@ -27,7 +28,7 @@ enum { CALIB_NBATCH = 21, CALIB_NSHARED = 9 };
 static inline CalibWindow calib_window(int ranks, long cores, bool quick)
 {
 	if (cores > 0 && ranks > cores)
-		return (CalibWindow){quick ? 0.002 : 0.02, CALIB_NSHARED, true};
+		return (CalibWindow){quick ? 0.005 : 0.05, CALIB_NSHARED, true};
 	return (CalibWindow){quick ? 0.0003 : 0.0005, CALIB_NBATCH, false};
 }
 
