@@ -30,7 +30,10 @@
  *                                    the world of G ranks, BYTES per rank
  *
  * netc fits the collectives' latency and bandwidth. Each time is the
- * median of 21 batches of 0.5 ms (time_work), the slowest rank's.
+ * median of 21 batches of 0.5 ms (time_batches), the slowest rank's;
+ * with more ranks than cores a compute figure is the median of 9 batches
+ * of 50 ms that every rank runs at once, each batch's slowest rank's
+ * (timing.h).
  * --quick: tiny sizes and short batches (tests).
  *
  * Built against the CUDA runtime (netc-calibrate-cuda, NRT_CALIBRATE_CUDA;
