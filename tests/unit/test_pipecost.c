@@ -305,6 +305,16 @@ Test(pipecost, recompute_across_a_stage_boundary)
 	compile_done(&c);
 }
 
+/* c's machine for `ranks` ranks from machine file keys (`k=v,...`). */
+static void set_machine(Compilation *c, const char *keys, int ranks)
+{
+	Machine m;
+	char err[512];
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, keys, err, sizeof err), "%s", err);
+	c->machine = machine_for_ranks(&c->arena, &m, ranks);
+}
+
 /* collective_overhead (docs/calibration.md) where a rank waits for the
  * others. The mlp in data_parallel on 2 ranks, its gradients in 1 MB
  * buckets (w1 and b1; w2, b2, w3, b3): each bucket is a non-blocking all-reduce the
@@ -316,18 +326,13 @@ Test(pipecost, collective_overhead_once_for_buckets)
 {
 	Compilation c;
 	ExplainTotals t;
-	Machine m;
-	char err[512];
-	machine_defaults(&m);
-	cr_assert(machine_parse_list(&m, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,"
-	                                 "iallreduce.latency=2e-3,iallreduce.bandwidth=1e30,collective_overhead=1e-2",
-	                             err, sizeof err), "%s", err);
 	const char *defs[] = {"device_num=2", "parallel_mode=data_parallel",
 	                      "comm_fusion={allreduce = {mode = \"size\", config = 1}}"};
 	cr_assert(compile_model(&c, "samples/mlp.net", defs, 3, UPTO_CODEGEN));
 	cr_assert(c.fusion);
 	cr_assert_eq(c.fusion->n, 2);
-	c.machine = machine_for_ranks(&c.arena, &m, 2);
+	set_machine(&c, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,"
+	                "iallreduce.latency=2e-3,iallreduce.bandwidth=1e30,collective_overhead=1e-2", 2);
 	explain_totals(&c, &t);
 	cr_expect_eq(t.ncomm, 3, "2 buckets and the loss's all-reduce");
 	cr_expect_float_eq(t.comm, (2e-3 + 1e-2) + 2 * 4e-3 + 1e-2, 1e-12, "comm %.9g s", t.comm);
@@ -349,13 +354,6 @@ Test(pipecost, reduce_scatter_ring_waits_priced)
 {
 	Compilation c;
 	ExplainTotals t;
-	Machine m;
-	char err[512];
-	machine_defaults(&m);
-	cr_assert(machine_parse_list(&m, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,"
-	                                 "reduce_scatter.latency=3e-3,reduce_scatter.bandwidth=1e30,allgather.latency=5e-3,"
-	                                 "allgather.bandwidth=1e30,collective_overhead=1e-2",
-	                             err, sizeof err), "%s", err);
 	const char *defs[] = {"device_num=2", "parallel_mode=data_parallel", "enable_parallel_optimizer=true",
 	                      "parallel_optimizer_config={parallel_optimizer_threshold=0}",
 	                      "comm_fusion={reducescatter = {mode = \"size\", config = 0.0001}, "
@@ -363,7 +361,9 @@ Test(pipecost, reduce_scatter_ring_waits_priced)
 	cr_assert(compile_model(&c, "samples/mlp.net", defs, 5, UPTO_CODEGEN));
 	cr_assert(c.fusion);
 	cr_assert_eq(c.fusion->n, 12, "6 reduce-scatter and 6 all-gather buckets: %d", c.fusion->n);
-	c.machine = machine_for_ranks(&c.arena, &m, 2);
+	set_machine(&c, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,reduce_scatter.latency=3e-3,"
+	                "reduce_scatter.bandwidth=1e30,allgather.latency=5e-3,allgather.bandwidth=1e30,collective_overhead=1e-2",
+	            2);
 	explain_totals(&c, &t);
 	cr_expect_eq(t.ncomm, 13);
 	cr_expect_float_eq(t.comm, 6 * (5e-3 + 1e-2) + 6 * 3e-3 + (1 + 4) * 1e-2 + (2e-3 + 1e-2), 1e-12, "comm %.9g s",
@@ -389,13 +389,8 @@ Test(pipecost, search_and_explain_agree_on_fused_gradients)
 	double obj[2], comm[2];
 	int ncomm = 0;
 	for (int k = 0; k < 2; k++) {
-		Machine m;
-		char err[512];
-		machine_defaults(&m);
-		cr_assert(machine_parse_list(&m, k ? "mem_bandwidth=1e10,collective_overhead=2e-2"
-		                                   : "mem_bandwidth=1e10,collective_overhead=1e-2",
-		                             err, sizeof err), "%s", err);
-		c.machine = machine_for_ranks(&c.arena, &m, 4);
+		set_machine(&c, k ? "mem_bandwidth=1e10,collective_overhead=2e-2" : "mem_bandwidth=1e10,collective_overhead=1e-2",
+		            4);
 		ExplainTotals t;
 		explain_totals(&c, &t);
 		obj[k] = explain_objective(&c);
