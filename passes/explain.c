@@ -162,9 +162,9 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 	while (first < c->fusion->b + c->fusion->n - 1 && !bucket_async(first))
 		first++;
 	bool rs_wait = rs_waits(c->g, c->fusion, b);
-	GradCall call = b->members[0] != n                                 ? GRAD_IN_BUCKET
+	GradCall call = b->members[0] != n                           ? GRAD_IN_BUCKET
 	                : !bucket_async(b) || b == first || rs_wait ? GRAD_BUCKET_WAITED
-	                                                                   : GRAD_BUCKET;
+	                                                             : GRAD_BUCKET;
 	double s = cost_grad_coll(m, b->kind, (double)n->attr.plan->send_bytes, b->group,
 	                          cost_group_in_node(m, b->layout, b->axes), call);
 	if (call != GRAD_IN_BUCKET)
