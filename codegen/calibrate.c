@@ -392,7 +392,11 @@ static void ring_terms(int kind, int g, double bytes, double *rounds, double *se
 
 static void write_profile(FILE *f, const Run *r, const char *prefix, bool first)
 {
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	fprintf(f, "\n# compute, %d rank%s running at once\n", r->ranks, r->ranks == 1 ? "" : "s");
+	if (cores > 0 && r->ranks > cores && !r->device[0]) /* netc-calibrate's calib_window */
+		fprintf(f, "# more ranks than the %ld cores: every figure timed with all ranks computing at once, "
+		           "in windows of 50 ms (--quick: 5), the slowest rank's\n", cores);
 	fprintf(f, "%sflops = %.6g\n", first ? "" : prefix, r->flops);
 	fprintf(f, "%sscalar_flops = %.6g\n%smem_bandwidth = %.6g\n%sop_overhead = %.6g\n", prefix, r->scalar_flops,
 	        prefix, r->mem_bandwidth, prefix, r->op_overhead);
@@ -409,7 +413,6 @@ static void write_profile(FILE *f, const Run *r, const char *prefix, bool first)
 	 * a core per rank what the loop measured is other work preempting a
 	 * rank (0.42 ms for 2 ranks on the 2-core VM at load 15, where the
 	 * 2-rank samples' steps showed none of it), not priced. */
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	if (r->has_overhead && cores > 0 && r->ranks <= cores)
 		fprintf(f, "# %d ranks on %ld cores: measured %.4g s, not priced\n%scollective_overhead = 0\n", r->ranks,
 		        cores, r->coll_overhead, prefix);

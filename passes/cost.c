@@ -913,39 +913,6 @@ double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training
 	return times * s;
 }
 
-unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i)
-{
-	const Layout *l = r->in[i];
-	if (!l)
-		return 0;
-	/* the op's axes (from its output or any input on the same grid) that
-	 * do not split input i: its gradient is a partial sum over them */
-	unsigned axes = r->out && r->out->ndev == l->ndev ? layout_used_axes(r->out) : 0;
-	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++)
-		if (r->in[j] && r->in[j]->ndev == l->ndev)
-			axes |= layout_used_axes(r->in[j]);
-	return axes & ~layout_used_axes(l);
-}
-
-double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes)
-{
-	const Value *p = n->in[i];
-	const Layout *l = r->in[i];
-	if (bytes)
-		*bytes = 0;
-	if (p->kind != VK_PARAM || !p->param.requires_grad || !l)
-		return 0;
-	unsigned axes = cost_grad_partial_axes(n, r, i);
-	int64_t g = layout_group_size(l, axes);
-	if (g <= 1)
-		return 0;
-	int64_t slice = shape_numel(&l->slice) * dtype_size(p->dtype);
-	int64_t b = 2 * (g - 1) * slice / g;
-	if (bytes)
-		*bytes = b;
-	return cost_coll_time(m, RS_ALLREDUCE, RS_ALLREDUCE, (double)b, g, cost_group_in_node(m, l, axes), NULL);
-}
-
 double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states)
 {
 	double slice = (double)shape_numel(&l->slice) * dtype_size(dt);

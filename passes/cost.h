@@ -230,9 +230,23 @@ double cost_allreduce(const Machine *m, int64_t bytes, int64_t g);
  * the gradient of input i comes out of n's backward as a partial sum
  * over them. */
 unsigned cost_grad_partial_axes(const Node *n, const ShardResult *r, int i);
+/* How a gradient's collective (passes/cost_grad.c) runs in the program:
+ * GRAD_CALL: a blocking call of its own (latency, collective_overhead);
+ * in a fusion bucket (passes/fusion.c; the all-reduce's at the
+ * `iallreduce` figures), its first member: GRAD_BUCKET_WAITED pays the
+ * latency and a wait for the other ranks (the one wait before the
+ * update for all non-blocking buckets, a blocking bucket's own, a
+ * reduce-scatter's wait in the backward pass for the bucket two back
+ * that used its send buffer), GRAD_BUCKET the latency alone (waited for
+ * with another); every other member: GRAD_IN_BUCKET, its bytes alone. */
+typedef enum { GRAD_CALL, GRAD_BUCKET_WAITED, GRAD_BUCKET, GRAD_IN_BUCKET } GradCall;
+/* Seconds of one gradient collective of `kind` (RedistKind) sending
+ * `sent` bytes per device in a group of g, g_in of them in a node. */
+double cost_grad_coll(const Machine *m, int kind, double sent, int64_t g, int64_t g_in, GradCall call);
 /* Gradient aggregation of parameter input i of n laid out by r: seconds
- * per step (0 when frozen, not a parameter or not split by the op). */
-double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes);
+ * per step (0 when frozen, not a parameter or not split by the op), an
+ * all-reduce run as `call`. */
+double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call);
 /* Bytes per device a parameter of layout l costs (weights, gradient, states). */
 double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states);
 

@@ -121,33 +121,56 @@ static bool calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
  * update (codegen's emit_bucket_async). */
 static bool bucket_async(const Bucket *b) { return b->kind != RS_ALLGATHER && !b->user; }
 
+/* Whether reduce-scatter bucket b, where it starts in the backward pass,
+ * first waits (nrt_wait_request) for the bucket two back, which used its
+ * send buffer (codegen's plan_shared_buffers: a ring of two, the buckets
+ * in the order their ready nodes run): from the third on. */
+static bool rs_waits(const Graph *g, const FusionPlan *fp, const Bucket *b)
+{
+	if (b->kind != RS_REDUCE_SCATTER || b->user)
+		return false;
+	int earlier = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		for (int k = 0; k < fp->n; k++) {
+			const Bucket *o = &fp->b[k];
+			if (o->ready != g->nodes[i] || o->kind != RS_REDUCE_SCATTER || o->user)
+				continue;
+			if (o == b)
+				return earlier >= 2;
+			earlier++;
+		}
+	return false;
+}
+
 /* With a calibrated machine a gradient all-reduce packed into a fusion
- * bucket is priced as the program runs it: its bytes at the bucket's
- * kind's bandwidth here, the latency once per bucket (the first member
- * adds it). The program waits for the buckets before the update, and
- * MPI progresses them mostly in that wait, so they are not taken as
- * overlapped with the backward pass. A rank waits for the others to be
- * scheduled (collective_overhead) in that one wait, not where it starts
- * each bucket: the first non-blocking bucket pays it for all of them.
- * The search's view (every collective on its own) stays that of the
- * default machine. */
+ * bucket is priced as the program runs it (cost_grad_coll, as the
+ * search prices it): its bytes at the bucket's kind's bandwidth here, the
+ * latency once per bucket (the first member adds it). The program waits
+ * for the buckets before the update, and MPI progresses them mostly in
+ * that wait, so they are not taken as overlapped with the backward pass.
+ * A rank waits for the others to be scheduled (collective_overhead) in
+ * that one wait, not where it starts each bucket: the first non-blocking
+ * bucket pays it for all of them; and where a reduce-scatter bucket waits
+ * for the one two back before packing (rs_waits). */
 static bool fused_member(Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	int64_t off;
 	const Bucket *b = machine_calibrated(m) && c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
 	if (!b)
 		return false;
-	/* an all-reduce bucket runs as nrt_iallreduce: its own figures when measured */
-	int kind = b->kind == RS_ALLREDUCE && m->coll_bandwidth[MACHINE_IALLREDUCE] > 0 ? MACHINE_IALLREDUCE : (int)b->kind;
-	double lat, s = cost_coll_time(m, b->kind, kind, (double)n->attr.plan->send_bytes, b->group,
-	                               cost_group_in_node(m, b->layout, b->axes), &lat);
 	const Bucket *first = c->fusion->b;
 	while (first < c->fusion->b + c->fusion->n - 1 && !bucket_async(first))
 		first++;
-	if (b->members[0] != n)
-		s -= lat;
-	else if (t->ncomm++, bucket_async(b) && b != first)
-		s -= m->coll_overhead;
+	bool rs_wait = rs_waits(c->g, c->fusion, b);
+	GradCall call = b->members[0] != n                           ? GRAD_IN_BUCKET
+	                : !bucket_async(b) || b == first || rs_wait ? GRAD_BUCKET_WAITED
+	                                                             : GRAD_BUCKET;
+	double s = cost_grad_coll(m, b->kind, (double)n->attr.plan->send_bytes, b->group,
+	                          cost_group_in_node(m, b->layout, b->axes), call);
+	if (call != GRAD_IN_BUCKET)
+		t->ncomm++;
+	if (call != GRAD_IN_BUCKET && bucket_async(b) && b == first && rs_wait)
+		s += m->coll_overhead; /* both waits */
 	t->comm += s;
 	add_comm(t, n, s, n->attr.plan->send_bytes, b->members[0] == n);
 	return true;

@@ -228,7 +228,7 @@ static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
-		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL) : 0;
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call) : 0;
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across
@@ -629,6 +629,12 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	                   .nstages = g->nstages};
 	s->training = training;
+	/* the gradient all-reduces pass_fusion packs into buckets, priced so
+	 * where explain prices them so (a calibrated machine) */
+	s->grad_call = training && machine_calibrated(&s->m) && g->par.comm_fusion_openstate && g->nstages <= 1 &&
+	                               g->nmicro <= 1 && g->par.parallel_mode != PM_HYBRID_PARALLEL
+	                       ? GRAD_IN_BUCKET
+	                       : GRAD_CALL;
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);
 	s->loss = g->loss;
@@ -933,9 +939,27 @@ static double search_corrections(Search *s, const int *choice)
 	return t - shared_input_conversions(s, choice);
 }
 
+/* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the
+ * unary costs; the buckets' latency and the one wait for the other ranks
+ * before the update (explain's fused_member) once a step: the dearest
+ * gradient's as a bucket's first member, a bucket for all (the default
+ * 64 MB holds a small model's gradients). */
+static double bucket_wait(Search *s, const int *choice)
+{
+	double head = 0;
+	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
+		const Cand *cd = &s->v[v].cl->c[choice[v]];
+		for (int i = 0; i < s->v[v].n->nin && i < SHARD_MAX_INPUTS; i++) {
+			double h = cost_param_grad(&s->m, s->v[v].n, &cd->r, i, NULL, GRAD_BUCKET_WAITED) - cd->param_grad[i];
+			head = h > head ? h : head;
+		}
+	}
+	return s->w_step * head;
+}
+
 double search_total(Search *s, const int *choice)
 {
-	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice);
+	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + bucket_wait(s, choice);
 }
 
 /* Whether an earlier edge of the same stage holds edge ei's converted

@@ -90,6 +90,7 @@ typedef struct Search {
 	Machine m;
 	ShardCtx cx;
 	bool training;
+	GradCall grad_call; /* how a parameter's gradient all-reduce runs: GRAD_IN_BUCKET where pass_fusion packs them */
 	int opt_states;    /* optimizer state tensors per parameter */
 	RedistCache *rc;
 	Layout **inl_of;   /* by value id: how a graph input arrives (search_input_layout), NULL: not read */

@@ -30,7 +30,10 @@
  *                                    the world of G ranks, BYTES per rank
  *
  * netc fits the collectives' latency and bandwidth. Each time is the
- * median of 21 batches of 0.5 ms (time_work), the slowest rank's.
+ * median of 21 batches of 0.5 ms (time_batches), the slowest rank's;
+ * with more ranks than cores a compute figure is the median of 9 batches
+ * of 50 ms that every rank runs at once, each batch's slowest rank's
+ * (timing.h).
  * --quick: tiny sizes and short batches (tests).
  *
  * Built against the CUDA runtime (netc-calibrate-cuda, NRT_CALIBRATE_CUDA;
@@ -58,6 +61,7 @@
 #include "../kernels.h"
 #include "../netrt.h"
 #include "../spmd.h"
+#include "timing.h"
 #ifdef NRT_CALIBRATE_CUDA
 #include "../cuda/cuda_rt.h"
 #endif
@@ -72,7 +76,6 @@
 		}                                                                                    \
 	} while (0)
 
-static double batch_seconds = 0.0005;
 static int quick;
 /* the CUDA runtime: buffers in device memory, asynchronous kernels */
 static bool gpu;
@@ -87,22 +90,18 @@ static void sync_device(void)
 
 typedef void (*Work)(void *ctx);
 
-/* Seconds one call of w takes: the median of NBATCH short batches of
- * calls, the most over the ranks (every rank calls this the same number
- * of times: the repeat count is agreed on, since collectives are timed
- * too). The median, as calib_bench compares with the median step; the
+/* Seconds one call of w takes: the figure (timing.h's calib_figure) of
+ * win.nbatch batches of calls about win.seconds long, every rank's
+ * (every rank calls this the same number of times: the repeat count is
+ * agreed on, since collectives are timed too). Each batch starts after a
+ * barrier. The median, as calib_bench compares with the median step; the
  * slowest rank's, since every step of a program waits for its slowest
  * rank at its collectives (the fastest batch of the fastest rank, as
  * before, left 2-rank steps predicted at 0.7-0.8x on a quiet host:
  * docs/calibration.md). */
-enum { NBATCH = 21 };
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
+static CalibWindow compute_win, coll_win; /* main: calib_window; collectives keep short batches */
 
-static double time_work(Work w, void *ctx)
+static double time_batches(Work w, void *ctx, CalibWindow win)
 {
 	NrtComm *world = nrt_comm_world();
 	w(ctx); /* warm caches, pages and BLAS threads */
@@ -116,25 +115,42 @@ static double time_work(Work w, void *ctx)
 		once[0] = t < once[0] ? t : once[0];
 	}
 	nrt_host_allreduce(world, NRT_F64, NRT_MAX, once, 1); /* host values, whatever the target */
-	int64_t reps = once[0] > 0 ? (int64_t)(batch_seconds / once[0]) : 1000;
+	int64_t reps = once[0] > 0 ? (int64_t)(win.seconds / once[0]) : 1000;
 	if (reps < 1)
 		reps = 1;
 	if (reps > 1000000)
 		reps = 1000000;
-	double batch[NBATCH];
-	for (int i = 0; i < NBATCH; i++) {
+	int size = nrt_world_size(), me = nrt_rank();
+	double *t = calloc((size_t)size * (size_t)win.nbatch, sizeof *t); /* every rank's row, summed in */
+	if (!t) {
+		fprintf(stderr, "netc-calibrate: out of memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < win.nbatch; i++) {
 		nrt_barrier();
 		double s = nrt_now();
 		for (int64_t r = 0; r < reps; r++)
 			w(ctx);
 		sync_device();
-		batch[i] = (nrt_now() - s) / (double)reps;
+		double took[1] = {nrt_now() - s};
+		t[(size_t)me * (size_t)win.nbatch + (size_t)i] = took[0] / (double)reps;
+		/* the count came from a call that had a core: where the ranks
+		 * share them a batch can take ten times the window (load 16) */
+		if (win.shared) {
+			nrt_host_allreduce(world, NRT_F64, NRT_MAX, took, 1);
+			int64_t fewer = (int64_t)((double)reps * win.seconds / took[0]);
+			if (took[0] > 1.5 * win.seconds)
+				reps = fewer > 1 ? fewer : 1;
+		}
 	}
-	qsort(batch, NBATCH, sizeof batch[0], cmp_double);
-	double med[1] = {batch[NBATCH / 2]};
-	nrt_host_allreduce(world, NRT_F64, NRT_MAX, med, 1);
-	return med[0];
+	nrt_host_allreduce(world, NRT_F64, NRT_SUM, t, (int64_t)size * win.nbatch);
+	double fig = calib_figure(t, size, win.nbatch, win.shared);
+	free(t);
+	return fig;
 }
+
+/* a compute figure: with more ranks than cores, every rank at once */
+static double time_work(Work w, void *ctx) { return time_batches(w, ctx, compute_win); }
 
 /* ---- compute ---------------------------------------------------------------- */
 
@@ -541,7 +557,7 @@ static void measure_comm(bool root)
 			/* whole blocks per rank where the collective splits its buffer */
 			int64_t n = (k == C_REDUCE_SCATTER || k == C_ALLTOALL) ? sizes[s] * size : sizes[s];
 			Coll c = {(CollKind)k, n, size, nrt_rank(), filled(n), filled(n * size)};
-			double t = time_work(coll_work, &c);
+			double t = time_batches(coll_work, &c, coll_win);
 			if (k == C_SENDRECV)
 				t /= 2;
 			nrt_free(c.send), nrt_free(c.recv);
@@ -596,8 +612,8 @@ static void measure_overhead(bool root)
 	Phase ph = {{false, false, side, side, side, G_F32, filled(side * side), filled(side * side), filled(side * side)},
 	            {C_ALLREDUCE, 1, nrt_world_size(), nrt_rank(), filled(1), filled(nrt_world_size())},
 	            false};
-	double bare = time_work(coll_work, &ph.c);
-	double once[1] = {time_work(gemm_work, &ph.g)}; /* agreed on: the loops hold collectives */
+	double bare = time_batches(coll_work, &ph.c, coll_win);
+	double once[1] = {time_batches(gemm_work, &ph.g, coll_win)}; /* agreed on: the loops hold collectives */
 	nrt_host_allreduce(nrt_comm_world(), NRT_F64, NRT_MAX, once, 1);
 	int64_t iters = (int64_t)((quick ? 0.002 : 0.02) / (once[0] + bare));
 	iters = iters < 4 ? 4 : iters > 100000 ? 100000 : iters;
@@ -608,8 +624,8 @@ static void measure_overhead(bool root)
 		ph.coll = true;
 		with[r] = phase_loop(&ph, iters);
 	}
-	qsort(with, NREP, sizeof with[0], cmp_double);
-	qsort(alone, NREP, sizeof alone[0], cmp_double);
+	qsort(with, NREP, sizeof with[0], calib_cmp_double);
+	qsort(alone, NREP, sizeof alone[0], calib_cmp_double);
 	double over = with[NREP / 2] - alone[NREP / 2] - bare;
 	if (root)
 		printf("collective_overhead %.6g\n", over > 0 ? over : 0);
@@ -629,8 +645,6 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (quick)
-		batch_seconds = 0.0003;
 	int one = 1, size, provided;
 	char *args[] = {argv[0], NULL}, **av = args;
 	/* started here to learn the world's size, which nrt_init checks */
@@ -642,6 +656,9 @@ int main(int argc, char **argv)
 	nrt_init(&one, &av, &info, &opt);
 	bool root = nrt_rank() == 0;
 	gpu = !nrt_loss_read_is_free(); /* the CUDA runtime's answer */
+	/* a GPU's ranks have a device each, whatever the host's cores */
+	compute_win = calib_window(gpu ? 1 : size, sysconf(_SC_NPROCESSORS_ONLN), quick);
+	coll_win = calib_window(1, 1, quick);
 	sync_buf = filled(1);
 #ifdef NRT_CALIBRATE_CUDA
 	struct cudaDeviceProp prop;

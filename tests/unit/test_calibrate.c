@@ -6,6 +6,7 @@
 
 #include "codegen/calibrate.h"
 #include "passes/cost.h"
+#include "runtime/calibrate/timing.h"
 
 /* Samples made from known figures come back out of the fit. */
 Test(calibrate, fit_recovers_latency_and_bandwidth)
@@ -154,4 +155,29 @@ Test(calibrate, collective_overhead_ring_messages)
 	cr_expect_float_eq(cost_ring_time(m4, 3000, 3), 3 * (2e-6 + 4e-4) + 3e-6, 1e-15);
 	cr_expect_float_eq(cost_ring_time(&m, 3000, 3), 3 * 2e-6 + 3e-6, 1e-15);
 	arena_free(&a);
+}
+
+/* netc-calibrate's compute figures with more ranks than cores
+ * (runtime/calibrate/timing.h). Two ranks on one core take turns: in each
+ * synchronized batch one had the core (1 ms a call) while the other
+ * waited for it (3 ms), alternately. Each rank's median is 1 ms (what a
+ * rank measured alone on a core); every batch of the program's step
+ * waits for its slower rank: 3 ms. The figure was the first. */
+Test(calibrate, shared_cores_time_the_slowest_rank_per_batch)
+{
+	CalibWindow w = calib_window(4, 2, false);
+	cr_expect(w.shared);
+	cr_expect_geq(w.seconds, 0.05, "windows of several scheduling periods: %g s", w.seconds);
+	cr_expect_not(calib_window(2, 2, false).shared, "a core per rank");
+	cr_expect_not(calib_window(4, 0, false).shared, "cores unknown");
+	cr_expect_eq(calib_window(2, 2, false).nbatch, CALIB_NBATCH);
+	double t[2 * 5] = {1e-3, 3e-3, 1e-3, 3e-3, 1e-3, /* rank 0 */
+	                   3e-3, 1e-3, 3e-3, 1e-3, 1e-3 /* rank 1 */};
+	double u[2 * 5];
+	memcpy(u, t, sizeof t);
+	cr_expect_float_eq(calib_figure(t, 2, 5, true), 3e-3, 1e-15);
+	cr_expect_float_eq(calib_figure(u, 2, 5, false), 1e-3, 1e-15, "unshared: each rank's median, the larger");
+	/* one rank: its median either way */
+	double one[3] = {2e-3, 9e-3, 1e-3};
+	cr_expect_float_eq(calib_figure(one, 1, 3, true), 2e-3, 1e-15);
 }

@@ -71,7 +71,7 @@ Test(cost, flops_and_rounds)
 	cr_expect_eq(cost_used_devices(mm, &res), 4);
 	cr_expect(fabs(cost_compute(&m, mm, &res, true) - 3 * 2.0 * 64 * 128 * 32 / 4 / m.flops) < 1e-18);
 	int64_t bytes;
-	double t = cost_param_grad(&m, mm, &res, 1, &bytes);
+	double t = cost_param_grad(&m, mm, &res, 1, &bytes, GRAD_CALL);
 	cr_expect_eq(bytes, 2 * 3 * 128 * 32 * 4 / 4);
 	cr_expect(t > 0);
 	arena_free(&a);

@@ -306,6 +306,16 @@ Test(pipecost, recompute_across_a_stage_boundary)
 	compile_done(&c);
 }
 
+/* c's machine for `ranks` ranks from machine file keys (`k=v,...`). */
+static void set_machine(Compilation *c, const char *keys, int ranks)
+{
+	Machine m;
+	char err[512];
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, keys, err, sizeof err), "%s", err);
+	c->machine = machine_for_ranks(&c->arena, &m, ranks);
+}
+
 /* collective_overhead (docs/calibration.md) where a rank waits for the
  * others. The mlp in data_parallel on 2 ranks, its gradients in 1 MB
  * buckets (w1 and b1; w2, b2, w3, b3): each bucket is a non-blocking all-reduce the
@@ -317,21 +327,81 @@ Test(pipecost, collective_overhead_once_for_buckets)
 {
 	Compilation c;
 	ExplainTotals t;
-	Machine m;
-	char err[512];
-	machine_defaults(&m);
-	cr_assert(machine_parse_list(&m, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,"
-	                                 "iallreduce.latency=2e-3,iallreduce.bandwidth=1e30,collective_overhead=1e-2",
-	                             err, sizeof err), "%s", err);
 	const char *defs[] = {"device_num=2", "parallel_mode=data_parallel",
 	                      "comm_fusion={allreduce = {mode = \"size\", config = 1}}"};
 	cr_assert(compile_model(&c, "samples/mlp.net", defs, 3, UPTO_CODEGEN));
 	cr_assert(c.fusion);
 	cr_assert_eq(c.fusion->n, 2);
-	c.machine = machine_for_ranks(&c.arena, &m, 2);
+	set_machine(&c, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,"
+	                "iallreduce.latency=2e-3,iallreduce.bandwidth=1e30,collective_overhead=1e-2", 2);
 	explain_totals(&c, &t);
 	cr_expect_eq(t.ncomm, 3, "2 buckets and the loss's all-reduce");
 	cr_expect_float_eq(t.comm, (2e-3 + 1e-2) + 2 * 4e-3 + 1e-2, 1e-12, "comm %.9g s", t.comm);
+	compile_done(&c);
+}
+
+/* The optimizer-parallel reduce-scatter buckets' waits (explain's
+ * rs_waits). The mlp on 2 ranks, every parameter sharded
+ * (parallel_optimizer_threshold = 0) and in a bucket of its own: six
+ * reduce-scatters, started non-blocking in the backward pass on a ring of
+ * two send buffers, so the third to the sixth first wait (nrt_wait_request)
+ * for the one two back; six blocking all-gathers; the loss's all-reduce.
+ * Latencies only: all-gather 1 round x 5 ms, reduce-scatter 1 x 3 ms,
+ * all-reduce 2 x 1 ms; collective_overhead 10 ms for each blocking call,
+ * once for the non-blocking buckets' wait before the update, and once for
+ * each of the four waits in the backward pass. Before, those four were
+ * not priced: 0.13 s. */
+Test(pipecost, reduce_scatter_ring_waits_priced)
+{
+	Compilation c;
+	ExplainTotals t;
+	const char *defs[] = {"device_num=2", "parallel_mode=data_parallel", "enable_parallel_optimizer=true",
+	                      "parallel_optimizer_config={parallel_optimizer_threshold=0}",
+	                      "comm_fusion={reducescatter = {mode = \"size\", config = 0.0001}, "
+	                      "allgather = {mode = \"size\", config = 0.0001}}"};
+	cr_assert(compile_model(&c, "samples/mlp.net", defs, 5, UPTO_CODEGEN));
+	cr_assert(c.fusion);
+	cr_assert_eq(c.fusion->n, 12, "6 reduce-scatter and 6 all-gather buckets: %d", c.fusion->n);
+	set_machine(&c, "mem_bandwidth=1e10,allreduce.latency=1e-3,allreduce.bandwidth=1e30,reduce_scatter.latency=3e-3,"
+	                "reduce_scatter.bandwidth=1e30,allgather.latency=5e-3,allgather.bandwidth=1e30,collective_overhead=1e-2",
+	            2);
+	explain_totals(&c, &t);
+	cr_expect_eq(t.ncomm, 13);
+	cr_expect_float_eq(t.comm, 6 * (5e-3 + 1e-2) + 6 * 3e-3 + (1 + 4) * 1e-2 + (2e-3 + 1e-2), 1e-12, "comm %.9g s",
+	                   t.comm);
+	compile_done(&c);
+}
+
+/* The search prices a fused gradient as explain does (cost_grad_coll):
+ * its bytes in the bucket, the bucket's latency and the one wait before
+ * the update once a step. The transformer sample data parallel on 4
+ * ranks (DP = 4, MP = 1; one layer), its
+ * plan priced with collective_overhead 10 ms and 20 ms: the search's
+ * objective and explain's communication grow alike, by 10 ms for each
+ * place a rank waits for the others: the loss's all-reduce and the one
+ * bucket's wait. The search charged each parameter's all-reduce a wait
+ * of its own (every weight, bias and norm of the layer: 18 waits, 0.18 s). */
+Test(pipecost, search_and_explain_agree_on_fused_gradients)
+{
+	Compilation c;
+	const char *defs[] = {"device_num=4", "DP=4", "MP=1", "L=1"};
+	cr_assert(compile_model(&c, "samples/transformer.net", defs, 4, UPTO_CODEGEN));
+	cr_assert(c.fusion && c.fusion->n >= 1);
+	double obj[2], comm[2];
+	int ncomm = 0;
+	for (int k = 0; k < 2; k++) {
+		set_machine(&c, k ? "mem_bandwidth=1e10,collective_overhead=2e-2" : "mem_bandwidth=1e10,collective_overhead=1e-2",
+		            4);
+		ExplainTotals t;
+		explain_totals(&c, &t);
+		obj[k] = explain_objective(&c);
+		comm[k] = t.comm;
+		ncomm = t.ncomm;
+	}
+	cr_log_info("objective %g -> %g, comm %g -> %g, %d collectives", obj[0], obj[1], comm[0], comm[1], ncomm);
+	cr_expect_float_eq(comm[1] - comm[0], ncomm * 1e-2, 1e-9, "explain: 10 ms a collective call");
+	cr_expect_float_eq(obj[1] - obj[0], comm[1] - comm[0], 1e-9, "search %g s, explain %g s", obj[1] - obj[0],
+	                   comm[1] - comm[0]);
 	compile_done(&c);
 }
 
