@@ -466,6 +466,7 @@ static int elim_round(Dp *D)
 typedef struct EdgeKey {
 	const CandList *cu, *cv; /* the ends' candidate lists */
 	int ui, vi;
+	int fu, fv;              /* the ends' fixed candidates (-1: free) */
 	DType dt;
 } EdgeKey;
 
@@ -500,7 +501,10 @@ static double **edge_tables(Search *s)
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v)
 			continue;
-		EdgeKey key = {s->v[e->u].cl, s->v[e->v].cl, e->ui, e->vi, e->dt};
+		EdgeKey key;
+		memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding */
+		key.cu = s->v[e->u].cl, key.cv = s->v[e->v].cl, key.ui = e->ui, key.vi = e->vi, key.dt = e->dt;
+		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);
@@ -508,10 +512,16 @@ static double **edge_tables(Search *s)
 			int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
 			double *M = mat_alloc((size_t)nu * nvv), *Mem = mat_alloc((size_t)nu * nvv);
 			bool held = false;
+			/* a fixed end's other candidates cost INFINITY in dp_once (its
+			 * vertex cost), so their cells are never chosen: only the fixed
+			 * row or column is priced (sharding_propagation's annotated
+			 * operators, whose lists are their own: GPT-3 x 4096 devices
+			 * priced 14.9 million cells, 97% of them such, 3 s a search) */
 			for (int i = 0; i < nu; i++)
 				for (int j = 0; j < nvv; j++) {
-					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
-					Mem[i * nvv + j] = search_edge_memory(s, ei, i, j);
+					bool dead = (key.fu >= 0 && i != key.fu) || (key.fv >= 0 && j != key.fv);
+					M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
+					Mem[i * nvv + j] = dead ? 0 : search_edge_memory(s, ei, i, j);
 					held |= Mem[i * nvv + j] > 0;
 				}
 			if (!held)
