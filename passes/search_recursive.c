@@ -10,11 +10,22 @@
 
 /* ---- recursive_programming ------------------------------------------------------ */
 
+/* The candidate splitting the free dimensions as f does; -1: none. A
+ * loop, not memcmp: the vectors are a few elements and the rounds ask
+ * for every operator, split and reader (a sixth of an outer search's
+ * CPU went into memcmp's calls). */
 static int find_free(const CandList *cl, const int64_t *f, int nfree)
 {
-	for (int c = 0; c < cl->n; c++)
-		if (cl->c[c].nfree == nfree && memcmp(cl->c[c].free, f, sizeof(int64_t) * (size_t)nfree) == 0)
+	for (int c = 0; c < cl->n; c++) {
+		const Cand *cd = &cl->c[c];
+		if (cd->nfree != nfree)
+			continue;
+		int k = 0;
+		while (k < nfree && cd->free[k] == f[k])
+			k++;
+		if (k == nfree)
 			return c;
+	}
 	return -1;
 }
 
