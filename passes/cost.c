@@ -15,6 +15,7 @@
 #include "../ir/layout.h"
 #include "../runtime/kernel_rules.h" /* NRT_PAR_MIN */
 #include "../ir/redistribute.h"
+#include "cost_memo.h"
 
 void machine_defaults(Machine *m)
 {
@@ -944,6 +945,7 @@ typedef struct InternEntry {
 } InternEntry;
 
 struct RedistCache {
+	uint64_t fig;            /* the machine's figures that price a redistribution (cost_memo_fig) */
 	InternEntry *intern;     /* canonical layouts, by layout_same class */
 	size_t intern_cap, intern_n;
 	StripEntry *strip;
@@ -954,6 +956,20 @@ struct RedistCache {
 	RcEntry *tab;
 	size_t cap, n;
 };
+
+/* What cost_coll_time reads of m, and whether all-to-all may be used:
+ * the part of the shared memo's keys (cost_memo.h) that is the machine's. */
+static uint64_t cost_memo_fig(const Machine *m, bool alltoall)
+{
+	const Topology *t = &m->topo;
+	double f[] = {m->bandwidth, m->latency, t->devices_per_node, t->intra_latency, t->intra_bandwidth,
+	              t->inter_latency, t->inter_bandwidth, (double)t->cyclic, (double)t->world, m->coll_overhead};
+	uint64_t h1 = 0x9AE16A3B2F90404Full, h2 = alltoall;
+	cost_memo_mix_doubles(&h1, &h2, f, sizeof f / sizeof f[0]);
+	cost_memo_mix_doubles(&h1, &h2, m->coll_latency, MACHINE_COLL_KINDS);
+	cost_memo_mix_doubles(&h1, &h2, m->coll_bandwidth, MACHINE_COLL_KINDS);
+	return h1 ^ h2 * 0xC2B2AE3D27D4EB4Full;
+}
 
 RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
 {
@@ -967,33 +983,8 @@ RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
 	rc->strip = ARENA_NEWN(a, StripEntry, rc->strip_cap);
 	rc->intern_cap = 256;
 	rc->intern = ARENA_NEWN(a, InternEntry, rc->intern_cap);
+	rc->fig = cost_memo_fig(m, enable_alltoall);
 	return rc;
-}
-
-/* What layout_same compares: the full shape, the device count, each dim's
- * split and (when split) its axes' strides, the partial runs; a dim over
- * several axes each (stride, size) in order: ("dp", "mp") is not ("mp", "dp"). */
-static int layout_key(const Layout *l, int64_t *key)
-{
-	int n = 0;
-	key[n++] = l->rank;
-	key[n++] = layout_devices(l);
-	for (int i = 0; i < l->rank; i++) {
-		int64_t sp = layout_split(l, i);
-		key[n++] = l->full.d[i];
-		key[n++] = sp;
-		key[n++] = sp > 1 ? layout_axis_stride(l, l->map[i]) : 0;
-		for (int j = 1; sp > 1 && j < l->nsub[i]; j++) /* nsub: where the key's length varies */
-			key[n++] = -layout_axis_stride(l, l->sub[i][j]), key[n++] = l->dev[l->sub[i][j]];
-	}
-	int64_t st[MAX_RANK], sz[MAX_RANK];
-	int np = layout_partial_runs(l, st, sz);
-	key[n++] = np;
-	for (int k = 0; k < np; k++) {
-		key[n++] = st[k];
-		key[n++] = sz[k];
-	}
-	return n;
 }
 
 static InternEntry *intern_slot(InternEntry *t, size_t cap, const int64_t *key, int n)
@@ -1012,7 +1003,7 @@ const Layout *cost_intern(RedistCache *rc, const Layout *l)
 	if (!l || l->ragged)
 		return l;
 	int64_t key[6 * MAX_RANK + 4];
-	int n = layout_key(l, key);
+	int n = cost_layout_key(l, key);
 	InternEntry *e = intern_slot(rc->intern, rc->intern_cap, key, n);
 	if (e->l)
 		return e->l;
@@ -1080,15 +1071,24 @@ static double redist_time(RedistCache *rc, const Layout *from, const Layout *to,
 	DType key = (DType)(dt | (back ? RC_BACK : 0));
 	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, key);
 	if (!e->from) {
-		Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
-		RedistPlan *p = redist_plan(&tmp, from, to, dt, rc->alltoall);
-		RedistPlan *r = back && p ? redist_plan_back(&tmp, from, to, dt, rc->alltoall) : NULL;
-		if (r && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
-			p = r;
+		uint64_t h[2];
+		bool found;
+		CostMemoEntry *sp = cost_memo_slot(rc->fig, from, to, key, h, &found);
 		e->from = from, e->to = to, e->dt = key;
-		e->time = p ? cost_plan_time(rc->m, p) : INFINITY;
-		e->bytes = p ? p->send_bytes : 0;
-		arena_free(&tmp);
+		if (found) { /* planned by an earlier compilation */
+			e->time = sp->time, e->bytes = sp->bytes;
+		} else {
+			Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
+			RedistPlan *p = redist_plan(&tmp, from, to, dt, rc->alltoall);
+			RedistPlan *r = back && p ? redist_plan_back(&tmp, from, to, dt, rc->alltoall) : NULL;
+			if (r && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
+				p = r;
+			e->time = p ? cost_plan_time(rc->m, p) : INFINITY;
+			e->bytes = p ? p->send_bytes : 0;
+			arena_free(&tmp);
+			if (sp)
+				cost_memo_fill(sp, h, e->time, e->bytes);
+		}
 		if (++rc->n * 2 > rc->cap) {
 			size_t nc = rc->cap * 2;
 			RcEntry *nt = ARENA_NEWN(rc->a, RcEntry, nc);

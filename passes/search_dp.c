@@ -53,6 +53,9 @@ typedef struct Dp {
  * factor). */
 typedef struct Mat {
 	long refs;
+	size_t n;          /* doubles in v */
+	bool hashed;       /* h1, h2 hold v's content hash (mat_hash); cleared when v changes */
+	uint64_t h1, h2;
 	double v[];
 } Mat;
 
@@ -60,6 +63,8 @@ static double *mat_alloc(size_t n)
 {
 	Mat *m = xmalloc(sizeof(Mat) + sizeof(double) * (n ? n : 1));
 	m->refs = 1;
+	m->n = n;
+	m->hashed = false;
 	return m->v;
 }
 
@@ -110,6 +115,7 @@ static void add_factor(Dp *D, int a, int b, double *M)
 		for (int i = 0; i < na; i++)
 			for (int j = 0; j < nb; j++)
 				f->M[f->a == a ? i * nb + j : j * na + i] += M[i * nb + j];
+		mat_of(f->M)->hashed = false;
 		f->round = D->round;
 		mat_free(M);
 		return;
@@ -175,10 +181,20 @@ static void elim_leaf(Dp *D, int v, int fid)
 typedef struct SeriesMemo {
 	uint64_t h1, h2;   /* 0, 0: empty slot */
 	int nu, nv, nw;
-	double *key;       /* the inputs: v's costs [nv], av [nv, nu], bv [nv, nw] (malloc'd) */
+	double *cost;      /* the inputs: v's costs [nv] (malloc'd), */
+	double *ta, *tb;   /* the two factors' tables, references held (so never changed in place: add_factor) */
+	bool va, vb;       /* and whether v is their first end (how v reads each) */
 	double *M;         /* the result table, a reference held (Mat) */
 	int *arg;          /* [cu * nw + cw], in the pass's arena */
 } SeriesMemo;
+
+/* What elim_series reads: v's costs, and its two factors' tables with
+ * the side v is on (which, with the sizes, fixes how v reads them). */
+typedef struct SeriesIn {
+	const double *cost;
+	double *ta, *tb;
+	bool va, vb;
+} SeriesIn;
 
 /* Work below which hashing the inputs costs about as much as the
  * elimination (nu x nv x nw). */
@@ -198,16 +214,38 @@ static void hash_doubles(uint64_t *h1, uint64_t *h2, const double *x, size_t n)
 	*h1 = a, *h2 = b;
 }
 
-static size_t memo_key_len(int nu, int nv, int nw) { return (size_t)nv * (1 + (size_t)nu + (size_t)nw); }
-
-static bool memo_holds(const SeriesMemo *m, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const double *key)
+/* A table's content hash, computed once: identical layers share their
+ * tables (edge_tables, the memo's results), so each shared table is read
+ * once rather than copied and hashed at every elimination that meets it
+ * (GPT-3 x 4096 devices: a third of a priced pass). */
+static void mat_hash(double *M, uint64_t *h1, uint64_t *h2)
 {
-	return m->h1 == h1 && m->h2 == h2 && m->nu == nu && m->nv == nv && m->nw == nw &&
-	       memcmp(m->key, key, sizeof(double) * memo_key_len(nu, nv, nw)) == 0;
+	Mat *m = mat_of(M);
+	if (!m->hashed) {
+		m->h1 = 0x84222325CBF29CE4ull ^ m->n, m->h2 = 0xD9B4E019632BE59Bull + m->n;
+		hash_doubles(&m->h1, &m->h2, M, m->n);
+		m->hashed = true;
+	}
+	*h1 = (*h1 ^ m->h1) * 0x100000001B3ull, *h2 = (*h2 + m->h2) * 0x9E3779B97F4A7C15ull;
+	*h1 ^= *h1 >> 29, *h2 ^= *h2 >> 32;
+}
+
+/* The same bits: the same table (held by the memo, so unchanged), or
+ * another of equal content. */
+static bool mat_same(double *x, double *y)
+{
+	return x == y || (mat_of(x)->n == mat_of(y)->n && memcmp(x, y, sizeof(double) * mat_of(x)->n) == 0);
+}
+
+static bool memo_holds(const SeriesMemo *m, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const SeriesIn *in)
+{
+	return m->h1 == h1 && m->h2 == h2 && m->nu == nu && m->nv == nv && m->nw == nw && m->va == in->va &&
+	       m->vb == in->vb && memcmp(m->cost, in->cost, sizeof(double) * (size_t)nv) == 0 &&
+	       mat_same(m->ta, in->ta) && mat_same(m->tb, in->tb);
 }
 
 /* The entry of these inputs, or the empty slot where it goes */
-static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const double *key)
+static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const SeriesIn *in)
 {
 	if (2 * (D->nmemo + 1) > D->capmemo) { /* grow, rehash */
 		size_t cap = D->capmemo ? 2 * D->capmemo : 64;
@@ -225,7 +263,7 @@ static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2, int nu, int nv, in
 		D->memo = t, D->capmemo = cap;
 	}
 	size_t h = (size_t)h1 & (D->capmemo - 1);
-	while (D->memo[h].M && !memo_holds(&D->memo[h], h1, h2, nu, nv, nw, key))
+	while (D->memo[h].M && !memo_holds(&D->memo[h], h1, h2, nu, nv, nw, in))
 		h = (h + 1) & (D->capmemo - 1);
 	return &D->memo[h];
 }
@@ -234,7 +272,9 @@ static void memo_free(Dp *D)
 {
 	for (size_t i = 0; i < D->capmemo; i++) {
 		mat_free(D->memo[i].M);
-		free(D->memo[i].key);
+		mat_free(D->memo[i].ta);
+		mat_free(D->memo[i].tb);
+		free(D->memo[i].cost);
 	}
 	free(D->memo);
 }
@@ -245,29 +285,20 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	int u = a->a == v ? a->b : a->a, w = b->a == v ? b->b : b->a;
 	int nu = D->nc[u], nv = D->nc[v], nw = D->nc[w];
 	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw};
-	/* v's rows of a and b, contiguous over u and w: the inner loop runs
-	 * along a row without branches (the elimination is nearly all of a
-	 * pass's time: GPT-3's 2,119 operators, 0.37 s a pass before) */
-	double *key = xmalloc(sizeof(double) * memo_key_len(nu, nv, nw));
-	double *av = key + nv, *bv = av + (size_t)nv * nu;
-	memcpy(key, D->cost[v], sizeof(double) * (size_t)nv);
-	for (int cv = 0; cv < nv; cv++)
-		for (int cu = 0; cu < nu; cu++)
-			av[(size_t)cv * nu + cu] = fM(a, v, cv, cu);
-	for (int cv = 0; cv < nv; cv++)
-		for (int cw = 0; cw < nw; cw++)
-			bv[(size_t)cv * nw + cw] = fM(b, v, cv, cw);
+	SeriesIn in = {D->cost[v], a->M, b->M, a->a == v, b->a == v};
 	SeriesMemo *slot = NULL;
 	if (!D->s->dp_no_memo && (double)nu * nv * nw >= SERIES_MEMO_MIN_WORK) {
-		uint64_t h1 = 0xCBF29CE484222325ull ^ ((uint64_t)nu << 40 | (uint64_t)nv << 20 | (uint64_t)nw);
-		uint64_t h2 = 0x632BE59BD9B4E019ull + ((uint64_t)nw << 40 | (uint64_t)nv << 20 | (uint64_t)nu);
-		hash_doubles(&h1, &h2, key, memo_key_len(nu, nv, nw));
+		uint64_t side = (uint64_t)in.va << 1 | (uint64_t)in.vb;
+		uint64_t h1 = 0xCBF29CE484222325ull ^ ((uint64_t)nu << 40 | (uint64_t)nv << 20 | (uint64_t)nw) ^ side << 62;
+		uint64_t h2 = 0x632BE59BD9B4E019ull + ((uint64_t)nw << 40 | (uint64_t)nv << 20 | (uint64_t)nu) + side;
+		hash_doubles(&h1, &h2, D->cost[v], (size_t)nv);
+		mat_hash(a->M, &h1, &h2);
+		mat_hash(b->M, &h1, &h2);
 		h1 |= 1; /* never the empty key */
 		if (D->s->dp_memo_collide)
 			h1 = 1, h2 = 0;
-		slot = memo_slot(D, h1, h2, nu, nv, nw, key);
+		slot = memo_slot(D, h1, h2, nu, nv, nw, &in);
 		if (slot->M) {
-			free(key);
 			e.arg = slot->arg;
 			D->s->dp_series_reused++;
 			a->alive = b->alive = false;
@@ -280,6 +311,17 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 		}
 		slot->h1 = h1, slot->h2 = h2;
 	}
+	/* v's rows of a and b, contiguous over u and w: the inner loop runs
+	 * along a row without branches (the elimination is nearly all of a
+	 * pass's time: GPT-3's 2,119 operators, 0.37 s a pass before) */
+	double *av = xmalloc(sizeof(double) * (size_t)nv * nu);
+	double *bv = xmalloc(sizeof(double) * (size_t)nv * nw);
+	for (int cv = 0; cv < nv; cv++)
+		for (int cu = 0; cu < nu; cu++)
+			av[(size_t)cv * nu + cu] = fM(a, v, cv, cu);
+	for (int cv = 0; cv < nv; cv++)
+		for (int cw = 0; cw < nw; cw++)
+			bv[(size_t)cv * nw + cw] = fM(b, v, cv, cw);
 	double *M = mat_alloc((size_t)nu * nw);
 	e.arg = ARENA_NEWN(D->a, int, (size_t)nu * nw);
 	D->s->dp_series_computed++;
@@ -299,12 +341,15 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 			}
 		}
 	}
+	free(av);
+	free(bv);
 	if (slot) {
-		slot->nu = nu, slot->nv = nv, slot->nw = nw, slot->key = key, slot->arg = e.arg;
+		slot->nu = nu, slot->nv = nv, slot->nw = nw, slot->arg = e.arg;
+		slot->cost = xmalloc(sizeof(double) * (size_t)nv);
+		memcpy(slot->cost, D->cost[v], sizeof(double) * (size_t)nv);
+		slot->ta = mat_share(a->M), slot->tb = mat_share(b->M), slot->va = in.va, slot->vb = in.vb;
 		slot->M = mat_share(M);
 		D->nmemo++;
-	} else {
-		free(key);
 	}
 	a->alive = b->alive = false;
 	mat_free(a->M);
@@ -421,6 +466,7 @@ static int elim_round(Dp *D)
 typedef struct EdgeKey {
 	const CandList *cu, *cv; /* the ends' candidate lists */
 	int ui, vi;
+	int fu, fv;              /* the ends' fixed candidates (-1: free) */
 	DType dt;
 } EdgeKey;
 
@@ -455,7 +501,10 @@ static double **edge_tables(Search *s)
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v)
 			continue;
-		EdgeKey key = {s->v[e->u].cl, s->v[e->v].cl, e->ui, e->vi, e->dt};
+		EdgeKey key;
+		memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding */
+		key.cu = s->v[e->u].cl, key.cv = s->v[e->v].cl, key.ui = e->ui, key.vi = e->vi, key.dt = e->dt;
+		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);
@@ -463,10 +512,16 @@ static double **edge_tables(Search *s)
 			int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
 			double *M = mat_alloc((size_t)nu * nvv), *Mem = mat_alloc((size_t)nu * nvv);
 			bool held = false;
+			/* a fixed end's other candidates cost INFINITY in dp_once (its
+			 * vertex cost), so their cells are never chosen: only the fixed
+			 * row or column is priced (sharding_propagation's annotated
+			 * operators, whose lists are their own: GPT-3 x 4096 devices
+			 * priced 14.9 million cells, 97% of them such, 3 s a search) */
 			for (int i = 0; i < nu; i++)
 				for (int j = 0; j < nvv; j++) {
-					M[i * nvv + j] = search_edge_cost(s, ei, i, j);
-					Mem[i * nvv + j] = search_edge_memory(s, ei, i, j);
+					bool dead = (key.fu >= 0 && i != key.fu) || (key.fv >= 0 && j != key.fv);
+					M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
+					Mem[i * nvv + j] = dead ? 0 : search_edge_memory(s, ei, i, j);
 					held |= Mem[i * nvv + j] > 0;
 				}
 			if (!held)

@@ -10,11 +10,22 @@
 
 /* ---- recursive_programming ------------------------------------------------------ */
 
+/* The candidate splitting the free dimensions as f does; -1: none. A
+ * loop, not memcmp: the vectors are a few elements and the rounds ask
+ * for every operator, split and reader (a sixth of an outer search's
+ * CPU went into memcmp's calls). */
 static int find_free(const CandList *cl, const int64_t *f, int nfree)
 {
-	for (int c = 0; c < cl->n; c++)
-		if (cl->c[c].nfree == nfree && memcmp(cl->c[c].free, f, sizeof(int64_t) * (size_t)nfree) == 0)
+	for (int c = 0; c < cl->n; c++) {
+		const Cand *cd = &cl->c[c];
+		if (cd->nfree != nfree)
+			continue;
+		int k = 0;
+		while (k < nfree && cd->free[k] == f[k])
+			k++;
+		if (k == nfree)
 			return c;
+	}
 	return -1;
 }
 
@@ -51,14 +62,22 @@ static double local_cost(Search *s, int v, int c, const int *choice)
  * that makes every reader convert stays. Sweeps in program order, each
  * operator taking its best candidate against all its neighbours, until
  * a sweep changes nothing (each change lowers the local total, so it
- * ends; bounded anyway). */
+ * ends; bounded anyway). An operator none of whose neighbours changed
+ * since it last chose is not looked at again: it would choose the same
+ * (its own choice already beats every candidate by the 1e-9 margin), so
+ * the sweeps and their plan are as before, and the later sweeps cost only
+ * the changes' neighbourhoods (GPT-3 x 4096 devices: each sweep priced
+ * every candidate of 2,119 operators, a third of explain's CPU). */
 static void refine(Search *s, int *choice)
 {
+	bool *dirty = xmalloc(sizeof(bool) * (size_t)(s->nv + 1));
+	memset(dirty, 1, sizeof(bool) * (size_t)(s->nv + 1));
 	for (int sweep = 0; sweep < 16; sweep++) {
 		bool changed = false;
 		for (int v = 0; v < s->nv; v++) {
-			if (s->v[v].fixed >= 0)
+			if (s->v[v].fixed >= 0 || !dirty[v])
 				continue;
+			dirty[v] = false;
 			int best = choice[v];
 			double bc = local_cost(s, v, best, choice);
 			for (int c = 0; c < s->v[v].cl->n; c++) {
@@ -66,12 +85,20 @@ static void refine(Search *s, int *choice)
 				if (t < bc * (1 - 1e-9))
 					bc = t, best = c;
 			}
-			changed |= best != choice[v];
+			if (best == choice[v])
+				continue;
+			changed = true;
 			choice[v] = best;
+			for (int k = 0; k < s->v[v].nadj; k++) {
+				const SEdge *e = &s->e[s->v[v].adj[k]];
+				dirty[e->u] = dirty[e->v] = true;
+			}
+			dirty[v] = false;
 		}
 		if (!changed)
 			break;
 	}
+	free(dirty);
 }
 
 typedef int64_t FreeVec[SEARCH_MAX_FREE];

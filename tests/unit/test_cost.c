@@ -277,3 +277,41 @@ Test(cost, intern_keys_every_axis)
 	}
 	arena_free(&a);
 }
+
+/* Redistribution prices are shared across compilations (cost.c's
+ * shared memo: the memory fit compiles a model again and again): a
+ * second cache, its layouts in another arena, gets the price a fresh
+ * plan gives, under its own machine (another bandwidth, another
+ * topology: not the first machine's price) and in the same process. */
+Test(cost, shared_prices_follow_the_machine)
+{
+	Shape full = S(64, 32);
+	double first = 0;
+	for (int k = 0; k < 4; k++) {
+		Arena a = {0};
+		Machine m;
+		machine_defaults(&m);
+		if (k >= 2)
+			m.bandwidth /= 4;
+		if (k == 3)
+			m.topo.devices_per_node = 2, m.topo.inter_bandwidth = m.bandwidth / 8;
+		RedistCache *rc = redist_cache_new(&a, &m, false);
+		const Layout *rows = cost_intern(rc, layout_batch_split(&a, &full, 8));
+		int8_t ax[MAX_RANK][MAX_RANK] = {{0}}; /* dim 1 over axis 0 */
+		int naxes[MAX_RANK] = {0, 1};
+		int64_t dev[1] = {8};
+		Layout *cols = layout_make_axes(&a, &full, 1, dev, (const int8_t(*)[MAX_RANK])ax, naxes, 0, 8);
+		cr_assert(cols);
+		const Layout *c = cost_intern(rc, cols);
+		RedistPlan *p = redist_plan(&a, rows, c, DT_F32, false);
+		cr_assert(p);
+		double want = cost_plan_time(&m, p), got = cost_redist(rc, rows, c, DT_F32, NULL);
+		cr_expect_gt(want, 0);
+		cr_expect_float_eq(got, want, 1e-12 * want, "machine %d: %.17g, a fresh plan %.17g", k, got, want);
+		if (k == 0)
+			first = got;
+		else if (k >= 2)
+			cr_expect_neq(got, first, "machine %d priced as machine 0", k);
+		arena_free(&a);
+	}
+}

@@ -1,0 +1,101 @@
+/* Redistribution prices shared by every compilation of the process (see
+ * cost_memo.h). */
+#include "cost_memo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+
+/* What layout_same compares: the full shape, the device count, each dim's
+ * split and (when split) its axes' strides, the partial runs; a dim over
+ * several axes each (stride, size) in order: ("dp", "mp") is not ("mp", "dp"). */
+int cost_layout_key(const Layout *l, int64_t *key)
+{
+	int n = 0;
+	key[n++] = l->rank;
+	key[n++] = layout_devices(l);
+	for (int i = 0; i < l->rank; i++) {
+		int64_t sp = layout_split(l, i);
+		key[n++] = l->full.d[i];
+		key[n++] = sp;
+		key[n++] = sp > 1 ? layout_axis_stride(l, l->map[i]) : 0;
+		for (int j = 1; sp > 1 && j < l->nsub[i]; j++) /* nsub: where the key's length varies */
+			key[n++] = -layout_axis_stride(l, l->sub[i][j]), key[n++] = l->dev[l->sub[i][j]];
+	}
+	int64_t st[MAX_RANK], sz[MAX_RANK];
+	int np = layout_partial_runs(l, st, sz);
+	key[n++] = np;
+	for (int k = 0; k < np; k++) {
+		key[n++] = st[k];
+		key[n++] = sz[k];
+	}
+	return n;
+}
+
+enum { SHARED_MAX = 1 << 22 };
+static struct {
+	CostMemoEntry *tab;
+	size_t cap, n;
+} shared;
+
+void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x)
+{
+	*h1 = (*h1 ^ x) * 0x100000001B3ull, *h1 ^= *h1 >> 29;
+	*h2 = (*h2 + x) * 0x9E3779B97F4A7C15ull, *h2 ^= *h2 >> 32;
+}
+
+void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t b;
+		memcpy(&b, &x[i], sizeof b);
+		cost_memo_mix(h1, h2, b);
+	}
+}
+
+CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
+{
+	*found = false;
+	if (from->ragged || to->ragged)
+		return NULL;
+	int64_t k[2][6 * MAX_RANK + 4];
+	int n[2] = {cost_layout_key(from, k[0]), cost_layout_key(to, k[1])};
+	uint64_t h1 = fig, h2 = ~fig;
+	cost_memo_mix(&h1, &h2, (uint64_t)key);
+	for (int j = 0; j < 2; j++) {
+		cost_memo_mix(&h1, &h2, (uint64_t)n[j]);
+		for (int i = 0; i < n[j]; i++)
+			cost_memo_mix(&h1, &h2, (uint64_t)k[j][i]);
+	}
+	h[0] = h1 | 1, h[1] = h2; /* h[0] never 0: the empty key */
+	if (2 * (shared.n + 1) > shared.cap) {
+		if (shared.n >= SHARED_MAX)
+			return NULL;
+		size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
+		CostMemoEntry *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < shared.cap; i++) {
+			CostMemoEntry *e = &shared.tab[i];
+			if (!e->h1)
+				continue;
+			size_t j = (size_t)e->h2 & (cap - 1);
+			while (t[j].h1)
+				j = (j + 1) & (cap - 1);
+			t[j] = *e;
+		}
+		free(shared.tab);
+		shared.tab = t, shared.cap = cap;
+	}
+	size_t i = (size_t)h[1] & (shared.cap - 1);
+	while (shared.tab[i].h1 && !(shared.tab[i].h1 == h[0] && shared.tab[i].h2 == h[1]))
+		i = (i + 1) & (shared.cap - 1);
+	*found = shared.tab[i].h1 != 0;
+	return &shared.tab[i];
+}
+
+void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
+{
+	*sp = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .time = time, .bytes = bytes};
+	shared.n++;
+}
+

@@ -1,0 +1,43 @@
+/* The redistribution memo's layout key, and prices shared across
+ * compilations (passes/cost.c's RedistCache consults them). */
+#ifndef NETC_COST_MEMO_H
+#define NETC_COST_MEMO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ir/layout.h"
+
+
+/* l as layout_same compares it, into key (at most 6 * MAX_RANK + 4
+ * values); returns the count. */
+int cost_layout_key(const Layout *l, int64_t *key);
+
+/* Redistribution prices shared by every compilation of the process.
+ * The memory fit and the outer search (search_fit.c) compile one model
+ * again and again (a retry with the estimate scaled, with recompute,
+ * each (stages, micro-batches) candidate), and each compilation planned
+ * the same redistributions anew: at GPT-3 x 4096 devices about 900,000
+ * plans, a second of CPU each time. A price depends on the two layouts
+ * as cost_layout_key sees them (what cost_intern already treats as one), the
+ * element type, the direction, all-to-all and the machine's
+ * communication figures (fig: cost.c hashes them): the key is a 128-bit hash of those (as the
+ * series memo's in search_dp.c: a collision of both halves is not a
+ * practical concern). Bounded: past 4M entries nothing is added. */
+typedef struct CostMemoEntry {
+	uint64_t h1, h2;         /* 0, 0: empty */
+	double time;             /* cost_plan_time of the chosen plan */
+	int64_t bytes;           /* its send_bytes */
+} CostMemoEntry;
+
+/* Mixes x into the two halves of a 128-bit hash. */
+void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x);
+void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n); /* their bits */
+/* The entry of (from, to, key: the dtype and direction bits) under fig:
+ * *found when an earlier compilation priced it, else an empty entry to
+ * fill with cost_memo_fill(e, h, ...); NULL when the table is full or a
+ * layout is ragged (its key does not say it all). */
+CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found);
+void cost_memo_fill(CostMemoEntry *e, const uint64_t *h, double time, int64_t bytes);
+
+#endif
