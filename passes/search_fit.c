@@ -280,27 +280,57 @@ typedef struct Outcome {
 	int64_t bytes;         /* the plan that fits, else the least one found (-1: none compiled) */
 	double est;            /* the search's estimate of that plan */
 	double step;           /* the search's objective of that plan, seconds per step */
+	int64_t plain;         /* the least plan without recompute, bytes per device (-1: none over) */
+	double plain_step;     /* and its objective */
+	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
 } Outcome;
+
+bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
 
 /* From the compilation in c (made with t's stages and micro-batches,
  * without added recompute): its plans under the limit, then, where none
  * fits, the same with the repeated layers recomputed (what Megatron does
- * for GPT-3); recompute's step is then paid for the memory. */
-static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, Outcome *o)
+ * for GPT-3); recompute's step is then paid for the memory. cut (< 0:
+ * none): the outer search's best step so far: the recompute fit is first
+ * screened (compiled up to the strategies, without a limit) and left out
+ * where that bound is cut (search_fit_cut). known: the same choices'
+ * outcome from before, whose plan recomputes: its fit without recompute
+ * is not compiled again (what it found is in known), since the plan
+ * with recompute does not depend on it. */
+static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, const Outcome *known,
+                       Outcome *o)
 {
-	Fit a, b = {.least = -1};
+	Fit a = {.least = -1}, b = {.least = -1};
 	Layers L = {0};
 	SearchMode mode = c->g->par.search_mode;
 	memset(o, 0, sizeof *o);
 	t.recompute = false;
-	o->status = fit_loop(c, f, &t, limit, &a, &L);
-	o->plans = a.plans;
-	o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
-	if (o->status != FIT_NONE)
-		return;
-	o->step = a.least_step;
+	if (known && known->recompute) {
+		a.least = known->plain, a.least_step = known->plain_step;
+		o->status = FIT_NONE, o->bytes = a.least, o->step = a.least_step;
+	} else {
+		o->status = fit_loop(c, f, &t, limit, &a, &L);
+		o->plans = a.plans;
+		o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
+		o->plain = a.least, o->plain_step = a.least_step;
+		if (o->status != FIT_NONE)
+			return;
+		o->step = a.least_step;
+	}
 	Try rc = t;
 	rc.recompute = true;
+	if (cut >= 0) {
+		Try s = rc;
+		s.screen = true;
+		if (compile_try(c, f, &s, 1, false, &L) && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
+			o->tried = true, o->rc_bound = c->search_step;
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; with the repeated "
+				        "layers recomputed, at least %.6g s per step: not compiled\n", search_mode_name(mode),
+				        limit, c->search_step);
+			return;
+		}
+	}
 	bool compiled = compile_try(c, f, &rc, 1, false, &L), tried = L.marked > 0;
 	if (tried && c->verbose)
 		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
@@ -459,7 +489,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			if (!full[k] && isfinite(bound[k]) && (i < 0 || bound[k] < bound[i]))
 				i = k;
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
-		if (i < 0 || fits == MAX_FITS || (best >= 0 && bound[i] >= 0.99 * outs[best].step))
+		if (i < 0 || fits == MAX_FITS || search_fit_cut(bound[i], best >= 0 ? outs[best].step : -1))
 			break;
 		full[i] = true, fits++, last = i;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
@@ -467,7 +497,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (!compile_try(c, f, &tries[i], 1, false, &L))
 			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
 		else
-			fit_choice(c, f, tries[i], limit, &outs[i]);
+			fit_choice(c, f, tries[i], limit, best >= 0 ? outs[best].step : -1, NULL, &outs[i]);
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
@@ -491,10 +521,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	note(c, line);
 	note(c, "  stages  micro-batches  without a limit  recompute  bytes per device  search objective (s per step)\n");
 	for (int i = 0; i < n; i++) {
+		char cut[96] = "";
+		if (full[i] && outs[i].rc_bound > 0)
+			snprintf(cut, sizeof cut, "  (does not fit; recomputed, at least %.4g s: not compiled)", outs[i].rc_bound);
 		if (full[i])
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  %-9s  %16" PRId64 "  %.4g%s\n",
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
-			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : "  (does not fit)");
+			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
+			                                                                       : "  (does not fit)");
 		else
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
 			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
@@ -529,9 +563,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	char *keep = c->fit_note;
 	c->fit_note = NULL;
 	Outcome o;
-	bool ok = compile_try(c, f, &tries[best], 1, false, &L);
+	/* a plan that recomputes is compiled with recompute alone (fit_choice) */
+	bool ok = outs[best].recompute || compile_try(c, f, &tries[best], 1, false, &L);
 	if (ok)
-		fit_choice(c, f, tries[best], limit, &o);
+		fit_choice(c, f, tries[best], limit, -1, &outs[best], &o);
 	free(c->fit_note); /* its recompute line is in the note already */
 	c->fit_note = keep;
 	return ok && o.status == FIT_OK;
@@ -559,7 +594,7 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f)
 	SearchMode mode = c->g->par.search_mode;
 	Outcome o;
 	Try t = {0};
-	fit_choice(c, f, t, limit, &o);
+	fit_choice(c, f, t, limit, -1, NULL, &o);
 	if (o.status != FIT_NONE)
 		return true;
 	no_plan(c, mode, limit, &o, o.tried ? ", with the repeated layers recomputed or not" : "");

@@ -31,4 +31,11 @@ typedef struct MemoryFit {
  * search starts from the prices the earlier ones tried. c holds the plan
  * that fits; false after reporting that none does. */
 bool search_fit_memory(Compilation *c, const MemoryFit *f);
+
+/* The outer search's stopping rule (pipeline_stages or micro_size =
+ * auto): a plan whose step is bounded from below by `bound` need not be
+ * compiled once the best step that fits so far is `best` (< 0: none
+ * yet) and the bound is no more than 1% below it, what the price search
+ * resolves (search_dp.c). */
+bool search_fit_cut(double bound, double best);
 #endif

@@ -17,6 +17,7 @@
 
 #include "ir/ir.h"
 #include "ir/shape.h"
+#include "passes/search_fit.h"
 #include "passes/search_graph.h"
 #include "passes/search_modes.h"
 
@@ -238,4 +239,19 @@ Test(search_algo, recompute_region_is_a_run_of_one_scope)
 			for (int c = 0; c < s->v[i].cl->n; c++)
 				cr_expect_gt(s->v[i].mem[c], 0, "%s's output (candidate %d) is not held for y's region",
 				             s->v[i].n == h ? "h" : "m", c);
+}
+
+/* The outer search's stopping rule (passes/search_fit.c), by hand: with
+ * GPT-3's best fitted step 51.69 s (32 stages x 512 micro-batches,
+ * dynamic_programming), a bound is cut from 0.99 x 51.69 = 51.1731 s on,
+ * a candidate's recompute screen as much as its plain one; with no step
+ * fitted yet nothing is cut. */
+Test(search_algo, outer_search_cuts_a_bound_within_one_percent_of_the_best)
+{
+	cr_assert(!search_fit_cut(1e9, -1));
+	cr_assert(!search_fit_cut(47.30, 51.69));
+	cr_assert(!search_fit_cut(51.17, 51.69));
+	cr_assert(search_fit_cut(51.18, 51.69));
+	cr_assert(search_fit_cut(53.29, 51.69)); /* 32 x 128 recomputed */
+	cr_assert(search_fit_cut(51.69, 51.69));
 }
