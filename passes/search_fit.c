@@ -473,10 +473,17 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
 	bool full[MAX_TRIES] = {0};
 	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, last = -1, fits = 0;
+	/* the driver's compilation (main.c) is the screen of its own counts
+	 * (each auto compiled as 1): up to the strategies, without a limit */
+	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
+	double step1 = c->search_step;
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
 		t.screen = true;
-		bound[i] = compile_try(c, f, &t, 1, false, &L) ? c->search_step : INFINITY;
+		if (step1 > 0 && t.stages == P1 && t.micro == M1)
+			bound[i] = step1;
+		else
+			bound[i] = compile_try(c, f, &t, 1, false, &L) ? c->search_step : INFINITY;
 		if (c->verbose)
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
 			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
