@@ -33,6 +33,30 @@ int cost_layout_key(const Layout *l, int64_t *key)
 	return n;
 }
 
+/* Every field redist_plan reads: the device matrix, each dim's axes and
+ * the partial axes. Not cost_layout_key's class: layouts layout_same
+ * holds equal may plan differently (rows over 16 devices gathered into a
+ * copy over a (4, 4) grid take two steps, over a grid of 16 one), and a
+ * compilation's cost_intern picks its own representative of a class. */
+enum { EXACT_KEY_MAX = 3 + MAX_RANK + MAX_RANK * (3 + MAX_RANK) };
+static int exact_key(const Layout *l, int64_t *key)
+{
+	int n = 0;
+	key[n++] = l->ndev;
+	for (int k = 0; k < l->ndev; k++)
+		key[n++] = l->dev[k];
+	key[n++] = l->rank;
+	for (int i = 0; i < l->rank; i++) {
+		key[n++] = l->full.d[i];
+		key[n++] = l->map[i];
+		key[n++] = l->nsub[i];
+		for (int j = 0; j < l->nsub[i]; j++)
+			key[n++] = l->sub[i][j];
+	}
+	key[n++] = l->partial;
+	return n;
+}
+
 enum { SHARED_MAX = 1 << 22 };
 static struct {
 	CostMemoEntry *tab;
@@ -59,8 +83,8 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 	*found = false;
 	if (from->ragged || to->ragged)
 		return NULL;
-	int64_t k[2][6 * MAX_RANK + 4];
-	int n[2] = {cost_layout_key(from, k[0]), cost_layout_key(to, k[1])};
+	int64_t k[2][EXACT_KEY_MAX];
+	int n[2] = {exact_key(from, k[0]), exact_key(to, k[1])};
 	uint64_t h1 = fig, h2 = ~fig;
 	cost_memo_mix(&h1, &h2, (uint64_t)key);
 	for (int j = 0; j < 2; j++) {

@@ -19,8 +19,8 @@ int cost_layout_key(const Layout *l, int64_t *key);
  * each (stages, micro-batches) candidate), and each compilation planned
  * the same redistributions anew: at GPT-3 x 4096 devices about 900,000
  * plans, a second of CPU each time. A price depends on the two layouts
- * as cost_layout_key sees them (what cost_intern already treats as one), the
- * element type, the direction, all-to-all and the machine's
+ * exactly (their device matrices too: not cost_layout_key's class, see
+ * cost_memo.c's exact_key), the element type, the direction, all-to-all and the machine's
  * communication figures (fig: cost.c hashes them): the key is a 128-bit hash of those (as the
  * series memo's in search_dp.c: a collision of both halves is not a
  * practical concern). Bounded: past 4M entries nothing is added. */

@@ -315,3 +315,34 @@ Test(cost, shared_prices_follow_the_machine)
 		arena_free(&a);
 	}
 }
+
+/* Layouts layout_same holds equal may still plan differently: gathering
+ * rows split 16 ways into a copy replicated over a (4, 4) grid takes two
+ * steps, into one over a grid of 16 one. The shared memo keyed both by
+ * the class, so the second compilation got the first's plan's price
+ * (explain's search objective at mlp -D device_num=16: +44% of the
+ * compiled estimate instead of +4%). Each cache must price its own
+ * layouts as a fresh plan does. */
+Test(cost, shared_prices_follow_the_device_matrix)
+{
+	Shape full = S(64, 784);
+	int64_t d16[1] = {16}, d44[2] = {4, 4};
+	int rows_map[2] = {0, -1}, whole[2] = {-1, -1};
+	double price[2];
+	for (int k = 0; k < 2; k++) {
+		Arena a = {0};
+		Machine m;
+		machine_defaults(&m);
+		RedistCache *rc = redist_cache_new(&a, &m, false);
+		Layout *rows = layout_make(&a, &full, 1, d16, rows_map, 0, 16);
+		Layout *rep = k == 0 ? layout_make(&a, &full, 2, d44, whole, 0, 16) : layout_make(&a, &full, 1, d16, whole, 0, 16);
+		cr_assert(rows && rep);
+		RedistPlan *p = redist_plan(&a, rows, rep, DT_F32, false);
+		cr_assert(p);
+		double want = cost_plan_time(&m, p);
+		price[k] = cost_redist(rc, cost_intern(rc, rows), cost_intern(rc, rep), DT_F32, NULL);
+		cr_expect_float_eq(price[k], want, 1e-12 * want, "grid %d: %.17g, a fresh plan %.17g", k, price[k], want);
+		arena_free(&a);
+	}
+	cr_expect_neq(price[0], price[1], "the two grids' plans cost alike: the test shows nothing");
+}
