@@ -302,11 +302,13 @@ static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
  * from the rank with the block's coordinates on the axes splitting it in
  * f (a dim over several axes: its block index in their mixed radix, the
  * first the slowest) and r's on the others; sent[h] += the part's
- * elements for each h != r. f and t over the same devices, on any
+ * elements (and nsent[h] one message) for each h != r, *nrecv those
+ * messages. f and t over the same devices, on any
  * matrices (the fallback's too). */
-static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent)
+static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent, int *nsent, int *nrecv)
 {
 	int64_t toff[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], idx[MAX_RANK], parts = 1;
+	*nrecv = 0;
 	int rank = f->rank, ax[MAX_RANK][MAX_RANK], nax[MAX_RANK];
 	if (shape_numel(&t->slice) == 0)
 		return true;
@@ -333,7 +335,7 @@ static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t
 			}
 		}
 		if (h != r)
-			sent[h] += n;
+			sent[h] += n, nsent[h]++, ++*nrecv;
 		int i = rank - 1;
 		while (i >= 0 && idx[i] == hi[i])
 			idx[i] = lo[i], i--;
@@ -391,21 +393,29 @@ static bool permute_bytes(const Layout *f, const Layout *t, int esize, RedistSte
 	unsigned rep = repeating_axes(f, t);
 	int64_t D = layout_devices(f), copies = rep_copies(f, rep);
 	int64_t *sent = calloc((size_t)D, sizeof *sent);
-	if (!sent)
+	int *nsent = calloc((size_t)D, sizeof *nsent), nrecv;
+	if (!sent || !nsent)
 		abort();
+	s->msgs = 0;
 	for (int64_t r = 0; r < D; r++) {
-		if (rep_first(f, rep, r) && !permute_sources(f, t, r, sent)) {
+		if (!rep_first(f, rep, r))
+			continue;
+		if (!permute_sources(f, t, r, sent, nsent, &nrecv)) {
 			free(sent);
+			free(nsent);
 			return false;
 		}
+		s->msgs = nrecv > s->msgs ? nrecv : s->msgs;
 	}
 	s->send_bytes = sent[0] * esize;
 	s->most_bytes = s->total_bytes = 0;
 	for (int64_t r = 0; r < D; r++) {
 		s->total_bytes += sent[r] * esize * copies;
 		s->most_bytes = sent[r] * esize > s->most_bytes ? sent[r] * esize : s->most_bytes;
+		s->msgs = nsent[r] > s->msgs ? nsent[r] : s->msgs;
 	}
 	free(sent);
+	free(nsent);
 	return true;
 }
 
