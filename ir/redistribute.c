@@ -302,11 +302,13 @@ static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
  * from the rank with the block's coordinates on the axes splitting it in
  * f (a dim over several axes: its block index in their mixed radix, the
  * first the slowest) and r's on the others; sent[h] += the part's
- * elements for each h != r. f and t over the same devices, on any
+ * elements (and nsent[h] one message) for each h != r, *nrecv those
+ * messages. f and t over the same devices, on any
  * matrices (the fallback's too). */
-static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent)
+static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t *sent, int *nsent, int *nrecv)
 {
 	int64_t toff[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], idx[MAX_RANK], parts = 1;
+	*nrecv = 0;
 	int rank = f->rank, ax[MAX_RANK][MAX_RANK], nax[MAX_RANK];
 	if (shape_numel(&t->slice) == 0)
 		return true;
@@ -333,7 +335,7 @@ static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t
 			}
 		}
 		if (h != r)
-			sent[h] += n;
+			sent[h] += n, nsent[h]++, ++*nrecv;
 		int i = rank - 1;
 		while (i >= 0 && idx[i] == hi[i])
 			idx[i] = lo[i], i--;
@@ -343,27 +345,77 @@ static bool permute_sources(const Layout *f, const Layout *t, int64_t r, int64_t
 	}
 }
 
+/* The axes along which a Permute from f to t repeats itself: an axis
+ * splitting no dim of either, or the slowest of the same dim's in both
+ * (that dim's chunks along it never mix). Ranks differing only there send
+ * alike, so permute_bytes counts one of them for all (the searches plan
+ * often, at thousands of devices). None where the matrices differ. */
+static unsigned repeating_axes(const Layout *f, const Layout *t)
+{
+	if (f->ndev != t->ndev || memcmp(f->dev, t->dev, sizeof(int64_t) * (size_t)f->ndev) != 0)
+		return 0;
+	unsigned used = 0, rep = 0;
+	for (int i = 0; i < f->rank; i++) {
+		int fa[MAX_RANK], ta[MAX_RANK], nf = split_axes(f, i, fa), nt = split_axes(t, i, ta);
+		for (int j = 0; j < nf; j++)
+			used |= 1u << fa[j];
+		for (int j = 0; j < nt; j++)
+			used |= 1u << ta[j];
+		if (nf > 0 && nt > 0 && fa[0] == ta[0])
+			rep |= 1u << fa[0];
+	}
+	return rep | (~used & ((1u << f->ndev) - 1));
+}
+
+/* Rank r is at 0 on every axis in rep (it stands for the ranks that differ from it only there). */
+static bool rep_first(const Layout *f, unsigned rep, int64_t r)
+{
+	for (int k = 0; k < f->ndev; k++)
+		if (rep >> k & 1u && layout_coord(f, r, k) != 0)
+			return false;
+	return true;
+}
+
+/* The ranks each one at 0 on the axes in rep stands for. */
+static int64_t rep_copies(const Layout *f, unsigned rep)
+{
+	int64_t copies = 1;
+	for (int k = 0; k < f->ndev; k++)
+		copies *= rep >> k & 1u ? f->dev[k] : 1;
+	return copies;
+}
+
 /* RS_PERMUTE's bytes from f to t into s: rank 0's, the most one rank
  * sends, and all together. False where a rank's block would come in more
  * than PERMUTE_MAX_PARTS parts (no Permute then). */
 static bool permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
 {
-	int64_t D = layout_devices(f);
+	unsigned rep = repeating_axes(f, t);
+	int64_t D = layout_devices(f), copies = rep_copies(f, rep);
 	int64_t *sent = calloc((size_t)D, sizeof *sent);
-	if (!sent)
+	int *nsent = calloc((size_t)D, sizeof *nsent), nrecv;
+	if (!sent || !nsent)
 		abort();
-	for (int64_t r = 0; r < D; r++)
-		if (!permute_sources(f, t, r, sent)) {
+	s->msgs = 0;
+	for (int64_t r = 0; r < D; r++) {
+		if (!rep_first(f, rep, r))
+			continue;
+		if (!permute_sources(f, t, r, sent, nsent, &nrecv)) {
 			free(sent);
+			free(nsent);
 			return false;
 		}
+		s->msgs = nrecv > s->msgs ? nrecv : s->msgs;
+	}
 	s->send_bytes = sent[0] * esize;
 	s->most_bytes = s->total_bytes = 0;
 	for (int64_t r = 0; r < D; r++) {
-		s->total_bytes += sent[r] * esize;
+		s->total_bytes += sent[r] * esize * copies;
 		s->most_bytes = sent[r] * esize > s->most_bytes ? sent[r] * esize : s->most_bytes;
+		s->msgs = nsent[r] > s->msgs ? nsent[r] : s->msgs;
 	}
 	free(sent);
+	free(nsent);
 	return true;
 }
 
@@ -751,14 +803,14 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 {
 	if (!fwd->alltoall || f->partial || t->partial || f->ragged || t->ragged || !may_overpay(p))
 		return p;
-	RedistStep st;
-	if (!permute_bytes(f, t, fwd->esize, &st) || st.total_bytes >= p->total_bytes)
-		return p;
 	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
 	Planner pq = *fwd;
 	pq.p = q, pq.cur = f, pq.cap = 0;
-	push(&pq, RS_PERMUTE, t, (1u << f->ndev) - 1, -1, -1);
+	if (!push(&pq, RS_PERMUTE, t, (1u << f->ndev) - 1, -1, -1))
+		return p;
 	plan_totals(q);
+	if (q->total_bytes >= p->total_bytes)
+		return p;
 	q->from = p->from, q->to = p->to, q->expanded = p->expanded, q->fallback = p->fallback;
 	return q;
 }

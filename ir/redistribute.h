@@ -46,6 +46,7 @@ typedef struct RedistStep {
 	int64_t send_bytes;       /* bytes each rank sends in this step (ring algorithms: allgather (g-1)*block, alltoall (g-1)/g*block, allreduce 2(g-1)/g*block, reduce_scatter (g-1)/g*block); RS_PERMUTE: what rank 0 sends (as --comm-stats counts it there) */
 	int64_t most_bytes;       /* the most any rank sends (the step's time): send_bytes, but for RS_PERMUTE */
 	int64_t total_bytes;      /* bytes all ranks send together (send_bytes * devices, but for RS_PERMUTE) */
+	int msgs;                 /* RS_PERMUTE: the most messages one rank sends or receives (one a peer); else 0 */
 } RedistStep;
 
 typedef struct RedistPlan {

@@ -833,8 +833,13 @@ double cost_step_time(const Machine *m, const RedistStep *st, double *lat)
 		return 0;
 	}
 	int64_t g = layout_group_size(st->from, st->axes), in = cost_group_in_node(m, st->from, st->axes);
-	if (st->kind == RS_PERMUTE) /* one round of sends at once: the most one rank sends, at send/recv figures */
-		return cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)st->most_bytes, 2, 1 + (in >= g), lat);
+	if (st->kind == RS_PERMUTE) { /* the most one rank sends at send/recv figures, a latency per message it handles */
+		double l, t = cost_coll_time(m, MACHINE_SENDRECV, MACHINE_SENDRECV, (double)st->most_bytes, 2, 1 + (in >= g), &l);
+		double more = (st->msgs > 1 ? st->msgs - 1 : 0) * (l - m->coll_overhead);
+		if (lat)
+			*lat = l + more;
+		return t + more;
+	}
 	return cost_coll_time(m, st->kind, st->kind, (double)st->send_bytes, g, in, lat);
 }
 

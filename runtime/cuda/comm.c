@@ -276,9 +276,11 @@ void nrt_exchange(NrtComm *c, NrtDType t, int nmsg, const NrtPeerMsg *msgs)
 		for (int k = 0; k < nmsg; k++)
 			sent += msgs[k].send ? msgs[k].n : 0;
 		nrt_comm_account(NRT_CK_SENDRECV, 2, t, sent);
+		/* every member, messages or not: the first use makes the NCCL
+		 * communicator, a collective over c */
+		ncclComm_t nc = nccl_of(c);
 		if (nmsg == 0)
 			return;
-		ncclComm_t nc = nccl_of(c);
 		cudaStream_t s = comm_begin();
 		NRT_NCCL_CHECK(ncclGroupStart());
 		for (int k = 0; k < nmsg; k++) {

@@ -239,6 +239,22 @@ nccl_case transformer_nccl 8 0 -- samples/transformer.net
 # (its 3 AllToAll plans are Permutes now, point to point: nrt_permute_blocks'
 # grouped ncclSend/ncclRecv, 4 a step; 256 sends on 8 ranks, 768 collectives)
 nccl_case transformer_a2a 8 256 -- samples/transformer.net -D enable_alltoall=true
+# A Permute where ranks 0 and 3 hold their block already and send none
+# (a transposed split put back): they must still join the first NCCL use
+# of its communicator (a collective), or ranks 1 and 2 wait there while 0
+# and 3 wait in the next all-reduce. 2 sends each way a step: 16 in 4
+cat >"$work/permute_idle.net" <<'EOF'
+parallel { device_num = 4  parallel_mode = semi_auto_parallel  enable_alltoall = true }
+input x: f32[8, 8]
+param w: f32[8, 8] = xavier_uniform
+param w2: f32[8, 4] = xavier_uniform
+h = relu(matmul(x, w).shard(((2, 1), (1, 2))))
+y = tanh(transpose(h, perm = (1, 0))).shard(((2, 2),))
+z = matmul(y, w2).shard(((2, 2), (2, 1)))
+loss = reduce_mean(z * z)
+train { optimizer = sgd(lr = 0.1) loss = loss }
+EOF
+nccl_case permute_idle_ranks 4 16 -- "$work/permute_idle.net"
 # hand-written all_to_all with split_dim / concat_dim (issue 21.2); layerwise
 # pieces in the parts of a group, their copies summed (issue 21.8): 2
 # all_to_alls forward and 2 back a step, each a send from every rank to

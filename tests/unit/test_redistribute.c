@@ -17,6 +17,7 @@
 
 #include "ir/layout.h"
 #include "ir/redistribute.h"
+#include "passes/cost.h"
 
 /* ---- layouts from table rows ------------------------------------------ */
 
@@ -468,6 +469,26 @@ Test(redist, permute_moves_half_the_gather)
  * rank's new block meets 2^(k-1) old ones. 16 parts: a Permute; 128
  * (512 devices): more than a Permute takes (PERMUTE_MAX_PARTS), the
  * collectives stay. */
+/* A Permute's price counts a latency for each message of the rank that
+ * handles the most (each posts all at once, but each is a message): rows
+ * over the 32 axis swapped with columns over the 2 one, at 64 devices,
+ * bring each rank's block in 16 parts (rank (a, b) holds one of them
+ * itself where 16a <= b < 16a + 16, so half the ranks receive 16
+ * messages), while one message's latency was all it cost. */
+Test(redist, permute_priced_per_message)
+{
+	Arena a = {0};
+	Layout *f, *t;
+	RedistPlan *p = plan2(&a, 64, (Shape)S(64, 64), (LSpec)L(2, V(2, 32), V(1, 0), 0), (LSpec)L(2, V(2, 32), V(0, 1), 0), true, &f, &t);
+	cr_assert_str_eq(redist_describe(&a, p), "Permute(64)");
+	cr_expect_eq(p->steps[0].msgs, 16, "%d messages", p->steps[0].msgs);
+	Machine m;
+	machine_defaults(&m);
+	double lat, time = cost_step_time(&m, &p->steps[0], &lat), one = machine_latency(&m, MACHINE_SENDRECV);
+	cr_expect(one > 0 && lat >= 16 * one && time > lat, "latency %g s for 16 messages of %g s", lat, one);
+	arena_free(&a);
+}
+
 Test(redist, permute_parts_bounded)
 {
 	Arena a = {0};
