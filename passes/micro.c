@@ -134,6 +134,10 @@ static Batchness classify(MicroLoss *m, const Node *n, int pos)
 	case OP_CONCAT: /* linear in each input; a term of parameters alone counts once a step */
 		if (rows && sum)
 			return BT_OTHER;
+		/* the batch's rows beside a parameter's: a later mean over them
+		 * counts the parameter's rows in every micro-step */
+		if (n->op == OP_CONCAT && rows && any[BT_PARAM])
+			return BT_OTHER;
 		m->scale_param[pos] = sum && any[BT_PARAM];
 		return sum ? BT_SUM : row;
 	case OP_NEG:
@@ -238,7 +242,8 @@ bool pass_micro_loss(Compilation *c)
 			const Node *o = m.origin[g->loss->id] ? m.origin[g->loss->id] : g->loss->def;
 			diag_warning(&c->diag, o ? o->loc : g->loss->loc,
 			             "%s: from here the loss is no sum or mean over the batch's examples (a "
-			             "non-linear function of a batch reduction), so its %d micro-steps (micro_size x "
+			             "non-linear function of a batch reduction, or the batch's rows beside others), so its %d "
+			             "micro-steps (micro_size x "
 			             "grad_accumulation_step) are averaged and differ from one step over the whole batch",
 			             o ? op_info[o->op].name : g->loss->name, g->nmicro);
 		}

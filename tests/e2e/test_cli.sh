@@ -137,6 +137,9 @@ golden auto_micro_interleave 0 explain $G/auto_micro_interleave.net
 golden auto_micro_allfail 1 explain $G/auto_micro_allfail.net
 # micro-steps: a loss they cannot sum to the whole batch's is said where
 golden micro_nonlinear 0 check $G/micro_nonlinear.net
+# the batch's rows beside a parameter's (concat along the batch): a mean
+# over them counts the parameter in every micro-step
+golden micro_concat 0 check $G/micro_concat.net
 # --dump-after and dump with stages or micro-batches auto: the dumped
 # compilation is not the plan chosen, and they say so (before: nothing
 # dumped by explain and build, the placeholder 1 x 1 plan by dump)
