@@ -117,6 +117,36 @@ static void params_alone_late(Graph *g)
 	}
 }
 
+/* A parameter belongs to the stage of its first reader in the program's
+ * order; a later stage's reader gets it as a tied weight and sends its
+ * gradient back down to the owner. A reader on an earlier stage than the
+ * owner would send it up the pipeline, against the schedule's order of
+ * passes (the runtime stopped at that send: "a send for round 3 in round
+ * 5"): refused here, where it is written. */
+static bool params_read_down(Compilation *c)
+{
+	Graph *g = c->g;
+	bool ok = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *p = n->in[j];
+			if (p->kind != VK_PARAM || p->stage <= n->ann.stage)
+				continue;
+			diag_error(&c->diag, n->ann.stage_loc.file ? n->ann.stage_loc : n->loc,
+			           "%s in stage %d reads parameter '%s', which belongs to the later stage %d (its first "
+			           "reader's); a parameter may be read on its own stage and later ones: put this operator "
+			           "on stage %d or later, or the parameter's first use on stage %d",
+			           op_info[n->op].name, n->ann.stage, p->name, p->stage, p->stage, n->ann.stage);
+			ok = false;
+			break;
+		}
+	}
+	return ok;
+}
+
 static bool any_annotation(const Graph *g)
 {
 	for (int i = 0; i < g->nnodes; i++)
@@ -243,6 +273,8 @@ bool pass_stages(Compilation *c)
 	else
 		params_alone_late(g);
 	propagate(g);
+	if (annotated && !params_read_down(c))
+		return false;
 	recomputed_stay_local(g);
 	/* every stage must be used and hold something to train */
 	bool *used = ARENA_NEWN(&c->arena, bool, nstages), *trains = ARENA_NEWN(&c->arena, bool, nstages);
