@@ -6,7 +6,7 @@
  * shows the calls), lowest first:
  *   passes.h  cost  schedule
  *   autodiff  clip  fuse_classifier  fuse_match  fusion  micro  optimizer  placement
- *     precision  ps  recompute  search_graph  stages
+ *     precision  ps  recompute  search_graph  stages_tied  stages
  *   fuse_update  search_modes.h  sharding  strategy_ckpt
  *   memplan  search_dp  search_propagate  search_recursive
  *   fuse  search
@@ -143,6 +143,8 @@ int fuse_classifier_count(const Compilation *c);
 void fuse_classifier_apart(Compilation *c, bool apart);
 bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
+/* a parameter read on several stages: each sums its part of the gradient, the owner adds them (stages_tied.c) */
+void stages_tied_grads(Graph *g);
 bool pass_sharding(Compilation *c);
 bool pass_ps(Compilation *c);
 bool pass_placement(Compilation *c);

@@ -6,7 +6,8 @@
  * pipeline_interleave the model is cut into 2 x stages chunks (virtual
  * stages) and chunk c runs on stage c % stages. Backward nodes run where
  * their forward node does; a parameter belongs to the stage of its first
- * reader, and its update runs there. Rank r is in stage r / (device_num /
+ * reader, and its update runs there; other stages may read it too
+ * (stages_tied.c). Rank r is in stage r / (device_num /
  * pipeline_stages). */
 #include <inttypes.h>
 #include <string.h>
@@ -115,36 +116,6 @@ static void params_alone_late(Graph *g)
 			if (!first[n->in[j]->id] || first[n->in[j]->id] > n->chunk + 1)
 				first[n->in[j]->id] = n->chunk + 1;
 	}
-}
-
-/* A parameter belongs to the stage of its first reader in the program's
- * order; a later stage's reader gets it as a tied weight and sends its
- * gradient back down to the owner. A reader on an earlier stage than the
- * owner would send it up the pipeline, against the schedule's order of
- * passes (the runtime stopped at that send: "a send for round 3 in round
- * 5"): refused here, where it is written. */
-static bool params_read_down(Compilation *c)
-{
-	Graph *g = c->g;
-	bool ok = true;
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if (n->phase != PH_FORWARD)
-			continue;
-		for (int j = 0; j < n->nin; j++) {
-			const Value *p = n->in[j];
-			if (p->kind != VK_PARAM || p->stage <= n->ann.stage)
-				continue;
-			diag_error(&c->diag, n->ann.stage_loc.file ? n->ann.stage_loc : n->loc,
-			           "%s in stage %d reads parameter '%s', which belongs to the later stage %d (its first "
-			           "reader's); a parameter may be read on its own stage and later ones: put this operator "
-			           "on stage %d or later, or the parameter's first use on stage %d",
-			           op_info[n->op].name, n->ann.stage, p->name, p->stage, p->stage, n->ann.stage);
-			ok = false;
-			break;
-		}
-	}
-	return ok;
 }
 
 static bool any_annotation(const Graph *g)
@@ -273,16 +244,20 @@ bool pass_stages(Compilation *c)
 	else
 		params_alone_late(g);
 	propagate(g);
-	if (annotated && !params_read_down(c))
-		return false;
+	stages_tied_grads(g);
 	recomputed_stay_local(g);
-	/* every stage must be used and hold something to train */
+	/* every stage must be used and read something to train: no run needs
+	 * it (bad_empty.net trains as stand-alone without the check), it
+	 * catches a placement that leaves a stage's devices nothing to learn.
+	 * A tied weight read there counts, whichever stage owns it. */
 	bool *used = ARENA_NEWN(&c->arena, bool, nstages), *trains = ARENA_NEWN(&c->arena, bool, nstages);
-	for (int i = 0; i < g->nnodes; i++)
-		used[g->nodes[i]->ann.stage] = true;
-	for (int i = 0; i < g->nparams; i++)
-		if (g->params[i]->stage >= 0 && g->params[i]->param.requires_grad)
-			trains[g->params[i]->stage] = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		used[n->ann.stage] = true;
+		for (int j = 0; j < n->nin && n->phase == PH_FORWARD; j++)
+			if (n->in[j]->kind == VK_PARAM && n->in[j]->param.requires_grad)
+				trains[n->ann.stage] = true;
+	}
 	int nused = 0;
 	for (int s = 0; s < nstages; s++)
 		nused += used[s];

@@ -140,8 +140,6 @@ golden micro_nonlinear 0 check $G/micro_nonlinear.net
 # the batch's rows beside a parameter's (concat along the batch): a mean
 # over them counts the parameter in every micro-step
 golden micro_concat 0 check $G/micro_concat.net
-# a parameter read on an earlier stage than its first reader's: located
-golden stage_param_up 1 check $G/stage_param_up.net
 # --dump-after and dump with stages or micro-batches auto: the dumped
 # compilation is not the plan chosen, and they say so (before: nothing
 # dumped by explain and build, the placeholder 1 x 1 plan by dump)

@@ -117,6 +117,34 @@ for loss in "sum -D MEAN=0.0 -D SUM=0.05" "mean_penalty -D PEN=1.0" "sum_penalty
 	exact ${lo}_ref ${lo}_accum
 done
 
+# a weight read on any stage, in f64 to 1e-12 against stand-alone: the
+# owner (its first reader's stage) sends it to the other readers each step
+# and adds their parts of the gradient before the update. tied3.net: wa
+# owned by stage 0 and read on stage 2, wb owned by stage 2 and read on
+# stage 0, 1f1b and gpipe (gpipe with 2 ranks a stage: the owner's sum is
+# all-reduced); penalty_up.net: a stage-0 penalty of a stage-1 weight
+# (refused before; earlier it stopped at run time); deep.net with w7
+# replaced by w1, interleaved (chunks 0 and 3). Before, the gradient
+# parts of earlier stages went up the pipeline per micro-batch.
+tied() {
+	name=$1 np=$2 model=$3; shift 3
+	timeout $TMO $NETC build "$model" -o "$work/$name" --precision f64 "$@" >"$work/$name.build" 2>&1 &&
+		timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 6 --seed 7 --log "$work/$name.csv" \
+			--save "$work/$name.st" --quiet >"$work/$name.run" 2>&1
+}
+ref $M/tied3.net tied3_ref --precision f64
+tied tied3_1f1b 3 $M/tied3.net
+exact tied3_ref tied3_1f1b
+tied tied3_gpipe_dp2 6 $M/tied3.net -D device_num=6 "$G"
+exact tied3_ref tied3_gpipe_dp2
+ref $M/penalty_up.net penalty_up_ref --precision f64
+tied penalty_up 2 $M/penalty_up.net
+exact penalty_up_ref penalty_up
+sed -e 's/matmul(h, w7)/matmul(h, w1)/' -e 's/adam(lr = 0.005)/sgd(lr = 0.05)/' $M/deep.net >"$work/deep_tied.net"
+ref "$work/deep_tied.net" deep_tied_ref --precision f64
+tied deep_tied_inter 2 "$work/deep_tied.net" -D device_num=2 "$I"
+exact deep_tied_ref deep_tied_inter
+
 # activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
 slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }
 s0=$(slots p4_1f1b_m8 0) s3=$(slots p4_1f1b_m8 3) g0=$(slots p4_gpipe_m8 0) g3=$(slots p4_gpipe_m8 3)
