@@ -362,6 +362,14 @@ SL="$P/sum_loss.net -D MEAN=0.0 -D SUM=0.05 -D PEN=1.0"
 build sl.ref $SL -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --target cuda &&
 	run sl.ref 1 sl.ref --steps 5
 mpar "summed loss + penalty, 2 stages x 4 micro-batches @2" sl.ref 2 $SL
+# weights read on any stage (tied3.net: one owned by stage 0 and read on
+# stage 2, one owned by stage 2 and read on stage 0): each reading stage's
+# part of the gradient summed over the micro-batches and sent to the
+# owner once a step, added there in the update phase
+# (passes/stages_tied.c). NOT YET RUN on a GPU.
+build tied3.ref $P/tied3.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --target cuda &&
+	run tied3.ref 1 tied3.ref --steps 5
+mpar "weights tied across 3 stages both ways, 4 micro-batches @3" tied3.ref 3 $P/tied3.net
 build ssm.ref $SSM -D parallel_mode=stand_alone --target cuda && run ssm.ref 1 ssm.ref --steps 5
 mpar "strided_slice masks, negative stride, ((2, 1, 2),) @4" ssm.ref 4 $SSM -D SB=2
 unset NETC_COMM
