@@ -941,10 +941,13 @@ static void replace_output(Sharder *S, Node *n, Layout *t)
  * the contributions are partial sums over the same devices (the input
  * gradients of q, k and v under a Megatron column split), their sum is
  * a partial sum too, reduced once by its reader instead of once per
- * contribution (Megatron's one AllReduce per sub-block backward). */
+ * contribution (Megatron's one AllReduce per sub-block backward). So are
+ * the stages' parts of a tied weight's gradient, added on its owner in
+ * the update phase (stages_tied.c): a stage's rank sends its part to the
+ * rank of the same place in the owner's stage. */
 static bool add_partials(const Sharder *S, Node *n)
 {
-	if (per_device_mode(S->mode) || n->op != OP_ADD || n->phase != PH_BACKWARD)
+	if (per_device_mode(S->mode) || n->op != OP_ADD || n->phase == PH_FORWARD)
 		return false;
 	const Layout *a = n->in[0]->layout, *b = n->in[1]->layout;
 	if (!a || !b || !a->partial || a->ragged || !shape_eq(&n->in[0]->shape, &n->out->shape) ||

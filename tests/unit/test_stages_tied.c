@@ -1,0 +1,73 @@
+/* Parameters read on several pipeline stages (passes/stages_tied.c): each
+ * reading stage sums its part of the gradient in its backward passes, and
+ * the owner adds the parts in the update phase; no gradient goes up the
+ * pipeline inside the backward passes. Before, autodiff's chain of adds
+ * stood: a penalty on stage 0 of a stage-1 weight was refused (and before
+ * that stopped at run time), and a tied table's later-stage part crossed
+ * to its owner once a micro-batch. */
+#include <criterion/criterion.h>
+
+#include "compile_fixture.h"
+
+/* The backward passes of a micro-batch run from the last chunk to the
+ * first: a backward value is read on its own chunk or an earlier one. */
+static void expect_backward_down(const Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin && n->phase == PH_BACKWARD; j++) {
+			const Node *d = n->in[j]->def;
+			cr_expect(!d || d->phase != PH_BACKWARD || d->chunk >= n->chunk,
+			          "%s (chunk %d) reads %s of the earlier chunk %d", n->out->name, n->chunk, n->in[j]->name,
+			          d ? d->chunk : -1);
+		}
+	}
+}
+
+/* The gradient that param's update reads (through the all-reduce of the
+ * data-parallel replicas' sums, if any): the sum, in the update phase on
+ * stage `owner`, of one backward value from each of the two stages. */
+static void expect_parts(const Graph *g, const char *param, int owner, int other)
+{
+	const Node *u = update_of(g, param);
+	cr_assert(u, "no update of %s", param);
+	cr_expect_eq(u->ann.stage, owner, "%s is updated on stage %d, want %d", param, u->ann.stage, owner);
+	const Node *a = u->in[1]->def;
+	if (a && a->op == OP_REDISTRIBUTE)
+		a = a->in[0]->def;
+	cr_assert(a && a->op == OP_ADD && a->phase == PH_UPDATE, "%s's gradient is no update-phase add", param);
+	cr_expect_eq(a->ann.stage, owner);
+	int s0 = a->in[0]->def->ann.stage, s1 = a->in[1]->def->ann.stage;
+	cr_expect(a->in[0]->def->phase == PH_BACKWARD && a->in[1]->def->phase == PH_BACKWARD);
+	cr_expect((s0 == owner && s1 == other) || (s0 == other && s1 == owner),
+	          "%s's parts come from stages %d and %d, want %d and %d", param, s0, s1, owner, other);
+}
+
+Test(stages_tied, penalty_on_an_earlier_stage)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/penalty_up.net", NULL, 0, UPTO_TRAIN));
+	expect_parts(c.g, "w2", 1, 0);
+	expect_backward_down(c.g);
+	compile_done(&c);
+}
+
+Test(stages_tied, three_stages_both_ways)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/tied3.net", NULL, 0, UPTO_TRAIN));
+	expect_parts(c.g, "wa", 0, 2);
+	expect_parts(c.g, "wb", 2, 0);
+	expect_backward_down(c.g);
+	compile_done(&c);
+}
+
+/* the tied table of a later reader: its part joins once a step too */
+Test(stages_tied, tied_table)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/staged.net", NULL, 0, UPTO_TRAIN));
+	expect_parts(c.g, "emb", 0, 1);
+	expect_backward_down(c.g);
+	compile_done(&c);
+}
