@@ -255,6 +255,37 @@ static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 	}
 }
 
+/* The transfers of a whole step (codegen/pipeline_c.c, params_out and
+ * grads_in): a parameter's value from its owner to each other stage that
+ * reads it, before the passes, and such a stage's part of its gradient,
+ * summed over the micro-batches, back to the owner after them
+ * (passes/stages_tied.c). Once a step, outside the passes: the receiving
+ * stage waits for them. */
+static void step_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
+{
+	Graph *g = c->g;
+	int S = t->nstages;
+	bool *seen = ARENA_NEWN(&c->arena, bool, (size_t)g->nvalues * S);
+	for (int i = 0; i < g->nnodes && S > 1; i++) {
+		const Node *n = g->nodes[i];
+		int to = n->ann.stage;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			int from = v->kind == VK_PARAM ? v->stage
+			           : n->phase == PH_UPDATE && v->kind == VK_NODE && v->def && v->def->phase != PH_UPDATE
+			                   ? v->def->ann.stage : -1;
+			if (from < 0 || from >= S || to < 0 || to >= S || from == to || seen[(size_t)v->id * S + to])
+				continue;
+			seen[(size_t)v->id * S + to] = true;
+			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
+			double s = cost_p2p_time(m, bytes, (int64_t)abs(to - from) * g->par.device_num / S);
+			StageCost *src = &t->stage[from];
+			src->sends += s, src->send_bytes += bytes, src->comm_bytes += bytes, src->ncomm++;
+			t->stage[to].tied += s;
+		}
+	}
+}
+
 static void pipeline_setup(Compilation *c, ExplainTotals *t)
 {
 	Graph *g = c->g;
@@ -318,7 +349,7 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 		sc->end = end[st];
 		sc->slots = s->nslots[st];
 		sc->memory = fixed[st] + act[st] * sc->slots;
-		double done = sc->end + sc->grads + sc->update;
+		double done = sc->end + sc->grads + sc->update + sc->tied;
 		if (done > t->step)
 			t->step = done;
 	}
@@ -449,6 +480,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		fixed[stage_of_value(t, p)] += b;
 	}
 	stage_transfers(c, m, t);
+	step_transfers(c, m, t);
 	pipeline_step(c, t, act, fixed);
 	if (!t->scheduled) /* one pass, summed as the search sums it */
 		t->step = t->compute + t->comm;
@@ -852,7 +884,7 @@ static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			f += t->fwd[k], b += t->bwd[k];
 		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g\n", st, f, b,
-		        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle, sc->end + sc->grads + sc->update,
+		        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle, sc->end + sc->grads + sc->update + sc->tied,
 		        sc->memory);
 	}
 	const StageCost *bz = &t->stage[t->busiest];

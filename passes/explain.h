@@ -29,6 +29,9 @@ typedef struct StageCost {
 	                        * states, its activations x the micro-batches it holds at once */
 	int slots;             /* micro-batches whose activations the stage holds at once */
 	double end;            /* seconds from the step's start to the stage's last backward pass */
+	double tied;           /* seconds per step waiting for the whole step's transfers: a tied
+	                        * weight's value from its owner, the other stages' parts of its
+	                        * gradient on the owner (passes/stages_tied.c) */
 	double idle;           /* seconds per step neither computing nor communicating: the bubble
 	                        * and the waits for other stages' transfers */
 } StageCost;

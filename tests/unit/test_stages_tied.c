@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "compile_fixture.h"
+#include "passes/explain.h"
 
 /* The backward passes of a micro-batch run from the last chunk to the
  * first: a backward value is read on its own chunk or an earlier one. */
@@ -69,5 +70,25 @@ Test(stages_tied, tied_table)
 	cr_assert(compile_model(&c, "tests/e2e/pipeline/staged.net", NULL, 0, UPTO_TRAIN));
 	expect_parts(c.g, "emb", 0, 1);
 	expect_backward_down(c.g);
+	compile_done(&c);
+}
+
+/* explain prices the whole step's transfers as the program makes them,
+ * once a step (penalty_up.net, f32, 4 micro-batches of 4 rows, one
+ * device a stage): stage 1 sends w2 [8, 4] (128 bytes) to stage 0 and
+ * each micro-batch's gradient of h [4, 8] (128); stage 0 sends each
+ * micro-batch's h and the penalty (4), and its part of w2's gradient
+ * (128) once. The receiving stage waits for them. */
+Test(stages_tied, explain_prices_the_step_transfers)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/penalty_up.net", NULL, 0, UPTO_CODEGEN));
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	cr_assert_eq(t.nstages, 2);
+	cr_expect_eq(t.stage[0].send_bytes, 4 * (128 + 4) + 128, "stage 0 sends %lld bytes", (long long)t.stage[0].send_bytes);
+	cr_expect_eq(t.stage[1].send_bytes, 4 * 128 + 128, "stage 1 sends %lld bytes", (long long)t.stage[1].send_bytes);
+	cr_expect_gt(t.stage[0].tied, 0);
+	cr_expect_gt(t.stage[1].tied, 0);
 	compile_done(&c);
 }
