@@ -145,6 +145,10 @@ bool pass_search(Compilation *c);
 bool pass_stages(Compilation *c);
 /* a parameter read on several stages: each sums its part of the gradient, the owner adds them (stages_tied.c) */
 void stages_tied_grads(Graph *g);
+/* amp's cast of a parameter: a stage reads it as it reads the parameter;
+ * each runs on the earliest chunk that reads it (stages_tied.c) */
+bool stages_param_cast(const Value *v);
+void stages_casts_early(Graph *g);
 bool pass_sharding(Compilation *c);
 bool pass_ps(Compilation *c);
 bool pass_placement(Compilation *c);

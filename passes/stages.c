@@ -59,7 +59,7 @@ static bool annotated_split(Compilation *c, int nstages)
 		int from = 0;
 		const Value *late = NULL;
 		for (int j = 0; j < n->nin; j++)
-			if (n->in[j]->def && producer_chunk(n->in[j]) > from) {
+			if (n->in[j]->def && !stages_param_cast(n->in[j]) && producer_chunk(n->in[j]) > from) {
 				from = producer_chunk(n->in[j]);
 				late = n->in[j];
 			}
@@ -241,22 +241,27 @@ bool pass_stages(Compilation *c)
 		auto_split(g, g->nchunks);
 	else if (!annotated_split(c, nstages))
 		return false;
-	else
+	else {
+		stages_casts_early(g);
 		params_alone_late(g);
+	}
 	propagate(g);
 	stages_tied_grads(g);
 	recomputed_stay_local(g);
 	/* every stage must be used and read something to train: no run needs
 	 * it (bad_empty.net trains as stand-alone without the check), it
 	 * catches a placement that leaves a stage's devices nothing to learn.
-	 * A tied weight read there counts, whichever stage owns it. */
+	 * A tied weight read there counts, whichever stage owns it, and so
+	 * does amp's cast of one. */
 	bool *used = ARENA_NEWN(&c->arena, bool, nstages), *trains = ARENA_NEWN(&c->arena, bool, nstages);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		used[n->ann.stage] = true;
-		for (int j = 0; j < n->nin && n->phase == PH_FORWARD; j++)
-			if (n->in[j]->kind == VK_PARAM && n->in[j]->param.requires_grad)
+		for (int j = 0; j < n->nin && n->phase == PH_FORWARD; j++) {
+			const Value *p = stages_param_cast(n->in[j]) ? n->in[j]->def->in[0] : n->in[j];
+			if (p->kind == VK_PARAM && p->param.requires_grad)
 				trains[n->ann.stage] = true;
+		}
 	}
 	int nused = 0;
 	for (int s = 0; s < nstages; s++)

@@ -153,6 +153,59 @@ static void move_to_update(Graph *g, Node **upd, int nupd)
 		g->nodes[i] = order[i];
 }
 
+bool stages_param_cast(const Value *v)
+{
+	const Node *d = v->def;
+	return d && d->op == OP_CAST && d->ann.borrowed && d->phase == PH_FORWARD && d->in[0]->kind == VK_PARAM;
+}
+
+/* amp casts a parameter once, on its first reader's stage: a reader on an
+ * earlier stage read the cast as a value of a later stage (refused,
+ * unlocated: "cast in stage 0 reads 'w.f16', which is computed in the
+ * later stage 1"). Like the parameter it reads, the cast may run on any
+ * stage: on the earliest chunk that reads it, whose forward passes then
+ * send it on to the later ones. */
+void stages_casts_early(Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!n->out || !stages_param_cast(n->out))
+			continue;
+		int low = -1;
+		for (int k = i + 1; k < g->nnodes; k++)
+			if (g->nodes[k]->phase == PH_FORWARD && reads(g->nodes[k], n->out) &&
+			    (low < 0 || g->nodes[k]->chunk < low))
+				low = g->nodes[k]->chunk;
+		if (low >= 0)
+			n->chunk = low;
+	}
+}
+
+/* The backward passes of a micro-batch run from the last chunk to the
+ * first, so a gradient summed from several readers is summed on the
+ * earliest chunk of its parts: autodiff put each add on the chunk of the
+ * reader whose part it added, and a part of an earlier chunk then went up
+ * the pipeline (an activation read on two stages, amp's cast of a tied
+ * weight). The sum's readers run no later: the value's producer is on a
+ * chunk no later than any of its readers. The casts that precision
+ * inserted around such an add (placed like their reader) move with it. A
+ * node only moves to an earlier chunk, and only where one of its inputs
+ * comes from there. */
+static void sums_down(Graph *g)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->phase != PH_BACKWARD || !(n->op == OP_ADD || (n->op == OP_CAST && n->ann.borrowed)))
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			const Node *d = n->in[j]->def;
+			if (d && d->phase == PH_BACKWARD && d->chunk < n->chunk)
+				n->chunk = d->chunk;
+		}
+		n->ann.stage = n->out->stage = n->chunk % g->nstages;
+	}
+}
+
 void stages_tied_grads(Graph *g)
 {
 	if (g->nstages < 2)
@@ -177,4 +230,5 @@ void stages_tied_grads(Graph *g)
 			rebuild(g, p, chain, k, upd, &nupd);
 	}
 	move_to_update(g, upd, nupd);
+	sums_down(g);
 }

@@ -124,26 +124,33 @@ done
 # stage 0, 1f1b and gpipe (gpipe with 2 ranks a stage: the owner's sum is
 # all-reduced); penalty_up.net: a stage-0 penalty of a stage-1 weight
 # (refused before; earlier it stopped at run time); deep.net with w7
-# replaced by w1, interleaved (chunks 0 and 3). Before, the gradient
-# parts of earlier stages went up the pipeline per micro-batch.
+# replaced by w1, interleaved (chunks 0 and 3: it hung). Before, the
+# gradient parts of earlier stages went up the pipeline per micro-batch.
+# And tied3.net under amp O2 (f16): its casts of wa and wb run on their
+# earliest readers' stages, equal bit for bit to the stand-alone run of
+# the same micro-batches (refused before: "cast in stage 0 reads 'wb.f16'").
 tied() {
 	name=$1 np=$2 model=$3; shift 3
-	timeout $TMO $NETC build "$model" -o "$work/$name" --precision f64 "$@" >"$work/$name.build" 2>&1 &&
+	timeout $TMO $NETC build "$model" -o "$work/$name" "$@" >"$work/$name.build" 2>&1 &&
 		timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 6 --seed 7 --log "$work/$name.csv" \
 			--save "$work/$name.st" --quiet >"$work/$name.run" 2>&1
 }
-ref $M/tied3.net tied3_ref --precision f64
-tied tied3_1f1b 3 $M/tied3.net
+F=--precision=f64
+ref $M/tied3.net tied3_ref $F
+tied tied3_1f1b 3 $M/tied3.net $F
 exact tied3_ref tied3_1f1b
-tied tied3_gpipe_dp2 6 $M/tied3.net -D device_num=6 "$G"
+tied tied3_gpipe_dp2 6 $M/tied3.net $F -D device_num=6 "$G"
 exact tied3_ref tied3_gpipe_dp2
-ref $M/penalty_up.net penalty_up_ref --precision f64
-tied penalty_up 2 $M/penalty_up.net
+ref $M/penalty_up.net penalty_up_ref $F
+tied penalty_up 2 $M/penalty_up.net $F
 exact penalty_up_ref penalty_up
 sed -e 's/matmul(h, w7)/matmul(h, w1)/' -e 's/adam(lr = 0.005)/sgd(lr = 0.05)/' $M/deep.net >"$work/deep_tied.net"
-ref "$work/deep_tied.net" deep_tied_ref --precision f64
-tied deep_tied_inter 2 "$work/deep_tied.net" -D device_num=2 "$I"
+ref "$work/deep_tied.net" deep_tied_ref $F
+tied deep_tied_inter 2 "$work/deep_tied.net" $F -D device_num=2 "$I"
 exact deep_tied_ref deep_tied_inter
+tied tied3_amp_ref 1 $M/tied3.net -D train.amp_level=O2 -D parallel_mode=stand_alone -D pipeline_stages=1
+tied tied3_amp 3 $M/tied3.net -D train.amp_level=O2
+exact tied3_amp_ref tied3_amp
 
 # activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
 slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }

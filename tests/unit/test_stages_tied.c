@@ -92,3 +92,30 @@ Test(stages_tied, explain_prices_the_step_transfers)
 	cr_expect_gt(t.stage[1].tied, 0);
 	compile_done(&c);
 }
+
+/* an activation read on a later stage first and on its own stage after:
+ * its gradient's parts are summed on its own stage (the program stopped
+ * at run time, "a send (tag 12) for round 2 in round 4") */
+Test(stages_tied, activation_read_on_two_stages)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/activation_up.net", NULL, 0, UPTO_TRAIN));
+	expect_backward_down(c.g);
+	compile_done(&c);
+}
+
+/* amp casts a weight once: the cast runs on the earliest stage that reads
+ * it, and the casts around its gradient's sum move with the sum (refused
+ * before, unlocated: "cast in stage 0 reads 'wb.f16', which is computed
+ * in the later stage 2"; then "stage 2 has no trainable parameter") */
+Test(stages_tied, amp_casts_of_tied_weights)
+{
+	const char *defs[] = {"train.amp_level=O2"};
+	const char *models[] = {"tests/e2e/pipeline/tied3.net", "tests/e2e/pipeline/penalty_up.net"};
+	for (int k = 0; k < 2; k++) {
+		Compilation c;
+		cr_assert(compile_model(&c, models[k], defs, 1, UPTO_TRAIN), "%s", models[k]);
+		expect_backward_down(c.g);
+		compile_done(&c);
+	}
+}
