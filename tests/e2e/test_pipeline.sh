@@ -3,7 +3,8 @@
 # gpipe / 1f1b / interleaved x several micro sizes (fewer micro-batches
 # than stages included), alone and with data and tensor parallelism inside
 # the stages, up to 8 ranks; explicit stage annotations with a weight tied
-# across stages; grad_accumulation_step against one step over the k-times
+# across stages, weights read on earlier and later stages than their
+# owners' (f64, 1e-12); grad_accumulation_step against one step over the k-times
 # batch; the activation memory each schedule keeps; and the errors.
 #
 # Losses must agree with the stand-alone run (one micro-batch, the whole
@@ -121,8 +122,8 @@ done
 # owner (its first reader's stage) sends it to the other readers each step
 # and adds their parts of the gradient before the update. tied3.net: wa
 # owned by stage 0 and read on stage 2, wb owned by stage 2 and read on
-# stage 0, 1f1b and gpipe (gpipe with 2 ranks a stage: the owner's sum is
-# all-reduced); penalty_up.net: a stage-0 penalty of a stage-1 weight
+# stage 0, 1f1b and gpipe (staged_tied above has 2 ranks a stage: the
+# owner's sum all-reduced); penalty_up.net: a stage-0 penalty of a stage-1 weight
 # (refused before; earlier it stopped at run time); deep.net with w7
 # replaced by w1, interleaved (chunks 0 and 3: it hung). Before, the
 # gradient parts of earlier stages went up the pipeline per micro-batch.
@@ -139,8 +140,8 @@ F=--precision=f64
 ref $M/tied3.net tied3_ref $F
 tied tied3_1f1b 3 $M/tied3.net $F
 exact tied3_ref tied3_1f1b
-tied tied3_gpipe_dp2 6 $M/tied3.net $F -D device_num=6 "$G"
-exact tied3_ref tied3_gpipe_dp2
+tied tied3_gpipe 3 $M/tied3.net $F "$G"
+exact tied3_ref tied3_gpipe
 ref $M/penalty_up.net penalty_up_ref $F
 tied penalty_up 2 $M/penalty_up.net $F
 exact penalty_up_ref penalty_up
