@@ -120,6 +120,8 @@ G=tests/golden/cli
 golden no_effect_pipeline 0 dump $G/no_effect_pipeline.net --dump-after=sharding
 # MindSpore's deprecated full_batch: applied, with a warning at its value
 golden full_batch 0 check $G/full_batch.net -D full_batch=false
+# full_batch and dataset_strategy overriding each other in the model: said
+golden dataset_twice 0 check $G/dataset_twice.net
 expect "warning: parallel_optimizer_config without enable_parallel_optimizer" 0 \
 	"^<-D>:1:27: warning: parallel_optimizer_config has no effect without enable_parallel_optimizer = true" -- \
 	"$NETC" check samples/mlp.net -D 'parallel_optimizer_config={parallel_optimizer_threshold=0}'
