@@ -310,7 +310,7 @@ Test(precision, narrow_attention)
 }
 
 /* A move of v to `to` (with its plan) appended to g. */
-static Node *move_to(Graph *g, Value *v, const Layout *to)
+static Node *move_to(Graph *g, Value *v, Layout *to)
 {
 	Node *r = graph_node(g, OP_REDISTRIBUTE, &v, 1, v->loc);
 	r->attr.plan = redist_plan(g->arena, v->layout, to, v->dtype, g->par.enable_alltoall);
