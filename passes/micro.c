@@ -174,6 +174,7 @@ static Value *scale_by(Graph *g, Value *v, int pos, const Node *n)
 	Node *s = graph_node_detached(g, OP_SCALE, &v, 1, n->loc);
 	s->attr.alpha = 1.0 / g->nmicro;
 	s->scope = n->scope;
+	s->ann.inserted_by = "micro_loss";
 	s->ann.stage = n->ann.stage;
 	s->ann.stage_loc = n->ann.stage_loc;
 	s->out->shape = v->shape;

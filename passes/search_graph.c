@@ -27,6 +27,7 @@ bool search_node_searchable(const Node *n)
 typedef struct NameSlot {
 	const char *scope;
 	Op op;
+	const char *by;   /* Annot.inserted_by: a pass's nodes are counted apart from the model's */
 	int count;
 } NameSlot;
 
@@ -48,16 +49,19 @@ const char **search_node_names(Arena *a, Graph *g)
 		Node *n = g->nodes[i];
 		if (!search_node_searchable(n))
 			continue;
-		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op) & (cap - 1);
-		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0))
+		const char *by = n->ann.inserted_by;
+		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op ^ (uint64_t)!!by << 32) & (cap - 1);
+		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0 &&
+		                         (tab[h].by == by || (tab[h].by && by && strcmp(tab[h].by, by) == 0))))
 			h = (h + 1) & (cap - 1);
 		if (!tab[h].scope) {
 			tab[h].scope = n->scope;
 			tab[h].op = n->op;
+			tab[h].by = by;
 		}
 		int k = tab[h].count++;
-		names[i] = n->scope[0] ? arena_printf(a, "%s/%s-%d", n->scope, op_info[n->op].name, k)
-		                       : arena_printf(a, "%s-%d", op_info[n->op].name, k);
+		names[i] = arena_printf(a, "%s%s%s%s%s-%d", n->scope, n->scope[0] ? "/" : "", by ? by : "", by ? "/" : "",
+		                        op_info[n->op].name, k);
 	}
 	return names;
 }

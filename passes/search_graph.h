@@ -158,7 +158,9 @@ Layout *search_input_layout(Search *s, Value *in, int64_t devices);
 
 /* Stable node names for strategy checkpoints and explain:
  * "<scope>/<op>-<k>" (k counts that op in that scope in program order;
- * "<op>-<k>" at top level). names[i] for g->nodes[i] (NULL: not forward). */
+ * "<op>-<k>" at top level); a node a pass inserted (Annot.inserted_by)
+ * "<scope>/<pass>/<op>-<k>", counted apart, so the model's names do not
+ * depend on the pass. names[i] for g->nodes[i] (NULL: not forward). */
 const char **search_node_names(Arena *a, Graph *g);
 /* Whether the search gives node n a strategy (forward, not a collective). */
 bool search_node_searchable(const Node *n);
