@@ -193,6 +193,7 @@ static Value *scale_by(Graph *g, Value *v, int pos, const Node *n)
 {
 	Node *s = graph_node_detached(g, OP_SCALE, &v, 1, n->loc);
 	s->attr.alpha = 1.0 / g->nmicro;
+	s->micro_scale = true;
 	s->scope = n->scope;
 	s->ann.stage = n->ann.stage;
 	s->ann.stage_loc = n->ann.stage_loc;

@@ -46,7 +46,9 @@ const char **search_node_names(Arena *a, Graph *g)
 	NameSlot *tab = ARENA_NEWN(a, NameSlot, cap);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (!search_node_searchable(n))
+		/* micro-steps' scalings: the checkpoint of a model is the same
+		 * whatever its micro_size, and each operator keeps its name */
+		if (!search_node_searchable(n) || n->micro_scale)
 			continue;
 		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op) & (cap - 1);
 		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0))

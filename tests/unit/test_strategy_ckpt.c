@@ -670,3 +670,33 @@ Test(strategy_ckpt, protobuf_in_layout_all_axes_on_one_dimension)
 	strategy_layouts_pb_free(pb, 1);
 	arena_free(&a);
 }
+
+/* The loss's 1/M scalings that micro-steps add (passes/micro.c) are no
+ * operators of the model: a checkpoint saved with micro_size = 4 is the
+ * one saved without micro-steps, and loads there. Before: it named them
+ * (scale-1, scale-3, scale-4), shifted the model's own scales' names, and
+ * the load without micro-steps failed ("strategy for 'scale-3', which is
+ * no operator of this model"). */
+Test(strategy_ckpt, micro_steps_name_no_operator)
+{
+	const char *model = "tests/e2e/pipeline/sum_loss.net";
+	bool ok;
+	const char *d4[] = {"MEAN=1.0", "SUM=0.05", "PEN=1.0", "pipeline_stages=1", "train.micro_size=4",
+	                    "strategy_ckpt_save_file=\"build/test_ckpt_m4.json\""};
+	char *diag = compile(model, d4, 6, &ok);
+	cr_assert(ok, "%s", diag);
+	free(diag);
+	const char *d1[] = {"MEAN=1.0", "SUM=0.05", "PEN=1.0", "pipeline_stages=1", "train.micro_size=1",
+	                    "strategy_ckpt_config={save_file = \"build/test_ckpt_m1.json\", load_file = "
+	                    "\"build/test_ckpt_m4.json\"}"};
+	diag = compile(model, d1, 6, &ok);
+	cr_assert(ok, "%s", diag);
+	free(diag);
+	size_t n4, n1;
+	char *f4 = slurp("build/test_ckpt_m4.json", &n4), *f1 = slurp("build/test_ckpt_m1.json", &n1);
+	cr_assert(f4 && f1);
+	cr_expect(n4 == n1 && memcmp(f4, f1, n4) == 0, "micro_size = 4 saved another checkpoint:\n%s\nthan 1:\n%s", f4,
+	          f1);
+	free(f4);
+	free(f1);
+}
