@@ -2,7 +2,8 @@
  * compiled for one micro-batch, so the batch -- the leading dimension of
  * every input and of every reshape's target -- shrinks by micro_size. A
  * step then runs micro_size x grad_accumulation_step micro-steps and
- * updates once with the gradients averaged over them. */
+ * updates once with the gradients summed over them (the loss is their
+ * sum: pass_micro_loss below). */
 #include <inttypes.h>
 
 #include "passes.h"
