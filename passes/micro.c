@@ -6,6 +6,7 @@
  * sum: pass_micro_loss below). */
 #include <inttypes.h>
 
+#include "../ir/strided.h"
 #include "passes.h"
 
 static bool shrink(Compilation *c, Shape *s, int64_t m, Loc loc, const char *what, const char *name)
@@ -179,6 +180,15 @@ static Batchness classify(MicroLoss *m, const Node *n, int pos)
 		if (sum)
 			return *c0 == BT_SUM && *c1 == BT_PARAM ? BT_SUM : BT_OTHER;
 		return row;
+	case OP_STRIDED_SLICE: /* a part of the batch: the step's rows, not each micro-batch's */
+		if (!sum && (row == BT_ROW_MOVED || !ss_whole(&n->attr, 0, n->in[0]->shape.d[0]) ||
+		             n->out->shape.rank == 0 || n->out->shape.d[0] != n->in[0]->shape.d[0]))
+			return BT_OTHER;
+		return sum ? BT_OTHER : row;
+	case OP_GATHER: /* the batch's rows picked by index (an embedding's ids are per example) */
+		if (!sum && *c0 != BT_PARAM && (row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank))
+			return BT_OTHER;
+		return sum ? BT_OTHER : row;
 	case OP_SOFTMAX:
 	case OP_LOG_SOFTMAX: /* along the examples: each over its micro-batch's alone */
 		if (!sum && (row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank))
@@ -264,8 +274,8 @@ bool pass_micro_loss(Compilation *c)
 			const Node *o = m.origin[g->loss->id] ? m.origin[g->loss->id] : g->loss->def;
 			diag_warning(&c->diag, o ? o->loc : g->loss->loc,
 			             "%s: from here the loss is no sum or mean over the batch's examples (a "
-			             "non-linear function of a batch reduction, the batch's rows beside others or paired with one "
-			             "another), so its %d "
+			             "non-linear function of a batch reduction, a part of the batch's rows, or its rows beside "
+			             "others or paired with one another), so its %d "
 			             "micro-steps (micro_size x "
 			             "grad_accumulation_step) are averaged and differ from one step over the whole batch",
 			             o ? op_info[o->op].name : g->loss->name, g->nmicro);

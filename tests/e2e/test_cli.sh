@@ -145,6 +145,9 @@ golden micro_concat 0 check $G/micro_concat.net
 golden micro_pairs 0 check $G/micro_pairs.net
 golden micro_moved 0 check $G/micro_moved.net
 golden micro_softmax 0 check $G/micro_softmax.net
+# a part of the batch (a slice of dim 0, rows gathered by index)
+golden micro_slice 0 check $G/micro_slice.net
+golden micro_gather 0 check $G/micro_gather.net
 # a parameter read on an earlier stage than its first reader's: located
 golden stage_param_up 1 check $G/stage_param_up.net
 # --dump-after and dump with stages or micro-batches auto: the dumped
