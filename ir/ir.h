@@ -263,7 +263,7 @@ struct Node {
 	                        copy: the node it repeats) */
 	bool recomputed;     /* a forward node run again in the backward pass (passes/recompute.c) */
 	bool micro_scale;    /* a loss term's 1/nmicro (passes/micro.c): no operator of the model, so
-	                        unnamed (search_node_names) and kept out of strategy checkpoints */
+	                        named apart (search_node_names) and kept out of strategy checkpoints */
 	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
 	Strategy strategy;   /* after sharding: the strategy it runs with (n == 0: none, e.g. updates) */
 	Value *writes;       /* redistribute: its result goes into this parameter's buffer (optimizer parallel) */

@@ -44,12 +44,17 @@ const char **search_node_names(Arena *a, Graph *g)
 	while (cap < 2 * (size_t)g->nnodes + 2)
 		cap *= 2;
 	NameSlot *tab = ARENA_NEWN(a, NameSlot, cap);
+	int nmicro = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		/* micro-steps' scalings: the checkpoint of a model is the same
-		 * whatever its micro_size, and each operator keeps its name */
-		if (!search_node_searchable(n) || n->micro_scale)
+		if (!search_node_searchable(n))
 			continue;
+		/* micro-steps' scalings, counted apart: the model's own
+		 * operators keep their names whatever micro_size */
+		if (n->micro_scale) {
+			names[i] = arena_printf(a, "micro_loss/scale-%d", nmicro++);
+			continue;
+		}
 		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op) & (cap - 1);
 		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0))
 			h = (h + 1) & (cap - 1);
