@@ -126,6 +126,12 @@ timeout $TMO $NETC build $M/sum_loss.net -o "$work/infer_pipe" $INF >"$work/infe
 	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/infer_pipe" --steps 6 --seed 7 --log "$work/infer_pipe.csv" \
 		--save "$work/infer_pipe.st" --quiet >"$work/infer_pipe.run" 2>&1
 exact infer_ref infer_pipe
+# a penalty written before the layers it reads (pen_first.net)
+ref $M/pen_first.net pen_first_ref --precision f64
+timeout $TMO $NETC build $M/pen_first.net -o "$work/pen_first" --precision f64 >"$work/pen_first.build" 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/pen_first" --steps 6 --seed 7 --log "$work/pen_first.csv" \
+		--save "$work/pen_first.st" --quiet >"$work/pen_first.run" 2>&1
+exact pen_first_ref pen_first
 
 # activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
 slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }
