@@ -87,7 +87,8 @@ static bool annotated_split(Compilation *c, int nstages)
 }
 
 /* A forward node of parameters alone (a penalty's) that no annotation
- * places runs on the earliest chunk that reads it, not on chunk 0: there
+ * places runs on the earliest chunk that reads it, not on chunk 0 (nor
+ * where the cut by cost put it, at its place in the program): there
  * it read a later stage's parameter, whose gradient then went back up the
  * pipeline in the backward pass, against the schedule's order (the
  * runtime stops at that send). A parameter read on another stage than
@@ -289,8 +290,7 @@ bool pass_stages(Compilation *c)
 		auto_split(g, g->nchunks);
 	else if (!annotated_split(c, nstages))
 		return false;
-	else
-		params_alone_late(g);
+	params_alone_late(g);
 	propagate(g);
 	if (annotated && !params_read_down(c))
 		return false;

@@ -132,6 +132,12 @@ timeout $TMO $NETC build $M/pen_first.net -o "$work/pen_first" --precision f64 >
 	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/pen_first" --steps 6 --seed 7 --log "$work/pen_first.csv" \
 		--save "$work/pen_first.st" --quiet >"$work/pen_first.run" 2>&1
 exact pen_first_ref pen_first
+# the same without stage annotations: the cut by cost (pen_first_auto.net)
+ref $M/pen_first_auto.net pen_auto_ref --precision f64
+timeout $TMO $NETC build $M/pen_first_auto.net -o "$work/pen_auto" --precision f64 >"$work/pen_auto.build" 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/pen_auto" --steps 6 --seed 7 --log "$work/pen_auto.csv" \
+		--save "$work/pen_auto.st" --quiet >"$work/pen_auto.run" 2>&1
+exact pen_auto_ref pen_auto
 
 # activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
 slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }
