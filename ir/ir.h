@@ -305,7 +305,7 @@ typedef struct Graph {
 	int nstages;         /* pipeline stages (1 without pipelining) */
 	int nmicro;          /* micro-steps per step: micro_size x grad_accumulation_step */
 	bool micro_summed;   /* pass_micro_loss wrote the loss as the micro-steps' sum: a step sums
-	                      * their losses and gradients (else, forward only, averages them) */
+	                      * their losses and gradients (else, no loss or one micro-step, averages them) */
 	int nchunks;         /* pipeline: model chunks (virtual stages), nstages x interleave */
 } Graph;
 

@@ -142,6 +142,14 @@ golden micro_nonlinear 0 check $G/micro_nonlinear.net
 # the batch's rows beside a parameter's (concat along the batch): a mean
 # over them counts the parameter in every micro-step
 golden micro_concat 0 check $G/micro_concat.net
+# examples paired with one another (x y^T), moved off dim 0 (w h^T) or
+# normalised along the batch (softmax on axis 0): said, not summed as exact
+golden micro_pairs 0 check $G/micro_pairs.net
+golden micro_moved 0 check $G/micro_moved.net
+golden micro_softmax 0 check $G/micro_softmax.net
+# a part of the batch (a slice of dim 0, rows gathered by index)
+golden micro_slice 0 check $G/micro_slice.net
+golden micro_gather 0 check $G/micro_gather.net
 # a parameter read on an earlier stage than its first reader's: located
 golden stage_param_up 1 check $G/stage_param_up.net
 # --dump-after and dump with stages or micro-batches auto: the dumped

@@ -362,6 +362,10 @@ SL="$P/sum_loss.net -D MEAN=0.0 -D SUM=0.05 -D PEN=1.0"
 build sl.ref $SL -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --target cuda &&
 	run sl.ref 1 sl.ref --steps 5
 mpar "summed loss + penalty, 2 stages x 4 micro-batches @2" sl.ref 2 $SL
+# the same forward only (--infer): the micro-steps' losses summed too
+build sli.ref $SL -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --infer --target cuda &&
+	run sli.ref 1 sli.ref --steps 5
+mpar "summed loss + penalty --infer, 2 stages x 4 micro-batches @2" sli.ref 2 $SL --infer
 build ssm.ref $SSM -D parallel_mode=stand_alone --target cuda && run ssm.ref 1 ssm.ref --steps 5
 mpar "strided_slice masks, negative stride, ((2, 1, 2),) @4" ssm.ref 4 $SSM -D SB=2
 unset NETC_COMM
