@@ -16,6 +16,7 @@ typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
 	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
@@ -148,6 +149,8 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
 	c->search_prices = prices;
+	c->search_floor_only = t->floor;
+	c->search_floor = NAN;
 	c->fit_follows = true;
 	c->fit_note = note;
 	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
@@ -160,12 +163,12 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
-	ok = ok && compile_passes(c, t->screen ? UPTO_CHECK : UPTO_CODEGEN);
+	ok = ok && compile_passes(c, t->screen || t->floor ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return ok;
+	return t->floor ? isfinite(c->search_floor) : ok;
 }
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
@@ -452,14 +455,33 @@ static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n
 	return false;
 }
 
-/* The outer search (pipeline_stages = auto, micro_size = auto). Each
- * candidate (P, M) is first screened: compiled up to the strategies
- * without a memory limit, whose objective bounds from below what any
- * plan of (P, M) under the limit costs (exactly for dynamic_programming's
- * search; the others' about). Then in the order of those bounds each is
- * compiled in full with its memory fit and recompute retry, until the
- * next bound is no more than 1% below the best step that fits (or after
- * MAX_FITS fits): the lowest objective that fits is built. */
+int search_fit_pick(const double *key, const bool *done, int n)
+{
+	int i = -1;
+	for (int k = 0; k < n; k++)
+		if (!done[k] && isfinite(key[k]) && (i < 0 || key[k] < key[i]))
+			i = k;
+	return i;
+}
+
+/* The outer search (pipeline_stages = auto, micro_size = auto), best
+ * first on each candidate (P, M)'s key, its least known lower bound:
+ * first its floor (search_floor: its operators' computation and
+ * gradient reductions alone, the search graph without an edge table),
+ * then, once it is the least key, its screen (compiled up to the
+ * strategies without a memory limit, whose objective bounds from below
+ * what any plan of (P, M) under the limit costs: exactly for
+ * dynamic_programming's search, about for the others), and once that is
+ * the least, its fit under the limit with the recompute retry. It stops
+ * where the least key is no more than 1% below the best step that fits
+ * (search_fit_cut), or after MAX_FITS fits: the lowest objective that
+ * fits is built. The floor is at most the screen's objective (both are
+ * of the same search graph, the floor of every choice), so the fits are
+ * those, in the same order, that screening every candidate first would
+ * compile: a fit is made when its screen's (key, index) is the least,
+ * below every floor and so every screen left; the search stops when the
+ * least key is cut, and every screen left is at least that key. Only
+ * the screens whose floor was cut are left out. */
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -469,35 +491,51 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	mark_layers(c->g, &L);
 	Try tries[MAX_TRIES];
 	Outcome outs[MAX_TRIES];
-	double bound[MAX_TRIES];
+	double bound[MAX_TRIES], key[MAX_TRIES];
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
-	bool full[MAX_TRIES] = {0};
+	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0};
 	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, last = -1, fits = 0;
+	/* the screens' compilations: c keeps the last fit's (the chosen one
+	 * is not compiled again where it was the last) */
+	Compilation scr;
+	compilation_init(&scr);
+	scr.search_order = c->search_order;
 	/* the driver's compilation (main.c) is the screen of its own counts
 	 * (each auto compiled as 1): up to the strategies, without a limit */
 	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
 	double step1 = c->search_step;
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
-		t.screen = true;
+		t.floor = true;
+		bound[i] = INFINITY;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
-			bound[i] = step1;
+			key[i] = bound[i] = step1, screen[i] = true;
 		else
-			bound[i] = compile_try(c, f, &t, 1, false, &L) ? c->search_step : INFINITY;
-		if (c->verbose)
-			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
-			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
+			key[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
+		compilation_free(&scr);
+		if (c->verbose && !screen[i])
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": its operators' "
+			        "computation and gradient reductions alone at least %.6g s per step\n", search_mode_name(mode),
+			        t.stages, t.micro, key[i]);
 	}
-	if (!screened(c, f, tries, n, bound, &L))
+	if (!screened(c, f, tries, n, key, &L))
 		return false;
 	for (;;) {
-		int i = -1;
-		for (int k = 0; k < n; k++)
-			if (!full[k] && isfinite(bound[k]) && (i < 0 || bound[k] < bound[i]))
-				i = k;
+		int i = search_fit_pick(key, full, n);
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
-		if (i < 0 || fits == MAX_FITS || search_fit_cut(bound[i], best >= 0 ? outs[best].step : -1))
+		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
+		if (!screen[i]) {
+			Try t = tries[i];
+			t.screen = true;
+			screen[i] = true;
+			key[i] = bound[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_step : INFINITY;
+			compilation_free(&scr);
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s "
+				        "per step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
+			continue;
+		}
 		full[i] = true, fits++, last = i;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
 		c->fit_note = NULL;
@@ -521,6 +559,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (o->status == FIT_OK && (best < 0 || o->step < outs[best].step))
 			best = i;
 	}
+	/* nothing fitted: every candidate was screened (none is cut before a
+	 * step fits), and where none compiled the first says why */
+	if (fits == 0 && !screened(c, f, tries, n, key, &L))
+		return false;
 	char line[256], h[32];
 	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %s; chosen: the lowest step that fits\n",
 	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
@@ -536,9 +578,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
 			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
 			                                                                       : "  (does not fit)");
-		else
+		else if (screen[i])
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
 			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
+		else
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
+			         "(not searched: its operators alone)\n", tries[i].stages, tries[i].micro, key[i]);
 		note(c, line);
 	}
 	if (best >= 0 && lines[best])

@@ -580,7 +580,7 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout **inl, int c, double *cost,
-                         double *mem, bool kept)
+                         double *work, double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
@@ -603,6 +603,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
 		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
 	*cost = s->w_micro * t + s->w_step * step;
+	*work = s->w_micro * cd->compute + s->w_step * step;
 	*mem = m;
 }
 
@@ -738,9 +739,11 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 			}
 		}
 		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
+		sv->work = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->mem[c], !n->ann.recompute || kept[n->out->id]);
+			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
+			             !n->ann.recompute || kept[n->out->id]);
 	}
 	return s;
 }
@@ -960,6 +963,37 @@ static double bucket_wait(Search *s, const int *choice)
 double search_total(Search *s, const int *choice)
 {
 	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + bucket_wait(s, choice);
+}
+
+/* A lower bound of search_total over every choice, without an edge table
+ * (the outer search's first screen, passes/search_fit.c): each vertex's
+ * least work, its computation and parameter gradient reductions. Proof,
+ * term by term of search_total:
+ *  - unary = work + w_micro x (graph inputs' conversions, a partial
+ *    loss's reduction), all >= 0: unary >= work >= the vertex's least;
+ *  - an edge's cost is w_micro x (redistribution + gradient way back g
+ *    + stage transfer), each >= 0, and its correction takes back at most
+ *    that way back (grad_shared: -g; delivered: -g + another >= 0) and
+ *    adds the recomputed conversion (>= 0): edge + correction >= 0;
+ *  - shared_input_conversions takes back one conversion for each later
+ *    reader of a graph input in a layout seen before, the conversion that
+ *    reader's unary holds (the same input layout, the same target);
+ *  - bucket_wait >= 0.
+ * The recompute and memory-limited compilations of the same stages and
+ * micro-batches have the same candidates and work (neither depends on
+ * recompute marks or memory_limit), so it bounds their plans too. */
+double search_floor(const Search *s)
+{
+	double t = 0;
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		double least = INFINITY;
+		for (int c = 0; c < sv->cl->n; c++)
+			if (sv->fixed < 0 || c == sv->fixed)
+				least = fmin(least, sv->work[c]);
+		t += least;
+	}
+	return t;
 }
 
 /* Whether an earlier edge of the same stage holds edge ei's converted
