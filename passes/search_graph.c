@@ -772,12 +772,61 @@ static double stage_transfer(const Search *s, const SEdge *e, const Layout *to)
 	return s->training ? 2 * one : one;
 }
 
+/* cost_edge by its layouts: the same (from, to, gradient, dtype) comes
+ * back in most cells of an edge table (candidates share interned
+ * layouts: about two thirds of GPT-3's cells) and in every sweep of
+ * recursive_programming, and cost_edge itself is a layout comparison
+ * and three lookups. The price is cost_edge's, kept: the same value. */
+typedef struct EdgePrice {
+	const Layout *from, *to, *grad; /* from NULL: an empty slot */
+	DType dt;
+	double t;
+} EdgePrice;
+
+static size_t edge_price_hash(const Layout *f, const Layout *t, const Layout *g, DType dt)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)t * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+	h ^= (uint64_t)(uintptr_t)g * 0x165667B19E3779F9ull + (uint64_t)dt;
+	h ^= h >> 31;
+	return (size_t)(h * 0x94D049BB133111EBull >> 7);
+}
+
+static EdgePrice *edge_price_slot(EdgePrice *tab, size_t cap, const Layout *f, const Layout *t, const Layout *g,
+                                  DType dt)
+{
+	size_t i = edge_price_hash(f, t, g, dt) & (cap - 1);
+	while (tab[i].from && !(tab[i].from == f && tab[i].to == t && tab[i].grad == g && tab[i].dt == dt))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+static double edge_price(Search *s, const Layout *from, const Layout *to, const Layout *grad, DType dt)
+{
+	if (!from || !to)
+		return cost_edge(s->rc, from, to, grad, dt, s->training);
+	if (2 * (s->nprice + 1) > s->capprice) {
+		size_t cap = s->capprice ? 2 * s->capprice : 1024;
+		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
+		for (size_t i = 0; i < s->capprice; i++)
+			if (s->price[i].from)
+				*edge_price_slot(t, cap, s->price[i].from, s->price[i].to, s->price[i].grad, s->price[i].dt) =
+					s->price[i];
+		s->price = t, s->capprice = cap;
+	}
+	EdgePrice *e = edge_price_slot(s->price, s->capprice, from, to, grad, dt);
+	if (!e->from) {
+		*e = (EdgePrice){from, to, grad, dt, cost_edge(s->rc, from, to, grad, dt, s->training)};
+		s->nprice++;
+	}
+	return e->t;
+}
+
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
 	const Layout *to = search_edge_to(s, e, cv);
-	return s->w_micro * (cost_edge(s->rc, search_edge_from(s, e, cu), to, s->v[e->v].cl->c[cv].grad[e->vi], e->dt,
-	                               s->training) +
+	return s->w_micro * (edge_price(s, search_edge_from(s, e, cu), to, s->v[e->v].cl->c[cv].grad[e->vi], e->dt) +
 	                     stage_transfer(s, e, to));
 }
 

@@ -126,6 +126,8 @@ typedef struct Search {
 	 * (a parameter's gradient reduction) weighs w_step = 1 / P: a device
 	 * reduces its own stage's gradients. Both 1 without micro-batches. */
 	double w_micro, w_step;
+	struct EdgePrice *price; /* search_edge_cost's prices by layouts (passes/search_graph.c) */
+	size_t nprice, capprice;
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting

@@ -322,3 +322,31 @@ Test(search_algo, outer_search_picks_the_least_key_first_of_equals)
 	/* a floor at or above 0.99 x the best step is cut, its screen never compiled */
 	cr_expect(search_fit_cut(64.25, 51.69));
 }
+
+/* search_edge_cost keeps cost_edge's price by (from, to, gradient,
+ * dtype): every cell of the MLP's edges, priced twice (the second from
+ * the kept prices), is cost_edge's own, and cells that share a
+ * (from, to) with another gradient are among them (a price kept by
+ * (from, to) alone would give one the other's). */
+Test(search_algo, kept_edge_prices_are_cost_edge)
+{
+	Search *s = mlp();
+	int other_grad = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int ei = 0; ei < s->ne; ei++) {
+			const SEdge *e = &s->e[ei];
+			if (e->u == e->v)
+				continue;
+			for (int cu = 0; cu < s->v[e->u].cl->n; cu++)
+				for (int cv = 0; cv < s->v[e->v].cl->n; cv++) {
+					const Layout *from = search_edge_from(s, e, cu), *to = search_edge_to(s, e, cv);
+					const Layout *gr = s->v[e->v].cl->c[cv].grad[e->vi];
+					double want = s->w_micro * cost_edge(s->rc, from, to, gr, e->dt, s->training);
+					cr_assert_eq(search_edge_cost(s, ei, cu, cv), want, "edge %d (%d, %d): %.9g, cost_edge %.9g", ei,
+					             cu, cv, search_edge_cost(s, ei, cu, cv), want);
+					for (int c2 = 0; pass == 0 && c2 < cv; c2++)
+						other_grad += search_edge_to(s, e, c2) == to && s->v[e->v].cl->c[c2].grad[e->vi] != gr;
+				}
+		}
+	cr_expect_gt(other_grad, 0, "no cells with one (from, to) and two gradients: the test shows nothing");
+}
