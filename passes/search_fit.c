@@ -455,6 +455,23 @@ static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n
 	return false;
 }
 
+/* Moves the compilation in `from` to `to` (whose own is freed), leaving
+ * in `from` a fresh one that goes on as from did: its verbosity, device
+ * order and fit note (the outer search's table so far; `to` keeps none). */
+static void keep_fit(Compilation *from, Compilation *to)
+{
+	char *note = from->fit_note;
+	from->fit_note = NULL;
+	free(to->fit_note);
+	to->fit_note = NULL;
+	compilation_free(to);
+	*to = *from;
+	compilation_init(from);
+	from->verbose = to->verbose;
+	from->search_order = to->search_order;
+	from->fit_note = note;
+}
+
 int search_fit_pick(const double *key, const bool *done, int n)
 {
 	int i = -1;
@@ -494,11 +511,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	double bound[MAX_TRIES], key[MAX_TRIES];
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
 	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0};
-	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, last = -1, fits = 0;
-	/* the screens' compilations: c keeps the last fit's (the chosen one
-	 * is not compiled again where it was the last) */
-	Compilation scr;
+	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
+	/* the screens compile apart (scr), and the best fit's compilation is
+	 * kept while later fits compile into c */
+	Compilation scr, kept;
 	compilation_init(&scr);
+	compilation_init(&kept);
 	scr.search_order = c->search_order;
 	/* the driver's compilation (main.c) is the screen of its own counts
 	 * (each auto compiled as 1): up to the strategies, without a limit */
@@ -536,7 +554,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				        "per step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
 			continue;
 		}
-		full[i] = true, fits++, last = i;
+		full[i] = true, fits++;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
 		c->fit_note = NULL;
 		if (!compile_try(c, f, &tries[i], 1, false, &L))
@@ -554,10 +572,11 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (o->status == FIT_NO_PROGRAM) { /* the build says why */
 			for (int k = 0; k < n; k++)
 				free(lines[k]);
+			compilation_free(&kept);
 			return true;
 		}
 		if (o->status == FIT_OK && (best < 0 || o->step < outs[best].step))
-			best = i;
+			best = i, keep_fit(c, &kept);
 	}
 	/* nothing fitted: every candidate was screened (none is cut before a
 	 * step fits), and where none compiled the first says why */
@@ -593,6 +612,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	if (c->verbose)
 		fputs(c->fit_note, stderr);
 	if (best < 0) {
+		compilation_free(&kept);
 		Outcome least = {.bytes = -1};
 		int plans = 0;
 		bool tried = false;
@@ -609,19 +629,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		                                      : ", at any stage and micro-batch count tried");
 		return false;
 	}
-	if (best == last)
-		return true;
-	/* c holds the last try: the chosen one again (the same choices give the same plan) */
-	char *keep = c->fit_note;
+	/* the chosen fit's compilation, kept (it used to be compiled again,
+	 * with the same choices, to the same plan), with the note */
+	char *table = c->fit_note;
 	c->fit_note = NULL;
-	Outcome o;
-	/* a plan that recomputes is compiled with recompute alone (fit_choice) */
-	bool ok = outs[best].recompute || compile_try(c, f, &tries[best], 1, false, &L);
-	if (ok)
-		fit_choice(c, f, tries[best], limit, -1, &outs[best], &o);
-	free(c->fit_note); /* its recompute line is in the note already */
-	c->fit_note = keep;
-	return ok && o.status == FIT_OK;
+	compilation_free(c);
+	*c = kept;
+	c->fit_note = table;
+	return true;
 }
 
 /* Every search_mode keeps memory_limit (search.c: a plan of
