@@ -597,7 +597,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
 			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
 			                                                                       : "  (does not fit)");
-		else if (screen[i])
+		else if (screen[i] || !isfinite(key[i])) /* inf: no search graph (an invalid strategy at P, M) */
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
 			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
 		else
