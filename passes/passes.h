@@ -75,6 +75,10 @@ typedef struct Compilation {
 	 * there (compile_passes returns false without an error) */
 	bool search_floor_only;
 	double search_floor;
+	/* the memory fit's hint (passes/search_fit.c): the search_mem and
+	 * search_step of this graph's plan without a limit, from its screen;
+	 * 0: unknown */
+	double search_hint_mem, search_hint_step;
 	/* the command runs the memory fit after the passes (main.c): a search
 	 * that finds nothing within memory_limit hands its least plan to it
 	 * (search_over set) rather than failing, and the fit says why */

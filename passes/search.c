@@ -140,6 +140,20 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 			c->search_prices = xcalloc(2, sizeof *c->search_prices);
 		s->prices = &c->search_prices[cyclic > 0];
 	}
+	/* recursive_programming's plan (or data parallelism's) is the one
+	 * its screen found, the same graph without a limit, whatever the
+	 * limit: where that plan's estimate is over, within_limit would hand
+	 * it to dynamic_programming, so the search is not run again (it
+	 * changes nothing in s that search_dp reads) */
+	if (g->par.search_mode == SM_DYNAMIC_PROGRAMMING)
+		s->hint_mem = c->search_hint_mem, s->hint_step = c->search_hint_step;
+	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING && c->search_hint_mem > 0 && s->m.memory_limit > 0 &&
+	    c->search_hint_mem * s->mem_factor > s->m.memory_limit) {
+		if (!search_dp(s, choice))
+			return NULL;
+		*out = choice;
+		return s;
+	}
 	bool ok;
 	switch (g->par.search_mode) {
 	case SM_SHARDING_PROPAGATION: ok = search_propagate(s, choice); break;

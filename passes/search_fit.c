@@ -17,6 +17,7 @@ typedef struct Try {
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
+	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
@@ -150,6 +151,8 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_mem_factor = factor;
 	c->search_prices = prices;
 	c->search_floor_only = t->floor;
+	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
+	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
 	c->fit_follows = true;
 	c->fit_note = note;
@@ -322,10 +325,13 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 	}
 	Try rc = t;
 	rc.recompute = true;
+	rc.hint_mem = 0; /* the plain graph's: recompute's estimate is another */
 	if (cut >= 0) {
 		Try s = rc;
 		s.screen = true;
-		if (compile_try(c, f, &s, 1, false, &L) && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
+		bool screened_rc = compile_try(c, f, &s, 1, false, &L);
+		rc.hint_mem = screened_rc ? c->search_mem : 0, rc.hint_step = c->search_step;
+		if (screened_rc && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
 			o->tried = true, o->rc_bound = c->search_step;
 			if (c->verbose)
 				fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; with the repeated "
@@ -527,7 +533,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		t.floor = true;
 		bound[i] = INFINITY;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
-			key[i] = bound[i] = step1, screen[i] = true;
+			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
 		else
 			key[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
 		compilation_free(&scr);
@@ -548,6 +554,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			t.screen = true;
 			screen[i] = true;
 			key[i] = bound[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_step : INFINITY;
+			tries[i].hint_mem = isfinite(bound[i]) ? scr.search_mem : 0, tries[i].hint_step = bound[i];
 			compilation_free(&scr);
 			if (c->verbose)
 				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s "

@@ -126,6 +126,10 @@ typedef struct Search {
 	 * (a parameter's gradient reduction) weighs w_step = 1 / P: a device
 	 * reduces its own stage's gradients. Both 1 without micro-batches. */
 	double w_micro, w_step;
+	/* dynamic_programming's plan without a limit, as the memory fit's
+	 * screen of this graph found it: its search_memory and search_total
+	 * (0: unknown) */
+	double hint_mem, hint_step;
 	struct EdgePrice *price; /* search_edge_cost's prices by layouts (passes/search_graph.c) */
 	size_t nprice, capprice;
 } Search;
