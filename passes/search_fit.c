@@ -286,8 +286,6 @@ typedef struct Outcome {
 	int64_t bytes;         /* the plan that fits, else the least one found (-1: none compiled) */
 	double est;            /* the search's estimate of that plan */
 	double step;           /* the search's objective of that plan, seconds per step */
-	int64_t plain;         /* the least plan without recompute, bytes per device (-1: none over) */
-	double plain_step;     /* and its objective */
 	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
 } Outcome;
 
@@ -299,30 +297,20 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * for GPT-3); recompute's step is then paid for the memory. cut (< 0:
  * none): the outer search's best step so far: the recompute fit is first
  * screened (compiled up to the strategies, without a limit) and left out
- * where that bound is cut (search_fit_cut). known: the same choices'
- * outcome from before, whose plan recomputes: its fit without recompute
- * is not compiled again (what it found is in known), since the plan
- * with recompute does not depend on it. */
-static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, const Outcome *known,
-                       Outcome *o)
+ * where that bound is cut (search_fit_cut). */
+static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, Outcome *o)
 {
 	Fit a = {.least = -1}, b = {.least = -1};
 	Layers L = {0};
 	SearchMode mode = c->g->par.search_mode;
 	memset(o, 0, sizeof *o);
 	t.recompute = false;
-	if (known && known->recompute) {
-		a.least = known->plain, a.least_step = known->plain_step;
-		o->status = FIT_NONE, o->bytes = a.least, o->step = a.least_step;
-	} else {
-		o->status = fit_loop(c, f, &t, limit, &a, &L);
-		o->plans = a.plans;
-		o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
-		o->plain = a.least, o->plain_step = a.least_step;
-		if (o->status != FIT_NONE)
-			return;
-		o->step = a.least_step;
-	}
+	o->status = fit_loop(c, f, &t, limit, &a, &L);
+	o->plans = a.plans;
+	o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
+	if (o->status != FIT_NONE)
+		return;
+	o->step = a.least_step;
 	Try rc = t;
 	rc.recompute = true;
 	rc.hint_mem = 0; /* the plain graph's: recompute's estimate is another */
@@ -567,7 +555,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (!compile_try(c, f, &tries[i], 1, false, &L))
 			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
 		else
-			fit_choice(c, f, tries[i], limit, best >= 0 ? outs[best].step : -1, NULL, &outs[i]);
+			fit_choice(c, f, tries[i], limit, best >= 0 ? outs[best].step : -1, &outs[i]);
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
@@ -668,7 +656,7 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f)
 	SearchMode mode = c->g->par.search_mode;
 	Outcome o;
 	Try t = {0};
-	fit_choice(c, f, t, limit, -1, NULL, &o);
+	fit_choice(c, f, t, limit, -1, &o);
 	if (o.status != FIT_NONE)
 		return true;
 	no_plan(c, mode, limit, &o, o.tried ? ", with the repeated layers recomputed or not" : "");
