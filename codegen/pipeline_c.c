@@ -11,7 +11,7 @@
  * posts its receives; transfers of the whole step (tied weights before
  * the passes, gradients after them) take one round each around them. Gradients
  * that the update reads are summed over the micro-steps (the loss is their
- * sum: passes/micro.c; forward-only programs average the losses), and the update runs once per step on the stage that owns each
+ * sum: passes/micro.c, forward-only programs' too), and the update runs once per step on the stage that owns each
  * parameter. A rank allocates only what its stage holds (sched_held_mask):
  * its parameters, their state and accumulators, and a workspace planned
  * over its own nodes (passes/memplan.c, plan_stage).
@@ -477,7 +477,7 @@ static void emit_shared(Emit *e, const Shared *sh, int tag, const char *buf, int
 }
 
 /* The step: the stage's passes in schedule order, then the update. The
- * loss is the sum over micro-steps (the mean in forward-only programs),
+ * loss is the sum over micro-steps (training and forward-only alike),
  * computed on the last stage and sent
  * to every rank for the log. main() is program_c.c's. */
 void emit_sched_step(Emit *e)

@@ -379,6 +379,54 @@ static void sync_full_batch(ParallelConfig *pc, bool full)
 		pc->dataset_kind = full ? DS_FULL_BATCH : DS_DATA_PARALLEL;
 }
 
+/* The dataset setting in force, as the model spells it. */
+static const char *dataset_str(Cx *cx, const ParallelConfig *pc, bool by_full_batch)
+{
+	if (by_full_batch)
+		return pc->full_batch ? "full_batch = true" : "full_batch = false";
+	if (pc->dataset_kind != DS_TUPLE)
+		return pc->full_batch ? "dataset_strategy = \"full_batch\"" : "dataset_strategy = \"data_parallel\"";
+	const char *t = "dataset_strategy = (";
+	for (int i = 0; i < pc->ndataset; i++) {
+		t = arena_printf(cx->a, "%s(", t);
+		for (int j = 0; j < pc->dataset_rank[i]; j++)
+			t = arena_printf(cx->a, "%s%" PRId64 "%s", t, pc->dataset[i][j],
+			                 j + 1 < pc->dataset_rank[i] ? ", " : pc->dataset_rank[i] == 1 ? "," : "");
+		t = arena_printf(cx->a, "%s)%s", t, i + 1 < pc->ndataset ? ", " : pc->ndataset == 1 ? "," : "");
+	}
+	return arena_printf(cx->a, "%s)", t);
+}
+
+static bool same_dataset(const ParallelConfig *a, const ParallelConfig *b)
+{
+	if (a->full_batch != b->full_batch || a->dataset_kind != b->dataset_kind || a->ndataset != b->ndataset)
+		return false;
+	for (int i = 0; i < a->ndataset; i++)
+		if (a->dataset_rank[i] != b->dataset_rank[i] ||
+		    memcmp(a->dataset[i], b->dataset[i], sizeof(int64_t) * (size_t)a->dataset_rank[i]) != 0)
+			return false;
+	return true;
+}
+
+/* full_batch and dataset_strategy set one thing, and the later wins (as
+ * in MindSpore's context): given twice in one source -- the model, not a
+ * -D override, which is meant to win -- the earlier one is said to have
+ * no effect where the later changes the setting. A tuple with full_batch
+ * = true is no override but a conflict (parallel_config_finish). */
+static void dataset_given(Cx *cx, ParallelConfig *pc, const ParallelConfig *before, bool by_full_batch, Loc at)
+{
+	Loc prev = before->dataset_loc;
+	pc->dataset_loc = at;
+	if (!prev.line || prev.file != at.file || same_dataset(before, pc) ||
+	    (pc->full_batch && pc->dataset_kind == DS_TUPLE))
+		return;
+	Loc fb = before->set_loc[PK_full_batch];
+	bool prev_by_full_batch = (before->set_mask >> PK_full_batch & 1) && fb.line == prev.line && fb.col == prev.col;
+	diag_warning(cx->d, prev, "%s has no effect: %s, given later, overrides it",
+	             dataset_str(cx, before, prev_by_full_batch), dataset_str(cx, pc, by_full_batch));
+	diag_note(cx->d, at, "overridden here");
+}
+
 static bool set_full_batch(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
 	bool b = false;
@@ -386,7 +434,9 @@ static bool set_full_batch(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 		return false;
 	diag_warning(cx->d, v->loc, "'full_batch' is not recommended; use dataset_strategy = \"%s\"",
 	             b ? "full_batch" : "data_parallel");
+	ParallelConfig before = *pc;
 	sync_full_batch(pc, b);
+	dataset_given(cx, pc, &before, true, v->loc);
 	return true;
 }
 
@@ -420,7 +470,7 @@ static bool dataset_entry(Cx *cx, ParallelConfig *pc, int i, const CfgValue *e)
 	return true;
 }
 
-static bool set_dataset_strategy(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+static bool dataset_strategy_value(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 {
 	static const char *const forms[] = {"data_parallel", "full_batch"};
 	if (v->kind == CV_STRING || v->kind == CV_IDENT) {
@@ -448,6 +498,15 @@ static bool set_dataset_strategy(Cx *cx, ParallelConfig *pc, const CfgValue *v)
 		return false;
 	pc->ndataset = v->n;
 	pc->dataset_kind = DS_TUPLE;
+	return true;
+}
+
+static bool set_dataset_strategy(Cx *cx, ParallelConfig *pc, const CfgValue *v)
+{
+	ParallelConfig before = *pc;
+	if (!dataset_strategy_value(cx, pc, v))
+		return false;
+	dataset_given(cx, pc, &before, false, v->loc);
 	return true;
 }
 

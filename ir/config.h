@@ -116,6 +116,8 @@ typedef struct ParallelConfig {
 	int ndataset;                       /* DS_TUPLE: one strategy per input */
 	int64_t (*dataset)[8];              /* DS_TUPLE: dataset[i][d], rank in dataset_rank[i] */
 	int *dataset_rank;
+	Loc dataset_loc;                    /* the value of the dataset setting in force (full_batch or dataset_strategy,
+	                                     * whichever came last); line 0: the default */
 	bool enable_parallel_optimizer;     /* default false */
 	bool enable_alltoall;               /* default false */
 	bool force_fp32_communication;      /* default false */

@@ -184,6 +184,10 @@ typedef struct Annot {
 	bool loaded;                   /* ... loaded from a strategy checkpoint (searched is set too) */
 	bool borrowed;                 /* in_strategy is its reader's, on a cast netc inserted (passes/precision.c):
 	                                * a preference, not the user's word (cast is user-visible too) */
+	const char *inserted_by;       /* the pass that added this node to the model's forward graph, where its
+	                                * nodes are named apart ("micro_loss": micro-steps' scales), so that
+	                                * the user's operators keep their names with it or without it
+	                                * (search_node_names) and strategy checkpoints leave it out; NULL: the model's */
 } Annot;
 
 typedef enum ValueKind {
@@ -301,7 +305,7 @@ typedef struct Graph {
 	int nstages;         /* pipeline stages (1 without pipelining) */
 	int nmicro;          /* micro-steps per step: micro_size x grad_accumulation_step */
 	bool micro_summed;   /* pass_micro_loss wrote the loss as the micro-steps' sum: a step sums
-	                      * their losses and gradients (else, forward only, averages them) */
+	                      * their losses and gradients (else, no loss or one micro-step, averages them) */
 	int nchunks;         /* pipeline: model chunks (virtual stages), nstages x interleave */
 } Graph;
 

@@ -6,6 +6,8 @@
  * waits for the others (collective_overhead). */
 #include "cost.h"
 
+#include <math.h>
+
 #include "../ir/layout.h"
 #include "../ir/redistribute.h"
 
@@ -32,7 +34,8 @@ double cost_grad_coll(const Machine *m, int kind, double sent, int64_t g, int64_
 	double lat, t = cost_coll_time(m, kind, fig, sent, g, g_in, &lat);
 	switch (call) {
 	case GRAD_CALL: case GRAD_BUCKET_WAITED: return t;
-	case GRAD_BUCKET: return t - m->coll_overhead;
+	case GRAD_BUCKET: /* lat holds the overhead only where a call is made (not in a group of 1) */
+		return fmax(0, t - fmin(m->coll_overhead, lat));
 	case GRAD_IN_BUCKET: return t - lat; /* lat holds the overhead too */
 	}
 	return t;

@@ -17,6 +17,13 @@
 #include "schedule.h"
 #include "search_graph.h"
 
+/* Explain's bytes are what a device sends per step. A collective's
+ * devices send alike; a Permute's send unequal parts, rank 0's maybe none
+ * (a transposed split put back): explain counts the busiest device's, as
+ * it prices the step's time, and says rank 0's beside them where they
+ * differ, which --comm-stats counts. */
+static int64_t plan_bytes(const RedistPlan *p) { return p->most_bytes; }
+
 static const Machine *machine_of(Compilation *c, Machine *tmp)
 {
 	if (c->machine)
@@ -165,14 +172,14 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 	GradCall call = b->members[0] != n                           ? GRAD_IN_BUCKET
 	                : !bucket_async(b) || b == first || rs_wait ? GRAD_BUCKET_WAITED
 	                                                             : GRAD_BUCKET;
-	double s = cost_grad_coll(m, b->kind, (double)n->attr.plan->send_bytes, b->group,
+	double s = cost_grad_coll(m, b->kind, (double)plan_bytes(n->attr.plan), b->group,
 	                          cost_group_in_node(m, b->layout, b->axes), call);
 	if (call != GRAD_IN_BUCKET)
 		t->ncomm++;
 	if (call != GRAD_IN_BUCKET && bucket_async(b) && b == first && rs_wait)
 		s += m->coll_overhead; /* both waits */
 	t->comm += s;
-	add_comm(t, n, s, n->attr.plan->send_bytes, b->members[0] == n);
+	add_comm(t, n, s, plan_bytes(n->attr.plan), b->members[0] == n);
 	return true;
 }
 
@@ -441,7 +448,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		Node *n = g->nodes[i];
 		int st = chunk_of(t, n) % t->nstages;
 		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
-			t->comm_bytes += n->attr.plan->send_bytes;
+			t->comm_bytes += plan_bytes(n->attr.plan);
+			t->rank0_less += plan_bytes(n->attr.plan) - n->attr.plan->send_bytes;
 			if (fused_member(c, m, n, t))
 				continue;
 			double s = cost_plan_time(m, n->attr.plan);
@@ -450,7 +458,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 				count += n->attr.plan->steps[k].kind != RS_SLICE;
 			t->comm += s;
 			t->ncomm += count;
-			add_comm(t, n, s, n->attr.plan->send_bytes, count);
+			add_comm(t, n, s, plan_bytes(n->attr.plan), count);
 			if (n->phase == PH_FORWARD) {
 				double b = (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
 				t->memory += b;
@@ -507,9 +515,11 @@ static bool scheduled(const Graph *g) { return g->nstages > 1 || g->nmicro > 1; 
 static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *out)
 {
 	const RedistPlan *p = r->attr.plan;
-	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes, %.3g s", shown(c, r->in[0]),
-	        shown(c, r->out), redist_describe(&c->arena, p), cost_plan_group(p), p->send_bytes,
-	        cost_plan_time(m, p));
+	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes", shown(c, r->in[0]), shown(c, r->out),
+	        redist_describe(&c->arena, p), cost_plan_group(p), plan_bytes(p));
+	if (plan_bytes(p) != p->send_bytes)
+		fprintf(out, " (the busiest device; rank 0: %" PRId64 ")", p->send_bytes);
+	fprintf(out, ", %.3g s", cost_plan_time(m, p));
 	if (scheduled(c->g))
 		fprintf(out, " per %s, stage %d", r->phase == PH_UPDATE ? "step" : "micro-batch",
 		        r->chunk >= 0 ? r->chunk % (c->g->nstages > 0 ? c->g->nstages : 1) : 0);
@@ -750,7 +760,7 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		}
 		if (b && r->attr.plan) { /* one collective of the bucket's kind */
 			n[b->kind] += (b->members[0] == r) * times;
-			bytes[b->kind] += r->attr.plan->send_bytes * times;
+			bytes[b->kind] += plan_bytes(r->attr.plan) * times;
 			continue;
 		}
 		for (int k = 0; r->op == OP_REDISTRIBUTE && r->attr.plan && k < r->attr.plan->n; k++) {
@@ -758,7 +768,7 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 			if (st->kind == RS_SLICE)
 				continue;
 			n[st->kind] += times;
-			bytes[st->kind] += st->send_bytes * times;
+			bytes[st->kind] += st->most_bytes * times;
 		}
 	}
 	fputs("communication per step by kind:", out);
@@ -784,7 +794,10 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		total += t->ps_bytes;
 		sep = ", ";
 	}
-	fprintf(out, "%s\n", *sep == ' ' ? " none" : arena_printf(&c->arena, "; %s in all", human(c, (double)total)));
+	if (*sep != ' ' && t->rank0_less)
+		fprintf(out, "; %s in all (rank 0: %s)\n", human(c, (double)total), human(c, (double)(total - t->rank0_less)));
+	else
+		fprintf(out, "%s\n", *sep == ' ' ? " none" : arena_printf(&c->arena, "; %s in all", human(c, (double)total)));
 }
 
 typedef struct LayerSum {
@@ -837,7 +850,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 			int times = runs_per_step(g, nd);
 			for (int k = 0; k < nd->attr.plan->n; k++)
 				l->ncomm += (nd->attr.plan->steps[k].kind != RS_SLICE) * times;
-			l->comm_bytes += nd->attr.plan->send_bytes * times;
+			l->comm_bytes += plan_bytes(nd->attr.plan) * times;
 			l->comm += cost_plan_time(m, nd->attr.plan) * times;
 			continue;
 		}
@@ -1036,19 +1049,19 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		if (nb++ == 0)
 			fprintf(out, "\nbackward and update communication:\n");
 		print_comm(c, m, n, out);
-		bytes += n->attr.plan->send_bytes;
+		bytes += plan_bytes(n->attr.plan);
 		time += cost_plan_time(m, n->attr.plan);
 		int k = n->phase == PH_UPDATE;
-		nph[k]++, bph[k] += n->attr.plan->send_bytes, tph[k] += cost_plan_time(m, n->attr.plan);
+		nph[k]++, bph[k] += plan_bytes(n->attr.plan), tph[k] += cost_plan_time(m, n->attr.plan);
 	}
 	if (scheduled(g))
 		fprintf(out,
-		        "%sbackward: %d redistributions, %" PRId64 " bytes (%s), %.3g s per micro-batch of every stage; update: %d, %" PRId64
-		        " bytes (%s), %.3g s per step\n",
+		        "%sbackward: %d redistributions, %" PRId64 " bytes (%s) a device sends, %.3g s per micro-batch of every stage; "
+		        "update: %d, %" PRId64 " bytes (%s), %.3g s per step\n",
 		        nb ? "" : "\n", nph[0], bph[0], human(c, (double)bph[0]), tph[0], nph[1], bph[1], human(c, (double)bph[1]), tph[1]);
 	else
-		fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes (%s), %.3g s per step\n", nb ? "" : "\n",
-		        nb, bytes, human(c, (double)bytes), time);
+		fprintf(out, "%sbackward and update: %d redistributions, %" PRId64 " bytes (%s) a device sends, %.3g s per step\n",
+		        nb ? "" : "\n", nb, bytes, human(c, (double)bytes), time);
 	ExplainTotals t;
 	explain_totals(c, &t);
 	if (t.nps)
@@ -1056,11 +1069,13 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		        g->par.server_num, t.nps, t.ps_bytes, t.ps);
 	if (t.scheduled)
 		print_stages(g, &t, out);
-	else
-		fprintf(out,
-		        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
-		        " bytes), memory %.4g bytes\npredicted step time: %.6g s\n",
-		        t.compute, t.comm, t.ncomm, t.comm_bytes, t.memory, t.step);
+	else {
+		fprintf(out, "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64 " bytes",
+		        t.compute, t.comm, t.ncomm, t.comm_bytes);
+		if (t.rank0_less)
+			fprintf(out, "; rank 0: %" PRId64, t.comm_bytes - t.rank0_less);
+		fprintf(out, "), memory %.4g bytes\npredicted step time: %.6g s\n", t.memory, t.step);
+	}
 	print_comm_kinds(c, &t, out);
 	print_layers(c, m, out);
 	if (t.calibrated)

@@ -39,7 +39,9 @@ typedef struct StageCost {
 typedef struct ExplainTotals {
 	double compute;        /* seconds per step on one device */
 	double comm;           /* seconds per step of every inserted collective */
-	int64_t comm_bytes;    /* bytes each device sends per step */
+	int64_t comm_bytes;    /* bytes a device sends per step: each collective's busiest device's (a
+	                        * Permute's ranks send unequal parts; the others' send alike) */
+	int64_t rank0_less;    /* how many fewer of them rank 0 sends (--comm-stats counts rank 0's) */
 	int ncomm;             /* collectives: the redistributions' steps other than local slices */
 	double memory;         /* bytes per device: parameters, gradients, optimizer states, activations */
 	int nps;               /* parameter-server pushes per step (each pulls the new values back) */

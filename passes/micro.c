@@ -2,9 +2,11 @@
  * compiled for one micro-batch, so the batch -- the leading dimension of
  * every input and of every reshape's target -- shrinks by micro_size. A
  * step then runs micro_size x grad_accumulation_step micro-steps and
- * updates once with the gradients averaged over them. */
+ * updates once with the gradients summed over them (the loss is their
+ * sum: pass_micro_loss below). */
 #include <inttypes.h>
 
+#include "../ir/strided.h"
 #include "passes.h"
 
 static bool shrink(Compilation *c, Shape *s, int64_t m, Loc loc, const char *what, const char *name)
@@ -103,6 +105,24 @@ static Batchness batch_reduction(MicroLoss *m, const Node *n, int pos, Batchness
 	return BT_SUM;
 }
 
+/* A 2-D matmul of the batch's rows (a: [examples or moved, k], b likewise):
+ * examples that both sides contract (x^T y) sum over the batch; one
+ * side's examples kept are the result's rows (a's) or its columns (b's:
+ * moved off dim 0); both sides' kept pair every example with every
+ * other (a contrastive x y^T), which no micro-step sees whole. A moved
+ * operand's examples are taken to be on dim 1. */
+static Batchness matmul_rows(const Node *n, Batchness a, Batchness b)
+{
+	bool ra = a == BT_ROW || a == BT_ROW_MOVED, rb = b == BT_ROW || b == BT_ROW_MOVED;
+	bool ca = ra && (a == BT_ROW) == n->attr.transpose_a;  /* a contracts its dim 0 where transposed */
+	bool cb = rb && (b == BT_ROW) == !n->attr.transpose_b; /* b contracts its dim 0 unless transposed */
+	if (ra && rb)
+		return ca && cb ? BT_SUM : BT_OTHER;
+	if (ra)
+		return ca ? BT_OTHER : a;
+	return cb ? BT_OTHER : BT_ROW_MOVED;
+}
+
 /* n's result from its inputs' classes, marking the scalings it needs. */
 static Batchness classify(MicroLoss *m, const Node *n, int pos)
 {
@@ -155,14 +175,25 @@ static Batchness classify(MicroLoss *m, const Node *n, int pos)
 	case OP_BATCH_MATMUL: /* linear in each input: a sum times parameters is a sum */
 		if (sum)
 			return !rows && !(*c0 == BT_SUM && *c1 == BT_SUM) ? BT_SUM : BT_OTHER;
-		/* x^T y over examples' rows sums over the batch */
-		if (n->op == OP_MATMUL && ((*c0 == BT_ROW && n->attr.transpose_a) || (*c1 == BT_ROW && !n->attr.transpose_b)))
-			return BT_SUM;
-		return row;
+		return n->op == OP_MATMUL ? matmul_rows(n, *c0, *c1) : row;
 	case OP_DIV:
 		if (sum)
 			return *c0 == BT_SUM && *c1 == BT_PARAM ? BT_SUM : BT_OTHER;
 		return row;
+	case OP_STRIDED_SLICE: /* a part of the batch: the step's rows, not each micro-batch's */
+		if (!sum && (row == BT_ROW_MOVED || !ss_whole(&n->attr, 0, n->in[0]->shape.d[0]) ||
+		             n->out->shape.rank == 0 || n->out->shape.d[0] != n->in[0]->shape.d[0]))
+			return BT_OTHER;
+		return sum ? BT_OTHER : row;
+	case OP_GATHER: /* the batch's rows picked by index (an embedding's ids are per example) */
+		if (!sum && *c0 != BT_PARAM && (row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank))
+			return BT_OTHER;
+		return sum ? BT_OTHER : row;
+	case OP_SOFTMAX:
+	case OP_LOG_SOFTMAX: /* along the examples: each over its micro-batch's alone */
+		if (!sum && (row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank))
+			return BT_OTHER;
+		return sum ? BT_OTHER : row;
 	default: /* per example; a batch sum through a non-linear operator is no sum */
 		return sum ? BT_OTHER : row;
 	}
@@ -174,6 +205,7 @@ static Value *scale_by(Graph *g, Value *v, int pos, const Node *n)
 	Node *s = graph_node_detached(g, OP_SCALE, &v, 1, n->loc);
 	s->attr.alpha = 1.0 / g->nmicro;
 	s->scope = n->scope;
+	s->ann.inserted_by = "micro_loss";
 	s->ann.stage = n->ann.stage;
 	s->ann.stage_loc = n->ann.stage_loc;
 	s->out->shape = v->shape;
@@ -242,7 +274,8 @@ bool pass_micro_loss(Compilation *c)
 			const Node *o = m.origin[g->loss->id] ? m.origin[g->loss->id] : g->loss->def;
 			diag_warning(&c->diag, o ? o->loc : g->loss->loc,
 			             "%s: from here the loss is no sum or mean over the batch's examples (a "
-			             "non-linear function of a batch reduction, or the batch's rows beside others), so its %d "
+			             "non-linear function of a batch reduction, a part of the batch's rows, or its rows beside "
+			             "others or paired with one another), so its %d "
 			             "micro-steps (micro_size x "
 			             "grad_accumulation_step) are averaged and differ from one step over the whole batch",
 			             o ? op_info[o->op].name : g->loss->name, g->nmicro);

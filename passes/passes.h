@@ -68,6 +68,17 @@ typedef struct Compilation {
 	double search_mem_factor;
 	double search_mem;
 	double search_step;    /* the chosen plan's objective, seconds per step (0: no search ran) */
+	/* the outer search's first screen (passes/search_fit.c): the search
+	 * pass only builds the search graph, sets search_floor (search_floor
+	 * in search_graph.h: no plan of this compilation's choices costs
+	 * less; INFINITY where the graph has none) and stops the passes
+	 * there (compile_passes returns false without an error) */
+	bool search_floor_only;
+	double search_floor;
+	/* the memory fit's hint (passes/search_fit.c): the search_mem and
+	 * search_step of this graph's plan without a limit, from its screen;
+	 * 0: unknown */
+	double search_hint_mem, search_hint_step;
 	/* the command runs the memory fit after the passes (main.c): a search
 	 * that finds nothing within memory_limit hands its least plan to it
 	 * (search_over set) rather than failing, and the fit says why */

@@ -23,7 +23,7 @@ static const Pass passes[] = {
 	{"shapes",    pass_shapes,    UPTO_CHECK,   false},
 	{"fuse_attention", pass_fuse_attention, UPTO_CHECK, false},
 	{"amp",       pass_amp,       UPTO_CHECK,   false},
-	{"micro_loss", pass_micro_loss, UPTO_CHECK, true},
+	{"micro_loss", pass_micro_loss, UPTO_CHECK, false},
 	{"autodiff",  pass_autodiff,  UPTO_TRAIN,   true},
 	{"recompute", pass_recompute, UPTO_TRAIN,   true},
 	{"optimizer", pass_optimizer, UPTO_TRAIN,   true},

@@ -302,7 +302,8 @@ static void redistribute_narrow(Graph *g)
 
 /* Two moves in a row of one narrow value (the rewrites above make them: a
  * value moved to a cast's layout, then on to its reader's) become one
- * plan when that sends fewer bytes. */
+ * plan when that sends fewer bytes over all ranks: a Permute's ranks send
+ * unequal parts, and rank 0's may be none while the others' are not. */
 static void join_moves(Graph *g)
 {
 	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
@@ -317,7 +318,7 @@ static void join_moves(Graph *g)
 			continue;
 		RedistPlan *p = redist_plan(g->arena, r1->in[0]->layout, r2->out->layout, r2->out->dtype,
 		                            g->par.enable_alltoall);
-		if (!p || p->send_bytes >= r1->attr.plan->send_bytes + r2->attr.plan->send_bytes)
+		if (!p || p->total_bytes >= r1->attr.plan->total_bytes + r2->attr.plan->total_bytes)
 			continue;
 		r2->in[0] = r1->in[0];
 		r2->attr.plan = p;

@@ -4,6 +4,7 @@
  * first (see search.h). */
 #include "search.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,18 +104,23 @@ static bool is_training(const Compilation *c)
 /* One search in one device order (cyclic: rank r on node r % nodes;
  * -1: the machine's own, no topology to order); NULL after reporting
  * (d NULL: quietly). *out: the plan. */
+static void order_machine(const Compilation *c, int cyclic, Machine *m)
+{
+	if (c->machine)
+		*m = *c->machine;
+	else
+		machine_defaults(m);
+	if (cyclic >= 0) {
+		m->topo.world = c->g->par.device_num;
+		m->topo.cyclic = cyclic;
+	}
+}
+
 static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 {
 	Graph *g = c->g;
 	Machine m;
-	if (c->machine)
-		m = *c->machine;
-	else
-		machine_defaults(&m);
-	if (cyclic >= 0) {
-		m.topo.world = g->par.device_num;
-		m.topo.cyclic = cyclic;
-	}
+	order_machine(c, cyclic, &m);
 	/* the driver's first compilation of pipeline_stages or micro_size =
 	 * auto (1 and 1 there) is replaced by the fit's outer search: its
 	 * plan is not priced for memory (the fit's compilations set a factor) */
@@ -133,6 +139,20 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 		if (!c->search_prices) /* one record per order: a price's plan depends on it */
 			c->search_prices = xcalloc(2, sizeof *c->search_prices);
 		s->prices = &c->search_prices[cyclic > 0];
+	}
+	/* recursive_programming's plan (or data parallelism's) is the one
+	 * its screen found, the same graph without a limit, whatever the
+	 * limit: where that plan's estimate is over, within_limit would hand
+	 * it to dynamic_programming, so the search is not run again (it
+	 * changes nothing in s that search_dp reads) */
+	if (g->par.search_mode == SM_DYNAMIC_PROGRAMMING)
+		s->hint_mem = c->search_hint_mem, s->hint_step = c->search_hint_step;
+	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING && c->search_hint_mem > 0 && s->m.memory_limit > 0 &&
+	    c->search_hint_mem * s->mem_factor > s->m.memory_limit) {
+		if (!search_dp(s, choice))
+			return NULL;
+		*out = choice;
+		return s;
 	}
 	bool ok;
 	switch (g->par.search_mode) {
@@ -178,10 +198,32 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
  * assumed blocks, so which mesh axis sat inside a node was never
  * weighed) and keeps the plan whose objective is lower; explain then
  * prices the compiled plan both ways and says which order to launch. */
+/* The outer search's first screen (Compilation.search_floor_only): the
+ * search graph's floor in the device orders search_run would try (the
+ * lower of the two where both are), no strategy searched. */
+static void floor_only(Compilation *c)
+{
+	bool choice = order_is_a_choice(c);
+	c->search_floor = INFINITY;
+	for (int cyclic = choice ? 0 : -1; cyclic <= (choice ? 1 : -1); cyclic++) {
+		if (choice && c->search_order != 0 && cyclic != c->search_order - 1)
+			continue;
+		Machine m;
+		order_machine(c, cyclic, &m);
+		Search *s = search_new(&c->arena, c->g, &m, is_training(c), NULL);
+		if (s && search_floor(s) < c->search_floor)
+			c->search_floor = search_floor(s);
+	}
+}
+
 bool search_run(Compilation *c)
 {
 	Graph *g = c->g;
 	int *choice = NULL, *rr = NULL;
+	if (c->search_floor_only) { /* the compilation stops here, without an error */
+		floor_only(c);
+		return false;
+	}
 	bool both = order_is_a_choice(c) && c->search_order == 0;
 	if (order_is_a_choice(c) && c->search_order == 2) { /* the memory fit's later searches: the first's order */
 		Search *s = search_in_order(c, 1, &c->diag, &choice);

@@ -710,10 +710,18 @@ bool search_dp(Search *s, int *choice)
 
 static bool dp_limited(Search *s, double **tables, int *choice)
 {
-	priced(s, tables, 0, choice);
-	double limit = s->m.memory_limit;
-	if (limit <= 0 || fitted_memory(s, choice) <= limit)
-		return true;
+	double limit = s->m.memory_limit, t0;
+	/* the plan at price 0 is the screen's (the same graph without a
+	 * limit): where its estimate is over, only its objective is used
+	 * (the ramp's first price), and the pass is not run again */
+	if (limit > 0 && s->hint_mem > 0 && s->hint_mem * s->mem_factor > limit) {
+		t0 = s->hint_step;
+	} else {
+		priced(s, tables, 0, choice);
+		if (limit <= 0 || fitted_memory(s, choice) <= limit)
+			return true;
+		t0 = search_total(s, choice);
+	}
 	/* Lagrangian relaxation: price memory at lambda seconds per byte and
 	 * search for the least price that meets the limit. */
 	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
@@ -722,7 +730,7 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 	 * GPT-3 took 10 passes to get there); an earlier search of this fit
 	 * (s->prices) may know a higher price that is still over, or one that
 	 * fits: then the ramp starts there, or is not needed */
-	double t0 = search_total(s, choice), lo, hi;
+	double lo, hi;
 	known_prices(s, limit, &lo, &hi, trial);
 	bool fits = hi > 0;
 	if (!fits)

@@ -16,6 +16,8 @@ typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
+	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
@@ -148,6 +150,10 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
 	c->search_prices = prices;
+	c->search_floor_only = t->floor;
+	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
+	c->search_hint_step = t->hint_step;
+	c->search_floor = NAN;
 	c->fit_follows = true;
 	c->fit_note = note;
 	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
@@ -160,12 +166,12 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
-	ok = ok && compile_passes(c, t->screen ? UPTO_CHECK : UPTO_CODEGEN);
+	ok = ok && compile_passes(c, t->screen || t->floor ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return ok;
+	return t->floor ? isfinite(c->search_floor) : ok;
 }
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
@@ -280,8 +286,6 @@ typedef struct Outcome {
 	int64_t bytes;         /* the plan that fits, else the least one found (-1: none compiled) */
 	double est;            /* the search's estimate of that plan */
 	double step;           /* the search's objective of that plan, seconds per step */
-	int64_t plain;         /* the least plan without recompute, bytes per device (-1: none over) */
-	double plain_step;     /* and its objective */
 	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
 } Outcome;
 
@@ -293,36 +297,29 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * for GPT-3); recompute's step is then paid for the memory. cut (< 0:
  * none): the outer search's best step so far: the recompute fit is first
  * screened (compiled up to the strategies, without a limit) and left out
- * where that bound is cut (search_fit_cut). known: the same choices'
- * outcome from before, whose plan recomputes: its fit without recompute
- * is not compiled again (what it found is in known), since the plan
- * with recompute does not depend on it. */
-static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, const Outcome *known,
-                       Outcome *o)
+ * where that bound is cut (search_fit_cut). */
+static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, Outcome *o)
 {
 	Fit a = {.least = -1}, b = {.least = -1};
 	Layers L = {0};
 	SearchMode mode = c->g->par.search_mode;
 	memset(o, 0, sizeof *o);
 	t.recompute = false;
-	if (known && known->recompute) {
-		a.least = known->plain, a.least_step = known->plain_step;
-		o->status = FIT_NONE, o->bytes = a.least, o->step = a.least_step;
-	} else {
-		o->status = fit_loop(c, f, &t, limit, &a, &L);
-		o->plans = a.plans;
-		o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
-		o->plain = a.least, o->plain_step = a.least_step;
-		if (o->status != FIT_NONE)
-			return;
-		o->step = a.least_step;
-	}
+	o->status = fit_loop(c, f, &t, limit, &a, &L);
+	o->plans = a.plans;
+	o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
+	if (o->status != FIT_NONE)
+		return;
+	o->step = a.least_step;
 	Try rc = t;
 	rc.recompute = true;
+	rc.hint_mem = 0; /* the plain graph's: recompute's estimate is another */
 	if (cut >= 0) {
 		Try s = rc;
 		s.screen = true;
-		if (compile_try(c, f, &s, 1, false, &L) && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
+		bool screened_rc = compile_try(c, f, &s, 1, false, &L);
+		rc.hint_mem = screened_rc ? c->search_mem : 0, rc.hint_step = c->search_step;
+		if (screened_rc && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
 			o->tried = true, o->rc_bound = c->search_step;
 			if (c->verbose)
 				fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; with the repeated "
@@ -452,14 +449,50 @@ static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n
 	return false;
 }
 
-/* The outer search (pipeline_stages = auto, micro_size = auto). Each
- * candidate (P, M) is first screened: compiled up to the strategies
- * without a memory limit, whose objective bounds from below what any
- * plan of (P, M) under the limit costs (exactly for dynamic_programming's
- * search; the others' about). Then in the order of those bounds each is
- * compiled in full with its memory fit and recompute retry, until the
- * next bound is no more than 1% below the best step that fits (or after
- * MAX_FITS fits): the lowest objective that fits is built. */
+/* Moves the compilation in `from` to `to` (whose own is freed), leaving
+ * in `from` a fresh one that goes on as from did: its verbosity, device
+ * order and fit note (the outer search's table so far; `to` keeps none). */
+static void keep_fit(Compilation *from, Compilation *to)
+{
+	char *note = from->fit_note;
+	from->fit_note = NULL;
+	free(to->fit_note);
+	to->fit_note = NULL;
+	compilation_free(to);
+	*to = *from;
+	compilation_init(from);
+	from->verbose = to->verbose;
+	from->search_order = to->search_order;
+	from->fit_note = note;
+}
+
+int search_fit_pick(const double *key, const bool *done, int n)
+{
+	int i = -1;
+	for (int k = 0; k < n; k++)
+		if (!done[k] && isfinite(key[k]) && (i < 0 || key[k] < key[i]))
+			i = k;
+	return i;
+}
+
+/* The outer search (pipeline_stages = auto, micro_size = auto), best
+ * first on each candidate (P, M)'s key, its least known lower bound:
+ * first its floor (search_floor: its operators' computation and
+ * gradient reductions alone, the search graph without an edge table),
+ * then, once it is the least key, its screen (compiled up to the
+ * strategies without a memory limit, whose objective bounds from below
+ * what any plan of (P, M) under the limit costs: exactly for
+ * dynamic_programming's search, about for the others), and once that is
+ * the least, its fit under the limit with the recompute retry. It stops
+ * where the least key is no more than 1% below the best step that fits
+ * (search_fit_cut), or after MAX_FITS fits: the lowest objective that
+ * fits is built. The floor is at most the screen's objective (both are
+ * of the same search graph, the floor of every choice), so the fits are
+ * those, in the same order, that screening every candidate first would
+ * compile: a fit is made when its screen's (key, index) is the least,
+ * below every floor and so every screen left; the search stops when the
+ * least key is cut, and every screen left is at least that key. Only
+ * the screens whose floor was cut are left out. */
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -469,42 +502,60 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	mark_layers(c->g, &L);
 	Try tries[MAX_TRIES];
 	Outcome outs[MAX_TRIES];
-	double bound[MAX_TRIES];
+	double bound[MAX_TRIES], key[MAX_TRIES];
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
-	bool full[MAX_TRIES] = {0};
-	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, last = -1, fits = 0;
+	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0};
+	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
+	/* the screens compile apart (scr), and the best fit's compilation is
+	 * kept while later fits compile into c */
+	Compilation scr, kept;
+	compilation_init(&scr);
+	compilation_init(&kept);
+	scr.search_order = c->search_order;
 	/* the driver's compilation (main.c) is the screen of its own counts
 	 * (each auto compiled as 1): up to the strategies, without a limit */
 	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
 	double step1 = c->search_step;
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
-		t.screen = true;
+		t.floor = true;
+		bound[i] = INFINITY;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
-			bound[i] = step1;
+			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
 		else
-			bound[i] = compile_try(c, f, &t, 1, false, &L) ? c->search_step : INFINITY;
-		if (c->verbose)
-			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s per "
-			        "step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
+			key[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
+		compilation_free(&scr);
+		if (c->verbose && !screen[i])
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": its operators' "
+			        "computation and gradient reductions alone at least %.6g s per step\n", search_mode_name(mode),
+			        t.stages, t.micro, key[i]);
 	}
-	if (!screened(c, f, tries, n, bound, &L))
+	if (!screened(c, f, tries, n, key, &L))
 		return false;
 	for (;;) {
-		int i = -1;
-		for (int k = 0; k < n; k++)
-			if (!full[k] && isfinite(bound[k]) && (i < 0 || bound[k] < bound[i]))
-				i = k;
+		int i = search_fit_pick(key, full, n);
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
-		if (i < 0 || fits == MAX_FITS || search_fit_cut(bound[i], best >= 0 ? outs[best].step : -1))
+		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
-		full[i] = true, fits++, last = i;
+		if (!screen[i]) {
+			Try t = tries[i];
+			t.screen = true;
+			screen[i] = true;
+			key[i] = bound[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_step : INFINITY;
+			tries[i].hint_mem = isfinite(bound[i]) ? scr.search_mem : 0, tries[i].hint_step = bound[i];
+			compilation_free(&scr);
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s "
+				        "per step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
+			continue;
+		}
+		full[i] = true, fits++;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
 		c->fit_note = NULL;
 		if (!compile_try(c, f, &tries[i], 1, false, &L))
 			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
 		else
-			fit_choice(c, f, tries[i], limit, best >= 0 ? outs[best].step : -1, NULL, &outs[i]);
+			fit_choice(c, f, tries[i], limit, best >= 0 ? outs[best].step : -1, &outs[i]);
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
@@ -516,11 +567,16 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (o->status == FIT_NO_PROGRAM) { /* the build says why */
 			for (int k = 0; k < n; k++)
 				free(lines[k]);
+			compilation_free(&kept);
 			return true;
 		}
 		if (o->status == FIT_OK && (best < 0 || o->step < outs[best].step))
-			best = i;
+			best = i, keep_fit(c, &kept);
 	}
+	/* nothing fitted: every candidate was screened (none is cut before a
+	 * step fits), and where none compiled the first says why */
+	if (fits == 0 && !screened(c, f, tries, n, key, &L))
+		return false;
 	char line[256], h[32];
 	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %s; chosen: the lowest step that fits\n",
 	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
@@ -536,9 +592,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
 			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
 			                                                                       : "  (does not fit)");
-		else
+		else if (screen[i] || !isfinite(key[i])) /* inf: no search graph (an invalid strategy at P, M) */
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
 			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
+		else
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
+			         "(not searched: its operators alone)\n", tries[i].stages, tries[i].micro, key[i]);
 		note(c, line);
 	}
 	if (best >= 0 && lines[best])
@@ -548,6 +607,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	if (c->verbose)
 		fputs(c->fit_note, stderr);
 	if (best < 0) {
+		compilation_free(&kept);
 		Outcome least = {.bytes = -1};
 		int plans = 0;
 		bool tried = false;
@@ -564,19 +624,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		                                      : ", at any stage and micro-batch count tried");
 		return false;
 	}
-	if (best == last)
-		return true;
-	/* c holds the last try: the chosen one again (the same choices give the same plan) */
-	char *keep = c->fit_note;
+	/* the chosen fit's compilation, kept (it used to be compiled again,
+	 * with the same choices, to the same plan), with the note */
+	char *table = c->fit_note;
 	c->fit_note = NULL;
-	Outcome o;
-	/* a plan that recomputes is compiled with recompute alone (fit_choice) */
-	bool ok = outs[best].recompute || compile_try(c, f, &tries[best], 1, false, &L);
-	if (ok)
-		fit_choice(c, f, tries[best], limit, -1, &outs[best], &o);
-	free(c->fit_note); /* its recompute line is in the note already */
-	c->fit_note = keep;
-	return ok && o.status == FIT_OK;
+	compilation_free(c);
+	*c = kept;
+	c->fit_note = table;
+	return true;
 }
 
 /* Every search_mode keeps memory_limit (search.c: a plan of
@@ -601,7 +656,7 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f)
 	SearchMode mode = c->g->par.search_mode;
 	Outcome o;
 	Try t = {0};
-	fit_choice(c, f, t, limit, -1, NULL, &o);
+	fit_choice(c, f, t, limit, -1, &o);
 	if (o.status != FIT_NONE)
 		return true;
 	no_plan(c, mode, limit, &o, o.tried ? ", with the repeated layers recomputed or not" : "");

@@ -38,4 +38,9 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f);
  * yet) and the bound is no more than 1% below it, what the price search
  * resolves (search_dp.c). */
 bool search_fit_cut(double bound, double best);
+
+/* The outer search's next candidate: the least finite key[k] (its least
+ * known lower bound) of those not done, the first of equal ones; -1:
+ * none. */
+int search_fit_pick(const double *key, const bool *done, int n);
 #endif

@@ -27,6 +27,7 @@ bool search_node_searchable(const Node *n)
 typedef struct NameSlot {
 	const char *scope;
 	Op op;
+	const char *by;   /* Annot.inserted_by: a pass's nodes are counted apart from the model's */
 	int count;
 } NameSlot;
 
@@ -48,16 +49,19 @@ const char **search_node_names(Arena *a, Graph *g)
 		Node *n = g->nodes[i];
 		if (!search_node_searchable(n))
 			continue;
-		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op) & (cap - 1);
-		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0))
+		const char *by = n->ann.inserted_by;
+		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op ^ (uint64_t)!!by << 32) & (cap - 1);
+		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0 &&
+		                         (tab[h].by == by || (tab[h].by && by && strcmp(tab[h].by, by) == 0))))
 			h = (h + 1) & (cap - 1);
 		if (!tab[h].scope) {
 			tab[h].scope = n->scope;
 			tab[h].op = n->op;
+			tab[h].by = by;
 		}
 		int k = tab[h].count++;
-		names[i] = n->scope[0] ? arena_printf(a, "%s/%s-%d", n->scope, op_info[n->op].name, k)
-		                       : arena_printf(a, "%s-%d", op_info[n->op].name, k);
+		names[i] = arena_printf(a, "%s%s%s%s%s-%d", n->scope, n->scope[0] ? "/" : "", by ? by : "", by ? "/" : "",
+		                        op_info[n->op].name, k);
 	}
 	return names;
 }
@@ -580,7 +584,7 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout **inl, int c, double *cost,
-                         double *mem, bool kept)
+                         double *work, double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
@@ -603,6 +607,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
 		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
 	*cost = s->w_micro * t + s->w_step * step;
+	*work = s->w_micro * cd->compute + s->w_step * step;
 	*mem = m;
 }
 
@@ -738,9 +743,11 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 			}
 		}
 		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
+		sv->work = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->mem[c], !n->ann.recompute || kept[n->out->id]);
+			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
+			             !n->ann.recompute || kept[n->out->id]);
 	}
 	return s;
 }
@@ -769,12 +776,61 @@ static double stage_transfer(const Search *s, const SEdge *e, const Layout *to)
 	return s->training ? 2 * one : one;
 }
 
+/* cost_edge by its layouts: the same (from, to, gradient, dtype) comes
+ * back in most cells of an edge table (candidates share interned
+ * layouts: about two thirds of GPT-3's cells) and in every sweep of
+ * recursive_programming, and cost_edge itself is a layout comparison
+ * and three lookups. The price is cost_edge's, kept: the same value. */
+typedef struct EdgePrice {
+	const Layout *from, *to, *grad; /* from NULL: an empty slot */
+	DType dt;
+	double t;
+} EdgePrice;
+
+static size_t edge_price_hash(const Layout *f, const Layout *t, const Layout *g, DType dt)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)t * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+	h ^= (uint64_t)(uintptr_t)g * 0x165667B19E3779F9ull + (uint64_t)dt;
+	h ^= h >> 31;
+	return (size_t)(h * 0x94D049BB133111EBull >> 7);
+}
+
+static EdgePrice *edge_price_slot(EdgePrice *tab, size_t cap, const Layout *f, const Layout *t, const Layout *g,
+                                  DType dt)
+{
+	size_t i = edge_price_hash(f, t, g, dt) & (cap - 1);
+	while (tab[i].from && !(tab[i].from == f && tab[i].to == t && tab[i].grad == g && tab[i].dt == dt))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+static double edge_price(Search *s, const Layout *from, const Layout *to, const Layout *grad, DType dt)
+{
+	if (!from || !to)
+		return cost_edge(s->rc, from, to, grad, dt, s->training);
+	if (2 * (s->nprice + 1) > s->capprice) {
+		size_t cap = s->capprice ? 2 * s->capprice : 1024;
+		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
+		for (size_t i = 0; i < s->capprice; i++)
+			if (s->price[i].from)
+				*edge_price_slot(t, cap, s->price[i].from, s->price[i].to, s->price[i].grad, s->price[i].dt) =
+					s->price[i];
+		s->price = t, s->capprice = cap;
+	}
+	EdgePrice *e = edge_price_slot(s->price, s->capprice, from, to, grad, dt);
+	if (!e->from) {
+		*e = (EdgePrice){from, to, grad, dt, cost_edge(s->rc, from, to, grad, dt, s->training)};
+		s->nprice++;
+	}
+	return e->t;
+}
+
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
 	const Layout *to = search_edge_to(s, e, cv);
-	return s->w_micro * (cost_edge(s->rc, search_edge_from(s, e, cu), to, s->v[e->v].cl->c[cv].grad[e->vi], e->dt,
-	                               s->training) +
+	return s->w_micro * (edge_price(s, search_edge_from(s, e, cu), to, s->v[e->v].cl->c[cv].grad[e->vi], e->dt) +
 	                     stage_transfer(s, e, to));
 }
 
@@ -960,6 +1016,37 @@ static double bucket_wait(Search *s, const int *choice)
 double search_total(Search *s, const int *choice)
 {
 	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + bucket_wait(s, choice);
+}
+
+/* A lower bound of search_total over every choice, without an edge table
+ * (the outer search's first screen, passes/search_fit.c): each vertex's
+ * least work, its computation and parameter gradient reductions. Proof,
+ * term by term of search_total:
+ *  - unary = work + w_micro x (graph inputs' conversions, a partial
+ *    loss's reduction), all >= 0: unary >= work >= the vertex's least;
+ *  - an edge's cost is w_micro x (redistribution + gradient way back g
+ *    + stage transfer), each >= 0, and its correction takes back at most
+ *    that way back (grad_shared: -g; delivered: -g + another >= 0) and
+ *    adds the recomputed conversion (>= 0): edge + correction >= 0;
+ *  - shared_input_conversions takes back one conversion for each later
+ *    reader of a graph input in a layout seen before, the conversion that
+ *    reader's unary holds (the same input layout, the same target);
+ *  - bucket_wait >= 0.
+ * The recompute and memory-limited compilations of the same stages and
+ * micro-batches have the same candidates and work (neither depends on
+ * recompute marks or memory_limit), so it bounds their plans too. */
+double search_floor(const Search *s)
+{
+	double t = 0;
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		double least = INFINITY;
+		for (int c = 0; c < sv->cl->n; c++)
+			if (sv->fixed < 0 || c == sv->fixed)
+				least = fmin(least, sv->work[c]);
+		t += least;
+	}
+	return t;
 }
 
 /* Whether an earlier edge of the same stage holds edge ei's converted

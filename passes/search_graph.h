@@ -58,6 +58,8 @@ typedef struct SVertex {
 	CandList *cl;      /* candidates; a fixed vertex gets a private list */
 	int fixed;         /* index of the user's (or loaded) strategy, -1: free */
 	double *unary;     /* per candidate, seconds per step: compute + gradient aggregation + input redistribution */
+	double *work;      /* per candidate, seconds per step: the unary's computation and gradient
+	                    * reductions, without input conversions (search_floor) */
 	double *mem;       /* per candidate: bytes per device */
 	int *adj;          /* edge indices */
 	int nadj, capadj;
@@ -124,6 +126,12 @@ typedef struct Search {
 	 * (a parameter's gradient reduction) weighs w_step = 1 / P: a device
 	 * reduces its own stage's gradients. Both 1 without micro-batches. */
 	double w_micro, w_step;
+	/* dynamic_programming's plan without a limit, as the memory fit's
+	 * screen of this graph found it: its search_memory and search_total
+	 * (0: unknown) */
+	double hint_mem, hint_step;
+	struct EdgePrice *price; /* search_edge_cost's prices by layouts (passes/search_graph.c) */
+	size_t nprice, capprice;
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting
@@ -148,6 +156,9 @@ double search_cand_param_grad(const Search *s, const Cand *c, int i);
 double search_local_total(Search *s, const int *choice);
 double search_total(Search *s, const int *choice);
 double search_memory(Search *s, const int *choice);
+/* A lower bound of search_total over every choice: the sum of each
+ * vertex's least work (no edge table is built). */
+double search_floor(const Search *s);
 
 /* Shared by the modes' files: the dimensions a strategy chooses freely
  * (matmul: batch..., m, k, n; embedding: the table's and the ids' dims;
@@ -158,7 +169,9 @@ Layout *search_input_layout(Search *s, Value *in, int64_t devices);
 
 /* Stable node names for strategy checkpoints and explain:
  * "<scope>/<op>-<k>" (k counts that op in that scope in program order;
- * "<op>-<k>" at top level). names[i] for g->nodes[i] (NULL: not forward). */
+ * "<op>-<k>" at top level); a node a pass inserted (Annot.inserted_by)
+ * "<scope>/<pass>/<op>-<k>", counted apart, so the model's names do not
+ * depend on the pass. names[i] for g->nodes[i] (NULL: not forward). */
 const char **search_node_names(Arena *a, Graph *g);
 /* Whether the search gives node n a strategy (forward, not a collective). */
 bool search_node_searchable(const Node *n);

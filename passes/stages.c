@@ -88,7 +88,8 @@ static bool annotated_split(Compilation *c, int nstages)
 }
 
 /* A forward node of parameters alone (a penalty's) that no annotation
- * places runs on the earliest chunk that reads it, not on chunk 0: there
+ * places runs on the earliest chunk that reads it, not on chunk 0 (nor
+ * where the cut by cost put it, at its place in the program): there
  * it read a later stage's parameter, whose gradient then went back up the
  * pipeline in the backward pass, against the schedule's order (the
  * runtime stops at that send). A parameter read on another stage than
@@ -97,21 +98,40 @@ static void params_alone_late(Graph *g)
 {
 	bool *alone = ARENA_NEWN(g->arena, bool, g->nvalues);
 	int *first = ARENA_NEWN(g->arena, int, g->nvalues); /* the earliest reader's chunk + 1; 0: none */
+	/* a parameter's readers placed otherwise: the earliest one's chunk +
+	 * 1 (0: none) and the first one's position */
+	int *lo = ARENA_NEWN(g->arena, int, g->nvalues), *pos = ARENA_NEWN(g->arena, int, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
-		if (n->phase != PH_FORWARD || !n->out || n->ann.stage >= 0)
+		if (n->phase != PH_FORWARD || !n->out)
 			continue;
-		bool a = true;
+		bool a = n->ann.stage < 0;
 		for (int j = 0; j < n->nin && a; j++)
 			a = n->in[j]->def ? alone[n->in[j]->id] : n->in[j]->kind != VK_INPUT;
 		alone[n->out->id] = a;
+		for (int j = 0; j < n->nin && !a; j++) {
+			const Value *p = n->in[j];
+			if (p->kind == VK_PARAM && (!lo[p->id] || n->chunk + 1 < lo[p->id]))
+				lo[p->id] = n->chunk + 1;
+			if (p->kind == VK_PARAM && !pos[p->id])
+				pos[p->id] = i + 1;
+		}
 	}
 	for (int i = g->nnodes - 1; i >= 0; i--) {
 		Node *n = g->nodes[i];
 		if (n->phase != PH_FORWARD)
 			continue;
-		if (n->out && alone[n->out->id] && first[n->out->id] > n->chunk + 1)
-			n->chunk = first[n->out->id] - 1;
+		if (n->out && alone[n->out->id] && first[n->out->id] > n->chunk + 1) {
+			/* read before the parameter's other readers, it makes the
+			 * parameter its stage's (propagate): no later than theirs */
+			int c = first[n->out->id] - 1;
+			for (int j = 0; j < n->nin; j++) {
+				const Value *p = n->in[j];
+				if (p->kind == VK_PARAM && lo[p->id] && i + 1 < pos[p->id] && lo[p->id] - 1 < c)
+					c = lo[p->id] - 1;
+			}
+			n->chunk = c > n->chunk ? c : n->chunk;
+		}
 		for (int j = 0; j < n->nin; j++)
 			if (!first[n->in[j]->id] || first[n->in[j]->id] > n->chunk + 1)
 				first[n->in[j]->id] = n->chunk + 1;
@@ -241,10 +261,9 @@ bool pass_stages(Compilation *c)
 		auto_split(g, g->nchunks);
 	else if (!annotated_split(c, nstages))
 		return false;
-	else {
+	else
 		stages_casts_early(g);
-		params_alone_late(g);
-	}
+	params_alone_late(g);
 	propagate(g);
 	stages_tied_grads(g);
 	recomputed_stay_local(g);

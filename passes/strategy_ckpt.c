@@ -66,8 +66,10 @@ static void collect(Compilation *c, Ckpt *k)
 		k->current_stage = (uint32_t)(g->par.global_rank / (g->par.device_num / g->nstages));
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		/* the sharding pass's row_logsumexp is no operator of the model */
-		if (!names[i] || n->op == OP_ROW_LSE)
+		/* the sharding pass's row_logsumexp is no operator of the model,
+		 * nor are micro_loss's scales: a file from a compilation with
+		 * micro-steps loads into one without, and the reverse */
+		if (!names[i] || n->op == OP_ROW_LSE || n->ann.inserted_by)
 			continue;
 		Strategy s = n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(a, n);
 		/* a vocabulary-parallel cross entropy: the model's two inputs

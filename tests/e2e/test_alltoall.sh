@@ -6,7 +6,8 @@
 # and training is exactly as without it and as stand-alone (transformer at
 # 8 ranks). --comm-stats counts the bytes each rank sends (issue 12.17; it
 # used to count the buffer handed to MPI, the same for AllGather and
-# AllToAll): rank 0's bytes per step equal explain's totals, and without
+# AllToAll): rank 0's bytes per step equal explain's totals (rank 0's,
+# which it gives where a Permute's busiest device sends more), and without
 # fusion (mlp, openstate = false) so do the collectives, which no longer
 # count redistributions that only slice locally.
 cd "$(dirname "$0")/../.." || exit 1
@@ -28,8 +29,11 @@ done
 # point-to-point Permute; the transformer's three AllToAll plans are)
 n_false=$(sed -n 's/.* \([0-9.]*\) alltoall, [0-9.]* broadcast, \([0-9.]*\) send.*/\1 + \2/p' "$work/false.stats" | bc)
 n_true=$(sed -n 's/.* \([0-9.]*\) alltoall, [0-9.]* broadcast, \([0-9.]*\) send.*/\1 + \2/p' "$work/true.stats" | bc)
+# rank 0's bytes, which explain gives beside the busiest device's where a
+# Permute's ranks send unequal parts (--comm-stats counts rank 0's)
 bytes() { timeout 120 $NETC explain samples/transformer.net -D enable_alltoall=$1 2>/dev/null |
-	sed -n 's/^totals per device.* collectives, \([0-9]*\) bytes.*/\1/p'; }
+	sed -n 's/^totals per device.* collectives, [0-9]* bytes; rank 0: \([0-9]*\)).*/\1/p; t
+		s/^totals per device.* collectives, \([0-9]*\) bytes.*/\1/p'; }
 b_false=$(bytes false) b_true=$(bytes true)
 if [ "$n_false" = 0 ] && [ "${n_true%%.*}" -gt 0 ] 2>/dev/null && [ "$b_true" -lt "$b_false" ]; then
 	pass=$((pass + 1)); echo "ok   AllToAll and Permute only when enabled ($n_true per step; $b_false -> $b_true bytes per step)"

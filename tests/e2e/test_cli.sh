@@ -120,6 +120,8 @@ G=tests/golden/cli
 golden no_effect_pipeline 0 dump $G/no_effect_pipeline.net --dump-after=sharding
 # MindSpore's deprecated full_batch: applied, with a warning at its value
 golden full_batch 0 check $G/full_batch.net -D full_batch=false
+# full_batch and dataset_strategy overriding each other in the model: said
+golden dataset_twice 0 check $G/dataset_twice.net
 expect "warning: parallel_optimizer_config without enable_parallel_optimizer" 0 \
 	"^<-D>:1:27: warning: parallel_optimizer_config has no effect without enable_parallel_optimizer = true" -- \
 	"$NETC" check samples/mlp.net -D 'parallel_optimizer_config={parallel_optimizer_threshold=0}'
@@ -140,6 +142,14 @@ golden micro_nonlinear 0 check $G/micro_nonlinear.net
 # the batch's rows beside a parameter's (concat along the batch): a mean
 # over them counts the parameter in every micro-step
 golden micro_concat 0 check $G/micro_concat.net
+# examples paired with one another (x y^T), moved off dim 0 (w h^T) or
+# normalised along the batch (softmax on axis 0): said, not summed as exact
+golden micro_pairs 0 check $G/micro_pairs.net
+golden micro_moved 0 check $G/micro_moved.net
+golden micro_softmax 0 check $G/micro_softmax.net
+# a part of the batch (a slice of dim 0, rows gathered by index)
+golden micro_slice 0 check $G/micro_slice.net
+golden micro_gather 0 check $G/micro_gather.net
 # --dump-after and dump with stages or micro-batches auto: the dumped
 # compilation is not the plan chosen, and they say so (before: nothing
 # dumped by explain and build, the placeholder 1 x 1 plan by dump)

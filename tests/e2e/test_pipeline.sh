@@ -117,6 +117,28 @@ for loss in "sum -D MEAN=0.0 -D SUM=0.05" "mean_penalty -D PEN=1.0" "sum_penalty
 	ref $M/sum_loss.net ${lo}_accum --precision f64 -D B=8 "$@" -D grad_accumulation_step=2
 	exact ${lo}_ref ${lo}_accum
 done
+# --infer logs the same sum: a forward-only program's micro-steps add up
+# as a training program's do (before: their mean, 1/4 of a summed loss)
+INF="--infer --precision f64 -D MEAN=0.0 -D SUM=0.05 -D PEN=1.0"
+# shellcheck disable=SC2086
+ref $M/sum_loss.net infer_ref $INF
+# shellcheck disable=SC2086
+timeout $TMO $NETC build $M/sum_loss.net -o "$work/infer_pipe" $INF >"$work/infer_pipe.build" 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/infer_pipe" --steps 6 --seed 7 --log "$work/infer_pipe.csv" \
+		--save "$work/infer_pipe.st" --quiet >"$work/infer_pipe.run" 2>&1
+exact infer_ref infer_pipe
+# a penalty written before the layers it reads (pen_first.net)
+ref $M/pen_first.net pen_first_ref --precision f64
+timeout $TMO $NETC build $M/pen_first.net -o "$work/pen_first" --precision f64 >"$work/pen_first.build" 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/pen_first" --steps 6 --seed 7 --log "$work/pen_first.csv" \
+		--save "$work/pen_first.st" --quiet >"$work/pen_first.run" 2>&1
+exact pen_first_ref pen_first
+# the same without stage annotations: the cut by cost (pen_first_auto.net)
+ref $M/pen_first_auto.net pen_auto_ref --precision f64
+timeout $TMO $NETC build $M/pen_first_auto.net -o "$work/pen_auto" --precision f64 >"$work/pen_auto.build" 2>&1 &&
+	timeout $TMO tests/e2e/mpirun.sh -np 2 "$work/pen_auto" --steps 6 --seed 7 --log "$work/pen_auto.csv" \
+		--save "$work/pen_auto.st" --quiet >"$work/pen_auto.run" 2>&1
+exact pen_auto_ref pen_auto
 
 # a weight read on any stage, in f64 to 1e-12 against stand-alone: the
 # owner (its first reader's stage) sends it to the other readers each step

@@ -138,6 +138,25 @@ echo "4 layers under 4.5 MB, stages and micro-batches auto: chosen '$chosen' ($c
 [ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
 	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
 	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
+# The floor (passes/search_graph.c: each operator's least computation and
+# gradient reductions) leaves out the screen of a candidate it cuts: on a
+# machine where computation is nearly all (1e9 FLOP/s, 1 ns latency) the
+# bubble of 2 and 4 stages costs more than 1 stage's step by the floors
+# alone, and each candidate left out, compiled alone, is no better than
+# the chosen one. Before: every candidate screened.
+FAST="--cost flops=1e9,latency=1e-9 --memory-limit 0 $S16"
+"$NETC" explain $FAST -D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net \
+	>"$work/floor.txt" 2>&1
+chosen=$(sed -n 's/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) .*  \([0-9.e+-]*\)  <- chosen$/\1 \2 \3/p' "$work/floor.txt")
+cut=$(sed -n 's/^ *\([0-9][0-9]*\) *\([0-9][0-9]*\) .*(not searched: its operators alone)$/\1:\2/p' "$work/floor.txt")
+worse=0
+for pm in $cut; do
+	obj=$("$NETC" explain $FAST -D pipeline_stages=${pm%:*} -D train.micro_size=${pm#*:} \
+		tests/models/transformer_plain.net 2>/dev/null | sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p')
+	awk -v a="$obj" -v b="${chosen##* }" 'BEGIN { exit !(a > 0 && a >= b) }' || worse=$((worse + 1))
+done
+[ "${chosen% *}" = "1 16" ] && [ "$(echo $cut | wc -w)" -eq 5 ] && [ $worse -eq 0 ] && ok ||
+	bad "floors: chosen '$chosen', not searched '$cut', $worse of them better compiled alone"
 # nothing fits 1 MB: the outer search says so, after every candidate
 if limited 1M "$S16 -D pipeline_stages=auto tests/models/transformer_plain.net" "$work/auto1.txt"; then
 	bad "4 layers under 1 MB, stages auto: a plan fits"

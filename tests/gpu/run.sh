@@ -362,6 +362,10 @@ SL="$P/sum_loss.net -D MEAN=0.0 -D SUM=0.05 -D PEN=1.0"
 build sl.ref $SL -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --target cuda &&
 	run sl.ref 1 sl.ref --steps 5
 mpar "summed loss + penalty, 2 stages x 4 micro-batches @2" sl.ref 2 $SL
+# the same forward only (--infer): the micro-steps' losses summed too
+build sli.ref $SL -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --infer --target cuda &&
+	run sli.ref 1 sli.ref --steps 5
+mpar "summed loss + penalty --infer, 2 stages x 4 micro-batches @2" sli.ref 2 $SL --infer
 # weights read on any stage (tied3.net: one owned by stage 0 and read on
 # stage 2, one owned by stage 2 and read on stage 0): each reading stage's
 # part of the gradient summed over the micro-batches and sent to the

@@ -28,7 +28,7 @@ static void compile_done(Compilation *c)
 }
 
 /* The optimizer update of the parameter named `param`, or NULL. */
-static const Node *update_of(const Graph *g, const char *param)
+static __attribute__((unused)) const Node *update_of(const Graph *g, const char *param)
 {
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];

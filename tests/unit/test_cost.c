@@ -346,3 +346,23 @@ Test(cost, shared_prices_follow_the_device_matrix)
 	}
 	cr_expect_neq(price[0], price[1], "the two grids' plans cost alike: the test shows nothing");
 }
+
+/* A gradient collective in a fusion bucket that another's wait covers
+ * (GRAD_BUCKET) pays the call's time less the wait for the other ranks
+ * (collective_overhead). A group of one makes no call, so there is no
+ * wait to take off: its price is 0, not -collective_overhead (it was,
+ * and a search summing prices took it for a saving). */
+Test(cost, grad_bucket_never_negative)
+{
+	Machine m;
+	machine_defaults(&m);
+	m.coll_overhead = 1e-4;
+	for (GradCall call = GRAD_CALL; call <= GRAD_IN_BUCKET; call++)
+		cr_expect_eq(cost_grad_coll(&m, RS_ALLREDUCE, 0, 1, 1, call), 0, "group of 1, call %d", call);
+	/* a tiny bucket of two: the latency of its rounds and its bytes */
+	double waited = cost_grad_coll(&m, RS_ALLREDUCE, 8, 2, 2, GRAD_BUCKET_WAITED);
+	double alone = cost_grad_coll(&m, RS_ALLREDUCE, 8, 2, 2, GRAD_BUCKET);
+	cr_expect_gt(alone, 0);
+	cr_expect(fabs(waited - alone - m.coll_overhead) < 1e-15, "waited %g, not waited %g", waited, alone);
+	cr_expect_geq(cost_grad_coll(&m, RS_ALLREDUCE, 8, 2, 2, GRAD_IN_BUCKET), 0);
+}

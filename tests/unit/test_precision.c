@@ -308,3 +308,51 @@ Test(precision, narrow_attention)
 	}
 	unlink(path);
 }
+
+/* A move of v to `to` (with its plan) appended to g. */
+static Node *move_to(Graph *g, Value *v, Layout *to)
+{
+	Node *r = graph_node(g, OP_REDISTRIBUTE, &v, 1, v->loc);
+	r->attr.plan = redist_plan(g->arena, v->layout, to, v->dtype, g->par.enable_alltoall);
+	cr_assert(r->attr.plan);
+	r->attr.steps = redist_describe(g->arena, r->attr.plan);
+	r->out->shape = v->shape;
+	r->out->layout = to;
+	return r;
+}
+
+/* join_moves merges two moves of a narrow value where one plan moves
+ * fewer bytes over all ranks. A bf16 [8, 8] on a 2 x 2 grid, columns over
+ * axis 1, sliced to rows over 0 as well (no bytes), then permuted to
+ * columns over axis 0: rank 0 sends nothing in the first move and 32
+ * bytes in the second, but 64 in the joined Permute, which moves 128
+ * bytes in all against the pair's 192 (ranks (0, 1) and (1, 0) swap
+ * halves). Deciding by rank 0's bytes kept the pair. */
+Test(precision, join_moves_counts_every_rank)
+{
+	Compilation c;
+	compilation_init(&c);
+	Graph *g = c.g = graph_new(&c.arena);
+	g->par.enable_alltoall = true;
+	Shape full = {.rank = 2, .d = {8, 8}};
+	const int64_t dev[2] = {2, 2};
+	const int cols1[MAX_RANK] = {-1, 1, -1, -1}, both[MAX_RANK] = {0, 1, -1, -1}, cols0[MAX_RANK] = {-1, 0, -1, -1};
+	Value *x = graph_value(g, VK_INPUT, "x", DT_BF16, full, (Loc){0});
+	x->layout = layout_make(g->arena, &full, 2, dev, cols1, 0, 4);
+	Node *r1 = move_to(g, x, layout_make(g->arena, &full, 2, dev, both, 0, 4));
+	Node *r2 = move_to(g, r1->out, layout_make(g->arena, &full, 2, dev, cols0, 0, 4));
+	Node *y = graph_node(g, OP_RELU, &r2->out, 1, x->loc);
+	y->out->shape = full;
+	y->out->layout = r2->out->layout;
+	cr_assert_eq(r1->attr.plan->send_bytes + r2->attr.plan->send_bytes, 32);
+	cr_assert_eq(r1->attr.plan->total_bytes + r2->attr.plan->total_bytes, 192);
+	cr_assert(pass_precision_late(&c));
+	int moves = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		moves += g->nodes[i]->op == OP_REDISTRIBUTE;
+	cr_expect_eq(moves, 1, "%d moves", moves);
+	cr_expect_eq(y->in[0]->def->in[0], x, "relu reads %s", y->in[0]->def->in[0]->name);
+	cr_expect_eq(y->in[0]->def->attr.plan->total_bytes, 128);
+	cr_expect_eq(y->in[0]->def->attr.plan->send_bytes, 64); /* rank 0's: more than the pair's 32 */
+	compilation_free(&c);
+}
