@@ -138,6 +138,14 @@ echo "4 layers under 4.5 MB, stages and micro-batches auto: chosen '$chosen' ($c
 [ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
 	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
 	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
+# The memory floor (passes/search.c, search_mem_floor: the forward values
+# the backward pass reads, over a stage's devices, times its slots) is
+# over 4.5 MB for 1 x 1, 2 x 2, 2 x 4 and 4 x 4: their fits compile no
+# plan without recompute (7.6 to 15.4 MB each, before) and go straight
+# to the recompute retry; the chosen plan is the same (above). Before:
+# compiled, "(does not fit)".
+[ "$(grep -c '(does not fit; without recompute, at least [0-9.e+]* bytes: not compiled)$' "$work/auto.txt")" -eq 4 ] &&
+	ok || bad "memory floor under 4.5 MB: $(grep -c 'without recompute, at least' "$work/auto.txt") fits left out, not 4"
 # The floor (passes/search_graph.c: each operator's least computation and
 # gradient reductions) leaves out the screen of a candidate it cuts: on a
 # machine where computation is nearly all (1e9 FLOP/s, 1 ns latency) the
