@@ -291,6 +291,7 @@ typedef struct Outcome {
 	double step;           /* the search's objective of that plan, seconds per step */
 	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
 	double floor;          /* > 0: no plan without recompute compiled, this memory floor being over the limit */
+	double rc_floor;       /* > 0: nor with recompute, this floor of the recomputed graph being over */
 } Outcome;
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
@@ -350,6 +351,8 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
 		        L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, L.marked);
 	o->tried = tried;
+	if (tried && !compiled && c->search_mem_stopped) /* rc.mem_stop: the recomputed graph's floor is over too */
+		o->rc_floor = c->search_mem_floor;
 	if (!tried || !compiled)
 		return;
 	int r = fit_loop(c, f, &rc, limit, &b, &L);
@@ -500,6 +503,31 @@ int search_fit_pick(const double *key, const bool *done, int n)
 	return i;
 }
 
+/* No plan compiled, every fit left out by memory floors (its own and,
+ * where recompute was tried, the recomputed graph's): the error says the
+ * least of them; false where some candidate has none. */
+static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const bool *full, int n, double limit,
+                    const char *what)
+{
+	int k = -1;
+	double least = INFINITY;
+	for (int i = 0; i < n; i++) {
+		double fl = outs[i].tried ? outs[i].rc_floor : outs[i].floor;
+		if (full[i] && fl > 0 && fl < least)
+			least = fl, k = i;
+		else if (full[i] && !(fl > 0))
+			return false;
+	}
+	if (k < 0)
+		return false;
+	diag_error(&c->diag, loc_none(),
+	           "no plan fits memory_limit = %.6g bytes per device as compiled%s: none compiled, every candidate's "
+	           "memory floor being over it (the least, pipeline_stages = %" PRId64 " and micro_size = %" PRId64
+	           ", %.6g bytes per device: the forward values its backward pass reads, over a stage's devices)",
+	           limit, what, tries[k].stages, tries[k].micro, least);
+	return true;
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto), best
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
@@ -581,9 +609,9 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		Try t = tries[i];
 		t.mem_stop = limit; /* stopped before its search where its memory floor is over */
 		if (compile_try(c, f, &t, 1, false, &L))
-			fit_choice(c, f, tries[i], limit, cut, 0, &outs[i]);
+			fit_choice(c, f, t, limit, cut, 0, &outs[i]);
 		else if (c->search_mem_stopped) /* no plan without recompute fits: straight to the retry */
-			fit_choice(c, f, tries[i], limit, cut, c->search_mem_floor, &outs[i]);
+			fit_choice(c, f, t, limit, cut, c->search_mem_floor, &outs[i]);
 		else
 			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
 		lines[i] = c->fit_note;
@@ -614,10 +642,13 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	note(c, line);
 	note(c, "  stages  micro-batches  without a limit  recompute  bytes per device  search objective (s per step)\n");
 	for (int i = 0; i < n; i++) {
-		char cut[160] = "", fl[80] = "";
+		char cut[224] = "", fl[80] = "";
 		if (full[i] && outs[i].floor > 0) /* the plain fit left out by the memory floor */
 			snprintf(fl, sizeof fl, "; without recompute, at least %.4g bytes: not compiled", outs[i].floor);
-		if (full[i] && outs[i].rc_bound > 0)
+		if (full[i] && outs[i].rc_floor > 0)
+			snprintf(cut, sizeof cut, "  (does not fit%s; recomputed, at least %.4g bytes: not compiled)", fl,
+			         outs[i].rc_floor);
+		else if (full[i] && outs[i].rc_bound > 0)
 			snprintf(cut, sizeof cut, "  (does not fit%s; recomputed, at least %.4g s: not compiled)", fl,
 			         outs[i].rc_bound);
 		else if (full[i] && outs[i].status != FIT_OK && fl[0])
@@ -657,9 +688,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				tried |= outs[i].tried;
 			}
 		least.plans = plans;
-		no_plan(c, mode, limit, &least, tried ? ", at any stage and micro-batch count tried, with the repeated "
-		                                        "layers recomputed or not"
-		                                      : ", at any stage and micro-batch count tried");
+		const char *what = tried ? ", at any stage and micro-batch count tried, with the repeated layers "
+		                           "recomputed or not"
+		                         : ", at any stage and micro-batch count tried";
+		if (least.bytes < 0 && floored(c, tries, outs, full, n, limit, what))
+			return false;
+		no_plan(c, mode, limit, &least, what);
 		return false;
 	}
 	/* the chosen fit's compilation, kept (it used to be compiled again,
