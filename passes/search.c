@@ -227,10 +227,6 @@ double search_mem_floor(const Graph *g, Arena *a, bool training)
 	for (int i = 0; i < g->nnodes; i++)
 		if (g->nodes[i]->ann.target_cpu)
 			return 0;
-	const int *slots = NULL;
-	if (g->nstages > 1 || g->nmicro > 1)
-		slots = schedule_build(a, P, g->nchunks > 0 ? g->nchunks : 1, g->nmicro > 0 ? g->nmicro : 1,
-		                       g->par.pipeline_scheduler, training)->nslots;
 	int *done = ARENA_NEWN(a, int, P); /* each stage's last forward node */
 	double *held = ARENA_NEWN(a, double, P);
 	bool *seen = ARENA_NEWN(a, bool, g->nvalues + 1);
@@ -257,6 +253,15 @@ double search_mem_floor(const Graph *g, Arena *a, bool training)
 			held[st] += (double)((numel + devices - 1) / devices) * (v->dtype == DT_F32 ? 4 : dtype_size(v->dtype));
 		}
 	}
+	double most = 0;
+	for (int s = 0; s < P; s++)
+		most = fmax(most, held[s]);
+	if (most == 0) /* no backward pass yet (the outer search's floors and screens): no schedule to build */
+		return 0;
+	const int *slots = NULL;
+	if (g->nstages > 1 || g->nmicro > 1)
+		slots = schedule_build(a, P, g->nchunks > 0 ? g->nchunks : 1, g->nmicro > 0 ? g->nmicro : 1,
+		                       g->par.pipeline_scheduler, training)->nslots;
 	double floor = 0;
 	for (int s = 0; s < P; s++)
 		floor = fmax(floor, (slots ? slots[s] : 1) * held[s]);
