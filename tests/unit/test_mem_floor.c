@@ -41,8 +41,9 @@ Test(mem_floor, one_relu_by_hand)
 }
 
 /* Every plan the searches find, at 1, 2 and 4 stages and 1 to 16
- * micro-batches, with recomputed layers too: floor <= compiled bytes,
- * and the floor is not 0 (it counts something). */
+ * micro-batches, 1F1B and gpipe (all micro-batches in flight), with
+ * recomputed layers too: floor <= compiled bytes, and the floor is not
+ * 0 (it counts something). */
 Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 {
 	static const char *const models[][2] = {
@@ -50,6 +51,7 @@ Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 	    {"tests/e2e/models/stack_after_single.net", ""},
 	    {"tests/e2e/models/stack_nested.net", ""},
 	    {"tests/models/stack_recompute.net", ""},
+	    {"tests/models/transformer_plain.net", "B=16,T=8,D=32,H=4,V=64,L=4,pipeline_config={pipeline_scheduler=\"gpipe\"}"},
 	};
 	static const int pm[][2] = {{1, 1}, {1, 4}, {2, 2}, {2, 8}, {4, 4}, {4, 16}};
 	static const char *const modes[] = {"dynamic_programming", "recursive_programming"};
@@ -59,19 +61,19 @@ Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 		for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++)
 			for (size_t s = 0; s < 2; s++)
 				for (size_t d = 0; d < 2; d++) {
-					char defs[16][48];
+					char defs[16][80];
 					const char *dp[16];
 					int n = 0;
-					snprintf(defs[n++], 48, "pipeline_stages=%d", pm[k][0]);
-					snprintf(defs[n++], 48, "train.micro_size=%d", pm[k][1]);
-					snprintf(defs[n++], 48, "search_mode=%s", modes[s]);
-					snprintf(defs[n++], 48, "device_num=%s", devices[d]);
-					snprintf(defs[n++], 48, "parallel_mode=auto_parallel");
-					snprintf(defs[n++], 48, "dataset_strategy=full_batch");
-					char consts[64];
+					snprintf(defs[n++], 80, "pipeline_stages=%d", pm[k][0]);
+					snprintf(defs[n++], 80, "train.micro_size=%d", pm[k][1]);
+					snprintf(defs[n++], 80, "search_mode=%s", modes[s]);
+					snprintf(defs[n++], 80, "device_num=%s", devices[d]);
+					snprintf(defs[n++], 80, "parallel_mode=auto_parallel");
+					snprintf(defs[n++], 80, "dataset_strategy=full_batch");
+					char consts[160];
 					snprintf(consts, sizeof consts, "%s", models[m][1]);
 					for (char *t = strtok(consts, ","); t && n < 16; t = strtok(NULL, ","))
-						snprintf(defs[n++], 48, "%s", t);
+						snprintf(defs[n++], 80, "%s", t);
 					for (int i = 0; i < n; i++)
 						dp[i] = defs[i];
 					int64_t planned;
@@ -81,7 +83,7 @@ Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 					          pm[k][1], modes[s], devices[d], floor, (long long)planned);
 					checked++;
 				}
-	cr_expect_eq(checked, 96);
+	cr_expect_eq(checked, 120);
 }
 
 Test(mem_floor, hopeless_only_over_the_limit)
