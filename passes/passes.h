@@ -75,6 +75,15 @@ typedef struct Compilation {
 	 * there (compile_passes returns false without an error) */
 	bool search_floor_only;
 	double search_floor;
+	/* the search pass's memory floor (search_mem_floor in search.h):
+	 * bytes per device that every compiled plan of this graph holds on
+	 * its fullest stage (0: none known: no backward pass yet, or no
+	 * search ran); where it is over search_mem_stop (> 0), the search
+	 * pass sets search_mem_stopped and stops the passes, without an
+	 * error (the outer search's fit then compiles no plan without
+	 * recompute, passes/search_fit.c) */
+	double search_mem_floor, search_mem_stop;
+	bool search_mem_stopped;
 	/* the memory fit's hint (passes/search_fit.c): the search_mem and
 	 * search_step of this graph's plan without a limit, from its screen;
 	 * 0: unknown */

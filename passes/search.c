@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schedule.h"
 #include "strategy_ckpt.h"
 
 /* ---- data parallel as a floor --------------------------------------------------- */
@@ -194,6 +195,81 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	return true;
 }
 
+/* The memory floor: what the fit (search_fit.c) compares with
+ * memory_limit is the compiled program's largest stage total
+ * (netc_planned_bytes), which is at least that stage's workspace:
+ * nslots[st] slots of memplan's per-micro-batch peak with stages
+ * (plan_stage, codegen's emit_sched_alloc), the peak itself without
+ * (plan_all). A first-fit peak is at least the bytes live at any one
+ * node, their blocks being disjoint: a value passes its bytes to another
+ * (memplan's in_place) only where it dies. Take the node after which a
+ * stage's forward pass is done: every forward value of the stage that a
+ * backward node of the stage reads later is live there, in the slot's
+ * region (read by another pass: memplan's `multi`). The passes after
+ * the search keep each such value, or a converted copy of its whole
+ * shape, until its backward reader (the fused classifier's logits: the
+ * gradient of their bytes that it writes over them in the forward pass);
+ * recomputed values are made in the backward pass and not counted. Its
+ * slice, under any layout of the stage's devices, holds at least
+ * numel / (device_num / stages) elements (a layout splits dims by at
+ * most its devices in all; a pending sum keeps the whole), at 4 bytes
+ * or more per f32 element (f64 builds 8) and dtype_size otherwise. So
+ * the floor, max over stages of slots x that sum, is at most the
+ * compiled bytes of every plan of g, with any strategies. Host tables'
+ * products are left to placement (after the search): none is bounded
+ * where a lookup runs on the host. */
+double search_mem_floor(const Graph *g, Arena *a, bool training)
+{
+	int P = g->nstages > 1 ? g->nstages : 1;
+	int64_t devices = g->par.device_num / P;
+	if (!training || devices < 1)
+		return 0;
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->ann.target_cpu)
+			return 0;
+	int *done = ARENA_NEWN(a, int, P); /* each stage's last forward node */
+	double *held = ARENA_NEWN(a, double, P);
+	bool *seen = ARENA_NEWN(a, bool, g->nvalues + 1);
+	for (int s = 0; s < P; s++)
+		done[s] = -1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		int st = P > 1 ? n->ann.stage : 0;
+		if (n->phase == PH_FORWARD && st >= 0 && st < P)
+			done[st] = i;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		int st = P > 1 ? n->ann.stage : 0;
+		if (n->phase != PH_BACKWARD || st < 0 || st >= P || i <= done[st])
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			if (v->kind != VK_NODE || !v->def || v->def->phase != PH_FORWARD || v->host || seen[v->id] ||
+			    (P > 1 ? v->def->ann.stage : 0) != st)
+				continue;
+			seen[v->id] = true;
+			int64_t numel = shape_numel(&v->shape);
+			held[st] += (double)((numel + devices - 1) / devices) * (v->dtype == DT_F32 ? 4 : dtype_size(v->dtype));
+		}
+	}
+	double most = 0;
+	for (int s = 0; s < P; s++)
+		most = fmax(most, held[s]);
+	if (most == 0) /* no backward pass yet (the outer search's floors and screens): no schedule to build */
+		return 0;
+	const int *slots = NULL;
+	if (g->nstages > 1 || g->nmicro > 1)
+		slots = schedule_build(a, P, g->nchunks > 0 ? g->nchunks : 1, g->nmicro > 0 ? g->nmicro : 1,
+		                       g->par.pipeline_scheduler, training)->nslots;
+	double floor = 0;
+	for (int s = 0; s < P; s++)
+		floor = fmax(floor, (slots ? slots[s] : 1) * held[s]);
+	return floor;
+}
+
+bool search_mem_hopeless(double floor, double limit) { return limit > 0 && floor > limit; }
+
 /* With a topology the search runs in both device orders (issue 28.3: it
  * assumed blocks, so which mesh axis sat inside a node was never
  * weighed) and keeps the plan whose objective is lower; explain then
@@ -220,6 +296,10 @@ bool search_run(Compilation *c)
 {
 	Graph *g = c->g;
 	int *choice = NULL, *rr = NULL;
+	c->search_mem_floor = search_mem_floor(g, &c->arena, is_training(c));
+	c->search_mem_stopped = c->search_mem_stop > 0 && search_mem_hopeless(c->search_mem_floor, c->search_mem_stop);
+	if (c->search_mem_stopped) /* the compilation stops here, without an error */
+		return false;
 	if (c->search_floor_only) { /* the compilation stops here, without an error */
 		floor_only(c);
 		return false;

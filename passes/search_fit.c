@@ -18,6 +18,8 @@ typedef struct Try {
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
 	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
+	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
+	                        * (search_mem_hopeless, search.h): no plan of it fits */
 	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
@@ -154,6 +156,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
 	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
+	c->search_mem_stop = t->screen || t->floor ? 0 : t->mem_stop;
 	c->fit_follows = true;
 	c->fit_note = note;
 	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
@@ -287,6 +290,8 @@ typedef struct Outcome {
 	double est;            /* the search's estimate of that plan */
 	double step;           /* the search's objective of that plan, seconds per step */
 	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
+	double floor;          /* > 0: no plan without recompute compiled, this memory floor being over the limit */
+	double rc_floor;       /* > 0: nor with recompute, this floor of the recomputed graph being over */
 } Outcome;
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
@@ -297,19 +302,31 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * for GPT-3); recompute's step is then paid for the memory. cut (< 0:
  * none): the outer search's best step so far: the recompute fit is first
  * screened (compiled up to the strategies, without a limit) and left out
- * where that bound is cut (search_fit_cut). */
-static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, Outcome *o)
+ * where that bound is cut (search_fit_cut). floor > 0: the memory floor
+ * of t's graph without recompute (search_mem_floor) is over the limit
+ * (search_mem_hopeless, search.h): no plan without recompute is
+ * compiled (c holds none), the recompute retry follows at once. */
+static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, double floor, Outcome *o)
 {
 	Fit a = {.least = -1}, b = {.least = -1};
 	Layers L = {0};
-	SearchMode mode = c->g->par.search_mode;
+	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
 	memset(o, 0, sizeof *o);
 	t.recompute = false;
-	o->status = fit_loop(c, f, &t, limit, &a, &L);
-	o->plans = a.plans;
-	o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
-	if (o->status != FIT_NONE)
-		return;
+	if (floor > 0) {
+		o->status = FIT_NONE, o->bytes = -1, o->floor = floor, a.least_step = NAN;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
+			        "recompute every plan holds at least %.6g bytes per device (its memory floor), over "
+			        "memory_limit = %.6g: not compiled\n", search_mode_name(mode), t.stages, t.micro, floor, limit);
+	} else {
+		o->status = fit_loop(c, f, &t, limit, &a, &L);
+		o->plans = a.plans;
+		o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
+		if (o->status != FIT_NONE)
+			return;
+		mode = c->g->par.search_mode;
+	}
 	o->step = a.least_step;
 	Try rc = t;
 	rc.recompute = true;
@@ -334,12 +351,14 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
 		        L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, L.marked);
 	o->tried = tried;
+	if (tried && !compiled && c->search_mem_stopped) /* rc.mem_stop: the recomputed graph's floor is over too */
+		o->rc_floor = c->search_mem_floor;
 	if (!tried || !compiled)
 		return;
 	int r = fit_loop(c, f, &rc, limit, &b, &L);
 	o->plans += b.plans;
 	if (r == FIT_NONE) {
-		if (b.least > 0 && b.least < o->bytes)
+		if (b.least > 0 && (o->bytes < 0 || b.least < o->bytes))
 			o->bytes = b.least, o->est = b.least_est, o->step = b.least_step;
 		return;
 	}
@@ -347,15 +366,24 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 	if (r != FIT_OK)
 		return;
 	char line[640], h[4][32];
-	snprintf(line, sizeof line,
-	         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
-	         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s: "
-	         "saves %s against the least plan without recompute (%s); the step %+.3g s (search "
-	         "objective %.4g s against %.4g s)\n",
-	         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
-	         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)(a.least - b.planned), h[2], sizeof h[2]),
-	         human_bytes((double)a.least, h[3], sizeof h[3]), c->search_step - a.least_step, c->search_step,
-	         a.least_step);
+	if (a.least < 0) /* the plain fit left out by its floor */
+		snprintf(line, sizeof line,
+		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s; "
+		         "without recompute every plan holds at least %s (its memory floor; none compiled); search "
+		         "objective %.4g s\n",
+		         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+		         human_bytes(limit, h[1], sizeof h[1]), human_bytes(floor, h[2], sizeof h[2]), c->search_step);
+	else
+		snprintf(line, sizeof line,
+		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s: "
+		         "saves %s against the least plan without recompute (%s); the step %+.3g s (search "
+		         "objective %.4g s against %.4g s)\n",
+		         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+		         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)(a.least - b.planned), h[2], sizeof h[2]),
+		         human_bytes((double)a.least, h[3], sizeof h[3]), c->search_step - a.least_step, c->search_step,
+		         a.least_step);
 	o->bytes = b.planned, o->step = c->search_step;
 	note(c, line);
 	if (c->verbose)
@@ -475,6 +503,31 @@ int search_fit_pick(const double *key, const bool *done, int n)
 	return i;
 }
 
+/* No plan compiled, every fit left out by memory floors (its own and,
+ * where recompute was tried, the recomputed graph's): the error says the
+ * least of them; false where some candidate has none. */
+static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const bool *full, int n, double limit,
+                    const char *what)
+{
+	int k = -1;
+	double least = INFINITY;
+	for (int i = 0; i < n; i++) {
+		double fl = outs[i].tried ? outs[i].rc_floor : outs[i].floor;
+		if (full[i] && fl > 0 && fl < least)
+			least = fl, k = i;
+		else if (full[i] && !(fl > 0))
+			return false;
+	}
+	if (k < 0)
+		return false;
+	diag_error(&c->diag, loc_none(),
+	           "no plan fits memory_limit = %.6g bytes per device as compiled%s: none compiled, every candidate's "
+	           "memory floor being over it (the least, pipeline_stages = %" PRId64 " and micro_size = %" PRId64
+	           ", %.6g bytes per device: the forward values its backward pass reads, over a stage's devices)",
+	           limit, what, tries[k].stages, tries[k].micro, least);
+	return true;
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto), best
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
@@ -552,10 +605,15 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		full[i] = true, fits++;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
 		c->fit_note = NULL;
-		if (!compile_try(c, f, &tries[i], 1, false, &L))
-			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
+		double cut = best >= 0 ? outs[best].step : -1;
+		Try t = tries[i];
+		t.mem_stop = limit; /* stopped before its search where its memory floor is over */
+		if (compile_try(c, f, &t, 1, false, &L))
+			fit_choice(c, f, t, limit, cut, 0, &outs[i]);
+		else if (c->search_mem_stopped) /* no plan without recompute fits: straight to the retry */
+			fit_choice(c, f, t, limit, cut, c->search_mem_floor, &outs[i]);
 		else
-			fit_choice(c, f, tries[i], limit, best >= 0 ? outs[best].step : -1, &outs[i]);
+			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
@@ -584,10 +642,21 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	note(c, line);
 	note(c, "  stages  micro-batches  without a limit  recompute  bytes per device  search objective (s per step)\n");
 	for (int i = 0; i < n; i++) {
-		char cut[96] = "";
-		if (full[i] && outs[i].rc_bound > 0)
-			snprintf(cut, sizeof cut, "  (does not fit; recomputed, at least %.4g s: not compiled)", outs[i].rc_bound);
-		if (full[i])
+		char cut[224] = "", fl[80] = "";
+		if (full[i] && outs[i].floor > 0) /* the plain fit left out by the memory floor */
+			snprintf(fl, sizeof fl, "; without recompute, at least %.4g bytes: not compiled", outs[i].floor);
+		if (full[i] && outs[i].rc_floor > 0)
+			snprintf(cut, sizeof cut, "  (does not fit%s; recomputed, at least %.4g bytes: not compiled)", fl,
+			         outs[i].rc_floor);
+		else if (full[i] && outs[i].rc_bound > 0)
+			snprintf(cut, sizeof cut, "  (does not fit%s; recomputed, at least %.4g s: not compiled)", fl,
+			         outs[i].rc_bound);
+		else if (full[i] && outs[i].status != FIT_OK && fl[0])
+			snprintf(cut, sizeof cut, "  (does not fit%s)", fl);
+		if (full[i] && outs[i].bytes < 0 && fl[0]) /* nothing compiled at all */
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 -%s\n",
+			         tries[i].stages, tries[i].micro, bound[i], cut);
+		else if (full[i])
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  %-9s  %16" PRId64 "  %.4g%s\n",
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
 			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
@@ -619,9 +688,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				tried |= outs[i].tried;
 			}
 		least.plans = plans;
-		no_plan(c, mode, limit, &least, tried ? ", at any stage and micro-batch count tried, with the repeated "
-		                                        "layers recomputed or not"
-		                                      : ", at any stage and micro-batch count tried");
+		const char *what = tried ? ", at any stage and micro-batch count tried, with the repeated layers "
+		                           "recomputed or not"
+		                         : ", at any stage and micro-batch count tried";
+		if (least.bytes < 0 && floored(c, tries, outs, full, n, limit, what))
+			return false;
+		no_plan(c, mode, limit, &least, what);
 		return false;
 	}
 	/* the chosen fit's compilation, kept (it used to be compiled again,
@@ -656,7 +728,7 @@ bool search_fit_memory(Compilation *c, const MemoryFit *f)
 	SearchMode mode = c->g->par.search_mode;
 	Outcome o;
 	Try t = {0};
-	fit_choice(c, f, t, limit, -1, &o);
+	fit_choice(c, f, t, limit, -1, 0, &o);
 	if (o.status != FIT_NONE)
 		return true;
 	no_plan(c, mode, limit, &o, o.tried ? ", with the repeated layers recomputed or not" : "");

@@ -138,6 +138,14 @@ echo "4 layers under 4.5 MB, stages and micro-batches auto: chosen '$chosen' ($c
 [ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
 	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
 	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
+# The memory floor (passes/search.c, search_mem_floor: the forward values
+# the backward pass reads, over a stage's devices, times its slots) is
+# over 4.5 MB for 1 x 1, 2 x 2, 2 x 4 and 4 x 4: their fits compile no
+# plan without recompute (7.6 to 15.4 MB each, before) and go straight
+# to the recompute retry; the chosen plan is the same (above). Before:
+# compiled, "(does not fit)".
+[ "$(grep -c '(does not fit; without recompute, at least [0-9.e+]* bytes: not compiled)$' "$work/auto.txt")" -eq 4 ] &&
+	ok || bad "memory floor under 4.5 MB: $(grep -c 'without recompute, at least' "$work/auto.txt") fits left out, not 4"
 # The floor (passes/search_graph.c: each operator's least computation and
 # gradient reductions) leaves out the screen of a candidate it cuts: on a
 # machine where computation is nearly all (1e9 FLOP/s, 1 ns latency) the
@@ -158,12 +166,19 @@ done
 [ "${chosen% *}" = "1 16" ] && [ "$(echo $cut | wc -w)" -eq 5 ] && [ $worse -eq 0 ] && ok ||
 	bad "floors: chosen '$chosen', not searched '$cut', $worse of them better compiled alone"
 # nothing fits 1 MB: the outer search says so, after every candidate
-if limited 1M "$S16 -D pipeline_stages=auto tests/models/transformer_plain.net" "$work/auto1.txt"; then
+if limited 1M "-v $S16 -D pipeline_stages=auto tests/models/transformer_plain.net" "$work/auto1.txt"; then
 	bad "4 layers under 1 MB, stages auto: a plan fits"
 else
-	grep -q '^netc: error: no plan fits memory_limit = 1e+06 bytes per device as compiled, at any stage and micro-batch count tried, with the repeated layers recomputed or not: the least of the [0-9]* plans dynamic_programming found needs' \
+	grep -q '^netc: error: no plan fits memory_limit = 1e+06 bytes per device as compiled, at any stage and micro-batch count tried, with the repeated layers recomputed or not: \(the least of the [0-9]* plans dynamic_programming found needs\|none compiled, every candidate.s memory floor being over it\)' \
 		"$work/auto1.txt" && ok || bad "4 layers under 1 MB, stages auto: $(grep error "$work/auto1.txt")"
 fi
+# and there the memory floors, without and with recompute (3.4-9.4 MB),
+# leave out every fit (-v prints the table): none is compiled, and the
+# error gives the least floor. Before: 1, 2 and 4 stages compiled, each
+# without and with recompute.
+n=$(grep -c '^ .*(does not fit; without recompute, at least [0-9.e+]* bytes: not compiled; recomputed, at least [0-9.e+]* bytes: not compiled)$' "$work/auto1.txt")
+[ "$n" -eq 3 ] && ok || bad "4 layers under 1 MB: $n fits left out by their memory floors, not 3"
+
 # The repeated layers where the stack is built inside a block (scopes
 # gpt.layers.N) or follows a single indexed instance (pre.0): recompute
 # is tried on the stack, and pipeline_stages = auto tries 2 and 4 stages.

@@ -1,0 +1,94 @@
+/* The memory floor (passes/search.c, search_mem_floor): a lower bound
+ * of the bytes per device of every compiled plan of a graph, by which
+ * the outer search (passes/search_fit.c) leaves out the plain fit of a
+ * candidate that cannot fit. By hand on one product and its relu, and
+ * below the compiled bytes (netc_planned_bytes) of every plan the
+ * searches find for the test models, with and without stages and
+ * micro-batches. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include "codegen/target.h"
+#include "compile_fixture.h"
+#include "passes/search.h"
+
+/* The floor of `path` with defs, and its compiled bytes (-1: no program). */
+static double floor_of(const char *path, const char *const *defs, int ndefs, int64_t *planned)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, path, defs, ndefs, UPTO_CODEGEN), "%s does not compile", path);
+	BuildOptions o = {0};
+	*planned = netc_planned_bytes(&c, &o);
+	double floor = c.search_mem_floor;
+	compile_done(&c);
+	return floor;
+}
+
+/* relu's gradient reads its output, [64, 512] f32, the one forward value
+ * the backward pass reads (the product's gradients read x, an input):
+ * 64 x 512 x 4 bytes over 4 devices. With 4 micro-batches (one slot:
+ * gradient accumulation) a quarter of the rows. */
+Test(mem_floor, one_relu_by_hand)
+{
+	int64_t planned;
+	cr_expect_eq(floor_of("tests/models/relu_floor.net", NULL, 0, &planned), 64 * 512 * 4 / 4);
+	cr_expect_geq(planned, 64 * 512 * 4 / 4);
+	const char *micro[] = {"train.micro_size=4"};
+	cr_expect_eq(floor_of("tests/models/relu_floor.net", micro, 1, &planned), 16 * 512 * 4 / 4);
+	cr_expect_geq(planned, 16 * 512 * 4 / 4);
+	const char *forward[] = {"parallel_mode=semi_auto_parallel"}; /* no search: no floor */
+	cr_expect_eq(floor_of("tests/models/relu_floor.net", forward, 1, &planned), 0);
+}
+
+/* Every plan the searches find, at 1, 2 and 4 stages and 1 to 16
+ * micro-batches, 1F1B and gpipe (all micro-batches in flight), with
+ * recomputed layers too: floor <= compiled bytes, and the floor is not
+ * 0 (it counts something). */
+Test(mem_floor, below_every_compiled_plan, .timeout = 120)
+{
+	static const char *const models[][2] = {
+	    {"tests/models/transformer_plain.net", "B=16,T=8,D=32,H=4,V=64,L=4"},
+	    {"tests/e2e/models/stack_after_single.net", ""},
+	    {"tests/e2e/models/stack_nested.net", ""},
+	    {"tests/models/stack_recompute.net", ""},
+	    {"tests/models/transformer_plain.net", "B=16,T=8,D=32,H=4,V=64,L=4,pipeline_config={pipeline_scheduler=\"gpipe\"}"},
+	};
+	static const int pm[][2] = {{1, 1}, {1, 4}, {2, 2}, {2, 8}, {4, 4}, {4, 16}};
+	static const char *const modes[] = {"dynamic_programming", "recursive_programming"};
+	static const char *const devices[] = {"8", "16"};
+	int checked = 0;
+	for (size_t m = 0; m < sizeof models / sizeof models[0]; m++)
+		for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++)
+			for (size_t s = 0; s < 2; s++)
+				for (size_t d = 0; d < 2; d++) {
+					char defs[16][80];
+					const char *dp[16];
+					int n = 0;
+					snprintf(defs[n++], 80, "pipeline_stages=%d", pm[k][0]);
+					snprintf(defs[n++], 80, "train.micro_size=%d", pm[k][1]);
+					snprintf(defs[n++], 80, "search_mode=%s", modes[s]);
+					snprintf(defs[n++], 80, "device_num=%s", devices[d]);
+					snprintf(defs[n++], 80, "parallel_mode=auto_parallel");
+					snprintf(defs[n++], 80, "dataset_strategy=full_batch");
+					char consts[160];
+					snprintf(consts, sizeof consts, "%s", models[m][1]);
+					for (char *t = strtok(consts, ","); t && n < 16; t = strtok(NULL, ","))
+						snprintf(defs[n++], 80, "%s", t);
+					for (int i = 0; i < n; i++)
+						dp[i] = defs[i];
+					int64_t planned;
+					double floor = floor_of(models[m][0], dp, n, &planned);
+					cr_expect(planned > 0 && floor > 0 && floor <= (double)planned,
+					          "%s, %d x %d, %s, %s devices: floor %.0f, compiled %lld", models[m][0], pm[k][0],
+					          pm[k][1], modes[s], devices[d], floor, (long long)planned);
+					checked++;
+				}
+	cr_expect_eq(checked, 120);
+}
+
+Test(mem_floor, hopeless_only_over_the_limit)
+{
+	cr_expect(search_mem_hopeless(80e9 + 1, 80e9));
+	cr_expect(!search_mem_hopeless(80e9, 80e9));
+	cr_expect(!search_mem_hopeless(1e12, 0)); /* no limit */
+}
