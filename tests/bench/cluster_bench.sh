@@ -136,7 +136,7 @@ for s in $SIZES; do
 			awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
 		[ -s "$work/steps_$p" ] || continue
 		med=$(median "$work/steps_$p")
-		echo "$p $pred $med" >>"$work/rows"
+		echo "$p $pred $med $ncoll" >>"$work/rows"
 		names=$p$(awk -v p="$p" '$2 == p { printf "=%s", $1 }' "$work/alias" 2>/dev/null)
 		awk -v s="$s" -v p="$names" -v a="$pred" -v b="$med" -v c="$ncoll/$rcoll" \
 			'BEGIN { printf "%-20s %-10s %10.3f %10.3f %12s\n", s, p, a * 1e3, b * 1e3, c }'
@@ -149,6 +149,13 @@ for s in $SIZES; do
 		END { r = pm / bm; printf "%s predicted fastest, %s measured fastest: %.2fx the fastest %s\n", pp, best, r, (r <= 1.10) ? "ok" : "MISS" }')
 	echo "  $verdict"
 	case $verdict in *" ok") good=$((good + 1)) ;; esac
+	# what the plans' errors follow: measured - predicted against the
+	# collectives a step, least squares over the plans (a cost per
+	# collective the model misses shows as the slope)
+	awk '{ x[NR] = $4; y[NR] = $3 - $2; sx += $4; sy += $3 - $2 }
+		END { n = NR; mx = sx / n; my = sy / n
+			for (i = 1; i <= n; i++) { sxx += (x[i] - mx) ^ 2; sxy += (x[i] - mx) * (y[i] - my) }
+			if (sxx > 0) printf "  measured - predicted = %.3f ms + %.1f us x collectives (least squares over the %d plans)\n", (my - sxy / sxx * mx) * 1e3, sxy / sxx * 1e6, n }' "$work/rows"
 	# each search's choice against the fastest measured plan
 	for p in $PLANS; do
 		is_search "$p" || continue
