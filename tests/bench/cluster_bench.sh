@@ -92,9 +92,20 @@ median() { # FILE of seconds, one a line
 	sort -g "$1" | awk '{ v[++n] = $1 } END { if (!n) { print "nan"; exit } print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }'
 }
 
+trace_comm() { # TRACE (its .rankN.json): ms a step each rank spent in collectives after the warm-up, min-max over ranks
+	for f in "$1".rank*.json; do
+		[ -f "$f" ] || continue
+		awk -v w="$WARMUP" '
+			/"ph": "X"/ { d = $0; sub(/.*"dur": /, "", d); d += 0
+				if (/"cat": "comm"/ && u >= w) c += d
+				if (/"name": "update"/) u++ }
+			END { if (u > w) printf "%.3f\n", c / (u - w) / 1e3 }' "$f"
+	done | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.2f-%.2f", lo, hi; else printf "-" }'
+}
+
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "collective_overhead (np$NP): $(sed -n "s/^np$NP.collective_overhead = //p" "$machine") s"
-printf '%-20s %-10s %10s %10s %12s\n' size plan "pred. ms" "median ms" "coll. ex/run"
+printf '%-20s %-10s %10s %10s %12s %10s %15s\n' size plan "pred. ms" "median ms" "coll. ex/run" "comm pred." "comm traced"
 sizes=0 good=0 searches=0 sgood=0
 for s in $SIZES; do
 	: >"$work/rows"
@@ -124,8 +135,12 @@ for s in $SIZES; do
 	while [ $r -lt "$ROUNDS" ]; do
 		r=$((r + 1))
 		for p in $built; do
+			# the last round traced: each rank's time in its collectives
+			trace=
+			[ $r -eq "$ROUNDS" ] && trace="--trace $work/trace_$p.json"
+			# shellcheck disable=SC2086
 			timeout 600 tests/e2e/mpirun.sh -np "$NP" "$work/prog_$p" --steps "$STEPS" --quiet --log "$work/log.csv" \
-				--comm-stats >"$work/stats_$p" 2>&1 || { echo "cluster_bench: $s $p: run failed" >&2; continue; }
+				--comm-stats $trace >"$work/stats_$p" 2>&1 || { echo "cluster_bench: $s $p: run failed" >&2; continue; }
 			steps_after "$work/log.csv" >>"$work/steps_$p"
 		done
 	done
@@ -134,12 +149,14 @@ for s in $SIZES; do
 		ncoll=$(sed -n 's/^totals per device per step: .*communication [^ ]* s (\([0-9]*\) collectives.*/\1/p' "$work/explain_$p")
 		rcoll=$(sed -n 's/^comm per step: \(.*\), [0-9]* bytes$/\1/p' "$work/stats_$p" | tr -cs '0-9' ' ' |
 			awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
+		pcomm=$(sed -n 's/^totals per device per step: .*communication \([^ ]*\) s (.*/\1/p' "$work/explain_$p")
+		tcomm=$(trace_comm "$work/trace_$p")
 		[ -s "$work/steps_$p" ] || continue
 		med=$(median "$work/steps_$p")
 		echo "$p $pred $med $ncoll" >>"$work/rows"
 		names=$p$(awk -v p="$p" '$2 == p { printf "=%s", $1 }' "$work/alias" 2>/dev/null)
-		awk -v s="$s" -v p="$names" -v a="$pred" -v b="$med" -v c="$ncoll/$rcoll" \
-			'BEGIN { printf "%-20s %-10s %10.3f %10.3f %12s\n", s, p, a * 1e3, b * 1e3, c }'
+		awk -v s="$s" -v p="$names" -v a="$pred" -v b="$med" -v c="$ncoll/$rcoll" -v pc="$pcomm" -v tc="$tcomm" \
+			'BEGIN { printf "%-20s %-10s %10.3f %10.3f %12s %10.3f %15s\n", s, p, a * 1e3, b * 1e3, c, pc * 1e3, tc }'
 	done
 	[ "$(wc -l <"$work/rows")" -ge 2 ] || continue
 	sizes=$((sizes + 1))
@@ -170,7 +187,8 @@ for s in $SIZES; do
 		case $line in *" ok") sgood=$((sgood + 1)) ;; esac
 	done
 	rm -f "$work/alias"
-	[ -n "${KEEP_DIR:-}" ] && mkdir -p "$KEEP_DIR/$s" && cp "$work"/explain_* "$work"/stats_* "$work"/steps_* "$KEEP_DIR/$s/"
+	[ -n "${KEEP_DIR:-}" ] && mkdir -p "$KEEP_DIR/$s" && cp "$work"/explain_* "$work"/stats_* "$work"/steps_* "$work"/trace_* "$KEEP_DIR/$s/"
+	rm -f "$work"/trace_*
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(sed -n 's/^# netc machine file: //p' "$machine")"
