@@ -48,7 +48,7 @@ struct RedistStep;
 /* The indices of send/recv and of the fused buckets' non-blocking
  * all-reduce in Machine's per-collective figures, after RedistKind's four
  * collectives. */
-enum { MACHINE_MAX_GEMM = 4 * 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
+enum { MACHINE_MAX_GEMM = 4 * 161, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
        MACHINE_IALLREDUCE = 5 };
 
 /* One measured matrix product: C[M,N] = op(A)[M,K] op(B)[K,N]. */

@@ -169,6 +169,25 @@ Test(calibrate, collective_figures_per_rank_count)
 	arena_free(&a);
 }
 
+/* cluster_bench's calibration measures 144 product sizes (three
+ * transformer sizes as tensor parallel and mixed, 4 ranks); a rank
+ * count's file then holds them all, up to 161 sizes of 4 types (a GPU's
+ * f32, tf32, bf16, f16 and its large class) = 644 entries. It held 384:
+ * the 97th size on was refused, and netc calibrate measured 96. */
+Test(calibrate, gemm_table_holds_the_bench_sizes)
+{
+	Machine m;
+	char err[256], key[64];
+	machine_defaults(&m);
+	for (int i = 0; i < 4 * 161; i++) {
+		static const char *const types[4] = {"", "tf32.", "bf16.", "f16."};
+		snprintf(key, sizeof key, "np4.gemm.%snn.%dx64x64", types[i % 4], 8 + i / 4);
+		cr_assert(machine_set(&m, key, "1e9", err, sizeof err), "%s: %s", key, err);
+	}
+	cr_expect_not(machine_set(&m, "np4.gemm.nn.999x64x64", "1e9", err, sizeof err));
+	cr_expect_eq(machine_profile(&m, 4)->ngemm, 4 * 161);
+}
+
 /* Where a rank waits (docs/calibration.md): a ring attention's messages
  * are each waited for from the peer's compute, so each pays the overhead,
  * as cost_p2p_time's send/recv does: 3 messages of 3000 bytes in all at
