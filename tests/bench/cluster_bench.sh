@@ -22,14 +22,17 @@
 # where the host has fewer cores). Measured: the median of the --log CSV's
 # step_seconds after WARMUP steps, over ROUNDS runs of each plan (3, the
 # plans interleaved). Per size it prints each plan's predicted and
-# measured ms and its collectives per step as explain counts them and as
-# the program's --comm-stats does (they must agree); whether the plan
+# measured ms, its collectives per step as explain counts them and as
+# the program's --comm-stats does (they must agree), explain's
+# communication beside the ms a step the ranks spent in collectives
+# (--trace of the last round, least-most over the ranks); a least-squares
+# line of measured - predicted against the collectives; whether the plan
 # predicted fastest is measured fastest or within 10% of the fastest (the
 # goal, the score), and whether each search's plan is. Not part of
 # make check: minutes.
 # MACHINE=FILE skips the calibration; KEEP_MACHINE=FILE keeps the one made;
-# QUICK=1 calibrates with --quick; KEEP_DIR=DIR keeps the builds, explains
-# (-v) and logs.
+# QUICK=1 calibrates with --quick; KEEP_DIR=DIR keeps the explains
+# (-v), --comm-stats, steps and traces; SIZES, NP, STEPS, WARMUP, ROUNDS.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
