@@ -67,6 +67,8 @@ static MachineProfile *profile_for(Machine *m, int ranks)
 	MachineProfile *p = &m->prof[m->nprof++];
 	memset(p, 0, sizeof *p);
 	p->ranks = ranks;
+	for (int k = 0; k < MACHINE_COLL_KINDS; k++)
+		p->coll_latency[k] = -1;
 	return p;
 }
 
@@ -161,16 +163,21 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 			*positive = keys[i].positive;
 			return (double *)((char *)m + keys[i].off);
 		}
-	for (int c = 0; c < MACHINE_COLL_KINDS && !prefixed; c++) {
+	for (int c = 0; c < MACHINE_COLL_KINDS; c++) {
 		size_t n = strlen(coll_names[c]);
-		if (strncmp(k, coll_names[c], n) == 0 && k[n] == '.') {
-			if (strcmp(k + n + 1, "latency") == 0)
-				return &m->coll_latency[c];
-			if (strcmp(k + n + 1, "bandwidth") == 0) {
-				*positive = true;
-				return &m->coll_bandwidth[c];
-			}
+		bool lat = strncmp(k, coll_names[c], n) == 0 && k[n] == '.' && strcmp(k + n + 1, "latency") == 0;
+		bool bw = strncmp(k, coll_names[c], n) == 0 && k[n] == '.' && strcmp(k + n + 1, "bandwidth") == 0;
+		if (!lat && !bw)
+			continue;
+		MachineProfile *p = prefixed ? profile_for(m, ranks) : NULL;
+		if (prefixed && !p) {
+			snprintf(err, errlen, "'%s': more than %d rank counts (npR.) in one machine", key, MACHINE_MAX_PROFILES);
+			return NULL;
 		}
+		*positive = bw;
+		if (lat)
+			return p ? &p->coll_latency[c] : &m->coll_latency[c];
+		return p ? &p->coll_bandwidth[c] : &m->coll_bandwidth[c];
 	}
 	GemmRate e;
 	bool gemm = strncmp(k, "gemm.", 5) == 0 && parse_gemm_key(k + 5, &e);
@@ -396,10 +403,17 @@ const Machine *machine_for_ranks(Arena *a, const Machine *m, int64_t ranks)
 {
 	const MachineProfile *p = machine_profile(m, ranks);
 	double o = p ? p->coll_overhead : 0;
-	if (o == m->coll_overhead)
+	bool own = false;
+	for (int k = 0; p && k < MACHINE_COLL_KINDS; k++)
+		own |= p->coll_latency[k] >= 0 || p->coll_bandwidth[k] > 0;
+	if (o == m->coll_overhead && !own)
 		return m;
 	Machine *c = ARENA_NEW(a, Machine);
 	*c = *m, c->coll_overhead = o;
+	for (int k = 0; own && k < MACHINE_COLL_KINDS; k++) {
+		c->coll_latency[k] = p->coll_latency[k] >= 0 ? p->coll_latency[k] : c->coll_latency[k];
+		c->coll_bandwidth[k] = p->coll_bandwidth[k] > 0 ? p->coll_bandwidth[k] : c->coll_bandwidth[k];
+	}
 	return c;
 }
 

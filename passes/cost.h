@@ -48,7 +48,7 @@ struct RedistStep;
 /* The indices of send/recv and of the fused buckets' non-blocking
  * all-reduce in Machine's per-collective figures, after RedistKind's four
  * collectives. */
-enum { MACHINE_MAX_GEMM = 4 * 96, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
+enum { MACHINE_MAX_GEMM = 4 * 161, MACHINE_MAX_PROFILES = 4, MACHINE_COLL_KINDS = 6, MACHINE_SENDRECV = 4,
        MACHINE_IALLREDUCE = 5 };
 
 /* One measured matrix product: C[M,N] = op(A)[M,K] op(B)[K,N]. */
@@ -82,6 +82,9 @@ typedef struct MachineProfile {
 	double coll_overhead;  /* seconds each blocking collective of the program waits besides its ring time:
 	                        * for the other ranks to be scheduled after a compute phase (ranks > cores);
 	                        * 0: none or not measured (key collective_overhead) */
+	/* collectives of this many ranks (npR.COLL.latency, .bandwidth; ranks past the cores, where the
+	 * 2- and R-rank samples fit no one ring model): < 0 and 0 unset, the machine's figures */
+	double coll_latency[MACHINE_COLL_KINDS], coll_bandwidth[MACHINE_COLL_KINDS];
 	double rand_rate;      /* random numbers/s of the synthetic input generator */
 	double mac_rate;       /* double multiply-adds/s of the synthetic labels' teacher */
 	double tanh_rate;      /* double tanh/s: each synthetic regression target is one */
@@ -132,7 +135,7 @@ void machine_defaults(Machine *m);
  * allreduce, reduce_scatter, allgather, alltoall, sendrecv, iallreduce; and per
  * profile, optionally prefixed `npR.` (measured with R ranks at once):
  * flops, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes,
- * op_overhead, collective_overhead, rand_rate, mac_rate, tanh_rate, target_mac_rate, op.NAME (an operator's elements/s),
+ * op_overhead, collective_overhead, COLL.latency, COLL.bandwidth, rand_rate, mac_rate, tanh_rate, target_mac_rate, op.NAME (an operator's elements/s),
  * gemm.TT.MxNxK (TT: nn, nt, tn, tt); values may end in k, M, G, T.
  * False with a message in err; *col (may be NULL) gets the 0-based
  * offset in `value` where it went wrong, -1 when the key is at fault. */
@@ -149,8 +152,9 @@ bool machine_calibrated(const Machine *m);
  * with that many, else the 1-rank one; NULL when none was measured. */
 const MachineProfile *machine_profile(const Machine *m, int64_t ranks);
 /* m as a program of `ranks` processes sees it: m itself when its profile
- * for that count has no collective_overhead, else a copy in `a` with
- * Machine.coll_overhead set from it (what cost_coll_time adds per call). */
+ * for that count has no collective_overhead nor collective figures, else a
+ * copy in `a` with Machine.coll_overhead set from it (what cost_coll_time
+ * adds per call) and its COLL.latency / bandwidth in place of m's. */
 const Machine *machine_for_ranks(Arena *a, const Machine *m, int64_t ranks);
 /* FLOP/s of one matrix product of these local sizes: the measured entry
  * of the same sizes and transposes, else of the same sizes, else the

@@ -139,6 +139,55 @@ Test(calibrate, collective_overhead_per_call)
 	arena_free(&a);
 }
 
+/* Collectives of R ranks past the cores (npR.COLL.*): netc calibrate
+ * fitted the 2- and 4-rank samples together, and on the 2-core VM a 4-byte
+ * all-gather of 4 ranks took 5.1 us where that fit said 1.0 (1 MB: 0.44
+ * ms against 0.22); now the 4 ranks' own fit prices a 4-rank program and
+ * the joint one every other. An all-gather sending 3000 bytes over 4
+ * ranks: 3 rounds x 2 us + 3000 / 1 GB/s = 9 us at np4's figures, 3 x
+ * 1 us + 3000 / 3 GB/s = 4 us at the file's; np4's figure left unset
+ * (reduce_scatter's bandwidth) falls back to the file's. */
+Test(calibrate, collective_figures_per_rank_count)
+{
+	Machine m;
+	char err[512];
+	Arena a = {0};
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "allgather.latency=1e-6,allgather.bandwidth=3e9,reduce_scatter.latency=1e-6,"
+	                                 "reduce_scatter.bandwidth=3e9,np4.allgather.latency=2e-6,"
+	                                 "np4.allgather.bandwidth=1e9,np4.reduce_scatter.latency=0",
+	                             err, sizeof err),
+	          "%s", err);
+	cr_expect_not(machine_parse_list(&m, "np4.allgather.bandwidth=0", err, sizeof err), "a bandwidth is positive");
+	cr_expect_not(machine_parse_list(&m, "np4.allgather.latency=-1", err, sizeof err));
+	const Machine *m4 = machine_for_ranks(&a, &m, 4), *m2 = machine_for_ranks(&a, &m, 2);
+	cr_expect_eq(m2, &m, "no 2-rank figures: the machine as it is");
+	cr_expect_float_eq(cost_coll_time(m4, 2, 2, 3000, 4, 4, NULL), 3 * 2e-6 + 3e-6, 1e-15);
+	cr_expect_float_eq(cost_coll_time(&m, 2, 2, 3000, 4, 4, NULL), 3 * 1e-6 + 1e-6, 1e-15);
+	cr_expect_float_eq(cost_coll_time(m4, 1, 1, 3000, 4, 4, NULL), 3 * 0.0 + 1e-6, 1e-15);
+	cr_expect_float_eq(cost_coll_time(m2, 1, 1, 3000, 4, 4, NULL), 3 * 1e-6 + 1e-6, 1e-15);
+	arena_free(&a);
+}
+
+/* cluster_bench's calibration measures 144 product sizes (three
+ * transformer sizes as tensor parallel and mixed, 4 ranks); a rank
+ * count's file then holds them all, up to 161 sizes of 4 types (a GPU's
+ * f32, tf32, bf16, f16 and its large class) = 644 entries. It held 384:
+ * the 97th size on was refused, and netc calibrate measured 96. */
+Test(calibrate, gemm_table_holds_the_bench_sizes)
+{
+	Machine m;
+	char err[256], key[64];
+	machine_defaults(&m);
+	for (int i = 0; i < 4 * 161; i++) {
+		static const char *const types[4] = {"", "tf32.", "bf16.", "f16."};
+		snprintf(key, sizeof key, "np4.gemm.%snn.%dx64x64", types[i % 4], 8 + i / 4);
+		cr_assert(machine_set(&m, key, "1e9", err, sizeof err), "%s: %s", key, err);
+	}
+	cr_expect_not(machine_set(&m, "np4.gemm.nn.999x64x64", "1e9", err, sizeof err));
+	cr_expect_eq(machine_profile(&m, 4)->ngemm, 4 * 161);
+}
+
 /* Where a rank waits (docs/calibration.md): a ring attention's messages
  * are each waited for from the peer's compute, so each pays the overhead,
  * as cost_p2p_time's send/recv does: 3 messages of 3000 bytes in all at
