@@ -468,6 +468,11 @@ typedef struct EdgeKey {
 	int ui, vi;
 	int fu, fv;              /* the ends' fixed candidates (-1: free) */
 	DType dt;
+	/* from one pipeline stage to another: the stage transfer, paid in
+	 * every micro-batch, is in its time table (stage_transfer in
+	 * search_graph.c), not in that of the same edge within a stage,
+	 * though identical layers share candidate lists across stages */
+	bool cross;
 } EdgeKey;
 
 typedef struct EdgeMemo {
@@ -505,6 +510,8 @@ static double **edge_tables(Search *s)
 		memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding */
 		key.cu = s->v[e->u].cl, key.cv = s->v[e->v].cl, key.ui = e->ui, key.vi = e->vi, key.dt = e->dt;
 		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
+		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
+		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);

@@ -403,10 +403,16 @@ static int signature(const Node *n, int64_t *key, int cap)
 	PUT(n->attr.axes_mask);
 	PUT(n->ann.nmanual_split);
 	for (int j = 0; j < n->nin; j++) {
+		/* a trainable weight's gradient is reduced (param_grad), a frozen
+		 * one's or an activation's is not; the bytes moved are the dtype's */
+		const Value *x = n->in[j];
+		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
+		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);
 		for (int d = 0; d < n->in[j]->shape.rank; d++)
 			PUT(n->in[j]->shape.d[d]);
 	}
+	PUT(n->out->dtype);
 	PUT(n->out->shape.rank);
 	for (int d = 0; d < n->out->shape.rank; d++)
 		PUT(n->out->shape.d[d]);

@@ -350,3 +350,55 @@ Test(search_algo, kept_edge_prices_are_cost_edge)
 		}
 	cr_expect_gt(other_grad, 0, "no cells with one (from, to) and two gradients: the test shows nothing");
 }
+
+/* Operators of the same shapes share a candidate list, whose candidates
+ * carry their gradient reductions (param_grad): a frozen weight's
+ * operator (requires_grad = false) reduces none, a trainable one's does,
+ * so the two must not share one. Before, the signature held shapes and
+ * attributes only, and the frozen layer read first gave the trainable
+ * one no gradient reduction to pay. */
+Test(search_algo, frozen_and_trainable_weights_do_not_share_candidates)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 32), loc_none());
+	Value *frozen = par("frozen", S(32, 32));
+	frozen->param.requires_grad = false;
+	Value *h = graph_node(g, OP_MATMUL, (Value *[]){x, frozen}, 2, loc_none())->out;
+	h = graph_node(g, OP_MATMUL, (Value *[]){h, par("w", S(32, 32))}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	double reduce = 0;
+	for (int v = 0; v < s->nv; v++)
+		if (s->v[v].n->op == OP_MATMUL && s->v[v].n->in[1]->param.requires_grad)
+			for (int c = 0; c < s->v[v].cl->n; c++)
+				reduce = fmax(reduce, s->v[v].cl->c[c].param_grad[1]);
+	cr_expect_gt(reduce, 0, "the trainable weight's operator prices no gradient reduction in any candidate");
+}
+
+/* ... nor does a half-precision product's with a single-precision one's
+ * of the same shapes: its weight's gradient all-reduce sends half the
+ * bytes. Before, the one read first priced both. */
+Test(search_algo, products_of_other_dtypes_do_not_share_candidates)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 32), loc_none());
+	Node *c = graph_node(g, OP_CAST, &x, 1, loc_none());
+	c->attr.to = DT_F16;
+	Value *half = graph_value(g, VK_PARAM, "half", DT_F16, S(32, 32), loc_none());
+	Value *a = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 32))}, 2, loc_none())->out;
+	Node *b = graph_node(g, OP_MATMUL, (Value *[]){c->out, half}, 2, loc_none());
+	Node *back = graph_node(g, OP_CAST, &b->out, 1, loc_none());
+	back->attr.to = DT_F32;
+	Value *sum = graph_node(g, OP_ADD, (Value *[]){a, back->out}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){sum, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	const CandList *l[2] = {0};
+	for (int v = 0, k = 0; v < s->nv; v++)
+		if (s->v[v].n->op == OP_MATMUL)
+			l[k++] = s->v[v].cl;
+	cr_expect_neq(l[0], l[1], "the f32 and f16 products share one candidate list");
+}
