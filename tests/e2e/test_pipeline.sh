@@ -177,6 +177,12 @@ exact deep_tied_ref deep_tied_inter
 ref $M/tied_shared.net tied_shared_ref $F
 tied tied_shared 2 $M/tied_shared.net $F
 exact tied_shared_ref tied_shared
+# tied_popt.net: the owner's sharded update (parallel optimizer) took a
+# reader stage's forward copy of its rows as its shard, summed over the
+# micro-batches: wb grew 4-fold a step (passes/sharding.c, convert)
+ref $M/tied_popt.net tied_popt_ref $F
+tied tied_popt 4 $M/tied_popt.net $F
+exact tied_popt_ref tied_popt
 tied tied3_amp_ref 1 $M/tied3.net -D train.amp_level=O2 -D parallel_mode=stand_alone -D pipeline_stages=1
 tied tied3_amp 3 $M/tied3.net -D train.amp_level=O2
 exact tied3_amp_ref tied3_amp
