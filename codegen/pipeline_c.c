@@ -46,6 +46,7 @@ typedef struct Shared {
 
 static Shared *params_out, *grads_in;
 static int nparams_out, capparams_out, ngrads_in, capgrads_in;
+static bool *summed; /* by value id: swapped for acc_, its sum over the micro-steps */
 
 static void add_shared(Emit *e, Shared **list, int *n, int *cap, const Value *v, int from, int to)
 {
@@ -78,6 +79,7 @@ void emit_sched_plan(Emit *e)
 	nparams_out = capparams_out = ngrads_in = capgrads_in = 0;
 	params_out = grads_in = NULL;
 	e->swap = ARENA_NEWN(&e->c->arena, const char *, g->nvalues);
+	summed = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
 	e->update_stage = ARENA_NEWN(&e->c->arena, int, g->nvalues);
 	/* sched_held_mask's readers, once: scanning every node for each
 	 * parameter and state was 12% of a GPT-3 auto search's CPU */
@@ -105,6 +107,7 @@ void emit_sched_plan(Emit *e)
 					if (v->def->ann.stage != n->ann.stage)
 						add_shared(e, &grads_in, &ngrads_in, &capgrads_in, v, v->def->ann.stage, n->ann.stage);
 					e->swap[v->id] = arena_printf(&e->c->arena, "acc_%s", e->cname[v->id]);
+					summed[v->id] = true;
 					e->update_stage[v->id] = n->ann.stage;
 				}
 				continue;
@@ -291,6 +294,14 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 	Graph *g = e->g;
 	FILE *out = e->out;
 	fprintf(out, "static void %s_%d(void)\n{\n", ph == PH_FORWARD ? "forward" : "backward", chunk);
+	/* acc_X is the sum of X over the micro-steps so far, which only the
+	 * update may read: a pass's readers of X (a stage's part of a tied
+	 * weight's gradient that its backward pass reads again, grad(m) for m
+	 * = w1 w1 + wb), its sends and its receives take this micro-batch's X */
+	const char **all = e->swap, **pass_swap = ARENA_NEWN(&e->c->arena, const char *, g->nvalues);
+	for (int i = 0; i < g->nvalues; i++)
+		pass_swap[i] = summed[i] ? NULL : all[i];
+	e->swap = pass_swap;
 	emit_posts(e, chunk, ph);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
@@ -305,11 +316,13 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 			continue;
 		emit_sends(e, n->out);
 		emit_keep_input_grad(e, n->out);
-		if (e->swap[n->out->id]) { /* part of the node: shared with it */
+		if (all[n->out->id]) { /* part of the node: shared with it */
+			e->swap = all;
 			emit_seq_extend(e);
 			fprintf(e->out, "\t%s(axpy)(%" PRId64 ", 1, %s, %s);\n", emit_kernels_for(n->out), lnumel(n->out),
 			        emit_out_name(e, n->out), B(e, n->out));
 			emit_seq_extend_end(e);
+			e->swap = pass_swap;
 		}
 		if (n->out == g->loss)
 			/* a host synchronisation on the CUDA target: only on the steps
@@ -317,6 +330,7 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 			fprintf(e->out, "\tif (read_loss)\n\t\tstep_loss += nrt_read_scalar(%s, %s);\n",
 			        nrt_dtype_of(n->out->dtype), B(e, n->out));
 	}
+	e->swap = all; /* the swapped names' tokens are replaced with it */
 	emit_seq_end(e);
 	fputs("}\n\n", out);
 }

@@ -191,9 +191,15 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 	 * would wait in its backward pass for an earlier stage's, against the
 	 * schedule (two recomputed readers of one value on both sides of a
 	 * stage boundary: explain's replay stopped there, issue 28.5) */
+	/* and the update, with micro-steps, reads a value of the passes as its
+	 * sum over them (codegen/pipeline_c.c, acc_): right for a backward
+	 * copy of a gradient, but a parameter's shard for its sharded update
+	 * taken from a forward copy grew it micro_size-fold */
+	bool summed = reader->phase == PH_UPDATE && (S->g->nmicro > 1 || S->g->nstages > 1);
 	for (Conv *c = slot ? *slot : NULL; c; c = c->next)
 		if (layout_equiv(c->to->layout, to) && !(redo && c->to->def->phase == PH_FORWARD) &&
-		    !(c->to->def->phase == PH_BACKWARD && c->to->def->chunk != reader->chunk))
+		    !(c->to->def->phase == PH_BACKWARD && c->to->def->chunk != reader->chunk) &&
+		    !(summed && c->to->def->phase == PH_FORWARD))
 			return c->to;
 	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
 	                   : reader->phase == PH_BACKWARD

@@ -171,6 +171,18 @@ sed -e 's/matmul(h, w7)/matmul(h, w1)/' -e 's/adam(lr = 0.005)/sgd(lr = 0.05)/' 
 ref "$work/deep_tied.net" deep_tied_ref $F
 tied deep_tied_inter 2 "$work/deep_tied.net" $F -D device_num=2 "$I"
 exact deep_tied_ref deep_tied_inter
+# tied_shared.net: stage 1's part of wb's gradient is read again by its
+# backward pass (w1's gradient): the pass read its sum over the
+# micro-batches so far, 15% off stand-alone (codegen/pipeline_c.c)
+ref $M/tied_shared.net tied_shared_ref $F
+tied tied_shared 2 $M/tied_shared.net $F
+exact tied_shared_ref tied_shared
+# tied_popt.net: the owner's sharded update (parallel optimizer) took a
+# reader stage's forward copy of its rows as its shard, summed over the
+# micro-batches: wb grew 4-fold a step (passes/sharding.c, convert)
+ref $M/tied_popt.net tied_popt_ref $F
+tied tied_popt 4 $M/tied_popt.net $F
+exact tied_popt_ref tied_popt
 tied tied3_amp_ref 1 $M/tied3.net -D train.amp_level=O2 -D parallel_mode=stand_alone -D pipeline_stages=1
 tied tied3_amp 3 $M/tied3.net -D train.amp_level=O2
 exact tied3_amp_ref tied3_amp

@@ -374,6 +374,14 @@ mpar "summed loss + penalty --infer, 2 stages x 4 micro-batches @2" sli.ref 2 $S
 build tied3.ref $P/tied3.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 --target cuda &&
 	run tied3.ref 1 tied3.ref --steps 5
 mpar "weights tied across 3 stages both ways, 4 micro-batches @3" tied3.ref 3 $P/tied3.net
+# a pass reads its micro-batch's own value of one the update sums
+# (tied_shared.net), and a sharded update slices its parameter in the
+# update phase (tied_popt.net, the parallel optimizer). NOT YET RUN on a GPU.
+for tm in tied_shared:2 tied_popt:4; do
+	build ${tm%:*}.ref $P/${tm%:*}.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
+		--target cuda && run ${tm%:*}.ref 1 ${tm%:*}.ref --steps 5
+	mpar "${tm%:*}: tied weight, 4 micro-batches @${tm#*:}" ${tm%:*}.ref ${tm#*:} $P/${tm%:*}.net
+done
 build ssm.ref $SSM -D parallel_mode=stand_alone --target cuda && run ssm.ref 1 ssm.ref --steps 5
 mpar "strided_slice masks, negative stride, ((2, 1, 2),) @4" ssm.ref 4 $SSM -D SB=2
 unset NETC_COMM

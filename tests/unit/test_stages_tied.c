@@ -119,3 +119,24 @@ Test(stages_tied, amp_casts_of_tied_weights)
 		compile_done(&c);
 	}
 }
+
+/* The update reads a value of the passes as its sum over the micro-steps,
+ * so a sharded update (the parallel optimizer) takes its parameter's
+ * shard in the update phase: tied_popt.net's owner of wb took a reader
+ * stage's forward copy of the same rows, summed over 4 micro-batches. */
+Test(stages_tied, sharded_update_slices_in_the_update_phase)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/tied_popt.net", NULL, 0, UPTO_TRAIN));
+	const Node *u = NULL, *d = NULL;
+	for (int i = 0; i < c.g->nnodes && !u; i++) {
+		const Node *n = c.g->nodes[i];
+		d = n->in[0]->def;
+		if ((op_info[n->op].flags & OPF_UPDATE) && d && d->op == OP_REDISTRIBUTE && !strcmp(d->in[0]->name, "wb"))
+			u = n;
+	}
+	cr_assert(u, "no sharded update of wb");
+	cr_expect_eq(d->phase, PH_UPDATE, "wb's shard %s is made in phase %d, on stage %d (the update's: %d)",
+	             u->in[0]->name, d->phase, d->ann.stage, u->ann.stage);
+	compile_done(&c);
+}
