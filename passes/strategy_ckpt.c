@@ -268,6 +268,7 @@ static void apply_layout(void *ctx, const CkLayout *l)
 	Graph *g = ap->c->g;
 	Diag *d = &ap->c->diag;
 	const char *path = ap->path;
+	int64_t stage_devices = g->par.device_num / (g->nstages > 1 ? g->nstages : 1);
 	bool ok = true;
 	do {
 		Value *p = graph_find(g, l->name);
@@ -286,9 +287,16 @@ static void apply_layout(void *ctx, const CkLayout *l)
 			diag_error(d, p->loc, "%s: the layout of '%s' has a dev_matrix whose product overflows 64 bits, "
 			           "but device_num = %" PRId64, path, l->name, g->par.device_num);
 			ok = false;
-		} else if (prod != g->par.device_num) {
-			diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " device%s, but device_num = %" PRId64,
-			           path, l->name, prod, plural_s(prod), g->par.device_num);
+		} else if (prod != stage_devices) {
+			/* a layout is over its stage's devices: what the save writes */
+			if (g->nstages > 1)
+				diag_error(d, p->loc,
+				           "%s: the layout of '%s' is for %" PRId64 " device%s, but a pipeline stage has %" PRId64
+				           " (device_num = %" PRId64 " over %d stages)",
+				           path, l->name, prod, plural_s(prod), stage_devices, g->par.device_num, g->nstages);
+			else
+				diag_error(d, p->loc, "%s: the layout of '%s' is for %" PRId64 " device%s, but device_num = %" PRId64,
+				           path, l->name, prod, plural_s(prod), g->par.device_num);
 			ok = false;
 		} else if (l->rank != p->shape.rank) {
 			diag_error(d, p->loc, "%s: the layout of '%s' maps %d dimensions but it has rank %d", path, l->name,
