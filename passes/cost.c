@@ -189,10 +189,12 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		snprintf(err, errlen,
 		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
 		         "devices_per_node, intra_node.latency, intra_node.bandwidth, inter_node.latency, "
-		         "inter_node.bandwidth, COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
-		         "sendrecv, iallreduce; [npR.]scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, llc_bytes, "
-		         "kernel_threads, op_overhead, collective_overhead, rand_rate, "
-		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK, gemm.TYPE.TT.MxNxK (TYPE tf32, bf16, f16); see docs/calibration.md)",
+		         "inter_node.bandwidth; alone or after npR. (R ranks' figure, e.g. np4.allreduce.latency): "
+		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
+		         "sendrecv, iallreduce, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, "
+		         "llc_bytes, kernel_threads, op_overhead, collective_overhead, rand_rate, "
+		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK, gemm.TYPE.TT.MxNxK (TYPE tf32, bf16, f16); "
+		         "after npR. only: npR.flops; see docs/calibration.md)",
 		         key);
 		return NULL;
 	}
@@ -335,7 +337,7 @@ bool machine_load(Machine *m, const char *path, char *err, size_t errlen)
 		fclose(f);
 		return false;
 	}
-	char line[512], work[512], msg[600], link_line[512] = "";
+	char line[512], work[512], msg[1024], link_line[512] = "";
 	int lineno = 0, link_lineno = 0, link_col = 0;
 	bool ok = true;
 	while (ok && fgets(line, sizeof line, f)) {
