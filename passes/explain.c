@@ -334,6 +334,44 @@ static void halo_traffic(Compilation *c, const Machine *m, const Node *n, Explai
 	t->halo_bytes += bytes * t->nmicro;
 }
 
+uint64_t *explain_param_readers(Compilation *c)
+{
+	Graph *g = c->g;
+	uint64_t *on = ARENA_NEWN(&c->arena, uint64_t, g->nvalues);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		int st = n->ann.stage >= 0 && n->ann.stage < 64 ? n->ann.stage : 0;
+		for (int j = 0; j < n->nin; j++)
+			if (n->in[j]->kind == VK_PARAM)
+				on[n->in[j]->id] |= (uint64_t)1 << st;
+	}
+	return on;
+}
+
+/* A tied weight (passes/stages_tied.c) takes memory on every stage that
+ * reads it, as the program allocates it there (codegen/pipeline_c.c,
+ * sched_held_mask): the reader holds the value its owner sends each step
+ * and, training, the sum of its part of the gradient over the
+ * micro-batches, which the owner receives into a buffer of its own. */
+static void tied_memory(Compilation *c, ExplainTotals *t, double *fixed)
+{
+	Graph *g = c->g;
+	if (t->nstages < 2)
+		return;
+	const uint64_t *on = explain_param_readers(c);
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		int owner = stage_of_value(t, p);
+		double b = (double)(p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * dtype_size(p->dtype);
+		bool grad = training(c) && p->param.requires_grad;
+		for (int st = 0; st < t->nstages && st < 64; st++)
+			if (st != owner && (on[p->id] >> st & 1)) {
+				fixed[st] += grad ? 2 * b : b;
+				fixed[owner] += grad ? b : 0;
+			}
+	}
+}
+
 /* Each device's step: its stage's passes in the schedule's order with
  * these costs, waiting for the other stages' values, then the gradient
  * reductions and the update; the step ends when the last stage's does. */
@@ -355,6 +393,7 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 			           "to a later stage?)", st, end[st], passes);
 		sc->end = end[st];
 		sc->slots = s->nslots[st];
+		sc->held = fixed[st];
 		sc->memory = fixed[st] + act[st] * sc->slots;
 		double done = sc->end + sc->grads + sc->update + sc->tied;
 		if (done > t->step)
@@ -487,6 +526,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		t->memory += b;
 		fixed[stage_of_value(t, p)] += b;
 	}
+	tied_memory(c, t, fixed);
 	stage_transfers(c, m, t);
 	step_transfers(c, m, t);
 	pipeline_step(c, t, act, fixed);

@@ -27,6 +27,8 @@ typedef struct StageCost {
 	int64_t comm_bytes;    /* bytes per step the device sends, stage-to-stage sends included */
 	double memory;         /* bytes per device: the stage's parameters, gradients and optimizer
 	                        * states, its activations x the micro-batches it holds at once */
+	double held;           /* of memory: bytes of the parameters, gradients and optimizer states
+	                        * the stage holds, the copies of tied weights it reads included */
 	int slots;             /* micro-batches whose activations the stage holds at once */
 	double end;            /* seconds from the step's start to the stage's last backward pass */
 	double tied;           /* seconds per step waiting for the whole step's transfers: a tied
@@ -94,6 +96,9 @@ bool explain_print(Compilation *c, const char *why, FILE *out);
  * first numeric component after the first ("layers.3" of
  * "layers.3.attn"), else its first component; "" at top level. */
 const char *explain_layer_of(Arena *a, const char *scope);
+/* By value id: the stages (bits, up to 64) whose nodes read the parameter;
+ * a tied weight's copies live on the ones beside its owner's. */
+uint64_t *explain_param_readers(Compilation *c);
 /* --schedule: the pipeline split, each stage's work and memory, the
  * order of its passes and the predicted bubble; an SVG to `svg` if set. */
 bool explain_schedule(Compilation *c, const char *svg, FILE *out);

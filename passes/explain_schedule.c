@@ -133,12 +133,16 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 		flops[st] += cost_op_flops(n) * g->nmicro;
 		nodes[st]++;
 	}
+	const uint64_t *on = explain_param_readers(c); /* a tied weight's copies count where they live */
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *v = g->values[i];
 		int st = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
 		if (st < 0)
 			continue;
 		(v->kind == VK_PARAM ? params : state)[st] += value_bytes(c, v);
+		for (int r = 0; v->kind == VK_PARAM && r < P && r < 64; r++)
+			if (r != st && (on[v->id] >> r & 1))
+				params[r] += value_bytes(c, v);
 	}
 	/* the picture's widths: each pass's predicted time (explain's costs,
 	 * transfers included) in units of the mean forward pass */

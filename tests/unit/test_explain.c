@@ -68,3 +68,44 @@ Test(explain, permute_bytes_are_the_busiest_devices)
 	compile_done(&c);
 	unlink(path);
 }
+
+/* tests/e2e/pipeline/tied3.net: wa (owner stage 0) is read on stage 2 too,
+ * wb (owner stage 2) on stage 0; each weight 8 x 8 f32, 256 bytes, with
+ * one momentum state. A reader holds the value and its part of the
+ * gradient summed over the micro-batches (512), the owner its own
+ * value, gradient and state (768) and a buffer it receives the reader's
+ * part in (256): stages 0 and 2 hold 1536 bytes, stage 1 (w1 alone) 768,
+ * as the generated program plans them (netc build -v: "pipeline stage 0
+ * (bytes): params 512 grads 768 state 256"). explain counted a tied
+ * weight on its owner alone: 768 on each stage. */
+Test(explain, tied_weights_take_memory_on_their_reader_stages)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/tied3.net", NULL, 0, UPTO_CODEGEN));
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	cr_assert_eq(t.nstages, 3);
+	cr_expect_eq(t.stage[0].held, 1536);
+	cr_expect_eq(t.stage[1].held, 768);
+	cr_expect_eq(t.stage[2].held, 1536);
+	/* --schedule's param bytes: a copy on each stage that reads it */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	cr_assert(explain_schedule(&c, NULL, out));
+	fclose(out);
+	int64_t want[3] = {512, 256, 512};
+	for (int st = 0; st < 3; st++) {
+		char row[16];
+		snprintf(row, sizeof row, "\n%d ", st);
+		const char *at = strstr(text, row);
+		int s, nodes;
+		double flops;
+		long long params = -1, state = -1;
+		cr_assert(at && sscanf(at, "%d %d %lg %lld %lld", &s, &nodes, &flops, &params, &state) == 5, "%s", text);
+		cr_expect_eq(params, want[st], "stage %d: param bytes %lld, not %lld\n%s", st, params, (long long)want[st], text);
+		cr_expect_eq(state, 256, "%s", text);
+	}
+	free(text);
+	compile_done(&c);
+}
