@@ -39,6 +39,8 @@ typedef struct Args {
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
 	bool memory_limit_given; /* --memory-limit: every build keeps it (not only the search's) */
+	double user_limit;       /* >= 0: the limit --memory-limit or --cost memory_limit= gave (-1: none),
+	                          * which a later --machine file's memory does not replace */
 	int np;                  /* calibrate --np N */
 	bool quick;              /* calibrate --quick */
 	char **files;            /* calibrate: the models (any number) */
@@ -126,7 +128,7 @@ static void usage(FILE *out)
 	      "      --quick           calibrate: tiny sizes and short timings\n"
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
 	      "      --memory-limit B  bytes per device (the compiled plan's total): auto_parallel searches within it,\n"
-	      "                        any other build stops over it\n"
+	      "                        any other build stops over it; it wins over a --machine file's\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -210,7 +212,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{0, 0, 0, 0},
 	};
 	int c;
-	char err[1600];
+	char err[3072]; /* a machine file's error: its unknown-key message (1 KB), the line and a caret */
 	machine_defaults(&a->machine);
 	while ((c = getopt_long(argc, argv, "hvD:o:T:", opts, NULL)) != -1) {
 		switch (c) {
@@ -260,7 +262,10 @@ static int parse_args(int argc, char **argv, Args *a)
 		case OPT_QUICK: a->quick = true; break;
 		case OPT_MACHINE:
 		case OPT_COST:
-		case OPT_MEMORY_LIMIT:
+		case OPT_MEMORY_LIMIT: {
+			double before = a->machine.memory_limit;
+			if (c == OPT_COST) /* NAN left standing: the list set no memory_limit */
+				a->machine.memory_limit = NAN;
 			if (!(c == OPT_MACHINE           ? machine_load(&a->machine, optarg, err, sizeof err)
 			      : c == OPT_COST            ? machine_parse_list(&a->machine, optarg, err, sizeof err)
 			                                 : machine_set(&a->machine, "memory_limit", optarg, err, sizeof err))) {
@@ -268,9 +273,16 @@ static int parse_args(int argc, char **argv, Args *a)
 				fprintf(stderr, c == OPT_MACHINE && strncmp(err, "cannot", 6) != 0 ? "%s\n" : "netc: %s\n", err);
 				return EXIT_USER;
 			}
+			if (isnan(a->machine.memory_limit))
+				a->machine.memory_limit = before;
+			else if (c != OPT_MACHINE)
+				a->user_limit = a->machine.memory_limit;
+			else if (c == OPT_MACHINE && a->user_limit >= 0) /* the file is the hardware, the flag the user's limit */
+				a->machine.memory_limit = a->user_limit;
 			a->machine_set = true;
 			a->memory_limit_given |= c == OPT_MEMORY_LIMIT;
 			break;
+		}
 		case OPT_DUMP_AFTER:
 			if (!is_pass_name(optarg)) {
 				fprintf(stderr, "netc: --dump-after: unknown pass '%s'; passes are:", optarg);
@@ -510,7 +522,7 @@ static int run(Compilation *c, Args *a)
 
 int main(int argc, char **argv)
 {
-	Args a = {0};
+	Args a = {.user_limit = -1};
 	int rc = parse_args(argc, argv, &a);
 	if (rc >= 0)
 		return rc;

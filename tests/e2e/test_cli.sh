@@ -179,6 +179,15 @@ fi
 	>/dev/null 2>&1
 expect "explain: a strategy from a checkpoint is (loaded)" 0 '^matmul-1 .*\(loaded\)$' -- \
 	"$NETC" explain samples/mlp.net -D parallel_mode=auto_parallel -D "strategy_ckpt_config={load_file=\"$work/s.json\"}"
+# review f-small2: an explicit limit wins over a later machine file's memory
+# (the file is the hardware, the flag the user's limit), a file's stands
+# where none is given
+for lim in "--memory-limit 12M" "--cost memory_limit=12M"; do
+	expect "$lim before --machine keeps 12M" 0 ', memory limit 1\.2e\+07 bytes$' -- \
+		"$NETC" explain $lim --machine docs/machines/a100_80g_x8.txt samples/mlp.net
+done
+expect "--cost flops=1T before --machine keeps the file's 80 GB" 0 ', memory limit 8e\+10 bytes$' -- \
+	"$NETC" explain --cost flops=1T --machine docs/machines/a100_80g_x8.txt samples/mlp.net
 # issue 21.10: --schedule draws SVG only; another extension is refused
 expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o draws SVG only, but '$work/s\.png' names a '\.png' file" -- \
 	"$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.png"
