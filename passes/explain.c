@@ -340,8 +340,8 @@ uint64_t *explain_param_readers(Compilation *c)
 	uint64_t *on = ARENA_NEWN(&c->arena, uint64_t, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
-		int st = n->ann.stage >= 0 && n->ann.stage < 64 ? n->ann.stage : 0;
-		for (int j = 0; j < n->nin; j++)
+		int st = n->ann.stage >= 0 ? n->ann.stage : 0;
+		for (int j = 0; j < n->nin && st < 64; j++) /* past 64 stages: counted on the owner alone */
 			if (n->in[j]->kind == VK_PARAM)
 				on[n->in[j]->id] |= (uint64_t)1 << st;
 	}
