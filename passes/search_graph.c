@@ -589,8 +589,13 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
-static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout **inl, int c, double *cost,
-                         double *work, double *mem, bool kept)
+/* first_read[i]: the parameter in[i]'s first reader, whose stage owns it;
+ * readers[i] of it: how many other stages read it (tied weights,
+ * passes/stages_tied.c), whose parts of its gradient the owner receives a
+ * buffer each for. copy[i]: the first read of a tied weight on another
+ * stage, which holds its value and that stage's part of its gradient. */
+static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
+                         Layout **inl, int c, double *cost, double *work, double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
@@ -603,7 +608,11 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, Layout 
 		if (x->kind == VK_PARAM && first_read[i]) {
 			step += cd->param_grad[i];
 			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states);
+				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states) +
+				     (s->training ? readers[i] * cost_param_memory(cd->r.in[i], x->dtype, false, 0) : 0);
+		} else if (x->kind == VK_PARAM && copy[i]) {
+			if (cd->r.in[i])
+				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, 0);
 		} else if (inl[i]) {
 			t += cost_redist(s->rc, inl[i], cd->r.in[i], x->dtype, NULL);
 		}
@@ -723,10 +732,18 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 	for (int i = 0; i < g->nvalues; i++)
 		first[2 * i] = -1;
 	Layout **inl_all = ARENA_NEWN(a, Layout *, g->nvalues + 1);
+	/* by value id: the stages (up to 64) whose vertices read a parameter,
+	 * and those whose first read was met */
+	uint64_t *reading = ARENA_NEWN(a, uint64_t, g->nvalues + 1), *met = ARENA_NEWN(a, uint64_t, g->nvalues + 1);
+	for (int vi = 0; vi < s->nv; vi++)
+		for (int i = 0, rs = s->v[vi].n->ann.stage; i < s->v[vi].n->nin && rs >= 0 && rs < 64; i++)
+			reading[unconverted(s->v[vi].n->in[i])->id] |= (uint64_t)1 << rs;
 	for (int vi = 0; vi < s->nv; vi++) {
 		SVertex *sv = &s->v[vi];
 		Node *n = sv->n;
-		bool fr[SHARD_MAX_INPUTS] = {0};
+		bool fr[SHARD_MAX_INPUTS] = {0}, cp[SHARD_MAX_INPUTS] = {0};
+		int nread[SHARD_MAX_INPUTS] = {0};
+		uint64_t bit = n->ann.stage >= 0 && n->ann.stage < 64 ? (uint64_t)1 << n->ann.stage : 0;
 		Layout *inl[SHARD_MAX_INPUTS] = {0};
 		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 			Value *x = unconverted(n->in[i]);
@@ -738,7 +755,11 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 					first[2 * x->id] = vi;
 					first[2 * x->id + 1] = i;
 					fr[i] = true;
+					nread[i] = __builtin_popcountll(reading[x->id] & ~bit);
+					met[x->id] |= bit;
 				} else {
+					cp[i] = bit && !(met[x->id] & bit);
+					met[x->id] |= bit;
 					add_edge(s, first[2 * x->id], first[2 * x->id + 1], vi, i, x->dtype);
 				}
 			} else {
@@ -752,7 +773,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 		sv->work = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
+			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
 			             !n->ann.recompute || kept[n->out->id]);
 	}
 	return s;

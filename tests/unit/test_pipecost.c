@@ -180,6 +180,25 @@ Test(pipecost, search_memory_is_the_largest_stage)
 	compile_done(&c);
 }
 
+/* A tied weight takes memory on every stage that reads it (explain/
+ * tied_weights_take_memory_on_their_reader_stages): the search's estimate
+ * counted it on its first reader's stage alone. tied3.net searched by
+ * dynamic_programming: stage 0, the largest, holds wa's value, gradient,
+ * state and a buffer for stage 2's part of its gradient, and wb's copy
+ * and its part (1536 bytes, the program's planned params, grads and
+ * state), before 768. */
+Test(pipecost, search_memory_counts_tied_copies)
+{
+	Compilation c;
+	const char *defs[] = {"parallel_mode=auto_parallel", "search_mode=dynamic_programming"};
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/tied3.net", defs, 2, UPTO_CODEGEN));
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	cr_expect_eq(t.stage[0].held, 1536);
+	NEAR(c.search_mem, t.stage[t.largest].memory);
+	compile_done(&c);
+}
+
 /* A calibrated machine prices each operator as measured, and the
  * forward and backward collectives stay in the chunks' passes
  * (review item 3: calibrated_compute zeroed fwd/bwd after the
