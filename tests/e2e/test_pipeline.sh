@@ -237,11 +237,13 @@ else
 fi
 # explain --schedule: per-stage parameter and momentum bytes, by hand:
 # stage 0 holds emb [32, 16] and first.w [16, 16] (768 elements), stage 1
-# second.w [16, 16] (256), replicated over each stage's 2 devices
+# second.w [16, 16] and its copy of the tied emb (256 + 512: it counted on
+# its owner alone before), replicated over each stage's 2 devices; the
+# momentum of the owned ones only
 for prec in f32:4 f64:8; do
 	p=${prec%:*} sz=${prec#*:}
 	rows=$($NETC explain tests/e2e/pipeline/staged.net --schedule --precision "$p" 2>&1 | awk '$1 ~ /^[01]$/ {print $1, $4, $5}' | tr '\n' ' ')
-	want="0 $((768 * sz)) $((768 * sz)) 1 $((256 * sz)) $((256 * sz)) "
+	want="0 $((768 * sz)) $((768 * sz)) 1 $((768 * sz)) $((256 * sz)) "
 	[ "$rows" = "$want" ] && ok "explain --schedule bytes ($p)" || bad "explain --schedule bytes ($p): '$rows', want '$want'"
 done
 
