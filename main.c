@@ -277,7 +277,7 @@ static int parse_args(int argc, char **argv, Args *a)
 				a->machine.memory_limit = before;
 			else if (c != OPT_MACHINE)
 				a->user_limit = a->machine.memory_limit;
-			else if (c == OPT_MACHINE && a->user_limit >= 0) /* the file is the hardware, the flag the user's limit */
+			else if (a->user_limit >= 0) /* the file is the hardware, the flag the user's limit */
 				a->machine.memory_limit = a->user_limit;
 			a->machine_set = true;
 			a->memory_limit_given |= c == OPT_MEMORY_LIMIT;

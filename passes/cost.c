@@ -165,8 +165,9 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		}
 	for (int c = 0; c < MACHINE_COLL_KINDS; c++) {
 		size_t n = strlen(coll_names[c]);
-		bool lat = strncmp(k, coll_names[c], n) == 0 && k[n] == '.' && strcmp(k + n + 1, "latency") == 0;
-		bool bw = strncmp(k, coll_names[c], n) == 0 && k[n] == '.' && strcmp(k + n + 1, "bandwidth") == 0;
+		if (strncmp(k, coll_names[c], n) != 0 || k[n] != '.')
+			continue;
+		bool lat = strcmp(k + n + 1, "latency") == 0, bw = strcmp(k + n + 1, "bandwidth") == 0;
 		if (!lat && !bw)
 			continue;
 		MachineProfile *p = prefixed ? profile_for(m, ranks) : NULL;

@@ -123,6 +123,13 @@ static Batchness matmul_rows(const Node *n, Batchness a, Batchness b)
 	return cb ? BT_OTHER : BT_ROW_MOVED;
 }
 
+/* Whether n's axis runs along the batch's examples: dim 0 of its input,
+ * or any axis where they moved off it (taken to be everywhere). */
+static bool along_examples(const Node *n, Batchness row)
+{
+	return row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank;
+}
+
 /* n's result from its inputs' classes, marking the scalings it needs. */
 static Batchness classify(MicroLoss *m, const Node *n, int pos)
 {
@@ -186,12 +193,12 @@ static Batchness classify(MicroLoss *m, const Node *n, int pos)
 			return BT_OTHER;
 		return sum ? BT_OTHER : row;
 	case OP_GATHER: /* the batch's rows picked by index (an embedding's ids are per example) */
-		if (!sum && *c0 != BT_PARAM && (row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank))
+		if (!sum && *c0 != BT_PARAM && along_examples(n, row))
 			return BT_OTHER;
 		return sum ? BT_OTHER : row;
 	case OP_SOFTMAX:
 	case OP_LOG_SOFTMAX: /* along the examples: each over its micro-batch's alone */
-		if (!sum && (row == BT_ROW_MOVED || n->attr.axis == 0 || n->attr.axis == -n->in[0]->shape.rank))
+		if (!sum && along_examples(n, row))
 			return BT_OTHER;
 		return sum ? BT_OTHER : row;
 	default: /* per example; a batch sum through a non-linear operator is no sum */

@@ -167,17 +167,19 @@ bool stages_param_cast(const Value *v)
  * send it on to the later ones. */
 void stages_casts_early(Graph *g)
 {
+	int *low = ARENA_NEWN(g->arena, int, g->nvalues); /* the earliest forward reader's chunk + 1; 0: none */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin && n->phase == PH_FORWARD; j++) {
+			const Value *v = n->in[j];
+			if (stages_param_cast(v) && (!low[v->id] || n->chunk + 1 < low[v->id]))
+				low[v->id] = n->chunk + 1;
+		}
+	}
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (!n->out || !stages_param_cast(n->out))
-			continue;
-		int low = -1;
-		for (int k = i + 1; k < g->nnodes; k++)
-			if (g->nodes[k]->phase == PH_FORWARD && reads(g->nodes[k], n->out) &&
-			    (low < 0 || g->nodes[k]->chunk < low))
-				low = g->nodes[k]->chunk;
-		if (low >= 0)
-			n->chunk = low;
+		if (n->out && low[n->out->id])
+			n->chunk = low[n->out->id] - 1;
 	}
 }
 
