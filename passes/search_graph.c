@@ -401,6 +401,22 @@ static int signature(const Node *n, int64_t *key, int cap)
 	PUT(n->attr.transpose_a | n->attr.transpose_b << 1 | n->attr.keep_dims << 2 | n->attr.causal << 3);
 	PUT(n->attr.axis);
 	PUT(n->attr.axes_mask);
+	PUT(n->attr.cp_algo | n->attr.grad_stacked << 2 | n->attr.save_lse << 3);
+	PUT(n->attr.params_axis);
+	PUT(n->attr.begin);
+	/* a conv's or pool's geometry decides which H/W splits are valid and
+	 * their halo (conv_halo): two convs of one shape may differ in it */
+	const ConvAttrs *cv = &n->attr.conv;
+	const int64_t geometry[] = {cv->kh, cv->kw, cv->sh, cv->sw, cv->pt, cv->pb, cv->pl, cv->pr, cv->dh, cv->dw,
+	                            cv->groups, cv->same | cv->exclude_pad << 1};
+	for (size_t i = 0; i < sizeof geometry / sizeof *geometry; i++)
+		PUT(geometry[i]);
+	if (n->op == OP_STRIDED_SLICE || n->op == OP_STRIDED_SLICE_GRAD)
+		for (int d = 0; d < MAX_RANK; d++) {
+			PUT(n->attr.ss_begin[d]);
+			PUT(n->attr.ss_end[d]);
+			PUT(n->attr.ss_stride[d]);
+		}
 	PUT(n->ann.nmanual_split);
 	for (int j = 0; j < n->nin; j++) {
 		/* a trainable weight's gradient is reduced (param_grad), a frozen

@@ -255,6 +255,25 @@ for mode in dynamic_programming recursive_programming; do
 	fi
 done
 
+# Two convs of one shape but another geometry (the third dilated 40 with
+# 40 rows of padding: a shard of 64 rows cannot hold its 80 halo rows) get
+# candidate lists of their own: they used to share the first's, so at 8
+# devices dynamic_programming gave the dilated conv an H split of 8 and
+# stopped at "invalid strategy" on a valid net, and both searches priced
+# its halo as 1 + 1 rows.
+sed '/w3, padding = 1/s/padding = 1/padding = 40, dilation = 40/' "$work/hw_plain.net" >"$work/hw_dil.net"
+for mode in dynamic_programming recursive_programming; do
+	ex=$("$NETC" explain "$work/hw_dil.net" -D device_num=8 -D search_mode=$mode 2>&1)
+	rc=$?
+	halo=$(echo "$ex" | awk '/^[^ ]/ { on = /^conv2d-2 / } on && /halo/')
+	if [ $rc -eq 0 ] && echo "$halo" | grep -q "halo H split [24]: 40 + 40 rows"; then
+		ok "$mode: a dilated conv of the same shape gets its own candidates ($(echo "$ex" | grep "^conv2d-2 "))"
+	else
+		bad "$mode: a dilated conv of the same shape as another"
+		echo "$ex" | grep -E "error|^conv2d" -A1 | head -8 | sed 's/^/     | /'
+	fi
+done
+
 # negative control: the comparison catches a different run
 if train seed 4 20 $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
 	ok "another seed differs from stand-alone (the comparison can fail)"

@@ -402,3 +402,33 @@ Test(search_algo, products_of_other_dtypes_do_not_share_candidates)
 			l[k++] = s->v[v].cl;
 	cr_expect_neq(l[0], l[1], "the f32 and f16 products share one candidate list");
 }
+
+/* ... nor do two convolutions of the same shapes but another geometry
+ * (padding 1 against padding 2 with dilation 2): the geometry decides
+ * which height splits are valid and their halo (conv_halo). Before, the
+ * one read first gave both its list: at 8 devices dynamic_programming
+ * chose an H split the dilated conv's halo does not allow and stopped at
+ * "invalid strategy" (tests/e2e/test_conv.sh, hw_dil.net). */
+Test(search_algo, convolutions_of_other_geometry_do_not_share_candidates)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(1, 8, 16, 16), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(1, 8, 16, 16), loc_none());
+	Node *c[2];
+	Value *h = x;
+	for (int k = 0; k < 2; k++) {
+		c[k] = graph_node(g, OP_CONV2D, (Value *[]){h, par(k ? "w2" : "w1", S(8, 8, 3, 3))}, 2, loc_none());
+		c[k]->attr.conv = (ConvAttrs){.sh = 1, .sw = 1, .pt = k + 1, .pb = k + 1, .pl = k + 1, .pr = k + 1,
+		                              .dh = k + 1, .dw = k + 1, .groups = 1};
+		h = c[k]->out;
+	}
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	cr_assert(shape_eq(&c[0]->out->shape, &c[1]->out->shape), "the two convs' shapes differ: the test shows nothing");
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	const CandList *l[2] = {0};
+	for (int v = 0, k = 0; v < s->nv; v++)
+		if (s->v[v].n->op == OP_CONV2D)
+			l[k++] = s->v[v].cl;
+	cr_expect_neq(l[0], l[1], "a conv padded 1 and one dilated 2, padded 2, share one candidate list");
+}
