@@ -691,11 +691,22 @@ bool pass_memplan(Compilation *c)
 		p->nstages = g->nstages;
 		p->stage_params = ARENA_NEWN(&c->arena, int64_t, g->nstages);
 		p->stage_state = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		/* a tied weight's copy on each stage that reads it counts there
+		 * too, as the program allocates it (codegen/pipeline_c.c,
+		 * sched_held_mask): it counted on its owner alone */
+		uint64_t *on = ARENA_NEWN(&c->arena, uint64_t, nv + 1);
+		for (int i = 0; i < g->nnodes; i++)
+			for (int j = 0; j < g->nodes[i]->nin; j++)
+				if (g->nodes[i]->ann.stage >= 0 && g->nodes[i]->ann.stage < 64)
+					on[g->nodes[i]->in[j]->id] |= (uint64_t)1 << g->nodes[i]->ann.stage;
 		for (int i = 0; i < nv; i++) {
 			Value *v = g->values[i];
 			int st = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
 			if (st >= 0 && st < g->nstages)
 				*(v->kind == VK_PARAM ? &p->stage_params[st] : &p->stage_state[st]) += value_bytes(c, v);
+			for (int s = 0; v->kind == VK_PARAM && s < g->nstages && s < 64; s++)
+				if (s != st && (on[v->id] >> s & 1))
+					p->stage_params[s] += value_bytes(c, v);
 		}
 		for (int s = 0; s < g->nstages; s++) {
 			p->stage_offset[s] = ARENA_NEWN(&c->arena, int64_t, nv);
