@@ -12,6 +12,7 @@
 #include "fuse_match.h"
 #include "fuse_update.h"
 #include "fusion.h"
+#include "schedule.h"
 
 enum { ALIGN = 64 };
 
@@ -708,6 +709,10 @@ bool pass_memplan(Compilation *c)
 				if (s != st && (on[v->id] >> s & 1))
 					p->stage_params[s] += value_bytes(c, v);
 		}
+		/* the largest stage (memplan_report) holds its slots' workspace,
+		 * as the program allocates them (codegen's emit_sched_alloc) */
+		p->stage_slots = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
+		                                !c->infer)->nslots;
 		for (int s = 0; s < g->nstages; s++) {
 			p->stage_offset[s] = ARENA_NEWN(&c->arena, int64_t, nv);
 			p->stage_peak[s] = plan_stage(c, s, p->stage_offset[s], p->transient, &p->stage_transient[s]);
@@ -719,13 +724,19 @@ bool pass_memplan(Compilation *c)
 	return true;
 }
 
+/* A stage's workspace (its slots and the shared region), parameters,
+ * their gradients and state. */
+static int64_t stage_total(const MemPlan *p, int s)
+{
+	return p->stage_slots[s] * p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s];
+}
+
 void memplan_report(const MemPlan *p, FILE *out)
 {
 	if (p->stage_params) {
 		int big = 0;
 		for (int s = 0; s < p->nstages; s++)
-			if (p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s] >
-			    p->stage_peak[big] + p->stage_transient[big] + 2 * p->stage_params[big] + p->stage_state[big])
+			if (stage_total(p, s) > stage_total(p, big))
 				big = s;
 		fprintf(out,
 		        "memory per device, pipeline stage %d (the largest of %d): activations and gradients peak %" PRId64

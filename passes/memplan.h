@@ -30,6 +30,7 @@ struct MemPlan {
 	int nstages;            /* pipelines: the stages the arrays above and below count */
 	int64_t *stage_params;  /* [stage]: parameter bytes the stage holds: its own and its copies of tied weights it reads */
 	int64_t *stage_state;   /* [stage]: their optimizer state bytes */
+	const int *stage_slots; /* [stage]: the micro-batch slots the schedule keeps there (schedule.h) */
 };
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
