@@ -155,7 +155,7 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 	bool prefixed = sscanf(key, "np%d.%n", &ranks, &used) == 1 && used > 0;
 	const char *k = prefixed ? key + used : key;
 	if (prefixed && (ranks < 1 || ranks > 1 << 20)) {
-		snprintf(err, errlen, "'%s': the rank count after 'np' must be at least 1", key);
+		snprintf(err, errlen, "'%s': the rank count after 'np' must be from 1 to %d", key, 1 << 20);
 		return NULL;
 	}
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !prefixed; i++)
@@ -170,6 +170,11 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		bool lat = strcmp(k + n + 1, "latency") == 0, bw = strcmp(k + n + 1, "bandwidth") == 0;
 		if (!lat && !bw)
 			continue;
+		if (prefixed && ranks == 1) { /* the 1-rank profile prices every count without its own */
+			snprintf(err, errlen, "'%s': a collective runs over 2 ranks or more (npR. with R >= 2; COLL.latency "
+			         "without npR. prices every rank count)", key);
+			return NULL;
+		}
 		MachineProfile *p = prefixed ? profile_for(m, ranks) : NULL;
 		if (prefixed && !p) {
 			snprintf(err, errlen, "'%s': more than %d rank counts (npR.) in one machine", key, MACHINE_MAX_PROFILES);
@@ -191,8 +196,8 @@ static double *machine_field(Machine *m, const char *key, bool *positive, char *
 		         "unknown machine key '%s' (keys: flops, bandwidth or beta, latency or alpha, memory_limit, "
 		         "devices_per_node, intra_node.latency, intra_node.bandwidth, inter_node.latency, "
 		         "inter_node.bandwidth; alone or after npR. (R ranks' figure, e.g. np4.allreduce.latency): "
-		         "COLL.latency and COLL.bandwidth for COLL in allreduce, reduce_scatter, allgather, alltoall, "
-		         "sendrecv, iallreduce, scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, "
+		         "COLL.latency and COLL.bandwidth (COLL: allreduce, reduce_scatter, allgather, alltoall, "
+		         "sendrecv, iallreduce), scalar_flops, mem_bandwidth, dram_bandwidth, cache_bytes, dram_bytes, llc_bandwidth, "
 		         "llc_bytes, kernel_threads, op_overhead, collective_overhead, rand_rate, "
 		         "mac_rate, tanh_rate, target_mac_rate, op.NAME, gemm.TT.MxNxK, gemm.TYPE.TT.MxNxK (TYPE tf32, bf16, f16); "
 		         "after npR. only: npR.flops; see docs/calibration.md)",

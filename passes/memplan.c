@@ -12,6 +12,7 @@
 #include "fuse_match.h"
 #include "fuse_update.h"
 #include "fusion.h"
+#include "schedule.h"
 
 enum { ALIGN = 64 };
 
@@ -691,12 +692,27 @@ bool pass_memplan(Compilation *c)
 		p->nstages = g->nstages;
 		p->stage_params = ARENA_NEWN(&c->arena, int64_t, g->nstages);
 		p->stage_state = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+		/* a tied weight's copy on each stage that reads it counts there
+		 * too, as the program allocates it (codegen/pipeline_c.c,
+		 * sched_held_mask): it counted on its owner alone */
+		uint64_t *on = ARENA_NEWN(&c->arena, uint64_t, nv + 1);
+		for (int i = 0; i < g->nnodes; i++)
+			for (int j = 0; j < g->nodes[i]->nin; j++)
+				if (g->nodes[i]->ann.stage >= 0 && g->nodes[i]->ann.stage < 64)
+					on[g->nodes[i]->in[j]->id] |= (uint64_t)1 << g->nodes[i]->ann.stage;
 		for (int i = 0; i < nv; i++) {
 			Value *v = g->values[i];
 			int st = v->kind == VK_PARAM ? v->stage : v->kind == VK_STATE ? v->state.of->stage : -1;
 			if (st >= 0 && st < g->nstages)
 				*(v->kind == VK_PARAM ? &p->stage_params[st] : &p->stage_state[st]) += value_bytes(c, v);
+			for (int s = 0; v->kind == VK_PARAM && s < g->nstages && s < 64; s++)
+				if (s != st && (on[v->id] >> s & 1))
+					p->stage_params[s] += value_bytes(c, v);
 		}
+		/* the largest stage (memplan_report) holds its slots' workspace,
+		 * as the program allocates them (codegen's emit_sched_alloc) */
+		p->stage_slots = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
+		                                !c->infer)->nslots;
 		for (int s = 0; s < g->nstages; s++) {
 			p->stage_offset[s] = ARENA_NEWN(&c->arena, int64_t, nv);
 			p->stage_peak[s] = plan_stage(c, s, p->stage_offset[s], p->transient, &p->stage_transient[s]);
@@ -708,13 +724,19 @@ bool pass_memplan(Compilation *c)
 	return true;
 }
 
+/* A stage's workspace (its slots and the shared region), parameters,
+ * their gradients and state. */
+static int64_t stage_total(const MemPlan *p, int s)
+{
+	return p->stage_slots[s] * p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s];
+}
+
 void memplan_report(const MemPlan *p, FILE *out)
 {
 	if (p->stage_params) {
 		int big = 0;
 		for (int s = 0; s < p->nstages; s++)
-			if (p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s] >
-			    p->stage_peak[big] + p->stage_transient[big] + 2 * p->stage_params[big] + p->stage_state[big])
+			if (stage_total(p, s) > stage_total(p, big))
 				big = s;
 		fprintf(out,
 		        "memory per device, pipeline stage %d (the largest of %d): activations and gradients peak %" PRId64

@@ -28,8 +28,9 @@ struct MemPlan {
 	bool *transient;        /* by value id: in the shared region (its stage_offset is an offset there) */
 	int64_t *stage_transient; /* [stage]: bytes of the shared region */
 	int nstages;            /* pipelines: the stages the arrays above and below count */
-	int64_t *stage_params;  /* [stage]: parameter bytes of the parameters the stage owns */
+	int64_t *stage_params;  /* [stage]: parameter bytes the stage holds: its own and its copies of tied weights it reads */
 	int64_t *stage_state;   /* [stage]: their optimizer state bytes */
+	const int *stage_slots; /* [stage]: the micro-batch slots the schedule keeps there (schedule.h) */
 };
 
 /* Bytes this device holds of v (its slice when sharded), float tensors

@@ -713,7 +713,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 			}
 			CandList *own = ARENA_NEW(a, CandList);
 			own->c = ARENA_NEWN(a, Cand, sv->cl->n + 1);
-			memcpy(own->c, sv->cl->c, sizeof(Cand) * (size_t)sv->cl->n);
+			if (sv->cl->n) /* no candidate (a manual_split operator): c is NULL, which memcpy may not read */
+				memcpy(own->c, sv->cl->c, sizeof(Cand) * (size_t)sv->cl->n);
 			Cand *c = &own->c[sv->cl->n];
 			c->s = n->ann.in_strategy;
 			c->r = r;

@@ -816,7 +816,8 @@ static void check_layout(void *ctx, const CkLayout *l)
 	if (!p || p->kind != VK_PARAM || !p->layout || l->rank != p->shape.rank)
 		return; /* reported by apply_layout() */
 	int map[MAX_RANK];
-	bool maps_ok = l->ndev > 0 && l->ndev <= MAX_RANK;
+	/* dev_matrix []: one device (a stage of one, device_num = 1), as the save writes it */
+	bool maps_ok = l->ndev >= 0 && l->ndev <= MAX_RANK;
 	for (int j = 0; j < l->rank && maps_ok; j++) {
 		/* tensor_shape is JSON's (the protobuf has split shapes) */
 		maps_ok = l->map[j] >= -1 && l->map[j] < l->ndev &&

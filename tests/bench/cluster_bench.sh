@@ -113,6 +113,7 @@ sizes=0 good=0 searches=0 sgood=0
 for s in $SIZES; do
 	: >"$work/rows"
 	: >"$work/keys"
+	: >"$work/alias" # a size skipped below (under 2 plans ran) left its aliases to the next
 	built= # the distinct plans
 	for p in $PLANS; do
 		# shellcheck disable=SC2046

@@ -169,6 +169,36 @@ Test(calibrate, collective_figures_per_rank_count)
 	arena_free(&a);
 }
 
+/* machine_profile falls back to the 1-rank profile (the figures measured
+ * alone), so np1.COLL figures priced every rank count without its own
+ * profile: np1.allreduce.latency = 1e-5 made mlp.net's 4 ranks pay 10 us
+ * an all-reduce. A collective needs 2 ranks: the key is refused, and a
+ * profile's collective figures price its own rank count only. A rank
+ * count out of range says the range; the unknown-key message keeps the
+ * collectives' names apart from the profile keys. */
+Test(calibrate, collective_figures_not_from_the_alone_profile)
+{
+	Machine m;
+	char err[1024];
+	Arena a = {0};
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "scalar_flops=1e9,allreduce.latency=1e-6,np4.allgather.latency=2e-6", err, sizeof err),
+	          "%s", err);
+	cr_expect_not(machine_parse_list(&m, "np1.allreduce.latency=1e-5", err, sizeof err));
+	cr_expect_str_eq(err, "'np1.allreduce.latency': a collective runs over 2 ranks or more (npR. with R >= 2; "
+	                      "COLL.latency without npR. prices every rank count)");
+	cr_expect_not(machine_parse_list(&m, "np2000000.flops=1", err, sizeof err));
+	cr_expect_str_eq(err, "'np2000000.flops': the rank count after 'np' must be from 1 to 1048576");
+	cr_expect_not(machine_parse_list(&m, "np4.allreduce.foo=1", err, sizeof err));
+	cr_expect(strstr(err, "COLL.latency and COLL.bandwidth (COLL: allreduce, reduce_scatter, allgather, alltoall, "
+	                      "sendrecv, iallreduce), scalar_flops,"), "%s", err);
+	const Machine *m2 = machine_for_ranks(&a, &m, 2);
+	cr_expect_float_eq(m2->coll_latency[0], 1e-6, 1e-18);
+	cr_expect_float_eq(m2->coll_latency[2], m.coll_latency[2], 1e-18, "np4's all-gather is not 2 ranks'");
+	cr_expect_float_eq(machine_for_ranks(&a, &m, 4)->coll_latency[2], 2e-6, 1e-18);
+	arena_free(&a);
+}
+
 /* cluster_bench's calibration measures 144 product sizes (three
  * transformer sizes as tensor parallel and mixed, 4 ranks); a rank
  * count's file then holds them all, up to 161 sizes of 4 types (a GPU's

@@ -92,3 +92,17 @@ Test(mem_floor, hopeless_only_over_the_limit)
 	cr_expect(!search_mem_hopeless(80e9, 80e9));
 	cr_expect(!search_mem_hopeless(1e12, 0)); /* no limit */
 }
+
+/* An operator with no candidate of its own (manual_split.net's embedding,
+ * split unevenly by manual_split) searched in auto_parallel: the search
+ * graph copied its empty candidate list from NULL (memcpy's argument 2,
+ * which UBSan stops at: netc-san aborted); its floor is under its
+ * compiled bytes as every plan's. */
+Test(mem_floor, manual_split_searched)
+{
+	const char *defs[] = {"parallel_mode=auto_parallel"};
+	int64_t planned;
+	double floor = floor_of("tests/e2e/models/manual_split.net", defs, 1, &planned);
+	cr_expect(floor > 0 && planned > 0 && floor <= (double)planned, "floor %.0f, compiled %lld", floor,
+	          (long long)planned);
+}

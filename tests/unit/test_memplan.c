@@ -1,6 +1,10 @@
 /* passes/memplan.c: workspace peaks counted by hand on small models. */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codegen/target.h"
 #include "compile_fixture.h"
 #include "passes/memplan.h"
 
@@ -29,4 +33,56 @@ Test(memplan, bias_add_takes_the_product_bytes)
 	cr_expect(update_of(c.g, "w"));
 	cr_expect_eq(c.plan->peak, 131072 + 16384 + 2048 + 64, "peak %lld", (long long)c.plan->peak);
 	compile_done(&c);
+}
+
+/* -v's memory line of a pipeline (memplan_report) counts a tied weight's
+ * copy on each stage that reads it, as the program plans it (netc build
+ * -v's line of that stage): tied_shared.net's stage 1 holds w1 and its
+ * copy of wb (512 bytes), tied3.net's stage 2 wb and its copy of wa; the
+ * line said 256 for both (the owner's parameters alone). The stage it
+ * names the largest is the one whose planned total is: tied3.net's stage
+ * 0 (3 slots of activations), not stage 2 (one slot: the slots were not
+ * counted). */
+Test(memplan, report_counts_tied_copies_as_planned)
+{
+	static const char *const models[] = {"tests/e2e/pipeline/tied_shared.net", "tests/e2e/pipeline/tied3.net"};
+	for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+		Compilation c;
+		cr_assert(compile_model(&c, models[m], NULL, 0, UPTO_CODEGEN), "%s", models[m]);
+		char *rep = NULL, *plan = NULL;
+		size_t nrep = 0, nplan = 0;
+		FILE *f = open_memstream(&rep, &nrep);
+		memplan_report(c.plan, f);
+		fclose(f);
+		f = open_memstream(&plan, &nplan);
+		BuildOptions o = {0};
+		cr_assert(netc_memory_plan(&c, &o, f));
+		fclose(f);
+		int big = -1;
+		long long said = -1, planned = -2;
+		const char *at = strstr(rep, "parameters ");
+		cr_assert(sscanf(rep, "memory per device, pipeline stage %d", &big) == 1 && at, "%s", rep);
+		sscanf(at, "parameters %lld", &said);
+		char key[64];
+		snprintf(key, sizeof key, "pipeline stage %d (bytes): params ", big);
+		const char *line = strstr(plan, key);
+		cr_assert(line, "%s", plan);
+		sscanf(line + strlen(key), "%lld", &planned);
+		cr_expect_eq(said, 512, "%s: %s", models[m], rep);
+		cr_expect_eq(said, planned, "%s: -v says %lld, the program plans %lld", models[m], said, planned);
+		int most = -1;
+		long long top = -1;
+		for (const char *l = strstr(plan, "pipeline stage "); l; l = strstr(l + 1, "pipeline stage ")) {
+			int st;
+			const char *t = strstr(l, " total ");
+			long long total;
+			if (sscanf(l, "pipeline stage %d (bytes)", &st) == 1 && t && sscanf(t, " total %lld", &total) == 1 &&
+			    total > top)
+				top = total, most = st;
+		}
+		cr_expect_eq(big, most, "%s: -v's largest stage %d, the program's %d:\n%s%s", models[m], big, most, rep, plan);
+		free(rep);
+		free(plan);
+		compile_done(&c);
+	}
 }

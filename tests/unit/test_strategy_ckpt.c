@@ -758,3 +758,34 @@ Test(strategy_ckpt, pipelined_program_loads_its_own_file)
 	remove(a);
 	remove(b);
 }
+
+/* A layout over one device is saved as dev_matrix [] (JSON and protobuf):
+ * the load refused it ('the layout item of 'wa' ... contradicts the
+ * strategies, which lay it out as dev [] ...'), so a program of one
+ * device per stage -- tied3.net's 3 stages on 3 devices, any model on
+ * device_num = 1 -- could not load its own file. */
+Test(strategy_ckpt, one_device_a_stage_loads_its_own_file)
+{
+	static const char *const cases[][2] = {
+	    {"tests/e2e/pipeline/tied3.net", "json"},
+	    {"tests/e2e/pipeline/tied3.net", "ckpt"},
+	    {"tests/models/relu_floor.net", "json"},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		char a[96], save[128], load[128];
+		snprintf(a, sizeof a, "build/test_ckpt_one_%ld_%zu.%s", (long)getpid(), k, cases[k][1]);
+		snprintf(save, sizeof save, "strategy_ckpt_save_file=\"%s\"", a);
+		snprintf(load, sizeof load, "strategy_ckpt_load_file=\"%s\"", a);
+		bool ok;
+		const char *d1[] = {save, "device_num=1", "parallel_mode=semi_auto_parallel"};
+		const char *d2[] = {load, "device_num=1", "parallel_mode=semi_auto_parallel"};
+		int nd = strstr(cases[k][0], "pipeline") ? 1 : 3; /* tied3.net: its own 3 devices */
+		char *diag = compile(cases[k][0], d1, nd, &ok);
+		cr_assert(ok, "%s", diag);
+		free(diag);
+		diag = compile(cases[k][0], d2, nd, &ok);
+		cr_expect(ok, "%s (%s): %s", cases[k][0], cases[k][1], diag);
+		free(diag);
+		remove(a);
+	}
+}
