@@ -51,24 +51,27 @@ static void mix_machine(uint64_t *h1, uint64_t *h2, const Search *s)
 
 static bool ragged(const Layout *l) { return l && l->ragged; }
 
-bool search_table_key(const Search *s, int ei, TableKey *k)
+bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 {
 	const SEdge *e = &s->e[ei];
 	const SVertex *u = &s->v[e->u], *v = &s->v[e->v];
 	const Node *reader = v->n;
-	int su = u->n->ann.stage, sv = reader->ann.stage;
-	bool cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
-	/* search_edge_memory's multiplier: the reader's stage's slots */
-	int slots = s->slots && sv >= 0 && sv < s->g->nstages ? s->slots[sv] : 1;
 	uint64_t h1 = 0x7AB1E5C0FFEE1234ull, h2 = 0x51A7E0F0DD5EED55ull;
-	mix_machine(&h1, &h2, s);
-	double w = s->w_micro;
-	cost_memo_mix_doubles(&h1, &h2, &w, 1);
-	cost_memo_mix(&h1, &h2, (uint64_t)e->dt << 8 | (uint64_t)s->training << 4 | (uint64_t)(e->ui < 0) << 2 |
-	                            (uint64_t)cross << 1 | (uint64_t)(reader->ann.recompute && reader->ann.mp_comm_recompute));
-	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)slots);
+	cost_memo_mix(&h1, &h2, (uint64_t)e->dt << 8 | (uint64_t)s->training << 4 | (uint64_t)(e->ui < 0) << 2 | memory);
 	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)u->fixed << 32 | (uint64_t)(unsigned)v->fixed);
 	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)u->cl->n << 32 | (uint64_t)(unsigned)v->cl->n);
+	int sv = reader->ann.stage;
+	if (memory) { /* search_edge_memory: the reader's recompute marks and its stage's slots */
+		int slots = s->slots && sv >= 0 && sv < s->g->nstages ? s->slots[sv] : 1;
+		cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)slots << 1 | (reader->ann.recompute && reader->ann.mp_comm_recompute));
+	} else { /* search_edge_cost: the machine, the weight, the stage transfer */
+		int su = u->n->ann.stage;
+		bool cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
+		mix_machine(&h1, &h2, s);
+		double w = s->w_micro;
+		cost_memo_mix_doubles(&h1, &h2, &w, 1);
+		cost_memo_mix(&h1, &h2, cross);
+	}
 	for (int i = 0; i < u->cl->n; i++) {
 		const Layout *from = search_edge_from(s, e, i);
 		if (ragged(from))
@@ -76,13 +79,14 @@ bool search_table_key(const Search *s, int ei, TableKey *k)
 		mix_layout(&h1, &h2, from);
 	}
 	for (int j = 0; j < v->cl->n; j++) {
-		const Layout *to = search_edge_to(s, e, j), *grad = v->cl->c[j].grad[e->vi];
+		const Layout *to = search_edge_to(s, e, j), *grad = memory ? NULL : v->cl->c[j].grad[e->vi];
 		if (ragged(to) || ragged(grad))
 			return false;
 		mix_layout(&h1, &h2, to);
-		mix_layout(&h1, &h2, grad);
+		if (!memory)
+			mix_layout(&h1, &h2, grad);
 	}
-	*k = (TableKey){.h1 = h1, .h2 = h2, .nu = u->cl->n, .nv = v->cl->n};
+	*k = (TableKey){.h1 = h1, .h2 = h2, .nu = u->cl->n, .nv = v->cl->n, .memory = memory};
 	return true;
 }
 
@@ -90,7 +94,7 @@ bool search_table_key(const Search *s, int ei, TableKey *k)
 
 typedef struct Held {
 	TableKey key;
-	double *M, *Mem;     /* references held; Mem NULL: the edge holds nothing */
+	double *M;           /* a reference held; NULL: a memory table of zeros */
 	size_t bytes;
 	unsigned long used;  /* the search_edge_tables call that last read it */
 	struct Held *next;   /* in its bucket */
@@ -116,7 +120,6 @@ TableStats search_tables_stats(void) { return memo.st; }
 static void held_free(Held *h)
 {
 	mat_free(h->M);
-	mat_free(h->Mem);
 	memo.st.bytes -= h->bytes;
 	memo.n--;
 	free(h);
@@ -141,7 +144,8 @@ static Held *memo_find(const TableKey *k)
 	if (!memo.cap)
 		return NULL;
 	for (Held *h = memo.bucket[k->h2 & (memo.cap - 1)]; h; h = h->next)
-		if (h->key.h1 == k->h1 && h->key.h2 == k->h2 && h->key.nu == k->nu && h->key.nv == k->nv)
+		if (h->key.h1 == k->h1 && h->key.h2 == k->h2 && h->key.nu == k->nu && h->key.nv == k->nv &&
+		    h->key.memory == k->memory)
 			return h;
 	return NULL;
 }
@@ -163,7 +167,7 @@ static bool evict_one(void)
 	return true;
 }
 
-static void memo_put(const TableKey *k, double *M, double *Mem)
+static void memo_put(const TableKey *k, double *M)
 {
 	if (2 * (memo.n + 1) > memo.cap) {
 		size_t cap = memo.cap ? 2 * memo.cap : 256;
@@ -179,8 +183,8 @@ static void memo_put(const TableKey *k, double *M, double *Mem)
 		memo.bucket = t, memo.cap = cap;
 	}
 	Held *h = xmalloc(sizeof *h);
-	*h = (Held){.key = *k, .M = mat_share(M), .Mem = Mem ? mat_share(Mem) : NULL, .used = memo.clock};
-	h->bytes = sizeof(Mat) * 2 + sizeof(double) * (size_t)k->nu * (size_t)k->nv * (Mem ? 2 : 1);
+	*h = (Held){.key = *k, .M = M ? mat_share(M) : NULL, .used = memo.clock};
+	h->bytes = sizeof *h + (M ? sizeof(Mat) + sizeof(double) * (size_t)k->nu * (size_t)k->nv : 0);
 	Held **b = &memo.bucket[k->h2 & (memo.cap - 1)];
 	h->next = *b;
 	*b = h;
@@ -221,47 +225,50 @@ static size_t edge_key_hash(const EdgeKey *k)
 	return (size_t)h;
 }
 
-/* Edge ei's two tables, priced cell by cell. */
-static void price(Search *s, int ei, const EdgeKey *key, double **time, double **mem)
+/* Edge ei's cost table (memory false) or memory table (NULL where it
+ * holds nothing), priced cell by cell. A fixed end's other candidates
+ * cost INFINITY in dp_once (its vertex cost), so their cells are never
+ * chosen: only the fixed row or column is priced (sharding_propagation's
+ * annotated operators, whose lists are their own: GPT-3 x 4096 devices
+ * priced 14.9 million cells, 97% of them such, 3 s a search). */
+static double *price(Search *s, int ei, const EdgeKey *key, bool memory)
 {
 	const SEdge *e = &s->e[ei];
 	int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
-	double *M = mat_alloc((size_t)nu * nvv), *Mem = mat_alloc((size_t)nu * nvv);
+	double *M = mat_alloc((size_t)nu * nvv);
 	bool held = false;
-	/* a fixed end's other candidates cost INFINITY in dp_once (its
-	 * vertex cost), so their cells are never chosen: only the fixed
-	 * row or column is priced (sharding_propagation's annotated
-	 * operators, whose lists are their own: GPT-3 x 4096 devices
-	 * priced 14.9 million cells, 97% of them such, 3 s a search) */
 	for (int i = 0; i < nu; i++)
 		for (int j = 0; j < nvv; j++) {
 			bool dead = (key->fu >= 0 && i != key->fu) || (key->fv >= 0 && j != key->fv);
-			M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
-			Mem[i * nvv + j] = dead ? 0 : search_edge_memory(s, ei, i, j);
-			held |= Mem[i * nvv + j] > 0;
+			if (memory)
+				M[i * nvv + j] = dead ? 0 : search_edge_memory(s, ei, i, j), held |= M[i * nvv + j] > 0;
+			else
+				M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
 		}
-	if (!held)
-		mat_free(Mem), Mem = NULL;
-	*time = M, *mem = Mem;
+	if (memory && !held)
+		mat_free(M), M = NULL;
+	return M;
 }
 
-/* Edge ei's tables: from the memo of the process where an earlier search
- * priced the same content, else priced (and kept there). */
-static void tables_of(Search *s, int ei, const EdgeKey *key, double **time, double **mem)
+/* One of edge ei's tables: from the memo of the process where an earlier
+ * search priced the same content, else priced (and kept there). The two
+ * are kept apart: a recompute mark changes the memory table only, and a
+ * cost cell is what costs (a redistribution's price, a byte count). */
+static double *table_of(Search *s, int ei, const EdgeKey *key, bool memory)
 {
 	TableKey tk;
-	bool keyed = !memo.off && search_table_key(s, ei, &tk);
+	bool keyed = !memo.off && search_table_key(s, ei, memory, &tk);
 	Held *h = keyed ? memo_find(&tk) : NULL;
 	if (h) {
-		*time = mat_share(h->M), *mem = h->Mem ? mat_share(h->Mem) : NULL;
 		h->used = memo.clock;
 		memo.st.hits++;
-		return;
+		return h->M ? mat_share(h->M) : NULL;
 	}
-	price(s, ei, key, time, mem);
+	double *M = price(s, ei, key, memory);
 	memo.st.priced++;
 	if (keyed)
-		memo_put(&tk, *time, *mem);
+		memo_put(&tk, M);
+	return M;
 }
 
 /* Within one search an edge's tables depend only on its ends' candidate
@@ -291,7 +298,8 @@ double **search_edge_tables(Search *s)
 			h = (h + 1) & (memo_cap - 1);
 		if (!em[h].M) {
 			em[h].key = key;
-			tables_of(s, ei, &key, &em[h].M, &em[h].Mem); /* em's references, dropped below */
+			em[h].M = table_of(s, ei, &key, false); /* em's references, dropped below */
+			em[h].Mem = table_of(s, ei, &key, true);
 		}
 		T[ei] = mat_share(em[h].M);
 		T[s->ne + ei] = em[h].Mem ? mat_share(em[h].Mem) : NULL;

@@ -13,23 +13,26 @@
 /* Each edge's cost table T[e] (NULL for a vertex's edge to itself) and
  * memory table T[ne + e] (NULL where it holds nothing): Mat tables
  * (search_mat.h), each entry a reference. Tables with the same content
- * key (search_table_key) come from the process's memo. */
+ * key (search_table_key) come from the process's memo, the cost and the
+ * memory tables each by their own. */
 double **search_edge_tables(Search *s);
 void search_edge_tables_free(Search *s, double **T);
 
-/* What edge e's tables depend on, as a 128-bit hash: both ends' layouts
- * as the edge sees them under every candidate (search_edge_from, _to, the
- * gradient's), the element type, the ends' fixed candidates, the stage
- * crossing and what stage_transfer reads, w_micro, training, the
- * machine's figures that price a redistribution, and for the memory
- * table the reader's recompute marks and its stage's micro-batch slots.
- * False where a layout is ragged (its fields do not say it all): that
- * table is priced apart. */
+/* What edge e's cost table (memory false) or memory table depends on,
+ * as a 128-bit hash: both ends' layouts as the edge sees them under every
+ * candidate (search_edge_from, _to), the element type, training, the
+ * ends' fixed candidates; for the cost table the gradient's layouts, the
+ * stage crossing, w_micro and the machine's figures that price a
+ * redistribution or a stage transfer; for the memory table the reader's
+ * recompute marks and its stage's micro-batch slots. False where a
+ * layout is ragged (its fields do not say it all): that table is priced
+ * apart. */
 typedef struct TableKey {
 	uint64_t h1, h2;
 	int nu, nv;
+	bool memory;
 } TableKey;
-bool search_table_key(const Search *s, int e, TableKey *k);
+bool search_table_key(const Search *s, int e, bool memory, TableKey *k);
 
 /* The memo: on (true, the default) or off (every table priced anew;
  * tests); dropped: every table it holds freed (no later compilation of

@@ -165,3 +165,27 @@ Test(search_tables, other_candidates_never_share_a_table)
 	for (int v = 0; v < NVARIANTS; v++)
 		search_edge_tables_free(f[v], F[v]);
 }
+
+/* A recompute mark changes what the reader holds, not what a conversion
+ * costs: the recomputed MLP takes the base's cost tables from the memo
+ * (the same tables) and prices its memory tables apart (a recomputed
+ * reader's converted copy is not held: recomputed_reader_holds_no_
+ * converted_copy in test_search_algo.c; the loss, not marked, still
+ * holds its own). */
+Test(search_tables, recompute_mark_reprices_only_memory_tables)
+{
+	mlp();
+	Search *b = at(BASE);
+	double **B = search_edge_tables(b);
+	Search *r = at(RECOMPUTE);
+	double **R = search_edge_tables(r);
+	cr_assert_eq(r->ne, b->ne);
+	int dropped = 0; /* copies the base holds and the recomputed MLP does not */
+	for (int ei = 0; ei < r->ne; ei++) {
+		cr_expect(R[ei] == B[ei], "edge %d's cost table was priced again", ei);
+		dropped += B[r->ne + ei] && !R[r->ne + ei];
+	}
+	cr_expect_gt(dropped, 0, "no memory table changed with the recompute marks");
+	search_edge_tables_free(b, B);
+	search_edge_tables_free(r, R);
+}
