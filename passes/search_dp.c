@@ -430,10 +430,13 @@ static int elim_round(Dp *D)
 	return done;
 }
 
-/* Edge tables with their memory priced at lambda, one per shared time
- * table (identical layers share both), built once per pass. */
+/* Edge tables with their memory priced at lambda, one per shared pair of
+ * tables (identical layers share both), built once per pass. By the pair:
+ * the cost tables of the process's memo (search_tables.c) are shared
+ * apart from the memory tables, so one cost table may come with two
+ * memory tables (a recomputed reader's and a kept one's). */
 typedef struct PricedTables {
-	struct { const double *time; double *priced; } *slot;
+	struct { const double *time, *mem; double *priced; } *slot;
 	int cap;
 } PricedTables;
 
@@ -448,15 +451,16 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 			P->cap *= 2;
 		P->slot = xcalloc((size_t)P->cap, sizeof *P->slot);
 	}
-	size_t h = ((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull & (size_t)(P->cap - 1);
-	while (P->slot[h].time && P->slot[h].time != M)
+	size_t h = (((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull ^ ((uintptr_t)Mem >> 4) * 0xC2B2AE3D27D4EB4Full) &
+	           (size_t)(P->cap - 1);
+	while (P->slot[h].time && (P->slot[h].time != M || P->slot[h].mem != Mem))
 		h = (h + 1) & (size_t)(P->cap - 1);
 	if (!P->slot[h].time) {
 		size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
 		double *C = mat_alloc(n);
 		for (size_t i = 0; i < n; i++)
 			C[i] = M[i] + lambda * Mem[i];
-		P->slot[h].time = M, P->slot[h].priced = C;
+		P->slot[h].time = M, P->slot[h].mem = Mem, P->slot[h].priced = C;
 	}
 	return mat_share(P->slot[h].priced);
 }
