@@ -12,6 +12,7 @@
 #include "ir/shape.h"
 #include "passes/search_graph.h"
 #include "passes/search_mat.h"
+#include "passes/search_modes.h"
 #include "passes/search_tables.h"
 
 #include "graph_fixture.h"
@@ -188,4 +189,73 @@ Test(search_tables, recompute_mark_reprices_only_memory_tables)
 	cr_expect_gt(dropped, 0, "no memory table changed with the recompute marks");
 	search_edge_tables_free(b, B);
 	search_edge_tables_free(r, R);
+}
+
+/* Two edges whose conversions cost the same but whose readers hold their
+ * copies for different numbers of micro-batches: relu -> matmul (a frozen
+ * weight) on stage 0, which holds 2 slots of 1F1B's over 2 stages x 4,
+ * and relu -> matmul (a trainable one, another candidate list, the same
+ * layouts) on stage 1, which holds 1. They share one cost table and have
+ * two memory tables; a priced pass must price each pair (search_dp.c's
+ * priced_table, once keyed by the cost table alone: the second edge got
+ * the first's memory), so the search under a memory limit finds the same
+ * plans at the same prices with the memo as without it. */
+Test(search_tables, one_cost_table_with_two_memory_tables)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 32), loc_none());
+	Value *wf = graph_value(g, VK_PARAM, "wf", DT_F32, S(32, 32), loc_none());
+	Value *wt = graph_value(g, VK_PARAM, "wt", DT_F32, S(32, 32), loc_none());
+	wf->param.requires_grad = false;
+	Node *r1 = graph_node(g, OP_RELU, &x, 1, loc_none());
+	Node *m1 = graph_node(g, OP_MATMUL, (Value *[]){r1->out, wf}, 2, loc_none());
+	Node *r2 = graph_node(g, OP_RELU, &m1->out, 1, loc_none());
+	Node *m2 = graph_node(g, OP_MATMUL, (Value *[]){r2->out, wt}, 2, loc_none());
+	Node *l = graph_node(g, OP_MSE_LOSS, (Value *[]){m2->out, t}, 2, loc_none());
+	g->loss = l->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	g->nstages = g->nchunks = 2, g->nmicro = 4;
+	r1->ann.stage = m1->ann.stage = 0;
+	r2->ann.stage = m2->ann.stage = l->ann.stage = 1;
+	Machine m;
+	machine_defaults(&m);
+	int *choice[2];
+	SearchPrices rec[2] = {{0}};
+	for (int on = 0; on < 2; on++) {
+		search_tables_drop();
+		search_tables_enable(on);
+		Search *s = search_new(&arena, g, &m, true, &dg);
+		cr_assert(s, "%s", diag_text());
+		if (on) {
+			double **T = search_edge_tables(s);
+			int e1 = -1, e2 = -1;
+			for (int ei = 0; ei < s->ne; ei++)
+				if (s->v[s->e[ei].v].n == m1 && s->e[ei].vi == 0)
+					e1 = ei;
+				else if (s->v[s->e[ei].v].n == m2 && s->e[ei].vi == 0)
+					e2 = ei;
+			cr_assert(e1 >= 0 && e2 >= 0);
+			cr_assert(T[e1] == T[e2], "the two edges do not share a cost table: the test shows nothing");
+			cr_assert(T[s->ne + e1] && T[s->ne + e2] && T[s->ne + e1] != T[s->ne + e2],
+			          "the two edges' memory tables are not two: the test shows nothing");
+			search_edge_tables_free(s, T);
+		}
+		/* the limit: between the unlimited plan's memory and the least */
+		int *c0 = ARENA_NEWN(&arena, int, s->nv + 1);
+		cr_assert(search_dp(s, c0));
+		s->m.memory_limit = 0.6 * search_memory(s, c0);
+		s->soft_limit = true;
+		s->prices = &rec[on];
+		choice[on] = ARENA_NEWN(&arena, int, s->nv + 1);
+		cr_assert(search_dp(s, choice[on]));
+	}
+	cr_assert_eq(rec[0].n, rec[1].n, "%d passes without the memo, %d with it", rec[0].n, rec[1].n);
+	for (int i = 0; i < rec[0].n; i++)
+		cr_expect(rec[0].lambda[i] == rec[1].lambda[i] && rec[0].mem[i] == rec[1].mem[i] &&
+		              memcmp(rec[0].choice[i], rec[1].choice[i], sizeof(int) * (size_t)rec[0].nv) == 0,
+		          "pass %d: price %g, memory %g without the memo, price %g, memory %g with it", i, rec[0].lambda[i],
+		          rec[0].mem[i], rec[1].lambda[i], rec[1].mem[i]);
+	cr_expect(rec[0].n > 1, "one pass: the limit priced nothing");
+	search_prices_free(&rec[0]);
+	search_prices_free(&rec[1]);
 }
