@@ -1,6 +1,8 @@
 /* search_mode = dynamic_programming: graph elimination, and the
  * exhaustive search the tests compare it with (see search_graph.h). */
 #include "search_modes.h"
+#include "search_mat.h"
+#include "search_tables.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -46,41 +48,6 @@ typedef struct Dp {
 	struct SeriesMemo *memo; /* identical series eliminations, computed once (elim_series) */
 	size_t nmemo, capmemo;
 } Dp;
-
-/* Factor tables are reference counted: the edges of identical layers
- * (same candidate lists on both ends) share one table, computed once. A
- * table is copied before it is changed in place (merging a parallel
- * factor). */
-typedef struct Mat {
-	long refs;
-	size_t n;          /* doubles in v */
-	bool hashed;       /* h1, h2 hold v's content hash (mat_hash); cleared when v changes */
-	uint64_t h1, h2;
-	double v[];
-} Mat;
-
-static double *mat_alloc(size_t n)
-{
-	Mat *m = xmalloc(sizeof(Mat) + sizeof(double) * (n ? n : 1));
-	m->refs = 1;
-	m->n = n;
-	m->hashed = false;
-	return m->v;
-}
-
-static Mat *mat_of(double *M) { return (Mat *)((char *)M - offsetof(Mat, v)); }
-
-static void mat_free(double *M)
-{
-	if (M && --mat_of(M)->refs == 0)
-		free(mat_of(M));
-}
-
-static double *mat_share(double *M)
-{
-	mat_of(M)->refs++;
-	return M;
-}
 
 static double fM(const Factor *f, int v, int cv, int co)
 {
@@ -215,7 +182,7 @@ static void hash_doubles(uint64_t *h1, uint64_t *h2, const double *x, size_t n)
 }
 
 /* A table's content hash, computed once: identical layers share their
- * tables (edge_tables, the memo's results), so each shared table is read
+ * tables (search_edge_tables, the memo's results), so each shared table is read
  * once rather than copied and hashed at every elimination that meets it
  * (GPT-3 x 4096 devices: a third of a priced pass). */
 static void mat_hash(double *M, uint64_t *h1, uint64_t *h2)
@@ -463,100 +430,13 @@ static int elim_round(Dp *D)
 	return done;
 }
 
-typedef struct EdgeKey {
-	const CandList *cu, *cv; /* the ends' candidate lists */
-	int ui, vi;
-	int fu, fv;              /* the ends' fixed candidates (-1: free) */
-	DType dt;
-	/* from one pipeline stage to another: the stage transfer, paid in
-	 * every micro-batch, is in its time table (stage_transfer in
-	 * search_graph.c), not in that of the same edge within a stage,
-	 * though identical layers share candidate lists across stages */
-	bool cross;
-} EdgeKey;
-
-typedef struct EdgeMemo {
-	EdgeKey key;
-	double *M;               /* NULL: empty slot */
-	double *Mem;             /* its memory table (search_edge_memory), NULL where all zero */
-} EdgeMemo;
-
-static size_t edge_key_hash(const EdgeKey *k)
-{
-	uint64_t h = (uint64_t)(uintptr_t)k->cu * 0x9E3779B97F4A7C15ull;
-	h ^= (uint64_t)(uintptr_t)k->cv + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-	h ^= ((uint64_t)(k->ui + 1) << 40 | (uint64_t)(unsigned)k->vi << 8 | (uint64_t)k->dt) * 0x94D049BB133111EBull;
-	h ^= h >> 31;
-	return (size_t)h;
-}
-
-/* Each edge's cost table (NULL for a vertex's edge to itself), computed
- * once for every pass of search_dp: an edge's table depends only on its
- * ends' candidate lists, which identical layers share. T[ne + e] is edge
- * e's memory table (NULL where it holds nothing), priced by the memory
- * limit's search. Each entry holds a reference (edge_tables_free). */
-static double **edge_tables(Search *s)
-{
-	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
-	size_t memo_cap = 16;
-	while (memo_cap < 2 * (size_t)s->ne + 2)
-		memo_cap *= 2;
-	EdgeMemo *memo = xcalloc(memo_cap, sizeof *memo);
-	for (int ei = 0; ei < s->ne; ei++) {
-		const SEdge *e = &s->e[ei];
-		if (e->u == e->v)
-			continue;
-		EdgeKey key;
-		memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding */
-		key.cu = s->v[e->u].cl, key.cv = s->v[e->v].cl, key.ui = e->ui, key.vi = e->vi, key.dt = e->dt;
-		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
-		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
-		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
-		size_t h = edge_key_hash(&key) & (memo_cap - 1);
-		while (memo[h].M && memcmp(&memo[h].key, &key, sizeof key) != 0)
-			h = (h + 1) & (memo_cap - 1);
-		if (!memo[h].M) {
-			int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
-			double *M = mat_alloc((size_t)nu * nvv), *Mem = mat_alloc((size_t)nu * nvv);
-			bool held = false;
-			/* a fixed end's other candidates cost INFINITY in dp_once (its
-			 * vertex cost), so their cells are never chosen: only the fixed
-			 * row or column is priced (sharding_propagation's annotated
-			 * operators, whose lists are their own: GPT-3 x 4096 devices
-			 * priced 14.9 million cells, 97% of them such, 3 s a search) */
-			for (int i = 0; i < nu; i++)
-				for (int j = 0; j < nvv; j++) {
-					bool dead = (key.fu >= 0 && i != key.fu) || (key.fv >= 0 && j != key.fv);
-					M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
-					Mem[i * nvv + j] = dead ? 0 : search_edge_memory(s, ei, i, j);
-					held |= Mem[i * nvv + j] > 0;
-				}
-			if (!held)
-				mat_free(Mem), Mem = NULL;
-			memo[h].key = key;
-			memo[h].M = M; /* the memo's references, dropped below */
-			memo[h].Mem = Mem;
-		}
-		T[ei] = mat_share(memo[h].M);
-		T[s->ne + ei] = memo[h].Mem ? mat_share(memo[h].Mem) : NULL;
-	}
-	for (size_t h = 0; h < memo_cap; h++)
-		mat_free(memo[h].M), mat_free(memo[h].Mem);
-	free(memo);
-	return T;
-}
-
-static void edge_tables_free(Search *s, double **T)
-{
-	for (int ei = 0; ei < 2 * s->ne; ei++)
-		mat_free(T[ei]);
-	free(T);
-}
-
-/* Edge tables with their memory priced at lambda, one per shared time
- * table (identical layers share both), built once per pass. */
+/* Edge tables with their memory priced at lambda, one per shared pair of
+ * tables (identical layers share both), built once per pass. By the pair:
+ * the cost tables of the process's memo (search_tables.c) are shared
+ * apart from the memory tables, so one cost table may come with two
+ * memory tables (a recomputed reader's and a kept one's). */
 typedef struct PricedTables {
-	struct { const double *time; double *priced; } *slot;
+	struct { const double *time, *mem; double *priced; } *slot;
 	int cap;
 } PricedTables;
 
@@ -571,15 +451,16 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 			P->cap *= 2;
 		P->slot = xcalloc((size_t)P->cap, sizeof *P->slot);
 	}
-	size_t h = ((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull & (size_t)(P->cap - 1);
-	while (P->slot[h].time && P->slot[h].time != M)
+	size_t h = (((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull ^ ((uintptr_t)Mem >> 4) * 0xC2B2AE3D27D4EB4Full) &
+	           (size_t)(P->cap - 1);
+	while (P->slot[h].time && (P->slot[h].time != M || P->slot[h].mem != Mem))
 		h = (h + 1) & (size_t)(P->cap - 1);
 	if (!P->slot[h].time) {
 		size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
 		double *C = mat_alloc(n);
 		for (size_t i = 0; i < n; i++)
 			C[i] = M[i] + lambda * Mem[i];
-		P->slot[h].time = M, P->slot[h].priced = C;
+		P->slot[h].time = M, P->slot[h].mem = Mem, P->slot[h].priced = C;
 	}
 	return mat_share(P->slot[h].priced);
 }
@@ -709,9 +590,9 @@ static bool dp_limited(Search *s, double **tables, int *choice);
 
 bool search_dp(Search *s, int *choice)
 {
-	double **tables = edge_tables(s);
+	double **tables = search_edge_tables(s);
 	bool ok = dp_limited(s, tables, choice);
-	edge_tables_free(s, tables);
+	search_edge_tables_free(s, tables);
 	return ok;
 }
 

@@ -1,0 +1,318 @@
+/* dynamic_programming's edge tables, priced once per distinct table of
+ * the process (see search_tables.h). */
+#include "search_tables.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cost_memo.h"
+#include "search_mat.h"
+
+/* ---- the content key ------------------------------------------------------------- */
+
+/* Every field of l (NULL has its own mark): more than cost_memo.c's
+ * exact_key, which is what a price reads, so a table is never taken for
+ * another whose layouts differ where a price or a byte count could. */
+static void mix_layout(uint64_t *h1, uint64_t *h2, const Layout *l)
+{
+	if (!l) {
+		cost_memo_mix(h1, h2, 0x4E554C4C4C41594Full);
+		return;
+	}
+	cost_memo_mix(h1, h2, (uint64_t)l->ndev << 32 | (uint64_t)(unsigned)l->rank);
+	for (int k = 0; k < l->ndev; k++)
+		cost_memo_mix(h1, h2, (uint64_t)l->dev[k]);
+	for (int i = 0; i < l->rank; i++) {
+		cost_memo_mix(h1, h2, (uint64_t)l->full.d[i]);
+		cost_memo_mix(h1, h2, (uint64_t)l->slice.d[i]);
+		cost_memo_mix(h1, h2, (uint64_t)(unsigned)l->map[i] << 32 | (uint64_t)(unsigned)l->nsub[i]);
+		for (int j = 0; j < l->nsub[i]; j++)
+			cost_memo_mix(h1, h2, (uint64_t)(uint8_t)l->sub[i][j]);
+	}
+	cost_memo_mix(h1, h2, l->partial);
+}
+
+/* What prices a redistribution (cost.c's cost_memo_fig: cost_coll_time's
+ * figures and whether all-to-all may be used) and a stage transfer (the
+ * send/recv figures). */
+static void mix_machine(uint64_t *h1, uint64_t *h2, const Search *s)
+{
+	const Machine *m = &s->m;
+	const Topology *t = &m->topo;
+	double f[] = {m->bandwidth,      m->latency,         t->devices_per_node,
+	              t->intra_latency,  t->intra_bandwidth, t->inter_latency,
+	              t->inter_bandwidth, (double)t->cyclic, (double)t->world,
+	              m->coll_overhead,  machine_latency(m, MACHINE_SENDRECV), machine_bandwidth(m, MACHINE_SENDRECV)};
+	cost_memo_mix_doubles(h1, h2, f, sizeof f / sizeof f[0]);
+	cost_memo_mix_doubles(h1, h2, m->coll_latency, MACHINE_COLL_KINDS);
+	cost_memo_mix_doubles(h1, h2, m->coll_bandwidth, MACHINE_COLL_KINDS);
+	cost_memo_mix(h1, h2, s->g->par.enable_alltoall);
+}
+
+static bool ragged(const Layout *l) { return l && l->ragged; }
+
+bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *u = &s->v[e->u], *v = &s->v[e->v];
+	const Node *reader = v->n;
+	uint64_t h1 = 0x7AB1E5C0FFEE1234ull, h2 = 0x51A7E0F0DD5EED55ull;
+	cost_memo_mix(&h1, &h2, (uint64_t)e->dt << 8 | (uint64_t)s->training << 4 | (uint64_t)(e->ui < 0) << 2 | memory);
+	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)u->fixed << 32 | (uint64_t)(unsigned)v->fixed);
+	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)u->cl->n << 32 | (uint64_t)(unsigned)v->cl->n);
+	int sv = reader->ann.stage;
+	if (memory) { /* search_edge_memory: the reader's recompute marks and its stage's slots */
+		int slots = s->slots && sv >= 0 && sv < s->g->nstages ? s->slots[sv] : 1;
+		cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)slots << 1 | (reader->ann.recompute && reader->ann.mp_comm_recompute));
+	} else { /* search_edge_cost: the machine, the weight, the stage transfer */
+		int su = u->n->ann.stage;
+		bool cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
+		mix_machine(&h1, &h2, s);
+		double w = s->w_micro;
+		cost_memo_mix_doubles(&h1, &h2, &w, 1);
+		cost_memo_mix(&h1, &h2, cross);
+	}
+	for (int i = 0; i < u->cl->n; i++) {
+		const Layout *from = search_edge_from(s, e, i);
+		if (ragged(from))
+			return false;
+		mix_layout(&h1, &h2, from);
+	}
+	for (int j = 0; j < v->cl->n; j++) {
+		const Layout *to = search_edge_to(s, e, j), *grad = memory ? NULL : v->cl->c[j].grad[e->vi];
+		if (ragged(to) || ragged(grad))
+			return false;
+		mix_layout(&h1, &h2, to);
+		if (!memory)
+			mix_layout(&h1, &h2, grad);
+	}
+	*k = (TableKey){.h1 = h1, .h2 = h2, .nu = u->cl->n, .nv = v->cl->n, .memory = memory};
+	return true;
+}
+
+/* ---- the memo of the process ------------------------------------------------------ */
+
+typedef struct Held {
+	TableKey key;
+	double *M;           /* a reference held; NULL: a memory table of zeros */
+	size_t bytes;
+	unsigned long used;  /* the search_edge_tables call that last read it */
+	struct Held *next;   /* in its bucket */
+} Held;
+
+/* Bounded: GPT-3 x 1024 devices with both counts auto keeps ~450 tables,
+ * ~80 MB in all (docs/auto_parallel.md, "Measurements"); past the bound
+ * the least recently read go first, never the current search's. */
+enum { TABLES_MAX_BYTES = 512 << 20 };
+
+static struct {
+	bool off;
+	Held **bucket;       /* cap chains, by h2 */
+	size_t cap, n;
+	unsigned long clock; /* search_edge_tables calls */
+	TableStats st;
+} memo;
+
+void search_tables_enable(bool on) { memo.off = !on; }
+
+TableStats search_tables_stats(void) { return memo.st; }
+
+static void held_free(Held *h)
+{
+	mat_free(h->M);
+	memo.st.bytes -= h->bytes;
+	memo.n--;
+	free(h);
+}
+
+void search_tables_drop(void)
+{
+	for (size_t b = 0; b < memo.cap; b++)
+		while (memo.bucket[b]) {
+			Held *h = memo.bucket[b];
+			memo.bucket[b] = h->next;
+			held_free(h);
+		}
+	free(memo.bucket);
+	memo.bucket = NULL;
+	memo.cap = 0;
+	memo.st = (TableStats){0};
+}
+
+static Held *memo_find(const TableKey *k)
+{
+	if (!memo.cap)
+		return NULL;
+	for (Held *h = memo.bucket[k->h2 & (memo.cap - 1)]; h; h = h->next)
+		if (h->key.h1 == k->h1 && h->key.h2 == k->h2 && h->key.nu == k->nu && h->key.nv == k->nv &&
+		    h->key.memory == k->memory)
+			return h;
+	return NULL;
+}
+
+/* Drops the least recently read table of an earlier search; false when
+ * every table is this search's. */
+static bool evict_one(void)
+{
+	Held **least = NULL;
+	for (size_t b = 0; b < memo.cap; b++)
+		for (Held **p = &memo.bucket[b]; *p; p = &(*p)->next)
+			if ((*p)->used < memo.clock && (!least || (*p)->used < (*least)->used))
+				least = p;
+	if (!least)
+		return false;
+	Held *h = *least;
+	*least = h->next;
+	held_free(h);
+	return true;
+}
+
+static void memo_put(const TableKey *k, double *M)
+{
+	if (2 * (memo.n + 1) > memo.cap) {
+		size_t cap = memo.cap ? 2 * memo.cap : 256;
+		Held **t = xcalloc(cap, sizeof *t);
+		for (size_t b = 0; b < memo.cap; b++)
+			while (memo.bucket[b]) {
+				Held *h = memo.bucket[b];
+				memo.bucket[b] = h->next;
+				h->next = t[h->key.h2 & (cap - 1)];
+				t[h->key.h2 & (cap - 1)] = h;
+			}
+		free(memo.bucket);
+		memo.bucket = t, memo.cap = cap;
+	}
+	Held *h = xmalloc(sizeof *h);
+	*h = (Held){.key = *k, .M = M ? mat_share(M) : NULL, .used = memo.clock};
+	h->bytes = sizeof *h + (M ? sizeof(Mat) + sizeof(double) * (size_t)k->nu * (size_t)k->nv : 0);
+	Held **b = &memo.bucket[k->h2 & (memo.cap - 1)];
+	h->next = *b;
+	*b = h;
+	memo.n++;
+	memo.st.bytes += h->bytes;
+	while (memo.st.bytes > TABLES_MAX_BYTES && evict_one())
+		;
+	if (memo.st.bytes > memo.st.peak)
+		memo.st.peak = memo.st.bytes;
+}
+
+/* ---- the tables of one search ----------------------------------------------------- */
+
+typedef struct EdgeKey {
+	const CandList *cu, *cv; /* the ends' candidate lists */
+	int ui, vi;
+	int fu, fv;              /* the ends' fixed candidates (-1: free) */
+	DType dt;
+	/* from one pipeline stage to another: the stage transfer, paid in
+	 * every micro-batch, is in its time table (stage_transfer in
+	 * search_graph.c), not in that of the same edge within a stage,
+	 * though identical layers share candidate lists across stages */
+	bool cross;
+} EdgeKey;
+
+typedef struct EdgeMemo {
+	EdgeKey key;
+	double *M;               /* NULL: empty slot */
+	double *Mem;             /* its memory table (search_edge_memory), NULL where all zero */
+} EdgeMemo;
+
+static size_t edge_key_hash(const EdgeKey *k)
+{
+	uint64_t h = (uint64_t)(uintptr_t)k->cu * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)k->cv + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+	h ^= ((uint64_t)(k->ui + 1) << 40 | (uint64_t)(unsigned)k->vi << 8 | (uint64_t)k->dt) * 0x94D049BB133111EBull;
+	h ^= h >> 31;
+	return (size_t)h;
+}
+
+/* Edge ei's cost table (memory false) or memory table (NULL where it
+ * holds nothing), priced cell by cell. A fixed end's other candidates
+ * cost INFINITY in dp_once (its vertex cost), so their cells are never
+ * chosen: only the fixed row or column is priced (sharding_propagation's
+ * annotated operators, whose lists are their own: GPT-3 x 4096 devices
+ * priced 14.9 million cells, 97% of them such, 3 s a search). */
+static double *price(Search *s, int ei, const EdgeKey *key, bool memory)
+{
+	const SEdge *e = &s->e[ei];
+	int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
+	double *M = mat_alloc((size_t)nu * nvv);
+	bool held = false;
+	for (int i = 0; i < nu; i++)
+		for (int j = 0; j < nvv; j++) {
+			bool dead = (key->fu >= 0 && i != key->fu) || (key->fv >= 0 && j != key->fv);
+			if (memory)
+				M[i * nvv + j] = dead ? 0 : search_edge_memory(s, ei, i, j), held |= M[i * nvv + j] > 0;
+			else
+				M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
+		}
+	if (memory && !held)
+		mat_free(M), M = NULL;
+	return M;
+}
+
+/* One of edge ei's tables: from the memo of the process where an earlier
+ * search priced the same content, else priced (and kept there). The two
+ * are kept apart: a recompute mark changes the memory table only, and a
+ * cost cell is what costs (a redistribution's price, a byte count). */
+static double *table_of(Search *s, int ei, const EdgeKey *key, bool memory)
+{
+	TableKey tk;
+	bool keyed = !memo.off && search_table_key(s, ei, memory, &tk);
+	Held *h = keyed ? memo_find(&tk) : NULL;
+	if (h) {
+		h->used = memo.clock;
+		memo.st.hits++;
+		return h->M ? mat_share(h->M) : NULL;
+	}
+	double *M = price(s, ei, key, memory);
+	memo.st.priced++;
+	if (keyed)
+		memo_put(&tk, M);
+	return M;
+}
+
+/* Within one search an edge's tables depend only on its ends' candidate
+ * lists, which identical layers share: each distinct one is looked up
+ * once (the first edge met stands for the others, as before the memo of
+ * the process: its key is that edge's). */
+double **search_edge_tables(Search *s)
+{
+	memo.clock++;
+	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
+	size_t memo_cap = 16;
+	while (memo_cap < 2 * (size_t)s->ne + 2)
+		memo_cap *= 2;
+	EdgeMemo *em = xcalloc(memo_cap, sizeof *em);
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		if (e->u == e->v)
+			continue;
+		EdgeKey key;
+		memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding */
+		key.cu = s->v[e->u].cl, key.cv = s->v[e->v].cl, key.ui = e->ui, key.vi = e->vi, key.dt = e->dt;
+		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
+		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
+		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
+		size_t h = edge_key_hash(&key) & (memo_cap - 1);
+		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
+			h = (h + 1) & (memo_cap - 1);
+		if (!em[h].M) {
+			em[h].key = key;
+			em[h].M = table_of(s, ei, &key, false); /* em's references, dropped below */
+			em[h].Mem = table_of(s, ei, &key, true);
+		}
+		T[ei] = mat_share(em[h].M);
+		T[s->ne + ei] = em[h].Mem ? mat_share(em[h].Mem) : NULL;
+	}
+	for (size_t h = 0; h < memo_cap; h++)
+		mat_free(em[h].M), mat_free(em[h].Mem);
+	free(em);
+	return T;
+}
+
+void search_edge_tables_free(Search *s, double **T)
+{
+	for (int ei = 0; ei < 2 * s->ne; ei++)
+		mat_free(T[ei]);
+	free(T);
+}

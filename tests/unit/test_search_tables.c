@@ -1,0 +1,261 @@
+/* dynamic_programming's edge tables kept across the compilations of the
+ * process (passes/search_tables.c, issue 28): a table taken from the memo
+ * is, bit for bit, the table the same edge prices anew, and searches
+ * whose tables differ (another micro-batch count, stage count or
+ * recompute mark) never take each other's. On a hand-built MLP at 4
+ * devices. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "ir/shape.h"
+#include "passes/search_graph.h"
+#include "passes/search_mat.h"
+#include "passes/search_modes.h"
+#include "passes/search_tables.h"
+
+#include "graph_fixture.h"
+
+static void setup(void)
+{
+	graph_fixture_setup();
+	g->par.device_num = 4;
+	g->par.parallel_mode = PM_AUTO_PARALLEL;
+	g->par.search_mode = SM_DYNAMIC_PROGRAMMING;
+	search_tables_drop();
+	search_tables_enable(true);
+}
+
+static void fini(void)
+{
+	search_tables_drop();
+	search_tables_enable(true);
+	teardown();
+}
+
+TestSuite(search_tables, .init = setup, .fini = fini);
+
+static Node *nodes[5]; /* matmul, relu, matmul, matmul (w2 again), mse */
+static Value *w2;
+
+/* x[16, 32] -> matmul w -> relu -> matmul w2 -> matmul w2 -> mse: w2's
+ * second reader is an edge from its first */
+static void mlp(void)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	Value *w = graph_value(g, VK_PARAM, "w", DT_F32, S(32, 8), loc_none());
+	w2 = graph_value(g, VK_PARAM, "w2", DT_F32, S(8, 8), loc_none());
+	nodes[0] = graph_node(g, OP_MATMUL, (Value *[]){x, w}, 2, loc_none());
+	nodes[1] = graph_node(g, OP_RELU, &nodes[0]->out, 1, loc_none());
+	nodes[2] = graph_node(g, OP_MATMUL, (Value *[]){nodes[1]->out, w2}, 2, loc_none());
+	nodes[3] = graph_node(g, OP_MATMUL, (Value *[]){nodes[2]->out, w2}, 2, loc_none());
+	nodes[4] = graph_node(g, OP_MSE_LOSS, (Value *[]){nodes[3]->out, t}, 2, loc_none());
+	g->loss = nodes[4]->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+}
+
+/* The candidates the tests compile the MLP at. */
+enum { BASE, MICRO4, MICRO8, STAGES2, FROZEN, RECOMPUTE, NVARIANTS };
+static const char *const variant_name[] = {"base", "M = 4", "M = 8", "2 stages x 4", "w2 frozen", "recomputed"};
+
+static Search *at(int variant)
+{
+	g->nstages = variant == STAGES2 ? 2 : 0;
+	g->nchunks = variant == STAGES2 ? 2 : 0;
+	g->nmicro = variant == MICRO4 || variant == STAGES2 ? 4 : variant == MICRO8 ? 8 : 0;
+	w2->param.requires_grad = variant != FROZEN;
+	for (int i = 0; i < 5; i++) {
+		nodes[i]->ann.stage = variant == STAGES2 ? (i < 2 ? 0 : 1) : -1;
+		nodes[i]->ann.recompute = nodes[i]->ann.mp_comm_recompute = variant == RECOMPUTE && i < 4;
+	}
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	return s;
+}
+
+static size_t cells(const Search *s, int ei)
+{
+	return (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
+}
+
+/* Whether tables A (of search a) and B (of b) are the same bits, edge by
+ * edge. */
+static bool same_tables(const Search *a, double **A, const Search *b, double **B)
+{
+	if (a->ne != b->ne)
+		return false;
+	for (int ei = 0; ei < 2 * a->ne; ei++) {
+		if (!A[ei] != !B[ei] || (A[ei] && cells(a, ei % a->ne) != cells(b, ei % a->ne)))
+			return false;
+		if (A[ei] && memcmp(A[ei], B[ei], sizeof(double) * cells(a, ei % a->ne)) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* At two candidates (one stage; two stages x 4 micro-batches), the second
+ * search of the same candidate takes every table from the memo (none
+ * priced; the first may find one of its own edges' content under
+ * another's candidate lists), and each equals the table priced with the memo off. */
+Test(search_tables, memo_tables_equal_tables_priced_anew)
+{
+	mlp();
+	int cands[] = {BASE, STAGES2};
+	for (int k = 0; k < 2; k++) {
+		search_tables_drop();
+		search_tables_enable(false);
+		Search *f = at(cands[k]);
+		double **F = search_edge_tables(f);
+		search_tables_drop(); /* its count */
+		search_tables_enable(true);
+		Search *s1 = at(cands[k]);
+		double **T1 = search_edge_tables(s1);
+		TableStats first = search_tables_stats();
+		cr_assert_gt(first.priced, 0);
+		Search *s2 = at(cands[k]);
+		double **T2 = search_edge_tables(s2);
+		TableStats second = search_tables_stats();
+		cr_expect_eq(second.priced, first.priced, "%s: the second search priced %ld tables again",
+		             variant_name[cands[k]], second.priced - first.priced);
+		cr_expect_eq(second.hits - first.hits, first.priced + first.hits, "%s: %ld tables from the memo, %ld "
+		             "looked up before", variant_name[cands[k]], second.hits - first.hits, first.priced + first.hits);
+		for (int ei = 0; ei < s2->ne; ei++)
+			cr_expect(T2[ei] == T1[ei], "%s: edge %d's table was not shared", variant_name[cands[k]], ei);
+		cr_expect(same_tables(f, F, s2, T2), "%s: a table from the memo differs from the one priced anew",
+		          variant_name[cands[k]]);
+		search_edge_tables_free(f, F);
+		search_edge_tables_free(s1, T1);
+		search_edge_tables_free(s2, T2);
+	}
+}
+
+/* Every candidate's tables priced anew, then all into one memo, then each
+ * again from it: each equals its own fresh tables. The candidates whose
+ * tables differ from the base's (M changes w_micro, 2 stages the
+ * candidates and the stage transfer, recompute the held copies) show
+ * that a key too coarse would give one another's; a frozen w2 prices the
+ * same tables as a trainable one (its difference is the unary gradient
+ * reduction), which the memo may share. */
+Test(search_tables, other_candidates_never_share_a_table)
+{
+	mlp();
+	Search *f[NVARIANTS];
+	double **F[NVARIANTS];
+	search_tables_enable(false);
+	for (int v = 0; v < NVARIANTS; v++)
+		f[v] = at(v), F[v] = search_edge_tables(f[v]);
+	for (int v = 0; v < NVARIANTS; v++)
+		if (v != BASE && v != FROZEN)
+			cr_assert(f[v]->ne != f[BASE]->ne || !same_tables(f[BASE], F[BASE], f[v], F[v]),
+			          "%s prices the base's tables: the test shows nothing", variant_name[v]);
+	search_tables_drop(); /* their count */
+	search_tables_enable(true);
+	for (int pass = 0; pass < 2; pass++)
+		for (int v = 0; v < NVARIANTS; v++) {
+			Search *s = at(v);
+			double **T = search_edge_tables(s);
+			cr_expect(same_tables(f[v], F[v], s, T), "%s (pass %d): a table differs from the one priced anew",
+			          variant_name[v], pass);
+			search_edge_tables_free(s, T);
+		}
+	TableStats st = search_tables_stats();
+	cr_expect_geq(st.hits, st.priced, "the second pass took %ld tables from the memo, priced %ld", st.hits,
+	             st.priced);
+	for (int v = 0; v < NVARIANTS; v++)
+		search_edge_tables_free(f[v], F[v]);
+}
+
+/* A recompute mark changes what the reader holds, not what a conversion
+ * costs: the recomputed MLP takes the base's cost tables from the memo
+ * (the same tables) and prices its memory tables apart (a recomputed
+ * reader's converted copy is not held: recomputed_reader_holds_no_
+ * converted_copy in test_search_algo.c; the loss, not marked, still
+ * holds its own). */
+Test(search_tables, recompute_mark_reprices_only_memory_tables)
+{
+	mlp();
+	Search *b = at(BASE);
+	double **B = search_edge_tables(b);
+	Search *r = at(RECOMPUTE);
+	double **R = search_edge_tables(r);
+	cr_assert_eq(r->ne, b->ne);
+	int dropped = 0; /* copies the base holds and the recomputed MLP does not */
+	for (int ei = 0; ei < r->ne; ei++) {
+		cr_expect(R[ei] == B[ei], "edge %d's cost table was priced again", ei);
+		dropped += B[r->ne + ei] && !R[r->ne + ei];
+	}
+	cr_expect_gt(dropped, 0, "no memory table changed with the recompute marks");
+	search_edge_tables_free(b, B);
+	search_edge_tables_free(r, R);
+}
+
+/* Two edges whose conversions cost the same but whose readers hold their
+ * copies for different numbers of micro-batches: relu -> matmul (a frozen
+ * weight) on stage 0, which holds 2 slots of 1F1B's over 2 stages x 4,
+ * and relu -> matmul (a trainable one, another candidate list, the same
+ * layouts) on stage 1, which holds 1. They share one cost table and have
+ * two memory tables; a priced pass must price each pair (search_dp.c's
+ * priced_table, once keyed by the cost table alone: the second edge got
+ * the first's memory), so the search under a memory limit finds the same
+ * plans at the same prices with the memo as without it. */
+Test(search_tables, one_cost_table_with_two_memory_tables)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 32), loc_none());
+	Value *wf = graph_value(g, VK_PARAM, "wf", DT_F32, S(32, 32), loc_none());
+	Value *wt = graph_value(g, VK_PARAM, "wt", DT_F32, S(32, 32), loc_none());
+	wf->param.requires_grad = false;
+	Node *r1 = graph_node(g, OP_RELU, &x, 1, loc_none());
+	Node *m1 = graph_node(g, OP_MATMUL, (Value *[]){r1->out, wf}, 2, loc_none());
+	Node *r2 = graph_node(g, OP_RELU, &m1->out, 1, loc_none());
+	Node *m2 = graph_node(g, OP_MATMUL, (Value *[]){r2->out, wt}, 2, loc_none());
+	Node *l = graph_node(g, OP_MSE_LOSS, (Value *[]){m2->out, t}, 2, loc_none());
+	g->loss = l->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	g->nstages = g->nchunks = 2, g->nmicro = 4;
+	r1->ann.stage = m1->ann.stage = 0;
+	r2->ann.stage = m2->ann.stage = l->ann.stage = 1;
+	Machine m;
+	machine_defaults(&m);
+	int *choice[2];
+	SearchPrices rec[2] = {{0}};
+	for (int on = 0; on < 2; on++) {
+		search_tables_drop();
+		search_tables_enable(on);
+		Search *s = search_new(&arena, g, &m, true, &dg);
+		cr_assert(s, "%s", diag_text());
+		if (on) {
+			double **T = search_edge_tables(s);
+			int e1 = -1, e2 = -1;
+			for (int ei = 0; ei < s->ne; ei++)
+				if (s->v[s->e[ei].v].n == m1 && s->e[ei].vi == 0)
+					e1 = ei;
+				else if (s->v[s->e[ei].v].n == m2 && s->e[ei].vi == 0)
+					e2 = ei;
+			cr_assert(e1 >= 0 && e2 >= 0);
+			cr_assert(T[e1] == T[e2], "the two edges do not share a cost table: the test shows nothing");
+			cr_assert(T[s->ne + e1] && T[s->ne + e2] && T[s->ne + e1] != T[s->ne + e2],
+			          "the two edges' memory tables are not two: the test shows nothing");
+			search_edge_tables_free(s, T);
+		}
+		/* the limit: between the unlimited plan's memory and the least */
+		int *c0 = ARENA_NEWN(&arena, int, s->nv + 1);
+		cr_assert(search_dp(s, c0));
+		s->m.memory_limit = 0.6 * search_memory(s, c0);
+		s->soft_limit = true;
+		s->prices = &rec[on];
+		choice[on] = ARENA_NEWN(&arena, int, s->nv + 1);
+		cr_assert(search_dp(s, choice[on]));
+	}
+	cr_assert_eq(rec[0].n, rec[1].n, "%d passes without the memo, %d with it", rec[0].n, rec[1].n);
+	for (int i = 0; i < rec[0].n; i++)
+		cr_expect(rec[0].lambda[i] == rec[1].lambda[i] && rec[0].mem[i] == rec[1].mem[i] &&
+		              memcmp(rec[0].choice[i], rec[1].choice[i], sizeof(int) * (size_t)rec[0].nv) == 0,
+		          "pass %d: price %g, memory %g without the memo, price %g, memory %g with it", i, rec[0].lambda[i],
+		          rec[0].mem[i], rec[1].lambda[i], rec[1].mem[i]);
+	cr_expect(rec[0].n > 1, "one pass: the limit priced nothing");
+	search_prices_free(&rec[0]);
+	search_prices_free(&rec[1]);
+}
