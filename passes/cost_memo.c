@@ -63,6 +63,35 @@ static struct {
 	size_t cap, n;
 } shared;
 
+/* A forked child's new entries (cost_memo_log_start), in fill order. */
+static struct {
+	bool on;
+	CostMemoEntry *e;
+	size_t n, cap;
+} logged;
+
+void cost_memo_log_start(void)
+{
+	logged.on = true, logged.n = 0;
+}
+
+const CostMemoEntry *cost_memo_logged(size_t *n)
+{
+	*n = logged.n;
+	return logged.e;
+}
+
+static void log_entry(const CostMemoEntry *e)
+{
+	if (!logged.on)
+		return;
+	if (logged.n == logged.cap) {
+		logged.cap = logged.cap ? 2 * logged.cap : 1 << 12;
+		logged.e = xrealloc(logged.e, logged.cap * sizeof *logged.e);
+	}
+	logged.e[logged.n++] = *e;
+}
+
 void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x)
 {
 	*h1 = (*h1 ^ x) * 0x100000001B3ull, *h1 ^= *h1 >> 29;
@@ -121,5 +150,41 @@ void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t b
 {
 	*sp = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .time = time, .bytes = bytes};
 	shared.n++;
+	log_entry(sp);
+}
+
+/* cost_memo_import's table: cost_memo_slot's, by the entry's hash */
+static CostMemoEntry *import_slot(const CostMemoEntry *e)
+{
+	if (2 * (shared.n + 1) > shared.cap) {
+		if (shared.n >= SHARED_MAX)
+			return NULL;
+		size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
+		CostMemoEntry *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < shared.cap; i++) {
+			const CostMemoEntry *o = &shared.tab[i];
+			if (!o->h1)
+				continue;
+			size_t j = (size_t)o->h2 & (cap - 1);
+			while (t[j].h1)
+				j = (j + 1) & (cap - 1);
+			t[j] = *o;
+		}
+		free(shared.tab);
+		shared.tab = t, shared.cap = cap;
+	}
+	size_t i = (size_t)e->h2 & (shared.cap - 1);
+	while (shared.tab[i].h1 && !(shared.tab[i].h1 == e->h1 && shared.tab[i].h2 == e->h2))
+		i = (i + 1) & (shared.cap - 1);
+	return &shared.tab[i];
+}
+
+void cost_memo_import(const CostMemoEntry *e, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		CostMemoEntry *s = e[k].h1 ? import_slot(&e[k]) : NULL;
+		if (s && !s->h1)
+			*s = e[k], shared.n++;
+	}
 }
 
