@@ -129,6 +129,9 @@ static void usage(FILE *out)
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
 	      "      --memory-limit B  bytes per device (the compiled plan's total): auto_parallel searches within it,\n"
 	      "                        any other build stops over it; it wins over a --machine file's\n"
+	      "  -j, --jobs N          pipeline_stages or micro_size = auto: screen up to N candidates\n"
+	      "                        at once in forked processes (default: $NETC_JOBS, else the\n"
+	      "                        online CPUs; 1: one process); the plan is the same for any N\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -209,12 +212,13 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
 		{"np", required_argument, 0, OPT_NP},
 		{"quick", no_argument, 0, OPT_QUICK},
+		{"jobs", required_argument, 0, 'j'},
 		{0, 0, 0, 0},
 	};
 	int c;
 	char err[3072]; /* a machine file's error: its unknown-key message (1 KB), the line and a caret */
 	machine_defaults(&a->machine);
-	while ((c = getopt_long(argc, argv, "hvD:o:T:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hvD:o:T:j:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': usage(stdout); return 0;
 		case OPT_VERSION: puts("netc " NETC_VERSION); return 0;
@@ -260,6 +264,16 @@ static int parse_args(int argc, char **argv, Args *a)
 			break;
 		}
 		case OPT_QUICK: a->quick = true; break;
+		case 'j': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > SEARCH_FIT_MAX_JOBS) {
+				fprintf(stderr, "netc: -j needs a job count from 1 to %d, not '%s'\n", SEARCH_FIT_MAX_JOBS, optarg);
+				return EXIT_USER;
+			}
+			search_fit_set_jobs((int)v);
+			break;
+		}
 		case OPT_MACHINE:
 		case OPT_COST:
 		case OPT_MEMORY_LIMIT: {
