@@ -35,6 +35,7 @@ typedef struct Args {
 	const char *why;         /* explain --why OP */
 	bool schedule;           /* explain --schedule [-o sched.svg] */
 	bool fold;               /* dot --fold: repeated blocks drawn once */
+	bool jobs;               /* -j N given (search_fit_set_jobs) */
 	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
@@ -272,6 +273,7 @@ static int parse_args(int argc, char **argv, Args *a)
 				return EXIT_USER;
 			}
 			search_fit_set_jobs((int)v);
+			a->jobs = true;
 			break;
 		}
 		case OPT_MACHINE:
@@ -467,6 +469,8 @@ static int run(Compilation *c, Args *a)
 		fprintf(stderr, "netc: warning: --fold applies to dot only; ignored by %s\n", a->command);
 	if (a->full && cmd != 2)
 		fprintf(stderr, "netc: warning: --full applies to dot only; ignored by %s\n", a->command);
+	if (a->jobs && cmd < 2) /* check and dump compile auto as 1: no outer search */
+		fprintf(stderr, "netc: warning: -j applies to dot, build and explain; ignored by %s\n", a->command);
 	setup(c, a);
 	if (cmd == 1 && !c->dump_after)
 		c->dump_after = "shapes";
@@ -543,6 +547,8 @@ int main(int argc, char **argv)
 	if (strcmp(a.command, "calibrate") == 0) {
 		if (a.machine_set)
 			fprintf(stderr, "netc: warning: --machine, --cost and --memory-limit have no effect on calibrate\n");
+		if (a.jobs)
+			fprintf(stderr, "netc: warning: -j applies to dot, build and explain; ignored by calibrate\n");
 		const char *t = a.build.target;
 		if (t && strcmp(t, "cpu") != 0 && strcmp(t, "cuda") != 0) {
 			fprintf(stderr, "netc: calibrate: unknown target '%s' (cpu: this host's cores, cuda: its GPU)\n", t);

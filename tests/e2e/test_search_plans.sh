@@ -163,6 +163,8 @@ done
 "$NETC" explain -j 0 tests/models/transformer_plain.net >"$work/j0.txt" 2>&1
 [ $? -eq 1 ] && grep -q "^netc: -j needs a job count from 1 to 256, not '0'$" "$work/j0.txt" && ok ||
 	bad "-j 0: $(cat "$work/j0.txt")"
+"$NETC" check -j 2 tests/models/transformer_plain.net 2>&1 >/dev/null |
+	grep -q '^netc: warning: -j applies to dot, build and explain; ignored by check$' && ok || bad "check -j 2: no warning"
 # The memory floor (passes/search.c, search_mem_floor: the forward values
 # the backward pass reads, over a stage's devices, times its slots) is
 # over 4.5 MB for 1 x 1, 2 x 2, 2 x 4 and 4 x 4: their fits compile no
