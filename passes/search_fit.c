@@ -702,15 +702,15 @@ static void job_drop(Job *j)
 /* Before screening candidate i: children for the next candidates the
  * search would screen unless a fit in between cuts them, those not
  * screened or in a child, whose floor is the least and not cut by best
- * (< 0: none), up to jobs - 1 children at once (the parent screens i or
- * waits for its child). */
+ * (< 0: none), up to jobs - 1 children besides i's (the parent screens i
+ * or waits for its child). */
 static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, double best,
                        Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
 {
 	int want = job_count() - 1, busy = 0;
 	bool skip[MAX_TRIES];
 	for (int k = 0; k < njobs; k++) {
-		busy += jobs[k].pid > 0;
+		busy += jobs[k].pid > 0 && k != i; /* i's own child, if any, runs while the parent waits */
 		skip[k] = screen[k] || k == i || jobs[k].pid > 0;
 	}
 	while (busy < want) {
