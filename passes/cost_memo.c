@@ -63,33 +63,62 @@ static struct {
 	size_t cap, n;
 } shared;
 
-/* A forked child's new entries (cost_memo_log_start), in fill order. */
+/* A forked child's new entries (cost_memo_log_start): a table of their
+ * own, so that the child reads the shared table and never writes it.
+ * Written, each of its pages would be copied (fork's copy on write):
+ * at GPT-3 x 1024 a child's fills touched most of the shared table's
+ * pages, and faults were a third of the parallel screens' overhead. */
 static struct {
 	bool on;
-	CostMemoEntry *e;
-	size_t n, cap;
-} logged;
+	CostMemoEntry *tab;
+	size_t cap, n;
+} own;
 
 void cost_memo_log_start(void)
 {
-	logged.on = true, logged.n = 0;
+	own.on = true;
 }
 
 const CostMemoEntry *cost_memo_logged(size_t *n)
 {
-	*n = logged.n;
-	return logged.e;
+	size_t k = 0;
+	for (size_t i = 0; i < own.cap; i++) /* packed at the front: the table is done with */
+		if (own.tab[i].h1)
+			own.tab[k++] = own.tab[i];
+	own.on = false, own.cap = 0;
+	*n = k;
+	return own.tab;
 }
 
-static void log_entry(const CostMemoEntry *e)
+static CostMemoEntry *probe(CostMemoEntry *tab, size_t cap, const uint64_t *h)
 {
-	if (!logged.on)
-		return;
-	if (logged.n == logged.cap) {
-		logged.cap = logged.cap ? 2 * logged.cap : 1 << 12;
-		logged.e = xrealloc(logged.e, logged.cap * sizeof *logged.e);
+	size_t i = (size_t)h[1] & (cap - 1);
+	while (tab[i].h1 && !(tab[i].h1 == h[0] && tab[i].h2 == h[1]))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+/* cost_memo_slot in a logging child: the shared table's entry where it
+ * has one (to read), else one of the child's own table. */
+static CostMemoEntry *own_slot(const uint64_t *h, bool *found)
+{
+	CostMemoEntry *e = shared.cap ? probe(shared.tab, shared.cap, h) : NULL;
+	if (e && e->h1)
+		return *found = true, e;
+	if (2 * (own.n + 1) > own.cap) {
+		if (own.n + shared.n >= SHARED_MAX)
+			return NULL;
+		size_t cap = own.cap ? 2 * own.cap : 1 << 12;
+		CostMemoEntry *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < own.cap; i++)
+			if (own.tab[i].h1)
+				*probe(t, cap, (const uint64_t[2]){own.tab[i].h1, own.tab[i].h2}) = own.tab[i];
+		free(own.tab);
+		own.tab = t, own.cap = cap;
 	}
-	logged.e[logged.n++] = *e;
+	e = probe(own.tab, own.cap, h);
+	*found = e->h1 != 0;
+	return e;
 }
 
 void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x)
@@ -122,6 +151,8 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 			cost_memo_mix(&h1, &h2, (uint64_t)k[j][i]);
 	}
 	h[0] = h1 | 1, h[1] = h2; /* h[0] never 0: the empty key */
+	if (own.on)
+		return own_slot(h, found);
 	if (2 * (shared.n + 1) > shared.cap) {
 		if (shared.n >= SHARED_MAX)
 			return NULL;
@@ -149,8 +180,10 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
 {
 	*sp = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .time = time, .bytes = bytes};
-	shared.n++;
-	log_entry(sp);
+	if (own.on)
+		own.n++;
+	else
+		shared.n++;
 }
 
 /* cost_memo_import's table: cost_memo_slot's, by the entry's hash */
@@ -173,10 +206,7 @@ static CostMemoEntry *import_slot(const CostMemoEntry *e)
 		free(shared.tab);
 		shared.tab = t, shared.cap = cap;
 	}
-	size_t i = (size_t)e->h2 & (shared.cap - 1);
-	while (shared.tab[i].h1 && !(shared.tab[i].h1 == e->h1 && shared.tab[i].h2 == e->h2))
-		i = (i + 1) & (shared.cap - 1);
-	return &shared.tab[i];
+	return probe(shared.tab, shared.cap, (const uint64_t[2]){e->h1, e->h2});
 }
 
 void cost_memo_import(const CostMemoEntry *e, size_t n)
