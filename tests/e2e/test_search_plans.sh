@@ -160,6 +160,10 @@ for how in exit kill; do
 		cmp -s "$work/j.out" "$work/j1.out" && [ "$n" -ge 2 ] && ok ||
 		bad "screen children that $how: $n said, output $(cmp "$work/j.out" "$work/j1.out" 2>&1)"
 done
+NETC_JOBS=two jobs
+w='^netc: warning: NETC_JOBS=two is not a job count from 1 to 256: the online CPUs are used$'
+[ "$(grep -c "$w" "$work/j.err")" -eq 1 ] && grep -v "$w" "$work/j.err" | cmp -s - "$work/j1.err" &&
+	cmp -s "$work/j.out" "$work/j1.out" && ok || bad "NETC_JOBS=two: $(grep -c NETC_JOBS "$work/j.err") warnings"
 "$NETC" explain -j 0 tests/models/transformer_plain.net >"$work/j0.txt" 2>&1
 [ $? -eq 1 ] && grep -q "^netc: -j needs a job count from 1 to 256, not '0'$" "$work/j0.txt" && ok ||
 	bad "-j 0: $(cat "$work/j0.txt")"
