@@ -516,7 +516,7 @@ int search_fit_pick(const double *key, const bool *done, int n)
  * consumes the results in the order it would have screened them, so the
  * plan and every line printed are those of one process; a child that
  * fails is screened again in the parent. */
-static int jobs_set; /* search_fit_set_jobs; 0: $NETC_JOBS or the online CPUs */
+static int jobs_set; /* search_fit_set_jobs; 0: $NETC_JOBS or the online CPUs; -1: the online CPUs ($NETC_JOBS said bad) */
 
 void search_fit_set_jobs(int n) { jobs_set = n; }
 
