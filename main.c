@@ -35,6 +35,7 @@ typedef struct Args {
 	const char *why;         /* explain --why OP */
 	bool schedule;           /* explain --schedule [-o sched.svg] */
 	bool fold;               /* dot --fold: repeated blocks drawn once */
+	bool jobs;               /* -j N given (search_fit_set_jobs) */
 	bool full;               /* dot --full: the backward and update too, not the forward overview */
 	Machine machine;         /* --machine FILE, --cost k=v,..., --memory-limit */
 	bool machine_set;
@@ -129,6 +130,9 @@ static void usage(FILE *out)
 	      "      --cost K=V,...    cost-model constants: flops, bandwidth, latency, memory_limit\n"
 	      "      --memory-limit B  bytes per device (the compiled plan's total): auto_parallel searches within it,\n"
 	      "                        any other build stops over it; it wins over a --machine file's\n"
+	      "  -j, --jobs N          pipeline_stages or micro_size = auto: screen up to N candidates\n"
+	      "                        at once in forked processes (default: $NETC_JOBS, else the\n"
+	      "                        online CPUs; 1: one process); the plan is the same for any N\n"
 	      "  -v, --verbose         show the memory plan and the C compiler command\n"
 	      "  -h, --help            this help\n"
 	      "      --version         print the version\n"
@@ -209,12 +213,13 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
 		{"np", required_argument, 0, OPT_NP},
 		{"quick", no_argument, 0, OPT_QUICK},
+		{"jobs", required_argument, 0, 'j'},
 		{0, 0, 0, 0},
 	};
 	int c;
 	char err[3072]; /* a machine file's error: its unknown-key message (1 KB), the line and a caret */
 	machine_defaults(&a->machine);
-	while ((c = getopt_long(argc, argv, "hvD:o:T:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hvD:o:T:j:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': usage(stdout); return 0;
 		case OPT_VERSION: puts("netc " NETC_VERSION); return 0;
@@ -260,6 +265,17 @@ static int parse_args(int argc, char **argv, Args *a)
 			break;
 		}
 		case OPT_QUICK: a->quick = true; break;
+		case 'j': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > SEARCH_FIT_MAX_JOBS) {
+				fprintf(stderr, "netc: -j needs a job count from 1 to %d, not '%s'\n", SEARCH_FIT_MAX_JOBS, optarg);
+				return EXIT_USER;
+			}
+			search_fit_set_jobs((int)v);
+			a->jobs = true;
+			break;
+		}
 		case OPT_MACHINE:
 		case OPT_COST:
 		case OPT_MEMORY_LIMIT: {
@@ -453,6 +469,8 @@ static int run(Compilation *c, Args *a)
 		fprintf(stderr, "netc: warning: --fold applies to dot only; ignored by %s\n", a->command);
 	if (a->full && cmd != 2)
 		fprintf(stderr, "netc: warning: --full applies to dot only; ignored by %s\n", a->command);
+	if (a->jobs && cmd < 2) /* check and dump compile auto as 1: no outer search */
+		fprintf(stderr, "netc: warning: -j applies to dot, build and explain; ignored by %s\n", a->command);
 	setup(c, a);
 	if (cmd == 1 && !c->dump_after)
 		c->dump_after = "shapes";
@@ -529,6 +547,8 @@ int main(int argc, char **argv)
 	if (strcmp(a.command, "calibrate") == 0) {
 		if (a.machine_set)
 			fprintf(stderr, "netc: warning: --machine, --cost and --memory-limit have no effect on calibrate\n");
+		if (a.jobs)
+			fprintf(stderr, "netc: warning: -j applies to dot, build and explain; ignored by calibrate\n");
 		const char *t = a.build.target;
 		if (t && strcmp(t, "cpu") != 0 && strcmp(t, "cuda") != 0) {
 			fprintf(stderr, "netc: calibrate: unknown target '%s' (cpu: this host's cores, cuda: its GPU)\n", t);

@@ -63,6 +63,64 @@ static struct {
 	size_t cap, n;
 } shared;
 
+/* A forked child's new entries (cost_memo_log_start): a table of their
+ * own, so that the child reads the shared table and never writes it.
+ * Written, each of its pages would be copied (fork's copy on write):
+ * at GPT-3 x 1024 a child's fills touched most of the shared table's
+ * pages, and faults were a third of the parallel screens' overhead. */
+static struct {
+	bool on;
+	CostMemoEntry *tab;
+	size_t cap, n;
+} own;
+
+void cost_memo_log_start(void)
+{
+	own.on = true;
+}
+
+const CostMemoEntry *cost_memo_logged(size_t *n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < own.cap; i++) /* packed at the front: the table is done with */
+		if (own.tab[i].h1)
+			own.tab[k++] = own.tab[i];
+	own.on = false, own.cap = 0;
+	*n = k;
+	return own.tab;
+}
+
+static CostMemoEntry *probe(CostMemoEntry *tab, size_t cap, const uint64_t *h)
+{
+	size_t i = (size_t)h[1] & (cap - 1);
+	while (tab[i].h1 && !(tab[i].h1 == h[0] && tab[i].h2 == h[1]))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+/* cost_memo_slot in a logging child: the shared table's entry where it
+ * has one (to read), else one of the child's own table. */
+static CostMemoEntry *own_slot(const uint64_t *h, bool *found)
+{
+	CostMemoEntry *e = shared.cap ? probe(shared.tab, shared.cap, h) : NULL;
+	if (e && e->h1)
+		return *found = true, e;
+	if (2 * (own.n + 1) > own.cap) {
+		if (own.n + shared.n >= SHARED_MAX)
+			return NULL;
+		size_t cap = own.cap ? 2 * own.cap : 1 << 12;
+		CostMemoEntry *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < own.cap; i++)
+			if (own.tab[i].h1)
+				*probe(t, cap, (const uint64_t[2]){own.tab[i].h1, own.tab[i].h2}) = own.tab[i];
+		free(own.tab);
+		own.tab = t, own.cap = cap;
+	}
+	e = probe(own.tab, own.cap, h);
+	*found = e->h1 != 0;
+	return e;
+}
+
 void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x)
 {
 	*h1 = (*h1 ^ x) * 0x100000001B3ull, *h1 ^= *h1 >> 29;
@@ -93,6 +151,8 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 			cost_memo_mix(&h1, &h2, (uint64_t)k[j][i]);
 	}
 	h[0] = h1 | 1, h[1] = h2; /* h[0] never 0: the empty key */
+	if (own.on)
+		return own_slot(h, found);
 	if (2 * (shared.n + 1) > shared.cap) {
 		if (shared.n >= SHARED_MAX)
 			return NULL;
@@ -120,6 +180,41 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
 {
 	*sp = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .time = time, .bytes = bytes};
-	shared.n++;
+	if (own.on)
+		own.n++;
+	else
+		shared.n++;
+}
+
+/* cost_memo_import's table: cost_memo_slot's, by the entry's hash */
+static CostMemoEntry *import_slot(const CostMemoEntry *e)
+{
+	if (2 * (shared.n + 1) > shared.cap) {
+		if (shared.n >= SHARED_MAX)
+			return NULL;
+		size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
+		CostMemoEntry *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < shared.cap; i++) {
+			const CostMemoEntry *o = &shared.tab[i];
+			if (!o->h1)
+				continue;
+			size_t j = (size_t)o->h2 & (cap - 1);
+			while (t[j].h1)
+				j = (j + 1) & (cap - 1);
+			t[j] = *o;
+		}
+		free(shared.tab);
+		shared.tab = t, shared.cap = cap;
+	}
+	return probe(shared.tab, shared.cap, (const uint64_t[2]){e->h1, e->h2});
+}
+
+void cost_memo_import(const CostMemoEntry *e, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		CostMemoEntry *s = e[k].h1 ? import_slot(&e[k]) : NULL;
+		if (s && !s->h1)
+			*s = e[k], shared.n++;
+	}
 }
 

@@ -40,4 +40,16 @@ void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n); 
 CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found);
 void cost_memo_fill(CostMemoEntry *e, const uint64_t *h, double time, int64_t bytes);
 
+/* The entries a forked process (the outer search's screens in parallel,
+ * search_fit.c) filled, sent to its parent: after cost_memo_log_start in
+ * the child, right after fork(), the shared table is only read and
+ * every entry filled goes to a table of the child's own;
+ * cost_memo_logged gives those (*n of them) and ends it;
+ * cost_memo_import adds them in the parent where absent (a price is
+ * exact: importing changes no result, it only spares planning it
+ * again), up to the bound. */
+void cost_memo_log_start(void);
+const CostMemoEntry *cost_memo_logged(size_t *n);
+void cost_memo_import(const CostMemoEntry *e, size_t n);
+
 #endif

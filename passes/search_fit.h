@@ -43,4 +43,10 @@ bool search_fit_cut(double bound, double best);
  * known lower bound) of those not done, the first of equal ones; -1:
  * none. */
 int search_fit_pick(const double *key, const bool *done, int n);
+/* How many screens the outer search compiles at once (pipeline_stages
+ * or micro_size = auto), each in a forked process: n from 1 (no fork:
+ * one process) to SEARCH_FIT_MAX_JOBS; 0: $NETC_JOBS, else the online
+ * CPUs. The plan and every line printed are the same for any count. */
+enum { SEARCH_FIT_MAX_JOBS = 256 };
+void search_fit_set_jobs(int n);
 #endif

@@ -138,6 +138,37 @@ echo "4 layers under 4.5 MB, stages and micro-batches auto: chosen '$chosen' ($c
 [ -n "$chosen" ] && [ "${chosen%% *}" -gt 1 ] &&
 	awk -v a="$chosenobj" -v b="$bestobj" 'BEGIN { exit !(a > 0 && a <= 1.01 * b) }' && ok ||
 	bad "auto chose '$chosen' ($chosenobj s), the best of its tries compiled alone is '$best' ($bestobj s)"
+# The outer search's screens in parallel (search_fit.c, one forked child
+# per candidate screened ahead): stdout and -v's stderr are byte for byte
+# those of one process at 2 and 3 jobs (-j and $NETC_JOBS), and where
+# every child fails (exits 1, or is killed midway through sending) each
+# of their candidates is screened in the parent, said with file:line,
+# and nothing else changes. Before: no -j, no child to fail.
+jobs() { "$NETC" explain -v "$@" --memory-limit 4.5M -D dataset_strategy=full_batch $S16 -D pipeline_stages=auto \
+	-D train.micro_size=auto tests/models/transformer_plain.net >"$work/j.out" 2>"$work/j.err"; }
+as_one() { cmp -s "$work/j.out" "$work/j1.out" && cmp -s "$work/j.err" "$work/j1.err" && same=$((same + 1)); }
+NETC_JOBS=1 jobs && mv "$work/j.out" "$work/j1.out" && mv "$work/j.err" "$work/j1.err"
+same=0
+jobs -j 2 && as_one
+jobs -j 3 && as_one
+NETC_JOBS=2 jobs && as_one
+[ $same -eq 3 ] && ok || bad "screens in parallel: $same of 3 outputs the same as one process's"
+for how in exit kill; do
+	NETC_TEST_SCREEN_FAIL=$how NETC_JOBS=3 jobs
+	n=$(grep -c '^netc: warning: passes/search_fit.c:[0-9]*: screen process: \(exited with status 1\|killed by signal 9\) (the screen of pipeline_stages = [0-9]*, micro_size = [0-9]*): screened in this process instead$' "$work/j.err")
+	grep -v '^netc: warning: passes/search_fit.c:' "$work/j.err" | cmp -s - "$work/j1.err" &&
+		cmp -s "$work/j.out" "$work/j1.out" && [ "$n" -ge 2 ] && ok ||
+		bad "screen children that $how: $n said, output $(cmp "$work/j.out" "$work/j1.out" 2>&1)"
+done
+NETC_JOBS=two jobs
+w='^netc: warning: NETC_JOBS=two is not a job count from 1 to 256: the online CPUs are used$'
+[ "$(grep -c "$w" "$work/j.err")" -eq 1 ] && grep -v "$w" "$work/j.err" | cmp -s - "$work/j1.err" &&
+	cmp -s "$work/j.out" "$work/j1.out" && ok || bad "NETC_JOBS=two: $(grep -c NETC_JOBS "$work/j.err") warnings"
+"$NETC" explain -j 0 tests/models/transformer_plain.net >"$work/j0.txt" 2>&1
+[ $? -eq 1 ] && grep -q "^netc: -j needs a job count from 1 to 256, not '0'$" "$work/j0.txt" && ok ||
+	bad "-j 0: $(cat "$work/j0.txt")"
+"$NETC" check -j 2 tests/models/transformer_plain.net 2>&1 >/dev/null |
+	grep -q '^netc: warning: -j applies to dot, build and explain; ignored by check$' && ok || bad "check -j 2: no warning"
 # The memory floor (passes/search.c, search_mem_floor: the forward values
 # the backward pass reads, over a stage's devices, times its slots) is
 # over 4.5 MB for 1 x 1, 2 x 2, 2 x 4 and 4 x 4: their fits compile no

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ir/ir.h"
@@ -11,6 +12,7 @@
 #include "ir/redistribute.h"
 #include "ir/shape.h"
 #include "passes/cost.h"
+#include "passes/cost_memo.h"
 #include "passes/search.h"
 #include "runtime/kernel_rules.h"
 
@@ -389,4 +391,54 @@ Test(cost, grad_bucket_never_negative)
 	cr_expect_gt(alone, 0);
 	cr_expect(fabs(waited - alone - m.coll_overhead) < 1e-15, "waited %g, not waited %g", waited, alone);
 	cr_expect_geq(cost_grad_coll(&m, RS_ALLREDUCE, 8, 2, 2, GRAD_IN_BUCKET), 0);
+}
+
+/* The outer search's screens in forked children (search_fit.c) hand
+ * their prices to the parent: a child logs what it fills
+ * (cost_memo_log_start, cost_memo_logged), the parent imports it
+ * (cost_memo_import) and then finds the child's price for the same
+ * layouts, its time and bytes; an entry the parent holds already stays. */
+Test(cost, memo_import_gives_a_childs_prices)
+{
+	Arena a = {0};
+	Shape full = S(64, 784);
+	int64_t d16[1] = {16};
+	int rows_map[2] = {0, -1}, whole[2] = {-1, -1};
+	Layout *rows = layout_make(&a, &full, 1, d16, rows_map, 0, 16), *rep = layout_make(&a, &full, 1, d16, whole, 0, 16);
+	cr_assert(rows && rep);
+	uint64_t fig = 0x5eed, h[2];
+	bool found;
+	int fd[2];
+	cr_assert(pipe(fd) == 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		cost_memo_log_start();
+		CostMemoEntry *e = cost_memo_slot(fig, rows, rep, DT_F32, h, &found);
+		if (!e || found)
+			_exit(1);
+		cost_memo_fill(e, h, 1.25e-3, 4096);
+		size_t n;
+		const CostMemoEntry *l = cost_memo_logged(&n);
+		_exit(n == 1 && write(fd[1], l, sizeof *l) == (ssize_t)sizeof *l ? 0 : 1);
+	}
+	close(fd[1]);
+	CostMemoEntry got;
+	cr_assert(read(fd[0], &got, sizeof got) == (ssize_t)sizeof got);
+	close(fd[0]);
+	int status;
+	cr_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CostMemoEntry *e = cost_memo_slot(fig, rows, rep, DT_F32, h, &found);
+	cr_assert(e && !found, "the parent holds the price before the import: the test shows nothing");
+	cost_memo_import(&got, 1);
+	e = cost_memo_slot(fig, rows, rep, DT_F32, h, &found);
+	cr_assert(e && found, "the child's price not found after the import");
+	cr_expect_eq(e->time, 1.25e-3);
+	cr_expect_eq(e->bytes, 4096);
+	CostMemoEntry other = got;
+	other.time = 9;
+	cost_memo_import(&other, 1);
+	e = cost_memo_slot(fig, rows, rep, DT_F32, h, &found);
+	cr_expect(found && e->time == 1.25e-3, "an entry held already was replaced: %g", e->time);
+	arena_free(&a);
 }
