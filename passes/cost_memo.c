@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../ir/layout.h"
 
@@ -78,6 +79,40 @@ void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n)
 	}
 }
 
+/* The table is hundreds of megabytes at thousands of devices and every
+ * probe lands on a random page: on 4 KiB pages nearly every probe missed
+ * the TLB too (84% of cost_memo_slot's time was its first load). Huge
+ * pages where the kernel gives them on request (madvise mode). */
+static CostMemoEntry *table_new(size_t cap)
+{
+	size_t bytes = cap * sizeof(CostMemoEntry), huge = (size_t)2 << 20;
+	void *p = NULL;
+	if (bytes < huge || posix_memalign(&p, huge, bytes) != 0)
+		return xcalloc(cap, sizeof(CostMemoEntry));
+#ifdef MADV_HUGEPAGE
+	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
+#endif
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void grow(void)
+{
+	size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
+	CostMemoEntry *t = table_new(cap);
+	for (size_t i = 0; i < shared.cap; i++) {
+		CostMemoEntry *e = &shared.tab[i];
+		if (!e->h1)
+			continue;
+		size_t j = (size_t)e->h2 & (cap - 1);
+		while (t[j].h1)
+			j = (j + 1) & (cap - 1);
+		t[j] = *e;
+	}
+	free(shared.tab);
+	shared.tab = t, shared.cap = cap;
+}
+
 CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
 {
 	*found = false;
@@ -93,28 +128,16 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 			cost_memo_mix(&h1, &h2, (uint64_t)k[j][i]);
 	}
 	h[0] = h1 | 1, h[1] = h2; /* h[0] never 0: the empty key */
-	if (2 * (shared.n + 1) > shared.cap) {
-		if (shared.n >= SHARED_MAX)
-			return NULL;
-		size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
-		CostMemoEntry *t = xcalloc(cap, sizeof *t);
-		for (size_t i = 0; i < shared.cap; i++) {
-			CostMemoEntry *e = &shared.tab[i];
-			if (!e->h1)
-				continue;
-			size_t j = (size_t)e->h2 & (cap - 1);
-			while (t[j].h1)
-				j = (j + 1) & (cap - 1);
-			t[j] = *e;
-		}
-		free(shared.tab);
-		shared.tab = t, shared.cap = cap;
-	}
+	if (2 * (shared.n + 1) > shared.cap && shared.n < SHARED_MAX)
+		grow();
+	if (!shared.cap)
+		return NULL;
 	size_t i = (size_t)h[1] & (shared.cap - 1);
 	while (shared.tab[i].h1 && !(shared.tab[i].h1 == h[0] && shared.tab[i].h2 == h[1]))
 		i = (i + 1) & (shared.cap - 1);
 	*found = shared.tab[i].h1 != 0;
-	return &shared.tab[i];
+	/* full: what it holds still serves, nothing new is added */
+	return *found || shared.n < SHARED_MAX ? &shared.tab[i] : NULL;
 }
 
 void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
