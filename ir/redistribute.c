@@ -816,7 +816,10 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 	return q;
 }
 
-static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall, bool back)
+/* fwd: where back, set to the forward plan where it may differ from the
+ * result (elsewhere both are the result). */
+static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall, bool back,
+                        RedistPlan **fwd)
 {
 	if (!valid_pair(from, to))
 		return NULL;
@@ -846,7 +849,11 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 			return NULL;
 		plan_totals(p);
 		p = cheaper_permute(&pl, p, f, t);
-		return back ? cheaper_reverse(&pl, p, f, t) : p;
+		if (!back)
+			return p;
+		if (fwd)
+			*fwd = p;
+		return cheaper_reverse(&pl, p, f, t);
 	} else {
 		p->fallback = true;
 		/* gathering over from's own matrix assumes one axis per dim */
@@ -859,12 +866,22 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 
 RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
 {
-	return plan(a, from, to, dt, enable_alltoall, false);
+	return plan(a, from, to, dt, enable_alltoall, false, NULL);
 }
 
 RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
 {
-	return plan(a, from, to, dt, enable_alltoall, true);
+	return plan(a, from, to, dt, enable_alltoall, true, NULL);
+}
+
+RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall,
+                             RedistPlan **fwd)
+{
+	*fwd = NULL;
+	RedistPlan *r = plan(a, from, to, dt, enable_alltoall, true, fwd);
+	if (!*fwd)
+		*fwd = r;
+	return r;
 }
 
 /* ---- description ------------------------------------------------------- */

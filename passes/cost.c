@@ -1089,9 +1089,12 @@ enum { RC_BACK = 0x40 };
 static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
 {
 	Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
-	RedistPlan *p = redist_plan(&tmp, from, to, dt, rc->alltoall);
-	RedistPlan *r = back && p ? redist_plan_back(&tmp, from, to, dt, rc->alltoall) : NULL;
-	if (r && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
+	RedistPlan *p = NULL, *r = NULL;
+	if (back)
+		r = redist_plan_both(&tmp, from, to, dt, rc->alltoall, &p);
+	else
+		p = redist_plan(&tmp, from, to, dt, rc->alltoall);
+	if (r && r != p && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
 		p = r;
 	double t = p ? cost_plan_time(rc->m, p) : INFINITY;
 	*bytes = p ? p->send_bytes : 0;
