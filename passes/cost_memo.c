@@ -62,6 +62,7 @@ enum { SHARED_MAX = 1 << 22 };
 static struct {
 	CostMemoEntry *tab;
 	size_t cap, n;
+	size_t mapped;           /* bytes mmap gave tab; 0: malloc's */
 } shared;
 
 void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x)
@@ -82,24 +83,42 @@ void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n)
 /* The table is hundreds of megabytes at thousands of devices and every
  * probe lands on a random page: on 4 KiB pages nearly every probe missed
  * the TLB too (84% of cost_memo_slot's time was its first load). Huge
- * pages where the kernel gives them on request (madvise mode). */
-static CostMemoEntry *table_new(size_t cap)
+ * pages where the kernel gives them on request (madvise mode); mapped
+ * fresh, so zero without a pass over it. */
+enum { HUGE = 2 << 20 };
+static CostMemoEntry *table_new(size_t cap, size_t *mapped)
 {
-	size_t bytes = cap * sizeof(CostMemoEntry), huge = (size_t)2 << 20;
-	void *p = NULL;
-	if (bytes < huge || posix_memalign(&p, huge, bytes) != 0)
+	size_t bytes = cap * sizeof(CostMemoEntry);
+	*mapped = 0;
+	if (bytes < HUGE)
 		return xcalloc(cap, sizeof(CostMemoEntry));
+	char *p = mmap(NULL, bytes + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return xcalloc(cap, sizeof(CostMemoEntry));
+	size_t lead = (HUGE - (uintptr_t)p % HUGE) % HUGE; /* the table starts on a huge page */
+	if (lead)
+		munmap(p, lead);
+	munmap(p + lead + bytes, HUGE - lead);
+	*mapped = bytes;
 #ifdef MADV_HUGEPAGE
-	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
+	madvise(p + lead, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
 #endif
-	memset(p, 0, bytes);
-	return p;
+	return (CostMemoEntry *)(p + lead);
+}
+
+static void table_free(CostMemoEntry *t, size_t mapped)
+{
+	if (mapped)
+		munmap(t, mapped);
+	else
+		free(t);
 }
 
 static void grow(void)
 {
 	size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
-	CostMemoEntry *t = table_new(cap);
+	size_t mapped;
+	CostMemoEntry *t = table_new(cap, &mapped);
 	for (size_t i = 0; i < shared.cap; i++) {
 		CostMemoEntry *e = &shared.tab[i];
 		if (!e->h1)
@@ -109,8 +128,8 @@ static void grow(void)
 			j = (j + 1) & (cap - 1);
 		t[j] = *e;
 	}
-	free(shared.tab);
-	shared.tab = t, shared.cap = cap;
+	table_free(shared.tab, shared.mapped);
+	shared.tab = t, shared.cap = cap, shared.mapped = mapped;
 }
 
 CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
