@@ -1107,8 +1107,10 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
  * the memo could not (ragged layouts, a full memo) -- as a first level it
  * hit 0.5% of its probes at GPT-3 x 1024 devices (search_graph.c's
  * edge_price had already taken the repeats) and cost a random probe and
- * an insert per price. */
-static double redist_time(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
+ * an insert per price. keyed: the memo's key of (from, to, dt, back) when
+ * the caller has it, else NULL. */
+static double redist_time_keyed(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back,
+                                int64_t *bytes, const uint64_t *keyed)
 {
 	int64_t b = 0;
 	if (bytes)
@@ -1117,8 +1119,12 @@ static double redist_time(RedistCache *rc, const Layout *from, const Layout *to,
 		return 0;
 	DType key = (DType)(dt | (back ? RC_BACK : 0));
 	uint64_t h[2];
-	bool found;
-	CostMemoEntry *sp = cost_memo_slot(rc->fig, from, to, key, h, &found);
+	bool found = false;
+	CostMemoEntry *sp = NULL;
+	if (keyed)
+		h[0] = keyed[0], h[1] = keyed[1];
+	if (keyed || cost_memo_key(rc->fig, from, to, key, h))
+		sp = cost_memo_find(h, &found);
 	if (sp) {
 		if (!found) {
 			double t = plan_price(rc, from, to, dt, back, &b);
@@ -1147,6 +1153,11 @@ static double redist_time(RedistCache *rc, const Layout *from, const Layout *to,
 	if (bytes)
 		*bytes = e->bytes;
 	return e->time;
+}
+
+static double redist_time(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
+{
+	return redist_time_keyed(rc, from, to, dt, back, bytes, NULL);
 }
 
 double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes)
@@ -1193,13 +1204,20 @@ double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const La
 {
 	if (!from || !to)
 		return 0;
-	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
 	/* The backward ops read the forward node's converted copy
 	 * (reuse_forward_copies): no second conversion. The gradient leaves
 	 * the consumer as `grad` (its input's layout, a partial sum over the
 	 * consumer's axes that do not split it) and goes back to the
-	 * producer's layout. */
-	return t + cost_edge_grad(rc, from, grad, dt, training);
+	 * producer's layout (cost_edge_grad's move, its memo entry loading
+	 * while the forward move's is looked up). */
+	const Layout *back = grad && training && dtype_is_float(dt) ? cost_strip_partial(rc, from) : NULL;
+	uint64_t h[2];
+	bool keyed = back && !cost_layout_same(grad, back) &&
+	             cost_memo_key(rc->fig, grad, back, (DType)(dt | RC_BACK), h);
+	if (keyed)
+		cost_memo_prefetch(h);
+	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
+	return t + (back ? redist_time_keyed(rc, grad, back, dt, true, NULL, keyed ? h : NULL) : 0);
 }
 
 double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training)

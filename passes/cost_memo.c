@@ -132,11 +132,10 @@ static void grow(void)
 	shared.tab = t, shared.cap = cap, shared.mapped = mapped;
 }
 
-CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
+bool cost_memo_key(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h)
 {
-	*found = false;
 	if (from->ragged || to->ragged)
-		return NULL;
+		return false;
 	int64_t k[2][EXACT_KEY_MAX];
 	int n[2] = {exact_key(from, k[0]), exact_key(to, k[1])};
 	uint64_t h1 = fig, h2 = ~fig;
@@ -147,6 +146,18 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 			cost_memo_mix(&h1, &h2, (uint64_t)k[j][i]);
 	}
 	h[0] = h1 | 1, h[1] = h2; /* h[0] never 0: the empty key */
+	return true;
+}
+
+void cost_memo_prefetch(const uint64_t *h)
+{
+	if (shared.cap)
+		__builtin_prefetch(&shared.tab[(size_t)h[1] & (shared.cap - 1)]);
+}
+
+CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found)
+{
+	*found = false;
 	if (2 * (shared.n + 1) > shared.cap && shared.n < SHARED_MAX)
 		grow();
 	if (!shared.cap)
@@ -157,6 +168,12 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 	*found = shared.tab[i].h1 != 0;
 	/* full: what it holds still serves, nothing new is added */
 	return *found || shared.n < SHARED_MAX ? &shared.tab[i] : NULL;
+}
+
+CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
+{
+	*found = false;
+	return cost_memo_key(fig, from, to, key, h) ? cost_memo_find(h, found) : NULL;
 }
 
 void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
