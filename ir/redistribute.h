@@ -79,6 +79,12 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
  * a cluster (the reverse may cross the slower links), and a heuristic
  * search fed the cheaper edges chose a slower GPT-3 plan. */
 RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
+/* redist_plan_back, and in *fwd what redist_plan gives for the same pair
+ * (the way back is found after the forward plan: one planning for both,
+ * where the searches' memo priced every gradient's move by planning it
+ * twice). */
+RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall,
+                             RedistPlan **fwd);
 /* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
  * "Identity" for an empty plan. Dims are the original tensor's; "dim 1.0"
  * is the first (outermost) piece of dim 1 where expansion cut it. */

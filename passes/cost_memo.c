@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../ir/layout.h"
 
@@ -61,6 +62,7 @@ enum { SHARED_MAX = 1 << 22 };
 static struct {
 	CostMemoEntry *tab;
 	size_t cap, n;
+	size_t mapped;           /* bytes mmap gave tab; 0: malloc's */
 } shared;
 
 /* A forked child's new entries (cost_memo_log_start): a table of their
@@ -98,7 +100,7 @@ static CostMemoEntry *probe(CostMemoEntry *tab, size_t cap, const uint64_t *h)
 	return &tab[i];
 }
 
-/* cost_memo_slot in a logging child: the shared table's entry where it
+/* cost_memo_find in a logging child: the shared table's entry where it
  * has one (to read), else one of the child's own table. */
 static CostMemoEntry *own_slot(const uint64_t *h, bool *found)
 {
@@ -136,11 +138,62 @@ void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n)
 	}
 }
 
-CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
+/* The table is hundreds of megabytes at thousands of devices and every
+ * probe lands on a random page: on 4 KiB pages nearly every probe missed
+ * the TLB too (84% of cost_memo_slot's time was its first load). Huge
+ * pages where the kernel gives them on request (madvise mode); mapped
+ * fresh, so zero without a pass over it. */
+enum { HUGE = 2 << 20 };
+static CostMemoEntry *table_new(size_t cap, size_t *mapped)
 {
-	*found = false;
+	size_t bytes = cap * sizeof(CostMemoEntry);
+	*mapped = 0;
+	if (bytes < HUGE)
+		return xcalloc(cap, sizeof(CostMemoEntry));
+	char *p = mmap(NULL, bytes + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return xcalloc(cap, sizeof(CostMemoEntry));
+	size_t lead = (HUGE - (uintptr_t)p % HUGE) % HUGE; /* the table starts on a huge page */
+	if (lead)
+		munmap(p, lead);
+	munmap(p + lead + bytes, HUGE - lead);
+	*mapped = bytes;
+#ifdef MADV_HUGEPAGE
+	madvise(p + lead, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
+#endif
+	return (CostMemoEntry *)(p + lead);
+}
+
+static void table_free(CostMemoEntry *t, size_t mapped)
+{
+	if (mapped)
+		munmap(t, mapped);
+	else
+		free(t);
+}
+
+static void grow(void)
+{
+	size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
+	size_t mapped;
+	CostMemoEntry *t = table_new(cap, &mapped);
+	for (size_t i = 0; i < shared.cap; i++) {
+		CostMemoEntry *e = &shared.tab[i];
+		if (!e->h1)
+			continue;
+		size_t j = (size_t)e->h2 & (cap - 1);
+		while (t[j].h1)
+			j = (j + 1) & (cap - 1);
+		t[j] = *e;
+	}
+	table_free(shared.tab, shared.mapped);
+	shared.tab = t, shared.cap = cap, shared.mapped = mapped;
+}
+
+bool cost_memo_key(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h)
+{
 	if (from->ragged || to->ragged)
-		return NULL;
+		return false;
 	int64_t k[2][EXACT_KEY_MAX];
 	int n[2] = {exact_key(from, k[0]), exact_key(to, k[1])};
 	uint64_t h1 = fig, h2 = ~fig;
@@ -151,30 +204,34 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 			cost_memo_mix(&h1, &h2, (uint64_t)k[j][i]);
 	}
 	h[0] = h1 | 1, h[1] = h2; /* h[0] never 0: the empty key */
+	return true;
+}
+
+void cost_memo_prefetch(const uint64_t *h)
+{
+	if (shared.cap)
+		__builtin_prefetch(&shared.tab[(size_t)h[1] & (shared.cap - 1)]);
+}
+
+CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found)
+{
+	*found = false;
 	if (own.on)
 		return own_slot(h, found);
-	if (2 * (shared.n + 1) > shared.cap) {
-		if (shared.n >= SHARED_MAX)
-			return NULL;
-		size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
-		CostMemoEntry *t = xcalloc(cap, sizeof *t);
-		for (size_t i = 0; i < shared.cap; i++) {
-			CostMemoEntry *e = &shared.tab[i];
-			if (!e->h1)
-				continue;
-			size_t j = (size_t)e->h2 & (cap - 1);
-			while (t[j].h1)
-				j = (j + 1) & (cap - 1);
-			t[j] = *e;
-		}
-		free(shared.tab);
-		shared.tab = t, shared.cap = cap;
-	}
-	size_t i = (size_t)h[1] & (shared.cap - 1);
-	while (shared.tab[i].h1 && !(shared.tab[i].h1 == h[0] && shared.tab[i].h2 == h[1]))
-		i = (i + 1) & (shared.cap - 1);
-	*found = shared.tab[i].h1 != 0;
-	return &shared.tab[i];
+	if (2 * (shared.n + 1) > shared.cap && shared.n < SHARED_MAX)
+		grow();
+	if (!shared.cap)
+		return NULL;
+	CostMemoEntry *e = probe(shared.tab, shared.cap, h);
+	*found = e->h1 != 0;
+	/* full: what it holds still serves, nothing new is added */
+	return *found || shared.n < SHARED_MAX ? e : NULL;
+}
+
+CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
+{
+	*found = false;
+	return cost_memo_key(fig, from, to, key, h) ? cost_memo_find(h, found) : NULL;
 }
 
 void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
@@ -186,34 +243,12 @@ void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t b
 		shared.n++;
 }
 
-/* cost_memo_import's table: cost_memo_slot's, by the entry's hash */
-static CostMemoEntry *import_slot(const CostMemoEntry *e)
-{
-	if (2 * (shared.n + 1) > shared.cap) {
-		if (shared.n >= SHARED_MAX)
-			return NULL;
-		size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
-		CostMemoEntry *t = xcalloc(cap, sizeof *t);
-		for (size_t i = 0; i < shared.cap; i++) {
-			const CostMemoEntry *o = &shared.tab[i];
-			if (!o->h1)
-				continue;
-			size_t j = (size_t)o->h2 & (cap - 1);
-			while (t[j].h1)
-				j = (j + 1) & (cap - 1);
-			t[j] = *o;
-		}
-		free(shared.tab);
-		shared.tab = t, shared.cap = cap;
-	}
-	return probe(shared.tab, shared.cap, (const uint64_t[2]){e->h1, e->h2});
-}
-
 void cost_memo_import(const CostMemoEntry *e, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
-		CostMemoEntry *s = e[k].h1 ? import_slot(&e[k]) : NULL;
-		if (s && !s->h1)
+		bool found;
+		CostMemoEntry *s = e[k].h1 ? cost_memo_find((const uint64_t[2]){e[k].h1, e[k].h2}, &found) : NULL;
+		if (s && !found)
 			*s = e[k], shared.n++;
 	}
 }

@@ -39,6 +39,14 @@ void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n); 
  * layout is ragged (its key does not say it all). */
 CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found);
 void cost_memo_fill(CostMemoEntry *e, const uint64_t *h, double time, int64_t bytes);
+/* cost_memo_slot in parts: the key into h (false where a layout is
+ * ragged), then its entry. A probe is a cache miss on a table of
+ * hundreds of megabytes: cost_edge starts loading the gradient's entry
+ * (cost_memo_prefetch) before it looks up the forward move's, so the two
+ * misses overlap. */
+bool cost_memo_key(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h);
+void cost_memo_prefetch(const uint64_t *h);
+CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found);
 
 /* The entries a forked process (the outer search's screens in parallel,
  * search_fit.c) filled, sent to its parent: after cost_memo_log_start in

@@ -442,3 +442,83 @@ Test(cost, memo_import_gives_a_childs_prices)
 	cr_expect(found && e->time == 1.25e-3, "an entry held already was replaced: %g", e->time);
 	arena_free(&a);
 }
+
+/* A fresh plan's price, as cost.c's redist_time makes it (a backward
+ * conversion: the cheaper in time of the plan and the way back run in
+ * reverse). */
+static double fresh_price(const Machine *m, const Layout *f, const Layout *t, bool back, int64_t *bytes)
+{
+	Arena tmp = {0};
+	RedistPlan *p = redist_plan(&tmp, f, t, DT_F32, true);
+	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, DT_F32, true) : NULL;
+	if (r && cost_plan_time(m, r) < cost_plan_time(m, p))
+		p = r;
+	double time = p ? cost_plan_time(m, p) : INFINITY;
+	*bytes = p ? p->send_bytes : 0;
+	arena_free(&tmp);
+	return time;
+}
+
+/* Every price the caches serve equals a fresh plan's, bit for bit: all
+ * ordered pairs of the layouts a matmul's and a relu's candidates give
+ * at 16 devices (and their partial-sum variants, the gradients' way
+ * back), priced by a first compilation's cache, then by a second's whose
+ * layouts are copies in another arena (served by the shared memo, not by
+ * pointers). */
+Test(cost, cached_prices_equal_fresh_plans)
+{
+	Arena a = {0};
+	Graph *g = graph_new(&a);
+	g->par.device_num = 16;
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *w = graph_value(g, VK_PARAM, "w", DT_F32, S(32, 16), loc_none());
+	Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, w}, 2, loc_none());
+	graph_node(g, OP_RELU, &mm->out, 1, loc_none());
+	Diag d;
+	diag_init(&d, stderr);
+	cr_assert(infer_shapes(g, &d));
+	Search *s = search_new(&a, g, NULL, true, &d);
+	cr_assert(s);
+	enum { N = 96 };
+	const Layout *ls[N];
+	int n = 0;
+	RedistCache *rc0 = redist_cache_new(&a, &s->m, true);
+	for (int v = 0; v < s->nv; v++)
+		for (int c = 0; c < s->v[v].cl->n && n < N - 2; c++) {
+			const ShardResult *r = &s->v[v].cl->c[c].r;
+			ls[n++] = r->out;
+			ls[n++] = cost_with_partial(rc0, r->out, r->out->partial ? 0 : 1u);
+		}
+	cr_assert_gt(n, 20);
+	int compared = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		Arena b = {0};
+		RedistCache *rc = pass ? redist_cache_new(&b, &s->m, true) : rc0;
+		const Layout *cp[N];
+		for (int i = 0; i < n; i++) {
+			Layout *c = ARENA_NEW(&b, Layout);
+			*c = *ls[i];
+			cp[i] = pass ? c : ls[i];
+		}
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < n; j++) {
+				if (!shape_eq(&ls[i]->full, &ls[j]->full) || cost_layout_same(ls[i], ls[j]))
+					continue;
+				for (int back = 0; back < 2 - (ls[j]->partial != 0); back++) {
+					int64_t want_b, got_b = 0;
+					double want = fresh_price(&s->m, ls[i], ls[j], back, &want_b);
+					/* back: the gradient cp[i] going back to cp[j], a partial-free layout */
+					double got = back ? cost_edge_grad(rc, cp[j], cp[i], DT_F32, true)
+					                  : cost_redist(rc, cp[i], cp[j], DT_F32, &got_b);
+					cr_expect(memcmp(&got, &want, sizeof got) == 0, "pass %d back %d %s -> %s: %.17g, fresh %.17g", pass,
+					          back, layout_str(&a, ls[i]), layout_str(&a, ls[j]), got, want);
+					if (!back)
+						cr_expect_eq(got_b, want_b, "pass %d %s -> %s", pass, layout_str(&a, ls[i]), layout_str(&a, ls[j]));
+					compared++;
+				}
+			}
+		arena_free(&b);
+	}
+	cr_expect_gt(compared, 500);
+	arena_free(&a);
+}

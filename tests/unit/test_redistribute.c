@@ -374,6 +374,16 @@ ParameterizedTest(Case *c, redist, table)
 	cr_assert(b, "%s: no plan back", c->name);
 	cr_expect_leq(b->send_bytes, p->send_bytes, "%s", c->name);
 	run_plan(b, from, to, c->D);
+	/* both from one planning (the memo's gradient prices): the same two plans */
+	RedistPlan *both_fwd, *both = redist_plan_both(&a, from, to, DT_F32, c->alltoall, &both_fwd);
+	cr_assert(both && both_fwd, "%s", c->name);
+	const RedistPlan *pairs[2][2] = {{p, both_fwd}, {b, both}};
+	for (int k = 0; k < 2; k++) {
+		const RedistPlan *x = pairs[k][0], *y = pairs[k][1];
+		cr_expect_str_eq(redist_describe(&a, y), redist_describe(&a, x), "%s: %s", c->name, k ? "back" : "forward");
+		cr_expect(x->send_bytes == y->send_bytes && x->total_bytes == y->total_bytes && x->most_bytes == y->most_bytes,
+		          "%s: %s", c->name, k ? "back" : "forward");
+	}
 	arena_free(&a);
 }
 

@@ -1,0 +1,294 @@
+/* A compilation's redistribution prices (cost.h's RedistCache): its
+ * interned layouts, the prices served by the shared memo (cost_memo.c) or
+ * planned, and the edges' prices built from them. Apart from cost.c, which
+ * it calls (cost_step_time), to keep both under the size limit. */
+#include "cost.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+#include "../ir/redistribute.h"
+#include "cost_memo.h"
+
+/* ---- redistribution memo ----------------------------------------------------- */
+
+typedef struct RcEntry {
+	const Layout *from, *to;
+	DType dt;
+	double time;
+	int64_t bytes;
+} RcEntry;
+
+typedef struct StripEntry {
+	const Layout *from, *to;
+	unsigned partial;
+} StripEntry;
+
+typedef struct InternEntry {
+	int64_t key[6 * MAX_RANK + 4];
+	int nkey;
+	const Layout *l;         /* NULL: empty slot */
+} InternEntry;
+
+struct RedistCache {
+	uint64_t fig;            /* the machine's figures that price a redistribution (cost_memo_fig) */
+	InternEntry *intern;     /* canonical layouts, by layout_same class */
+	size_t intern_cap, intern_n;
+	StripEntry *strip;
+	size_t strip_cap, strip_n;
+	Arena *a;
+	const Machine *m;
+	bool alltoall;
+	RcEntry *tab;
+	size_t cap, n;
+};
+
+/* What cost_coll_time reads of m, and whether all-to-all may be used:
+ * the part of the shared memo's keys (cost_memo.h) that is the machine's. */
+static uint64_t cost_memo_fig(const Machine *m, bool alltoall)
+{
+	const Topology *t = &m->topo;
+	double f[] = {m->bandwidth, m->latency, t->devices_per_node, t->intra_latency, t->intra_bandwidth,
+	              t->inter_latency, t->inter_bandwidth, (double)t->cyclic, (double)t->world, m->coll_overhead};
+	uint64_t h1 = 0x9AE16A3B2F90404Full, h2 = alltoall;
+	cost_memo_mix_doubles(&h1, &h2, f, sizeof f / sizeof f[0]);
+	cost_memo_mix_doubles(&h1, &h2, m->coll_latency, MACHINE_COLL_KINDS);
+	cost_memo_mix_doubles(&h1, &h2, m->coll_bandwidth, MACHINE_COLL_KINDS);
+	return h1 ^ h2 * 0xC2B2AE3D27D4EB4Full;
+}
+
+RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
+{
+	RedistCache *rc = ARENA_NEW(a, RedistCache);
+	rc->a = a;
+	rc->m = m;
+	rc->alltoall = enable_alltoall;
+	rc->cap = 1024;
+	rc->tab = ARENA_NEWN(a, RcEntry, rc->cap);
+	rc->strip_cap = 256;
+	rc->strip = ARENA_NEWN(a, StripEntry, rc->strip_cap);
+	rc->intern_cap = 256;
+	rc->intern = ARENA_NEWN(a, InternEntry, rc->intern_cap);
+	rc->fig = cost_memo_fig(m, enable_alltoall);
+	return rc;
+}
+
+static InternEntry *intern_slot(InternEntry *t, size_t cap, const int64_t *key, int n)
+{
+	uint64_t h = 0xCBF29CE484222325ull;
+	for (int i = 0; i < n; i++)
+		h = (h ^ (uint64_t)key[i]) * 0x100000001B3ull, h ^= h >> 29;
+	size_t i = (size_t)h & (cap - 1);
+	while (t[i].l && !(t[i].nkey == n && memcmp(t[i].key, key, sizeof(int64_t) * (size_t)n) == 0))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+const Layout *cost_intern(RedistCache *rc, const Layout *l)
+{
+	if (!l || l->ragged)
+		return l;
+	int64_t key[6 * MAX_RANK + 4];
+	int n = cost_layout_key(l, key);
+	InternEntry *e = intern_slot(rc->intern, rc->intern_cap, key, n);
+	if (e->l)
+		return e->l;
+	memcpy(e->key, key, sizeof(int64_t) * (size_t)n);
+	e->nkey = n;
+	e->l = l;
+	if (++rc->intern_n * 2 > rc->intern_cap) {
+		size_t nc = rc->intern_cap * 2;
+		InternEntry *nt = ARENA_NEWN(rc->a, InternEntry, nc);
+		for (size_t i = 0; i < rc->intern_cap; i++)
+			if (rc->intern[i].l)
+				*intern_slot(nt, nc, rc->intern[i].key, rc->intern[i].nkey) = rc->intern[i];
+		rc->intern = nt;
+		rc->intern_cap = nc;
+	}
+	return l;
+}
+
+static size_t rc_hash(const Layout *f, const Layout *t, DType dt)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)t + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+	h ^= (uint64_t)dt * 0x94D049BB133111EBull;
+	h ^= h >> 31;
+	return (size_t)h;
+}
+
+static RcEntry *rc_slot(RcEntry *tab, size_t cap, const Layout *f, const Layout *t, DType dt)
+{
+	size_t i = rc_hash(f, t, dt) & (cap - 1);
+	while (tab[i].from && !(tab[i].from == f && tab[i].to == t && tab[i].dt == dt))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+double cost_plan_time(const Machine *m, const RedistPlan *p)
+{
+	double t = 0;
+	for (int s = 0; s < p->n; s++)
+		t += cost_step_time(m, &p->steps[s], NULL);
+	return t;
+}
+
+int64_t cost_plan_group(const RedistPlan *p)
+{
+	int64_t best = 1;
+	for (int s = 0; s < p->n; s++) {
+		int64_t g = layout_group_size(p->steps[s].from, p->steps[s].axes);
+		best = g > best ? g : best;
+	}
+	return best;
+}
+
+/* A backward conversion's cost, as the sharding pass plans it (sharding.c,
+ * plan_back): the cheaper in time of the one-way plan and the way back
+ * run in reverse. Its memo entries are keyed apart by a bit of the dtype. */
+enum { RC_BACK = 0x40 };
+
+/* The plan's time from `from` to `to` (the cheaper way for a backward
+ * conversion) and its bytes sent. */
+static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
+{
+	Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
+	RedistPlan *p = NULL, *r = NULL;
+	if (back)
+		r = redist_plan_both(&tmp, from, to, dt, rc->alltoall, &p);
+	else
+		p = redist_plan(&tmp, from, to, dt, rc->alltoall);
+	if (r && r != p && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
+		p = r;
+	double t = p ? cost_plan_time(rc->m, p) : INFINITY;
+	*bytes = p ? p->send_bytes : 0;
+	arena_free(&tmp);
+	return t;
+}
+
+/* The shared memo first: keyed by the layouts' contents it serves every
+ * compilation, and this compilation's table by pointers only took what
+ * the memo could not (ragged layouts, a full memo) -- as a first level it
+ * hit 0.5% of its probes at GPT-3 x 1024 devices (search_graph.c's
+ * edge_price had already taken the repeats) and cost a random probe and
+ * an insert per price. keyed: the memo's key of (from, to, dt, back) when
+ * the caller has it, else NULL. */
+static double redist_time_keyed(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back,
+                                int64_t *bytes, const uint64_t *keyed)
+{
+	int64_t b = 0;
+	if (bytes)
+		*bytes = 0;
+	if (!from || !to || cost_layout_same(from, to))
+		return 0;
+	DType key = (DType)(dt | (back ? RC_BACK : 0));
+	uint64_t h[2];
+	bool found = false;
+	CostMemoEntry *sp = NULL;
+	if (keyed)
+		h[0] = keyed[0], h[1] = keyed[1];
+	if (keyed || cost_memo_key(rc->fig, from, to, key, h))
+		sp = cost_memo_find(h, &found);
+	if (sp) {
+		if (!found) {
+			double t = plan_price(rc, from, to, dt, back, &b);
+			cost_memo_fill(sp, h, t, b);
+		}
+		if (bytes)
+			*bytes = sp->bytes;
+		return sp->time;
+	}
+	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, key);
+	if (!e->from) {
+		e->from = from, e->to = to, e->dt = key;
+		e->time = plan_price(rc, from, to, dt, back, &b);
+		e->bytes = b;
+		if (++rc->n * 2 > rc->cap) {
+			size_t nc = rc->cap * 2;
+			RcEntry *nt = ARENA_NEWN(rc->a, RcEntry, nc);
+			for (size_t i = 0; i < rc->cap; i++)
+				if (rc->tab[i].from)
+					*rc_slot(nt, nc, rc->tab[i].from, rc->tab[i].to, rc->tab[i].dt) = rc->tab[i];
+			rc->tab = nt;
+			rc->cap = nc;
+			e = rc_slot(nt, nc, from, to, key);
+		}
+	}
+	if (bytes)
+		*bytes = e->bytes;
+	return e->time;
+}
+
+static double redist_time(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
+{
+	return redist_time_keyed(rc, from, to, dt, back, bytes, NULL);
+}
+
+double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes)
+{
+	return redist_time(rc, from, to, dt, false, bytes);
+}
+
+static StripEntry *strip_slot(StripEntry *t, size_t cap, const Layout *l, unsigned partial)
+{
+	size_t i = (rc_hash(l, l, DT_F32) ^ (size_t)partial * 0x9E3779B97F4A7C15ull) & (cap - 1);
+	while (t[i].from && !(t[i].from == l && t[i].partial == partial))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+const Layout *cost_with_partial(RedistCache *rc, const Layout *l, unsigned partial)
+{
+	if (!l || l->partial == partial)
+		return l;
+	StripEntry *e = strip_slot(rc->strip, rc->strip_cap, l, partial);
+	if (e->from)
+		return e->to;
+	Layout *c = ARENA_NEW(rc->a, Layout);
+	*c = *l;
+	c->partial = partial;
+	e->from = l;
+	e->partial = partial;
+	e->to = c;
+	if (++rc->strip_n * 2 > rc->strip_cap) {
+		size_t nc = rc->strip_cap * 2;
+		StripEntry *nt = ARENA_NEWN(rc->a, StripEntry, nc);
+		for (size_t i = 0; i < rc->strip_cap; i++)
+			if (rc->strip[i].from)
+				*strip_slot(nt, nc, rc->strip[i].from, rc->strip[i].partial) = rc->strip[i];
+		rc->strip = nt;
+		rc->strip_cap = nc;
+	}
+	return c;
+}
+
+const Layout *cost_strip_partial(RedistCache *rc, const Layout *l) { return cost_with_partial(rc, l, 0); }
+
+double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const Layout *grad, DType dt, bool training)
+{
+	if (!from || !to)
+		return 0;
+	/* The backward ops read the forward node's converted copy
+	 * (reuse_forward_copies): no second conversion. The gradient leaves
+	 * the consumer as `grad` (its input's layout, a partial sum over the
+	 * consumer's axes that do not split it) and goes back to the
+	 * producer's layout (cost_edge_grad's move, its memo entry loading
+	 * while the forward move's is looked up). */
+	const Layout *back = grad && training && dtype_is_float(dt) ? cost_strip_partial(rc, from) : NULL;
+	uint64_t h[2];
+	bool keyed = back && !cost_layout_same(grad, back) &&
+	             cost_memo_key(rc->fig, grad, back, (DType)(dt | RC_BACK), h);
+	if (keyed)
+		cost_memo_prefetch(h);
+	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
+	return t + (back ? redist_time_keyed(rc, grad, back, dt, true, NULL, keyed ? h : NULL) : 0);
+}
+
+double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training)
+{
+	if (!from || !grad || !training || !dtype_is_float(dt))
+		return 0;
+	return redist_time(rc, grad, cost_strip_partial(rc, from), dt, true, NULL);
+}
