@@ -503,10 +503,20 @@ static int run(Compilation *c, Args *a)
 		return 0;
 	case 2:
 		return cmd_dot(c, a);
-	case 4:
+	case 4: {
+		/* explain's memory figures are what the program allocates; a plan
+		 * that cannot be generated gets explain's estimate, said so, and
+		 * netc_memory_plan's error below */
+		int64_t *bytes = NULL;
+		PlannedMemory planned = {0};
+		if (c->plan && !a->why) {
+			planned.nstages = netc_planned_stages(c, &a->build, &bytes);
+			planned.nstages = planned.nstages > 0 ? planned.nstages : 0;
+			planned.bytes = bytes;
+		}
 		if (a->schedule)
-			return explain_schedule(c, a->output, stdout) ? 0 : EXIT_USER;
-		if (!explain_print(c, a->why, stdout))
+			return explain_schedule(c, a->output, &planned, stdout) ? 0 : EXIT_USER;
+		if (!explain_print(c, a->why, &planned, stdout))
 			return EXIT_USER;
 		if (c->plan && !a->why) {
 			memplan_report(c->plan, stdout); /* the planned memory, per device */
@@ -514,6 +524,7 @@ static int run(Compilation *c, Args *a)
 				return EXIT_USER;
 		}
 		return 0;
+	}
 	default:
 		a->build.output = a->output;
 		return netc_build(c, &a->build) ? 0 : EXIT_USER;

@@ -425,6 +425,9 @@ static void emit_step(Emit *e)
 static FILE *mem_report_to;
 /* netc_planned_bytes: where emit_mem_plan leaves its largest total */
 static int64_t *mem_total_to;
+/* netc_planned_stages: where emit_mem_plan leaves each stage's total */
+static int64_t **mem_stages_to;
+static int *mem_nstages_to;
 
 /* Whether the target keeps host memory apart from its buffer memory (the
  * CUDA target; on the CPU target host memory is the buffer memory). */
@@ -475,12 +478,18 @@ static void emit_mem_plan(Emit *e)
 	}
 	fputs("};\n\n", e->out);
 	FILE *report = mem_report_to ? mem_report_to : e->c->verbose ? stderr : NULL;
+	if (mem_stages_to) {
+		*mem_stages_to = ARENA_NEWN(&e->c->arena, int64_t, n);
+		*mem_nstages_to = n;
+	}
 	for (int s = 0; s < n; s++) {
 		int64_t dev[MEM_KINDS], total = 0;
 		for (int k = 0; k < MEM_KINDS; k++)
 			total += dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
 		if (mem_total_to && total > *mem_total_to)
 			*mem_total_to = total;
+		if (mem_stages_to)
+			(*mem_stages_to)[s] = total;
 		if (report)
 			report_kinds(report, "", s, n, dev);
 	}
@@ -727,25 +736,44 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	return true;
 }
 
-int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o)
+/* Emits the program into /dev/null, quietly and without a trace in the
+ * counts: the build (or explain's report) that follows emits it again and
+ * reports what it finds. */
+static bool emit_quietly(Compilation *c, const BuildOptions *o)
 {
 	FILE *sink = fopen("/dev/null", "w");
 	if (!sink)
-		return -1;
-	/* quiet, and without a trace in the counts: the build that follows
-	 * emits the program again and reports what it finds */
+		return false;
 	Diag keep = c->diag;
 	bool verbose = c->verbose;
 	c->diag.out = sink;
 	c->verbose = false;
-	int64_t total = 0;
-	mem_total_to = &total;
 	bool ok = emit_c_program(c, o, sink);
-	mem_total_to = NULL;
 	c->diag = keep;
 	c->verbose = verbose;
 	fclose(sink);
+	return ok;
+}
+
+int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o)
+{
+	int64_t total = 0;
+	mem_total_to = &total;
+	bool ok = emit_quietly(c, o);
+	mem_total_to = NULL;
 	return ok ? total : -1;
+}
+
+int netc_planned_stages(Compilation *c, const BuildOptions *o, int64_t **stage)
+{
+	int n = 0;
+	*stage = NULL;
+	mem_stages_to = stage;
+	mem_nstages_to = &n;
+	bool ok = emit_quietly(c, o);
+	mem_stages_to = NULL;
+	mem_nstages_to = NULL;
+	return ok && *stage ? n : -1;
 }
 
 bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)

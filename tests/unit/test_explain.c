@@ -56,7 +56,7 @@ Test(explain, permute_bytes_are_the_busiest_devices)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&text, &len);
-	cr_assert(explain_print(&c, NULL, out));
+	cr_assert(explain_print(&c, NULL, NULL, out));
 	fclose(out);
 	cr_expect(strstr(text, "Permute(4), group 4, 64 bytes (the busiest device; rank 0: 0), "), "%s", text);
 	char totals[64];
@@ -92,7 +92,7 @@ Test(explain, tied_weights_take_memory_on_their_reader_stages)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&text, &len);
-	cr_assert(explain_schedule(&c, NULL, out));
+	cr_assert(explain_schedule(&c, NULL, NULL, out));
 	fclose(out);
 	int64_t want[3] = {512, 256, 512};
 	for (int st = 0; st < 3; st++) {
