@@ -579,6 +579,19 @@ static void emit_main(Emit *e)
 /* Node emitters add file-scope declarations and start-up statements as
  * they go, so the phases are written to a buffer first and the program is
  * assembled around them. */
+/* emit_c_program's buffers, closed and freed when it stops early. */
+static bool drop_buffers(Emit *e, char **body, char **decls, char **setup)
+{
+	FILE *f[3] = {e->out, e->decls, e->setup};
+	for (int k = 0; k < 3; k++)
+		if (f[k])
+			fclose(f[k]);
+	free(*body);
+	free(*decls);
+	free(*setup);
+	return false;
+}
+
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	Graph *g = c->g;
@@ -609,7 +622,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	e.setup = open_memstream(&setup, &nsetup);
 	if (!e.out || !e.decls || !e.setup) {
 		diag_error(&c->diag, loc_none(), "out of memory");
-		return false;
+		return drop_buffers(&e, &body, &decls, &setup);
 	}
 	e.loss_scale = g->train.loss_scale_kind != LS_NONE && !o->gradcheck && !c->infer && g->loss;
 	if (g->train.loss_scale_kind != LS_NONE && !e.loss_scale)
@@ -618,7 +631,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	if (e.loss_scale && (g->nstages > 1 || g->nmicro > 1)) {
 		diag_error(&c->diag, g->train.loss_scale_loc,
 		           "loss_scale is not supported with pipeline stages or micro_size > 1 yet");
-		return false;
+		return drop_buffers(&e, &body, &decls, &setup);
 	}
 	for (int i = 0; e.loss_scale && i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
@@ -626,7 +639,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 			diag_error(&c->diag, g->train.loss_scale_loc, "loss_scale: the gradient of '%s' reaches its update "
 			                                              "in %s, which cannot be unscaled in place",
 			           n->in[0]->name, dtype_name(n->in[1]->dtype));
-			return false;
+			return drop_buffers(&e, &body, &decls, &setup);
 		}
 	}
 	if (e.loss_scale) { /* file scope, before the phases that read it */
@@ -638,12 +651,12 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		        dyn ? "true" : "false");
 	}
 	if (!emit_train_checks(&e))
-		return false;
+		return drop_buffers(&e, &body, &decls, &setup);
 	emit_train_decls(&e);
 	if (g->nstages > 1 || g->nmicro > 1) {
 		if (o->gradcheck) {
 			diag_error(&c->diag, loc_none(), "--gradcheck needs one micro-step and one pipeline stage");
-			return false;
+			return drop_buffers(&e, &body, &decls, &setup);
 		}
 		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
 		                         !c->infer);
