@@ -4,8 +4,9 @@
  * layouts of its inputs and output, and each redistribution inserted in
  * front of it (plan, largest group, bytes and seconds per step). Then the
  * communication of the backward pass and the update, and totals per
- * device per step: computation, communication and memory under the cost
- * model (passes/cost.h). `--why OP` lists OP's candidate strategies with
+ * device per step: computation and communication under the cost model
+ * (passes/cost.h), memory as the compiled program allocates it
+ * (PlannedMemory). `--why OP` lists OP's candidate strategies with
  * their costs against its neighbours' choices and marks the chosen one. */
 #ifndef NETC_EXPLAIN_H
 #define NETC_EXPLAIN_H
