@@ -789,7 +789,7 @@ int netc_planned_stages(Compilation *c, const BuildOptions *o, int64_t **stage)
 	return ok && *stage ? n : -1;
 }
 
-bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
+bool netc_memory_plan_stages(Compilation *c, const BuildOptions *o, FILE *out, int64_t **stage, int *nstages)
 {
 	/* the program is generated and thrown away: its allocations are the plan */
 	FILE *sink = fopen("/dev/null", "w");
@@ -798,8 +798,17 @@ bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
 		return false;
 	}
 	mem_report_to = out;
+	mem_stages_to = stage;
+	mem_nstages_to = nstages;
 	bool ok = emit_c_program(c, o, sink);
 	mem_report_to = NULL;
+	mem_stages_to = NULL;
+	mem_nstages_to = NULL;
 	fclose(sink);
 	return ok;
+}
+
+bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	return netc_memory_plan_stages(c, o, out, NULL, NULL);
 }

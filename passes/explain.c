@@ -953,14 +953,14 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 	        "the stage, per micro-batch (/mb) or per step; %s in bytes, %s:\n",
 	        t->nstages, t->nstages == 1 ? "" : "s", g->par.device_num / t->nstages, t->scheduler, t->nmicro,
 	        t->nmicro == 1 ? "" : "es", planned ? "memory" : "est. memory", explain_memory_counts(planned));
-	fprintf(out, "  %-5s %11s %11s %11s %11s %11s %11s %11s %11s %11s\n", "stage", "fwd/mb", "bwd/mb", "sends/mb",
+	fprintf(out, "  %-5s %11s %11s %11s %11s %11s %11s %11s %11s %14s\n", "stage", "fwd/mb", "bwd/mb", "sends/mb",
 	        "compute", "comm", "of it grads", "idle", "done at", planned ? "memory" : "est. memory");
 	for (int st = 0; st < t->nstages; st++) {
 		const StageCost *sc = &t->stage[st];
 		double f = 0, b = 0;
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			f += t->fwd[k], b += t->bwd[k];
-		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.0f\n", st, f, b,
+		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %14.0f\n", st, f, b,
 		        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle, sc->end + sc->grads + sc->update + sc->tied,
 		        planned ? (double)pm->bytes[st] : sc->memory);
 	}
