@@ -521,17 +521,42 @@ static int run(Compilation *c, Args *a)
 		return 0;
 	case 2:
 		return cmd_dot(c, a);
-	case 4:
-		if (a->schedule)
-			return explain_schedule(c, a->output, stdout) ? 0 : EXIT_USER;
-		if (!explain_print(c, a->why, stdout))
-			return EXIT_USER;
-		if (c->plan && !a->why) {
-			memplan_report(c->plan, stdout); /* the planned memory, per device */
-			if (!netc_memory_plan(c, &a->build, stdout))
-				return EXIT_USER;
+	case 4: {
+		/* explain's memory figures are what the program allocates, from
+		 * the program generated for the plan's lines (printed after the
+		 * report); a plan that cannot be generated gets explain's
+		 * estimate, said so, and the emitter's error */
+		int64_t *bytes = NULL;
+		PlannedMemory planned = {0};
+		if (a->schedule) {
+			if (c->plan) /* quietly: --schedule prints no plan */
+				planned.nstages = netc_planned_stages(c, &a->build, &bytes);
+			planned.nstages = planned.nstages > 0 ? planned.nstages : 0;
+			planned.bytes = bytes;
+			return explain_schedule(c, a->output, &planned, stdout) ? 0 : EXIT_USER;
 		}
-		return 0;
+		char *lines = NULL;
+		size_t len = 0;
+		bool emitted = true;
+		if (c->plan && !a->why) {
+			FILE *f = open_memstream(&lines, &len);
+			if (!f) {
+				fprintf(stderr, "netc: out of memory\n");
+				return EXIT_INTERNAL;
+			}
+			emitted = netc_memory_plan_stages(c, &a->build, f, &bytes, &planned.nstages);
+			fclose(f);
+			planned.nstages = emitted ? planned.nstages : 0;
+			planned.bytes = bytes;
+		}
+		bool ok = explain_print(c, a->why, &planned, stdout);
+		if (ok && c->plan && !a->why) {
+			memplan_report(c->plan, stdout); /* the planned memory, per device */
+			fputs(lines, stdout);
+		}
+		free(lines);
+		return ok && emitted ? 0 : EXIT_USER;
+	}
 	default:
 		a->build.output = a->output;
 		return netc_build(c, &a->build) ? 0 : EXIT_USER;

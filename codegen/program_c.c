@@ -425,6 +425,9 @@ static void emit_step(Emit *e)
 static FILE *mem_report_to;
 /* netc_planned_bytes: where emit_mem_plan leaves its largest total */
 static int64_t *mem_total_to;
+/* netc_planned_stages: where emit_mem_plan leaves each stage's total */
+static int64_t **mem_stages_to;
+static int *mem_nstages_to;
 
 /* Whether the target keeps host memory apart from its buffer memory (the
  * CUDA target; on the CPU target host memory is the buffer memory). */
@@ -475,12 +478,18 @@ static void emit_mem_plan(Emit *e)
 	}
 	fputs("};\n\n", e->out);
 	FILE *report = mem_report_to ? mem_report_to : e->c->verbose ? stderr : NULL;
+	if (mem_stages_to) {
+		*mem_stages_to = ARENA_NEWN(&e->c->arena, int64_t, n);
+		*mem_nstages_to = n;
+	}
 	for (int s = 0; s < n; s++) {
 		int64_t dev[MEM_KINDS], total = 0;
 		for (int k = 0; k < MEM_KINDS; k++)
 			total += dev[k] = e->planned[s][k] + (host_apart(e) ? 0 : e->planned[s][MEM_HOST + k]);
 		if (mem_total_to && total > *mem_total_to)
 			*mem_total_to = total;
+		if (mem_stages_to)
+			(*mem_stages_to)[s] = total;
 		if (report)
 			report_kinds(report, "", s, n, dev);
 	}
@@ -570,6 +579,19 @@ static void emit_main(Emit *e)
 /* Node emitters add file-scope declarations and start-up statements as
  * they go, so the phases are written to a buffer first and the program is
  * assembled around them. */
+/* emit_c_program's buffers, closed and freed when it stops early. */
+static bool drop_buffers(Emit *e, char **body, char **decls, char **setup)
+{
+	FILE *f[3] = {e->out, e->decls, e->setup};
+	for (int k = 0; k < 3; k++)
+		if (f[k])
+			fclose(f[k]);
+	free(*body);
+	free(*decls);
+	free(*setup);
+	return false;
+}
+
 bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 {
 	Graph *g = c->g;
@@ -600,7 +622,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	e.setup = open_memstream(&setup, &nsetup);
 	if (!e.out || !e.decls || !e.setup) {
 		diag_error(&c->diag, loc_none(), "out of memory");
-		return false;
+		return drop_buffers(&e, &body, &decls, &setup);
 	}
 	e.loss_scale = g->train.loss_scale_kind != LS_NONE && !o->gradcheck && !c->infer && g->loss;
 	if (g->train.loss_scale_kind != LS_NONE && !e.loss_scale)
@@ -609,7 +631,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	if (e.loss_scale && (g->nstages > 1 || g->nmicro > 1)) {
 		diag_error(&c->diag, g->train.loss_scale_loc,
 		           "loss_scale is not supported with pipeline stages or micro_size > 1 yet");
-		return false;
+		return drop_buffers(&e, &body, &decls, &setup);
 	}
 	for (int i = 0; e.loss_scale && i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
@@ -617,7 +639,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 			diag_error(&c->diag, g->train.loss_scale_loc, "loss_scale: the gradient of '%s' reaches its update "
 			                                              "in %s, which cannot be unscaled in place",
 			           n->in[0]->name, dtype_name(n->in[1]->dtype));
-			return false;
+			return drop_buffers(&e, &body, &decls, &setup);
 		}
 	}
 	if (e.loss_scale) { /* file scope, before the phases that read it */
@@ -629,12 +651,12 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		        dyn ? "true" : "false");
 	}
 	if (!emit_train_checks(&e))
-		return false;
+		return drop_buffers(&e, &body, &decls, &setup);
 	emit_train_decls(&e);
 	if (g->nstages > 1 || g->nmicro > 1) {
 		if (o->gradcheck) {
 			diag_error(&c->diag, loc_none(), "--gradcheck needs one micro-step and one pipeline stage");
-			return false;
+			return drop_buffers(&e, &body, &decls, &setup);
 		}
 		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
 		                         !c->infer);
@@ -727,28 +749,47 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	return true;
 }
 
-int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o)
+/* Emits the program into /dev/null, quietly and without a trace in the
+ * counts: the build (or explain's report) that follows emits it again and
+ * reports what it finds. */
+static bool emit_quietly(Compilation *c, const BuildOptions *o)
 {
 	FILE *sink = fopen("/dev/null", "w");
 	if (!sink)
-		return -1;
-	/* quiet, and without a trace in the counts: the build that follows
-	 * emits the program again and reports what it finds */
+		return false;
 	Diag keep = c->diag;
 	bool verbose = c->verbose;
 	c->diag.out = sink;
 	c->verbose = false;
-	int64_t total = 0;
-	mem_total_to = &total;
 	bool ok = emit_c_program(c, o, sink);
-	mem_total_to = NULL;
 	c->diag = keep;
 	c->verbose = verbose;
 	fclose(sink);
+	return ok;
+}
+
+int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o)
+{
+	int64_t total = 0;
+	mem_total_to = &total;
+	bool ok = emit_quietly(c, o);
+	mem_total_to = NULL;
 	return ok ? total : -1;
 }
 
-bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
+int netc_planned_stages(Compilation *c, const BuildOptions *o, int64_t **stage)
+{
+	int n = 0;
+	*stage = NULL;
+	mem_stages_to = stage;
+	mem_nstages_to = &n;
+	bool ok = emit_quietly(c, o);
+	mem_stages_to = NULL;
+	mem_nstages_to = NULL;
+	return ok && *stage ? n : -1;
+}
+
+bool netc_memory_plan_stages(Compilation *c, const BuildOptions *o, FILE *out, int64_t **stage, int *nstages)
 {
 	/* the program is generated and thrown away: its allocations are the plan */
 	FILE *sink = fopen("/dev/null", "w");
@@ -757,8 +798,17 @@ bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
 		return false;
 	}
 	mem_report_to = out;
+	mem_stages_to = stage;
+	mem_nstages_to = nstages;
 	bool ok = emit_c_program(c, o, sink);
 	mem_report_to = NULL;
+	mem_stages_to = NULL;
+	mem_nstages_to = NULL;
 	fclose(sink);
 	return ok;
+}
+
+bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out)
+{
+	return netc_memory_plan_stages(c, o, out, NULL, NULL);
 }

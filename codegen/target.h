@@ -36,10 +36,18 @@ bool netc_build(Compilation *c, const BuildOptions *o);
 /* The memory the C program would allocate, per device (pipeline stage)
  * and kind: netc build -v's lines, for netc explain. */
 bool netc_memory_plan(Compilation *c, const BuildOptions *o, FILE *out);
+/* The same, leaving each stage's total (netc_planned_stages) in *stage,
+ * from c's arena, and their count in *nstages: netc explain's figures
+ * from the one program it generates. */
+bool netc_memory_plan_stages(Compilation *c, const BuildOptions *o, FILE *out, int64_t **stage, int *nstages);
 /* The largest per-device total of that plan (build -v's "total"; the
  * largest stage's in a pipeline), emitting nothing and reporting nothing;
  * -1 when the program cannot be generated. */
 int64_t netc_planned_bytes(Compilation *c, const BuildOptions *o);
+/* The same total for each pipeline stage (one without stages), in
+ * *stage from c's arena; returns how many, or -1 when the program cannot
+ * be generated. netc explain prints these as its memory figures. */
+int netc_planned_stages(Compilation *c, const BuildOptions *o, int64_t **stage);
 
 /* Where the runtime's headers and library are: next to the netc binary
  * (build tree: build/include, build/lib) or in PREFIX/include, PREFIX/lib,

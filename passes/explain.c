@@ -916,37 +916,62 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 		        v[i].ncomm, human(c, (double)v[i].comm_bytes), v[i].comm);
 }
 
+/* Whether the memory figures are the compiled program's (planned, one
+ * per stage) rather than explain's estimate. */
+bool explain_planned(const PlannedMemory *p, const ExplainTotals *t)
+{
+	return p && p->bytes && p->nstages == t->nstages;
+}
+
+/* What a memory figure counts: the program's allocation when there is
+ * one; else explain's estimate, which reuses nothing and may be far off
+ * it (tied_popt.net: 2432 and 908 bytes estimated, 2380 and 2060
+ * allocated). */
+const char *explain_memory_counts(bool planned)
+{
+	return planned ? "as the program allocates them per device: params, grads, optimizer state, workspace "
+	                 "slots, communication buffers, inputs, runtime (netc build -v's planned total)"
+	               : "explain's estimate per device, as no program could be generated: parameters, gradients, "
+	                 "optimizer state and every output x the micro-batches held, without reuse";
+}
+
 /* A scheduled program: each stage's figures per device, the busiest
  * stage's totals, the step as the schedule runs it. */
-static void print_stages(const Graph *g, const ExplainTotals *t, FILE *out)
+static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMemory *pm, FILE *out)
 {
+	bool planned = explain_planned(pm, t);
+	int largest = t->largest;
+	for (int st = 0; planned && st < t->nstages; st++)
+		if (st == 0 || pm->bytes[st] > pm->bytes[largest])
+			largest = st;
 	fprintf(out,
 	        "one micro-batch through every stage and the update: compute %.6g s, "
 	        "communication %.6g s (%d collectives, %" PRId64 " bytes), %.6g s\n",
 	        t->compute, t->comm, t->ncomm, t->comm_bytes, t->compute + t->comm);
 	fprintf(out,
 	        "pipeline: %d stage%s x %" PRId64 " devices, %s, %d micro-batch%s per step; seconds per device of "
-	        "the stage, per micro-batch (/mb) or per step:\n",
+	        "the stage, per micro-batch (/mb) or per step; %s in bytes, %s:\n",
 	        t->nstages, t->nstages == 1 ? "" : "s", g->par.device_num / t->nstages, t->scheduler, t->nmicro,
-	        t->nmicro == 1 ? "" : "es");
-	fprintf(out, "  %-5s %11s %11s %11s %11s %11s %11s %11s %11s %11s\n", "stage", "fwd/mb", "bwd/mb", "sends/mb",
-	        "compute", "comm", "of it grads", "idle", "done at", "memory");
+	        t->nmicro == 1 ? "" : "es", planned ? "memory" : "est. memory", explain_memory_counts(planned));
+	fprintf(out, "  %-5s %11s %11s %11s %11s %11s %11s %11s %11s %14s\n", "stage", "fwd/mb", "bwd/mb", "sends/mb",
+	        "compute", "comm", "of it grads", "idle", "done at", planned ? "memory" : "est. memory");
 	for (int st = 0; st < t->nstages; st++) {
 		const StageCost *sc = &t->stage[st];
 		double f = 0, b = 0;
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			f += t->fwd[k], b += t->bwd[k];
-		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g\n", st, f, b,
+		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %14.0f\n", st, f, b,
 		        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle, sc->end + sc->grads + sc->update + sc->tied,
-		        sc->memory);
+		        planned ? (double)pm->bytes[st] : sc->memory);
 	}
 	const StageCost *bz = &t->stage[t->busiest];
 	fprintf(out,
 	        "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64
-	        " bytes), memory %.4g bytes; stage %d's (the busiest; memory: stage %d's, the largest, "
-	        "activations of %d micro-batch%s)\n",
-	        bz->compute, bz->comm, bz->ncomm, bz->comm_bytes, t->stage[t->largest].memory, t->busiest, t->largest,
-	        t->stage[t->largest].slots, t->stage[t->largest].slots == 1 ? "" : "es");
+	        " bytes), %smemory %.0f bytes; stage %d's (the busiest; memory: stage %d's, the largest, with %d micro-batch "
+	        "slot%s)\n",
+	        bz->compute, bz->comm, bz->ncomm, bz->comm_bytes, planned ? "" : "est. ",
+	        planned ? (double)pm->bytes[largest] : t->stage[largest].memory, t->busiest, largest,
+	        t->stage[largest].slots, t->stage[largest].slots == 1 ? "" : "s");
 	fprintf(out, "predicted step time: %.6g s\n", t->step);
 	fprintf(out, "idle per step on stage %d: %.6g s (%.1f%% of the step: the schedule's bubble and the waits for "
 	        "other stages)\n", t->busiest, bz->idle, t->step > 0 ? 100 * bz->idle / t->step : 0.0);
@@ -1050,7 +1075,7 @@ static void print_machine(const Machine *m, const Graph *g, FILE *out)
 	fputc('\n', out);
 }
 
-bool explain_print(Compilation *c, const char *why, FILE *out)
+bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned, FILE *out)
 {
 	Graph *g = c->g;
 	Machine mtmp;
@@ -1108,13 +1133,15 @@ bool explain_print(Compilation *c, const char *why, FILE *out)
 		fprintf(out, "parameter servers (%" PRId64 "): %d pushes, %" PRId64 " bytes a worker sends per step (and pulls back), %.3g s\n",
 		        g->par.server_num, t.nps, t.ps_bytes, t.ps);
 	if (t.scheduled)
-		print_stages(g, &t, out);
+		print_stages(g, &t, planned, out);
 	else {
 		fprintf(out, "totals per device per step: compute %.6g s, communication %.6g s (%d collectives, %" PRId64 " bytes",
 		        t.compute, t.comm, t.ncomm, t.comm_bytes);
 		if (t.rank0_less)
 			fprintf(out, "; rank 0: %" PRId64, t.comm_bytes - t.rank0_less);
-		fprintf(out, "), memory %.4g bytes\npredicted step time: %.6g s\n", t.memory, t.step);
+		bool p = explain_planned(planned, &t);
+		fprintf(out, "), %smemory %.0f bytes (%s)\npredicted step time: %.6g s\n", p ? "" : "est. ",
+		        p ? (double)planned->bytes[0] : t.memory, explain_memory_counts(p), t.step);
 	}
 	print_comm_kinds(c, &t, out);
 	print_layers(c, m, out);

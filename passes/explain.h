@@ -4,8 +4,9 @@
  * layouts of its inputs and output, and each redistribution inserted in
  * front of it (plan, largest group, bytes and seconds per step). Then the
  * communication of the backward pass and the update, and totals per
- * device per step: computation, communication and memory under the cost
- * model (passes/cost.h). `--why OP` lists OP's candidate strategies with
+ * device per step: computation and communication under the cost model
+ * (passes/cost.h), memory as the compiled program allocates it
+ * (PlannedMemory). `--why OP` lists OP's candidate strategies with
  * their costs against its neighbours' choices and marks the chosen one. */
 #ifndef NETC_EXPLAIN_H
 #define NETC_EXPLAIN_H
@@ -25,8 +26,10 @@ typedef struct StageCost {
 	int64_t send_bytes;    /* bytes per step sent to other stages */
 	int ncomm;             /* collectives and sends per step */
 	int64_t comm_bytes;    /* bytes per step the device sends, stage-to-stage sends included */
-	double memory;         /* bytes per device: the stage's parameters, gradients and optimizer
-	                        * states, its activations x the micro-batches it holds at once */
+	double memory;         /* explain's estimate (the search's, search_memory), bytes per device: the
+	                        * stage's parameters, gradients and optimizer states, its activations x
+	                        * the micro-batches it holds at once, nothing reused; explain prints
+	                        * the program's planned bytes (PlannedMemory) instead where it has them */
 	double held;           /* of memory: bytes of the parameters, gradients and optimizer states
 	                        * the stage holds, the copies of tied weights it reads included */
 	int slots;             /* micro-batches whose activations the stage holds at once */
@@ -45,7 +48,8 @@ typedef struct ExplainTotals {
 	                        * Permute's ranks send unequal parts; the others' send alike) */
 	int64_t rank0_less;    /* how many fewer of them rank 0 sends (--comm-stats counts rank 0's) */
 	int ncomm;             /* collectives: the redistributions' steps other than local slices */
-	double memory;         /* bytes per device: parameters, gradients, optimizer states, activations */
+	double memory;         /* explain's estimate, bytes per device: parameters, gradients, optimizer
+	                        * states, activations (printed only without PlannedMemory) */
 	int nps;               /* parameter-server pushes per step (each pulls the new values back) */
 	int64_t ps_bytes;      /* bytes a worker pushes per step (in comm_bytes too; pulled back alike) */
 	double ps;             /* seconds per step of the pushes and pulls (in comm too) */
@@ -79,10 +83,26 @@ typedef struct ExplainTotals {
 	                        * passes, collectives inside them included */
 	double *xfer_f, *xfer_b; /* [from * nchunks + to]: seconds a transfer takes per micro-batch */
 	int busiest;           /* the stage with the most compute + communication */
-	int largest;           /* the stage with the most memory */
+	int largest;           /* the stage with the most memory by the estimate */
 	double step;           /* seconds per step: the last stage to finish its passes, its update
 	                        * and gradient reductions (every stage when not scheduled) */
 } ExplainTotals;
+
+/* What the compiled program allocates per device of each stage: codegen's
+ * planned totals (netc_planned_stages: params, grads, optimizer state,
+ * workspace slots, communication buffers, inputs and runtime), the
+ * figures netc build -v prints and the memory fit compares with
+ * memory_limit. The driver fills it; explain's memory figures are these. */
+typedef struct PlannedMemory {
+	int nstages;          /* 1 without a pipeline; 0: no program could be generated, and explain
+	                       * prints its own estimate (ExplainTotals.memory), saying so */
+	const int64_t *bytes; /* [nstages] */
+} PlannedMemory;
+
+/* Whether planned holds the program's figures for t's stages. */
+bool explain_planned(const PlannedMemory *planned, const ExplainTotals *t);
+/* What the memory figures count, for a header: the planned ones or the estimate. */
+const char *explain_memory_counts(bool planned);
 
 /* c has been through the passes (at least sharding). */
 void explain_totals(Compilation *c, ExplainTotals *t);
@@ -90,8 +110,9 @@ void explain_totals(Compilation *c, ExplainTotals *t);
  * the program was laid out with; NAN in stand_alone. */
 double explain_objective(Compilation *c);
 /* Prints the report; why: an operator name or output value name, or
- * NULL. False (reported) if `why` names nothing. */
-bool explain_print(Compilation *c, const char *why, FILE *out);
+ * NULL. False (reported) if `why` names nothing. planned: NULL or
+ * nstages 0 when there is no compiled program. */
+bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned, FILE *out);
 /* The layer a scope belongs to, as a reader names layers: up to its
  * first numeric component after the first ("layers.3" of
  * "layers.3.attn"), else its first component; "" at top level. */
@@ -101,5 +122,5 @@ const char *explain_layer_of(Arena *a, const char *scope);
 uint64_t *explain_param_readers(Compilation *c);
 /* --schedule: the pipeline split, each stage's work and memory, the
  * order of its passes and the predicted bubble; an SVG to `svg` if set. */
-bool explain_schedule(Compilation *c, const char *svg, FILE *out);
+bool explain_schedule(Compilation *c, const char *svg, const PlannedMemory *planned, FILE *out);
 #endif

@@ -80,32 +80,30 @@ static bool svg_name(Compilation *c, const char *path)
 	return false;
 }
 
-/* Replays s with explain's per-chunk costs (explain_totals), in units of
+/* Replays s with explain's per-chunk costs (t, explain_totals), in units of
  * the mean forward pass, so the picture's widths follow the stages' costs;
  * returns the unit in seconds, or 0 (and s keeps the simulation's F = 1,
  * B = 2 units) when the costs are unknown. The step's text keeps the
  * simulation's order and bubble, which do not depend on the costs. */
-static double replay_costs(Compilation *c, Schedule *s)
+static double replay_costs(Compilation *c, const ExplainTotals *t, Schedule *s)
 {
-	ExplainTotals t;
-	explain_totals(c, &t);
-	if (!t.scheduled || t.nchunks != s->nchunks || !t.fwd || !t.bwd)
+	if (!t->scheduled || t->nchunks != s->nchunks || !t->fwd || !t->bwd)
 		return 0;
 	double unit = 0;
-	for (int k = 0; k < t.nchunks; k++)
-		unit += t.fwd[k] / t.nchunks;
+	for (int k = 0; k < t->nchunks; k++)
+		unit += t->fwd[k] / t->nchunks;
 	if (!(unit > 0))
 		return 0;
-	double *f = ARENA_NEWN(&c->arena, double, t.nchunks), *b = ARENA_NEWN(&c->arena, double, t.nchunks);
-	int nx = t.nchunks * t.nchunks;
-	double *xf = t.xfer_f ? ARENA_NEWN(&c->arena, double, nx) : NULL, *xb = t.xfer_b ? ARENA_NEWN(&c->arena, double, nx) : NULL;
-	for (int k = 0; k < t.nchunks; k++)
-		f[k] = t.fwd[k] / unit, b[k] = t.bwd[k] / unit;
+	double *f = ARENA_NEWN(&c->arena, double, t->nchunks), *b = ARENA_NEWN(&c->arena, double, t->nchunks);
+	int nx = t->nchunks * t->nchunks;
+	double *xf = t->xfer_f ? ARENA_NEWN(&c->arena, double, nx) : NULL, *xb = t->xfer_b ? ARENA_NEWN(&c->arena, double, nx) : NULL;
+	for (int k = 0; k < t->nchunks; k++)
+		f[k] = t->fwd[k] / unit, b[k] = t->bwd[k] / unit;
 	for (int k = 0; k < nx; k++) {
 		if (xf)
-			xf[k] = t.xfer_f[k] / unit;
+			xf[k] = t->xfer_f[k] / unit;
 		if (xb)
-			xb[k] = t.xfer_b[k] / unit;
+			xb[k] = t->xfer_b[k] / unit;
 	}
 	double busy = 0;
 	s->makespan = schedule_replay(&c->arena, s, f, b, xf, xb, NULL);
@@ -117,7 +115,7 @@ static double replay_costs(Compilation *c, Schedule *s)
 	return unit;
 }
 
-bool explain_schedule(Compilation *c, const char *svg, FILE *out)
+bool explain_schedule(Compilation *c, const char *svg, const PlannedMemory *planned, FILE *out)
 {
 	Graph *g = c->g;
 	if (svg && !svg_name(c, svg))
@@ -146,18 +144,22 @@ bool explain_schedule(Compilation *c, const char *svg, FILE *out)
 	}
 	/* the picture's widths: each pass's predicted time (explain's costs,
 	 * transfers included) in units of the mean forward pass */
-	double unit = replay_costs(c, s);
+	ExplainTotals t;
+	explain_totals(c, &t);
+	double unit = replay_costs(c, &t, s);
+	bool pm = explain_planned(planned, &t); /* else t's estimate, said so */
 	const char *sched = g->nchunks > P ? "interleaved 1f1b" : g->par.pipeline_scheduler == SCHED_GPIPE ? "gpipe" : "1f1b";
 	/* the words of the picture (schedule_svg): micro-batches, and the
 	 * model's pieces, one per stage or several when interleaved */
 	fprintf(out, "pipeline: %d stage%s x %" PRId64 " device%s, %s, %d micro-batch%s per step, the model in %d "
 	        "chunk%s (%d per stage)\n", P, plural_s(P), g->par.device_num / P, plural_s(g->par.device_num / P),
 	        sched, g->nmicro, g->nmicro == 1 ? "" : "es", g->nchunks, plural_s(g->nchunks), g->nchunks / P);
-	fprintf(out, "%-6s %6s %14s %14s %14s %6s\n", "stage", "nodes", "flops/step", "param bytes", "state bytes",
-	        "slots");
+	fprintf(out, "%s in bytes, %s:\n", pm ? "memory" : "est. memory", explain_memory_counts(pm));
+	fprintf(out, "%-6s %6s %14s %14s %14s %6s %14s\n", "stage", "nodes", "flops/step", "param bytes", "state bytes",
+	        "slots", pm ? "memory" : "est. memory");
 	for (int st = 0; st < P; st++)
-		fprintf(out, "%-6d %6d %14.4g %14" PRId64 " %14" PRId64 " %6d\n", st, nodes[st], flops[st], params[st],
-		        state[st], s->nslots[st]);
+		fprintf(out, "%-6d %6d %14.4g %14" PRId64 " %14" PRId64 " %6d %14.0f\n", st, nodes[st], flops[st], params[st],
+		        state[st], s->nslots[st], pm ? (double)planned->bytes[st] : t.stage[st].memory);
 	for (int st = 0; st < P; st++)
 		stage_contents(c, st, out);
 	fprintf(out, "bubble: %.1f%% simulated (F = 1, B = 2 units); gpipe's (p - 1)/(m + p - 1) = %.1f%%\n",

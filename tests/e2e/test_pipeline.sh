@@ -27,7 +27,7 @@ export OMPI_MCA_hwloc_base_binding_policy=none
 # ref MODEL NAME [-D ...]: the stand-alone, whole-batch run
 ref() {
 	model=$1 name=$2; shift 2
-	timeout $TMO $NETC build "$model" -o "$work/$name" -D parallel_mode=stand_alone -D pipeline_stages=1 \
+	timeout $TMO $NETC build "$model" -o "$work/$name" -v -D parallel_mode=stand_alone -D pipeline_stages=1 \
 		-D train.micro_size=1 -D grad_accumulation_step=1 "$@" >"$work/$name.build" 2>&1 &&
 		timeout $TMO "$work/$name" --steps 6 --seed 7 --log "$work/$name.csv" --save "$work/$name.st" --quiet
 }
@@ -154,7 +154,7 @@ exact pen_auto_ref pen_auto
 # the same micro-batches (refused before: "cast in stage 0 reads 'wb.f16'").
 tied() {
 	name=$1 np=$2 model=$3; shift 3
-	timeout $TMO $NETC build "$model" -o "$work/$name" "$@" >"$work/$name.build" 2>&1 &&
+	timeout $TMO $NETC build "$model" -o "$work/$name" -v "$@" >"$work/$name.build" 2>&1 &&
 		timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 6 --seed 7 --log "$work/$name.csv" \
 			--save "$work/$name.st" --quiet >"$work/$name.run" 2>&1
 }
@@ -186,6 +186,29 @@ exact tied_popt_ref tied_popt
 tied tied3_amp_ref 1 $M/tied3.net -D train.amp_level=O2 -D parallel_mode=stand_alone -D pipeline_stages=1
 tied tied3_amp 3 $M/tied3.net -D train.amp_level=O2
 exact tied3_amp_ref tied3_amp
+
+# explain's memory figures are the program's: each stage's row of its
+# table (the one figure without a pipeline) equals the build's -v
+# "planned memory per device ... total" of that stage (issue 28: it
+# printed its own estimate, tied_popt's stages 2432 and 908 bytes for
+# 2380 and 2060 allocated)
+memeq() {
+	name=$1 model=$2; shift 2
+	want=$(sed -n 's/^planned memory per device.* total \([0-9]*\)$/\1/p' "$work/$name.build" | tr '\n' ' ')
+	got=$(timeout $TMO $NETC explain "$model" "$@" 2>&1 | awk '
+		/^  stage +fwd\/mb/ { rows = 1; next }
+		rows && $1 ~ /^[0-9]+$/ { printf "%s ", $NF; next }
+		{ rows = 0 }
+		/^totals per device per step: .*memory [0-9]+ bytes \(as the program/ { sub(/.*memory /, ""); printf "%s ", $1 }')
+	[ -n "$want" ] && [ "$got" = "$want" ] && ok "explain memory = planned ($name: $got)" ||
+		bad "explain memory ($name): '$got', planned '$want'"
+}
+memeq tied_popt $M/tied_popt.net $F
+memeq tied3_1f1b $M/tied3.net $F
+memeq tied3_amp $M/tied3.net -D train.amp_level=O2
+memeq tied3_ref $M/tied3.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
+	-D grad_accumulation_step=1 $F
+memeq p4_1f1b_m8 $M/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8
 
 # activation memory: 1f1b keeps at most stages - s micro-batches on stage s, gpipe all of them
 slots() { sed -n "s/^pipeline stage $2 keeps \([0-9]*\) micro.*/\1/p" "$work/$1.build"; }
