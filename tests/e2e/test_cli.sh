@@ -188,6 +188,12 @@ for lim in "--memory-limit 12M" "--cost memory_limit=12M"; do
 done
 expect "--cost flops=1T before --machine keeps the file's 80 GB" 0 ', memory limit 8e\+10 bytes$' -- \
 	"$NETC" explain --cost flops=1T --machine docs/machines/a100_80g_x8.txt samples/mlp.net
+# explain says where a fixed plan is over the machine's memory without
+# --memory-limit too (GPT-3's hand plan needs 101 GB on an 80 GB A100);
+# only --memory-limit makes build stop
+expect "explain warns of a plan over the machine's memory" 0 \
+	'warning: the plan needs [0-9]+ bytes per device .*over the memory of the machine it is priced for \(memory_limit = 1000, --cost memory_limit\)' -- \
+	"$NETC" explain --cost memory_limit=1000 samples/mlp.net
 # issue 21.10: --schedule draws SVG only; another extension is refused
 expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o draws SVG only, but '$work/s\.png' names a '\.png' file" -- \
 	"$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.png"
