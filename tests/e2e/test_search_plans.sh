@@ -173,7 +173,7 @@ done
 kill -9 $p
 wait $p 2>/dev/null
 for i in $(seq 20); do
-	left=$(for k in $kids; do kill -0 "$k" 2>/dev/null && echo "$k"; done)
+	left=$(for k in $kids; do ps -o stat= -p "$k" | grep -qv Z && echo "$k"; done) # a zombie: init reaps it
 	[ -z "$left" ] && break
 	sleep 0.1
 done
