@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/redistribute.h"
 #include "ir/shape.h"
 #include "passes/search_graph.h"
 #include "passes/search_mat.h"
@@ -324,4 +325,33 @@ Test(search_tables, identical_layers_keep_their_own_memory_tables)
 		expect_tables_priced(s, memo_on ? "m2 recomputed, memo" : "m2 recomputed");
 		m2->ann.recompute = m2->ann.mp_comm_recompute = false;
 	}
+}
+
+/* Searches of one graph that price alike but for what the key must hold
+ * (the device order of a topology, the element type, all-to-all, a
+ * per-kind figure), one after the other in one process: each takes from
+ * the memo only tables that are its own, cell for cell. */
+Test(search_tables, machines_orders_and_types_never_take_each_others_tables)
+{
+	mlp();
+	search_tables_drop();
+	search_tables_enable(true);
+	Machine m;
+	machine_defaults(&m);
+	m.topo.devices_per_node = 2, m.topo.intra_bandwidth = 4e11, m.topo.inter_bandwidth = 2.5e10;
+	m.topo.intra_latency = 1e-6, m.topo.inter_latency = 8e-6, m.topo.world = 4;
+	for (int round = 0; round < 2; round++)
+		for (int k = 0; k < 5; k++) {
+			Machine mk = m;
+			mk.topo.cyclic = k == 1;
+			if (k == 4)
+				mk.coll_bandwidth[RS_ALLGATHER] = 1e9;
+			g->par.enable_alltoall = k == 3;
+			for (int i = 0; i < 5; i++)
+				nodes[i]->out->dtype = k == 2 ? DT_F16 : DT_F32;
+			Search *s = search_new(&arena, g, &mk, true, &dg);
+			cr_assert(s, "%s", diag_text());
+			expect_tables_priced(s, (const char *[]){"blocks", "round robin", "f16", "all-to-all", "allgather"}[k]);
+		}
+	cr_expect_gt(search_tables_stats().hits, 0, "no table taken from the memo: the test shows nothing");
 }
