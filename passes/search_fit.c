@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "cost.h"
 #include "cost_memo.h"
@@ -600,9 +603,19 @@ static pid_t wait_for(pid_t pid, int *status)
 
 /* The child: compiles t's screen, sends it, exits. NETC_TEST_SCREEN_FAIL
  * (tests only): "exit" exits 1 before sending, "kill" dies by SIGKILL
- * midway through, to test the parent's fallback. */
-static _Noreturn void job_child(int fd, Compilation *scr, const MemoryFit *f, const Try *t, Layers *L)
+ * midway through, to test the parent's fallback; "hang" waits for a
+ * signal, to test that it dies with its parent. */
+static _Noreturn void job_child(int fd, pid_t parent, Compilation *scr, const MemoryFit *f, const Try *t, Layers *L)
 {
+#ifdef __linux__
+	/* a parent killed alone (kill -9, a SIGTERM to its pid) takes its
+	 * screens with it: before, each ran on to its end for nobody, a
+	 * screen at GPT-3 x 1024 seconds of CPU, holding the parent's stderr */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(1);
+#else
+	(void)parent;
+#endif
 	/* the parent's unwritten stdout is its own: never flushed here */
 	int null = open("/dev/null", O_WRONLY);
 	if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
@@ -611,6 +624,8 @@ static _Noreturn void job_child(int fd, Compilation *scr, const MemoryFit *f, co
 	const char *fail = getenv("NETC_TEST_SCREEN_FAIL");
 	if (fail && strcmp(fail, "exit") == 0)
 		_exit(1);
+	while (fail && strcmp(fail, "hang") == 0)
+		pause();
 	cost_memo_log_start();
 	JobResult r = {.order_in = scr->search_order};
 	r.ok = compile_try(scr, f, t, 1, false, L);
@@ -634,7 +649,7 @@ static bool job_start(Job *j, const Job *jobs, int njobs, Compilation *scr, cons
 		JOB_FAIL("pipe", t);
 		return false;
 	}
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	if (pid < 0) {
 		JOB_FAIL("fork", t);
 		close(fd[0]), close(fd[1]);
@@ -645,7 +660,7 @@ static bool job_start(Job *j, const Job *jobs, int njobs, Compilation *scr, cons
 		for (int k = 0; k < njobs; k++) /* the other children's pipes */
 			if (jobs[k].pid > 0)
 				close(jobs[k].fd);
-		job_child(fd[1], scr, f, t, L);
+		job_child(fd[1], parent, scr, f, t, L);
 	}
 	if (close(fd[1]) != 0)
 		JOB_FAIL("close", t); /* harmless: the child holds its own */

@@ -51,6 +51,18 @@ static void mix_machine(uint64_t *h1, uint64_t *h2, const Search *s)
 
 static bool ragged(const Layout *l) { return l && l->ragged; }
 
+/* What search_edge_memory reads of edge e's reader besides the layouts:
+ * the micro-batches its stage keeps a copy for, 0 where it is recomputed
+ * (its copy dies after the forward use). */
+static int reader_copies(const Search *s, const SEdge *e)
+{
+	const Node *reader = s->v[e->v].n;
+	int sv = reader->ann.stage;
+	if (reader->ann.recompute && reader->ann.mp_comm_recompute)
+		return 0;
+	return s->slots && sv >= 0 && sv < s->g->nstages ? s->slots[sv] : 1;
+}
+
 bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 {
 	const SEdge *e = &s->e[ei];
@@ -208,6 +220,11 @@ typedef struct EdgeKey {
 	 * search_graph.c), not in that of the same edge within a stage,
 	 * though identical layers share candidate lists across stages */
 	bool cross;
+	/* the reader's copies (reader_copies): identical layers on stages of
+	 * other slot counts, or one of them recomputed, have their own memory
+	 * tables (one stood for the others: a recomputed layer's copies priced
+	 * as kept, a later stage's at the first stage's slots) */
+	int copies;
 } EdgeKey;
 
 typedef struct EdgeMemo {
@@ -293,6 +310,7 @@ double **search_edge_tables(Search *s)
 		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
 		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
+		key.copies = reader_copies(s, e);
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);

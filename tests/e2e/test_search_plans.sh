@@ -160,6 +160,25 @@ for how in exit kill; do
 		cmp -s "$work/j.out" "$work/j1.out" && [ "$n" -ge 2 ] && ok ||
 		bad "screen children that $how: $n said, output $(cmp "$work/j.out" "$work/j1.out" 2>&1)"
 done
+# a parent killed alone takes its screening children with it (before:
+# each ran its screen to the end, orphaned); "hang": a child that waits
+NETC_TEST_SCREEN_FAIL=hang NETC_JOBS=3 "$NETC" explain --memory-limit 4.5M -D dataset_strategy=full_batch $S16 \
+	-D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net >/dev/null 2>&1 &
+p=$! kids=
+for i in $(seq 100); do
+	kids=$(echo $(ps -o pid= --ppid $p))
+	[ -n "$kids" ] && break
+	sleep 0.1
+done
+kill -9 $p
+wait $p 2>/dev/null
+for i in $(seq 20); do
+	left=$(for k in $kids; do ps -o stat= -p "$k" | grep -qv Z && echo "$k"; done) # a zombie: init reaps it
+	[ -z "$left" ] && break
+	sleep 0.1
+done
+[ -n "$kids" ] && [ -z "$left" ] && ok || bad "parent killed: children '$kids', '$left' still running"
+for k in $left; do kill -9 "$k"; done
 NETC_JOBS=two jobs
 w='^netc: warning: NETC_JOBS=two is not a job count from 1 to 256: the online CPUs are used$'
 [ "$(grep -c "$w" "$work/j.err")" -eq 1 ] && grep -v "$w" "$work/j.err" | cmp -s - "$work/j1.err" &&

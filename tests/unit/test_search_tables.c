@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/redistribute.h"
 #include "ir/shape.h"
 #include "passes/search_graph.h"
 #include "passes/search_mat.h"
@@ -258,4 +259,99 @@ Test(search_tables, one_cost_table_with_two_memory_tables)
 	cr_expect(rec[0].n > 1, "one pass: the limit priced nothing");
 	search_prices_free(&rec[0]);
 	search_prices_free(&rec[1]);
+}
+
+/* Every cell of every edge's tables is the price search_edge_cost and
+ * search_edge_memory give that cell (where an end is fixed, its row or
+ * column): a table shared by edges is shared only where it is each
+ * edge's. */
+static void expect_tables_priced(Search *s, const char *what)
+{
+	double **T = search_edge_tables(s);
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		if (e->u == e->v)
+			continue;
+		int nu = s->v[e->u].cl->n, nv = s->v[e->v].cl->n, fu = s->v[e->u].fixed, fv = s->v[e->v].fixed;
+		for (int i = 0; i < nu; i++)
+			for (int j = 0; j < nv; j++) {
+				if ((fu >= 0 && i != fu) || (fv >= 0 && j != fv))
+					continue;
+				double c = search_edge_cost(s, ei, i, j), m = search_edge_memory(s, ei, i, j);
+				double tm = T[s->ne + ei] ? T[s->ne + ei][i * nv + j] : 0;
+				cr_expect(T[ei][i * nv + j] == c && tm == m,
+				          "%s: edge %d (%s -> %s), cell (%d, %d): tables %g s, %g bytes; priced %g s, %g bytes",
+				          what, ei, op_info[s->v[e->u].n->op].name, op_info[s->v[e->v].n->op].name, i, j, T[ei][i * nv + j],
+				          tm, c, m);
+			}
+	}
+	search_edge_tables_free(s, T);
+}
+
+/* Two identical layers, relu -> matmul, share their candidate lists: on
+ * two pipeline stages (1F1B over 2 x 4: stage 0 keeps 2 micro-batches'
+ * copies, stage 1 one) and with one layer recomputed, their edges' memory
+ * tables differ though their lists and cost tables are the same. Before:
+ * the search's first edge of the pair stood for the other, whose copies
+ * were priced at the other stage's slots or as kept where recomputed. */
+Test(search_tables, identical_layers_keep_their_own_memory_tables)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 32), loc_none());
+	Value *w1 = graph_value(g, VK_PARAM, "w1", DT_F32, S(32, 32), loc_none());
+	Value *w2 = graph_value(g, VK_PARAM, "w2", DT_F32, S(32, 32), loc_none());
+	Node *r1 = graph_node(g, OP_RELU, &x, 1, loc_none());
+	Node *m1 = graph_node(g, OP_MATMUL, (Value *[]){r1->out, w1}, 2, loc_none());
+	Node *r2 = graph_node(g, OP_RELU, &m1->out, 1, loc_none());
+	Node *m2 = graph_node(g, OP_MATMUL, (Value *[]){r2->out, w2}, 2, loc_none());
+	Node *l = graph_node(g, OP_MSE_LOSS, (Value *[]){m2->out, t}, 2, loc_none());
+	g->loss = l->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	for (int memo_on = 0; memo_on < 2; memo_on++) {
+		search_tables_drop();
+		search_tables_enable(memo_on);
+		g->nstages = g->nchunks = 2, g->nmicro = 4;
+		r1->ann.stage = m1->ann.stage = 0;
+		r2->ann.stage = m2->ann.stage = l->ann.stage = 1;
+		Search *s = search_new(&arena, g, NULL, true, &dg);
+		cr_assert(s, "%s", diag_text());
+		cr_assert(s->slots && s->slots[0] != s->slots[1], "the stages hold as many copies: the test shows nothing");
+		expect_tables_priced(s, memo_on ? "2 stages, memo" : "2 stages");
+		g->nstages = g->nchunks = g->nmicro = 0;
+		r1->ann.stage = m1->ann.stage = r2->ann.stage = m2->ann.stage = l->ann.stage = -1;
+		m2->ann.recompute = m2->ann.mp_comm_recompute = true;
+		s = search_new(&arena, g, NULL, true, &dg);
+		cr_assert(s, "%s", diag_text());
+		expect_tables_priced(s, memo_on ? "m2 recomputed, memo" : "m2 recomputed");
+		m2->ann.recompute = m2->ann.mp_comm_recompute = false;
+	}
+}
+
+/* Searches of one graph that price alike but for what the key must hold
+ * (the device order of a topology, the element type, all-to-all, a
+ * per-kind figure), one after the other in one process: each takes from
+ * the memo only tables that are its own, cell for cell. */
+Test(search_tables, machines_orders_and_types_never_take_each_others_tables)
+{
+	mlp();
+	search_tables_drop();
+	search_tables_enable(true);
+	Machine m;
+	machine_defaults(&m);
+	m.topo.devices_per_node = 2, m.topo.intra_bandwidth = 4e11, m.topo.inter_bandwidth = 2.5e10;
+	m.topo.intra_latency = 1e-6, m.topo.inter_latency = 8e-6, m.topo.world = 4;
+	for (int round = 0; round < 2; round++)
+		for (int k = 0; k < 5; k++) {
+			Machine mk = m;
+			mk.topo.cyclic = k == 1;
+			if (k == 4)
+				mk.coll_bandwidth[RS_ALLGATHER] = 1e9;
+			g->par.enable_alltoall = k == 3;
+			for (int i = 0; i < 5; i++)
+				nodes[i]->out->dtype = k == 2 ? DT_F16 : DT_F32;
+			Search *s = search_new(&arena, g, &mk, true, &dg);
+			cr_assert(s, "%s", diag_text());
+			expect_tables_priced(s, (const char *[]){"blocks", "round robin", "f16", "all-to-all", "allgather"}[k]);
+		}
+	cr_expect_gt(search_tables_stats().hits, 0, "no table taken from the memo: the test shows nothing");
 }
