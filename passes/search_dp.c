@@ -278,14 +278,12 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 		}
 		slot->h1 = h1, slot->h2 = h2;
 	}
-	/* v's rows of a and b, contiguous over u and w: the inner loop runs
-	 * along a row without branches (the elimination is nearly all of a
-	 * pass's time: GPT-3's 2,119 operators, 0.37 s a pass before) */
-	double *av = xmalloc(sizeof(double) * (size_t)nv * nu);
+	/* v's rows of b, contiguous over w, and per cu v's costs plus a's
+	 * column: the min-plus product (search_minplus.c) runs along rows
+	 * (the elimination is nearly all of a pass's time: GPT-3's 2,119
+	 * operators, 0.37 s a pass before) */
+	double *l = xmalloc(sizeof(double) * (size_t)nv);
 	double *bv = xmalloc(sizeof(double) * (size_t)nv * nw);
-	for (int cv = 0; cv < nv; cv++)
-		for (int cu = 0; cu < nu; cu++)
-			av[(size_t)cv * nu + cu] = fM(a, v, cv, cu);
 	for (int cv = 0; cv < nv; cv++)
 		for (int cw = 0; cw < nw; cw++)
 			bv[(size_t)cv * nw + cw] = fM(b, v, cv, cw);
@@ -293,22 +291,11 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	e.arg = ARENA_NEWN(D->a, int, (size_t)nu * nw);
 	D->s->dp_series_computed++;
 	for (int cu = 0; cu < nu; cu++) {
-		double *best = &M[(size_t)cu * nw];
-		int *arg = &e.arg[(size_t)cu * nw];
-		for (int cw = 0; cw < nw; cw++)
-			best[cw] = INFINITY, arg[cw] = 0;
-		for (int cv = 0; cv < nv; cv++) {
-			double l = D->cost[v][cv] + av[(size_t)cv * nu + cu];
-			const double *row = &bv[(size_t)cv * nw];
-			for (int cw = 0; cw < nw; cw++) {
-				double t = l + row[cw];
-				bool lt = t < best[cw];
-				best[cw] = lt ? t : best[cw];
-				arg[cw] = lt ? cv : arg[cw];
-			}
-		}
+		for (int cv = 0; cv < nv; cv++)
+			l[cv] = D->cost[v][cv] + fM(a, v, cv, cu);
+		minplus_rows(l, bv, nv, nw, &M[(size_t)cu * nw], &e.arg[(size_t)cu * nw]);
 	}
-	free(av);
+	free(l);
 	free(bv);
 	if (slot) {
 		slot->nu = nu, slot->nv = nv, slot->nw = nw, slot->arg = e.arg;

@@ -43,4 +43,11 @@ static inline double *mat_share(double *M)
 	mat_of(M)->refs++;
 	return M;
 }
+
+/* best[cw] = min over cv of l[cv] + bv[cv * nw + cw] and arg[cw] the first
+ * cv that reaches it (best INFINITY and arg 0 where none is below
+ * INFINITY): one row of a series elimination (search_minplus.c). The
+ * vectorised form where the processor has one, bit for bit the scalar's. */
+void minplus_rows(const double *l, const double *bv, int nv, int nw, double *best, int *arg);
+void minplus_rows_scalar(const double *l, const double *bv, int nv, int nw, double *best, int *arg);
 #endif

@@ -12,6 +12,7 @@
 #include "ir/shape.h"
 #include "ir/sharding.h"
 #include "passes/search.h"
+#include "passes/search_mat.h"
 
 #include "graph_fixture.h"
 
@@ -188,6 +189,38 @@ Test(search, dp_repeated_layers_eliminated_once)
 	dp_memo_blocks(32, &c32, &r32);
 	cr_expect_gt(r32, 3 * c32, "32 blocks: %d series eliminations computed, %d reused", c32, r32);
 	cr_expect_leq(c32, c8 + 8, "computed %d at 8 blocks, %d at 32", c8, c32);
+}
+
+/* The series elimination's min-plus rows, vectorised where the processor
+ * has AVX (search_minplus.c), are the scalar loop's bit for bit: every
+ * width through the 16- and 4-column blocks and the tail, ties (the first
+ * cv wins), INFINITY everywhere in a column, NaN, -0 against +0. */
+Test(search, dp_minplus_rows_equal_scalar)
+{
+	unsigned seed = 12345;
+	for (int nv = 0; nv <= 9; nv++)
+		for (int nw = 1; nw <= 37; nw++) {
+			double l[9], bv[9 * 37], b1[37], b2[37];
+			int a1[37], a2[37];
+			for (int i = 0; i < nv; i++) {
+				seed = seed * 1103515245u + 12345u;
+				l[i] = (seed >> 16) % 7 == 0 ? INFINITY : (double)((seed >> 16) % 5) * 0.25;
+			}
+			for (int i = 0; i < nv * nw; i++) {
+				seed = seed * 1103515245u + 12345u;
+				unsigned r = (seed >> 16) % 23;
+				bv[i] = r == 0 ? INFINITY : r == 1 ? NAN : r == 2 ? -0.0 : r == 3 ? 0.0 : (double)(r % 4) * 0.5 - 0.25;
+			}
+			for (int i = 0; i < nv; i++) /* a column of INFINITY: best INFINITY, arg 0 */
+				bv[i * nw + nw - 1] = INFINITY;
+			minplus_rows(l, bv, nv, nw, b1, a1);
+			minplus_rows_scalar(l, bv, nv, nw, b2, a2);
+			cr_assert(memcmp(b1, b2, sizeof(double) * (size_t)nw) == 0, "nv %d, nw %d: the rows' minima differ", nv,
+			          nw);
+			cr_assert(memcmp(a1, a2, sizeof(int) * (size_t)nw) == 0, "nv %d, nw %d: the rows' arguments differ", nv,
+			          nw);
+			cr_assert(isinf(b1[nw - 1]) && a1[nw - 1] == 0);
+		}
 }
 
 Test(search, dp_respects_annotation)
