@@ -87,7 +87,7 @@ const CostMemoEntry *cost_memo_logged(size_t *n)
 	for (size_t i = 0; i < own.cap; i++) /* packed at the front: the table is done with */
 		if (own.tab[i].h1)
 			own.tab[k++] = own.tab[i];
-	own.on = false, own.cap = 0;
+	own.on = false, own.cap = own.n = 0; /* the entries are the caller's now (a child, which exits) */
 	*n = k;
 	return own.tab;
 }
