@@ -544,11 +544,21 @@ static int run(Compilation *c, Args *a)
 		int64_t *bytes = NULL;
 		PlannedMemory planned = {0};
 		if (a->schedule) {
-			if (c->plan) /* quietly: --schedule prints no plan */
-				planned.nstages = netc_planned_stages(c, &a->build, &bytes);
-			planned.nstages = planned.nstages > 0 ? planned.nstages : 0;
+			/* quietly: --schedule prints no plan */
+			int n = c->plan ? netc_planned_stages(c, &a->build, &bytes) : 0;
+			planned.nstages = n > 0 ? n : 0;
 			planned.bytes = bytes;
-			return explain_schedule(c, a->output, &planned, stdout) ? 0 : EXIT_USER;
+			if (!explain_schedule(c, a->output, &planned, stdout))
+				return EXIT_USER;
+			if (n < 0) { /* no program: its figures were the estimate; the emitter says why, as explain does */
+				FILE *sink = fopen("/dev/null", "w");
+				if (sink) {
+					netc_memory_plan_stages(c, &a->build, sink, NULL, NULL);
+					fclose(sink);
+				}
+				return EXIT_USER;
+			}
+			return 0;
 		}
 		char *lines = NULL;
 		size_t len = 0;

@@ -199,6 +199,10 @@ expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o 
 	"$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.png"
 [ ! -e "$work/s.png" ] && ok "explain --schedule -o s.png writes nothing" || bad "explain --schedule -o s.png wrote $work/s.png"
 expect "explain --schedule -o s.svg" 0 '^bubble: ' -- "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg"
+# a plan no program can be generated for: --schedule draws explain's
+# estimate and then, as explain does, says why and exits 1 (it exited 0)
+expect "explain --schedule of a plan the generator refuses" 1 'error: loss_scale is not supported with pipeline stages' -- \
+	"$NETC" explain --schedule tests/e2e/pipeline/tied3.net -D train.loss_scale=dynamic
 # issue 30.5: a forward redistribution read by two consumers is listed
 # with its bytes once (the totals count it once), referred to at the other
 "$NETC" explain tests/e2e/models/explain_shared.net >"$work/shared.txt" 2>&1
