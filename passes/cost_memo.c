@@ -100,6 +100,14 @@ static CostMemoEntry *probe(CostMemoEntry *tab, size_t cap, const uint64_t *h)
 	return &tab[i];
 }
 
+/* Every entry of from[0 .. n) into the empty table t of cap slots. */
+static void rehash(CostMemoEntry *t, size_t cap, const CostMemoEntry *from, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (from[i].h1)
+			*probe(t, cap, (const uint64_t[2]){from[i].h1, from[i].h2}) = from[i];
+}
+
 /* cost_memo_find in a logging child: the shared table's entry where it
  * has one (to read), else one of the child's own table. */
 static CostMemoEntry *own_slot(const uint64_t *h, bool *found)
@@ -112,9 +120,7 @@ static CostMemoEntry *own_slot(const uint64_t *h, bool *found)
 			return NULL;
 		size_t cap = own.cap ? 2 * own.cap : 1 << 12;
 		CostMemoEntry *t = xcalloc(cap, sizeof *t);
-		for (size_t i = 0; i < own.cap; i++)
-			if (own.tab[i].h1)
-				*probe(t, cap, (const uint64_t[2]){own.tab[i].h1, own.tab[i].h2}) = own.tab[i];
+		rehash(t, cap, own.tab, own.cap);
 		free(own.tab);
 		own.tab = t, own.cap = cap;
 	}
@@ -177,15 +183,7 @@ static void grow(void)
 	size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
 	size_t mapped;
 	CostMemoEntry *t = table_new(cap, &mapped);
-	for (size_t i = 0; i < shared.cap; i++) {
-		CostMemoEntry *e = &shared.tab[i];
-		if (!e->h1)
-			continue;
-		size_t j = (size_t)e->h2 & (cap - 1);
-		while (t[j].h1)
-			j = (j + 1) & (cap - 1);
-		t[j] = *e;
-	}
+	rehash(t, cap, shared.tab, shared.cap);
 	table_free(shared.tab, shared.mapped);
 	shared.tab = t, shared.cap = cap, shared.mapped = mapped;
 }
