@@ -248,13 +248,45 @@ static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	c->r.out = (Layout *)cost_intern(s->rc, c->r.out);
 }
 
+static bool layout_is_split(const Layout *l)
+{
+	if (!l || l->partial)
+		return l != NULL;
+	for (int d = 0; d < l->rank; d++)
+		if (l->slice.d[d] != l->full.d[d])
+			return true;
+	return false;
+}
+
+/* A split strategy whose rule keeps none of its splits (a reshape whose
+ * split falls inside a merged group of dims gathers its input whole):
+ * it is the unsplit candidate under another name, and it would count
+ * as using every device it names. Kept, it crowded out the splits a
+ * reshape can carry wherever fully_use_devices keeps only the
+ * candidates using the most devices: at 4096 devices and 96 rows per
+ * micro-batch, [96, 2048, 96, 128] -> [196608, 12288] can split at most
+ * 32 x 32 = 1024 ways, so every kept candidate was one of these and
+ * the attention's output was gathered whole (9.7 GB per micro-batch). */
+static bool keeps_no_split(const Node *n, const ShardResult *r, const Enum *E)
+{
+	int64_t u = 1;
+	for (int k = 0; k < E->nfree; k++)
+		u *= E->f[k];
+	if (u == 1 || layout_is_split(r->out))
+		return false;
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
+		if (layout_is_split(r->in[i]))
+			return false;
+	return true;
+}
+
 static void try_cand(Enum *E)
 {
 	Arena *a = E->s->a;
 	Strategy st = {.n = E->n->nin, .v = ARENA_NEWN(a, Shape, E->n->nin ? E->n->nin : 1), .loc = E->n->loc};
 	derive(E->n, E->f, &st);
 	ShardResult r;
-	if (!shard_node(&E->s->cx, E->n, &st, &r))
+	if (!shard_node(&E->s->cx, E->n, &st, &r) || keeps_no_split(E->n, &r, E))
 		return;
 	Cand c = {.s = st, .r = r, .nfree = E->nfree};
 	memcpy(c.free, E->f, sizeof(int64_t) * (size_t)E->nfree);

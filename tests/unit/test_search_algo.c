@@ -13,6 +13,7 @@
  *   the search's plan still passes the sharding rules, and outside
  *     auto_parallel nothing is filtered. */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -431,4 +432,41 @@ Test(search_algo, convolutions_of_other_geometry_do_not_share_candidates)
 		if (s->v[v].n->op == OP_CONV2D)
 			l[k++] = s->v[v].cl;
 	cr_expect_neq(l[0], l[1], "a conv padded 1 and one dilated 2, padded 2, share one candidate list");
+}
+
+/* A reshape whose split falls inside a merged group of dims gathers its
+ * input whole (ir/sharding_rule.c): [6, 8, 6, 4] -> [48, 24] can carry
+ * splits of dims 0 and 2 only, 2 x 2 = 4 of the 16 devices. Such a
+ * strategy is the unsplit candidate under another name, yet it counted
+ * as using all 16; with fully_use_devices (or the 256-candidate cap,
+ * which also keeps those using the most devices) it was all that was
+ * left, and GPT-3's attention output at 4096 devices and 96 rows per
+ * micro-batch was gathered whole: 9.7 GB per micro-batch. */
+Test(search_algo, a_reshape_keeps_the_splits_it_can_carry)
+{
+	g->par.device_num = 16;
+	g->par.algo.fully_use_devices = true;
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(6, 8, 6, 4), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(48, 24), loc_none());
+	Node *r = graph_node(g, OP_RESHAPE, &x, 1, loc_none());
+	r->attr.shape = S(48, 24);
+	Value *h = graph_node(g, OP_MATMUL, (Value *[]){r->out, par("w", S(24, 24))}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, &dg);
+	cr_assert(s, "%s", diag_text());
+	const CandList *cl = NULL;
+	for (int v = 0; v < s->nv; v++)
+		if (s->v[v].n == r)
+			cl = s->v[v].cl;
+	cr_assert(cl && cl->n > 0, "the reshape has no candidates");
+	int carried = 0;
+	for (int c = 0; c < cl->n; c++) {
+		const Layout *o = cl->c[c].r.out;
+		bool split = o->slice.d[0] != o->full.d[0] || o->slice.d[1] != o->full.d[1];
+		cr_expect(split || used(&cl->c[c]) == 1, "candidate %d names %" PRId64 " devices but keeps no split", c,
+		          used(&cl->c[c]));
+		carried += split && o->slice.d[0] * o->slice.d[1] * 4 == 48 * 24;
+	}
+	cr_expect(carried > 0, "no candidate splits the reshape 4 ways (the most it can carry)");
 }
