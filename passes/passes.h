@@ -97,6 +97,12 @@ typedef struct Compilation {
 	 * recompute can be chosen */
 	double search_probe_step;
 	bool search_probe_stopped;
+	/* the driver's compilation of pipeline_stages or micro_size = auto
+	 * (main.c), whose counts are placeholders: where the device order is
+	 * no choice, the search pass searches nothing, sets search_deferred
+	 * and stops the passes, without an error; the outer search
+	 * (passes/search_fit.c) compiles each candidate it needs */
+	bool search_defer, search_deferred;
 	/* the command runs the memory fit after the passes (main.c): a search
 	 * that finds nothing within memory_limit hands its least plan to it
 	 * (search_over set) rather than failing, and the fit says why */

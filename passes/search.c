@@ -304,6 +304,12 @@ bool search_run(Compilation *c)
 	c->search_mem_stopped = c->search_mem_stop > 0 && search_mem_hopeless(c->search_mem_floor, c->search_mem_stop);
 	if (c->search_mem_stopped) /* the compilation stops here, without an error */
 		return false;
+	/* the driver's placeholder counts, or the outer search's memory
+	 * floors alone (a floor-only compilation with a memory stop): the
+	 * compilation stops here, without an error */
+	c->search_deferred = c->search_defer && !order_is_a_choice(c);
+	if (c->search_deferred || (c->search_floor_only && c->search_mem_stop > 0))
+		return false;
 	if (c->search_floor_only) { /* the compilation stops here, without an error */
 		floor_only(c);
 		return false;

@@ -26,6 +26,7 @@ typedef struct Try {
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
+	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
 	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
 	                        * (search_mem_hopeless, search.h): no plan of it fits */
@@ -167,7 +168,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
 	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
-	c->search_mem_stop = t->screen || t->floor ? 0 : t->mem_stop;
+	c->search_mem_stop = t->screen || (t->floor && !t->mem) ? 0 : t->mem_stop;
 	c->search_probe_step = t->screen || t->floor ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
@@ -181,12 +182,13 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
-	ok = ok && compile_passes(c, t->screen || t->floor ? UPTO_CHECK : UPTO_CODEGEN);
+	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
+	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return t->floor ? isfinite(c->search_floor) : ok;
+	return t->floor && !t->mem ? isfinite(c->search_floor) : ok;
 }
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
@@ -806,6 +808,37 @@ static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const
 	return true;
 }
 
+/* Whether no plan of t's candidate can fit the limit: its memory floor
+ * (search_mem_floor) is over it without recompute and, where the repeated
+ * layers can be recomputed, with them recomputed too. Its fit would
+ * compile nothing (fit_choice: the plain fit and the retry each stop at
+ * their floor, or the retry at its screen first) and choose nothing, so
+ * it is neither screened nor fitted: *o is that fit's outcome, with the
+ * recomputed graph's floor. Two compilations up to the search pass, in
+ * scr. */
+static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, Layers *L, Outcome *o)
+{
+	if (!(limit > 0) || isinf(limit))
+		return false;
+	t.floor = t.mem = true, t.mem_stop = limit, t.recompute = false;
+	compile_try(scr, f, &t, 1, false, L);
+	bool over = scr->search_mem_stopped;
+	double floor = scr->search_mem_floor;
+	compilation_free(scr);
+	if (!over)
+		return false;
+	t.recompute = true;
+	compile_try(scr, f, &t, 1, false, L);
+	bool tried = L->marked > 0, rc_over = scr->search_mem_stopped;
+	double rc_floor = scr->search_mem_floor;
+	compilation_free(scr);
+	if (tried && !rc_over)
+		return false;
+	*o = (Outcome){.status = FIT_NONE, .bytes = -1, .step = NAN, .floor = floor, .tried = tried,
+	               .rc_floor = tried ? rc_floor : 0};
+	return true;
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto), best
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
@@ -869,6 +902,20 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
 		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
+		/* a candidate no plan of which fits is left out before its screen
+		 * (its key and bound its floor); it counts as no fit of MAX_FITS */
+		if (!screen[i] && hopeless(&scr, f, tries[i], limit, &L, &outs[i])) {
+			full[i] = true, bound[i] = key[i];
+			if (jobs[i].pid)
+				job_drop(&jobs[i]);
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": every plan "
+				        "holds at least %.6g bytes per device without recompute and %.6g with the repeated layers "
+				        "recomputed (0: none to recompute; its memory floors), over memory_limit = %.6g: not "
+				        "screened, not compiled\n", search_mode_name(mode), tries[i].stages, tries[i].micro,
+				        outs[i].floor, outs[i].rc_floor, limit);
+			continue;
+		}
 		if (!screen[i]) {
 			Try t = tries[i];
 			t.screen = true;
