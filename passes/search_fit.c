@@ -815,8 +815,8 @@ static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const
  * their floor, or the retry at its screen first) and choose nothing, so
  * it is neither screened nor fitted: *o is that fit's outcome, with the
  * recomputed graph's floor. Two compilations up to the search pass, in
- * scr. */
-static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, Layers *L, Outcome *o)
+ * scr; *under: the plain floor is within the limit. */
+static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, Layers *L, Outcome *o, bool *under)
 {
 	if (!(limit > 0) || isinf(limit))
 		return false;
@@ -825,6 +825,7 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
 	bool over = scr->search_mem_stopped;
 	double floor = scr->search_mem_floor;
 	compilation_free(scr);
+	*under = !over;
 	if (!over)
 		return false;
 	t.recompute = true;
@@ -868,7 +869,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	Outcome outs[MAX_TRIES];
 	double bound[MAX_TRIES], key[MAX_TRIES];
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
-	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0};
+	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, under[MAX_TRIES] = {0}; /* under: memory floor within */
 	Job jobs[MAX_TRIES] = {0}; /* screens in child processes */
 	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
 	/* the screens compile apart (scr), and the best fit's compilation is
@@ -903,8 +904,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
 		/* a candidate no plan of which fits is left out before its screen
-		 * (its key and bound its floor); it counts as no fit of MAX_FITS */
-		if (!screen[i] && hopeless(&scr, f, tries[i], limit, &L, &outs[i])) {
+		 * (its key and bound its floor); it counts as no fit of MAX_FITS.
+		 * Not asked where fewer micro-batches of the same stages had their
+		 * floor within the limit (more hold less each: the check is a
+		 * compilation, and leaving it out changes no plan) */
+		bool ask = !screen[i];
+		for (int k = 0; k < n && ask; k++)
+			ask = !(under[k] && tries[k].stages == tries[i].stages && tries[k].micro <= tries[i].micro);
+		if (ask && hopeless(&scr, f, tries[i], limit, &L, &outs[i], &under[i])) {
 			full[i] = true, bound[i] = key[i];
 			if (jobs[i].pid)
 				job_drop(&jobs[i]);
