@@ -912,7 +912,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		for (int k = 0; k < n && ask; k++)
 			ask = !(under[k] && tries[k].stages == tries[i].stages && tries[k].micro <= tries[i].micro);
 		if (ask && hopeless(&scr, f, tries[i], limit, &L, &outs[i], &under[i])) {
-			full[i] = true, bound[i] = key[i];
+			full[i] = screen[i] = true, bound[i] = key[i]; /* screen: no child screens it (jobs_ahead) */
 			if (jobs[i].pid)
 				job_drop(&jobs[i]);
 			if (c->verbose)
