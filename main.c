@@ -504,6 +504,7 @@ static int run(Compilation *c, Args *a)
 	if (cmd >= 2 && c->g->par.parallel_mode == PM_AUTO_PARALLEL &&
 	    (c->g->par.pipeline_stages_auto || c->g->train.micro_size_auto)) {
 		upto = UPTO_CHECK;
+		c->search_defer = true; /* its search, of placeholder counts, is the outer search's to make */
 		/* this compilation's counts are placeholders and the candidates'
 		 * compilations are quiet: a dump would show no chosen plan */
 		if (c->dump_after) {
@@ -519,7 +520,7 @@ static int run(Compilation *c, Args *a)
 		             "dump compiles pipeline_stages and micro_size = auto as 1 (explain, build and dot search the "
 		             "counts); give the counts explain chooses (-D pipeline_stages=P -D train.micro_size=M) to dump "
 		             "that plan");
-	if (!compile_passes(c, upto))
+	if (!compile_passes(c, upto) && (!c->search_deferred || c->diag.nerrors))
 		return EXIT_USER;
 	if (cmd >= 2 && !fit_memory_limit(c, a, cmd == 4))
 		return EXIT_USER;

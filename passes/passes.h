@@ -88,6 +88,21 @@ typedef struct Compilation {
 	 * search_step of this graph's plan without a limit, from its screen;
 	 * 0: unknown */
 	double search_hint_mem, search_hint_step;
+	/* the outer search's probe of a fit (passes/search_fit.c; 0: none):
+	 * the best step that fits so far. Where dynamic_programming's plan
+	 * under the limit is over by its estimate, costs at least that, and no
+	 * later search of the fit could find another (dp_scaled_none,
+	 * search_dp.c), the search pass sets search_probe_stopped and stops
+	 * the passes there, without an error: no plan of this fit without
+	 * recompute can be chosen */
+	double search_probe_step;
+	bool search_probe_stopped;
+	/* the driver's compilation of pipeline_stages or micro_size = auto
+	 * (main.c), whose counts are placeholders: where the device order is
+	 * no choice, the search pass searches nothing, sets search_deferred
+	 * and stops the passes, without an error; the outer search
+	 * (passes/search_fit.c) compiles each candidate it needs */
+	bool search_defer, search_deferred;
 	/* the command runs the memory fit after the passes (main.c): a search
 	 * that finds nothing within memory_limit hands its least plan to it
 	 * (search_over set) rather than failing, and the fit says why */

@@ -148,6 +148,7 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 	 * changes nothing in s that search_dp reads) */
 	if (g->par.search_mode == SM_DYNAMIC_PROGRAMMING)
 		s->hint_mem = c->search_hint_mem, s->hint_step = c->search_hint_step;
+	s->probe_step = s->m.memory_limit > 0 ? c->search_probe_step : 0;
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING && c->search_hint_mem > 0 && s->m.memory_limit > 0 &&
 	    c->search_hint_mem * s->mem_factor > s->m.memory_limit) {
 		if (!search_dp(s, choice))
@@ -188,6 +189,9 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	c->search_mem = search_memory(s, choice);
 	c->search_step = search_total(s, choice);
 	c->search_over = s->over;
+	c->search_probe_stopped = s->probe_cut;
+	if (c->search_probe_stopped) /* the compilation stops here, without an error */
+		return false;
 	if (c->verbose)
 		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",
 		        search_mode_name(g->par.search_mode), s->nv, search_total(s, choice), search_memory(s, choice),
@@ -299,6 +303,12 @@ bool search_run(Compilation *c)
 	c->search_mem_floor = search_mem_floor(g, &c->arena, is_training(c));
 	c->search_mem_stopped = c->search_mem_stop > 0 && search_mem_hopeless(c->search_mem_floor, c->search_mem_stop);
 	if (c->search_mem_stopped) /* the compilation stops here, without an error */
+		return false;
+	/* the driver's placeholder counts, or the outer search's memory
+	 * floors alone (a floor-only compilation with a memory stop): the
+	 * compilation stops here, without an error */
+	c->search_deferred = c->search_defer && !order_is_a_choice(c);
+	if (c->search_deferred || (c->search_floor_only && c->search_mem_stop > 0))
 		return false;
 	if (c->search_floor_only) { /* the compilation stops here, without an error */
 		floor_only(c);

@@ -575,6 +575,56 @@ static double fitted_memory(Search *s, const int *choice) { return search_memory
 
 static bool dp_limited(Search *s, double **tables, int *choice);
 
+/* The outer search's probe (Search.probe_step): whether none of the
+ * fit's later searches of this graph can find a plan, whatever the plan
+ * just found (over the limit by the estimate, est bytes, at price 0 its
+ * screen's hint) compiles to. fit_loop (search_fit.c) takes that plan if
+ * it compiles within the limit; else it searches again only with
+ * mem_factor f = planned / est x SEARCH_FIT_SCALE_MARGIN, where planned
+ * > limit, so f > limit x margin / est (f >= 1 ends the fit at once;
+ * under f < 1 nothing fitting ends it, the next factor being at least
+ * its lo of 1). That search (dp_limited, the prices on record,
+ * soft_limit off):
+ *  - takes the hint's price 0 as t0 where hint_mem x f > limit: true for
+ *    every such f where hint_mem x margin >= est;
+ *  - from known_prices: lo the highest price on record whose memory x f
+ *    is over, and no price that fits, where every recorded memory m has
+ *    m x f > limit: true for every such f where m x margin >= est;
+ *  - then prices hi = max(1e-3 t0 / limit, 4 lo), x 4 each pass, and
+ *    stops at the first plan whose memory x f is within the limit, or
+ *    where its flat rule, 1e6 t0 or 80 passes end it: all of them
+ *    independent of f (the flat rule compares memories, all scaled by
+ *    f). So it visits the prices below, whatever f, and finds a plan for
+ *    none where each of their memories m has m x margin >= est.
+ * Those passes run here without a record (the record is the search's
+ * own: where the probe cuts nothing, the fit goes on as before, its
+ * later searches starting from the same prices). */
+static bool dp_scaled_none(Search *s, double **tables, double limit, double t0, double est)
+{
+	const SearchPrices *p = s->prices;
+	double m = SEARCH_FIT_SCALE_MARGIN, lo = 0;
+	if (!p || p->nv != s->nv || s->hint_mem * m < est)
+		return false;
+	for (int i = 0; i < p->n; i++) {
+		if (p->mem[i] * m < est)
+			return false;
+		lo = fmax(lo, p->lambda[i]);
+	}
+	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
+	double hi = fmax(1e-3 * t0 / limit, 4 * lo), least = INFINITY;
+	for (int it = 0, flat = 0; it < 80; it++, hi *= 4) {
+		dp_once(s, tables, hi, trial);
+		double mem = search_memory(s, trial);
+		if (mem * m < est)
+			return false;
+		flat = mem > least * (1 - 1e-3) && hi * limit > t0 ? flat + 1 : 0;
+		least = fmin(least, mem);
+		if (flat >= 3 || hi * limit > 1e6 * t0)
+			break;
+	}
+	return true;
+}
+
 bool search_dp(Search *s, int *choice)
 {
 	double **tables = search_edge_tables(s);
@@ -586,10 +636,11 @@ bool search_dp(Search *s, int *choice)
 static bool dp_limited(Search *s, double **tables, int *choice)
 {
 	double limit = s->m.memory_limit, t0;
+	bool hinted = limit > 0 && s->hint_mem > 0 && s->hint_mem * s->mem_factor > limit;
 	/* the plan at price 0 is the screen's (the same graph without a
 	 * limit): where its estimate is over, only its objective is used
 	 * (the ramp's first price), and the pass is not run again */
-	if (limit > 0 && s->hint_mem > 0 && s->hint_mem * s->mem_factor > limit) {
+	if (hinted) {
 		t0 = s->hint_step;
 	} else {
 		priced(s, tables, 0, choice);
@@ -635,6 +686,9 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
 		s->over = true;
 		s->exact = false;
+		s->probe_cut = s->probe_step > 0 && hinted && s->mem_factor == 1 &&
+		               search_total(s, choice) >= s->probe_step &&
+		               dp_scaled_none(s, tables, limit, t0, search_memory(s, choice));
 		return true;
 	}
 	if (fitted_memory(s, trial) > limit) {

@@ -26,9 +26,12 @@ typedef struct Try {
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
+	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
 	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
 	                        * (search_mem_hopeless, search.h): no plan of it fits */
+	double probe;          /* > 0: the outer search's best step so far: stopped after its search where
+	                        * no plan of this fit can be chosen (Compilation.search_probe_step) */
 	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
 } Try;
 
@@ -165,7 +168,8 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
 	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
-	c->search_mem_stop = t->screen || t->floor ? 0 : t->mem_stop;
+	c->search_mem_stop = t->screen || (t->floor && !t->mem) ? 0 : t->mem_stop;
+	c->search_probe_step = t->screen || t->floor ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
 	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
@@ -178,12 +182,13 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
-	ok = ok && compile_passes(c, t->screen || t->floor ? UPTO_CHECK : UPTO_CODEGEN);
+	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
+	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return t->floor ? isfinite(c->search_floor) : ok;
+	return t->floor && !t->mem ? isfinite(c->search_floor) : ok;
 }
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
@@ -242,7 +247,7 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		}
 		if (c->search_mem <= 0)
 			return FIT_NONE;
-		double want = (double)planned / c->search_mem * 1.01;
+		double want = (double)planned / c->search_mem * SEARCH_FIT_SCALE_MARGIN;
 		/* the search's least plan is over by its own estimate: only an
 		 * estimate that counted more than the program holds (a factor
 		 * below 1: activations the fused kernels never keep) leaves room */
@@ -300,10 +305,24 @@ typedef struct Outcome {
 	double step;           /* the search's objective of that plan, seconds per step */
 	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
 	double floor;          /* > 0: no plan without recompute compiled, this memory floor being over the limit */
+	double probed;         /* > 0: no plan without recompute compiled, the probe (search_probe_stopped)
+	                        * having found that none can be chosen: the objective of the plan its search
+	                        * found, over the limit by its estimate (step holds it too) */
 	double rc_floor;       /* > 0: nor with recompute, this floor of the recomputed graph being over */
 } Outcome;
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
+
+/* The plans without added recompute of the compilation in c under the
+ * limit (fit_loop) into o; false where they end the choice (a plan fits,
+ * or no program can be generated). */
+static bool plain_fit(Compilation *c, const MemoryFit *f, Try *t, double limit, Fit *a, Layers *L, Outcome *o)
+{
+	o->status = fit_loop(c, f, t, limit, a, L);
+	o->plans = a->plans;
+	o->bytes = o->status == FIT_OK ? a->planned : a->least, o->est = a->least_est, o->step = c->search_step;
+	return o->status == FIT_NONE;
+}
 
 /* From the compilation in c (made with t's stages and micro-batches,
  * without added recompute): its plans under the limit, then, where none
@@ -314,27 +333,42 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * where that bound is cut (search_fit_cut). floor > 0: the memory floor
  * of t's graph without recompute (search_mem_floor) is over the limit
  * (search_mem_hopeless, search.h): no plan without recompute is
- * compiled (c holds none), the recompute retry follows at once. */
+ * compiled (c holds none), the recompute retry follows at once. Where
+ * c's search was stopped by the probe (search_probe_stopped: its plan
+ * is over the limit by the estimate, costs at least cut, and no later
+ * search of the fit can find another), its plans without recompute can
+ * only fit at that step or not at all, neither of which is chosen nor
+ * moves the best step: the recompute screen comes first, and where it
+ * cuts the retry the candidate is done without compiling a plan; where
+ * it does not, the plain fit runs as it would have (compiled again: the
+ * price memos make it the same plan) and the retry follows with that
+ * screen. Left out so, a plan whose program cannot be generated is not
+ * found: it would have ended the outer search with the generator's
+ * error (FIT_NO_PROGRAM). */
 static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, double floor, Outcome *o)
 {
 	Fit a = {.least = -1}, b = {.least = -1};
 	Layers L = {0};
 	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
+	double probed = floor > 0 || !c->search_probe_stopped ? 0 : c->search_step;
 	memset(o, 0, sizeof *o);
 	t.recompute = false;
+	t.probe = 0; /* the fit's later compilations search as before */
 	if (floor > 0) {
 		o->status = FIT_NONE, o->bytes = -1, o->floor = floor, a.least_step = NAN;
 		if (c->verbose)
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
 			        "recompute every plan holds at least %.6g bytes per device (its memory floor), over "
 			        "memory_limit = %.6g: not compiled\n", search_mode_name(mode), t.stages, t.micro, floor, limit);
-	} else {
-		o->status = fit_loop(c, f, &t, limit, &a, &L);
-		o->plans = a.plans;
-		o->bytes = o->status == FIT_OK ? a.planned : a.least, o->est = a.least_est, o->step = c->search_step;
-		if (o->status != FIT_NONE)
-			return;
-		mode = c->g->par.search_mode;
+	} else if (probed > 0) {
+		o->status = FIT_NONE, o->bytes = -1, o->probed = probed, o->est = c->search_mem, a.least_step = probed;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
+			        "recompute the least plan the search finds is over memory_limit = %.6g by its estimate "
+			        "(%.6g), at %.6g s per step, not below the best, %.6g s, and the fit can find no other: "
+			        "not compiled\n", search_mode_name(mode), t.stages, t.micro, limit, c->search_mem, probed, cut);
+	} else if (!plain_fit(c, f, &t, limit, &a, &L, o)) {
+		return;
 	}
 	o->step = a.least_step;
 	Try rc = t;
@@ -348,11 +382,21 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 		if (screened_rc && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
 			o->tried = true, o->rc_bound = c->search_step;
 			if (c->verbose)
-				fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; with the repeated "
+				fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
 				        "layers recomputed, at least %.6g s per step: not compiled\n", search_mode_name(mode),
-				        limit, c->search_step);
+				        probed > 0 ? "below the best step fits" : "fits", limit, c->search_step);
 			return;
 		}
+	}
+	if (probed > 0) { /* not cut: the plain fit as without the probe */
+		memset(o, 0, sizeof *o);
+		if (!compile_try(c, f, &t, 1, false, &L)) {
+			o->status = FIT_NONE, o->bytes = -1;
+			return;
+		}
+		if (!plain_fit(c, f, &t, limit, &a, &L, o))
+			return;
+		o->step = a.least_step;
 	}
 	bool compiled = compile_try(c, f, &rc, 1, false, &L), tried = L.marked > 0;
 	if (tried && c->verbose)
@@ -764,6 +808,38 @@ static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const
 	return true;
 }
 
+/* Whether no plan of t's candidate can fit the limit: its memory floor
+ * (search_mem_floor) is over it without recompute and, where the repeated
+ * layers can be recomputed, with them recomputed too. Its fit would
+ * compile nothing (fit_choice: the plain fit and the retry each stop at
+ * their floor, or the retry at its screen first) and choose nothing, so
+ * it is neither screened nor fitted: *o is that fit's outcome, with the
+ * recomputed graph's floor. Two compilations up to the search pass, in
+ * scr; *under: the plain floor is within the limit. */
+static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, Layers *L, Outcome *o, bool *under)
+{
+	if (!(limit > 0) || isinf(limit))
+		return false;
+	t.floor = t.mem = true, t.mem_stop = limit, t.recompute = false;
+	compile_try(scr, f, &t, 1, false, L);
+	bool over = scr->search_mem_stopped;
+	double floor = scr->search_mem_floor;
+	compilation_free(scr);
+	*under = !over;
+	if (!over)
+		return false;
+	t.recompute = true;
+	compile_try(scr, f, &t, 1, false, L);
+	bool tried = L->marked > 0, rc_over = scr->search_mem_stopped;
+	double rc_floor = scr->search_mem_floor;
+	compilation_free(scr);
+	if (tried && !rc_over)
+		return false;
+	*o = (Outcome){.status = FIT_NONE, .bytes = -1, .step = NAN, .floor = floor, .tried = tried,
+	               .rc_floor = tried ? rc_floor : 0};
+	return true;
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto), best
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
@@ -793,7 +869,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	Outcome outs[MAX_TRIES];
 	double bound[MAX_TRIES], key[MAX_TRIES];
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
-	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0};
+	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, under[MAX_TRIES] = {0}; /* under: memory floor within */
 	Job jobs[MAX_TRIES] = {0}; /* screens in child processes */
 	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
 	/* the screens compile apart (scr), and the best fit's compilation is
@@ -827,6 +903,26 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
 		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
+		/* a candidate no plan of which fits is left out before its screen
+		 * (its key and bound its floor); it counts as no fit of MAX_FITS.
+		 * Not asked where fewer micro-batches of the same stages had their
+		 * floor within the limit (more hold less each: the check is a
+		 * compilation, and leaving it out changes no plan) */
+		bool ask = !screen[i];
+		for (int k = 0; k < n && ask; k++)
+			ask = !(under[k] && tries[k].stages == tries[i].stages && tries[k].micro <= tries[i].micro);
+		if (ask && hopeless(&scr, f, tries[i], limit, &L, &outs[i], &under[i])) {
+			full[i] = screen[i] = true, bound[i] = key[i]; /* screen: no child screens it (jobs_ahead) */
+			if (jobs[i].pid)
+				job_drop(&jobs[i]);
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": every plan "
+				        "holds at least %.6g bytes per device without recompute and %.6g with the repeated layers "
+				        "recomputed (0: none to recompute; its memory floors), over memory_limit = %.6g: not "
+				        "screened, not compiled\n", search_mode_name(mode), tries[i].stages, tries[i].micro,
+				        outs[i].floor, outs[i].rc_floor, limit);
+			continue;
+		}
 		if (!screen[i]) {
 			Try t = tries[i];
 			t.screen = true;
@@ -855,7 +951,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		double cut = best >= 0 ? outs[best].step : -1;
 		Try t = tries[i];
 		t.mem_stop = limit; /* stopped before its search where its memory floor is over */
-		if (compile_try(c, f, &t, 1, false, &L))
+		t.probe = cut > 0 ? cut : 0; /* stopped after it where no plan of it can be chosen */
+		if (compile_try(c, f, &t, 1, false, &L) || c->search_probe_stopped)
 			fit_choice(c, f, t, limit, cut, 0, &outs[i]);
 		else if (c->search_mem_stopped) /* no plan without recompute fits: straight to the retry */
 			fit_choice(c, f, t, limit, cut, c->search_mem_floor, &outs[i]);
@@ -864,7 +961,11 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
-		if (c->verbose)
+		if (c->verbose && o->probed > 0)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": not chosen: "
+			        "without recompute %.6g s per step or no plan, none compiled\n",
+			        search_mode_name(mode), tries[i].stages, tries[i].micro, o->step);
+		else if (c->verbose)
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": %s, %.6g s per "
 			        "step, %" PRId64 " bytes per device\n", search_mode_name(mode), tries[i].stages, tries[i].micro,
 			        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit",
@@ -898,14 +999,18 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		char cut[224] = "", fl[80] = "";
 		if (full[i] && outs[i].floor > 0) /* the plain fit left out by the memory floor */
 			snprintf(fl, sizeof fl, "; without recompute, at least %.4g bytes: not compiled", outs[i].floor);
+		if (full[i] && outs[i].probed > 0) /* ... by the probe */
+			snprintf(fl, sizeof fl, "; without recompute, %.4g s or no plan: not compiled", outs[i].probed);
+		/* a probed fit's plan without recompute may fit, at no less than the best step */
+		const char *why = full[i] && outs[i].probed > 0 ? "not chosen" : "does not fit";
 		if (full[i] && outs[i].rc_floor > 0)
-			snprintf(cut, sizeof cut, "  (does not fit%s; recomputed, at least %.4g bytes: not compiled)", fl,
+			snprintf(cut, sizeof cut, "  (%s%s; recomputed, at least %.4g bytes: not compiled)", why, fl,
 			         outs[i].rc_floor);
 		else if (full[i] && outs[i].rc_bound > 0)
-			snprintf(cut, sizeof cut, "  (does not fit%s; recomputed, at least %.4g s: not compiled)", fl,
+			snprintf(cut, sizeof cut, "  (%s%s; recomputed, at least %.4g s: not compiled)", why, fl,
 			         outs[i].rc_bound);
 		else if (full[i] && outs[i].status != FIT_OK && fl[0])
-			snprintf(cut, sizeof cut, "  (does not fit%s)", fl);
+			snprintf(cut, sizeof cut, "  (%s%s)", why, fl);
 		if (full[i] && outs[i].bytes < 0 && fl[0]) /* nothing compiled at all */
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 -%s\n",
 			         tries[i].stages, tries[i].micro, bound[i], cut);

@@ -84,6 +84,10 @@ typedef struct SearchPrices {
 	int **choice;      /* [n][nv] that plan */
 } SearchPrices;
 void search_prices_free(SearchPrices *p);
+/* The memory fit's scale (search_fit.c fit_loop): a plan that compiles to
+ * `planned` bytes where the search estimated `est` is searched again with
+ * mem_factor planned / est times this. */
+#define SEARCH_FIT_SCALE_MARGIN 1.01
 
 typedef struct Search {
 	Arena *a;
@@ -130,6 +134,14 @@ typedef struct Search {
 	 * screen of this graph found it: its search_memory and search_total
 	 * (0: unknown) */
 	double hint_mem, hint_step;
+	/* the outer search's probe (search_fit.c; 0: none): the best step
+	 * that fits so far. Where the plan under the limit is over by the
+	 * estimate and costs at least this much, dynamic_programming asks
+	 * whether the fit's later searches (the estimate scaled below 1)
+	 * could find any plan, and sets probe_cut where none can
+	 * (dp_scaled_none, search_dp.c) */
+	double probe_step;
+	bool probe_cut;
 	struct EdgePrice *price; /* search_edge_cost's prices by layouts (passes/search_graph.c) */
 	size_t nprice, capprice;
 } Search;

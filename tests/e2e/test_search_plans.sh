@@ -228,6 +228,11 @@ fi
 # without and with recompute.
 n=$(grep -c '^ .*(does not fit; without recompute, at least [0-9.e+]* bytes: not compiled; recomputed, at least [0-9.e+]* bytes: not compiled)$' "$work/auto1.txt")
 [ "$n" -eq 3 ] && ok || bad "4 layers under 1 MB: $n fits left out by their memory floors, not 3"
+# and, their floors over both ways, none is screened either (before: each
+# was compiled up to the strategies, the driver's own 1 x 1 first)
+s=$(grep -c ': not screened, not compiled$' "$work/auto1.txt")
+[ "$s" -eq 3 ] && ! grep -q ': at least [0-9.e+]* s per step$\|predicted .* s per step' "$work/auto1.txt" && ok ||
+	bad "4 layers under 1 MB: $s candidates left out before their screens, not 3, or a screen: $(grep -c 'at least .* s per step$' "$work/auto1.txt")"
 
 # The repeated layers where the stack is built inside a block (scopes
 # gpt.layers.N) or follows a single indexed instance (pre.0): recompute

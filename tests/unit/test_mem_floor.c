@@ -10,7 +10,9 @@
 
 #include "codegen/target.h"
 #include "compile_fixture.h"
+#include "passes/cost.h"
 #include "passes/search.h"
+#include "passes/search_graph.h"
 
 /* The floor of `path` with defs, and its compiled bytes (-1: no program). */
 static double floor_of(const char *path, const char *const *defs, int ndefs, int64_t *planned)
@@ -105,4 +107,84 @@ Test(mem_floor, manual_split_searched)
 	double floor = floor_of("tests/e2e/models/manual_split.net", defs, 1, &planned);
 	cr_expect(floor > 0 && planned > 0 && floor <= (double)planned, "floor %.0f, compiled %lld", floor,
 	          (long long)planned);
+}
+
+/* The outer search's probe (search_dp.c dp_scaled_none): where the plan
+ * a fit's first search finds is over the limit by its estimate and the
+ * probe says no later search of the fit can find a plan, every search
+ * the fit could make next (fit_loop: the same graph, the first search's
+ * price record, the estimate scaled by f > limit x margin / estimate,
+ * whatever the plan compiles to) finds none. Each is compiled here from
+ * a fresh copy of that record, as fit_loop's one later search would be;
+ * below that scale the least plan fits by its estimate, so the
+ * threshold is where the claim stops. */
+static const char *const probe_defs[] = {
+    "B=16", "T=8", "D=32", "H=4", "V=64", "L=4", "pipeline_stages=2", "train.micro_size=4", "device_num=8",
+    "search_mode=dynamic_programming", "parallel_mode=auto_parallel", "dataset_strategy=full_batch"};
+
+/* One search of the probe's graph under limit (0: none) with the screen's
+ * hint, scaled by factor; prices: the record to start from (taken), and
+ * the record it leaves (NULL: freed); its plan's estimate and objective
+ * into got. False where the search finds no plan (or, probe > 0, stops
+ * at the probe: *stopped). */
+static bool probe_search(double limit, double factor, double probe, const double hint[2], struct SearchPrices **prices,
+                         bool *stopped, double got[2])
+{
+	static Machine m;
+	machine_defaults(&m);
+	m.memory_limit = limit;
+	Compilation c;
+	compilation_init(&c);
+	FILE *out = fopen("/dev/null", "w");
+	cr_assert(out);
+	diag_init(&c.diag, out);
+	c.machine = &m;
+	c.fit_follows = true;
+	c.search_mem_factor = factor;
+	c.search_hint_mem = hint ? hint[0] : 0, c.search_hint_step = hint ? hint[1] : 0;
+	c.search_probe_step = probe;
+	c.search_prices = prices ? *prices : NULL;
+	bool ok = compile_front(&c, "tests/models/transformer_plain.net", probe_defs,
+	                        (int)(sizeof probe_defs / sizeof probe_defs[0])) &&
+	          compile_passes(&c, UPTO_CHECK);
+	if (stopped)
+		*stopped = c.search_probe_stopped && !c.diag.nerrors;
+	if (got)
+		got[0] = c.search_mem, got[1] = c.search_step;
+	if (prices)
+		*prices = c.search_prices, c.search_prices = NULL;
+	compilation_free(&c);
+	fclose(out);
+	return ok;
+}
+
+Test(mem_floor, probe_cut_fits_find_no_plan)
+{
+	double hint[2], least[2], got[2];
+	bool stopped;
+	struct SearchPrices *p = NULL;
+	cr_assert(probe_search(0, 1, 0, NULL, NULL, NULL, hint)); /* the screen: no limit */
+	/* the least plan's estimate, under a limit nothing meets */
+	cr_assert(probe_search(1, 1, 0, hint, &p, NULL, least));
+	search_prices_free(&p[0]), search_prices_free(&p[1]), free(p), p = NULL;
+	double limit = 0.9 * least[0];
+	/* a probe above every step stops nothing: the fit goes on as before */
+	cr_assert(probe_search(limit, 1, 1e9, hint, NULL, &stopped, got) && !stopped);
+	cr_assert(!probe_search(limit, 1, 1e-12, hint, &p, &stopped, got) && stopped, "the probe did not stop");
+	search_prices_free(&p[0]), search_prices_free(&p[1]), free(p), p = NULL;
+	double est = got[0], f0 = limit * SEARCH_FIT_SCALE_MARGIN / est;
+	cr_assert(est > limit);
+	const double fs[] = {f0 * 1.000001, f0 * 1.01, (f0 + 1) / 2, 0.99};
+	for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+		if (fs[k] >= 1)
+			continue;
+		cr_assert(!probe_search(limit, 1, 1e-12, hint, &p, NULL, NULL)); /* the first search's record */
+		cr_expect(!probe_search(limit, fs[k], 0, hint, &p, NULL, NULL), "factor %g (threshold %g) found a plan",
+		          fs[k], f0);
+		search_prices_free(&p[0]), search_prices_free(&p[1]), free(p), p = NULL;
+	}
+	/* below the threshold the claim does not hold: the least plan fits */
+	cr_assert(!probe_search(limit, 1, 1e-12, hint, &p, NULL, NULL));
+	cr_expect(probe_search(limit, 0.99 * limit / est, 0, hint, &p, NULL, NULL));
+	search_prices_free(&p[0]), search_prices_free(&p[1]), free(p);
 }
