@@ -423,7 +423,7 @@ static int elim_round(Dp *D)
  * apart from the memory tables, so one cost table may come with two
  * memory tables (a recomputed reader's and a kept one's). */
 typedef struct PricedTables {
-	struct { const double *time, *mem; double *priced; } *slot;
+	struct { const double *time, *mem; double lambda, *priced; } *slot;
 	int cap;
 } PricedTables;
 
@@ -432,7 +432,7 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 	double *M = tables[ei], *Mem = tables[s->ne + ei];
 	if (lambda <= 0 || !Mem)
 		return mat_share(M);
-	if (!P->slot) {
+	if (!P->slot) { /* a pair of tables per edge at most, at one price each */
 		P->cap = 16;
 		while (P->cap < 2 * s->ne + 2)
 			P->cap *= 2;
@@ -440,22 +440,31 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 	}
 	size_t h = (((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull ^ ((uintptr_t)Mem >> 4) * 0xC2B2AE3D27D4EB4Full) &
 	           (size_t)(P->cap - 1);
-	while (P->slot[h].time && (P->slot[h].time != M || P->slot[h].mem != Mem))
+	while (P->slot[h].time && (P->slot[h].time != M || P->slot[h].mem != Mem || P->slot[h].lambda != lambda))
 		h = (h + 1) & (size_t)(P->cap - 1);
 	if (!P->slot[h].time) {
 		size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
 		double *C = mat_alloc(n);
 		for (size_t i = 0; i < n; i++)
 			C[i] = M[i] + lambda * Mem[i];
-		P->slot[h].time = M, P->slot[h].mem = Mem, P->slot[h].priced = C;
+		P->slot[h].time = M, P->slot[h].mem = Mem, P->slot[h].lambda = lambda, P->slot[h].priced = C;
 	}
 	return mat_share(P->slot[h].priced);
 }
 
+static int stage_of(const Search *s, int v)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1, st = s->v[v].n->ann.stage;
+	return st < 0 ? 0 : st % P;
+}
+
 /* The tables live in an arena of their own, freed on return: under a
  * memory limit search_dp runs this up to 120 times, and in the search's
- * arena they piled up (1.9 GB at GPT-3 scale, issue 28). */
-static void dp_once(Search *s, double **tables, double lambda, int *choice)
+ * arena they piled up (1.9 GB at GPT-3 scale, issue 28). Memory is priced
+ * at lambda seconds per byte, or per pipeline stage at stage_lambda[st]
+ * (non-NULL: dp_stages): a vertex's bytes at its stage's price, an edge's
+ * at its reader's (where search_memory counts them). */
+static void dp_once(Search *s, double **tables, double lambda, const double *stage_lambda, int *choice)
 {
 	Arena scratch = {0}, *a = &scratch;
 	Dp D = {.s = s, .a = a};
@@ -471,8 +480,9 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 		D.nc[v] = sv->cl->n;
 		D.alive[v] = true;
 		D.cost[v] = ARENA_NEWN(a, double, sv->cl->n);
+		double price = stage_lambda ? stage_lambda[stage_of(s, v)] : lambda;
 		for (int c = 0; c < sv->cl->n; c++)
-			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
+			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + price * sv->mem[c];
 	}
 	PricedTables held = {0};
 	for (int ei = 0; ei < s->ne; ei++) {
@@ -482,7 +492,8 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
 			continue;
 		}
-		add_factor(&D, e->u, e->v, priced_table(s, tables, ei, lambda, &held));
+		double price = stage_lambda ? stage_lambda[stage_of(s, e->v)] : lambda;
+		add_factor(&D, e->u, e->v, priced_table(s, tables, ei, price, &held));
 	}
 	for (int k = 0; k < held.cap; k++)
 		mat_free(held.slot[k].priced);
@@ -531,7 +542,7 @@ static void priced(Search *s, double **tables, double lambda, int *choice)
 			memcpy(choice, p->choice[i], sizeof(int) * (size_t)s->nv);
 			return;
 		}
-	dp_once(s, tables, lambda, choice);
+	dp_once(s, tables, lambda, NULL, choice);
 	if (!p)
 		return;
 	if (p->n == p->cap) {
@@ -574,6 +585,136 @@ static void known_prices(Search *s, double limit, double *lo, double *hi, int *f
 static double fitted_memory(Search *s, const int *choice) { return search_memory(s, choice) * s->mem_factor; }
 
 static bool dp_limited(Search *s, double **tables, int *choice);
+static void dp_local(Search *s, int *choice);
+
+/* The limit bounds the largest stage: one constraint per stage, and one
+ * price on every stage's bytes (the ramp's) also prices the bytes of the
+ * stages under the limit, which gain nothing from them (1F1B keeps P
+ * micro-batches on stage 0, one on the last). transformer_plain.net on 8
+ * devices, 2 x 2, under 600 kB: one price chose 0.284 ms (438 kB on stage
+ * 0, 418 kB on stage 1), where 0.222 ms fits (488 kB) with stage 1
+ * unpriced and stage 0 priced above the ramp's price. So each stage
+ * searches its own price, all stages in the same passes (they meet only
+ * at their boundaries: each moves mostly with its own price): first
+ * none, then where a stage is over the ramp's price hi, doubled while
+ * still over, then bisected between the highest over and the lowest
+ * that fits; a plan that fits every stage and costs less than the best
+ * so far is taken. At most STAGE_PASSES passes, none where the bytes
+ * under the limit, priced at hi, weigh under 1% of the step (the most
+ * the ramp's plan can be improved on by its own relaxation). */
+enum { STAGE_PASSES = 8 };
+
+static void dp_stages(Search *s, double **tables, double hi, int *choice)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	if (P == 1)
+		return;
+	double cap = s->m.memory_limit / s->mem_factor, best = search_total(s, choice), slack = 0;
+	double *m = ARENA_NEWN(s->a, double, P), *lo = ARENA_NEWN(s->a, double, P);
+	double *up = ARENA_NEWN(s->a, double, P), *lam = ARENA_NEWN(s->a, double, P);
+	search_stage_memory(s, choice, m);
+	for (int st = 0; st < P; st++) {
+		slack += fmax(0, cap - m[st]);
+		lo[st] = lam[st] = 0, up[st] = INFINITY;
+	}
+	if (hi * slack <= 1e-2 * best)
+		return;
+	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
+	for (int pass = 0; pass < STAGE_PASSES; pass++) {
+		if (pass == 0)
+			priced(s, tables, 0, trial); /* no price: the plan the ramp began from, where it ran it */
+		else
+			dp_once(s, tables, 0, lam, trial);
+		search_stage_memory(s, trial, m);
+		bool fits = true, open = false;
+		for (int st = 0; st < P; st++)
+			fits &= m[st] <= cap;
+		double t = fits ? search_total(s, trial) : INFINITY;
+		if (t < best) {
+			best = t;
+			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
+		}
+		for (int st = 0; st < P; st++) {
+			if (m[st] <= cap)
+				up[st] = lam[st];
+			else
+				lo[st] = lam[st], up[st] = up[st] > lam[st] ? up[st] : INFINITY;
+			if (!isfinite(up[st]))
+				lam[st] = lam[st] > 0 ? 2 * lam[st] : hi;
+			else
+				lam[st] = (lo[st] + up[st]) / 2;
+			open |= !(m[st] <= cap) || up[st] - lo[st] > 1e-2 * hi;
+		}
+		if (!open)
+			break;
+	}
+}
+
+/* A price reaches only the plans on the lower convex hull of (bytes,
+ * step): a plan that fits but lies above it, between two plans the price
+ * jumps across, is never chosen, and per-stage prices narrow that gap
+ * without closing it. The same 2 x 2 transformer: dp_stages' plan is
+ * 0.222 ms (488 kB); single changes from the plans the price search
+ * passed through reach 0.209 ms (554 kB). So from each distinct plan of
+ * the record (s->prices) and the chosen one, operators are changed one
+ * at a time to the candidate that lowers the step most, every change
+ * priced exactly (search_total, search_memory), a start over the limit
+ * first shedding its bytes; the least step that fits is kept. Bounded:
+ * at most LOCAL_WORK units (a change re-priced costs nv + ne), and not
+ * run at all where one round over one start would pass that: graphs of
+ * about a hundred operators with tens of candidates each (the 2 x 2
+ * transformer, 52 operators: 48,174 a round, 0.2087 ms found after
+ * 674,436, 20 ms of CPU; GPT-3's 2,119 operators are far past it). At
+ * 2^22 the e2e search_plans runs took 0.9 s more CPU, at 2^20 0.3 s. */
+enum { LOCAL_WORK = 1 << 20 };
+
+static void dp_local(Search *s, int *choice)
+{
+	double cap = s->m.memory_limit / s->mem_factor, unit = s->nv + s->ne, round_work = 0, work = 0;
+	for (int v = 0; v < s->nv; v++)
+		round_work += s->v[v].fixed >= 0 ? 0 : s->v[v].cl->n * unit;
+	if (round_work > LOCAL_WORK)
+		return;
+	const SearchPrices *p = s->prices && s->prices->nv == s->nv ? s->prices : NULL;
+	double best = search_total(s, choice);
+	int *c = ARENA_NEWN(s->a, int, s->nv + 1);
+	size_t bytes = sizeof(int) * (size_t)s->nv;
+	for (int k = -1; k < (p ? p->n : 0); k++) {
+		const int *from = k < 0 ? choice : p->choice[k];
+		bool seen = k >= 0 && memcmp(from, choice, bytes) == 0;
+		for (int j = 0; j < k && !seen; j++)
+			seen = memcmp(from, p->choice[j], bytes) == 0;
+		if (seen)
+			continue;
+		memcpy(c, from, bytes);
+		double mem = search_memory(s, c), step = mem <= cap ? search_total(s, c) : INFINITY;
+		for (bool moved = true; moved && work + round_work <= LOCAL_WORK;) {
+			moved = false;
+			for (int v = 0; v < s->nv; v++) {
+				if (s->v[v].fixed >= 0)
+					continue;
+				int keep = c[v];
+				for (int cv = 0; cv < s->v[v].cl->n; cv++) {
+					if (cv == keep)
+						continue;
+					c[v] = cv;
+					double m = search_memory(s, c), t = m <= cap ? search_total(s, c) : INFINITY;
+					/* over the limit: fewer bytes; within: a faster plan that stays within */
+					if (isfinite(step) ? t < step : (isfinite(t) || m < mem))
+						keep = cv, mem = m, step = t, moved = true;
+				}
+				c[v] = keep;
+				work += s->v[v].cl->n * unit;
+			}
+		}
+		if (step < best) {
+			best = step;
+			memcpy(choice, c, bytes);
+		}
+		if (work + round_work > LOCAL_WORK)
+			break;
+	}
+}
 
 /* The outer search's probe (Search.probe_step): whether none of the
  * fit's later searches of this graph can find a plan, whatever the plan
@@ -717,6 +858,8 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 			lo = mid;
 		}
 	}
+	dp_stages(s, tables, hi, choice);
+	dp_local(s, choice);
 	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
 	return true;
 }

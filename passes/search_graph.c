@@ -1158,12 +1158,11 @@ static bool copy_held(const Search *s, int ei, const int *choice)
  * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
  * on 8 stages 8x a device's, so memory_limit was never met and
  * dynamic_programming ran its Lagrangian search 120 times). */
-double search_memory(Search *s, const int *choice)
+void search_stage_memory(const Search *s, const int *choice, double *stage)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
-	/* the searches call this in their loops: the arena only past 64 stages */
-	double small[64] = {0}, m = 0;
-	double *stage = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
+	for (int st = 0; st < P; st++)
+		stage[st] = 0;
 	for (int i = 0; i < s->nv; i++) {
 		int st = s->v[i].n->ann.stage;
 		stage[st < 0 ? 0 : st % P] += s->v[i].mem[choice[i]];
@@ -1175,6 +1174,15 @@ double search_memory(Search *s, const int *choice)
 		if (b > 0 && !copy_held(s, ei, choice))
 			stage[st < 0 ? 0 : st % P] += b;
 	}
+}
+
+double search_memory(Search *s, const int *choice)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	/* the searches call this in their loops: the arena only past 64 stages */
+	double small[64], m = 0;
+	double *stage = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
+	search_stage_memory(s, choice, stage);
 	for (int st = 0; st < P; st++)
 		m = fmax(m, stage[st]);
 	return m;

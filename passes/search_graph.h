@@ -168,6 +168,9 @@ double search_cand_param_grad(const Search *s, const Cand *c, int i);
 double search_local_total(Search *s, const int *choice);
 double search_total(Search *s, const int *choice);
 double search_memory(Search *s, const int *choice);
+/* search_memory's terms: each pipeline stage's bytes per device into
+ * stage[0 .. max(nstages, 1)) (search_memory is their largest). */
+void search_stage_memory(const Search *s, const int *choice, double *stage);
 /* A lower bound of search_total over every choice: the sum of each
  * vertex's least work (no edge table is built). */
 double search_floor(const Search *s);
