@@ -127,7 +127,7 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 	 * plan is not priced for memory (the fit's compilations set a factor) */
 	if (c->fit_follows && c->search_mem_factor == 0 && (g->par.pipeline_stages_auto || g->train.micro_size_auto))
 		m.memory_limit = 0;
-	Search *s = search_new(&c->arena, g, &m, is_training(c), d);
+	Search *s = search_new(&c->arena, g, &m, is_training(c), c->f64, d);
 	if (!s)
 		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
@@ -290,7 +290,7 @@ static void floor_only(Compilation *c)
 			continue;
 		Machine m;
 		order_machine(c, cyclic, &m);
-		Search *s = search_new(&c->arena, c->g, &m, is_training(c), NULL);
+		Search *s = search_new(&c->arena, c->g, &m, is_training(c), c->f64, NULL);
 		if (s && search_floor(s) < c->search_floor)
 			c->search_floor = search_floor(s);
 	}
