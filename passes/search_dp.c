@@ -754,7 +754,7 @@ static bool dp_scaled_none(Search *s, double **tables, double limit, double t0, 
 	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
 	double hi = fmax(1e-3 * t0 / limit, 4 * lo), least = INFINITY;
 	for (int it = 0, flat = 0; it < 80; it++, hi *= 4) {
-		dp_once(s, tables, hi, trial);
+		dp_once(s, tables, hi, NULL, trial);
 		double mem = search_memory(s, trial);
 		if (mem * m < est)
 			return false;
