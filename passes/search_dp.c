@@ -455,7 +455,7 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 /* The tables live in an arena of their own, freed on return: under a
  * memory limit search_dp runs this up to 120 times, and in the search's
  * arena they piled up (1.9 GB at GPT-3 scale, issue 28). */
-static void dp_once(Search *s, double **tables, double lambda, int *choice)
+static void dp_once(Search *s, double **tables, double lambda, bool forward, int *choice)
 {
 	Arena scratch = {0}, *a = &scratch;
 	Dp D = {.s = s, .a = a};
@@ -472,14 +472,16 @@ static void dp_once(Search *s, double **tables, double lambda, int *choice)
 		D.alive[v] = true;
 		D.cost[v] = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + lambda * sv->mem[c];
+			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY
+			               : forward                        ? sv->work[c]
+			                                                : sv->unary[c] + lambda * sv->mem[c];
 	}
 	PricedTables held = {0};
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
 			for (int c = 0; c < D.nc[e->u]; c++)
-				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
+				D.cost[e->u][c] += forward ? search_edge_forward(s, ei, c, c) : search_edge_cost(s, ei, c, c);
 			continue;
 		}
 		add_factor(&D, e->u, e->v, priced_table(s, tables, ei, lambda, &held));
@@ -531,7 +533,7 @@ static void priced(Search *s, double **tables, double lambda, int *choice)
 			memcpy(choice, p->choice[i], sizeof(int) * (size_t)s->nv);
 			return;
 		}
-	dp_once(s, tables, lambda, choice);
+	dp_once(s, tables, lambda, false, choice);
 	if (!p)
 		return;
 	if (p->n == p->cap) {
@@ -574,6 +576,35 @@ static void known_prices(Search *s, double limit, double *lo, double *hi, int *f
 static double fitted_memory(Search *s, const int *choice) { return search_memory(s, choice) * s->mem_factor; }
 
 static bool dp_limited(Search *s, double **tables, int *choice);
+
+/* The least of search_floor's sum over every choice, with each edge's
+ * search_edge_forward added: each vertex's work and each edge's
+ * redistribution and stage transfer, the terms search_total keeps
+ * whatever its corrections take back (search_floor's proof: the way back
+ * is all a correction takes back of an edge, input conversions all that
+ * shared_input_conversions takes back of a unary; the rest is >= 0). The
+ * elimination of the graph with these tables gives it where it is exact;
+ * NAN where it is not (elim_fix: its plan's sum bounds nothing). */
+double search_dp_bound(Search *s)
+{
+	double **T = search_forward_tables(s);
+	int *choice = xcalloc((size_t)s->nv + 1, sizeof *choice);
+	bool exact = s->exact;
+	int computed = s->dp_series_computed, reused = s->dp_series_reused;
+	s->exact = true;
+	dp_once(s, T, 0, true, choice);
+	double t = s->exact ? 0 : NAN;
+	for (int v = 0; v < s->nv && s->exact; v++)
+		t += s->v[v].work[choice[v]];
+	for (int ei = 0; ei < s->ne && s->exact; ei++) {
+		const SEdge *e = &s->e[ei];
+		t += T[ei] ? T[ei][choice[e->u] * s->v[e->v].cl->n + choice[e->v]] : search_edge_forward(s, ei, choice[e->u], choice[e->u]);
+	}
+	s->exact = exact, s->dp_series_computed = computed, s->dp_series_reused = reused;
+	free(choice);
+	search_edge_tables_free(s, T);
+	return t;
+}
 
 bool search_dp(Search *s, int *choice)
 {

@@ -26,6 +26,7 @@ typedef struct Try {
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
+	bool bound;            /* as floor, its bound instead (search_dp_bound, search_modes.h) */
 	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
 	                        * (search_mem_hopeless, search.h): no plan of it fits */
@@ -161,11 +162,12 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
 	c->search_prices = prices;
-	c->search_floor_only = t->floor;
-	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
+	c->search_floor_only = t->floor || t->bound;
+	c->search_bound_only = t->bound;
+	c->search_hint_mem = t->screen || t->floor || t->bound ? 0 : t->hint_mem;
 	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
-	c->search_mem_stop = t->screen || t->floor ? 0 : t->mem_stop;
+	c->search_mem_stop = t->screen || t->floor || t->bound ? 0 : t->mem_stop;
 	c->fit_follows = true;
 	c->fit_note = note;
 	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
@@ -178,12 +180,12 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
-	ok = ok && compile_passes(c, t->screen || t->floor ? UPTO_CHECK : UPTO_CODEGEN);
+	ok = ok && compile_passes(c, t->screen || t->floor || t->bound ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return t->floor ? isfinite(c->search_floor) : ok;
+	return t->floor || t->bound ? isfinite(c->search_floor) : ok;
 }
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
@@ -503,6 +505,10 @@ static void keep_fit(Compilation *from, Compilation *to)
 	from->fit_note = note;
 }
 
+static bool bounds_on = true; /* search_fit_set_bounds */
+
+void search_fit_set_bounds(bool on) { bounds_on = on; }
+
 int search_fit_pick(const double *key, const bool *done, int n)
 {
 	int i = -1;
@@ -719,14 +725,16 @@ static void job_drop(Job *j)
  * screened or in a child, whose floor is the least and not cut by best
  * (< 0: none), up to jobs - 1 children besides i's (the parent screens i
  * or waits for its child). */
-static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, double best,
-                       Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
+static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, const bool *bounded,
+                       double best, Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
 {
 	int want = job_count() - 1, busy = 0;
 	bool skip[MAX_TRIES];
 	for (int k = 0; k < njobs; k++) {
 		busy += jobs[k].pid > 0 && k != i; /* i's own child, if any, runs while the parent waits */
-		skip[k] = screen[k] || k == i || jobs[k].pid > 0;
+		/* a candidate not bounded yet may be cut by its bound: no screen
+		 * ahead of it (the parent bounds it when it is the least) */
+		skip[k] = screen[k] || !bounded[k] || k == i || jobs[k].pid > 0;
 	}
 	while (busy < want) {
 		int k = search_fit_pick(key, skip, njobs);
@@ -791,9 +799,9 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	mark_layers(c->g, &L);
 	Try tries[MAX_TRIES];
 	Outcome outs[MAX_TRIES];
-	double bound[MAX_TRIES], key[MAX_TRIES];
+	double bound[MAX_TRIES], key[MAX_TRIES], lb[MAX_TRIES]; /* lb: search_dp_bound's (NAN: none) */
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
-	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0};
+	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, bounded[MAX_TRIES];
 	Job jobs[MAX_TRIES] = {0}; /* screens in child processes */
 	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
 	/* the screens compile apart (scr), and the best fit's compilation is
@@ -809,7 +817,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
 		t.floor = true;
-		bound[i] = INFINITY;
+		bound[i] = INFINITY, lb[i] = NAN;
+		bounded[i] = !bounds_on || mode != SM_DYNAMIC_PROGRAMMING;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
 			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
 		else
@@ -827,11 +836,23 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
 		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
+		if (!screen[i] && !bounded[i]) {
+			Try t = tries[i];
+			t.bound = bounded[i] = true;
+			if (compile_try(&scr, f, &t, 1, false, &L))
+				lb[i] = scr.search_floor, key[i] = fmax(key[i], lb[i]);
+			compilation_free(&scr);
+			if (c->verbose && isfinite(lb[i]))
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": with its "
+				        "forward redistributions at least %.6g s per step\n", search_mode_name(mode), t.stages,
+				        t.micro, lb[i]);
+			continue;
+		}
 		if (!screen[i]) {
 			Try t = tries[i];
 			t.screen = true;
 			screen[i] = true;
-			jobs_ahead(jobs, n, i, key, screen, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
+			jobs_ahead(jobs, n, i, key, screen, bounded, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
 			JobResult r;
 			/* a child's screen stands where it started from the order this
 			 * one starts from (an earlier screen may have chosen it since) */
@@ -914,6 +935,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
 			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
 			                                                                       : "  (does not fit)");
+		else if (!screen[i] && isfinite(lb[i])) /* cut by its bound before its screen */
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
+			         "(not searched: its operators and forward redistributions alone)\n", tries[i].stages,
+			         tries[i].micro, key[i]);
 		else if (screen[i] || !isfinite(key[i])) /* inf: no search graph (an invalid strategy at P, M) */
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
 			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);
