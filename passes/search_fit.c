@@ -505,10 +505,6 @@ static void keep_fit(Compilation *from, Compilation *to)
 	from->fit_note = note;
 }
 
-static bool bounds_on = true; /* search_fit_set_bounds */
-
-void search_fit_set_bounds(bool on) { bounds_on = on; }
-
 int search_fit_pick(const double *key, const bool *done, int n)
 {
 	int i = -1;
@@ -814,11 +810,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	 * (each auto compiled as 1): up to the strategies, without a limit */
 	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
 	double step1 = c->search_step;
+	/* NETC_TEST_NO_BOUNDS (tests only): every candidate screened as before
+	 * the bounds, to show the same plan either way */
+	bool bounds = mode == SM_DYNAMIC_PROGRAMMING && !getenv("NETC_TEST_NO_BOUNDS");
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
 		t.floor = true;
 		bound[i] = INFINITY, lb[i] = NAN;
-		bounded[i] = !bounds_on || mode != SM_DYNAMIC_PROGRAMMING;
+		bounded[i] = !bounds;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
 			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
 		else

@@ -49,8 +49,4 @@ int search_fit_pick(const double *key, const bool *done, int n);
  * CPUs. The plan and every line printed are the same for any count. */
 enum { SEARCH_FIT_MAX_JOBS = 256 };
 void search_fit_set_jobs(int n);
-/* The outer search's second key, each candidate's search_dp_bound
- * (dynamic_programming only): on (the default) or off (tests: the same
- * plan either way, more screens without). */
-void search_fit_set_bounds(bool on);
 #endif
