@@ -598,7 +598,8 @@ double search_dp_bound(Search *s)
 		t += s->v[v].work[choice[v]];
 	for (int ei = 0; ei < s->ne && s->exact; ei++) {
 		const SEdge *e = &s->e[ei];
-		t += T[ei] ? T[ei][choice[e->u] * s->v[e->v].cl->n + choice[e->v]] : search_edge_forward(s, ei, choice[e->u], choice[e->u]);
+		int cu = choice[e->u], cv = choice[e->v]; /* an edge to itself: no table, cu == cv */
+		t += T[ei] ? T[ei][cu * s->v[e->v].cl->n + cv] : search_edge_forward(s, ei, cu, cv);
 	}
 	s->exact = exact, s->dp_series_computed = computed, s->dp_series_reused = reused;
 	free(choice);

@@ -772,7 +772,10 @@ static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
  * gradient reductions alone, the search graph without an edge table),
- * then, once it is the least key, its screen (compiled up to the
+ * under dynamic_programming then, once that is the least key, its bound
+ * (search_dp_bound: each edge's forward redistribution added, its way
+ * back left out; the larger of the two), then, once it is the least
+ * key, its screen (compiled up to the
  * strategies without a memory limit, whose objective bounds from below
  * what any plan of (P, M) under the limit costs: exactly for
  * dynamic_programming's search, about for the others), and once that is
@@ -784,8 +787,11 @@ static bool floored(Compilation *c, const Try *tries, const Outcome *outs, const
  * those, in the same order, that screening every candidate first would
  * compile: a fit is made when its screen's (key, index) is the least,
  * below every floor and so every screen left; the search stops when the
- * least key is cut, and every screen left is at least that key. Only
- * the screens whose floor was cut are left out. */
+ * least key is cut, and every screen left is at least that key. A
+ * bound is at most the screen's objective as the floor is (its proof in
+ * search_dp.c), so the same holds with it: only the screens whose floor
+ * or bound was cut are left out, and a cut bound saves its screen's
+ * pricing of the way back (the forward prices are the memo's then). */
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;

@@ -288,10 +288,8 @@ static double *table_of(Search *s, int ei, const EdgeKey *key, bool memory)
 	return M;
 }
 
-/* Within one search an edge's tables depend only on its ends' candidate
- * lists, which identical layers share: each distinct one is looked up
- * once (the first edge met stands for the others, as before the memo of
- * the process: its key is that edge's). */
+/* Edge ei's search_edge_forward table (search_dp_bound's), dead cells
+ * as price's. */
 static double *forward_table(Search *s, int ei, const EdgeKey *key)
 {
 	const SEdge *e = &s->e[ei];
@@ -305,6 +303,10 @@ static double *forward_table(Search *s, int ei, const EdgeKey *key)
 	return M;
 }
 
+/* Within one search an edge's tables depend only on its ends' candidate
+ * lists, which identical layers share: each distinct one is looked up
+ * once (the first edge met stands for the others, as before the memo of
+ * the process: its key is that edge's). */
 static double **tables(Search *s, bool forward)
 {
 	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
