@@ -920,6 +920,9 @@ double search_edge_forward(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
 	const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
+	if (cv + 1 < s->v[e->v].cl->n && s->capprice) /* as search_edge_cost */
+		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), NULL, e->dt) &
+		                             (s->capprice - 1)]);
 	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to));
 }
 
