@@ -74,6 +74,10 @@ typedef struct Compilation {
 	 * less; INFINITY where the graph has none) and stops the passes
 	 * there (compile_passes returns false without an error) */
 	bool search_floor_only;
+	/* with search_floor_only: search_floor is search_dp_bound's instead
+	 * (search_modes.h: each edge's redistribution priced, NAN where its
+	 * elimination is not exact), the outer search's second key */
+	bool search_bound_only;
 	double search_floor;
 	/* the search pass's memory floor (search_mem_floor in search.h):
 	 * bytes per device that every compiled plan of this graph holds on

@@ -280,7 +280,8 @@ bool search_mem_hopeless(double floor, double limit) { return limit > 0 && floor
  * prices the compiled plan both ways and says which order to launch. */
 /* The outer search's first screen (Compilation.search_floor_only): the
  * search graph's floor in the device orders search_run would try (the
- * lower of the two where both are), no strategy searched. */
+ * lower of the two where both are), no strategy searched; or its second
+ * (search_bound_only), search_dp_bound's in the same orders. */
 static void floor_only(Compilation *c)
 {
 	bool choice = order_is_a_choice(c);
@@ -291,8 +292,11 @@ static void floor_only(Compilation *c)
 		Machine m;
 		order_machine(c, cyclic, &m);
 		Search *s = search_new(&c->arena, c->g, &m, is_training(c), c->f64, NULL);
-		if (s && search_floor(s) < c->search_floor)
-			c->search_floor = search_floor(s);
+		double t = !s ? INFINITY : c->search_bound_only ? search_dp_bound(s) : search_floor(s);
+		if (isnan(t) || isnan(c->search_floor)) /* no bound in one order: none in both */
+			c->search_floor = NAN;
+		else if (t < c->search_floor)
+			c->search_floor = t;
 	}
 }
 

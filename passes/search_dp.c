@@ -463,8 +463,11 @@ static int stage_of(const Search *s, int v)
  * arena they piled up (1.9 GB at GPT-3 scale, issue 28). Memory is priced
  * at lambda seconds per byte, or per pipeline stage at stage_lambda[st]
  * (non-NULL: dp_stages): a vertex's bytes at its stage's price, an edge's
- * at its reader's (where search_memory counts them). */
-static void dp_once(Search *s, double **tables, double lambda, const double *stage_lambda, int *choice)
+ * at its reader's (where search_memory counts them). forward: the bound's
+ * problem (search_dp_bound): each vertex's work and each edge's forward
+ * price alone, no memory. */
+static void dp_once(Search *s, double **tables, double lambda, const double *stage_lambda, bool forward,
+                    int *choice)
 {
 	Arena scratch = {0}, *a = &scratch;
 	Dp D = {.s = s, .a = a};
@@ -482,14 +485,16 @@ static void dp_once(Search *s, double **tables, double lambda, const double *sta
 		D.cost[v] = ARENA_NEWN(a, double, sv->cl->n);
 		double price = stage_lambda ? stage_lambda[stage_of(s, v)] : lambda;
 		for (int c = 0; c < sv->cl->n; c++)
-			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY : sv->unary[c] + price * sv->mem[c];
+			D.cost[v][c] = sv->fixed >= 0 && c != sv->fixed ? INFINITY
+			               : forward                        ? sv->work[c]
+			                                                : sv->unary[c] + price * sv->mem[c];
 	}
 	PricedTables held = {0};
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
 			for (int c = 0; c < D.nc[e->u]; c++)
-				D.cost[e->u][c] += search_edge_cost(s, ei, c, c);
+				D.cost[e->u][c] += forward ? search_edge_forward(s, ei, c, c) : search_edge_cost(s, ei, c, c);
 			continue;
 		}
 		double price = stage_lambda ? stage_lambda[stage_of(s, e->v)] : lambda;
@@ -542,7 +547,7 @@ static void priced(Search *s, double **tables, double lambda, int *choice)
 			memcpy(choice, p->choice[i], sizeof(int) * (size_t)s->nv);
 			return;
 		}
-	dp_once(s, tables, lambda, NULL, choice);
+	dp_once(s, tables, lambda, NULL, false, choice);
 	if (!p)
 		return;
 	if (p->n == p->cap) {
@@ -624,7 +629,7 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
 		if (pass == 0)
 			priced(s, tables, 0, trial); /* no price: the plan the ramp began from, where it ran it */
 		else
-			dp_once(s, tables, 0, lam, trial);
+			dp_once(s, tables, 0, lam, false, trial);
 		search_stage_memory(s, trial, m);
 		bool fits = true, open = false;
 		for (int st = 0; st < P; st++)
@@ -754,7 +759,7 @@ static bool dp_scaled_none(Search *s, double **tables, double limit, double t0, 
 	int *trial = ARENA_NEWN(s->a, int, s->nv + 1);
 	double hi = fmax(1e-3 * t0 / limit, 4 * lo), least = INFINITY;
 	for (int it = 0, flat = 0; it < 80; it++, hi *= 4) {
-		dp_once(s, tables, hi, NULL, trial);
+		dp_once(s, tables, hi, NULL, false, trial);
 		double mem = search_memory(s, trial);
 		if (mem * m < est)
 			return false;
@@ -764,6 +769,36 @@ static bool dp_scaled_none(Search *s, double **tables, double limit, double t0, 
 			break;
 	}
 	return true;
+}
+
+/* The least of search_floor's sum over every choice, with each edge's
+ * search_edge_forward added: each vertex's work and each edge's
+ * redistribution and stage transfer, the terms search_total keeps
+ * whatever its corrections take back (search_floor's proof: the way back
+ * is all a correction takes back of an edge, input conversions all that
+ * shared_input_conversions takes back of a unary; the rest is >= 0). The
+ * elimination of the graph with these tables gives it where it is exact;
+ * NAN where it is not (elim_fix: its plan's sum bounds nothing). */
+double search_dp_bound(Search *s)
+{
+	double **T = search_forward_tables(s);
+	int *choice = xcalloc((size_t)s->nv + 1, sizeof *choice);
+	bool exact = s->exact;
+	int computed = s->dp_series_computed, reused = s->dp_series_reused;
+	s->exact = true;
+	dp_once(s, T, 0, NULL, true, choice);
+	double t = s->exact ? 0 : NAN;
+	for (int v = 0; v < s->nv && s->exact; v++)
+		t += s->v[v].work[choice[v]];
+	for (int ei = 0; ei < s->ne && s->exact; ei++) {
+		const SEdge *e = &s->e[ei];
+		int cu = choice[e->u], cv = choice[e->v]; /* an edge to itself: no table, cu == cv */
+		t += T[ei] ? T[ei][cu * s->v[e->v].cl->n + cv] : search_edge_forward(s, ei, cu, cv);
+	}
+	s->exact = exact, s->dp_series_computed = computed, s->dp_series_reused = reused;
+	free(choice);
+	search_edge_tables_free(s, T);
+	return t;
 }
 
 bool search_dp(Search *s, int *choice)

@@ -27,6 +27,7 @@ typedef struct Try {
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
 	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
+	bool bound;            /* as floor, its bound instead (search_dp_bound, search_modes.h) */
 	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
 	                        * (search_mem_hopeless, search.h): no plan of it fits */
@@ -164,12 +165,13 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
 	c->search_prices = prices;
-	c->search_floor_only = t->floor;
-	c->search_hint_mem = t->screen || t->floor ? 0 : t->hint_mem;
+	c->search_floor_only = t->floor || t->bound;
+	c->search_bound_only = t->bound;
+	c->search_hint_mem = t->screen || t->floor || t->bound ? 0 : t->hint_mem;
 	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
-	c->search_mem_stop = t->screen || (t->floor && !t->mem) ? 0 : t->mem_stop;
-	c->search_probe_step = t->screen || t->floor ? 0 : t->probe;
+	c->search_mem_stop = t->screen || (t->floor && !t->mem) || t->bound ? 0 : t->mem_stop;
+	c->search_probe_step = t->screen || t->floor || t->bound ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
 	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
@@ -183,12 +185,12 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	if (ok && t->recompute)
 		mark_recompute(c->g, L);
 	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
-	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) ? UPTO_CHECK : UPTO_CODEGEN);
+	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) || t->bound ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return t->floor && !t->mem ? isfinite(c->search_floor) : ok;
+	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor) : ok;
 }
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
@@ -763,14 +765,16 @@ static void job_drop(Job *j)
  * screened or in a child, whose floor is the least and not cut by best
  * (< 0: none), up to jobs - 1 children besides i's (the parent screens i
  * or waits for its child). */
-static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, double best,
-                       Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
+static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, const bool *bounded,
+                       double best, Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
 {
 	int want = job_count() - 1, busy = 0;
 	bool skip[MAX_TRIES];
 	for (int k = 0; k < njobs; k++) {
 		busy += jobs[k].pid > 0 && k != i; /* i's own child, if any, runs while the parent waits */
-		skip[k] = screen[k] || k == i || jobs[k].pid > 0;
+		/* a candidate not bounded yet may be cut by its bound: no screen
+		 * ahead of it (the parent bounds it when it is the least) */
+		skip[k] = screen[k] || !bounded[k] || k == i || jobs[k].pid > 0;
 	}
 	while (busy < want) {
 		int k = search_fit_pick(key, skip, njobs);
@@ -844,7 +848,10 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
  * gradient reductions alone, the search graph without an edge table),
- * then, once it is the least key, its screen (compiled up to the
+ * under dynamic_programming then, once that is the least key, its bound
+ * (search_dp_bound: each edge's forward redistribution added, its way
+ * back left out; the larger of the two), then, once it is the least
+ * key, its screen (compiled up to the
  * strategies without a memory limit, whose objective bounds from below
  * what any plan of (P, M) under the limit costs: exactly for
  * dynamic_programming's search, about for the others), and once that is
@@ -856,8 +863,11 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
  * those, in the same order, that screening every candidate first would
  * compile: a fit is made when its screen's (key, index) is the least,
  * below every floor and so every screen left; the search stops when the
- * least key is cut, and every screen left is at least that key. Only
- * the screens whose floor was cut are left out. */
+ * least key is cut, and every screen left is at least that key. A
+ * bound is at most the screen's objective as the floor is (its proof in
+ * search_dp.c), so the same holds with it: only the screens whose floor
+ * or bound was cut are left out, and a cut bound saves its screen's
+ * pricing of the way back (the forward prices are the memo's then). */
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -867,9 +877,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	mark_layers(c->g, &L);
 	Try tries[MAX_TRIES];
 	Outcome outs[MAX_TRIES];
-	double bound[MAX_TRIES], key[MAX_TRIES];
+	double bound[MAX_TRIES], key[MAX_TRIES], lb[MAX_TRIES]; /* lb: search_dp_bound's (NAN: none) */
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
-	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, under[MAX_TRIES] = {0}; /* under: memory floor within */
+	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, bounded[MAX_TRIES];
+	bool under[MAX_TRIES] = {0}, asked[MAX_TRIES] = {0}; /* memory floor within the limit; hopeless asked */
 	Job jobs[MAX_TRIES] = {0}; /* screens in child processes */
 	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
 	/* the screens compile apart (scr), and the best fit's compilation is
@@ -882,10 +893,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	 * (each auto compiled as 1): up to the strategies, without a limit */
 	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
 	double step1 = c->search_step;
+	/* NETC_TEST_NO_BOUNDS (tests only): every candidate screened as before
+	 * the bounds, to show the same plan either way */
+	bool bounds = mode == SM_DYNAMIC_PROGRAMMING && !getenv("NETC_TEST_NO_BOUNDS");
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
 		t.floor = true;
-		bound[i] = INFINITY;
+		bound[i] = INFINITY, lb[i] = NAN;
+		bounded[i] = !bounds;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
 			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
 		else
@@ -903,12 +918,13 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
 		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
-		/* a candidate no plan of which fits is left out before its screen
-		 * (its key and bound its floor); it counts as no fit of MAX_FITS.
-		 * Not asked where fewer micro-batches of the same stages had their
-		 * floor within the limit (more hold less each: the check is a
-		 * compilation, and leaving it out changes no plan) */
-		bool ask = !screen[i];
+		/* a candidate no plan of which fits is left out before its bound
+		 * and screen (its key and bound its floor); it counts as no fit of
+		 * MAX_FITS. Not asked where fewer micro-batches of the same stages
+		 * had their floor within the limit (more hold less each: the check
+		 * is a compilation, and leaving it out changes no plan) */
+		bool ask = !screen[i] && !asked[i];
+		asked[i] = true; /* once: a bounded candidate comes back here */
 		for (int k = 0; k < n && ask; k++)
 			ask = !(under[k] && tries[k].stages == tries[i].stages && tries[k].micro <= tries[i].micro);
 		if (ask && hopeless(&scr, f, tries[i], limit, &L, &outs[i], &under[i])) {
@@ -923,11 +939,23 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				        outs[i].floor, outs[i].rc_floor, limit);
 			continue;
 		}
+		if (!screen[i] && !bounded[i]) {
+			Try t = tries[i];
+			t.bound = bounded[i] = true;
+			if (compile_try(&scr, f, &t, 1, false, &L))
+				lb[i] = scr.search_floor, key[i] = fmax(key[i], lb[i]);
+			compilation_free(&scr);
+			if (c->verbose && isfinite(lb[i]))
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": with its "
+				        "forward redistributions at least %.6g s per step\n", search_mode_name(mode), t.stages,
+				        t.micro, lb[i]);
+			continue;
+		}
 		if (!screen[i]) {
 			Try t = tries[i];
 			t.screen = true;
 			screen[i] = true;
-			jobs_ahead(jobs, n, i, key, screen, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
+			jobs_ahead(jobs, n, i, key, screen, bounded, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
 			JobResult r;
 			/* a child's screen stands where it started from the order this
 			 * one starts from (an earlier screen may have chosen it since) */
@@ -1019,6 +1047,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			         tries[i].stages, tries[i].micro, bound[i], outs[i].recompute ? "yes" : "no", outs[i].bytes,
 			         outs[i].step, i == best ? "  <- chosen" : outs[i].status == FIT_OK ? "" : cut[0] ? cut
 			                                                                       : "  (does not fit)");
+		else if (!screen[i] && isfinite(lb[i])) /* cut by its bound before its screen */
+			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
+			         "(not searched: its operators and forward redistributions alone)\n", tries[i].stages,
+			         tries[i].micro, key[i]);
 		else if (screen[i] || !isfinite(key[i])) /* inf: no search graph (an invalid strategy at P, M) */
 			snprintf(line, sizeof line, "  %6" PRId64 "  %13" PRId64 "  %15.4g  -          -                 - "
 			         "(not compiled)\n", tries[i].stages, tries[i].micro, bound[i]);

@@ -918,6 +918,16 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	return s->w_micro * (edge_price(s, from, to, vl->c[cv].grad[e->vi], e->dt) + stage_transfer(s, e, to));
 }
 
+double search_edge_forward(Search *s, int ei, int cu, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
+	if (cv + 1 < s->v[e->v].cl->n && s->capprice) /* as search_edge_cost */
+		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), NULL, e->dt) &
+		                             (s->capprice - 1)]);
+	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to));
+}
+
 /* A consumer that reads a producer's output in another layout reads a
  * converted copy, which the backward operators read too (docs/
  * auto_parallel.md, "Cost model"), so training keeps it alive as long as

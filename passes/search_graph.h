@@ -158,6 +158,10 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* search_edge_cost without the gradient's way back: the redistribution
+ * and the stage transfer alone, what search_total keeps of an edge
+ * whatever its corrections take back (search_dp_bound, search_dp.c). */
+double search_edge_forward(Search *s, int e, int cu, int cv);
 /* Bytes per device that edge e holds under cu, cv: the consumer's
  * converted copy of a producer's output, kept for the backward pass. */
 double search_edge_memory(const Search *s, int e, int cu, int cv);

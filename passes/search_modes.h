@@ -7,6 +7,10 @@
 
 bool search_propagate(Search *s, int *choice);   /* sharding_propagation */
 bool search_dp(Search *s, int *choice);          /* dynamic_programming */
+/* A lower bound of search_total over every choice, at least search_floor
+ * (the outer search's second key, passes/search_fit.c); NAN where the
+ * elimination that finds it is not exact. */
+double search_dp_bound(Search *s);
 bool search_recursive(Search *s, int *choice);   /* recursive_programming */
 /* Exhaustive minimum over every combination, for tests of small graphs;
  * returns the cost (INFINITY if more than `limit` combinations). */

@@ -288,13 +288,27 @@ static double *table_of(Search *s, int ei, const EdgeKey *key, bool memory)
 	return M;
 }
 
+/* Edge ei's search_edge_forward table (search_dp_bound's), dead cells
+ * as price's. */
+static double *forward_table(Search *s, int ei, const EdgeKey *key)
+{
+	const SEdge *e = &s->e[ei];
+	int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
+	double *M = mat_alloc((size_t)nu * nvv);
+	for (int i = 0; i < nu; i++)
+		for (int j = 0; j < nvv; j++)
+			M[i * nvv + j] = (key->fu >= 0 && i != key->fu) || (key->fv >= 0 && j != key->fv)
+			                         ? INFINITY
+			                         : search_edge_forward(s, ei, i, j);
+	return M;
+}
+
 /* Within one search an edge's tables depend only on its ends' candidate
  * lists, which identical layers share: each distinct one is looked up
  * once (the first edge met stands for the others, as before the memo of
  * the process: its key is that edge's). */
-double **search_edge_tables(Search *s)
+static double **tables(Search *s, bool forward)
 {
-	memo.clock++;
 	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
 	size_t memo_cap = 16;
 	while (memo_cap < 2 * (size_t)s->ne + 2)
@@ -314,7 +328,10 @@ double **search_edge_tables(Search *s)
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);
-		if (!em[h].M) {
+		if (!em[h].M && forward) {
+			em[h].key = key;
+			em[h].M = forward_table(s, ei, &key); /* em's reference, dropped below */
+		} else if (!em[h].M) {
 			em[h].key = key;
 			em[h].M = table_of(s, ei, &key, false); /* em's references, dropped below */
 			em[h].Mem = table_of(s, ei, &key, true);
@@ -327,6 +344,14 @@ double **search_edge_tables(Search *s)
 	free(em);
 	return T;
 }
+
+double **search_edge_tables(Search *s)
+{
+	memo.clock++;
+	return tables(s, false);
+}
+
+double **search_forward_tables(Search *s) { return tables(s, true); }
 
 void search_edge_tables_free(Search *s, double **T)
 {

@@ -16,6 +16,11 @@
  * key (search_table_key) come from the process's memo, the cost and the
  * memory tables each by their own. */
 double **search_edge_tables(Search *s);
+/* The same shape of tables, each edge's search_edge_forward by cell and
+ * no memory table: priced anew by every call (only the bound of one
+ * outer-search candidate reads them, search_dp_bound), the same content
+ * once per call. Freed by search_edge_tables_free. */
+double **search_forward_tables(Search *s);
 void search_edge_tables_free(Search *s, double **T);
 
 /* What edge e's cost table (memory false) or memory table depends on,

@@ -303,6 +303,49 @@ Test(search_algo, floor_is_below_every_plan)
 	cr_expect_leq(floor, least);
 }
 
+/* The outer search's second key (search_dp_bound, passes/search_dp.c)
+ * on the MLP at `devices`: the least of each vertex's work plus each
+ * edge's forward price (search_edge_forward) over every choice, by
+ * enumeration, and so at least the floor and at most every plan's
+ * objective (search_total, what a screen reports), dynamic_programming's
+ * plan's included: a bound over a screen would let the outer search
+ * leave out a candidate whose plan is the best. */
+static void bound_below_every_plan(int64_t devices)
+{
+	g->par.device_num = devices;
+	Search *s = mlp();
+	double bound = search_dp_bound(s), least = INFINITY, want = INFINITY, combos = 1;
+	cr_assert(isfinite(bound), "no bound at %" PRId64 " devices", devices);
+	cr_expect_geq(bound, search_floor(s) * (1 - 1e-12), "bound %.9g s under the floor %.9g s", bound, search_floor(s));
+	for (int v = 0; v < s->nv; v++)
+		combos *= s->v[v].cl->n;
+	cr_assert_leq(combos, 1e6, "%g choices: too many to enumerate", combos);
+	int *choice = calloc((size_t)s->nv + 1, sizeof(int));
+	for (;;) {
+		double t = search_total(s, choice), b = 0;
+		for (int v = 0; v < s->nv; v++)
+			b += s->v[v].work[choice[v]];
+		for (int e = 0; e < s->ne; e++)
+			b += search_edge_forward(s, e, choice[s->e[e].u], choice[s->e[e].v]);
+		least = fmin(least, t), want = fmin(want, b);
+		cr_assert_leq(bound, t * (1 + 1e-12), "bound %.9g s over a plan's %.9g s", bound, t);
+		int v = 0;
+		while (v < s->nv && ++choice[v] == s->v[v].cl->n)
+			choice[v++] = 0;
+		if (v == s->nv)
+			break;
+	}
+	cr_expect(fabs(bound - want) <= 1e-9 * want, "bound %.9g s, by enumeration %.9g s", bound, want);
+	cr_assert(search_dp(s, choice));
+	cr_expect_leq(bound, search_total(s, choice) * (1 + 1e-12), "over dynamic_programming's plan");
+	cr_expect_leq(bound, least * (1 + 1e-12));
+	free(choice);
+}
+
+Test(search_algo, bound_is_below_every_plan_at_2_devices) { bound_below_every_plan(2); }
+Test(search_algo, bound_is_below_every_plan_at_4_devices) { bound_below_every_plan(4); }
+Test(search_algo, bound_is_below_every_plan_at_8_devices) { bound_below_every_plan(8); }
+
 /* The outer search's order (search_fit_pick): the least finite key of the
  * candidates not done, the first of equal ones, so that screening a
  * candidate only once its floor is the least key fits the candidates in
