@@ -656,9 +656,8 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 		if (x->kind == VK_PARAM && first_read[i]) {
 			step += cd->param_grad[i];
 			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, s->opt_states) +
-				     (s->training ? readers[i] * cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), false, 0)
-				                  : 0);
+				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training,
+				                       s->opt_states + (s->training ? readers[i] : 0)); /* + a buffer per reader stage */
 		} else if (x->kind == VK_PARAM && copy[i]) {
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
