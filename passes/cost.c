@@ -940,9 +940,9 @@ double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training
 	return times * s;
 }
 
-double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states)
+double cost_param_memory(const Layout *l, int elem_size, bool training, int opt_states)
 {
-	double slice = (double)shape_numel(&l->slice) * dtype_size(dt);
+	double slice = (double)shape_numel(&l->slice) * elem_size;
 	return training ? slice * (2 + opt_states) : slice;
 }
 

@@ -251,8 +251,8 @@ double cost_grad_coll(const Machine *m, int kind, double sent, int64_t g, int64_
  * per step (0 when frozen, not a parameter or not split by the op), an
  * all-reduce run as `call`. */
 double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call);
-/* Bytes per device a parameter of layout l costs (weights, gradient, states). */
-double cost_param_memory(const Layout *l, DType dt, bool training, int opt_states);
+/* Bytes per device a parameter of layout l costs (weights, gradient, states), elem_size bytes an element. */
+double cost_param_memory(const Layout *l, int elem_size, bool training, int opt_states);
 
 /* Same block on every rank and the same partial-sum groups, decided from
  * the axes' strides in O(rank + ndev) instead of layout_equiv's loop over

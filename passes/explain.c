@@ -521,7 +521,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	}
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];
-		double b = p->layout ? cost_param_memory(p->layout, p->dtype, tr && p->param.requires_grad, opt_states(g))
+		double b = p->layout ? cost_param_memory(p->layout, dtype_size(p->dtype), tr && p->param.requires_grad,
+		                                         opt_states(g))
 		                     : (double)shape_numel(&p->shape) * dtype_size(p->dtype) * (tr ? 2 + opt_states(g) : 1);
 		t->memory += b;
 		fixed[stage_of_value(t, p)] += b;
@@ -589,7 +590,7 @@ static bool strategy_eq(const Strategy *a, const Strategy *b)
  * operator ran with: what the search's objective says of this program. */
 static Search *search_of_program(Compilation *c, int **choicep)
 {
-	Search *s = search_new(&c->arena, c->g, c->machine, training(c), NULL);
+	Search *s = search_new(&c->arena, c->g, c->machine, training(c), c->f64, NULL);
 	if (!s)
 		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);

@@ -127,7 +127,7 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 	 * plan is not priced for memory (the fit's compilations set a factor) */
 	if (c->fit_follows && c->search_mem_factor == 0 && (g->par.pipeline_stages_auto || g->train.micro_size_auto))
 		m.memory_limit = 0;
-	Search *s = search_new(&c->arena, g, &m, is_training(c), d);
+	Search *s = search_new(&c->arena, g, &m, is_training(c), c->f64, d);
 	if (!s)
 		return NULL;
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
@@ -291,7 +291,7 @@ static void floor_only(Compilation *c)
 			continue;
 		Machine m;
 		order_machine(c, cyclic, &m);
-		Search *s = search_new(&c->arena, c->g, &m, is_training(c), NULL);
+		Search *s = search_new(&c->arena, c->g, &m, is_training(c), c->f64, NULL);
 		double t = !s ? INFINITY : c->search_bound_only ? search_dp_bound(s) : search_floor(s);
 		if (isnan(t) || isnan(c->search_floor)) /* no bound in one order: none in both */
 			c->search_floor = NAN;

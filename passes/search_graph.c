@@ -648,7 +648,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
 	double t = cd->compute, step = 0; /* per micro-batch, per step */
-	double m = cd->r.out && kept ? (double)shape_numel(&cd->r.out->slice) * dtype_size(n->out->dtype) : 0;
+	double m = cd->r.out && kept ? (double)shape_numel(&cd->r.out->slice) * search_elem_size(s, n->out->dtype) : 0;
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
 		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
 	for (int i = 0; i < n->nin; i++) {
@@ -656,11 +656,11 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 		if (x->kind == VK_PARAM && first_read[i]) {
 			step += cd->param_grad[i];
 			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, s->opt_states) +
-				     (s->training ? readers[i] * cost_param_memory(cd->r.in[i], x->dtype, false, 0) : 0);
+				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training,
+				                       s->opt_states + (s->training ? readers[i] : 0)); /* + a buffer per reader stage */
 		} else if (x->kind == VK_PARAM && copy[i]) {
 			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], x->dtype, s->training, 0);
+				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
 		} else if (inl[i]) {
 			t += cost_redist(s->rc, inl[i], cd->r.in[i], x->dtype, NULL);
 		}
@@ -683,7 +683,7 @@ static Value *unconverted(Value *x)
 	return x;
 }
 
-Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
+Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64, Diag *d)
 {
 	Search *s = ARENA_NEW(a, Search);
 	s->a = a;
@@ -704,6 +704,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d)
 	                       ? GRAD_IN_BUCKET
 	                       : GRAD_CALL;
 	s->opt_states = opt_state_count(g->train.optimizer);
+	s->real_size = f64 ? 8 : 4;
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);
 	s->loss = g->loss;
 	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
@@ -946,7 +947,7 @@ double search_edge_memory(const Search *s, int ei, int cu, int cv)
 	 * redistributions), so it dies after the forward use */
 	if (n->ann.recompute && n->ann.mp_comm_recompute)
 		return 0;
-	double m = (double)shape_numel(&to->slice) * dtype_size(e->dt);
+	double m = (double)shape_numel(&to->slice) * search_elem_size(s, e->dt);
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
 		m *= s->slots[n->ann.stage];
 	return m;

@@ -98,6 +98,7 @@ typedef struct Search {
 	bool training;
 	GradCall grad_call; /* how a parameter's gradient all-reduce runs: GRAD_IN_BUCKET where pass_fusion packs them */
 	int opt_states;    /* optimizer state tensors per parameter */
+	int real_size;     /* bytes of an f32 element as memplan allocates it: 4, or 8 with --precision f64 */
 	RedistCache *rc;
 	Layout **inl_of;   /* by value id: how a graph input arrives (search_input_layout), NULL: not read */
 	const Value *loss;  /* the loss as its operator produced it */
@@ -147,8 +148,11 @@ typedef struct Search {
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting
- * (an invalid user strategy). m NULL: defaults. */
-Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, Diag *d);
+ * (an invalid user strategy). m NULL: defaults. f64: --precision f64,
+ * whose float tensors take 8 bytes an element in memory. */
+Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64, Diag *d);
+/* Bytes of one element of type t as the program holds it. */
+static inline int search_elem_size(const Search *s, DType t) { return t == DT_F32 ? s->real_size : dtype_size(t); }
 /* The layout the edge sees on each side under candidates cu / cv. */
 const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);

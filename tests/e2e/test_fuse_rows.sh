@@ -79,7 +79,7 @@ if [ -f "$work/src_clf_tf/transformer.c" ]; then
 		ok "clf_tf: one nrt_sce_fused call in forward(), no sce or sce_grad call" ||
 		bad "clf_tf: unfused calls left: $(grep -c 'K(sce' "$c")"
 	grep -q '^classifier: 1 of 1 softmax_cross_entropy fused with its gradient$' "$work/clf_tf.fuse.build" &&
-		grep -q '^  loss (line 91): kept apart: --no-fuse=classifier$' "$work/clf_tf.plain.build" &&
+		grep -q '^  loss (line 101): kept apart: --no-fuse=classifier$' "$work/clf_tf.plain.build" &&
 		ok "clf_tf: -v reports the fusion, and --no-fuse=classifier" || bad "clf_tf: -v lines missing"
 	# the gradient takes the logits' own bytes: [128, 64] floats, 32768
 	# bytes, are never held twice (the peak moves: 11264 bytes less)

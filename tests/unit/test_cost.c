@@ -119,7 +119,7 @@ Test(cost, fast_equality_matches_layout_equiv)
 		Diag d;
 		diag_init(&d, stderr);
 		cr_assert(infer_shapes(g, &d));
-		Search *s = search_new(&a, g, NULL, true, &d);
+		Search *s = search_new(&a, g, NULL, true, false, &d);
 		cr_assert(s);
 		const Layout *ls[4096];
 		int n = 0;
@@ -477,7 +477,7 @@ Test(cost, cached_prices_equal_fresh_plans)
 	Diag d;
 	diag_init(&d, stderr);
 	cr_assert(infer_shapes(g, &d));
-	Search *s = search_new(&a, g, NULL, true, &d);
+	Search *s = search_new(&a, g, NULL, true, false, &d);
 	cr_assert(s);
 	enum { N = 96 };
 	const Layout *ls[N];

@@ -78,7 +78,7 @@ static void residual_blocks(int blocks)
 
 static void dp_equals_exhaustive(void)
 {
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	int *dp = calloc((size_t)s->nv, sizeof(int)), *ex = calloc((size_t)s->nv, sizeof(int));
 	cr_assert(search_dp(s, dp));
@@ -99,7 +99,7 @@ Test(search, dp_equals_exhaustive_chain3) { chain_mlp(3); dp_equals_exhaustive()
 Test(search, dp_equals_exhaustive_chain2_inference)
 {
 	chain_mlp(2);
-	Search *s = search_new(&arena, g, NULL, false, &dg);
+	Search *s = search_new(&arena, g, NULL, false, false, &dg);
 	int dp[64], ex[64];
 	cr_assert(search_dp(s, dp));
 	double best = search_exhaustive(s, ex, 1e8);
@@ -155,7 +155,7 @@ static void dp_memo_blocks(int blocks, int *computed, int *reused)
 		h = op2(OP_ADD, h, op1(OP_RELU, op2(OP_MATMUL, h, par(arena_printf(&arena, "w%d", i), S(64, 64)))));
 	g->loss = op2(OP_MSE_LOSS, h, t);
 	infer_ok();
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	int *memo = calloc((size_t)s->nv, sizeof(int)), *plain = calloc((size_t)s->nv, sizeof(int));
 	cr_assert(search_dp(s, memo));
@@ -228,7 +228,7 @@ Test(search, dp_respects_annotation)
 	chain_mlp(2);
 	Value *m0 = g->nodes[0]->out;
 	shard(m0, S(1, 1), S(1, 4));
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	int dp[64];
 	cr_assert(search_dp(s, dp));
 	cr_expect_eq(dp[0], s->v[0].fixed);
@@ -239,7 +239,7 @@ Test(search, dp_memory_limit)
 	chain_mlp(3);
 	Machine m;
 	machine_defaults(&m);
-	Search *s = search_new(&arena, g, &m, true, &dg);
+	Search *s = search_new(&arena, g, &m, true, false, &dg);
 	int free_choice[64];
 	search_dp(s, free_choice);
 	double mem = search_memory(s, free_choice);
@@ -257,7 +257,7 @@ Test(search, propagation_reaches_all_and_keeps_annotation)
 	Node *first = g->nodes[0];
 	shard(first->out, S(4, 1), S(1, 1));
 	Shape *ann = first->ann.in_strategy.v;
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	int *c = calloc((size_t)s->nv, sizeof(int));
 	for (int v = 0; v < s->nv; v++)
 		c[v] = -1;
@@ -282,7 +282,7 @@ Test(search, propagation_reaches_all_and_keeps_annotation)
 Test(search, propagation_needs_an_annotation)
 {
 	chain_mlp(2);
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	int c[64];
 	cr_expect_not(search_propagate(s, c));
 	cr_expect(strstr(diag_text(), "needs at least one operator with a strategy"), "%s", diag_text());
@@ -299,7 +299,7 @@ Test(search, propagation_conflicting_parameter)
 	infer_ok();
 	shard(a, S(1, 1), S(1, 4));
 	shard(b, S(1, 4), S(4, 1));
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	int c[64];
 	cr_expect_not(search_propagate(s, c));
 	cr_expect(strstr(diag_text(), "parameter 'w' is used by matmul-0"), "%s", diag_text());
@@ -325,7 +325,7 @@ Test(search, recursive_valid_and_fast_on_2000_nodes)
 	infer_ok();
 	cr_assert_eq(g->nnodes, 2000);
 	clock_t t0 = clock();
-	Search *s = search_new(&arena, g, NULL, false, &dg);
+	Search *s = search_new(&arena, g, NULL, false, false, &dg);
 	int *c = calloc((size_t)s->nv, sizeof(int));
 	cr_assert(search_recursive(s, c));
 	double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
@@ -375,19 +375,19 @@ static void batch_split(Search *s, int *c)
 Test(search, objective_weighs_micro_batches_and_stages)
 {
 	chain_mlp(2);
-	Search *s1 = search_new(&arena, g, NULL, true, &dg);
+	Search *s1 = search_new(&arena, g, NULL, true, false, &dg);
 	int c[64];
 	batch_split(s1, c);
 	double t1 = search_total(s1, c), st = step_part(s1, c), micro = t1 - st;
 	cr_assert(st > 0 && micro > 0, "the plan should pay both kinds (%g, %g)", st, micro);
 	g->nmicro = 8;
-	Search *s8 = search_new(&arena, g, NULL, true, &dg);
+	Search *s8 = search_new(&arena, g, NULL, true, false, &dg);
 	cr_expect(fabs(search_total(s8, c) - (8 * micro + st)) <= 1e-9 * t1, "%.9g vs %.9g", search_total(s8, c),
 	          8 * micro + st);
 	g->nstages = 2; /* of 4 devices each, as s1's */
 	g->nchunks = 2;
 	g->par.device_num = 8;
-	Search *s2 = search_new(&arena, g, NULL, true, &dg);
+	Search *s2 = search_new(&arena, g, NULL, true, false, &dg);
 	batch_split(s2, c);
 	cr_expect(fabs(search_total(s2, c) - ((8 + 1) * micro + st) / 2) <= 1e-9 * t1, "%.9g vs %.9g",
 	          search_total(s2, c), ((8 + 1) * micro + st) / 2);
@@ -407,7 +407,7 @@ Test(search, dp_weighs_per_micro_batch_against_per_step)
 	int64_t m[2];
 	for (int k = 0; k < 2; k++) {
 		g->nmicro = k ? 64 : 1;
-		Search *s = search_new(&arena, g, NULL, true, &dg);
+		Search *s = search_new(&arena, g, NULL, true, false, &dg);
 		int c[8];
 		cr_assert(search_dp(s, c));
 		const Cand *cd = &s->v[0].cl->c[c[0]];

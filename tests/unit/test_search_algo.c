@@ -47,7 +47,7 @@ static Search *mlp(void)
 	h = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(8, 8))}, 2, loc_none())->out;
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	return s;
 }
@@ -162,7 +162,7 @@ Test(search_algo, attention_candidates_split_the_sequence)
 	a->attr.scale = 0.125;
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){a->out, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	bool seq4 = false, heads2 = false;
 	for (int i = 0; i < s->nv; i++) {
@@ -206,7 +206,7 @@ Test(search_algo, recomputed_reader_holds_no_converted_copy)
 	for (int i = 0; i < g->nnodes; i++)
 		if (g->nodes[i]->phase == PH_FORWARD)
 			g->nodes[i]->ann.recompute = g->nodes[i]->ann.mp_comm_recompute = true;
-	s = search_new(&arena, g, NULL, true, &dg);
+	s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	cr_expect_eq(edge_memory_sum(s), 0, "recomputed readers hold %g bytes of converted copies", edge_memory_sum(s));
 }
@@ -234,7 +234,7 @@ Test(search_algo, recompute_region_is_a_run_of_one_scope)
 	}
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){y->out, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	for (int i = 0; i < s->nv; i++)
 		if (s->v[i].n == h || s->v[i].n == m)
@@ -270,7 +270,7 @@ Test(search_algo, floor_of_one_matmul_is_its_computation_over_every_device)
 	g->loss = NULL;
 	(void)y;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, false, &dg);
+	Search *s = search_new(&arena, g, NULL, false, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	double want = 2.0 * 16 * 32 * 8 / 4 / 1e14;
 	cr_expect(fabs(search_floor(s) - want) <= 1e-9 * want, "floor %.6g s, by hand %.6g s", search_floor(s), want);
@@ -411,7 +411,7 @@ Test(search_algo, frozen_and_trainable_weights_do_not_share_candidates)
 	h = graph_node(g, OP_MATMUL, (Value *[]){h, par("w", S(32, 32))}, 2, loc_none())->out;
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	double reduce = 0;
 	for (int v = 0; v < s->nv; v++)
@@ -438,7 +438,7 @@ Test(search_algo, products_of_other_dtypes_do_not_share_candidates)
 	Value *sum = graph_node(g, OP_ADD, (Value *[]){a, back->out}, 2, loc_none())->out;
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){sum, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	const CandList *l[2] = {0};
 	for (int v = 0, k = 0; v < s->nv; v++)
@@ -468,7 +468,7 @@ Test(search_algo, convolutions_of_other_geometry_do_not_share_candidates)
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
 	cr_assert(shape_eq(&c[0]->out->shape, &c[1]->out->shape), "the two convs' shapes differ: the test shows nothing");
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	const CandList *l[2] = {0};
 	for (int v = 0, k = 0; v < s->nv; v++)
@@ -496,7 +496,7 @@ Test(search_algo, a_reshape_keeps_the_splits_it_can_carry)
 	Value *h = graph_node(g, OP_MATMUL, (Value *[]){r->out, par("w", S(24, 24))}, 2, loc_none())->out;
 	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){h, t}, 2, loc_none())->out;
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	const CandList *cl = NULL;
 	for (int v = 0; v < s->nv; v++)

@@ -71,7 +71,7 @@ static Search *at(int variant)
 		nodes[i]->ann.stage = variant == STAGES2 ? (i < 2 ? 0 : 1) : -1;
 		nodes[i]->ann.recompute = nodes[i]->ann.mp_comm_recompute = variant == RECOMPUTE && i < 4;
 	}
-	Search *s = search_new(&arena, g, NULL, true, &dg);
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	return s;
 }
@@ -225,7 +225,7 @@ Test(search_tables, one_cost_table_with_two_memory_tables)
 	for (int on = 0; on < 2; on++) {
 		search_tables_drop();
 		search_tables_enable(on);
-		Search *s = search_new(&arena, g, &m, true, &dg);
+		Search *s = search_new(&arena, g, &m, true, false, &dg);
 		cr_assert(s, "%s", diag_text());
 		if (on) {
 			double **T = search_edge_tables(s);
@@ -313,14 +313,14 @@ Test(search_tables, identical_layers_keep_their_own_memory_tables)
 		g->nstages = g->nchunks = 2, g->nmicro = 4;
 		r1->ann.stage = m1->ann.stage = 0;
 		r2->ann.stage = m2->ann.stage = l->ann.stage = 1;
-		Search *s = search_new(&arena, g, NULL, true, &dg);
+		Search *s = search_new(&arena, g, NULL, true, false, &dg);
 		cr_assert(s, "%s", diag_text());
 		cr_assert(s->slots && s->slots[0] != s->slots[1], "the stages hold as many copies: the test shows nothing");
 		expect_tables_priced(s, memo_on ? "2 stages, memo" : "2 stages");
 		g->nstages = g->nchunks = g->nmicro = 0;
 		r1->ann.stage = m1->ann.stage = r2->ann.stage = m2->ann.stage = l->ann.stage = -1;
 		m2->ann.recompute = m2->ann.mp_comm_recompute = true;
-		s = search_new(&arena, g, NULL, true, &dg);
+		s = search_new(&arena, g, NULL, true, false, &dg);
 		cr_assert(s, "%s", diag_text());
 		expect_tables_priced(s, memo_on ? "m2 recomputed, memo" : "m2 recomputed");
 		m2->ann.recompute = m2->ann.mp_comm_recompute = false;
@@ -349,7 +349,7 @@ Test(search_tables, machines_orders_and_types_never_take_each_others_tables)
 			g->par.enable_alltoall = k == 3;
 			for (int i = 0; i < 5; i++)
 				nodes[i]->out->dtype = k == 2 ? DT_F16 : DT_F32;
-			Search *s = search_new(&arena, g, &mk, true, &dg);
+			Search *s = search_new(&arena, g, &mk, true, false, &dg);
 			cr_assert(s, "%s", diag_text());
 			expect_tables_priced(s, (const char *[]){"blocks", "round robin", "f16", "all-to-all", "allgather"}[k]);
 		}

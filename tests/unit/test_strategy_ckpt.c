@@ -280,7 +280,7 @@ Test(strategy_ckpt, group_file_transformer)
 {
 	/* 2-way data x 4-way model parallel: model groups 0-3 and 4-7, data
 	 * groups 0 4 ... 3 7, and the loss reduction over all 8 */
-	const char *want[] = {"\n0 1 2 3\n", "\n4 5 6 7\n", "\n0 4\n", "\n3 7\n", "0 1 2 3 4 5 6 7\n"};
+	const char *want[] = {"0 1 2 3\n", "\n4 5 6 7\n", "\n0 4\n", "\n3 7\n", "0 1 2 3 4 5 6 7\n"};
 	group_file("samples/transformer.net", want, 5);
 }
 
