@@ -234,6 +234,13 @@ s=$(grep -c ': not screened, not compiled$' "$work/auto1.txt")
 [ "$s" -eq 3 ] && ! grep -q ': at least [0-9.e+]* s per step$\|predicted .* s per step' "$work/auto1.txt" && ok ||
 	bad "4 layers under 1 MB: $s candidates left out before their screens, not 3, or a screen: $(grep -c 'at least .* s per step$' "$work/auto1.txt")"
 
+# The driver's compilation of an auto model stops at the search (main.c,
+# search_defer) and the candidates compile quietly: the warnings of the
+# passes after the search are the chosen fit's, said once (before: none)
+"$NETC" explain -D enable_ps=true -D pipeline_stages=auto -D train.micro_size=auto \
+	tests/models/transformer_plain.net 2>&1 >/dev/null | grep -c 'warning: enable_ps = true but no parameter is marked ps' |
+	grep -qx 1 && ok || bad "auto counts: the parameter servers' warning not said once"
+
 # The repeated layers where the stack is built inside a block (scopes
 # gpt.layers.N) or follows a single indexed instance (pre.0): recompute
 # is tried on the stack, and pipeline_stages = auto tries 2 and 4 stages.
