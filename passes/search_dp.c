@@ -739,7 +739,9 @@ static void dp_local(Search *s, int *choice)
  *    none where each of their memories m has m x margin >= est.
  * Those passes run here without a record (the record is the search's
  * own: where the probe cuts nothing, the fit goes on as before, its
- * later searches starting from the same prices). */
+ * later searches starting from the same prices). dp_stages and dp_local
+ * run only after a price whose plan fits, so where no price's plan
+ * fits they reach nothing either. */
 static bool dp_scaled_none(Search *s, double **tables, double limit, double t0, double est)
 {
 	const SearchPrices *p = s->prices;
