@@ -107,6 +107,16 @@ typedef struct Compilation {
 	 * and stops the passes, without an error; the outer search
 	 * (passes/search_fit.c) compiles each candidate it needs */
 	bool search_defer, search_deferred;
+	/* a fit's compilation (passes/search_fit.c compile_try) shows no
+	 * diagnostics: they are kept in fit_diag (heap, freed by
+	 * compilation_free; NULL: none), fit_diag_from being where its search
+	 * pass began (search_run, where fit_diag_mark; -1: it did not run).
+	 * The outer search shows the chosen fit's from there on where the
+	 * driver's compilation stopped at the search (search_deferred): the
+	 * warnings of the passes after it would go unsaid */
+	char *fit_diag;
+	long fit_diag_from;
+	bool fit_diag_mark;
 	/* the command runs the memory fit after the passes (main.c): a search
 	 * that finds nothing within memory_limit hands its least plan to it
 	 * (search_over set) rather than failing, and the fit says why */

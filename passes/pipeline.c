@@ -72,6 +72,8 @@ void compilation_free(Compilation *c)
 	}
 	free(c->fit_note);
 	c->fit_note = NULL;
+	free(c->fit_diag);
+	c->fit_diag = NULL;
 	arena_free(&c->arena);
 	source_free(c->src);
 	c->src = NULL;

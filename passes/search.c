@@ -304,6 +304,8 @@ bool search_run(Compilation *c)
 {
 	Graph *g = c->g;
 	int *choice = NULL, *rr = NULL;
+	if (c->fit_diag_mark && fflush(c->diag.out) == 0)
+		c->fit_diag_from = ftell(c->diag.out);
 	c->search_mem_floor = search_mem_floor(g, &c->arena, is_training(c));
 	c->search_mem_stopped = c->search_mem_stop > 0 && search_mem_hopeless(c->search_mem_floor, c->search_mem_stop);
 	if (c->search_mem_stopped) /* the compilation stops here, without an error */

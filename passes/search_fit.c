@@ -174,7 +174,17 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_probe_step = t->screen || t->floor || t->bound ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
-	FILE *sink = t->loud ? NULL : fopen("/dev/null", "w");
+	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's or
+	 * floor's dropped */
+	char *said = NULL;
+	size_t nsaid = 0;
+	c->fit_diag_mark = !t->loud && !t->screen && !t->floor;
+	c->fit_diag_from = -1;
+	FILE *sink = t->loud ? NULL : c->fit_diag_mark ? open_memstream(&said, &nsaid) : NULL;
+	if (!sink)
+		said = NULL;
+	if (!sink && !t->loud)
+		sink = fopen("/dev/null", "w");
 	if (sink)
 		c->diag.out = sink;
 	bool ok = compile_front(c, f->file, f->defines, f->ndefines);
@@ -188,6 +198,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) || t->bound ? UPTO_CHECK : UPTO_CODEGEN);
 	if (sink)
 		fclose(sink);
+	c->fit_diag = said; /* NULL unless a memstream was opened (fclose made it whole) */
 	c->diag.out = stderr;
 	c->verbose = verbose;
 	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor) : ok;
@@ -873,6 +884,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	const Graph *g = c->g;
 	SearchMode mode = g->par.search_mode;
 	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
+	bool deferred = c->search_deferred; /* the driver's passes after the search did not run */
 	Layers L;
 	mark_layers(c->g, &L);
 	Try tries[MAX_TRIES];
@@ -1093,6 +1105,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	compilation_free(c);
 	*c = kept;
 	c->fit_note = table;
+	/* their warnings (parameter servers, sharding: before, the driver's
+	 * placeholder plan said them) are the chosen plan's */
+	if (deferred && c->fit_diag && c->fit_diag_from >= 0 && (size_t)c->fit_diag_from < strlen(c->fit_diag))
+		fputs(c->fit_diag + c->fit_diag_from, c->diag.out);
 	return true;
 }
 
