@@ -190,6 +190,21 @@ bool rule_reduce(Rule *R, int64_t mask)
 	return true;
 }
 
+/* A strategy the user wrote that the reshape cannot keep runs unsplit:
+ * said where it was written (the searches' candidates are quiet, and a
+ * searched or loaded strategy never keeps such a split). */
+static void reshape_dropped(Rule *R, int dim)
+{
+	const Node *n = R->n;
+	if (!R->cx->diag || dim < 0 || n->ann.searched || n->ann.in_strategy.n == 0)
+		return;
+	diag_warning(R->cx->diag, R->s->loc.file ? R->s->loc : n->loc,
+	             "%s keeps no split of this strategy: input dimension %d, split %" PRId64 " ways, is not the "
+	             "first dimension of a group the %s merges or splits (or its split does not divide the output "
+	             "dimension it becomes); the input is gathered whole and it runs unsplit",
+	             op_info[n->op].name, dim, rule_split(R, 0, dim), op_info[n->op].name);
+}
+
 /* Reshape keeps a split when it falls on the first dim (of size > 1) of a
  * group of dims whose products match on both sides ([B*T, D] -> [B, T, D]); otherwise the
  * input is gathered whole first. */
@@ -198,7 +213,7 @@ bool shard_RESHAPE(Rule *R)
 	const Shape *x = &R->n->in[0]->shape, *y = &R->n->out->shape;
 	int mx[MAX_RANK], my[MAX_RANK];
 	rule_all_whole(mx), rule_all_whole(my);
-	int i = 0, o = 0;
+	int i = 0, o = 0, bad = -1;
 	bool ok = true;
 	while (i < x->rank && o < y->rank && ok) {
 		int i0 = i, o0 = o;
@@ -217,23 +232,26 @@ bool shard_RESHAPE(Rule *R)
 			i0++;
 		while (o0 < o - 1 && y->d[o0] == 1)
 			o0++;
-		for (int k = i0 + 1; k < i; k++)
-			ok = ok && rule_split(R, 0, k) == 1;
+		for (int k = i0 + 1; k < i && ok; k++)
+			if (rule_split(R, 0, k) != 1)
+				ok = false, bad = k;
 		int64_t s = rule_split(R, 0, i0);
-		if (s > 1) {
+		if (s > 1 && ok) {
 			if (y->d[o0] % s != 0) {
-				ok = false;
+				ok = false, bad = i0;
 				break;
 			}
 			int ax = rule_axis(R, s);
 			mx[i0] = ax, my[o0] = ax;
 		}
 	}
-	for (; i < x->rank; i++)
-		ok = ok && rule_split(R, 0, i) == 1;
+	for (; i < x->rank && ok; i++)
+		if (rule_split(R, 0, i) != 1)
+			ok = false, bad = i;
 	if (!ok) {
 		R->g.n = 0;
 		rule_all_whole(mx), rule_all_whole(my);
+		reshape_dropped(R, bad);
 	}
 	R->r->in[0] = rule_layout(R, x, mx, 0);
 	R->r->out = rule_layout(R, y, my, 0);

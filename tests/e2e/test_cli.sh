@@ -83,6 +83,8 @@ expect "warning: target(cpu) on the CPU target" 0 "no_effect\.net:11:5: warning:
 	"$NETC" build $M -o "$work/noeff"
 expect "warning: target(cpu) tables on the CPU target" 0 "hetero\.net:30:13: warning: '\.target\(cpu\)' with --target cpu: every operator runs on the host; the 2 tables it marks are laid out as the CUDA target holds them" -- \
 	"$NETC" build tests/e2e/models/hetero.net -o "$work/hetero"
+expect "warning: a reshape split it cannot keep" 0 "reshape_split\.net:12:34: warning: reshape keeps no split of this strategy: input dimension 1, split 4 ways" -- \
+	"$NETC" check tests/e2e/models/reshape_split.net
 expect "warning: MS_COMM_COMPILER_OPT=abc" 0 "warning: MS_COMM_COMPILER_OPT='abc' is not an integer >= -1" -- \
 	env MS_COMM_COMPILER_OPT=abc "$NETC" build $M -o "$work/noeff"
 expect "warning: MS_COMM_COMPILER_OPT=-2" 0 "warning: MS_COMM_COMPILER_OPT='-2' is not an integer >= -1" -- \
