@@ -414,6 +414,32 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
 	cr_expect_gt(taken, 0, "no correction took anything back: the case tests no more than the MLP's");
 }
 
+/* Where the elimination is not exact (every vertex left of degree 3: a,
+ * b = relu(a), c = a + b, d = b + c, e = a + d folds e into an a-d
+ * factor, leaving the four-clique a, b, c, d for elim_fix), its plan's
+ * sum bounds nothing: no bound (NAN, the outer search then screens the
+ * candidate), and the search's own exactness is as before. */
+Test(search_algo, no_bound_where_the_elimination_fixes_a_vertex)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	Value *a = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 8))}, 2, loc_none())->out;
+	Value *b = graph_node(g, OP_RELU, &a, 1, loc_none())->out;
+	Value *c = graph_node(g, OP_ADD, (Value *[]){a, b}, 2, loc_none())->out;
+	Value *d = graph_node(g, OP_ADD, (Value *[]){b, c}, 2, loc_none())->out;
+	Value *e = graph_node(g, OP_ADD, (Value *[]){a, d}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){e, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
+	cr_assert(s, "%s", diag_text());
+	cr_expect(isnan(search_dp_bound(s)), "a bound from a fixed vertex's elimination");
+	cr_expect(s->exact, "the bound left the search marked not exact");
+	int *choice = calloc((size_t)s->nv + 1, sizeof(int));
+	cr_assert(search_dp(s, choice));
+	cr_expect(!s->exact, "the graph needs no fixed vertex: the case tests nothing");
+	free(choice);
+}
+
 /* The outer search's order (search_fit_pick): the least finite key of the
  * candidates not done, the first of equal ones, so that screening a
  * candidate only once its floor is the least key fits the candidates in
