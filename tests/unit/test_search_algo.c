@@ -346,6 +346,100 @@ Test(search_algo, bound_is_below_every_plan_at_2_devices) { bound_below_every_pl
 Test(search_algo, bound_is_below_every_plan_at_4_devices) { bound_below_every_plan(4); }
 Test(search_algo, bound_is_below_every_plan_at_8_devices) { bound_below_every_plan(8); }
 
+/* The bound where search_total's corrections take back: two pipeline
+ * stages of 2 devices with 4 micro-batches (w_micro, stage transfers),
+ * an output read twice (a residual add: grad_shared, delivered_grad),
+ * a graph input read on both stages (shared_input_conversions), a relu
+ * fixed by its shard(in_strategy) (sv->fixed). Enumerated: the bound is
+ * the least work-plus-forward sum and at most every plan's objective
+ * (merged s-cut review: what the MLP above has none of). */
+Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_operator)
+{
+	g->par.device_num = 4;
+	g->nstages = 2;
+	g->nmicro = 4;
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 32))}, 2, loc_none());
+	Node *relu = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
+	relu->ann.in_strategy = (Strategy){.n = 1, .v = ARENA_NEWN(&arena, Shape, 1)};
+	relu->ann.in_strategy.v[0] = S(1, 2);
+	Value *h = graph_node(g, OP_ADD, (Value *[]){mm->out, relu->out}, 2, loc_none())->out;
+	Node *second = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(32, 8))}, 2, loc_none());
+	Value *y = graph_node(g, OP_MATMUL, (Value *[]){x, par("w3", S(32, 8))}, 2, loc_none())->out;
+	y = graph_node(g, OP_ADD, (Value *[]){second->out, y}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){y, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	for (int i = 0, on = 0; i < g->nnodes; i++)
+		g->nodes[i]->ann.stage = on |= g->nodes[i] == second;
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
+	cr_assert(s, "%s", diag_text());
+	int fixed = 0;
+	for (int v = 0; v < s->nv; v++)
+		fixed += s->v[v].fixed >= 0;
+	cr_assert_eq(fixed, 1);
+	double bound = search_dp_bound(s), least = INFINITY, want = INFINITY, combos = 1;
+	int taken = 0; /* plans whose corrections take something back */
+	cr_assert(isfinite(bound));
+	for (int v = 0; v < s->nv; v++)
+		combos *= s->v[v].cl->n;
+	cr_assert_leq(combos, 1e6, "%g choices: too many to enumerate", combos);
+	int *choice = calloc((size_t)s->nv + 1, sizeof(int));
+	for (;;) {
+		bool live = true;
+		for (int v = 0; v < s->nv; v++)
+			live &= s->v[v].fixed < 0 || choice[v] == s->v[v].fixed;
+		double b = 0;
+		for (int v = 0; live && v < s->nv; v++)
+			b += s->v[v].work[choice[v]];
+		for (int e = 0; live && e < s->ne; e++)
+			b += search_edge_forward(s, e, choice[s->e[e].u], choice[s->e[e].v]);
+		if (live) {
+			double total = search_total(s, choice);
+			taken += total < search_local_total(s, choice) * (1 - 1e-12);
+			least = fmin(least, total), want = fmin(want, b);
+			cr_assert_leq(bound, total * (1 + 1e-12), "bound %.9g s over a plan's %.9g s", bound, total);
+			/* the proof's claim, plan by plan: its forward sum is at most its objective */
+			cr_assert_leq(b, total * (1 + 1e-12), "a plan's work and forward prices %.9g s over its %.9g s", b,
+			              total);
+		}
+		int v = 0;
+		while (v < s->nv && ++choice[v] == s->v[v].cl->n)
+			choice[v++] = 0;
+		if (v == s->nv)
+			break;
+	}
+	free(choice);
+	cr_expect(fabs(bound - want) <= 1e-9 * want, "bound %.9g s, by enumeration %.9g s", bound, want);
+	cr_expect_gt(taken, 0, "no correction took anything back: the case tests no more than the MLP's");
+}
+
+/* Where the elimination is not exact (every vertex left of degree 3: a,
+ * b = relu(a), c = a + b, d = b + c, e = a + d folds e into an a-d
+ * factor, leaving the four-clique a, b, c, d for elim_fix), its plan's
+ * sum bounds nothing: no bound (NAN, the outer search then screens the
+ * candidate), and the search's own exactness is as before. */
+Test(search_algo, no_bound_where_the_elimination_fixes_a_vertex)
+{
+	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	Value *a = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 8))}, 2, loc_none())->out;
+	Value *b = graph_node(g, OP_RELU, &a, 1, loc_none())->out;
+	Value *c = graph_node(g, OP_ADD, (Value *[]){a, b}, 2, loc_none())->out;
+	Value *d = graph_node(g, OP_ADD, (Value *[]){b, c}, 2, loc_none())->out;
+	Value *e = graph_node(g, OP_ADD, (Value *[]){a, d}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){e, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
+	cr_assert(s, "%s", diag_text());
+	cr_expect(isnan(search_dp_bound(s)), "a bound from a fixed vertex's elimination");
+	cr_expect(s->exact, "the bound left the search marked not exact");
+	int *choice = calloc((size_t)s->nv + 1, sizeof(int));
+	cr_assert(search_dp(s, choice));
+	cr_expect(!s->exact, "the graph needs no fixed vertex: the case tests nothing");
+	free(choice);
+}
+
 /* The outer search's order (search_fit_pick): the least finite key of the
  * candidates not done, the first of equal ones, so that screening a
  * candidate only once its floor is the least key fits the candidates in
