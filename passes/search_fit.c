@@ -602,6 +602,7 @@ static int job_count(void)
 typedef struct Job {
 	pid_t pid;             /* 0: none */
 	int fd;                /* the pipe's read end */
+	bool bound;            /* its bound (Try.bound), not its screen */
 } Job;
 
 /* What a child sends: this, then n CostMemoEntry. */
@@ -610,6 +611,7 @@ typedef struct JobResult {
 	int32_t order_in, order_out; /* the screen's search_order before and after (search.c: the
 	                        * first search that chooses a device order sets it for the later ones) */
 	double step, mem;      /* the screen's search_step and search_mem */
+	double floor;          /* a bound's search_floor (its value: search_dp_bound) */
 	uint64_t n;            /* price memo entries that follow */
 } JobResult;
 
@@ -618,8 +620,9 @@ typedef struct JobResult {
 #define JOB_FAIL(call, t) job_fail(__FILE__, __LINE__, call, strerror(errno), t)
 static void job_fail(const char *file, int line, const char *call, const char *why, const Try *t)
 {
-	fprintf(stderr, "netc: warning: %s:%d: %s: %s (the screen of pipeline_stages = %" PRId64 ", micro_size = %" PRId64
-	        "): screened in this process instead\n", file, line, call, why, t->stages, t->micro);
+	fprintf(stderr, "netc: warning: %s:%d: %s: %s (the %s of pipeline_stages = %" PRId64 ", micro_size = %" PRId64
+	        "): %s in this process instead\n", file, line, call, why, t->bound ? "bound" : "screen", t->stages,
+	        t->micro, t->bound ? "bounded" : "screened");
 }
 
 static bool write_all(int fd, const void *p, size_t n)
@@ -686,7 +689,7 @@ static _Noreturn void job_child(int fd, pid_t parent, Compilation *scr, const Me
 	cost_memo_log_start();
 	JobResult r = {.order_in = scr->search_order};
 	r.ok = compile_try(scr, f, t, 1, false, L);
-	r.step = scr->search_step, r.mem = scr->search_mem, r.order_out = scr->search_order;
+	r.step = scr->search_step, r.mem = scr->search_mem, r.order_out = scr->search_order, r.floor = scr->search_floor;
 	size_t n;
 	const CostMemoEntry *e = cost_memo_logged(&n);
 	r.n = n;
@@ -747,7 +750,7 @@ static bool job_finish(Job *j, const Try *t, JobResult *r)
 			snprintf(buf, sizeof buf, "killed by signal %d", WTERMSIG(status));
 		else
 			snprintf(buf, sizeof buf, "exited with status %d", WEXITSTATUS(status));
-		job_fail(__FILE__, __LINE__, "screen process", buf, t);
+		job_fail(__FILE__, __LINE__, t->bound ? "bound process" : "screen process", buf, t);
 		ok = false;
 	} else if (!ok) {
 		job_fail(__FILE__, __LINE__, "read", why, t);
@@ -783,18 +786,19 @@ static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const boo
 	bool skip[MAX_TRIES];
 	for (int k = 0; k < njobs; k++) {
 		busy += jobs[k].pid > 0 && k != i; /* i's own child, if any, runs while the parent waits */
-		/* a candidate not bounded yet may be cut by its bound: no screen
-		 * ahead of it (the parent bounds it when it is the least) */
-		skip[k] = screen[k] || !bounded[k] || k == i || jobs[k].pid > 0;
+		skip[k] = screen[k] || k == i || jobs[k].pid > 0;
 	}
 	while (busy < want) {
 		int k = search_fit_pick(key, skip, njobs);
 		if (k < 0 || search_fit_cut(key[k], best))
 			return;
 		skip[k] = true;
+		/* a candidate not bounded yet may be cut by its bound: its bound
+		 * ahead, not its screen (the parent bounds it when it is the least) */
 		Try t = tries[k];
-		t.screen = true;
-		busy += job_start(&jobs[k], jobs, njobs, scr, f, &t, L);
+		t.bound = !bounded[k], t.screen = bounded[k];
+		if (job_start(&jobs[k], jobs, njobs, scr, f, &t, L))
+			busy++, jobs[k].bound = t.bound;
 	}
 }
 
@@ -954,9 +958,18 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (!screen[i] && !bounded[i]) {
 			Try t = tries[i];
 			t.bound = bounded[i] = true;
-			if (compile_try(&scr, f, &t, 1, false, &L))
-				lb[i] = scr.search_floor, key[i] = fmax(key[i], lb[i]);
-			compilation_free(&scr);
+			jobs_ahead(jobs, n, i, key, screen, bounded, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
+			JobResult r;
+			/* a child's bound stands where it started from this order (the
+			 * bound is taken in the order chosen, or the lower of both) */
+			if (jobs[i].pid && jobs[i].bound && job_finish(&jobs[i], &t, &r) && r.order_in == scr.search_order) {
+				if (r.ok)
+					lb[i] = r.floor, key[i] = fmax(key[i], lb[i]);
+			} else {
+				if (compile_try(&scr, f, &t, 1, false, &L))
+					lb[i] = scr.search_floor, key[i] = fmax(key[i], lb[i]);
+				compilation_free(&scr);
+			}
 			if (c->verbose && isfinite(lb[i]))
 				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": with its "
 				        "forward redistributions at least %.6g s per step\n", search_mode_name(mode), t.stages,
@@ -971,7 +984,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			JobResult r;
 			/* a child's screen stands where it started from the order this
 			 * one starts from (an earlier screen may have chosen it since) */
-			if (jobs[i].pid && job_finish(&jobs[i], &t, &r) && r.order_in == scr.search_order) {
+			if (jobs[i].pid && !jobs[i].bound && job_finish(&jobs[i], &t, &r) && r.order_in == scr.search_order) {
 				scr.search_order = r.order_out;
 			} else {
 				r.ok = compile_try(&scr, f, &t, 1, false, &L);
