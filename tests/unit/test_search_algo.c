@@ -60,6 +60,16 @@ static int64_t used(const Cand *c)
 	return u;
 }
 
+/* The next plan in counting order (every vertex's candidate a digit);
+ * false after the last. */
+static bool next_plan(const Search *s, int *choice)
+{
+	int v = 0;
+	while (v < s->nv && ++choice[v] == s->v[v].cl->n)
+		choice[v++] = 0;
+	return v < s->nv;
+}
+
 /* candidates of every vertex using fewer than all devices */
 static int partial_cands(const Search *s)
 {
@@ -293,10 +303,7 @@ Test(search_algo, floor_is_below_every_plan)
 		double t = search_total(s, choice);
 		least = fmin(least, t);
 		cr_assert_leq(floor, t * (1 + 1e-12), "floor %.9g s over a plan's %.9g s", floor, t);
-		int v = 0;
-		while (v < s->nv && ++choice[v] == s->v[v].cl->n)
-			choice[v++] = 0;
-		if (v == s->nv)
+		if (!next_plan(s, choice))
 			break;
 	}
 	free(choice);
@@ -329,10 +336,7 @@ static void bound_below_every_plan(int64_t devices)
 			b += search_edge_forward(s, e, choice[s->e[e].u], choice[s->e[e].v]);
 		least = fmin(least, t), want = fmin(want, b);
 		cr_assert_leq(bound, t * (1 + 1e-12), "bound %.9g s over a plan's %.9g s", bound, t);
-		int v = 0;
-		while (v < s->nv && ++choice[v] == s->v[v].cl->n)
-			choice[v++] = 0;
-		if (v == s->nv)
+		if (!next_plan(s, choice))
 			break;
 	}
 	cr_expect(fabs(bound - want) <= 1e-9 * want, "bound %.9g s, by enumeration %.9g s", bound, want);
@@ -403,10 +407,7 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
 			cr_assert_leq(b, total * (1 + 1e-12), "a plan's work and forward prices %.9g s over its %.9g s", b,
 			              total);
 		}
-		int v = 0;
-		while (v < s->nv && ++choice[v] == s->v[v].cl->n)
-			choice[v++] = 0;
-		if (v == s->nv)
+		if (!next_plan(s, choice))
 			break;
 	}
 	free(choice);
