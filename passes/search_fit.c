@@ -174,11 +174,11 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_probe_step = t->screen || t->floor || t->bound ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
-	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's or
-	 * floor's dropped */
+	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's,
+	 * floor's or bound's dropped */
 	char *said = NULL;
 	size_t nsaid = 0;
-	c->fit_diag_mark = !t->loud && !t->screen && !t->floor;
+	c->fit_diag_mark = !t->loud && !t->screen && !t->floor && !t->bound;
 	c->fit_diag_from = -1;
 	FILE *sink = t->loud ? NULL : c->fit_diag_mark ? open_memstream(&said, &nsaid) : NULL;
 	if (!sink)
