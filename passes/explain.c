@@ -251,8 +251,17 @@ static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
 			int64_t dist = (int64_t)abs(to % t->nstages - from % t->nstages) * c->g->par.device_num / t->nstages;
 			double s = cost_p2p_time(m, bytes, dist);
+			/* a forward value read in the backward pass of an earlier chunk
+			 * (amp's cast down of a recomputed operator's result, cut onto the
+			 * next chunk, read by its gradient: passes/stages.c,
+			 * recomputed_stay_local) is received in a pass that runs after
+			 * the sender's own backward pass: no wait. As a forward transfer
+			 * it held the earlier chunk's forward pass for the later one's,
+			 * and the replay stopped (GPT-3 in bf16 with recompute) */
+			bool late = n->phase == PH_BACKWARD && v->def->phase == PH_FORWARD && from > to;
 			double *x = n->phase == PH_BACKWARD && v->def->phase == PH_BACKWARD ? t->xfer_b : t->xfer_f;
-			x[from * C + to] += s;
+			if (!late)
+				x[from * C + to] += s;
 			StageCost *sc = &t->stage[from % t->nstages];
 			sc->sends += s * t->nmicro;
 			sc->send_bytes += bytes * t->nmicro;

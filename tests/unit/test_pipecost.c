@@ -352,6 +352,21 @@ Test(pipecost, recompute_amp_across_a_stage_boundary)
 	recompute_replays(defs, 14);
 }
 
+/* One layer of 256 tokens: the attention is most of the cost, and the
+ * cut falls between it (stage 0) and amp's cast down of its result
+ * (stage 1), which the attention's gradient reads (stage 0): a forward
+ * value read in an earlier stage's backward pass, which runs after the
+ * sender's (GPT-3 in bf16 has it on every stage). explain took it for a
+ * forward transfer, stage 0's forward pass waiting for stage 1's, and its
+ * replay stopped at 0 s. */
+Test(pipecost, recompute_amp_forward_value_to_an_earlier_backward)
+{
+	const char *defs[] = {"B=16", "T=256", "D=32", "H=4", "V=64", "L=1", "DP=2", "MP=2", "device_num=8",
+	                      "pipeline_stages=2", "train.micro_size=4", "dataset_strategy=full_batch",
+	                      "train.amp_level=O2", "train.amp_dtype=bf16"};
+	recompute_replays(defs, 14);
+}
+
 /* c's machine for `ranks` ranks from machine file keys (`k=v,...`). */
 static void set_machine(Compilation *c, const char *keys, int ranks)
 {
