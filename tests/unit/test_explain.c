@@ -9,6 +9,7 @@
 #include "codegen/target.h"
 #include "compile_fixture.h"
 #include "ir/redistribute.h"
+#include "passes/cost.h"
 #include "passes/explain.h"
 
 /* A transposed split put back (tests/e2e/test_cuda_fake.sh's
@@ -254,6 +255,12 @@ Test(explain, no_step_predicted_when_the_replay_stops)
 	}
 	cr_assert(moved, "no backward node of chunk 0 reads one of chunk 0");
 	moved->chunk = moved->ann.stage = moved->out->stage = 1;
+	/* nodes of 4 devices: explain prices both device orders (choose_order) */
+	Machine m;
+	char why[256];
+	machine_defaults(&m);
+	cr_assert(machine_parse_list(&m, "devices_per_node=4", why, sizeof why), "%s", why);
+	c.machine = machine_for_ranks(&c.arena, &m, 8);
 	char *text = NULL, *errs = NULL;
 	size_t len = 0, elen = 0;
 	FILE *err = open_memstream(&errs, &elen);
@@ -265,6 +272,8 @@ Test(explain, no_step_predicted_when_the_replay_stops)
 	cr_expect_gt(internal, 0, "%s", errs);
 	cr_expect(strstr(text, "predicted step time: none: the schedule's replay stopped"), "%s", text);
 	cr_expect(!strstr(text, "predicted step time: 0") && !strstr(text, "idle per step"), "%s", text);
+	cr_expect(strstr(text, "device order: blocks of 4 ranks a node, not chosen: no step predicted"), "%s", text);
+	cr_expect(!strstr(text, "chosen: predicted step"), "%s", text);
 	free(text);
 	out = open_memstream(&text, &len);
 	cr_expect(!netc_memory_plan(&c, &(BuildOptions){0}, out), "a program was generated");
