@@ -243,7 +243,7 @@ int emit_ps_state_entries(Emit *e, int first);
 bool emit_micro_input_grads(const Emit *e); /* pipeline_c.c: grad.x kept over micro-steps */
 int emit_input_grad_index(const Emit *e, int i);
 int64_t emit_input_grad_split(const Value *gx);
-void emit_sched_plan(Emit *e);
+bool emit_sched_plan(Emit *e); /* false: a transfer against the schedule's order (an internal error) */
 void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);
 void emit_sched_alloc(Emit *e);

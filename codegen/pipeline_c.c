@@ -71,7 +71,31 @@ static void add_transfer(Emit *e, const Value *v, int to, Phase ph)
 	VEC_PUSH(&e->c->arena, transfers, ntransfers, captransfers, t);
 }
 
-void emit_sched_plan(Emit *e)
+static const char *pass_name_of(Phase ph) { return ph == PH_FORWARD ? "forward" : "backward"; }
+
+/* A transfer against the schedule's order (schedule_in_order) would stop
+ * the program at its send, after a build that succeeded: refused here.
+ * No input makes one; the passes that place nodes on chunks must not. */
+static bool transfers_in_order(Emit *e)
+{
+	bool ok = true;
+	for (int i = 0; i < ntransfers; i++) {
+		const Transfer *t = &transfers[i];
+		const Node *d = t->v->def;
+		if (schedule_in_order(d->phase, t->from, t->phase, t->to))
+			continue;
+		diag_error(&e->c->diag, loc_none(),
+		           "internal: '%s', made in the %s pass of model chunk %d (stage %d), is read in the %s pass of "
+		           "chunk %d (stage %d), which the pipeline schedule runs before it; the program would stop at "
+		           "its send",
+		           t->v->name, pass_name_of(d->phase), t->from, stage_of_chunk(e, t->from), pass_name_of(t->phase),
+		           t->to, stage_of_chunk(e, t->to));
+		ok = false;
+	}
+	return ok;
+}
+
+bool emit_sched_plan(Emit *e)
 {
 	Graph *g = e->g;
 	ntransfers = captransfers = 0;
@@ -116,6 +140,7 @@ void emit_sched_plan(Emit *e)
 				add_transfer(e, v, n->chunk, n->phase);
 		}
 	}
+	return transfers_in_order(e);
 }
 
 void emit_sched_decls(Emit *e)

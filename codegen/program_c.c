@@ -660,7 +660,8 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 		}
 		e.sched = schedule_build(&c->arena, g->nstages, g->nchunks, g->nmicro, g->par.pipeline_scheduler,
 		                         !c->infer);
-		emit_sched_plan(&e);
+		if (!emit_sched_plan(&e))
+			return drop_buffers(&e, &body, &decls, &setup);
 		host_in_accumulators(&e);
 		emit_train_clip_fn(&e);
 		if (c->verbose)

@@ -251,8 +251,17 @@ static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
 			int64_t dist = (int64_t)abs(to % t->nstages - from % t->nstages) * c->g->par.device_num / t->nstages;
 			double s = cost_p2p_time(m, bytes, dist);
+			/* a forward value read in the backward pass of an earlier chunk
+			 * (amp's cast down of a recomputed operator's result, cut onto the
+			 * next chunk, read by its gradient: passes/stages.c,
+			 * recomputed_stay_local) is received in a pass that runs after
+			 * the sender's own backward pass: no wait. As a forward transfer
+			 * it held the earlier chunk's forward pass for the later one's,
+			 * and the replay stopped (GPT-3 in bf16 with recompute) */
+			bool late = n->phase == PH_BACKWARD && v->def->phase == PH_FORWARD && from > to;
 			double *x = n->phase == PH_BACKWARD && v->def->phase == PH_BACKWARD ? t->xfer_b : t->xfer_f;
-			x[from * C + to] += s;
+			if (!late)
+				x[from * C + to] += s;
 			StageCost *sc = &t->stage[from % t->nstages];
 			sc->sends += s * t->nmicro;
 			sc->send_bytes += bytes * t->nmicro;
@@ -387,10 +396,12 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 		double passes = 0; /* the stage's own passes back to back: the replay cannot end before */
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			passes += t->nmicro * (t->fwd[k] + t->bwd[k]);
-		if (end[st] < passes * (1 - 1e-9))
+		if (end[st] < passes * (1 - 1e-9)) {
 			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d at %.6g s of its "
 			           "%.6g s of passes: a pass waits for one the schedule runs after it (a backward value sent "
 			           "to a later stage?)", st, end[st], passes);
+			t->stopped = true;
+		}
 		sc->end = end[st];
 		sc->slots = s->nslots[st];
 		sc->held = fixed[st];
@@ -399,6 +410,10 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 		if (done > t->step)
 			t->step = done;
 	}
+	/* a step of the passes that ran would read as a prediction, shorter
+	 * than the busiest stage's compute (GPT-3's 0.66 s against 30 s) */
+	if (t->stopped)
+		t->step = NAN;
 	for (int st = 0; st < t->nstages; st++) {
 		StageCost *sc = &t->stage[st];
 		sc->idle = t->step - sc->compute - sc->comm;
@@ -961,9 +976,14 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 		double f = 0, b = 0;
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			f += t->fwd[k], b += t->bwd[k];
-		fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %14.0f\n", st, f, b,
-		        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle, sc->end + sc->grads + sc->update + sc->tied,
-		        planned ? (double)pm->bytes[st] : sc->memory);
+		if (t->stopped) /* idle and done at: the replay's, which stopped */
+			fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11s %11s %14.0f\n", st, f, b,
+			        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, "-", "-",
+			        planned ? (double)pm->bytes[st] : sc->memory);
+		else
+			fprintf(out, "  %-5d %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %11.4g %14.0f\n", st, f, b,
+			        sc->sends / t->nmicro, sc->compute, sc->comm, sc->grads, sc->idle,
+			        sc->end + sc->grads + sc->update + sc->tied, planned ? (double)pm->bytes[st] : sc->memory);
 	}
 	const StageCost *bz = &t->stage[t->busiest];
 	fprintf(out,
@@ -973,6 +993,10 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 	        bz->compute, bz->comm, bz->ncomm, bz->comm_bytes, planned ? "" : "est. ",
 	        planned ? (double)pm->bytes[largest] : t->stage[largest].memory, t->busiest, largest,
 	        t->stage[largest].slots, t->stage[largest].slots == 1 ? "" : "s");
+	if (t->stopped) {
+		fputs("predicted step time: none: the schedule's replay stopped (the internal error above)\n", out);
+		return;
+	}
 	fprintf(out, "predicted step time: %.6g s\n", t->step);
 	fprintf(out, "idle per step on stage %d: %.6g s (%.1f%% of the step: the schedule's bubble and the waits for "
 	        "other stages)\n", t->busiest, bz->idle, t->step > 0 ? 100 * bz->idle / t->step : 0.0);
@@ -992,7 +1016,10 @@ static void print_topology(const Machine *m, const Graph *g, FILE *out)
 	        "nodes %.3g s per round, %.3g bytes/s a device\n", D,
 	        tp->intra_latency >= 0 ? tp->intra_latency : m->latency, tp->intra_bandwidth > 0 ? tp->intra_bandwidth : m->bandwidth,
 	        tp->inter_latency >= 0 ? tp->inter_latency : m->latency, tp->inter_bandwidth > 0 ? tp->inter_bandwidth : m->bandwidth);
-	if (tp->step[0] > 0)
+	if (isnan(tp->step[0]) || isnan(tp->step[1])) /* explain_totals' step: the replay stopped */
+		fprintf(out, "  device order: blocks of %" PRId64 " ranks a node, not chosen: no step predicted (the "
+		        "schedule's replay stopped: the internal error above)\n", D);
+	else if (tp->step[0] > 0)
 		fprintf(out, "  device order: %s, chosen: predicted step %.6g s in blocks (ranks %" PRId64 "k to %" PRId64
 		        "k+%" PRId64 " on node k; mpirun --map-by slot, srun --distribution=block), %.6g s round robin "
 		        "(rank r on node r %% %" PRId64 "; mpirun --map-by node, srun --distribution=cyclic)\n",
@@ -1154,7 +1181,9 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 		        t.ranks, t.ranks == 1 ? "" : "s", t.gemm, t.other, t.nops, t.overhead, t.input, t.phase[PH_FORWARD],
 		        t.phase[PH_BACKWARD], t.phase[PH_UPDATE]);
 	double obj = explain_objective(c);
-	if (!isnan(obj))
+	if (!isnan(obj) && t.stopped)
+		fprintf(out, "search objective: %.4g s per step (no compiled estimate: the replay stopped)\n", obj);
+	else if (!isnan(obj))
 		fprintf(out, "search objective: %.4g s per step (%+.0f%% of the compiled estimate)\n", obj, 100 * (obj / t.step - 1));
 	return true;
 }

@@ -85,7 +85,10 @@ typedef struct ExplainTotals {
 	int busiest;           /* the stage with the most compute + communication */
 	int largest;           /* the stage with the most memory by the estimate */
 	double step;           /* seconds per step: the last stage to finish its passes, its update
-	                        * and gradient reductions (every stage when not scheduled) */
+	                        * and gradient reductions (every stage when not scheduled); NAN when
+	                        * stopped */
+	bool stopped;          /* the replay stopped short of a stage's passes (a value sent against
+	                        * the schedule's order: an internal error, reported): no step predicted */
 } ExplainTotals;
 
 /* What the compiled program allocates per device of each stage: codegen's

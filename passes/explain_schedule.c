@@ -83,12 +83,13 @@ static bool svg_name(Compilation *c, const char *path)
 /* Replays s with explain's per-chunk costs (t, explain_totals), in units of
  * the mean forward pass, so the picture's widths follow the stages' costs;
  * returns the unit in seconds, or 0 (and s keeps the simulation's F = 1,
- * B = 2 units) when the costs are unknown. The step's text keeps the
+ * B = 2 units) when the costs are unknown or their replay stopped
+ * (explain_totals reported it). The step's text keeps the
  * simulation's order and bubble, which do not depend on the costs. */
 static double replay_costs(Compilation *c, const ExplainTotals *t, Schedule *s)
 {
-	if (!t->scheduled || t->nchunks != s->nchunks || !t->fwd || !t->bwd)
-		return 0;
+	if (!t->scheduled || t->stopped || t->nchunks != s->nchunks || !t->fwd || !t->bwd)
+		return 0; /* stopped: its passes would be drawn where a stopped replay left them */
 	double unit = 0;
 	for (int k = 0; k < t->nchunks; k++)
 		unit += t->fwd[k] / t->nchunks;

@@ -73,10 +73,29 @@ static void narrow_update(Graph *g, Node *u)
 	back->writes = p;
 }
 
-/* Reads of narrow values by a computing node, and its narrow result. */
-static void widen_node(Graph *g, Node *n)
+/* A cast around a recomputed copy (passes/recompute.c, which runs
+ * first) is a recomputed copy too, of the cast its forward node got
+ * (twin): it runs on that cast's pipeline chunk and reads, across
+ * chunks, the forward value (passes/stages.c, recomputed_stay_local).
+ * Placed like its reader, it took the reader's chunk where the stage cut
+ * falls between the two (one of them on the previous stage), and its
+ * backward value went up the pipeline: the runtime stopped at that send
+ * and explain's replay did not finish (amp with recompute and a
+ * pipeline). */
+static void copy_of(Node *c, Node *twin)
+{
+	if (!twin || twin->op != OP_CAST || twin->phase != PH_FORWARD || twin->attr.to != c->attr.to)
+		return;
+	c->fwd = twin;
+	c->recomputed = true;
+}
+
+/* Reads of narrow values by a computing node, and its narrow result;
+ * down[f->id]: the cast down made after forward node f (NULL: none). */
+static void widen_node(Graph *g, Node *n, Node **down)
 {
 	int pos = position(g, n);
+	Node *f = n->recomputed ? n->fwd : NULL; /* its forward node, widened before it */
 	for (int i = 0; i < n->nin; i++)
 		if (narrow(n->in[i]->dtype)) {
 			Node *c = cast(g, n->in[i], DT_F32, pos, n);
@@ -84,6 +103,8 @@ static void widen_node(Graph *g, Node *n)
 			 * parameter keeps the split the user gave its reader */
 			if (n->ann.in_strategy.n > i)
 				c->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[i], .loc = n->ann.in_strategy.loc};
+			if (f && f->nin == n->nin)
+				copy_of(c, f->in[i]->def);
 			n->in[i] = c->out;
 			pos++;
 		}
@@ -93,6 +114,9 @@ static void widen_node(Graph *g, Node *n)
 	DType dt = v->dtype;
 	v->dtype = DT_F32;
 	Node *c = cast(g, v, dt, pos + 1, n);
+	if (f)
+		copy_of(c, down[f->id]);
+	down[n->id] = c;
 	for (int i = pos + 2; i < g->nnodes; i++) {
 		Node *r = g->nodes[i];
 		for (int j = 0; j < r->nin; j++)
@@ -116,6 +140,7 @@ bool pass_precision(Compilation *c)
 		return true;
 	int n = g->nnodes;
 	Node **orig = ARENA_NEWN(g->arena, Node *, n);
+	Node **down = ARENA_NEWN(g->arena, Node *, g->next_node_id); /* by the original nodes' ids */
 	memcpy(orig, g->nodes, sizeof(Node *) * (size_t)n);
 	for (int i = 0; i < n; i++) {
 		Node *nd = orig[i];
@@ -124,7 +149,7 @@ bool pass_precision(Compilation *c)
 		if ((op_info[nd->op].flags & OPF_UPDATE) && narrow(nd->in[0]->dtype))
 			narrow_update(g, nd);
 		else
-			widen_node(g, nd);
+			widen_node(g, nd, down);
 	}
 	return true;
 }

@@ -252,6 +252,15 @@ double schedule_replay(Arena *a, const Schedule *s, const double *fwd, const dou
 	return makespan;
 }
 
+bool schedule_in_order(Phase from, int from_chunk, Phase to, int to_chunk)
+{
+	if (from == PH_UPDATE || to == PH_UPDATE)
+		return from <= to; /* the update follows every pass */
+	if (from != to)
+		return from == PH_FORWARD;
+	return from == PH_FORWARD ? from_chunk <= to_chunk : from_chunk >= to_chunk;
+}
+
 double schedule_ideal_bubble(int P, int M)
 {
 	return (double)(P - 1) / (double)(M + P - 1);

@@ -45,6 +45,14 @@ Schedule *schedule_build(Arena *a, int nstages, int nchunks, int nmicro, Pipelin
  * pass ends, and returns the makespan in seconds. */
 double schedule_replay(Arena *a, const Schedule *s, const double *fwd, const double *bwd, const double *xfer_f,
                        const double *xfer_b, double *end);
+/* Whether every schedule runs pass (from, from_chunk) of a micro-batch
+ * before pass (to, to_chunk) of the same one, so that a value the first
+ * makes can be sent to the second: the forward passes run in chunk
+ * order, the backward passes in reverse, each after every forward pass.
+ * A value sent against that order makes the receiving pass wait for one
+ * that waits for it: the program stops at the send (the runtime checks
+ * its round) and the replay above stops short. */
+bool schedule_in_order(Phase from, int from_chunk, Phase to, int to_chunk);
 /* (p - 1) / (m + p - 1): GPipe's bubble fraction */
 double schedule_ideal_bubble(int nstages, int nmicro);
 /* Draws the timelines (one row per stage) as SVG. */

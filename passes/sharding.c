@@ -313,6 +313,12 @@ static const Value *uncast(const Value *v)
 	return v->def && v->def->op == OP_CAST && v->def->ann.borrowed ? v->def->in[0] : v;
 }
 
+/* A recomputed copy (amp's casts around one too) stands for its original */
+static const Value *original(const Value *v)
+{
+	return v->def && v->def->recomputed && v->def->fwd && v->def->fwd->out ? v->def->fwd->out : v;
+}
+
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
@@ -334,14 +340,16 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		for (int k = 0; k < f->nin && !fwd_value; k++) {
 			const Value *read = f->in[k];
 			const Value *src = read->def && read->def->op == OP_REDISTRIBUTE ? read->def->in[0] : read;
-			if (read == orig || src == orig || uncast(src) == uncast(orig)) {
+			if (read == orig || src == orig || original(uncast(src)) == original(uncast(orig))) {
 				fwd_value = true;
 				target = read->layout;
 			}
 		}
 		/* the gradient of the forward output: in that output's layout (a
-		 * cast of another gradient of that shape is not it) */
-		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && shape_eq(&x->shape, &f->out->shape) &&
+		 * cast of another gradient of that shape is not it, nor a recomputed
+		 * copy: amp's cast of x's for wq's gradient was laid out as q) */
+		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && !x->def->recomputed &&
+		    shape_eq(&x->shape, &f->out->shape) &&
 		    !(n->op == OP_CAST && n->ann.borrowed && x->grad_of && uncast(x->grad_of) != uncast(f->out)))
 			target = f->out->layout;
 		/* the forward output itself (tanh_grad reads y): as produced,

@@ -192,16 +192,21 @@ void stages_casts_early(Graph *g)
  * chunk no later than any of its readers. The casts that precision
  * inserted around such an add (placed like their reader) move with it. A
  * node only moves to an earlier chunk, and only where one of its inputs
- * comes from there. */
+ * comes from there. A recomputed copy stays with the forward node it
+ * repeats, and a copy made on another chunk is no input that moves a
+ * node: a reader there reads the forward value instead
+ * (recomputed_stay_local, passes/stages.c); moved to the copy, amp's cast
+ * of it before a gradient's matmul sent a backward value up the
+ * pipeline. */
 static void sums_down(Graph *g)
 {
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (n->phase != PH_BACKWARD || !(n->op == OP_ADD || (n->op == OP_CAST && n->ann.borrowed)))
+		if (n->phase != PH_BACKWARD || n->recomputed || !(n->op == OP_ADD || (n->op == OP_CAST && n->ann.borrowed)))
 			continue;
 		for (int j = 0; j < n->nin; j++) {
 			const Node *d = n->in[j]->def;
-			if (d && d->phase == PH_BACKWARD && d->chunk < n->chunk)
+			if (d && d->phase == PH_BACKWARD && !d->recomputed && d->chunk < n->chunk)
 				n->chunk = d->chunk;
 		}
 		n->ann.stage = n->out->stage = n->chunk % g->nstages;

@@ -8,7 +8,9 @@
  * expected counts are worked out by hand in each test below. The same
  * models train as stand-alone does in tests/e2e/test_equivalence.sh. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compile_fixture.h"
 #include "ir/layout.h"
@@ -237,4 +239,64 @@ Test(backward_layout, two_matmul_same_input)
 	cr_expect_eq(k.n[RS_ALLREDUCE], 1);
 	expect_mirror(c.g, "y", 4);
 	compile_done(&c);
+}
+
+/* ---- recompute under amp ------------------------------------------------------ */
+
+/* The layouts of the backward's matrix products (the gradients' own,
+ * recomputed copies left out), in the program's order; freed by the caller. */
+static int gradient_products(Arena *a, const Graph *g, char **out, int max)
+{
+	int n = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *d = g->nodes[i];
+		if (d->phase == PH_BACKWARD && !d->recomputed && d->op == OP_MATMUL && d->out->layout && n < max)
+			out[n++] = strdup(layout_str(a, d->out->layout));
+	}
+	return n;
+}
+
+/* samples/transformer.net under amp (O2, bf16) at 8 devices, every layer
+ * recomputed: the gradients' products run as without recompute. A
+ * recomputed copy, and amp's cast of one, is the forward value it repeats
+ * (passes/sharding.c, backward_follows_forward): the cast up of the copy
+ * of x before wq's gradient (x^T dq) was taken for q's gradient, both
+ * [B*T, D], and laid out as q (map [1, 0]); the gradient products then ran
+ * data parallel over 4 and the step's collectives went from 59 to 105. */
+Test(backward_layout, recompute_under_amp)
+{
+	FILE *in = fopen("samples/transformer.net", "r");
+	cr_assert(in);
+	char path[] = "/tmp/netc-bwlayout-XXXXXX.net";
+	int fd = mkstemps(path, 4);
+	cr_assert(fd >= 0);
+	FILE *out = fdopen(fd, "w");
+	char line[512];
+	while (fgets(line, sizeof line, in)) {
+		char *at = strstr(line, "Layer(h, B, T, D, H) as layers[i]");
+		if (at)
+			fprintf(out, "%.*sLayer(h, B, T, D, H).recompute() as layers[i]\n", (int)(at - line), line);
+		else
+			fputs(line, out);
+	}
+	fclose(in);
+	fclose(out);
+	const char *amp[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
+	Compilation plain, rc;
+	cr_assert(compile_model(&plain, "samples/transformer.net", amp, 2, UPTO_CODEGEN));
+	char *want[128], *got[128];
+	int nw = gradient_products(&plain.arena, plain.g, want, 128);
+	compile_done(&plain);
+	bool ok = compile_model(&rc, path, amp, 2, UPTO_CODEGEN);
+	unlink(path);
+	cr_assert(ok);
+	int ng = gradient_products(&rc.arena, rc.g, got, 128);
+	cr_assert_eq(ng, nw);
+	cr_assert_gt(nw, 8);
+	for (int i = 0; i < nw; i++) {
+		cr_expect_str_eq(got[i], want[i], "gradient product %d: %s recomputed, %s without", i, got[i], want[i]);
+		free(got[i]);
+		free(want[i]);
+	}
+	compile_done(&rc);
 }
