@@ -318,7 +318,7 @@ static void bn_dims(const Value *x, int64_t *N, int64_t *C, int64_t *HW)
 static const char *global_bn(Emit *e, const Node *n)
 {
 	OpComm oc; /* explain counts the all-reduces from the same */
-	return op_comm(e->g, n, &oc) ? emit_comm(e, oc.layout, oc.axes) : NULL;
+	return op_comm(e->g, n, e->o->f64 ? 8 : 4, &oc) ? emit_comm(e, oc.layout, oc.axes) : NULL;
 }
 
 /* `double *name` of n elements for this node's statistics: a buffer made at

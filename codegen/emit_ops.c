@@ -23,7 +23,7 @@ void emit_REDUCE_MAX(Emit *e, const Node *n)
 	emit_shape(OUT, xs);
 	fprintf(OUT, ", 0x%" PRIx64 ", %s, %s);\n", mask, B(e, x), emit_out_name(e, n->out));
 	OpComm oc; /* explain counts it from the same */
-	if (op_comm(e->g, n, &oc))
+	if (op_comm(e->g, n, e->o->f64 ? 8 : 4, &oc))
 		fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, NRT_MAX, %s, %" PRId64 ");\n", emit_comm(e, oc.layout, oc.axes),
 		        emit_out_name(e, n->out), oc.elems);
 }

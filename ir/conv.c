@@ -283,14 +283,15 @@ const Node *conv_halo_reuse(const Node *n)
 	return f;
 }
 
-int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exchanges, int64_t dir_bytes[2])
+int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int real_size, int *exchanges,
+                        int64_t dir_bytes[2])
 {
 	ConvHalo h;
 	*exchanges = 0;
 	dir_bytes[0] = dir_bytes[1] = 0;
 	if (!(n->op == OP_CONV2D || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D) || !conv_layout_halo(n, l, &h))
 		return 0;
-	int64_t row = dtype_size(n->in[0]->dtype);
+	int64_t row = dtype_size_as(n->in[0]->dtype, real_size);
 	for (int d = 0; d < 4; d++)
 		if (d != h.dim)
 			row *= l->slice.d[d];

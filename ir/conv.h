@@ -59,8 +59,10 @@ const Node *conv_halo_reuse(const Node *n);
  * a gradient, the data gradient's back: conv2d's weight gradient and a
  * max pool's gradient read the forward's, conv_halo_reuse), and each
  * direction's bytes an exchange (t rows forward, b back); 0 where n has
- * no halo under l. */
-int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int *exchanges, int64_t dir_bytes[2]);
+ * no halo under l. An f32 element counts real_size bytes (8 with
+ * --precision f64). */
+int64_t conv_halo_bytes(const Node *n, const Layout *l, bool training, int real_size, int *exchanges,
+                        int64_t dir_bytes[2]);
 
 /* The shape rule of every operator above (ir/shape.c's table calls it):
  * checks the operands and the geometry, resolves pad_mode = same and

@@ -326,6 +326,9 @@ bool node_on_host(const Node *n);
 
 const char *dtype_name(DType t);
 int dtype_size(DType t);
+/* Bytes of an element of type t as a program holds it: an f32 tensor is
+ * `real` there, real_size bytes (4, or 8 with --precision f64). */
+static inline int dtype_size_as(DType t, int real_size) { return t == DT_F32 ? real_size : dtype_size(t); }
 bool dtype_is_float(DType t);
 int64_t shape_numel(const Shape *s);
 /* Every tensor has at most NUMEL_MAX elements: then its element count

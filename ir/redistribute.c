@@ -817,10 +817,10 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 
 /* fwd: where back, set to the forward plan where it may differ from the
  * result (elsewhere both are the result). */
-static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall, bool back,
+static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall, bool back,
                         RedistPlan **fwd)
 {
-	if (!valid_pair(from, to))
+	if (!valid_pair(from, to) || !(esize == 2 || esize == 4 || esize == 8))
 		return NULL;
 	RedistPlan *p = ARENA_NEW(a, RedistPlan);
 	p->from = from;
@@ -828,7 +828,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	if (!from->ragged && !to->ragged && layout_devices(from) == layout_devices(to) ? layout_same(from, to)
 	                                                                              : layout_equiv(from, to))
 		return p;
-	Planner pl = {.a = a, .p = p, .cur = from, .esize = dtype_size(dt), .alltoall = enable_alltoall};
+	Planner pl = {.a = a, .p = p, .cur = from, .esize = esize, .alltoall = enable_alltoall};
 	const Layout *const pair[2] = {from, to};
 	Chain bd, bt[MAX_RANK];
 	Space space, *sp = &space; /* not zeroed whole (its chain); the steps keep no pointer to it */
@@ -863,21 +863,21 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, DType dt
 	return cheaper_permute(&pl, p, from, to);
 }
 
-RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
+RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall)
 {
-	return plan(a, from, to, dt, enable_alltoall, false, NULL);
+	return plan(a, from, to, esize, enable_alltoall, false, NULL);
 }
 
-RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall)
+RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall)
 {
-	return plan(a, from, to, dt, enable_alltoall, true, NULL);
+	return plan(a, from, to, esize, enable_alltoall, true, NULL);
 }
 
-RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall,
+RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
                              RedistPlan **fwd)
 {
 	*fwd = NULL;
-	RedistPlan *r = plan(a, from, to, dt, enable_alltoall, true, fwd);
+	RedistPlan *r = plan(a, from, to, esize, enable_alltoall, true, fwd);
 	if (!*fwd)
 		*fwd = r;
 	return r;

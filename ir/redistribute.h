@@ -69,8 +69,11 @@ typedef struct RedistPlan {
  * which moves exactly those.
  * NULL when the request is invalid (different shapes or device counts) or
  * unsupported: `to` holding partial sums over axes `from` does not (making
- * partial sums out of full values is not a redistribution). */
-RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
+ * partial sums out of full values is not a redistribution). esize: bytes
+ * an element as the program holds it (dtype_size_as: an f32 tensor takes
+ * 8 with --precision f64), which the steps' bytes count; 2, 4 or 8, else
+ * NULL (a DType passed here by mistake). */
+RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall);
 /* The same, where both layouts are whole values, or the way back from `to`
  * to `from` run in reverse where that sends fewer bytes: a gradient going
  * back to its value's layout costs no more than the value's forward move
@@ -78,12 +81,12 @@ RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, DType dt
  * searches price redist_plan's: fewer bytes are not always less time on
  * a cluster (the reverse may cross the slower links), and a heuristic
  * search fed the cheaper edges chose a slower GPT-3 plan. */
-RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall);
+RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall);
 /* redist_plan_back, and in *fwd what redist_plan gives for the same pair
  * (the way back is found after the forward plan: one planning for both,
  * where the searches' memo priced every gradient's move by planning it
  * twice). */
-RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, DType dt, bool enable_alltoall,
+RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
                              RedistPlan **fwd);
 /* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
  * "Identity" for an empty plan. Dims are the original tensor's; "dim 1.0"

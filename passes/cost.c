@@ -870,13 +870,13 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist)
 	                      NULL);
 }
 
-int64_t cost_ring_attention(const Node *n, int *msgs)
+int64_t cost_ring_attention(const Node *n, int real_size, int *msgs)
 {
 	*msgs = 0;
 	const Layout *k = n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD ? n->in[1]->layout : NULL;
 	if (!k || k->map[2] < 0)
 		return 0;
-	int64_t r = k->dev[k->map[2]], es = dtype_size(n->in[0]->dtype);
+	int64_t r = k->dev[k->map[2]], es = dtype_size_as(n->in[0]->dtype, real_size);
 	int64_t nq = local_numel(n->in[0]), kv = local_numel(n->in[1]), lse = nq / n->in[0]->shape.d[3];
 	bool zz = n->attr.cp_algo == CP_ZIGZAG;
 	int64_t el = 0; /* each zigzag permutation sends two halves */
@@ -917,10 +917,11 @@ double cost_ring_time(const Machine *m, int64_t bytes, int msgs)
 	return msgs * (machine_latency(m, MACHINE_SENDRECV) + m->coll_overhead) + bytes / machine_bandwidth(m, MACHINE_SENDRECV);
 }
 
-double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls)
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int real_size, int64_t *bytes,
+                 int *calls)
 {
 	int times;
-	int64_t dir[2], all = conv_halo_bytes(n, x, training, &times, dir);
+	int64_t dir[2], all = conv_halo_bytes(n, x, training, real_size, &times, dir);
 	if (bytes)
 		*bytes = all;
 	if (calls)

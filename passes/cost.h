@@ -198,8 +198,9 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist);
 /* A sequence-split attention (or its gradient) on a ring
  * (runtime/ring_attention.c): the bytes this rank sends per call and, in
  * *msgs, the messages, as --comm-stats counts them; 0 when n runs no
- * ring. The gradient is taken to read the forward's saved log-sum-exps. */
-int64_t cost_ring_attention(const Node *n, int *msgs);
+ * ring. The gradient is taken to read the forward's saved log-sum-exps.
+ * real_size: an f32 element's bytes (8 with --precision f64). */
+int64_t cost_ring_attention(const Node *n, int real_size, int *msgs);
 /* Those messages' time at the send/recv figures, none of it hidden
  * behind the blocks' compute (the program starts each block's exchange
  * before computing it, so this is an upper bound), and the
@@ -211,8 +212,10 @@ double cost_ring_time(const Machine *m, int64_t bytes, int msgs);
  * x (ir/conv.h, conv_halo_bytes): each exchange a send/recv of the t rows
  * one way and one of the b rows the other, between neighbours of the
  * split's axis; the bytes the busiest shard sends in *bytes (NULL: not
- * wanted), the send/recvs in *calls. 0 without a halo. */
-double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int64_t *bytes, int *calls);
+ * wanted), the send/recvs in *calls. 0 without a halo. real_size: an
+ * f32 element's bytes (8 with --precision f64). */
+double cost_halo(const Machine *m, const Node *n, const Layout *x, bool training, int real_size, int64_t *bytes,
+                 int *calls);
 /* Whether ranks r and r + dist share a node (block order: on average). */
 bool cost_same_node(const Machine *m, int64_t dist);
 
@@ -249,8 +252,10 @@ typedef enum { GRAD_CALL, GRAD_BUCKET_WAITED, GRAD_BUCKET, GRAD_IN_BUCKET } Grad
 double cost_grad_coll(const Machine *m, int kind, double sent, int64_t g, int64_t g_in, GradCall call);
 /* Gradient aggregation of parameter input i of n laid out by r: seconds
  * per step (0 when frozen, not a parameter or not split by the op), an
- * all-reduce run as `call`. */
-double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call);
+ * all-reduce run as `call`, an f32 element real_size bytes (8 with
+ * --precision f64). */
+double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call,
+                       int real_size);
 /* Bytes per device a parameter of layout l costs (weights, gradient, states), elem_size bytes an element. */
 double cost_param_memory(const Layout *l, int elem_size, bool training, int opt_states);
 
@@ -262,7 +267,8 @@ bool cost_layout_same(const Layout *a, const Layout *b);
 /* Redistribution costs, memoised by layout pair (layouts are shared by
  * every node with the same shapes, so a long chain hits the memo). */
 typedef struct RedistCache RedistCache;
-RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall);
+/* real_size: an f32 element's bytes (4, or 8 with --precision f64). */
+RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall, int real_size);
 /* The first layout seen of l's layout_same class (l itself for ragged
  * ones): equal layouts become one pointer, so the memo below plans each
  * pair of classes once. */

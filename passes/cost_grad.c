@@ -41,7 +41,8 @@ double cost_grad_coll(const Machine *m, int kind, double sent, int64_t g, int64_
 	return t;
 }
 
-double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call)
+double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call,
+                       int real_size)
 {
 	const Value *p = n->in[i];
 	const Layout *l = r->in[i];
@@ -53,7 +54,7 @@ double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, in
 	int64_t g = layout_group_size(l, axes);
 	if (g <= 1)
 		return 0;
-	int64_t slice = shape_numel(&l->slice) * dtype_size(p->dtype);
+	int64_t slice = shape_numel(&l->slice) * dtype_size_as(p->dtype, real_size);
 	int64_t b = 2 * (g - 1) * slice / g;
 	if (bytes)
 		*bytes = b;

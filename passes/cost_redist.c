@@ -41,13 +41,16 @@ struct RedistCache {
 	Arena *a;
 	const Machine *m;
 	bool alltoall;
+	int real_size;           /* bytes of an f32 element: 4, or 8 with --precision f64 */
 	RcEntry *tab;
 	size_t cap, n;
 };
 
-/* What cost_coll_time reads of m, and whether all-to-all may be used:
- * the part of the shared memo's keys (cost_memo.h) that is the machine's. */
-static uint64_t cost_memo_fig(const Machine *m, bool alltoall)
+/* What cost_coll_time reads of m, whether all-to-all may be used and an
+ * f32 element's bytes: the part of the shared memo's keys (cost_memo.h)
+ * that is not the layouts' (one process may price both precisions: the
+ * unit tests; f32's keys as before). */
+static uint64_t cost_memo_fig(const Machine *m, bool alltoall, int real_size)
 {
 	const Topology *t = &m->topo;
 	double f[] = {m->bandwidth, m->latency, t->devices_per_node, t->intra_latency, t->intra_bandwidth,
@@ -56,10 +59,12 @@ static uint64_t cost_memo_fig(const Machine *m, bool alltoall)
 	cost_memo_mix_doubles(&h1, &h2, f, sizeof f / sizeof f[0]);
 	cost_memo_mix_doubles(&h1, &h2, m->coll_latency, MACHINE_COLL_KINDS);
 	cost_memo_mix_doubles(&h1, &h2, m->coll_bandwidth, MACHINE_COLL_KINDS);
+	if (real_size != 4)
+		cost_memo_mix_doubles(&h1, &h2, &(double){real_size}, 1);
 	return h1 ^ h2 * 0xC2B2AE3D27D4EB4Full;
 }
 
-RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
+RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall, int real_size)
 {
 	RedistCache *rc = ARENA_NEW(a, RedistCache);
 	rc->a = a;
@@ -71,7 +76,8 @@ RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall)
 	rc->strip = ARENA_NEWN(a, StripEntry, rc->strip_cap);
 	rc->intern_cap = 256;
 	rc->intern = ARENA_NEWN(a, InternEntry, rc->intern_cap);
-	rc->fig = cost_memo_fig(m, enable_alltoall);
+	rc->real_size = real_size;
+	rc->fig = cost_memo_fig(m, enable_alltoall, real_size);
 	return rc;
 }
 
@@ -156,10 +162,11 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 {
 	Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
 	RedistPlan *p = NULL, *r = NULL;
+	int es = dtype_size_as(dt, rc->real_size);
 	if (back)
-		r = redist_plan_both(&tmp, from, to, dt, rc->alltoall, &p);
+		r = redist_plan_both(&tmp, from, to, es, rc->alltoall, &p);
 	else
-		p = redist_plan(&tmp, from, to, dt, rc->alltoall);
+		p = redist_plan(&tmp, from, to, es, rc->alltoall);
 	if (r && r != p && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
 		p = r;
 	double t = p ? cost_plan_time(rc->m, p) : INFINITY;

@@ -189,10 +189,11 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
  * the push as one send/recv of the gradient's bytes; the pull is priced
  * alike. The servers' own work, and their waiting for the other
  * workers, is not. */
-static void ps_traffic(const Graph *g, const Machine *m, const Node *n, ExplainTotals *t)
+static void ps_traffic(const Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
+	const Graph *g = c->g;
 	const Value *p = n->in[0];
-	int64_t bytes = (p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * dtype_size(p->dtype);
+	int64_t bytes = (p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * compilation_elem_size(c, p->dtype);
 	int servers = g->par.server_num > 0 ? g->par.server_num : 1;
 	double time = 2 * (machine_latency(m, MACHINE_SENDRECV) * servers +
 	                   (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV));
@@ -208,10 +209,10 @@ static void ps_traffic(const Graph *g, const Machine *m, const Node *n, ExplainT
 
 /* A sequence-split attention's ring (runtime/ring_attention.c): its
  * send/recv messages, each way once per call, priced without overlap. */
-static void ring_traffic(const Machine *m, const Node *n, ExplainTotals *t)
+static void ring_traffic(const Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	int msgs;
-	int64_t bytes = cost_ring_attention(n, &msgs);
+	int64_t bytes = cost_ring_attention(n, c->f64 ? 8 : 4, &msgs);
 	if (!bytes)
 		return;
 	double s = cost_ring_time(m, bytes, msgs);
@@ -248,7 +249,7 @@ static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			int from = chunk_of(t, v->def), to = chunk_of(t, n);
 			if (from % t->nstages == to % t->nstages)
 				continue;
-			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
+			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * compilation_elem_size(c, v->dtype);
 			int64_t dist = (int64_t)abs(to % t->nstages - from % t->nstages) * c->g->par.device_num / t->nstages;
 			double s = cost_p2p_time(m, bytes, dist);
 			/* a forward value read in the backward pass of an earlier chunk
@@ -293,7 +294,7 @@ static void step_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			if (from < 0 || from >= S || to < 0 || to >= S || from == to || seen[(size_t)v->id * S + to])
 				continue;
 			seen[(size_t)v->id * S + to] = true;
-			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * dtype_size(v->dtype);
+			int64_t bytes = (v->layout ? shape_numel(&v->layout->slice) : shape_numel(&v->shape)) * compilation_elem_size(c, v->dtype);
 			double s = cost_p2p_time(m, bytes, (int64_t)abs(to - from) * g->par.device_num / S);
 			StageCost *src = &t->stage[from];
 			src->sends += s, src->send_bytes += bytes, src->comm_bytes += bytes, src->ncomm++;
@@ -326,7 +327,8 @@ static void halo_traffic(Compilation *c, const Machine *m, const Node *n, Explai
 	int64_t bytes;
 	int calls;
 	const Layout *x = n->in[0]->layout;
-	double all = cost_halo(m, n, x, training(c), &bytes, &calls), fwd = cost_halo(m, n, x, false, NULL, NULL);
+	int rs = c->f64 ? 8 : 4;
+	double all = cost_halo(m, n, x, training(c), rs, &bytes, &calls), fwd = cost_halo(m, n, x, false, rs, NULL, NULL);
 	if (!calls)
 		return;
 	int ch = chunk_of(t, n);
@@ -371,7 +373,7 @@ static void tied_memory(Compilation *c, ExplainTotals *t, double *fixed)
 	for (int i = 0; i < g->nparams; i++) {
 		const Value *p = g->params[i];
 		int owner = stage_of_value(t, p);
-		double b = (double)(p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * dtype_size(p->dtype);
+		double b = (double)(p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * compilation_elem_size(c, p->dtype);
 		bool grad = training(c) && p->param.requires_grad;
 		for (int st = 0; st < t->nstages && st < 64; st++)
 			if (st != owner && (on[p->id] >> st & 1)) {
@@ -471,10 +473,10 @@ static void choose_order(Compilation *c)
 }
 
 /* The all-reduces inside reduce_max and batch norm (op_comm.h). */
-static void op_comm_traffic(const Graph *g, const Machine *m, const Node *n, ExplainTotals *t)
+static void op_comm_traffic(const Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	OpComm oc;
-	if (!op_comm(g, n, &oc))
+	if (!op_comm(c->g, n, c->f64 ? 8 : 4, &oc))
 		return;
 	int64_t bytes = op_comm_bytes(&oc);
 	double s = op_comm_time(m, &oc);
@@ -514,31 +516,31 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			t->ncomm += count;
 			add_comm(t, n, s, plan_bytes(n->attr.plan), count);
 			if (n->phase == PH_FORWARD) {
-				double b = (double)shape_numel(&n->out->layout->slice) * dtype_size(n->out->dtype);
+				double b = (double)shape_numel(&n->out->layout->slice) * compilation_elem_size(c, n->out->dtype);
 				t->memory += b;
 				act[st] += b;
 			}
 			continue;
 		}
 		if (n->ps_push)
-			ps_traffic(g, m, n, t);
-		ring_traffic(m, n, t);
+			ps_traffic(c, m, n, t);
+		ring_traffic(c, m, n, t);
 		halo_traffic(c, m, n, t);
-		op_comm_traffic(g, m, n, t);
+		op_comm_traffic(c, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
 		if (!measured)
 			model_compute(c, &cx, m, n, t);
 		const Layout *l = n->out->layout;
-		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * dtype_size(n->out->dtype);
+		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * compilation_elem_size(c, n->out->dtype);
 		t->memory += b;
 		act[st] += b;
 	}
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];
-		double b = p->layout ? cost_param_memory(p->layout, dtype_size(p->dtype), tr && p->param.requires_grad,
-		                                         opt_states(g))
-		                     : (double)shape_numel(&p->shape) * dtype_size(p->dtype) * (tr ? 2 + opt_states(g) : 1);
+		int es = compilation_elem_size(c, p->dtype);
+		double b = p->layout ? cost_param_memory(p->layout, es, tr && p->param.requires_grad, opt_states(g))
+		                     : (double)shape_numel(&p->shape) * es * (tr ? 2 + opt_states(g) : 1);
 		t->memory += b;
 		fixed[stage_of_value(t, p)] += b;
 	}
@@ -643,10 +645,10 @@ static void print_halo(Compilation *c, const Machine *m, const Node *n, FILE *ou
 	int64_t bytes, dir[2];
 	int calls, times;
 	const Layout *x = n->in[0]->layout;
-	double s = cost_halo(m, n, x, training(c), &bytes, &calls);
+	double s = cost_halo(m, n, x, training(c), c->f64 ? 8 : 4, &bytes, &calls);
 	if (!calls || !conv_layout_halo(n, x, &h))
 		return;
-	conv_halo_bytes(n, x, training(c), &times, dir);
+	conv_halo_bytes(n, x, training(c), c->f64 ? 8 : 4, &times, dir);
 	fprintf(out, "      halo %s split %" PRId64 ": %" PRId64 " + %" PRId64 " %s from the neighbours, %d exchange%s, %" PRId64
 	        " bytes the busiest device sends (send/recv), %.3g s\n", h.dim == 2 ? "H" : "W", h.k, h.t, h.b,
 	        h.dim == 2 ? "rows" : "columns", times, times == 1 ? "" : "s", bytes, s);
@@ -810,7 +812,7 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
 		int times = runs_per_step(c->g, r);
 		OpComm oc;
-		if (op_comm(c->g, r, &oc)) {
+		if (op_comm(c->g, r, c->f64 ? 8 : 4, &oc)) {
 			n[RS_ALLREDUCE] += oc.n * times;
 			bytes[RS_ALLREDUCE] += op_comm_bytes(&oc) * times;
 		}
@@ -917,7 +919,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 				continue;
 			param_layer[p->id] = name;
 			l->params++;
-			l->param_bytes += shape_numel(&p->shape) * dtype_size(p->dtype);
+			l->param_bytes += shape_numel(&p->shape) * compilation_elem_size(c, p->dtype);
 		}
 	}
 	int named = 0;

@@ -16,17 +16,17 @@ static bool bn_local(const Graph *g, const Node *n)
 	       m == PM_HYBRID_PARALLEL;
 }
 
-bool op_comm(const Graph *g, const Node *n, OpComm *oc)
+bool op_comm(const Graph *g, const Node *n, int real_size, OpComm *oc)
 {
 	bool grad = n->op == OP_BATCH_NORM_GRAD_X || n->op == OP_BATCH_NORM_GRAD_GAMMA;
 	if (n->op != OP_REDUCE_MAX && n->op != OP_BATCH_NORM && !grad) {
 		memset(oc, 0, sizeof *oc);
 		return false;
 	}
-	return op_comm_on(g, n, n->in[grad ? 1 : 0]->layout, n->out->layout, oc);
+	return op_comm_on(g, n, n->in[grad ? 1 : 0]->layout, n->out->layout, real_size, oc);
 }
 
-bool op_comm_on(const Graph *g, const Node *n, const Layout *xl, const Layout *yl, OpComm *oc)
+bool op_comm_on(const Graph *g, const Node *n, const Layout *xl, const Layout *yl, int real_size, OpComm *oc)
 {
 	memset(oc, 0, sizeof *oc);
 	switch (n->op) {
@@ -38,7 +38,7 @@ bool op_comm_on(const Graph *g, const Node *n, const Layout *xl, const Layout *y
 				oc->axes |= 1u << xl->map[d];
 		oc->n = oc->axes != 0;
 		oc->elems = shape_numel(yl ? &yl->slice : &n->out->shape);
-		oc->elem_bytes = dtype_size(n->out->dtype);
+		oc->elem_bytes = dtype_size_as(n->out->dtype, real_size);
 		oc->layout = xl;
 		break;
 	}

@@ -14,16 +14,17 @@
 typedef struct OpComm {
 	int n;                 /* all-reduces per run of the operator (0: none) */
 	int64_t elems;         /* elements each, on one device */
-	int elem_bytes;        /* 8: batch norm's statistics are doubles; else the output's dtype */
+	int elem_bytes;        /* 8: batch norm's statistics are doubles; else the output's element (dtype_size_as) */
 	const Layout *layout;  /* the grid the group is drawn on */
 	unsigned axes;         /* its axes the group spans */
 } OpComm;
 
-/* false (oc->n = 0) when n runs none. */
-bool op_comm(const Graph *g, const Node *n, OpComm *oc);
+/* false (oc->n = 0) when n runs none. real_size: an f32 element's bytes
+ * in the program (4, or 8 with --precision f64). */
+bool op_comm(const Graph *g, const Node *n, int real_size, OpComm *oc);
 /* The same with n's statistics input laid out as x and its output as y
  * (a search's candidate, before n has layouts). */
-bool op_comm_on(const Graph *g, const Node *n, const Layout *x, const Layout *y, OpComm *oc);
+bool op_comm_on(const Graph *g, const Node *n, const Layout *x, const Layout *y, int real_size, OpComm *oc);
 /* Their time per run on machine m (cost.h's collectives). */
 struct Machine;
 double op_comm_time(const struct Machine *m, const OpComm *oc);

@@ -164,10 +164,10 @@ static bool storable(const Graph *g, const Value *p, const Node *skip, const Nod
 
 /* A redistribute node that gathers the shard p into a copy laid out as
  * `whole`, in `like`'s pass. */
-static Node *gather_node(Graph *g, Value *p, const Layout *whole, const Node *like, const char *suffix)
+static Node *gather_node(Graph *g, Value *p, const Layout *whole, const Node *like, const char *suffix, int esize)
 {
 	Node *n = graph_node_detached(g, OP_REDISTRIBUTE, &p, 1, p->loc);
-	n->attr.plan = redist_plan(g->arena, p->layout, whole, p->dtype, g->par.enable_alltoall);
+	n->attr.plan = redist_plan(g->arena, p->layout, whole, esize, g->par.enable_alltoall);
 	n->attr.steps = redist_describe(g->arena, n->attr.plan);
 	n->phase = like->phase;
 	n->chunk = like->chunk;
@@ -180,7 +180,7 @@ static Node *gather_node(Graph *g, Value *p, const Layout *whole, const Node *li
 	return n;
 }
 
-static void store_sharded(Graph *g, Node *u)
+static void store_sharded(const Compilation *c, Graph *g, Node *u)
 {
 	Value *ps = u->in[0];
 	Node *slice = ps->def;
@@ -196,12 +196,12 @@ static void store_sharded(Graph *g, Node *u)
 			return;
 	Layout *whole = p->layout;
 	p->layout = ps->layout; /* the gathers read the shard */
-	Node *fwd = gather_node(g, p, whole, g->nodes[r.first_fwd], "gathered");
+	Node *fwd = gather_node(g, p, whole, g->nodes[r.first_fwd], "gathered", compilation_elem_size(c, p->dtype));
 	/* pipelines and micro-steps keep what the backward pass reads per micro-batch
 	 * in flight: there a copy is gathered for each pass instead */
 	bool regather = r.comm_recompute || g->nstages > 1 || g->nmicro > 1;
 	Node *bwd = regather && r.first_bwd >= 0
-	                    ? gather_node(g, p, whole, g->nodes[r.first_bwd], "regathered")
+	                    ? gather_node(g, p, whole, g->nodes[r.first_bwd], "regathered", compilation_elem_size(c, p->dtype))
 	                    : NULL;
 	if (!fwd->attr.plan || (bwd && !bwd->attr.plan)) {
 		p->layout = whole;
@@ -241,6 +241,6 @@ bool pass_optimizer_storage(Compilation *c)
 		if (op_info[g->nodes[i]->op].flags & OPF_UPDATE)
 			u[nu++] = g->nodes[i];
 	for (int i = 0; i < nu; i++)
-		store_sharded(g, u[i]);
+		store_sharded(c, g, u[i]);
 	return true;
 }

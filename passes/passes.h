@@ -135,6 +135,10 @@ typedef struct Compilation {
 	int search_order;
 } Compilation;
 
+/* Bytes of an element of type t in c's program (an f32 tensor's 8 with
+ * --precision f64): what its communication moves and its memory holds. */
+static inline int compilation_elem_size(const Compilation *c, DType t) { return dtype_size_as(t, c->f64 ? 8 : 4); }
+
 /* The kinds of fused kernels (passes/fuse.h), as --no-fuse=KIND,... names them. */
 enum {
 	FUSE_BIAS_ACT = 1,     /* bias_act: bias_add + relu in one pass */

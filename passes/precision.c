@@ -221,7 +221,7 @@ static void move_after_cast_down(Graph *g, int i, const int *readers)
 	    !layout_equiv(c->out->layout, r->out->layout))
 		return;
 	Value *x = r->in[0];
-	RedistPlan *plan = redist_plan(g->arena, x->layout, r->out->layout, c->attr.to, g->par.enable_alltoall);
+	RedistPlan *plan = redist_plan(g->arena, x->layout, r->out->layout, dtype_size(c->attr.to), g->par.enable_alltoall);
 	if (!plan)
 		return;
 	replace_reads(g, i + 1, c->out, r->out);
@@ -299,7 +299,7 @@ static void redistribute_narrow(Graph *g)
 		Node *same = moved[x->id];
 		if (same && !(layout_equiv(same->out->layout, r->out->layout) && same->phase <= r->phase))
 			same = NULL;
-		RedistPlan *plan = same ? NULL : redist_plan(g->arena, x->layout, r->out->layout, x->dtype,
+		RedistPlan *plan = same ? NULL : redist_plan(g->arena, x->layout, r->out->layout, dtype_size(x->dtype),
 		                                             g->par.enable_alltoall);
 		if (!same && !plan)
 			continue;
@@ -341,7 +341,7 @@ static void join_moves(Graph *g)
 		    !narrow(r2->out->dtype) ||
 		    !plain(g, r1->out) || !r1->attr.plan || !r2->attr.plan)
 			continue;
-		RedistPlan *p = redist_plan(g->arena, r1->in[0]->layout, r2->out->layout, r2->out->dtype,
+		RedistPlan *p = redist_plan(g->arena, r1->in[0]->layout, r2->out->layout, dtype_size(r2->out->dtype),
 		                            g->par.enable_alltoall);
 		if (!p || p->total_bytes >= r1->attr.plan->total_bytes + r2->attr.plan->total_bytes)
 			continue;

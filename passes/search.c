@@ -216,13 +216,14 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
  * recomputed values are made in the backward pass and not counted. Its
  * slice, under any layout of the stage's devices, holds at least
  * numel / (device_num / stages) elements (a layout splits dims by at
- * most its devices in all; a pending sum keeps the whole), at 4 bytes
- * or more per f32 element (f64 builds 8) and dtype_size otherwise. So
+ * most its devices in all; a pending sum keeps the whole), at real_size
+ * bytes per f32 element (4, or 8 with --precision f64, as memplan holds
+ * it) and dtype_size otherwise. So
  * the floor, max over stages of slots x that sum, is at most the
  * compiled bytes of every plan of g, with any strategies. Host tables'
  * products are left to placement (after the search): none is bounded
  * where a lookup runs on the host. */
-double search_mem_floor(const Graph *g, Arena *a, bool training)
+double search_mem_floor(const Graph *g, Arena *a, bool training, int real_size)
 {
 	int P = g->nstages > 1 ? g->nstages : 1;
 	int64_t devices = g->par.device_num / P;
@@ -254,7 +255,7 @@ double search_mem_floor(const Graph *g, Arena *a, bool training)
 				continue;
 			seen[v->id] = true;
 			int64_t numel = shape_numel(&v->shape);
-			held[st] += (double)((numel + devices - 1) / devices) * (v->dtype == DT_F32 ? 4 : dtype_size(v->dtype));
+			held[st] += (double)((numel + devices - 1) / devices) * dtype_size_as(v->dtype, real_size);
 		}
 	}
 	double most = 0;
@@ -306,7 +307,7 @@ bool search_run(Compilation *c)
 	int *choice = NULL, *rr = NULL;
 	if (c->fit_diag_mark && fflush(c->diag.out) == 0)
 		c->fit_diag_from = ftell(c->diag.out);
-	c->search_mem_floor = search_mem_floor(g, &c->arena, is_training(c));
+	c->search_mem_floor = search_mem_floor(g, &c->arena, is_training(c), c->f64 ? 8 : 4);
 	c->search_mem_stopped = c->search_mem_stop > 0 && search_mem_hopeless(c->search_mem_floor, c->search_mem_stop);
 	if (c->search_mem_stopped) /* the compilation stops here, without an error */
 		return false;

@@ -13,8 +13,9 @@ void search_apply(Search *s, const int *choice);
  * pipeline stage: the forward values its backward pass reads, each
  * divided by the stage's device count, times the micro-batch slots the
  * schedule keeps there (the argument at its definition, search.c); 0
- * where it does not apply (no training, a .target(cpu) lookup). */
-double search_mem_floor(const Graph *g, Arena *a, bool training);
+ * where it does not apply (no training, a .target(cpu) lookup). An f32
+ * element counts real_size bytes (8 with --precision f64). */
+double search_mem_floor(const Graph *g, Arena *a, bool training, int real_size);
 /* Whether no plan with that floor fits the limit: the outer search's
  * fit then compiles none without recompute (passes/search_fit.c). */
 bool search_mem_hopeless(double floor, double limit);

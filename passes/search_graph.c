@@ -215,7 +215,7 @@ enum { MAX_TRIES = 20000 };
 static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 {
 	OpComm oc;
-	if (!op_comm_on(s->g, n, r->in[0], r->out, &oc))
+	if (!op_comm_on(s->g, n, r->in[0], r->out, s->real_size, &oc))
 		return 0;
 	double t = op_comm_time(&s->m, &oc);
 	if (n->op != OP_BATCH_NORM || !s->training)
@@ -227,12 +227,12 @@ static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
-	c->compute = cost_compute(&s->m, n, &c->r, s->training) + cost_halo(&s->m, n, c->r.in[0], s->training, NULL, NULL) +
-	             op_comm_cost(s, n, &c->r);
+	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
+	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
-		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call) : 0;
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call, s->real_size) : 0;
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across
@@ -705,7 +705,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	                       : GRAD_CALL;
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->real_size = f64 ? 8 : 4;
-	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall);
+	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall, s->real_size);
 	s->loss = g->loss;
 	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
@@ -848,7 +848,7 @@ static double stage_transfer(const Search *s, const SEdge *e, const Layout *to)
 	int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 	if (e->ui >= 0 || su < 0 || sv < 0 || su == sv || !to)
 		return 0;
-	double bytes = (double)shape_numel(&to->slice) * dtype_size(e->dt);
+	double bytes = (double)shape_numel(&to->slice) * search_elem_size(s, e->dt);
 	double one = machine_latency(&s->m, MACHINE_SENDRECV) + bytes / machine_bandwidth(&s->m, MACHINE_SENDRECV);
 	return s->training ? 2 * one : one;
 }
@@ -1099,7 +1099,7 @@ static double bucket_wait(Search *s, const int *choice)
 	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
 		const Cand *cd = &s->v[v].cl->c[choice[v]];
 		for (int i = 0; i < s->v[v].n->nin && i < SHARD_MAX_INPUTS; i++) {
-			double h = cost_param_grad(&s->m, s->v[v].n, &cd->r, i, NULL, GRAD_BUCKET_WAITED) - cd->param_grad[i];
+			double h = cost_param_grad(&s->m, s->v[v].n, &cd->r, i, NULL, GRAD_BUCKET_WAITED, s->real_size) - cd->param_grad[i];
 			head = h > head ? h : head;
 		}
 	}

@@ -69,7 +69,10 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 	const SVertex *u = &s->v[e->u], *v = &s->v[e->v];
 	const Node *reader = v->n;
 	uint64_t h1 = 0x7AB1E5C0FFEE1234ull, h2 = 0x51A7E0F0DD5EED55ull;
-	cost_memo_mix(&h1, &h2, (uint64_t)e->dt << 8 | (uint64_t)s->training << 4 | (uint64_t)(e->ui < 0) << 2 | memory);
+	/* an f32 element's bytes too: a process may search both precisions
+	 * (the unit tests), whose tables differ only in them */
+	cost_memo_mix(&h1, &h2, (uint64_t)(s->real_size != 4) << 16 | (uint64_t)e->dt << 8 | (uint64_t)s->training << 4 |
+	                            (uint64_t)(e->ui < 0) << 2 | memory);
 	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)u->fixed << 32 | (uint64_t)(unsigned)v->fixed);
 	cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)u->cl->n << 32 | (uint64_t)(unsigned)v->cl->n);
 	int sv = reader->ann.stage;

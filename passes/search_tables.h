@@ -25,7 +25,8 @@ void search_edge_tables_free(Search *s, double **T);
 
 /* What edge e's cost table (memory false) or memory table depends on,
  * as a 128-bit hash: both ends' layouts as the edge sees them under every
- * candidate (search_edge_from, _to), the element type, training, the
+ * candidate (search_edge_from, _to), the element type and an f32's bytes
+ * (--precision f64), training, the
  * ends' fixed candidates; for the cost table the gradient's layouts, the
  * stage crossing, w_micro and the machine's figures that price a
  * redistribution or a stage transfer; for the memory table the reader's

@@ -148,7 +148,7 @@ static RedistPlan *ragged_plan(Sharder *S, const Value *v, const Layout *to, con
 	RedistPlan *p = ARENA_NEW(S->cx.arena, RedistPlan);
 	RedistStep *st = ARENA_NEW(S->cx.arena, RedistStep);
 	int64_t group = layout_group_size(from, from->partial);
-	int64_t bytes = shape_numel(&from->slice) * dtype_size(v->dtype);
+	int64_t bytes = shape_numel(&from->slice) * compilation_elem_size(S->c, v->dtype);
 	*st = (RedistStep){.kind = RS_ALLREDUCE, .from = from, .to = to, .axes = from->partial, .dim = -1, .dim2 = -1,
 	                   .tdim = -1, .tdim2 = -1, .tsub = -1, .tsub2 = -1,
 	                   .send_bytes = group > 1 ? 2 * (group - 1) * bytes / group : 0};
@@ -168,8 +168,9 @@ static RedistPlan *ragged_plan(Sharder *S, const Value *v, const Layout *to, con
 static RedistPlan *plan_back(Sharder *S, const Layout *from, const Layout *to, DType dt)
 {
 	bool a2a = S->g->par.enable_alltoall;
-	RedistPlan *one = redist_plan(S->cx.arena, from, to, dt, a2a);
-	RedistPlan *back = one ? redist_plan_back(S->cx.arena, from, to, dt, a2a) : NULL;
+	int es = compilation_elem_size(S->c, dt);
+	RedistPlan *one = redist_plan(S->cx.arena, from, to, es, a2a);
+	RedistPlan *back = one ? redist_plan_back(S->cx.arena, from, to, es, a2a) : NULL;
 	if (!back)
 		return one;
 	Machine dm;
@@ -204,7 +205,8 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 	RedistPlan *plan = v->layout->ragged || to->ragged ? ragged_plan(S, v, to, reader)
 	                   : reader->phase == PH_BACKWARD
 	                       ? plan_back(S, v->layout, to, v->dtype)
-	                       : redist_plan(S->cx.arena, v->layout, to, v->dtype, S->g->par.enable_alltoall);
+	                       : redist_plan(S->cx.arena, v->layout, to, compilation_elem_size(S->c, v->dtype),
+	                                     S->g->par.enable_alltoall);
 	if (!plan && (v->layout->ragged || to->ragged))
 		return v;
 	if (!plan) {
@@ -749,7 +751,8 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	Value *ps = convert(S, p, shard, n);
 	n->in[0] = ps;
 	n->strategy = (Strategy){0};
-	RedistPlan *plan = redist_plan(S->cx.arena, shard, whole_layout, p->dtype, S->g->par.enable_alltoall);
+	RedistPlan *plan = redist_plan(S->cx.arena, shard, whole_layout, compilation_elem_size(S->c, p->dtype),
+	                               S->g->par.enable_alltoall);
 	Node *back = graph_node_detached(S->g, OP_REDISTRIBUTE, &ps, 1, n->loc);
 	back->attr.plan = plan;
 	back->attr.steps = redist_describe(S->cx.arena, plan);

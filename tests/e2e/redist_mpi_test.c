@@ -274,7 +274,7 @@ static void run_case(size_t k, bool a2a)
 	const Case *c = &cases[k];
 	Arena a = {0};
 	Layout *from = mk(&a, c, &c->from), *to = mk(&a, c, &c->to);
-	RedistPlan *p = from && to ? redist_plan_back(&a, from, to, DT_F32, a2a) : NULL;
+	RedistPlan *p = from && to ? redist_plan_back(&a, from, to, 4, a2a) : NULL;
 	check(p != NULL, "%s: no plan", c->name);
 	if (p) {
 		if (me == 0)
@@ -328,7 +328,7 @@ static int emit_all(const char *path)
 		for (int a2a = 0; a2a < 2; a2a++) {
 			const Case *c = &cases[k];
 			Layout *from = mk(&a, c, &c->from), *to = mk(&a, c, &c->to);
-			RedistPlan *p = redist_plan_back(&a, from, to, DT_F32, a2a);
+			RedistPlan *p = redist_plan_back(&a, from, to, 4, a2a);
 			if (!p)
 				continue;
 			scratch[k][a2a] = p->scratch_elems;

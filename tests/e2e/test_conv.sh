@@ -166,24 +166,30 @@ HM=tests/e2e/models/conv_halo.net HSTEPS=20
 # (--comm-stats), explain's line HALO shows those bytes for the busiest
 # device and its send/recv count is --comm-stats'
 explain_sendrecv() {
-	local tag=$1 what=$2 want=$3 line=$4 ex got= calls=
+	local tag=$1 what=$2 want=$3 line=$4 ex got= calls= all=
 	shift 4
 	ex=$("$NETC" explain $HM "$@" 2>&1)
 	if train "$tag" 4 2 $HM "$@" -- --comm-stats &&
 		got=$(sed -n 's/^bytes sent per step: .*send\/recv \([0-9]*\)$/\1/p' "$work/$tag.run.log") &&
 		calls=$(sed -n 's/^comm per step: .* \([0-9]*\) send\/recv, .*/\1/p' "$work/$tag.run.log") &&
+		all=$(sed -n 's/^comm per step: .* \([0-9]*\) bytes$/\1/p' "$work/$tag.run.log") &&
 		echo "$ex" | grep -q "$line, $got bytes the busiest" &&
+		echo "$ex" | grep -q "^totals per device per step: .* collectives, $all bytes)" &&
 		echo "$ex" | grep -q "halo send/recv $calls x " && [ "$got" = "$want" ]; then
-		ok "explain = --comm-stats on $what: $got bytes, $calls send/recvs a step"
+		ok "explain = --comm-stats on $what: $got bytes, $calls send/recvs a step ($all bytes in all)"
 	else
-		bad "explain != --comm-stats on $what (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs; want $want)"
-		echo "$ex" | grep -E "halo" | sed 's/^/     | /'
+		bad "explain != --comm-stats on $what (--comm-stats: ${got:-?} bytes, ${calls:-?} send/recvs, ${all:-?} in all; want $want)"
+		echo "$ex" | grep -E "halo|^totals" | sed 's/^/     | /'
 	fi
 }
 # explain = --comm-stats where rank 0 is the busiest device: conv1 alone
 # split (H 2 ways), either shard sends 1024 bytes a row forward and 1024
-# back, 2 send/recvs an exchange
-explain_sendrecv hex "one H split" 2048 "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges" -D SH2=1
+# back at f32 (the explain-only check below), 2 send/recvs an exchange;
+# built with --precision f64 its doubles send 2048 a row, and every
+# collective twice its f32 bytes, 89532 in all: explain counted f32's
+# (44766, 2048 the halo's)
+explain_sendrecv hex "one H split, f64" 4096 "halo H split 2: 1 + 1 rows from the neighbours, 2 exchanges" -D SH2=1 \
+	--precision f64
 HM=tests/e2e/models/pool_halo.net
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 2, avg_pool2d H split 4 @4"
 halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2d H split 2 @4" -D SW=4 -D SH2=2

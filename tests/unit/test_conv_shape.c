@@ -111,27 +111,27 @@ Test(conv, halo_bytes)
 	cr_assert(l4 && l2);
 	/* x is the data: the forward's exchange alone (the weight gradient
 	 * reuses it); a middle shard sends a row each way */
-	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2048 + 2048);
+	cr_expect_eq(conv_halo_bytes(n, l4, true, 4, &times, dir), 2048 + 2048);
 	cr_expect(times == 1 && dir[0] == 2048 && dir[1] == 2048);
-	cr_expect_eq(conv_halo_bytes(n, l4, false, &times, dir), 2048 + 2048);
+	cr_expect_eq(conv_halo_bytes(n, l4, false, 4, &times, dir), 2048 + 2048);
 	cr_expect_eq(times, 1);
 	/* of two shards each sends one row an exchange */
-	cr_expect_eq(conv_halo_bytes(n, l2, true, &times, dir), 2048);
+	cr_expect_eq(conv_halo_bytes(n, l2, true, 4, &times, dir), 2048);
 	/* x an operator's output: the data gradient's halo goes back too */
 	Value *h = graph_value(g, VK_NODE, "h", DT_F32, xs, loc_none());
 	n->in[0] = h;
-	cr_expect_eq(conv_halo_bytes(n, l4, true, &times, dir), 2 * (2048 + 2048));
+	cr_expect_eq(conv_halo_bytes(n, l4, true, 4, &times, dir), 2 * (2048 + 2048));
 	cr_expect_eq(times, 2);
 	/* pools: the forward's gather and the data gradient's way back (a
 	 * max pool's gradient reads the forward's halo: 3 x 4096 when it
 	 * gathered again) */
 	Node *mp = graph_node(g, OP_MAX_POOL2D, &h, 1, loc_none()), *ap = graph_node(g, OP_AVG_POOL2D, &h, 1, loc_none());
 	mp->attr.conv = ap->attr.conv = n->attr.conv;
-	cr_expect_eq(conv_halo_bytes(mp, l4, true, &times, dir), 2 * 4096);
+	cr_expect_eq(conv_halo_bytes(mp, l4, true, 4, &times, dir), 2 * 4096);
 	cr_expect_eq(times, 2);
-	cr_expect_eq(conv_halo_bytes(ap, l4, true, &times, dir), 2 * 4096);
+	cr_expect_eq(conv_halo_bytes(ap, l4, true, 4, &times, dir), 2 * 4096);
 	/* no split of H or W: no halo */
-	cr_expect_eq(conv_halo_bytes(n, layout_batch_split(&arena, &xs, 4), true, &times, dir), 0);
+	cr_expect_eq(conv_halo_bytes(n, layout_batch_split(&arena, &xs, 4), true, 4, &times, dir), 0);
 	cr_expect_eq(times, 0);
 }
 

@@ -97,7 +97,7 @@ Test(cost, flops_and_rounds)
 	cr_expect_eq(cost_used_devices(mm, &res), 4);
 	cr_expect(fabs(cost_compute(&m, mm, &res, true) - 3 * 2.0 * 64 * 128 * 32 / 4 / m.flops) < 1e-18);
 	int64_t bytes;
-	double t = cost_param_grad(&m, mm, &res, 1, &bytes, GRAD_CALL);
+	double t = cost_param_grad(&m, mm, &res, 1, &bytes, GRAD_CALL, 4);
 	cr_expect_eq(bytes, 2 * 3 * 128 * 32 * 4 / 4);
 	cr_expect(t > 0);
 	arena_free(&a);
@@ -143,7 +143,7 @@ Test(cost, fast_equality_matches_layout_equiv)
 			}
 		cr_expect_gt(agree, 100);
 		/* interning: one pointer per layout_equiv class */
-		RedistCache *rc = redist_cache_new(&a, &s->m, false);
+		RedistCache *rc = redist_cache_new(&a, &s->m, false, 4);
 		for (int i = 0; i < n; i++) {
 			const Layout *ci = cost_intern(rc, ls[i]);
 			cr_expect(layout_equiv(ci, ls[i]), "%s interned as %s", layout_str(&a, ls[i]), layout_str(&a, ci));
@@ -182,7 +182,7 @@ Test(cost, gradient_leaves_as_partial_sum)
 	cr_expect_eq(cost_grad_partial_axes(mm, &r, 1), 0u, "w is split by every axis the op uses");
 	Machine m;
 	machine_defaults(&m);
-	RedistCache *rc = redist_cache_new(&a, &m, false);
+	RedistCache *rc = redist_cache_new(&a, &m, false, 4);
 	const Layout *rows = layout_batch_split(&a, &x->shape, 4);
 	const Layout *grad = cost_with_partial(rc, r.in[0], gp);
 	double fwd = cost_redist(rc, rows, r.in[0], DT_F32, NULL);
@@ -284,7 +284,7 @@ Test(cost, intern_keys_every_axis)
 	int naxes[4][MAX_RANK] = {{2}, {2}, {3}, {3}};
 	Machine m;
 	machine_defaults(&m);
-	RedistCache *rc = redist_cache_new(&a, &m, false);
+	RedistCache *rc = redist_cache_new(&a, &m, false, 4);
 	const Layout *l[4];
 	for (int i = 0; i < 4; i++) {
 		Layout *x = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])ax[i], naxes[i], 0, 8);
@@ -294,7 +294,7 @@ Test(cost, intern_keys_every_axis)
 	}
 	for (int i = 0; i < 4; i += 2) {
 		cr_expect_not(layout_equiv(l[i], l[i + 1]));
-		RedistPlan *p = redist_plan(&a, l[i + 1], l[i], DT_F32, false);
+		RedistPlan *p = redist_plan(&a, l[i + 1], l[i], 4, false);
 		cr_assert(p);
 		double want = cost_plan_time(&m, p);
 		cr_expect_gt(want, 0);
@@ -321,7 +321,7 @@ Test(cost, shared_prices_follow_the_machine)
 			m.bandwidth /= 4;
 		if (k == 3)
 			m.topo.devices_per_node = 2, m.topo.inter_bandwidth = m.bandwidth / 8;
-		RedistCache *rc = redist_cache_new(&a, &m, false);
+		RedistCache *rc = redist_cache_new(&a, &m, false, 4);
 		const Layout *rows = cost_intern(rc, layout_batch_split(&a, &full, 8));
 		int8_t ax[MAX_RANK][MAX_RANK] = {{0}}; /* dim 1 over axis 0 */
 		int naxes[MAX_RANK] = {0, 1};
@@ -329,7 +329,7 @@ Test(cost, shared_prices_follow_the_machine)
 		Layout *cols = layout_make_axes(&a, &full, 1, dev, (const int8_t(*)[MAX_RANK])ax, naxes, 0, 8);
 		cr_assert(cols);
 		const Layout *c = cost_intern(rc, cols);
-		RedistPlan *p = redist_plan(&a, rows, c, DT_F32, false);
+		RedistPlan *p = redist_plan(&a, rows, c, 4, false);
 		cr_assert(p);
 		double want = cost_plan_time(&m, p), got = cost_redist(rc, rows, c, DT_F32, NULL);
 		cr_expect_gt(want, 0);
@@ -359,11 +359,11 @@ Test(cost, shared_prices_follow_the_device_matrix)
 		Arena a = {0};
 		Machine m;
 		machine_defaults(&m);
-		RedistCache *rc = redist_cache_new(&a, &m, false);
+		RedistCache *rc = redist_cache_new(&a, &m, false, 4);
 		Layout *rows = layout_make(&a, &full, 1, d16, rows_map, 0, 16);
 		Layout *rep = k == 0 ? layout_make(&a, &full, 2, d44, whole, 0, 16) : layout_make(&a, &full, 1, d16, whole, 0, 16);
 		cr_assert(rows && rep);
-		RedistPlan *p = redist_plan(&a, rows, rep, DT_F32, false);
+		RedistPlan *p = redist_plan(&a, rows, rep, 4, false);
 		cr_assert(p);
 		double want = cost_plan_time(&m, p);
 		price[k] = cost_redist(rc, cost_intern(rc, rows), cost_intern(rc, rep), DT_F32, NULL);
@@ -449,8 +449,8 @@ Test(cost, memo_import_gives_a_childs_prices)
 static double fresh_price(const Machine *m, const Layout *f, const Layout *t, bool back, int64_t *bytes)
 {
 	Arena tmp = {0};
-	RedistPlan *p = redist_plan(&tmp, f, t, DT_F32, true);
-	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, DT_F32, true) : NULL;
+	RedistPlan *p = redist_plan(&tmp, f, t, 4, true);
+	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, 4, true) : NULL;
 	if (r && cost_plan_time(m, r) < cost_plan_time(m, p))
 		p = r;
 	double time = p ? cost_plan_time(m, p) : INFINITY;
@@ -482,7 +482,7 @@ Test(cost, cached_prices_equal_fresh_plans)
 	enum { N = 96 };
 	const Layout *ls[N];
 	int n = 0;
-	RedistCache *rc0 = redist_cache_new(&a, &s->m, true);
+	RedistCache *rc0 = redist_cache_new(&a, &s->m, true, 4);
 	for (int v = 0; v < s->nv; v++)
 		for (int c = 0; c < s->v[v].cl->n && n < N - 2; c++) {
 			const ShardResult *r = &s->v[v].cl->c[c].r;
@@ -493,7 +493,7 @@ Test(cost, cached_prices_equal_fresh_plans)
 	int compared = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		Arena b = {0};
-		RedistCache *rc = pass ? redist_cache_new(&b, &s->m, true) : rc0;
+		RedistCache *rc = pass ? redist_cache_new(&b, &s->m, true, 4) : rc0;
 		const Layout *cp[N];
 		for (int i = 0; i < n; i++) {
 			Layout *c = ARENA_NEW(&b, Layout);

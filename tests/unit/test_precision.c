@@ -315,7 +315,7 @@ Test(precision, narrow_attention)
 static Node *move_to(Graph *g, Value *v, Layout *to)
 {
 	Node *r = graph_node(g, OP_REDISTRIBUTE, &v, 1, v->loc);
-	r->attr.plan = redist_plan(g->arena, v->layout, to, v->dtype, g->par.enable_alltoall);
+	r->attr.plan = redist_plan(g->arena, v->layout, to, dtype_size(v->dtype), g->par.enable_alltoall);
 	cr_assert(r->attr.plan);
 	r->attr.steps = redist_describe(g->arena, r->attr.plan);
 	r->out->shape = v->shape;

@@ -345,7 +345,7 @@ ParameterizedTest(Case *c, redist, table)
 {
 	Arena a = {0};
 	Layout *from = mk(&a, &c->full, &c->from, c->D), *to = mk(&a, &c->full, &c->to, c->D);
-	RedistPlan *p = redist_plan(&a, from, to, DT_F32, c->alltoall);
+	RedistPlan *p = redist_plan(&a, from, to, 4, c->alltoall);
 	cr_assert(p, "%s: no plan", c->name);
 	const char *ops = redist_describe(&a, p);
 	cr_log_info("%s: %s (%lld bytes)", c->name, ops, (long long)p->send_bytes);
@@ -370,12 +370,12 @@ ParameterizedTest(Case *c, redist, table)
 	run_plan(p, from, to, c->D);
 	/* the backward's planner: the same plan, or the way back in reverse
 	 * where that sends fewer bytes; either moves the data exactly */
-	RedistPlan *b = redist_plan_back(&a, from, to, DT_F32, c->alltoall);
+	RedistPlan *b = redist_plan_back(&a, from, to, 4, c->alltoall);
 	cr_assert(b, "%s: no plan back", c->name);
 	cr_expect_leq(b->send_bytes, p->send_bytes, "%s", c->name);
 	run_plan(b, from, to, c->D);
 	/* both from one planning (the memo's gradient prices): the same two plans */
-	RedistPlan *both_fwd, *both = redist_plan_both(&a, from, to, DT_F32, c->alltoall, &both_fwd);
+	RedistPlan *both_fwd, *both = redist_plan_both(&a, from, to, 4, c->alltoall, &both_fwd);
 	cr_assert(both && both_fwd, "%s", c->name);
 	const RedistPlan *pairs[2][2] = {{p, both_fwd}, {b, both}};
 	for (int k = 0; k < 2; k++) {
@@ -393,7 +393,7 @@ static RedistPlan *plan2(Arena *a, int D, Shape full, LSpec f, LSpec t, bool a2a
 {
 	*from = mk(a, &full, &f, D);
 	*to = mk(a, &full, &t, D);
-	RedistPlan *p = redist_plan(a, *from, *to, DT_F32, a2a);
+	RedistPlan *p = redist_plan(a, *from, *to, 4, a2a);
 	cr_assert(p);
 	return p;
 }
@@ -403,7 +403,7 @@ Test(redist, alltoall_only_when_enabled)
 	Arena a = {0};
 	Layout *f, *t;
 	RedistPlan *on = plan2(&a, 8, (Shape)S(16, 16), (LSpec)L(1, V(8), V(0, -1), 0), (LSpec)L(1, V(8), V(-1, 0), 0), true, &f, &t);
-	RedistPlan *off = redist_plan(&a, f, t, DT_F32, false);
+	RedistPlan *off = redist_plan(&a, f, t, 4, false);
 	cr_assert_eq(on->n, 1);
 	cr_expect_eq(on->steps[0].kind, RS_ALLTOALL);
 	cr_expect_eq(on->steps[0].dim, 0);
@@ -450,7 +450,7 @@ Test(redist, fallback_when_matrices_do_not_nest)
 	 * columns 2(r % 3).. (3 x 2), wants rows 2(r / 2).. and columns
 	 * 3(r % 2).. (2 x 3), of which it holds 4, 2, 0, 0, 2, 4 elements:
 	 * ranks 0..5 receive 2 + 4 + 6 + 6 + 4 + 2 = 24 floats, 96 bytes */
-	p = redist_plan(&a, f, t, DT_F32, true);
+	p = redist_plan(&a, f, t, 4, true);
 	cr_expect(p->fallback);
 	cr_expect_str_eq(redist_describe(&a, p), "Permute(6)");
 	cr_expect_eq(p->total_bytes, 96);
@@ -467,7 +467,7 @@ Test(redist, permute_moves_half_the_gather)
 	Arena a = {0};
 	Layout *f, *t;
 	RedistPlan *p = plan2(&a, 4, (Shape)S(8, 6), (LSpec)L(2, V(2, 2), V(0, -1), 0), (LSpec)L(2, V(2, 2), V(1, -1), 0), true, &f, &t);
-	RedistPlan *g = redist_plan(&a, f, t, DT_F32, false);
+	RedistPlan *g = redist_plan(&a, f, t, 4, false);
 	cr_expect_eq(p->total_bytes, 192);
 	cr_expect_eq(g->total_bytes, 384);
 	cr_expect_eq(p->scratch_elems, 24);
@@ -517,10 +517,10 @@ Test(redist, invalid_requests)
 	Arena a = {0};
 	Shape s1 = S(8, 8), s2 = S(8, 4);
 	LSpec rep = L(1, V(4), V(-1, -1), 0), part = L(1, V(4), V(-1, -1), 1);
-	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s2, &rep, 4), DT_F32, true));
-	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s1, &rep, 8), DT_F32, true));
+	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s2, &rep, 4), 4, true));
+	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s1, &rep, 8), 4, true));
 	/* full values cannot become partial sums */
-	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s1, &part, 4), DT_F32, true));
+	cr_expect_null(redist_plan(&a, mk(&a, &s1, &rep, 4), mk(&a, &s1, &part, 4), 4, true));
 	arena_free(&a);
 }
 
@@ -560,7 +560,7 @@ Test(redist, emitted_code_calls_runtime)
 	cr_expect(strstr(c, "nrt_allgather_dim(comm_1_4_1, NRT_F32, 2, (const int64_t[]){2, 8}, 0, src, scratch_a);"), "%s", c);
 	cr_expect(strstr(c, "nrt_slice_block(NRT_F32, 2, (const int64_t[]){8, 8}, to_off, (const int64_t[]){8, 2}, scratch_a, dst);"), "%s", c);
 	free(c);
-	RedistPlan *id = redist_plan(&a, f, f, DT_F32, true);
+	RedistPlan *id = redist_plan(&a, f, f, 4, true);
 	c = emit(&a, id);
 	cr_expect(strstr(c, "memmove(dst, src, sizeof *(dst) * 16);"), "%s", c);
 	free(c);
@@ -632,7 +632,7 @@ Test(redist, scalar_partial_sum)
 	Shape s = {.rank = 0};
 	Layout *f = layout_make(&a, &s, 1, (int64_t[]){4}, (int[]){-1}, 1, 4);
 	Layout *t = layout_replicated(&a, &s, 4);
-	RedistPlan *p = redist_plan(&a, f, t, DT_F32, true);
+	RedistPlan *p = redist_plan(&a, f, t, 4, true);
 	cr_assert(p);
 	cr_expect_str_eq(redist_describe(&a, p), "AllReduce(4)");
 	cr_expect_eq(p->send_bytes, 2 * 3 * 4 / 4);
@@ -654,7 +654,7 @@ Test(redist, way_back_planned_in_reverse)
 	Layout *f, *t;
 	RedistPlan *fwd = plan2(&a, 8, (Shape)S(16, 8), (LSpec)L(1, V(8), V(0, -1), 0),
 	                        (LSpec)L(3, V(2, 2, 2), V(0, 2), 0), false, &f, &t);
-	RedistPlan *p = redist_plan_back(&a, f, t, DT_F32, false);
+	RedistPlan *p = redist_plan_back(&a, f, t, 4, false);
 	cr_expect_eq(fwd->send_bytes, 192);
 	cr_expect_eq(p->send_bytes, 128, "the way back sends %" PRId64 " bytes (192 planned forward only)", p->send_bytes);
 	run_plan(p, f, t, 8);
@@ -754,11 +754,11 @@ Test(redistribute, every_pair_over_several_axes)
 			cr_assert(f && t);
 			if (v >= 2)
 				f->partial = 7u & ~layout_used_axes(f);
-			RedistPlan *p = redist_plan(&a, f, t, DT_F32, v & 1);
+			RedistPlan *p = redist_plan(&a, f, t, 4, v & 1);
 			cr_assert(p, "%s -> %s: no plan", layout_str(&a, f), layout_str(&a, t));
 			cr_log_info("%s -> %s: %s", layout_str(&a, f), layout_str(&a, t), redist_describe(&a, p));
 			run_plan(p, f, t, 12);
-			RedistPlan *b = redist_plan_back(&a, f, t, DT_F32, v & 1);
+			RedistPlan *b = redist_plan_back(&a, f, t, 4, v & 1);
 			cr_assert(b, "%s -> %s: no plan back", layout_str(&a, f), layout_str(&a, t));
 			run_plan(b, f, t, 12);
 			arena_free(&a);
@@ -786,7 +786,7 @@ Test(redistribute, every_pair_moves_the_minimum)
 			Arena a = {0};
 			Layout *f = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])ls[i].axes, ls[i].naxes, 0, 12);
 			Layout *t = layout_make_axes(&a, &full, 3, dev, (const int8_t(*)[MAX_RANK])ls[j].axes, ls[j].naxes, 0, 12);
-			RedistPlan *p = redist_plan(&a, f, t, DT_F32, true);
+			RedistPlan *p = redist_plan(&a, f, t, 4, true);
 			cr_assert(p);
 			int64_t want = min_bytes(f, t);
 			if (p->total_bytes != want) {

@@ -158,14 +158,14 @@ Test(topology, plan_steps)
 	Layout *p = layout_make(&a, &full, 2, (int64_t[]){16, 8}, (int[]){0, -1}, 1u << 1, 128);
 	Layout *q = layout_make(&a, &full, 2, (int64_t[]){16, 8}, (int[]){0, -1}, 0, 128);
 	cr_assert(p && q);
-	RedistPlan *plan = redist_plan(&a, p, q, DT_F32, false);
+	RedistPlan *plan = redist_plan(&a, p, q, 4, false);
 	cr_assert(plan && plan->n == 1 && plan->steps[0].kind == RS_ALLREDUCE);
 	double B = 1024.0 / 16 * 512 * 4;
 	cr_expect(NEAR(cost_plan_time(&m, plan), 14e-6 + 2.0 * 7 / 8 * B / 200e9));
 	/* over the data axis instead: 16 nodes, one device each */
 	Layout *pd = layout_make(&a, &full, 2, (int64_t[]){16, 8}, (int[]){1, -1}, 1u << 0, 128);
 	Layout *qd = layout_make(&a, &full, 2, (int64_t[]){16, 8}, (int[]){1, -1}, 0, 128);
-	RedistPlan *pl2 = redist_plan(&a, pd, qd, DT_F32, false);
+	RedistPlan *pl2 = redist_plan(&a, pd, qd, 4, false);
 	cr_assert(pl2 && pl2->n == 1);
 	B = 1024.0 / 8 * 512 * 4;
 	cr_expect(NEAR(cost_plan_time(&m, pl2), 30 * 10e-6 + 2.0 * 15 / 16 * B / 20e9));
