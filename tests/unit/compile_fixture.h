@@ -12,13 +12,22 @@
 
 static FILE *sink; /* the diagnostics of the compilation in progress */
 
-static bool compile_model(Compilation *c, const char *path, const char *const *defs, int ndefs, Stage upto)
+/* compile_model at --precision f64 where f64 (inline: files that call
+ * only one of the two do not warn of the other) */
+static inline bool compile_model_at(Compilation *c, const char *path, const char *const *defs, int ndefs,
+                                    Stage upto, bool f64)
 {
 	compilation_init(c);
+	c->f64 = f64;
 	sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	diag_init(&c->diag, sink);
 	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+}
+
+static inline bool compile_model(Compilation *c, const char *path, const char *const *defs, int ndefs, Stage upto)
+{
+	return compile_model_at(c, path, defs, ndefs, upto, false);
 }
 
 static void compile_done(Compilation *c)

@@ -20,15 +20,9 @@
 #include "passes/search_graph.h"
 #include "passes/search_tables.h"
 
-/* compile_model at --precision f64 where f64. */
 static bool compile_at(Compilation *c, const char *path, const char *const *defs, int ndefs, bool f64)
 {
-	compilation_init(c);
-	c->f64 = f64;
-	sink = fopen("/dev/null", "w");
-	cr_assert(sink);
-	diag_init(&c->diag, sink);
-	return compile_front(c, path, defs, ndefs) && compile_passes(c, UPTO_CODEGEN);
+	return compile_model_at(c, path, defs, ndefs, UPTO_CODEGEN, f64);
 }
 
 typedef struct {
