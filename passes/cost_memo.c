@@ -157,7 +157,7 @@ void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n)
  * all where the table went on to the most (GPT-3 x 1024 and x 4096:
  * 8% of the 4096-device run's CPU in clear_page), with the old table
  * and the new one resident at once. In place, only the largest table's
- * pages are ever zeroed, and the peak holds one table. */
+ * pages are ever zeroed, and one table is resident, not two. */
 enum { HUGE = 2 << 20 };
 static CostMemoEntry *reserve(void)
 {
