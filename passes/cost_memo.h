@@ -23,7 +23,7 @@ int cost_layout_key(const Layout *l, int64_t *key);
  * cost_memo.c's exact_key), the element type, the direction, all-to-all and the machine's
  * communication figures (fig: cost.c hashes them): the key is a 128-bit hash of those (as the
  * series memo's in search_dp.c: a collision of both halves is not a
- * practical concern). Bounded: past 4M entries nothing is added. */
+ * practical concern). Bounded: past 3M entries nothing is added. */
 typedef struct CostMemoEntry {
 	uint64_t h1, h2;         /* 0, 0: empty */
 	double time;             /* cost_plan_time of the chosen plan */

@@ -1,6 +1,6 @@
 /* The auto-parallel search graph: which nodes it covers and their names,
- * candidate strategies, unary and edge costs, the totals (see
- * search_graph.h). The searches over it sit above: search_propagate.c,
+ * candidate strategies, unary and edge costs (see search_graph.h; the
+ * totals of a choice over them in search_total.c). The searches over it sit above: search_propagate.c,
  * search_dp.c, search_recursive.c; search.c drives them. */
 #include "search_graph.h"
 #include "op_comm.h"
@@ -599,8 +599,6 @@ static int opt_state_count(OptimizerKind k)
  * again one region at a time in the backward pass: not held per
  * micro-batch (before, the estimate counted every output, so a model
  * with its layers recomputed looked as big as without). */
-static Value *unconverted(Value *x);
-
 static bool *recompute_kept(Arena *a, const Graph *g)
 {
 	bool *kept = ARENA_NEWN(a, bool, g->nvalues + 1);
@@ -625,7 +623,7 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 		if (n->out && n->out == g->loss)
 			kept[n->out->id] = true;
 		for (int j = 0; j < n->nin; j++) {
-			Value *x = unconverted(n->in[j]);
+			Value *x = search_unconverted(n->in[j]);
 			const Node *d = x->kind == VK_NODE ? x->def : NULL;
 			if (d && d->ann.recompute && x->id < g->nvalues &&
 			    (!n->ann.recompute || !n->out || n->out->id >= g->nvalues || region[n->out->id] != region[x->id]))
@@ -674,9 +672,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	*mem = m;
 }
 
-/* A graph value as the search sees it: through the conversions of a
- * laid-out graph (explain). */
-static Value *unconverted(Value *x)
+Value *search_unconverted(Value *x)
 {
 	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
 		x = x->def->in[0];
@@ -787,7 +783,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	uint64_t *reading = ARENA_NEWN(a, uint64_t, g->nvalues + 1), *met = ARENA_NEWN(a, uint64_t, g->nvalues + 1);
 	for (int vi = 0; vi < s->nv; vi++)
 		for (int i = 0, rs = s->v[vi].n->ann.stage; i < s->v[vi].n->nin && rs >= 0 && rs < 64; i++)
-			reading[unconverted(s->v[vi].n->in[i])->id] |= (uint64_t)1 << rs;
+			reading[search_unconverted(s->v[vi].n->in[i])->id] |= (uint64_t)1 << rs;
 	for (int vi = 0; vi < s->nv; vi++) {
 		SVertex *sv = &s->v[vi];
 		Node *n = sv->n;
@@ -796,7 +792,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		uint64_t bit = n->ann.stage >= 0 && n->ann.stage < 64 ? (uint64_t)1 << n->ann.stage : 0;
 		Layout *inl[SHARD_MAX_INPUTS] = {0};
 		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
-			Value *x = unconverted(n->in[i]);
+			Value *x = search_unconverted(n->in[i]);
 			int u = x->kind == VK_NODE && x->def && x->def->id < s->nvertex_of ? s->vertex_of[x->def->id] : -1;
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, x->dtype);
@@ -956,245 +952,3 @@ double search_edge_memory(const Search *s, int ei, int cu, int cv)
 double search_cand_compute(const Search *s, const Cand *c) { return s->w_micro * c->compute; }
 
 double search_cand_param_grad(const Search *s, const Cand *c, int i) { return s->w_step * c->param_grad[i]; }
-
-/* Whether edge ei's gradient, a partial sum, is summed with that of an
- * earlier edge from the same producer laid out alike: the sharding pass
- * adds such partial sums before reducing them (add_partials in
- * passes/sharding.c), so the way back is paid once. */
-static bool grad_shared(Search *s, int ei, const int *choice)
-{
-	const SEdge *e = &s->e[ei];
-	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
-	if (!g || !g->partial)
-		return false;
-	for (int k = 0; k < ei; k++) {
-		const SEdge *o = &s->e[k];
-		const Layout *h = s->v[o->v].cl->c[choice[o->v]].grad[o->vi];
-		if (o->u == e->u && o->ui == e->ui && h && layout_equiv(g, h))
-			return true;
-	}
-	return false;
-}
-
-/* Whether input i of n gets n's output gradient itself: autodiff hands a
- * same-shaped addend dy unchanged (grad_ADD's sum_to is the identity). */
-static bool passes_grad(const Node *n, int i)
-{
-	return (n->op == OP_ADD || n->op == OP_BIAS_ADD) && shape_eq(&n->in[i]->shape, &n->out->shape);
-}
-
-/* The layout the gradient of input vi of vertex v reaches its producer
- * in. cost_edge takes it to leave v in v's input layout; but through an
- * add (or a chain of them) the gradient is the add's output gradient
- * itself, and the sharding pass converts it from there: a residual add
- * laid out differently from its addend's producer costs no conversion
- * into the add's layout and back. An output read by several operators
- * gets the sum of their gradients, a backward add laid out as its
- * addends (the sharding pass): their layout where they agree, else the
- * add's own input layout. Depth-bounded (a residual stream is a chain). */
-static const Layout *grad_at(const Search *s, int v, int vi, const int *choice, int depth)
-{
-	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi];
-	if (depth > 256 || !passes_grad(s->v[v].n, vi))
-		return g;
-	const Layout *sum = NULL;
-	for (int k = 0; k < s->v[v].nadj; k++) {
-		const SEdge *o = &s->e[s->v[v].adj[k]];
-		if (o->u != v || o->ui >= 0 || o->v == v)
-			continue;
-		const Layout *d = grad_at(s, o->v, o->vi, choice, depth + 1);
-		if (!d || (sum && !cost_layout_same(sum, d)))
-			return g;
-		sum = d;
-	}
-	return sum ? sum : g;
-}
-
-static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
-{
-	return grad_at(s, s->e[ei].v, s->e[ei].vi, choice, 0);
-}
-
-/* A graph input that several operators read in one layout is converted
- * once (the sharding pass keeps the copy: convert), while each of their
- * unary costs pays for it: what the plan's total takes back. */
-static double shared_input_conversions(Search *s, const int *choice)
-{
-	double saved = 0;
-	for (int k = 0; s->inl_of && k < s->g->ninputs; k++) {
-		const Value *x = s->g->inputs[k];
-		const Layout *in = s->inl_of[x->id];
-		const Layout *seen[64];
-		int nseen = 0;
-		for (int v = 0; in && v < s->nv; v++) {
-			const Node *n = s->v[v].n;
-			const Cand *cd = &s->v[v].cl->c[choice[v]];
-			for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
-				const Layout *need = cd->r.in[j];
-				if (unconverted(n->in[j]) != x || !need)
-					continue;
-				bool again = false;
-				for (int q = 0; q < nseen && !again; q++)
-					again = layout_equiv(seen[q], need);
-				if (again)
-					saved += cost_redist(s->rc, in, need, x->dtype, NULL);
-				else if (nseen < 64)
-					seen[nseen++] = need;
-			}
-		}
-	}
-	return saved;
-}
-
-double search_local_total(Search *s, const int *choice)
-{
-	double t = 0;
-	for (int i = 0; i < s->nv; i++)
-		t += s->v[i].unary[choice[i]];
-	for (int e = 0; e < s->ne; e++)
-		t += search_edge_cost(s, e, choice[s->e[e].u], choice[s->e[e].v]);
-	return t;
-}
-
-/* The corrections below are to edges' costs, paid in every micro-batch. */
-static double search_corrections(Search *s, const int *choice)
-{
-	double t = 0;
-	for (int e = 0; e < s->ne; e++) {
-		const SEdge *se = &s->e[e];
-		const Layout *from = search_edge_from(s, se, choice[se->u]);
-		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
-		/* a recomputed operator's copy converts its inputs once more in
-		 * the backward pass (mp_comm_recompute: passes/sharding.c), and
-		 * a recomputed output is converted again for the backward
-		 * readers, which read the copy, not the forward's converted
-		 * value (reuse_forward_copies) */
-		const Node *vn = s->v[se->v].n, *un = s->v[se->u].n;
-		const Layout *to = search_edge_to(s, se, choice[se->v]);
-		bool again = (vn->ann.recompute && vn->ann.mp_comm_recompute) || (se->ui < 0 && un->ann.recompute);
-		if (s->training && again && from && to && !cost_layout_same(from, to))
-			t += cost_redist(s->rc, from, to, se->dt, NULL);
-		/* the plan's total prices the way back as the program takes it;
-		 * the edge costs the searches compare keep the local estimate */
-		if (grad_shared(s, e, choice)) {
-			t -= cost_edge_grad(s->rc, from, g, se->dt, s->training);
-		} else {
-			const Layout *d = delivered_grad(s, e, choice);
-			if (d != g)
-				t += cost_edge_grad(s->rc, from, d, se->dt, s->training) -
-				     cost_edge_grad(s->rc, from, g, se->dt, s->training);
-		}
-	}
-	return t - shared_input_conversions(s, choice);
-}
-
-/* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the
- * unary costs; the buckets' latency and the one wait for the other ranks
- * before the update (explain's fused_member) once a step: the dearest
- * gradient's as a bucket's first member, a bucket for all (the default
- * 64 MB holds a small model's gradients). */
-static double bucket_wait(Search *s, const int *choice)
-{
-	double head = 0;
-	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
-		const Cand *cd = &s->v[v].cl->c[choice[v]];
-		for (int i = 0; i < s->v[v].n->nin && i < SHARD_MAX_INPUTS; i++) {
-			double h = cost_param_grad(&s->m, s->v[v].n, &cd->r, i, NULL, GRAD_BUCKET_WAITED, s->real_size) - cd->param_grad[i];
-			head = h > head ? h : head;
-		}
-	}
-	return s->w_step * head;
-}
-
-double search_total(Search *s, const int *choice)
-{
-	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + bucket_wait(s, choice);
-}
-
-/* A lower bound of search_total over every choice, without an edge table
- * (the outer search's first screen, passes/search_fit.c): each vertex's
- * least work, its computation and parameter gradient reductions. Proof,
- * term by term of search_total:
- *  - unary = work + w_micro x (graph inputs' conversions, a partial
- *    loss's reduction), all >= 0: unary >= work >= the vertex's least;
- *  - an edge's cost is w_micro x (redistribution + gradient way back g
- *    + stage transfer), each >= 0, and its correction takes back at most
- *    that way back (grad_shared: -g; delivered: -g + another >= 0) and
- *    adds the recomputed conversion (>= 0): edge + correction >= 0;
- *  - shared_input_conversions takes back one conversion for each later
- *    reader of a graph input in a layout seen before, the conversion that
- *    reader's unary holds (the same input layout, the same target);
- *  - bucket_wait >= 0.
- * The recompute and memory-limited compilations of the same stages and
- * micro-batches have the same candidates and work (neither depends on
- * recompute marks or memory_limit), so it bounds their plans too. */
-double search_floor(const Search *s)
-{
-	double t = 0;
-	for (int v = 0; v < s->nv; v++) {
-		const SVertex *sv = &s->v[v];
-		double least = INFINITY;
-		for (int c = 0; c < sv->cl->n; c++)
-			if (sv->fixed < 0 || c == sv->fixed)
-				least = fmin(least, sv->work[c]);
-		t += least;
-	}
-	return t;
-}
-
-/* Whether an earlier edge of the same stage holds edge ei's converted
- * copy already: the sharding pass converts a value once per layout its
- * forward readers need (convert in passes/sharding.c), so q, k and v
- * reading one layer_norm output alike share one copy. The totals count
- * it once; dynamic_programming's tables still price it on every edge
- * (search_edge_memory), as they see one edge at a time. */
-static bool copy_held(const Search *s, int ei, const int *choice)
-{
-	const SEdge *e = &s->e[ei];
-	const SVertex *u = &s->v[e->u];
-	const Layout *to = search_edge_to(s, e, choice[e->v]);
-	for (int k = 0; k < u->nadj; k++) {
-		int oi = u->adj[k];
-		const SEdge *o = &s->e[oi];
-		if (oi < ei && o->u == e->u && o->ui == e->ui &&
-		    s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage &&
-		    search_edge_memory(s, oi, choice[o->u], choice[o->v]) > 0 &&
-		    cost_layout_same(search_edge_to(s, o, choice[o->v]), to))
-			return true;
-	}
-	return false;
-}
-
-/* A device holds only its pipeline stage's parameters and activations:
- * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
- * on 8 stages 8x a device's, so memory_limit was never met and
- * dynamic_programming ran its Lagrangian search 120 times). */
-void search_stage_memory(const Search *s, const int *choice, double *stage)
-{
-	int P = s->g->nstages > 1 ? s->g->nstages : 1;
-	for (int st = 0; st < P; st++)
-		stage[st] = 0;
-	for (int i = 0; i < s->nv; i++) {
-		int st = s->v[i].n->ann.stage;
-		stage[st < 0 ? 0 : st % P] += s->v[i].mem[choice[i]];
-	}
-	for (int ei = 0; ei < s->ne; ei++) {
-		const SEdge *e = &s->e[ei];
-		int st = s->v[e->v].n->ann.stage;
-		double b = search_edge_memory(s, ei, choice[e->u], choice[e->v]);
-		if (b > 0 && !copy_held(s, ei, choice))
-			stage[st < 0 ? 0 : st % P] += b;
-	}
-}
-
-double search_memory(Search *s, const int *choice)
-{
-	int P = s->g->nstages > 1 ? s->g->nstages : 1;
-	/* the searches call this in their loops: the arena only past 64 stages */
-	double small[64], m = 0;
-	double *stage = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
-	search_stage_memory(s, choice, stage);
-	for (int st = 0; st < P; st++)
-		m = fmax(m, stage[st]);
-	return m;
-}

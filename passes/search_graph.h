@@ -24,7 +24,8 @@
  * node's ann.in_strategy (ann.searched set), and the sharding pass lays
  * the graph out from there.
  *
- * This file is the graph and its costs, under the three searches
+ * This file is the graph and its costs (passes/search_graph.c; the totals
+ * of a choice in passes/search_total.c), under the three searches
  * (search_modes.h) and their driver (search.h). */
 #ifndef NETC_SEARCH_GRAPH_H
 #define NETC_SEARCH_GRAPH_H
@@ -188,6 +189,9 @@ double search_floor(const Search *s);
  * elementwise: the output's; else input 0's), returns their count; and
  * the layout a graph input arrives in when `devices` split its batch. */
 int search_free_dims(const Node *n, int64_t *size);
+/* A graph value as the search sees it: through the conversions of a
+ * laid-out graph (explain). */
+Value *search_unconverted(Value *x);
 Layout *search_input_layout(Search *s, Value *in, int64_t devices);
 
 /* Stable node names for strategy checkpoints and explain:

@@ -2,6 +2,7 @@
  * comparison against layout_equiv on every layout the sharding rules give
  * a few operators. */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -521,4 +522,47 @@ Test(cost, cached_prices_equal_fresh_plans)
 	}
 	cr_expect_gt(compared, 500);
 	arena_free(&a);
+}
+
+/* The shared table doubles in place (cost_memo.c double_in_place):
+ * every entry must still be found with its own price after four
+ * doublings, including a run of entries homed at the table's last
+ * slots, whose probes wrap past its end before and after each doubling
+ * (the case the in-place order handles apart), and a key never filled
+ * must not be found. */
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+static void memo_key(uint64_t k, uint64_t *h)
+{
+	h[0] = mix64(k) | 1;
+	/* one in 128 homed in the last 256 slots of every table up to 2^20 */
+	h[1] = k % 128 == 0 ? (mix64(~k) << 20) | (0xFFFFFu - k / 128 % 256) : mix64(k ^ 0x5eed);
+}
+
+Test(cost, memo_grows_in_place_keeping_every_price)
+{
+	enum { N = 300000 };
+	uint64_t h[2];
+	bool found;
+	for (uint64_t k = 0; k < N; k++) {
+		memo_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_assert(e && !found, "key %" PRIu64 " found before it was filled", k);
+		cost_memo_fill(e, h, (double)k, (int64_t)k);
+	}
+	long lost = 0;
+	for (uint64_t k = 0; k < N; k++) {
+		memo_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		lost += !(e && found && e->time == (double)k && e->bytes == (int64_t)k);
+	}
+	cr_expect_eq(lost, 0, "%ld of %d prices lost or changed by the growth", lost, (int)N);
+	memo_key(N + 1, h);
+	CostMemoEntry *e = cost_memo_find(h, &found);
+	cr_expect(e && !found, "a key never filled was found");
 }
