@@ -117,14 +117,19 @@ static double least_against(Search *s, Ahead *ah, int ei, int v, int c)
 	return l->x;
 }
 
-/* v takes the candidate with the least redistribution cost against its
- * decided neighbours plus the least each undecided neighbour could meet
- * it with (zero when one exists), then the least unary cost. The look
- * ahead keeps a vertex from taking the layout that suits the neighbour
- * decided first by a hair and every later one badly: a residual add
- * next to a row-split matmul's partial sums took a (32, 4) split a ring
- * prices 2% below (128, 1), and the layer norms reading it, which split
- * rows only, then gathered its columns in every layer. */
+/* v takes the candidate of least cost over its star: its redistribution
+ * against each decided neighbour, the least at which each undecided one
+ * could meet it (zero when one of its candidates matches), and its own
+ * computation and gradient reductions; of equal ones the least unary.
+ * The look ahead keeps a vertex from taking the layout that suits the
+ * neighbour decided first by a hair and every later one badly: a
+ * residual add next to a row-split matmul's partial sums took a (32, 4)
+ * split that a ring prices 2% below (128, 1), and the layer norms
+ * reading it, which split rows only, then gathered its columns in every
+ * layer. The unary in the sum keeps it from a layout that is free to
+ * convert and dear to hold: an embedding following a batch split with
+ * its table replicated, its gradient all-reduced over every device
+ * (before, the unary only broke ties). */
 static void decide(Search *s, Ahead *ah, int v, int *choice, const bool *done)
 {
 	SVertex *sv = &s->v[v];
@@ -141,6 +146,7 @@ static void decide(Search *s, Ahead *ah, int v, int *choice, const bool *done)
 				comm += least_against(s, ah, ei, v, c);
 		}
 		double u = sv->unary[c];
+		comm += u;
 		if (comm < bc - 1e-15 || (comm <= bc + 1e-15 && u < bu)) {
 			best = c, bc = comm, bu = u;
 		}
