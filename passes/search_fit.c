@@ -485,10 +485,9 @@ enum { MAX_TRIES = 48, MAX_FITS = 8 };
 
 /* The split the user's strategies ask of a micro-batch's samples: the
  * least common multiple of the first dimension's split of each
- * annotated operator's first input that is not a parameter (a data
- * parallel split, which a reshape of [b, t, ...] to [b * t, ...] keeps
- * on b alone: docs/parallel.md), of those that divide the batch; 1
- * where none. */
+ * annotated operator's first input not a parameter (a data-parallel
+ * split, which a reshape of [b, t, ...] to [b * t, ...] keeps on b
+ * alone), of those that divide the batch; 1 where none. */
 static int64_t annotated_batch_split(const Graph *g, int64_t B)
 {
 	int64_t s = 1;
@@ -518,9 +517,7 @@ static int64_t annotated_batch_split(const Graph *g, int64_t B)
  * split the batch s ways (annotated_batch_split), also the largest up
  * to 16 P whose micro-batch s divides, in its place by size: the others
  * may cut the batch finer than the annotations' split, and every
- * reshape of the batch then regathers it (GPT-3's TP 8 x DP 64 at 8
- * stages: 128 and 32 micro-batches of 12 and 48 sequences, where 24 of
- * 64 keep the split: 24.15 s a step against 16.5 s). */
+ * reshape of the batch then regathers it (docs/auto_parallel.md). */
 static int candidates(const Graph *g, int64_t nl, Try *t)
 {
 	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
