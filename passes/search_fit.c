@@ -483,24 +483,63 @@ static int64_t batch_of(const Graph *g)
 
 enum { MAX_TRIES = 48, MAX_FITS = 8 };
 
+/* The split the user's strategies ask of a micro-batch's samples: the
+ * least common multiple of the first dimension's split of each
+ * annotated operator's first input not a parameter (a data-parallel
+ * split, which a reshape of [b, t, ...] to [b * t, ...] keeps on b
+ * alone), of those that divide the batch; 1 where none. */
+static int64_t annotated_batch_split(const Graph *g, int64_t B)
+{
+	int64_t s = 1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		const Strategy *st = &n->ann.in_strategy;
+		if (st->n == 0 || n->ann.searched || n->ann.borrowed || !(op_info[n->op].flags & OPF_USER))
+			continue;
+		for (int j = 0; j < n->nin && j < st->n; j++) {
+			if (n->in[j]->kind == VK_PARAM)
+				continue;
+			int64_t d = st->v[j].rank > 0 ? st->v[j].d[0] : 1, l = d > 1 ? s / gcd64(s, d) * d : s;
+			if (B % l == 0)
+				s = l;
+			break;
+		}
+	}
+	return s;
+}
+
 /* The (P, M) to try: stage counts 1, 2, 4, ... (at most 64) dividing
  * device_num and the number of repeated layers; micro-batch counts,
  * multiples of P dividing the batch, the largest up to 16 P (the bubble
  * (P - 1) / (M + P - 1) is under 6% there, and more only shrink each
  * micro-batch's matrix products while the schedule grows with P x M),
- * then a quarter of it each time down to P. */
+ * then a quarter of it each time down to P. Where the user's strategies
+ * split the batch s ways (annotated_batch_split), also the largest up
+ * to 16 P whose micro-batch s divides, in its place by size: the others
+ * may cut the batch finer than the annotations' split, and every
+ * reshape of the batch then regathers it (docs/auto_parallel.md). */
 static int candidates(const Graph *g, int64_t nl, Try *t)
 {
 	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
 	int64_t N = g->par.device_num, B = batch_of(g), P0 = g->par.pipeline_stages, M0 = g->train.micro_size;
+	int64_t split = mauto ? annotated_batch_split(g, B) : 1;
 	int n = 0;
 	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && P <= N; P *= 2) {
 		if (N % P != 0 || (sauto && nl % P != 0))
 			continue;
 		int64_t M = mauto ? (B < 16 * P ? B : 16 * P) / P * P : M0;
+		int64_t kept = split > 1 ? M : 0; /* the largest count that keeps the split (0: none) */
 		while (mauto && M >= P && B % M != 0)
 			M -= P;
+		while (kept >= P && (B % kept != 0 || (B / kept) % split != 0))
+			kept -= P;
 		while (M >= (mauto ? P : M0) && M > 0 && n < MAX_TRIES) {
+			if (kept > M && n < MAX_TRIES)
+				t[n++] = (Try){.stages = P, .micro = kept};
+			if (kept >= M)
+				kept = 0;
+			if (n == MAX_TRIES)
+				break;
 			t[n++] = (Try){.stages = P, .micro = M};
 			if (!mauto)
 				break;
@@ -511,6 +550,8 @@ static int candidates(const Graph *g, int64_t nl, Try *t)
 				break;
 			M = next;
 		}
+		if (kept >= P && n < MAX_TRIES)
+			t[n++] = (Try){.stages = P, .micro = kept};
 	}
 	return n;
 }

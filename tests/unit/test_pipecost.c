@@ -494,7 +494,10 @@ Test(pipecost, search_and_explain_agree_on_fused_gradients)
  * read ln1's output [256, 32] f32 converted alike, rows split 2 ways
  * (16384 bytes a device), one copy in the program. The estimate counted
  * three (368516 bytes against the compiled plan's 328520); now one,
- * 2 x 16384 less, still not under the plan. */
+ * 2 x 16384 less, still not under the plan. Since sharding_propagation
+ * prices each choice over its star (2026-11-28) its plan keeps ln1's
+ * output whole and q, k and v read one copy of its rows split 2 ways:
+ * 709892 estimated (742660 with three copies), 573576 compiled. */
 Test(pipecost, search_memory_counts_a_shared_copy_once)
 {
 	Compilation c;
@@ -512,7 +515,7 @@ Test(pipecost, search_memory_counts_a_shared_copy_once)
 	cr_expect_eq(copies, 1, "q, k and v read one copy");
 	BuildOptions o = {0};
 	int64_t planned = netc_planned_bytes(&c, &o);
-	cr_expect_eq(c.search_mem, 368516 - 2 * 16384, "estimate %.0f", c.search_mem);
+	cr_expect_eq(c.search_mem, 742660 - 2 * 16384, "estimate %.0f", c.search_mem);
 	cr_expect_leq(planned, c.search_mem, "the compiled plan %lld bytes", (long long)planned);
 	compile_done(&c);
 }
@@ -554,11 +557,13 @@ Test(pipecost, schedule_memory_is_linear)
  * below: 849408 estimated, 1457952 compiled), so a memory limit let
  * plans through at nearly twice its bytes. Now the estimate stands to
  * the compiled plan at f64 as at f32: above it in both cases below, its
- * ratio within 0.15 of f32's (transformer_plain.net, dynamic_programming
+ * ratio within 0.2 of f32's (transformer_plain.net, dynamic_programming
  * on 2 stages x 2 micro-batches: 1.165 at both; transformer_six.net's 1
  * layer from the matmuls' strategies: 1.022 at f32, 1.136 at f64, whose
  * communication buffers, 92096 bytes at f32, grow to 118656, not
- * double). */
+ * double; since sharding_propagation prices each choice over its star,
+ * 2026-11-28, its plan replicates more: 1.238 at f32, 1.396 at f64,
+ * hence 0.2, well inside the 0.4 the bug made). */
 static void estimate_and_plan(const char *model, const char *const *defs, int ndefs, bool f64, double *est,
                               int64_t *planned)
 {
@@ -594,7 +599,7 @@ Test(pipecost, search_memory_at_f64)
 		            (long long)planned[0], est[1], (long long)planned[1]);
 		cr_expect(planned[1] > 1.75 * planned[0], "%s: f64's plan %lld bytes, f32's %lld", cases[k].model,
 		          (long long)planned[1], (long long)planned[0]);
-		cr_expect(r32 >= 1 && r64 >= 1 && fabs(r64 - r32) <= 0.15,
+		cr_expect(r32 >= 1 && r64 >= 1 && fabs(r64 - r32) <= 0.2,
 		          "%s: estimated / compiled %.3f at f64 (%.0f / %lld), %.3f at f32", cases[k].model, r64, est[1],
 		          (long long)planned[1], r32);
 	}
