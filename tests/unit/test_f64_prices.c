@@ -15,6 +15,7 @@
 #include "codegen/target.h"
 #include "compile_fixture.h"
 #include "ir/layout.h"
+#include "ir/redistribute.h"
 #include "passes/cost.h"
 #include "passes/explain.h"
 #include "passes/search_graph.h"
@@ -226,4 +227,58 @@ Test(f64, edge_table_memo_keys_the_precision)
 		cr_expect_eq(again[k], alone[k]);
 	}
 	search_tables_drop();
+}
+
+/* The redistributions' bytes at f64 by the moved value's type:
+ * tests/models/f64_mixed.net moves integer ids and labels, bf16 values
+ * (declared casts; amp is off at f64) and an f32 one, on 4 devices. Only
+ * the f32 value is a double in the f64 program (codegen's nrt_dtype_of:
+ * NRT_I32 and NRT_BF16 stay); a caller of redist_plan passing the
+ * precision's size for the others, or 4 for every type, fails here. By
+ * hand: the ids [16, 4] i32 all-gathered from row blocks, 3 x 16 x 4 B =
+ * 192; the labels [16] i32, 3 x 4 x 4 B = 48; h's [16, 64] bf16 partial
+ * sums reduce-scattered, 3/4 x 2048 B = 1536, and h2 gathered alike;
+ * the logits' log-sum-exps [16, 4 shards] all-gathered, 3 x 16 x 4 B =
+ * 192 at f32, 384 at f64. explain's totals, 6582 and 6780 bytes, are
+ * what the programs' --comm-stats count on 4 ranks (checked by hand). */
+static int64_t moved(const Graph *g, const char *value)
+{
+	int64_t b = -1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->op == OP_REDISTRIBUTE && n->attr.plan && strcmp(n->in[0]->name, value) == 0)
+			b = b < 0 ? n->attr.plan->send_bytes : b + n->attr.plan->send_bytes;
+	}
+	return b;
+}
+
+Test(f64, integer_and_narrow_values_keep_their_bytes)
+{
+	static const struct {
+		const char *value;
+		DType dt;
+		int64_t bytes[2]; /* f32, f64 */
+	} want[] = {
+	    {"ids", DT_I32, {192, 192}},         {"labels", DT_I32, {48, 48}},
+	    {"h.bf16", DT_BF16, {1536, 1536}},   {"h2.bf16", DT_BF16, {1536, 1536}},
+	    {"logits.lse", DT_F32, {192, 384}},
+	};
+	for (int f64 = 0; f64 < 2; f64++) {
+		Compilation c;
+		cr_assert(compile_at(&c, "tests/models/f64_mixed.net", NULL, 0, f64));
+		for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+			const Value *v = NULL;
+			for (int i = 0; i < c.g->nvalues && !v; i++)
+				if (strcmp(c.g->values[i]->name, want[k].value) == 0)
+					v = c.g->values[i];
+			cr_assert(v, "no value %s", want[k].value);
+			cr_expect_eq(v->dtype, want[k].dt, "%s", want[k].value);
+			cr_expect_eq(moved(c.g, want[k].value), want[k].bytes[f64], "f64 %d: %s moves %lld bytes, not %lld",
+			             f64, want[k].value, (long long)moved(c.g, want[k].value), (long long)want[k].bytes[f64]);
+		}
+		ExplainTotals t;
+		explain_totals(&c, &t);
+		cr_expect_eq(t.comm_bytes, f64 ? 6780 : 6582, "f64 %d: explain's %lld bytes", f64, (long long)t.comm_bytes);
+		compile_done(&c);
+	}
 }
