@@ -282,3 +282,34 @@ Test(f64, integer_and_narrow_values_keep_their_bytes)
 		compile_done(&c);
 	}
 }
+
+/* parallel_optimizer_threshold counts a parameter's declared size, 4
+ * bytes an f32 element at both precisions (docs/parallel.md), so an f64
+ * reference build shards what its f32 build shards: optpar_layers.net's
+ * [128, 128] weights are 64 KB declared, 128 KB as the f64 program
+ * holds them; a 100 KB threshold shards none of the four at either
+ * precision, 32 KB all four (w_out, 5 KB, stays whole). */
+static int reduce_scatters(const Graph *g)
+{
+	int k = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		k += n->op == OP_REDISTRIBUTE && n->attr.plan && n->attr.plan->n > 0 &&
+		     n->attr.plan->steps[0].kind == RS_REDUCE_SCATTER;
+	}
+	return k;
+}
+
+Test(f64, optimizer_threshold_counts_declared_bytes)
+{
+	const char *d100[] = {"parallel_optimizer_config={parallel_optimizer_threshold=100}"};
+	const char *d32[] = {"parallel_optimizer_config={parallel_optimizer_threshold=32}"};
+	for (int f64 = 0; f64 < 2; f64++)
+		for (int t = 0; t < 2; t++) {
+			Compilation c;
+			cr_assert(compile_at(&c, "tests/e2e/models/optpar_layers.net", t ? d32 : d100, 1, f64));
+			cr_expect_eq(reduce_scatters(c.g), t ? 4 : 0, "f64 %d, threshold %s KB: %d gradients reduce-scattered",
+			             f64, t ? "32" : "100", reduce_scatters(c.g));
+			compile_done(&c);
+		}
+}
