@@ -313,3 +313,35 @@ Test(f64, optimizer_threshold_counts_declared_bytes)
 			compile_done(&c);
 		}
 }
+
+/* explain counts the collectives a hybrid_parallel model writes, at both
+ * precisions, as the program's --comm-stats does on 4 ranks (the figures
+ * below, measured so; it left them out: 16956, 3840 and 7680 bytes at
+ * f32). By hand: mlp_hybrid's all_reduce of [64, 256] f32 partial sums
+ * and its gradient's, 2 x 3/4 x 65536 B each = 196608, and the
+ * replicated parameters' gradient all-reduce, 16956; alltoall_hybrid's
+ * all_to_all pieces, all_gather and reduce_scatter add 2496 to its 3840;
+ * written_comm.net's broadcast of x [16, 32], 3/4 x 2048 B = 1536, its
+ * [4, 8] shard all-gathered and its gradient reduce-scattered, 3 x 128 B
+ * each way twice = 1536, besides 7680. */
+Test(f64, written_collectives_as_the_program)
+{
+	static const struct {
+		const char *model;
+		int64_t bytes[2]; /* f32, f64 */
+	} cases[] = {
+	    {"samples/mlp_hybrid.net", {213564, 427128}},
+	    {"tests/e2e/models/alltoall_hybrid.net", {6336, 12672}},
+	    {"tests/models/written_comm.net", {10752, 21504}},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+		for (int f64 = 0; f64 < 2; f64++) {
+			Compilation c;
+			cr_assert(compile_at(&c, cases[k].model, NULL, 0, f64), "%s", cases[k].model);
+			ExplainTotals t;
+			explain_totals(&c, &t);
+			cr_expect_eq(t.comm_bytes, cases[k].bytes[f64], "%s f64 %d: explain's %lld bytes, the program's %lld",
+			             cases[k].model, f64, (long long)t.comm_bytes, (long long)cases[k].bytes[f64]);
+			compile_done(&c);
+		}
+}
