@@ -333,6 +333,7 @@ Test(f64, written_collectives_as_the_program)
 	    {"samples/mlp_hybrid.net", {213564, 427128}},
 	    {"tests/e2e/models/alltoall_hybrid.net", {6336, 12672}},
 	    {"tests/models/written_comm.net", {10752, 21504}},
+	    {"tests/models/written_ints.net", {4848, 9456}}, /* its i32 labels' broadcast 48 B at both */
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
 		for (int f64 = 0; f64 < 2; f64++) {
@@ -344,4 +345,27 @@ Test(f64, written_collectives_as_the_program)
 			             cases[k].model, f64, (long long)t.comm_bytes, (long long)cases[k].bytes[f64]);
 			compile_done(&c);
 		}
+}
+
+/* A written collective moves its value's own type: written_ints.net
+ * broadcasts and all-gathers i32 labels, which the emitter passed as
+ * NRT_REAL, 8-byte doubles at f64: the program gathered 16 labels' 128
+ * bytes from a 64-byte buffer and stopped on "label -164394229 ... is
+ * outside [0, 8)" (at f32 the 4-byte copy happened to be right; the f64
+ * program now trains as the f32 one, losses 2.79271909, 2.91223503,
+ * 2.19651260 on 4 ranks, checked by hand). */
+Test(f64, written_collectives_move_their_type)
+{
+	Compilation c;
+	cr_assert(compile_at(&c, "tests/models/written_ints.net", NULL, 0, true));
+	char *src = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&src, &len);
+	cr_assert(target_cpu.emit(&c, &(BuildOptions){.f64 = true}, f));
+	fclose(f);
+	cr_expect(strstr(src, "nrt_broadcast(comm_world, NRT_I32, 1, "), "the labels' broadcast is not NRT_I32");
+	cr_expect(strstr(src, "nrt_allgather(comm_world, NRT_I32, "), "the labels' all_gather is not NRT_I32");
+	cr_expect(strstr(src, "nrt_allgather(comm_world, NRT_REAL, "), "the logits' all_gather is not NRT_REAL");
+	free(src);
+	compile_done(&c);
 }
