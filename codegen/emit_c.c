@@ -832,8 +832,8 @@ static const char *reduce_name(ReduceOp r)
 
 void emit_user_allreduce(Emit *e, const Node *n, const char *buf, int64_t count)
 {
-	fprintf(OUT, "\tnrt_allreduce(%s, NRT_REAL, %s, %s, %" PRId64 ");\n", comm_of(e, n), reduce_name(n->attr.reduce),
-	        buf, count);
+	fprintf(OUT, "\tnrt_allreduce(%s, %s, %s, %s, %" PRId64 ");\n", comm_of(e, n), nrt_dtype_of(n->out->dtype),
+	        reduce_name(n->attr.reduce), buf, count);
 }
 
 EMIT(ALL_REDUCE)
@@ -845,22 +845,24 @@ EMIT(ALL_REDUCE)
 EMIT(BROADCAST)
 {
 	emit_copy(e, n);
-	fprintf(OUT, "\tnrt_broadcast(%s, NRT_REAL, %d, %s, %" PRId64 ");\n", comm_of(e, n), n->attr.root, Y,
-	        lnumel(n->out));
+	fprintf(OUT, "\tnrt_broadcast(%s, %s, %d, %s, %" PRId64 ");\n", comm_of(e, n), nrt_dtype_of(n->out->dtype),
+	        n->attr.root, Y, lnumel(n->out));
 }
 
 /* all_gather and reduce_scatter work on dimension 0, where rank blocks
- * are contiguous; other axes go through the redistribution pass. */
+ * are contiguous; other axes go through the redistribution pass. Each
+ * written collective moves its value's own type: integer labels gathered
+ * as NRT_REAL were read as doubles in --precision f64 builds. */
 EMIT(ALL_GATHER)
 {
-	fprintf(OUT, "\tnrt_allgather(%s, NRT_REAL, %s, %" PRId64 ", %s);\n", comm_of(e, n), IN(0), lnumel(n->in[0]),
-	        Y);
+	fprintf(OUT, "\tnrt_allgather(%s, %s, %s, %" PRId64 ", %s);\n", comm_of(e, n), nrt_dtype_of(n->out->dtype), IN(0),
+	        lnumel(n->in[0]), Y);
 }
 
 EMIT(REDUCE_SCATTER)
 {
-	fprintf(OUT, "\tnrt_reduce_scatter(%s, NRT_REAL, %s, %s, %" PRId64 ", %s);\n", comm_of(e, n),
-	        reduce_name(n->attr.reduce), IN(0), lnumel(n->out), Y);
+	fprintf(OUT, "\tnrt_reduce_scatter(%s, %s, %s, %s, %" PRId64 ", %s);\n", comm_of(e, n),
+	        nrt_dtype_of(n->out->dtype), reduce_name(n->attr.reduce), IN(0), lnumel(n->out), Y);
 }
 
 /* MindSpore's AlltoAll: split along split_dim into group-size pieces,

@@ -472,7 +472,8 @@ static void choose_order(Compilation *c)
 	mc->topo.cyclic = mc->topo.step[1] < mc->topo.step[0];
 }
 
-/* The all-reduces inside reduce_max and batch norm (op_comm.h). */
+/* The all-reduces inside reduce_max and batch norm, and the written
+ * collectives (op_comm.h). */
 static void op_comm_traffic(const Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	OpComm oc;
@@ -802,19 +803,21 @@ static int runs_per_step(const Graph *g, const Node *r)
  * the parameter servers' pushes as send/recv. */
 static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 {
-	/* indexed by RedistKind (RS_SLICE never counted) */
-	static const char *const kind[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll", "", "Permute send/recv"};
-	int n[RS_PERMUTE + 1] = {0};
-	int64_t bytes[RS_PERMUTE + 1] = {0}, total = 0;
+	/* indexed by RedistKind (RS_SLICE never counted), then OPC_BROADCAST */
+	static const char *const kind[] = {"AllReduce", "ReduceScatter", "AllGather", "AllToAll", "", "Permute send/recv",
+	                                   "Broadcast"};
+	int n[OPC_BROADCAST + 1] = {0};
+	int64_t bytes[OPC_BROADCAST + 1] = {0}, total = 0;
 	for (int i = 0; i < c->g->nnodes; i++) {
 		const Node *r = c->g->nodes[i];
 		int64_t off;
-		const Bucket *b = r->op == OP_REDISTRIBUTE && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
+		bool fusable = r->op == OP_REDISTRIBUTE || r->op == OP_ALL_REDUCE; /* a written one: fuse_user_collectives */
+		const Bucket *b = fusable && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
 		int times = runs_per_step(c->g, r);
 		OpComm oc;
 		if (op_comm(c->g, r, c->f64 ? 8 : 4, &oc)) {
-			n[RS_ALLREDUCE] += oc.n * times;
-			bytes[RS_ALLREDUCE] += op_comm_bytes(&oc) * times;
+			n[oc.kind] += (b ? b->members[0] == r : oc.n) * times;
+			bytes[oc.kind] += op_comm_bytes(&oc) * times;
 		}
 		if (b && r->attr.plan) { /* one collective of the bucket's kind */
 			n[b->kind] += (b->members[0] == r) * times;
@@ -831,7 +834,7 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 	}
 	fputs("communication per step by kind:", out);
 	const char *sep = " ";
-	for (int k = 0; k <= RS_PERMUTE; k++)
+	for (int k = 0; k <= OPC_BROADCAST; k++)
 		if (n[k] && k != RS_SLICE) {
 			fprintf(out, "%s%s %d x %s", sep, kind[k], n[k], human(c, (double)bytes[k]));
 			total += bytes[k];
