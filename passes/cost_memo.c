@@ -94,9 +94,13 @@ const CostMemoEntry *cost_memo_logged(size_t *n)
 	for (size_t i = 0; i < own.cap; i++) /* packed at the front: the table is done with */
 		if (own.tab[i].h1)
 			own.tab[k++] = own.tab[i];
-	own.on = false, own.cap = own.n = 0; /* the entries are the caller's now (a child, which exits) */
+	/* the entries are the caller's now (a child, which exits), to free:
+	 * a later round starts a table of its own, not growing this one
+	 * (which freed the caller's entries) */
+	const CostMemoEntry *t = own.tab;
+	own.on = false, own.tab = NULL, own.cap = own.n = 0;
 	*n = k;
-	return own.tab;
+	return t;
 }
 
 static CostMemoEntry *probe(CostMemoEntry *tab, size_t cap, const uint64_t *h)

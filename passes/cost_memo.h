@@ -52,7 +52,8 @@ CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found);
  * search_fit.c) filled, sent to its parent: after cost_memo_log_start in
  * the child, right after fork(), the shared table is only read and
  * every entry filled goes to a table of the child's own;
- * cost_memo_logged gives those (*n of them) and ends it;
+ * cost_memo_logged gives those (*n of them, the caller's to free) and
+ * ends it;
  * cost_memo_import adds them in the parent where absent (a price is
  * exact: importing changes no result, it only spares planning it
  * again), up to the bound. */

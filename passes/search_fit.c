@@ -483,14 +483,22 @@ static int64_t batch_of(const Graph *g)
 
 enum { MAX_TRIES = 48, MAX_FITS = 8 };
 
-/* The split the user's strategies ask of a micro-batch's samples: the
- * least common multiple of the first dimension's split of each
- * annotated operator's first input not a parameter (a data-parallel
- * split, which a reshape of [b, t, ...] to [b * t, ...] keeps on b
- * alone), of those that divide the batch; 1 where none. */
-static int64_t annotated_batch_split(const Graph *g, int64_t B)
+static int64_t lcm_dividing(int64_t s, int64_t d, int64_t B)
 {
-	int64_t s = 1;
+	return d > 1 && B % (s / gcd64(s, d) * d) == 0 ? s / gcd64(s, d) * d : s;
+}
+
+/* The split the inputs and the user's strategies ask of a micro-batch's
+ * samples on D devices a stage: the lcm, of those dividing the batch, of
+ * the dataset's (each device's share, or dataset_strategy's first dims)
+ * and each annotated operator's first non-parameter input's first dim's
+ * (a data-parallel split: a reshape [b, t, ...] -> [b * t, ...] keeps it). */
+static int64_t annotated_batch_split(const Graph *g, int64_t B, int64_t D)
+{
+	const ParallelConfig *pc = &g->par;
+	int64_t s = pc->full_batch || pc->dataset_kind != DS_DATA_PARALLEL ? 1 : lcm_dividing(1, D, B);
+	for (int i = 0; pc->dataset_kind == DS_TUPLE && !pc->full_batch && i < pc->ndataset; i++)
+		s = pc->dataset_rank[i] > 0 ? lcm_dividing(s, pc->dataset[i][0], B) : s;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		const Strategy *st = &n->ann.in_strategy;
@@ -499,9 +507,7 @@ static int64_t annotated_batch_split(const Graph *g, int64_t B)
 		for (int j = 0; j < n->nin && j < st->n; j++) {
 			if (n->in[j]->kind == VK_PARAM)
 				continue;
-			int64_t d = st->v[j].rank > 0 ? st->v[j].d[0] : 1, l = d > 1 ? s / gcd64(s, d) * d : s;
-			if (B % l == 0)
-				s = l;
+			s = lcm_dividing(s, st->v[j].rank > 0 ? st->v[j].d[0] : 1, B);
 			break;
 		}
 	}
@@ -513,25 +519,23 @@ static int64_t annotated_batch_split(const Graph *g, int64_t B)
  * multiples of P dividing the batch, the largest up to 16 P (the bubble
  * (P - 1) / (M + P - 1) is under 6% there, and more only shrink each
  * micro-batch's matrix products while the schedule grows with P x M),
- * then a quarter of it each time down to P. Where the user's strategies
- * split the batch s ways (annotated_batch_split), also the largest up
- * to 16 P whose micro-batch s divides, in its place by size: the others
- * may cut the batch finer than the annotations' split, and every
- * reshape of the batch then regathers it (docs/auto_parallel.md). */
+ * then a quarter of it each time down to P; and the largest up to 16 P
+ * whose micro-batch annotated_batch_split divides, in its place by size
+ * (the others may not compile, or regather the batch at every reshape). */
 static int candidates(const Graph *g, int64_t nl, Try *t)
 {
 	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
 	int64_t N = g->par.device_num, B = batch_of(g), P0 = g->par.pipeline_stages, M0 = g->train.micro_size;
-	int64_t split = mauto ? annotated_batch_split(g, B) : 1;
 	int n = 0;
 	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && P <= N; P *= 2) {
 		if (N % P != 0 || (sauto && nl % P != 0))
 			continue;
 		int64_t M = mauto ? (B < 16 * P ? B : 16 * P) / P * P : M0;
-		int64_t kept = split > 1 ? M : 0; /* the largest count that keeps the split (0: none) */
+		int64_t sp = mauto ? annotated_batch_split(g, B, N / P) : 1;
+		int64_t kept = sp > 1 ? M : 0; /* the largest count that keeps the split (0: none) */
 		while (mauto && M >= P && B % M != 0)
 			M -= P;
-		while (kept >= P && (B % kept != 0 || (B / kept) % split != 0))
+		while (kept >= P && (B % kept != 0 || (B / kept) % sp != 0))
 			kept -= P;
 		while (M >= (mauto ? P : M0) && M > 0 && n < MAX_TRIES) {
 			if (kept > M && n < MAX_TRIES)

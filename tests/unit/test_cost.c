@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -565,4 +566,126 @@ Test(cost, memo_grows_in_place_keeping_every_price)
 	memo_key(N + 1, h);
 	CostMemoEntry *e = cost_memo_find(h, &found);
 	cr_expect(e && !found, "a key never filled was found");
+}
+
+/* Keys crafted against the in-place order: homed at the first slot of
+ * the upper half each doubling makes (low bits 2^k: home 0 in the table
+ * of 2^k slots, 2^k in the next), at slot 0 of every table and in the
+ * last 64 slots of every table up to the largest (2^22), 1250 of each
+ * (one long run across the wrap), with random high bits so that every doubling sends about half of each run
+ * up; the rest random, enough for four doublings (2^16 -> 2^20). Every
+ * key must be found with its price, and absent keys of the same homes
+ * not found. */
+static void crafted_key(uint64_t k, uint64_t *h)
+{
+	h[0] = mix64(k ^ 0xc0ffee) | 1;
+	uint64_t hi = mix64(k * 3 + 1) << 22, low;
+	switch (k % 256) {
+	case 0: low = (uint64_t)1 << (16 + k / 256 % 6); break;     /* the new upper half's first slot */
+	case 1: low = 0; break;                                       /* slot 0 of every table */
+	case 2: low = ((uint64_t)1 << 22) - 1 - k / 256 % 64; break;  /* the last slots of every table */
+	default: h[1] = mix64(k ^ 0xfeed); return;
+	}
+	h[1] = hi | low;
+}
+
+Test(cost, memo_grows_in_place_crafted_homes)
+{
+	enum { N = 320000 };
+	uint64_t h[2];
+	bool found;
+	for (uint64_t k = 0; k < N; k++) {
+		crafted_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_assert(e && !found, "key %" PRIu64 " found before it was filled", k);
+		cost_memo_fill(e, h, (double)k, (int64_t)k);
+	}
+	long lost = 0;
+	for (uint64_t k = 0; k < N; k++) {
+		crafted_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		lost += !(e && found && e->time == (double)k && e->bytes == (int64_t)k);
+	}
+	cr_expect_eq(lost, 0, "%ld of %d prices lost or changed by the growth", lost, (int)N);
+	for (uint64_t k = N; k < N + 64; k++) {
+		crafted_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_expect(e && !found, "key %" PRIu64 " never filled was found", k);
+	}
+}
+
+/* The table's bound: 3M entries (cost_memo.c SHARED_MAX), then no
+ * slot for a new key (NULL), while every entry held is still found and
+ * a lookup of an absent key ends (a quarter of the slots stay empty). */
+Test(cost, memo_full_serves_and_refuses, .timeout = 60)
+{
+	uint64_t h[2];
+	bool found;
+	uint64_t n = 0;
+	for (;; n++) {
+		memo_key(n, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_assert(!found, "key %" PRIu64 " found before it was filled", n);
+		if (!e)
+			break;
+		cost_memo_fill(e, h, (double)n, (int64_t)n);
+	}
+	cr_expect_eq(n, (uint64_t)3 << 20, "the table took %" PRIu64 " entries", n);
+	long lost = 0;
+	for (uint64_t k = 0; k < n; k += 97) {
+		memo_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		lost += !(e && found && e->time == (double)k);
+	}
+	cr_expect_eq(lost, 0, "%ld prices lost in the full table", lost);
+	for (uint64_t k = n; k < n + 1000; k++) {
+		memo_key(k, h);
+		cr_expect(!cost_memo_find(h, &found) && !found, "absent key %" PRIu64 " given a slot", k);
+	}
+}
+
+/* Two logging rounds in one process (cost_memo_log_start): each gives
+ * only its own entries, the shared table's are read, not logged again,
+ * and the first round's entries, the caller's, stay readable after the
+ * second starts (its table used to be freed by the second round's
+ * growth). */
+Test(cost, memo_log_rounds_are_the_callers)
+{
+	uint64_t h[2];
+	bool found;
+	enum { SHARED = 1000, ROUND1 = 9000, ROUND2 = 5 };
+	for (uint64_t k = 0; k < SHARED; k++) {
+		memo_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_assert(e && !found);
+		cost_memo_fill(e, h, (double)k, (int64_t)k);
+	}
+	cost_memo_log_start();
+	for (uint64_t k = 0; k < SHARED + ROUND1; k++) { /* the shared ones found, the rest logged */
+		memo_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_assert(e && found == (k < SHARED), "key %" PRIu64 ": found %d", k, found);
+		if (!found)
+			cost_memo_fill(e, h, (double)k, (int64_t)k);
+	}
+	size_t n1, n2;
+	const CostMemoEntry *l1 = cost_memo_logged(&n1);
+	cr_assert_eq(n1, ROUND1);
+	double sum1 = 0;
+	for (size_t i = 0; i < n1; i++)
+		sum1 += l1[i].time;
+	cost_memo_log_start();
+	for (uint64_t k = SHARED + ROUND1; k < SHARED + ROUND1 + ROUND2; k++) {
+		memo_key(k, h);
+		CostMemoEntry *e = cost_memo_find(h, &found);
+		cr_assert(e && !found);
+		cost_memo_fill(e, h, (double)k, (int64_t)k);
+	}
+	const CostMemoEntry *l2 = cost_memo_logged(&n2);
+	cr_expect_eq(n2, ROUND2, "the second round gave %zu entries", n2);
+	double again = 0;
+	for (size_t i = 0; i < n1; i++)
+		again += l1[i].time;
+	cr_expect_eq(again, sum1, "the first round's entries changed under the caller");
+	free((void *)l1), free((void *)l2);
 }
