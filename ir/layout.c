@@ -10,7 +10,7 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 	int64_t used = 1;
 	for (int k = 0; k < ndev; k++)
 		used *= dev[k];
-	if (used <= 0 || device_num % used != 0)
+	if (used <= 0 || !i64_divides(used, device_num))
 		return NULL;
 	Layout *l = ARENA_NEW(a, Layout);
 	int shift = used < device_num ? 1 : 0;
@@ -18,7 +18,7 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 		return NULL;
 	l->ndev = ndev + shift;
 	if (shift)
-		l->dev[0] = device_num / used;
+		l->dev[0] = i64_quot(device_num, used);
 	for (int k = 0; k < ndev; k++)
 		l->dev[k + shift] = dev[k];
 	l->rank = full->rank;
@@ -29,9 +29,9 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 		l->map[i] = map[i] < 0 ? -1 : map[i] + shift;
 		if (map[i] >= 0) {
 			int64_t s = l->dev[l->map[i]];
-			if (full->d[i] % s != 0)
+			if (!i64_divides(s, full->d[i]))
 				return NULL;
-			l->slice.d[i] = full->d[i] / s;
+			l->slice.d[i] = i64_quot(full->d[i], s);
 		}
 	}
 	return l;

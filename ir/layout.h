@@ -15,6 +15,20 @@
 
 #include "ir.h"
 
+/* y divides x, and x / y where it does: device counts and split sizes
+ * are mostly powers of two, and the redistribution planner tests
+ * divisibility millions of times at thousands of devices (a 64-bit
+ * division is tens of cycles; a mask and a shift one). Exact for any x
+ * and y > 0; i64_quot only for x a multiple of y. */
+static inline bool i64_divides(int64_t y, int64_t x)
+{
+	return (y & (y - 1)) == 0 ? (x & (y - 1)) == 0 : x % y == 0;
+}
+static inline int64_t i64_quot(int64_t x, int64_t y)
+{
+	return (y & (y - 1)) == 0 ? x >> __builtin_ctzll((unsigned long long)y) : x / y;
+}
+
 struct Layout {
 	int ndev;                 /* device matrix rank */
 	int64_t dev[MAX_RANK];    /* device matrix; product = device_num */
