@@ -186,14 +186,17 @@ static bool unify_chains(const Layout *const ls[2], Chain *bd, Chain *bt)
 	}
 	if (!chain_ok(bd))
 		return false;
+	int ks[2][MAX_RANK][MAX_RANK], nk[2][MAX_RANK]; /* once, not in every round */
+	for (int s = 0; s < 2; s++)
+		for (int i = 0; i < rank; i++)
+			nk[s][i] = split_axes(ls[s], i, ks[s][i]);
 	for (bool changed = true; changed;) {
 		changed = false;
 		for (int s = 0; s < 2; s++)
 			for (int i = 0; i < rank; i++) {
-				int ks[MAX_RANK], nk = split_axes(ls[s], i, ks);
 				int64_t at = 1;
-				for (int j = 0; j < nk; at *= ls[s]->dev[ks[j]], j++)
-					if (!tie(bd, &bt[i], cum[s][ks[j]], ls[s]->dev[ks[j]], at, &changed))
+				for (int j = 0; j < nk[s][i]; at *= ls[s]->dev[ks[s][i][j]], j++)
+					if (!tie(bd, &bt[i], cum[s][ks[s][i][j]], ls[s]->dev[ks[s][i][j]], at, &changed))
 						return false;
 			}
 	}
