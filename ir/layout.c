@@ -96,14 +96,6 @@ Layout *layout_batch_split(Arena *a, const Shape *full, int64_t device_num)
 	return layout_make(a, full, 1, (int64_t[]){device_num}, map, 0, device_num);
 }
 
-int64_t layout_devices(const Layout *l)
-{
-	int64_t n = 1;
-	for (int k = 0; k < l->ndev; k++)
-		n *= l->dev[k];
-	return n;
-}
-
 int64_t layout_coord(const Layout *l, int64_t rank, int axis)
 {
 	int64_t stride = 1;
@@ -190,15 +182,6 @@ unsigned layout_used_axes(const Layout *l)
 			used |= 1u << l->sub[i][j];
 	}
 	return used;
-}
-
-int64_t layout_group_size(const Layout *l, unsigned axes)
-{
-	int64_t g = 1;
-	for (int k = 0; k < l->ndev; k++)
-		if (axes >> k & 1u)
-			g *= l->dev[k];
-	return g;
 }
 
 unsigned layout_replica_axes(const Layout *l)

@@ -75,7 +75,8 @@ static bool chain_add(Chain *c, int64_t x)
 		return false;
 	if (c->n == CHAIN_MAX)
 		return false; /* cannot happen for 64-bit values; chain_ok rejects */
-	memmove(c->v + i + 1, c->v + i, sizeof(int64_t) * (size_t)(c->n - i));
+	for (int j = c->n; j > i; j--) /* a few values: no call to memmove */
+		c->v[j] = c->v[j - 1];
 	c->v[i] = x;
 	c->n++;
 	/* only the new neighbours to test: checking the whole chain after each
