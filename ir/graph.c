@@ -114,14 +114,6 @@ const char *init_str(const Value *v, char *buf, size_t n)
 int dtype_size(DType t) { return dtypes[t].size; }
 bool dtype_is_float(DType t) { return dtypes[t].is_float; }
 
-int64_t shape_numel(const Shape *s)
-{
-	int64_t n = 1;
-	for (int i = 0; i < s->rank; i++)
-		n *= s->d[i];
-	return n;
-}
-
 int64_t shape_numel_checked(const Shape *s)
 {
 	int64_t n = 1;

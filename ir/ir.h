@@ -330,7 +330,14 @@ int dtype_size(DType t);
  * `real` there, real_size bytes (4, or 8 with --precision f64). */
 static inline int dtype_size_as(DType t, int real_size) { return t == DT_F32 ? real_size : dtype_size(t); }
 bool dtype_is_float(DType t);
-int64_t shape_numel(const Shape *s);
+/* inline: the redistribution planner's steps take it millions of times */
+static inline int64_t shape_numel(const Shape *s)
+{
+	int64_t n = 1;
+	for (int i = 0; i < s->rank; i++)
+		n *= s->d[i];
+	return n;
+}
 /* Every tensor has at most NUMEL_MAX elements: then its element count
  * times any dtype size, times the few copies a memory estimate adds up,
  * stays far inside int64_t and size_t, and the compiler and the runtime

@@ -10,7 +10,7 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 	int64_t used = 1;
 	for (int k = 0; k < ndev; k++)
 		used *= dev[k];
-	if (used <= 0 || device_num % used != 0)
+	if (used <= 0 || !i64_divides(used, device_num))
 		return NULL;
 	Layout *l = ARENA_NEW(a, Layout);
 	int shift = used < device_num ? 1 : 0;
@@ -18,7 +18,7 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 		return NULL;
 	l->ndev = ndev + shift;
 	if (shift)
-		l->dev[0] = device_num / used;
+		l->dev[0] = i64_quot(device_num, used);
 	for (int k = 0; k < ndev; k++)
 		l->dev[k + shift] = dev[k];
 	l->rank = full->rank;
@@ -29,9 +29,9 @@ Layout *layout_make(Arena *a, const Shape *full, int ndev, const int64_t *dev, c
 		l->map[i] = map[i] < 0 ? -1 : map[i] + shift;
 		if (map[i] >= 0) {
 			int64_t s = l->dev[l->map[i]];
-			if (full->d[i] % s != 0)
+			if (!i64_divides(s, full->d[i]))
 				return NULL;
-			l->slice.d[i] = full->d[i] / s;
+			l->slice.d[i] = i64_quot(full->d[i], s);
 		}
 	}
 	return l;
@@ -94,14 +94,6 @@ Layout *layout_batch_split(Arena *a, const Shape *full, int64_t device_num)
 	if (full->rank > 0)
 		map[0] = 0;
 	return layout_make(a, full, 1, (int64_t[]){device_num}, map, 0, device_num);
-}
-
-int64_t layout_devices(const Layout *l)
-{
-	int64_t n = 1;
-	for (int k = 0; k < l->ndev; k++)
-		n *= l->dev[k];
-	return n;
 }
 
 int64_t layout_coord(const Layout *l, int64_t rank, int axis)
@@ -190,15 +182,6 @@ unsigned layout_used_axes(const Layout *l)
 			used |= 1u << l->sub[i][j];
 	}
 	return used;
-}
-
-int64_t layout_group_size(const Layout *l, unsigned axes)
-{
-	int64_t g = 1;
-	for (int k = 0; k < l->ndev; k++)
-		if (axes >> k & 1u)
-			g *= l->dev[k];
-	return g;
 }
 
 unsigned layout_replica_axes(const Layout *l)

@@ -15,6 +15,20 @@
 
 #include "ir.h"
 
+/* y divides x, and x / y where it does: device counts and split sizes
+ * are mostly powers of two, and the redistribution planner tests
+ * divisibility millions of times at thousands of devices (a 64-bit
+ * division is tens of cycles; a mask and a shift one). Exact for any x
+ * and y > 0; i64_quot only for x a multiple of y. */
+static inline bool i64_divides(int64_t y, int64_t x)
+{
+	return (y & (y - 1)) == 0 ? (x & (y - 1)) == 0 : x % y == 0;
+}
+static inline int64_t i64_quot(int64_t x, int64_t y)
+{
+	return (y & (y - 1)) == 0 ? x >> __builtin_ctzll((unsigned long long)y) : x / y;
+}
+
 struct Layout {
 	int ndev;                 /* device matrix rank */
 	int64_t dev[MAX_RANK];    /* device matrix; product = device_num */
@@ -55,7 +69,13 @@ Layout *layout_replicated(Arena *a, const Shape *full, int64_t device_num);
 /* Split only along dim 0 by device_num (data parallel). */
 Layout *layout_batch_split(Arena *a, const Shape *full, int64_t device_num);
 
-int64_t layout_devices(const Layout *l);   /* product of dev */
+static inline int64_t layout_devices(const Layout *l) /* product of dev; inline as shape_numel */
+{
+	int64_t n = 1;
+	for (int k = 0; k < l->ndev; k++)
+		n *= l->dev[k];
+	return n;
+}
 /* Coordinate of `rank` along grid axis k. */
 int64_t layout_coord(const Layout *l, int64_t rank, int axis);
 /* The block of the full tensor that `rank` holds: offset[i], size = slice. */
@@ -78,7 +98,14 @@ int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size);
  * those holding partial sums. */
 unsigned layout_used_axes(const Layout *l);
 /* Devices in one group along `axes` (bit mask): the product of their sizes. */
-int64_t layout_group_size(const Layout *l, unsigned axes);
+static inline int64_t layout_group_size(const Layout *l, unsigned axes)
+{
+	int64_t g = 1;
+	for (int k = 0; k < l->ndev; k++)
+		if (axes >> k & 1u)
+			g *= l->dev[k];
+	return g;
+}
 /* Axes (bit mask) along which ranks hold identical data (replicas):
  * grid axes that split no dimension and are not partial. */
 unsigned layout_replica_axes(const Layout *l);

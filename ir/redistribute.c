@@ -75,12 +75,13 @@ static bool chain_add(Chain *c, int64_t x)
 		return false;
 	if (c->n == CHAIN_MAX)
 		return false; /* cannot happen for 64-bit values; chain_ok rejects */
-	memmove(c->v + i + 1, c->v + i, sizeof(int64_t) * (size_t)(c->n - i));
+	for (int j = c->n; j > i; j--) /* a few values: no call to memmove */
+		c->v[j] = c->v[j - 1];
 	c->v[i] = x;
 	c->n++;
 	/* only the new neighbours to test: checking the whole chain after each
 	 * insertion was a third of plan()'s time */
-	c->bad |= (i > 0 && x % c->v[i - 1] != 0) || (i + 1 < c->n && c->v[i + 1] % x != 0);
+	c->bad |= (i > 0 && !i64_divides(c->v[i - 1], x)) || (i + 1 < c->n && !i64_divides(x, c->v[i + 1]));
 	return true;
 }
 
@@ -150,19 +151,19 @@ static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, int64_t at, bool
 		int64_t b = bd->v[j];
 		if (b <= lo || b >= lo * size)
 			continue;
-		if (b % lo != 0)
+		if (!i64_divides(lo, b))
 			return false;
-		*changed |= chain_add(bt, at * (b / lo));
+		*changed |= chain_add(bt, at * i64_quot(b, lo));
 	}
 	for (int j = 0; j < bt->n && bt->v[j] < at * size; j++)
 		if (bt->v[j] > at) {
-			if (bt->v[j] % at != 0)
+			if (!i64_divides(at, bt->v[j]))
 				return false;
-			*changed |= chain_add(bd, lo * (bt->v[j] / at));
+			*changed |= chain_add(bd, lo * i64_quot(bt->v[j], at));
 		}
 	for (int j = 0; j < bt->n; j++)
 		if (bt->v[j] >= at * size) {
-			if (bt->v[j] % (at * size) != 0)
+			if (!i64_divides(at * size, bt->v[j]))
 				*changed |= chain_add(bt, at * size);
 			break;
 		}
@@ -186,14 +187,17 @@ static bool unify_chains(const Layout *const ls[2], Chain *bd, Chain *bt)
 	}
 	if (!chain_ok(bd))
 		return false;
+	int ks[2][MAX_RANK][MAX_RANK], nk[2][MAX_RANK]; /* once, not in every round */
+	for (int s = 0; s < 2; s++)
+		for (int i = 0; i < rank; i++)
+			nk[s][i] = split_axes(ls[s], i, ks[s][i]);
 	for (bool changed = true; changed;) {
 		changed = false;
 		for (int s = 0; s < 2; s++)
 			for (int i = 0; i < rank; i++) {
-				int ks[MAX_RANK], nk = split_axes(ls[s], i, ks);
 				int64_t at = 1;
-				for (int j = 0; j < nk; at *= ls[s]->dev[ks[j]], j++)
-					if (!tie(bd, &bt[i], cum[s][ks[j]], ls[s]->dev[ks[j]], at, &changed))
+				for (int j = 0; j < nk[s][i]; at *= ls[s]->dev[ks[s][i][j]], j++)
+					if (!tie(bd, &bt[i], cum[s][ks[s][i][j]], ls[s]->dev[ks[s][i][j]], at, &changed))
 						return false;
 			}
 	}
@@ -211,7 +215,7 @@ static bool space_from_chains(Space *sp, const Chain *bd, const Chain *bt, const
 	if (sp->ndev > MAX_RANK)
 		return false;
 	for (int j = 0; j < sp->ndev; j++)
-		sp->dev[j] = bd->v[j + 1] / bd->v[j];
+		sp->dev[j] = i64_quot(bd->v[j + 1], bd->v[j]); /* a chain: each divides the next */
 	sp->shape.rank = 0;
 	for (int i = 0; i < full->rank; i++) {
 		sp->first[i] = sp->shape.rank;
@@ -220,7 +224,7 @@ static bool space_from_chains(Space *sp, const Chain *bd, const Chain *bt, const
 			return false;
 		for (int q = 0; q < parts; q++) {
 			int e = sp->shape.rank++;
-			sp->shape.d[e] = bt[i].n > 1 ? bt[i].v[q + 1] / bt[i].v[q] : full->d[i];
+			sp->shape.d[e] = bt[i].n > 1 ? i64_quot(bt[i].v[q + 1], bt[i].v[q]) : full->d[i];
 			sp->orig[e] = i;
 		}
 	}

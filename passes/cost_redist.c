@@ -160,7 +160,11 @@ enum { RC_BACK = 0x40 };
  * conversion) and its bytes sent. */
 static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
 {
-	Arena tmp = {0}; /* only the totals are kept: millions of plans at thousands of devices */
+	/* only the totals are kept: millions of plans at thousands of
+	 * devices, each in the same scratch block (a fresh 64 KB block per
+	 * plan went back to the kernel at each free, its pages faulted in
+	 * again by the next plan) */
+	static Arena tmp;
 	RedistPlan *p = NULL, *r = NULL;
 	int es = dtype_size_as(dt, rc->real_size);
 	if (back)
@@ -171,7 +175,7 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 		p = r;
 	double t = p ? cost_plan_time(rc->m, p) : INFINITY;
 	*bytes = p ? p->send_bytes : 0;
-	arena_free(&tmp);
+	arena_reset(&tmp);
 	return t;
 }
 

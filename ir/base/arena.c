@@ -115,3 +115,17 @@ void arena_free(Arena *a)
 	a->head = NULL;
 	a->total = 0;
 }
+
+void arena_reset(Arena *a)
+{
+	ArenaBlock *b = a->head;
+	while (b && b->next) {
+		ArenaBlock *next = b->next;
+		free(b);
+		b = next;
+	}
+	a->head = b;
+	if (b)
+		b->used = 0;
+	a->total = 0;
+}

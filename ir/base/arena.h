@@ -18,6 +18,10 @@ char *arena_printf(Arena *a, const char *fmt, ...)
 /* Grows an arena-held array; the old storage is simply abandoned. */
 void *arena_grow(Arena *a, void *old, size_t oldn, size_t newn, size_t elem);
 void arena_free(Arena *a);
+/* Empty again, its first block kept for the next allocations: a scratch
+ * arena filled and dropped millions of times reuses memory already in
+ * the cache instead of a malloc'd block the kernel may map anew. */
+void arena_reset(Arena *a);
 
 /* malloc and friends for what lives outside an arena: they never return
  * NULL (out of memory: a message and exit status 2). */

@@ -803,3 +803,37 @@ Test(redistribute, every_pair_moves_the_minimum)
 	cr_log_info("%d plans with a Permute", permutes);
 	cr_expect_eq(over, 0, "%d of %d plans move more than the minimum", over, n * n);
 }
+
+/* i64_divides and i64_quot, which the planner's chains and layout_make
+ * take for % and /, against them: powers of two (the mask and shift),
+ * other divisors, negative and zero x. */
+Test(redistribute, divides_and_quot_as_the_division)
+{
+	for (int64_t y = 1; y <= 4096; y++)
+		for (int64_t x = -300; x <= 9000; x += 7) {
+			cr_assert_eq(i64_divides(y, x), x % y == 0, "%lld | %lld", (long long)y, (long long)x);
+			if (x % y == 0)
+				cr_assert_eq(i64_quot(x, y), x / y, "%lld / %lld", (long long)x, (long long)y);
+		}
+	cr_assert(i64_divides(1ll << 40, 3ll << 41) && i64_quot(3ll << 41, 1ll << 40) == 6);
+}
+
+/* The planner's scratch arena, emptied after each price: what it hands
+ * out after a reset is zeroed as from a fresh arena, and it keeps one
+ * block (an allocation larger than a block made a second). */
+Test(redistribute, arena_reset_hands_out_zeroed_memory)
+{
+	Arena a = {0};
+	for (int round = 0; round < 3; round++) {
+		unsigned char *p = arena_alloc(&a, 1000), *big = arena_alloc(&a, 200000);
+		for (int i = 0; i < 1000; i++)
+			cr_assert_eq(p[i], 0);
+		for (int i = 0; i < 200000; i++)
+			cr_assert_eq(big[i], 0);
+		memset(p, 0xAB, 1000), memset(big, 0xCD, 200000);
+		arena_reset(&a);
+		cr_assert_eq(a.total, 0);
+		cr_assert(a.head != NULL);
+	}
+	arena_free(&a);
+}
