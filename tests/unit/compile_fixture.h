@@ -6,6 +6,7 @@
 #define NETC_TEST_COMPILE_FIXTURE_H
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -34,6 +35,31 @@ static void compile_done(Compilation *c)
 {
 	compilation_free(c);
 	fclose(sink);
+}
+
+/* samples/transformer.net with `.recompute()` on its layer loop, written
+ * to path (a mkstemps template ending ".net"); the caller unlinks it. */
+static inline void write_recomputed_transformer(char *path)
+{
+	FILE *in = fopen("samples/transformer.net", "r");
+	cr_assert(in);
+	int fd = mkstemps(path, 4);
+	cr_assert(fd >= 0);
+	FILE *out = fdopen(fd, "w");
+	char line[512];
+	int marked = 0;
+	while (fgets(line, sizeof line, in)) {
+		char *at = strstr(line, "Layer(h, B, T, D, H) as layers[i]");
+		if (at) {
+			fprintf(out, "%.*sLayer(h, B, T, D, H).recompute() as layers[i]\n", (int)(at - line), line);
+			marked++;
+		} else {
+			fputs(line, out);
+		}
+	}
+	fclose(in);
+	fclose(out);
+	cr_assert_eq(marked, 1, "samples/transformer.net's layer loop changed");
 }
 
 /* The optimizer update of the parameter named `param`, or NULL. */

@@ -265,22 +265,8 @@ static int gradient_products(Arena *a, const Graph *g, char **out, int max)
  * data parallel over 4 and the step's collectives went from 59 to 105. */
 Test(backward_layout, recompute_under_amp)
 {
-	FILE *in = fopen("samples/transformer.net", "r");
-	cr_assert(in);
 	char path[] = "/tmp/netc-bwlayout-XXXXXX.net";
-	int fd = mkstemps(path, 4);
-	cr_assert(fd >= 0);
-	FILE *out = fdopen(fd, "w");
-	char line[512];
-	while (fgets(line, sizeof line, in)) {
-		char *at = strstr(line, "Layer(h, B, T, D, H) as layers[i]");
-		if (at)
-			fprintf(out, "%.*sLayer(h, B, T, D, H).recompute() as layers[i]\n", (int)(at - line), line);
-		else
-			fputs(line, out);
-	}
-	fclose(in);
-	fclose(out);
+	write_recomputed_transformer(path);
 	const char *amp[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
 	Compilation plain, rc;
 	cr_assert(compile_model(&plain, "samples/transformer.net", amp, 2, UPTO_CODEGEN));

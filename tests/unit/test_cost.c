@@ -545,24 +545,33 @@ static void memo_key(uint64_t k, uint64_t *h)
 	h[1] = k % 128 == 0 ? (mix64(~k) << 20) | (0xFFFFFu - k / 128 % 256) : mix64(k ^ 0x5eed);
 }
 
-Test(cost, memo_grows_in_place_keeping_every_price)
+/* Fills keys 0..n-1 (key(k): its hashes), each priced k, through the
+ * table's growth; then every one must be found with its price. */
+static void fill_and_find(void (*key)(uint64_t, uint64_t *), uint64_t n)
 {
-	enum { N = 300000 };
 	uint64_t h[2];
 	bool found;
-	for (uint64_t k = 0; k < N; k++) {
-		memo_key(k, h);
+	for (uint64_t k = 0; k < n; k++) {
+		key(k, h);
 		CostMemoEntry *e = cost_memo_find(h, &found);
 		cr_assert(e && !found, "key %" PRIu64 " found before it was filled", k);
 		cost_memo_fill(e, h, (double)k, (int64_t)k);
 	}
 	long lost = 0;
-	for (uint64_t k = 0; k < N; k++) {
-		memo_key(k, h);
+	for (uint64_t k = 0; k < n; k++) {
+		key(k, h);
 		CostMemoEntry *e = cost_memo_find(h, &found);
 		lost += !(e && found && e->time == (double)k && e->bytes == (int64_t)k);
 	}
-	cr_expect_eq(lost, 0, "%ld of %d prices lost or changed by the growth", lost, (int)N);
+	cr_expect_eq(lost, 0, "%ld of %d prices lost or changed by the growth", lost, (int)n);
+}
+
+Test(cost, memo_grows_in_place_keeping_every_price)
+{
+	enum { N = 300000 };
+	fill_and_find(memo_key, N);
+	uint64_t h[2];
+	bool found;
 	memo_key(N + 1, h);
 	CostMemoEntry *e = cost_memo_find(h, &found);
 	cr_expect(e && !found, "a key never filled was found");
@@ -592,21 +601,9 @@ static void crafted_key(uint64_t k, uint64_t *h)
 Test(cost, memo_grows_in_place_crafted_homes)
 {
 	enum { N = 320000 };
+	fill_and_find(crafted_key, N);
 	uint64_t h[2];
 	bool found;
-	for (uint64_t k = 0; k < N; k++) {
-		crafted_key(k, h);
-		CostMemoEntry *e = cost_memo_find(h, &found);
-		cr_assert(e && !found, "key %" PRIu64 " found before it was filled", k);
-		cost_memo_fill(e, h, (double)k, (int64_t)k);
-	}
-	long lost = 0;
-	for (uint64_t k = 0; k < N; k++) {
-		crafted_key(k, h);
-		CostMemoEntry *e = cost_memo_find(h, &found);
-		lost += !(e && found && e->time == (double)k && e->bytes == (int64_t)k);
-	}
-	cr_expect_eq(lost, 0, "%ld of %d prices lost or changed by the growth", lost, (int)N);
 	for (uint64_t k = N; k < N + 64; k++) {
 		crafted_key(k, h);
 		CostMemoEntry *e = cost_memo_find(h, &found);
