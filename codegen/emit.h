@@ -21,6 +21,7 @@
  */
 #ifndef NETC_EMIT_H
 #define NETC_EMIT_H
+#include "../ir/layout.h" /* lshape, lnumel: the shape a rank holds */
 #include "target.h"
 
 typedef struct CommReg {
@@ -96,8 +97,6 @@ typedef struct Emit {
 
 /* ---- emit_util.c: names, types, sizes, communicators, the plan, stages, update runs ---- */
 
-const Shape *lshape(const Value *v);   /* the shape this device holds */
-int64_t lnumel(const Value *v);
 int64_t ldims(const Value *v, int from, int to);
 const char *ctype(DType t);
 const char *nrt_dtype_of(DType t);   /* "NRT_F16", ... ("NRT_REAL" for f32) */

@@ -86,16 +86,6 @@ const char **emit_c_idents(Arena *a, const Graph *g)
 	return name;
 }
 
-const Shape *lshape(const Value *v)
-{
-	return v->layout ? &v->layout->slice : &v->shape;
-}
-
-int64_t lnumel(const Value *v)
-{
-	return shape_numel(lshape(v));
-}
-
 /* product of local dims [from, to) */
 int64_t ldims(const Value *v, int from, int to)
 {

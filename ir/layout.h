@@ -47,6 +47,11 @@ struct Layout {
 	                           * (slice.d[0] is the largest, the buffer padded to it); NULL uniform */
 };
 
+/* The shape one device holds of v (the whole shape where v is not laid
+ * out), and its element count: what a rank allocates and moves. */
+static inline const Shape *lshape(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
+static inline int64_t lnumel(const Value *v) { return shape_numel(lshape(v)); }
+
 /* A layout over `device_num` devices. If prod(dev) < device_num a leading
  * repeat axis is added (and map/partial shifted); NULL if prod(dev) does not
  * divide device_num or a split does not divide its dimension. */

@@ -25,8 +25,6 @@ static const int *group_ranks(const Graph *g, const Node *n)
 	return NULL;
 }
 
-static int64_t lnumel(const Value *v) { return shape_numel(v->layout ? &v->layout->slice : &v->shape); }
-
 /* One call of the runtime's collective, with the count codegen passes
  * it (emit_c.c: EMIT(ALL_REDUCE), ...). */
 static bool written_comm(const Graph *g, const Node *n, int real_size, OpComm *oc)
