@@ -274,6 +274,9 @@ Test(explain, no_step_predicted_when_the_replay_stops)
 	cr_expect(!strstr(text, "predicted step time: 0") && !strstr(text, "idle per step"), "%s", text);
 	cr_expect(strstr(text, "device order: blocks of 4 ranks a node, not chosen: no step predicted"), "%s", text);
 	cr_expect(!strstr(text, "chosen: predicted step"), "%s", text);
+	/* semi_auto: the search's objective is printed without a ratio to a step there is not */
+	cr_expect(strstr(text, "s per step (no compiled estimate: the replay stopped)"), "%s", text);
+	cr_expect(!strstr(text, "% of the compiled estimate"), "%s", text);
 	free(text);
 	out = open_memstream(&text, &len);
 	cr_expect(!netc_memory_plan(&c, &(BuildOptions){0}, out), "a program was generated");
