@@ -2,22 +2,13 @@
 #include "search_fit.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "cost.h"
-#include "cost_memo.h"
 #include "search_graph.h"
 
 /* What one compilation of the fit chooses beyond the strategies. */
@@ -605,6 +596,8 @@ static void keep_fit(Compilation *from, Compilation *to)
 	from->fit_note = note;
 }
 
+void search_fit_set_jobs(int n) { search_jobs_set(n); }
+
 int search_fit_pick(const double *key, const bool *done, int n)
 {
 	int i = -1;
@@ -614,210 +607,25 @@ int search_fit_pick(const double *key, const bool *done, int n)
 	return i;
 }
 
-/* The outer search's screens in parallel: a screen compiled in a forked
- * child, which sends back what the parent uses of it and the prices it
- * planned (cost_memo.h), so that the candidate's fit, later in the
- * parent, finds them as it would have after screening there. The parent
- * consumes the results in the order it would have screened them, so the
- * plan and every line printed are those of one process; a child that
- * fails is screened again in the parent. */
-static int jobs_set; /* search_fit_set_jobs; 0: $NETC_JOBS or the online CPUs; -1: the online CPUs ($NETC_JOBS said bad) */
+/* What a child compiles (search_jobs.h): t in scr. */
+typedef struct JobCtx {
+	Compilation *scr;
+	const MemoryFit *f;
+	const Try *t;
+	Layers *L;
+} JobCtx;
 
-void search_fit_set_jobs(int n) { jobs_set = n; }
-
-static int job_count(void)
+static void job_run(void *ctx, JobResult *r)
 {
-	if (jobs_set > 0)
-		return jobs_set;
-	const char *e = jobs_set == 0 ? getenv("NETC_JOBS") : NULL;
-	if (e && *e) {
-		char *end;
-		long v = strtol(e, &end, 10);
-		if (!*end && v >= 1 && v <= SEARCH_FIT_MAX_JOBS)
-			return (int)v;
-		fprintf(stderr, "netc: warning: NETC_JOBS=%s is not a job count from 1 to %d: the online CPUs are used\n",
-		        e, SEARCH_FIT_MAX_JOBS);
-		jobs_set = -1; /* said once */
-	}
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	return cpus < 1 ? 1 : cpus > SEARCH_FIT_MAX_JOBS ? SEARCH_FIT_MAX_JOBS : (int)cpus;
+	JobCtx *j = ctx;
+	Compilation *scr = j->scr;
+	r->order_in = scr->search_order;
+	r->ok = compile_try(scr, j->f, j->t, 1, false, j->L);
+	r->step = scr->search_step, r->mem = scr->search_mem, r->order_out = scr->search_order;
+	r->floor = scr->search_floor;
 }
 
-/* A screen in a child process. */
-typedef struct Job {
-	pid_t pid;             /* 0: none */
-	int fd;                /* the pipe's read end */
-	bool bound;            /* its bound (Try.bound), not its screen */
-} Job;
-
-/* What a child sends: this, then n CostMemoEntry. */
-typedef struct JobResult {
-	int32_t ok;            /* compile_try's result */
-	int32_t order_in, order_out; /* the screen's search_order before and after (search.c: the
-	                        * first search that chooses a device order sets it for the later ones) */
-	double step, mem;      /* the screen's search_step and search_mem */
-	double floor;          /* a bound's search_floor (its value: search_dp_bound) */
-	uint64_t n;            /* price memo entries that follow */
-} JobResult;
-
-/* A system call's failure, where and why, as the runtime reports its
- * calls; the screen is then compiled in the parent. */
-#define JOB_FAIL(call, t) job_fail(__FILE__, __LINE__, call, strerror(errno), t)
-static void job_fail(const char *file, int line, const char *call, const char *why, const Try *t)
-{
-	fprintf(stderr, "netc: warning: %s:%d: %s: %s (the %s of pipeline_stages = %" PRId64 ", micro_size = %" PRId64
-	        "): %s in this process instead\n", file, line, call, why, t->bound ? "bound" : "screen", t->stages,
-	        t->micro, t->bound ? "bounded" : "screened");
-}
-
-static bool write_all(int fd, const void *p, size_t n)
-{
-	for (const char *s = p; n > 0;) {
-		ssize_t w = write(fd, s, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		s += w, n -= (size_t)w;
-	}
-	return true;
-}
-
-/* false at an error (errno) or end of file (errno 0) before n bytes */
-static bool read_all(int fd, void *p, size_t n)
-{
-	for (char *s = p; n > 0;) {
-		errno = 0;
-		ssize_t r = read(fd, s, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return false;
-		s += r, n -= (size_t)r;
-	}
-	return true;
-}
-
-static pid_t wait_for(pid_t pid, int *status)
-{
-	pid_t r;
-	while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
-		;
-	return r;
-}
-
-/* The child: compiles t's screen, sends it, exits. NETC_TEST_SCREEN_FAIL
- * (tests only): "exit" exits 1 before sending, "kill" dies by SIGKILL
- * midway through, to test the parent's fallback; "hang" waits for a
- * signal, to test that it dies with its parent. */
-static _Noreturn void job_child(int fd, pid_t parent, Compilation *scr, const MemoryFit *f, const Try *t, Layers *L)
-{
-#ifdef __linux__
-	/* a parent killed alone (kill -9, a SIGTERM to its pid) takes its
-	 * screens with it: before, each ran on to its end for nobody, a
-	 * screen at GPT-3 x 1024 seconds of CPU, holding the parent's stderr */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-		_exit(1);
-#else
-	(void)parent;
-#endif
-	/* the parent's unwritten stdout is its own: never flushed here */
-	int null = open("/dev/null", O_WRONLY);
-	if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
-		_exit(1);
-	close(null);
-	const char *fail = getenv("NETC_TEST_SCREEN_FAIL");
-	if (fail && strcmp(fail, "exit") == 0)
-		_exit(1);
-	while (fail && strcmp(fail, "hang") == 0)
-		pause();
-	cost_memo_log_start();
-	JobResult r = {.order_in = scr->search_order};
-	r.ok = compile_try(scr, f, t, 1, false, L);
-	r.step = scr->search_step, r.mem = scr->search_mem, r.order_out = scr->search_order, r.floor = scr->search_floor;
-	size_t n;
-	const CostMemoEntry *e = cost_memo_logged(&n);
-	r.n = n;
-	bool sent = write_all(fd, &r, sizeof r);
-	if (fail && strcmp(fail, "kill") == 0)
-		raise(SIGKILL);
-	sent = sent && write_all(fd, e, n * sizeof *e);
-	_exit(sent && close(fd) == 0 ? 0 : 1);
-}
-
-/* Forks a child screening t into *j; false (said) where it cannot. */
-static bool job_start(Job *j, const Job *jobs, int njobs, Compilation *scr, const MemoryFit *f, const Try *t,
-                      Layers *L)
-{
-	int fd[2];
-	if (pipe(fd) != 0) {
-		JOB_FAIL("pipe", t);
-		return false;
-	}
-	pid_t parent = getpid(), pid = fork();
-	if (pid < 0) {
-		JOB_FAIL("fork", t);
-		close(fd[0]), close(fd[1]);
-		return false;
-	}
-	if (pid == 0) {
-		close(fd[0]);
-		for (int k = 0; k < njobs; k++) /* the other children's pipes */
-			if (jobs[k].pid > 0)
-				close(jobs[k].fd);
-		job_child(fd[1], parent, scr, f, t, L);
-	}
-	if (close(fd[1]) != 0)
-		JOB_FAIL("close", t); /* harmless: the child holds its own */
-	*j = (Job){.pid = pid, .fd = fd[0]};
-	return true;
-}
-
-/* Reads j's screen of t into *r, its prices into the memo, and reaps the
- * child; false (said) where the child failed: the caller screens t. */
-static bool job_finish(Job *j, const Try *t, JobResult *r)
-{
-	CostMemoEntry *e = NULL;
-	bool ok = read_all(j->fd, r, sizeof *r) && r->n <= SIZE_MAX / sizeof *e &&
-	          (!r->n || ((e = malloc(r->n * sizeof *e)) && read_all(j->fd, e, r->n * sizeof *e)));
-	const char *why = ok ? NULL : errno ? strerror(errno) : "the result cut short";
-	if (close(j->fd) != 0)
-		fprintf(stderr, "netc: warning: %s:%d: close: %s\n", __FILE__, __LINE__, strerror(errno));
-	int status = 0;
-	pid_t w = wait_for(j->pid, &status);
-	*j = (Job){0};
-	char buf[64];
-	if (w < 0) {
-		JOB_FAIL("waitpid", t);
-		ok = false;
-	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		if (WIFSIGNALED(status))
-			snprintf(buf, sizeof buf, "killed by signal %d", WTERMSIG(status));
-		else
-			snprintf(buf, sizeof buf, "exited with status %d", WEXITSTATUS(status));
-		job_fail(__FILE__, __LINE__, t->bound ? "bound process" : "screen process", buf, t);
-		ok = false;
-	} else if (!ok) {
-		job_fail(__FILE__, __LINE__, "read", why, t);
-	}
-	if (ok)
-		cost_memo_import(e, r->n);
-	free(e);
-	return ok;
-}
-
-/* A screen no longer needed (the search stopped first): its child ended. */
-static void job_drop(Job *j)
-{
-	if (kill(j->pid, SIGKILL) != 0 && errno != ESRCH)
-		fprintf(stderr, "netc: warning: %s:%d: kill: %s\n", __FILE__, __LINE__, strerror(errno));
-	if (close(j->fd) != 0)
-		fprintf(stderr, "netc: warning: %s:%d: close: %s\n", __FILE__, __LINE__, strerror(errno));
-	int status;
-	if (wait_for(j->pid, &status) < 0)
-		fprintf(stderr, "netc: warning: %s:%d: waitpid: %s\n", __FILE__, __LINE__, strerror(errno));
-	*j = (Job){0};
-}
+static JobName job_name(const Try *t) { return (JobName){t->bound, t->stages, t->micro}; }
 
 /* Before screening candidate i: children for the next candidates the
  * search would screen unless a fit in between cuts them, those not
@@ -827,7 +635,7 @@ static void job_drop(Job *j)
 static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, const bool *bounded,
                        double best, Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
 {
-	int want = job_count() - 1, busy = 0;
+	int want = search_jobs_count() - 1, busy = 0;
 	bool skip[MAX_TRIES];
 	for (int k = 0; k < njobs; k++) {
 		busy += jobs[k].pid > 0 && k != i; /* i's own child, if any, runs while the parent waits */
@@ -842,8 +650,9 @@ static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const boo
 		 * ahead, not its screen (the parent bounds it when it is the least) */
 		Try t = tries[k];
 		t.bound = !bounded[k], t.screen = bounded[k];
-		if (job_start(&jobs[k], jobs, njobs, scr, f, &t, L))
-			busy++, jobs[k].bound = t.bound;
+		JobName name = job_name(&t);
+		JobCtx ctx = {scr, f, &t, L};
+		busy += job_start(&jobs[k], jobs, njobs, job_run, &ctx, &name);
 	}
 }
 
@@ -1007,7 +816,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			JobResult r;
 			/* a child's bound stands where it started from this order (the
 			 * bound is taken in the order chosen, or the lower of both) */
-			if (jobs[i].pid && jobs[i].bound && job_finish(&jobs[i], &t, &r) && r.order_in == scr.search_order) {
+			JobName name = job_name(&t);
+			if (jobs[i].pid && jobs[i].bound && job_finish(&jobs[i], &name, &r) && r.order_in == scr.search_order) {
 				if (r.ok)
 					lb[i] = r.floor, key[i] = fmax(key[i], lb[i]);
 			} else {
@@ -1029,7 +839,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			JobResult r;
 			/* a child's screen stands where it started from the order this
 			 * one starts from (an earlier screen may have chosen it since) */
-			if (jobs[i].pid && !jobs[i].bound && job_finish(&jobs[i], &t, &r) && r.order_in == scr.search_order) {
+			JobName name = job_name(&t);
+			if (jobs[i].pid && !jobs[i].bound && job_finish(&jobs[i], &name, &r) && r.order_in == scr.search_order) {
 				scr.search_order = r.order_out;
 			} else {
 				r.ok = compile_try(&scr, f, &t, 1, false, &L);

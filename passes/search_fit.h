@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "passes.h"
+#include "search_jobs.h"
 
 typedef struct MemoryFit {
 	const char *file;                /* the model, compiled again for each plan tried */
@@ -47,6 +48,6 @@ int search_fit_pick(const double *key, const bool *done, int n);
  * or micro_size = auto), each in a forked process: n from 1 (no fork:
  * one process) to SEARCH_FIT_MAX_JOBS; 0: $NETC_JOBS, else the online
  * CPUs. The plan and every line printed are the same for any count. */
-enum { SEARCH_FIT_MAX_JOBS = 256 };
+enum { SEARCH_FIT_MAX_JOBS = SEARCH_JOBS_MAX };
 void search_fit_set_jobs(int n);
 #endif

@@ -210,8 +210,8 @@ NETC_JOBS=2 jobs && as_one
 [ $same -eq 3 ] && ok || bad "screens in parallel: $same of 3 outputs the same as one process's"
 for how in exit kill; do
 	NETC_TEST_SCREEN_FAIL=$how NETC_JOBS=3 jobs
-	n=$(grep -c '^netc: warning: passes/search_fit.c:[0-9]*: \(screen\|bound\) process: \(exited with status 1\|killed by signal 9\) (the \(screen\|bound\) of pipeline_stages = [0-9]*, micro_size = [0-9]*): \(screened\|bounded\) in this process instead$' "$work/j.err")
-	grep -v '^netc: warning: passes/search_fit.c:' "$work/j.err" | cmp -s - "$work/j1.err" &&
+	n=$(grep -c '^netc: warning: passes/search_jobs.c:[0-9]*: \(screen\|bound\) process: \(exited with status 1\|killed by signal 9\) (the \(screen\|bound\) of pipeline_stages = [0-9]*, micro_size = [0-9]*): \(screened\|bounded\) in this process instead$' "$work/j.err")
+	grep -v '^netc: warning: passes/search_jobs.c:' "$work/j.err" | cmp -s - "$work/j1.err" &&
 		cmp -s "$work/j.out" "$work/j1.out" && [ "$n" -ge 2 ] && ok ||
 		bad "screen children that $how: $n said, output $(cmp "$work/j.out" "$work/j1.out" 2>&1)"
 done

@@ -1,0 +1,193 @@
+/* The outer search's compilations in forked children (search_jobs.h). */
+#include "search_jobs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "cost_memo.h"
+
+static int jobs_set; /* search_jobs_set; 0: $NETC_JOBS or the online CPUs; -1: the online CPUs ($NETC_JOBS said bad) */
+
+void search_jobs_set(int n) { jobs_set = n; }
+
+int search_jobs_count(void)
+{
+	if (jobs_set > 0)
+		return jobs_set;
+	const char *e = jobs_set == 0 ? getenv("NETC_JOBS") : NULL;
+	if (e && *e) {
+		char *end;
+		long v = strtol(e, &end, 10);
+		if (!*end && v >= 1 && v <= SEARCH_JOBS_MAX)
+			return (int)v;
+		fprintf(stderr, "netc: warning: NETC_JOBS=%s is not a job count from 1 to %d: the online CPUs are used\n",
+		        e, SEARCH_JOBS_MAX);
+		jobs_set = -1; /* said once */
+	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus < 1 ? 1 : cpus > SEARCH_JOBS_MAX ? SEARCH_JOBS_MAX : (int)cpus;
+}
+
+/* A system call's failure, where and why, as the runtime reports its
+ * calls; the screen is then compiled in the parent. */
+#define JOB_FAIL(call, t) job_fail(__FILE__, __LINE__, call, strerror(errno), t)
+static void job_fail(const char *file, int line, const char *call, const char *why, const JobName *t)
+{
+	fprintf(stderr, "netc: warning: %s:%d: %s: %s (the %s of pipeline_stages = %" PRId64 ", micro_size = %" PRId64
+	        "): %s in this process instead\n", file, line, call, why, t->bound ? "bound" : "screen", t->stages,
+	        t->micro, t->bound ? "bounded" : "screened");
+}
+
+static bool write_all(int fd, const void *p, size_t n)
+{
+	for (const char *s = p; n > 0;) {
+		ssize_t w = write(fd, s, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		s += w, n -= (size_t)w;
+	}
+	return true;
+}
+
+/* false at an error (errno) or end of file (errno 0) before n bytes */
+static bool read_all(int fd, void *p, size_t n)
+{
+	for (char *s = p; n > 0;) {
+		errno = 0;
+		ssize_t r = read(fd, s, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		s += r, n -= (size_t)r;
+	}
+	return true;
+}
+
+static pid_t wait_for(pid_t pid, int *status)
+{
+	pid_t r;
+	while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
+/* The child: compiles t's screen, sends it, exits. NETC_TEST_SCREEN_FAIL
+ * (tests only): "exit" exits 1 before sending, "kill" dies by SIGKILL
+ * midway through, to test the parent's fallback; "hang" waits for a
+ * signal, to test that it dies with its parent. */
+static _Noreturn void job_child(int fd, pid_t parent, JobRun run, void *ctx)
+{
+#ifdef __linux__
+	/* a parent killed alone (kill -9, a SIGTERM to its pid) takes its
+	 * screens with it: before, each ran on to its end for nobody, a
+	 * screen at GPT-3 x 1024 seconds of CPU, holding the parent's stderr */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(1);
+#else
+	(void)parent;
+#endif
+	/* the parent's unwritten stdout is its own: never flushed here */
+	int null = open("/dev/null", O_WRONLY);
+	if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
+		_exit(1);
+	close(null);
+	const char *fail = getenv("NETC_TEST_SCREEN_FAIL");
+	if (fail && strcmp(fail, "exit") == 0)
+		_exit(1);
+	while (fail && strcmp(fail, "hang") == 0)
+		pause();
+	cost_memo_log_start();
+	JobResult r = {0};
+	run(ctx, &r);
+	size_t n;
+	const CostMemoEntry *e = cost_memo_logged(&n);
+	r.n = n;
+	bool sent = write_all(fd, &r, sizeof r);
+	if (fail && strcmp(fail, "kill") == 0)
+		raise(SIGKILL);
+	sent = sent && write_all(fd, e, n * sizeof *e);
+	_exit(sent && close(fd) == 0 ? 0 : 1);
+}
+
+bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const JobName *t)
+{
+	int fd[2];
+	if (pipe(fd) != 0) {
+		JOB_FAIL("pipe", t);
+		return false;
+	}
+	pid_t parent = getpid(), pid = fork();
+	if (pid < 0) {
+		JOB_FAIL("fork", t);
+		close(fd[0]), close(fd[1]);
+		return false;
+	}
+	if (pid == 0) {
+		close(fd[0]);
+		for (int k = 0; k < njobs; k++) /* the other children's pipes */
+			if (jobs[k].pid > 0)
+				close(jobs[k].fd);
+		job_child(fd[1], parent, run, ctx);
+	}
+	if (close(fd[1]) != 0)
+		JOB_FAIL("close", t); /* harmless: the child holds its own */
+	*j = (Job){.pid = pid, .fd = fd[0], .bound = t->bound};
+	return true;
+}
+
+bool job_finish(Job *j, const JobName *t, JobResult *r)
+{
+	CostMemoEntry *e = NULL;
+	bool ok = read_all(j->fd, r, sizeof *r) && r->n <= SIZE_MAX / sizeof *e &&
+	          (!r->n || ((e = malloc(r->n * sizeof *e)) && read_all(j->fd, e, r->n * sizeof *e)));
+	const char *why = ok ? NULL : errno ? strerror(errno) : "the result cut short";
+	if (close(j->fd) != 0)
+		fprintf(stderr, "netc: warning: %s:%d: close: %s\n", __FILE__, __LINE__, strerror(errno));
+	int status = 0;
+	pid_t w = wait_for(j->pid, &status);
+	*j = (Job){0};
+	char buf[64];
+	if (w < 0) {
+		JOB_FAIL("waitpid", t);
+		ok = false;
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		if (WIFSIGNALED(status))
+			snprintf(buf, sizeof buf, "killed by signal %d", WTERMSIG(status));
+		else
+			snprintf(buf, sizeof buf, "exited with status %d", WEXITSTATUS(status));
+		job_fail(__FILE__, __LINE__, t->bound ? "bound process" : "screen process", buf, t);
+		ok = false;
+	} else if (!ok) {
+		job_fail(__FILE__, __LINE__, "read", why, t);
+	}
+	if (ok)
+		cost_memo_import(e, r->n);
+	free(e);
+	return ok;
+}
+
+void job_drop(Job *j)
+{
+	if (kill(j->pid, SIGKILL) != 0 && errno != ESRCH)
+		fprintf(stderr, "netc: warning: %s:%d: kill: %s\n", __FILE__, __LINE__, strerror(errno));
+	if (close(j->fd) != 0)
+		fprintf(stderr, "netc: warning: %s:%d: close: %s\n", __FILE__, __LINE__, strerror(errno));
+	int status;
+	if (wait_for(j->pid, &status) < 0)
+		fprintf(stderr, "netc: warning: %s:%d: waitpid: %s\n", __FILE__, __LINE__, strerror(errno));
+	*j = (Job){0};
+}
+
