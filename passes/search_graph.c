@@ -225,13 +225,91 @@ static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 	return runs * t;
 }
 
+/* ---- a vocabulary-parallel cross entropy ------------------------------------- */
+
+/* A cross entropy whose candidate splits the classes K ways compiles
+ * vocabulary-parallel (passes/sharding_vocab.c): a row_logsumexp of each
+ * device's class shard, the rows' K logsumexps gathered along the class
+ * axis (no gather of the logits), read by the loss and its gradient. The
+ * search prices them with the candidate as the compiled program's search
+ * graph does (row_logsumexp a vertex of its own, the gather its edge to
+ * the loss), so the objective and explain agree (they did not: the
+ * searches priced the loss alone). The split K, 1 where the classes stay
+ * whole or the program has the row_logsumexp already. */
+static int64_t vocab_split(const Node *n, const ShardResult *r)
+{
+	if (n->op != OP_SOFTMAX_CROSS_ENTROPY || n->nin != 2 || !r->in[0] || !dtype_is_float(n->in[0]->dtype))
+		return 1;
+	return layout_split(r->in[0], r->in[0]->rank - 1);
+}
+
+/* row_logsumexp's computation, priced as its vertex: the same logits
+ * layout, so the same devices */
+static double vocab_lse_compute(const Search *s, const Node *n, const ShardResult *r)
+{
+	Node lse = *n;
+	lse.op = OP_ROW_LSE;
+	lse.nin = 1;
+	return cost_compute(&s->m, &lse, r, s->training);
+}
+
+/* The logsumexps [rows, K] as row_logsumexp makes them (rows as the
+ * logits', one per class shard: *shard) and as the loss reads them (the
+ * shards whole: *whole), from the logits' layout. */
+static void vocab_lse_layouts(Search *s, const Layout *logits, int64_t k, const Layout **shard, const Layout **whole)
+{
+	int c = logits->rank - 1;
+	Layout *sh = ARENA_NEW(s->a, Layout), *wh = ARENA_NEW(s->a, Layout);
+	*sh = *logits;
+	sh->partial = 0;
+	sh->full.d[c] = k;
+	sh->slice.d[c] = 1;
+	*wh = *sh;
+	wh->map[c] = -1;
+	wh->nsub[c] = 0;
+	wh->slice.d[c] = k;
+	*shard = cost_intern(s->rc, sh);
+	*whole = cost_intern(s->rc, wh);
+}
+
+/* The gather of the logsumexps (per micro-batch) and their bytes: the
+ * shard row_logsumexp keeps and, training, the gathered copy the
+ * gradient reads (search_edge_memory's), each per micro-batch in flight. */
+static double vocab_lse_gather(Search *s, const Node *n, const ShardResult *r, double *mem)
+{
+	int64_t k = vocab_split(n, r);
+	*mem = 0;
+	if (k <= 1)
+		return 0;
+	const Layout *sh, *wh;
+	vocab_lse_layouts(s, r->in[0], k, &sh, &wh);
+	DType dt = n->in[0]->dtype;
+	double es = search_elem_size(s, dt), slots = 1;
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
+		slots = s->slots[n->ann.stage];
+	*mem = slots * es * (double)shape_numel(&sh->slice);
+	if (s->training && !(n->ann.recompute && n->ann.mp_comm_recompute))
+		*mem += slots * es * (double)shape_numel(&wh->slice);
+	return cost_redist(s->rc, sh, wh, dt, NULL);
+}
+
+/* Inputs that get no gradient although float: the logsumexps a
+ * vocabulary-parallel loss reads (its gradient reads them as they are)
+ * and row_logsumexp's logits (it has no backward). */
+static bool no_grad_input(const Node *n, int i)
+{
+	return (n->op == OP_SOFTMAX_CROSS_ENTROPY && i == 2) || n->op == OP_ROW_LSE;
+}
+
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
 	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
+	if (vocab_split(n, &c->r) > 1)
+		c->compute += vocab_lse_compute(s, n, &c->r);
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
-		c->grad[i] = cost_with_partial(s->rc, c->r.in[i], gp);
+		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call, s->real_size) : 0;
 	}
 	/* Costs only ever see these layouts through layout_same classes:
@@ -667,6 +745,9 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	 * sharding pass's finish_loss) */
 	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
 		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
+	double lse_mem;
+	t += vocab_lse_gather(s, n, &cd->r, &lse_mem);
+	m += lse_mem;
 	*cost = s->w_micro * t + s->w_step * step;
 	*work = s->w_micro * cd->compute + s->w_step * step;
 	*mem = m;

@@ -108,6 +108,29 @@ double search_local_total(Search *s, const int *choice)
 	return t;
 }
 
+/* Whether edge ei takes a vocabulary-parallel loss's logits in the copy
+ * its row_logsumexp read: the sharding pass converts a value once per
+ * layout its readers need (convert in passes/sharding.c), and
+ * row_logsumexp, inserted before the loss, reads the logits as the loss
+ * does (passes/sharding_vocab.c); both edges price the conversion. Only a
+ * laid-out program (explain's objective) has row_logsumexp vertices: the
+ * searches price the pair in the loss's candidates (search_graph.c). */
+static bool vocab_copy_shared(const Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	if (e->ui >= 0 || e->vi != 0 || s->v[e->v].n->op != OP_SOFTMAX_CROSS_ENTROPY)
+		return false;
+	const Layout *to = search_edge_to(s, e, choice[e->v]);
+	const SVertex *u = &s->v[e->u];
+	for (int k = 0; k < u->nadj; k++) {
+		const SEdge *o = &s->e[u->adj[k]];
+		if (o != e && o->u == e->u && o->ui < 0 && s->v[o->v].n->op == OP_ROW_LSE &&
+		    cost_layout_same(search_edge_to(s, o, choice[o->v]), to))
+			return true;
+	}
+	return false;
+}
+
 /* The corrections below are to edges' costs, paid in every micro-batch. */
 static double search_corrections(Search *s, const int *choice)
 {
@@ -126,6 +149,8 @@ static double search_corrections(Search *s, const int *choice)
 		bool again = (vn->ann.recompute && vn->ann.mp_comm_recompute) || (se->ui < 0 && un->ann.recompute);
 		if (s->training && again && from && to && !cost_layout_same(from, to))
 			t += cost_redist(s->rc, from, to, se->dt, NULL);
+		if (from && to && vocab_copy_shared(s, e, choice) && !cost_layout_same(from, to))
+			t -= cost_redist(s->rc, from, to, se->dt, NULL);
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
 		if (grad_shared(s, e, choice)) {
