@@ -913,7 +913,8 @@ static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
 	bool per_device = per_device_mode(S->mode);
-	if (widen_partial(per_device, n) || narrow_partial(&S->g->par, S->mode, n) || add_partials(per_device, n))
+	if (widen_partial(S->g, S->mode, S->pos, n) || narrow_partial(S->g, S->mode, S->pos, n) ||
+	    add_partials(per_device, n))
 		return;
 	Node *lse = vocab_lse(S->g, S->cx.arena, per_device_mode(S->mode), n, S->pos);
 	if (lse) {

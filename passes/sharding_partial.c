@@ -20,10 +20,50 @@ const Value *uncast(const Value *v)
  * reduced narrow: the widening reads it reduced, and the collective moves
  * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
  * values: the narrow precision without the narrow bandwidth). */
-bool widen_partial(bool per_device, Node *n)
+/* Whether v, made at pos in the backward pass, is a part of a parameter's
+ * gradient: it reaches one through casts and adds (a tied table's head
+ * and embedding parts; amp's casts around each). */
+static bool grad_part(const Graph *g, int pos, const Value *v)
+{
+	for (int hops = 0; hops < 16; hops++) {
+		if (v->grad_of)
+			return uncast(v->grad_of)->kind == VK_PARAM;
+		const Node *r = NULL;
+		for (int k = pos + 1; k < g->nnodes && !r; k++)
+			for (int j = 0; j < g->nodes[k]->nin; j++)
+				if (g->nodes[k]->in[j] == v) {
+					r = g->nodes[k];
+					pos = k;
+					break;
+				}
+		if (!r || r->phase == PH_FORWARD || (r->op != OP_CAST && r->op != OP_ADD))
+			return false;
+		v = r->out;
+	}
+	return false;
+}
+
+/* Where the parameters' gradients are summed in f32 (gradient_fp32_sync
+ * in semi_auto / auto_parallel, force_fp32_communication), a part of one
+ * (not the whole gradient) stays partial through amp's casts as it is
+ * added up: each device rounds its own part, and the whole gradient's one
+ * f32 sum (after the micro-steps' f32 accumulation, precision.c's
+ * sum_after_casts) sums them, instead of a sum per part and micro-batch
+ * (bf16 staged.net's tied table: two f16 all-reduces a micro-batch). */
+static bool f32_grad_part(const Graph *g, ParallelMode mode, int pos, const Node *n)
+{
+	const ParallelConfig *pc = &g->par;
+	bool semi = mode == PM_SEMI_AUTO_PARALLEL || mode == PM_AUTO_PARALLEL;
+	return n->phase != PH_FORWARD && !n->in[0]->grad_of && (pc->force_fp32_communication ||
+	       (semi && pc->gradient_fp32_sync)) && grad_part(g, pos, n->out);
+}
+
+bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
 {
 	const Value *x = n->in[0];
-	if (!per_device || n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
+	bool per_device = mode == PM_DATA_PARALLEL || mode == PM_HYBRID_PARALLEL;
+	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial ||
+	    !(per_device || f32_grad_part(g, mode, pos, n)))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
@@ -34,8 +74,9 @@ bool widen_partial(bool per_device, Node *n)
  * (narrow communication) unless force_fp32_communication -- or, for
  * gradients, gradient_fp32_sync in semi_auto / auto_parallel -- asks for
  * the reduction in f32 first. */
-bool narrow_partial(const ParallelConfig *pc, ParallelMode mode, Node *n)
+bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
 {
+	const ParallelConfig *pc = &g->par;
 	const Value *x = n->in[0];
 	if (n->op != OP_CAST || dtype_size(n->attr.to) != 2 || !x->layout || !x->layout->partial)
 		return false;
@@ -44,7 +85,8 @@ bool narrow_partial(const ParallelConfig *pc, ParallelMode mode, Node *n)
 	 * gradient AllReduce); an activation's gradient is reduced as the
 	 * operator's output is, in its own type */
 	bool param_grad = x->grad_of && uncast(x->grad_of)->kind == VK_PARAM;
-	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync && param_grad))
+	if ((pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync && param_grad)) &&
+	    !f32_grad_part(g, mode, pos, n))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};

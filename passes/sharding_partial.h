@@ -8,11 +8,13 @@
 /* what a cast netc inserted (passes/precision.c) casts: the forward and
  * backward reads of one narrow value each have their own */
 const Value *uncast(const Value *v);
-/* a cast up of a device's own narrow partial sums (per_device:
- * data_parallel or hybrid_parallel) */
-bool widen_partial(bool per_device, Node *n);
-/* a cast down of partial sums, rounded on each device and reduced narrow */
-bool narrow_partial(const ParallelConfig *pc, ParallelMode mode, Node *n);
+/* a cast up of a device's own narrow partial sums (data_parallel,
+ * hybrid_parallel) or of a part of a parameter's gradient summed in f32
+ * later; n is g's node at pos */
+bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
+/* a cast down of partial sums, rounded on each device and reduced narrow
+ * (or, a part of a parameter's gradient, summed in f32 later) */
+bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
 /* an add of gradients that are partial sums over the same devices */
 bool add_partials(bool per_device, Node *n);
 #endif
