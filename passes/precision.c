@@ -287,6 +287,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 		drop_node(g, s);
 	}
 	if (fold) {
+		f->scope = r->scope; /* explain's layers: the sum's, not the update's */
 		f->attr.plan = plan;
 		f->attr.steps = redist_describe(g->arena, plan);
 		drop_node(g, r);
