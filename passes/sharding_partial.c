@@ -38,6 +38,11 @@ static bool grad_part(const Graph *g, int pos, const Value *v)
 				}
 		if (!r || r->phase == PH_FORWARD || (r->op != OP_CAST && r->op != OP_ADD))
 			return false;
+		/* added to a whole value, it is summed before the add anyway:
+		 * narrow, as before (tied_popt.net's wb under amp) */
+		const Value *other = r->op == OP_ADD ? r->in[r->in[0] == v] : NULL;
+		if (other && other->layout && !other->layout->partial)
+			return false;
 		v = r->out;
 	}
 	return false;
