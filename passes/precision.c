@@ -235,6 +235,16 @@ static void move_after_cast_down(Graph *g, int i, const int *readers)
 	move_node(g, i, position(g, r));
 }
 
+/* The first node after position `after` that reads v, or NULL. */
+static Node *first_reader(const Graph *g, int after, const Value *v)
+{
+	for (int k = after + 1; k < g->nnodes; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->in[j] == v)
+				return g->nodes[k];
+	return NULL;
+}
+
 /* A parameter's gradient summed in f32 (gradient_fp32_sync) in the
  * backward pass, right before amp's casts round it to bf16 and back
  * (m -> sum -> cast down -> cast up -> the update): the sum moves after
@@ -266,16 +276,20 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	 * accumulated f32 gradient, as Megatron's main_grad and MindSpore do,
 	 * instead of once a micro-batch (bf16 llama, DP 2 x PP 2 @2: 98,828
 	 * bytes all-reduced a step -> 57,612 -> 49,420) */
-	int first = -1;
-	for (int k = i + 1; k < g->nnodes && first < 0; k++)
-		for (int j = 0; j < g->nodes[k]->nin; j++)
-			if (g->nodes[k]->in[j] == up->out)
-				first = k;
-	if (first < 0 || g->nodes[first]->phase != PH_UPDATE)
+	Node *f = first_reader(g, i, up->out), *u = f; /* u: the first reader in the update */
+	/* a move in the backward pass to the sharded update's layout
+	 * (parallel optimizer: a Slice) takes the sum in and runs in the
+	 * update, a ReduceScatter once a step (Megatron's distributed
+	 * optimizer) */
+	bool early = f && f->phase == PH_BACKWARD && f->op == OP_REDISTRIBUTE && f->attr.plan && !sums(f->attr.plan) &&
+	             readers[f->out->id] == 1 && readers[up->out->id] == 1;
+	if (early)
+		u = first_reader(g, position(g, f), f->out);
+	if (!u || u->phase != PH_UPDATE)
 		return 0;
 	Value *m = r->in[0];
-	Node *f = g->nodes[first]; /* a move of the sum to the update's layout takes the sum in */
-	bool fold = s && f->op == OP_REDISTRIBUTE && readers[up->out->id] == 1 && !f->writes;
+	/* a move of the sum to the update's layout takes the sum in */
+	bool fold = (s || early) && f->op == OP_REDISTRIBUTE && readers[up->out->id] == 1 && !f->writes;
 	Layout *want = fold ? f->out->layout : s ? s->out->layout : r->out->layout;
 	RedistPlan *plan = redist_plan(g->arena, m->layout, want, dtype_size(m->dtype), g->par.enable_alltoall);
 	if (!plan)
@@ -286,12 +300,17 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 		up->in[0] = down->out;
 		drop_node(g, s);
 	}
+	int gone = 1 + (s != NULL); /* s and r, dropped or moved after up */
 	if (fold) {
 		f->scope = r->scope; /* explain's layers: the sum's, not the update's */
 		f->attr.plan = plan;
 		f->attr.steps = redist_describe(g->arena, plan);
 		drop_node(g, r);
-		return 2;
+		if (early) {
+			f->phase = PH_UPDATE;
+			move_node(g, position(g, f), position(g, u) - 1);
+		}
+		return gone;
 	}
 	if (s) {
 		r->attr.plan = plan;
@@ -303,7 +322,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	r->phase = PH_UPDATE;
 	r->out->name = arena_printf(g->arena, "%s.r%d", up->out->name, r->out->id);
 	move_node(g, position(g, r), position(g, f) - 1); /* before its reader, after up */
-	return s ? 2 : 1;
+	return gone;
 }
 
 static void redistribute_narrow(Graph *g)

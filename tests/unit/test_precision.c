@@ -404,3 +404,27 @@ Test(precision, tied_gradient_summed_once_a_step)
 	cr_expect_eq(backward, 2, "gradient_fp32_sync = false: the parts summed narrow, %d", backward);
 	cr_expect_eq(dt, DT_F16);
 }
+
+/* Under the parallel optimizer (tied_popt.net at amp O2 bf16, micro_size
+ * 4) w1's update reads its shard: the f32 sum of the accumulated
+ * gradient moves into the update as one ReduceScatter a step, where it
+ * was an AllReduce in the backward pass of every micro-batch before the
+ * shard's Slice (1,036 -> 12 bytes all-reduced a step on rank 0). */
+Test(precision, sharded_update_sum_once_a_step)
+{
+	static const char *const amp[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
+	Compilation c;
+	cr_assert(compile_with(&c, "tests/e2e/pipeline/tied_popt.net", amp, 2, false, 0));
+	int backward_f32 = 0, scatters = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->op != OP_REDISTRIBUTE || !n->attr.plan || !sums(n->attr.plan))
+			continue;
+		backward_f32 += n->phase == PH_BACKWARD && n->in[0]->dtype == DT_F32;
+		for (int k = 0; k < n->attr.plan->n; k++)
+			scatters += n->phase == PH_UPDATE && n->attr.plan->steps[k].kind == RS_REDUCE_SCATTER;
+	}
+	cr_expect_eq(backward_f32, 0, "%d f32 sums in the backward pass", backward_f32);
+	cr_expect_eq(scatters, 1);
+	compile_done(&c);
+}
