@@ -254,8 +254,9 @@ static Node *first_reader(const Graph *g, int after, const Value *v)
  * AllReduce. A move that sums nothing may sit between the casts (a row
  * split product's weight gradient is sliced to the forward's layout and
  * gathered back for the update: bf16 llama's w2): it goes, and the sum
- * lands on the layout its readers read. Returns how many nodes before i
- * moved after it or went (the caller's next node is then at i). */
+ * lands on the layout its readers read. So does a move after the cast up
+ * to a sharded update's layout. Returns how many nodes before i moved
+ * after it or went (the caller's next node is then at i). */
 static int sum_after_casts(Graph *g, int i, const int *readers)
 {
 	Node *up = g->nodes[i], *s = up->nin ? up->in[0]->def : NULL, *down = s;

@@ -13,13 +13,6 @@ const Value *uncast(const Value *v)
 	return v->def && v->def->op == OP_CAST && v->def->ann.borrowed ? v->def->in[0] : v;
 }
 
-/* Widening a value (f16 -> f32) is exact, so a device's own partial sums
- * (data_parallel, hybrid_parallel: never reduced in the forward or
- * backward pass, reads_local) may be widened as they are. Elsewhere a
- * narrow partial sum is one narrow_partial kept narrow so that it is
- * reduced narrow: the widening reads it reduced, and the collective moves
- * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
- * values: the narrow precision without the narrow bandwidth). */
 /* Whether v, made at pos in the backward pass, is a part of a parameter's
  * gradient: it reaches one through casts and adds (a tied table's head
  * and embedding parts; amp's casts around each). */
@@ -63,6 +56,14 @@ static bool f32_grad_part(const Graph *g, ParallelMode mode, int pos, const Node
 	       (semi && pc->gradient_fp32_sync)) && grad_part(g, pos, n->out);
 }
 
+/* Widening a value (f16 -> f32) is exact, so a device's own partial sums
+ * (data_parallel, hybrid_parallel: never reduced in the forward or
+ * backward pass, reads_local) may be widened as they are. Elsewhere a
+ * narrow partial sum is one narrow_partial kept narrow so that it is
+ * reduced narrow: the widening reads it reduced, and the collective moves
+ * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
+ * values: the narrow precision without the narrow bandwidth) -- but for
+ * a part of a parameter's gradient summed in f32 later (f32_grad_part). */
 bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
 {
 	const Value *x = n->in[0];
