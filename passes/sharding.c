@@ -26,6 +26,7 @@
 #include "../ir/sharding.h"
 #include "cost.h"
 #include "passes.h"
+#include "sharding_partial.h"
 #include "sharding_vocab.h"
 #include "../ir/redistribute.h"
 
@@ -308,13 +309,6 @@ static Strategy data_parallel_strategy(Sharder *S, const Node *n)
  * the gradient as produced instead let a replicated region's backward
  * run data parallel behind the search's back, with an AllReduce of every
  * parameter it never priced. */
-/* what a cast netc inserted (passes/precision.c) casts: the forward and
- * backward reads of one narrow value each have their own */
-static const Value *uncast(const Value *v)
-{
-	return v->def && v->def->op == OP_CAST && v->def->ann.borrowed ? v->def->in[0] : v;
-}
-
 /* A recomputed copy (amp's casts around one too) stands for its original */
 static const Value *original(const Value *v)
 {
@@ -769,45 +763,6 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	return true;
 }
 
-/* Widening a value (f16 -> f32) is exact, so a device's own partial sums
- * (data_parallel, hybrid_parallel: never reduced in the forward or
- * backward pass, reads_local) may be widened as they are. Elsewhere a
- * narrow partial sum is one narrow_partial kept narrow so that it is
- * reduced narrow: the widening reads it reduced, and the collective moves
- * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
- * values: the narrow precision without the narrow bandwidth). */
-static bool widen_partial(const Sharder *S, Node *n)
-{
-	const Value *x = n->in[0];
-	if (!per_device_mode(S->mode) || n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial)
-		return false;
-	n->out->layout = x->layout;
-	n->strategy = (Strategy){0};
-	return true;
-}
-
-/* Rounding each device's partial sum to f16/bf16 before the reduction
- * (narrow communication) unless force_fp32_communication -- or, for
- * gradients, gradient_fp32_sync in semi_auto / auto_parallel -- asks for
- * the reduction in f32 first. */
-static bool narrow_partial(Sharder *S, Node *n)
-{
-	const ParallelConfig *pc = &S->g->par;
-	const Value *x = n->in[0];
-	if (n->op != OP_CAST || dtype_size(n->attr.to) != 2 || !x->layout || !x->layout->partial)
-		return false;
-	bool semi = S->mode == PM_SEMI_AUTO_PARALLEL || S->mode == PM_AUTO_PARALLEL;
-	/* gradient_fp32_sync is about the parameters' gradients (MindSpore's
-	 * gradient AllReduce); an activation's gradient is reduced as the
-	 * operator's output is, in its own type */
-	bool param_grad = x->grad_of && uncast(x->grad_of)->kind == VK_PARAM;
-	if (pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync && param_grad))
-		return false;
-	n->out->layout = x->layout;
-	n->strategy = (Strategy){0};
-	return true;
-}
-
 /* MindSpore's out_strategy whose split of dimension i is the inputs'
  * split times the reduction's (in ((2, 2), (2, 2)), out ((4, 2),)): the
  * partial sums over grid axis k are reduce-scattered within each of the
@@ -954,31 +909,12 @@ static void replace_output(Sharder *S, Node *n, Layout *t)
 		S->g->loss = v;
 }
 
-/* Gradients that reach one value along several paths are summed; where
- * the contributions are partial sums over the same devices (the input
- * gradients of q, k and v under a Megatron column split), their sum is
- * a partial sum too, reduced once by its reader instead of once per
- * contribution (Megatron's one AllReduce per sub-block backward). So are
- * the stages' parts of a tied weight's gradient, added on its owner in
- * the update phase (stages_tied.c): a stage's rank sends its part to the
- * rank of the same place in the owner's stage. */
-static bool add_partials(const Sharder *S, Node *n)
-{
-	if (per_device_mode(S->mode) || n->op != OP_ADD || n->phase == PH_FORWARD)
-		return false;
-	const Layout *a = n->in[0]->layout, *b = n->in[1]->layout;
-	if (!a || !b || !a->partial || a->ragged || !shape_eq(&n->in[0]->shape, &n->out->shape) ||
-	    !layout_equiv(a, b))
-		return false;
-	n->out->layout = (Layout *)a;
-	n->strategy = (Strategy){0};
-	return true;
-}
-
 static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
-	if (widen_partial(S, n) || narrow_partial(S, n) || add_partials(S, n))
+	bool per_device = per_device_mode(S->mode);
+	if (widen_partial(S->g, S->mode, S->pos, n) || narrow_partial(S->g, S->mode, S->pos, n) ||
+	    add_partials(per_device, n))
 		return;
 	Node *lse = vocab_lse(S->g, S->cx.arena, per_device_mode(S->mode), n, S->pos);
 	if (lse) {

@@ -310,20 +310,26 @@ fi
 # and the build passed bf16 gradients to K(axpy)). The weights' gradients
 # are summed over DP once a step, on the f32 accumulators: rank 0 (stage
 # 0: layer 0's wq wk wv wo 4 x 32 x 32, w1 w3 w2 3 x 32 x 64, n1 n2 2 x 32
-# = 10,304 f32) all-reduces 41,216 bytes once, plus tok_emb's 64 x 32 x 4
-# = 8,192 bytes still a micro-batch (x 2, open) and 12 bytes of loss:
-# 57,612 (98,828 when every gradient was summed a micro-batch).
+# and tok_emb 64 x 32 = 12,352 f32) all-reduces 49,408 bytes once, plus
+# 12 bytes of loss: 49,420, and gathers nothing (98,828 when every
+# gradient was summed a micro-batch; 57,612 and a 4,096-byte all-gather
+# when w2's, sliced to the forward's rows between amp's casts, still was).
+# explain prices the same: stage 0's gradient all-reduces, 49,408 bytes
+# a step and none a micro-batch (41,216 and 8,192 before).
 sed 's/f32\[/bf16[/g; s/^  device_num = 8 .*/  device_num = DP * MP * PP/' samples/llama.net >"$work/llama_bf16.net"
 if timeout 120 $NETC build "$work/llama_bf16.net" -D parallel_mode=stand_alone -o "$work/llb_sa" >/dev/null 2>&1 &&
 	timeout 120 "$work/llb_sa" --steps 4 --seed 7 --quiet --log "$work/llb_sa.csv" >/dev/null 2>&1 &&
 	timeout 120 $NETC build "$work/llama_bf16.net" -D DP=2 -D MP=1 -D PP=2 -o "$work/llb_pp" >"$work/llb_pp.build" 2>&1 &&
 	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/llb_pp" --steps 4 --seed 7 --quiet --log "$work/llb_pp.csv" \
 		--comm-stats >"$work/llb_pp.out" 2>&1 && ! grep -q 'incompatible pointer' "$work/llb_pp.build" &&
-	grep -q 'allreduce 57612,' "$work/llb_pp.out" &&
+	grep -q 'allreduce 49420, allgather 0,' "$work/llb_pp.out" &&
+	[ "$($NETC explain "$work/llama_bf16.net" -D DP=2 -D MP=1 -D PP=2 2>/dev/null |
+		sed -n '/^backward and update communication:/,/^backward:/s/^ *comm .*AllReduce.*, \([0-9]*\) bytes, .* per \(step\|micro-batch\), stage 0$/\2 \1/p' |
+		awk '{ b[$1] += $2 } END { printf "%d %d", b["step"], b["micro-batch"] }')" = "49408 0" ] &&
 	$B/tools/losscompare "$work/llb_sa.csv" "$work/llb_pp.csv" --rtol 1e-4 >"$work/llb.cmp" 2>&1; then
 	ok "bf16 llama DP 2 x PP 2 (micro-batches) @4 == stand-alone bf16 (losses rtol 1e-4)"
 else
-	bad "bf16 llama DP 2 x PP 2 @4: $(grep -m1 'incompatible pointer' "$work/llb_pp.build") $(tail -1 "$work/llb.cmp" 2>/dev/null)"
+	bad "bf16 llama DP 2 x PP 2 @4: $(grep -m1 'incompatible pointer' "$work/llb_pp.build") $(grep 'bytes sent' "$work/llb_pp.out") $(tail -1 "$work/llb.cmp" 2>/dev/null)"
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

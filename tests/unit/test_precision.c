@@ -358,3 +358,73 @@ Test(precision, join_moves_counts_every_rank)
 	cr_expect_eq(y->in[0]->def->attr.plan->send_bytes, 64); /* rank 0's: more than the pair's 32 */
 	compilation_free(&c);
 }
+
+/* A tied table's gradient under amp with a pipeline of 2 ranks a stage
+ * (staged.net, micro_size 4): the head's part (stage 1) and the
+ * embedding's (stage 0) stay partial through amp's casts and their add,
+ * and the whole gradient is summed once, in f32, in the update phase
+ * after the micro-steps' f32 accumulation. Before, each part was summed
+ * in f16 in the backward pass, once a micro-batch (9,228 bytes a step on
+ * rank 0 against 3,084; gradient_fp32_sync broken). With
+ * gradient_fp32_sync = false they are still summed narrow there. */
+static void tied_sums(const char *const *defs, int ndefs, int *backward, int *update, DType *dtype)
+{
+	Compilation c;
+	cr_assert(compile_with(&c, "tests/e2e/pipeline/staged.net", defs, ndefs, false, 0));
+	*backward = *update = 0;
+	*dtype = DT_I64; /* none */
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->op != OP_REDISTRIBUTE || !n->attr.plan || !sums(n->attr.plan) || n->out->shape.d[0] != 32)
+			continue; /* emb's [32, 16]; first.w and second.w are [16, 16] */
+		*backward += n->phase == PH_BACKWARD;
+		*update += n->phase == PH_UPDATE;
+		*dtype = n->in[0]->dtype;
+	}
+	compile_done(&c);
+}
+
+Test(precision, tied_gradient_summed_once_a_step)
+{
+	static const char *const amp[] = {"train.amp_level=O2"};
+	static const char *const amp_force[] = {"train.amp_level=O2", "force_fp32_communication=true",
+	                                        "gradient_fp32_sync=false"};
+	static const char *const amp_narrow[] = {"train.amp_level=O2", "gradient_fp32_sync=false"};
+	int backward, update;
+	DType dt;
+	tied_sums(amp, 1, &backward, &update, &dt);
+	cr_expect_eq(backward, 0, "%d sums of emb's gradient parts in the backward pass", backward);
+	cr_expect_eq(update, 1);
+	cr_expect_eq(dt, DT_F32);
+	tied_sums(amp_force, 3, &backward, &update, &dt);
+	cr_expect_eq(backward, 0, "force_fp32_communication: %d sums in the backward pass", backward);
+	cr_expect_eq(update, 1);
+	cr_expect_eq(dt, DT_F32);
+	tied_sums(amp_narrow, 2, &backward, &update, &dt);
+	cr_expect_eq(backward, 2, "gradient_fp32_sync = false: the parts summed narrow, %d", backward);
+	cr_expect_eq(dt, DT_F16);
+}
+
+/* Under the parallel optimizer (tied_popt.net at amp O2 bf16, micro_size
+ * 4) w1's update reads its shard: the f32 sum of the accumulated
+ * gradient moves into the update as one ReduceScatter a step, where it
+ * was an AllReduce in the backward pass of every micro-batch before the
+ * shard's Slice (1,036 -> 12 bytes all-reduced a step on rank 0). */
+Test(precision, sharded_update_sum_once_a_step)
+{
+	static const char *const amp[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
+	Compilation c;
+	cr_assert(compile_with(&c, "tests/e2e/pipeline/tied_popt.net", amp, 2, false, 0));
+	int backward_f32 = 0, scatters = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->op != OP_REDISTRIBUTE || !n->attr.plan || !sums(n->attr.plan))
+			continue;
+		backward_f32 += n->phase == PH_BACKWARD && n->in[0]->dtype == DT_F32;
+		for (int k = 0; k < n->attr.plan->n; k++)
+			scatters += n->phase == PH_UPDATE && n->attr.plan->steps[k].kind == RS_REDUCE_SCATTER;
+	}
+	cr_expect_eq(backward_f32, 0, "%d f32 sums in the backward pass", backward_f32);
+	cr_expect_eq(scatters, 1);
+	compile_done(&c);
+}

@@ -1,0 +1,20 @@
+/* The sharding pass's partial sums kept partial through casts and adds
+ * (sharding_partial.c), apart from sharding.c, which calls them: each
+ * lays n out and returns true, or returns false and leaves n alone. */
+#ifndef NETC_SHARDING_PARTIAL_H
+#define NETC_SHARDING_PARTIAL_H
+#include "../ir/ir.h"
+
+/* what a cast netc inserted (passes/precision.c) casts: the forward and
+ * backward reads of one narrow value each have their own */
+const Value *uncast(const Value *v);
+/* a cast up of a device's own narrow partial sums (data_parallel,
+ * hybrid_parallel) or of a part of a parameter's gradient summed in f32
+ * later; n is g's node at pos */
+bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
+/* a cast down of partial sums, rounded on each device and reduced narrow
+ * (or, a part of a parameter's gradient, summed in f32 later) */
+bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
+/* an add of gradients that are partial sums over the same devices */
+bool add_partials(bool per_device, Node *n);
+#endif
