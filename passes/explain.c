@@ -487,6 +487,30 @@ static void op_comm_traffic(const Compilation *c, const Machine *m, const Node *
 	add_comm(t, n, s, bytes, oc.n);
 }
 
+/* A scheduled program sums the step's loss over the world to report it
+ * (codegen/pipeline_c.c: one f64 all-reduce after the update, on every
+ * rank of every stage), on the steps the log reads it: every step on the
+ * CPU runtime, where reading the loss is free, as --comm-stats counts;
+ * the CUDA runtime's only on the logged steps. */
+static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *t)
+{
+	const Graph *g = c->g;
+	int64_t world = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
+	if (!t->scheduled || !g->loss || world <= 1 || (c->infer && !g->par.pipeline_result_broadcast))
+		return;
+	OpComm oc = {.n = 1, .kind = RS_ALLREDUCE, .elems = 1, .elem_bytes = 8, .group = world};
+	int64_t bytes = op_comm_bytes(&oc);
+	double s = op_comm_time(m, &oc);
+	t->comm += s;
+	t->ncomm++;
+	t->comm_bytes += bytes;
+	t->loss_bytes = bytes;
+	for (int st = 0; st < t->nstages; st++) {
+		StageCost *sc = &t->stage[st];
+		sc->comm += s, sc->grads += s, sc->comm_bytes += bytes, sc->ncomm++;
+	}
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	choose_order(c);
@@ -545,6 +569,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		t->memory += b;
 		fixed[stage_of_value(t, p)] += b;
 	}
+	loss_traffic(c, m, t);
 	tied_memory(c, t, fixed);
 	stage_transfers(c, m, t);
 	step_transfers(c, m, t);
@@ -832,6 +857,8 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 			bytes[st->kind] += st->most_bytes * times;
 		}
 	}
+	if (t->loss_bytes) /* the loss's, summed to be logged */
+		n[RS_ALLREDUCE]++, bytes[RS_ALLREDUCE] += t->loss_bytes;
 	fputs("communication per step by kind:", out);
 	const char *sep = " ";
 	for (int k = 0; k <= OPC_BROADCAST; k++)
