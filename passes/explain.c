@@ -399,9 +399,11 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			passes += t->nmicro * (t->fwd[k] + t->bwd[k]);
 		if (end[st] < passes * (1 - 1e-9)) {
-			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d at %.6g s of its "
-			           "%.6g s of passes: a pass waits for one the schedule runs after it (a backward value sent "
-			           "to a later stage?)", st, end[st], passes);
+			/* no seconds in it: they differ between the device orders
+			 * choose_order tries, and diag shows one text once */
+			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d short of its "
+			           "passes: a pass waits for one the schedule runs after it (a backward value sent to a "
+			           "later stage?)", st);
 			t->stopped = true;
 		}
 		sc->end = end[st];
