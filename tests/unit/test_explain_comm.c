@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "compile_fixture.h"
+#include "passes/cost.h"
 #include "passes/explain.h"
+#include "passes/op_comm.h"
 
 /* explain's report of c, in a string to free */
 static char *explained(Compilation *c)
@@ -31,11 +33,49 @@ Test(explain_comm, the_logged_loss_is_summed_over_the_world)
 	cr_assert(compile_model(&c, "tests/e2e/models/accum_shard.net", NULL, 0, UPTO_CODEGEN));
 	ExplainTotals t;
 	explain_totals(&c, &t);
-	cr_expect_eq(t.comm_bytes, 58392);
-	cr_expect_eq(t.ncomm, 13);
+	cr_assert_eq(t.nstages, 1);
+	cr_expect_eq(t.stage[0].comm_bytes, 58392, "%lld", (long long)t.stage[0].comm_bytes);
+	cr_expect_eq(t.stage[0].ncomm, 13, "%d", t.stage[0].ncomm);
 	char *text = explained(&c);
 	cr_expect(strstr(text, "(13 collectives, 58392 bytes)"), "%s", text);
 	cr_expect(strstr(text, "AllReduce 3 x 24 B"), "%s", text);
 	free(text);
+	compile_done(&c);
+}
+
+/* A broadcast was priced as an all-gather of the bytes the runtime counts
+ * for it ((g - 1) rounds). Now the cheaper of a binomial tree and scatter
+ * + all-gather, by hand on the default machine (5e-6 s a round, 1e11
+ * bytes/s, no call overhead), g = 4, 2 rounds of the tree:
+ * tests/models/written_comm.net's [16, 32] f32 x, 2048 bytes (the runtime
+ * counts 3/4 of it, 1536): the tree, 2 (5e-6 + 2048 / 1e11) = 1.004096e-5 s
+ * (the all-gather's figure was 3 x 5e-6 + 1536 / 1e11 = 1.501536e-5); 64 MiB:
+ * scatter + all-gather, (2 + 3) 5e-6 + 2 x 3/4 x 2^26 / 1e11 = 1.03163296e-3 s
+ * (the tree's 1.35217728e-3). */
+Test(explain_comm, a_broadcast_is_priced_as_one)
+{
+	Machine m;
+	machine_defaults(&m);
+	m.coll_overhead = 0;
+	double lat;
+	double small = cost_coll_time(&m, COST_BROADCAST, RS_ALLGATHER, 1536, 4, 4, &lat);
+	cr_expect_float_eq(small, 1.004096e-5, 1e-15, "%.10g", small);
+	cr_expect_float_eq(lat, 1e-5, 1e-15, "%.10g", lat);
+	double big = cost_coll_time(&m, COST_BROADCAST, RS_ALLGATHER, 3.0 / 4 * (1 << 26), 4, 4, &lat);
+	cr_expect_float_eq(big, 1.03163296e-3, 1e-12, "%.10g", big);
+	cr_expect_float_eq(lat, 2.5e-5, 1e-15, "%.10g", lat);
+	/* the model's broadcast node, as explain prices it (op_comm) */
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/models/written_comm.net", NULL, 0, UPTO_CODEGEN));
+	int seen = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		OpComm oc;
+		if (c.g->nodes[i]->op != OP_BROADCAST || !op_comm(c.g, c.g->nodes[i], 4, &oc))
+			continue;
+		seen++;
+		cr_expect_eq(op_comm_bytes(&oc), 1536); /* what --comm-stats counts */
+		cr_expect_float_eq(op_comm_time(&m, &oc), 1.004096e-5, 1e-15, "%.10g", op_comm_time(&m, &oc));
+	}
+	cr_expect_eq(seen, 1);
 	compile_done(&c);
 }
