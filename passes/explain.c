@@ -493,7 +493,11 @@ static void op_comm_traffic(const Compilation *c, const Machine *m, const Node *
  * (codegen/pipeline_c.c: one f64 all-reduce after the update, on every
  * rank of every stage), on the steps the log reads it: every step on the
  * CPU runtime, where reading the loss is free, as --comm-stats counts;
- * the CUDA runtime's only on the logged steps. */
+ * the CUDA runtime's only on the logged steps. Counted in the collectives
+ * and bytes, not in the step's seconds: it is the log's, not training's,
+ * and the search's objective, which explain is compared with, leaves it
+ * out (its latency, 2 (p - 1) rounds, is a third of a small pipeline's
+ * predicted step). */
 static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *t)
 {
 	const Graph *g = c->g;
@@ -502,15 +506,12 @@ static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *
 		return;
 	OpComm oc = {.n = 1, .kind = RS_ALLREDUCE, .elems = 1, .elem_bytes = 8, .group = world};
 	int64_t bytes = op_comm_bytes(&oc);
-	double s = op_comm_time(m, &oc);
-	t->comm += s;
 	t->ncomm++;
 	t->comm_bytes += bytes;
 	t->loss_bytes = bytes;
-	for (int st = 0; st < t->nstages; st++) {
-		StageCost *sc = &t->stage[st];
-		sc->comm += s, sc->grads += s, sc->comm_bytes += bytes, sc->ncomm++;
-	}
+	t->loss_time = op_comm_time(m, &oc);
+	for (int st = 0; st < t->nstages; st++)
+		t->stage[st].comm_bytes += bytes, t->stage[st].ncomm++;
 }
 
 void explain_totals(Compilation *c, ExplainTotals *t)
@@ -1105,6 +1106,9 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 		        p ? (double)planned->bytes[0] : t.memory, explain_memory_counts(p), t.step);
 	}
 	print_comm_kinds(c, &t, out);
+	if (t.loss_bytes)
+		fprintf(out, "the log's all-reduce of the loss over the world: 1 a step, %" PRId64 " bytes, %.3g s (in the "
+		        "collectives and bytes above, not in the predicted step)\n", t.loss_bytes, t.loss_time);
 	print_layers(c, m, out);
 	if (t.calibrated)
 		fprintf(out,

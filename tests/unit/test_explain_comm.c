@@ -39,6 +39,8 @@ Test(explain_comm, the_logged_loss_is_summed_over_the_world)
 	char *text = explained(&c);
 	cr_expect(strstr(text, "(13 collectives, 58392 bytes)"), "%s", text);
 	cr_expect(strstr(text, "AllReduce 3 x 24 B"), "%s", text);
+	/* the log's, not training's: not in the step the search's objective prices */
+	cr_expect(strstr(text, "the log's all-reduce of the loss over the world: 1 a step, 12 bytes"), "%s", text);
 	free(text);
 	compile_done(&c);
 }
