@@ -475,18 +475,29 @@ static void choose_order(Compilation *c)
 }
 
 /* The all-reduces inside reduce_max and batch norm, and the written
- * collectives (op_comm.h). */
+ * collectives (op_comm.h). Written all_reduces with one fusion id are one
+ * call (fuse_user_collectives): its first member prices the bucket's
+ * elements together, the others add their bytes alone. */
 static void op_comm_traffic(const Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	OpComm oc;
-	if (!op_comm(c->g, n, c->f64 ? 8 : 4, &oc))
+	int es = c->f64 ? 8 : 4;
+	if (!op_comm(c->g, n, es, &oc))
 		return;
-	int64_t bytes = op_comm_bytes(&oc);
-	double s = op_comm_time(m, &oc);
+	int64_t bytes = op_comm_bytes(&oc), off;
+	const Bucket *b = n->op == OP_ALL_REDUCE && c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+	int count = b ? b->members[0] == n : oc.n;
+	if (b && count) {
+		OpComm mo;
+		oc.elems = 0;
+		for (int k = 0; k < b->n; k++)
+			oc.elems += op_comm(c->g, b->members[k], es, &mo) ? mo.elems : 0;
+	}
+	double s = count ? op_comm_time(m, &oc) : 0;
 	t->comm += s;
-	t->ncomm += oc.n;
+	t->ncomm += count;
 	t->comm_bytes += bytes;
-	add_comm(t, n, s, bytes, oc.n);
+	add_comm(t, n, s, bytes, count);
 }
 
 /* A scheduled program sums the step's loss over the world to report it
@@ -540,6 +551,14 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			int count = 0;
 			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
 				count += n->attr.plan->steps[k].kind != RS_SLICE;
+			/* a bucket is one collective, as --comm-stats counts it; without a
+			 * calibrated machine its members keep their own prices, as the
+			 * search's objective, which explain is compared with, prices them
+			 * there (search_graph.c: grad_call) */
+			int64_t off;
+			const Bucket *bk = c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+			if (bk)
+				count = bk->members[0] == n;
 			t->comm += s;
 			t->ncomm += count;
 			add_comm(t, n, s, plan_bytes(n->attr.plan), count);
