@@ -1047,6 +1047,15 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 	        bz->compute, bz->comm, bz->ncomm, bz->comm_bytes, planned ? "" : "est. ",
 	        planned ? (double)pm->bytes[largest] : t->stage[largest].memory, t->busiest, largest,
 	        t->stage[largest].slots, t->stage[largest].slots == 1 ? "" : "s");
+	/* the totals are the busiest stage's; --comm-stats prints rank 0's,
+	 * a device of stage 0: each stage's, to compare like with like */
+	if (t->nstages > 1) {
+		fputs("communication per device per step, by stage (--comm-stats prints rank 0's, a device of stage 0):", out);
+		for (int st = 0; st < t->nstages; st++)
+			fprintf(out, "%s stage %d %d collectives and sends, %" PRId64 " bytes", st ? ";" : "", st,
+			        t->stage[st].ncomm, t->stage[st].comm_bytes);
+		fputc('\n', out);
+	}
 	if (t->stopped) {
 		fputs("predicted step time: none: the schedule's replay stopped (the internal error above)\n", out);
 		return;
