@@ -10,6 +10,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
+#include "explain_machine.h"
 #include "fuse.h"
 #include "fusion.h"
 #include "op_comm.h"

@@ -129,6 +129,4 @@ uint64_t *explain_param_readers(Compilation *c);
 /* --schedule: the pipeline split, each stage's work and memory, the
  * order of its passes and the predicted bubble; an SVG to `svg` if set. */
 bool explain_schedule(Compilation *c, const char *svg, const PlannedMemory *planned, FILE *out);
-/* The machine the predictions use, its topology and device order (explain_machine.c). */
-void explain_print_machine(const Machine *m, const Graph *g, FILE *out);
 #endif

@@ -1,7 +1,5 @@
-/* netc explain's machine header (see explain.h): the figures the
- * predictions use, the topology and the device order chosen, and where
- * the program's collective groups fall. */
-#include "explain.h"
+/* netc explain's machine header (see explain_machine.h). */
+#include "explain_machine.h"
 
 #include <inttypes.h>
 #include <math.h>
