@@ -959,8 +959,12 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
 		if (comm) {
 			int times = runs_per_step(g, nd);
-			for (int k = 0; k < nd->attr.plan->n; k++)
+			int64_t off;
+			const Bucket *b = c->fusion ? fusion_bucket_of(c->fusion, nd, &off) : NULL;
+			for (int k = 0; !b && k < nd->attr.plan->n; k++)
 				l->ncomm += (nd->attr.plan->steps[k].kind != RS_SLICE) * times;
+			if (b) /* one call: the layer of its first member's */
+				l->ncomm += (b->members[0] == nd) * times;
 			l->comm_bytes += plan_bytes(nd->attr.plan) * times;
 			l->comm += cost_plan_time(m, nd->attr.plan) * times;
 			continue;
