@@ -286,6 +286,14 @@ static bool kw_reduce(Elab *E, Node *n, const CfgValue *v, const char *ctx)
 	for (int i = 0; i < 5; i++)
 		if (strcmp(w, names[i]) == 0) {
 			n->attr.reduce = (ReduceOp)i;
+			/* the runtime divides in the tensor's type: an integer's mean
+			 * stopped the program at its first step */
+			const Value *x = n->nin > 0 ? n->in[0] : NULL;
+			if (i == RED_MEAN && x && !dtype_is_float(x->dtype)) {
+				diag_error(E->d, v->loc, "%s = mean needs a float tensor, got %s: sum it, or cast it to f32 first",
+				           ctx, dtype_name(x->dtype));
+				return false;
+			}
 			return true;
 		}
 	diag_error(E->d, v->loc, "%s must be one of sum, mean, max, min, prod, got '%s'", ctx, w);

@@ -813,6 +813,20 @@ static double hier_time(int kind, double B, int64_t g_in, int64_t g_out, double 
 	}
 }
 
+/* A broadcast of B bytes to g ranks at a rounds' latency a and b bytes/s:
+ * the cheaper of MPI's two algorithms. A binomial tree sends the whole
+ * buffer ceil(log2 g) times, one after another: ceil(log2 g) (a + B / b).
+ * Scatter then ring all-gather (van de Geijn, what MPI and NCCL's
+ * pipelined ring come to for large buffers): ceil(log2 g) + g - 1 rounds,
+ * and 2 (g - 1) / g x B through the slowest link. */
+static double bcast_time(double B, int64_t g, double a, double b, double *lat)
+{
+	double lg = ceil(log2((double)g)), tree = lg * (a + B / b);
+	double sag = (lg + (double)(g - 1)) * a + 2.0 * (double)(g - 1) / (double)g * B / b;
+	*lat = tree <= sag ? lg * a : (lg + (double)(g - 1)) * a;
+	return tree <= sag ? tree : sag;
+}
+
 double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t g, int64_t g_in, double *lat)
 {
 	double la = 0, t = 0;
@@ -823,7 +837,12 @@ double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t 
 		bool topo = tp->devices_per_node > 0; /* without it every group is one node's, at the per-kind figures */
 		double ai = topo && tp->intra_latency >= 0 ? tp->intra_latency : machine_latency(m, fig);
 		double bi = topo && tp->intra_bandwidth > 0 ? tp->intra_bandwidth : machine_bandwidth(m, fig);
-		if (!topo || g_in >= g) {
+		if (kind == COST_BROADCAST) { /* across nodes, every round waits for its inter-node hop */
+			bool across = topo && g_in < g;
+			double a = across && tp->inter_latency >= 0 ? tp->inter_latency : across ? machine_latency(m, fig) : ai;
+			double b = across && tp->inter_bandwidth > 0 ? tp->inter_bandwidth : across ? machine_bandwidth(m, fig) : bi;
+			t = bcast_time(sent * (double)g / (double)(g - 1), g, a, b, &la);
+		} else if (!topo || g_in >= g) {
 			la = ai * (double)rounds;
 			t = la + sent / bi;
 		} else {

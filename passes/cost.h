@@ -190,6 +190,11 @@ int64_t cost_group_in_node(const Machine *m, const Layout *l, unsigned axes);
  * caller pricing several under one wait takes the overhead off all but one
  * (explain's fused buckets). */
 double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t g, int64_t g_in, double *lat);
+/* cost_coll_time's kind for a broadcast (op_comm.h's OPC_BROADCAST): sent
+ * is the runtime's count, (g - 1) / g of the buffer a device sends on
+ * average; its figures (fig) are the all-gather's, the machine having none
+ * of its own. */
+enum { COST_BROADCAST = 6 }; /* after RedistKind's (op_comm.c checks) */
 /* Seconds of one redistribution step. */
 double cost_step_time(const Machine *m, const struct RedistStep *st, double *lat);
 /* Seconds of a send of `bytes` between ranks `dist` apart (pipeline

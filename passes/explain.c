@@ -10,6 +10,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
+#include "explain_machine.h"
 #include "fuse.h"
 #include "fusion.h"
 #include "op_comm.h"
@@ -399,9 +400,11 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 		for (int k = st; k < t->nchunks; k += t->nstages)
 			passes += t->nmicro * (t->fwd[k] + t->bwd[k]);
 		if (end[st] < passes * (1 - 1e-9)) {
-			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d at %.6g s of its "
-			           "%.6g s of passes: a pass waits for one the schedule runs after it (a backward value sent "
-			           "to a later stage?)", st, end[st], passes);
+			/* no seconds in it: they differ between the device orders
+			 * choose_order tries, and diag shows one text once */
+			diag_error(&c->diag, loc_none(), "internal: the schedule's replay stopped on stage %d short of its "
+			           "passes: a pass waits for one the schedule runs after it (a backward value sent to a "
+			           "later stage?)", st);
 			t->stopped = true;
 		}
 		sc->end = end[st];
@@ -473,18 +476,54 @@ static void choose_order(Compilation *c)
 }
 
 /* The all-reduces inside reduce_max and batch norm, and the written
- * collectives (op_comm.h). */
+ * collectives (op_comm.h). Written all_reduces with one fusion id are one
+ * call (fuse_user_collectives): its first member prices the bucket's
+ * elements together, the others add their bytes alone. */
 static void op_comm_traffic(const Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	OpComm oc;
-	if (!op_comm(c->g, n, c->f64 ? 8 : 4, &oc))
+	int es = c->f64 ? 8 : 4;
+	if (!op_comm(c->g, n, es, &oc))
 		return;
-	int64_t bytes = op_comm_bytes(&oc);
-	double s = op_comm_time(m, &oc);
+	int64_t bytes = op_comm_bytes(&oc), off;
+	const Bucket *b = n->op == OP_ALL_REDUCE && c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+	int count = b ? b->members[0] == n : oc.n;
+	if (b && count) {
+		OpComm mo;
+		oc.elems = 0;
+		for (int k = 0; k < b->n; k++)
+			oc.elems += op_comm(c->g, b->members[k], es, &mo) ? mo.elems : 0;
+	}
+	double s = count ? op_comm_time(m, &oc) : 0;
 	t->comm += s;
-	t->ncomm += oc.n;
+	t->ncomm += count;
 	t->comm_bytes += bytes;
-	add_comm(t, n, s, bytes, oc.n);
+	add_comm(t, n, s, bytes, count);
+}
+
+/* A scheduled program sums the step's loss over the world to report it
+ * (codegen/pipeline_c.c: one f64 all-reduce after the update, on every
+ * rank of every stage), on the steps the log reads it: every step on the
+ * CPU runtime, where reading the loss is free, as --comm-stats counts;
+ * the CUDA runtime's only on the logged steps. Counted in the collectives
+ * and bytes, not in the step's seconds: it is the log's, not training's,
+ * and the search's objective, which explain is compared with, leaves it
+ * out (its latency, 2 (p - 1) rounds, is a third of a small pipeline's
+ * predicted step). */
+static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *t)
+{
+	const Graph *g = c->g;
+	int64_t world = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
+	if (!t->scheduled || !g->loss || world <= 1 || (c->infer && !g->par.pipeline_result_broadcast))
+		return;
+	OpComm oc = {.n = 1, .kind = RS_ALLREDUCE, .elems = 1, .elem_bytes = 8, .group = world};
+	int64_t bytes = op_comm_bytes(&oc);
+	t->ncomm++;
+	t->comm_bytes += bytes;
+	t->loss_bytes = bytes;
+	t->loss_time = op_comm_time(m, &oc);
+	for (int st = 0; st < t->nstages; st++)
+		t->stage[st].comm_bytes += bytes, t->stage[st].ncomm++;
 }
 
 void explain_totals(Compilation *c, ExplainTotals *t)
@@ -513,6 +552,14 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			int count = 0;
 			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
 				count += n->attr.plan->steps[k].kind != RS_SLICE;
+			/* a bucket is one collective, as --comm-stats counts it; without a
+			 * calibrated machine its members keep their own prices, as the
+			 * search's objective, which explain is compared with, prices them
+			 * there (search_graph.c: grad_call) */
+			int64_t off;
+			const Bucket *bk = c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+			if (bk)
+				count = bk->members[0] == n;
 			t->comm += s;
 			t->ncomm += count;
 			add_comm(t, n, s, plan_bytes(n->attr.plan), count);
@@ -545,6 +592,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		t->memory += b;
 		fixed[stage_of_value(t, p)] += b;
 	}
+	loss_traffic(c, m, t);
 	tied_memory(c, t, fixed);
 	stage_transfers(c, m, t);
 	step_transfers(c, m, t);
@@ -832,6 +880,8 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 			bytes[st->kind] += st->most_bytes * times;
 		}
 	}
+	if (t->loss_bytes) /* the loss's, summed to be logged */
+		n[RS_ALLREDUCE]++, bytes[RS_ALLREDUCE] += t->loss_bytes;
 	fputs("communication per step by kind:", out);
 	const char *sep = " ";
 	for (int k = 0; k <= OPC_BROADCAST; k++)
@@ -909,8 +959,12 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
 		if (comm) {
 			int times = runs_per_step(g, nd);
-			for (int k = 0; k < nd->attr.plan->n; k++)
+			int64_t off;
+			const Bucket *b = c->fusion ? fusion_bucket_of(c->fusion, nd, &off) : NULL;
+			for (int k = 0; !b && k < nd->attr.plan->n; k++)
 				l->ncomm += (nd->attr.plan->steps[k].kind != RS_SLICE) * times;
+			if (b) /* one call: the layer of its first member's */
+				l->ncomm += (b->members[0] == nd) * times;
 			l->comm_bytes += plan_bytes(nd->attr.plan) * times;
 			l->comm += cost_plan_time(m, nd->attr.plan) * times;
 			continue;
@@ -998,6 +1052,15 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 	        bz->compute, bz->comm, bz->ncomm, bz->comm_bytes, planned ? "" : "est. ",
 	        planned ? (double)pm->bytes[largest] : t->stage[largest].memory, t->busiest, largest,
 	        t->stage[largest].slots, t->stage[largest].slots == 1 ? "" : "s");
+	/* the totals are the busiest stage's; --comm-stats prints rank 0's,
+	 * a device of stage 0: each stage's, to compare like with like */
+	if (t->nstages > 1) {
+		fputs("communication per device per step, by stage (--comm-stats prints rank 0's, a device of stage 0):", out);
+		for (int st = 0; st < t->nstages; st++)
+			fprintf(out, "%s stage %d %d collectives and sends, %" PRId64 " bytes", st ? ";" : "", st,
+			        t->stage[st].ncomm, t->stage[st].comm_bytes);
+		fputc('\n', out);
+	}
 	if (t->stopped) {
 		fputs("predicted step time: none: the schedule's replay stopped (the internal error above)\n", out);
 		return;
@@ -1005,107 +1068,6 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 	fprintf(out, "predicted step time: %.6g s\n", t->step);
 	fprintf(out, "idle per step on stage %d: %.6g s (%.1f%% of the step: the schedule's bubble and the waits for "
 	        "other stages)\n", t->busiest, bz->idle, t->step > 0 ? 100 * bz->idle / t->step : 0.0);
-}
-
-static void print_group_spans(const Machine *m, const Graph *g, FILE *out);
-
-/* The nodes, their links, the device order chosen (choose_order) and
- * where the program's collective groups fall. */
-static void print_topology(const Machine *m, const Graph *g, FILE *out)
-{
-	const Topology *tp = &m->topo;
-	if (tp->devices_per_node <= 0)
-		return;
-	int64_t D = (int64_t)tp->devices_per_node;
-	fprintf(out, "  topology: %" PRId64 " devices per node; inside a node %.3g s per round, %.3g bytes/s; between "
-	        "nodes %.3g s per round, %.3g bytes/s a device\n", D,
-	        tp->intra_latency >= 0 ? tp->intra_latency : m->latency, tp->intra_bandwidth > 0 ? tp->intra_bandwidth : m->bandwidth,
-	        tp->inter_latency >= 0 ? tp->inter_latency : m->latency, tp->inter_bandwidth > 0 ? tp->inter_bandwidth : m->bandwidth);
-	if (isnan(tp->step[0]) || isnan(tp->step[1])) /* explain_totals' step: the replay stopped */
-		fprintf(out, "  device order: blocks of %" PRId64 " ranks a node, not chosen: no step predicted (the "
-		        "schedule's replay stopped: the internal error above)\n", D);
-	else if (tp->step[0] > 0)
-		fprintf(out, "  device order: %s, chosen: predicted step %.6g s in blocks (ranks %" PRId64 "k to %" PRId64
-		        "k+%" PRId64 " on node k; mpirun --map-by slot, srun --distribution=block), %.6g s round robin "
-		        "(rank r on node r %% %" PRId64 "; mpirun --map-by node, srun --distribution=cyclic)\n",
-		        tp->cyclic ? "round robin" : "blocks", tp->step[0], D, D, D - 1, tp->step[1], tp->world / D);
-	else
-		fprintf(out, "  device order: blocks of %" PRId64 " ranks a node (the program fits %s)\n", D,
-		        tp->world > D ? "no whole number of nodes" : "one node");
-	print_group_spans(m, g, out);
-}
-
-/* Each shape of collective group in the program (size, distance between
- * neighbours on its innermost axis, members in one node), the most
- * frequent first: which mesh axis the order put inside a node. */
-static void print_group_spans(const Machine *m, const Graph *g, FILE *out)
-{
-	enum { MAXSHAPES = 64, SHOWN = 10 };
-	struct GroupShape {
-		int64_t g, in, stride; /* ranks, of them in one node, distance between neighbours on its innermost axis */
-		int n;
-	} seen[MAXSHAPES];
-	int ns = 0;
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		for (int k = 0; n->op == OP_REDISTRIBUTE && n->attr.plan && k < n->attr.plan->n; k++) {
-			const RedistStep *st = &n->attr.plan->steps[k];
-			int64_t gs = layout_group_size(st->from, st->axes), stride = 0;
-			if (st->kind == RS_SLICE || gs <= 1)
-				continue;
-			for (int a = st->from->ndev - 1; a >= 0 && !stride; a--)
-				if (st->axes >> a & 1u)
-					stride = layout_axis_stride(st->from, a);
-			int64_t in = cost_group_in_node(m, st->from, st->axes);
-			int j = 0;
-			while (j < ns && !(seen[j].g == gs && seen[j].in == in && seen[j].stride == stride))
-				j++;
-			if (j == MAXSHAPES)
-				continue;
-			if (j == ns)
-				seen[ns++] = (struct GroupShape){gs, in, stride, 0};
-			seen[j].n++;
-		}
-	}
-	/* the most frequent first */
-	for (int j = 1; j < ns; j++)
-		for (int k = j; k > 0 && seen[k].n > seen[k - 1].n; k--) {
-			struct GroupShape x = seen[k];
-			seen[k] = seen[k - 1], seen[k - 1] = x;
-		}
-	for (int j = 0; j < ns && j < SHOWN; j++) {
-		char span[64] = "inside one node";
-		if (seen[j].in < seen[j].g)
-			snprintf(span, sizeof span, "%" PRId64 " nodes, %" PRId64 " ranks in each", seen[j].g / seen[j].in,
-			         seen[j].in);
-		fprintf(out, "  collective groups of %" PRId64 " ranks %" PRId64 " apart (%d in the program): %s\n", seen[j].g,
-		        seen[j].stride, seen[j].n, span);
-	}
-}
-
-/* Which figures the predictions below use. */
-static void print_machine(const Machine *m, const Graph *g, FILE *out)
-{
-	fprintf(out, "\nmachine (%s): %.3g FLOP/s, %.3g bytes/s, latency %.3g s, memory limit %.3g bytes\n",
-	        m->source[0] ? m->source : "built-in defaults", m->flops, m->bandwidth, m->latency, m->memory_limit);
-	static const char *const kinds[MACHINE_COLL_KINDS] = {"allreduce", "reduce_scatter", "allgather", "alltoall",
-	                                                      "sendrecv",  "iallreduce"};
-	for (int k = 0; k < MACHINE_COLL_KINDS; k++)
-		if (m->coll_latency[k] >= 0 || m->coll_bandwidth[k] > 0)
-			fprintf(out, "  %s: latency %.3g s per round, %.3g bytes/s\n", kinds[k], machine_latency(m, k),
-			        machine_bandwidth(m, k));
-	if (m->coll_overhead > 0) /* machine_for_ranks: the profile of this program's rank count */
-		fprintf(out, "  collective_overhead: %.3g s per collective call\n", m->coll_overhead);
-	print_topology(m, g, out);
-	int64_t ranks = g->par.parallel_mode == PM_STAND_ALONE ? 1 : g->par.device_num;
-	const MachineProfile *p = machine_calibrated(m) ? machine_profile(m, ranks) : NULL;
-	if (p)
-		fprintf(out,
-		        "  compute measured with %d rank%s at once: %.3g FLOP/s large gemm, %d gemm sizes, %.3g FLOP/s "
-		        "other ops, memory %.3g bytes/s, %.3g s per operator, %.3g random numbers/s, %.3g multiply-adds/s\n",
-		        p->ranks, p->ranks == 1 ? "" : "s", p->flops > 0 ? p->flops : m->flops, p->ngemm, p->scalar_flops,
-		        p->mem_bandwidth, p->op_overhead, p->rand_rate, p->mac_rate);
-	fputc('\n', out);
 }
 
 bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned, FILE *out)
@@ -1124,7 +1086,7 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 		        g->par.device_num, parallel_mode_name(g->par.parallel_mode));
 	if (g->par.parallel_mode == PM_AUTO_PARALLEL)
 		fprintf(out, ", search_mode = %s", search_mode_name(g->par.search_mode));
-	print_machine(m, g, out);
+	explain_print_machine(m, g, out);
 	if (c->fit_note) /* passes/search_fit.c: recompute, stages, micro-batches chosen */
 		fputs(c->fit_note, out);
 	fuse_attention_report(c, out);
@@ -1177,6 +1139,9 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 		        p ? (double)planned->bytes[0] : t.memory, explain_memory_counts(p), t.step);
 	}
 	print_comm_kinds(c, &t, out);
+	if (t.loss_bytes)
+		fprintf(out, "the log's all-reduce of the loss over the world: 1 a step, %" PRId64 " bytes, %.3g s (in the "
+		        "collectives and bytes above, not in the predicted step)\n", t.loss_bytes, t.loss_time);
 	print_layers(c, m, out);
 	if (t.calibrated)
 		fprintf(out,

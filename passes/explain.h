@@ -57,6 +57,9 @@ typedef struct ExplainTotals {
 	int64_t ring_bytes;    /* bytes they carry from this device (in comm_bytes too) */
 	int nhalo;             /* convolutions' and pools' halo send/recvs per step (cost_halo; in ncomm too) */
 	int64_t halo_bytes;    /* bytes the busiest shard sends for them per step (in comm_bytes too) */
+	int64_t loss_bytes;    /* a scheduled program's all-reduce of the step's loss (loss_traffic; in
+	                        * comm_bytes and ncomm too, not in comm): bytes a device sends for it per step */
+	double loss_time;      /* its seconds, printed beside the step, not in it */
 	/* with a calibrated machine (machine_calibrated), compute is the sum
 	 * over every operator the program runs (cost_node_time) and the
 	 * synthetic batch; its parts: */

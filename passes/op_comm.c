@@ -114,14 +114,15 @@ double op_comm_time(const Machine *m, const OpComm *oc)
 		return 0;
 	int64_t p = group_size(oc), bytes = op_comm_bytes(oc);
 	/* a broadcast at the all-gather's figures (the machine has none of
-	 * its own); a named group's ranks that share its first rank's node
-	 * (block order) */
-	int kind = oc->kind == OPC_BROADCAST ? RS_ALLGATHER : oc->kind;
+	 * its own), priced as one (cost_coll_time); a named group's ranks
+	 * that share its first rank's node (block order) */
+	_Static_assert((int)OPC_BROADCAST == (int)COST_BROADCAST, "one broadcast kind");
+	int kind = oc->kind, fig = kind == OPC_BROADCAST ? RS_ALLGATHER : kind;
 	int64_t in = oc->layout ? cost_group_in_node(m, oc->layout, oc->axes) : p, D = m->topo.devices_per_node;
 	if (!oc->layout && D > 0) {
 		in = 0;
 		for (int64_t r = 0; r < p; r++)
 			in += (oc->ranks ? oc->ranks[r] : r) / D == (oc->ranks ? oc->ranks[0] : 0) / D;
 	}
-	return oc->n * cost_coll_time(m, kind, kind, (double)bytes / oc->n, p, in, NULL);
+	return oc->n * cost_coll_time(m, kind, fig, (double)bytes / oc->n, p, in, NULL);
 }

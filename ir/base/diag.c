@@ -63,14 +63,38 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 		show_line(d->out, loc);
 }
 
+/* Whether the unlocated diagnostic fmt, ap prints was shown already: its
+ * text, not its format, tells them apart ("stage 0" and "stage 1" are two
+ * problems). FNV-1a of the text; records it otherwise. */
+static bool repeated_text(Diag *d, const char *kind, const char *fmt, va_list ap)
+{
+	char text[1024];
+	va_list aq;
+	va_copy(aq, ap);
+	vsnprintf(text, sizeof text, fmt, aq);
+	va_end(aq);
+	unsigned long long h = 14695981039346656037ull;
+	for (const char *s = kind; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	for (const char *s = text; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	for (int i = 0; i < d->nshown_text; i++)
+		if (d->shown_text[i] == h)
+			return true;
+	if (d->nshown_text < (int)(sizeof d->shown_text / sizeof d->shown_text[0]))
+		d->shown_text[d->nshown_text++] = h;
+	return false;
+}
+
 /* Whether the diagnostic of format fmt was shown at loc already (a
- * block's instances share their body's locations); records it otherwise.
- * Sets d->muted for the notes that follow. */
-static bool repeated(Diag *d, Loc loc, const char *fmt)
+ * block's instances share their body's locations), or, unlocated, with
+ * the same text; records it otherwise. Sets d->muted for the notes that
+ * follow. */
+static bool repeated(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 {
 	d->muted = false;
 	if (!loc.file)
-		return false;
+		return d->muted = repeated_text(d, kind, fmt, ap);
 	for (int i = 0; i < d->nshown; i++)
 		if (d->shown_fmt[i] == fmt && d->shown[i].file == loc.file && d->shown[i].line == loc.line &&
 		    d->shown[i].col == loc.col)
@@ -86,12 +110,13 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 {
 	if (d->stopped)
 		return;
-	if (repeated(d, loc, fmt)) {
+	va_list ap;
+	va_start(ap, fmt);
+	if (repeated(d, loc, "error", fmt, ap)) {
+		va_end(ap);
 		d->nerrors++; /* callers compare counts to see that something failed */
 		return;
 	}
-	va_list ap;
-	va_start(ap, fmt);
 	char head[128];
 	va_list aq;
 	va_copy(aq, ap);
@@ -111,10 +136,14 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 
 void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
 {
-	if (d->stopped || repeated(d, loc, fmt))
+	if (d->stopped)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
+	if (repeated(d, loc, "warning", fmt, ap)) {
+		va_end(ap);
+		return;
+	}
 	vreport(d, loc, "warning", fmt, ap);
 	va_end(ap);
 	d->nwarnings++;

@@ -35,6 +35,11 @@ typedef struct Diag {
 	Loc shown[64];
 	const char *shown_fmt[64];
 	int nshown;
+	/* The unlocated ones shown, by a hash of their text: one computed
+	 * again (explain prices a step once per device order it tries)
+	 * reports each problem once; a repeat is counted as above. */
+	unsigned long long shown_text[64];
+	int nshown_text;
 	int nerrors_shown;  /* errors printed: max_errors counts these */
 	bool muted;         /* the last error or warning was a repeat: so are its notes */
 } Diag;

@@ -671,3 +671,28 @@ Test(frontend_robust, odd_bytes)
 	hostile("\"", 1);
 	hostile("for i in range(100000000000) {\n}\n", 33);
 }
+
+/* An unlocated diagnostic computed again (explain prices a pipeline's
+ * step once per device order it tries, and its "replay stopped" error
+ * printed 3 times per stage) shows once; one with other text is another
+ * problem and shows; the repeats still count as errors. */
+Test(diag, unlocated_repeats_show_once)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	Diag d;
+	diag_init(&d, out);
+	for (int k = 0; k < 3; k++)
+		for (int st = 0; st < 2; st++)
+			diag_error(&d, loc_none(), "internal: the replay stopped on stage %d", st);
+	diag_warning(&d, loc_none(), "no effect");
+	diag_warning(&d, loc_none(), "no effect");
+	fclose(out);
+	cr_expect_str_eq(text, "netc: error: internal: the replay stopped on stage 0\n"
+	                       "netc: error: internal: the replay stopped on stage 1\n"
+	                       "netc: warning: no effect\n");
+	cr_expect_eq(d.nerrors, 6);
+	cr_expect_eq(d.nwarnings, 1);
+	free(text);
+}

@@ -1,0 +1,134 @@
+/* netc explain's communication against what the compiled program does
+ * (its --comm-stats, runtime/log.c): the collectives a step runs, the
+ * bytes a device sends for them and their price. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile_fixture.h"
+#include "passes/cost.h"
+#include "passes/explain.h"
+#include "passes/op_comm.h"
+
+/* explain's report of c, in a string to free */
+static char *explained(Compilation *c)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	cr_assert(explain_print(c, NULL, NULL, out));
+	fclose(out);
+	return text;
+}
+
+/* tests/e2e/models/accum_shard.net on 4 ranks, 2 micro-steps a step:
+ * --comm-stats counts 3 all-reduces, 6 all-gathers and 4 reduce-scatters,
+ * 58392 bytes a step (allreduce 24: the loss's [1] f32 all-reduce twice,
+ * 2 x 3/4 x 4 B = 6 each, and the scheduled program's f64 sum of the
+ * step's loss to log it, 2 x 3/4 x 8 B = 12). explain left the last out:
+ * 12 collectives, 58380 bytes. */
+Test(explain_comm, the_logged_loss_is_summed_over_the_world)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/models/accum_shard.net", NULL, 0, UPTO_CODEGEN));
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	cr_assert_eq(t.nstages, 1);
+	cr_expect_eq(t.stage[0].comm_bytes, 58392, "%lld", (long long)t.stage[0].comm_bytes);
+	cr_expect_eq(t.stage[0].ncomm, 13, "%d", t.stage[0].ncomm);
+	char *text = explained(&c);
+	cr_expect(strstr(text, "(13 collectives, 58392 bytes)"), "%s", text);
+	cr_expect(strstr(text, "AllReduce 3 x 24 B"), "%s", text);
+	/* the log's, not training's: not in the step the search's objective prices */
+	cr_expect(strstr(text, "the log's all-reduce of the loss over the world: 1 a step, 12 bytes"), "%s", text);
+	free(text);
+	compile_done(&c);
+}
+
+/* A broadcast was priced as an all-gather of the bytes the runtime counts
+ * for it ((g - 1) rounds). Now the cheaper of a binomial tree and scatter
+ * + all-gather, by hand on the default machine (5e-6 s a round, 1e11
+ * bytes/s, no call overhead), g = 4, 2 rounds of the tree:
+ * tests/models/written_comm.net's [16, 32] f32 x, 2048 bytes (the runtime
+ * counts 3/4 of it, 1536): the tree, 2 (5e-6 + 2048 / 1e11) = 1.004096e-5 s
+ * (the all-gather's figure was 3 x 5e-6 + 1536 / 1e11 = 1.501536e-5); 64 MiB:
+ * scatter + all-gather, (2 + 3) 5e-6 + 2 x 3/4 x 2^26 / 1e11 = 1.03163296e-3 s
+ * (the tree's 1.35217728e-3). */
+Test(explain_comm, a_broadcast_is_priced_as_one)
+{
+	Machine m;
+	machine_defaults(&m);
+	m.coll_overhead = 0;
+	double lat;
+	double small = cost_coll_time(&m, COST_BROADCAST, RS_ALLGATHER, 1536, 4, 4, &lat);
+	cr_expect_float_eq(small, 1.004096e-5, 1e-15, "%.10g", small);
+	cr_expect_float_eq(lat, 1e-5, 1e-15, "%.10g", lat);
+	double big = cost_coll_time(&m, COST_BROADCAST, RS_ALLGATHER, 3.0 / 4 * (1 << 26), 4, 4, &lat);
+	cr_expect_float_eq(big, 1.03163296e-3, 1e-12, "%.10g", big);
+	cr_expect_float_eq(lat, 2.5e-5, 1e-15, "%.10g", lat);
+	/* the model's broadcast node, as explain prices it (op_comm) */
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/models/written_comm.net", NULL, 0, UPTO_CODEGEN));
+	int seen = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		OpComm oc;
+		if (c.g->nodes[i]->op != OP_BROADCAST || !op_comm(c.g, c.g->nodes[i], 4, &oc))
+			continue;
+		seen++;
+		cr_expect_eq(op_comm_bytes(&oc), 1536); /* what --comm-stats counts */
+		cr_expect_float_eq(op_comm_time(&m, &oc), 1.004096e-5, 1e-15, "%.10g", op_comm_time(&m, &oc));
+	}
+	cr_expect_eq(seen, 1);
+	compile_done(&c);
+}
+
+/* A fusion bucket is one collective. samples/mlp.net on 4 ranks:
+ * --comm-stats counts 2 all-reduces, 2 all-gathers and 1 reduce-scatter
+ * a step; explain counted each gradient of a bucket as its own: 7.
+ * tests/e2e/models/user_fusion.net: sa and sb, [8, 10] f32 each, are
+ * all-reduced with one fusion id, one call of 640 bytes, 2 x 3/4 x 640 =
+ * 960 sent; their gradients' all-reduces run apart, 480 each:
+ * --comm-stats counts 3 all-reduces, 1920 bytes. On the default machine
+ * (5e-6 s a round, 6 rounds, 1e11 bytes/s) 3.00096e-5 + 2 x 3.00048e-5
+ * = 9.00192e-5 s; explain timed the bucket's two apart: 1.200192e-4. */
+Test(explain_comm, a_bucket_is_one_collective)
+{
+	Compilation c;
+	ExplainTotals t;
+	cr_assert(compile_model(&c, "samples/mlp.net", NULL, 0, UPTO_CODEGEN));
+	explain_totals(&c, &t);
+	cr_expect_eq(t.ncomm, 5);
+	cr_expect_eq(t.comm_bytes, 265794);
+	compile_done(&c);
+	cr_assert(compile_model(&c, "tests/e2e/models/user_fusion.net", NULL, 0, UPTO_CODEGEN));
+	explain_totals(&c, &t);
+	cr_expect_eq(t.ncomm, 3);
+	cr_expect_eq(t.comm_bytes, 1920);
+	cr_expect_float_eq(t.comm, 9.00192e-5, 1e-12, "%.10g", t.comm);
+	compile_done(&c);
+}
+
+/* A pipeline's totals are its busiest stage's; --comm-stats prints rank
+ * 0's, a device of stage 0. tests/e2e/pipeline/staged.net on 4 ranks, 2
+ * stages: rank 0's --comm-stats, 9484 bytes a step (allreduce 3084,
+ * send/recv 6400); explain's totals, stage 1's, 7196. explain now gives
+ * each stage's beside them. */
+Test(explain_comm, each_stage_beside_the_busiest)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/staged.net", NULL, 0, UPTO_CODEGEN));
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	cr_assert_eq(t.nstages, 2);
+	cr_expect_eq(t.busiest, 1);
+	cr_expect_eq(t.stage[0].comm_bytes, 9484);
+	char *text = explained(&c);
+	char want[200];
+	snprintf(want, sizeof want,
+	         "communication per device per step, by stage (--comm-stats prints rank 0's, a device of stage 0): "
+	         "stage 0 %d collectives and sends, 9484 bytes; stage 1 %d collectives and sends, %lld bytes\n",
+	         t.stage[0].ncomm, t.stage[1].ncomm, (long long)t.stage[1].comm_bytes);
+	cr_expect(strstr(text, want), "no '%s' in\n%s", want, text);
+	free(text);
+	compile_done(&c);
+}
