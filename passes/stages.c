@@ -164,14 +164,16 @@ static int64_t cast_sends(const Graph *g, const Node *n, int k, const int *cnt)
 }
 
 /* amp's casts (passes/precision.c) are placed like their reader, and the
- * cut by cost (a cast costs next to nothing) can fall between a cast and
+ * cut by cost (a cast costs a FLOP an element) can fall between a cast and
  * the operator that made its input: the stages then sent the f32 value,
  * twice bf16's bytes (Megatron sends bf16 activations). Each forward cast
  * netc inserted runs where it sends fewest bytes: on its input's chunk,
  * where it stands, or on its earliest reader's (between the two, the
  * order of chunks holds); a tie keeps it. Its gradient's cast follows its
  * reader's backward (precision.c), so the backward sends the same width
- * down. A cast costs no FLOPs, so the balance of the cut is unchanged. */
+ * down. The cut is not made again: moving a cast moves its FLOP an
+ * element, next to nothing beside the layers' products (GPT-3 bf16: the
+ * busiest stage's compute 23.28 -> 23.24 s). */
 static void casts_with_their_value(Graph *g)
 {
 	int C = g->nchunks;
