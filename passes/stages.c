@@ -173,7 +173,7 @@ static int64_t cast_sends(const Graph *g, const Node *n, int k, const int *cnt)
  * reader's backward (precision.c), so the backward sends the same width
  * down. The cut is not made again: moving a cast moves its FLOP an
  * element, next to nothing beside the layers' products (GPT-3 bf16: the
- * busiest stage's compute 23.28 -> 23.24 s). */
+ * first stage's compute 23.28 -> 23.24 s). */
 static void casts_with_their_value(Graph *g)
 {
 	int C = g->nchunks;
