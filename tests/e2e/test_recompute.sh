@@ -43,18 +43,24 @@ done
 # layers.2.attn, and the casts around its recomputed copies sent backward
 # values up the pipeline (the program stopped: "nrt_isend_slot: a send
 # (tag 20) for round 2 in round 4"). It trains as stand-alone O2, within
-# the 2e-3 of test_precision's amp semi_auto case (4 steps).
+# the 2e-3 of test_precision's amp semi_auto case (4 steps). The cut fell
+# between q = matmul(x, wq) and amp's cast of q to bf16, and stage 0 sent
+# q in f32; the cast now runs with q (passes/stages.c,
+# casts_with_their_value): rank 0 sends 65,536 bytes to stage 1 a step
+# (--comm-stats), 81,920 before (q's [64, 32] slice went in f32, 8,192
+# bytes a micro-batch instead of 4,096; tests/unit/test_stages_cast.c
+# counts the same cut by hand on one device a stage).
 AMP="-D B=16 -D T=32 -D D=64 -D H=4 -D V=128 -D L=4 -D train.amp_level=O2 -D train.amp_dtype=bf16"
 PP="-D DP=2 -D MP=2 -D device_num=8 -D pipeline_stages=2 -D train.micro_size=4 -D dataset_strategy=full_batch"
 if timeout 120 $NETC build "$work/rc.net" $AMP -D parallel_mode=stand_alone -o "$work/amp_sa" >"$work/amp_sa.build" 2>&1 &&
 	timeout 120 $NETC build "$work/rc.net" $AMP $PP -o "$work/amp_pp" >"$work/amp_pp.build" 2>&1 &&
 	timeout 120 "$work/amp_sa" --steps 4 --seed 3 --log "$work/amp_sa.csv" --quiet &&
 	timeout 120 tests/e2e/mpirun.sh -np 8 "$work/amp_pp" --steps 4 --seed 3 --log "$work/amp_pp.csv" --quiet \
-		>"$work/amp_pp.out" 2>&1 &&
+		--comm-stats >"$work/amp_pp.out" 2>&1 && grep -q 'send/recv 65536$' "$work/amp_pp.out" &&
 	r=$($B/tools/losscompare "$work/amp_sa.csv" "$work/amp_pp.csv" --rtol 2e-3 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
-	pass=$((pass + 1)); echo "ok   amp O2 bf16, recompute, 2 stages @8 = stand-alone O2 within 2e-3 ($r)"
+	pass=$((pass + 1)); echo "ok   amp O2 bf16, recompute, 2 stages @8 = stand-alone O2 within 2e-3 ($r), stage 0 sends 65536 bytes a step"
 else
-	fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute, 2 stages @8: $(grep -m1 -E 'error|netrt' "$work/amp_pp.build" "$work/amp_pp.out") $r"
+	fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute, 2 stages @8: $(grep -m1 -E 'error|netrt' "$work/amp_pp.build" "$work/amp_pp.out") $(grep -o 'send/recv [0-9]*' "$work/amp_pp.out") $r"
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
