@@ -78,6 +78,7 @@ typedef struct Compilation {
 	const double *search_stage_factor;
 	int search_nstage_factor;
 	bool search_staged;    /* the plan is not the one search_mem_factor alone gives (Search.staged) */
+	bool search_single_price; /* the fit's: that plan, without the per-stage prices */
 	double search_step;    /* the chosen plan's objective, seconds per step (0: no search ran) */
 	/* the outer search's first screen (passes/search_fit.c): the search
 	 * pass only builds the search graph, sets search_floor (search_floor

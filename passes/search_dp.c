@@ -932,9 +932,9 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 	 * fit went on to a slower plan (8 devices, 4 x 16, under 600 kB:
 	 * 1.513 ms, where the single price's fit finds 0.749 ms and this one
 	 * 0.730 ms) */
-	if (s->stage_factor) {
-		/* the plan the single factor gives (as before the stage
-		 * factors), for the fit to compile where theirs is over */
+	if (s->stage_factor || (s->mem_factor == 1 && !s->single_price && s->g->nstages > 1)) {
+		/* the plan the single factor gives (the single price's and
+		 * single changes'), for the fit to compile where theirs is over */
 		int *plain = ARENA_NEWN(s->a, int, s->nv + 1);
 		double *own = s->stage_factor;
 		memcpy(plain, choice, sizeof(int) * (size_t)s->nv);
@@ -949,8 +949,6 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		if (!s->staged)
 			memcpy(choice, plain, sizeof(int) * (size_t)s->nv);
 	} else {
-		if (s->mem_factor == 1)
-			dp_stages(s, tables, hi, choice);
 		dp_local(s, choice);
 	}
 	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */

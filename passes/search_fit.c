@@ -29,6 +29,7 @@ typedef struct Try {
 	 * Compilation.search_stage_factor), nstage_factor of them; NULL: none */
 	const double *stage_factor;
 	int nstage_factor;
+	bool single_price;     /* without the per-stage prices (Compilation.search_single_price) */
 } Try;
 
 /* The repeated layers: block instances indexed like `layers[i]` (scope
@@ -160,6 +161,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
 	c->search_stage_factor = t->stage_factor, c->search_nstage_factor = t->nstage_factor;
+	c->search_single_price = t->single_price;
 	c->search_prices = prices;
 	c->search_floor_only = t->floor || t->bound;
 	c->search_bound_only = t->bound;
@@ -262,8 +264,10 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 	double factor = 1, lo = 1, hi = INFINITY; /* lo: the last factor that gave a plan; hi: the least that gave none */
 	int compiles = 1, halved = 0; /* halved: at most twice, each a compilation of a model that may be GPT-3's */
 	double stage_factor[MAX_STAGE_FACTORS];
-	Try u = *t, plain = *t; /* t with the stage factors learnt; without them */
-	bool again = false; /* c holds plain's plan, after u's went over */
+	Try u = *t, plain = *t; /* t with the stage factors learnt; with neither they nor the stage prices */
+	plain.single_price = true;
+	bool again = false, first_over = false; /* again: c holds plain's plan, after u's went over */
+	double first_want = 0; /* > 0: the first search's plan was u's, its scale */
 	memset(o, 0, sizeof *o);
 	o->least = -1;
 	for (;;) {
@@ -292,26 +296,32 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		if (c->search_mem <= 0)
 			return FIT_NONE;
 		double want = (double)planned / c->search_mem * SEARCH_FIT_SCALE_MARGIN;
+		bool over = c->search_over;
+		if (again && first_want > 0) /* the first search's plan scales, as it did */
+			want = first_want, over = first_over;
 		/* the search's least plan is over by its own estimate: only an
 		 * estimate that counted more than the program holds (a factor
 		 * below 1: activations the fused kernels never keep) leaves room */
-		if (c->search_over && want >= factor)
+		if (over && want >= factor)
 			return FIT_NONE;
 		if (!again)
 			learn_stages(c, stage, nstages, limit, stage_factor, &u);
-		/* the stage factors' plan is over: the one factor's plan, the
-		 * plan of the fit before them, decides as it did (its compiled
-		 * bytes scale the next search), so that the fit ends no worse:
-		 * at that plan, or at a faster one of the stage factors that
+		/* the per-stage prices' plan is over: the single price's (a later
+		 * search's plan before the stage factors) is compiled too, and
+		 * the fit goes on as it did before them (the next scale the first
+		 * search's plan's, then the single price's), so that it ends no
+		 * worse: at that plan, or at a faster one of the stage prices that
 		 * fits. Not counted in the 8: they are the fit's plans before */
-		again = c->search_staged;
-		if (again) {
+		if (!again && c->search_staged) {
+			again = true;
+			first_want = o->plans == 1 ? want : 0, first_over = over;
 			if (!compile_try(c, f, &plain, factor, true, L))
 				return FIT_NONE; /* not reached: the same search found it */
 			continue;
 		}
+		again = false;
 		lo = factor;
-		factor = c->search_over ? want : fmax(factor * 1.05, want);
+		factor = over ? want : fmax(factor * 1.05, want);
 		for (;;) {
 			if (factor >= hi) { /* past a factor that left nothing: between it and the last plan's */
 				if (hi < lo * 1.02 || halved++ == 2)

@@ -122,7 +122,8 @@ typedef struct Search {
 	 * Compilation.search_stage_factor); NULL: mem_factor on every stage.
 	 * The single price's ramp keeps mem_factor */
 	double *stage_factor;
-	bool staged;       /* with stage_factor: the plan differs from the one mem_factor alone gives */
+	bool staged;       /* the per-stage prices' plan, faster than the one mem_factor alone gives */
+	bool single_price; /* no per-stage prices (Compilation.search_single_price) */
 	SearchPrices *prices; /* NULL: dynamic_programming keeps no record of its prices */
 	/* a memory fit follows (search_fit.c): where nothing fits the limit,
 	 * dynamic_programming keeps the least-memory plan it found and sets
