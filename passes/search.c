@@ -192,9 +192,11 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	Graph *g = c->g;
 	search_apply(s, choice);
 	c->search_mem = search_memory(s, choice);
-	c->search_nstage_mem = g->nstages > 1 ? g->nstages : 1;
-	c->search_stage_mem = ARENA_NEWN(&c->arena, double, c->search_nstage_mem);
-	search_stage_memory(s, choice, c->search_stage_mem);
+	if (s->m.memory_limit > 0) { /* for the fit (search_fit.c) */
+		c->search_nstage_mem = g->nstages > 1 ? g->nstages : 1;
+		c->search_stage_mem = ARENA_NEWN(&c->arena, double, c->search_nstage_mem);
+		search_stage_memory(s, choice, c->search_stage_mem);
+	}
 	c->search_step = search_total(s, choice);
 	c->search_over = s->over;
 	c->search_staged = s->staged;

@@ -945,7 +945,8 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		dp_local(s, choice);
 		/* only a faster plan: each stage's cap may be below the one
 		 * factor's, and the single change found under that one faster */
-		s->staged = search_total(s, choice) < search_total(s, plain);
+		s->staged = memcmp(plain, choice, sizeof(int) * (size_t)s->nv) != 0 &&
+		            search_total(s, choice) < search_total(s, plain);
 		if (!s->staged)
 			memcpy(choice, plain, sizeof(int) * (size_t)s->nv);
 	} else {
