@@ -226,11 +226,10 @@ static const char *mode_words(SearchMode m)
  * over its estimate in the plan just compiled (c), times the margin, and
  * no less than the factor it had (a stage within the limit keeps its
  * budget; one over it at least 5% less, as under the one factor below).
- * One factor, the largest stage's, shrank the budget of
- * every stage, and a stage within the limit gave up time for nothing
- * (the single price's fit was up to 1.35x faster: tests/bench/
- * fit_stages.sh). None (u's NULL) without stages or where the counts
- * differ. */
+ * One factor, the largest stage's, shrank the budget of every stage,
+ * and a stage within the limit gave up time for nothing (the single
+ * price's fit was up to 1.31x faster in tests/bench/fit_stages.sh's 576
+ * fits). None (u's NULL) without stages or where the counts differ. */
 enum { MAX_STAGE_FACTORS = 64 };
 
 static void learn_stages(const Compilation *c, const int64_t *stage, int n, double limit, double *sf, Try *u)
