@@ -409,9 +409,14 @@ static void setup(Compilation *c, const Args *a)
  * generator know. */
 static void fit_setup(Compilation *c, void *ctx) { setup(c, ctx); }
 
-static int64_t fit_planned(Compilation *c, void *ctx)
+static int64_t fit_planned(Compilation *c, void *ctx, int64_t **stage, int *nstages)
 {
-	return netc_planned_bytes(c, &((const Args *)ctx)->build);
+	int n = netc_planned_stages(c, &((const Args *)ctx)->build, stage);
+	int64_t most = n > 0 ? 0 : -1;
+	for (int st = 0; st < n; st++)
+		most = (*stage)[st] > most ? (*stage)[st] : most;
+	*nstages = n > 0 ? n : 0;
+	return most;
 }
 
 /* Without the auto_parallel search, --memory-limit is a budget the compiled plan must

@@ -67,6 +67,18 @@ typedef struct Compilation {
 	 * the plan chosen (0: no search ran) */
 	double search_mem_factor;
 	double search_mem;
+	/* each pipeline stage's share of search_mem's estimate (search_stage_memory;
+	 * c's arena, search_nstage_mem of them; NULL: no search ran), and each
+	 * stage's own compiled bytes per byte estimated, learnt by the fit from
+	 * an earlier plan (the fit's, not owned; NULL: search_mem_factor on
+	 * every stage): dynamic_programming's per-stage prices hold each stage
+	 * to memory_limit / its factor (search_dp.c dp_stages) */
+	double *search_stage_mem;
+	int search_nstage_mem;
+	const double *search_stage_factor;
+	int search_nstage_factor;
+	bool search_staged;    /* the plan is not the one search_mem_factor alone gives (Search.staged) */
+	bool search_single_price; /* the fit's: that plan, without the per-stage prices */
 	double search_step;    /* the chosen plan's objective, seconds per step (0: no search ran) */
 	/* the outer search's first screen (passes/search_fit.c): the search
 	 * pass only builds the search graph, sets search_floor (search_floor

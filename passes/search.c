@@ -133,6 +133,10 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
 	if (c->search_mem_factor > 0)
 		s->mem_factor = c->search_mem_factor;
+	if (c->search_stage_factor && c->search_nstage_factor == g->nstages && g->nstages > 1) {
+		s->stage_factor = ARENA_NEWN(s->a, double, g->nstages);
+		memcpy(s->stage_factor, c->search_stage_factor, sizeof(double) * (size_t)g->nstages);
+	}
 	/* only a fit's first search of a choice: a later one, its estimate
 	 * scaled, fails as before when nothing fits (nothing more to learn) */
 	s->soft_limit = c->fit_follows && (c->search_mem_factor == 0 || c->search_mem_factor == 1);
@@ -149,6 +153,7 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 	if (g->par.search_mode == SM_DYNAMIC_PROGRAMMING)
 		s->hint_mem = c->search_hint_mem, s->hint_step = c->search_hint_step;
 	s->probe_step = s->m.memory_limit > 0 ? c->search_probe_step : 0;
+	s->single_price = c->search_single_price;
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING && c->search_hint_mem > 0 && s->m.memory_limit > 0 &&
 	    c->search_hint_mem * s->mem_factor > s->m.memory_limit) {
 		if (!search_dp(s, choice))
@@ -187,8 +192,14 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	Graph *g = c->g;
 	search_apply(s, choice);
 	c->search_mem = search_memory(s, choice);
+	if (s->m.memory_limit > 0) { /* for the fit (search_fit.c) */
+		c->search_nstage_mem = g->nstages > 1 ? g->nstages : 1;
+		c->search_stage_mem = ARENA_NEWN(&c->arena, double, c->search_nstage_mem);
+		search_stage_memory(s, choice, c->search_stage_mem);
+	}
 	c->search_step = search_total(s, choice);
 	c->search_over = s->over;
+	c->search_staged = s->staged;
 	c->search_probe_stopped = s->probe_cut;
 	if (c->search_probe_stopped) /* the compilation stops here, without an error */
 		return false;

@@ -592,6 +592,29 @@ static double fitted_memory(Search *s, const int *choice) { return search_memory
 static bool dp_limited(Search *s, double **tables, int *choice);
 static void dp_local(Search *s, int *choice);
 
+/* Each stage's bytes as the per-stage prices bound them: cap[st] =
+ * memory_limit / the stage's factor (Search.stage_factor, else
+ * mem_factor); returns how many stages. */
+static int stage_caps(Search *s, double **cap)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	*cap = ARENA_NEWN(s->a, double, P);
+	for (int st = 0; st < P; st++)
+		(*cap)[st] = s->m.memory_limit / (s->stage_factor ? s->stage_factor[st] : s->mem_factor);
+	return P;
+}
+
+/* How far choice is over its stages' caps: the most any stage's bytes
+ * (into m) exceed its cap, <= 0 where every stage is within. */
+static double over_caps(const Search *s, const int *choice, const double *cap, int P, double *m)
+{
+	double over = 0;
+	search_stage_memory(s, choice, m);
+	for (int st = 0; st < P; st++)
+		over = fmax(over, m[st] - cap[st]);
+	return over;
+}
+
 /* The limit bounds the largest stage: one constraint per stage, and one
  * price on every stage's bytes (the ramp's) also prices the bytes of the
  * stages under the limit, which gain nothing from them (1F1B keeps P
@@ -612,14 +635,17 @@ enum { STAGE_PASSES = 8 };
 static void dp_stages(Search *s, double **tables, double hi, int *choice)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
-	if (P == 1)
+	/* NETC_TEST_NO_STAGE_PRICES (tests only): the single price's plan,
+	 * to compare the fits with and without these prices */
+	if (P == 1 || getenv("NETC_TEST_NO_STAGE_PRICES"))
 		return;
-	double cap = s->m.memory_limit / s->mem_factor, best = search_total(s, choice), slack = 0;
+	double *cap, best = search_total(s, choice), slack = 0;
+	stage_caps(s, &cap);
 	double *m = ARENA_NEWN(s->a, double, P), *lo = ARENA_NEWN(s->a, double, P);
 	double *up = ARENA_NEWN(s->a, double, P), *lam = ARENA_NEWN(s->a, double, P);
 	search_stage_memory(s, choice, m);
 	for (int st = 0; st < P; st++) {
-		slack += fmax(0, cap - m[st]);
+		slack += fmax(0, cap[st] - m[st]);
 		lo[st] = lam[st] = 0, up[st] = INFINITY;
 	}
 	if (hi * slack <= 1e-2 * best)
@@ -633,14 +659,14 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
 		search_stage_memory(s, trial, m);
 		bool fits = true, open = false;
 		for (int st = 0; st < P; st++)
-			fits &= m[st] <= cap;
+			fits &= m[st] <= cap[st];
 		double t = fits ? search_total(s, trial) : INFINITY;
 		if (t < best) {
 			best = t;
 			memcpy(choice, trial, sizeof(int) * (size_t)s->nv);
 		}
 		for (int st = 0; st < P; st++) {
-			if (m[st] <= cap)
+			if (m[st] <= cap[st])
 				up[st] = lam[st];
 			else
 				lo[st] = lam[st], up[st] = up[st] > lam[st] ? up[st] : INFINITY;
@@ -648,7 +674,7 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
 				lam[st] = lam[st] > 0 ? 2 * lam[st] : hi;
 			else
 				lam[st] = (lo[st] + up[st]) / 2;
-			open |= !(m[st] <= cap) || up[st] - lo[st] > 1e-2 * hi;
+			open |= !(m[st] <= cap[st]) || up[st] - lo[st] > 1e-2 * hi;
 		}
 		if (!open)
 			break;
@@ -675,11 +701,13 @@ enum { LOCAL_WORK = 1 << 20 };
 
 static void dp_local(Search *s, int *choice)
 {
-	double cap = s->m.memory_limit / s->mem_factor, unit = s->nv + s->ne, round_work = 0, work = 0;
+	double *cap, unit = s->nv + s->ne, round_work = 0, work = 0;
 	for (int v = 0; v < s->nv; v++)
 		round_work += s->v[v].fixed >= 0 ? 0 : s->v[v].cl->n * unit;
 	if (round_work > LOCAL_WORK)
 		return;
+	int P = stage_caps(s, &cap);
+	double *sm = ARENA_NEWN(s->a, double, P);
 	const SearchPrices *p = s->prices && s->prices->nv == s->nv ? s->prices : NULL;
 	double best = search_total(s, choice);
 	int *c = ARENA_NEWN(s->a, int, s->nv + 1);
@@ -692,7 +720,8 @@ static void dp_local(Search *s, int *choice)
 		if (seen)
 			continue;
 		memcpy(c, from, bytes);
-		double mem = search_memory(s, c), step = mem <= cap ? search_total(s, c) : INFINITY;
+		/* mem: bytes over the fullest stage's cap (<= 0: every stage within) */
+		double mem = over_caps(s, c, cap, P, sm), step = mem <= 0 ? search_total(s, c) : INFINITY;
 		for (bool moved = true; moved && work + round_work <= LOCAL_WORK;) {
 			moved = false;
 			for (int v = 0; v < s->nv; v++) {
@@ -703,7 +732,7 @@ static void dp_local(Search *s, int *choice)
 					if (cv == keep)
 						continue;
 					c[v] = cv;
-					double m = search_memory(s, c), t = m <= cap ? search_total(s, c) : INFINITY;
+					double m = over_caps(s, c, cap, P, sm), t = m <= 0 ? search_total(s, c) : INFINITY;
 					/* over the limit: fewer bytes; within: a faster plan that stays within */
 					if (isfinite(step) ? t < step : (isfinite(t) || m < mem))
 						keep = cv, mem = m, step = t, moved = true;
@@ -895,16 +924,34 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 			lo = mid;
 		}
 	}
-	/* per-stage prices in a fit's first search only: a later one's
-	 * estimate is scaled by one factor, the largest stage's compiled
-	 * bytes over its estimate (fit_loop), and each stage priced up to
-	 * that scaled limit put another stage, whose own ratio was higher,
-	 * over as compiled: the fit went on to a slower plan (8 devices,
-	 * 4 x 16, under 600 kB: 1.513 ms, where the single price's fit
-	 * finds 0.749 ms and this one 0.730 ms) */
-	if (s->mem_factor == 1)
+	/* per-stage prices in a fit's first search, and in a later one
+	 * where the fit learnt each stage's own factor (stage_factor, its
+	 * compiled bytes over its estimate: fit_loop). Under the one factor
+	 * of the largest stage, each stage priced up to that scaled limit put
+	 * another stage, whose own ratio was higher, over as compiled: the
+	 * fit went on to a slower plan (8 devices, 4 x 16, under 600 kB:
+	 * 1.513 ms, where the single price's fit finds 0.749 ms and this one
+	 * 0.730 ms) */
+	if (s->stage_factor || (s->mem_factor == 1 && !s->single_price && s->g->nstages > 1)) {
+		/* the plan the single factor gives (the single price's and
+		 * single changes'), for the fit to compile where theirs is over */
+		int *plain = ARENA_NEWN(s->a, int, s->nv + 1);
+		double *own = s->stage_factor;
+		memcpy(plain, choice, sizeof(int) * (size_t)s->nv);
+		s->stage_factor = NULL;
+		dp_local(s, plain);
+		s->stage_factor = own;
 		dp_stages(s, tables, hi, choice);
-	dp_local(s, choice);
+		dp_local(s, choice);
+		/* only a faster plan: each stage's cap may be below the one
+		 * factor's, and the single change found under that one faster */
+		s->staged = memcmp(plain, choice, sizeof(int) * (size_t)s->nv) != 0 &&
+		            search_total(s, choice) < search_total(s, plain);
+		if (!s->staged)
+			memcpy(choice, plain, sizeof(int) * (size_t)s->nv);
+	} else {
+		dp_local(s, choice);
+	}
 	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
 	return true;
 }

@@ -25,6 +25,11 @@ typedef struct Try {
 	double probe;          /* > 0: the outer search's best step so far: stopped after its search where
 	                        * no plan of this fit can be chosen (Compilation.search_probe_step) */
 	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
+	/* a fit's later search: each stage's factor (fit_loop's,
+	 * Compilation.search_stage_factor), nstage_factor of them; NULL: none */
+	const double *stage_factor;
+	int nstage_factor;
+	bool single_price;     /* without the per-stage prices (Compilation.search_single_price) */
 } Try;
 
 /* The repeated layers: block instances indexed like `layers[i]` (scope
@@ -155,6 +160,8 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->verbose = false;
 	c->dump_after = NULL;
 	c->search_mem_factor = factor;
+	c->search_stage_factor = t->stage_factor, c->search_nstage_factor = t->nstage_factor;
+	c->search_single_price = t->single_price;
 	c->search_prices = prices;
 	c->search_floor_only = t->floor || t->bound;
 	c->search_bound_only = t->bound;
@@ -187,6 +194,7 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 		mark_recompute(c->g, L);
 	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
 	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) || t->bound ? UPTO_CHECK : UPTO_CODEGEN);
+	c->search_stage_factor = NULL, c->search_nstage_factor = 0; /* t's, read by the search only */
 	if (sink)
 		fclose(sink);
 	c->fit_diag = said; /* NULL unless a memstream was opened (fclose made it whole) */
@@ -213,6 +221,32 @@ static const char *mode_words(SearchMode m)
 	                                      : "recursive_programming (and dynamic_programming under the limit)";
 }
 
+/* Each pipeline stage's factor for the next search's per-stage prices
+ * (search_dp.c dp_stages), into sf and u: the stage's compiled bytes
+ * over its estimate in the plan just compiled (c), times the margin, and
+ * no less than the factor it had (a stage within the limit keeps its
+ * budget; one over it at least 5% less, as under the one factor below).
+ * One factor, the largest stage's, shrank the budget of every stage,
+ * and a stage within the limit gave up time for nothing (the single
+ * price's fit was up to 1.31x faster in tests/bench/fit_stages.sh's 576
+ * fits). None (u's NULL) without stages or where the counts differ. */
+enum { MAX_STAGE_FACTORS = 64 };
+
+static void learn_stages(const Compilation *c, const int64_t *stage, int n, double limit, double *sf, Try *u)
+{
+	if (n < 2 || n > MAX_STAGE_FACTORS || n != c->search_nstage_mem) {
+		u->stage_factor = NULL, u->nstage_factor = 0;
+		return;
+	}
+	double was = c->search_mem_factor > 0 ? c->search_mem_factor : 1;
+	for (int st = 0; st < n; st++) {
+		double est = c->search_stage_mem[st], had = u->stage_factor ? u->stage_factor[st] : was;
+		double want = est > 0 ? (double)stage[st] / est * SEARCH_FIT_SCALE_MARGIN : had;
+		sf[st] = stage[st] > limit && !c->search_over ? fmax(had * 1.05, want) : fmax(had, want);
+	}
+	u->stage_factor = sf, u->nstage_factor = n;
+}
+
 /* While the compiled plan in c is over the limit, compiles again with the
  * search's estimate scaled by what the plan needed per byte estimated (at
  * least 5% more each time, at most 8 plans); each search starts from the
@@ -221,16 +255,25 @@ static const char *mode_words(SearchMode m)
  * needed more, so a factor under which nothing fits is not the end: the
  * factor is halved back towards the last one that gave a plan (issue
  * 28: at 11000 bytes the 13316-byte plan's 1.38 left none, where 1.19
- * finds the 8708-byte plan that 9500 finds). */
+ * finds the 8708-byte plan that 9500 finds).
+ * With pipeline stages, each later search also gets each stage's own
+ * factor (learn_stages) for its per-stage prices. */
 static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
 {
 	double factor = 1, lo = 1, hi = INFINITY; /* lo: the last factor that gave a plan; hi: the least that gave none */
 	int compiles = 1, halved = 0; /* halved: at most twice, each a compilation of a model that may be GPT-3's */
+	double stage_factor[MAX_STAGE_FACTORS];
+	Try u = *t, plain = *t; /* t with the stage factors learnt; with neither they nor the stage prices */
+	plain.single_price = true;
+	bool again = false, first_over = false; /* again: c holds plain's plan, after u's went over */
+	double first_want = 0; /* > 0: the first search's plan was u's, its scale */
 	memset(o, 0, sizeof *o);
 	o->least = -1;
 	for (;;) {
 		const Graph *g = c->g;
-		int64_t planned = f->planned(c, f->ctx);
+		int64_t *stage;
+		int nstages;
+		int64_t planned = f->planned(c, f->ctx, &stage, &nstages);
 		o->plans++;
 		if (planned < 0)
 			return FIT_NO_PROGRAM; /* the program cannot be generated: the build says why */
@@ -252,13 +295,32 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		if (c->search_mem <= 0)
 			return FIT_NONE;
 		double want = (double)planned / c->search_mem * SEARCH_FIT_SCALE_MARGIN;
+		bool over = c->search_over;
+		if (again && first_want > 0) /* the first search's plan scales, as it did */
+			want = first_want, over = first_over;
 		/* the search's least plan is over by its own estimate: only an
 		 * estimate that counted more than the program holds (a factor
 		 * below 1: activations the fused kernels never keep) leaves room */
-		if (c->search_over && want >= factor)
+		if (over && want >= factor)
 			return FIT_NONE;
+		if (!again)
+			learn_stages(c, stage, nstages, limit, stage_factor, &u);
+		/* the per-stage prices' plan is over: the single price's (a later
+		 * search's plan before the stage factors) is compiled too, and
+		 * the fit goes on as it did before them (the next scale the first
+		 * search's plan's, then the single price's), so that it ends no
+		 * worse: at that plan, or at a faster one of the stage prices that
+		 * fits. Not counted in the 8: they are the fit's plans before */
+		if (!again && c->search_staged) {
+			again = true;
+			first_want = o->plans == 1 ? want : 0, first_over = over;
+			if (!compile_try(c, f, &plain, factor, true, L))
+				return FIT_NONE; /* not reached: the same search found it */
+			continue;
+		}
+		again = false;
 		lo = factor;
-		factor = c->search_over ? want : fmax(factor * 1.05, want);
+		factor = over ? want : fmax(factor * 1.05, want);
 		for (;;) {
 			if (factor >= hi) { /* past a factor that left nothing: between it and the last plan's */
 				if (hi < lo * 1.02 || halved++ == 2)
@@ -268,7 +330,7 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 			if (compiles == 8)
 				return FIT_NONE;
 			compiles++;
-			if (compile_try(c, f, t, factor, true, L))
+			if (compile_try(c, f, &u, factor, true, L))
 				break;
 			hi = factor;
 		}

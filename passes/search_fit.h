@@ -19,8 +19,10 @@ typedef struct MemoryFit {
 	/* a fresh compilation's options (verbosity, precision, machine, ...) */
 	void (*setup)(Compilation *c, void *ctx);
 	/* the compiled plan's bytes per device (the largest stage's; build -v's
-	 * total), < 0 when the program cannot be generated */
-	int64_t (*planned)(Compilation *c, void *ctx);
+	 * total), < 0 when the program cannot be generated; each pipeline
+	 * stage's total into *stage (c's arena; one without stages), their
+	 * count into *nstages (0 with the error) */
+	int64_t (*planned)(Compilation *c, void *ctx, int64_t **stage, int *nstages);
 	/* -v: the plan that does not fit, kind by kind */
 	void (*report)(Compilation *c, void *ctx, FILE *out);
 } MemoryFit;

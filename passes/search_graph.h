@@ -117,6 +117,13 @@ typedef struct Search {
 	int dp_series_computed, dp_series_reused;
 	bool dp_no_memo, dp_memo_collide;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
+	/* [max(nstages, 1)] memory_limit bounds each stage's bytes times its own
+	 * factor in the per-stage prices (search_dp.c dp_stages, dp_local;
+	 * Compilation.search_stage_factor); NULL: mem_factor on every stage.
+	 * The single price's ramp keeps mem_factor */
+	double *stage_factor;
+	bool staged;       /* the per-stage prices' plan, faster than the one mem_factor alone gives */
+	bool single_price; /* no per-stage prices (Compilation.search_single_price) */
 	SearchPrices *prices; /* NULL: dynamic_programming keeps no record of its prices */
 	/* a memory fit follows (search_fit.c): where nothing fits the limit,
 	 * dynamic_programming keeps the least-memory plan it found and sets
