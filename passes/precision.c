@@ -491,25 +491,41 @@ bool pass_amp(Compilation *c)
 				n->out->dtype = n->in[0]->dtype;
 			continue;
 		}
-		DType t = amp_type(tc, n->op, d);
+		/* A cast the model wrote keeps its type: amp computes the rest
+		 * around it (f64_mixed.net's cast to f32 before a product under
+		 * O2 bf16 became bf16 here, and shape inference set it back to
+		 * f32 beside a bf16 weight: "matmul: dtypes differ"). */
+		bool own = n->op == OP_CAST;
+		DType t = own ? n->attr.to : amp_type(tc, n->op, d);
 		for (int j = 0; j < n->nin; j++) {
 			Value *v = n->in[j];
 			if (!dtype_is_float(v->dtype) || v->dtype == t)
 				continue;
-			Value **cache = v->id < nv ? (t == DT_F32 ? &to_f32[v->id] : &to_narrow[v->id]) : NULL;
+			if (own && !(narrow(v->dtype) && narrow(t)))
+				continue;
+			Value **cache = own || v->id >= nv ? NULL : t == DT_F32 ? &to_f32[v->id] : &to_narrow[v->id];
 			if (!cache || !*cache) {
-				Node *k = cast(g, v, t, i, n);
-				if (n->ann.in_strategy.n > j)
+				/* the runtime converts one narrow type to the other
+				 * through f32 (a model's bf16 cast read by f16 amp) */
+				Value *from = v;
+				if (narrow(v->dtype) && narrow(t)) {
+					Node *w = cast(g, v, DT_F32, i++, n);
+					from = w->out;
+				}
+				Node *k = own ? NULL : cast(g, from, t, i, n);
+				if (k && n->ann.in_strategy.n > j)
 					k->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
-				i++;
+				if (k)
+					i++;
+				Value *to = k ? k->out : from;
 				if (cache)
-					*cache = k->out;
-				n->in[j] = k->out;
+					*cache = to;
+				n->in[j] = to;
 			} else {
 				n->in[j] = *cache;
 			}
 		}
-		if (n->out && dtype_is_float(n->out->dtype))
+		if (!own && n->out && dtype_is_float(n->out->dtype))
 			n->out->dtype = t;
 	}
 	return infer_shapes(g, &c->diag);

@@ -87,6 +87,35 @@ Test(precision, amp_collective_keeps_its_input_type)
 	compile_done(&c);
 }
 
+/* A cast the model wrote keeps its type under amp (f64_mixed.net casts to
+ * bf16 for one product and back to f32 for the next): O2 bf16 stopped with
+ * "matmul: dtypes differ" (amp made the f32 cast bf16, shape inference made
+ * it f32 again beside the bf16 weight), f16 with "cast from f16 to bf16"
+ * and O1 f16 with "cast from bf16 to f16" (amp's own cast of the model's
+ * bf16 value): one narrow type reaches the other through f32. The
+ * programs train as stand-alone does: tests/e2e/test_precision.sh. */
+Test(precision, amp_keeps_model_casts)
+{
+	static const char *const lv[][2] = {{"train.amp_level=O2", "train.amp_dtype=bf16"},
+	                                     {"train.amp_level=O2", "train.amp_dtype=f16"},
+	                                     {"train.amp_level=O1", "train.amp_dtype=f16"}};
+	for (int k = 0; k < 3; k++) {
+		Compilation c;
+		cr_assert(compile_model(&c, "tests/models/f64_mixed.net", lv[k], 2, UPTO_CHECK), "%s %s", lv[k][0],
+		          lv[k][1]);
+		int kept = 0;
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *n = c.g->nodes[i];
+			if (n->op == OP_CAST && n->phase == PH_FORWARD && !n->ann.borrowed) {
+				cr_expect_eq(n->out->dtype, n->attr.to, "%s", n->out->name);
+				kept++;
+			}
+		}
+		cr_expect_eq(kept, 3, "%s %s: %d of the model's casts", lv[k][0], lv[k][1], kept);
+		compile_done(&c);
+	}
+}
+
 /* --precision f64 builds are references: amp_level leaves them alone */
 Test(precision, amp_off_in_f64)
 {
