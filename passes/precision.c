@@ -176,6 +176,21 @@ static bool sums(const RedistPlan *p)
 	return p->from->partial != 0;
 }
 
+/* A part of a parameter's gradient kept partial through amp's cast up
+ * for the whole gradient's f32 sum once a step (sharding_partial.c's
+ * f32_grad_part) but summed alone in the backward pass all the same: its
+ * addend is not partial over the same devices (a row-split tied table's
+ * embedding part beside the head's partial part). That sum runs once a
+ * micro-batch, so it moves the narrow values as before the f32 parts
+ * (bf16 tied table split 2 ways, 2 stages of 2 @4: 11,788 -> 13,836
+ * bytes a step) -- unless force_fp32_communication asks for f32. */
+static bool narrow_part_sum(const Graph *g, const Node *r, const Node *c)
+{
+	ParallelMode m = g->par.parallel_mode;
+	return r->phase == PH_BACKWARD && c->phase == PH_BACKWARD && !g->par.force_fp32_communication &&
+	       m != PM_DATA_PARALLEL && m != PM_HYBRID_PARALLEL && c->in[0]->layout->partial;
+}
+
 /* The cast up whose result only r moves, or NULL. */
 static Node *moved_cast_up(const Graph *g, const Node *r, const int *readers)
 {
@@ -183,7 +198,8 @@ static Node *moved_cast_up(const Graph *g, const Node *r, const int *readers)
 	Node *c = u->def;
 	if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
 	    readers[u->id] != 1 || !plain(g, u) || u->host || c->in[0]->host || !c->in[0]->layout || !u->layout ||
-	    !layout_equiv(c->in[0]->layout, u->layout) || !r->attr.plan || sums(r->attr.plan))
+	    !layout_equiv(c->in[0]->layout, u->layout) || !r->attr.plan ||
+	    (sums(r->attr.plan) && !narrow_part_sum(g, r, c)))
 		return NULL;
 	/* a gradient cast up in the backward pass and moved in the update is
 	 * summed over the micro-steps in between, in f32 (narrow_update): the
