@@ -176,6 +176,21 @@ static bool sums(const RedistPlan *p)
 	return p->from->partial != 0;
 }
 
+/* A part of a parameter's gradient kept partial through amp's cast up
+ * for the whole gradient's f32 sum once a step (sharding_partial.c's
+ * f32_grad_part) but summed alone in the backward pass all the same: its
+ * addend is not partial over the same devices (a row-split tied table's
+ * embedding part beside the head's partial part). That sum runs once a
+ * micro-batch, so it moves the narrow values as before the f32 parts
+ * (bf16 tied table split 2 ways, 2 stages of 2 @4: 11,788 -> 13,836
+ * bytes a step) -- unless force_fp32_communication asks for f32. */
+static bool narrow_part_sum(const Graph *g, const Node *r, const Node *c)
+{
+	ParallelMode m = g->par.parallel_mode;
+	return r->phase == PH_BACKWARD && c->phase == PH_BACKWARD && !g->par.force_fp32_communication &&
+	       m != PM_DATA_PARALLEL && m != PM_HYBRID_PARALLEL && c->in[0]->layout->partial;
+}
+
 /* The cast up whose result only r moves, or NULL. */
 static Node *moved_cast_up(const Graph *g, const Node *r, const int *readers)
 {
@@ -183,7 +198,8 @@ static Node *moved_cast_up(const Graph *g, const Node *r, const int *readers)
 	Node *c = u->def;
 	if (!c || c->op != OP_CAST || c->writes || u->dtype != DT_F32 || !narrow(c->in[0]->dtype) ||
 	    readers[u->id] != 1 || !plain(g, u) || u->host || c->in[0]->host || !c->in[0]->layout || !u->layout ||
-	    !layout_equiv(c->in[0]->layout, u->layout) || !r->attr.plan || sums(r->attr.plan))
+	    !layout_equiv(c->in[0]->layout, u->layout) || !r->attr.plan ||
+	    (sums(r->attr.plan) && !narrow_part_sum(g, r, c)))
 		return NULL;
 	/* a gradient cast up in the backward pass and moved in the update is
 	 * summed over the micro-steps in between, in f32 (narrow_update): the
@@ -266,6 +282,13 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	else
 		s = NULL;
 	Node *r = down ? down->in[0]->def : NULL;
+	/* under a loss scale the update's overflow check reads what the
+	 * backward pass made: summed first, the whole gradient is rounded to
+	 * f16 as stand-alone rounds it and overflows where it does; each
+	 * device's part rounded alone does not (staged.net f16 @4, dynamic
+	 * scale: 2 of 4 steps skipped against stand-alone's 3) */
+	if (g->train.loss_scale_kind != LS_NONE)
+		return 0;
 	if (up->op != OP_CAST || up->attr.to != DT_F32 || !down || down->op != OP_CAST || !narrow(down->attr.to) ||
 	    !r || r->op != OP_REDISTRIBUTE || r->phase != PH_BACKWARD || !r->attr.plan || !r->in[0]->layout ||
 	    !r->in[0]->layout->partial || r->out->layout->partial || readers[r->out->id] != 1 ||
@@ -491,25 +514,41 @@ bool pass_amp(Compilation *c)
 				n->out->dtype = n->in[0]->dtype;
 			continue;
 		}
-		DType t = amp_type(tc, n->op, d);
+		/* A cast the model wrote keeps its type: amp computes the rest
+		 * around it (f64_mixed.net's cast to f32 before a product under
+		 * O2 bf16 became bf16 here, and shape inference set it back to
+		 * f32 beside a bf16 weight: "matmul: dtypes differ"). */
+		bool own = n->op == OP_CAST;
+		DType t = own ? n->attr.to : amp_type(tc, n->op, d);
 		for (int j = 0; j < n->nin; j++) {
 			Value *v = n->in[j];
 			if (!dtype_is_float(v->dtype) || v->dtype == t)
 				continue;
-			Value **cache = v->id < nv ? (t == DT_F32 ? &to_f32[v->id] : &to_narrow[v->id]) : NULL;
+			if (own && !(narrow(v->dtype) && narrow(t)))
+				continue;
+			Value **cache = own || v->id >= nv ? NULL : t == DT_F32 ? &to_f32[v->id] : &to_narrow[v->id];
 			if (!cache || !*cache) {
-				Node *k = cast(g, v, t, i, n);
-				if (n->ann.in_strategy.n > j)
+				/* the runtime converts one narrow type to the other
+				 * through f32 (a model's bf16 cast read by f16 amp) */
+				Value *from = v;
+				if (narrow(v->dtype) && narrow(t)) {
+					Node *w = cast(g, v, DT_F32, i++, n);
+					from = w->out;
+				}
+				Node *k = own ? NULL : cast(g, from, t, i, n);
+				if (k && n->ann.in_strategy.n > j)
 					k->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
-				i++;
+				if (k)
+					i++;
+				Value *to = k ? k->out : from;
 				if (cache)
-					*cache = k->out;
-				n->in[j] = k->out;
+					*cache = to;
+				n->in[j] = to;
 			} else {
 				n->in[j] = *cache;
 			}
 		}
-		if (n->out && dtype_is_float(n->out->dtype))
+		if (!own && n->out && dtype_is_float(n->out->dtype))
 			n->out->dtype = t;
 	}
 	return infer_shapes(g, &c->diag);
