@@ -122,12 +122,17 @@ Test(explain_comm, each_stage_beside_the_busiest)
 	cr_assert_eq(t.nstages, 2);
 	cr_expect_eq(t.busiest, 1);
 	cr_expect_eq(t.stage[0].comm_bytes, 9484);
+	/* rank 0's --comm-stats: 3 allreduce, 14 send/recv; its 4 activation
+	 * gradients and the tied table's gradient received count as calls */
+	cr_expect_eq(t.stage[0].ncomm + t.stage[0].nrecv, 3 + 14);
+	cr_expect_eq(t.stage[0].nrecv, 5);
 	char *text = explained(&c);
-	char want[200];
+	char want[240];
 	snprintf(want, sizeof want,
 	         "communication per device per step, by stage (--comm-stats prints rank 0's, a device of stage 0): "
-	         "stage 0 %d collectives and sends, 9484 bytes; stage 1 %d collectives and sends, %lld bytes\n",
-	         t.stage[0].ncomm, t.stage[1].ncomm, (long long)t.stage[1].comm_bytes);
+	         "stage 0 %d collectives and sends, 5 receives, 9484 bytes; stage 1 %d collectives and sends, %d "
+	         "receives, %lld bytes\n",
+	         t.stage[0].ncomm, t.stage[1].ncomm, t.stage[1].nrecv, (long long)t.stage[1].comm_bytes);
 	cr_expect(strstr(text, want), "no '%s' in\n%s", want, text);
 	free(text);
 	compile_done(&c);
