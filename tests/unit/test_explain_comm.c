@@ -66,6 +66,21 @@ Test(explain_comm, a_broadcast_is_priced_as_one)
 	double big = cost_coll_time(&m, COST_BROADCAST, RS_ALLGATHER, 3.0 / 4 * (1 << 26), 4, 4, &lat);
 	cr_expect_float_eq(big, 1.03163296e-3, 1e-12, "%.10g", big);
 	cr_expect_float_eq(lat, 2.5e-5, 1e-15, "%.10g", lat);
+	/* 64 MiB to 16 ranks on 2 nodes of 8 (inside 2e-6 s, 2e11 bytes/s;
+	 * between 1e-5, 2.5e10): in two levels, the tree between the nodes,
+	 * 1e-5 + 2^26 / 2.5e10 = 2.69435456e-3, then scatter + all-gather in
+	 * each, (3 + 7) 2e-6 + 2 x 7/8 x 2^26 / 2e11 = 6.0720256e-4; flat at
+	 * the inter-node figures it was (4 + 15) 1e-5 + 2 x 15/16 x 2^26 /
+	 * 2.5e10 = 5.2231773e-3 */
+	Machine n = m;
+	n.topo.devices_per_node = 8, n.topo.intra_latency = 2e-6, n.topo.intra_bandwidth = 2e11;
+	n.topo.inter_latency = 1e-5, n.topo.inter_bandwidth = 2.5e10;
+	double nodes = cost_coll_time(&n, COST_BROADCAST, RS_ALLGATHER, 15.0 / 16 * (1 << 26), 16, 8, &lat);
+	cr_expect_float_eq(nodes, 2.69435456e-3 + 6.0720256e-4, 1e-12, "%.10g", nodes);
+	cr_expect_float_eq(lat, 3e-5, 1e-15, "%.10g", lat);
+	/* inside one node, one level */
+	double one = cost_coll_time(&n, COST_BROADCAST, RS_ALLGATHER, 7.0 / 8 * (1 << 26), 8, 8, &lat);
+	cr_expect_float_eq(one, 6.0720256e-4, 1e-12, "%.10g", one);
 	/* the model's broadcast node, as explain prices it (op_comm) */
 	Compilation c;
 	cr_assert(compile_model(&c, "tests/models/written_comm.net", NULL, 0, UPTO_CODEGEN));
