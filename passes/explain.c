@@ -269,6 +269,7 @@ static void stage_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			sc->send_bytes += bytes * t->nmicro;
 			sc->comm_bytes += bytes * t->nmicro;
 			sc->ncomm += t->nmicro;
+			t->stage[to % t->nstages].nrecv += t->nmicro;
 		}
 	}
 }
@@ -299,7 +300,7 @@ static void step_transfers(Compilation *c, const Machine *m, ExplainTotals *t)
 			double s = cost_p2p_time(m, bytes, (int64_t)abs(to - from) * g->par.device_num / S);
 			StageCost *src = &t->stage[from];
 			src->sends += s, src->send_bytes += bytes, src->comm_bytes += bytes, src->ncomm++;
-			t->stage[to].tied += s;
+			t->stage[to].tied += s, t->stage[to].nrecv++;
 		}
 	}
 }
@@ -1057,8 +1058,8 @@ static void print_stages(const Graph *g, const ExplainTotals *t, const PlannedMe
 	if (t->nstages > 1) {
 		fputs("communication per device per step, by stage (--comm-stats prints rank 0's, a device of stage 0):", out);
 		for (int st = 0; st < t->nstages; st++)
-			fprintf(out, "%s stage %d %d collectives and sends, %" PRId64 " bytes", st ? ";" : "", st,
-			        t->stage[st].ncomm, t->stage[st].comm_bytes);
+			fprintf(out, "%s stage %d %d collectives and sends, %d receives, %" PRId64 " bytes", st ? ";" : "",
+			        st, t->stage[st].ncomm, t->stage[st].nrecv, t->stage[st].comm_bytes);
 		fputc('\n', out);
 	}
 	if (t->stopped) {

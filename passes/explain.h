@@ -25,6 +25,8 @@ typedef struct StageCost {
 	                        * the receiver waits for them, the sender does not) */
 	int64_t send_bytes;    /* bytes per step sent to other stages */
 	int ncomm;             /* collectives and sends per step */
+	int nrecv;             /* receives per step from other stages: --comm-stats counts each as a
+	                        * send/recv call of no bytes (runtime/comm.c, nrt_recv) */
 	int64_t comm_bytes;    /* bytes per step the device sends, stage-to-stage sends included */
 	double memory;         /* explain's estimate (the search's, search_memory), bytes per device: the
 	                        * stage's parameters, gradients and optimizer states, its activations x

@@ -66,6 +66,21 @@ Test(explain_comm, a_broadcast_is_priced_as_one)
 	double big = cost_coll_time(&m, COST_BROADCAST, RS_ALLGATHER, 3.0 / 4 * (1 << 26), 4, 4, &lat);
 	cr_expect_float_eq(big, 1.03163296e-3, 1e-12, "%.10g", big);
 	cr_expect_float_eq(lat, 2.5e-5, 1e-15, "%.10g", lat);
+	/* 64 MiB to 16 ranks on 2 nodes of 8 (inside 2e-6 s, 2e11 bytes/s;
+	 * between 1e-5, 2.5e10): in two levels, the tree between the nodes,
+	 * 1e-5 + 2^26 / 2.5e10 = 2.69435456e-3, then scatter + all-gather in
+	 * each, (3 + 7) 2e-6 + 2 x 7/8 x 2^26 / 2e11 = 6.0720256e-4; flat at
+	 * the inter-node figures it was (4 + 15) 1e-5 + 2 x 15/16 x 2^26 /
+	 * 2.5e10 = 5.2231773e-3 */
+	Machine n = m;
+	n.topo.devices_per_node = 8, n.topo.intra_latency = 2e-6, n.topo.intra_bandwidth = 2e11;
+	n.topo.inter_latency = 1e-5, n.topo.inter_bandwidth = 2.5e10;
+	double nodes = cost_coll_time(&n, COST_BROADCAST, RS_ALLGATHER, 15.0 / 16 * (1 << 26), 16, 8, &lat);
+	cr_expect_float_eq(nodes, 2.69435456e-3 + 6.0720256e-4, 1e-12, "%.10g", nodes);
+	cr_expect_float_eq(lat, 3e-5, 1e-15, "%.10g", lat);
+	/* inside one node, one level */
+	double one = cost_coll_time(&n, COST_BROADCAST, RS_ALLGATHER, 7.0 / 8 * (1 << 26), 8, 8, &lat);
+	cr_expect_float_eq(one, 6.0720256e-4, 1e-12, "%.10g", one);
 	/* the model's broadcast node, as explain prices it (op_comm) */
 	Compilation c;
 	cr_assert(compile_model(&c, "tests/models/written_comm.net", NULL, 0, UPTO_CODEGEN));
@@ -122,12 +137,17 @@ Test(explain_comm, each_stage_beside_the_busiest)
 	cr_assert_eq(t.nstages, 2);
 	cr_expect_eq(t.busiest, 1);
 	cr_expect_eq(t.stage[0].comm_bytes, 9484);
+	/* rank 0's --comm-stats: 3 allreduce, 14 send/recv; its 4 activation
+	 * gradients and the tied table's gradient received count as calls */
+	cr_expect_eq(t.stage[0].ncomm + t.stage[0].nrecv, 3 + 14);
+	cr_expect_eq(t.stage[0].nrecv, 5);
 	char *text = explained(&c);
-	char want[200];
+	char want[240];
 	snprintf(want, sizeof want,
 	         "communication per device per step, by stage (--comm-stats prints rank 0's, a device of stage 0): "
-	         "stage 0 %d collectives and sends, 9484 bytes; stage 1 %d collectives and sends, %lld bytes\n",
-	         t.stage[0].ncomm, t.stage[1].ncomm, (long long)t.stage[1].comm_bytes);
+	         "stage 0 %d collectives and sends, 5 receives, 9484 bytes; stage 1 %d collectives and sends, %d "
+	         "receives, %lld bytes\n",
+	         t.stage[0].ncomm, t.stage[1].ncomm, t.stage[1].nrecv, (long long)t.stage[1].comm_bytes);
 	cr_expect(strstr(text, want), "no '%s' in\n%s", want, text);
 	free(text);
 	compile_done(&c);
