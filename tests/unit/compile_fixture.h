@@ -37,29 +37,41 @@ static void compile_done(Compilation *c)
 	fclose(sink);
 }
 
-/* samples/transformer.net with `.recompute()` on its layer loop, written
- * to path (a mkstemps template ending ".net"); the caller unlinks it. */
-static inline void write_recomputed_transformer(char *path)
+/* A copy of model src written to path (a mkstemps template ending
+ * ".net"; the caller unlinks it) with each line that holds find[k] cut
+ * there and ended with put[k] (the text before it, its indentation,
+ * kept); each of the n must be met once. */
+static inline void write_model_edit(char *path, const char *src, const char *const *find, const char *const *put,
+                                    int n)
 {
-	FILE *in = fopen("samples/transformer.net", "r");
-	cr_assert(in);
+	FILE *in = fopen(src, "r");
+	cr_assert(in, "%s", src);
 	int fd = mkstemps(path, 4);
 	cr_assert(fd >= 0);
 	FILE *out = fdopen(fd, "w");
 	char line[512];
-	int marked = 0;
+	int met = 0;
 	while (fgets(line, sizeof line, in)) {
-		char *at = strstr(line, "Layer(h, B, T, D, H) as layers[i]");
-		if (at) {
-			fprintf(out, "%.*sLayer(h, B, T, D, H).recompute() as layers[i]\n", (int)(at - line), line);
-			marked++;
-		} else {
+		int k = 0;
+		const char *at = NULL;
+		while (k < n && !(at = strstr(line, find[k])))
+			k++;
+		if (at)
+			fprintf(out, "%.*s%s\n", (int)(at - line), line, put[k]), met++;
+		else
 			fputs(line, out);
-		}
 	}
 	fclose(in);
 	fclose(out);
-	cr_assert_eq(marked, 1, "samples/transformer.net's layer loop changed");
+	cr_assert_eq(met, n, "%s changed: %d of %d lines to edit met", src, met, n);
+}
+
+/* samples/transformer.net with `.recompute()` on its layer loop, written
+ * to path (as write_model_edit). */
+static inline void write_recomputed_transformer(char *path)
+{
+	write_model_edit(path, "samples/transformer.net", (const char *const[]){"Layer(h, B, T, D, H) as layers[i]"},
+	                 (const char *const[]){"Layer(h, B, T, D, H).recompute() as layers[i]"}, 1);
 }
 
 /* The optimizer update of the parameter named `param`, or NULL. */

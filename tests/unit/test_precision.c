@@ -453,27 +453,12 @@ Test(precision, tied_gradient_summed_once_a_step)
  * f32. */
 static void row_split_tied(char *path)
 {
-	FILE *in = fopen("tests/e2e/pipeline/staged.net", "r");
-	cr_assert(in);
-	int fd = mkstemps(path, 4);
-	cr_assert(fd >= 0);
-	FILE *out = fdopen(fd, "w");
-	char line[512];
-	int split = 0;
-	while (fgets(line, sizeof line, in)) {
-		if (strstr(line, "e = reshape(embedding(emb, ids)")) {
-			fputs("e = reshape(embedding(emb, ids).shard(((2, 1), (1, 1))), shape = (128, 16)).stage(0)\n", out);
-			split++;
-		} else if (strstr(line, "logits = matmul(h, emb, transpose_b = true)")) {
-			fputs("logits = matmul(h, emb, transpose_b = true).shard(((1, 1), (2, 1))).stage(1)\n", out);
-			split++;
-		} else {
-			fputs(line, out);
-		}
-	}
-	fclose(in);
-	fclose(out);
-	cr_assert_eq(split, 2);
+	write_model_edit(path, "tests/e2e/pipeline/staged.net",
+	                 (const char *const[]){"e = reshape(embedding(emb, ids)",
+	                                       "logits = matmul(h, emb, transpose_b = true)"},
+	                 (const char *const[]){"e = reshape(embedding(emb, ids).shard(((2, 1), (1, 1))), shape = (128, 16)).stage(0)",
+	                                       "logits = matmul(h, emb, transpose_b = true).shard(((1, 1), (2, 1))).stage(1)"},
+	                 2);
 }
 
 Test(precision, tied_part_summed_alone_moves_narrow)
