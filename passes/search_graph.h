@@ -70,6 +70,11 @@ typedef struct SEdge {
 	int u, ui;         /* vertex and its input (-1: its output) on the from side */
 	int v, vi;         /* vertex and its input on the to side */
 	DType dt;
+	/* the value is a parameter through casts (amp's, precision's) whose
+	 * gradient, a partial sum, the program sums once a step in f32 after
+	 * the micro-batches' f32 accumulation (passes/precision.c,
+	 * sum_after_casts): its way back is priced w_step, not w_micro */
+	bool grad_once;
 } SEdge;
 
 /* The plans dynamic_programming found at memory prices, kept across the

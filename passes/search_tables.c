@@ -83,8 +83,8 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		int su = u->n->ann.stage;
 		bool cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
 		mix_machine(&h1, &h2, s);
-		double w = s->w_micro;
-		cost_memo_mix_doubles(&h1, &h2, &w, 1);
+		double w[2] = {s->w_micro, e->grad_once ? s->w_step : 0}; /* w_step weighs a way back summed once a step */
+		cost_memo_mix_doubles(&h1, &h2, w, 2);
 		cost_memo_mix(&h1, &h2, cross);
 	}
 	for (int i = 0; i < u->cl->n; i++) {

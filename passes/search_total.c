@@ -131,10 +131,13 @@ static bool vocab_copy_shared(const Search *s, int ei, const int *choice)
 	return false;
 }
 
-/* The corrections below are to edges' costs, paid in every micro-batch. */
-static double search_corrections(Search *s, const int *choice)
+/* The corrections below are to edges' costs, paid in every micro-batch
+ * but for the ways back of parameters' gradients summed once a step
+ * (SEdge.grad_once), whose corrections go to *once. */
+static double search_corrections(Search *s, const int *choice, double *once)
 {
 	double t = 0;
+	*once = 0;
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
@@ -153,13 +156,16 @@ static double search_corrections(Search *s, const int *choice)
 			t -= cost_redist(s->rc, from, to, se->dt, NULL);
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
+		bool step = se->grad_once && g && g->partial; /* as search_edge_cost prices it */
+		DType gt = step ? DT_F32 : se->dt;
+		double *back = step ? once : &t;
 		if (grad_shared(s, e, choice)) {
-			t -= cost_edge_grad(s->rc, from, g, se->dt, s->training);
+			*back -= cost_edge_grad(s->rc, from, g, gt, s->training);
 		} else {
 			const Layout *d = delivered_grad(s, e, choice);
 			if (d != g)
-				t += cost_edge_grad(s->rc, from, d, se->dt, s->training) -
-				     cost_edge_grad(s->rc, from, g, se->dt, s->training);
+				*back += cost_edge_grad(s->rc, from, d, gt, s->training) -
+				         cost_edge_grad(s->rc, from, g, gt, s->training);
 		}
 	}
 	return t - shared_input_conversions(s, choice);
@@ -186,7 +192,8 @@ static double bucket_wait(Search *s, const int *choice)
 
 double search_total(Search *s, const int *choice)
 {
-	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + bucket_wait(s, choice);
+	double once, micro = search_corrections(s, choice, &once);
+	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + bucket_wait(s, choice);
 }
 
 /* A lower bound of search_total over every choice, without an edge table
@@ -196,8 +203,10 @@ double search_total(Search *s, const int *choice)
  *  - unary = work + w_micro x (graph inputs' conversions, a partial
  *    loss's reduction), all >= 0: unary >= work >= the vertex's least;
  *  - an edge's cost is w_micro x (redistribution + gradient way back g
- *    + stage transfer), each >= 0, and its correction takes back at most
- *    that way back (grad_shared: -g; delivered: -g + another >= 0) and
+ *    + stage transfer), each >= 0 (g weighs w_step instead where a
+ *    parameter's gradient is summed once a step), and its correction
+ *    takes back at most that way back, at its weight (grad_shared: -g;
+ *    delivered: -g + another >= 0) and
  *    adds the recomputed conversion (>= 0): edge + correction >= 0;
  *  - shared_input_conversions takes back one conversion for each later
  *    reader of a graph input in a layout seen before, the conversion that
