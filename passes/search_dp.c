@@ -689,14 +689,21 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
  * passed through reach 0.209 ms (554 kB). So from each distinct plan of
  * the record (s->prices) and the chosen one, operators are changed one
  * at a time to the candidate that lowers the step most, every change
- * priced exactly (search_total, search_memory), a start over the limit
+ * priced exactly (search_total_edgewise, search_memory), a start over the limit
  * first shedding its bytes; the least step that fits is kept. Bounded:
  * at most LOCAL_WORK units (a change re-priced costs nv + ne), and not
  * run at all where one round over one start would pass that: graphs of
  * about a hundred operators with tens of candidates each (the 2 x 2
  * transformer, 52 operators: 48,174 a round, 0.2087 ms found after
  * 674,436, 20 ms of CPU; GPT-3's 2,119 operators are far past it). At
- * 2^22 the e2e search_plans runs took 0.9 s more CPU, at 2^20 0.3 s. */
+ * 2^22 the e2e search_plans runs took 0.9 s more CPU, at 2^20 0.3 s.
+ * The changes are priced edge by edge (search_total_edgewise: a copy
+ * several readers share paid by each, as the tables the price search
+ * eliminated price it): priced with the copy once, they left the price
+ * search's plans for others whose compiled bytes per byte estimated sent
+ * tests/e2e/test_search_plans.sh's 32-device fit (4 x 8 under 400 kB)
+ * to 2.316 ms, over the single price's 2.014 (1.424 priced so); the
+ * plan's total (search_total) still prices the copy once. */
 enum { LOCAL_WORK = 1 << 20 };
 
 static void dp_local(Search *s, int *choice)
@@ -709,7 +716,7 @@ static void dp_local(Search *s, int *choice)
 	int P = stage_caps(s, &cap);
 	double *sm = ARENA_NEWN(s->a, double, P);
 	const SearchPrices *p = s->prices && s->prices->nv == s->nv ? s->prices : NULL;
-	double best = search_total(s, choice);
+	double best = search_total_edgewise(s, choice);
 	int *c = ARENA_NEWN(s->a, int, s->nv + 1);
 	size_t bytes = sizeof(int) * (size_t)s->nv;
 	for (int k = -1; k < (p ? p->n : 0); k++) {
@@ -721,7 +728,7 @@ static void dp_local(Search *s, int *choice)
 			continue;
 		memcpy(c, from, bytes);
 		/* mem: bytes over the fullest stage's cap (<= 0: every stage within) */
-		double mem = over_caps(s, c, cap, P, sm), step = mem <= 0 ? search_total(s, c) : INFINITY;
+		double mem = over_caps(s, c, cap, P, sm), step = mem <= 0 ? search_total_edgewise(s, c) : INFINITY;
 		for (bool moved = true; moved && work + round_work <= LOCAL_WORK;) {
 			moved = false;
 			for (int v = 0; v < s->nv; v++) {
@@ -732,7 +739,7 @@ static void dp_local(Search *s, int *choice)
 					if (cv == keep)
 						continue;
 					c[v] = cv;
-					double m = over_caps(s, c, cap, P, sm), t = m <= 0 ? search_total(s, c) : INFINITY;
+					double m = over_caps(s, c, cap, P, sm), t = m <= 0 ? search_total_edgewise(s, c) : INFINITY;
 					/* over the limit: fewer bytes; within: a faster plan that stays within */
 					if (isfinite(step) ? t < step : (isfinite(t) || m < mem))
 						keep = cv, mem = m, step = t, moved = true;

@@ -689,6 +689,24 @@ static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
 		VEC_PUSH(s->a, s->v[v].adj, s->v[v].nadj, s->v[v].capadj, id);
 }
 
+/* Each edge's share (SEdge.share): the edges from its (u, ui). */
+static void count_shares(Search *s)
+{
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		for (int k = 0; k < sv->nadj; k++) {
+			SEdge *e = &s->e[sv->adj[k]];
+			if (e->u != v)
+				continue;
+			e->share = 0;
+			for (int j = 0; j < sv->nadj; j++) {
+				const SEdge *o = &s->e[sv->adj[j]];
+				e->share += o->u == v && o->ui == e->ui;
+			}
+		}
+	}
+}
+
 static int opt_state_count(OptimizerKind k)
 {
 	switch (k) {
@@ -932,6 +950,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
 			             !n->ann.recompute || kept[n->out->id]);
 	}
+	count_shares(s);
 	return s;
 }
 
@@ -947,16 +966,25 @@ const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 }
 
 /* A tensor from one pipeline stage to another goes by send/recv, each
- * device its slice, and its gradient comes back the same way: in every
- * micro-batch, as explain's stage transfers (stage_transfers). */
-static double stage_transfer(const Search *s, const SEdge *e, const Layout *to)
+ * device its slice, and its gradient (grad: the layout it leaves the
+ * reader in, NULL: none) comes back the same way: in every micro-batch,
+ * as explain's stage transfers (stage_transfers). A value without a
+ * gradient (the labels, integers) goes one way only: priced both ways,
+ * llama.net's labels cost a send/recv more a micro-batch than compiled. */
+static double stage_transfer(const Search *s, const SEdge *e, const Layout *to, const Layout *grad)
 {
 	int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 	if (e->ui >= 0 || su < 0 || sv < 0 || su == sv || !to)
 		return 0;
 	double bytes = (double)shape_numel(&to->slice) * search_elem_size(s, e->dt);
 	double one = machine_latency(&s->m, MACHINE_SENDRECV) + bytes / machine_bandwidth(&s->m, MACHINE_SENDRECV);
-	return s->training ? 2 * one : one;
+	return s->training && grad && dtype_is_float(e->dt) ? 2 * one : one;
+}
+
+double search_stage_transfer(const Search *s, int ei, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	return stage_transfer(s, e, search_edge_to(s, e, cv), s->v[e->v].cl->c[cv].grad[e->vi]);
 }
 
 /* cost_edge by its layouts: the same (from, to, gradient, dtype) comes
@@ -1022,9 +1050,9 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 		                                             e->dt) & (s->capprice - 1)]);
 	const Layout *grad = vl->c[cv].grad[e->vi];
 	if (e->grad_once && grad && grad->partial) /* the way back once a step, in f32 (grad_summed_once) */
-		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to)) +
+		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to, grad)) +
 		       s->w_step * edge_price(s, from, from, grad, DT_F32);
-	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to));
+	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad));
 }
 
 double search_edge_forward(Search *s, int ei, int cu, int cv)
@@ -1034,7 +1062,7 @@ double search_edge_forward(Search *s, int ei, int cu, int cv)
 	if (cv + 1 < s->v[e->v].cl->n && s->capprice) /* as search_edge_cost */
 		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), NULL, e->dt) &
 		                             (s->capprice - 1)]);
-	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to));
+	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + search_stage_transfer(s, ei, cv)) / e->share;
 }
 
 /* A consumer that reads a producer's output in another layout reads a

@@ -75,6 +75,11 @@ typedef struct SEdge {
 	 * the micro-batches' f32 accumulation (passes/precision.c,
 	 * sum_after_casts): its way back is priced w_step, not w_micro */
 	bool grad_once;
+	/* the edges from the same (u, ui), this one included: readers of one
+	 * value in one layout share its conversion and its stage transfer
+	 * (search_total.c), so an edge is sure to pay only its 1 / share part
+	 * of them (search_edge_forward) */
+	int share;
 } SEdge;
 
 /* The plans dynamic_programming found at memory prices, kept across the
@@ -171,10 +176,16 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
-/* search_edge_cost without the gradient's way back: the redistribution
- * and the stage transfer alone, what search_total keeps of an edge
- * whatever its corrections take back (search_dp_bound, search_dp.c). */
+/* search_edge_cost without the gradient's way back, its redistribution
+ * and stage transfer divided by the edge's share: what search_total is
+ * sure to keep of an edge whatever its corrections take back (a copy or
+ * a transfer shared by k readers is paid once, >= each one's 1 / k of
+ * it; search_dp_bound, search_dp.c). */
 double search_edge_forward(Search *s, int e, int cu, int cv);
+/* Seconds per micro-batch (unweighted) of edge e's stage transfer under
+ * cv: its value sent to the reader's stage and, where it has a gradient,
+ * the gradient sent back; 0 within a stage. */
+double search_stage_transfer(const Search *s, int e, int cv);
 /* Bytes per device that edge e holds under cu, cv: the consumer's
  * converted copy of a producer's output, kept for the backward pass. */
 double search_edge_memory(const Search *s, int e, int cu, int cv);
@@ -188,6 +199,10 @@ double search_cand_param_grad(const Search *s, const Cand *c, int i);
  * work that those local costs count differently (passes/search_graph.c). */
 double search_local_total(Search *s, const int *choice);
 double search_total(Search *s, const int *choice);
+/* search_total with a copy or stage transfer that several readers share
+ * priced on each reader's edge, as the edge tables price it: for
+ * dynamic_programming's local changes (dp_local, search_dp.c). */
+double search_total_edgewise(Search *s, const int *choice);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */

@@ -228,6 +228,9 @@ typedef struct EdgeKey {
 	 * tables (one stood for the others: a recomputed layer's copies priced
 	 * as kept, a later stage's at the first stage's slots) */
 	int copies;
+	/* the forward tables' only (search_edge_forward): the edge's share,
+	 * which divides its price there; 0 in the cost tables */
+	int share;
 } EdgeKey;
 
 typedef struct EdgeMemo {
@@ -328,6 +331,7 @@ static double **tables(Search *s, bool forward)
 		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
 		key.copies = reader_copies(s, e);
+		key.share = forward ? e->share : 0;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);

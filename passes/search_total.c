@@ -108,24 +108,59 @@ double search_local_total(Search *s, const int *choice)
 	return t;
 }
 
-/* Whether edge ei takes a vocabulary-parallel loss's logits in the copy
- * its row_logsumexp read: the sharding pass converts a value once per
- * layout its readers need (convert in passes/sharding.c), and
- * row_logsumexp, inserted before the loss, reads the logits as the loss
- * does (passes/sharding_vocab.c); both edges price the conversion. Only a
- * laid-out program (explain's objective) has row_logsumexp vertices: the
- * searches price the pair in the loss's candidates (search_graph.c). */
-static bool vocab_copy_shared(const Search *s, int ei, const int *choice)
+/* Whether edge e's conversion is made again in the backward pass: a
+ * recomputed operator's copy converts its inputs once more there
+ * (mp_comm_recompute: passes/sharding.c), and a recomputed output is
+ * converted again for the backward readers, which read the copy, not
+ * the forward's converted value (reuse_forward_copies). */
+static bool converted_again(const Search *s, const SEdge *e)
+{
+	const Node *vn = s->v[e->v].n, *un = s->v[e->u].n;
+	return (vn->ann.recompute && vn->ann.mp_comm_recompute) || (e->ui < 0 && un->ann.recompute);
+}
+
+/* Whether an earlier edge from the same producer's value reads it in
+ * edge ei's layout: the sharding pass converts a value once per layout
+ * its readers need and they all read that copy (convert in
+ * passes/sharding.c), where every edge prices the conversion: q, k and v
+ * reading one layer norm's output alike (the 4-device tensor-parallel
+ * transformer of tests/e2e/test_megatron_bytes.sh was +10% over its
+ * compiled estimate), llama's gate and up its RMS norm's, a
+ * vocabulary-parallel loss and its row_logsumexp (passes/sharding_vocab.c;
+ * only a laid-out program, explain's, has such vertices) the logits.
+ * again: among the edges whose copy is made again for the backward pass
+ * (converted_again), on the reader's pipeline stage: those copies are
+ * shared alike, on a stage (convert: a backward copy is not shared with
+ * another chunk's, nor a forward one with a recomputed reader's). */
+static bool read_before(const Search *s, int ei, const int *choice, bool again)
 {
 	const SEdge *e = &s->e[ei];
-	if (e->ui >= 0 || e->vi != 0 || s->v[e->v].n->op != OP_SOFTMAX_CROSS_ENTROPY)
-		return false;
-	const Layout *to = search_edge_to(s, e, choice[e->v]);
 	const SVertex *u = &s->v[e->u];
-	for (int k = 0; k < u->nadj; k++) {
-		const SEdge *o = &s->e[u->adj[k]];
-		if (o != e && o->u == e->u && o->ui < 0 && s->v[o->v].n->op == OP_ROW_LSE &&
+	const Layout *to = search_edge_to(s, e, choice[e->v]);
+	for (int k = 0; k < u->nadj && e->share > 1; k++) {
+		int oi = u->adj[k];
+		const SEdge *o = &s->e[oi];
+		if (oi < ei && o->u == e->u && o->ui == e->ui &&
+		    (!again || (converted_again(s, o) && s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage)) &&
 		    cost_layout_same(search_edge_to(s, o, choice[o->v]), to))
+			return true;
+	}
+	return false;
+}
+
+/* Whether edge ei's stage transfer is made by an earlier edge: the
+ * program sends a value once per (value, reader stage)
+ * (codegen/pipeline_c.c; explain's stage_transfers), and its gradient
+ * back once, summed on the reader's stage. llama.net's residual stream
+ * read by the next stage's norm and add was sent twice by the edges. */
+static bool transfer_before(const Search *s, int ei)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *u = &s->v[e->u];
+	for (int k = 0; k < u->nadj && e->share > 1; k++) {
+		int oi = u->adj[k];
+		const SEdge *o = &s->e[oi];
+		if (oi < ei && o->u == e->u && o->ui == e->ui && s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage)
 			return true;
 	}
 	return false;
@@ -133,8 +168,10 @@ static bool vocab_copy_shared(const Search *s, int ei, const int *choice)
 
 /* The corrections below are to edges' costs, paid in every micro-batch
  * but for the ways back of parameters' gradients summed once a step
- * (SEdge.grad_once), whose corrections go to *once. */
-static double search_corrections(Search *s, const int *choice, double *once)
+ * (SEdge.grad_once), whose corrections go to *once. shared: the copies
+ * and stage transfers several readers share counted once (search_total),
+ * else on every edge (search_total_edgewise). */
+static double search_corrections(Search *s, const int *choice, bool shared, double *once)
 {
 	double t = 0;
 	*once = 0;
@@ -142,18 +179,14 @@ static double search_corrections(Search *s, const int *choice, double *once)
 		const SEdge *se = &s->e[e];
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
-		/* a recomputed operator's copy converts its inputs once more in
-		 * the backward pass (mp_comm_recompute: passes/sharding.c), and
-		 * a recomputed output is converted again for the backward
-		 * readers, which read the copy, not the forward's converted
-		 * value (reuse_forward_copies) */
-		const Node *vn = s->v[se->v].n, *un = s->v[se->u].n;
 		const Layout *to = search_edge_to(s, se, choice[se->v]);
-		bool again = (vn->ann.recompute && vn->ann.mp_comm_recompute) || (se->ui < 0 && un->ann.recompute);
-		if (s->training && again && from && to && !cost_layout_same(from, to))
-			t += cost_redist(s->rc, from, to, se->dt, NULL);
-		if (from && to && vocab_copy_shared(s, e, choice) && !cost_layout_same(from, to))
+		bool converts = from && to && !cost_layout_same(from, to);
+		if (shared && converts && read_before(s, e, choice, false))
 			t -= cost_redist(s->rc, from, to, se->dt, NULL);
+		if (s->training && converted_again(s, se) && converts && !read_before(s, e, choice, true))
+			t += cost_redist(s->rc, from, to, se->dt, NULL);
+		if (shared && transfer_before(s, e))
+			t -= search_stage_transfer(s, e, choice[se->v]);
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
 		bool step = se->grad_once && g && g->partial; /* as search_edge_cost prices it */
@@ -192,7 +225,13 @@ static double bucket_wait(Search *s, const int *choice)
 
 double search_total(Search *s, const int *choice)
 {
-	double once, micro = search_corrections(s, choice, &once);
+	double once, micro = search_corrections(s, choice, true, &once);
+	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + bucket_wait(s, choice);
+}
+
+double search_total_edgewise(Search *s, const int *choice)
+{
+	double once, micro = search_corrections(s, choice, false, &once);
 	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + bucket_wait(s, choice);
 }
 
@@ -206,8 +245,10 @@ double search_total(Search *s, const int *choice)
  *    + stage transfer), each >= 0 (g weighs w_step instead where a
  *    parameter's gradient is summed once a step), and its correction
  *    takes back at most that way back, at its weight (grad_shared: -g;
- *    delivered: -g + another >= 0) and
- *    adds the recomputed conversion (>= 0): edge + correction >= 0;
+ *    delivered: -g + another >= 0), its own conversion and stage
+ *    transfer where an earlier edge pays them (read_before,
+ *    transfer_before) and adds the recomputed conversion (>= 0):
+ *    edge + correction >= 0;
  *  - shared_input_conversions takes back one conversion for each later
  *    reader of a graph input in a layout seen before, the conversion that
  *    reader's unary holds (the same input layout, the same target);
