@@ -731,14 +731,6 @@ int64_t cost_rounds(int kind, int64_t g)
 	return kind == RS_ALLREDUCE ? 2 * (g - 1) : g - 1;
 }
 
-double cost_allreduce(const Machine *m, int64_t bytes, int64_t g)
-{
-	if (g <= 1)
-		return 0;
-	return machine_latency(m, RS_ALLREDUCE) * (double)cost_rounds(RS_ALLREDUCE, g) +
-	       (double)bytes / machine_bandwidth(m, RS_ALLREDUCE);
-}
-
 /* ---- topology: which links a group spans ---------------------------------------- */
 
 /* The part of a grid axis of d devices s ranks apart that lies within
@@ -787,30 +779,86 @@ bool cost_same_node(const Machine *m, int64_t dist)
 	return nn ? dist % nn == 0 : dist < D;
 }
 
+/* One collective over g ranks of one kind of link (a seconds a message,
+ * b bytes/s a rank sends), B the bytes per rank (an all-gather's: the
+ * gathered buffer, g contributions): the cheaper of the ring (the model
+ * netc calibrate fits, docs/calibration.md) and the algorithm with log2 g
+ * rounds that MPI libraries run for short messages (Thakur, Rabenseifner
+ * and Gropp, "Optimization of Collective Communication Operations in
+ * MPICH", IJHPCA 2005; Open MPI's tuned component picks the same):
+ *   all-reduce      ring 2(g-1) a + 2(g-1)/g B/b;  recursive doubling
+ *                   lg p (a + B/b), p = g a power of two, else
+ *                   (floor(lg g) + 2)(a + B/b): the ranks past the power of
+ *                   two hand their data to a partner first and get the
+ *                   result back last
+ *   reduce-scatter  ring (g-1) a + (g-1)/g B/b;  recursive halving
+ *                   lg g a + (g-1)/g B/b (g a power of two; else MPICH's
+ *                   pairwise exchange, the ring's price)
+ *   all-gather      ring (g-1) a + (g-1)/g B/b;  Bruck ceil(lg g) a +
+ *                   (g-1)/g B/b (recursive doubling's price, any g)
+ *   all-to-all      the ring's (g-1) a + (g-1)/g B/b
+ * A 15-byte all-reduce over 4096 ranks is 12 rounds, not 8190. The log
+ * forms send no more bytes than the ring except recursive doubling's
+ * all-reduce, lg g B, which loses to the ring past a few kB. Rabenseifner's
+ * all-reduce and NCCL's double binary tree are left out: at equal figures
+ * they would beat the ring at sizes where libraries keep it (contention on
+ * the long hops; NCCL's tuning model gives its tree half the ring's bus
+ * bandwidth), so the ring stands for long messages. `fitted`: the figures
+ * are the kind's own, fitted to the ring by netc calibrate, which price
+ * the ring alone (what was measured). */
+static double level_time(int kind, double B, int64_t g, double a, double b, bool fitted, double *lat)
+{
+	double f = (double)(g - 1) / (double)g, bytes = kind == RS_ALLREDUCE ? 2 * f * B : f * B;
+	*lat = a * (double)cost_rounds(kind, g);
+	if (g <= 1)
+		return *lat = 0;
+	double t = *lat + bytes / b;
+	if (fitted || kind == RS_ALLTOALL)
+		return t;
+	int lg = 0; /* floor(lg g) */
+	while ((int64_t)2 << lg <= g)
+		lg++;
+	bool pow2 = (int64_t)1 << lg == g;
+	double steps = kind == RS_ALLREDUCE      ? lg + (pow2 ? 0 : 2)
+	             : kind == RS_REDUCE_SCATTER ? (pow2 ? lg : INFINITY)
+	                                         : lg + !pow2; /* Bruck: ceil(lg g) */
+	double log_t = kind == RS_ALLREDUCE ? steps * (a + B / b) : steps * a + bytes / b;
+	if (log_t < t)
+		t = log_t, *lat = steps * a;
+	return t;
+}
+
 /* A group spanning g_out = g / g_in nodes, hierarchically: inside each
  * node, then between the g_in parallel groups of one device per node
- * (each device on its own NIC), then inside again. B: bytes per device
- * before the collective (all-gather: its contribution). */
-static double hier_time(int kind, double B, int64_t g_in, int64_t g_out, double ai, double bi, double ae,
-                        double be, double *lat)
+ * (each device on its own NIC), then inside again, each level the cheaper
+ * algorithm for its size (level_time). B: bytes per device before the
+ * collective (all-gather: its contribution). */
+static double hier_time(int kind, double B, int64_t g_in, int64_t g_out, double ai, double bi, bool fi, double ae,
+                        double be, bool fe, double *lat)
 {
-	double fi = (double)(g_in - 1) / (double)g_in, fo = (double)(g_out - 1) / (double)g_out;
+	double l1, l2, l3 = 0, t;
 	switch (kind) {
 	case RS_ALLREDUCE: /* reduce-scatter in the node, all-reduce of B/g_in across, all-gather in the node */
-		*lat = 2 * ai * (double)(g_in - 1) + 2 * ae * (double)(g_out - 1);
-		return *lat + 2 * fi * B / bi + 2 * fo * B / (double)g_in / be;
+		t = level_time(RS_REDUCE_SCATTER, B, g_in, ai, bi, fi, &l1) +
+		    level_time(RS_ALLREDUCE, B / (double)g_in, g_out, ae, be, fe, &l2) +
+		    level_time(RS_ALLGATHER, B, g_in, ai, bi, fi, &l3);
+		break;
 	case RS_REDUCE_SCATTER: /* in the node, then B/g_in across */
-		*lat = ai * (double)(g_in - 1) + ae * (double)(g_out - 1);
-		return *lat + fi * B / bi + fo * B / (double)g_in / be;
-	case RS_ALLGATHER: /* across (g_out - 1 blocks of B), then in the node (g_out blocks each) */
-		*lat = ae * (double)(g_out - 1) + ai * (double)(g_in - 1);
-		return *lat + (double)(g_out - 1) * B / be + (double)(g_in - 1) * (double)g_out * B / bi;
+		t = level_time(RS_REDUCE_SCATTER, B, g_in, ai, bi, fi, &l1) +
+		    level_time(RS_REDUCE_SCATTER, B / (double)g_in, g_out, ae, be, fe, &l2);
+		break;
+	case RS_ALLGATHER: /* across (g_out blocks of B gathered), then in the node (g_out blocks each) */
+		t = level_time(RS_ALLGATHER, B * (double)g_out, g_out, ae, be, fe, &l1) +
+		    level_time(RS_ALLGATHER, B * (double)(g_in * g_out), g_in, ai, bi, fi, &l2);
+		break;
 	case RS_ALLTOALL: /* the blocks for the own node over NVLink, the rest over the NIC */
 		*lat = ai * (double)(g_in - 1) + ae * (double)(g_out - 1);
 		return *lat + (double)(g_in - 1) / (double)(g_in * g_out) * B / bi +
 		       (double)(g_in * g_out - g_in) / (double)(g_in * g_out) * B / be;
 	default: *lat = 0; return INFINITY;
 	}
+	*lat = l1 + l2 + l3;
+	return t;
 }
 
 /* A broadcast of B bytes to g ranks at a rounds' latency a and b bytes/s:
@@ -833,7 +881,6 @@ double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t 
 	bool p2p = kind == MACHINE_SENDRECV;
 	if (g > 1 || p2p) {
 		const Topology *tp = &m->topo;
-		int64_t rounds = p2p ? 1 : cost_rounds(kind, g);
 		bool topo = tp->devices_per_node > 0; /* without it every group is one node's, at the per-kind figures */
 		double ai = topo && tp->intra_latency >= 0 ? tp->intra_latency : machine_latency(m, fig);
 		double bi = topo && tp->intra_bandwidth > 0 ? tp->intra_bandwidth : machine_bandwidth(m, fig);
@@ -852,21 +899,31 @@ double cost_coll_time(const Machine *m, int kind, int fig, double sent, int64_t 
 				if (two < t)
 					t = two, la = l1 + l2;
 			}
-		} else if (!topo || g_in >= g) {
-			la = ai * (double)rounds;
-			t = la + sent / bi;
+		} else if (p2p) {
+			bool across = topo && g_in < g;
+			double a = across && tp->inter_latency >= 0 ? tp->inter_latency : across ? machine_latency(m, fig) : ai;
+			double b = across && tp->inter_bandwidth > 0 ? tp->inter_bandwidth : across ? machine_bandwidth(m, fig) : bi;
+			la = a, t = a + sent / b;
 		} else {
-			double ae = tp->inter_latency >= 0 ? tp->inter_latency : machine_latency(m, fig);
-			double be = tp->inter_bandwidth > 0 ? tp->inter_bandwidth : machine_bandwidth(m, fig);
-			/* one flat ring: every round waits for its inter-node hop */
-			la = ae * (double)rounds;
-			t = la + sent / be;
+			/* netc calibrate's figures for this kind price the ring they were fitted to */
+			bool fit = fig >= 0 && fig < MACHINE_COLL_KINDS && m->coll_latency[fig] >= 0;
+			bool fi = fit && !(topo && tp->intra_latency >= 0), fe = fit && tp->inter_latency < 0;
+			/* B: bytes per device before the collective (all-gather: its contribution) */
 			double B = kind == RS_ALLREDUCE ? sent * (double)g / (2.0 * (double)(g - 1))
 			         : kind == RS_ALLGATHER ? sent / (double)(g - 1)
 			                                : sent * (double)g / (double)(g - 1);
-			double hl = 0, ht = p2p ? INFINITY : hier_time(kind, B, g_in, g / g_in, ai, bi, ae, be, &hl);
-			if (ht < t)
-				t = ht, la = hl;
+			double gathered = kind == RS_ALLGATHER ? B * (double)g : B; /* level_time's B */
+			if (!topo || g_in >= g) {
+				t = level_time(kind, gathered, g, ai, bi, fi, &la);
+			} else {
+				double ae = tp->inter_latency >= 0 ? tp->inter_latency : machine_latency(m, fig);
+				double be = tp->inter_bandwidth > 0 ? tp->inter_bandwidth : machine_bandwidth(m, fig);
+				/* flat: every round waits for its inter-node hop */
+				t = level_time(kind, gathered, g, ae, be, fe, &la);
+				double hl = 0, ht = hier_time(kind, B, g_in, g / g_in, ai, bi, fi, ae, be, fe, &hl);
+				if (ht < t)
+					t = ht, la = hl;
+			}
 		}
 		la += m->coll_overhead, t += m->coll_overhead; /* every rank scheduled again after its compute */
 	}

@@ -9,7 +9,9 @@
  *   communication  the redistributions its inputs need from their
  *                  producers' layouts, with redist_plan's ring bytes:
  *                  time = latency * rounds + send_bytes / bandwidth
- *                  (rounds: AllReduce 2(g-1), the others g-1); when
+ *                  (rounds: AllReduce 2(g-1), the others g-1) for a
+ *                  ring, or MPI's log2 g rounds where cheaper (cost.c's
+ *                  level_time); when
  *                  training plus the gradient's way back, from the
  *                  consumer's input layout (a partial sum over the
  *                  consumer's axes that do not split it) to the
@@ -183,7 +185,9 @@ double machine_bandwidth(const Machine *m, int kind);
 int64_t cost_group_in_node(const Machine *m, const Layout *l, unsigned axes);
 /* Seconds of one collective call (RedistKind, or MACHINE_SENDRECV)
  * sending `sent` bytes per device (the ring counts of redist_plan) in a
- * group of g devices, g_in of them in each node, plus m->coll_overhead;
+ * group of g devices, g_in of them in each node, plus m->coll_overhead:
+ * each level (in a node, across nodes) the cheaper of the ring and MPI's
+ * log2 g rounds, a ring alone at a kind's own (calibrated) figures;
  * `fig` picks the per-kind figures (kind, or MACHINE_IALLREDUCE for a
  * fused bucket). *lat (may be NULL) gets the latency part, the overhead
  * with it. A non-blocking call waits where the program waits for it: a
@@ -236,8 +240,6 @@ double cost_compute(const Machine *m, const Node *n, const ShardResult *r, bool 
 
 /* Ring rounds of one collective in a group of g devices. */
 int64_t cost_rounds(int kind, int64_t g);
-/* Seconds of an AllReduce of `bytes` (per device) in groups of g. */
-double cost_allreduce(const Machine *m, int64_t bytes, int64_t g);
 /* The axes of r.in[i]'s grid that n uses but that do not split input i:
  * the gradient of input i comes out of n's backward as a partial sum
  * over them. */

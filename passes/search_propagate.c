@@ -132,20 +132,66 @@ static double least_against(Search *s, Ahead *ah, int ei, int v, int c)
  * (before, the unary only broke ties). */
 /* ah NULL: the pricing before the star (decided neighbours only, the
  * unary breaking ties), which search_propagate also runs. */
+/* For an undecided neighbour o of v across edge ei: what each of o's
+ * candidates pays against o's other decided neighbours (its edges to
+ * them), into x[] (o's candidates); false when o has none, where the
+ * edge alone is looked at (least_against). */
+static bool neighbour_against(Search *s, int ei, int v, int o, const int *choice, const bool *done, double *x)
+{
+	const SVertex *so = &s->v[o];
+	bool any = false;
+	for (int k = 0; k < so->cl->n; k++)
+		x[k] = 0;
+	for (int j = 0; j < so->nadj; j++) {
+		int ej = so->adj[j], p = other_end(&s->e[ej], o);
+		if (ej == ei || p == o || p == v || !done[p])
+			continue;
+		any = true;
+		for (int k = 0; k < so->cl->n; k++)
+			x[k] += edge_against(s, ej, o, k, choice);
+	}
+	return any;
+}
+
 static void decide(Search *s, Ahead *ah, int v, int *choice, const bool *done)
 {
 	SVertex *sv = &s->v[v];
 	int best = 0;
 	double bc = INFINITY, bu = INFINITY;
+	/* an undecided neighbour with decided neighbours of its own meets v
+	 * at the candidate least over both: the edge to v and its edges to
+	 * them (a ring prices a reduce-scatter over 8 above one over 2 then
+	 * 4; in log2 g rounds they tie, and the MLP's output took the 8-way
+	 * column split that the residual add beside it, its rows split,
+	 * gathered back over 8 in every layer: 1.064 x the hand plan at 64
+	 * devices, tests/e2e/test_search_plans.sh) */
+	double **two = ah ? ARENA_NEWN(s->a, double *, sv->nadj + 1) : NULL;
+	for (int k = 0; two && k < sv->nadj; k++) {
+		int ei = sv->adj[k], o = other_end(&s->e[ei], v);
+		if (o == v || done[o])
+			continue;
+		two[k] = ARENA_NEWN(s->a, double, s->v[o].cl->n + 1);
+		if (!neighbour_against(s, ei, v, o, choice, done, two[k]))
+			two[k] = NULL;
+	}
 	for (int c = 0; c < sv->cl->n; c++) {
 		double comm = 0;
 		for (int k = 0; k < sv->nadj && comm <= bc; k++) {
 			int ei = sv->adj[k];
 			int o = other_end(&s->e[ei], v);
-			if (o == v || done[o])
+			if (o == v || done[o]) {
 				comm += edge_against(s, ei, v, c, choice);
-			else if (ah)
+			} else if (two && two[k]) {
+				const SEdge *e = &s->e[ei];
+				double least = INFINITY;
+				for (int q = 0; q < s->v[o].cl->n; q++) {
+					double x = (e->u == v ? search_edge_cost(s, ei, c, q) : search_edge_cost(s, ei, q, c)) + two[k][q];
+					least = x < least ? x : least;
+				}
+				comm += least;
+			} else if (ah) {
 				comm += least_against(s, ah, ei, v, c);
+			}
 		}
 		double u = sv->unary[c];
 		if (ah)

@@ -146,8 +146,12 @@ out=$("$NETC" explain tests/e2e/pipeline/deep.net --schedule 2>&1 | head -n 1)
 [ "$out" = "pipeline: 2 stages x 2 devices, 1f1b, 4 micro-batches per step, the model in 2 chunks (1 per stage)" ] &&
 	ok "--schedule: micro-batches, as the picture" || bad "--schedule: '$out'"
 
-# the schedule's picture has a time axis and a legend
-if "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg" >/dev/null 2>&1 &&
+# the schedule's picture has a time axis and a legend; its widths follow
+# the passes' predicted costs (with the ring's figures: on the defaults
+# deep.net's small collectives take one round each, every pass one
+# latency, all of a width)
+ring=allreduce.latency=5e-6,allgather.latency=5e-6,reduce_scatter.latency=5e-6
+if "$NETC" explain tests/e2e/pipeline/deep.net --cost "$ring" --schedule -o "$work/s.svg" >/dev/null 2>&1 &&
 	grep -q '>time</text>' "$work/s.svg" && grep -q '>Fk: forward of micro-batch k</text>' "$work/s.svg" &&
 	grep -q '>Bk: its backward</text>' "$work/s.svg" && grep -q '>widths: each pass.s predicted time' "$work/s.svg" &&
 	[ "$(grep -c '<rect' "$work/s.svg")" -eq 18 ] &&

@@ -90,7 +90,6 @@ Test(cost, flops_and_rounds)
 	cr_expect_eq(cost_rounds(2 /* RS_ALLGATHER */, 8), 7);
 	Machine m;
 	machine_defaults(&m);
-	cr_expect(fabs(cost_allreduce(&m, 1000, 4) - (6 * 5e-6 + 1000 / 100e9)) < 1e-15);
 	/* data parallel matmul on 4: compute / 4, the weight's gradient all-reduced over 4 */
 	ShardCtx cx = {.arena = &a, .device_num = 4};
 	Strategy s = strategy_data_parallel(&a, mm, 4);
