@@ -307,10 +307,14 @@ static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
+	c->bucket_head = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call, s->real_size) : 0;
+		if (s->training && s->grad_call == GRAD_IN_BUCKET)
+			c->bucket_head = fmax(c->bucket_head, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_BUCKET_WAITED,
+			                                                       s->real_size) - c->param_grad[i]);
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across
@@ -774,9 +778,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	                   .nstages = g->nstages};
 	s->training = training;
-	/* the gradient all-reduces pass_fusion packs into buckets, priced so
-	 * where explain prices them so (a calibrated machine) */
-	s->grad_call = training && machine_calibrated(&s->m) && g->par.comm_fusion_openstate && g->nstages <= 1 &&
+	/* the gradient all-reduces pass_fusion packs into buckets (under the
+	 * conditions it packs them, passes/fusion.c): one collective a bucket
+	 * on any machine, as explain's fused_member prices it */
+	s->grad_call = training && g->par.comm_fusion_openstate && g->nstages <= 1 &&
 	                               g->nmicro <= 1 && g->par.parallel_mode != PM_HYBRID_PARALLEL
 	                       ? GRAD_IN_BUCKET
 	                       : GRAD_CALL;

@@ -45,6 +45,10 @@ typedef struct Cand {
 	 * interned (cost_intern keeps the class, not the grid): */
 	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
 	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted */
+	double bucket_head;            /* under grad_call GRAD_IN_BUCKET, the most any input's gradient adds as a
+	                                * bucket's first member (GRAD_BUCKET_WAITED) over param_grad: its latency
+	                                * and wait (search_total's bucket_wait); else 0. Computed here, with r,
+	                                * because the interned layouts lose the grid that prices it */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -183,6 +187,9 @@ double search_cand_param_grad(const Search *s, const Cand *c, int i);
  * work that those local costs count differently (passes/search_graph.c). */
 double search_local_total(Search *s, const int *choice);
 double search_total(Search *s, const int *choice);
+/* The part of search_total no vertex's cost holds: under grad_call
+ * GRAD_IN_BUCKET, the fusion bucket's latency and wait, once a step. */
+double search_bucket_wait(const Search *s, const int *choice);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */

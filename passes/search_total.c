@@ -170,23 +170,17 @@ static double search_corrections(Search *s, const int *choice)
  * before the update (explain's fused_member) once a step: the dearest
  * gradient's as a bucket's first member, a bucket for all (the default
  * 64 MB holds a small model's gradients). */
-static double bucket_wait(Search *s, const int *choice)
+double search_bucket_wait(const Search *s, const int *choice)
 {
 	double head = 0;
-	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
-		const Cand *cd = &s->v[v].cl->c[choice[v]];
-		for (int i = 0; i < s->v[v].n->nin && i < SHARD_MAX_INPUTS; i++) {
-			double h = cost_param_grad(&s->m, s->v[v].n, &cd->r, i, NULL, GRAD_BUCKET_WAITED, s->real_size) -
-			           cd->param_grad[i];
-			head = h > head ? h : head;
-		}
-	}
+	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++)
+		head = fmax(head, s->v[v].cl->c[choice[v]].bucket_head);
 	return s->w_step * head;
 }
 
 double search_total(Search *s, const int *choice)
 {
-	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + bucket_wait(s, choice);
+	return search_local_total(s, choice) + s->w_micro * search_corrections(s, choice) + search_bucket_wait(s, choice);
 }
 
 /* A lower bound of search_total over every choice, without an edge table
@@ -202,7 +196,7 @@ double search_total(Search *s, const int *choice)
  *  - shared_input_conversions takes back one conversion for each later
  *    reader of a graph input in a layout seen before, the conversion that
  *    reader's unary holds (the same input layout, the same target);
- *  - bucket_wait >= 0.
+ *  - search_bucket_wait >= 0.
  * The recompute and memory-limited compilations of the same stages and
  * micro-batches have the same candidates and work (neither depends on
  * recompute marks or memory_limit), so it bounds their plans too. */

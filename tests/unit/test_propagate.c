@@ -75,8 +75,9 @@ Test(propagate, vocab_split_loss_priced_as_compiled, .timeout = 120)
 			best = fmin(best, p.step);
 			sp = p.step;
 		}
-		/* K = 2: 7.001e-5 s (dynamic_programming and sharding_propagation;
-		 * recursive_programming 9.002e-5); K = 4: 1.25e-4 s in every mode.
+		/* K = 2: 7.001e-5 s in every mode (recursive_programming 9.002e-5
+		 * before gradients' fusion buckets were priced on the built-in
+		 * machine, search.c's bucket_again); K = 4: 1.25e-4 s in every mode.
 		 * Before merge a97ea40 sharding_propagation found 6.501e-5 and
 		 * 1.15e-4 (at K = 2 the first matmul column-split 2 ways, its
 		 * input gathered): written as .shard, the searches now price it
