@@ -301,6 +301,23 @@ static bool no_grad_input(const Node *n, int i)
 	return (n->op == OP_SOFTMAX_CROSS_ENTROPY && i == 2) || n->op == OP_ROW_LSE;
 }
 
+/* Whether input i of n is a .target(cpu) lookup's table: pass_placement
+ * (after the search) keeps it on the host, where its gradient is
+ * all-reduced by MPI in a call of its own, outside the fusion buckets
+ * (pass_fusion's fusible). */
+static bool host_table(const Node *n, int i)
+{
+	return n->op == OP_EMBEDDING && i == 0 && n->ann.target_cpu && n->in[0] != n->in[1];
+}
+
+/* How input i's gradient reduction runs: pass_fusion leaves out a host
+ * table's and a gradient not f32, each its own call. */
+static GradCall grad_call_of(const Search *s, const Node *n, int i)
+{
+	bool alone = host_table(n, i) || n->in[i]->dtype != DT_F32;
+	return s->grad_call == GRAD_IN_BUCKET && alone ? GRAD_CALL : s->grad_call;
+}
+
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
@@ -311,8 +328,9 @@ static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
-		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call, s->real_size) : 0;
-		if (s->training && s->grad_call == GRAD_IN_BUCKET)
+		GradCall call = grad_call_of(s, n, i);
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
+		if (s->training && call == GRAD_IN_BUCKET)
 			c->bucket_head = fmax(c->bucket_head, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_BUCKET_WAITED,
 			                                                       s->real_size) - c->param_grad[i]);
 	}

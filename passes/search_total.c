@@ -12,13 +12,22 @@
 /* Whether edge ei's gradient, a partial sum, is summed with that of an
  * earlier edge from the same producer laid out alike: the sharding pass
  * adds such partial sums before reducing them (add_partials in
- * passes/sharding.c), so the way back is paid once. */
+ * passes/sharding.c), so the way back is paid once. Likewise a parameter
+ * read again (an edge from its first reader's input): summed with the
+ * first reader's gradient laid out alike, it is reduced once, in the
+ * first reader's param_grad (tests/e2e/models/hetero.net's table, looked
+ * up twice: its all-reduce was priced twice). */
 static bool grad_shared(Search *s, int ei, const int *choice)
 {
 	const SEdge *e = &s->e[ei];
 	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
 	if (!g || !g->partial)
 		return false;
+	if (e->ui >= 0 && s->v[e->u].n->in[e->ui]->kind == VK_PARAM) {
+		const Layout *first = s->v[e->u].cl->c[choice[e->u]].grad[e->ui];
+		if (first && layout_equiv(g, first))
+			return true;
+	}
 	for (int k = 0; k < ei; k++) {
 		const SEdge *o = &s->e[k];
 		const Layout *h = s->v[o->v].cl->c[choice[o->v]].grad[o->vi];
