@@ -339,6 +339,8 @@ static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	 * candidates (at 4096 devices, most of 256 candidates' input
 	 * layouts fall into a few classes). Kept for a user's strategy, so
 	 * messages show its own layouts. */
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
+		c->own_in[i] = c->r.in[i];
 	if (!intern)
 		return;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
@@ -760,7 +762,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
 		} else if (inl[i]) {
-			t += cost_redist(s->rc, inl[i], cd->r.in[i], x->dtype, NULL);
+			t += cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
 		}
 	}
 	/* a loss left as a partial sum is reduced once per step (the

@@ -44,6 +44,10 @@ typedef struct Cand {
 	/* per input (SHARD_MAX_INPUTS), computed before r's layouts are
 	 * interned (cost_intern keeps the class, not the grid): */
 	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
+	const Layout *own_in[16];      /* r.in before interning: a graph input's conversion is planned into it, on
+	                                * the candidate's own grid (its class's representative may sit on another,
+	                                * where the plan differs: a batch split 8 ways gathered whole is one 8-way
+	                                * all-gather, 7 rounds, on [8]; 4 then 2 ways, 3 + 1 rounds, on [4, 2]) */
 	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted */
 	double bucket_head;            /* under grad_call GRAD_IN_BUCKET, the most any input's gradient adds as a
 	                                * bucket's first member (GRAD_BUCKET_WAITED) over param_grad: its latency

@@ -98,7 +98,7 @@ static double shared_input_conversions(Search *s, const int *choice)
 				for (int q = 0; q < nseen && !again; q++)
 					again = layout_equiv(seen[q], need);
 				if (again)
-					saved += cost_redist(s->rc, in, need, x->dtype, NULL);
+					saved += cost_redist(s->rc, in, cd->own_in[j], x->dtype, NULL);
 				else if (nseen < 64)
 					seen[nseen++] = need;
 			}
