@@ -150,9 +150,10 @@ static bool rs_waits(const Graph *g, const FusionPlan *fp, const Bucket *b)
 	return false;
 }
 
-/* With a calibrated machine a gradient all-reduce packed into a fusion
- * bucket is priced as the program runs it (cost_grad_coll, as the
- * search prices it): its bytes at the bucket's kind's bandwidth here, the
+/* A gradient all-reduce packed into a fusion bucket is priced as the
+ * program runs it, on any machine: one collective a bucket
+ * (cost_grad_coll, as the search prices it, search_graph.c's grad_call):
+ * its bytes at the bucket's kind's bandwidth here, the
  * latency once per bucket (the first member adds it). The program waits
  * for the buckets before the update, and MPI progresses them mostly in
  * that wait, so they are not taken as overlapped with the backward pass.
@@ -163,7 +164,7 @@ static bool rs_waits(const Graph *g, const FusionPlan *fp, const Bucket *b)
 static bool fused_member(Compilation *c, const Machine *m, const Node *n, ExplainTotals *t)
 {
 	int64_t off;
-	const Bucket *b = machine_calibrated(m) && c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
+	const Bucket *b = c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
 	if (!b)
 		return false;
 	const Bucket *first = c->fusion->b;
@@ -553,14 +554,6 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			int count = 0;
 			for (int k = 0; k < n->attr.plan->n; k++) /* a slice is local: no collective */
 				count += n->attr.plan->steps[k].kind != RS_SLICE;
-			/* a bucket is one collective, as --comm-stats counts it; without a
-			 * calibrated machine its members keep their own prices, as the
-			 * search's objective, which explain is compared with, prices them
-			 * there (search_graph.c: grad_call) */
-			int64_t off;
-			const Bucket *bk = c->fusion ? fusion_bucket_of(c->fusion, n, &off) : NULL;
-			if (bk)
-				count = bk->members[0] == n;
 			t->comm += s;
 			t->ncomm += count;
 			add_comm(t, n, s, plan_bytes(n->attr.plan), count);

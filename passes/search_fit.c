@@ -239,12 +239,18 @@ static void learn_stages(const Compilation *c, const int64_t *stage, int n, doub
 		return;
 	}
 	double was = c->search_mem_factor > 0 ? c->search_mem_factor : 1;
-	for (int st = 0; st < n; st++) {
-		double est = c->search_stage_mem[st], had = u->stage_factor ? u->stage_factor[st] : was;
-		double want = est > 0 ? (double)stage[st] / est * SEARCH_FIT_SCALE_MARGIN : had;
-		sf[st] = stage[st] > limit && !c->search_over ? fmax(had * 1.05, want) : fmax(had, want);
-	}
+	search_fit_stage_factors(c->search_stage_mem, stage, n, limit, c->search_over, u->stage_factor, was, sf);
 	u->stage_factor = sf, u->nstage_factor = n;
+}
+
+void search_fit_stage_factors(const double *est, const int64_t *stage, int n, double limit, bool over,
+                              const double *had, double was, double *sf)
+{
+	for (int st = 0; st < n; st++) {
+		double h = had ? had[st] : was;
+		double want = est[st] > 0 ? (double)stage[st] / est[st] * SEARCH_FIT_SCALE_MARGIN : h;
+		sf[st] = stage[st] > limit && !over ? fmax(h * 1.05, want) : fmax(h, want);
+	}
 }
 
 /* While the compiled plan in c is over the limit, compiles again with the

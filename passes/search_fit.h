@@ -35,6 +35,17 @@ typedef struct MemoryFit {
  * that fits; false after reporting that none does. */
 bool search_fit_memory(Compilation *c, const MemoryFit *f);
 
+/* Each pipeline stage's memory factor for the fit's next search (its
+ * per-stage prices, search_dp.c dp_stages), into sf[0 .. n): stage st's
+ * compiled bytes stage[st] over the search's estimate est[st], times
+ * SEARCH_FIT_SCALE_MARGIN, no less than the factor it had (had[st]; had
+ * NULL: `was`, the one factor, for every stage); a stage over the limit
+ * at least 5% more than it had, unless the search's least plan was over
+ * by its own estimate (over). Each stage its own ratio: the largest
+ * stage's for all shrank every stage's budget (learn_stages). */
+void search_fit_stage_factors(const double *est, const int64_t *stage, int n, double limit, bool over,
+                              const double *had, double was, double *sf);
+
 /* The outer search's stopping rule (pipeline_stages or micro_size =
  * auto): a plan whose step is bounded from below by `bound` need not be
  * compiled once the best step that fits so far is `best` (< 0: none

@@ -301,22 +301,46 @@ static bool no_grad_input(const Node *n, int i)
 	return (n->op == OP_SOFTMAX_CROSS_ENTROPY && i == 2) || n->op == OP_ROW_LSE;
 }
 
+/* Whether input i of n is a .target(cpu) lookup's table: pass_placement
+ * (after the search) keeps it on the host, where its gradient is
+ * all-reduced by MPI in a call of its own, outside the fusion buckets
+ * (pass_fusion's fusible). */
+static bool host_table(const Node *n, int i)
+{
+	return n->op == OP_EMBEDDING && i == 0 && n->ann.target_cpu && n->in[0] != n->in[1];
+}
+
+/* How input i's gradient reduction runs: pass_fusion leaves out a host
+ * table's and a gradient not f32, each its own call. */
+static GradCall grad_call_of(const Search *s, const Node *n, int i)
+{
+	bool alone = host_table(n, i) || n->in[i]->dtype != DT_F32;
+	return s->grad_call == GRAD_IN_BUCKET && alone ? GRAD_CALL : s->grad_call;
+}
+
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
 	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
+	c->bucket_head = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
-		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, s->grad_call, s->real_size) : 0;
+		GradCall call = grad_call_of(s, n, i);
+		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
+		if (s->training && call == GRAD_IN_BUCKET)
+			c->bucket_head = fmax(c->bucket_head, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_BUCKET_WAITED,
+			                                                       s->real_size) - c->param_grad[i]);
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across
 	 * candidates (at 4096 devices, most of 256 candidates' input
 	 * layouts fall into a few classes). Kept for a user's strategy, so
 	 * messages show its own layouts. */
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
+		c->own_in[i] = c->r.in[i];
 	if (!intern)
 		return;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
@@ -784,7 +808,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
 		} else if (inl[i]) {
-			t += cost_redist(s->rc, inl[i], cd->r.in[i], x->dtype, NULL);
+			t += cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
 		}
 	}
 	/* a loss left as a partial sum is reduced once per step (the
@@ -820,9 +844,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	                   .nstages = g->nstages};
 	s->training = training;
-	/* the gradient all-reduces pass_fusion packs into buckets, priced so
-	 * where explain prices them so (a calibrated machine) */
-	s->grad_call = training && machine_calibrated(&s->m) && g->par.comm_fusion_openstate && g->nstages <= 1 &&
+	/* the gradient all-reduces pass_fusion packs into buckets (under the
+	 * conditions it packs them, passes/fusion.c): one collective a bucket
+	 * on any machine, as explain's fused_member prices it */
+	s->grad_call = training && g->par.comm_fusion_openstate && g->nstages <= 1 &&
 	                               g->nmicro <= 1 && g->par.parallel_mode != PM_HYBRID_PARALLEL
 	                       ? GRAD_IN_BUCKET
 	                       : GRAD_CALL;

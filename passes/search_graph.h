@@ -44,7 +44,15 @@ typedef struct Cand {
 	/* per input (SHARD_MAX_INPUTS), computed before r's layouts are
 	 * interned (cost_intern keeps the class, not the grid): */
 	const Layout *grad[16];        /* the layout its gradient leaves the operator in (cost_edge) */
+	const Layout *own_in[16];      /* r.in before interning: a graph input's conversion is planned into it, on
+	                                * the candidate's own grid (its class's representative may sit on another,
+	                                * where the plan differs: a batch split 8 ways gathered whole is one 8-way
+	                                * all-gather, 7 rounds, on [8]; 4 then 2 ways, 3 + 1 rounds, on [4, 2]) */
 	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted */
+	double bucket_head;            /* under grad_call GRAD_IN_BUCKET, the most any input's gradient adds as a
+	                                * bucket's first member (GRAD_BUCKET_WAITED) over param_grad: its latency
+	                                * and wait (search_total's bucket_wait); else 0. Computed here, with r,
+	                                * because the interned layouts lose the grid that prices it */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -203,6 +211,9 @@ double search_total(Search *s, const int *choice);
  * priced on each reader's edge, as the edge tables price it: for
  * dynamic_programming's local changes (dp_local, search_dp.c). */
 double search_total_edgewise(Search *s, const int *choice);
+/* The part of search_total no vertex's cost holds: under grad_call
+ * GRAD_IN_BUCKET, the fusion bucket's latency and wait, once a step. */
+double search_bucket_wait(const Search *s, const int *choice);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */

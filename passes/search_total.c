@@ -15,10 +15,10 @@
  * passes/sharding.c), so the way back is paid once. A parameter's later
  * reader on the same stage (an edge from its first reader's input,
  * ui >= 0) whose gradient is laid out as the first reader's is summed
- * with it too, and the sum
- * reduced once, by the first reader's param_grad (a table looked up
- * twice, tests/e2e/models/hetero.net: the objective paid its 128 KB
- * all-reduce twice, +18% of the compiled estimate). */
+ * with it too, and the sum reduced once, by the first reader's
+ * param_grad (a table looked up twice, tests/e2e/models/hetero.net: the
+ * objective paid its 128 KB all-reduce twice, +18% of the compiled
+ * estimate). */
 static bool grad_shared(Search *s, int ei, const int *choice)
 {
 	const SEdge *e = &s->e[ei];
@@ -26,11 +26,12 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 	if (!g || !g->partial)
 		return false;
 	/* (a tied weight's reader on another stage sends its part back: stages_tied.c) */
-	const Layout *first = e->ui >= 0 && s->v[e->u].n->ann.stage == s->v[e->v].n->ann.stage
-	                              ? s->v[e->u].cl->c[choice[e->u]].grad[e->ui]
-	                              : NULL;
-	if (first && layout_equiv(g, first))
-		return true;
+	if (e->ui >= 0 && s->v[e->u].n->in[e->ui]->kind == VK_PARAM &&
+	    s->v[e->u].n->ann.stage == s->v[e->v].n->ann.stage) {
+		const Layout *first = s->v[e->u].cl->c[choice[e->u]].grad[e->ui];
+		if (first && layout_equiv(g, first))
+			return true;
+	}
 	for (int k = 0; k < ei; k++) {
 		const SEdge *o = &s->e[k];
 		const Layout *h = s->v[o->v].cl->c[choice[o->v]].grad[o->vi];
@@ -101,7 +102,7 @@ static double shared_input_conversions(Search *s, const int *choice)
 				for (int q = 0; q < nseen && !again; q++)
 					again = layout_equiv(seen[q], need);
 				if (again)
-					saved += cost_redist(s->rc, in, need, x->dtype, NULL);
+					saved += cost_redist(s->rc, in, cd->own_in[j], x->dtype, NULL);
 				else if (nseen < 64)
 					seen[nseen++] = need;
 			}
@@ -221,30 +222,24 @@ static double search_corrections(Search *s, const int *choice, bool shared, doub
  * before the update (explain's fused_member) once a step: the dearest
  * gradient's as a bucket's first member, a bucket for all (the default
  * 64 MB holds a small model's gradients). */
-static double bucket_wait(Search *s, const int *choice)
+double search_bucket_wait(const Search *s, const int *choice)
 {
 	double head = 0;
-	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
-		const Cand *cd = &s->v[v].cl->c[choice[v]];
-		for (int i = 0; i < s->v[v].n->nin && i < SHARD_MAX_INPUTS; i++) {
-			double h = cost_param_grad(&s->m, s->v[v].n, &cd->r, i, NULL, GRAD_BUCKET_WAITED, s->real_size) -
-			           cd->param_grad[i];
-			head = h > head ? h : head;
-		}
-	}
+	for (int v = 0; s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++)
+		head = fmax(head, s->v[v].cl->c[choice[v]].bucket_head);
 	return s->w_step * head;
 }
 
 double search_total(Search *s, const int *choice)
 {
 	double once, micro = search_corrections(s, choice, true, &once);
-	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + bucket_wait(s, choice);
+	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + search_bucket_wait(s, choice);
 }
 
 double search_total_edgewise(Search *s, const int *choice)
 {
 	double once, micro = search_corrections(s, choice, false, &once);
-	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + bucket_wait(s, choice);
+	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + search_bucket_wait(s, choice);
 }
 
 /* A lower bound of search_total over every choice, without an edge table
@@ -264,7 +259,7 @@ double search_total_edgewise(Search *s, const int *choice)
  *  - shared_input_conversions takes back one conversion for each later
  *    reader of a graph input in a layout seen before, the conversion that
  *    reader's unary holds (the same input layout, the same target);
- *  - bucket_wait >= 0.
+ *  - search_bucket_wait >= 0.
  * The recompute and memory-limited compilations of the same stages and
  * micro-batches have the same candidates and work (neither depends on
  * recompute marks or memory_limit), so it bounds their plans too. */

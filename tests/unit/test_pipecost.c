@@ -483,7 +483,9 @@ Test(pipecost, search_and_explain_agree_on_fused_gradients)
  * star looks at an undecided neighbour's decided neighbours too
  * (2026-11-28, search_propagate.c) a cheaper plan (a step of 2.62e-4 s
  * against 3.18e-4 on the ring's figures) with the same shared copy:
- * 718084 estimated, 750852 with three copies (copy_held switched off). */
+ * 718084 estimated, 750852 with three copies (copy_held switched off).
+ * Since a graph input's conversion is priced on the candidate's own
+ * grid (Cand.own_in, 2026-11-28) the plan on the ring's figures is the same. */
 Test(pipecost, search_memory_counts_a_shared_copy_once)
 {
 	Compilation c;

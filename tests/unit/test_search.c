@@ -375,6 +375,9 @@ static void batch_split(Search *s, int *c)
 Test(search, objective_weighs_micro_batches_and_stages)
 {
 	chain_mlp(2);
+	/* each gradient its own all-reduce at every M and P: with one stage
+	 * and micro-batch they would be fused, one bucket's latency a step */
+	g->par.comm_fusion_openstate = false;
 	Search *s1 = search_new(&arena, g, NULL, true, false, &dg);
 	int c[64];
 	batch_split(s1, c);

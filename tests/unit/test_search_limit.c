@@ -60,3 +60,162 @@ Test(search_limit, each_stage_priced_on_its_own, .timeout = 60)
 	cr_expect(step <= 0.2088e-3, "%.6g s per step under 600 kB; the local search found 0.2087 ms", step);
 	cr_expect(step >= free_step, "%.6g s under the limit, %.6g without", step, free_step);
 }
+
+/* ---- the memory fit's per-stage factors (passes/search_fit.c, learn_stages) ---- */
+
+#include <math.h>
+
+#include "passes/search_fit.h"
+
+static Machine fit_machine; /* the fit's compilations keep a pointer to it */
+
+/* The first plan of transformer_plain.net with defs under `limit`, as the
+ * driver compiles it before the fit (fit_follows: over the limit by its
+ * estimate, the search still gives its least plan). */
+static void first_plan(Compilation *c, const char *const *defs, int ndefs, double limit, FILE *sink)
+{
+	machine_defaults(&fit_machine);
+	fit_machine.memory_limit = limit;
+	compilation_init(c);
+	c->machine = &fit_machine;
+	c->fit_follows = true;
+	diag_init(&c->diag, sink);
+	cr_assert(compile_front(c, "tests/models/transformer_plain.net", defs, ndefs) && compile_passes(c, UPTO_CODEGEN));
+}
+
+/* Each stage's factor for the next search is its own compiled bytes over
+ * the search's estimate of it (x 1.01), no less than it had (1 at the
+ * first plan); a stage compiled over the limit at least 5% more. By hand
+ * from the compiled plans (the planned bytes per stage are explain's
+ * "planned memory per device, pipeline stage k" totals; the largest
+ * stage's estimate its "the search estimated" line of -v):
+ *  - 8 devices, 4 stages x 16 micro-batches, under 600 kB: stage 0
+ *    606748 bytes against 811520 estimated, 1 514588 / 593408, 2 443932 /
+ *    445952, 3 292188 / 270860: factors 1, 1, 1.005425, 1.089529 (the
+ *    search's least plan over by its estimate: no 5% for stage 0);
+ *  - 8 devices, 2 stages x 2 micro-batches, under 400 kB (the fit's next
+ *    plan is searched with the stage prices): stage 0 347156 / 384768,
+ *    1 443604 / 396040, over the limit: factors 1, 1.131300.
+ * The largest stage's factor for every stage (before learn_stages) gives
+ * 1 to stage 3 of the first and 1.1313 to stage 0 of the second. */
+Test(search_limit, each_stage_learns_its_own_factor, .timeout = 60)
+{
+	static const char *const four[] = {"dataset_strategy=full_batch", "B=64", "L=4", "device_num=8",
+	                                   "search_mode=dynamic_programming", "pipeline_stages=4", "train.micro_size=16"};
+	static const struct {
+		const char *const *defs;
+		int ndefs;
+		double limit;
+		int n;
+		int64_t planned[4];
+		double est[4], factor[4];
+	} cases[] = {
+		{four, 7, 600e3, 4, {606748, 514588, 443932, 292188}, {811520, 593408, 445952, 270860},
+		 {1, 1, 1.005425, 1.089529}},
+		{repro, 4, 400e3, 2, {347156, 443604}, {384768, 396040}, {1, 1.131300}},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		FILE *sink = fopen("/dev/null", "w");
+		cr_assert(sink);
+		Compilation c;
+		first_plan(&c, cases[k].defs, cases[k].ndefs, cases[k].limit, sink);
+		int64_t *bytes;
+		BuildOptions o = {0};
+		int n = netc_planned_stages(&c, &o, &bytes);
+		cr_assert_eq(n, cases[k].n);
+		cr_assert_eq(c.search_nstage_mem, n);
+		double sf[4];
+		search_fit_stage_factors(c.search_stage_mem, bytes, n, cases[k].limit, c.search_over, NULL, 1, sf);
+		for (int st = 0; st < n; st++) {
+			cr_expect_eq(bytes[st], cases[k].planned[st], "case %zu stage %d: %lld bytes compiled", k, st,
+			             (long long)bytes[st]);
+			cr_expect_float_eq(c.search_stage_mem[st], cases[k].est[st], 0.5, "case %zu stage %d: %.10g estimated",
+			                   k, st, c.search_stage_mem[st]);
+			cr_expect_float_eq(sf[st], cases[k].factor[st], 1e-6, "case %zu stage %d: factor %.8g, by hand %.8g", k,
+			                   st, sf[st], cases[k].factor[st]);
+		}
+		/* a later round: no factor falls below what the stage had, and a
+		 * stage over the limit (the search's least plan within it by its
+		 * estimate) gets at least 5% more */
+		double had[4] = {1.2, 1.2, 1.2, 1.2}, next[4];
+		search_fit_stage_factors(c.search_stage_mem, bytes, n, cases[k].limit, false, had, 1, next);
+		for (int st = 0; st < n; st++) {
+			double want = fmax(bytes[st] / c.search_stage_mem[st] * 1.01,
+			                   bytes[st] > cases[k].limit ? 1.2 * 1.05 : 1.2);
+			cr_expect_float_eq(next[st], want, 1e-9, "case %zu stage %d: %.8g against %.8g", k, st, next[st], want);
+		}
+		compilation_free(&c);
+		fclose(sink);
+	}
+}
+
+/* The fit's plans, logged by its `planned` hook. */
+typedef struct FitLog {
+	int n;
+	double step[16]; /* each compiled plan's objective */
+	bool staged[16]; /* its search kept the stage prices' plan (search_dp.c) */
+	int64_t most[16];
+} FitLog;
+
+static FitLog fit_log;
+
+static void fit_setup(Compilation *c, void *ctx)
+{
+	(void)ctx;
+	c->machine = &fit_machine;
+}
+
+static int64_t fit_planned(Compilation *c, void *ctx, int64_t **stage, int *nstages)
+{
+	(void)ctx;
+	BuildOptions o = {0};
+	int n = netc_planned_stages(c, &o, stage);
+	int64_t most = n > 0 ? 0 : -1;
+	for (int st = 0; st < n; st++)
+		most = (*stage)[st] > most ? (*stage)[st] : most;
+	*nstages = n > 0 ? n : 0;
+	if (fit_log.n < 16)
+		fit_log.step[fit_log.n] = c->search_step, fit_log.staged[fit_log.n] = c->search_staged,
+		fit_log.most[fit_log.n++] = most;
+	return most;
+}
+
+static void fit_report(Compilation *c, void *ctx, FILE *out) { (void)c, (void)ctx, (void)out; }
+
+/* The stage prices' plan is kept only where it is strictly faster than
+ * the one factor's (search_dp.c: staged), and where it is over the limit
+ * as compiled the fit compiles the one factor's next, at the same scale:
+ * each staged plan of the fit is followed by that plan, slower. The 2
+ * stages x 2 micro-batches of repro: under 500 kB the first plan is
+ * staged (2.217e-4 s, over as compiled), the one factor's 2.493e-4 fits;
+ * under 400 kB the first plan (3.320e-4 s) is over, the next search with
+ * each stage's factor (learn_stages) is staged (4.303e-4, over), the one
+ * factor's 4.766e-4 fits. */
+Test(search_limit, stage_prices_kept_only_when_faster, .timeout = 60)
+{
+	static const double limits[] = {500e3, 400e3};
+	for (int k = 0; k < 2; k++) {
+		FILE *sink = fopen("/dev/null", "w");
+		cr_assert(sink);
+		Compilation c;
+		first_plan(&c, repro, 4, limits[k], sink);
+		MemoryFit f = {.file = "tests/models/transformer_plain.net", .defines = repro, .ndefines = 4,
+		               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
+		fit_log.n = 0;
+		cr_assert(search_fit_memory(&c, &f), "no plan fits %g bytes", limits[k]);
+		int staged = 0;
+		for (int i = 0; i < fit_log.n; i++) {
+			if (!fit_log.staged[i])
+				continue;
+			staged++;
+			cr_assert(i + 1 < fit_log.n && !fit_log.staged[i + 1] && fit_log.most[i] > limits[k],
+			          "under %g: plan %d staged, not followed by the one factor's", limits[k], i);
+			cr_expect(fit_log.step[i] < fit_log.step[i + 1], "under %g: staged %.6g s, the one factor's %.6g s",
+			          limits[k], fit_log.step[i], fit_log.step[i + 1]);
+		}
+		cr_expect_eq(staged, 1, "under %g: %d staged plans", limits[k], staged);
+		cr_expect(fit_log.most[fit_log.n - 1] <= limits[k]);
+		compilation_free(&c);
+		fclose(sink);
+	}
+}
