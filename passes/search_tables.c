@@ -327,7 +327,7 @@ static double **tables(Search *s, bool forward)
 		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
 		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
-		key.copies = reader_copies(s, e);
+		key.copies = forward ? 0 : reader_copies(s, e);
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);
