@@ -282,6 +282,10 @@ RedistCache *redist_cache_new(Arena *a, const Machine *m, bool enable_alltoall, 
 const Layout *cost_intern(RedistCache *rc, const Layout *l);
 /* Seconds (INFINITY when no plan exists) and bytes sent per device. */
 double cost_redist(RedistCache *rc, const Layout *from, const Layout *to, DType dt, int64_t *bytes);
+/* cost_redist of from into each of to[0 .. n) (a row of an edge table),
+ * into t: the memo's probes, each a cache miss on a table of hundreds of
+ * megabytes, are started a few at a time so that their misses overlap. */
+void cost_redist_row(RedistCache *rc, const Layout *from, const Layout *const *to, int n, DType dt, double *t);
 /* l with partial sums over `partial` instead of its own (memoised; l
  * itself when they agree); partial 0: the layout the gradient of a value
  * laid out as l comes back in. */

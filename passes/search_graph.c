@@ -1090,6 +1090,58 @@ double search_edge_forward(Search *s, int ei, int cu, int cv)
 	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + search_stage_transfer(s, ei, cv)) / e->share;
 }
 
+/* Room for n more prices in s->price, so that its slots stay put. */
+static void price_room(Search *s, size_t n)
+{
+	while (2 * (s->nprice + n + 1) > s->capprice) {
+		size_t cap = s->capprice ? 2 * s->capprice : 1024;
+		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
+		for (size_t i = 0; i < s->capprice; i++)
+			if (s->price[i].from)
+				*edge_price_slot(t, cap, s->price[i].from, s->price[i].to, s->price[i].grad, s->price[i].dt) =
+					s->price[i];
+		s->price = t, s->capprice = cap;
+	}
+}
+
+void search_edge_forward_row(Search *s, int ei, int cu, double *row)
+{
+	const SEdge *e = &s->e[ei];
+	int n = s->v[e->v].cl->n;
+	const Layout *from = search_edge_from(s, e, cu);
+	if (!from || n > SEARCH_MAX_CANDS + 1) {
+		for (int j = 0; j < n; j++)
+			row[j] = search_edge_forward(s, ei, cu, j);
+		return;
+	}
+	price_room(s, (size_t)n);
+	/* slot[j]: cell j's price; a price this search lacks is entered at
+	 * once (NAN) so that a repeat in the row waits for the same one */
+	EdgePrice *slot[SEARCH_MAX_CANDS + 1];
+	const Layout *want[SEARCH_MAX_CANDS + 1];
+	EdgePrice *fill[SEARCH_MAX_CANDS + 1];
+	double got[SEARCH_MAX_CANDS + 1];
+	int nwant = 0;
+	for (int j = 0; j < n; j++) {
+		const Layout *to = search_edge_to(s, e, j);
+		slot[j] = NULL;
+		if (!to)
+			continue;
+		EdgePrice *p = edge_price_slot(s->price, s->capprice, from, to, NULL, e->dt);
+		if (!p->from) {
+			*p = (EdgePrice){from, to, NULL, e->dt, NAN};
+			s->nprice++;
+			want[nwant] = to, fill[nwant++] = p;
+		}
+		slot[j] = p;
+	}
+	cost_redist_row(s->rc, from, want, nwant, e->dt, got);
+	for (int k = 0; k < nwant; k++)
+		fill[k]->t = got[k];
+	for (int j = 0; j < n; j++)
+		row[j] = s->w_micro * ((slot[j] ? slot[j]->t : 0) + search_stage_transfer(s, ei, j)) / e->share;
+}
+
 /* A consumer that reads a producer's output in another layout reads a
  * converted copy, which the backward operators read too (docs/
  * auto_parallel.md, "Cost model"), so training keeps it alive as long as

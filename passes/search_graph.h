@@ -194,6 +194,10 @@ double search_edge_forward(Search *s, int e, int cu, int cv);
  * cv: its value sent to the reader's stage and, where it has a gradient,
  * the gradient sent back; 0 within a stage. */
 double search_stage_transfer(const Search *s, int e, int cv);
+/* search_edge_forward(s, e, cu, cv) of every cv, into row (the reader's
+ * candidates' count of cells), the prices this search lacks looked up
+ * together (cost_redist_row). */
+void search_edge_forward_row(Search *s, int e, int cu, double *row);
 /* Bytes per device that edge e holds under cu, cv: the consumer's
  * converted copy of a producer's output, kept for the backward pass. */
 double search_edge_memory(const Search *s, int e, int cu, int cv);

@@ -301,11 +301,17 @@ static double *forward_table(Search *s, int ei, const EdgeKey *key)
 	const SEdge *e = &s->e[ei];
 	int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
 	double *M = mat_alloc((size_t)nu * nvv);
-	for (int i = 0; i < nu; i++)
-		for (int j = 0; j < nvv; j++)
-			M[i * nvv + j] = (key->fu >= 0 && i != key->fu) || (key->fv >= 0 && j != key->fv)
-			                         ? INFINITY
-			                         : search_edge_forward(s, ei, i, j);
+	for (int i = 0; i < nu; i++) {
+		double *row = &M[(size_t)i * nvv];
+		if (key->fu >= 0 && i != key->fu)
+			for (int j = 0; j < nvv; j++)
+				row[j] = INFINITY;
+		else if (key->fv >= 0)
+			for (int j = 0; j < nvv; j++)
+				row[j] = j != key->fv ? INFINITY : search_edge_forward(s, ei, i, j);
+		else
+			search_edge_forward_row(s, ei, i, row);
+	}
 	return M;
 }
 
@@ -330,7 +336,7 @@ static double **tables(Search *s, bool forward)
 		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
 		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
-		key.copies = reader_copies(s, e);
+		key.copies = forward ? 0 : reader_copies(s, e); /* the memory table's only */
 		key.share = forward ? e->share : 0;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
