@@ -179,6 +179,13 @@ static bool transfer_before(const Search *s, int ei)
 	return false;
 }
 
+/* An edge's way back from grad into from as search_edge_cost prices it:
+ * step, a gradient summed once a step (search_once_grad). */
+static double way_back(Search *s, const Layout *from, const Layout *grad, DType dt, bool step)
+{
+	return step ? search_once_grad(s, from, grad, GRAD_IN_BUCKET) : cost_edge_grad(s->rc, from, grad, dt, s->training);
+}
+
 /* The corrections below are to edges' costs, paid in every micro-batch
  * but for the ways back of parameters' gradients summed once a step
  * (SEdge.grad_once), whose corrections go to *once. shared: the copies
@@ -206,12 +213,11 @@ static double search_corrections(Search *s, const int *choice, bool shared, doub
 		DType gt = step ? DT_F32 : se->dt;
 		double *back = step ? once : &t;
 		if (grad_shared(s, e, choice)) {
-			*back -= cost_edge_grad(s->rc, from, g, gt, s->training);
+			*back -= way_back(s, from, g, gt, step);
 		} else {
 			const Layout *d = delivered_grad(s, e, choice);
 			if (d != g)
-				*back += cost_edge_grad(s->rc, from, d, gt, s->training) -
-				         cost_edge_grad(s->rc, from, g, gt, s->training);
+				*back += way_back(s, from, d, gt, step) - way_back(s, from, g, gt, step);
 		}
 	}
 	return t - shared_input_conversions(s, choice);
