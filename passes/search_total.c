@@ -289,9 +289,10 @@ double search_total_edgewise(Search *s, const int *choice)
  *  - an edge's cost is w_micro x (redistribution + gradient way back g
  *    + stage transfer), each >= 0 (g weighs w_step instead where a
  *    parameter's gradient is summed once a step), and its correction
- *    takes back at most that way back, at its weight (grad_shared: -g;
- *    delivered: -g + another >= 0), its own conversion and stage
- *    transfer where an earlier edge pays them (read_before,
+ *    takes back at most that way back, at its weight (grad_shared,
+ *    grad_converted_before: -g; delivered: -g + another >= 0), its own
+ *    conversion and stage transfer where an earlier edge pays them
+ *    (read_before,
  *    transfer_before) and adds the recomputed conversion (>= 0):
  *    edge + correction >= 0;
  *  - shared_input_conversions takes back one conversion for each later
