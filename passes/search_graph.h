@@ -184,6 +184,10 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* The way back of a gradient summed once a step (SEdge.grad_once) from
+ * grad into from, in f32; under grad_call GRAD_IN_BUCKET a fused member
+ * priced as call (GRAD_IN_BUCKET, GRAD_BUCKET_WAITED). */
+double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradCall call);
 /* search_edge_cost without the gradient's way back, its redistribution
  * and stage transfer divided by the edge's share: what search_total is
  * sure to keep of an edge whatever its corrections take back (a copy or

@@ -85,7 +85,9 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		mix_machine(&h1, &h2, s);
 		double w[2] = {s->w_micro, e->grad_once ? s->w_step : 0}; /* w_step weighs a way back summed once a step */
 		cost_memo_mix_doubles(&h1, &h2, w, 2);
-		cost_memo_mix(&h1, &h2, cross);
+		/* and that way back a fusion bucket's member or its own call (search_once_grad) */
+		bool fused = e->grad_once && s->grad_call == GRAD_IN_BUCKET;
+		cost_memo_mix(&h1, &h2, (uint64_t)fused << 1 | cross);
 	}
 	for (int i = 0; i < u->cl->n; i++) {
 		const Layout *from = search_edge_from(s, e, i);

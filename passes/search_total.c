@@ -80,6 +80,35 @@ static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
 	return grad_at(s, s->e[ei].v, s->e[ei].vi, choice, 0);
 }
 
+/* Whether edge ei's way back converts a gradient an earlier edge's
+ * converts alike: the two addends of an add (or of a chain of them,
+ * passes_grad) both get its output gradient, and the sharding pass
+ * converts that value once per layout its backward readers need (convert
+ * in passes/sharding.c). A residual add's gradient gathered whole for
+ * the attention's output projection and for the stream it adds to
+ * (samples/transformer.net DP 1 x MP 4: one all-gather a layer, paid by
+ * both edges, +4% of the compiled estimate); a copy shared, so taken
+ * back where search_total takes back the forward ones. d: ei's delivered gradient;
+ * back: the layout it is converted into. */
+static bool grad_converted_before(Search *s, int ei, const int *choice, const Layout *d, const Layout *back)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *v = &s->v[e->v];
+	if (!passes_grad(v->n, e->vi) || e->u == e->v || e->grad_once)
+		return false;
+	for (int k = 0; k < v->nadj; k++) {
+		int oi = v->adj[k];
+		const SEdge *o = &s->e[oi];
+		if (oi >= ei || o->v != e->v || o->vi == e->vi || o->u == o->v || o->grad_once || !passes_grad(v->n, o->vi) ||
+		    grad_shared(s, oi, choice))
+			continue;
+		const Layout *od = delivered_grad(s, oi, choice), *from = search_edge_from(s, o, choice[o->u]);
+		if (od && from && cost_layout_same(od, d) && cost_layout_same(cost_strip_partial(s->rc, from), back))
+			return true;
+	}
+	return false;
+}
+
 /* A graph input that several operators read in one layout is converted
  * once (the sharding pass keeps the copy: convert), while each of their
  * unary costs pays for it: what the plan's total takes back. */
@@ -179,6 +208,13 @@ static bool transfer_before(const Search *s, int ei)
 	return false;
 }
 
+/* An edge's way back from grad into from as search_edge_cost prices it:
+ * step, a gradient summed once a step (search_once_grad). */
+static double way_back(Search *s, const Layout *from, const Layout *grad, DType dt, bool step)
+{
+	return step ? search_once_grad(s, from, grad, GRAD_IN_BUCKET) : cost_edge_grad(s->rc, from, grad, dt, s->training);
+}
+
 /* The corrections below are to edges' costs, paid in every micro-batch
  * but for the ways back of parameters' gradients summed once a step
  * (SEdge.grad_once), whose corrections go to *once. shared: the copies
@@ -206,12 +242,14 @@ static double search_corrections(Search *s, const int *choice, bool shared, doub
 		DType gt = step ? DT_F32 : se->dt;
 		double *back = step ? once : &t;
 		if (grad_shared(s, e, choice)) {
-			*back -= cost_edge_grad(s->rc, from, g, gt, s->training);
+			*back -= way_back(s, from, g, gt, step);
 		} else {
 			const Layout *d = delivered_grad(s, e, choice);
-			if (d != g)
-				*back += cost_edge_grad(s->rc, from, d, gt, s->training) -
-				         cost_edge_grad(s->rc, from, g, gt, s->training);
+			if (shared && !step && d && from && s->training && dtype_is_float(gt) &&
+			    grad_converted_before(s, e, choice, d, cost_strip_partial(s->rc, from)))
+				*back -= way_back(s, from, g, gt, step);
+			else if (d != g)
+				*back += way_back(s, from, d, gt, step) - way_back(s, from, g, gt, step);
 		}
 	}
 	return t - shared_input_conversions(s, choice);
@@ -251,9 +289,10 @@ double search_total_edgewise(Search *s, const int *choice)
  *  - an edge's cost is w_micro x (redistribution + gradient way back g
  *    + stage transfer), each >= 0 (g weighs w_step instead where a
  *    parameter's gradient is summed once a step), and its correction
- *    takes back at most that way back, at its weight (grad_shared: -g;
- *    delivered: -g + another >= 0), its own conversion and stage
- *    transfer where an earlier edge pays them (read_before,
+ *    takes back at most that way back, at its weight (grad_shared,
+ *    grad_converted_before: -g; delivered: -g + another >= 0), its own
+ *    conversion and stage transfer where an earlier edge pays them
+ *    (read_before,
  *    transfer_before) and adds the recomputed conversion (>= 0):
  *    edge + correction >= 0;
  *  - shared_input_conversions takes back one conversion for each later

@@ -57,6 +57,64 @@ static bool f32_grad_part(const Graph *g, ParallelMode mode, int pos, const Node
 	       (semi && pc->gradient_fp32_sync)) && grad_part(g, pos, n->out);
 }
 
+/* The reader of v after pos, where it has one reader, else NULL. */
+static const Node *only_reader(const Graph *g, int pos, const Value *v)
+{
+	const Node *r = NULL;
+	for (int k = pos + 1; k < g->nnodes; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->in[j] == v) {
+				if (r && r != g->nodes[k])
+					return NULL;
+				r = g->nodes[k];
+			}
+	return r;
+}
+
+/* Whether v, made at pos, is read on stage st only, and so are its casts:
+ * a partial sum sent to another stage would carry every device's whole
+ * part (a micro-batch of transformer.net in 2 stages: 4096 bytes more). */
+static bool read_on_stage(const Graph *g, int pos, const Value *v, int st, int depth)
+{
+	for (int k = pos + 1; k < g->nnodes; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++) {
+			const Node *r = g->nodes[k];
+			if (r->in[j] != v)
+				continue;
+			if (r->ann.stage != st || (r->op == OP_CAST && (depth > 4 || !read_on_stage(g, k, r->out, st, depth + 1))))
+				return false;
+		}
+	return true;
+}
+
+/* Whether n, the widening at pos of a narrow partial sum, is only read
+ * by a backward add whose other addend is a partial sum laid out alike,
+ * or the widening of one (laid out next, by this rule): add_partials sums
+ * them before the sum is reduced, once, narrow (its cast down keeps it
+ * partial: narrow_partial). Amp computes a bf16 operator in f32 between
+ * casts (passes/precision.c), so the input gradients of q, k and v under
+ * a Megatron column split reached their add through casts up laid out
+ * whole: each was reduced on its own (transformer.net O2 bf16 as
+ * written, per layer three bf16 reduce-scatters and an all-gather where
+ * the f32 program has one reduce-scatter). An activation's gradient only:
+ * a parameter's parts are f32_grad_part's. */
+static bool widened_addend(const Graph *g, int pos, const Node *n)
+{
+	const Layout *l = n->in[0]->layout;
+	if (grad_part(g, pos, n->out)) /* a parameter's: f32_grad_part decides */
+		return false;
+	const Node *r = only_reader(g, pos, n->out);
+	if (!r || r->op != OP_ADD || r->phase == PH_FORWARD || r->in[0] == r->in[1] || r->ann.stage != n->ann.stage ||
+	    !read_on_stage(g, pos, r->out, n->ann.stage, 0) ||
+	    !shape_eq(&r->in[0]->shape, &r->out->shape) || !shape_eq(&r->in[1]->shape, &r->out->shape))
+		return false;
+	const Value *o = r->in[r->in[0] == n->out];
+	if (!o->layout && o->def && o->def->op == OP_CAST && o->def->attr.to == DT_F32 && o->def->in[0]->layout &&
+	    dtype_size(o->def->in[0]->dtype) == 2)
+		o = o->def->in[0]; /* a widening laid out next */
+	return o->layout && o->layout->partial && layout_equiv(o->layout, l);
+}
+
 /* Widening a value (f16 -> f32) is exact, so a device's own partial sums
  * (data_parallel, hybrid_parallel: never reduced in the forward or
  * backward pass, reads_local) may be widened as they are. Elsewhere a
@@ -70,7 +128,7 @@ bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
 	const Value *x = n->in[0];
 	bool per_device = mode == PM_DATA_PARALLEL || mode == PM_HYBRID_PARALLEL;
 	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial ||
-	    !(per_device || f32_grad_part(g, mode, pos, n)))
+	    !(per_device || f32_grad_part(g, mode, pos, n) || widened_addend(g, pos, n)))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
