@@ -318,21 +318,54 @@ static GradCall grad_call_of(const Search *s, const Node *n, int i)
 	return s->grad_call == GRAD_IN_BUCKET && alone ? GRAD_CALL : s->grad_call;
 }
 
+/* The bucket a gradient laid out as l and reduced over `axes` joins:
+ * pass_fusion packs gradients into one bucket only where they are
+ * reduced over the same groups of ranks (fusion.c same_group: the same
+ * grid and axes), so each group pays its own latency
+ * (search_bucket_wait). Keyed by the groups, not the grid that names
+ * them, as the search's candidates write one group on several grids
+ * ([4] or [2, 2]) that the compiled layouts may not keep: a hash
+ * (FNV-1a) of each reduced axis' stride and size, in stride order, the
+ * ranks of rank 0's group. */
+static uint64_t bucket_group(const Layout *l, unsigned axes)
+{
+	int64_t stride[MAX_RANK], size[MAX_RANK];
+	int n = 0;
+	for (int k = 0; k < l->ndev; k++) {
+		if (!(axes >> k & 1u) || l->dev[k] <= 1)
+			continue;
+		int at = n++; /* insertion by stride */
+		int64_t st = layout_axis_stride(l, k);
+		while (at > 0 && stride[at - 1] > st)
+			stride[at] = stride[at - 1], size[at] = size[at - 1], at--;
+		stride[at] = st, size[at] = l->dev[k];
+	}
+	uint64_t h = 1469598103934665603u;
+	for (int k = 0; k < n; k++) {
+		h = (h ^ (uint64_t)stride[k]) * 1099511628211u;
+		h = (h ^ (uint64_t)size[k]) * 1099511628211u;
+	}
+	return h;
+}
+
 static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
 	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
-	c->bucket_head = 0;
+	c->bucket_head = 0, c->bucket_group = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
 		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
-		if (s->training && call == GRAD_IN_BUCKET)
-			c->bucket_head = fmax(c->bucket_head, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_BUCKET_WAITED,
-			                                                       s->real_size) - c->param_grad[i]);
+		double head = s->training && call == GRAD_IN_BUCKET
+		                      ? cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_BUCKET_WAITED, s->real_size) -
+		                                c->param_grad[i]
+		                      : 0;
+		if (head > c->bucket_head)
+			c->bucket_head = head, c->bucket_group = bucket_group(c->r.in[i], gp);
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across

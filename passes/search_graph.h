@@ -53,6 +53,8 @@ typedef struct Cand {
 	                                * bucket's first member (GRAD_BUCKET_WAITED) over param_grad: its latency
 	                                * and wait (search_total's bucket_wait); else 0. Computed here, with r,
 	                                * because the interned layouts lose the grid that prices it */
+	uint64_t bucket_group;         /* the bucket that gradient joins: a hash of its grid and the axes it is
+	                                * reduced over, as pass_fusion packs a bucket (fusion.c same_group) */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
