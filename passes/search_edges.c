@@ -1,0 +1,224 @@
+/* The prices of a search graph's edges and candidates (search_graph.h):
+ * each edge's conversion, gradient way back and stage transfer per
+ * micro-batch, cached per search by the layouts' pointers, and the bytes
+ * a converted copy holds. Apart from the graph's construction
+ * (search_graph.c), which prices the vertices. */
+#include "search_graph.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../ir/layout.h"
+#include "../ir/redistribute.h"
+
+const Layout *search_edge_from(const Search *s, const SEdge *e, int cu)
+{
+	const Cand *c = &s->v[e->u].cl->c[cu];
+	return e->ui < 0 ? c->r.out : c->r.in[e->ui];
+}
+
+const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
+{
+	return s->v[e->v].cl->c[cv].r.in[e->vi];
+}
+
+/* A tensor from one pipeline stage to another goes by send/recv, each
+ * device its slice, and its gradient (grad: the layout it leaves the
+ * reader in, NULL: none) comes back the same way: in every micro-batch,
+ * as explain's stage transfers (stage_transfers). A value without a
+ * gradient (the labels, integers) goes one way only: priced both ways,
+ * llama.net's labels cost a send/recv more a micro-batch than compiled. */
+static double stage_transfer(const Search *s, const SEdge *e, const Layout *to, const Layout *grad)
+{
+	int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
+	if (e->ui >= 0 || su < 0 || sv < 0 || su == sv || !to)
+		return 0;
+	double bytes = (double)shape_numel(&to->slice) * search_elem_size(s, e->dt);
+	double one = machine_latency(&s->m, MACHINE_SENDRECV) + bytes / machine_bandwidth(&s->m, MACHINE_SENDRECV);
+	return s->training && grad && dtype_is_float(e->dt) ? 2 * one : one;
+}
+
+double search_stage_transfer(const Search *s, int ei, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	return stage_transfer(s, e, search_edge_to(s, e, cv), s->v[e->v].cl->c[cv].grad[e->vi]);
+}
+
+/* cost_edge by its layouts: the same (from, to, gradient, dtype) comes
+ * back in most cells of an edge table (candidates share interned
+ * layouts: about two thirds of GPT-3's cells) and in every sweep of
+ * recursive_programming, and cost_edge itself is a layout comparison
+ * and three lookups. The price is cost_edge's, kept: the same value. */
+typedef struct EdgePrice {
+	const Layout *from, *to, *grad; /* from NULL: an empty slot */
+	DType dt;
+	double t;
+} EdgePrice;
+
+static size_t edge_price_hash(const Layout *f, const Layout *t, const Layout *g, DType dt)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull;
+	h ^= (uint64_t)(uintptr_t)t * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+	h ^= (uint64_t)(uintptr_t)g * 0x165667B19E3779F9ull + (uint64_t)dt;
+	h ^= h >> 31;
+	return (size_t)(h * 0x94D049BB133111EBull >> 7);
+}
+
+static EdgePrice *edge_price_slot(EdgePrice *tab, size_t cap, const Layout *f, const Layout *t, const Layout *g,
+                                  DType dt)
+{
+	size_t i = edge_price_hash(f, t, g, dt) & (cap - 1);
+	while (tab[i].from && !(tab[i].from == f && tab[i].to == t && tab[i].grad == g && tab[i].dt == dt))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+static double edge_price(Search *s, const Layout *from, const Layout *to, const Layout *grad, DType dt)
+{
+	if (!from || !to)
+		return cost_edge(s->rc, from, to, grad, dt, s->training);
+	if (2 * (s->nprice + 1) > s->capprice) {
+		size_t cap = s->capprice ? 2 * s->capprice : 1024;
+		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
+		for (size_t i = 0; i < s->capprice; i++)
+			if (s->price[i].from)
+				*edge_price_slot(t, cap, s->price[i].from, s->price[i].to, s->price[i].grad, s->price[i].dt) =
+					s->price[i];
+		s->price = t, s->capprice = cap;
+	}
+	EdgePrice *e = edge_price_slot(s->price, s->capprice, from, to, grad, dt);
+	if (!e->from) {
+		*e = (EdgePrice){from, to, grad, dt, cost_edge(s->rc, from, to, grad, dt, s->training)};
+		s->nprice++;
+	}
+	return e->t;
+}
+
+/* The way back of a gradient summed once a step (SEdge.grad_once), in
+ * f32. Where pass_fusion packs the gradients (grad_call GRAD_IN_BUCKET)
+ * the sum is one of its members, an f32 all-reduce in the update, priced
+ * as cost_param_grad prices a parameter read without cast: call's way
+ * (GRAD_IN_BUCKET, its bytes alone; GRAD_BUCKET_WAITED, as the bucket's
+ * first). Priced as its own call, amp's weights paid a latency each that
+ * the bucket pays once (transformer.net O2 bf16 as written: +18% of the
+ * compiled estimate). */
+double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradCall call)
+{
+	double t = edge_price(s, from, from, grad, DT_F32);
+	if (s->grad_call != GRAD_IN_BUCKET || !from || !grad || !grad->partial ||
+	    !cost_layout_same(cost_strip_partial(s->rc, grad), cost_strip_partial(s->rc, from)))
+		return t; /* not an all-reduce into the producer's layout: not fused */
+	int64_t g = layout_group_size(grad, grad->partial);
+	double sent = 2.0 * (double)(g - 1) * (double)(shape_numel(&grad->slice) * dtype_size_as(DT_F32, s->real_size)) / (double)g;
+	return cost_grad_coll(&s->m, RS_ALLREDUCE, sent, g, cost_group_in_node(&s->m, grad, grad->partial), call);
+}
+
+double search_edge_cost(Search *s, int ei, int cu, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
+	const CandList *vl = s->v[e->v].cl;
+	/* edge tables are priced along rows: the next cell's price starts
+	 * loading (each probe of a table of millions of prices is a cache
+	 * miss, and two thirds of the probes hit: nothing else to wait for) */
+	if (cv + 1 < vl->n && s->capprice)
+		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), vl->c[cv + 1].grad[e->vi],
+		                                             e->dt) & (s->capprice - 1)]);
+	const Layout *grad = vl->c[cv].grad[e->vi];
+	if (e->grad_once && grad && grad->partial) /* the way back once a step, in f32 (grad_summed_once) */
+		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to, grad)) +
+		       s->w_step * search_once_grad(s, from, grad, GRAD_IN_BUCKET);
+	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad));
+}
+
+double search_edge_forward(Search *s, int ei, int cu, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
+	if (cv + 1 < s->v[e->v].cl->n && s->capprice) /* as search_edge_cost */
+		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), NULL, e->dt) &
+		                             (s->capprice - 1)]);
+	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + search_stage_transfer(s, ei, cv)) / e->share;
+}
+
+/* Room for n more prices in s->price, so that its slots stay put. */
+static void price_room(Search *s, size_t n)
+{
+	while (2 * (s->nprice + n + 1) > s->capprice) {
+		size_t cap = s->capprice ? 2 * s->capprice : 1024;
+		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
+		for (size_t i = 0; i < s->capprice; i++)
+			if (s->price[i].from)
+				*edge_price_slot(t, cap, s->price[i].from, s->price[i].to, s->price[i].grad, s->price[i].dt) =
+					s->price[i];
+		s->price = t, s->capprice = cap;
+	}
+}
+
+void search_edge_forward_row(Search *s, int ei, int cu, double *row)
+{
+	const SEdge *e = &s->e[ei];
+	int n = s->v[e->v].cl->n;
+	const Layout *from = search_edge_from(s, e, cu);
+	if (!from || n > SEARCH_MAX_CANDS + 1) {
+		for (int j = 0; j < n; j++)
+			row[j] = search_edge_forward(s, ei, cu, j);
+		return;
+	}
+	price_room(s, (size_t)n);
+	/* slot[j]: cell j's price; a price this search lacks is entered at
+	 * once (NAN) so that a repeat in the row waits for the same one */
+	EdgePrice *slot[SEARCH_MAX_CANDS + 1];
+	const Layout *want[SEARCH_MAX_CANDS + 1];
+	EdgePrice *fill[SEARCH_MAX_CANDS + 1];
+	double got[SEARCH_MAX_CANDS + 1];
+	int nwant = 0;
+	for (int j = 0; j < n; j++) {
+		const Layout *to = search_edge_to(s, e, j);
+		slot[j] = NULL;
+		if (!to)
+			continue;
+		EdgePrice *p = edge_price_slot(s->price, s->capprice, from, to, NULL, e->dt);
+		if (!p->from) {
+			*p = (EdgePrice){from, to, NULL, e->dt, NAN};
+			s->nprice++;
+			want[nwant] = to, fill[nwant++] = p;
+		}
+		slot[j] = p;
+	}
+	cost_redist_row(s->rc, from, want, nwant, e->dt, got);
+	for (int k = 0; k < nwant; k++)
+		fill[k]->t = got[k];
+	for (int j = 0; j < n; j++)
+		row[j] = s->w_micro * ((slot[j] ? slot[j]->t : 0) + search_stage_transfer(s, ei, j)) / e->share;
+}
+
+/* A consumer that reads a producer's output in another layout reads a
+ * converted copy, which the backward operators read too (docs/
+ * auto_parallel.md, "Cost model"), so training keeps it alive as long as
+ * the output: without it a plan that gathers between operators (a
+ * sequence split next to whole logits) looked as small as the plan that
+ * keeps every layer split and compiled to twice its estimate. */
+double search_edge_memory(const Search *s, int ei, int cu, int cv)
+{
+	const SEdge *e = &s->e[ei];
+	if (e->ui >= 0 || e->u == e->v || !s->training)
+		return 0;
+	const Layout *from = search_edge_from(s, e, cu), *to = search_edge_to(s, e, cv);
+	if (!from || !to || cost_layout_same(from, to))
+		return 0;
+	const Node *n = s->v[e->v].n;
+	/* a recomputed reader's copy is made again with it in the backward
+	 * pass (passes/recompute.c: the copies get their own
+	 * redistributions), so it dies after the forward use */
+	if (n->ann.recompute && n->ann.mp_comm_recompute)
+		return 0;
+	double m = (double)shape_numel(&to->slice) * search_elem_size(s, e->dt);
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
+		m *= s->slots[n->ann.stage];
+	return m;
+}
+
+double search_cand_compute(const Search *s, const Cand *c) { return s->w_micro * c->compute; }
+
+double search_cand_param_grad(const Search *s, const Cand *c, int i) { return s->w_step * c->param_grad[i]; }
