@@ -73,11 +73,10 @@ static EdgePrice *edge_price_slot(EdgePrice *tab, size_t cap, const Layout *f, c
 	return &tab[i];
 }
 
-static double edge_price(Search *s, const Layout *from, const Layout *to, const Layout *grad, DType dt)
+/* Room for n more prices in s->price, so that its slots stay put. */
+static void price_room(Search *s, size_t n)
 {
-	if (!from || !to)
-		return cost_edge(s->rc, from, to, grad, dt, s->training);
-	if (2 * (s->nprice + 1) > s->capprice) {
+	while (2 * (s->nprice + n + 1) > s->capprice) {
 		size_t cap = s->capprice ? 2 * s->capprice : 1024;
 		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
 		for (size_t i = 0; i < s->capprice; i++)
@@ -86,6 +85,13 @@ static double edge_price(Search *s, const Layout *from, const Layout *to, const 
 					s->price[i];
 		s->price = t, s->capprice = cap;
 	}
+}
+
+static double edge_price(Search *s, const Layout *from, const Layout *to, const Layout *grad, DType dt)
+{
+	if (!from || !to)
+		return cost_edge(s->rc, from, to, grad, dt, s->training);
+	price_room(s, 1);
 	EdgePrice *e = edge_price_slot(s->price, s->capprice, from, to, grad, dt);
 	if (!e->from) {
 		*e = (EdgePrice){from, to, grad, dt, cost_edge(s->rc, from, to, grad, dt, s->training)};
@@ -139,20 +145,6 @@ double search_edge_forward(Search *s, int ei, int cu, int cv)
 		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), NULL, e->dt) &
 		                             (s->capprice - 1)]);
 	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + search_stage_transfer(s, ei, cv)) / e->share;
-}
-
-/* Room for n more prices in s->price, so that its slots stay put. */
-static void price_room(Search *s, size_t n)
-{
-	while (2 * (s->nprice + n + 1) > s->capprice) {
-		size_t cap = s->capprice ? 2 * s->capprice : 1024;
-		EdgePrice *t = ARENA_NEWN(s->a, EdgePrice, cap);
-		for (size_t i = 0; i < s->capprice; i++)
-			if (s->price[i].from)
-				*edge_price_slot(t, cap, s->price[i].from, s->price[i].to, s->price[i].grad, s->price[i].dt) =
-					s->price[i];
-		s->price = t, s->capprice = cap;
-	}
 }
 
 void search_edge_forward_row(Search *s, int ei, int cu, double *row)

@@ -389,6 +389,18 @@ static void bound_enumerated(Search *s, int *taken, int *shared)
 	cr_expect(fabs(bound - want) <= 1e-9 * want, "bound %.9g s, by enumeration %.9g s", bound, want);
 }
 
+/* The two staged cases' start: 2 stages of 2 devices, 4 micro-batches,
+ * inputs x [16, 32] and targets t [16, 8], and x's first product. */
+static Node *two_stages(Value **x, Value **t)
+{
+	g->par.device_num = 4;
+	g->nstages = 2;
+	g->nmicro = 4;
+	*x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
+	*t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
+	return graph_node(g, OP_MATMUL, (Value *[]){*x, par("w", S(32, 32))}, 2, loc_none());
+}
+
 /* The bound where search_total's corrections take back: two pipeline
  * stages of 2 devices with 4 micro-batches (w_micro, stage transfers),
  * an output read twice (a residual add: grad_shared, delivered_grad),
@@ -398,12 +410,8 @@ static void bound_enumerated(Search *s, int *taken, int *shared)
  * (merged s-cut review: what the MLP above has none of). */
 Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_operator)
 {
-	g->par.device_num = 4;
-	g->nstages = 2;
-	g->nmicro = 4;
-	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
-	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
-	Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 32))}, 2, loc_none());
+	Value *x, *t;
+	Node *mm = two_stages(&x, &t);
 	Node *relu = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
 	relu->ann.in_strategy = (Strategy){.n = 1, .v = ARENA_NEWN(&arena, Shape, 1)};
 	relu->ann.in_strategy.v[0] = S(1, 2);
@@ -436,12 +444,8 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
  * objective, and some plans share. */
 Test(search_algo, bound_is_below_every_plan_whose_readers_share)
 {
-	g->par.device_num = 4;
-	g->nstages = 2;
-	g->nmicro = 4;
-	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(16, 32), loc_none());
-	Value *t = graph_value(g, VK_INPUT, "t", DT_F32, S(16, 8), loc_none());
-	Node *mm = graph_node(g, OP_MATMUL, (Value *[]){x, par("w", S(32, 32))}, 2, loc_none());
+	Value *x, *t;
+	Node *mm = two_stages(&x, &t);
 	Node *a = graph_node(g, OP_MATMUL, (Value *[]){mm->out, par("wa", S(32, 8))}, 2, loc_none());
 	Node *b = graph_node(g, OP_MATMUL, (Value *[]){mm->out, par("wb", S(32, 8))}, 2, loc_none());
 	Value *y = graph_node(g, OP_ADD, (Value *[]){a->out, b->out}, 2, loc_none())->out;
