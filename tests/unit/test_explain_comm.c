@@ -206,7 +206,11 @@ Test(explain_comm, each_bucket_group_pays_its_latency)
  * host by MPI, were priced as bucket members by the searches (objective
  * 9.427e-5 s a step against the compiled 1.223e-4); its table, looked up
  * twice, had its all-reduce priced again on the edge between the two
- * lookups (the objective +18% on main). */
+ * lookups (the objective +18% on main; +20%, the e2e limit, once small
+ * collectives were priced in log2 g rounds): both reads' partial
+ * gradients are summed and reduced by one all-reduce of 128 KB over 4,
+ * as the program does (w-tree fixed it too; its test was this one's
+ * semi_auto case). */
 Test(explain_comm, host_gradients_are_not_bucket_members)
 {
 	static const char *const rp[] = {"parallel_mode=auto_parallel", "search_mode=recursive_programming"};
@@ -249,23 +253,5 @@ Test(explain_comm, each_stage_beside_the_busiest)
 	         t.stage[0].ncomm, t.stage[1].ncomm, t.stage[1].nrecv, (long long)t.stage[1].comm_bytes);
 	cr_expect(strstr(text, want), "no '%s' in\n%s", want, text);
 	free(text);
-	compile_done(&c);
-}
-
-/* A parameter read twice in one layout (hetero.net's table, looked up for
- * the user's fields and the item's) gets the sum of both reads' partial
- * gradients, reduced by one all-reduce of 128 KB over 4 (the program's,
- * explain's). The objective paid the second read's way back as a second
- * all-reduce: 2.143e-4 s against the compiled 1.823e-4 (+18%), 7.57e-5
- * against 6.31e-5 (+20%, the e2e limit) once small collectives were
- * priced in log2 g rounds. Now explain's step, within rounding. */
-Test(explain_comm, a_parameter_read_twice_is_reduced_once)
-{
-	Compilation c;
-	cr_assert(compile_model(&c, "tests/e2e/models/hetero.net", NULL, 0, UPTO_CODEGEN));
-	ExplainTotals t;
-	explain_totals(&c, &t);
-	double obj = explain_objective(&c);
-	cr_expect(t.step > 0 && fabs(obj / t.step - 1) < 1e-3, "objective %.6g s, compiled estimate %.6g s", obj, t.step);
 	compile_done(&c);
 }
