@@ -58,8 +58,9 @@ static bool accumulated(const Emit *e, const Value *v)
  * was rounded to that type, so a part that overflowed is Inf in the sum;
  * the f32 sum itself is held to the bound too, since stand-alone rounds
  * the whole step's gradient, the sum, to that type in one piece: the
- * decisions are stand-alone's, but for parts of opposite signs that
- * overflow alone and cancel in the sum (docs/parallel.md, "Loss scaling"). */
+ * decisions are stand-alone's, but for a part that overflows where parts
+ * of the opposite sign bring the sum back under the bound (docs/parallel.md,
+ * "Loss scaling"). */
 static double made_within(const Emit *e, const Value *v)
 {
 	double max = type_max(e, v);

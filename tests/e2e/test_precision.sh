@@ -12,7 +12,8 @@
 # force_fp32_communication (or, for gradients, gradient_fp32_sync in
 # semi_auto) asks for f32: the bytes per step show it, and a narrow
 # reduce-scatter moves exactly the narrow bytes (f16 and bf16, counted by
-# hand). Dynamic loss scaling in semi_auto decides as stand-alone does.
+# hand). Dynamic loss scaling in semi_auto decides as stand-alone does,
+# also with micro-steps and on 2 pipeline stages.
 # Resuming a narrow
 # checkpoint reproduces an uninterrupted run exactly. A narrow regression
 # target on synthetic data is learnable (bn_matmul within 5% of f32).
