@@ -176,20 +176,19 @@ Test(f64, memory_floor_counts_doubles)
 }
 
 /* explain's own estimate of memory, printed where no program can be
- * generated (loss_scale with pipeline stages; tests/unit/test_explain.c,
+ * generated (--gradcheck with pipeline stages; tests/unit/test_explain.c,
  * memory_without_a_program_is_an_estimate): tied3.net's tensors are all
  * f32, so every stage's estimate doubles at f64. It stayed at f32's. */
 Test(f64, explain_estimate_without_a_program)
 {
 	ExplainTotals t[2];
-	const char *ls[] = {"train.loss_scale=dynamic"};
 	Compilation c[2];
 	FILE *sinks[2];
 	for (int f64 = 0; f64 < 2; f64++) {
-		cr_assert(compile_at(&c[f64], "tests/e2e/pipeline/tied3.net", ls, 1, f64));
+		cr_assert(compile_at(&c[f64], "tests/e2e/pipeline/tied3.net", NULL, 0, f64));
 		sinks[f64] = sink;
 		int64_t *bytes = NULL;
-		cr_assert_eq(netc_planned_stages(&c[f64], &(BuildOptions){.f64 = f64}, &bytes), -1);
+		cr_assert_eq(netc_planned_stages(&c[f64], &(BuildOptions){.f64 = f64, .gradcheck = true}, &bytes), -1);
 		explain_totals(&c[f64], &t[f64]);
 	}
 	cr_assert_eq(t[0].nstages, 3);
