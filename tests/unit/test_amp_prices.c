@@ -135,6 +135,18 @@ static int backward_collectives(const char *path, const char *const *defs, int n
 	return n;
 }
 
+/* The amp program's backward collectives are the f32 program's, each
+ * sending half the bytes or less. */
+static void backward_as_f32(const char *path, const char *const *amp, int namp, const char *const *f32, int nf32)
+{
+	int64_t narrow_bytes, wide_bytes;
+	int narrow = backward_collectives(path, amp, namp, &narrow_bytes);
+	int wide = backward_collectives(path, f32, nf32, &wide_bytes);
+	cr_expect_eq(narrow, wide, "%s backward collectives: O2 bf16 %d, f32 %d", path, narrow, wide);
+	cr_expect(2 * narrow_bytes <= wide_bytes, "%s: a device sends %lld bytes in bf16's backward pass, %lld in f32's",
+	          path, (long long)narrow_bytes, (long long)wide_bytes);
+}
+
 /* samples/transformer.net as written (2-way data x 4-way model parallel)
  * at O2 bf16: the input gradients of q, k and v are partial sums over the
  * model split, added and then reduced once, as in the f32 program
@@ -146,12 +158,7 @@ static int backward_collectives(const char *path, const char *const *defs, int n
 Test(amp_prices, partial_gradients_added_before_reduced)
 {
 	const char *amp[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
-	int64_t narrow_bytes, wide_bytes;
-	int narrow = backward_collectives("samples/transformer.net", amp, 2, &narrow_bytes);
-	int wide = backward_collectives("samples/transformer.net", NULL, 0, &wide_bytes);
-	cr_expect_eq(narrow, wide, "backward collectives: O2 bf16 %d, f32 %d", narrow, wide);
-	cr_expect(2 * narrow_bytes <= wide_bytes, "a device sends %lld bytes in bf16's backward pass, %lld in f32's",
-	          (long long)narrow_bytes, (long long)wide_bytes);
+	backward_as_f32("samples/transformer.net", amp, 2, NULL, 0);
 }
 
 /* samples/llama.net at O2 bf16, 2-way data x 2-way model parallel on 4
@@ -169,12 +176,7 @@ Test(amp_prices, weight_gradients_read_the_forward_copy)
 {
 	const char *f32[] = {"DP=2", "MP=2", "PP=1", "device_num=4"};
 	const char *amp[] = {"DP=2", "MP=2", "PP=1", "device_num=4", "train.amp_level=O2", "train.amp_dtype=bf16"};
-	int64_t narrow_bytes, wide_bytes;
-	int narrow = backward_collectives("samples/llama.net", amp, 6, &narrow_bytes);
-	int wide = backward_collectives("samples/llama.net", f32, 4, &wide_bytes);
-	cr_expect_eq(narrow, wide, "backward collectives: O2 bf16 %d, f32 %d", narrow, wide);
-	cr_expect(2 * narrow_bytes <= wide_bytes, "a device sends %lld bytes in bf16's backward pass, %lld in f32's",
-	          (long long)narrow_bytes, (long long)wide_bytes);
+	backward_as_f32("samples/llama.net", amp, 6, f32, 4);
 }
 
 /* gradient_fp32_sync = false: samples/transformer.net at O2 bf16, 4-way
