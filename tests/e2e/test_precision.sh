@@ -242,6 +242,20 @@ if timeout 120 $NETC build samples/mlp.net $AMP -o "$work/ampsemi" >/dev/null 2>
 else
 	bad "amp_level O2 semi_auto @4: $r"
 fi
+# llama at O2 under a model split (DP 2 x MP 2 @4): the weight gradients
+# read the forward's gathered inputs through amp's casts (10 backward
+# collectives, f32's; amp_prices/weight_gradients_read_the_forward_copy
+# counts them), and train as stand-alone O2 does (20 steps: worst rel
+# 1.8e-4)
+if timeout 120 $NETC build samples/llama.net $AMP -D DP=2 -D MP=2 -D PP=1 -D device_num=4 -o "$work/llmp" >/dev/null 2>&1 &&
+	timeout 120 $NETC build samples/llama.net $AMP -D parallel_mode=stand_alone -o "$work/llsa" >/dev/null 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/llmp" --steps 5 --seed 7 --log "$work/llmp.csv" --quiet &&
+	timeout 120 "$work/llsa" --steps 5 --seed 7 --log "$work/llsa.csv" --quiet &&
+	r=$($B/tools/losscompare "$work/llsa.csv" "$work/llmp.csv" --rtol 2e-3 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
+	ok "amp_level O2 llama DP 2 x MP 2 @4 = stand-alone O2 within 2e-3 ($r)"
+else
+	bad "amp_level O2 llama DP 2 x MP 2 @4: $r"
+fi
 # loss scaling (issue 12.6). A power-of-two scale is exact in binary
 # floating point: mlp f32 at 4 ranks (data parallel, fused gradient
 # buckets) with loss_scale = 1024 computes the very losses of the run
