@@ -241,6 +241,8 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 		search_stage_memory(s, choice, c->search_stage_mem);
 	}
 	c->search_step = search_total(s, choice);
+	if (getenv("NETC_SEARCH_TERMS"))
+		search_total_terms(s, choice, "search", stderr);
 	c->search_over = s->over;
 	c->search_staged = s->staged;
 	c->search_probe_stopped = s->probe_cut;
