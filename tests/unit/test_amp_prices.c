@@ -176,18 +176,20 @@ static void search_figures(const char *path, const char *mode, double *own, doub
  * move. The search's figure for its own plan was the objective of
  * another program: samples/transformer.net under sharding_propagation
  * 3.65e-4 s against 2.67e-4 for the compiled plan (+37%), samples/
- * llama.net under dynamic_programming 4.58e-4 against 2.61e-4 (+75%).
+ * llama.net under dynamic_programming 4.58e-4 against 2.71e-4 (+69%).
  * The search sees through the casts it inserts now (search_graph.c,
- * casts_seen_through): the same sum as the objective of the compiled
- * plan, within 1%, and within 25% of explain's estimate (-20% for the
- * transformer: the program packs the gradients into more fusion buckets
- * than the one latency the search counts). */
+ * casts_seen_through), and lends them its readers' strategies
+ * (search.c, lend_reader_strategy): its figure is the objective of the
+ * compiled plan and explain's estimate of it, within 2% each. */
 Test(amp_prices, search_prices_its_plan_as_compiled)
 {
-	double own, obj, step;
-	search_figures("samples/transformer.net", "sharding_propagation", &own, &obj, &step);
-	cr_expect(fabs(own / obj - 1) <= 0.01, "transformer: search %.4g s, objective of the compiled plan %.4g", own, obj);
-	cr_expect(fabs(own / step - 1) <= 0.25, "transformer: search %.4g s, compiled estimate %.4g", own, step);
-	search_figures("samples/llama.net", "dynamic_programming", &own, &obj, &step);
-	cr_expect(fabs(own / obj - 1) <= 0.01, "llama: search %.4g s, objective of the compiled plan %.4g", own, obj);
+	static const char *const cases[][2] = {{"samples/transformer.net", "sharding_propagation"},
+	                                        {"samples/llama.net", "dynamic_programming"}};
+	for (int k = 0; k < 2; k++) {
+		double own, obj, step;
+		search_figures(cases[k][0], cases[k][1], &own, &obj, &step);
+		cr_expect(fabs(own / obj - 1) <= 0.02, "%s: search %.4g s, objective of the compiled plan %.4g", cases[k][0],
+		          own, obj);
+		cr_expect(fabs(own / step - 1) <= 0.02, "%s: search %.4g s, compiled estimate %.4g", cases[k][0], own, step);
+	}
 }
