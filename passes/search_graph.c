@@ -895,8 +895,9 @@ Value *search_origin(const Search *s, Value *x, DType *dt)
  * under sharding_propagation was priced 3.65e-4 s where explain prices
  * the compiled plan 2.67e-4. So the search sees through an inserted
  * forward cast of an operator's result: its reader's edge runs from that
- * operator, in the narrow type, and the cast gets no strategy of its own
- * (it runs on its input's layout, where no user strategy was lent it).
+ * operator, in the narrow type, and the cast takes the strategy its
+ * first reader wants for it (search.c, lend_reader_strategy), as
+ * precision lends one before a reader the user annotated.
  * Not a parameter's casts (their gradient's sum once a step, in f32, is
  * the edges' grad_once) nor a graph input's (its conversion is the
  * reader's unary). A laid-out graph (explain's) keeps its casts. */
