@@ -128,6 +128,11 @@ typedef struct Search {
 	SEdge *e;
 	int ne, cape;
 	int *vertex_of;    /* node id -> vertex index or -1 */
+	/* node id -> whether the node is a cast netc inserted that the search
+	 * sees through (search_cast_seen_through): its reader's edge runs from
+	 * the value it casts, in the narrow type; NULL: none (a laid-out
+	 * graph, explain's, keeps its casts as they run) */
+	bool *thru;
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
@@ -223,7 +228,10 @@ double search_total(Search *s, const int *choice);
 double search_total_edgewise(Search *s, const int *choice);
 /* The part of search_total no vertex's cost holds: under grad_call
  * GRAD_IN_BUCKET, the fusion bucket's latency and wait, once a step. */
-double search_bucket_wait(const Search *s, const int *choice);
+double search_bucket_wait(Search *s, const int *choice);
+/* The fusion bucket a gradient laid out as l and reduced over `axes`
+ * joins (Cand.bucket_group). */
+uint64_t search_bucket_group(const Layout *l, unsigned axes);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */
@@ -231,6 +239,8 @@ void search_stage_memory(const Search *s, const int *choice, double *stage);
 /* A lower bound of search_total over every choice: the sum of each
  * vertex's least work (no edge table is built). */
 double search_floor(const Search *s);
+/* Debugging: the terms of search_total(s, choice), a line each, to out. */
+void search_total_terms(Search *s, const int *choice, const char *who, FILE *out);
 
 /* Shared by the modes' files: the dimensions a strategy chooses freely
  * (matmul: batch..., m, k, n; embedding: the table's and the ids' dims;
@@ -240,6 +250,10 @@ int search_free_dims(const Node *n, int64_t *size);
 /* A graph value as the search sees it: through the conversions of a
  * laid-out graph (explain). */
 Value *search_unconverted(Value *x);
+/* x as s's edges see it: through the conversions and the casts s sees
+ * through (Search.thru); *dt: the type the program moves it in (the
+ * narrow one where a cast on the way is narrow). */
+Value *search_origin(const Search *s, Value *x, DType *dt);
 Layout *search_input_layout(Search *s, Value *in, int64_t devices);
 
 /* Stable node names for strategy checkpoints and explain:

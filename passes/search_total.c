@@ -6,6 +6,7 @@
 #include "search_graph.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #include "../ir/layout.h"
 
@@ -266,30 +267,52 @@ static double search_corrections(Search *s, const int *choice, bool shared, doub
  * compiled estimate. */
 enum { BUCKET_GROUPS = 32 };
 
-double search_bucket_wait(const Search *s, const int *choice)
+typedef struct Buckets {
+	uint64_t group[BUCKET_GROUPS];
+	double head[BUCKET_GROUPS], more; /* more: past BUCKET_GROUPS groups, each head apart (an upper bound) */
+	int n;
+} Buckets;
+
+static void bucket_member(Buckets *b, uint64_t group, double head)
+{
+	if (head <= 0)
+		return;
+	int k = 0;
+	while (k < b->n && b->group[k] != group)
+		k++;
+	if (k < b->n)
+		b->head[k] = fmax(b->head[k], head);
+	else if (b->n < BUCKET_GROUPS)
+		b->group[b->n] = group, b->head[b->n++] = head;
+	else
+		b->more += head;
+}
+
+/* Amp's weights' f32 sums (the ways back of SEdge.grad_once) are packed
+ * into the buckets too: with no parameter read without cast reduced,
+ * the plan paid no bucket's latency at all (samples/transformer.net at
+ * O2 bf16 with its layer norms whole: -22% of the compiled estimate). */
+double search_bucket_wait(Search *s, const int *choice)
 {
 	if (s->grad_call != GRAD_IN_BUCKET)
 		return 0;
-	uint64_t group[BUCKET_GROUPS];
-	double head[BUCKET_GROUPS], more = 0; /* more: past BUCKET_GROUPS groups, each head apart (an upper bound) */
-	int n = 0;
+	Buckets b = {.n = 0, .more = 0};
 	for (int v = 0; v < s->nv; v++) {
 		const Cand *c = &s->v[v].cl->c[choice[v]];
-		if (c->bucket_head <= 0)
-			continue;
-		int k = 0;
-		while (k < n && group[k] != c->bucket_group)
-			k++;
-		if (k < n)
-			head[k] = fmax(head[k], c->bucket_head);
-		else if (n < BUCKET_GROUPS)
-			group[n] = c->bucket_group, head[n++] = c->bucket_head;
-		else
-			more += c->bucket_head;
+		bucket_member(&b, c->bucket_group, c->bucket_head);
 	}
-	double t = more;
-	for (int k = 0; k < n; k++)
-		t += head[k];
+	for (int e = 0; e < s->ne; e++) {
+		const SEdge *se = &s->e[e];
+		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
+		if (!se->grad_once || !g || !g->partial)
+			continue;
+		const Layout *from = search_edge_from(s, se, choice[se->u]);
+		double head = search_once_grad(s, from, g, GRAD_BUCKET_WAITED) - search_once_grad(s, from, g, GRAD_IN_BUCKET);
+		bucket_member(&b, search_bucket_group(g, g->partial), head);
+	}
+	double t = b.more;
+	for (int k = 0; k < b.n; k++)
+		t += b.head[k];
 	return s->w_step * t;
 }
 
@@ -396,4 +419,31 @@ double search_memory(Search *s, const int *choice)
 	for (int st = 0; st < P; st++)
 		m = fmax(m, stage[st]);
 	return m;
+}
+
+/* Debugging aid (NETC_SEARCH_TERMS=1): every vertex's unary and every
+ * edge's cost of a choice, one line each, to compare the search's own
+ * total with explain's objective of the compiled plan term by term. */
+void search_total_terms(Search *s, const int *choice, const char *who, FILE *out)
+{
+	fprintf(out, "== %s: %d vertices, %d edges, total %.6g (local %.6g, bucket %.6g)\n", who, s->nv, s->ne,
+	        search_total(s, choice), search_local_total(s, choice), search_bucket_wait(s, choice));
+	for (int v = 0; v < s->nv; v++) {
+		const Node *n = s->v[v].n;
+		const Cand *c = &s->v[v].cl->c[choice[v]];
+		double pg = 0;
+		for (int i = 0; i < n->nin && i < 16; i++)
+			pg += c->param_grad[i];
+		fprintf(out, "V %s %s %s unary %.4g compute %.4g pgrad %.4g\n", op_info[n->op].name, n->out->name,
+		        dtype_name(n->out->dtype), s->v[v].unary[choice[v]], c->compute, pg);
+	}
+	for (int e = 0; e < s->ne; e++) {
+		const SEdge *se = &s->e[e];
+		double c = search_edge_cost(s, e, choice[se->u], choice[se->v]);
+		if (c != 0)
+			fprintf(out, "E %s[%d] -> %s[%d] %s once %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
+			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, c);
+	}
+	double once, micro = search_corrections(s, choice, true, &once);
+	fprintf(out, "C micro %.4g (x%.3g) once %.4g (x%.3g)\n", micro, s->w_micro, once, s->w_step);
 }
