@@ -48,9 +48,10 @@ Test(amp_prices, gradients_summed_once_a_step)
  * one, whose gradients the compiled programs sum alike (once a step, f32
  * bytes). The objectives within 1% of each other's share of their
  * estimates; before, +53% of the estimate against the f32 model's +18%
- * (what is left of that is the f32 program's: the searches' pipeline is
- * (M + P - 1) / P micro-batches of the average stage, explain replays
- * the busiest). */
+ * (what was left of that was the f32 program's: the searches' pipeline
+ * was (M + P - 1) / P micro-batches of the average stage, explain replays
+ * the busiest; both +0% since the plan's total follows the schedule,
+ * tests/unit/test_staged_total.c). */
 Test(amp_prices, narrow_model_as_its_f32_twin)
 {
 	char path[] = "/tmp/netc-amp-prices-XXXXXX.net";

@@ -357,8 +357,9 @@ Test(search_algo, bound_is_below_every_plan_at_8_devices) { bound_below_every_pl
  * *shared. */
 static void bound_enumerated(Search *s, int *taken, int *shared)
 {
-	double bound = search_dp_bound(s), want = INFINITY, combos = 1;
+	double bound = search_dp_bound(s), want = INFINITY, combos = 1, floor = search_floor(s);
 	cr_assert(isfinite(bound));
+	cr_expect_geq(bound, floor * (1 - 1e-12), "bound %.9g s under the floor %.9g s", bound, floor);
 	for (int v = 0; v < s->nv; v++)
 		combos *= s->v[v].cl->n;
 	cr_assert_leq(combos, 1e6, "%g choices: too many to enumerate", combos);
@@ -378,6 +379,7 @@ static void bound_enumerated(Search *s, int *taken, int *shared)
 			*shared += total < search_total_edgewise(s, choice) * (1 - 1e-12);
 			want = fmin(want, b);
 			cr_assert_leq(bound, total * (1 + 1e-12), "bound %.9g s over a plan's %.9g s", bound, total);
+			cr_assert_leq(floor, total * (1 + 1e-12), "floor %.9g s over a plan's %.9g s", floor, total);
 			/* the proof's claim, plan by plan: its forward sum is at most its objective */
 			cr_assert_leq(b, total * (1 + 1e-12), "a plan's work and forward prices %.9g s over its %.9g s", b,
 			              total);
@@ -432,6 +434,40 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
 	int taken = 0, shared = 0;
 	bound_enumerated(s, &taken, &shared);
 	cr_expect_gt(taken, 0, "no correction took anything back: the case tests no more than the MLP's");
+}
+
+/* The same plans where the total is the schedule's (passes/
+ * search_staged.c: each stage's own passes, the bubble of the fill and
+ * the drain, the transfers where the schedule waits for them), under
+ * gpipe and 1F1B with 1, 2 and 8 micro-batches: the bounds' weights
+ * (Search.wb_fwd ...) keep the floor and the bound below every plan.
+ * Stage 0 holds the first product, the relu and the add, stage 1 the
+ * two others and the loss: unlike stages, where (M + P - 1) / P of each
+ * stage's work (the weights before) was over 1F1B's step of some plans
+ * (a busier stage leaves the other's bubble to its own work). */
+Test(search_algo, bound_is_below_every_plan_under_each_schedule, .timeout = 120)
+{
+	Value *x, *t;
+	Node *mm = two_stages(&x, &t);
+	Node *relu = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
+	Value *h = graph_node(g, OP_ADD, (Value *[]){mm->out, relu->out}, 2, loc_none())->out;
+	Node *second = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(32, 8))}, 2, loc_none());
+	Value *y = graph_node(g, OP_MATMUL, (Value *[]){x, par("w3", S(32, 8))}, 2, loc_none())->out;
+	y = graph_node(g, OP_ADD, (Value *[]){second->out, y}, 2, loc_none())->out;
+	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){y, t}, 2, loc_none())->out;
+	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
+	for (int i = 0, on = 0; i < g->nnodes; i++)
+		g->nodes[i]->ann.stage = on |= g->nodes[i] == second;
+	const int micro[] = {1, 2, 8};
+	for (int gp = 0; gp < 2; gp++)
+		for (int k = 0; k < 3; k++) {
+			g->nmicro = micro[k];
+			g->par.pipeline_scheduler = gp ? SCHED_GPIPE : SCHED_1F1B;
+			Search *s = search_new(&arena, g, NULL, true, false, &dg);
+			cr_assert(s && s->sched, "%s", diag_text());
+			int taken = 0, shared = 0;
+			bound_enumerated(s, &taken, &shared);
+		}
 }
 
 /* The bound where search_total takes back what readers of one value
