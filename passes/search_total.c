@@ -400,25 +400,20 @@ static double staged_total(Search *s, const int *choice, bool shared)
 	return t;
 }
 
-double search_total(Search *s, const int *choice)
+/* shared: search_total's, else search_total_edgewise's */
+static double total(Search *s, const int *choice, bool shared)
 {
 	if (s->sched)
-		return staged_total(s, choice, true);
+		return staged_total(s, choice, shared);
 	Acc acc = {0};
-	search_corrections(s, choice, true, &acc);
+	search_corrections(s, choice, shared, &acc);
 	return search_local_total(s, choice) + s->w_micro * acc.micro + s->w_step * acc.once +
 	       search_bucket_wait(s, choice);
 }
 
-double search_total_edgewise(Search *s, const int *choice)
-{
-	if (s->sched)
-		return staged_total(s, choice, false);
-	Acc acc = {0};
-	search_corrections(s, choice, false, &acc);
-	return search_local_total(s, choice) + s->w_micro * acc.micro + s->w_step * acc.once +
-	       search_bucket_wait(s, choice);
-}
+double search_total(Search *s, const int *choice) { return total(s, choice, true); }
+
+double search_total_edgewise(Search *s, const int *choice) { return total(s, choice, false); }
 
 /* A lower bound of search_total over every choice, without an edge table
  * (the outer search's first screen, passes/search_fit.c): each vertex's

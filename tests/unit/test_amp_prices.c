@@ -16,19 +16,6 @@
 #include "ir/redistribute.h"
 #include "passes/explain.h"
 
-/* the search objective of the compiled plan over explain's step */
-static double objective_over_step(const char *path, const char *const *defs, int ndefs)
-{
-	Compilation c;
-	cr_assert(compile_model(&c, path, defs, ndefs, UPTO_CODEGEN), "%s does not compile", path);
-	ExplainTotals t;
-	explain_totals(&c, &t);
-	double obj = explain_objective(&c);
-	compile_done(&c);
-	cr_assert(t.step > 0 && !isnan(obj));
-	return obj / t.step;
-}
-
 /* samples/transformer.net at O2 bf16, 8-way data parallel, 4
  * micro-batches: no stage, no model split, so what is left to price is
  * computation and the gradients' sums, which explain's replay adds up as

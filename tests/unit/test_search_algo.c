@@ -410,13 +410,17 @@ static Node *two_stages(Value **x, Value **t)
  * fixed by its shard(in_strategy) (sv->fixed). Enumerated: the bound is
  * the least work-plus-forward sum and at most every plan's objective
  * (merged s-cut review: what the MLP above has none of). */
-Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_operator)
+/* two_stages' graph with a residual add on stage 0 (its relu fixed
+ * where fix) and a second product of x on stage 1 */
+static void residual_stages(bool fix)
 {
 	Value *x, *t;
 	Node *mm = two_stages(&x, &t);
 	Node *relu = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
-	relu->ann.in_strategy = (Strategy){.n = 1, .v = ARENA_NEWN(&arena, Shape, 1)};
-	relu->ann.in_strategy.v[0] = S(1, 2);
+	if (fix) {
+		relu->ann.in_strategy = (Strategy){.n = 1, .v = ARENA_NEWN(&arena, Shape, 1)};
+		relu->ann.in_strategy.v[0] = S(1, 2);
+	}
 	Value *h = graph_node(g, OP_ADD, (Value *[]){mm->out, relu->out}, 2, loc_none())->out;
 	Node *second = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(32, 8))}, 2, loc_none());
 	Value *y = graph_node(g, OP_MATMUL, (Value *[]){x, par("w3", S(32, 8))}, 2, loc_none())->out;
@@ -425,6 +429,11 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
 	for (int i = 0, on = 0; i < g->nnodes; i++)
 		g->nodes[i]->ann.stage = on |= g->nodes[i] == second;
+}
+
+Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_operator)
+{
+	residual_stages(true);
 	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	int fixed = 0;
@@ -442,22 +451,12 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
  * gpipe and 1F1B with 1, 2 and 8 micro-batches: the bounds' weights
  * (Search.wb_fwd ...) keep the floor and the bound below every plan.
  * Stage 0 holds the first product, the relu and the add, stage 1 the
- * two others and the loss: unlike stages, where (M + P - 1) / P of each
- * stage's work (the weights before) was over 1F1B's step of some plans
- * (a busier stage leaves the other's bubble to its own work). */
+ * two others and the loss (the weights before, (M + P - 1) / P of each
+ * stage's work, are over 1F1B's step where stages differ:
+ * tests/unit/test_staged_total.c, bound_weights_below_the_step). */
 Test(search_algo, bound_is_below_every_plan_under_each_schedule, .timeout = 120)
 {
-	Value *x, *t;
-	Node *mm = two_stages(&x, &t);
-	Node *relu = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
-	Value *h = graph_node(g, OP_ADD, (Value *[]){mm->out, relu->out}, 2, loc_none())->out;
-	Node *second = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(32, 8))}, 2, loc_none());
-	Value *y = graph_node(g, OP_MATMUL, (Value *[]){x, par("w3", S(32, 8))}, 2, loc_none())->out;
-	y = graph_node(g, OP_ADD, (Value *[]){second->out, y}, 2, loc_none())->out;
-	g->loss = graph_node(g, OP_MSE_LOSS, (Value *[]){y, t}, 2, loc_none())->out;
-	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
-	for (int i = 0, on = 0; i < g->nnodes; i++)
-		g->nodes[i]->ann.stage = on |= g->nodes[i] == second;
+	residual_stages(false);
 	const int micro[] = {1, 2, 8};
 	for (int gp = 0; gp < 2; gp++)
 		for (int k = 0; k < 3; k++) {

@@ -96,19 +96,6 @@ Test(staged, step_by_hand)
 	arena_free(&a);
 }
 
-/* The search objective of the compiled plan over explain's step. */
-static double objective_over_step(const char *path, const char *const *defs, int ndefs)
-{
-	Compilation c;
-	cr_assert(compile_model(&c, path, defs, ndefs, UPTO_CODEGEN), "%s does not compile", path);
-	ExplainTotals t;
-	explain_totals(&c, &t);
-	double obj = explain_objective(&c);
-	compile_done(&c);
-	cr_assert(t.step > 0 && !isnan(obj));
-	return obj / t.step;
-}
-
 /* samples/llama.net's copy at DP x MP x PP devices, its tensors f32 or
  * bf16 (sed 's/f32\[/bf16[/g'), into path (a mkstemps template). */
 static void llama_copy(char *path, bool bf16)
