@@ -814,6 +814,63 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 	return kept;
 }
 
+int search_vertex_stage(const Search *s, int v)
+{
+	int st = s->v[v].n->ann.stage, P = s->g->nstages > 1 ? s->g->nstages : 1;
+	return st >= 0 && st < P ? st : 0;
+}
+
+/* The passes (stages.c) put chunk c on stage c % P; without interleaving
+ * the chunk is the stage. */
+int search_vertex_chunk(const Search *s, int v)
+{
+	int C = s->sched ? s->sched->nchunks : 1, ch = s->v[v].n->chunk;
+	if (C <= (s->g->nstages > 1 ? s->g->nstages : 1))
+		return search_vertex_stage(s, v);
+	return ch >= 0 && ch < C ? ch : search_vertex_stage(s, v);
+}
+
+/* A candidate's work at the bounds' weights (Search.wb_fwd ...): its
+ * computation, a third of it forward when training (the backward pass
+ * costs twice the forward, explain's model_compute), and its gradient
+ * reductions once a step. */
+static double bound_work(const Search *s, int v, double compute, double step)
+{
+	int st = s->sched ? search_vertex_stage(s, v) : 0;
+	double f = s->wb_fwd[st], b = s->wb_bwd[st];
+	double w = s->training && f != b ? f * compute / 3 + b * (compute - compute / 3) : f * compute;
+	return w + (st == 0 ? s->wb_once : 0) * step;
+}
+
+/* The bounds' weights (Search.wb_fwd ...): without stages the total's
+ * own (M (F + B) + the work once a step), else the schedule's along its
+ * path that is longest with each operator's least computation
+ * (schedule_bound_weights); then each candidate's work at them. */
+static void bound_weights(Search *s)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	s->wb_fwd = ARENA_NEWN(s->a, double, P), s->wb_bwd = ARENA_NEWN(s->a, double, P);
+	s->wb_fwd[0] = s->wb_bwd[0] = s->wb_xfer = s->w_micro, s->wb_once = s->w_step;
+	if (s->sched) {
+		double *fl = ARENA_NEWN(s->a, double, P), *bl = ARENA_NEWN(s->a, double, P), w[2];
+		for (int v = 0; v < s->nv; v++) {
+			const SVertex *sv = &s->v[v];
+			double least = INFINITY;
+			for (int c = 0; c < sv->cl->n; c++)
+				if (sv->fixed < 0 || c == sv->fixed)
+					least = fmin(least, sv->cl->c[c].compute);
+			double f = s->training ? least / 3 : least;
+			fl[search_vertex_stage(s, v)] += f, bl[search_vertex_stage(s, v)] += least - f;
+		}
+		schedule_bound_weights(s->sched, s->g->par.pipeline_scheduler == SCHED_GPIPE || !s->training, fl, bl,
+		                       s->wb_fwd, s->wb_bwd, w);
+		s->wb_once = w[0], s->wb_xfer = w[1];
+	}
+	for (int v = 0; v < s->nv; v++)
+		for (int c = 0; c < s->v[v].cl->n; c++)
+			s->v[v].work[c] = bound_work(s, v, s->v[v].cl->c[c].compute, s->v[v].once[c]);
+}
+
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
 /* first_read[i]: the parameter in[i]'s first reader, whose stage owns it;
@@ -822,7 +879,7 @@ static bool *recompute_kept(Arena *a, const Graph *g)
  * buffer each for. copy[i]: the first read of a tied weight on another
  * stage, which holds its value and that stage's part of its gradient. */
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
-                         Layout **inl, int c, double *cost, double *work, double *mem, bool kept)
+                         Layout **inl, int c, double *cost, double *once, double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
@@ -852,7 +909,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	t += vocab_lse_gather(s, n, &cd->r, &lse_mem);
 	m += lse_mem;
 	*cost = s->w_micro * t + s->w_step * step;
-	*work = s->w_micro * cd->compute + s->w_step * step;
+	*once = step;
 	*mem = m;
 }
 
@@ -957,9 +1014,13 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	int P = g->nstages > 1 ? g->nstages : 1, M = g->nmicro > 1 ? g->nmicro : 1;
 	s->w_micro = (double)(M + P - 1) / P;
 	s->w_step = 1.0 / P;
-	if (g->nstages > 1 || g->nmicro > 1)
-		s->slots = schedule_build(a, g->nstages > 0 ? g->nstages : 1, g->nchunks > 0 ? g->nchunks : 1,
-		                          g->nmicro > 0 ? g->nmicro : 1, g->par.pipeline_scheduler, training)->nslots;
+	if (g->nstages > 1 || g->nmicro > 1) {
+		/* a chunk a stage at least, as explain's pipeline_setup */
+		Schedule *sc = schedule_build(a, P, g->nchunks > P ? g->nchunks : P, g->nmicro > 0 ? g->nmicro : 1,
+		                              g->par.pipeline_scheduler, training);
+		s->slots = sc->nslots;
+		s->sched = g->nstages > 1 ? sc : NULL;
+	}
 	s->nvertex_of = g->next_node_id;
 	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
 	for (int i = 0; i < s->nvertex_of; i++)
@@ -1067,12 +1128,14 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			}
 		}
 		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
-		sv->work = ARENA_NEWN(a, double, sv->cl->n);
+		sv->work = ARENA_NEWN(a, double, sv->cl->n); /* bound_weights' */
+		sv->once = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
+			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c],
 			             !n->ann.recompute || kept[n->out->id]);
 	}
 	count_shares(s);
+	bound_weights(s);
 	return s;
 }

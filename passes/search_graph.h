@@ -70,7 +70,10 @@ typedef struct SVertex {
 	int fixed;         /* index of the user's (or loaded) strategy, -1: free */
 	double *unary;     /* per candidate, seconds per step: compute + gradient aggregation + input redistribution */
 	double *work;      /* per candidate, seconds per step: the unary's computation and gradient
-	                    * reductions, without input conversions (search_floor) */
+	                    * reductions, without input conversions, at the bounds' weights
+	                    * (Search.wb_fwd ...: search_floor, search_dp_bound) */
+	double *once;      /* per candidate, seconds per step, unweighted: its parameters' gradient
+	                    * reductions (the unary's part paid once a step, w_step x) */
 	double *mem;       /* per candidate: bytes per device */
 	int *adj;          /* edge indices */
 	int nadj, capadj;
@@ -157,13 +160,26 @@ typedef struct Search {
 	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
 	                    * the schedule (Schedule.nslots); NULL: one */
 	/* The objective is a device's step, not one micro-batch through the
-	 * model: a cost paid in every micro-batch (computation, the forward
-	 * and backward redistributions) weighs w_micro = (M + P - 1) / P, M
+	 * model: in the local costs the searches compare (unary, edge), a
+	 * cost paid in every micro-batch (computation, the forward and
+	 * backward redistributions) weighs w_micro = (M + P - 1) / P, M
 	 * micro-batches and the bubble over P stages of about equal work
 	 * (gpipe's and 1F1B's (M + P - 1)(F + B)); a cost paid once per step
 	 * (a parameter's gradient reduction) weighs w_step = 1 / P: a device
-	 * reduces its own stage's gradients. Both 1 without micro-batches. */
+	 * reduces its own stage's gradients. Both 1 without micro-batches.
+	 * The plan's total with stages is the schedule's (sched). */
 	double w_micro, w_step;
+	/* The pipeline's schedule (passes/schedule.h) the plan's total replays
+	 * with the stages' own costs (search_staged.c); NULL: one stage */
+	struct Schedule *sched;
+	/* The bounds' weights (search_floor, search_dp_bound): [max(nstages,
+	 * 1)] a forward and a backward second of the stage paid in every
+	 * micro-batch, a gradient reduction on stage 0 (wb_once; on other
+	 * stages 0) and a stage transfer between neighbouring stages (wb_xfer;
+	 * between others 0), such that the weighted sum of a plan's costs is
+	 * at most its total under the schedule (schedule_bound_weights).
+	 * Without stages w_micro, w_micro, w_step and w_micro */
+	double *wb_fwd, *wb_bwd, wb_once, wb_xfer;
 	/* dynamic_programming's plan without a limit, as the memory fit's
 	 * screen of this graph found it: its search_memory and search_total
 	 * (0: unknown) */
@@ -205,6 +221,9 @@ double search_edge_forward(Search *s, int e, int cu, int cv);
  * cv: its value sent to the reader's stage and, where it has a gradient,
  * the gradient sent back; 0 within a stage. */
 double search_stage_transfer(const Search *s, int e, int cv);
+/* search_stage_transfer's one way, *back set where the gradient comes
+ * back the same way (as long). */
+double search_stage_send(const Search *s, int e, int cv, bool *back);
 /* search_edge_forward(s, e, cu, cv) of every cv, into row (the reader's
  * candidates' count of cells), the prices this search lacks looked up
  * together (cost_redist_row). */
@@ -241,6 +260,37 @@ void search_stage_memory(const Search *s, const int *choice, double *stage);
 double search_floor(const Search *s);
 /* Debugging: the terms of search_total(s, choice), a line each, to out. */
 void search_total_terms(Search *s, const int *choice, const char *who, FILE *out);
+
+/* A choice's costs as a pipeline's schedule runs them (search_staged.c):
+ * each model chunk's forward and backward pass per micro-batch, each
+ * stage's work once a step (its gradient reductions), and the seconds a
+ * chunk's values take to reach another (xf[a * nchunks + b], forward;
+ * xb[a * nchunks + b], a gradient going back from a to b) */
+typedef struct SearchStaged {
+	int nstages, nchunks, nmicro;
+	double *fwd, *bwd; /* [nchunks] */
+	double *once;      /* [nstages] */
+	double *xf, *xb;   /* [nchunks * nchunks] */
+} SearchStaged;
+/* An empty one (every cost 0) for s's stages, chunks and micro-batches. */
+SearchStaged *search_staged_new(Arena *a, int nstages, int nchunks, int nmicro);
+/* The pipeline stage and model chunk a vertex's operator runs on. */
+int search_vertex_chunk(const Search *s, int v);
+int search_vertex_stage(const Search *s, int v);
+/* The step of st under schedule sched (explain's: each stage's passes in
+ * sched's order with st's costs, then its work once a step; the step ends
+ * where the last stage's does): a closed form for gpipe (exact), else
+ * sched's replay. */
+double search_staged_step(Arena *a, const struct Schedule *sched, const SearchStaged *st);
+/* search_total of a staged search (s->sched), and its costs by chunk
+ * (search_total.c): shared, as search_total; else as
+ * search_total_edgewise. */
+void search_staged_costs(Search *s, const int *choice, bool shared, SearchStaged *st);
+/* The bound's weight of edge ei's stage transfer (Search.wb_xfer where
+ * the two stages are neighbours, else 0) and of its forward conversion
+ * (Search.wb_fwd of its reader's stage). */
+double search_edge_xfer_weight(const Search *s, int ei);
+double search_edge_fwd_weight(const Search *s, int ei);
 
 /* Shared by the modes' files: the dimensions a strategy chooses freely
  * (matmul: batch..., m, k, n; embedding: the table's and the ids' dims;
