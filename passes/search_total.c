@@ -561,6 +561,9 @@ void search_total_terms(Search *s, const int *choice, const char *who, FILE *out
 			fprintf(out, "E %s[%d] -> %s[%d] %s once %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
 			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, c);
 	}
-	double once, micro = search_corrections(s, choice, true, &once);
-	fprintf(out, "C micro %.4g (x%.3g) once %.4g (x%.3g)\n", micro, s->w_micro, once, s->w_step);
+	if (s->sched) /* staged: the corrections are inside the schedule's step above */
+		return;
+	Acc acc = {0};
+	search_corrections(s, choice, true, &acc);
+	fprintf(out, "C micro %.4g (x%.3g) once %.4g (x%.3g)\n", acc.micro, s->w_micro, acc.once, s->w_step);
 }
