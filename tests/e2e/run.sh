@@ -5,14 +5,19 @@
 # script's time is mpirun starting ranks and waiting on them, so two
 # scripts keep two cores busy where one kept about one, and a third
 # fills their waits (on 2 cores the e2e phase took 297 s against 337 s
-# with 2). The scripts
+# with 2), the longest first (LONGEST below). The scripts
 # that time themselves or kill ranks on a clock (SERIAL below) run
-# afterwards, alone. Prints one line per test as it ends,
-#   ok   NAME (12s)            or
-#   FAIL NAME (exit 1, 12s): log build/e2e-logs/NAME.log      or
-#   skip NAME (1s): SKIP ...  (passed without running: its log says why)
-# followed, on failure, by the log's FAIL lines and its last lines; then
-# the last line alone: "N passed, N failed". Exit status 1 on any failure.
+# afterwards, alone. Each script's Open MPI jobs keep their session
+# directories in one of its own (see run_one). Prints one line per test
+# as it ends, with its wall time and CPU time (user + system, its ranks
+# and compilers included),
+#   ok   NAME (12s, cpu 20s)            or
+#   FAIL NAME (exit 1, 12s, cpu 20s): log build/e2e-logs/NAME.log ...   or
+#   skip NAME (1s, cpu 0s): SKIP ...  (passed without running: its log says why)
+# followed, on failure, by the log's FAIL lines and its last lines (the
+# log is also kept as NAME.failed-DATE.log, which the next run leaves);
+# then "e2e: Ns, cpu Ns" and last, alone: "N passed, N failed". Exit
+# status 1 on any failure.
 # Arguments, if any, select tests by name: tests/e2e/run.sh equivalence cli
 # Cases known to fail are kept out of the tests: see tests/e2e/KNOWN_FAILURES.
 cd "$(dirname "$0")/../.." || exit 1
@@ -23,6 +28,12 @@ mkdir -p "$logs" || exit 1
 TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 JOBS=${E2E_JOBS:-3}
 SERIAL=" kill faults cuda_faults program_guards cuda_kernels_build calibrate multihost "
+# The pool starts these first, longest first (their times on 2 cores, most
+# to least), the others after in name order: started 9th, cuda_fake (the
+# longest) ran on alone for minutes after the rest had ended
+LONGEST=" cuda_fake equivalence attention gradcheck ms_ops pipeline conv routines precision train fuse
+	optimizer_parallel search_plans auto_parallel program_errors ps"
+LONGEST=" $(echo $LONGEST) "
 # The comparison tools, built once here rather than by two scripts at once.
 . tests/e2e/tools.sh || exit 1
 pass=0 fail=0 failed= cpu_total=0
@@ -104,6 +115,15 @@ for t in tests/e2e/test_*.sh; do
 	*) together="$together $name" ;;
 	esac
 done
+
+first= rest=
+for name in $LONGEST; do
+	case " $together " in *" $name "*) first="$first $name" ;; esac
+done
+for name in $together; do
+	case "$LONGEST" in *" $name "*) ;; *) rest="$rest $name" ;; esac
+done
+together="$first $rest"
 
 # the pool: at most JOBS at once; report each as it ends
 declare -A pid_of=()
