@@ -138,6 +138,10 @@ typedef struct Search {
 	 * the value it casts, in the narrow type; NULL: none (a laid-out
 	 * graph, explain's, keeps its casts as they run) */
 	bool *thru;
+	/* node id -> the narrow type a seen-through cast makes of the node's
+	 * result (DT_F32: none), the type the program holds it in (pass_narrow
+	 * computes the operator on narrow values, without the cast); NULL: none */
+	DType *held;
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
