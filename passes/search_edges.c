@@ -110,7 +110,8 @@ static double edge_price(Search *s, const Layout *from, const Layout *to, const 
 }
 
 /* The way back of a gradient summed once a step (SEdge.grad_once), in
- * f32. Where pass_fusion packs the gradients (grad_call GRAD_IN_BUCKET)
+ * f32 (the narrow type under gradient_fp32_sync = false: Search.once_dt).
+ * Where pass_fusion packs the gradients (grad_call GRAD_IN_BUCKET)
  * the sum is one of its members, an f32 all-reduce in the update, priced
  * as cost_param_grad prices a parameter read without cast: call's way
  * (GRAD_IN_BUCKET, its bytes alone; GRAD_BUCKET_WAITED, as the bucket's
@@ -119,12 +120,13 @@ static double edge_price(Search *s, const Layout *from, const Layout *to, const 
  * compiled estimate). */
 double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradCall call)
 {
-	double t = edge_price(s, from, from, grad, DT_F32);
+	double t = edge_price(s, from, from, grad, s->once_dt);
 	if (s->grad_call != GRAD_IN_BUCKET || !from || !grad || !grad->partial ||
 	    !cost_layout_same(cost_strip_partial(s->rc, grad), cost_strip_partial(s->rc, from)))
 		return t; /* not an all-reduce into the producer's layout: not fused */
 	int64_t g = layout_group_size(grad, grad->partial);
-	double sent = 2.0 * (double)(g - 1) * (double)(shape_numel(&grad->slice) * dtype_size_as(DT_F32, s->real_size)) / (double)g;
+	double sent = 2.0 * (double)(g - 1) * (double)(shape_numel(&grad->slice) * dtype_size_as(s->once_dt, s->real_size)) /
+	              (double)g;
 	return cost_grad_coll(&s->m, RS_ALLREDUCE, sent, g, cost_group_in_node(&s->m, grad, grad->partial), call);
 }
 
@@ -140,7 +142,7 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), vl->c[cv + 1].grad[e->vi],
 		                                             e->dt) & (s->capprice - 1)]);
 	const Layout *grad = vl->c[cv].grad[e->vi];
-	if (e->grad_once && grad && grad->partial) /* the way back once a step, in f32 (grad_summed_once) */
+	if (e->grad_once && grad && grad->partial) /* the way back once a step (grad_summed_once) */
 		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to, grad)) +
 		       s->w_step * search_once_grad(s, from, grad, GRAD_IN_BUCKET);
 	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad));

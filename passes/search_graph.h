@@ -121,6 +121,8 @@ typedef struct Search {
 	ShardCtx cx;
 	bool training;
 	GradCall grad_call; /* how a parameter's gradient all-reduce runs: GRAD_IN_BUCKET where pass_fusion packs them */
+	DType once_dt;      /* the type amp's gradients summed once a step are summed in (SEdge.grad_once): f32, or the
+	                     * narrow type under gradient_fp32_sync = false (grad_summed_once) */
 	int opt_states;    /* optimizer state tensors per parameter */
 	int real_size;     /* bytes of an f32 element as memplan allocates it: 4, or 8 with --precision f64 */
 	RedistCache *rc;
@@ -136,6 +138,10 @@ typedef struct Search {
 	 * the value it casts, in the narrow type; NULL: none (a laid-out
 	 * graph, explain's, keeps its casts as they run) */
 	bool *thru;
+	/* node id -> the narrow type a seen-through cast makes of the node's
+	 * result (DT_F32: none), the type the program holds it in (pass_narrow
+	 * computes the operator on narrow values, without the cast); NULL: none */
+	DType *held;
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and

@@ -88,7 +88,7 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		cost_memo_mix_doubles(&h1, &h2, w, 2);
 		/* and that way back a fusion bucket's member or its own call (search_once_grad) */
 		bool fused = e->grad_once && s->grad_call == GRAD_IN_BUCKET;
-		cost_memo_mix(&h1, &h2, (uint64_t)fused << 1 | cross);
+		cost_memo_mix(&h1, &h2, (uint64_t)s->once_dt << 2 | (uint64_t)fused << 1 | cross); /* and its type */
 	}
 	for (int i = 0; i < u->cl->n; i++) {
 		const Layout *from = search_edge_from(s, e, i);

@@ -313,7 +313,7 @@ static void bucket_member(Buckets *b, uint64_t group, double head)
 		b->more += head;
 }
 
-/* Amp's weights' f32 sums (the ways back of SEdge.grad_once) are packed
+/* Amp's weights' sums (the ways back of SEdge.grad_once) are packed
  * into the buckets too: with no parameter read without cast reduced,
  * the plan paid no bucket's latency at all (samples/transformer.net at
  * O2 bf16 with its layer norms whole: -22% of the compiled estimate). */
@@ -333,7 +333,12 @@ double search_bucket_wait(Search *s, const int *choice)
 			continue;
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
 		double head = search_once_grad(s, from, g, GRAD_BUCKET_WAITED) - search_once_grad(s, from, g, GRAD_IN_BUCKET);
-		bucket_member(&b, search_bucket_group(g, g->partial), head);
+		/* a bucket holds one type (pass_fusion): narrow sums (gradient_fp32_sync
+		 * = false, Search.once_dt) are a bucket apart from the f32 ones of the
+		 * same group, a latency of their own (transformer.net O2 bf16 DP 4: a
+		 * bf16 bucket beside the layer norms' f32 one) */
+		uint64_t typed = s->once_dt == DT_F32 ? 0 : 0x9e3779b97f4a7c15ull * (uint64_t)(s->once_dt + 1);
+		bucket_member(&b, search_bucket_group(g, g->partial) ^ typed, head);
 	}
 	double t = b.more;
 	for (int k = 0; k < b.n; k++)
