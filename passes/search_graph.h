@@ -303,6 +303,19 @@ double search_edge_fwd_weight(const Search *s, int ei);
  * elementwise: the output's; else input 0's), returns their count; and
  * the layout a graph input arrives in when `devices` split its batch. */
 int search_free_dims(const Node *n, int64_t *size);
+
+/* A node's candidates (search_graph.c, for search_build.c): the splits of
+ * its free dimensions its sharding rule accepts, filtered by
+ * set_algo_parameters, one list shared by the nodes of a signature (op,
+ * shapes, attributes) through st; search_cand_costs fills a candidate's
+ * own numbers (intern: its layouts interned to their classes),
+ * search_vocab_lse_gather the gather a vocabulary-parallel cross entropy
+ * adds under r (*mem: its bytes). */
+typedef struct SearchSigTab SearchSigTab;
+SearchSigTab *search_sigtab_new(Arena *a);
+CandList *search_candidates(Search *s, SearchSigTab *st, Node *n);
+void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern);
+double search_vocab_lse_gather(Search *s, const Node *n, const ShardResult *r, double *mem);
 /* A graph value as the search sees it: through the conversions of a
  * laid-out graph (explain). */
 Value *search_unconverted(Value *x);

@@ -1,0 +1,496 @@
+/* The auto-parallel search graph built (search_new): one vertex per
+ * searchable forward operator over its candidates (search_graph.c), one
+ * edge per tensor between two of them, what the graph sees through (the
+ * casts netc inserts), the stages' weights and each candidate's unary
+ * cost and memory (see search_graph.h). */
+#include "search_graph.h"
+#include "schedule.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/layout.h"
+
+/* ---- the search graph -------------------------------------------------------- */
+
+Layout *search_input_layout(Search *s, Value *in, int64_t devices)
+{
+	ParallelConfig *pc = &s->g->par;
+	Arena *a = s->a;
+	int map[MAX_RANK];
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = -1;
+	if (in->kind != VK_INPUT || pc->full_batch || pc->dataset_kind == DS_FULL_BATCH)
+		return layout_replicated(a, &in->shape, s->cx.device_num);
+	if (pc->dataset_kind == DS_TUPLE && pc->ndataset == s->g->ninputs &&
+	    pc->dataset_rank[in->input.index] == in->shape.rank) {
+		int64_t dev[MAX_RANK];
+		int ndev = 0;
+		for (int k = 0; k < in->shape.rank; k++) {
+			int64_t sp = pc->dataset[in->input.index][k];
+			if (sp > 1)
+				map[k] = ndev, dev[ndev++] = sp;
+		}
+		Layout *l = layout_make(a, &in->shape, ndev, dev, map, 0, s->cx.device_num);
+		return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
+	}
+	if (in->shape.rank == 0 || in->shape.d[0] % devices != 0)
+		return layout_replicated(a, &in->shape, s->cx.device_num);
+	map[0] = 0;
+	Layout *l = layout_make(a, &in->shape, 1, &devices, map, 0, s->cx.device_num);
+	return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
+}
+
+/* Whether the gradient of x, a value an operator reads, is a
+ * parameter's summed once a step: x is the parameter through casts
+ * (amp's narrow copy, precision's cast up of it) and each device rounds
+ * its part of the gradient through their backward casts, accumulates it
+ * over the micro-batches in f32, and the sum over devices runs once, in
+ * the update (passes/precision.c, sum_after_casts; sharding_partial.c for
+ * a gradient made of parts). That is where the parameters' gradients are
+ * summed in f32 (gradient_fp32_sync, force_fp32_communication) and no
+ * loss scale asks for the sum before the casts round it. Before, the
+ * searches priced that sum on the edge to the reader, once a micro-batch
+ * (w_micro): bf16 llama DP 2 x PP 2 @2, +53% of the compiled estimate. */
+static bool grad_summed_once(const Search *s, const Value *x)
+{
+	const Graph *g = s->g;
+	if (!s->training || g->train.loss_scale_kind != LS_NONE)
+		return false;
+	/* gradient_fp32_sync = false: the narrow sums are moved to the update
+	 * and packed into buckets of their type (precision.c,
+	 * narrow_sums_in_update) with one micro-step and one stage; elsewhere
+	 * each is summed where it is made, once a micro-batch, as priced
+	 * before (w_micro). Priced on the edge, unfused and once a
+	 * micro-batch, transformer.net O2 bf16 DP 4 was +412% of the compiled
+	 * estimate. */
+	if (!(g->par.gradient_fp32_sync || g->par.force_fp32_communication) && (g->nmicro > 1 || g->nstages > 1))
+		return false;
+	bool cast = false;
+	for (int hops = 0; hops < 8 && x->kind == VK_NODE && x->def; hops++) {
+		const Node *d = x->def;
+		if (d->op != OP_CAST && d->op != OP_REDISTRIBUTE)
+			return false;
+		cast |= d->op == OP_CAST;
+		x = d->in[0];
+	}
+	return cast && x->kind == VK_PARAM && x->param.requires_grad;
+}
+
+static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
+{
+	SEdge e = {.u = u, .ui = ui, .v = v, .vi = vi, .dt = dt};
+	int id = s->ne;
+	VEC_PUSH(s->a, s->e, s->ne, s->cape, e);
+	VEC_PUSH(s->a, s->v[u].adj, s->v[u].nadj, s->v[u].capadj, id);
+	if (v != u)
+		VEC_PUSH(s->a, s->v[v].adj, s->v[v].nadj, s->v[v].capadj, id);
+}
+
+/* Each edge's share (SEdge.share): the edges from its (u, ui). */
+static void count_shares(Search *s)
+{
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		for (int k = 0; k < sv->nadj; k++) {
+			SEdge *e = &s->e[sv->adj[k]];
+			if (e->u != v)
+				continue;
+			e->share = 0;
+			for (int j = 0; j < sv->nadj; j++) {
+				const SEdge *o = &s->e[sv->adj[j]];
+				e->share += o->u == v && o->ui == e->ui;
+			}
+		}
+	}
+}
+
+static int opt_state_count(OptimizerKind k)
+{
+	switch (k) {
+	case OPT_SGD: return 0;
+	case OPT_MOMENTUM: return 1;
+	default: return 2;
+	}
+}
+
+/* By value id: whether a recomputed operator's output is kept for the
+ * backward pass, i.e. read in the forward pass outside its region (a
+ * later region's checkpoint, passes/recompute.c: regions are runs of
+ * consecutive recomputed operators of one scope) or the loss. The others die after their forward use and are made
+ * again one region at a time in the backward pass: not held per
+ * micro-batch (before, the estimate counted every output, so a model
+ * with its layers recomputed looked as big as without). */
+static bool *recompute_kept(Arena *a, const Graph *g)
+{
+	bool *kept = ARENA_NEWN(a, bool, g->nvalues + 1);
+	/* by value id: the region of the recomputed operator that makes it,
+	 * as passes/recompute.c forms them (a run of one scope broken by any
+	 * other node: a layer's last add is a region apart from its first) */
+	int *region = ARENA_NEWN(a, int, g->nvalues + 1), r = 0;
+	const Node *prev = NULL;
+	for (int i = 0; i < g->nnodes && g->nodes[i]->phase == PH_FORWARD; i++) {
+		const Node *f = g->nodes[i];
+		bool take = f->ann.recompute && f->out && !(op_info[f->op].flags & OPF_COMM);
+		if (!take || !prev || strcmp(prev->scope ? prev->scope : "", f->scope ? f->scope : "") != 0)
+			r++;
+		prev = take ? f : NULL;
+		if (take && f->out->id < g->nvalues)
+			region[f->out->id] = r;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_FORWARD)
+			continue;
+		if (n->out && n->out == g->loss)
+			kept[n->out->id] = true;
+		for (int j = 0; j < n->nin; j++) {
+			Value *x = search_unconverted(n->in[j]);
+			const Node *d = x->kind == VK_NODE ? x->def : NULL;
+			if (d && d->ann.recompute && x->id < g->nvalues &&
+			    (!n->ann.recompute || !n->out || n->out->id >= g->nvalues || region[n->out->id] != region[x->id]))
+				kept[x->id] = true;
+		}
+	}
+	return kept;
+}
+
+int search_vertex_stage(const Search *s, int v)
+{
+	int st = s->v[v].n->ann.stage, P = s->g->nstages > 1 ? s->g->nstages : 1;
+	return st >= 0 && st < P ? st : 0;
+}
+
+/* The passes (stages.c) put chunk c on stage c % P; without interleaving
+ * the chunk is the stage. */
+int search_vertex_chunk(const Search *s, int v)
+{
+	int C = s->sched ? s->sched->nchunks : 1, ch = s->v[v].n->chunk;
+	if (C <= (s->g->nstages > 1 ? s->g->nstages : 1))
+		return search_vertex_stage(s, v);
+	return ch >= 0 && ch < C ? ch : search_vertex_stage(s, v);
+}
+
+/* A candidate's work at the bounds' weights (Search.wb_fwd ...): its
+ * computation, a third of it forward when training (the backward pass
+ * costs twice the forward, explain's model_compute), and its gradient
+ * reductions once a step. */
+static double bound_work(const Search *s, int v, double compute, double step)
+{
+	int st = s->sched ? search_vertex_stage(s, v) : 0;
+	double f = s->wb_fwd[st], b = s->wb_bwd[st];
+	double w = s->training && f != b ? f * compute / 3 + b * (compute - compute / 3) : f * compute;
+	return w + (st == 0 ? s->wb_once : 0) * step;
+}
+
+/* The bounds' weights (Search.wb_fwd ...): without stages the total's
+ * own (M (F + B) + the work once a step), else the schedule's along its
+ * path that is longest with each operator's least computation
+ * (schedule_bound_weights); then each candidate's work at them. */
+static void bound_weights(Search *s)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	s->wb_fwd = ARENA_NEWN(s->a, double, P), s->wb_bwd = ARENA_NEWN(s->a, double, P);
+	s->wb_fwd[0] = s->wb_bwd[0] = s->wb_xfer = s->w_micro, s->wb_once = s->w_step;
+	if (s->sched) {
+		double *fl = ARENA_NEWN(s->a, double, P), *bl = ARENA_NEWN(s->a, double, P), w[2];
+		for (int v = 0; v < s->nv; v++) {
+			const SVertex *sv = &s->v[v];
+			double least = INFINITY;
+			for (int c = 0; c < sv->cl->n; c++)
+				if (sv->fixed < 0 || c == sv->fixed)
+					least = fmin(least, sv->cl->c[c].compute);
+			double f = s->training ? least / 3 : least;
+			fl[search_vertex_stage(s, v)] += f, bl[search_vertex_stage(s, v)] += least - f;
+		}
+		schedule_bound_weights(s->sched, s->g->par.pipeline_scheduler == SCHED_GPIPE || !s->training, fl, bl,
+		                       s->wb_fwd, s->wb_bwd, w);
+		s->wb_once = w[0], s->wb_xfer = w[1];
+	}
+	for (int v = 0; v < s->nv; v++)
+		for (int c = 0; c < s->v[v].cl->n; c++)
+			s->v[v].work[c] = bound_work(s, v, s->v[v].cl->c[c].compute, s->v[v].once[c]);
+}
+
+/* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
+ * by value id; NULL entries: compute them at full data parallelism). */
+/* first_read[i]: the parameter in[i]'s first reader, whose stage owns it;
+ * readers[i] of it: how many other stages read it (tied weights,
+ * passes/stages_tied.c), whose parts of its gradient the owner receives a
+ * buffer each for. copy[i]: the first read of a tied weight on another
+ * stage, which holds its value and that stage's part of its gradient. */
+static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
+                         Layout **inl, int c, double *cost, double *once, double *mem, bool kept)
+{
+	const Cand *cd = &sv->cl->c[c];
+	Node *n = sv->n;
+	double t = cd->compute, step = 0; /* per micro-batch, per step */
+	/* an f32 result amp casts down is held narrow (Search.held): counted
+	 * at f32, the estimate was twice the compiled bytes (GPT-3 O2 bf16 at
+	 * 32 x 128: 2.44e11 against 1.23e11) */
+	DType held = s->held && n->id < s->nvertex_of && s->held[n->id] != DT_F32 ? s->held[n->id] : n->out->dtype;
+	double m = cd->r.out && kept ? (double)shape_numel(&cd->r.out->slice) * search_elem_size(s, held) : 0;
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
+		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
+	for (int i = 0; i < n->nin; i++) {
+		Value *x = n->in[i];
+		if (x->kind == VK_PARAM && first_read[i]) {
+			step += cd->param_grad[i];
+			if (cd->r.in[i])
+				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training,
+				                       s->opt_states + (s->training ? readers[i] : 0)); /* + a buffer per reader stage */
+		} else if (x->kind == VK_PARAM && copy[i]) {
+			if (cd->r.in[i])
+				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
+		} else if (inl[i]) {
+			t += cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
+		}
+	}
+	/* a loss left as a partial sum is reduced once per step (the
+	 * sharding pass's finish_loss) */
+	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
+		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
+	double lse_mem;
+	t += search_vocab_lse_gather(s, n, &cd->r, &lse_mem);
+	m += lse_mem;
+	*cost = s->w_micro * t + s->w_step * step;
+	*once = step;
+	*mem = m;
+}
+
+Value *search_unconverted(Value *x)
+{
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
+		x = x->def->in[0];
+	return x;
+}
+
+static bool narrow_type(DType t) { return t == DT_F16 || t == DT_BF16; }
+
+Value *search_origin(const Search *s, Value *x, DType *dt)
+{
+	DType t = x->dtype;
+	while (x->kind == VK_NODE && x->def &&
+	       (x->def->op == OP_REDISTRIBUTE || (s->thru && x->def->id < s->nvertex_of && s->thru[x->def->id]))) {
+		x = x->def->in[0];
+		if (narrow_type(x->dtype) && !narrow_type(t))
+			t = x->dtype;
+	}
+	if (dt)
+		*dt = t;
+	return x;
+}
+
+/* Under amp (and declared narrow tensors) the precision pass gives each
+ * reader of a narrow value its own cast up to f32 and a narrow result a
+ * cast down, each a vertex of its own before the sharding pass lays them
+ * out; but the program does not run them as the search would place
+ * them: precision_late moves a cast down before the redistribution to
+ * its reader and a redistribution before a cast up, so that the move
+ * sends the narrow value, once per layout its readers need, joins two
+ * moves in a row into one (passes/precision.c), and the narrow pass
+ * computes the narrow kernels without the casts. As vertices, the casts
+ * made the search price an f32 move, a chain of moves (a reduction to
+ * the cast down's layout, then a move to the cast up's, then to the
+ * reader's: three latencies where the program pays one), and q, k and
+ * v's own copies each (no share): samples/transformer.net at O2 bf16
+ * under sharding_propagation was priced 3.65e-4 s where explain prices
+ * the compiled plan 2.67e-4. So the search sees through an inserted
+ * forward cast of an operator's result: its reader's edge runs from that
+ * operator, in the narrow type, and the cast takes the strategy its
+ * first reader wants for it (search.c, lend_reader_strategy), as
+ * precision lends one before a reader the user annotated.
+ * Not a parameter's casts (their gradient's sum once a step, in f32, is
+ * the edges' grad_once) nor a graph input's (its conversion is the
+ * reader's unary). A laid-out graph (explain's) keeps its casts. */
+static bool *casts_seen_through(Search *s)
+{
+	Graph *g = s->g;
+	bool laid_out = false, any = false;
+	for (int i = 0; i < g->nnodes && !laid_out; i++) {
+		const Node *n = g->nodes[i];
+		laid_out = n->op == OP_REDISTRIBUTE || (n->out && n->out->layout);
+		any |= n->op == OP_CAST && n->ann.borrowed;
+	}
+	if (laid_out || !any)
+		return NULL;
+	bool *thru = ARENA_NEWN(s->a, bool, s->nvertex_of + 1);
+	DType *held = ARENA_NEWN(s->a, DType, s->nvertex_of + 1);
+	for (int i = 0; i <= s->nvertex_of; i++)
+		held[i] = DT_F32;
+	s->thru = thru, s->held = held;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->op != OP_CAST || !n->ann.borrowed || n->nin != 1 || !search_node_searchable(n) ||
+		    n->id >= s->nvertex_of)
+			continue;
+		Value *x = search_origin(s, n->in[0], NULL);
+		thru[n->id] = x->kind == VK_NODE && x->def && search_node_searchable(x->def) && dtype_is_float(x->dtype);
+		if (thru[n->id] && x->def->id < s->nvertex_of && dtype_size(n->out->dtype) < dtype_size(x->dtype))
+			held[x->def->id] = n->out->dtype;
+	}
+	return thru;
+}
+
+Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64, Diag *d)
+{
+	Search *s = ARENA_NEW(a, Search);
+	s->a = a;
+	s->g = g;
+	s->diag = d;
+	if (m)
+		s->m = *m;
+	else
+		machine_defaults(&s->m);
+	/* strategies split the devices of one pipeline stage, as in the sharding pass */
+	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
+	                   .nstages = g->nstages};
+	s->training = training;
+	/* the gradient all-reduces pass_fusion packs into buckets (under the
+	 * conditions it packs them, passes/fusion.c): one collective a bucket
+	 * on any machine, as explain's fused_member prices it */
+	s->grad_call = training && g->par.comm_fusion_openstate && g->nstages <= 1 &&
+	                               g->nmicro <= 1 && g->par.parallel_mode != PM_HYBRID_PARALLEL
+	                       ? GRAD_IN_BUCKET
+	                       : GRAD_CALL;
+	s->once_dt = g->par.gradient_fp32_sync || g->par.force_fp32_communication ? DT_F32
+	             : g->train.amp_bf16                                          ? DT_BF16
+	                                                                          : DT_F16;
+	s->opt_states = opt_state_count(g->train.optimizer);
+	s->real_size = f64 ? 8 : 4;
+	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall, s->real_size);
+	s->loss = g->loss;
+	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
+		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
+	s->exact = true;
+	s->mem_factor = 1;
+	int P = g->nstages > 1 ? g->nstages : 1, M = g->nmicro > 1 ? g->nmicro : 1;
+	s->w_micro = (double)(M + P - 1) / P;
+	s->w_step = 1.0 / P;
+	if (g->nstages > 1 || g->nmicro > 1) {
+		/* a chunk a stage at least, as explain's pipeline_setup */
+		Schedule *sc = schedule_build(a, P, g->nchunks > P ? g->nchunks : P, g->nmicro > 0 ? g->nmicro : 1,
+		                              g->par.pipeline_scheduler, training);
+		s->slots = sc->nslots;
+		s->sched = g->nstages > 1 ? sc : NULL;
+	}
+	s->nvertex_of = g->next_node_id;
+	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
+	for (int i = 0; i < s->nvertex_of; i++)
+		s->vertex_of[i] = -1;
+	if (casts_seen_through(s) && s->loss)
+		s->loss = search_origin(s, (Value *)s->loss, NULL); /* a narrow loss's cast down */
+	int nv = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		nv += search_node_searchable(g->nodes[i]) && !(s->thru && s->thru[g->nodes[i]->id]);
+	s->v = ARENA_NEWN(a, SVertex, nv + 1);
+	SearchSigTab *st = search_sigtab_new(a);
+	bool ok = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (!search_node_searchable(n) || (s->thru && s->thru[n->id]))
+			continue;
+		SVertex *sv = &s->v[s->nv];
+		sv->n = n;
+		sv->fixed = -1;
+		sv->cl = search_candidates(s, st, n);
+		if (n->ann.in_strategy.n > 0) {
+			ShardCtx loud = s->cx;
+			loud.diag = d;
+			ShardResult r;
+			if (!shard_node(&loud, n, &n->ann.in_strategy, &r)) {
+				ok = false;
+				continue;
+			}
+			CandList *own = ARENA_NEW(a, CandList);
+			own->c = ARENA_NEWN(a, Cand, sv->cl->n + 1);
+			if (sv->cl->n) /* no candidate (a manual_split operator): c is NULL, which memcpy may not read */
+				memcpy(own->c, sv->cl->c, sizeof(Cand) * (size_t)sv->cl->n);
+			Cand *c = &own->c[sv->cl->n];
+			c->s = n->ann.in_strategy;
+			c->r = r;
+			search_cand_costs(s, n, c, false);
+			c->nfree = 0;
+			own->n = sv->cl->n + 1;
+			sv->cl = own;
+			sv->fixed = own->n - 1;
+		}
+		if (sv->cl->n == 0) {
+			/* nothing valid (should not happen: replicated always is); keep it whole */
+			CandList *own = ARENA_NEW(a, CandList);
+			own->c = ARENA_NEW(a, Cand);
+			own->c->s = strategy_replicated(a, n);
+			ShardCtx loud = s->cx;
+			loud.diag = d;
+			if (!shard_node(&loud, n, &own->c->s, &own->c->r)) {
+				ok = false;
+				continue;
+			}
+			search_cand_costs(s, n, own->c, false);
+			own->n = 1;
+			sv->cl = own;
+		}
+		s->vertex_of[n->id] = s->nv++;
+	}
+	if (!ok)
+		return NULL;
+	/* edges and unary costs */
+	bool *kept = recompute_kept(a, g);
+	int *first = ARENA_NEWN(a, int, 2 * g->nvalues + 2); /* value id -> (vertex, input) of its first reader */
+	for (int i = 0; i < g->nvalues; i++)
+		first[2 * i] = -1;
+	Layout **inl_all = ARENA_NEWN(a, Layout *, g->nvalues + 1);
+	/* by value id: the stages (up to 64) whose vertices read a parameter,
+	 * and those whose first read was met */
+	uint64_t *reading = ARENA_NEWN(a, uint64_t, g->nvalues + 1), *met = ARENA_NEWN(a, uint64_t, g->nvalues + 1);
+	for (int vi = 0; vi < s->nv; vi++)
+		for (int i = 0, rs = s->v[vi].n->ann.stage; i < s->v[vi].n->nin && rs >= 0 && rs < 64; i++)
+			reading[search_origin(s, s->v[vi].n->in[i], NULL)->id] |= (uint64_t)1 << rs;
+	for (int vi = 0; vi < s->nv; vi++) {
+		SVertex *sv = &s->v[vi];
+		Node *n = sv->n;
+		bool fr[SHARD_MAX_INPUTS] = {0}, cp[SHARD_MAX_INPUTS] = {0};
+		int nread[SHARD_MAX_INPUTS] = {0};
+		uint64_t bit = n->ann.stage >= 0 && n->ann.stage < 64 ? (uint64_t)1 << n->ann.stage : 0;
+		Layout *inl[SHARD_MAX_INPUTS] = {0};
+		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+			DType dt;
+			Value *x = search_origin(s, n->in[i], &dt);
+			int u = x->kind == VK_NODE && x->def && x->def->id < s->nvertex_of ? s->vertex_of[x->def->id] : -1;
+			if (u >= 0) {
+				add_edge(s, u, -1, vi, i, dt);
+				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
+			} else if (x->kind == VK_PARAM) {
+				if (first[2 * x->id] < 0) {
+					first[2 * x->id] = vi;
+					first[2 * x->id + 1] = i;
+					fr[i] = true;
+					nread[i] = __builtin_popcountll(reading[x->id] & ~bit);
+					met[x->id] |= bit;
+				} else {
+					cp[i] = bit && !(met[x->id] & bit);
+					met[x->id] |= bit;
+					add_edge(s, first[2 * x->id], first[2 * x->id + 1], vi, i, x->dtype);
+				}
+			} else {
+				if (!inl_all[x->id])
+					inl_all[x->id] = search_input_layout(s, x, s->cx.device_num);
+				inl[i] = inl_all[x->id];
+				s->inl_of = inl_all;
+			}
+		}
+		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
+		sv->work = ARENA_NEWN(a, double, sv->cl->n); /* bound_weights' */
+		sv->once = ARENA_NEWN(a, double, sv->cl->n);
+		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
+		for (int c = 0; c < sv->cl->n; c++)
+			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c],
+			             !n->ann.recompute || kept[n->out->id]);
+	}
+	count_shares(s);
+	bound_weights(s);
+	return s;
+}
