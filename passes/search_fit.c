@@ -1,7 +1,6 @@
 /* The memory fit around the search (see search_fit.h). */
 #include "search_fit.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,13 +8,16 @@
 #include <string.h>
 
 #include "cost.h"
+#include "search_fit_layers.h"
 #include "search_graph.h"
 
 /* What one compilation of the fit chooses beyond the strategies. */
 typedef struct Try {
-	bool recompute;        /* the repeated layers' forward operators recomputed (mark_recompute) */
+	bool recompute;        /* the repeated layers' forward operators recomputed (search_fit_mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+	bool limited;          /* up to the strategies only, under the limit: a fit's first search
+	                        * (first_search_cut), its screen's hint kept */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
 	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
 	bool bound;            /* as floor, its bound instead (search_dp_bound, search_modes.h) */
@@ -31,101 +33,6 @@ typedef struct Try {
 	int nstage_factor;
 	bool single_price;     /* without the per-stage prices (Compilation.search_single_price) */
 } Try;
-
-/* The repeated layers: block instances indexed like `layers[i]` (scope
- * "layers.3", "layers.3.attn", ...) of which there are at least two. */
-typedef struct Layers {
-	char name[64];         /* "layers" */
-	int lo, hi;            /* the indices seen; lo < hi when repeated */
-	int marked;            /* forward operators newly marked recomputed */
-} Layers;
-
-/* The instance name and index of a scope "[outer.]name.N[.inner...]":
- * the scope up to its first numeric part, and that number ("gpt.layers"
- * and 3 for "gpt.layers.3.attn": a stack built inside a block); false
- * when no part is an index. */
-static bool indexed_scope(const char *scope, char *name, size_t cap, int *index)
-{
-	for (const char *dot = strchr(scope, '.'); dot; dot = strchr(dot + 1, '.')) {
-		if (dot == scope || !isdigit((unsigned char)dot[1]))
-			continue;
-		char *end;
-		long k = strtol(dot + 1, &end, 10);
-		if ((*end != '\0' && *end != '.') || k > 1000000 || (size_t)(dot - scope) >= cap)
-			return false;
-		memcpy(name, scope, (size_t)(dot - scope));
-		name[dot - scope] = '\0';
-		*index = (int)k;
-		return true;
-	}
-	return false;
-}
-
-/* Finds the repeated layers: the first indexed instance name seen with
- * two indices (a model's stack of layers; a single indexed instance
- * before it, `pre[0]`, is not one). */
-static void mark_layers(const Graph *g, Layers *L)
-{
-	enum { NAMES = 16 };
-	struct { char name[64]; int lo, hi; } seen[NAMES];
-	int nseen = 0;
-	memset(L, 0, sizeof *L);
-	L->lo = -1;
-	char name[64];
-	int k;
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k))
-			continue;
-		int j = 0;
-		while (j < nseen && strcmp(seen[j].name, name) != 0)
-			j++;
-		if (j == nseen) {
-			if (nseen == NAMES)
-				continue;
-			snprintf(seen[j].name, sizeof seen[j].name, "%s", name);
-			seen[j].lo = seen[j].hi = k;
-			nseen++;
-		}
-		seen[j].lo = k < seen[j].lo ? k : seen[j].lo;
-		seen[j].hi = k > seen[j].hi ? k : seen[j].hi;
-		if (seen[j].hi > seen[j].lo) { /* the first that repeats */
-			snprintf(L->name, sizeof L->name, "%s", seen[j].name);
-			L->lo = seen[j].lo, L->hi = seen[j].hi;
-			break;
-		}
-	}
-	if (L->lo < 0)
-		return;
-	for (int i = 0; i < g->nnodes; i++) { /* its whole range */
-		const Node *n = g->nodes[i];
-		if (n->phase == PH_FORWARD && n->scope && indexed_scope(n->scope, name, sizeof name, &k) &&
-		    strcmp(name, L->name) == 0) {
-			L->lo = k < L->lo ? k : L->lo;
-			L->hi = k > L->hi ? k : L->hi;
-		}
-	}
-}
-
-/* Marks every forward operator of the repeated layers recomputed, as
- * `.recompute()` on each layer does (Megatron's full-layer recompute);
- * what the user wrote stays: `.recompute()` and `.recompute(false)`. */
-static void mark_recompute(Graph *g, Layers *L)
-{
-	mark_layers(g, L);
-	if (L->lo < 0 || L->lo == L->hi)
-		return;
-	char name[64];
-	int k;
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
-		if (n->phase != PH_FORWARD || !n->scope || !indexed_scope(n->scope, name, sizeof name, &k) ||
-		    strcmp(name, L->name) != 0 || n->ann.recompute || n->ann.recompute_set || (op_info[n->op].flags & OPF_COMM))
-			continue;
-		n->ann.recompute = true;
-		L->marked++;
-	}
-}
 
 /* Compiles f->file again into c, quietly (the first compilation printed
  * its warnings), with the choices of t and the search's memory estimate
@@ -166,17 +73,18 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_floor_only = t->floor || t->bound;
 	c->search_bound_only = t->bound;
 	c->search_hint_mem = t->screen || t->floor || t->bound ? 0 : t->hint_mem;
+	/* limited: no memory floor (it needs the backward pass) nor probe: the search runs */
 	c->search_hint_step = t->hint_step;
 	c->search_floor = NAN;
-	c->search_mem_stop = t->screen || (t->floor && !t->mem) || t->bound ? 0 : t->mem_stop;
-	c->search_probe_step = t->screen || t->floor || t->bound ? 0 : t->probe;
+	c->search_mem_stop = t->screen || t->limited || (t->floor && !t->mem) || t->bound ? 0 : t->mem_stop;
+	c->search_probe_step = t->screen || t->limited || t->floor || t->bound ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
 	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's,
 	 * floor's or bound's dropped */
 	char *said = NULL;
 	size_t nsaid = 0;
-	c->fit_diag_mark = !t->loud && !t->screen && !t->floor && !t->bound;
+	c->fit_diag_mark = !t->loud && !t->screen && !t->limited && !t->floor && !t->bound;
 	c->fit_diag_from = -1;
 	FILE *sink = t->loud ? NULL : c->fit_diag_mark ? open_memstream(&said, &nsaid) : NULL;
 	if (!sink)
@@ -191,9 +99,10 @@ static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double
 	if (ok && t->micro > 0)
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
-		mark_recompute(c->g, L);
+		search_fit_mark_recompute(c->g, L);
 	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
-	ok = ok && compile_passes(c, t->screen || (t->floor && !t->mem) || t->bound ? UPTO_CHECK : UPTO_CODEGEN);
+	bool upto_check = t->screen || t->limited || (t->floor && !t->mem) || t->bound;
+	ok = ok && compile_passes(c, upto_check ? UPTO_CHECK : UPTO_CODEGEN);
 	c->search_stage_factor = NULL, c->search_nstage_factor = 0; /* t's, read by the search only */
 	if (sink)
 		fclose(sink);
@@ -375,7 +284,10 @@ typedef struct Outcome {
 	int64_t bytes;         /* the plan that fits, else the least one found (-1: none compiled) */
 	double est;            /* the search's estimate of that plan */
 	double step;           /* the search's objective of that plan, seconds per step */
-	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut) */
+	double rc_bound;       /* > 0: the recompute fit left out, its screen's objective (search_fit_cut),
+	                        * or with rc_first its first search's */
+	bool rc_first;         /* rc_bound is the recompute fit's first search's plan under the limit, at
+	                        * or above the best step (first_search_cut) */
 	double floor;          /* > 0: no plan without recompute compiled, this memory floor being over the limit */
 	double probed;         /* > 0: no plan without recompute compiled, the probe (search_probe_stopped)
 	                        * having found that none can be chosen: the objective of the plan its search
@@ -384,6 +296,54 @@ typedef struct Outcome {
 } Outcome;
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
+
+/* Whether the recompute fit of rc (its screen's hint in it) can be left
+ * out before any plan of it is compiled: its first search, run here up
+ * to the strategies under the limit (Try.limited), finds a plan within
+ * the limit by its own estimate at no less than `best`, the outer
+ * search's best step that fits (a plan of equal step is not chosen
+ * either). That search is the fit's first (fit_loop: the same graph,
+ * limit, scale 1 and hint): where its plan compiles within the limit,
+ * it is the fit's, at that step; where not, every later search of the
+ * fit has a tighter target (fit_loop scales the estimate up, by 5% at
+ * least, and each stage's factor never down; the scale goes down only
+ * where the search's least plan was over by its own estimate, which is
+ * not so here) and is dynamic_programming's priced search: the least
+ * price whose plan meets a tighter target is no lower, and a plan that
+ * minimises step + price x bytes at a higher price has no lower step
+ * (the Lagrangian's exchange argument), to the price search's 1% and
+ * its local moves (search_dp.c; what the screens' bounds are taken to
+ * as well). Each mode: dynamic_programming searches so in every round;
+ * recursive_programming hands the search to it where the screen's
+ * estimate times the scale is over the limit (search.c), and
+ * sharding_propagation's plan, the same whatever the limit, is handed
+ * to it where over (within_limit): with the screen's estimate over the
+ * limit, every round is that search; otherwise the mode's own plan may
+ * be a later round's, and no cut is made. The first search is run
+ * again by the fit where not cut (its compilation is not kept: the
+ * codegen passes would run it from the start); c's search order is put
+ * back, as the fit would have found it. Where cut, the plain fit after a
+ * probe is not compiled again either (fit_choice): whether it fits only
+ * decided whether the retry ran, and neither can be chosen. In GPT-3 at 1024 devices under
+ * dynamic_programming, five candidates' recompute fits compiled a plan
+ * at 53.6 to 86.9 s, the best being 53.35 s, each after its plain fit
+ * compiled again. */
+static bool first_search_cut(Compilation *c, const MemoryFit *f, const Try *rc, double limit, double best,
+                             SearchMode mode, Layers *L)
+{
+	/* NETC_TEST_NO_FIRST_CUT (tests only): every recompute fit compiled
+	 * as before the cut, to show the same plan either way */
+	if (best < 0 || (mode != SM_DYNAMIC_PROGRAMMING && !(rc->hint_mem > limit)) || getenv("NETC_TEST_NO_FIRST_CUT"))
+		return false;
+	Try s = *rc;
+	s.limited = true;
+	int order = c->search_order;
+	bool ok = compile_try(c, f, &s, 1, false, L);
+	if (ok && !c->search_over && c->search_step >= best)
+		return true;
+	c->search_order = order;
+	return false;
+}
 
 /* The plans without added recompute of the compilation in c under the
  * limit (fit_loop) into o; false where they end the choice (a plan fits,
@@ -459,6 +419,15 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 				        probed > 0 ? "below the best step fits" : "fits", limit, c->search_step);
 			return;
 		}
+	}
+	if (cut >= 0 && first_search_cut(c, f, &rc, limit, cut, mode, &L) && L.marked > 0) {
+		o->tried = o->rc_first = true, o->rc_bound = c->search_step;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
+			        "layers recomputed, the fit's first plan is at %.6g s per step, not below the best, %.6g s, "
+			        "and each later one has a tighter target: not compiled\n", search_mode_name(mode),
+			        probed > 0 ? "below the best step fits" : "fits", limit, c->search_step, cut);
+		return;
 	}
 	if (probed > 0) { /* not cut: the plain fit as without the probe */
 		memset(o, 0, sizeof *o);
@@ -813,7 +782,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
 	bool deferred = c->search_deferred; /* the driver's passes after the search did not run */
 	Layers L;
-	mark_layers(c->g, &L);
+	search_fit_mark_layers(c->g, &L);
 	Try tries[MAX_TRIES];
 	Outcome outs[MAX_TRIES];
 	double bound[MAX_TRIES], key[MAX_TRIES], lb[MAX_TRIES]; /* lb: search_dp_bound's (NAN: none) */
@@ -985,8 +954,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			snprintf(cut, sizeof cut, "  (%s%s; recomputed, at least %.4g bytes: not compiled)", why, fl,
 			         outs[i].rc_floor);
 		else if (full[i] && outs[i].rc_bound > 0)
-			snprintf(cut, sizeof cut, "  (%s%s; recomputed, at least %.4g s: not compiled)", why, fl,
-			         outs[i].rc_bound);
+			snprintf(cut, sizeof cut, "  (%s%s; recomputed, %s %.4g s: not compiled)", why, fl,
+			         outs[i].rc_first ? "its first search under the limit" : "at least", outs[i].rc_bound);
 		else if (full[i] && outs[i].status != FIT_OK && fl[0])
 			snprintf(cut, sizeof cut, "  (%s%s)", why, fl);
 		if (full[i] && outs[i].bytes < 0 && fl[0]) /* nothing compiled at all */
