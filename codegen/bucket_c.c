@@ -40,8 +40,8 @@ void emit_bucket_start(Emit *e, int k)
 	for (int m = 0; m < b->n; m++) {
 		const Value *x = b->members[m]->in[0];
 		if (b->kind == RS_ALLREDUCE)
-			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
-			        B(e, x), lnumel(x));
+			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(%s));\n", k, b->offset[m],
+			        B(e, x), lnumel(x), ctype(b->dtype));
 		else if (b->kind == RS_REDUCE_SCATTER) {
 			if (m == 0 && rs_prev[k] >= 0) /* its send buffer's previous bucket is done with it */
 				fprintf(out, "\tnrt_wait_request(&bucket_request[%d]);\n", rs_prev[k]);
@@ -53,8 +53,8 @@ void emit_bucket_start(Emit *e, int k)
 			        B(e, x), b->block[m]);
 	}
 	if (b->kind == RS_ALLREDUCE) {
-		fprintf(out, "\tnrt_iallreduce(%s, NRT_REAL, NRT_SUM, bucket_%d, %" PRId64 ", &bucket_request[%d]);\n", comm,
-		        k, b->elems, k);
+		fprintf(out, "\tnrt_iallreduce(%s, %s, NRT_SUM, bucket_%d, %" PRId64 ", &bucket_request[%d]);\n", comm,
+		        nrt_dtype_of(b->dtype), k, b->elems, k);
 		return;
 	}
 	if (b->kind == RS_REDUCE_SCATTER) {
@@ -136,8 +136,8 @@ void emit_fusion_names(Emit *e)
 		}
 	for (int k = 0; k < fp->n; k++) {
 		const Bucket *b = &fp->b[k];
-		fprintf(e->decls, "static real *bucket_%d; /* %d tensor%s: this rank's part%s */\n", k, b->n, b->n == 1 ? "" : "s",
-		        b->kind == RS_ALLGATHER ? "s, gathered" : "");
+		fprintf(e->decls, "static %s *bucket_%d; /* %d tensor%s: this rank's part%s */\n", ctype(b->dtype), k, b->n,
+		        b->n == 1 ? "" : "s", b->kind == RS_ALLGATHER ? "s, gathered" : "");
 		if (b->kind != RS_ALLREDUCE)
 			fprintf(e->decls, "static real *bucket_send_%d;\n", k);
 		if (!emit_bucket_async(b))
@@ -160,8 +160,9 @@ void emit_bucket_alloc(Emit *e)
 			continue;
 		}
 		/* an all-reduce bucket, or a reduce-scatter's shards: read by the update */
-		fprintf(e->out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(real));\n", b, bk->elems);
-		emit_planned(e, ~(uint64_t)0, MEM_COMM, bk->elems * rs);
+		fprintf(e->out, "\tbucket_%d = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", sizeof(%s));\n", b, bk->elems,
+		        ctype(bk->dtype));
+		emit_planned(e, ~(uint64_t)0, MEM_COMM, bk->elems * dtype_size_as(bk->dtype, (int)rs));
 		if (bk->kind == RS_REDUCE_SCATTER && whole > rs_send[rs_ring[b]])
 			rs_send[rs_ring[b]] = whole;
 	}

@@ -12,12 +12,14 @@
  *   train_c.c      learning-rate schedule, clipping, evaluation
  *   pipeline_c.c   pipeline stages and micro-steps    ps_c.c   parameter servers
  *   share_c.c      shared compute routines (emit_seq_*)      bucket_c.c   fused buckets
+ *                  loss_scale_c.c  loss scaling: the seed, the overflow check, unscaling
  *   emit_c.c       one node's kernel calls and collectives
  *   emit_llama_c.c rms_norm, silu, rope (emit_c.c's table calls them)
  *   emit_conv.c    the convolutional operators' kernel calls
  *   emit_ops.c     issue 30's operators (reduce_max, max_mask, one_hot, gather, strided_slice)
  *   emit_util.c    names, types, sizes, communicators, the memory plan's counting,
- *                  the stages that hold a value, the update runs' blocks
+ *                  the stages that hold a value, the update runs' blocks, where
+ *                  train.input_grads are kept
  */
 #ifndef NETC_EMIT_H
 #define NETC_EMIT_H
@@ -117,6 +119,12 @@ const char *emit_kernels_for(const Value *v);
 bool local_stats(const Emit *e, const Node *n);
 /* clip_grad_norm applies: a training program with a loss */
 bool emit_train_clip_on(const Emit *e);
+/* train.input_grads in a scheduled program: kept over the micro-steps
+ * (igrad_I), not in a slot's workspace */
+bool emit_micro_input_grads(const Emit *e);
+/* the ways a saved input gradient's batch dimension is split (its
+ * micro-batches' rows are gathered over them) */
+int64_t emit_input_grad_split(const Value *gx);
 
 /* `ndev, (const int64_t[]){dev...}` */
 void emit_dev(FILE *out, const Layout *l);
@@ -235,13 +243,22 @@ void emit_ps_program(Emit *e);           /* the servers' table and ps_data() */
  * ones (`first` is the next row; enum PS_STATE); returns how many. */
 int emit_ps_state_entries(Emit *e, int first);
 
+/* ---- loss_scale_c.c: train { loss_scale } ---- */
+
+/* scale_loss_gradient(): the backward pass's seed times the scale */
+void emit_loss_scale_fn(Emit *e);
+/* At the update's start: train.input_grads unscaled, then the overflow
+ * check, agreed over the world, which skips the update on every rank */
+void emit_loss_scale_update_start(Emit *e);
+/* before update node n: its gradient divided by the scale (nothing for
+ * other nodes or without a loss scale) */
+void emit_loss_scale_unscale(Emit *e, const Node *n);
+
 /* ---- pipeline_c.c: scheduled programs, pipeline stages and/or several micro-steps per step ---- */
 
 /* Which values cross stages or micro-steps: transfers, accumulators, shared
  * parameters and gradients (fills e->swap and e->update_stage). */
-bool emit_micro_input_grads(const Emit *e); /* pipeline_c.c: grad.x kept over micro-steps */
 int emit_input_grad_index(const Emit *e, int i);
-int64_t emit_input_grad_split(const Value *gx);
 bool emit_sched_plan(Emit *e); /* false: a transfer against the schedule's order (an internal error) */
 void emit_sched_decls(Emit *e);
 void emit_sched_functions(Emit *e);

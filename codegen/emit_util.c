@@ -335,3 +335,15 @@ bool emit_train_clip_on(const Emit *e)
 	return e->g->train.clip_norm > 0 && !e->c->infer && !e->o->gradcheck && e->g->loss;
 }
 
+/* train.input_grads in a scheduled program: kept over the micro-steps
+ * (igrad_*), on the stage that computes them only (the checkpoint takes
+ * a block from the lowest rank holding it), not read from a slot's
+ * workspace */
+bool emit_micro_input_grads(const Emit *e) { return e->sched != NULL; }
+
+/* The ways a saved input gradient's batch dimension is split: its
+ * micro-batches' rows are gathered over them (one block per device). */
+int64_t emit_input_grad_split(const Value *gx)
+{
+	return gx->layout && gx->layout->rank && gx->layout->map[0] >= 0 ? gx->layout->dev[gx->layout->map[0]] : 1;
+}

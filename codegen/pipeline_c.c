@@ -264,19 +264,6 @@ static void emit_posts(Emit *e, int chunk, Phase ph)
 	}
 }
 
-/* train.input_grads in a scheduled program: kept over the micro-steps
- * (igrad_*), on the stage that computes them only (the checkpoint takes
- * a block from the lowest rank holding it), not read from a slot's
- * workspace */
-bool emit_micro_input_grads(const Emit *e) { return e->sched != NULL; }
-
-/* The ways a saved input gradient's batch dimension is split: its
- * micro-batches' rows are gathered over them (one block per device). */
-int64_t emit_input_grad_split(const Value *gx)
-{
-	return gx->layout && gx->layout->rank && gx->layout->map[0] >= 0 ? gx->layout->dev[gx->layout->map[0]] : 1;
-}
-
 /* input i's place among the saved input gradients */
 int emit_input_grad_index(const Emit *e, int i)
 {
@@ -383,6 +370,9 @@ void emit_sched_functions(Emit *e)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
 			        e->update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
+	/* loss scaling: once a step, on the accumulated gradients (each
+	 * micro-step's were scaled); the check agrees over every stage */
+	emit_loss_scale_update_start(e);
 	bool clipped = !emit_train_clip_on(e);
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
@@ -393,6 +383,7 @@ void emit_sched_functions(Emit *e)
 			fputs("\tclip_gradients();\n", e->out);
 			clipped = true;
 		}
+		emit_loss_scale_unscale(e, n);
 		emit_seq_node_in(e, n, arena_printf(&e->c->arena, "\tif (my_stage == %d) {\n", n->ann.stage), "\t}\n");
 	}
 	emit_seq_end(e);
@@ -523,9 +514,11 @@ void emit_sched_step(Emit *e)
 {
 	Graph *g = e->g;
 	FILE *out = e->out;
-	fputs("static NrtData *data;\n\n"
-	      "static double train_step(int64_t s)\n{\n",
-	      out);
+	fputs("static NrtData *data;\n\n", out);
+	emit_loss_scale_fn(e);
+	fputs("static double train_step(int64_t s)\n{\n", out);
+	if (e->loss_scale) /* every micro-step's backward pass starts from it */
+		fputs("\tscale_loss_gradient();\n", out);
 	for (int i = 0; i < g->nvalues; i++) /* (host memory, a host table's, directly) */
 		if (e->swap[i])
 			fprintf(out, "\t%s%s(%s, %s%" PRId64 " * sizeof(real));\n", sched_held_if(e, g->values[i]),

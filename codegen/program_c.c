@@ -6,7 +6,6 @@
  * build.c calls it. */
 #include <ctype.h>
 #include <errno.h>
-#include <float.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -48,99 +47,6 @@ static void emit_prologue(Emit *e)
 	fputs("#define KF16(name) nrt_##name##_f16\n#define KBF16(name) nrt_##name##_bf16\n\n", out);
 }
 
-/* Loss scaling: at the start of the update, once the fused buckets are in,
- * the gradients as the update phase receives them from the backward pass
- * (or from a fused bucket) are checked on every rank; on overflow anywhere
- * the whole update is skipped (every rank returns: the collectives it
- * would run are skipped on all of them). A sum or cast the update phase
- * itself still runs is covered by the bound each value is checked against. */
-/* The devices a redistribution of x adds over: its partial axes' (1: none). */
-static double summed_terms(const Value *x)
-{
-	double n = 1;
-	for (int k = 0; x->layout && k < x->layout->ndev; k++)
-		if (x->layout->partial & 1u << k)
-			n *= (double)x->layout->dev[k];
-	return n;
-}
-
-static void emit_overflow_check(Emit *e)
-{
-	Graph *g = e->g;
-	const FusionPlan *fp = e->c->fusion;
-	FILE *out = e->out;
-	fputs("\t{ /* loss scaling: skip the update if a gradient overflowed */\n\t\tbool overflow_ = false;\n", out);
-	/* what the update phase computes each gradient from: walk back over
-	 * its nodes (casts, redistributions, the gradients_mean scale) to
-	 * values made before it, which are ready and still live here */
-	/* The bound: the largest value of the narrowest type on the way
-	 * (an f16 sum or cast), divided by the number of terms when a sum
-	 * over devices still follows (a redistribution of partial sums: each
-	 * term below max / terms, their sum cannot overflow). Conservative: a
-	 * step may be skipped whose sum would just have fitted; the dynamic
-	 * scale settles that much lower. A redistribution that sums nothing
-	 * (a Slice, an AllGather) moves the values as they are: the bound is
-	 * stand-alone's, so where every sum ran before the update phase (in
-	 * f32: semi_auto's gradient_fp32_sync, force_fp32_communication) the
-	 * decisions are stand-alone's (docs/parallel.md, "Mixed precision"). */
-	bool *seen = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
-	typedef struct Walk {
-		const Value *v;
-		double max;             /* largest finite value of the narrowest type so far */
-		double terms;           /* devices the sums that follow add over (1: none) */
-	} Walk;
-	Walk *stack = ARENA_NEWN(&e->c->arena, Walk, g->nvalues + 1);
-	/* the roots: each update's gradient, and train.input_grads' (a net
-	 * without trainable parameters has only those; unchecked, a dynamic
-	 * scale would never come down from an overflow) */
-	for (int i = 0; i < g->nnodes + g->ninputs; i++) {
-		const Node *u = i < g->nnodes ? g->nodes[i] : NULL;
-		const Value *root = u ? u->in[1] : g->inputs[i - g->nnodes]->grad;
-		if (u ? u->phase != PH_UPDATE || !(op_info[u->op].flags & OPF_UPDATE) : !root)
-			continue;
-		int top = 0;
-		stack[top++] = (Walk){root, DBL_MAX, 1};
-		while (top > 0) {
-			Walk w = stack[--top];
-			const Value *v = w.v;
-			double max = v->dtype == DT_F16                              ? 65504.0
-			             : v->dtype == DT_BF16 || (v->dtype == DT_F32 && !e->o->f64) ? FLT_MAX
-			                                                                          : DBL_MAX;
-			w.max = max < w.max ? max : w.max;
-			if (seen[v->id])
-				continue;
-			seen[v->id] = true;
-			int64_t off;
-			if (v->def && v->def->phase == PH_UPDATE && !fusion_bucket_of(fp, v->def, &off)) {
-				double terms = w.terms * (v->def->op == OP_REDISTRIBUTE ? summed_terms(v->def->in[0]) : 1);
-				for (int j = 0; j < v->def->nin && top < g->nvalues; j++)
-					stack[top++] = (Walk){v->def->in[j], w.max, terms};
-				continue;
-			}
-			if (v->kind == VK_PARAM || v->kind == VK_STATE || v->kind == VK_CONST || !dtype_is_float(v->dtype))
-				continue;
-			fprintf(out, "\t\toverflow_ |= !nrt_%sall_within(%s, %s, %" PRId64 ", %.17g); /* %s */\n",
-			        v->host ? "host_" : "", nrt_dtype_of(v->dtype), B(e, v), lnumel(v),
-			        w.max / w.terms, v->name);
-		}
-	}
-	fputs("\t\tif (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, step))\n\t\t\treturn;\n\t}\n", out);
-}
-
-/* train.input_grads under a loss scale: the inputs' gradients come out of
- * the backward pass scaled, as the parameters' do; unscaled here, with
- * the scale this step used (before the overflow check may change it), so
- * grad.NAME is d loss / d input whatever the scale. */
-static void emit_unscale_input_grads(Emit *e)
-{
-	for (int i = 0; i < e->g->ninputs; i++) {
-		const Value *gx = e->g->inputs[i]->grad;
-		if (gx)
-			fprintf(e->out, "	%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale %s */\n",
-			        emit_kernels_for(gx), lnumel(gx), B(e, gx), B(e, gx), e->g->inputs[i]->name);
-	}
-}
-
 /* One phase of an unscheduled program (fusion plans exist only there). */
 static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 {
@@ -153,14 +59,9 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
 		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
-	/* a step whose update is skipped (loss-scale overflow) has no norm:
-	 * the log shows none rather than the previous step's */
-	if (ph == PH_UPDATE && e->loss_scale && emit_train_clip_on(e))
-		fputs("\tgrad_norm = NAN;\n", e->out);
-	if (ph == PH_UPDATE && e->loss_scale) {
-		emit_unscale_input_grads(e);
-		emit_overflow_check(e);
-	}
+	/* loss scaling: the overflow check, once the fused buckets are in */
+	if (ph == PH_UPDATE)
+		emit_loss_scale_update_start(e);
 	/* once a fused bucket is on its way, each backward kernel is followed
 	 * by a call that lets MPI move it (nrt_progress), so it overlaps the
 	 * rest of the backward pass instead of running in the update's wait */
@@ -175,9 +76,7 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 			fputs("\tclip_gradients();\n", e->out);
 			clipped = true;
 		}
-		if (e->loss_scale && (op_info[n->op].flags & OPF_UPDATE))
-			fprintf(e->out, "\t%s(scale)(%" PRId64 ", (real)(1 / loss_scale.scale), %s, %s); /* unscale */\n",
-			        emit_kernels_for(n->in[1]), lnumel(n->in[1]), B(e, n->in[1]), B(e, n->in[1]));
+		emit_loss_scale_unscale(e, n);
 		if (n->ps_push)
 			emit_ps_push(e, n);
 		else if (!fusion_bucket_of(fp, n, &off))
@@ -309,21 +208,6 @@ static void emit_info(Emit *e)
 	        emit_train_log_columns(e), e->sched ? e->sched->nstages : 1, e->c->f64 ? 17 : 9);
 }
 
-/* The scaled seed of the backward pass: the constant loss gradient (1, or
- * 1/r for a repeated loss) times the scale. */
-static void emit_loss_scale_fn(Emit *e)
-{
-	Graph *g = e->g;
-	fputs("static void scale_loss_gradient(void)\n{\n", e->out);
-	for (int i = 0; i < g->nvalues; i++) {
-		const Value *v = g->values[i];
-		if (v->kind == VK_CONST && strcmp(v->name, "dloss") == 0)
-			fprintf(e->out, "\tfor (int64_t i = 0; i < %" PRId64 "; i++)\n\t\t%s[i] = (real)(%.17g * loss_scale.scale);\n",
-			        lnumel(v), B(e, v), v->cst.value);
-	}
-	fputs("}\n\n", e->out);
-}
-
 /* Whether identifier `id` appears as a token in text[from, to). */
 static bool has_token(const char *text, size_t from, size_t to, const char *id)
 {
@@ -388,8 +272,7 @@ static void emit_step_graph(Emit *e)
 static void emit_step(Emit *e)
 {
 	fputs("static NrtData *data;\n\n", e->out);
-	if (e->loss_scale)
-		emit_loss_scale_fn(e);
+	emit_loss_scale_fn(e);
 	if (e->graph)
 		emit_step_graph(e);
 	fputs("static double train_step(int64_t s)\n{\n"
@@ -628,11 +511,6 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	if (g->train.loss_scale_kind != LS_NONE && !e.loss_scale)
 		diag_warning(&c->diag, g->train.loss_scale_loc, "loss_scale has no effect in a %s program",
 		             o->gradcheck ? "--gradcheck" : c->infer ? "forward-only (--infer)" : "loss-less");
-	if (e.loss_scale && (g->nstages > 1 || g->nmicro > 1)) {
-		diag_error(&c->diag, g->train.loss_scale_loc,
-		           "loss_scale is not supported with pipeline stages or micro_size > 1 yet");
-		return drop_buffers(&e, &body, &decls, &setup);
-	}
 	for (int i = 0; e.loss_scale && i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if ((op_info[n->op].flags & OPF_UPDATE) && (n->in[1]->dtype == DT_F16 || n->in[1]->dtype == DT_BF16)) {

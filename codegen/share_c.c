@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../passes/fusion.h"
 #include "emit.h"
 
 /* ---- shared compute routines ---------------------------------------------------- */
@@ -68,10 +69,16 @@ static const char *key_name(const Emit *e, int key)
 	return key & 1 ? e->swap[key / 2] : e->cname[key / 2];
 }
 
-/* the C type a parameter for the buffer `key` points to */
+/* the C type a parameter for the buffer `key` points to: a swapped name
+ * is an f32 accumulator, or a part of a fused bucket, in the bucket's
+ * type (a narrow gradient sum's: uint16_t) */
 static const char *key_type(const Emit *e, int key)
 {
-	return key & 1 ? "real" : ctype(e->g->values[key / 2]->dtype);
+	const Value *v = e->g->values[key / 2];
+	int64_t off;
+	if (key & 1)
+		return v->def && fusion_bucket_of(e->c->fusion, v->def, &off) ? ctype(v->dtype) : "real";
+	return ctype(v->dtype);
 }
 
 static SeqItem *seq_push(Emit *e)

@@ -701,6 +701,8 @@ double explain_objective(Compilation *c)
 		return NAN;
 	int *choice;
 	Search *s = search_of_program(c, &choice);
+	if (s && getenv("NETC_SEARCH_TERMS"))
+		search_total_terms(s, choice, "explain", stderr);
 	return s ? search_total(s, choice) : NAN;
 }
 

@@ -27,7 +27,8 @@ typedef struct Candidate {
 	int fusion;      /* the reader's fusion id, -1 none */
 } Candidate;
 
-/* The update node that (perhaps through a scale) reads r's output. */
+/* The update node that (perhaps through a scale, or a narrow sum's cast
+ * up) reads r's output. */
 static const Node *reader_update(const Graph *g, const Node *r)
 {
 	const Value *v = r->out;
@@ -35,7 +36,7 @@ static const Node *reader_update(const Graph *g, const Node *r)
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_UPDATE)
 			continue;
-		if (n->op == OP_SCALE && n->in[0] == v) {
+		if ((n->op == OP_SCALE || (n->op == OP_CAST && n->attr.to == DT_F32)) && n->in[0] == v) {
 			v = n->out;
 			continue;
 		}
@@ -76,13 +77,17 @@ static bool forward_gather(const Node *n)
 }
 
 /* The collective a fusible redistribute node is, or -1: gradient
- * all-reduces, and optimizer parallel's reduce-scatters of gradients and
- * all-gathers of updated shards, along dimension 0 (so each rank's block
- * is contiguous and blocks of several tensors can be packed). */
+ * all-reduces (f32, or narrow: gradient_fp32_sync = false, passes/
+ * precision.c's narrow_sums_in_update), and optimizer parallel's
+ * reduce-scatters of gradients and all-gathers of updated shards (f32),
+ * along dimension 0 (so each rank's block is contiguous and blocks of
+ * several tensors can be packed). */
 static int fusible(const Node *n)
 {
 	const RedistPlan *p = n->attr.plan;
-	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || n->in[0]->dtype != DT_F32 || p->expanded)
+	DType dt = n->op == OP_REDISTRIBUTE ? n->in[0]->dtype : DT_F32;
+	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || p->expanded ||
+	    !(dt == DT_F32 || ((dt == DT_BF16 || dt == DT_F16) && p->steps[0].kind == RS_ALLREDUCE)))
 		return -1;
 	if (n->out->host) /* a .target(cpu) table's gradient: reduced on the host by MPI, alone */
 		return -1;
@@ -101,9 +106,9 @@ static int fusible(const Node *n)
 	return -1;
 }
 
-static bool same_group(const Bucket *b, RedistKind kind, const RedistStep *s)
+static bool same_group(const Bucket *b, RedistKind kind, DType dt, const RedistStep *s)
 {
-	return b->kind == kind && b->axes == s->axes && b->layout->ndev == s->from->ndev &&
+	return b->kind == kind && b->dtype == dt && b->axes == s->axes && b->layout->ndev == s->from->ndev &&
 	       memcmp(b->layout->dev, s->from->dev, sizeof(int64_t) * (size_t)s->from->ndev) == 0;
 }
 
@@ -286,7 +291,7 @@ bool pass_fusion(Compilation *c)
 		int64_t in = shape_numel(r->in[0]->layout ? &r->in[0]->layout->slice : &r->in[0]->shape);
 		int64_t outn = shape_numel(&r->out->layout->slice);
 		keys[k] = bucket_key(&g->par, cands[k].kind, &cands[k], gk, &st[cands[k].kind % 3],
-		                     (in > outn ? in : outn) * (c->f64 ? 8 : 4));
+		                     (in > outn ? in : outn) * compilation_elem_size(c, r->in[0]->dtype));
 	}
 	int *pos = ARENA_NEWN(&c->arena, int, g->next_node_id);
 	for (int i = 0; i < g->nnodes; i++)
@@ -296,11 +301,12 @@ bool pass_fusion(Compilation *c)
 		Bucket *b = NULL;
 		if (keys[k] >= 0)
 			for (int i = 0; i < plan->n && !b; i++)
-				if (same_group(&plan->b[i], cands[k].kind, s) && plan->b[i].members[0]->phase == cands[k].r->phase &&
+				if (same_group(&plan->b[i], cands[k].kind, cands[k].r->in[0]->dtype, s) &&
+				    plan->b[i].members[0]->phase == cands[k].r->phase &&
 				    plan->b[i].members[0]->pass_data == (void *)(intptr_t)keys[k])
 					b = &plan->b[i];
 		if (!b) {
-			Bucket nb = {.kind = cands[k].kind, .layout = s->from, .axes = s->axes,
+			Bucket nb = {.kind = cands[k].kind, .dtype = cands[k].r->in[0]->dtype, .layout = s->from, .axes = s->axes,
 			             .group = layout_group_size(s->from, s->axes)};
 			VEC_PUSH(&c->arena, plan->b, plan->n, plan->cap, nb);
 			b = &plan->b[plan->n - 1];

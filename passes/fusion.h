@@ -10,6 +10,7 @@
 typedef struct Bucket {
 	RedistKind kind;       /* RS_ALLREDUCE (gradients), RS_REDUCE_SCATTER and RS_ALLGATHER (optimizer parallel) */
 	bool user;             /* hand-written all_reduce nodes with one fusion id (hybrid_parallel) */
+	DType dtype;           /* the members' element type: f32, or f16/bf16 (narrow gradient sums, all-reduce only) */
 	const Layout *layout;  /* the collective's device matrix */
 	unsigned axes;         /* its group: grid axes of layout */
 	Node **members;        /* redistribute nodes, each one collective of `kind`, in parameter order */

@@ -261,6 +261,72 @@ bool schedule_in_order(Phase from, int from_chunk, Phase to, int to_chunk)
 	return from == PH_FORWARD ? from_chunk <= to_chunk : from_chunk >= to_chunk;
 }
 
+/* The weights of a lower bound of the step (the searches' bounds,
+ * search_floor and search_dp_bound in passes/search_graph.h). The step
+ * (explain's pipeline_step, the searches' search_staged_step) ends each
+ * stage's replay with its work once a step, and the replay's end of a
+ * stage is that of the longest path to its last pass (each pass after
+ * the one before it on its stage and after those whose values it reads,
+ * a transfer's time later): any path, plus the work once a step of the
+ * stage it ends on, is at most the step, and so is any average of
+ * such paths. Each weight below is what a pass or transfer counts on
+ * such a path; every cost the bounds leave out, or weigh less, is >= 0.
+ * Stage s's passes (F_s, B_s: one micro-batch's forward and backward),
+ * M micro-batches, P stages:
+ *  - gpipe (every forward before any backward; or no backward pass): for
+ *    stages a and b, micro-batch 0 forward through stages 0 .. a, every
+ *    micro-batch's forward on a, micro-batch M-1's on to the last stage,
+ *    micro-batch 0 back down to b, every backward on b, micro-batch M-1
+ *    on to stage 0, and stage 0's work once a step: sum F + (M-1) F_a +
+ *    sum B + (M-1) B_b + each neighbours' transfer once each way + stage
+ *    0's work;
+ *  - 1F1B (stage s runs w_s forwards, then its first backward, then the
+ *    rest): for a stage s, micro-batch 0 forward through every stage and
+ *    back to s, then all the rest of stage s (M - w_s forwards and M
+ *    backwards), then its last backward's micro-batch down to stage 0:
+ *    sum_{k != s} (F_k + B_k) + (M - w_s + 1) F_s + M B_s + each
+ *    transfer between neighbours once + stage 0's work once a step. With
+ *    every stage's work alike, the path of the last stage (w = 1) is the
+ *    step: (M + P - 1)(F + B);
+ *  - interleaved chunks: micro-batch 0 through every chunk and back, and
+ *    stage 0's work once a step: each pass weighs 1, the transfers 0.
+ * Any a, b or s gives a bound; they are chosen where the path is longest
+ * with fl and bl, each stage's least forward and backward work (the
+ * searches': each operator's least computation), so that the bound is
+ * that path's, the schedule's critical one, where the plan is near them:
+ * the same weights on every stage, (M + P - 1) / P (the average of the
+ * paths), were a half of the step of GPT-3's 32 stages x 32 micro-batches,
+ * and its screen no longer cut at 4096 devices. */
+void schedule_bound_weights(const Schedule *sc, bool gpipe, const double *fl, const double *bl, double *wf, double *wb,
+                            double w[2])
+{
+	int P = sc->nstages, M = sc->nmicro, pivot = 0;
+	w[0] = 1, w[1] = sc->nchunks > P ? 0 : 1;
+	for (int k = 0; k < P; k++)
+		wf[k] = wb[k] = 1;
+	if (sc->nchunks > P)
+		return;
+	if (gpipe) { /* a, b: the stages of the most forward and backward work */
+		int a = 0, b = 0;
+		for (int k = 1; k < P; k++)
+			a = fl[k] > fl[a] ? k : a, b = bl[k] > bl[b] ? k : b;
+		wf[a] += M - 1, wb[b] += M - 1;
+		return;
+	}
+	double all = 0, best = -1, pf = 1; /* pf: the pivot's forward weight */
+	for (int k = 0; k < P; k++)
+		all += fl[k] + bl[k];
+	for (int s = 0; s < P; s++) {
+		int ws = 0; /* stage s's forwards before its first backward */
+		while (ws < sc->nops[s] && sc->ops[s][ws].kind == SOP_F)
+			ws++;
+		double path = all - fl[s] - bl[s] + (M - ws + 1) * fl[s] + M * bl[s];
+		if (path > best)
+			best = path, pivot = s, pf = M - ws + 1;
+	}
+	wf[pivot] = pf, wb[pivot] = M;
+}
+
 double schedule_ideal_bubble(int P, int M)
 {
 	return (double)(P - 1) / (double)(M + P - 1);

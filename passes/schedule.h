@@ -53,6 +53,17 @@ double schedule_replay(Arena *a, const Schedule *s, const double *fwd, const dou
  * that waits for it: the program stops at the send (the runtime checks
  * its round) and the replay above stops short. */
 bool schedule_in_order(Phase from, int from_chunk, Phase to, int to_chunk);
+/* The weights of a linear lower bound of s's step (training; gpipe:
+ * every forward before any backward, or no backward pass), per stage
+ * (s's chunks are its stages, or the weights are 1 and 0): wf[k] and
+ * wb[k] seconds of stage k's forward and backward pass of a micro-batch,
+ * w[0] of stage 0's work once a step, w[1] of a transfer between
+ * neighbouring stages; chosen along the path that is longest with fl[k]
+ * and bl[k] forward and backward seconds (schedule.c says why the
+ * weighted sum of any costs is at most the step that schedule_replay
+ * and that work give) */
+void schedule_bound_weights(const Schedule *s, bool gpipe, const double *fl, const double *bl, double *wf, double *wb,
+                            double w[2]);
 /* (p - 1) / (m + p - 1): GPipe's bubble fraction */
 double schedule_ideal_bubble(int nstages, int nmicro);
 /* Draws the timelines (one row per stage) as SVG. */

@@ -128,13 +128,37 @@ static bool within_limit(Compilation *c, Search *s, const int *choice)
 
 /* ---- applying the result ------------------------------------------------------- */
 
+/* A cast the search sees through (Search.thru) lays its input out as
+ * its first reader wants it, the strategy precision lends a cast before
+ * a reader the user annotated: on the reader's grid, so that the casts
+ * up before the backward pass's readers of the narrow value follow it
+ * there, and the backward products follow their forward ones. Left on
+ * its producer's grid (a whole RMS norm on [4] for q, k and v on [2, 2]:
+ * samples/llama.net at O2 bf16), the backward weight-gradient products
+ * read another slice of it on [4], their output gradients gathered and
+ * the weights' gradients reduce-scattered as well as all-reduced. */
+static void lend_reader_strategy(Search *s, Node *n, const Cand *c)
+{
+	for (int i = 0; i < n->nin && i < c->s.n; i++)
+		for (Value *x = n->in[i]; x->kind == VK_NODE && x->def && x->def->id < s->nvertex_of &&
+		                          s->thru && s->thru[x->def->id];
+		     x = x->def->in[0]) {
+			Node *k = x->def;
+			if (k->ann.in_strategy.n > 0)
+				continue; /* lent by the user's strategy, or by an earlier reader */
+			k->ann.in_strategy = (Strategy){.n = 1, .v = &c->s.v[i], .loc = n->loc, .lay = NULL};
+			k->ann.searched = true;
+		}
+}
+
 void search_apply(Search *s, const int *choice)
 {
 	for (int v = 0; v < s->nv; v++) {
 		SVertex *sv = &s->v[v];
+		Node *n = sv->n;
+		lend_reader_strategy(s, n, &sv->cl->c[choice[v]]);
 		if (sv->fixed >= 0)
 			continue;
-		Node *n = sv->n;
 		n->ann.in_strategy = sv->cl->c[choice[v]].s;
 		n->ann.in_strategy.loc = n->loc;
 		n->ann.searched = true;
@@ -241,6 +265,8 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 		search_stage_memory(s, choice, c->search_stage_mem);
 	}
 	c->search_step = search_total(s, choice);
+	if (getenv("NETC_SEARCH_TERMS"))
+		search_total_terms(s, choice, "search", stderr);
 	c->search_over = s->over;
 	c->search_staged = s->staged;
 	c->search_probe_stopped = s->probe_cut;

@@ -3,6 +3,7 @@
 #include "search_modes.h"
 #include "search_mat.h"
 #include "search_tables.h"
+#include "schedule.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -709,6 +710,8 @@ enum { LOCAL_WORK = 1 << 20 };
 static void dp_local(Search *s, int *choice)
 {
 	double *cap, unit = s->nv + s->ne, round_work = 0, work = 0;
+	if (s->sched) /* and the schedule's replay (search_staged_step): 2 C M passes, each reading C chunks */
+		unit += 2.0 * s->sched->nchunks * s->sched->nchunks * s->sched->nmicro;
 	for (int v = 0; v < s->nv; v++)
 		round_work += s->v[v].fixed >= 0 ? 0 : s->v[v].cl->n * unit;
 	if (round_work > LOCAL_WORK)

@@ -38,6 +38,15 @@ static double stage_transfer(const Search *s, const SEdge *e, const Layout *to, 
 	return s->training && grad && dtype_is_float(e->dt) ? 2 * one : one;
 }
 
+double search_stage_send(const Search *s, int ei, int cv, bool *back)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *grad = s->v[e->v].cl->c[cv].grad[e->vi];
+	double both = stage_transfer(s, e, search_edge_to(s, e, cv), grad);
+	*back = both > 0 && s->training && grad && dtype_is_float(e->dt);
+	return *back ? both / 2 : both;
+}
+
 double search_stage_transfer(const Search *s, int ei, int cv)
 {
 	const SEdge *e = &s->e[ei];
@@ -144,7 +153,8 @@ double search_edge_forward(Search *s, int ei, int cu, int cv)
 	if (cv + 1 < s->v[e->v].cl->n && s->capprice) /* as search_edge_cost */
 		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), NULL, e->dt) &
 		                             (s->capprice - 1)]);
-	return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + search_stage_transfer(s, ei, cv)) / e->share;
+	return (search_edge_fwd_weight(s, ei) * edge_price(s, from, to, NULL, e->dt) +
+	        search_edge_xfer_weight(s, ei) * search_stage_transfer(s, ei, cv)) / e->share;
 }
 
 void search_edge_forward_row(Search *s, int ei, int cu, double *row)
@@ -181,8 +191,9 @@ void search_edge_forward_row(Search *s, int ei, int cu, double *row)
 	cost_redist_row(s->rc, from, want, nwant, e->dt, got);
 	for (int k = 0; k < nwant; k++)
 		fill[k]->t = got[k];
+	double wx = search_edge_xfer_weight(s, ei), wf = search_edge_fwd_weight(s, ei);
 	for (int j = 0; j < n; j++)
-		row[j] = s->w_micro * ((slot[j] ? slot[j]->t : 0) + search_stage_transfer(s, ei, j)) / e->share;
+		row[j] = (wf * (slot[j] ? slot[j]->t : 0) + wx * search_stage_transfer(s, ei, j)) / e->share;
 }
 
 /* A consumer that reads a producer's output in another layout reads a

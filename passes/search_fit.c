@@ -790,8 +790,9 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
  * back left out; the larger of the two), then, once it is the least
  * key, its screen (compiled up to the
  * strategies without a memory limit, whose objective bounds from below
- * what any plan of (P, M) under the limit costs: exactly for
- * dynamic_programming's search, about for the others), and once that is
+ * what any plan of (P, M) under the limit costs: about, as the searches
+ * minimise their local costs and the plan's total corrects them, and
+ * with stages follows the schedule, search_staged.c), and once that is
  * the least, its fit under the limit with the recompute retry. It stops
  * where the least key is no more than 1% below the best step that fits
  * (search_fit_cut), or after MAX_FITS fits: the lowest objective that

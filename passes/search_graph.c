@@ -327,7 +327,7 @@ static GradCall grad_call_of(const Search *s, const Node *n, int i)
  * ([4] or [2, 2]) that the compiled layouts may not keep: a hash
  * (FNV-1a) of each reduced axis' stride and size, in stride order, the
  * ranks of rank 0's group. */
-static uint64_t bucket_group(const Layout *l, unsigned axes)
+uint64_t search_bucket_group(const Layout *l, unsigned axes)
 {
 	int64_t stride[MAX_RANK], size[MAX_RANK];
 	int n = 0;
@@ -365,7 +365,7 @@ static void cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 		                                c->param_grad[i]
 		                      : 0;
 		if (head > c->bucket_head)
-			c->bucket_head = head, c->bucket_group = bucket_group(c->r.in[i], gp);
+			c->bucket_head = head, c->bucket_group = search_bucket_group(c->r.in[i], gp);
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across
@@ -814,6 +814,63 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 	return kept;
 }
 
+int search_vertex_stage(const Search *s, int v)
+{
+	int st = s->v[v].n->ann.stage, P = s->g->nstages > 1 ? s->g->nstages : 1;
+	return st >= 0 && st < P ? st : 0;
+}
+
+/* The passes (stages.c) put chunk c on stage c % P; without interleaving
+ * the chunk is the stage. */
+int search_vertex_chunk(const Search *s, int v)
+{
+	int C = s->sched ? s->sched->nchunks : 1, ch = s->v[v].n->chunk;
+	if (C <= (s->g->nstages > 1 ? s->g->nstages : 1))
+		return search_vertex_stage(s, v);
+	return ch >= 0 && ch < C ? ch : search_vertex_stage(s, v);
+}
+
+/* A candidate's work at the bounds' weights (Search.wb_fwd ...): its
+ * computation, a third of it forward when training (the backward pass
+ * costs twice the forward, explain's model_compute), and its gradient
+ * reductions once a step. */
+static double bound_work(const Search *s, int v, double compute, double step)
+{
+	int st = s->sched ? search_vertex_stage(s, v) : 0;
+	double f = s->wb_fwd[st], b = s->wb_bwd[st];
+	double w = s->training && f != b ? f * compute / 3 + b * (compute - compute / 3) : f * compute;
+	return w + (st == 0 ? s->wb_once : 0) * step;
+}
+
+/* The bounds' weights (Search.wb_fwd ...): without stages the total's
+ * own (M (F + B) + the work once a step), else the schedule's along its
+ * path that is longest with each operator's least computation
+ * (schedule_bound_weights); then each candidate's work at them. */
+static void bound_weights(Search *s)
+{
+	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	s->wb_fwd = ARENA_NEWN(s->a, double, P), s->wb_bwd = ARENA_NEWN(s->a, double, P);
+	s->wb_fwd[0] = s->wb_bwd[0] = s->wb_xfer = s->w_micro, s->wb_once = s->w_step;
+	if (s->sched) {
+		double *fl = ARENA_NEWN(s->a, double, P), *bl = ARENA_NEWN(s->a, double, P), w[2];
+		for (int v = 0; v < s->nv; v++) {
+			const SVertex *sv = &s->v[v];
+			double least = INFINITY;
+			for (int c = 0; c < sv->cl->n; c++)
+				if (sv->fixed < 0 || c == sv->fixed)
+					least = fmin(least, sv->cl->c[c].compute);
+			double f = s->training ? least / 3 : least;
+			fl[search_vertex_stage(s, v)] += f, bl[search_vertex_stage(s, v)] += least - f;
+		}
+		schedule_bound_weights(s->sched, s->g->par.pipeline_scheduler == SCHED_GPIPE || !s->training, fl, bl,
+		                       s->wb_fwd, s->wb_bwd, w);
+		s->wb_once = w[0], s->wb_xfer = w[1];
+	}
+	for (int v = 0; v < s->nv; v++)
+		for (int c = 0; c < s->v[v].cl->n; c++)
+			s->v[v].work[c] = bound_work(s, v, s->v[v].cl->c[c].compute, s->v[v].once[c]);
+}
+
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
 /* first_read[i]: the parameter in[i]'s first reader, whose stage owns it;
@@ -822,7 +879,7 @@ static bool *recompute_kept(Arena *a, const Graph *g)
  * buffer each for. copy[i]: the first read of a tied weight on another
  * stage, which holds its value and that stage's part of its gradient. */
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
-                         Layout **inl, int c, double *cost, double *work, double *mem, bool kept)
+                         Layout **inl, int c, double *cost, double *once, double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
@@ -852,7 +909,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	t += vocab_lse_gather(s, n, &cd->r, &lse_mem);
 	m += lse_mem;
 	*cost = s->w_micro * t + s->w_step * step;
-	*work = s->w_micro * cd->compute + s->w_step * step;
+	*once = step;
 	*mem = m;
 }
 
@@ -861,6 +918,68 @@ Value *search_unconverted(Value *x)
 	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE)
 		x = x->def->in[0];
 	return x;
+}
+
+static bool narrow_type(DType t) { return t == DT_F16 || t == DT_BF16; }
+
+Value *search_origin(const Search *s, Value *x, DType *dt)
+{
+	DType t = x->dtype;
+	while (x->kind == VK_NODE && x->def &&
+	       (x->def->op == OP_REDISTRIBUTE || (s->thru && x->def->id < s->nvertex_of && s->thru[x->def->id]))) {
+		x = x->def->in[0];
+		if (narrow_type(x->dtype) && !narrow_type(t))
+			t = x->dtype;
+	}
+	if (dt)
+		*dt = t;
+	return x;
+}
+
+/* Under amp (and declared narrow tensors) the precision pass gives each
+ * reader of a narrow value its own cast up to f32 and a narrow result a
+ * cast down, each a vertex of its own before the sharding pass lays them
+ * out; but the program does not run them as the search would place
+ * them: precision_late moves a cast down before the redistribution to
+ * its reader and a redistribution before a cast up, so that the move
+ * sends the narrow value, once per layout its readers need, joins two
+ * moves in a row into one (passes/precision.c), and the narrow pass
+ * computes the narrow kernels without the casts. As vertices, the casts
+ * made the search price an f32 move, a chain of moves (a reduction to
+ * the cast down's layout, then a move to the cast up's, then to the
+ * reader's: three latencies where the program pays one), and q, k and
+ * v's own copies each (no share): samples/transformer.net at O2 bf16
+ * under sharding_propagation was priced 3.65e-4 s where explain prices
+ * the compiled plan 2.67e-4. So the search sees through an inserted
+ * forward cast of an operator's result: its reader's edge runs from that
+ * operator, in the narrow type, and the cast takes the strategy its
+ * first reader wants for it (search.c, lend_reader_strategy), as
+ * precision lends one before a reader the user annotated.
+ * Not a parameter's casts (their gradient's sum once a step, in f32, is
+ * the edges' grad_once) nor a graph input's (its conversion is the
+ * reader's unary). A laid-out graph (explain's) keeps its casts. */
+static bool *casts_seen_through(Search *s)
+{
+	Graph *g = s->g;
+	bool laid_out = false, any = false;
+	for (int i = 0; i < g->nnodes && !laid_out; i++) {
+		const Node *n = g->nodes[i];
+		laid_out = n->op == OP_REDISTRIBUTE || (n->out && n->out->layout);
+		any |= n->op == OP_CAST && n->ann.borrowed;
+	}
+	if (laid_out || !any)
+		return NULL;
+	bool *thru = ARENA_NEWN(s->a, bool, s->nvertex_of + 1);
+	s->thru = thru;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->op != OP_CAST || !n->ann.borrowed || n->nin != 1 || !search_node_searchable(n) ||
+		    n->id >= s->nvertex_of)
+			continue;
+		Value *x = search_origin(s, n->in[0], NULL);
+		thru[n->id] = x->kind == VK_NODE && x->def && search_node_searchable(x->def) && dtype_is_float(x->dtype);
+	}
+	return thru;
 }
 
 Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64, Diag *d)
@@ -895,23 +1014,29 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	int P = g->nstages > 1 ? g->nstages : 1, M = g->nmicro > 1 ? g->nmicro : 1;
 	s->w_micro = (double)(M + P - 1) / P;
 	s->w_step = 1.0 / P;
-	if (g->nstages > 1 || g->nmicro > 1)
-		s->slots = schedule_build(a, g->nstages > 0 ? g->nstages : 1, g->nchunks > 0 ? g->nchunks : 1,
-		                          g->nmicro > 0 ? g->nmicro : 1, g->par.pipeline_scheduler, training)->nslots;
+	if (g->nstages > 1 || g->nmicro > 1) {
+		/* a chunk a stage at least, as explain's pipeline_setup */
+		Schedule *sc = schedule_build(a, P, g->nchunks > P ? g->nchunks : P, g->nmicro > 0 ? g->nmicro : 1,
+		                              g->par.pipeline_scheduler, training);
+		s->slots = sc->nslots;
+		s->sched = g->nstages > 1 ? sc : NULL;
+	}
 	s->nvertex_of = g->next_node_id;
 	s->vertex_of = ARENA_NEWN(a, int, s->nvertex_of + 1);
 	for (int i = 0; i < s->nvertex_of; i++)
 		s->vertex_of[i] = -1;
+	if (casts_seen_through(s) && s->loss)
+		s->loss = search_origin(s, (Value *)s->loss, NULL); /* a narrow loss's cast down */
 	int nv = 0;
 	for (int i = 0; i < g->nnodes; i++)
-		nv += search_node_searchable(g->nodes[i]);
+		nv += search_node_searchable(g->nodes[i]) && !(s->thru && s->thru[g->nodes[i]->id]);
 	s->v = ARENA_NEWN(a, SVertex, nv + 1);
 	SigTab st = {.cap = 256};
 	st.t = ARENA_NEWN(a, SigSlot, st.cap);
 	bool ok = true;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (!search_node_searchable(n))
+		if (!search_node_searchable(n) || (s->thru && s->thru[n->id]))
 			continue;
 		SVertex *sv = &s->v[s->nv];
 		sv->n = n;
@@ -968,7 +1093,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	uint64_t *reading = ARENA_NEWN(a, uint64_t, g->nvalues + 1), *met = ARENA_NEWN(a, uint64_t, g->nvalues + 1);
 	for (int vi = 0; vi < s->nv; vi++)
 		for (int i = 0, rs = s->v[vi].n->ann.stage; i < s->v[vi].n->nin && rs >= 0 && rs < 64; i++)
-			reading[search_unconverted(s->v[vi].n->in[i])->id] |= (uint64_t)1 << rs;
+			reading[search_origin(s, s->v[vi].n->in[i], NULL)->id] |= (uint64_t)1 << rs;
 	for (int vi = 0; vi < s->nv; vi++) {
 		SVertex *sv = &s->v[vi];
 		Node *n = sv->n;
@@ -977,10 +1102,11 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		uint64_t bit = n->ann.stage >= 0 && n->ann.stage < 64 ? (uint64_t)1 << n->ann.stage : 0;
 		Layout *inl[SHARD_MAX_INPUTS] = {0};
 		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
-			Value *x = search_unconverted(n->in[i]);
+			DType dt;
+			Value *x = search_origin(s, n->in[i], &dt);
 			int u = x->kind == VK_NODE && x->def && x->def->id < s->nvertex_of ? s->vertex_of[x->def->id] : -1;
 			if (u >= 0) {
-				add_edge(s, u, -1, vi, i, x->dtype);
+				add_edge(s, u, -1, vi, i, dt);
 				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
 			} else if (x->kind == VK_PARAM) {
 				if (first[2 * x->id] < 0) {
@@ -1002,12 +1128,14 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			}
 		}
 		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
-		sv->work = ARENA_NEWN(a, double, sv->cl->n);
+		sv->work = ARENA_NEWN(a, double, sv->cl->n); /* bound_weights' */
+		sv->once = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->work[c], &sv->mem[c],
+			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c],
 			             !n->ann.recompute || kept[n->out->id]);
 	}
 	count_shares(s);
+	bound_weights(s);
 	return s;
 }

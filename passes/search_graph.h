@@ -70,7 +70,10 @@ typedef struct SVertex {
 	int fixed;         /* index of the user's (or loaded) strategy, -1: free */
 	double *unary;     /* per candidate, seconds per step: compute + gradient aggregation + input redistribution */
 	double *work;      /* per candidate, seconds per step: the unary's computation and gradient
-	                    * reductions, without input conversions (search_floor) */
+	                    * reductions, without input conversions, at the bounds' weights
+	                    * (Search.wb_fwd ...: search_floor, search_dp_bound) */
+	double *once;      /* per candidate, seconds per step, unweighted: its parameters' gradient
+	                    * reductions (the unary's part paid once a step, w_step x) */
 	double *mem;       /* per candidate: bytes per device */
 	int *adj;          /* edge indices */
 	int nadj, capadj;
@@ -128,6 +131,11 @@ typedef struct Search {
 	SEdge *e;
 	int ne, cape;
 	int *vertex_of;    /* node id -> vertex index or -1 */
+	/* node id -> whether the node is a cast netc inserted that the search
+	 * sees through (search_cast_seen_through): its reader's edge runs from
+	 * the value it casts, in the narrow type; NULL: none (a laid-out
+	 * graph, explain's, keeps its casts as they run) */
+	bool *thru;
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
@@ -152,13 +160,26 @@ typedef struct Search {
 	int *slots;        /* per pipeline stage: micro-batches whose activations it holds at once under
 	                    * the schedule (Schedule.nslots); NULL: one */
 	/* The objective is a device's step, not one micro-batch through the
-	 * model: a cost paid in every micro-batch (computation, the forward
-	 * and backward redistributions) weighs w_micro = (M + P - 1) / P, M
+	 * model: in the local costs the searches compare (unary, edge), a
+	 * cost paid in every micro-batch (computation, the forward and
+	 * backward redistributions) weighs w_micro = (M + P - 1) / P, M
 	 * micro-batches and the bubble over P stages of about equal work
 	 * (gpipe's and 1F1B's (M + P - 1)(F + B)); a cost paid once per step
 	 * (a parameter's gradient reduction) weighs w_step = 1 / P: a device
-	 * reduces its own stage's gradients. Both 1 without micro-batches. */
+	 * reduces its own stage's gradients. Both 1 without micro-batches.
+	 * The plan's total with stages is the schedule's (sched). */
 	double w_micro, w_step;
+	/* The pipeline's schedule (passes/schedule.h) the plan's total replays
+	 * with the stages' own costs (search_staged.c); NULL: one stage */
+	struct Schedule *sched;
+	/* The bounds' weights (search_floor, search_dp_bound): [max(nstages,
+	 * 1)] a forward and a backward second of the stage paid in every
+	 * micro-batch, a gradient reduction on stage 0 (wb_once; on other
+	 * stages 0) and a stage transfer between neighbouring stages (wb_xfer;
+	 * between others 0), such that the weighted sum of a plan's costs is
+	 * at most its total under the schedule (schedule_bound_weights).
+	 * Without stages w_micro, w_micro, w_step and w_micro */
+	double *wb_fwd, *wb_bwd, wb_once, wb_xfer;
 	/* dynamic_programming's plan without a limit, as the memory fit's
 	 * screen of this graph found it: its search_memory and search_total
 	 * (0: unknown) */
@@ -200,6 +221,9 @@ double search_edge_forward(Search *s, int e, int cu, int cv);
  * cv: its value sent to the reader's stage and, where it has a gradient,
  * the gradient sent back; 0 within a stage. */
 double search_stage_transfer(const Search *s, int e, int cv);
+/* search_stage_transfer's one way, *back set where the gradient comes
+ * back the same way (as long). */
+double search_stage_send(const Search *s, int e, int cv, bool *back);
 /* search_edge_forward(s, e, cu, cv) of every cv, into row (the reader's
  * candidates' count of cells), the prices this search lacks looked up
  * together (cost_redist_row). */
@@ -223,7 +247,10 @@ double search_total(Search *s, const int *choice);
 double search_total_edgewise(Search *s, const int *choice);
 /* The part of search_total no vertex's cost holds: under grad_call
  * GRAD_IN_BUCKET, the fusion bucket's latency and wait, once a step. */
-double search_bucket_wait(const Search *s, const int *choice);
+double search_bucket_wait(Search *s, const int *choice);
+/* The fusion bucket a gradient laid out as l and reduced over `axes`
+ * joins (Cand.bucket_group). */
+uint64_t search_bucket_group(const Layout *l, unsigned axes);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */
@@ -231,6 +258,39 @@ void search_stage_memory(const Search *s, const int *choice, double *stage);
 /* A lower bound of search_total over every choice: the sum of each
  * vertex's least work (no edge table is built). */
 double search_floor(const Search *s);
+/* Debugging: the terms of search_total(s, choice), a line each, to out. */
+void search_total_terms(Search *s, const int *choice, const char *who, FILE *out);
+
+/* A choice's costs as a pipeline's schedule runs them (search_staged.c):
+ * each model chunk's forward and backward pass per micro-batch, each
+ * stage's work once a step (its gradient reductions), and the seconds a
+ * chunk's values take to reach another (xf[a * nchunks + b], forward;
+ * xb[a * nchunks + b], a gradient going back from a to b) */
+typedef struct SearchStaged {
+	int nstages, nchunks, nmicro;
+	double *fwd, *bwd; /* [nchunks] */
+	double *once;      /* [nstages] */
+	double *xf, *xb;   /* [nchunks * nchunks] */
+} SearchStaged;
+/* An empty one (every cost 0) for s's stages, chunks and micro-batches. */
+SearchStaged *search_staged_new(Arena *a, int nstages, int nchunks, int nmicro);
+/* The pipeline stage and model chunk a vertex's operator runs on. */
+int search_vertex_chunk(const Search *s, int v);
+int search_vertex_stage(const Search *s, int v);
+/* The step of st under schedule sched (explain's: each stage's passes in
+ * sched's order with st's costs, then its work once a step; the step ends
+ * where the last stage's does): a closed form for gpipe (exact), else
+ * sched's replay. */
+double search_staged_step(Arena *a, const struct Schedule *sched, const SearchStaged *st);
+/* search_total of a staged search (s->sched), and its costs by chunk
+ * (search_total.c): shared, as search_total; else as
+ * search_total_edgewise. */
+void search_staged_costs(Search *s, const int *choice, bool shared, SearchStaged *st);
+/* The bound's weight of edge ei's stage transfer (Search.wb_xfer where
+ * the two stages are neighbours, else 0) and of its forward conversion
+ * (Search.wb_fwd of its reader's stage). */
+double search_edge_xfer_weight(const Search *s, int ei);
+double search_edge_fwd_weight(const Search *s, int ei);
 
 /* Shared by the modes' files: the dimensions a strategy chooses freely
  * (matmul: batch..., m, k, n; embedding: the table's and the ids' dims;
@@ -240,6 +300,10 @@ int search_free_dims(const Node *n, int64_t *size);
 /* A graph value as the search sees it: through the conversions of a
  * laid-out graph (explain). */
 Value *search_unconverted(Value *x);
+/* x as s's edges see it: through the conversions and the casts s sees
+ * through (Search.thru); *dt: the type the program moves it in (the
+ * narrow one where a cast on the way is narrow). */
+Value *search_origin(const Search *s, Value *x, DType *dt);
 Layout *search_input_layout(Search *s, Value *in, int64_t devices);
 
 /* Stable node names for strategy checkpoints and explain:

@@ -3,6 +3,7 @@
 #include "search_tables.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost_memo.h"
@@ -223,16 +224,20 @@ typedef struct EdgeKey {
 	/* from one pipeline stage to another: the stage transfer, paid in
 	 * every micro-batch, is in its time table (stage_transfer in
 	 * search_graph.c), not in that of the same edge within a stage,
-	 * though identical layers share candidate lists across stages */
-	bool cross;
+	 * though identical layers share candidate lists across stages; 2:
+	 * to a stage not the next, whose transfer the bound weighs apart
+	 * (search_edge_xfer_weight) */
+	int cross;
 	/* the reader's copies (reader_copies): identical layers on stages of
 	 * other slot counts, or one of them recomputed, have their own memory
 	 * tables (one stood for the others: a recomputed layer's copies priced
 	 * as kept, a later stage's at the first stage's slots) */
 	int copies;
 	/* the forward tables' only (search_edge_forward): the edge's share,
-	 * which divides its price there; 0 in the cost tables */
+	 * which divides its price there, and the weight of its reader's
+	 * stage's forward pass (search_edge_fwd_weight); 0 in the cost tables */
 	int share;
+	double wf;
 } EdgeKey;
 
 typedef struct EdgeMemo {
@@ -337,9 +342,10 @@ static double **tables(Search *s, bool forward)
 		key.cu = s->v[e->u].cl, key.cv = s->v[e->v].cl, key.ui = e->ui, key.vi = e->vi, key.dt = e->dt;
 		key.fu = s->v[e->u].fixed, key.fv = s->v[e->v].fixed;
 		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
-		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;
+		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv ? 1 + (abs(su - sv) > 1) : 0;
 		key.copies = forward ? 0 : reader_copies(s, e); /* the memory table's only */
 		key.share = forward ? e->share : 0;
+		key.wf = forward ? search_edge_fwd_weight(s, ei) : 0;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);
 		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
 			h = (h + 1) & (memo_cap - 1);

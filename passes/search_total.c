@@ -6,8 +6,30 @@
 #include "search_graph.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #include "../ir/layout.h"
+#include "schedule.h"
+
+/* Where a choice's costs go: an unstaged search's sums (micro: seconds
+ * per micro-batch, once: per step), or a staged one's by chunk and
+ * stage (SearchStaged), each cost on the vertex whose chunk runs it. */
+typedef struct Acc {
+	SearchStaged *st; /* NULL: micro and once */
+	double micro, once;
+} Acc;
+
+typedef enum Part { PART_FWD, PART_BWD, PART_ONCE } Part;
+
+static void acc_add(Acc *a, const Search *s, int v, Part p, double sec)
+{
+	if (!a->st)
+		*(p == PART_ONCE ? &a->once : &a->micro) += sec;
+	else if (p == PART_ONCE)
+		a->st->once[search_vertex_stage(s, v)] += sec;
+	else
+		(p == PART_FWD ? a->st->fwd : a->st->bwd)[search_vertex_chunk(s, v)] += sec;
+}
 
 /* Whether edge ei's gradient, a partial sum, is summed with that of an
  * earlier edge from the same producer laid out alike: the sharding pass
@@ -25,9 +47,13 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
 	if (!g || !g->partial)
 		return false;
-	/* (a tied weight's reader on another stage sends its part back: stages_tied.c) */
-	if (e->ui >= 0 && s->v[e->u].n->in[e->ui]->kind == VK_PARAM &&
-	    s->v[e->u].n->ann.stage == s->v[e->v].n->ann.stage) {
+	/* A tied weight's reader on another stage sums its part over its
+	 * micro-batches and sends it back once a step, where the owner adds
+	 * it before the update (stages_tied.c): summed alike (explain prices
+	 * no conversion of it; its transfer is staged_edges' once a step).
+	 * tests/e2e/pipeline/staged.net at 4 devices, recursive_programming:
+	 * a 5e-6 s all-reduce a micro-batch, +17% of the compiled estimate */
+	if (e->ui >= 0 && s->v[e->u].n->in[e->ui]->kind == VK_PARAM) {
 		const Layout *first = s->v[e->u].cl->c[choice[e->u]].grad[e->ui];
 		if (first && layout_equiv(g, first))
 			return true;
@@ -112,9 +138,8 @@ static bool grad_converted_before(Search *s, int ei, const int *choice, const La
 /* A graph input that several operators read in one layout is converted
  * once (the sharding pass keeps the copy: convert), while each of their
  * unary costs pays for it: what the plan's total takes back. */
-static double shared_input_conversions(Search *s, const int *choice)
+static void shared_input_conversions(Search *s, const int *choice, Acc *acc)
 {
-	double saved = 0;
 	for (int k = 0; s->inl_of && k < s->g->ninputs; k++) {
 		const Value *x = s->g->inputs[k];
 		const Layout *in = s->inl_of[x->id];
@@ -131,13 +156,12 @@ static double shared_input_conversions(Search *s, const int *choice)
 				for (int q = 0; q < nseen && !again; q++)
 					again = layout_equiv(seen[q], need);
 				if (again)
-					saved += cost_redist(s->rc, in, cd->own_in[j], x->dtype, NULL);
+					acc_add(acc, s, v, PART_FWD, -cost_redist(s->rc, in, cd->own_in[j], x->dtype, NULL));
 				else if (nseen < 64)
 					seen[nseen++] = need;
 			}
 		}
 	}
-	return saved;
 }
 
 double search_local_total(Search *s, const int *choice)
@@ -217,13 +241,15 @@ static double way_back(Search *s, const Layout *from, const Layout *grad, DType 
 
 /* The corrections below are to edges' costs, paid in every micro-batch
  * but for the ways back of parameters' gradients summed once a step
- * (SEdge.grad_once), whose corrections go to *once. shared: the copies
- * and stage transfers several readers share counted once (search_total),
- * else on every edge (search_total_edgewise). */
-static double search_corrections(Search *s, const int *choice, bool shared, double *once)
+ * (SEdge.grad_once), whose corrections are once a step. shared: the
+ * copies and stage transfers several readers share counted once
+ * (search_total), else on every edge (search_total_edgewise). A forward
+ * conversion is the reader's chunk's (its forward pass converts its
+ * input), a way back the producer's (its backward pass converts the
+ * gradient it receives); a staged search's stage transfers are its
+ * edges' (staged_edges), not corrected here. */
+static void search_corrections(Search *s, const int *choice, bool shared, Acc *acc)
 {
-	double t = 0;
-	*once = 0;
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
@@ -231,28 +257,28 @@ static double search_corrections(Search *s, const int *choice, bool shared, doub
 		const Layout *to = search_edge_to(s, se, choice[se->v]);
 		bool converts = from && to && !cost_layout_same(from, to);
 		if (shared && converts && read_before(s, e, choice, false))
-			t -= cost_redist(s->rc, from, to, se->dt, NULL);
+			acc_add(acc, s, se->v, PART_FWD, -cost_redist(s->rc, from, to, se->dt, NULL));
 		if (s->training && converted_again(s, se) && converts && !read_before(s, e, choice, true))
-			t += cost_redist(s->rc, from, to, se->dt, NULL);
-		if (shared && transfer_before(s, e))
-			t -= search_stage_transfer(s, e, choice[se->v]);
+			acc_add(acc, s, se->v, PART_BWD, cost_redist(s->rc, from, to, se->dt, NULL));
+		if (shared && !acc->st && transfer_before(s, e))
+			acc->micro -= search_stage_transfer(s, e, choice[se->v]);
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
 		bool step = se->grad_once && g && g->partial; /* as search_edge_cost prices it */
 		DType gt = step ? DT_F32 : se->dt;
-		double *back = step ? once : &t;
+		Part back = step ? PART_ONCE : PART_BWD;
 		if (grad_shared(s, e, choice)) {
-			*back -= way_back(s, from, g, gt, step);
+			acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
 		} else {
 			const Layout *d = delivered_grad(s, e, choice);
 			if (shared && !step && d && from && s->training && dtype_is_float(gt) &&
 			    grad_converted_before(s, e, choice, d, cost_strip_partial(s->rc, from)))
-				*back -= way_back(s, from, g, gt, step);
+				acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
 			else if (d != g)
-				*back += way_back(s, from, d, gt, step) - way_back(s, from, g, gt, step);
+				acc_add(acc, s, se->u, back, way_back(s, from, d, gt, step) - way_back(s, from, g, gt, step));
 		}
 	}
-	return t - shared_input_conversions(s, choice);
+	shared_input_conversions(s, choice, acc);
 }
 
 /* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the
@@ -266,44 +292,151 @@ static double search_corrections(Search *s, const int *choice, bool shared, doub
  * compiled estimate. */
 enum { BUCKET_GROUPS = 32 };
 
-double search_bucket_wait(const Search *s, const int *choice)
+typedef struct Buckets {
+	uint64_t group[BUCKET_GROUPS];
+	double head[BUCKET_GROUPS], more; /* more: past BUCKET_GROUPS groups, each head apart (an upper bound) */
+	int n;
+} Buckets;
+
+static void bucket_member(Buckets *b, uint64_t group, double head)
+{
+	if (head <= 0)
+		return;
+	int k = 0;
+	while (k < b->n && b->group[k] != group)
+		k++;
+	if (k < b->n)
+		b->head[k] = fmax(b->head[k], head);
+	else if (b->n < BUCKET_GROUPS)
+		b->group[b->n] = group, b->head[b->n++] = head;
+	else
+		b->more += head;
+}
+
+/* Amp's weights' f32 sums (the ways back of SEdge.grad_once) are packed
+ * into the buckets too: with no parameter read without cast reduced,
+ * the plan paid no bucket's latency at all (samples/transformer.net at
+ * O2 bf16 with its layer norms whole: -22% of the compiled estimate). */
+double search_bucket_wait(Search *s, const int *choice)
 {
 	if (s->grad_call != GRAD_IN_BUCKET)
 		return 0;
-	uint64_t group[BUCKET_GROUPS];
-	double head[BUCKET_GROUPS], more = 0; /* more: past BUCKET_GROUPS groups, each head apart (an upper bound) */
-	int n = 0;
+	Buckets b = {.n = 0, .more = 0};
 	for (int v = 0; v < s->nv; v++) {
 		const Cand *c = &s->v[v].cl->c[choice[v]];
-		if (c->bucket_head <= 0)
-			continue;
-		int k = 0;
-		while (k < n && group[k] != c->bucket_group)
-			k++;
-		if (k < n)
-			head[k] = fmax(head[k], c->bucket_head);
-		else if (n < BUCKET_GROUPS)
-			group[n] = c->bucket_group, head[n++] = c->bucket_head;
-		else
-			more += c->bucket_head;
+		bucket_member(&b, c->bucket_group, c->bucket_head);
 	}
-	double t = more;
-	for (int k = 0; k < n; k++)
-		t += head[k];
+	for (int e = 0; e < s->ne; e++) {
+		const SEdge *se = &s->e[e];
+		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
+		if (!se->grad_once || !g || !g->partial)
+			continue;
+		const Layout *from = search_edge_from(s, se, choice[se->u]);
+		double head = search_once_grad(s, from, g, GRAD_BUCKET_WAITED) - search_once_grad(s, from, g, GRAD_IN_BUCKET);
+		bucket_member(&b, search_bucket_group(g, g->partial), head);
+	}
+	double t = b.more;
+	for (int k = 0; k < b.n; k++)
+		t += b.head[k];
 	return s->w_step * t;
 }
 
-double search_total(Search *s, const int *choice)
+/* A staged search's vertices: each candidate's computation, a third of
+ * it forward when training (the backward pass costs twice the forward:
+ * explain's model_compute), the rest of its unary's per-micro-batch part
+ * (graph inputs' conversions, a partial loss's reduction) forward, and
+ * its gradient reductions once a step. */
+static void staged_vertices(Search *s, const int *choice, Acc *acc)
 {
-	double once, micro = search_corrections(s, choice, true, &once);
-	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + search_bucket_wait(s, choice);
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		int c = choice[v];
+		double compute = sv->cl->c[c].compute, once = sv->once[c];
+		double micro = (sv->unary[c] - s->w_step * once) / s->w_micro;
+		double fwd = s->training ? compute / 3 : compute;
+		acc_add(acc, s, v, PART_FWD, micro - compute + fwd);
+		acc_add(acc, s, v, PART_BWD, compute - fwd);
+		acc_add(acc, s, v, PART_ONCE, once);
+	}
 }
 
-double search_total_edgewise(Search *s, const int *choice)
+/* A staged search's edges, as search_edge_cost prices them: the forward
+ * conversion, the way back (once a step where the gradient is summed so,
+ * SEdge.grad_once) and the stage transfer, each way, from the producer's
+ * chunk to the reader's and back: once per (value, reader stage) where
+ * shared (transfer_before). A tied weight read on another stage
+ * (an edge from its first reader's input) is sent there once a step
+ * before the passes and its gradient part back after them (explain's
+ * step_transfers, passes/stages_tied.c): its receiving stage's work once
+ * a step, on the edge's one-way price. */
+static void staged_edges(Search *s, const int *choice, bool shared, Acc *acc)
 {
-	double once, micro = search_corrections(s, choice, false, &once);
-	return search_local_total(s, choice) + s->w_micro * micro + s->w_step * once + search_bucket_wait(s, choice);
+	SearchStaged *st = acc->st;
+	int C = st->nchunks;
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		int cu = choice[e->u], cv = choice[e->v];
+		const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
+		const Layout *grad = s->v[e->v].cl->c[cv].grad[e->vi];
+		bool step = e->grad_once && grad && grad->partial; /* search_edge_cost's way back once a step */
+		acc_add(acc, s, e->v, PART_FWD, cost_edge(s->rc, from, to, NULL, e->dt, s->training));
+		if (step)
+			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, from, grad, GRAD_IN_BUCKET));
+		else
+			acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, from, grad, e->dt, s->training));
+		int su = search_vertex_stage(s, e->u), sv = search_vertex_stage(s, e->v);
+		if (e->ui >= 0 && su != sv && from) {
+			double one = machine_latency(&s->m, MACHINE_SENDRECV) +
+			             (double)shape_numel(&from->slice) * search_elem_size(s, e->dt) /
+			                     machine_bandwidth(&s->m, MACHINE_SENDRECV);
+			bool grads = s->training && dtype_is_float(e->dt) && s->v[e->u].n->in[e->ui]->param.requires_grad;
+			st->once[sv] += one, st->once[su] += grads ? one : 0;
+			continue;
+		}
+		if (shared && transfer_before(s, ei))
+			continue;
+		bool back;
+		double one = search_stage_send(s, ei, cv, &back);
+		int a = search_vertex_chunk(s, e->u), b = search_vertex_chunk(s, e->v);
+		st->xf[a * C + b] += one;
+		st->xb[b * C + a] += back ? one : 0;
+	}
 }
+
+void search_staged_costs(Search *s, const int *choice, bool shared, SearchStaged *st)
+{
+	Acc acc = {.st = st};
+	staged_vertices(s, choice, &acc);
+	staged_edges(s, choice, shared, &acc);
+	search_corrections(s, choice, shared, &acc);
+}
+
+/* A staged search's total: its costs by chunk through the schedule. */
+static double staged_total(Search *s, const int *choice, bool shared)
+{
+	const Schedule *sc = s->sched;
+	Arena tmp = {0}; /* the searches' loops call this: nothing kept */
+	SearchStaged *st = search_staged_new(&tmp, sc->nstages, sc->nchunks, sc->nmicro);
+	search_staged_costs(s, choice, shared, st);
+	double t = search_staged_step(&tmp, sc, st);
+	arena_free(&tmp);
+	return t;
+}
+
+/* shared: search_total's, else search_total_edgewise's */
+static double total(Search *s, const int *choice, bool shared)
+{
+	if (s->sched)
+		return staged_total(s, choice, shared);
+	Acc acc = {0};
+	search_corrections(s, choice, shared, &acc);
+	return search_local_total(s, choice) + s->w_micro * acc.micro + s->w_step * acc.once +
+	       search_bucket_wait(s, choice);
+}
+
+double search_total(Search *s, const int *choice) { return total(s, choice, true); }
+
+double search_total_edgewise(Search *s, const int *choice) { return total(s, choice, false); }
 
 /* A lower bound of search_total over every choice, without an edge table
  * (the outer search's first screen, passes/search_fit.c): each vertex's
@@ -324,6 +457,13 @@ double search_total_edgewise(Search *s, const int *choice)
  *    reader of a graph input in a layout seen before, the conversion that
  *    reader's unary holds (the same input layout, the same target);
  *  - search_bucket_wait >= 0.
+ * With stages (s->sched) the total is the schedule's step of the same
+ * terms summed by chunk and stage (search_staged_costs), each
+ * correction on the chunk, pass and stage of the term it corrects, so
+ * every chunk's forward and backward and every stage's work once a step
+ * is at least its vertices' computation and reductions, and the step at
+ * least their sum at the bounds' weights (schedule_bound_weights: the
+ * length of one path through the passes), which work holds.
  * The recompute and memory-limited compilations of the same stages and
  * micro-batches have the same candidates and work (neither depends on
  * recompute marks or memory_limit), so it bounds their plans too. */
@@ -396,4 +536,34 @@ double search_memory(Search *s, const int *choice)
 	for (int st = 0; st < P; st++)
 		m = fmax(m, stage[st]);
 	return m;
+}
+
+/* Debugging aid (NETC_SEARCH_TERMS=1): every vertex's unary and every
+ * edge's cost of a choice, one line each, to compare the search's own
+ * total with explain's objective of the compiled plan term by term. */
+void search_total_terms(Search *s, const int *choice, const char *who, FILE *out)
+{
+	fprintf(out, "== %s: %d vertices, %d edges, total %.6g (local %.6g, bucket %.6g)\n", who, s->nv, s->ne,
+	        search_total(s, choice), search_local_total(s, choice), search_bucket_wait(s, choice));
+	for (int v = 0; v < s->nv; v++) {
+		const Node *n = s->v[v].n;
+		const Cand *c = &s->v[v].cl->c[choice[v]];
+		double pg = 0;
+		for (int i = 0; i < n->nin && i < 16; i++)
+			pg += c->param_grad[i];
+		fprintf(out, "V %s %s %s unary %.4g compute %.4g pgrad %.4g\n", op_info[n->op].name, n->out->name,
+		        dtype_name(n->out->dtype), s->v[v].unary[choice[v]], c->compute, pg);
+	}
+	for (int e = 0; e < s->ne; e++) {
+		const SEdge *se = &s->e[e];
+		double c = search_edge_cost(s, e, choice[se->u], choice[se->v]);
+		if (c != 0)
+			fprintf(out, "E %s[%d] -> %s[%d] %s once %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
+			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, c);
+	}
+	if (s->sched) /* staged: the corrections are inside the schedule's step above */
+		return;
+	Acc acc = {0};
+	search_corrections(s, choice, true, &acc);
+	fprintf(out, "C micro %.4g (x%.3g) once %.4g (x%.3g)\n", acc.micro, s->w_micro, acc.once, s->w_step);
 }

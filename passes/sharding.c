@@ -315,6 +315,17 @@ static const Value *original(const Value *v)
 	return v->def && v->def->recomputed && v->def->fwd && v->def->fwd->out ? v->def->fwd->out : v;
 }
 
+/* The value v stands for past an inserted cast and the copy it was cast
+ * from: amp's forward cast reads a converted copy of x (on_readers_grid)
+ * where its backward twin reads x itself */
+static const Value *source(const Value *v)
+{
+	v = uncast(v);
+	if (v->def && v->def->op == OP_REDISTRIBUTE)
+		v = v->def->in[0];
+	return original(v);
+}
+
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
@@ -336,7 +347,7 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		for (int k = 0; k < f->nin && !fwd_value; k++) {
 			const Value *read = f->in[k];
 			const Value *src = read->def && read->def->op == OP_REDISTRIBUTE ? read->def->in[0] : read;
-			if (read == orig || src == orig || original(uncast(src)) == original(uncast(orig))) {
+			if (read == orig || src == orig || source(src) == source(orig)) {
 				fwd_value = true;
 				target = read->layout;
 			}
@@ -391,6 +402,33 @@ static Strategy strategy_following(Sharder *S, const Node *n)
 	return s;
 }
 
+/* A cast netc inserted before a reader with a strategy, laid out as that
+ * reader reads it: the strategy it borrowed names the splits only, and
+ * the reader's whole strategy places them on its device matrix (matmul
+ * ((2, 1), (1, 2)) on 4 devices puts x's rows on the first axis of
+ * [2, 2], the cast's (2, 1) alone on the last). On its own grid the cast
+ * was converted again after it, in f32, and amp's backward cast of the
+ * same value, which reads the forward copy as the product read it, found
+ * no copy before the cast in that layout (llama.net O2 bf16, DP 2 x MP 2:
+ * the weight gradients of q, k, v, gate, up and the head gathered their
+ * output gradients, 18 backward collectives against f32's 10). */
+static void on_readers_grid(Sharder *S, const Node *n, ShardResult *r)
+{
+	for (int i = S->pos + 1; i < S->g->nnodes; i++) {
+		const Node *rd = S->g->nodes[i];
+		for (int k = 0; k < rd->nin; k++) {
+			if (rd->in[k] != n->out)
+				continue;
+			ShardResult rr;
+			if (rd->ann.in_strategy.n <= k || !shard_node(&S->cx, rd, &rd->ann.in_strategy, &rr) || !rr.in[k])
+				return;
+			const Layout *want[SHARD_MAX_INPUTS] = {rr.in[k]};
+			shard_regrid(&S->cx, r, want);
+			return;
+		}
+	}
+}
+
 /* Picks the strategy for n and derives its layouts; false (reported) if
  * the user's strategy is invalid. */
 static bool shard(Sharder *S, Node *n, ShardResult *r)
@@ -408,8 +446,10 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	 * reader's own check says so, under the name the user wrote */
 	bool inserted = !(op_info[n->op].flags & OPF_USER) || n->ann.borrowed;
 	if (user && inserted && !per_device_mode(S->mode) && n->phase == PH_FORWARD &&
-	    try_strategy(S, n, n->ann.in_strategy, r))
+	    try_strategy(S, n, n->ann.in_strategy, r)) {
+		on_readers_grid(S, n, r);
 		return true;
+	}
 	if (user && !inserted && !per_device_mode(S->mode) && n->phase == PH_FORWARD) {
 		ShardCtx loud = S->cx;
 		loud.diag = &S->c->diag;

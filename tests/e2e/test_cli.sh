@@ -91,7 +91,8 @@ expect "warning: MS_COMM_COMPILER_OPT=-2" 0 "warning: MS_COMM_COMPILER_OPT='-2' 
 	env MS_COMM_COMPILER_OPT=-2 "$NETC" build $M -o "$work/noeff"
 expect "warning: loss_scale in an --infer build" 0 "warning: loss_scale has no effect in a forward-only" -- \
 	"$NETC" build samples/mlp.net -D parallel_mode=stand_alone -D train.loss_scale=dynamic --infer -o "$work/noeff"
-expect "error: loss_scale with micro_size > 1" 1 "error: loss_scale is not supported with pipeline stages or micro_size > 1" -- \
+# (refused until loss scaling worked with micro-steps: test_precision.sh)
+expect "loss_scale with micro_size > 1 builds" 0 '' -- \
 	"$NETC" build samples/mlp.net -D train.loss_scale=dynamic -D train.micro_size=2 -o "$work/noeff"
 expect "netc build -D with a bad key" 1 'error' -- "$NETC" build samples/mlp.net -D no_such_key=1 -o "$work/x"
 
@@ -203,8 +204,8 @@ expect "explain --schedule -o s.png is refused" 1 "error: explain --schedule -o 
 expect "explain --schedule -o s.svg" 0 '^bubble: ' -- "$NETC" explain tests/e2e/pipeline/deep.net --schedule -o "$work/s.svg"
 # a plan no program can be generated for: --schedule draws explain's
 # estimate and then, as explain does, says why and exits 1 (it exited 0)
-expect "explain --schedule of a plan the generator refuses" 1 'error: loss_scale is not supported with pipeline stages' -- \
-	"$NETC" explain --schedule tests/e2e/pipeline/tied3.net -D train.loss_scale=dynamic
+expect "explain --schedule of a plan the generator refuses" 1 'error: --gradcheck needs one micro-step and one pipeline stage' -- \
+	"$NETC" explain --schedule --gradcheck tests/e2e/pipeline/tied3.net
 # issue 30.5: a forward redistribution read by two consumers is listed
 # with its bytes once (the totals count it once), referred to at the other
 "$NETC" explain tests/e2e/models/explain_shared.net >"$work/shared.txt" 2>&1

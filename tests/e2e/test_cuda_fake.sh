@@ -132,6 +132,11 @@ case_ input_grads_micro 4 FAKE_CUDA_DEVICES=4 -- $M/ms_ops/input_grads_micro.net
 sed 's/^train { loss = loss }/train { loss = loss  input_grads = true  loss_scale = dynamic(init_loss_scale = 1.7e38) }/' \
 	$M/ms_ops/two_matmul_grads.net >"$work/igov.net"
 case_ input_grads_overflow 1 -- "$work/igov.net" $SA
+# loss scaling on 2 pipeline stages with micro-batches (staged.net at O2,
+# f16; MindSpore's dynamic defaults skip the first steps): the seed scaled
+# on the "device" every step (nrt_fill), the accumulated gradients checked
+# on the stage that holds each, the decision agreed over the world
+case_ loss_scale_pipeline 4 FAKE_CUDA_DEVICES=4 -- $P/staged.net -D train.amp_level=O2 -D train.loss_scale=dynamic
 # the Layout API's rows over ("mp", "dp"): the redistributions into and out
 # of a dimension over two device axes, through NCCL's stand-in
 case_ layout_multi 8 FAKE_CUDA_DEVICES=8 -- $M/ms_ops/layout_multi.net

@@ -460,6 +460,13 @@ for s in 4,1 4,2; do
 		bad "input_grads micro_size ${s%,*} stages ${s#*,}: build or run failed"
 	fi
 done
+# and under a loss scale (refused before): the step's NMICRO micro-batches'
+# rows of grad.x unscaled once, on the stage that keeps them
+if go igm_ls 4 3 "$IG" -D MS=4 -D PP=2 -D train.loss_scale=1024; then
+	equal "input_grads, loss_scale = 1024, micro_size 4, 2 stages on 4 devices: grad.x = stand-alone's" igm_ref igm_ls
+else
+	bad "input_grads with a loss scale, micro_size 4, 2 stages: build or run failed"
+fi
 # the batch split by the first stage's devices (x's rows 2 ways): each
 # micro-batch's rows of grad.x gathered over them (nrt_allgather), which
 # the strategies above, splitting x's columns, never reach

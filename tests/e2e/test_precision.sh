@@ -12,7 +12,8 @@
 # force_fp32_communication (or, for gradients, gradient_fp32_sync in
 # semi_auto) asks for f32: the bytes per step show it, and a narrow
 # reduce-scatter moves exactly the narrow bytes (f16 and bf16, counted by
-# hand). Dynamic loss scaling in semi_auto decides as stand-alone does.
+# hand). Dynamic loss scaling in semi_auto decides as stand-alone does,
+# also with micro-steps and on 2 pipeline stages.
 # Resuming a narrow
 # checkpoint reproduces an uninterrupted run exactly. A narrow regression
 # target on synthetic data is learnable (bn_matmul within 5% of f32).
@@ -241,6 +242,20 @@ if timeout 120 $NETC build samples/mlp.net $AMP -o "$work/ampsemi" >/dev/null 2>
 else
 	bad "amp_level O2 semi_auto @4: $r"
 fi
+# llama at O2 under a model split (DP 2 x MP 2 @4): the weight gradients
+# read the forward's gathered inputs through amp's casts (10 backward
+# collectives, f32's; amp_prices/weight_gradients_read_the_forward_copy
+# counts them), and train as stand-alone O2 does (20 steps: worst rel
+# 1.8e-4)
+if timeout 120 $NETC build samples/llama.net $AMP -D DP=2 -D MP=2 -D PP=1 -D device_num=4 -o "$work/llmp" >/dev/null 2>&1 &&
+	timeout 120 $NETC build samples/llama.net $AMP -D parallel_mode=stand_alone -o "$work/llsa" >/dev/null 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/llmp" --steps 5 --seed 7 --log "$work/llmp.csv" --quiet &&
+	timeout 120 "$work/llsa" --steps 5 --seed 7 --log "$work/llsa.csv" --quiet &&
+	r=$($B/tools/losscompare "$work/llsa.csv" "$work/llmp.csv" --rtol 2e-3 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
+	ok "amp_level O2 llama DP 2 x MP 2 @4 = stand-alone O2 within 2e-3 ($r)"
+else
+	bad "amp_level O2 llama DP 2 x MP 2 @4: $r"
+fi
 # loss scaling (issue 12.6). A power-of-two scale is exact in binary
 # floating point: mlp f32 at 4 ranks (data parallel, fused gradient
 # buckets) with loss_scale = 1024 computes the very losses of the run
@@ -282,12 +297,17 @@ done
 # up to f16 rounding (rtol 2e-3 over 30 steps), with and without
 # force_fp32_communication. scale_window = 2 moves the scale up and down
 # often; checking the redistributed gradients against 65504 / 4 (the world
-# size) made the sharded run skip steps stand-alone took.
+# size) made the sharded run skip steps stand-alone took. Also with 2
+# micro-steps a step (the same batch of 64): each micro-step's gradient is
+# rounded to f16 (Inf where it overflows), summed in f32, and the sum is
+# checked against 65504 as stand-alone's one f16 gradient of the batch
+# would overflow (checked for Inf alone it ended at scale 524288 against
+# stand-alone's 262144, its losses 11% off; refused before).
 LSW="train.loss_scale=dynamic(scale_window = 2)"
 scale_line() { grep '^loss scale' "$1"; }
 if timeout 120 $NETC build "$work/m16.net" -D parallel_mode=stand_alone -D "$LSW" -o "$work/lsw_sa" >/dev/null 2>&1 &&
 	timeout 120 "$work/lsw_sa" --steps 30 --print-every 30 --log "$work/lsw_sa.csv" >"$work/lsw_sa.out" 2>&1; then
-	for v in "semi:" "semi_fp32:-D force_fp32_communication=true"; do
+	for v in "semi:" "semi_fp32:-D force_fp32_communication=true" "semi_micro2:-D train.micro_size=2"; do
 		t=${v%%:*}
 		if timeout 120 $NETC build "$work/m16.net" -D "$LSW" ${v#*:} -o "$work/lsw_$t" >/dev/null 2>&1 &&
 			timeout 120 tests/e2e/mpirun.sh -np 4 "$work/lsw_$t" --steps 30 --print-every 30 --log "$work/lsw_$t.csv" \
@@ -302,6 +322,29 @@ if timeout 120 $NETC build "$work/m16.net" -D parallel_mode=stand_alone -D "$LSW
 	done
 else
 	bad "f16 dynamic loss scale stand-alone (build or run failed)"
+fi
+# Loss scaling on 2 pipeline stages (1f1b, 4 micro-batches, @4): staged.net
+# at O2 in f16, its tied table's gradient made on both stages. Every
+# micro-step's backward pass starts from the scaled seed; the accumulated
+# gradients are checked on the stage that holds each, the decision agreed
+# over the world, so both stages skip the same steps: the same steps
+# skipped (at least one), the same final scale (moved off 2^24) and the
+# losses of the stand-alone run without micro-batches (rtol 1e-4; 8.3e-7
+# measured). Refused before ("not supported with pipeline stages").
+ST=tests/e2e/pipeline/staged.net
+if timeout 120 $NETC build $ST -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 \
+	-D train.amp_level=O2 -D "$LSW" -o "$work/lsp_sa" >/dev/null 2>&1 &&
+	timeout 120 "$work/lsp_sa" --steps 20 --print-every 20 --log "$work/lsp_sa.csv" >"$work/lsp_sa.out" 2>&1 &&
+	timeout 120 $NETC build $ST -D train.amp_level=O2 -D "$LSW" -o "$work/lsp_pp" >"$work/lsp_pp.b" 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 4 "$work/lsp_pp" --steps 20 --print-every 20 --log "$work/lsp_pp.csv" \
+		>"$work/lsp_pp.out" 2>&1 && line=$(scale_line "$work/lsp_pp.out") &&
+	[ "$line" = "$(scale_line "$work/lsp_sa.out")" ] && ! echo "$line" | grep -q '^loss scale 1.67772e+07' &&
+	! echo "$line" | grep -q ': 0 of' && $B/tools/losscompare "$work/lsp_sa.csv" "$work/lsp_pp.csv" --rtol 1e-4 >/dev/null; then
+	ok "f16 dynamic loss scale on 2 pipeline stages @4 decides as stand-alone ($line)"
+else
+	bad "f16 dynamic loss scale on 2 pipeline stages @4: '$(scale_line "$work/lsp_pp.out")' vs stand-alone" \
+		"'$(scale_line "$work/lsp_sa.out")'; $(grep -m1 error "$work/lsp_pp.b")" \
+		"$($B/tools/losscompare "$work/lsp_sa.csv" "$work/lsp_pp.csv" --rtol 1e-4 2>&1 | tail -1)"
 fi
 # A pipeline with micro-batches sums what the update reads over the
 # micro-steps in f32 accumulators: precision_late must leave those reads

@@ -69,5 +69,19 @@ expect "MPI error is reported with file:line" 1 "MPI_ERR_RANK" -- \
 n=$($MPIRUN -np 4 "$prog" --help 2>&1 | grep -c '^usage:')
 [ "$n" -eq 1 ] && ok || bad "--help printed $n times"
 
+# Each launch has a session directory of its own (tests/e2e/mpirun.sh):
+# two jobs at once never share Open MPI's ompi.HOST.UID, whose removal by
+# one and creation by the other failed starts under load. Each rank
+# prints the job's base and the session directories in it.
+sess() { $MPIRUN -np 2 sh -c 'echo "$OMPI_MCA_orte_tmpdir_base" $(ls "$OMPI_MCA_orte_tmpdir_base"/ompi.*)' >"$work/sess.$1" 2>&1; }
+sess a & sess b
+wait
+a=$(sort -u "$work/sess.a") b=$(sort -u "$work/sess.b")
+case "$a|$b" in
+*netc-mpi.*" pid."[0-9]*"|"*netc-mpi.*" pid."[0-9]*) [ "${a%% *}" != "${b%% *}" ] && ok ||
+	bad "two launches share a session directory base: '$a', '$b'" ;;
+*) bad "a launch's session directory is not in a base of its own: '$a', '$b'" ;;
+esac
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -396,6 +396,12 @@ fi
 IGM=$MODELS/ms_ops/input_grads_micro.net SSM=$MODELS/ms_ops/strided_slice_masks.net
 build igm.ref $IGM -D parallel_mode=stand_alone -D MS=1 -D PP=1 --target cuda && run igm.ref 1 igm.ref --steps 5
 mpar "input_grads, micro_size 4, 2 stages @4: grad.x" igm.ref 4 $IGM
+# the same under loss_scale = 1024 (a power of two: the run without it):
+# the seed filled on the device each step (nrt_fill; the host stored into
+# the device constant before), the accumulated gradients and grad.x's
+# rows checked and unscaled on the stage that holds them. NOT YET RUN on
+# a GPU.
+mpar "input_grads, loss_scale = 1024, micro_size 4, 2 stages @4: grad.x" igm.ref 4 $IGM -D train.loss_scale=1024
 # a summed loss plus a penalty on 2 stages x 4 micro-batches: the
 # micro-steps' losses and gradients summed (passes/micro.c). NOT YET RUN
 # on a GPU.

@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "passes/cost.h"
+#include "passes/explain.h"
 #include "passes/passes.h"
 
 static FILE *sink; /* the diagnostics of the compilation in progress */
@@ -60,6 +63,21 @@ static void compile_done(Compilation *c)
 {
 	compilation_free(c);
 	fclose(sink);
+}
+
+/* The search objective of the compiled plan (explain_objective) over
+ * explain's estimate of the compiled program's step (explain_totals):
+ * the figures `netc explain` prints side by side. */
+static inline double objective_over_step(const char *path, const char *const *defs, int ndefs)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, path, defs, ndefs, UPTO_CODEGEN), "%s does not compile", path);
+	ExplainTotals t;
+	explain_totals(&c, &t);
+	double obj = explain_objective(&c);
+	compile_done(&c);
+	cr_assert(t.step > 0 && !isnan(obj));
+	return obj / t.step;
 }
 
 /* A copy of model src written to path (a mkstemps template ending

@@ -212,6 +212,55 @@ static double relu_time(Machine *m, int64_t n)
 	return t;
 }
 
+/* One node of type dt on the A100 machine file as explain prices it
+ * (the profile of a 1024-rank program): a matmul [m, k] x [k, n], or
+ * with k = 0 a cast of an f32 [m, n] to dt. */
+static double a100_time(DType dt, int64_t mm, int64_t k, int64_t n)
+{
+	Machine m;
+	char err[256];
+	cr_assert(machine_load(&m, "docs/machines/a100_80g_x8.txt", err, sizeof err), "%s", err);
+	Arena a = {0};
+	Graph *g = graph_new(&a);
+	Node *nd;
+	if (k > 0) {
+		Value *in[2] = {graph_value(g, VK_INPUT, "x", dt, S(mm, k), loc_none()),
+		                graph_value(g, VK_INPUT, "w", dt, S(k, n), loc_none())};
+		nd = graph_node(g, OP_MATMUL, in, 2, loc_none());
+	} else {
+		Value *x = graph_value(g, VK_INPUT, "x", DT_F32, S(mm, n), loc_none());
+		nd = graph_node(g, OP_CAST, &x, 1, loc_none());
+		nd->attr.to = dt;
+	}
+	Diag d;
+	diag_init(&d, stderr);
+	cr_assert(infer_shapes(g, &d));
+	double t = cost_node_time(&m, machine_profile(&m, 1024), nd, NULL);
+	arena_free(&a);
+	return t;
+}
+
+/* GPT-3 175B's fused q, k, v product on one of 8 tensor-parallel A100s,
+ * one sequence: [2048, 12288] x [12288, 4608] in bf16 is 2 x 2048 x 4608
+ * x 12288 = 2.319e14 FLOPs at the file's flops = 234T (312T of bf16
+ * tensor core x 0.75), 9.910e-4 s, plus its op_overhead of 4 us. The
+ * file prices every product at that rate (no
+ * gemm.bf16. entries), f32 and bf16 alike. Amp's extra compute in
+ * explain's GPT-3 bf16 step (23.4 s against f32's 20.8 s) is its casts,
+ * priced at HBM speed as their bytes: the weight's cast to bf16 there,
+ * 56.6M elements x (4 + 2) B at mem/dram_bandwidth = 1.6T past the 40 MB
+ * cache, 212 us + 4 us, a micro-batch, again in the recomputed forward,
+ * and each weight gradient's cast up for the f32 accumulator. */
+Test(cost, a100_bf16_product_at_the_tensor_core_rate)
+{
+	double flops = 2.0 * 2048 * 4608 * 12288, want = flops / 234e12 + 4e-6;
+	double bf16 = a100_time(DT_BF16, 2048, 12288, 4608), f32 = a100_time(DT_F32, 2048, 12288, 4608);
+	cr_expect(fabs(bf16 - want) <= 1e-9 * want, "bf16 product %.9g s, by hand %.9g s", bf16, want);
+	cr_expect(fabs(f32 - bf16) <= 1e-9 * want, "f32 product %.9g s, bf16 %.9g s", f32, bf16);
+	double cast = a100_time(DT_BF16, 12288, 0, 4608), by_hand = 12288.0 * 4608 * 6 / 1.6e12 + 4e-6;
+	cr_expect(fabs(cast - by_hand) <= 1e-9 * by_hand, "cast %.9g s, by hand %.9g s", cast, by_hand);
+}
+
 /* Past the cache a kernel streams at the bandwidth measured nearest its
  * working set (log-interpolated between the cache, the last-level cache
  * and DRAM figures), and a kernel of NRT_PAR_MIN elements or more runs

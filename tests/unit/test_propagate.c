@@ -120,11 +120,10 @@ Test(propagate, transformer_vocab_split_not_underpriced, .timeout = 120)
  *    now +0.0%, bound 1%;
  *  - samples/llama.net, 8 devices, dynamic_programming (q, k, v and gate,
  *    up read one RMS norm output; the residual stream read by the next
- *    stage's norm and add): +28%, now +9%, bound 10%. What is left is the
- *    pipeline's: the objective pays a stage transfer in every micro-batch
- *    (w_micro), where the schedule overlaps it but at the fill and drain
- *    (+6%), and weighs both stages' work alike (+3%;
- *    docs/auto_parallel.md). */
+ *    stage's norm and add): +28%, then +9%, bound 10%; +0% since the
+ *    plan's total follows the pipeline's schedule (transfers paid where
+ *    it waits for them, the busiest stage's passes:
+ *    tests/unit/test_staged_total.c). */
 Test(propagate, shared_copies_priced_once, .timeout = 120)
 {
 	static const char *const tp4[] = {"DP=1", "MP=4", "device_num=4"};

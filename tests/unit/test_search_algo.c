@@ -357,8 +357,9 @@ Test(search_algo, bound_is_below_every_plan_at_8_devices) { bound_below_every_pl
  * *shared. */
 static void bound_enumerated(Search *s, int *taken, int *shared)
 {
-	double bound = search_dp_bound(s), want = INFINITY, combos = 1;
+	double bound = search_dp_bound(s), want = INFINITY, combos = 1, floor = search_floor(s);
 	cr_assert(isfinite(bound));
+	cr_expect_geq(bound, floor * (1 - 1e-12), "bound %.9g s under the floor %.9g s", bound, floor);
 	for (int v = 0; v < s->nv; v++)
 		combos *= s->v[v].cl->n;
 	cr_assert_leq(combos, 1e6, "%g choices: too many to enumerate", combos);
@@ -378,6 +379,7 @@ static void bound_enumerated(Search *s, int *taken, int *shared)
 			*shared += total < search_total_edgewise(s, choice) * (1 - 1e-12);
 			want = fmin(want, b);
 			cr_assert_leq(bound, total * (1 + 1e-12), "bound %.9g s over a plan's %.9g s", bound, total);
+			cr_assert_leq(floor, total * (1 + 1e-12), "floor %.9g s over a plan's %.9g s", floor, total);
 			/* the proof's claim, plan by plan: its forward sum is at most its objective */
 			cr_assert_leq(b, total * (1 + 1e-12), "a plan's work and forward prices %.9g s over its %.9g s", b,
 			              total);
@@ -408,13 +410,17 @@ static Node *two_stages(Value **x, Value **t)
  * fixed by its shard(in_strategy) (sv->fixed). Enumerated: the bound is
  * the least work-plus-forward sum and at most every plan's objective
  * (merged s-cut review: what the MLP above has none of). */
-Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_operator)
+/* two_stages' graph with a residual add on stage 0 (its relu fixed
+ * where fix) and a second product of x on stage 1 */
+static void residual_stages(bool fix)
 {
 	Value *x, *t;
 	Node *mm = two_stages(&x, &t);
 	Node *relu = graph_node(g, OP_RELU, &mm->out, 1, loc_none());
-	relu->ann.in_strategy = (Strategy){.n = 1, .v = ARENA_NEWN(&arena, Shape, 1)};
-	relu->ann.in_strategy.v[0] = S(1, 2);
+	if (fix) {
+		relu->ann.in_strategy = (Strategy){.n = 1, .v = ARENA_NEWN(&arena, Shape, 1)};
+		relu->ann.in_strategy.v[0] = S(1, 2);
+	}
 	Value *h = graph_node(g, OP_ADD, (Value *[]){mm->out, relu->out}, 2, loc_none())->out;
 	Node *second = graph_node(g, OP_MATMUL, (Value *[]){h, par("w2", S(32, 8))}, 2, loc_none());
 	Value *y = graph_node(g, OP_MATMUL, (Value *[]){x, par("w3", S(32, 8))}, 2, loc_none())->out;
@@ -423,6 +429,11 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
 	for (int i = 0, on = 0; i < g->nnodes; i++)
 		g->nodes[i]->ann.stage = on |= g->nodes[i] == second;
+}
+
+Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_operator)
+{
+	residual_stages(true);
 	Search *s = search_new(&arena, g, NULL, true, false, &dg);
 	cr_assert(s, "%s", diag_text());
 	int fixed = 0;
@@ -432,6 +443,30 @@ Test(search_algo, bound_is_below_every_plan_with_stages_residuals_and_a_fixed_op
 	int taken = 0, shared = 0;
 	bound_enumerated(s, &taken, &shared);
 	cr_expect_gt(taken, 0, "no correction took anything back: the case tests no more than the MLP's");
+}
+
+/* The same plans where the total is the schedule's (passes/
+ * search_staged.c: each stage's own passes, the bubble of the fill and
+ * the drain, the transfers where the schedule waits for them), under
+ * gpipe and 1F1B with 1, 2 and 8 micro-batches: the bounds' weights
+ * (Search.wb_fwd ...) keep the floor and the bound below every plan.
+ * Stage 0 holds the first product, the relu and the add, stage 1 the
+ * two others and the loss (the weights before, (M + P - 1) / P of each
+ * stage's work, are over 1F1B's step where stages differ:
+ * tests/unit/test_staged_total.c, bound_weights_below_the_step). */
+Test(search_algo, bound_is_below_every_plan_under_each_schedule, .timeout = 120)
+{
+	residual_stages(false);
+	const int micro[] = {1, 2, 8};
+	for (int gp = 0; gp < 2; gp++)
+		for (int k = 0; k < 3; k++) {
+			g->nmicro = micro[k];
+			g->par.pipeline_scheduler = gp ? SCHED_GPIPE : SCHED_1F1B;
+			Search *s = search_new(&arena, g, NULL, true, false, &dg);
+			cr_assert(s && s->sched, "%s", diag_text());
+			int taken = 0, shared = 0;
+			bound_enumerated(s, &taken, &shared);
+		}
 }
 
 /* The bound where search_total takes back what readers of one value
