@@ -912,7 +912,8 @@ int redist_form(const Layout *from, const Layout *to, int64_t *key)
 	key[n++] = from->rank;
 	for (int i = 0; i < from->rank; i++) {
 		int64_t sf = layout_split(from, i), st = layout_split(to, i), d = from->full.d[i];
-		key[n++] = d > sf && d > st ? 0 : d;
+		/* -1, not 0: a dim of size 0 (split by anything) is no such dim */
+		key[n++] = d > sf && d > st ? -1 : d;
 	}
 	const Layout *const ls[2] = {from, to};
 	for (int s = 0; s < 2; s++) {

@@ -496,11 +496,12 @@ Test(cost, memo_import_gives_a_childs_prices)
 /* A fresh plan's price, as cost.c's redist_time makes it (a backward
  * conversion: the cheaper in time of the plan and the way back run in
  * reverse). */
-static double fresh_price_a2a(const Machine *m, const Layout *f, const Layout *t, bool back, bool a2a, int64_t *bytes)
+static double fresh_price_a2a(const Machine *m, const Layout *f, const Layout *t, bool back, bool a2a, int es,
+                              int64_t *bytes)
 {
 	Arena tmp = {0};
-	RedistPlan *p = redist_plan(&tmp, f, t, 4, a2a);
-	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, 4, a2a) : NULL;
+	RedistPlan *p = redist_plan(&tmp, f, t, es, a2a);
+	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, es, a2a) : NULL;
 	if (r && cost_plan_time(m, r) < cost_plan_time(m, p))
 		p = r;
 	double time = p ? cost_plan_time(m, p) : INFINITY;
@@ -511,7 +512,7 @@ static double fresh_price_a2a(const Machine *m, const Layout *f, const Layout *t
 
 static double fresh_price(const Machine *m, const Layout *f, const Layout *t, bool back, int64_t *bytes)
 {
-	return fresh_price_a2a(m, f, t, back, true, bytes);
+	return fresh_price_a2a(m, f, t, back, true, 4, bytes);
 }
 
 /* Every price the caches serve equals a fresh plan's, bit for bit: all
@@ -588,16 +589,22 @@ static uint64_t mix64(uint64_t x)
 static int64_t gcd64(int64_t x, int64_t y) { return y ? gcd64(y, x % y) : x; }
 
 /* A layout of `shape` over the matrix dev (nd axes, product D) with
- * dim i split along axis map[i] (-1 whole), partial over `partial`. */
+ * dim i split along axis map[i] (-1 whole) and, where more >= 0, dim 0
+ * over axis `more` too (after map[0]: a tuple of axes), partial over
+ * `partial`. */
 static Layout *form_layout(Arena *a, const int64_t *shape, int rank, const int64_t *dev, int nd, const int *map,
-                           unsigned partial, int64_t D)
+                           int more, unsigned partial, int64_t D)
 {
 	Shape full = {.rank = rank};
-	int mp[MAX_RANK];
-	for (int i = 0; i < MAX_RANK; i++)
-		mp[i] = i < rank ? map[i] : -1;
+	int8_t ax[MAX_RANK][MAX_RANK] = {{0}};
+	int nax[MAX_RANK] = {0};
+	for (int i = 0; i < rank; i++)
+		if (map[i] >= 0)
+			ax[i][nax[i]++] = (int8_t)map[i];
+	if (more >= 0)
+		ax[0][nax[0]++] = (int8_t)more;
 	memcpy(full.d, shape, sizeof(int64_t) * (size_t)rank);
-	return layout_make(a, &full, nd, dev, mp, partial, D);
+	return layout_make_axes(a, &full, nd, dev, (const int8_t(*)[MAX_RANK])ax, nax, partial, D);
 }
 
 /* One form (redist_form) prices its pairs whatever the sizes of the dims
@@ -626,7 +633,7 @@ Test(cost, forms_price_like_fresh_plans)
 	CostFormStats st0 = cost_form_stats();
 	for (int trial = 0; trial < 400; trial++) {
 		int64_t dev[2][3];
-		int nd[2], map[2][3];
+		int nd[2], map[2][3], more[2] = {-1, -1};
 		unsigned partial[2] = {0, 0};
 		int64_t D = 0;
 		for (int s = 0; s < 2; s++) {
@@ -650,6 +657,13 @@ Test(cost, forms_price_like_fresh_plans)
 					used |= 1u << ax;
 			}
 			seed = mix64(seed);
+			/* now and then dim 0 over a tuple: its axis and a free one */
+			for (int x = 0; x < nd[s] && map[s][0] >= 0 && seed % 4 == 0; x++)
+				if (!(used >> x & 1u)) {
+					more[s] = x, used |= 1u << x;
+					break;
+				}
+			seed = mix64(seed);
 			/* a partial source often, a partial target seldom */
 			if (seed % (s ? 8 : 2) == 0)
 				partial[s] = ~used & ((1u << nd[s]) - 1) & (unsigned)(seed >> 8);
@@ -657,21 +671,32 @@ Test(cost, forms_price_like_fresh_plans)
 		int64_t split[3];
 		for (int i = 0; i < 3; i++) {
 			int64_t a0 = map[0][i] >= 0 ? dev[0][map[0][i]] : 1, a1 = map[1][i] >= 0 ? dev[1][map[1][i]] : 1;
+			a0 *= i == 0 && more[0] >= 0 ? dev[0][more[0]] : 1;
+			a1 *= i == 0 && more[1] >= 0 ? dev[1][more[1]] : 1;
 			split[i] = a0 / gcd64(a0, a1) * a1; /* both divide the dim */
 		}
-		for (int v = 0; v < 6; v++) {
+		/* each element size keyed apart, each priced from its own bytes */
+		static const DType dts[] = {DT_F32, DT_F16, DT_I64};
+		seed = mix64(seed);
+		DType dt = dts[seed % 3];
+		int es = dtype_size_as(dt, 4);
+		for (int v = 0; v < 12; v++) {
 			int64_t shape[3];
 			for (int i = 0; i < 3; i++) {
 				seed = mix64(seed);
 				shape[i] = split[i] * (int64_t)(1 + seed % 4);
 			}
-			const Layout *f = form_layout(&a, shape, 3, dev[0], nd[0], map[0], partial[0], D);
-			const Layout *t = form_layout(&a, shape, 3, dev[1], nd[1], map[1], partial[1], D);
+			/* the pair with and without its partial sums: forms apart */
+			unsigned pf = v % 2 ? 0 : partial[0], pt = v % 3 == 2 ? 0 : partial[1];
+			const Layout *f = form_layout(&a, shape, 3, dev[0], nd[0], map[0], more[0], pf, D);
+			const Layout *t = form_layout(&a, shape, 3, dev[1], nd[1], map[1], more[1], pt, D);
 			cr_assert(f && t);
 			for (int back = 0; back < 2 - (t->partial != 0); back++) {
 				int64_t want_b, got_b = 0;
-				double want = fresh_price_a2a(&m, f, t, back, false, &want_b);
-				double got = back ? cost_edge_grad(rc, t, f, DT_F32, true) : cost_redist(rc, f, t, DT_F32, &got_b);
+				if (back && !dtype_is_float(dt))
+					continue; /* no gradient */
+				double want = fresh_price_a2a(&m, f, t, back, false, es, &want_b);
+				double got = back ? cost_edge_grad(rc, t, f, dt, true) : cost_redist(rc, f, t, dt, &got_b);
 				cr_expect(memcmp(&got, &want, sizeof got) == 0, "trial %d back %d %s -> %s: %.17g, fresh %.17g",
 				          trial, back, layout_str(&a, f), layout_str(&a, t), got, want);
 				if (!back)

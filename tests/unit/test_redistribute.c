@@ -839,3 +839,24 @@ Test(redistribute, arena_reset_hands_out_zeroed_memory)
 	}
 	arena_free(&a);
 }
+
+/* redist_form leaves out the size of a dim larger than both layouts'
+ * splits of it (its plans' steps do not depend on it) and keeps every
+ * other size: a dim of size 0, which any split divides, is no such dim
+ * and must not share the key of one that is (its plan unifies no
+ * boundaries and falls back). */
+Test(redistribute, form_keeps_a_zero_size_apart)
+{
+	Arena a = {0};
+	int64_t dev[2] = {2, 4};
+	int rows[2] = {0, 1}, cols[2] = {1, 0};
+	int64_t k0[REDIST_FORM_MAX], k16r[REDIST_FORM_MAX], k32r[REDIST_FORM_MAX];
+	Shape s0 = S(0, 16), s16r = S(16, 16), s32r = S(32, 16);
+	int n0 = redist_form(layout_make(&a, &s0, 2, dev, rows, 0, 8), layout_make(&a, &s0, 2, dev, cols, 0, 8), k0);
+	int n16r = redist_form(layout_make(&a, &s16r, 2, dev, rows, 0, 8), layout_make(&a, &s16r, 2, dev, cols, 0, 8), k16r);
+	int n32r = redist_form(layout_make(&a, &s32r, 2, dev, rows, 0, 8), layout_make(&a, &s32r, 2, dev, cols, 0, 8), k32r);
+	cr_assert(n0 > 0 && n0 == n16r && n16r == n32r);
+	cr_expect(memcmp(k16r, k32r, sizeof(int64_t) * (size_t)n16r) == 0, "16 and 32 rows, both over 4 ways: one form");
+	cr_expect(memcmp(k0, k16r, sizeof(int64_t) * (size_t)n0) != 0, "0 rows shares 16 rows' form");
+	arena_free(&a);
+}
