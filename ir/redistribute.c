@@ -908,28 +908,14 @@ int redist_form(const Layout *from, const Layout *to, int64_t *key)
 	if (from->ragged || to->ragged || !shape_eq(&from->full, &to->full) ||
 	    layout_devices(from) != layout_devices(to))
 		return 0;
-	int n = 0;
-	key[n++] = from->rank;
+	int64_t dims[MAX_RANK];
 	for (int i = 0; i < from->rank; i++) {
 		int64_t sf = layout_split(from, i), st = layout_split(to, i), d = from->full.d[i];
 		/* -1, not 0: a dim of size 0 (split by anything) is no such dim */
-		key[n++] = d > sf && d > st ? -1 : d;
+		dims[i] = d > sf && d > st ? -1 : d;
 	}
-	const Layout *const ls[2] = {from, to};
-	for (int s = 0; s < 2; s++) {
-		const Layout *l = ls[s];
-		key[n++] = l->ndev;
-		for (int k = 0; k < l->ndev; k++)
-			key[n++] = l->dev[k];
-		for (int i = 0; i < l->rank; i++) {
-			key[n++] = l->map[i];
-			key[n++] = l->nsub[i];
-			for (int j = 0; j < l->nsub[i]; j++)
-				key[n++] = l->sub[i][j];
-		}
-		key[n++] = l->partial;
-	}
-	return n;
+	int n = layout_key(from, dims, key);
+	return n + layout_key(to, dims, key + n);
 }
 
 /* ---- description ------------------------------------------------------- */

@@ -107,7 +107,7 @@ int64_t redist_step_bytes(RedistKind kind, int64_t g, int64_t block);
  * tensor's elements over the product of the splits of the step's
  * `from`, so a plan's bytes follow from its form and the tensor's
  * elements (the searches' form memo, passes/cost_redist.c). */
-enum { REDIST_FORM_MAX = 1 + MAX_RANK + 2 * (2 + MAX_RANK + MAX_RANK * (2 + MAX_RANK)) };
+enum { REDIST_FORM_MAX = 2 * LAYOUT_KEY_MAX };
 int redist_form(const Layout *from, const Layout *to, int64_t *key);
 /* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
  * "Identity" for an empty plan. Dims are the original tensor's; "dim 1.0"

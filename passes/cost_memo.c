@@ -40,24 +40,7 @@ int cost_layout_key(const Layout *l, int64_t *key)
  * holds equal may plan differently (rows over 16 devices gathered into a
  * copy over a (4, 4) grid take two steps, over a grid of 16 one), and a
  * compilation's cost_intern picks its own representative of a class. */
-enum { EXACT_KEY_MAX = 3 + MAX_RANK + MAX_RANK * (3 + MAX_RANK) };
-static int exact_key(const Layout *l, int64_t *key)
-{
-	int n = 0;
-	key[n++] = l->ndev;
-	for (int k = 0; k < l->ndev; k++)
-		key[n++] = l->dev[k];
-	key[n++] = l->rank;
-	for (int i = 0; i < l->rank; i++) {
-		key[n++] = l->full.d[i];
-		key[n++] = l->map[i];
-		key[n++] = l->nsub[i];
-		for (int j = 0; j < l->nsub[i]; j++)
-			key[n++] = l->sub[i][j];
-	}
-	key[n++] = l->partial;
-	return n;
-}
+static int exact_key(const Layout *l, int64_t *key) { return layout_key(l, l->full.d, key); }
 
 /* At most SHARED_MAX entries in at most MAX_SLOTS slots: the table
  * doubles while it is half full, and its largest holds up to three
@@ -267,7 +250,7 @@ bool cost_memo_key(uint64_t fig, const Layout *from, const Layout *to, DType key
 {
 	if (from->ragged || to->ragged)
 		return false;
-	int64_t k[2][EXACT_KEY_MAX];
+	int64_t k[2][LAYOUT_KEY_MAX];
 	int n[2] = {exact_key(from, k[0]), exact_key(to, k[1])};
 	uint64_t h1 = fig, h2 = ~fig;
 	cost_memo_mix(&h1, &h2, (uint64_t)key);
