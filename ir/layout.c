@@ -122,6 +122,24 @@ void layout_block(const Layout *l, int64_t rank, int64_t *offset)
 		offset[i] = layout_block_index(l, rank, i) * l->slice.d[i];
 }
 
+int layout_key(const Layout *l, const int64_t *dims, int64_t *key)
+{
+	int n = 0;
+	key[n++] = l->ndev;
+	for (int k = 0; k < l->ndev; k++)
+		key[n++] = l->dev[k];
+	key[n++] = l->rank;
+	for (int i = 0; i < l->rank; i++) {
+		key[n++] = dims[i];
+		key[n++] = l->map[i];
+		key[n++] = l->nsub[i];
+		for (int j = 0; j < l->nsub[i]; j++)
+			key[n++] = l->sub[i][j];
+	}
+	key[n++] = l->partial;
+	return n;
+}
+
 int64_t layout_split(const Layout *l, int dim)
 {
 	if (l->map[dim] < 0)

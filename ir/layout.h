@@ -128,6 +128,14 @@ unsigned layout_replica_axes(const Layout *l);
  * correspondence exists (the layouts stay as they were made). */
 bool layout_regrid(Arena *a, Layout **ls, int nls, const Layout *const *from, const Layout *const *to, int npairs);
 
+/* Every field the redistribution planner reads of l into key (at most
+ * LAYOUT_KEY_MAX values; returns the count): the device matrix, each
+ * dim's size as dims[i] gives it (l->full.d, or a caller's stand-in),
+ * its axes and the partial axes. The price memo's and the plan forms'
+ * keys (passes/cost_memo.c, redist_form). */
+enum { LAYOUT_KEY_MAX = 3 + MAX_RANK + MAX_RANK * (3 + MAX_RANK) };
+int layout_key(const Layout *l, const int64_t *dims, int64_t *key);
+
 void layout_print(const Layout *l, FILE *out);
 /* "dev [2, 4] map [1, -1] slice [32, 64]" (MindSpore map numbering) */
 const char *layout_str(Arena *a, const Layout *l);

@@ -287,8 +287,7 @@ typedef struct Planner {
 	bool alltoall;
 } Planner;
 
-/* Ring-algorithm bytes each rank sends; block = bytes each rank holds before the step. */
-static int64_t step_bytes(RedistKind kind, int64_t g, int64_t block)
+int64_t redist_step_bytes(RedistKind kind, int64_t g, int64_t block)
 {
 	switch (kind) {
 	case RS_ALLGATHER: return (g - 1) * block;
@@ -454,7 +453,7 @@ static bool push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, 
 			return false;
 	} else {
 		s.send_bytes = s.most_bytes =
-			step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
+			redist_step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
 		s.total_bytes = s.send_bytes * layout_devices(pl->cur);
 	}
 	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
@@ -762,21 +761,24 @@ static bool reverse_into(Planner *pl, const RedistPlan *q)
 	return true;
 }
 
-/* The reverse of the plan from t to f where that is cheaper than p (the
- * plan from f to t, both whole); p otherwise. */
-static RedistPlan *cheaper_reverse(Planner *fwd, RedistPlan *p, const Layout *f, const Layout *t)
+bool redist_reverse_cheaper(int64_t rev_total, int64_t rev_most, int64_t fwd_total, int64_t fwd_most)
+{
+	return rev_total < fwd_total || (rev_total == fwd_total && rev_most < fwd_most);
+}
+
+/* The plan from t to f run in reverse (p: the plan from f to t, both
+ * whole), whether cheaper or not; NULL where there is none. */
+static RedistPlan *reverse_of(Planner *fwd, const RedistPlan *p, const Layout *f, const Layout *t)
 {
 	if (f->partial || t->partial || p->n == 0)
-		return p;
+		return NULL;
 	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan), *r = ARENA_NEW(fwd->a, RedistPlan);
 	Planner pq = *fwd, pr = *fwd;
 	pq.p = q, pq.cur = t, pq.cap = 0;
 	pr.p = r, pr.cur = f, pr.cap = 0;
 	if (!plan_in_space(&pq, f) || !reverse_into(&pr, q) || !same_map(pr.cur, t))
-		return p;
+		return NULL;
 	plan_totals(r);
-	if (r->total_bytes > p->total_bytes || (r->total_bytes == p->total_bytes && r->most_bytes >= p->most_bytes))
-		return p;
 	r->from = p->from, r->to = p->to, r->expanded = p->expanded;
 	return r;
 }
@@ -819,10 +821,10 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 	return q;
 }
 
-/* fwd: where back, set to the forward plan where it may differ from the
- * result (elsewhere both are the result). */
-static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall, bool back,
-                        RedistPlan **fwd)
+/* rev: where not NULL, set to the way back reversed (reverse_of; NULL
+ * where there is none). */
+static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
+                        RedistPlan **rev)
 {
 	if (!valid_pair(from, to) || !(esize == 2 || esize == 4 || esize == 8))
 		return NULL;
@@ -852,11 +854,9 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esiz
 			return NULL;
 		plan_totals(p);
 		p = cheaper_permute(&pl, p, f, t);
-		if (!back)
-			return p;
-		if (fwd)
-			*fwd = p;
-		return cheaper_reverse(&pl, p, f, t);
+		if (rev)
+			*rev = reverse_of(&pl, p, f, t);
+		return p;
 	} else {
 		p->fallback = true;
 		/* gathering over from's own matrix assumes one axis per dim */
@@ -869,22 +869,53 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esiz
 
 RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall)
 {
-	return plan(a, from, to, esize, enable_alltoall, false, NULL);
+	return plan(a, from, to, esize, enable_alltoall, NULL);
+}
+
+RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
+                             RedistPlan **rev)
+{
+	*rev = NULL;
+	return plan(a, from, to, esize, enable_alltoall, rev);
 }
 
 RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall)
 {
-	return plan(a, from, to, esize, enable_alltoall, true, NULL);
+	RedistPlan *r, *p = redist_plan_ways(a, from, to, esize, enable_alltoall, &r);
+	return r && redist_reverse_cheaper(r->total_bytes, r->most_bytes, p->total_bytes, p->most_bytes) ? r : p;
 }
 
-RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
-                             RedistPlan **fwd)
+/* ---- forms ------------------------------------------------------------------ */
+
+/* Why a dim larger than both layouts' splits of it may be left out:
+ * unify_chains compares a dim's size d only with the values its boundary
+ * chain gathers, each a product of device counts no larger than the
+ * layouts' splits of the dim, and every one of those that the chain keeps
+ * divides d (it divides a split, which divides d) -- so with d larger
+ * than both splits, d is the chain's last value whatever it is, and the
+ * expanded shape differs only in the dim's last sub-dim (d over the last
+ * boundary), which neither layout splits. Planning in the space reads the
+ * maps, the partial axes and the matrix, never a size; layout_make's
+ * divisibility tests see only the split sub-dims, the same. Where unify
+ * fails (the same for both pairs), the fallback's dim_contains compares
+ * blocks whose offsets along a dim are its block index times d over the
+ * split: along a left-out dim both sides scale with d, and the tests
+ * come out the same. So two pairs of one form plan the same steps over
+ * the same matrices, and a step's block is the tensor's elements over
+ * the step's splits. */
+int redist_form(const Layout *from, const Layout *to, int64_t *key)
 {
-	*fwd = NULL;
-	RedistPlan *r = plan(a, from, to, esize, enable_alltoall, true, fwd);
-	if (!*fwd)
-		*fwd = r;
-	return r;
+	if (from->ragged || to->ragged || !shape_eq(&from->full, &to->full) ||
+	    layout_devices(from) != layout_devices(to))
+		return 0;
+	int64_t dims[MAX_RANK];
+	for (int i = 0; i < from->rank; i++) {
+		int64_t sf = layout_split(from, i), st = layout_split(to, i), d = from->full.d[i];
+		/* -1, not 0: a dim of size 0 (split by anything) is no such dim */
+		dims[i] = d > sf && d > st ? -1 : d;
+	}
+	int n = layout_key(from, dims, key);
+	return n + layout_key(to, dims, key + n);
 }
 
 /* ---- description ------------------------------------------------------- */

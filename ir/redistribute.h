@@ -75,19 +75,40 @@ typedef struct RedistPlan {
  * NULL (a DType passed here by mistake). */
 RedistPlan *redist_plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall);
 /* The same, where both layouts are whole values, or the way back from `to`
- * to `from` run in reverse where that sends fewer bytes: a gradient going
- * back to its value's layout costs no more than the value's forward move
- * (the sharding pass plans the backward's redistributions so). The
- * searches price redist_plan's: fewer bytes are not always less time on
- * a cluster (the reverse may cross the slower links), and a heuristic
+ * to `from` run in reverse where that sends fewer bytes
+ * (redist_reverse_cheaper): a gradient going back to its value's layout
+ * costs no more than the value's forward move (the sharding pass plans
+ * the backward's redistributions so). The searches price redist_plan's
+ * too, and take the faster: fewer bytes are not always less time on a
+ * cluster (the reverse may cross the slower links), and a heuristic
  * search fed the cheaper edges chose a slower GPT-3 plan. */
 RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall);
-/* redist_plan_back, and in *fwd what redist_plan gives for the same pair
- * (the way back is found after the forward plan: one planning for both,
- * where the searches' memo priced every gradient's move by planning it
- * twice). */
-RedistPlan *redist_plan_both(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
-                             RedistPlan **fwd);
+/* redist_plan_back's two ways from one planning, unchosen: redist_plan's
+ * plan, returned, and in *rev the way back from `to` to `from` run in
+ * reverse (NULL where there is none: either layout partial, an empty
+ * plan, no common space, no reverse). */
+RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
+                             RedistPlan **rev);
+/* redist_plan_back's choice: the way back reversed where it sends fewer
+ * bytes over all ranks, or as many and fewer from the busiest. */
+bool redist_reverse_cheaper(int64_t rev_total, int64_t rev_most, int64_t fwd_total, int64_t fwd_most);
+/* A step's bytes each rank sends (RedistStep.send_bytes; not RS_PERMUTE's)
+ * when each holds `block` bytes before it and the group has g ranks. */
+int64_t redist_step_bytes(RedistKind kind, int64_t g, int64_t block);
+
+/* The pair's form, into key (at most REDIST_FORM_MAX values; returns the
+ * count, 0 where a layout is ragged or the shapes or device counts
+ * differ): every field the planner reads, but the size of a dim larger
+ * than both layouts' splits of it. Two pairs of one form have plans of
+ * the same steps (kinds, groups, dims, layouts' maps and matrices), and
+ * ways back of the same steps, where enable_alltoall is false (with it
+ * cheaper_permute weighs a Permute against the steps by their bytes):
+ * each step's block is then the
+ * tensor's elements over the product of the splits of the step's
+ * `from`, so a plan's bytes follow from its form and the tensor's
+ * elements (the searches' form memo, passes/cost_redist.c). */
+enum { REDIST_FORM_MAX = 2 * LAYOUT_KEY_MAX };
+int redist_form(const Layout *from, const Layout *to, int64_t *key);
 /* Human-readable one-line form for explain/dot: "AllReduce(4) -> AllGather(dim 0, 2) -> Slice";
  * "Identity" for an empty plan. Dims are the original tensor's; "dim 1.0"
  * is the first (outermost) piece of dim 1 where expansion cut it. */

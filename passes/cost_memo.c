@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "../ir/layout.h"
+#include "../ir/redistribute.h"
 
 /* What layout_same compares: the full shape, the device count, each dim's
  * split and (when split) its axes' strides, the partial runs; a dim over
@@ -39,24 +40,7 @@ int cost_layout_key(const Layout *l, int64_t *key)
  * holds equal may plan differently (rows over 16 devices gathered into a
  * copy over a (4, 4) grid take two steps, over a grid of 16 one), and a
  * compilation's cost_intern picks its own representative of a class. */
-enum { EXACT_KEY_MAX = 3 + MAX_RANK + MAX_RANK * (3 + MAX_RANK) };
-static int exact_key(const Layout *l, int64_t *key)
-{
-	int n = 0;
-	key[n++] = l->ndev;
-	for (int k = 0; k < l->ndev; k++)
-		key[n++] = l->dev[k];
-	key[n++] = l->rank;
-	for (int i = 0; i < l->rank; i++) {
-		key[n++] = l->full.d[i];
-		key[n++] = l->map[i];
-		key[n++] = l->nsub[i];
-		for (int j = 0; j < l->nsub[i]; j++)
-			key[n++] = l->sub[i][j];
-	}
-	key[n++] = l->partial;
-	return n;
-}
+static int exact_key(const Layout *l, int64_t *key) { return layout_key(l, l->full.d, key); }
 
 /* At most SHARED_MAX entries in at most MAX_SLOTS slots: the table
  * doubles while it is half full, and its largest holds up to three
@@ -66,11 +50,13 @@ static int exact_key(const Layout *l, int64_t *key)
  * runs' 594 MB and 687 MB peaks; now 3M in 4M slots, 128 MB, and the
  * runs take no more CPU (the prices past the bound planned again). */
 enum { SHARED_MAX = 3 << 20, MAX_SLOTS = 1 << 22 };
-static struct {
+typedef struct Table {
 	CostMemoEntry *tab;
 	size_t cap, n;
 	bool reserved;           /* tab is reserve()'s: it grows in place up to MAX_SLOTS */
-} shared;
+} Table;
+/* the prices; the forms (cost_form_find), a table of the same kind */
+static Table shared, forms;
 
 /* A forked child's new entries (cost_memo_log_start): a table of their
  * own, so that the child reads the shared table and never writes it.
@@ -227,30 +213,44 @@ static void double_in_place(CostMemoEntry *t, size_t cap)
 	free(late);
 }
 
-static void grow(void)
+static void grow(Table *T)
 {
-	if (shared.reserved) {
-		double_in_place(shared.tab, shared.cap);
-		shared.cap *= 2;
+	if (T->reserved) {
+		double_in_place(T->tab, T->cap);
+		T->cap *= 2;
 		return;
 	}
-	size_t cap = shared.cap ? 2 * shared.cap : 1 << 16;
-	CostMemoEntry *t = shared.cap ? NULL : reserve();
+	size_t cap = T->cap ? 2 * T->cap : 1 << 16;
+	CostMemoEntry *t = T->cap ? NULL : reserve();
 	if (t) {
-		shared.tab = t, shared.cap = cap, shared.reserved = true;
+		T->tab = t, T->cap = cap, T->reserved = true;
 		return;
 	}
 	t = xcalloc(cap, sizeof *t); /* no address space to reserve: a table of its own each time */
-	rehash(t, cap, shared.tab, shared.cap);
-	free(shared.tab);
-	shared.tab = t, shared.cap = cap;
+	rehash(t, cap, T->tab, T->cap);
+	free(T->tab);
+	T->tab = t, T->cap = cap;
+}
+
+/* h's entry in T, grown first where half full: *found, or an empty one
+ * to fill; NULL where T is full and does not hold it. */
+static CostMemoEntry *table_find(Table *T, const uint64_t *h, bool *found)
+{
+	if (2 * (T->n + 1) > T->cap && T->cap < MAX_SLOTS)
+		grow(T);
+	if (!T->cap)
+		return NULL;
+	CostMemoEntry *e = probe(T->tab, T->cap, h);
+	*found = e->h1 != 0;
+	/* full: what it holds still serves, nothing new is added */
+	return *found || T->n < SHARED_MAX ? e : NULL;
 }
 
 bool cost_memo_key(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h)
 {
 	if (from->ragged || to->ragged)
 		return false;
-	int64_t k[2][EXACT_KEY_MAX];
+	int64_t k[2][LAYOUT_KEY_MAX];
 	int n[2] = {exact_key(from, k[0]), exact_key(to, k[1])};
 	uint64_t h1 = fig, h2 = ~fig;
 	cost_memo_mix(&h1, &h2, (uint64_t)key);
@@ -272,16 +272,7 @@ void cost_memo_prefetch(const uint64_t *h)
 CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found)
 {
 	*found = false;
-	if (own.on)
-		return own_slot(h, found);
-	if (2 * (shared.n + 1) > shared.cap && shared.cap < MAX_SLOTS)
-		grow();
-	if (!shared.cap)
-		return NULL;
-	CostMemoEntry *e = probe(shared.tab, shared.cap, h);
-	*found = e->h1 != 0;
-	/* full: what it holds still serves, nothing new is added */
-	return *found || shared.n < SHARED_MAX ? e : NULL;
+	return own.on ? own_slot(h, found) : table_find(&shared, h, found);
 }
 
 CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
@@ -309,3 +300,161 @@ void cost_memo_import(const CostMemoEntry *e, size_t n)
 	}
 }
 
+
+/* ---- forms ------------------------------------------------------------------ */
+
+/* The bits of x spread over all 64 (MurmurHash3's finalizer): the tables
+ * index by the low bits, which cost_memo_mix's products fill only from
+ * the low bits of what was mixed, and a form's values are small. */
+static uint64_t fmix(uint64_t x)
+{
+	x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCDull;
+	x = (x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53ull;
+	return x ^ (x >> 33);
+}
+
+/* Distinct steps (a few thousand at GPT-3 x 4096 devices: kinds, group
+ * sizes and splits are few), each kept once and named by a 16-bit id in
+ * the forms; and the id lists too long for a form's entry, one after
+ * another. */
+enum { STEPS_MAX = 1 << 16, POOL_MAX = 1u << 28 };
+static struct {
+	CostFormStep *step;      /* by id */
+	uint32_t nstep, capstep;
+	uint32_t *index;         /* a step's hash -> its id + 1 (0: empty slot) */
+	uint32_t capindex;
+	uint16_t *pool;          /* the long lists' ids */
+	size_t npool, cappool;
+	size_t served;
+} forms_st;
+
+bool cost_form_key(uint64_t fig, const Layout *from, const Layout *to, int esize, bool back, uint64_t *h)
+{
+	int64_t k[REDIST_FORM_MAX];
+	int n = redist_form(from, to, k);
+	if (!n)
+		return false;
+	uint64_t h1 = fig ^ 0x5851F42D4C957F2Dull, h2 = ~fig;
+	cost_memo_mix(&h1, &h2, (uint64_t)esize << 1 | back);
+	for (int i = 0; i < n; i++)
+		cost_memo_mix(&h1, &h2, (uint64_t)k[i]);
+	h[0] = fmix(h1) | 1, h[1] = fmix(h2 ^ h1);
+	return true;
+}
+
+void cost_form_prefetch(const uint64_t *h)
+{
+	if (forms.cap)
+		__builtin_prefetch(&forms.tab[(size_t)h[1] & (forms.cap - 1)]);
+}
+
+CostMemoEntry *cost_form_find(const uint64_t *h, bool *found)
+{
+	*found = false;
+	CostMemoEntry *e;
+	if (own.on) { /* a forked child reads the parent's forms: written, their pages would be copied */
+		e = forms.cap ? probe(forms.tab, forms.cap, h) : NULL;
+		*found = e && e->h1;
+		e = *found ? e : NULL;
+	} else
+		e = table_find(&forms, h, found);
+	forms_st.served += *found;
+	return e;
+}
+
+static uint32_t *step_slot(const CostFormStep *s)
+{
+	uint64_t h1 = 0x243F6A8885A308D3ull, h2 = (uint64_t)s->kind;
+	cost_memo_mix(&h1, &h2, (uint64_t)s->g);
+	cost_memo_mix(&h1, &h2, (uint64_t)s->in);
+	cost_memo_mix(&h1, &h2, (uint64_t)s->splits);
+	uint32_t i = (uint32_t)fmix(h1 ^ h2) & (forms_st.capindex - 1);
+	for (;; i = (i + 1) & (forms_st.capindex - 1)) {
+		uint32_t k = forms_st.index[i];
+		if (!k)
+			return &forms_st.index[i];
+		const CostFormStep *t = &forms_st.step[k - 1];
+		if (t->kind == s->kind && t->g == s->g && t->in == s->in && t->splits == s->splits)
+			return &forms_st.index[i];
+	}
+}
+
+/* s's id, kept where new; false where no more can be kept. */
+static bool step_id(const CostFormStep *s, uint16_t *id)
+{
+	if (forms_st.capindex) {
+		uint32_t k = *step_slot(s);
+		if (k)
+			return *id = (uint16_t)(k - 1), true;
+	}
+	if (forms_st.nstep == STEPS_MAX)
+		return false;
+	if (2 * (forms_st.nstep + 1) > forms_st.capindex) {
+		free(forms_st.index);
+		forms_st.capindex = forms_st.capindex ? 2 * forms_st.capindex : 1 << 10;
+		forms_st.index = xcalloc(forms_st.capindex, sizeof *forms_st.index);
+		for (uint32_t k = 0; k < forms_st.nstep; k++)
+			*step_slot(&forms_st.step[k]) = k + 1;
+	}
+	if (forms_st.nstep == forms_st.capstep) {
+		forms_st.capstep = forms_st.capstep ? 2 * forms_st.capstep : 1 << 9;
+		forms_st.step = xrealloc(forms_st.step, forms_st.capstep * sizeof *forms_st.step);
+	}
+	forms_st.step[forms_st.nstep] = *s;
+	*step_slot(s) = forms_st.nstep + 1;
+	*id = (uint16_t)forms_st.nstep++;
+	return true;
+}
+
+bool cost_form_fill(CostMemoEntry *e, const uint64_t *h, const CostFormStep *fwd, int nf, const CostFormStep *rev,
+                    int nr)
+{
+	if (own.on)
+		return false;
+	uint16_t ids[2 * COST_FORM_STEPS];
+	int n = 0;
+	for (int k = 0; k < nf; k++)
+		if (!step_id(&fwd[k], &ids[n++]))
+			return false;
+	for (int k = 0; k < nr; k++)
+		if (!step_id(&rev[k], &ids[n++]))
+			return false;
+	*e = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .form = {.nfwd = (uint8_t)nf, .nrev = (uint8_t)nr}};
+	if (n <= COST_FORM_INLINE) {
+		memcpy(e->form.step, ids, sizeof ids[0] * (size_t)n);
+	} else {
+		if (forms_st.npool + (size_t)n > POOL_MAX) {
+			*e = (CostMemoEntry){0};
+			return false;
+		}
+		while (forms_st.npool + (size_t)n > forms_st.cappool) {
+			forms_st.cappool = forms_st.cappool ? 2 * forms_st.cappool : 1 << 16;
+			forms_st.pool = xrealloc(forms_st.pool, forms_st.cappool * sizeof *forms_st.pool);
+		}
+		uint32_t at = (uint32_t)forms_st.npool;
+		memcpy(forms_st.pool + at, ids, sizeof ids[0] * (size_t)n);
+		forms_st.npool += (size_t)n;
+		e->form.step[0] = (uint16_t)at, e->form.step[1] = (uint16_t)(at >> 16);
+	}
+	forms.n++;
+	return true;
+}
+
+CostForm cost_form_of(const CostMemoEntry *e)
+{
+	int nf = e->form.nfwd == COST_FORM_NO_PLAN ? 0 : e->form.nfwd;
+	int nr = e->form.nrev == COST_FORM_NO_PLAN ? 0 : e->form.nrev;
+	const uint16_t *ids = e->form.step;
+	if (nf + nr > COST_FORM_INLINE)
+		ids = forms_st.pool + ((uint32_t)e->form.step[0] | (uint32_t)e->form.step[1] << 16);
+	return (CostForm){.ids = ids, .nfwd = e->form.nfwd == COST_FORM_NO_PLAN ? -1 : nf,
+	                  .nrev = e->form.nrev == COST_FORM_NO_PLAN ? -1 : nr};
+}
+
+const CostFormStep *cost_form_step(unsigned id) { return &forms_st.step[id]; }
+
+CostFormStats cost_form_stats(void)
+{
+	return (CostFormStats){.forms = forms.n, .steps = forms_st.nstep, .pooled = forms_st.npool,
+	                       .served = forms_st.served};
+}

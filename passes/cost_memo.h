@@ -26,8 +26,18 @@ int cost_layout_key(const Layout *l, int64_t *key);
  * practical concern). Bounded: past 3M entries nothing is added. */
 typedef struct CostMemoEntry {
 	uint64_t h1, h2;         /* 0, 0: empty */
-	double time;             /* cost_plan_time of the chosen plan */
-	int64_t bytes;           /* its send_bytes */
+	union {
+		struct {             /* a price (cost_memo_find's) */
+			double time;     /* cost_plan_time of the chosen plan */
+			int64_t bytes;   /* its send_bytes */
+		};
+		struct {             /* a form (cost_form_find's): its plans' steps (cost_form_of) */
+			uint8_t nfwd;    /* redist_plan's plan's collectives; COST_FORM_NO_PLAN: no plan */
+			uint8_t nrev;    /* a gradient's way back reversed (redist_plan_ways); COST_FORM_NO_PLAN: none */
+			uint16_t step[7]; /* their ids (cost_form_step), forward first; where more than
+			                   * COST_FORM_INLINE, step[0] | step[1] << 16 places them in a pool */
+		} form;
+	};
 } CostMemoEntry;
 
 /* Mixes x into the two halves of a 128-bit hash. */
@@ -58,7 +68,52 @@ CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found);
  * exact: importing changes no result, it only spares planning it
  * again), up to the bound. */
 void cost_memo_log_start(void);
+/* (the forms below are not sent: a child reads the parent's and keeps
+ * none of its own) */
 const CostMemoEntry *cost_memo_logged(size_t *n);
 void cost_memo_import(const CostMemoEntry *e, size_t n);
+
+/* Plan forms shared by every compilation of the process. Each (stages,
+ * micro-batches) candidate of the outer search has its own shapes, so
+ * its redistributions are new to the memo above, but most have the form
+ * of one planned before (redist_form: the same layouts but for the size
+ * of a dim neither splits to the full): at GPT-3 x 4096 devices half of
+ * the 5 million plans. A form keeps its plans' communication steps,
+ * which price any tensor of the form (passes/cost_redist.c). Keyed as
+ * the prices (a 128-bit hash) by the form, the element's bytes, the
+ * direction and the machine's figures; bounded as they are. */
+typedef struct CostFormStep {
+	int kind;                /* RedistKind: a collective (never RS_SLICE, which costs nothing, or RS_PERMUTE) */
+	int64_t g;               /* the group's ranks (layout_group_size) */
+	int64_t in;              /* of them in one node (cost_group_in_node) */
+	int64_t splits;          /* the step's input block is the tensor's elements over this */
+} CostFormStep;
+
+/* The key of (from, to)'s form into h; false where it has none (redist_form). */
+bool cost_form_key(uint64_t fig, const Layout *from, const Layout *to, int esize, bool back, uint64_t *h);
+/* h's form: *found where kept, else an empty entry to fill with
+ * cost_form_fill; NULL where none can be kept (the table full, or a
+ * child of cost_memo_log_start, which keeps none). */
+CostMemoEntry *cost_form_find(const uint64_t *h, bool *found);
+void cost_form_prefetch(const uint64_t *h);
+/* Keeps the form's forward plan (nf steps; -1: no plan) and way back
+ * reversed (nr; -1: none) in e; false where it cannot (too many distinct
+ * steps, a full pool, a child): e stays empty. */
+enum { COST_FORM_STEPS = 16, COST_FORM_INLINE = 7, COST_FORM_NO_PLAN = 0xFF };
+bool cost_form_fill(CostMemoEntry *e, const uint64_t *h, const CostFormStep *fwd, int nf, const CostFormStep *rev,
+                    int nr);
+typedef struct CostForm {
+	const uint16_t *ids;     /* the forward plan's step ids, then the way back's */
+	int nfwd, nrev;          /* -1: no plan, no way back */
+} CostForm;
+CostForm cost_form_of(const CostMemoEntry *e);
+const CostFormStep *cost_form_step(unsigned id);
+typedef struct CostFormStats {
+	size_t forms;            /* kept */
+	size_t steps;            /* distinct steps */
+	size_t pooled;           /* step ids of the lists too long for an entry */
+	size_t served;           /* lookups that found a form */
+} CostFormStats;
+CostFormStats cost_form_stats(void);
 
 #endif

@@ -156,38 +156,127 @@ int64_t cost_plan_group(const RedistPlan *p)
  * run in reverse. Its memo entries are keyed apart by a bit of the dtype. */
 enum { RC_BACK = 0x40 };
 
+/* ---- plan forms (cost_memo.h) ------------------------------------------------ */
+
+/* p's collectives as a form keeps them (slices cost nothing) into st:
+ * their count, -1 for no plan; false where p has a Permute (whose bytes
+ * follow from the blocks, not from a count of splits) or more than
+ * COST_FORM_STEPS. */
+static bool form_steps(const RedistCache *rc, const RedistPlan *p, CostFormStep *st, int *n)
+{
+	*n = p ? 0 : -1;
+	for (int k = 0; p && k < p->n; k++) {
+		const RedistStep *s = &p->steps[k];
+		if (s->kind == RS_SLICE)
+			continue;
+		if (s->kind == RS_PERMUTE || *n == COST_FORM_STEPS)
+			return false;
+		st[(*n)++] = (CostFormStep){s->kind, layout_group_size(s->from, s->axes),
+		                            cost_group_in_node(rc->m, s->from, s->axes),
+		                            shape_numel(&s->from->full) / shape_numel(&s->from->slice)};
+	}
+	return true;
+}
+
+/* A kept plan's totals for a tensor of numel elements of es bytes over
+ * `devices` ranks: what cost_plan_time and plan_totals give for the plan
+ * of the same form made for it (each step's bytes as push counts them,
+ * its time as cost_step_time prices them, summed in the same order; a
+ * slice adds 0). */
+typedef struct FormTotals {
+	double time;
+	int64_t send, most, total;
+} FormTotals;
+
+static FormTotals form_totals(const Machine *m, const uint16_t *ids, int n, int64_t numel, int es, int64_t devices)
+{
+	FormTotals t = {0};
+	for (int k = 0; k < n; k++) {
+		const CostFormStep *st = cost_form_step(ids[k]);
+		int64_t b = redist_step_bytes((RedistKind)st->kind, st->g, numel / st->splits * es);
+		t.time += cost_coll_time(m, st->kind, st->kind, (double)b, st->g, st->in, NULL);
+		t.send += b, t.most += b, t.total += b * devices;
+	}
+	return t;
+}
+
+/* plan_price's choice from a kept form: the way back reversed where
+ * redist_plan_back takes it and it is faster. */
+static double form_price(const RedistCache *rc, const CostMemoEntry *e, const Layout *from, int es, int64_t *bytes)
+{
+	CostForm f = cost_form_of(e);
+	if (f.nfwd < 0) {
+		*bytes = 0;
+		return INFINITY;
+	}
+	int64_t numel = shape_numel(&from->full), D = layout_devices(from);
+	FormTotals p = form_totals(rc->m, f.ids, f.nfwd, numel, es, D);
+	if (f.nrev >= 0) {
+		FormTotals r = form_totals(rc->m, f.ids + f.nfwd, f.nrev, numel, es, D);
+		if (redist_reverse_cheaper(r.total, r.most, p.total, p.most) && r.time < p.time)
+			p = r;
+	}
+	*bytes = p.send;
+	return p.time;
+}
+
 /* The plan's time from `from` to `to` (the cheaper way for a backward
- * conversion) and its bytes sent. */
-static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes)
+ * conversion) and its bytes sent, planned; its form kept in e where e is
+ * not NULL (h: its key) and it can be (*kept). */
+static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, int64_t *bytes,
+                         CostMemoEntry *e, const uint64_t *h, bool *kept)
 {
 	/* only the totals are kept: millions of plans at thousands of
 	 * devices, each in the same scratch block (a fresh 64 KB block per
 	 * plan went back to the kernel at each free, its pages faulted in
 	 * again by the next plan) */
 	static Arena tmp;
-	RedistPlan *p = NULL, *r = NULL;
 	int es = dtype_size_as(dt, rc->real_size);
-	if (back)
-		r = redist_plan_both(&tmp, from, to, es, rc->alltoall, &p);
-	else
-		p = redist_plan(&tmp, from, to, es, rc->alltoall);
-	if (r && r != p && cost_plan_time(rc->m, r) < cost_plan_time(rc->m, p))
-		p = r;
+	RedistPlan *rev = NULL, *fwd = back ? redist_plan_ways(&tmp, from, to, es, rc->alltoall, &rev)
+	                                    : redist_plan(&tmp, from, to, es, rc->alltoall);
+	RedistPlan *p = fwd;
+	if (rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, fwd->total_bytes, fwd->most_bytes) &&
+	    cost_plan_time(rc->m, rev) < cost_plan_time(rc->m, fwd))
+		p = rev;
 	double t = p ? cost_plan_time(rc->m, p) : INFINITY;
 	*bytes = p ? p->send_bytes : 0;
+	CostFormStep fs[COST_FORM_STEPS], rs[COST_FORM_STEPS];
+	int nf, nr;
+	*kept = e && form_steps(rc, fwd, fs, &nf) && form_steps(rc, rev, rs, &nr) && cost_form_fill(e, h, fs, nf, rs, nr);
 	arena_reset(&tmp);
 	return t;
 }
 
-/* The shared memo first: keyed by the layouts' contents it serves every
- * compilation, and this compilation's table by pointers only took what
- * the memo could not (ragged layouts, a full memo) -- as a first level it
- * hit 0.5% of its probes at GPT-3 x 1024 devices (search_graph.c's
- * edge_price had already taken the repeats) and cost a random probe and
- * an insert per price. keyed: the memo's key of (from, to, dt, back) when
- * the caller has it, else NULL. */
+/* A price's key in the memos of the process (cost_memo.h): its form's,
+ * where it has one and all-to-all is off (redist_form), else the pair's
+ * own. */
+typedef struct PriceKey {
+	uint64_t h[2];
+	bool form;
+} PriceKey;
+
+static bool price_key(const RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back, PriceKey *k)
+{
+	k->form = !rc->alltoall && cost_form_key(rc->fig, from, to, dtype_size_as(dt, rc->real_size), back, k->h);
+	return k->form || cost_memo_key(rc->fig, from, to, (DType)(dt | (back ? RC_BACK : 0)), k->h);
+}
+
+static void price_prefetch(const PriceKey *k)
+{
+	if (k->form)
+		cost_form_prefetch(k->h);
+	else
+		cost_memo_prefetch(k->h);
+}
+
+/* The form's price where it is kept; else planned, and its form kept
+ * where it can be. The price of a form that cannot be kept (a fallback,
+ * a full table, a forked screen's child: cost_memo_log_start) goes to
+ * the exact memo, as a pair without a form does: the prices a child
+ * plans go to its parent that way. keyed: the caller's key of (from, to,
+ * dt, back), or NULL. */
 static double redist_time_keyed(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back,
-                                int64_t *bytes, const uint64_t *keyed)
+                                int64_t *bytes, const PriceKey *keyed)
 {
 	int64_t b = 0;
 	if (bytes)
@@ -195,17 +284,28 @@ static double redist_time_keyed(RedistCache *rc, const Layout *from, const Layou
 	if (!from || !to || cost_layout_same(from, to))
 		return 0;
 	DType key = (DType)(dt | (back ? RC_BACK : 0));
-	uint64_t h[2];
-	bool found = false;
-	CostMemoEntry *sp = NULL;
-	if (keyed)
-		h[0] = keyed[0], h[1] = keyed[1];
-	if (keyed || cost_memo_key(rc->fig, from, to, key, h))
-		sp = cost_memo_find(h, &found);
+	PriceKey k;
+	bool found = false, kept = false, has = keyed ? (k = *keyed, true) : price_key(rc, from, to, dt, back, &k);
+	double t = NAN; /* planned already */
+	if (has && k.form) {
+		CostMemoEntry *e = cost_form_find(k.h, &found);
+		if (found)
+			return form_price(rc, e, from, dtype_size_as(dt, rc->real_size), bytes ? bytes : &b);
+		if (e)
+			t = plan_price(rc, from, to, dt, back, &b, e, k.h, &kept);
+		if (kept) {
+			if (bytes)
+				*bytes = b;
+			return t;
+		}
+		has = cost_memo_key(rc->fig, from, to, key, k.h);
+	}
+	CostMemoEntry *sp = has ? cost_memo_find(k.h, &found) : NULL;
 	if (sp) {
 		if (!found) {
-			double t = plan_price(rc, from, to, dt, back, &b);
-			cost_memo_fill(sp, h, t, b);
+			if (isnan(t))
+				t = plan_price(rc, from, to, dt, back, &b, NULL, NULL, &kept);
+			cost_memo_fill(sp, k.h, t, b);
 		}
 		if (bytes)
 			*bytes = sp->bytes;
@@ -214,7 +314,7 @@ static double redist_time_keyed(RedistCache *rc, const Layout *from, const Layou
 	RcEntry *e = rc_slot(rc->tab, rc->cap, from, to, key);
 	if (!e->from) {
 		e->from = from, e->to = to, e->dt = key;
-		e->time = plan_price(rc, from, to, dt, back, &b);
+		e->time = isnan(t) ? plan_price(rc, from, to, dt, back, &b, NULL, NULL, &kept) : t;
 		e->bytes = b;
 		if (++rc->n * 2 > rc->cap) {
 			size_t nc = rc->cap * 2;
@@ -251,17 +351,17 @@ void cost_redist_row(RedistCache *rc, const Layout *from, const Layout *const *t
 {
 	for (int j0 = 0; j0 < n; j0 += ROW_AHEAD) {
 		int m = n - j0 < ROW_AHEAD ? n - j0 : ROW_AHEAD;
-		uint64_t h[ROW_AHEAD][2];
+		PriceKey h[ROW_AHEAD];
 		bool keyed[ROW_AHEAD], same[ROW_AHEAD];
 		for (int k = 0; k < m; k++) {
 			const Layout *x = to[j0 + k];
 			same[k] = !from || !x || cost_layout_same(from, x);
-			keyed[k] = !same[k] && cost_memo_key(rc->fig, from, x, dt, h[k]);
+			keyed[k] = !same[k] && price_key(rc, from, x, dt, false, &h[k]);
 			if (keyed[k])
-				cost_memo_prefetch(h[k]);
+				price_prefetch(&h[k]);
 		}
 		for (int k = 0; k < m; k++)
-			t[j0 + k] = same[k] ? 0 : redist_time_keyed(rc, from, to[j0 + k], dt, false, NULL, keyed[k] ? h[k] : NULL);
+			t[j0 + k] = same[k] ? 0 : redist_time_keyed(rc, from, to[j0 + k], dt, false, NULL, keyed[k] ? &h[k] : NULL);
 	}
 }
 
@@ -311,13 +411,12 @@ double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const La
 	 * producer's layout (cost_edge_grad's move, its memo entry loading
 	 * while the forward move's is looked up). */
 	const Layout *back = grad && training && dtype_is_float(dt) ? cost_strip_partial(rc, from) : NULL;
-	uint64_t h[2];
-	bool keyed = back && !cost_layout_same(grad, back) &&
-	             cost_memo_key(rc->fig, grad, back, (DType)(dt | RC_BACK), h);
+	PriceKey h;
+	bool keyed = back && !cost_layout_same(grad, back) && price_key(rc, grad, back, dt, true, &h);
 	if (keyed)
-		cost_memo_prefetch(h);
+		price_prefetch(&h);
 	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
-	return t + (back ? redist_time_keyed(rc, grad, back, dt, true, NULL, keyed ? h : NULL) : 0);
+	return t + (back ? redist_time_keyed(rc, grad, back, dt, true, NULL, keyed ? &h : NULL) : 0);
 }
 
 double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training)

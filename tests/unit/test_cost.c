@@ -496,17 +496,23 @@ Test(cost, memo_import_gives_a_childs_prices)
 /* A fresh plan's price, as cost.c's redist_time makes it (a backward
  * conversion: the cheaper in time of the plan and the way back run in
  * reverse). */
-static double fresh_price(const Machine *m, const Layout *f, const Layout *t, bool back, int64_t *bytes)
+static double fresh_price_a2a(const Machine *m, const Layout *f, const Layout *t, bool back, bool a2a, int es,
+                              int64_t *bytes)
 {
 	Arena tmp = {0};
-	RedistPlan *p = redist_plan(&tmp, f, t, 4, true);
-	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, 4, true) : NULL;
+	RedistPlan *p = redist_plan(&tmp, f, t, es, a2a);
+	RedistPlan *r = back && p ? redist_plan_back(&tmp, f, t, es, a2a) : NULL;
 	if (r && cost_plan_time(m, r) < cost_plan_time(m, p))
 		p = r;
 	double time = p ? cost_plan_time(m, p) : INFINITY;
 	*bytes = p ? p->send_bytes : 0;
 	arena_free(&tmp);
 	return time;
+}
+
+static double fresh_price(const Machine *m, const Layout *f, const Layout *t, bool back, int64_t *bytes)
+{
+	return fresh_price_a2a(m, f, t, back, true, 4, bytes);
 }
 
 /* Every price the caches serve equals a fresh plan's, bit for bit: all
@@ -573,12 +579,6 @@ Test(cost, cached_prices_equal_fresh_plans)
 	arena_free(&a);
 }
 
-/* The shared table doubles in place (cost_memo.c double_in_place):
- * every entry must still be found with its own price after four
- * doublings, including a run of entries homed at the table's last
- * slots, whose probes wrap past its end before and after each doubling
- * (the case the in-place order handles apart), and a key never filled
- * must not be found. */
 static uint64_t mix64(uint64_t x)
 {
 	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -586,6 +586,137 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+static int64_t gcd64(int64_t x, int64_t y) { return y ? gcd64(y, x % y) : x; }
+
+/* A layout of `shape` over the matrix dev (nd axes, product D) with
+ * dim i split along axis map[i] (-1 whole) and, where more >= 0, dim 0
+ * over axis `more` too (after map[0]: a tuple of axes), partial over
+ * `partial`. */
+static Layout *form_layout(Arena *a, const int64_t *shape, int rank, const int64_t *dev, int nd, const int *map,
+                           int more, unsigned partial, int64_t D)
+{
+	Shape full = {.rank = rank};
+	int8_t ax[MAX_RANK][MAX_RANK] = {{0}};
+	int nax[MAX_RANK] = {0};
+	for (int i = 0; i < rank; i++)
+		if (map[i] >= 0)
+			ax[i][nax[i]++] = (int8_t)map[i];
+	if (more >= 0)
+		ax[0][nax[0]++] = (int8_t)more;
+	memcpy(full.d, shape, sizeof(int64_t) * (size_t)rank);
+	return layout_make_axes(a, &full, nd, dev, (const int8_t(*)[MAX_RANK])ax, nax, partial, D);
+}
+
+/* One form (redist_form) prices its pairs whatever the sizes of the dims
+ * it leaves out. Random pairs of rank-3 layouts over 8, 12 and 16 devices
+ * (matrices that nest and matrices that do not, [2, 6] against [3, 4]:
+ * the fallback's plans; partial sources; partial targets, which have no
+ * plan), each at shapes whose dims are 1 to 4 times the larger split of
+ * the dim (at 1 the size is in the key, past it left out), priced by the
+ * memos of the process forward and back on a machine of nodes of 4,
+ * against a fresh plan's price, bit for bit. Most are served by the form
+ * another shape left: a key that left out a size the plan depends on, or
+ * a form's steps priced other than the plan's, gives some pair another
+ * price. */
+Test(cost, forms_price_like_fresh_plans)
+{
+	Arena a = {0};
+	Machine m;
+	machine_defaults(&m);
+	m.topo.devices_per_node = 4;
+	RedistCache *rc = redist_cache_new(&a, &m, false, 4);
+	static const int64_t mats[][3] = {{8}, {2, 4}, {4, 2}, {2, 2, 2}, {12}, {2, 6}, {6, 2}, {3, 4}, {4, 3},
+	                                  {2, 2, 3}, {16}, {4, 4}, {2, 8}, {8, 2}, {2, 4, 2}};
+	static const int nmat = sizeof mats / sizeof mats[0];
+	uint64_t seed = 0x2545F4914F6CDD1Dull;
+	int compared = 0;
+	CostFormStats st0 = cost_form_stats();
+	for (int trial = 0; trial < 400; trial++) {
+		int64_t dev[2][3];
+		int nd[2], map[2][3], more[2] = {-1, -1};
+		unsigned partial[2] = {0, 0};
+		int64_t D = 0;
+		for (int s = 0; s < 2; s++) {
+			int64_t prod;
+			int k;
+			do { /* a matrix of D devices (the first sets D) */
+				seed = mix64(seed);
+				k = (int)(seed % (uint64_t)nmat);
+				prod = 1;
+				nd[s] = 0;
+				for (int j = 0; j < 3 && mats[k][j]; j++)
+					prod *= mats[k][j], dev[s][nd[s]++] = mats[k][j];
+			} while (s && prod != D);
+			D = prod;
+			unsigned used = 0;
+			for (int i = 0; i < 3; i++) {
+				seed = mix64(seed);
+				int ax = (int)(seed % (uint64_t)(nd[s] + 1)) - 1;
+				map[s][i] = ax >= 0 && !(used >> ax & 1u) ? ax : -1;
+				if (map[s][i] >= 0)
+					used |= 1u << ax;
+			}
+			seed = mix64(seed);
+			/* now and then dim 0 over a tuple: its axis and a free one */
+			for (int x = 0; x < nd[s] && map[s][0] >= 0 && seed % 4 == 0; x++)
+				if (!(used >> x & 1u)) {
+					more[s] = x, used |= 1u << x;
+					break;
+				}
+			seed = mix64(seed);
+			/* a partial source often, a partial target seldom */
+			if (seed % (s ? 8 : 2) == 0)
+				partial[s] = ~used & ((1u << nd[s]) - 1) & (unsigned)(seed >> 8);
+		}
+		int64_t split[3];
+		for (int i = 0; i < 3; i++) {
+			int64_t a0 = map[0][i] >= 0 ? dev[0][map[0][i]] : 1, a1 = map[1][i] >= 0 ? dev[1][map[1][i]] : 1;
+			a0 *= i == 0 && more[0] >= 0 ? dev[0][more[0]] : 1;
+			a1 *= i == 0 && more[1] >= 0 ? dev[1][more[1]] : 1;
+			split[i] = a0 / gcd64(a0, a1) * a1; /* both divide the dim */
+		}
+		/* each element size keyed apart, each priced from its own bytes */
+		static const DType dts[] = {DT_F32, DT_F16, DT_I64};
+		seed = mix64(seed);
+		DType dt = dts[seed % 3];
+		int es = dtype_size_as(dt, 4);
+		for (int v = 0; v < 12; v++) {
+			int64_t shape[3];
+			for (int i = 0; i < 3; i++) {
+				seed = mix64(seed);
+				shape[i] = split[i] * (int64_t)(1 + seed % 4);
+			}
+			/* the pair with and without its partial sums: forms apart */
+			unsigned pf = v % 2 ? 0 : partial[0], pt = v % 3 == 2 ? 0 : partial[1];
+			const Layout *f = form_layout(&a, shape, 3, dev[0], nd[0], map[0], more[0], pf, D);
+			const Layout *t = form_layout(&a, shape, 3, dev[1], nd[1], map[1], more[1], pt, D);
+			cr_assert(f && t);
+			for (int back = 0; back < 2 - (t->partial != 0); back++) {
+				int64_t want_b, got_b = 0;
+				if (back && !dtype_is_float(dt))
+					continue; /* no gradient */
+				double want = fresh_price_a2a(&m, f, t, back, false, es, &want_b);
+				double got = back ? cost_edge_grad(rc, t, f, dt, true) : cost_redist(rc, f, t, dt, &got_b);
+				cr_expect(memcmp(&got, &want, sizeof got) == 0, "trial %d back %d %s -> %s: %.17g, fresh %.17g",
+				          trial, back, layout_str(&a, f), layout_str(&a, t), got, want);
+				if (!back)
+					cr_expect_eq(got_b, want_b, "trial %d %s -> %s", trial, layout_str(&a, f), layout_str(&a, t));
+				compared++;
+			}
+		}
+	}
+	CostFormStats st = cost_form_stats();
+	cr_expect_gt(compared, 3000);
+	cr_expect_gt(st.served - st0.served, (size_t)compared / 3, "served %zu of %d", st.served - st0.served, compared);
+	arena_free(&a);
+}
+
+/* The shared table doubles in place (cost_memo.c double_in_place):
+ * every entry must still be found with its own price after four
+ * doublings, including a run of entries homed at the table's last
+ * slots, whose probes wrap past its end before and after each doubling
+ * (the case the in-place order handles apart), and a key never filled
+ * must not be found. */
 static void memo_key(uint64_t k, uint64_t *h)
 {
 	h[0] = mix64(k) | 1;

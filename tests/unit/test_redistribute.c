@@ -374,9 +374,11 @@ ParameterizedTest(Case *c, redist, table)
 	cr_assert(b, "%s: no plan back", c->name);
 	cr_expect_leq(b->send_bytes, p->send_bytes, "%s", c->name);
 	run_plan(b, from, to, c->D);
-	/* both from one planning (the memo's gradient prices): the same two plans */
-	RedistPlan *both_fwd, *both = redist_plan_both(&a, from, to, 4, c->alltoall, &both_fwd);
-	cr_assert(both && both_fwd, "%s", c->name);
+	/* both ways from one planning (the memo's gradient prices): the same two plans */
+	RedistPlan *rev, *both_fwd = redist_plan_ways(&a, from, to, 4, c->alltoall, &rev);
+	cr_assert(both_fwd, "%s", c->name);
+	RedistPlan *both = rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, both_fwd->total_bytes,
+	                                                 both_fwd->most_bytes) ? rev : both_fwd;
 	const RedistPlan *pairs[2][2] = {{p, both_fwd}, {b, both}};
 	for (int k = 0; k < 2; k++) {
 		const RedistPlan *x = pairs[k][0], *y = pairs[k][1];
@@ -835,5 +837,26 @@ Test(redistribute, arena_reset_hands_out_zeroed_memory)
 		cr_assert_eq(a.total, 0);
 		cr_assert(a.head != NULL);
 	}
+	arena_free(&a);
+}
+
+/* redist_form leaves out the size of a dim larger than both layouts'
+ * splits of it (its plans' steps do not depend on it) and keeps every
+ * other size: a dim of size 0, which any split divides, is no such dim
+ * and must not share the key of one that is (its plan unifies no
+ * boundaries and falls back). */
+Test(redistribute, form_keeps_a_zero_size_apart)
+{
+	Arena a = {0};
+	int64_t dev[2] = {2, 4};
+	int rows[2] = {0, 1}, cols[2] = {1, 0};
+	int64_t k0[REDIST_FORM_MAX], k16r[REDIST_FORM_MAX], k32r[REDIST_FORM_MAX];
+	Shape s0 = S(0, 16), s16r = S(16, 16), s32r = S(32, 16);
+	int n0 = redist_form(layout_make(&a, &s0, 2, dev, rows, 0, 8), layout_make(&a, &s0, 2, dev, cols, 0, 8), k0);
+	int n16r = redist_form(layout_make(&a, &s16r, 2, dev, rows, 0, 8), layout_make(&a, &s16r, 2, dev, cols, 0, 8), k16r);
+	int n32r = redist_form(layout_make(&a, &s32r, 2, dev, rows, 0, 8), layout_make(&a, &s32r, 2, dev, cols, 0, 8), k32r);
+	cr_assert(n0 > 0 && n0 == n16r && n16r == n32r);
+	cr_expect(memcmp(k16r, k32r, sizeof(int64_t) * (size_t)n16r) == 0, "16 and 32 rows, both over 4 ways: one form");
+	cr_expect(memcmp(k0, k16r, sizeof(int64_t) * (size_t)n0) != 0, "0 rows shares 16 rows' form");
 	arena_free(&a);
 }
