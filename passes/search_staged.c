@@ -69,24 +69,19 @@ static bool flow_shop(const Schedule *sched, const SearchStaged *st)
 static double flow_shop_step(const SearchStaged *st, int M)
 {
 	int P = st->nstages;
-	double t = 0, most = 0, step = 0;
+	/* fstep: the step without backward passes (inference, or none
+	 * costed), each stage ending with its last forward */
+	double t = 0, most = 0, fstep = 0, step = 0;
+	bool backward = false;
 	for (int s = 0; s < P; s++) {
 		t += st->fwd[s] + (s > 0 ? st->xf[(s - 1) * P + s] : 0);
 		most = fmax(most, st->fwd[s]);
-	}
-	t += (M - 1) * most; /* the last stage's last forward ends */
-	bool backward = false;
-	for (int s = 0; s < P; s++)
+		fstep = fmax(fstep, t + (M - 1) * most + st->once[s]);
 		backward |= st->bwd[s] > 0;
-	if (!backward) { /* inference, or no backward cost: each stage ends with its last forward */
-		double f = 0, fm = 0;
-		for (int s = 0; s < P; s++) {
-			f += st->fwd[s] + (s > 0 ? st->xf[(s - 1) * P + s] : 0);
-			fm = fmax(fm, st->fwd[s]);
-			step = fmax(step, f + (M - 1) * fm + st->once[s]);
-		}
-		return step;
 	}
+	if (!backward)
+		return fstep;
+	t += (M - 1) * most; /* the last stage's last forward ends */
 	double b = t, bm = 0;
 	for (int s = P - 1; s >= 0; s--) {
 		b += st->bwd[s] + (s < P - 1 ? st->xb[(s + 1) * P + s] : 0);
