@@ -298,8 +298,8 @@ typedef struct Outcome {
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
 
-/* Whether the recompute fit of rc (its screen's hint in it) can be left
- * out before any plan of it is compiled: its first search, run here up
+/* Whether the recompute fit of rc (screen_mem: its screen's estimate)
+ * can be left out before any plan of it is compiled: its first search, run here up
  * to the strategies under the limit (Try.limited), finds a plan within
  * the limit by its own estimate at no less than `best`, the outer
  * search's best step that fits (a plan of equal step is not chosen
@@ -316,7 +316,9 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * its local moves (search_dp.c; what the screens' bounds are taken to
  * as well). Each mode: dynamic_programming searches so in every round;
  * recursive_programming hands the search to it where the screen's
- * estimate times the scale is over the limit (search.c), and
+ * estimate times the scale is over the limit (search.c; rc without the
+ * screen's hint, where no best was known at its plain fit: its own plan
+ * is then the screen's, handed to it alike by within_limit), and
  * sharding_propagation's plan, the same whatever the limit, is handed
  * to it where over (within_limit): with the screen's estimate over the
  * limit, every round is that search; otherwise the mode's own plan may
