@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "search_fit_counts.h"
 #include "search_fit_layers.h"
 #include "search_graph.h"
 
@@ -297,8 +298,8 @@ typedef struct Outcome {
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
 
-/* Whether the recompute fit of rc (its screen's hint in it) can be left
- * out before any plan of it is compiled: its first search, run here up
+/* Whether the recompute fit of rc (screen_mem: its screen's estimate)
+ * can be left out before any plan of it is compiled: its first search, run here up
  * to the strategies under the limit (Try.limited), finds a plan within
  * the limit by its own estimate at no less than `best`, the outer
  * search's best step that fits (a plan of equal step is not chosen
@@ -315,7 +316,9 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * its local moves (search_dp.c; what the screens' bounds are taken to
  * as well). Each mode: dynamic_programming searches so in every round;
  * recursive_programming hands the search to it where the screen's
- * estimate times the scale is over the limit (search.c), and
+ * estimate times the scale is over the limit (search.c; rc without the
+ * screen's hint, where no best was known at its plain fit: its own plan
+ * is then the screen's, handed to it alike by within_limit), and
  * sharding_propagation's plan, the same whatever the limit, is handed
  * to it where over (within_limit): with the screen's estimate over the
  * limit, every round is that search; otherwise the mode's own plan may
@@ -328,12 +331,12 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
  * dynamic_programming, five candidates' recompute fits compiled a plan
  * at 53.6 to 86.9 s, the best being 53.35 s, each after its plain fit
  * compiled again. */
-static bool first_search_cut(Compilation *c, const MemoryFit *f, const Try *rc, double limit, double best,
-                             SearchMode mode, Layers *L)
+static bool first_search_cut(Compilation *c, const MemoryFit *f, const Try *rc, double screen_mem, double limit,
+                             double best, SearchMode mode, Layers *L)
 {
 	/* NETC_TEST_NO_FIRST_CUT (tests only): every recompute fit compiled
 	 * as before the cut, to show the same plan either way */
-	if (best < 0 || (mode != SM_DYNAMIC_PROGRAMMING && !(rc->hint_mem > limit)) || getenv("NETC_TEST_NO_FIRST_CUT"))
+	if (best < 0 || (mode != SM_DYNAMIC_PROGRAMMING && !(screen_mem > limit)) || getenv("NETC_TEST_NO_FIRST_CUT"))
 		return false;
 	Try s = *rc;
 	s.limited = true;
@@ -356,6 +359,156 @@ static bool plain_fit(Compilation *c, const MemoryFit *f, Try *t, double limit, 
 	return o->status == FIT_NONE;
 }
 
+/* A candidate's recompute retry, between its plain fit and the retry's
+ * fit (fit_plain, fit_retry). */
+typedef struct Retry {
+	Try plain;             /* the plain fit's choices (compiled again after a probe) */
+	Try rc;                /* the retry's, with its screen's hint where screened */
+	double screen;         /* > 0: the retry's screen's objective (no limit), a bound of its fit's step */
+	double screen_mem;     /* and its plan's estimate (first_search_cut) */
+	Layers L;              /* the repeated layers, as the retry's compilations marked them */
+} Retry;
+
+/* The first half of fit_choice: the plain fit (or its floor or probe)
+ * into o, and where no plan of it fits, the retry's screen (compiled up
+ * to the strategies with the repeated layers recomputed, without a
+ * limit) where `screen` (a best step exists, or the outer search orders
+ * the retry by it). True where the retry is to follow (r). */
+static bool fit_plain(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, double floor, bool screen,
+                      Outcome *o, Retry *r)
+{
+	Fit a = {.least = -1};
+	Layers *L = &r->L;
+	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
+	double probed = floor > 0 || !c->search_probe_stopped ? 0 : c->search_step;
+	memset(o, 0, sizeof *o);
+	memset(L, 0, sizeof *L);
+	t.recompute = false;
+	t.probe = 0; /* the fit's later compilations search as before */
+	if (floor > 0) {
+		o->status = FIT_NONE, o->bytes = -1, o->floor = floor, a.least_step = NAN;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
+			        "recompute every plan holds at least %.6g bytes per device (its memory floor), over "
+			        "memory_limit = %.6g: not compiled\n", search_mode_name(mode), t.stages, t.micro, floor, limit);
+	} else if (probed > 0) {
+		o->status = FIT_NONE, o->bytes = -1, o->probed = probed, o->est = c->search_mem, a.least_step = probed;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
+			        "recompute the least plan the search finds is over memory_limit = %.6g by its estimate "
+			        "(%.6g), at %.6g s per step, not below the best, %.6g s, and the fit can find no other: "
+			        "not compiled\n", search_mode_name(mode), t.stages, t.micro, limit, c->search_mem, probed, cut);
+	} else if (!plain_fit(c, f, &t, limit, &a, L, o)) {
+		return false;
+	}
+	o->step = a.least_step;
+	r->plain = t;
+	r->rc = t;
+	r->rc.recompute = true;
+	r->rc.hint_mem = 0; /* the plain graph's: recompute's estimate is another */
+	r->screen = r->screen_mem = 0;
+	if (screen) {
+		Try s = r->rc;
+		s.screen = true;
+		bool screened_rc = compile_try(c, f, &s, 1, false, L);
+		r->screen_mem = screened_rc ? c->search_mem : 0;
+		r->screen = screened_rc && L->marked > 0 ? c->search_step : 0;
+		/* its hint where a best step is known (as before the retries
+		 * waited): without one, the retry's searches start without it,
+		 * as they did, wherever the outer search runs it (the hint's
+		 * first price is not quite the search's own: another plan) */
+		if (cut >= 0)
+			r->rc.hint_mem = r->screen_mem, r->rc.hint_step = c->search_step;
+	}
+	return true;
+}
+
+/* The second half of fit_choice: the retry r of the candidate whose
+ * plain fit is in o, under the best step `cut` (< 0: none) as it is now:
+ * left out by its screen (search_fit_cut) or its first search
+ * (first_search_cut), else (after a probe, the plain fit compiled again
+ * first) its plans under the limit with the repeated layers recomputed. */
+static void fit_retry(Compilation *c, const MemoryFit *f, Retry *r, double limit, double cut, Outcome *o)
+{
+	Fit a = {.least = -1}, b = {.least = -1};
+	Layers *L = &r->L;
+	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
+	double probed = o->probed, floor = o->floor;
+	a.least = o->bytes, a.least_step = o->step;
+	if (r->screen > 0 && search_fit_cut(r->screen, cut)) {
+		o->tried = true, o->rc_bound = r->screen;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
+			        "layers recomputed, at least %.6g s per step: not compiled\n", search_mode_name(mode),
+			        probed > 0 ? "below the best step fits" : "fits", limit, r->screen);
+		return;
+	}
+	if (cut >= 0 && first_search_cut(c, f, &r->rc, r->screen_mem, limit, cut, mode, L) && L->marked > 0) {
+		o->tried = o->rc_first = true, o->rc_bound = c->search_step;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
+			        "layers recomputed, the fit's first plan is at %.6g s per step, not below the best, %.6g s, "
+			        "and each later one has a tighter target: not compiled\n", search_mode_name(mode),
+			        probed > 0 ? "below the best step fits" : "fits", limit, c->search_step, cut);
+		return;
+	}
+	if (probed > 0) { /* not cut: the plain fit as without the probe */
+		Try t = r->plain;
+		memset(o, 0, sizeof *o);
+		if (!compile_try(c, f, &t, 1, false, L)) {
+			o->status = FIT_NONE, o->bytes = -1;
+			return;
+		}
+		if (!plain_fit(c, f, &t, limit, &a, L, o))
+			return;
+		o->step = a.least_step;
+	}
+	bool compiled = compile_try(c, f, &r->rc, 1, false, L), tried = L->marked > 0;
+	if (tried && c->verbose)
+		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
+		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
+		        L->hi - L->lo + 1, L->name, L->lo, L->name, L->hi, L->marked);
+	o->tried = tried;
+	if (tried && !compiled && c->search_mem_stopped) /* rc.mem_stop: the recomputed graph's floor is over too */
+		o->rc_floor = c->search_mem_floor;
+	if (!tried || !compiled)
+		return;
+	int got = fit_loop(c, f, &r->rc, limit, &b, L);
+	o->plans += b.plans;
+	if (got == FIT_NONE) {
+		if (b.least > 0 && (o->bytes < 0 || b.least < o->bytes))
+			o->bytes = b.least, o->est = b.least_est, o->step = b.least_step;
+		return;
+	}
+	o->status = got, o->recompute = true;
+	if (got != FIT_OK)
+		return;
+	char line[640], h[4][32];
+	if (a.least < 0) /* the plain fit left out by its floor */
+		snprintf(line, sizeof line,
+		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s; "
+		         "without recompute every plan holds at least %s (its memory floor; none compiled); search "
+		         "objective %.4g s\n",
+		         L->hi - L->lo + 1, L->name, L->lo, L->name, L->hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+		         human_bytes(limit, h[1], sizeof h[1]), human_bytes(floor, h[2], sizeof h[2]), c->search_step);
+	else
+		snprintf(line, sizeof line,
+		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s: "
+		         "saves %s against the least plan without recompute (%s); the step %+.3g s (search "
+		         "objective %.4g s against %.4g s)\n",
+		         L->hi - L->lo + 1, L->name, L->lo, L->name, L->hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+		         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)(a.least - b.planned), h[2], sizeof h[2]),
+		         human_bytes((double)a.least, h[3], sizeof h[3]), c->search_step - a.least_step, c->search_step,
+		         a.least_step);
+	o->bytes = b.planned, o->step = c->search_step;
+	note(c, line);
+	if (c->verbose)
+		fprintf(stderr, "netc: %s", line);
+}
+
+
 /* From the compilation in c (made with t's stages and micro-batches,
  * without added recompute): its plans under the limit, then, where none
  * fits, the same with the repeated layers recomputed (what Megatron does
@@ -376,112 +529,13 @@ static bool plain_fit(Compilation *c, const MemoryFit *f, Try *t, double limit, 
  * price memos make it the same plan) and the retry follows with that
  * screen. Left out so, a plan whose program cannot be generated is not
  * found: it would have ended the outer search with the generator's
- * error (FIT_NO_PROGRAM). */
+ * error (FIT_NO_PROGRAM). The outer search runs the two halves apart
+ * (outer_search: the retry when its screen is the least key). */
 static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, double cut, double floor, Outcome *o)
 {
-	Fit a = {.least = -1}, b = {.least = -1};
-	Layers L = {0};
-	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
-	double probed = floor > 0 || !c->search_probe_stopped ? 0 : c->search_step;
-	memset(o, 0, sizeof *o);
-	t.recompute = false;
-	t.probe = 0; /* the fit's later compilations search as before */
-	if (floor > 0) {
-		o->status = FIT_NONE, o->bytes = -1, o->floor = floor, a.least_step = NAN;
-		if (c->verbose)
-			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
-			        "recompute every plan holds at least %.6g bytes per device (its memory floor), over "
-			        "memory_limit = %.6g: not compiled\n", search_mode_name(mode), t.stages, t.micro, floor, limit);
-	} else if (probed > 0) {
-		o->status = FIT_NONE, o->bytes = -1, o->probed = probed, o->est = c->search_mem, a.least_step = probed;
-		if (c->verbose)
-			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": without "
-			        "recompute the least plan the search finds is over memory_limit = %.6g by its estimate "
-			        "(%.6g), at %.6g s per step, not below the best, %.6g s, and the fit can find no other: "
-			        "not compiled\n", search_mode_name(mode), t.stages, t.micro, limit, c->search_mem, probed, cut);
-	} else if (!plain_fit(c, f, &t, limit, &a, &L, o)) {
-		return;
-	}
-	o->step = a.least_step;
-	Try rc = t;
-	rc.recompute = true;
-	rc.hint_mem = 0; /* the plain graph's: recompute's estimate is another */
-	if (cut >= 0) {
-		Try s = rc;
-		s.screen = true;
-		bool screened_rc = compile_try(c, f, &s, 1, false, &L);
-		rc.hint_mem = screened_rc ? c->search_mem : 0, rc.hint_step = c->search_step;
-		if (screened_rc && L.marked > 0 && search_fit_cut(c->search_step, cut)) {
-			o->tried = true, o->rc_bound = c->search_step;
-			if (c->verbose)
-				fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
-				        "layers recomputed, at least %.6g s per step: not compiled\n", search_mode_name(mode),
-				        probed > 0 ? "below the best step fits" : "fits", limit, c->search_step);
-			return;
-		}
-	}
-	if (cut >= 0 && first_search_cut(c, f, &rc, limit, cut, mode, &L) && L.marked > 0) {
-		o->tried = o->rc_first = true, o->rc_bound = c->search_step;
-		if (c->verbose)
-			fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
-			        "layers recomputed, the fit's first plan is at %.6g s per step, not below the best, %.6g s, "
-			        "and each later one has a tighter target: not compiled\n", search_mode_name(mode),
-			        probed > 0 ? "below the best step fits" : "fits", limit, c->search_step, cut);
-		return;
-	}
-	if (probed > 0) { /* not cut: the plain fit as without the probe */
-		memset(o, 0, sizeof *o);
-		if (!compile_try(c, f, &t, 1, false, &L)) {
-			o->status = FIT_NONE, o->bytes = -1;
-			return;
-		}
-		if (!plain_fit(c, f, &t, limit, &a, &L, o))
-			return;
-		o->step = a.least_step;
-	}
-	bool compiled = compile_try(c, f, &rc, 1, false, &L), tried = L.marked > 0;
-	if (tried && c->verbose)
-		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
-		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
-		        L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, L.marked);
-	o->tried = tried;
-	if (tried && !compiled && c->search_mem_stopped) /* rc.mem_stop: the recomputed graph's floor is over too */
-		o->rc_floor = c->search_mem_floor;
-	if (!tried || !compiled)
-		return;
-	int r = fit_loop(c, f, &rc, limit, &b, &L);
-	o->plans += b.plans;
-	if (r == FIT_NONE) {
-		if (b.least > 0 && (o->bytes < 0 || b.least < o->bytes))
-			o->bytes = b.least, o->est = b.least_est, o->step = b.least_step;
-		return;
-	}
-	o->status = r, o->recompute = true;
-	if (r != FIT_OK)
-		return;
-	char line[640], h[4][32];
-	if (a.least < 0) /* the plain fit left out by its floor */
-		snprintf(line, sizeof line,
-		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
-		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s; "
-		         "without recompute every plan holds at least %s (its memory floor; none compiled); search "
-		         "objective %.4g s\n",
-		         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
-		         human_bytes(limit, h[1], sizeof h[1]), human_bytes(floor, h[2], sizeof h[2]), c->search_step);
-	else
-		snprintf(line, sizeof line,
-		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
-		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s: "
-		         "saves %s against the least plan without recompute (%s); the step %+.3g s (search "
-		         "objective %.4g s against %.4g s)\n",
-		         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
-		         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)(a.least - b.planned), h[2], sizeof h[2]),
-		         human_bytes((double)a.least, h[3], sizeof h[3]), c->search_step - a.least_step, c->search_step,
-		         a.least_step);
-	o->bytes = b.planned, o->step = c->search_step;
-	note(c, line);
-	if (c->verbose)
-		fprintf(stderr, "netc: %s", line);
+	Retry r;
+	if (fit_plain(c, f, t, limit, cut, floor, cut >= 0, o, &r))
+		fit_retry(c, f, &r, limit, cut, o);
 }
 
 static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome *o, const char *what)
@@ -493,100 +547,7 @@ static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome
 	           limit, what, o->plans, o->plans == 1 ? "" : "s", mode_words(mode), o->bytes, o->est);
 }
 
-static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
-
-/* What micro_size must divide: every input's batch dimension and every
- * reshape's target's (passes/micro.c), as the model is written. */
-static int64_t batch_of(const Graph *g)
-{
-	int64_t b = 0;
-	for (int i = 0; i < g->ninputs; i++)
-		if (g->inputs[i]->shape.rank > 0 && g->inputs[i]->shape.d[0] > 0)
-			b = gcd64(b, g->inputs[i]->shape.d[0]);
-	for (int i = 0; i < g->nnodes; i++)
-		if (g->nodes[i]->op == OP_RESHAPE && g->nodes[i]->attr.shape.rank > 0 && g->nodes[i]->attr.shape.d[0] > 0)
-			b = gcd64(b, g->nodes[i]->attr.shape.d[0]);
-	return b > 0 ? b : 1;
-}
-
 enum { MAX_TRIES = 48, MAX_FITS = 8 };
-
-static int64_t lcm_dividing(int64_t s, int64_t d, int64_t B)
-{
-	return d > 1 && B % (s / gcd64(s, d) * d) == 0 ? s / gcd64(s, d) * d : s;
-}
-
-/* The split the inputs and the user's strategies ask of a micro-batch's
- * samples on D devices a stage: the lcm, of those dividing the batch, of
- * the dataset's (each device's share, or dataset_strategy's first dims)
- * and each annotated operator's first non-parameter input's first dim's
- * (a data-parallel split: a reshape [b, t, ...] -> [b * t, ...] keeps it). */
-static int64_t annotated_batch_split(const Graph *g, int64_t B, int64_t D)
-{
-	const ParallelConfig *pc = &g->par;
-	int64_t s = pc->full_batch || pc->dataset_kind != DS_DATA_PARALLEL ? 1 : lcm_dividing(1, D, B);
-	for (int i = 0; pc->dataset_kind == DS_TUPLE && !pc->full_batch && i < pc->ndataset; i++)
-		s = pc->dataset_rank[i] > 0 ? lcm_dividing(s, pc->dataset[i][0], B) : s;
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		const Strategy *st = &n->ann.in_strategy;
-		if (st->n == 0 || n->ann.searched || n->ann.borrowed || !(op_info[n->op].flags & OPF_USER))
-			continue;
-		for (int j = 0; j < n->nin && j < st->n; j++) {
-			if (n->in[j]->kind == VK_PARAM)
-				continue;
-			s = lcm_dividing(s, st->v[j].rank > 0 ? st->v[j].d[0] : 1, B);
-			break;
-		}
-	}
-	return s;
-}
-
-/* The (P, M) to try: stage counts 1, 2, 4, ... (at most 64) dividing
- * device_num and the number of repeated layers; micro-batch counts,
- * multiples of P dividing the batch, the largest up to 16 P (the bubble
- * (P - 1) / (M + P - 1) is under 6% there, and more only shrink each
- * micro-batch's matrix products while the schedule grows with P x M),
- * then a quarter of it each time down to P; and the largest up to 16 P
- * whose micro-batch annotated_batch_split divides, in its place by size
- * (the others may not compile, or regather the batch at every reshape). */
-static int candidates(const Graph *g, int64_t nl, Try *t)
-{
-	bool sauto = g->par.pipeline_stages_auto, mauto = g->train.micro_size_auto;
-	int64_t N = g->par.device_num, B = batch_of(g), P0 = g->par.pipeline_stages, M0 = g->train.micro_size;
-	int n = 0;
-	for (int64_t P = sauto ? 1 : P0; P <= (sauto ? 64 : P0) && P <= N; P *= 2) {
-		if (N % P != 0 || (sauto && nl % P != 0))
-			continue;
-		int64_t M = mauto ? (B < 16 * P ? B : 16 * P) / P * P : M0;
-		int64_t sp = mauto ? annotated_batch_split(g, B, N / P) : 1;
-		int64_t kept = sp > 1 ? M : 0; /* the largest count that keeps the split (0: none) */
-		while (mauto && M >= P && B % M != 0)
-			M -= P;
-		while (kept >= P && (B % kept != 0 || (B / kept) % sp != 0))
-			kept -= P;
-		while (M >= (mauto ? P : M0) && M > 0 && n < MAX_TRIES) {
-			if (kept > M && n < MAX_TRIES)
-				t[n++] = (Try){.stages = P, .micro = kept};
-			if (kept >= M)
-				kept = 0;
-			if (n == MAX_TRIES)
-				break;
-			t[n++] = (Try){.stages = P, .micro = M};
-			if (!mauto)
-				break;
-			int64_t next = M / 4 >= P ? (M / 4) / P * P : (M > P ? P : 0);
-			while (next >= P && B % next != 0)
-				next -= P;
-			if (next < P || next >= M)
-				break;
-			M = next;
-		}
-		if (kept >= P && n < MAX_TRIES)
-			t[n++] = (Try){.stages = P, .micro = kept};
-	}
-	return n;
-}
 
 /* False with an error where no candidate is left to fit: none to try
  * (micro_size = auto with no multiple of the stage count dividing the
@@ -600,7 +561,7 @@ static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n
 		diag_error(&c->diag, g->train.micro_size_loc,
 		           "micro_size = auto: no micro-batch count to try: it must be a multiple of pipeline_stages = "
 		           "%" PRId64 " that divides the batch (%" PRId64 ")",
-		           g->par.pipeline_stages, batch_of(g));
+		           g->par.pipeline_stages, search_fit_batch(g));
 		return false;
 	}
 	for (int i = 0; i < n; i++)
@@ -774,7 +735,29 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
  * bound is at most the screen's objective as the floor is (its proof in
  * search_dp.c), so the same holds with it: only the screens whose floor
  * or bound was cut are left out, and a cut bound saves its screen's
- * pricing of the way back (the forward prices are the memo's then). */
+ * pricing of the way back (the forward prices are the memo's then).
+ * A fit whose plain plans do not fit has its recompute retry screened
+ * (the recomputed graph up to the strategies, without a limit) and put
+ * back with that screen's objective as its key: the retry runs when that
+ * is the least key, under the best step found by then (cut by the
+ * screen, search_fit_cut, or by its first search, first_search_cut),
+ * not right after its plain fit. The screen bounds the retry's step from
+ * below as the plain screen bounds the plain fit's (the rule that left
+ * retries out once a best was known already took it so), so this is the
+ * same best-first order with one more key: the retry of the plan chosen
+ * runs before the search stops (its key is at most its step, below 0.99
+ * x any other's), and a retry left out is one whose screen is cut by a
+ * step that fits. Its searches start as they did where no best step was
+ * known (without the screen's hint, whose first price differs: another
+ * plan of a candidate not chosen). A retry counts as part of its
+ * candidate's fit, not as one of MAX_FITS. The plain fit goes first as
+ * before, since the retry pays for the forward computed twice where the
+ * plain plan may fit. GPT-3 at 1024 devices: 1 x 4's screen is the
+ * least (44.72 s); its plain plan compiled to 333 GB and its retry
+ * compiled two plans (90.9 GB, then 79.86 GB at 108.7 s) before 32 x
+ * 512 fitted at 53.35 s; now its retry's screen, 48.40 s, waits behind
+ * 32 x 512's fit, and its first search under the limit (94.79 s) cuts
+ * it without a plan compiled. */
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -789,8 +772,16 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	char *lines[MAX_TRIES] = {0}; /* heap: each try's recompute line (NULL: none) */
 	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, bounded[MAX_TRIES];
 	bool under[MAX_TRIES] = {0}, asked[MAX_TRIES] = {0}; /* memory floor within the limit; hopeless asked */
+	bool pending[MAX_TRIES] = {0}; /* its plain fit done, its recompute retry waiting (retries[i]) */
+	Retry retries[MAX_TRIES];
+	/* NETC_TEST_RC_INLINE (tests only): each retry right after its plain
+	 * fit, as before the retries waited, to show the same plan either way */
+	bool defer = !getenv("NETC_TEST_RC_INLINE");
 	Job jobs[MAX_TRIES] = {0}; /* screens in child processes */
-	int n = candidates(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, tries), best = -1, fits = 0;
+	FitCounts counts[MAX_TRIES];
+	int n = search_fit_counts(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, counts, MAX_TRIES), best = -1, fits = 0;
+	for (int i = 0; i < n; i++)
+		tries[i] = (Try){.stages = counts[i].stages, .micro = counts[i].micro};
 	/* the screens compile apart (scr), and the best fit's compilation is
 	 * kept while later fits compile into c */
 	Compilation scr, kept;
@@ -822,9 +813,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	if (!screened(c, f, tries, n, key, &L))
 		return false;
 	for (;;) {
-		int i = search_fit_pick(key, full, n);
+		/* after MAX_FITS fits, only the waiting retries of those (part of
+		 * their fits, not fits of their own) */
+		bool done[MAX_TRIES];
+		for (int k = 0; k < n; k++)
+			done[k] = full[k] || (fits == MAX_FITS && !pending[k]);
+		int i = search_fit_pick(key, done, n);
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
-		if (i < 0 || fits == MAX_FITS || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
+		if (i < 0 || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
 			break;
 		/* a candidate no plan of which fits is left out before its bound
 		 * and screen (its key and bound its floor); it counts as no fit of
@@ -892,19 +888,38 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				        "per step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
 			continue;
 		}
-		full[i] = true, fits++;
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
-		c->fit_note = NULL;
+		c->fit_note = lines[i];
 		double cut = best >= 0 ? outs[best].step : -1;
-		Try t = tries[i];
-		t.mem_stop = limit; /* stopped before its search where its memory floor is over */
-		t.probe = cut > 0 ? cut : 0; /* stopped after it where no plan of it can be chosen */
-		if (compile_try(c, f, &t, 1, false, &L) || c->search_probe_stopped)
-			fit_choice(c, f, t, limit, cut, 0, &outs[i]);
-		else if (c->search_mem_stopped) /* no plan without recompute fits: straight to the retry */
-			fit_choice(c, f, t, limit, cut, c->search_mem_floor, &outs[i]);
-		else
-			outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
+		if (pending[i]) { /* its retry's screen is the least key: the retry, under the best step now */
+			pending[i] = false, full[i] = true;
+			fit_retry(c, f, &retries[i], limit, cut, &outs[i]);
+		} else {
+			full[i] = true, fits++;
+			Try t = tries[i];
+			t.mem_stop = limit; /* stopped before its search where its memory floor is over */
+			t.probe = cut > 0 ? cut : 0; /* stopped after it where no plan of it can be chosen */
+			bool follow = false; /* the recompute retry follows */
+			Retry *r = &retries[i];
+			if (compile_try(c, f, &t, 1, false, &L) || c->search_probe_stopped)
+				follow = fit_plain(c, f, t, limit, cut, 0, defer || cut >= 0, &outs[i], r);
+			else if (c->search_mem_stopped) /* no plan without recompute fits: straight to the retry */
+				follow = fit_plain(c, f, t, limit, cut, c->search_mem_floor, defer || cut >= 0, &outs[i], r);
+			else
+				outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
+			if (follow && defer && r->screen > 0) { /* the retry waits for its screen to be the least key */
+				pending[i] = true, full[i] = false, key[i] = r->screen;
+				lines[i] = c->fit_note;
+				c->fit_note = table;
+				if (c->verbose)
+					fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": no plan "
+					        "without recompute fits; recomputed, at least %.6g s per step: its fit waits for "
+					        "the lesser keys\n", search_mode_name(mode), tries[i].stages, tries[i].micro, r->screen);
+				continue;
+			}
+			if (follow)
+				fit_retry(c, f, r, limit, cut, &outs[i]);
+		}
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
@@ -932,6 +947,9 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	for (int k = 0; k < n; k++) /* screens the search stopped before */
 		if (jobs[k].pid)
 			job_drop(&jobs[k]);
+	for (int k = 0; k < n; k++) /* retries the search stopped before: their screens are cut (the loop's) */
+		if (pending[k])
+			full[k] = true, outs[k].tried = true, outs[k].rc_bound = retries[k].screen;
 	/* nothing fitted: every candidate was screened (none is cut before a
 	 * step fits), and where none compiled the first says why */
 	if (fits == 0 && !screened(c, f, tries, n, key, &L))

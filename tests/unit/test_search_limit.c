@@ -263,16 +263,23 @@ typedef struct Chosen {
  * and micro_size = auto) under `limit`, in one process, as the driver
  * runs it (main.c: the first compilation up to the strategies, its
  * search deferred); cut false: NETC_TEST_NO_FIRST_CUT, every recompute
- * fit compiled as before the cut. */
-static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool cut)
+ * fit compiled as before the cut; wait false: NETC_TEST_RC_INLINE, each
+ * recompute retry right after its plain fit; flops > 0: the machine's. */
+static Chosen outer_on(const char *const *defs, int ndefs, double limit, double flops, bool cut, bool wait)
 {
 	if (cut)
 		unsetenv("NETC_TEST_NO_FIRST_CUT");
 	else
 		setenv("NETC_TEST_NO_FIRST_CUT", "1", 1);
+	if (wait)
+		unsetenv("NETC_TEST_RC_INLINE");
+	else
+		setenv("NETC_TEST_RC_INLINE", "1", 1);
 	search_fit_set_jobs(1);
 	machine_defaults(&fit_machine);
 	fit_machine.memory_limit = limit;
+	if (flops > 0)
+		fit_machine.flops = flops;
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
@@ -294,8 +301,14 @@ static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool
 	compilation_free(&c);
 	fclose(sink);
 	unsetenv("NETC_TEST_NO_FIRST_CUT");
+	unsetenv("NETC_TEST_RC_INLINE");
 	cr_assert(fits, "the outer search found no plan under %g bytes", limit);
 	return o;
+}
+
+static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool cut)
+{
+	return outer_on(defs, ndefs, limit, 0, cut, true);
 }
 
 /* A recompute fit is left out only where no plan of it can be chosen:
@@ -345,5 +358,51 @@ Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 60)
 			             all.plans);
 		else
 			cr_expect_leq(cut.plans, all.plans);
+	}
+}
+
+/* A candidate's recompute retry waits until its screen (the recomputed
+ * graph without a limit) is the least key of the outer search, rather
+ * than following its plain fit (search_fit.c outer_search): the plan
+ * chosen is the one the retries right after their plain fits choose
+ * (NETC_TEST_RC_INLINE, the order before), at the same step. Two
+ * cases, the best recomputed on four stages (4 x 16 at 8 devices under
+ * 2 MB on a machine of 1e11 FLOP/s) and on one (1 x 1,
+ * recursive_programming at 8 devices under 6 MB; its plain fit's screen
+ * is the least, and three other retries wait): a wait whose key were
+ * above the retry's screen chose 2 x 16 and 1 x 16 there instead (netc
+ * explain gave the same output both ways in 12 more cases, 4 to 64
+ * devices, all three modes). The two cost about 5 s of CPU. Where computation weighs (1e11 FLOP/s: the forward
+ * computed twice costs), the retry of 1 x 4, whose plain fit comes
+ * first, no longer compiles its plans (8.497 ms, recomputed) before 4 x
+ * 16's recomputed fit (4.927 ms), which fits and cuts it by its screen
+ * (5.112 ms): 12 plans compiled to a program, 6 now. On the code before the wait the counts
+ * are equal. */
+Test(search_limit, waiting_retries_keep_the_plan, .timeout = 120)
+{
+#define TF(N) "dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64", "L=4", "device_num=" #N, \
+	      "pipeline_stages=auto", "train.micro_size=auto"
+	static const char *const dp8[] = {TF(8), "search_mode=dynamic_programming"};
+	static const char *const rp8[] = {TF(8), "search_mode=recursive_programming"};
+#undef TF
+	struct {
+		const char *const *defs;
+		double limit, flops;
+		bool fewer; /* the wait leaves compilations out */
+	} cases[] = {{dp8, 2e6, 1e11, true}, {rp8, 6e6, 0, false}};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		Chosen now = outer_on(cases[k].defs, 11, cases[k].limit, cases[k].flops, true, true);
+		Chosen was = outer_on(cases[k].defs, 11, cases[k].limit, cases[k].flops, true, false);
+		cr_expect(now.stages == was.stages && now.micro == was.micro && now.recompute == was.recompute,
+		          "case %zu: %lld x %lld%s chosen, each retry after its plain fit chooses %lld x %lld%s", k,
+		          (long long)now.stages, (long long)now.micro, now.recompute ? " recomputed" : "",
+		          (long long)was.stages, (long long)was.micro, was.recompute ? " recomputed" : "");
+		cr_expect_eq(now.step, was.step, "case %zu: %.6g s per step, each retry after its plain fit %.6g", k,
+		             now.step, was.step);
+		if (cases[k].fewer)
+			cr_expect_lt(now.plans, was.plans, "case %zu: %d plans compiled, %d with each retry after its plain fit",
+			             k, now.plans, was.plans);
+		else
+			cr_expect_leq(now.plans, was.plans, "case %zu", k);
 	}
 }
