@@ -282,13 +282,6 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	else
 		s = NULL;
 	Node *r = down ? down->in[0]->def : NULL;
-	/* under a loss scale the update's overflow check reads what the
-	 * backward pass made: summed first, the whole gradient is rounded to
-	 * f16 as stand-alone rounds it and overflows where it does; each
-	 * device's part rounded alone does not (staged.net f16 @4, dynamic
-	 * scale: 2 of 4 steps skipped against stand-alone's 3) */
-	if (g->train.loss_scale_kind != LS_NONE)
-		return 0;
 	if (up->op != OP_CAST || up->attr.to != DT_F32 || !down || down->op != OP_CAST || !narrow(down->attr.to) ||
 	    !r || r->op != OP_REDISTRIBUTE || r->phase != PH_BACKWARD || !r->attr.plan || !r->in[0]->layout ||
 	    !r->in[0]->layout->partial || r->out->layout->partial || readers[r->out->id] != 1 ||
