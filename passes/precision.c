@@ -445,11 +445,12 @@ static bool narrow_grad_sum(const Graph *g, int i, const int *readers)
  * collectives against the f32 sums' 3, a predicted step 6.5 times as
  * long, though half the bytes). The same operations on the same values,
  * later: only with one micro-step and one stage (else the gradient is
- * accumulated in f32 in the backward pass, after the cast) and without a
- * loss scale (whose overflow check reads what the backward pass made). */
+ * accumulated in f32 in the backward pass, after the cast). Under a loss
+ * scale the check reads the narrow sums where the buckets bring them,
+ * before the first update (codegen/loss_scale_c.c). */
 static void narrow_sums_in_update(Graph *g)
 {
-	if (g->nmicro > 1 || g->par.pipeline_stages > 1 || g->train.loss_scale_kind != LS_NONE)
+	if (g->nmicro > 1 || g->par.pipeline_stages > 1)
 		return;
 	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++)

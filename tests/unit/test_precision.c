@@ -612,6 +612,7 @@ Test(precision, loss_scale_sums_as_unscaled)
 	    {"samples/mlp.net", {"train.amp_level=O2", "train.micro_size=2"}, 2},
 	    {"samples/mlp.net", {"train.amp_level=O2", "force_fp32_communication=true", "train.micro_size=2"}, 3},
 	    {"samples/mlp.net", {"train.amp_level=O2"}, 1},
+	    {"samples/mlp.net", {"train.amp_level=O2", "gradient_fp32_sync=false"}, 2},
 	    {"samples/llama.net", {"train.amp_level=O2", "DP=2", "MP=2", "PP=2"}, 4},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
