@@ -26,6 +26,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/fusion.h"
+#include "../passes/passes.h"
 #include "../passes/schedule.h"
 #include "emit.h"
 
@@ -84,13 +85,6 @@ static const char *on_stage(Emit *e, int stage)
 	return e->sched && e->g->nstages > 1 ? arena_printf(&e->c->arena, "if (my_stage == %d) ", stage) : "";
 }
 
-/* Whether n sums partial values over devices into a whole value. */
-static bool completes_sum(const Node *n)
-{
-	return n->op == OP_REDISTRIBUTE && n->in[0]->layout && n->in[0]->layout->partial && n->out->layout &&
-	       !n->out->layout->partial;
-}
-
 /* The check of one update's gradient (root) on `stage`: walk back over
  * the update phase's nodes (casts, redistributions, the gradients_mean
  * scale) to a sum over devices already done where the check runs (a
@@ -123,7 +117,7 @@ static void check_from(Emit *e, const Value *root, int stage, const bool *done, 
 		const Value *v = w.v;
 		const Node *d = v->def;
 		int64_t off;
-		bool summed = d && d->phase == PH_UPDATE && (fusion_bucket_of(fp, d, &off) || (done[v->id] && completes_sum(d)));
+		bool summed = d && d->phase == PH_UPDATE && (fusion_bucket_of(fp, d, &off) || (done[v->id] && clip_completes_sum(d)));
 		double max = accumulated(e, v) || summed ? made_within(e, v) : type_max(e, v);
 		w.max = max < w.max ? max : w.max;
 		if (seen[v->id])

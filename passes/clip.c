@@ -28,8 +28,7 @@ static bool reads_any(const Node *n, const bool *tainted)
 	return false;
 }
 
-/* Whether n sums partial values over devices, into a value no longer partial. */
-static bool completes_sum(const Node *n)
+bool clip_completes_sum(const Node *n)
 {
 	return n->op == OP_REDISTRIBUTE && n->in[0]->layout && n->in[0]->layout->partial && n->out->layout &&
 	       !n->out->layout->partial;
@@ -53,7 +52,7 @@ static void sums_first(Compilation *c, bool *late)
 			continue;
 		int64_t off;
 		bool bucket = fusion_bucket_of(c->fusion, n, &off);
-		bool early = !n->writes && !bucket && (completes_sum(n) || (n->out && needed[n->out->id]));
+		bool early = !n->writes && !bucket && (clip_completes_sum(n) || (n->out && needed[n->out->id]));
 		late[i] = !early;
 		for (int j = 0; early && j < n->nin; j++)
 			needed[n->in[j]->id] = true;
