@@ -247,8 +247,10 @@ int emit_ps_state_entries(Emit *e, int first);
 
 /* scale_loss_gradient(): the backward pass's seed times the scale */
 void emit_loss_scale_fn(Emit *e);
-/* At the update's start: train.input_grads unscaled, then the overflow
- * check, agreed over the world, which skips the update on every rank */
+/* Before the update phase's first update (after the sums over devices
+ * passes/clip.c puts first; at its end where it has none):
+ * train.input_grads unscaled, then the overflow check, agreed over the
+ * world, which skips the update on every rank */
 void emit_loss_scale_update_start(Emit *e);
 /* before update node n: its gradient divided by the scale (nothing for
  * other nodes or without a loss scale) */

@@ -14,6 +14,10 @@
  * with the loss-scale cell around them). The dynamic scale moves once a
  * step.
  *
+ * The check runs before the update phase's first update, after the sums
+ * over devices there (passes/clip.c puts them first), and reads each
+ * gradient's sum: the whole gradient, as stand-alone has it.
+ *
  * It sits on emit_util.c (the order is drawn in emit.h); program_c.c and
  * pipeline_c.c call it. */
 #include <float.h>
@@ -22,6 +26,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/fusion.h"
+#include "../passes/passes.h"
 #include "../passes/schedule.h"
 #include "emit.h"
 
@@ -52,19 +57,20 @@ static bool accumulated(const Emit *e, const Value *v)
 	return e->sched && e->swap && e->swap[v->id];
 }
 
-/* The bound an accumulated gradient is checked against: the largest value
- * of the narrowest type on the way the backward pass made each
- * micro-step's part of it (amp's cast down and back up, a move). Each part
- * was rounded to that type, so a part that overflowed is Inf in the sum;
- * the f32 sum itself is held to the bound too, since stand-alone rounds
- * the whole step's gradient, the sum, to that type in one piece: the
- * decisions are stand-alone's, but for a part that overflows where parts
- * of the opposite sign bring the sum back under the bound (docs/parallel.md,
- * "Loss scaling"). */
+/* The bound a sum of a gradient's parts is checked against -- over the
+ * micro-steps (an accumulator) or over devices (the update phase's sum,
+ * in f32, of each device's part): the largest value of the narrowest type
+ * on the way the backward pass made each part (amp's cast down and back
+ * up, a move). Each part was rounded to that type, so a part that
+ * overflowed is Inf in the sum; the f32 sum itself is held to the bound
+ * too, since stand-alone rounds the whole step's gradient, the sum, to
+ * that type in one piece: the decisions are stand-alone's, but for a part
+ * that overflows where parts of the opposite sign bring the sum back under
+ * the bound (docs/parallel.md, "Loss scaling"). */
 static double made_within(const Emit *e, const Value *v)
 {
 	double max = type_max(e, v);
-	for (const Node *d = v->def; d && d->phase == PH_BACKWARD && (d->op == OP_CAST || d->op == OP_REDISTRIBUTE);
+	for (const Node *d = v->def; d && d->phase != PH_FORWARD && (d->op == OP_CAST || d->op == OP_REDISTRIBUTE);
 	     d = d->in[0]->def) {
 		double m = type_max(e, d->in[0]);
 		max = m < max ? m : max;
@@ -81,24 +87,26 @@ static const char *on_stage(Emit *e, int stage)
 
 /* The check of one update's gradient (root) on `stage`: walk back over
  * the update phase's nodes (casts, redistributions, the gradients_mean
- * scale) to values made before it, which are ready and still live here,
- * and check each. The bound: the largest value of the narrowest type on
- * the way (an f16 sum or cast), divided by the number of terms when a sum
- * over devices still follows (a redistribution of partial sums: each term
- * below max / terms, their sum cannot overflow). Conservative: a step may
- * be skipped whose sum would just have fitted; the dynamic scale settles
- * that much lower. A redistribution that sums nothing (a Slice, an
- * AllGather) moves the values as they are: the bound is stand-alone's, so
- * where every sum ran before the update phase (in f32: semi_auto's
- * gradient_fp32_sync, force_fp32_communication) the decisions are
- * stand-alone's (docs/parallel.md, "Mixed precision"). */
+ * scale) to a sum over devices already done where the check runs (a
+ * fused bucket's, waited for at the phase's start, or one before the
+ * first update, where passes/clip.c puts them) or to values made before
+ * the phase, which are ready and still live here, and check each. A sum's
+ * bound is its parts' (made_within): every sum in f32 (semi_auto's
+ * gradient_fp32_sync, force_fp32_communication) or narrow done, the
+ * decisions are stand-alone's (docs/parallel.md, "Loss scaling"). Where a
+ * sum over devices still follows (one that could not go first), each term
+ * is checked against the bound divided by the number of terms, so that
+ * their sum cannot overflow. Conservative: a step may be skipped whose
+ * sum would just have fitted; the dynamic scale settles that much lower.
+ * A redistribution that sums nothing (a Slice, an AllGather) moves the
+ * values as they are. */
 typedef struct Walk {
 	const Value *v;
 	double max;             /* largest finite value of the narrowest type so far */
 	double terms;           /* devices the sums that follow add over (1: none) */
 } Walk;
 
-static void check_from(Emit *e, const Value *root, int stage, bool *seen, Walk *stack)
+static void check_from(Emit *e, const Value *root, int stage, const bool *done, bool *seen, Walk *stack)
 {
 	Graph *g = e->g;
 	const FusionPlan *fp = e->c->fusion;
@@ -107,13 +115,15 @@ static void check_from(Emit *e, const Value *root, int stage, bool *seen, Walk *
 	while (top > 0) {
 		Walk w = stack[--top];
 		const Value *v = w.v;
-		double max = accumulated(e, v) ? made_within(e, v) : type_max(e, v);
+		const Node *d = v->def;
+		int64_t off;
+		bool summed = d && d->phase == PH_UPDATE && (fusion_bucket_of(fp, d, &off) || (done[v->id] && clip_completes_sum(d)));
+		double max = accumulated(e, v) || summed ? made_within(e, v) : type_max(e, v);
 		w.max = max < w.max ? max : w.max;
 		if (seen[v->id])
 			continue;
 		seen[v->id] = true;
-		int64_t off;
-		if (v->def && v->def->phase == PH_UPDATE && !fusion_bucket_of(fp, v->def, &off)) {
+		if (d && d->phase == PH_UPDATE && !summed) {
 			double terms = w.terms * (v->def->op == OP_REDISTRIBUTE ? summed_terms(v->def->in[0]) : 1);
 			for (int j = 0; j < v->def->nin && top < g->nvalues; j++)
 				stack[top++] = (Walk){v->def->in[j], w.max, terms};
@@ -123,7 +133,10 @@ static void check_from(Emit *e, const Value *root, int stage, bool *seen, Walk *
 			continue;
 		fprintf(e->out, "\t\t%soverflow_ |= !nrt_%sall_within(%s, %s, %" PRId64 ", %.17g); /* %s%s */\n",
 		        on_stage(e, stage), v->host ? "host_" : "", nrt_dtype_of(v->dtype), B(e, v), lnumel(v),
-		        w.max / w.terms, v->name, accumulated(e, v) ? ", summed over the micro-steps" : "");
+		        w.max / w.terms, v->name,
+		        summed            ? ", summed over devices"
+		        : accumulated(e, v) ? ", summed over the micro-steps"
+		                          : "");
 	}
 }
 
@@ -157,13 +170,18 @@ static void emit_overflow_check(Emit *e)
 	fputs("\t{ /* loss scaling: skip the update if a gradient overflowed */\n\t\tbool overflow_ = false;\n", out);
 	bool *seen = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
 	Walk *stack = ARENA_NEWN(&e->c->arena, Walk, g->nvalues + 1);
+	/* what the update phase has made where the check runs: before its first update */
+	bool *done = ARENA_NEWN(&e->c->arena, bool, g->nvalues);
+	for (int i = 0; i < g->nnodes && !(op_info[g->nodes[i]->op].flags & OPF_UPDATE); i++)
+		if (g->nodes[i]->phase == PH_UPDATE && g->nodes[i]->out)
+			done[g->nodes[i]->out->id] = true;
 	/* the roots: each update's gradient, and train.input_grads' (a net
 	 * without trainable parameters has only those; unchecked, a dynamic
 	 * scale would never come down from an overflow) */
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *u = g->nodes[i];
 		if (u->phase == PH_UPDATE && (op_info[u->op].flags & OPF_UPDATE))
-			check_from(e, u->in[1], u->ann.stage, seen, stack);
+			check_from(e, u->in[1], u->ann.stage, done, seen, stack);
 	}
 	for (int i = 0; i < g->ninputs; i++) {
 		const Value *gx = g->inputs[i]->grad;

@@ -370,15 +370,19 @@ void emit_sched_functions(Emit *e)
 		if (e->swap[i])
 			fprintf(out, "\tif (my_stage == %d)\n\t\t%s(scale)(%" PRId64 ", 1.0 / NMICRO, %s, %s);\n",
 			        e->update_stage[i], emit_kernels_for(g->values[i]), lnumel(g->values[i]), e->swap[i], e->swap[i]);
-	/* loss scaling: once a step, on the accumulated gradients (each
-	 * micro-step's were scaled); the check agrees over every stage */
-	emit_loss_scale_update_start(e);
-	bool clipped = !emit_train_clip_on(e);
+	bool clipped = !emit_train_clip_on(e), checked = false;
 	emit_seq_begin(e);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (n->phase != PH_UPDATE)
 			continue;
+		/* loss scaling: once a step, on the accumulated gradients (each
+		 * micro-step's were scaled) summed over devices before the first
+		 * update; the check agrees over every stage */
+		if (!checked && (op_info[n->op].flags & OPF_UPDATE)) {
+			emit_loss_scale_update_start(e);
+			checked = true;
+		}
 		if (!clipped && (op_info[n->op].flags & OPF_UPDATE)) {
 			fputs("\tclip_gradients();\n", e->out);
 			clipped = true;
@@ -386,6 +390,8 @@ void emit_sched_functions(Emit *e)
 		emit_loss_scale_unscale(e, n);
 		emit_seq_node_in(e, n, arena_printf(&e->c->arena, "\tif (my_stage == %d) {\n", n->ann.stage), "\t}\n");
 	}
+	if (!checked) /* no update: train.input_grads alone */
+		emit_loss_scale_update_start(e);
 	emit_seq_end(e);
 	fputs("}\n\n", out);
 	/* the schedule of every stage */

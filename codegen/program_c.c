@@ -59,19 +59,22 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 				fprintf(e->out, "\tnrt_wait_request(&bucket_request[%d]);\n", k);
 		fputs("\tnrt_trace_span(\"wait for fused buckets\", \"comm\", -1, tw_);\n", e->out);
 	}
-	/* loss scaling: the overflow check, once the fused buckets are in */
-	if (ph == PH_UPDATE)
-		emit_loss_scale_update_start(e);
 	/* once a fused bucket is on its way, each backward kernel is followed
 	 * by a call that lets MPI move it (nrt_progress), so it overlaps the
 	 * rest of the backward pass instead of running in the update's wait */
-	bool progress = false, clipped = !emit_train_clip_on(e);
+	bool progress = false, clipped = !emit_train_clip_on(e), checked = ph != PH_UPDATE;
 	emit_seq_begin(e);
 	for (int i = 0; i < e->g->nnodes; i++) {
 		const Node *n = e->g->nodes[i];
 		int64_t off;
 		if (n->phase != ph)
 			continue;
+		/* loss scaling: the overflow check, once the fused buckets are
+		 * in and the sums before the first update done */
+		if (!checked && (op_info[n->op].flags & OPF_UPDATE)) {
+			emit_loss_scale_update_start(e);
+			checked = true;
+		}
 		if (!clipped && (op_info[n->op].flags & OPF_UPDATE)) {
 			fputs("\tclip_gradients();\n", e->out);
 			clipped = true;
@@ -87,6 +90,8 @@ static void emit_phase(Emit *e, Phase ph, const char *sig, const char *ret)
 				progress |= ph == PH_BACKWARD && emit_bucket_async(&fp->b[k]);
 			}
 	}
+	if (!checked) /* no update: train.input_grads alone */
+		emit_loss_scale_update_start(e);
 	emit_seq_end(e);
 	if (ret)
 		fprintf(e->out, "\treturn %s;\n", ret);

@@ -219,8 +219,12 @@ bool pass_ps(Compilation *c);
 bool pass_placement(Compilation *c);
 bool pass_fusion(Compilation *c);
 bool pass_strategy_ckpt(Compilation *c);
-/* clip_grad_norm: the update phase's gradients all before its updates (passes/clip.c) */
+/* clip_grad_norm: the update phase's gradients all before its updates;
+ * under a loss scale, its sums over devices (passes/clip.c) */
 bool pass_clip(Compilation *c);
+/* Whether n sums partial values over devices into a whole value (what a
+ * loss scale's check reads, codegen/loss_scale_c.c) */
+bool clip_completes_sum(const Node *n);
 bool pass_update_runs(Compilation *c);
 bool pass_memplan(Compilation *c);
 

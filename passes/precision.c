@@ -282,13 +282,6 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	else
 		s = NULL;
 	Node *r = down ? down->in[0]->def : NULL;
-	/* under a loss scale the update's overflow check reads what the
-	 * backward pass made: summed first, the whole gradient is rounded to
-	 * f16 as stand-alone rounds it and overflows where it does; each
-	 * device's part rounded alone does not (staged.net f16 @4, dynamic
-	 * scale: 2 of 4 steps skipped against stand-alone's 3) */
-	if (g->train.loss_scale_kind != LS_NONE)
-		return 0;
 	if (up->op != OP_CAST || up->attr.to != DT_F32 || !down || down->op != OP_CAST || !narrow(down->attr.to) ||
 	    !r || r->op != OP_REDISTRIBUTE || r->phase != PH_BACKWARD || !r->attr.plan || !r->in[0]->layout ||
 	    !r->in[0]->layout->partial || r->out->layout->partial || readers[r->out->id] != 1 ||
@@ -452,11 +445,12 @@ static bool narrow_grad_sum(const Graph *g, int i, const int *readers)
  * collectives against the f32 sums' 3, a predicted step 6.5 times as
  * long, though half the bytes). The same operations on the same values,
  * later: only with one micro-step and one stage (else the gradient is
- * accumulated in f32 in the backward pass, after the cast) and without a
- * loss scale (whose overflow check reads what the backward pass made). */
+ * accumulated in f32 in the backward pass, after the cast). Under a loss
+ * scale the check reads the narrow sums where the buckets bring them,
+ * before the first update (codegen/loss_scale_c.c). */
 static void narrow_sums_in_update(Graph *g)
 {
-	if (g->nmicro > 1 || g->par.pipeline_stages > 1 || g->train.loss_scale_kind != LS_NONE)
+	if (g->nmicro > 1 || g->par.pipeline_stages > 1)
 		return;
 	int *readers = ARENA_NEWN(g->arena, int, g->nvalues);
 	for (int i = 0; i < g->nnodes; i++)

@@ -52,8 +52,7 @@ static bool f32_grad_part(const Graph *g, ParallelMode mode, int pos, const Node
 {
 	const ParallelConfig *pc = &g->par;
 	bool semi = mode == PM_SEMI_AUTO_PARALLEL || mode == PM_AUTO_PARALLEL;
-	/* not under a loss scale: precision.c's sum_after_casts says why */
-	return n->phase != PH_FORWARD && g->train.loss_scale_kind == LS_NONE && !n->in[0]->grad_of && (pc->force_fp32_communication ||
+	return n->phase != PH_FORWARD && !n->in[0]->grad_of && (pc->force_fp32_communication ||
 	       (semi && pc->gradient_fp32_sync)) && grad_part(g, pos, n->out);
 }
 

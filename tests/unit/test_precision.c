@@ -433,16 +433,22 @@ Test(precision, tied_gradient_summed_once_a_step)
 	tied_sums(amp_narrow, 2, &backward, &update, &dt);
 	cr_expect_eq(backward, 2, "gradient_fp32_sync = false: the parts summed narrow, %d", backward);
 	cr_expect_eq(dt, DT_F16);
-	/* under a loss scale the parts are summed before amp's casts round
-	 * them, as before the f32 parts: the overflow check then decides as
-	 * stand-alone does (each device's part rounded to f16 alone fitted
-	 * where the whole did not: @4 with a dynamic scale, 2 of 4 steps
-	 * skipped against stand-alone's 3) */
-	static const char *const amp_scaled[] = {"train.amp_level=O2", "train.micro_size=1", "pipeline_stages=1",
-	                                         "train.loss_scale=dynamic"};
-	tied_sums(amp_scaled, 4, &backward, &update, &dt);
-	cr_expect_eq(update, 0, "loss_scale: %d sums of emb's gradient in the update phase", update);
-	cr_expect_gt(backward, 0);
+	/* under a loss scale too, with one micro-step or four on two stages:
+	 * the overflow check reads the f32 sum, in the update, before any
+	 * update (codegen/loss_scale_c.c); it ran before amp's casts, a
+	 * micro-batch, so that the check read what stand-alone's whole
+	 * gradient is (each device's part rounded to f16 alone fitted where
+	 * the whole did not: @4 with a dynamic scale, 2 of 4 steps skipped
+	 * against stand-alone's 3, before the check read the sums) */
+	static const char *const amp_scaled[] = {"train.amp_level=O2", "train.loss_scale=dynamic", "train.micro_size=1",
+	                                         "pipeline_stages=1"};
+	for (int k = 0; k < 2; k++) {
+		tied_sums(amp_scaled, k ? 4 : 2, &backward, &update, &dt);
+		cr_expect_eq(backward, 0, "loss_scale (%s): %d sums of emb's gradient in the backward pass",
+		             k ? "one stage" : "two stages", backward);
+		cr_expect_eq(update, 1);
+		cr_expect_eq(dt, DT_F32);
+	}
 }
 
 /* staged.net with its table split by rows (the embedding 2 ways, the head
@@ -526,13 +532,14 @@ static int count_in(const char *text, const char *end, const char *what)
  * f16, its tied table's gradient made on both stages), refused before
  * ("not supported with pipeline stages or micro_size > 1 yet"): the seed
  * scaled once a step, before the passes; in the update, each of the three
- * accumulated gradients checked on the stage that holds it, the f32 sum
- * over the micro-steps against f16's largest value (stand-alone rounds the
- * step's whole gradient to f16; checked for Inf alone, mlp in f16 with 2
- * micro-steps took steps stand-alone skipped, ended at scale 524288
- * against stand-alone's 262144 and its losses 11% off stand-alone's in
- * 30 steps), one agreement over the world before any update, and
- * each gradient unscaled on its stage before its update. */
+ * accumulated gradients summed over devices (once a step, as without a
+ * scale) and the sum checked on the stage that holds it, the f32 sum over
+ * the micro-steps and devices against f16's largest value (stand-alone
+ * rounds the step's whole gradient to f16; checked for Inf alone, mlp in
+ * f16 with 2 micro-steps took steps stand-alone skipped, ended at scale
+ * 524288 against stand-alone's 262144 and its losses 11% off stand-alone's
+ * in 30 steps), one agreement over the world after the sums and before any
+ * update, and each gradient unscaled on its stage before its update. */
 Test(precision, loss_scale_on_pipeline_stages)
 {
 	static const char *const ls[] = {"train.amp_level=O2", "train.loss_scale=dynamic"};
@@ -553,12 +560,75 @@ Test(precision, loss_scale_on_pipeline_stages)
 	const char *agree = strstr(upd, "if (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, opt_step))\n\t\t\treturn;");
 	cr_expect(agree && agree < first, "the decision is not agreed before the first update");
 	cr_expect_eq(count_in(upd, end, "nrt_loss_scale_step"), 1);
-	int st0 = count_in(upd, end, "if (my_stage == 0) overflow_ |= !nrt_all_within(NRT_REAL, acc_");
-	int st1 = count_in(upd, end, "if (my_stage == 1) overflow_ |= !nrt_all_within(NRT_REAL, acc_");
+	int st0 = count_in(upd, end, "if (my_stage == 0) overflow_ |= !nrt_all_within(NRT_REAL, v_");
+	int st1 = count_in(upd, end, "if (my_stage == 1) overflow_ |= !nrt_all_within(NRT_REAL, v_");
 	cr_expect(st0 >= 1 && st1 >= 1 && st0 + st1 == 3, "checks: %d on stage 0, %d on stage 1", st0, st1);
 	cr_expect_eq(count_in(upd, end, ", 65504); /* "), 3, "%.*s", (int)(end - upd), upd);
-	cr_expect_eq(count_in(upd, first, "/ loss_scale.scale)"), 2, "emb and first.w unscaled before their run's call");
+	cr_expect_eq(count_in(upd, end, ", summed over devices */"), 3);
+	if (agree) {
+		cr_expect_eq(count_in(upd, agree, "nrt_allreduce("), 3, "the sums are not all done before the check");
+		cr_expect_eq(count_in(agree, end, "nrt_allreduce("), 0);
+	}
+	cr_expect_eq(count_in(upd, first, "/ loss_scale.scale)"), 1, "emb unscaled before its call");
 	cr_expect_eq(count_in(upd, end, "/ loss_scale.scale)"), 3);
 	free(text);
 	compile_done(&c);
+}
+
+/* Under a loss scale the gradients are summed over devices where they are
+ * without one: once a step, in the update, on the f32 sum of each
+ * device's rounded parts (the check reads the sums there). They were
+ * summed before amp's casts, in the backward pass of every micro-batch:
+ * mlp in f16 at DP 2 x MP 2 with 2 micro-batches on 2 stages @8, 836,117
+ * bytes a step on rank 0 against 434,702. The bytes a device sends a
+ * step, the backward pass's once a micro-batch, and the collectives in
+ * each phase are the unscaled program's, with micro-steps, on pipeline
+ * stages and with neither (fused buckets). */
+static void step_comm(const char *path, const char *const *defs, int ndefs, int64_t *bytes, int *backward,
+                      int *update)
+{
+	Compilation c;
+	cr_assert(compile_with(&c, path, defs, ndefs, false, 0), "%s did not compile", path);
+	*bytes = *backward = *update = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->op != OP_REDISTRIBUTE || !n->attr.plan)
+			continue;
+		*bytes += n->attr.plan->send_bytes * (n->phase == PH_UPDATE ? 1 : c.g->nmicro);
+		*backward += n->phase == PH_BACKWARD;
+		*update += n->phase == PH_UPDATE;
+	}
+	compile_done(&c);
+}
+
+Test(precision, loss_scale_sums_as_unscaled)
+{
+	static const struct {
+		const char *path;
+		const char *defs[4];
+		int ndefs;
+	} cases[] = {
+	    {"tests/e2e/pipeline/staged.net", {"train.amp_level=O2"}, 1},
+	    {"samples/mlp.net", {"train.amp_level=O2", "train.micro_size=2"}, 2},
+	    {"samples/mlp.net", {"train.amp_level=O2", "force_fp32_communication=true", "train.micro_size=2"}, 3},
+	    {"samples/mlp.net", {"train.amp_level=O2"}, 1},
+	    {"samples/mlp.net", {"train.amp_level=O2", "gradient_fp32_sync=false"}, 2},
+	    {"samples/llama.net", {"train.amp_level=O2", "DP=2", "MP=2", "PP=2"}, 4},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		const char *defs[5];
+		memcpy(defs, cases[k].defs, sizeof cases[k].defs);
+		int n = cases[k].ndefs;
+		int64_t bytes0, bytes1;
+		int backward0, update0, backward1, update1;
+		step_comm(cases[k].path, defs, n, &bytes0, &backward0, &update0);
+		defs[n] = "train.loss_scale=dynamic";
+		step_comm(cases[k].path, defs, n + 1, &bytes1, &backward1, &update1);
+		cr_expect_eq(bytes1, bytes0, "%s %s: %lld bytes a step under a loss scale against %lld", cases[k].path,
+		             defs[n - 1], (long long)bytes1, (long long)bytes0);
+		cr_expect(backward1 == backward0 && update1 == update0,
+		          "%s %s: collectives backward %d update %d under a loss scale against %d %d", cases[k].path,
+		          defs[n - 1], backward1, update1, backward0, update0);
+		cr_expect_gt(update0, 0, "%s: no sum in the update", cases[k].path);
+	}
 }
