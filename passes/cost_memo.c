@@ -63,15 +63,26 @@ static Table shared, forms;
  * Written, each of its pages would be copied (fork's copy on write):
  * at GPT-3 x 1024 a child's fills touched most of the shared table's
  * pages, and faults were a third of the parallel screens' overhead. */
-static struct {
-	bool on;
+typedef struct Own {
 	CostMemoEntry *tab;
 	size_t cap, n;
-} own;
+} Own;
+static bool logging;         /* cost_memo_log_start to cost_memo_logged */
+static Own own;
+/* and its new forms, the same way: a child that kept none planned every
+ * pair of a form again (each form's pairs differ in the sizes of dims
+ * left out), and sent its prices as exact entries, which the parent,
+ * looking up the form first, never read: it planned them all again.
+ * At GPT-3 x 1024 with two jobs the parent alone planned 1.38M forms,
+ * 1.50M in all with one job. */
+static Own own_forms;
+static uint32_t own_steps_base; /* the steps of the parent at the start (ids below it are the parent's) */
+static uint32_t forms_step_count(void);
 
 void cost_memo_log_start(void)
 {
-	own.on = true;
+	logging = true;
+	own_steps_base = forms_step_count();
 }
 
 const CostMemoEntry *cost_memo_logged(size_t *n)
@@ -84,7 +95,7 @@ const CostMemoEntry *cost_memo_logged(size_t *n)
 	 * a later round starts a table of its own, not growing this one
 	 * (which freed the caller's entries) */
 	const CostMemoEntry *t = own.tab;
-	own.on = false, own.tab = NULL, own.cap = own.n = 0;
+	logging = false, own = (Own){0};
 	*n = k;
 	return t;
 }
@@ -105,23 +116,24 @@ static void rehash(CostMemoEntry *t, size_t cap, const CostMemoEntry *from, size
 			*probe(t, cap, (const uint64_t[2]){from[i].h1, from[i].h2}) = from[i];
 }
 
-/* cost_memo_find in a logging child: the shared table's entry where it
- * has one (to read), else one of the child's own table. */
-static CostMemoEntry *own_slot(const uint64_t *h, bool *found)
+/* A lookup in a logging child (parent: the shared table or the forms,
+ * o: the child's own of the kind): parent's entry where it has one (to
+ * read), else one of the child's own table. */
+static CostMemoEntry *own_slot(const Table *parent, Own *o, const uint64_t *h, bool *found)
 {
-	CostMemoEntry *e = shared.cap ? probe(shared.tab, shared.cap, h) : NULL;
+	CostMemoEntry *e = parent->cap ? probe(parent->tab, parent->cap, h) : NULL;
 	if (e && e->h1)
 		return *found = true, e;
-	if (2 * (own.n + 1) > own.cap) {
-		if (own.n + shared.n >= SHARED_MAX)
+	if (2 * (o->n + 1) > o->cap) {
+		if (o->n + parent->n >= SHARED_MAX)
 			return NULL;
-		size_t cap = own.cap ? 2 * own.cap : 1 << 12;
+		size_t cap = o->cap ? 2 * o->cap : 1 << 12;
 		CostMemoEntry *t = xcalloc(cap, sizeof *t);
-		rehash(t, cap, own.tab, own.cap);
-		free(own.tab);
-		own.tab = t, own.cap = cap;
+		rehash(t, cap, o->tab, o->cap);
+		free(o->tab);
+		o->tab = t, o->cap = cap;
 	}
-	e = probe(own.tab, own.cap, h);
+	e = probe(o->tab, o->cap, h);
 	*found = e->h1 != 0;
 	return e;
 }
@@ -272,7 +284,7 @@ void cost_memo_prefetch(const uint64_t *h)
 CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found)
 {
 	*found = false;
-	return own.on ? own_slot(h, found) : table_find(&shared, h, found);
+	return logging ? own_slot(&shared, &own, h, found) : table_find(&shared, h, found);
 }
 
 CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to, DType key, uint64_t *h, bool *found)
@@ -284,7 +296,7 @@ CostMemoEntry *cost_memo_slot(uint64_t fig, const Layout *from, const Layout *to
 void cost_memo_fill(CostMemoEntry *sp, const uint64_t *h, double time, int64_t bytes)
 {
 	*sp = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .time = time, .bytes = bytes};
-	if (own.on)
+	if (logging)
 		own.n++;
 	else
 		shared.n++;
@@ -351,13 +363,9 @@ void cost_form_prefetch(const uint64_t *h)
 CostMemoEntry *cost_form_find(const uint64_t *h, bool *found)
 {
 	*found = false;
-	CostMemoEntry *e;
-	if (own.on) { /* a forked child reads the parent's forms: written, their pages would be copied */
-		e = forms.cap ? probe(forms.tab, forms.cap, h) : NULL;
-		*found = e && e->h1;
-		e = *found ? e : NULL;
-	} else
-		e = table_find(&forms, h, found);
+	/* a forked child reads the parent's forms and keeps its own apart:
+	 * written, the parent's pages would be copied */
+	CostMemoEntry *e = logging ? own_slot(&forms, &own_forms, h, found) : table_find(&forms, h, found);
 	forms_st.served += *found;
 	return e;
 }
@@ -406,20 +414,12 @@ static bool step_id(const CostFormStep *s, uint16_t *id)
 	return true;
 }
 
-bool cost_form_fill(CostMemoEntry *e, const uint64_t *h, const CostFormStep *fwd, int nf, const CostFormStep *rev,
-                    int nr)
+/* The form of nfwd and nrev (their raw bytes: COST_FORM_NO_PLAN for
+ * none) and its n step ids into the empty entry e; false where the pool
+ * is full. */
+static bool form_put(CostMemoEntry *e, const uint64_t *h, uint8_t nfwd, uint8_t nrev, const uint16_t *ids, int n)
 {
-	if (own.on)
-		return false;
-	uint16_t ids[2 * COST_FORM_STEPS];
-	int n = 0;
-	for (int k = 0; k < nf; k++)
-		if (!step_id(&fwd[k], &ids[n++]))
-			return false;
-	for (int k = 0; k < nr; k++)
-		if (!step_id(&rev[k], &ids[n++]))
-			return false;
-	*e = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .form = {.nfwd = (uint8_t)nf, .nrev = (uint8_t)nr}};
+	*e = (CostMemoEntry){.h1 = h[0], .h2 = h[1], .form = {.nfwd = nfwd, .nrev = nrev}};
 	if (n <= COST_FORM_INLINE) {
 		memcpy(e->form.step, ids, sizeof ids[0] * (size_t)n);
 	} else {
@@ -436,8 +436,25 @@ bool cost_form_fill(CostMemoEntry *e, const uint64_t *h, const CostFormStep *fwd
 		forms_st.npool += (size_t)n;
 		e->form.step[0] = (uint16_t)at, e->form.step[1] = (uint16_t)(at >> 16);
 	}
-	forms.n++;
+	if (logging)
+		own_forms.n++;
+	else
+		forms.n++;
 	return true;
+}
+
+bool cost_form_fill(CostMemoEntry *e, const uint64_t *h, const CostFormStep *fwd, int nf, const CostFormStep *rev,
+                    int nr)
+{
+	uint16_t ids[2 * COST_FORM_STEPS];
+	int n = 0;
+	for (int k = 0; k < nf; k++)
+		if (!step_id(&fwd[k], &ids[n++]))
+			return false;
+	for (int k = 0; k < nr; k++)
+		if (!step_id(&rev[k], &ids[n++]))
+			return false;
+	return form_put(e, h, (uint8_t)nf, (uint8_t)nr, ids, n);
 }
 
 CostForm cost_form_of(const CostMemoEntry *e)
@@ -457,4 +474,108 @@ CostFormStats cost_form_stats(void)
 {
 	return (CostFormStats){.forms = forms.n, .steps = forms_st.nstep, .pooled = forms_st.npool,
 	                       .served = forms_st.served};
+}
+
+static uint32_t forms_step_count(void) { return forms_st.nstep; }
+
+/* ---- a child's forms to its parent ------------------------------------------- */
+
+/* The words: the parent's step count at the start (base) and the count
+ * S of the child's new steps; S steps (kind, g, in, splits); the count of
+ * forms; each form's h1, h2, nfwd | nrev << 8, and its ids four to a
+ * word. An id from base on names the child's new step id - base: the
+ * parent, which went on planning meanwhile, gives it an id of its own. */
+static size_t form_words(const CostMemoEntry *e)
+{
+	CostForm f = cost_form_of(e);
+	int n = (f.nfwd > 0 ? f.nfwd : 0) + (f.nrev > 0 ? f.nrev : 0);
+	return 3 + ((size_t)n + 3) / 4;
+}
+
+uint64_t *cost_form_logged(size_t *n)
+{
+	uint32_t base = own_steps_base, S = forms_st.nstep - base;
+	size_t nw = 3 + 4 * (size_t)S, nf = 0;
+	for (size_t i = 0; i < own_forms.cap; i++)
+		if (own_forms.tab[i].h1)
+			nw += form_words(&own_forms.tab[i]), nf++;
+	uint64_t *w = xmalloc(nw * sizeof *w), *p = w;
+	*p++ = base, *p++ = S;
+	for (uint32_t k = base; k < forms_st.nstep; k++) {
+		const CostFormStep *st = &forms_st.step[k];
+		*p++ = (uint64_t)st->kind, *p++ = (uint64_t)st->g, *p++ = (uint64_t)st->in, *p++ = (uint64_t)st->splits;
+	}
+	*p++ = nf;
+	for (size_t i = 0; i < own_forms.cap; i++) {
+		const CostMemoEntry *e = &own_forms.tab[i];
+		if (!e->h1)
+			continue;
+		CostForm f = cost_form_of(e);
+		int m = (f.nfwd > 0 ? f.nfwd : 0) + (f.nrev > 0 ? f.nrev : 0);
+		*p++ = e->h1, *p++ = e->h2, *p++ = (uint64_t)e->form.nfwd | (uint64_t)e->form.nrev << 8;
+		for (int k = 0; k < m; k += 4) {
+			uint64_t x = 0;
+			for (int j = 0; j < 4 && k + j < m; j++)
+				x |= (uint64_t)f.ids[k + j] << 16 * j;
+			*p++ = x;
+		}
+	}
+	free(own_forms.tab);
+	own_forms = (Own){0};
+	*n = nw;
+	return w;
+}
+
+/* A form's ids unpacked and named in this process; false where one names
+ * no step (the words are not a child's) or a step could not be kept. */
+static bool import_ids(const uint64_t *w, int m, uint32_t base, const uint32_t *map, uint32_t S, uint16_t *ids)
+{
+	for (int k = 0; k < m; k++) {
+		uint32_t id = (uint32_t)(w[k / 4] >> 16 * (k % 4) & 0xFFFF);
+		if (id >= base && (id - base >= S || map[id - base] == UINT32_MAX))
+			return false;
+		ids[k] = (uint16_t)(id < base ? id : map[id - base]);
+	}
+	return true;
+}
+
+bool cost_form_import(const uint64_t *w, size_t n)
+{
+	if (n == 0)
+		return true;
+	if (n < 3 || w[0] > forms_st.nstep || w[1] > STEPS_MAX || n < 3 + 4 * w[1])
+		return false;
+	uint32_t base = (uint32_t)w[0], S = (uint32_t)w[1];
+	uint32_t *map = xmalloc((S ? S : 1) * sizeof *map);
+	const uint64_t *p = w + 2;
+	for (uint32_t k = 0; k < S; k++, p += 4) {
+		CostFormStep st = {.kind = (int)p[0], .g = (int64_t)p[1], .in = (int64_t)p[2], .splits = (int64_t)p[3]};
+		uint16_t id;
+		map[k] = step_id(&st, &id) ? id : UINT32_MAX;
+	}
+	const uint64_t *end = w + n;
+	bool ok = true;
+	for (uint64_t f = *p++; ok && f > 0; f--) {
+		if (end - p < 3) {
+			ok = false;
+			break;
+		}
+		uint64_t h[2] = {p[0], p[1]};
+		uint8_t nfwd = (uint8_t)p[2], nrev = (uint8_t)(p[2] >> 8);
+		int m = (nfwd == COST_FORM_NO_PLAN ? 0 : nfwd) + (nrev == COST_FORM_NO_PLAN ? 0 : nrev);
+		size_t words = ((size_t)m + 3) / 4;
+		p += 3;
+		if (m > 2 * COST_FORM_STEPS || (size_t)(end - p) < words || !h[0]) {
+			ok = false;
+			break;
+		}
+		uint16_t ids[2 * COST_FORM_STEPS];
+		bool found;
+		CostMemoEntry *e = import_ids(p, m, base, map, S, ids) ? table_find(&forms, h, &found) : NULL;
+		if (e && !found)
+			form_put(e, h, nfwd, nrev, ids, m);
+		p += words;
+	}
+	free(map);
+	return ok && p == end;
 }

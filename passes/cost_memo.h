@@ -68,10 +68,16 @@ CostMemoEntry *cost_memo_find(const uint64_t *h, bool *found);
  * exact: importing changes no result, it only spares planning it
  * again), up to the bound. */
 void cost_memo_log_start(void);
-/* (the forms below are not sent: a child reads the parent's and keeps
- * none of its own) */
 const CostMemoEntry *cost_memo_logged(size_t *n);
 void cost_memo_import(const CostMemoEntry *e, size_t n);
+/* The forms below the same way: after cost_memo_log_start a child reads
+ * the parent's forms and keeps its new ones apart; cost_form_logged
+ * gives them, with the steps they name that are new, as *n words (the
+ * caller's to free; call it after cost_memo_logged), and
+ * cost_form_import adds them in the parent where absent (false where the
+ * words are not such a log; the forms read before the fault are kept). */
+uint64_t *cost_form_logged(size_t *n);
+bool cost_form_import(const uint64_t *w, size_t n);
 
 /* Plan forms shared by every compilation of the process. Each (stages,
  * micro-batches) candidate of the outer search has its own shapes, so
@@ -92,13 +98,12 @@ typedef struct CostFormStep {
 /* The key of (from, to)'s form into h; false where it has none (redist_form). */
 bool cost_form_key(uint64_t fig, const Layout *from, const Layout *to, int esize, bool back, uint64_t *h);
 /* h's form: *found where kept, else an empty entry to fill with
- * cost_form_fill; NULL where none can be kept (the table full, or a
- * child of cost_memo_log_start, which keeps none). */
+ * cost_form_fill; NULL where none can be kept (the table full). */
 CostMemoEntry *cost_form_find(const uint64_t *h, bool *found);
 void cost_form_prefetch(const uint64_t *h);
 /* Keeps the form's forward plan (nf steps; -1: no plan) and way back
  * reversed (nr; -1: none) in e; false where it cannot (too many distinct
- * steps, a full pool, a child): e stays empty. */
+ * steps, a full pool): e stays empty. */
 enum { COST_FORM_STEPS = 16, COST_FORM_INLINE = 7, COST_FORM_NO_PLAN = 0xFF };
 bool cost_form_fill(CostMemoEntry *e, const uint64_t *h, const CostFormStep *fwd, int nf, const CostFormStep *rev,
                     int nr);

@@ -112,13 +112,14 @@ static _Noreturn void job_child(int fd, pid_t parent, JobRun run, void *ctx)
 	cost_memo_log_start();
 	JobResult r = {0};
 	run(ctx, &r);
-	size_t n;
+	size_t n, nw;
 	const CostMemoEntry *e = cost_memo_logged(&n);
-	r.n = n;
+	const uint64_t *w = cost_form_logged(&nw);
+	r.n = n, r.nform_words = nw;
 	bool sent = write_all(fd, &r, sizeof r);
 	if (fail && strcmp(fail, "kill") == 0)
 		raise(SIGKILL);
-	sent = sent && write_all(fd, e, n * sizeof *e);
+	sent = sent && write_all(fd, e, n * sizeof *e) && write_all(fd, w, nw * sizeof *w);
 	_exit(sent && close(fd) == 0 ? 0 : 1);
 }
 
@@ -151,8 +152,12 @@ bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const 
 bool job_finish(Job *j, const JobName *t, JobResult *r)
 {
 	CostMemoEntry *e = NULL;
+	uint64_t *fw = NULL;
 	bool ok = read_all(j->fd, r, sizeof *r) && r->n <= SIZE_MAX / sizeof *e &&
-	          (!r->n || ((e = malloc(r->n * sizeof *e)) && read_all(j->fd, e, r->n * sizeof *e)));
+	          r->nform_words <= SIZE_MAX / sizeof *fw &&
+	          (!r->n || ((e = malloc(r->n * sizeof *e)) && read_all(j->fd, e, r->n * sizeof *e))) &&
+	          (!r->nform_words ||
+	           ((fw = malloc(r->nform_words * sizeof *fw)) && read_all(j->fd, fw, r->nform_words * sizeof *fw)));
 	const char *why = ok ? NULL : errno ? strerror(errno) : "the result cut short";
 	if (close(j->fd) != 0)
 		fprintf(stderr, "netc: warning: %s:%d: close: %s\n", __FILE__, __LINE__, strerror(errno));
@@ -173,9 +178,14 @@ bool job_finish(Job *j, const JobName *t, JobResult *r)
 	} else if (!ok) {
 		job_fail(__FILE__, __LINE__, "read", why, t);
 	}
-	if (ok)
+	if (ok) {
 		cost_memo_import(e, r->n);
+		if (!cost_form_import(fw, r->nform_words)) /* a fault of ours: the prices stand, planned again where missed */
+			fprintf(stderr, "netc: warning: %s:%d: a screen's plan forms malformed: not all kept\n", __FILE__,
+			        __LINE__);
+	}
 	free(e);
+	free(fw);
 	return ok;
 }
 

@@ -19,7 +19,7 @@ typedef struct Job {
 	bool bound;            /* its bound (search_fit.c's Try.bound), not its screen */
 } Job;
 
-/* What a child sends: this, then n CostMemoEntry. */
+/* What a child sends: this, then n CostMemoEntry and nform_words words. */
 typedef struct JobResult {
 	int32_t ok;            /* the compilation's result */
 	int32_t order_in, order_out; /* the screen's search_order before and after (search.c: the
@@ -27,6 +27,7 @@ typedef struct JobResult {
 	double step, mem;      /* the screen's search_step and search_mem */
 	double floor;          /* a bound's search_floor (its value: search_dp_bound) */
 	uint64_t n;            /* price memo entries that follow (filled by the job, not by run) */
+	uint64_t nform_words;  /* then the words of its plan forms (cost_form_logged; the job's too) */
 } JobResult;
 
 /* The candidate a job compiles, as its warnings name it. */

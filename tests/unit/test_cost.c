@@ -865,3 +865,90 @@ Test(cost, memo_log_rounds_are_the_callers)
 	cr_expect_eq(again, sum1, "the first round's entries changed under the caller");
 	free((void *)l1), free((void *)l2);
 }
+
+/* A forked screen's plan forms go to its parent as its prices do: the
+ * child (cost_memo_log_start) reads the parent's forms, keeps its new
+ * ones (found again in the child), and sends them with the steps they
+ * name (cost_form_logged); the parent, which kept a new step of its own
+ * meanwhile (the id the child gave its first new step), imports them
+ * (cost_form_import): each form's steps as the child filled them, the
+ * parent's own forms unchanged, and words cut short refused. */
+static bool step_is(unsigned id, const CostFormStep *want)
+{
+	const CostFormStep *s = cost_form_step(id);
+	return s->kind == want->kind && s->g == want->g && s->in == want->in && s->splits == want->splits;
+}
+
+Test(cost, forms_import_gives_a_childs_forms)
+{
+	uint64_t h1[2], h2[2], h3[2], h4[2];
+	memo_key(0xF001, h1), memo_key(0xF002, h2), memo_key(0xF003, h3), memo_key(0xF004, h4);
+	const CostFormStep sa = {RS_ALLGATHER, 2, 2, 4}, sb = {RS_ALLREDUCE, 8, 4, 16}, sd = {RS_REDUCE_SCATTER, 3, 1, 9};
+	CostFormStep many[9];
+	for (int k = 0; k < 9; k++) /* more than an entry holds: the pool's */
+		many[k] = (CostFormStep){RS_ALLTOALL, 2 + k, 1, 1000 + k};
+	bool found;
+	CostMemoEntry *e = cost_form_find(h1, &found);
+	cr_assert(e && !found);
+	cr_assert(cost_form_fill(e, h1, &sa, 1, NULL, -1));
+	int fd[2];
+	cr_assert(pipe(fd) == 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		cost_memo_log_start();
+		e = cost_form_find(h1, &found);
+		if (!e || !found)
+			_exit(2);
+		e = cost_form_find(h2, &found);
+		if (!e || found) /* a child kept no form of its own */
+			_exit(3);
+		if (!cost_form_fill(e, h2, (CostFormStep[]){sa, sb}, 2, NULL, -1))
+			_exit(4);
+		e = cost_form_find(h3, &found);
+		if (!e || found || !cost_form_fill(e, h3, many, 4, many + 4, 5))
+			_exit(5);
+		e = cost_form_find(h2, &found);
+		if (!e || !found)
+			_exit(6);
+		size_t n, nw;
+		free((void *)cost_memo_logged(&n));
+		uint64_t *w = cost_form_logged(&nw);
+		bool sent = write(fd[1], &nw, sizeof nw) == (ssize_t)sizeof nw &&
+		            write(fd[1], w, nw * sizeof *w) == (ssize_t)(nw * sizeof *w);
+		_exit(sent ? 0 : 7);
+	}
+	close(fd[1]);
+	e = cost_form_find(h4, &found);
+	cr_assert(e && !found);
+	cr_assert(cost_form_fill(e, h4, &sd, 1, NULL, -1));
+	size_t nw;
+	cr_assert(read(fd[0], &nw, sizeof nw) == (ssize_t)sizeof nw && nw > 0 && nw < 1000);
+	uint64_t w[1000];
+	size_t got = 0;
+	for (ssize_t r; got < nw * sizeof *w && (r = read(fd[0], (char *)w + got, nw * sizeof *w - got)) > 0;)
+		got += (size_t)r;
+	close(fd[0]);
+	int status;
+	cr_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "the child failed at its step %d", WEXITSTATUS(status));
+	cr_assert_eq(got, nw * sizeof *w);
+	cr_assert(!cost_form_find(h2, &found) || !found, "the parent holds the child's form before the import");
+	cr_expect_not(cost_form_import(w, nw - 1), "words cut short taken for a log");
+	cr_assert(cost_form_import(w, nw));
+	e = cost_form_find(h2, &found);
+	cr_assert(e && found, "the child's form not found after the import");
+	CostForm f = cost_form_of(e);
+	cr_assert(f.nfwd == 2 && f.nrev == -1, "%d, %d", f.nfwd, f.nrev);
+	cr_expect(step_is(f.ids[0], &sa) && step_is(f.ids[1], &sb), "the child's steps renamed wrong");
+	e = cost_form_find(h3, &found);
+	cr_assert(e && found);
+	f = cost_form_of(e);
+	cr_assert(f.nfwd == 4 && f.nrev == 5, "%d, %d", f.nfwd, f.nrev);
+	for (int k = 0; k < 9; k++)
+		cr_expect(step_is(f.ids[k], &many[k]), "pooled step %d", k);
+	e = cost_form_find(h4, &found);
+	cr_assert(e && found);
+	f = cost_form_of(e);
+	cr_expect(f.nfwd == 1 && step_is(f.ids[0], &sd), "the parent's own form changed by the import");
+}
