@@ -135,6 +135,11 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 	const Node *prev = NULL;
 	for (int i = 0; i < g->nnodes && g->nodes[i]->phase == PH_FORWARD; i++) {
 		const Node *f = g->nodes[i];
+		if (f->out && stages_param_cast(f->out)) { /* not recomputed, nor breaking a region: kept */
+			if (f->out->id < g->nvalues)
+				kept[f->out->id] = true;
+			continue;
+		}
 		bool take = f->ann.recompute && f->out && !(op_info[f->op].flags & OPF_COMM);
 		if (!take || !prev || strcmp(prev->scope ? prev->scope : "", f->scope ? f->scope : "") != 0)
 			r++;
