@@ -153,6 +153,12 @@ void emit_buffers(Emit *e)
 		      "static unsigned char *ws_tr; /* values made and last read in one pass: shared by the slots */\n",
 		      out);
 	}
+	for (int i = 0, any = 0; i < g->nvalues; i++)
+		if (p->kept && p->kept[i]) {
+			if (!any++)
+				fputs("/* amp's narrow weight copies, made once a step (the first micro-batch's forward) */\n", out);
+			emit_decl(e, g->values[i], "static ");
+		}
 	if (g->train.optimizer == OPT_LAMB)
 		fputs("static real *lamb_upd; /* LAMB's update, one parameter at a time */\n"
 		      "static double *lamb_sq;  /* LAMB's squared norms of the parameter and its update */\n", out);
@@ -435,6 +441,9 @@ void emit_alloc(Emit *e)
 		for (int i = 0; i < g->nvalues; i++)
 			if (e->swap[i] && !emit_run_member(e, g->values[i]))
 				fprintf(out, "\tnrt_free(%s);\n", e->swap[i]);
+		for (int i = 0; i < g->nvalues; i++)
+			if (e->c->plan->kept[i])
+				fprintf(out, "\tnrt_free(%s);\n", e->cname[i]);
 		emit_run_frees(e, true);
 	} else {
 		fputs("\tnrt_free(ws);\n", out);

@@ -323,7 +323,10 @@ static void emit_chunk(Emit *e, int chunk, Phase ph)
 				emit_recvs(e, n->out, chunk, ph);
 			continue;
 		}
-		emit_seq_node(e, n);
+		if (n->out && e->c->plan->kept[n->out->id]) /* made once a step: the later micro-batches read it */
+			emit_seq_node_in(e, n, "\tif (micro == 0) {\n", "\t}\n");
+		else
+			emit_seq_node(e, n);
 		if (!n->out)
 			continue;
 		emit_sends(e, n->out);
@@ -475,6 +478,16 @@ void emit_sched_alloc(Emit *e)
 			             lnumel(g->values[i]) * (e->o->f64 ? 8 : 4));
 		}
 	}
+	for (int i = 0; i < g->nvalues; i++) /* amp's weight copies (memplan.c, kept_casts), on the cast's stage */
+		if (p->kept[i]) {
+			const Value *v = g->values[i];
+			int st = v->def->ann.stage;
+			bool one = g->nstages > 1 && st >= 0 && st < 64;
+			fprintf(out, "\t%s%s = nrt_alloc(NRT_MEM_WORKSPACE, %" PRId64 ", sizeof(%s));\n",
+			        one ? arena_printf(&e->c->arena, "if (my_stage == %d)\n\t\t", st) : "", e->cname[i], lnumel(v),
+			        ctype(v->dtype));
+			emit_planned(e, one ? 1ull << st : ~(uint64_t)0, MEM_WORKSPACE, lnumel(v) * emit_csize(e, v->dtype));
+		}
 	for (int i = 0; i < g->ninputs && emit_micro_input_grads(e); i++) {
 		const Value *gx = g->inputs[i]->grad;
 		if (!gx)

@@ -11,6 +11,7 @@
 #include "../ir/sharding.h"
 #include "cost.h"
 #include "explain_machine.h"
+#include "memplan.h"
 #include "fuse.h"
 #include "fusion.h"
 #include "op_comm.h"
@@ -102,6 +103,7 @@ static bool calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 	const MachineProfile *p = machine_profile(m, t->ranks);
 	if (!p)
 		return false;
+	const bool *kept = memplan_kept(c);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (c->infer && n->phase != PH_FORWARD)
@@ -115,7 +117,11 @@ static bool calibrated_compute(Compilation *c, const Machine *m, ExplainTotals *
 		if (n->phase >= PH_FORWARD && n->phase <= PH_UPDATE)
 			t->phase[n->phase] += s;
 		t->overhead += p->op_overhead;
-		add_compute(t, n, n->phase, s);
+		/* amp's weight copies, made once a step (memplan.c, kept_casts):
+		 * in the first micro-batch's forward pass, priced as the update
+		 * is, once on its stage after the passes -- where the first
+		 * stage waits for them, as every later pass then does */
+		add_compute(t, n, n->out && kept[n->out->id] ? PH_UPDATE : n->phase, s);
 	}
 	t->input = cost_input_time(p, g);
 	t->compute = t->gemm + t->other + t->input;
@@ -433,7 +439,7 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 
 /* One operator's compute in the search's model: the backward pass costs
  * twice the forward. */
-static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, ExplainTotals *t)
+static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, ExplainTotals *t, bool kept)
 {
 	bool tr = training(c);
 	Strategy s = used_strategy(c, n);
@@ -444,7 +450,9 @@ static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *
 	else
 		sec = cost_compute(m, n, &r, tr);
 	t->compute += sec;
-	add_compute(t, n, PH_FORWARD, tr ? sec / 3 : sec);
+	/* a weight's narrow copy made once a step: its forward part once
+	 * (calibrated_compute), as the search's vertex_unary prices it */
+	add_compute(t, n, kept ? PH_UPDATE : PH_FORWARD, tr ? sec / 3 : sec);
 	if (tr)
 		add_compute(t, n, PH_BACKWARD, sec - sec / 3);
 }
@@ -542,6 +550,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	               .nstages = g->nstages};
 	bool tr = training(c);
 	bool measured = machine_calibrated(m) && calibrated_compute(c, m, t);
+	const bool *kept = memplan_kept(c);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		int st = chunk_of(t, n) % t->nstages;
@@ -572,11 +581,11 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		if (!search_node_searchable(n))
 			continue;
 		if (!measured)
-			model_compute(c, &cx, m, n, t);
+			model_compute(c, &cx, m, n, t, kept[n->out->id]);
 		const Layout *l = n->out->layout;
 		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * compilation_elem_size(c, n->out->dtype);
 		t->memory += b;
-		act[st] += b;
+		*(kept[n->out->id] ? &fixed[st] : &act[st]) += b; /* held over the step, not a slot's */
 	}
 	for (int i = 0; i < g->nparams; i++) {
 		Value *p = g->params[i];

@@ -150,7 +150,7 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 	int64_t high = 0, thigh = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (n->out && here[n->out->id] && !n->out->host) {
+		if (n->out && here[n->out->id] && !n->out->host && !c->plan->kept[n->out->id]) {
 			Value *v = n->out;
 			transient[v->id] = n->ann.stage == stage && !multi[v->id] && last[v->id] < g->nnodes;
 			FreeList *f = transient[v->id] ? &ft : &fl;
@@ -442,7 +442,8 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 		const Bucket *early = early_bucket(c, n);
 		for (int m = 0; m <= (early ? early->n : 0); m++) {
 			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
-			if (!v || offset[v->id] >= 0 || v->host) /* host values: their own allocations */
+			if (!v || offset[v->id] >= 0 || v->host || c->plan->kept[v->id]) /* host values, kept
+			                                                                    * copies: their own allocations */
 				continue;
 			int64_t off, size = align_up(value_bytes(c, v));
 			int r = run_block_of(c, v, &off);
@@ -564,6 +565,62 @@ static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool
 	return true;
 }
 
+/* amp casts each weight to its narrow type in the forward pass (a cast
+ * of a parameter: stages_param_cast). With micro-batches the copy is the
+ * same in all of them, so the program makes it once a step, in the first
+ * micro-batch's forward pass (codegen/pipeline_c.c), into a buffer of its
+ * own held over the step, which every micro-batch's readers read: the
+ * casts a step fall from micro_size x (1 + recompute) per weight to one
+ * (10.7 ms a micro-batch on GPT-3's first stage, twice with recompute).
+ * Only where every reader runs in the cast's own chunk: a copy sent to
+ * another chunk or stage (a tied weight's) goes each micro-batch, into
+ * the receiver's workspace, as before. Optimizer parallel: the cast reads
+ * the gathered copy (not a parameter), so it stays per micro-batch --
+ * gathered and cast again each micro-batch, as MindSpore's pipelines
+ * gather a sharded weight each micro-batch: the kept copy would be the
+ * whole weight, which sharding is there to avoid. */
+/* By value id: whether it is such a copy, in one pass over the readers */
+const bool *memplan_kept(Compilation *c)
+{
+	return c->plan && c->plan->kept ? c->plan->kept : memplan_kept_in(&c->arena, c->g);
+}
+
+const bool *memplan_kept_in(Arena *a, const Graph *g)
+{
+	bool *kept = ARENA_NEWN(a, bool, g->nvalues + 1);
+	if (g->nmicro <= 1)
+		return kept;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->out && stages_param_cast(n->out) && !n->out->host)
+			kept[n->out->id] = true;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin; j++)
+			if (kept[n->in[j]->id] && n->chunk != n->in[j]->def->chunk)
+				kept[n->in[j]->id] = false;
+	}
+	return kept;
+}
+
+static void kept_casts(Compilation *c, MemPlan *p)
+{
+	Graph *g = c->g;
+	p->kept = NULL;
+	p->kept = (bool *)memplan_kept(c);
+	if (g->nstages > 1)
+		p->stage_kept = ARENA_NEWN(&c->arena, int64_t, g->nstages);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (!n->out || !p->kept[n->out->id])
+			continue;
+		p->kept_bytes += value_bytes(c, n->out);
+		if (p->stage_kept && n->ann.stage >= 0 && n->ann.stage < g->nstages)
+			p->stage_kept[n->ann.stage] += value_bytes(c, n->out);
+	}
+}
+
 /* By value id: the node position of its last reader (-1: none). */
 static int *lifetimes(Compilation *c)
 {
@@ -661,6 +718,8 @@ bool pass_memplan(Compilation *c)
 	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
 	int nv = g->nvalues;
 	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
+	c->plan = p; /* the planners ask it which values are kept (kept_casts) */
+	kept_casts(c, p);
 	int *last = lifetimes(c);
 	bool bias;
 	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);
@@ -726,9 +785,20 @@ bool pass_memplan(Compilation *c)
 
 /* A stage's workspace (its slots and the shared region), parameters,
  * their gradients and state. */
+/* ", narrow weight copies N" where there are any (kept_casts) */
+static const char *kept_str(int64_t bytes)
+{
+	static char buf[64];
+	if (!bytes)
+		return "";
+	snprintf(buf, sizeof buf, ", narrow weight copies %" PRId64, bytes);
+	return buf;
+}
+
 static int64_t stage_total(const MemPlan *p, int s)
 {
-	return p->stage_slots[s] * p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s];
+	return p->stage_slots[s] * p->stage_peak[s] + p->stage_transient[s] + 2 * p->stage_params[s] + p->stage_state[s] +
+	       p->stage_kept[s];
 }
 
 void memplan_report(const MemPlan *p, FILE *out)
@@ -740,12 +810,14 @@ void memplan_report(const MemPlan *p, FILE *out)
 				big = s;
 		fprintf(out,
 		        "memory per device, pipeline stage %d (the largest of %d): activations and gradients peak %" PRId64
-		        " bytes a micro-batch slot (%" PRId64 " shared), parameters %" PRId64 ", optimizer state %" PRId64 "\n",
-		        big, p->nstages, p->stage_peak[big], p->stage_transient[big], p->stage_params[big], p->stage_state[big]);
+		        " bytes a micro-batch slot (%" PRId64 " shared), parameters %" PRId64 ", optimizer state %" PRId64
+		        "%s\n",
+		        big, p->nstages, p->stage_peak[big], p->stage_transient[big], p->stage_params[big], p->stage_state[big],
+		        kept_str(p->stage_kept[big]));
 		return;
 	}
 	fprintf(out,
 	        "memory per device: activations and gradients peak %" PRId64 " bytes (%" PRId64
-	        " without reuse), parameters %" PRId64 ", optimizer state %" PRId64 ", inputs %" PRId64 "\n",
-	        p->peak, p->naive, p->params, p->state, p->inputs);
+	        " without reuse), parameters %" PRId64 ", optimizer state %" PRId64 ", inputs %" PRId64 "%s\n",
+	        p->peak, p->naive, p->params, p->state, p->inputs, kept_str(p->kept_bytes));
 }

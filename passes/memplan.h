@@ -31,7 +31,22 @@ struct MemPlan {
 	int64_t *stage_params;  /* [stage]: parameter bytes the stage holds: its own and its copies of tied weights it reads */
 	int64_t *stage_state;   /* [stage]: their optimizer state bytes */
 	const int *stage_slots; /* [stage]: the micro-batch slots the schedule keeps there (schedule.h) */
+	/* amp's narrow copies of the weights, with micro-batches: each made
+	 * once a step, by the first micro-batch's forward pass, and read by
+	 * every micro-batch's passes (recomputed forwards too), so each has a
+	 * buffer of its own outside the workspace, held over the whole step
+	 * as the master weight is (memplan.c, kept_casts). */
+	bool *kept;             /* by value id: such a copy (offset -1) */
+	int64_t kept_bytes;     /* their bytes, all stages */
+	int64_t *stage_kept;    /* pipelines: [stage] their bytes there */
 };
+
+/* By value id: the weights' narrow copies that the compiled program
+ * makes once a step and keeps over it (MemPlan.kept): the plan's, or
+ * before there is one (explain's and the searches' estimates) the same
+ * rule on the graph as it stands. */
+const bool *memplan_kept(Compilation *c);
+const bool *memplan_kept_in(Arena *a, const Graph *g);
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
  * taking `real_size` bytes an element (4, or 8 with --precision f64);

@@ -7,7 +7,7 @@
  * end of their forward use, so the activation peak falls; the values are
  * the same kernels on the same inputs, so results are bit-identical.
  * What a region reads from outside it (its inputs, the parameters) is
- * kept, as a checkpoint. Communication inside a region is recomputed too
+ * kept, as a checkpoint, and so is amp's narrow copy of a weight. Communication inside a region is recomputed too
  * when mp_comm_recompute is set (the default): the sharding pass gives the
  * copies their own redistributions. */
 #include <string.h>
@@ -99,6 +99,12 @@ bool pass_recompute(Compilation *c)
 	int n = 0;
 	for (int i = 0; i <= nfwd; i++) {
 		Node *f = i < nfwd ? g->nodes[i] : NULL;
+		/* amp's cast of a weight is not recomputed: the backward pass
+		 * reads the forward's narrow copy, which is kept (a micro-batch's
+		 * workspace, or over the step: memplan.c, kept_casts), as Megatron
+		 * keeps its bf16 weights; a region goes on across it */
+		if (f && f->out && stages_param_cast(f->out))
+			continue;
 		bool take = f && f->ann.recompute && f->out && !(op_info[f->op].flags & OPF_COMM);
 		if (n && (!take || !same_region(region[n - 1], f))) {
 			/* only regions whose values the backward pass reads need copies */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../ir/layout.h"
+#include "memplan.h"
 
 /* ---- the search graph -------------------------------------------------------- */
 
@@ -134,6 +135,11 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 	const Node *prev = NULL;
 	for (int i = 0; i < g->nnodes && g->nodes[i]->phase == PH_FORWARD; i++) {
 		const Node *f = g->nodes[i];
+		if (f->out && stages_param_cast(f->out)) { /* not recomputed, nor breaking a region: kept */
+			if (f->out->id < g->nvalues)
+				kept[f->out->id] = true;
+			continue;
+		}
 		bool take = f->ann.recompute && f->out && !(op_info[f->op].flags & OPF_COMM);
 		if (!take || !prev || strcmp(prev->scope ? prev->scope : "", f->scope ? f->scope : "") != 0)
 			r++;
@@ -233,8 +239,9 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	 * 32 x 128: 2.44e11 against 1.23e11) */
 	DType held = s->held && n->id < s->nvertex_of && s->held[n->id] != DT_F32 ? s->held[n->id] : n->out->dtype;
 	double m = cd->r.out && kept ? (double)shape_numel(&cd->r.out->slice) * search_elem_size(s, held) : 0;
-	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages)
-		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight */
+	bool once_cast = s->once_casts && n->out && s->once_casts[n->out->id];
+	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !once_cast)
+		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight (a weight's copy: once) */
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = n->in[i];
 		if (x->kind == VK_PARAM && first_read[i]) {
@@ -256,6 +263,13 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	double lse_mem;
 	t += search_vocab_lse_gather(s, n, &cd->r, &lse_mem);
 	m += lse_mem;
+	/* amp's narrow copy of a weight, made once a step (memplan.c,
+	 * kept_casts): its forward third (explain's model_compute) once */
+	if (once_cast) {
+		double f = s->training ? cd->compute / 3 : cd->compute;
+		t -= f;
+		step += f;
+	}
 	*cost = s->w_micro * t + s->w_step * step;
 	*once = step;
 	*mem = m;
@@ -349,6 +363,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	s->cx = (ShardCtx){.arena = a, .diag = NULL, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	                   .nstages = g->nstages};
 	s->training = training;
+	s->once_casts = memplan_kept_in(a, g);
 	/* the gradient all-reduces pass_fusion packs into buckets (under the
 	 * conditions it packs them, passes/fusion.c): one collective a bucket
 	 * on any machine, as explain's fused_member prices it */

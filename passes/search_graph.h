@@ -142,6 +142,9 @@ typedef struct Search {
 	 * result (DT_F32: none), the type the program holds it in (pass_narrow
 	 * computes the operator on narrow values, without the cast); NULL: none */
 	DType *held;
+	/* value id -> amp's narrow copy of a weight that the program makes
+	 * once a step (memplan.h, memplan_kept_in): its forward priced once */
+	const bool *once_casts;
 	int nvertex_of;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and

@@ -97,6 +97,9 @@ case_ transformer_bf16 1 FAKE_CUBLASLT_STATS=1 -- "$work/tbf.net" $SA
 sed 's/f32\[/bf16[/g' tests/e2e/models/vocab_partial.net >"$work/vbf.net"
 case_ vocab_bf16 2 FAKE_CUDA_DEVICES=2 -- "$work/vbf.net"
 case_ transformer_amp_o2 1 -- samples/transformer.net $SA -D train.amp_level=O2 -D train.amp_dtype=bf16
+# micro-batches: each weight's bf16 copy made once a step in device memory
+# of its own (if (micro == 0)), read by every micro-batch (memplan.c, kept_casts)
+case_ transformer_amp_o2_micro 1 -- samples/transformer.net $SA -D train.amp_level=O2 -D train.amp_dtype=bf16 -D train.micro_size=2
 case_ mlp_semi 4 NETC_COMM=host -- samples/mlp.net
 case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net
 case_ transformer 8 NETC_COMM=host -- samples/transformer.net

@@ -256,6 +256,50 @@ if timeout 120 $NETC build samples/llama.net $AMP -D DP=2 -D MP=2 -D PP=1 -D dev
 else
 	bad "amp_level O2 llama DP 2 x MP 2 @4: $r"
 fi
+# amp casts each weight to bf16 once a step, in the first micro-batch,
+# and every micro-batch, pipeline schedule and recomputed forward reads
+# that copy (passes/memplan.c, kept_casts): the sample transformer at O2
+# bf16, micro_size 4, with its layers recomputed equals the run without
+# recompute bit for bit (checkpoints; amp_prices/weights_cast_once_a_step
+# counts the casts), its source guards each weight's cast with `if (micro
+# == 0)`, and on 2 stages (DP 2 x MP 2 @8: 1f1b, gpipe) and interleaved
+# (deep.net, 4 stages x 2 chunks @8) it trains as stand-alone O2 at the
+# same micro_size does, within 2e-3 (3 steps). Bit for bit equal to the
+# build that cast each micro-batch (checked by hand against 30ebbb0).
+sed 's/Layer(h, B, T, D, H) as layers/Layer(h, B, T, D, H).recompute() as layers/' $TF >"$work/trc.net"
+MB4="-D train.micro_size=4 -D dataset_strategy=full_batch"
+PP2="-D DP=2 -D MP=2 -D device_num=8 -D pipeline_stages=2"
+once() { # NAME NP REF MODEL ARGS...: NAME's 3 steps against REF's, losses within 2e-3
+	name=$1 np=$2 ref=$3; shift 3
+	if timeout 120 $NETC build "$@" $AMP -o "$work/$name" >"$work/$name.b" 2>&1 &&
+		timeout 120 tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 3 --log "$work/$name.csv" --quiet &&
+		r=$($B/tools/losscompare "$work/$ref.csv" "$work/$name.csv" --rtol 2e-3 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
+		ok "amp weights cast once a step: $name = $ref within 2e-3 ($r)"
+	else
+		bad "amp weights cast once a step: $name vs $ref: $r $(grep -m1 error "$work/$name.b")"
+	fi
+}
+if timeout 120 $NETC build "$work/trc.net" -D parallel_mode=stand_alone $AMP $MB4 --emit-c "$work/once.src" -o "$work/once_rc" \
+	>/dev/null 2>&1 && timeout 120 $NETC build $TF -D parallel_mode=stand_alone $AMP $MB4 -o "$work/once_sa" >/dev/null 2>&1 &&
+	timeout 120 "$work/once_rc" --steps 3 --log "$work/once_rc.csv" --save "$work/once_rc.st" --quiet &&
+	timeout 120 "$work/once_sa" --steps 3 --log "$work/once_sa.csv" --save "$work/once_sa.st" --quiet &&
+	cmp -s "$work/once_rc.st" "$work/once_sa.st" &&
+	[ "$(cut -d, -f2 "$work/once_rc.csv")" = "$(cut -d, -f2 "$work/once_sa.csv")" ]; then
+	k=$(cat "$work/once.src"/*.c | grep -c 'if (micro == 0) {')
+	[ "$k" -gt 0 ] && ok "amp weights cast once a step: recomputed = not recomputed bit for bit, micro_size 4 ($k casts in the first micro-batch)" ||
+		bad "amp weights cast once a step: no cast guarded by the first micro-batch"
+else
+	bad "amp weights cast once a step: recomputed transformer O2 differs from the plain one at micro_size 4 (or build/run)"
+fi
+once once_pp2 8 once_sa "$work/trc.net" $PP2 $MB4
+once once_gpipe 8 once_sa $TF $PP2 $MB4 '-D pipeline_config={pipeline_scheduler="gpipe"}'
+if timeout 120 $NETC build tests/e2e/pipeline/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=8 $AMP \
+	-o "$work/deep_sa" >/dev/null 2>&1 && timeout 120 "$work/deep_sa" --steps 3 --log "$work/deep_sa.csv" --quiet; then
+	once once_inter 8 deep_sa tests/e2e/pipeline/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 \
+		'-D pipeline_config={pipeline_interleave=true}'
+else
+	bad "amp weights cast once a step: stand-alone deep.net O2 (build or run)"
+fi
 # loss scaling (issue 12.6). A power-of-two scale is exact in binary
 # floating point: mlp f32 at 4 ranks (data parallel, fused gradient
 # buckets) with loss_scale = 1024 computes the very losses of the run

@@ -17,6 +17,7 @@
 #include "ir/redistribute.h"
 #include "passes/explain.h"
 #include "passes/fusion.h"
+#include "passes/memplan.h"
 
 /* samples/transformer.net at O2 bf16, 8-way data parallel, 4
  * micro-batches: no stage, no model split, so what is left to price is
@@ -308,4 +309,93 @@ Test(amp_prices, memory_estimate_holds_narrow_results)
 		compile_done(&c);
 	}
 	cr_expect(ratio[1] <= ratio[0] * 1.05, "estimate over compiled bytes: %.3f at O2 bf16, %.3f in f32", ratio[1], ratio[0]);
+}
+
+/* The casts of weights to bf16 that the compiled program runs a step:
+ * each `cast(P)` of a parameter P in the emitted C (routines not shared,
+ * so each node's call is written once), counted once where the program
+ * runs it only in the first micro-batch (`if (micro == 0)`), micro_size
+ * times where it runs in every micro-batch's pass. *weights: how many
+ * parameters are cast. */
+static int weight_casts_a_step(const char *path, const char *const *defs, int ndefs, int *weights)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, path, defs, ndefs, UPTO_CODEGEN), "%s does not compile", path);
+	char *src = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&src, &len);
+	cr_assert(target_cpu.emit(&c, &(BuildOptions){.no_share_routines = true}, f));
+	fclose(f);
+	int runs = 0, nmicro = c.g->nmicro > 1 ? c.g->nmicro : 1;
+	bool *seen = calloc((size_t)c.g->nparams + 1, 1);
+	*weights = 0;
+	for (const char *l = src; (l = strstr(l, "= cast(")); l++) {
+		const char *name = l + strlen("= cast("), *end = strchr(name, ')');
+		const char *eol = strchr(l, '\n'), *bol = l;
+		while (bol > src && bol[-1] != '\n')
+			bol--;
+		if (!end || !eol || !strstr(bol, ": bf16[") || strstr(bol, ": bf16[") > l)
+			continue;
+		for (int i = 0; i < c.g->nparams; i++)
+			if ((size_t)(end - name) == strlen(c.g->params[i]->name) &&
+			    strncmp(name, c.g->params[i]->name, (size_t)(end - name)) == 0) {
+				runs += strncmp(eol + 1, "\tif (micro == 0) {", 18) == 0 ? 1 : nmicro;
+				*weights += !seen[i];
+				seen[i] = true;
+			}
+	}
+	free(seen);
+	free(src);
+	compile_done(&c);
+	return runs;
+}
+
+/* amp casts each weight to bf16 once a step, in the first micro-batch,
+ * and every micro-batch and recomputed forward reads that copy (as
+ * Megatron keeps its bf16 weights): one cast a weight a step, where
+ * main cast micro_size x (1 + recompute) times (4 x 2 = 8 here; 2 at
+ * micro_size 1 with recompute). Without micro-batches or recompute
+ * nothing changes: one. */
+Test(amp_prices, weights_cast_once_a_step)
+{
+	char rc[] = "/tmp/netc-amp-casts-XXXXXX.net";
+	write_recomputed_transformer(rc);
+	const char *m4[] = {"parallel_mode=stand_alone", "train.amp_level=O2", "train.amp_dtype=bf16", "train.micro_size=4"};
+	const char *pp[] = {"DP=2", "MP=2", "device_num=8", "pipeline_stages=2", "train.micro_size=4",
+	                    "dataset_strategy=full_batch", "train.amp_level=O2", "train.amp_dtype=bf16"};
+	struct { const char *path; const char *const *defs; int n; const char *what; } cases[] = {
+		{"samples/transformer.net", m4, 4, "micro_size 4"},
+		{rc, m4, 4, "micro_size 4, recomputed layers"},
+		{rc, m4, 3, "micro_size 1, recomputed layers"},
+		{"samples/transformer.net", m4, 3, "micro_size 1"},
+		{rc, pp, 8, "2 stages (1f1b), micro_size 4, recomputed layers"},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		int weights, runs = weight_casts_a_step(cases[k].path, cases[k].defs, cases[k].n, &weights);
+		cr_expect(weights >= 16 && runs == weights, "%s: %d casts of %d weights a step", cases[k].what, runs, weights);
+	}
+	unlink(rc);
+}
+
+/* The copies are held over the step, outside the micro-batches'
+ * workspace (memplan.c, kept_casts): the plan counts each weight's bf16
+ * bytes once, and explain's stage memory holds them once, not once per
+ * micro-batch slot. */
+Test(amp_prices, weight_copies_in_the_plan)
+{
+	const char *defs[] = {"DP=2", "MP=2", "device_num=8", "pipeline_stages=2", "train.micro_size=4",
+	                      "dataset_strategy=full_batch", "train.amp_level=O2", "train.amp_dtype=bf16"};
+	Compilation c;
+	cr_assert(compile_model(&c, "samples/transformer.net", defs, 8, UPTO_CODEGEN));
+	int64_t bytes = 0, stages = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->op == OP_CAST && n->in[0]->kind == VK_PARAM && n->out->dtype == DT_BF16)
+			bytes += 2 * shape_numel(n->out->layout ? &n->out->layout->slice : &n->out->shape);
+	}
+	for (int s = 0; s < c.plan->nstages; s++)
+		stages += c.plan->stage_kept[s];
+	cr_expect(bytes > 0 && c.plan->kept_bytes == bytes && stages == bytes, "kept %lld, stages %lld, casts %lld",
+	          (long long)c.plan->kept_bytes, (long long)stages, (long long)bytes);
+	compile_done(&c);
 }
