@@ -591,18 +591,20 @@ static void known_prices(Search *s, double limit, double *lo, double *hi, int *f
 static double fitted_memory(Search *s, const int *choice) { return search_memory(s, choice) * s->mem_factor; }
 
 static bool dp_limited(Search *s, double **tables, int *choice);
-static void dp_local(Search *s, int *choice, const int *const *starts, int nstarts);
+static void dp_local(Search *s, int *choice, const int *const *starts, int nstarts, double most);
 
 /* Each stage's bytes as the per-stage prices bound them: cap[st] =
  * memory_limit / the stage's factor (Search.stage_factor, else
- * mem_factor); returns how many stages. */
-static int stage_caps(Search *s, double **cap)
+ * mem_factor), none without a limit, and at most `most`; returns how
+ * many stages. */
+static int stage_caps(Search *s, double most, double **cap)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
 	*cap = ARENA_NEWN(s->a, double, P);
-	for (int st = 0; st < P; st++)
-		(*cap)[st] = s->m.memory_limit <= 0 ? INFINITY /* no limit: the screens' search (staged_moves) */
-		                                    : s->m.memory_limit / (s->stage_factor ? s->stage_factor[st] : s->mem_factor);
+	for (int st = 0; st < P; st++) {
+		double f = s->stage_factor ? s->stage_factor[st] : s->mem_factor;
+		(*cap)[st] = fmin(most, s->m.memory_limit > 0 ? s->m.memory_limit / f : INFINITY);
+	}
 	return P;
 }
 
@@ -642,7 +644,7 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
 	if (P == 1 || getenv("NETC_TEST_NO_STAGE_PRICES"))
 		return;
 	double *cap, best = search_total(s, choice), slack = 0;
-	stage_caps(s, &cap);
+	stage_caps(s, INFINITY, &cap);
 	double *m = ARENA_NEWN(s->a, double, P), *lo = ARENA_NEWN(s->a, double, P);
 	double *up = ARENA_NEWN(s->a, double, P), *lam = ARENA_NEWN(s->a, double, P);
 	search_stage_memory(s, choice, m);
@@ -728,12 +730,12 @@ static const int *local_start(const int *first, const int *const *starts, int ns
 	return k == 0 ? first : k <= nstarts ? starts[k - 1] : p->choice[k - 1 - nstarts];
 }
 
-static void dp_local(Search *s, int *choice, const int *const *starts, int nstarts)
+static void dp_local(Search *s, int *choice, const int *const *starts, int nstarts, double most)
 {
 	double *cap, unit, round_work = local_round_work(s, &unit), work = 0;
 	if (round_work > LOCAL_WORK)
 		return;
-	int P = stage_caps(s, &cap);
+	int P = stage_caps(s, most, &cap);
 	double *sm = ARENA_NEWN(s->a, double, P);
 	const SearchPrices *p = s->prices && s->prices->nv == s->nv ? s->prices : NULL;
 	double best = search_total_edgewise(s, choice);
@@ -780,27 +782,32 @@ static void dp_local(Search *s, int *choice, const int *const *starts, int nstar
 
 /* The plan at price 0 minimises the local costs, each micro-batch's cost
  * weighed (M + P - 1) / P on every stage; with stages the plan's total
- * is the schedule's step (search_staged.c), set by the busiest stage and
- * the transfers the schedule waits for, which no weighting of the local
- * costs alone follows. tests/e2e/pipeline/staged.net at 4 devices: the
- * local costs' least plan (stage 0 split over its 2 devices, the inputs
- * gathered in each micro-batch) was 6.51e-5 s a step, where
- * recursive_programming's data parallel plan, priced by the same total,
- * is 6.01e-5. So with stages, the plan found under no limit (or one the
- * limit holds) is improved by dp_local's moves, each priced by the
- * schedule's total, and the better plan by search_total kept: never
- * worse than the local costs' plan by the total the searches are judged
- * by. Bounded as dp_local is (none on GPT-3's 2,119 operators, whose
- * plans are the same).
+ * is the schedule's step (search_staged.c), a maximum over the
+ * schedule's paths set by the busiest stage and the transfers the
+ * schedule waits for, which no one weighting of the local costs follows.
+ * tests/e2e/pipeline/staged.net at 4 devices: the local costs' least
+ * plan (stage 0 whole on its 2 devices, the inputs gathered in every
+ * micro-batch) stepped 6.51e-5 s, where recursive_programming's, data
+ * parallel, steps 6.01e-5 by the same total (8 devices: 1.001e-4 against
+ * 8.51e-5). So with stages the plan found without a limit (or one the
+ * limit holds) is moved by dp_local's single changes, each priced by the
+ * schedule's total, from it, from the plan of the bounds' weights
+ * (search_dp_bound's problem: one path of the schedule weighed) and from
+ * data parallel's, and the lowest by search_total kept: never above the
+ * local costs' plan by the total the searches are judged by. Bounded as
+ * dp_local is: none on GPT-3's 2,119 operators (the same plans, and no
+ * more CPU).
  *
- * The screens (this search without a limit, search_fit.c) stay at or
- * below the fits they bound as before, to the same approximation: a fit
- * under a limit ends with the same moves (dp_local) from its priced
- * plans, every move within the limit, so the screen's moves start from
- * the least plan of the local costs and may go anywhere the fit's go;
- * where the moves stop at different local optima, the screen may be
- * above a fit's plan (as it may without stages, where the local costs
- * are what dp minimises and search_total corrects them). */
+ * The moves keep every stage within the price-0 plan's bytes (its
+ * search_memory, the largest stage's): the fit reads this search's plan
+ * without a limit (its screen) as the price-0 plan's bytes (hint_mem:
+ * where over, dp_limited leaves price 0 out, and dp_scaled_none's proof
+ * takes it as that plan's), so a plan holding no more is what those
+ * rules may take it for. Its objective (hint_step, the screen's key)
+ * only falls: the screens were a lower bound of the fits only about
+ * (the fits' own moves, dp_local under the limit, reach plans below the
+ * least of the local costs too), and a lower screen cuts no fit the
+ * higher one kept (search_fit_cut cuts a key at or above the best). */
 static void staged_moves(Search *s, int *choice)
 {
 	double unit;
@@ -820,7 +827,7 @@ static void staged_moves(Search *s, int *choice)
 	search_edge_tables_free(s, T);
 	if (search_data_parallel_choice(s, dp))
 		nstarts++;
-	dp_local(s, moved, starts, nstarts);
+	dp_local(s, moved, starts, nstarts, search_memory(s, choice));
 	if (search_total(s, moved) < search_total(s, choice)) {
 		memcpy(choice, moved, bytes);
 		s->exact = false; /* the least of the local costs, moved from */
@@ -1018,10 +1025,10 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		double *own = s->stage_factor;
 		memcpy(plain, choice, sizeof(int) * (size_t)s->nv);
 		s->stage_factor = NULL;
-		dp_local(s, plain, NULL, 0);
+		dp_local(s, plain, NULL, 0, INFINITY);
 		s->stage_factor = own;
 		dp_stages(s, tables, hi, choice);
-		dp_local(s, choice, NULL, 0);
+		dp_local(s, choice, NULL, 0, INFINITY);
 		/* only a faster plan: each stage's cap may be below the one
 		 * factor's, and the single change found under that one faster */
 		s->staged = memcmp(plain, choice, sizeof(int) * (size_t)s->nv) != 0 &&
@@ -1029,7 +1036,7 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		if (!s->staged)
 			memcpy(choice, plain, sizeof(int) * (size_t)s->nv);
 	} else {
-		dp_local(s, choice, NULL, 0);
+		dp_local(s, choice, NULL, 0, INFINITY);
 	}
 	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
 	return true;
