@@ -16,16 +16,6 @@
 
 /* ---- the search graph -------------------------------------------------------- */
 
-static bool strategy_same(const Strategy *a, const Strategy *b)
-{
-	if (a->n != b->n)
-		return false;
-	for (int j = 0; j < a->n; j++)
-		if (!shape_eq(&a->v[j], &b->v[j]))
-			return false;
-	return true;
-}
-
 /* The plan of data_parallel mode: every free operator splits the batch
  * (dimension 0 of its non-parameter inputs) over all devices where its
  * rule accepts that, else runs whole. False if some operator has
@@ -43,10 +33,10 @@ bool search_data_parallel_choice(Search *s, int *choice)
 		Strategy rep = strategy_replicated(s->a, sv->n);
 		choice[v] = -1;
 		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
-			if (strategy_same(&sv->cl->c[c].s, &dp))
+			if (strategy_same_splits(&sv->cl->c[c].s, &dp))
 				choice[v] = c;
 		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
-			if (strategy_same(&sv->cl->c[c].s, &rep))
+			if (strategy_same_splits(&sv->cl->c[c].s, &rep))
 				choice[v] = c;
 		if (choice[v] < 0)
 			return false;
