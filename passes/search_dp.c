@@ -822,8 +822,9 @@ static void staged_moves(Search *s, int *choice)
 	/* the plan of the bounds' weights (search_dp_bound's problem) */
 	double **T = search_forward_tables(s);
 	int computed = s->dp_series_computed, reused = s->dp_series_reused;
+	bool exact = s->exact; /* the price-0 plan's, which -v reports */
 	dp_once(s, T, 0, NULL, true, bound);
-	s->dp_series_computed = computed, s->dp_series_reused = reused;
+	s->exact = exact, s->dp_series_computed = computed, s->dp_series_reused = reused;
 	search_edge_tables_free(s, T);
 	if (search_data_parallel_choice(s, dp))
 		nstarts++;
