@@ -42,6 +42,8 @@ Layout *shard_out_layout(Arena *a, const Layout *l, const ExplicitLayout *x, con
 /* The strategy that splits each input the way its current layout does
  * (inputs without a layout count as whole). */
 Strategy strategy_as_produced(Arena *a, const Node *n);
+/* Whether a and b split every input alike (their layouts aside). */
+bool strategy_same_splits(const Strategy *a, const Strategy *b);
 /* MindSpore's default for an op without a strategy in semi_auto_parallel:
  * non-parameter inputs split along dimension 0 by device_num when it
  * divides, everything else whole. */

@@ -829,6 +829,16 @@ Strategy strategy_as_produced(Arena *a, const Node *n)
 	return s;
 }
 
+bool strategy_same_splits(const Strategy *a, const Strategy *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int j = 0; j < a->n; j++)
+		if (!shape_eq(&a->v[j], &b->v[j]))
+			return false;
+	return true;
+}
+
 Strategy strategy_data_parallel(Arena *a, const Node *n, int64_t device_num)
 {
 	Strategy s = strategy_new(a, n);

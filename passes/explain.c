@@ -645,16 +645,6 @@ static const char *origin(const Node *n)
 	return n->ann.loaded ? "loaded" : n->ann.searched ? "searched" : "user";
 }
 
-static bool strategy_eq(const Strategy *a, const Strategy *b)
-{
-	if (a->n != b->n)
-		return false;
-	for (int j = 0; j < a->n; j++)
-		if (!shape_eq(&a->v[j], &b->v[j]))
-			return false;
-	return true;
-}
-
 /* A cast netc inserted carries its reader's strategy, but runs where
  * precision_late put it: a cast down moved before the redistribution to
  * its reader runs on its input's layout, so that the move sends the
@@ -693,7 +683,7 @@ static Search *search_of_program(Compilation *c, int **choicep)
 			Strategy used = used_strategy(c, sv->n);
 			choice[v] = 0;
 			for (int k = 0; k < sv->cl->n; k++)
-				if (strategy_eq(&sv->cl->c[k].s, &used))
+				if (strategy_same_splits(&sv->cl->c[k].s, &used))
 					choice[v] = k;
 		}
 		choice[v] = cast_as_run(sv, choice[v]);
@@ -834,9 +824,10 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 		}
 		bool dup = false; /* the fixed entry repeats one of the list: print it once */
 		for (int j = 0; j < sv->cl->n && k == sv->fixed && !dup; j++)
-			dup = j != k && strategy_eq(&sv->cl->c[j].s, &sv->cl->c[k].s);
+			dup = j != k && strategy_same_splits(&sv->cl->c[j].s, &sv->cl->c[k].s);
 		if (!dup)
-			fprintf(out, "%s %-34s %11.3g %11.3g %11.3g %11.3g\n", strategy_eq(&sv->cl->c[k].s, &sv->cl->c[choice[tv]].s) ? "*" : " ",
+			fprintf(out, "%s %-34s %11.3g %11.3g %11.3g %11.3g\n",
+			        strategy_same_splits(&sv->cl->c[k].s, &sv->cl->c[choice[tv]].s) ? "*" : " ",
 			        strategy_str(&c->arena, &sv->cl->c[k].s), search_cand_compute(s, &sv->cl->c[k]), sv->unary[k], comm,
 			        sv->unary[k] + comm);
 	}

@@ -14,43 +14,6 @@
 
 /* ---- data parallel as a floor --------------------------------------------------- */
 
-static bool strategy_same(const Strategy *a, const Strategy *b)
-{
-	if (a->n != b->n)
-		return false;
-	for (int j = 0; j < a->n; j++)
-		if (!shape_eq(&a->v[j], &b->v[j]))
-			return false;
-	return true;
-}
-
-/* The plan of data_parallel mode: every free operator splits the batch
- * (dimension 0 of its non-parameter inputs) over all devices where its
- * rule accepts that, else runs whole. False if some operator has
- * neither among its candidates. */
-static bool data_parallel_choice(Search *s, int *choice)
-{
-	for (int v = 0; v < s->nv; v++) {
-		SVertex *sv = &s->v[v];
-		if (sv->fixed >= 0) {
-			choice[v] = sv->fixed;
-			continue;
-		}
-		Strategy dp = strategy_data_parallel(s->a, sv->n, s->cx.device_num);
-		Strategy rep = strategy_replicated(s->a, sv->n);
-		choice[v] = -1;
-		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
-			if (strategy_same(&sv->cl->c[c].s, &dp))
-				choice[v] = c;
-		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
-			if (strategy_same(&sv->cl->c[c].s, &rep))
-				choice[v] = c;
-		if (choice[v] < 0)
-			return false;
-	}
-	return true;
-}
-
 /* The heuristic searches (recursive_programming, sharding_propagation's
  * free parts) can land on a plan that plain data parallelism beats; keep
  * whichever the objective prices lower, so an auto plan is never worse
@@ -58,7 +21,7 @@ static bool data_parallel_choice(Search *s, int *choice)
 static void at_least_data_parallel(Search *s, int *choice)
 {
 	int *dp = ARENA_NEWN(s->a, int, s->nv + 1);
-	if (data_parallel_choice(s, dp) && search_total(s, dp) < search_total(s, choice))
+	if (search_data_parallel_choice(s, dp) && search_total(s, dp) < search_total(s, choice))
 		memcpy(choice, dp, sizeof(int) * (size_t)s->nv);
 }
 

@@ -17,6 +17,35 @@
 
 /* ---- the search graph -------------------------------------------------------- */
 
+/* The plan of data_parallel mode: every free operator splits the batch
+ * (dimension 0 of its non-parameter inputs) over all devices where its
+ * rule accepts that, else runs whole. False if some operator has
+ * neither among its candidates. (search.c keeps it as the heuristic
+ * searches' floor; dynamic_programming as a start of its staged moves.) */
+bool search_data_parallel_choice(Search *s, int *choice)
+{
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		if (sv->fixed >= 0) {
+			choice[v] = sv->fixed;
+			continue;
+		}
+		Strategy dp = strategy_data_parallel(s->a, sv->n, s->cx.device_num);
+		Strategy rep = strategy_replicated(s->a, sv->n);
+		choice[v] = -1;
+		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
+			if (strategy_same_splits(&sv->cl->c[c].s, &dp))
+				choice[v] = c;
+		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
+			if (strategy_same_splits(&sv->cl->c[c].s, &rep))
+				choice[v] = c;
+		if (choice[v] < 0)
+			return false;
+	}
+	return true;
+}
+
+
 Layout *search_input_layout(Search *s, Value *in, int64_t devices)
 {
 	ParallelConfig *pc = &s->g->par;

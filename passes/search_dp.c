@@ -591,17 +591,20 @@ static void known_prices(Search *s, double limit, double *lo, double *hi, int *f
 static double fitted_memory(Search *s, const int *choice) { return search_memory(s, choice) * s->mem_factor; }
 
 static bool dp_limited(Search *s, double **tables, int *choice);
-static void dp_local(Search *s, int *choice);
+static void dp_local(Search *s, int *choice, const int *const *starts, int nstarts, double most);
 
 /* Each stage's bytes as the per-stage prices bound them: cap[st] =
  * memory_limit / the stage's factor (Search.stage_factor, else
- * mem_factor); returns how many stages. */
-static int stage_caps(Search *s, double **cap)
+ * mem_factor), none without a limit, and at most `most`; returns how
+ * many stages. */
+static int stage_caps(Search *s, double most, double **cap)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
 	*cap = ARENA_NEWN(s->a, double, P);
-	for (int st = 0; st < P; st++)
-		(*cap)[st] = s->m.memory_limit / (s->stage_factor ? s->stage_factor[st] : s->mem_factor);
+	for (int st = 0; st < P; st++) {
+		double f = s->stage_factor ? s->stage_factor[st] : s->mem_factor;
+		(*cap)[st] = fmin(most, s->m.memory_limit > 0 ? s->m.memory_limit / f : INFINITY);
+	}
 	return P;
 }
 
@@ -641,7 +644,7 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
 	if (P == 1 || getenv("NETC_TEST_NO_STAGE_PRICES"))
 		return;
 	double *cap, best = search_total(s, choice), slack = 0;
-	stage_caps(s, &cap);
+	stage_caps(s, INFINITY, &cap);
 	double *m = ARENA_NEWN(s->a, double, P), *lo = ARENA_NEWN(s->a, double, P);
 	double *up = ARENA_NEWN(s->a, double, P), *lam = ARENA_NEWN(s->a, double, P);
 	search_stage_memory(s, choice, m);
@@ -707,26 +710,43 @@ static void dp_stages(Search *s, double **tables, double hi, int *choice)
  * plan's total (search_total) still prices the copy once. */
 enum { LOCAL_WORK = 1 << 20 };
 
-static void dp_local(Search *s, int *choice)
+/* One round of dp_local's changes over every operator, in its units
+ * (*unit: one change re-priced). */
+static double local_round_work(const Search *s, double *unit)
 {
-	double *cap, unit = s->nv + s->ne, round_work = 0, work = 0;
+	double round_work = 0;
+	*unit = s->nv + s->ne;
 	if (s->sched) /* and the schedule's replay (search_staged_step): 2 C M passes, each reading C chunks */
-		unit += 2.0 * s->sched->nchunks * s->sched->nchunks * s->sched->nmicro;
+		*unit += 2.0 * s->sched->nchunks * s->sched->nchunks * s->sched->nmicro;
 	for (int v = 0; v < s->nv; v++)
-		round_work += s->v[v].fixed >= 0 ? 0 : s->v[v].cl->n * unit;
+		round_work += s->v[v].fixed >= 0 ? 0 : s->v[v].cl->n * *unit;
+	return round_work;
+}
+
+/* dp_local's k-th start: choice as it came, then the caller's starts,
+ * then the record's plans. */
+static const int *local_start(const int *first, const int *const *starts, int nstarts, const SearchPrices *p, int k)
+{
+	return k == 0 ? first : k <= nstarts ? starts[k - 1] : p->choice[k - 1 - nstarts];
+}
+
+static void dp_local(Search *s, int *choice, const int *const *starts, int nstarts, double most)
+{
+	double *cap, unit, round_work = local_round_work(s, &unit), work = 0;
 	if (round_work > LOCAL_WORK)
 		return;
-	int P = stage_caps(s, &cap);
+	int P = stage_caps(s, most, &cap);
 	double *sm = ARENA_NEWN(s->a, double, P);
 	const SearchPrices *p = s->prices && s->prices->nv == s->nv ? s->prices : NULL;
 	double best = search_total_edgewise(s, choice);
-	int *c = ARENA_NEWN(s->a, int, s->nv + 1);
+	int *c = ARENA_NEWN(s->a, int, s->nv + 1), *first = ARENA_NEWN(s->a, int, s->nv + 1);
 	size_t bytes = sizeof(int) * (size_t)s->nv;
-	for (int k = -1; k < (p ? p->n : 0); k++) {
-		const int *from = k < 0 ? choice : p->choice[k];
-		bool seen = k >= 0 && memcmp(from, choice, bytes) == 0;
+	memcpy(first, choice, bytes);
+	for (int k = 0; k < 1 + nstarts + (p ? p->n : 0); k++) {
+		const int *from = local_start(first, starts, nstarts, p, k);
+		bool seen = false;
 		for (int j = 0; j < k && !seen; j++)
-			seen = memcmp(from, p->choice[j], bytes) == 0;
+			seen = memcmp(from, local_start(first, starts, nstarts, p, j), bytes) == 0;
 		if (seen)
 			continue;
 		memcpy(c, from, bytes);
@@ -757,6 +777,61 @@ static void dp_local(Search *s, int *choice)
 		}
 		if (work + round_work > LOCAL_WORK)
 			break;
+	}
+}
+
+/* The plan at price 0 minimises the local costs, each micro-batch's cost
+ * weighed (M + P - 1) / P on every stage; with stages the plan's total
+ * is the schedule's step (search_staged.c), a maximum over the
+ * schedule's paths set by the busiest stage and the transfers the
+ * schedule waits for, which no one weighting of the local costs follows.
+ * tests/e2e/pipeline/staged.net at 4 devices: the local costs' least
+ * plan (stage 0 whole on its 2 devices, the inputs gathered in every
+ * micro-batch) stepped 6.51e-5 s, where recursive_programming's, data
+ * parallel, steps 6.01e-5 by the same total (8 devices: 1.001e-4 against
+ * 8.51e-5). So with stages the plan found without a limit (or one the
+ * limit holds) is moved by dp_local's single changes, each priced by the
+ * schedule's total, from it, from the plan of the bounds' weights
+ * (search_dp_bound's problem: one path of the schedule weighed) and from
+ * data parallel's, and the lowest by search_total kept: never above the
+ * local costs' plan by the total the searches are judged by. Bounded as
+ * dp_local is: none on GPT-3's 2,119 operators (the same plans, and no
+ * more CPU).
+ *
+ * The moves keep every stage within the price-0 plan's bytes (its
+ * search_memory, the largest stage's): the fit reads this search's plan
+ * without a limit (its screen) as the price-0 plan's bytes (hint_mem:
+ * where over, dp_limited leaves price 0 out, and dp_scaled_none's proof
+ * takes it as that plan's), so a plan holding no more is what those
+ * rules may take it for. Its objective (hint_step, the screen's key)
+ * only falls: the screens were a lower bound of the fits only about
+ * (the fits' own moves, dp_local under the limit, reach plans below the
+ * least of the local costs too), and a lower screen cuts no fit the
+ * higher one kept (search_fit_cut cuts a key at or above the best). */
+static void staged_moves(Search *s, int *choice)
+{
+	double unit;
+	if (!s->sched || local_round_work(s, &unit) > LOCAL_WORK)
+		return;
+	size_t bytes = sizeof(int) * (size_t)s->nv;
+	int *moved = ARENA_NEWN(s->a, int, s->nv + 1), *bound = ARENA_NEWN(s->a, int, s->nv + 1);
+	int *dp = ARENA_NEWN(s->a, int, s->nv + 1);
+	const int *starts[2] = {bound, dp};
+	int nstarts = 1;
+	memcpy(moved, choice, bytes);
+	/* the plan of the bounds' weights (search_dp_bound's problem) */
+	double **T = search_forward_tables(s);
+	int computed = s->dp_series_computed, reused = s->dp_series_reused;
+	bool exact = s->exact; /* the price-0 plan's, which -v reports */
+	dp_once(s, T, 0, NULL, true, bound);
+	s->exact = exact, s->dp_series_computed = computed, s->dp_series_reused = reused;
+	search_edge_tables_free(s, T);
+	if (search_data_parallel_choice(s, dp))
+		nstarts++;
+	dp_local(s, moved, starts, nstarts, search_memory(s, choice));
+	if (search_total(s, moved) < search_total(s, choice)) {
+		memcpy(choice, moved, bytes);
+		s->exact = false; /* the least of the local costs, moved from */
 	}
 }
 
@@ -861,8 +936,10 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		t0 = s->hint_step;
 	} else {
 		priced(s, tables, 0, choice);
-		if (limit <= 0 || fitted_memory(s, choice) <= limit)
+		if (limit <= 0 || fitted_memory(s, choice) <= limit) {
+			staged_moves(s, choice);
 			return true;
+		}
 		t0 = search_total(s, choice);
 	}
 	/* Lagrangian relaxation: price memory at lambda seconds per byte and
@@ -949,10 +1026,10 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		double *own = s->stage_factor;
 		memcpy(plain, choice, sizeof(int) * (size_t)s->nv);
 		s->stage_factor = NULL;
-		dp_local(s, plain);
+		dp_local(s, plain, NULL, 0, INFINITY);
 		s->stage_factor = own;
 		dp_stages(s, tables, hi, choice);
-		dp_local(s, choice);
+		dp_local(s, choice, NULL, 0, INFINITY);
 		/* only a faster plan: each stage's cap may be below the one
 		 * factor's, and the single change found under that one faster */
 		s->staged = memcmp(plain, choice, sizeof(int) * (size_t)s->nv) != 0 &&
@@ -960,7 +1037,7 @@ static bool dp_limited(Search *s, double **tables, int *choice)
 		if (!s->staged)
 			memcpy(choice, plain, sizeof(int) * (size_t)s->nv);
 	} else {
-		dp_local(s, choice);
+		dp_local(s, choice, NULL, 0, INFINITY);
 	}
 	s->exact = false; /* optimal for the priced problem, not necessarily for the constrained one */
 	return true;

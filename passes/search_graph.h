@@ -283,6 +283,10 @@ typedef struct SearchStaged {
 } SearchStaged;
 /* An empty one (every cost 0) for s's stages, chunks and micro-batches. */
 SearchStaged *search_staged_new(Arena *a, int nstages, int nchunks, int nmicro);
+/* The plan of data_parallel mode (search_build.c); false where an
+ * operator has neither the batch's split nor the whole among its
+ * candidates. */
+bool search_data_parallel_choice(Search *s, int *choice);
 /* The pipeline stage and model chunk a vertex's operator runs on. */
 int search_vertex_chunk(const Search *s, int v);
 int search_vertex_stage(const Search *s, int v);
