@@ -322,27 +322,16 @@ static GradCall grad_call_of(const Search *s, const Node *n, int i)
 }
 
 /* The bucket a gradient laid out as l and reduced over `axes` joins:
- * pass_fusion packs gradients into one bucket only where they are
- * reduced over the same groups of ranks (fusion.c same_group: the same
- * grid and axes), so each group pays its own latency
- * (search_bucket_wait). Keyed by the groups, not the grid that names
- * them, as the search's candidates write one group on several grids
- * ([4] or [2, 2]) that the compiled layouts may not keep: a hash
- * (FNV-1a) of each reduced axis' stride and size, in stride order, the
- * ranks of rank 0's group. */
+ * pass_fusion packs gradient all-reduces into one bucket where they are
+ * reduced over the same groups of ranks (fusion.c same_ranks), so each
+ * group pays its own latency (search_bucket_wait). Keyed by the groups,
+ * not the grid that names them ([4] along 0, [2, 2] along both and
+ * [4, 1] along 0 are one group): a hash (FNV-1a) of the reduced axes'
+ * runs (layout_axes_runs), the ranks of rank 0's group. */
 uint64_t search_bucket_group(const Layout *l, unsigned axes)
 {
 	int64_t stride[MAX_RANK], size[MAX_RANK];
-	int n = 0;
-	for (int k = 0; k < l->ndev; k++) {
-		if (!(axes >> k & 1u) || l->dev[k] <= 1)
-			continue;
-		int at = n++; /* insertion by stride */
-		int64_t st = layout_axis_stride(l, k);
-		while (at > 0 && stride[at - 1] > st)
-			stride[at] = stride[at - 1], size[at] = size[at - 1], at--;
-		stride[at] = st, size[at] = l->dev[k];
-	}
+	int n = layout_axes_runs(l, axes, stride, size);
 	uint64_t h = 1469598103934665603u;
 	for (int k = 0; k < n; k++) {
 		h = (h ^ (uint64_t)stride[k]) * 1099511628211u;
