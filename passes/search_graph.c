@@ -228,6 +228,48 @@ static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 	return runs * t;
 }
 
+/* ---- a sequence-split attention's ring ------------------------------------------ */
+
+/* The gradient autodiff made of attention n (reading its o, or o through
+ * casts: amp's down and up), NULL: none. Backward nodes follow the
+ * forward's, so the scan starts from the end; it runs only for
+ * candidates that split the queries' sequence for a ring. */
+static const Node *attention_grad_of(const Graph *g, const Node *n)
+{
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		const Node *d = g->nodes[i];
+		const Value *o = d->op == OP_ATTENTION_GRAD ? d->in[3] : NULL;
+		while (o && o != n->out && o->def && o->def->op == OP_CAST)
+			o = o->def->in[0];
+		if (o == n->out)
+			return d;
+	}
+	return NULL;
+}
+
+/* A candidate that splits the queries' sequence lays the keys and values
+ * out in blocks that pass around a ring (sharding_core.c attention_ring):
+ * the forward's messages and, training, the gradient's (dk and dv home,
+ * the forward's ring again where o reaches it through a cast), each
+ * micro-batch, as explain prices them (ring_traffic). The searches left
+ * them out: tests/e2e/models/attention_long.net's objective was -72% of
+ * the compiled estimate. */
+static double ring_cost(const Search *s, const Node *n, const ShardResult *r)
+{
+	int msgs;
+	int64_t bytes = n->op == OP_ATTENTION ? cost_ring_on(n, r->in[0], r->in[1], false, s->real_size, &msgs) : 0;
+	if (!bytes)
+		return 0;
+	double t = cost_ring_time(&s->m, bytes, msgs);
+	const Node *d = s->training ? attention_grad_of(s->g, n) : NULL;
+	if (d) {
+		bool saved = d->in[3] == n->out && n->attr.save_lse;
+		bytes = cost_ring_on(d, r->in[0], r->in[1], saved, s->real_size, &msgs);
+		t += cost_ring_time(&s->m, bytes, msgs);
+	}
+	return t;
+}
+
 /* ---- a vocabulary-parallel cross entropy ------------------------------------- */
 
 /* A cross entropy whose candidate splits the classes K ways compiles
@@ -343,7 +385,8 @@ uint64_t search_bucket_group(const Layout *l, unsigned axes)
 void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
-	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
+	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r) +
+	             ring_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
 	c->bucket_head = 0, c->bucket_group = 0;
