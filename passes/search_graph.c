@@ -392,7 +392,8 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	c->bucket_head = 0, c->bucket_group = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
-		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
+		bool back = !no_grad_input(n, i) && (!s->needs_grad || s->needs_grad[n->in[i]->id]);
+		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
 		double head = s->training && call == GRAD_IN_BUCKET
@@ -594,7 +595,7 @@ static int algo_approximate(const Search *s, Cand *c, int nc)
 
 /* Signature of a node for sharing candidate lists: op, attributes that
  * sharding rules read, and shapes. 0 words if it should not be shared. */
-static int signature(const Node *n, int64_t *key, int cap)
+static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 {
 	int k = 0;
 #define PUT(x) do { if (k == cap) return 0; key[k++] = (int64_t)(x); } while (0)
@@ -625,6 +626,7 @@ static int signature(const Node *n, int64_t *key, int cap)
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
 		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
+		PUT(!s->needs_grad || s->needs_grad[x->id]); /* a way back to price (c->grad) */
 		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);
 		for (int d = 0; d < n->in[j]->shape.rank; d++)
@@ -678,7 +680,7 @@ static SigSlot *sig_slot(SigSlot *t, size_t cap, const int64_t *k, int n)
 CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 {
 	int64_t key[512];
-	int nk = signature(n, key, 512);
+	int nk = signature(s, n, key, 512);
 	SigSlot *slot = nk ? sig_slot(st->t, st->cap, key, nk) : NULL;
 	if (slot && slot->key)
 		return slot->cl;

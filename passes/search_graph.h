@@ -143,6 +143,10 @@ typedef struct Search {
 	 * computes the operator on narrow values, without the cast); NULL: none */
 	DType *held;
 	int nvertex_of;
+	/* by value id: whether it gets a gradient when training (it depends
+	 * on a trainable parameter, or is a float input under input_grads: as
+	 * autodiff's needs); NULL: every value (not training) */
+	bool *needs_grad;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
 	 * found already computed (identical layers); tests set dp_no_memo to
