@@ -355,11 +355,26 @@ static bool host_table(const Node *n, int i)
 	return n->op == OP_EMBEDDING && i == 0 && n->ann.target_cpu && n->in[0] != n->in[1];
 }
 
+/* Whether a parameter's narrow gradient is summed narrow in the update,
+ * where pass_fusion packs it into a bucket of its type: under
+ * gradient_fp32_sync = false with one micro-step, one stage and no loss
+ * scale (precision.c, narrow_sums_in_update), as grad_summed_once has it
+ * for amp's sums; elsewhere it is summed where it is made, alone. */
+static bool narrow_sum_bucketed(const Search *s)
+{
+	const Graph *g = s->g;
+	return !(g->par.gradient_fp32_sync || g->par.force_fp32_communication) && g->nmicro <= 1 &&
+	       g->nstages <= 1 && g->train.loss_scale_kind == LS_NONE;
+}
+
 /* How input i's gradient reduction runs: pass_fusion leaves out a host
- * table's and a gradient not f32, each its own call. */
+ * table's, and a narrow one it does not move to the update, each its own
+ * call. Priced as a call each, samples/mlp.net declared bf16 under
+ * gradient_fp32_sync = false was +39% of the compiled estimate (its
+ * three sums one bf16 bucket), transformer.net +92%. */
 static GradCall grad_call_of(const Search *s, const Node *n, int i)
 {
-	bool alone = host_table(n, i) || n->in[i]->dtype != DT_F32;
+	bool alone = host_table(n, i) || (n->in[i]->dtype != DT_F32 && !narrow_sum_bucketed(s));
 	return s->grad_call == GRAD_IN_BUCKET && alone ? GRAD_CALL : s->grad_call;
 }
 
@@ -369,8 +384,9 @@ static GradCall grad_call_of(const Search *s, const Node *n, int i)
  * group pays its own latency (search_bucket_wait). Keyed by the groups,
  * not the grid that names them ([4] along 0, [2, 2] along both and
  * [4, 1] along 0 are one group): a hash (FNV-1a) of the reduced axes'
- * runs (layout_axes_runs), the ranks of rank 0's group. */
-uint64_t search_bucket_group(const Layout *l, unsigned axes)
+ * runs (layout_axes_runs), the ranks of rank 0's group, and the type
+ * dt the bucket sums. */
+uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt)
 {
 	int64_t stride[MAX_RANK], size[MAX_RANK];
 	int n = layout_axes_runs(l, axes, stride, size);
@@ -379,7 +395,9 @@ uint64_t search_bucket_group(const Layout *l, unsigned axes)
 		h = (h ^ (uint64_t)stride[k]) * 1099511628211u;
 		h = (h ^ (uint64_t)size[k]) * 1099511628211u;
 	}
-	return h;
+	/* a bucket holds one type: narrow sums are a bucket apart from the
+	 * f32 ones of the same group, a latency of their own */
+	return dt == DT_F32 ? h : h ^ 0x9e3779b97f4a7c15ull * (uint64_t)(dt + 1);
 }
 
 void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
@@ -401,7 +419,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 		                                c->param_grad[i]
 		                      : 0;
 		if (head > c->bucket_head)
-			c->bucket_head = head, c->bucket_group = search_bucket_group(c->r.in[i], gp);
+			c->bucket_head = head, c->bucket_group = search_bucket_group(c->r.in[i], gp, n->in[i]->dtype);
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across

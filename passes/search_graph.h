@@ -258,9 +258,9 @@ double search_total_edgewise(Search *s, const int *choice);
 /* The part of search_total no vertex's cost holds: under grad_call
  * GRAD_IN_BUCKET, the fusion bucket's latency and wait, once a step. */
 double search_bucket_wait(Search *s, const int *choice);
-/* The fusion bucket a gradient laid out as l and reduced over `axes`
- * joins (Cand.bucket_group). */
-uint64_t search_bucket_group(const Layout *l, unsigned axes);
+/* The fusion bucket a gradient of type dt laid out as l and reduced over
+ * `axes` joins (Cand.bucket_group): one per group of ranks and type. */
+uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */
