@@ -296,11 +296,7 @@ Test(amp_prices, narrow_sums_priced_once_a_step_in_buckets)
  * every f32 tensor declared bf16, as the e2e scripts' sed 's/f32\[/bf16[/g'. */
 static void declared_bf16(const char *src, char *path)
 {
-	FILE *in = fopen(src, "r");
-	cr_assert(in, "%s", src);
-	int fd = mkstemps(path, 4);
-	cr_assert(fd >= 0);
-	FILE *out = fdopen(fd, "w");
+	FILE *in, *out = model_copy_open(src, path, &in);
 	char line[4096];
 	while (fgets(line, sizeof line, in)) {
 		for (const char *p = line, *f; *p; p = f + 4) {
