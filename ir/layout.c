@@ -283,16 +283,17 @@ int64_t layout_axis_stride(const Layout *l, int k)
 	return s;
 }
 
-/* The partial axes as maximal runs of adjacent axes in (stride, size)
- * form, size-1 axes dropped: two layouts group ranks alike iff equal. */
-int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size)
+/* The grid axes in `axes` as maximal runs of adjacent axes in (stride,
+ * size) form, size-1 axes dropped: two (layout, axes) pairs group ranks
+ * alike iff equal. */
+int layout_axes_runs(const Layout *l, unsigned axes, int64_t *stride, int64_t *size)
 {
 	int n = 0;
 	bool open = false;
 	for (int k = 0; k < l->ndev; k++) {
 		if (l->dev[k] == 1)
 			continue;
-		if (l->partial >> k & 1u) {
+		if (axes >> k & 1u) {
 			if (open) {
 				size[n - 1] *= l->dev[k];
 				stride[n - 1] = layout_axis_stride(l, k);
@@ -306,6 +307,11 @@ int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size)
 		}
 	}
 	return n;
+}
+
+int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size)
+{
+	return layout_axes_runs(l, l->partial, stride, size);
 }
 
 bool layout_same(const Layout *a, const Layout *b)

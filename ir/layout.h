@@ -96,8 +96,12 @@ bool layout_equiv(const Layout *a, const Layout *b);
 bool layout_same(const Layout *a, const Layout *b);
 /* Rank distance between neighbours along grid axis k. */
 int64_t layout_axis_stride(const Layout *l, int k);
-/* The partial axes as maximal runs of adjacent axes in (stride, size)
- * form, size-1 axes dropped; returns the count. */
+/* The grid axes in `axes` (bit mask) as maximal runs of adjacent axes in
+ * (stride, size) form, size-1 axes dropped; returns the count. Two
+ * (layout, axes) pairs of one device count group the same ranks iff
+ * their runs are equal ([4] along 0, [2, 2] along both, [4, 1] along 0). */
+int layout_axes_runs(const Layout *l, unsigned axes, int64_t *stride, int64_t *size);
+/* layout_axes_runs of the partial axes. */
 int layout_partial_runs(const Layout *l, int64_t *stride, int64_t *size);
 /* Grid axes (bit mask) the layout uses: those splitting a dimension and
  * those holding partial sums. */

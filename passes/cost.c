@@ -956,14 +956,14 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist)
 	                      NULL);
 }
 
-int64_t cost_ring_attention(const Node *n, int real_size, int *msgs)
+int64_t cost_ring_on(const Node *n, const Layout *q, const Layout *k, bool lse_saved, int real_size, int *msgs)
 {
 	*msgs = 0;
-	const Layout *k = n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD ? n->in[1]->layout : NULL;
-	if (!k || k->map[2] < 0)
+	if (!(n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD) || !k || k->map[2] < 0)
 		return 0;
 	int64_t r = k->dev[k->map[2]], es = dtype_size_as(n->in[0]->dtype, real_size);
-	int64_t nq = local_numel(n->in[0]), kv = local_numel(n->in[1]), lse = nq / n->in[0]->shape.d[3];
+	int64_t nq = q ? shape_numel(&q->slice) : shape_numel(&n->in[0]->shape), kv = shape_numel(&k->slice);
+	int64_t lse = nq / n->in[0]->shape.d[3];
 	bool zz = n->attr.cp_algo == CP_ZIGZAG;
 	int64_t el = 0; /* each zigzag permutation sends two halves */
 	int m = 0;
@@ -980,8 +980,7 @@ int64_t cost_ring_attention(const Node *n, int real_size, int *msgs)
 		/* without the forward's log-sum-exps (o reached through a cast, or
 		 * not saved: codegen's attention_lse) the gradient runs the
 		 * forward's ring once more for them, its permutations with lse */
-		const Value *o = n->in[3];
-		if (!(o->def && o->def->op == OP_ATTENTION && o->def->attr.save_lse)) {
+		if (!lse_saved) {
 			m += (int)(r - 1) + (zz ? 2 * (3 + 1 + 1) : 0);
 			el += (r - 1) * 2 * kv + (zz ? 2 * nq + 2 * kv + lse : 0);
 		}
@@ -996,6 +995,16 @@ int64_t cost_ring_attention(const Node *n, int real_size, int *msgs)
 	}
 	*msgs = m;
 	return el * es;
+}
+
+int64_t cost_ring_attention(const Node *n, int real_size, int *msgs)
+{
+	*msgs = 0;
+	if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD)
+		return 0;
+	const Value *o = n->op == OP_ATTENTION_GRAD ? n->in[3] : NULL;
+	bool saved = o && o->def && o->def->op == OP_ATTENTION && o->def->attr.save_lse;
+	return cost_ring_on(n, n->in[0]->layout, n->in[1]->layout, saved, real_size, msgs);
 }
 
 double cost_ring_time(const Machine *m, int64_t bytes, int msgs)

@@ -210,6 +210,10 @@ double cost_p2p_time(const Machine *m, int64_t bytes, int64_t dist);
  * ring. The gradient is taken to read the forward's saved log-sum-exps.
  * real_size: an f32 element's bytes (8 with --precision f64). */
 int64_t cost_ring_attention(const Node *n, int real_size, int *msgs);
+/* The same with n's q and k laid out as q and k (a search's candidate,
+ * before n has layouts; q NULL: whole), the gradient reading the
+ * forward's saved log-sum-exps where lse_saved. */
+int64_t cost_ring_on(const Node *n, const Layout *q, const Layout *k, bool lse_saved, int real_size, int *msgs);
 /* Those messages' time at the send/recv figures, none of it hidden
  * behind the blocks' compute (the program starts each block's exchange
  * before computing it, so this is an upper bound), and the

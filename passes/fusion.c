@@ -86,7 +86,11 @@ static int fusible(const Node *n)
 {
 	const RedistPlan *p = n->attr.plan;
 	DType dt = n->op == OP_REDISTRIBUTE ? n->in[0]->dtype : DT_F32;
-	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || p->expanded ||
+	/* an all-reduce sums each rank's block whole, so a plan over a refined
+	 * grid (expanded: a gradient laid out on [4, 1] summed into [4], as
+	 * pos_emb's under a broadcast add) packs like any other; the others'
+	 * blocks are cut along dimension 0 of the tensor itself */
+	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || (p->expanded && p->steps[0].kind != RS_ALLREDUCE) ||
 	    !(dt == DT_F32 || ((dt == DT_BF16 || dt == DT_F16) && p->steps[0].kind == RS_ALLREDUCE)))
 		return -1;
 	if (n->out->host) /* a .target(cpu) table's gradient: reduced on the host by MPI, alone */
@@ -106,9 +110,31 @@ static int fusible(const Node *n)
 	return -1;
 }
 
+/* Whether (grid, axes) of a and b group the same ranks: a gradient summed
+ * over [4, 1]'s first axis joins an all-reduce bucket over [4], or one
+ * over [2, 2]'s both axes. */
+static bool same_ranks(const Layout *a, unsigned aaxes, const Layout *b, unsigned baxes)
+{
+	int64_t sta[MAX_RANK], sza[MAX_RANK], stb[MAX_RANK], szb[MAX_RANK];
+	int na = layout_axes_runs(a, aaxes, sta, sza), nb = layout_axes_runs(b, baxes, stb, szb);
+	if (na != nb || layout_devices(a) != layout_devices(b))
+		return false;
+	for (int k = 0; k < na; k++)
+		if (sta[k] != stb[k] || sza[k] != szb[k])
+			return false;
+	return true;
+}
+
+/* An all-reduce's members need only the same groups of ranks; a
+ * reduce-scatter's or all-gather's blocks follow each rank's coordinate
+ * on the grid, so theirs keep one grid. */
 static bool same_group(const Bucket *b, RedistKind kind, DType dt, const RedistStep *s)
 {
-	return b->kind == kind && b->dtype == dt && b->axes == s->axes && b->layout->ndev == s->from->ndev &&
+	if (b->kind != kind || b->dtype != dt)
+		return false;
+	if (kind == RS_ALLREDUCE)
+		return same_ranks(b->layout, b->axes, s->from, s->axes);
+	return b->axes == s->axes && b->layout->ndev == s->from->ndev &&
 	       memcmp(b->layout->dev, s->from->dev, sizeof(int64_t) * (size_t)s->from->ndev) == 0;
 }
 

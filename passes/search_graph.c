@@ -228,6 +228,48 @@ static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 	return runs * t;
 }
 
+/* ---- a sequence-split attention's ring ------------------------------------------ */
+
+/* The gradient autodiff made of attention n (reading its o, or o through
+ * casts: amp's down and up), NULL: none. Backward nodes follow the
+ * forward's, so the scan starts from the end; it runs only for
+ * candidates that split the queries' sequence for a ring. */
+static const Node *attention_grad_of(const Graph *g, const Node *n)
+{
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		const Node *d = g->nodes[i];
+		const Value *o = d->op == OP_ATTENTION_GRAD ? d->in[3] : NULL;
+		while (o && o != n->out && o->def && o->def->op == OP_CAST)
+			o = o->def->in[0];
+		if (o == n->out)
+			return d;
+	}
+	return NULL;
+}
+
+/* A candidate that splits the queries' sequence lays the keys and values
+ * out in blocks that pass around a ring (sharding_core.c attention_ring):
+ * the forward's messages and, training, the gradient's (dk and dv home,
+ * the forward's ring again where o reaches it through a cast), each
+ * micro-batch, as explain prices them (ring_traffic). The searches left
+ * them out: tests/e2e/models/attention_long.net's objective was -72% of
+ * the compiled estimate. */
+static double ring_cost(const Search *s, const Node *n, const ShardResult *r)
+{
+	int msgs;
+	int64_t bytes = n->op == OP_ATTENTION ? cost_ring_on(n, r->in[0], r->in[1], false, s->real_size, &msgs) : 0;
+	if (!bytes)
+		return 0;
+	double t = cost_ring_time(&s->m, bytes, msgs);
+	const Node *d = s->training ? attention_grad_of(s->g, n) : NULL;
+	if (d) {
+		bool saved = d->in[3] == n->out && n->attr.save_lse;
+		bytes = cost_ring_on(d, r->in[0], r->in[1], saved, s->real_size, &msgs);
+		t += cost_ring_time(&s->m, bytes, msgs);
+	}
+	return t;
+}
+
 /* ---- a vocabulary-parallel cross entropy ------------------------------------- */
 
 /* A cross entropy whose candidate splits the classes K ways compiles
@@ -313,54 +355,63 @@ static bool host_table(const Node *n, int i)
 	return n->op == OP_EMBEDDING && i == 0 && n->ann.target_cpu && n->in[0] != n->in[1];
 }
 
+/* Whether a parameter's narrow gradient is summed narrow in the update,
+ * where pass_fusion packs it into a bucket of its type: under
+ * gradient_fp32_sync = false with one micro-step, one stage and no loss
+ * scale (precision.c, narrow_sums_in_update), as grad_summed_once has it
+ * for amp's sums; elsewhere it is summed where it is made, alone. */
+static bool narrow_sum_bucketed(const Search *s)
+{
+	const Graph *g = s->g;
+	return !(g->par.gradient_fp32_sync || g->par.force_fp32_communication) && g->nmicro <= 1 &&
+	       g->nstages <= 1 && g->train.loss_scale_kind == LS_NONE;
+}
+
 /* How input i's gradient reduction runs: pass_fusion leaves out a host
- * table's and a gradient not f32, each its own call. */
+ * table's, and a narrow one it does not move to the update, each its own
+ * call. Priced as a call each, samples/mlp.net declared bf16 under
+ * gradient_fp32_sync = false was +39% of the compiled estimate (its
+ * three sums one bf16 bucket), transformer.net +92%. */
 static GradCall grad_call_of(const Search *s, const Node *n, int i)
 {
-	bool alone = host_table(n, i) || n->in[i]->dtype != DT_F32;
+	bool alone = host_table(n, i) || (n->in[i]->dtype != DT_F32 && !narrow_sum_bucketed(s));
 	return s->grad_call == GRAD_IN_BUCKET && alone ? GRAD_CALL : s->grad_call;
 }
 
 /* The bucket a gradient laid out as l and reduced over `axes` joins:
- * pass_fusion packs gradients into one bucket only where they are
- * reduced over the same groups of ranks (fusion.c same_group: the same
- * grid and axes), so each group pays its own latency
- * (search_bucket_wait). Keyed by the groups, not the grid that names
- * them, as the search's candidates write one group on several grids
- * ([4] or [2, 2]) that the compiled layouts may not keep: a hash
- * (FNV-1a) of each reduced axis' stride and size, in stride order, the
- * ranks of rank 0's group. */
-uint64_t search_bucket_group(const Layout *l, unsigned axes)
+ * pass_fusion packs gradient all-reduces into one bucket where they are
+ * reduced over the same groups of ranks (fusion.c same_ranks), so each
+ * group pays its own latency (search_bucket_wait). Keyed by the groups,
+ * not the grid that names them ([4] along 0, [2, 2] along both and
+ * [4, 1] along 0 are one group): a hash (FNV-1a) of the reduced axes'
+ * runs (layout_axes_runs), the ranks of rank 0's group, and the type
+ * dt the bucket sums. */
+uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt)
 {
 	int64_t stride[MAX_RANK], size[MAX_RANK];
-	int n = 0;
-	for (int k = 0; k < l->ndev; k++) {
-		if (!(axes >> k & 1u) || l->dev[k] <= 1)
-			continue;
-		int at = n++; /* insertion by stride */
-		int64_t st = layout_axis_stride(l, k);
-		while (at > 0 && stride[at - 1] > st)
-			stride[at] = stride[at - 1], size[at] = size[at - 1], at--;
-		stride[at] = st, size[at] = l->dev[k];
-	}
+	int n = layout_axes_runs(l, axes, stride, size);
 	uint64_t h = 1469598103934665603u;
 	for (int k = 0; k < n; k++) {
 		h = (h ^ (uint64_t)stride[k]) * 1099511628211u;
 		h = (h ^ (uint64_t)size[k]) * 1099511628211u;
 	}
-	return h;
+	/* a bucket holds one type: narrow sums are a bucket apart from the
+	 * f32 ones of the same group, a latency of their own */
+	return dt == DT_F32 ? h : h ^ 0x9e3779b97f4a7c15ull * (uint64_t)(dt + 1);
 }
 
 void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
-	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r);
+	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r) +
+	             ring_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
 	c->bucket_head = 0, c->bucket_group = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
-		c->grad[i] = no_grad_input(n, i) ? NULL : cost_with_partial(s->rc, c->r.in[i], gp);
+		bool back = !no_grad_input(n, i) && (!s->needs_grad || s->needs_grad[n->in[i]->id]);
+		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
 		double head = s->training && call == GRAD_IN_BUCKET
@@ -368,7 +419,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 		                                c->param_grad[i]
 		                      : 0;
 		if (head > c->bucket_head)
-			c->bucket_head = head, c->bucket_group = search_bucket_group(c->r.in[i], gp);
+			c->bucket_head = head, c->bucket_group = search_bucket_group(c->r.in[i], gp, n->in[i]->dtype);
 	}
 	/* Costs only ever see these layouts through layout_same classes:
 	 * one pointer per class lets the redistribution memo hit across
@@ -562,7 +613,7 @@ static int algo_approximate(const Search *s, Cand *c, int nc)
 
 /* Signature of a node for sharing candidate lists: op, attributes that
  * sharding rules read, and shapes. 0 words if it should not be shared. */
-static int signature(const Node *n, int64_t *key, int cap)
+static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 {
 	int k = 0;
 #define PUT(x) do { if (k == cap) return 0; key[k++] = (int64_t)(x); } while (0)
@@ -593,6 +644,7 @@ static int signature(const Node *n, int64_t *key, int cap)
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
 		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
+		PUT(!s->needs_grad || s->needs_grad[x->id]); /* a way back to price (c->grad) */
 		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);
 		for (int d = 0; d < n->in[j]->shape.rank; d++)
@@ -646,7 +698,7 @@ static SigSlot *sig_slot(SigSlot *t, size_t cap, const int64_t *k, int n)
 CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 {
 	int64_t key[512];
-	int nk = signature(n, key, 512);
+	int nk = signature(s, n, key, 512);
 	SigSlot *slot = nk ? sig_slot(st->t, st->cap, key, nk) : NULL;
 	if (slot && slot->key)
 		return slot->cl;

@@ -146,6 +146,10 @@ typedef struct Search {
 	 * once a step (memplan.h, memplan_kept_in): its forward priced once */
 	const bool *once_casts;
 	int nvertex_of;
+	/* by value id: whether it gets a gradient when training (it depends
+	 * on a trainable parameter, or is a float input under input_grads: as
+	 * autodiff's needs); NULL: every value (not training) */
+	bool *needs_grad;
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
 	 * found already computed (identical layers); tests set dp_no_memo to
@@ -257,9 +261,9 @@ double search_total_edgewise(Search *s, const int *choice);
 /* The part of search_total no vertex's cost holds: under grad_call
  * GRAD_IN_BUCKET, the fusion bucket's latency and wait, once a step. */
 double search_bucket_wait(Search *s, const int *choice);
-/* The fusion bucket a gradient laid out as l and reduced over `axes`
- * joins (Cand.bucket_group). */
-uint64_t search_bucket_group(const Layout *l, unsigned axes);
+/* The fusion bucket a gradient of type dt laid out as l and reduced over
+ * `axes` joins (Cand.bucket_group): one per group of ranks and type. */
+uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt);
 double search_memory(Search *s, const int *choice);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */

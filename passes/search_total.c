@@ -337,8 +337,7 @@ double search_bucket_wait(Search *s, const int *choice)
 		 * = false, Search.once_dt) are a bucket apart from the f32 ones of the
 		 * same group, a latency of their own (transformer.net O2 bf16 DP 4: a
 		 * bf16 bucket beside the layer norms' f32 one) */
-		uint64_t typed = s->once_dt == DT_F32 ? 0 : 0x9e3779b97f4a7c15ull * (uint64_t)(s->once_dt + 1);
-		bucket_member(&b, search_bucket_group(g, g->partial) ^ typed, head);
+		bucket_member(&b, search_bucket_group(g, g->partial, s->once_dt), head);
 	}
 	double t = b.more;
 	for (int k = 0; k < b.n; k++)

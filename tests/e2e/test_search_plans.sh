@@ -256,7 +256,11 @@ w='^netc: warning: NETC_JOBS=two is not a job count from 1 to 256: the online CP
 # machine where computation is nearly all (1e9 FLOP/s, 1 ns latency) the
 # bubble of 2 and 4 stages costs more than 1 stage's step by the floors
 # alone, and each candidate left out, compiled alone, is no better than
-# the chosen one. Before: every candidate screened.
+# the chosen one. Before: every candidate screened. The chosen plan is 1
+# stage without micro-batches (0.749778 s predicted); 1 x 16 (0.749883 s)
+# was chosen while the search priced a way back for values without a
+# gradient (its objective -0% of its estimate, now +0%), and is now cut by
+# its bound with 1 x 4; 5 are cut by their floors, as before.
 FAST="--cost flops=1e9,latency=1e-9 --memory-limit 0 $S16"
 "$NETC" explain $FAST -D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net \
 	>"$work/floor.txt" 2>&1
@@ -268,7 +272,7 @@ for pm in $cut; do
 		tests/models/transformer_plain.net 2>/dev/null | sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p')
 	awk -v a="$obj" -v b="${chosen##* }" 'BEGIN { exit !(a > 0 && a >= b) }' || worse=$((worse + 1))
 done
-[ "${chosen% *}" = "1 16" ] && [ "$(echo $cut | wc -w)" -eq 5 ] && [ $worse -eq 0 ] && ok ||
+[ "${chosen% *}" = "1 1" ] && [ "$(echo $cut | wc -w)" -eq 5 ] && [ $worse -eq 0 ] && ok ||
 	bad "floors: chosen '$chosen', not searched '$cut', $worse of them better compiled alone"
 # nothing fits 1 MB: the outer search says so, after every candidate
 if limited 1M "-v $S16 -D pipeline_stages=auto tests/models/transformer_plain.net" "$work/auto1.txt"; then

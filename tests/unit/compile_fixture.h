@@ -80,18 +80,24 @@ static inline double objective_over_step(const char *path, const char *const *de
 	return obj / t.step;
 }
 
-/* A copy of model src written to path (a mkstemps template ending
- * ".net"; the caller unlinks it) with each line that holds find[k] cut
- * there and ended with put[k] (the text before it, its indentation,
- * kept); each of the n must be met once. */
+/* model_copy_open: src opened to read (*in) and a new file at path (a
+ * mkstemps template ending ".net"; the caller unlinks it) to write.
+ * write_model_edit: a copy of model src written to path with each
+ * line that holds find[k] cut there and ended with put[k] (the text
+ * before it, its indentation, kept); each of the n must be met once. */
+static inline FILE *model_copy_open(const char *src, char *path, FILE **in)
+{
+	*in = fopen(src, "r");
+	cr_assert(*in, "%s", src);
+	int fd = mkstemps(path, 4);
+	cr_assert(fd >= 0);
+	return fdopen(fd, "w");
+}
+
 static inline void write_model_edit(char *path, const char *src, const char *const *find, const char *const *put,
                                     int n)
 {
-	FILE *in = fopen(src, "r");
-	cr_assert(in, "%s", src);
-	int fd = mkstemps(path, 4);
-	cr_assert(fd >= 0);
-	FILE *out = fdopen(fd, "w");
+	FILE *in, *out = model_copy_open(src, path, &in);
 	char line[512];
 	int met = 0;
 	while (fgets(line, sizeof line, in)) {

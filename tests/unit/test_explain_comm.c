@@ -178,7 +178,11 @@ Test(explain_comm, a_gradient_bucket_pays_its_latency_once)
  * grad(b) lines). The searches paid one latency for all fused gradients:
  * objective 4.578e-5 s a step against the compiled 5.078e-5 (-10%);
  * tests/e2e/models/conv_halo.net 9.071e-5 against 1.007e-4 (-10%), in
- * every mode. */
+ * every mode. conv_halo's three weight gradients are summed over the
+ * same 4 ranks on two grids ([4] and [2, 2]): pass_fusion kept them
+ * apart by the grid, two buckets, 1.007e-4 s, and now packs them by the
+ * ranks (fusion.c same_ranks), one bucket, 9.071e-5 s, as the searches
+ * key them. */
 Test(explain_comm, each_bucket_group_pays_its_latency)
 {
 	static const char *const files[] = {"tests/e2e/models/ms_two_matmul.net", "tests/e2e/models/conv_halo.net"};
@@ -189,7 +193,7 @@ Test(explain_comm, each_bucket_group_pays_its_latency)
 			const char *defs[] = {"parallel_mode=auto_parallel", modes[k]};
 			Compilation c;
 			cr_assert(compile_model(&c, files[f], defs, 2, UPTO_CODEGEN));
-			cr_assert(c.fusion && c.fusion->n >= 2, "%s: %d buckets", files[f], c.fusion ? c.fusion->n : 0);
+			cr_assert(c.fusion && c.fusion->n == 2 - f, "%s: %d buckets", files[f], c.fusion ? c.fusion->n : 0);
 			ExplainTotals t;
 			explain_totals(&c, &t);
 			double objective = explain_objective(&c), searched = c.search_step;
@@ -199,6 +203,106 @@ Test(explain_comm, each_bucket_group_pays_its_latency)
 			cr_expect(fabs(searched / t.step - 1) < 1e-6, "%s %s: searched at %.10g s, explained %.10g s", files[f],
 			          modes[k], searched, t.step);
 		}
+}
+
+/* A gradient summed over a refined grid joins the bucket of the same
+ * ranks: samples/transformer.net at DP 4 x MP 1 on 4 ranks adds pos_emb
+ * [16, 32] to e on [4, 1] (the add's broadcast), so grad(pos_emb)'s
+ * all-reduce is planned over that grid (RedistPlan.expanded), which
+ * pass_fusion left out: a call of its own, 3 all-reduces a step (the
+ * bucket, pos_emb's, the loss's) where the searches price one bucket
+ * beside the loss's. Its 1e-5 s latency made the objective 2.244e-5 s
+ * against the compiled 3.244e-5 (-31%; -24% at O2 bf16 with
+ * gradient_fp32_sync = false, where the narrow bucket is one more).
+ * Grouped by the ranks it sums, it is a member: 2 collectives, the
+ * objective the compiled estimate. */
+Test(explain_comm, a_sum_over_a_refined_grid_is_a_bucket_member)
+{
+	static const char *const f32[] = {"DP=4", "MP=1", "device_num=4"};
+	static const char *const narrow[] = {"DP=4", "MP=1", "device_num=4", "train.amp_level=O2", "train.amp_dtype=bf16",
+	                                     "gradient_fp32_sync=false"};
+	for (int k = 0; k < 2; k++) {
+		Compilation c;
+		cr_assert(compile_model(&c, "samples/transformer.net", k ? narrow : f32, k ? 6 : 3, UPTO_CODEGEN));
+		int loose = 0, expanded = 0;
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *n = c.g->nodes[i];
+			int64_t off;
+			if (n->op != OP_REDISTRIBUTE || n->phase != PH_UPDATE || !n->attr.plan ||
+			    n->attr.plan->steps[0].kind != RS_ALLREDUCE)
+				continue;
+			expanded += n->attr.plan->expanded;
+			loose += !fusion_bucket_of(c.fusion, n, &off);
+		}
+		ExplainTotals t;
+		explain_totals(&c, &t);
+		double objective = explain_objective(&c);
+		compile_done(&c);
+		cr_expect(expanded >= 1, "no gradient summed over a refined grid: the case is gone");
+		cr_expect_eq(loose, 0, "%d gradient all-reduces outside a bucket", loose);
+		cr_expect_eq(t.ncomm, 2 + k, "collectives a step: %d", t.ncomm);
+		cr_expect(fabs(objective / t.step - 1) < 1e-3, "%s: objective %.4g s, explained %.4g s", k ? "bf16" : "f32",
+		          objective, t.step);
+	}
+}
+
+/* A query-sequence split's ring (sharding_core.c attention_ring): tests/
+ * e2e/models/attention_long.net on 4 ranks, each with kv blocks [1, 2,
+ * 64, 8] (1024 f32, 4096 bytes). The forward passes k|v on 3 times
+ * (6144 elements), the gradient again (6144) and sends dk|dv home 4 times
+ * (8192): 10 messages, 81920 bytes, 10 x 5e-6 + 81920 / 1e11 = 5.08192e-5
+ * s on the built-in machine. The searches priced none of it: objective
+ * 2.017e-5 s against the compiled 7.099e-5 (-72%). At O2 bf16 the
+ * gradient reads o through amp's casts, gets no saved log-sum-exps and
+ * runs the forward's ring once more (13 messages; -77%); under zigzag
+ * each pass permutes its rows in and out (-90%). Now the objective, and
+ * in auto_parallel the search's own figure, are the compiled estimate. */
+Test(explain_comm, a_ring_attention_is_priced)
+{
+	static const char *const cases[][3] = {{"parallel_mode=semi_auto_parallel", "", ""},
+	                                        {"parallel_mode=auto_parallel", "", ""},
+	                                        {"parallel_mode=semi_auto_parallel", "train.amp_level=O2",
+	                                         "train.amp_dtype=bf16"}};
+	static const int msgs[] = {10, 10, 13};
+	for (int k = 0; k < 3; k++) {
+		const char *defs[3];
+		int n = 0;
+		for (int j = 0; j < 3; j++)
+			if (cases[k][j][0])
+				defs[n++] = cases[k][j];
+		Compilation c;
+		cr_assert(compile_model(&c, "tests/e2e/models/attention_long.net", defs, n, UPTO_CODEGEN));
+		ExplainTotals t;
+		explain_totals(&c, &t);
+		double objective = explain_objective(&c), searched = c.search_step;
+		compile_done(&c);
+		cr_expect_eq(t.nring, msgs[k], "case %d: %d ring messages", k, t.nring);
+		if (k == 0)
+			cr_expect_eq(t.ring_bytes, 81920);
+		cr_expect(fabs(objective / t.step - 1) < 1e-3, "case %d: objective %.4g s, explained %.4g s", k, objective,
+		          t.step);
+		if (k == 1)
+			cr_expect(fabs(searched / t.step - 1) < 1e-3, "auto_parallel: searched at %.4g s, explained %.4g s",
+			          searched, t.step);
+	}
+}
+
+/* A value that gets no gradient has no way back: tests/e2e/models/
+ * attention.net's xf = reshape(x) (x an input, no parameter before it) is
+ * read by q, k, v and the concat, and the searches priced its gradient's
+ * conversion back, one all-gather of 2048 bytes at DP 1 x MP 2 (5.02e-6
+ * s): objective 4.521e-5 s against the compiled 4.019e-5 (+12%), DP 2 x
+ * MP 2 +7%, DP 2 x MP 4 +9%. Now the compiled estimate each. */
+Test(explain_comm, no_way_back_without_a_gradient)
+{
+	static const char *const splits[][3] = {{"DP=1", "MP=2", "device_num=2"},
+	                                         {"DP=2", "MP=2", "device_num=4"},
+	                                         {"DP=2", "MP=4", "device_num=8"}};
+	for (int k = 0; k < 3; k++) {
+		double r = objective_over_step("tests/e2e/models/attention.net", splits[k], 3);
+		cr_expect(fabs(r - 1) < 1e-3, "%s x %s: objective %.4f of the compiled estimate", splits[k][0], splits[k][1],
+		          r);
+	}
 }
 
 /* What pass_fusion leaves out of its buckets is priced as its own call:
