@@ -443,6 +443,18 @@ Test(cost, grad_bucket_never_negative)
 	cr_expect_geq(cost_grad_coll(&m, RS_ALLREDUCE, 8, 2, 2, GRAD_IN_BUCKET), 0);
 }
 
+/* A child forked as the outer search forks one (search_jobs.c): a pipe
+ * to the parent in fd, the child's memo and forms logging from here. */
+static pid_t fork_logging(int fd[2])
+{
+	cr_assert(pipe(fd) == 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0)
+		cost_memo_log_start();
+	return pid;
+}
+
 /* The outer search's screens in forked children (search_fit.c) hand
  * their prices to the parent: a child logs what it fills
  * (cost_memo_log_start, cost_memo_logged), the parent imports it
@@ -459,11 +471,8 @@ Test(cost, memo_import_gives_a_childs_prices)
 	uint64_t fig = 0x5eed, h[2];
 	bool found;
 	int fd[2];
-	cr_assert(pipe(fd) == 0);
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
+	pid_t pid = fork_logging(fd);
 	if (pid == 0) {
-		cost_memo_log_start();
 		CostMemoEntry *e = cost_memo_slot(fig, rows, rep, DT_F32, h, &found);
 		if (!e || found)
 			_exit(1);
@@ -892,11 +901,8 @@ Test(cost, forms_import_gives_a_childs_forms)
 	cr_assert(e && !found);
 	cr_assert(cost_form_fill(e, h1, &sa, 1, NULL, -1));
 	int fd[2];
-	cr_assert(pipe(fd) == 0);
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
+	pid_t pid = fork_logging(fd);
 	if (pid == 0) {
-		cost_memo_log_start();
 		e = cost_form_find(h1, &found);
 		if (!e || !found)
 			_exit(2);
