@@ -357,14 +357,14 @@ static bool host_table(const Node *n, int i)
 
 /* Whether a parameter's narrow gradient is summed narrow in the update,
  * where pass_fusion packs it into a bucket of its type: under
- * gradient_fp32_sync = false with one micro-step, one stage and no loss
- * scale (precision.c, narrow_sums_in_update), as grad_summed_once has it
- * for amp's sums; elsewhere it is summed where it is made, alone. */
+ * gradient_fp32_sync = false with one micro-step and one stage, with or
+ * without a loss scale (precision.c, narrow_sums_in_update), as
+ * grad_summed_once has it for amp's sums; elsewhere it is summed where
+ * it is made, alone. */
 static bool narrow_sum_bucketed(const Search *s)
 {
 	const Graph *g = s->g;
-	return !(g->par.gradient_fp32_sync || g->par.force_fp32_communication) && g->nmicro <= 1 &&
-	       g->nstages <= 1 && g->train.loss_scale_kind == LS_NONE;
+	return !(g->par.gradient_fp32_sync || g->par.force_fp32_communication) && g->nmicro <= 1 && g->nstages <= 1;
 }
 
 /* How input i's gradient reduction runs: pass_fusion leaves out a host

@@ -315,13 +315,16 @@ static void declared_bf16(const char *src, char *path)
 Test(amp_prices, declared_narrow_sums_in_buckets)
 {
 	static const char *const models[] = {"samples/mlp.net", "samples/transformer.net"};
-	static const char *const defs[] = {"gradient_fp32_sync=false"};
-	for (int k = 0; k < 2; k++) {
+	/* with and without a loss scale: its narrow sums join the buckets too
+	 * (precision.c, narrow_sums_in_update) */
+	static const char *const defs[] = {"gradient_fp32_sync=false", "train.loss_scale=dynamic"};
+	for (int k = 0; k < 4; k++) {
 		char path[] = "/tmp/netc-narrow-XXXXXX.net";
-		declared_bf16(models[k], path);
-		double r = objective_over_step(path, defs, 1);
+		declared_bf16(models[k % 2], path);
+		double r = objective_over_step(path, defs, 1 + k / 2);
 		unlink(path);
-		cr_expect(fabs(r - 1) <= 1e-3, "%s declared bf16: objective %.3f of the compiled estimate", models[k], r);
+		cr_expect(fabs(r - 1) <= 1e-3, "%s declared bf16%s: objective %.3f of the compiled estimate", models[k % 2],
+		          k / 2 ? " with a loss scale" : "", r);
 	}
 }
 
