@@ -107,7 +107,19 @@ static bool grad_summed_once(const Search *s, const Value *x)
 		cast |= d->op == OP_CAST;
 		x = d->in[0];
 	}
-	return cast && x->kind == VK_PARAM && x->param.requires_grad;
+	/* a parameter declared narrow, read through its cast up, with one
+	 * micro-step and one stage has its gradient summed in f32 where it is
+	 * made, before the cast down to the parameter's type: the cast up for
+	 * the update comes later (pass_precision_late), so sum_after_casts
+	 * leaves that sum in the backward pass, a call of its own, which the
+	 * edge prices (with micro-steps or stages the gradient is accumulated
+	 * in f32 after a cast up in the backward pass, and the sum moves to
+	 * the update as amp's do). Priced in a bucket, resnet.net declared
+	 * bf16 was -26% of the compiled estimate, samples/bn_matmul.net -11%
+	 * (gamma's and beta's sums one latency where the program pays two). */
+	bool fp32_sum = g->par.gradient_fp32_sync || g->par.force_fp32_communication;
+	bool alone = fp32_sum && x->dtype != DT_F32 && g->nmicro <= 1 && g->nstages <= 1;
+	return cast && x->kind == VK_PARAM && x->param.requires_grad && !alone;
 }
 
 static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)

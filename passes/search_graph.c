@@ -212,9 +212,17 @@ typedef struct Enum {
 enum { MAX_TRIES = 20000 };
 
 /* A candidate's own numbers: computation and its inputs' gradient partial sums. */
+/* Whether autodiff gives v a gradient (Search.needs_grad). */
+static bool has_grad(const Search *s, const Value *v) { return !s->needs_grad || s->needs_grad[v->id]; }
+
 /* The collectives inside the operator (op_comm.h) under candidate r: its
  * own and, training, its gradients' (batch norm's: two for x's where x
- * has a gradient, one for gamma's where it trains, each the forward's size). */
+ * has a gradient, one for gamma's where it has one, each the forward's
+ * size). Whether they have one is autodiff's (needs_grad), not the
+ * value's kind: declared bf16, x.f32 = cast(x) of an input has none and
+ * gamma.f32 = cast(gamma) of a parameter has one; by kind the search
+ * priced x's two and not gamma's (samples/bn_matmul.net declared bf16
+ * under gradient_fp32_sync = false: +12% of the compiled estimate). */
 static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 {
 	OpComm oc;
@@ -223,8 +231,7 @@ static double op_comm_cost(const Search *s, const Node *n, const ShardResult *r)
 	double t = op_comm_time(&s->m, &oc);
 	if (n->op != OP_BATCH_NORM || !s->training)
 		return t;
-	const Value *gamma = n->in[1];
-	int runs = 1 + (n->in[0]->kind == VK_NODE ? 2 : 0) + (gamma->kind == VK_PARAM && gamma->param.requires_grad);
+	int runs = 1 + (has_grad(s, n->in[0]) ? 2 : 0) + has_grad(s, n->in[1]);
 	return runs * t;
 }
 
@@ -268,6 +275,34 @@ static double ring_cost(const Search *s, const Node *n, const ShardResult *r)
 		t += cost_ring_time(&s->m, bytes, msgs);
 	}
 	return t;
+}
+
+/* Whether candidate r of attention n gathers the keys and values for
+ * queries split along their sequence (context_parallel_algo =
+ * all_gather), training: attention_grad then returns dq, dk and dv
+ * packed along the sequence, a partial sum the program all-reduces in
+ * one call and slices (sharding_core.c), where the edges priced k's and
+ * v's ways back a reduce-scatter each. */
+static bool packed_grad(const Search *s, const Node *n, const ShardResult *r)
+{
+	return s->training && n->op == OP_ATTENTION && n->attr.cp_algo == CP_ALL_GATHER && r->in[0] &&
+	       layout_split(r->in[0], 2) > 1 && attention_grad_of(s->g, n);
+}
+
+/* The packed gradient's all-reduce over the devices that split the
+ * queries' sequence: the gradient's slice of the batch and heads q
+ * keeps, whole along the packed sequence. tests/e2e/models/
+ * attention_long.net with all_gather was +18% of the compiled estimate
+ * (two reduce-scatters for one all-reduce). */
+static double packed_grad_cost(const Search *s, const Node *n, const ShardResult *r)
+{
+	if (!packed_grad(s, n, r))
+		return 0;
+	const Value *d = attention_grad_of(s->g, n)->out;
+	int64_t elems = shape_numel(&d->shape) / (layout_split(r->in[0], 0) * layout_split(r->in[0], 1));
+	OpComm oc = {.n = 1, .kind = RS_ALLREDUCE, .elems = elems, .elem_bytes = dtype_size_as(d->dtype, s->real_size),
+	             .group = layout_split(r->in[0], 2)};
+	return op_comm_time(&s->m, &oc);
 }
 
 /* ---- a vocabulary-parallel cross entropy ------------------------------------- */
@@ -404,12 +439,13 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
 	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r) +
-	             ring_cost(s, n, &c->r);
+	             ring_cost(s, n, &c->r) + packed_grad_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
 	c->bucket_head = 0, c->bucket_group = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
-		unsigned gp = cost_grad_partial_axes(n, &c->r, i);
+		/* k's and v's sums are the packed gradient's (packed_grad_cost) */
+		unsigned gp = i > 0 && packed_grad(s, n, &c->r) ? 0 : cost_grad_partial_axes(n, &c->r, i);
 		bool back = !no_grad_input(n, i) && (!s->needs_grad || s->needs_grad[n->in[i]->id]);
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		GradCall call = grad_call_of(s, n, i);

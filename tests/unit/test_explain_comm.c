@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compile_fixture.h"
 #include "passes/cost.h"
@@ -285,6 +286,27 @@ Test(explain_comm, a_ring_attention_is_priced)
 			cr_expect(fabs(searched / t.step - 1) < 1e-3, "auto_parallel: searched at %.4g s, explained %.4g s",
 			          searched, t.step);
 	}
+}
+
+/* context_parallel_algo = all_gather with the queries' sequence split:
+ * attention_grad's dq, dk and dv come packed, one all-reduce (and
+ * slices), which the search prices with the attention, not k's and v's
+ * ways back as a reduce-scatter each on their edges (search_graph.c,
+ * packed_grad_cost): tests/e2e/models/attention_long.net was +18% of the
+ * compiled estimate. Semi-auto (the user's strategy) and auto_parallel. */
+Test(explain_comm, an_all_gather_attention_is_priced)
+{
+	char path[] = "/tmp/netc-cp-ag-XXXXXX.net";
+	write_model_edit(path, "tests/e2e/models/attention_long.net", (const char *const[]){"causal = true)"},
+	                 (const char *const[]){"causal = true, context_parallel_algo = all_gather).shard(((1, 1, CP, 1), "
+	                                       "(1, 1, 1, 1), (1, 1, 1, 1)))"},
+	                 1);
+	static const char *const modes[] = {"parallel_mode=semi_auto_parallel", "parallel_mode=auto_parallel"};
+	for (int k = 0; k < 2; k++) {
+		double r = objective_over_step(path, &modes[k], 1);
+		cr_expect(fabs(r - 1) < 1e-3, "%s: objective %.4f of the compiled estimate", modes[k], r);
+	}
+	unlink(path);
 }
 
 /* A value that gets no gradient has no way back: tests/e2e/models/
