@@ -625,33 +625,91 @@ static void job_run(void *ctx, JobResult *r)
 
 static JobName job_name(const Try *t) { return (JobName){t->bound, t->stages, t->micro}; }
 
-/* Before screening candidate i: children for the next candidates the
- * search would screen unless a fit in between cuts them, those not
- * screened or in a child, whose floor is the least and not cut by best
- * (< 0: none), up to jobs - 1 children besides i's (the parent screens i
- * or waits for its child). */
-static void jobs_ahead(Job *jobs, int njobs, int i, const double *key, const bool *screen, const bool *bounded,
-                       double best, Compilation *scr, const MemoryFit *f, const Try *tries, Layers *L)
+/* What jobs_ahead reads of the outer search (its state when called). */
+typedef struct Ahead {
+	Job *jobs;
+	int n, i;              /* candidates; the one the parent screens or bounds (or waits for) */
+	const double *key;
+	const bool *screen, *bounded, *full;
+	Compilation *scr;
+	const MemoryFit *f;
+	const Try *tries;
+	Layers *L;
+} Ahead;
+
+int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, int n)
 {
+	double fit = INFINITY; /* the least waiting fit's key */
+	for (int k = 0; k < n; k++)
+		if (waiting[k])
+			fit = fmin(fit, key[k]);
+	int k = search_fit_pick(key, skip, n);
+	return k >= 0 && key[k] < fit ? k : -1;
+}
+
+/* The candidate the search would bound or screen next after a->i
+ * (search_fit_ahead): not screened, in a child or held. Before, the
+ * least key not cut by the best so far was sent: at GPT-3 x 1024 the
+ * last child bounded 8 x 8 (floor 61.3 s), which the first fit's step
+ * (53.3 s) cut, sharing the parent's pages through the fits. */
+static int next_ahead(const Ahead *a, bool *skip)
+{
+	bool waiting[MAX_TRIES];
+	for (int k = 0; k < a->n; k++) {
+		skip[k] = skip[k] || a->screen[k] || k == a->i || a->jobs[k].pid > 0 || a->jobs[k].held;
+		waiting[k] = a->screen[k] && !a->full[k] && k != a->i; /* i's screen is set before it is screened */
+	}
+	return search_fit_ahead(a->key, skip, waiting, a->n);
+}
+
+/* Its bound where it has none yet (it may be cut by it), else its screen. */
+static Try try_ahead(const Ahead *a, int k)
+{
+	Try t = a->tries[k];
+	t.bound = !a->bounded[k], t.screen = a->bounded[k];
+	return t;
+}
+
+/* Before bounding or screening candidate a->i, and whenever a child
+ * ends while the parent waits for i's: children for the next candidates
+ * (next_ahead), up to jobs - 1 at once, i's own included: the parent is
+ * the other worker (it compiles i, or ahead while i's child runs). */
+static void jobs_ahead(void *ctx)
+{
+	const Ahead *a = ctx;
 	int want = search_jobs_count() - 1, busy = 0;
-	bool skip[MAX_TRIES];
-	for (int k = 0; k < njobs; k++) {
-		busy += jobs[k].pid > 0 && k != i; /* i's own child, if any, runs while the parent waits */
-		skip[k] = screen[k] || k == i || jobs[k].pid > 0;
-	}
-	while (busy < want) {
-		int k = search_fit_pick(key, skip, njobs);
-		if (k < 0 || search_fit_cut(key[k], best))
-			return;
+	bool skip[MAX_TRIES] = {0};
+	for (int k = 0; k < a->n; k++)
+		busy += a->jobs[k].pid > 0;
+	for (int k; busy < want && (k = next_ahead(a, skip)) >= 0;) {
 		skip[k] = true;
-		/* a candidate not bounded yet may be cut by its bound: its bound
-		 * ahead, not its screen (the parent bounds it when it is the least) */
-		Try t = tries[k];
-		t.bound = !bounded[k], t.screen = bounded[k];
+		Try t = try_ahead(a, k);
 		JobName name = job_name(&t);
-		JobCtx ctx = {scr, f, &t, L};
-		busy += job_start(&jobs[k], jobs, njobs, job_run, &ctx, &name);
+		JobCtx job = {a->scr, a->f, &t, a->L};
+		busy += job_start(&a->jobs[k], a->jobs, a->n, job_run, &job, &name);
 	}
+}
+
+/* While i's child runs: the parent compiles the next candidate itself
+ * and holds its result for its turn, rather than wait idle (before, it
+ * waited while the child ahead of i had often ended: one core idle, at
+ * GPT-3 x 1024 for a second at a time); the device order is left as it
+ * was (the result stands where its turn starts from it, as a child's).
+ * false: nothing to compile. */
+static bool work_ahead(void *ctx)
+{
+	Ahead *a = ctx;
+	bool skip[MAX_TRIES] = {0};
+	int k = next_ahead(a, skip);
+	if (k < 0)
+		return false;
+	Try t = try_ahead(a, k);
+	JobResult r = {0};
+	job_run(&(JobCtx){a->scr, a->f, &t, a->L}, &r);
+	compilation_free(a->scr);
+	a->scr->search_order = r.order_in;
+	a->jobs[k] = (Job){.bound = t.bound, .name = job_name(&t), .held = true, .held_ok = true, .r = r};
+	return true;
 }
 
 /* No plan compiled, every fit left out by memory floors (its own and,
@@ -788,6 +846,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	compilation_init(&scr);
 	compilation_init(&kept);
 	scr.search_order = c->search_order;
+	Ahead ahead = {jobs, n, -1, key, screen, bounded, full, &scr, f, tries, &L};
 	/* the driver's compilation (main.c) is the screen of its own counts
 	 * (each auto compiled as 1): up to the strategies, without a limit */
 	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
@@ -846,12 +905,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (!screen[i] && !bounded[i]) {
 			Try t = tries[i];
 			t.bound = bounded[i] = true;
-			jobs_ahead(jobs, n, i, key, screen, bounded, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
+			ahead.i = i;
+			jobs_ahead(&ahead);
 			JobResult r;
 			/* a child's bound stands where it started from this order (the
 			 * bound is taken in the order chosen, or the lower of both) */
-			JobName name = job_name(&t);
-			if (jobs[i].pid && jobs[i].bound && job_finish(&jobs[i], &name, &r) && r.order_in == scr.search_order) {
+			if (job_await(jobs, n, i, true, &r, jobs_ahead, work_ahead, &ahead) && r.order_in == scr.search_order) {
 				if (r.ok)
 					lb[i] = r.floor, key[i] = fmax(key[i], lb[i]);
 			} else {
@@ -869,12 +928,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			Try t = tries[i];
 			t.screen = true;
 			screen[i] = true;
-			jobs_ahead(jobs, n, i, key, screen, bounded, best >= 0 ? outs[best].step : -1, &scr, f, tries, &L);
+			ahead.i = i;
+			jobs_ahead(&ahead);
 			JobResult r;
 			/* a child's screen stands where it started from the order this
 			 * one starts from (an earlier screen may have chosen it since) */
-			JobName name = job_name(&t);
-			if (jobs[i].pid && !jobs[i].bound && job_finish(&jobs[i], &name, &r) && r.order_in == scr.search_order) {
+			if (job_await(jobs, n, i, false, &r, jobs_ahead, work_ahead, &ahead) && r.order_in == scr.search_order) {
 				scr.search_order = r.order_out;
 			} else {
 				r.ok = compile_try(&scr, f, &t, 1, false, &L);
@@ -888,6 +947,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				        "per step\n", search_mode_name(mode), t.stages, t.micro, bound[i]);
 			continue;
 		}
+		job_collect(jobs, n); /* the children ended by now: their pages no longer shared with the fit's */
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
 		c->fit_note = lines[i];
 		double cut = best >= 0 ? outs[best].step : -1;

@@ -57,6 +57,13 @@ bool search_fit_cut(double bound, double best);
  * known lower bound) of those not done, the first of equal ones; -1:
  * none. */
 int search_fit_pick(const double *key, const bool *done, int n);
+
+/* The candidate to bound or screen ahead of its turn (in a child, or in
+ * the parent while it waits for one): the least key[k] of those not
+ * skipped, where it is below every waiting fit's key (waiting: screened,
+ * its fit not made): the search bounds or screens it before any fit, so
+ * no fit's step can cut it and the work is never wasted; -1: none. */
+int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, int n);
 /* How many screens the outer search compiles at once (pipeline_stages
  * or micro_size = auto), each in a forked process: n from 1 (no fork:
  * one process) to SEARCH_FIT_MAX_JOBS; 0: $NETC_JOBS, else the online

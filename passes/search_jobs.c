@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,20 @@ static int jobs_set; /* search_jobs_set; 0: $NETC_JOBS or the online CPUs; -1: t
 
 void search_jobs_set(int n) { jobs_set = n; }
 
+/* The processes runnable now, this one included (Linux's /proc/stat);
+ * 0: unknown. */
+static int procs_running(void)
+{
+	FILE *f = fopen("/proc/stat", "r");
+	char line[256];
+	int n = 0;
+	while (f && fgets(line, sizeof line, f) && sscanf(line, "procs_running %d", &n) != 1)
+		;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 int search_jobs_count(void)
 {
 	if (jobs_set > 0)
@@ -34,8 +49,21 @@ int search_jobs_count(void)
 		        e, SEARCH_JOBS_MAX);
 		jobs_set = -1; /* said once */
 	}
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	return cpus < 1 ? 1 : cpus > SEARCH_JOBS_MAX ? SEARCH_JOBS_MAX : (int)cpus;
+	static int idle; /* once, before any child of ours runs (they would count as others) */
+	if (!idle) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		idle = search_jobs_default(cpus < 1 ? 1 : cpus > SEARCH_JOBS_MAX ? SEARCH_JOBS_MAX : (int)cpus,
+		                           procs_running());
+	}
+	return idle;
+}
+
+int search_jobs_default(int cpus, int running)
+{
+	if (running <= 0)
+		return cpus;
+	int idle = cpus - (running - 1);
+	return idle < 1 ? 1 : idle > cpus ? cpus : idle;
 }
 
 /* A system call's failure, where and why, as the runtime reports its
@@ -145,7 +173,7 @@ bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const 
 	}
 	if (close(fd[1]) != 0)
 		JOB_FAIL("close", t); /* harmless: the child holds its own */
-	*j = (Job){.pid = pid, .fd = fd[0], .bound = t->bound};
+	*j = (Job){.pid = pid, .fd = fd[0], .bound = t->bound, .name = *t};
 	return true;
 }
 
@@ -187,6 +215,68 @@ bool job_finish(Job *j, const JobName *t, JobResult *r)
 	free(e);
 	free(fw);
 	return ok;
+}
+
+/* The least index of a running child whose result can be read (its
+ * pipe readable or closed), waiting up to timeout_ms (-1: for ever);
+ * -1 where none. */
+static int job_ready(const Job *jobs, int njobs, int timeout_ms)
+{
+	struct pollfd p[SEARCH_JOBS_MAX];
+	int at[SEARCH_JOBS_MAX], m = 0;
+	for (int k = 0; k < njobs && m < SEARCH_JOBS_MAX; k++)
+		if (jobs[k].pid > 0)
+			p[m] = (struct pollfd){.fd = jobs[k].fd, .events = POLLIN}, at[m++] = k;
+	if (m == 0)
+		return -1;
+	int r;
+	while ((r = poll(p, (nfds_t)m, timeout_ms)) < 0 && errno == EINTR)
+		;
+	for (int q = 0; r > 0 && q < m; q++)
+		if (p[q].revents)
+			return at[q];
+	return -1;
+}
+
+/* Reads jobs[k]'s ended child into its held result. */
+static void job_hold(Job *j)
+{
+	Job h = *j;
+	h.held_ok = job_finish(j, &h.name, &h.r);
+	h.held = true, h.pid = 0, h.fd = -1;
+	*j = h;
+}
+
+bool job_await(Job *jobs, int njobs, int i, bool bound, JobResult *r, void (*ahead)(void *), bool (*work)(void *),
+               void *actx)
+{
+	Job *j = &jobs[i];
+	if (j->held) {
+		bool ok = j->held_ok && j->bound == bound;
+		*r = j->r;
+		*j = (Job){0};
+		return ok;
+	}
+	if (j->pid <= 0 || j->bound != bound)
+		return false;
+	for (int k; (k = job_ready(jobs, njobs, 0)) != i;) {
+		if (k < 0 && work(actx))
+			continue;
+		if (k < 0 && (k = job_ready(jobs, njobs, -1)) == i)
+			break;
+		if (k < 0)
+			return false; /* cannot be: i's child runs */
+		job_hold(&jobs[k]);
+		ahead(actx);
+	}
+	JobName name = j->name;
+	return job_finish(j, &name, r);
+}
+
+void job_collect(Job *jobs, int njobs)
+{
+	for (int k; (k = job_ready(jobs, njobs, 0)) >= 0;)
+		job_hold(&jobs[k]);
 }
 
 void job_drop(Job *j)

@@ -16,10 +16,13 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ir/ir.h"
 #include "ir/shape.h"
 #include "passes/search_fit.h"
+#include "passes/search_jobs.h"
 #include "passes/search_graph.h"
 #include "passes/search_modes.h"
 
@@ -540,6 +543,93 @@ Test(search_algo, outer_search_picks_the_least_key_first_of_equals)
 	cr_expect_eq(search_fit_pick(key, done, 5), -1, "an infinite key (no compilation) is never picked");
 	/* a floor at or above 0.99 x the best step is cut, its screen never compiled */
 	cr_expect(search_fit_cut(64.25, 51.69));
+}
+
+/* What is bounded or screened ahead of its turn (search_fit_ahead): the
+ * least key not skipped, only where it is below every waiting fit, so no
+ * fit's step can cut it (GPT-3 x 1024: with 1 x 4 screened at 44.72 s,
+ * waiting for its fit, the floors 39-43 s go ahead; 8 x 8's floor, 61.28
+ * s, did before, and the first fit, 53.35 s, cut it: wasted). */
+Test(search_algo, ahead_only_what_no_fit_can_cut)
+{
+	double key[4] = {39.81, 44.72, 61.28, INFINITY};
+	bool skip[4] = {0}, waiting[4] = {false, true, false, false};
+	skip[1] = true; /* screened */
+	cr_expect_eq(search_fit_ahead(key, skip, waiting, 4), 0);
+	skip[0] = true;
+	cr_expect_eq(search_fit_ahead(key, skip, waiting, 4), -1, "8 x 8 is after 1 x 4's fit, which may cut it");
+	waiting[1] = false; /* its fit made: nothing waits */
+	cr_expect_eq(search_fit_ahead(key, skip, waiting, 4), 2);
+	skip[2] = true;
+	cr_expect_eq(search_fit_ahead(key, skip, waiting, 4), -1, "an infinite key (no compilation)");
+}
+
+/* The default job count (search_jobs_default): the CPUs other runnable
+ * processes leave idle (running counts this one), at least one, at most
+ * the CPUs; an unknown count (0) gives every CPU, as before. */
+Test(search_algo, default_jobs_are_the_idle_cpus)
+{
+	cr_expect_eq(search_jobs_default(2, 1), 2, "a quiet machine: both cores");
+	cr_expect_eq(search_jobs_default(2, 2), 1, "one core busy elsewhere: one job");
+	cr_expect_eq(search_jobs_default(2, 9), 1);
+	cr_expect_eq(search_jobs_default(16, 4), 13);
+	cr_expect_eq(search_jobs_default(8, 0), 8);
+}
+
+/* A JobRun for the tests: sleeps ms (ctx) and answers it as the step. */
+static void job_sleep(void *ctx, JobResult *r)
+{
+	int ms = *(const int *)ctx;
+	nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000}, NULL);
+	r->ok = 1, r->step = ms;
+}
+
+typedef struct AwaitLog {
+	Job *jobs;
+	int works, aheads; /* work's and ahead's calls */
+	bool held_seen;    /* job 1 held when ahead was called */
+} AwaitLog;
+
+static bool await_work(void *ctx)
+{
+	AwaitLog *l = ctx;
+	l->works++;
+	usleep(20000); /* the parent's own work ahead, while 0's child runs */
+	return l->works < 3;
+}
+
+static void await_ahead(void *ctx)
+{
+	AwaitLog *l = ctx;
+	l->aheads++;
+	l->held_seen = l->held_seen || (l->jobs[1].held && l->jobs[1].held_ok && l->jobs[1].r.step == 10);
+}
+
+/* job_await (search_jobs.c): while the child it waits for runs, the
+ * parent works ahead (work) rather than wait idle, and a child that ends
+ * first is read, held with its result, and another may start (ahead);
+ * the held result is then taken at its turn without a child. Before,
+ * the parent blocked on the one child: the other core idle. */
+Test(search_algo, await_works_while_a_child_runs)
+{
+	Job jobs[2] = {0};
+	int slow = 400, quick = 10;
+	JobName n0 = {false, 1, 4}, n1 = {true, 2, 8};
+	cr_assert(job_start(&jobs[0], jobs, 2, job_sleep, &slow, &n0));
+	cr_assert(job_start(&jobs[1], jobs, 2, job_sleep, &quick, &n1));
+	AwaitLog l = {jobs, 0, 0, false};
+	JobResult r;
+	cr_assert(job_await(jobs, 2, 0, false, &r, await_ahead, await_work, &l));
+	cr_expect_eq(r.step, 400);
+	cr_expect_eq(l.works, 3, "the parent worked while 0's child ran, until it had nothing (%d)", l.works);
+	cr_expect(l.aheads >= 1 && l.held_seen, "1's child, ended first, was held and another could start");
+	cr_expect_eq(jobs[0].pid, 0);
+	cr_expect(!job_await(jobs, 2, 1, false, &r, await_ahead, await_work, &l), "a held bound is no screen");
+	cr_assert(job_start(&jobs[1], jobs, 2, job_sleep, &quick, &n1));
+	usleep(200000);
+	job_collect(jobs, 2);
+	cr_expect(jobs[1].held && jobs[1].pid == 0, "an ended child is read without waiting");
+	cr_expect(job_await(jobs, 2, 1, true, &r, await_ahead, await_work, &l) && r.step == 10);
 }
 
 /* search_edge_cost keeps cost_edge's price by (from, to, gradient,
