@@ -119,7 +119,7 @@ typedef struct Compilation {
 	 * and stops the passes, without an error; the outer search
 	 * (passes/search_fit.c) compiles each candidate it needs */
 	bool search_defer, search_deferred;
-	/* a fit's compilation (passes/search_fit.c compile_try) shows no
+	/* a fit's compilation (passes/search_fit_try.c search_fit_compile) shows no
 	 * diagnostics: they are kept in fit_diag (heap, freed by
 	 * compilation_free; NULL: none), fit_diag_from being where its search
 	 * pass began (search_run, where fit_diag_mark; -1: it did not run).

@@ -8,110 +8,10 @@
 #include <string.h>
 
 #include "cost.h"
+#include "search_fit_ahead.h"
 #include "search_fit_counts.h"
 #include "search_fit_layers.h"
 #include "search_graph.h"
-
-/* What one compilation of the fit chooses beyond the strategies. */
-typedef struct Try {
-	bool recompute;        /* the repeated layers' forward operators recomputed (search_fit_mark_recompute) */
-	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
-	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
-	bool limited;          /* up to the strategies only, under the limit: a fit's first search
-	                        * (first_search_cut), its screen's hint kept */
-	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
-	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
-	bool bound;            /* as floor, its bound instead (search_dp_bound, search_modes.h) */
-	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
-	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
-	                        * (search_mem_hopeless, search.h): no plan of it fits */
-	double probe;          /* > 0: the outer search's best step so far: stopped after its search where
-	                        * no plan of this fit can be chosen (Compilation.search_probe_step) */
-	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
-	/* a fit's later search: each stage's factor (fit_loop's,
-	 * Compilation.search_stage_factor), nstage_factor of them; NULL: none */
-	const double *stage_factor;
-	int nstage_factor;
-	bool single_price;     /* without the per-stage prices (Compilation.search_single_price) */
-} Try;
-
-/* Compiles f->file again into c, quietly (the first compilation printed
- * its warnings), with the choices of t and the search's memory estimate
- * scaled by `factor`; false when it fails, which only the search can do
- * here: nothing fits the scaled estimate. keep_prices: the same choices
- * as the compilation before, whose price record the search starts from
- * (another graph's prices mean nothing). */
-static bool compile_try(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L)
-{
-	bool verbose = c->verbose;
-	struct SearchPrices *prices = keep_prices ? c->search_prices : NULL;
-	int order = c->search_order; /* searches in the order chosen */
-	char *note = c->fit_note;
-	if (keep_prices)
-		c->search_prices = NULL;
-	c->fit_note = NULL;
-	compilation_free(c);
-	compilation_init(c);
-	f->setup(c, f->ctx);
-	/* a screen's machine: the compilation keeps a pointer to it, and the
-	 * next compile_try (a full one ends every fit) replaces it */
-	static Machine unlimited;
-	if (t->screen) {
-		if (c->machine)
-			unlimited = *c->machine;
-		else
-			machine_defaults(&unlimited);
-		unlimited.memory_limit = 0;
-		c->machine = &unlimited;
-	}
-	c->search_order = order;
-	c->verbose = false;
-	c->dump_after = NULL;
-	c->search_mem_factor = factor;
-	c->search_stage_factor = t->stage_factor, c->search_nstage_factor = t->nstage_factor;
-	c->search_single_price = t->single_price;
-	c->search_prices = prices;
-	c->search_floor_only = t->floor || t->bound;
-	c->search_bound_only = t->bound;
-	c->search_hint_mem = t->screen || t->floor || t->bound ? 0 : t->hint_mem;
-	/* limited: no memory floor (it needs the backward pass) nor probe: the search runs */
-	c->search_hint_step = t->hint_step;
-	c->search_floor = NAN;
-	c->search_mem_stop = t->screen || t->limited || (t->floor && !t->mem) || t->bound ? 0 : t->mem_stop;
-	c->search_probe_step = t->screen || t->limited || t->floor || t->bound ? 0 : t->probe;
-	c->fit_follows = true;
-	c->fit_note = note;
-	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's,
-	 * floor's or bound's dropped */
-	char *said = NULL;
-	size_t nsaid = 0;
-	c->fit_diag_mark = !t->loud && !t->screen && !t->limited && !t->floor && !t->bound;
-	c->fit_diag_from = -1;
-	FILE *sink = t->loud ? NULL : c->fit_diag_mark ? open_memstream(&said, &nsaid) : NULL;
-	if (!sink)
-		said = NULL;
-	if (!sink && !t->loud)
-		sink = fopen("/dev/null", "w");
-	if (sink)
-		c->diag.out = sink;
-	bool ok = compile_front(c, f->file, f->defines, f->ndefines);
-	if (ok && t->stages > 0)
-		c->g->par.pipeline_stages = t->stages;
-	if (ok && t->micro > 0)
-		c->g->train.micro_size = t->micro;
-	if (ok && t->recompute)
-		search_fit_mark_recompute(c->g, L);
-	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
-	bool upto_check = t->screen || t->limited || (t->floor && !t->mem) || t->bound;
-	ok = ok && compile_passes(c, upto_check ? UPTO_CHECK : UPTO_CODEGEN);
-	c->search_stage_factor = NULL, c->search_nstage_factor = 0; /* t's, read by the search only */
-	if (sink)
-		fclose(sink);
-	c->fit_diag = said; /* NULL unless a memstream was opened (fclose made it whole) */
-	c->diag.out = stderr;
-	c->verbose = verbose;
-	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor) : ok;
-}
 
 /* One fit: the plans of one set of choices, from the compilation in c. */
 typedef struct Fit {
@@ -230,7 +130,7 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		if (!again && c->search_staged) {
 			again = true;
 			first_want = o->plans == 1 ? want : 0, first_over = over;
-			if (!compile_try(c, f, &plain, factor, true, L))
+			if (!search_fit_compile(c, f, &plain, factor, true, L))
 				return FIT_NONE; /* not reached: the same search found it */
 			continue;
 		}
@@ -246,7 +146,7 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 			if (compiles == 8)
 				return FIT_NONE;
 			compiles++;
-			if (compile_try(c, f, &u, factor, true, L))
+			if (search_fit_compile(c, f, &u, factor, true, L))
 				break;
 			hi = factor;
 		}
@@ -341,7 +241,7 @@ static bool first_search_cut(Compilation *c, const MemoryFit *f, const Try *rc, 
 	Try s = *rc;
 	s.limited = true;
 	int order = c->search_order;
-	bool ok = compile_try(c, f, &s, 1, false, L);
+	bool ok = search_fit_compile(c, f, &s, 1, false, L);
 	if (ok && !c->search_over && c->search_step >= best)
 		return true;
 	c->search_order = order;
@@ -410,7 +310,7 @@ static bool fit_plain(Compilation *c, const MemoryFit *f, Try t, double limit, d
 	if (screen) {
 		Try s = r->rc;
 		s.screen = true;
-		bool screened_rc = compile_try(c, f, &s, 1, false, L);
+		bool screened_rc = search_fit_compile(c, f, &s, 1, false, L);
 		r->screen_mem = screened_rc ? c->search_mem : 0;
 		r->screen = screened_rc && L->marked > 0 ? c->search_step : 0;
 		/* its hint where a best step is known (as before the retries
@@ -455,7 +355,7 @@ static void fit_retry(Compilation *c, const MemoryFit *f, Retry *r, double limit
 	if (probed > 0) { /* not cut: the plain fit as without the probe */
 		Try t = r->plain;
 		memset(o, 0, sizeof *o);
-		if (!compile_try(c, f, &t, 1, false, L)) {
+		if (!search_fit_compile(c, f, &t, 1, false, L)) {
 			o->status = FIT_NONE, o->bytes = -1;
 			return;
 		}
@@ -463,7 +363,7 @@ static void fit_retry(Compilation *c, const MemoryFit *f, Retry *r, double limit
 			return;
 		o->step = a.least_step;
 	}
-	bool compiled = compile_try(c, f, &r->rc, 1, false, L), tried = L->marked > 0;
+	bool compiled = search_fit_compile(c, f, &r->rc, 1, false, L), tried = L->marked > 0;
 	if (tried && c->verbose)
 		fprintf(stderr, "netc: %s: no plan without recompute fits memory_limit = %.6g; recomputing the %d "
 		        "repeated layers %s.%d to %s.%d (%d operators)\n", search_mode_name(mode), limit,
@@ -547,7 +447,7 @@ static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome
 	           limit, what, o->plans, o->plans == 1 ? "" : "s", mode_words(mode), o->bytes, o->est);
 }
 
-enum { MAX_TRIES = 48, MAX_FITS = 8 };
+enum { MAX_FITS = 8 };
 
 /* False with an error where no candidate is left to fit: none to try
  * (micro_size = auto with no multiple of the stage count dividing the
@@ -573,7 +473,7 @@ static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n
 	           n, tries[0].stages, tries[0].micro);
 	Try t = tries[0];
 	t.screen = t.loud = true;
-	compile_try(c, f, &t, 1, false, L);
+	search_fit_compile(c, f, &t, 1, false, L);
 	return false;
 }
 
@@ -595,122 +495,6 @@ static void keep_fit(Compilation *from, Compilation *to)
 }
 
 void search_fit_set_jobs(int n) { search_jobs_set(n); }
-
-int search_fit_pick(const double *key, const bool *done, int n)
-{
-	int i = -1;
-	for (int k = 0; k < n; k++)
-		if (!done[k] && isfinite(key[k]) && (i < 0 || key[k] < key[i]))
-			i = k;
-	return i;
-}
-
-/* What a child compiles (search_jobs.h): t in scr. */
-typedef struct JobCtx {
-	Compilation *scr;
-	const MemoryFit *f;
-	const Try *t;
-	Layers *L;
-} JobCtx;
-
-static void job_run(void *ctx, JobResult *r)
-{
-	JobCtx *j = ctx;
-	Compilation *scr = j->scr;
-	r->order_in = scr->search_order;
-	r->ok = compile_try(scr, j->f, j->t, 1, false, j->L);
-	r->step = scr->search_step, r->mem = scr->search_mem, r->order_out = scr->search_order;
-	r->floor = scr->search_floor;
-}
-
-static JobName job_name(const Try *t) { return (JobName){t->bound, t->stages, t->micro}; }
-
-/* What jobs_ahead reads of the outer search (its state when called). */
-typedef struct Ahead {
-	Job *jobs;
-	int n, i;              /* candidates; the one the parent screens or bounds (or waits for) */
-	const double *key;
-	const bool *screen, *bounded, *full;
-	Compilation *scr;
-	const MemoryFit *f;
-	const Try *tries;
-	Layers *L;
-} Ahead;
-
-int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, int n)
-{
-	double fit = INFINITY; /* the least waiting fit's key */
-	for (int k = 0; k < n; k++)
-		if (waiting[k])
-			fit = fmin(fit, key[k]);
-	int k = search_fit_pick(key, skip, n);
-	return k >= 0 && key[k] < fit ? k : -1;
-}
-
-/* The candidate the search would bound or screen next after a->i
- * (search_fit_ahead): not screened, in a child or held. Before, the
- * least key not cut by the best so far was sent: at GPT-3 x 1024 the
- * last child bounded 8 x 8 (floor 61.3 s), which the first fit's step
- * (53.3 s) cut, sharing the parent's pages through the fits. */
-static int next_ahead(const Ahead *a, bool *skip)
-{
-	bool waiting[MAX_TRIES];
-	for (int k = 0; k < a->n; k++) {
-		skip[k] = skip[k] || a->screen[k] || k == a->i || a->jobs[k].pid > 0 || a->jobs[k].held;
-		waiting[k] = a->screen[k] && !a->full[k] && k != a->i; /* i's screen is set before it is screened */
-	}
-	return search_fit_ahead(a->key, skip, waiting, a->n);
-}
-
-/* Its bound where it has none yet (it may be cut by it), else its screen. */
-static Try try_ahead(const Ahead *a, int k)
-{
-	Try t = a->tries[k];
-	t.bound = !a->bounded[k], t.screen = a->bounded[k];
-	return t;
-}
-
-/* Before bounding or screening candidate a->i, and whenever a child
- * ends while the parent waits for i's: children for the next candidates
- * (next_ahead), up to jobs - 1 at once, i's own included: the parent is
- * the other worker (it compiles i, or ahead while i's child runs). */
-static void jobs_ahead(void *ctx)
-{
-	const Ahead *a = ctx;
-	int want = search_jobs_count() - 1, busy = 0;
-	bool skip[MAX_TRIES] = {0};
-	for (int k = 0; k < a->n; k++)
-		busy += a->jobs[k].pid > 0;
-	for (int k; busy < want && (k = next_ahead(a, skip)) >= 0;) {
-		skip[k] = true;
-		Try t = try_ahead(a, k);
-		JobName name = job_name(&t);
-		JobCtx job = {a->scr, a->f, &t, a->L};
-		busy += job_start(&a->jobs[k], a->jobs, a->n, job_run, &job, &name);
-	}
-}
-
-/* While i's child runs: the parent compiles the next candidate itself
- * and holds its result for its turn, rather than wait idle (before, it
- * waited while the child ahead of i had often ended: one core idle, at
- * GPT-3 x 1024 for a second at a time); the device order is left as it
- * was (the result stands where its turn starts from it, as a child's).
- * false: nothing to compile. */
-static bool work_ahead(void *ctx)
-{
-	Ahead *a = ctx;
-	bool skip[MAX_TRIES] = {0};
-	int k = next_ahead(a, skip);
-	if (k < 0)
-		return false;
-	Try t = try_ahead(a, k);
-	JobResult r = {0};
-	job_run(&(JobCtx){a->scr, a->f, &t, a->L}, &r);
-	compilation_free(a->scr);
-	a->scr->search_order = r.order_in;
-	a->jobs[k] = (Job){.bound = t.bound, .name = job_name(&t), .held = true, .held_ok = true, .r = r};
-	return true;
-}
 
 /* No plan compiled, every fit left out by memory floors (its own and,
  * where recompute was tried, the recomputed graph's): the error says the
@@ -750,7 +534,7 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
 	if (!(limit > 0) || isinf(limit))
 		return false;
 	t.floor = t.mem = true, t.mem_stop = limit, t.recompute = false;
-	compile_try(scr, f, &t, 1, false, L);
+	search_fit_compile(scr, f, &t, 1, false, L);
 	bool over = scr->search_mem_stopped;
 	double floor = scr->search_mem_floor;
 	compilation_free(scr);
@@ -758,7 +542,7 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
 	if (!over)
 		return false;
 	t.recompute = true;
-	compile_try(scr, f, &t, 1, false, L);
+	search_fit_compile(scr, f, &t, 1, false, L);
 	bool tried = L->marked > 0, rc_over = scr->search_mem_stopped;
 	double rc_floor = scr->search_mem_floor;
 	compilation_free(scr);
@@ -862,7 +646,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
 			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
 		else
-			key[i] = compile_try(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
+			key[i] = search_fit_compile(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
 		compilation_free(&scr);
 		if (c->verbose && !screen[i])
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": its operators' "
@@ -891,7 +675,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		for (int k = 0; k < n && ask; k++)
 			ask = !(under[k] && tries[k].stages == tries[i].stages && tries[k].micro <= tries[i].micro);
 		if (ask && hopeless(&scr, f, tries[i], limit, &L, &outs[i], &under[i])) {
-			full[i] = screen[i] = true, bound[i] = key[i]; /* screen: no child screens it (jobs_ahead) */
+			full[i] = screen[i] = true, bound[i] = key[i]; /* screen: no child screens it (search_fit_jobs_ahead) */
 			if (jobs[i].pid)
 				job_drop(&jobs[i]);
 			if (c->verbose)
@@ -906,15 +690,15 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			Try t = tries[i];
 			t.bound = bounded[i] = true;
 			ahead.i = i;
-			jobs_ahead(&ahead);
+			search_fit_jobs_ahead(&ahead);
 			JobResult r;
 			/* a child's bound stands where it started from this order (the
 			 * bound is taken in the order chosen, or the lower of both) */
-			if (job_await(jobs, n, i, true, &r, jobs_ahead, work_ahead, &ahead) && r.order_in == scr.search_order) {
+			if (job_await(jobs, n, i, true, &r, search_fit_jobs_ahead, search_fit_work_ahead, &ahead) && r.order_in == scr.search_order) {
 				if (r.ok)
 					lb[i] = r.floor, key[i] = fmax(key[i], lb[i]);
 			} else {
-				if (compile_try(&scr, f, &t, 1, false, &L))
+				if (search_fit_compile(&scr, f, &t, 1, false, &L))
 					lb[i] = scr.search_floor, key[i] = fmax(key[i], lb[i]);
 				compilation_free(&scr);
 			}
@@ -929,14 +713,14 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			t.screen = true;
 			screen[i] = true;
 			ahead.i = i;
-			jobs_ahead(&ahead);
+			search_fit_jobs_ahead(&ahead);
 			JobResult r;
 			/* a child's screen stands where it started from the order this
 			 * one starts from (an earlier screen may have chosen it since) */
-			if (job_await(jobs, n, i, false, &r, jobs_ahead, work_ahead, &ahead) && r.order_in == scr.search_order) {
+			if (job_await(jobs, n, i, false, &r, search_fit_jobs_ahead, search_fit_work_ahead, &ahead) && r.order_in == scr.search_order) {
 				scr.search_order = r.order_out;
 			} else {
-				r.ok = compile_try(&scr, f, &t, 1, false, &L);
+				r.ok = search_fit_compile(&scr, f, &t, 1, false, &L);
 				r.step = scr.search_step, r.mem = scr.search_mem;
 				compilation_free(&scr);
 			}
@@ -961,7 +745,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			t.probe = cut > 0 ? cut : 0; /* stopped after it where no plan of it can be chosen */
 			bool follow = false; /* the recompute retry follows */
 			Retry *r = &retries[i];
-			if (compile_try(c, f, &t, 1, false, &L) || c->search_probe_stopped)
+			if (search_fit_compile(c, f, &t, 1, false, &L) || c->search_probe_stopped)
 				follow = fit_plain(c, f, t, limit, cut, 0, defer || cut >= 0, &outs[i], r);
 			else if (c->search_mem_stopped) /* no plan without recompute fits: straight to the retry */
 				follow = fit_plain(c, f, t, limit, cut, c->search_mem_floor, defer || cut >= 0, &outs[i], r);

@@ -9,23 +9,9 @@
 #include <stdio.h>
 
 #include "passes.h"
+#include "search_fit_try.h"
 #include "search_jobs.h"
 
-typedef struct MemoryFit {
-	const char *file;                /* the model, compiled again for each plan tried */
-	const char *const *defines;
-	int ndefines;
-	void *ctx;                       /* the driver's, passed to each hook */
-	/* a fresh compilation's options (verbosity, precision, machine, ...) */
-	void (*setup)(Compilation *c, void *ctx);
-	/* the compiled plan's bytes per device (the largest stage's; build -v's
-	 * total), < 0 when the program cannot be generated; each pipeline
-	 * stage's total into *stage (c's arena; one without stages), their
-	 * count into *nstages (0 with the error) */
-	int64_t (*planned)(Compilation *c, void *ctx, int64_t **stage, int *nstages);
-	/* -v: the plan that does not fit, kind by kind */
-	void (*report)(Compilation *c, void *ctx, FILE *out);
-} MemoryFit;
 
 /* After compile_passes(c, UPTO_CODEGEN) in auto_parallel under a memory
  * limit: while the compiled plan is over the limit, compiles the model
@@ -53,17 +39,6 @@ void search_fit_stage_factors(const double *est, const int64_t *stage, int n, do
  * resolves (search_dp.c). */
 bool search_fit_cut(double bound, double best);
 
-/* The outer search's next candidate: the least finite key[k] (its least
- * known lower bound) of those not done, the first of equal ones; -1:
- * none. */
-int search_fit_pick(const double *key, const bool *done, int n);
-
-/* The candidate to bound or screen ahead of its turn (in a child, or in
- * the parent while it waits for one): the least key[k] of those not
- * skipped, where it is below every waiting fit's key (waiting: screened,
- * its fit not made): the search bounds or screens it before any fit, so
- * no fit's step can cut it and the work is never wasted; -1: none. */
-int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, int n);
 /* How many screens the outer search compiles at once (pipeline_stages
  * or micro_size = auto), each in a forked process: n from 1 (no fork:
  * one process) to SEARCH_FIT_MAX_JOBS; 0: $NETC_JOBS, else the online

@@ -22,6 +22,7 @@
 #include "ir/ir.h"
 #include "ir/shape.h"
 #include "passes/search_fit.h"
+#include "passes/search_fit_ahead.h"
 #include "passes/search_jobs.h"
 #include "passes/search_graph.h"
 #include "passes/search_modes.h"

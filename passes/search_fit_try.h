@@ -1,0 +1,59 @@
+/* One compilation of the memory fit (search_fit.c): the model compiled
+ * again with the choices the fit or the outer search makes beyond the
+ * strategies. Apart from search_fit.c so that the screens ahead
+ * (search_fit_ahead.c) compile the same way. */
+#ifndef NETC_SEARCH_FIT_TRY_H
+#define NETC_SEARCH_FIT_TRY_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "passes.h"
+#include "search_fit_layers.h"
+
+typedef struct MemoryFit {
+	const char *file;                /* the model, compiled again for each plan tried */
+	const char *const *defines;
+	int ndefines;
+	void *ctx;                       /* the driver's, passed to each hook */
+	/* a fresh compilation's options (verbosity, precision, machine, ...) */
+	void (*setup)(Compilation *c, void *ctx);
+	/* the compiled plan's bytes per device (the largest stage's; build -v's
+	 * total), < 0 when the program cannot be generated; each pipeline
+	 * stage's total into *stage (c's arena; one without stages), their
+	 * count into *nstages (0 with the error) */
+	int64_t (*planned)(Compilation *c, void *ctx, int64_t **stage, int *nstages);
+	/* -v: the plan that does not fit, kind by kind */
+	void (*report)(Compilation *c, void *ctx, FILE *out);
+} MemoryFit;
+
+/* What one compilation of the fit chooses beyond the strategies. */
+typedef struct Try {
+	bool recompute;        /* the repeated layers' forward operators recomputed (search_fit_mark_recompute) */
+	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
+	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
+	bool limited;          /* up to the strategies only, under the limit: a fit's first search
+	                        * (first_search_cut), its screen's hint kept */
+	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
+	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
+	bool bound;            /* as floor, its bound instead (search_dp_bound, search_modes.h) */
+	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
+	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
+	                        * (search_mem_hopeless, search.h): no plan of it fits */
+	double probe;          /* > 0: the outer search's best step so far: stopped after its search where
+	                        * no plan of this fit can be chosen (Compilation.search_probe_step) */
+	bool loud;             /* its diagnostics shown (the others' go to /dev/null) */
+	/* a fit's later search: each stage's factor (fit_loop's,
+	 * Compilation.search_stage_factor), nstage_factor of them; NULL: none */
+	const double *stage_factor;
+	int nstage_factor;
+	bool single_price;     /* without the per-stage prices (Compilation.search_single_price) */
+} Try;
+
+/* Compiles f->file again into c, quietly (the first compilation printed
+ * its warnings), with the choices of t and the search's memory estimate
+ * scaled by `factor`; false when it fails, which only the search can do
+ * here: nothing fits the scaled estimate. keep_prices: the same choices
+ * as the compilation before, whose price record the search starts from
+ * (another graph's prices mean nothing). */
+bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L);
+#endif
