@@ -266,6 +266,8 @@ struct Node {
 	Node *fwd;           /* backward nodes: the forward node they differentiate (a recomputed
 	                        copy: the node it repeats) */
 	bool recomputed;     /* a forward node run again in the backward pass (passes/recompute.c) */
+	struct Value *sums_grad_of; /* autodiff's add of two of a value's gradient contributions: that
+	                        * forward value (its whole gradient is the last such add's grad_of) */
 	int chunk;           /* pipeline: virtual stage (model chunk); stage = chunk % nstages */
 	Strategy strategy;   /* after sharding: the strategy it runs with (n == 0: none, e.g. updates) */
 	Value *writes;       /* redistribute: its result goes into this parameter's buffer (optimizer parallel) */

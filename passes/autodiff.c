@@ -59,6 +59,8 @@ static void accumulate(AD *ad, Value *v, Value *g)
 		return;
 	Value *old = ad->grad[v->id];
 	ad->grad[v->id] = old ? bin(ad, OP_ADD, old, g, NULL, v->shape) : g;
+	if (old)
+		ad->grad[v->id]->def->sums_grad_of = v;
 }
 
 /* Sums `g` (shaped like a broadcast result) down to `to`'s shape, aligning

@@ -477,3 +477,34 @@ Test(amp_prices, declared_narrow_fp32_sums_alone)
 	cr_expect(fabs(one - 1) <= 1e-3, "resnet declared bf16: objective %.3f of the compiled estimate", one);
 	cr_expect(fabs(micro - 1) <= 1e-3, "the same, 2 micro-steps: %.3f", micro);
 }
+
+/* autodiff's sums of a value's gradient contributions whose layouts
+ * disagree run in the value's layout (sharding.c, grad_sum_as_value),
+ * where the searches price them: declared bf16, attention_gqa's x is
+ * whole and read by q, k, v and the head-split residual add, and data
+ * parallel split the sums' rows over the 4 devices and gathered them
+ * again, unpriced (recursive_programming: 0.818 of the compiled
+ * estimate; sharding_propagation's -42% had the same gather). */
+Test(amp_prices, gradient_sums_in_the_values_layout)
+{
+	char path[] = "/tmp/netc-narrow-XXXXXX.net";
+	declared_bf16("tests/e2e/models/attention_gqa.net", path);
+	static const char *const defs[] = {"device_num=4", "parallel_mode=auto_parallel",
+	                                   "search_mode=recursive_programming"};
+	double r = objective_over_step(path, defs, 3);
+	Compilation c;
+	cr_assert(compile_model(&c, path, defs, 3, UPTO_CODEGEN));
+	int sums = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (!n->sums_grad_of)
+			continue;
+		sums++;
+		cr_expect(layout_same(n->out->layout, n->sums_grad_of->layout), "%s: not in %s's layout", n->out->name,
+		          n->sums_grad_of->name);
+	}
+	compile_done(&c);
+	unlink(path);
+	cr_expect(sums >= 3, "x's gradient sums: %d", sums);
+	cr_expect(fabs(r - 1) <= 1e-3, "attention_gqa declared bf16: objective %.3f of the compiled estimate", r);
+}
