@@ -49,10 +49,7 @@ typedef struct Sharder {
 	int nfrom_data;
 } Sharder;
 
-static bool per_device_mode(ParallelMode m)
-{
-	return m == PM_DATA_PARALLEL || m == PM_HYBRID_PARALLEL;
-}
+static bool per_device_mode(ParallelMode m) { return m == PM_DATA_PARALLEL || m == PM_HYBRID_PARALLEL; }
 
 static Layout *whole(Sharder *S, const Value *v)
 {
@@ -430,29 +427,25 @@ static void on_readers_grid(Sharder *S, const Node *n, ShardResult *r)
 }
 
 /* autodiff's sum of a value's gradient contributions whose layouts
- * disagree (as produced it cannot run): in the value's own layout, where
- * the searches price the sum (each contribution's way back converts it
- * to the value's layout, search_edges.c). Data parallel instead split
- * the sum's rows over every device and gathered it again, unpriced:
- * tests/e2e/models/attention_gqa.net declared bf16 at 4 devices,
- * recursive_programming, -18% of the compiled estimate. */
+ * disagree: in the value's layout, where the searches price it. Data
+ * parallel split its rows over every device and gathered it again,
+ * unpriced (attention_gqa.net declared bf16 @4: -18% of the estimate). */
 static bool grad_sum_as_value(Sharder *S, Node *n, ShardResult *r)
 {
 	const Value *x = n->sums_grad_of;
-	if (per_device_mode(S->mode) || n->phase != PH_BACKWARD || !x || !shape_eq(&x->shape, &n->out->shape))
+	if (per_device_mode(S->mode) || n->phase != PH_BACKWARD || !x || !x->layout ||
+	    !shape_eq(&x->shape, &n->out->shape))
 		return false;
-	const Layout *l = x->layout;
 	Strategy s = strategy_as_produced(S->cx.arena, n);
 	const Layout *want[SHARD_MAX_INPUTS] = {0};
 	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
-		want[j] = l;
+		want[j] = x->layout;
 		for (int d = 0; d < s.v[j].rank; d++)
-			s.v[j].d[d] = l ? layout_split(l, d) : 1;
+			s.v[j].d[d] = layout_split(x->layout, d);
 	}
 	if (!try_strategy(S, n, s, r))
 		return false;
-	if (l)
-		shard_regrid(&S->cx, r, want);
+	shard_regrid(&S->cx, r, want);
 	return true;
 }
 
