@@ -675,7 +675,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		for (int k = 0; k < n && ask; k++)
 			ask = !(under[k] && tries[k].stages == tries[i].stages && tries[k].micro <= tries[i].micro);
 		if (ask && hopeless(&scr, f, tries[i], limit, &L, &outs[i], &under[i])) {
-			full[i] = screen[i] = true, bound[i] = key[i]; /* screen: no child screens it (search_fit_jobs_ahead) */
+			full[i] = screen[i] = true, bound[i] = key[i]; /* screen: none screens it ahead */
 			if (jobs[i].pid)
 				job_drop(&jobs[i]);
 			if (c->verbose)
@@ -689,12 +689,9 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		if (!screen[i] && !bounded[i]) {
 			Try t = tries[i];
 			t.bound = bounded[i] = true;
-			ahead.i = i;
-			search_fit_jobs_ahead(&ahead);
 			JobResult r;
-			/* a child's bound stands where it started from this order (the
-			 * bound is taken in the order chosen, or the lower of both) */
-			if (job_await(jobs, n, i, true, &r, search_fit_jobs_ahead, search_fit_work_ahead, &ahead) && r.order_in == scr.search_order) {
+			/* a bound ahead is taken in the order chosen, or the lower of both */
+			if (search_fit_await(&ahead, i, true, &r)) {
 				if (r.ok)
 					lb[i] = r.floor, key[i] = fmax(key[i], lb[i]);
 			} else {
@@ -712,12 +709,9 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			Try t = tries[i];
 			t.screen = true;
 			screen[i] = true;
-			ahead.i = i;
-			search_fit_jobs_ahead(&ahead);
 			JobResult r;
-			/* a child's screen stands where it started from the order this
-			 * one starts from (an earlier screen may have chosen it since) */
-			if (job_await(jobs, n, i, false, &r, search_fit_jobs_ahead, search_fit_work_ahead, &ahead) && r.order_in == scr.search_order) {
+			/* an earlier screen may have chosen the order since one ahead started */
+			if (search_fit_await(&ahead, i, false, &r)) {
 				scr.search_order = r.order_out;
 			} else {
 				r.ok = search_fit_compile(&scr, f, &t, 1, false, &L);

@@ -69,7 +69,7 @@ static Try try_ahead(const Ahead *a, int k)
  * ends while the parent waits for i's: children for the next candidates
  * (next_ahead), up to jobs - 1 at once, i's own included: the parent is
  * the other worker (it compiles i, or ahead while i's child runs). */
-void search_fit_jobs_ahead(void *ctx)
+static void jobs_ahead(void *ctx)
 {
 	const Ahead *a = ctx;
 	int want = search_jobs_count() - 1, busy = 0;
@@ -91,7 +91,7 @@ void search_fit_jobs_ahead(void *ctx)
  * GPT-3 x 1024 for a second at a time); the device order is left as it
  * was (the result stands where its turn starts from it, as a child's).
  * false: nothing to compile. */
-bool search_fit_work_ahead(void *ctx)
+static bool work_ahead(void *ctx)
 {
 	Ahead *a = ctx;
 	bool skip[MAX_TRIES] = {0};
@@ -107,3 +107,9 @@ bool search_fit_work_ahead(void *ctx)
 	return true;
 }
 
+bool search_fit_await(Ahead *a, int i, bool bound, JobResult *r)
+{
+	a->i = i;
+	jobs_ahead(a);
+	return job_await(a->jobs, a->n, i, bound, r, jobs_ahead, work_ahead, a) && r->order_in == a->scr->search_order;
+}

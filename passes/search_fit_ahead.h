@@ -23,7 +23,7 @@ int search_fit_pick(const double *key, const bool *done, int n);
  * no fit's step can cut it and the work is never wasted; -1: none. */
 int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, int n);
 
-/* What search_fit_jobs_ahead reads of the outer search (its state when called). */
+/* What the work ahead reads of the outer search (its state when called). */
 typedef struct Ahead {
 	Job *jobs;
 	int n, i;              /* candidates; the one the parent screens or bounds (or waits for) */
@@ -35,12 +35,12 @@ typedef struct Ahead {
 	Layers *L;
 } Ahead;
 
-/* Before bounding or screening candidate ctx's i (an Ahead), and
- * whenever a child ends while the parent waits for i's: children for
- * the next candidates, up to jobs - 1 at once, i's own included (job_await's ahead). */
-void search_fit_jobs_ahead(void *ctx);
-/* While i's child runs: the parent compiles the next candidate itself
- * and holds its result for its turn (job_await's work); false: nothing
- * to compile. */
-bool search_fit_work_ahead(void *ctx);
+/* Candidate i's bound (bound) or screen, done ahead of its turn: first
+ * children are started for the next candidates (up to jobs - 1 at once,
+ * i's own included: the parent is the other worker), then i's result is
+ * awaited, the parent compiling the next candidate itself and holding it
+ * for its turn while i's child runs (job_await). False where there is
+ * none, or it started from another device order than scr's now (a
+ * result stands in the order it started from): the caller compiles i. */
+bool search_fit_await(Ahead *a, int i, bool bound, JobResult *r);
 #endif

@@ -211,7 +211,8 @@ typedef struct Enum {
 
 enum { MAX_TRIES = 20000 };
 
-/* A candidate's own numbers: computation and its inputs' gradient partial sums. */
+/* ---- a candidate's own numbers: computation, its inputs' gradient sums ----- */
+
 /* Whether autodiff gives v a gradient (Search.needs_grad). */
 static bool has_grad(const Search *s, const Value *v) { return !s->needs_grad || s->needs_grad[v->id]; }
 
@@ -446,7 +447,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		/* k's and v's sums are the packed gradient's (packed_grad_cost) */
 		unsigned gp = i > 0 && packed_grad(s, n, &c->r) ? 0 : cost_grad_partial_axes(n, &c->r, i);
-		bool back = !no_grad_input(n, i) && (!s->needs_grad || s->needs_grad[n->in[i]->id]);
+		bool back = !no_grad_input(n, i) && has_grad(s, n->in[i]);
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
@@ -680,7 +681,7 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
 		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
-		PUT(!s->needs_grad || s->needs_grad[x->id]); /* a way back to price (c->grad) */
+		PUT(has_grad(s, x)); /* a way back to price (c->grad) */
 		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);
 		for (int d = 0; d < n->in[j]->shape.rank; d++)
