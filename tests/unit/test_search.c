@@ -191,6 +191,32 @@ Test(search, dp_repeated_layers_eliminated_once)
 	cr_expect_leq(c32, c8 + 8, "computed %d at 8 blocks, %d at 32", c8, c32);
 }
 
+/* The same under a memory limit: each pass prices the tables at its own
+ * memory price, fresh tables whose hashes come from what made them
+ * (search_dp.c's mat_derive), and the layers still meet in the memo: the
+ * last pass reuses as the unpriced one does, and the plan is the one
+ * the elimination without the memo finds. */
+Test(search, dp_repeated_layers_eliminated_once_when_priced)
+{
+	dp_memo_blocks(32, &(int){0}, &(int){0});
+	Search *s = search_new(&arena, g, NULL, true, false, &dg);
+	cr_assert(s, "%s", diag_text());
+	int *free_plan = calloc((size_t)s->nv, sizeof(int)), *memo = calloc((size_t)s->nv, sizeof(int)),
+	    *plain = calloc((size_t)s->nv, sizeof(int));
+	cr_assert(search_dp(s, free_plan));
+	s->m.memory_limit = 0.6 * search_memory(s, free_plan);
+	cr_assert(search_dp(s, memo));
+	cr_assert_lt(search_memory(s, memo), search_memory(s, free_plan), "the limit moved no choice");
+	int computed = s->dp_series_computed, reused = s->dp_series_reused;
+	cr_expect_gt(reused, 3 * computed, "priced: %d series eliminations computed, %d reused", computed, reused);
+	s->dp_no_memo = true;
+	cr_assert(search_dp(s, plain));
+	cr_expect(memcmp(memo, plain, sizeof(int) * (size_t)s->nv) == 0, "priced: another plan without the memo");
+	free(free_plan);
+	free(memo);
+	free(plain);
+}
+
 /* The series elimination's min-plus rows, vectorised where the processor
  * has AVX (search_minplus.c), are the scalar loop's bit for bit: every
  * width through the 16- and 4-column blocks and the tail, ties (the first
