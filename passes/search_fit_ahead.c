@@ -57,11 +57,12 @@ static int next_ahead(const Ahead *a, bool *skip)
 	return search_fit_ahead(a->key, skip, waiting, a->n);
 }
 
-/* Its bound where it has none yet (it may be cut by it), else its screen. */
+/* Its bound where bounds are taken and it has none yet (it may be cut
+ * by it), else its screen. */
 static Try try_ahead(const Ahead *a, int k)
 {
 	Try t = a->tries[k];
-	t.bound = !a->bounded[k], t.screen = a->bounded[k];
+	t.bound = a->bounding && !a->bounded[k], t.screen = !t.bound;
 	return t;
 }
 

@@ -33,6 +33,7 @@ typedef struct Ahead {
 	const MemoryFit *f;
 	const Try *tries;
 	Layers *L;
+	bool bounding;         /* bounds are taken now (a step that fits is known): else screens */
 } Ahead;
 
 /* Candidate i's bound (bound) or screen, done ahead of its turn: first
