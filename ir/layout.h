@@ -89,6 +89,10 @@ void layout_block(const Layout *l, int64_t rank, int64_t *offset);
 int64_t layout_split(const Layout *l, int dim);
 /* Same block on every rank and same partial-sum groups: no data moves. */
 bool layout_equiv(const Layout *a, const Layout *b);
+/* layout_equiv by its definition, every rank's block and partial-sum
+ * group compared (O(devices)); layout_equiv takes it only where a dim is
+ * split over several axes or rows are ragged. The tests' reference. */
+bool layout_equiv_ranks(const Layout *a, const Layout *b);
 /* layout_equiv decided from the axes' strides in O(rank + ndev) instead
  * of a loop over every rank: same block on every rank and the same
  * partial-sum groups. Layouts without ragged blocks, over the same device
