@@ -235,10 +235,10 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 	RedistPlan *rev = NULL, *fwd = back ? redist_plan_ways(&tmp, from, to, es, rc->alltoall, &rev)
 	                                    : redist_plan(&tmp, from, to, es, rc->alltoall);
 	RedistPlan *p = fwd;
+	double t = p ? cost_plan_time(rc->m, p) : INFINITY, tr; /* each plan priced once */
 	if (rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, fwd->total_bytes, fwd->most_bytes) &&
-	    cost_plan_time(rc->m, rev) < cost_plan_time(rc->m, fwd))
-		p = rev;
-	double t = p ? cost_plan_time(rc->m, p) : INFINITY;
+	    (tr = cost_plan_time(rc->m, rev)) < t)
+		p = rev, t = tr;
 	*bytes = p ? p->send_bytes : 0;
 	CostFormStep fs[COST_FORM_STEPS], rs[COST_FORM_STEPS];
 	int nf, nr;
