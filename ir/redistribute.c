@@ -391,7 +391,7 @@ static int64_t rep_copies(const Layout *f, unsigned rep)
 /* RS_PERMUTE's bytes from f to t into s: rank 0's, the most one rank
  * sends, and all together. False where a rank's block would come in more
  * than PERMUTE_MAX_PARTS parts (no Permute then). */
-static bool permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
+__attribute__((noinline)) static bool permute_bytes(const Layout *f, const Layout *t, int esize, RedistStep *s)
 {
 	unsigned rep = repeating_axes(f, t);
 	int64_t D = layout_devices(f), copies = rep_copies(f, rep);
@@ -445,18 +445,24 @@ static bool push(Planner *pl, RedistKind kind, const Layout *to, unsigned axes, 
 		pl->cur = to;
 		return true;
 	}
-	RedistStep s = {.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2};
-	original_dim(pl->sp, dim, &s.tdim, &s.tsub);
-	original_dim(pl->sp, dim2, &s.tdim2, &s.tsub2);
+	if (p->n == pl->cap) { /* the step is made in place: millions of plans at thousands of devices */
+		size_t cap = pl->cap ? 2 * (size_t)pl->cap : 8;
+		p->steps = arena_grow(pl->a, p->steps, (size_t)pl->cap, cap, sizeof *p->steps);
+		pl->cap = (int)cap;
+	}
+	RedistStep *s = &p->steps[p->n];
+	*s = (RedistStep){.kind = kind, .from = pl->cur, .to = to, .axes = axes, .dim = dim, .dim2 = dim2};
+	original_dim(pl->sp, dim, &s->tdim, &s->tsub);
+	original_dim(pl->sp, dim2, &s->tdim2, &s->tsub2);
 	if (kind == RS_PERMUTE) {
-		if (!permute_bytes(pl->cur, to, pl->esize, &s))
+		if (!permute_bytes(pl->cur, to, pl->esize, s))
 			return false;
 	} else {
-		s.send_bytes = s.most_bytes =
+		s->send_bytes = s->most_bytes =
 			redist_step_bytes(kind, layout_group_size(pl->cur, axes), shape_numel(&pl->cur->slice) * pl->esize);
-		s.total_bytes = s.send_bytes * layout_devices(pl->cur);
+		s->total_bytes = s->send_bytes * layout_devices(pl->cur);
 	}
-	VEC_PUSH(pl->a, p->steps, p->n, pl->cap, s);
+	p->n++;
 	pl->cur = to;
 	return true;
 }
