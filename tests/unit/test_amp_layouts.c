@@ -85,3 +85,32 @@ Test(amp_layouts, borrowed_casts_priced_as_laid_out)
 	compile_done(&c);
 	cr_expect(casts >= 10, "borrowed casts up with a strategy: %d", casts);
 }
+
+/* A cast down whose readers want it split apart stays on its producer's
+ * layout (search.c, lend_reader_strategy), and each reader converts it
+ * from there. Lent its first reader's split, it was converted there and
+ * converted back for the others: dp_two_losses' p (whole) was sliced for
+ * sub and gathered whole again for mse_loss; resnet's layer2.0.y moved
+ * to layer3_down.conv1's [2, 2] and back to [4] for the shortcut's conv.
+ * No forward conversion of a converted copy may return to where the
+ * copy came from. */
+Test(amp_layouts, no_conversion_undone)
+{
+	static const char *const models[][2] = {{"tests/e2e/models/dp_two_losses.net", "device_num=4"},
+	                                        {"samples/resnet.net", "device_num=4"}};
+	for (int k = 0; k < 2; k++) {
+		Compilation c;
+		compile_narrow(&c, models[k][0], models[k][1], "search_mode=dynamic_programming");
+		int undone = 0;
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *r = c.g->nodes[i];
+			const Value *q = r->op == OP_REDISTRIBUTE && r->phase == PH_FORWARD ? before_redistribute(r->in[0]) : NULL;
+			if (q && q->layout && r->out->layout && layout_equiv(q->layout, r->out->layout)) {
+				undone++;
+				cr_expect(false, "%s: %s converted back to %s's layout", models[k][0], r->out->name, q->name);
+			}
+		}
+		compile_done(&c);
+		cr_expect(undone == 0);
+	}
+}
