@@ -447,7 +447,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		/* k's and v's sums are the packed gradient's (packed_grad_cost) */
 		unsigned gp = i > 0 && packed_grad(s, n, &c->r) ? 0 : cost_grad_partial_axes(n, &c->r, i);
-		bool back = !no_grad_input(n, i) && has_grad(s, n->in[i]);
+		bool back = !no_grad_input(n, i) && has_grad(s, n->in[i]) && has_grad(s, n->out);
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
@@ -688,6 +688,7 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 			PUT(n->in[j]->shape.d[d]);
 	}
 	PUT(n->out->dtype);
+	PUT(has_grad(s, n->out)); /* a way back from its readers (c->grad) */
 	PUT(n->out->shape.rank);
 	for (int d = 0; d < n->out->shape.rank; d++)
 		PUT(n->out->shape.d[d]);
