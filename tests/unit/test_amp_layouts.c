@@ -17,25 +17,6 @@
 #include "passes/explain.h"
 #include "passes/search_graph.h"
 
-/* A copy of model src at path (a mkstemps template ending ".net") with
- * every f32 tensor declared bf16, as the e2e scripts' sed 's/f32\[/bf16[/g'. */
-static void declared_bf16(const char *src, char *path)
-{
-	FILE *in, *out = model_copy_open(src, path, &in);
-	char line[4096];
-	while (fgets(line, sizeof line, in)) {
-		for (const char *p = line, *f; *p; p = f + 4) {
-			if (!(f = strstr(p, "f32["))) {
-				fputs(p, out);
-				break;
-			}
-			fprintf(out, "%.*sbf16[", (int)(f - p), p);
-		}
-	}
-	fclose(in);
-	fclose(out);
-}
-
 /* src declared bf16, compiled in auto_parallel on n devices under mode */
 static void compile_narrow(Compilation *c, const char *src, const char *n, const char *mode)
 {
