@@ -289,7 +289,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 			step += cd->param_grad[i];
 			t += cd->param_micro[i];
 			if (cd->r.in[i]) /* + a buffer per reader stage */
-				m += search_optpar_memory(s, x, cd->own_in[i], s->training ? readers[i] : 0);
+				m += search_optpar_memory(&s->optpar, x, cd->own_in[i], s->training ? readers[i] : 0);
 		} else if (x->kind == VK_PARAM && copy[i]) {
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
@@ -438,9 +438,12 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	             : g->train.amp_bf16                                          ? DT_BF16
 	                                                                          : DT_F16;
 	s->opt_states = opt_state_count(g->train.optimizer);
-	search_optpar_init(s);
 	s->real_size = f64 ? 8 : 4;
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall, s->real_size);
+	s->optpar = (OptparCtx){.g = g, .a = a, .rc = s->rc, .m = &s->m, .grad_call = s->grad_call,
+	                        .real_size = s->real_size, .opt_states = s->opt_states,
+	                        .device_num = s->cx.device_num, .training = training};
+	search_optpar_init(&s->optpar);
 	s->loss = g->loss;
 	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */

@@ -451,11 +451,13 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 		bool back = !no_grad_input(n, i) && has_grad(s, n->in[i]);
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		OptparPrice op;
-		if (search_optpar_price(s, n, &c->r, i, &op)) {
+		if (search_optpar_price(&s->optpar, n, &c->r, i, &op)) {
 			c->param_grad[i] = op.step, c->param_micro[i] = op.micro;
-			for (int k = 0; k < 2; k++)
+			for (int k = 0; k < 2; k++) /* a bucket holds one kind: the scatters' apart from the gathers' */
 				if (op.head[k] > c->opt_head[k])
-					c->opt_head[k] = op.head[k], c->opt_group[k] = op.group[k];
+					c->opt_head[k] = op.head[k],
+					c->opt_group[k] = search_bucket_group(op.from[k], op.axes[k], n->in[i]->dtype) ^
+					                  0x51ed27u * (uint64_t)(k + 1);
 			continue;
 		}
 		c->param_micro[i] = 0;
@@ -694,8 +696,8 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 		/* and one the parallel optimizer shards is gathered and reduce-
 		 * scattered as its readers and opt-out say (search_optpar_price) */
 		const Value *p = search_param_read((Value *)x);
-		if (s->optpar && p->kind == VK_PARAM)
-			PUT(s->optpar[p->id] | p->param.parallel_optimizer << 5);
+		if (s->optpar.flags && p->kind == VK_PARAM)
+			PUT(s->optpar.flags[p->id] | p->param.parallel_optimizer << 5);
 		PUT(has_grad(s, x)); /* a way back to price (c->grad) */
 		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);

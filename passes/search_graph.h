@@ -32,6 +32,7 @@
 #include "../ir/sharding.h"
 #include "cost.h"
 #include "passes.h"
+#include "search_optpar.h"
 
 enum { SEARCH_MAX_CANDS = 256, SEARCH_MAX_FREE = 2 * MAX_RANK };
 
@@ -156,10 +157,7 @@ typedef struct Search {
 	 * on a trainable parameter, or is a float input under input_grads: as
 	 * autodiff's needs); NULL: every value (not training) */
 	bool *needs_grad;
-	/* by value id: what search_optpar_price needs to know of a parameter
-	 * under enable_parallel_optimizer (search_optpar.c's flags: trained,
-	 * read forward / backward / on several stages); NULL: off */
-	unsigned char *optpar;
+	OptparCtx optpar;  /* what search_optpar.c prices a sharded parameter with */
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
 	 * found already computed (identical layers); tests set dp_no_memo to
@@ -276,33 +274,6 @@ double search_bucket_wait(Search *s, const int *choice);
 uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt);
 double search_memory(Search *s, const int *choice);
 
-/* Optimizer parallel (search_optpar.c). */
-typedef struct OptparPrice {
-	double micro;        /* seconds per micro-batch: the gathers, the reduce-scatter under gradient_accumulation_shard */
-	double step;         /* seconds once a step: the reduce-scatter in the update, a gather back of a weight kept whole */
-	double head[2];      /* what the reduce-scatter [0] and the gather [1] add as their buckets' first members
-	                      * (grad_call GRAD_IN_BUCKET), 0 where not packed */
-	uint64_t group[2];   /* those buckets (search_bucket_group, by kind) */
-} OptparPrice;
-/* Fills s->optpar from the graph's readers and updates (training with
- * enable_parallel_optimizer; else NULL). */
-void search_optpar_init(Search *s);
-/* The parameter x is, or whose stored shard x is gathered from
- * (optimizer.c store_sharded: a laid-out graph's readers read the
- * gathered copy); else x. */
-Value *search_param_read(Value *x);
-/* The shard the parallel optimizer makes of parameter p laid out as l
- * (sharding_optimizer.h), NULL where it stays whole or is not sharded. */
-const Layout *search_optpar_shard(const Search *s, const Value *p, const Layout *l);
-/* Input i of n, a parameter the parallel optimizer shards in candidate
- * r: its gradient's reduce-scatter and the gathers of its shard, as the
- * program runs them, into *o, and true; false (o zero) where its
- * gradient is all-reduced as cost_param_grad prices it. */
-bool search_optpar_price(Search *s, const Node *n, const ShardResult *r, int i, OptparPrice *o);
-/* Bytes a device holds of parameter p laid out as l, its gradient and
- * optimizer state, plus `extra` whole buffers (cost_param_memory's, with
- * the sharded parts as the program stores them). */
-double search_optpar_memory(const Search *s, const Value *p, const Layout *l, int extra);
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */
 void search_stage_memory(const Search *s, const int *choice, double *stage);

@@ -7,7 +7,7 @@
  * the searches' price here only. Before, the searches priced an
  * all-reduce of every gradient and no gather: tests/e2e/models/
  * accum_shard.net's objective was -83% of the compiled estimate. */
-#include "search_graph.h"
+#include "search_optpar.h"
 
 #include "../ir/layout.h"
 #include "../ir/redistribute.h"
@@ -47,10 +47,10 @@ static void mark_reader(const Node *n, const Value *p, unsigned char *f, int *st
 	}
 }
 
-void search_optpar_init(Search *s)
+void search_optpar_init(OptparCtx *s)
 {
-	Graph *g = s->g;
-	s->optpar = NULL;
+	const Graph *g = s->g;
+	s->flags = NULL;
 	if (!s->training || !g->par.enable_parallel_optimizer)
 		return;
 	unsigned char *f = ARENA_NEWN(s->a, unsigned char, g->nvalues + 1);
@@ -70,7 +70,7 @@ void search_optpar_init(Search *s)
 			if (n->in[j]->kind == VK_PARAM && (f[n->in[j]->id] & OPTPAR_UPDATED) && (j == 0 || n->in[j] != n->in[j - 1]))
 				mark_reader(n, n->in[j], f, stage, chunk);
 	}
-	s->optpar = f;
+	s->flags = f;
 }
 
 Value *search_param_read(Value *x)
@@ -81,39 +81,40 @@ Value *search_param_read(Value *x)
 	return x;
 }
 
-const Layout *search_optpar_shard(const Search *s, const Value *p, const Layout *l)
+const Layout *search_optpar_shard(const OptparCtx *s, const Value *p, const Layout *l)
 {
-	if (!s->optpar || p->kind != VK_PARAM || !(s->optpar[p->id] & OPTPAR_UPDATED) || !l)
+	if (!s->flags || p->kind != VK_PARAM || !(s->flags[p->id] & OPTPAR_UPDATED) || !l)
 		return NULL;
-	return optimizer_shard_of(s->g, s->a, s->cx.device_num, p, l, NULL);
+	return optimizer_shard_of(s->g, s->a, s->device_num, p, l, NULL);
 }
+
+static int elem_size(const OptparCtx *s, DType t) { return t == DT_F32 ? s->real_size : dtype_size(t); }
 
 /* One collective from `from` to `to` as pass_fusion packs it where it
  * packs (grad_call GRAD_IN_BUCKET): a single step of `kind` along
  * dimension 0 of an f32 tensor (fusion.c fusible), its bytes alone, and
  * as its bucket's first member (*head: what that adds) in the bucket of
- * its grid and axes (*group); else the plan's own calls (cost_redist). */
-static double packed(Search *s, const Layout *from, const Layout *to, DType dt, RedistKind kind, double *head,
-                     uint64_t *group)
+ * its grid and axes (*bucket, *axes); else the plan's own calls (cost_redist). */
+static double packed(const OptparCtx *s, const Layout *from, const Layout *to, DType dt, RedistKind kind,
+                     double *head, const Layout **bucket, unsigned *axes)
 {
-	*head = 0, *group = 0;
+	*head = 0, *bucket = NULL, *axes = 0;
 	if (s->grad_call == GRAD_IN_BUCKET && dt == DT_F32) {
-		const RedistPlan *p = redist_plan(s->a, from, to, search_elem_size(s, dt), s->g->par.enable_alltoall);
+		const RedistPlan *p = redist_plan(s->a, from, to, elem_size(s, dt), s->g->par.enable_alltoall);
 		const RedistStep *st = p && p->n == 1 && !p->expanded ? &p->steps[0] : NULL;
 		if (st && st->kind == kind && st->tdim == 0 && st->tsub < 0) {
 			int64_t g = layout_group_size(st->from, st->axes);
-			int64_t g_in = cost_group_in_node(&s->m, st->from, st->axes);
-			double t = cost_grad_coll(&s->m, kind, (double)p->most_bytes, g, g_in, GRAD_IN_BUCKET);
-			*head = cost_grad_coll(&s->m, kind, (double)p->most_bytes, g, g_in, GRAD_BUCKET_WAITED) - t;
-			/* buckets hold one kind: a reduce-scatter's apart from the all-gathers' */
-			*group = search_bucket_group(st->from, st->axes, dt) ^ (0x51ed27u * (uint64_t)(kind + 1));
+			int64_t g_in = cost_group_in_node(s->m, st->from, st->axes);
+			double t = cost_grad_coll(s->m, kind, (double)p->most_bytes, g, g_in, GRAD_IN_BUCKET);
+			*head = cost_grad_coll(s->m, kind, (double)p->most_bytes, g, g_in, GRAD_BUCKET_WAITED) - t;
+			*bucket = st->from, *axes = st->axes;
 			return t;
 		}
 	}
 	return cost_redist(s->rc, from, to, dt, NULL);
 }
 
-bool search_optpar_price(Search *s, const Node *n, const ShardResult *r, int i, OptparPrice *o)
+bool search_optpar_price(const OptparCtx *s, const Node *n, const ShardResult *r, int i, OptparPrice *o)
 {
 	*o = (OptparPrice){0};
 	const Value *p = search_param_read(n->in[i]);
@@ -122,7 +123,7 @@ bool search_optpar_price(Search *s, const Node *n, const ShardResult *r, int i, 
 	if (!shard)
 		return false;
 	const Graph *g = s->g;
-	unsigned f = s->optpar[p->id];
+	unsigned f = s->flags[p->id];
 	/* the gradient, a partial sum over the operator's other axes,
 	 * reduce-scattered into the shard instead of all-reduced: in each
 	 * micro-step's backward pass under gradient_accumulation_shard, else
@@ -130,30 +131,30 @@ bool search_optpar_price(Search *s, const Node *n, const ShardResult *r, int i, 
 	Layout *grad = layout_make(s->a, &l->full, l->ndev, l->dev, l->map, cost_grad_partial_axes(n, r, i),
 	                           layout_devices(l));
 	if (grad) {
-		double rs = packed(s, grad, shard, p->dtype, RS_REDUCE_SCATTER, &o->head[0], &o->group[0]);
+		double rs = packed(s, grad, shard, p->dtype, RS_REDUCE_SCATTER, &o->head[0], &o->from[0], &o->axes[0]);
 		if (g->nmicro > 1 && g->par.gradient_accumulation_shard)
 			o->micro += rs;
 		else
 			o->step += rs;
 	}
 	if (!stored_sharded(f)) { /* stored whole: the updated shard gathered back once a step */
-		o->step += packed(s, shard, l, p->dtype, RS_ALLGATHER, &o->head[1], &o->group[1]);
+		o->step += packed(s, shard, l, p->dtype, RS_ALLGATHER, &o->head[1], &o->from[1], &o->axes[1]);
 		return true;
 	}
 	/* stored as its shard: gathered before its first forward reader, each
 	 * micro-batch; and again before its first backward reader where the
 	 * forward copy is not kept (optimizer.c store_sharded's regather) */
-	o->micro += packed(s, shard, l, p->dtype, RS_ALLGATHER, &o->head[1], &o->group[1]);
+	o->micro += packed(s, shard, l, p->dtype, RS_ALLGATHER, &o->head[1], &o->from[1], &o->axes[1]);
 	bool regather = (f & OPTPAR_REGATHER) || g->nstages > 1 || g->nmicro > 1;
 	if (regather && (f & OPTPAR_BACKWARD))
 		o->micro += cost_redist(s->rc, shard, l, p->dtype, NULL); /* in the backward pass: never packed */
 	return true;
 }
 
-double search_optpar_memory(const Search *s, const Value *p, const Layout *l, int extra)
+double search_optpar_memory(const OptparCtx *s, const Value *p, const Layout *l, int extra)
 {
 	const Layout *shard = s->training ? search_optpar_shard(s, p, l) : NULL;
-	int es = search_elem_size(s, p->dtype);
+	int es = elem_size(s, p->dtype);
 	if (!shard)
 		return cost_param_memory(l, es, s->training, s->opt_states + extra);
 	double part = (double)shape_numel(&shard->slice) * es, whole = (double)shape_numel(&l->slice) * es;
