@@ -284,12 +284,12 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !once_cast)
 		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight (a weight's copy: once) */
 	for (int i = 0; i < n->nin; i++) {
-		Value *x = n->in[i];
+		Value *x = search_param_read(n->in[i]);
 		if (x->kind == VK_PARAM && first_read[i]) {
 			step += cd->param_grad[i];
-			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training,
-				                       s->opt_states + (s->training ? readers[i] : 0)); /* + a buffer per reader stage */
+			t += cd->param_micro[i];
+			if (cd->r.in[i]) /* + a buffer per reader stage */
+				m += search_optpar_memory(&s->optpar, x, cd->own_in[i], s->training ? readers[i] : 0);
 		} else if (x->kind == VK_PARAM && copy[i]) {
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
@@ -454,6 +454,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->real_size = f64 ? 8 : 4;
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall, s->real_size);
+	s->optpar = (OptparCtx){.g = g, .a = a, .rc = s->rc, .m = &s->m, .grad_call = s->grad_call,
+	                        .real_size = s->real_size, .opt_states = s->opt_states,
+	                        .device_num = s->cx.device_num, .training = training};
+	search_optpar_init(&s->optpar);
 	s->loss = g->loss;
 	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */

@@ -226,4 +226,7 @@ double search_edge_memory(const Search *s, int ei, int cu, int cv)
 
 double search_cand_compute(const Search *s, const Cand *c) { return s->w_micro * c->compute; }
 
-double search_cand_param_grad(const Search *s, const Cand *c, int i) { return s->w_step * c->param_grad[i]; }
+double search_cand_param_grad(const Search *s, const Cand *c, int i)
+{
+	return s->w_step * c->param_grad[i] + s->w_micro * c->param_micro[i];
+}

@@ -463,6 +463,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
 	c->bucket_head = 0, c->bucket_group = 0;
+	c->opt_head[0] = c->opt_head[1] = 0, c->opt_group[0] = c->opt_group[1] = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		/* k's and v's sums are the packed gradient's (packed_grad_cost) */
 		bool packed = packed_grad(s, n, &c->r);
@@ -471,6 +472,17 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		if (back && packed && i == 0)
 			c->grad[0] = packed_dq(s, c->r.in[0]);
+		OptparPrice op;
+		if (search_optpar_price(&s->optpar, n, &c->r, i, &op)) {
+			c->param_grad[i] = op.step, c->param_micro[i] = op.micro;
+			for (int k = 0; k < 2; k++) /* a bucket holds one kind: the scatters' apart from the gathers' */
+				if (op.head[k] > c->opt_head[k])
+					c->opt_head[k] = op.head[k],
+					c->opt_group[k] = search_bucket_group(op.from[k], op.axes[k], n->in[i]->dtype) ^
+					                  0x51ed27u * (uint64_t)(k + 1);
+			continue;
+		}
+		c->param_micro[i] = 0;
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
 		double head = s->training && call == GRAD_IN_BUCKET
@@ -703,6 +715,11 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
 		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
+		/* and one the parallel optimizer shards is gathered and reduce-
+		 * scattered as its readers and opt-out say (search_optpar_price) */
+		const Value *p = search_param_read((Value *)x);
+		if (s->optpar.flags && p->kind == VK_PARAM)
+			PUT(s->optpar.flags[p->id] | p->param.parallel_optimizer << 5);
 		PUT(has_grad(s, x)); /* a way back to price (c->grad) */
 		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);

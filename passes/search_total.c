@@ -370,6 +370,8 @@ double search_bucket_wait(Search *s, const int *choice)
 	for (int v = 0; v < s->nv; v++) {
 		const Cand *c = &s->v[v].cl->c[choice[v]];
 		bucket_member(&b, c->bucket_group, c->bucket_head);
+		bucket_member(&b, c->opt_group[0], c->opt_head[0]);
+		bucket_member(&b, c->opt_group[1], c->opt_head[1]);
 	}
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
@@ -599,7 +601,7 @@ void search_total_terms(Search *s, const int *choice, const char *who, FILE *out
 		const Cand *c = &s->v[v].cl->c[choice[v]];
 		double pg = 0;
 		for (int i = 0; i < n->nin && i < 16; i++)
-			pg += c->param_grad[i];
+			pg += c->param_grad[i] + c->param_micro[i];
 		fprintf(out, "V %s %s %s unary %.4g compute %.4g pgrad %.4g\n", op_info[n->op].name, n->out->name,
 		        dtype_name(n->out->dtype), s->v[v].unary[choice[v]], c->compute, pg);
 	}
