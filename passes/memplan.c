@@ -604,6 +604,26 @@ const bool *memplan_kept_in(Arena *a, const Graph *g)
 	return kept;
 }
 
+const bool *memplan_read_back(Arena *a, const Graph *g)
+{
+	bool *read = NULL;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_BACKWARD)
+			continue;
+		if (!read)
+			read = ARENA_NEWN(a, bool, g->nvalues + 1);
+		for (int j = 0; j < n->nin; j++) {
+			const Value *x = n->in[j];
+			if (x->kind == VK_NODE && x->def && x->def->phase == PH_FORWARD && x->id < g->nvalues)
+				read[x->id] = true;
+		}
+	}
+	if (read && g->loss && g->loss->id < g->nvalues)
+		read[g->loss->id] = true;
+	return read;
+}
+
 static void kept_casts(Compilation *c, MemPlan *p)
 {
 	Graph *g = c->g;

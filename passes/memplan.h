@@ -48,6 +48,13 @@ struct MemPlan {
 const bool *memplan_kept(Compilation *c);
 const bool *memplan_kept_in(Arena *a, const Graph *g);
 
+/* By value id: the forward values a backward node reads, which the plan
+ * holds from the forward pass to the backward (a micro-batch's slot);
+ * the others die in the forward pass after their last reader. NULL
+ * where the graph has no backward pass (inference, or before autodiff):
+ * the estimates then count every forward value. */
+const bool *memplan_read_back(Arena *a, const Graph *g);
+
 /* Bytes this device holds of v (its slice when sharded), float tensors
  * taking `real_size` bytes an element (4, or 8 with --precision f64);
  * an attention output its gradient reads (attr.save_lse) also holds each
