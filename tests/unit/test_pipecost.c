@@ -563,8 +563,10 @@ Test(pipecost, schedule_memory_is_linear)
  * double; since sharding_propagation prices each choice over its star,
  * 2026-11-28, its plan replicates more: 1.238 at f32, 1.396 at f64,
  * hence 0.2, well inside the 0.4 the bug made). */
-static void estimate_and_plan(const char *model, const char *const *defs, int ndefs, bool f64, double *est,
-                              int64_t *planned)
+/* The search's estimate, memory floor and compiled bytes of model with
+ * defs (rc: its repeated layers recomputed, as the fit's retry marks them). */
+static void estimate_floor_plan(const char *model, const char *const *defs, int ndefs, bool f64, bool rc, double *est,
+                                double *floor, int64_t *planned)
 {
 	Compilation c;
 	compilation_init(&c);
@@ -572,11 +574,25 @@ static void estimate_and_plan(const char *model, const char *const *defs, int nd
 	sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	diag_init(&c.diag, sink);
-	cr_assert(compile_front(&c, model, defs, ndefs) && compile_passes(&c, UPTO_CODEGEN), "%s", model);
+	cr_assert(compile_front(&c, model, defs, ndefs), "%s", model);
+	if (rc) {
+		Layers L;
+		search_fit_mark_layers(c.g, &L);
+		search_fit_mark_recompute(c.g, &L);
+		cr_assert(L.marked > 0);
+	}
+	cr_assert(compile_passes(&c, UPTO_CODEGEN), "%s", model);
 	BuildOptions o = {.f64 = f64};
-	*est = c.search_mem;
+	*est = c.search_mem, *floor = c.search_mem_floor;
 	*planned = netc_planned_bytes(&c, &o);
 	compile_done(&c);
+}
+
+static void estimate_and_plan(const char *model, const char *const *defs, int ndefs, bool f64, double *est,
+                              int64_t *planned)
+{
+	double floor;
+	estimate_floor_plan(model, defs, ndefs, f64, false, est, &floor, planned);
 }
 
 Test(pipecost, search_memory_at_f64)
@@ -627,26 +643,12 @@ Test(pipecost, search_memory_bounds_the_compiled_plan, .timeout = 120)
 	};
 	for (size_t k = 0; k < sizeof cands / sizeof cands[0]; k++)
 		for (int f64 = 0; f64 < 2; f64++) {
-			const char *defs[] = {"device_num=8", "search_mode=dynamic_programming", "dataset_strategy=full_batch", "B=64", "L=4",
-			                      cands[k].stages, cands[k].micro};
-			Compilation c;
-			compilation_init(&c);
-			c.f64 = f64;
-			sink = fopen("/dev/null", "w");
-			cr_assert(sink);
-			diag_init(&c.diag, sink);
-			cr_assert(compile_front(&c, "tests/models/transformer_plain.net", defs, 7));
-			if (cands[k].rc) { /* the layers recomputed, as the fit's retry marks them */
-				Layers L;
-				search_fit_mark_layers(c.g, &L);
-				search_fit_mark_recompute(c.g, &L);
-				cr_assert(L.marked > 0);
-			}
-			cr_assert(compile_passes(&c, UPTO_CODEGEN));
-			BuildOptions o = {.f64 = f64};
-			double est = c.search_mem, floor = c.search_mem_floor;
-			int64_t planned = netc_planned_bytes(&c, &o);
-			compile_done(&c);
+			const char *defs[] = {"device_num=8", "search_mode=dynamic_programming", "dataset_strategy=full_batch",
+			                      "B=64", "L=4", cands[k].stages, cands[k].micro};
+			double est, floor;
+			int64_t planned;
+			estimate_floor_plan("tests/models/transformer_plain.net", defs, 7, f64, cands[k].rc, &est, &floor,
+			                    &planned);
 			cr_log_info("%s %s%s f64 %d: floor %.0f, estimate %.0f, compiled %lld (%.3f)", cands[k].stages,
 			            cands[k].micro, cands[k].rc ? " recompute" : "", f64, floor, est, (long long)planned,
 			            est / planned);
