@@ -465,14 +465,14 @@ static bool *casts_seen_through(Search *s)
 
 /* By value id, whether autodiff gives the value a gradient (its mark_needs:
  * it depends on a trainable parameter, or is a float input under
- * input_grads), over every node of g (a laid-out graph's conversions
+ * input_grads, and reaches the loss), over every node of g (a laid-out graph's conversions
  * too). A value that gets none has no way back to price: tests/e2e/
  * models/attention.net's xf = reshape(x), read by q, k, v and the concat,
  * had one all-gather of its gradient priced, +8% to +12% of the compiled
  * estimate. */
 static bool *values_needing_grad(Arena *a, const Graph *g)
 {
-	bool *needs = ARENA_NEWN(a, bool, g->nvalues + 1);
+	bool *needs = ARENA_NEWN(a, bool, g->nvalues + 1), *to_loss = ARENA_NEWN(a, bool, g->nvalues + 1);
 	for (int i = 0; i < g->nparams; i++)
 		needs[g->params[i]->id] = g->params[i]->param.requires_grad;
 	for (int i = 0; i < g->ninputs && g->train.input_grads; i++)
@@ -482,6 +482,20 @@ static bool *values_needing_grad(Arena *a, const Graph *g)
 		for (int j = 0; j < n->nin && n->out; j++)
 			needs[n->out->id] |= needs[n->in[j]->id];
 	}
+	/* and the loss reads it: a value nothing on the way to the loss reads
+	 * gets no gradient, nor do its inputs from it (tests/e2e/models/
+	 * dp_two_losses.net's e = sub(p, y), read by nothing: its way back
+	 * into p, an all-gather, was priced, +33% of the compiled estimate) */
+	if (!g->loss)
+		return needs;
+	to_loss[g->loss->id] = true;
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin && n->out && n->phase == PH_FORWARD; j++)
+			to_loss[n->in[j]->id] |= to_loss[n->out->id];
+	}
+	for (int i = 0; i < g->nvalues; i++)
+		needs[i] &= to_loss[i];
 	return needs;
 }
 
@@ -557,6 +571,12 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 				ok = false;
 				continue;
 			}
+			/* as the sharding pass lays it out: on a 2 x 2 grid the cast up
+			 * before resnet's layer3_down.conv1 (declared bf16 @4) was priced
+			 * on the other axis than its conv, a conversion each way in f32
+			 * the program does not make (+12% of the compiled estimate) */
+			if (n->ann.borrowed)
+				shard_on_readers_grid(&s->cx, g, i + 1, n, &r);
 			CandList *own = ARENA_NEW(a, CandList);
 			own->c = ARENA_NEWN(a, Cand, sv->cl->n + 1);
 			if (sv->cl->n) /* no candidate (a manual_split operator): c is NULL, which memcpy may not read */

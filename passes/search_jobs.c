@@ -68,12 +68,21 @@ int search_jobs_default(int cpus, int running)
 
 /* A system call's failure, where and why, as the runtime reports its
  * calls; the screen is then compiled in the parent. */
-#define JOB_FAIL(call, t) job_fail(__FILE__, __LINE__, call, strerror(errno), t)
-static void job_fail(const char *file, int line, const char *call, const char *why, const JobName *t)
+#define JOB_FAIL(call, t) job_fail(__FILE__, __LINE__, call, strerror(errno), t, NULL)
+/* Said on stderr, or into held (JOB_HELD_WHY bytes) where not NULL: a
+ * held child's failure is said when its result is taken (job_await),
+ * and not where the search stops first (it said "screened in this
+ * process instead" of a candidate never screened). */
+static void job_fail(const char *file, int line, const char *call, const char *why, const JobName *t, char *held)
 {
-	fprintf(stderr, "netc: warning: %s:%d: %s: %s (the %s of pipeline_stages = %" PRId64 ", micro_size = %" PRId64
-	        "): %s in this process instead\n", file, line, call, why, t->bound ? "bound" : "screen", t->stages,
-	        t->micro, t->bound ? "bounded" : "screened");
+	char line_[JOB_HELD_WHY];
+	snprintf(line_, sizeof line_, "netc: warning: %s:%d: %s: %s (the %s of pipeline_stages = %" PRId64
+	         ", micro_size = %" PRId64 "): %s in this process instead\n", file, line, call, why,
+	         t->bound ? "bound" : "screen", t->stages, t->micro, t->bound ? "bounded" : "screened");
+	if (held)
+		memcpy(held, line_, sizeof line_);
+	else
+		fputs(line_, stderr);
 }
 
 static bool write_all(int fd, const void *p, size_t n)
@@ -177,7 +186,8 @@ bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const 
 	return true;
 }
 
-bool job_finish(Job *j, const JobName *t, JobResult *r)
+/* job_finish; a failure said into held where not NULL (job_fail) */
+static bool finish(Job *j, const JobName *t, JobResult *r, char *held)
 {
 	CostMemoEntry *e = NULL;
 	uint64_t *fw = NULL;
@@ -201,10 +211,10 @@ bool job_finish(Job *j, const JobName *t, JobResult *r)
 			snprintf(buf, sizeof buf, "killed by signal %d", WTERMSIG(status));
 		else
 			snprintf(buf, sizeof buf, "exited with status %d", WEXITSTATUS(status));
-		job_fail(__FILE__, __LINE__, t->bound ? "bound process" : "screen process", buf, t);
+		job_fail(__FILE__, __LINE__, t->bound ? "bound process" : "screen process", buf, t, held);
 		ok = false;
 	} else if (!ok) {
-		job_fail(__FILE__, __LINE__, "read", why, t);
+		job_fail(__FILE__, __LINE__, "read", why, t, held);
 	}
 	if (ok) {
 		cost_memo_import(e, r->n);
@@ -216,6 +226,8 @@ bool job_finish(Job *j, const JobName *t, JobResult *r)
 	free(fw);
 	return ok;
 }
+
+bool job_finish(Job *j, const JobName *t, JobResult *r) { return finish(j, t, r, NULL); }
 
 /* The least index of a running child whose result can be read (its
  * pipe readable or closed), waiting up to timeout_ms (-1: for ever);
@@ -242,7 +254,8 @@ static int job_ready(const Job *jobs, int njobs, int timeout_ms)
 static void job_hold(Job *j)
 {
 	Job h = *j;
-	h.held_ok = job_finish(j, &h.name, &h.r);
+	h.held_why[0] = 0;
+	h.held_ok = finish(j, &h.name, &h.r, h.held_why);
 	h.held = true, h.pid = 0, h.fd = -1;
 	*j = h;
 }
@@ -252,6 +265,8 @@ bool job_await(Job *jobs, int njobs, int i, bool bound, JobResult *r, void (*ahe
 {
 	Job *j = &jobs[i];
 	if (j->held) {
+		if (!j->held_ok)
+			fputs(j->held_why, stderr);
 		bool ok = j->held_ok && j->bound == bound;
 		*r = j->r;
 		*j = (Job){0};

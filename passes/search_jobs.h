@@ -29,6 +29,8 @@ typedef struct JobName {
 	int64_t stages, micro;
 } JobName;
 
+enum { JOB_HELD_WHY = 256 };
+
 /* A screen or bound in a child process. */
 typedef struct Job {
 	pid_t pid;             /* 0: none running */
@@ -37,6 +39,7 @@ typedef struct Job {
 	JobName name;          /* what it compiles, for its warnings */
 	bool held, held_ok;    /* its child ended while the parent waited for another's and was read
 	                        * then (job_await): its result is r, job_finish's answer held_ok */
+	char held_why[JOB_HELD_WHY]; /* !held_ok: the warning, said when the result is taken */
 	JobResult r;
 } Job;
 

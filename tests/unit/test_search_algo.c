@@ -633,6 +633,55 @@ Test(search_algo, await_works_while_a_child_runs)
 	cr_expect(job_await(jobs, 2, 1, true, &r, await_ahead, await_work, &l) && r.step == 10);
 }
 
+static void job_die(void *ctx, JobResult *r)
+{
+	(void)ctx, (void)r;
+	_exit(3);
+}
+
+static void no_ahead(void *ctx) { (void)ctx; }
+static bool no_work(void *ctx) { return (void)ctx, false; }
+
+/* stderr's bytes so far, into buf */
+static size_t err_bytes(int fd, char *buf, size_t cap)
+{
+	off_t end = lseek(fd, 0, SEEK_END);
+	ssize_t n = pread(fd, buf, cap - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	return end > 0 ? (size_t)end : 0;
+}
+
+/* A child that fails while held (read while the parent waited for
+ * another's) is said when its result is taken, where the candidate is
+ * then compiled in the parent, and not before: the search may stop
+ * first, and "screened in this process instead" was said of a candidate
+ * never screened. */
+Test(search_algo, held_failure_said_when_taken)
+{
+	Job jobs[1] = {0};
+	JobName n = {false, 2, 8};
+	char path[] = "/tmp/netc-held-XXXXXX", buf[512];
+	int fd = mkstemp(path), saved = dup(2);
+	cr_assert(fd >= 0 && saved >= 0);
+	unlink(path);
+	dup2(fd, 2);
+	bool started = job_start(&jobs[0], jobs, 1, job_die, NULL, &n);
+	usleep(200000);
+	job_collect(jobs, 1);
+	size_t held = err_bytes(fd, buf, sizeof buf);
+	JobResult r;
+	bool taken = job_await(jobs, 1, 0, false, &r, no_ahead, no_work, NULL);
+	err_bytes(fd, buf, sizeof buf);
+	dup2(saved, 2);
+	close(saved), close(fd);
+	cr_assert(started);
+	cr_expect_eq(held, 0, "said while held: %s", buf);
+	cr_expect(!taken);
+	cr_expect(strstr(buf, ": screen process: exited with status 3 (the screen of pipeline_stages = 2, micro_size = 8): "
+	                      "screened in this process instead\n"),
+	          "taken: '%s'", buf);
+}
+
 /* search_edge_cost keeps cost_edge's price by (from, to, gradient,
  * dtype): every cell of the MLP's edges, priced twice (the second from
  * the kept prices), is cost_edge's own, and cells that share a

@@ -1,0 +1,20 @@
+/* The sharding pass's parallel optimizer (enable_parallel_optimizer):
+ * which parameters' updates run on a shard, and on which. Apart from
+ * sharding.c, which lays the sharded updates out, so that what decides
+ * it has one place (the searches pricing optimizer parallel read it
+ * too). */
+#ifndef NETC_SHARDING_OPTIMIZER_H
+#define NETC_SHARDING_OPTIMIZER_H
+#include "../ir/ir.h"
+#include "passes.h"
+
+/* The layout of p's optimizer shard: p's layout split further, along its
+ * first whole dimension that divides, over a grid axis on which p is
+ * replicated (optimizer_weight_shard_size limits it to a sub-group by
+ * splitting that axis in two). NULL when p stays whole: too small
+ * (parallel_optimizer_threshold, KB), opted out, or nothing to split.
+ * In a (device_num)-device layout made in a; a warning to c's diag
+ * where optimizer_weight_shard_size does not divide the copies, or the
+ * parameter's lookups run on the host. */
+Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p);
+#endif
