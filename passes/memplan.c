@@ -605,6 +605,26 @@ const bool *memplan_kept_in(Arena *a, const Graph *g)
 	return kept;
 }
 
+const bool *memplan_read_back(Arena *a, const Graph *g)
+{
+	bool *read = NULL;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_BACKWARD)
+			continue;
+		if (!read)
+			read = ARENA_NEWN(a, bool, g->nvalues + 1);
+		for (int j = 0; j < n->nin; j++) {
+			const Value *x = n->in[j];
+			if (x->kind == VK_NODE && x->def && x->def->phase == PH_FORWARD && x->id < g->nvalues)
+				read[x->id] = true;
+		}
+	}
+	if (read && g->loss && g->loss->id < g->nvalues)
+		read[g->loss->id] = true;
+	return read;
+}
+
 /* With micro-steps or pipeline stages, each gradient the update phase
  * reads is summed over the micro-steps into an f32 accumulator
  * (codegen/pipeline_c.c, acc_X), zeroed at the next step's start. Where

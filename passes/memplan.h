@@ -53,6 +53,13 @@ struct MemPlan {
 const bool *memplan_kept(Compilation *c);
 const bool *memplan_kept_in(Arena *a, const Graph *g);
 
+/* By value id: the forward values a backward node reads, which the plan
+ * holds from the forward pass to the backward (a micro-batch's slot);
+ * the others die in the forward pass after their last reader. NULL
+ * where the graph has no backward pass (inference, or before autodiff):
+ * the estimates then count every forward value. */
+const bool *memplan_read_back(Arena *a, const Graph *g);
+
 /* By value id: the update phase's sums over devices that run in place in
  * their gradient's accumulator (MemPlan.in_acc), by the graph as it stands. */
 bool *memplan_sums_in_place(Arena *a, const Graph *g);

@@ -100,6 +100,10 @@ typedef struct SEdge {
 	 * (search_total.c), so an edge is sure to pay only its 1 / share part
 	 * of them (search_edge_forward) */
 	int share;
+	/* the reader's backward pass does not read this input, so the copy
+	 * converted for it dies after its forward use (search_edge_memory
+	 * counts none; the graph's backward nodes say, where it has them) */
+	bool dies;
 } SEdge;
 
 /* The plans dynamic_programming found at memory prices, kept across the
