@@ -121,7 +121,7 @@ EMIT(ADD)
 {
 	if (n->out->host)
 		fprintf(OUT, "\tH(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
-	else if (e->c->plan->home[n->out->id]) /* a tied weight's parts, the second added into the first's accumulator */
+	else if (e->c->plan->home[n->out->id]) /* a tied weight's parts: the second into the first's accumulator */
 		fprintf(OUT, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
 	else
 		emit_binary(e, n, "NRT_ADD");
@@ -787,8 +787,8 @@ EMIT(REDISTRIBUTE)
 	/* a sum in place in its accumulator (passes/grad_homes.h) or in its
 	 * input's workspace bytes (passes/memplan.c, in_place): no copy */
 	const MemPlan *mp = e->c->plan;
-	bool in_acc = mp->home[n->out->id] != NULL ||
-	              (!mp->stage_offset && mp->offset[n->out->id] >= 0 && mp->offset[n->out->id] == mp->offset[n->in[0]->id]);
+	int64_t at = mp->offset[n->out->id];
+	bool in_acc = mp->home[n->out->id] || (!mp->stage_offset && at >= 0 && at == mp->offset[n->in[0]->id]);
 	const char *routine = p->n && !in_acc ? shared_routine(e, n) : NULL;
 	const char *what = redist_describe(&e->c->arena, p);
 	if (in_acc)

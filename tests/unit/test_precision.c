@@ -573,7 +573,7 @@ Test(precision, loss_scale_on_pipeline_stages)
 	/* emb and first.w (stage 0) are updated by one call (their gradients
 	 * summed in their accumulators, side by side: passes/fuse_update.c),
 	 * after both are unscaled */
-	cr_expect_eq(count_in(upd, first, "/ loss_scale.scale)"), 2, "emb and first.w unscaled before their run's call");
+	cr_expect_eq(count_in(upd, first, "/ loss_scale.scale)"), 2, "emb and first.w unscaled before their call");
 	const char *run = strstr(upd, "one call for the run of 2 parameters, emb to first.w");
 	cr_expect(run && run < first);
 	cr_expect_eq(count_in(upd, end, "/ loss_scale.scale)"), 3);
