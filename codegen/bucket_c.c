@@ -145,6 +145,7 @@ void emit_fusion_names(Emit *e)
 		for (int m = 0; m < b->n; m++)
 			e->swap[b->members[m]->out->id] = arena_printf(&e->c->arena, "(bucket_%d + %" PRId64 ")", k, b->offset[m]);
 	}
+	emit_home_names(e);
 }
 
 /* In allocate(): the buckets and the ring of send buffers (plan_shared_buffers). */

@@ -15,6 +15,7 @@
 #include "../ir/layout.h"
 #include "fuse_update.h"
 #include "fusion.h"
+#include "grad_homes.h"
 
 enum { ALIGN_ELEMS = 16 };
 
@@ -22,10 +23,12 @@ static int64_t numel(const Value *v) { return shape_numel(v->layout ? &v->layout
 
 /* Where u's gradient lies, or -1 when u cannot join a run; *bucket and
  * *boff: the bucket and the element offset in it (RUN_BUCKET). */
-static int grads_of(const Compilation *c, const Node *u, int *bucket, int64_t *boff)
+static int grads_of(const Compilation *c, const Node *u, const Value **home, int *bucket, int64_t *boff)
 {
 	const Graph *g = c->g;
-	const Value *p = u->in[0], *gr = u->in[1];
+	/* a gradient held in an accumulator or a bucket's part (grad_homes.h)
+	 * is found there, as the value that buffer belongs to */
+	const Value *p = u->in[0], *gr = home[u->in[1]->id] ? home[u->in[1]->id] : u->in[1];
 	switch (u->op) {
 	case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: break;
 	default: return -1; /* LAMB: a trust ratio per parameter */
@@ -89,6 +92,7 @@ static bool pinned(const Graph *g, const Node *u, int from, int to)
 
 typedef struct Cand {
 	const Node *u;
+	const Value *grad; /* the buffer its gradient is in: u->in[1], or the value it is held in (grad_homes.h) */
 	int pos;         /* position in node order */
 	int grads;       /* RunGrads */
 	int bucket;      /* RUN_BUCKET: the bucket, else -1 */
@@ -104,10 +108,12 @@ static void add_run(Compilation *c, UpdatePlan *plan, Cand **m, int n)
 		return;
 	UpdateRun r = {.n = n, .grads = (RunGrads)m[0]->grads};
 	r.u = ARENA_NEWN(&c->arena, const Node *, n);
+	r.grad = ARENA_NEWN(&c->arena, const Value *, n);
 	r.offset = ARENA_NEWN(&c->arena, int64_t, n);
 	int last = 0;
 	for (int k = 0; k < n; k++) {
 		r.u[k] = m[k]->u;
+		r.grad[k] = m[k]->grad;
 		r.offset[k] = r.elems;
 		r.elems += numel(m[k]->u->in[0]);
 		if (m[k]->pos > m[last]->pos)
@@ -120,9 +126,10 @@ static void add_run(Compilation *c, UpdatePlan *plan, Cand **m, int n)
 		const Node *u = m[k]->u;
 		plan->node_run[u->id] = id;
 		plan->node_member[u->id] = k;
-		for (int j = 0; j < u->nin; j++) {
-			plan->value_run[u->in[j]->id] = id;
-			plan->value_member[u->in[j]->id] = k;
+		for (int j = 0; j <= u->nin; j++) {
+			const Value *v = j < u->nin ? u->in[j] : m[k]->grad;
+			plan->value_run[v->id] = id;
+			plan->value_member[v->id] = k;
 		}
 	}
 }
@@ -189,16 +196,18 @@ bool pass_update_runs(Compilation *c)
 	if (c->no_fuse & FUSE_UPDATES)
 		return true;
 	Cand *cd = ARENA_NEWN(&c->arena, Cand, g->nnodes > 0 ? g->nnodes : 1);
+	const Value **home = grad_homes(&c->arena, c);
 	int nc = 0, ngroups = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *u = g->nodes[i];
 		if (!(op_info[u->op].flags & OPF_UPDATE))
 			continue;
-		Cand k = {.u = u, .pos = i, .bucket = -1, .group = -1};
+		Cand k = {.u = u, .grad = home[u->in[1]->id] ? home[u->in[1]->id] : u->in[1], .pos = i, .bucket = -1,
+		          .group = -1};
 		for (int j = 0; j < i; j++)
 			if (g->nodes[j] == u->in[1]->def)
 				k.birth = j;
-		k.grads = grads_of(c, u, &k.bucket, &k.boff);
+		k.grads = grads_of(c, u, home, &k.bucket, &k.boff);
 		if (k.grads < 0)
 			continue;
 		for (int j = 0; j < nc && k.group < 0; j++)
