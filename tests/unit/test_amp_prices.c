@@ -508,3 +508,64 @@ Test(amp_prices, gradient_sums_in_the_values_layout)
 	cr_expect(sums >= 3, "x's gradient sums: %d", sums);
 	cr_expect(fabs(r - 1) <= 1e-3, "attention_gqa declared bf16: objective %.3f of the compiled estimate", r);
 }
+
+/* amp under optimizer parallel (passes/optimizer.c, gather_type): a
+ * weight stored as shards and read only through amp's bf16 cast is cast
+ * as a shard, once a step (in the first micro-batch), and its bf16 shard
+ * gathered once a micro-batch, 2 bytes an element where the f32 gather
+ * moved 4: a rank sends (N - 1) x its shard's elements x 2 bytes each
+ * micro-batch for a weight gathered over N ranks. Before, the f32 shard
+ * was gathered and the whole weight cast each micro-batch (both counts
+ * off: twice the bytes, micro_size casts). */
+static void optimizer_shards_narrow(const char *const *defs, int ndefs, int nmicro)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "samples/transformer.net", defs, ndefs, UPTO_CODEGEN));
+	const Graph *g = c.g;
+	const bool *kept = memplan_kept(&c);
+	int64_t sent = 0, want = 0;
+	int weights = 0, casts = 0;
+	for (int i = 0; i < g->nparams; i++) {
+		const Value *p = g->params[i];
+		if (!p->param.model_layout)
+			continue;
+		/* amp's cast of p: of the shard, or of a gathered copy */
+		const Node *cast = NULL;
+		for (int k = 0; k < g->nnodes && !cast; k++) {
+			const Node *n = g->nodes[k];
+			const Value *x = n->op == OP_CAST && n->out->dtype == DT_BF16 ? n->in[0] : NULL;
+			if (x && (x == p || (x->def && x->def->op == OP_REDISTRIBUTE && x->def->in[0] == p)))
+				cast = n;
+		}
+		if (!cast)
+			continue; /* read in f32 (a norm's scale): gathered as before */
+		weights++;
+		casts += kept[cast->out->id] ? 1 : nmicro;
+		int64_t shard = shape_numel(&p->layout->slice);
+		int64_t ranks = shape_numel(&p->param.model_layout->slice) / shard;
+		want += nmicro * (ranks - 1) * shard * 2;
+		for (int k = 0; k < g->nnodes; k++) { /* the gathers of p, or of its cast */
+			const Node *n = g->nodes[k];
+			if (n->op == OP_REDISTRIBUTE && n->phase != PH_UPDATE && n->attr.plan &&
+			    (n->in[0] == p || n->in[0] == cast->out))
+				sent += nmicro * n->attr.plan->send_bytes;
+		}
+	}
+	cr_expect(weights >= 16 && casts == weights, "%d weights gathered for bf16 readers, cast %d times a step", weights,
+	          casts);
+	cr_expect(sent == want, "their gathers send %lld bytes a step per rank, want %lld (bf16)", (long long)sent,
+	          (long long)want);
+	compile_done(&c);
+}
+
+Test(amp_prices, optimizer_shards_gathered_narrow)
+{
+	const char *dp[] = {"parallel_mode=data_parallel", "device_num=4", "enable_parallel_optimizer=true",
+	                    "parallel_optimizer_config={parallel_optimizer_threshold=0}", "train.micro_size=4",
+	                    "dataset_strategy=full_batch", "train.amp_level=O2", "train.amp_dtype=bf16"};
+	optimizer_shards_narrow(dp, 8, 4);
+	const char *pp[] = {"DP=2", "MP=2", "device_num=8", "pipeline_stages=2", "enable_parallel_optimizer=true",
+	                    "parallel_optimizer_config={parallel_optimizer_threshold=0}", "train.micro_size=4",
+	                    "dataset_strategy=full_batch", "train.amp_level=O2", "train.amp_dtype=bf16"};
+	optimizer_shards_narrow(pp, 10, 4);
+}
