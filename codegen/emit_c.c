@@ -782,9 +782,13 @@ EMIT(REDISTRIBUTE)
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
 	/* optimizer parallel: the gathered shards become the parameter again */
 	const char *dst = n->writes ? B(e, n->writes) : Y;
-	const char *routine = p->n ? shared_routine(e, n) : NULL;
+	/* a sum in place in its accumulator (memplan_sums_in_place): no copy */
+	bool in_acc = e->c->plan->in_acc[n->out->id];
+	const char *routine = p->n && !in_acc ? shared_routine(e, n) : NULL;
 	const char *what = redist_describe(&e->c->arena, p);
-	if (routine)
+	if (in_acc)
+		redist_emit_c(OUT, p, dst, dst, nrt_dtype_of(n->in[0]->dtype), comm_cb, e);
+	else if (routine)
 		fprintf(OUT, "\t%s(%s, %s); /* %s */\n", routine, IN(0), dst, what);
 	else
 		redist_emit_c(OUT, p, IN(0), dst, nrt_dtype_of(n->in[0]->dtype), comm_cb, e);

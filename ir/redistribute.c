@@ -1095,8 +1095,9 @@ static void emit_step(FILE *out, const RedistStep *s, const char *in, const char
 {
 	int r = s->from->rank;
 	switch (s->kind) {
-	case RS_ALLREDUCE:
-		fprintf(out, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof *(%s));\n", o, in, shape_numel(&s->from->slice), o);
+	case RS_ALLREDUCE: /* in place where in is o (a gradient's accumulator) */
+		if (strcmp(in, o) != 0)
+			fprintf(out, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof *(%s));\n", o, in, shape_numel(&s->from->slice), o);
 		fprintf(out, "\tnrt_allreduce(%s, %s, NRT_SUM, %s, %" PRId64 ");\n", comm, nt, o,
 		        shape_numel(&s->from->slice));
 		break;

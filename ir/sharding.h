@@ -32,6 +32,16 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r);
  * (layout_regrid); r as it was otherwise. */
 void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS]);
 
+/* A cast netc inserted before a reader with a strategy (Annot.borrowed),
+ * laid out as that reader reads it: the strategy it borrowed names the
+ * splits only, and the reader's whole strategy places them on its device
+ * matrix (matmul ((2, 1), (1, 2)) on 4 devices puts x's rows on the first
+ * axis of [2, 2], the cast's (2, 1) alone on the last). n's first reader
+ * from node index `from` on decides; r as it was where it has no
+ * strategy. The sharding pass lays the cast out so, and the searches'
+ * graph of the laid-out program prices it so (explain's objective). */
+void shard_on_readers_grid(ShardCtx *cx, const Graph *g, int from, const Node *n, ShardResult *r);
+
 /* MindSpore's out_strategy as a layout (x, on the input layouts' device
  * matrix) for an output held in layout l: the layout, where every rank's
  * block of it lies inside its block of l (the partial sums completed by an

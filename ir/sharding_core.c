@@ -804,6 +804,25 @@ void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_M
 	r->out = ls[SHARD_MAX_INPUTS];
 }
 
+void shard_on_readers_grid(ShardCtx *cx, const Graph *g, int from, const Node *n, ShardResult *r)
+{
+	for (int i = from; i < g->nnodes; i++) {
+		const Node *rd = g->nodes[i];
+		for (int k = 0; k < rd->nin; k++) {
+			if (rd->in[k] != n->out)
+				continue;
+			ShardResult rr;
+			ShardCtx quiet = *cx;
+			quiet.diag = NULL;
+			if (rd->ann.in_strategy.n <= k || !shard_node(&quiet, rd, &rd->ann.in_strategy, &rr) || !rr.in[k])
+				return;
+			const Layout *want[SHARD_MAX_INPUTS] = {rr.in[k]};
+			shard_regrid(cx, r, want);
+			return;
+		}
+	}
+}
+
 /* ---- strategies ---------------------------------------------------------------- */
 
 static Strategy strategy_new(Arena *a, const Node *n)

@@ -551,6 +551,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	bool tr = training(c);
 	bool measured = machine_calibrated(m) && calibrated_compute(c, m, t);
 	const bool *kept = memplan_kept(c);
+	const bool *back = memplan_read_back(&c->arena, g); /* what the activations count (NULL: every output) */
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		int st = chunk_of(t, n) % t->nstages;
@@ -566,7 +567,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			t->comm += s;
 			t->ncomm += count;
 			add_comm(t, n, s, plan_bytes(n->attr.plan), count);
-			if (n->phase == PH_FORWARD) {
+			if (n->phase == PH_FORWARD && (!back || back[n->out->id])) {
 				double b = (double)shape_numel(&n->out->layout->slice) * compilation_elem_size(c, n->out->dtype);
 				t->memory += b;
 				act[st] += b;
@@ -584,6 +585,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 			model_compute(c, &cx, m, n, t, kept[n->out->id]);
 		const Layout *l = n->out->layout;
 		double b = (double)(l ? shape_numel(&l->slice) : shape_numel(&n->out->shape)) * compilation_elem_size(c, n->out->dtype);
+		if (back && !back[n->out->id] && !kept[n->out->id])
+			continue; /* dies in the forward pass (memplan_read_back) */
 		t->memory += b;
 		*(kept[n->out->id] ? &fixed[st] : &act[st]) += b; /* held over the step, not a slot's */
 	}

@@ -150,7 +150,8 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 	int64_t high = 0, thigh = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		if (n->out && here[n->out->id] && !n->out->host && !c->plan->kept[n->out->id]) {
+		if (n->out && here[n->out->id] && !n->out->host && !c->plan->kept[n->out->id] &&
+		    !c->plan->in_acc[n->out->id]) {
 			Value *v = n->out;
 			transient[v->id] = n->ann.stage == stage && !multi[v->id] && last[v->id] < g->nnodes;
 			FreeList *f = transient[v->id] ? &ft : &fl;
@@ -442,8 +443,8 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 		const Bucket *early = early_bucket(c, n);
 		for (int m = 0; m <= (early ? early->n : 0); m++) {
 			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
-			if (!v || offset[v->id] >= 0 || v->host || c->plan->kept[v->id]) /* host values, kept
-			                                                                    * copies: their own allocations */
+			/* host values, kept copies: their own allocations; sums in their accumulators */
+			if (!v || offset[v->id] >= 0 || v->host || c->plan->kept[v->id] || c->plan->in_acc[v->id])
 				continue;
 			int64_t off, size = align_up(value_bytes(c, v));
 			int r = run_block_of(c, v, &off);
@@ -604,6 +605,70 @@ const bool *memplan_kept_in(Arena *a, const Graph *g)
 	return kept;
 }
 
+const bool *memplan_read_back(Arena *a, const Graph *g)
+{
+	bool *read = NULL;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_BACKWARD)
+			continue;
+		if (!read)
+			read = ARENA_NEWN(a, bool, g->nvalues + 1);
+		for (int j = 0; j < n->nin; j++) {
+			const Value *x = n->in[j];
+			if (x->kind == VK_NODE && x->def && x->def->phase == PH_FORWARD && x->id < g->nvalues)
+				read[x->id] = true;
+		}
+	}
+	if (read && g->loss && g->loss->id < g->nvalues)
+		read[g->loss->id] = true;
+	return read;
+}
+
+/* With micro-steps or pipeline stages, each gradient the update phase
+ * reads is summed over the micro-steps into an f32 accumulator
+ * (codegen/pipeline_c.c, acc_X), zeroed at the next step's start. Where
+ * the update's one reader of it is a single all-reduce over devices, that
+ * all-reduce sums the accumulator itself (MPI_IN_PLACE, as every
+ * nrt_allreduce does; NCCL in place on the CUDA target) and its result
+ * takes the accumulator's bytes: before, it was copied into a workspace
+ * buffer of its own and summed there, and under a loss scale (passes/
+ * clip.c puts every sum first) all of a stage's sums were alive together.
+ * The same sums in the same order: the run is bit-identical. Kept apart:
+ * a gradient another update-phase node reads too (it wants the unsummed
+ * value), a narrow or host value, and the other collectives -- a
+ * reduce-scatter's shard (optimizer parallel) is smaller than its input
+ * and lands in a buffer of its own (MPI_IN_PLACE would put it at the
+ * accumulator's start). Fused buckets never meet an accumulator: fusion
+ * is off with micro-steps and stages (passes/fusion.c). */
+bool *memplan_sums_in_place(Arena *a, const Graph *g)
+{
+	bool *in_acc = ARENA_NEWN(a, bool, g->nvalues + 1);
+	if (g->nmicro <= 1 && g->nstages <= 1)
+		return in_acc;
+	int *readers = ARENA_NEWN(a, int, g->nvalues + 1); /* update-phase readers of an accumulated value */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; n->phase == PH_UPDATE && j < n->nin; j++)
+			if (n->in[j]->kind == VK_NODE && n->in[j]->def && n->in[j]->def->phase != PH_UPDATE)
+				readers[n->in[j]->id]++;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase != PH_UPDATE || n->op != OP_REDISTRIBUTE || n->writes || !n->out)
+			continue;
+		const RedistPlan *p = n->attr.plan;
+		const Value *x = n->in[0];
+		if (!p || p->n != 1 || p->steps[0].kind != RS_ALLREDUCE || x->kind != VK_NODE || !x->def ||
+		    x->def->phase == PH_UPDATE || readers[x->id] != 1 || x->host || n->out->host || x->dtype != DT_F32 ||
+		    n->out->dtype != DT_F32 || value_bytes_as(x, 4) != value_bytes_as(n->out, 4) ||
+		    shape_numel(&p->steps[0].from->slice) * 4 != value_bytes_as(x, 4))
+			continue;
+		in_acc[n->out->id] = true;
+	}
+	return in_acc;
+}
+
 static void kept_casts(Compilation *c, MemPlan *p)
 {
 	Graph *g = c->g;
@@ -720,6 +785,7 @@ bool pass_memplan(Compilation *c)
 	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
 	c->plan = p; /* the planners ask it which values are kept (kept_casts) */
 	kept_casts(c, p);
+	p->in_acc = memplan_sums_in_place(&c->arena, g);
 	int *last = lifetimes(c);
 	bool bias;
 	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);

@@ -205,6 +205,62 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 	return kept;
 }
 
+/* What the backward pass reads of the forward pass, where the graph has
+ * it (a fit's compilation; a screen's, up to the strategies, has none:
+ * NULL, and every output counts as kept). read[value id]: a backward
+ * node reads the value (through the casts and moves the search sees
+ * through); in[forward node id]: bit i, a backward node of that operator
+ * reads its input i. memplan frees a forward value after its last
+ * reader: one no backward node reads dies in the forward pass and holds
+ * no slot (the outputs of adds, reshapes, a matrix product read by the
+ * next one only), which the estimate counted for every micro-batch in
+ * flight (GPT-3 at 1 x 4 under 80 GB: 4.91e11 estimated against
+ * 3.33e11 compiled). The same rule as search_mem_floor's. */
+typedef struct BackRead {
+	bool *read;
+	uint32_t *in;
+} BackRead;
+
+static bool backward_reads(Arena *a, const Search *s, const Graph *g, BackRead *br)
+{
+	br->read = NULL, br->in = NULL;
+	bool any = false;
+	for (int i = 0; i < g->nnodes && !any; i++)
+		any = g->nodes[i]->phase == PH_BACKWARD;
+	if (!any)
+		return false;
+	br->read = ARENA_NEWN(a, bool, g->nvalues + 1);
+	br->in = ARENA_NEWN(a, uint32_t, s->nvertex_of + 1);
+	if (g->loss && g->loss->id < g->nvalues)
+		br->read[search_origin(s, g->loss, NULL)->id] = true;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *b = g->nodes[i];
+		if (b->phase != PH_BACKWARD)
+			continue;
+		const Node *f = b->fwd;
+		for (int j = 0; j < b->nin; j++) {
+			Value *x = search_origin(s, b->in[j], NULL);
+			if (x->kind != VK_NODE || !x->def || x->def->phase != PH_FORWARD || x->id >= g->nvalues)
+				continue;
+			br->read[x->id] = true;
+			for (int k = 0; f && f->id < s->nvertex_of && k < f->nin && k < 32; k++)
+				if (search_origin(s, f->in[k], NULL) == x)
+					br->in[f->id] |= (uint32_t)1 << k;
+		}
+	}
+	return true;
+}
+
+/* Whether vertex n's output is kept for the backward pass (BackRead):
+ * amp's narrow copy of a weight is, once a step, whoever reads it
+ * (memplan.c, kept_casts). */
+static bool back_kept(const Search *s, const BackRead *br, const Node *n)
+{
+	if (!n->out || n->out->id >= s->g->nvalues || (s->once_casts && s->once_casts[n->out->id]))
+		return true;
+	return br->read[search_origin(s, n->out, NULL)->id];
+}
+
 int search_vertex_stage(const Search *s, int v)
 {
 	int st = s->v[v].n->ann.stage, P = s->g->nstages > 1 ? s->g->nstages : 1;
@@ -262,6 +318,22 @@ static void bound_weights(Search *s)
 			s->v[v].work[c] = bound_work(s, v, s->v[v].cl->c[c].compute, s->v[v].once[c]);
 }
 
+/* A parameter's gradient the program holds in no buffer of its own: one
+ * stage, one micro-batch, nothing to accumulate, so it lives in the
+ * workspace from its backward node to its update, beside activations
+ * already freed (memplan; netc build -v's grads 0), unless a fusion
+ * bucket holds it (a gradient reduced, grad_call GRAD_IN_BUCKET). Its
+ * bytes, which cost_param_memory counts, are left out: the estimate is a
+ * lower bound of the compiled plan (transformer_plain.net at 1 x 1 on 8
+ * devices: 1100292 estimated against 1046924 compiled with them). */
+static double grad_transient(const Search *s, const Cand *cd, int i, const Value *x)
+{
+	if (!s->training || s->g->nstages > 1 || s->g->nmicro > 1 || !cd->r.in[i] || !x->param.requires_grad ||
+	    (s->grad_call == GRAD_IN_BUCKET && cd->param_grad[i] > 0))
+		return 0;
+	return (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, x->dtype);
+}
+
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
  * by value id; NULL entries: compute them at full data parallelism). */
 /* first_read[i]: the parameter in[i]'s first reader, whose stage owns it;
@@ -284,12 +356,13 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !once_cast)
 		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight (a weight's copy: once) */
 	for (int i = 0; i < n->nin; i++) {
-		Value *x = n->in[i];
+		Value *x = search_param_read(n->in[i]);
 		if (x->kind == VK_PARAM && first_read[i]) {
 			step += cd->param_grad[i];
-			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training,
-				                       s->opt_states + (s->training ? readers[i] : 0)); /* + a buffer per reader stage */
+			t += cd->param_micro[i];
+			if (cd->r.in[i]) /* + a buffer per reader stage */
+				m += search_optpar_memory(&s->optpar, x, cd->own_in[i], s->training ? readers[i] : 0) -
+				     grad_transient(s, cd, i, x);
 		} else if (x->kind == VK_PARAM && copy[i]) {
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
@@ -392,14 +465,14 @@ static bool *casts_seen_through(Search *s)
 
 /* By value id, whether autodiff gives the value a gradient (its mark_needs:
  * it depends on a trainable parameter, or is a float input under
- * input_grads), over every node of g (a laid-out graph's conversions
+ * input_grads, and reaches the loss), over every node of g (a laid-out graph's conversions
  * too). A value that gets none has no way back to price: tests/e2e/
  * models/attention.net's xf = reshape(x), read by q, k, v and the concat,
  * had one all-gather of its gradient priced, +8% to +12% of the compiled
  * estimate. */
 static bool *values_needing_grad(Arena *a, const Graph *g)
 {
-	bool *needs = ARENA_NEWN(a, bool, g->nvalues + 1);
+	bool *needs = ARENA_NEWN(a, bool, g->nvalues + 1), *to_loss = ARENA_NEWN(a, bool, g->nvalues + 1);
 	for (int i = 0; i < g->nparams; i++)
 		needs[g->params[i]->id] = g->params[i]->param.requires_grad;
 	for (int i = 0; i < g->ninputs && g->train.input_grads; i++)
@@ -409,6 +482,20 @@ static bool *values_needing_grad(Arena *a, const Graph *g)
 		for (int j = 0; j < n->nin && n->out; j++)
 			needs[n->out->id] |= needs[n->in[j]->id];
 	}
+	/* and the loss reads it: a value nothing on the way to the loss reads
+	 * gets no gradient, nor do its inputs from it (tests/e2e/models/
+	 * dp_two_losses.net's e = sub(p, y), read by nothing: its way back
+	 * into p, an all-gather, was priced, +33% of the compiled estimate) */
+	if (!g->loss)
+		return needs;
+	to_loss[g->loss->id] = true;
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin && n->out && n->phase == PH_FORWARD; j++)
+			to_loss[n->in[j]->id] |= to_loss[n->out->id];
+	}
+	for (int i = 0; i < g->nvalues; i++)
+		needs[i] &= to_loss[i];
 	return needs;
 }
 
@@ -440,6 +527,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->real_size = f64 ? 8 : 4;
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall, s->real_size);
+	s->optpar = (OptparCtx){.g = g, .a = a, .rc = s->rc, .m = &s->m, .grad_call = s->grad_call,
+	                        .real_size = s->real_size, .opt_states = s->opt_states,
+	                        .device_num = s->cx.device_num, .training = training};
+	search_optpar_init(&s->optpar);
 	s->loss = g->loss;
 	while (s->loss && s->loss->kind == VK_NODE && s->loss->def && s->loss->def->op == OP_REDISTRIBUTE)
 		s->loss = s->loss->def->in[0]; /* a laid-out graph (explain): the value before finish_loss */
@@ -484,6 +575,12 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 				ok = false;
 				continue;
 			}
+			/* as the sharding pass lays it out: on a 2 x 2 grid the cast up
+			 * before resnet's layer3_down.conv1 (declared bf16 @4) was priced
+			 * on the other axis than its conv, a conversion each way in f32
+			 * the program does not make (+12% of the compiled estimate) */
+			if (n->ann.borrowed)
+				shard_on_readers_grid(&s->cx, g, i + 1, n, &r);
 			CandList *own = ARENA_NEW(a, CandList);
 			own->c = ARENA_NEWN(a, Cand, sv->cl->n + 1);
 			if (sv->cl->n) /* no candidate (a manual_split operator): c is NULL, which memcpy may not read */
@@ -518,6 +615,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		return NULL;
 	/* edges and unary costs */
 	bool *kept = recompute_kept(a, g);
+	BackRead br = {0};
+	bool back = training && backward_reads(a, s, g, &br);
 	int *first = ARENA_NEWN(a, int, 2 * g->nvalues + 2); /* value id -> (vertex, input) of its first reader */
 	for (int i = 0; i < g->nvalues; i++)
 		first[2 * i] = -1;
@@ -542,6 +641,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, dt);
 				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
+				s->e[s->ne - 1].dies = back && (i >= 32 || !(br.in[n->id] >> i & 1));
 			} else if (x->kind == VK_PARAM) {
 				if (first[2 * x->id] < 0) {
 					first[2 * x->id] = vi;
@@ -567,7 +667,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++)
 			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c],
-			             !n->ann.recompute || kept[n->out->id]);
+			             (!n->ann.recompute || kept[n->out->id]) && (!back || back_kept(s, &br, n)));
 	}
 	count_shares(s);
 	bound_weights(s);

@@ -207,7 +207,7 @@ void search_edge_forward_row(Search *s, int ei, int cu, double *row)
 double search_edge_memory(const Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	if (e->ui >= 0 || e->u == e->v || !s->training)
+	if (e->ui >= 0 || e->u == e->v || !s->training || e->dies)
 		return 0;
 	const Layout *from = search_edge_from(s, e, cu), *to = search_edge_to(s, e, cv);
 	if (!from || !to || cost_layout_same(from, to))
@@ -226,4 +226,7 @@ double search_edge_memory(const Search *s, int ei, int cu, int cv)
 
 double search_cand_compute(const Search *s, const Cand *c) { return s->w_micro * c->compute; }
 
-double search_cand_param_grad(const Search *s, const Cand *c, int i) { return s->w_step * c->param_grad[i]; }
+double search_cand_param_grad(const Search *s, const Cand *c, int i)
+{
+	return s->w_step * c->param_grad[i] + s->w_micro * c->param_micro[i];
+}

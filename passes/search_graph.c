@@ -306,6 +306,25 @@ static double packed_grad_cost(const Search *s, const Node *n, const ShardResult
 	return op_comm_time(&s->m, &oc);
 }
 
+/* dq as the packed all-reduce leaves it: q's layout with the sequence
+ * whole, each rank's block for every query (the program slices it to
+ * q's producer's layout, locally); priced at q's sequence split, its
+ * way back was a gather (attention_seq4.net with context_parallel_algo
+ * = all_gather, semi-auto @4: +12% of the compiled estimate). */
+static const Layout *packed_dq(const Search *s, const Layout *q)
+{
+	if (q->nsub[2] > 1)
+		return q;
+	int map[MAX_RANK];
+	memcpy(map, q->map, sizeof map);
+	map[2] = -1;
+	int64_t devs = 1;
+	for (int k = 0; k < q->ndev; k++)
+		devs *= q->dev[k];
+	const Layout *l = layout_make(s->a, &q->full, q->ndev, q->dev, map, 0, devs);
+	return l ? cost_intern(s->rc, l) : q;
+}
+
 /* ---- a vocabulary-parallel cross entropy ------------------------------------- */
 
 /* A cross entropy whose candidate splits the classes K ways compiles
@@ -444,11 +463,26 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	if (vocab_split(n, &c->r) > 1)
 		c->compute += vocab_lse_compute(s, n, &c->r);
 	c->bucket_head = 0, c->bucket_group = 0;
+	c->opt_head[0] = c->opt_head[1] = 0, c->opt_group[0] = c->opt_group[1] = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		/* k's and v's sums are the packed gradient's (packed_grad_cost) */
-		unsigned gp = i > 0 && packed_grad(s, n, &c->r) ? 0 : cost_grad_partial_axes(n, &c->r, i);
-		bool back = !no_grad_input(n, i) && has_grad(s, n->in[i]);
+		bool packed = packed_grad(s, n, &c->r);
+		unsigned gp = i > 0 && packed ? 0 : cost_grad_partial_axes(n, &c->r, i);
+		bool back = !no_grad_input(n, i) && has_grad(s, n->in[i]) && has_grad(s, n->out);
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
+		if (back && packed && i == 0)
+			c->grad[0] = packed_dq(s, c->r.in[0]);
+		OptparPrice op;
+		if (search_optpar_price(&s->optpar, n, &c->r, i, &op)) {
+			c->param_grad[i] = op.step, c->param_micro[i] = op.micro;
+			for (int k = 0; k < 2; k++) /* a bucket holds one kind: the scatters' apart from the gathers' */
+				if (op.head[k] > c->opt_head[k])
+					c->opt_head[k] = op.head[k],
+					c->opt_group[k] = search_bucket_group(op.from[k], op.axes[k], n->in[i]->dtype) ^
+					                  0x51ed27u * (uint64_t)(k + 1);
+			continue;
+		}
+		c->param_micro[i] = 0;
 		GradCall call = grad_call_of(s, n, i);
 		c->param_grad[i] = s->training ? cost_param_grad(&s->m, n, &c->r, i, NULL, call, s->real_size) : 0;
 		double head = s->training && call == GRAD_IN_BUCKET
@@ -681,6 +715,11 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
 		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
+		/* and one the parallel optimizer shards is gathered and reduce-
+		 * scattered as its readers and opt-out say (search_optpar_price) */
+		const Value *p = search_param_read((Value *)x);
+		if (s->optpar.flags && p->kind == VK_PARAM)
+			PUT(s->optpar.flags[p->id] | p->param.parallel_optimizer << 5);
 		PUT(has_grad(s, x)); /* a way back to price (c->grad) */
 		PUT(x->dtype);
 		PUT(n->in[j]->shape.rank);
@@ -688,6 +727,7 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 			PUT(n->in[j]->shape.d[d]);
 	}
 	PUT(n->out->dtype);
+	PUT(has_grad(s, n->out)); /* a way back from its readers (c->grad) */
 	PUT(n->out->shape.rank);
 	for (int d = 0; d < n->out->shape.rank; d++)
 		PUT(n->out->shape.d[d]);

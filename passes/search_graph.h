@@ -32,6 +32,7 @@
 #include "../ir/sharding.h"
 #include "cost.h"
 #include "passes.h"
+#include "search_optpar.h"
 
 enum { SEARCH_MAX_CANDS = 256, SEARCH_MAX_FREE = 2 * MAX_RANK };
 
@@ -48,13 +49,19 @@ typedef struct Cand {
 	                                * the candidate's own grid (its class's representative may sit on another,
 	                                * where the plan differs: a batch split 8 ways gathered whole is one 8-way
 	                                * all-gather, 7 rounds, on [8]; 4 then 2 ways, 3 + 1 rounds, on [4, 2]) */
-	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted */
+	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted
+	                                * (a parameter sharded by the parallel optimizer: search_optpar_price's step) */
+	double param_micro[16];        /* a sharded parameter's gathers and sums per micro-batch, unweighted
+	                                * (search_optpar_price); else 0 */
 	double bucket_head;            /* under grad_call GRAD_IN_BUCKET, the most any input's gradient adds as a
 	                                * bucket's first member (GRAD_BUCKET_WAITED) over param_grad: its latency
 	                                * and wait (search_total's bucket_wait); else 0. Computed here, with r,
 	                                * because the interned layouts lose the grid that prices it */
 	uint64_t bucket_group;         /* the bucket that gradient joins: a hash of its grid and the axes it is
 	                                * reduced over, as pass_fusion packs a bucket (fusion.c same_group) */
+	double opt_head[2];            /* as bucket_head, for the parallel optimizer's reduce-scatters [0] and
+	                                * all-gathers [1] (search_optpar_price); 0: none packed */
+	uint64_t opt_group[2];         /* their buckets, as bucket_group */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -93,6 +100,10 @@ typedef struct SEdge {
 	 * (search_total.c), so an edge is sure to pay only its 1 / share part
 	 * of them (search_edge_forward) */
 	int share;
+	/* the reader's backward pass does not read this input, so the copy
+	 * converted for it dies after its forward use (search_edge_memory
+	 * counts none; the graph's backward nodes say, where it has them) */
+	bool dies;
 } SEdge;
 
 /* The plans dynamic_programming found at memory prices, kept across the
@@ -150,6 +161,7 @@ typedef struct Search {
 	 * on a trainable parameter, or is a float input under input_grads: as
 	 * autodiff's needs); NULL: every value (not training) */
 	bool *needs_grad;
+	OptparCtx optpar;  /* what search_optpar.c prices a sharded parameter with */
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
 	 * found already computed (identical layers); tests set dp_no_memo to
@@ -265,6 +277,7 @@ double search_bucket_wait(Search *s, const int *choice);
  * `axes` joins (Cand.bucket_group): one per group of ranks and type. */
 uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt);
 double search_memory(Search *s, const int *choice);
+
 /* search_memory's terms: each pipeline stage's bytes per device into
  * stage[0 .. max(nstages, 1)) (search_memory is their largest). */
 void search_stage_memory(const Search *s, const int *choice, double *stage);

@@ -59,7 +59,7 @@ static int reader_copies(const Search *s, const SEdge *e)
 {
 	const Node *reader = s->v[e->v].n;
 	int sv = reader->ann.stage;
-	if (reader->ann.recompute && reader->ann.mp_comm_recompute)
+	if ((reader->ann.recompute && reader->ann.mp_comm_recompute) || e->dies)
 		return 0;
 	return s->slots && sv >= 0 && sv < s->g->nstages ? s->slots[sv] : 1;
 }
@@ -79,7 +79,8 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 	int sv = reader->ann.stage;
 	if (memory) { /* search_edge_memory: the reader's recompute marks and its stage's slots */
 		int slots = s->slots && sv >= 0 && sv < s->g->nstages ? s->slots[sv] : 1;
-		cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)slots << 1 | (reader->ann.recompute && reader->ann.mp_comm_recompute));
+		cost_memo_mix(&h1, &h2, (uint64_t)(unsigned)slots << 2 | (uint64_t)e->dies << 1 |
+		                            (reader->ann.recompute && reader->ann.mp_comm_recompute));
 	} else { /* search_edge_cost: the machine, the weight, the stage transfer */
 		int su = u->n->ann.stage;
 		bool cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv;

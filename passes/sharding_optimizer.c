@@ -8,18 +8,24 @@
 
 Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p)
 {
-	const ParallelConfig *pc = &c->g->par;
-	const Layout *l = p->layout;
+	return optimizer_shard_of(c->g, a, device_num, p, p->layout, &c->diag);
+}
+
+Layout *optimizer_shard_of(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l, Diag *diag)
+{
+	const ParallelConfig *pc = &g->par;
 	if (!pc->enable_parallel_optimizer || !p->param.parallel_optimizer || !l || l->partial)
 		return NULL;
 	if (shape_numel(&p->shape) * dtype_size(p->dtype) < pc->parallel_optimizer_threshold * 1024)
 		return NULL;
 	bool marked;
-	if (!placement_table_why(c->g, p, &marked).why && marked) {
+	if (!placement_table_why(g, p, &marked).why && marked) {
 		/* its update runs on the host, whole, where MPI reduces its gradient */
-		diag_warning(&c->diag, p->loc, "the parallel optimizer does not shard '%s': its lookups are "
-		             ".target(cpu), so it, its gradient and its state stay whole in host memory on every rank",
-		             p->name);
+		if (diag)
+			diag_warning(diag, p->loc, "the parallel optimizer does not shard '%s': its lookups are "
+			             ".target(cpu), so it, its gradient and its state stay whole in host memory on every "
+			             "rank",
+			             p->name);
 		return NULL;
 	}
 	unsigned rep = layout_replica_axes(l);
@@ -32,8 +38,8 @@ Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Valu
 	int64_t group = l->dev[axis], want = pc->optimizer_weight_shard_size;
 	if (want > 0 && want < group && group % want == 0)
 		group = want;
-	else if (want > 0 && want < group) /* said once: every such parameter's warning has this location */
-		diag_warning(&c->diag, pc->set_loc[PK_parallel_optimizer_config],
+	else if (want > 0 && want < group && diag) /* said once: every such parameter's warning has this location */
+		diag_warning(diag, pc->set_loc[PK_parallel_optimizer_config],
 		             "optimizer_weight_shard_size = %" PRId64 " does not divide the %" PRId64 " devices that hold "
 		             "copies of '%s'; it is ignored, the optimizer state is sharded over all %" PRId64,
 		             want, group, p->name, group);

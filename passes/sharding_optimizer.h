@@ -17,4 +17,8 @@
  * where optimizer_weight_shard_size does not divide the copies, or the
  * parameter's lookups run on the host. */
 Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p);
+/* The same for p laid out as l (the searches' candidate layouts, before
+ * the sharding pass sets p->layout), from g's parallel config; warnings
+ * to diag, none where it is NULL. */
+Layout *optimizer_shard_of(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l, Diag *diag);
 #endif

@@ -27,7 +27,7 @@ static bool is_json(const char *path)
 /* optimizer parallel: the update of p runs on a shard split along one
  * more grid axis than p -- that axis's size and rank stride are
  * MindSpore's opt_weight_shard_size and opt_weight_shard_step. */
-static void optimizer_shard_of(const Graph *g, const Value *p, int32_t *size, int32_t *step)
+static void ckpt_opt_shard(const Graph *g, const Value *p, int32_t *size, int32_t *step)
 {
 	*size = *step = 0;
 	const Layout *model = p->param.model_layout ? p->param.model_layout : p->layout;
@@ -87,7 +87,7 @@ static void collect(Compilation *c, Ckpt *k)
 			continue;
 		const Layout *pl = p->param.model_layout ? p->param.model_layout : p->layout;
 		CkLayout l = {.name = p->name, .ndev = pl->ndev, .rank = pl->rank, .shape = p->shape};
-		optimizer_shard_of(g, p, &l.opt_shard_size, &l.opt_shard_step);
+		ckpt_opt_shard(g, p, &l.opt_shard_size, &l.opt_shard_step);
 		memcpy(l.dev, pl->dev, sizeof l.dev);
 		for (int d = 0; d < l.rank; d++)
 			l.map[d] = pl->map[d] < 0 ? -1 : pl->ndev - 1 - pl->map[d];

@@ -270,8 +270,11 @@ if train ss1 1 $SS $SA; then
 	for mode in dynamic_programming recursive_programming sharding_propagation; do
 		m=$SS
 		[ $mode = sharding_propagation ] && m="$work/ss_prop.net"
-		$NETC dump $m -D search_mode=$mode $SLIM --dump-after=search >"$work/ss_$mode.dump" 2>&1
-		att=$(sed -n 's/.* = attention(.* shard((1, \([0-9]*\), \([0-9]*\), 1), .*/\1 \2/p' "$work/ss_$mode.dump")
+		# explain's strategies, the plan the memory fit keeps (a dump shows
+		# the first search's, whose estimate, a lower bound of the compiled
+		# bytes since 2026-11-29, lets the heads split through)
+		$NETC explain $m -D search_mode=$mode $SLIM 2>&1 | grep ' ((' >"$work/ss_$mode.dump"
+		att=$(sed -n 's/^attention[^ ]*  *[^ ]* ((1, \([0-9]*\), \([0-9]*\), 1), .*/\1 \2/p' "$work/ss_$mode.dump")
 		case $att in
 		"1 4" | "2 2") ;;
 		*) bad "$mode under $SLIM: attention's heads and sequence split '$att', not the sequence"; continue ;;

@@ -332,8 +332,11 @@ awk -v a="$obj" -v b="$one" 'BEGIN { exit !(a > 0 && b > 0 && a <= b * (1 + 1e-9
 # Before: neither was found, "no plan fits" under 10-12 kB and 1 stage
 # only. (Since the fit halves a factor that left no plan back, plans
 # without recompute fit 10-12 kB: the limits are those where none does,
-# and where recompute, tried, does not fit either.)
-for m in stack_nested:gpt.layers:7000 stack_after_single:layers:8500; do
+# and where recompute, tried, does not fit either. Since the estimate
+# counts only what the backward pass reads, 2026-11-29, plans without
+# recompute fit 7000 and 8500 bytes too, 4932 and 5444 compiled: the
+# limits are 4500 and 6000.)
+for m in stack_nested:gpt.layers:4500 stack_after_single:layers:6000; do
 	name=${m%%:*} stack=${m#*:} lim=${m##*:}
 	stack=${stack%:*}
 	"$NETC" explain -v --memory-limit $lim -D pipeline_stages=1 -D train.micro_size=1 tests/e2e/models/$name.net \
@@ -348,7 +351,7 @@ done
 # layers' other operators only (the matmuls, 4 of 8). Before: all 8.
 sed 's/^  return relu(matmul(x, w))$/  return relu(matmul(x, w)).recompute(false)/' \
 	tests/e2e/models/stack_after_single.net >"$work/rc_false.net"
-"$NETC" explain -v --memory-limit 8500 -D pipeline_stages=1 -D train.micro_size=1 "$work/rc_false.net" \
+"$NETC" explain -v --memory-limit 6000 -D pipeline_stages=1 -D train.micro_size=1 "$work/rc_false.net" \
 	>"$work/rc_false.txt" 2>&1
 grep -q "recomputing the 4 repeated layers layers.0 to layers.3 (4 operators)" "$work/rc_false.txt" && ok ||
 	bad ".recompute(false) in the repeated layers: $(grep -m1 'error\|recomputing' "$work/rc_false.txt")"
@@ -363,9 +366,11 @@ if "$NETC" explain --memory-limit 11000 -D pipeline_stages=1 -D train.micro_size
 else
 	bad "stack_after_single under 11000 bytes: $(grep error "$work/fit11k.txt")"
 fi
-# GPT-3 under the default 80 GB: without recompute nothing fits (the hand
-# plan included); dynamic_programming recomputes the layers and its plan
-# fits, at most TOL x the hand plan with .recompute() on its layers
+# GPT-3 under the default 80 GB: the hand plan does not fit without
+# recompute; dynamic_programming's plan fits, at most TOL x the hand plan
+# with .recompute() on its layers (it recomputed the layers, 51.9 s; since
+# the estimate counts only what the backward pass reads, 2026-11-29, a
+# plan without recompute fits, 49.37 s, 79.4 GB compiled)
 GPT3="-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D device_num=1024 -D pipeline_stages=8
 	-D train.micro_size=96"
 limited 80G "$GPT3 -D DP=16 -D MP=8 samples/transformer.net" "$work/gpt3_hand.txt"
@@ -380,9 +385,8 @@ if limited 80G "$GPT3 -D search_mode=dynamic_programming tests/models/transforme
 	secs=$(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
 	got=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/gpt3.txt")
 	mem=$(largest "$work/gpt3.txt")
-	echo "GPT-3 under 80 GB: dynamic_programming recomputes, $got s per step (hand plan with recompute $hand s), $mem bytes per device ($secs s)"
-	grep -q '^recompute chosen: the 96 repeated layers layers.0 to layers.95' "$work/gpt3.txt" &&
-		awk -v g="$got" -v h="$hand" -v t=$TOL -v m="$mem" 'BEGIN { exit !(g > 0 && g <= t * h && m > 0 && m <= 80e9) }' &&
+	echo "GPT-3 under 80 GB: dynamic_programming $got s per step (hand plan with recompute $hand s), $mem bytes per device ($secs s)"
+	awk -v g="$got" -v h="$hand" -v t=$TOL -v m="$mem" 'BEGIN { exit !(g > 0 && g <= t * h && m > 0 && m <= 80e9) }' &&
 		ok || bad "GPT-3 under 80 GB: $got s per step (hand plan with recompute $hand s), $mem bytes per device"
 else
 	bad "GPT-3 under 80 GB: $(grep error "$work/gpt3.txt" | head -1)"

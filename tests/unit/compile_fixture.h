@@ -115,6 +115,25 @@ static inline void write_model_edit(char *path, const char *src, const char *con
 	cr_assert_eq(met, n, "%s changed: %d of %d lines to edit met", src, met, n);
 }
 
+/* A copy of model src at path (a mkstemps template ending ".net") with
+ * every f32 tensor declared bf16, as the e2e scripts' sed 's/f32\[/bf16[/g'. */
+static inline void declared_bf16(const char *src, char *path)
+{
+	FILE *in, *out = model_copy_open(src, path, &in);
+	char line[4096];
+	while (fgets(line, sizeof line, in)) {
+		for (const char *p = line, *f; *p; p = f + 4) {
+			if (!(f = strstr(p, "f32["))) {
+				fputs(p, out);
+				break;
+			}
+			fprintf(out, "%.*sbf16[", (int)(f - p), p);
+		}
+	}
+	fclose(in);
+	fclose(out);
+}
+
 /* samples/transformer.net with `.recompute()` on its layer loop, written
  * to path (as write_model_edit). */
 static inline void write_recomputed_transformer(char *path)

@@ -293,25 +293,6 @@ Test(amp_prices, narrow_sums_priced_once_a_step_in_buckets)
  * (three sums, one bucket: 7.162e-5 s against 5.162e-5), samples/
  * transformer.net +92%. Now bucket members, a bf16 bucket's latency
  * apart from the f32 one's: the compiled estimate. */
-/* A copy of model src at path (a mkstemps template ending ".net") with
- * every f32 tensor declared bf16, as the e2e scripts' sed 's/f32\[/bf16[/g'. */
-static void declared_bf16(const char *src, char *path)
-{
-	FILE *in, *out = model_copy_open(src, path, &in);
-	char line[4096];
-	while (fgets(line, sizeof line, in)) {
-		for (const char *p = line, *f; *p; p = f + 4) {
-			if (!(f = strstr(p, "f32["))) {
-				fputs(p, out);
-				break;
-			}
-			fprintf(out, "%.*sbf16[", (int)(f - p), p);
-		}
-	}
-	fclose(in);
-	fclose(out);
-}
-
 Test(amp_prices, declared_narrow_sums_in_buckets)
 {
 	static const char *const models[] = {"samples/mlp.net", "samples/transformer.net"};

@@ -86,3 +86,62 @@ Test(memplan, report_counts_tied_copies_as_planned)
 		compile_done(&c);
 	}
 }
+
+/* The update phase of a program with micro-steps (or stages) sums each
+ * gradient over devices where the micro-steps accumulated it: the
+ * all-reduce reads and writes the f32 accumulator (acc_X) in place, so
+ * its result has no workspace bytes and no copy is made (before: copied
+ * into a workspace buffer and summed there, 18,432 bytes of gemm_bias.net's
+ * plan at DP 4, both sums alive together under a loss scale). Pipeline
+ * stages' plans (plan_stage) leave them out as well. */
+Test(memplan, gradient_sums_in_their_accumulators)
+{
+	static const char *const defs[][4] = {
+	    {"device_num=4", "parallel_mode=data_parallel", "grad_accumulation_step=2", "train.loss_scale=1024"},
+	    {"device_num=4", "parallel_mode=data_parallel", "train.micro_size=2", "gradients_mean=true"},
+	};
+	for (size_t d = 0; d < sizeof defs / sizeof defs[0]; d++) {
+		Compilation c;
+		cr_assert(compile_model(&c, "tests/models/gemm_bias.net", defs[d], 4, UPTO_CODEGEN), "%s", defs[d][2]);
+		int sums = 0;
+		for (int i = 0; i < c.g->nnodes; i++) {
+			const Node *n = c.g->nodes[i];
+			if (n->phase != PH_UPDATE || n->op != OP_REDISTRIBUTE)
+				continue;
+			sums++;
+			cr_expect_eq(c.plan->offset[n->out->id], -1, "%s: %s has workspace bytes at %lld", defs[d][2],
+			             n->out->name, (long long)c.plan->offset[n->out->id]);
+		}
+		cr_expect_eq(sums, 2, "%s: %d sums over devices in the update", defs[d][2], sums);
+		char *src = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&src, &len);
+		cr_assert(target_cpu.emit(&c, &(BuildOptions){0}, f));
+		fclose(f);
+		const char *upd = strstr(src, "static void update(void)"), *end = upd ? strstr(upd, "\n}\n") : NULL;
+		cr_assert(upd && end);
+		int inplace = 0;
+		for (const char *p = upd; (p = strstr(p, "NRT_SUM, acc_")) && p < end; p++)
+			inplace++;
+		cr_expect_eq(inplace, 2, "%s: %d all-reduces of an accumulator in update():\n%.*s", defs[d][2], inplace,
+		             (int)(end - upd), upd);
+		const char *copy = strstr(upd, "nrt_copy(");
+		cr_expect(!copy || copy > end, "%s: a copy in update():\n%.*s", defs[d][2], (int)(end - upd), upd);
+		free(src);
+		compile_done(&c);
+	}
+	Compilation c; /* 3 stages of 2 ranks: w1's gradient summed in place on stage 1 */
+	cr_assert(compile_model(&c, "tests/e2e/pipeline/tied3.net", (const char *[]){"device_num=6"}, 1, UPTO_CODEGEN));
+	int sums = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		/* an all-reduce of a gradient the micro-steps accumulated (w1's) */
+		if (n->phase != PH_UPDATE || n->op != OP_REDISTRIBUTE || n->in[0]->def->phase == PH_UPDATE)
+			continue;
+		sums++;
+		for (int s = 0; s < c.plan->nstages; s++)
+			cr_expect_eq(c.plan->stage_offset[s][n->out->id], -1, "%s on stage %d's workspace", n->out->name, s);
+	}
+	cr_expect_eq(sums, 1, "tied3.net: %d sums of accumulated gradients", sums);
+	compile_done(&c);
+}

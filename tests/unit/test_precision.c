@@ -560,8 +560,9 @@ Test(precision, loss_scale_on_pipeline_stages)
 	const char *agree = strstr(upd, "if (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, opt_step))\n\t\t\treturn;");
 	cr_expect(agree && agree < first, "the decision is not agreed before the first update");
 	cr_expect_eq(count_in(upd, end, "nrt_loss_scale_step"), 1);
-	int st0 = count_in(upd, end, "if (my_stage == 0) overflow_ |= !nrt_all_within(NRT_REAL, v_");
-	int st1 = count_in(upd, end, "if (my_stage == 1) overflow_ |= !nrt_all_within(NRT_REAL, v_");
+	/* each sum is done in place in its accumulator (memplan_sums_in_place) */
+	int st0 = count_in(upd, end, "if (my_stage == 0) overflow_ |= !nrt_all_within(NRT_REAL, acc_");
+	int st1 = count_in(upd, end, "if (my_stage == 1) overflow_ |= !nrt_all_within(NRT_REAL, acc_");
 	cr_expect(st0 >= 1 && st1 >= 1 && st0 + st1 == 3, "checks: %d on stage 0, %d on stage 1", st0, st1);
 	cr_expect_eq(count_in(upd, end, ", 65504); /* "), 3, "%.*s", (int)(end - upd), upd);
 	cr_expect_eq(count_in(upd, end, ", summed over devices */"), 3);

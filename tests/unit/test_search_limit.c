@@ -10,13 +10,22 @@
  * (61 x 61 passes; the least step of those that fit). Single changes
  * from the plans the price search passed through (dp_local) then reach
  * 0.2087 ms (554 kB estimated, 508 kB compiled): pinned, not an
- * independent reference (no exhaustive search is possible here). */
+ * independent reference (no exhaustive search is possible here). Since
+ * the estimate counts only the activations the backward pass reads
+ * (2026-11-29), the plan without a limit is 570880 bytes by it (729364
+ * compiled, 6.067e-5 s on today's prices) and the limit is 500 kB: the
+ * plan under it, 438784 estimated (564500 compiled: the fit, not this
+ * single search, keeps the compiled bytes), is pinned at 7.58551e-5 s. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 
 #include "codegen/target.h"
 #include "passes/cost.h"
 #include "passes/passes.h"
+
+/* the plan under 500 kB by the estimate that counts only what the
+ * backward pass reads (2026-11-29; pinned, see above) */
+#define STEP_500K 7.58551e-05
 
 static const char *const repro[] = {
     "device_num=8", "search_mode=dynamic_programming", "pipeline_stages=2", "train.micro_size=2",
@@ -50,14 +59,13 @@ Test(search_limit, each_stage_priced_on_its_own, .timeout = 60)
 	double step, mem, free_step, free_mem;
 	int64_t planned, free_planned;
 	plan_under(0, &free_step, &free_mem, &free_planned);
-	cr_assert(free_mem > 600e3, "the plan without a limit needs %g bytes: the limit binds nothing", free_mem);
-	plan_under(600e3, &step, &mem, &planned);
-	cr_expect(mem <= 600e3 && planned <= 600000, "estimated %g bytes, compiled %lld, over 600 kB", mem,
-	          (long long)planned);
-	/* the grid's plan, 0.2217 ms, to 1% (one price searched to 1%) */
-	cr_expect(step <= 0.2217e-3 * 1.01, "%.6g s per step under 600 kB; a plan of 0.2217 ms fits (one price: 0.2841)",
-	          step);
-	cr_expect(step <= 0.2088e-3, "%.6g s per step under 600 kB; the local search found 0.2087 ms", step);
+	cr_assert(free_mem > 500e3, "the plan without a limit needs %g bytes: the limit binds nothing", free_mem);
+	plan_under(500e3, &step, &mem, &planned);
+	cr_log_info("free: %.6g s, %.0f estimated, %lld compiled; under 500 kB: %.6g s, %.0f, %lld", free_step, free_mem,
+	            (long long)free_planned, step, mem, (long long)planned);
+	/* the estimate counts what the compiled plan must hold (a lower bound of it) */
+	cr_expect(mem <= 500e3 && mem <= planned, "estimated %g bytes, compiled %lld, over 500 kB", mem, (long long)planned);
+	cr_expect(step <= STEP_500K * 1.001, "%.6g s per step under 500 kB; pinned %.6g", step, STEP_500K);
 	cr_expect(step >= free_step, "%.6g s under the limit, %.6g without", step, free_step);
 }
 
@@ -97,6 +105,12 @@ static void first_plan(Compilation *c, const char *const *defs, int ndefs, doubl
  *    plan is searched with the stage prices): stage 0 331028 / 387072
  *    (x 1.01: 0.8638, so 1), 1 410836 / 396040 (x 1.01: 1.047734), over
  *    the limit: factors 1, 1.05 (the 5% more of a stage over).
+ * Since the estimate counts only the activations the backward pass reads
+ * (2026-11-29, a lower bound of the compiled bytes) the plans and figures
+ * are: the first, stage 0 632860 / 554496 (x 1.01: 1.152738), 1 536092 /
+ * 426496 (1.269538), 2 461340 / 356864 (1.305689), 3 337756 / 295684
+ * (1.153710); the second, 498452 / 372736 (1.350652), 481236 / 373508
+ * (1.301306), each over 1.05 where its stage is over the limit.
  * The largest stage's factor for every stage (before learn_stages) gives
  * 1 to stage 3 of the first and 1.05 to stage 0 of the second. The
  * figures are the merged pricing's (collectives the cheaper of the ring
@@ -115,9 +129,9 @@ Test(search_limit, each_stage_learns_its_own_factor, .timeout = 60)
 		int64_t planned[4];
 		double est[4], factor[4];
 	} cases[] = {
-		{four, 7, 600e3, 4, {606748, 514588, 443932, 292188}, {811520, 593408, 445952, 270860},
-		 {1, 1, 1.005425, 1.089529}},
-		{repro, 4, 400e3, 2, {331028, 410836}, {387072, 396040}, {1, 1.05}},
+		{four, 7, 600e3, 4, {632860, 536092, 461340, 337756}, {554496, 426496, 356864, 295684},
+		 {1.152738, 1.269538, 1.305689, 1.153710}},
+		{repro, 4, 400e3, 2, {498452, 481236}, {372736, 373508}, {1.350652, 1.301306}},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		FILE *sink = fopen("/dev/null", "w");
