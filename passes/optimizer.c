@@ -94,7 +94,10 @@ bool pass_optimizer(Compilation *c)
  * dies with the forward pass. Pipelines and micro-steps always gather
  * again: a copy kept for the backward pass would be kept once per
  * micro-batch in flight. The memory plan gives the copies lifetimes
- * like any other value. */
+ * like any other value. Under amp the narrow shard is gathered instead
+ * (gather_type, below), and its copy, read by the backward pass as amp's
+ * cast was, is gathered once a step on pipeline stages (memplan.c,
+ * memplan_kept). */
 
 static int node_pos(const Graph *g, const Node *n)
 {
@@ -278,7 +281,8 @@ static void store_sharded(const Compilation *c, Graph *g, Node *u)
 	                        cast ? NULL : arena_printf(g->arena, "%s.gathered", p->name), compilation_elem_size(c, d));
 	/* pipelines and micro-steps keep what the backward pass reads per micro-batch
 	 * in flight: there a copy is gathered for each pass instead (amp's narrow
-	 * copy: the backward pass reads the forward's, as it read the casts') */
+	 * copy: the backward pass reads the forward's, as it read the casts';
+	 * with stages it is gathered once a step, memplan.c memplan_kept) */
 	bool regather = r.comm_recompute || g->nstages > 1 || g->nmicro > 1;
 	Node *bwd = regather && r.first_bwd >= 0 ? gather_node(g, p, whole, g->nodes[r.first_bwd],
 	                                                       arena_printf(g->arena, "%s.regathered", p->name),

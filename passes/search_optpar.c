@@ -191,8 +191,8 @@ bool search_optpar_price(const OptparCtx *s, const Node *n, const ShardResult *r
 		return true;
 	}
 	/* stored as its shard: gathered before its first forward reader, each
-	 * micro-batch (under amp its narrow cast, cast once a step: half the
-	 * bytes of bf16); and again before its first backward reader where the
+	 * micro-batch (under amp its narrow cast: half the bytes in bf16, once
+	 * a step); and again before its first backward reader where the
 	 * forward copy is not kept (optimizer.c store_sharded's regather: its
 	 * own readers, f32) */
 	/* a laid-out graph's (explain's) narrow copy is gathered from the
@@ -205,7 +205,10 @@ bool search_optpar_price(const OptparCtx *s, const Node *n, const ShardResult *r
 	const Value *x = n->in[i];
 	if (x != p && x->layout && x->def->in[0] != p && x->def->in[0]->layout && layout_equiv(x->layout, l))
 		from = x->def->in[0]->layout, to = x->layout;
-	o->micro += packed(s, from, to, o->dt[1], RS_ALLGATHER, &o->head[1], &o->from[1], &o->axes[1]);
+	double gather = packed(s, from, to, o->dt[1], RS_ALLGATHER, &o->head[1], &o->from[1], &o->axes[1]);
+	/* amp's narrow copy, the same in every micro-batch, is gathered once a
+	 * step on pipeline stages (memplan.c, memplan_kept), as it is cast */
+	*(g->nstages > 1 && g->nmicro > 1 && o->dt[1] != p->dtype ? &o->step : &o->micro) += gather;
 	bool regather = (f & OPTPAR_REGATHER) || g->nstages > 1 || g->nmicro > 1;
 	if (regather && (f & OPTPAR_BACKWARD))
 		o->micro += cost_redist(s->rc, shard, l, p->dtype, NULL); /* in the backward pass: never packed */

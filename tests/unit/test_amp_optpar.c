@@ -20,12 +20,13 @@
 /* amp under optimizer parallel (passes/optimizer.c, gather_type): a
  * weight stored as shards and read only through amp's bf16 cast is cast
  * as a shard, once a step (in the first micro-batch), and its bf16 shard
- * gathered once a micro-batch, 2 bytes an element where the f32 gather
- * moved 4: a rank sends (N - 1) x its shard's elements x 2 bytes each
- * micro-batch for a weight gathered over N ranks. Before, the f32 shard
- * was gathered and the whole weight cast each micro-batch (both counts
- * off: twice the bytes, micro_size casts). */
-static void optimizer_shards_narrow(const char *const *defs, int ndefs, int nmicro)
+ * gathered, 2 bytes an element where the f32 gather moved 4: a rank
+ * sends (N - 1) x its shard's elements x 2 bytes a gather for a weight
+ * gathered over N ranks -- each micro-batch on one stage, once a step on
+ * pipeline stages (`gathers`: memplan.c, memplan_kept). Before, the f32
+ * shard was gathered and the whole weight cast each micro-batch (the
+ * counts off: twice the bytes, micro_size casts, micro_size gathers). */
+static void optimizer_shards_narrow(const char *const *defs, int ndefs, int nmicro, int gathers)
 {
 	Compilation c;
 	cr_assert(compile_model(&c, "samples/transformer.net", defs, ndefs, UPTO_CODEGEN));
@@ -51,12 +52,12 @@ static void optimizer_shards_narrow(const char *const *defs, int ndefs, int nmic
 		casts += kept[cast->out->id] ? 1 : nmicro;
 		int64_t shard = shape_numel(&p->layout->slice);
 		int64_t ranks = shape_numel(&p->param.model_layout->slice) / shard;
-		want += nmicro * (ranks - 1) * shard * 2;
+		want += gathers * (ranks - 1) * shard * 2;
 		for (int k = 0; k < g->nnodes; k++) { /* the gathers of p, or of its cast */
 			const Node *n = g->nodes[k];
 			if (n->op == OP_REDISTRIBUTE && n->phase != PH_UPDATE && n->attr.plan &&
 			    (n->in[0] == p || n->in[0] == cast->out))
-				sent += nmicro * n->attr.plan->send_bytes;
+				sent += (kept[n->out->id] ? 1 : nmicro) * n->attr.plan->send_bytes;
 		}
 	}
 	cr_expect(weights >= 16 && casts == weights, "%d weights gathered for bf16 readers, cast %d times a step", weights,
@@ -71,11 +72,11 @@ Test(amp_optpar, shards_gathered_narrow)
 	const char *dp[] = {"parallel_mode=data_parallel", "device_num=4", "enable_parallel_optimizer=true",
 	                    "parallel_optimizer_config={parallel_optimizer_threshold=0}", "train.micro_size=4",
 	                    "dataset_strategy=full_batch", "train.amp_level=O2", "train.amp_dtype=bf16"};
-	optimizer_shards_narrow(dp, 8, 4);
+	optimizer_shards_narrow(dp, 8, 4, 4);
 	const char *pp[] = {"DP=2", "MP=2", "device_num=8", "pipeline_stages=2", "enable_parallel_optimizer=true",
 	                    "parallel_optimizer_config={parallel_optimizer_threshold=0}", "train.micro_size=4",
 	                    "dataset_strategy=full_batch", "train.amp_level=O2", "train.amp_dtype=bf16"};
-	optimizer_shards_narrow(pp, 10, 4);
+	optimizer_shards_narrow(pp, 10, 4, 1);
 }
 
 static const char *const dp8[] = {"DP=8", "MP=1", "device_num=8", "enable_parallel_optimizer=true",
@@ -155,7 +156,10 @@ Test(amp_optpar, f32_sums_reduce_scattered_into_the_shard)
  * main / before (the narrow program read as casts of a shard) / after:
  * DP 8 -76% / +705% / +0%; DP 2 x MP 4 -19% / +71% / +0%; DP 4 x MP 2
  * -40% / +88% / -3%; 2 stages of DP 2 x MP 2, 4 micro-batches, -3% /
- * +5% / -1%. */
+ * +5% / -3% (the narrow copies gathered once a step, which explain puts
+ * on the busiest stage's update as it does their casts, and the search
+ * spreads over the stages as it does the update: -1% while gathered
+ * each micro-batch). */
 Test(amp_optpar, objective_as_compiled)
 {
 	const char *common[] = {"device_num=8", "enable_parallel_optimizer=true",
@@ -169,7 +173,7 @@ Test(amp_optpar, objective_as_compiled)
 	        {{"DP=8", "MP=1"}, 2, 0.01},
 	        {{"DP=2", "MP=4"}, 2, 0.01},
 	        {{"DP=4", "MP=2"}, 2, 0.04},
-	        {{"DP=2", "MP=2", "pipeline_stages=2", "train.micro_size=4"}, 4, 0.02},
+	        {{"DP=2", "MP=2", "pipeline_stages=2", "train.micro_size=4"}, 4, 0.04},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
 		const char *defs[10];
