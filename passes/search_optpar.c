@@ -100,7 +100,7 @@ void search_optpar_init(OptparCtx *s)
 bool search_optpar_shard_cast(const Node *n)
 {
 	const Value *p = n->nin == 1 ? n->in[0] : NULL;
-	return n->op == OP_CAST && n->ann.borrowed && p->kind == VK_PARAM && p->param.model_layout && n->out->layout &&
+	return p && n->op == OP_CAST && n->ann.borrowed && p->kind == VK_PARAM && p->param.model_layout && n->out->layout &&
 	       p->layout && layout_same(n->out->layout, p->layout);
 }
 
