@@ -314,10 +314,12 @@ static void store_sharded(const Compilation *c, Graph *g, Node *u)
 	Readers at;
 	storable(g, fwd->out, NULL, NULL, &at);
 	graph_insert(g, at.first_fwd, fwd);
-	/* first in its chunk's forward pass: a fused gather (fusion.c) runs at
-	 * its first member's place, which may come before this one's */
+	/* first in its chunk's forward pass where gathers are fused (one
+	 * micro-step, one stage: fusion.c), since a bucket runs at its first
+	 * member's place, which may come before this one's; else right before
+	 * its gather, so that the narrow shard lives no longer than it must */
 	if (cast)
-		graph_insert(g, chunk_start(g, fwd), cast);
+		graph_insert(g, g->nmicro <= 1 && g->nstages <= 1 ? chunk_start(g, fwd) : node_pos(g, fwd), cast);
 }
 
 bool pass_optimizer_storage(Compilation *c)
