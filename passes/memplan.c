@@ -608,7 +608,7 @@ const bool *memplan_kept_in(Arena *a, const Graph *g)
 		 * bytes with gpipe, 173,188 -> 163,396 with 1f1b). On one stage
 		 * the copies of a micro-step die before the next one's: held over
 		 * the step, the whole narrow weight cost more than it saved
-		 * (data parallel @4: 297,396 -> 340,276 bytes), so there they
+		 * (data parallel @4: 290,836 -> 340,276 bytes), so there they
 		 * are gathered each micro-batch, as ZeRO-3 regathers */
 		else if (g->nstages > 1 && n->op == OP_REDISTRIBUTE && n->phase == PH_FORWARD && n->nin == 1 &&
 		         kept[n->in[0]->id] && !n->writes && !n->out->host)
