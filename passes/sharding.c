@@ -6,7 +6,8 @@
  * their forward node's layouts (semi/auto; "as the inputs come" in the
  * per-device modes) -- and its sharding rule says which layout each
  * input must have and what layout the output gets. Partial-sum gradients
- * of one value are added before they are reduced (add_partials), and a
+ * of one value are added before they are reduced (add_partials, first
+ * where a whole one is added between them: sum_partials_first), and a
  * cross entropy on class-split logits runs vocabulary-parallel
  * (sharding_vocab.c). A parameter takes the
  * layout its first reader wants. Wherever a value's layout differs from
@@ -1102,6 +1103,8 @@ bool pass_sharding(Compilation *c)
 	S.nconvs = g->nvalues;
 	S.convs = ARENA_NEWN(&c->arena, Conv *, S.nconvs);
 	mark_from_data(&S);
+	int nids = g->next_node_id;
+	bool *moved = ARENA_NEWN(&c->arena, bool, nids); /* by node id: moved by sum_partials_first */
 	for (int i = 0; i < g->ninputs; i++)
 		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
 	check_micro_input_grads(&S);
@@ -1118,6 +1121,10 @@ bool pass_sharding(Compilation *c)
 			diag_error(&c->diag, n->loc,
 			           "%s is only allowed in hybrid_parallel mode; in %s netc inserts communication itself",
 			           op_info[n->op].name, parallel_mode_name(S.mode));
+			continue;
+		}
+		if (sum_partials_first(g, per_device_mode(S.mode), S.pos, moved, nids)) {
+			S.pos--; /* the node now at pos next */
 			continue;
 		}
 		lay_out_node(&S, n);

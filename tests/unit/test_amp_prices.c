@@ -489,3 +489,30 @@ Test(amp_prices, gradient_sums_in_the_values_layout)
 	cr_expect(sums >= 3, "x's gradient sums: %d", sums);
 	cr_expect(fabs(r - 1) <= 1e-3, "attention_gqa declared bf16: objective %.3f of the compiled estimate", r);
 }
+
+/* attention_gqa's x is read by q, k, v (column-split: their input
+ * gradients partial sums) and by the head-split residual add (whole);
+ * autodiff adds the residual's gradient first, and the program reduced
+ * each of q's, k's and v's on its own where the searches price one
+ * reduction of their sum (search_total.c, grad_shared): under
+ * sharding_propagation 0.50 of the compiled estimate (full batch, @4
+ * and @16; 0.70 @4 with the batch split), f32 and amp alike. The sharding pass now adds the partial sums first
+ * (sharding_partial.c, sum_partials_first), through amp's casts too. */
+Test(amp_prices, partial_gradients_summed_before_the_whole_one)
+{
+	char path[] = "/tmp/netc-narrow-XXXXXX.net";
+	declared_bf16("tests/e2e/models/attention_gqa.net", path);
+	static const char *const amp[][2] = {{"train.amp_level=O0", "train.amp_dtype=bf16"},
+	                                     {"train.amp_level=O2", "train.amp_dtype=bf16"}};
+	for (int k = 0; k < 3; k++)
+		for (int n = 4; n <= 16; n *= 4) {
+			const char *defs[] = {n == 4 ? "device_num=4" : "device_num=16", "parallel_mode=auto_parallel",
+			                      "search_mode=sharding_propagation", "dataset_strategy=full_batch",
+			                      amp[k % 2][0], amp[k % 2][1]};
+			const char *model = k == 2 ? path : "tests/e2e/models/attention_gqa.net";
+			double r = objective_over_step(model, defs, 6);
+			cr_expect(fabs(r - 1) <= 2e-3, "attention_gqa %s @%d: objective %.3f of the compiled estimate",
+			          k == 2 ? "declared bf16" : amp[k][0], n, r);
+		}
+	unlink(path);
+}
