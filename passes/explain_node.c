@@ -95,24 +95,42 @@ static void print_halo(Compilation *c, const Machine *m, const Node *n, FILE *ou
 
 /* One forward operator: its strategy and where it came from, the
  * layouts it reads (after the redistributions before it) and makes. */
+static bool is_conversion(const Value *x)
+{
+	return x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan;
+}
+
+/* The redistribution making x, after those it reads: a conversion of a
+ * converted copy (matmul_out_strategy.net's out_strategy reduce-scatter,
+ * then tanh's gather) is listed with its reader's, or it went unlisted
+ * though the totals count it. listed_at: where each was listed, by node
+ * id (NULL: list every one); one listed already is referred to, its
+ * chain with it. */
+static void print_conversion(Compilation *c, const Machine *m, const char *name, const Value *x,
+                             const char **listed_at, FILE *out)
+{
+	const Node *r = x->def;
+	const char **at = listed_at ? &listed_at[r->id] : NULL;
+	if (at && *at) {
+		fprintf(out, "      comm %s -> %s: shared, counted at %s\n", shown(c, r->in[0]), shown(c, x), *at);
+		return;
+	}
+	if (is_conversion(r->in[0]))
+		print_conversion(c, m, name, r->in[0], listed_at, out);
+	explain_print_comm(c, m, r, out);
+	if (at)
+		*at = name;
+}
+
 void explain_print_node(Compilation *c, const Machine *m, const char *name, const Node *n, const char **listed_at,
-                       FILE *out)
+                        FILE *out)
 {
 	Strategy s = explain_used_strategy(c, n);
 	fprintf(out, "%s  %s %s (%s)\n", name, n->out->name, strategy_str(&c->arena, &s), origin(n));
 	for (int j = 0; j < n->nin; j++) {
 		const Value *x = n->in[j];
-		if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan) {
-			/* listed_at: where each redistribution was listed (NULL: list every one) */
-			const char **at = listed_at ? &listed_at[x->def->id] : NULL;
-			if (at && *at)
-				fprintf(out, "      comm %s -> %s: shared, counted at %s\n", shown(c, x->def->in[0]), shown(c, x), *at);
-			else {
-				explain_print_comm(c, m, x->def, out);
-				if (at)
-					*at = name;
-			}
-		}
+		if (is_conversion(x))
+			print_conversion(c, m, name, x, listed_at, out);
 		fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
 	}
 	fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");

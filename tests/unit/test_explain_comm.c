@@ -400,3 +400,34 @@ Test(explain_comm, each_stage_beside_the_busiest)
 	free(text);
 	compile_done(&c);
 }
+
+/* explain lists each redistribution before the operator that reads it;
+ * one whose only reader is another redistribution went unlisted, though
+ * the totals count it: tests/e2e/models/matmul_out_strategy.net's first
+ * product, out_strategy (4, 1), reduce-scatters its partial output
+ * (t6 -> t6.r32), which tanh, whole, gathers again (t6.r32 ->
+ * t6.r32.r33): only the gather was listed. Every forward redistribution
+ * of the program is listed now, the chain in its order. */
+Test(explain_comm, a_conversion_of_a_conversion_is_listed)
+{
+	static const char *const defs[] = {"parallel_mode=auto_parallel", "device_num=4",
+	                                   "search_mode=dynamic_programming"};
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/models/matmul_out_strategy.net", defs, 3, UPTO_CODEGEN));
+	char *text = explained(&c);
+	int chained = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *r = c.g->nodes[i];
+		if (r->op != OP_REDISTRIBUTE || !r->attr.plan || r->phase != PH_FORWARD)
+			continue;
+		const Node *before = r->in[0]->def;
+		chained += before && before->op == OP_REDISTRIBUTE;
+		char *want = arena_printf(&c.arena, "      comm %s -> %s: ", r->in[0]->name, r->out->name);
+		cr_expect(strstr(text, want), "%s not listed:\n%s", want, text);
+	}
+	cr_expect_eq(chained, 1, "conversions of a conversion: %d", chained);
+	char *rs = strstr(text, "comm t6 -> t6.r32: "), *ag = strstr(text, "comm t6.r32 -> t6.r32.r33: ");
+	cr_expect(rs && ag && rs < ag, "the chain out of order:\n%s", text);
+	free(text);
+	compile_done(&c);
+}
