@@ -28,6 +28,7 @@
 #include "cost.h"
 #include "passes.h"
 #include "sharding_optimizer.h"
+#include "sharding_out.h"
 #include "sharding_partial.h"
 #include "sharding_vocab.h"
 #include "../ir/redistribute.h"
@@ -760,130 +761,18 @@ static bool lay_out_sharded_update(Sharder *S, Node *n)
 	return true;
 }
 
-/* MindSpore's out_strategy whose split of dimension i is the inputs'
- * split times the reduction's (in ((2, 2), (2, 2)), out ((4, 2),)): the
- * partial sums over grid axis k are reduce-scattered within each of the
- * dimension's blocks. As a layout: the dimension's axis and k, the next
- * grid axis, become one axis of their product, the dimension's the major
- * one (block m * K + k: what one ReduceScatter over k leaves). The rows
- * of a matmul only (m precedes k in its grid; n follows it, and k-major
- * blocks would need an AllReduce and a Slice: not accepted).
- * False (t untouched) when the form does not fit. */
-static bool merge_into_split(Layout *t, int i, int k, int64_t want)
-{
-	int ax = t->map[i];
-	if (ax < 0 || ax != k - 1 || want != t->dev[ax] * t->dev[k] || t->full.d[i] % want != 0)
-		return false;
-	for (int j = 0; j < t->rank; j++)
-		if (j != i && t->map[j] == k)
-			return false;
-	int lo = ax; /* the merged axis */
-	t->dev[lo] = want;
-	for (int a = lo + 1; a + 1 < t->ndev; a++)
-		t->dev[a] = t->dev[a + 1];
-	t->ndev--;
-	for (int j = 0; j < t->rank; j++)
-		if (t->map[j] > lo)
-			t->map[j]--;
-	t->map[i] = lo;
-	t->slice.d[i] = t->full.d[i] / want;
-	t->partial = 0;
-	return true;
-}
-
-/* .shard(out_strategy = ...) as MindSpore has it for MatMul: the output
- * of a matmul whose reduction dimension is split holds partial sums;
- * out_strategy says how they are completed -- each output dimension
- * split as the inputs split it (an AllReduce), or one dimension also
- * split by the reduction's devices (a ReduceScatter into it: a whole
- * one, or the rows, merge_into_split). The
- * converted output replaces the original for every later reader. */
+/* .shard(out_strategy = ...): the matmul's partial output completed as
+ * out_strategy says (sharding_out.c), the converted output replacing
+ * the original for every later reader. */
 static void replace_output(Sharder *S, Node *n, Layout *t);
 
 static void apply_out_strategy(Sharder *S, Node *n)
 {
-	const Strategy *o = &n->ann.out_strategy;
-	Diag *d = &S->c->diag;
-	Arena *a = S->cx.arena;
 	if (per_device_mode(S->mode) || n->phase != PH_FORWARD || !n->out || !n->out->layout)
 		return;
-	const char *op = op_info[n->op].name;
-	if (n->op != OP_MATMUL && n->op != OP_BATCH_MATMUL) {
-		diag_error(d, o->loc, "%s: out_strategy is supported for matmul and batch_matmul only", op);
-		return;
-	}
-	if (n->ann.in_strategy.n == 0) {
-		diag_error(d, o->loc, "%s: out_strategy needs an in_strategy", op);
-		return;
-	}
-	const Layout *l = n->out->layout;
-	if (o->lay && o->n == 1) {
-		if (!n->ann.in_strategy.lay) {
-			diag_error(d, o->loc, "%s: out_strategy is a layout, in_strategy is not; write both as layouts", op);
-			return;
-		}
-		Layout *t = shard_out_layout(a, l, &o->lay[0], &n->out->shape, S->cx.device_num);
-		if (!t) {
-			diag_error(d, o->lay[0].loc,
-			           "%s: invalid out_strategy: the output's layout must keep each dimension's aliases from the "
-			           "input layouts, then may take the reduction's aliases (a ReduceScatter), and lie on the "
-			           "input layouts' device matrix",
-			           op);
-			return;
-		}
+	Layout *t = out_strategy_layout(S->cx.arena, n, n->out->layout, S->cx.device_num, &S->c->diag);
+	if (t)
 		replace_output(S, n, t);
-		return;
-	}
-	if (o->n != 1 || o->v[0].rank != l->rank) {
-		diag_error(d, o->loc, "%s: invalid out_strategy %s: it needs one strategy of %d dimensions, for the output",
-		           op, strategy_str(a, o), l->rank);
-		return;
-	}
-	Layout *t = ARENA_NEW(a, Layout);
-	*t = *l;
-	t->partial = 0;
-	unsigned left = l->partial;
-	for (int i = 0; i < l->rank; i++) {
-		int64_t want = o->v[0].d[i], have = layout_split(l, i);
-		if (want == have)
-			continue;
-		/* the one partial axis, moved into this whole dimension */
-		int k = -1;
-		for (int ax = 0; ax < l->ndev; ax++)
-			if (left == 1u << ax)
-				k = ax;
-		if (have == 1 && k >= 0 && want == l->dev[k] && l->full.d[i] % want == 0) {
-			t->map[i] = k;
-			t->slice.d[i] = l->full.d[i] / want;
-			left = 0;
-			continue;
-		}
-		if (have > 1 && k >= 0 && merge_into_split(t, i, k, want)) {
-			left = 0;
-			continue;
-		}
-		int64_t red = k >= 0 ? l->dev[k] : 1;
-		if (have == 1 && k >= 0)
-			diag_error(d, o->loc,
-			           "%s: invalid out_strategy %s: dimension %d of the output is whole under the in_strategy; "
-			           "it may stay whole (1) or take the %" PRId64 "-way split of the reduction dimension "
-			           "(%" PRId64 ", a ReduceScatter)",
-			           op, strategy_str(a, o), i, red, red);
-		else if (k > 0 && l->map[i] == k - 1)
-			diag_error(d, o->loc,
-			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " way%s by the "
-			           "in_strategy; it may stay so (%" PRId64 ") or also take the %" PRId64 "-way split of the "
-			           "reduction dimension (%" PRId64 ", a ReduceScatter)",
-			           op, strategy_str(a, o), i, have, plural_s(have), have, red, have * red);
-		else
-			diag_error(d, o->loc,
-			           "%s: invalid out_strategy %s: dimension %d of the output is split %" PRId64 " way%s by the "
-			           "in_strategy and must stay so%s",
-			           op, strategy_str(a, o), i, have, plural_s(have),
-			           l->partial ? "" : " (the reduction dimension is not split, so nothing can move)");
-		return;
-	}
-	replace_output(S, n, t);
 }
 
 /* n's output converted to t, for every later reader. */
