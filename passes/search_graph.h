@@ -62,6 +62,10 @@ typedef struct Cand {
 	double opt_head[2];            /* as bucket_head, for the parallel optimizer's reduce-scatters [0] and
 	                                * all-gathers [1] (search_optpar_price); 0: none packed */
 	uint64_t opt_group[2];         /* their buckets, as bucket_group */
+	double out_reduce;             /* a user's out_strategy: the reduction of the partial output into r.out
+	                                * (sharding_out.c), seconds per micro-batch; else 0 */
+	const Layout *out_partial;     /* ... that partial output, where its gradient goes back to (whole);
+	                                * NULL: none */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -232,6 +236,9 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* whether edge e reads into a cast amp inserted, a vertex of its own
+ * (explain's graph of a laid-out program; the searches see through) */
+bool search_cast_between(const Search *s, const SEdge *e);
 /* The way back of a gradient summed once a step (SEdge.grad_once) from
  * grad into from, in f32; under grad_call GRAD_IN_BUCKET a fused member
  * priced as call (GRAD_IN_BUCKET, GRAD_BUCKET_WAITED). */

@@ -96,6 +96,8 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		if (ragged(from))
 			return false;
 		mix_layout(&h1, &h2, from);
+		if (!memory && e->ui < 0 && u->cl->c[i].out_partial) /* where its gradient goes back (out_way_back) */
+			mix_layout(&h1, &h2, u->cl->c[i].out_partial);
 	}
 	for (int j = 0; j < v->cl->n; j++) {
 		const Layout *to = search_edge_to(s, e, j), *grad = memory ? NULL : v->cl->c[j].grad[e->vi];

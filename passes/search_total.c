@@ -283,6 +283,37 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 	}
 }
 
+/* A product's out_strategy read through a cast amp inserted, in
+ * explain's graph of the program (search_edges.c, out_way_back): the
+ * cast's backward twin casts the gradient as its reader leaves it, and
+ * it goes back to the partial output's whole form from there. The
+ * edges priced it into the cast's output layout, then the cast's
+ * gradient into the reduced copy's (matmul_out_strategy.net at O2 bf16:
+ * tanh reads the cast, gathered whole, and nothing goes back in rows). */
+static void out_strategy_past_casts(Search *s, const int *choice, Acc *acc)
+{
+	for (int ei = 0; s->training && ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		const Cand *c = &s->v[e->u].cl->c[choice[e->u]];
+		const SVertex *k = &s->v[e->v];
+		if (e->ui >= 0 || !c->out_partial || !search_cast_between(s, e))
+			continue;
+		const SEdge *o = NULL;
+		int readers = 0;
+		for (int j = 0; j < k->nadj; j++)
+			if (s->e[k->adj[j]].u == e->v && s->e[k->adj[j]].ui < 0)
+				o = &s->e[k->adj[j]], readers++;
+		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+		const Layout *g2 = o ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi] : NULL;
+		if (readers != 1 || !g2)
+			continue;
+		const Layout *cast_out = search_edge_from(s, o, choice[o->u]);
+		acc_add(acc, s, e->u, PART_BWD,
+		        cost_edge_grad(s->rc, c->out_partial, g2, o->dt, true) - cost_edge_grad(s->rc, cast_out, g2, o->dt, true) -
+		                cost_edge_grad(s->rc, c->r.out, g, e->dt, true));
+	}
+}
+
 /* The corrections below are to edges' costs, paid in every micro-batch
  * but for the ways back of parameters' gradients summed once a step
  * (SEdge.grad_once), whose corrections are once a step. shared: the
@@ -324,6 +355,7 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 	}
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
+	out_strategy_past_casts(s, choice, acc);
 }
 
 /* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the
