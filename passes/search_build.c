@@ -123,6 +123,25 @@ static bool grad_summed_once(const Search *s, const Value *x)
 	return cast && x->kind == VK_PARAM && x->param.requires_grad && !alone;
 }
 
+/* Where a parameter's gradient summed once a step is summed, in
+ * explain's graph of a laid-out program (no Search.thru: amp's casts are
+ * vertices): the parameter's own layout, past the casts
+ * (sum_after_casts), where the edge from the cast up before the reader
+ * priced an all-reduce into the cast's layout (samples/resnet.net O2
+ * bf16 @16 under recursive_programming: each weight stored 16 ways,
+ * gathered for its conv, its f32 gradient reduce-scattered into the
+ * shard, 3.56e-5 s, priced as an all-reduce, 8.26e-5 s: +16% of the
+ * compiled estimate, the searches' own total +0%). NULL: the
+ * producer's (the searches, which see through the casts). */
+static const Layout *summed_into(const Search *s, const Value *x)
+{
+	if (s->thru)
+		return NULL;
+	for (int hops = 0; hops < 8 && x->kind == VK_NODE && x->def; hops++)
+		x = x->def->in[0]; /* casts and conversions (grad_summed_once) */
+	return x->kind == VK_PARAM && !x->param.model_layout ? x->layout : NULL;
+}
+
 static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
 {
 	SEdge e = {.u = u, .ui = ui, .v = v, .vi = vi, .dt = dt};
@@ -668,6 +687,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, dt);
 				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
+				if (s->e[s->ne - 1].grad_once)
+					s->e[s->ne - 1].once_from = summed_into(s, x);
 				s->e[s->ne - 1].dies = back && (i >= 32 || !(br.in[n->id] >> i & 1));
 			} else if (x->kind == VK_PARAM) {
 				if (first[2 * x->id] < 0) {

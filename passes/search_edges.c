@@ -17,6 +17,11 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu)
 	return e->ui < 0 ? c->r.out : c->r.in[e->ui];
 }
 
+const Layout *search_once_from(const Search *s, const SEdge *e, int cu)
+{
+	return e->once_from ? e->once_from : search_edge_from(s, e, cu);
+}
+
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 {
 	return s->v[e->v].cl->c[cv].r.in[e->vi];
@@ -170,7 +175,7 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	const Layout *grad = vl->c[cv].grad[e->vi];
 	if (e->grad_once && grad && grad->partial) /* the way back once a step (grad_summed_once) */
 		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to, grad)) +
-		       s->w_step * search_once_grad(s, from, grad, GRAD_IN_BUCKET);
+		       s->w_step * search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET);
 	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad) +
 	                     out_way_back(s, e, cu, grad));
 }

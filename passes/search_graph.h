@@ -99,6 +99,11 @@ typedef struct SEdge {
 	 * the micro-batches' f32 accumulation (passes/precision.c,
 	 * sum_after_casts): its way back is priced w_step, not w_micro */
 	bool grad_once;
+	/* ... summed into this layout, not the producer's: in explain's graph
+	 * of a laid-out program, where amp's casts are vertices, the
+	 * parameter's own (sum_after_casts sums past them); NULL: the
+	 * producer's (search_once_from) */
+	const Layout *once_from;
 	/* the edges from the same (u, ui), this one included: readers of one
 	 * value in one layout share its conversion and its stage transfer
 	 * (search_total.c), so an edge is sure to pay only its 1 / share part
@@ -243,6 +248,9 @@ bool search_cast_between(const Search *s, const SEdge *e);
  * grad into from, in f32; under grad_call GRAD_IN_BUCKET a fused member
  * priced as call (GRAD_IN_BUCKET, GRAD_BUCKET_WAITED). */
 double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradCall call);
+/* where edge e's gradient summed once a step is summed into, its
+ * producer taking candidate cu (SEdge.once_from) */
+const Layout *search_once_from(const Search *s, const SEdge *e, int cu);
 /* search_edge_cost without the gradient's way back, its redistribution
  * and stage transfer divided by the edge's share: what search_total is
  * sure to keep of an edge whatever its corrections take back (a copy or

@@ -340,6 +340,8 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
 		bool step = se->grad_once && g && g->partial; /* as search_edge_cost prices it */
+		if (step)
+			from = search_once_from(s, se, choice[se->u]);
 		DType gt = step ? DT_F32 : se->dt;
 		Part back = step ? PART_ONCE : PART_BWD;
 		if (grad_shared(s, e, choice)) {
@@ -410,7 +412,7 @@ double search_bucket_wait(Search *s, const int *choice)
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
 		if (!se->grad_once || !g || !g->partial)
 			continue;
-		const Layout *from = search_edge_from(s, se, choice[se->u]);
+		const Layout *from = search_once_from(s, se, choice[se->u]);
 		double head = search_once_grad(s, from, g, GRAD_BUCKET_WAITED) - search_once_grad(s, from, g, GRAD_IN_BUCKET);
 		/* a bucket holds one type (pass_fusion): narrow sums (gradient_fp32_sync
 		 * = false, Search.once_dt) are a bucket apart from the f32 ones of the
@@ -464,7 +466,7 @@ static void staged_edges(Search *s, const int *choice, bool shared, Acc *acc)
 		bool step = e->grad_once && grad && grad->partial; /* search_edge_cost's way back once a step */
 		acc_add(acc, s, e->v, PART_FWD, cost_edge(s->rc, from, to, NULL, e->dt, s->training));
 		if (step)
-			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, from, grad, GRAD_IN_BUCKET));
+			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET));
 		else
 			acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, from, grad, e->dt, s->training));
 		int su = search_vertex_stage(s, e->u), sv = search_vertex_stage(s, e->v);
