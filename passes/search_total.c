@@ -31,6 +31,33 @@ static void acc_add(Acc *a, const Search *s, int v, Part p, double sec)
 		(p == PART_FWD ? a->st->fwd : a->st->bwd)[search_vertex_chunk(s, v)] += sec;
 }
 
+/* Whether edge ei's gradient g, not a partial sum, is added to the only
+ * other one of its value, laid out alike, before it goes back: autodiff
+ * adds a value's two gradient contributions as they come where their
+ * layouts agree (sharding.c grad_sum_as_value takes the value's layout
+ * only where they do not) and the sum is converted once.
+ * tests/e2e/models/explain_shared.net's h, read by relu and tanh both
+ * split by rows: one gather of the sum back into h's columns, priced
+ * on each edge (+20% of the compiled estimate). Two only: with more,
+ * how the running sum meets the next depends on autodiff's order. */
+static bool whole_grads_added(Search *s, int ei, const int *choice, const Layout *g)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *u = &s->v[e->u];
+	int n = 0;
+	bool earlier = false;
+	for (int k = 0; k < u->nadj; k++) {
+		int oi = u->adj[k];
+		const SEdge *o = &s->e[oi];
+		const Layout *h = o->u == e->u && o->ui == e->ui ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi] : NULL;
+		if (!h)
+			continue;
+		n++;
+		earlier |= oi < ei && !h->partial && layout_equiv(g, h);
+	}
+	return e->ui < 0 && !e->grad_once && n == 2 && earlier;
+}
+
 /* Whether edge ei's gradient, a partial sum, is summed with that of an
  * earlier edge from the same producer laid out alike: the sharding pass
  * adds such partial sums before reducing them (add_partials in
@@ -40,12 +67,14 @@ static void acc_add(Acc *a, const Search *s, int v, Part p, double sec)
  * with it too, and the sum reduced once, by the first reader's
  * param_grad (a table looked up twice, tests/e2e/models/hetero.net: the
  * objective paid its 128 KB all-reduce twice, +18% of the compiled
- * estimate). */
+ * estimate). A gradient not partial: whole_grads_added. */
 static bool grad_shared(Search *s, int ei, const int *choice)
 {
 	const SEdge *e = &s->e[ei];
 	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
-	if (!g || !g->partial)
+	if (g && !g->partial)
+		return whole_grads_added(s, ei, choice, g);
+	if (!g)
 		return false;
 	/* A tied weight's reader on another stage sums its part over its
 	 * micro-batches and sends it back once a step, where the owner adds

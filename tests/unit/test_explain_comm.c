@@ -454,3 +454,20 @@ Test(explain_comm, an_out_strategy_is_priced_as_compiled)
 			          amp ? " O2 bf16" : "", r);
 		}
 }
+
+/* A value's two gradient contributions laid out alike and not partial
+ * are added as they come and the sum goes back once (autodiff's add;
+ * sharding.c's grad_sum_as_value moves only sums whose layouts
+ * disagree): tests/e2e/models/explain_shared.net's h, read by relu and
+ * tanh both split by rows, gathers the sum back into its columns once,
+ * as the program's grad(h) -> grad(h).r20 (1e-5 s); the objective paid
+ * it on each edge, 1.20 of the compiled estimate @4. */
+Test(explain_comm, two_whole_gradients_go_back_once)
+{
+	static const char *const amp[] = {"train.amp_level=O0", "train.amp_level=O2"};
+	for (int k = 0; k < 2; k++) {
+		const char *defs[] = {"parallel_mode=auto_parallel", "device_num=4", amp[k], "train.amp_dtype=bf16"};
+		double r = objective_over_step("tests/e2e/models/explain_shared.net", defs, 4);
+		cr_expect(fabs(r - 1) <= 1e-3, "explain_shared %s: objective %.3f of the compiled estimate", amp[k], r);
+	}
+}
