@@ -11,6 +11,7 @@
 #include "../ir/layout.h"
 #include "../ir/redistribute.h"
 #include "../ir/sharding.h"
+#include "memplan.h"
 
 /* Explain's bytes are what a device sends per step. A collective's
  * devices send alike; a Permute's send unequal parts, rank 0's maybe none
@@ -62,7 +63,8 @@ void explain_print_comm(Compilation *c, const Machine *m, const Node *r, FILE *o
 		fprintf(out, " (the busiest device; rank 0: %" PRId64 ")", p->send_bytes);
 	fprintf(out, ", %.3g s", cost_plan_time(m, p));
 	if (explain_scheduled(c->g))
-		fprintf(out, " per %s, stage %d", r->phase == PH_UPDATE ? "step" : "micro-batch",
+		fprintf(out, " per %s, stage %d",
+		        r->phase == PH_UPDATE || (r->out && memplan_kept(c)[r->out->id]) ? "step" : "micro-batch",
 		        r->chunk >= 0 ? r->chunk % (c->g->nstages > 0 ? c->g->nstages : 1) : 0);
 	fputc('\n', out);
 }
