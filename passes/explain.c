@@ -10,6 +10,7 @@
 #include "../ir/layout.h"
 #include "../ir/sharding.h"
 #include "cost.h"
+#include "explain_node.h"
 #include "explain_machine.h"
 #include "memplan.h"
 #include "fuse.h"
@@ -19,32 +20,9 @@
 #include "schedule.h"
 #include "search_graph.h"
 
-/* Explain's bytes are what a device sends per step. A collective's
- * devices send alike; a Permute's send unequal parts, rank 0's maybe none
- * (a transposed split put back): explain counts the busiest device's, as
- * it prices the step's time, and says rank 0's beside them where they
- * differ, which --comm-stats counts. */
-static int64_t plan_bytes(const RedistPlan *p) { return p->most_bytes; }
-
-static const Machine *machine_of(Compilation *c, Machine *tmp)
-{
-	if (c->machine)
-		return c->machine;
-	machine_defaults(tmp);
-	return tmp;
-}
-
-static bool training(const Compilation *c) { return !c->infer && c->g->loss != NULL; }
-
 static int opt_states(const Graph *g)
 {
 	return g->train.optimizer == OPT_SGD ? 0 : g->train.optimizer == OPT_MOMENTUM ? 1 : 2;
-}
-
-/* The strategy a laid-out node ran with. */
-static Strategy used_strategy(Compilation *c, const Node *n)
-{
-	return n->ann.in_strategy.n > 0 ? n->ann.in_strategy : strategy_as_produced(&c->arena, n);
 }
 
 static int chunk_of(const ExplainTotals *t, const Node *n)
@@ -184,14 +162,14 @@ static bool fused_member(Compilation *c, const Machine *m, const Node *n, Explai
 	GradCall call = b->members[0] != n                           ? GRAD_IN_BUCKET
 	                : !bucket_async(b) || b == first || rs_wait ? GRAD_BUCKET_WAITED
 	                                                             : GRAD_BUCKET;
-	double s = cost_grad_coll(m, b->kind, (double)plan_bytes(n->attr.plan), b->group,
+	double s = cost_grad_coll(m, b->kind, (double)explain_plan_bytes(n->attr.plan), b->group,
 	                          cost_group_in_node(m, b->layout, b->axes), call);
 	if (call != GRAD_IN_BUCKET)
 		t->ncomm++;
 	if (call != GRAD_IN_BUCKET && bucket_async(b) && b == first && rs_wait)
 		s += m->coll_overhead; /* both waits */
 	t->comm += s;
-	add_comm(t, n, s, plan_bytes(n->attr.plan), b->members[0] == n);
+	add_comm(t, n, s, explain_plan_bytes(n->attr.plan), b->members[0] == n);
 	return true;
 }
 
@@ -341,7 +319,7 @@ static void halo_traffic(Compilation *c, const Machine *m, const Node *n, Explai
 	int calls;
 	const Layout *x = n->in[0]->layout;
 	int rs = c->f64 ? 8 : 4;
-	double all = cost_halo(m, n, x, training(c), rs, &bytes, &calls), fwd = cost_halo(m, n, x, false, rs, NULL, NULL);
+	double all = cost_halo(m, n, x, explain_training(c), rs, &bytes, &calls), fwd = cost_halo(m, n, x, false, rs, NULL, NULL);
 	if (!calls)
 		return;
 	int ch = chunk_of(t, n);
@@ -387,7 +365,7 @@ static void tied_memory(Compilation *c, ExplainTotals *t, double *fixed)
 		const Value *p = g->params[i];
 		int owner = stage_of_value(t, p);
 		double b = (double)(p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * compilation_elem_size(c, p->dtype);
-		bool grad = training(c) && p->param.requires_grad;
+		bool grad = explain_training(c) && p->param.requires_grad;
 		for (int st = 0; st < t->nstages && st < 64; st++)
 			if (st != owner && (on[p->id] >> st & 1)) {
 				fixed[st] += grad ? 2 * b : b;
@@ -402,7 +380,7 @@ static void tied_memory(Compilation *c, ExplainTotals *t, double *fixed)
 static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, const double *fixed)
 {
 	const Schedule *s = schedule_build(&c->arena, t->nstages, t->nchunks, t->nmicro, c->g->par.pipeline_scheduler,
-	                                   training(c));
+	                                   explain_training(c));
 	double *end = ARENA_NEWN(&c->arena, double, t->nstages);
 	schedule_replay(&c->arena, s, t->fwd, t->bwd, t->xfer_f, t->xfer_b, end);
 	t->step = 0;
@@ -445,8 +423,8 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
  * twice the forward. */
 static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, ExplainTotals *t, bool kept)
 {
-	bool tr = training(c);
-	Strategy s = used_strategy(c, n);
+	bool tr = explain_training(c);
+	Strategy s = explain_used_strategy(c, n);
 	ShardResult r;
 	double sec;
 	if (c->g->par.parallel_mode == PM_STAND_ALONE || !shard_node(cx, n, &s, &r))
@@ -545,7 +523,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	choose_order(c);
 	Graph *g = c->g;
 	Machine mtmp;
-	const Machine *m = machine_of(c, &mtmp);
+	const Machine *m = explain_machine_of(c, &mtmp);
 	memset(t, 0, sizeof *t);
 	t->kept = memplan_kept(c);
 	pipeline_setup(c, t);
@@ -553,7 +531,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	double *fixed = ARENA_NEWN(&c->arena, double, t->nstages); /* parameters, gradients, states */
 	ShardCtx cx = {.arena = &c->arena, .device_num = g->par.device_num / (g->nstages > 0 ? g->nstages : 1),
 	               .nstages = g->nstages};
-	bool tr = training(c);
+	bool tr = explain_training(c);
 	bool measured = machine_calibrated(m) && calibrated_compute(c, m, t);
 	const bool *kept = memplan_kept(c);
 	const bool *back = memplan_read_back(&c->arena, g); /* what the activations count (NULL: every output) */
@@ -561,8 +539,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		Node *n = g->nodes[i];
 		int st = chunk_of(t, n) % t->nstages;
 		if (n->op == OP_REDISTRIBUTE && n->attr.plan) {
-			t->comm_bytes += plan_bytes(n->attr.plan);
-			t->rank0_less += plan_bytes(n->attr.plan) - n->attr.plan->send_bytes;
+			t->comm_bytes += explain_plan_bytes(n->attr.plan);
+			t->rank0_less += explain_plan_bytes(n->attr.plan) - n->attr.plan->send_bytes;
 			if (fused_member(c, m, n, t))
 				continue;
 			double s = cost_plan_time(m, n->attr.plan);
@@ -571,7 +549,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 				count += n->attr.plan->steps[k].kind != RS_SLICE;
 			t->comm += s;
 			t->ncomm += count;
-			add_comm(t, n, s, plan_bytes(n->attr.plan), count);
+			add_comm(t, n, s, explain_plan_bytes(n->attr.plan), count);
 			if (n->phase == PH_FORWARD && (!back || back[n->out->id])) {
 				double b = (double)shape_numel(&n->out->layout->slice) * compilation_elem_size(c, n->out->dtype);
 				t->memory += b;
@@ -612,237 +590,6 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		t->step = t->compute + t->comm;
 }
 
-/* A value as a reader knows it: a gradient after what it is the gradient
- * of (grad(pos_emb), not t176), its converted copies likewise
- * (grad(pos_emb).r290); the rest by name. */
-static const char *shown(Compilation *c, const Value *v)
-{
-	if (v->grad_of)
-		return arena_printf(&c->arena, "grad(%s)", v->grad_of->name);
-	const Value *src = v->def && v->def->op == OP_REDISTRIBUTE ? v->def->in[0] : NULL;
-	size_t n = src ? strlen(src->name) : 0;
-	if (src && src->grad_of && !strncmp(v->name, src->name, n) && v->name[n] == '.')
-		return arena_printf(&c->arena, "%s%s", shown(c, src), v->name + n);
-	return v->name;
-}
-
-static bool scheduled(const Graph *g) { return g->nstages > 1 || g->nmicro > 1; }
-
-/* In a scheduled program the forward and backward collectives run once
- * per micro-batch on their stage's devices, the update's once per step. */
-static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *out)
-{
-	const RedistPlan *p = r->attr.plan;
-	fprintf(out, "      comm %s -> %s: %s, group %" PRId64 ", %" PRId64 " bytes", shown(c, r->in[0]), shown(c, r->out),
-	        redist_describe(&c->arena, p), cost_plan_group(p), plan_bytes(p));
-	if (plan_bytes(p) != p->send_bytes)
-		fprintf(out, " (the busiest device; rank 0: %" PRId64 ")", p->send_bytes);
-	fprintf(out, ", %.3g s", cost_plan_time(m, p));
-	if (scheduled(c->g))
-		fprintf(out, " per %s, stage %d",
-		        r->phase == PH_UPDATE || (r->out && memplan_kept(c)[r->out->id]) ? "step" : "micro-batch",
-		        r->chunk >= 0 ? r->chunk % (c->g->nstages > 0 ? c->g->nstages : 1) : 0);
-	fputc('\n', out);
-}
-
-static const char *origin(const Node *n)
-{
-	/* a node netc inserted (row_logsumexp) takes its strategy from its
-	 * user-written neighbour */
-	if (n->ann.in_strategy.n == 0 || !(op_info[n->op].flags & OPF_USER) || n->ann.borrowed)
-		return "followed";
-	return n->ann.loaded ? "loaded" : n->ann.searched ? "searched" : "user";
-}
-
-/* A cast netc inserted carries its reader's strategy, but runs where
- * precision_late put it: a cast down moved before the redistribution to
- * its reader runs on its input's layout, so that the move sends the
- * narrow bytes (move_after_cast_down). Its candidate is the one laid out
- * as it runs, where one is (else the strategy's, k): priced at the
- * strategy's, the objective paid a move of the f32 value to the
- * reader's split and another of the narrow value between two device
- * orders (bf16 GPT-3 on 1024 A100s: 131.5 s against 22.49 s compiled). */
-static int cast_as_run(const SVertex *sv, int k)
-{
-	const Node *n = sv->n;
-	const Layout *in = n->in[0]->layout, *out = n->out->layout;
-	const Layout *at = sv->cl->c[k].r.out;
-	if (n->op != OP_CAST || !n->ann.borrowed || !in || !out || (at && layout_equiv(at, out)))
-		return k;
-	for (int j = 0; j < sv->cl->n; j++) {
-		const ShardResult *r = &sv->cl->c[j].r;
-		if (r->out && r->in[0] && layout_equiv(r->out, out) && layout_equiv(r->in[0], in))
-			return j;
-	}
-	return k;
-}
-
-/* The search graph of the laid-out program and the candidate each
- * operator ran with: what the search's objective says of this program. */
-static Search *search_of_program(Compilation *c, int **choicep)
-{
-	Search *s = search_new(&c->arena, c->g, c->machine, training(c), c->f64, NULL);
-	if (!s)
-		return NULL;
-	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
-	for (int v = 0; v < s->nv; v++) {
-		SVertex *sv = &s->v[v];
-		choice[v] = sv->fixed;
-		if (choice[v] < 0) {
-			Strategy used = used_strategy(c, sv->n);
-			choice[v] = 0;
-			for (int k = 0; k < sv->cl->n; k++)
-				if (strategy_same_splits(&sv->cl->c[k].s, &used))
-					choice[v] = k;
-		}
-		choice[v] = cast_as_run(sv, choice[v]);
-	}
-	*choicep = choice;
-	return s;
-}
-
-double explain_objective(Compilation *c)
-{
-	/* the search's model describes strategies; the per-device modes
-	 * (data_parallel, hybrid_parallel) ignore them */
-	if (c->g->par.parallel_mode != PM_SEMI_AUTO_PARALLEL && c->g->par.parallel_mode != PM_AUTO_PARALLEL)
-		return NAN;
-	int *choice;
-	Search *s = search_of_program(c, &choice);
-	if (s && getenv("NETC_SEARCH_TERMS"))
-		search_total_terms(s, choice, "explain", stderr);
-	return s ? search_total(s, choice) : NAN;
-}
-
-/* A convolution's or pool's halo: rows from each neighbour, the
- * exchanges a step and what the busiest device sends */
-static void print_halo(Compilation *c, const Machine *m, const Node *n, FILE *out)
-{
-	ConvHalo h;
-	int64_t bytes, dir[2];
-	int calls, times;
-	const Layout *x = n->in[0]->layout;
-	double s = cost_halo(m, n, x, training(c), c->f64 ? 8 : 4, &bytes, &calls);
-	if (!calls || !conv_layout_halo(n, x, &h))
-		return;
-	conv_halo_bytes(n, x, training(c), c->f64 ? 8 : 4, &times, dir);
-	fprintf(out, "      halo %s split %" PRId64 ": %" PRId64 " + %" PRId64 " %s from the neighbours, %d exchange%s, %" PRId64
-	        " bytes the busiest device sends (send/recv), %.3g s\n", h.dim == 2 ? "H" : "W", h.k, h.t, h.b,
-	        h.dim == 2 ? "rows" : "columns", times, times == 1 ? "" : "s", bytes, s);
-}
-
-/* One forward operator: its strategy and where it came from, the
- * layouts it reads (after the redistributions before it) and makes. */
-static void print_node(Compilation *c, const Machine *m, const char *name, const Node *n, const char **listed_at,
-                       FILE *out)
-{
-	Strategy s = used_strategy(c, n);
-	fprintf(out, "%s  %s %s (%s)\n", name, n->out->name, strategy_str(&c->arena, &s), origin(n));
-	for (int j = 0; j < n->nin; j++) {
-		const Value *x = n->in[j];
-		if (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE && x->def->attr.plan) {
-			/* listed_at: where each redistribution was listed (NULL: list every one) */
-			const char **at = listed_at ? &listed_at[x->def->id] : NULL;
-			if (at && *at)
-				fprintf(out, "      comm %s -> %s: shared, counted at %s\n", shown(c, x->def->in[0]), shown(c, x), *at);
-			else {
-				print_comm(c, m, x->def, out);
-				if (at)
-					*at = name;
-			}
-		}
-		fprintf(out, "    in %d %s: %s\n", j, x->name, x->layout ? layout_str(&c->arena, x->layout) : "whole");
-	}
-	fprintf(out, "    out %s: %s\n", n->out->name, n->out->layout ? layout_str(&c->arena, n->out->layout) : "whole");
-	print_halo(c, m, n, out);
-}
-
-/* Why the operator runs with the strategy marked '*': the table prices
- * each candidate against its neighbours as they are, which is not how
- * semi_auto_parallel picks. */
-static const char *why_chosen(Compilation *c, const Node *n)
-{
-	ParallelMode mode = c->g->par.parallel_mode;
-	if (mode == PM_STAND_ALONE)
-		return "stand_alone: one device runs it whole; the rows are what a split mode could choose";
-	if (mode == PM_HYBRID_PARALLEL)
-		return "hybrid_parallel: each device runs the operator as written on its own data (the collectives "
-		       "are the model's); no strategy is used";
-	if (mode != PM_SEMI_AUTO_PARALLEL && mode != PM_AUTO_PARALLEL)
-		return arena_printf(&c->arena, "%s: every operator splits its data inputs along dimension 0 and takes "
-		                    "no strategy", parallel_mode_name(mode));
-	if (n->ann.in_strategy.n > 0 && n->ann.searched)
-		return arena_printf(&c->arena, "chosen by the search (search_mode = %s) for the lowest total of the whole "
-		                    "plan, which may cost this operator more than another row",
-		                    search_mode_name(c->g->par.search_mode));
-	if (n->ann.in_strategy.n > 0)
-		return "the strategy written in the model (.shard)";
-	bool moved = false;
-	for (int j = 0; j < n->nin; j++)
-		moved |= n->in[j]->def && n->in[j]->def->op == OP_REDISTRIBUTE && n->in[j]->def->attr.plan;
-	if (!moved)
-		return "no strategy written: it runs on its inputs as they are produced (no communication), as an "
-		       "unannotated operator does when it can";
-	return "no strategy written, and its inputs as produced do not fit its rule without communication: "
-	       "the default, each data input split along dimension 0 (MindSpore's semi_auto_parallel)";
-}
-
-static bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
-{
-	Graph *g = c->g;
-	Node *target = NULL;
-	int ti = -1;
-	for (int i = 0; i < g->nnodes && !target; i++)
-		if (names[i] && (strcmp(names[i], why) == 0 || strcmp(g->nodes[i]->out->name, why) == 0))
-			target = g->nodes[ti = i];
-	if (!target) {
-		const char **cands = ARENA_NEWN(&c->arena, const char *, 2 * g->nnodes + 1);
-		int nc = 0;
-		for (int i = 0; i < g->nnodes; i++)
-			if (names[i]) {
-				cands[nc++] = names[i];
-				cands[nc++] = g->nodes[i]->out->name;
-			}
-		const char *near = diag_closest(why, cands, nc);
-		diag_error(&c->diag, loc_none(), "--why: no forward operator or value named '%s'%s%s%s", why,
-		           near ? "; did you mean '" : " (`netc explain` lists them: `matmul-0`, `layers.1/matmul-2`, "
-		                                      "or an output name)",
-		           near ? near : "", near ? "'?" : "");
-		return false;
-	}
-	int *choice;
-	Search *s = search_of_program(c, &choice);
-	if (!s)
-		return false;
-	int tv = target->id < s->nvertex_of ? s->vertex_of[target->id] : -1;
-	if (tv < 0)
-		return false;
-	SVertex *sv = &s->v[tv];
-	Machine mtmp;
-	print_node(c, machine_of(c, &mtmp), names[ti], target, NULL, out);
-	fprintf(out, "\ncandidates of %s (%s), costs in seconds per step against its neighbours' strategies:\n", why,
-	        op_info[target->op].name);
-	fprintf(out, "  %-34s %11s %11s %11s %11s\n", "strategy", "compute", "unary", "comm", "total");
-	for (int k = 0; k < sv->cl->n; k++) {
-		double comm = 0;
-		for (int a = 0; a < sv->nadj; a++) {
-			const SEdge *e = &s->e[sv->adj[a]];
-			comm += e->u == tv && e->v == tv ? search_edge_cost(s, sv->adj[a], k, k)
-			        : e->u == tv           ? search_edge_cost(s, sv->adj[a], k, choice[e->v])
-			                               : search_edge_cost(s, sv->adj[a], choice[e->u], k);
-		}
-		bool dup = false; /* the fixed entry repeats one of the list: print it once */
-		for (int j = 0; j < sv->cl->n && k == sv->fixed && !dup; j++)
-			dup = j != k && strategy_same_splits(&sv->cl->c[j].s, &sv->cl->c[k].s);
-		if (!dup)
-			fprintf(out, "%s %-34s %11.3g %11.3g %11.3g %11.3g\n",
-			        strategy_same_splits(&sv->cl->c[k].s, &sv->cl->c[choice[tv]].s) ? "*" : " ",
-			        strategy_str(&c->arena, &sv->cl->c[k].s), search_cand_compute(s, &sv->cl->c[k]), sv->unary[k], comm,
-			        sv->unary[k] + comm);
-	}
-	fprintf(out, "* %s\n", why_chosen(c, target));
-	return true;
-}
 
 const char *explain_layer_of(Arena *a, const char *scope)
 {
@@ -875,7 +622,7 @@ static int runs_per_step(Compilation *c, const Node *r)
 {
 	const Graph *g = c->g;
 	bool once = r->phase == PH_UPDATE || (r->out && memplan_kept(c)[r->out->id]);
-	return scheduled(g) && !once && g->nmicro > 1 ? g->nmicro : 1;
+	return explain_scheduled(g) && !once && g->nmicro > 1 ? g->nmicro : 1;
 }
 
 /* The collectives of every inserted redistribution by kind, as the
@@ -901,7 +648,7 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		}
 		if (b && r->attr.plan) { /* one collective of the bucket's kind */
 			n[b->kind] += (b->members[0] == r) * times;
-			bytes[b->kind] += plan_bytes(r->attr.plan) * times;
+			bytes[b->kind] += explain_plan_bytes(r->attr.plan) * times;
 			continue;
 		}
 		for (int k = 0; r->op == OP_REDISTRIBUTE && r->attr.plan && k < r->attr.plan->n; k++) {
@@ -997,7 +744,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 				l->ncomm += (nd->attr.plan->steps[k].kind != RS_SLICE) * times;
 			if (b) /* one call: the layer of its first member's */
 				l->ncomm += (b->members[0] == nd) * times;
-			l->comm_bytes += plan_bytes(nd->attr.plan) * times;
+			l->comm_bytes += explain_plan_bytes(nd->attr.plan) * times;
 			l->comm += cost_plan_time(m, nd->attr.plan) * times;
 			continue;
 		}
@@ -1107,7 +854,7 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 	Graph *g = c->g;
 	Machine mtmp;
 	choose_order(c);
-	const Machine *m = machine_of(c, &mtmp);
+	const Machine *m = explain_machine_of(c, &mtmp);
 	const char **names = search_node_names(&c->arena, g);
 	if (why) /* the operator and its candidates alone */
 		return explain_why(c, names, why, out);
@@ -1130,7 +877,7 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 	const char **listed_at = ARENA_NEWN(&c->arena, const char *, maxid + 1);
 	for (int i = 0; i < g->nnodes; i++)
 		if (names[i])
-			print_node(c, m, names[i], g->nodes[i], listed_at, out);
+			explain_print_node(c, m, names[i], g->nodes[i], listed_at, out);
 	int nb = 0, nph[2] = {0};
 	int64_t bytes = 0, bph[2] = {0};
 	double time = 0, tph[2] = {0};
@@ -1140,13 +887,13 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 			continue;
 		if (nb++ == 0)
 			fprintf(out, "\nbackward and update communication:\n");
-		print_comm(c, m, n, out);
-		bytes += plan_bytes(n->attr.plan);
+		explain_print_comm(c, m, n, out);
+		bytes += explain_plan_bytes(n->attr.plan);
 		time += cost_plan_time(m, n->attr.plan);
 		int k = n->phase == PH_UPDATE;
-		nph[k]++, bph[k] += plan_bytes(n->attr.plan), tph[k] += cost_plan_time(m, n->attr.plan);
+		nph[k]++, bph[k] += explain_plan_bytes(n->attr.plan), tph[k] += cost_plan_time(m, n->attr.plan);
 	}
-	if (scheduled(g))
+	if (explain_scheduled(g))
 		fprintf(out,
 		        "%sbackward: %d redistributions, %" PRId64 " bytes (%s) a device sends, %.3g s per micro-batch of every stage; "
 		        "update: %d, %" PRId64 " bytes (%s), %.3g s per step\n",

@@ -12,6 +12,7 @@
 #define NETC_EXPLAIN_H
 #include <stdio.h>
 
+#include "explain_search.h" /* explain_objective */
 #include "passes.h"
 
 /* One pipeline stage's figures, on each of its devices. */
@@ -115,9 +116,6 @@ const char *explain_memory_counts(bool planned);
 
 /* c has been through the passes (at least sharding). */
 void explain_totals(Compilation *c, ExplainTotals *t);
-/* The auto-parallel search's objective (search_total) for the strategies
- * the program was laid out with; NAN in stand_alone. */
-double explain_objective(Compilation *c);
 /* Prints the report; why: an operator name or output value name, or
  * NULL. False (reported) if `why` names nothing. planned: NULL or
  * nstages 0 when there is no compiled program. */

@@ -14,6 +14,7 @@
 
 #include "../ir/layout.h"
 #include "memplan.h"
+#include "sharding_out.h"
 
 /* ---- the search graph -------------------------------------------------------- */
 
@@ -120,6 +121,25 @@ static bool grad_summed_once(const Search *s, const Value *x)
 	bool fp32_sum = g->par.gradient_fp32_sync || g->par.force_fp32_communication;
 	bool alone = fp32_sum && x->dtype != DT_F32 && g->nmicro <= 1 && g->nstages <= 1;
 	return cast && x->kind == VK_PARAM && x->param.requires_grad && !alone;
+}
+
+/* Where a parameter's gradient summed once a step is summed, in
+ * explain's graph of a laid-out program (no Search.thru: amp's casts are
+ * vertices): the parameter's own layout, past the casts
+ * (sum_after_casts), where the edge from the cast up before the reader
+ * priced an all-reduce into the cast's layout (samples/resnet.net O2
+ * bf16 @16 under recursive_programming: each weight stored 16 ways,
+ * gathered for its conv, its f32 gradient reduce-scattered into the
+ * shard, 3.56e-5 s, priced as an all-reduce, 8.26e-5 s: +16% of the
+ * compiled estimate, the searches' own total +0%). NULL: the
+ * producer's (the searches, which see through the casts). */
+static const Layout *summed_into(const Search *s, const Value *x)
+{
+	if (s->thru)
+		return NULL;
+	for (int hops = 0; hops < 8 && x->kind == VK_NODE && x->def; hops++)
+		x = x->def->in[0]; /* casts and conversions (grad_summed_once) */
+	return x->kind == VK_PARAM && !x->param.model_layout ? x->layout : NULL;
 }
 
 static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
@@ -341,6 +361,22 @@ static double grad_transient(const Search *s, const Cand *cd, int i, const Value
  * passes/stages_tied.c), whose parts of its gradient the owner receives a
  * buffer each for. copy[i]: the first read of a tied weight on another
  * stage, which holds its value and that stage's part of its gradient. */
+/* A parameter declared narrow under gradient_fp32_sync = false with
+ * micro-steps or stages: the program sums its narrow gradient where it
+ * is made, in every micro-batch's backward pass, alone (precision.c's
+ * sum_after_casts moves only f32 sums to the update, and
+ * narrow_sums_in_update only without micro-steps and stages; summing
+ * once a step would need the f32 accumulator's bytes or a rounding the
+ * program does not make). Priced once a step, samples/llama.net
+ * declared bf16 (2 stages x 2 micro-batches) was 0.77 of the compiled
+ * estimate. */
+static bool narrow_sum_each_micro(const Search *s, const Value *p)
+{
+	const Graph *g = s->g;
+	return s->training && p->dtype != DT_F32 && !g->par.gradient_fp32_sync && !g->par.force_fp32_communication &&
+	       (g->nmicro > 1 || g->nstages > 1);
+}
+
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
                          Layout **inl, int c, double *cost, double *once, double *mem, bool kept)
 {
@@ -358,7 +394,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = search_param_read(n->in[i]);
 		if (x->kind == VK_PARAM && first_read[i]) {
-			step += cd->param_grad[i];
+			*(narrow_sum_each_micro(s, x) ? &t : &step) += cd->param_grad[i];
 			t += cd->param_micro[i];
 			if (cd->r.in[i]) /* + a buffer per reader stage */
 				m += search_optpar_memory(&s->optpar, x, cd->own_in[i], s->training ? readers[i] : 0) -
@@ -370,6 +406,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 			t += cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
 		}
 	}
+	t += cd->out_reduce;
 	/* a loss left as a partial sum is reduced once per step (the
 	 * sharding pass's finish_loss) */
 	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
@@ -387,6 +424,30 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	*cost = s->w_micro * t + s->w_step * step;
 	*once = step;
 	*mem = m;
+}
+
+/* A user's out_strategy on a matmul with a split reduction dimension:
+ * the sharding pass reduces its partial output into the layout
+ * out_strategy names (apply_out_strategy), which its readers read. The
+ * searches took the partial output as the readers' source and priced
+ * neither the reduction nor the move from where it leaves the values
+ * (matmul_out_strategy.net's reduce-scatter into rows, then tanh's
+ * gather: one collective of the two, -25% of the compiled estimate).
+ * c->r.out becomes that layout, the reduction's seconds per
+ * micro-batch the vertex's (vertex_unary); the readers' gradients go
+ * back to the partial output's whole form, the product's backward input
+ * (search_total.c, out_strategy_ways_back). */
+static void out_strategy_reduce(Search *s, const Node *n, Cand *c)
+{
+	const Layout *l = c->r.out;
+	if (!n->ann.out_strategy.n || n->phase != PH_FORWARD || !l || !l->partial)
+		return;
+	Layout *t = out_strategy_layout(s->a, n, l, s->cx.device_num, NULL);
+	if (!t || layout_equiv(t, l))
+		return;
+	c->out_reduce = cost_redist(s->rc, l, t, n->out->dtype, NULL);
+	c->out_partial = l;
+	c->r.out = t;
 }
 
 Value *search_unconverted(Value *x)
@@ -589,6 +650,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			Cand *c = &own->c[sv->cl->n];
 			c->s = n->ann.in_strategy;
 			c->r = r;
+			out_strategy_reduce(s, n, c);
 			search_cand_costs(s, n, c, false);
 			c->nfree = 0;
 			own->n = sv->cl->n + 1;
@@ -642,6 +704,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, dt);
 				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
+				if (s->e[s->ne - 1].grad_once)
+					s->e[s->ne - 1].once_from = summed_into(s, x);
 				s->e[s->ne - 1].dies = back && (i >= 32 || !(br.in[n->id] >> i & 1));
 			} else if (x->kind == VK_PARAM) {
 				if (first[2 * x->id] < 0) {

@@ -17,6 +17,11 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu)
 	return e->ui < 0 ? c->r.out : c->r.in[e->ui];
 }
 
+const Layout *search_once_from(const Search *s, const SEdge *e, int cu)
+{
+	return e->once_from ? e->once_from : search_edge_from(s, e, cu);
+}
+
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv)
 {
 	return s->v[e->v].cl->c[cv].r.in[e->vi];
@@ -130,6 +135,32 @@ double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradC
 	return cost_grad_coll(&s->m, RS_ALLREDUCE, sent, g, cost_group_in_node(&s->m, grad, grad->partial), call);
 }
 
+bool search_cast_between(const Search *s, const SEdge *e)
+{
+	const Node *n = s->v[e->v].n;
+	return !s->thru && n->op == OP_CAST && n->ann.borrowed;
+}
+
+/* A product's out_strategy (Cand.out_partial): its readers read the
+ * reduced copy (the edge's source), but their gradients go back to the
+ * partial output's whole form, which the product's backward reads (the
+ * sharding pass converts each reader's gradient there, not to the
+ * reduced copy and on): matmul_out_strategy.net's tanh reading the rows
+ * as reduce-scattered passes its gradient back in rows, gathered whole
+ * (the edge priced the rows' way back to rows, free); tanh reading them
+ * whole, none. What that way back costs over the one edge_price prices
+ * (the producer is a user's strategy, one candidate: a row of the
+ * table, keyed with it in search_tables.c). Through a cast amp inserted
+ * (explain's graph of the program: search_cast_between) the cast's
+ * reader's gradient is the one that goes back: search_total.c. */
+static double out_way_back(Search *s, const SEdge *e, int cu, const Layout *grad)
+{
+	const Cand *c = &s->v[e->u].cl->c[cu];
+	if (e->ui >= 0 || !c->out_partial || !grad || !s->training || search_cast_between(s, e))
+		return 0;
+	return cost_edge_grad(s->rc, c->out_partial, grad, e->dt, true) - cost_edge_grad(s->rc, c->r.out, grad, e->dt, true);
+}
+
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
@@ -144,8 +175,9 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	const Layout *grad = vl->c[cv].grad[e->vi];
 	if (e->grad_once && grad && grad->partial) /* the way back once a step (grad_summed_once) */
 		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to, grad)) +
-		       s->w_step * search_once_grad(s, from, grad, GRAD_IN_BUCKET);
-	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad));
+		       s->w_step * search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET);
+	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad) +
+	                     out_way_back(s, e, cu, grad));
 }
 
 double search_edge_forward(Search *s, int ei, int cu, int cv)

@@ -62,6 +62,10 @@ typedef struct Cand {
 	double opt_head[2];            /* as bucket_head, for the parallel optimizer's reduce-scatters [0] and
 	                                * all-gathers [1] (search_optpar_price); 0: none packed */
 	uint64_t opt_group[2];         /* their buckets, as bucket_group */
+	double out_reduce;             /* a user's out_strategy: the reduction of the partial output into r.out
+	                                * (sharding_out.c), seconds per micro-batch; else 0 */
+	const Layout *out_partial;     /* ... that partial output, where its gradient goes back to (whole);
+	                                * NULL: none */
 } Cand;
 
 /* The candidates shared by every node with the same signature (op,
@@ -95,6 +99,11 @@ typedef struct SEdge {
 	 * the micro-batches' f32 accumulation (passes/precision.c,
 	 * sum_after_casts): its way back is priced w_step, not w_micro */
 	bool grad_once;
+	/* ... summed into this layout, not the producer's: in explain's graph
+	 * of a laid-out program, where amp's casts are vertices, the
+	 * parameter's own (sum_after_casts sums past them); NULL: the
+	 * producer's (search_once_from) */
+	const Layout *once_from;
 	/* the edges from the same (u, ui), this one included: readers of one
 	 * value in one layout share its conversion and its stage transfer
 	 * (search_total.c), so an edge is sure to pay only its 1 / share part
@@ -232,10 +241,16 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* whether edge e reads into a cast amp inserted, a vertex of its own
+ * (explain's graph of a laid-out program; the searches see through) */
+bool search_cast_between(const Search *s, const SEdge *e);
 /* The way back of a gradient summed once a step (SEdge.grad_once) from
  * grad into from, in f32; under grad_call GRAD_IN_BUCKET a fused member
  * priced as call (GRAD_IN_BUCKET, GRAD_BUCKET_WAITED). */
 double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradCall call);
+/* where edge e's gradient summed once a step is summed into, its
+ * producer taking candidate cu (SEdge.once_from) */
+const Layout *search_once_from(const Search *s, const SEdge *e, int cu);
 /* search_edge_cost without the gradient's way back, its redistribution
  * and stage transfer divided by the edge's share: what search_total is
  * sure to keep of an edge whatever its corrections take back (a copy or

@@ -89,6 +89,8 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		cost_memo_mix_doubles(&h1, &h2, w, 2);
 		/* and that way back a fusion bucket's member or its own call (search_once_grad) */
 		bool fused = e->grad_once && s->grad_call == GRAD_IN_BUCKET;
+		if (e->once_from) /* and where it is summed into (SEdge.once_from) */
+			mix_layout(&h1, &h2, e->once_from);
 		cost_memo_mix(&h1, &h2, (uint64_t)s->once_dt << 2 | (uint64_t)fused << 1 | cross); /* and its type */
 	}
 	for (int i = 0; i < u->cl->n; i++) {
@@ -96,6 +98,8 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		if (ragged(from))
 			return false;
 		mix_layout(&h1, &h2, from);
+		if (!memory && e->ui < 0 && u->cl->c[i].out_partial) /* where its gradient goes back (out_way_back) */
+			mix_layout(&h1, &h2, u->cl->c[i].out_partial);
 	}
 	for (int j = 0; j < v->cl->n; j++) {
 		const Layout *to = search_edge_to(s, e, j), *grad = memory ? NULL : v->cl->c[j].grad[e->vi];

@@ -31,6 +31,33 @@ static void acc_add(Acc *a, const Search *s, int v, Part p, double sec)
 		(p == PART_FWD ? a->st->fwd : a->st->bwd)[search_vertex_chunk(s, v)] += sec;
 }
 
+/* Whether edge ei's gradient g, not a partial sum, is added to the only
+ * other one of its value, laid out alike, before it goes back: autodiff
+ * adds a value's two gradient contributions as they come where their
+ * layouts agree (sharding.c grad_sum_as_value takes the value's layout
+ * only where they do not) and the sum is converted once.
+ * tests/e2e/models/explain_shared.net's h, read by relu and tanh both
+ * split by rows: one gather of the sum back into h's columns, priced
+ * on each edge (+20% of the compiled estimate). Two only: with more,
+ * how the running sum meets the next depends on autodiff's order. */
+static bool whole_grads_added(Search *s, int ei, const int *choice, const Layout *g)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *u = &s->v[e->u];
+	int n = 0;
+	bool earlier = false;
+	for (int k = 0; k < u->nadj; k++) {
+		int oi = u->adj[k];
+		const SEdge *o = &s->e[oi];
+		const Layout *h = o->u == e->u && o->ui == e->ui ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi] : NULL;
+		if (!h)
+			continue;
+		n++;
+		earlier |= oi < ei && !h->partial && layout_equiv(g, h);
+	}
+	return e->ui < 0 && !e->grad_once && n == 2 && earlier;
+}
+
 /* Whether edge ei's gradient, a partial sum, is summed with that of an
  * earlier edge from the same producer laid out alike: the sharding pass
  * adds such partial sums before reducing them (add_partials in
@@ -40,12 +67,14 @@ static void acc_add(Acc *a, const Search *s, int v, Part p, double sec)
  * with it too, and the sum reduced once, by the first reader's
  * param_grad (a table looked up twice, tests/e2e/models/hetero.net: the
  * objective paid its 128 KB all-reduce twice, +18% of the compiled
- * estimate). */
+ * estimate). A gradient not partial: whole_grads_added. */
 static bool grad_shared(Search *s, int ei, const int *choice)
 {
 	const SEdge *e = &s->e[ei];
 	const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
-	if (!g || !g->partial)
+	if (g && !g->partial)
+		return whole_grads_added(s, ei, choice, g);
+	if (!g)
 		return false;
 	/* A tied weight's reader on another stage sums its part over its
 	 * micro-batches and sends it back once a step, where the owner adds
@@ -283,6 +312,37 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 	}
 }
 
+/* A product's out_strategy read through a cast amp inserted, in
+ * explain's graph of the program (search_edges.c, out_way_back): the
+ * cast's backward twin casts the gradient as its reader leaves it, and
+ * it goes back to the partial output's whole form from there. The
+ * edges priced it into the cast's output layout, then the cast's
+ * gradient into the reduced copy's (matmul_out_strategy.net at O2 bf16:
+ * tanh reads the cast, gathered whole, and nothing goes back in rows). */
+static void out_strategy_past_casts(Search *s, const int *choice, Acc *acc)
+{
+	for (int ei = 0; s->training && ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		const Cand *c = &s->v[e->u].cl->c[choice[e->u]];
+		const SVertex *k = &s->v[e->v];
+		if (e->ui >= 0 || !c->out_partial || !search_cast_between(s, e))
+			continue;
+		const SEdge *o = NULL;
+		int readers = 0;
+		for (int j = 0; j < k->nadj; j++)
+			if (s->e[k->adj[j]].u == e->v && s->e[k->adj[j]].ui < 0)
+				o = &s->e[k->adj[j]], readers++;
+		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+		const Layout *g2 = o ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi] : NULL;
+		if (readers != 1 || !g2)
+			continue;
+		const Layout *cast_out = search_edge_from(s, o, choice[o->u]);
+		acc_add(acc, s, e->u, PART_BWD,
+		        cost_edge_grad(s->rc, c->out_partial, g2, o->dt, true) - cost_edge_grad(s->rc, cast_out, g2, o->dt, true) -
+		                cost_edge_grad(s->rc, c->r.out, g, e->dt, true));
+	}
+}
+
 /* The corrections below are to edges' costs, paid in every micro-batch
  * but for the ways back of parameters' gradients summed once a step
  * (SEdge.grad_once), whose corrections are once a step. shared: the
@@ -309,6 +369,8 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 		/* the plan's total prices the way back as the program takes it;
 		 * the edge costs the searches compare keep the local estimate */
 		bool step = se->grad_once && g && g->partial; /* as search_edge_cost prices it */
+		if (step)
+			from = search_once_from(s, se, choice[se->u]);
 		DType gt = step ? DT_F32 : se->dt;
 		Part back = step ? PART_ONCE : PART_BWD;
 		if (grad_shared(s, e, choice)) {
@@ -324,6 +386,7 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 	}
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
+	out_strategy_past_casts(s, choice, acc);
 }
 
 /* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the
@@ -378,7 +441,7 @@ double search_bucket_wait(Search *s, const int *choice)
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
 		if (!se->grad_once || !g || !g->partial)
 			continue;
-		const Layout *from = search_edge_from(s, se, choice[se->u]);
+		const Layout *from = search_once_from(s, se, choice[se->u]);
 		double head = search_once_grad(s, from, g, GRAD_BUCKET_WAITED) - search_once_grad(s, from, g, GRAD_IN_BUCKET);
 		/* a bucket holds one type (pass_fusion): narrow sums (gradient_fp32_sync
 		 * = false, Search.once_dt) are a bucket apart from the f32 ones of the
@@ -432,7 +495,7 @@ static void staged_edges(Search *s, const int *choice, bool shared, Acc *acc)
 		bool step = e->grad_once && grad && grad->partial; /* search_edge_cost's way back once a step */
 		acc_add(acc, s, e->v, PART_FWD, cost_edge(s->rc, from, to, NULL, e->dt, s->training));
 		if (step)
-			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, from, grad, GRAD_IN_BUCKET));
+			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET));
 		else
 			acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, from, grad, e->dt, s->training));
 		int su = search_vertex_stage(s, e->u), sv = search_vertex_stage(s, e->v);

@@ -2,8 +2,11 @@
  * sharding.c, which calls these first for each node: a cast or an add
  * of partial sums whose result stays partial (reduced later, by its
  * reader) takes its input's layout and no strategy. Each returns whether
- * it laid n out. */
+ * it laid n out; sum_partials_first, which reorders a gradient's sum
+ * so that its partial parts meet, whether it moved the node. */
 #include "sharding_partial.h"
+
+#include <string.h>
 
 #include "../ir/layout.h"
 #include "../ir/shape.h"
@@ -176,4 +179,136 @@ bool add_partials(bool per_device, Node *n)
 	n->out->layout = (Layout *)a;
 	n->strategy = (Strategy){0};
 	return true;
+}
+
+/* The value an add's addend v sums: v, or where v is a widening (amp's
+ * cast up, passes/precision.c) not laid out yet, the narrow value it
+ * widens, whose layout the widening keeps where it stays partial
+ * (widened_addend). */
+static const Value *addend_source(const Value *v)
+{
+	const Node *c = v->def;
+	if (!v->layout && c && c->op == OP_CAST && c->attr.to == DT_F32 && dtype_size(c->in[0]->dtype) == 2)
+		return c->in[0];
+	return v;
+}
+
+static int index_of(const Graph *g, const Node *n)
+{
+	for (int k = 0; k < g->nnodes; k++)
+		if (g->nodes[k] == n)
+			return k;
+	return -1;
+}
+
+/* Moves n (before `at`) to just before `at`, or (after it) to `at`'s
+ * place, shifting what lies between. */
+static void move_to(Graph *g, Node *n, const Node *at)
+{
+	int i = index_of(g, n), j = index_of(g, at);
+	if (i < j) {
+		memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(j - 1 - i));
+		g->nodes[j - 1] = n;
+	} else if (i > j) {
+		memmove(&g->nodes[j + 1], &g->nodes[j], sizeof(Node *) * (size_t)(i - j));
+		g->nodes[j] = n;
+	}
+}
+
+/* One step of a value's gradient sum, autodiff's n = S + P (one addend
+ * a partial sum P, the other S whole) read by m = n + Q, the next add
+ * of the same sum, through amp's cast down and up (d, u) where n
+ * computes in f32 (p: P's index in n; w: P's widening, not laid out
+ * yet, or NULL). */
+typedef struct MixedSum {
+	Node *w, *n, *d, *u, *m;
+	int p;
+} MixedSum;
+
+static Node *only_reader_node(const Graph *g, const Value *v)
+{
+	return (Node *)only_reader(g, v->def ? index_of(g, v->def) : -1, v);
+}
+
+static bool is_cast(const Node *c, bool up)
+{
+	return c && c->op == OP_CAST && (up ? c->attr.to == DT_F32 && dtype_size(c->in[0]->dtype) == 2
+	                                    : dtype_size(c->attr.to) == 2 && c->in[0]->dtype == DT_F32);
+}
+
+/* Whether n, shaped as the value whose gradient it sums, is the first
+ * of such a pair: exactly one addend partial, not ragged. */
+static bool mixed_sum(const Graph *g, Node *n, MixedSum *ms)
+{
+	if (n->op != OP_ADD || n->phase == PH_FORWARD || !n->sums_grad_of || n->in[0] == n->in[1] ||
+	    !shape_eq(&n->in[0]->shape, &n->out->shape) || !shape_eq(&n->in[1]->shape, &n->out->shape))
+		return false;
+	const Layout *a = addend_source(n->in[0])->layout, *b = addend_source(n->in[1])->layout;
+	if (!a || !b || (a->partial != 0) == (b->partial != 0) || (a->partial ? a : b)->ragged)
+		return false;
+	*ms = (MixedSum){.n = n, .p = a->partial ? 0 : 1};
+	Value *pv = n->in[ms->p];
+	if (!pv->layout) {
+		ms->w = pv->def;
+		if (only_reader_node(g, pv) != n)
+			return false;
+	}
+	Node *r = only_reader_node(g, n->out);
+	if (is_cast(r, false)) {
+		ms->d = r;
+		ms->u = only_reader_node(g, r->out);
+		if (!is_cast(ms->u, true) || ms->u->out->layout)
+			return false;
+		r = only_reader_node(g, ms->u->out);
+	}
+	ms->m = r;
+	return r && r->op == OP_ADD && r->sums_grad_of == n->sums_grad_of && r->in[0] != r->in[1] &&
+	       r->ann.stage == n->ann.stage && r->chunk == n->chunk && shape_eq(&r->out->shape, &n->out->shape);
+}
+
+int sum_partials_first(Graph *g, bool per_device, int pos, bool *moved, int nmoved)
+{
+	Node *x = g->nodes[pos];
+	MixedSum ms;
+	Node *n = x;
+	if (per_device || x->phase == PH_FORWARD || x->id >= nmoved)
+		return 0;
+	/* cheap tests first: every node comes here */
+	if (is_cast(x, true) && x->in[0]->layout && x->in[0]->layout->partial)
+		n = only_reader_node(g, x->out);
+	else if (x->op != OP_ADD || !x->sums_grad_of)
+		return 0;
+	if (!n || !mixed_sum(g, n, &ms) || (x != n && x != ms.w))
+		return 0;
+	Node *seg[] = {ms.w, n, ms.d, ms.u};
+	for (int k = 0; k < 4; k++)
+		if (seg[k] && seg[k]->id >= nmoved)
+			return 0;
+	Node *m = ms.m;
+	const Value *last = ms.u ? ms.u->out : n->out;
+	int qi = m->in[0] == last;
+	Value *q = m->in[qi], *whole_part = n->in[1 - ms.p];
+	const Layout *ql = addend_source(q)->layout, *pl = addend_source(n->in[ms.p])->layout;
+	if (!ql) { /* Q is made between n and m: wait for it there, once */
+		if (moved[n->id])
+			return 0;
+		/* before Q's widening too, which looks at its addend to stay partial */
+		const Node *at = addend_source(q) != q ? q->def : m;
+		for (int k = 0; k < 4; k++)
+			if (seg[k]) {
+				move_to(g, seg[k], at);
+				moved[seg[k]->id] = true;
+			}
+		return 1;
+	}
+	if (!ql->partial || ql->ragged || !layout_equiv(ql, pl))
+		return 0;
+	n->in[1 - ms.p] = q; /* (S + P) + Q as (P + Q) + S */
+	m->in[qi] = whole_part;
+	/* Q's widening, after n, goes before n's first node (revisited next) */
+	if (!q->layout && q->def && index_of(g, q->def) > pos) {
+		move_to(g, q->def, x);
+		return 1;
+	}
+	return 0;
 }

@@ -17,4 +17,13 @@ bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
 bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
 /* an add of gradients that are partial sums over the same devices */
 bool add_partials(bool per_device, Node *n);
+/* Autodiff adds a value's gradient contributions in the order it makes
+ * them; where a partial sum is added to a whole one (a residual's
+ * gradient) and the sum's reader adds another partial sum laid out
+ * alike, the two partial sums are added first (add_partials) and
+ * reduced once: (S + P) + Q as (P + Q) + S. The node at pos is moved
+ * down to just before its reader when Q is made between them (1: the
+ * caller lays out the node now at pos; moved: by node id, below nmoved,
+ * those moved before, not moved again), else rewired where Q fits (0, n to be laid out). */
+int sum_partials_first(Graph *g, bool per_device, int pos, bool *moved, int nmoved);
 #endif

@@ -306,6 +306,10 @@ if train gqa1 1 $GQA $SA; then
 	train gqa_heads2 2 $GQA && agree "grouped-query, heads split @2 == stand-alone" gqa_heads2 gqa1 1e-5 0 1e-4 1e-6
 	train gqa_seq4 4 $GQA -D MP=1 -D SEQ=4 -D device_num=4 &&
 		agree "grouped-query, query sequence split @4 == stand-alone" gqa_seq4 gqa1 1e-5 0 1e-4 1e-6
+	# the residual's gradient (whole) added after q's, k's and v's partial
+	# sums, which are reduced once (sharding_partial.c, sum_partials_first)
+	train gqa_sp4 4 $GQA -D parallel_mode=auto_parallel -D search_mode=sharding_propagation -D device_num=4 &&
+		agree "grouped-query, sharding_propagation @4 (partial sums added first) == stand-alone" gqa_sp4 gqa1 1e-5 0 1e-4 1e-6
 fi
 sed 's/(1, MP, 1, 1), (1, MP, 1, 1)/(1, 1, 1, 1), (1, 1, 1, 1)/' $GQA >"$work/gqa_rep.net"
 want="$work/gqa_rep.net:29:42: error: attention: invalid strategy ((1, 4, 1, 1), (1, 1, 1, 1), (1, 1, 1, 1)): the heads are split 4 ways but 'kh' has 2 key/value heads; grouped-query attention splits the key/value heads as the query heads, so the split must divide 2"
