@@ -11,6 +11,7 @@
 #include "../ir/sharding.h"
 #include "cost.h"
 #include "explain_machine.h"
+#include "explain_search.h"
 #include "memplan.h"
 #include "fuse.h"
 #include "fusion.h"
@@ -536,25 +537,14 @@ static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *
 		t->stage[st].comm_bytes += bytes, t->stage[st].ncomm++;
 }
 
-static Search *search_of_program(Compilation *c, int **choicep);
-
-/* Explain's memory estimate is the search's (search_stage_memory) of the
- * strategies the program was laid out with, where the search's model
- * describes them: one figure, which the fit and explain's table both
- * show. Its own sum over the laid-out graph (kept below for the
- * per-device modes) counted every gradient and no operator's live
- * temporaries: transformer_six.net 364044 bytes against the search's
- * 442436 for the same plan (472716 compiled). */
+/* Explain's memory estimate is the search's of the strategies the
+ * program was laid out with (explain_search_memory), where there is
+ * one. */
 static void search_estimate(Compilation *c, ExplainTotals *t)
 {
-	int *choice;
-	Search *s = c->g->par.parallel_mode == PM_SEMI_AUTO_PARALLEL || c->g->par.parallel_mode == PM_AUTO_PARALLEL
-	                ? search_of_program(c, &choice)
-	                : NULL;
-	if (!s || (s->g->nstages > 1 ? s->g->nstages : 1) != t->nstages)
-		return;
 	double *stage = ARENA_NEWN(&c->arena, double, t->nstages);
-	search_stage_memory(s, choice, stage);
+	if (!explain_search_memory(c, t->nstages, stage))
+		return;
 	t->largest = 0;
 	for (int st = 0; st < t->nstages; st++) {
 		t->stage[st].memory = stage[st];
@@ -677,53 +667,6 @@ static const char *origin(const Node *n)
 	return n->ann.loaded ? "loaded" : n->ann.searched ? "searched" : "user";
 }
 
-/* A cast netc inserted carries its reader's strategy, but runs where
- * precision_late put it: a cast down moved before the redistribution to
- * its reader runs on its input's layout, so that the move sends the
- * narrow bytes (move_after_cast_down). Its candidate is the one laid out
- * as it runs, where one is (else the strategy's, k): priced at the
- * strategy's, the objective paid a move of the f32 value to the
- * reader's split and another of the narrow value between two device
- * orders (bf16 GPT-3 on 1024 A100s: 131.5 s against 22.49 s compiled). */
-static int cast_as_run(const SVertex *sv, int k)
-{
-	const Node *n = sv->n;
-	const Layout *in = n->in[0]->layout, *out = n->out->layout;
-	const Layout *at = sv->cl->c[k].r.out;
-	if (n->op != OP_CAST || !n->ann.borrowed || !in || !out || (at && layout_equiv(at, out)))
-		return k;
-	for (int j = 0; j < sv->cl->n; j++) {
-		const ShardResult *r = &sv->cl->c[j].r;
-		if (r->out && r->in[0] && layout_equiv(r->out, out) && layout_equiv(r->in[0], in))
-			return j;
-	}
-	return k;
-}
-
-/* The search graph of the laid-out program and the candidate each
- * operator ran with: what the search's objective says of this program. */
-static Search *search_of_program(Compilation *c, int **choicep)
-{
-	Search *s = search_new(&c->arena, c->g, c->machine, training(c), c->f64, NULL);
-	if (!s)
-		return NULL;
-	int *choice = ARENA_NEWN(&c->arena, int, s->nv + 1);
-	for (int v = 0; v < s->nv; v++) {
-		SVertex *sv = &s->v[v];
-		choice[v] = sv->fixed;
-		if (choice[v] < 0) {
-			Strategy used = used_strategy(c, sv->n);
-			choice[v] = 0;
-			for (int k = 0; k < sv->cl->n; k++)
-				if (strategy_same_splits(&sv->cl->c[k].s, &used))
-					choice[v] = k;
-		}
-		choice[v] = cast_as_run(sv, choice[v]);
-	}
-	*choicep = choice;
-	return s;
-}
-
 double explain_objective(Compilation *c)
 {
 	/* the search's model describes strategies; the per-device modes
@@ -731,7 +674,7 @@ double explain_objective(Compilation *c)
 	if (c->g->par.parallel_mode != PM_SEMI_AUTO_PARALLEL && c->g->par.parallel_mode != PM_AUTO_PARALLEL)
 		return NAN;
 	int *choice;
-	Search *s = search_of_program(c, &choice);
+	Search *s = explain_search_of_program(c, &choice);
 	if (s && getenv("NETC_SEARCH_TERMS"))
 		search_total_terms(s, choice, "explain", stderr);
 	return s ? search_total(s, choice) : NAN;
@@ -834,7 +777,7 @@ static bool explain_why(Compilation *c, const char **names, const char *why, FIL
 		return false;
 	}
 	int *choice;
-	Search *s = search_of_program(c, &choice);
+	Search *s = explain_search_of_program(c, &choice);
 	if (!s)
 		return false;
 	int tv = target->id < s->nvertex_of ? s->vertex_of[target->id] : -1;
