@@ -284,6 +284,33 @@ static void back_readers(Search *s, const Graph *g, const BackRead *br)
 	}
 }
 
+/* SVertex.grads_live of candidate c: the gradient of v's output as its
+ * backward nodes read it (its output's bytes) and the largest gradient
+ * of an input they write (each node reads the one and writes the other;
+ * the others may be consumed in between). With pipeline stages only one
+ * pass's values of v's stage (memplan's shared region): no gradient
+ * received from or sent to another stage. The loss's gradient is left
+ * out: the fused classifier writes it over the logits
+ * (fuse_classifier.c), which the sums count already. */
+static double grads_live(const Search *s, int v, int c)
+{
+	const SVertex *sv = &s->v[v];
+	const Node *n = sv->n;
+	const Cand *cd = &sv->cl->c[c];
+	bool own = s->g->nstages > 1;
+	if (!s->training || n->op == OP_SOFTMAX_CROSS_ENTROPY || !n->out || (s->needs_grad && !s->needs_grad[n->out->id]) ||
+	    (own && sv->sent))
+		return 0;
+	double most = 0;
+	for (int i = 0; i < n->nin && i < 16; i++) {
+		Value *x = search_origin(s, n->in[i], NULL);
+		bool other = x->kind == VK_NODE && x->def && x->def->ann.stage != n->ann.stage;
+		if (cd->grad[i] && dtype_is_float(x->dtype) && !(own && other))
+			most = fmax(most, (double)shape_numel(&cd->grad[i]->slice) * search_elem_size(s, x->dtype));
+	}
+	return sv->act[c] + most;
+}
+
 /* Whether vertex n's output is kept for the backward pass (BackRead):
  * amp's narrow copy of a weight is, once a step, whoever reads it
  * (memplan.c, kept_casts). */
@@ -709,10 +736,16 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c], sv->kept);
 	}
 	back_readers(s, g, back ? &br : NULL);
-	s->live_at = ARENA_NEWN(a, double, s->nv + 1);
+	s->mem_edge = ARENA_NEWN(a, double, 2 * (size_t)s->ne + s->nv + 1);
+	s->mem_flag = ARENA_NEWN(a, bool, (size_t)s->ne + s->nv + 1);
 	for (int ei = 0; ei < s->ne; ei++) /* read on another stage: sent */
 		if (s->e[ei].ui < 0 && s->v[s->e[ei].u].n->ann.stage != s->v[s->e[ei].v].n->ann.stage)
 			s->v[s->e[ei].u].sent = true;
+	for (int v = 0; v < s->nv; v++) {
+		s->v[v].grads_live = ARENA_NEWN(a, double, s->v[v].cl->n);
+		for (int c = 0; c < s->v[v].cl->n; c++)
+			s->v[v].grads_live[c] = grads_live(s, v, c);
+	}
 	count_shares(s);
 	bound_weights(s);
 	return s;

@@ -88,6 +88,8 @@ typedef struct SVertex {
 	                    * kept output and the logsumexps, x the micro-batches in flight); the rest of mem
 	                    * (parameters, gradients, states, a weight's narrow copy) is held over the step */
 	double *act;       /* per candidate: its output's bytes for one micro-batch, kept or not */
+	double *grads_live; /* per candidate: what its backward nodes have live (its output's gradient and its
+	                    * largest input gradient; pipelines: of its own pass alone) */
 	bool kept;         /* its output is in slot (read by the backward pass) */
 	bool keep_self;    /* kept whatever the layouts: read back by its own backward nodes, a backward node
 	                    * of no vertex, as the loss or as amp's copy of a weight; else only where one
@@ -188,7 +190,12 @@ typedef struct Search {
 	 * hashes (the memo must tell them apart by their inputs) */
 	int dp_series_computed, dp_series_reused;
 	bool dp_no_memo, dp_memo_collide;
-	double *live_at;   /* [nv] search_stage_memory's scratch (the bytes each vertex's backward reads last) */
+	/* search_stage_memory's scratch, one choice at a time: [2 ne + nv]
+	 * (each edge's copy and kept bytes, each vertex's bytes first read
+	 * back there) and [ne + nv] (each edge's copy shared, each vertex's
+	 * output held as it is) */
+	double *mem_edge;
+	bool *mem_flag;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	/* [max(nstages, 1)] memory_limit bounds each stage's bytes times its own
 	 * factor in the per-stage prices (search_dp.c dp_stages, dp_local;
