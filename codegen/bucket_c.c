@@ -18,8 +18,11 @@ static int *rs_prev;   /* reduce-scatter: the bucket that used that buffer befor
  * the gradients packed, one non-blocking all-reduce. Reduce-scatter: each
  * gradient's rank blocks (dimension 0) packed block by block, one
  * non-blocking reduce-scatter, this rank's shards land side by side.
- * All-gather (after the updates): the shards packed, one all-gather, the
- * blocks unpacked into the parameters. */
+ * All-gather (after the updates, or of stored shards before their forward
+ * readers): the shards packed, one all-gather, the blocks unpacked into
+ * the parameters or the gathered copies -- in the bucket's type: under
+ * amp the narrow shards (passes/optimizer.c, gather_type), 2 bytes an
+ * element. */
 void emit_bucket_start(Emit *e, int k)
 {
 	const Bucket *b = &e->c->fusion->b[k];
@@ -49,8 +52,8 @@ void emit_bucket_start(Emit *e, int k)
 			             ", %s + j * %" PRId64 ", %" PRId64 " * sizeof(real));\n",
 			        b->group, k, b->elems, b->offset[m], B(e, x), b->block[m], b->block[m]);
 		} else
-			fprintf(out, "\tnrt_copy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(real));\n", k, b->offset[m],
-			        B(e, x), b->block[m]);
+			fprintf(out, "\tnrt_copy(bucket_send_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(%s));\n", k, b->offset[m],
+			        B(e, x), b->block[m], ctype(b->dtype));
 	}
 	if (b->kind == RS_ALLREDUCE) {
 		fprintf(out, "\tnrt_iallreduce(%s, %s, NRT_SUM, bucket_%d, %" PRId64 ", &bucket_request[%d]);\n", comm,
@@ -63,12 +66,13 @@ void emit_bucket_start(Emit *e, int k)
 		        comm, k, b->elems, k, k);
 		return;
 	}
-	fprintf(out, "\tnrt_allgather(%s, NRT_REAL, bucket_send_%d, %" PRId64 ", bucket_%d);\n", comm, k, b->elems, k);
+	fprintf(out, "\tnrt_allgather(%s, %s, bucket_send_%d, %" PRId64 ", bucket_%d);\n", comm, nrt_dtype_of(b->dtype), k,
+	        b->elems, k);
 	for (int m = 0; m < b->n; m++)
 		fprintf(out, "\tfor (int j = 0; j < %" PRId64 "; j++)\n\t\tnrt_copy(%s + j * %" PRId64 ", bucket_%d + j * %" PRId64
-		             " + %" PRId64 ", %" PRId64 " * sizeof(real));\n",
+		             " + %" PRId64 ", %" PRId64 " * sizeof(%s));\n",
 		        b->group, B(e, b->members[m]->writes ? b->members[m]->writes : b->members[m]->out), b->block[m], k,
-		        b->elems, b->offset[m], b->block[m]);
+		        b->elems, b->offset[m], b->block[m], ctype(b->dtype));
 }
 
 /* Fused all-reduce and reduce-scatter buckets run non-blocking until the
@@ -139,12 +143,13 @@ void emit_fusion_names(Emit *e)
 		fprintf(e->decls, "static %s *bucket_%d; /* %d tensor%s: this rank's part%s */\n", ctype(b->dtype), k, b->n,
 		        b->n == 1 ? "" : "s", b->kind == RS_ALLGATHER ? "s, gathered" : "");
 		if (b->kind != RS_ALLREDUCE)
-			fprintf(e->decls, "static real *bucket_send_%d;\n", k);
+			fprintf(e->decls, "static %s *bucket_send_%d;\n", ctype(b->dtype), k);
 		if (!emit_bucket_async(b))
 			continue; /* its results go straight into the parameters, or the members' own buffers */
 		for (int m = 0; m < b->n; m++)
 			e->swap[b->members[m]->out->id] = arena_printf(&e->c->arena, "(bucket_%d + %" PRId64 ")", k, b->offset[m]);
 	}
+	emit_home_names(e);
 }
 
 /* In allocate(): the buckets and the ring of send buffers (plan_shared_buffers). */
@@ -154,9 +159,11 @@ void emit_bucket_alloc(Emit *e)
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		int64_t whole = bk->elems * bk->group;
-		if (bk->kind == RS_ALLGATHER) {
-			ag_recv = whole > ag_recv ? whole : ag_recv;
-			ag_send = bk->elems > ag_send ? bk->elems : ag_send;
+		if (bk->kind == RS_ALLGATHER) { /* in the ring's elements (real): a narrow bucket takes fewer */
+			int64_t es = dtype_size_as(bk->dtype, (int)rs), in = (whole * es + rs - 1) / rs,
+			        out = (bk->elems * es + rs - 1) / rs;
+			ag_recv = in > ag_recv ? in : ag_recv;
+			ag_send = out > ag_send ? out : ag_send;
 			continue;
 		}
 		/* an all-reduce bucket, or a reduce-scatter's shards: read by the update */
@@ -180,7 +187,8 @@ void emit_bucket_alloc(Emit *e)
 	for (int b = 0; e->c->fusion && b < e->c->fusion->n; b++) {
 		const Bucket *bk = &e->c->fusion->b[b];
 		if (bk->kind == RS_ALLGATHER)
-			fprintf(e->out, "\tbucket_%d = ag_recv;\n\tbucket_send_%d = ag_send;\n", b, b);
+			fprintf(e->out, "\tbucket_%d = (%s *)ag_recv;\n\tbucket_send_%d = (%s *)ag_send;\n", b, ctype(bk->dtype), b,
+			        ctype(bk->dtype));
 		else if (bk->kind == RS_REDUCE_SCATTER)
 			fprintf(e->out, "\tbucket_send_%d = rs_send_%d;\n", b, rs_ring[b]);
 	}

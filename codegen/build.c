@@ -164,7 +164,7 @@ static bool compile_program(Compilation *c, const BuildOptions *o, const char *s
 		           "set NETC_RUNTIME_DIR");
 		return false;
 	}
-	const char *argv[96];
+	const char *argv[112];
 	int n = 0;
 	const char *cc = getenv("CC");
 	argv[n++] = cc && *cc ? cc : "cc";
@@ -184,6 +184,11 @@ static bool compile_program(Compilation *c, const BuildOptions *o, const char *s
 	argv[n++] = exe;
 	argv[n++] = arena_printf(&c->arena, "%s/%s", lib, rtlib);
 	n += split_flags(&c->arena, libs, argv + n, 40);
+	/* last, so that the user's link flags (a linker: -fuse-ld=gold, a
+	 * library path) apply to the libraries named before them */
+	const char *ld = getenv("NETC_LDFLAGS");
+	if (ld)
+		n += split_flags(&c->arena, ld, argv + n, 16);
 	argv[n] = NULL;
 	return run_command(c, argv, o->verbose);
 }

@@ -153,6 +153,10 @@ const char *sched_held_if(Emit *e, const Value *v);
 const char *emit_run_block(Emit *e, int r, int j);
 const char *emit_run_member(Emit *e, const Value *v);
 void emit_run_blocks(Emit *e, bool grads);
+/* The update phase's values held in an accumulator or a fused bucket's
+ * part (passes/grad_homes.h) take that buffer's name (acc_X, "(bucket_0
+ * + 256)"); call once the swapped names are set. */
+void emit_home_names(Emit *e);
 
 /* ---- emit_conv.c: conv2d, max/avg_pool2d and their gradients ---- */
 

@@ -121,6 +121,8 @@ EMIT(ADD)
 {
 	if (n->out->host)
 		fprintf(OUT, "\tH(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
+	else if (e->c->plan->home[n->out->id]) /* a tied weight's parts: the second into the first's accumulator */
+		fprintf(OUT, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
 	else
 		emit_binary(e, n, "NRT_ADD");
 }
@@ -783,8 +785,11 @@ EMIT(REDISTRIBUTE)
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
 	/* optimizer parallel: the gathered shards become the parameter again */
 	const char *dst = n->writes ? B(e, n->writes) : Y;
-	/* a sum in place in its accumulator (memplan_sums_in_place): no copy */
-	bool in_acc = e->c->plan->in_acc[n->out->id];
+	/* a sum in place in its accumulator (passes/grad_homes.h) or in its
+	 * input's workspace bytes (passes/memplan.c, in_place): no copy */
+	const MemPlan *mp = e->c->plan;
+	int64_t at = mp->offset[n->out->id];
+	bool in_acc = mp->home[n->out->id] || (!mp->stage_offset && at >= 0 && at == mp->offset[n->in[0]->id]);
 	const char *routine = p->n && !in_acc ? shared_routine(e, n) : NULL;
 	const char *what = redist_describe(&e->c->arena, p);
 	if (in_acc)

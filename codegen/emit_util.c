@@ -11,6 +11,7 @@
 
 #include "../ir/layout.h"
 #include "../passes/fuse.h"
+#include "../passes/memplan.h"
 #include "../passes/schedule.h"
 #include "emit.h"
 
@@ -240,10 +241,18 @@ const char *emit_run_member(Emit *e, const Value *v)
 	if (!r || (v->kind == VK_NODE && r->grads != RUN_ACCUMULATOR))
 		return NULL;
 	for (int j = 0; j < r->u[m]->nin; j++)
-		if (r->u[m]->in[j] == v)
+		if (r->u[m]->in[j] == v || (j == 1 && r->grad[m] == v))
 			return arena_printf(&e->c->arena, "%s + %" PRId64, emit_run_block(e, (int)(r - e->c->updates->r), j),
 			                    r->offset[m]);
 	return NULL;
+}
+
+void emit_home_names(Emit *e)
+{
+	const Value **home = e->c->plan->home;
+	for (int i = 0; i < e->g->nvalues; i++)
+		if (home[i] && home[i] != e->g->values[i] && e->swap[home[i]->id])
+			e->cname[i] = e->swap[home[i]->id];
 }
 
 /* The blocks' allocations, counted in the plan: the accumulators
@@ -254,7 +263,7 @@ void emit_run_blocks(Emit *e, bool grads)
 	for (int r = 0; up && r < up->n; r++) {
 		const UpdateRun *run = &up->r[r];
 		for (int j = 0; j < run->u[0]->nin; j++) {
-			const Value *v = run->u[0]->in[j];
+			const Value *v = j == 1 ? run->grad[0] : run->u[0]->in[j]; /* the accumulated gradient */
 			if ((j == 1) != grads || (j == 1 && run->grads != RUN_ACCUMULATOR))
 				continue;
 			int kind = j == 0 ? MEM_PARAMS : j == 1 ? MEM_GRADS : MEM_STATE;

@@ -140,13 +140,7 @@ bool emit_sched_plan(Emit *e)
 				add_transfer(e, v, n->chunk, n->phase);
 		}
 	}
-	/* an update's sum over devices in place in the accumulator it sums
-	 * (passes/memplan.c, memplan_sums_in_place): its value is acc_X */
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if (n->out && e->c->plan->in_acc[n->out->id])
-			e->cname[n->out->id] = e->swap[n->in[0]->id];
-	}
+	emit_home_names(e);
 	return transfers_in_order(e);
 }
 

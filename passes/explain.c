@@ -74,13 +74,17 @@ static void add_compute(ExplainTotals *t, const Node *n, Phase ph, double s)
 }
 
 /* A collective of `bytes` taking `s` seconds, run by node n's stage: per
- * micro-batch inside its chunk's pass, or once per step in the update. */
+ * micro-batch inside its chunk's pass, or once per step in the update --
+ * or, the gather of amp's narrow weight copy under optimizer parallel
+ * (memplan.c, memplan_kept), in the first micro-batch, priced as the
+ * update is (as that copy's cast: calibrated_compute) */
 static void add_comm(ExplainTotals *t, const Node *n, double s, int64_t bytes, int count)
 {
 	int c = chunk_of(t, n);
 	StageCost *sc = &t->stage[c % t->nstages];
-	int times = n->phase == PH_UPDATE ? 1 : t->nmicro;
-	if (n->phase == PH_UPDATE)
+	bool once = n->phase == PH_UPDATE || (t->kept && n->out && t->kept[n->out->id]);
+	int times = once ? 1 : t->nmicro;
+	if (once)
 		sc->grads += s;
 	else
 		(n->phase == PH_BACKWARD ? t->bwd : t->fwd)[c] += s;
@@ -561,6 +565,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	Machine mtmp;
 	const Machine *m = machine_of(c, &mtmp);
 	memset(t, 0, sizeof *t);
+	t->kept = memplan_kept(c);
 	pipeline_setup(c, t);
 	double *act = ARENA_NEWN(&c->arena, double, t->nstages);   /* activation bytes of one micro-batch */
 	double *fixed = ARENA_NEWN(&c->arena, double, t->nstages); /* parameters, gradients, states */
@@ -653,7 +658,8 @@ static void print_comm(Compilation *c, const Machine *m, const Node *r, FILE *ou
 		fprintf(out, " (the busiest device; rank 0: %" PRId64 ")", p->send_bytes);
 	fprintf(out, ", %.3g s", cost_plan_time(m, p));
 	if (scheduled(c->g))
-		fprintf(out, " per %s, stage %d", r->phase == PH_UPDATE ? "step" : "micro-batch",
+		fprintf(out, " per %s, stage %d",
+		        r->phase == PH_UPDATE || (r->out && memplan_kept(c)[r->out->id]) ? "step" : "micro-batch",
 		        r->chunk >= 0 ? r->chunk % (c->g->nstages > 0 ? c->g->nstages : 1) : 0);
 	fputc('\n', out);
 }
@@ -835,10 +841,13 @@ static const char *human(Compilation *c, double bytes)
 
 /* How many times a step runs redistribution r: once per micro-batch in
  * the forward and backward passes of a scheduled program (as the stage
- * table counts them), once in the update. */
-static int runs_per_step(const Graph *g, const Node *r)
+ * table counts them), once in the update or where it is made once a step
+ * (memplan_kept: the gather of amp's narrow weight copy). */
+static int runs_per_step(Compilation *c, const Node *r)
 {
-	return scheduled(g) && r->phase != PH_UPDATE && g->nmicro > 1 ? g->nmicro : 1;
+	const Graph *g = c->g;
+	bool once = r->phase == PH_UPDATE || (r->out && memplan_kept(c)[r->out->id]);
+	return scheduled(g) && !once && g->nmicro > 1 ? g->nmicro : 1;
 }
 
 /* The collectives of every inserted redistribution by kind, as the
@@ -856,7 +865,7 @@ static void print_comm_kinds(Compilation *c, const ExplainTotals *t, FILE *out)
 		int64_t off;
 		bool fusable = r->op == OP_REDISTRIBUTE || r->op == OP_ALL_REDUCE; /* a written one: fuse_user_collectives */
 		const Bucket *b = fusable && c->fusion ? fusion_bucket_of(c->fusion, r, &off) : NULL;
-		int times = runs_per_step(c->g, r);
+		int times = runs_per_step(c, r);
 		OpComm oc;
 		if (op_comm(c->g, r, c->f64 ? 8 : 4, &oc)) {
 			n[oc.kind] += (b ? b->members[0] == r : oc.n) * times;
@@ -953,7 +962,7 @@ static void print_layers(Compilation *c, const Machine *m, FILE *out)
 			                       : name;
 		LayerSum *l = layer_sum(c, &v, &n, &cap, name);
 		if (comm) {
-			int times = runs_per_step(g, nd);
+			int times = runs_per_step(c, nd);
 			int64_t off;
 			const Bucket *b = c->fusion ? fusion_bucket_of(c->fusion, nd, &off) : NULL;
 			for (int k = 0; !b && k < nd->attr.plan->n; k++)

@@ -44,6 +44,7 @@ typedef struct StageCost {
 } StageCost;
 
 typedef struct ExplainTotals {
+	const bool *kept;      /* by value id: made once a step (memplan_kept: amp's weight copies, their gathers) */
 	double compute;        /* seconds per step on one device */
 	double comm;           /* seconds per step of every inserted collective */
 	int64_t comm_bytes;    /* bytes a device sends per step: each collective's busiest device's (a

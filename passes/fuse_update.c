@@ -15,6 +15,7 @@
 #include "../ir/layout.h"
 #include "fuse_update.h"
 #include "fusion.h"
+#include "grad_homes.h"
 
 enum { ALIGN_ELEMS = 16 };
 
@@ -22,10 +23,12 @@ static int64_t numel(const Value *v) { return shape_numel(v->layout ? &v->layout
 
 /* Where u's gradient lies, or -1 when u cannot join a run; *bucket and
  * *boff: the bucket and the element offset in it (RUN_BUCKET). */
-static int grads_of(const Compilation *c, const Node *u, int *bucket, int64_t *boff)
+static int grads_of(const Compilation *c, const Node *u, const Value **home, int *bucket, int64_t *boff)
 {
 	const Graph *g = c->g;
-	const Value *p = u->in[0], *gr = u->in[1];
+	/* a gradient held in an accumulator or a bucket's part (grad_homes.h)
+	 * is found there, as the value that buffer belongs to */
+	const Value *p = u->in[0], *gr = home[u->in[1]->id] ? home[u->in[1]->id] : u->in[1];
 	switch (u->op) {
 	case OP_SGD_UPDATE: case OP_MOMENTUM_UPDATE: case OP_ADAM_UPDATE: case OP_ADAMW_UPDATE: break;
 	default: return -1; /* LAMB: a trust ratio per parameter */
@@ -59,29 +62,68 @@ static bool same_update(const Node *a, const Node *b)
 	       x->nesterov == y->nesterov && x->weight_decay == y->weight_decay;
 }
 
-static bool touches(const Node *n, const Value *v)
+/* Who touches each value (reads it, writes it, makes it): by value id,
+ * the positions of those nodes, pos[at[v]] .. pos[at[v + 1] - 1], and
+ * the stage of the first and whether another stage's touch it too. */
+typedef struct Touches {
+	int *at;     /* by value id: where its positions start in pos (nvalues + 1 entries) */
+	int *pos;    /* the positions */
+	int *stage;  /* by value id: the stage of the first node that touches it */
+	bool *multi; /* by value id: nodes of more than one stage touch it */
+} Touches;
+
+static void touch(Touches *t, int *fill, const Value *v, int i, int stage)
 {
-	if (n->writes == v || n->out == v)
-		return true;
-	for (int j = 0; j < n->nin; j++)
-		if (n->in[j] == v)
-			return true;
-	return false;
+	if (!v)
+		return;
+	if (fill) {
+		t->pos[fill[v->id]++] = i;
+		return;
+	}
+	if (t->at[v->id + 1]++ == 0)
+		t->stage[v->id] = stage;
+	else if (t->stage[v->id] != stage)
+		t->multi[v->id] = true;
+}
+
+static Touches touches_of(Arena *a, const Graph *g)
+{
+	int nv = g->nvalues;
+	Touches t = {ARENA_NEWN(a, int, nv + 1), NULL, ARENA_NEWN(a, int, nv + 1), ARENA_NEWN(a, bool, nv + 1)};
+	int *fill = NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < g->nnodes; i++) {
+			const Node *n = g->nodes[i];
+			touch(&t, fill, n->writes, i, n->ann.stage);
+			touch(&t, fill, n->out, i, n->ann.stage);
+			for (int j = 0; j < n->nin; j++)
+				touch(&t, fill, n->in[j], i, n->ann.stage);
+		}
+		if (pass == 0) { /* counts to starts */
+			for (int v = 0; v < nv; v++)
+				t.at[v + 1] += t.at[v];
+			t.pos = ARENA_NEWN(a, int, t.at[nv] + 1);
+			fill = ARENA_NEWN(a, int, nv + 1);
+			memcpy(fill, t.at, sizeof(int) * (size_t)nv);
+		}
+	}
+	return t;
 }
 
 /* Whether a node between positions from and to (exclusive) touches u's
  * parameter or state, so that u's call cannot wait until `to`; or, in a
  * pipeline, a node of another stage does (a tied weight: its blocks
  * would be held on other stages than its run's). */
-static bool pinned(const Graph *g, const Node *u, int from, int to)
+static bool pinned(const Graph *g, const Touches *t, const Node *u, int from, int to)
 {
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		bool between = i > from && i < to, elsewhere = g->nstages > 1 && n->ann.stage != u->ann.stage;
-		if (n == u || !(between || elsewhere))
+	for (int j = 0; j < u->nin; j++) {
+		int v = u->in[j]->id;
+		if (j == 1)
 			continue;
-		for (int j = 0; j < u->nin; j++)
-			if (j != 1 && touches(n, u->in[j]))
+		if (g->nstages > 1 && (t->multi[v] || t->stage[v] != u->ann.stage))
+			return true;
+		for (int k = t->at[v]; k < t->at[v + 1]; k++)
+			if (t->pos[k] > from && t->pos[k] < to)
 				return true;
 	}
 	return false;
@@ -89,6 +131,7 @@ static bool pinned(const Graph *g, const Node *u, int from, int to)
 
 typedef struct Cand {
 	const Node *u;
+	const Value *grad; /* the buffer its gradient is in: u->in[1], or the value it is held in (grad_homes.h) */
 	int pos;         /* position in node order */
 	int grads;       /* RunGrads */
 	int bucket;      /* RUN_BUCKET: the bucket, else -1 */
@@ -104,10 +147,12 @@ static void add_run(Compilation *c, UpdatePlan *plan, Cand **m, int n)
 		return;
 	UpdateRun r = {.n = n, .grads = (RunGrads)m[0]->grads};
 	r.u = ARENA_NEWN(&c->arena, const Node *, n);
+	r.grad = ARENA_NEWN(&c->arena, const Value *, n);
 	r.offset = ARENA_NEWN(&c->arena, int64_t, n);
 	int last = 0;
 	for (int k = 0; k < n; k++) {
 		r.u[k] = m[k]->u;
+		r.grad[k] = m[k]->grad;
 		r.offset[k] = r.elems;
 		r.elems += numel(m[k]->u->in[0]);
 		if (m[k]->pos > m[last]->pos)
@@ -120,9 +165,10 @@ static void add_run(Compilation *c, UpdatePlan *plan, Cand **m, int n)
 		const Node *u = m[k]->u;
 		plan->node_run[u->id] = id;
 		plan->node_member[u->id] = k;
-		for (int j = 0; j < u->nin; j++) {
-			plan->value_run[u->in[j]->id] = id;
-			plan->value_member[u->in[j]->id] = k;
+		for (int j = 0; j <= u->nin; j++) {
+			const Value *v = j < u->nin ? u->in[j] : m[k]->grad;
+			plan->value_run[v->id] = id;
+			plan->value_member[v->id] = k;
 		}
 	}
 }
@@ -189,16 +235,21 @@ bool pass_update_runs(Compilation *c)
 	if (c->no_fuse & FUSE_UPDATES)
 		return true;
 	Cand *cd = ARENA_NEWN(&c->arena, Cand, g->nnodes > 0 ? g->nnodes : 1);
+	const Value **home = grad_homes(&c->arena, c);
+	int *at = ARENA_NEWN(&c->arena, int, g->next_node_id + 1); /* by node id: its position */
+	for (int i = 0; i < g->nnodes; i++)
+		at[g->nodes[i]->id] = i;
 	int nc = 0, ngroups = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *u = g->nodes[i];
 		if (!(op_info[u->op].flags & OPF_UPDATE))
 			continue;
-		Cand k = {.u = u, .pos = i, .bucket = -1, .group = -1};
-		for (int j = 0; j < i; j++)
-			if (g->nodes[j] == u->in[1]->def)
-				k.birth = j;
-		k.grads = grads_of(c, u, &k.bucket, &k.boff);
+		Cand k = {.u = u, .grad = home[u->in[1]->id] ? home[u->in[1]->id] : u->in[1], .pos = i, .bucket = -1,
+		          .group = -1};
+		const Node *def = u->in[1]->def;
+		if (def && at[def->id] < i && g->nodes[at[def->id]] == def)
+			k.birth = at[def->id];
+		k.grads = grads_of(c, u, home, &k.bucket, &k.boff);
 		if (k.grads < 0)
 			continue;
 		for (int j = 0; j < nc && k.group < 0; j++)
@@ -208,13 +259,12 @@ bool pass_update_runs(Compilation *c)
 			k.group = ngroups++;
 		cd[nc++] = k;
 	}
-	for (int i = 0; i < nc; i++) {
-		int last = cd[i].pos;
-		for (int j = 0; j < nc; j++)
-			if (cd[j].group == cd[i].group && cd[j].pos > last)
-				last = cd[j].pos;
-		cd[i].pinned = pinned(g, cd[i].u, cd[i].pos, last);
-	}
+	int *last = ARENA_NEWN(&c->arena, int, ngroups + 1); /* by group: its last update's position */
+	for (int i = 0; i < nc; i++)
+		last[cd[i].group] = cd[i].pos > last[cd[i].group] ? cd[i].pos : last[cd[i].group];
+	Touches t = touches_of(&c->arena, g);
+	for (int i = 0; i < nc; i++)
+		cd[i].pinned = pinned(g, &t, cd[i].u, cd[i].pos, last[cd[i].group]);
 	UpdatePlan *plan = ARENA_NEW(&c->arena, UpdatePlan);
 	plan->node_run = ids(&c->arena, g->next_node_id);
 	plan->node_member = ids(&c->arena, g->next_node_id);

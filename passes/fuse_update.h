@@ -20,6 +20,8 @@ typedef enum RunGrads {
 
 typedef struct UpdateRun {
 	const Node **u;        /* the update nodes, in layout order */
+	const Value **grad;    /* per member: the value whose buffer holds its gradient (u[k]->in[1], or the
+	                        * accumulated gradient or bucket part it is held in: passes/grad_homes.h) */
 	int64_t *offset;       /* per member: its first element in each of the run's blocks */
 	int n;
 	int64_t elems;         /* elements of each block */

@@ -68,12 +68,21 @@ static int fusion_id(const Graph *g, const Value *p)
 	return -1;
 }
 
+/* The stored shard (optimizer parallel) a gather reads: the parameter
+ * itself, or under amp its narrow cast (passes/optimizer.c, gather_type);
+ * NULL for other values. */
+static const Value *stored_shard(const Value *v)
+{
+	if (v->def && v->def->op == OP_CAST && stages_param_cast(v))
+		v = v->def->in[0];
+	return v->kind == VK_PARAM && v->param.model_layout ? v : NULL;
+}
+
 /* Optimizer parallel with sharded storage (passes/optimizer.c): the
  * gather of a parameter's shard before its first forward reader. */
 static bool forward_gather(const Node *n)
 {
-	const Value *p = n->in[0];
-	return n->phase == PH_FORWARD && p->kind == VK_PARAM && p->param.model_layout;
+	return n->phase == PH_FORWARD && n->nin == 1 && stored_shard(n->in[0]);
 }
 
 /* The collective a fusible redistribute node is, or -1: gradient
@@ -91,7 +100,7 @@ static int fusible(const Node *n)
 	 * pos_emb's under a broadcast add) packs like any other; the others'
 	 * blocks are cut along dimension 0 of the tensor itself */
 	if (n->op != OP_REDISTRIBUTE || !p || p->n != 1 || (p->expanded && p->steps[0].kind != RS_ALLREDUCE) ||
-	    !(dt == DT_F32 || ((dt == DT_BF16 || dt == DT_F16) && p->steps[0].kind == RS_ALLREDUCE)))
+	    !(dt == DT_F32 || ((dt == DT_BF16 || dt == DT_F16) && (p->steps[0].kind == RS_ALLREDUCE || forward_gather(n)))))
 		return -1;
 	if (n->out->host) /* a .target(cpu) table's gradient: reduced on the host by MPI, alone */
 		return -1;
@@ -286,7 +295,7 @@ bool pass_fusion(Compilation *c)
 		int kind = fusible(n);
 		if (kind < 0)
 			continue;
-		const Value *p = forward_gather(n) ? n->in[0] : n->writes;
+		const Value *p = forward_gather(n) ? stored_shard(n->in[0]) : n->writes;
 		if (!p) {
 			const Node *u = reader_update(g, n);
 			if (!u)

@@ -12,6 +12,7 @@
 #include "fuse_match.h"
 #include "fuse_update.h"
 #include "fusion.h"
+#include "grad_homes.h"
 #include "schedule.h"
 
 enum { ALIGN = 64 };
@@ -151,7 +152,7 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n->out && here[n->out->id] && !n->out->host && !c->plan->kept[n->out->id] &&
-		    !c->plan->in_acc[n->out->id]) {
+		    !c->plan->home[n->out->id]) {
 			Value *v = n->out;
 			transient[v->id] = n->ann.stage == stage && !multi[v->id] && last[v->id] < g->nnodes;
 			FreeList *f = transient[v->id] ? &ft : &fl;
@@ -398,6 +399,21 @@ static const Value **in_place(Compilation *c, const int *last, bool bias)
 		    run_block_of(c, y, &(int64_t){0}) < 0 && run_block_of(c, ba->out, &(int64_t){0}) < 0)
 			onto[ba->out->id] = y;
 	}
+	/* without micro-steps or a fused bucket (comm_fusion off), a
+	 * gradient's sum over devices runs in the gradient's bytes where the
+	 * gradient dies there (its copy was the only other use of them):
+	 * MPI_IN_PLACE, as with an accumulator (grad_homes.h); the sum's
+	 * result is read by the overflow check of a loss scale, never its
+	 * input, so that reads the same values */
+	for (int i = 0; g->nmicro <= 1 && g->nstages <= 1 && i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		const Value *x = n->in[0];
+		if (n->phase == PH_UPDATE && grad_sum_whole(n) && !c->plan->home[n->out->id] && x->kind == VK_NODE &&
+		    !x->host && !n->out->host && x->dtype == n->out->dtype && last[x->id] == i &&
+		    value_bytes(c, x) == value_bytes(c, n->out) && run_block_of(c, n->out, &(int64_t){0}) < 0 &&
+		    run_block_of(c, x, &(int64_t){0}) < 0)
+			onto[n->out->id] = x;
+	}
 	/* the fused classifier writes the logits' gradient over the logits
 	 * (passes/fuse_classifier.c) where its gradient node reads them last */
 	for (int i = 0; c->classifier && i < g->nnodes; i++) {
@@ -443,8 +459,9 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 		const Bucket *early = early_bucket(c, n);
 		for (int m = 0; m <= (early ? early->n : 0); m++) {
 			const Value *v = m < (early ? early->n : 0) ? early->members[m]->out : n->out;
-			/* host values, kept copies: their own allocations; sums in their accumulators */
-			if (!v || offset[v->id] >= 0 || v->host || c->plan->kept[v->id] || c->plan->in_acc[v->id])
+			/* host values, kept copies: their own allocations; gradients in
+			 * their accumulators or buckets (grad_homes.h) */
+			if (!v || offset[v->id] >= 0 || v->host || c->plan->kept[v->id] || c->plan->home[v->id])
 				continue;
 			int64_t off, size = align_up(value_bytes(c, v));
 			int r = run_block_of(c, v, &off);
@@ -575,11 +592,10 @@ static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool
  * (10.7 ms a micro-batch on GPT-3's first stage, twice with recompute).
  * Only where every reader runs in the cast's own chunk: a copy sent to
  * another chunk or stage (a tied weight's) goes each micro-batch, into
- * the receiver's workspace, as before. Optimizer parallel: the cast reads
- * the gathered copy (not a parameter), so it stays per micro-batch --
- * gathered and cast again each micro-batch, as MindSpore's pipelines
- * gather a sharded weight each micro-batch: the kept copy would be the
- * whole weight, which sharding is there to avoid. */
+ * the receiver's workspace, as before. Optimizer parallel: amp casts the
+ * stored shard (optimizer.c, gather_type), a cast of a parameter kept as
+ * the others, and gathers the narrow shard -- once a step too on
+ * pipeline stages (below), each micro-batch on one stage. */
 /* By value id: whether it is such a copy, in one pass over the readers */
 const bool *memplan_kept(Compilation *c)
 {
@@ -593,7 +609,26 @@ const bool *memplan_kept_in(Arena *a, const Graph *g)
 		return kept;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
-		if (n->out && stages_param_cast(n->out) && !n->out->host)
+		/* (on one stage a stored shard's cast, below, is made each
+		 * micro-batch: a shard's elements, dead at its gather, where held
+		 * over the step it was 14,752 bytes more at data parallel @4) */
+		if (n->out && stages_param_cast(n->out) && !n->out->host &&
+		    (g->nstages > 1 || !n->in[0]->param.model_layout))
+			kept[n->out->id] = true;
+		/* under optimizer parallel amp casts the shard and gathers the
+		 * narrow shard (optimizer.c gather_type): the gathered copy is the
+		 * same in every micro-batch too. With pipeline stages it is
+		 * gathered once a step and held: each micro-batch's copy lives
+		 * from its forward to its backward pass, so a stage held one per
+		 * micro-batch in flight (the sample transformer O2 bf16, 2 stages
+		 * x DP 2 x MP 2 @8, micro_size 4: stage 0 234,116 -> 197,828
+		 * bytes with gpipe, 173,188 -> 163,396 with 1f1b). On one stage
+		 * the copies of a micro-step die before the next one's: held over
+		 * the step, the whole narrow weight cost more than it saved
+		 * (data parallel @4: 290,836 -> 340,276 bytes), so there they
+		 * are gathered each micro-batch, as ZeRO-3 regathers */
+		else if (g->nstages > 1 && n->op == OP_REDISTRIBUTE && n->phase == PH_FORWARD && n->nin == 1 &&
+		         kept[n->in[0]->id] && !n->writes && !n->out->host)
 			kept[n->out->id] = true;
 	}
 	for (int i = 0; i < g->nnodes; i++) {
@@ -623,50 +658,6 @@ const bool *memplan_read_back(Arena *a, const Graph *g)
 	if (read && g->loss && g->loss->id < g->nvalues)
 		read[g->loss->id] = true;
 	return read;
-}
-
-/* With micro-steps or pipeline stages, each gradient the update phase
- * reads is summed over the micro-steps into an f32 accumulator
- * (codegen/pipeline_c.c, acc_X), zeroed at the next step's start. Where
- * the update's one reader of it is a single all-reduce over devices, that
- * all-reduce sums the accumulator itself (MPI_IN_PLACE, as every
- * nrt_allreduce does; NCCL in place on the CUDA target) and its result
- * takes the accumulator's bytes: before, it was copied into a workspace
- * buffer of its own and summed there, and under a loss scale (passes/
- * clip.c puts every sum first) all of a stage's sums were alive together.
- * The same sums in the same order: the run is bit-identical. Kept apart:
- * a gradient another update-phase node reads too (it wants the unsummed
- * value), a narrow or host value, and the other collectives -- a
- * reduce-scatter's shard (optimizer parallel) is smaller than its input
- * and lands in a buffer of its own (MPI_IN_PLACE would put it at the
- * accumulator's start). Fused buckets never meet an accumulator: fusion
- * is off with micro-steps and stages (passes/fusion.c). */
-bool *memplan_sums_in_place(Arena *a, const Graph *g)
-{
-	bool *in_acc = ARENA_NEWN(a, bool, g->nvalues + 1);
-	if (g->nmicro <= 1 && g->nstages <= 1)
-		return in_acc;
-	int *readers = ARENA_NEWN(a, int, g->nvalues + 1); /* update-phase readers of an accumulated value */
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		for (int j = 0; n->phase == PH_UPDATE && j < n->nin; j++)
-			if (n->in[j]->kind == VK_NODE && n->in[j]->def && n->in[j]->def->phase != PH_UPDATE)
-				readers[n->in[j]->id]++;
-	}
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		if (n->phase != PH_UPDATE || n->op != OP_REDISTRIBUTE || n->writes || !n->out)
-			continue;
-		const RedistPlan *p = n->attr.plan;
-		const Value *x = n->in[0];
-		if (!p || p->n != 1 || p->steps[0].kind != RS_ALLREDUCE || x->kind != VK_NODE || !x->def ||
-		    x->def->phase == PH_UPDATE || readers[x->id] != 1 || x->host || n->out->host || x->dtype != DT_F32 ||
-		    n->out->dtype != DT_F32 || value_bytes_as(x, 4) != value_bytes_as(n->out, 4) ||
-		    shape_numel(&p->steps[0].from->slice) * 4 != value_bytes_as(x, 4))
-			continue;
-		in_acc[n->out->id] = true;
-	}
-	return in_acc;
 }
 
 static void kept_casts(Compilation *c, MemPlan *p)
@@ -785,7 +776,7 @@ bool pass_memplan(Compilation *c)
 	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
 	c->plan = p; /* the planners ask it which values are kept (kept_casts) */
 	kept_casts(c, p);
-	p->in_acc = memplan_sums_in_place(&c->arena, g);
+	p->home = grad_homes(&c->arena, c);
 	int *last = lifetimes(c);
 	bool bias;
 	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);

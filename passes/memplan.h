@@ -39,11 +39,9 @@ struct MemPlan {
 	bool *kept;             /* by value id: such a copy (offset -1) */
 	int64_t kept_bytes;     /* their bytes, all stages */
 	int64_t *stage_kept;    /* pipelines: [stage] their bytes there */
-	/* With micro-steps or stages, an update's sum over devices of a
-	 * gradient accumulated over the micro-steps runs in place in the
-	 * gradient's f32 accumulator (memplan_sums_in_place): no bytes of
-	 * its own, in the workspace or elsewhere. */
-	bool *in_acc;           /* by value id: such a sum (offset -1); the program names it acc_X */
+	/* The update phase's gradients held in an accumulator or a fused
+	 * bucket (passes/grad_homes.h): no workspace bytes of their own. */
+	const Value **home;     /* by value id: the value whose buffer holds it (offset -1), or NULL */
 };
 
 /* By value id: the weights' narrow copies that the compiled program
@@ -59,10 +57,6 @@ const bool *memplan_kept_in(Arena *a, const Graph *g);
  * where the graph has no backward pass (inference, or before autodiff):
  * the estimates then count every forward value. */
 const bool *memplan_read_back(Arena *a, const Graph *g);
-
-/* By value id: the update phase's sums over devices that run in place in
- * their gradient's accumulator (MemPlan.in_acc), by the graph as it stands. */
-bool *memplan_sums_in_place(Arena *a, const Graph *g);
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
  * taking `real_size` bytes an element (4, or 8 with --precision f64);

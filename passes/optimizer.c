@@ -94,7 +94,10 @@ bool pass_optimizer(Compilation *c)
  * dies with the forward pass. Pipelines and micro-steps always gather
  * again: a copy kept for the backward pass would be kept once per
  * micro-batch in flight. The memory plan gives the copies lifetimes
- * like any other value. */
+ * like any other value. Under amp the narrow shard is gathered instead
+ * (gather_type, below), and its copy, read by the backward pass as amp's
+ * cast was, is gathered once a step on pipeline stages (memplan.c,
+ * memplan_kept). */
 
 static int node_pos(const Graph *g, const Node *n)
 {
@@ -162,22 +165,97 @@ static bool storable(const Graph *g, const Value *p, const Node *skip, const Nod
 	return r->first_fwd >= 0;
 }
 
-/* A redistribute node that gathers the shard p into a copy laid out as
- * `whole`, in `like`'s pass. */
-static Node *gather_node(Graph *g, Value *p, const Layout *whole, const Node *like, const char *suffix, int esize)
+/* A redistribute node that gathers the shard src (p, or amp's narrow
+ * copy of it) into a copy laid out as `whole`, in `like`'s pass, named
+ * `name`. */
+static Node *gather_node(Graph *g, Value *src, const Layout *whole, const Node *like, const char *name, int esize)
 {
-	Node *n = graph_node_detached(g, OP_REDISTRIBUTE, &p, 1, p->loc);
-	n->attr.plan = redist_plan(g->arena, p->layout, whole, esize, g->par.enable_alltoall);
+	Node *n = graph_node_detached(g, OP_REDISTRIBUTE, &src, 1, src->loc);
+	n->attr.plan = redist_plan(g->arena, src->layout, whole, esize, g->par.enable_alltoall);
 	n->attr.steps = redist_describe(g->arena, n->attr.plan);
 	n->phase = like->phase;
 	n->chunk = like->chunk;
 	n->ann.stage = like->ann.stage;
 	n->scope = like->scope;
-	n->out->shape = p->shape;
-	n->out->dtype = p->dtype;
+	n->out->shape = src->shape;
+	n->out->dtype = src->dtype;
 	n->out->layout = (Layout *)whole;
-	n->out->name = arena_printf(g->arena, "%s.%s", p->name, suffix);
+	n->out->name = name;
 	return n;
+}
+
+/* amp under optimizer parallel. Where every reader of p (but its update's
+ * slice and gather back) is amp's cast of the whole weight to one narrow
+ * type, the cast commutes with the gather: the shard is cast (once a
+ * step with micro-batches: a cast of a parameter, kept by memplan.c's
+ * kept_casts and run in the first micro-batch), and the narrow shard is
+ * gathered, half the bytes of an f32 gather. The gathered narrow copy is
+ * the casts' value, element for element, so training is bit for bit the
+ * same. Its narrow type, or p's own where the casts do not all agree. */
+static DType gather_type(const Graph *g, const Value *p, const Node *skip, const Node *skip2, const Layout *whole)
+{
+	DType d = p->dtype;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n == skip || n == skip2 || !reads(n, p) || op_info[n->op].flags & OPF_UPDATE)
+			continue;
+		if (!n->out || !stages_param_cast(n->out) || (n->out->dtype != DT_BF16 && n->out->dtype != DT_F16) ||
+		    (d != p->dtype && n->out->dtype != d) || !n->out->layout || !layout_same(n->out->layout, whole))
+			return p->dtype;
+		d = n->out->dtype;
+	}
+	return d;
+}
+
+/* amp's cast of the shard p to d, in `like`'s forward pass */
+static Node *shard_cast(Graph *g, Value *p, DType d, const Node *like)
+{
+	Node *n = graph_node_detached(g, OP_CAST, &p, 1, p->loc);
+	n->attr.to = d;
+	n->ann.borrowed = true; /* amp's cast of a parameter (stages_param_cast) */
+	n->phase = PH_FORWARD;
+	n->chunk = like->chunk;
+	n->ann.stage = like->ann.stage;
+	n->scope = like->scope;
+	n->out->shape = p->shape;
+	n->out->dtype = d;
+	n->out->layout = p->layout;
+	n->out->name = arena_printf(g->arena, "%s.%s.shard", p->name, dtype_name(d));
+	return n;
+}
+
+/* The readers of amp's casts of p read the gathered narrow copy, which
+ * takes the first cast's name; the casts go. */
+static void replace_casts(Graph *g, const Value *p, const Node *u, Node *gather)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *c = g->nodes[i];
+		if (c == u || c == gather || !reads(c, p))
+			continue;
+		if (gather->out->name == NULL)
+			gather->out->name = c->out->name;
+		for (int k = 0; k < g->nnodes; k++) {
+			Node *n = g->nodes[k];
+			for (int j = 0; j < n->nin; j++)
+				if (n->in[j] == c->out)
+					n->in[j] = gather->out;
+			if (n->fwd == c)
+				n->fwd = gather;
+		}
+		remove_node(g, c);
+		i--;
+	}
+}
+
+/* The position of the first forward node of like's chunk and stage */
+static int chunk_start(const Graph *g, const Node *like)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->phase == PH_FORWARD && n->chunk == like->chunk && n->ann.stage == like->ann.stage)
+			return i;
+	}
+	return 0;
 }
 
 static void store_sharded(const Compilation *c, Graph *g, Node *u)
@@ -195,14 +273,21 @@ static void store_sharded(const Compilation *c, Graph *g, Node *u)
 		if (g->nodes[i] != u && g->nodes[i] != back && reads(g->nodes[i], ps))
 			return;
 	Layout *whole = p->layout;
+	DType d = gather_type(g, p, slice, back, whole);
 	p->layout = ps->layout; /* the gathers read the shard */
-	Node *fwd = gather_node(g, p, whole, g->nodes[r.first_fwd], "gathered", compilation_elem_size(c, p->dtype));
+	const Node *first = g->nodes[r.first_fwd];
+	Node *cast = d != p->dtype ? shard_cast(g, p, d, first) : NULL;
+	Node *fwd = gather_node(g, cast ? cast->out : p, whole, first,
+	                        cast ? NULL : arena_printf(g->arena, "%s.gathered", p->name), compilation_elem_size(c, d));
 	/* pipelines and micro-steps keep what the backward pass reads per micro-batch
-	 * in flight: there a copy is gathered for each pass instead */
+	 * in flight: there a copy is gathered for each pass instead (amp's narrow
+	 * copy: the backward pass reads the forward's, as it read the casts';
+	 * with stages it is gathered once a step, memplan.c memplan_kept) */
 	bool regather = r.comm_recompute || g->nstages > 1 || g->nmicro > 1;
-	Node *bwd = regather && r.first_bwd >= 0
-	                    ? gather_node(g, p, whole, g->nodes[r.first_bwd], "regathered", compilation_elem_size(c, p->dtype))
-	                    : NULL;
+	Node *bwd = regather && r.first_bwd >= 0 ? gather_node(g, p, whole, g->nodes[r.first_bwd],
+	                                                       arena_printf(g->arena, "%s.regathered", p->name),
+	                                                       compilation_elem_size(c, p->dtype))
+	                                         : NULL;
 	if (!fwd->attr.plan || (bwd && !bwd->attr.plan)) {
 		p->layout = whole;
 		return;
@@ -211,6 +296,8 @@ static void store_sharded(const Compilation *c, Graph *g, Node *u)
 	u->in[0] = p;
 	remove_node(g, slice);
 	remove_node(g, back);
+	if (cast)
+		replace_casts(g, p, u, fwd);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (n == u)
@@ -227,6 +314,12 @@ static void store_sharded(const Compilation *c, Graph *g, Node *u)
 	Readers at;
 	storable(g, fwd->out, NULL, NULL, &at);
 	graph_insert(g, at.first_fwd, fwd);
+	/* first in its chunk's forward pass where gathers are fused (one
+	 * micro-step, one stage: fusion.c), since a bucket runs at its first
+	 * member's place, which may come before this one's; else right before
+	 * its gather, so that the narrow shard lives no longer than it must */
+	if (cast)
+		graph_insert(g, g->nmicro <= 1 && g->nstages <= 1 ? chunk_start(g, fwd) : node_pos(g, fwd), cast);
 }
 
 bool pass_optimizer_storage(Compilation *c)

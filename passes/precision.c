@@ -305,8 +305,12 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	if (!u || u->phase != PH_UPDATE)
 		return 0;
 	Value *m = r->in[0];
-	/* a move of the sum to the update's layout takes the sum in */
-	bool fold = (s || early) && f->op == OP_REDISTRIBUTE && readers[up->out->id] == 1 && !f->writes;
+	/* a move of the sum to the update's layout takes the sum in; so does
+	 * the update's own Slice to its shard (parallel optimizer, one micro-
+	 * step and one stage): one ReduceScatter, packed with the f32 ones,
+	 * where an AllReduce of the whole gradient ran alone before the Slice */
+	bool slice = f->phase == PH_UPDATE && f->op == OP_REDISTRIBUTE && f->attr.plan && !sums(f->attr.plan);
+	bool fold = (s || early || slice) && f->op == OP_REDISTRIBUTE && readers[up->out->id] == 1 && !f->writes;
 	Layout *want = fold ? f->out->layout : s ? s->out->layout : r->out->layout;
 	RedistPlan *plan = redist_plan(g->arena, m->layout, want, dtype_size(m->dtype), g->par.enable_alltoall);
 	if (!plan)

@@ -466,7 +466,8 @@ Value *search_origin(const Search *s, Value *x, DType *dt)
 {
 	DType t = x->dtype;
 	while (x->kind == VK_NODE && x->def &&
-	       (x->def->op == OP_REDISTRIBUTE || (s->thru && x->def->id < s->nvertex_of && s->thru[x->def->id]))) {
+	       (x->def->op == OP_REDISTRIBUTE || (s->thru && x->def->id < s->nvertex_of && s->thru[x->def->id]) ||
+	        search_optpar_shard_cast(x->def))) {
 		x = x->def->in[0];
 		if (narrow_type(x->dtype) && !narrow_type(t))
 			t = x->dtype;

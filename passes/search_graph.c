@@ -24,7 +24,8 @@
  * moved into the forward pass (fuse_classifier.c; it has n->fwd). */
 bool search_node_searchable(const Node *n)
 {
-	return n->phase == PH_FORWARD && !n->fwd && n->out && !(op_info[n->op].flags & (OPF_COMM | OPF_UPDATE));
+	return n->phase == PH_FORWARD && !n->fwd && n->out && !(op_info[n->op].flags & (OPF_COMM | OPF_UPDATE)) &&
+	       !search_optpar_shard_cast(n);
 }
 
 typedef struct NameSlot {
@@ -478,7 +479,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 			for (int k = 0; k < 2; k++) /* a bucket holds one kind: the scatters' apart from the gathers' */
 				if (op.head[k] > c->opt_head[k])
 					c->opt_head[k] = op.head[k],
-					c->opt_group[k] = search_bucket_group(op.from[k], op.axes[k], n->in[i]->dtype) ^
+					c->opt_group[k] = search_bucket_group(op.from[k], op.axes[k], op.dt[k]) ^
 					                  0x51ed27u * (uint64_t)(k + 1);
 			continue;
 		}

@@ -23,6 +23,11 @@ typedef struct OptparCtx {
 	 * optpar.c's flags: trained, read forward / backward / on several
 	 * stages); NULL: optimizer parallel off */
 	unsigned char *flags;
+	/* by value id: the type a parameter's shard is gathered in -- amp's
+	 * narrow type where every reader but its update is amp's cast of it
+	 * to one (optimizer.c gather_type: the shard is cast and the narrow
+	 * shard gathered), else its own; with flags */
+	DType *gather_dt;
 } OptparCtx;
 
 typedef struct OptparPrice {
@@ -32,6 +37,7 @@ typedef struct OptparPrice {
 	                      * (grad_call GRAD_IN_BUCKET), 0 where not packed */
 	const Layout *from[2]; /* the packed collective's layout and grid axes, which name its bucket */
 	unsigned axes[2];
+	DType dt[2];         /* and its type (a bucket holds one) */
 } OptparPrice;
 
 /* Fills o->flags from the graph's readers and updates (training with
@@ -39,8 +45,14 @@ typedef struct OptparPrice {
 void search_optpar_init(OptparCtx *o);
 /* The parameter x is, or whose stored shard x is gathered from
  * (optimizer.c store_sharded: a laid-out graph's readers read the
- * gathered copy); else x. */
+ * gathered copy, or under amp the gathered copy of the shard's narrow
+ * cast); else x. */
 Value *search_param_read(Value *x);
+/* Whether n is amp's cast of a stored shard (optimizer.c shard_cast) in a
+ * laid-out graph: not a vertex of the searches, which see its gather's
+ * readers read the parameter, as in the graph they searched, where they
+ * read amp's cast of the whole weight. */
+bool search_optpar_shard_cast(const Node *n);
 /* The shard the parallel optimizer makes of parameter p laid out as l
  * (sharding_optimizer.h), NULL where it stays whole or is not sharded. */
 const Layout *search_optpar_shard(const OptparCtx *o, const Value *p, const Layout *l);

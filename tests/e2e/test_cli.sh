@@ -73,6 +73,17 @@ expect "--no-fuse KIND (a space) points at the '='" 1 "unexpected argument 'bias
 	"$NETC" build samples/mlp.net --no-fuse bias_act -o "$work/x"
 expect "netc build -o a directory" 1 "error: cannot write the program to '$work': Is a directory" -- \
 	"$NETC" build samples/mlp.net -o "$work"
+# $NETC_LDFLAGS ends the link (docs/codegen.md): a map file written, and a
+# flag the linker refuses fails the build
+rm -f "$work/mlp.map"
+if NETC_LDFLAGS="-Wl,-Map=$work/mlp.map" timeout "$TMO" "$NETC" build samples/mlp.net -o "$work/mlp_map" \
+	>/dev/null 2>&1 && grep -q libnetrt "$work/mlp.map"; then
+	ok "NETC_LDFLAGS reaches the link (a map file naming libnetrt)"
+else
+	bad "NETC_LDFLAGS=-Wl,-Map=FILE wrote no map file naming libnetrt"
+fi
+expect "NETC_LDFLAGS with a flag the linker refuses" 1 'error' -- \
+	env NETC_LDFLAGS=-Wl,--no-such-netc-flag "$NETC" build samples/mlp.net -o "$work/mlp_bad"
 # settings without an effect warn, located (issue 12.11)
 M=tests/e2e/models/no_effect.net
 expect "warning: loss_repeated_mean in semi_auto" 0 "no_effect\.net:6:24: warning: loss_repeated_mean has no effect in semi_auto_parallel" -- \

@@ -104,8 +104,13 @@ case_ mlp_semi 4 NETC_COMM=host -- samples/mlp.net
 case_ bn_matmul 4 NETC_COMM=host -- samples/bn_matmul.net
 case_ transformer 8 NETC_COMM=host -- samples/transformer.net
 # the same at O2 bf16: bf16 moves before the casts up, after the casts down,
-# the weights' gradients summed in f32 buckets after amp's casts (precision.c)
-case_ transformer_amp_o2_semi 8 NETC_COMM=host -- samples/transformer.net -D train.amp_level=O2 -D train.amp_dtype=bf16
+# the weights' gradients summed in f32 buckets after amp's casts (precision.c);
+# with the parallel optimizer on the weights of 8 KB and more (w1, w2,
+# tok_emb, w_out) those are stored as shards, cast to bf16 as shards and
+# gathered bf16 in a fused bucket of their type (codegen/bucket_c.c), their
+# f32 sums reduce-scattered into the shard; the 4 KB ones summed as before
+case_ transformer_amp_o2_semi 8 NETC_COMM=host -- samples/transformer.net -D train.amp_level=O2 -D train.amp_dtype=bf16 \
+	-D enable_parallel_optimizer=true '-D parallel_optimizer_config={parallel_optimizer_threshold=8}'
 case_ wide_deep 4 NETC_COMM=host -- samples/wide_deep.net
 case_ mlp_hybrid 4 NETC_COMM=host -- samples/mlp_hybrid.net
 case_ alltoall_hybrid 4 NETC_COMM=host -- $M/alltoall_hybrid.net

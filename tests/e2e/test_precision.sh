@@ -266,13 +266,22 @@ fi
 # (deep.net, 4 stages x 2 chunks @8) it trains as stand-alone O2 at the
 # same micro_size does, within 2e-3 (3 steps). Bit for bit equal to the
 # build that cast each micro-batch (checked by hand against 30ebbb0).
+# gpipe runs with the parallel optimizer (threshold 0): each weight is
+# stored as its shard, cast to bf16 as a shard and its bf16 shard
+# gathered (passes/optimizer.c, gather_type), half the f32 gather's
+# bytes, both once a step on pipeline stages (memplan.c, memplan_kept):
+# rank 0 (stage 0) gathers 26,288 bytes a step (85,760 gathering f32 and
+# casting each micro-batch; 51,776 gathering bf16 each micro-batch), bit
+# for bit the same run (checked against main's build: 2-8 ranks,
+# micro_size 1-4, recompute, 1f1b, gpipe, interleaved).
 sed 's/Layer(h, B, T, D, H) as layers/Layer(h, B, T, D, H).recompute() as layers/' $TF >"$work/trc.net"
 MB4="-D train.micro_size=4 -D dataset_strategy=full_batch"
 PP2="-D DP=2 -D MP=2 -D device_num=8 -D pipeline_stages=2"
 once() { # NAME NP REF MODEL ARGS...: NAME's 3 steps against REF's, losses within 2e-3
 	name=$1 np=$2 ref=$3; shift 3
 	if timeout 120 $NETC build "$@" $AMP -o "$work/$name" >"$work/$name.b" 2>&1 &&
-		timeout 120 tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 3 --log "$work/$name.csv" --quiet &&
+		timeout 120 tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 3 --log "$work/$name.csv" --quiet \
+			--comm-stats >"$work/$name.out" &&
 		r=$($B/tools/losscompare "$work/$ref.csv" "$work/$name.csv" --rtol 2e-3 | tail -1) && echo "$r" | grep -q ' 0 failed'; then
 		ok "amp weights cast once a step: $name = $ref within 2e-3 ($r)"
 	else
@@ -292,7 +301,10 @@ else
 	bad "amp weights cast once a step: recomputed transformer O2 differs from the plain one at micro_size 4 (or build/run)"
 fi
 once once_pp2 8 once_sa "$work/trc.net" $PP2 $MB4
-once once_gpipe 8 once_sa $TF $PP2 $MB4 '-D pipeline_config={pipeline_scheduler="gpipe"}'
+once once_gpipe 8 once_sa $TF $PP2 $MB4 '-D pipeline_config={pipeline_scheduler="gpipe"}' \
+	-D enable_parallel_optimizer=true '-D parallel_optimizer_config={parallel_optimizer_threshold=0}'
+grep -q 'allgather 26288,' "$work/once_gpipe.out" && ok "amp under optimizer parallel: bf16 shards gathered once a step (26,288 bytes)" ||
+	bad "amp under optimizer parallel: $(grep 'bytes sent' "$work/once_gpipe.out")"
 if timeout 120 $NETC build tests/e2e/pipeline/deep.net -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=8 $AMP \
 	-o "$work/deep_sa" >/dev/null 2>&1 && timeout 120 "$work/deep_sa" --steps 3 --log "$work/deep_sa.csv" --quiet; then
 	once once_inter 8 deep_sa tests/e2e/pipeline/deep.net -D device_num=8 -D pipeline_stages=4 -D train.micro_size=8 \

@@ -560,7 +560,7 @@ Test(precision, loss_scale_on_pipeline_stages)
 	const char *agree = strstr(upd, "if (nrt_loss_scale_step(&loss_scale, comm_world, overflow_, opt_step))\n\t\t\treturn;");
 	cr_expect(agree && agree < first, "the decision is not agreed before the first update");
 	cr_expect_eq(count_in(upd, end, "nrt_loss_scale_step"), 1);
-	/* each sum is done in place in its accumulator (memplan_sums_in_place) */
+	/* each sum is done in place in its accumulator (passes/grad_homes.c) */
 	int st0 = count_in(upd, end, "if (my_stage == 0) overflow_ |= !nrt_all_within(NRT_REAL, acc_");
 	int st1 = count_in(upd, end, "if (my_stage == 1) overflow_ |= !nrt_all_within(NRT_REAL, acc_");
 	cr_expect(st0 >= 1 && st1 >= 1 && st0 + st1 == 3, "checks: %d on stage 0, %d on stage 1", st0, st1);
@@ -570,7 +570,12 @@ Test(precision, loss_scale_on_pipeline_stages)
 		cr_expect_eq(count_in(upd, agree, "nrt_allreduce("), 3, "the sums are not all done before the check");
 		cr_expect_eq(count_in(agree, end, "nrt_allreduce("), 0);
 	}
-	cr_expect_eq(count_in(upd, first, "/ loss_scale.scale)"), 1, "emb unscaled before its call");
+	/* emb and first.w (stage 0) are updated by one call (their gradients
+	 * summed in their accumulators, side by side: passes/fuse_update.c),
+	 * after both are unscaled */
+	cr_expect_eq(count_in(upd, first, "/ loss_scale.scale)"), 2, "emb and first.w unscaled before their call");
+	const char *run = strstr(upd, "one call for the run of 2 parameters, emb to first.w");
+	cr_expect(run && run < first);
 	cr_expect_eq(count_in(upd, end, "/ loss_scale.scale)"), 3);
 	free(text);
 	compile_done(&c);
