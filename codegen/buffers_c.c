@@ -423,13 +423,12 @@ void emit_alloc(Emit *e)
 		             e->host_ids_bytes + e->host_rows_elems * (e->o->f64 ? 8 : 4));
 	}
 	emit_bucket_alloc(e);
-	if (e->scratch)
-		/* 8 bytes an element: redistributed integer ids may be i64 */
-		fprintf(out, "\tscratch_a = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n"
-		             "\tscratch_b = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n",
-		        e->scratch, e->scratch);
-	if (e->scratch)
-		emit_planned(e, ALL_STAGES, MEM_COMM, 2 * 8 * e->scratch);
+	for (int b = 0; b < 2; b++)
+		if (e->scratch[b]) { /* in 8-byte units, aligned for the widest element (i64 ids, f64) */
+			int64_t units = (e->scratch[b] + 7) / 8;
+			fprintf(out, "\tscratch_%c = nrt_alloc(NRT_MEM_COMM, %" PRId64 ", 8);\n", "ab"[b], units);
+			emit_planned(e, ALL_STAGES, MEM_COMM, 8 * units);
+		}
 	fputs("}\n\nstatic void release(void)\n{\n", out);
 	if (e->sched) {
 		fputs("\tnrt_free(ws_base);\n", out);
@@ -448,7 +447,7 @@ void emit_alloc(Emit *e)
 	} else {
 		fputs("\tnrt_free(ws);\n", out);
 	}
-	if (e->scratch)
+	if (e->scratch[0] || e->scratch[1])
 		fputs("\tnrt_free(scratch_a);\n\tnrt_free(scratch_b);\n", out);
 	emit_bucket_free(e);
 	emit_run_frees(e, false);

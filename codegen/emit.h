@@ -49,7 +49,7 @@ typedef struct Emit {
 	const char **cname;    /* by value id: the C identifier of its buffer */
 	CommReg *comms;        /* communicators created at start-up, in order */
 	int ncomms, capcomms;
-	int64_t scratch;       /* elements of each redistribution scratch buffer */
+	int64_t scratch[2];    /* bytes of scratch_a and scratch_b, the redistributions' intermediates (RedistPlan.scratch_elems) */
 	const struct Schedule *sched; /* pipeline stages or micro-steps: the per-stage order of passes */
 	const char **swap;     /* by value id: another name to use for it (accumulated gradients) */
 	int *update_stage;     /* by value id, scheduled programs: the stage whose update reads this

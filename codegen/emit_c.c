@@ -779,8 +779,9 @@ EMIT(REDISTRIBUTE)
 		emit_host_allreduce(e, n);
 		return;
 	}
-	if (p->n > 1 && p->scratch_elems > e->scratch) /* only intermediates of several steps go there */
-		e->scratch = p->scratch_elems;
+	for (int k = 0; k < 2; k++) /* only intermediates of several steps go there */
+		if (p->scratch_elems[k] * emit_csize(e, n->in[0]->dtype) > e->scratch[k])
+			e->scratch[k] = p->scratch_elems[k] * emit_csize(e, n->in[0]->dtype);
 	fputs("\t{\n\tdouble t_ = nrt_trace_now();\n", OUT);
 	/* optimizer parallel: the gathered shards become the parameter again */
 	const char *dst = n->writes ? B(e, n->writes) : Y;

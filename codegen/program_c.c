@@ -595,7 +595,7 @@ bool emit_c_program(Compilation *c, const BuildOptions *o, FILE *out)
 	emit_buffers(&e);
 	if (e.sched)
 		emit_sched_decls(&e);
-	if (e.scratch)
+	if (e.scratch[0] || e.scratch[1])
 		fputs("static real *scratch_a, *scratch_b; /* redistribution steps */\n", out);
 	emit_glue_pragma(&e, out);
 	fputs("/* ---- communicators and per-rank offsets ---- */\n", out);

@@ -55,7 +55,10 @@ typedef struct RedistPlan {
 	int64_t send_bytes;       /* total per rank (rank 0's where a step is a Permute) */
 	int64_t most_bytes;       /* the sum of the steps' most_bytes */
 	int64_t total_bytes;      /* total over all ranks: what the plan moves */
-	int64_t scratch_elems;    /* largest intermediate block, in elements (the emitter's scratch size) */
+	/* the largest intermediate block, in elements, that scratch_a ([0]:
+	 * the even steps' results) and scratch_b ([1]: the odd steps') hold
+	 * (redist_emit_c; 0 where the plan has no intermediate) */
+	int64_t scratch_elems[2];
 	bool expanded;            /* steps work over a refined device matrix / expanded shape */
 	bool fallback;            /* no common refinement existed: gather everything, then slice */
 } RedistPlan;
@@ -115,8 +118,8 @@ int redist_form(const Layout *from, const Layout *to, int64_t *key);
 const char *redist_describe(Arena *a, const RedistPlan *p);
 /* C code that performs the plan inside a generated program: reads `src`,
  * writes `dst` (both expressions of element type `ctype`, blocks of from/to),
- * may use two scratch buffers named `scratch_a`/`scratch_b` (each at least
- * scratch_elems elements, declared by the caller), gets communicator
+ * may use two scratch buffers named `scratch_a`/`scratch_b` (at least
+ * scratch_elems[0] and [1] elements, declared by the caller), gets communicator
  * expressions from comm_name(ctx, layout, axes) (the caller creates them at
  * start-up with nrt_comm_axes(layout->ndev, layout->dev, axes)), and passes
  * `nrt_dtype` (e.g. "NRT_REAL") to runtime calls. Indent with one tab.

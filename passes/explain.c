@@ -12,6 +12,7 @@
 #include "cost.h"
 #include "explain_node.h"
 #include "explain_machine.h"
+#include "explain_search.h"
 #include "memplan.h"
 #include "fuse.h"
 #include "fusion.h"
@@ -518,6 +519,23 @@ static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *
 		t->stage[st].comm_bytes += bytes, t->stage[st].ncomm++;
 }
 
+/* Explain's memory estimate is the search's of the strategies the
+ * program was laid out with (explain_search_memory), where there is
+ * one. */
+static void search_estimate(Compilation *c, ExplainTotals *t)
+{
+	double *stage = ARENA_NEWN(&c->arena, double, t->nstages);
+	if (!explain_search_memory(c, t->nstages, stage))
+		return;
+	t->largest = 0;
+	for (int st = 0; st < t->nstages; st++) {
+		t->stage[st].memory = stage[st];
+		if (stage[st] > stage[t->largest])
+			t->largest = st;
+	}
+	t->memory = stage[t->largest];
+}
+
 void explain_totals(Compilation *c, ExplainTotals *t)
 {
 	choose_order(c);
@@ -586,6 +604,7 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 	stage_transfers(c, m, t);
 	step_transfers(c, m, t);
 	pipeline_step(c, t, act, fixed);
+	search_estimate(c, t);
 	if (!t->scheduled) /* one pass, summed as the search sums it */
 		t->step = t->compute + t->comm;
 }
@@ -778,15 +797,17 @@ bool explain_planned(const PlannedMemory *p, const ExplainTotals *t)
 }
 
 /* What a memory figure counts: the program's allocation when there is
- * one; else explain's estimate, which reuses nothing and may be far off
- * it (tied_popt.net: 2432 and 908 bytes estimated, 2380 and 2060
- * allocated). */
+ * one; else explain's estimate (the search's, search_estimate), a lower
+ * bound of it that may be far below (the backward pass's temporaries
+ * are not all in it). */
 const char *explain_memory_counts(bool planned)
 {
 	return planned ? "as the program allocates them per device: params, grads, optimizer state, workspace "
 	                 "slots, communication buffers, inputs, runtime (netc build -v's planned total)"
 	               : "explain's estimate per device, as no program could be generated: parameters, gradients, "
-	                 "optimizer state and every output x the micro-batches held, without reuse";
+	                 "optimizer state, the activations the backward pass reads x the micro-batches held and "
+	                 "the most one operator has live beside them (the search's estimate; the program needs "
+	                 "more)";
 }
 
 /* A scheduled program: each stage's figures per device, the busiest

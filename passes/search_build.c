@@ -271,6 +271,66 @@ static bool backward_reads(Arena *a, const Search *s, const Graph *g, BackRead *
 	return true;
 }
 
+/* SVertex.back_first and keep_self: for each forward value the backward
+ * pass reads, the first vertex whose backward nodes read it (their
+ * forward node's vertex; a read by a node of no vertex is left out of
+ * it, which only makes the value look dead sooner), and whether one
+ * reads it other than as a reader vertex's input. Without a backward
+ * pass every output is kept, whatever the layouts. */
+static void back_readers(Search *s, const Graph *g, const BackRead *br)
+{
+	for (int v = 0; v < s->nv; v++) {
+		const Node *n = s->v[v].n;
+		s->v[v].back_first = -1;
+		s->v[v].keep_self = !br || n->out == s->loss || (s->once_casts && n->out && s->once_casts[n->out->id]);
+	}
+	for (int i = 0; br && i < g->nnodes; i++) {
+		const Node *b = g->nodes[i];
+		if (b->phase != PH_BACKWARD)
+			continue;
+		int f = b->fwd && b->fwd->id < s->nvertex_of ? s->vertex_of[b->fwd->id] : -1;
+		for (int j = 0; j < b->nin; j++) {
+			Value *x = search_origin(s, b->in[j], NULL);
+			int w = x->kind == VK_NODE && x->def && x->def->phase == PH_FORWARD && x->def->id < s->nvertex_of
+			            ? s->vertex_of[x->def->id]
+			            : -1;
+			if (w < 0)
+				continue;
+			if (f < 0 || f == w)
+				s->v[w].keep_self = true;
+			if (f >= 0 && (s->v[w].back_first < 0 || f < s->v[w].back_first))
+				s->v[w].back_first = f;
+		}
+	}
+}
+
+/* SVertex.grads_live of candidate c: the gradient of v's output as its
+ * backward nodes read it (its output's bytes) and the largest gradient
+ * of an input they write (each node reads the one and writes the other;
+ * the others may be consumed in between). With pipeline stages only one
+ * pass's values of v's stage (memplan's shared region): no gradient
+ * received from or sent to another stage. The loss's gradient is left
+ * out: the fused classifier writes it over the logits
+ * (fuse_classifier.c), which the sums count already. */
+static double grads_live(const Search *s, int v, int c)
+{
+	const SVertex *sv = &s->v[v];
+	const Node *n = sv->n;
+	const Cand *cd = &sv->cl->c[c];
+	bool own = s->g->nstages > 1;
+	if (!s->training || n->op == OP_SOFTMAX_CROSS_ENTROPY || !n->out || (s->needs_grad && !s->needs_grad[n->out->id]) ||
+	    (own && sv->sent))
+		return 0;
+	double most = 0;
+	for (int i = 0; i < n->nin && i < 16; i++) {
+		Value *x = search_origin(s, n->in[i], NULL);
+		bool other = x->kind == VK_NODE && x->def && x->def->ann.stage != n->ann.stage;
+		if (cd->grad[i] && dtype_is_float(x->dtype) && !(own && other))
+			most = fmax(most, (double)shape_numel(&cd->grad[i]->slice) * search_elem_size(s, x->dtype));
+	}
+	return sv->act[c] + most;
+}
+
 /* Whether vertex n's output is kept for the backward pass (BackRead):
  * amp's narrow copy of a weight is, once a step, whoever reads it
  * (memplan.c, kept_casts). */
@@ -387,10 +447,13 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	 * at f32, the estimate was twice the compiled bytes (GPT-3 O2 bf16 at
 	 * 32 x 128: 2.44e11 against 1.23e11) */
 	DType held = s->held && n->id < s->nvertex_of && s->held[n->id] != DT_F32 ? s->held[n->id] : n->out->dtype;
-	double m = cd->r.out && kept ? (double)shape_numel(&cd->r.out->slice) * search_elem_size(s, held) : 0;
+	double a1 = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * search_elem_size(s, held) : 0;
+	double m = kept ? a1 : 0;
 	bool once_cast = s->once_casts && n->out && s->once_casts[n->out->id];
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !once_cast)
 		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight (a weight's copy: once) */
+	sv->act[c] = a1;
+	sv->slot[c] = once_cast ? 0 : m; /* mem's activations (SVertex.slot) */
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = search_param_read(n->in[i]);
 		if (x->kind == VK_PARAM && first_read[i]) {
@@ -414,6 +477,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	double lse_mem;
 	t += search_vocab_lse_gather(s, n, &cd->r, &lse_mem);
 	m += lse_mem;
+	sv->slot[c] += lse_mem;
 	/* amp's narrow copy of a weight, made once a step (memplan.c,
 	 * kept_casts): its forward third (explain's model_compute) once */
 	if (once_cast) {
@@ -730,9 +794,22 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		sv->work = ARENA_NEWN(a, double, sv->cl->n); /* bound_weights' */
 		sv->once = ARENA_NEWN(a, double, sv->cl->n);
 		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
+		sv->slot = ARENA_NEWN(a, double, sv->cl->n);
+		sv->act = ARENA_NEWN(a, double, sv->cl->n);
+		sv->kept = (!n->ann.recompute || kept[n->out->id]) && (!back || back_kept(s, &br, n));
 		for (int c = 0; c < sv->cl->n; c++)
-			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c],
-			             (!n->ann.recompute || kept[n->out->id]) && (!back || back_kept(s, &br, n)));
+			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c], sv->kept);
+	}
+	back_readers(s, g, back ? &br : NULL);
+	s->mem_edge = ARENA_NEWN(a, double, 2 * (size_t)s->ne + s->nv + 1);
+	s->mem_flag = ARENA_NEWN(a, bool, (size_t)s->ne + s->nv + 1);
+	for (int ei = 0; ei < s->ne; ei++) /* read on another stage: sent */
+		if (s->e[ei].ui < 0 && s->v[s->e[ei].u].n->ann.stage != s->v[s->e[ei].v].n->ann.stage)
+			s->v[s->e[ei].u].sent = true;
+	for (int v = 0; v < s->nv; v++) {
+		s->v[v].grads_live = ARENA_NEWN(a, double, s->v[v].cl->n);
+		for (int c = 0; c < s->v[v].cl->n; c++)
+			s->v[v].grads_live[c] = grads_live(s, v, c);
 	}
 	count_shares(s);
 	bound_weights(s);

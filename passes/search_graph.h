@@ -86,6 +86,27 @@ typedef struct SVertex {
 	double *once;      /* per candidate, seconds per step, unweighted: its parameters' gradient
 	                    * reductions (the unary's part paid once a step, w_step x) */
 	double *mem;       /* per candidate: bytes per device */
+	/* What search_stage_memory adds to the sums of mem as the peak's
+	 * lower bound (search_total.c, transient_peak): */
+	double *slot;      /* per candidate: mem's activations, held from the forward pass to the backward (its
+	                    * kept output and the logsumexps, x the micro-batches in flight); the rest of mem
+	                    * (parameters, gradients, states, a weight's narrow copy) is held over the step */
+	double *act;       /* per candidate: its output's bytes for one micro-batch, kept or not */
+	double *grads_live; /* per candidate: what its backward nodes have live (its output's gradient and its
+	                    * largest input gradient; pipelines: of its own pass alone) */
+	bool kept;         /* its output is in slot (read by the backward pass) */
+	bool keep_self;    /* kept whatever the layouts: read back by its own backward nodes, a backward node
+	                    * of no vertex, as the loss or as amp's copy of a weight; else only where one
+	                    * reader whose backward reads it reads it as it is (search_stage_memory): a
+	                    * reader that converts it reads its copy back, and the value dies in the
+	                    * forward pass (GPT-3 32 x 512, stage 0: h and each layer's layer norm outputs
+	                    * and attention heads, counted with their copies, 4.6 GB over the compiled
+	                    * plan) */
+	bool sent;         /* its output is read on another pipeline stage (sent there: not in the stage's
+	                    * shared region of one pass's values, memplan.c plan_stage) */
+	int back_first;    /* the first vertex (in the graph's order) whose backward nodes read its output: the
+	                    * output is live in the backward pass until that one's run (the last of them); -1:
+	                    * none known (not kept, or no backward pass yet) */
 	int *adj;          /* edge indices */
 	int nadj, capadj;
 } SVertex;
@@ -178,6 +199,12 @@ typedef struct Search {
 	 * hashes (the memo must tell them apart by their inputs) */
 	int dp_series_computed, dp_series_reused;
 	bool dp_no_memo, dp_memo_collide;
+	/* search_stage_memory's scratch, one choice at a time: [2 ne + nv]
+	 * (each edge's copy and kept bytes, each vertex's bytes first read
+	 * back there) and [ne + nv] (each edge's copy shared, each vertex's
+	 * output held as it is) */
+	double *mem_edge;
+	bool *mem_flag;
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	/* [max(nstages, 1)] memory_limit bounds each stage's bytes times its own
 	 * factor in the per-stage prices (search_dp.c dp_stages, dp_local;

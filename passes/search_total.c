@@ -618,26 +618,209 @@ static bool copy_held(const Search *s, int ei, const int *choice)
 	return false;
 }
 
+/* The bytes of the copy edge ei converts for its reader (one
+ * micro-batch), 0 where the reader reads the value as it is. */
+static double edge_copy(const Search *s, int ei, const int *choice)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *from = search_edge_from(s, e, choice[e->u]), *to = search_edge_to(s, e, choice[e->v]);
+	if (e->ui >= 0 || e->u == e->v || !from || !to || cost_layout_same(from, to))
+		return 0;
+	return (double)shape_numel(&to->slice) * search_elem_size(s, e->dt);
+}
+
+/* search_stage_memory's view of one choice, worked out once per call
+ * (Search.mem_edge, mem_as_is): per edge the copy it converts (copy),
+ * its bytes as search_edge_memory counts them (kept) and whether an
+ * earlier edge holds that copy already (copy_held: then shared); per
+ * vertex whether its kept output is held as it is. */
+typedef struct MemView {
+	double *copy, *kept;
+	bool *shared, *as_is;
+} MemView;
+
+/* Whether vertex v's output, kept for the backward pass, is held as it
+ * is (SVertex.keep_self): else only its converted copies are, and its
+ * own bytes die in the forward pass. A value sent to another stage is
+ * held where it is made (memplan.c plan_stage). */
+static bool held_as_is(const Search *s, const MemView *mv, int v)
+{
+	const SVertex *sv = &s->v[v];
+	if (!sv->kept || sv->keep_self)
+		return true;
+	for (int k = 0; k < sv->nadj; k++) {
+		int ei = sv->adj[k];
+		const SEdge *e = &s->e[ei];
+		if (e->u != v || e->ui >= 0 || e->v == v)
+			continue;
+		if (s->v[e->v].n->ann.stage != sv->n->ann.stage || (!e->dies && mv->copy[ei] == 0))
+			return true;
+	}
+	return false;
+}
+
+static MemView mem_view(const Search *s, const int *choice)
+{
+	MemView mv = {s->mem_edge, s->mem_edge + s->ne, s->mem_flag, s->mem_flag + s->ne};
+	for (int ei = 0; ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		mv.copy[ei] = edge_copy(s, ei, choice);
+		mv.kept[ei] = mv.copy[ei] > 0 ? search_edge_memory(s, ei, choice[e->u], choice[e->v]) : 0; /* (its
+		              * layouts' comparison again, where a copy is made: the few edges) */
+		mv.shared[ei] = mv.kept[ei] > 0 && copy_held(s, ei, choice);
+	}
+	for (int v = 0; v < s->nv; v++)
+		mv.as_is[v] = held_as_is(s, &mv, v);
+	return mv;
+}
+
+/* What vertex v's forward operator has live besides what the sums count
+ * before it: its output (held), and the inputs it reads that no backward
+ * node reads, each once: a copy converted for it that dies after its
+ * forward use (search_edge_memory 0), or, read as it is, an earlier
+ * operator's output that is not kept. own: only values of one pass of
+ * v's stage (pipelines: memplan's shared region, plan_stage), so v's
+ * output only where it is neither kept nor sent, and no value from
+ * another stage. */
+static double forward_live(const Search *s, const MemView *mv, int v, const int *choice, bool own)
+{
+	const SVertex *sv = &s->v[v];
+	bool mine = !sv->kept || !mv->as_is[v]; /* dies in the forward pass */
+	double t = !own || (mine && !sv->sent) ? sv->act[choice[v]] : 0;
+	for (int k = 0; k < sv->nadj; k++) {
+		int ei = sv->adj[k];
+		const SEdge *e = &s->e[ei];
+		if (e->v != v || e->u == v || e->ui >= 0)
+			continue;
+		const SVertex *u = &s->v[e->u];
+		if (own && u->n->ann.stage != sv->n->ann.stage)
+			continue;
+		if (mv->copy[ei] > 0) {
+			t += mv->kept[ei] > 0 ? 0 : mv->copy[ei];
+			continue;
+		}
+		bool again = false; /* x * x: one value */
+		for (int j = 0; j < k && !again; j++) {
+			const SEdge *o = &s->e[sv->adj[j]];
+			again = o->v == v && o->u == e->u && o->ui < 0 && mv->copy[sv->adj[j]] == 0;
+		}
+		if (!again && (!u->kept || !mv->as_is[e->u]) && (!own || !u->sent))
+			t += u->act[choice[e->u]];
+	}
+	return t;
+}
+
+/* The most of `most` and what the way back of edge ei has live beside
+ * `live` bytes: the gradient of the reader's input as it leaves the
+ * reader and, where that is not the producer's output layout, the copy
+ * converted back into it (none: no gradient). The layouts are compared
+ * only where the copy would raise the most (search_memory runs in the
+ * searches' loops). */
+static double backward_live(const Search *s, int ei, const int *choice, double live, double most)
+{
+	const SEdge *e = &s->e[ei];
+	const Layout *from = search_edge_from(s, e, choice[e->u]), *grad = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+	if (!s->training || e->ui >= 0 || e->u == e->v || !from || !grad || !dtype_is_float(e->dt))
+		return most;
+	double es = search_elem_size(s, e->dt), t = live + (double)shape_numel(&grad->slice) * es;
+	double back = t + (double)shape_numel(&from->slice) * es;
+	if (back <= most)
+		return fmax(most, t);
+	return fmax(most, cost_layout_same(grad, from) ? t : back);
+}
+
+/* The same in one workspace (no pipeline stages), where the activations
+ * a later backward node reads are live beside it: u's backward nodes
+ * and the way back of the edges out of u run after their readers'
+ * backward nodes and before those of the operators before u, so every
+ * kept value whose first backward reader (SVertex.back_first) is u or
+ * before it is still held (a kept copy is read by its reader's). */
+static double backward_peak(const Search *s, const MemView *mv, const int *choice)
+{
+	double *at = s->mem_edge + 2 * s->ne, live = 0, most = 0; /* [nv]: the bytes first read back there */
+	for (int v = 0; v < s->nv; v++)
+		at[v] = 0;
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		if (sv->back_first >= 0 && sv->kept && mv->as_is[v])
+			at[sv->back_first] += sv->slot[choice[v]];
+		for (int k = 0; k < sv->nadj; k++) {
+			int ei = sv->adj[k];
+			if (s->e[ei].v == v && !mv->shared[ei])
+				at[v] += mv->kept[ei];
+		}
+	}
+	for (int u = 0; u < s->nv; u++) {
+		live += at[u];
+		const SVertex *su = &s->v[u];
+		most = fmax(most, live + su->grads_live[choice[u]]);
+		for (int k = 0; k < su->nadj; k++)
+			if (s->e[su->adj[k]].u == u)
+				most = backward_live(s, su->adj[k], choice, live, most);
+	}
+	return most;
+}
+
 /* A device holds only its pipeline stage's parameters and activations:
  * the largest stage's sum (before issue 28, every stage's: at GPT-3 scale
  * on 8 stages 8x a device's, so memory_limit was never met and
- * dynamic_programming ran its Lagrangian search 120 times). */
+ * dynamic_programming ran its Lagrangian search 120 times). The sum
+ * counts what the plan holds at once at the end of the forward pass;
+ * the workspace's peak is at least that plus what an operator has live
+ * beside it, which the stage's sum gets on top, the most of any of its
+ * operators (a maximum, not a sum: dynamic_programming's tables, which
+ * add, do not see it; the totals do):
+ *   - with pipeline stages, memplan keeps one pass's values in a region
+ *     of their own beside the micro-batch slots (plan_stage), so the
+ *     stage's bytes are at least the sum and the largest set of such
+ *     values one operator has live: forward (forward_live), backward
+ *     (SVertex.grads_live, and an edge's way back, backward_live);
+ *   - without, one workspace: at operator v's forward the activations
+ *     kept by the operators before v (and the copies converted for v,
+ *     read back later) are live, as they are read in the backward pass,
+ *     beside forward_live(v); in the backward pass those still to be read
+ *     (backward_peak); the peak is at least the largest such total
+ *     (GPT-3 at 1 x 4 under 80 GB: a matrix product's output, 77 GB,
+ *     that only its bias add reads, beside the 73.7 GB the sum counted:
+ *     estimated 80.0 GB, compiled 213.6 GB).
+ * What is left out: more than one operator's temporaries at once (the
+ * backward's gradients wait for their sums and ways back: GPT-3 at 2 x
+ * 8, the shared region 213 GB where this counts 77 GB), the buffers the
+ * program allocates apart (communication, inputs). */
 void search_stage_memory(const Search *s, const int *choice, double *stage)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
+	double small[64], *extra = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
+	double held = 0, most = 0; /* one workspace: the activations kept so far, the most beside them */
+	MemView mv = mem_view(s, choice);
 	for (int st = 0; st < P; st++)
-		stage[st] = 0;
-	for (int i = 0; i < s->nv; i++) {
-		int st = s->v[i].n->ann.stage;
-		stage[st < 0 ? 0 : st % P] += s->v[i].mem[choice[i]];
+		stage[st] = extra[st] = 0;
+	for (int v = 0; v < s->nv; v++) {
+		const SVertex *sv = &s->v[v];
+		int st = sv->n->ann.stage < 0 ? 0 : sv->n->ann.stage % P;
+		stage[st] += sv->mem[choice[v]] - (mv.as_is[v] ? 0 : sv->slot[choice[v]]);
+		for (int k = 0; k < sv->nadj; k++) { /* the converted copies it reads that are kept */
+			int ei = sv->adj[k];
+			if (s->e[ei].v == v && !mv.shared[ei])
+				stage[st] += mv.kept[ei], held += mv.kept[ei];
+		}
+		if (P > 1) {
+			extra[st] = fmax(extra[st], fmax(forward_live(s, &mv, v, choice, true), sv->grads_live[choice[v]]));
+		} else {
+			most = fmax(most, held + forward_live(s, &mv, v, choice, false));
+			held += mv.as_is[v] ? sv->slot[choice[v]] : 0;
+		}
 	}
-	for (int ei = 0; ei < s->ne; ei++) {
+	for (int ei = 0; P > 1 && ei < s->ne; ei++) { /* the ways back on one stage, once the rest raised the most */
 		const SEdge *e = &s->e[ei];
 		int st = s->v[e->v].n->ann.stage;
-		double b = search_edge_memory(s, ei, choice[e->u], choice[e->v]);
-		if (b > 0 && !copy_held(s, ei, choice))
-			stage[st < 0 ? 0 : st % P] += b;
+		if (st == s->v[e->u].n->ann.stage)
+			extra[st < 0 ? 0 : st % P] = backward_live(s, ei, choice, 0, extra[st < 0 ? 0 : st % P]);
 	}
+	if (P == 1)
+		extra[0] = fmax(0, fmax(most, s->training ? backward_peak(s, &mv, choice) : 0) - held);
+	for (int st = 0; st < P; st++)
+		stage[st] += extra[st];
 }
 
 double search_memory(Search *s, const int *choice)

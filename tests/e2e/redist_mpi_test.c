@@ -247,20 +247,20 @@ static void check_bytes(const Case *c, bool a2a, const RedistPlan *p, int64_t se
 
 typedef void (*EmittedFn)(const double *src, double *dst, double *scratch_a, double *scratch_b);
 typedef struct Emitted {
-	int64_t scratch;
+	int64_t scratch[2]; /* elements of scratch_a and scratch_b: the plan's scratch_elems, no more */
 	EmittedFn fn;
 } Emitted;
 #ifdef EMITTED
 #include EMITTED
 #else
-static const Emitted emitted[][2] = {{{0, NULL}, {0, NULL}}};
+static const Emitted emitted[][2] = {{{{0, 0}, NULL}, {{0, 0}, NULL}}};
 #endif
 
 /* The generated code for case k: same input, same check. */
 static void run_emitted(const Case *c, const Emitted *e, bool a2a, const Layout *from, const Layout *to)
 {
 	double *src = from_block(from), *dst = malloc(sizeof(double) * (size_t)shape_numel(&to->slice));
-	double *sa = malloc(sizeof(double) * (size_t)(e->scratch + 1)), *sb = malloc(sizeof(double) * (size_t)(e->scratch + 1));
+	double *sa = malloc(sizeof(double) * (size_t)e->scratch[0]), *sb = malloc(sizeof(double) * (size_t)e->scratch[1]);
 	e->fn(src, dst, sa, sb);
 	check_result(c, a2a, to, dst);
 	free(src);
@@ -322,7 +322,7 @@ static int emit_all(const char *path)
 	if (!out)
 		return 1;
 	size_t n = sizeof cases / sizeof cases[0];
-	int64_t scratch[sizeof cases / sizeof cases[0]][2] = {{0}};
+	int64_t scratch[sizeof cases / sizeof cases[0]][2][2] = {{{0}}};
 	Arena a = {0};
 	for (size_t k = 0; k < n; k++)
 		for (int a2a = 0; a2a < 2; a2a++) {
@@ -331,7 +331,7 @@ static int emit_all(const char *path)
 			RedistPlan *p = redist_plan_back(&a, from, to, 4, a2a);
 			if (!p)
 				continue;
-			scratch[k][a2a] = p->scratch_elems;
+			scratch[k][a2a][0] = p->scratch_elems[0], scratch[k][a2a][1] = p->scratch_elems[1];
 			fprintf(out, "/* %s */\nstatic void redist_%zu_%d(const double *src, double *dst, double *scratch_a, "
 			        "double *scratch_b)\n{\n\t(void)scratch_a, (void)scratch_b;\n", c->name, k, a2a);
 			redist_emit_c(out, p, "src", "dst", "NRT_F64", comm_expr, &a);
@@ -339,8 +339,8 @@ static int emit_all(const char *path)
 		}
 	fputs("static const Emitted emitted[][2] = {\n", out);
 	for (size_t k = 0; k < n; k++)
-		fprintf(out, "\t{{%lld, redist_%zu_0}, {%lld, redist_%zu_1}},\n", (long long)scratch[k][0], k,
-		        (long long)scratch[k][1], k);
+		fprintf(out, "\t{{{%lld, %lld}, redist_%zu_0}, {{%lld, %lld}, redist_%zu_1}},\n", (long long)scratch[k][0][0],
+		        (long long)scratch[k][0][1], k, (long long)scratch[k][1][0], (long long)scratch[k][1][1], k);
 	fputs("};\n", out);
 	arena_free(&a);
 	return fclose(out) != 0;

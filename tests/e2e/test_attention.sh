@@ -272,7 +272,9 @@ if train ss1 1 $SS $SA; then
 		[ $mode = sharding_propagation ] && m="$work/ss_prop.net"
 		# explain's strategies, the plan the memory fit keeps (a dump shows
 		# the first search's, whose estimate, a lower bound of the compiled
-		# bytes since 2026-11-29, lets the heads split through)
+		# bytes since 2026-11-29, lets a plan over the limit through: the
+		# heads split, then, with the operators' live temporaries counted,
+		# the sequence split 2 ways, 123524 bytes compiled)
 		$NETC explain $m -D search_mode=$mode $SLIM 2>&1 | grep ' ((' >"$work/ss_$mode.dump"
 		att=$(sed -n 's/^attention[^ ]*  *[^ ]* ((1, \([0-9]*\), \([0-9]*\), 1), .*/\1 \2/p' "$work/ss_$mode.dump")
 		case $att in

@@ -299,12 +299,18 @@ s=$(grep -c ': not screened, not compiled$' "$work/auto1.txt")
 # largest stage's compiled over estimated bytes), they priced each stage
 # up to the scaled limit and put another stage over as compiled, and the
 # fit ended at 1.513 ms. The reference: the single price's fit, 0.7486
-# ms (this plan: 0.7297 ms, within 600 kB).
-obj=$("$NETC" explain --memory-limit 600k -D dataset_strategy=full_batch -D B=64 -D L=4 -D device_num=8 \
+# ms (this plan: 0.7297 ms, within 600 kB). Since the estimate counts the
+# most an operator has live beside the activations held (2026-11-29) the
+# fit finds a plan without recompute within 600 kB (586268 bytes, 0.8471
+# ms; the single price's, run here, 0.9427 ms), where both fits before
+# found none and recomputed the layers (0.5547 ms): the fit tries
+# recompute only where no plan without it fits.
+fit4x16() { "$NETC" explain --memory-limit 600k -D dataset_strategy=full_batch -D B=64 -D L=4 -D device_num=8 \
 	-D search_mode=dynamic_programming -D pipeline_stages=4 -D train.micro_size=16 tests/models/transformer_plain.net \
-	2>/dev/null | sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p')
-awk -v a="$obj" 'BEGIN { exit !(a > 0 && a <= 0.0007486) }' && ok ||
-	bad "4 x 16 under 600 kB: $obj s per step, the single price's fit 0.0007486"
+	2>/dev/null | sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p'; }
+obj=$(fit4x16) one=$(NETC_TEST_NO_STAGE_PRICES=1 fit4x16)
+awk -v a="$obj" -v b="$one" 'BEGIN { exit !(a > 0 && b > 0 && a <= b * (1 + 1e-9)) }' && ok ||
+	bad "4 x 16 under 600 kB: $obj s per step, the single price's fit $one"
 
 # A fit whose first search's per-stage plan, packed to the limit by the
 # estimate, compiles over: before, the fit scaled every stage by the one
@@ -335,8 +341,11 @@ awk -v a="$obj" -v b="$one" 'BEGIN { exit !(a > 0 && b > 0 && a <= b * (1 + 1e-9
 # and where recompute, tried, does not fit either. Since the estimate
 # counts only what the backward pass reads, 2026-11-29, plans without
 # recompute fit 7000 and 8500 bytes too, 4932 and 5444 compiled: the
-# limits are 4500 and 6000.)
-for m in stack_nested:gpt.layers:4500 stack_after_single:layers:6000; do
+# limits are 4500 and 6000. Since the estimate adds what an operator has
+# live beside the activations held, closer to the plan, the fit finds
+# the 5444-byte plan under 6000 at its second compilation, without
+# recompute (before, its plans' 9476 / 11076 / 9988 bytes ended it): 5000.)
+for m in stack_nested:gpt.layers:4500 stack_after_single:layers:5000; do
 	name=${m%%:*} stack=${m#*:} lim=${m##*:}
 	stack=${stack%:*}
 	"$NETC" explain -v --memory-limit $lim -D pipeline_stages=1 -D train.micro_size=1 tests/e2e/models/$name.net \
@@ -351,7 +360,7 @@ done
 # layers' other operators only (the matmuls, 4 of 8). Before: all 8.
 sed 's/^  return relu(matmul(x, w))$/  return relu(matmul(x, w)).recompute(false)/' \
 	tests/e2e/models/stack_after_single.net >"$work/rc_false.net"
-"$NETC" explain -v --memory-limit 6000 -D pipeline_stages=1 -D train.micro_size=1 "$work/rc_false.net" \
+"$NETC" explain -v --memory-limit 5000 -D pipeline_stages=1 -D train.micro_size=1 "$work/rc_false.net" \
 	>"$work/rc_false.txt" 2>&1
 grep -q "recomputing the 4 repeated layers layers.0 to layers.3 (4 operators)" "$work/rc_false.txt" && ok ||
 	bad ".recompute(false) in the repeated layers: $(grep -m1 'error\|recomputing' "$work/rc_false.txt")"
