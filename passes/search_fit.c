@@ -636,7 +636,9 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	/* the driver's compilation (main.c) is the screen of its own counts
 	 * (each auto compiled as 1): up to the strategies, without a limit */
 	int64_t P1 = g->par.pipeline_stages, M1 = g->train.micro_size;
-	double step1 = c->search_step;
+	/* not where the screens run the training passes (search_fit_screens_
+	 * train): the driver's ran none */
+	double step1 = search_fit_screens_train(c) ? 0 : c->search_step;
 	/* NETC_TEST_NO_BOUNDS (tests only): every candidate screened as before
 	 * the bounds, to show the same plan either way */
 	bool bounds = mode == SM_DYNAMIC_PROGRAMMING && !getenv("NETC_TEST_NO_BOUNDS");

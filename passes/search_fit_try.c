@@ -3,8 +3,17 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cost.h"
+
+bool search_fit_screens_train(const Compilation *c)
+{
+	/* NETC_TEST_CHECK_SCREENS (tests only): the screens up to the
+	 * strategies alone, as before, to count what they cost */
+	return c->g->par.enable_parallel_optimizer && !c->infer && c->g->par.search_mode == SM_DYNAMIC_PROGRAMMING &&
+	       !getenv("NETC_TEST_CHECK_SCREENS");
+}
 
 bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L)
 {
@@ -68,7 +77,8 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 		search_fit_mark_recompute(c->g, L);
 	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
 	bool upto_check = t->screen || t->limited || (t->floor && !t->mem) || t->bound;
-	ok = ok && compile_passes(c, upto_check ? UPTO_CHECK : UPTO_CODEGEN);
+	Stage upto = !upto_check ? UPTO_CODEGEN : ok && search_fit_screens_train(c) ? UPTO_TRAIN : UPTO_CHECK;
+	ok = ok && compile_passes(c, upto);
 	c->search_stage_factor = NULL, c->search_nstage_factor = 0; /* t's, read by the search only */
 	if (sink)
 		fclose(sink);

@@ -56,4 +56,19 @@ typedef struct Try {
  * as the compilation before, whose price record the search starts from
  * (another graph's prices mean nothing). */
 bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L);
+/* Whether the outer search's floors, bounds, screens and first searches
+ * (compiled up to the strategies) run the training passes too, which
+ * they otherwise leave out: with enable_parallel_optimizer the prices of
+ * a sharded weight (search_optpar.c) read its update and backward
+ * readers, so that a graph without them priced every weight unsharded,
+ * far below the fits' objectives (GPT-3 at 1024 devices: 32 x 512's
+ * screen 44.92 s, its fit 50.25 s), and the cut after the best fit left
+ * out none (8 fits compiled, 2 without the optimizer). Under
+ * dynamic_programming only, whose screen's plan is the least its fit's
+ * priced search can find: recursive_programming's own plan without a
+ * limit may cost more than the plan dynamic_programming finds under it
+ * (transformer_plain.net at 32 devices under 2 MB: 4 x 16's screen
+ * 4.99e-3 s, its fit 4.49e-3 s), which a screen priced as compiled
+ * would cut; the under-priced screens left it a margin. */
+bool search_fit_screens_train(const Compilation *c);
 #endif

@@ -15,7 +15,7 @@
 
 /* Search.optpar's flags, by value id */
 enum {
-	OPTPAR_UPDATED = 1,   /* a trained parameter with an update of its own (not a server's) */
+	OPTPAR_UPDATED = 1,   /* a trained parameter with an update of its own (not a server's, nor on the host) */
 	OPTPAR_FORWARD = 2,   /* a forward node reads it */
 	OPTPAR_BACKWARD = 4,  /* a backward node reads it: with micro-steps or stages, gathered again */
 	OPTPAR_REGATHER = 8,  /* gathered again for the backward pass in any case: a forward reader recomputed
@@ -80,6 +80,12 @@ void search_optpar_init(OptparCtx *s)
 		if ((op_info[u->op].flags & OPF_UPDATE) && !u->ps_push && u->in[0]->kind == VK_PARAM)
 			f[u->in[0]->id] |= OPTPAR_UPDATED;
 	}
+	/* a table updated on the host stays whole: priced as one the
+	 * optimizer does not shard (search_optpar_shard asks no more) */
+	const bool *host = optimizer_hosts(g, s->a);
+	for (int v = 0; host && v < g->nvalues; v++)
+		if (host[v])
+			f[v] &= ~OPTPAR_UPDATED;
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		if (op_info[n->op].flags & OPF_UPDATE)
@@ -118,7 +124,7 @@ const Layout *search_optpar_shard(const OptparCtx *s, const Value *p, const Layo
 {
 	if (!s->flags || p->kind != VK_PARAM || !(s->flags[p->id] & OPTPAR_UPDATED) || !l)
 		return NULL;
-	return optimizer_shard_of(s->g, s->a, s->device_num, p, l, NULL);
+	return optimizer_shard_on_device(s->g, s->a, s->device_num, p, l, NULL); /* not on the host: init's */
 }
 
 static int elem_size(const OptparCtx *s, DType t) { return t == DT_F32 ? s->real_size : dtype_size(t); }

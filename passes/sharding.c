@@ -50,6 +50,7 @@ typedef struct Sharder {
 	bool warned_ignored;
 	bool *from_data;       /* by value id (those made before the pass): computed from an input */
 	int nfrom_data;
+	const bool *hosts;     /* by value id: a parameter updated on the host (optimizer_hosts; NULL: optimizer parallel off) */
 } Sharder;
 
 static bool per_device_mode(ParallelMode m) { return m == PM_DATA_PARALLEL || m == PM_HYBRID_PARALLEL; }
@@ -780,7 +781,7 @@ static void shard_accumulation(Sharder *S, Node *rs)
 static bool lay_out_sharded_update(Sharder *S, Node *n)
 {
 	Value *p = n->in[0];
-	Layout *shard = optimizer_shard(S->c, S->cx.arena, S->cx.device_num, p);
+	Layout *shard = optimizer_shard(S->c, S->cx.arena, S->cx.device_num, p, S->hosts);
 	if (!shard || keep_local_grad(S, n, 1))
 		return false;
 	const Layout *whole_layout = p->layout;
@@ -1044,6 +1045,7 @@ bool pass_sharding(Compilation *c)
 	mark_from_data(&S);
 	int nids = g->next_node_id;
 	bool *moved = ARENA_NEWN(&c->arena, bool, nids); /* by node id: moved by sum_partials_first */
+	S.hosts = optimizer_hosts(g, &c->arena);
 	for (int i = 0; i < g->ninputs; i++)
 		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
 	check_micro_input_grads(&S);

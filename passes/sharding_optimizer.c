@@ -6,28 +6,53 @@
 #include "../ir/layout.h"
 #include "passes.h"
 
-Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p)
+/* Whether the parallel optimizer may shard p laid out as l at all: on,
+ * not opted out, a whole (not partial) layout, over the threshold. */
+static bool shardable(const ParallelConfig *pc, const Value *p, const Layout *l)
 {
-	return optimizer_shard_of(c->g, a, device_num, p, p->layout, &c->diag);
+	return pc->enable_parallel_optimizer && p->param.parallel_optimizer && l && !l->partial &&
+	       shape_numel(&p->shape) * dtype_size(p->dtype) >= pc->parallel_optimizer_threshold * 1024;
 }
 
-Layout *optimizer_shard_of(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l, Diag *diag)
+bool *optimizer_hosts(const Graph *g, Arena *a)
 {
-	const ParallelConfig *pc = &g->par;
-	if (!pc->enable_parallel_optimizer || !p->param.parallel_optimizer || !l || l->partial)
+	if (!g->par.enable_parallel_optimizer)
 		return NULL;
-	if (shape_numel(&p->shape) * dtype_size(p->dtype) < pc->parallel_optimizer_threshold * 1024)
+	bool *host = ARENA_NEWN(a, bool, g->nvalues + 1);
+	/* only a table some lookup marks .target(cpu) can be held there
+	 * (placement_table_why's `marked`): one walk finds them, and each
+	 * is asked alone (pass_placement finds them so too) */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		const Value *p = n->op == OP_EMBEDDING && n->in[0] != n->in[1] && n->ann.target_cpu ? n->in[0] : NULL;
+		bool marked;
+		if (p && p->kind == VK_PARAM && !host[p->id])
+			host[p->id] = !placement_table_why(g, p, &marked).why && marked;
+	}
+	return host;
+}
+
+Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p, const bool *hosts)
+{
+	if (!shardable(&c->g->par, p, p->layout))
 		return NULL;
-	bool marked;
-	if (!placement_table_why(g, p, &marked).why && marked) {
+	if (hosts && hosts[p->id]) {
 		/* its update runs on the host, whole, where MPI reduces its gradient */
-		if (diag)
-			diag_warning(diag, p->loc, "the parallel optimizer does not shard '%s': its lookups are "
-			             ".target(cpu), so it, its gradient and its state stay whole in host memory on every "
-			             "rank",
-			             p->name);
+		diag_warning(&c->diag, p->loc, "the parallel optimizer does not shard '%s': its lookups are "
+		             ".target(cpu), so it, its gradient and its state stay whole in host memory on every "
+		             "rank",
+		             p->name);
 		return NULL;
 	}
+	return optimizer_shard_on_device(c->g, a, device_num, p, p->layout, &c->diag);
+}
+
+Layout *optimizer_shard_on_device(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l,
+                                  Diag *diag)
+{
+	const ParallelConfig *pc = &g->par;
+	if (!shardable(pc, p, l))
+		return NULL;
 	unsigned rep = layout_replica_axes(l);
 	int axis = -1;
 	for (int k = 0; k < l->ndev; k++)

@@ -8,17 +8,28 @@
 #include "../ir/ir.h"
 #include "passes.h"
 
+/* By value id, whether a parameter's update runs on the host, whole (its
+ * lookups .target(cpu): placement_table_why), where the parallel
+ * optimizer shards nothing; NULL where it is off. In a. One walk of the
+ * graph, then one per table a lookup marks: asked per parameter (the
+ * sharding pass) or per candidate layout of each (the searches' prices),
+ * that walk of the whole graph was 93% of GPT-3's planning at 1024
+ * devices with enable_parallel_optimizer. */
+bool *optimizer_hosts(const Graph *g, Arena *a);
 /* The layout of p's optimizer shard: p's layout split further, along its
  * first whole dimension that divides, over a grid axis on which p is
  * replicated (optimizer_weight_shard_size limits it to a sub-group by
  * splitting that axis in two). NULL when p stays whole: too small
- * (parallel_optimizer_threshold, KB), opted out, or nothing to split.
- * In a (device_num)-device layout made in a; a warning to c's diag
- * where optimizer_weight_shard_size does not divide the copies, or the
+ * (parallel_optimizer_threshold, KB), opted out, held on the host
+ * (hosts[p->id], optimizer_hosts), or nothing to split. In a
+ * (device_num)-device layout made in a; a warning to c's diag where
+ * optimizer_weight_shard_size does not divide the copies, or the
  * parameter's lookups run on the host. */
-Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p);
+Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Value *p, const bool *hosts);
 /* The same for p laid out as l (the searches' candidate layouts, before
- * the sharding pass sets p->layout), from g's parallel config; warnings
- * to diag, none where it is NULL. */
-Layout *optimizer_shard_of(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l, Diag *diag);
+ * the sharding pass sets p->layout), from g's parallel config, p's
+ * update known to run on the device (optimizer_hosts); warnings to diag,
+ * none where it is NULL. */
+Layout *optimizer_shard_on_device(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l,
+                                  Diag *diag);
 #endif
