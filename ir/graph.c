@@ -170,6 +170,14 @@ int graph_readers(const Graph *g, const Value *v)
 	return k;
 }
 
+int graph_node_pos(const Graph *g, const Node *n)
+{
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i] == n)
+			return i;
+	return -1;
+}
+
 bool node_on_host(const Node *n)
 {
 	if (n->out)

@@ -322,6 +322,8 @@ void graph_insert(Graph *g, int pos, Node *n);
 Value *graph_find(Graph *g, const char *name);
 /* How many node inputs read v, over every phase. */
 int graph_readers(const Graph *g, const Value *v);
+/* n's position in g->nodes, or -1 when it is not there. */
+int graph_node_pos(const Graph *g, const Node *n);
 /* Whether n runs on the host (passes/placement.c): it makes a host value,
  * looks up a host table or updates one. */
 bool node_on_host(const Node *n);

@@ -22,14 +22,6 @@
 #include "../ir/layout.h"
 #include "passes.h"
 
-static int position(const Graph *g, const Node *n)
-{
-	for (int i = 0; i < g->nnodes; i++)
-		if (g->nodes[i] == n)
-			return i;
-	return -1;
-}
-
 /* the gradient node of the loss node n (NULL: none) */
 static Node *grad_of(const Graph *g, const Node *n)
 {
@@ -58,7 +50,7 @@ static const char *why_kept(const Compilation *c, const Node *n, const Node *d, 
 	if (n->nin != 2)
 		return "its classes are split across devices (vocabulary parallel)";
 	const Value *lg = n->in[0], *dl = d->in[0], *dx = d->out;
-	if ((dl->def && position(g, dl->def) >= i) || position(g, d) < i)
+	if ((dl->def && graph_node_pos(g, dl->def) >= i) || graph_node_pos(g, d) < i)
 		return "its gradient comes from other terms of the loss";
 	if (n->ann.recompute || d->ann.recompute || n->chunk != d->chunk)
 		return "recomputed, or on another stage than its gradient";
@@ -84,9 +76,9 @@ static void move_before(Graph *g, Node *x, const Node *before)
 {
 	if (before == x)
 		return;
-	int from = position(g, x);
+	int from = graph_node_pos(g, x);
 	memmove(&g->nodes[from], &g->nodes[from + 1], sizeof(Node *) * (size_t)(g->nnodes - from - 1));
-	int to = before ? position(g, before) : g->nnodes - 1;
+	int to = before ? graph_node_pos(g, before) : g->nnodes - 1;
 	if (before)
 		memmove(&g->nodes[to + 1], &g->nodes[to], sizeof(Node *) * (size_t)(g->nnodes - 1 - to));
 	g->nodes[to] = x;
@@ -100,9 +92,9 @@ void fuse_classifier_apart(Compilation *c, bool apart)
 	Graph *g = c->g;
 	for (int k = 0; m && k < m->n; k++) {
 		ClassifierMove *x = &m->v[k];
-		int at = position(g, x->loss) + 1;
+		int at = graph_node_pos(g, x->loss) + 1;
 		const Node *before = g->nodes[at];
-		if (apart && x->next && position(g, x->next) >= 0)
+		if (apart && x->next && graph_node_pos(g, x->next) >= 0)
 			before = x->next;
 		else if (apart) /* the node it ran before is gone (a later pass's): the start of its phase */
 			for (before = NULL; at < g->nnodes && !before; at++)
@@ -132,7 +124,7 @@ bool pass_fuse_classifier(Compilation *c)
 		if (why)
 			continue;
 		/* the gradient runs right after the loss, in the forward pass */
-		int j = position(g, d);
+		int j = graph_node_pos(g, d);
 		if (!c->classifier_moves)
 			c->classifier_moves = ARENA_NEW(&c->arena, struct ClassifierMoves);
 		ClassifierMove mv = {n, d, j + 1 < g->nnodes ? g->nodes[j + 1] : NULL, d->phase};

@@ -99,17 +99,9 @@ bool pass_optimizer(Compilation *c)
  * cast was, is gathered once a step on pipeline stages (memplan.c,
  * memplan_kept). */
 
-static int node_pos(const Graph *g, const Node *n)
-{
-	for (int i = 0; i < g->nnodes; i++)
-		if (g->nodes[i] == n)
-			return i;
-	return -1;
-}
-
 static void remove_node(Graph *g, const Node *n)
 {
-	int i = node_pos(g, n);
+	int i = graph_node_pos(g, n);
 	memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - i));
 	g->nnodes--;
 }
@@ -319,7 +311,7 @@ static void store_sharded(const Compilation *c, Graph *g, Node *u)
 	 * member's place, which may come before this one's; else right before
 	 * its gather, so that the narrow shard lives no longer than it must */
 	if (cast)
-		graph_insert(g, g->nmicro <= 1 && g->nstages <= 1 ? chunk_start(g, fwd) : node_pos(g, fwd), cast);
+		graph_insert(g, g->nmicro <= 1 && g->nstages <= 1 ? chunk_start(g, fwd) : graph_node_pos(g, fwd), cast);
 }
 
 bool pass_optimizer_storage(Compilation *c)

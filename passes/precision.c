@@ -25,14 +25,6 @@
 
 static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
 
-static int position(const Graph *g, const Node *n)
-{
-	for (int i = 0; i < g->nnodes; i++)
-		if (g->nodes[i] == n)
-			return i;
-	return -1;
-}
-
 /* A cast of v to `to`, placed at `pos` and run like `like`. */
 static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
 {
@@ -58,14 +50,14 @@ static void narrow_update(Graph *g, Node *u)
 	Value *p = u->in[0], *grad = u->in[1];
 	for (int i = 2; i < u->nin; i++)
 		u->in[i]->dtype = DT_F32; /* optimizer state in f32 */
-	int pos = position(g, u);
+	int pos = graph_node_pos(g, u);
 	Node *p32 = cast(g, p, DT_F32, pos, u);
 	u->in[0] = p32->out;
 	pos++;
 	/* accumulated gradients (micro-steps, pipelines) are kept in f32 */
 	bool accumulated = g->nmicro > 1 || g->par.pipeline_stages > 1;
 	if (narrow(grad->dtype) && accumulated && grad->def && grad->def->phase == PH_BACKWARD) {
-		Node *g32 = cast(g, grad, DT_F32, position(g, grad->def) + 1, grad->def);
+		Node *g32 = cast(g, grad, DT_F32, graph_node_pos(g, grad->def) + 1, grad->def);
 		u->in[1] = g32->out;
 		pos++;
 	}
@@ -94,7 +86,7 @@ static void copy_of(Node *c, Node *twin)
  * down[f->id]: the cast down made after forward node f (NULL: none). */
 static void widen_node(Graph *g, Node *n, Node **down)
 {
-	int pos = position(g, n);
+	int pos = graph_node_pos(g, n);
 	Node *f = n->recomputed ? n->fwd : NULL; /* its forward node, widened before it */
 	for (int i = 0; i < n->nin; i++)
 		if (narrow(n->in[i]->dtype)) {
@@ -248,7 +240,7 @@ static void move_after_cast_down(Graph *g, int i, const int *readers)
 	r->attr.steps = redist_describe(g->arena, plan);
 	r->out->dtype = c->attr.to;
 	r->out->name = arena_printf(g->arena, "%s.r%d", c->out->name, r->out->id);
-	move_node(g, i, position(g, r));
+	move_node(g, i, graph_node_pos(g, r));
 }
 
 /* The first node after position `after` that reads v, or NULL. */
@@ -301,7 +293,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	bool early = f && f->phase == PH_BACKWARD && f->op == OP_REDISTRIBUTE && f->attr.plan && !sums(f->attr.plan) &&
 	             readers[f->out->id] == 1 && readers[up->out->id] == 1;
 	if (early)
-		u = first_reader(g, position(g, f), f->out);
+		u = first_reader(g, graph_node_pos(g, f), f->out);
 	if (!u || u->phase != PH_UPDATE)
 		return 0;
 	Value *m = r->in[0];
@@ -329,7 +321,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 		drop_node(g, r);
 		if (early) {
 			f->phase = PH_UPDATE;
-			move_node(g, position(g, f), position(g, u) - 1);
+			move_node(g, graph_node_pos(g, f), graph_node_pos(g, u) - 1);
 		}
 		return gone;
 	}
@@ -342,7 +334,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	r->in[0] = up->out;
 	r->phase = PH_UPDATE;
 	r->out->name = arena_printf(g->arena, "%s.r%d", up->out->name, r->out->id);
-	move_node(g, position(g, r), position(g, f) - 1); /* before its reader, after up */
+	move_node(g, graph_node_pos(g, r), graph_node_pos(g, f) - 1); /* before its reader, after up */
 	return gone;
 }
 
@@ -378,7 +370,7 @@ static void redistribute_narrow(Graph *g)
 		replace_reads(g, i + 1, r->out, u);
 		u->layout = r->out->layout;
 		if (same) { /* the cast takes r's place, r goes */
-			int pc = position(g, c);
+			int pc = graph_node_pos(g, c);
 			c->in[0] = same->out;
 			g->nodes[i] = c;
 			memmove(&g->nodes[pc], &g->nodes[pc + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - pc));
@@ -392,7 +384,7 @@ static void redistribute_narrow(Graph *g)
 			r->out->name = arena_printf(g->arena, "%s.r%d", x->name, r->out->id);
 			c->in[0] = r->out;
 			moved[x->id] = r;
-			move_node(g, position(g, c), i); /* after r, which moves up one */
+			move_node(g, graph_node_pos(g, c), i); /* after r, which moves up one */
 		}
 	}
 }
@@ -465,8 +457,8 @@ static void narrow_sums_in_update(Graph *g)
 			continue;
 		Node *up = g->nodes[i], *r = up->in[0]->def;
 		r->phase = up->phase = PH_UPDATE;
-		move_node(g, i, position(g, first_reader(g, i, up->out)) - 1);
-		move_node(g, position(g, r), position(g, up) - 1);
+		move_node(g, i, graph_node_pos(g, first_reader(g, i, up->out)) - 1);
+		move_node(g, graph_node_pos(g, r), graph_node_pos(g, up) - 1);
 		i -= 2; /* r was before i, up at it: the next node is at i - 1 */
 	}
 }
@@ -758,7 +750,7 @@ static DType narrow_of(const Graph *g, const Node *n, const int *readers, Node *
 
 static void drop_node(Graph *g, const Node *n)
 {
-	int i = position(g, n);
+	int i = graph_node_pos(g, n);
 	memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - i));
 	g->nnodes--;
 }
@@ -825,7 +817,7 @@ bool pass_narrow(Compilation *c)
 			n->out->def = n;
 			drop_node(g, down);
 		}
-		i = position(g, n);
+		i = graph_node_pos(g, n);
 	}
 	if (c->verbose)
 		narrow_report(g);

@@ -193,19 +193,11 @@ static const Value *addend_source(const Value *v)
 	return v;
 }
 
-static int index_of(const Graph *g, const Node *n)
-{
-	for (int k = 0; k < g->nnodes; k++)
-		if (g->nodes[k] == n)
-			return k;
-	return -1;
-}
-
 /* Moves n (before `at`) to just before `at`, or (after it) to `at`'s
  * place, shifting what lies between. */
 static void move_to(Graph *g, Node *n, const Node *at)
 {
-	int i = index_of(g, n), j = index_of(g, at);
+	int i = graph_node_pos(g, n), j = graph_node_pos(g, at);
 	if (i < j) {
 		memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(j - 1 - i));
 		g->nodes[j - 1] = n;
@@ -227,7 +219,7 @@ typedef struct MixedSum {
 
 static Node *only_reader_node(const Graph *g, const Value *v)
 {
-	return (Node *)only_reader(g, v->def ? index_of(g, v->def) : -1, v);
+	return (Node *)only_reader(g, v->def ? graph_node_pos(g, v->def) : -1, v);
 }
 
 static bool is_cast(const Node *c, bool up)
@@ -306,7 +298,7 @@ int sum_partials_first(Graph *g, bool per_device, int pos, bool *moved, int nmov
 	n->in[1 - ms.p] = q; /* (S + P) + Q as (P + Q) + S */
 	m->in[qi] = whole_part;
 	/* Q's widening, after n, goes before n's first node (revisited next) */
-	if (!q->layout && q->def && index_of(g, q->def) > pos) {
+	if (!q->layout && q->def && graph_node_pos(g, q->def) > pos) {
 		move_to(g, q->def, x);
 		return 1;
 	}
