@@ -63,6 +63,46 @@ void search_fit_stage_factors(const double *est, const int64_t *stage, int n, do
 	}
 }
 
+/* The plans one fit compiled, each over the limit (the first within it
+ * ends the fit), by identity (Compilation.search_plan_id): a later
+ * search of the fit that finds one of them again is stopped after its
+ * search (search_fit_compile, Try.seen) and its bytes are taken from
+ * here. mlp_dp.net under 18000 bytes: its three searches found one plan,
+ * generated three times. */
+enum { MAX_SEEN = 24 };
+
+typedef struct Seen {
+	int n;
+	uint64_t id[MAX_SEEN];
+	int64_t planned[MAX_SEEN];
+	int nstages[MAX_SEEN];
+	int64_t stage[MAX_SEEN][MAX_STAGE_FACTORS]; /* the first MAX_STAGE_FACTORS (learn_stages takes no more) */
+} Seen;
+
+/* The compiled bytes of the plan in c: generated (f->planned, counted in
+ * o->plans and remembered in m), or where its search found a plan m
+ * holds, that plan's. */
+static int64_t plan_bytes(Compilation *c, const MemoryFit *f, Seen *m, Fit *o, int64_t **stage, int *nstages)
+{
+	for (int i = 0; c->search_plan_seen && i < m->n; i++)
+		if (m->id[i] == c->search_plan_id) {
+			*stage = m->stage[i], *nstages = m->nstages[i];
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: the search found a plan compiled before (not generated again)\n",
+				        search_mode_name(c->g->par.search_mode));
+			return m->planned[i];
+		}
+	int64_t planned = f->planned(c, f->ctx, stage, nstages);
+	o->plans++;
+	if (planned < 0 || m->n == MAX_SEEN || !c->search_plan_id)
+		return planned;
+	int k = m->n++;
+	m->id[k] = c->search_plan_id, m->planned[k] = planned, m->nstages[k] = *nstages;
+	for (int st = 0; st < *nstages && st < MAX_STAGE_FACTORS; st++)
+		m->stage[k][st] = (*stage)[st];
+	return planned;
+}
+
 /* While the compiled plan in c is over the limit, compiles again with the
  * search's estimate scaled by what the plan needed per byte estimated (at
  * least 5% more each time, at most 8 plans); each search starts from the
@@ -74,13 +114,15 @@ void search_fit_stage_factors(const double *est, const int64_t *stage, int n, do
  * finds the 8708-byte plan that 9500 finds).
  * With pipeline stages, each later search also gets each stage's own
  * factor (learn_stages) for its per-stage prices. */
-static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
+static int fit_loop_seen(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L,
+                         Seen *seen)
 {
 	double factor = 1, lo = 1, hi = INFINITY; /* lo: the last factor that gave a plan; hi: the least that gave none */
 	int compiles = 1, halved = 0; /* halved: at most twice, each a compilation of a model that may be GPT-3's */
 	double stage_factor[MAX_STAGE_FACTORS];
 	Try u = *t, plain = *t; /* t with the stage factors learnt; with neither they nor the stage prices */
 	plain.single_price = true;
+	u.seen = plain.seen = seen->id;
 	bool again = false, first_over = false; /* again: c holds plain's plan, after u's went over */
 	double first_want = 0; /* > 0: the first search's plan was u's, its scale */
 	memset(o, 0, sizeof *o);
@@ -89,8 +131,8 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		const Graph *g = c->g;
 		int64_t *stage;
 		int nstages;
-		int64_t planned = f->planned(c, f->ctx, &stage, &nstages);
-		o->plans++;
+		int64_t planned = plan_bytes(c, f, seen, o, &stage, &nstages);
+		u.nseen = plain.nseen = seen->n;
 		if (planned < 0)
 			return FIT_NO_PROGRAM; /* the program cannot be generated: the build says why */
 		if (planned <= limit) {
@@ -103,7 +145,8 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		if (o->least < 0 || planned < o->least)
 			o->least = planned, o->least_est = c->search_mem, o->least_step = c->search_step;
 		if (c->verbose) {
-			f->report(c, f->ctx, stderr);
+			if (!c->search_plan_seen) /* (a plan seen before is not generated: nothing to report) */
+				f->report(c, f->ctx, stderr);
 			fprintf(stderr, "netc: %s: the plan compiles to %" PRId64 " bytes per device, over memory_limit = "
 			        "%.6g (the search estimated %.6g)\n", search_mode_name(g->par.search_mode), planned, limit,
 			        c->search_mem);
@@ -151,6 +194,16 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 			hi = factor;
 		}
 	}
+}
+
+static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
+{
+	Seen *seen = calloc(1, sizeof *seen); /* 12 kB: off the stack of a fit inside the outer search's jobs */
+	if (!seen)
+		return FIT_NONE;
+	int got = fit_loop_seen(c, f, t, limit, o, L, seen);
+	free(seen);
+	return got;
 }
 
 /* Bytes as "12.3 GB", "4.56 MB", ... (decimal units, as memory_limit is given). */

@@ -504,3 +504,39 @@ Test(optpar_fit, screens_priced_as_fitted, .timeout = 120)
 			          now.screen, now.step);
 	}
 }
+
+/* A fit generates each plan once (search_fit.c, Seen): a later search
+ * of the fit that finds a plan compiled already (the same device order
+ * and candidates, Compilation.search_plan_id) stops after its search and
+ * the fit takes that plan's bytes. tests/e2e/models/mlp_dp.net under
+ * 18000 bytes: the least plan, 9960 estimated, compiles to 18636; the
+ * fit's three searches (the estimate scaled by 1, then by that plan's
+ * ratio and 5% more) all find it, and main's fit generated it three
+ * times ("the least of the 3 plans"): once now, the same outcome (no
+ * plan fits). */
+Test(fit_seen, a_plan_is_generated_once, .timeout = 60)
+{
+	static const char *const defs[] = {"parallel_mode=auto_parallel", "search_mode=dynamic_programming"};
+	const char *file = "tests/e2e/models/mlp_dp.net";
+	machine_defaults(&fit_machine);
+	fit_machine.memory_limit = 18000;
+	FILE *sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	Compilation c;
+	compilation_init(&c);
+	c.machine = &fit_machine;
+	c.fit_follows = true;
+	diag_init(&c.diag, sink);
+	bool compiled = compile_front(&c, file, defs, 2) && compile_passes(&c, UPTO_CODEGEN);
+	MemoryFit f = {.file = file, .defines = defs, .ndefines = 2, .setup = fit_setup, .planned = fit_planned,
+	               .report = fit_report};
+	fit_log.n = 0, fit_calls = 0;
+	bool fits = compiled && search_fit_memory(&c, &f);
+	int64_t first = fit_log.n ? fit_log.most[0] : -1;
+	compilation_free(&c);
+	fclose(sink);
+	cr_assert(compiled, "%s does not compile", file);
+	cr_expect(!fits, "a plan fits 18000 bytes");
+	cr_expect(first > 18000, "the first plan compiles to %lld bytes", (long long)first);
+	cr_expect_eq(fit_calls, 1, "%d plans generated", fit_calls);
+}
