@@ -854,10 +854,12 @@ static double backward_peak(const Search *s, const MemView *mv, const int *choic
  *     (GPT-3 at 1 x 4 under 80 GB: a matrix product's output, 77 GB,
  *     that only its bias add reads, beside the 73.7 GB the sum counted:
  *     estimated 80.0 GB, compiled 213.6 GB).
- * What is left out: more than one operator's temporaries at once (the
- * backward's gradients wait for their sums and ways back: GPT-3 at 2 x
- * 8, the shared region 213 GB where this counts 77 GB), the buffers the
- * program allocates apart (communication, inputs). */
+ * Both add, in the backward pass, the gradients waiting there
+ * (pending_grads). What is left out: more than one operator's forward
+ * temporaries at once, the allocator's fragmentation (GPT-3 at 2 x 8:
+ * the shared region 213 GB where at most 77.5 GB is live, this counting
+ * 77 GB), the buffers the program allocates apart (communication,
+ * inputs). */
 void search_stage_memory(const Search *s, const int *choice, double *stage)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
