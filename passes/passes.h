@@ -145,6 +145,18 @@ typedef struct Compilation {
 	/* the device order the fit's first search chose (passes/search.c),
 	 * kept by its later ones: 0 not chosen yet, 1 blocks, 2 round robin */
 	int search_order;
+	/* the plan's identity (search.c search_done: the device order and
+	 * each vertex's candidate, hashed; 0: no search ran): one fit's
+	 * compilations share the graph, so an equal identity is the same
+	 * program. fit_seen (nfit_seen of them; the fit's, not owned): the
+	 * identities the fit compiled already, over the limit; a search
+	 * whose plan is one of them sets search_plan_seen and stops the
+	 * passes without an error, and the fit takes that plan's bytes
+	 * again (search_fit.c fit_loop) rather than generating it anew */
+	uint64_t search_plan_id;
+	const uint64_t *fit_seen;
+	int nfit_seen;
+	bool search_plan_seen;
 } Compilation;
 
 /* Bytes of an element of type t in c's program (an f32 tensor's 8 with

@@ -231,6 +231,18 @@ static bool order_is_a_choice(const Compilation *c)
 	return D > 0 && w > D && w % D == 0;
 }
 
+/* The plan's identity (Compilation.search_plan_id): FNV-1a over the
+ * device order and each vertex's candidate (0 is left for none). */
+static uint64_t plan_id(const Compilation *c, const Search *s, const int *choice)
+{
+	uint64_t h = 14695981039346656037ull;
+	h = (h ^ (uint64_t)c->search_order) * 1099511628211ull;
+	h = (h ^ (uint64_t)s->nv) * 1099511628211ull;
+	for (int v = 0; v < s->nv; v++)
+		h = (h ^ (uint64_t)(uint32_t)choice[v]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
 /* Applies the plan s found. */
 static bool search_done(Compilation *c, Search *s, const int *choice)
 {
@@ -249,6 +261,11 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	c->search_staged = s->staged;
 	c->search_probe_stopped = s->probe_cut;
 	if (c->search_probe_stopped) /* the compilation stops here, without an error */
+		return false;
+	c->search_plan_id = plan_id(c, s, choice);
+	for (int i = 0; i < c->nfit_seen && !c->search_plan_seen; i++)
+		c->search_plan_seen = c->fit_seen[i] == c->search_plan_id;
+	if (c->search_plan_seen) /* compiled before by this fit: the compilation stops here, without an error */
 		return false;
 	if (c->verbose)
 		fprintf(stderr, "netc: %s: %d operators, predicted %.3g s per step, %.3g bytes per device%s\n",

@@ -801,7 +801,7 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c], sv->kept);
 	}
 	back_readers(s, g, back ? &br : NULL);
-	s->mem_edge = ARENA_NEWN(a, double, 2 * (size_t)s->ne + s->nv + 1);
+	s->mem_edge = ARENA_NEWN(a, double, 2 * (size_t)s->ne + 4 * (size_t)s->nv + 2);
 	s->mem_flag = ARENA_NEWN(a, bool, (size_t)s->ne + s->nv + 1);
 	for (int ei = 0; ei < s->ne; ei++) /* read on another stage: sent */
 		if (s->e[ei].ui < 0 && s->v[s->e[ei].u].n->ann.stage != s->v[s->e[ei].v].n->ann.stage)

@@ -63,6 +63,46 @@ void search_fit_stage_factors(const double *est, const int64_t *stage, int n, do
 	}
 }
 
+/* The plans one fit compiled, each over the limit (the first within it
+ * ends the fit), by identity (Compilation.search_plan_id): a later
+ * search of the fit that finds one of them again is stopped after its
+ * search (search_fit_compile, Try.seen) and its bytes are taken from
+ * here. mlp_dp.net under 18000 bytes: its three searches found one plan,
+ * generated three times. */
+enum { MAX_SEEN = 24 };
+
+typedef struct Seen {
+	int n;
+	uint64_t id[MAX_SEEN];
+	int64_t planned[MAX_SEEN];
+	int nstages[MAX_SEEN];
+	int64_t stage[MAX_SEEN][MAX_STAGE_FACTORS]; /* the first MAX_STAGE_FACTORS (learn_stages takes no more) */
+} Seen;
+
+/* The compiled bytes of the plan in c: generated (f->planned, counted in
+ * o->plans and remembered in m), or where its search found a plan m
+ * holds, that plan's. */
+static int64_t plan_bytes(Compilation *c, const MemoryFit *f, Seen *m, Fit *o, int64_t **stage, int *nstages)
+{
+	for (int i = 0; c->search_plan_seen && i < m->n; i++)
+		if (m->id[i] == c->search_plan_id) {
+			*stage = m->stage[i], *nstages = m->nstages[i];
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: the search found a plan compiled before (not generated again)\n",
+				        search_mode_name(c->g->par.search_mode));
+			return m->planned[i];
+		}
+	int64_t planned = f->planned(c, f->ctx, stage, nstages);
+	o->plans++;
+	if (planned < 0 || m->n == MAX_SEEN || !c->search_plan_id)
+		return planned;
+	int k = m->n++;
+	m->id[k] = c->search_plan_id, m->planned[k] = planned, m->nstages[k] = *nstages;
+	for (int st = 0; st < *nstages && st < MAX_STAGE_FACTORS; st++)
+		m->stage[k][st] = (*stage)[st];
+	return planned;
+}
+
 /* While the compiled plan in c is over the limit, compiles again with the
  * search's estimate scaled by what the plan needed per byte estimated (at
  * least 5% more each time, at most 8 plans); each search starts from the
@@ -74,13 +114,15 @@ void search_fit_stage_factors(const double *est, const int64_t *stage, int n, do
  * finds the 8708-byte plan that 9500 finds).
  * With pipeline stages, each later search also gets each stage's own
  * factor (learn_stages) for its per-stage prices. */
-static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
+static int fit_loop_seen(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L,
+                         Seen *seen)
 {
 	double factor = 1, lo = 1, hi = INFINITY; /* lo: the last factor that gave a plan; hi: the least that gave none */
 	int compiles = 1, halved = 0; /* halved: at most twice, each a compilation of a model that may be GPT-3's */
 	double stage_factor[MAX_STAGE_FACTORS];
 	Try u = *t, plain = *t; /* t with the stage factors learnt; with neither they nor the stage prices */
 	plain.single_price = true;
+	u.seen = plain.seen = seen->id;
 	bool again = false, first_over = false; /* again: c holds plain's plan, after u's went over */
 	double first_want = 0; /* > 0: the first search's plan was u's, its scale */
 	memset(o, 0, sizeof *o);
@@ -89,8 +131,8 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		const Graph *g = c->g;
 		int64_t *stage;
 		int nstages;
-		int64_t planned = f->planned(c, f->ctx, &stage, &nstages);
-		o->plans++;
+		int64_t planned = plan_bytes(c, f, seen, o, &stage, &nstages);
+		u.nseen = plain.nseen = seen->n;
 		if (planned < 0)
 			return FIT_NO_PROGRAM; /* the program cannot be generated: the build says why */
 		if (planned <= limit) {
@@ -103,7 +145,8 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 		if (o->least < 0 || planned < o->least)
 			o->least = planned, o->least_est = c->search_mem, o->least_step = c->search_step;
 		if (c->verbose) {
-			f->report(c, f->ctx, stderr);
+			if (!c->search_plan_seen) /* (a plan seen before is not generated: nothing to report) */
+				f->report(c, f->ctx, stderr);
 			fprintf(stderr, "netc: %s: the plan compiles to %" PRId64 " bytes per device, over memory_limit = "
 			        "%.6g (the search estimated %.6g)\n", search_mode_name(g->par.search_mode), planned, limit,
 			        c->search_mem);
@@ -151,6 +194,16 @@ static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double lim
 			hi = factor;
 		}
 	}
+}
+
+static int fit_loop(Compilation *c, const MemoryFit *f, const Try *t, double limit, Fit *o, Layers *L)
+{
+	Seen *seen = calloc(1, sizeof *seen); /* 12 kB: off the stack of a fit inside the outer search's jobs */
+	if (!seen)
+		return FIT_NONE;
+	int got = fit_loop_seen(c, f, t, limit, o, L, seen);
+	free(seen);
+	return got;
 }
 
 /* Bytes as "12.3 GB", "4.56 MB", ... (decimal units, as memory_limit is given). */
@@ -409,6 +462,95 @@ static void fit_retry(Compilation *c, const MemoryFit *f, Retry *r, double limit
 }
 
 
+/* Moves the compilation in `from` to `to` (whose own is freed), leaving
+ * in `from` a fresh one that goes on as from did: its verbosity, device
+ * order and fit note (the outer search's table so far; `to` keeps none). */
+static void keep_fit(Compilation *from, Compilation *to)
+{
+	char *note = from->fit_note;
+	from->fit_note = NULL;
+	free(to->fit_note);
+	to->fit_note = NULL;
+	compilation_free(to);
+	*to = *from;
+	compilation_init(from);
+	from->verbose = to->verbose;
+	from->search_order = to->search_order;
+	from->fit_note = note;
+}
+
+/* The recompute policy where a plan without recompute fits (o FIT_OK,
+ * c its compilation): the limit may have squeezed that plan (the memory
+ * price trades step for bytes) until recomputing the repeated layers,
+ * which frees their activations for a forward pass again, is faster.
+ * tests/models/transformer_plain.net at 8 devices, 4 x 16 under 600 kB:
+ * 0.8471 ms without recompute, 0.5547 ms recomputed. So the recomputed
+ * graph is screened (compiled up to the strategies without a limit: its
+ * objective bounds its fit's step, search_fit_cut) and, where that bound
+ * is under both o's step and `best` (< 0: none), fitted; the faster plan
+ * that fits is kept in c and o. MindSpore leaves recompute to the user;
+ * netc proposes it under a memory limit only, where it is faster or
+ * where nothing fits without it. NETC_TEST_RC_ONLY_IF_NONE (tests
+ * only): recompute tried only where no plan fits without it, as before. */
+static void fit_faster_rc(Compilation *c, const MemoryFit *f, Try t, double limit, double best, Outcome *o)
+{
+	if (o->status != FIT_OK || getenv("NETC_TEST_RC_ONLY_IF_NONE"))
+		return;
+	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
+	double cut = best >= 0 ? fmin(best, o->step) : o->step;
+	Layers L = {0};
+	Compilation plain;
+	compilation_init(&plain);
+	keep_fit(c, &plain); /* the plan that fits, kept while the retry compiles into c */
+	t.recompute = true, t.probe = 0, t.mem_stop = 0, t.hint_mem = 0;
+	Try s = t;
+	s.screen = true;
+	double screen = search_fit_compile(c, f, &s, 1, false, &L) && L.marked > 0 ? c->search_step : 0;
+	Fit b = {.least = -1};
+	int got = FIT_NONE;
+	if (screen > 0 && !search_fit_cut(screen, cut)) {
+		t.hint_mem = c->search_mem, t.hint_step = screen;
+		if (search_fit_compile(c, f, &t, 1, false, &L)) {
+			got = fit_loop(c, f, &t, limit, &b, &L);
+			o->plans += b.plans;
+		}
+	}
+	if (c->verbose)
+		fprintf(stderr, "netc: %s: a plan without recompute fits (%.6g s per step); recomputing the repeated layers: "
+		        "%s\n", search_mode_name(mode), o->step,
+		        screen <= 0                       ? "none to recompute"
+		        : search_fit_cut(screen, cut)     ? "its screen is not faster, not compiled"
+		        : got == FIT_OK && c->search_step < o->step ? "faster, chosen"
+		                                                    : "no faster plan fits");
+	if (got == FIT_OK && c->search_step < o->step) {
+		char line[640], h[3][32];
+		snprintf(line, sizeof line,
+		         "recompute chosen: the %d repeated layers %s.%d to %s.%d are recomputed in the backward pass "
+		         "(as .recompute() on each); the plan compiles to %s per device, within memory_limit = %s, "
+		         "faster than the plan without recompute that fits (%s): the step %+.3g s (search objective "
+		         "%.4g s against %.4g s)\n",
+		         L.hi - L.lo + 1, L.name, L.lo, L.name, L.hi, human_bytes((double)b.planned, h[0], sizeof h[0]),
+		         human_bytes(limit, h[1], sizeof h[1]), human_bytes((double)o->bytes, h[2], sizeof h[2]),
+		         c->search_step - o->step, c->search_step, o->step);
+		note(c, line);
+		if (c->verbose)
+			fprintf(stderr, "netc: %s", line);
+		o->recompute = o->tried = true, o->bytes = b.planned, o->step = c->search_step;
+		char *keep = plain.fit_note;
+		plain.fit_note = NULL;
+		free(keep);
+		compilation_free(&plain);
+		return;
+	}
+	o->tried = screen > 0;
+	char *note_c = c->fit_note; /* the plan without recompute back into c, with c's note */
+	c->fit_note = NULL;
+	compilation_free(c);
+	*c = plain;
+	free(c->fit_note);
+	c->fit_note = note_c;
+}
+
 /* From the compilation in c (made with t's stages and micro-batches,
  * without added recompute): its plans under the limit, then, where none
  * fits, the same with the repeated layers recomputed (what Megatron does
@@ -436,6 +578,8 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 	Retry r;
 	if (fit_plain(c, f, t, limit, cut, floor, cut >= 0, o, &r))
 		fit_retry(c, f, &r, limit, cut, o);
+	else
+		fit_faster_rc(c, f, t, limit, cut, o);
 }
 
 static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome *o, const char *what)
@@ -477,22 +621,6 @@ static bool screened(Compilation *c, const MemoryFit *f, const Try *tries, int n
 	return false;
 }
 
-/* Moves the compilation in `from` to `to` (whose own is freed), leaving
- * in `from` a fresh one that goes on as from did: its verbosity, device
- * order and fit note (the outer search's table so far; `to` keeps none). */
-static void keep_fit(Compilation *from, Compilation *to)
-{
-	char *note = from->fit_note;
-	from->fit_note = NULL;
-	free(to->fit_note);
-	to->fit_note = NULL;
-	compilation_free(to);
-	*to = *from;
-	compilation_init(from);
-	from->verbose = to->verbose;
-	from->search_order = to->search_order;
-	from->fit_note = note;
-}
 
 void search_fit_set_jobs(int n) { search_jobs_set(n); }
 
@@ -602,6 +730,17 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
  * 512 fitted at 53.35 s; now its retry's screen, 48.40 s, waits behind
  * 32 x 512's fit, and its first search under the limit (94.79 s) cuts
  * it without a plan compiled. */
+/* The outer search screens a fitted candidate's recomputed graph
+ * (fit_faster_rc) only where the limit raised its step this much over
+ * its screen without a limit: recomputing can only be faster where the
+ * plan without it was squeezed by more than the recomputation costs
+ * (its screen is at least the plain screen, the same operators priced
+ * again), and a forward pass of the repeated layers again is far more
+ * than 5% of a step. GPT-3 at 1024 devices: the chosen 32 x 512 is 1.1%
+ * over its screen (45.42 s against 44.92 s), left alone, so the outer
+ * search compiles no more than before. */
+#define RC_SQUEEZED 1.05
+
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -762,6 +901,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			}
 			if (follow)
 				fit_retry(c, f, r, limit, cut, &outs[i]);
+			else if (outs[i].status == FIT_OK && outs[i].step > RC_SQUEEZED * bound[i])
+				fit_faster_rc(c, f, tries[i], limit, cut, &outs[i]);
 		}
 		lines[i] = c->fit_note;
 		c->fit_note = table;

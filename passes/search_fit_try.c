@@ -55,6 +55,7 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_probe_step = t->screen || t->limited || t->floor || t->bound ? 0 : t->probe;
 	c->fit_follows = true;
 	c->fit_note = note;
+	c->fit_seen = t->seen, c->nfit_seen = t->seen ? t->nseen : 0;
 	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's,
 	 * floor's or bound's dropped */
 	char *said = NULL;
@@ -85,6 +86,7 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->fit_diag = said; /* NULL unless a memstream was opened (fclose made it whole) */
 	c->diag.out = stderr;
 	c->verbose = verbose;
-	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor) : ok;
+	c->fit_seen = NULL, c->nfit_seen = 0; /* t's, read by the search only */
+	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor) : ok || c->search_plan_seen;
 }
 

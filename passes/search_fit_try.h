@@ -47,12 +47,18 @@ typedef struct Try {
 	const double *stage_factor;
 	int nstage_factor;
 	bool single_price;     /* without the per-stage prices (Compilation.search_single_price) */
+	/* the plans its fit compiled already (Compilation.fit_seen), nseen of
+	 * them; NULL: none */
+	const uint64_t *seen;
+	int nseen;
 } Try;
 
 /* Compiles f->file again into c, quietly (the first compilation printed
  * its warnings), with the choices of t and the search's memory estimate
  * scaled by `factor`; false when it fails, which only the search can do
- * here: nothing fits the scaled estimate. keep_prices: the same choices
+ * here: nothing fits the scaled estimate. True also where the search's
+ * plan is one of t->seen (c->search_plan_seen: compiled up to the
+ * strategies only). keep_prices: the same choices
  * as the compilation before, whose price record the search starts from
  * (another graph's prices mean nothing). */
 bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L);

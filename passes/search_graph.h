@@ -199,9 +199,10 @@ typedef struct Search {
 	 * hashes (the memo must tell them apart by their inputs) */
 	int dp_series_computed, dp_series_reused;
 	bool dp_no_memo, dp_memo_collide;
-	/* search_stage_memory's scratch, one choice at a time: [2 ne + nv]
+	/* search_stage_memory's scratch, one choice at a time: [2 ne + 4 nv + 2]
 	 * (each edge's copy and kept bytes, each vertex's bytes first read
-	 * back there) and [ne + nv] (each edge's copy shared, each vertex's
+	 * back there, the gradients waiting at its backward and pending_grads'
+	 * own) and [ne + nv] (each edge's copy shared, each vertex's
 	 * output held as it is) */
 	double *mem_edge;
 	bool *mem_flag;

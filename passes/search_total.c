@@ -729,13 +729,84 @@ static double backward_live(const Search *s, int ei, const int *choice, double l
 	return fmax(most, cost_layout_same(grad, from) ? t : back);
 }
 
+/* The gradients waiting at each vertex's backward (pend[u], [nv]): the
+ * backward pass runs the vertices' backward nodes in the reverse of the
+ * graph's order, so the gradient of w's output is live from its last
+ * reader's backward (the first to write a part of it) to w's own: at
+ * every u between them it is held beside u's own gradients (the
+ * residual stream's through a whole block's attention or MLP, a layer
+ * norm's output's from v's backward until q's). Counted at its least:
+ * the smaller of w's output and each such reader's gradient of it (the
+ * sum may be kept in either layout, a pending sum in the larger); not
+ * at a vertex that reads it (its input gradient may be summed into it in
+ * place: grads_live counts that one), nor where no reader writes one,
+ * the fused classifier writes it over the logits (which the sums count)
+ * or w's output needs none. own: one stage's pass alone (pipelines:
+ * memplan's shared region): only readers on w's stage, no value sent to
+ * another. scratch: [2 nv] of the caller's. */
+static void pending_grads(const Search *s, const int *choice, bool own, double *pend, double *scratch)
+{
+	double *g = scratch, *last = scratch + s->nv; /* each w's least gradient, its last writing reader */
+	for (int w = 0; w <= s->nv; w++)
+		pend[w] = 0;
+	for (int w = 0; w < s->nv; w++) {
+		const SVertex *sw = &s->v[w];
+		const Node *n = sw->n;
+		g[w] = 0, last[w] = -1;
+		if (!n->out || !dtype_is_float(n->out->dtype) || (s->needs_grad && !s->needs_grad[n->out->id]) ||
+		    (own && sw->sent))
+			continue;
+		double least = sw->act[choice[w]];
+		int r = -1;
+		for (int k = 0; k < sw->nadj; k++) {
+			const SEdge *e = &s->e[sw->adj[k]];
+			if (e->u != w || e->ui >= 0 || e->v == w)
+				continue;
+			const SVertex *sr = &s->v[e->v];
+			if (own && sr->n->ann.stage != n->ann.stage)
+				continue;
+			if (sr->n->op == OP_SOFTMAX_CROSS_ENTROPY) {
+				r = -1;
+				break;
+			}
+			const Layout *grad = sr->cl->c[choice[e->v]].grad[e->vi];
+			if (!grad || !dtype_is_float(e->dt))
+				continue;
+			least = fmin(least, (double)shape_numel(&grad->slice) * search_elem_size(s, e->dt));
+			r = e->v > r ? e->v : r;
+		}
+		if (r <= w + 1)
+			continue;
+		g[w] = least, last[w] = r;
+		pend[w + 1] += least, pend[r] -= least;
+	}
+	for (int u = 1; u < s->nv; u++)
+		pend[u] += pend[u - 1];
+	for (int u = 0; u < s->nv; u++) { /* a vertex's own inputs' are not beside its gradients */
+		const SVertex *su = &s->v[u];
+		for (int k = 0; k < su->nadj; k++) {
+			const SEdge *e = &s->e[su->adj[k]];
+			if (e->v != u || e->ui >= 0 || e->u >= u || u >= last[e->u] || g[e->u] <= 0)
+				continue;
+			bool again = false; /* x * x: one value */
+			for (int j = 0; j < k && !again; j++) {
+				const SEdge *o = &s->e[su->adj[j]];
+				again = o->v == u && o->ui < 0 && o->u == e->u;
+			}
+			if (!again)
+				pend[u] -= g[e->u];
+		}
+		pend[u] = fmax(0, pend[u]);
+	}
+}
+
 /* The same in one workspace (no pipeline stages), where the activations
  * a later backward node reads are live beside it: u's backward nodes
  * and the way back of the edges out of u run after their readers'
  * backward nodes and before those of the operators before u, so every
  * kept value whose first backward reader (SVertex.back_first) is u or
  * before it is still held (a kept copy is read by its reader's). */
-static double backward_peak(const Search *s, const MemView *mv, const int *choice)
+static double backward_peak(const Search *s, const MemView *mv, const int *choice, const double *pend)
 {
 	double *at = s->mem_edge + 2 * s->ne, live = 0, most = 0; /* [nv]: the bytes first read back there */
 	for (int v = 0; v < s->nv; v++)
@@ -753,7 +824,7 @@ static double backward_peak(const Search *s, const MemView *mv, const int *choic
 	for (int u = 0; u < s->nv; u++) {
 		live += at[u];
 		const SVertex *su = &s->v[u];
-		most = fmax(most, live + su->grads_live[choice[u]]);
+		most = fmax(most, live + su->grads_live[choice[u]] + pend[u]);
 		for (int k = 0; k < su->nadj; k++)
 			if (s->e[su->adj[k]].u == u)
 				most = backward_live(s, su->adj[k], choice, live, most);
@@ -783,16 +854,24 @@ static double backward_peak(const Search *s, const MemView *mv, const int *choic
  *     (GPT-3 at 1 x 4 under 80 GB: a matrix product's output, 77 GB,
  *     that only its bias add reads, beside the 73.7 GB the sum counted:
  *     estimated 80.0 GB, compiled 213.6 GB).
- * What is left out: more than one operator's temporaries at once (the
- * backward's gradients wait for their sums and ways back: GPT-3 at 2 x
- * 8, the shared region 213 GB where this counts 77 GB), the buffers the
- * program allocates apart (communication, inputs). */
+ * Both add, in the backward pass, the gradients waiting there
+ * (pending_grads). What is left out: more than one operator's forward
+ * temporaries at once, the allocator's fragmentation (GPT-3 at 2 x 8:
+ * the shared region 213 GB where at most 77.5 GB is live, this counting
+ * 77 GB), the buffers the program allocates apart (communication,
+ * inputs). */
 void search_stage_memory(const Search *s, const int *choice, double *stage)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
 	double small[64], *extra = P <= 64 ? small : ARENA_NEWN(s->a, double, P);
 	double held = 0, most = 0; /* one workspace: the activations kept so far, the most beside them */
 	MemView mv = mem_view(s, choice);
+	double *pend = s->mem_edge + 2 * s->ne + s->nv; /* [nv + 1], then pending_grads' [2 nv] */
+	if (s->training)
+		pending_grads(s, choice, P > 1, pend, pend + s->nv + 1);
+	else
+		for (int v = 0; v < s->nv; v++)
+			pend[v] = 0;
 	for (int st = 0; st < P; st++)
 		stage[st] = extra[st] = 0;
 	for (int v = 0; v < s->nv; v++) {
@@ -805,7 +884,8 @@ void search_stage_memory(const Search *s, const int *choice, double *stage)
 				stage[st] += mv.kept[ei], held += mv.kept[ei];
 		}
 		if (P > 1) {
-			extra[st] = fmax(extra[st], fmax(forward_live(s, &mv, v, choice, true), sv->grads_live[choice[v]]));
+			extra[st] = fmax(extra[st],
+			                 fmax(forward_live(s, &mv, v, choice, true), sv->grads_live[choice[v]] + pend[v]));
 		} else {
 			most = fmax(most, held + forward_live(s, &mv, v, choice, false));
 			held += mv.as_is[v] ? sv->slot[choice[v]] : 0;
@@ -818,7 +898,7 @@ void search_stage_memory(const Search *s, const int *choice, double *stage)
 			extra[st < 0 ? 0 : st % P] = backward_live(s, ei, choice, 0, extra[st < 0 ? 0 : st % P]);
 	}
 	if (P == 1)
-		extra[0] = fmax(0, fmax(most, s->training ? backward_peak(s, &mv, choice) : 0) - held);
+		extra[0] = fmax(0, fmax(most, s->training ? backward_peak(s, &mv, choice, pend) : 0) - held);
 	for (int st = 0; st < P; st++)
 		stage[st] += extra[st];
 }

@@ -80,7 +80,9 @@ static Machine fit_machine; /* the fit's compilations keep a pointer to it */
 /* The first plan of transformer_plain.net with defs under `limit`, as the
  * driver compiles it before the fit (fit_follows: over the limit by its
  * estimate, the search still gives its least plan). */
-static void first_plan(Compilation *c, const char *const *defs, int ndefs, double limit, FILE *sink)
+/* The driver's first compilation of file under `limit`, as a fit starts from. */
+static void first_plan_of(Compilation *c, const char *file, const char *const *defs, int ndefs, double limit,
+                          FILE *sink)
 {
 	machine_defaults(&fit_machine);
 	fit_machine.memory_limit = limit;
@@ -88,7 +90,12 @@ static void first_plan(Compilation *c, const char *const *defs, int ndefs, doubl
 	c->machine = &fit_machine;
 	c->fit_follows = true;
 	diag_init(&c->diag, sink);
-	cr_assert(compile_front(c, "tests/models/transformer_plain.net", defs, ndefs) && compile_passes(c, UPTO_CODEGEN));
+	cr_assert(compile_front(c, file, defs, ndefs) && compile_passes(c, UPTO_CODEGEN), "%s does not compile", file);
+}
+
+static void first_plan(Compilation *c, const char *const *defs, int ndefs, double limit, FILE *sink)
+{
+	first_plan_of(c, "tests/models/transformer_plain.net", defs, ndefs, limit, sink);
 }
 
 /* Each stage's factor for the next search is its own compiled bytes over
@@ -117,7 +124,11 @@ static void first_plan(Compilation *c, const char *const *defs, int ndefs, doubl
  * same, estimated 587264 (1.088418), 459264 (1.178958), 389632
  * (1.195881), 324356 (1.051726); the second, stage 0 the same, 389120
  * (1.293782), stage 1 another plan's, 340948 / 306948 (1.121876), under
- * the limit.
+ * the limit. Since it adds the gradients waiting at each backward node
+ * (pending_grads, 2026-11-29): the first plan the same, estimated 591360
+ * (1.080879), 463360 (1.168536), 393728 (1.183440), 328452 (1.038610);
+ * the second another plan, 478100 / 393216 (1.228030) and 341076 /
+ * 315140 (1.093123).
  * The largest stage's factor for every stage (before learn_stages) gives
  * 1 to stage 3 of the first and 1.05 to stage 0 of the second. The
  * figures are the merged pricing's (collectives the cheaper of the ring
@@ -136,9 +147,9 @@ Test(search_limit, each_stage_learns_its_own_factor, .timeout = 60)
 		int64_t planned[4];
 		double est[4], factor[4];
 	} cases[] = {
-		{four, 7, 600e3, 4, {632860, 536092, 461340, 337756}, {587264, 459264, 389632, 324356},
-		 {1.088418, 1.178958, 1.195881, 1.051726}},
-		{repro, 4, 400e3, 2, {498452, 340948}, {389120, 306948}, {1.293782, 1.121876}},
+		{four, 7, 600e3, 4, {632860, 536092, 461340, 337756}, {591360, 463360, 393728, 328452},
+		 {1.080879, 1.168536, 1.183440, 1.038610}},
+		{repro, 4, 400e3, 2, {478100, 341076}, {393216, 315140}, {1.228030, 1.093123}},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		FILE *sink = fopen("/dev/null", "w");
@@ -215,6 +226,21 @@ static int64_t fit_planned(Compilation *c, void *ctx, int64_t **stage, int *nsta
 
 static void fit_report(Compilation *c, void *ctx, FILE *out) { (void)c, (void)ctx, (void)out; }
 
+/* 8 devices, 4 stages x 16 micro-batches of transformer_plain.net */
+static const char *const four16[] = {"dataset_strategy=full_batch", "B=64", "L=4", "device_num=8",
+                                     "search_mode=dynamic_programming", "pipeline_stages=4", "train.micro_size=16"};
+
+/* The fit of four16 under `limit` from the driver's first plan, into c
+ * (fit_log and fit_calls its plans); whether a plan fits. */
+static bool fit_four16(Compilation *c, double limit, FILE *sink)
+{
+	first_plan(c, four16, 7, limit, sink);
+	MemoryFit f = {.file = "tests/models/transformer_plain.net", .defines = four16, .ndefines = 7,
+	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
+	fit_log.n = 0, fit_calls = 0;
+	return search_fit_memory(c, &f);
+}
+
 /* The stage prices' plan is kept only where it is strictly faster than
  * the one factor's (search_dp.c: staged), and where it is over the limit
  * as compiled the fit compiles the one factor's next, at the same scale:
@@ -231,17 +257,11 @@ static void fit_report(Compilation *c, void *ctx, FILE *out) { (void)c, (void)ct
  * (Compilation.fit_diag) would leak. */
 Test(search_limit, stage_prices_kept_only_when_faster, .timeout = 60)
 {
-	static const char *const four[] = {"dataset_strategy=full_batch", "B=64", "L=4", "device_num=8",
-	                                   "search_mode=dynamic_programming", "pipeline_stages=4", "train.micro_size=16"};
 	const double limit = 440e3;
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
-	first_plan(&c, four, 7, limit, sink);
-	MemoryFit f = {.file = "tests/models/transformer_plain.net", .defines = four, .ndefines = 7,
-	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
-	fit_log.n = 0;
-	bool fits = search_fit_memory(&c, &f);
+	bool fits = fit_four16(&c, limit, sink);
 	compilation_free(&c);
 	fclose(sink);
 	cr_assert(fits, "no plan fits %g bytes", limit);
@@ -364,8 +384,13 @@ static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool
  * 1.251 ms, at 4 devices under 3 MB, where 4 x 16 recomputed, 0.3605
  * ms, is the best (the third case); the first two keep theirs then:
  * the chosen fit is the first of each. On the code before the cut, or
- * without it (NETC_TEST_NO_FIRST_CUT), the counts are equal. */
-Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 60)
+ * without it (NETC_TEST_NO_FIRST_CUT), the counts are equal. Since the
+ * fit also tries recompute where a plan without it fits but was squeezed
+ * (search_fit.c fit_faster_rc, 2026-11-29) the first case chooses 2 x 16
+ * recomputed, 0.1864 ms (1 x 1 recomputed, 0.206 ms, before), and the
+ * test takes 18-19 s of CPU instead of 15 (60 s of wall time were not
+ * enough on a loaded 2-core host). */
+Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 120)
 {
 	static const char *const dp16[] = {"dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64",
 	                                   "L=4", "device_num=16", "search_mode=dynamic_programming",
@@ -503,4 +528,74 @@ Test(optpar_fit, screens_priced_as_fitted, .timeout = 120)
 			cr_expect(fabs(now.screen - now.step) <= 5e-4 * now.step, "case %zu: screen %.6g s, objective %.6g s", k,
 			          now.screen, now.step);
 	}
+}
+
+/* A fit generates each plan once (search_fit.c, Seen): a later search
+ * of the fit that finds a plan compiled already (the same device order
+ * and candidates, Compilation.search_plan_id) stops after its search and
+ * the fit takes that plan's bytes. tests/e2e/models/mlp_dp.net under
+ * 18000 bytes: the least plan, 9960 estimated, compiles to 18636; the
+ * fit's three searches (the estimate scaled by 1, then by that plan's
+ * ratio and 5% more) all find it, and main's fit generated it three
+ * times ("the least of the 3 plans"): once now, the same outcome (no
+ * plan fits). */
+Test(fit_seen, a_plan_is_generated_once, .timeout = 60)
+{
+	static const char *const defs[] = {"parallel_mode=auto_parallel", "search_mode=dynamic_programming"};
+	const char *file = "tests/e2e/models/mlp_dp.net";
+	FILE *sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	Compilation c;
+	first_plan_of(&c, file, defs, 2, 18000, sink);
+	MemoryFit f = {.file = file, .defines = defs, .ndefines = 2, .setup = fit_setup, .planned = fit_planned,
+	               .report = fit_report};
+	fit_log.n = 0, fit_calls = 0;
+	bool fits = search_fit_memory(&c, &f);
+	int64_t first = fit_log.n ? fit_log.most[0] : -1;
+	compilation_free(&c);
+	fclose(sink);
+	cr_expect(!fits, "a plan fits 18000 bytes");
+	cr_expect(first > 18000, "the first plan compiles to %lld bytes", (long long)first);
+	cr_expect_eq(fit_calls, 1, "%d plans generated", fit_calls);
+}
+
+/* Recompute is proposed where it is faster, not only where nothing fits
+ * without it (search_fit.c fit_faster_rc): transformer_plain.net at 8
+ * devices, 4 stages x 16 micro-batches under 600 kB. The plan without
+ * recompute that fits (586268 bytes) costs 0.8471 ms, the memory price
+ * having squeezed it; with the repeated layers recomputed a plan of
+ * 0.5547 ms fits (491548 bytes). The reference: the fit as before
+ * (NETC_TEST_RC_ONLY_IF_NONE), which keeps the slower plan; main chose
+ * it too. */
+static double fit_4x16(bool old, bool *recomputed, int64_t *bytes)
+{
+	const double limit = 600e3;
+	if (old)
+		setenv("NETC_TEST_RC_ONLY_IF_NONE", "1", 1);
+	FILE *sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	Compilation c;
+	bool fits = fit_four16(&c, limit, sink);
+	double step = c.search_step;
+	*recomputed = c.fit_note && strstr(c.fit_note, "recompute chosen");
+	BuildOptions o = {0};
+	*bytes = fits ? netc_planned_bytes(&c, &o) : -1;
+	compilation_free(&c);
+	fclose(sink);
+	unsetenv("NETC_TEST_RC_ONLY_IF_NONE");
+	cr_assert(fits, "no plan fits %g bytes", limit);
+	return step;
+}
+
+Test(fit_recompute, recompute_proposed_where_faster, .timeout = 60)
+{
+	bool rc_was, rc_now;
+	int64_t was_bytes, now_bytes;
+	double was = fit_4x16(true, &rc_was, &was_bytes), now = fit_4x16(false, &rc_now, &now_bytes);
+	cr_log_info("as before %.6g s (%lld bytes%s), now %.6g s (%lld bytes%s)", was, (long long)was_bytes,
+	            rc_was ? ", recomputed" : "", now, (long long)now_bytes, rc_now ? ", recomputed" : "");
+	cr_expect(!rc_was, "the fit as before recomputed");
+	cr_expect(rc_now, "the repeated layers not recomputed");
+	cr_expect(now < 0.99 * was, "%.6g s per step, the plan without recompute %.6g", now, was);
+	cr_expect(now_bytes > 0 && now_bytes <= 600e3, "%lld bytes compiled", (long long)now_bytes);
 }
