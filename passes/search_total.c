@@ -312,6 +312,55 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 	}
 }
 
+/* Whether another reader of output (ui < 0) or input ui of vertex v
+ * than edge `not` gets a gradient that is no partial sum. */
+static bool whole_part_too(const Search *s, int v, int ui, int not, const int *choice)
+{
+	const SVertex *u = &s->v[v];
+	for (int k = 0; k < u->nadj; k++) {
+		const SEdge *o = &s->e[u->adj[k]];
+		const Layout *h = o->u == v && o->ui == ui && u->adj[k] != not ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi]
+		                                                              : NULL;
+		if (h && !h->partial)
+			return true;
+	}
+	return false;
+}
+
+/* A parameter (or amp's cast of one, SEdge.grad_once) one reader leaves
+ * a partial gradient and another a whole: autodiff adds the two in the
+ * backward pass, the sharding pass lays the sum out whole and reduces
+ * the partial part there, a call of its own each micro-batch (passes/
+ * fusion.c packs only the update's sums); the searches priced it a
+ * member of the bucket, once a step. tests/e2e/models/dp_penalty.net's
+ * w2, read by p = matmul(h, w2) split by rows and by the penalty
+ * mul(w2, w2) whole: -33% of the compiled estimate in f32 and at O2. */
+static void mixed_param_sums(Search *s, const int *choice, Acc *acc)
+{
+	for (int v = 0; s->training && s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
+		const Node *n = s->v[v].n;
+		const Cand *c = &s->v[v].cl->c[choice[v]];
+		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+			const Value *p = n->in[i];
+			if (p->kind != VK_PARAM || p->param.ps || p->dtype != DT_F32 || !c->grad[i] || !c->grad[i]->partial ||
+			    c->param_grad[i] <= 0 || c->param_micro[i] > 0 ||
+			    search_optpar_shard(&s->optpar, p, c->r.in[i]) || !whole_part_too(s, v, i, -1, choice))
+				continue;
+			acc_add(acc, s, v, PART_ONCE, -c->param_grad[i]);
+			acc_add(acc, s, v, PART_BWD, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_CALL, s->real_size));
+		}
+	}
+	for (int ei = 0; s->training && s->grad_call == GRAD_IN_BUCKET && ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+		const Layout *from = search_once_from(s, e, choice[e->u]);
+		if (!e->grad_once || !g || !g->partial || !from || !whole_part_too(s, e->u, e->ui, ei, choice))
+			continue;
+		acc_add(acc, s, e->u, PART_ONCE, -search_once_grad(s, from, g, GRAD_IN_BUCKET));
+		acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, search_edge_from(s, e, choice[e->u]), g, e->dt, true));
+	}
+}
+
 /* A product's out_strategy read through a cast amp inserted, in
  * explain's graph of the program (search_edges.c, out_way_back): the
  * cast's backward twin casts the gradient as its reader leaves it, and
@@ -387,6 +436,7 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
 	out_strategy_past_casts(s, choice, acc);
+	mixed_param_sums(s, choice, acc);
 }
 
 /* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the

@@ -327,6 +327,19 @@ static const Value *source(const Value *v)
 	return original(v);
 }
 
+/* Whether n is autodiff's sum of a parameter's gradient contributions
+ * (f's output is none), or amp's cast up of an addend of one (inserted
+ * right before the sum it feeds). */
+static bool sums_other_grad(const Sharder *S, const Node *n, const Node *f)
+{
+	const Node *sum = n;
+	for (int k = S->pos + 1; n->op == OP_CAST && k < S->g->nnodes && k <= S->pos + 2; k++)
+		for (int j = 0; j < S->g->nodes[k]->nin; j++)
+			if (S->g->nodes[k]->in[j] == n->out)
+				sum = S->g->nodes[k];
+	return sum->sums_grad_of && sum->sums_grad_of != f->out && uncast(sum->sums_grad_of)->kind == VK_PARAM;
+}
+
 static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 {
 	const Node *f = n->fwd;
@@ -361,9 +374,15 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 		}
 		/* the gradient of the forward output: in that output's layout (a
 		 * cast of another gradient of that shape is not it, nor a recomputed
-		 * copy: amp's cast of x's for wq's gradient was laid out as q) */
+		 * copy: amp's cast of x's for wq's gradient was laid out as q; nor
+		 * autodiff's sum of another value's contributions, nor amp's cast
+		 * up of one's addend: dp_penalty's w2 [32, 4], read by
+		 * p = matmul(h, w2) [32, 4] and by the penalty, had its gradient
+		 * summed split as p's rows, its partial part reduce-scattered and
+		 * the sum gathered back, two collectives where one all-reduce
+		 * does) */
 		if (!fwd_value && x->def && x->def->phase == PH_BACKWARD && !x->def->recomputed &&
-		    shape_eq(&x->shape, &f->out->shape) &&
+		    shape_eq(&x->shape, &f->out->shape) && !sums_other_grad(S, n, f) &&
 		    !(n->op == OP_CAST && n->ann.borrowed && x->grad_of && uncast(x->grad_of) != uncast(f->out)))
 			target = f->out->layout;
 		/* the forward output itself (tanh_grad reads y): as produced,
