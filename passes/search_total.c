@@ -82,7 +82,7 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 	 * no conversion of it; its transfer is staged_edges' once a step).
 	 * tests/e2e/pipeline/staged.net at 4 devices, recursive_programming:
 	 * a 5e-6 s all-reduce a micro-batch, +17% of the compiled estimate */
-	if (e->ui >= 0 && s->v[e->u].n->in[e->ui]->kind == VK_PARAM) {
+	if (e->ui >= 0 && search_param_read(s->v[e->u].n->in[e->ui])->kind == VK_PARAM) {
 		const Layout *first = s->v[e->u].cl->c[choice[e->u]].grad[e->ui];
 		if (first && layout_equiv(g, first))
 			return true;
