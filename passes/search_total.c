@@ -338,28 +338,33 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 }
 
 /* Whether another reader of output (ui < 0) or input ui of vertex v
- * than edge `not` gets a gradient that is no partial sum. */
-static bool whole_part_too(const Search *s, int v, int ui, int not, const int *choice)
+ * than edge `not` gets a gradient the partial sum g cannot be added to
+ * before it is reduced (add_partials: partial sums laid out alike): a
+ * whole one, or one partial over other devices. */
+static bool unlike_part_too(const Search *s, int v, int ui, int not, const Layout *g, const int *choice)
 {
 	const SVertex *u = &s->v[v];
 	for (int k = 0; k < u->nadj; k++) {
 		const SEdge *o = &s->e[u->adj[k]];
 		const Layout *h = o->u == v && o->ui == ui && u->adj[k] != not ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi]
 		                                                              : NULL;
-		if (h && !h->partial)
+		if (h && !(h->partial && layout_equiv(h, g)))
 			return true;
 	}
 	return false;
 }
 
 /* A parameter (or amp's cast of one, SEdge.grad_once) one reader leaves
- * a partial gradient and another a whole: autodiff adds the two in the
- * backward pass, the sharding pass lays the sum out whole and reduces
- * the partial part there, a call of its own each micro-batch (passes/
- * fusion.c packs only the update's sums); the searches priced it a
- * member of the bucket, once a step. tests/e2e/models/dp_penalty.net's
- * w2, read by p = matmul(h, w2) split by rows and by the penalty
- * mul(w2, w2) whole: -33% of the compiled estimate in f32 and at O2. */
+ * a partial gradient and another one it cannot be added to first (whole,
+ * or partial over other devices): autodiff adds the two in the backward
+ * pass, the sharding pass reduces the partial part there, a call of its
+ * own each micro-batch in the value's type (passes/fusion.c packs only
+ * the update's sums); the searches priced it a member of the bucket,
+ * once a step. tests/e2e/models/dp_penalty.net's w2, read by
+ * p = matmul(h, w2) split by rows and by the penalty mul(w2, w2) whole:
+ * -33% of the compiled estimate in f32 and at O2; hetero.net's table
+ * looked up by ids split 4 ways and by user ids split 2 ways at O2:
+ * -11%. */
 static void mixed_param_sums(Search *s, const int *choice, Acc *acc)
 {
 	for (int v = 0; s->training && s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
@@ -369,7 +374,7 @@ static void mixed_param_sums(Search *s, const int *choice, Acc *acc)
 			const Value *p = n->in[i];
 			if (p->kind != VK_PARAM || p->param.ps || p->dtype != DT_F32 || !c->grad[i] || !c->grad[i]->partial ||
 			    c->param_grad[i] <= 0 || c->param_micro[i] > 0 ||
-			    search_optpar_shard(&s->optpar, p, c->r.in[i]) || !whole_part_too(s, v, i, -1, choice))
+			    search_optpar_shard(&s->optpar, p, c->r.in[i]) || !unlike_part_too(s, v, i, -1, c->grad[i], choice))
 				continue;
 			acc_add(acc, s, v, PART_ONCE, -c->param_grad[i]);
 			acc_add(acc, s, v, PART_BWD, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_CALL, s->real_size));
@@ -379,7 +384,7 @@ static void mixed_param_sums(Search *s, const int *choice, Acc *acc)
 		const SEdge *e = &s->e[ei];
 		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
 		const Layout *from = search_once_from(s, e, choice[e->u]);
-		if (!e->grad_once || !g || !g->partial || !from || !whole_part_too(s, e->u, e->ui, ei, choice))
+		if (!e->grad_once || !g || !g->partial || !from || !unlike_part_too(s, e->u, e->ui, ei, g, choice))
 			continue;
 		acc_add(acc, s, e->u, PART_ONCE, -search_once_grad(s, from, g, GRAD_IN_BUCKET));
 		acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, search_edge_from(s, e, choice[e->u]), g, e->dt, true));
