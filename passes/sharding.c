@@ -28,6 +28,7 @@
 #include "../ir/sharding.h"
 #include "cost.h"
 #include "passes.h"
+#include "sharding_inputs.h"
 #include "sharding_optimizer.h"
 #include "sharding_out.h"
 #include "sharding_partial.h"
@@ -59,77 +60,6 @@ static bool per_device_mode(ParallelMode m) { return m == PM_DATA_PARALLEL || m 
 static Layout *whole(Sharder *S, const Value *v)
 {
 	return layout_replicated(S->cx.arena, &v->shape, S->cx.device_num);
-}
-
-/* ---- inputs ------------------------------------------------------------------ */
-
-/* "device_num = 8", or with pipeline stages "the 4 devices of a stage
- * (device_num = 8 over pipeline_stages = 2)": a stage's share is what
- * its operators and its micro-batch are split over. */
-static const char *stage_devices(const Sharder *S, char *buf, size_t len)
-{
-	if (S->g->nstages > 1)
-		snprintf(buf, len, "the %lld device%s of a stage (device_num = %lld over pipeline_stages = %d)",
-		         (long long)S->cx.device_num, plural_s(S->cx.device_num), (long long)S->g->par.device_num, S->g->nstages);
-	else
-		snprintf(buf, len, "device_num = %lld", (long long)S->cx.device_num);
-	return buf;
-}
-
-static Layout *dataset_layout(Sharder *S, Value *in)
-{
-	ParallelConfig *pc = &S->g->par;
-	Diag *d = &S->c->diag;
-	if (pc->full_batch || pc->dataset_kind == DS_FULL_BATCH)
-		return whole(S, in);
-	if (pc->dataset_kind == DS_TUPLE) {
-		int i = in->input.index;
-		if (pc->ndataset != S->g->ninputs) {
-			if (i == 0)
-				diag_error(d, pc->set_loc[PK_dataset_strategy],
-				           "dataset_strategy gives %d strategies but the model has %d inputs", pc->ndataset,
-				           S->g->ninputs);
-			return whole(S, in);
-		}
-		Strategy s = {.n = 1, .v = ARENA_NEW(S->cx.arena, Shape), .loc = pc->set_loc[PK_dataset_strategy]};
-		s.v->rank = pc->dataset_rank[i];
-		memcpy(s.v->d, pc->dataset[i], sizeof(int64_t) * (size_t)s.v->rank);
-		if (s.v->rank != in->shape.rank) {
-			diag_error(d, s.loc, "dataset_strategy: strategy %d has %d dimensions but input '%s' has rank %d", i,
-			           s.v->rank, in->name, in->shape.rank);
-			return whole(S, in);
-		}
-		int map[MAX_RANK];
-		int64_t dev[MAX_RANK];
-		int ndev = 0;
-		for (int k = 0; k < s.v->rank; k++) {
-			map[k] = -1;
-			if (s.v->d[k] <= 0 || in->shape.d[k] % s.v->d[k] != 0) {
-				diag_error(d, s.loc, "dataset_strategy: dimension %d of input '%s' (size %lld) is not divisible by %lld",
-				           k, in->name, (long long)in->shape.d[k], (long long)s.v->d[k]);
-				return whole(S, in);
-			}
-			if (s.v->d[k] > 1) {
-				map[k] = ndev;
-				dev[ndev++] = s.v->d[k];
-			}
-		}
-		Layout *l = layout_make(S->cx.arena, &in->shape, ndev, dev, map, 0, S->cx.device_num);
-		if (!l) {
-			diag_error(d, s.loc, "dataset_strategy: the strategy of input '%s' does not divide %s", in->name,
-			           stage_devices(S, (char[96]){0}, 96));
-			return whole(S, in);
-		}
-		return l;
-	}
-	if (in->shape.rank == 0 || in->shape.d[0] % S->cx.device_num != 0) {
-		diag_error(d, in->loc,
-		           "the batch dimension of input '%s' (%lld) is not divisible by %s; "
-		           "change the batch or use dataset_strategy = \"full_batch\"",
-		           in->name, in->shape.rank ? (long long)in->shape.d[0] : 0LL, stage_devices(S, (char[96]){0}, 96));
-		return whole(S, in);
-	}
-	return layout_batch_split(S->cx.arena, &in->shape, S->cx.device_num);
 }
 
 /* ---- redistribution ------------------------------------------------------------ */
@@ -1118,7 +1048,7 @@ bool pass_sharding(Compilation *c)
 	bool *moved = ARENA_NEWN(&c->arena, bool, nids); /* by node id: moved by sum_partials_first */
 	S.hosts = optimizer_hosts(g, &c->arena);
 	for (int i = 0; i < g->ninputs; i++)
-		g->inputs[i]->layout = dataset_layout(&S, g->inputs[i]);
+		g->inputs[i]->layout = sharding_dataset_layout(g, &S.cx, &c->diag, g->inputs[i]);
 	check_micro_input_grads(&S);
 	for (int i = 0; i < g->nvalues; i++)
 		if (g->values[i]->kind == VK_CONST)
