@@ -267,6 +267,11 @@ double cost_grad_coll(const Machine *m, int kind, double sent, int64_t g, int64_
  * --precision f64). */
 double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, int i, int64_t *bytes, GradCall call,
                        int real_size);
+/* Seconds of a parameter server's push and pull of a gradient of
+ * `bytes` (runtime/ps.c): a message each way to each of `servers`
+ * server ranks, the bytes once each way. Explain's ps_traffic and the
+ * searches' price of a `ps` parameter's gradient. */
+double cost_ps_push(const Machine *m, int64_t bytes, int64_t servers);
 /* Bytes per device a parameter of layout l costs (weights, gradient, states), elem_size bytes an element. */
 double cost_param_memory(const Layout *l, int elem_size, bool training, int opt_states);
 

@@ -60,3 +60,9 @@ double cost_param_grad(const Machine *m, const Node *n, const ShardResult *r, in
 		*bytes = b;
 	return cost_grad_coll(m, RS_ALLREDUCE, (double)b, g, cost_group_in_node(m, l, axes), call);
 }
+
+double cost_ps_push(const Machine *m, int64_t bytes, int64_t servers)
+{
+	return 2 * (machine_latency(m, MACHINE_SENDRECV) * (double)(servers > 0 ? servers : 1) +
+	            (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV));
+}

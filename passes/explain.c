@@ -185,9 +185,7 @@ static void ps_traffic(const Compilation *c, const Machine *m, const Node *n, Ex
 	const Graph *g = c->g;
 	const Value *p = n->in[0];
 	int64_t bytes = (p->layout ? shape_numel(&p->layout->slice) : shape_numel(&p->shape)) * compilation_elem_size(c, p->dtype);
-	int servers = g->par.server_num > 0 ? g->par.server_num : 1;
-	double time = 2 * (machine_latency(m, MACHINE_SENDRECV) * servers +
-	                   (double)bytes / machine_bandwidth(m, MACHINE_SENDRECV));
+	double time = cost_ps_push(m, bytes, g->par.server_num);
 	t->nps++;
 	t->ps_bytes += bytes;
 	t->ps += time;

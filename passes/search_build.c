@@ -466,7 +466,13 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 			if (cd->r.in[i])
 				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
 		} else if (inl[i]) {
-			t += cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
+			/* a recomputed reader's backward pass converts the input once
+			 * more (mp_comm_recompute: the sharding pass's convert), as
+			 * converted_again prices an edge's: optpar_layers.net's first
+			 * layer gathers x twice (-12% of the compiled estimate at 4
+			 * devices); a cast's backward does not read its input */
+			bool again = s->training && n->ann.recompute && n->ann.mp_comm_recompute && n->op != OP_CAST;
+			t += (again ? 2 : 1) * cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
 		}
 	}
 	t += cd->out_reduce;

@@ -411,6 +411,45 @@ static bool host_table(const Node *n, int i)
 	return n->op == OP_EMBEDDING && i == 0 && n->ann.target_cpu && n->in[0] != n->in[1];
 }
 
+/* Whether x is a parameter the parameter servers hold (passes/ps.c):
+ * its gradient is pushed to them, not all-reduced among the workers. */
+static bool ps_held(const Search *s, const Value *x)
+{
+	return parallel_ps_on(&s->g->par) && x->kind == VK_PARAM && x->param.ps && x->param.requires_grad;
+}
+
+/* Whether a candidate gives each ps parameter it reads what the servers
+ * take (passes/ps.c summed_over_workers): the parameter whole on every
+ * worker and its gradient a partial sum over all of them. Another
+ * candidate fails the compilation after the search (the dynamic
+ * programming's plan for samples/ps_mlp.net gathered x and left w1's
+ * gradient whole on each worker). */
+static bool ps_served(const Search *s, const Node *n, const Cand *c)
+{
+	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		const Layout *l = c->r.in[i];
+		if (!ps_held(s, n->in[i]) || !l)
+			continue;
+		for (int d = 0; d < l->rank; d++)
+			if (l->map[d] >= 0)
+				return false;
+		if (layout_group_size(l, cost_grad_partial_axes(n, &c->r, i)) != s->g->par.device_num)
+			return false;
+	}
+	return true;
+}
+
+/* Keeps the candidates the servers can serve; all of them if none is
+ * (the ps pass then says why). */
+static int keep_ps_served(const Search *s, const Node *n, Cand *c, int nc)
+{
+	int k = 0;
+	for (int i = 0; i < nc; i++)
+		if (ps_served(s, n, &c[i]))
+			c[k++] = c[i];
+	return k ? k : nc;
+}
+
 /* Whether a parameter's narrow gradient is summed narrow in the update,
  * where pass_fusion packs it into a bucket of its type: under
  * gradient_fp32_sync = false with one micro-step and one stage, with or
@@ -473,6 +512,12 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 		c->grad[i] = back ? cost_with_partial(s->rc, c->r.in[i], gp) : NULL;
 		if (back && packed && i == 0)
 			c->grad[0] = packed_dq(s, c->r.in[0]);
+		if (ps_held(s, n->in[i])) { /* pushed and pulled once a step, no bucket (explain's ps_traffic) */
+			int64_t bytes = c->r.in[i] ? shape_numel(&c->r.in[i]->slice) * dtype_size_as(n->in[i]->dtype, s->real_size) : 0;
+			c->param_grad[i] = s->training && bytes ? cost_ps_push(&s->m, bytes, s->g->par.server_num) : 0;
+			c->param_micro[i] = 0;
+			continue;
+		}
 		OptparPrice op;
 		if (search_optpar_price(&s->optpar, n, &c->r, i, &op)) {
 			c->param_grad[i] = op.step, c->param_micro[i] = op.micro;
@@ -715,7 +760,7 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 		/* a trainable weight's gradient is reduced (param_grad), a frozen
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
-		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad : 0);
+		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad + 2 * ps_held(s, x) : 0);
 		/* and one the parallel optimizer shards is gathered and reduce-
 		 * scattered as its readers and opt-out say (search_optpar_price) */
 		const Value *p = search_param_read((Value *)x);
@@ -790,6 +835,7 @@ CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 	E.divs = divs;
 	E.ndivs = nd;
 	enumerate(&E, 0, 1);
+	E.nout = keep_ps_served(s, n, E.out, E.nout);
 	E.nout = algo_filter(s, n, E.out, E.nout);
 	if (E.nout > SEARCH_MAX_CANDS) {
 		qsort(E.out, (size_t)E.nout, sizeof(Cand), by_devices_desc); /* keep those using most devices */

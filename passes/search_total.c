@@ -82,7 +82,7 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 	 * no conversion of it; its transfer is staged_edges' once a step).
 	 * tests/e2e/pipeline/staged.net at 4 devices, recursive_programming:
 	 * a 5e-6 s all-reduce a micro-batch, +17% of the compiled estimate */
-	if (e->ui >= 0 && s->v[e->u].n->in[e->ui]->kind == VK_PARAM) {
+	if (e->ui >= 0 && search_param_read(s->v[e->u].n->in[e->ui])->kind == VK_PARAM) {
 		const Layout *first = s->v[e->u].cl->c[choice[e->u]].grad[e->ui];
 		if (first && layout_equiv(g, first))
 			return true;
@@ -159,6 +159,31 @@ static bool grad_converted_before(Search *s, int ei, const int *choice, const La
 			continue;
 		const Layout *od = delivered_grad(s, oi, choice), *from = search_edge_from(s, o, choice[o->u]);
 		if (od && from && cost_layout_same(od, d) && cost_layout_same(cost_strip_partial(s->rc, from), back))
+			return true;
+	}
+	return false;
+}
+
+/* Whether edge ei's delivered gradient d (through an add, passes_grad)
+ * is the one an edge from that add to its reader converts into the
+ * same layout: the sharding pass converts the value once and every
+ * backward reader reads that copy. wide_deep.net's sigmoid splits its
+ * rows where the bias_add, the add and both their producers are whole:
+ * the gradient is gathered once, each edge of the chain paid it again
+ * (recursive_programming O2 @16: +36% of the compiled estimate). */
+static bool converted_downstream(Search *s, int ei, const int *choice, const Layout *d, const Layout *from)
+{
+	const SEdge *e = &s->e[ei];
+	const SVertex *v = &s->v[e->v];
+	if (!passes_grad(v->n, e->vi) || e->grad_once)
+		return false;
+	const Layout *back = cost_strip_partial(s->rc, from);
+	for (int k = 0; k < v->nadj; k++) {
+		const SEdge *o = &s->e[v->adj[k]];
+		if (o->u != e->v || o->ui >= 0 || o->v == e->v || o->grad_once)
+			continue;
+		const Layout *od = delivered_grad(s, v->adj[k], choice), *ofrom = search_edge_from(s, o, choice[o->u]);
+		if (od && ofrom && cost_layout_same(od, d) && cost_layout_same(cost_strip_partial(s->rc, ofrom), back))
 			return true;
 	}
 	return false;
@@ -312,6 +337,60 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 	}
 }
 
+/* Whether another reader of output (ui < 0) or input ui of vertex v
+ * than edge `not` gets a gradient the partial sum g cannot be added to
+ * before it is reduced (add_partials: partial sums laid out alike): a
+ * whole one, or one partial over other devices. */
+static bool unlike_part_too(const Search *s, int v, int ui, int not, const Layout *g, const int *choice)
+{
+	const SVertex *u = &s->v[v];
+	for (int k = 0; k < u->nadj; k++) {
+		const SEdge *o = &s->e[u->adj[k]];
+		const Layout *h = o->u == v && o->ui == ui && u->adj[k] != not ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi]
+		                                                              : NULL;
+		if (h && !(h->partial && layout_equiv(h, g)))
+			return true;
+	}
+	return false;
+}
+
+/* A parameter (or amp's cast of one, SEdge.grad_once) one reader leaves
+ * a partial gradient and another one it cannot be added to first (whole,
+ * or partial over other devices): autodiff adds the two in the backward
+ * pass, the sharding pass reduces the partial part there, a call of its
+ * own each micro-batch in the value's type (passes/fusion.c packs only
+ * the update's sums); the searches priced it a member of the bucket,
+ * once a step. tests/e2e/models/dp_penalty.net's w2, read by
+ * p = matmul(h, w2) split by rows and by the penalty mul(w2, w2) whole:
+ * -33% of the compiled estimate in f32 and at O2; hetero.net's table
+ * looked up by ids split 4 ways and by user ids split 2 ways at O2:
+ * -11%. */
+static void mixed_param_sums(Search *s, const int *choice, Acc *acc)
+{
+	for (int v = 0; s->training && s->grad_call == GRAD_IN_BUCKET && v < s->nv; v++) {
+		const Node *n = s->v[v].n;
+		const Cand *c = &s->v[v].cl->c[choice[v]];
+		for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+			const Value *p = n->in[i];
+			if (p->kind != VK_PARAM || p->param.ps || p->dtype != DT_F32 || !c->grad[i] || !c->grad[i]->partial ||
+			    c->param_grad[i] <= 0 || c->param_micro[i] > 0 ||
+			    search_optpar_shard(&s->optpar, p, c->r.in[i]) || !unlike_part_too(s, v, i, -1, c->grad[i], choice))
+				continue;
+			acc_add(acc, s, v, PART_ONCE, -c->param_grad[i]);
+			acc_add(acc, s, v, PART_BWD, cost_param_grad(&s->m, n, &c->r, i, NULL, GRAD_CALL, s->real_size));
+		}
+	}
+	for (int ei = 0; s->training && s->grad_call == GRAD_IN_BUCKET && ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
+		const Layout *from = search_once_from(s, e, choice[e->u]);
+		if (!e->grad_once || !g || !g->partial || !from || !unlike_part_too(s, e->u, e->ui, ei, g, choice))
+			continue;
+		acc_add(acc, s, e->u, PART_ONCE, -search_once_grad(s, from, g, GRAD_IN_BUCKET));
+		acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, search_edge_from(s, e, choice[e->u]), g, e->dt, true));
+	}
+}
+
 /* A product's out_strategy read through a cast amp inserted, in
  * explain's graph of the program (search_edges.c, out_way_back): the
  * cast's backward twin casts the gradient as its reader leaves it, and
@@ -380,6 +459,8 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 			if (shared && !step && d && from && s->training && dtype_is_float(gt) &&
 			    grad_converted_before(s, e, choice, d, cost_strip_partial(s->rc, from)))
 				acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
+			else if (d != g && shared && !step && from && s->training && converted_downstream(s, e, choice, d, from))
+				acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
 			else if (d != g)
 				acc_add(acc, s, se->u, back, way_back(s, from, d, gt, step) - way_back(s, from, g, gt, step));
 		}
@@ -387,6 +468,7 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
 	out_strategy_past_casts(s, choice, acc);
+	mixed_param_sums(s, choice, acc);
 }
 
 /* Fused gradients (grad_call GRAD_IN_BUCKET) pay their bytes in the
