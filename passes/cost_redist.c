@@ -419,6 +419,40 @@ double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const La
 	return t + (back ? redist_time_keyed(rc, grad, back, dt, true, NULL, keyed ? &h : NULL) : 0);
 }
 
+void cost_edge_row(RedistCache *rc, const Layout *from, const Layout *const *to, const Layout *const *grad, int n,
+                   DType dt, bool training, double *t)
+{
+	const Layout *back = from && training && dtype_is_float(dt) ? cost_strip_partial(rc, from) : NULL;
+	for (int j0 = 0; j0 < n; j0 += ROW_AHEAD) {
+		int m = n - j0 < ROW_AHEAD ? n - j0 : ROW_AHEAD;
+		PriceKey hf[ROW_AHEAD], hb[ROW_AHEAD];
+		bool kf[ROW_AHEAD], kb[ROW_AHEAD];
+		/* both keys of every cell of the group first, their probes
+		 * started, then cost_edge's lookups in its order (forward, then
+		 * the way back, cell by cell): the same prices, planned in the
+		 * same order, with the misses overlapping */
+		for (int k = 0; k < m; k++) {
+			const Layout *x = to[j0 + k], *g = grad[j0 + k], *b = g ? back : NULL;
+			kf[k] = from && x && !cost_layout_same(from, x) && price_key(rc, from, x, dt, false, &hf[k]);
+			kb[k] = from && x && b && !cost_layout_same(g, b) && price_key(rc, g, b, dt, true, &hb[k]);
+			if (kf[k])
+				price_prefetch(&hf[k]);
+			if (kb[k])
+				price_prefetch(&hb[k]);
+		}
+		for (int k = 0; k < m; k++) {
+			const Layout *x = to[j0 + k], *g = grad[j0 + k], *b = g ? back : NULL;
+			if (!from || !x) {
+				t[j0 + k] = 0;
+				continue;
+			}
+			double f = cost_layout_same(from, x) ? 0
+			                                      : redist_time_keyed(rc, from, x, dt, false, NULL, kf[k] ? &hf[k] : NULL);
+			t[j0 + k] = f + (b ? redist_time_keyed(rc, g, b, dt, true, NULL, kb[k] ? &hb[k] : NULL) : 0);
+		}
+	}
+}
+
 double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training)
 {
 	if (!from || !grad || !training || !dtype_is_float(dt))
