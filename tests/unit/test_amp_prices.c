@@ -519,6 +519,16 @@ Test(amp_prices, partial_gradients_summed_before_the_whole_one)
 	unlink(path);
 }
 
+/* samples/resnet.net at O2 bf16 @16 under recursive_programming,
+ * compiled into c. */
+static void resnet_o2_at16(Compilation *c)
+{
+	static const char *const defs[] = {"device_num=16", "parallel_mode=auto_parallel",
+	                                   "search_mode=recursive_programming", "train.amp_level=O2",
+	                                   "train.amp_dtype=bf16"};
+	cr_assert(compile_model(c, "samples/resnet.net", defs, 5, UPTO_CODEGEN));
+}
+
 /* amp's weight gradients are summed once a step past the casts, into the
  * parameter's own layout (precision.c, sum_after_casts): explain's graph
  * of the program, which keeps the casts as vertices, priced that sum on
@@ -531,11 +541,8 @@ Test(amp_prices, partial_gradients_summed_before_the_whole_one)
  * sums into the parameter's layout (SEdge.once_from). */
 Test(amp_prices, weight_sums_priced_into_the_parameters_layout)
 {
-	static const char *const defs[] = {"device_num=16", "parallel_mode=auto_parallel",
-	                                   "search_mode=recursive_programming", "train.amp_level=O2",
-	                                   "train.amp_dtype=bf16"};
 	Compilation c;
-	cr_assert(compile_model(&c, "samples/resnet.net", defs, 5, UPTO_CODEGEN));
+	resnet_o2_at16(&c);
 	Search *s = search_new(&c.arena, c.g, c.machine, true, false, NULL);
 	cr_assert(s);
 	int once = 0;
@@ -566,11 +573,8 @@ Test(amp_prices, weight_sums_priced_into_the_parameters_layout)
  * search_edge_cost does): resnet at O2 bf16 @16, as above. */
 Test(amp_prices, a_row_priced_together_sums_once_a_step)
 {
-	static const char *const defs[] = {"device_num=16", "parallel_mode=auto_parallel",
-	                                   "search_mode=recursive_programming", "train.amp_level=O2",
-	                                   "train.amp_dtype=bf16"};
 	Compilation c;
-	cr_assert(compile_model(&c, "samples/resnet.net", defs, 5, UPTO_CODEGEN));
+	resnet_o2_at16(&c);
 	Search *ref = search_new(&c.arena, c.g, c.machine, true, false, NULL);
 	Search *s = search_new(&c.arena, c.g, c.machine, true, false, NULL);
 	cr_assert(ref && s);
