@@ -161,19 +161,22 @@ enum { RC_BACK = 0x40 };
 /* p's collectives as a form keeps them (slices cost nothing) into st:
  * their count, -1 for no plan; false where p has a Permute (whose bytes
  * follow from the blocks, not from a count of splits) or more than
- * COST_FORM_STEPS. */
-static bool form_steps(const RedistCache *rc, const RedistPlan *p, CostFormStep *st, int *n)
+ * COST_FORM_STEPS. *time: cost_plan_time of p where true (each step's
+ * cost_step_time from the group it has just found: a slice adds 0). */
+static bool form_steps(const RedistCache *rc, const RedistPlan *p, CostFormStep *st, int *n, double *time)
 {
 	*n = p ? 0 : -1;
+	*time = 0;
 	for (int k = 0; p && k < p->n; k++) {
 		const RedistStep *s = &p->steps[k];
 		if (s->kind == RS_SLICE)
 			continue;
 		if (s->kind == RS_PERMUTE || *n == COST_FORM_STEPS)
 			return false;
-		st[(*n)++] = (CostFormStep){s->kind, layout_group_size(s->from, s->axes),
-		                            cost_group_in_node(rc->m, s->from, s->axes),
-		                            shape_numel(&s->from->full) / shape_numel(&s->from->slice)};
+		CostFormStep f = {s->kind, layout_group_size(s->from, s->axes), cost_group_in_node(rc->m, s->from, s->axes),
+		                  shape_numel(&s->from->full) / shape_numel(&s->from->slice)};
+		st[(*n)++] = f;
+		*time += cost_coll_time(rc->m, s->kind, s->kind, (double)s->send_bytes, f.g, f.in, NULL);
 	}
 	return true;
 }
@@ -234,15 +237,19 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 	int es = dtype_size_as(dt, rc->real_size);
 	RedistPlan *rev = NULL, *fwd = back ? redist_plan_ways(&tmp, from, to, es, rc->alltoall, &rev)
 	                                    : redist_plan(&tmp, from, to, es, rc->alltoall);
-	RedistPlan *p = fwd;
-	double t = p ? cost_plan_time(rc->m, p) : INFINITY, tr; /* each plan priced once */
-	if (rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, fwd->total_bytes, fwd->most_bytes) &&
-	    (tr = cost_plan_time(rc->m, rev)) < t)
-		p = rev, t = tr;
-	*bytes = p ? p->send_bytes : 0;
+	/* each plan's steps gone over once: the form's steps and the time
+	 * (cost_plan_time's where a step is no form's) */
 	CostFormStep fs[COST_FORM_STEPS], rs[COST_FORM_STEPS];
 	int nf, nr;
-	*kept = e && form_steps(rc, fwd, fs, &nf) && form_steps(rc, rev, rs, &nr) && cost_form_fill(e, h, fs, nf, rs, nr);
+	double tf, trev;
+	bool fok = form_steps(rc, fwd, fs, &nf, &tf), rok = fok && form_steps(rc, rev, rs, &nr, &trev);
+	RedistPlan *p = fwd;
+	double t = !p ? INFINITY : fok ? tf : cost_plan_time(rc->m, p), tr; /* each plan priced once */
+	if (rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, fwd->total_bytes, fwd->most_bytes) &&
+	    (tr = rok ? trev : cost_plan_time(rc->m, rev)) < t)
+		p = rev, t = tr;
+	*bytes = p ? p->send_bytes : 0;
+	*kept = e && rok && cost_form_fill(e, h, fs, nf, rs, nr);
 	arena_reset(&tmp);
 	return t;
 }
