@@ -306,6 +306,11 @@ const Layout *cost_strip_partial(RedistCache *rc, const Layout *l);
  * from `grad` (the consumer's input layout with partial sums over
  * cost_grad_partial_axes: cost_with_partial) to the producer's. */
 double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const Layout *grad, DType dt, bool training);
+/* cost_edge of from into each (to[j], grad[j]) of a row of an edge
+ * table, into t: as cost_redist_row, the probes of a few cells' two
+ * moves started together. */
+void cost_edge_row(RedistCache *rc, const Layout *from, const Layout *const *to, const Layout *const *grad, int n,
+                   DType dt, bool training, double *t);
 /* The gradient's way back alone (part of cost_edge): from the consumer's
  * `grad` layout to the producer's `from` without partial sums. */
 double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training);

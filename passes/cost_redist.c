@@ -161,19 +161,22 @@ enum { RC_BACK = 0x40 };
 /* p's collectives as a form keeps them (slices cost nothing) into st:
  * their count, -1 for no plan; false where p has a Permute (whose bytes
  * follow from the blocks, not from a count of splits) or more than
- * COST_FORM_STEPS. */
-static bool form_steps(const RedistCache *rc, const RedistPlan *p, CostFormStep *st, int *n)
+ * COST_FORM_STEPS. *time: cost_plan_time of p where true (each step's
+ * cost_step_time from the group it has just found: a slice adds 0). */
+static bool form_steps(const RedistCache *rc, const RedistPlan *p, CostFormStep *st, int *n, double *time)
 {
 	*n = p ? 0 : -1;
+	*time = 0;
 	for (int k = 0; p && k < p->n; k++) {
 		const RedistStep *s = &p->steps[k];
 		if (s->kind == RS_SLICE)
 			continue;
 		if (s->kind == RS_PERMUTE || *n == COST_FORM_STEPS)
 			return false;
-		st[(*n)++] = (CostFormStep){s->kind, layout_group_size(s->from, s->axes),
-		                            cost_group_in_node(rc->m, s->from, s->axes),
-		                            shape_numel(&s->from->full) / shape_numel(&s->from->slice)};
+		CostFormStep f = {s->kind, layout_group_size(s->from, s->axes), cost_group_in_node(rc->m, s->from, s->axes),
+		                  shape_numel(&s->from->full) / shape_numel(&s->from->slice)};
+		st[(*n)++] = f;
+		*time += cost_coll_time(rc->m, s->kind, s->kind, (double)s->send_bytes, f.g, f.in, NULL);
 	}
 	return true;
 }
@@ -234,15 +237,19 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 	int es = dtype_size_as(dt, rc->real_size);
 	RedistPlan *rev = NULL, *fwd = back ? redist_plan_ways(&tmp, from, to, es, rc->alltoall, &rev)
 	                                    : redist_plan(&tmp, from, to, es, rc->alltoall);
-	RedistPlan *p = fwd;
-	double t = p ? cost_plan_time(rc->m, p) : INFINITY, tr; /* each plan priced once */
-	if (rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, fwd->total_bytes, fwd->most_bytes) &&
-	    (tr = cost_plan_time(rc->m, rev)) < t)
-		p = rev, t = tr;
-	*bytes = p ? p->send_bytes : 0;
+	/* each plan's steps gone over once: the form's steps and the time
+	 * (cost_plan_time's where a step is no form's) */
 	CostFormStep fs[COST_FORM_STEPS], rs[COST_FORM_STEPS];
 	int nf, nr;
-	*kept = e && form_steps(rc, fwd, fs, &nf) && form_steps(rc, rev, rs, &nr) && cost_form_fill(e, h, fs, nf, rs, nr);
+	double tf, trev;
+	bool fok = form_steps(rc, fwd, fs, &nf, &tf), rok = fok && form_steps(rc, rev, rs, &nr, &trev);
+	RedistPlan *p = fwd;
+	double t = !p ? INFINITY : fok ? tf : cost_plan_time(rc->m, p), tr; /* each plan priced once */
+	if (rev && redist_reverse_cheaper(rev->total_bytes, rev->most_bytes, fwd->total_bytes, fwd->most_bytes) &&
+	    (tr = rok ? trev : cost_plan_time(rc->m, rev)) < t)
+		p = rev, t = tr;
+	*bytes = p ? p->send_bytes : 0;
+	*kept = e && rok && cost_form_fill(e, h, fs, nf, rs, nr);
 	arena_reset(&tmp);
 	return t;
 }
@@ -417,6 +424,40 @@ double cost_edge(RedistCache *rc, const Layout *from, const Layout *to, const La
 		price_prefetch(&h);
 	double t = cost_layout_same(from, to) ? 0 : cost_redist(rc, from, to, dt, NULL);
 	return t + (back ? redist_time_keyed(rc, grad, back, dt, true, NULL, keyed ? &h : NULL) : 0);
+}
+
+void cost_edge_row(RedistCache *rc, const Layout *from, const Layout *const *to, const Layout *const *grad, int n,
+                   DType dt, bool training, double *t)
+{
+	const Layout *back = from && training && dtype_is_float(dt) ? cost_strip_partial(rc, from) : NULL;
+	for (int j0 = 0; j0 < n; j0 += ROW_AHEAD) {
+		int m = n - j0 < ROW_AHEAD ? n - j0 : ROW_AHEAD;
+		PriceKey hf[ROW_AHEAD], hb[ROW_AHEAD];
+		bool kf[ROW_AHEAD], kb[ROW_AHEAD];
+		/* both keys of every cell of the group first, their probes
+		 * started, then cost_edge's lookups in its order (forward, then
+		 * the way back, cell by cell): the same prices, planned in the
+		 * same order, with the misses overlapping */
+		for (int k = 0; k < m; k++) {
+			const Layout *x = to[j0 + k], *g = grad[j0 + k], *b = g ? back : NULL;
+			kf[k] = from && x && !cost_layout_same(from, x) && price_key(rc, from, x, dt, false, &hf[k]);
+			kb[k] = from && x && b && !cost_layout_same(g, b) && price_key(rc, g, b, dt, true, &hb[k]);
+			if (kf[k])
+				price_prefetch(&hf[k]);
+			if (kb[k])
+				price_prefetch(&hb[k]);
+		}
+		for (int k = 0; k < m; k++) {
+			const Layout *x = to[j0 + k], *g = grad[j0 + k], *b = g ? back : NULL;
+			if (!from || !x) {
+				t[j0 + k] = 0;
+				continue;
+			}
+			double f = cost_layout_same(from, x) ? 0
+			                                      : redist_time_keyed(rc, from, x, dt, false, NULL, kf[k] ? &hf[k] : NULL);
+			t[j0 + k] = f + (b ? redist_time_keyed(rc, g, b, dt, true, NULL, kb[k] ? &hb[k] : NULL) : 0);
+		}
+	}
 }
 
 double cost_edge_grad(RedistCache *rc, const Layout *from, const Layout *grad, DType dt, bool training)

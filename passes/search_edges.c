@@ -180,6 +180,42 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	                     out_way_back(s, e, cu, grad));
 }
 
+void search_edge_cost_row(Search *s, int ei, int cu, double *row)
+{
+	const SEdge *e = &s->e[ei];
+	const CandList *vl = s->v[e->v].cl;
+	int n = vl->n;
+	const Layout *from = search_edge_from(s, e, cu);
+	if (from && n <= SEARCH_MAX_CANDS + 1) {
+		/* the prices this search lacks, entered at once (NAN) so that a
+		 * repeat in the row waits for the same one, then looked up
+		 * together: edge_price below finds every one */
+		price_room(s, (size_t)n);
+		const Layout *want[SEARCH_MAX_CANDS + 1], *wgrad[SEARCH_MAX_CANDS + 1];
+		EdgePrice *fill[SEARCH_MAX_CANDS + 1];
+		double got[SEARCH_MAX_CANDS + 1];
+		int nwant = 0;
+		for (int j = 0; j < n; j++) {
+			const Layout *to = search_edge_to(s, e, j), *grad = vl->c[j].grad[e->vi];
+			if (!to)
+				continue;
+			if (e->grad_once && grad && grad->partial) /* search_edge_cost's edge_price without it */
+				grad = NULL;
+			EdgePrice *p = edge_price_slot(s->price, s->capprice, from, to, grad, e->dt);
+			if (!p->from) {
+				*p = (EdgePrice){from, to, grad, e->dt, NAN};
+				s->nprice++;
+				want[nwant] = to, wgrad[nwant] = grad, fill[nwant++] = p;
+			}
+		}
+		cost_edge_row(s->rc, from, want, wgrad, nwant, e->dt, s->training, got);
+		for (int k = 0; k < nwant; k++)
+			fill[k]->t = got[k];
+	}
+	for (int j = 0; j < n; j++)
+		row[j] = search_edge_cost(s, ei, cu, j);
+}
+
 double search_edge_forward(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];

@@ -269,6 +269,10 @@ const Layout *search_edge_from(const Search *s, const SEdge *e, int cu);
 const Layout *search_edge_to(const Search *s, const SEdge *e, int cv);
 /* Seconds per step (w_micro x one micro-batch's) of edge e under cu, cv. */
 double search_edge_cost(Search *s, int e, int cu, int cv);
+/* search_edge_cost(s, e, cu, cv) of every cv, into row (the reader's
+ * candidates' count of cells), the prices this search lacks looked up
+ * together (cost_edge_row): the same values. */
+void search_edge_cost_row(Search *s, int e, int cu, double *row);
 /* whether edge e reads into a cast amp inserted, a vertex of its own
  * (explain's graph of a laid-out program; the searches see through) */
 bool search_cast_between(const Search *s, const SEdge *e);

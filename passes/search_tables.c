@@ -272,7 +272,11 @@ static double *price(Search *s, int ei, const EdgeKey *key, bool memory)
 	int nu = s->v[e->u].cl->n, nvv = s->v[e->v].cl->n;
 	double *M = mat_alloc((size_t)nu * nvv);
 	bool held = false;
-	for (int i = 0; i < nu; i++)
+	for (int i = 0; i < nu; i++) {
+		if (!memory && key->fu < 0 && key->fv < 0) { /* no dead cell: the row at once */
+			search_edge_cost_row(s, ei, i, &M[(size_t)i * nvv]);
+			continue;
+		}
 		for (int j = 0; j < nvv; j++) {
 			bool dead = (key->fu >= 0 && i != key->fu) || (key->fv >= 0 && j != key->fv);
 			if (memory)
@@ -280,6 +284,7 @@ static double *price(Search *s, int ei, const EdgeKey *key, bool memory)
 			else
 				M[i * nvv + j] = dead ? INFINITY : search_edge_cost(s, ei, i, j);
 		}
+	}
 	if (memory && !held)
 		mat_free(M), M = NULL;
 	return M;

@@ -731,6 +731,15 @@ static bool drop_backward_cast(Sharder *S, Node *t)
 	if (t->op != OP_CAST || !t->ann.borrowed || t->phase != PH_BACKWARD || !f || f->phase != PH_FORWARD ||
 	    (t->ann.recompute && t->ann.mp_comm_recompute) || t->in[0]->layout == NULL)
 		return false;
+	Value *copy = NULL;
+	for (int k = 0; k < f->nin && !copy; k++) {
+		Value *x = f->in[k];
+		if (x != t->in[0] && x->layout && x->dtype == t->out->dtype && root_value(x) == root_value(t->in[0]) &&
+		    x->def && x->def->op == OP_REDISTRIBUTE)
+			copy = x;
+	}
+	if (!copy) /* before the readers' walk over the rest of the graph: most casts have none */
+		return false;
 	Node *r = NULL;
 	for (int k = S->pos + 1; k < S->g->nnodes; k++)
 		for (int j = 0; j < S->g->nodes[k]->nin; j++)
@@ -740,15 +749,6 @@ static bool drop_backward_cast(Sharder *S, Node *t)
 				r = S->g->nodes[k];
 			}
 	if (!r || r->fwd != f || r->phase != PH_BACKWARD)
-		return false;
-	Value *copy = NULL;
-	for (int k = 0; k < f->nin && !copy; k++) {
-		Value *x = f->in[k];
-		if (x != t->in[0] && x->layout && x->dtype == t->out->dtype && root_value(x) == root_value(t->in[0]) &&
-		    x->def && x->def->op == OP_REDISTRIBUTE)
-			copy = x;
-	}
-	if (!copy)
 		return false;
 	for (int j = 0; j < r->nin; j++)
 		if (r->in[j] == t->out)

@@ -20,6 +20,7 @@
 #include "passes/fusion.h"
 #include "passes/memplan.h"
 #include "passes/search_graph.h"
+#include "search_rows.h"
 
 /* samples/transformer.net at O2 bf16, 8-way data parallel, 4
  * micro-batches: no stage, no model split, so what is left to price is
@@ -518,6 +519,16 @@ Test(amp_prices, partial_gradients_summed_before_the_whole_one)
 	unlink(path);
 }
 
+/* samples/resnet.net at O2 bf16 @16 under recursive_programming,
+ * compiled into c. */
+static void resnet_o2_at16(Compilation *c)
+{
+	static const char *const defs[] = {"device_num=16", "parallel_mode=auto_parallel",
+	                                   "search_mode=recursive_programming", "train.amp_level=O2",
+	                                   "train.amp_dtype=bf16"};
+	cr_assert(compile_model(c, "samples/resnet.net", defs, 5, UPTO_CODEGEN));
+}
+
 /* amp's weight gradients are summed once a step past the casts, into the
  * parameter's own layout (precision.c, sum_after_casts): explain's graph
  * of the program, which keeps the casts as vertices, priced that sum on
@@ -530,11 +541,8 @@ Test(amp_prices, partial_gradients_summed_before_the_whole_one)
  * sums into the parameter's layout (SEdge.once_from). */
 Test(amp_prices, weight_sums_priced_into_the_parameters_layout)
 {
-	static const char *const defs[] = {"device_num=16", "parallel_mode=auto_parallel",
-	                                   "search_mode=recursive_programming", "train.amp_level=O2",
-	                                   "train.amp_dtype=bf16"};
 	Compilation c;
-	cr_assert(compile_model(&c, "samples/resnet.net", defs, 5, UPTO_CODEGEN));
+	resnet_o2_at16(&c);
 	Search *s = search_new(&c.arena, c.g, c.machine, true, false, NULL);
 	cr_assert(s);
 	int once = 0;
@@ -556,6 +564,26 @@ Test(amp_prices, weight_sums_priced_into_the_parameters_layout)
 	compile_done(&c);
 	cr_expect(once >= 20, "weights summed once a step: %d", once);
 	cr_expect(r <= 1.07, "resnet O2 bf16 @16: objective %.3f of the compiled estimate", r);
+}
+
+/* The cost tables' rows priced together (search_edge_cost_row) give the
+ * cells' own prices (search_tables/a_row_priced_together_is_each_cell_
+ * priced_alone) also on the edges whose weight gradient is summed once a
+ * step (grad_once: the row prices the move without its way back, as
+ * search_edge_cost does): resnet at O2 bf16 @16, as above. */
+Test(amp_prices, a_row_priced_together_sums_once_a_step)
+{
+	Compilation c;
+	resnet_o2_at16(&c);
+	Search *ref = search_new(&c.arena, c.g, c.machine, true, false, NULL);
+	Search *s = search_new(&c.arena, c.g, c.machine, true, false, NULL);
+	cr_assert(ref && s);
+	int once = 0;
+	for (int e = 0; e < s->ne; e++)
+		once += s->e[e].grad_once;
+	int n = search_rows_against_cells(ref, s);
+	compile_done(&c);
+	cr_expect(once >= 20 && n > 0, "%d edges summed once a step, %d cells", once, n);
 }
 
 /* A model declared bf16 under gradient_fp32_sync = false with stages or

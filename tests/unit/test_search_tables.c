@@ -17,6 +17,7 @@
 #include "passes/search_tables.h"
 
 #include "graph_fixture.h"
+#include "search_rows.h"
 
 static void setup(void)
 {
@@ -354,4 +355,24 @@ Test(search_tables, machines_orders_and_types_never_take_each_others_tables)
 			expect_tables_priced(s, (const char *[]){"blocks", "round robin", "f16", "all-to-all", "allgather"}[k]);
 		}
 	cr_expect_gt(search_tables_stats().hits, 0, "no table taken from the memo: the test shows nothing");
+}
+
+/* search_edge_cost_row (the cost tables' rows: the cells' forward and
+ * way-back keys made first, their probes started together, then looked
+ * up in cost_edge's order) gives each cell the price search_edge_cost
+ * gives it in a search of its own, cell by cell; that search runs first,
+ * so a row whose lookups took one cell's key for another's would read
+ * the other's kept price (the memos of the process are exact). At every
+ * candidate: micro-batches change the weights, 2 stages add transfers, a
+ * frozen w2 has no gradient to send back. (amp's gradients summed once a
+ * step, priced without their way back: amp_prices/
+ * a_row_priced_together_sums_once_a_step.) */
+Test(search_tables, a_row_priced_together_is_each_cell_priced_alone)
+{
+	mlp();
+	for (int v = 0; v < NVARIANTS; v++) {
+		Search *ref = at(v), *s = at(v);
+		int n = search_rows_against_cells(ref, s);
+		cr_expect_gt(n, 0, "%s: no cell compared", variant_name[v]);
+	}
 }
