@@ -786,10 +786,9 @@ EMIT(REDISTRIBUTE)
 	/* optimizer parallel: the gathered shards become the parameter again */
 	const char *dst = n->writes ? B(e, n->writes) : Y;
 	/* a sum in place in its accumulator (passes/grad_homes.h) or in its
-	 * input's workspace bytes (passes/memplan.c, in_place): no copy */
+	 * input's workspace bytes (MemPlan.in_place_of): no copy */
 	const MemPlan *mp = e->c->plan;
-	int64_t at = mp->offset[n->out->id];
-	bool in_acc = mp->home[n->out->id] || (!mp->stage_offset && at >= 0 && at == mp->offset[n->in[0]->id]);
+	bool in_acc = mp->home[n->out->id] || mp->in_place_of[n->out->id] == n->in[0];
 	const char *routine = p->n && !in_acc ? shared_routine(e, n) : NULL;
 	const char *what = redist_describe(&e->c->arena, p);
 	if (in_acc)
@@ -1021,10 +1020,9 @@ static bool emit_residual(Emit *e, const Node *n)
 		return true;
 	}
 	const Value *z = r->add->out;
-	const int64_t *off = e->c->plan->offset;
 	if (r->bias)
 		emit_binary_of(e, "NRT_ADD", r->x, r->bias->in[1], z);
-	else if (r->x->kind == VK_NODE && off[z->id] >= 0 && off[z->id] == off[r->x->id])
+	else if (e->c->plan->in_place_of[z->id] == r->x)
 		fputs("\t/* the product lands on the residual's own buffer */\n", OUT);
 	else
 		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(real));\n", emit_out_name(e, z), B(e, r->x), lnumel(z));

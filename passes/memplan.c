@@ -298,6 +298,27 @@ typedef struct RunBlocks {
 	int *birth;            /* by value id: the position of the node that makes it */
 } RunBlocks;
 
+/* One plan of the workspace, as the tries below make them. */
+typedef struct Placement {
+	int64_t *offset;       /* by value id: MemPlan.offset */
+	const Value **onto;    /* by value id: MemPlan.in_place_of */
+	int64_t naive;         /* MemPlan.naive */
+} Placement;
+
+static Placement placement_new(Compilation *c)
+{
+	int nv = c->g->nvalues;
+	return (Placement){ARENA_NEWN(&c->arena, int64_t, nv), ARENA_NEWN(&c->arena, const Value *, nv + 1), 0};
+}
+
+static void placement_copy(const Compilation *c, Placement *to, const Placement *from)
+{
+	size_t nv = (size_t)c->g->nvalues;
+	memcpy(to->offset, from->offset, sizeof *to->offset * nv);
+	memcpy(to->onto, from->onto, sizeof *to->onto * nv);
+	to->naive = from->naive;
+}
+
 static int64_t run_bytes(const Compilation *c, const UpdateRun *r) { return align_up(r->elems * (c->f64 ? 8 : 4)); }
 
 /* The run whose workspace block holds gradient v, or -1; *off: v's bytes from the block's start. */
@@ -359,9 +380,13 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 	return rs;
 }
 
-/* By value id: the residual x whose bytes the add's result z takes
- * (passes/fuse.h, residual_match), where x dies at the add; the logits
- * whose bytes their fused gradient takes. */
+/* By value id: the operand whose bytes a result may take, in place (the
+ * rules below: the residual x the add's result z, passes/fuse.h's
+ * residual_match, where x dies at the add; the logits their fused
+ * gradient; ...). Candidates only: plan_all gives the bytes where they are
+ * free of the update runs' reservations, and marks what it did
+ * (Placement.onto, MemPlan.in_place_of), which is what the emitters and
+ * plan_ok read. */
 static const Value **in_place(Compilation *c, const int *last, bool bias)
 {
 	const Graph *g = c->g;
@@ -429,15 +454,17 @@ static const Value **in_place(Compilation *c, const int *last, bool bias)
 }
 
 /* One plan of the whole program (first fit in node order) with the run
- * blocks as rb says; returns the peak, fills offset[] and *naive. */
-static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive, bool bias)
+ * blocks as rb says; returns the peak, fills *pl. */
+static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, Placement *pl, bool bias)
 {
 	Graph *g = c->g;
 	int nv = g->nvalues;
 	int nr = c->updates ? c->updates->n : 0;
 	int *last = ARENA_NEWN(&c->arena, int, nv);
+	int64_t *offset = pl->offset, *naive = &pl->naive;
 	for (int i = 0; i < nv; i++) {
 		offset[i] = -1;
+		pl->onto[i] = NULL;
 		last[i] = last0[i];
 	}
 	for (int r = 0; r < nr; r++) {
@@ -469,6 +496,7 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 			if (x && offset[x->id] >= 0 && last[x->id] == i &&
 			    clash(&rs, align_down(offset[x->id]), offset[x->id] + size, last[v->id]) < 0) { /* x's bytes pass to v */
 				offset[v->id] = offset[x->id];
+				pl->onto[v->id] = x; /* the one place that says so (MemPlan.in_place_of) */
 				last[x->id] = -2;
 			} else if (r >= 0 && rb->at[r] >= 0) { /* its own bytes of the fixed block, from now on */
 				offset[v->id] = rb->at[r] + off;
@@ -504,29 +532,29 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 /* Plans the workspace: the first run with workspace gradients tries its
  * block at the first birth and at offsets spread over that plan's peak,
  * and keeps the lowest peak (the first birth on a tie). */
-static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool bias)
+static int64_t plan_workspace(Compilation *c, const int *last, Placement *pl, bool bias)
 {
 	RunBlocks rb = run_blocks(c, last);
 	int first = -1;
 	for (int r = 0; c->updates && r < c->updates->n && first < 0; r++)
 		if (rb.end[r] >= 0)
 			first = r;
-	int64_t peak = plan_all(c, last, &rb, offset, naive, bias);
+	int64_t peak = plan_all(c, last, &rb, pl, bias);
 	if (first < 0)
 		return peak;
 	enum { TRIES = 16 };
 	int64_t span = peak, best = -1, best_peak = peak;
-	int64_t *tmp = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), tnaive;
+	Placement tmp = placement_new(c);
 	for (int k = 0; k <= TRIES; k++) {
 		rb.at[first] = align_down(span / TRIES * k);
-		int64_t p = plan_all(c, last, &rb, tmp, &tnaive, bias);
+		int64_t p = plan_all(c, last, &rb, &tmp, bias);
 		if (p < best_peak) {
 			best_peak = p;
 			best = rb.at[first];
 		}
 	}
 	rb.at[first] = best;
-	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive, bias);
+	return best < 0 ? peak : plan_all(c, last, &rb, pl, bias);
 }
 
 typedef struct Placed {
@@ -541,20 +569,40 @@ static int by_lo(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The plan's invariant, checked wherever the IR is verified: no two
- * values alive at the same time share a byte. */
-static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool bias)
+/* A result marked in place over an operand (Placement.onto) lies at the
+ * operand's offset. */
+static bool marks_ok(Compilation *c, const Placement *pl)
 {
 	const Graph *g = c->g;
+	for (int i = 0; i < g->nvalues; i++) {
+		const Value *x = pl->onto[i];
+		if (x && (pl->offset[i] < 0 || pl->offset[i] != pl->offset[x->id])) {
+			diag_error(&c->diag, loc_none(), "internal: memplan: '%s' is marked in place of '%s' but lies elsewhere",
+			           g->values[i]->name, x->name);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The plan's invariant, checked wherever the IR is verified: no two
+ * values alive at the same time share a byte, but for a result and the
+ * operand it is marked to take in place (the operand is done before the
+ * result is written). */
+static bool plan_ok(Compilation *c, const int *last, const Placement *pl)
+{
+	const Graph *g = c->g;
+	const int64_t *offset = pl->offset;
+	if (!marks_ok(c, pl))
+		return false;
 	RunBlocks rb = run_blocks(c, last);
 	Placed *v = ARENA_NEWN(&c->arena, Placed, g->nvalues + 1);
-	const Value **onto = in_place(c, last, bias);
 	int *death = ARENA_NEWN(&c->arena, int, g->nvalues + 1);
 	for (int i = 0; i < g->nvalues; i++)
 		death[i] = last[i];
-	for (int i = 0; i < g->nvalues; i++) /* the product lands on x: x is done before z */
-		if (onto[i] && offset[onto[i]->id] == offset[i])
-			death[onto[i]->id] = rb.birth[i] - 1;
+	for (int i = 0; i < g->nvalues; i++)
+		if (pl->onto[i])
+			death[pl->onto[i]->id] = rb.birth[i] - 1;
 	int n = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *x = g->values[i];
@@ -725,17 +773,14 @@ static int *lifetimes(Compilation *c)
  * (*bias) and with. First fit is sensitive to the order of frees, so
  * the second can be lower (a hole of a product's size fitting a later
  * value). */
-static int64_t plan_best(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool *bias)
+static int64_t plan_best(Compilation *c, const int *last, Placement *pl)
 {
-	int nv = c->g->nvalues;
-	int64_t high = plan_workspace(c, last, offset, naive, true);
-	int64_t *other = ARENA_NEWN(&c->arena, int64_t, nv), onaive;
-	int64_t ohigh = plan_workspace(c, last, other, &onaive, false);
-	*bias = ohigh >= high;
-	if (*bias)
+	int64_t high = plan_workspace(c, last, pl, true);
+	Placement other = placement_new(c);
+	int64_t ohigh = plan_workspace(c, last, &other, false);
+	if (ohigh >= high)
 		return high;
-	*naive = onaive;
-	memcpy(offset, other, sizeof *other * (size_t)nv);
+	placement_copy(c, pl, &other);
 	return ohigh;
 }
 
@@ -744,16 +789,15 @@ static int64_t plan_best(Compilation *c, const int *last, int64_t *offset, int64
  * gradient back in the backward pass (mlp_dp.net's model-parallel plan:
  * 640 bytes, a [32, 5] slice held across the passes), the gradient goes
  * back. Equal peaks keep the fusion: it reads the logits once, not twice. */
-static int64_t plan_classifier(Compilation *c, int **last, int64_t *offset, int64_t *naive, bool *bias)
+static int64_t plan_classifier(Compilation *c, int **last, Placement *pl)
 {
-	int64_t high = plan_best(c, *last, offset, naive, bias);
+	int64_t high = plan_best(c, *last, pl);
 	if (!fuse_classifier_count(c))
 		return high;
 	fuse_classifier_apart(c, true);
 	int *alast = lifetimes(c);
-	int64_t *aoff = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), anaive;
-	bool abias;
-	int64_t ahigh = plan_best(c, alast, aoff, &anaive, &abias);
+	Placement apart = placement_new(c);
+	int64_t ahigh = plan_best(c, alast, &apart);
 	if (ahigh >= high) {
 		fuse_classifier_apart(c, false);
 		return high;
@@ -762,9 +806,7 @@ static int64_t plan_classifier(Compilation *c, int **last, int64_t *offset, int6
 		fprintf(stderr, "classifier: kept apart after all: the workspace peaks at %" PRId64 " bytes unfused, %" PRId64
 		                " fused\n", ahigh, high);
 	*last = alast;
-	*naive = anaive;
-	*bias = abias;
-	memcpy(offset, aoff, sizeof *aoff * (size_t)c->g->nvalues);
+	placement_copy(c, pl, &apart);
 	return ahigh;
 }
 
@@ -773,15 +815,20 @@ bool pass_memplan(Compilation *c)
 	Graph *g = c->g;
 	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
 	int nv = g->nvalues;
-	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
 	c->plan = p; /* the planners ask it which values are kept (kept_casts) */
 	kept_casts(c, p);
 	p->home = grad_homes(&c->arena, c);
 	int *last = lifetimes(c);
-	bool bias;
-	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);
-	if (c->verify && !plan_ok(c, last, p->offset, bias))
+	Placement pl = placement_new(c);
+	int64_t high = plan_classifier(c, &last, &pl);
+	if (c->fault && strcmp(c->fault, "memplan-unmarked") == 0)
+		memset(pl.onto, 0, sizeof *pl.onto * (size_t)nv); /* tests: offsets shared, no mark; plan_ok must notice */
+	if (c->verify && !plan_ok(c, last, &pl))
 		return false;
+	p->offset = pl.offset;
+	p->naive = pl.naive;
+	/* the stages' plans below give every value bytes of its own */
+	p->in_place_of = g->nstages > 1 ? ARENA_NEWN(&c->arena, const Value *, nv + 1) : pl.onto;
 	p->peak = high;
 	p->host_of = ARENA_NEWN(&c->arena, int, nv);
 	for (int i = 0; i < nv; i++)

@@ -145,3 +145,98 @@ Test(memplan, gradient_sums_in_their_accumulators)
 	cr_expect_eq(sums, 1, "tied3.net: %d sums of accumulated gradients", sums);
 	compile_done(&c);
 }
+
+/* The emitted C of c's plan (free it). */
+static char *emitted(Compilation *c)
+{
+	char *src = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&src, &len);
+	cr_assert(target_cpu.emit(c, &(BuildOptions){0}, f));
+	fclose(f);
+	return src;
+}
+
+/* The code of the sum that makes v: from its node's comment to the end of its block. */
+static char *node_code(const char *src, const Value *v)
+{
+	char key[128];
+	snprintf(key, sizeof key, "\t/* %s: ", v->name);
+	const char *at = strstr(src, key), *end = at ? strstr(at, "\n\t}\n") : NULL;
+	cr_assert(at, "no code for %s", v->name);
+	return strndup(at, end ? (size_t)(end - at) : strlen(at));
+}
+
+/* A sum runs in place where the plan marks its result as taking its
+ * input's bytes (MemPlan.in_place_of), not wherever the two offsets
+ * happen to be equal: values may share bytes by lifetime alone. Here the
+ * forward pass's sum of the loss over devices (mlp.net data parallel @4),
+ * which copies the loss and sums the copy, is given the loss's offset by
+ * hand, unmarked: it must still copy. Before, the emitter took equal
+ * offsets for an in-place sum and summed the loss itself. */
+Test(memplan, equal_offsets_without_the_mark_copy)
+{
+	Compilation c;
+	const char *defs[] = {"parallel_mode=data_parallel", "device_num=4"};
+	cr_assert(compile_model(&c, "samples/mlp.net", defs, 2, UPTO_CODEGEN));
+	const Node *sum = NULL;
+	for (int i = 0; i < c.g->nnodes && !sum; i++)
+		if (c.g->nodes[i]->op == OP_REDISTRIBUTE && c.g->nodes[i]->phase == PH_FORWARD &&
+		    strcmp(c.g->nodes[i]->in[0]->name, "loss") == 0)
+			sum = c.g->nodes[i];
+	cr_assert(sum);
+	int64_t *off = c.plan->offset;
+	cr_assert(off[sum->out->id] >= 0 && off[sum->in[0]->id] >= 0 && off[sum->out->id] != off[sum->in[0]->id]);
+	char *src = emitted(&c), *code = node_code(src, sum->out);
+	cr_expect(strstr(code, "nrt_copy("), "the plan's own: no copy\n%s", code);
+	free(code);
+	free(src);
+	off[sum->out->id] = off[sum->in[0]->id];
+	src = emitted(&c);
+	code = node_code(src, sum->out);
+	cr_expect(strstr(code, "nrt_copy("), "equal offsets, no mark: summed in place\n%s", code);
+	free(code);
+	free(src);
+	compile_done(&c);
+}
+
+/* memplan's own check (plan_ok) reads the marks: a plan whose values
+ * share bytes as the in-place rules have them but without the marks
+ * (--inject-fault=memplan-unmarked) is refused, as two values alive
+ * together on one byte: an in-place sum over devices (mlp.net data
+ * parallel @4, comm_fusion off, gradients_mean), a residual add
+ * (transformer.net). Before, the check took equal offsets for in place. */
+Test(memplan, check_refuses_shared_bytes_without_the_mark)
+{
+	static const char *const models[] = {"samples/mlp.net", "samples/transformer.net"};
+	static const char *const defs[][3] = {
+	    {"parallel_mode=data_parallel", "device_num=4", "comm_fusion={openstate=false}"},
+	    {"parallel_mode=stand_alone", "device_num=1", "gradients_mean=true"},
+	};
+	for (size_t m = 0; m < 2; m++) {
+		for (int fault = 0; fault < 2; fault++) {
+			Compilation c;
+			compilation_init(&c);
+			c.verify = true;
+			c.fault = fault ? "memplan-unmarked" : NULL;
+			char *text = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&text, &len);
+			diag_init(&c.diag, f);
+			bool ok = compile_front(&c, models[m], defs[m], 3) && compile_passes(&c, UPTO_CODEGEN);
+			fclose(f);
+			if (fault)
+				cr_expect(!ok && strstr(text, "internal: memplan: ") &&
+				              strstr(text, "share workspace bytes while both are alive"),
+				          "%s: the unmarked plan passed:\n%s", models[m], text);
+			else
+				cr_expect(ok, "%s:\n%s", models[m], text);
+			int marks = 0;
+			for (int i = 0; ok && i < c.g->nvalues; i++)
+				marks += c.plan->in_place_of[i] != NULL;
+			cr_expect(fault || marks > 0, "%s: nothing in place", models[m]);
+			free(text);
+			compilation_free(&c);
+		}
+	}
+}
