@@ -6,6 +6,7 @@
 
 #include "codegen/target.h"
 #include "compile_fixture.h"
+#include "passes/fuse_update.h"
 #include "passes/memplan.h"
 
 /* The node of op `op` in the graph, the first. */
@@ -239,4 +240,72 @@ Test(memplan, check_refuses_shared_bytes_without_the_mark)
 			compilation_free(&c);
 		}
 	}
+}
+
+/* Whether the update phase's node n writes over the value it is made from
+ * in the plan: marked in place and at one offset. */
+static bool over_its_input(const Compilation *c, const Node *n)
+{
+	const int64_t *off = c->plan->offset;
+	return c->plan->in_place_of[n->out->id] == n->in[0] && off[n->out->id] >= 0 && off[n->out->id] == off[n->in[0]->id];
+}
+
+/* mlp.net data parallel @4 with comm_fusion off, gradients_mean `mean`
+ * (and a loss scale where `scaled`): the update run's gradients lie in
+ * one workspace block, and each is made there from the backward pass's
+ * gradient in place -- the sum over devices (MPI_IN_PLACE), and
+ * gradients_mean's scale after it, run in that gradient's slot of the
+ * block, which the backward gradient takes from its birth (memplan.c,
+ * block_link) -- but for `kept` scales; no copy in update(); the workspace
+ * peak under `below`. */
+static void chains_in_the_block(bool mean, bool scaled, int kept, int64_t below)
+{
+	Compilation c;
+	const char *defs[] = {"parallel_mode=data_parallel", "device_num=4", "comm_fusion={openstate=false}",
+	                      mean ? "gradients_mean=true" : "gradients_mean=false", "train.loss_scale=1024"};
+	cr_assert(compile_model(&c, "samples/mlp.net", defs, scaled ? 5 : 4, UPTO_CODEGEN));
+	cr_assert(c.updates && c.updates->n == 1 && c.updates->r[0].grads == RUN_WORKSPACE);
+	int sums = 0, scales = 0, apart = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->phase != PH_UPDATE || (n->op != OP_REDISTRIBUTE && n->op != OP_SCALE))
+			continue;
+		bool over = over_its_input(&c, n);
+		*(n->op == OP_SCALE ? &scales : &sums) += 1;
+		apart += !over;
+		cr_expect(over || n->op == OP_SCALE, "%s not over %s (offsets %lld, %lld)", n->out->name, n->in[0]->name,
+		          (long long)c.plan->offset[n->out->id], (long long)c.plan->offset[n->in[0]->id]);
+	}
+	cr_expect(sums == 6 && scales == (mean ? 6 : 0), "%d sums, %d scales", sums, scales);
+	cr_expect_eq(apart, kept, "%d kept apart", apart);
+	char *src = emitted(&c);
+	const char *upd = strstr(src, "static void update(void)"), *end = upd ? strstr(upd, "\n}\n") : NULL;
+	cr_assert(upd && end);
+	const char *copy = strstr(upd, "nrt_copy(");
+	cr_expect(!copy || copy > end, "a copy in update():\n%.*s", (int)(end - upd), upd);
+	free(src);
+	cr_expect_lt(c.plan->peak, below, "peak %lld", (long long)c.plan->peak);
+	compile_done(&c);
+}
+
+/* Without gradients_mean each sum over devices is the run's gradient
+ * itself: before, every one copied its gradient into the block and
+ * summed the copy, and the workspace peaked at 2,050,368 bytes with w1's
+ * gradient [784, 256] (802,816 bytes) beside its sum; now 1,093,760. */
+Test(memplan, sums_run_in_their_run_block)
+{
+	chains_in_the_block(false, false, 0, 2050368 - 784 * 256 * 4);
+}
+
+/* With gradients_mean the scale's result is the run's gradient and the
+ * sums ran in place where their bytes were free of the block: w1's and
+ * w2's collided with it and copied (peak 2,019,072); now the gradient,
+ * its sum and its scale are one slot of the block (1,093,760). Under a
+ * loss scale the scale done before the overflow check (w1's, the first)
+ * keeps its own bytes, since the check reads the sum: 2,050,368 ->
+ * 1,880,192. */
+Test(memplan, gradient_sum_and_scale_in_their_run_block)
+{
+	chains_in_the_block(true, false, 0, 2019072 - 784 * 256 * 4);
+	chains_in_the_block(true, true, 1, 2050368);
 }
