@@ -119,9 +119,13 @@ static void emit_binary(Emit *e, const Node *n, const char *op) { emit_binary_of
  * first's buffer, which is the sum's (codegen takes the sum's name for it) */
 EMIT(ADD)
 {
+	/* a tied weight's parts: the second added into the first's accumulator,
+	 * where the sum is held (passes/grad_homes.h); a gradient held in a
+	 * bucket's part that an add makes is an add as any other */
+	const Value *const *home = e->c->plan->home, *h = home[n->out->id];
 	if (n->out->host)
 		fprintf(OUT, "\tH(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
-	else if (e->c->plan->home[n->out->id]) /* a tied weight's parts: the second into the first's accumulator */
+	else if (h && (h == n->in[0] || h == home[n->in[0]->id]))
 		fprintf(OUT, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
 	else
 		emit_binary(e, n, "NRT_ADD");
