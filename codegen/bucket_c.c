@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "../passes/fusion.h"
+#include "../passes/memplan.h"
 #include "emit.h"
 
 /* By fusion bucket (plan_shared_buffers): */
@@ -42,6 +43,8 @@ void emit_bucket_start(Emit *e, int k)
 	const char *comm = emit_comm(e, b->layout, b->axes);
 	for (int m = 0; m < b->n; m++) {
 		const Value *x = b->members[m]->in[0];
+		if (e->c->plan->home[x->id] == b->members[m]->out)
+			continue; /* made in its part of the bucket (passes/grad_homes.h) */
 		if (b->kind == RS_ALLREDUCE)
 			fprintf(out, "\tnrt_copy(bucket_%d + %" PRId64 ", %s, %" PRId64 " * sizeof(%s));\n", k, b->offset[m],
 			        B(e, x), lnumel(x), ctype(b->dtype));

@@ -119,9 +119,13 @@ static void emit_binary(Emit *e, const Node *n, const char *op) { emit_binary_of
  * first's buffer, which is the sum's (codegen takes the sum's name for it) */
 EMIT(ADD)
 {
+	/* a tied weight's parts: the second added into the first's accumulator,
+	 * where the sum is held (passes/grad_homes.h); a gradient held in a
+	 * bucket's part that an add makes is an add as any other */
+	const Value *const *home = e->c->plan->home, *h = home[n->out->id];
 	if (n->out->host)
 		fprintf(OUT, "\tH(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
-	else if (e->c->plan->home[n->out->id]) /* a tied weight's parts: the second into the first's accumulator */
+	else if (h && (h == n->in[0] || h == home[n->in[0]->id]))
 		fprintf(OUT, "\tK(axpy)(%" PRId64 ", 1, %s, %s);\n", lnumel(n->out), IN(1), Y);
 	else
 		emit_binary(e, n, "NRT_ADD");
@@ -786,10 +790,9 @@ EMIT(REDISTRIBUTE)
 	/* optimizer parallel: the gathered shards become the parameter again */
 	const char *dst = n->writes ? B(e, n->writes) : Y;
 	/* a sum in place in its accumulator (passes/grad_homes.h) or in its
-	 * input's workspace bytes (passes/memplan.c, in_place): no copy */
+	 * input's workspace bytes (MemPlan.in_place_of): no copy */
 	const MemPlan *mp = e->c->plan;
-	int64_t at = mp->offset[n->out->id];
-	bool in_acc = mp->home[n->out->id] || (!mp->stage_offset && at >= 0 && at == mp->offset[n->in[0]->id]);
+	bool in_acc = mp->home[n->out->id] || mp->in_place_of[n->out->id] == n->in[0];
 	const char *routine = p->n && !in_acc ? shared_routine(e, n) : NULL;
 	const char *what = redist_describe(&e->c->arena, p);
 	if (in_acc)
@@ -1021,10 +1024,9 @@ static bool emit_residual(Emit *e, const Node *n)
 		return true;
 	}
 	const Value *z = r->add->out;
-	const int64_t *off = e->c->plan->offset;
 	if (r->bias)
 		emit_binary_of(e, "NRT_ADD", r->x, r->bias->in[1], z);
-	else if (r->x->kind == VK_NODE && off[z->id] >= 0 && off[z->id] == off[r->x->id])
+	else if (e->c->plan->in_place_of[z->id] == r->x)
 		fputs("\t/* the product lands on the residual's own buffer */\n", OUT);
 	else
 		fprintf(OUT, "\tnrt_copy(%s, %s, %" PRId64 " * sizeof(real));\n", emit_out_name(e, z), B(e, r->x), lnumel(z));

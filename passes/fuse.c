@@ -43,8 +43,7 @@ static bool residual_at(Compilation *c, int i, Residual *r)
 		return false;
 	const Node *mm = r->mm, *bias = r->bias;
 	const Value *x = r->x, *z = r->add->out;
-	int64_t zlo, zhi, xlo, xhi;
-	bool same = plan_span(c, z, &zlo, &zhi) && plan_span(c, x, &xlo, &xhi) && zlo == xlo;
+	bool same = c->plan->in_place_of[z->id] == x; /* the emitter then skips the copy of x */
 	if (plan_overlap(c, z, mm->in[0]) || plan_overlap(c, z, mm->in[1]) || (bias && plan_overlap(c, z, bias->in[1])) ||
 	    (!same && plan_overlap(c, z, x)))
 		return false;

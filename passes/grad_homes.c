@@ -4,7 +4,9 @@
  * reads is summed over the micro-steps into an f32 accumulator
  * (codegen/pipeline_c.c, acc_X), zeroed at the next step's start; without
  * them, a gradient's sum over devices runs in a fused bucket (passes/
- * fusion.c), whose buffer the program reads it from. The update phase's
+ * fusion.c), whose buffer the program reads it from, and an all-reduce
+ * bucket's gradient is made in its part by the backward pass where
+ * nothing else reads it (packed_in_place). The update phase's
  * element-wise steps after that -- the sum over devices of an accumulator
  * (nrt_allreduce is MPI_IN_PLACE; NCCL in place on the CUDA target), the
  * gradients_mean scale (nrt_scale's y may be x), a tied weight's sum of
@@ -56,6 +58,21 @@ static bool check_stops_after(const Compilation *c, const Node *n, const int *re
 	return false;
 }
 
+/* The gradient x that fused all-reduce bucket b packs for its member
+ * n, made in n's part of the bucket (home: n's result) rather than in
+ * the workspace and copied there when the bucket starts: an f32 or
+ * narrow value of the bucket's type, made before the update phase by a
+ * node that writes it alone (not a redistribution, whose in-place form
+ * reads its home), that nothing but n reads. The bucket is this step's
+ * alone from the backward pass on: the update waited for its sum. */
+static bool packed_in_place(const Compilation *c, const Node *n, const Bucket *b)
+{
+	const Value *x = n->in[0];
+	return b->kind == RS_ALLREDUCE && x->kind == VK_NODE && x->def && x->def->phase != PH_UPDATE && !x->def->writes &&
+	       x->def->op != OP_REDISTRIBUTE && !x->host && x->dtype == b->dtype && lnumel(x) == lnumel(n->out) &&
+	       graph_readers(c->g, x) == 1;
+}
+
 bool grad_sum_whole(const Node *n)
 {
 	const RedistPlan *p = n->op == OP_REDISTRIBUTE ? n->attr.plan : NULL;
@@ -105,7 +122,10 @@ const Value **grad_homes(Arena *a, const Compilation *c)
 		if (n->phase != PH_UPDATE || !n->out || n->writes)
 			continue;
 		if (bucket_part(c, n)) {
+			int64_t off;
 			home[n->out->id] = n->out;
+			if (packed_in_place(c, n, fusion_bucket_of(c->fusion, n, &off)))
+				home[n->in[0]->id] = n->out;
 			continue;
 		}
 		const Value *x = n->in[0], *y = n->out;

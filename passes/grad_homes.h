@@ -14,7 +14,9 @@
  *     pipeline stages), home X;
  *   - a fused bucket's collective's result: its part of the bucket, home
  *     itself; its gradients_mean scale written over that part, home the
- *     bucket's member.
+ *     bucket's member; and, where only the member reads it, the gradient
+ *     an all-reduce bucket packs, made there by the backward pass, home
+ *     the member too (the bucket does not copy it in).
  * By the graph and fusion plan as they stand (after passes/clip.c has put
  * the update phase in its order). */
 const Value **grad_homes(Arena *a, const Compilation *c);

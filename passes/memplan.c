@@ -296,31 +296,94 @@ typedef struct RunBlocks {
 	int64_t *placed;       /* by run: the block's offset once allocated, -1 before */
 	int *end;              /* by run: the position after which the block is freed; -1: not in the workspace */
 	int *birth;            /* by value id: the position of the node that makes it */
+	/* by value id, the values a block holds: a run's gradients and the
+	 * values each is made from in place (block_link) */
+	int *run;              /* the run whose block holds it; -1 none */
+	int64_t *off;          /* its bytes from the block's start */
+	const Value **link;    /* the value of its slot whose bytes it takes in place, or NULL */
 } RunBlocks;
+
+/* One plan of the workspace, as the tries below make them. */
+typedef struct Placement {
+	int64_t *offset;       /* by value id: MemPlan.offset */
+	const Value **onto;    /* by value id: MemPlan.in_place_of */
+	int64_t naive;         /* MemPlan.naive */
+	bool chains;           /* the runs' blocks hold their gradients' in-place chains (block_link) */
+} Placement;
+
+static Placement placement_new(Compilation *c)
+{
+	int nv = c->g->nvalues;
+	return (Placement){ARENA_NEWN(&c->arena, int64_t, nv), ARENA_NEWN(&c->arena, const Value *, nv + 1), 0, false};
+}
+
+static void placement_copy(const Compilation *c, Placement *to, const Placement *from)
+{
+	size_t nv = (size_t)c->g->nvalues;
+	memcpy(to->offset, from->offset, sizeof *to->offset * nv);
+	memcpy(to->onto, from->onto, sizeof *to->onto * nv);
+	to->naive = from->naive;
+	to->chains = from->chains;
+}
 
 static int64_t run_bytes(const Compilation *c, const UpdateRun *r) { return align_up(r->elems * (c->f64 ? 8 : 4)); }
 
-/* The run whose workspace block holds gradient v, or -1; *off: v's bytes from the block's start. */
-static int run_block_of(const Compilation *c, const Value *v, int64_t *off)
+/* The run whose workspace block holds v, or -1; *off: v's bytes from the block's start. */
+static int run_block_of(const RunBlocks *rb, const Value *v, int64_t *off)
 {
-	int m;
-	const UpdateRun *run = update_run_of_value(c->updates, v, &m);
-	if (!run || run->grads != RUN_WORKSPACE || run->u[m]->in[1] != v)
-		return -1;
-	*off = run->offset[m] * (c->f64 ? 8 : 4);
-	return (int)(run - c->updates->r);
+	if (rb->run[v->id] >= 0)
+		*off = rb->off[v->id];
+	return rb->run[v->id];
 }
 
-static RunBlocks run_blocks(Compilation *c, const int *last)
+/* Without micro-steps, stages or a fused bucket (comm_fusion off), a
+ * gradient in a run's block is made, most often, from the backward
+ * pass's gradient by the update phase's element-wise steps: its sum over
+ * devices (MPI_IN_PLACE), gradients_mean's scale (nrt_scale's y may be
+ * x). Where each step's operand dies there, the chain runs in the
+ * gradient's slot of the block, from the backward gradient's birth on:
+ * no copy and no bytes of their own (mlp.net data parallel @4 without
+ * gradients_mean: each sum copied its gradient into the block). The
+ * operand x whose bytes v takes so, or NULL. Under a loss scale the
+ * overflow check, before the first update, reads the sums: a scale
+ * before it keeps its own bytes (grad_homes.c does the same). */
+static const Value *block_link(const Compilation *c, const RunBlocks *rb, const Value *v, const int *last, int check)
+{
+	const Graph *g = c->g;
+	const Node *d = v->def;
+	if (g->nmicro > 1 || g->nstages > 1 || !d || d->phase != PH_UPDATE || d->writes || v->host ||
+	    !(grad_sum_whole(d) || d->op == OP_SCALE))
+		return NULL;
+	const Value *x = d->in[0];
+	int at = rb->birth[v->id];
+	if (x->kind != VK_NODE || !x->def || x->host || x->dtype != v->dtype || value_bytes(c, x) != value_bytes(c, v) ||
+	    last[x->id] != at || rb->run[x->id] >= 0 || c->plan->home[x->id] || c->plan->kept[x->id])
+		return NULL;
+	if (d->op == OP_SCALE && g->train.loss_scale_kind != LS_NONE && at < check)
+		return NULL;
+	return x;
+}
+
+/* `chains`: with the in-place chains (block_link) in the blocks */
+static RunBlocks run_blocks(Compilation *c, const int *last, bool chains)
 {
 	const UpdatePlan *up = c->updates;
 	const Graph *g = c->g;
-	int nr = up ? up->n : 0;
+	int nr = up ? up->n : 0, nv = g->nvalues;
 	RunBlocks rb = {ARENA_NEWN(&c->arena, int64_t, nr + 1), ARENA_NEWN(&c->arena, int64_t, nr + 1),
-	                ARENA_NEWN(&c->arena, int, nr + 1), ARENA_NEWN(&c->arena, int, g->nvalues + 1)};
-	for (int i = 0; i < g->nnodes; i++)
-		if (g->nodes[i]->out)
-			rb.birth[g->nodes[i]->out->id] = i;
+	                ARENA_NEWN(&c->arena, int, nr + 1),     ARENA_NEWN(&c->arena, int, nv + 1),
+	                ARENA_NEWN(&c->arena, int, nv + 1),     ARENA_NEWN(&c->arena, int64_t, nv + 1),
+	                ARENA_NEWN(&c->arena, const Value *, nv + 1)};
+	int check = g->nnodes; /* the overflow check of a loss scale: before the update phase's first update */
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->out)
+			rb.birth[n->out->id] = i;
+		if (n->phase == PH_UPDATE && (op_info[n->op].flags & OPF_UPDATE) && check == g->nnodes)
+			check = i;
+	}
+	for (int i = 0; i < nv; i++)
+		rb.run[i] = -1;
 	for (int r = 0; r < nr; r++) {
 		const UpdateRun *run = &up->r[r];
 		rb.at[r] = rb.end[r] = -1;
@@ -329,11 +392,25 @@ static RunBlocks run_blocks(Compilation *c, const int *last)
 		for (int i = 0; i < g->nnodes; i++)
 			if (g->nodes[i] == run->at)
 				rb.end[r] = i;
-		for (int k = 0; k < run->n; k++)
-			if (last[run->u[k]->in[1]->id] > rb.end[r])
-				rb.end[r] = last[run->u[k]->in[1]->id];
+		for (int k = 0; k < run->n; k++) {
+			const Value *v = run->u[k]->in[1];
+			if (last[v->id] > rb.end[r])
+				rb.end[r] = last[v->id];
+			for (const Value *x = v; x; x = rb.link[x->id] = chains ? block_link(c, &rb, x, last, check) : NULL) {
+				rb.run[x->id] = r;
+				rb.off[x->id] = run->offset[k] * (c->f64 ? 8 : 4);
+			}
+		}
 	}
 	return rb;
+}
+
+/* The first value of v's slot: the one the others are made from in place. */
+static const Value *slot_root(const RunBlocks *rb, const Value *v)
+{
+	while (rb->link[v->id])
+		v = rb->link[v->id];
+	return v;
 }
 
 /* The reservations of the blocks with a fixed offset, sorted. */
@@ -346,7 +423,7 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 		for (int k = 0; rb->at[r] >= 0 && k < run->n; k++) {
 			const Value *gv = run->u[k]->in[1];
 			int64_t lo = rb->at[r] + run->offset[k] * (c->f64 ? 8 : 4);
-			Reserve x = {align_down(lo), align_up(lo + value_bytes(c, gv)), rb->birth[gv->id]};
+			Reserve x = {align_down(lo), align_up(lo + value_bytes(c, gv)), rb->birth[slot_root(rb, gv)->id]};
 			VEC_PUSH(&c->arena, rs.v, rs.n, cap, x);
 		}
 	}
@@ -359,18 +436,22 @@ static Reserves reserves(Compilation *c, const RunBlocks *rb)
 	return rs;
 }
 
-/* By value id: the residual x whose bytes the add's result z takes
- * (passes/fuse.h, residual_match), where x dies at the add; the logits
- * whose bytes their fused gradient takes. */
-static const Value **in_place(Compilation *c, const int *last, bool bias)
+/* By value id: the operand whose bytes a result may take, in place (the
+ * rules below: the residual x the add's result z, passes/fuse.h's
+ * residual_match, where x dies at the add; the logits their fused
+ * gradient; ...). Candidates only: plan_all gives the bytes where they are
+ * free of the update runs' reservations, and marks what it did
+ * (Placement.onto, MemPlan.in_place_of), which is what the emitters and
+ * plan_ok read. */
+static const Value **in_place(Compilation *c, const RunBlocks *rb, const int *last, bool bias)
 {
 	const Graph *g = c->g;
 	const Value **onto = ARENA_NEWN(&c->arena, const Value *, g->nvalues + 1);
 	for (int i = 0; i < g->nnodes; i++) {
 		Residual r;
 		if (!residual_match(c, i, &r) || r.bias || r.x->kind != VK_NODE || last[r.x->id] != i + 1 ||
-		    value_bytes(c, r.x) != value_bytes(c, r.add->out) || run_block_of(c, r.add->out, &(int64_t){0}) >= 0 ||
-		    run_block_of(c, r.x, &(int64_t){0}) >= 0)
+		    value_bytes(c, r.x) != value_bytes(c, r.add->out) || run_block_of(rb, r.add->out, &(int64_t){0}) >= 0 ||
+		    run_block_of(rb, r.x, &(int64_t){0}) >= 0)
 			continue;
 		onto[r.add->out->id] = r.x;
 	}
@@ -382,7 +463,7 @@ static const Value **in_place(Compilation *c, const int *last, bool bias)
 		for (int j = 0; m && n->op == OP_ADD && j < 2; j++) {
 			const Value *x = n->in[j];
 			if (x->kind == VK_NODE && last[x->id] == i + 1 && value_bytes(c, x) == value_bytes(c, m->out) &&
-			    !onto[m->out->id] && run_block_of(c, x, &(int64_t){0}) < 0)
+			    !onto[m->out->id] && run_block_of(rb, x, &(int64_t){0}) < 0)
 				onto[m->out->id] = x;
 		}
 	}
@@ -396,7 +477,7 @@ static const Value **in_place(Compilation *c, const int *last, bool bias)
 		const Value *y = mm->out;
 		if (mm->op == OP_MATMUL && ba->op == OP_BIAS_ADD && ba->in[0] == y && y && !y->host && !ba->out->host &&
 		    last[y->id] == i + 1 && value_bytes(c, y) == value_bytes(c, ba->out) && !onto[ba->out->id] &&
-		    run_block_of(c, y, &(int64_t){0}) < 0 && run_block_of(c, ba->out, &(int64_t){0}) < 0)
+		    run_block_of(rb, y, &(int64_t){0}) < 0 && run_block_of(rb, ba->out, &(int64_t){0}) < 0)
 			onto[ba->out->id] = y;
 	}
 	/* without micro-steps or a fused bucket (comm_fusion off), a
@@ -410,8 +491,8 @@ static const Value **in_place(Compilation *c, const int *last, bool bias)
 		const Value *x = n->in[0];
 		if (n->phase == PH_UPDATE && grad_sum_whole(n) && !c->plan->home[n->out->id] && x->kind == VK_NODE &&
 		    !x->host && !n->out->host && x->dtype == n->out->dtype && last[x->id] == i &&
-		    value_bytes(c, x) == value_bytes(c, n->out) && run_block_of(c, n->out, &(int64_t){0}) < 0 &&
-		    run_block_of(c, x, &(int64_t){0}) < 0)
+		    value_bytes(c, x) == value_bytes(c, n->out) && run_block_of(rb, n->out, &(int64_t){0}) < 0 &&
+		    run_block_of(rb, x, &(int64_t){0}) < 0)
 			onto[n->out->id] = x;
 	}
 	/* the fused classifier writes the logits' gradient over the logits
@@ -422,33 +503,35 @@ static const Value **in_place(Compilation *c, const int *last, bool bias)
 			continue;
 		const Value *lg = d->in[1];
 		if (lg->kind == VK_NODE && last[lg->id] == i && value_bytes(c, lg) == value_bytes(c, d->out) &&
-		    run_block_of(c, d->out, &(int64_t){0}) < 0 && run_block_of(c, lg, &(int64_t){0}) < 0)
+		    run_block_of(rb, d->out, &(int64_t){0}) < 0 && run_block_of(rb, lg, &(int64_t){0}) < 0)
 			onto[d->out->id] = lg;
 	}
 	return onto;
 }
 
 /* One plan of the whole program (first fit in node order) with the run
- * blocks as rb says; returns the peak, fills offset[] and *naive. */
-static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t *offset, int64_t *naive, bool bias)
+ * blocks as rb says; returns the peak, fills *pl. */
+static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, Placement *pl, bool bias)
 {
 	Graph *g = c->g;
 	int nv = g->nvalues;
 	int nr = c->updates ? c->updates->n : 0;
 	int *last = ARENA_NEWN(&c->arena, int, nv);
+	int64_t *offset = pl->offset, *naive = &pl->naive;
 	for (int i = 0; i < nv; i++) {
 		offset[i] = -1;
+		pl->onto[i] = NULL;
 		last[i] = last0[i];
 	}
-	for (int r = 0; r < nr; r++) {
+	for (int r = 0; r < nr; r++)
 		rb->placed[r] = -1;
-		for (int k = 0; rb->end[r] >= 0 && k < c->updates->r[r].n; k++)
-			last[c->updates->r[r].u[k]->in[1]->id] = -3; /* freed with the block, not alone */
-	}
+	for (int i = 0; i < nv; i++)
+		if (rb->run[i] >= 0 && rb->end[rb->run[i]] >= 0)
+			last[i] = -3; /* freed with the block, not alone */
 	Reserves rs = reserves(c, rb);
 	if (c->fault && strcmp(c->fault, "memplan-reservations") == 0)
 		rs.n = 0; /* tests: the values ignore the gradients' reservations; plan_ok must notice */
-	const Value **onto = in_place(c, last0, bias);
+	const Value **onto = in_place(c, rb, last0, bias);
 	*naive = 0;
 	FreeList fl = {0};
 	int64_t high = 0;
@@ -463,13 +546,17 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 			 * their accumulators or buckets (grad_homes.h) */
 			if (!v || offset[v->id] >= 0 || v->host || c->plan->kept[v->id] || c->plan->home[v->id])
 				continue;
-			int64_t off, size = align_up(value_bytes(c, v));
-			int r = run_block_of(c, v, &off);
-			const Value *x = onto[v->id];
+			int64_t off = 0, size = align_up(value_bytes(c, v));
+			int r = run_block_of(rb, v, &off);
+			const Value *x = onto[v->id], *took = NULL; /* the operand whose bytes v takes */
 			if (x && offset[x->id] >= 0 && last[x->id] == i &&
 			    clash(&rs, align_down(offset[x->id]), offset[x->id] + size, last[v->id]) < 0) { /* x's bytes pass to v */
 				offset[v->id] = offset[x->id];
+				took = x;
 				last[x->id] = -2;
+			} else if (r >= 0 && rb->link[v->id]) { /* its slot, made from the one before it there */
+				offset[v->id] = offset[rb->link[v->id]->id];
+				took = rb->link[v->id];
 			} else if (r >= 0 && rb->at[r] >= 0) { /* its own bytes of the fixed block, from now on */
 				offset[v->id] = rb->at[r] + off;
 				fl_cut(&c->arena, &fl, align_down(offset[v->id]), align_up(offset[v->id] + value_bytes(c, v)));
@@ -483,6 +570,7 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 			} else {
 				offset[v->id] = fl_alloc_avoiding(&c->arena, &fl, size, last[v->id], &rs);
 			}
+			pl->onto[v->id] = took; /* the one place that says so (MemPlan.in_place_of) */
 			if (r < 0 || rb->at[r] >= 0)
 				*naive += r < 0 ? size : align_up(value_bytes(c, v));
 			high = fl.top > high ? fl.top : high;
@@ -504,29 +592,30 @@ static int64_t plan_all(Compilation *c, const int *last0, RunBlocks *rb, int64_t
 /* Plans the workspace: the first run with workspace gradients tries its
  * block at the first birth and at offsets spread over that plan's peak,
  * and keeps the lowest peak (the first birth on a tie). */
-static int64_t plan_workspace(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool bias)
+static int64_t plan_workspace(Compilation *c, const int *last, Placement *pl, bool bias, bool chains)
 {
-	RunBlocks rb = run_blocks(c, last);
+	RunBlocks rb = run_blocks(c, last, chains);
+	pl->chains = chains;
 	int first = -1;
 	for (int r = 0; c->updates && r < c->updates->n && first < 0; r++)
 		if (rb.end[r] >= 0)
 			first = r;
-	int64_t peak = plan_all(c, last, &rb, offset, naive, bias);
+	int64_t peak = plan_all(c, last, &rb, pl, bias);
 	if (first < 0)
 		return peak;
 	enum { TRIES = 16 };
 	int64_t span = peak, best = -1, best_peak = peak;
-	int64_t *tmp = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), tnaive;
+	Placement tmp = placement_new(c);
 	for (int k = 0; k <= TRIES; k++) {
 		rb.at[first] = align_down(span / TRIES * k);
-		int64_t p = plan_all(c, last, &rb, tmp, &tnaive, bias);
+		int64_t p = plan_all(c, last, &rb, &tmp, bias);
 		if (p < best_peak) {
 			best_peak = p;
 			best = rb.at[first];
 		}
 	}
 	rb.at[first] = best;
-	return best < 0 ? peak : plan_all(c, last, &rb, offset, naive, bias);
+	return best < 0 ? peak : plan_all(c, last, &rb, pl, bias);
 }
 
 typedef struct Placed {
@@ -541,29 +630,45 @@ static int by_lo(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The plan's invariant, checked wherever the IR is verified: no two
- * values alive at the same time share a byte. */
-static bool plan_ok(Compilation *c, const int *last, const int64_t *offset, bool bias)
+/* A result marked in place over an operand (Placement.onto) lies at the
+ * operand's offset. */
+static bool marks_ok(Compilation *c, const Placement *pl)
 {
 	const Graph *g = c->g;
-	RunBlocks rb = run_blocks(c, last);
+	for (int i = 0; i < g->nvalues; i++) {
+		const Value *x = pl->onto[i];
+		if (x && (pl->offset[i] < 0 || pl->offset[i] != pl->offset[x->id])) {
+			diag_error(&c->diag, loc_none(), "internal: memplan: '%s' is marked in place of '%s' but lies elsewhere",
+			           g->values[i]->name, x->name);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The plan's invariant, checked wherever the IR is verified: no two
+ * values alive at the same time share a byte, but for a result and the
+ * operand it is marked to take in place (the operand is done before the
+ * result is written). */
+static bool plan_ok(Compilation *c, const int *last, const Placement *pl)
+{
+	const Graph *g = c->g;
+	const int64_t *offset = pl->offset;
+	if (!marks_ok(c, pl))
+		return false;
+	RunBlocks rb = run_blocks(c, last, pl->chains);
 	Placed *v = ARENA_NEWN(&c->arena, Placed, g->nvalues + 1);
-	const Value **onto = in_place(c, last, bias);
 	int *death = ARENA_NEWN(&c->arena, int, g->nvalues + 1);
+	for (int i = 0; i < g->nvalues; i++) /* a block's values live as long as it does */
+		death[i] = rb.run[i] >= 0 && rb.end[rb.run[i]] >= 0 ? rb.end[rb.run[i]] : last[i];
 	for (int i = 0; i < g->nvalues; i++)
-		death[i] = last[i];
-	for (int i = 0; i < g->nvalues; i++) /* the product lands on x: x is done before z */
-		if (onto[i] && offset[onto[i]->id] == offset[i])
-			death[onto[i]->id] = rb.birth[i] - 1;
+		if (pl->onto[i])
+			death[pl->onto[i]->id] = rb.birth[i] - 1;
 	int n = 0;
 	for (int i = 0; i < g->nvalues; i++) {
 		const Value *x = g->values[i];
-		if (offset[i] < 0 || x->kind != VK_NODE)
-			continue;
-		int64_t off;
-		int r = run_block_of(c, x, &off);
-		v[n++] = (Placed){offset[i], offset[i] + value_bytes(c, x), rb.birth[i],
-		                  r >= 0 && rb.end[r] >= 0 ? rb.end[r] : death[i], i};
+		if (offset[i] >= 0 && x->kind == VK_NODE)
+			v[n++] = (Placed){offset[i], offset[i] + value_bytes(c, x), rb.birth[i], death[i], i};
 	}
 	for (int i = 0; i < g->nnodes; i++) { /* an early gather's copies are made at its first member */
 		const Bucket *early = early_bucket(c, g->nodes[i]);
@@ -725,18 +830,22 @@ static int *lifetimes(Compilation *c)
  * (*bias) and with. First fit is sensitive to the order of frees, so
  * the second can be lower (a hole of a product's size fitting a later
  * value). */
-static int64_t plan_best(Compilation *c, const int *last, int64_t *offset, int64_t *naive, bool *bias)
+static int64_t plan_best(Compilation *c, const int *last, Placement *pl)
 {
-	int nv = c->g->nvalues;
-	int64_t high = plan_workspace(c, last, offset, naive, true);
-	int64_t *other = ARENA_NEWN(&c->arena, int64_t, nv), onaive;
-	int64_t ohigh = plan_workspace(c, last, other, &onaive, false);
-	*bias = ohigh >= high;
-	if (*bias)
-		return high;
-	*naive = onaive;
-	memcpy(offset, other, sizeof *other * (size_t)nv);
-	return ohigh;
+	RunBlocks rb = run_blocks(c, last, true);
+	bool chains = false;
+	for (int i = 0; i < c->g->nvalues && !chains; i++)
+		chains = rb.link[i] != NULL;
+	int64_t high = -1;
+	Placement other = placement_new(c);
+	for (int k = 0; k < (chains ? 4 : 2); k++) {
+		int64_t h = plan_workspace(c, last, k ? &other : pl, k % 2 == 0, chains && k < 2);
+		if (k && h < high)
+			placement_copy(c, pl, &other);
+		if (!k || h < high)
+			high = h;
+	}
+	return high;
 }
 
 /* The fused classifier writes the logits' gradient from the loss on, in
@@ -744,16 +853,15 @@ static int64_t plan_best(Compilation *c, const int *last, int64_t *offset, int64
  * gradient back in the backward pass (mlp_dp.net's model-parallel plan:
  * 640 bytes, a [32, 5] slice held across the passes), the gradient goes
  * back. Equal peaks keep the fusion: it reads the logits once, not twice. */
-static int64_t plan_classifier(Compilation *c, int **last, int64_t *offset, int64_t *naive, bool *bias)
+static int64_t plan_classifier(Compilation *c, int **last, Placement *pl)
 {
-	int64_t high = plan_best(c, *last, offset, naive, bias);
+	int64_t high = plan_best(c, *last, pl);
 	if (!fuse_classifier_count(c))
 		return high;
 	fuse_classifier_apart(c, true);
 	int *alast = lifetimes(c);
-	int64_t *aoff = ARENA_NEWN(&c->arena, int64_t, c->g->nvalues), anaive;
-	bool abias;
-	int64_t ahigh = plan_best(c, alast, aoff, &anaive, &abias);
+	Placement apart = placement_new(c);
+	int64_t ahigh = plan_best(c, alast, &apart);
 	if (ahigh >= high) {
 		fuse_classifier_apart(c, false);
 		return high;
@@ -762,9 +870,7 @@ static int64_t plan_classifier(Compilation *c, int **last, int64_t *offset, int6
 		fprintf(stderr, "classifier: kept apart after all: the workspace peaks at %" PRId64 " bytes unfused, %" PRId64
 		                " fused\n", ahigh, high);
 	*last = alast;
-	*naive = anaive;
-	*bias = abias;
-	memcpy(offset, aoff, sizeof *aoff * (size_t)c->g->nvalues);
+	placement_copy(c, pl, &apart);
 	return ahigh;
 }
 
@@ -773,15 +879,20 @@ bool pass_memplan(Compilation *c)
 	Graph *g = c->g;
 	MemPlan *p = ARENA_NEW(&c->arena, MemPlan);
 	int nv = g->nvalues;
-	p->offset = ARENA_NEWN(&c->arena, int64_t, nv);
 	c->plan = p; /* the planners ask it which values are kept (kept_casts) */
 	kept_casts(c, p);
 	p->home = grad_homes(&c->arena, c);
 	int *last = lifetimes(c);
-	bool bias;
-	int64_t high = plan_classifier(c, &last, p->offset, &p->naive, &bias);
-	if (c->verify && !plan_ok(c, last, p->offset, bias))
+	Placement pl = placement_new(c);
+	int64_t high = plan_classifier(c, &last, &pl);
+	if (c->fault && strcmp(c->fault, "memplan-unmarked") == 0)
+		memset(pl.onto, 0, sizeof *pl.onto * (size_t)nv); /* tests: offsets shared, no mark; plan_ok must notice */
+	if (c->verify && !plan_ok(c, last, &pl))
 		return false;
+	p->offset = pl.offset;
+	p->naive = pl.naive;
+	/* the stages' plans below give every value bytes of its own */
+	p->in_place_of = g->nstages > 1 ? ARENA_NEWN(&c->arena, const Value *, nv + 1) : pl.onto;
 	p->peak = high;
 	p->host_of = ARENA_NEWN(&c->arena, int, nv);
 	for (int i = 0; i < nv; i++)

@@ -8,6 +8,18 @@
  * persistent and outside the workspace. Sizes are per device (slices). */
 struct MemPlan {
 	int64_t *offset;      /* by value id: byte offset in the workspace; -1 if not there */
+	/* Results written over an operand of their own node, in place
+	 * (memplan.c, in_place: a residual add over the residual, an add +
+	 * layer norm over the add's operand that dies there, a bias_add over
+	 * its product, a gradient's sum over devices over the gradient, the
+	 * fused classifier's gradient over the logits): the two values lie at
+	 * one offset, one after the other, and the emitters write the result
+	 * there without a copy. Only what the plan decided says so: two values
+	 * may share an offset by lifetime alone (one dead before the other is
+	 * made), and that is no licence to skip a copy. Pipelines: the stages'
+	 * plans (stage_offset), which their programs use, take no operand's
+	 * bytes, so there it is NULL throughout. */
+	const Value **in_place_of; /* by value id: the operand whose bytes it took (offset equal), or NULL: bytes of its own */
 	int64_t peak;         /* workspace bytes needed */
 	int64_t naive;        /* bytes if nothing were reused */
 	int64_t params;       /* parameter bytes */

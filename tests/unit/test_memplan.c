@@ -6,6 +6,7 @@
 
 #include "codegen/target.h"
 #include "compile_fixture.h"
+#include "passes/fuse_update.h"
 #include "passes/memplan.h"
 
 /* The node of op `op` in the graph, the first. */
@@ -144,4 +145,167 @@ Test(memplan, gradient_sums_in_their_accumulators)
 	}
 	cr_expect_eq(sums, 1, "tied3.net: %d sums of accumulated gradients", sums);
 	compile_done(&c);
+}
+
+/* The emitted C of c's plan (free it). */
+static char *emitted(Compilation *c)
+{
+	char *src = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&src, &len);
+	cr_assert(target_cpu.emit(c, &(BuildOptions){0}, f));
+	fclose(f);
+	return src;
+}
+
+/* The code of the sum that makes v: from its node's comment to the end of its block. */
+static char *node_code(const char *src, const Value *v)
+{
+	char key[128];
+	snprintf(key, sizeof key, "\t/* %s: ", v->name);
+	const char *at = strstr(src, key), *end = at ? strstr(at, "\n\t}\n") : NULL;
+	cr_assert(at, "no code for %s", v->name);
+	return strndup(at, end ? (size_t)(end - at) : strlen(at));
+}
+
+/* A sum runs in place where the plan marks its result as taking its
+ * input's bytes (MemPlan.in_place_of), not wherever the two offsets
+ * happen to be equal: values may share bytes by lifetime alone. Here the
+ * forward pass's sum of the loss over devices (mlp.net data parallel @4),
+ * which copies the loss and sums the copy, is given the loss's offset by
+ * hand, unmarked: it must still copy. Before, the emitter took equal
+ * offsets for an in-place sum and summed the loss itself. */
+Test(memplan, equal_offsets_without_the_mark_copy)
+{
+	Compilation c;
+	const char *defs[] = {"parallel_mode=data_parallel", "device_num=4"};
+	cr_assert(compile_model(&c, "samples/mlp.net", defs, 2, UPTO_CODEGEN));
+	const Node *sum = NULL;
+	for (int i = 0; i < c.g->nnodes && !sum; i++)
+		if (c.g->nodes[i]->op == OP_REDISTRIBUTE && c.g->nodes[i]->phase == PH_FORWARD &&
+		    strcmp(c.g->nodes[i]->in[0]->name, "loss") == 0)
+			sum = c.g->nodes[i];
+	cr_assert(sum);
+	int64_t *off = c.plan->offset;
+	cr_assert(off[sum->out->id] >= 0 && off[sum->in[0]->id] >= 0 && off[sum->out->id] != off[sum->in[0]->id]);
+	char *src = emitted(&c), *code = node_code(src, sum->out);
+	cr_expect(strstr(code, "nrt_copy("), "the plan's own: no copy\n%s", code);
+	free(code);
+	free(src);
+	off[sum->out->id] = off[sum->in[0]->id];
+	src = emitted(&c);
+	code = node_code(src, sum->out);
+	cr_expect(strstr(code, "nrt_copy("), "equal offsets, no mark: summed in place\n%s", code);
+	free(code);
+	free(src);
+	compile_done(&c);
+}
+
+/* memplan's own check (plan_ok) reads the marks: a plan whose values
+ * share bytes as the in-place rules have them but without the marks
+ * (--inject-fault=memplan-unmarked) is refused, as two values alive
+ * together on one byte: an in-place sum over devices (mlp.net data
+ * parallel @4, comm_fusion off, gradients_mean), a residual add
+ * (transformer.net). Before, the check took equal offsets for in place. */
+Test(memplan, check_refuses_shared_bytes_without_the_mark)
+{
+	static const char *const models[] = {"samples/mlp.net", "samples/transformer.net"};
+	static const char *const defs[][3] = {
+	    {"parallel_mode=data_parallel", "device_num=4", "comm_fusion={openstate=false}"},
+	    {"parallel_mode=stand_alone", "device_num=1", "gradients_mean=true"},
+	};
+	for (size_t m = 0; m < 2; m++) {
+		for (int fault = 0; fault < 2; fault++) {
+			Compilation c;
+			compilation_init(&c);
+			c.verify = true;
+			c.fault = fault ? "memplan-unmarked" : NULL;
+			char *text = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&text, &len);
+			diag_init(&c.diag, f);
+			bool ok = compile_front(&c, models[m], defs[m], 3) && compile_passes(&c, UPTO_CODEGEN);
+			fclose(f);
+			if (fault)
+				cr_expect(!ok && strstr(text, "internal: memplan: ") &&
+				              strstr(text, "share workspace bytes while both are alive"),
+				          "%s: the unmarked plan passed:\n%s", models[m], text);
+			else
+				cr_expect(ok, "%s:\n%s", models[m], text);
+			int marks = 0;
+			for (int i = 0; ok && i < c.g->nvalues; i++)
+				marks += c.plan->in_place_of[i] != NULL;
+			cr_expect(fault || marks > 0, "%s: nothing in place", models[m]);
+			free(text);
+			compilation_free(&c);
+		}
+	}
+}
+
+/* Whether the update phase's node n writes over the value it is made from
+ * in the plan: marked in place and at one offset. */
+static bool over_its_input(const Compilation *c, const Node *n)
+{
+	const int64_t *off = c->plan->offset;
+	return c->plan->in_place_of[n->out->id] == n->in[0] && off[n->out->id] >= 0 && off[n->out->id] == off[n->in[0]->id];
+}
+
+/* mlp.net data parallel @4 with comm_fusion off, gradients_mean `mean`
+ * (and a loss scale where `scaled`): the update run's gradients lie in
+ * one workspace block, and each is made there from the backward pass's
+ * gradient in place -- the sum over devices (MPI_IN_PLACE), and
+ * gradients_mean's scale after it, run in that gradient's slot of the
+ * block, which the backward gradient takes from its birth (memplan.c,
+ * block_link) -- but for `kept` scales; no copy in update(); the workspace
+ * peak under `below`. */
+static void chains_in_the_block(bool mean, bool scaled, int kept, int64_t below)
+{
+	Compilation c;
+	const char *defs[] = {"parallel_mode=data_parallel", "device_num=4", "comm_fusion={openstate=false}",
+	                      mean ? "gradients_mean=true" : "gradients_mean=false", "train.loss_scale=1024"};
+	cr_assert(compile_model(&c, "samples/mlp.net", defs, scaled ? 5 : 4, UPTO_CODEGEN));
+	cr_assert(c.updates && c.updates->n == 1 && c.updates->r[0].grads == RUN_WORKSPACE);
+	int sums = 0, scales = 0, apart = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *n = c.g->nodes[i];
+		if (n->phase != PH_UPDATE || (n->op != OP_REDISTRIBUTE && n->op != OP_SCALE))
+			continue;
+		bool over = over_its_input(&c, n);
+		*(n->op == OP_SCALE ? &scales : &sums) += 1;
+		apart += !over;
+		cr_expect(over || n->op == OP_SCALE, "%s not over %s (offsets %lld, %lld)", n->out->name, n->in[0]->name,
+		          (long long)c.plan->offset[n->out->id], (long long)c.plan->offset[n->in[0]->id]);
+	}
+	cr_expect(sums == 6 && scales == (mean ? 6 : 0), "%d sums, %d scales", sums, scales);
+	cr_expect_eq(apart, kept, "%d kept apart", apart);
+	char *src = emitted(&c);
+	const char *upd = strstr(src, "static void update(void)"), *end = upd ? strstr(upd, "\n}\n") : NULL;
+	cr_assert(upd && end);
+	const char *copy = strstr(upd, "nrt_copy(");
+	cr_expect(!copy || copy > end, "a copy in update():\n%.*s", (int)(end - upd), upd);
+	free(src);
+	cr_expect_lt(c.plan->peak, below, "peak %lld", (long long)c.plan->peak);
+	compile_done(&c);
+}
+
+/* Without gradients_mean each sum over devices is the run's gradient
+ * itself: before, every one copied its gradient into the block and
+ * summed the copy, and the workspace peaked at 2,050,368 bytes with w1's
+ * gradient [784, 256] (802,816 bytes) beside its sum; now 1,093,760. */
+Test(memplan, sums_run_in_their_run_block)
+{
+	chains_in_the_block(false, false, 0, 2050368 - 784 * 256 * 4);
+}
+
+/* With gradients_mean the scale's result is the run's gradient and the
+ * sums ran in place where their bytes were free of the block: w1's and
+ * w2's collided with it and copied (peak 2,019,072); now the gradient,
+ * its sum and its scale are one slot of the block (1,093,760). Under a
+ * loss scale the scale done before the overflow check (w1's, the first)
+ * keeps its own bytes, since the check reads the sum: 2,050,368 ->
+ * 1,880,192. */
+Test(memplan, gradient_sum_and_scale_in_their_run_block)
+{
+	chains_in_the_block(true, false, 0, 2019072 - 784 * 256 * 4);
+	chains_in_the_block(true, true, 1, 2050368);
 }

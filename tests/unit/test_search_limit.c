@@ -374,8 +374,10 @@ static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool
  * outer search without the cut), in fewer compiled plans. Cases where
  * the cut leaves fits out (explain -v: "the fit's first plan is at"):
  * 16 devices, 4 layers under 4 MB, dynamic_programming (2 fits cut: 15
- * plans compiled to a program before, 9 now), and 8 devices under 6 MB,
- * recursive_programming, where the screen's estimate is over the limit
+ * plans compiled to a program before, 9 now), and 8 devices under 5.8 MB
+ * (6 MB before the gradients a fused bucket packs were made in it,
+ * passes/grad_homes.c: a data-parallel plan of 0.0596 ms now fits 6 MB
+ * and no fit is cut there), recursive_programming, where the screen's estimate is over the limit
  * and every round is dynamic_programming's priced search (2 x 2's
  * recompute fit, 0.3372 ms after two plans, cut at its first search's
  * 0.2123 ms, the best 0.1948 ms: 13 plans, 11 now). A cut that left out
@@ -405,7 +407,7 @@ Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 120)
 		const char *const *defs;
 		double limit;
 		bool fewer; /* the cut leaves a fit out */
-	} cases[] = {{dp16, 4e6, true}, {rp8, 6e6, true}, {dp4, 3e6, false}};
+	} cases[] = {{dp16, 4e6, true}, {rp8, 5.8e6, true}, {dp4, 3e6, false}};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		Chosen all = outer_under(cases[k].defs, 11, cases[k].limit, false);
 		Chosen cut = outer_under(cases[k].defs, 11, cases[k].limit, true);
