@@ -62,7 +62,7 @@ static void same_as_sequential(const char *model, const char *const *defs, int n
 Test(optimizer_storage, amp_one_stage)
 {
 	const char *d[] = {"DP=8", "MP=1", "device_num=8", OPTPAR, "dataset_strategy=full_batch", AMP};
-	same_as_sequential("samples/transformer.net", d, 7, 16);
+	same_as_sequential("samples/transformer.net", d, sizeof d / sizeof d[0], 16);
 }
 
 /* amp on two stages of micro-batches: the casts right before their
@@ -71,7 +71,7 @@ Test(optimizer_storage, amp_two_stages)
 {
 	const char *d[] = {"DP=2", "MP=2", "device_num=8", "pipeline_stages=2", OPTPAR, "train.micro_size=4",
 	                   "dataset_strategy=full_batch", AMP};
-	same_as_sequential("samples/transformer.net", d, 9, 16);
+	same_as_sequential("samples/transformer.net", d, sizeof d / sizeof d[0], 16);
 }
 
 /* f32 on two stages: a gather before the first forward reader and a
@@ -80,7 +80,7 @@ Test(optimizer_storage, f32_two_stages)
 {
 	const char *d[] = {"DP=2", "MP=2", "device_num=8", "pipeline_stages=2", OPTPAR, "train.micro_size=2",
 	                   "dataset_strategy=full_batch"};
-	same_as_sequential("samples/transformer.net", d, 7, 16);
+	same_as_sequential("samples/transformer.net", d, sizeof d / sizeof d[0], 16);
 }
 
 /* llama under amp with micro-steps on one stage: each cast of a shard
@@ -88,5 +88,5 @@ Test(optimizer_storage, f32_two_stages)
 Test(optimizer_storage, amp_llama_micro)
 {
 	const char *d[] = {"PP=1", "device_num=4", OPTPAR, "train.micro_size=2", AMP};
-	same_as_sequential("samples/llama.net", d, 6, 8);
+	same_as_sequential("samples/llama.net", d, sizeof d / sizeof d[0], 8);
 }
