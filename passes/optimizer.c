@@ -223,39 +223,15 @@ static void note_node(Index *x, Node *n, int i)
 	}
 }
 
-/* The nodes as a doubly linked list by node id, the graph's order kept
- * while parameters are stored one by one: what each would find in the
- * graph as the last left it. */
-typedef struct List {
-	int *next, *prev; /* by node id; the sentinel `end` holds the first and the last */
-	int end;
-	Node **node;      /* by node id */
-} List;
-
-static void unlink_node(List *l, const Node *n)
-{
-	l->next[l->prev[n->id]] = l->next[n->id];
-	l->prev[l->next[n->id]] = l->prev[n->id];
-}
-
-static void link_before(List *l, Node *n, const Node *at)
-{
-	l->node[n->id] = n;
-	l->prev[n->id] = l->prev[at->id];
-	l->next[n->id] = at->id;
-	l->next[l->prev[at->id]] = n->id;
-	l->prev[at->id] = n->id;
-}
-
 /* The first forward node of like's chunk and stage (the first node: none) */
-static Node *chunk_start(const List *l, const Node *like)
+static Node *chunk_start(const NodeList *l, const Node *like)
 {
-	for (int i = l->next[l->end]; i != l->end; i = l->next[i]) {
-		Node *n = l->node[i];
+	for (int k = l->next[0]; k; k = l->next[k]) {
+		Node *n = l->node[k];
 		if (n->phase == PH_FORWARD && n->chunk == like->chunk && n->ann.stage == like->ann.stage)
 			return n;
 	}
-	return l->node[l->next[l->end]];
+	return list_first(l);
 }
 
 /* A redistribute node that gathers the shard src (p, or amp's narrow
@@ -298,7 +274,7 @@ static Node *shard_cast(Graph *g, Value *p, DType d, const Node *like)
  * it: the update reads p, the gathers are made and placed on the list,
  * the slice, gather back and amp's casts leave it. The readers move to
  * the gathers afterwards (move_readers). */
-static void store_sharded(const Compilation *c, Graph *g, const Index *x, List *l, Stored *t)
+static void store_sharded(const Compilation *c, Graph *g, const Index *x, NodeList *l, Stored *t)
 {
 	Value *ps = t->u->in[0], *p = t->slice->in[0];
 	if (!t->back || p->param.model_layout || t->p.stopped || !t->p.first_fwd || t->other)
@@ -326,36 +302,33 @@ static void store_sharded(const Compilation *c, Graph *g, const Index *x, List *
 	p->param.model_layout = whole;
 	t->u->in[0] = p;
 	t->fwd = fwd, t->bwd = bwd, t->cast = cast;
-	unlink_node(l, t->slice);
-	unlink_node(l, t->back);
+	list_remove(l, t->slice);
+	list_remove(l, t->back);
 	for (int i = cast ? t->casts : -1; i >= 0; i = x->cast_next[i]) /* amp's casts: p's only readers */
-		unlink_node(l, g->nodes[i]);
+		list_remove(l, g->nodes[i]);
 	/* the gathers before their first readers: p's backward and forward
 	 * ones, or the casts' first forward one (amp's casts are forward
 	 * nodes: no regather) */
 	if (bwd)
-		link_before(l, bwd, t->p.first_bwd);
+		list_before(l, bwd, t->p.first_bwd);
 	Node *at = cast ? t->cast_readers.first_fwd : first;
-	link_before(l, fwd, at ? at : l->node[l->next[l->end]]);
+	list_before(l, fwd, at ? at : list_first(l));
 	/* first in its chunk's forward pass where gathers are fused (one
 	 * micro-step, one stage: fusion.c), since a bucket runs at its first
 	 * member's place, which may come before this one's; else right before
 	 * its gather, so that the narrow shard lives no longer than it must */
 	if (cast)
-		link_before(l, cast, g->nmicro <= 1 && g->nstages <= 1 ? chunk_start(l, fwd) : fwd);
+		list_before(l, cast, g->nmicro <= 1 && g->nstages <= 1 ? chunk_start(l, fwd) : fwd);
 }
 
 /* The stored parameters' readers read their gathers (a backward reader
  * the regather where there is one, a reader of amp's cast the gathered
  * narrow copy); the list becomes the graph's order. */
-static void move_readers(Graph *g, const Index *x, const List *l, int n0)
+static void move_readers(Graph *g, const Index *x, const NodeList *l, int n0)
 {
-	Node **nodes = ARENA_NEWN(g->arena, Node *, g->nnodes + 3 * x->nst + 1);
-	int n = 0;
-	for (int i = l->next[l->end]; i != l->end; i = l->next[i])
-		nodes[n++] = l->node[i];
-	for (int i = 0; i < n; i++) {
-		Node *r = nodes[i];
+	graph_list_store(g, l);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *r = g->nodes[i];
 		if (r->id >= n0) /* made here: reads what it should */
 			continue;
 		for (int j = 0; j < r->nin; j++) {
@@ -373,8 +346,6 @@ static void move_readers(Graph *g, const Index *x, const List *l, int n0)
 		if (k >= 0 && x->st[k].cast && r->fwd->nin == 1)
 			r->fwd = x->st[k].fwd;
 	}
-	g->nodes = nodes;
-	g->nnodes = g->capnodes = n;
 }
 
 /* The updates whose parameter the sharding pass sliced (ps = redistribute(p)) */
@@ -429,19 +400,8 @@ static void store_all(Compilation *c, const Node *only)
 			if (k >= 0)
 				scan_reader(&x.st[k].cast_readers, g->nodes[i]);
 		}
-	int n0 = g->next_node_id, cap = n0 + 3 * x.nst + 1;
-	List l = {ARENA_NEWN(&c->arena, int, cap), ARENA_NEWN(&c->arena, int, cap), cap - 1,
-	          ARENA_NEWN(&c->arena, Node *, cap)};
-	int last = l.end;
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
-		l.node[n->id] = n;
-		l.prev[n->id] = last;
-		l.next[last] = n->id;
-		last = n->id;
-	}
-	l.next[last] = l.end;
-	l.prev[l.end] = last;
+	int n0 = g->next_node_id;
+	NodeList l = graph_list(g);
 	for (int k = 0; k < x.nst; k++)
 		if (!only || x.st[k].u == only)
 			store_sharded(c, g, &x, &l, &x.st[k]);

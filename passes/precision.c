@@ -25,8 +25,8 @@
 
 static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
 
-/* A cast of v to `to`, placed at `pos` and run like `like`. */
-static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
+/* A cast of v to `to`, run like `like`, not yet in the graph. */
+static Node *cast_node(Graph *g, Value *v, DType to, const Node *like)
 {
 	Node *c = graph_node_detached(g, OP_CAST, &v, 1, like->loc);
 	c->attr.to = to;
@@ -40,28 +40,38 @@ static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
 	c->out->dtype = to;
 	c->out->shape = v->shape;
 	c->out->name = arena_printf(g->arena, "%s.%s", v->name, dtype_name(to));
+	return c;
+}
+
+/* A cast of v to `to`, placed at `pos` and run like `like`. */
+static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
+{
+	Node *c = cast_node(g, v, to, like);
 	graph_insert(g, pos, c);
 	return c;
 }
 
 /* update(p, g, state...) on a narrow parameter */
-static void narrow_update(Graph *g, Node *u)
+static void narrow_update(Graph *g, NodeList *l, Node *u)
 {
 	Value *p = u->in[0], *grad = u->in[1];
 	for (int i = 2; i < u->nin; i++)
 		u->in[i]->dtype = DT_F32; /* optimizer state in f32 */
-	int pos = graph_node_pos(g, u);
-	Node *p32 = cast(g, p, DT_F32, pos, u);
+	Node *p32 = cast_node(g, p, DT_F32, u);
+	list_before(l, p32, u);
 	u->in[0] = p32->out;
-	pos++;
 	/* accumulated gradients (micro-steps, pipelines) are kept in f32 */
 	bool accumulated = g->nmicro > 1 || g->par.pipeline_stages > 1;
 	if (narrow(grad->dtype) && accumulated && grad->def && grad->def->phase == PH_BACKWARD) {
-		Node *g32 = cast(g, grad, DT_F32, graph_node_pos(g, grad->def) + 1, grad->def);
+		Node *g32 = cast_node(g, grad, DT_F32, grad->def);
+		if (list_has(l, grad->def))
+			list_after(l, g32, grad->def);
+		else
+			list_before(l, g32, list_first(l));
 		u->in[1] = g32->out;
-		pos++;
 	}
-	Node *back = cast(g, p32->out, p->dtype, pos + 1, u);
+	Node *back = cast_node(g, p32->out, p->dtype, u);
+	list_after(l, back, u);
 	back->writes = p;
 }
 
@@ -82,42 +92,84 @@ static void copy_of(Node *c, Node *twin)
 	c->recomputed = true;
 }
 
-/* Reads of narrow values by a computing node, and its narrow result;
- * down[f->id]: the cast down made after forward node f (NULL: none). */
-static void widen_node(Graph *g, Node *n, Node **down)
+/* The readers of the values there were when pass_precision began, and
+ * the parameters whose gradients they are, found once: a narrow result's
+ * readers move to its cast down (a walk of the graph and of the
+ * parameters for each was most of pass_precision, which was quadratic). */
+typedef struct Reads {
+	int n0;             /* the values indexed: ids below n0 */
+	int *at, *pos, *in; /* value v's readers: the positions in the original order pos[at[v] .. at[v + 1]], inputs in[] */
+	int *grad, *next;   /* by value id: the first parameter whose gradient it is (-1: none); by parameter: the next */
+} Reads;
+
+static Reads reads_index(Graph *g, Node *const *orig, int n)
 {
-	int pos = graph_node_pos(g, n);
+	Reads r = {.n0 = g->nvalues};
+	r.at = ARENA_NEWN(g->arena, int, r.n0 + 2);
+	r.grad = ARENA_NEWN(g->arena, int, r.n0 + 1);
+	r.next = ARENA_NEWN(g->arena, int, g->nparams + 1);
+	int total = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < orig[i]->nin; j++, total++)
+			r.at[orig[i]->in[j]->id + 2]++;
+	for (int v = 0; v < r.n0; v++)
+		r.at[v + 2] += r.at[v + 1];
+	r.pos = ARENA_NEWN(g->arena, int, total + 1);
+	r.in = ARENA_NEWN(g->arena, int, total + 1);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < orig[i]->nin; j++) {
+			int k = r.at[orig[i]->in[j]->id + 1]++;
+			r.pos[k] = i, r.in[k] = j;
+		}
+	for (int v = 0; v < r.n0; v++)
+		r.grad[v] = -1;
+	for (int i = g->nparams - 1; i >= 0; i--) {
+		const Value *d = g->params[i]->grad;
+		r.next[i] = d && d->id < r.n0 ? r.grad[d->id] : -1;
+		if (d && d->id < r.n0)
+			r.grad[d->id] = i;
+	}
+	return r;
+}
+
+/* Reads of narrow values by a computing node n (at position i of the
+ * original order), and its narrow result; down[f->id]: the cast down
+ * made after forward node f (NULL: none). */
+static void widen_node(Graph *g, NodeList *l, const Reads *r, Node *const *orig, int i, Node **down)
+{
+	Node *n = orig[i];
 	Node *f = n->recomputed ? n->fwd : NULL; /* its forward node, widened before it */
-	for (int i = 0; i < n->nin; i++)
-		if (narrow(n->in[i]->dtype)) {
-			Node *c = cast(g, n->in[i], DT_F32, pos, n);
+	for (int j = 0; j < n->nin; j++)
+		if (narrow(n->in[j]->dtype)) {
+			Node *c = cast_node(g, n->in[j], DT_F32, n);
+			list_before(l, c, n);
 			/* the cast lays its input out as the reader wants it: a narrow
 			 * parameter keeps the split the user gave its reader */
-			if (n->ann.in_strategy.n > i)
-				c->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[i], .loc = n->ann.in_strategy.loc};
+			if (n->ann.in_strategy.n > j)
+				c->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
 			if (f && f->nin == n->nin)
-				copy_of(c, f->in[i]->def);
-			n->in[i] = c->out;
-			pos++;
+				copy_of(c, f->in[j]->def);
+			n->in[j] = c->out;
 		}
 	if (!n->out || !narrow(n->out->dtype))
 		return;
 	Value *v = n->out;
 	DType dt = v->dtype;
 	v->dtype = DT_F32;
-	Node *c = cast(g, v, dt, pos + 1, n);
+	Node *c = cast_node(g, v, dt, n);
+	list_after(l, c, n);
 	if (f)
 		copy_of(c, down[f->id]);
 	down[n->id] = c;
-	for (int i = pos + 2; i < g->nnodes; i++) {
-		Node *r = g->nodes[i];
-		for (int j = 0; j < r->nin; j++)
-			if (r->in[j] == v)
-				r->in[j] = c->out;
+	/* its readers after it (all, the order being topological) */
+	for (int k = v->id < r->n0 ? r->at[v->id] : 0; v->id < r->n0 && k < r->at[v->id + 1]; k++) {
+		Node *x = orig[r->pos[k]];
+		if (r->pos[k] > i && x->in[r->in[k]] == v)
+			x->in[r->in[k]] = c->out;
 	}
-	for (int i = 0; i < g->nparams; i++)
-		if (g->params[i]->grad == v)
-			g->params[i]->grad = c->out;
+	for (int p = v->id < r->n0 ? r->grad[v->id] : -1; p >= 0; p = r->next[p])
+		if (g->params[p]->grad == v)
+			g->params[p]->grad = c->out;
 	if (g->loss == v)
 		g->loss = c->out;
 }
@@ -134,15 +186,18 @@ bool pass_precision(Compilation *c)
 	Node **orig = ARENA_NEWN(g->arena, Node *, n);
 	Node **down = ARENA_NEWN(g->arena, Node *, g->next_node_id); /* by the original nodes' ids */
 	memcpy(orig, g->nodes, sizeof(Node *) * (size_t)n);
+	Reads r = reads_index(g, orig, n);
+	NodeList l = graph_list(g);
 	for (int i = 0; i < n; i++) {
 		Node *nd = orig[i];
 		if (nd->op == OP_CAST || (nd->op == OP_RESHAPE && narrow(nd->in[0]->dtype)))
 			continue;
 		if ((op_info[nd->op].flags & OPF_UPDATE) && narrow(nd->in[0]->dtype))
-			narrow_update(g, nd);
+			narrow_update(g, &l, nd);
 		else
-			widen_node(g, nd, down);
+			widen_node(g, &l, &r, orig, i, down);
 	}
+	graph_list_store(g, &l);
 	return true;
 }
 
