@@ -677,10 +677,13 @@ bool pass_amp(Compilation *c)
 		return true;
 	}
 	DType d = tc->amp_bf16 ? DT_BF16 : DT_F16;
-	int nv = g->nvalues;
+	int nv = g->nvalues, nn = g->nnodes;
 	Value **to_narrow = ARENA_NEWN(g->arena, Value *, nv), **to_f32 = ARENA_NEWN(g->arena, Value *, nv);
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
+	Node **orig = ARENA_NEWN(g->arena, Node *, nn + 1);
+	memcpy(orig, g->nodes, sizeof(Node *) * (size_t)nn);
+	NodeList l = graph_list(g); /* the casts go before their readers, each in constant time */
+	for (int i = 0; i < nn; i++) {
+		Node *n = orig[i];
 		if (op_info[n->op].flags & (OPF_COMM | OPF_UPDATE)) {
 			/* a collective passes its input's type on */
 			if (n->out && n->nin && dtype_is_float(n->out->dtype))
@@ -705,14 +708,15 @@ bool pass_amp(Compilation *c)
 				 * through f32 (a model's bf16 cast read by f16 amp) */
 				Value *from = v;
 				if (narrow(v->dtype) && narrow(t)) {
-					Node *w = cast(g, v, DT_F32, i++, n);
+					Node *w = cast_node(g, v, DT_F32, n);
+					list_before(&l, w, n);
 					from = w->out;
 				}
-				Node *k = own ? NULL : cast(g, from, t, i, n);
+				Node *k = own ? NULL : cast_node(g, from, t, n);
 				if (k && n->ann.in_strategy.n > j)
 					k->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
 				if (k)
-					i++;
+					list_before(&l, k, n);
 				Value *to = k ? k->out : from;
 				if (cache)
 					*cache = to;
@@ -724,6 +728,7 @@ bool pass_amp(Compilation *c)
 		if (!own && n->out && dtype_is_float(n->out->dtype))
 			n->out->dtype = t;
 	}
+	graph_list_store(g, &l);
 	return infer_shapes(g, &c->diag);
 }
 
