@@ -170,6 +170,82 @@ int graph_readers(const Graph *g, const Value *v)
 	return k;
 }
 
+NodeList graph_list(Graph *g)
+{
+	int cap = g->next_node_id + g->nnodes + 2;
+	NodeList l = {g->arena, cap, ARENA_NEWN(g->arena, int, cap), ARENA_NEWN(g->arena, int, cap),
+	              ARENA_NEWN(g->arena, Node *, cap)};
+	int last = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		int k = g->nodes[i]->id + 1;
+		l.node[k] = g->nodes[i];
+		l.prev[k] = last;
+		l.next[last] = k;
+		last = k;
+	}
+	l.next[last] = 0;
+	l.prev[0] = last;
+	return l;
+}
+
+/* room for node n */
+static void list_fit(NodeList *l, const Node *n)
+{
+	if (n->id + 1 < l->cap)
+		return;
+	int cap = 2 * (n->id + 1);
+	int *next = ARENA_NEWN(l->arena, int, cap), *prev = ARENA_NEWN(l->arena, int, cap);
+	Node **node = ARENA_NEWN(l->arena, Node *, cap);
+	memcpy(next, l->next, sizeof(int) * (size_t)l->cap);
+	memcpy(prev, l->prev, sizeof(int) * (size_t)l->cap);
+	memcpy(node, l->node, sizeof(Node *) * (size_t)l->cap);
+	*l = (NodeList){l->arena, cap, next, prev, node};
+}
+
+static void list_link(NodeList *l, Node *n, int prev, int next)
+{
+	list_fit(l, n);
+	int k = n->id + 1;
+	l->node[k] = n;
+	l->prev[k] = prev;
+	l->next[k] = next;
+	l->next[prev] = k;
+	l->prev[next] = k;
+}
+
+void list_before(NodeList *l, Node *n, const Node *at) { list_link(l, n, l->prev[at->id + 1], at->id + 1); }
+
+void list_after(NodeList *l, Node *n, const Node *at) { list_link(l, n, at->id + 1, l->next[at->id + 1]); }
+
+void list_remove(NodeList *l, const Node *n)
+{
+	int k = n->id + 1;
+	l->next[l->prev[k]] = l->next[k];
+	l->prev[l->next[k]] = l->prev[k];
+	l->next[k] = l->prev[k] = k; /* out: linked to itself */
+}
+
+Node *list_first(const NodeList *l) { return l->next[0] ? l->node[l->next[0]] : NULL; }
+
+bool list_has(const NodeList *l, const Node *n)
+{
+	int k = n->id + 1;
+	return k < l->cap && l->node[k] && l->next[k] != k;
+}
+
+void graph_list_store(Graph *g, const NodeList *l)
+{
+	int n = 0;
+	for (int k = l->next[0]; k; k = l->next[k])
+		n++;
+	Node **nodes = ARENA_NEWN(g->arena, Node *, n > 0 ? n : 1);
+	n = 0;
+	for (int k = l->next[0]; k; k = l->next[k])
+		nodes[n++] = l->node[k];
+	g->nodes = nodes;
+	g->nnodes = g->capnodes = n;
+}
+
 int graph_node_pos(const Graph *g, const Node *n)
 {
 	for (int i = 0; i < g->nnodes; i++)

@@ -324,6 +324,26 @@ Value *graph_find(Graph *g, const char *name);
 int graph_readers(const Graph *g, const Value *v);
 /* n's position in g->nodes, or -1 when it is not there. */
 int graph_node_pos(const Graph *g, const Node *n);
+/* The graph's order as a doubly linked list by node id, for a pass that
+ * puts nodes next to others or takes them out as it walks: each change in
+ * constant time, where graph_insert moves the array behind it (a pass
+ * that changes the graph at every node was quadratic). graph_list_store
+ * makes the list the graph's order. */
+typedef struct NodeList {
+	Arena *arena;
+	int cap;          /* room for node ids below cap - 1 (grows) */
+	int *next, *prev; /* by node id + 1; [0], the sentinel, holds the first and the last */
+	Node **node;      /* by node id + 1 (NULL: never in the list) */
+} NodeList;
+NodeList graph_list(Graph *g);
+void list_before(NodeList *l, Node *n, const Node *at);
+void list_after(NodeList *l, Node *n, const Node *at);
+void list_remove(NodeList *l, const Node *n);
+/* the first node (NULL: none) */
+Node *list_first(const NodeList *l);
+/* Whether n is in the list now. */
+bool list_has(const NodeList *l, const Node *n);
+void graph_list_store(Graph *g, const NodeList *l);
 /* Whether n runs on the host (passes/placement.c): it makes a host value,
  * looks up a host table or updates one. */
 bool node_on_host(const Node *n);

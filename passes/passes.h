@@ -49,6 +49,8 @@ typedef struct Compilation {
 	bool verbose;
 	bool f64;              /* --precision f64: float tensors take 8 bytes */
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
+	bool sequential;       /* testing only: pass_optimizer_storage stores the parameters one at a time,
+	                        * each on the graph the last left: the definition its one pass keeps */
 	MemPlan *plan;         /* set by memplan */
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
 	unsigned no_fuse;      /* --no-fuse[=KINDS]: the FUSE_* kinds of fused kernels left out (passes/fuse.h) */

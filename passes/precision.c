@@ -25,8 +25,8 @@
 
 static bool narrow(DType t) { return t == DT_F16 || t == DT_BF16; }
 
-/* A cast of v to `to`, placed at `pos` and run like `like`. */
-static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
+/* A cast of v to `to`, run like `like`, not yet in the graph. */
+static Node *cast_node(Graph *g, Value *v, DType to, const Node *like)
 {
 	Node *c = graph_node_detached(g, OP_CAST, &v, 1, like->loc);
 	c->attr.to = to;
@@ -40,28 +40,38 @@ static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
 	c->out->dtype = to;
 	c->out->shape = v->shape;
 	c->out->name = arena_printf(g->arena, "%s.%s", v->name, dtype_name(to));
+	return c;
+}
+
+/* A cast of v to `to`, placed at `pos` and run like `like`. */
+static Node *cast(Graph *g, Value *v, DType to, int pos, const Node *like)
+{
+	Node *c = cast_node(g, v, to, like);
 	graph_insert(g, pos, c);
 	return c;
 }
 
 /* update(p, g, state...) on a narrow parameter */
-static void narrow_update(Graph *g, Node *u)
+static void narrow_update(Graph *g, NodeList *l, Node *u)
 {
 	Value *p = u->in[0], *grad = u->in[1];
 	for (int i = 2; i < u->nin; i++)
 		u->in[i]->dtype = DT_F32; /* optimizer state in f32 */
-	int pos = graph_node_pos(g, u);
-	Node *p32 = cast(g, p, DT_F32, pos, u);
+	Node *p32 = cast_node(g, p, DT_F32, u);
+	list_before(l, p32, u);
 	u->in[0] = p32->out;
-	pos++;
 	/* accumulated gradients (micro-steps, pipelines) are kept in f32 */
 	bool accumulated = g->nmicro > 1 || g->par.pipeline_stages > 1;
 	if (narrow(grad->dtype) && accumulated && grad->def && grad->def->phase == PH_BACKWARD) {
-		Node *g32 = cast(g, grad, DT_F32, graph_node_pos(g, grad->def) + 1, grad->def);
+		Node *g32 = cast_node(g, grad, DT_F32, grad->def);
+		if (list_has(l, grad->def))
+			list_after(l, g32, grad->def);
+		else
+			list_before(l, g32, list_first(l));
 		u->in[1] = g32->out;
-		pos++;
 	}
-	Node *back = cast(g, p32->out, p->dtype, pos + 1, u);
+	Node *back = cast_node(g, p32->out, p->dtype, u);
+	list_after(l, back, u);
 	back->writes = p;
 }
 
@@ -82,42 +92,84 @@ static void copy_of(Node *c, Node *twin)
 	c->recomputed = true;
 }
 
-/* Reads of narrow values by a computing node, and its narrow result;
- * down[f->id]: the cast down made after forward node f (NULL: none). */
-static void widen_node(Graph *g, Node *n, Node **down)
+/* The readers of the values there were when pass_precision began, and
+ * the parameters whose gradients they are, found once: a narrow result's
+ * readers move to its cast down (a walk of the graph and of the
+ * parameters for each was most of pass_precision, which was quadratic). */
+typedef struct Reads {
+	int n0;             /* the values indexed: ids below n0 */
+	int *at, *pos, *in; /* value v's readers: the positions in the original order pos[at[v] .. at[v + 1]], inputs in[] */
+	int *grad, *next;   /* by value id: the first parameter whose gradient it is (-1: none); by parameter: the next */
+} Reads;
+
+static Reads reads_index(Graph *g, Node *const *orig, int n)
 {
-	int pos = graph_node_pos(g, n);
+	Reads r = {.n0 = g->nvalues};
+	r.at = ARENA_NEWN(g->arena, int, r.n0 + 2);
+	r.grad = ARENA_NEWN(g->arena, int, r.n0 + 1);
+	r.next = ARENA_NEWN(g->arena, int, g->nparams + 1);
+	int total = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < orig[i]->nin; j++, total++)
+			r.at[orig[i]->in[j]->id + 2]++;
+	for (int v = 0; v < r.n0; v++)
+		r.at[v + 2] += r.at[v + 1];
+	r.pos = ARENA_NEWN(g->arena, int, total + 1);
+	r.in = ARENA_NEWN(g->arena, int, total + 1);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < orig[i]->nin; j++) {
+			int k = r.at[orig[i]->in[j]->id + 1]++;
+			r.pos[k] = i, r.in[k] = j;
+		}
+	for (int v = 0; v < r.n0; v++)
+		r.grad[v] = -1;
+	for (int i = g->nparams - 1; i >= 0; i--) {
+		const Value *d = g->params[i]->grad;
+		r.next[i] = d && d->id < r.n0 ? r.grad[d->id] : -1;
+		if (d && d->id < r.n0)
+			r.grad[d->id] = i;
+	}
+	return r;
+}
+
+/* Reads of narrow values by a computing node n (at position i of the
+ * original order), and its narrow result; down[f->id]: the cast down
+ * made after forward node f (NULL: none). */
+static void widen_node(Graph *g, NodeList *l, const Reads *r, Node *const *orig, int i, Node **down)
+{
+	Node *n = orig[i];
 	Node *f = n->recomputed ? n->fwd : NULL; /* its forward node, widened before it */
-	for (int i = 0; i < n->nin; i++)
-		if (narrow(n->in[i]->dtype)) {
-			Node *c = cast(g, n->in[i], DT_F32, pos, n);
+	for (int j = 0; j < n->nin; j++)
+		if (narrow(n->in[j]->dtype)) {
+			Node *c = cast_node(g, n->in[j], DT_F32, n);
+			list_before(l, c, n);
 			/* the cast lays its input out as the reader wants it: a narrow
 			 * parameter keeps the split the user gave its reader */
-			if (n->ann.in_strategy.n > i)
-				c->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[i], .loc = n->ann.in_strategy.loc};
+			if (n->ann.in_strategy.n > j)
+				c->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
 			if (f && f->nin == n->nin)
-				copy_of(c, f->in[i]->def);
-			n->in[i] = c->out;
-			pos++;
+				copy_of(c, f->in[j]->def);
+			n->in[j] = c->out;
 		}
 	if (!n->out || !narrow(n->out->dtype))
 		return;
 	Value *v = n->out;
 	DType dt = v->dtype;
 	v->dtype = DT_F32;
-	Node *c = cast(g, v, dt, pos + 1, n);
+	Node *c = cast_node(g, v, dt, n);
+	list_after(l, c, n);
 	if (f)
 		copy_of(c, down[f->id]);
 	down[n->id] = c;
-	for (int i = pos + 2; i < g->nnodes; i++) {
-		Node *r = g->nodes[i];
-		for (int j = 0; j < r->nin; j++)
-			if (r->in[j] == v)
-				r->in[j] = c->out;
+	/* its readers after it (all, the order being topological) */
+	for (int k = v->id < r->n0 ? r->at[v->id] : 0; v->id < r->n0 && k < r->at[v->id + 1]; k++) {
+		Node *x = orig[r->pos[k]];
+		if (r->pos[k] > i && x->in[r->in[k]] == v)
+			x->in[r->in[k]] = c->out;
 	}
-	for (int i = 0; i < g->nparams; i++)
-		if (g->params[i]->grad == v)
-			g->params[i]->grad = c->out;
+	for (int p = v->id < r->n0 ? r->grad[v->id] : -1; p >= 0; p = r->next[p])
+		if (g->params[p]->grad == v)
+			g->params[p]->grad = c->out;
 	if (g->loss == v)
 		g->loss = c->out;
 }
@@ -134,15 +186,18 @@ bool pass_precision(Compilation *c)
 	Node **orig = ARENA_NEWN(g->arena, Node *, n);
 	Node **down = ARENA_NEWN(g->arena, Node *, g->next_node_id); /* by the original nodes' ids */
 	memcpy(orig, g->nodes, sizeof(Node *) * (size_t)n);
+	Reads r = reads_index(g, orig, n);
+	NodeList l = graph_list(g);
 	for (int i = 0; i < n; i++) {
 		Node *nd = orig[i];
 		if (nd->op == OP_CAST || (nd->op == OP_RESHAPE && narrow(nd->in[0]->dtype)))
 			continue;
 		if ((op_info[nd->op].flags & OPF_UPDATE) && narrow(nd->in[0]->dtype))
-			narrow_update(g, nd);
+			narrow_update(g, &l, nd);
 		else
-			widen_node(g, nd, down);
+			widen_node(g, &l, &r, orig, i, down);
 	}
+	graph_list_store(g, &l);
 	return true;
 }
 
@@ -211,16 +266,75 @@ static void move_node(Graph *g, int from, int to)
 	g->nodes[to] = n;
 }
 
-static void replace_reads(Graph *g, int from, const Value *old, Value *v)
+/* Who reads each value, kept up as redistribute_narrow rewrites reads:
+ * the nodes that read it among those that did, a lookup checks which.
+ * The rewrites walked the rest of the graph for each value's readers
+ * (replace_reads, first_reader): 13% of GPT-3's planning under amp with
+ * the parallel optimizer. The graph's order stays topological, so the
+ * readers of a value made at position i, the ones those walks found
+ * after i, are all its readers. */
+typedef struct ReadIx {
+	Arena *a;
+	int nvalues;        /* the values indexed (redistribute_narrow makes none) */
+	int *head;          /* by value id: its last entry (-1: none) */
+	int *next;          /* by entry: the same value's one before (-1: none) */
+	Node **node;        /* by entry: a node that reads or read the value */
+	int n, cap;
+	bool *gone;         /* by node id: taken out of the graph */
+} ReadIx;
+
+static void ix_add(ReadIx *x, Node *n, const Value *v)
 {
-	for (int i = from; i < g->nnodes; i++)
+	if (x->n == x->cap) {
+		int cap = 2 * x->cap + 16, *next = ARENA_NEWN(x->a, int, cap);
+		Node **node = ARENA_NEWN(x->a, Node *, cap);
+		if (x->n > 0) {
+			memcpy(next, x->next, sizeof(int) * (size_t)x->n);
+			memcpy(node, x->node, sizeof(Node *) * (size_t)x->n);
+		}
+		x->next = next, x->node = node, x->cap = cap;
+	}
+	x->node[x->n] = n;
+	x->next[x->n] = x->head[v->id];
+	x->head[v->id] = x->n++;
+}
+
+static ReadIx ix_build(Graph *g)
+{
+	ReadIx x = {.a = g->arena, .nvalues = g->nvalues};
+	x.head = ARENA_NEWN(g->arena, int, g->nvalues + 1);
+	x.gone = ARENA_NEWN(g->arena, bool, g->next_node_id + 1);
+	for (int v = 0; v < g->nvalues; v++)
+		x.head[v] = -1;
+	for (int i = 0; i < g->nnodes; i++)
 		for (int j = 0; j < g->nodes[i]->nin; j++)
-			if (g->nodes[i]->in[j] == old)
-				g->nodes[i]->in[j] = v;
+			ix_add(&x, g->nodes[i], g->nodes[i]->in[j]);
+	return x;
+}
+
+/* n reads v as its input j */
+static void set_in(ReadIx *x, Node *n, int j, Value *v)
+{
+	n->in[j] = v;
+	ix_add(x, n, v);
+}
+
+/* Every read of old (made at or before position i) reads v instead. */
+static void replace_reads(ReadIx *x, const Value *old, Value *v)
+{
+	for (int e = x->head[old->id]; e >= 0; e = x->next[e]) {
+		Node *n = x->node[e];
+		bool hit = false;
+		for (int j = 0; j < n->nin && !x->gone[n->id]; j++)
+			if (n->in[j] == old)
+				n->in[j] = v, hit = true;
+		if (hit)
+			ix_add(x, n, v);
+	}
 }
 
 /* A cast down of what only r moves (r moving f32): the cast goes first. */
-static void move_after_cast_down(Graph *g, int i, const int *readers)
+static void move_after_cast_down(Graph *g, int i, const int *readers, ReadIx *ix)
 {
 	Node *c = g->nodes[i], *r = c->in[0]->def;
 	if (c->op != OP_CAST || c->writes || !narrow(c->attr.to) || !r || r->op != OP_REDISTRIBUTE ||
@@ -232,10 +346,10 @@ static void move_after_cast_down(Graph *g, int i, const int *readers)
 	RedistPlan *plan = redist_plan(g->arena, x->layout, r->out->layout, dtype_size(c->attr.to), g->par.enable_alltoall);
 	if (!plan)
 		return;
-	replace_reads(g, i + 1, c->out, r->out);
-	c->in[0] = x;
+	replace_reads(ix, c->out, r->out);
+	set_in(ix, c, 0, x);
 	c->out->layout = x->layout;
-	r->in[0] = c->out;
+	set_in(ix, r, 0, c->out);
 	r->attr.plan = plan;
 	r->attr.steps = redist_describe(g->arena, plan);
 	r->out->dtype = c->attr.to;
@@ -244,6 +358,25 @@ static void move_after_cast_down(Graph *g, int i, const int *readers)
 }
 
 /* The first node after position `after` that reads v, or NULL. */
+static Node *first_reader(const Graph *g, int after, const Value *v);
+
+/* first_reader after v's def at `after`: v's one reader, found in the
+ * index, or the first of several in the graph */
+static Node *first_reader_ix(const Graph *g, const ReadIx *x, int after, const Value *v)
+{
+	Node *one = NULL;
+	for (int e = x->head[v->id]; e >= 0; e = x->next[e]) {
+		Node *n = x->node[e];
+		bool reads = false;
+		for (int j = 0; j < n->nin && !x->gone[n->id]; j++)
+			reads |= n->in[j] == v;
+		if (reads && one && one != n)
+			return first_reader(g, after, v);
+		one = reads ? n : one;
+	}
+	return one;
+}
+
 static Node *first_reader(const Graph *g, int after, const Value *v)
 {
 	for (int k = after + 1; k < g->nnodes; k++)
@@ -265,7 +398,7 @@ static Node *first_reader(const Graph *g, int after, const Value *v)
  * lands on the layout its readers read. So does a move after the cast up
  * to a sharded update's layout. Returns how many nodes before i moved
  * after it or went (the caller's next node is then at i). */
-static int sum_after_casts(Graph *g, int i, const int *readers)
+static int sum_after_casts(Graph *g, int i, const int *readers, ReadIx *ix)
 {
 	Node *up = g->nodes[i], *s = up->nin ? up->in[0]->def : NULL, *down = s;
 	if (s && s->op == OP_REDISTRIBUTE && s->attr.plan && !sums(s->attr.plan) && !s->writes &&
@@ -285,7 +418,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	 * accumulated f32 gradient, as Megatron's main_grad and MindSpore do,
 	 * instead of once a micro-batch (bf16 llama, DP 2 x PP 2 @2: 98,828
 	 * bytes all-reduced a step -> 57,612 -> 49,420) */
-	Node *f = first_reader(g, i, up->out), *u = f; /* u: the first reader in the update */
+	Node *f = first_reader_ix(g, ix, i, up->out), *u = f; /* u: the first reader in the update */
 	/* a move in the backward pass to the sharded update's layout
 	 * (parallel optimizer: a Slice) takes the sum in and runs in the
 	 * update, a ReduceScatter once a step (Megatron's distributed
@@ -293,7 +426,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	bool early = f && f->phase == PH_BACKWARD && f->op == OP_REDISTRIBUTE && f->attr.plan && !sums(f->attr.plan) &&
 	             readers[f->out->id] == 1 && readers[up->out->id] == 1;
 	if (early)
-		u = first_reader(g, graph_node_pos(g, f), f->out);
+		u = first_reader_ix(g, ix, graph_node_pos(g, f), f->out);
 	if (!u || u->phase != PH_UPDATE)
 		return 0;
 	Value *m = r->in[0];
@@ -307,11 +440,12 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 	RedistPlan *plan = redist_plan(g->arena, m->layout, want, dtype_size(m->dtype), g->par.enable_alltoall);
 	if (!plan)
 		return 0;
-	down->in[0] = m;
+	set_in(ix, down, 0, m);
 	down->out->layout = up->out->layout = m->layout;
 	if (s) {
-		up->in[0] = down->out;
+		set_in(ix, up, 0, down->out);
 		drop_node(g, s);
+		ix->gone[s->id] = true;
 	}
 	int gone = 1 + (s != NULL); /* s and r, dropped or moved after up */
 	if (fold) {
@@ -319,6 +453,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 		f->attr.plan = plan;
 		f->attr.steps = redist_describe(g->arena, plan);
 		drop_node(g, r);
+		ix->gone[r->id] = true;
 		if (early) {
 			f->phase = PH_UPDATE;
 			move_node(g, graph_node_pos(g, f), graph_node_pos(g, u) - 1);
@@ -330,8 +465,8 @@ static int sum_after_casts(Graph *g, int i, const int *readers)
 		r->attr.steps = redist_describe(g->arena, plan);
 		r->out->layout = want;
 	}
-	replace_reads(g, i + 1, up->out, r->out);
-	r->in[0] = up->out;
+	replace_reads(ix, up->out, r->out);
+	set_in(ix, r, 0, up->out);
 	r->phase = PH_UPDATE;
 	r->out->name = arena_printf(g->arena, "%s.r%d", up->out->name, r->out->id);
 	move_node(g, graph_node_pos(g, r), graph_node_pos(g, f) - 1); /* before its reader, after up */
@@ -346,9 +481,10 @@ static void redistribute_narrow(Graph *g)
 	for (int i = 0; i < g->nnodes; i++)
 		for (int j = 0; j < g->nodes[i]->nin; j++)
 			readers[g->nodes[i]->in[j]->id]++;
+	ReadIx ix = ix_build(g);
 	for (int i = 0; i < g->nnodes; i++) {
-		i -= sum_after_casts(g, i, readers);
-		move_after_cast_down(g, i, readers);
+		i -= sum_after_casts(g, i, readers, &ix);
+		move_after_cast_down(g, i, readers, &ix);
 		Node *r = g->nodes[i];
 		if (r->op != OP_REDISTRIBUTE)
 			continue;
@@ -367,22 +503,23 @@ static void redistribute_narrow(Graph *g)
 		                                             g->par.enable_alltoall);
 		if (!same && !plan)
 			continue;
-		replace_reads(g, i + 1, r->out, u);
+		replace_reads(&ix, r->out, u);
 		u->layout = r->out->layout;
 		if (same) { /* the cast takes r's place, r goes */
 			int pc = graph_node_pos(g, c);
-			c->in[0] = same->out;
+			set_in(&ix, c, 0, same->out);
+			ix.gone[r->id] = true;
 			g->nodes[i] = c;
 			memmove(&g->nodes[pc], &g->nodes[pc + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - pc));
 			g->nnodes--;
 			i--;
 		} else {
-			r->in[0] = x;
+			set_in(&ix, r, 0, x);
 			r->attr.plan = plan;
 			r->attr.steps = redist_describe(g->arena, plan);
 			r->out->dtype = x->dtype;
 			r->out->name = arena_printf(g->arena, "%s.r%d", x->name, r->out->id);
-			c->in[0] = r->out;
+			set_in(&ix, c, 0, r->out);
 			moved[x->id] = r;
 			move_node(g, graph_node_pos(g, c), i); /* after r, which moves up one */
 		}
@@ -540,10 +677,13 @@ bool pass_amp(Compilation *c)
 		return true;
 	}
 	DType d = tc->amp_bf16 ? DT_BF16 : DT_F16;
-	int nv = g->nvalues;
+	int nv = g->nvalues, nn = g->nnodes;
 	Value **to_narrow = ARENA_NEWN(g->arena, Value *, nv), **to_f32 = ARENA_NEWN(g->arena, Value *, nv);
-	for (int i = 0; i < g->nnodes; i++) {
-		Node *n = g->nodes[i];
+	Node **orig = ARENA_NEWN(g->arena, Node *, nn + 1);
+	memcpy(orig, g->nodes, sizeof(Node *) * (size_t)nn);
+	NodeList l = graph_list(g); /* the casts go before their readers, each in constant time */
+	for (int i = 0; i < nn; i++) {
+		Node *n = orig[i];
 		if (op_info[n->op].flags & (OPF_COMM | OPF_UPDATE)) {
 			/* a collective passes its input's type on */
 			if (n->out && n->nin && dtype_is_float(n->out->dtype))
@@ -568,14 +708,15 @@ bool pass_amp(Compilation *c)
 				 * through f32 (a model's bf16 cast read by f16 amp) */
 				Value *from = v;
 				if (narrow(v->dtype) && narrow(t)) {
-					Node *w = cast(g, v, DT_F32, i++, n);
+					Node *w = cast_node(g, v, DT_F32, n);
+					list_before(&l, w, n);
 					from = w->out;
 				}
-				Node *k = own ? NULL : cast(g, from, t, i, n);
+				Node *k = own ? NULL : cast_node(g, from, t, n);
 				if (k && n->ann.in_strategy.n > j)
 					k->ann.in_strategy = (Strategy){.n = 1, .v = &n->ann.in_strategy.v[j], .loc = n->ann.in_strategy.loc};
 				if (k)
-					i++;
+					list_before(&l, k, n);
 				Value *to = k ? k->out : from;
 				if (cache)
 					*cache = to;
@@ -587,6 +728,7 @@ bool pass_amp(Compilation *c)
 		if (!own && n->out && dtype_is_float(n->out->dtype))
 			n->out->dtype = t;
 	}
+	graph_list_store(g, &l);
 	return infer_shapes(g, &c->diag);
 }
 

@@ -638,3 +638,37 @@ Test(precision, loss_scale_sums_as_unscaled)
 		cr_expect_gt(update0, 0, "%s: no sum in the update", cases[k].path);
 	}
 }
+
+/* A weight gradient summed in f32 (gradient_fp32_sync) and sliced to its
+ * update's layout between amp's casts (sum_after_casts): the Slice goes,
+ * the sum lands on the update's layout, and the update reads the sum.
+ * The update was the node right after the cast up, and the Slice, which
+ * sat before it, went first: the readers were looked for from one past
+ * the cast's old position, the update was skipped, and it read each
+ * device's partial gradient while the ReduceScatter's result went unread
+ * (ms_two_matmul_pcl @8 under O2 bf16: final loss 0.45578 where the
+ * stand-alone run and the fixed program give 0.34194). */
+Test(precision, sliced_sum_read_by_its_update)
+{
+	const char *defs[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
+	Compilation c;
+	cr_assert(compile_model(&c, "tests/e2e/models/ms_two_matmul_pcl.net", defs, 2, UPTO_CODEGEN));
+	int updates = 0;
+	for (int i = 0; i < c.g->nnodes; i++) {
+		const Node *u = c.g->nodes[i];
+		if (!(op_info[u->op].flags & OPF_UPDATE))
+			continue;
+		updates++;
+		const Value *d = u->in[1];
+		cr_expect(d->layout && !d->layout->partial, "the update of %s reads the partial gradient %s",
+		          u->in[0]->name, d->name);
+	}
+	cr_expect_eq(updates, 2);
+	for (int k = 0; k < c.g->nnodes; k++) { /* every sum of a gradient is read */
+		const Node *r = c.g->nodes[k];
+		if (r->op == OP_REDISTRIBUTE && r->in[0]->layout && r->in[0]->layout->partial && r->out != c.g->loss)
+			cr_expect(graph_readers(c.g, r->out) > 0, "%s is summed into %s, which nothing reads", r->in[0]->name,
+			          r->out->name);
+	}
+	compile_done(&c);
+}
