@@ -793,6 +793,47 @@ Test(redistribute, every_pair_over_several_axes)
 		}
 }
 
+/* A Permute's figures counted by axes (permute_by_axes) are those of
+ * counting every part of every rank's block (the reference, as on
+ * different matrices): rank 0's bytes, the busiest rank's, all ranks',
+ * the most messages, for every Permute among the pairs of the 49
+ * layouts, where blocks of 2, 3 and 4 splits meet unevenly. */
+Test(redist, permute_by_axes_counts_every_part)
+{
+	static Lay3 ls[64];
+	int n = all_lay3(ls), permutes = 0;
+	int64_t dev[3] = {2, 3, 2};
+	Shape shapes[2] = {S(12, 12), S(24, 36)};
+	for (int sh = 0; sh < 2; sh++)
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < n; j++) {
+				Arena a = {0};
+				Layout *f = layout_make_axes(&a, &shapes[sh], 3, dev, (const int8_t(*)[MAX_RANK])ls[i].axes,
+				                             ls[i].naxes, 0, 12);
+				Layout *t = layout_make_axes(&a, &shapes[sh], 3, dev, (const int8_t(*)[MAX_RANK])ls[j].axes,
+				                             ls[j].naxes, 0, 12);
+				RedistPlan *p = redist_plan(&a, f, t, 4, true);
+				redist_permute_enumerate(true);
+				RedistPlan *q = redist_plan(&a, f, t, 4, true);
+				redist_permute_enumerate(false);
+				cr_assert(p && q && p->n == q->n);
+				for (int k = 0; k < p->n; k++) {
+					const RedistStep *x = &p->steps[k], *y = &q->steps[k];
+					if (x->kind != RS_PERMUTE)
+						continue;
+					permutes++;
+					cr_expect(x->send_bytes == y->send_bytes && x->most_bytes == y->most_bytes &&
+					              x->total_bytes == y->total_bytes && x->msgs == y->msgs,
+					          "%s -> %s: by axes %lld / %lld / %lld bytes, %d messages; by parts %lld / %lld / %lld, %d",
+					          layout_str(&a, f), layout_str(&a, t), (long long)x->send_bytes,
+					          (long long)x->most_bytes, (long long)x->total_bytes, x->msgs, (long long)y->send_bytes,
+					          (long long)y->most_bytes, (long long)y->total_bytes, y->msgs);
+				}
+				arena_free(&a);
+			}
+	cr_expect_gt(permutes, 3000, "%d Permutes compared", permutes);
+}
+
 /* Every pair of the 49 layouts above, whole values, AllToAll on: each
  * plan moves, over all ranks, exactly the elements each rank needs and
  * lacks (min_bytes), whether its blocks only change places (("dp", "mp")
@@ -807,6 +848,7 @@ Test(redistribute, every_pair_moves_the_minimum)
 {
 	static Lay3 ls[64];
 	int n = all_lay3(ls), over = 0, permutes = 0;
+	int64_t counted = redist_permutes_counted();
 	Shape full = S(12, 12);
 	int64_t dev[3] = {2, 3, 2};
 	for (int i = 0; i < n; i++)
@@ -830,6 +872,10 @@ Test(redistribute, every_pair_moves_the_minimum)
 		}
 	cr_log_info("%d plans with a Permute", permutes);
 	cr_expect_eq(over, 0, "%d of %d plans move more than the minimum", over, n * n);
+	/* a Permute is counted rank by rank only where it is taken: the
+	 * others are refused by their total (cheaper_permute) */
+	cr_expect_eq(redist_permutes_counted() - counted, permutes, "%lld Permutes counted for %d taken",
+	             (long long)(redist_permutes_counted() - counted), permutes);
 }
 
 /* i64_divides and i64_quot, which the planner's chains and layout_make
