@@ -449,3 +449,21 @@ bool layout_regrid(Arena *a, Layout **ls, int nls, const Layout *const *from, co
 			ls[j] = made[j];
 	return true;
 }
+
+int layout_split_axis(const Layout *l, int i)
+{
+	return l->map[i] >= 0 && l->dev[l->map[i]] > 1 ? l->map[i] : -1;
+}
+
+int layout_split_axes(const Layout *l, int i, int *ks)
+{
+	if (l->nsub[i] <= 1) {
+		ks[0] = layout_split_axis(l, i);
+		return ks[0] >= 0;
+	}
+	int n = 0;
+	for (int j = 0; j < l->nsub[i]; j++)
+		if (l->dev[l->sub[i][j]] > 1)
+			ks[n++] = l->sub[i][j];
+	return n;
+}

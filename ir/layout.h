@@ -87,6 +87,13 @@ int64_t layout_coord(const Layout *l, int64_t rank, int axis);
 void layout_block(const Layout *l, int64_t rank, int64_t *offset);
 /* Number of ways dim i is split (1 if whole). */
 int64_t layout_split(const Layout *l, int dim);
+/* Dim i's axis map[i] where it has more than one device, else -1 (a dim
+ * over a tuple of axes: layout_split_axes). */
+int layout_split_axis(const Layout *l, int i);
+/* The axes of more than one device that split dim i, the slowest first
+ * (several where the layout splits it over a tuple of axes), into ks;
+ * the count. */
+int layout_split_axes(const Layout *l, int i, int *ks);
 /* Same block on every rank and same partial-sum groups: no data moves. */
 bool layout_equiv(const Layout *a, const Layout *b);
 /* layout_equiv by its definition, every rank's block and partial-sum

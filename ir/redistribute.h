@@ -98,14 +98,6 @@ bool redist_reverse_cheaper(int64_t rev_total, int64_t rev_most, int64_t fwd_tot
 /* A step's bytes each rank sends (RedistStep.send_bytes; not RS_PERMUTE's)
  * when each holds `block` bytes before it and the group has g ranks. */
 int64_t redist_step_bytes(RedistKind kind, int64_t g, int64_t block);
-/* Tests: how many Permutes were counted rank by rank (every part's
- * sender found) in this process; a Permute that moves no fewer bytes
- * than the planner's steps is priced by its total alone. */
-int64_t redist_permutes_counted(void);
-/* Tests: count a Permute's bytes part by part at every rank, as on
- * different matrices, where f and t share one too (the reference for
- * the count by axes). */
-void redist_permute_enumerate(bool on);
 
 /* The pair's form, into key (at most REDIST_FORM_MAX values; returns the
  * count, 0 where a layout is ragged or the shapes or device counts

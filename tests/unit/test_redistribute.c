@@ -17,6 +17,7 @@
 
 #include "ir/layout.h"
 #include "ir/redistribute.h"
+#include "ir/redistribute_permute.h"
 #include "passes/cost.h"
 
 /* ---- layouts from table rows ------------------------------------------ */
