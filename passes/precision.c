@@ -37,6 +37,10 @@ static Node *cast_node(Graph *g, Value *v, DType to, const Node *like)
 	c->ann.stage = like->ann.stage;
 	c->ann.recompute = like->ann.recompute;
 	c->ann.borrowed = true; /* a strategy it gets is its reader's */
+	/* no operator of the model: named apart ("amp/cast-0") and left out of
+	 * strategy checkpoints, so a file saved under amp loads into the same
+	 * model with it or without it (the user's own casts keep "cast-k") */
+	c->ann.inserted_by = "amp";
 	c->out->dtype = to;
 	c->out->shape = v->shape;
 	c->out->name = arena_printf(g->arena, "%s.%s", v->name, dtype_name(to));
