@@ -774,8 +774,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, dt);
 				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
-				if (s->e[s->ne - 1].grad_once)
+				if (s->e[s->ne - 1].grad_once) {
 					s->e[s->ne - 1].once_from = summed_into(s, x);
+					s->e[s->ne - 1].ps = search_ps_read(s, x);
+				}
 				s->e[s->ne - 1].dies = back && (i >= 32 || !(br.in[n->id] >> i & 1));
 			} else if (x->kind == VK_PARAM) {
 				if (first[2 * x->id] < 0) {
