@@ -169,6 +169,8 @@ typedef struct Search {
 	DType once_dt;      /* the type amp's gradients summed once a step are summed in (SEdge.grad_once): f32, or the
 	                     * narrow type under gradient_fp32_sync = false (grad_summed_once) */
 	int opt_states;    /* optimizer state tensors per parameter */
+	double ps_buffers; /* a worker's two host buffers of its largest ps parameter, for pushing and pulling
+	                    * (runtime/ps.c; the plan's comm): in the stage's memory (enable_ps has one) */
 	int real_size;     /* bytes of an f32 element as memplan allocates it: 4, or 8 with --precision f64 */
 	RedistCache *rc;
 	Layout **inl_of;   /* by value id: how a graph input arrives (search_input_layout), NULL: not read */

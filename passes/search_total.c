@@ -985,6 +985,7 @@ void search_stage_memory(const Search *s, const int *choice, double *stage)
 		extra[0] = fmax(0, fmax(most, s->training ? backward_peak(s, &mv, choice, pend) : 0) - held);
 	for (int st = 0; st < P; st++)
 		stage[st] += extra[st];
+	stage[0] += s->ps_buffers;
 }
 
 double search_memory(Search *s, const int *choice)
