@@ -51,6 +51,48 @@ static const char *ps_optimizer(OptimizerKind k)
 
 static int ps_state_names(OptimizerKind k, const char *names[2]);
 
+/* What server s holds, as runtime/ps.c allocates it (server_setup): its
+ * shard of each parameter, [n*s/S, n*(s+1)/S), and that much optimizer
+ * state per state tensor; two host buffers and one device buffer of its
+ * largest shard (at least one element) for what it receives and sends.
+ * The servers run no step: no workspace, inputs or gradients. */
+static void server_plan(const Emit *e, int64_t s, int64_t plan[MEM_KINDS])
+{
+	const Graph *g = e->g;
+	int64_t S = g->par.server_num, es = emit_csize(e, DT_F32), most = 1, held = 0;
+	const char *names[2];
+	for (int i = 0; i < g->nnodes; i++) {
+		if (!g->nodes[i]->ps_push)
+			continue;
+		int64_t n = lnumel(g->nodes[i]->in[0]), cnt = n * (s + 1) / S - n * s / S;
+		held += cnt;
+		most = cnt > most ? cnt : most;
+	}
+	for (int k = 0; k < MEM_KINDS; k++)
+		plan[k] = 0;
+	plan[MEM_PARAMS] = held * es;
+	plan[MEM_STATE] = held * es * ps_state_names(g->train.optimizer, names);
+	plan[MEM_COMM] = 3 * most * es;
+}
+
+/* The servers' memory plans, one row per server (NrtPsConfig.planned):
+ * --mem-stats prints each server's counted bytes beside its row, as it
+ * prints a worker's beside mem_planned. */
+static void emit_ps_server_plan(Emit *e)
+{
+	int64_t S = e->g->par.server_num;
+	fprintf(e->out, "static const int64_t ps_planned[%" PRId64 "][NRT_MEM_KINDS] = {\n", S);
+	for (int64_t s = 0; s < S; s++) {
+		int64_t plan[MEM_KINDS];
+		server_plan(e, s, plan);
+		fputs("\t{", e->out);
+		for (int k = 0; k < MEM_KINDS; k++)
+			fprintf(e->out, "%s%" PRId64, k ? ", " : "", plan[k]);
+		fputs("},\n", e->out);
+	}
+	fputs("};\n", e->out);
+}
+
 /* The servers' table and the three calls main() makes: ps_start after
  * nrt_init (servers never return), ps_seed once the workers hold their
  * starting parameters, ps_done after the last step. */
@@ -71,11 +113,14 @@ void emit_ps_program(Emit *e)
 	for (int i = 0; i < g->nnodes; i++)
 		if (g->nodes[i]->ps_push)
 			fprintf(out, "%s\"%s\"", np++ ? ", " : "", g->nodes[i]->in[0]->name);
-	fprintf(out, "%sNULL};\nstatic const NrtPsConfig ps_config = {\n"
+	fprintf(out, "%sNULL};\n", np ? ", " : "");
+	emit_ps_server_plan(e);
+	fprintf(out, "static const NrtPsConfig ps_config = {\n"
 	             "\t.mode = %s,\n\t.grad_scale = %.17g,\n\t.dtype = NRT_REAL,\n\t.opt = %s,\n"
 	             "\t.momentum = %.17g, .beta1 = %.17g, .beta2 = %.17g, .eps = %.17g, .weight_decay = %.17g,\n"
-	             "\t.nesterov = %s,\n\t.nparams = %d,\n\t.numel = ps_numel,\n\t.names = ps_names,\n};\n\n",
-	        np ? ", " : "", g->par.ps_mode == PS_ASYNC ? "NRT_PS_ASYNC" : "NRT_PS_SYNC",
+	             "\t.nesterov = %s,\n\t.nparams = %d,\n\t.numel = ps_numel,\n\t.names = ps_names,\n"
+	             "\t.planned = &ps_planned[0][0],\n};\n\n",
+	        g->par.ps_mode == PS_ASYNC ? "NRT_PS_ASYNC" : "NRT_PS_SYNC",
 	        ps_grad_scale(e),
 	        ps_optimizer(t->optimizer), t->momentum, t->beta1, t->beta2, t->eps, t->weight_decay,
 	        t->nesterov ? "true" : "false", np);

@@ -459,7 +459,14 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 		if (x->kind == VK_PARAM && first_read[i]) {
 			*(narrow_sum_each_micro(s, x) ? &t : &step) += cd->param_grad[i];
 			t += cd->param_micro[i];
-			if (cd->r.in[i]) /* + a buffer per reader stage */
+			/* a server's parameter: the worker holds it whole and no state;
+			 * its gradient lives in the workspace until it is pushed (netc
+			 * build -v's grads 0), left out as grad_transient's are. Counted
+			 * with its state and gradient, the estimate had samples/
+			 * ps_mlp.net's w1 and b1 three times over (and under adam four) */
+			if (cd->r.in[i] && search_ps_read(s, x))
+				m += (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, x->dtype);
+			else if (cd->r.in[i]) /* + a buffer per reader stage */
 				m += search_optpar_memory(&s->optpar, x, cd->own_in[i], s->training ? readers[i] : 0) -
 				     grad_transient(s, cd, i, x);
 		} else if (x->kind == VK_PARAM && copy[i]) {
@@ -658,6 +665,9 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	                                                                          : DT_F16;
 	s->opt_states = opt_state_count(g->train.optimizer);
 	s->real_size = f64 ? 8 : 4;
+	for (int i = 0; training && parallel_ps_on(&g->par) && i < g->nparams; i++)
+		if (g->params[i]->param.ps && g->params[i]->param.requires_grad)
+			s->ps_buffers = fmax(s->ps_buffers, 2.0 * (double)shape_numel(&g->params[i]->shape) * s->real_size);
 	s->rc = redist_cache_new(a, &s->m, g->par.enable_alltoall, s->real_size);
 	s->optpar = (OptparCtx){.g = g, .a = a, .rc = s->rc, .m = &s->m, .grad_call = s->grad_call,
 	                        .real_size = s->real_size, .opt_states = s->opt_states,
@@ -774,8 +784,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			if (u >= 0) {
 				add_edge(s, u, -1, vi, i, dt);
 				s->e[s->ne - 1].grad_once = grad_summed_once(s, x);
-				if (s->e[s->ne - 1].grad_once)
+				if (s->e[s->ne - 1].grad_once) {
 					s->e[s->ne - 1].once_from = summed_into(s, x);
+					s->e[s->ne - 1].ps = search_ps_read(s, x);
+				}
 				s->e[s->ne - 1].dies = back && (i >= 32 || !(br.in[n->id] >> i & 1));
 			} else if (x->kind == VK_PARAM) {
 				if (first[2 * x->id] < 0) {

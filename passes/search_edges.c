@@ -135,6 +135,11 @@ double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradC
 	return cost_grad_coll(&s->m, RS_ALLREDUCE, sent, g, cost_group_in_node(&s->m, grad, grad->partial), call);
 }
 
+double search_once_back(Search *s, const SEdge *e, int cu, const Layout *grad, GradCall call)
+{
+	return e->ps ? 0 : search_once_grad(s, search_once_from(s, e, cu), grad, call);
+}
+
 bool search_cast_between(const Search *s, const SEdge *e)
 {
 	const Node *n = s->v[e->v].n;
@@ -175,7 +180,7 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	const Layout *grad = vl->c[cv].grad[e->vi];
 	if (e->grad_once && grad && grad->partial) /* the way back once a step (grad_summed_once) */
 		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + stage_transfer(s, e, to, grad)) +
-		       s->w_step * search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET);
+		       s->w_step * search_once_back(s, e, cu, grad, GRAD_IN_BUCKET);
 	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + stage_transfer(s, e, to, grad) +
 	                     out_way_back(s, e, cu, grad));
 }

@@ -418,22 +418,40 @@ static bool ps_held(const Search *s, const Value *x)
 	return parallel_ps_on(&s->g->par) && x->kind == VK_PARAM && x->param.ps && x->param.requires_grad;
 }
 
+/* Whether x is a ps parameter or amp's cast of one (Annot.borrowed; in
+ * explain's graph of a program, a chain of them): the program pushes
+ * the gradient that reaches the cast, cast back to f32, as it is. */
+static bool ps_read(const Search *s, const Value *x)
+{
+	for (int hops = 0; hops < 8 && x->kind == VK_NODE && x->def && x->def->op == OP_CAST && x->def->ann.borrowed;
+	     hops++)
+		x = x->def->in[0];
+	return ps_held(s, x);
+}
+
+bool search_ps_read(const Search *s, const Value *x) { return ps_read(s, x); }
+
 /* Whether a candidate gives each ps parameter it reads what the servers
  * take (passes/ps.c summed_over_workers): the parameter whole on every
  * worker and its gradient a partial sum over all of them. Another
  * candidate fails the compilation after the search (the dynamic
  * programming's plan for samples/ps_mlp.net gathered x and left w1's
- * gradient whole on each worker). */
+ * gradient whole on each worker). The same through amp's casts: the
+ * cast's reader is held to it, the cast only to the whole parameter (its
+ * gradient is its reader's): at O2, recursive_programming's plan for
+ * ps_mlp.net gathered x into a matmul that read w1's cast, and the ps
+ * pass rejected it. */
 static bool ps_served(const Search *s, const Node *n, const Cand *c)
 {
+	bool cast = n->op == OP_CAST && n->ann.borrowed;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
 		const Layout *l = c->r.in[i];
-		if (!ps_held(s, n->in[i]) || !l)
+		if (!ps_read(s, n->in[i]) || !l)
 			continue;
 		for (int d = 0; d < l->rank; d++)
 			if (l->map[d] >= 0)
 				return false;
-		if (layout_group_size(l, cost_grad_partial_axes(n, &c->r, i)) != s->g->par.device_num)
+		if (!cast && layout_group_size(l, cost_grad_partial_axes(n, &c->r, i)) != s->g->par.device_num)
 			return false;
 	}
 	return true;
@@ -760,7 +778,7 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 		/* a trainable weight's gradient is reduced (param_grad), a frozen
 		 * one's or an activation's is not; the bytes moved are the dtype's */
 		const Value *x = n->in[j];
-		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad + 2 * ps_held(s, x) : 0);
+		PUT(x->kind == VK_PARAM ? 1 + x->param.requires_grad + 2 * ps_held(s, x) : ps_read(s, x) ? 8 : 0);
 		/* and one the parallel optimizer shards is gathered and reduce-
 		 * scattered as its readers and opt-out say (search_optpar_price) */
 		const Value *p = search_param_read((Value *)x);

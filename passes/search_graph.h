@@ -125,6 +125,10 @@ typedef struct SEdge {
 	 * parameter's own (sum_after_casts sums past them); NULL: the
 	 * producer's (search_once_from) */
 	const Layout *once_from;
+	/* ... and that parameter is the parameter servers' (passes/ps.c): the
+	 * partial gradient is pushed as it is, no sum (search_once_back; the
+	 * push is priced on the cast's vertex, search_cand_costs) */
+	bool ps;
 	/* the edges from the same (u, ui), this one included: readers of one
 	 * value in one layout share its conversion and its stage transfer
 	 * (search_total.c), so an edge is sure to pay only its 1 / share part
@@ -165,6 +169,8 @@ typedef struct Search {
 	DType once_dt;      /* the type amp's gradients summed once a step are summed in (SEdge.grad_once): f32, or the
 	                     * narrow type under gradient_fp32_sync = false (grad_summed_once) */
 	int opt_states;    /* optimizer state tensors per parameter */
+	double ps_buffers; /* a worker's two host buffers of its largest ps parameter, for pushing and pulling
+	                    * (runtime/ps.c; the plan's comm): in the stage's memory (enable_ps has one) */
 	int real_size;     /* bytes of an f32 element as memplan allocates it: 4, or 8 with --precision f64 */
 	RedistCache *rc;
 	Layout **inl_of;   /* by value id: how a graph input arrives (search_input_layout), NULL: not read */
@@ -283,6 +289,12 @@ double search_once_grad(Search *s, const Layout *from, const Layout *grad, GradC
 /* where edge e's gradient summed once a step is summed into, its
  * producer taking candidate cu (SEdge.once_from) */
 const Layout *search_once_from(const Search *s, const SEdge *e, int cu);
+/* The way back of edge e's gradient grad summed once a step, its
+ * producer taking candidate cu: search_once_grad from search_once_from,
+ * nothing for a parameter server's (SEdge.ps). */
+double search_once_back(Search *s, const SEdge *e, int cu, const Layout *grad, GradCall call);
+/* Whether x is a parameter the servers hold, or amp's cast of one. */
+bool search_ps_read(const Search *s, const Value *x);
 /* search_edge_cost without the gradient's way back, its redistribution
  * and stage transfer divided by the edge's share: what search_total is
  * sure to keep of an edge whatever its corrections take back (a copy or

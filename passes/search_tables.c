@@ -92,6 +92,8 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		if (e->once_from) /* and where it is summed into (SEdge.once_from) */
 			mix_layout(&h1, &h2, e->once_from);
 		cost_memo_mix(&h1, &h2, (uint64_t)s->once_dt << 2 | (uint64_t)fused << 1 | cross); /* and its type */
+		if (e->ps) /* or none, the servers' (search_once_back) */
+			cost_memo_mix(&h1, &h2, 0x5053);
 	}
 	for (int i = 0; i < u->cl->n; i++) {
 		const Layout *from = search_edge_from(s, e, i);

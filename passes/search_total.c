@@ -384,7 +384,7 @@ static void mixed_param_sums(Search *s, const int *choice, Acc *acc)
 		const SEdge *e = &s->e[ei];
 		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
 		const Layout *from = search_once_from(s, e, choice[e->u]);
-		if (!e->grad_once || !g || !g->partial || !from || !unlike_part_too(s, e->u, e->ui, ei, g, choice))
+		if (!e->grad_once || e->ps || !g || !g->partial || !from || !unlike_part_too(s, e->u, e->ui, ei, g, choice))
 			continue;
 		acc_add(acc, s, e->u, PART_ONCE, -search_once_grad(s, from, g, GRAD_IN_BUCKET));
 		acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, search_edge_from(s, e, choice[e->u]), g, e->dt, true));
@@ -450,6 +450,8 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 		bool step = se->grad_once && g && g->partial; /* as search_edge_cost prices it */
 		if (step)
 			from = search_once_from(s, se, choice[se->u]);
+		if (step && se->ps) /* pushed as it is: no way back to correct */
+			continue;
 		DType gt = step ? DT_F32 : se->dt;
 		Part back = step ? PART_ONCE : PART_BWD;
 		if (grad_shared(s, e, choice)) {
@@ -521,7 +523,7 @@ double search_bucket_wait(Search *s, const int *choice)
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
 		const Layout *g = s->v[se->v].cl->c[choice[se->v]].grad[se->vi];
-		if (!se->grad_once || !g || !g->partial)
+		if (!se->grad_once || se->ps || !g || !g->partial)
 			continue;
 		const Layout *from = search_once_from(s, se, choice[se->u]);
 		double head = search_once_grad(s, from, g, GRAD_BUCKET_WAITED) - search_once_grad(s, from, g, GRAD_IN_BUCKET);
@@ -577,7 +579,7 @@ static void staged_edges(Search *s, const int *choice, bool shared, Acc *acc)
 		bool step = e->grad_once && grad && grad->partial; /* search_edge_cost's way back once a step */
 		acc_add(acc, s, e->v, PART_FWD, cost_edge(s->rc, from, to, NULL, e->dt, s->training));
 		if (step)
-			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET));
+			acc_add(acc, s, e->u, PART_ONCE, search_once_back(s, e, cu, grad, GRAD_IN_BUCKET));
 		else
 			acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, from, grad, e->dt, s->training));
 		int su = search_vertex_stage(s, e->u), sv = search_vertex_stage(s, e->v);
@@ -983,6 +985,7 @@ void search_stage_memory(const Search *s, const int *choice, double *stage)
 		extra[0] = fmax(0, fmax(most, s->training ? backward_peak(s, &mv, choice, pend) : 0) - held);
 	for (int st = 0; st < P; st++)
 		stage[st] += extra[st];
+	stage[0] += s->ps_buffers;
 }
 
 double search_memory(Search *s, const int *choice)

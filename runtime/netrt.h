@@ -481,6 +481,7 @@ typedef struct NrtPsConfig {
 	int nparams;
 	const int64_t *numel;   /* elements of each server parameter */
 	const char *const *names; /* for messages */
+	const int64_t *planned; /* server s's planned bytes per kind: NRT_MEM_KINDS entries from s * NRT_MEM_KINDS */
 } NrtPsConfig;
 /* Called by every rank after nrt_init: a server rank serves until every
  * worker is done, prints its --mem-stats part and exits 0; a worker
@@ -488,7 +489,8 @@ typedef struct NrtPsConfig {
 void nrt_ps_start(const NrtPsConfig *ps, const NrtOptions *opt, double lr);
 /* The servers' optimizer state as checkpoint tensors: the program's
  * tensor-table rows `state` (parameter after parameter, each with its
- * state tensors in order) get buffers on rank 0 (alloc) or lose them
+ * state tensors in order) get host buffers on rank 0 (alloc: checkpoint
+ * staging, outside the counted buffers and the memory plan) or lose them
  * (free); other ranks hold none (they take no part in loading and
  * saving them). */
 void nrt_ps_state_alloc(NrtTensor *state);

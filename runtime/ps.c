@@ -357,7 +357,7 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	server_setup(nrt_rt.rank - nrt_rt.ps_workers);
 	serve();
 	if (opt->mem_stats)
-		nrt_mem_report(NULL, NULL);
+		nrt_mem_report(cfg->planned + (nrt_rt.rank - nrt_rt.ps_workers) * NRT_MEM_KINDS, NULL);
 	for (int k = 0; k < cfg->nparams; k++) {
 		nrt_free(ps.par[k].p);
 		nrt_free(ps.par[k].m);
@@ -373,33 +373,45 @@ void nrt_ps_start(const NrtPsConfig *cfg, const NrtOptions *opt, double lr)
 	exit(0);
 }
 
+/* The rows are checkpoint staging, not a worker's optimizer state: the
+ * step never reads them, and the memory plan gives a worker no state of a
+ * server parameter. So they are host memory, as the checkpoint's own
+ * staging is (ckpt.c's gathered tensors, the CUDA target's host copies),
+ * outside the buffers --mem-stats counts: as nrt_alloc'd state, rank 0's
+ * counted state was the servers' whole state over the plan (ps_mlp with
+ * --save or --init: 15144 bytes against 2600). */
 void nrt_ps_state_alloc(NrtTensor *state)
 {
 	for (int i = 0; nrt_rt.rank == 0 && i < ps.cfg->nparams * nstate(); i++) {
 		int64_t n = ps.cfg->numel[i / nstate()];
-		state[i].data = nrt_alloc(NRT_MEM_STATE, n, ps.es);
-		nrt_zero(state[i].data, n * (int64_t)ps.es);
+		state[i].data = calloc((size_t)(n > 0 ? n : 1), ps.es);
+		if (!state[i].data)
+			nrt_fatal("parameter server: out of memory for the servers' state of '%s' (%lld elements)",
+			          ps.cfg->names[i / nstate()], (long long)n);
 	}
 }
 
 void nrt_ps_state_free(NrtTensor *state)
 {
 	for (int i = 0; i < ps.cfg->nparams * nstate(); i++) {
-		nrt_free(state[i].data);
+		free(state[i].data);
 		state[i].data = NULL;
 	}
 }
 
-/* Worker 0: the whole buffer `buf` of parameter k, each server its shard. */
-static void send_whole(int k, const void *buf)
+/* Worker 0: the whole buffer `buf` of parameter k, each server its shard;
+ * host: buf is a host state row (nrt_ps_state_alloc), sent as it is. */
+static void send_whole(int k, const void *buf, bool host)
 {
-	nrt_to_host(ps.host_a, buf, ps.cfg->numel[k] * (int64_t)ps.es);
+	const char *from = host ? buf : ps.host_a;
+	if (!host)
+		nrt_to_host(ps.host_a, buf, ps.cfg->numel[k] * (int64_t)ps.es);
 	for (int s = 0; s < nrt_rt.ps_servers; s++) {
 		int64_t lo, n;
 		shard(ps.cfg->numel[k], s, &lo, &n);
 		if (n)
 			NRT_MPI_AS("parameter server: starting values",
-			           MPI_Send((char *)ps.host_a + lo * (int64_t)ps.es, (int)n, mtype(), nrt_rt.ps_workers + s, k, ps.comm));
+			           MPI_Send(from + lo * (int64_t)ps.es, (int)n, mtype(), nrt_rt.ps_workers + s, k, ps.comm));
 	}
 }
 
@@ -413,24 +425,27 @@ void nrt_ps_seed(void *const *params, NrtTensor *state, int64_t start)
 		           MPI_Send(hdr, 2, MPI_INT64_T, nrt_rt.ps_workers + s, tag_done(), ps.comm));
 	/* per server, in the order server_setup receives: value, then state */
 	for (int k = 0; k < ps.cfg->nparams; k++) {
-		send_whole(k, params[k]);
+		send_whole(k, params[k], false);
 		for (int j = 0; hdr[0] && j < nstate(); j++)
-			send_whole(k, state[k * nstate() + j].data);
+			send_whole(k, state[k * nstate() + j].data, true);
 	}
 }
 
-/* Worker 0: parameter k's whole buffer `buf` from the servers' shards (tag). */
-static void receive_whole(int k, int tag, void *buf)
+/* Worker 0: parameter k's whole buffer `buf` from the servers' shards
+ * (tag); host: buf is a host state row, received into directly. */
+static void receive_whole(int k, int tag, void *buf, bool host)
 {
+	char *to = host ? buf : ps.host_b;
 	for (int s = 0; s < nrt_rt.ps_servers; s++) {
 		int64_t lo, n;
 		shard(ps.cfg->numel[k], s, &lo, &n);
 		if (n)
 			NRT_MPI_AS("parameter server: final values",
-			           MPI_Recv((char *)ps.host_b + lo * (int64_t)ps.es, (int)n, mtype(), nrt_rt.ps_workers + s, tag,
-			                    ps.comm, MPI_STATUS_IGNORE));
+			           MPI_Recv(to + lo * (int64_t)ps.es, (int)n, mtype(), nrt_rt.ps_workers + s, tag, ps.comm,
+			                    MPI_STATUS_IGNORE));
 	}
-	nrt_from_host(buf, ps.host_b, ps.cfg->numel[k] * (int64_t)ps.es);
+	if (!host)
+		nrt_from_host(buf, ps.host_b, ps.cfg->numel[k] * (int64_t)ps.es);
 }
 
 void nrt_ps_push_pull(int k, const void *grad, void *param, int64_t opt_step)
@@ -471,9 +486,9 @@ void nrt_ps_done(void *const *params, NrtTensor *state)
 	/* servers send parameter after parameter (then its state): receive
 	 * in that order */
 	for (int k = 0; k < ps.cfg->nparams; k++) {
-		receive_whole(k, tag_final(k), params[k]);
+		receive_whole(k, tag_final(k), params[k], false);
 		for (int j = 0; want && j < nstate(); j++)
-			receive_whole(k, tag_final(k), state[k * nstate() + j].data);
+			receive_whole(k, tag_final(k), state[k * nstate() + j].data, true);
 	}
 	host_free(ps.host_a, ps.most);
 	host_free(ps.host_b, ps.most);
@@ -491,9 +506,9 @@ void nrt_ps_snapshot(void *const *params, NrtTensor *state)
 		NRT_MPI_AS("parameter server: snapshot for a checkpoint",
 		           MPI_Send(hdr, 2, MPI_INT64_T, nrt_rt.ps_workers + s, tag_done(), ps.comm));
 	for (int k = 0; nrt_rt.rank == 0 && k < ps.cfg->nparams; k++) {
-		receive_whole(k, tag_final(k), params[k]);
+		receive_whole(k, tag_final(k), params[k], false);
 		for (int j = 0; want && j < nstate(); j++)
-			receive_whole(k, tag_final(k), state[k * nstate() + j].data);
+			receive_whole(k, tag_final(k), state[k * nstate() + j].data, true);
 	}
 	nrt_barrier();
 }

@@ -8,7 +8,9 @@
 #    parallel, optimizer parallel (fusion buffers; sharded parameters,
 #    their gathers recomputed, a 2-of-4 shard group), tensor parallel
 #    (redistribution scratch), pipelines of 2 and 4 stages (1f1b, gpipe,
-#    interleaved), tied weights and LAMB;
+#    interleaved), tied weights, LAMB and parameter servers (the workers
+#    and each server against its own plan; with --save and --init, where
+#    rank 0 stages the servers' state);
 #  - the build's -v lines are the program's plan;
 #  - an optimizer-parallel rank stores only its parameter shards (bytes
 #    worked out by hand for mlp_dp.net);
@@ -32,14 +34,17 @@ export OMPI_MCA_hwloc_base_binding_policy=none
 
 # counted NAME NP MODEL [-D ...]: build with -v, run with --mem-stats,
 # every "KIND C/P" pair must have C = P, and rank r's planned numbers must
-# be the -v line of its stage
+# be the -v line of its stage. SERVERS=S: the last S of the NP ranks are
+# parameter servers (their plan is not a stage's); RUN="...": more
+# options for the run
 counted() {
 	name=$1 np=$2 model=$3; shift 3
 	if ! timeout $TMO $NETC build "$model" -o "$work/$name" -v "$@" >"$work/$name.build" 2>&1; then
 		bad "$name (netc: $(grep -m1 error "$work/$name.build"))"
 		return
 	fi
-	if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 2 --mem-stats --quiet \
+	# shellcheck disable=SC2086 # RUN is a list of options
+	if ! timeout $TMO tests/e2e/mpirun.sh -np "$np" "$work/$name" --steps 2 --mem-stats --quiet ${RUN:-} \
 		>"$work/$name.run" 2>&1; then
 		bad "$name (run failed: $(tail -1 "$work/$name.run"))"
 		return
@@ -53,9 +58,10 @@ counted() {
 	fi
 	# the -v plan of each stage is what the ranks of that stage planned
 	nst=$(grep -c '^planned memory per device' "$work/$name.build")
-	per=$((np / nst))
+	workers=$((np - ${SERVERS:-0}))
+	per=$((workers / nst))
 	r=0
-	while [ $r -lt "$np" ]; do
+	while [ $r -lt "$workers" ]; do
 		st=$((r / per))
 		want=$(grep '^planned memory per device' "$work/$name.build" | sed -n "$((st + 1))p" |
 			sed 's/.*: params \([0-9]*\) grads \([0-9]*\) state \([0-9]*\) workspace \([0-9]*\) comm \([0-9]*\) inputs \([0-9]*\) runtime \([0-9]*\) total.*/\1 \2 \3 \4 \5 \6 \7/')
@@ -78,6 +84,13 @@ counted pipe2_1f1b 4 $M/deep.net
 counted pipe4_gpipe 4 $M/deep.net -D pipeline_stages=4 -D train.micro_size=4 -D 'pipeline_config={pipeline_scheduler="gpipe"}'
 counted pipe2_inter 4 $M/deep.net -D 'pipeline_config={pipeline_interleave=true}'
 counted staged 4 $M/staged.net
+# parameter servers: 4 workers + 2 servers, momentum (the servers' plans
+# too); --save and --init: rank 0 stages the servers' state for the
+# checkpoint outside the counted buffers (it counted 15144 bytes of state
+# against the 2600 planned). adam on 3 servers: shards of uneven size
+SERVERS=2 RUN="--save $work/ps.st" counted ps_save 6 samples/ps_mlp.net
+SERVERS=2 RUN="--init $work/ps.st" counted ps_init 6 samples/ps_mlp.net
+SERVERS=3 counted ps_adam3 5 samples/ps_mlp.net -D device_num=2 -D server_num=3 -D 'train.optimizer=adam(lr = 0.01)'
 
 # staged.net, by hand (f32): stage 0 reads emb [32, 16] and first.w
 # [16, 16] (768 elements), stage 1 second.w [16, 16] and the tied emb

@@ -20,6 +20,8 @@
 #    for 10 more is byte-identical to 20 steps (the servers get their
 #    state back from the checkpoint), and a data-parallel checkpoint
 #    resumed by the PS program equals 20 data-parallel steps.
+#    At O2 bf16 under recursive_programming (w1 read through amp's cast),
+#    losses within bf16's rounding of the stand-alone O2 bf16 run.
 # 2. Async mode trains: 2 workers + 3 servers, 100 steps, mean of the last
 #    5 losses <= 0.7 x mean of the first 5 (the criterion of
 #    test_training.sh); its results are not compared (not reproducible).
@@ -158,6 +160,23 @@ sed 's/^param w1: f32\[D, H\] = xavier_uniform$/& [ps]/' tests/e2e/models/mlp_dp
 if build semi "$work/semi.net" -D enable_ps=true -D server_num=1 && build semi_sa "$work/semi.net" -D parallel_mode=stand_alone &&
 	run semi 5 semi && run semi_sa 1 semi_sa; then
 	same "sync semi_auto_parallel 4 workers + 1 server == stand-alone" semi semi_sa
+fi
+
+# O2 bf16 in auto_parallel under recursive_programming: the matmul reads
+# amp's cast of w1; the servers hold the f32 weight, the workers pull it
+# and cast it. Losses within bf16's rounding of the stand-alone O2 bf16
+# run (rtol 4e-3, test_precision.sh's; seen 1.4e-3 over 20 steps). It
+# failed in the ps pass: the search gathered x into the cast's reader.
+O2="-D train.amp_level=O2 -D train.amp_dtype=bf16"
+# shellcheck disable=SC2086 # O2 is a list of options
+if build o2rp "$SAMPLE" $O2 -D parallel_mode=auto_parallel -D search_mode=recursive_programming &&
+	build o2sa "$SAMPLE" $O2 -D parallel_mode=stand_alone -D enable_ps=false &&
+	run o2rp 6 o2rp && run o2sa 1 o2sa; then
+	if r=$("$LCMP" "$work/o2sa.csv" "$work/o2rp.csv" --rtol 4e-3 2>&1); then
+		ok "O2 bf16 recursive_programming 4 workers + 2 servers == stand-alone O2 bf16 ($(printf '%s\n' "$r" | tail -n 1 | sed 's/ (rtol.*//'))"
+	else
+		bad "O2 bf16 recursive_programming 4 workers + 2 servers: $(printf '%s\n' "$r" | tail -n 1)"
+	fi
 fi
 
 # 2. async trains

@@ -84,3 +84,30 @@ Test(ps, rejected_settings)
 		done(&c);
 	}
 }
+
+/* The search's memory per device (Compilation.search_mem, what the fit
+ * compares with memory_limit) of the sample in auto_parallel, with one
+ * optimizer and another: a worker holds no state of w1 and b1, so adam's
+ * second moment adds w2's and b2's state alone, (64 x 10 + 10) x 4 =
+ * 2600 bytes, as the plan's state does (netc build -v: 2600 -> 5200).
+ * The search counted every parameter's, 15144 bytes. */
+Test(ps, search_memory_counts_no_server_state)
+{
+	double mem[2];
+	int64_t state[2];
+	const char *opt[] = {"train.optimizer=momentum(lr = 0.1, momentum = 0.9)", "train.optimizer=adam(lr = 0.01)"};
+	for (int k = 0; k < 2; k++) {
+		const char *defs[] = {"parallel_mode=auto_parallel", "search_mode=recursive_programming", opt[k]};
+		Compilation c;
+		cr_assert(compile_model(&c, "samples/ps_mlp.net", defs, 3, UPTO_CODEGEN), "%s: does not compile", opt[k]);
+		mem[k] = c.search_mem;
+		state[k] = 0;
+		for (int i = 0; i < c.g->nvalues; i++)
+			if (c.g->values[i]->kind == VK_STATE)
+				state[k] += shape_numel(&c.g->values[i]->shape) * 4;
+		compile_done(&c);
+	}
+	cr_expect_eq(state[1] - state[0], 2600, "the workers' state: %lld -> %lld bytes", (long long)state[0],
+	             (long long)state[1]);
+	cr_expect_float_eq(mem[1] - mem[0], 2600, 1e-6, "the search's memory: %.0f -> %.0f bytes", mem[0], mem[1]);
+}
