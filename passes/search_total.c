@@ -295,15 +295,18 @@ static double way_back(Search *s, const Layout *from, const Layout *grad, DType 
 
 /* explain's graph keeps amp's casts (a laid-out program: Search.thru
  * NULL), where the searches see through them: a reader's partial
- * gradient reaches a cast up (narrow -> f32), the only reader of a
- * value read by nothing else, and goes back through it; the program casts the partial sums down and
+ * gradient reaches a cast up (narrow -> f32) read by nothing else and
+ * goes back through it; the program casts the partial sums down and
  * sums them in the narrow type, in one collective into the producer's
  * layout (the cast is linear: sharding_partial.c), as the searches'
  * edge from the producer prices it. Priced as the graph reads, an f32
  * sum into the cast's layout and a narrow move from there: resnet
  * declared bf16 @4 under dynamic_programming, layer3_down.y's gradient
  * summed over 4 devices in f32 (1.56e-4 s) where the program reduces
- * the narrow one (4.1e-5 s), +5% of the compiled estimate. */
+ * the narrow one (4.1e-5 s), +5% of the compiled estimate. So too where
+ * the value has other readers (the residual add beside the next conv's
+ * cast: the narrow partial sum is added to theirs; +9% there, the
+ * relu's output gathered back for relu_grad no longer hiding it). */
 static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 {
 	for (int ei = 0; s->training && !s->thru && ei < s->ne; ei++) {
@@ -323,17 +326,53 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 		if (readers != 1 || in < 0)
 			continue;
 		const SEdge *ie = &s->e[in];
-		const SVertex *p = &s->v[ie->u];
-		for (int j = 0; j < p->nadj; j++) /* a value read by others sums their gradients first */
-			readers += s->e[p->adj[j]].u == ie->u && s->e[p->adj[j]].ui == ie->ui;
-		if (readers != 2)
-			continue;
 		const Layout *from = search_edge_from(s, e, choice[e->u]), *pfrom = search_edge_from(s, ie, choice[ie->u]);
 		const Layout *cg = s->v[ie->v].cl->c[choice[ie->v]].grad[ie->vi];
 		if (!from || !pfrom)
 			continue;
 		double was = cost_edge_grad(s->rc, from, g, e->dt, true) + cost_edge_grad(s->rc, pfrom, cg, ie->dt, true);
 		acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, pfrom, g, ie->dt, true) - was);
+	}
+}
+
+/* explain's graph keeps amp's casts down too: one of a partial sum (a
+ * conv's output split by its input channels) runs on the partial sums,
+ * each device rounding its own, and its reader reduces them narrow
+ * (sharding_partial.c narrow_partial), the searches' edge from the
+ * producer in the narrow type. The cast's candidate is its strategy's
+ * (no candidate holds partial sums: explain_search.c cast_as_run), so
+ * the graph priced the f32 sums reduced into the cast's split, and
+ * their gradient back, where the program moves half the bytes: resnet
+ * declared bf16 @16 under dynamic_programming, t63's sums reduced in
+ * f32 (1.40e-4 s a step) where the program reduce-scatters the narrow
+ * ones to the batch norm (5.2e-5 s), +6% of the compiled estimate. */
+static void partial_casts_down(Search *s, const int *choice, Acc *acc)
+{
+	for (int ei = 0; !s->thru && ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		const SVertex *c = &s->v[e->v];
+		const Node *k = c->n;
+		const Layout *from = search_edge_from(s, e, choice[e->u]);
+		if (e->ui >= 0 || e->grad_once || !from || !from->partial || k->op != OP_CAST || !k->ann.borrowed ||
+		    k->in[0]->dtype != DT_F32 || dtype_size(k->out->dtype) != 2)
+			continue;
+		const SEdge *o = NULL;
+		int readers = 0;
+		for (int j = 0; j < c->nadj; j++)
+			if (s->e[c->adj[j]].u == e->v && s->e[c->adj[j]].ui < 0)
+				o = &s->e[c->adj[j]], readers++;
+		const Layout *to = o ? search_edge_to(s, o, choice[o->v]) : NULL;
+		const Layout *kin = search_edge_to(s, e, choice[e->v]), *kout = o ? search_edge_from(s, o, choice[e->v]) : NULL;
+		if (readers != 1 || !to || !kin || !kout)
+			continue;
+		acc_add(acc, s, o->v, PART_FWD,
+		        cost_redist(s->rc, from, to, o->dt, NULL) - cost_redist(s->rc, from, kin, e->dt, NULL) -
+		                cost_redist(s->rc, kout, to, o->dt, NULL));
+		const Layout *g = s->v[o->v].cl->c[choice[o->v]].grad[o->vi], *gk = c->cl->c[choice[e->v]].grad[e->vi];
+		if (s->training && g)
+			acc_add(acc, s, e->u, PART_BWD,
+			        cost_edge_grad(s->rc, from, g, o->dt, true) - cost_edge_grad(s->rc, from, gk, e->dt, true) -
+			                cost_edge_grad(s->rc, kout, g, o->dt, true));
 	}
 }
 
@@ -467,6 +506,7 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 	}
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
+	partial_casts_down(s, choice, acc);
 	out_strategy_past_casts(s, choice, acc);
 	mixed_param_sums(s, choice, acc);
 }
