@@ -54,7 +54,8 @@ static void bucket_again(Search *s, int *choice, bool (*mode)(Search *, int *))
 		keep[2 * v] = sv->unary, keep[2 * v + 1] = sv->work;
 		sv->unary = ARENA_NEWN(s->a, double, sv->cl->n), sv->work = ARENA_NEWN(s->a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++) {
-			double head = s->w_step * sv->cl->c[c].bucket_head;
+			const Cand *cd = &sv->cl->c[c];
+			double head = s->w_step * (cd->bucket_head + cd->opt_head[0] + cd->opt_head[1]);
 			sv->unary[c] = keep[2 * v][c] + head, sv->work[c] = keep[2 * v + 1][c] + head;
 		}
 	}

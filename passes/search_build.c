@@ -152,9 +152,32 @@ static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
 		VEC_PUSH(s->a, s->v[v].adj, s->v[v].nadj, s->v[v].capadj, id);
 }
 
-/* Each edge's share (SEdge.share): the edges from its (u, ui). */
+/* How many times edge e's conversion is made again in the backward
+ * pass (SEdge.again): a recomputed operator's copy converts its inputs
+ * once more there (mp_comm_recompute: passes/sharding.c), and a
+ * recomputed output is converted again for the backward readers, which
+ * read the copy, not the forward's converted value (reuse_forward_
+ * copies). Once where both are in one region (passes/recompute.c: the
+ * reader's copy reads the producer's), twice where the reader's region
+ * is another (optpar_layers.net's layers, MP 2 each @16: a layer's
+ * input gathered for its product's recompute, and the previous layer's
+ * recomputed output gathered for the product's weight gradient: -8% of
+ * the compiled estimate priced once). */
+static int converted_again(const Search *s, const SEdge *e)
+{
+	const Node *vn = s->v[e->v].n, *un = s->v[e->u].n;
+	bool reader = vn->ann.recompute && vn->ann.mp_comm_recompute, output = e->ui < 0 && un->ann.recompute;
+	if (!s->training)
+		return 0;
+	return reader && output ? 1 + (strcmp(un->scope, vn->scope) != 0) : reader + output;
+}
+
+/* Each edge's share (SEdge.share): the edges from its (u, ui); and
+ * whether it converts again (SEdge.again). */
 static void count_shares(Search *s)
 {
+	for (int e = 0; e < s->ne; e++)
+		s->e[e].again = converted_again(s, &s->e[e]);
 	for (int v = 0; v < s->nv; v++) {
 		const SVertex *sv = &s->v[v];
 		for (int k = 0; k < sv->nadj; k++) {

@@ -228,17 +228,6 @@ double search_local_total(Search *s, const int *choice)
 	return t;
 }
 
-/* Whether edge e's conversion is made again in the backward pass: a
- * recomputed operator's copy converts its inputs once more there
- * (mp_comm_recompute: passes/sharding.c), and a recomputed output is
- * converted again for the backward readers, which read the copy, not
- * the forward's converted value (reuse_forward_copies). */
-static bool converted_again(const Search *s, const SEdge *e)
-{
-	const Node *vn = s->v[e->v].n, *un = s->v[e->u].n;
-	return (vn->ann.recompute && vn->ann.mp_comm_recompute) || (e->ui < 0 && un->ann.recompute);
-}
-
 /* Whether an earlier edge from the same producer's value reads it in
  * edge ei's layout: the sharding pass converts a value once per layout
  * its readers need and they all read that copy (convert in
@@ -249,7 +238,7 @@ static bool converted_again(const Search *s, const SEdge *e)
  * vocabulary-parallel loss and its row_logsumexp (passes/sharding_vocab.c;
  * only a laid-out program, explain's, has such vertices) the logits.
  * again: among the edges whose copy is made again for the backward pass
- * (converted_again), on the reader's pipeline stage: those copies are
+ * (SEdge.again), on the reader's pipeline stage: those copies are
  * shared alike, on a stage (convert: a backward copy is not shared with
  * another chunk's, nor a forward one with a recomputed reader's). */
 static bool read_before(const Search *s, int ei, const int *choice, bool again)
@@ -261,7 +250,7 @@ static bool read_before(const Search *s, int ei, const int *choice, bool again)
 		int oi = u->adj[k];
 		const SEdge *o = &s->e[oi];
 		if (oi < ei && o->u == e->u && o->ui == e->ui &&
-		    (!again || (converted_again(s, o) && s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage)) &&
+		    (!again || (o->again && s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage)) &&
 		    cost_layout_same(search_edge_to(s, o, choice[o->v]), to))
 			return true;
 	}
@@ -480,8 +469,8 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 		bool converts = from && to && !cost_layout_same(from, to);
 		if (shared && converts && read_before(s, e, choice, false))
 			acc_add(acc, s, se->v, PART_FWD, -cost_redist(s->rc, from, to, se->dt, NULL));
-		if (s->training && converted_again(s, se) && converts && !read_before(s, e, choice, true))
-			acc_add(acc, s, se->v, PART_BWD, cost_redist(s->rc, from, to, se->dt, NULL));
+		if (se->again && converts && read_before(s, e, choice, true)) /* priced on the edge (SEdge.again) */
+			acc_add(acc, s, se->v, PART_BWD, -se->again * cost_redist(s->rc, from, to, se->dt, NULL));
 		if (shared && !acc->st && transfer_before(s, e))
 			acc->micro -= search_stage_transfer(s, e, choice[se->v]);
 		/* the plan's total prices the way back as the program takes it;
@@ -616,6 +605,8 @@ static void staged_edges(Search *s, const int *choice, bool shared, Acc *acc)
 		const Layout *grad = s->v[e->v].cl->c[cv].grad[e->vi];
 		bool step = e->grad_once && grad && grad->partial; /* search_edge_cost's way back once a step */
 		acc_add(acc, s, e->v, PART_FWD, cost_edge(s->rc, from, to, NULL, e->dt, s->training));
+		if (e->again) /* the copy made again, in the reader's backward pass */
+			acc_add(acc, s, e->v, PART_BWD, e->again * cost_redist(s->rc, from, to, e->dt, NULL));
 		if (step)
 			acc_add(acc, s, e->u, PART_ONCE, search_once_grad(s, search_once_from(s, e, cu), grad, GRAD_IN_BUCKET));
 		else
