@@ -1048,8 +1048,8 @@ void search_total_terms(Search *s, const int *choice, const char *who, FILE *out
 		const SEdge *se = &s->e[e];
 		double c = search_edge_cost(s, e, choice[se->u], choice[se->v]);
 		if (c != 0)
-			fprintf(out, "E %s[%d] -> %s[%d] %s once %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
-			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, c);
+			fprintf(out, "E %s[%d] -> %s[%d] %s once %d again %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
+			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, se->again, c);
 	}
 	if (s->sched) /* staged: the corrections are inside the schedule's step above */
 		return;

@@ -216,6 +216,15 @@ Test(search_prices, a_recomputed_input_from_another_region_is_converted_twice_ag
 	double own;
 	double r = optpar_layers_with(split, 14, "search_mode=recursive_programming", &own);
 	cr_expect(fabs(r - 1) <= 0.01, "objective / estimate = %.4f", r);
+	/* an add's backward reads neither input: samples/transformer.net's
+	 * layers recomputed, the attention's output reduced into the
+	 * residual add again once (priced twice: +12%) */
+	char path[] = "/tmp/netc-search-prices-XXXXXX.net";
+	write_recomputed_transformer(path);
+	const char *defs[] = {"parallel_mode=auto_parallel", "search_mode=dynamic_programming"};
+	r = objective_over_step(path, defs, 2);
+	unlink(path);
+	cr_expect(fabs(r - 1) <= 0.01, "transformer recomputed: objective / estimate = %.4f", r);
 }
 
 /* dynamic_programming's plan is priced no more than another plan by its
