@@ -324,6 +324,21 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 	}
 }
 
+/* The edge from vertex v's output where it has one reader, else NULL. */
+static const SEdge *sole_reader(const Search *s, int v)
+{
+	const SEdge *o = NULL;
+	for (int j = 0; j < s->v[v].nadj; j++) {
+		const SEdge *e = &s->e[s->v[v].adj[j]];
+		if (e->u == v && e->ui < 0) {
+			if (o)
+				return NULL;
+			o = e;
+		}
+	}
+	return o;
+}
+
 /* explain's graph keeps amp's casts down too: one of a partial sum (a
  * conv's output split by its input channels) runs on the partial sums,
  * each device rounding its own, and its reader reduces them narrow
@@ -345,14 +360,10 @@ static void partial_casts_down(Search *s, const int *choice, Acc *acc)
 		if (e->ui >= 0 || e->grad_once || !from || !from->partial || k->op != OP_CAST || !k->ann.borrowed ||
 		    k->in[0]->dtype != DT_F32 || dtype_size(k->out->dtype) != 2)
 			continue;
-		const SEdge *o = NULL;
-		int readers = 0;
-		for (int j = 0; j < c->nadj; j++)
-			if (s->e[c->adj[j]].u == e->v && s->e[c->adj[j]].ui < 0)
-				o = &s->e[c->adj[j]], readers++;
+		const SEdge *o = sole_reader(s, e->v);
 		const Layout *to = o ? search_edge_to(s, o, choice[o->v]) : NULL;
 		const Layout *kin = search_edge_to(s, e, choice[e->v]), *kout = o ? search_edge_from(s, o, choice[e->v]) : NULL;
-		if (readers != 1 || !to || !kin || !kout)
+		if (!to || !kin || !kout)
 			continue;
 		acc_add(acc, s, o->v, PART_FWD,
 		        cost_redist(s->rc, from, to, o->dt, NULL) - cost_redist(s->rc, from, kin, e->dt, NULL) -
@@ -431,17 +442,12 @@ static void out_strategy_past_casts(Search *s, const int *choice, Acc *acc)
 	for (int ei = 0; s->training && ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		const Cand *c = &s->v[e->u].cl->c[choice[e->u]];
-		const SVertex *k = &s->v[e->v];
 		if (e->ui >= 0 || !c->out_partial || !search_cast_between(s, e))
 			continue;
-		const SEdge *o = NULL;
-		int readers = 0;
-		for (int j = 0; j < k->nadj; j++)
-			if (s->e[k->adj[j]].u == e->v && s->e[k->adj[j]].ui < 0)
-				o = &s->e[k->adj[j]], readers++;
+		const SEdge *o = sole_reader(s, e->v);
 		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
 		const Layout *g2 = o ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi] : NULL;
-		if (readers != 1 || !g2)
+		if (!g2)
 			continue;
 		const Layout *cast_out = search_edge_from(s, o, choice[o->u]);
 		acc_add(acc, s, e->u, PART_BWD,
