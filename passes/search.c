@@ -54,7 +54,8 @@ static void bucket_again(Search *s, int *choice, bool (*mode)(Search *, int *))
 		keep[2 * v] = sv->unary, keep[2 * v + 1] = sv->work;
 		sv->unary = ARENA_NEWN(s->a, double, sv->cl->n), sv->work = ARENA_NEWN(s->a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++) {
-			double head = s->w_step * sv->cl->c[c].bucket_head;
+			const Cand *cd = &sv->cl->c[c];
+			double head = s->w_step * (cd->bucket_head + cd->opt_head[0] + cd->opt_head[1]);
 			sv->unary[c] = keep[2 * v][c] + head, sv->work[c] = keep[2 * v + 1][c] + head;
 		}
 	}
@@ -106,6 +107,13 @@ static bool within_limit(Compilation *c, Search *s, const int *choice)
  * (2, 1, 1, 1), gathered there from the relu's (4, 1, 1, 1) and gathered
  * back for the shortcut's conv and for the relu's gradient, 4 collectives
  * the objective never saw (dynamic_programming @4: -6% of the compiled
+ * estimate). So does a cast down whose narrow copy the producer's own
+ * backward node reads (relu_grad reads relu's output, stored narrow:
+ * precision's casts up in the backward pass): the search prices that
+ * read in the producer's layout, free, and the conversion to the reader
+ * in the narrow type; lent, the narrow copy was made only in the
+ * reader's layout and gathered back for the gradient (conv_halo.net
+ * declared bf16 @16: two gathers a step, -18% of the compiled
  * estimate). lent[id]: 1 lent here, -1 contested, 0 neither. */
 static void lend_reader_strategy(Search *s, Node *n, const Cand *c, int8_t *lent)
 {
@@ -128,9 +136,41 @@ static void lend_reader_strategy(Search *s, Node *n, const Cand *c, int8_t *lent
 		}
 }
 
+/* The value v is past the casts s sees through. */
+static const Value *thru_root(const Search *s, const Value *v)
+{
+	while (v->kind == VK_NODE && v->def && v->def->id < s->nvertex_of && s->thru[v->def->id])
+		v = v->def->in[0];
+	return v;
+}
+
+/* Marks contested (lent[id] = -1) each seen-through forward cast whose
+ * result a backward node of the cast's producer reads, directly or
+ * through a cast of its own (see lend_reader_strategy). */
+static void contest_producers_reads(Search *s, int8_t *lent)
+{
+	const Graph *g = s->g;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *m = g->nodes[i];
+		if (m->phase != PH_BACKWARD || !m->fwd)
+			continue;
+		for (int j = 0; j < m->nin; j++) {
+			const Value *u = m->in[j];
+			if (u->def && u->def->op == OP_CAST && u->def->phase == PH_BACKWARD)
+				u = u->def->in[0];
+			const Node *k = u->def;
+			if (k && k->op == OP_CAST && k->phase == PH_FORWARD && k->id < s->nvertex_of && s->thru[k->id] &&
+			    thru_root(s, u)->def == m->fwd)
+				lent[k->id] = -1;
+		}
+	}
+}
+
 void search_apply(Search *s, const int *choice)
 {
 	int8_t *lent = ARENA_NEWN(s->a, int8_t, s->nvertex_of + 1);
+	if (s->thru)
+		contest_producers_reads(s, lent);
 	for (int v = 0; v < s->nv; v++) {
 		SVertex *sv = &s->v[v];
 		Node *n = sv->n;

@@ -152,9 +152,58 @@ static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
 		VEC_PUSH(s->a, s->v[v].adj, s->v[v].nadj, s->v[v].capadj, id);
 }
 
-/* Each edge's share (SEdge.share): the edges from its (u, ui). */
+/* How many times edge e's conversion is made again in the backward
+ * pass (SEdge.again): a recomputed operator's copy converts its inputs
+ * once more there (mp_comm_recompute: passes/sharding.c), and a
+ * recomputed output is converted again for the backward readers, which
+ * read the copy, not the forward's converted value (reuse_forward_
+ * copies). Once where both are in one region (passes/recompute.c: the
+ * reader's copy reads the producer's), twice where the reader's region
+ * is another and its gradient reads the producer's copy (optpar_layers.
+ * net's layers, MP 2 each @16: a layer's input gathered for its
+ * product's recompute, and the previous layer's recomputed output
+ * gathered for the product's weight gradient: -8% of the compiled
+ * estimate priced once; an add's backward reads neither, and
+ * samples/transformer.net's attention output, all-reduced into the
+ * residual add, is reduced once more: +12% priced twice). */
+static int converted_again(const Search *s, const SEdge *e, const uint32_t *reads_re)
+{
+	const Node *vn = s->v[e->v].n, *un = s->v[e->u].n;
+	bool reader = vn->ann.recompute && vn->ann.mp_comm_recompute, output = e->ui < 0 && un->ann.recompute;
+	if (!s->training)
+		return 0;
+	return reader && output ? 1 + (strcmp(un->scope, vn->scope) != 0 && e->vi < 32 && (reads_re[vn->id] >> e->vi & 1))
+	                        : reader + output;
+}
+
+/* By node id, the inputs (bits, up to 32) whose recomputed copy a
+ * backward node of the node's own (not a recomputed copy) reads: the
+ * weight gradient of a product reads its input, an add's backward none. */
+static uint32_t *gradients_read_copies(Arena *a, const Search *s)
+{
+	const Graph *g = s->g;
+	uint32_t *reads = ARENA_NEWN(a, uint32_t, s->nvertex_of + 1);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *b = g->nodes[i], *f = b->fwd;
+		if (b->phase != PH_BACKWARD || b->recomputed || !f || f->id >= s->nvertex_of)
+			continue;
+		for (int j = 0; j < b->nin; j++) {
+			const Node *c = b->in[j]->def;
+			for (int k = 0; c && c->recomputed && c->fwd && k < f->nin && k < 32; k++)
+				if (search_origin(s, f->in[k], NULL) == c->fwd->out)
+					reads[f->id] |= (uint32_t)1 << k;
+		}
+	}
+	return reads;
+}
+
+/* Each edge's share (SEdge.share): the edges from its (u, ui); and
+ * how often it converts again (SEdge.again). */
 static void count_shares(Search *s)
 {
+	uint32_t *reads_re = s->training ? gradients_read_copies(s->a, s) : NULL;
+	for (int e = 0; e < s->ne; e++)
+		s->e[e].again = reads_re ? converted_again(s, &s->e[e], reads_re) : 0;
 	for (int v = 0; v < s->nv; v++) {
 		const SVertex *sv = &s->v[v];
 		for (int k = 0; k < sv->nadj; k++) {

@@ -138,6 +138,14 @@ typedef struct SEdge {
 	 * converted for it dies after its forward use (search_edge_memory
 	 * counts none; the graph's backward nodes say, where it has them) */
 	bool dies;
+	/* training: how many more times the program converts the reader's
+	 * copy in the backward pass (sharding.c): once for a recomputed
+	 * reader (mp_comm_recompute), once for the backward readers of a
+	 * recomputed output, which read its copy, not the forward's; both
+	 * where both are recomputed. search_edge_cost prices the forward
+	 * conversion that many times more, as the reader's unary does a graph
+	 * input's (search_total.c takes a shared copy's back) */
+	int again;
 } SEdge;
 
 /* The plans dynamic_programming found at memory prices, kept across the

@@ -91,7 +91,7 @@ bool search_table_key(const Search *s, int ei, bool memory, TableKey *k)
 		bool fused = e->grad_once && s->grad_call == GRAD_IN_BUCKET;
 		if (e->once_from) /* and where it is summed into (SEdge.once_from) */
 			mix_layout(&h1, &h2, e->once_from);
-		cost_memo_mix(&h1, &h2, (uint64_t)s->once_dt << 2 | (uint64_t)fused << 1 | cross); /* and its type */
+		cost_memo_mix(&h1, &h2, (uint64_t)e->again << 10 | (uint64_t)s->once_dt << 2 | (uint64_t)fused << 1 | cross); /* and its type; the copy made again (SEdge.again) */
 		if (e->ps) /* or none, the servers' (search_once_back) */
 			cost_memo_mix(&h1, &h2, 0x5053);
 	}
@@ -240,6 +240,10 @@ typedef struct EdgeKey {
 	 * tables (one stood for the others: a recomputed layer's copies priced
 	 * as kept, a later stage's at the first stage's slots) */
 	int copies;
+	/* the cost table's only: the copy made again for the backward pass
+	 * (SEdge.again; identical layers, one recomputed, share candidate
+	 * lists) */
+	int again;
 	/* the forward tables' only (search_edge_forward): the edge's share,
 	 * which divides its price there, and the weight of its reader's
 	 * stage's forward pass (search_edge_fwd_weight); 0 in the cost tables */
@@ -356,6 +360,7 @@ static double **tables(Search *s, bool forward)
 		int su = s->v[e->u].n->ann.stage, sv = s->v[e->v].n->ann.stage;
 		key.cross = e->ui < 0 && su >= 0 && sv >= 0 && su != sv ? 1 + (abs(su - sv) > 1) : 0;
 		key.copies = forward ? 0 : reader_copies(s, e); /* the memory table's only */
+		key.again = forward ? 0 : e->again;
 		key.share = forward ? e->share : 0;
 		key.wf = forward ? search_edge_fwd_weight(s, ei) : 0;
 		size_t h = edge_key_hash(&key) & (memo_cap - 1);

@@ -228,17 +228,6 @@ double search_local_total(Search *s, const int *choice)
 	return t;
 }
 
-/* Whether edge e's conversion is made again in the backward pass: a
- * recomputed operator's copy converts its inputs once more there
- * (mp_comm_recompute: passes/sharding.c), and a recomputed output is
- * converted again for the backward readers, which read the copy, not
- * the forward's converted value (reuse_forward_copies). */
-static bool converted_again(const Search *s, const SEdge *e)
-{
-	const Node *vn = s->v[e->v].n, *un = s->v[e->u].n;
-	return (vn->ann.recompute && vn->ann.mp_comm_recompute) || (e->ui < 0 && un->ann.recompute);
-}
-
 /* Whether an earlier edge from the same producer's value reads it in
  * edge ei's layout: the sharding pass converts a value once per layout
  * its readers need and they all read that copy (convert in
@@ -249,7 +238,7 @@ static bool converted_again(const Search *s, const SEdge *e)
  * vocabulary-parallel loss and its row_logsumexp (passes/sharding_vocab.c;
  * only a laid-out program, explain's, has such vertices) the logits.
  * again: among the edges whose copy is made again for the backward pass
- * (converted_again), on the reader's pipeline stage: those copies are
+ * (SEdge.again), on the reader's pipeline stage: those copies are
  * shared alike, on a stage (convert: a backward copy is not shared with
  * another chunk's, nor a forward one with a recomputed reader's). */
 static bool read_before(const Search *s, int ei, const int *choice, bool again)
@@ -261,7 +250,7 @@ static bool read_before(const Search *s, int ei, const int *choice, bool again)
 		int oi = u->adj[k];
 		const SEdge *o = &s->e[oi];
 		if (oi < ei && o->u == e->u && o->ui == e->ui &&
-		    (!again || (converted_again(s, o) && s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage)) &&
+		    (!again || (o->again && s->v[o->v].n->ann.stage == s->v[e->v].n->ann.stage)) &&
 		    cost_layout_same(search_edge_to(s, o, choice[o->v]), to))
 			return true;
 	}
@@ -295,15 +284,18 @@ static double way_back(Search *s, const Layout *from, const Layout *grad, DType 
 
 /* explain's graph keeps amp's casts (a laid-out program: Search.thru
  * NULL), where the searches see through them: a reader's partial
- * gradient reaches a cast up (narrow -> f32), the only reader of a
- * value read by nothing else, and goes back through it; the program casts the partial sums down and
+ * gradient reaches a cast up (narrow -> f32) read by nothing else and
+ * goes back through it; the program casts the partial sums down and
  * sums them in the narrow type, in one collective into the producer's
  * layout (the cast is linear: sharding_partial.c), as the searches'
  * edge from the producer prices it. Priced as the graph reads, an f32
  * sum into the cast's layout and a narrow move from there: resnet
  * declared bf16 @4 under dynamic_programming, layer3_down.y's gradient
  * summed over 4 devices in f32 (1.56e-4 s) where the program reduces
- * the narrow one (4.1e-5 s), +5% of the compiled estimate. */
+ * the narrow one (4.1e-5 s), +5% of the compiled estimate. So too where
+ * the value has other readers (the residual add beside the next conv's
+ * cast: the narrow partial sum is added to theirs; +9% there, the
+ * relu's output gathered back for relu_grad no longer hiding it). */
 static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 {
 	for (int ei = 0; s->training && !s->thru && ei < s->ne; ei++) {
@@ -323,17 +315,64 @@ static void sums_past_casts(Search *s, const int *choice, Acc *acc)
 		if (readers != 1 || in < 0)
 			continue;
 		const SEdge *ie = &s->e[in];
-		const SVertex *p = &s->v[ie->u];
-		for (int j = 0; j < p->nadj; j++) /* a value read by others sums their gradients first */
-			readers += s->e[p->adj[j]].u == ie->u && s->e[p->adj[j]].ui == ie->ui;
-		if (readers != 2)
-			continue;
 		const Layout *from = search_edge_from(s, e, choice[e->u]), *pfrom = search_edge_from(s, ie, choice[ie->u]);
 		const Layout *cg = s->v[ie->v].cl->c[choice[ie->v]].grad[ie->vi];
 		if (!from || !pfrom)
 			continue;
 		double was = cost_edge_grad(s->rc, from, g, e->dt, true) + cost_edge_grad(s->rc, pfrom, cg, ie->dt, true);
 		acc_add(acc, s, e->u, PART_BWD, cost_edge_grad(s->rc, pfrom, g, ie->dt, true) - was);
+	}
+}
+
+/* The edge from vertex v's output where it has one reader, else NULL. */
+static const SEdge *sole_reader(const Search *s, int v)
+{
+	const SEdge *o = NULL;
+	for (int j = 0; j < s->v[v].nadj; j++) {
+		const SEdge *e = &s->e[s->v[v].adj[j]];
+		if (e->u == v && e->ui < 0) {
+			if (o)
+				return NULL;
+			o = e;
+		}
+	}
+	return o;
+}
+
+/* explain's graph keeps amp's casts down too: one of a partial sum (a
+ * conv's output split by its input channels) runs on the partial sums,
+ * each device rounding its own, and its reader reduces them narrow
+ * (sharding_partial.c narrow_partial), the searches' edge from the
+ * producer in the narrow type. The cast's candidate is its strategy's
+ * (no candidate holds partial sums: explain_search.c cast_as_run), so
+ * the graph priced the f32 sums reduced into the cast's split, and
+ * their gradient back, where the program moves half the bytes: resnet
+ * declared bf16 @16 under dynamic_programming, t63's sums reduced in
+ * f32 (1.40e-4 s a step) where the program reduce-scatters the narrow
+ * ones to the batch norm (5.2e-5 s), +6% of the compiled estimate. */
+static void partial_casts_down(Search *s, const int *choice, Acc *acc)
+{
+	for (int ei = 0; !s->thru && ei < s->ne; ei++) {
+		const SEdge *e = &s->e[ei];
+		const SVertex *c = &s->v[e->v];
+		const Node *k = c->n;
+		const Layout *from = search_edge_from(s, e, choice[e->u]);
+		if (e->ui >= 0 || e->grad_once || !from || !from->partial || k->op != OP_CAST || !k->ann.borrowed ||
+		    k->in[0]->dtype != DT_F32 || dtype_size(k->out->dtype) != 2)
+			continue;
+		const SEdge *o = sole_reader(s, e->v);
+		const Layout *to = o ? search_edge_to(s, o, choice[o->v]) : NULL;
+		const Layout *kin = search_edge_to(s, e, choice[e->v]), *kout = o ? search_edge_from(s, o, choice[e->v]) : NULL;
+		if (!to || !kin || !kout)
+			continue;
+		acc_add(acc, s, o->v, PART_FWD,
+		        cost_redist(s->rc, from, to, o->dt, NULL) - cost_redist(s->rc, from, kin, e->dt, NULL) -
+		                cost_redist(s->rc, kout, to, o->dt, NULL));
+		const Layout *g = s->v[o->v].cl->c[choice[o->v]].grad[o->vi], *gk = c->cl->c[choice[e->v]].grad[e->vi];
+		if (s->training && g)
+			acc_add(acc, s, e->u, PART_BWD,
+			        cost_edge_grad(s->rc, from, g, o->dt, true) - cost_edge_grad(s->rc, from, gk, e->dt, true) -
+			                cost_edge_grad(s->rc, kout, g, o->dt, true));
 	}
 }
 
@@ -403,17 +442,12 @@ static void out_strategy_past_casts(Search *s, const int *choice, Acc *acc)
 	for (int ei = 0; s->training && ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		const Cand *c = &s->v[e->u].cl->c[choice[e->u]];
-		const SVertex *k = &s->v[e->v];
 		if (e->ui >= 0 || !c->out_partial || !search_cast_between(s, e))
 			continue;
-		const SEdge *o = NULL;
-		int readers = 0;
-		for (int j = 0; j < k->nadj; j++)
-			if (s->e[k->adj[j]].u == e->v && s->e[k->adj[j]].ui < 0)
-				o = &s->e[k->adj[j]], readers++;
+		const SEdge *o = sole_reader(s, e->v);
 		const Layout *g = s->v[e->v].cl->c[choice[e->v]].grad[e->vi];
 		const Layout *g2 = o ? s->v[o->v].cl->c[choice[o->v]].grad[o->vi] : NULL;
-		if (readers != 1 || !g2)
+		if (!g2)
 			continue;
 		const Layout *cast_out = search_edge_from(s, o, choice[o->u]);
 		acc_add(acc, s, e->u, PART_BWD,
@@ -441,8 +475,8 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 		bool converts = from && to && !cost_layout_same(from, to);
 		if (shared && converts && read_before(s, e, choice, false))
 			acc_add(acc, s, se->v, PART_FWD, -cost_redist(s->rc, from, to, se->dt, NULL));
-		if (s->training && converted_again(s, se) && converts && !read_before(s, e, choice, true))
-			acc_add(acc, s, se->v, PART_BWD, cost_redist(s->rc, from, to, se->dt, NULL));
+		if (se->again && converts && read_before(s, e, choice, true)) /* priced on the edge (SEdge.again) */
+			acc_add(acc, s, se->v, PART_BWD, -se->again * cost_redist(s->rc, from, to, se->dt, NULL));
 		if (shared && !acc->st && transfer_before(s, e))
 			acc->micro -= search_stage_transfer(s, e, choice[se->v]);
 		/* the plan's total prices the way back as the program takes it;
@@ -469,6 +503,7 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 	}
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
+	partial_casts_down(s, choice, acc);
 	out_strategy_past_casts(s, choice, acc);
 	mixed_param_sums(s, choice, acc);
 }
@@ -578,6 +613,8 @@ static void staged_edges(Search *s, const int *choice, bool shared, Acc *acc)
 		const Layout *grad = s->v[e->v].cl->c[cv].grad[e->vi];
 		bool step = e->grad_once && grad && grad->partial; /* search_edge_cost's way back once a step */
 		acc_add(acc, s, e->v, PART_FWD, cost_edge(s->rc, from, to, NULL, e->dt, s->training));
+		if (e->again) /* the copy made again, in the reader's backward pass */
+			acc_add(acc, s, e->v, PART_BWD, e->again * cost_redist(s->rc, from, to, e->dt, NULL));
 		if (step)
 			acc_add(acc, s, e->u, PART_ONCE, search_once_back(s, e, cu, grad, GRAD_IN_BUCKET));
 		else
@@ -1020,8 +1057,8 @@ void search_total_terms(Search *s, const int *choice, const char *who, FILE *out
 		const SEdge *se = &s->e[e];
 		double c = search_edge_cost(s, e, choice[se->u], choice[se->v]);
 		if (c != 0)
-			fprintf(out, "E %s[%d] -> %s[%d] %s once %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
-			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, c);
+			fprintf(out, "E %s[%d] -> %s[%d] %s once %d again %d cost %.4g\n", s->v[se->u].n->out->name, se->ui,
+			        s->v[se->v].n->out->name, se->vi, dtype_name(se->dt), se->grad_once, se->again, c);
 	}
 	if (s->sched) /* staged: the corrections are inside the schedule's step above */
 		return;

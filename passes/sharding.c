@@ -371,6 +371,22 @@ static void on_readers_grid(Sharder *S, const Node *n, ShardResult *r)
 	shard_on_readers_grid(&S->cx, S->g, S->pos + 1, n, r);
 }
 
+/* n (its inputs and output shaped alike) on l's splits and grid. */
+static bool lay_out_as(Sharder *S, Node *n, const Layout *l, ShardResult *r)
+{
+	Strategy s = strategy_as_produced(S->cx.arena, n);
+	const Layout *want[SHARD_MAX_INPUTS] = {0};
+	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
+		want[j] = l;
+		for (int d = 0; d < s.v[j].rank; d++)
+			s.v[j].d[d] = layout_split(l, d);
+	}
+	if (!try_strategy(S, n, s, r))
+		return false;
+	shard_regrid(&S->cx, r, want);
+	return true;
+}
+
 /* autodiff's sum of a value's gradient contributions whose layouts
  * disagree: in the value's layout, where the searches price it. Data
  * parallel split its rows over every device and gathered it again,
@@ -381,17 +397,7 @@ static bool grad_sum_as_value(Sharder *S, Node *n, ShardResult *r)
 	if (per_device_mode(S->mode) || n->phase != PH_BACKWARD || !x || !x->layout ||
 	    !shape_eq(&x->shape, &n->out->shape))
 		return false;
-	Strategy s = strategy_as_produced(S->cx.arena, n);
-	const Layout *want[SHARD_MAX_INPUTS] = {0};
-	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
-		want[j] = x->layout;
-		for (int d = 0; d < s.v[j].rank; d++)
-			s.v[j].d[d] = layout_split(x->layout, d);
-	}
-	if (!try_strategy(S, n, s, r))
-		return false;
-	shard_regrid(&S->cx, r, want);
-	return true;
+	return lay_out_as(S, n, x->layout, r);
 }
 
 /* Seconds of converting v's layout into `to` in the backward pass (0
@@ -418,6 +424,31 @@ static double sum_time(Sharder *S, const Node *n, const ShardResult *r)
 	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++)
 		t += back_time(S, n->in[j]->layout, r->in[j], n->in[j]->dtype);
 	return t;
+}
+
+/* A narrow partial gradient's widening, read by autodiff's sum of x's
+ * gradient (widened_into_value), laid out as x where reducing it there,
+ * its other addend's conversion there and the sum's into x take less
+ * time than as produced (the partial sums reduced whole, then the sum
+ * sliced into x): resnet declared bf16 @16 under recursive_programming,
+ * layer3.0.y's gradient from layer4_down's conv all-reduced over 16
+ * devices (1.88e-4 s) where a reduce-scatter into layer3.0.y's split
+ * takes 5.9e-5 (3.085e-3 -> 2.962e-3 s a step, the same strategies).
+ * Not always: samples/transformer.net's residual sum, its other addend
+ * split otherwise, was reduce-scattered where that one is (5e-6 s), and
+ * into x it took an all-reduce, a gather and the other's move (2.5e-5). */
+static bool widened_into_value_if_cheaper(Sharder *S, Node *n, ShardResult *r)
+{
+	const Value *o = NULL;
+	const Layout *x = widened_into_value(S->g, S->mode, S->pos, n, &o);
+	ShardResult b;
+	if (!x || !o->layout || !try_strategy(S, n, strategy_as_produced(S->cx.arena, n), &b))
+		return false;
+	const Layout *in = n->in[0]->layout;
+	DType nt = n->in[0]->dtype, wt = n->out->dtype;
+	double as_value = back_time(S, in, x, nt) + back_time(S, o->layout, x, o->dtype);
+	double produced = back_time(S, in, b.out, nt) + back_time(S, o->layout, b.out, o->dtype) + back_time(S, b.out, x, wt);
+	return as_value < produced && lay_out_as(S, n, x, r);
 }
 
 /* autodiff's sum of an activation's gradient contributions follows its
@@ -477,6 +508,8 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	if (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->nin == 3 && try_strategy(S, n, vocab_strategy(a, n, 0), r))
 		return true;
 	if (n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD && n->nin == 4 && try_strategy(S, n, vocab_strategy(a, n, 1), r))
+		return true;
+	if (widened_into_value_if_cheaper(S, n, r))
 		return true;
 	if (backward_follows_forward(S, n, r)) {
 		sum_as_value_if_cheaper(S, n, r);

@@ -228,6 +228,22 @@ static bool is_cast(const Node *c, bool up)
 	                                    : dtype_size(c->attr.to) == 2 && c->in[0]->dtype == DT_F32);
 }
 
+const Layout *widened_into_value(const Graph *g, ParallelMode mode, int pos, const Node *n, const Value **other)
+{
+	if (mode == PM_DATA_PARALLEL || mode == PM_HYBRID_PARALLEL || n->phase == PH_FORWARD || !is_cast(n, true) ||
+	    !n->in[0]->layout || !n->in[0]->layout->partial || n->in[0]->layout->ragged)
+		return NULL;
+	const Node *r = only_reader(g, pos, n->out);
+	const Value *x = r && r->op == OP_ADD && r->phase != PH_FORWARD ? r->sums_grad_of : NULL;
+	/* x's producer on the same stage: a gradient bound for another stage
+	 * goes as the transfer finds it */
+	if (!x || uncast(x)->kind == VK_PARAM || !x->def || x->def->ann.stage != n->ann.stage || !x->layout ||
+	    x->layout->partial || x->layout->ragged || !shape_eq(&x->shape, &n->out->shape) || r->in[0] == r->in[1])
+		return NULL;
+	*other = r->in[r->in[0] == n->out];
+	return x->layout;
+}
+
 /* Whether n, shaped as the value whose gradient it sums, is the first
  * of such a pair: exactly one addend partial, not ragged. */
 static bool mixed_sum(const Graph *g, Node *n, MixedSum *ms)

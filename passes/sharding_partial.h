@@ -15,6 +15,14 @@ bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
 /* a cast down of partial sums, rounded on each device and reduced narrow
  * (or, a part of a parameter's gradient, summed in f32 later) */
 bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n);
+/* Where amp's widening n (at pos, in the backward pass) of a narrow
+ * partial sum, which widen_partial keeps partial not, is read only by
+ * autodiff's sum of an activation x's gradient (shaped as x, made on x's
+ * stage): x's layout, where the searches' edge from x's producer prices
+ * the way back (cost_edge_grad: the partial sum into the producer's
+ * layout, narrow), and *other, the sum's other addend. NULL: not such a
+ * widening. */
+const Layout *widened_into_value(const Graph *g, ParallelMode mode, int pos, const Node *n, const Value **other);
 /* an add of gradients that are partial sums over the same devices */
 bool add_partials(bool per_device, Node *n);
 /* Autodiff adds a value's gradient contributions in the order it makes

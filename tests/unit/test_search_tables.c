@@ -169,13 +169,17 @@ Test(search_tables, other_candidates_never_share_a_table)
 		search_edge_tables_free(f[v], F[v]);
 }
 
-/* A recompute mark changes what the reader holds, not what a conversion
+/* A recompute mark changes what the reader holds, and a conversion made
+ * again in the backward pass (SEdge.again), not what another conversion
  * costs: the recomputed MLP takes the base's cost tables from the memo
- * (the same tables) and prices its memory tables apart (a recomputed
- * reader's converted copy is not held: recomputed_reader_holds_no_
- * converted_copy in test_search_algo.c; the loss, not marked, still
- * holds its own). */
-Test(search_tables, recompute_mark_reprices_only_memory_tables)
+ * (the same tables) but where its edges convert again (here every one,
+ * each reader marked; priced there
+ * since dynamic_programming missed cheaper plans without it:
+ * search_prices/dynamic_programming_finds_the_plan_it_prices_least), and
+ * prices its memory tables apart (a recomputed reader's converted copy
+ * is not held: recomputed_reader_holds_no_converted_copy in
+ * test_search_algo.c; the loss, not marked, still holds its own). */
+Test(search_tables, recompute_mark_reprices_only_memory_tables_and_conversions_again)
 {
 	mlp();
 	Search *b = at(BASE);
@@ -183,12 +187,15 @@ Test(search_tables, recompute_mark_reprices_only_memory_tables)
 	Search *r = at(RECOMPUTE);
 	double **R = search_edge_tables(r);
 	cr_assert_eq(r->ne, b->ne);
-	int dropped = 0; /* copies the base holds and the recomputed MLP does not */
+	int dropped = 0, again = 0; /* copies the base holds and the recomputed MLP does not */
 	for (int ei = 0; ei < r->ne; ei++) {
-		cr_expect(R[ei] == B[ei], "edge %d's cost table was priced again", ei);
+		cr_expect((R[ei] == B[ei]) == (r->e[ei].again == 0), "edge %d (again %d): its cost table %s", ei,
+		          r->e[ei].again, R[ei] == B[ei] ? "the base's" : "priced again");
 		dropped += B[r->ne + ei] && !R[r->ne + ei];
+		again += r->e[ei].again > 0;
 	}
 	cr_expect_gt(dropped, 0, "no memory table changed with the recompute marks");
+	cr_expect_gt(again, 0, "no edge converts again");
 	search_edge_tables_free(b, B);
 	search_edge_tables_free(r, R);
 }
