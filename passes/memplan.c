@@ -81,7 +81,8 @@ static int64_t stage_by_size(Compilation *c, const StageItems *si, const bool *t
 	bool fault = c->fault && strcmp(c->fault, "memplan-by-size") == 0;
 	for (int k = 0; fault && k < n; k++) /* tests: placed as if each died at once; the check must notice */
 		it[k].death = it[k].birth;
-	int64_t top = place_by_size(&c->arena, it, n, ALIGN);
+	/* first fit at the live bytes is as low as a plan goes */
+	int64_t top = ff <= *live && !fault ? ff : place_by_size(&c->arena, it, n, ALIGN);
 	for (int k = 0; fault && k < n; k++)
 		it[k].death = si->it[si->at[of[k]]].death;
 	if (top < ff || fault)
@@ -681,7 +682,7 @@ static int64_t whole_by_size(Compilation *c, const int *last, Placement *pl, int
 		if (fault) /* tests: placed as if each died at once; plan_ok must notice */
 			it[k].death = it[k].birth;
 	}
-	int64_t top = place_by_size(&c->arena, it, ni, ALIGN);
+	int64_t top = ff <= *live && !fault ? ff : place_by_size(&c->arena, it, ni, ALIGN);
 	for (int k = 0; k < ni; k++)
 		it[k].death = death[k];
 	if (top >= ff && !fault)
