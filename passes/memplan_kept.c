@@ -1,5 +1,5 @@
 /* The weights' narrow copies held over a step and the forward values
- * the backward pass reads (passes/memplan.h): rules on the graph alone,
+ * the backward pass reads (memplan_kept.h): rules on the graph alone,
  * which the plan and the searches' estimates share. */
 #include "memplan_kept.h"
 /* amp casts each weight to its narrow type in the forward pass (a cast
