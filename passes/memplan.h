@@ -1,5 +1,6 @@
 #ifndef NETC_MEMPLAN_H
 #define NETC_MEMPLAN_H
+#include "memplan_kept.h"
 #include "passes.h"
 
 /* Where each intermediate tensor lives. Values produced by nodes share one
@@ -21,6 +22,8 @@ struct MemPlan {
 	 * bytes, so there it is NULL throughout. */
 	const Value **in_place_of; /* by value id: the operand whose bytes it took (offset equal), or NULL: bytes of its own */
 	int64_t peak;         /* workspace bytes needed */
+	int64_t first_fit;    /* what first fit alone took (memplan_place.h) */
+	int64_t live;         /* the most workspace bytes alive at one node: what any placement needs */
 	int64_t naive;        /* bytes if nothing were reused */
 	int64_t params;       /* parameter bytes */
 	int64_t state;        /* optimizer state bytes */
@@ -39,6 +42,14 @@ struct MemPlan {
 	 * pass: they share one region per rank instead of one per slot. */
 	bool *transient;        /* by value id: in the shared region (its stage_offset is an offset there) */
 	int64_t *stage_transient; /* [stage]: bytes of the shared region */
+	/* What the placement costs (memplan_place.h): per stage, each
+	 * region's bytes under first fit alone and the most bytes alive in it
+	 * at one node, the least any placement needs; the regions themselves
+	 * take the lower of first fit and the placement by size. */
+	struct MemPlanLive {
+		int64_t slot_ff, slot_live;     /* the micro-batch slot's region */
+		int64_t shared_ff, shared_live; /* the shared region (stage_transient) */
+	} *stage_live;
 	int nstages;            /* pipelines: the stages the arrays above and below count */
 	int64_t *stage_params;  /* [stage]: parameter bytes the stage holds: its own and its copies of tied weights it reads */
 	int64_t *stage_state;   /* [stage]: their optimizer state bytes */
@@ -59,16 +70,8 @@ struct MemPlan {
 /* By value id: the weights' narrow copies that the compiled program
  * makes once a step and keeps over it (MemPlan.kept): the plan's, or
  * before there is one (explain's and the searches' estimates) the same
- * rule on the graph as it stands. */
+ * rule on the graph as it stands (memplan_kept_in). */
 const bool *memplan_kept(Compilation *c);
-const bool *memplan_kept_in(Arena *a, const Graph *g);
-
-/* By value id: the forward values a backward node reads, which the plan
- * holds from the forward pass to the backward (a micro-batch's slot);
- * the others die in the forward pass after their last reader. NULL
- * where the graph has no backward pass (inference, or before autodiff):
- * the estimates then count every forward value. */
-const bool *memplan_read_back(Arena *a, const Graph *g);
 
 /* Bytes this device holds of v (its slice when sharded), float tensors
  * taking `real_size` bytes an element (4, or 8 with --precision f64);
@@ -101,4 +104,7 @@ static inline bool plan_overlap(const Compilation *c, const Value *a, const Valu
 /* The summary line; with pipeline stages, the largest stage's (by its
  * workspace, parameters and state): a device holds only its stage's. */
 void memplan_report(const MemPlan *p, FILE *out);
+/* netc build -v: what each region takes against the most bytes alive in
+ * it at one node (MemPlan.live, stage_live). */
+void memplan_report_live(const MemPlan *p, FILE *out);
 #endif

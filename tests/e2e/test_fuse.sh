@@ -128,12 +128,20 @@ fi
 # the runs' gradient blocks cost no workspace at the peak (passes/memplan.c),
 # on the written-out attention: with attention fused (issue 23) the
 # transformer's peak moves elsewhere and the runs raise it by 8640 bytes
-# (697344 against 688704), left to memplan
-peak() { timeout $TMO $NETC build "$@" -o "$work/peak.exe" -v 2>&1 | sed -n 's/^memory per device: activations and gradients peak \([0-9]*\) .*/\1/p'; }
+# (697344 against 688704), left to memplan. Since memplan places the
+# workspace by size where first fit fragments (passes/memplan_place.c), the
+# plan without runs can gain more than the one with: a run's gradient block
+# moves only whole (transformer.net: 708608 with runs, first fit's, against
+# 697280 without, 721472 by first fit; 696768 bytes live in both). So the
+# runs are held to first fit's plan without them, and to within 2% of the
+# plan without them.
+peak() { timeout $TMO $NETC build "$@" -o "$work/peak.exe" -v 2>&1 | sed -n 's/^memory plan: workspace \([0-9]*\) bytes (first fit \([0-9]*\)).*/\1 \2/p'; }
 for m in "$TF" "$MLP"; do
-	a=$(peak "$m" $SA --no-fuse=attention) b=$(peak "$m" $SA --no-fuse=updates,attention)
-	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -le "$b" ] && ok "$(basename "$m"): workspace peak $a bytes with runs, $b without" ||
-		bad "$(basename "$m"): workspace peak '$a' bytes with runs, '$b' without"
+	set -- $(peak "$m" $SA --no-fuse=attention) $(peak "$m" $SA --no-fuse=updates,attention)
+	a=$1 b=$3 bff=$4
+	[ -n "$a" ] && [ -n "$bff" ] && [ "$a" -le "$bff" ] && [ "$((a * 100))" -le "$((b * 102))" ] &&
+		ok "$(basename "$m"): workspace peak $a bytes with runs, $b without ($bff by first fit)" ||
+		bad "$(basename "$m"): workspace peak '$a' bytes with runs, '$b' without ('$bff' by first fit)"
 done
 # -v names the epilogues; the plan is the unfused one's (the pre-activation
 # gelu_grad reads is the bias_add's own buffer, counted as before)

@@ -733,13 +733,17 @@ Test(pipecost, search_memory_bounds_other_models, .timeout = 120)
  *     (counted node by node, 2026-11-29): the rest is first-fit
  *     fragmentation around 77 GB blocks (a product's output, 192 x 2048 x
  *     49152 at f32, replicated), which no count of live bytes bounds.
- * The lower side: 0.9, 0.7 and 0.3 of the plan, what the terms reach here. */
+ *     Since memplan places a region's blocks by size (memplan_place.h),
+ *     the shared region is the 77.5 GB live and the estimate 0.577 of
+ *     the plan (145.5 GB against 252.1 GB; 0.54 before, on main's 309.9
+ *     GB of first fit then).
+ * The lower side: 0.9, 0.7 and 0.55 of the plan, what the terms reach here. */
 Test(pipecost, search_memory_bounds_gpt3_stages, .timeout = 120)
 {
 	static const struct { const char *stages, *micro; double least; } cands[] = {
 	    {"pipeline_stages=32", "train.micro_size=512", 0.9},
 	    {"pipeline_stages=1", "train.micro_size=4", 0.7},
-	    {"pipeline_stages=2", "train.micro_size=8", 0.3},
+	    {"pipeline_stages=2", "train.micro_size=8", 0.55},
 	};
 	for (size_t k = 0; k < sizeof cands / sizeof cands[0]; k++) {
 		const char *defs[] = {"dataset_strategy=full_batch", "B=1536", "T=2048", "D=12288", "H=96", "V=51200",
