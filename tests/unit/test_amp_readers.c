@@ -1,0 +1,144 @@
+/* The readers' index (ir.h ReadIndex) and the passes that look values'
+ * readers up in it instead of walking the graph (the sharding pass's
+ * partial sums under amp, sharding_partial.c; pass_narrow's casts taken
+ * out at the end, precision.c), against their definitions: the graph
+ * walked for each lookup, each dropped cast out at once
+ * (Compilation.sequential). The passes must give the same graph node for
+ * node -- the same nodes in the same order, reading the same values laid
+ * out alike -- on models where each lookup decides something: amp's
+ * widenings of partial sums kept partial (transformer.net's column
+ * split), a tied table's parts summed in f32 (staged.net), partial
+ * gradients added before the whole one (attention_gqa.net), a backward
+ * cast reading the forward's copy (bn_cross.net declared bf16). */
+#include <criterion/criterion.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compile_fixture.h"
+#include "ir/layout.h"
+#include "passes/sharding_partial.h"
+
+static const char *name_of(const Value *v) { return v && v->name ? v->name : ""; }
+
+/* How many distinct nodes of g read v (2: more than one), *one the first. */
+static int graph_count(const Graph *g, const Value *v, const Node **one)
+{
+	*one = NULL;
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			if (g->nodes[i]->in[j] == v) {
+				if (*one && *one != g->nodes[i])
+					return 2;
+				*one = g->nodes[i];
+			}
+	return *one != NULL;
+}
+
+/* Every value's count in the index is the graph's, and so is its one
+ * reader as the sharding pass asks for it (only_reader: none where
+ * several read it). */
+static void index_as_graph(const Graph *g, const ReadIndex *x, const char *when)
+{
+	int several = 0;
+	for (int v = 0; v < x->nvalues; v++) {
+		const Node *a;
+		Node *b;
+		int n = graph_count(g, g->values[v], &a), m = read_index_count(x, g->values[v], &b);
+		cr_assert_eq(m, n, "%s: %s read by %d nodes, the index says %d", when, name_of(g->values[v]), n, m);
+		cr_assert(n != 1 || a == b, "%s: %s's one reader", when, name_of(g->values[v]));
+		cr_assert_eq(only_reader(g, x, -1, g->values[v]), n == 1 ? a : NULL, "%s: %s's only reader", when,
+		             name_of(g->values[v]));
+		several += n == 2;
+	}
+	cr_assert(several > 0, "%s: no value with several readers", when);
+}
+
+/* An index kept up through rewrites: a read moved to another value and
+ * noted, a node taken out of the graph and noted. An index that counted
+ * a node by its entry alone (not what it reads now), or kept the node
+ * taken out, fails. */
+Test(read_index, answers_as_the_graph)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, "samples/transformer.net", NULL, 0, UPTO_TRAIN));
+	Graph *g = c.g;
+	ReadIndex x = graph_read_index(g);
+	index_as_graph(g, &x, "built");
+	/* the first node reading two values reads its second input twice */
+	int moved = 0;
+	for (int i = 0; i < g->nnodes && !moved; i++) {
+		Node *n = g->nodes[i];
+		if (n->nin >= 2 && n->in[0] != n->in[1] && shape_eq(&n->in[0]->shape, &n->in[1]->shape)) {
+			n->in[0] = n->in[1];
+			read_index_add(&x, n, n->in[1]);
+			moved = 1;
+		}
+	}
+	cr_assert(moved);
+	index_as_graph(g, &x, "a read moved");
+	/* the last node out of the graph */
+	Node *last = g->nodes[--g->nnodes];
+	read_index_gone(&x, last);
+	index_as_graph(g, &x, "a node out");
+	compile_done(&c);
+}
+
+/* The compiled graph of model under defs (declared bf16 where `narrow`)
+ * with the lookups in the index and with the graph walked, node for node. */
+static void same_as_walked(const char *model, const char *const *defs, int ndefs, bool narrow)
+{
+	char path[] = "/tmp/netc-amp-readers-XXXXXX.net";
+	if (narrow)
+		declared_bf16(model, path);
+	const char *src = narrow ? path : model;
+	Compilation a, b;
+	cr_assert(compile_model(&a, src, defs, ndefs, UPTO_CODEGEN), "%s does not compile", model);
+	compilation_init(&b);
+	b.sequential = true;
+	FILE *sink_b = fopen("/dev/null", "w");
+	diag_init(&b.diag, sink_b);
+	cr_assert(compile_front(&b, src, defs, ndefs) && compile_passes(&b, UPTO_CODEGEN));
+	if (narrow)
+		unlink(path);
+	const Graph *ga = a.g, *gb = b.g;
+	cr_assert_eq(ga->nnodes, gb->nnodes, "%s: %d nodes, %d with the graph walked", model, ga->nnodes, gb->nnodes);
+	for (int i = 0; i < ga->nnodes; i++) {
+		const Node *x = ga->nodes[i], *y = gb->nodes[i];
+		cr_assert_eq(x->id, y->id, "%s: node %d: %s #%d (%s), walked %s #%d (%s)", model, i, op_info[x->op].name,
+		             x->id, name_of(x->out), op_info[y->op].name, y->id, name_of(y->out));
+		cr_assert_eq(x->nin, y->nin);
+		for (int j = 0; j < x->nin; j++)
+			cr_assert_eq(x->in[j]->id, y->in[j]->id, "%s: node %d (%s #%d) reads %s, walked %s", model, i,
+			             op_info[x->op].name, x->id, name_of(x->in[j]), name_of(y->in[j]));
+		if (x->out) {
+			cr_assert_eq(x->out->id, y->out->id);
+			cr_assert_eq(x->out->dtype, y->out->dtype, "%s: %s's type", model, name_of(x->out));
+			cr_assert(x->out->layout == y->out->layout ||
+			          (x->out->layout && y->out->layout && layout_equiv(x->out->layout, y->out->layout)),
+			          "%s: %s's layout", model, name_of(x->out));
+		}
+	}
+	compile_done(&a);
+	fclose(sink_b);
+	compilation_free(&b);
+}
+
+#define AMP "train.amp_level=O2", "train.amp_dtype=bf16"
+
+Test(amp_readers, partial_widenings_as_walked)
+{
+	static const char *const semi[] = {AMP};
+	same_as_walked("samples/transformer.net", semi, 2, false);
+	static const char *const staged[] = {AMP};
+	same_as_walked("tests/e2e/pipeline/staged.net", staged, 2, false);
+	static const char *const gqa[] = {"device_num=16", "parallel_mode=auto_parallel",
+	                                  "search_mode=sharding_propagation", "dataset_strategy=full_batch", AMP};
+	same_as_walked("tests/e2e/models/attention_gqa.net", gqa, 6, false);
+	same_as_walked("tests/e2e/models/attention_gqa.net", gqa, 4, true);
+	static const char *const bn[] = {"device_num=16", "parallel_mode=auto_parallel",
+	                                 "search_mode=dynamic_programming"};
+	same_as_walked("tests/e2e/models/bn_cross.net", bn, 3, true);
+	static const char *const optpar[] = {"device_num=16", "parallel_mode=auto_parallel", "dataset_strategy=full_batch",
+	                                     "enable_parallel_optimizer=true", AMP};
+	same_as_walked("tests/models/transformer_plain.net", optpar, 6, false);
+}
