@@ -9,7 +9,8 @@
  * widenings of partial sums kept partial (transformer.net's column
  * split), a tied table's parts summed in f32 (staged.net), partial
  * gradients added before the whole one (attention_gqa.net), a backward
- * cast reading the forward's copy (bn_cross.net declared bf16). */
+ * cast reading the forward's copy (bn_cross.net declared bf16). And
+ * pass_recompute's copies, placed from walks done once (recompute.c). */
 #include <criterion/criterion.h>
 #include <string.h>
 #include <unistd.h>
@@ -141,4 +142,55 @@ Test(amp_readers, partial_widenings_as_walked)
 	static const char *const optpar[] = {"device_num=16", "parallel_mode=auto_parallel", "dataset_strategy=full_batch",
 	                                     "enable_parallel_optimizer=true", AMP};
 	same_as_walked("tests/models/transformer_plain.net", optpar, 6, false);
+}
+
+/* pass_recompute, its walks done once (recompute.c): samples/transformer.net
+ * with .recompute() on its layers, after the pass. Each copy runs before
+ * every node that reads it and after what it reads; no backward node
+ * but a copy reads a recomputed node's own output where that node has a
+ * copy (the backward readers read the copies); each region's copies run together
+ * just before the first backward node that reads one of them, which
+ * read the region's outputs before. Fails with a copy placed after that
+ * node or a backward reader left on the forward value. */
+Test(amp_readers, recompute_copies_before_their_readers)
+{
+	char path[] = "/tmp/netc-amp-readers-XXXXXX.net";
+	write_recomputed_transformer(path);
+	Compilation c;
+	/* stand-alone: no conversions after the pass between a copy and its reader */
+	static const char *const defs[] = {"parallel_mode=stand_alone"};
+	bool ok = compile_model(&c, path, defs, 1, UPTO_TRAIN);
+	unlink(path);
+	cr_assert(ok);
+	const Graph *g = c.g;
+	int *pos = calloc((size_t)g->next_node_id + 1, sizeof *pos), copies = 0;
+	bool *copied = calloc((size_t)g->nvalues + 1, sizeof *copied); /* by value id: a forward value with a copy */
+	for (int i = 0; i < g->nnodes; i++)
+		pos[g->nodes[i]->id] = i + 1;
+	for (int i = 0; i < g->nnodes; i++)
+		if (g->nodes[i]->recomputed)
+			copied[g->nodes[i]->fwd->out->id] = true, copies++;
+	cr_assert(copies > 0);
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin; j++) {
+			const Value *v = n->in[j];
+			cr_assert(!v->def || pos[v->def->id] - 1 < i, "%s reads %s before it is made", name_of(n->out), name_of(v));
+			/* (a copy reads another region's forward values: its checkpoints) */
+			cr_assert(n->phase == PH_FORWARD || n->recomputed || !copied[v->id], "%s (backward) reads %s, which has a copy",
+			          name_of(n->out), name_of(v));
+		}
+		/* the end of a run of copies: the node after it reads one */
+		if (n->recomputed && i + 1 < g->nnodes && !g->nodes[i + 1]->recomputed) {
+			const Node *at = g->nodes[i + 1];
+			bool reads = false;
+			for (int j = 0; j < at->nin; j++)
+				reads |= at->in[j]->def && at->in[j]->def->recomputed;
+			cr_expect(reads, "the copies before %s (%s) are not read by it", name_of(at->out),
+			          op_info[at->op].name);
+		}
+	}
+	free(pos);
+	free(copied);
+	compile_done(&c);
 }
