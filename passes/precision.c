@@ -239,7 +239,23 @@ static Grads grads_of(const Graph *g)
 }
 
 static bool plain(const Graph *g, const Grads *gr, const Value *v);
-static void drop_node(Graph *g, const Node *n);
+static void drop_node(Graph *g, const Node *n, int near);
+
+/* n's position (graph_node_pos), looked for outwards from position
+ * `near`: the rewrites below move and drop nodes next to the one they
+ * are at, and a walk from the graph's start for each was 1.5% of GPT-3's
+ * planning under amp with the parallel optimizer. */
+static int pos_near(const Graph *g, const Node *n, int near)
+{
+	near = near < 0 ? 0 : near >= g->nnodes ? g->nnodes - 1 : near;
+	for (int d = 0; near - d >= 0 || near + d < g->nnodes; d++) {
+		if (near - d >= 0 && g->nodes[near - d] == n)
+			return near - d;
+		if (near + d < g->nnodes && g->nodes[near + d] == n)
+			return near + d;
+	}
+	return -1;
+}
 
 static bool sums(const RedistPlan *p)
 {
@@ -340,7 +356,7 @@ static void move_after_cast_down(Graph *g, const Grads *gr, int i, const int *re
 	r->attr.steps = redist_describe(g->arena, plan);
 	r->out->dtype = c->attr.to;
 	r->out->name = arena_printf(g->arena, "%s.r%d", c->out->name, r->out->id);
-	move_node(g, i, graph_node_pos(g, r));
+	move_node(g, i, pos_near(g, r, i));
 }
 
 /* The first node after position `after` that reads v, or NULL. */
@@ -410,7 +426,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers, ReadIndex *ix)
 	bool early = f && f->phase == PH_BACKWARD && f->op == OP_REDISTRIBUTE && f->attr.plan && !sums(f->attr.plan) &&
 	             readers[f->out->id] == 1 && readers[up->out->id] == 1;
 	if (early)
-		u = first_reader_ix(g, ix, graph_node_pos(g, f), f->out);
+		u = first_reader_ix(g, ix, pos_near(g, f, i), f->out);
 	if (!u || u->phase != PH_UPDATE)
 		return 0;
 	Value *m = r->in[0];
@@ -428,7 +444,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers, ReadIndex *ix)
 	down->out->layout = up->out->layout = m->layout;
 	if (s) {
 		set_in(ix, up, 0, down->out);
-		drop_node(g, s);
+		drop_node(g, s, i);
 		read_index_gone(ix, s);
 	}
 	int gone = 1 + (s != NULL); /* s and r, dropped or moved after up */
@@ -436,11 +452,11 @@ static int sum_after_casts(Graph *g, int i, const int *readers, ReadIndex *ix)
 		f->scope = r->scope; /* explain's layers: the sum's, not the update's */
 		f->attr.plan = plan;
 		f->attr.steps = redist_describe(g->arena, plan);
-		drop_node(g, r);
+		drop_node(g, r, i);
 		read_index_gone(ix, r);
 		if (early) {
 			f->phase = PH_UPDATE;
-			move_node(g, graph_node_pos(g, f), graph_node_pos(g, u) - 1);
+			move_node(g, pos_near(g, f, i), pos_near(g, u, i) - 1);
 		}
 		return gone;
 	}
@@ -453,7 +469,7 @@ static int sum_after_casts(Graph *g, int i, const int *readers, ReadIndex *ix)
 	set_in(ix, r, 0, up->out);
 	r->phase = PH_UPDATE;
 	r->out->name = arena_printf(g->arena, "%s.r%d", up->out->name, r->out->id);
-	move_node(g, graph_node_pos(g, r), graph_node_pos(g, f) - 1); /* before its reader, after up */
+	move_node(g, pos_near(g, r, i), pos_near(g, f, i) - 1); /* before its reader, after up */
 	return gone;
 }
 
@@ -490,7 +506,7 @@ static void redistribute_narrow(Graph *g, const Grads *gr)
 		replace_reads(&ix, r->out, u);
 		u->layout = r->out->layout;
 		if (same) { /* the cast takes r's place, r goes */
-			int pc = graph_node_pos(g, c);
+			int pc = pos_near(g, c, i);
 			set_in(&ix, c, 0, same->out);
 			read_index_gone(&ix, r);
 			g->nodes[i] = c;
@@ -505,7 +521,7 @@ static void redistribute_narrow(Graph *g, const Grads *gr)
 			r->out->name = arena_printf(g->arena, "%s.r%d", x->name, r->out->id);
 			set_in(&ix, c, 0, r->out);
 			moved[x->id] = r;
-			move_node(g, graph_node_pos(g, c), i); /* after r, which moves up one */
+			move_node(g, pos_near(g, c, i), i); /* after r, which moves up one */
 		}
 	}
 }
@@ -533,7 +549,7 @@ static void join_moves(Graph *g, const Grads *gr)
 		r2->in[0] = r1->in[0];
 		r2->attr.plan = p;
 		r2->attr.steps = redist_describe(g->arena, p);
-		drop_node(g, r1);
+		drop_node(g, r1, i);
 		i--;
 	}
 }
@@ -578,8 +594,8 @@ static void narrow_sums_in_update(Graph *g)
 			continue;
 		Node *up = g->nodes[i], *r = up->in[0]->def;
 		r->phase = up->phase = PH_UPDATE;
-		move_node(g, i, graph_node_pos(g, first_reader(g, i, up->out)) - 1);
-		move_node(g, graph_node_pos(g, r), graph_node_pos(g, up) - 1);
+		move_node(g, i, pos_near(g, first_reader(g, i, up->out), i) - 1);
+		move_node(g, pos_near(g, r, i), pos_near(g, up, i) - 1);
 		i -= 2; /* r was before i, up at it: the next node is at i - 1 */
 	}
 }
@@ -881,9 +897,9 @@ static DType narrow_of(const Graph *g, const Grads *gr, const Node *n, const int
 	return dt;
 }
 
-static void drop_node(Graph *g, const Node *n)
+static void drop_node(Graph *g, const Node *n, int near)
 {
-	int i = graph_node_pos(g, n);
+	int i = pos_near(g, n, near);
 	memmove(&g->nodes[i], &g->nodes[i + 1], sizeof(Node *) * (size_t)(g->nnodes - 1 - i));
 	g->nnodes--;
 }
@@ -923,7 +939,7 @@ static void narrow_report(const Graph *g)
 static void drop_cast(Graph *g, const Node *n, bool now, bool *gone, int *dropped)
 {
 	if (now)
-		drop_node(g, n);
+		drop_node(g, n, 0);
 	else
 		gone[n->id] = true, ++*dropped;
 }
