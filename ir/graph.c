@@ -170,6 +170,73 @@ int graph_readers(const Graph *g, const Value *v)
 	return k;
 }
 
+ReadIndex graph_read_index(Graph *g)
+{
+	ReadIndex x = {.arena = g->arena, .nvalues = g->nvalues, .ngone = g->next_node_id + 1};
+	x.head = ARENA_NEWN(g->arena, int, g->nvalues + 1);
+	x.gone = ARENA_NEWN(g->arena, bool, x.ngone);
+	for (int v = 0; v < g->nvalues; v++)
+		x.head[v] = -1;
+	for (int i = 0; i < g->nnodes; i++)
+		for (int j = 0; j < g->nodes[i]->nin; j++)
+			read_index_add(&x, g->nodes[i], g->nodes[i]->in[j]);
+	return x;
+}
+
+void read_index_add(ReadIndex *x, Node *n, const Value *v)
+{
+	if (v->id >= x->nvalues)
+		return;
+	if (x->n == x->cap) {
+		int cap = 2 * x->cap + 16, *next = ARENA_NEWN(x->arena, int, cap);
+		Node **node = ARENA_NEWN(x->arena, Node *, cap);
+		if (x->n > 0) {
+			memcpy(next, x->next, sizeof(int) * (size_t)x->n);
+			memcpy(node, x->node, sizeof(Node *) * (size_t)x->n);
+		}
+		x->next = next, x->node = node, x->cap = cap;
+	}
+	x->node[x->n] = n;
+	x->next[x->n] = x->head[v->id];
+	x->head[v->id] = x->n++;
+}
+
+void read_index_gone(ReadIndex *x, const Node *n)
+{
+	if (!x->nvalues) /* an index of nothing */
+		return;
+	if (n->id >= x->ngone) {
+		int cap = 2 * (n->id + 1);
+		bool *gone = ARENA_NEWN(x->arena, bool, cap);
+		memcpy(gone, x->gone, sizeof(bool) * (size_t)x->ngone);
+		x->gone = gone, x->ngone = cap;
+	}
+	x->gone[n->id] = true;
+}
+
+int read_index_count(const ReadIndex *x, const Value *v, Node **one)
+{
+	*one = NULL;
+	for (int e = x->head[v->id]; e >= 0; e = x->next[e])
+		if (read_index_live(x, e, v)) {
+			if (*one && *one != x->node[e])
+				return 2;
+			*one = x->node[e];
+		}
+	return *one != NULL;
+}
+
+bool read_index_live(const ReadIndex *x, int e, const Value *v)
+{
+	const Node *n = x->node[e];
+	if (n->id < x->ngone && x->gone[n->id])
+		return false;
+	for (int j = 0; j < n->nin; j++)
+		if (n->in[j] == v)
+			return true;
+	return false;
+}
+
 NodeList graph_list(Graph *g)
 {
 	int cap = g->next_node_id + g->nnodes + 2;

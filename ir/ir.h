@@ -344,6 +344,32 @@ Node *list_first(const NodeList *l);
 /* Whether n is in the list now. */
 bool list_has(const NodeList *l, const Node *n);
 void graph_list_store(Graph *g, const NodeList *l);
+/* Who reads each value, for a pass that asks often while it rewrites
+ * reads: the nodes that read a value when the index was made, and those
+ * made to read it since (read_index_add, after the pass sets the input).
+ * A lookup walks a value's entries and keeps those whose node reads it
+ * now (read_index_live): one that no longer does, or was taken out of the
+ * graph (read_index_gone), is skipped. Values made later (ids from
+ * nvalues on) are not indexed: ask the graph. A lookup that walked the
+ * rest of the graph for a value's readers made such passes quadratic. */
+typedef struct ReadIndex {
+	Arena *arena;
+	int nvalues;  /* values indexed: ids below it */
+	int *head;    /* by value id: its last entry (-1: none) */
+	int *next;    /* by entry: the same value's entry before (-1: none) */
+	Node **node;  /* by entry: a node that reads or read the value */
+	int n, cap;   /* entries, room for them */
+	bool *gone;   /* by node id below ngone: taken out of the graph */
+	int ngone;
+} ReadIndex;
+ReadIndex graph_read_index(Graph *g);
+/* n reads v now (set after n's input is) */
+void read_index_add(ReadIndex *x, Node *n, const Value *v);
+void read_index_gone(ReadIndex *x, const Node *n);
+/* whether entry e's node reads v now */
+bool read_index_live(const ReadIndex *x, int e, const Value *v);
+/* how many nodes read v now, v indexed: 0, 1 (*one: it) or 2 (more) */
+int read_index_count(const ReadIndex *x, const Value *v, Node **one);
 /* Whether n runs on the host (passes/placement.c): it makes a host value,
  * looks up a host table or updates one. */
 bool node_on_host(const Node *n);

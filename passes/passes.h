@@ -49,8 +49,10 @@ typedef struct Compilation {
 	bool verbose;
 	bool f64;              /* --precision f64: float tensors take 8 bytes */
 	const char *fault;     /* testing only: a known bug to plant (--inject-fault) */
-	bool sequential;       /* testing only: pass_optimizer_storage stores the parameters one at a time,
-	                        * each on the graph the last left: the definition its one pass keeps */
+	bool sequential;       /* testing only: the definitions that faster passes keep: pass_optimizer_storage
+	                        * stores the parameters one at a time, each on the graph the last left; the
+	                        * sharding pass looks for each value's readers in the graph (no ReadIndex);
+	                        * pass_narrow takes each cast it drops out of the graph at once */
 	MemPlan *plan;         /* set by memplan */
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
 	unsigned no_fuse;      /* --no-fuse[=KINDS]: the FUSE_* kinds of fused kernels left out (passes/fuse.h) */

@@ -53,6 +53,7 @@ typedef struct Sharder {
 	bool *from_data;       /* by value id (those made before the pass): computed from an input */
 	int nfrom_data;
 	const bool *hosts;     /* by value id: a parameter updated on the host (optimizer_hosts; NULL: optimizer parallel off) */
+	ReadIndex reads;       /* who reads the values made before the pass (sharding_partial.h's rx) */
 } Sharder;
 
 static bool per_device_mode(ParallelMode m) { return m == PM_DATA_PARALLEL || m == PM_HYBRID_PARALLEL; }
@@ -440,7 +441,7 @@ static double sum_time(Sharder *S, const Node *n, const ShardResult *r)
 static bool widened_into_value_if_cheaper(Sharder *S, Node *n, ShardResult *r)
 {
 	const Value *o = NULL;
-	const Layout *x = widened_into_value(S->g, S->mode, S->pos, n, &o);
+	const Layout *x = widened_into_value(S->g, &S->reads, S->mode, S->pos, n, &o);
 	ShardResult b;
 	if (!x || !o->layout || !try_strategy(S, n, strategy_as_produced(S->cx.arena, n), &b))
 		return false;
@@ -771,21 +772,16 @@ static bool drop_backward_cast(Sharder *S, Node *t)
 		    x->def && x->def->op == OP_REDISTRIBUTE)
 			copy = x;
 	}
-	if (!copy) /* before the readers' walk over the rest of the graph: most casts have none */
+	if (!copy) /* most casts have none */
 		return false;
-	Node *r = NULL;
-	for (int k = S->pos + 1; k < S->g->nnodes; k++)
-		for (int j = 0; j < S->g->nodes[k]->nin; j++)
-			if (S->g->nodes[k]->in[j] == t->out) {
-				if (r && r != S->g->nodes[k])
-					return false;
-				r = S->g->nodes[k];
-			}
+	Node *r = (Node *)only_reader(S->g, &S->reads, S->pos, t->out);
 	if (!r || r->fwd != f || r->phase != PH_BACKWARD)
 		return false;
 	for (int j = 0; j < r->nin; j++)
 		if (r->in[j] == t->out)
 			r->in[j] = copy;
+	read_index_add(&S->reads, r, copy);
+	read_index_gone(&S->reads, t);
 	memmove(&S->g->nodes[S->pos], &S->g->nodes[S->pos + 1], sizeof(Node *) * (size_t)(S->g->nnodes - 1 - S->pos));
 	S->g->nnodes--;
 	return true;
@@ -884,7 +880,7 @@ static void lay_out_node(Sharder *S, Node *n)
 {
 	ShardResult r;
 	bool per_device = per_device_mode(S->mode);
-	if (widen_partial(S->g, S->mode, S->pos, n) || narrow_partial(S->g, S->mode, S->pos, n) ||
+	if (widen_partial(S->g, &S->reads, S->mode, S->pos, n) || narrow_partial(S->g, &S->reads, S->mode, S->pos, n) ||
 	    add_partials(per_device, n))
 		return;
 	Node *lse = vocab_lse(S->g, S->cx.arena, per_device_mode(S->mode), n, S->pos);
@@ -1088,6 +1084,9 @@ bool pass_sharding(Compilation *c)
 			g->values[i]->layout = whole(&S, g->values[i]);
 	scale_repeated_loss(&S);
 	check_layerwise_groups(&S);
+	/* an index of nothing (Compilation.sequential): every value's readers
+	 * are looked for in the graph */
+	S.reads = c->sequential ? (ReadIndex){.arena = g->arena} : graph_read_index(g);
 	for (S.pos = 0; S.pos < g->nnodes; S.pos++) {
 		Node *n = g->nodes[S.pos];
 		if (n->op == OP_REDISTRIBUTE)
@@ -1099,7 +1098,7 @@ bool pass_sharding(Compilation *c)
 			continue;
 		}
 		if ((!per_device_mode(S.mode) && drop_backward_cast(&S, n)) ||
-		    sum_partials_first(g, per_device_mode(S.mode), S.pos, moved, nids)) {
+		    sum_partials_first(g, &S.reads, per_device_mode(S.mode), S.pos, moved, nids)) {
 			S.pos--; /* the node now at pos next */
 			continue;
 		}

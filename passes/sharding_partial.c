@@ -16,22 +16,61 @@ const Value *uncast(const Value *v)
 	return v->def && v->def->op == OP_CAST && v->def->ann.borrowed ? v->def->in[0] : v;
 }
 
+/* The readers of a value v made at pos, the node being laid out, or
+ * after it (the callers' values: pos is v's maker's position, or one
+ * before it): the nodes after pos that read v are all its readers, those
+ * the pass's index holds (ReadIndex, ir.h). Nothing the pass made reads
+ * v yet: its conversions read what was made before the node being laid
+ * out, and its rewrites of later nodes' reads are noted in the index
+ * (sum_partials_first; sharding.c's drop_backward_cast). Each lookup
+ * walked the rest of the graph: 8% of GPT-3's planning under amp with
+ * the parallel optimizer, for each cast of a partial sum. Values the
+ * pass made (ids past the index's) are looked for in the graph. */
+
+const Node *only_reader(const Graph *g, const ReadIndex *rx, int pos, const Value *v)
+{
+	Node *r = NULL;
+	if (v->id < rx->nvalues)
+		return read_index_count(rx, v, &r) == 1 ? r : NULL;
+	for (int k = pos + 1; k < g->nnodes; k++)
+		for (int j = 0; j < g->nodes[k]->nin; j++)
+			if (g->nodes[k]->in[j] == v) {
+				if (r && r != g->nodes[k])
+					return NULL;
+				r = g->nodes[k];
+			}
+	return r;
+}
+
 /* Whether v, made at pos in the backward pass, is a part of a parameter's
  * gradient: it reaches one through casts and adds (a tied table's head
- * and embedding parts; amp's casts around each). */
-static bool grad_part(const Graph *g, int pos, const Value *v)
+ * and embedding parts; amp's casts around each). Each step takes v's
+ * first reader: its one reader from the index, else the first found in
+ * the graph after v's maker (from: that maker where pos is not its
+ * position yet). */
+static bool grad_part(const Graph *g, const ReadIndex *rx, int pos, const Value *v)
 {
+	const Node *from = NULL;
 	for (int hops = 0; hops < 16; hops++) {
 		if (v->grad_of)
 			return uncast(v->grad_of)->kind == VK_PARAM;
-		const Node *r = NULL;
-		for (int k = pos + 1; k < g->nnodes && !r; k++)
-			for (int j = 0; j < g->nodes[k]->nin; j++)
-				if (g->nodes[k]->in[j] == v) {
-					r = g->nodes[k];
-					pos = k;
-					break;
-				}
+		Node *r = NULL;
+		int n = v->id < rx->nvalues ? read_index_count(rx, v, &r) : 2;
+		if (n == 0)
+			return false;
+		if (n == 2) {
+			r = NULL;
+			if (from)
+				pos = graph_node_pos(g, from);
+			for (int k = pos + 1; k < g->nnodes && !r; k++)
+				for (int j = 0; j < g->nodes[k]->nin; j++)
+					if (g->nodes[k]->in[j] == v) {
+						r = g->nodes[k];
+						pos = k;
+						break;
+					}
+		}
+		from = n == 1 ? r : NULL;
 		if (!r || r->phase == PH_FORWARD || (r->op != OP_CAST && r->op != OP_ADD))
 			return false;
 		/* added to a whole value, it is summed before the add anyway:
@@ -51,39 +90,35 @@ static bool grad_part(const Graph *g, int pos, const Value *v)
  * f32 sum (after the micro-steps' f32 accumulation, precision.c's
  * sum_after_casts) sums them, instead of a sum per part and micro-batch
  * (bf16 staged.net's tied table: two f16 all-reduces a micro-batch). */
-static bool f32_grad_part(const Graph *g, ParallelMode mode, int pos, const Node *n)
+static bool f32_grad_part(const Graph *g, const ReadIndex *rx, ParallelMode mode, int pos, const Node *n)
 {
 	const ParallelConfig *pc = &g->par;
 	bool semi = mode == PM_SEMI_AUTO_PARALLEL || mode == PM_AUTO_PARALLEL;
 	return n->phase != PH_FORWARD && !n->in[0]->grad_of && (pc->force_fp32_communication ||
-	       (semi && pc->gradient_fp32_sync)) && grad_part(g, pos, n->out);
-}
-
-/* The reader of v after pos, where it has one reader, else NULL. */
-static const Node *only_reader(const Graph *g, int pos, const Value *v)
-{
-	const Node *r = NULL;
-	for (int k = pos + 1; k < g->nnodes; k++)
-		for (int j = 0; j < g->nodes[k]->nin; j++)
-			if (g->nodes[k]->in[j] == v) {
-				if (r && r != g->nodes[k])
-					return NULL;
-				r = g->nodes[k];
-			}
-	return r;
+	       (semi && pc->gradient_fp32_sync)) && grad_part(g, rx, pos, n->out);
 }
 
 /* Whether v, made at pos, is read on stage st only, and so are its casts:
  * a partial sum sent to another stage would carry every device's whole
  * part (a micro-batch of transformer.net in 2 stages: 4096 bytes more). */
-static bool read_on_stage(const Graph *g, int pos, const Value *v, int st, int depth)
+static bool read_on_stage(const Graph *g, const ReadIndex *rx, int pos, const Value *v, int st, int depth)
 {
+	if (v->id < rx->nvalues) {
+		for (int e = rx->head[v->id]; e >= 0; e = rx->next[e]) {
+			const Node *r = rx->node[e];
+			if (read_index_live(rx, e, v) &&
+			    (r->ann.stage != st ||
+			     (r->op == OP_CAST && (depth > 4 || !read_on_stage(g, rx, -1, r->out, st, depth + 1)))))
+				return false;
+		}
+		return true;
+	}
 	for (int k = pos + 1; k < g->nnodes; k++)
 		for (int j = 0; j < g->nodes[k]->nin; j++) {
 			const Node *r = g->nodes[k];
 			if (r->in[j] != v)
 				continue;
-			if (r->ann.stage != st || (r->op == OP_CAST && (depth > 4 || !read_on_stage(g, k, r->out, st, depth + 1))))
+			if (r->ann.stage != st || (r->op == OP_CAST && (depth > 4 || !read_on_stage(g, rx, k, r->out, st, depth + 1))))
 				return false;
 		}
 	return true;
@@ -100,14 +135,14 @@ static bool read_on_stage(const Graph *g, int pos, const Value *v, int st, int d
  * written, per layer three bf16 reduce-scatters and an all-gather where
  * the f32 program has one reduce-scatter). An activation's gradient only:
  * a parameter's parts are f32_grad_part's. */
-static bool widened_addend(const Graph *g, int pos, const Node *n)
+static bool widened_addend(const Graph *g, const ReadIndex *rx, int pos, const Node *n)
 {
 	const Layout *l = n->in[0]->layout;
-	if (grad_part(g, pos, n->out)) /* a parameter's: f32_grad_part decides */
+	if (grad_part(g, rx, pos, n->out)) /* a parameter's: f32_grad_part decides */
 		return false;
-	const Node *r = only_reader(g, pos, n->out);
+	const Node *r = only_reader(g, rx, pos, n->out);
 	if (!r || r->op != OP_ADD || r->phase == PH_FORWARD || r->in[0] == r->in[1] || r->ann.stage != n->ann.stage ||
-	    !read_on_stage(g, pos, r->out, n->ann.stage, 0) ||
+	    !read_on_stage(g, rx, pos, r->out, n->ann.stage, 0) ||
 	    !shape_eq(&r->in[0]->shape, &r->out->shape) || !shape_eq(&r->in[1]->shape, &r->out->shape))
 		return false;
 	const Value *o = r->in[r->in[0] == n->out];
@@ -125,12 +160,12 @@ static bool widened_addend(const Graph *g, int pos, const Node *n)
  * the narrow bytes (widened first, it would move f32 bytes of f16-rounded
  * values: the narrow precision without the narrow bandwidth) -- but for
  * a part of a parameter's gradient summed in f32 later (f32_grad_part). */
-bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
+bool widen_partial(const Graph *g, const ReadIndex *rx, ParallelMode mode, int pos, Node *n)
 {
 	const Value *x = n->in[0];
 	bool per_device = mode == PM_DATA_PARALLEL || mode == PM_HYBRID_PARALLEL;
 	if (n->op != OP_CAST || n->attr.to != DT_F32 || dtype_size(x->dtype) != 2 || !x->layout || !x->layout->partial ||
-	    !(per_device || f32_grad_part(g, mode, pos, n) || widened_addend(g, pos, n)))
+	    !(per_device || f32_grad_part(g, rx, mode, pos, n) || widened_addend(g, rx, pos, n)))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
@@ -141,7 +176,7 @@ bool widen_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
  * (narrow communication) unless force_fp32_communication -- or, for
  * gradients, gradient_fp32_sync in semi_auto / auto_parallel -- asks for
  * the reduction in f32 first. */
-bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
+bool narrow_partial(const Graph *g, const ReadIndex *rx, ParallelMode mode, int pos, Node *n)
 {
 	const ParallelConfig *pc = &g->par;
 	const Value *x = n->in[0];
@@ -153,7 +188,7 @@ bool narrow_partial(const Graph *g, ParallelMode mode, int pos, Node *n)
 	 * operator's output is, in its own type */
 	bool param_grad = x->grad_of && uncast(x->grad_of)->kind == VK_PARAM;
 	if ((pc->force_fp32_communication || (n->phase != PH_FORWARD && semi && pc->gradient_fp32_sync && param_grad)) &&
-	    !f32_grad_part(g, mode, pos, n))
+	    !f32_grad_part(g, rx, mode, pos, n))
 		return false;
 	n->out->layout = x->layout;
 	n->strategy = (Strategy){0};
@@ -217,9 +252,11 @@ typedef struct MixedSum {
 	int p;
 } MixedSum;
 
-static Node *only_reader_node(const Graph *g, const Value *v)
+static Node *only_reader_node(const Graph *g, const ReadIndex *rx, const Value *v)
 {
-	return (Node *)only_reader(g, v->def ? graph_node_pos(g, v->def) : -1, v);
+	if (v->id < rx->nvalues)
+		return (Node *)only_reader(g, rx, -1, v);
+	return (Node *)only_reader(g, rx, v->def ? graph_node_pos(g, v->def) : -1, v);
 }
 
 static bool is_cast(const Node *c, bool up)
@@ -228,12 +265,13 @@ static bool is_cast(const Node *c, bool up)
 	                                    : dtype_size(c->attr.to) == 2 && c->in[0]->dtype == DT_F32);
 }
 
-const Layout *widened_into_value(const Graph *g, ParallelMode mode, int pos, const Node *n, const Value **other)
+const Layout *widened_into_value(const Graph *g, const ReadIndex *rx, ParallelMode mode, int pos, const Node *n,
+                                 const Value **other)
 {
 	if (mode == PM_DATA_PARALLEL || mode == PM_HYBRID_PARALLEL || n->phase == PH_FORWARD || !is_cast(n, true) ||
 	    !n->in[0]->layout || !n->in[0]->layout->partial || n->in[0]->layout->ragged)
 		return NULL;
-	const Node *r = only_reader(g, pos, n->out);
+	const Node *r = only_reader(g, rx, pos, n->out);
 	const Value *x = r && r->op == OP_ADD && r->phase != PH_FORWARD ? r->sums_grad_of : NULL;
 	/* x's producer on the same stage: a gradient bound for another stage
 	 * goes as the transfer finds it */
@@ -246,7 +284,7 @@ const Layout *widened_into_value(const Graph *g, ParallelMode mode, int pos, con
 
 /* Whether n, shaped as the value whose gradient it sums, is the first
  * of such a pair: exactly one addend partial, not ragged. */
-static bool mixed_sum(const Graph *g, Node *n, MixedSum *ms)
+static bool mixed_sum(const Graph *g, const ReadIndex *rx, Node *n, MixedSum *ms)
 {
 	if (n->op != OP_ADD || n->phase == PH_FORWARD || !n->sums_grad_of || n->in[0] == n->in[1] ||
 	    !shape_eq(&n->in[0]->shape, &n->out->shape) || !shape_eq(&n->in[1]->shape, &n->out->shape))
@@ -258,23 +296,23 @@ static bool mixed_sum(const Graph *g, Node *n, MixedSum *ms)
 	Value *pv = n->in[ms->p];
 	if (!pv->layout) {
 		ms->w = pv->def;
-		if (only_reader_node(g, pv) != n)
+		if (only_reader_node(g, rx, pv) != n)
 			return false;
 	}
-	Node *r = only_reader_node(g, n->out);
+	Node *r = only_reader_node(g, rx, n->out);
 	if (is_cast(r, false)) {
 		ms->d = r;
-		ms->u = only_reader_node(g, r->out);
+		ms->u = only_reader_node(g, rx, r->out);
 		if (!is_cast(ms->u, true) || ms->u->out->layout)
 			return false;
-		r = only_reader_node(g, ms->u->out);
+		r = only_reader_node(g, rx, ms->u->out);
 	}
 	ms->m = r;
 	return r && r->op == OP_ADD && r->sums_grad_of == n->sums_grad_of && r->in[0] != r->in[1] &&
 	       r->ann.stage == n->ann.stage && r->chunk == n->chunk && shape_eq(&r->out->shape, &n->out->shape);
 }
 
-int sum_partials_first(Graph *g, bool per_device, int pos, bool *moved, int nmoved)
+int sum_partials_first(Graph *g, ReadIndex *rx, bool per_device, int pos, bool *moved, int nmoved)
 {
 	Node *x = g->nodes[pos];
 	MixedSum ms;
@@ -283,10 +321,10 @@ int sum_partials_first(Graph *g, bool per_device, int pos, bool *moved, int nmov
 		return 0;
 	/* cheap tests first: every node comes here */
 	if (is_cast(x, true) && x->in[0]->layout && x->in[0]->layout->partial)
-		n = only_reader_node(g, x->out);
+		n = only_reader_node(g, rx, x->out);
 	else if (x->op != OP_ADD || !x->sums_grad_of)
 		return 0;
-	if (!n || !mixed_sum(g, n, &ms) || (x != n && x != ms.w))
+	if (!n || !mixed_sum(g, rx, n, &ms) || (x != n && x != ms.w))
 		return 0;
 	Node *seg[] = {ms.w, n, ms.d, ms.u};
 	for (int k = 0; k < 4; k++)
@@ -313,6 +351,8 @@ int sum_partials_first(Graph *g, bool per_device, int pos, bool *moved, int nmov
 		return 0;
 	n->in[1 - ms.p] = q; /* (S + P) + Q as (P + Q) + S */
 	m->in[qi] = whole_part;
+	read_index_add(rx, n, q);
+	read_index_add(rx, m, whole_part);
 	/* Q's widening, after n, goes before n's first node (revisited next) */
 	if (!q->layout && q->def && graph_node_pos(g, q->def) > pos) {
 		move_to(g, q->def, x);

@@ -59,6 +59,20 @@ static inline bool compile_model(Compilation *c, const char *path, const char *c
 	return compile_model_at(c, path, defs, ndefs, upto, false);
 }
 
+/* model compiled into c with the definitions faster passes keep
+ * (Compilation.sequential), its diagnostics into *own (the caller closes
+ * it after compilation_free): beside a compilation of compile_model */
+static inline bool compile_sequential(Compilation *c, const char *path, const char *const *defs, int ndefs,
+                                      Stage upto, FILE **own)
+{
+	compilation_init(c);
+	c->sequential = true;
+	*own = fopen("/dev/null", "w");
+	cr_assert(*own);
+	diag_init(&c->diag, *own);
+	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+}
+
 static void compile_done(Compilation *c)
 {
 	compilation_free(c);

@@ -28,12 +28,9 @@ static const char *name_of(const Value *v) { return v && v->name ? v->name : "";
 static void same_as_sequential(const char *model, const char *const *defs, int ndefs, int min)
 {
 	Compilation a, b;
+	FILE *sink_b;
 	cr_assert(compile_model(&a, model, defs, ndefs, UPTO_TRAIN), "%s does not compile", model);
-	compilation_init(&b);
-	b.sequential = true;
-	FILE *sink_b = fopen("/dev/null", "w");
-	diag_init(&b.diag, sink_b);
-	cr_assert(compile_front(&b, model, defs, ndefs) && compile_passes(&b, UPTO_TRAIN));
+	cr_assert(compile_sequential(&b, model, defs, ndefs, UPTO_TRAIN, &sink_b));
 	const Graph *ga = a.g, *gb = b.g;
 	cr_expect(stored(ga) >= min, "%d parameters stored as shards, want %d or more", stored(ga), min);
 	cr_expect_eq(stored(ga), stored(gb));
