@@ -724,6 +724,72 @@ Test(cost, forms_price_like_fresh_plans)
 	arena_free(&a);
 }
 
+/* A gradient's way back, planned, keeps the forward form it reverses
+ * (cost_redist.c keep_way): the value's forward move, priced next, is
+ * served by it, at a fresh plan's price bit for bit. Random pairs of
+ * whole rank-3 layouts over matrices of powers of two (8 and 16
+ * devices), each at two shapes, on nodes of 4. Fails where a way back's
+ * reversed plan is kept as another pair's form or priced otherwise, and
+ * on the code before (every forward form planned again). */
+Test(cost, ways_back_keep_their_forward_forms)
+{
+	Arena a = {0};
+	Machine m;
+	machine_defaults(&m);
+	m.topo.devices_per_node = 4;
+	RedistCache *rc = redist_cache_new(&a, &m, false, 4);
+	static const int64_t mats[][3] = {{8}, {2, 4}, {4, 2}, {2, 2, 2}, {16}, {4, 4}, {2, 8}, {8, 2}, {2, 4, 2}};
+	static const int nmat = sizeof mats / sizeof mats[0];
+	uint64_t seed = 0x9E3779B97F4A7C15ull;
+	int compared = 0, planned = 0;
+	for (int trial = 0; trial < 300; trial++) {
+		int64_t dev[2][3], D = 0, prod;
+		int nd[2], map[2][3];
+		for (int s = 0; s < 2; s++) {
+			do {
+				seed = mix64(seed);
+				int k = (int)(seed % (uint64_t)nmat);
+				prod = 1, nd[s] = 0;
+				for (int j = 0; j < 3 && mats[k][j]; j++)
+					prod *= mats[k][j], dev[s][nd[s]++] = mats[k][j];
+			} while (s && prod != D);
+			D = prod;
+			unsigned used = 0;
+			for (int i = 0; i < 3; i++) {
+				seed = mix64(seed);
+				int ax = (int)(seed % (uint64_t)(nd[s] + 1)) - 1;
+				map[s][i] = ax >= 0 && !(used >> ax & 1u) ? ax : -1;
+				used |= map[s][i] >= 0 ? 1u << ax : 0;
+			}
+		}
+		for (int v = 0; v < 2; v++) {
+			int64_t shape[3];
+			for (int i = 0; i < 3; i++) {
+				seed = mix64(seed);
+				shape[i] = 16 * (int64_t)(1 + seed % 3);
+			}
+			const Layout *f = form_layout(&a, shape, 3, dev[0], nd[0], map[0], -1, 0, D);
+			const Layout *t = form_layout(&a, shape, 3, dev[1], nd[1], map[1], -1, 0, D);
+			cr_assert(f && t);
+			if (layout_equiv(f, t))
+				continue;
+			DType dt = v ? DT_F16 : DT_F32;
+			cost_edge_grad(rc, f, t, dt, true); /* the way back from t to f: planned, or served by its form */
+			size_t forms = cost_form_stats().forms;
+			int64_t want_b, got_b = 0;
+			double want = fresh_price_a2a(&m, f, t, false, false, dtype_size_as(dt, 4), &want_b);
+			double got = cost_redist(rc, f, t, dt, &got_b);
+			cr_expect(memcmp(&got, &want, sizeof got) == 0 && got_b == want_b, "%s -> %s: %.17g (%lld bytes), fresh %.17g (%lld)",
+			          layout_str(&a, f), layout_str(&a, t), got, (long long)got_b, want, (long long)want_b);
+			planned += cost_form_stats().forms != forms;
+			compared++;
+		}
+	}
+	cr_expect_gt(compared, 400);
+	cr_expect_eq(planned, 0, "%d of %d forward forms planned after their way back", planned, compared);
+	arena_free(&a);
+}
+
 /* The shared table doubles in place (cost_memo.c double_in_place):
  * every entry must still be found with its own price after four
  * doublings, including a run of entries homed at the table's last
