@@ -646,6 +646,9 @@ static RedistPlan *reverse_of(Planner *fwd, const RedistPlan *p, const Layout *f
 		return NULL;
 	plan_totals(r);
 	r->from = p->from, r->to = p->to, r->expanded = p->expanded;
+	q->from = p->to, q->to = p->from, q->expanded = p->expanded;
+	plan_totals(q);
+	r->reverses = q;
 	return r;
 }
 
@@ -745,6 +748,19 @@ RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int
 {
 	*rev = NULL;
 	return plan(a, from, to, esize, enable_alltoall, rev);
+}
+
+static bool pow2_matrix(const Layout *l)
+{
+	for (int k = 0; k < l->ndev; k++)
+		if (l->dev[k] & (l->dev[k] - 1))
+			return false;
+	return true;
+}
+
+bool redist_plan_ways_share(const Layout *from, const Layout *to, bool enable_alltoall)
+{
+	return !enable_alltoall && pow2_matrix(from) && pow2_matrix(to);
 }
 
 RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall)

@@ -61,6 +61,9 @@ typedef struct RedistPlan {
 	int64_t scratch_elems[2];
 	bool expanded;            /* steps work over a refined device matrix / expanded shape */
 	bool fallback;            /* no common refinement existed: gather everything, then slice */
+	/* redist_plan_ways' way back: the plan from `to` to `from` in the
+	 * pair's common space that it runs in reverse (NULL otherwise) */
+	const struct RedistPlan *reverses;
 } RedistPlan;
 
 /* from and to must have equal full shapes and device counts. An empty plan
@@ -89,9 +92,19 @@ RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int
 /* redist_plan_back's two ways from one planning, unchosen: redist_plan's
  * plan, returned, and in *rev the way back from `to` to `from` run in
  * reverse (NULL where there is none: either layout partial, an empty
- * plan, no common space, no reverse). */
+ * plan, no common space, no reverse); (*rev)->reverses is that way. Where
+ * both matrices are of powers of two it is redist_plan(to, from) step
+ * for step (redist_plan_ways_share: the common space is the same either
+ * way round), which the searches' forms take from it. */
 RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
                              RedistPlan **rev);
+/* Whether (*rev)->reverses of redist_plan_ways(from, to) holds
+ * redist_plan(to, from)'s steps: both matrices of powers of two, where
+ * unify_chains' closure adds no cut conditionally (every value of a
+ * dim's chain but its size is a power of two, which each split of the
+ * dim divides), so the common space does not depend on which layout
+ * comes first; AllToAll off (no Permute weighed). */
+bool redist_plan_ways_share(const Layout *from, const Layout *to, bool enable_alltoall);
 /* redist_plan_back's choice: the way back reversed where it sends fewer
  * bytes over all ranks, or as many and fewer from the busiest. */
 bool redist_reverse_cheaper(int64_t rev_total, int64_t rev_most, int64_t fwd_total, int64_t fwd_most);

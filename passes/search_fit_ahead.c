@@ -32,14 +32,22 @@ static void job_run(void *ctx, JobResult *r)
 
 static JobName job_name(const Try *t) { return (JobName){t->bound, t->stages, t->micro}; }
 
-int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, int n)
+int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, const bool *busy, int n)
 {
 	double fit = INFINITY; /* the least waiting fit's key */
 	for (int k = 0; k < n; k++)
 		if (waiting[k])
 			fit = fmin(fit, key[k]);
-	int k = search_fit_pick(key, skip, n);
-	return k >= 0 && key[k] < fit ? k : -1;
+	int least = -1, apart = -1; /* the least key, and the least not busy */
+	for (int k = 0; k < n; k++) {
+		if (skip[k] || !isfinite(key[k]) || !(key[k] < fit))
+			continue;
+		if (least < 0 || key[k] < key[least])
+			least = k;
+		if (!busy[k] && (apart < 0 || key[k] < key[apart]))
+			apart = k;
+	}
+	return apart >= 0 ? apart : least;
 }
 
 /* The candidate the search would bound or screen next after a->i
@@ -49,12 +57,17 @@ int search_fit_ahead(const double *key, const bool *skip, const bool *waiting, i
  * (53.3 s) cut, sharing the parent's pages through the fits. */
 static int next_ahead(const Ahead *a, bool *skip)
 {
-	bool waiting[MAX_TRIES];
+	bool waiting[MAX_TRIES], busy[MAX_TRIES];
 	for (int k = 0; k < a->n; k++) {
 		skip[k] = skip[k] || a->screen[k] || k == a->i || a->jobs[k].pid > 0 || a->jobs[k].held;
 		waiting[k] = a->screen[k] && !a->full[k] && k != a->i; /* i's screen is set before it is screened */
+		busy[k] = false;
 	}
-	return search_fit_ahead(a->key, skip, waiting, a->n);
+	for (int j = 0; j < a->n; j++) /* the stage counts compiled now: i's and the children's */
+		if (j == a->i || a->jobs[j].pid > 0)
+			for (int k = 0; k < a->n; k++)
+				busy[k] = busy[k] || a->tries[k].stages == a->tries[j].stages;
+	return search_fit_ahead(a->key, skip, waiting, busy, a->n);
 }
 
 /* Its bound where bounds are taken and it has none yet (it may be cut
@@ -75,6 +88,9 @@ static void jobs_ahead(void *ctx)
 	const Ahead *a = ctx;
 	int want = search_jobs_count() - 1, busy = 0;
 	bool skip[MAX_TRIES] = {0};
+	/* a child that has ended frees its place now, not at its turn: the
+	 * other CPU sat idle while the parent compiled candidates itself */
+	job_collect(a->jobs, a->n);
 	for (int k = 0; k < a->n; k++)
 		busy += a->jobs[k].pid > 0;
 	for (int k; busy < want && (k = next_ahead(a, skip)) >= 0;) {

@@ -620,6 +620,43 @@ static Layout *form_layout(Arena *a, const int64_t *shape, int rank, const int64
 	return layout_make_axes(a, &full, nd, dev, (const int8_t(*)[MAX_RANK])ax, nax, partial, D);
 }
 
+/* Matrices of 8, 12 and 16 devices, that nest and that do not. */
+static const int64_t mats[][3] = {{8}, {2, 4}, {4, 2}, {2, 2, 2}, {12}, {2, 6}, {6, 2}, {3, 4}, {4, 3},
+                                  {2, 2, 3}, {16}, {4, 4}, {2, 8}, {8, 2}, {2, 4, 2}};
+enum { NMATS = sizeof mats / sizeof mats[0] };
+
+/* The default machine on nodes of 4 devices, and a compilation's prices
+ * over it, AllToAll off. */
+static RedistCache *nodes_of_4(Arena *a, Machine *m)
+{
+	machine_defaults(m);
+	m->topo.devices_per_node = 4;
+	return redist_cache_new(a, m, false, 4);
+}
+
+/* A matrix drawn from mats (one of D devices where D > 0) into dev (nd
+ * axes), and a map of a rank-3 tensor's dims to distinct axes of it (-1:
+ * whole; the axes used into *used); returns its devices. */
+static int64_t random_matrix_map(uint64_t *seed, int64_t D, int64_t *dev, int *nd, int *map, unsigned *used)
+{
+	int64_t prod;
+	do {
+		*seed = mix64(*seed);
+		int k = (int)(*seed % (uint64_t)NMATS);
+		prod = 1, *nd = 0;
+		for (int j = 0; j < 3 && mats[k][j]; j++)
+			prod *= mats[k][j], dev[(*nd)++] = mats[k][j];
+	} while (D > 0 && prod != D);
+	*used = 0;
+	for (int i = 0; i < 3; i++) {
+		*seed = mix64(*seed);
+		int ax = (int)(*seed % (uint64_t)(*nd + 1)) - 1;
+		map[i] = ax >= 0 && !(*used >> ax & 1u) ? ax : -1;
+		*used |= map[i] >= 0 ? 1u << ax : 0u;
+	}
+	return prod;
+}
+
 /* One form (redist_form) prices its pairs whatever the sizes of the dims
  * it leaves out. Random pairs of rank-3 layouts over 8, 12 and 16 devices
  * (matrices that nest and matrices that do not, [2, 6] against [3, 4]:
@@ -635,12 +672,7 @@ Test(cost, forms_price_like_fresh_plans)
 {
 	Arena a = {0};
 	Machine m;
-	machine_defaults(&m);
-	m.topo.devices_per_node = 4;
-	RedistCache *rc = redist_cache_new(&a, &m, false, 4);
-	static const int64_t mats[][3] = {{8}, {2, 4}, {4, 2}, {2, 2, 2}, {12}, {2, 6}, {6, 2}, {3, 4}, {4, 3},
-	                                  {2, 2, 3}, {16}, {4, 4}, {2, 8}, {8, 2}, {2, 4, 2}};
-	static const int nmat = sizeof mats / sizeof mats[0];
+	RedistCache *rc = nodes_of_4(&a, &m);
 	uint64_t seed = 0x2545F4914F6CDD1Dull;
 	int compared = 0;
 	CostFormStats st0 = cost_form_stats();
@@ -650,25 +682,9 @@ Test(cost, forms_price_like_fresh_plans)
 		unsigned partial[2] = {0, 0};
 		int64_t D = 0;
 		for (int s = 0; s < 2; s++) {
-			int64_t prod;
-			int k;
-			do { /* a matrix of D devices (the first sets D) */
-				seed = mix64(seed);
-				k = (int)(seed % (uint64_t)nmat);
-				prod = 1;
-				nd[s] = 0;
-				for (int j = 0; j < 3 && mats[k][j]; j++)
-					prod *= mats[k][j], dev[s][nd[s]++] = mats[k][j];
-			} while (s && prod != D);
-			D = prod;
-			unsigned used = 0;
-			for (int i = 0; i < 3; i++) {
-				seed = mix64(seed);
-				int ax = (int)(seed % (uint64_t)(nd[s] + 1)) - 1;
-				map[s][i] = ax >= 0 && !(used >> ax & 1u) ? ax : -1;
-				if (map[s][i] >= 0)
-					used |= 1u << ax;
-			}
+			unsigned used;
+			/* a matrix of D devices (the first sets D) */
+			D = random_matrix_map(&seed, D, dev[s], &nd[s], map[s], &used);
 			seed = mix64(seed);
 			/* now and then dim 0 over a tuple: its axis and a free one */
 			for (int x = 0; x < nd[s] && map[s][0] >= 0 && seed % 4 == 0; x++)
@@ -721,6 +737,54 @@ Test(cost, forms_price_like_fresh_plans)
 	CostFormStats st = cost_form_stats();
 	cr_expect_gt(compared, 3000);
 	cr_expect_gt(st.served - st0.served, (size_t)compared / 3, "served %zu of %d", st.served - st0.served, compared);
+	arena_free(&a);
+}
+
+/* A gradient's way back, planned, keeps the forward form it reverses
+ * (cost_redist.c keep_way): the value's forward move, priced next, is
+ * served by it, at a fresh plan's price bit for bit. Random pairs of
+ * whole rank-3 layouts over the matrices of powers of two of 8 and 16
+ * devices, each at two shapes, on nodes of 4. Fails where a way back's
+ * reversed plan is kept as another pair's form or priced otherwise, and
+ * on the code before (every forward form planned again). */
+Test(cost, ways_back_keep_their_forward_forms)
+{
+	Arena a = {0};
+	Machine m;
+	RedistCache *rc = nodes_of_4(&a, &m);
+	uint64_t seed = 0x9E3779B97F4A7C15ull;
+	int compared = 0, planned = 0;
+	for (int trial = 0; trial < 800; trial++) {
+		int64_t dev[2][3], D = 0;
+		int nd[2], map[2][3];
+		unsigned used;
+		for (int s = 0; s < 2; s++)
+			D = random_matrix_map(&seed, D, dev[s], &nd[s], map[s], &used);
+		for (int v = 0; v < 2; v++) {
+			int64_t shape[3];
+			for (int i = 0; i < 3; i++) {
+				seed = mix64(seed);
+				shape[i] = 48 * (int64_t)(1 + seed % 3); /* every split divides 48 */
+			}
+			const Layout *f = form_layout(&a, shape, 3, dev[0], nd[0], map[0], -1, 0, D);
+			const Layout *t = form_layout(&a, shape, 3, dev[1], nd[1], map[1], -1, 0, D);
+			cr_assert(f && t);
+			if (layout_equiv(f, t) || !redist_plan_ways_share(f, t, false)) /* a matrix not of powers of two */
+				continue;
+			DType dt = v ? DT_F16 : DT_F32;
+			cost_edge_grad(rc, f, t, dt, true); /* the way back from t to f: planned, or served by its form */
+			size_t forms = cost_form_stats().forms;
+			int64_t want_b, got_b = 0;
+			double want = fresh_price_a2a(&m, f, t, false, false, dtype_size_as(dt, 4), &want_b);
+			double got = cost_redist(rc, f, t, dt, &got_b);
+			cr_expect(memcmp(&got, &want, sizeof got) == 0 && got_b == want_b, "%s -> %s: %.17g (%lld bytes), fresh %.17g (%lld)",
+			          layout_str(&a, f), layout_str(&a, t), got, (long long)got_b, want, (long long)want_b);
+			planned += cost_form_stats().forms != forms;
+			compared++;
+		}
+	}
+	cr_expect_gt(compared, 600);
+	cr_expect_eq(planned, 0, "%d of %d forward forms planned after their way back", planned, compared);
 	arena_free(&a);
 }
 
