@@ -965,7 +965,10 @@ void memplan_report_live(const MemPlan *p, FILE *out)
 		        s, p->stage_peak[s], l->slot_ff, l->slot_live, p->stage_transient[s], l->shared_ff, l->shared_live);
 	}
 	if (!p->stage_live)
-		fprintf(out, "memory plan: workspace %" PRId64 " bytes (first fit %" PRId64 ") for at most %" PRId64 " live\n",
+		/* "workspace region", not "workspace N": scripts read the planned
+		 * line's "workspace N" (tests/e2e/test_attention.sh) */
+		fprintf(out, "memory plan: workspace region %" PRId64 " bytes (first fit %" PRId64 ") for at most %" PRId64
+		             " live\n",
 		        p->peak, p->first_fit, p->live);
 }
 

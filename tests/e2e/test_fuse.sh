@@ -135,7 +135,7 @@ fi
 # 697280 without, 721472 by first fit; 696768 bytes live in both). So the
 # runs are held to first fit's plan without them, and to within 2% of the
 # plan without them.
-peak() { timeout $TMO $NETC build "$@" -o "$work/peak.exe" -v 2>&1 | sed -n 's/^memory plan: workspace \([0-9]*\) bytes (first fit \([0-9]*\)).*/\1 \2/p'; }
+peak() { timeout $TMO $NETC build "$@" -o "$work/peak.exe" -v 2>&1 | sed -n 's/^memory plan: workspace region \([0-9]*\) bytes (first fit \([0-9]*\)).*/\1 \2/p'; }
 for m in "$TF" "$MLP"; do
 	set -- $(peak "$m" $SA --no-fuse=attention) $(peak "$m" $SA --no-fuse=updates,attention)
 	a=$1 b=$3 bff=$4
