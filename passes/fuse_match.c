@@ -5,6 +5,14 @@
 
 static const Shape *local(const Value *v) { return v->layout ? &v->layout->slice : &v->shape; }
 
+/* v's readers: pass_memplan's count (Compilation.nreads), else a walk
+ * over the whole graph (memplan asks at every node: the walks were 60%
+ * of GPT-3's enable_alltoall plan at 1 x 1) */
+static int readers(const Compilation *c, const Value *v)
+{
+	return c->nreads && v->id < c->nreads_n ? c->nreads[v->id] : graph_readers(c->g, v);
+}
+
 bool residual_match(const Compilation *c, int i, Residual *r)
 {
 	const Graph *g = c->g;
@@ -34,9 +42,9 @@ bool residual_match(const Compilation *c, int i, Residual *r)
 		return false;
 	if (bias && (local(bias->in[1])->rank != 1 || local(bias->in[1])->d[0] != zs->d[1]))
 		return false;
-	/* last: a walk over the whole graph (memplan asks at every node, and
-	 * under amp's bf16 products the checks above already say no) */
-	if (graph_readers(g, mm->out) != 1 || (bias && graph_readers(g, bias->out) != 1))
+	/* last: without memplan's count a walk over the whole graph (under
+	 * amp's bf16 products the checks above already say no) */
+	if (readers(c, mm->out) != 1 || (bias && readers(c, bias->out) != 1))
 		return false;
 	*r = (Residual){mm, bias, add, x};
 	return true;
@@ -77,7 +85,7 @@ const Node *add_norm_match(const Compilation *c, int i)
 		return NULL;
 	}
 	if (n->op != OP_LAYER_NORM_GRAD_X || m->op != OP_ADD || m->in[0] == m->in[1] ||
-	    (m->in[0] != n->out && m->in[1] != n->out) || graph_readers(g, n->out) != 1)
+	    (m->in[0] != n->out && m->in[1] != n->out) || readers(c, n->out) != 1)
 		return NULL;
 	const Value *t = n->out, *r = m->in[0] == t ? m->in[1] : m->in[0], *s = m->out;
 	if (alike(t, s) && alike(r, s) && alike(n->in[0], s) && alike(n->in[1], s) && n->in[2]->dtype == s->dtype)

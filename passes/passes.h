@@ -52,8 +52,12 @@ typedef struct Compilation {
 	bool sequential;       /* testing only: the definitions that faster passes keep: pass_optimizer_storage
 	                        * stores the parameters one at a time, each on the graph the last left; the
 	                        * sharding pass looks for each value's readers in the graph (no ReadIndex);
-	                        * pass_narrow takes each cast it drops out of the graph at once */
+	                        * pass_narrow takes each cast it drops out of the graph at once; memplan's
+	                        * patterns walk the graph for each value's readers (no nreads) */
 	MemPlan *plan;         /* set by memplan */
+	const int *nreads;     /* by value id, below nreads_n: its readers, counted while pass_memplan holds
+	                        * the graph still (fuse_match.h's patterns ask at every node); NULL: walked */
+	int nreads_n;
 	FusionPlan *fusion;    /* set by fusion: gradient buckets (NULL: none) */
 	unsigned no_fuse;      /* --no-fuse[=KINDS]: the FUSE_* kinds of fused kernels left out (passes/fuse.h) */
 	UpdatePlan *updates;   /* set by update_runs: optimizer updates run as one call (NULL: none) */
