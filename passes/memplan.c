@@ -542,12 +542,6 @@ typedef struct Placed {
 	int id;                /* value id */
 } Placed;
 
-static int by_lo(const void *a, const void *b)
-{
-	const Placed *x = a, *y = b;
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 /* A result marked in place over an operand (Placement.onto) lies at the
  * operand's offset. */
 static bool marks_ok(Compilation *c, const Placement *pl)
@@ -717,15 +711,15 @@ static bool plan_ok(Compilation *c, const int *last, const Placement *pl)
 	RunBlocks rb = run_blocks(c, last, pl->chains);
 	int n;
 	Placed *v = placed_values(c, last, pl, &rb, &n);
-	qsort(v, (size_t)n, sizeof *v, by_lo);
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n && v[j].lo < v[i].hi; j++)
-			if (v[i].birth <= v[j].death && v[j].birth <= v[i].death && v[i].hi > v[i].lo && v[j].hi > v[j].lo) {
-				diag_error(&c->diag, loc_none(), "internal: memplan: '%s' and '%s' share workspace bytes while both are alive",
-				           g->values[v[i].id]->name, g->values[v[j].id]->name);
-				return false;
-			}
-	return true;
+	PlaceItem *it = ARENA_NEWN(&c->arena, PlaceItem, n + 1);
+	for (int k = 0; k < n; k++)
+		it[k] = (PlaceItem){v[k].lo, v[k].hi - v[k].lo, v[k].birth, v[k].death, false};
+	int x, y;
+	if (!place_clash(&c->arena, it, n, &x, &y))
+		return true;
+	diag_error(&c->diag, loc_none(), "internal: memplan: '%s' and '%s' share workspace bytes while both are alive",
+	           g->values[v[x].id]->name, g->values[v[y].id]->name);
+	return false;
 }
 
 /* By value id: whether it is such a copy (memplan_kept.c) */
