@@ -46,7 +46,10 @@
  * 4. Where the plan of 2 or 3 moves more bytes over all ranks than each
  *    rank needs and lacks (a collective followed by a slice, or several
  *    collectives), both layouts whole and AllToAll enabled: one Permute,
- *    point to point, which moves exactly that (cheaper_permute). */
+ *    point to point, which moves exactly that (cheaper_permute). A
+ *    partial source keeps the plan's leading slices and reductions (the
+ *    sums on the smallest blocks) and weighs one Permute against the
+ *    steps after them (reduced_then_permute). */
 #include "redistribute.h"
 #include "redistribute_permute.h"
 
