@@ -669,6 +669,25 @@ static bool may_overpay(const RedistPlan *p)
 	return ncomm >= 2 || dropped;
 }
 
+/* p's first k steps (ending in `mid`, or starting there where k is 0),
+ * then one Permute from mid to t: that plan where it moves fewer bytes in
+ * all than p, else p. */
+static RedistPlan *permute_after(Planner *fwd, RedistPlan *p, int k, const Layout *mid, const Layout *t)
+{
+	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
+	Planner pq = *fwd;
+	pq.p = q, pq.cur = k ? p->steps[0].from : mid, pq.cap = 0;
+	for (int s = 0; s < k; s++)
+		push(&pq, p->steps[s].kind, p->steps[s].to, p->steps[s].axes, p->steps[s].dim, p->steps[s].dim2);
+	if (!push(&pq, RS_PERMUTE, t, (1u << mid->ndev) - 1, -1, -1))
+		return p;
+	plan_totals(q);
+	if (q->total_bytes >= p->total_bytes)
+		return p;
+	q->from = p->from, q->to = p->to, q->expanded = p->expanded, q->fallback = p->fallback;
+	return q;
+}
+
 /* One Permute from f to t where the planner's steps move more bytes in
  * all (f and t whole; in the common space, or the original layouts in
  * the fallback): the greedy order gathers a dim whose split only changes
@@ -683,16 +702,7 @@ static RedistPlan *cheaper_permute(Planner *fwd, RedistPlan *p, const Layout *f,
 	if (!fwd->alltoall || f->partial || t->partial || f->ragged || t->ragged || !may_overpay(p) ||
 	    !redist_permute_total(f, t, fwd->esize, &total) || total >= p->total_bytes)
 		return p;
-	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
-	Planner pq = *fwd;
-	pq.p = q, pq.cur = f, pq.cap = 0;
-	if (!push(&pq, RS_PERMUTE, t, (1u << f->ndev) - 1, -1, -1))
-		return p;
-	plan_totals(q);
-	if (q->total_bytes >= p->total_bytes)
-		return p;
-	q->from = p->from, q->to = p->to, q->expanded = p->expanded, q->fallback = p->fallback;
-	return q;
+	return permute_after(fwd, p, 0, f, t);
 }
 
 /* cheaper_permute for a partial source: the plan's leading slices and
@@ -717,18 +727,7 @@ static RedistPlan *reduced_then_permute(Planner *fwd, RedistPlan *p, const Layou
 	if (!fwd->alltoall || !mid || mid->partial || k == p->n || t->partial || mid->ragged || t->ragged ||
 	    !may_overpay(&rest) || !redist_permute_total(mid, t, fwd->esize, &total) || total >= rest.total_bytes)
 		return p;
-	RedistPlan *q = ARENA_NEW(fwd->a, RedistPlan);
-	Planner pq = *fwd;
-	pq.p = q, pq.cur = p->steps[0].from, pq.cap = 0;
-	for (int s = 0; s < k; s++)
-		push(&pq, p->steps[s].kind, p->steps[s].to, p->steps[s].axes, p->steps[s].dim, p->steps[s].dim2);
-	if (!push(&pq, RS_PERMUTE, t, (1u << mid->ndev) - 1, -1, -1))
-		return p;
-	plan_totals(q);
-	if (q->total_bytes >= p->total_bytes)
-		return p;
-	q->from = p->from, q->to = p->to, q->expanded = p->expanded, q->fallback = p->fallback;
-	return q;
+	return permute_after(fwd, p, k, mid, t);
 }
 
 /* rev: where not NULL, set to the way back reversed (reverse_of; NULL
