@@ -939,16 +939,16 @@ Test(redistribute, form_keeps_a_zero_size_apart)
  * of [2, 2, 4], split (4, 2) with dim 0 over the fast axis, wanted split
  * alike on [2, 4, 2] with dim 0 over the middle axis. The sum first, on
  * the smallest blocks, then one Permute: each rank sends one block
- * (16 x 32 x 3 x 3 f32 here, 18432 bytes) after the all-reduce's one;
+ * (8 x 16 x 3 x 3 f32 here, 4608 bytes) after the all-reduce's one;
  * the planner alone gathered dim 0's first piece and moved two splits by
- * AllToAll (four blocks: 73728 bytes from every rank). Without AllToAll
+ * AllToAll (four blocks: 18432 bytes from every rank). Without AllToAll
  * the plan stays gathers and slices. The simulator checks the values. */
 Test(redist, a_partial_source_is_reduced_then_permuted)
 {
 	Arena a = {0};
 	Layout *f, *t;
-	const int64_t block = 16 * 32 * 3 * 3 * 4;
-	RedistPlan *p = plan2(&a, 16, (Shape)S(64, 64, 3, 3), (LSpec)L(3, V(2, 2, 4), V(2, 1, -1, -1), 1),
+	const int64_t block = 8 * 16 * 3 * 3 * 4;
+	RedistPlan *p = plan2(&a, 16, (Shape)S(32, 32, 3, 3), (LSpec)L(3, V(2, 2, 4), V(2, 1, -1, -1), 1),
 	                      (LSpec)L(3, V(2, 4, 2), V(1, 2, -1, -1), 0), true, &f, &t);
 	cr_expect_str_eq(redist_describe(&a, p), "AllReduce(2) -> Permute(16)");
 	cr_expect_eq(p->steps[0].send_bytes, block);
