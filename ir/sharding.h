@@ -31,6 +31,19 @@ bool shard_node(ShardCtx *cx, const Node *n, const Strategy *s, ShardResult *r);
  * should have, NULL: no say) where their axes correspond one to one
  * (layout_regrid); r as it was otherwise. */
 void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_MAX_INPUTS]);
+/* shard_regrid; where want[] says nothing, on the grid of n's inputs as
+ * produced (r's splits being theirs): the strategy's own device matrix
+ * may order the devices otherwise, and converting between two orders of
+ * the same splits moves every block (resnet declared bf16 @16: amp's
+ * cast down of a conv's weight gradient, (4, 2) on [2, 2, 4] as
+ * produced, dim 0 over the fast axis, read on [2, 4, 2], dim 0 over the
+ * middle one: an all-reduce, two gathers, a slice, a gather and a slice,
+ * 3.77e-5 s, where the searches price the cast where its input is). Not
+ * where some input has a say: shard_regrid takes the first pair's grid,
+ * and an input as produced would overrule one read as the forward read
+ * it. */
+void shard_regrid_or_as_produced(ShardCtx *cx, const Node *n, ShardResult *r,
+                                 const Layout *const want[SHARD_MAX_INPUTS]);
 
 /* A cast netc inserted before a reader with a strategy (Annot.borrowed),
  * laid out as that reader reads it: the strategy it borrowed names the

@@ -804,6 +804,20 @@ void shard_regrid(ShardCtx *cx, ShardResult *r, const Layout *const want[SHARD_M
 	r->out = ls[SHARD_MAX_INPUTS];
 }
 
+void shard_regrid_or_as_produced(ShardCtx *cx, const Node *n, ShardResult *r,
+                                 const Layout *const want[SHARD_MAX_INPUTS])
+{
+	const Layout *own[SHARD_MAX_INPUTS] = {0};
+	for (int j = 0; j < n->nin && j < SHARD_MAX_INPUTS; j++) {
+		if (want[j]) {
+			shard_regrid(cx, r, want);
+			return;
+		}
+		own[j] = n->in[j]->layout;
+	}
+	shard_regrid(cx, r, own);
+}
+
 void shard_on_readers_grid(ShardCtx *cx, const Graph *g, int from, const Node *n, ShardResult *r)
 {
 	for (int i = from; i < g->nnodes; i++) {

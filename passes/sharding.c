@@ -329,7 +329,7 @@ static bool backward_follows_forward(Sharder *S, Node *n, ShardResult *r)
 	}
 	if (!try_strategy(S, n, s, r))
 		return false;
-	shard_regrid(&S->cx, r, want);
+	shard_regrid_or_as_produced(&S->cx, n, r, want);
 	return true;
 }
 

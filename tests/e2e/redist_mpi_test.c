@@ -91,6 +91,9 @@ static const Case cases[] = {
 	{"permute-axis-d4", 4, S(8, 6), L(2, V(2, 2), V(0, -1), 0), L(2, V(2, 2), V(1, -1), 0)},
 	{"permute-dp-mp-d4", 4, S(8, 6), LM(2, V(2, 2), 2, V(0, 1), -1, 0), LM(2, V(2, 2), 2, V(1, 0), -1, 0)},
 	{"permute-swap-d8", 8, S(8, 8), L(3, V(2, 2, 2), V(0, 2), 0), L(3, V(2, 2, 2), V(2, 0), 0)},
+	/* partial sums whose blocks change places once summed: an AllReduce,
+	 * then one Permute */
+	{"partial-permute-d8", 8, S(8, 8), L(3, V(2, 2, 2), V(2, 1), 1), L(3, V(2, 2, 2), V(1, 2), 0)},
 };
 
 static Layout *mk(Arena *a, const Case *c, const LSpec *s)
