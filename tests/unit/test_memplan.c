@@ -312,19 +312,27 @@ Test(memplan, gradient_sum_and_scale_in_their_run_block)
 }
 
 /* Compiles `model` with the plan checked (c->verify: plan_ok, and each
- * pipeline stage's regions); false where it fails, its messages in *text. */
-static bool compile_checked(Compilation *c, const char *model, const char *const *defs, int ndefs, const char *fault,
-                            char **text)
+ * pipeline stage's regions) and the fusions in no_fuse left out
+ * (--no-fuse); false where it fails, its messages in *text. */
+static bool compile_checked_with(Compilation *c, const char *model, const char *const *defs, int ndefs,
+                                 const char *fault, unsigned no_fuse, char **text)
 {
 	compilation_init(c);
 	c->verify = true;
 	c->fault = fault;
+	c->no_fuse = no_fuse;
 	size_t len = 0;
 	FILE *f = open_memstream(text, &len);
 	diag_init(&c->diag, f);
 	bool ok = compile_front(c, model, defs, ndefs) && compile_passes(c, UPTO_CODEGEN);
 	fclose(f);
 	return ok;
+}
+
+static bool compile_checked(Compilation *c, const char *model, const char *const *defs, int ndefs, const char *fault,
+                            char **text)
+{
+	return compile_checked_with(c, model, defs, ndefs, fault, 0, text);
 }
 
 /* First fit hands a value the lowest hole it fits, so a small value left
@@ -453,22 +461,9 @@ Test(memplan, readers_counted_once_plan_as_walked)
  * with the residual folds against 38208 without, the bytes live; the
  * transformer sample 688896 fused classifier against 685568). Now they
  * are placed apart too, each result at its operand's offset where that
- * is free, and the smaller plan is kept; the check (c.verify) passes on
- * both. */
-static bool compile_fused(Compilation *c, const char *model, const char *const *defs, int ndefs, unsigned no_fuse,
-                          char **text)
-{
-	compilation_init(c);
-	c->verify = true;
-	c->no_fuse = no_fuse;
-	size_t len = 0;
-	FILE *f = open_memstream(text, &len);
-	diag_init(&c->diag, f);
-	bool ok = compile_front(c, model, defs, ndefs) && compile_passes(c, UPTO_CODEGEN);
-	fclose(f);
-	return ok;
-}
-
+ * is free, in two orders (memplan_place.c), and the smallest plan is
+ * kept: 38208 and 674112 with the fusions and without; the check
+ * (c.verify) passes on both. */
 Test(memplan, in_place_marks_plan_no_larger_than_without)
 {
 	static const char *const sa[] = {"parallel_mode=stand_alone"};
@@ -485,8 +480,8 @@ Test(memplan, in_place_marks_plan_no_larger_than_without)
 		for (int off = 0; off < 2; off++) {
 			Compilation c;
 			char *text = NULL;
-			cr_assert(compile_fused(&c, cases[k].model, sa, 1, off ? cases[k].fusion : 0, &text), "%s:\n%s",
-			          cases[k].model, text);
+			bool ok = compile_checked_with(&c, cases[k].model, sa, 1, NULL, off ? cases[k].fusion : 0, &text);
+			cr_assert(ok, "%s:\n%s", cases[k].model, text);
 			peak[off] = c.plan->peak, live[off] = c.plan->live;
 			for (int i = 0; !off && i < c.g->nvalues; i++)
 				marks += c.plan->in_place_of[i] != NULL;
