@@ -9,6 +9,7 @@
 #include "compile_fixture.h"
 #include "passes/fuse_update.h"
 #include "passes/memplan.h"
+#include "passes/memplan_place.h"
 
 /* The node of op `op` in the graph, the first. */
 static const Node *first_op(const Graph *g, Op op)
@@ -494,4 +495,69 @@ Test(memplan, in_place_marks_plan_no_larger_than_without)
 		cr_expect_leq(peak[0], peak[1], "%s: workspace %lld with the fusion, %lld without", cases[k].model,
 		              (long long)peak[0], (long long)peak[1]);
 	}
+}
+
+/* memplan_place.c's contract on items made up with a fixed seed (the
+ * kinds whole_by_size hands it): fixed items stay; a rigid group's items
+ * keep the distances between their offsets (a run's gradients, each from
+ * its own birth, all freed at the update); an item either lies at its
+ * mate's offset, the mate dying as it is made, or apart from it; every
+ * offset a multiple of the alignment; and no two items alive together
+ * share a byte otherwise (place_clash, the plan's own check). */
+Test(memplan, placement_keeps_groups_mates_and_fixed_items)
+{
+	enum { N = 240, ALIGN_ = 64, POS = 60 };
+	Arena a = {0};
+	uint32_t s = 12345;
+	int shared = 0; /* items placed in their mate's bytes */
+#define NEXT(m) ((int)((s = s * 1103515245u + 12345u) >> 16) % (m))
+	for (int round = 0; round < 20; round++) {
+		PlaceItem it[N], in[N];
+		int n = 0;
+		for (int g = 0; g < 3; g++) { /* runs: 5 gradients side by side, freed together */
+			int lead = n, end = POS - 1 - NEXT(5);
+			int64_t off = 4096 * (g + 1);
+			for (int k = 0; k < 5; k++, n++) {
+				int64_t size = ALIGN_ * (1 + NEXT(8));
+				it[n] = (PlaceItem){off, size, NEXT(end), end, false, 0, lead + 1};
+				off += size;
+			}
+		}
+		for (int k = 0; k < 4; k++, n++) /* a gradient block with a fixed offset */
+			it[n] = (PlaceItem){ALIGN_ * 3 * k, ALIGN_ * 3, NEXT(POS), POS, true, 0, 0};
+		while (n < N) {
+			int b = NEXT(POS - 2), d = b + NEXT(POS - b);
+			it[n] = (PlaceItem){0, ALIGN_ * (1 + NEXT(16)), b, d, false, 0, 0};
+			if (d < POS - 1 && n + 1 < N && NEXT(3) == 0) { /* made over it as it dies */
+				it[n + 1] = (PlaceItem){0, it[n].size, d, d + NEXT(POS - d), false, n + 1, 0};
+				n++;
+			}
+			n++;
+		}
+		memcpy(in, it, sizeof it);
+		int64_t top = place_by_size(&a, it, N, ALIGN_);
+		cr_assert_eq(top, place_top(it, N));
+		for (int i = 0; i < N; i++) {
+			cr_assert(it[i].off >= 0 && it[i].off % ALIGN_ == 0, "round %d item %d at %lld", round, i,
+			          (long long)it[i].off);
+			if (in[i].fixed)
+				cr_assert_eq(it[i].off, in[i].off, "round %d: fixed item %d moved", round, i);
+			int g = in[i].group - 1;
+			if (g >= 0)
+				cr_assert_eq(it[i].off - it[g].off, in[i].off - in[g].off, "round %d: item %d left its group", round,
+				             i);
+			int m = in[i].mate - 1;
+			if (m >= 0 && it[i].off == it[m].off) { /* in its mate's bytes: the mate is done before it is made */
+				it[m].death = it[i].birth - 1;
+				shared++;
+			}
+		}
+		int x, y;
+		cr_assert(!place_clash(&a, it, N, &x, &y), "round %d: items %d [%lld, +%lld) %d-%d and %d [%lld, +%lld) %d-%d",
+		          round, x, (long long)it[x].off, (long long)it[x].size, it[x].birth, it[x].death, y,
+		          (long long)it[y].off, (long long)it[y].size, it[y].birth, it[y].death);
+	}
+#undef NEXT
+	cr_expect_gt(shared, 0, "no item placed in its mate's bytes");
+	arena_free(&a);
 }
