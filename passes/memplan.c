@@ -153,7 +153,7 @@ static int64_t plan_stage(Compilation *c, int stage, int64_t *offset, bool *tran
 			offset[v->id] = fl_alloc(&c->arena, f, align_up(value_bytes(c, v)));
 			si.of[si.n] = v->id;
 			si.at[v->id] = si.n;
-			si.it[si.n++] = (PlaceItem){offset[v->id], align_up(value_bytes(c, v)), i, g->nnodes, false};
+			si.it[si.n++] = (PlaceItem){offset[v->id], align_up(value_bytes(c, v)), i, g->nnodes, false, 0, 0};
 			if (fl.top > high)
 				high = fl.top;
 			if (ft.top > thigh)
@@ -604,87 +604,166 @@ static int find_root(int *up, int x)
 	return x;
 }
 
-/* The whole program's plan placed by size (memplan_place.h). Values that
- * share bytes by the plan's decisions move together, as one block of
- * their bytes and joint lifetime: a result in place of its operand
- * (Placement.onto), a run's gradient block placed whole; the gradients
- * of a block with a fixed offset stay where they are, and the others go
- * around them. A run `stagger` (>= 0) keeps its gradients apart, each
- * taken from its own birth, in their block's layout from offset 0, as a
- * fixed block: a block taken whole from its first gradient's birth holds
- * bytes no gradient uses yet (transformer.net stand-alone: 708608 bytes
- * of workspace for 696768 live, now 697344). Where that takes fewer bytes
- * than the plan's `ff`, pl's offsets move. Returns the workspace's bytes;
- * *live: the most bytes alive at one node. */
-static int64_t whole_by_size(Compilation *c, const int *last, Placement *pl, int64_t ff, int64_t *live, int stagger)
+/* A mark (Placement.onto) that whole_by_size may drop: a result in place
+ * of an operand, neither of them in a run's gradient block (a block's
+ * in-place chains, block_link, are its layout). */
+static bool loose_mark(const RunBlocks *rb, const Placement *pl, int id)
 {
-	const Graph *g = c->g;
-	int nv = g->nvalues, n;
-	RunBlocks rb = run_blocks(c, last, pl->chains);
-	Placed *v = placed_values(c, last, pl, &rb, &n);
-	int *up = ARENA_NEWN(&c->arena, int, nv + 1), *first = ARENA_NEWN(&c->arena, int, (c->updates ? c->updates->n : 0) + 1);
+	return pl->onto[id] && rb->run[id] < 0 && rb->run[pl->onto[id]->id] < 0;
+}
+
+/* The items whole_by_size places: the values that share bytes by the
+ * plan's decisions as one block of their bytes and joint lifetime. */
+typedef struct Groups {
+	PlaceItem *it;         /* the items */
+	int64_t *lo;           /* by item: its start in the plan placed */
+	int *of;               /* by placed value (Placed): its item */
+	int n;                 /* items */
+	int mates;             /* items with a mate (GROUP_MARKS_APART) */
+	int rigid;             /* items of a run's gradients in a rigid group (GROUP_RUNS_RIGID) */
+} Groups;
+
+/* How group() makes the items besides the one block per share. */
+enum {
+	GROUP_MARKS_APART = 1, /* a result marked in place of an operand (loose_mark) and the operand two mates */
+	GROUP_RUNS_RIGID = 2,  /* a run's gradients (but a `stagger` run's) a rigid group, each from its own birth */
+};
+
+/* The values v[0 .. n) grouped: a result in place of its operand
+ * (Placement.onto), a run's gradient block placed whole; the gradients of
+ * a block with a fixed offset, and of a run `stagger` (>= 0: in their
+ * block's layout from offset 0), fixed; `how` (GROUP_*) sets some apart:
+ * a result of its operand, the operand then held until the result is
+ * made, as without the mark (PlaceItem.mate); a run's gradients in their
+ * block's layout, each from its own birth (PlaceItem.group), the block
+ * with a fixed offset too. */
+static Groups group(Compilation *c, const Placed *v, int n, const RunBlocks *rb, const Placement *pl, int stagger,
+                    unsigned how)
+{
+	int nv = c->g->nvalues, nr = c->updates ? c->updates->n : 0;
+	bool apart = how & GROUP_MARKS_APART, rigid = how & GROUP_RUNS_RIGID;
+	int *up = ARENA_NEWN(&c->arena, int, nv + 1), *first = ARENA_NEWN(&c->arena, int, nr + 1);
 	for (int i = 0; i < nv; i++)
 		up[i] = i;
-	for (int r = 0; c->updates && r < c->updates->n; r++)
+	for (int r = 0; r < nr; r++)
 		first[r] = -1;
 	for (int k = 0; k < n; k++) {
-		int id = v[k].id, r = rb.run[id];
-		if (pl->onto[id])
+		int id = v[k].id, r = rb->run[id];
+		if (pl->onto[id] && !(apart && loose_mark(rb, pl, id)))
 			up[find_root(up, id)] = find_root(up, pl->onto[id]->id);
-		if (r >= 0 && rb.end[r] >= 0 && r != pl->fixed && r != stagger) {
+		if (r >= 0 && rb->end[r] >= 0 && r != pl->fixed && r != stagger && !rigid) {
 			if (first[r] < 0)
 				first[r] = id;
 			up[find_root(up, id)] = find_root(up, first[r]);
 		}
 	}
-	int *item = ARENA_NEWN(&c->arena, int, nv + 1), ni = 0; /* by root: its item + 1 */
-	PlaceItem *it = ARENA_NEWN(&c->arena, PlaceItem, n + 1);
-	int64_t *lo = ARENA_NEWN(&c->arena, int64_t, n + 1), base = INT64_MAX; /* base: the staggered block's start */
+	Groups gr = {ARENA_NEWN(&c->arena, PlaceItem, n + 1), ARENA_NEWN(&c->arena, int64_t, n + 1),
+	             ARENA_NEWN(&c->arena, int, n + 1), 0, 0, 0};
+	PlaceItem *it = gr.it;
+	int *item = ARENA_NEWN(&c->arena, int, nv + 1); /* by root: its item + 1 */
+	int *lead = ARENA_NEWN(&c->arena, int, nr + 1); /* by run: 1 + its rigid group's first item */
+	int64_t base = INT64_MAX;                        /* the staggered block's start */
 	bool *staggered = ARENA_NEWN(&c->arena, bool, n + 1); /* by item */
 	for (int k = 0; k < n; k++) {
-		int root = find_root(up, v[k].id), r = rb.run[v[k].id];
+		int root = find_root(up, v[k].id), r = rb->run[v[k].id];
 		if (!item[root]) {
-			it[ni] = (PlaceItem){v[k].lo, v[k].hi - v[k].lo, v[k].birth, v[k].death, false};
-			lo[ni] = v[k].lo;
-			item[root] = ++ni;
+			it[gr.n] = (PlaceItem){v[k].lo, v[k].hi - v[k].lo, v[k].birth, v[k].death, false, 0, 0};
+			item[root] = ++gr.n;
 		}
+		gr.of[k] = item[root] - 1;
+		PlaceItem *x = &it[item[root] - 1];
 		if (r >= 0 && r == stagger) {
 			staggered[item[root] - 1] = true;
 			base = v[k].lo < base ? v[k].lo : base;
+		} else if (rigid && r >= 0 && rb->end[r] >= 0 && !x->group) {
+			lead[r] = lead[r] ? lead[r] : item[root];
+			x->group = lead[r];
+			gr.rigid++;
 		}
-		PlaceItem *x = &it[item[root] - 1];
 		int64_t hi = x->off + x->size > v[k].hi ? x->off + x->size : v[k].hi;
 		x->off = x->off < v[k].lo ? x->off : v[k].lo;
 		x->size = hi - x->off;
 		x->birth = x->birth < v[k].birth ? x->birth : v[k].birth;
 		x->death = x->death > v[k].death ? x->death : v[k].death;
-		x->fixed |= r >= 0 && (r == pl->fixed || r == stagger);
+		x->fixed |= r >= 0 && ((r == pl->fixed && !rigid) || r == stagger);
 	}
-	for (int k = 0; k < ni; k++) { /* whole aligned blocks, as first fit hands them out */
+	for (int k = 0; apart && k < n; k++) { /* the operand alive until its result is made, as without the mark */
+		int id = v[k].id;
+		if (!loose_mark(rb, pl, id) || !item[find_root(up, pl->onto[id]->id)])
+			continue;
+		PlaceItem *x = &it[item[find_root(up, pl->onto[id]->id)] - 1], *y = &it[gr.of[k]];
+		x->death = x->death > y->birth ? x->death : y->birth;
+		y->mate = (int)(x - it) + 1;
+		gr.mates++;
+	}
+	for (int k = 0; k < gr.n; k++) { /* whole aligned blocks, as first fit hands them out */
 		int64_t end = align_up(it[k].off + it[k].size);
 		it[k].off = align_down(it[k].off);
 		it[k].size = end - it[k].off;
-		lo[k] = it[k].off;
+		gr.lo[k] = it[k].off;
 		if (staggered[k]) /* the block's gradients in their layout from offset 0 */
 			it[k].off -= align_down(base);
 	}
-	*live = place_live_peak(&c->arena, it, ni, g->nnodes);
+	return gr;
+}
+
+/* The whole program's plan placed by size (memplan_place.h), its values
+ * grouped as group() says: as one block each share of bytes the plan
+ * made, and again with results apart from the operands they are marked
+ * in place of (each at its operand's offset where that is free there,
+ * the mark dropped where not), and with the runs' gradients in rigid
+ * groups besides; the smallest kept (the first on a tie). One block
+ * packs worse than its parts apart: with the blocks alone the plans with
+ * in-place marks came out larger than without the fusions that make
+ * them (the fused classifier's transformer.net stand-alone: 688,896
+ * bytes against 685,568 unfused; attention_gqa.net with the residual
+ * folds 40,320 against 38,208, the bytes live), and a run's block held
+ * whole from its first gradient's birth holds bytes no gradient uses
+ * yet. A run `stagger` (>= 0) keeps its gradients apart, each from its
+ * own birth, in their block's layout from offset 0, as a fixed block
+ * (transformer.net stand-alone: 708608 bytes of workspace for 696768
+ * live, then 697344). Where the smallest takes fewer bytes than the
+ * plan's `ff`, pl's offsets (and marks) move. Returns the workspace's
+ * bytes; *live: the most bytes alive at one node, with the marks. */
+static int64_t whole_by_size(Compilation *c, const int *last, Placement *pl, int64_t ff, int64_t *live, int stagger)
+{
+	const Graph *g = c->g;
+	int n;
+	RunBlocks rb = run_blocks(c, last, pl->chains);
+	Placed *v = placed_values(c, last, pl, &rb, &n);
+	Groups gr = group(c, v, n, &rb, pl, stagger, 0);
+	PlaceItem *it = gr.it;
+	*live = place_live_peak(&c->arena, it, gr.n, g->nnodes);
 	bool fault = c->fault && strcmp(c->fault, "memplan-by-size") == 0;
-	int *death = ARENA_NEWN(&c->arena, int, ni + 1);
-	for (int k = 0; k < ni; k++) {
+	int *death = ARENA_NEWN(&c->arena, int, gr.n + 1);
+	for (int k = 0; k < gr.n; k++) {
 		death[k] = it[k].death;
 		if (fault) /* tests: placed as if each died at once; plan_ok must notice */
 			it[k].death = it[k].birth;
 	}
-	int64_t top = ff <= *live && !fault ? ff : place_by_size(&c->arena, it, ni, ALIGN);
-	for (int k = 0; k < ni; k++)
+	/* first fit at the live bytes is as low as a plan goes */
+	if (ff <= *live && !fault)
+		return ff;
+	int64_t top = place_by_size(&c->arena, it, gr.n, ALIGN);
+	for (int k = 0; k < gr.n; k++)
 		it[k].death = death[k];
+	static const unsigned hows[] = {GROUP_MARKS_APART, GROUP_MARKS_APART | GROUP_RUNS_RIGID};
+	unsigned how = 0;
+	for (int h = 0; h < 2 && !fault; h++) {
+		Groups o = group(c, v, n, &rb, pl, stagger, hows[h]);
+		if (!o.mates && !(hows[h] & GROUP_RUNS_RIGID && o.rigid))
+			continue;
+		int64_t t = place_by_size(&c->arena, o.it, o.n, ALIGN);
+		if (t < top)
+			gr = o, top = t, how = hows[h];
+	}
 	if (top >= ff && !fault)
 		return ff;
-	for (int k = 0; k < n; k++) {
-		int x = item[find_root(up, v[k].id)] - 1;
-		pl->offset[v[k].id] += it[x].off - lo[x];
-	}
+	for (int k = 0; k < n; k++)
+		pl->offset[v[k].id] += gr.it[gr.of[k]].off - gr.lo[gr.of[k]];
+	for (int k = 0; how & GROUP_MARKS_APART && k < n; k++) /* the marks kept where the offsets came out equal */
+		if (loose_mark(&rb, pl, v[k].id) && pl->offset[v[k].id] != pl->offset[pl->onto[v[k].id]->id])
+			pl->onto[v[k].id] = NULL;
 	return top;
 }
 
@@ -713,7 +792,7 @@ static bool plan_ok(Compilation *c, const int *last, const Placement *pl)
 	Placed *v = placed_values(c, last, pl, &rb, &n);
 	PlaceItem *it = ARENA_NEWN(&c->arena, PlaceItem, n + 1);
 	for (int k = 0; k < n; k++)
-		it[k] = (PlaceItem){v[k].lo, v[k].hi - v[k].lo, v[k].birth, v[k].death, false};
+		it[k] = (PlaceItem){v[k].lo, v[k].hi - v[k].lo, v[k].birth, v[k].death, false, 0, 0};
 	int x, y;
 	if (!place_clash(&c->arena, it, n, &x, &y))
 		return true;

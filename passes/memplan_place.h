@@ -22,11 +22,24 @@ typedef struct PlaceItem {
 	int64_t size;     /* bytes it holds */
 	int birth, death; /* node positions, both inclusive: taken before the first runs, free after the second */
 	bool fixed;       /* stays at off; the others are placed around it */
+	/* 1 + the item whose bytes this one may take in place (made over it
+	 * as it dies: its death is this one's birth, where the two are alive
+	 * together), 0 none. The placement puts the later placed of the two
+	 * at the other's offset where that is free of every other item; the
+	 * caller keeps its in-place mark where the offsets came out equal */
+	int mate;
+	/* 1 + the first item of a rigid group, 0 none: the items of a group
+	 * keep the distances between their offsets (a run's gradient block,
+	 * each gradient held from its own birth) and are placed together,
+	 * at the lowest offset where all fit, when the first of them comes
+	 * in the order; all not fixed, none with a mate */
+	int group;
 } PlaceItem;
 
 /* Places every item that is not fixed so that no two alive at one
- * position share a byte, offsets multiples of `align` (sizes are);
- * returns the region's bytes, the end of the highest item. */
+ * position share a byte, but an item and its mate at one offset,
+ * offsets multiples of `align` (sizes are); returns the region's bytes,
+ * the end of the highest item. */
 int64_t place_by_size(Arena *a, PlaceItem *it, int n, int64_t align);
 
 /* The most bytes alive at one node position (positions 0 .. npos): what

@@ -68,14 +68,15 @@ pair() {
 	esac
 }
 ws() { sed -n 's/^planned memory per device (bytes): .* workspace \([0-9]*\) .*/\1/p' "$work/$1.build"; }
-# first fit's workspace (the memory plan's line): the plans compared by
-# the in-place marks a fusion adds; memplan then places a fragmented
-# region again by size (passes/memplan_place.c) and keeps the smaller,
-# which can favour the plan without the marks by a few kB (a value and
-# what is made in its bytes move as one), so the planned workspace is
-# held within 2.5% of the unfused one's
+# first fit's workspace (the memory plan's line) and the planned one:
+# memplan places a fragmented region again by size
+# (passes/memplan_place.c), a result and the operand it is made over
+# both as one block and apart, and keeps the smallest plan, so the
+# in-place marks a fusion adds save their bytes in the plan users get
+# too (placed as one block only, the fused plans came out larger:
+# clf_tf 688896 fused, 685568 not; an_tf_bf16 344192, 336384)
 ff() { sed -n 's/^memory plan: workspace region [0-9]* bytes (first fit \([0-9]*\)).*/\1/p' "$work/$1.build"; }
-near() { [ -n "$1" ] && [ -n "$2" ] && [ "$(($1 * 1000))" -le "$(($2 * 1025))" ]; }
+no_more() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" -le "$2" ]; }
 
 # ---- classifier ----
 CLF=--no-fuse=classifier
@@ -92,7 +93,7 @@ if [ -f "$work/src_clf_tf/transformer.c" ]; then
 	# the gradient takes the logits' own bytes: [128, 64] floats, 32768
 	# bytes, are never held twice (the peak moves: 11264 bytes less)
 	a=$(ff clf_tf.fuse) b=$(ff clf_tf.plain)
-	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ] && near "$(ws clf_tf.fuse)" "$(ws clf_tf.plain)" &&
+	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ] && no_more "$(ws clf_tf.fuse)" "$(ws clf_tf.plain)" &&
 		ok "clf_tf: first fit's workspace $a bytes fused, $b not; planned $(ws clf_tf.fuse) and $(ws clf_tf.plain)" ||
 		bad "clf_tf: first fit's workspace '$a' fused, '$b' not; planned '$(ws clf_tf.fuse)' and '$(ws clf_tf.plain)'"
 fi
@@ -135,7 +136,7 @@ if [ -f "$work/src_an_tf_bf16/tbf.c" ]; then
 			"$work/an_tf_bf16.fuse.build" && ok "an_tf_bf16: $f forward and $b backward fused calls (4 + 4 with the routines), -v says so" ||
 		bad "an_tf_bf16: $f forward, $b backward fused calls; -v: $(grep '^add + layer_norm' "$work/an_tf_bf16.fuse.build")"
 	a=$(ff an_tf_bf16.fuse) b=$(ff an_tf_bf16.plain)
-	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -le "$b" ] && near "$(ws an_tf_bf16.fuse)" "$(ws an_tf_bf16.plain)" &&
+	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -le "$b" ] && no_more "$(ws an_tf_bf16.fuse)" "$(ws an_tf_bf16.plain)" &&
 		ok "an_tf_bf16: first fit's workspace $a bytes fused, $b not; planned $(ws an_tf_bf16.fuse) and $(ws an_tf_bf16.plain)" ||
 		bad "an_tf_bf16: first fit's workspace '$a' fused, '$b' not; planned '$(ws an_tf_bf16.fuse)' and '$(ws an_tf_bf16.plain)'"
 fi
