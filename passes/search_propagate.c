@@ -65,11 +65,24 @@ typedef struct Least {
 	double x;
 } Least;
 
+/* The least at which an undecided neighbour with decided neighbours of
+ * its own meets each of v's candidates (decide's `two` rows), by the
+ * edge's table content, the side asking and what each of the
+ * neighbour's candidates pays against its decided neighbours (the
+ * vector, compared whole): the repeated layers ask the same rows. */
+typedef struct MeetRow {
+	uint64_t h1, h2, hx; /* table content; hx mixes the side and the vector */
+	int nx, nrow;        /* the vector's and the row's lengths */
+	double *x, *row;     /* heap */
+} MeetRow;
+
 typedef struct Ahead {
 	TableKey *key;     /* per edge */
 	signed char *keyed; /* per edge: 0 not asked yet, 1 keyed, -1 no key (priced apart) */
 	Least *t;          /* open addressing, heap */
 	size_t cap, n;
+	MeetRow *m;        /* open addressing (hx), heap; empty slots have row NULL */
+	size_t mcap, mn;
 } Ahead;
 
 static Least *least_slot(Least *t, size_t cap, const TableKey *k, int64_t side_c)
@@ -93,11 +106,17 @@ static double least_priced(Search *s, int ei, int v, int c)
 	return best;
 }
 
-static double least_against(Search *s, Ahead *ah, int ei, int v, int c)
+/* Whether edge ei has a table key (search_table_key), asked once */
+static bool edge_keyed(Search *s, Ahead *ah, int ei)
 {
 	if (ah->keyed[ei] == 0)
 		ah->keyed[ei] = search_table_key(s, ei, false, &ah->key[ei]) ? 1 : -1;
-	if (ah->keyed[ei] < 0)
+	return ah->keyed[ei] > 0;
+}
+
+static double least_against(Search *s, Ahead *ah, int ei, int v, int c)
+{
+	if (!edge_keyed(s, ah, ei))
 		return least_priced(s, ei, v, c);
 	if (2 * (ah->n + 1) > ah->cap) {
 		size_t cap = ah->cap ? 2 * ah->cap : 1024;
@@ -153,6 +172,78 @@ static bool neighbour_against(Search *s, int ei, int v, int o, const int *choice
 	return any;
 }
 
+/* row[c]: the least over the neighbour o's candidates q of the edge's
+ * price (c, q) and x[q] */
+static void meet_priced(Search *s, int ei, int v, int o, const double *x, double *row)
+{
+	const SEdge *e = &s->e[ei];
+	for (int c = 0; c < s->v[v].cl->n; c++) {
+		double least = INFINITY;
+		for (int q = 0; q < s->v[o].cl->n; q++) {
+			double y = (e->u == v ? search_edge_cost(s, ei, c, q) : search_edge_cost(s, ei, q, c)) + x[q];
+			least = y < least ? y : least;
+		}
+		row[c] = least;
+	}
+}
+
+static MeetRow *meet_slot(MeetRow *t, size_t cap, const MeetRow *k)
+{
+	size_t i = (size_t)k->hx & (cap - 1);
+	while (t[i].row && !(t[i].hx == k->hx && t[i].h1 == k->h1 && t[i].h2 == k->h2 && t[i].nx == k->nx &&
+	                     t[i].nrow == k->nrow && memcmp(t[i].x, k->x, sizeof(double) * (size_t)k->nx) == 0))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+/* decide's row for edge ei to o (meet_priced), kept by content where the
+ * edge has a table key; into the arena where not */
+static const double *meet_row(Search *s, Ahead *ah, int ei, int v, int o, const double *x)
+{
+	int nx = s->v[o].cl->n, nrow = s->v[v].cl->n;
+	if (!edge_keyed(s, ah, ei)) {
+		double *row = ARENA_NEWN(s->a, double, nrow + 1);
+		meet_priced(s, ei, v, o, x, row);
+		return row;
+	}
+	uint64_t hx = ah->key[ei].h1 * 0x9E3779B97F4A7C15ull ^ ah->key[ei].h2 ^ (uint64_t)(s->e[ei].u == v);
+	for (int q = 0; q < nx; q++) {
+		uint64_t b;
+		memcpy(&b, &x[q], sizeof b);
+		hx = (hx ^ b) * 0x100000001B3ull;
+	}
+	hx = (hx << 1) | (s->e[ei].u == v); /* the side in the key proper too */
+	if (2 * (ah->mn + 1) > ah->mcap) {
+		size_t cap = ah->mcap ? 2 * ah->mcap : 256;
+		MeetRow *t = xcalloc(cap, sizeof *t);
+		for (size_t i = 0; i < ah->mcap; i++)
+			if (ah->m[i].row)
+				*meet_slot(t, cap, &ah->m[i]) = ah->m[i];
+		free(ah->m);
+		ah->m = t, ah->mcap = cap;
+	}
+	MeetRow k = {.h1 = ah->key[ei].h1, .h2 = ah->key[ei].h2, .hx = hx, .nx = nx, .nrow = nrow, .x = (double *)x};
+	MeetRow *m = meet_slot(ah->m, ah->mcap, &k);
+	if (!m->row) {
+		k.x = xmalloc(sizeof(double) * (size_t)(nx + 1));
+		memcpy(k.x, x, sizeof(double) * (size_t)nx);
+		k.row = xmalloc(sizeof(double) * (size_t)(nrow + 1));
+		meet_priced(s, ei, v, o, x, k.row);
+		*m = k;
+		ah->mn++;
+	}
+	return m->row;
+}
+
+static void ahead_free(Ahead *ah)
+{
+	free(ah->t);
+	for (size_t i = 0; i < ah->mcap; i++)
+		if (ah->m[i].row)
+			free(ah->m[i].x), free(ah->m[i].row);
+	free(ah->m);
+}
+
 static void decide(Search *s, Ahead *ah, int v, int *choice, const bool *done)
 {
 	SVertex *sv = &s->v[v];
@@ -165,14 +256,13 @@ static void decide(Search *s, Ahead *ah, int v, int *choice, const bool *done)
 	 * column split that the residual add beside it, its rows split,
 	 * gathered back over 8 in every layer: 1.064 x the hand plan at 64
 	 * devices, tests/e2e/test_search_plans.sh) */
-	double **two = ah ? ARENA_NEWN(s->a, double *, sv->nadj + 1) : NULL;
+	const double **two = ah ? ARENA_NEWN(s->a, const double *, sv->nadj + 1) : NULL;
 	for (int k = 0; two && k < sv->nadj; k++) {
 		int ei = sv->adj[k], o = other_end(&s->e[ei], v);
 		if (o == v || done[o])
 			continue;
-		two[k] = ARENA_NEWN(s->a, double, s->v[o].cl->n + 1);
-		if (!neighbour_against(s, ei, v, o, choice, done, two[k]))
-			two[k] = NULL;
+		double *x = ARENA_NEWN(s->a, double, s->v[o].cl->n + 1);
+		two[k] = neighbour_against(s, ei, v, o, choice, done, x) ? meet_row(s, ah, ei, v, o, x) : NULL;
 	}
 	for (int c = 0; c < sv->cl->n; c++) {
 		double comm = 0;
@@ -182,13 +272,7 @@ static void decide(Search *s, Ahead *ah, int v, int *choice, const bool *done)
 			if (o == v || done[o]) {
 				comm += edge_against(s, ei, v, c, choice);
 			} else if (two && two[k]) {
-				const SEdge *e = &s->e[ei];
-				double least = INFINITY;
-				for (int q = 0; q < s->v[o].cl->n; q++) {
-					double x = (e->u == v ? search_edge_cost(s, ei, c, q) : search_edge_cost(s, ei, q, c)) + two[k][q];
-					least = x < least ? x : least;
-				}
-				comm += least;
+				comm += two[k][c];
 			} else if (ah) {
 				comm += least_against(s, ah, ei, v, c);
 			}
@@ -267,7 +351,7 @@ bool search_propagate(Search *s, int *choice)
 		return false;
 	Ahead ah = {.key = ARENA_NEWN(s->a, TableKey, s->ne + 1), .keyed = ARENA_NEWN(s->a, signed char, s->ne + 1)};
 	propagate(s, &ah, choice);
-	free(ah.t);
+	ahead_free(&ah);
 	int *plain = ARENA_NEWN(s->a, int, s->nv + 1);
 	propagate(s, NULL, plain);
 	if (search_total(s, plain) < search_total(s, choice))
