@@ -215,6 +215,10 @@ bool pass_autodiff(Compilation *c);
  * gradient between a trainable parameter and the loss (reported). */
 bool autodiff_check(Compilation *c);
 bool pass_recompute(Compilation *c);
+/* Whether a recomputed copy in scope `reader` reads the copy of what an
+ * earlier recomputed region of scope `maker` made (one block instance,
+ * passes/recompute.c), not its forward value: the search prices it so. */
+bool recompute_chained(const char *reader, const char *maker);
 bool pass_optimizer(Compilation *c);
 bool pass_optimizer_storage(Compilation *c);
 bool pass_amp(Compilation *c);

@@ -157,9 +157,10 @@ static void add_edge(Search *s, int u, int ui, int v, int vi, DType dt)
  * once more there (mp_comm_recompute: passes/sharding.c), and a
  * recomputed output is converted again for the backward readers, which
  * read the copy, not the forward's converted value (reuse_forward_
- * copies). Once where both are in one region (passes/recompute.c: the
- * reader's copy reads the producer's), twice where the reader's region
- * is another and its gradient reads the producer's copy (optpar_layers.
+ * copies). Once where both are in one region, or in chained ones of one
+ * block instance (passes/recompute.c: the reader's copy reads the
+ * producer's), twice where the reader's region is another and its
+ * gradient reads the producer's copy (optpar_layers.
  * net's layers, MP 2 each @16: a layer's input gathered for its
  * product's recompute, and the previous layer's recomputed output
  * gathered for the product's weight gradient: -8% of the compiled
@@ -172,7 +173,7 @@ static int converted_again(const Search *s, const SEdge *e, const uint32_t *read
 	bool reader = vn->ann.recompute && vn->ann.mp_comm_recompute, output = e->ui < 0 && un->ann.recompute;
 	if (!s->training)
 		return 0;
-	return reader && output ? 1 + (strcmp(un->scope, vn->scope) != 0 && e->vi < 32 && (reads_re[vn->id] >> e->vi & 1))
+	return reader && output ? 1 + (!recompute_chained(vn->scope, un->scope) && e->vi < 32 && (reads_re[vn->id] >> e->vi & 1))
 	                        : reader + output;
 }
 
@@ -231,8 +232,10 @@ static int opt_state_count(OptimizerKind k)
 /* By value id: whether a recomputed operator's output is kept for the
  * backward pass, i.e. read in the forward pass outside its region (a
  * later region's checkpoint, passes/recompute.c: regions are runs of
- * consecutive recomputed operators of one scope) or the loss. The others die after their forward use and are made
- * again one region at a time in the backward pass: not held per
+ * consecutive recomputed operators of one scope; a region of the same
+ * block instance reads the copy instead, recompute_chained) or the loss.
+ * The others die after their forward use and are made
+ * again in the backward pass: not held per
  * micro-batch (before, the estimate counted every output, so a model
  * with its layers recomputed looked as big as without). */
 static bool *recompute_kept(Arena *a, const Graph *g)
@@ -267,7 +270,8 @@ static bool *recompute_kept(Arena *a, const Graph *g)
 			Value *x = search_unconverted(n->in[j]);
 			const Node *d = x->kind == VK_NODE ? x->def : NULL;
 			if (d && d->ann.recompute && x->id < g->nvalues &&
-			    (!n->ann.recompute || !n->out || n->out->id >= g->nvalues || region[n->out->id] != region[x->id]))
+			    (!n->ann.recompute || !n->out || n->out->id >= g->nvalues ||
+			     (region[n->out->id] != region[x->id] && !recompute_chained(n->scope, d->scope))))
 				kept[x->id] = true;
 		}
 	}
@@ -318,6 +322,45 @@ static bool backward_reads(Arena *a, const Search *s, const Graph *g, BackRead *
 		}
 	}
 	return true;
+}
+
+/* SVertex.rc_group and rc_read: the recomputed vertices in runs whose
+ * consecutive scopes are chained (one block instance: passes/recompute.c
+ * makes their copies at one place, before the first backward node that
+ * reads one), and which copies a backward node reads: those are live
+ * together once made, one layer's activations at once as Megatron's full
+ * recompute holds them, which search_stage_memory counts (the sample
+ * transformer's 4 stages x 16 micro-batches under 430 kB, its layers
+ * recomputed: 382464 bytes estimated, 598556 compiled without). */
+static void recompute_groups(Search *s, const Graph *g)
+{
+	const Node *prev = NULL;
+	s->nrc_groups = 0;
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		const Node *n = sv->n;
+		sv->rc_read = false;
+		sv->rc_group = -1;
+		if (n->phase != PH_FORWARD || !n->ann.recompute || !n->out || stages_param_cast(n->out)) {
+			prev = NULL;
+			continue;
+		}
+		if (!prev || !recompute_chained(n->scope, prev->scope))
+			s->nrc_groups++;
+		sv->rc_group = s->nrc_groups - 1;
+		prev = n;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *b = g->nodes[i];
+		for (int j = 0; b->phase == PH_BACKWARD && !b->recomputed && j < b->nin; j++) {
+			const Node *d = b->in[j]->def;
+			while (d && d->op == OP_REDISTRIBUTE)
+				d = d->in[0]->def;
+			if (d && d->recomputed && d->fwd && d->fwd->id < s->nvertex_of && s->vertex_of[d->fwd->id] >= 0)
+				s->v[s->vertex_of[d->fwd->id]].rc_read = true;
+		}
+	}
+	s->rc_set = ARENA_NEWN(s->a, double, s->nrc_groups + 1);
 }
 
 /* SVertex.back_first and keep_self: for each forward value the backward
@@ -461,6 +504,52 @@ static double grad_transient(const Search *s, const Cand *cd, int i, const Value
 	    (s->grad_call == GRAD_IN_BUCKET && cd->param_grad[i] > 0))
 		return 0;
 	return (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, x->dtype);
+}
+
+/* The parameter whose gradient input i of n makes, read as it is or
+ * through amp's cast (a vertex of its own, or passed through: Search.thru),
+ * where that is the only read of it; NULL: none, or one the estimate
+ * leaves out (a gathered shard of the parallel optimizer, which may be
+ * reduce-scattered in the backward pass; a server's parameter; two readers,
+ * whose parts are summed as they come). nrd: by value id, its reading inputs. */
+static const Value *grad_param(const Search *s, const Node *n, int i, const int *nrd)
+{
+	if (n->op == OP_CAST && n->ann.borrowed) /* its gradient is its reader's */
+		return NULL;
+	const Value *x = search_origin(s, n->in[i], NULL);
+	if (nrd[x->id] != 1)
+		return NULL;
+	for (const Value *y = n->in[i]; y != x; y = y->def->in[0])
+		if (y->def->op == OP_REDISTRIBUTE || search_optpar_shard_cast(y->def))
+			return NULL;
+	if (x->kind == VK_NODE && x->def && x->def->op == OP_CAST && x->def->ann.borrowed)
+		x = x->def->in[0];
+	if (x->kind != VK_PARAM || !x->param.requires_grad || search_ps_read(s, x))
+		return NULL;
+	return x;
+}
+
+/* The bytes of the parameters' gradients vertex n's backward nodes make
+ * under candidate cd (SVertex.grads_held): each in the layout n reads
+ * the parameter in, a partial sum whole on its devices, at the
+ * parameter's type (amp casts the gradient back to f32 there). The
+ * update reduces and reads them (codegen: acc_, a micro-step's added up
+ * at its end), so memplan holds each from its backward node to the end
+ * of the pass: GPT-3 O2 bf16 @1024 1 x 1 with its layers recomputed, 230
+ * GB of the 234 GB workspace, the weights gathered 64 ways for the
+ * products and their gradients partial over them, which the estimate
+ * (grad_transient: beside freed activations) left out: 4e9 estimated,
+ * 3.2e11 compiled. */
+static double grads_made(const Search *s, const Node *n, const Cand *cd, const int *nrd)
+{
+	double b = 0;
+	for (int i = 0; s->training && i < n->nin && i < SHARD_MAX_INPUTS; i++) {
+		const Value *p = cd->r.in[i] ? grad_param(s, n, i, nrd) : NULL;
+		/* one a fusion bucket holds is counted where grad_transient keeps it */
+		if (p && !(s->grad_call == GRAD_IN_BUCKET && cd->param_grad[i] > 0))
+			b += (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, p->dtype);
+	}
+	return b;
 }
 
 /* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
@@ -816,9 +905,14 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	/* by value id: the stages (up to 64) whose vertices read a parameter,
 	 * and those whose first read was met */
 	uint64_t *reading = ARENA_NEWN(a, uint64_t, g->nvalues + 1), *met = ARENA_NEWN(a, uint64_t, g->nvalues + 1);
+	int *nrd = ARENA_NEWN(a, int, g->nvalues + 1); /* by value id: the vertices' inputs reading it */
 	for (int vi = 0; vi < s->nv; vi++)
-		for (int i = 0, rs = s->v[vi].n->ann.stage; i < s->v[vi].n->nin && rs >= 0 && rs < 64; i++)
-			reading[search_origin(s, s->v[vi].n->in[i], NULL)->id] |= (uint64_t)1 << rs;
+		for (int i = 0, rs = s->v[vi].n->ann.stage; i < s->v[vi].n->nin; i++) {
+			Value *x = search_origin(s, s->v[vi].n->in[i], NULL);
+			nrd[x->id]++;
+			if (rs >= 0 && rs < 64)
+				reading[x->id] |= (uint64_t)1 << rs;
+		}
 	for (int vi = 0; vi < s->nv; vi++) {
 		SVertex *sv = &s->v[vi];
 		Node *n = sv->n;
@@ -864,10 +958,14 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		sv->slot = ARENA_NEWN(a, double, sv->cl->n);
 		sv->act = ARENA_NEWN(a, double, sv->cl->n);
 		sv->kept = (!n->ann.recompute || kept[n->out->id]) && (!back || back_kept(s, &br, n));
-		for (int c = 0; c < sv->cl->n; c++)
+		sv->grads_held = ARENA_NEWN(a, double, sv->cl->n);
+		for (int c = 0; c < sv->cl->n; c++) {
 			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c], sv->kept);
+			sv->grads_held[c] = grads_made(s, n, &sv->cl->c[c], nrd);
+		}
 	}
 	back_readers(s, g, back ? &br : NULL);
+	recompute_groups(s, g);
 	s->mem_edge = ARENA_NEWN(a, double, 2 * (size_t)s->ne + 4 * (size_t)s->nv + 2);
 	s->mem_flag = ARENA_NEWN(a, bool, (size_t)s->ne + s->nv + 1);
 	for (int ei = 0; ei < s->ne; ei++) /* read on another stage: sent */

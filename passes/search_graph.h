@@ -94,6 +94,10 @@ typedef struct SVertex {
 	double *act;       /* per candidate: its output's bytes for one micro-batch, kept or not */
 	double *grads_live; /* per candidate: what its backward nodes have live (its output's gradient and its
 	                    * largest input gradient; pipelines: of its own pass alone) */
+	double *grads_held; /* per candidate: the gradients its backward nodes make of the parameters it reads
+	                    * (through amp's cast too), as they make them (its read layout, partial sums whole),
+	                    * which the update reads: held to the end of the backward pass (search_build.c,
+	                    * grads_made); 0 where the estimate cannot tell */
 	bool kept;         /* its output is in slot (read by the backward pass) */
 	bool keep_self;    /* kept whatever the layouts: read back by its own backward nodes, a backward node
 	                    * of no vertex, as the loss or as amp's copy of a weight; else only where one
@@ -107,6 +111,9 @@ typedef struct SVertex {
 	int back_first;    /* the first vertex (in the graph's order) whose backward nodes read its output: the
 	                    * output is live in the backward pass until that one's run (the last of them); -1:
 	                    * none known (not kept, or no backward pass yet) */
+	int rc_group;      /* its block instance's run of recomputed regions, whose copies the backward pass
+	                    * makes together (passes/recompute.c, recompute_chained); -1: none */
+	bool rc_read;      /* its recomputed copy is read by a backward node (so live with its group's) */
 	int *adj;          /* edge indices */
 	int nadj, capadj;
 } SVertex;
@@ -220,6 +227,8 @@ typedef struct Search {
 	 * output held as it is) */
 	double *mem_edge;
 	bool *mem_flag;
+	int nrc_groups;    /* SVertex.rc_group's count */
+	double *rc_set;    /* search_stage_memory's scratch: [nrc_groups] the bytes of each group's copies */
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
 	/* [max(nstages, 1)] memory_limit bounds each stage's bytes times its own
 	 * factor in the per-stage prices (search_dp.c dp_stages, dp_local;

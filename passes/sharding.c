@@ -116,12 +116,19 @@ static RedistPlan *plan_back(Sharder *S, const Layout *from, const Layout *to, D
 	return cost_plan_time(m, back) < cost_plan_time(m, one) ? back : one;
 }
 
+/* Whether forward node f's communication is made again in the backward
+ * pass: recomputed with mp_comm_recompute. local: v is made on reader's
+ * chunk; one of another stage came over in the forward pass (stages.c,
+ * recomputed_stay_local), and converted again was sent twice. */
+static bool redone_comm(const Node *f) { return f && f->ann.recompute && f->ann.mp_comm_recompute; }
+static bool local(const Value *v, const Node *reader) { return !v->def || v->def->chunk == reader->chunk; }
+
 static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 {
 	Conv **slot = v->id < S->nconvs ? &S->convs[v->id] : NULL;
-	/* a recomputed copy redoes its communication (mp_comm_recompute)
-	 * instead of keeping the forward pass's result alive */
-	bool redo = reader->phase == PH_BACKWARD && reader->ann.recompute && reader->ann.mp_comm_recompute;
+	/* a recomputed copy, and a recomputed node's gradient, redo their
+	 * communication instead of keeping the forward's result alive */
+	bool redo = reader->phase == PH_BACKWARD && redone_comm(reader->fwd) && (reader->recomputed || local(v, reader));
 	/* nor is a backward pass's copy made on another chunk shared: a stage
 	 * would wait in its backward pass for an earlier stage's, against the
 	 * schedule (two recomputed readers of one value on both sides of a
@@ -726,17 +733,21 @@ static Layout *local_out_layout(Sharder *S, const Node *n)
  * the forward node read a converted copy, the backward node reads that
  * copy too (MindSpore reuses the forward's redistributed tensors), so its
  * strategy follows the forward one and nothing is converted twice. A
- * recomputed copy redoes its communication instead (mp_comm_recompute). */
+ * recomputed node's copy and gradients convert again (mp_comm_recompute):
+ * a product's input gradient, before the copy, kept the forward's
+ * gathered weight alive (GPT-3 O2 @1024 1 x 1: each w2's 302 MB). */
 static void reuse_forward_copies(Node *n)
 {
 	const Node *f = n->fwd;
-	if (!f || n->phase != PH_BACKWARD || (n->ann.recompute && n->ann.mp_comm_recompute))
+	if (!f || n->phase != PH_BACKWARD || (n->recomputed && redone_comm(f)))
 		return;
+	bool redo = redone_comm(f);
 	for (int i = 0; i < n->nin; i++)
 		for (int k = 0; k < f->nin; k++) {
 			const Value *c = f->in[k];
 			if (c->def && c->def->op == OP_REDISTRIBUTE && c->def->in[0] == n->in[i]) {
-				n->in[i] = (Value *)c;
+				if (!redo || !local(n->in[i], n))
+					n->in[i] = (Value *)c;
 				break;
 			}
 		}
@@ -763,7 +774,7 @@ static bool drop_backward_cast(Sharder *S, Node *t)
 {
 	const Node *f = t->fwd;
 	if (t->op != OP_CAST || !t->ann.borrowed || t->phase != PH_BACKWARD || !f || f->phase != PH_FORWARD ||
-	    (t->ann.recompute && t->ann.mp_comm_recompute) || t->in[0]->layout == NULL)
+	    (redone_comm(f) && local(t->in[0], t)) || t->in[0]->layout == NULL)
 		return false;
 	Value *copy = NULL;
 	for (int k = 0; k < f->nin && !copy; k++) {
