@@ -101,7 +101,7 @@ report() {
 		# kept beside the next run's log, which would overwrite it
 		cp "$log" "$logs/$name.failed-$(date +%Y%m%d-%H%M%S).log"
 		echo "FAIL $name ($why, ${secs}s, cpu ${cpu}s): log $log (and $logs/$name.failed-*.log)"
-		grep -E '^ *FAIL|^\[FAIL\]|^[a-z]+: FAIL' "$log" | head -20 | sed 's/^/     /'
+		grep -E '^ *FAIL' "$log" | head -20 | sed 's/^/     /'
 		tail -n 5 "$log" | sed 's/^/     | /'
 	fi
 }
@@ -137,16 +137,11 @@ together="$first $rest"
 # about 135 s of CPU, and the pool leaves about a fifth of two cores idle
 # while ranks start and wait); reported as E2E_BESIDE_NAME (default
 # "beside") and waited for before the SERIAL scripts, which time themselves.
-# beside NAME COMMAND: starts COMMAND as a script of the suite named NAME
-# (its log NAME.log), at the lowest priority, in the background: $!
-beside() {
-	printf '#!/bin/bash\nexec nice -n 19 sh -c %q\n' "$2" >"$logs/$1.sh"
-	chmod +x "$logs/$1.sh"
-	TEST_TIMEOUT=900 run_one "$1" "$logs/$1.sh" &
-}
 beside= bname=${E2E_BESIDE_NAME:-beside}
 if [ -n "$E2E_BESIDE" ]; then
-	beside "$bname" "$E2E_BESIDE"
+	printf '#!/bin/bash\nexec nice -n 19 sh -c %q\n' "$E2E_BESIDE" >"$logs/$bname.sh"
+	chmod +x "$logs/$bname.sh"
+	TEST_TIMEOUT=900 run_one "$bname" "$logs/$bname.sh" &
 	beside=$!
 fi
 
@@ -178,28 +173,11 @@ if [ -n "$beside" ]; then
 	wait "$beside"
 	report "$bname"
 fi
-# E2E_BESIDE_SERIAL: a command run at the lowest priority beside the SERIAL
-# scripts (make check gives it the unit suite, about 100 s of CPU), where
-# they wait on their clocks and leave the two cores mostly idle (45 s of
-# CPU in about 100 s); reported as E2E_BESIDE_SERIAL_NAME (default
-# "beside_serial") after them. Not beside the pool: there it would get
-# little CPU (a unit test's timeout is of wall time) and take the fuzz
-# runs' share. Each SERIAL script still runs alone among the scripts;
-# at nice 19 the command yields a core to them at once.
-late= lname=${E2E_BESIDE_SERIAL_NAME:-beside_serial}
-if [ -n "$E2E_BESIDE_SERIAL" ]; then
-	beside "$lname" "$E2E_BESIDE_SERIAL"
-	late=$!
-fi
 for name in $alone; do
 	run_one "$name" "tests/e2e/test_$name.sh" &
 	wait $!
 	report "$name"
 done
-if [ -n "$late" ]; then
-	wait "$late"
-	report "$lname"
-fi
 echo "e2e: $(($(date +%s) - start))s, cpu ${cpu_total}s${failed:+; failed:$failed; logs in $logs/}"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
