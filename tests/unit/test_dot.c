@@ -24,6 +24,7 @@ static void setup(void)
  * with a backward node and an update. */
 static void build_sample(void)
 {
+	g->par.parallel_mode = PM_HYBRID_PARALLEL; /* collectives written by hand */
 	g->par.device_num = 2;
 	Value *x = graph_value(g, VK_INPUT, "x", DT_F32, (Shape){2, {64, 784}}, loc_none());
 	Value *w = graph_value(g, VK_PARAM, "layers.0.fc.w", DT_F32, (Shape){2, {784, 10}}, loc_none());
@@ -188,6 +189,7 @@ Test(dot, quotes_in_names_are_escaped)
  * it), then layers.3 with an extra operator. */
 static void build_repeated(void)
 {
+	g->par.parallel_mode = PM_HYBRID_PARALLEL; /* collectives written by hand */
 	g->par.device_num = 2;
 	Value *h = graph_value(g, VK_INPUT, "x", DT_F32, (Shape){2, {8, 4}}, loc_none());
 	for (int i = 0; i < 4; i++) {

@@ -386,6 +386,7 @@ Test(shape, mse_shape_mismatch)
 
 Test(shape, collectives)
 {
+	g->par.parallel_mode = PM_HYBRID_PARALLEL; /* collectives written by hand */
 	g->par.device_num = 4;
 	Value *x = in("x", DT_F32, S(8, 6));
 	Node *ar = node(OP_ALL_REDUCE, 1, x), *bc = node(OP_BROADCAST, 1, x);
@@ -408,6 +409,7 @@ Test(shape, collectives)
 
 Test(shape, collective_group_from_declaration)
 {
+	g->par.parallel_mode = PM_HYBRID_PARALLEL; /* collectives written by hand */
 	g->par.device_num = 8;
 	CommGroup *cg = ARENA_NEW(&arena, CommGroup);
 	*cg = (CommGroup){.name = "tp", .nparts = 4, .part_size = 2};
@@ -420,6 +422,7 @@ Test(shape, collective_group_from_declaration)
 
 Test(shape, reduce_scatter_not_dividing)
 {
+	g->par.parallel_mode = PM_HYBRID_PARALLEL; /* collectives written by hand */
 	g->par.device_num = 4;
 	node(OP_REDUCE_SCATTER, 1, in("x", DT_F32, S(6, 4)));
 	infer_fails_with("reduce_scatter: dimension 0 of x [6, 4] is 6, not divisible by the group size 4");
@@ -427,10 +430,36 @@ Test(shape, reduce_scatter_not_dividing)
 
 Test(shape, all_to_all_not_dividing)
 {
+	g->par.parallel_mode = PM_HYBRID_PARALLEL; /* collectives written by hand */
 	g->par.device_num = 4;
 	Node *n = node(OP_ALL_TO_ALL, 1, in("x", DT_F32, S(8, 6)));
 	n->attr.split_axis = 1;
 	infer_fails_with("all_to_all: dimension 1 of x [8, 6] is 6, not divisible by the group size 4");
+}
+
+/* A collective written in the model runs over its devices: stand_alone
+ * runs the program on one, where it read and wrote a group's worth of
+ * blocks alone (alltoall_hybrid.net built stand-alone trained on logits
+ * never written). One device, or a group of one, is fine. */
+Test(shape, collectives_need_their_devices_in_stand_alone)
+{
+	g->par.parallel_mode = PM_STAND_ALONE;
+	g->par.device_num = 4;
+	Node *n = node(OP_ALL_TO_ALL, 1, in("x", DT_F32, S(8, 8)));
+	n->attr.split_axis = 0;
+	n->attr.concat_axis = 1;
+	infer_fails_with("all_to_all: over 4 devices, but parallel_mode = stand_alone runs the program on one");
+}
+
+Test(shape, collectives_of_one_device_in_stand_alone)
+{
+	g->par.parallel_mode = PM_STAND_ALONE;
+	g->par.device_num = 4;
+	Value *x = in("x", DT_F32, S(8, 6));
+	Node *ar = node(OP_ALL_REDUCE, 1, x), *ag = node(OP_ALL_GATHER, 1, x);
+	ar->attr.group_size = ag->attr.group_size = 1;
+	infer_ok();
+	expect_shape(ag->out, S(8, 6));
 }
 
 Test(shape, gradient_helpers)
