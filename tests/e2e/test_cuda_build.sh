@@ -12,6 +12,7 @@
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
+. tests/e2e/tools.sh
 NETC=$B/netc
 work=$(mktemp -d /tmp/netc-cuda-XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -65,7 +66,7 @@ for s in samples/*.net; do
 	n=$(basename "$s" .net)
 	build "$n (own mode)" "$work/$n" "$s"
 	# (not a model with collectives written in it: refused stand-alone)
-	grep -qE '(all_reduce|all_gather|all_to_all|reduce_scatter|broadcast)\(' "$s" ||
+	writes_collectives "$s" ||
 		build "$n (stand-alone)" "$work/$n.sa" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1
 done
 build "mlp --precision f64" "$work/mlp.f64" samples/mlp.net -D parallel_mode=stand_alone --precision f64

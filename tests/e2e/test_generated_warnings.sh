@@ -17,6 +17,7 @@
 # One line per case "ok|FAIL NAME"; last line "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
+. tests/e2e/tools.sh
 NETC=$B/netc
 TMO=120
 work=$(mktemp -d /tmp/netc-warn-XXXXXX) || exit 1
@@ -51,7 +52,7 @@ for s in samples/*.net; do
 	warnings "$n" "$s"
 	# a model with collectives written in it needs its devices: netc
 	# refuses it stand-alone (ir/shape.c, on_its_devices)
-	grep -qE '(all_reduce|all_gather|all_to_all|reduce_scatter|broadcast)\(' "$s" ||
+	writes_collectives "$s" ||
 		warnings "$n (stand_alone)" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1
 done
 for m in tests/e2e/models/*.net; do

@@ -25,6 +25,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
+. tests/e2e/tools.sh
 NETC=$B/netc
 MPIRUN=tests/e2e/mpirun.sh
 TMO=120
@@ -94,7 +95,7 @@ for s in samples/*.net; do
 	# shellcheck disable=SC2086
 	# (not a model with collectives written in it: refused stand-alone;
 	# it trains in its own mode below)
-	if ! grep -qE '(all_reduce|all_gather|all_to_all|reduce_scatter|broadcast)\(' "$s" &&
+	if ! writes_collectives "$s" &&
 		build "sa_$n" "$s" -D parallel_mode=stand_alone -D pipeline_stages=1 $small &&
 		run "train_$n" "$work/sa_$n.csv" "$work/sa_$n" --steps $steps $data; then
 		decreases "train_$n ($steps steps, stand-alone)" "$work/sa_$n.csv" 0.7

@@ -27,6 +27,15 @@ trace_ok() {
 	fi
 }
 
+# writes_collectives MODEL: the model has a collective written in it over
+# more than one device, which netc refuses stand-alone (ir/shape.c,
+# on_its_devices): the scripts that build every sample stand-alone leave
+# it out. Asked of netc, so no second list of the collectives lives here.
+writes_collectives() {
+	"$B/netc" check "$1" -D parallel_mode=stand_alone -D pipeline_stages=1 2>&1 |
+		grep -q 'parallel_mode = stand_alone runs the program on one'
+}
+
 # same_run A B: the runs that saved A.st and logged A.csv, and B.st and
 # B.csv, gave byte-equal checkpoints and the same losses; status 2 when A
 # logged none
