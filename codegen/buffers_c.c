@@ -156,7 +156,8 @@ void emit_buffers(Emit *e)
 	for (int i = 0, any = 0; i < g->nvalues; i++)
 		if (p->kept && p->kept[i]) {
 			if (!any++)
-				fputs("/* amp's narrow weight copies, made once a step (the first micro-batch's forward) */\n", out);
+				fputs("/* weight copies made once a step (the first micro-batch's forward): amp's narrow casts, "
+				      "shards' gathers held */\n", out);
 			emit_decl(e, g->values[i], "static ");
 		}
 	if (g->train.optimizer == OPT_LAMB)

@@ -1031,13 +1031,14 @@ static bool memplan(Compilation *c)
 
 /* A stage's workspace (its slots and the shared region), parameters,
  * their gradients and state. */
-/* ", narrow weight copies N" where there are any (kept_casts) */
+/* ", weight copies N" where there are any (kept_casts: amp's narrow
+ * copies, shards' gathers held over the step) */
 static const char *kept_str(int64_t bytes)
 {
 	static char buf[64];
 	if (!bytes)
 		return "";
-	snprintf(buf, sizeof buf, ", narrow weight copies %" PRId64, bytes);
+	snprintf(buf, sizeof buf, ", weight copies %" PRId64, bytes);
 	return buf;
 }
 

@@ -2,6 +2,8 @@
  * the backward pass reads (memplan_kept.h): rules on the graph alone,
  * which the plan and the searches' estimates share. */
 #include "memplan_kept.h"
+
+#include "sharding_optimizer.h"
 /* amp casts each weight to its narrow type in the forward pass (a cast
  * of a parameter: stages_param_cast). With micro-batches the copy is the
  * same in all of them, so the program makes it once a step, in the first
@@ -14,13 +16,16 @@
  * the receiver's workspace, as before. Optimizer parallel: amp casts the
  * stored shard (optimizer.c, gather_type), a cast of a parameter kept as
  * the others, and gathers the narrow shard -- once a step too on
- * pipeline stages (below), each micro-batch on one stage. */
+ * pipeline stages (below), each micro-batch on one stage; an f32 shard's
+ * gather once a step on pipeline stages where gradient_accumulation_shard
+ * = false (sharding_optimizer.h, optimizer_gather_held). */
 /* By value id: whether it is such a copy, in one pass over the readers */
 const bool *memplan_kept_in(Arena *a, const Graph *g)
 {
 	bool *kept = ARENA_NEWN(a, bool, g->nvalues + 1);
 	if (g->nmicro <= 1)
 		return kept;
+	bool held = optimizer_gather_held(g);
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		/* (on one stage a stored shard's cast, below, is made each
@@ -43,6 +48,12 @@ const bool *memplan_kept_in(Arena *a, const Graph *g)
 		 * are gathered each micro-batch, as ZeRO-3 regathers */
 		else if (g->nstages > 1 && n->op == OP_REDISTRIBUTE && n->phase == PH_FORWARD && n->nin == 1 &&
 		         kept[n->in[0]->id] && !n->writes && !n->out->host)
+			kept[n->out->id] = true;
+		/* an f32 shard's gather, held over the step where the user chose
+		 * so (optimizer_gather_held): optimizer.c made no regather, so the
+		 * backward passes read it too */
+		else if (held && n->op == OP_REDISTRIBUTE && n->phase == PH_FORWARD && n->nin == 1 &&
+		         n->in[0]->kind == VK_PARAM && n->in[0]->param.model_layout && !n->writes && !n->out->host)
 			kept[n->out->id] = true;
 	}
 	for (int i = 0; i < g->nnodes; i++) {

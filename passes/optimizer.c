@@ -8,6 +8,7 @@
 
 #include "../ir/layout.h"
 #include "../ir/redistribute.h"
+#include "sharding_optimizer.h"
 
 typedef struct OptimizerRule {
 	Op op;
@@ -91,13 +92,15 @@ bool pass_optimizer(Compilation *c)
  * first forward reader and kept for the backward pass -- or, when a
  * forward reader is recomputed with parallel_optimizer_comm_recompute,
  * gathered again before the first backward reader, so the forward copy
- * dies with the forward pass. Pipelines and micro-steps always gather
+ * dies with the forward pass. Pipelines and micro-steps gather
  * again: a copy kept for the backward pass would be kept once per
- * micro-batch in flight. The memory plan gives the copies lifetimes
- * like any other value. Under amp the narrow shard is gathered instead
- * (gather_type, below), and its copy, read by the backward pass as amp's
- * cast was, is gathered once a step on pipeline stages (memplan.c,
- * memplan_kept). */
+ * micro-batch in flight -- but on pipeline stages with
+ * gradient_accumulation_shard = false the copy is gathered once a step
+ * and held (sharding_optimizer.h, optimizer_gather_held). The memory
+ * plan gives the copies lifetimes like any other value. Under amp the
+ * narrow shard is gathered instead (gather_type, below), and its copy,
+ * read by the backward pass as amp's cast was, is gathered once a step
+ * on pipeline stages (memplan.c, memplan_kept). */
 
 /* Each parameter is stored as if alone, in the updates' order, with the
  * graph changed after each (the rewrites of one parameter touch its own
@@ -289,8 +292,10 @@ static void store_sharded(const Compilation *c, Graph *g, const Index *x, NodeLi
 	/* pipelines and micro-steps keep what the backward pass reads per micro-batch
 	 * in flight: there a copy is gathered for each pass instead (amp's narrow
 	 * copy: the backward pass reads the forward's, as it read the casts';
-	 * with stages it is gathered once a step, memplan.c memplan_kept) */
-	bool regather = t->p.comm_recompute || g->nstages > 1 || g->nmicro > 1;
+	 * with stages it is gathered once a step, memplan.c memplan_kept) --
+	 * unless the copy is gathered once a step and held over it
+	 * (optimizer_gather_held), which every pass reads */
+	bool regather = !optimizer_gather_held(g) && (t->p.comm_recompute || g->nstages > 1 || g->nmicro > 1);
 	Node *bwd = regather && t->p.first_bwd ? gather_node(g, p, whole, t->p.first_bwd,
 	                                                     arena_printf(g->arena, "%s.regathered", p->name),
 	                                                     compilation_elem_size(c, p->dtype))

@@ -213,9 +213,12 @@ bool search_optpar_price(const OptparCtx *s, const Node *n, const ShardResult *r
 		from = x->def->in[0]->layout, to = x->layout;
 	double gather = packed(s, from, to, o->dt[1], RS_ALLGATHER, &o->head[1], &o->from[1], &o->axes[1]);
 	/* amp's narrow copy, the same in every micro-batch, is gathered once a
-	 * step on pipeline stages (memplan.c, memplan_kept), as it is cast */
-	*(g->nstages > 1 && g->nmicro > 1 && o->dt[1] != p->dtype ? &o->step : &o->micro) += gather;
-	bool regather = (f & OPTPAR_REGATHER) || g->nstages > 1 || g->nmicro > 1;
+	 * step on pipeline stages (memplan.c, memplan_kept), as it is cast; an
+	 * f32 copy where it is held over the step (optimizer_gather_held), which
+	 * the backward passes read too: no regather */
+	bool held = optimizer_gather_held(g);
+	*(g->nstages > 1 && g->nmicro > 1 && (held || o->dt[1] != p->dtype) ? &o->step : &o->micro) += gather;
+	bool regather = !held && ((f & OPTPAR_REGATHER) || g->nstages > 1 || g->nmicro > 1);
 	if (regather && (f & OPTPAR_BACKWARD))
 		o->micro += cost_redist(s->rc, shard, l, p->dtype, NULL); /* in the backward pass: never packed */
 	return true;
@@ -230,7 +233,10 @@ double search_optpar_memory(const OptparCtx *s, const Value *p, const Layout *l,
 	double part = (double)shape_numel(&shard->slice) * es, whole = (double)shape_numel(&l->slice) * es;
 	/* the parameter and its state as shards; the gradient accumulated as
 	 * its shard under gradient_accumulation_shard, else whole; a buffer
-	 * per other reader stage, whole */
+	 * per other reader stage, whole; the gathered copy where it is held
+	 * over the step (optimizer_gather_held: memplan_kept), in the type it
+	 * is gathered in (amp's narrow copies are counted with their casts) */
 	bool grad_shard = s->g->nmicro > 1 && grad_sharded_per_micro(s, p);
-	return part * (1 + s->opt_states) + (grad_shard ? part : whole) + whole * extra;
+	bool held = optimizer_gather_held(s->g) && stored_sharded(s->flags[p->id]) && s->gather_dt[p->id] == p->dtype;
+	return part * (1 + s->opt_states) + (grad_shard ? part : whole) + whole * (extra + held);
 }

@@ -89,3 +89,8 @@ Layout *optimizer_shard_on_device(const Graph *g, Arena *a, int64_t device_num, 
 	}
 	return NULL;
 }
+
+bool optimizer_gather_held(const Graph *g)
+{
+	return g->par.enable_parallel_optimizer && g->nstages > 1 && g->nmicro > 1 && !g->par.gradient_accumulation_shard;
+}

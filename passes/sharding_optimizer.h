@@ -32,4 +32,16 @@ Layout *optimizer_shard(Compilation *c, Arena *a, int64_t device_num, const Valu
  * none where it is NULL. */
 Layout *optimizer_shard_on_device(const Graph *g, Arena *a, int64_t device_num, const Value *p, const Layout *l,
                                   Diag *diag);
+/* Whether a parameter stored as its shard (optimizer.c store_sharded) is
+ * gathered once a step, before the first micro-batch that reads it, and
+ * the gathered copy held over the step for every micro-batch's forward
+ * and backward readers (memplan_kept.c), where otherwise each pass of
+ * each micro-batch gathers it again: on pipeline stages with
+ * gradient_accumulation_shard = false, as MindSpore's
+ * overlap_opt_shard_in_pipeline hoists the gathers out of the micro-batch
+ * loop there. The trade-off is the user's, as in MindSpore: the held
+ * copies are a stage's whole weights (GPT-3 @4096, 8 stages: 10.9 GB a
+ * device) for 2 x micro - 1 of every 2 x micro gathers; the memory plan
+ * counts them and memory_limit holds (docs/parallel.md). */
+bool optimizer_gather_held(const Graph *g);
 #endif

@@ -172,16 +172,55 @@ cmp -s "$work/init.ref.st" "$work/init.op.st" && ok "sharded initial parameters 
 # resumes the run
 D=tests/e2e/pipeline/deep.net A='train.optimizer=adam(lr = 0.001, eps = 1e-3)'
 timeout 120 $NETC build $D -D parallel_mode=stand_alone -D pipeline_stages=1 -D train.micro_size=1 -D "$A" \
-	-o "$work/deep.ref" >/dev/null 2>&1 && timeout 120 "$work/deep.ref" --steps 6 --save "$work/deep.ref.st" --quiet
+	-o "$work/deep.ref" >/dev/null 2>&1 &&
+	timeout 120 "$work/deep.ref" --steps 6 --save "$work/deep.ref.st" --log "$work/deep.ref.csv" --quiet
 timeout 120 $NETC build $D -D enable_parallel_optimizer=true -D "$T0" -D "$A" -o "$work/deep.op" >/dev/null 2>&1
 P="tests/e2e/mpirun.sh -np 4 $work/deep.op --quiet"
-timeout 120 $P --steps 6 --save "$work/deep.op.st"
+timeout 120 $P --steps 6 --save "$work/deep.op.st" --log "$work/deep.op.csv" --comm-stats >"$work/deep.op.stats"
 timeout 120 $P --steps 3 --save "$work/deep3.st" && timeout 120 $P --steps 3 --init "$work/deep3.st" --save "$work/deep6.st"
 p6=$($B/tools/stcompare "$work/deep.ref.st" "$work/deep.op.st" --quiet | tail -1)
 pr=$($B/tools/stcompare "$work/deep.ref.st" "$work/deep6.st" --quiet | tail -1)
 case "$p6|$pr" in
 *"0 failed"*"|"*"0 failed"*) ok "pipeline p=2 with sharded storage as stand-alone; resumed from a checkpoint of shards too" ;;
 *) bad "pipeline p=2 sharded storage ($p6; resumed: $pr)" ;;
+esac
+# ... and with gradient_accumulation_shard = false each weight is gathered
+# once a step and the copy held for every micro-batch's passes
+# (sharding_optimizer.h, optimizer_gather_held): the run is stand-alone's
+# and the per-micro-batch program's, with 8 all-gathers a step on rank 0
+# where that program runs 32 (4 of an activation, one a micro-batch, in
+# both; its 4 weights once, where each of 4 micro-batches gathered them
+# for the forward and 3 again for the backward -- on main this program
+# gathered them so too, 32),
+# and each rank counts the memory its stage's plan holds (the copies in
+# the workspace: "weight copies" in netc build -v)
+H="parallel_optimizer_config={parallel_optimizer_threshold=0, gradient_accumulation_shard=false}"
+timeout 120 $NETC build $D -D enable_parallel_optimizer=true -D "$H" -D "$A" -v -o "$work/deep.held" \
+	>"$work/deep.held.b" 2>&1
+timeout 120 tests/e2e/mpirun.sh -np 4 "$work/deep.held" --quiet --steps 6 --save "$work/deep.held.st" \
+	--log "$work/deep.held.csv" --comm-stats --mem-stats >"$work/deep.held.out"
+ag_h=$(sed -n 's/^comm per step: .*, \([0-9.]*\) allgather.*/\1/p' "$work/deep.held.out")
+ag_e=$(sed -n 's/^comm per step: .*, \([0-9.]*\) allgather.*/\1/p' "$work/deep.op.stats")
+mem_diff=$(sed -n 's/^memory rank [0-9]* (peak bytes, counted\/planned)://p' "$work/deep.held.out" | tr ' ' '\n' |
+	grep / | awk -F/ '$1 != $2' | head -3 | tr '\n' ' ')
+mem_lines=$(grep -c '^memory rank' "$work/deep.held.out")
+kept0=$(sed -n 's/^memory per device, pipeline stage.*weight copies \([0-9]*\).*/\1/p' "$work/deep.held.b" | head -1)
+r=""
+for cmp in "losscompare $work/deep.ref.csv $work/deep.held.csv --atol 1e-6" \
+	"stcompare $work/deep.ref.st $work/deep.held.st --quiet" \
+	"losscompare $work/deep.op.csv $work/deep.held.csv --atol 1e-6" \
+	"stcompare $work/deep.op.st $work/deep.held.st --quiet"; do
+	# shellcheck disable=SC2086 # a tool and its arguments
+	r="$r$($B/tools/$cmp | tail -1); "
+done
+case "$r" in
+*"0 failed"*"0 failed"*"0 failed"*"0 failed"*)
+	if [ "$ag_h" = 8 ] && [ "$ag_e" = 32 ] && [ "$mem_lines" = 4 ] && [ -z "$mem_diff" ] && [ "${kept0:-0}" -gt 0 ]; then
+		ok "gathered once a step on 2 stages: as stand-alone and the per-micro-batch program; rank 0 $ag_e -> $ag_h all-gathers a step, $kept0 bytes of held copies, counted = planned"
+	else
+		bad "held gathers: rank 0 $ag_e -> $ag_h all-gathers (want 32 -> 8), memory lines $mem_lines, differing '$mem_diff', held '$kept0'"
+	fi ;;
+*) bad "held gathers train differently: $r" ;;
 esac
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
