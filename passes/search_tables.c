@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "cost_memo.h"
 #include "search_mat.h"
 
@@ -253,18 +254,9 @@ typedef struct EdgeKey {
 
 typedef struct EdgeMemo {
 	EdgeKey key;
-	double *M;               /* NULL: empty slot */
+	double *M;
 	double *Mem;             /* its memory table (search_edge_memory), NULL where all zero */
 } EdgeMemo;
-
-static size_t edge_key_hash(const EdgeKey *k)
-{
-	uint64_t h = (uint64_t)(uintptr_t)k->cu * 0x9E3779B97F4A7C15ull;
-	h ^= (uint64_t)(uintptr_t)k->cv + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-	h ^= ((uint64_t)(k->ui + 1) << 40 | (uint64_t)(unsigned)k->vi << 8 | (uint64_t)k->dt) * 0x94D049BB133111EBull;
-	h ^= h >> 31;
-	return (size_t)h;
-}
 
 /* Edge ei's cost table (memory false) or memory table (NULL where it
  * holds nothing), priced cell by cell. A fixed end's other candidates
@@ -345,10 +337,13 @@ static double *forward_table(Search *s, int ei, const EdgeKey *key)
 static double **tables(Search *s, bool forward)
 {
 	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
-	size_t memo_cap = 16;
-	while (memo_cap < 2 * (size_t)s->ne + 2)
-		memo_cap *= 2;
-	EdgeMemo *em = xcalloc(memo_cap, sizeof *em);
+	/* the distinct keys, in the order met; found by their bytes (the
+	 * lists' addresses among them: they place a key in the index, never
+	 * decide a table) */
+	EdgeMemo *em = xcalloc((size_t)s->ne + 1, sizeof *em);
+	uint32_t nem = 0;
+	HashIndex index = hash_new(NULL);
+	hash_reserve(&index, (size_t)s->ne);
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v)
@@ -363,23 +358,29 @@ static double **tables(Search *s, bool forward)
 		key.again = forward ? 0 : e->again;
 		key.share = forward ? e->share : 0;
 		key.wf = forward ? search_edge_fwd_weight(s, ei) : 0;
-		size_t h = edge_key_hash(&key) & (memo_cap - 1);
-		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
-			h = (h + 1) & (memo_cap - 1);
-		if (!em[h].M && forward) {
-			em[h].key = key;
-			em[h].M = forward_table(s, ei, &key); /* em's reference, dropped below */
-		} else if (!em[h].M) {
-			em[h].key = key;
-			em[h].M = table_of(s, ei, &key, false); /* em's references, dropped below */
-			em[h].Mem = table_of(s, ei, &key, true);
+		HashProbe p = hash_probe(&index, hash_bytes(&key, sizeof key, 0));
+		EdgeMemo *m = NULL;
+		while (!m && hash_next(&index, &p))
+			if (memcmp(&em[p.entry].key, &key, sizeof key) == 0)
+				m = &em[p.entry];
+		if (!m) {
+			m = &em[nem];
+			m->key = key;
+			if (forward) {
+				m->M = forward_table(s, ei, &key); /* em's reference, dropped below */
+			} else {
+				m->M = table_of(s, ei, &key, false); /* em's references, dropped below */
+				m->Mem = table_of(s, ei, &key, true);
+			}
+			hash_put(&index, &p, nem++);
 		}
-		T[ei] = mat_share(em[h].M);
-		T[s->ne + ei] = em[h].Mem ? mat_share(em[h].Mem) : NULL;
+		T[ei] = mat_share(m->M);
+		T[s->ne + ei] = m->Mem ? mat_share(m->Mem) : NULL;
 	}
-	for (size_t h = 0; h < memo_cap; h++)
-		mat_free(em[h].M), mat_free(em[h].Mem);
+	for (uint32_t i = 0; i < nem; i++)
+		mat_free(em[i].M), mat_free(em[i].Mem);
 	free(em);
+	hash_free(&index);
 	return T;
 }
 
