@@ -31,6 +31,7 @@ static void setup(void)
 
 static void fini(void)
 {
+	search_tables_bound(0);
 	search_tables_drop();
 	search_tables_enable(true);
 	teardown();
@@ -165,6 +166,44 @@ Test(search_tables, other_candidates_never_share_a_table)
 	TableStats st = search_tables_stats();
 	cr_expect_geq(st.hits, st.priced, "the second pass took %ld tables from the memo, priced %ld", st.hits,
 	             st.priced);
+	for (int v = 0; v < NVARIANTS; v++)
+		search_edge_tables_free(f[v], F[v]);
+}
+
+/* Under a bound of one byte every search evicts the tables of the
+ * searches before it (never its own): each candidate's tables still
+ * equal the ones priced anew, and the same candidate searched again at
+ * once takes every table from the memo, the tables eviction moved within
+ * it (the last into an evicted one's place) among them. */
+Test(search_tables, evicted_tables_leave_the_rest_found)
+{
+	mlp();
+	Search *f[NVARIANTS];
+	double **F[NVARIANTS];
+	search_tables_enable(false);
+	for (int v = 0; v < NVARIANTS; v++)
+		f[v] = at(v), F[v] = search_edge_tables(f[v]);
+	search_tables_drop();
+	search_tables_enable(true);
+	search_tables_bound(1);
+	for (int pass = 0; pass < 2; pass++)
+		for (int v = 0; v < NVARIANTS; v++) {
+			Search *s = at(v);
+			double **T = search_edge_tables(s);
+			cr_expect(same_tables(f[v], F[v], s, T), "%s (pass %d): a table differs from the one priced anew",
+			          variant_name[v], pass);
+			long priced = search_tables_stats().priced;
+			Search *again = at(v);
+			double **A = search_edge_tables(again);
+			cr_expect_eq(search_tables_stats().priced, priced, "%s (pass %d): searched again at once, %ld "
+			             "tables priced again", variant_name[v], pass, search_tables_stats().priced - priced);
+			cr_expect(same_tables(f[v], F[v], again, A), "%s (pass %d): a table from the memo differs",
+			          variant_name[v], pass);
+			search_edge_tables_free(s, T);
+			search_edge_tables_free(again, A);
+		}
+	TableStats st = search_tables_stats();
+	cr_expect_gt(st.evicted, 2 * NVARIANTS, "%ld tables evicted: the test shows nothing", st.evicted);
 	for (int v = 0; v < NVARIANTS; v++)
 		search_edge_tables_free(f[v], F[v]);
 }
