@@ -411,8 +411,9 @@ static int elim_round(Dp *D)
  * apart from the memory tables, so one cost table may come with two
  * memory tables (a recomputed reader's and a kept one's). */
 typedef struct PricedTables {
-	struct { const double *time, *mem; double lambda, *priced; } *slot;
-	int cap;
+	struct { const double *time, *mem; double lambda, *priced; } *t;
+	int n;
+	HashIndex index; /* by the pair's addresses: they find a table, never shape one */
 } PricedTables;
 
 static double *priced_table(const Search *s, double **tables, int ei, double lambda, PricedTables *P)
@@ -420,29 +421,26 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 	double *M = tables[ei], *Mem = tables[s->ne + ei];
 	if (lambda <= 0 || !Mem)
 		return mat_share(M);
-	if (!P->slot) { /* a pair of tables per edge at most, at one price each */
-		P->cap = 16;
-		while (P->cap < 2 * s->ne + 2)
-			P->cap *= 2;
-		P->slot = xcalloc((size_t)P->cap, sizeof *P->slot);
+	if (!P->t) { /* a pair of tables per edge at most, at one price each */
+		P->t = xcalloc((size_t)s->ne + 1, sizeof *P->t);
+		hash_reserve(&P->index, (size_t)s->ne);
 	}
-	size_t h = (((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull ^ ((uintptr_t)Mem >> 4) * 0xC2B2AE3D27D4EB4Full) &
-	           (size_t)(P->cap - 1);
-	while (P->slot[h].time && (P->slot[h].time != M || P->slot[h].mem != Mem || P->slot[h].lambda != lambda))
-		h = (h + 1) & (size_t)(P->cap - 1);
-	if (!P->slot[h].time) {
-		size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
-		double *C = mat_alloc(n);
-		for (size_t i = 0; i < n; i++)
-			C[i] = M[i] + lambda * Mem[i];
-		uint64_t h1 = 0x6A09E667F3BCC908ull, h2 = 0xBB67AE8584CAA73Bull;
-		mat_hash(M, &h1, &h2);
-		mat_hash(Mem, &h1, &h2);
-		hash_mix2_doubles(&h1, &h2, &lambda, 1);
-		mat_derive(C, h1, h2);
-		P->slot[h].time = M, P->slot[h].mem = Mem, P->slot[h].lambda = lambda, P->slot[h].priced = C;
-	}
-	return mat_share(P->slot[h].priced);
+	HashProbe p = hash_probe(&P->index, hash_u64((uintptr_t)M ^ hash_u64((uintptr_t)Mem)));
+	while (hash_next(&P->index, &p))
+		if (P->t[p.entry].time == M && P->t[p.entry].mem == Mem && P->t[p.entry].lambda == lambda)
+			return mat_share(P->t[p.entry].priced);
+	size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
+	double *C = mat_alloc(n);
+	for (size_t i = 0; i < n; i++)
+		C[i] = M[i] + lambda * Mem[i];
+	uint64_t h1 = 0x6A09E667F3BCC908ull, h2 = 0xBB67AE8584CAA73Bull;
+	mat_hash(M, &h1, &h2);
+	mat_hash(Mem, &h1, &h2);
+	hash_mix2_doubles(&h1, &h2, &lambda, 1);
+	mat_derive(C, h1, h2);
+	P->t[P->n].time = M, P->t[P->n].mem = Mem, P->t[P->n].lambda = lambda, P->t[P->n].priced = C;
+	hash_put(&P->index, &p, (uint32_t)P->n++);
+	return mat_share(C);
 }
 
 static int stage_of(const Search *s, int v)
@@ -482,7 +480,7 @@ static void dp_once(Search *s, double **tables, double lambda, const double *sta
 			               : forward                        ? sv->work[c]
 			                                                : sv->unary[c] + price * sv->mem[c];
 	}
-	PricedTables held = {0};
+	PricedTables held = {.index = hash_new(a)};
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
@@ -493,9 +491,9 @@ static void dp_once(Search *s, double **tables, double lambda, const double *sta
 		double price = stage_lambda ? stage_lambda[stage_of(s, e->v)] : lambda;
 		add_factor(&D, e->u, e->v, priced_table(s, tables, ei, price, &held));
 	}
-	for (int k = 0; k < held.cap; k++)
-		mat_free(held.slot[k].priced);
-	free(held.slot);
+	for (int k = 0; k < held.n; k++)
+		mat_free(held.t[k].priced);
+	free(held.t);
 	D.touched = ARENA_NEWN(a, int, nv + 1);
 	s->dp_series_computed = s->dp_series_reused = 0;
 	int remaining = nv;
