@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "../ir/layout.h"
 
 /* ---- which nodes, and their names ------------------------------------------- */
@@ -28,42 +29,41 @@ bool search_node_searchable(const Node *n)
 	       !search_optpar_shard_cast(n);
 }
 
-typedef struct NameSlot {
+typedef struct NameCount {
 	const char *scope;
 	Op op;
 	const char *by;   /* Annot.inserted_by: a pass's nodes are counted apart from the model's */
 	int count;
-} NameSlot;
+} NameCount;
 
-static uint64_t str_hash(const char *s, uint64_t h)
+static bool same_name(const NameCount *c, const char *scope, Op op, const char *by)
 {
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-	return h;
+	return c->op == op && strcmp(c->scope, scope) == 0 && (c->by == by || (c->by && by && strcmp(c->by, by) == 0));
 }
 
 const char **search_node_names(Arena *a, Graph *g)
 {
 	const char **names = ARENA_NEWN(a, const char *, g->nnodes + 1);
-	size_t cap = 64;
-	while (cap < 2 * (size_t)g->nnodes + 2)
-		cap *= 2;
-	NameSlot *tab = ARENA_NEWN(a, NameSlot, cap);
+	NameCount *kinds = ARENA_NEWN(a, NameCount, g->nnodes + 1); /* in the order met */
+	uint32_t nkinds = 0;
+	HashIndex index = hash_new(a);
+	hash_reserve(&index, (size_t)g->nnodes);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (!search_node_searchable(n))
 			continue;
 		const char *by = n->ann.inserted_by;
-		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op ^ (uint64_t)!!by << 32) & (cap - 1);
-		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0 &&
-		                         (tab[h].by == by || (tab[h].by && by && strcmp(tab[h].by, by) == 0))))
-			h = (h + 1) & (cap - 1);
-		if (!tab[h].scope) {
-			tab[h].scope = n->scope;
-			tab[h].op = n->op;
-			tab[h].by = by;
+		HashProbe p = hash_probe(&index, hash_bytes(n->scope, strlen(n->scope), (uint64_t)n->op << 1 | !!by));
+		NameCount *c = NULL;
+		while (!c && hash_next(&index, &p))
+			if (same_name(&kinds[p.entry], n->scope, n->op, by))
+				c = &kinds[p.entry];
+		if (!c) {
+			c = &kinds[nkinds];
+			*c = (NameCount){.scope = n->scope, .op = n->op, .by = by};
+			hash_put(&index, &p, nkinds++);
 		}
-		int k = tab[h].count++;
+		int k = c->count++;
 		names[i] = arena_printf(a, "%s%s%s%s%s-%d", n->scope, n->scope[0] ? "/" : "", by ? by : "", by ? "/" : "",
 		                        op_info[n->op].name, k);
 	}
