@@ -801,48 +801,34 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 	return k;
 }
 
-typedef struct SigSlot {
+typedef struct Sig {
 	int64_t *key;
 	int nkey;
 	CandList *cl;
-} SigSlot;
+} Sig;
 
+/* The candidate lists by signature, in the order made. */
 struct SearchSigTab {
-	SigSlot *t;
-	size_t cap, n;
+	Sig *sig;
+	int n, cap;
+	HashIndex index;
 };
 
 SearchSigTab *search_sigtab_new(Arena *a)
 {
 	SearchSigTab *st = ARENA_NEW(a, SearchSigTab);
-	st->cap = 256;
-	st->t = ARENA_NEWN(a, SigSlot, st->cap);
+	st->index = hash_new(a);
 	return st;
-}
-
-static uint64_t key_hash(const int64_t *k, int n)
-{
-	uint64_t h = 0xCBF29CE484222325ull;
-	for (int i = 0; i < n; i++)
-		h = (h ^ (uint64_t)k[i]) * 0x100000001B3ull, h ^= h >> 29;
-	return h;
-}
-
-static SigSlot *sig_slot(SigSlot *t, size_t cap, const int64_t *k, int n)
-{
-	size_t i = key_hash(k, n) & (cap - 1);
-	while (t[i].key && !(t[i].nkey == n && memcmp(t[i].key, k, sizeof(int64_t) * (size_t)n) == 0))
-		i = (i + 1) & (cap - 1);
-	return &t[i];
 }
 
 CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 {
 	int64_t key[512];
 	int nk = signature(s, n, key, 512);
-	SigSlot *slot = nk ? sig_slot(st->t, st->cap, key, nk) : NULL;
-	if (slot && slot->key)
-		return slot->cl;
+	HashProbe p = hash_probe(&st->index, nk ? hash_bytes(key, sizeof(int64_t) * (size_t)nk, 0) : 0);
+	while (nk && hash_next(&st->index, &p))
+		if (st->sig[p.entry].nkey == nk && memcmp(st->sig[p.entry].key, key, sizeof(int64_t) * (size_t)nk) == 0)
+			return st->sig[p.entry].cl;
 	Enum E = {.s = s, .n = n};
 	E.nfree = search_free_dims(n, E.size);
 	int64_t divs[64];
@@ -865,20 +851,11 @@ CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 	CandList *cl = ARENA_NEW(s->a, CandList);
 	cl->c = E.out;
 	cl->n = E.nout;
-	if (slot) {
-		slot->key = ARENA_NEWN(s->a, int64_t, nk);
-		memcpy(slot->key, key, sizeof(int64_t) * (size_t)nk);
-		slot->nkey = nk;
-		slot->cl = cl;
-		if (++st->n * 2 > st->cap) {
-			size_t nc = st->cap * 2;
-			SigSlot *nt = ARENA_NEWN(s->a, SigSlot, nc);
-			for (size_t i = 0; i < st->cap; i++)
-				if (st->t[i].key)
-					*sig_slot(nt, nc, st->t[i].key, st->t[i].nkey) = st->t[i];
-			st->t = nt;
-			st->cap = nc;
-		}
+	if (nk) {
+		Sig sig = {.key = ARENA_NEWN(s->a, int64_t, nk), .nkey = nk, .cl = cl};
+		memcpy(sig.key, key, sizeof(int64_t) * (size_t)nk);
+		VEC_PUSH(st->index.a, st->sig, st->n, st->cap, sig);
+		hash_put(&st->index, &p, (uint32_t)st->n - 1);
 	}
 	return cl;
 }
