@@ -1034,7 +1034,7 @@ static const char *model_name(Arena *a, const char *path)
 
 Graph *elab_program(Parser *P)
 {
-	Elab E = {.P = P, .a = P->a, .d = P->d};
+	Elab E = {.P = P, .a = P->a, .d = P->d, .names_index = hash_new(P->a), .sfx_index = hash_new(P->a)};
 	E.g = graph_new(P->a);
 	E.g->name = model_name(P->a, P->file->name);
 	E.top = el_frame_new(&E, NULL, "");
