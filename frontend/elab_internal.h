@@ -68,9 +68,8 @@ typedef struct Frame {
 	Counter *ctr;        /* default instance names: next number per block */
 	int nctr, capctr;
 	NameList insts;      /* instance names used here (for duplicates) */
-	int *inst_slot;      /* hash of insts' names -> position + 1 (0: empty): a
-	                        scan per instance made 10,000 layers quadratic */
-	int capinst;
+	HashIndex inst_index; /* insts' names -> position: a scan per
+	                         instance made 10,000 layers quadratic */
 	Value **rets;        /* block frames: what `return` gave */
 	int nrets, caprets;
 	bool returned;

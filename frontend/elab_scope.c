@@ -97,6 +97,7 @@ static void name_value(Elab *E, Value *v, const char *scope, const char *var)
 Frame *el_frame_new(Elab *E, Frame *parent, const char *scope)
 {
 	Frame *f = ARENA_NEW(E->a, Frame);
+	f->inst_index = hash_new(E->a);
 	f->parent = parent;
 	f->scope = scope;
 	return f;
