@@ -90,6 +90,10 @@ void hash_set(HashIndex *t, const HashProbe *p, uint32_t entry) { t->slot[p->i].
  * where their probe would pass it, so every run stays unbroken. */
 void hash_delete(HashIndex *t, const HashProbe *p)
 {
+	if (!p->at || !t->cap || !t->slot[p->i].id) { /* a caller's bug: it would corrupt the count */
+		fprintf(stderr, "netc: internal error: hash_delete of an entry not found\n");
+		abort();
+	}
 	uint32_t mask = t->cap - 1, hole = p->i;
 	for (uint32_t j = (hole + 1) & mask; t->slot[j].id; j = (j + 1) & mask) {
 		uint32_t home = t->slot[j].hash & mask;

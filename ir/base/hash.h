@@ -129,7 +129,8 @@ void hash_reserve(HashIndex *t, size_t n);
 void hash_add(HashIndex *t, uint64_t h, uint32_t entry);
 /* The entry p found now names entry (the caller moved it). */
 void hash_set(HashIndex *t, const HashProbe *p, uint32_t entry);
-/* Takes the entry p found out of the table. */
+/* Takes the entry p found (hash_next true) out of the table; aborts on
+ * a probe that found none. */
 void hash_delete(HashIndex *t, const HashProbe *p);
 /* Empty again; the slots kept (zeroed). */
 void hash_clear(HashIndex *t);
