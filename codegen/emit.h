@@ -23,6 +23,7 @@
  */
 #ifndef NETC_EMIT_H
 #define NETC_EMIT_H
+#include "../ir/base/hash.h"
 #include "../ir/layout.h" /* lshape, lnumel: the shape a rank holds */
 #include "target.h"
 
@@ -81,6 +82,7 @@ typedef struct Emit {
 	int nitems, capitems;
 	struct Block *blocks;  /* the compute routines written so far */
 	int nblocks, capblocks;
+	HashIndex block_index; /* blocks by key */
 	int block_calls;       /* node sequences routed through a compute routine */
 	int block_nodes;       /* nodes inside those calls */
 	const struct Node **fused; /* by node id: bias_add -> its activation, activation -> its bias_add,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "../ir/layout.h"
 #include "../passes/fuse.h"
 #include "../passes/memplan.h"
@@ -48,40 +49,26 @@ const char *emit_c_ident(Arena *a, const Value *v)
 	return s;
 }
 
-static uint64_t ident_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-/* Inserts s into the open-addressed set tab[cap]; false if already there. */
-static bool ident_insert(const char **tab, size_t cap, const char *s)
-{
-	for (size_t i = ident_hash(s) & (cap - 1);; i = (i + 1) & (cap - 1)) {
-		if (!tab[i]) {
-			tab[i] = s;
-			return true;
-		}
-		if (!strcmp(tab[i], s))
-			return false;
-	}
-}
-
 const char **emit_c_idents(Arena *a, const Graph *g)
 {
 	const char **name = ARENA_NEWN(a, const char *, g->nvalues);
-	size_t cap = 16;
-	while (cap < 2 * (size_t)g->nvalues + 16)
-		cap *= 2;
-	const char **tab = ARENA_NEWN(a, const char *, cap);
+	HashIndex given = hash_new(a); /* the names given so far: name[0 .. i) */
+	hash_reserve(&given, (size_t)g->nvalues);
 	for (int i = 0; i < g->nvalues; i++) {
 		const char *s = emit_c_ident(a, g->values[i]);
 		/* a clash takes the value's id, then a counter, until it is new */
-		for (int k = 0; !ident_insert(tab, cap, s); k++)
+		for (int k = 0;; k++) {
+			HashProbe p = hash_probe(&given, hash_str(s));
+			bool clash = false;
+			while (!clash && hash_next(&given, &p))
+				clash = strcmp(name[p.entry], s) == 0;
+			if (!clash) {
+				hash_put(&given, &p, (uint32_t)i);
+				break;
+			}
 			s = k ? arena_printf(a, "%s_%d_%d", emit_c_ident(a, g->values[i]), g->values[i]->id, k)
 			      : arena_printf(a, "%s_%d", s, g->values[i]->id);
+		}
 		name[i] = s;
 	}
 	return name;

@@ -520,7 +520,7 @@ static bool count_allocations(Emit *e, FILE *out, char **body, char **decls, cha
 static bool emit_program(Compilation *c, const BuildOptions *o, FILE *out, bool counting)
 {
 	Graph *g = c->g;
-	Emit e = {.c = c, .g = g, .o = o, .share = !o->no_share_routines};
+	Emit e = {.c = c, .g = g, .o = o, .share = !o->no_share_routines, .block_index = hash_new(&c->arena)};
 	const char *reuse = getenv("MS_COMM_COMPILER_OPT");
 	e.routine_limit = 0;
 	if (reuse && *reuse) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "../passes/fusion.h"
 #include "emit.h"
 
@@ -29,20 +30,12 @@ typedef struct SeqItem {
 /* A routine: one node sequence's code over parameters r_0, r_1, ... */
 typedef struct Block {
 	char *key;             /* parameter types and the code without comments: equal key, same routine */
-	uint64_t hash;         /* of key */
 	const char *name;
 } Block;
 
 /* Runs shorter than this many nodes stay straight-line: a call with its
  * buffer list is about as long as the code it replaces. */
 enum { SEQ_MIN_NODES = 3, SEQ_MAX_TRIES = 64 };
-
-static uint64_t text_hash(const char *s, uint64_t h)
-{
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
 
 /* The next token of s at or after *p: its key (2 * id + swapped) and
  * the text after it; -1 at the end. Text before it goes to `plain`. */
@@ -194,7 +187,7 @@ static void canonicalise(Emit *e, SeqItem *it)
 	}
 	fclose(f);
 	it->canon = arena_strdup(&e->c->arena, buf);
-	it->hash = text_hash(buf, 1469598103934665603ull);
+	it->hash = hash_str(buf);
 	free(buf);
 }
 
@@ -314,15 +307,15 @@ static const char *block_routine(Emit *e, SlotMap *m, int i, int p)
 	for (int s = 0; s < m->nslots; s++)
 		fprintf(f, "%s,", key_type(e, m->keys[s]));
 	fclose(f);
-	uint64_t h = text_hash(key, 1469598103934665603ull);
+	HashProbe hp = hash_probe(&e->block_index, hash_str(key));
 	const char *name = NULL;
-	for (int b = 0; b < e->nblocks && !name; b++)
-		if (e->blocks[b].hash == h && strcmp(e->blocks[b].key, key) == 0)
-			name = e->blocks[b].name;
+	while (!name && hash_next(&e->block_index, &hp))
+		if (strcmp(e->blocks[hp.entry].key, key) == 0)
+			name = e->blocks[hp.entry].name;
 	if (!name) {
-		Block blk = {arena_strdup(&e->c->arena, key), h,
-		             arena_printf(&e->c->arena, "routine_%d", e->nblocks)};
+		Block blk = {arena_strdup(&e->c->arena, key), arena_printf(&e->c->arena, "routine_%d", e->nblocks)};
 		VEC_PUSH(&e->c->arena, e->blocks, e->nblocks, e->capblocks, blk);
+		hash_put(&e->block_index, &hp, (uint32_t)e->nblocks - 1);
 		name = blk.name;
 		const Node *n0 = it[i].n;
 		fprintf(e->decls, "\n/* %d nodes run by every instance of this code; the comments name the first%s%s */\n", p,
@@ -361,21 +354,20 @@ static int *next_same(Emit *e)
 {
 	int n = e->nitems;
 	int *nxt = ARENA_NEWN(&e->c->arena, int, n ? n : 1);
-	size_t cap = 16;
-	while (cap < 2 * (size_t)n + 16)
-		cap *= 2;
-	int *tab = ARENA_NEWN(&e->c->arena, int, cap);
-	for (size_t k = 0; k < cap; k++)
-		tab[k] = -1;
+	HashIndex latest = hash_new(&e->c->arena); /* per hash, the item last met (the nearest after i) */
+	hash_reserve(&latest, (size_t)n);
 	for (int i = n - 1; i >= 0; i--) {
 		nxt[i] = -1;
 		if (!e->items[i].n)
 			continue;
-		size_t k = e->items[i].hash & (cap - 1);
-		while (tab[k] >= 0 && e->items[tab[k]].hash != e->items[i].hash)
-			k = (k + 1) & (cap - 1);
-		nxt[i] = tab[k];
-		tab[k] = i;
+		HashProbe p = hash_probe(&latest, e->items[i].hash);
+		while (nxt[i] < 0 && hash_next(&latest, &p))
+			if (e->items[p.entry].hash == e->items[i].hash)
+				nxt[i] = (int)p.entry;
+		if (nxt[i] >= 0)
+			hash_set(&latest, &p, (uint32_t)i);
+		else
+			hash_put(&latest, &p, (uint32_t)i);
 	}
 	return nxt;
 }

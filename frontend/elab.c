@@ -256,40 +256,13 @@ static const char *default_instance(Elab *E, Frame *h, const char *block)
 	return arena_printf(E->a, "%s_%d", low, c->next++);
 }
 
-static size_t inst_hash(const char *s)
+static int find_inst(const Frame *h, const char *name, HashProbe *p)
 {
-	uint64_t h = 0xCBF29CE484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-	return (size_t)(h ^ h >> 29);
-}
-
-static int find_inst(const Frame *h, const char *name)
-{
-	size_t mask = (size_t)h->capinst - 1;
-	for (size_t k = h->capinst ? inst_hash(name) & mask : 0; h->capinst && h->inst_slot[k]; k = (k + 1) & mask)
-		if (strcmp(h->insts.v[h->inst_slot[k] - 1], name) == 0)
-			return h->inst_slot[k] - 1;
+	*p = hash_probe(&h->inst_index, hash_str(name));
+	while (hash_next(&h->inst_index, p))
+		if (strcmp(h->insts.v[p->entry], name) == 0)
+			return (int)p->entry;
 	return -1;
-}
-
-static void add_inst(Elab *E, Frame *h, Loc at, const char *name)
-{
-	ast_names_push(E->P, &h->insts, at, name);
-	if (2 * h->insts.n > h->capinst) { /* grow and hash every name again */
-		h->capinst = h->capinst ? 2 * h->capinst : 16;
-		h->inst_slot = ARENA_NEWN(E->a, int, h->capinst);
-		for (int i = 0; i < h->insts.n - 1; i++) {
-			size_t k = inst_hash(h->insts.v[i]) & (size_t)(h->capinst - 1);
-			while (h->inst_slot[k])
-				k = (k + 1) & (size_t)(h->capinst - 1);
-			h->inst_slot[k] = i + 1;
-		}
-	}
-	size_t k = inst_hash(name) & (size_t)(h->capinst - 1);
-	while (h->inst_slot[k])
-		k = (k + 1) & (size_t)(h->capinst - 1);
-	h->inst_slot[k] = h->insts.n;
 }
 
 /* The instance's name in its parent: `as fc1`, `as layers[i]` (-> layers.3)
@@ -298,11 +271,12 @@ static const char *instance_name(Elab *E, Frame *f, const Expr *e, const char *b
 {
 	Frame *h = el_home(f);
 	const char *name;
+	HashProbe p;
 	Loc at = e->as_name ? e->as_loc : e->loc;
 	if (!e->as_name) {
 		do
 			name = default_instance(E, h, block);
-		while (find_inst(h, name) >= 0);
+		while (find_inst(h, name, &p) >= 0);
 	} else if (e->as_index) {
 		int64_t i;
 		if (!el_eval_int(E, f, e->as_index, "instance index", &i))
@@ -315,13 +289,14 @@ static const char *instance_name(Elab *E, Frame *f, const Expr *e, const char *b
 	} else {
 		name = e->as_name;
 	}
-	int prev = find_inst(h, name);
+	int prev = find_inst(h, name, &p);
 	if (prev >= 0) {
 		diag_error(E->d, at, "instance name '%s' is already used", name);
 		diag_note(E->d, h->insts.loc[prev], "previously used here");
 		return NULL;
 	}
-	add_inst(E, h, at, name);
+	ast_names_push(E->P, &h->insts, at, name);
+	hash_put(&h->inst_index, &p, (uint32_t)h->insts.n - 1);
 	return name;
 }
 
@@ -1034,7 +1009,7 @@ static const char *model_name(Arena *a, const char *path)
 
 Graph *elab_program(Parser *P)
 {
-	Elab E = {.P = P, .a = P->a, .d = P->d};
+	Elab E = {.P = P, .a = P->a, .d = P->d, .names_index = hash_new(P->a), .sfx_index = hash_new(P->a)};
 	E.g = graph_new(P->a);
 	E.g->name = model_name(P->a, P->file->name);
 	E.top = el_frame_new(&E, NULL, "");

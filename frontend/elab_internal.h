@@ -16,6 +16,7 @@
 #ifndef NETC_FRONTEND_ELAB_INTERNAL_H
 #define NETC_FRONTEND_ELAB_INTERNAL_H
 
+#include "../ir/base/hash.h"
 #include "ast.h"
 
 /* Limits that keep hostile input from exhausting memory or time. */
@@ -60,17 +61,15 @@ typedef struct Frame {
 	bool loop;           /* a for body: only the loop variable lives here */
 	Binding *b;
 	int n, cap;
-	int *index;          /* hash of names -> position in b (-1: empty);
+	HashIndex index;     /* names -> position in b, the latest binding;
 	                        built once a frame holds many names, so that
 	                        a lookup does not scan a long scope */
-	int capindex;
 	const char *scope;   /* instance path, "" at top level */
 	Counter *ctr;        /* default instance names: next number per block */
 	int nctr, capctr;
 	NameList insts;      /* instance names used here (for duplicates) */
-	int *inst_slot;      /* hash of insts' names -> position + 1 (0: empty): a
-	                        scan per instance made 10,000 layers quadratic */
-	int capinst;
+	HashIndex inst_index; /* insts' names -> position: a scan per
+	                         instance made 10,000 layers quadratic */
 	Value **rets;        /* block frames: what `return` gave */
 	int nrets, caprets;
 	bool returned;
@@ -95,11 +94,13 @@ typedef struct Elab {
 	bool halted;         /* a limit was hit (reported): stop executing */
 	uint8_t *set;        /* AN_* per node id */
 	int capset;
-	const char **names;  /* hash set of value names given out */
+	const char **names;  /* the value names given out, a set by names_index */
 	int nnames, capnames;
-	struct Suffix *sfx;  /* hash: base name -> next suffix to try, so that
-	                        re-binding a name n times costs O(n), not O(n^2) */
+	HashIndex names_index;
+	struct Suffix *sfx;  /* base name -> next suffix to try (by sfx_index), so
+	                        that re-binding a name n times costs O(n), not O(n^2) */
 	int nsfx, capsfx;
+	HashIndex sfx_index;
 	uint8_t *named;      /* per value id: already named after a variable */
 	int capnamed;
 } Elab;

@@ -35,38 +35,16 @@ const char *el_scoped(Elab *E, const char *scope, const char *name)
 
 /* --- value names ---------------------------------------------------------- */
 
-static uint32_t hash_str(const char *s)
-{
-	uint32_t h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 /* Adds s to the set of names given out; false if it was there. */
 bool el_name_claim(Elab *E, const char *s)
 {
-	if (2 * (E->nnames + 1) > E->capnames) {
-		int cap = E->capnames ? 2 * E->capnames : 256;
-		const char **old = E->names;
-		int oldcap = E->capnames;
-		E->names = ARENA_NEWN(E->a, const char *, cap);
-		E->capnames = cap;
-		E->nnames = 0;
-		for (int i = 0; i < oldcap; i++)
-			if (old[i])
-				el_name_claim(E, old[i]);
-	}
-	uint32_t m = (uint32_t)E->capnames - 1;
-	for (uint32_t i = hash_str(s) & m;; i = (i + 1) & m) {
-		if (!E->names[i]) {
-			E->names[i] = s;
-			E->nnames++;
-			return true;
-		}
-		if (strcmp(E->names[i], s) == 0)
+	HashProbe p = hash_probe(&E->names_index, hash_str(s));
+	while (hash_next(&E->names_index, &p))
+		if (strcmp(E->names[p.entry], s) == 0)
 			return false;
-	}
+	VEC_PUSH(E->a, E->names, E->nnames, E->capnames, s);
+	hash_put(&E->names_index, &p, (uint32_t)E->nnames - 1);
+	return true;
 }
 
 typedef struct Suffix {
@@ -77,30 +55,13 @@ typedef struct Suffix {
 /* The next suffix k to try for "base_k" (1 the first time). */
 static int *suffix_slot(Elab *E, const char *base)
 {
-	if (2 * (E->nsfx + 1) > E->capsfx) {
-		int cap = E->capsfx ? 2 * E->capsfx : 64;
-		Suffix *old = E->sfx;
-		int oldcap = E->capsfx;
-		E->sfx = ARENA_NEWN(E->a, Suffix, cap);
-		E->capsfx = cap;
-		for (int i = 0; i < oldcap; i++)
-			if (old[i].base) {
-				uint32_t m = (uint32_t)cap - 1, j = hash_str(old[i].base) & m;
-				while (E->sfx[j].base)
-					j = (j + 1) & m;
-				E->sfx[j] = old[i];
-			}
-	}
-	uint32_t m = (uint32_t)E->capsfx - 1;
-	for (uint32_t i = hash_str(base) & m;; i = (i + 1) & m) {
-		if (!E->sfx[i].base) {
-			E->sfx[i] = (Suffix){base, 1};
-			E->nsfx++;
-			return &E->sfx[i].next;
-		}
-		if (strcmp(E->sfx[i].base, base) == 0)
-			return &E->sfx[i].next;
-	}
+	HashProbe p = hash_probe(&E->sfx_index, hash_str(base));
+	while (hash_next(&E->sfx_index, &p))
+		if (strcmp(E->sfx[p.entry].base, base) == 0)
+			return &E->sfx[p.entry].next;
+	VEC_PUSH(E->a, E->sfx, E->nsfx, E->capsfx, ((Suffix){base, 1}));
+	hash_put(&E->sfx_index, &p, (uint32_t)E->nsfx - 1);
+	return &E->sfx[E->nsfx - 1].next;
 }
 
 /* Names a freshly computed value after the variable it is first bound to
@@ -136,6 +97,7 @@ static void name_value(Elab *E, Value *v, const char *scope, const char *var)
 Frame *el_frame_new(Elab *E, Frame *parent, const char *scope)
 {
 	Frame *f = ARENA_NEW(E->a, Frame);
+	f->inst_index = hash_new(E->a);
 	f->parent = parent;
 	f->scope = scope;
 	return f;
@@ -146,41 +108,36 @@ enum { INDEX_FROM = 16 }; /* frames with fewer names are scanned */
 /* Puts b[i] in f's index (a later binding of the same name replaces it). */
 static void index_put(Frame *f, int i)
 {
-	uint32_t m = (uint32_t)f->capindex - 1;
-	for (uint32_t j = hash_str(f->b[i].name) & m;; j = (j + 1) & m) {
-		int k = f->index[j];
-		if (k < 0 || strcmp(f->b[k].name, f->b[i].name) == 0) {
-			f->index[j] = i;
+	HashProbe p = hash_probe(&f->index, hash_str(f->b[i].name));
+	while (hash_next(&f->index, &p))
+		if (strcmp(f->b[p.entry].name, f->b[i].name) == 0) {
+			hash_set(&f->index, &p, (uint32_t)i);
 			return;
 		}
-	}
+	hash_put(&f->index, &p, (uint32_t)i);
 }
 
 /* Appends a binding to f (the only way bindings enter a frame). */
 Binding *el_frame_push(Elab *E, Frame *f, Binding b)
 {
 	VEC_PUSH(E->a, f->b, f->n, f->cap, b);
-	if (f->n >= INDEX_FROM) {
-		if (2 * f->n > f->capindex) {
-			f->capindex = f->capindex ? 2 * f->capindex : 4 * INDEX_FROM;
-			f->index = ARENA_NEWN(E->a, int, f->capindex);
-			memset(f->index, 0xff, sizeof *f->index * (size_t)f->capindex);
-			for (int i = 0; i < f->n; i++)
-				index_put(f, i);
-		} else {
-			index_put(f, f->n - 1);
-		}
+	if (f->n == INDEX_FROM) { /* from now on indexed */
+		f->index = hash_new(E->a);
+		for (int i = 0; i < f->n; i++)
+			index_put(f, i);
+	} else if (f->n > INDEX_FROM) {
+		index_put(f, f->n - 1);
 	}
 	return &f->b[f->n - 1];
 }
 
 Binding *el_find_local(Frame *f, const char *name)
 {
-	if (f->index) {
-		uint32_t m = (uint32_t)f->capindex - 1;
-		for (uint32_t j = hash_str(name) & m; f->index[j] >= 0; j = (j + 1) & m)
-			if (strcmp(f->b[f->index[j]].name, name) == 0)
-				return &f->b[f->index[j]];
+	if (f->index.cap) {
+		HashProbe p = hash_probe(&f->index, hash_str(name));
+		while (hash_next(&f->index, &p))
+			if (strcmp(f->b[p.entry].name, name) == 0)
+				return &f->b[p.entry];
 		return NULL;
 	}
 	for (int i = f->n - 1; i >= 0; i--)

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+
 static bool permute_enumerate; /* redist_permute_enumerate */
 static int64_t permutes_counted, permutes_closed; /* redist_permutes_counted, _closed */
 
@@ -633,12 +635,6 @@ static int64_t gcd64(int64_t a, int64_t b)
 	return a;
 }
 
-static void mix(uint64_t *h1, uint64_t *h2, uint64_t x)
-{
-	*h1 = (*h1 ^ x) * 0x100000001B3ull, *h1 ^= *h1 >> 29;
-	*h2 = (*h2 + x) * 0x9E3779B97F4A7C15ull, *h2 ^= *h2 >> 32;
-}
-
 /* f and t with each dim at its L (into lf, lt), the product of the d / L
  * into *scale, the pair's key into h; false where the pair is counted as
  * it is (ragged, a dim of 0, a block that is not its dim over its split,
@@ -665,7 +661,7 @@ static bool at_lcm(const Layout *f, const Layout *t, bool total, Layout *lf, Lay
 	n += layout_key(t, L, key + n);
 	h[0] = 0x9E4D17A5C0DE0001ull, h[1] = total;
 	for (int k = 0; k < n; k++)
-		mix(&h[0], &h[1], (uint64_t)key[k]);
+		hash_mix2(&h[0], &h[1], (uint64_t)key[k]);
 	h[0] |= !(h[0] | h[1]); /* (0, 0) marks an empty slot */
 	return true;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../ir/base/hash.h"
 #include "../ir/layout.h"
 #include "../ir/redistribute.h"
 
@@ -138,19 +139,11 @@ static CostMemoEntry *own_slot(const Table *parent, Own *o, const uint64_t *h, b
 	return e;
 }
 
-void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x)
-{
-	*h1 = (*h1 ^ x) * 0x100000001B3ull, *h1 ^= *h1 >> 29;
-	*h2 = (*h2 + x) * 0x9E3779B97F4A7C15ull, *h2 ^= *h2 >> 32;
-}
+void cost_memo_mix(uint64_t *h1, uint64_t *h2, uint64_t x) { hash_mix2(h1, h2, x); }
 
 void cost_memo_mix_doubles(uint64_t *h1, uint64_t *h2, const double *x, int n)
 {
-	for (int i = 0; i < n; i++) {
-		uint64_t b;
-		memcpy(&b, &x[i], sizeof b);
-		cost_memo_mix(h1, h2, b);
-	}
+	hash_mix2_doubles(h1, h2, x, n > 0 ? (size_t)n : 0);
 }
 
 /* The table is hundreds of megabytes at thousands of devices and every
@@ -315,15 +308,10 @@ void cost_memo_import(const CostMemoEntry *e, size_t n)
 
 /* ---- forms ------------------------------------------------------------------ */
 
-/* The bits of x spread over all 64 (MurmurHash3's finalizer): the tables
- * index by the low bits, which cost_memo_mix's products fill only from
- * the low bits of what was mixed, and a form's values are small. */
-static uint64_t fmix(uint64_t x)
-{
-	x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCDull;
-	x = (x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53ull;
-	return x ^ (x >> 33);
-}
+/* hash_u64 spreads the bits over all 64: the tables index by the low
+ * bits, which cost_memo_mix's products fill only from the low bits of
+ * what was mixed, and a form's values are small. */
+static uint64_t fmix(uint64_t x) { return hash_u64(x); }
 
 /* Distinct steps (a few thousand at GPT-3 x 4096 devices: kinds, group
  * sizes and splits are few), each kept once and named by a 16-bit id in
@@ -333,8 +321,7 @@ enum { STEPS_MAX = 1 << 16, POOL_MAX = 1u << 28 };
 static struct {
 	CostFormStep *step;      /* by id */
 	uint32_t nstep, capstep;
-	uint32_t *index;         /* a step's hash -> its id + 1 (0: empty slot) */
-	uint32_t capindex;
+	HashIndex index;         /* the steps by content */
 	uint16_t *pool;          /* the long lists' ids */
 	size_t npool, cappool;
 	size_t served;
@@ -370,46 +357,32 @@ CostMemoEntry *cost_form_find(const uint64_t *h, bool *found)
 	return e;
 }
 
-static uint32_t *step_slot(const CostFormStep *s)
+static uint64_t step_hash(const CostFormStep *s)
 {
 	uint64_t h1 = 0x243F6A8885A308D3ull, h2 = (uint64_t)s->kind;
 	cost_memo_mix(&h1, &h2, (uint64_t)s->g);
 	cost_memo_mix(&h1, &h2, (uint64_t)s->in);
 	cost_memo_mix(&h1, &h2, (uint64_t)s->splits);
-	uint32_t i = (uint32_t)fmix(h1 ^ h2) & (forms_st.capindex - 1);
-	for (;; i = (i + 1) & (forms_st.capindex - 1)) {
-		uint32_t k = forms_st.index[i];
-		if (!k)
-			return &forms_st.index[i];
-		const CostFormStep *t = &forms_st.step[k - 1];
-		if (t->kind == s->kind && t->g == s->g && t->in == s->in && t->splits == s->splits)
-			return &forms_st.index[i];
-	}
+	return fmix(h1 ^ h2);
 }
 
 /* s's id, kept where new; false where no more can be kept. */
 static bool step_id(const CostFormStep *s, uint16_t *id)
 {
-	if (forms_st.capindex) {
-		uint32_t k = *step_slot(s);
-		if (k)
-			return *id = (uint16_t)(k - 1), true;
+	HashProbe p = hash_probe(&forms_st.index, step_hash(s));
+	while (hash_next(&forms_st.index, &p)) {
+		const CostFormStep *t = &forms_st.step[p.entry];
+		if (t->kind == s->kind && t->g == s->g && t->in == s->in && t->splits == s->splits)
+			return *id = (uint16_t)p.entry, true;
 	}
 	if (forms_st.nstep == STEPS_MAX)
 		return false;
-	if (2 * (forms_st.nstep + 1) > forms_st.capindex) {
-		free(forms_st.index);
-		forms_st.capindex = forms_st.capindex ? 2 * forms_st.capindex : 1 << 10;
-		forms_st.index = xcalloc(forms_st.capindex, sizeof *forms_st.index);
-		for (uint32_t k = 0; k < forms_st.nstep; k++)
-			*step_slot(&forms_st.step[k]) = k + 1;
-	}
 	if (forms_st.nstep == forms_st.capstep) {
 		forms_st.capstep = forms_st.capstep ? 2 * forms_st.capstep : 1 << 9;
 		forms_st.step = xrealloc(forms_st.step, forms_st.capstep * sizeof *forms_st.step);
 	}
 	forms_st.step[forms_st.nstep] = *s;
-	*step_slot(s) = forms_st.nstep + 1;
+	hash_put(&forms_st.index, &p, forms_st.nstep);
 	*id = (uint16_t)forms_st.nstep++;
 	return true;
 }

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
+
 /* ---- dynamic_programming: graph elimination ---------------------------------- */
 
 typedef struct Factor {
@@ -48,6 +50,7 @@ typedef struct Dp {
 	int *touched;            /* per vertex: the round a leaf was last folded into its cost */
 	struct SeriesMemo *memo; /* identical series eliminations, computed once (elim_series) */
 	size_t nmemo, capmemo;
+	HashIndex memo_index;     /* memo by its inputs' hashes */
 } Dp;
 
 static double fM(const Factor *f, int v, int cv, int co)
@@ -147,7 +150,7 @@ static void elim_leaf(Dp *D, int v, int fid)
  * whose hashes collide with another's is another entry (it used to take
  * the slot over where the sizes differed, leaking the table it held). */
 typedef struct SeriesMemo {
-	uint64_t h1, h2;   /* 0, 0: empty slot */
+	uint64_t h1, h2;
 	int nu, nv, nw;
 	double *cost;      /* the inputs: v's costs [nv] (malloc'd), */
 	double *ta, *tb;   /* the two factors' tables, references held (so never changed in place: add_factor) */
@@ -168,20 +171,6 @@ typedef struct SeriesIn {
  * elimination (nu x nv x nw). */
 enum { SERIES_MEMO_MIN_WORK = 1 << 12 };
 
-static void hash_doubles(uint64_t *h1, uint64_t *h2, const double *x, size_t n)
-{
-	uint64_t a = *h1, b = *h2;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t bits;
-		memcpy(&bits, &x[i], sizeof bits);
-		a = (a ^ bits) * 0x100000001B3ull;
-		a ^= a >> 29;
-		b = (b + bits) * 0x9E3779B97F4A7C15ull;
-		b ^= b >> 32;
-	}
-	*h1 = a, *h2 = b;
-}
-
 /* A table's content hash, computed once: identical layers share their
  * tables (search_edge_tables, the memo's results), so each shared table is read
  * once rather than copied and hashed at every elimination that meets it
@@ -191,11 +180,11 @@ static void mat_hash(double *M, uint64_t *h1, uint64_t *h2)
 	Mat *m = mat_of(M);
 	if (!m->hashed) {
 		m->h1 = 0x84222325CBF29CE4ull ^ m->n, m->h2 = 0xD9B4E019632BE59Bull + m->n;
-		hash_doubles(&m->h1, &m->h2, M, m->n);
+		hash_mix2_doubles(&m->h1, &m->h2, M, m->n);
 		m->hashed = true;
 	}
-	*h1 = (*h1 ^ m->h1) * 0x100000001B3ull, *h2 = (*h2 + m->h2) * 0x9E3779B97F4A7C15ull;
-	*h1 ^= *h1 >> 29, *h2 ^= *h2 >> 32;
+	*h1 ^= m->h1, *h2 += m->h2; /* both of m's hashes into the stream at once */
+	hash_mix2(h1, h2, 0);
 }
 
 /* M's hash from the hashes of what made it (h1, h2), not from its
@@ -225,39 +214,26 @@ static bool memo_holds(const SeriesMemo *m, uint64_t h1, uint64_t h2, int nu, in
 	       mat_same(m->ta, in->ta) && mat_same(m->tb, in->tb);
 }
 
-/* The entry of these inputs, or the empty slot where it goes */
+/* The entry of these inputs, or a new one (its M NULL) for them. */
 static SeriesMemo *memo_slot(Dp *D, uint64_t h1, uint64_t h2, int nu, int nv, int nw, const SeriesIn *in)
 {
-	if (2 * (D->nmemo + 1) > D->capmemo) { /* grow, rehash */
-		size_t cap = D->capmemo ? 2 * D->capmemo : 64;
-		SeriesMemo *t = xcalloc(cap, sizeof *t);
-		for (size_t i = 0; i < D->capmemo; i++) {
-			SeriesMemo *m = &D->memo[i];
-			if (!m->M)
-				continue;
-			size_t h = (size_t)m->h1 & (cap - 1);
-			while (t[h].M)
-				h = (h + 1) & (cap - 1);
-			t[h] = *m;
-		}
-		free(D->memo);
-		D->memo = t, D->capmemo = cap;
-	}
-	size_t h = (size_t)h1 & (D->capmemo - 1);
-	while (D->memo[h].M && !memo_holds(&D->memo[h], h1, h2, nu, nv, nw, in))
-		h = (h + 1) & (D->capmemo - 1);
-	return &D->memo[h];
+	HashProbe p = hash_probe(&D->memo_index, h2);
+	while (hash_next(&D->memo_index, &p))
+		if (memo_holds(&D->memo[p.entry], h1, h2, nu, nv, nw, in))
+			return &D->memo[p.entry];
+	VEC_PUSH(D->a, D->memo, D->nmemo, D->capmemo, ((SeriesMemo){.h1 = h1, .h2 = h2}));
+	hash_put(&D->memo_index, &p, (uint32_t)D->nmemo - 1);
+	return &D->memo[D->nmemo - 1];
 }
 
 static void memo_free(Dp *D)
 {
-	for (size_t i = 0; i < D->capmemo; i++) {
+	for (size_t i = 0; i < D->nmemo; i++) {
 		mat_free(D->memo[i].M);
 		mat_free(D->memo[i].ta);
 		mat_free(D->memo[i].tb);
 		free(D->memo[i].cost);
 	}
-	free(D->memo);
 }
 
 static void elim_series(Dp *D, int v, int f1, int f2)
@@ -272,10 +248,9 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 		uint64_t side = (uint64_t)in.va << 1 | (uint64_t)in.vb;
 		uint64_t h1 = 0xCBF29CE484222325ull ^ ((uint64_t)nu << 40 | (uint64_t)nv << 20 | (uint64_t)nw) ^ side << 62;
 		uint64_t h2 = 0x632BE59BD9B4E019ull + ((uint64_t)nw << 40 | (uint64_t)nv << 20 | (uint64_t)nu) + side;
-		hash_doubles(&h1, &h2, D->cost[v], (size_t)nv);
+		hash_mix2_doubles(&h1, &h2, D->cost[v], (size_t)nv);
 		mat_hash(a->M, &h1, &h2);
 		mat_hash(b->M, &h1, &h2);
-		h1 |= 1; /* never the empty key */
 		if (D->s->dp_memo_collide)
 			h1 = 1, h2 = 0;
 		slot = memo_slot(D, h1, h2, nu, nv, nw, &in);
@@ -290,7 +265,6 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 			add_factor(D, u, w, mat_share(slot->M));
 			return;
 		}
-		slot->h1 = h1, slot->h2 = h2;
 	}
 	/* v's rows of b, contiguous over w, and per cu v's costs plus a's
 	 * column: the min-plus product (search_minplus.c) runs along rows
@@ -318,7 +292,6 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 		slot->ta = mat_share(a->M), slot->tb = mat_share(b->M), slot->va = in.va, slot->vb = in.vb;
 		slot->M = mat_share(M);
 		mat_derive(M, slot->h1, slot->h2);
-		D->nmemo++;
 	}
 	a->alive = b->alive = false;
 	mat_free(a->M);
@@ -438,8 +411,9 @@ static int elim_round(Dp *D)
  * apart from the memory tables, so one cost table may come with two
  * memory tables (a recomputed reader's and a kept one's). */
 typedef struct PricedTables {
-	struct { const double *time, *mem; double lambda, *priced; } *slot;
-	int cap;
+	struct { const double *time, *mem; double lambda, *priced; } *t;
+	int n;
+	HashIndex index; /* by the pair's addresses: they find a table, never shape one */
 } PricedTables;
 
 static double *priced_table(const Search *s, double **tables, int ei, double lambda, PricedTables *P)
@@ -447,29 +421,26 @@ static double *priced_table(const Search *s, double **tables, int ei, double lam
 	double *M = tables[ei], *Mem = tables[s->ne + ei];
 	if (lambda <= 0 || !Mem)
 		return mat_share(M);
-	if (!P->slot) { /* a pair of tables per edge at most, at one price each */
-		P->cap = 16;
-		while (P->cap < 2 * s->ne + 2)
-			P->cap *= 2;
-		P->slot = xcalloc((size_t)P->cap, sizeof *P->slot);
+	if (!P->t) { /* a pair of tables per edge at most, at one price each */
+		P->t = xcalloc((size_t)s->ne + 1, sizeof *P->t);
+		hash_reserve(&P->index, (size_t)s->ne);
 	}
-	size_t h = (((uintptr_t)M >> 4) * 0x9E3779B97F4A7C15ull ^ ((uintptr_t)Mem >> 4) * 0xC2B2AE3D27D4EB4Full) &
-	           (size_t)(P->cap - 1);
-	while (P->slot[h].time && (P->slot[h].time != M || P->slot[h].mem != Mem || P->slot[h].lambda != lambda))
-		h = (h + 1) & (size_t)(P->cap - 1);
-	if (!P->slot[h].time) {
-		size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
-		double *C = mat_alloc(n);
-		for (size_t i = 0; i < n; i++)
-			C[i] = M[i] + lambda * Mem[i];
-		uint64_t h1 = 0x6A09E667F3BCC908ull, h2 = 0xBB67AE8584CAA73Bull;
-		mat_hash(M, &h1, &h2);
-		mat_hash(Mem, &h1, &h2);
-		hash_doubles(&h1, &h2, &lambda, 1);
-		mat_derive(C, h1, h2);
-		P->slot[h].time = M, P->slot[h].mem = Mem, P->slot[h].lambda = lambda, P->slot[h].priced = C;
-	}
-	return mat_share(P->slot[h].priced);
+	HashProbe p = hash_probe(&P->index, hash_u64((uintptr_t)M ^ hash_u64((uintptr_t)Mem)));
+	while (hash_next(&P->index, &p))
+		if (P->t[p.entry].time == M && P->t[p.entry].mem == Mem && P->t[p.entry].lambda == lambda)
+			return mat_share(P->t[p.entry].priced);
+	size_t n = (size_t)s->v[s->e[ei].u].cl->n * (size_t)s->v[s->e[ei].v].cl->n;
+	double *C = mat_alloc(n);
+	for (size_t i = 0; i < n; i++)
+		C[i] = M[i] + lambda * Mem[i];
+	uint64_t h1 = 0x6A09E667F3BCC908ull, h2 = 0xBB67AE8584CAA73Bull;
+	mat_hash(M, &h1, &h2);
+	mat_hash(Mem, &h1, &h2);
+	hash_mix2_doubles(&h1, &h2, &lambda, 1);
+	mat_derive(C, h1, h2);
+	P->t[P->n].time = M, P->t[P->n].mem = Mem, P->t[P->n].lambda = lambda, P->t[P->n].priced = C;
+	hash_put(&P->index, &p, (uint32_t)P->n++);
+	return mat_share(C);
 }
 
 static int stage_of(const Search *s, int v)
@@ -490,7 +461,7 @@ static void dp_once(Search *s, double **tables, double lambda, const double *sta
                     int *choice)
 {
 	Arena scratch = {0}, *a = &scratch;
-	Dp D = {.s = s, .a = a};
+	Dp D = {.s = s, .a = a, .memo_index = hash_new(a)};
 	int nv = s->nv;
 	D.cost = ARENA_NEWN(a, double *, nv + 1);
 	D.nc = ARENA_NEWN(a, int, nv + 1);
@@ -509,7 +480,7 @@ static void dp_once(Search *s, double **tables, double lambda, const double *sta
 			               : forward                        ? sv->work[c]
 			                                                : sv->unary[c] + price * sv->mem[c];
 	}
-	PricedTables held = {0};
+	PricedTables held = {.index = hash_new(a)};
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v) {
@@ -520,9 +491,9 @@ static void dp_once(Search *s, double **tables, double lambda, const double *sta
 		double price = stage_lambda ? stage_lambda[stage_of(s, e->v)] : lambda;
 		add_factor(&D, e->u, e->v, priced_table(s, tables, ei, price, &held));
 	}
-	for (int k = 0; k < held.cap; k++)
-		mat_free(held.slot[k].priced);
-	free(held.slot);
+	for (int k = 0; k < held.n; k++)
+		mat_free(held.t[k].priced);
+	free(held.t);
 	D.touched = ARENA_NEWN(a, int, nv + 1);
 	s->dp_series_computed = s->dp_series_reused = 0;
 	int remaining = nv;

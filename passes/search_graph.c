@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "../ir/layout.h"
 
 /* ---- which nodes, and their names ------------------------------------------- */
@@ -28,42 +29,41 @@ bool search_node_searchable(const Node *n)
 	       !search_optpar_shard_cast(n);
 }
 
-typedef struct NameSlot {
+typedef struct NameCount {
 	const char *scope;
 	Op op;
 	const char *by;   /* Annot.inserted_by: a pass's nodes are counted apart from the model's */
 	int count;
-} NameSlot;
+} NameCount;
 
-static uint64_t str_hash(const char *s, uint64_t h)
+static bool same_name(const NameCount *c, const char *scope, Op op, const char *by)
 {
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-	return h;
+	return c->op == op && strcmp(c->scope, scope) == 0 && (c->by == by || (c->by && by && strcmp(c->by, by) == 0));
 }
 
 const char **search_node_names(Arena *a, Graph *g)
 {
 	const char **names = ARENA_NEWN(a, const char *, g->nnodes + 1);
-	size_t cap = 64;
-	while (cap < 2 * (size_t)g->nnodes + 2)
-		cap *= 2;
-	NameSlot *tab = ARENA_NEWN(a, NameSlot, cap);
+	NameCount *kinds = ARENA_NEWN(a, NameCount, g->nnodes + 1); /* in the order met */
+	uint32_t nkinds = 0;
+	HashIndex index = hash_new(a);
+	hash_reserve(&index, (size_t)g->nnodes);
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		if (!search_node_searchable(n))
 			continue;
 		const char *by = n->ann.inserted_by;
-		size_t h = (size_t)str_hash(n->scope, 0xCBF29CE484222325ull ^ (uint64_t)n->op ^ (uint64_t)!!by << 32) & (cap - 1);
-		while (tab[h].scope && !(tab[h].op == n->op && strcmp(tab[h].scope, n->scope) == 0 &&
-		                         (tab[h].by == by || (tab[h].by && by && strcmp(tab[h].by, by) == 0))))
-			h = (h + 1) & (cap - 1);
-		if (!tab[h].scope) {
-			tab[h].scope = n->scope;
-			tab[h].op = n->op;
-			tab[h].by = by;
+		HashProbe p = hash_probe(&index, hash_bytes(n->scope, strlen(n->scope), (uint64_t)n->op << 1 | !!by));
+		NameCount *c = NULL;
+		while (!c && hash_next(&index, &p))
+			if (same_name(&kinds[p.entry], n->scope, n->op, by))
+				c = &kinds[p.entry];
+		if (!c) {
+			c = &kinds[nkinds];
+			*c = (NameCount){.scope = n->scope, .op = n->op, .by = by};
+			hash_put(&index, &p, nkinds++);
 		}
-		int k = tab[h].count++;
+		int k = c->count++;
 		names[i] = arena_printf(a, "%s%s%s%s%s-%d", n->scope, n->scope[0] ? "/" : "", by ? by : "", by ? "/" : "",
 		                        op_info[n->op].name, k);
 	}
@@ -801,48 +801,34 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 	return k;
 }
 
-typedef struct SigSlot {
+typedef struct Sig {
 	int64_t *key;
 	int nkey;
 	CandList *cl;
-} SigSlot;
+} Sig;
 
+/* The candidate lists by signature, in the order made. */
 struct SearchSigTab {
-	SigSlot *t;
-	size_t cap, n;
+	Sig *sig;
+	int n, cap;
+	HashIndex index;
 };
 
 SearchSigTab *search_sigtab_new(Arena *a)
 {
 	SearchSigTab *st = ARENA_NEW(a, SearchSigTab);
-	st->cap = 256;
-	st->t = ARENA_NEWN(a, SigSlot, st->cap);
+	st->index = hash_new(a);
 	return st;
-}
-
-static uint64_t key_hash(const int64_t *k, int n)
-{
-	uint64_t h = 0xCBF29CE484222325ull;
-	for (int i = 0; i < n; i++)
-		h = (h ^ (uint64_t)k[i]) * 0x100000001B3ull, h ^= h >> 29;
-	return h;
-}
-
-static SigSlot *sig_slot(SigSlot *t, size_t cap, const int64_t *k, int n)
-{
-	size_t i = key_hash(k, n) & (cap - 1);
-	while (t[i].key && !(t[i].nkey == n && memcmp(t[i].key, k, sizeof(int64_t) * (size_t)n) == 0))
-		i = (i + 1) & (cap - 1);
-	return &t[i];
 }
 
 CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 {
 	int64_t key[512];
 	int nk = signature(s, n, key, 512);
-	SigSlot *slot = nk ? sig_slot(st->t, st->cap, key, nk) : NULL;
-	if (slot && slot->key)
-		return slot->cl;
+	HashProbe p = hash_probe(&st->index, nk ? hash_bytes(key, sizeof(int64_t) * (size_t)nk, 0) : 0);
+	while (nk && hash_next(&st->index, &p))
+		if (st->sig[p.entry].nkey == nk && memcmp(st->sig[p.entry].key, key, sizeof(int64_t) * (size_t)nk) == 0)
+			return st->sig[p.entry].cl;
 	Enum E = {.s = s, .n = n};
 	E.nfree = search_free_dims(n, E.size);
 	int64_t divs[64];
@@ -865,20 +851,11 @@ CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 	CandList *cl = ARENA_NEW(s->a, CandList);
 	cl->c = E.out;
 	cl->n = E.nout;
-	if (slot) {
-		slot->key = ARENA_NEWN(s->a, int64_t, nk);
-		memcpy(slot->key, key, sizeof(int64_t) * (size_t)nk);
-		slot->nkey = nk;
-		slot->cl = cl;
-		if (++st->n * 2 > st->cap) {
-			size_t nc = st->cap * 2;
-			SigSlot *nt = ARENA_NEWN(s->a, SigSlot, nc);
-			for (size_t i = 0; i < st->cap; i++)
-				if (st->t[i].key)
-					*sig_slot(nt, nc, st->t[i].key, st->t[i].nkey) = st->t[i];
-			st->t = nt;
-			st->cap = nc;
-		}
+	if (nk) {
+		Sig sig = {.key = ARENA_NEWN(s->a, int64_t, nk), .nkey = nk, .cl = cl};
+		memcpy(sig.key, key, sizeof(int64_t) * (size_t)nk);
+		VEC_PUSH(st->index.a, st->sig, st->n, st->cap, sig);
+		hash_put(&st->index, &p, (uint32_t)st->n - 1);
 	}
 	return cl;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "cost_memo.h"
 #include "search_mat.h"
 
@@ -122,7 +123,6 @@ typedef struct Held {
 	double *M;           /* a reference held; NULL: a memory table of zeros */
 	size_t bytes;
 	unsigned long used;  /* the search_edge_tables call that last read it */
-	struct Held *next;   /* in its bucket */
 } Held;
 
 /* Bounded: GPT-3 x 1024 devices with both counts auto keeps ~450 tables,
@@ -132,90 +132,92 @@ enum { TABLES_MAX_BYTES = 512 << 20 };
 
 static struct {
 	bool off;
-	Held **bucket;       /* cap chains, by h2 */
-	size_t cap, n;
+	Held *held;          /* n of them, by index (h2) */
+	size_t n, cap;
+	HashIndex index;
+	size_t bound;        /* TABLES_MAX_BYTES, or a test's */
 	unsigned long clock; /* search_edge_tables calls */
 	TableStats st;
 } memo;
 
 void search_tables_enable(bool on) { memo.off = !on; }
 
-TableStats search_tables_stats(void) { return memo.st; }
+void search_tables_bound(size_t bytes) { memo.bound = bytes; }
 
-static void held_free(Held *h)
-{
-	mat_free(h->M);
-	memo.st.bytes -= h->bytes;
-	memo.n--;
-	free(h);
-}
+TableStats search_tables_stats(void) { return memo.st; }
 
 void search_tables_drop(void)
 {
-	for (size_t b = 0; b < memo.cap; b++)
-		while (memo.bucket[b]) {
-			Held *h = memo.bucket[b];
-			memo.bucket[b] = h->next;
-			held_free(h);
-		}
-	free(memo.bucket);
-	memo.bucket = NULL;
-	memo.cap = 0;
+	for (size_t i = 0; i < memo.n; i++)
+		mat_free(memo.held[i].M);
+	free(memo.held);
+	hash_free(&memo.index);
+	memo.held = NULL, memo.n = memo.cap = 0;
 	memo.st = (TableStats){0};
+}
+
+static bool same_key(const TableKey *a, const TableKey *b)
+{
+	return a->h1 == b->h1 && a->h2 == b->h2 && a->nu == b->nu && a->nv == b->nv && a->memory == b->memory;
+}
+
+/* k's table: true with p at it, or false with p where it goes. */
+static bool memo_probe(const TableKey *k, HashProbe *p)
+{
+	*p = hash_probe(&memo.index, k->h2);
+	while (hash_next(&memo.index, p))
+		if (same_key(&memo.held[p->entry].key, k))
+			return true;
+	return false;
 }
 
 static Held *memo_find(const TableKey *k)
 {
-	if (!memo.cap)
-		return NULL;
-	for (Held *h = memo.bucket[k->h2 & (memo.cap - 1)]; h; h = h->next)
-		if (h->key.h1 == k->h1 && h->key.h2 == k->h2 && h->key.nu == k->nu && h->key.nv == k->nv &&
-		    h->key.memory == k->memory)
-			return h;
-	return NULL;
+	HashProbe p;
+	return memo_probe(k, &p) ? &memo.held[p.entry] : NULL;
 }
 
 /* Drops the least recently read table of an earlier search; false when
- * every table is this search's. */
+ * every table is this search's. The last table takes its place. */
 static bool evict_one(void)
 {
-	Held **least = NULL;
-	for (size_t b = 0; b < memo.cap; b++)
-		for (Held **p = &memo.bucket[b]; *p; p = &(*p)->next)
-			if ((*p)->used < memo.clock && (!least || (*p)->used < (*least)->used))
-				least = p;
-	if (!least)
+	size_t least = memo.n;
+	for (size_t i = 0; i < memo.n; i++)
+		if (memo.held[i].used < memo.clock && (least == memo.n || memo.held[i].used < memo.held[least].used))
+			least = i;
+	if (least == memo.n)
 		return false;
-	Held *h = *least;
-	*least = h->next;
-	held_free(h);
+	HashProbe p;
+	memo_probe(&memo.held[least].key, &p);
+	hash_delete(&memo.index, &p);
+	mat_free(memo.held[least].M);
+	memo.st.bytes -= memo.held[least].bytes;
+	size_t last = --memo.n;
+	if (least != last) {
+		memo_probe(&memo.held[last].key, &p);
+		hash_set(&memo.index, &p, (uint32_t)least);
+		memo.held[least] = memo.held[last];
+	}
+	memo.held[last] = (Held){0}; /* no key: a slot still naming it finds nothing */
+	memo.st.evicted++;
 	return true;
 }
 
 static void memo_put(const TableKey *k, double *M)
 {
-	if (2 * (memo.n + 1) > memo.cap) {
-		size_t cap = memo.cap ? 2 * memo.cap : 256;
-		Held **t = xcalloc(cap, sizeof *t);
-		for (size_t b = 0; b < memo.cap; b++)
-			while (memo.bucket[b]) {
-				Held *h = memo.bucket[b];
-				memo.bucket[b] = h->next;
-				h->next = t[h->key.h2 & (cap - 1)];
-				t[h->key.h2 & (cap - 1)] = h;
-			}
-		free(memo.bucket);
-		memo.bucket = t, memo.cap = cap;
+	HashProbe p;
+	if (memo_probe(k, &p))
+		return;
+	if (memo.n == memo.cap) {
+		memo.cap = memo.cap ? 2 * memo.cap : 256;
+		memo.held = xrealloc(memo.held, memo.cap * sizeof *memo.held);
 	}
-	Held *h = xmalloc(sizeof *h);
+	Held *h = &memo.held[memo.n];
 	*h = (Held){.key = *k, .M = M ? mat_share(M) : NULL, .used = memo.clock};
 	h->bytes = sizeof *h + (M ? sizeof(Mat) + sizeof(double) * (size_t)k->nu * (size_t)k->nv : 0);
-	Held **b = &memo.bucket[k->h2 & (memo.cap - 1)];
-	h->next = *b;
-	*b = h;
-	memo.n++;
+	hash_put(&memo.index, &p, (uint32_t)memo.n++);
 	memo.st.bytes += h->bytes;
-	while (memo.st.bytes > TABLES_MAX_BYTES && evict_one())
+	while (memo.st.bytes > (memo.bound ? memo.bound : TABLES_MAX_BYTES) && evict_one())
 		;
 	if (memo.st.bytes > memo.st.peak)
 		memo.st.peak = memo.st.bytes;
@@ -253,18 +255,9 @@ typedef struct EdgeKey {
 
 typedef struct EdgeMemo {
 	EdgeKey key;
-	double *M;               /* NULL: empty slot */
+	double *M;
 	double *Mem;             /* its memory table (search_edge_memory), NULL where all zero */
 } EdgeMemo;
-
-static size_t edge_key_hash(const EdgeKey *k)
-{
-	uint64_t h = (uint64_t)(uintptr_t)k->cu * 0x9E3779B97F4A7C15ull;
-	h ^= (uint64_t)(uintptr_t)k->cv + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-	h ^= ((uint64_t)(k->ui + 1) << 40 | (uint64_t)(unsigned)k->vi << 8 | (uint64_t)k->dt) * 0x94D049BB133111EBull;
-	h ^= h >> 31;
-	return (size_t)h;
-}
 
 /* Edge ei's cost table (memory false) or memory table (NULL where it
  * holds nothing), priced cell by cell. A fixed end's other candidates
@@ -345,10 +338,13 @@ static double *forward_table(Search *s, int ei, const EdgeKey *key)
 static double **tables(Search *s, bool forward)
 {
 	double **T = xcalloc(2 * (size_t)s->ne + 1, sizeof *T);
-	size_t memo_cap = 16;
-	while (memo_cap < 2 * (size_t)s->ne + 2)
-		memo_cap *= 2;
-	EdgeMemo *em = xcalloc(memo_cap, sizeof *em);
+	/* the distinct keys, in the order met; found by their bytes (the
+	 * lists' addresses among them: they place a key in the index, never
+	 * decide a table) */
+	EdgeMemo *em = xcalloc((size_t)s->ne + 1, sizeof *em);
+	uint32_t nem = 0;
+	HashIndex index = hash_new(NULL);
+	hash_reserve(&index, (size_t)s->ne);
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
 		if (e->u == e->v)
@@ -363,23 +359,29 @@ static double **tables(Search *s, bool forward)
 		key.again = forward ? 0 : e->again;
 		key.share = forward ? e->share : 0;
 		key.wf = forward ? search_edge_fwd_weight(s, ei) : 0;
-		size_t h = edge_key_hash(&key) & (memo_cap - 1);
-		while (em[h].M && memcmp(&em[h].key, &key, sizeof key) != 0)
-			h = (h + 1) & (memo_cap - 1);
-		if (!em[h].M && forward) {
-			em[h].key = key;
-			em[h].M = forward_table(s, ei, &key); /* em's reference, dropped below */
-		} else if (!em[h].M) {
-			em[h].key = key;
-			em[h].M = table_of(s, ei, &key, false); /* em's references, dropped below */
-			em[h].Mem = table_of(s, ei, &key, true);
+		HashProbe p = hash_probe(&index, hash_bytes(&key, sizeof key, 0));
+		EdgeMemo *m = NULL;
+		while (!m && hash_next(&index, &p))
+			if (memcmp(&em[p.entry].key, &key, sizeof key) == 0)
+				m = &em[p.entry];
+		if (!m) {
+			m = &em[nem];
+			m->key = key;
+			if (forward) {
+				m->M = forward_table(s, ei, &key); /* em's reference, dropped below */
+			} else {
+				m->M = table_of(s, ei, &key, false); /* em's references, dropped below */
+				m->Mem = table_of(s, ei, &key, true);
+			}
+			hash_put(&index, &p, nem++);
 		}
-		T[ei] = mat_share(em[h].M);
-		T[s->ne + ei] = em[h].Mem ? mat_share(em[h].Mem) : NULL;
+		T[ei] = mat_share(m->M);
+		T[s->ne + ei] = m->Mem ? mat_share(m->Mem) : NULL;
 	}
-	for (size_t h = 0; h < memo_cap; h++)
-		mat_free(em[h].M), mat_free(em[h].Mem);
+	for (uint32_t i = 0; i < nem; i++)
+		mat_free(em[i].M), mat_free(em[i].Mem);
 	free(em);
+	hash_free(&index);
 	return T;
 }
 

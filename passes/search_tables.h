@@ -45,9 +45,12 @@ bool search_table_key(const Search *s, int e, bool memory, TableKey *k);
  * the process needs them: the outer search is done). */
 void search_tables_enable(bool on);
 void search_tables_drop(void);
+/* The bytes the memo keeps before it evicts (0: the default, 512 MB;
+ * tests set a few bytes to evict at every search). */
+void search_tables_bound(size_t bytes);
 /* Tables taken from the memo and priced into it since the last drop. */
 typedef struct TableStats {
-	long hits, priced;
+	long hits, priced, evicted;
 	size_t bytes, peak; /* held now, and the most held at once */
 } TableStats;
 TableStats search_tables_stats(void);

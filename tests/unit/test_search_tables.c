@@ -31,6 +31,7 @@ static void setup(void)
 
 static void fini(void)
 {
+	search_tables_bound(0);
 	search_tables_drop();
 	search_tables_enable(true);
 	teardown();
@@ -133,6 +134,17 @@ Test(search_tables, memo_tables_equal_tables_priced_anew)
 	}
 }
 
+/* Every candidate's tables priced with the memo off, into f and F; the
+ * memo then on and empty. */
+static void price_anew(Search **f, double ***F)
+{
+	search_tables_enable(false);
+	for (int v = 0; v < NVARIANTS; v++)
+		f[v] = at(v), F[v] = search_edge_tables(f[v]);
+	search_tables_drop(); /* their count */
+	search_tables_enable(true);
+}
+
 /* Every candidate's tables priced anew, then all into one memo, then each
  * again from it: each equals its own fresh tables. The candidates whose
  * tables differ from the base's (M changes w_micro, 2 stages the
@@ -145,15 +157,11 @@ Test(search_tables, other_candidates_never_share_a_table)
 	mlp();
 	Search *f[NVARIANTS];
 	double **F[NVARIANTS];
-	search_tables_enable(false);
-	for (int v = 0; v < NVARIANTS; v++)
-		f[v] = at(v), F[v] = search_edge_tables(f[v]);
+	price_anew(f, F);
 	for (int v = 0; v < NVARIANTS; v++)
 		if (v != BASE && v != FROZEN)
 			cr_assert(f[v]->ne != f[BASE]->ne || !same_tables(f[BASE], F[BASE], f[v], F[v]),
 			          "%s prices the base's tables: the test shows nothing", variant_name[v]);
-	search_tables_drop(); /* their count */
-	search_tables_enable(true);
 	for (int pass = 0; pass < 2; pass++)
 		for (int v = 0; v < NVARIANTS; v++) {
 			Search *s = at(v);
@@ -165,6 +173,40 @@ Test(search_tables, other_candidates_never_share_a_table)
 	TableStats st = search_tables_stats();
 	cr_expect_geq(st.hits, st.priced, "the second pass took %ld tables from the memo, priced %ld", st.hits,
 	             st.priced);
+	for (int v = 0; v < NVARIANTS; v++)
+		search_edge_tables_free(f[v], F[v]);
+}
+
+/* Under a bound of one byte every search evicts the tables of the
+ * searches before it (never its own): each candidate's tables still
+ * equal the ones priced anew, and the same candidate searched again at
+ * once takes every table from the memo, the tables eviction moved within
+ * it (the last into an evicted one's place) among them. */
+Test(search_tables, evicted_tables_leave_the_rest_found)
+{
+	mlp();
+	Search *f[NVARIANTS];
+	double **F[NVARIANTS];
+	price_anew(f, F);
+	search_tables_bound(1);
+	for (int k = 0; k < 2 * NVARIANTS; k++) { /* each candidate twice, in turn */
+		int v = k % NVARIANTS;
+		Search *s[2];
+		double **T[2];
+		long priced = 0;
+		for (int j = 0; j < 2; j++) { /* the second at once after the first */
+			s[j] = at(v), T[j] = search_edge_tables(s[j]);
+			cr_expect(same_tables(f[v], F[v], s[j], T[j]), "%s (round %d, search %d): a table differs from "
+			          "the one priced anew", variant_name[v], k, j);
+			cr_expect(j == 0 || search_tables_stats().priced == priced, "%s (round %d): searched again at "
+			          "once, %ld tables priced again", variant_name[v], k, search_tables_stats().priced - priced);
+			priced = search_tables_stats().priced;
+		}
+		search_edge_tables_free(s[0], T[0]);
+		search_edge_tables_free(s[1], T[1]);
+	}
+	TableStats st = search_tables_stats();
+	cr_expect_gt(st.evicted, 2 * NVARIANTS, "%ld tables evicted: the test shows nothing", st.evicted);
 	for (int v = 0; v < NVARIANTS; v++)
 		search_edge_tables_free(f[v], F[v]);
 }
