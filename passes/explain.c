@@ -523,7 +523,7 @@ static void loss_traffic(const Compilation *c, const Machine *m, ExplainTotals *
 static void search_estimate(Compilation *c, ExplainTotals *t)
 {
 	double *stage = ARENA_NEWN(&c->arena, double, t->nstages);
-	if (!explain_search_memory(c, t->nstages, stage))
+	if (!explain_search_memory(c, t->nstages, stage, &t->search, &t->choice))
 		return;
 	t->largest = 0;
 	for (int st = 0; st < t->nstages; st++) {
@@ -948,7 +948,9 @@ bool explain_print(Compilation *c, const char *why, const PlannedMemory *planned
 		        "%.4g s, update %.4g s\n",
 		        t.ranks, t.ranks == 1 ? "" : "s", t.gemm, t.other, t.nops, t.overhead, t.input, t.phase[PH_FORWARD],
 		        t.phase[PH_BACKWARD], t.phase[PH_UPDATE]);
-	double obj = explain_objective(c);
+	/* the search explain_totals built for its memory estimate (two
+	 * builds of the same graph were 0.5 s of GPT-3's explain @4096) */
+	double obj = t.search ? explain_objective_of(c, t.search, t.choice) : explain_objective(c);
 	if (!isnan(obj) && t.stopped)
 		fprintf(out, "search objective: %.4g s per step (no compiled estimate: the replay stopped)\n", obj);
 	else if (!isnan(obj))

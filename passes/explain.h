@@ -96,6 +96,11 @@ typedef struct ExplainTotals {
 	                        * stopped */
 	bool stopped;          /* the replay stopped short of a stage's passes (a value sent against
 	                        * the schedule's order: an internal error, reported): no step predicted */
+	/* the search's view of the program whose memory estimate this is
+	 * (explain_search_memory), which explain's objective prices too;
+	 * NULL: none built */
+	Search *search;
+	int *choice;
 } ExplainTotals;
 
 /* What the compiled program allocates per device of each stage: codegen's

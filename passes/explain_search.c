@@ -67,6 +67,13 @@ double explain_objective(Compilation *c)
 		return NAN;
 	int *choice;
 	Search *s = explain_search_of_program(c, &choice);
+	return explain_objective_of(c, s, choice);
+}
+
+double explain_objective_of(Compilation *c, Search *s, const int *choice)
+{
+	if (c->g->par.parallel_mode != PM_SEMI_AUTO_PARALLEL && c->g->par.parallel_mode != PM_AUTO_PARALLEL)
+		return NAN;
 	if (s && getenv("NETC_SEARCH_TERMS"))
 		search_total_terms(s, choice, "explain", stderr);
 	return s ? search_total(s, choice) : NAN;
@@ -163,12 +170,14 @@ bool explain_why(Compilation *c, const char **names, const char *why, FILE *out)
  * the laid-out graph, which counted every gradient and no operator's
  * temporaries (transformer_six.net: 364044 bytes against the search's
  * 442436 for the same plan, 472716 compiled): now the search's figure. */
-bool explain_search_memory(Compilation *c, int nstages, double *stage)
+bool explain_search_memory(Compilation *c, int nstages, double *stage, Search **sp, int **choicep)
 {
-	int *choice;
+	int *choice = NULL;
+	*sp = NULL, *choicep = NULL;
 	if (c->g->par.parallel_mode != PM_SEMI_AUTO_PARALLEL && c->g->par.parallel_mode != PM_AUTO_PARALLEL)
 		return false;
-	Search *s = explain_search_of_program(c, &choice);
+	Search *s = *sp = explain_search_of_program(c, &choice);
+	*choicep = choice;
 	if (!s || (s->g->nstages > 1 ? s->g->nstages : 1) != nstages)
 		return false;
 	search_stage_memory(s, choice, stage);

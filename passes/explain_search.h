@@ -12,6 +12,9 @@
  * graph of the compiled program with the candidate each operator ran
  * with; NAN where the mode has no strategies */
 double explain_objective(Compilation *c);
+/* explain_objective of the program's search s under choice (explain_
+ * search_of_program's, built once for the objective and the memory) */
+double explain_objective_of(Compilation *c, Search *s, const int *choice);
 /* --why OP: OP's candidates priced against its neighbours (names: the
  * forward operators' names by node index, search_node_names) */
 bool explain_why(Compilation *c, const char **names, const char *why, FILE *out);
@@ -23,6 +26,6 @@ Search *explain_search_of_program(Compilation *c, int **choicep);
  * (search_stage_memory) of those candidates, into stage[]: one figure
  * with the search's. False (stage untouched) in the per-device modes,
  * whose strategies the search's model does not describe, or where the
- * graph cannot be built. */
-bool explain_search_memory(Compilation *c, int nstages, double *stage);
+ * graph cannot be built. *sp, *choicep: the search built (NULL: none). */
+bool explain_search_memory(Compilation *c, int nstages, double *stage, Search **sp, int **choicep);
 #endif

@@ -6,6 +6,12 @@
 #include "search_graph.h"
 
 bool search_propagate(Search *s, int *choice);   /* sharding_propagation */
+/* Tests: sharding_propagation's look-ahead prices every cell of the rows
+ * it asks (on) rather than one candidate of each face, cut where no
+ * meeting can be less (off, the default): the same plans; and the edge
+ * prices it has asked since the process started. */
+void search_propagate_direct(bool on);
+long search_propagate_cells(void);
 bool search_dp(Search *s, int *choice);          /* dynamic_programming */
 /* A lower bound of search_total over every choice, at least search_floor
  * (the outer search's second key, passes/search_fit.c); NAN where the

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,14 +77,99 @@ typedef struct MeetRow {
 	double *x, *row;     /* heap */
 } MeetRow;
 
+/* An edge's candidates by what its price reads of them (Face): rep[c]
+ * is the first candidate of its end with c's face; nonneg: no producer
+ * candidate has an out_strategy's partial output (out_way_back, the one
+ * term of search_edge_cost that is a difference), so every price is >= 0. */
+typedef struct Faces {
+	uint16_t *rep[2]; /* [0] the producer's (e->u) candidates, [1] the reader's (e->v); heap */
+	bool nonneg;
+} Faces;
+
 typedef struct Ahead {
 	TableKey *key;     /* per edge */
 	signed char *keyed; /* per edge: 0 not asked yet, 1 keyed, -1 no key (priced apart) */
+	Faces *faces;      /* per edge, made when first asked (rep[0] NULL: not yet) */
 	Least *t;          /* open addressing, heap */
 	size_t cap, n;
 	MeetRow *m;        /* open addressing (hx), heap; empty slots have row NULL */
 	size_t mcap, mn;
 } Ahead;
+
+/* search_propagate_direct's switch and search_propagate_cells' count */
+static struct {
+	bool direct;
+	long cells;
+} look;
+
+void search_propagate_direct(bool on) { look.direct = on; }
+
+long search_propagate_cells(void) { return look.cells; }
+
+/* What search_edge_cost reads of a candidate on edge e: the producer's
+ * layout there and, from its output, the partial output its gradient
+ * goes back to (out_way_back; search_once_from is e's or that layout);
+ * the reader's layout and the layout its gradient leaves in (the stage
+ * transfer reads both). Two candidates with one face price the same
+ * against every candidate of the other end. */
+typedef struct Face {
+	const Layout *l, *g;
+} Face;
+
+static Face face_of(const Search *s, const SEdge *e, bool producer, int c)
+{
+	if (producer)
+		return (Face){search_edge_from(s, e, c), e->ui < 0 ? s->v[e->u].cl->c[c].out_partial : NULL};
+	return (Face){search_edge_to(s, e, c), s->v[e->v].cl->c[c].grad[e->vi]};
+}
+
+/* rep[c] for one end's n candidates (a small open-addressing table of faces) */
+static uint16_t *face_reps(const Search *s, const SEdge *e, bool producer, int n)
+{
+	uint16_t *rep = xmalloc(sizeof *rep * (size_t)(n + 1));
+	size_t cap = 16;
+	while (cap < 2 * (size_t)n)
+		cap *= 2;
+	int *slot = xmalloc(sizeof *slot * cap);
+	for (size_t i = 0; i < cap; i++)
+		slot[i] = -1;
+	for (int c = 0; c < n; c++) {
+		if (look.direct) { /* every candidate a face of its own */
+			rep[c] = (uint16_t)c;
+			continue;
+		}
+		Face f = face_of(s, e, producer, c);
+		size_t i = (size_t)(((uint64_t)(uintptr_t)f.l * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)f.g) >> 17) & (cap - 1);
+		for (;; i = (i + 1) & (cap - 1)) {
+			if (slot[i] < 0) {
+				slot[i] = c;
+				rep[c] = (uint16_t)c;
+				break;
+			}
+			Face g = face_of(s, e, producer, slot[i]);
+			if (g.l == f.l && g.g == f.g) {
+				rep[c] = (uint16_t)slot[i];
+				break;
+			}
+		}
+	}
+	free(slot);
+	return rep;
+}
+
+static const Faces *edge_faces(Search *s, Ahead *ah, int ei)
+{
+	Faces *f = &ah->faces[ei];
+	if (!f->rep[0]) {
+		const SEdge *e = &s->e[ei];
+		f->rep[0] = face_reps(s, e, true, s->v[e->u].cl->n);
+		f->rep[1] = face_reps(s, e, false, s->v[e->v].cl->n);
+		f->nonneg = !look.direct;
+		for (int c = 0; c < s->v[e->u].cl->n && e->ui < 0; c++)
+			f->nonneg &= !s->v[e->u].cl->c[c].out_partial;
+	}
+	return f;
+}
 
 static Least *least_slot(Least *t, size_t cap, const TableKey *k, int64_t side_c)
 {
@@ -93,12 +179,18 @@ static Least *least_slot(Least *t, size_t cap, const TableKey *k, int64_t side_c
 	return &t[i];
 }
 
-static double least_priced(Search *s, int ei, int v, int c)
+/* The other end's candidates of one face price alike: the first of each
+ * is priced (the same least) */
+static double least_priced(Search *s, const Faces *f, int ei, int v, int c)
 {
 	const SEdge *e = &s->e[ei];
 	int o = other_end(e, v);
+	const uint16_t *rep = f->rep[e->u == o ? 0 : 1];
 	double best = INFINITY;
 	for (int k = 0; k < s->v[o].cl->n && best > 0; k++) {
+		if (rep[k] != k)
+			continue;
+		look.cells++;
 		double x = e->u == v ? search_edge_cost(s, ei, c, k) : search_edge_cost(s, ei, k, c);
 		if (x < best)
 			best = x;
@@ -114,10 +206,14 @@ static bool edge_keyed(Search *s, Ahead *ah, int ei)
 	return ah->keyed[ei] > 0;
 }
 
+/* c's least is its face's first candidate's (the same prices), kept by
+ * that candidate */
 static double least_against(Search *s, Ahead *ah, int ei, int v, int c)
 {
+	const Faces *f = edge_faces(s, ah, ei);
+	c = f->rep[s->e[ei].u == v ? 0 : 1][c];
 	if (!edge_keyed(s, ah, ei))
-		return least_priced(s, ei, v, c);
+		return least_priced(s, f, ei, v, c);
 	if (2 * (ah->n + 1) > ah->cap) {
 		size_t cap = ah->cap ? 2 * ah->cap : 1024;
 		Least *t = xcalloc(cap, sizeof *t);
@@ -130,7 +226,7 @@ static double least_against(Search *s, Ahead *ah, int ei, int v, int c)
 	int64_t side_c = ((int64_t)(s->e[ei].u == v) << 32 | c) + 1;
 	Least *l = least_slot(ah->t, ah->cap, &ah->key[ei], side_c);
 	if (!l->side_c) {
-		*l = (Least){.h1 = ah->key[ei].h1, .h2 = ah->key[ei].h2, .side_c = side_c, .x = least_priced(s, ei, v, c)};
+		*l = (Least){.h1 = ah->key[ei].h1, .h2 = ah->key[ei].h2, .side_c = side_c, .x = least_priced(s, f, ei, v, c)};
 		ah->n++;
 	}
 	return l->x;
@@ -172,19 +268,63 @@ static bool neighbour_against(Search *s, int ei, int v, int o, const int *choice
 	return any;
 }
 
+/* A face of the neighbour's and the least of x over its candidates */
+typedef struct FaceX {
+	int q;
+	double x;
+} FaceX;
+
+static int by_x(const void *a, const void *b)
+{
+	const FaceX *p = a, *q = b;
+	bool pn = isnan(p->x), qn = isnan(q->x); /* NaN last: it meets nothing (y < least never holds) */
+	if (pn != qn)
+		return pn ? 1 : -1;
+	if (!pn && p->x != q->x)
+		return p->x < q->x ? -1 : 1;
+	return (p->q > q->q) - (p->q < q->q);
+}
+
 /* row[c]: the least over the neighbour o's candidates q of the edge's
- * price (c, q) and x[q] */
-static void meet_priced(Search *s, int ei, int v, int o, const double *x, double *row)
+ * price (c, q) and x[q]. Exact with less pricing: the candidates of one
+ * face price alike, and fl(y + x) grows with x, so each face of o is
+ * priced once at its least x, and one of v's faces once for all its
+ * candidates; where every price is >= 0 (Faces.nonneg) fl(y + x) >= x,
+ * so o's faces taken by x ascending stop at the first whose x is at
+ * least the least so far (GPT-3 @4096 with the parallel optimizer: most
+ * of a row's cells were pairs no meeting could take). */
+static void meet_priced(Search *s, const Faces *f, int ei, int v, int o, const double *x, double *row)
 {
 	const SEdge *e = &s->e[ei];
+	const uint16_t *rv = f->rep[e->u == v ? 0 : 1], *ro = f->rep[e->u == v ? 1 : 0];
+	int no = s->v[o].cl->n, nf = 0;
+	FaceX *fx = xmalloc(sizeof *fx * (size_t)(no + 1));
+	int *at = xmalloc(sizeof *at * (size_t)(no + 1)); /* a face's first candidate -> its entry in fx */
+	for (int q = 0; q < no; q++) {
+		if (ro[q] == q) {
+			at[q] = nf;
+			fx[nf++] = (FaceX){q, x[q]};
+		} else if (x[q] < fx[at[ro[q]]].x || isnan(fx[at[ro[q]]].x)) {
+			fx[at[ro[q]]].x = x[q];
+		}
+	}
+	qsort(fx, (size_t)nf, sizeof *fx, by_x);
 	for (int c = 0; c < s->v[v].cl->n; c++) {
+		if (rv[c] != c) {
+			row[c] = row[rv[c]];
+			continue;
+		}
 		double least = INFINITY;
-		for (int q = 0; q < s->v[o].cl->n; q++) {
-			double y = (e->u == v ? search_edge_cost(s, ei, c, q) : search_edge_cost(s, ei, q, c)) + x[q];
+		for (int j = 0; j < nf && !(f->nonneg && fx[j].x >= least); j++) {
+			int q = fx[j].q;
+			look.cells++;
+			double y = (e->u == v ? search_edge_cost(s, ei, c, q) : search_edge_cost(s, ei, q, c)) + fx[j].x;
 			least = y < least ? y : least;
 		}
 		row[c] = least;
 	}
+	free(at);
+	free(fx);
 }
 
 static MeetRow *meet_slot(MeetRow *t, size_t cap, const MeetRow *k)
@@ -201,9 +341,10 @@ static MeetRow *meet_slot(MeetRow *t, size_t cap, const MeetRow *k)
 static const double *meet_row(Search *s, Ahead *ah, int ei, int v, int o, const double *x)
 {
 	int nx = s->v[o].cl->n, nrow = s->v[v].cl->n;
+	const Faces *f = edge_faces(s, ah, ei);
 	if (!edge_keyed(s, ah, ei)) {
 		double *row = ARENA_NEWN(s->a, double, nrow + 1);
-		meet_priced(s, ei, v, o, x, row);
+		meet_priced(s, f, ei, v, o, x, row);
 		return row;
 	}
 	uint64_t hx = ah->key[ei].h1 * 0x9E3779B97F4A7C15ull ^ ah->key[ei].h2 ^ (uint64_t)(s->e[ei].u == v);
@@ -228,15 +369,17 @@ static const double *meet_row(Search *s, Ahead *ah, int ei, int v, int o, const 
 		k.x = xmalloc(sizeof(double) * (size_t)(nx + 1));
 		memcpy(k.x, x, sizeof(double) * (size_t)nx);
 		k.row = xmalloc(sizeof(double) * (size_t)(nrow + 1));
-		meet_priced(s, ei, v, o, x, k.row);
+		meet_priced(s, f, ei, v, o, x, k.row);
 		*m = k;
 		ah->mn++;
 	}
 	return m->row;
 }
 
-static void ahead_free(Ahead *ah)
+static void ahead_free(Search *s, Ahead *ah)
 {
+	for (int ei = 0; ei < s->ne; ei++)
+		free(ah->faces[ei].rep[0]), free(ah->faces[ei].rep[1]);
 	free(ah->t);
 	for (size_t i = 0; i < ah->mcap; i++)
 		if (ah->m[i].row)
@@ -349,9 +492,10 @@ bool search_propagate(Search *s, int *choice)
 	}
 	if (!check_param_conflicts(s, names))
 		return false;
-	Ahead ah = {.key = ARENA_NEWN(s->a, TableKey, s->ne + 1), .keyed = ARENA_NEWN(s->a, signed char, s->ne + 1)};
+	Ahead ah = {.key = ARENA_NEWN(s->a, TableKey, s->ne + 1), .keyed = ARENA_NEWN(s->a, signed char, s->ne + 1),
+	            .faces = ARENA_NEWN(s->a, Faces, s->ne + 1)};
 	propagate(s, &ah, choice);
-	ahead_free(&ah);
+	ahead_free(s, &ah);
 	int *plain = ARENA_NEWN(s->a, int, s->nv + 1);
 	propagate(s, NULL, plain);
 	if (search_total(s, plain) < search_total(s, choice))
