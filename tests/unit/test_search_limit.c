@@ -280,7 +280,13 @@ Test(search_limit, stage_prices_kept_only_when_faster, .timeout = 60)
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
+	/* the figures above are of the estimate before it counted the
+	 * conversions' scratch (2026-11-29, search_total.c
+	 * conversion_scratch): with it the fit under 520 kB has one staged
+	 * plan, which fits; the rule is shown on the fit it was worked out on */
+	setenv("NETC_TEST_NO_SCRATCH", "1", 1);
 	bool fits = fit_four16(&c, limit, sink);
+	unsetenv("NETC_TEST_NO_SCRATCH");
 	compilation_free(&c);
 	fclose(sink);
 	cr_assert(fits, "no plan fits %g bytes", limit);
