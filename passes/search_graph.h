@@ -184,6 +184,14 @@ void search_prices_free(SearchPrices *p);
  * `planned` bytes where the search estimated `est` is searched again with
  * mem_factor planned / est times this. */
 #define SEARCH_FIT_SCALE_MARGIN 1.01
+/* A fit's first plan whose estimate is over memory_limit by this factor
+ * is not compiled (Compilation.search_over_stopped): the estimate is
+ * meant as a lower bound of the compiled bytes, but fused kernels and
+ * amp's copies keep less than it counts, up to 1.65x over the compiled
+ * plan in the samples and test models (tests/models/gemm_bias.net,
+ * auto_parallel; 1.16x mlp.net at O2 bf16), so only a plan over twice
+ * the limit is sure not to fit. */
+#define SEARCH_OVER_STOP 2.0
 
 typedef struct Search {
 	Arena *a;
