@@ -607,9 +607,9 @@ static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome
 {
 	if (o->bytes < 0) { /* every fit ended at its first search's estimate (Fit.over_est) */
 		diag_error(&c->diag, loc_none(),
-		           "no plan fits memory_limit = %.6g bytes per device%s: none compiled, the least plan %s found "
-		           "needing %.6g bytes per device by the search's estimate, a lower bound of the compiled bytes",
-		           limit, what, mode_words(mode), o->est);
+		           "no plan fits memory_limit = %.6g bytes per device as compiled%s: none compiled, the least plan %s "
+		           "found needing %.6g bytes per device by the search's estimate, over %g times the limit",
+		           limit, what, mode_words(mode), o->est, SEARCH_OVER_STOP);
 		return;
 	}
 	diag_error(&c->diag, loc_none(),
