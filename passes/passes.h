@@ -121,6 +121,13 @@ typedef struct Compilation {
 	 * recompute can be chosen */
 	double search_probe_step;
 	bool search_probe_stopped;
+	/* a fit's first compilation (search_fit_compile, fit_over_stop): where
+	 * the search's least plan is over memory_limit by its estimate
+	 * (search_over) and by more than SEARCH_OVER_STOP x memory_limit, the
+	 * search pass sets search_over_stopped and stops the passes there,
+	 * without an error: the fit ends with that plan not compiled
+	 * (fit_loop) */
+	bool fit_over_stop, search_over_stopped;
 	/* the driver's compilation of pipeline_stages or micro_size = auto
 	 * (main.c), whose counts are placeholders: where the device order is
 	 * no choice, the search pass searches nothing, sets search_deferred

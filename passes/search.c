@@ -300,7 +300,8 @@ static bool search_done(Compilation *c, Search *s, const int *choice)
 	c->search_over = s->over;
 	c->search_staged = s->staged;
 	c->search_probe_stopped = s->probe_cut;
-	if (c->search_probe_stopped) /* the compilation stops here, without an error */
+	c->search_over_stopped = s->over && c->fit_over_stop && c->search_mem > SEARCH_OVER_STOP * s->m.memory_limit;
+	if (c->search_probe_stopped || c->search_over_stopped) /* the compilation stops here, without an error */
 		return false;
 	c->search_plan_id = plan_id(c, s, choice);
 	for (int i = 0; i < c->nfit_seen && !c->search_plan_seen; i++)

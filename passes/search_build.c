@@ -968,6 +968,10 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	recompute_groups(s, g);
 	s->mem_edge = ARENA_NEWN(a, double, 2 * (size_t)s->ne + 4 * (size_t)s->nv + 2);
 	s->mem_flag = ARENA_NEWN(a, bool, (size_t)s->ne + s->nv + 1);
+	s->scratch = ARENA_NEW(a, ScratchMemo);
+	s->scratch->a = a;
+	for (int i = 0; i < g->nnodes && !s->scratch->off; i++)
+		s->scratch->off = g->nodes[i]->op == OP_CAST && g->nodes[i]->ann.borrowed;
 	for (int ei = 0; ei < s->ne; ei++) /* read on another stage: sent */
 		if (s->e[ei].ui < 0 && s->v[s->e[ei].u].n->ann.stage != s->v[s->e[ei].v].n->ann.stage)
 			s->v[s->e[ei].u].sent = true;

@@ -307,3 +307,73 @@ double search_cand_param_grad(const Search *s, const Cand *c, int i)
 {
 	return s->w_step * c->param_grad[i] + s->w_micro * c->param_micro[i];
 }
+
+/* ---- the conversions' scratch ---------------------------------------------------- */
+
+/* A conversion's scratch by its layouts' pointers (the candidates' own
+ * layouts are shared by every node of a signature: a few hundred pairs
+ * in GPT-3's plans), planned once per search. */
+typedef struct EdgeScratch {
+	const Layout *from, *to; /* from NULL: an empty slot */
+	int es;
+	int64_t bytes[2];
+} EdgeScratch;
+
+static EdgeScratch *scratch_slot(EdgeScratch *tab, size_t cap, const Layout *f, const Layout *t, int es)
+{
+	size_t i = edge_price_hash(f, t, NULL, (DType)es) & (cap - 1);
+	while (tab[i].from && !(tab[i].from == f && tab[i].to == t && tab[i].es == es))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+static EdgeScratch *scratch_find(ScratchMemo *m, const Layout *f, const Layout *t, int es)
+{
+	if (2 * (m->n + 1) > m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 256;
+		EdgeScratch *tab = ARENA_NEWN(m->a, EdgeScratch, cap);
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->tab[i].from)
+				*scratch_slot(tab, cap, m->tab[i].from, m->tab[i].to, m->tab[i].es) = m->tab[i];
+		m->tab = tab, m->cap = cap;
+	}
+	return scratch_slot(m->tab, m->cap, f, t, es);
+}
+
+/* The sharding pass converts a value for a forward reader with
+ * redist_plan from the producer's layout to the reader's (convert in
+ * passes/sharding.c), on the layouts its rule gives the strategies: the
+ * candidates' own, not their classes' representatives (another device
+ * matrix can plan other steps: a split over [4, 2] gathered in two
+ * steps, one intermediate, where over [8] in one). codegen sizes
+ * scratch_a and scratch_b by the largest intermediates of the plans it
+ * emits (EMIT(REDISTRIBUTE)), so each such plan's are a lower bound. */
+void search_edge_scratch(const Search *s, int ei, int cu, int cv, int64_t bytes[2])
+{
+	static Arena tmp; /* each plan's steps, dropped once its scratch is kept */
+	const SEdge *e = &s->e[ei];
+	bytes[0] = bytes[1] = 0;
+	if (e->ui >= 0 || e->u == e->v || e->vi >= SHARD_MAX_INPUTS || s->v[e->u].n->ann.target_cpu ||
+	    s->v[e->v].n->ann.target_cpu) /* a host table's values move on the host (placement) */
+		return;
+	/* under amp precision_late moves conversions past casts and joins
+	 * moves (passes/precision.c): the program's plans are not the edges'
+	 * (mlp_2x4.net at O2 bf16: 3x the term; reshape_split.net: none) */
+	const Value *x = s->v[e->v].n->in[e->vi];
+	while (x->kind == VK_NODE && x->def && x->def->op == OP_REDISTRIBUTE) /* explain's laid-out graph */
+		x = x->def->in[0];
+	if (s->scratch->off || x != s->v[e->u].n->out)
+		return;
+	const Layout *from = s->v[e->u].cl->c[cu].own_out, *to = s->v[e->v].cl->c[cv].own_in[e->vi];
+	if (!from || !to || from->ragged || to->ragged || layout_same(from, to))
+		return;
+	int es = search_elem_size(s, e->dt);
+	EdgeScratch *m = scratch_find(s->scratch, from, to, es);
+	if (!m->from) {
+		const RedistPlan *p = redist_plan(&tmp, from, to, es, s->g->par.enable_alltoall);
+		*m = (EdgeScratch){from, to, es, {p ? p->scratch_elems[0] * es : 0, p ? p->scratch_elems[1] * es : 0}};
+		s->scratch->n++;
+		arena_reset(&tmp);
+	}
+	bytes[0] = m->bytes[0], bytes[1] = m->bytes[1];
+}

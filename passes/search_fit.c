@@ -20,6 +20,8 @@ typedef struct Fit {
 	double least_est;      /* the search's estimate of that plan */
 	double least_step;     /* and its objective */
 	int64_t planned;       /* the plan that fits: bytes per device */
+	double over_est;       /* > 0: none compiled, the first search's least plan being over the limit by this
+	                        * estimate (Compilation.search_over_stopped) */
 } Fit;
 
 enum { FIT_NONE, FIT_OK, FIT_NO_PROGRAM };
@@ -127,6 +129,20 @@ static int fit_loop_seen(Compilation *c, const MemoryFit *f, const Try *t, doubl
 	double first_want = 0; /* > 0: the first search's plan was u's, its scale */
 	memset(o, 0, sizeof *o);
 	o->least = -1;
+	/* the first search's least plan is over the limit by its estimate:
+	 * where the estimate is over it by more than the estimate was ever
+	 * seen over a compiled plan (SEARCH_OVER_STOP), the plan cannot fit,
+	 * and later searches would scale the estimate up (GPT-3 O2 bf16
+	 * @1024: the 1 x 1 recompute fit compiled a 316 GB plan estimated at
+	 * 236.5 GB) */
+	if (c->search_over_stopped) {
+		o->over_est = o->least_est = c->search_mem, o->least_step = c->search_step;
+		if (c->verbose)
+			fprintf(stderr, "netc: %s: the search's least plan needs %.6g bytes per device by its estimate, over "
+			        "memory_limit = %.6g: not compiled\n", search_mode_name(c->g->par.search_mode), c->search_mem,
+			        limit);
+		return FIT_NONE;
+	}
 	for (;;) {
 		const Graph *g = c->g;
 		int64_t *stage;
@@ -247,6 +263,9 @@ typedef struct Outcome {
 	                        * having found that none can be chosen: the objective of the plan its search
 	                        * found, over the limit by its estimate (step holds it too) */
 	double rc_floor;       /* > 0: nor with recompute, this floor of the recomputed graph being over */
+	double est_over;       /* > 0: no plan without recompute compiled, its fit's first search's least plan
+	                        * being over the limit by this estimate (Fit.over_est) */
+	double rc_est_over;    /* > 0: the same of the recompute fit */
 } Outcome;
 
 bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.99 * best; }
@@ -309,6 +328,7 @@ static bool plain_fit(Compilation *c, const MemoryFit *f, Try *t, double limit, 
 	o->status = fit_loop(c, f, t, limit, a, L);
 	o->plans = a->plans;
 	o->bytes = o->status == FIT_OK ? a->planned : a->least, o->est = a->least_est, o->step = c->search_step;
+	o->est_over = a->over_est;
 	return o->status == FIT_NONE;
 }
 
@@ -428,6 +448,7 @@ static void fit_retry(Compilation *c, const MemoryFit *f, Retry *r, double limit
 		return;
 	int got = fit_loop(c, f, &r->rc, limit, &b, L);
 	o->plans += b.plans;
+	o->rc_est_over = b.over_est;
 	if (got == FIT_NONE) {
 		if (b.least > 0 && (o->bytes < 0 || b.least < o->bytes))
 			o->bytes = b.least, o->est = b.least_est, o->step = b.least_step;
@@ -584,6 +605,13 @@ static void fit_choice(Compilation *c, const MemoryFit *f, Try t, double limit, 
 
 static void no_plan(Compilation *c, SearchMode mode, double limit, const Outcome *o, const char *what)
 {
+	if (o->bytes < 0) { /* every fit ended at its first search's estimate (Fit.over_est) */
+		diag_error(&c->diag, loc_none(),
+		           "no plan fits memory_limit = %.6g bytes per device as compiled%s: none compiled, the least plan %s "
+		           "found needing %.6g bytes per device by the search's estimate, over %g times the limit",
+		           limit, what, mode_words(mode), o->est, SEARCH_OVER_STOP);
+		return;
+	}
 	diag_error(&c->diag, loc_none(),
 	           "no plan fits memory_limit = %.6g bytes per device as compiled%s: the least of the %d plan%s %s "
 	           "found needs %" PRId64 " bytes per device (netc build -v's total; the search's estimate, %.6g, "
@@ -950,11 +978,17 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			snprintf(fl, sizeof fl, "; without recompute, at least %.4g bytes: not compiled", outs[i].floor);
 		if (full[i] && outs[i].probed > 0) /* ... by the probe */
 			snprintf(fl, sizeof fl, "; without recompute, %.4g s or no plan: not compiled", outs[i].probed);
+		if (full[i] && outs[i].est_over > 0 && outs[i].bytes < 0) /* ... by the search's estimate */
+			snprintf(fl, sizeof fl, "; without recompute, at least %.4g bytes by the estimate: not compiled",
+			         outs[i].est_over);
 		/* a probed fit's plan without recompute may fit, at no less than the best step */
 		const char *why = full[i] && outs[i].probed > 0 ? "not chosen" : "does not fit";
 		if (full[i] && outs[i].rc_floor > 0)
 			snprintf(cut, sizeof cut, "  (%s%s; recomputed, at least %.4g bytes: not compiled)", why, fl,
 			         outs[i].rc_floor);
+		else if (full[i] && outs[i].rc_est_over > 0)
+			snprintf(cut, sizeof cut, "  (%s%s; recomputed, at least %.4g bytes by the estimate: not compiled)", why,
+			         fl, outs[i].rc_est_over);
 		else if (full[i] && outs[i].rc_bound > 0)
 			snprintf(cut, sizeof cut, "  (%s%s; recomputed, %s %.4g s: not compiled)", why, fl,
 			         outs[i].rc_first ? "its first search under the limit" : "at least", outs[i].rc_bound);
@@ -997,6 +1031,11 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 					least = outs[i];
 				plans += outs[i].plans;
 				tried |= outs[i].tried;
+				for (int k = 0; k < 2 && least.bytes < 0; k++) { /* none compiled: the least estimate over */
+					double e = k ? outs[i].rc_est_over : outs[i].est_over;
+					if (e > 0 && (least.est <= 0 || e < least.est))
+						least.est = e;
+				}
 			}
 		least.plans = plans;
 		const char *what = tried ? ", at any stage and micro-batch count tried, with the repeated layers "

@@ -54,6 +54,9 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->search_mem_stop = t->screen || t->limited || (t->floor && !t->mem) || t->bound ? 0 : t->mem_stop;
 	c->search_probe_step = t->screen || t->limited || t->floor || t->bound ? 0 : t->probe;
 	c->fit_follows = true;
+	/* a fit's first search (fit_loop's first plan; a later one is
+	 * searched with the prices kept, and fails where nothing fits) */
+	c->fit_over_stop = !keep_prices && !(t->screen || t->limited || (t->floor && !t->mem) || t->bound);
 	c->fit_note = note;
 	c->fit_seen = t->seen, c->nfit_seen = t->seen ? t->nseen : 0;
 	/* a fit's diagnostics are kept (Compilation.fit_diag), a screen's,
@@ -87,6 +90,7 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 	c->diag.out = stderr;
 	c->verbose = verbose;
 	c->fit_seen = NULL, c->nfit_seen = 0; /* t's, read by the search only */
-	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor) : ok || c->search_plan_seen;
+	return (t->floor && !t->mem) || t->bound ? isfinite(c->search_floor)
+	                                         : ok || c->search_plan_seen || c->search_over_stopped;
 }
 

@@ -58,7 +58,10 @@ typedef struct Try {
  * scaled by `factor`; false when it fails, which only the search can do
  * here: nothing fits the scaled estimate. True also where the search's
  * plan is one of t->seen (c->search_plan_seen: compiled up to the
- * strategies only). keep_prices: the same choices
+ * strategies only), and where a fit's first search (keep_prices false)
+ * finds its least plan over the limit by the estimate
+ * (c->search_over_stopped: compiled up to the strategies only; fit_loop
+ * compiles none). keep_prices: the same choices
  * as the compilation before, whose price record the search starts from
  * (another graph's prices mean nothing). */
 bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L);

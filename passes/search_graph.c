@@ -563,6 +563,7 @@ void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 	 * messages show its own layouts. */
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++)
 		c->own_in[i] = c->r.in[i];
+	c->own_out = c->r.out;
 	if (!intern)
 		return;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {

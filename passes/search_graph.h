@@ -49,6 +49,8 @@ typedef struct Cand {
 	                                * the candidate's own grid (its class's representative may sit on another,
 	                                * where the plan differs: a batch split 8 ways gathered whole is one 8-way
 	                                * all-gather, 7 rounds, on [8]; 4 then 2 ways, 3 + 1 rounds, on [4, 2]) */
+	const Layout *own_out;         /* r.out before interning (out_strategy's reduced copy): with own_in, the
+	                                * layouts the sharding pass converts between (search_edge_scratch) */
 	double param_grad[16];         /* cost_param_grad when training, else 0; once per step, unweighted
 	                                * (a parameter sharded by the parallel optimizer: search_optpar_price's step) */
 	double param_micro[16];        /* a sharded parameter's gathers and sums per micro-batch, unweighted
@@ -155,6 +157,16 @@ typedef struct SEdge {
 	int again;
 } SEdge;
 
+/* search_edge_scratch's memo (Search.scratch; search_build.c makes it):
+ * the scratch of each conversion planned, by its layouts. */
+typedef struct ScratchMemo {
+	Arena *a;
+	bool off;                 /* amp's casts in the graph (precision_late moves conversions past them):
+	                           * no term */
+	struct EdgeScratch *tab;  /* open addressing, cap a power of two */
+	size_t n, cap;
+} ScratchMemo;
+
 /* The plans dynamic_programming found at memory prices, kept across the
  * compilations of one memory fit (search_fit.c): the plan at a price
  * does not depend on mem_factor, so a later search starts from the
@@ -172,6 +184,14 @@ void search_prices_free(SearchPrices *p);
  * `planned` bytes where the search estimated `est` is searched again with
  * mem_factor planned / est times this. */
 #define SEARCH_FIT_SCALE_MARGIN 1.01
+/* A fit's first plan whose estimate is over memory_limit by this factor
+ * is not compiled (Compilation.search_over_stopped): the estimate is
+ * meant as a lower bound of the compiled bytes, but fused kernels and
+ * amp's copies keep less than it counts, up to 1.65x over the compiled
+ * plan in the samples and test models (tests/models/gemm_bias.net,
+ * auto_parallel; 1.16x mlp.net at O2 bf16), so only a plan over twice
+ * the limit is sure not to fit. */
+#define SEARCH_OVER_STOP 2.0
 
 typedef struct Search {
 	Arena *a;
@@ -227,6 +247,7 @@ typedef struct Search {
 	 * output held as it is) */
 	double *mem_edge;
 	bool *mem_flag;
+	ScratchMemo *scratch; /* search_edge_scratch's plans by layouts (search_edges.c) */
 	int nrc_groups;    /* SVertex.rc_group's count */
 	double *rc_set;    /* search_stage_memory's scratch: [nrc_groups] the bytes of each group's copies */
 	double mem_factor; /* memory_limit bounds search_memory times this (>= 1; Compilation.search_mem_factor) */
@@ -332,6 +353,12 @@ void search_edge_forward_row(Search *s, int e, int cu, double *row);
 /* Bytes per device that edge e holds under cu, cv: the consumer's
  * converted copy of a producer's output, kept for the backward pass. */
 double search_edge_memory(const Search *s, int e, int cu, int cv);
+/* The scratch the program allocates for edge e's forward conversion
+ * under cu, cv (redist_plan's scratch_elems between the candidates' own
+ * layouts, at the edge's element size), into bytes[0] (scratch_a) and
+ * bytes[1] (scratch_b); 0 where the edge converts nothing or its plan
+ * has no intermediate, and under amp (ScratchMemo.off). */
+void search_edge_scratch(const Search *s, int e, int cu, int cv, int64_t bytes[2]);
 /* Candidate c's own costs per step: computation (w_micro x one
  * micro-batch's) and its parameter inputs' gradient reductions (w_step x). */
 double search_cand_compute(const Search *s, const Cand *c);
