@@ -281,6 +281,37 @@ Test(pipecost, search_memory_one_workspace_by_hand)
 	compile_done(&c);
 }
 
+/* The model of search_memory_each_stage_by_hand (also at O2 in
+ * search_memory_bounds_amp_and_optimizer_shards). */
+static const char two_stages[] =
+        "parallel { device_num = 2  parallel_mode = auto_parallel  search_mode = dynamic_programming"
+        "  pipeline_stages = 2 }\n"
+        "input x: f32[128, 16]\ninput labels: i32[128]\n"
+        "param w1: f32[16, 256] = xavier_uniform\nparam w2: f32[16, 256] = xavier_uniform\n"
+        "param w3: f32[256, 16] = xavier_uniform\n"
+        "a = matmul(x, w1).stage(0)\nc = matmul(x, w2).stage(0)\ny = add(a, c).stage(0)\nh = tanh(y).stage(0)\n"
+        "logits = matmul(h, w3).stage(1)\nloss = softmax_cross_entropy(logits, labels).stage(1)\n"
+        "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
+
+/* src's two stages: each stage's estimate the bytes counted by hand
+ * (want), and at most its compiled plan's. */
+static void two_stages_by_hand(const char *src, const double want[2])
+{
+	Compilation c;
+	cr_assert(compile_text(&c, src, NULL, 0));
+	BuildOptions o = {0};
+	int64_t *planned;
+	cr_assert_eq(netc_planned_stages(&c, &o, &planned), 2);
+	cr_assert_eq(c.search_nstage_mem, 2);
+	for (int st = 0; st < 2; st++) {
+		cr_log_info("stage %d: estimate %.0f, by hand %.0f, compiled %lld", st, c.search_stage_mem[st], want[st],
+		            (long long)planned[st]);
+		NEAR(c.search_stage_mem[st], want[st]);
+		cr_expect_leq(c.search_stage_mem[st], planned[st], "stage %d: a lower bound of the compiled plan", st);
+	}
+	compile_done(&c);
+}
+
 /* Two stages of one device, 1F1B over 4 micro-batches of 32 rows:
  * stage 0 computes h = tanh(x w1 + x w2) (16 -> 256), stage 1 the
  * logits (256 -> 16) and the loss. By hand:
@@ -301,30 +332,9 @@ Test(pipecost, search_memory_one_workspace_by_hand)
  * (forward_live) 272 KiB. */
 Test(pipecost, search_memory_each_stage_by_hand)
 {
-	static const char src[] =
-	        "parallel { device_num = 2  parallel_mode = auto_parallel  search_mode = dynamic_programming"
-	        "  pipeline_stages = 2 }\n"
-	        "input x: f32[128, 16]\ninput labels: i32[128]\n"
-	        "param w1: f32[16, 256] = xavier_uniform\nparam w2: f32[16, 256] = xavier_uniform\n"
-	        "param w3: f32[256, 16] = xavier_uniform\n"
-	        "a = matmul(x, w1).stage(0)\nc = matmul(x, w2).stage(0)\ny = add(a, c).stage(0)\nh = tanh(y).stage(0)\n"
-	        "logits = matmul(h, w3).stage(1)\nloss = softmax_cross_entropy(logits, labels).stage(1)\n"
-	        "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
-	Compilation c;
-	cr_assert(compile_text(&c, src, NULL, 0));
 	double w = 16 * 256 * 4, v = 32 * 256 * 4, lg = 32 * 16 * 4;
-	double want[2] = {2 * 4 * w + 2 * v + 3 * v, 4 * w + lg + 4 + lg + w};
-	BuildOptions o = {0};
-	int64_t *planned;
-	cr_assert_eq(netc_planned_stages(&c, &o, &planned), 2);
-	cr_assert_eq(c.search_nstage_mem, 2);
-	for (int st = 0; st < 2; st++) {
-		cr_log_info("stage %d: estimate %.0f, by hand %.0f, compiled %lld", st, c.search_stage_mem[st], want[st],
-		            (long long)planned[st]);
-		NEAR(c.search_stage_mem[st], want[st]);
-		cr_expect_leq(c.search_stage_mem[st], planned[st], "stage %d: a lower bound of the compiled plan", st);
-	}
-	compile_done(&c);
+	const double want[2] = {2 * 4 * w + 2 * v + 3 * v, 4 * w + lg + 4 + lg + w};
+	two_stages_by_hand(two_stages, want);
 }
 
 /* A copy converted for a reader and its gradient's way back, 2 stages
@@ -354,21 +364,9 @@ Test(pipecost, search_memory_converted_copies_by_hand)
 	        "b = matmul(a, w2).shard(((1, 1), (1, 1))).stage(0)\n"
 	        "logits = matmul(b, w3).stage(1)\nloss = softmax_cross_entropy(logits, labels).stage(1)\n"
 	        "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
-	Compilation c;
-	cr_assert(compile_text(&c, src, NULL, 0));
 	double w = 16 * 256 * 4, v = 32 * 256 * 4, o = 32 * 16 * 4;
-	double want[2] = {2 * 4 * w + 2 * (v / 2 + v + o) + v + v / 2, 4 * 16 * 16 * 4 + o + 4 + o + 16 * 16 * 4};
-	BuildOptions bo = {0};
-	int64_t *planned;
-	cr_assert_eq(netc_planned_stages(&c, &bo, &planned), 2);
-	cr_assert_eq(c.search_nstage_mem, 2);
-	for (int st = 0; st < 2; st++) {
-		cr_log_info("stage %d: estimate %.0f, by hand %.0f, compiled %lld", st, c.search_stage_mem[st], want[st],
-		            (long long)planned[st]);
-		NEAR(c.search_stage_mem[st], want[st]);
-		cr_expect_leq(c.search_stage_mem[st], planned[st], "stage %d: a lower bound of the compiled plan", st);
-	}
-	compile_done(&c);
+	const double want[2] = {2 * 4 * w + 2 * (v / 2 + v + o) + v + v / 2, 4 * 16 * 16 * 4 + o + 4 + o + 16 * 16 * 4};
+	two_stages_by_hand(src, want);
 }
 
 /* Two layers of 16 -> 1024 -> tanh x 3 -> 16, each recomputed (adam):
@@ -430,15 +428,6 @@ Test(pipecost, search_memory_recomputed_copies_by_hand)
  * Adam's states a quarter: whole, 720896 against 558212). */
 Test(pipecost, search_memory_bounds_amp_and_optimizer_shards)
 {
-	static const char amp[] =
-	        "parallel { device_num = 2  parallel_mode = auto_parallel  search_mode = dynamic_programming"
-	        "  pipeline_stages = 2 }\n"
-	        "input x: f32[128, 16]\ninput labels: i32[128]\n"
-	        "param w1: f32[16, 256] = xavier_uniform\nparam w2: f32[16, 256] = xavier_uniform\n"
-	        "param w3: f32[256, 16] = xavier_uniform\n"
-	        "a = matmul(x, w1).stage(0)\nc = matmul(x, w2).stage(0)\ny = add(a, c).stage(0)\nh = tanh(y).stage(0)\n"
-	        "logits = matmul(h, w3).stage(1)\nloss = softmax_cross_entropy(logits, labels).stage(1)\n"
-	        "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
 	static const char one[] =
 	        "parallel { device_num = 1  parallel_mode = auto_parallel  search_mode = dynamic_programming }\n"
 	        "input x: f32[64, 16]\ninput labels: i32[64]\n"
@@ -455,7 +444,7 @@ Test(pipecost, search_memory_bounds_amp_and_optimizer_shards)
 	static const char *const amp_defs[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
 	static const char *const optpar_defs[] = {"parallel_optimizer_config={parallel_optimizer_threshold:0}"};
 	struct { const char *name, *src; const char *const *defs; int ndefs; } cases[] = {
-	    {"O2 bf16, 2 stages", amp, amp_defs, 2},
+	    {"O2 bf16, 2 stages", two_stages, amp_defs, 2},
 	    {"O2 bf16, one workspace", one, amp_defs, 2},
 	    {"parallel optimizer, 4 devices", optpar, optpar_defs, 1}};
 	for (int k = 0; k < 3; k++) {
