@@ -294,11 +294,17 @@ static const char two_stages[] =
         "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
 
 /* src's two stages: each stage's estimate the bytes counted by hand
- * (want), and at most its compiled plan's. */
+ * (want), and at most its compiled plan's. The terms counted here are
+ * those before the redistributions' scratch (w-scratch's
+ * conversion_scratch, on main beside this change: NETC_TEST_NO_SCRATCH
+ * leaves it out there, and is read by nothing here). */
 static void two_stages_by_hand(const char *src, const double want[2])
 {
 	Compilation c;
-	cr_assert(compile_text(&c, src, NULL, 0));
+	setenv("NETC_TEST_NO_SCRATCH", "1", 1);
+	bool ok = compile_text(&c, src, NULL, 0);
+	unsetenv("NETC_TEST_NO_SCRATCH");
+	cr_assert(ok);
 	BuildOptions o = {0};
 	int64_t *planned;
 	cr_assert_eq(netc_planned_stages(&c, &o, &planned), 2);
