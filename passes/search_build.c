@@ -399,11 +399,15 @@ static void back_readers(Search *s, const Graph *g, const BackRead *br)
 /* SVertex.grads_live of candidate c: the gradient of v's output as its
  * backward nodes read it (its output's bytes) and the largest gradient
  * of an input they write (each node reads the one and writes the other;
- * the others may be consumed in between). With pipeline stages only one
- * pass's values of v's stage (memplan's shared region): no gradient
- * received from or sent to another stage. The loss's gradient is left
- * out: the fused classifier writes it over the logits
- * (fuse_classifier.c), which the sums count already. */
+ * the others may be consumed in between), in the type the input is read
+ * in, as the edges' ways back count it (SEdge.dt): under amp a narrow
+ * one. Counted at the producer's f32, a tanh's input gradient at O2
+ * bf16 was twice its bytes, the one-workspace estimate 1.15 x the
+ * compiled plan (pipecost/search_memory_bounds_amp_and_optimizer_shards).
+ * With pipeline stages only one pass's values of v's stage (memplan's
+ * shared region): no gradient received from or sent to another stage.
+ * The loss's gradient is left out: the fused classifier writes it over
+ * the logits (fuse_classifier.c), which the sums count already. */
 static double grads_live(const Search *s, int v, int c)
 {
 	const SVertex *sv = &s->v[v];
@@ -415,10 +419,11 @@ static double grads_live(const Search *s, int v, int c)
 		return 0;
 	double most = 0;
 	for (int i = 0; i < n->nin && i < 16; i++) {
-		Value *x = search_origin(s, n->in[i], NULL);
+		DType dt; /* the type the input is read in, narrow through amp's casts: its gradient's */
+		Value *x = search_origin(s, n->in[i], &dt);
 		bool other = x->kind == VK_NODE && x->def && x->def->ann.stage != n->ann.stage;
 		if (cd->grad[i] && dtype_is_float(x->dtype) && !(own && other))
-			most = fmax(most, (double)shape_numel(&cd->grad[i]->slice) * search_elem_size(s, x->dtype));
+			most = fmax(most, (double)shape_numel(&cd->grad[i]->slice) * search_elem_size(s, dt));
 	}
 	return sv->act[c] + most;
 }

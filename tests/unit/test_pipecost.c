@@ -170,6 +170,38 @@ Test(pipecost, explain_micro_steps_without_stages)
 	compile_done(&c);
 }
 
+/* The memory estimate's tests were audited (2026-11-29) by planting one
+ * defect at a time in search_stage_memory and its inputs and running
+ * pipecost, search*, mem_floor, optpar_fit, fit_*, recompute_amp,
+ * planned_count, ps, f64, amp_*: each defect, the tests red on it (*:
+ * added or widened then, each by a term counted by hand or bounded by
+ * the compiled plan).
+ *   one workspace's peak zeroed (extra[0] = 0): one_workspace_by_hand*,
+ *     bounds_other_models, counts_a_shared_copy_once, fit_seen,
+ *     search_limit/recompute_fit_cut_keeps_the_plan (gpt3_stages not);
+ *   every stage's peak dropped: the above, is_the_largest_stage,
+ *     explain_gpipe_step, explain_1f1b_step;
+ *   every value held as it is (held_as_is): bounds_gpt3_stages;
+ *   a stage's activations x stage 0's micro-batches in flight, or one
+ *     more: each_stage_by_hand*, is_the_largest_stage* (stage 1),
+ *     bounds_gpt3_stages, search_limit's staged fits;
+ *   every micro-batch kept (GPipe's count under 1F1B): a dozen;
+ *   amp's narrow activations counted at f32: amp_prices/memory_estimate_
+ *     holds_narrow_results, bounds_amp_and_optimizer_shards*;
+ *   a recomputed group's copies dropped: recomputed_copies_by_hand*
+ *     (staged: nothing else), search_limit/recompute_fit_cut_keeps_the_plan;
+ *   parallel-optimizer state whole: bounds_amp_and_optimizer_shards* alone;
+ *   gradients waiting (pending_grads) dropped: bounds_other_models,
+ *     search_limit/each_stage_learns_its_own_factor;
+ *   weight gradients held to the update dropped: one_workspace_by_hand*,
+ *     recomputed_copies_by_hand*, search_limit/recompute_fit_cut_keeps_the_plan;
+ *   converted copies dropped: converted_copies_by_hand*, bounds_gpt3_stages,
+ *     counts_a_shared_copy_once, explain_estimate_is_the_search_estimate;
+ *     kept for one micro-batch: converted_copies_by_hand*, bounds_gpt3_stages;
+ *   an edge's way back dropped: converted_copies_by_hand* alone;
+ *   an operator's forward inputs dropped: each_stage_by_hand* alone;
+ *   a stage's operators' own gradients dropped: is_the_largest_stage;
+ *   a parameter server's host buffers: bounds_other_models* (ps_mlp). */
 /* dynamic_programming's memory estimate is a device's: its stage's
  * (issue 28: at GPT-3 scale the sum over 8 stages never met memory_limit
  * and the search ran 120 times). deep.net on 2 devices, 2 stages, one
@@ -189,9 +221,255 @@ Test(pipecost, search_memory_is_the_largest_stage)
 	double stage1 = 3 * 32 * 32 * 4 * 4 + 32 * 10 * 4 * 4 + 4 * 8 * 32 * 4 + 8 * 10 * 4 + 4 + BACKWARD_LIVE;
 	cr_expect(stage0 > stage1);
 	NEAR(c.search_mem, stage0);
+	cr_assert_eq(c.search_nstage_mem, 2);
+	NEAR(c.search_stage_mem[0], stage0);
+	NEAR(c.search_stage_mem[1], stage1); /* its own micro-batch in flight, not stage 0's two */
 	BuildOptions o = {0};
 	cr_expect_leq(c.search_mem, netc_planned_bytes(&c, &o), "a lower bound of the compiled plan");
 	compile_done(&c);
+}
+
+/* Compiles the model text `src` (written to a file of its own) with
+ * defs up to codegen into c. */
+static bool compile_text(Compilation *c, const char *src, const char *const *defs, int ndefs)
+{
+	char path[] = "/tmp/netc-pipecost-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	FILE *fp = fdopen(fd, "w");
+	cr_assert(fp);
+	fputs(src, fp);
+	fclose(fp);
+	bool ok = compile_model(c, path, defs, ndefs, UPTO_CODEGEN);
+	unlink(path);
+	return ok;
+}
+
+/* One device, one stage, one micro-batch: one workspace, where the
+ * estimate is the parameters' bytes and the most the program holds at
+ * once (search_stage_memory's extra[0] on top of the activations kept).
+ * A wide tanh layer (64 x 1024 f32 = 256 KiB a value) beside two
+ * 64 KiB weights, so that peak is most of the plan. By hand:
+ *   - w1 (16 x 1024) and w2 (1024 x 16): value and Adam's two states
+ *     each (3 x 64 KiB; the gradient is counted where it lives,
+ *     grad_transient), 384 KiB;
+ *   - the peak at tanh's backward: its output h, kept for it and for
+ *     w2's gradient, the gradient of h it reads and the gradient of
+ *     its input it writes (3 x 256 KiB), and w2's gradient, made
+ *     before and held to the update (64 KiB): 832 KiB. The forward
+ *     pass's most, tanh's input and output (512 KiB), is below it.
+ * Without the peak (extra[0] = 0) the estimate was the parameters and
+ * the activations kept, h and the logits: 644 KiB, half the plan. */
+Test(pipecost, search_memory_one_workspace_by_hand)
+{
+	static const char src[] =
+	        "parallel { device_num = 1  parallel_mode = auto_parallel  search_mode = dynamic_programming }\n"
+	        "input x: f32[64, 16]\ninput labels: i32[64]\n"
+	        "param w1: f32[16, 1024] = xavier_uniform\nparam w2: f32[1024, 16] = xavier_uniform\n"
+	        "h = tanh(matmul(x, w1))\nlogits = matmul(h, w2)\nloss = softmax_cross_entropy(logits, labels)\n"
+	        "train { optimizer = adam(lr = 0.005) loss = loss }\n";
+	Compilation c;
+	cr_assert(compile_text(&c, src, NULL, 0));
+	double wb = 16 * 1024 * 4, hb = 64 * 1024 * 4;
+	double want = 2 * 3 * wb + 3 * hb + wb;
+	cr_log_info("one workspace: estimate %.0f, by hand %.0f", c.search_mem, want);
+	NEAR(c.search_mem, want);
+	BuildOptions o = {0};
+	int64_t planned = netc_planned_bytes(&c, &o);
+	cr_expect(c.search_mem <= planned && c.search_mem >= 0.8 * planned, "estimate %.0f, compiled %lld",
+	          c.search_mem, (long long)planned);
+	compile_done(&c);
+}
+
+/* The model of search_memory_each_stage_by_hand (also at O2 in
+ * search_memory_bounds_amp_and_optimizer_shards). */
+static const char two_stages[] =
+        "parallel { device_num = 2  parallel_mode = auto_parallel  search_mode = dynamic_programming"
+        "  pipeline_stages = 2 }\n"
+        "input x: f32[128, 16]\ninput labels: i32[128]\n"
+        "param w1: f32[16, 256] = xavier_uniform\nparam w2: f32[16, 256] = xavier_uniform\n"
+        "param w3: f32[256, 16] = xavier_uniform\n"
+        "a = matmul(x, w1).stage(0)\nc = matmul(x, w2).stage(0)\ny = add(a, c).stage(0)\nh = tanh(y).stage(0)\n"
+        "logits = matmul(h, w3).stage(1)\nloss = softmax_cross_entropy(logits, labels).stage(1)\n"
+        "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
+
+/* src's two stages: each stage's estimate the bytes counted by hand
+ * (want), and at most its compiled plan's. The terms counted here are
+ * those before the redistributions' scratch (w-scratch's
+ * conversion_scratch, on main beside this change: NETC_TEST_NO_SCRATCH
+ * leaves it out there, and is read by nothing here). */
+static void two_stages_by_hand(const char *src, const double want[2])
+{
+	Compilation c;
+	setenv("NETC_TEST_NO_SCRATCH", "1", 1);
+	bool ok = compile_text(&c, src, NULL, 0);
+	unsetenv("NETC_TEST_NO_SCRATCH");
+	cr_assert(ok);
+	BuildOptions o = {0};
+	int64_t *planned;
+	cr_assert_eq(netc_planned_stages(&c, &o, &planned), 2);
+	cr_assert_eq(c.search_nstage_mem, 2);
+	for (int st = 0; st < 2; st++) {
+		cr_log_info("stage %d: estimate %.0f, by hand %.0f, compiled %lld", st, c.search_stage_mem[st], want[st],
+		            (long long)planned[st]);
+		NEAR(c.search_stage_mem[st], want[st]);
+		cr_expect_leq(c.search_stage_mem[st], planned[st], "stage %d: a lower bound of the compiled plan", st);
+	}
+	compile_done(&c);
+}
+
+/* Two stages of one device, 1F1B over 4 micro-batches of 32 rows:
+ * stage 0 computes h = tanh(x w1 + x w2) (16 -> 256), stage 1 the
+ * logits (256 -> 16) and the loss. By hand:
+ *   - stage 0: w1, w2 with their gradients and Adam's states (2 x 4 x
+ *     16 KiB), h of the 2 micro-batches in flight (2 x 32 KiB; sent to
+ *     stage 1, held where it is made), and the most one operator has
+ *     live: the add's forward, both products and its sum, which die
+ *     there (3 x 32 KiB; its backward, the sum's gradient and one
+ *     addend's, 64 KiB, and the product's beside the other addend's
+ *     waiting gradient, 80 KiB, are less);
+ *   - stage 1: w3 (4 x 16 KiB), the logits and the loss of its one
+ *     micro-batch (2 KiB + 4), the product's backward: its output's
+ *     gradient and w3's (2 KiB + 16 KiB; h's gradient goes to stage 0,
+ *     not counted here).
+ * Each stage its own micro-batches in flight and its own peak: stage 1
+ * with stage 0's two (slots[0]) is 2 KiB over, without the peaks
+ * (extra dropped) stage 0 is 192 KiB, without the forward inputs
+ * (forward_live) 272 KiB. */
+Test(pipecost, search_memory_each_stage_by_hand)
+{
+	double w = 16 * 256 * 4, v = 32 * 256 * 4, lg = 32 * 16 * 4;
+	const double want[2] = {2 * 4 * w + 2 * v + 3 * v, 4 * w + lg + 4 + lg + w};
+	two_stages_by_hand(two_stages, want);
+}
+
+/* A copy converted for a reader and its gradient's way back, 2 stages
+ * of 2 devices, 1F1B over 4 micro-batches of 32 rows: stage 0's
+ * a = tanh(x w1) split by rows, read whole by a replicated product
+ * b = a w2 (256 -> 16), stage 1 the logits (w3, 16 -> 16) and the loss.
+ * By hand, a value of a micro-batch v = 32 x 256 x 4 bytes:
+ *   - stage 0: w1, w2 whole with their gradients and Adam's states (2 x
+ *     4 x 16 KiB); of each of its 2 micro-batches in flight a's half
+ *     (v / 2, tanh's backward reads it), the gathered copy b's weight
+ *     gradient reads (v) and b (2 KiB, sent, held here); and the most
+ *     one operator has live, b's way back: a's whole gradient and its
+ *     conversion into a's rows (v + v / 2; b's backward has v + 2 KiB);
+ *   - stage 1: w3 (4 x 1 KiB), the logits and the loss of one
+ *     micro-batch (2 KiB + 4) and the product's backward (2 KiB + 1 KiB).
+ * Without the way back stage 0 is 16 KiB under, without the kept copy
+ * (or its micro-batches in flight) 64 (32) KiB. */
+Test(pipecost, search_memory_converted_copies_by_hand)
+{
+	static const char src[] =
+	        "parallel { device_num = 4  parallel_mode = auto_parallel  search_mode = dynamic_programming"
+	        "  pipeline_stages = 2 }\n"
+	        "input x: f32[128, 16]\ninput labels: i32[128]\n"
+	        "param w1: f32[16, 256] = xavier_uniform\nparam w2: f32[256, 16] = xavier_uniform\n"
+	        "param w3: f32[16, 16] = xavier_uniform\n"
+	        "a = tanh(matmul(x, w1).shard(((2, 1), (1, 1)))).stage(0)\n"
+	        "b = matmul(a, w2).shard(((1, 1), (1, 1))).stage(0)\n"
+	        "logits = matmul(b, w3).stage(1)\nloss = softmax_cross_entropy(logits, labels).stage(1)\n"
+	        "train { optimizer = adam(lr = 0.005) micro_size = 4 loss = loss }\n";
+	double w = 16 * 256 * 4, v = 32 * 256 * 4, o = 32 * 16 * 4;
+	const double want[2] = {2 * 4 * w + 2 * (v / 2 + v + o) + v + v / 2, 4 * 16 * 16 * 4 + o + 4 + o + 16 * 16 * 4};
+	two_stages_by_hand(src, want);
+}
+
+/* Two layers of 16 -> 1024 -> tanh x 3 -> 16, each recomputed (adam):
+ * the backward pass makes a layer's copies again, all at once before
+ * its backward nodes (search_stage_memory's recomputed groups). By hand,
+ * a tanh output of m rows t = m x 1024 x 4 bytes, a weight w = 64 KiB:
+ *   - 2 stages of one device, 4 micro-batches of 16 rows: stage 0 holds
+ *     layer 0's weights (2 x 4 w: value, gradient, Adam's two), its
+ *     output for its 2 micro-batches in flight (2 x 16 x 16 x 4) and,
+ *     at its backward, the three tanh copies (3 t); no other operator
+ *     has as much live (the tanh's backward: 2 t);
+ *   - one workspace, 2 micro-batches of 32 rows: the four weights
+ *     (4 x 4 w) and, at layer 0's copies, those (3 t) beside layer 1's
+ *     weight gradients the update reads (2 w): at least that.
+ * Without the copies' term the estimate was 64 KiB under (both). */
+Test(pipecost, search_memory_recomputed_copies_by_hand)
+{
+	static const char src[] =
+	        "parallel { device_num = 1  parallel_mode = auto_parallel  search_mode = dynamic_programming }\n"
+	        "block Layer(x) {\n  param w1: f32[16, 1024] = xavier_uniform\n  param w2: f32[1024, 16] = xavier_uniform\n"
+	        "  return matmul(tanh(tanh(tanh(matmul(x, w1)))), w2)\n}\n"
+	        "input x: f32[64, 16]\ninput labels: i32[64]\nh = x\n"
+	        "for i in range(2) {\n  h = Layer(h).recompute() as layers[i]\n}\n"
+	        "loss = softmax_cross_entropy(h, labels)\n"
+	        "train { optimizer = adam(lr = 0.005) micro_size = 2 loss = loss }\n";
+	static const char *const staged[] = {"device_num=2", "pipeline_stages=2", "train.micro_size=4"};
+	double w = 16 * 1024 * 4;
+	for (int k = 0; k < 2; k++) {
+		Compilation c;
+		cr_assert(compile_text(&c, src, k ? staged : NULL, k ? 3 : 0));
+		BuildOptions o = {0};
+		int64_t *planned;
+		int n = netc_planned_stages(&c, &o, &planned);
+		cr_assert_eq(n, k ? 2 : 1);
+		double t = (k ? 16 : 32) * 1024 * 4;
+		double want = k ? 2 * 4 * w + 2 * 16 * 16 * 4 + 3 * t : 4 * 4 * w + 3 * t + 2 * w;
+		cr_log_info("%s: stage 0 estimate %.0f, by hand %.0f, compiled %lld", k ? "2 stages" : "one workspace",
+		            c.search_stage_mem[0], want, (long long)planned[0]);
+		if (k)
+			NEAR(c.search_stage_mem[0], want);
+		else
+			cr_expect_geq(c.search_stage_mem[0], want, "one workspace: the copies of layer 0 at once");
+		for (int st = 0; st < n; st++)
+			cr_expect_leq(c.search_stage_mem[st], planned[st], "%d stages, stage %d: a lower bound of the plan",
+			              n, st);
+		compile_done(&c);
+	}
+}
+
+/* The estimate's element sizes and shards against the compiled plan,
+ * each stage at most its plan and at least 0.7 of it (0.75 to 0.995
+ * here): the staged model of search_memory_each_stage_by_hand at O2
+ * bf16 (activations cast down are held narrow: counted at f32, stage 0
+ * was 313344 bytes against 268556 compiled), the one-workspace one of
+ * search_memory_one_workspace_by_hand at O2 bf16 (tanh's input gradient
+ * is narrow: counted at f32 by grads_live, the estimate was 985088
+ * bytes against 858436 compiled, 1.15; 854016 now), and data parallel
+ * on 4 devices with the parallel optimizer (each weight's value and
+ * Adam's states a quarter: whole, 720896 against 558212). */
+Test(pipecost, search_memory_bounds_amp_and_optimizer_shards)
+{
+	static const char one[] =
+	        "parallel { device_num = 1  parallel_mode = auto_parallel  search_mode = dynamic_programming }\n"
+	        "input x: f32[64, 16]\ninput labels: i32[64]\n"
+	        "param w1: f32[16, 1024] = xavier_uniform\nparam w2: f32[1024, 16] = xavier_uniform\n"
+	        "h = tanh(matmul(x, w1))\nlogits = matmul(h, w2)\nloss = softmax_cross_entropy(logits, labels)\n"
+	        "train { optimizer = adam(lr = 0.005) loss = loss }\n";
+	static const char optpar[] =
+	        "parallel { device_num = 4  parallel_mode = auto_parallel  search_mode = dynamic_programming"
+	        "  enable_parallel_optimizer = true }\n"
+	        "input x: f32[64, 16]\ninput labels: i32[64]\n"
+	        "param w1: f32[16, 1024] = xavier_uniform\nparam w2: f32[1024, 16] = xavier_uniform\n"
+	        "h = tanh(matmul(x, w1).shard(((4, 1), (1, 1))))\nlogits = matmul(h, w2).shard(((4, 1), (1, 1)))\n"
+	        "loss = softmax_cross_entropy(logits, labels)\ntrain { optimizer = adam(lr = 0.005) loss = loss }\n";
+	static const char *const amp_defs[] = {"train.amp_level=O2", "train.amp_dtype=bf16"};
+	static const char *const optpar_defs[] = {"parallel_optimizer_config={parallel_optimizer_threshold:0}"};
+	struct { const char *name, *src; const char *const *defs; int ndefs; } cases[] = {
+	    {"O2 bf16, 2 stages", two_stages, amp_defs, 2},
+	    {"O2 bf16, one workspace", one, amp_defs, 2},
+	    {"parallel optimizer, 4 devices", optpar, optpar_defs, 1}};
+	for (int k = 0; k < 3; k++) {
+		Compilation c;
+		cr_assert(compile_text(&c, cases[k].src, cases[k].defs, cases[k].ndefs), "%s", cases[k].name);
+		BuildOptions o = {0};
+		int64_t *planned;
+		int n = netc_planned_stages(&c, &o, &planned);
+		cr_assert(n > 0 && n == c.search_nstage_mem, "%s: %d stages compiled, %d estimated", cases[k].name, n,
+		          c.search_nstage_mem);
+		for (int st = 0; st < n; st++) {
+			double r = c.search_stage_mem[st] / (double)planned[st];
+			cr_log_info("%s stage %d: estimate %.0f, compiled %lld (%.3f)", cases[k].name, st,
+			            c.search_stage_mem[st], (long long)planned[st], r);
+			cr_expect(r <= 1 && r >= 0.7, "%s stage %d: estimate %.0f, compiled %lld (%.3f)", cases[k].name, st,
+			          c.search_stage_mem[st], (long long)planned[st], r);
+		}
+		compile_done(&c);
+	}
 }
 
 /* A tied weight takes memory on every stage that reads it (explain/
@@ -696,10 +974,14 @@ Test(pipecost, search_memory_bounds_other_models, .timeout = 120)
 	};
 	static const char *const dp[] = {"parallel_mode=auto_parallel", "search_mode=dynamic_programming"};
 	static const char *const conv[] = {"parallel_mode=auto_parallel", "search_mode=dynamic_programming", "B=32"};
+	/* a worker's two host buffers of its largest server parameter (Search.ps_buffers): 0.97 of the plan, 0.58 without */
+	static const char *const ps[] = {"parallel_mode=auto_parallel", "search_mode=recursive_programming",
+	                                 "train.optimizer=adam(lr = 0.01)"};
 	struct { const char *model; const char *const *defs; int ndefs; double least; } cases[] = {
 	    {"tests/models/transformer_plain.net", t16[0], 7, 0.99}, {"tests/models/transformer_plain.net", t16[1], 7, 0.8},
 	    {"tests/models/transformer_plain.net", t16[2], 7, 0.8},  {"tests/e2e/models/mlp_dp.net", dp, 2, 0.7},
 	    {"tests/e2e/models/mlp_megatron.net", dp, 2, 0.7},      {"tests/e2e/models/conv_net.net", conv, 3, 0.7},
+	    {"samples/ps_mlp.net", ps, 3, 0.9},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		double est, floor;
@@ -714,38 +996,31 @@ Test(pipecost, search_memory_bounds_other_models, .timeout = 120)
 }
 
 /* GPT-3 175B at 1024 devices under 80 GB, the memory fit's first plan
- * of two candidates, each stage's estimate (Compilation.search_stage_mem)
- * against its compiled bytes (netc_planned_stages):
- *   - 32 stages x 512 micro-batches: the estimate counted the embedding's
- *     reshape, each layer norm's output and the attention's heads beside
- *     the copies their readers convert, which are what the backward pass
- *     reads (the value itself dies in the forward pass): stage 0 78.1 GB
- *     of activations and state estimated against 73.5 GB compiled (1.06:
- *     the estimate above the plan, so the fit's scale was under 1 and a
- *     plan that fits could be cut); now at most the plan, 0.996;
- *   - 1 stage x 4 micro-batches: a matrix product's output of 77 GB, read
- *     only by its bias add, and the backward's as large, beside the 73.7
- *     GB of activations held, were in no term: 80.0 GB estimated against
- *     213.6 GB compiled (0.37); with the most an operator has live beside
- *     what is held (search_stage_memory), 0.74 of its plan.
- *   - 2 stages x 8 micro-batches: 0.376 of the plan (145.5 GB against
- *     387.3 GB), with the gradients waiting at each backward node or not:
- *     stage 0's region of one pass's values (memplan.c plan_stage) is
- *     212.7 GB where at most 77.5 GB of its values are live at any node
- *     (counted node by node, 2026-11-29): the rest is first-fit
- *     fragmentation around 77 GB blocks (a product's output, 192 x 2048 x
- *     49152 at f32, replicated), which no count of live bytes bounds.
- *     Since memplan places a region's blocks by size (memplan_place.h),
- *     the shared region is the 77.5 GB live and the estimate 0.577 of
- *     the plan (145.5 GB against 252.1 GB; 0.54 before, on main's 309.9
- *     GB of first fit then).
- * The lower side: 0.9, 0.7 and 0.55 of the plan, what the terms reach here. */
+ * of 32 stages x 512 micro-batches, each stage's estimate
+ * (Compilation.search_stage_mem) against its compiled bytes
+ * (netc_planned_stages): the estimate counted the embedding's reshape,
+ * each layer norm's output and the attention's heads beside the copies
+ * their readers convert, which are what the backward pass reads (the
+ * value itself dies in the forward pass): stage 0 78.1 GB of
+ * activations and state estimated against 73.5 GB compiled (1.06: the
+ * estimate above the plan, so the fit's scale was under 1 and a plan
+ * that fits could be cut); now at most the plan, 0.996, and at least
+ * 0.9 of it (0.958, the least of its stages).
+ * Red (2026-11-29, each planted alone) on: every value held as it is
+ * (held_as_is: 1.098), each stage's activations x stage 0's micro-
+ * batches in flight (1.60) or one more (1.008), every micro-batch
+ * kept (8.1), the converted copies dropped (0.823) or kept for one
+ * micro-batch (0.828). Its two other cases, 1 stage x 4 and 2 x 8
+ * micro-batches (2.6 and 1.9 s of CPU unsanitized, this one 0.6 s), red
+ * on nothing this one is not: without the one-workspace peak
+ * (extra[0] = 0) the fit's first plan is another, whose ratio rose
+ * (0.739 -> 0.765), and the 2 x 8 plan's ratio (0.577) moved with no
+ * defect but the copies'; search_memory_one_workspace_by_hand and the
+ * cases beside it pin those terms by hand. */
 Test(pipecost, search_memory_bounds_gpt3_stages, .timeout = 120)
 {
 	static const struct { const char *stages, *micro; double least; } cands[] = {
 	    {"pipeline_stages=32", "train.micro_size=512", 0.9},
-	    {"pipeline_stages=1", "train.micro_size=4", 0.7},
-	    {"pipeline_stages=2", "train.micro_size=8", 0.55},
 	};
 	for (size_t k = 0; k < sizeof cands / sizeof cands[0]; k++) {
 		const char *defs[] = {"dataset_strategy=full_batch", "B=1536", "T=2048", "D=12288", "H=96", "V=51200",
