@@ -769,6 +769,25 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
  * search compiles no more than before. */
 #define RC_SQUEEZED 1.05
 
+/* A lower bound of the fit of t, a candidate (or its recompute retry)
+ * whose recursive_programming screen is over the limit by its own
+ * estimate: that screen bounds nothing, every search of the fit being
+ * dynamic_programming's priced search under the limit (search.c hands
+ * it over where the screen's estimate times the scale is over; the
+ * plan it replaces is often far slower), which dynamic_programming's
+ * screen of t bounds as it bounds that mode's fits. fl (its floor)
+ * where that screen compiles nothing. */
+static double fit_bound(Compilation *scr, const MemoryFit *f, Try t, double fl, Layers *L)
+{
+	t.screen = t.as_dp = true;
+	t.limited = false;
+	int order = scr->search_order;
+	double b = search_fit_compile(scr, f, &t, 1, false, L) ? scr->search_step : NAN;
+	compilation_free(scr);
+	scr->search_order = order;
+	return isnan(b) ? fl : b;
+}
+
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -784,6 +803,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	bool full[MAX_TRIES] = {0}, screen[MAX_TRIES] = {0}, bounded[MAX_TRIES];
 	bool under[MAX_TRIES] = {0}, asked[MAX_TRIES] = {0}; /* memory floor within the limit; hopeless asked */
 	bool pending[MAX_TRIES] = {0}; /* its plain fit done, its recompute retry waiting (retries[i]) */
+	/* key[i] is recursive_programming's screen of a plan over the limit
+	 * by its estimate, no bound (fit_bound); floors: each candidate's floor
+	 * (0: none taken) */
+	bool unsure[MAX_TRIES] = {0};
+	double floors[MAX_TRIES];
+	bool rp = mode == SM_RECURSIVE_PROGRAMMING;
 	Retry retries[MAX_TRIES];
 	/* NETC_TEST_RC_INLINE (tests only): each retry right after its plain
 	 * fit, as before the retries waited, to show the same plan either way */
@@ -814,10 +839,12 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		t.floor = true;
 		bound[i] = INFINITY, lb[i] = NAN;
 		bounded[i] = !bounds;
+		floors[i] = 0;
 		if (step1 > 0 && t.stages == P1 && t.micro == M1)
-			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1;
+			key[i] = bound[i] = step1, screen[i] = true, tries[i].hint_mem = c->search_mem, tries[i].hint_step = step1,
+			unsure[i] = rp && c->search_mem > limit;
 		else
-			key[i] = search_fit_compile(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
+			key[i] = floors[i] = search_fit_compile(&scr, f, &t, 1, false, &L) ? scr.search_floor : INFINITY;
 		compilation_free(&scr);
 		if (c->verbose && !screen[i])
 			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": its operators' "
@@ -834,8 +861,21 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			done[k] = full[k] || (fits == MAX_FITS && !pending[k]);
 		int i = search_fit_pick(key, done, n);
 		/* within 1% of the best: what the price search resolves (search_dp.c) */
-		if (i < 0 || search_fit_cut(key[i], best >= 0 ? outs[best].step : -1))
+		if (i < 0)
 			break;
+		if (search_fit_cut(key[i], best >= 0 ? outs[best].step : -1)) {
+			if (!unsure[i])
+				break;
+			/* not a bound: the candidate's bound instead, fitted where that is not cut */
+			unsure[i] = false;
+			key[i] = fit_bound(&scr, f, pending[i] ? retries[i].rc : tries[i], floors[i], &L);
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": its screen "
+				        "bounds nothing (its plan is over the limit); dynamic_programming's screen, at least %.6g s "
+				        "per step\n",
+				        search_mode_name(mode), tries[i].stages, tries[i].micro, key[i]);
+			continue;
+		}
 		/* a candidate no plan of which fits is left out before its bound
 		 * and screen (its key and bound its floor); it counts as no fit of
 		 * MAX_FITS. Not asked where fewer micro-batches of the same stages
@@ -891,6 +931,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 				compilation_free(&scr);
 			}
 			key[i] = bound[i] = r.ok ? r.step : INFINITY;
+			unsure[i] = rp && r.ok && r.mem > limit;
 			tries[i].hint_mem = isfinite(bound[i]) ? r.mem : 0, tries[i].hint_step = bound[i];
 			if (c->verbose)
 				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": at least %.6g s "
@@ -918,7 +959,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			else
 				outs[i] = (Outcome){.status = FIT_NONE, .bytes = -1};
 			if (follow && defer && r->screen > 0) { /* the retry waits for its screen to be the least key */
-				pending[i] = true, full[i] = false, key[i] = r->screen;
+				pending[i] = true, full[i] = false, key[i] = r->screen, unsure[i] = rp && r->screen_mem > limit;
 				lines[i] = c->fit_note;
 				c->fit_note = table;
 				if (c->verbose)

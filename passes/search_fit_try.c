@@ -79,6 +79,8 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 		c->g->train.micro_size = t->micro;
 	if (ok && t->recompute)
 		search_fit_mark_recompute(c->g, L);
+	if (ok && t->as_dp)
+		c->g->par.search_mode = SM_DYNAMIC_PROGRAMMING;
 	/* a memory floor needs the backward pass (UPTO_TRAIN's passes) */
 	bool upto_check = t->screen || t->limited || (t->floor && !t->mem) || t->bound;
 	Stage upto = !upto_check ? UPTO_CODEGEN : ok && search_fit_screens_train(c) ? UPTO_TRAIN : UPTO_CHECK;

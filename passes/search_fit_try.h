@@ -36,6 +36,8 @@ typedef struct Try {
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
 	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */
 	bool bound;            /* as floor, its bound instead (search_dp_bound, search_modes.h) */
+	bool as_dp;            /* searched by dynamic_programming whatever the mode (a bound of
+	                        * recursive_programming's fit over the limit, search_fit.c fit_bound) */
 	double hint_mem, hint_step; /* its screen's plan's estimate and objective (Compilation.search_hint_mem) */
 	double mem_stop;       /* > 0: stopped before its search where its memory floor is over this
 	                        * (search_mem_hopeless, search.h): no plan of it fits */

@@ -583,6 +583,45 @@ Test(optpar_fit, screens_priced_as_fitted, .timeout = 120)
 	}
 }
 
+/* recursive_programming's screen of a candidate (its plan without a
+ * limit) bounds nothing where that plan is over the limit by the
+ * screen's estimate: every search of its fit is then
+ * dynamic_programming's priced search (search.c), often far faster. The
+ * outer search stopped on such a screen as on a bound (search_fit.c
+ * fit_bound): transformer_plain.net, 2 layers at 8 devices under 8 MB,
+ * chose 1 x 1 recomputed (2.228e-05 s) and left 1 x 4 out by its screen
+ * (3.789e-05 s), whose fit is dynamic_programming's plan, 1.528e-05 s.
+ * The reference: dynamic_programming's fit of 1 x 4 alone (both counts
+ * given), which the outer search's choice must reach within its 1% cut.
+ * Fails on the outer search before (2.2277e-05 s against 1.52764e-05;
+ * checked by linking this test with main's search_fit.c). */
+Test(rp_fit, a_screen_over_the_limit_does_not_stop_the_search, .timeout = 60)
+{
+#define TF "dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64", "L=2", "device_num=8", \
+	   "search_mode=recursive_programming"
+	static const char *const autos[] = {TF, "pipeline_stages=auto", "train.micro_size=auto"};
+	static const char *const one[] = {"dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64", "L=2",
+	                                  "device_num=8", "search_mode=dynamic_programming", "pipeline_stages=1",
+	                                  "train.micro_size=4"};
+#undef TF
+	Chosen got = outer_with(NULL, autos, 11, 8e6);
+	FILE *sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	Compilation c;
+	first_plan(&c, one, 11, 8e6, sink); /* as the driver: compiled, then fitted */
+	MemoryFit f = {.file = "tests/models/transformer_plain.net", .defines = one, .ndefines = 11,
+	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
+	bool fits = search_fit_memory(&c, &f);
+	double ref = c.search_step;
+	compilation_free(&c);
+	fclose(sink);
+	cr_assert(fits, "1 x 4 does not fit");
+	cr_log_info("outer search %lld x %lld%s %.6g s; dynamic_programming's 1 x 4 alone %.6g s", (long long)got.stages, (long long)got.micro,
+	            got.recompute ? " recomputed" : "", got.step, ref);
+	cr_expect(got.step * 0.99 <= ref, "the outer search chose %lld x %lld at %.6g s per step, 1 x 4 fits at %.6g",
+	          (long long)got.stages, (long long)got.micro, got.step, ref);
+}
+
 /* A fit generates each plan once (search_fit.c, Seen): a later search
  * of the fit that finds a plan compiled already (the same device order
  * and candidates, Compilation.search_plan_id) stops after its search and
