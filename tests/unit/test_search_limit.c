@@ -347,6 +347,35 @@ static double chosen_screen(const char *note)
  * search deferred); cut false: NETC_TEST_NO_FIRST_CUT, every recompute
  * fit compiled as before the cut; wait false: NETC_TEST_RC_INLINE, each
  * recompute retry right after its plain fit; flops > 0: the machine's. */
+/* transformer_plain.net checked with defs, then the outer search under
+ * limit bytes (flops > 0: the machine's rate) as netc build runs it, with
+ * fit_log and fit_calls counting what it compiles; c is the caller's to
+ * free, its diagnostics to sink. Whether a plan fits; *checked (where
+ * given): whether the model got as far as the search. */
+static bool outer_fit(Compilation *c, FILE *sink, const char *const *defs, int ndefs, double limit, double flops,
+                      bool *checked)
+{
+	const char *file = "tests/models/transformer_plain.net";
+	search_fit_set_jobs(1);
+	machine_defaults(&fit_machine);
+	fit_machine.memory_limit = limit;
+	if (flops > 0)
+		fit_machine.flops = flops;
+	compilation_init(c);
+	c->machine = &fit_machine;
+	c->fit_follows = true;
+	c->search_defer = true;
+	diag_init(&c->diag, sink);
+	bool ok = compile_front(c, file, defs, ndefs) &&
+	          (compile_passes(c, UPTO_CHECK) || (c->search_deferred && !c->diag.nerrors));
+	if (checked)
+		*checked = ok;
+	MemoryFit f = {.file = file, .defines = defs, .ndefines = ndefs, .setup = fit_setup, .planned = fit_planned,
+	               .report = fit_report};
+	fit_log.n = 0, fit_calls = 0;
+	return ok && search_fit_memory(c, &f);
+}
+
 static Chosen outer_on(const char *const *defs, int ndefs, double limit, double flops, bool cut, bool wait)
 {
 	if (cut)
@@ -357,25 +386,10 @@ static Chosen outer_on(const char *const *defs, int ndefs, double limit, double 
 		unsetenv("NETC_TEST_RC_INLINE");
 	else
 		setenv("NETC_TEST_RC_INLINE", "1", 1);
-	search_fit_set_jobs(1);
-	machine_defaults(&fit_machine);
-	fit_machine.memory_limit = limit;
-	if (flops > 0)
-		fit_machine.flops = flops;
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
-	compilation_init(&c);
-	c.machine = &fit_machine;
-	c.fit_follows = true;
-	c.search_defer = true;
-	diag_init(&c.diag, sink);
-	bool front = compile_front(&c, "tests/models/transformer_plain.net", defs, ndefs);
-	bool checked = front && (compile_passes(&c, UPTO_CHECK) || (c.search_deferred && !c.diag.nerrors));
-	MemoryFit f = {.file = "tests/models/transformer_plain.net", .defines = defs, .ndefines = ndefs,
-	               .setup = fit_setup, .planned = fit_planned, .report = fit_report};
-	fit_log.n = 0, fit_calls = 0;
-	bool fits = checked && search_fit_memory(&c, &f);
+	bool fits = outer_fit(&c, sink, defs, ndefs, limit, flops, NULL);
 	Chosen o = {0};
 	if (fits)
 		o = (Chosen){c.g->par.pipeline_stages, c.g->train.micro_size, c.search_step,
@@ -706,24 +720,10 @@ Test(fit_over, a_plan_far_over_by_its_estimate_is_not_compiled, .timeout = 60)
 	static const char *const defs[] = {"device_num=8", "parallel_mode=auto_parallel",
 	                                   "search_mode=dynamic_programming", "pipeline_stages=auto",
 	                                   "train.micro_size=auto"};
-	const char *file = "tests/models/transformer_plain.net";
-	search_fit_set_jobs(1);
-	machine_defaults(&fit_machine);
-	fit_machine.memory_limit = 90e3;
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
-	compilation_init(&c);
-	c.machine = &fit_machine;
-	c.fit_follows = true;
-	c.search_defer = true;
-	diag_init(&c.diag, sink);
-	bool checked = compile_front(&c, file, defs, 5) &&
-	               (compile_passes(&c, UPTO_CHECK) || (c.search_deferred && !c.diag.nerrors));
-	MemoryFit f = {.file = file, .defines = defs, .ndefines = 5, .setup = fit_setup, .planned = fit_planned,
-	               .report = fit_report};
-	fit_log.n = 0, fit_calls = 0;
-	bool fits = checked && search_fit_memory(&c, &f);
+	bool checked, fits = outer_fit(&c, sink, defs, 5, 90e3, 0, &checked);
 	int64_t least = -1;
 	for (int i = 0; i < fit_log.n; i++)
 		least = least < 0 || fit_log.most[i] < least ? fit_log.most[i] : least;
