@@ -126,7 +126,7 @@ typedef struct Held {
 } Held;
 
 /* Bounded: GPT-3 x 1024 devices with both counts auto keeps ~450 tables,
- * ~80 MB in all (docs/auto_parallel.md, "Measurements"); past the bound
+ * ~80 MB in all (docs/auto_parallel_log.md, "Measurements"); past the bound
  * the least recently read go first, never the current search's. */
 enum { TABLES_MAX_BYTES = 512 << 20 };
 

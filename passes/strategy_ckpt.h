@@ -21,7 +21,8 @@ bool strategy_ckpt_load(Compilation *c);
 bool strategy_ckpt_load_path(Compilation *c, const char *path);
 /* Writes the laid-out graph's strategies and parameter layouts. */
 bool strategy_ckpt_save_path(Compilation *c, const char *path);
-/* Writes every communication group of the compiled program: one line per
- * group, "<name> <size>: rank rank ...", see docs/auto_parallel.md. */
+/* Writes every communication group of the compiled program as MindSpore's
+ * ParallelGroupMap protobuf, one item per rank set (docs/auto_parallel.md,
+ * "Communication groups"). */
 bool group_ckpt_save_path(Compilation *c, const char *path);
 #endif

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Predicted against measured (issue 28 item 4; docs/auto_parallel.md,
+# Predicted against measured (issue 28 item 4; docs/auto_parallel_log.md,
 # "Predicted against measured on this machine"): is the plan netc predicts
 # fastest, among the plans the searches choose and the hand plans, the one
 # that runs fastest? Three held-out transformer sizes (samples/

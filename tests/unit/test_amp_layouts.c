@@ -53,7 +53,8 @@ Test(amp_layouts, borrowed_casts_priced_as_laid_out)
 		/* casts up of activations: a cast down may run on its input's
 		 * layout instead (move_after_cast_down; explain's cast_as_run),
 		 * and a weight's cast may hold a strategy its reader no longer
-		 * has (left: docs/auto_parallel.md) */
+		 * has (left: docs/auto_parallel_log.md, "Gaps closed: amp's
+		 * casts as the program lays them out") */
 		const Value *x = before_redistribute(n->in[0]) ? before_redistribute(n->in[0]) : n->in[0];
 		if (n->op != OP_CAST || !n->ann.borrowed || n->out->dtype != DT_F32 || x->kind == VK_PARAM ||
 		    sv->fixed < 0 || !n->out->layout)
