@@ -87,6 +87,8 @@ typedef struct Compilation {
 	int search_nstage_factor;
 	bool search_staged;    /* the plan is not the one search_mem_factor alone gives (Search.staged) */
 	bool search_single_price; /* the fit's: that plan, without the per-stage prices */
+	bool search_no_scratch; /* tests only: the search's memory estimate without the conversions'
+	                         * scratch (search_total.c conversion_scratch), to measure that term */
 	double search_step;    /* the chosen plan's objective, seconds per step (0: no search ran) */
 	/* the outer search's first screen (passes/search_fit.c): the search
 	 * pass only builds the search graph, sets search_floor (search_floor

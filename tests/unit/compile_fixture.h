@@ -59,6 +59,26 @@ static inline bool compile_model(Compilation *c, const char *path, const char *c
 	return compile_model_at(c, path, defs, ndefs, upto, false);
 }
 
+/* compile_model with set(c) called before the passes: a test's own
+ * switches (Compilation fields no option sets, e.g. search_no_scratch) */
+static inline bool compile_model_set(Compilation *c, const char *path, const char *const *defs, int ndefs,
+                                     Stage upto, void (*set)(Compilation *))
+{
+	compilation_init(c);
+	set(c);
+	sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	diag_init(&c->diag, sink);
+	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+}
+
+/* for compile_model_set: the search's estimate without the conversions'
+ * scratch (search_total.c conversion_scratch), to measure that term */
+static inline void no_scratch(Compilation *c)
+{
+	c->search_no_scratch = true;
+}
+
 /* model compiled into c with the definitions faster passes keep
  * (Compilation.sequential), its diagnostics into *own (the caller closes
  * it after compilation_free): beside a compilation of compile_model */

@@ -231,7 +231,9 @@ Test(pipecost, search_memory_is_the_largest_stage)
 
 /* Compiles the model text `src` (written to a file of its own) with
  * defs up to codegen into c. */
-static bool compile_text(Compilation *c, const char *src, const char *const *defs, int ndefs)
+/* src compiled as a model file, set(c) first where set is not NULL */
+static bool compile_text_with(Compilation *c, const char *src, const char *const *defs, int ndefs,
+                              void (*set)(Compilation *))
 {
 	char path[] = "/tmp/netc-pipecost-XXXXXX";
 	int fd = mkstemp(path);
@@ -240,9 +242,20 @@ static bool compile_text(Compilation *c, const char *src, const char *const *def
 	cr_assert(fp);
 	fputs(src, fp);
 	fclose(fp);
-	bool ok = compile_model(c, path, defs, ndefs, UPTO_CODEGEN);
+	bool ok = set ? compile_model_set(c, path, defs, ndefs, UPTO_CODEGEN, set)
+	              : compile_model(c, path, defs, ndefs, UPTO_CODEGEN);
 	unlink(path);
 	return ok;
+}
+
+static bool compile_text(Compilation *c, const char *src, const char *const *defs, int ndefs)
+{
+	return compile_text_with(c, src, defs, ndefs, NULL);
+}
+
+static bool compile_text_set(Compilation *c, const char *src, void (*set)(Compilation *))
+{
+	return compile_text_with(c, src, NULL, 0, set);
 }
 
 /* One device, one stage, one micro-batch: one workspace, where the
@@ -296,14 +309,11 @@ static const char two_stages[] =
 /* src's two stages: each stage's estimate the bytes counted by hand
  * (want), and at most its compiled plan's. The terms counted here are
  * those before the redistributions' scratch (w-scratch's
- * conversion_scratch, on main beside this change: NETC_TEST_NO_SCRATCH
- * leaves it out there, and is read by nothing here). */
+ * conversion_scratch: Compilation.search_no_scratch leaves it out). */
 static void two_stages_by_hand(const char *src, const double want[2])
 {
 	Compilation c;
-	setenv("NETC_TEST_NO_SCRATCH", "1", 1);
-	bool ok = compile_text(&c, src, NULL, 0);
-	unsetenv("NETC_TEST_NO_SCRATCH");
+	bool ok = compile_text_set(&c, src, no_scratch);
 	cr_assert(ok);
 	BuildOptions o = {0};
 	int64_t *planned;

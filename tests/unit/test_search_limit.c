@@ -76,6 +76,7 @@ Test(search_limit, each_stage_priced_on_its_own, .timeout = 60)
 #include "passes/search_fit.h"
 
 static Machine fit_machine; /* the fit's compilations keep a pointer to it */
+static bool fit_no_scratch; /* the fit's compilations: Compilation.search_no_scratch */
 
 /* The first plan of transformer_plain.net with defs under `limit`, as the
  * driver compiles it before the fit (fit_follows: over the limit by its
@@ -89,6 +90,7 @@ static void first_plan_of(Compilation *c, const char *file, const char *const *d
 	compilation_init(c);
 	c->machine = &fit_machine;
 	c->fit_follows = true;
+	c->search_no_scratch = fit_no_scratch;
 	diag_init(&c->diag, sink);
 	cr_assert(compile_front(c, file, defs, ndefs) && compile_passes(c, UPTO_CODEGEN), "%s does not compile", file);
 }
@@ -208,6 +210,7 @@ static void fit_setup(Compilation *c, void *ctx)
 {
 	(void)ctx;
 	c->machine = &fit_machine;
+	c->search_no_scratch = fit_no_scratch;
 }
 
 static int64_t fit_planned(Compilation *c, void *ctx, int64_t **stage, int *nstages)
@@ -284,9 +287,9 @@ Test(search_limit, stage_prices_kept_only_when_faster, .timeout = 60)
 	 * conversions' scratch (2026-11-29, search_total.c
 	 * conversion_scratch): with it the fit under 520 kB has one staged
 	 * plan, which fits; the rule is shown on the fit it was worked out on */
-	setenv("NETC_TEST_NO_SCRATCH", "1", 1);
+	fit_no_scratch = true;
 	bool fits = fit_four16(&c, limit, sink);
-	unsetenv("NETC_TEST_NO_SCRATCH");
+	fit_no_scratch = false;
 	compilation_free(&c);
 	fclose(sink);
 	cr_assert(fits, "no plan fits %g bytes", limit);

@@ -32,16 +32,14 @@ static int64_t program_scratch(const Compilation *c)
 }
 
 /* The estimate of model under defs with the term (*with) and without it
- * (NETC_TEST_NO_SCRATCH), the program's scratch and its planned bytes. */
+ * (Compilation.search_no_scratch), the program's scratch and its planned bytes. */
 static void estimates(const char *model, const char *const *defs, int ndefs, double *with, double *without,
                       int64_t *scratch, int64_t *planned)
 {
 	Compilation c;
-	setenv("NETC_TEST_NO_SCRATCH", "1", 1);
-	cr_assert(compile_model(&c, model, defs, ndefs, UPTO_CODEGEN), "%s", model);
+	cr_assert(compile_model_set(&c, model, defs, ndefs, UPTO_CODEGEN, no_scratch), "%s", model);
 	*without = c.search_mem;
 	compile_done(&c);
-	unsetenv("NETC_TEST_NO_SCRATCH");
 	cr_assert(compile_model(&c, model, defs, ndefs, UPTO_CODEGEN), "%s", model);
 	*with = c.search_mem;
 	*scratch = program_scratch(&c);
