@@ -709,6 +709,26 @@ static bool hopeless(Compilation *scr, const MemoryFit *f, Try t, double limit, 
 	return true;
 }
 
+/* -v's line of one candidate's fit. A fit that compiled nothing has no
+ * step or bytes to show: the line says what stopped it. */
+static void say_outcome(SearchMode mode, const Try *t, const Outcome *o)
+{
+	fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": ", search_mode_name(mode),
+	        t->stages, t->micro);
+	if (o->probed > 0)
+		fprintf(stderr, "not chosen: without recompute %.6g s per step or no plan, none compiled\n", o->step);
+	else if (o->bytes >= 0)
+		fprintf(stderr, "%s, %.6g s per step, %" PRId64 " bytes per device\n",
+		        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit", o->step,
+		        o->bytes);
+	else if (o->floor > 0 || o->est_over > 0)
+		fprintf(stderr, "does not fit, none compiled: without recompute at least %.6g bytes per device by the %s%s\n",
+		        o->floor > 0 ? o->floor : o->est_over, o->floor > 0 ? "memory floor" : "search's estimate",
+		        o->tried ? (o->rc_floor > 0 || o->rc_est_over > 0 ? ", and recomputed too" : "") : "");
+	else
+		fprintf(stderr, "does not fit, none compiled\n");
+}
+
 /* The outer search (pipeline_stages = auto, micro_size = auto), best
  * first on each candidate (P, M)'s key, its least known lower bound:
  * first its floor (search_floor: its operators' computation and
@@ -976,15 +996,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		lines[i] = c->fit_note;
 		c->fit_note = table;
 		Outcome *o = &outs[i];
-		if (c->verbose && o->probed > 0)
-			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": not chosen: "
-			        "without recompute %.6g s per step or no plan, none compiled\n",
-			        search_mode_name(mode), tries[i].stages, tries[i].micro, o->step);
-		else if (c->verbose)
-			fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": %s, %.6g s per "
-			        "step, %" PRId64 " bytes per device\n", search_mode_name(mode), tries[i].stages, tries[i].micro,
-			        o->status == FIT_OK ? (o->recompute ? "fits with recompute" : "fits") : "does not fit",
-			        o->step, o->bytes);
+		if (c->verbose)
+			say_outcome(mode, &tries[i], o);
 		if (o->status == FIT_NO_PROGRAM) { /* the build says why */
 			for (int k = 0; k < n; k++) {
 				free(lines[k]);

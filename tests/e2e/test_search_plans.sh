@@ -288,6 +288,14 @@ else
 	grep -q '^netc: error: no plan fits memory_limit = 1e+06 bytes per device as compiled, at any stage and micro-batch count tried, with the repeated layers recomputed or not: \(the least of the [0-9]* plans dynamic_programming found needs\|none compiled, every candidate.s memory floor being over it\|none compiled, the least plan dynamic_programming found needing\)' \
 		"$work/auto1.txt" && ok || bad "4 layers under 1 MB, stages auto: $(grep error "$work/auto1.txt")"
 fi
+# -v's line of a candidate whose fit compiled nothing says what stopped
+# it. Before: "does not fit, nan s per step, -1 bytes per device".
+v=$(grep 'micro_size = [0-9]*: does not fit' "$work/auto1.txt")
+case $v in
+*'none compiled: without recompute at least'*) echo "$v" | grep -q 'nan\|-1 bytes' &&
+	bad "4 layers under 1 MB: -v says $(echo "$v" | grep 'nan\|-1 bytes' | head -1)" || ok ;;
+*) bad "4 layers under 1 MB: no -v line of a fit that compiled nothing: '$v'" ;;
+esac
 # and there the memory floors, without and with recompute (1.06-9.4 MB),
 # leave out 4 stages' fits (-v prints the table): not compiled, nor
 # screened. Before: 1, 2 and 4 stages compiled, each without and with
