@@ -18,6 +18,12 @@ bool search_dp(Search *s, int *choice);          /* dynamic_programming */
  * elimination that finds it is not exact. */
 double search_dp_bound(Search *s);
 bool search_recursive(Search *s, int *choice);   /* recursive_programming */
+/* Tests: recursive_programming asks search_edge_cost for every price it
+ * reads and scans the candidate lists (on) rather than pricing each row
+ * of an edge class once per search (off, the default): the same plans;
+ * and the prices it has asked since the process started. */
+void search_recursive_direct(bool on);
+long search_recursive_cells(void);
 /* Exhaustive minimum over every combination, for tests of small graphs;
  * returns the cost (INFINITY if more than `limit` combinations). */
 double search_exhaustive(Search *s, int *choice, double limit);

@@ -1,6 +1,8 @@
 /* search_mode = recursive_programming (see search_graph.h). */
 #include "search_modes.h"
 
+#include "../ir/base/hash.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -10,22 +12,82 @@
 
 /* ---- recursive_programming ------------------------------------------------------ */
 
-/* The candidate splitting the free dimensions as f does; -1: none. A
- * loop, not memcmp: the vectors are a few elements and the rounds ask
- * for every operator, split and reader (a sixth of an outer search's
- * CPU went into memcmp's calls). */
-static int find_free(const CandList *cl, const int64_t *f, int nfree)
+/* Tests: every price asked of search_edge_cost and every candidate
+ * found by a scan, as before the memo (search_modes.h). */
+static bool direct;
+static long cells;
+
+void search_recursive_direct(bool on) { direct = on; }
+
+long search_recursive_cells(void) { return cells; }
+
+/* The candidate of cl splitting the free dimensions as f does; -1:
+ * none. The rounds ask for every operator, split and reader, up to 256
+ * candidates each: a scan of the list was a tenth of an outer search's
+ * CPU (GPT-3 x 1024 devices, recursive_programming), so each list the
+ * search asks gets an index of its vectors, the first candidate of each
+ * (the scan's answer). */
+typedef struct FreeIndex {
+	const CandList *cl;
+	HashIndex ix;
+} FreeIndex;
+
+typedef struct FreeLists {
+	Arena *a;
+	FreeIndex *l;
+	int n, cap;
+	HashIndex by_list;
+} FreeLists;
+
+static uint64_t free_hash(const int64_t *f, int nfree)
 {
+	return hash_bytes(f, sizeof(int64_t) * (size_t)nfree, (uint64_t)nfree);
+}
+
+static bool same_free(const Cand *cd, const int64_t *f, int nfree)
+{
+	if (cd->nfree != nfree)
+		return false;
+	int k = 0;
+	while (k < nfree && cd->free[k] == f[k])
+		k++;
+	return k == nfree;
+}
+
+static HashIndex *free_index(FreeLists *F, const CandList *cl)
+{
+	HashProbe p = hash_probe(&F->by_list, hash_u64((uint64_t)(uintptr_t)cl));
+	while (hash_next(&F->by_list, &p))
+		if (F->l[p.entry].cl == cl)
+			return &F->l[p.entry].ix;
+	VEC_PUSH(F->a, F->l, F->n, F->cap, ((FreeIndex){cl, hash_new(F->a)}));
+	hash_put(&F->by_list, &p, (uint32_t)(F->n - 1));
+	HashIndex *ix = &F->l[F->n - 1].ix;
 	for (int c = 0; c < cl->n; c++) {
 		const Cand *cd = &cl->c[c];
-		if (cd->nfree != nfree)
-			continue;
-		int k = 0;
-		while (k < nfree && cd->free[k] == f[k])
-			k++;
-		if (k == nfree)
-			return c;
+		HashProbe q = hash_probe(ix, free_hash(cd->free, cd->nfree));
+		bool seen = false;
+		while (!seen && hash_next(ix, &q))
+			seen = same_free(&cl->c[q.entry], cd->free, cd->nfree);
+		if (!seen)
+			hash_put(ix, &q, (uint32_t)c);
 	}
+	return ix;
+}
+
+static int find_free(FreeLists *F, const CandList *cl, const int64_t *f, int nfree)
+{
+	if (direct) {
+		for (int c = 0; c < cl->n; c++)
+			if (same_free(&cl->c[c], f, nfree))
+				return c;
+		return -1;
+	}
+	HashIndex *ix = free_index(F, cl);
+	HashProbe p = hash_probe(ix, free_hash(f, nfree));
+	while (hash_next(ix, &p))
+		if (same_free(&cl->c[p.entry], f, nfree))
+			return (int)p.entry;
 	return -1;
 }
 
@@ -45,17 +107,158 @@ static double partial_output_cost(Search *s, const SVertex *sv, const Cand *cd)
 	return s->w_micro * cost_redist(s->rc, out, cost_strip_partial(s->rc, out), sv->n->out->dtype, NULL);
 }
 
-/* Vertex v's share of the objective under candidate c, its neighbours
- * on both sides as chosen. */
-static double local_cost(Search *s, int v, int c, const int *choice)
+/* ---- an edge's prices along one side --------------------------------------------- */
+
+/* Edges whose every price is the same function of their ends'
+ * candidates share a class: the candidate lists at both ends (shared by
+ * every operator of a signature), the input each side is, and what else
+ * search_edge_cost reads of the edge (the element type, the copy made
+ * again, the way back once a step and where it is summed, the
+ * parameter servers', a stage crossed, a cast amp inserted at the
+ * reader). search_tables.c's key hashes the same by content; here the
+ * lists' identity is enough, a class being only a memo. */
+typedef struct EdgeClass {
+	int e;             /* the first edge of the class, whose prices the rows are */
+	double **row[2];   /* [0]: by the producer's candidate, the prices over the reader's candidates; [1]: by the
+	                    * reader's, over the producer's; NULL: none asked yet. A cell not priced yet is NAN */
+} EdgeClass;
+
+/* The rounds and the sweeps ask an edge's prices with one end's
+ * candidate fixed, the other's in turn, and the 96 layers of a GPT-3
+ * ask the same rows of the same classes: search_edge_cost's calls (a
+ * probe into the search's table of millions of prices each, and the
+ * stage transfer) were half of recursive_programming's CPU (GPT-3 x 1024
+ * devices, both counts auto: 27 million cells in the sweeps of its 18
+ * searches, 367 thousand distinct). Each row is priced once per search,
+ * cell by cell as asked, by search_edge_cost itself: the same values,
+ * summed in the same order, so the same plans. The lists' addresses
+ * only find a class or an index, never decide an answer. */
+typedef struct Memo {
+	int *klass;        /* by edge: its class; -1: a vertex's edge to itself (priced directly) */
+	EdgeClass *c;
+	int n;
+	FreeLists lists;   /* find_free's indexes */
+	/* round_cost's terms that no neighbour's choice changes, by vertex v
+	 * and candidate c at first[v] + c: its computation, graph inputs'
+	 * conversions and parameters' gradients (own; at the round's device
+	 * count), the reduction of its partial output (partial); valid where
+	 * tick[first[v] + c] is the round's (Round.tick) */
+	int *first, *tick, clock;
+	double *own, *partial;
+} Memo;
+
+static bool same_class(const Search *s, const SEdge *a, const SEdge *b)
+{
+	const Node *au = s->v[a->u].n, *av = s->v[a->v].n, *bu = s->v[b->u].n, *bv = s->v[b->v].n;
+	bool across = a->ui < 0 && au->ann.stage >= 0 && av->ann.stage >= 0 && au->ann.stage != av->ann.stage;
+	bool bcross = b->ui < 0 && bu->ann.stage >= 0 && bv->ann.stage >= 0 && bu->ann.stage != bv->ann.stage;
+	return s->v[a->u].cl == s->v[b->u].cl && s->v[a->v].cl == s->v[b->v].cl && a->ui == b->ui && a->vi == b->vi &&
+	       a->dt == b->dt && a->again == b->again && a->grad_once == b->grad_once && a->once_from == b->once_from &&
+	       a->ps == b->ps && across == bcross && search_cast_between(s, a) == search_cast_between(s, b);
+}
+
+static uint64_t class_hash(const Search *s, const SEdge *e)
+{
+	uint64_t h1 = 0, h2 = 0;
+	hash_mix2(&h1, &h2, (uint64_t)(uintptr_t)s->v[e->u].cl);
+	hash_mix2(&h1, &h2, (uint64_t)(uintptr_t)s->v[e->v].cl);
+	hash_mix2(&h1, &h2, (uint64_t)(uint32_t)e->ui << 32 | (uint32_t)e->vi);
+	hash_mix2(&h1, &h2, (uint64_t)e->dt << 32 | (uint64_t)(uint32_t)e->again);
+	return hash_u64(h1 ^ h2);
+}
+
+static Memo *memo_new(Search *s)
+{
+	Memo *M = ARENA_NEW(s->a, Memo);
+	M->klass = ARENA_NEWN(s->a, int, s->ne + 1);
+	M->c = ARENA_NEWN(s->a, EdgeClass, s->ne + 1);
+	M->lists = (FreeLists){.a = s->a, .by_list = hash_new(s->a)};
+	M->first = ARENA_NEWN(s->a, int, s->nv + 1);
+	int ncand = 0;
+	for (int v = 0; v < s->nv; v++)
+		M->first[v] = ncand, ncand += s->v[v].cl->n;
+	M->tick = ARENA_NEWN(s->a, int, ncand + 1);
+	M->own = ARENA_NEWN(s->a, double, ncand + 1), M->partial = ARENA_NEWN(s->a, double, ncand + 1);
+	HashIndex index = hash_new(s->a);
+	for (int e = 0; e < s->ne; e++) {
+		M->klass[e] = -1;
+		if (s->e[e].u == s->e[e].v)
+			continue;
+		HashProbe p = hash_probe(&index, class_hash(s, &s->e[e]));
+		bool found = false;
+		while (!found && hash_next(&index, &p))
+			found = same_class(s, &s->e[M->c[p.entry].e], &s->e[e]);
+		if (!found) {
+			M->c[M->n] = (EdgeClass){.e = e};
+			hash_put(&index, &p, (uint32_t)M->n);
+			p.entry = (uint32_t)M->n++;
+		}
+		M->klass[e] = (int)p.entry;
+	}
+	return M;
+}
+
+/* The row of edge e's prices over one end's candidates (reader: the
+ * reader's), the other end at candidate fixed. */
+static double *edge_row(Search *s, Memo *M, int e, bool reader, int fixed)
+{
+	EdgeClass *k = &M->c[M->klass[e]];
+	const SEdge *r = &s->e[k->e];
+	int side = reader ? 0 : 1, nfixed = s->v[reader ? r->u : r->v].cl->n, n = s->v[reader ? r->v : r->u].cl->n;
+	if (!k->row[side])
+		k->row[side] = ARENA_NEWN(s->a, double *, nfixed);
+	double **row = &k->row[side][fixed];
+	if (!*row) {
+		*row = ARENA_NEWN(s->a, double, n);
+		for (int c = 0; c < n; c++)
+			(*row)[c] = NAN;
+	}
+	return *row;
+}
+
+/* search_edge_cost(s, e, cu, cv), from the rows. */
+static double priced(Search *s, int e, int cu, int cv)
+{
+	cells++;
+	return search_edge_cost(s, e, cu, cv);
+}
+
+static double edge_cost(Search *s, Memo *M, int e, int cu, int cv)
+{
+	if (M->klass[e] < 0 || direct)
+		return priced(s, e, cu, cv);
+	double *row = edge_row(s, M, e, true, cu);
+	if (isnan(row[cv]))
+		row[cv] = priced(s, M->c[M->klass[e]].e, cu, cv);
+	return row[cv];
+}
+
+/* Vertex v's share of the objective under each of its candidates, its
+ * neighbours on both sides as chosen, into t: the unary, then each edge
+ * in v's order (the sums, term by term, of search_edge_cost's). */
+static void local_costs(Search *s, Memo *M, int v, const int *choice, double *t)
 {
 	const SVertex *sv = &s->v[v];
-	double t = sv->unary[c];
+	int n = sv->cl->n;
+	for (int c = 0; c < n; c++)
+		t[c] = sv->unary[c];
 	for (int k = 0; k < sv->nadj; k++) {
-		const SEdge *e = &s->e[sv->adj[k]];
-		t += search_edge_cost(s, sv->adj[k], e->u == v ? c : choice[e->u], e->v == v ? c : choice[e->v]);
+		int ei = sv->adj[k];
+		const SEdge *e = &s->e[ei];
+		if (M->klass[ei] < 0 || direct) {
+			for (int c = 0; c < n; c++)
+				t[c] += priced(s, ei, e->u == v ? c : choice[e->u], e->v == v ? c : choice[e->v]);
+			continue;
+		}
+		bool reader = e->v == v;
+		int fixed = reader ? choice[e->u] : choice[e->v], rep = M->c[M->klass[ei]].e;
+		double *row = edge_row(s, M, ei, reader, fixed);
+		for (int c = 0; c < n; c++) {
+			if (isnan(row[c]))
+				row[c] = reader ? priced(s, rep, fixed, c) : priced(s, rep, c, fixed);
+			t[c] += row[c];
+		}
 	}
-	return t;
 }
 
 /* The rounds see each operator's producers, never its readers: a choice
@@ -68,9 +271,13 @@ static double local_cost(Search *s, int v, int c, const int *choice)
  * the sweeps and their plan are as before, and the later sweeps cost only
  * the changes' neighbourhoods (GPT-3 x 4096 devices: each sweep priced
  * every candidate of 2,119 operators, a third of explain's CPU). */
-static void refine(Search *s, int *choice)
+static void refine(Search *s, Memo *M, int *choice)
 {
 	bool *dirty = xmalloc(sizeof(bool) * (size_t)(s->nv + 1));
+	int most = 1;
+	for (int v = 0; v < s->nv; v++)
+		most = s->v[v].cl->n > most ? s->v[v].cl->n : most;
+	double *t = xmalloc(sizeof(double) * (size_t)most);
 	memset(dirty, 1, sizeof(bool) * (size_t)(s->nv + 1));
 	for (int sweep = 0; sweep < 16; sweep++) {
 		bool changed = false;
@@ -78,13 +285,12 @@ static void refine(Search *s, int *choice)
 			if (s->v[v].fixed >= 0 || !dirty[v])
 				continue;
 			dirty[v] = false;
+			local_costs(s, M, v, choice, t);
 			int best = choice[v];
-			double bc = local_cost(s, v, best, choice);
-			for (int c = 0; c < s->v[v].cl->n; c++) {
-				double t = local_cost(s, v, c, choice);
-				if (t < bc * (1 - 1e-9))
-					bc = t, best = c;
-			}
+			double bc = t[best];
+			for (int c = 0; c < s->v[v].cl->n; c++)
+				if (t[c] < bc * (1 - 1e-9))
+					bc = t[c], best = c;
 			if (best == choice[v])
 				continue;
 			changed = true;
@@ -98,10 +304,12 @@ static void refine(Search *s, int *choice)
 		if (!changed)
 			break;
 	}
+	free(t);
 	free(dirty);
 }
 
 typedef int64_t FreeVec[SEARCH_MAX_FREE];
+typedef int CandsOf[SEARCH_MAX_FREE + 1];
 
 /* The round's state: each vertex's free splits so far, the factor this
  * round multiplies one of them by, the graph inputs' layouts at its
@@ -112,6 +320,15 @@ typedef struct Round {
 	int64_t p, devices;
 	Layout **inl;
 	int *rank;     /* by vertex: its place in the rounds' order (earlier: cut already this round) */
+	Memo *memo;
+	FreeVec *size; /* by vertex: its free dimensions' sizes */
+	/* by vertex: round_cand's answers for d = -1 .. nfree - 1 (at d + 1),
+	 * asked for every candidate of each producer by the look-ahead, valid
+	 * in round `at` (-1: none) until the vertex cuts */
+	CandsOf *cand;
+	int *at;
+	int round;
+	int tick;      /* the round's mark in Memo.tick: a round of this search's rounds, one of its own */
 } Round;
 
 /* Candidate c's cost in the round as the rounds see it: its own
@@ -119,11 +336,10 @@ typedef struct Round {
  * reductions, the conversions from and to its neighbours cut earlier in
  * the round (in program order: its producers), the reduction its partial
  * output will cost its readers. */
-static double round_cost(Search *s, Round *R, int v, int c, const int *choice)
+static double round_own(Search *s, Round *R, int v, int c)
 {
-	const SVertex *sv = &s->v[v];
-	const Node *n = sv->n;
-	const Cand *cd = &sv->cl->c[c];
+	const Node *n = s->v[v].n;
+	const Cand *cd = &s->v[v].cl->c[c];
 	double t = search_cand_compute(s, cd);
 	for (int i = 0; i < n->nin; i++) {
 		Value *x = n->in[i];
@@ -135,30 +351,53 @@ static double round_cost(Search *s, Round *R, int v, int c, const int *choice)
 			t += search_cand_param_grad(s, cd, i);
 		}
 	}
+	return t;
+}
+
+static double round_cost(Search *s, Round *R, int v, int c, const int *choice)
+{
+	const SVertex *sv = &s->v[v];
+	Memo *m = R->memo;
+	int at = m->first[v] + c;
+	/* the look-ahead prices a reader's few cuts against each candidate
+	 * of its producer: its own terms once a round */
+	if (m->tick[at] != R->tick || direct) {
+		m->own[at] = round_own(s, R, v, c);
+		m->partial[at] = partial_output_cost(s, sv, &sv->cl->c[c]);
+		m->tick[at] = R->tick;
+	}
+	double t = m->own[at];
 	for (int k = 0; k < sv->nadj; k++) {
 		const SEdge *e = &s->e[sv->adj[k]];
 		if (e->v == v && R->rank[e->u] < R->rank[v])
-			t += search_edge_cost(s, sv->adj[k], choice[e->u], c);
+			t += edge_cost(s, m, sv->adj[k], choice[e->u], c);
 		else if (e->u == v && R->rank[e->v] < R->rank[v])
-			t += search_edge_cost(s, sv->adj[k], c, choice[e->v]);
+			t += edge_cost(s, m, sv->adj[k], c, choice[e->v]);
 	}
-	return t + partial_output_cost(s, sv, cd);
+	return t + m->partial[at];
 }
 
 /* The candidates of v this round: its splits so far, one of them (d >= 0)
  * multiplied by the round's factor or none (d = -1: the operator repeats
  * over the new factor; small operators are often cheapest left whole).
  * -1 where that split is not a candidate. */
-static int round_cand(const Search *s, const Round *R, int v, int d)
+static int round_cand(const Search *s, Round *R, int v, int d)
 {
-	int64_t size[SEARCH_MAX_FREE], f[SEARCH_MAX_FREE];
-	search_free_dims(s->v[v].n, size);
-	if (d >= 0 && size[d] % (R->cur[v][d] * R->p) != 0)
-		return -1;
-	memcpy(f, R->cur[v], sizeof f);
-	if (d >= 0)
-		f[d] *= R->p;
-	return find_free(s->v[v].cl, f, R->nfree[v]);
+	if (R->at[v] != R->round || direct) {
+		int64_t f[SEARCH_MAX_FREE];
+		for (int k = -1; k < R->nfree[v]; k++) {
+			int *c = &R->cand[v][k + 1];
+			*c = -1;
+			if (k >= 0 && R->size[v][k] % (R->cur[v][k] * R->p) != 0)
+				continue;
+			memcpy(f, R->cur[v], sizeof f);
+			if (k >= 0)
+				f[k] *= R->p;
+			*c = find_free(&R->memo->lists, s->v[v].cl, f, R->nfree[v]);
+		}
+		R->at[v] = R->round;
+	}
+	return R->cand[v][d + 1];
 }
 
 /* What v's output under candidate c costs its undecided readers at
@@ -204,7 +443,7 @@ static double readers_least(Search *s, Round *R, int v, int c, int *choice, int 
 /* log2(device_num) rounds, one per prime factor: each operator in
  * `order` multiplies one of its free splits by the factor (or none), the
  * cut of least round_cost, plus readers_least with lookahead. */
-static void rounds(Search *s, int *choice, bool lookahead, const int *order)
+static void rounds(Search *s, Memo *memo, int *choice, bool lookahead, const int *order)
 {
 	Arena *a = s->a;
 	int64_t factors[64];
@@ -217,20 +456,24 @@ static void rounds(Search *s, int *choice, bool lookahead, const int *order)
 	}
 	Round R = {.cur = ARENA_NEWN(a, FreeVec, s->nv + 1), .nfree = ARENA_NEWN(a, int, s->nv + 1),
 	           .inl = ARENA_NEWN(a, Layout *, s->g->nvalues + 1), .rank = ARENA_NEWN(a, int, s->nv + 1),
-	           .devices = 1};
+	           .devices = 1, .memo = memo, .size = ARENA_NEWN(a, FreeVec, s->nv + 1),
+	           .cand = ARENA_NEWN(a, CandsOf, s->nv + 1), .at = ARENA_NEWN(a, int, s->nv + 1)};
 	for (int k = 0; k < s->nv; k++)
 		R.rank[order[k]] = k;
 	for (int v = 0; v < s->nv; v++) {
 		SVertex *sv = &s->v[v];
-		R.nfree[v] = search_free_dims(sv->n, (int64_t[SEARCH_MAX_FREE]){0});
+		R.nfree[v] = search_free_dims(sv->n, R.size[v]);
+		R.at[v] = -1;
 		for (int k = 0; k < R.nfree[v]; k++)
 			R.cur[v][k] = 1;
-		choice[v] = sv->fixed >= 0 ? sv->fixed : find_free(sv->cl, R.cur[v], R.nfree[v]);
+		choice[v] = sv->fixed >= 0 ? sv->fixed : find_free(&memo->lists, sv->cl, R.cur[v], R.nfree[v]);
 		if (choice[v] < 0)
 			choice[v] = 0;
 	}
 	for (int r = 0; r < nfac; r++) {
 		R.p = factors[r];
+		R.round = r;
+		R.tick = ++memo->clock;
 		R.devices *= R.p;
 		memset(R.inl, 0, sizeof(Layout *) * (size_t)s->g->nvalues);
 		for (int k = 0; k < s->nv; k++) {
@@ -259,7 +502,7 @@ static void rounds(Search *s, int *choice, bool lookahead, const int *order)
 			}
 			if (best >= 0) {
 				if (bestd >= 0)
-					R.cur[v][bestd] *= R.p;
+					R.cur[v][bestd] *= R.p, R.at[v] = -1;
 				choice[v] = best;
 			}
 		}
@@ -280,7 +523,7 @@ static int most_work_first(const void *pa, const void *pb)
 
 /* The vertices by their computation unsplit, the most first (program
  * order among equals), into order. */
-static void order_by_work(Search *s, int *order)
+static void order_by_work(Search *s, Memo *m, int *order)
 {
 	Work *w = ARENA_NEWN(s->a, Work, s->nv + 1);
 	int64_t ones[SEARCH_MAX_FREE];
@@ -288,7 +531,7 @@ static void order_by_work(Search *s, int *order)
 		ones[k] = 1;
 	for (int v = 0; v < s->nv; v++) {
 		const SVertex *sv = &s->v[v];
-		int c = find_free(sv->cl, ones, search_free_dims(sv->n, (int64_t[SEARCH_MAX_FREE]){0}));
+		int c = find_free(&m->lists, sv->cl, ones, search_free_dims(sv->n, (int64_t[SEARCH_MAX_FREE]){0}));
 		w[v] = (Work){c >= 0 ? sv->cl->c[c].compute : 0, v};
 	}
 	qsort(w, (size_t)s->nv, sizeof(Work), most_work_first);
@@ -321,12 +564,13 @@ bool search_recursive(Search *s, int *choice)
 	int *program = ARENA_NEWN(s->a, int, n + 1), *heavy = ARENA_NEWN(s->a, int, n + 1);
 	for (int v = 0; v < n; v++)
 		program[v] = v;
-	order_by_work(s, heavy);
+	Memo *memo = memo_new(s);
+	order_by_work(s, memo, heavy);
 	double best = INFINITY;
 	for (int look = 0; look < 3; look++) {
-		rounds(s, rounded, look == 1, look == 2 ? heavy : program);
+		rounds(s, memo, rounded, look == 1, look == 2 ? heavy : program);
 		memcpy(plan, rounded, sizeof(int) * (size_t)n);
-		refine(s, plan);
+		refine(s, memo, plan);
 		/* ties keep the refined plan, and the plan without look-ahead */
 		double t = search_total(s, plan), tr = search_total(s, rounded);
 		if (tr < t)

@@ -14,6 +14,7 @@
  * left: rp still splits q's reduction dimension). Fails on the rounds in
  * program order alone (both expectations). */
 #include "compile_fixture.h"
+#include "passes/search_modes.h"
 
 static const char *const defs[] = {
     "B=48", "T=2048", "D=4096", "H=32", "V=4096", "L=1", "device_num=32", "pipeline_stages=1",
@@ -63,4 +64,53 @@ Test(rp_order, the_attention_is_not_run_over_again)
 	 * reference; before 1.45x of it */
 	cr_expect(rp >= dp * (1 - 1e-9), "recursive_programming %.6g s below the exact minimum %.6g s", rp, dp);
 	cr_expect(rp <= dp * 1.35, "recursive_programming %.6g s, %.3fx dynamic_programming's %.6g s", rp, rp / dp, dp);
+}
+
+/* recursive_programming prices each row of an edge class once per
+ * search (passes/search_recursive.c, Memo): the 2 to 8 identical layers
+ * here (and GPT-3's 96) ask the same rows, and the rounds the same
+ * candidates by their splits. The plan and its objective are those of
+ * pricing every cell with search_edge_cost and scanning the candidate
+ * lists (search_recursive_direct, the search before the memo), bit for
+ * bit, and the prices asked fall with the layers. Four searches: one
+ * stage and two, f32 and O2 bf16 with the parallel optimizer. */
+static void searched(const char *const *d, int nd, bool direct, uint64_t *plan, double *step, long *cells)
+{
+	Machine m;
+	machine_defaults(&m);
+	m.memory_limit = 0;
+	Compilation c;
+	search_recursive_direct(direct);
+	long before = search_recursive_cells();
+	bool ok = compile_model_on(&c, "tests/models/transformer_plain.net", d, nd, UPTO_CHECK, false, &m);
+	search_recursive_direct(false);
+	cr_assert(ok, "transformer_plain does not compile");
+	*plan = c.search_plan_id, *step = c.search_step, *cells = search_recursive_cells() - before;
+	compile_done(&c);
+}
+
+Test(rp_order, rows_priced_once_same_plans)
+{
+	static const char *const plain[] = {"B=32", "T=64", "D=256", "H=8", "V=512", "L=8", "device_num=16",
+	                                    "pipeline_stages=2", "train.micro_size=4", "dataset_strategy=full_batch",
+	                                    "search_mode=recursive_programming"};
+	static const char *const amp[] = {"B=32", "T=64", "D=256", "H=8", "V=512", "L=4", "device_num=32",
+	                                  "pipeline_stages=1", "train.micro_size=2", "dataset_strategy=full_batch",
+	                                  "search_mode=recursive_programming", "train.amp_level=O2",
+	                                  "train.amp_dtype=bf16", "enable_parallel_optimizer=true"};
+	const char *const *cases[] = {plain, amp};
+	int ndefs[] = {sizeof plain / sizeof *plain, sizeof amp / sizeof *amp};
+	for (int k = 0; k < 2; k++) {
+		uint64_t plan[2];
+		double step[2];
+		long cells[2];
+		for (int direct = 0; direct < 2; direct++)
+			searched(cases[k], ndefs[k], direct, &plan[direct], &step[direct], &cells[direct]);
+		cr_log_info("case %d: %ld prices asked, %ld priced every time", k, cells[0], cells[1]);
+		cr_expect_eq(plan[0], plan[1], "case %d: another plan than every price asked", k);
+		cr_expect(memcmp(&step[0], &step[1], sizeof step[0]) == 0, "case %d: %.17g s, every price asked %.17g", k,
+		          step[0], step[1]);
+		cr_expect_gt(cells[1], 0);
+		cr_expect_lt(4 * cells[0], cells[1], "case %d: %ld prices asked, every one %ld", k, cells[0], cells[1]);
+	}
 }
