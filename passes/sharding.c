@@ -127,8 +127,12 @@ static Value *convert(Sharder *S, Value *v, Layout *to, const Node *reader)
 {
 	Conv **slot = v->id < S->nconvs ? &S->convs[v->id] : NULL;
 	/* a recomputed copy, and a recomputed node's gradient, redo their
-	 * communication instead of keeping the forward's result alive */
-	bool redo = reader->phase == PH_BACKWARD && redone_comm(reader->fwd) && (reader->recomputed || local(v, reader));
+	 * communication instead of keeping the forward's result alive; not
+	 * of a value from another stage, whose forward conversion came over
+	 * and is what the stage holds: a copy past a stage cut converted the
+	 * narrow value again, sent as well (test_recompute.sh's amp pipeline:
+	 * 81,920 bytes a step against 65,536) */
+	bool redo = reader->phase == PH_BACKWARD && redone_comm(reader->fwd) && local(v, reader);
 	/* nor is a backward pass's copy made on another chunk shared: a stage
 	 * would wait in its backward pass for an earlier stage's, against the
 	 * schedule (two recomputed readers of one value on both sides of a
@@ -379,6 +383,21 @@ static void on_readers_grid(Sharder *S, const Node *n, ShardResult *r)
 	shard_on_readers_grid(&S->cx, S->g, S->pos + 1, n, r);
 }
 
+/* A recomputed copy on its original's device matrix too: the strategy
+ * names the splits only, and amp's casts were placed on their readers'
+ * grid (on_readers_grid) in the forward pass alone. The copies of a
+ * layer norm's cast down and up, on the strategy's own grid, converted
+ * twice and in f32, once per product (GPT-3 @1024 under O2 bf16 with
+ * .recompute(): 446 MB and 3 x 252 MB a layer and micro-batch where the
+ * forward gathers 44 MB; 57.17 s a step against 29.98 in f32). */
+static void as_original(Sharder *S, const Node *n, ShardResult *r)
+{
+	const Layout *want[SHARD_MAX_INPUTS] = {0};
+	for (int j = 0; j < n->nin && j < n->fwd->nin && j < SHARD_MAX_INPUTS; j++)
+		want[j] = n->fwd->in[j]->layout;
+	shard_regrid(&S->cx, r, want);
+}
+
 /* n (its inputs and output shaped alike) on l's splits and grid. */
 static bool lay_out_as(Sharder *S, Node *n, const Layout *l, ShardResult *r)
 {
@@ -511,8 +530,10 @@ static bool shard(Sharder *S, Node *n, ShardResult *r)
 	}
 	/* a recomputed copy runs exactly as its original, for identical bits */
 	if (n->fwd && n->ann.recompute && n->fwd->op == n->op && n->fwd->strategy.n &&
-	    try_strategy(S, n, n->fwd->strategy, r))
+	    try_strategy(S, n, n->fwd->strategy, r)) {
+		as_original(S, n, r);
 		return true;
+	}
 	if (n->op == OP_SOFTMAX_CROSS_ENTROPY && n->nin == 3 && try_strategy(S, n, vocab_strategy(a, n, 0), r))
 		return true;
 	if (n->op == OP_SOFTMAX_CROSS_ENTROPY_GRAD && n->nin == 4 && try_strategy(S, n, vocab_strategy(a, n, 1), r))

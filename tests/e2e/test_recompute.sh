@@ -62,6 +62,37 @@ if timeout 120 $NETC build "$work/rc.net" $AMP -D parallel_mode=stand_alone -o "
 else
 	fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute, 2 stages @8: $(grep -m1 -E 'error|netrt' "$work/amp_pp.build" "$work/amp_pp.out") $(grep -o 'send/recv [0-9]*' "$work/amp_pp.out") $r"
 fi
+# amp (O2, bf16) with every layer recomputed at 8 ranks (DP 2 x MP 4, the
+# sample's): trains as stand-alone O2 within 2e-3, each rank's memory is
+# what netc build -v planned, and it runs the f32 plan's collectives a
+# step. amp's casts around a layer norm's recomputed output ran on the
+# cast's own device matrix: 53 gathers a step against f32's 29 (sharding.c,
+# as_original; tests/unit/test_recompute_amp.c counts the moves).
+comms() { sed -n 's/^comm per step: \([^,]*\), \([^,]*\), \([^,]*\),.*/\1 \2 \3/p' "$1"; }
+F32=$(echo "$AMP" | sed 's/ -D train.amp_level=O2 -D train.amp_dtype=bf16//')
+if timeout 120 $NETC build "$work/rc.net" $AMP -v -o "$work/amp8" >"$work/amp8.build" 2>&1 &&
+	timeout 120 $NETC build "$work/rc.net" $F32 -o "$work/f8" >"$work/f8.build" 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 8 "$work/amp8" --steps 4 --seed 3 --log "$work/amp8.csv" --quiet \
+		--mem-stats --comm-stats >"$work/amp8.out" 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 8 "$work/f8" --steps 1 --seed 3 --quiet --comm-stats >"$work/f8.out" 2>&1; then
+	r=$($B/tools/losscompare "$work/amp_sa.csv" "$work/amp8.csv" --rtol 2e-3 | tail -1)
+	plan=$(sed -n 's/^planned memory per device (bytes): params \([0-9]*\) grads \([0-9]*\) state \([0-9]*\) workspace \([0-9]*\) comm \([0-9]*\) inputs \([0-9]*\) runtime \([0-9]*\) total.*/\1 \2 \3 \4 \5 \6 \7/p' "$work/amp8.build")
+	# every rank's "KIND counted/planned" pairs equal, and the plan -v printed
+	bad_ranks=$(grep '^memory rank' "$work/amp8.out" | awk -v p="$plan" '{
+		s = ""; off = 0
+		for (i = 1; i <= NF; i++)
+			if ($i ~ /^[0-9]+\/[0-9]+$/) { split($i, a, "/"); off += a[1] != a[2]; s = s (s == "" ? "" : " ") a[2] }
+		bad += off || s != p; n++
+	} END { print bad + (8 - n) }')
+	if echo "$r" | grep -q ' 0 failed' && [ -n "$plan" ] && [ "$bad_ranks" = 0 ] &&
+		[ "$(comms "$work/amp8.out")" = "$(comms "$work/f8.out")" ]; then
+		pass=$((pass + 1)); echo "ok   amp O2 bf16, recompute @8 = stand-alone O2 within 2e-3 ($r), counted = planned on 8 ranks, f32's collectives ($(comms "$work/amp8.out"))"
+	else
+		fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute @8: losses '$r', $bad_ranks of 8 ranks off the plan '$plan', collectives '$(comms "$work/amp8.out")' against f32's '$(comms "$work/f8.out")'"
+	fi
+else
+	fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute @8: $(grep -m1 -E 'error|netrt' "$work/amp8.build" "$work/f8.build" "$work/amp8.out" "$work/f8.out")"
+fi
 # and stand-alone O2 recomputed trains as O2 without recompute, bit for bit:
 # the copies recompute amp's casts too, and read each other's, not the
 # forward values of the regions before them (passes/recompute.c, chained;

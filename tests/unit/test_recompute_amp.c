@@ -13,6 +13,7 @@
 
 #include "compile_fixture.h"
 #include "ir/layout.h"
+#include "ir/redistribute.h"
 
 static int64_t slice_bytes(const Value *v)
 {
@@ -127,4 +128,76 @@ Test(recompute_amp, gradients_gather_weights_again)
 			cr_expect_gt(kept, 0, "mp_comm_recompute = false: the forward's conversions are read");
 		compile_done(&c);
 	}
+}
+
+/* The moves of a compiled program: how many move bytes, and their bytes
+ * over all ranks. */
+static void moves(const Graph *g, int *count, int64_t *bytes)
+{
+	*count = 0, *bytes = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		if (n->op != OP_REDISTRIBUTE || !n->attr.plan || n->attr.plan->total_bytes <= 0)
+			continue;
+		++*count;
+		*bytes += n->attr.plan->total_bytes;
+	}
+}
+
+static void moves_of(const char *model, const char *const *defs, int ndefs, int *count, int64_t *bytes)
+{
+	Compilation c;
+	cr_assert(compile_model(&c, model, defs, ndefs, UPTO_CODEGEN), "%s does not compile", model);
+	moves(c.g, count, bytes);
+	compile_done(&c);
+}
+
+/* What recompute adds to samples/transformer.net's moves (L=4, the
+ * sample's parallel settings and `more`), in f32 and under O2 bf16: the
+ * copies convert what their originals did, so as many moves, and half
+ * f32's bytes (the activations in bf16). */
+static void recompute_moves_as_in_f32(const char *const *more, int nmore)
+{
+	const char *f32[16] = {"B=16", "T=32", "D=64", "H=4", "V=128", "L=4"};
+	const char *amp[16] = {SMALL};
+	for (int k = 0; k < nmore; k++)
+		f32[6 + k] = amp[8 + k] = more[k];
+	char path[] = "/tmp/netc_rc_amp_XXXXXX.net";
+	write_recomputed_transformer(path);
+	int n[4];
+	int64_t b[4];
+	moves_of("samples/transformer.net", f32, 6 + nmore, &n[0], &b[0]);
+	moves_of(path, f32, 6 + nmore, &n[1], &b[1]);
+	moves_of("samples/transformer.net", amp, 8 + nmore, &n[2], &b[2]);
+	moves_of(path, amp, 8 + nmore, &n[3], &b[3]);
+	unlink(path);
+	cr_expect_gt(n[1], n[0], "f32: recompute adds moves (%d, %d)", n[0], n[1]);
+	cr_expect_eq(n[3] - n[2], n[1] - n[0], "recompute adds %d moves under O2 bf16, %d in f32", n[3] - n[2],
+	             n[1] - n[0]);
+	cr_expect_eq(2 * (b[3] - b[2]), b[1] - b[0], "recompute adds %lld bytes under O2 bf16, %lld in f32",
+	             (long long)(b[3] - b[2]), (long long)(b[1] - b[0]));
+}
+
+/* At 8 devices (DP 2 x MP 4). amp's casts around a layer norm's output
+ * were laid out on their readers' device matrix in the forward pass only;
+ * their copies, on the strategy's own grid, gathered the output in two
+ * moves and in f32, once per product (main: recompute added 40 moves to
+ * 42 under O2 bf16, 16 to 42 in f32; GPT-3 O2 bf16 @1024 with its layers
+ * recomputed: 57.17 s a step predicted, 27.12 s now). */
+Test(recompute_amp, copies_move_as_in_f32)
+{
+	recompute_moves_as_in_f32(NULL, 0);
+}
+
+/* At 16 devices, 2 stages: the stage cut falls inside layers.2.attn, and
+ * the next stage's recomputed products convert the forward's narrow copy
+ * of the norm's output again; that copy's move onto the cast's grid then
+ * had two readers and was not joined with the next move (passes/
+ * precision.c, join_moves): one move more than f32 (GPT-3 @1024: 446 MB
+ * and 2 x 252 MB a micro-batch on the first layer of each stage, 0.85 s
+ * a step). */
+Test(recompute_amp, stage_cut_moves_as_in_f32)
+{
+	const char *more[] = {"device_num=16", "pipeline_stages=2", "train.micro_size=2", "dataset_strategy=full_batch"};
+	recompute_moves_as_in_f32(more, 4);
 }
