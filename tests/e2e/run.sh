@@ -28,11 +28,13 @@ mkdir -p "$logs" || exit 1
 TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 JOBS=${E2E_JOBS:-3}
 SERIAL=" kill faults cuda_faults program_guards cuda_kernels_build calibrate multihost "
-# The pool starts these first, longest first (their times on 2 cores, most
-# to least), the others after in name order: started 9th, cuda_fake (the
-# longest) ran on alone for minutes after the rest had ended
-LONGEST=" cuda_fake equivalence attention gradcheck ms_ops pipeline conv routines precision train fuse
-	optimizer_parallel search_plans auto_parallel program_errors ps"
+# The pool starts these first, longest first (their wall times in the
+# pool of a fresh clone's make check on 2 cores, most to least), the
+# others after in name order: started 9th, cuda_fake (the longest) ran on
+# alone for minutes after the rest had ended; started in name order,
+# training (36 s) was the last to end
+LONGEST=" cuda_fake equivalence gradcheck precision ms_ops attention pipeline conv search_plans fuse
+	optimizer_parallel routines train generated_warnings program_errors ps training auto_parallel fuse_rows memory"
 LONGEST=" $(echo $LONGEST) "
 # The comparison tools, built once here rather than by two scripts at once.
 . tests/e2e/tools.sh || exit 1
