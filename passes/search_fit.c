@@ -339,6 +339,8 @@ typedef struct Retry {
 	Try rc;                /* the retry's, with its screen's hint where screened */
 	double screen;         /* > 0: the retry's screen's objective (no limit), a bound of its fit's step */
 	double screen_mem;     /* and its plan's estimate (first_search_cut) */
+	double first;          /* > 0: its fit's first search, run up to the strategies under the limit
+	                        * (first_search_bound): that plan's objective, a bound of its fit's step */
 	Layers L;              /* the repeated layers, as the retry's compilations marked them */
 } Retry;
 
@@ -379,7 +381,7 @@ static bool fit_plain(Compilation *c, const MemoryFit *f, Try t, double limit, d
 	r->rc = t;
 	r->rc.recompute = true;
 	r->rc.hint_mem = 0; /* the plain graph's: recompute's estimate is another */
-	r->screen = r->screen_mem = 0;
+	r->screen = r->screen_mem = r->first = 0;
 	if (screen) {
 		Try s = r->rc;
 		s.screen = true;
@@ -416,7 +418,9 @@ static void fit_retry(Compilation *c, const MemoryFit *f, Retry *r, double limit
 			        probed > 0 ? "below the best step fits" : "fits", limit, r->screen);
 		return;
 	}
-	if (cut >= 0 && first_search_cut(c, f, &r->rc, r->screen_mem, limit, cut, mode, L) && L->marked > 0) {
+	/* a first search bound taken already is below the cut (the outer search cut it else) */
+	if (cut >= 0 && !(r->first > 0) && first_search_cut(c, f, &r->rc, r->screen_mem, limit, cut, mode, L) &&
+	    L->marked > 0) {
 		o->tried = o->rc_first = true, o->rc_bound = c->search_step;
 		if (c->verbose)
 			fprintf(stderr, "netc: %s: no plan without recompute %s memory_limit = %.6g; with the repeated "
@@ -808,6 +812,48 @@ static double fit_bound(Compilation *scr, const MemoryFit *f, Try t, double fl, 
 	return isnan(b) ? fl : b;
 }
 
+/* The bound first_search_cut takes, before any step fits: the recompute
+ * fit's first search (rc, up to the strategies under the limit) where
+ * its plan is within the limit by its estimate, whose objective no plan
+ * of the fit is below (each later search has a tighter target, see
+ * first_search_cut); 0 where it bounds nothing (another mode whose plan
+ * may be its own, the plan over by its estimate). c's search order is
+ * put back: the fit, where it follows, searches as it would have. The
+ * outer search waits the fit on this key where another is lower
+ * (outer_search): GPT-3 at 1024 devices, 1 x 1's recompute fit (its
+ * screen 40.8 s) compiled two plans of 96.5 and 92.7 GB and searched
+ * three times more, 4.7 s of CPU, to find none fits, where its first
+ * search is at 83.1 s and 32 x 512 fits at 45.42 s. */
+static double first_search_bound(Compilation *c, const MemoryFit *f, const Retry *r, double limit, SearchMode mode,
+                                 Layers *L)
+{
+	/* NETC_TEST_NO_FIRST_CUT: nor this bound (every fit as before) */
+	if ((mode != SM_DYNAMIC_PROGRAMMING && !(r->screen_mem > limit)) || getenv("NETC_TEST_NO_FIRST_CUT"))
+		return 0;
+	Try s = r->rc;
+	s.limited = true;
+	int order = c->search_order;
+	bool ok = search_fit_compile(c, f, &s, 1, false, L);
+	double b = ok && !c->search_over && L->marked > 0 ? c->search_step : 0;
+	c->search_order = order;
+	return b;
+}
+
+/* Whether candidate i's recompute retry, the least key (its screen's)
+ * while no step fits, waits on its first search's bound
+ * (first_search_bound) instead: that bound raised key[i] and another
+ * candidate's key is now the least. Where none is, the fit follows at
+ * once. */
+static bool first_waits(Compilation *c, const MemoryFit *f, Retry *r, double limit, double *key, const bool *done,
+                        int n, int i)
+{
+	r->first = first_search_bound(c, f, r, limit, c->g->par.search_mode, &r->L);
+	if (!(r->first > key[i]))
+		return false;
+	key[i] = r->first;
+	return search_fit_pick(key, done, n) != i;
+}
+
 static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 {
 	const Graph *g = c->g;
@@ -962,6 +1008,13 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 		char *table = c->fit_note; /* each try's recompute line kept apart: the chosen one's is said */
 		c->fit_note = lines[i];
 		double cut = best >= 0 ? outs[best].step : -1;
+		if (pending[i] && best < 0 && !(retries[i].first > 0) && first_waits(c, f, &retries[i], limit, key, done, n, i)) {
+			if (c->verbose)
+				fprintf(stderr, "netc: %s: pipeline_stages = %" PRId64 ", micro_size = %" PRId64 ": recomputed, "
+				        "its fit's first search under the limit is at %.6g s per step: its fit waits for the lesser "
+				        "keys\n", search_mode_name(mode), tries[i].stages, tries[i].micro, key[i]);
+			continue;
+		}
 		if (pending[i]) { /* its retry's screen is the least key: the retry, under the best step now */
 			pending[i] = false, full[i] = true;
 			fit_retry(c, f, &retries[i], limit, cut, &outs[i]);
@@ -1015,7 +1068,8 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 			job_drop(&jobs[k]);
 	for (int k = 0; k < n; k++) /* retries the search stopped before: their screens are cut (the loop's) */
 		if (pending[k])
-			full[k] = true, outs[k].tried = true, outs[k].rc_bound = retries[k].screen;
+			full[k] = true, outs[k].tried = true, outs[k].rc_bound = fmax(retries[k].screen, retries[k].first),
+			outs[k].rc_first = retries[k].first > retries[k].screen;
 	/* nothing fitted: every candidate was screened (none is cut before a
 	 * step fits), and where none compiled the first says why */
 	if (fits == 0 && !screened(c, f, tries, n, key, &L))

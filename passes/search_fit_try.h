@@ -31,7 +31,7 @@ typedef struct Try {
 	bool recompute;        /* the repeated layers' forward operators recomputed (search_fit_mark_recompute) */
 	int64_t stages, micro; /* pipeline_stages and micro_size (0: the model's) */
 	bool screen;           /* up to the strategies only, without a memory limit (outer_search) */
-	bool limited;          /* up to the strategies only, under the limit: a fit's first search
+	bool limited;          /* up to the strategies only (with the training passes), under the limit: a fit's first search
 	                        * (first_search_cut), its screen's hint kept */
 	bool floor;            /* up to the search graph only: its floor (search_floor), no strategy searched */
 	bool mem;              /* with floor: its memory floor alone (search_mem_floor, against mem_stop) */

@@ -454,7 +454,12 @@ static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool
  * fit cut once a plan fits, or one cut whatever its first plan's step
  * (case 0: 2 x 16 without recompute, 0.1786 ms, chosen). With the
  * 16-device cases only the first failed the test: the 4-device case,
- * whose plan cutting every fit changed before, keeps it today. */
+ * whose plan cutting every fit changed before, keeps it today. Since the
+ * cut's search runs the training passes, as the fit's first search does
+ * (search_fit_try.c; the recompute pass rewrites the graph), the
+ * recursive_programming case cuts no fit: its first search up to the
+ * strategies alone had found another plan, slower than the fit's first
+ * (both 13 plans now; limited_search_is_the_fits_first below). */
 Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 120)
 {
 	static const char *const dp8[] = {"dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64",
@@ -470,7 +475,7 @@ Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 120)
 		const char *const *defs;
 		double limit;
 		bool fewer; /* the cut leaves a fit out */
-	} cases[] = {{dp8, 2.8e6, true}, {rp8, 3e6, true}, {dp4, 3e6, false}};
+	} cases[] = {{dp8, 2.8e6, true}, {rp8, 3e6, false}, {dp4, 3e6, false}};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		Chosen all = outer_under(cases[k].defs, 11, cases[k].limit, false);
 		Chosen cut = outer_under(cases[k].defs, 11, cases[k].limit, true);
@@ -532,6 +537,80 @@ Test(search_limit, waiting_retries_keep_the_plan, .timeout = 120)
 			cr_expect_leq(now.plans, was.plans, "case %zu", k);
 	}
 }
+
+/* ---- a recompute fit's first search as its bound (search_fit.c, first_search_bound) ---- */
+
+#include "passes/search_fit_layers.h"
+#include "passes/search_fit_try.h"
+
+/* 2 (or 4) layers of transformer_plain.net at 8 devices, the counts auto */
+#define SMALL8(L) "dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64", "L=" #L, \
+	          "device_num=8", "search_mode=dynamic_programming", "pipeline_stages=auto", "train.micro_size=auto"
+
+/* The search first_search_cut and first_search_bound run (Try.limited,
+ * up to the strategies under the limit) is the recompute fit's first
+ * search: the same plan, its objective and estimate. Up to the
+ * strategies alone (UPTO_CHECK) the recompute pass had not rewritten
+ * the graph, and the plan was another: here, 4 layers at 8 devices
+ * under 3.5 MB, 1 x 1 recomputed, 1.948e-4 s and 3.308 MB where the
+ * fit's first search finds 9.549e-4 s and 3.491 MB (GPT-3 at 1024
+ * devices: 97.25 s against 83.14 s), so a cut by it was no bound of the
+ * fit. Fails on the code before (the steps differ). */
+Test(search_limit, limited_search_is_the_fits_first, .timeout = 60)
+{
+	static const char *const defs[] = {SMALL8(4)};
+	const char *file = "tests/models/transformer_plain.net";
+	machine_defaults(&fit_machine);
+	fit_machine.memory_limit = 3.5e6;
+	FILE *sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	Compilation c;
+	compilation_init(&c);
+	c.machine = &fit_machine;
+	diag_init(&c.diag, sink);
+	cr_assert(compile_front(&c, file, defs, 11));
+	Layers L;
+	search_fit_mark_layers(c.g, &L);
+	cr_assert(L.lo >= 0 && L.hi > L.lo, "no repeated layers");
+	MemoryFit f = {.file = file, .defines = defs, .ndefines = 11, .setup = fit_setup, .planned = fit_planned,
+	               .report = fit_report};
+	Try t = {.recompute = true, .stages = 1, .micro = 1, .limited = true};
+	cr_assert(search_fit_compile(&c, &f, &t, 1, false, &L) && L.marked > 0);
+	double step = c.search_step, mem = c.search_mem;
+	t.limited = false;
+	cr_assert(search_fit_compile(&c, &f, &t, 1, false, &L), "the fit's first search compiles nothing");
+	cr_expect_eq(c.search_step, step, "the fit's first search %.6g s per step, the limited one %.6g s", c.search_step,
+	             step);
+	cr_expect_eq(c.search_mem, mem, "the fit's first search %.6g bytes, the limited one %.6g", c.search_mem, mem);
+	compilation_free(&c);
+	fclose(sink);
+}
+
+/* A recompute retry whose screen is the least key before any step fits
+ * takes its fit's first search (the limited search above) as its key
+ * where that is higher, and waits where another key is now the least;
+ * the fit then runs in best-first order, or is cut once a step fits.
+ * The plan is the one every fit compiled chooses (NETC_TEST_NO_FIRST_CUT,
+ * which leaves the cut and this bound out), at the same step, in fewer
+ * programs: 2 layers at 8 devices under 3.5 MB, 1 x 1's retry (screen
+ * 1.528e-5 s, first search 4.583e-5 s) waits and 1 x 16 fits at
+ * 1.528e-5 s, in fewer programs compiled. On the code before the counts
+ * are equal, 5 (its cut needs a step that fits). GPT-3 at 1024
+ * devices: 1 x 1's retry (first search 83.14 s) is cut by 32 x 512's
+ * 45.42 s, 4.7 s of CPU of its fit saved. */
+Test(search_limit, first_search_bound_waits_the_retry, .timeout = 60)
+{
+	static const char *const defs[] = {SMALL8(2)};
+	Chosen all = outer_under(defs, 11, 3.5e6, false);
+	Chosen now = outer_under(defs, 11, 3.5e6, true);
+	cr_expect(now.stages == all.stages && now.micro == all.micro && now.recompute == all.recompute,
+	          "%lld x %lld%s chosen, every fit compiled chooses %lld x %lld%s", (long long)now.stages,
+	          (long long)now.micro, now.recompute ? " recomputed" : "", (long long)all.stages, (long long)all.micro,
+	          all.recompute ? " recomputed" : "");
+	cr_expect_eq(now.step, all.step, "%.6g s per step, every fit compiled %.6g", now.step, all.step);
+	cr_expect_lt(now.plans, all.plans, "%d plans compiled, %d without the bound", now.plans, all.plans);
+}
+#undef SMALL8
 
 /* ---- the outer search's screens under the parallel optimizer (search_fit_try.c) ---- */
 
