@@ -455,14 +455,15 @@ int search_vertex_chunk(const Search *s, int v)
 }
 
 /* A candidate's work at the bounds' weights (Search.wb_fwd ...): its
- * computation, a third of it forward when training (the backward pass
- * costs twice the forward, explain's model_compute), and its gradient
- * reductions once a step. */
+ * computation, its forward part search_fwd_part's (a third when
+ * training, a quarter recomputed), and its gradient reductions once a
+ * step. */
 static double bound_work(const Search *s, int v, double compute, double step)
 {
 	int st = s->sched ? search_vertex_stage(s, v) : 0;
 	double f = s->wb_fwd[st], b = s->wb_bwd[st];
-	double w = s->training && f != b ? f * compute / 3 + b * (compute - compute / 3) : f * compute;
+	double fw = search_fwd_part(s, s->v[v].n, compute);
+	double w = s->training && f != b ? f * fw + b * (compute - fw) : f * compute;
 	return w + (st == 0 ? s->wb_once : 0) * step;
 }
 

@@ -256,6 +256,15 @@ static const Node *attention_grad_of(const Graph *g, const Node *n)
 	return NULL;
 }
 
+/* The forward's ring of attention n under candidate r (a recomputed
+ * copy passes it again: recompute_cost). */
+static double ring_forward(const Search *s, const Node *n, const ShardResult *r)
+{
+	int msgs;
+	int64_t bytes = n->op == OP_ATTENTION ? cost_ring_on(n, r->in[0], r->in[1], false, s->real_size, &msgs) : 0;
+	return bytes ? cost_ring_time(&s->m, bytes, msgs) : 0;
+}
+
 /* A candidate that splits the queries' sequence lays the keys and values
  * out in blocks that pass around a ring (sharding_core.c attention_ring):
  * the forward's messages and, training, the gradient's (dk and dv home,
@@ -265,15 +274,14 @@ static const Node *attention_grad_of(const Graph *g, const Node *n)
  * the compiled estimate. */
 static double ring_cost(const Search *s, const Node *n, const ShardResult *r)
 {
-	int msgs;
-	int64_t bytes = n->op == OP_ATTENTION ? cost_ring_on(n, r->in[0], r->in[1], false, s->real_size, &msgs) : 0;
-	if (!bytes)
+	double t = ring_forward(s, n, r);
+	if (!t)
 		return 0;
-	double t = cost_ring_time(&s->m, bytes, msgs);
 	const Node *d = s->training ? attention_grad_of(s->g, n) : NULL;
 	if (d) {
+		int msgs;
 		bool saved = d->in[3] == n->out && n->attr.save_lse;
-		bytes = cost_ring_on(d, r->in[0], r->in[1], saved, s->real_size, &msgs);
+		int64_t bytes = cost_ring_on(d, r->in[0], r->in[1], saved, s->real_size, &msgs);
 		t += cost_ring_time(&s->m, bytes, msgs);
 	}
 	return t;
@@ -346,12 +354,12 @@ static int64_t vocab_split(const Node *n, const ShardResult *r)
 
 /* row_logsumexp's computation, priced as its vertex: the same logits
  * layout, so the same devices */
-static double vocab_lse_compute(const Search *s, const Node *n, const ShardResult *r)
+static double vocab_lse_compute(const Search *s, const Node *n, const ShardResult *r, bool training)
 {
 	Node lse = *n;
 	lse.op = OP_ROW_LSE;
 	lse.nin = 1;
-	return cost_compute(&s->m, &lse, r, s->training);
+	return cost_compute(&s->m, &lse, r, training);
 }
 
 /* The logsumexps [rows, K] as row_logsumexp makes them (rows as the
@@ -513,13 +521,51 @@ uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt)
 	return dt == DT_F32 ? h : h ^ 0x9e3779b97f4a7c15ull * (uint64_t)(dt + 1);
 }
 
+bool search_recomputed(const Search *s, const Node *n)
+{
+	/* priced where explain prices the copies: with a machine's measured
+	 * or memory figures it prices every operator the program runs
+	 * (explain.c, calibrated_compute); on the built-in machine its model
+	 * (model_compute) prices the forward operators x 3 and no copy */
+	return s->training && n->phase == PH_FORWARD && n->ann.recompute && n->out && !(op_info[n->op].flags & OPF_COMM) &&
+	       !stages_param_cast(n->out) && machine_calibrated(&s->m);
+}
+
+/* What a recomputed operator's copy runs again in the backward pass
+ * under candidate r, as explain prices the copy: its forward
+ * computation and the forward's collectives inside it (halo, op_comm,
+ * ring), not its gradients'. Four thirds of the candidate's compute
+ * priced the gradients' collectives a third more as well (a split
+ * attention's backward ring, the packed gradient's all-reduce). */
+static double recompute_cost(const Search *s, const Node *n, const ShardResult *r)
+{
+	OpComm oc;
+	double t = cost_compute(&s->m, n, r, false) + cost_halo(&s->m, n, r->in[0], false, s->real_size, NULL, NULL) +
+	           ring_forward(s, n, r);
+	if (op_comm_on(s->g, n, r->in[0], r->out, s->real_size, &oc))
+		t += op_comm_time(&s->m, &oc);
+	return vocab_split(n, r) > 1 ? t + vocab_lse_compute(s, n, r, false) : t;
+}
+
+double search_fwd_part(const Search *s, const Node *n, double compute)
+{
+	return !s->training ? compute : compute / (search_recomputed(s, n) ? 4 : 3);
+}
+
 void search_cand_costs(Search *s, const Node *n, Cand *c, bool intern)
 {
 	c->compute = cost_compute(&s->m, n, &c->r, s->training) +
 	             cost_halo(&s->m, n, c->r.in[0], s->training, s->real_size, NULL, NULL) + op_comm_cost(s, n, &c->r) +
 	             ring_cost(s, n, &c->r) + packed_grad_cost(s, n, &c->r);
 	if (vocab_split(n, &c->r) > 1)
-		c->compute += vocab_lse_compute(s, n, &c->r);
+		c->compute += vocab_lse_compute(s, n, &c->r, s->training);
+	/* a recomputed operator's forward runs again in the backward pass
+	 * (passes/recompute.c), as explain counts its copy: unpriced, GPT-3's
+	 * hand plan with .recompute() on 1024 A100s had its objective at
+	 * 22.29 s against 29.90 s compiled (-25%; O2 bf16: 19.49 against
+	 * 27.09 s, -28%) */
+	if (search_recomputed(s, n))
+		c->compute += recompute_cost(s, n, &c->r);
 	c->bucket_head = 0, c->bucket_group = 0;
 	c->opt_head[0] = c->opt_head[1] = 0, c->opt_group[0] = c->opt_group[1] = 0;
 	for (int i = 0; i < n->nin && i < SHARD_MAX_INPUTS; i++) {
@@ -755,6 +801,7 @@ static int signature(const Search *s, const Node *n, int64_t *key, int cap)
 #define PUT(x) do { if (k == cap) return 0; key[k++] = (int64_t)(x); } while (0)
 	PUT(n->op);
 	PUT(n->nin);
+	PUT(search_recomputed(s, n)); /* its compute (search_cand_costs) */
 	PUT(n->attr.transpose_a | n->attr.transpose_b << 1 | n->attr.keep_dims << 2 | n->attr.causal << 3);
 	PUT(n->attr.axis);
 	PUT(n->attr.axes_mask);

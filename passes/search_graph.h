@@ -363,6 +363,16 @@ void search_edge_scratch(const Search *s, int e, int cu, int cv, int64_t bytes[2
 /* Candidate c's own costs per step: computation (w_micro x one
  * micro-batch's) and its parameter inputs' gradient reductions (w_step x). */
 double search_cand_compute(const Search *s, const Cand *c);
+/* Whether n's forward runs again in the backward pass (passes/recompute.c:
+ * marked, neither a collective nor amp's cast of a weight), which its
+ * candidates' compute counts when training, on a machine whose figures
+ * make explain price the copies (machine_calibrated). */
+bool search_recomputed(const Search *s, const Node *n);
+/* The forward pass's part of compute, seconds of n's candidate: a third
+ * when training (the backward pass costs twice the forward: explain's
+ * model_compute), a quarter where n is recomputed (its forward again,
+ * in the backward pass). */
+double search_fwd_part(const Search *s, const Node *n, double compute);
 double search_cand_param_grad(const Search *s, const Cand *c, int i);
 /* Predicted step seconds of a choice (one candidate index per vertex):
  * the sum of the unary and edge costs the searches minimise

@@ -575,9 +575,9 @@ double search_bucket_wait(Search *s, const int *choice)
 	return s->w_step * t;
 }
 
-/* A staged search's vertices: each candidate's computation, a third of
- * it forward when training (the backward pass costs twice the forward:
- * explain's model_compute), the rest of its unary's per-micro-batch part
+/* A staged search's vertices: each candidate's computation, its forward
+ * part search_fwd_part's (a third when training, a quarter recomputed),
+ * the rest of its unary's per-micro-batch part
  * (graph inputs' conversions, a partial loss's reduction) forward, and
  * its gradient reductions once a step. */
 static void staged_vertices(Search *s, const int *choice, Acc *acc)
@@ -587,7 +587,7 @@ static void staged_vertices(Search *s, const int *choice, Acc *acc)
 		int c = choice[v];
 		double compute = sv->cl->c[c].compute, once = sv->once[c];
 		double micro = (sv->unary[c] - s->w_step * once) / s->w_micro;
-		double fwd = s->training ? compute / 3 : compute;
+		double fwd = search_fwd_part(s, sv->n, compute);
 		acc_add(acc, s, v, PART_FWD, micro - compute + fwd);
 		acc_add(acc, s, v, PART_BWD, compute - fwd);
 		acc_add(acc, s, v, PART_ONCE, once);
