@@ -20,16 +20,23 @@ static FILE *sink; /* the diagnostics of the compilation in progress */
 /* compile_model on machine m (NULL: the defaults) at --precision f64
  * where f64 (inline: files that call only some of them do not warn of
  * the others) */
+/* c, initialised and set by the caller, compiled up to upto with its
+ * diagnostics into sink */
+static inline bool compile_begun(Compilation *c, const char *path, const char *const *defs, int ndefs, Stage upto)
+{
+	sink = fopen("/dev/null", "w");
+	cr_assert(sink);
+	diag_init(&c->diag, sink);
+	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+}
+
 static inline bool compile_model_on(Compilation *c, const char *path, const char *const *defs, int ndefs,
                                     Stage upto, bool f64, const Machine *m)
 {
 	compilation_init(c);
 	c->f64 = f64;
 	c->machine = m;
-	sink = fopen("/dev/null", "w");
-	cr_assert(sink);
-	diag_init(&c->diag, sink);
-	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+	return compile_begun(c, path, defs, ndefs, upto);
 }
 
 static inline bool compile_model_at(Compilation *c, const char *path, const char *const *defs, int ndefs,
@@ -66,10 +73,7 @@ static inline bool compile_model_set(Compilation *c, const char *path, const cha
 {
 	compilation_init(c);
 	set(c);
-	sink = fopen("/dev/null", "w");
-	cr_assert(sink);
-	diag_init(&c->diag, sink);
-	return compile_front(c, path, defs, ndefs) && compile_passes(c, upto);
+	return compile_begun(c, path, defs, ndefs, upto);
 }
 
 /* for compile_model_set: the search's estimate without the conversions'
