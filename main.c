@@ -32,6 +32,7 @@ typedef struct Args {
 	bool verbose;
 	bool infer;              /* --infer: forward only */
 	const char *fault;       /* --inject-fault=NAME (tests) */
+	TestSwitches test;       /* --test-switch NAME,... (tests; passes/test_switches.h) */
 	const char *why;         /* explain --why OP */
 	bool schedule;           /* explain --schedule [-o sched.svg] */
 	bool fold;               /* dot --fold: repeated blocks drawn once */
@@ -142,7 +143,7 @@ static void usage(FILE *out)
 	      out);
 }
 
-enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK, OPT_FULL };
+enum { OPT_WHY = 310, OPT_MACHINE, OPT_COST, OPT_MEMORY_LIMIT, OPT_SCHEDULE, OPT_FOLD, OPT_NP, OPT_QUICK, OPT_FULL, OPT_TEST_SWITCH };
 enum { OPT_FAULT = 300, OPT_TARGET = 256, OPT_EMIT_C, OPT_PRECISION, OPT_GRADCHECK, OPT_INFER, OPT_DUMP_AFTER, OPT_VERSION, OPT_NO_SHARE, OPT_NO_FUSE };
 
 static bool is_pass_name(const char *s)
@@ -205,6 +206,7 @@ static int parse_args(int argc, char **argv, Args *a)
 		{"no-fuse", optional_argument, 0, OPT_NO_FUSE},
 		{"dump-after", required_argument, 0, OPT_DUMP_AFTER},
 		{"inject-fault", required_argument, 0, OPT_FAULT}, /* testing only, undocumented */
+		{"test-switch", required_argument, 0, OPT_TEST_SWITCH}, /* testing only: docs/auto_parallel.md */
 		{"why", required_argument, 0, OPT_WHY},
 		{"schedule", no_argument, 0, OPT_SCHEDULE},
 		{"fold", no_argument, 0, OPT_FOLD},
@@ -245,6 +247,12 @@ static int parse_args(int argc, char **argv, Args *a)
 			break;
 		case OPT_GRADCHECK: a->build.gradcheck = true; break;
 		case OPT_FAULT: a->fault = optarg; break;
+		case OPT_TEST_SWITCH:
+			if (!test_switches_parse(&a->test, optarg, err, sizeof err)) {
+				fprintf(stderr, "netc: --test-switch: %s\n", err);
+				return EXIT_USER;
+			}
+			break;
 		case OPT_INFER: a->infer = true; break;
 		case OPT_NO_SHARE: a->build.no_share_routines = true; break;
 		case OPT_NO_FUSE:
@@ -400,6 +408,7 @@ static void setup(Compilation *c, const Args *a)
 	c->verbose = a->verbose;
 	c->infer = a->infer;
 	c->fault = a->fault;
+	c->test = a->test;
 	c->f64 = a->build.f64;
 	c->no_fuse = a->build.no_fuse;
 	c->machine = &a->machine;

@@ -4,7 +4,7 @@
  * The order of the files (includes and calls go only down a line or
  * along it, never up; a .c and its .h are one; nm on build/obj/passes
  * shows the calls), lowest first:
- *   passes.h  cost  schedule
+ *   test_switches  passes.h  cost  schedule
  *   autodiff  clip  fuse_classifier  fuse_match  fusion  micro  optimizer  placement
  *     precision  ps  recompute  search_graph  stages_tied  stages
  *   fuse_update  search_modes.h  sharding  strategy_ckpt
@@ -18,6 +18,7 @@
 #ifndef NETC_PASSES_H
 #define NETC_PASSES_H
 #include "../ir/ir.h"
+#include "test_switches.h"
 
 typedef struct MemPlan MemPlan;
 typedef struct FusionPlan FusionPlan;
@@ -54,6 +55,8 @@ typedef struct Compilation {
 	                        * sharding pass looks for each value's readers in the graph (no ReadIndex);
 	                        * pass_narrow takes each cast it drops out of the graph at once; memplan's
 	                        * patterns walk the graph for each value's readers (no nreads) */
+	TestSwitches test;     /* testing only: the searches' switches (test_switches.h, --test-switch), copied by
+	                        * the memory fit into every compilation it makes */
 	MemPlan *plan;         /* set by memplan */
 	const int *nreads;     /* by value id, below nreads_n: its readers, counted while pass_memplan holds
 	                        * the graph still (fuse_match.h's patterns ask at every node); NULL: walked */
@@ -87,8 +90,6 @@ typedef struct Compilation {
 	int search_nstage_factor;
 	bool search_staged;    /* the plan is not the one search_mem_factor alone gives (Search.staged) */
 	bool search_single_price; /* the fit's: that plan, without the per-stage prices */
-	bool search_no_scratch; /* tests only: the search's memory estimate without the conversions'
-	                         * scratch (search_total.c conversion_scratch), to measure that term */
 	double search_step;    /* the chosen plan's objective, seconds per step (0: no search ran) */
 	/* the outer search's first screen (passes/search_fit.c): the search
 	 * pass only builds the search graph, sets search_floor (search_floor

@@ -240,7 +240,7 @@ static Search *search_in_order(Compilation *c, int cyclic, Diag *d, int **out)
 		s->hint_mem = c->search_hint_mem, s->hint_step = c->search_hint_step;
 	s->probe_step = s->m.memory_limit > 0 ? c->search_probe_step : 0;
 	s->single_price = c->search_single_price;
-	s->no_scratch = c->search_no_scratch;
+	s->test = c->test;
 	if (g->par.search_mode == SM_RECURSIVE_PROGRAMMING && c->search_hint_mem > 0 && s->m.memory_limit > 0 &&
 	    c->search_hint_mem * s->mem_factor > s->m.memory_limit) {
 		if (!search_dp(s, choice))

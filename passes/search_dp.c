@@ -629,9 +629,7 @@ enum { STAGE_PASSES = 8 };
 static void dp_stages(Search *s, double **tables, double hi, int *choice)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
-	/* NETC_TEST_NO_STAGE_PRICES (tests only): the single price's plan,
-	 * to compare the fits with and without these prices */
-	if (P == 1 || getenv("NETC_TEST_NO_STAGE_PRICES"))
+	if (P == 1 || s->test.no_stage_prices)
 		return;
 	double *cap, best = search_total(s, choice), slack = 0;
 	stage_caps(s, INFINITY, &cap);

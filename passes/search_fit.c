@@ -306,9 +306,7 @@ bool search_fit_cut(double bound, double best) { return best >= 0 && bound >= 0.
 static bool first_search_cut(Compilation *c, const MemoryFit *f, const Try *rc, double screen_mem, double limit,
                              double best, SearchMode mode, Layers *L)
 {
-	/* NETC_TEST_NO_FIRST_CUT (tests only): every recompute fit compiled
-	 * as before the cut, to show the same plan either way */
-	if (best < 0 || (mode != SM_DYNAMIC_PROGRAMMING && !(screen_mem > limit)) || getenv("NETC_TEST_NO_FIRST_CUT"))
+	if (best < 0 || (mode != SM_DYNAMIC_PROGRAMMING && !(screen_mem > limit)) || f->test.no_first_cut)
 		return false;
 	Try s = *rc;
 	s.limited = true;
@@ -515,11 +513,10 @@ static void keep_fit(Compilation *from, Compilation *to)
  * is under both o's step and `best` (< 0: none), fitted; the faster plan
  * that fits is kept in c and o. MindSpore leaves recompute to the user;
  * netc proposes it under a memory limit only, where it is faster or
- * where nothing fits without it. NETC_TEST_RC_ONLY_IF_NONE (tests
- * only): recompute tried only where no plan fits without it, as before. */
+ * where nothing fits without it. */
 static void fit_faster_rc(Compilation *c, const MemoryFit *f, Try t, double limit, double best, Outcome *o)
 {
-	if (o->status != FIT_OK || getenv("NETC_TEST_RC_ONLY_IF_NONE"))
+	if (o->status != FIT_OK || f->test.rc_only_if_none)
 		return;
 	SearchMode mode = c->g ? c->g->par.search_mode : SM_DYNAMIC_PROGRAMMING;
 	double cut = best >= 0 ? fmin(best, o->step) : o->step;
@@ -827,8 +824,7 @@ static double fit_bound(Compilation *scr, const MemoryFit *f, Try t, double fl, 
 static double first_search_bound(Compilation *c, const MemoryFit *f, const Retry *r, double limit, SearchMode mode,
                                  Layers *L)
 {
-	/* NETC_TEST_NO_FIRST_CUT: nor this bound (every fit as before) */
-	if ((mode != SM_DYNAMIC_PROGRAMMING && !(r->screen_mem > limit)) || getenv("NETC_TEST_NO_FIRST_CUT"))
+	if ((mode != SM_DYNAMIC_PROGRAMMING && !(r->screen_mem > limit)) || f->test.no_first_cut)
 		return 0;
 	Try s = r->rc;
 	s.limited = true;
@@ -876,9 +872,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	double floors[MAX_TRIES];
 	bool rp = mode == SM_RECURSIVE_PROGRAMMING;
 	Retry retries[MAX_TRIES];
-	/* NETC_TEST_RC_INLINE (tests only): each retry right after its plain
-	 * fit, as before the retries waited, to show the same plan either way */
-	bool defer = !getenv("NETC_TEST_RC_INLINE");
+	bool defer = !f->test.rc_inline;
 	Job jobs[MAX_TRIES] = {0}; /* screens in child processes */
 	FitCounts counts[MAX_TRIES];
 	int n = search_fit_counts(g, L.lo >= 0 && L.hi > L.lo ? L.hi - L.lo + 1 : 1, counts, MAX_TRIES), best = -1, fits = 0;
@@ -897,9 +891,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	/* not where the screens run the training passes (search_fit_screens_
 	 * train): the driver's ran none */
 	double step1 = search_fit_screens_train(c) ? 0 : c->search_step;
-	/* NETC_TEST_NO_BOUNDS (tests only): every candidate screened as before
-	 * the bounds, to show the same plan either way */
-	bool bounds = mode == SM_DYNAMIC_PROGRAMMING && !getenv("NETC_TEST_NO_BOUNDS");
+	bool bounds = mode == SM_DYNAMIC_PROGRAMMING && !f->test.no_bounds;
 	for (int i = 0; i < n; i++) {
 		Try t = tries[i];
 		t.floor = true;
@@ -1173,8 +1165,10 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
  * again by dynamic_programming's priced search) with the search's own
  * estimate, which counts less than the program allocates (workspace
  * peaks, communication buffers, inputs): the compiled plan decides. */
-bool search_fit_memory(Compilation *c, const MemoryFit *f)
+bool search_fit_memory(Compilation *c, const MemoryFit *given)
 {
+	MemoryFit own = *given, *f = &own;
+	own.test = c->test; /* every compilation of the fit is switched as c is */
 	double limit = c->machine ? c->machine->memory_limit : 0;
 	if (!c->machine) {
 		Machine m;

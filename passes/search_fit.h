@@ -18,7 +18,8 @@
  * again with the search's estimate scaled by what the plan needed per
  * byte estimated (at least 5% more each time, at most 8 plans); each
  * search starts from the prices the earlier ones tried. c holds the plan
- * that fits; false after reporting that none does. */
+ * that fits; false after reporting that none does. Every compilation
+ * it makes has c's test switches (Compilation.test). */
 bool search_fit_memory(Compilation *c, const MemoryFit *f);
 
 /* Each pipeline stage's memory factor for the fit's next search (its

@@ -98,7 +98,7 @@ static void jobs_ahead(void *ctx)
 		Try t = try_ahead(a, k);
 		JobName name = job_name(&t);
 		JobCtx job = {a->scr, a->f, &t, a->L};
-		busy += job_start(&a->jobs[k], a->jobs, a->n, job_run, &job, &name);
+		busy += job_start(&a->jobs[k], a->jobs, a->n, job_run, &job, &name, &a->f->test);
 	}
 }
 

@@ -9,10 +9,8 @@
 
 bool search_fit_screens_train(const Compilation *c)
 {
-	/* NETC_TEST_CHECK_SCREENS (tests only): the screens up to the
-	 * strategies alone, as before, to count what they cost */
 	return c->g->par.enable_parallel_optimizer && !c->infer && c->g->par.search_mode == SM_DYNAMIC_PROGRAMMING &&
-	       !getenv("NETC_TEST_CHECK_SCREENS");
+	       !c->test.check_screens;
 }
 
 bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double factor, bool keep_prices, Layers *L)
@@ -27,6 +25,7 @@ bool search_fit_compile(Compilation *c, const MemoryFit *f, const Try *t, double
 	compilation_free(c);
 	compilation_init(c);
 	f->setup(c, f->ctx);
+	c->test = f->test;
 	/* a screen's machine: the compilation keeps a pointer to it, and the
 	 * next search_fit_compile (a full one ends every fit) replaces it */
 	static Machine unlimited;

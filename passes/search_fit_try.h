@@ -24,6 +24,9 @@ typedef struct MemoryFit {
 	int64_t (*planned)(Compilation *c, void *ctx, int64_t **stage, int *nstages);
 	/* -v: the plan that does not fit, kind by kind */
 	void (*report)(Compilation *c, void *ctx, FILE *out);
+	/* the fit's compilations' test switches: search_fit_memory's c's
+	 * (Compilation.test), whatever the caller sets here */
+	TestSwitches test;
 } MemoryFit;
 
 /* What one compilation of the fit chooses beyond the strategies. */

@@ -258,7 +258,7 @@ typedef struct Search {
 	double *stage_factor;
 	bool staged;       /* the per-stage prices' plan, faster than the one mem_factor alone gives */
 	bool single_price; /* no per-stage prices (Compilation.search_single_price) */
-	bool no_scratch;   /* Compilation.search_no_scratch */
+	TestSwitches test; /* Compilation.test */
 	SearchPrices *prices; /* NULL: dynamic_programming keeps no record of its prices */
 	/* a memory fit follows (search_fit.c): where nothing fits the limit,
 	 * dynamic_programming keeps the least-memory plan it found and sets

@@ -121,11 +121,9 @@ static pid_t wait_for(pid_t pid, int *status)
 	return r;
 }
 
-/* The child: compiles t's screen, sends it, exits. NETC_TEST_SCREEN_FAIL
- * (tests only): "exit" exits 1 before sending, "kill" dies by SIGKILL
- * midway through, to test the parent's fallback; "hang" waits for a
- * signal, to test that it dies with its parent. */
-static _Noreturn void job_child(int fd, pid_t parent, JobRun run, void *ctx)
+/* The child: compiles t's screen, sends it, exits; or fails as test
+ * says (TestSwitches.screen_exit, _kill, _hang). */
+static _Noreturn void job_child(int fd, pid_t parent, JobRun run, void *ctx, const TestSwitches *test)
 {
 #ifdef __linux__
 	/* a parent killed alone (kill -9, a SIGTERM to its pid) takes its
@@ -141,10 +139,9 @@ static _Noreturn void job_child(int fd, pid_t parent, JobRun run, void *ctx)
 	if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
 		_exit(1);
 	close(null);
-	const char *fail = getenv("NETC_TEST_SCREEN_FAIL");
-	if (fail && strcmp(fail, "exit") == 0)
+	if (test->screen_exit)
 		_exit(1);
-	while (fail && strcmp(fail, "hang") == 0)
+	while (test->screen_hang)
 		pause();
 	cost_memo_log_start();
 	JobResult r = {0};
@@ -154,13 +151,13 @@ static _Noreturn void job_child(int fd, pid_t parent, JobRun run, void *ctx)
 	const uint64_t *w = cost_form_logged(&nw);
 	r.n = n, r.nform_words = nw;
 	bool sent = write_all(fd, &r, sizeof r);
-	if (fail && strcmp(fail, "kill") == 0)
+	if (test->screen_kill)
 		raise(SIGKILL);
 	sent = sent && write_all(fd, e, n * sizeof *e) && write_all(fd, w, nw * sizeof *w);
 	_exit(sent && close(fd) == 0 ? 0 : 1);
 }
 
-bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const JobName *t)
+bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const JobName *t, const TestSwitches *test)
 {
 	int fd[2];
 	if (pipe(fd) != 0) {
@@ -178,7 +175,7 @@ bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const 
 		for (int k = 0; k < njobs; k++) /* the other children's pipes */
 			if (jobs[k].pid > 0)
 				close(jobs[k].fd);
-		job_child(fd[1], parent, run, ctx);
+		job_child(fd[1], parent, run, ctx, test);
 	}
 	if (close(fd[1]) != 0)
 		JOB_FAIL("close", t); /* harmless: the child holds its own */

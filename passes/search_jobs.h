@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "test_switches.h"
+
 /* What a child sends: this, then n CostMemoEntry and nform_words words. */
 typedef struct JobResult {
 	int32_t ok;            /* the compilation's result */
@@ -59,8 +61,9 @@ int search_jobs_count(void);
  * one's 11.7 + 0.6, and as much wall time or more. */
 int search_jobs_default(int cpus, int running);
 /* Forks a child running run(ctx) into *j (jobs: the others, whose pipes
- * the child closes); false (said) where it cannot. */
-bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const JobName *t);
+ * the child closes), failing as test says (TestSwitches.screen_*);
+ * false (said) where it cannot. */
+bool job_start(Job *j, const Job *jobs, int njobs, JobRun run, void *ctx, const JobName *t, const TestSwitches *test);
 /* Reads j's result into *r, its prices into the memo, and reaps the
  * child; false (said) where the child failed: the caller compiles t. */
 bool job_finish(Job *j, const JobName *t, JobResult *r);

@@ -6,11 +6,8 @@
 #include "search_graph.h"
 
 bool search_propagate(Search *s, int *choice);   /* sharding_propagation */
-/* Tests: sharding_propagation's look-ahead prices every cell of the rows
- * it asks (on) rather than one candidate of each face, cut where no
- * meeting can be less (off, the default): the same plans; and the edge
- * prices it has asked since the process started. */
-void search_propagate_direct(bool on);
+/* The edge prices sharding_propagation's look-ahead has asked since
+ * the process started (TestSwitches.sp_direct prices every cell). */
 long search_propagate_cells(void);
 bool search_dp(Search *s, int *choice);          /* dynamic_programming */
 /* A lower bound of search_total over every choice, at least search_floor
@@ -18,11 +15,8 @@ bool search_dp(Search *s, int *choice);          /* dynamic_programming */
  * elimination that finds it is not exact. */
 double search_dp_bound(Search *s);
 bool search_recursive(Search *s, int *choice);   /* recursive_programming */
-/* Tests: recursive_programming asks search_edge_cost for every price it
- * reads and scans the candidate lists (on) rather than pricing each row
- * of an edge class once per search (off, the default): the same plans;
- * and the prices it has asked since the process started. */
-void search_recursive_direct(bool on);
+/* The prices recursive_programming has asked since the process
+ * started (TestSwitches.rp_direct asks every one). */
 long search_recursive_cells(void);
 /* Exhaustive minimum over every combination, for tests of small graphs;
  * returns the cost (INFINITY if more than `limit` combinations). */

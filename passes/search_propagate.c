@@ -96,15 +96,9 @@ typedef struct Ahead {
 	size_t mcap, mn;
 } Ahead;
 
-/* search_propagate_direct's switch and search_propagate_cells' count */
-static struct {
-	bool direct;
-	long cells;
-} look;
+static long cells; /* search_propagate_cells */
 
-void search_propagate_direct(bool on) { look.direct = on; }
-
-long search_propagate_cells(void) { return look.cells; }
+long search_propagate_cells(void) { return cells; }
 
 /* What search_edge_cost reads of a candidate on edge e: the producer's
  * layout there and, from its output, the partial output its gradient
@@ -134,7 +128,7 @@ static uint16_t *face_reps(const Search *s, const SEdge *e, bool producer, int n
 	for (size_t i = 0; i < cap; i++)
 		slot[i] = -1;
 	for (int c = 0; c < n; c++) {
-		if (look.direct) { /* every candidate a face of its own */
+		if (s->test.sp_direct) { /* every candidate a face of its own */
 			rep[c] = (uint16_t)c;
 			continue;
 		}
@@ -164,7 +158,7 @@ static const Faces *edge_faces(Search *s, Ahead *ah, int ei)
 		const SEdge *e = &s->e[ei];
 		f->rep[0] = face_reps(s, e, true, s->v[e->u].cl->n);
 		f->rep[1] = face_reps(s, e, false, s->v[e->v].cl->n);
-		f->nonneg = !look.direct;
+		f->nonneg = !s->test.sp_direct;
 		for (int c = 0; c < s->v[e->u].cl->n && e->ui < 0; c++)
 			f->nonneg &= !s->v[e->u].cl->c[c].out_partial;
 	}
@@ -190,7 +184,7 @@ static double least_priced(Search *s, const Faces *f, int ei, int v, int c)
 	for (int k = 0; k < s->v[o].cl->n && best > 0; k++) {
 		if (rep[k] != k)
 			continue;
-		look.cells++;
+		cells++;
 		double x = e->u == v ? search_edge_cost(s, ei, c, k) : search_edge_cost(s, ei, k, c);
 		if (x < best)
 			best = x;
@@ -317,7 +311,7 @@ static void meet_priced(Search *s, const Faces *f, int ei, int v, int o, const d
 		double least = INFINITY;
 		for (int j = 0; j < nf && !(f->nonneg && fx[j].x >= least); j++) {
 			int q = fx[j].q;
-			look.cells++;
+			cells++;
 			double y = (e->u == v ? search_edge_cost(s, ei, c, q) : search_edge_cost(s, ei, q, c)) + fx[j].x;
 			least = y < least ? y : least;
 		}

@@ -12,12 +12,8 @@
 
 /* ---- recursive_programming ------------------------------------------------------ */
 
-/* Tests: every price asked of search_edge_cost and every candidate
- * found by a scan, as before the memo (search_modes.h). */
-static bool direct;
+/* the prices asked since the process started (search_recursive_cells) */
 static long cells;
-
-void search_recursive_direct(bool on) { direct = on; }
 
 long search_recursive_cells(void) { return cells; }
 
@@ -37,6 +33,7 @@ typedef struct FreeLists {
 	FreeIndex *l;
 	int n, cap;
 	HashIndex by_list;
+	bool direct;       /* TestSwitches.rp_direct: every list scanned */
 } FreeLists;
 
 static uint64_t free_hash(const int64_t *f, int nfree)
@@ -77,7 +74,7 @@ static HashIndex *free_index(FreeLists *F, const CandList *cl)
 
 static int find_free(FreeLists *F, const CandList *cl, const int64_t *f, int nfree)
 {
-	if (direct) {
+	if (F->direct) {
 		for (int c = 0; c < cl->n; c++)
 			if (same_free(&cl->c[c], f, nfree))
 				return c;
@@ -172,7 +169,7 @@ static Memo *memo_new(Search *s)
 	Memo *M = ARENA_NEW(s->a, Memo);
 	M->klass = ARENA_NEWN(s->a, int, s->ne + 1);
 	M->c = ARENA_NEWN(s->a, EdgeClass, s->ne + 1);
-	M->lists = (FreeLists){.a = s->a, .by_list = hash_new(s->a)};
+	M->lists = (FreeLists){.a = s->a, .by_list = hash_new(s->a), .direct = s->test.rp_direct};
 	M->first = ARENA_NEWN(s->a, int, s->nv + 1);
 	int ncand = 0;
 	for (int v = 0; v < s->nv; v++)
@@ -225,7 +222,7 @@ static double priced(Search *s, int e, int cu, int cv)
 
 static double edge_cost(Search *s, Memo *M, int e, int cu, int cv)
 {
-	if (M->klass[e] < 0 || direct)
+	if (M->klass[e] < 0 || s->test.rp_direct)
 		return priced(s, e, cu, cv);
 	double *row = edge_row(s, M, e, true, cu);
 	if (isnan(row[cv]))
@@ -245,7 +242,7 @@ static void local_costs(Search *s, Memo *M, int v, const int *choice, double *t)
 	for (int k = 0; k < sv->nadj; k++) {
 		int ei = sv->adj[k];
 		const SEdge *e = &s->e[ei];
-		if (M->klass[ei] < 0 || direct) {
+		if (M->klass[ei] < 0 || s->test.rp_direct) {
 			for (int c = 0; c < n; c++)
 				t[c] += priced(s, ei, e->u == v ? c : choice[e->u], e->v == v ? c : choice[e->v]);
 			continue;
@@ -361,7 +358,7 @@ static double round_cost(Search *s, Round *R, int v, int c, const int *choice)
 	int at = m->first[v] + c;
 	/* the look-ahead prices a reader's few cuts against each candidate
 	 * of its producer: its own terms once a round */
-	if (m->tick[at] != R->tick || direct) {
+	if (m->tick[at] != R->tick || s->test.rp_direct) {
 		m->own[at] = round_own(s, R, v, c);
 		m->partial[at] = partial_output_cost(s, sv, &sv->cl->c[c]);
 		m->tick[at] = R->tick;
@@ -383,7 +380,7 @@ static double round_cost(Search *s, Round *R, int v, int c, const int *choice)
  * -1 where that split is not a candidate. */
 static int round_cand(const Search *s, Round *R, int v, int d)
 {
-	if (R->at[v] != R->round || direct) {
+	if (R->at[v] != R->round || s->test.rp_direct) {
 		int64_t f[SEARCH_MAX_FREE];
 		for (int k = -1; k < R->nfree[v]; k++) {
 			int *c = &R->cand[v][k + 1];

@@ -131,7 +131,6 @@ typedef struct Held {
 enum { TABLES_MAX_BYTES = 512 << 20 };
 
 static struct {
-	bool off;
 	Held *held;          /* n of them, by index (h2) */
 	size_t n, cap;
 	HashIndex index;
@@ -140,7 +139,6 @@ static struct {
 	TableStats st;
 } memo;
 
-void search_tables_enable(bool on) { memo.off = !on; }
 
 void search_tables_bound(size_t bytes) { memo.bound = bytes; }
 
@@ -296,7 +294,7 @@ static double *price(Search *s, int ei, const EdgeKey *key, bool memory)
 static double *table_of(Search *s, int ei, const EdgeKey *key, bool memory)
 {
 	TableKey tk;
-	bool keyed = !memo.off && search_table_key(s, ei, memory, &tk);
+	bool keyed = !s->test.no_table_memo && search_table_key(s, ei, memory, &tk);
 	Held *h = keyed ? memo_find(&tk) : NULL;
 	if (h) {
 		h->used = memo.clock;

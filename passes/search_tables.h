@@ -40,10 +40,9 @@ typedef struct TableKey {
 } TableKey;
 bool search_table_key(const Search *s, int e, bool memory, TableKey *k);
 
-/* The memo: on (true, the default) or off (every table priced anew;
- * tests); dropped: every table it holds freed (no later compilation of
- * the process needs them: the outer search is done). */
-void search_tables_enable(bool on);
+/* The memo dropped: every table it holds freed (no later compilation of
+ * the process needs them: the outer search is done). A search with
+ * TestSwitches.no_table_memo prices every table anew, outside it. */
 void search_tables_drop(void);
 /* The bytes the memo keeps before it evicts (0: the default, 512 MB;
  * tests set a few bytes to evict at every search). */

@@ -986,7 +986,7 @@ static double backward_peak(const Search *s, const MemView *mv, const int *choic
 static double conversion_scratch(const Search *s, const MemView *mv, const int *choice)
 {
 	int64_t most[2] = {0, 0}, b[2];
-	if (s->no_scratch)
+	if (s->test.no_scratch)
 		return 0;
 	for (int ei = 0; ei < s->ne; ei++) {
 		if (mv->copy[ei] <= 0)

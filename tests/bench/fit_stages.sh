@@ -1,6 +1,6 @@
 #!/bin/sh
 # The memory fit with and without dynamic_programming's per-stage prices
-# (passes/search_dp.c dp_stages; NETC_TEST_NO_STAGE_PRICES leaves them
+# (passes/search_dp.c dp_stages; --test-switch no_stage_prices leaves them
 # out): small models under --memory-limit 250 kB to 2 MB, 8 to 32
 # devices, pipeline_stages and micro_size auto or 2 x 4, 4 x 8, 4 x 16,
 # 1f1b and gpipe, with and without a topology (devices_per_node = 4).
@@ -22,7 +22,7 @@ for model in "tests/models/transformer_plain.net:-D B=64 -D L=4" "tests/models/t
 		      -D pipeline_stages=$P -D train.micro_size=$M -D pipeline_config={pipeline_scheduler=\"$sched\"}
 		      --cost ${topo}memory_limit=$lim"
 		a=$("$NETC" explain $args "$file" 2>/dev/null | obj)
-		b=$(NETC_TEST_NO_STAGE_PRICES=1 "$NETC" explain $args "$file" 2>/dev/null | obj)
+		b=$("$NETC" explain --test-switch no_stage_prices $args "$file" 2>/dev/null | obj)
 		awk -v f="${defs#-D }" -v d=$dev -v p=$P -v m=$M -v s=$sched -v t="${topo:+topo}" -v l=$lim \
 		    -v a="${a:--}" -v b="${b:--}" 'BEGIN {
 			r = (a != "-" && b != "-") ? sprintf("%.4f", a / b) : "-"

@@ -71,6 +71,13 @@ expect "an extra argument is named" 1 "netc: unexpected argument 'extra.net'" --
 	"$NETC" build samples/mlp.net extra.net -o "$work/x"
 expect "--no-fuse KIND (a space) points at the '='" 1 "unexpected argument 'bias_act' \\(--no-fuse takes its kinds after '=': --no-fuse=KIND" -- \
 	"$NETC" build samples/mlp.net --no-fuse bias_act -o "$work/x"
+# --test-switch (tests only, passes/test_switches.h): names from one
+# table, an unknown one an error listing them; not in --help
+expect "--test-switch: an unknown name lists the names" 1 \
+	"^netc: --test-switch: unknown test switch 'bogus' \\(no_scratch, .*, screen_hang\\)$" -- \
+	"$NETC" check samples/mlp.net --test-switch no_bounds,bogus
+expect "--test-switch: known names" 0 '^samples/mlp.net: ok' -- "$NETC" check samples/mlp.net --test-switch no_bounds,rc_inline
+"$NETC" --help | grep -q 'test-switch' && bad "--help shows --test-switch" || ok "--help leaves --test-switch out"
 expect "netc build -o a directory" 1 "error: cannot write the program to '$work': Is a directory" -- \
 	"$NETC" build samples/mlp.net -o "$work"
 # $NETC_LDFLAGS ends the link (docs/codegen.md): a map file written, and a

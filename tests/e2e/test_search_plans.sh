@@ -170,12 +170,12 @@ echo "4 layers under 4.5 MB, stages and micro-batches auto: chosen '$chosen' ($c
 # The outer search's bounds (search_dp_bound) are taken only once a
 # step that fits is known: at 16 devices without a limit no candidate is
 # bounded before the first fit (-v), and the output is that of
-# screening every candidate (NETC_TEST_NO_BOUNDS), -v's lines included.
+# screening every candidate (--test-switch no_bounds), -v's lines included.
 # Before: 9 candidates bounded before any fit, 2 of them cut.
 SB="-D B=64 -D T=128 -D D=256 -D H=8 -D V=512 -D L=4 -D device_num=16 -D full_batch=true -D search_mode=dynamic_programming
 	-D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net"
 "$NETC" explain -v $SB >"$work/b.txt" 2>"$work/b.err"
-NETC_TEST_NO_BOUNDS=1 "$NETC" explain -v $SB >"$work/nb.txt" 2>"$work/nb.err"
+"$NETC" explain -v --test-switch no_bounds $SB >"$work/nb.txt" 2>"$work/nb.err"
 early=$(awk '/: fits, / { exit } /with its forward redistributions at least/ { n++ } END { print n + 0 }' "$work/b.err")
 fits=$(grep -c ': fits, ' "$work/b.err")
 if [ "$early" -eq 0 ] && [ "$fits" -ge 1 ] && cmp -s "$work/b.txt" "$work/nb.txt" && cmp -s "$work/b.err" "$work/nb.err"; then
@@ -203,7 +203,7 @@ NETC_JOBS=2 jobs && as_one
 (unset NETC_JOBS; jobs) && as_one # the default: the CPUs other processes leave idle
 [ $same -eq 4 ] && ok || bad "screens in parallel: $same of 4 outputs the same as one process's"
 for how in exit kill; do
-	NETC_TEST_SCREEN_FAIL=$how NETC_JOBS=3 jobs
+	NETC_JOBS=3 jobs --test-switch screen_$how
 	n=$(grep -c '^netc: warning: passes/search_jobs.c:[0-9]*: \(screen\|bound\) process: \(exited with status 1\|killed by signal 9\) (the \(screen\|bound\) of pipeline_stages = [0-9]*, micro_size = [0-9]*): \(screened\|bounded\) in this process instead$' "$work/j.err")
 	# each candidate said to be screened in this process is: its -v line
 	# follows (a child held, then not used, said so of a candidate never
@@ -218,7 +218,7 @@ for how in exit kill; do
 done
 # a parent killed alone takes its screening children with it (before:
 # each ran its screen to the end, orphaned); "hang": a child that waits
-NETC_TEST_SCREEN_FAIL=hang NETC_JOBS=3 "$NETC" explain --memory-limit 4.5M -D dataset_strategy=full_batch $S16 \
+NETC_JOBS=3 "$NETC" explain --test-switch screen_hang --memory-limit 4.5M -D dataset_strategy=full_batch $S16 \
 	-D pipeline_stages=auto -D train.micro_size=auto tests/models/transformer_plain.net >/dev/null 2>&1 &
 p=$! kids=
 for i in $(seq 100); do
@@ -324,23 +324,23 @@ s=$(grep -c ': not screened, not compiled$' "$work/auto1.txt")
 # recompute only where no plan without it fits. Since it also tries it
 # where its screen is faster than the plan that fits (search_fit.c
 # fit_faster_rc), both recompute again: 0.5547 ms.
-fit4x16() { "$NETC" explain --memory-limit 600k -D dataset_strategy=full_batch -D B=64 -D L=4 -D device_num=8 \
+fit4x16() { "$NETC" explain "$@" --memory-limit 600k -D dataset_strategy=full_batch -D B=64 -D L=4 -D device_num=8 \
 	-D search_mode=dynamic_programming -D pipeline_stages=4 -D train.micro_size=16 tests/models/transformer_plain.net \
 	2>/dev/null | sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p'; }
-obj=$(fit4x16) one=$(NETC_TEST_NO_STAGE_PRICES=1 fit4x16)
+obj=$(fit4x16) one=$(fit4x16 --test-switch no_stage_prices)
 awk -v a="$obj" -v b="$one" 'BEGIN { exit !(a > 0 && b > 0 && a <= b * (1 + 1e-9)) }' && ok ||
 	bad "4 x 16 under 600 kB: $obj s per step, the single price's fit $one"
 
 # A fit whose first search's per-stage plan, packed to the limit by the
 # estimate, compiles over: before, the fit scaled every stage by the one
 # factor of the stage over and ended at 2.406 ms, where the single price
-# alone (NETC_TEST_NO_STAGE_PRICES) fits 2.097 ms. Now that plan is
+# alone (--test-switch no_stage_prices) fits 2.097 ms. Now that plan is
 # compiled too, each stage keeps its own factor (search_fit.c
 # learn_stages): 1.424 ms. The reference is the single price's fit, run here.
-fit4x8() { "$NETC" explain --cost devices_per_node=4,memory_limit=400k -D dataset_strategy=full_batch -D B=64 \
+fit4x8() { "$NETC" explain "$@" --cost devices_per_node=4,memory_limit=400k -D dataset_strategy=full_batch -D B=64 \
 	-D L=4 -D device_num=32 -D search_mode=dynamic_programming -D pipeline_stages=4 -D train.micro_size=8 \
 	tests/models/transformer_plain.net 2>/dev/null | sed -n 's/^search objective: \([^ ]*\) s per step.*/\1/p'; }
-obj=$(fit4x8) one=$(NETC_TEST_NO_STAGE_PRICES=1 fit4x8)
+obj=$(fit4x8) one=$(fit4x8 --test-switch no_stage_prices)
 awk -v a="$obj" -v b="$one" 'BEGIN { exit !(a > 0 && b > 0 && a <= b * (1 + 1e-9)) }' && ok ||
 	bad "32 devices, 4 x 8 under 400 kB: $obj s per step, the single price's fit $one"
 

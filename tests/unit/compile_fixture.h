@@ -66,21 +66,13 @@ static inline bool compile_model(Compilation *c, const char *path, const char *c
 	return compile_model_at(c, path, defs, ndefs, upto, false);
 }
 
-/* compile_model with set(c) called before the passes: a test's own
- * switches (Compilation fields no option sets, e.g. search_no_scratch) */
-static inline bool compile_model_set(Compilation *c, const char *path, const char *const *defs, int ndefs,
-                                     Stage upto, void (*set)(Compilation *))
+/* compile_model with the test switches t (passes/test_switches.h) */
+static inline bool compile_model_test(Compilation *c, const char *path, const char *const *defs, int ndefs,
+                                      Stage upto, TestSwitches t)
 {
 	compilation_init(c);
-	set(c);
+	c->test = t;
 	return compile_begun(c, path, defs, ndefs, upto);
-}
-
-/* for compile_model_set: the search's estimate without the conversions'
- * scratch (search_total.c conversion_scratch), to measure that term */
-static inline void no_scratch(Compilation *c)
-{
-	c->search_no_scratch = true;
 }
 
 /* model compiled into c with the definitions faster passes keep

@@ -231,9 +231,8 @@ Test(pipecost, search_memory_is_the_largest_stage)
 
 /* Compiles the model text `src` (written to a file of its own) with
  * defs up to codegen into c. */
-/* src compiled as a model file, set(c) first where set is not NULL */
-static bool compile_text_with(Compilation *c, const char *src, const char *const *defs, int ndefs,
-                              void (*set)(Compilation *))
+/* src compiled as a model file with the test switches t */
+static bool compile_text_with(Compilation *c, const char *src, const char *const *defs, int ndefs, TestSwitches t)
 {
 	char path[] = "/tmp/netc-pipecost-XXXXXX";
 	int fd = mkstemp(path);
@@ -242,20 +241,14 @@ static bool compile_text_with(Compilation *c, const char *src, const char *const
 	cr_assert(fp);
 	fputs(src, fp);
 	fclose(fp);
-	bool ok = set ? compile_model_set(c, path, defs, ndefs, UPTO_CODEGEN, set)
-	              : compile_model(c, path, defs, ndefs, UPTO_CODEGEN);
+	bool ok = compile_model_test(c, path, defs, ndefs, UPTO_CODEGEN, t);
 	unlink(path);
 	return ok;
 }
 
 static bool compile_text(Compilation *c, const char *src, const char *const *defs, int ndefs)
 {
-	return compile_text_with(c, src, defs, ndefs, NULL);
-}
-
-static bool compile_text_set(Compilation *c, const char *src, void (*set)(Compilation *))
-{
-	return compile_text_with(c, src, NULL, 0, set);
+	return compile_text_with(c, src, defs, ndefs, (TestSwitches){0});
 }
 
 /* One device, one stage, one micro-batch: one workspace, where the
@@ -309,11 +302,11 @@ static const char two_stages[] =
 /* src's two stages: each stage's estimate the bytes counted by hand
  * (want), and at most its compiled plan's. The terms counted here are
  * those before the redistributions' scratch (w-scratch's
- * conversion_scratch: Compilation.search_no_scratch leaves it out). */
+ * conversion_scratch: TestSwitches.no_scratch leaves it out). */
 static void two_stages_by_hand(const char *src, const double want[2])
 {
 	Compilation c;
-	bool ok = compile_text_set(&c, src, no_scratch);
+	bool ok = compile_text_with(&c, src, NULL, 0, (TestSwitches){.no_scratch = true});
 	cr_assert(ok);
 	BuildOptions o = {0};
 	int64_t *planned;

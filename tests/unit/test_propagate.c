@@ -164,7 +164,7 @@ Test(propagate, shared_copies_priced_once, .timeout = 120)
  * reads of it: its layout there and its gradient's or partial output's)
  * and stop a meeting row's candidates, taken by their other prices
  * ascending, where none can meet for less: the plan of pricing every
- * cell (search_propagate_direct), its figure bit for bit, with a small
+ * cell (TestSwitches.sp_direct), its figure bit for bit, with a small
  * part of the cells. transformer_six.net's Megatron seeds at 64 devices
  * (TP 8 x DP 8), with and without the parallel optimizer, 2 layers:
  * 32,749 cells priced against 96,045. Fails where the rows price every
@@ -173,10 +173,9 @@ Test(propagate, shared_copies_priced_once, .timeout = 120)
 static void propagated(const char *const *defs, int ndefs, bool direct, uint64_t *plan, double *step, long *cells)
 {
 	Compilation c;
-	search_propagate_direct(direct);
 	long before = search_propagate_cells();
-	bool ok = compile_model(&c, "tests/models/transformer_six.net", defs, ndefs, UPTO_CODEGEN);
-	search_propagate_direct(false);
+	bool ok = compile_model_test(&c, "tests/models/transformer_six.net", defs, ndefs, UPTO_CODEGEN,
+	                             (TestSwitches){.sp_direct = direct});
 	cr_assert(ok, "transformer_six does not compile");
 	*plan = c.search_plan_id, *step = c.search_step, *cells = search_propagate_cells() - before;
 	compile_done(&c);

@@ -71,7 +71,7 @@ Test(rp_order, the_attention_is_not_run_over_again)
  * here (and GPT-3's 96) ask the same rows, and the rounds the same
  * candidates by their splits. The plan and its objective are those of
  * pricing every cell with search_edge_cost and scanning the candidate
- * lists (search_recursive_direct, the search before the memo), bit for
+ * lists (TestSwitches.rp_direct, the search before the memo), bit for
  * bit, and the prices asked fall with the layers. Four searches: one
  * stage and two, f32 and O2 bf16 with the parallel optimizer. */
 static void searched(const char *const *d, int nd, bool direct, uint64_t *plan, double *step, long *cells)
@@ -80,10 +80,11 @@ static void searched(const char *const *d, int nd, bool direct, uint64_t *plan, 
 	machine_defaults(&m);
 	m.memory_limit = 0;
 	Compilation c;
-	search_recursive_direct(direct);
+	compilation_init(&c);
+	c.machine = &m;
+	c.test.rp_direct = direct;
 	long before = search_recursive_cells();
-	bool ok = compile_model_on(&c, "tests/models/transformer_plain.net", d, nd, UPTO_CHECK, false, &m);
-	search_recursive_direct(false);
+	bool ok = compile_begun(&c, "tests/models/transformer_plain.net", d, nd, UPTO_CHECK);
 	cr_assert(ok, "transformer_plain does not compile");
 	*plan = c.search_plan_id, *step = c.search_step, *cells = search_recursive_cells() - before;
 	compile_done(&c);

@@ -642,8 +642,8 @@ Test(search_algo, await_works_while_a_child_runs)
 	Job jobs[2] = {0};
 	int slow = 400, quick = 10;
 	JobName n0 = {false, 1, 4}, n1 = {true, 2, 8};
-	cr_assert(job_start(&jobs[0], jobs, 2, job_sleep, &slow, &n0));
-	cr_assert(job_start(&jobs[1], jobs, 2, job_sleep, &quick, &n1));
+	cr_assert(job_start(&jobs[0], jobs, 2, job_sleep, &slow, &n0, &(TestSwitches){0}));
+	cr_assert(job_start(&jobs[1], jobs, 2, job_sleep, &quick, &n1, &(TestSwitches){0}));
 	AwaitLog l = {jobs, 0, 0, false};
 	JobResult r;
 	cr_assert(job_await(jobs, 2, 0, false, &r, await_ahead, await_work, &l));
@@ -652,7 +652,7 @@ Test(search_algo, await_works_while_a_child_runs)
 	cr_expect(l.aheads >= 1 && l.held_seen, "1's child, ended first, was held and another could start");
 	cr_expect_eq(jobs[0].pid, 0);
 	cr_expect(!job_await(jobs, 2, 1, false, &r, await_ahead, await_work, &l), "a held bound is no screen");
-	cr_assert(job_start(&jobs[1], jobs, 2, job_sleep, &quick, &n1));
+	cr_assert(job_start(&jobs[1], jobs, 2, job_sleep, &quick, &n1, &(TestSwitches){0}));
 	usleep(200000);
 	job_collect(jobs, 2);
 	cr_expect(jobs[1].held && jobs[1].pid == 0, "an ended child is read without waiting");
@@ -691,7 +691,7 @@ Test(search_algo, held_failure_said_when_taken)
 	cr_assert(fd >= 0 && saved >= 0);
 	unlink(path);
 	dup2(fd, 2);
-	bool started = job_start(&jobs[0], jobs, 1, job_die, NULL, &n);
+	bool started = job_start(&jobs[0], jobs, 1, job_die, NULL, &n, &(TestSwitches){0});
 	usleep(200000);
 	job_collect(jobs, 1);
 	size_t held = err_bytes(fd, buf, sizeof buf);

@@ -76,7 +76,9 @@ Test(search_limit, each_stage_priced_on_its_own, .timeout = 60)
 #include "passes/search_fit.h"
 
 static Machine fit_machine; /* the fit's compilations keep a pointer to it */
-static bool fit_no_scratch; /* the fit's compilations: Compilation.search_no_scratch */
+/* the test switches of the driver's first compilation (first_plan_of,
+ * outer_fit), which the fit copies into its own */
+static TestSwitches fit_test;
 
 /* The first plan of transformer_plain.net with defs under `limit`, as the
  * driver compiles it before the fit (fit_follows: over the limit by its
@@ -90,7 +92,7 @@ static void first_plan_of(Compilation *c, const char *file, const char *const *d
 	compilation_init(c);
 	c->machine = &fit_machine;
 	c->fit_follows = true;
-	c->search_no_scratch = fit_no_scratch;
+	c->test = fit_test;
 	diag_init(&c->diag, sink);
 	cr_assert(compile_front(c, file, defs, ndefs) && compile_passes(c, UPTO_CODEGEN), "%s does not compile", file);
 }
@@ -210,7 +212,6 @@ static void fit_setup(Compilation *c, void *ctx)
 {
 	(void)ctx;
 	c->machine = &fit_machine;
-	c->search_no_scratch = fit_no_scratch;
 }
 
 static int64_t fit_planned(Compilation *c, void *ctx, int64_t **stage, int *nstages)
@@ -287,9 +288,9 @@ Test(search_limit, stage_prices_kept_only_when_faster, .timeout = 60)
 	 * conversions' scratch (2026-11-29, search_total.c
 	 * conversion_scratch): with it the fit under 520 kB has one staged
 	 * plan, which fits; the rule is shown on the fit it was worked out on */
-	fit_no_scratch = true;
+	fit_test = (TestSwitches){.no_scratch = true};
 	bool fits = fit_four16(&c, limit, sink);
-	fit_no_scratch = false;
+	fit_test = (TestSwitches){0};
 	compilation_free(&c);
 	fclose(sink);
 	cr_assert(fits, "no plan fits %g bytes", limit);
@@ -347,9 +348,9 @@ static double chosen_screen(const char *note)
 /* The outer search of transformer_plain.net with defs (pipeline_stages
  * and micro_size = auto) under `limit`, in one process, as the driver
  * runs it (main.c: the first compilation up to the strategies, its
- * search deferred); cut false: NETC_TEST_NO_FIRST_CUT, every recompute
- * fit compiled as before the cut; wait false: NETC_TEST_RC_INLINE, each
- * recompute retry right after its plain fit; flops > 0: the machine's. */
+ * search deferred) with the test switches t (no_first_cut: every
+ * recompute fit compiled as before the cut; rc_inline: each recompute
+ * retry right after its plain fit); flops > 0: the machine's. */
 /* transformer_plain.net checked with defs, then the outer search under
  * limit bytes (flops > 0: the machine's rate) as netc build runs it, with
  * fit_log and fit_calls counting what it compiles; c is the caller's to
@@ -368,6 +369,7 @@ static bool outer_fit(Compilation *c, FILE *sink, const char *const *defs, int n
 	c->machine = &fit_machine;
 	c->fit_follows = true;
 	c->search_defer = true;
+	c->test = fit_test;
 	diag_init(&c->diag, sink);
 	bool ok = compile_front(c, file, defs, ndefs) &&
 	          (compile_passes(c, UPTO_CHECK) || (c->search_deferred && !c->diag.nerrors));
@@ -379,16 +381,9 @@ static bool outer_fit(Compilation *c, FILE *sink, const char *const *defs, int n
 	return ok && search_fit_memory(c, &f);
 }
 
-static Chosen outer_on(const char *const *defs, int ndefs, double limit, double flops, bool cut, bool wait)
+static Chosen outer_on(const char *const *defs, int ndefs, double limit, double flops, TestSwitches t)
 {
-	if (cut)
-		unsetenv("NETC_TEST_NO_FIRST_CUT");
-	else
-		setenv("NETC_TEST_NO_FIRST_CUT", "1", 1);
-	if (wait)
-		unsetenv("NETC_TEST_RC_INLINE");
-	else
-		setenv("NETC_TEST_RC_INLINE", "1", 1);
+	fit_test = t;
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
@@ -399,15 +394,14 @@ static Chosen outer_on(const char *const *defs, int ndefs, double limit, double 
 		             c.fit_note && strstr(c.fit_note, "recompute chosen"), fit_calls, chosen_screen(c.fit_note)};
 	compilation_free(&c);
 	fclose(sink);
-	unsetenv("NETC_TEST_NO_FIRST_CUT");
-	unsetenv("NETC_TEST_RC_INLINE");
+	fit_test = (TestSwitches){0};
 	cr_assert(fits, "the outer search found no plan under %g bytes", limit);
 	return o;
 }
 
 static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool cut)
 {
-	return outer_on(defs, ndefs, limit, 0, cut, true);
+	return outer_on(defs, ndefs, limit, 0, (TestSwitches){.no_first_cut = !cut});
 }
 
 /* A recompute fit is left out only where no plan of it can be chosen:
@@ -431,7 +425,7 @@ static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool
  * 1.251 ms, at 4 devices under 3 MB, where 4 x 16 recomputed, 0.3605
  * ms, is the best (the third case); the first two keep theirs then:
  * the chosen fit is the first of each. On the code before the cut, or
- * without it (NETC_TEST_NO_FIRST_CUT), the counts are equal. Since the
+ * without it (TestSwitches.no_first_cut), the counts are equal. Since the
  * fit also tries recompute where a plan without it fits but was squeezed
  * (search_fit.c fit_faster_rc, 2026-11-29) the first case chooses 2 x 16
  * recomputed, 0.1864 ms (1 x 1 recomputed, 0.206 ms, before), and the
@@ -496,7 +490,7 @@ Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 120)
  * graph without a limit) is the least key of the outer search, rather
  * than following its plain fit (search_fit.c outer_search): the plan
  * chosen is the one the retries right after their plain fits choose
- * (NETC_TEST_RC_INLINE, the order before), at the same step. Two
+ * (TestSwitches.rc_inline, the order before), at the same step. Two
  * cases, the best recomputed on four stages (4 x 16 at 8 devices under
  * 2 MB on a machine of 1e11 FLOP/s) and on one (1 x 1,
  * recursive_programming at 8 devices under 6 MB; its plain fit's screen
@@ -522,8 +516,8 @@ Test(search_limit, waiting_retries_keep_the_plan, .timeout = 120)
 		bool fewer; /* the wait leaves compilations out */
 	} cases[] = {{dp8, 2e6, 1e11, true}, {rp8, 6e6, 0, false}};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-		Chosen now = outer_on(cases[k].defs, 11, cases[k].limit, cases[k].flops, true, true);
-		Chosen was = outer_on(cases[k].defs, 11, cases[k].limit, cases[k].flops, true, false);
+		Chosen now = outer_on(cases[k].defs, 11, cases[k].limit, cases[k].flops, (TestSwitches){0});
+		Chosen was = outer_on(cases[k].defs, 11, cases[k].limit, cases[k].flops, (TestSwitches){.rc_inline = true});
 		cr_expect(now.stages == was.stages && now.micro == was.micro && now.recompute == was.recompute,
 		          "case %zu: %lld x %lld%s chosen, each retry after its plain fit chooses %lld x %lld%s", k,
 		          (long long)now.stages, (long long)now.micro, now.recompute ? " recomputed" : "",
@@ -590,7 +584,7 @@ Test(search_limit, limited_search_is_the_fits_first, .timeout = 60)
  * takes its fit's first search (the limited search above) as its key
  * where that is higher, and waits where another key is now the least;
  * the fit then runs in best-first order, or is cut once a step fits.
- * The plan is the one every fit compiled chooses (NETC_TEST_NO_FIRST_CUT,
+ * The plan is the one every fit compiled chooses (TestSwitches.no_first_cut,
  * which leaves the cut and this bound out), at the same step, in fewer
  * programs: 2 layers at 8 devices under 3.5 MB, 1 x 1's retry (screen
  * 1.528e-5 s, first search 4.583e-5 s) waits and 1 x 16 fits at
@@ -614,17 +608,6 @@ Test(search_limit, first_search_bound_waits_the_retry, .timeout = 60)
 
 /* ---- the outer search's screens under the parallel optimizer (search_fit_try.c) ---- */
 
-/* outer_on with `env` set to 1 for it (NULL: none). */
-static Chosen outer_with(const char *env, const char *const *defs, int ndefs, double limit)
-{
-	if (env)
-		setenv(env, "1", 1);
-	Chosen o = outer_on(defs, ndefs, limit, 0, true, true);
-	if (env)
-		unsetenv(env);
-	return o;
-}
-
 /* With enable_parallel_optimizer the outer search's screens run the
  * training passes (search_fit_screens_train): its prices of a sharded
  * weight read the update and the backward readers, which a screen up to
@@ -632,8 +615,8 @@ static Chosen outer_with(const char *env, const char *const *defs, int ndefs, do
  * and each screen far below its fit (here 1 x 1's 3.00e-5 s against
  * its fit's 5.04e-5 s at 8 devices; GPT-3 at 1024 devices compiled 8
  * fits instead of 1). The plan is the one the screens as before choose
- * (NETC_TEST_CHECK_SCREENS) and the one screening every candidate
- * (NETC_TEST_NO_BOUNDS) chooses, at the same step, in fewer programs
+ * (TestSwitches.check_screens) and the one screening every candidate
+ * (TestSwitches.no_bounds) chooses, at the same step, in fewer programs
  * compiled (8 devices without a limit: 3 fits, 1 now; 4 devices under
  * 4 MB, 4 x 16 recomputed: 8 fits, 3 now); without a limit the chosen plan's
  * screen is its objective (both %.4g in the note). On the code before,
@@ -658,9 +641,9 @@ Test(optpar_fit, screens_priced_as_fitted, .timeout = 120)
 		double limit; /* 0: none */
 	} cases[] = {{dp4, 0}, {dp4, 4e6}};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-		Chosen now = outer_with(NULL, cases[k].defs, 13, cases[k].limit);
-		Chosen was = outer_with("NETC_TEST_CHECK_SCREENS", cases[k].defs, 13, cases[k].limit);
-		Chosen all = outer_with("NETC_TEST_NO_BOUNDS", cases[k].defs, 13, cases[k].limit);
+		Chosen now = outer_on(cases[k].defs, 13, cases[k].limit, 0, (TestSwitches){0});
+		Chosen was = outer_on(cases[k].defs, 13, cases[k].limit, 0, (TestSwitches){.check_screens = true});
+		Chosen all = outer_on(cases[k].defs, 13, cases[k].limit, 0, (TestSwitches){.no_bounds = true});
 		const Chosen *ref[] = {&was, &all};
 		for (int r = 0; r < 2; r++) {
 			cr_expect(now.stages == ref[r]->stages && now.micro == ref[r]->micro && now.recompute == ref[r]->recompute,
@@ -700,7 +683,7 @@ Test(rp_fit, a_screen_over_the_limit_does_not_stop_the_search, .timeout = 60)
 	                                  "device_num=8", "search_mode=dynamic_programming", "pipeline_stages=1",
 	                                  "train.micro_size=4"};
 #undef TF
-	Chosen got = outer_with(NULL, autos, 11, 8e6);
+	Chosen got = outer_on(autos, 11, 8e6, 0, (TestSwitches){0});
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
@@ -753,13 +736,12 @@ Test(fit_seen, a_plan_is_generated_once, .timeout = 60)
  * recompute that fits (586268 bytes) costs 0.8471 ms, the memory price
  * having squeezed it; with the repeated layers recomputed a plan of
  * 0.5547 ms fits (491548 bytes). The reference: the fit as before
- * (NETC_TEST_RC_ONLY_IF_NONE), which keeps the slower plan; main chose
+ * (TestSwitches.rc_only_if_none), which keeps the slower plan; main chose
  * it too. */
 static double fit_4x16(bool old, bool *recomputed, int64_t *bytes)
 {
 	const double limit = 600e3;
-	if (old)
-		setenv("NETC_TEST_RC_ONLY_IF_NONE", "1", 1);
+	fit_test = (TestSwitches){.rc_only_if_none = old};
 	FILE *sink = fopen("/dev/null", "w");
 	cr_assert(sink);
 	Compilation c;
@@ -770,7 +752,7 @@ static double fit_4x16(bool old, bool *recomputed, int64_t *bytes)
 	*bytes = fits ? netc_planned_bytes(&c, &o) : -1;
 	compilation_free(&c);
 	fclose(sink);
-	unsetenv("NETC_TEST_RC_ONLY_IF_NONE");
+	fit_test = (TestSwitches){0};
 	cr_assert(fits, "no plan fits %g bytes", limit);
 	return step;
 }

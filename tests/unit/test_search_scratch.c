@@ -32,12 +32,13 @@ static int64_t program_scratch(const Compilation *c)
 }
 
 /* The estimate of model under defs with the term (*with) and without it
- * (Compilation.search_no_scratch), the program's scratch and its planned bytes. */
+ * (TestSwitches.no_scratch), the program's scratch and its planned bytes. */
 static void estimates(const char *model, const char *const *defs, int ndefs, double *with, double *without,
                       int64_t *scratch, int64_t *planned)
 {
 	Compilation c;
-	cr_assert(compile_model_set(&c, model, defs, ndefs, UPTO_CODEGEN, no_scratch), "%s", model);
+	cr_assert(compile_model_test(&c, model, defs, ndefs, UPTO_CODEGEN, (TestSwitches){.no_scratch = true}), "%s",
+	          model);
 	*without = c.search_mem;
 	compile_done(&c);
 	cr_assert(compile_model(&c, model, defs, ndefs, UPTO_CODEGEN), "%s", model);

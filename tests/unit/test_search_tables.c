@@ -26,14 +26,12 @@ static void setup(void)
 	g->par.parallel_mode = PM_AUTO_PARALLEL;
 	g->par.search_mode = SM_DYNAMIC_PROGRAMMING;
 	search_tables_drop();
-	search_tables_enable(true);
 }
 
 static void fini(void)
 {
 	search_tables_bound(0);
 	search_tables_drop();
-	search_tables_enable(true);
 	teardown();
 }
 
@@ -108,11 +106,10 @@ Test(search_tables, memo_tables_equal_tables_priced_anew)
 	int cands[] = {BASE, STAGES2};
 	for (int k = 0; k < 2; k++) {
 		search_tables_drop();
-		search_tables_enable(false);
 		Search *f = at(cands[k]);
+		f->test.no_table_memo = true;
 		double **F = search_edge_tables(f);
 		search_tables_drop(); /* its count */
-		search_tables_enable(true);
 		Search *s1 = at(cands[k]);
 		double **T1 = search_edge_tables(s1);
 		TableStats first = search_tables_stats();
@@ -134,15 +131,16 @@ Test(search_tables, memo_tables_equal_tables_priced_anew)
 	}
 }
 
-/* Every candidate's tables priced with the memo off, into f and F; the
- * memo then on and empty. */
+/* Every candidate's tables priced with the memo off
+ * (TestSwitches.no_table_memo), into f and F; the memo then empty. */
 static void price_anew(Search **f, double ***F)
 {
-	search_tables_enable(false);
-	for (int v = 0; v < NVARIANTS; v++)
-		f[v] = at(v), F[v] = search_edge_tables(f[v]);
+	for (int v = 0; v < NVARIANTS; v++) {
+		f[v] = at(v);
+		f[v]->test.no_table_memo = true;
+		F[v] = search_edge_tables(f[v]);
+	}
 	search_tables_drop(); /* their count */
-	search_tables_enable(true);
 }
 
 /* Every candidate's tables priced anew, then all into one memo, then each
@@ -274,9 +272,9 @@ Test(search_tables, one_cost_table_with_two_memory_tables)
 	SearchPrices rec[2] = {{0}};
 	for (int on = 0; on < 2; on++) {
 		search_tables_drop();
-		search_tables_enable(on);
 		Search *s = search_new(&arena, g, &m, true, false, &dg);
 		cr_assert(s, "%s", diag_text());
+		s->test.no_table_memo = !on;
 		if (on) {
 			double **T = search_edge_tables(s);
 			int e1 = -1, e2 = -1;
@@ -359,12 +357,12 @@ Test(search_tables, identical_layers_keep_their_own_memory_tables)
 	cr_assert(infer_shapes(g, &dg), "%s", diag_text());
 	for (int memo_on = 0; memo_on < 2; memo_on++) {
 		search_tables_drop();
-		search_tables_enable(memo_on);
 		g->nstages = g->nchunks = 2, g->nmicro = 4;
 		r1->ann.stage = m1->ann.stage = 0;
 		r2->ann.stage = m2->ann.stage = l->ann.stage = 1;
 		Search *s = search_new(&arena, g, NULL, true, false, &dg);
 		cr_assert(s, "%s", diag_text());
+		s->test.no_table_memo = !memo_on;
 		cr_assert(s->slots && s->slots[0] != s->slots[1], "the stages hold as many copies: the test shows nothing");
 		expect_tables_priced(s, memo_on ? "2 stages, memo" : "2 stages");
 		g->nstages = g->nchunks = g->nmicro = 0;
@@ -372,6 +370,7 @@ Test(search_tables, identical_layers_keep_their_own_memory_tables)
 		m2->ann.recompute = m2->ann.mp_comm_recompute = true;
 		s = search_new(&arena, g, NULL, true, false, &dg);
 		cr_assert(s, "%s", diag_text());
+		s->test.no_table_memo = !memo_on;
 		expect_tables_priced(s, memo_on ? "m2 recomputed, memo" : "m2 recomputed");
 		m2->ann.recompute = m2->ann.mp_comm_recompute = false;
 	}
@@ -385,7 +384,6 @@ Test(search_tables, machines_orders_and_types_never_take_each_others_tables)
 {
 	mlp();
 	search_tables_drop();
-	search_tables_enable(true);
 	Machine m;
 	machine_defaults(&m);
 	m.topo.devices_per_node = 2, m.topo.intra_bandwidth = 4e11, m.topo.inter_bandwidth = 2.5e10;
