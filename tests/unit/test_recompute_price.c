@@ -15,7 +15,20 @@
 #include "passes/explain.h"
 
 /* samples/transformer.net (its parallel settings: DP 2 x MP 4 on 8
- * devices), its layers recomputed or not, on the A100 file: the search
+ * devices), its layers recomputed or not, compiled on machine m. */
+static void compile_sample(Compilation *c, bool recompute, const char *const *defs, int ndefs, const Machine *m)
+{
+	char path[] = "/tmp/netc_rc_price_XXXXXX.net";
+	write_model_edit(path, "samples/transformer.net", (const char *const[]){"Layer(h, B, T, D, H) as layers[i]"},
+	                 (const char *const[]){recompute ? "Layer(h, B, T, D, H).recompute() as layers[i]"
+	                                                 : "Layer(h, B, T, D, H) as layers[i]"},
+	                 1);
+	bool ok = compile_model_on(c, path, defs, ndefs, UPTO_CODEGEN, false, m);
+	unlink(path);
+	cr_assert(ok);
+}
+
+/* The sample, its layers recomputed or not, on the A100 file: the search
  * objective of the compiled plan and explain's estimate of the program. */
 static void objective_and_step(bool recompute, const char *const *defs, int ndefs, double *obj, double *step)
 {
@@ -23,15 +36,8 @@ static void objective_and_step(bool recompute, const char *const *defs, int ndef
 	char err[256];
 	machine_defaults(&m);
 	cr_assert(machine_load(&m, "docs/machines/a100_80g_x8.txt", err, sizeof err), "%s", err);
-	char path[] = "/tmp/netc_rc_price_XXXXXX.net";
-	write_model_edit(path, "samples/transformer.net", (const char *const[]){"Layer(h, B, T, D, H) as layers[i]"},
-	                 (const char *const[]){recompute ? "Layer(h, B, T, D, H).recompute() as layers[i]"
-	                                                 : "Layer(h, B, T, D, H) as layers[i]"},
-	                 1);
 	Compilation c;
-	bool ok = compile_model_on(&c, path, defs, ndefs, UPTO_CODEGEN, false, &m);
-	unlink(path);
-	cr_assert(ok);
+	compile_sample(&c, recompute, defs, ndefs, &m);
 	ExplainTotals t;
 	explain_totals(&c, &t);
 	*obj = explain_objective(&c);
@@ -68,15 +74,8 @@ static double model_step(bool recompute, const char *const *defs, int ndefs, int
 {
 	Machine m;
 	machine_defaults(&m);
-	char path[] = "/tmp/netc_rc_model_XXXXXX.net";
-	write_model_edit(path, "samples/transformer.net", (const char *const[]){"Layer(h, B, T, D, H) as layers[i]"},
-	                 (const char *const[]){recompute ? "Layer(h, B, T, D, H).recompute() as layers[i]"
-	                                                 : "Layer(h, B, T, D, H) as layers[i]"},
-	                 1);
 	Compilation c;
-	bool ok = compile_model_on(&c, path, defs, ndefs, UPTO_CODEGEN, false, &m);
-	unlink(path);
-	cr_assert(ok);
+	compile_sample(&c, recompute, defs, ndefs, &m);
 	ExplainTotals t;
 	explain_totals(&c, &t);
 	*copies = 0;
