@@ -21,8 +21,9 @@ static int64_t slice_bytes(const Value *v)
 }
 
 /* The bytes of forward values made by recomputed operators that backward
- * nodes read, each value once, but the weights' narrow copies (amp's
- * casts of parameters, kept by design: recompute.c). */
+ * nodes read, each value once, a forward move of one counted as it (a
+ * checkpoint kept moved), but the weights' narrow copies (amp's casts of
+ * parameters, kept by design: recompute.c). */
 static int64_t recomputed_read_back(const Graph *g)
 {
 	bool *seen = calloc((size_t)g->nvalues + 1, 1);
@@ -31,9 +32,11 @@ static int64_t recomputed_read_back(const Graph *g)
 	for (int i = 0; i < g->nnodes; i++) {
 		const Node *n = g->nodes[i];
 		for (int j = 0; j < n->nin && n->phase == PH_BACKWARD; j++) {
-			const Value *x = n->in[j];
-			if (x->kind != VK_NODE || !x->def || x->def->phase != PH_FORWARD || !x->def->ann.recompute ||
-			    stages_param_cast(x) || seen[x->id])
+			const Value *x = n->in[j], *o = x;
+			while (o->def && o->def->op == OP_REDISTRIBUTE && o->def->phase == PH_FORWARD)
+				o = o->def->in[0];
+			if (x->kind != VK_NODE || !x->def || x->def->phase != PH_FORWARD || !o->def || !o->def->ann.recompute ||
+			    stages_param_cast(o) || seen[x->id])
 				continue;
 			seen[x->id] = true;
 			bytes += slice_bytes(x);
@@ -130,32 +133,6 @@ Test(recompute_amp, gradients_gather_weights_again)
 	}
 }
 
-/* The bytes of forward values the backward pass reads whose origin,
- * past the forward's moves, a recomputed operator made (a checkpoint,
- * as kept: moved or not), each value once, but the weights' narrow
- * copies. */
-static int64_t checkpoints_read_back(const Graph *g)
-{
-	bool *seen = calloc((size_t)g->nvalues + 1, 1);
-	cr_assert(seen);
-	int64_t bytes = 0;
-	for (int i = 0; i < g->nnodes; i++) {
-		const Node *n = g->nodes[i];
-		for (int j = 0; j < n->nin && n->phase == PH_BACKWARD; j++) {
-			const Value *x = n->in[j], *o = x;
-			while (o->def && o->def->op == OP_REDISTRIBUTE && o->def->phase == PH_FORWARD)
-				o = o->def->in[0];
-			if (x->kind != VK_NODE || !x->def || x->def->phase != PH_FORWARD || !o->def || !o->def->ann.recompute ||
-			    stages_param_cast(o) || seen[x->id])
-				continue;
-			seen[x->id] = true;
-			bytes += slice_bytes(x);
-		}
-	}
-	free(seen);
-	return bytes;
-}
-
 /* samples/transformer.net under auto_parallel (8 devices), O2 bf16, its
  * layers recomputed, each layer's output split (2, 4) and read by the
  * next layer's norm and residual add as (2, 1): the search lends amp's
@@ -192,7 +169,7 @@ Test(recompute_amp, checkpoint_moved_again_not_kept_moved)
 		unlink(path);
 		cr_assert(ok);
 		int redone = forward_conversions_read(c.g, true), kept = forward_conversions_read(c.g, false);
-		int64_t b = checkpoints_read_back(c.g);
+		int64_t b = recomputed_read_back(c.g);
 		if (k == 0) {
 			cr_expect_eq(redone, 0, "%d backward reads of forward moves made for recomputed readers", redone);
 			cr_expect_eq(b, 64 * 8 * 2, "the backward pass keeps %lld bytes of layers.0.y", (long long)b);
