@@ -347,6 +347,24 @@ static bool converts_again(const Node *n, const Node *maker)
 	       n->chunk == maker->chunk;
 }
 
+/* r's move of x made again for backward reader n, not yet in the graph. */
+static Node *move_again(Graph *g, const Node *r, Value *x, const Node *n)
+{
+	Node *m = graph_node_detached(g, OP_REDISTRIBUTE, &x, 1, n->loc);
+	m->attr.plan = r->attr.plan;
+	m->attr.steps = r->attr.steps;
+	m->phase = n->phase;
+	m->scope = n->scope;
+	m->fwd = n->fwd;
+	m->chunk = n->chunk;
+	m->ann.stage = n->ann.stage;
+	m->out->shape = r->out->shape;
+	m->out->dtype = r->out->dtype;
+	m->out->layout = r->out->layout;
+	m->out->name = arena_printf(g->arena, "%s.r%d", x->name, m->out->id);
+	return m;
+}
+
 /* After move_after_cast_down, the backward readers of r's move of the
  * narrow value x that convert again read a move of their own, made
  * before the first of them, as sharding.c gives a recomputed reader of
@@ -364,27 +382,13 @@ static void convert_again_below(Graph *g, ReadIndex *ix, Node *r, Value *x, int 
 	for (int e = r->phase == PH_FORWARD ? ix->head[r->out->id] : -1; e >= 0 && !any; e = ix->next[e])
 		any = read_index_live(ix, e, r->out) && converts_again(ix->node[e], r);
 	Node *first = NULL;
-	for (int p = from; any && p < g->nnodes && !first; p++) {
-		Node *n = g->nodes[p];
-		for (int j = 0; j < n->nin && !first; j++)
-			if (n->in[j] == r->out && converts_again(n, r)) {
-				Node *m = graph_node_detached(g, OP_REDISTRIBUTE, &x, 1, n->loc);
-				m->attr.plan = r->attr.plan;
-				m->attr.steps = r->attr.steps;
-				m->phase = n->phase;
-				m->scope = n->scope;
-				m->fwd = n->fwd;
-				m->chunk = n->chunk;
-				m->ann.stage = n->ann.stage;
-				m->out->shape = r->out->shape;
-				m->out->dtype = r->out->dtype;
-				m->out->layout = r->out->layout;
-				m->out->name = arena_printf(g->arena, "%s.r%d", x->name, m->out->id);
-				graph_insert(g, p, m);
-				read_index_add(ix, m, x);
-				first = m;
+	for (int p = from; any && p < g->nnodes && !first; p++)
+		for (int j = 0; j < g->nodes[p]->nin && !first; j++)
+			if (g->nodes[p]->in[j] == r->out && converts_again(g->nodes[p], r)) {
+				first = move_again(g, r, x, g->nodes[p]);
+				graph_insert(g, p, first);
+				read_index_add(ix, first, x);
 			}
-	}
 	for (int e = first ? ix->head[r->out->id] : -1; e >= 0; e = ix->next[e]) {
 		Node *n = ix->node[e];
 		if (!read_index_live(ix, e, r->out) || !converts_again(n, r))
