@@ -418,24 +418,41 @@ static void pipeline_step(Compilation *c, ExplainTotals *t, const double *act, c
 	}
 }
 
+/* One operator's seconds in the search's model: x 3 when training (the
+ * backward pass costs twice the forward). */
+static double model_seconds(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, bool tr)
+{
+	Strategy s = explain_used_strategy(c, n);
+	ShardResult r;
+	if (c->g->par.parallel_mode == PM_STAND_ALONE || !shard_node(cx, n, &s, &r))
+		return (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
+	return cost_compute(m, n, &r, tr);
+}
+
 /* One operator's compute in the search's model: the backward pass costs
  * twice the forward. */
 static void model_compute(Compilation *c, ShardCtx *cx, const Machine *m, Node *n, ExplainTotals *t, bool kept)
 {
 	bool tr = explain_training(c);
-	Strategy s = explain_used_strategy(c, n);
-	ShardResult r;
-	double sec;
-	if (c->g->par.parallel_mode == PM_STAND_ALONE || !shard_node(cx, n, &s, &r))
-		sec = (tr ? 3 : 1) * cost_op_flops(n) / m->flops;
-	else
-		sec = cost_compute(m, n, &r, tr);
+	double sec = model_seconds(c, cx, m, n, tr);
 	t->compute += sec;
 	/* a weight's narrow copy made once a step: its forward part once
 	 * (calibrated_compute), as the search's vertex_unary prices it */
 	add_compute(t, n, kept ? PH_UPDATE : PH_FORWARD, tr ? sec / 3 : sec);
 	if (tr)
 		add_compute(t, n, PH_BACKWARD, sec - sec / 3);
+}
+
+/* A recomputed operator's copy (passes/recompute.c) runs its original's
+ * forward again in the backward pass: priced with the original's model
+ * and strategy, as the search's recompute_cost prices it. Left out, the
+ * built-in machine's step had recompute free (GPT-3's hand plan with
+ * .recompute() on 1024 devices: 49.14 s predicted). */
+static void model_copy(Compilation *c, ShardCtx *cx, const Machine *m, Node *copy, ExplainTotals *t)
+{
+	double sec = model_seconds(c, cx, m, copy->fwd, false);
+	t->compute += sec;
+	add_compute(t, copy, PH_BACKWARD, sec);
 }
 
 /* The device order is the cost model's choice, not an assumption: with a
@@ -578,6 +595,8 @@ void explain_totals(Compilation *c, ExplainTotals *t)
 		ring_traffic(c, m, n, t);
 		halo_traffic(c, m, n, t);
 		op_comm_traffic(c, m, n, t);
+		if (!measured && n->recomputed && n->fwd && search_node_searchable(n->fwd))
+			model_copy(c, &cx, m, n, t);
 		if (!search_node_searchable(n))
 			continue;
 		if (!measured)

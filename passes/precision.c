@@ -36,6 +36,9 @@ static Node *cast_node(Graph *g, Value *v, DType to, const Node *like)
 	c->scope = like->scope;
 	c->ann.stage = like->ann.stage;
 	c->ann.recompute = like->ann.recompute;
+	/* its region's: a cast in a layer recomputed with mp_comm_recompute
+	 * = false converted again what the layer's own operators keep */
+	c->ann.mp_comm_recompute = like->ann.mp_comm_recompute;
 	c->ann.borrowed = true; /* a strategy it gets is its reader's */
 	/* no operator of the model: named apart ("amp/cast-0") and left out of
 	 * strategy checkpoints, so a file saved under amp loads into the same
@@ -335,6 +338,67 @@ static void replace_reads(ReadIndex *x, const Value *old, Value *v)
 	}
 }
 
+/* Whether backward node n converts again what it reads of a value made
+ * on its chunk by `maker`'s forward pass: a recomputed operator's copy or
+ * gradient under mp_comm_recompute (sharding.c, convert's redo). */
+static bool converts_again(const Node *n, const Node *maker)
+{
+	return n->phase == PH_BACKWARD && n->fwd && n->fwd->ann.recompute && n->fwd->ann.mp_comm_recompute &&
+	       n->chunk == maker->chunk;
+}
+
+/* r's move of x made again for backward reader n, not yet in the graph. */
+static Node *move_again(Graph *g, const Node *r, Value *x, const Node *n)
+{
+	Node *m = graph_node_detached(g, OP_REDISTRIBUTE, &x, 1, n->loc);
+	m->attr.plan = r->attr.plan;
+	m->attr.steps = r->attr.steps;
+	m->phase = n->phase;
+	m->scope = n->scope;
+	m->fwd = n->fwd;
+	m->chunk = n->chunk;
+	m->ann.stage = n->ann.stage;
+	m->out->shape = r->out->shape;
+	m->out->dtype = r->out->dtype;
+	m->out->layout = r->out->layout;
+	m->out->name = arena_printf(g->arena, "%s.r%d", x->name, m->out->id);
+	return m;
+}
+
+/* After move_after_cast_down, the backward readers of r's move of the
+ * narrow value x that convert again read a move of their own, made
+ * before the first of them, as sharding.c gives a recomputed reader of
+ * any other value: moved, x is what the forward pass keeps for them.
+ * Read as moved, r's result was: a layer's output cast down on the next
+ * layer's grid (a search lends a cast its first reader's strategy,
+ * search.c) is the checkpoint, and the move came before the cast; past
+ * it, the backward pass kept the forward's move -- the next layer's
+ * layout, where the searches count the checkpoint in its producer's
+ * (transformer.net, a (2, 4) output read as (2, 1) at 8 devices under
+ * O2 bf16: 4,096 bytes a layer kept for 1,024). */
+static void convert_again_below(Graph *g, ReadIndex *ix, Node *r, Value *x, int from)
+{
+	bool any = false;
+	for (int e = r->phase == PH_FORWARD ? ix->head[r->out->id] : -1; e >= 0 && !any; e = ix->next[e])
+		any = read_index_live(ix, e, r->out) && converts_again(ix->node[e], r);
+	Node *first = NULL;
+	for (int p = from; any && p < g->nnodes && !first; p++)
+		for (int j = 0; j < g->nodes[p]->nin && !first; j++)
+			if (g->nodes[p]->in[j] == r->out && converts_again(g->nodes[p], r)) {
+				first = move_again(g, r, x, g->nodes[p]);
+				graph_insert(g, p, first);
+				read_index_add(ix, first, x);
+			}
+	for (int e = first ? ix->head[r->out->id] : -1; e >= 0; e = ix->next[e]) {
+		Node *n = ix->node[e];
+		if (!read_index_live(ix, e, r->out) || !converts_again(n, r))
+			continue;
+		for (int j = 0; j < n->nin; j++)
+			if (n->in[j] == r->out)
+				n->in[j] = first->out;
+	}
+}
+
 /* A cast down of what only r moves (r moving f32): the cast goes first. */
 static void move_after_cast_down(Graph *g, const Grads *gr, int i, const int *readers, ReadIndex *ix)
 {
@@ -357,6 +421,7 @@ static void move_after_cast_down(Graph *g, const Grads *gr, int i, const int *re
 	r->out->dtype = c->attr.to;
 	r->out->name = arena_printf(g->arena, "%s.r%d", c->out->name, r->out->id);
 	move_node(g, i, pos_near(g, r, i));
+	convert_again_below(g, ix, r, c->out, i + 1);
 }
 
 /* The first node after position `after` that reads v, or NULL. */

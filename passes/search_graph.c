@@ -523,12 +523,11 @@ uint64_t search_bucket_group(const Layout *l, unsigned axes, DType dt)
 
 bool search_recomputed(const Search *s, const Node *n)
 {
-	/* priced where explain prices the copies: with a machine's measured
-	 * or memory figures it prices every operator the program runs
-	 * (explain.c, calibrated_compute); on the built-in machine its model
-	 * (model_compute) prices the forward operators x 3 and no copy */
+	/* priced as explain prices the copies: every operator the program
+	 * runs with a machine's figures (explain.c, calibrated_compute), the
+	 * original's forward again on the built-in machine (model_copy) */
 	return s->training && n->phase == PH_FORWARD && n->ann.recompute && n->out && !(op_info[n->op].flags & OPF_COMM) &&
-	       !stages_param_cast(n->out) && machine_calibrated(&s->m);
+	       !stages_param_cast(n->out);
 }
 
 /* What a recomputed operator's copy runs again in the backward pass

@@ -69,6 +69,17 @@ fi
 # cast's own device matrix: 53 gathers a step against f32's 29 (sharding.c,
 # as_original; tests/unit/test_recompute_amp.c counts the moves).
 comms() { sed -n 's/^comm per step: \([^,]*\), \([^,]*\), \([^,]*\),.*/\1 \2 \3/p' "$1"; }
+planned() { sed -n 's/^planned memory per device (bytes): params \([0-9]*\) grads \([0-9]*\) state \([0-9]*\) workspace \([0-9]*\) comm \([0-9]*\) inputs \([0-9]*\) runtime \([0-9]*\) total.*/\1 \2 \3 \4 \5 \6 \7/p' "$1"; }
+# the ranks of 8 (--mem-stats in $2) off the plan netc build -v printed
+# ($1): every rank's "KIND counted/planned" pairs equal, and the plan's
+off_plan() {
+	grep '^memory rank' "$2" | awk -v p="$(planned "$1")" '{
+		s = ""; off = 0
+		for (i = 1; i <= NF; i++)
+			if ($i ~ /^[0-9]+\/[0-9]+$/) { split($i, a, "/"); off += a[1] != a[2]; s = s (s == "" ? "" : " ") a[2] }
+		bad += off || s != p; n++
+	} END { print bad + (8 - n) }'
+}
 F32=$(echo "$AMP" | sed 's/ -D train.amp_level=O2 -D train.amp_dtype=bf16//')
 if timeout 120 $NETC build "$work/rc.net" $AMP -v -o "$work/amp8" >"$work/amp8.build" 2>&1 &&
 	timeout 120 $NETC build "$work/rc.net" $F32 -o "$work/f8" >"$work/f8.build" 2>&1 &&
@@ -76,14 +87,8 @@ if timeout 120 $NETC build "$work/rc.net" $AMP -v -o "$work/amp8" >"$work/amp8.b
 		--mem-stats --comm-stats >"$work/amp8.out" 2>&1 &&
 	timeout 120 tests/e2e/mpirun.sh -np 8 "$work/f8" --steps 1 --seed 3 --quiet --comm-stats >"$work/f8.out" 2>&1; then
 	r=$($B/tools/losscompare "$work/amp_sa.csv" "$work/amp8.csv" --rtol 2e-3 | tail -1)
-	plan=$(sed -n 's/^planned memory per device (bytes): params \([0-9]*\) grads \([0-9]*\) state \([0-9]*\) workspace \([0-9]*\) comm \([0-9]*\) inputs \([0-9]*\) runtime \([0-9]*\) total.*/\1 \2 \3 \4 \5 \6 \7/p' "$work/amp8.build")
-	# every rank's "KIND counted/planned" pairs equal, and the plan -v printed
-	bad_ranks=$(grep '^memory rank' "$work/amp8.out" | awk -v p="$plan" '{
-		s = ""; off = 0
-		for (i = 1; i <= NF; i++)
-			if ($i ~ /^[0-9]+\/[0-9]+$/) { split($i, a, "/"); off += a[1] != a[2]; s = s (s == "" ? "" : " ") a[2] }
-		bad += off || s != p; n++
-	} END { print bad + (8 - n) }')
+	plan=$(planned "$work/amp8.build")
+	bad_ranks=$(off_plan "$work/amp8.build" "$work/amp8.out")
 	if echo "$r" | grep -q ' 0 failed' && [ -n "$plan" ] && [ "$bad_ranks" = 0 ] &&
 		[ "$(comms "$work/amp8.out")" = "$(comms "$work/f8.out")" ]; then
 		pass=$((pass + 1)); echo "ok   amp O2 bf16, recompute @8 = stand-alone O2 within 2e-3 ($r), counted = planned on 8 ranks, f32's collectives ($(comms "$work/amp8.out"))"
@@ -92,6 +97,28 @@ if timeout 120 $NETC build "$work/rc.net" $AMP -v -o "$work/amp8" >"$work/amp8.b
 	fi
 else
 	fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute @8: $(grep -m1 -E 'error|netrt' "$work/amp8.build" "$work/f8.build" "$work/amp8.out" "$work/f8.out")"
+fi
+# amp (O2, bf16), every layer recomputed, under auto_parallel at 8 ranks
+# (dynamic_programming) with each layer's output split (DP, MP) and read
+# as (DP, 1): the search lends amp's cast down of the output its reader's
+# strategy, and the next layer's copies move the checkpoint again in the
+# backward pass rather than keep the forward's move (passes/precision.c,
+# convert_again_below; tests/unit/test_recompute_amp.c). It trains as
+# stand-alone O2 within 2e-3, counted = planned on every rank.
+sed -e 's/^\(  h = add(x, Attention(layer_norm(x, ln1_g, ln1_b)\)\(, b, t, d, heads) as attn)\)$/\1.shard(((DP, 1), (1,), (1,)))\2.shard(((DP, 1), (DP, 1)))/' \
+	-e 's/^\(  y = add(h, MLP(layer_norm(h, ln2_g, ln2_b), d = d) as mlp)\)$/\1.shard(((DP, MP), (DP, MP)))/' \
+	"$work/rc.net" >"$work/moved.net"
+if [ "$(grep -c 'as attn).shard\|as mlp).shard' "$work/moved.net")" = 2 ] &&
+	timeout 120 $NETC build "$work/moved.net" $AMP -D parallel_mode=auto_parallel -D search_mode=dynamic_programming \
+		-v -o "$work/moved" >"$work/moved.build" 2>&1 &&
+	timeout 120 tests/e2e/mpirun.sh -np 8 "$work/moved" --steps 4 --seed 3 --log "$work/moved.csv" --quiet \
+		--mem-stats >"$work/moved.out" 2>&1 &&
+	r=$($B/tools/losscompare "$work/amp_sa.csv" "$work/moved.csv" --rtol 2e-3 | tail -1) &&
+	echo "$r" | grep -q ' 0 failed' && [ -n "$(planned "$work/moved.build")" ] &&
+	[ "$(off_plan "$work/moved.build" "$work/moved.out")" = 0 ]; then
+	pass=$((pass + 1)); echo "ok   amp O2 bf16, recompute, checkpoint moved again @8 = stand-alone O2 within 2e-3 ($r), counted = planned"
+else
+	fail=$((fail + 1)); echo "FAIL amp O2 bf16, recompute, checkpoint moved again @8: $(grep -m1 -E 'error|netrt' "$work/moved.build" "$work/moved.out") $r"
 fi
 # and stand-alone O2 recomputed trains as O2 without recompute, bit for bit:
 # the copies recompute amp's casts too, and read each other's, not the
