@@ -45,9 +45,10 @@ if [ -z "${NETC_LDFLAGS+set}" ] && echo 'int main(void){return 0;}' |
 	cc -fuse-ld=gold -x c -o "$B/tools/gold-probe" - 2>/dev/null; then
 	export NETC_LDFLAGS=-fuse-ld=gold
 fi
-# Waiting ranks yield the core: tests/e2e/mpirun.sh says why; here for
-# the scripts that start mpirun themselves (multihost)
-export OMPI_MCA_mpi_yield_when_idle="${OMPI_MCA_mpi_yield_when_idle:-1}"
+# Open MPI's settings of tests/e2e/mpirun.sh's launches, here for the
+# programs the scripts start without mpirun (singletons: most single-rank
+# runs) and for the scripts that start mpirun themselves (multihost)
+. tests/e2e/mpi_env.sh
 pass=0 fail=0 failed= cpu_total=0
 mpi_parent=${OMPI_MCA_orte_tmpdir_base:-${TMPDIR:-/tmp}}
 start=$(date +%s)

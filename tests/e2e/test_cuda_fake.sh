@@ -43,13 +43,15 @@ finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 make -s B="$B" "$FAKE" >"$work/make.log" 2>&1 || { bad "make $FAKE"; tail -5 "$work/make.log"; finish; }
 LIBS="$(pkg-config --libs ompi-c openblas) -fopenmp" # the kernels use OpenMP
 CFL=$(pkg-config --cflags ompi-c openblas)
+# linked by gold where tests/e2e/run.sh found it, as netc links the CPU
+# twins (NETC_LDFLAGS): bfd took 0.3 s of CPU a program, gold 0.15
 
 # pair NAME ARGS...: the CPU program NAME.cpu and the same C linked with the fake CUDA runtime NAME.gpu
 pair() {
 	local name=$1
 	shift
 	timeout $TMO "$NETC" build "$@" --emit-c "$work/$name.src" -o "$work/$name.cpu" >"$work/$name.build" 2>&1 &&
-		cc -std=c11 -O1 -I"$B/include" $CFL "$work/$name.src"/*.c -o "$work/$name.gpu" "$FAKE" $LIBS -lm \
+		cc -std=c11 -O1 -I"$B/include" $CFL "$work/$name.src"/*.c -o "$work/$name.gpu" "$FAKE" $LIBS -lm $NETC_LDFLAGS \
 			>>"$work/$name.build" 2>&1 ||
 		{ bad "$name: build"; grep -m3 -E "error" "$work/$name.build" | sed 's/^/     | /'; return 1; }
 }
@@ -377,7 +379,7 @@ broken() {
 	local name=$1 from=$2 to=$3 want=$4
 	shift 4
 	sed "s/$from/$to/" "$work/$name.src"/*.c >"$work/broken.c" &&
-		cc -std=c11 -O1 -I"$B/include" $CFL "$work/broken.c" -o "$work/broken" "$FAKE" $LIBS -lm 2>/dev/null &&
+		cc -std=c11 -O1 -I"$B/include" $CFL "$work/broken.c" -o "$work/broken" "$FAKE" $LIBS -lm $NETC_LDFLAGS 2>/dev/null &&
 		expect "fake CUDA catches $from -> $to" "$want" "$work/broken" --steps 1 --quiet "$@"
 }
 
@@ -542,7 +544,7 @@ done
 # and as what it is (not "no algorithm"): 300 more shapes in one step
 sed 's/^static double forward(void)$/static double forward(void);\nstatic double forward_(void);\nstatic double forward(void) { for (int m_ = 1; m_ <= 300; m_++) K(gemm)(false, false, m_, 1, 1, p_w1, p_w1, 0, p_w2); return forward_(); }\nstatic double forward_(void)/' \
 	"$work/mlp_sa.src/mlp.c" >"$work/lt_full.c"
-cc -std=c11 -O1 -I"$B/include" $CFL "$work/lt_full.c" -o "$work/lt_full" "$FAKE" $LIBS -lm 2>/dev/null
+cc -std=c11 -O1 -I"$B/include" $CFL "$work/lt_full.c" -o "$work/lt_full" "$FAKE" $LIBS -lm $NETC_LDFLAGS 2>/dev/null
 out=$(NETC_CUDA_GRAPH=0 timeout $TMO "$work/lt_full" --steps 2 --quiet 2>&1)
 n=$(echo "$out" | grep -c "^netrt: cuBLASLt's plan table is full (256 problems): further products use cuBLAS (said once)$")
 if [ "$n" = 1 ] && ! echo "$out" | grep -q "no algorithm"; then
@@ -553,7 +555,7 @@ fi
 # a host wait inside the captured step: CUDA refuses it, the job stops at the call
 sed 's/^\tread_loss = r_;$/\t{ float x_; nrt_to_host(\&x_, p_w1, sizeof x_); }\n\tread_loss = r_;/' \
 	"$work/mlp_sa.src/mlp.c" >"$work/capture_wait.c"
-cc -std=c11 -O1 -I"$B/include" $CFL "$work/capture_wait.c" -o "$work/capture_wait" "$FAKE" $LIBS -lm 2>/dev/null
+cc -std=c11 -O1 -I"$B/include" $CFL "$work/capture_wait.c" -o "$work/capture_wait" "$FAKE" $LIBS -lm $NETC_LDFLAGS 2>/dev/null
 out=$(timeout $TMO "$work/capture_wait" --steps 3 --quiet 2>&1)
 rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q "runtime/cuda/mem.c:[0-9]*: cudaMemcpyAsync(.*CUDA error 900: operation not permitted when stream is capturing"; then
