@@ -1066,7 +1066,7 @@ static bool outer_search(Compilation *c, const MemoryFit *f, double limit)
 	 * step fits), and where none compiled the first says why */
 	if (fits == 0 && !screened(c, f, tries, n, key, &L))
 		return false;
-	char line[256], h[32];
+	char line[320], h[32]; /* a row and its cut (up to 223) */
 	snprintf(line, sizeof line, "plans tried (%s%s%s), memory_limit = %s; chosen: the lowest step that fits\n",
 	         sauto ? "pipeline_stages = auto" : "", sauto && mauto ? ", " : "", mauto ? "micro_size = auto" : "",
 	         isinf(limit) ? "none" : human_bytes(limit, h, sizeof h));
