@@ -223,14 +223,14 @@ static int bd_index(const Chain *bd, int64_t b)
 	return -1;
 }
 
-/* Layout l rewritten into the space: original axis k becomes the refined
- * axes inside its span, and a dim it splits becomes as many leading
- * sub-dims, matched in order (major first on both sides). */
-static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
+/* Layout l's map and partial set in the space (into *map; returns the
+ * partial set): original axis k becomes the refined axes inside its
+ * span, and a dim it splits becomes as many leading sub-dims, matched in
+ * order (major first on both sides). */
+static unsigned space_map(const Layout *l, const Space *sp, int *map)
 {
 	int64_t cum[MAX_RANK + 1];
 	prefix_products(l, cum);
-	int map[MAX_RANK];
 	for (int e = 0; e < MAX_RANK; e++)
 		map[e] = -1;
 	for (int i = 0; i < l->rank; i++) {
@@ -249,6 +249,14 @@ static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
 		if ((l->partial >> k & 1u) && l->dev[k] > 1)
 			for (int j = bd_index(&sp->bd, cum[k]); j < bd_index(&sp->bd, cum[k + 1]); j++)
 				partial |= 1u << j;
+	return partial;
+}
+
+/* Layout l rewritten into the space (space_map). */
+static Layout *into_space(Arena *a, const Layout *l, const Space *sp)
+{
+	int map[MAX_RANK];
+	unsigned partial = space_map(l, sp, map);
 	return layout_make(a, &sp->shape, sp->ndev, sp->dev, map, partial, sp->ndevices);
 }
 
@@ -730,6 +738,13 @@ static RedistPlan *reduced_then_permute(Planner *fwd, RedistPlan *p, const Layou
 	return permute_after(fwd, p, k, mid, t);
 }
 
+/* The pair needs no step (plan's empty plan). */
+static bool no_steps(const Layout *from, const Layout *to)
+{
+	return !from->ragged && !to->ragged && layout_devices(from) == layout_devices(to) ? layout_same(from, to)
+	                                                                                : layout_equiv(from, to);
+}
+
 /* rev: where not NULL, set to the way back reversed (reverse_of; NULL
  * where there is none). */
 static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
@@ -740,8 +755,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esiz
 	RedistPlan *p = ARENA_NEW(a, RedistPlan);
 	p->from = from;
 	p->to = to;
-	if (!from->ragged && !to->ragged && layout_devices(from) == layout_devices(to) ? layout_same(from, to)
-	                                                                              : layout_equiv(from, to))
+	if (no_steps(from, to))
 		return p;
 	Planner pl = {.a = a, .p = p, .cur = from, .esize = esize, .alltoall = enable_alltoall};
 	const Layout *const pair[2] = {from, to};
@@ -788,6 +802,137 @@ RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int
 	return plan(a, from, to, esize, enable_alltoall, rev);
 }
 
+/* ---- step lists ------------------------------------------------------------ */
+
+/* A class of pairs whose plans have one step list (redist_skeleton): the
+ * space layouts' maps and partial sets, the space's ranks, whether the
+ * way back is asked. Compared whole: no hash stands for it. */
+typedef struct SkelKey {
+	int8_t fmap[MAX_RANK], tmap[MAX_RANK];
+	uint8_t fpart, tpart, ndev, rank, ways, used, pad[2]; /* 24 bytes, no padding: memcmp, skel_hash */
+} SkelKey;
+
+typedef struct SkelEntry {
+	SkelKey k;
+	bool direct;             /* a Permute or too many collectives: plan it */
+	RedistSkelPlan plan[3];
+} SkelEntry;
+
+enum { SKEL_MAX = 1 << 20 };
+static struct {
+	SkelEntry *tab;
+	size_t cap, n;
+} skels;
+
+static size_t skel_hash(const SkelKey *k)
+{
+	uint64_t w[3];
+	memcpy(w, k, sizeof w);
+	uint64_t h = (w[0] * 0x9E3779B97F4A7C15ull) ^ (w[1] * 0xC2B2AE3D27D4EB4Full) ^ (w[2] * 0x165667B19E3779F9ull);
+	return (size_t)(h ^ h >> 29);
+}
+
+static SkelEntry *skel_slot(SkelEntry *t, size_t cap, const SkelKey *k)
+{
+	size_t i = skel_hash(k) & (cap - 1);
+	while (t[i].k.used && memcmp(&t[i].k, k, sizeof *k) != 0)
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+/* k's entry, new ones empty (k.used 0); NULL where new and the table is
+ * full. */
+static SkelEntry *skel_find(const SkelKey *k)
+{
+	if (2 * (skels.n + 1) > skels.cap && skels.n < SKEL_MAX) {
+		size_t nc = skels.cap ? 2 * skels.cap : 1024;
+		SkelEntry *nt = xcalloc(nc, sizeof *nt);
+		for (size_t i = 0; i < skels.cap; i++)
+			if (skels.tab[i].k.used)
+				*skel_slot(nt, nc, &skels.tab[i].k) = skels.tab[i];
+		free(skels.tab);
+		skels.tab = nt, skels.cap = nc;
+	}
+	SkelEntry *e = skel_slot(skels.tab, skels.cap, k);
+	return e->k.used || skels.n < SKEL_MAX ? e : NULL;
+}
+
+/* p's collectives into q; false where p has a Permute or more than
+ * REDIST_SKEL_STEPS of them. */
+static bool skel_of(const RedistPlan *p, RedistSkelPlan *q)
+{
+	q->n = p ? 0 : -1;
+	for (int k = 0; p && k < p->n; k++) {
+		const RedistStep *s = &p->steps[k];
+		if (s->kind == RS_SLICE)
+			continue;
+		if (s->kind == RS_PERMUTE || q->n == REDIST_SKEL_STEPS)
+			return false;
+		unsigned split = 0;
+		for (int i = 0; i < s->from->rank; i++)
+			if (s->from->map[i] >= 0)
+				split |= 1u << s->from->map[i];
+		q->s[q->n++] = (RedistSkelStep){(uint8_t)s->kind, (uint8_t)s->axes, (uint8_t)split};
+	}
+	return true;
+}
+
+/* e's step lists, planned for (from, to) */
+static void skel_fill(SkelEntry *e, const SkelKey *k, const Layout *from, const Layout *to, int esize)
+{
+	static Arena tmp;
+	RedistPlan *rev = NULL, *p = plan(&tmp, from, to, esize, false, k->ways ? &rev : NULL);
+	e->k = *k;
+	e->direct = (p && p->fallback) || !skel_of(p, &e->plan[0]) || !skel_of(rev, &e->plan[1]) ||
+	            !skel_of(rev ? rev->reverses : NULL, &e->plan[2]);
+	skels.n++;
+	arena_reset(&tmp);
+}
+
+/* Every split of the space layout of map divides its sub-dim (else
+ * layout_make fails there and plan falls back). */
+static bool space_divides(const Space *sp, const int *map)
+{
+	for (int e = 0; e < sp->shape.rank; e++)
+		if (map[e] >= 0 && !i64_divides(sp->dev[map[e]], sp->shape.d[e]))
+			return false;
+	return true;
+}
+
+bool redist_skeleton(const Layout *from, const Layout *to, int esize, bool enable_alltoall, bool ways,
+                     RedistSkeleton *out)
+{
+	if (enable_alltoall || from->ragged || to->ragged || !valid_pair(from, to) ||
+	    !(esize == 2 || esize == 4 || esize == 8) || no_steps(from, to))
+		return false;
+	const Layout *const pair[2] = {from, to};
+	Chain bd, bt[MAX_RANK];
+	Space sp;
+	sp.shape = (Shape){0};
+	if (!unify_chains(pair, &bd, bt) || !space_from_chains(&sp, &bd, bt, &from->full))
+		return false;
+	int fm[MAX_RANK], tm[MAX_RANK];
+	SkelKey k = {.ndev = (uint8_t)sp.ndev, .rank = (uint8_t)sp.shape.rank, .ways = ways, .used = 1};
+	k.fpart = (uint8_t)space_map(from, &sp, fm);
+	k.tpart = (uint8_t)space_map(to, &sp, tm);
+	if (!space_divides(&sp, fm) || !space_divides(&sp, tm))
+		return false;
+	for (int e = 0; e < MAX_RANK; e++)
+		k.fmap[e] = (int8_t)fm[e], k.tmap[e] = (int8_t)tm[e];
+	SkelEntry *e = skel_find(&k);
+	if (!e)
+		return false;
+	if (!e->k.used)
+		skel_fill(e, &k, from, to, esize);
+	if (e->direct)
+		return false;
+	memset(&out->space, 0, sizeof out->space);
+	out->space.ndev = sp.ndev;
+	memcpy(out->space.dev, sp.dev, sizeof sp.dev);
+	memcpy(out->plan, e->plan, sizeof out->plan);
+	return true;
+}
+
 static bool pow2_matrix(const Layout *l)
 {
 	for (int k = 0; k < l->ndev; k++)
@@ -805,39 +950,6 @@ RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int
 {
 	RedistPlan *r, *p = redist_plan_ways(a, from, to, esize, enable_alltoall, &r);
 	return r && redist_reverse_cheaper(r->total_bytes, r->most_bytes, p->total_bytes, p->most_bytes) ? r : p;
-}
-
-/* ---- forms ------------------------------------------------------------------ */
-
-/* Why a dim larger than both layouts' splits of it may be left out:
- * unify_chains compares a dim's size d only with the values its boundary
- * chain gathers, each a product of device counts no larger than the
- * layouts' splits of the dim, and every one of those that the chain keeps
- * divides d (it divides a split, which divides d) -- so with d larger
- * than both splits, d is the chain's last value whatever it is, and the
- * expanded shape differs only in the dim's last sub-dim (d over the last
- * boundary), which neither layout splits. Planning in the space reads the
- * maps, the partial axes and the matrix, never a size; layout_make's
- * divisibility tests see only the split sub-dims, the same. Where unify
- * fails (the same for both pairs), the fallback's dim_contains compares
- * blocks whose offsets along a dim are its block index times d over the
- * split: along a left-out dim both sides scale with d, and the tests
- * come out the same. So two pairs of one form plan the same steps over
- * the same matrices, and a step's block is the tensor's elements over
- * the step's splits. */
-int redist_form(const Layout *from, const Layout *to, int64_t *key)
-{
-	if (from->ragged || to->ragged || !shape_eq(&from->full, &to->full) ||
-	    layout_devices(from) != layout_devices(to))
-		return 0;
-	int64_t dims[MAX_RANK];
-	for (int i = 0; i < from->rank; i++) {
-		int64_t sf = layout_split(from, i), st = layout_split(to, i), d = from->full.d[i];
-		/* -1, not 0: a dim of size 0 (split by anything) is no such dim */
-		dims[i] = d > sf && d > st ? -1 : d;
-	}
-	int n = layout_key(from, dims, key);
-	return n + layout_key(to, dims, key + n);
 }
 
 /* ---- description ------------------------------------------------------- */

@@ -98,6 +98,36 @@ RedistPlan *redist_plan_back(Arena *a, const Layout *from, const Layout *to, int
  * way round), which the searches' forms take from it. */
 RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int esize, bool enable_alltoall,
                              RedistPlan **rev);
+/* The collectives of redist_plan_ways' plans for (from, to), with the
+ * common space's matrix, without planning: planning in the space reads
+ * the two space layouts' maps and partial sets, never a size
+ * (plan_slices, plan_reductions, plan_unsplit, reverse_into; only the
+ * Permute, with all-to-all, weighs bytes), so one step list serves
+ * every pair of a class (at GPT-3 x 4096 devices 1.44 million plans
+ * fall into 21,000), kept by the class and planned on its first pair.
+ * A step's group is its axes' sizes' product in `space`, its input
+ * block the tensor's elements over its split axes' product. plan[0]:
+ * redist_plan's; with ways, plan[1] the way back reversed and plan[2]
+ * the plan it reverses (*rev and (*rev)->reverses); n -1: none. False
+ * where the caller must plan: all-to-all, a pair with no step or none
+ * in a common space (ragged, the fallback), a Permute or more than
+ * REDIST_SKEL_STEPS collectives, the table full. */
+enum { REDIST_SKEL_STEPS = 16 };
+typedef struct RedistSkelStep {
+	uint8_t kind;            /* RedistKind: never RS_SLICE (it sends nothing) or RS_PERMUTE */
+	uint8_t axes;            /* the group's axes of space */
+	uint8_t split;           /* the axes splitting the step's input */
+} RedistSkelStep;
+typedef struct RedistSkelPlan {
+	int n;
+	RedistSkelStep s[REDIST_SKEL_STEPS];
+} RedistSkelPlan;
+typedef struct RedistSkeleton {
+	Layout space;            /* the common matrix (ndev, dev; nothing else set) */
+	RedistSkelPlan plan[3];
+} RedistSkeleton;
+bool redist_skeleton(const Layout *from, const Layout *to, int esize, bool enable_alltoall, bool ways,
+                     RedistSkeleton *out);
 /* Whether (*rev)->reverses of redist_plan_ways(from, to) holds
  * redist_plan(to, from)'s steps: both matrices of powers of two, where
  * unify_chains' closure adds no cut conditionally (every value of a

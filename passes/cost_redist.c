@@ -223,21 +223,66 @@ static double form_price(const RedistCache *rc, const CostMemoEntry *e, const La
 	return p.time;
 }
 
+/* q's collectives (redist_skeleton's steps of sk) as a form keeps them,
+ * into st, and the totals form_totals gives for them (numel elements
+ * of es bytes over D ranks): what form_steps and plan_totals give for
+ * the plan planned, step by step in the same order. */
+static FormTotals skel_steps(const RedistCache *rc, const RedistSkeleton *sk, const RedistSkelPlan *q, int64_t numel,
+                             int es, int64_t D, CostFormStep *st)
+{
+	FormTotals t = {0};
+	for (int k = 0; k < q->n; k++) {
+		const RedistSkelStep *s = &q->s[k];
+		CostFormStep f = {s->kind, layout_group_size(&sk->space, s->axes), cost_group_in_node(rc->m, &sk->space, s->axes),
+		                  layout_group_size(&sk->space, s->split)};
+		int64_t b = redist_step_bytes((RedistKind)s->kind, f.g, numel / f.splits * es);
+		st[k] = f;
+		t.time += cost_coll_time(rc->m, s->kind, s->kind, (double)b, f.g, f.in, NULL);
+		t.send += b, t.most += b, t.total += b * D;
+	}
+	return t;
+}
+
 /* A way back planned for a gradient (redist_plan_ways' (*rev)->reverses,
- * the plan from `from` to `to`) kept as the pair's forward form where it
- * has none yet: the value's own edge, priced next (cost_edge_row), then
- * finds it. At GPT-3 x 4096 devices 884,000 of the 1.3 million ways back
- * planned were such a forward form planned again. */
-static void keep_way(const RedistCache *rc, const Layout *from, const Layout *to, int es, const RedistPlan *q)
+ * the plan from `from` to `to`: q, or sk's plan[2]) kept as the pair's
+ * forward form where it has none yet: the value's own edge, priced next
+ * (cost_edge_row), then finds it. At GPT-3 x 4096 devices 884,000 of the
+ * 1.3 million ways back planned were such a forward form planned again. */
+static void keep_way(const RedistCache *rc, const Layout *from, const Layout *to, int es, const RedistPlan *q,
+                     const RedistSkeleton *sk)
 {
 	uint64_t h[2];
 	CostFormStep fs[COST_FORM_STEPS];
 	int nf;
 	double t;
 	bool found;
-	CostMemoEntry *e = q && cost_form_key(rc->fig, from, to, es, false, h) ? cost_form_find(h, &found) : NULL;
-	if (e && !found && form_steps(rc, q, fs, &nf, &t))
+	CostMemoEntry *e = (q || sk) && cost_form_key(rc->fig, from, to, es, false, h) ? cost_form_find(h, &found) : NULL;
+	if (!e || found)
+		return;
+	if (sk)
+		skel_steps(rc, sk, &sk->plan[2], 0, es, 0, fs), nf = sk->plan[2].n;
+	if (sk || form_steps(rc, q, fs, &nf, &t))
 		cost_form_fill(e, h, fs, nf, NULL, -1);
+}
+
+/* plan_price from the pair's step lists (redist_skeleton), without
+ * planning: the same choice, time, bytes and forms. */
+static double skel_price(RedistCache *rc, const RedistSkeleton *sk, const Layout *from, const Layout *to, int es,
+                         int64_t *bytes, CostMemoEntry *e, const uint64_t *h, bool *kept)
+{
+	int64_t numel = shape_numel(&from->full), D = layout_devices(from);
+	CostFormStep fs[COST_FORM_STEPS], rs[COST_FORM_STEPS];
+	const RedistSkelPlan *pf = &sk->plan[0], *pr = &sk->plan[1];
+	FormTotals f = skel_steps(rc, sk, pf, numel, es, D, fs), r = skel_steps(rc, sk, pr, numel, es, D, rs), p = f;
+	if (pf->n < 0)
+		p.time = INFINITY;
+	if (pr->n >= 0 && redist_reverse_cheaper(r.total, r.most, f.total, f.most) && r.time < p.time)
+		p = r;
+	*bytes = p.send;
+	*kept = e && cost_form_fill(e, h, fs, pf->n, rs, pr->n);
+	if (e && pr->n >= 0 && redist_plan_ways_share(from, to, rc->alltoall))
+		keep_way(rc, to, from, es, NULL, sk);
+	return p.time;
 }
 
 /* The plan's time from `from` to `to` (the cheaper way for a backward
@@ -252,6 +297,9 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 	 * again by the next plan) */
 	static Arena tmp;
 	int es = dtype_size_as(dt, rc->real_size);
+	RedistSkeleton sk;
+	if (redist_skeleton(from, to, es, rc->alltoall, back, &sk))
+		return skel_price(rc, &sk, from, to, es, bytes, e, h, kept);
 	RedistPlan *rev = NULL, *fwd = back ? redist_plan_ways(&tmp, from, to, es, rc->alltoall, &rev)
 	                                    : redist_plan(&tmp, from, to, es, rc->alltoall);
 	/* each plan's steps gone over once: the form's steps and the time
@@ -268,7 +316,7 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 	*bytes = p ? p->send_bytes : 0;
 	*kept = e && rok && cost_form_fill(e, h, fs, nf, rs, nr);
 	if (e && rev && redist_plan_ways_share(from, to, rc->alltoall))
-		keep_way(rc, to, from, es, rev->reverses);
+		keep_way(rc, to, from, es, rev->reverses, NULL);
 	arena_reset(&tmp);
 	return t;
 }

@@ -965,3 +965,106 @@ Test(redist, a_partial_source_is_reduced_then_permuted)
 	cr_expect_str_eq(redist_describe(&a, p), "ReduceScatter(dim 0, 4)");
 	arena_free(&a);
 }
+
+/* ---- step lists (redist_skeleton) ------------------------------------------ */
+
+/* The layouts of one matrix over `shape`: every map of its axes to the
+ * dims (each axis on one dim at most, dividing it), whole or partial over
+ * one unused axis; appended to ls. */
+static int skel_layouts(Arena *a, const Shape *shape, int ndev, const int64_t *dev, int64_t D, Layout **ls, int n)
+{
+	int nmaps = 1;
+	for (int i = 0; i < shape->rank; i++)
+		nmaps *= ndev + 1;
+	for (int code = 0; code < nmaps; code++) {
+		int map[MAX_RANK], c = code;
+		unsigned used = 0;
+		bool ok = true;
+		for (int i = 0; i < MAX_RANK; i++)
+			map[i] = -1;
+		for (int i = 0; i < shape->rank; i++, c /= ndev + 1) {
+			map[i] = c % (ndev + 1) - 1;
+			if (map[i] >= 0)
+				ok &= !(used >> map[i] & 1u) && shape->d[i] % dev[map[i]] == 0, used |= 1u << map[i];
+		}
+		for (int k = -1; ok && k < ndev; k++)
+			if (k < 0 || !(used >> k & 1u))
+				ls[n++] = layout_make(a, shape, ndev, dev, map, k < 0 ? 0 : 1u << k, D);
+	}
+	return n;
+}
+
+/* The collectives of p as redist_skeleton keeps them. */
+static void expect_steps(const RedistPlan *p, const RedistSkelPlan *q, const Layout *space, const char *what, int pair)
+{
+	int n = 0;
+	for (int s = 0; p && s < p->n; s++) {
+		const RedistStep *st = &p->steps[s];
+		if (st->kind == RS_SLICE)
+			continue;
+		cr_assert_lt(n, q->n, "pair %d %s: %d collectives kept, more planned", pair, what, q->n);
+		unsigned split = 0;
+		for (int i = 0; i < st->from->rank; i++)
+			if (st->from->map[i] >= 0)
+				split |= 1u << st->from->map[i];
+		const RedistSkelStep *k = &q->s[n++];
+		cr_assert(k->kind == st->kind && k->axes == st->axes && k->split == split && st->from->ndev == space->ndev &&
+		              memcmp(st->from->dev, space->dev, sizeof(int64_t) * (size_t)space->ndev) == 0,
+		          "pair %d %s: step %d differs", pair, what, n - 1);
+	}
+	cr_assert_eq(p ? n : -1, q->n, "pair %d %s: %d collectives planned, %d kept", pair, what, p ? n : -1, q->n);
+}
+
+/* One step list serves every pair whose space layouts have the same maps
+ * and partial sets (redist_skeleton): checked against the planner on
+ * every pair of layouts of several matrices over 16 and 32 devices (one
+ * process: the later pairs of a class are answered from the first's
+ * list, over other sizes), and of 12 (no common space for some: the
+ * planner's). A key without the partial sets, or without one layout's
+ * map, answers a pair from another class's list and fails here. */
+Test(redistribute, step_lists_equal_the_planners)
+{
+	Arena a = {0};
+	static const struct { int64_t D; int ndev; int64_t dev[3]; Shape shape; } mats[] = {
+		{16, 1, {16}, S(16, 32)},      {16, 2, {2, 8}, S(16, 32)},   {16, 2, {8, 2}, S(16, 32)},
+		{16, 2, {4, 4}, S(16, 32)},    {16, 3, {2, 2, 4}, S(16, 32)}, {32, 2, {4, 8}, S(32, 64)},
+		{32, 2, {8, 4}, S(32, 64)},    {32, 3, {2, 4, 4}, S(32, 64)}, {32, 1, {32}, S(32, 64)},
+		{12, 2, {3, 4}, S(12, 24)},    {12, 2, {4, 3}, S(12, 24)},   {12, 2, {2, 6}, S(12, 24)},
+	};
+	enum { NM = sizeof mats / sizeof mats[0] };
+	int served = 0, pairs = 0;
+	for (int m0 = 0; m0 < NM; m0++)
+		for (int m1 = 0; m1 < NM; m1++) {
+			if (mats[m0].D != mats[m1].D)
+				continue;
+			Layout *ls[2][160];
+			int n0 = skel_layouts(&a, &mats[m0].shape, mats[m0].ndev, mats[m0].dev, mats[m0].D, ls[0], 0);
+			int n1 = skel_layouts(&a, &mats[m1].shape, mats[m1].ndev, mats[m1].dev, mats[m1].D, ls[1], 0);
+			/* every third pair: the classes recur all the same */
+			for (int i = 0; i < n0; i++)
+				for (int j = (i + m0 + m1) % 3; j < n1; j += 3) {
+					const Layout *f = ls[0][i], *t = ls[1][j];
+					for (int ways = 0; ways < 2; ways++, pairs++) {
+						RedistSkeleton sk;
+						if (!redist_skeleton(f, t, 4, false, ways, &sk))
+							continue;
+						served++;
+						RedistPlan *rev = NULL, *p = ways ? redist_plan_ways(&a, f, t, 4, false, &rev)
+						                                  : redist_plan(&a, f, t, 4, false);
+						expect_steps(p, &sk.plan[0], &sk.space, "plan", pairs);
+						expect_steps(rev, &sk.plan[1], &sk.space, "way back", pairs);
+						expect_steps(rev ? rev->reverses : NULL, &sk.plan[2], &sk.space, "reversed", pairs);
+					}
+				}
+			arena_free(&a);
+		}
+	cr_log_info("%d of %d pairs served by step lists", served, pairs);
+	cr_expect_gt(served, pairs / 2, "%d of %d pairs served", served, pairs);
+	/* all-to-all weighs bytes: never served */
+	Layout *f = mk(&a, &(Shape)S(8, 8), &(LSpec)L(1, V(4), V(0, -1), 0), 4);
+	Layout *t = mk(&a, &(Shape)S(8, 8), &(LSpec)L(1, V(4), V(-1, 0), 0), 4);
+	RedistSkeleton sk;
+	cr_expect(!redist_skeleton(f, t, 4, true, false, &sk));
+	cr_expect(redist_skeleton(f, t, 4, false, false, &sk));
+	arena_free(&a);
+}
