@@ -12,6 +12,7 @@ struct ArenaBlock {
 };
 
 enum { BLOCK_MIN = 64 * 1024 };
+#define ARENA_ROUND(n) (((n) + 15) & ~(size_t)15)
 
 _Noreturn static void out_of_memory(size_t n)
 {
@@ -51,9 +52,13 @@ char *xstrdup(const char *s)
 	return p;
 }
 
-void *arena_alloc(Arena *a, size_t n)
+/* n bytes, not zeroed: arena_alloc zeroes them, arena_grow copies into
+ * them and zeroes the rest (zeroing bytes the copy then overwrites was
+ * 0.19e9 instructions of search_new's copies of fixed vertices'
+ * candidate lists at GPT-3 explain, 1.7% of the run) */
+static char *arena_take(Arena *a, size_t n)
 {
-	n = (n + 15) & ~(size_t)15;
+	n = ARENA_ROUND(n);
 	ArenaBlock *b = a->head;
 	if (!b || b->size - b->used < n) {
 		size_t size = n > BLOCK_MIN ? n : BLOCK_MIN;
@@ -66,7 +71,13 @@ void *arena_alloc(Arena *a, size_t n)
 	void *p = b->data + b->used;
 	b->used += n;
 	a->total += n;
-	memset(p, 0, n);
+	return p;
+}
+
+void *arena_alloc(Arena *a, size_t n)
+{
+	char *p = arena_take(a, n);
+	memset(p, 0, ARENA_ROUND(n));
 	return p;
 }
 
@@ -98,9 +109,12 @@ char *arena_printf(Arena *a, const char *fmt, ...)
 
 void *arena_grow(Arena *a, void *old, size_t oldn, size_t newn, size_t elem)
 {
-	void *p = arena_alloc(a, newn * elem);
-	if (old && oldn)
-		memcpy(p, old, oldn * elem);
+	/* the copy, then the new elements and the padding zeroed */
+	size_t kept = old ? (oldn < newn ? oldn : newn) * elem : 0;
+	char *p = arena_take(a, newn * elem);
+	if (kept)
+		memcpy(p, old, kept);
+	memset(p + kept, 0, ARENA_ROUND(newn * elem) - kept);
 	return p;
 }
 

@@ -15,7 +15,8 @@ char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Grows an arena-held array; the old storage is simply abandoned. */
+/* Grows an arena-held array (its new elements zeroed); the old storage
+ * is simply abandoned. */
 void *arena_grow(Arena *a, void *old, size_t oldn, size_t newn, size_t elem);
 void arena_free(Arena *a);
 /* Empty again, its first block kept for the next allocations: a scratch

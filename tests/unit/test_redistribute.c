@@ -913,6 +913,30 @@ Test(redistribute, arena_reset_hands_out_zeroed_memory)
 	arena_free(&a);
 }
 
+/* arena_grow copies the old elements into memory it does not zero
+ * first (search_new's copies of candidate lists): the new elements and
+ * the padding up to 16 bytes are zeroed all the same, here in a reset
+ * arena's first block, dirty from the round before. */
+Test(redistribute, arena_grow_zeroes_what_it_does_not_copy)
+{
+	Arena a = {0};
+	int src[5] = {1, 2, 3, 4, 5};
+	for (int round = 0; round < 2; round++) {
+		memset(arena_alloc(&a, 8192), 0xAB, 8192);
+		arena_reset(&a);
+		int *p = arena_grow(&a, src, 5, 13, sizeof(int)); /* 52 bytes, 64 handed out */
+		for (int i = 0; i < 13; i++)
+			cr_assert_eq(p[i], i < 5 ? src[i] : 0, "element %d", i);
+		for (int i = 52; i < 64; i++)
+			cr_assert_eq(((unsigned char *)p)[i], 0, "padding byte %d", i);
+		int *q = arena_grow(&a, NULL, 0, 3, sizeof(int)), *r = arena_grow(&a, src, 5, 2, sizeof(int));
+		cr_assert(q[0] == 0 && q[1] == 0 && q[2] == 0);
+		cr_assert(r[0] == 1 && r[1] == 2 && r[2] == 0 && r[3] == 0, "a shrink keeps the first newn");
+		memset(p, 0xCD, 64);
+	}
+	arena_free(&a);
+}
+
 /* redist_form leaves out the size of a dim larger than both layouts'
  * splits of it (its plans' steps do not depend on it) and keeps every
  * other size: a dim of size 0, which any split divides, is no such dim
