@@ -55,12 +55,16 @@ pair() {
 			>>"$work/$name.build" 2>&1 ||
 		{ bad "$name: build"; grep -m3 -E "error" "$work/$name.build" | sed 's/^/     | /'; return 1; }
 }
-# run PROG NP OUT ARGS...
+# run PROG NP OUT ARGS...: NP 1 runs PROG as an Open MPI singleton (no
+# mpirun: tests/e2e/mpi_env.sh, which run.sh sources, isolates it), as
+# the other scripts run their one-rank programs; 18 of this script's
+# launches were one rank (0.25 s of CPU a launch, a singleton 0.05)
 run() {
 	local prog=$1 np=$2 out=$3
 	shift 3
-	timeout $TMO $MPIRUN -np "$np" "$work/$prog" --steps 4 --seed 5 --log "$work/$out.csv" --save "$work/$out.st" \
-		--quiet "$@" >"$work/$out.run" 2>&1 || { echo "     | $(grep -m1 -E "netrt|fake CUDA" "$work/$out.run")"; return 1; }
+	set -- "$work/$prog" --steps 4 --seed 5 --log "$work/$out.csv" --save "$work/$out.st" --quiet "$@"
+	[ "$np" -eq 1 ] || set -- $MPIRUN -np "$np" "$@"
+	timeout $TMO "$@" >"$work/$out.run" 2>&1 || { echo "     | $(grep -m1 -E "netrt|fake CUDA" "$work/$out.run")"; return 1; }
 }
 # exact CASE A B: runs A and B agree exactly
 exact() {
@@ -73,14 +77,17 @@ exact() {
 	*) bad "$case_ ($l; $p)" ;;
 	esac
 }
-# case_ NAME NP [ENV...] -- NETC ARGS: build both, run both on NP ranks, compare
+# case_ NAME NP [ENV...] -- NETC ARGS: build both, run both on NP ranks,
+# compare. The CPU run on several ranks counts --comm-stats, which
+# nccl_case --of compares its NCCL run's with
 case_() {
-	local name=$1 np=$2 envs=
+	local name=$1 np=$2 envs= cs=
 	shift 2
+	[ "$np" -gt 1 ] && cs=--comm-stats
 	while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
 	shift
 	pair "$name" "$@" || return
-	if run "$name.cpu" "$np" "$name.c" &&
+	if run "$name.cpu" "$np" "$name.c" $cs &&
 		(for e in $envs; do export "$e"; done; run "$name.gpu" "$np" "$name.g"); then
 		exact "$name:$envs fake CUDA == CPU @$np" "$name.g" "$name.c"
 	else
@@ -188,12 +195,25 @@ case_ attention_ring_o2 4 NETC_COMM=host -- $M/attention_seq4.net -D train.amp_l
 # NCCL moved the data: collectives, and exactly SENDS point-to-point sends
 # over the ranks in the 4 steps (0: collectives only), so that a send too
 # many fails as one too few.
-# nccl_case NAME NP SENDS -- NETC ARGS
+# nccl_case NAME NP SENDS -- NETC ARGS, or nccl_case NAME NP SENDS --of
+# CASE: CASE's programs (case_ CASE NP ... -- the same NETC ARGS), their
+# CPU run CASE's (one build and one launch fewer: NAME.cpu and NAME.gpu
+# link to CASE's, NAME.c.* are copies of CASE.c.*)
 nccl_case() {
-	local name=$1 np=$2 want=$3 sends colls
+	local name=$1 np=$2 want=$3 sends colls of= f
+	[ "$4" = --of ] && of=$5
 	shift 4
-	pair "$name" "$@" || return
-	if ! run "$name.cpu" "$np" "$name.c" --comm-stats ||
+	if [ -n "$of" ]; then
+		if [ ! -x "$work/$of.gpu" ] || ! grep -q '^comm per step' "$work/$of.c.run" 2>/dev/null; then
+			bad "$name: NCCL fake CUDA == CPU @$np (the CPU run of $of failed)"
+			return
+		fi
+		ln -sf "$work/$of.cpu" "$work/$name.cpu" && ln -sf "$work/$of.gpu" "$work/$name.gpu" || return
+		for f in csv st run; do cp "$work/$of.c.$f" "$work/$name.c.$f" || return; done
+	else
+		pair "$name" "$@" || return
+	fi
+	if { [ -z "$of" ] && ! run "$name.cpu" "$np" "$name.c" --comm-stats; } ||
 		! (export FAKE_CUDA_DEVICES=$np FAKE_NCCL_LOG=1; TMO=60 run "$name.gpu" "$np" "$name.g" --comm-stats); then
 		bad "$name: NCCL fake CUDA == CPU @$np (a run failed)"
 		return
@@ -213,7 +233,7 @@ I='-D pipeline_config={pipeline_interleave=true}'
 # 2 stages of 2 ranks, 4 micro-batches: each stage-0 rank sends each
 # micro-batch's activation on, each stage-1 rank its gradient back: 16 a
 # step, 64 in 4
-nccl_case pipe2_1f1b 4 64 -- $P/deep.net
+nccl_case pipe2_1f1b 4 64 --of pipeline
 # A pipeline's loss (issue 22.3) is read back (one wait per micro-batch on
 # the last stage) and summed over the world (two more on every rank) only
 # on the steps the log wants, on every rank alike: 10 more steps of the
@@ -251,7 +271,7 @@ nccl_case pipe4_interleaved 8 896 -- $P/deep.net -D device_num=8 -D pipeline_sta
 # and the table once more from each stage-0 rank before the save: 114
 # (138 when the table's gradient crossed once a micro-batch)
 nccl_case pipe2_tied 4 114 -- $P/staged.net
-nccl_case transformer_nccl 8 0 -- samples/transformer.net
+nccl_case transformer_nccl 8 0 --of transformer
 # (its 3 AllToAll plans are Permutes now, point to point: nrt_permute_blocks'
 # grouped ncclSend/ncclRecv, 4 a step; 256 sends on 8 ranks, 768 collectives;
 # and a partial gradient, grad(t14), is summed over 4 then moved by a
@@ -283,22 +303,21 @@ nccl_case permute_idle_ranks 4 16 -- "$work/permute_idle.net"
 # pieces in the parts of a group, their copies summed (issue 21.8): 2
 # all_to_alls forward and 2 back a step, each a send from every rank to
 # each of the 4 (itself included): 64 a step, 256 in 4
-nccl_case alltoall_hybrid_nccl 4 256 -- $M/alltoall_hybrid.net
-nccl_case hybrid_tp2_dp2_nccl 4 0 -- $M/hybrid_tp2_dp2.net
+nccl_case alltoall_hybrid_nccl 4 256 --of alltoall_hybrid
+nccl_case hybrid_tp2_dp2_nccl 4 0 --of hybrid_tp2_dp2
 # conv2d's halos as NCCL sends between neighbours (nrt_shift): conv1 split
 # H 2 ways in 2 batch groups (1 row each way: 4 sends an exchange), conv2
 # H 4 ways (1 row forward: 3), each exchanged twice a step (forward, data
 # gradient; the weight gradient reads the forward's halo): 14 sends a
 # step, 56 in 4
-nccl_case conv_halo_nccl 4 56 -- $M/conv_halo.net
+nccl_case conv_halo_nccl 4 56 --of conv_halo
 # the pools' halos: the max pool (N 2 x H 2, t = 1, b = 0) 1 send forward
 # and 1 back in each batch half (4; its gradient reads the forward's halo,
 # 6 when it gathered again), the average over W 2 ways (t = b = 1,
 # replicated twice) 2 sends forward and 2 back in each copy (8), over H 4
 # ways 3 + 3 forward and as many back (12): 24 a step, 96 in 4 (104 before)
-nccl_case pool_halo_nccl 4 96 -- $M/pool_halo.net
-nccl_case opt_par_nccl 4 0 -- $M/mlp_dp.net -D device_num=4 -D parallel_mode=data_parallel \
-	-D gradients_mean=true -D enable_parallel_optimizer=true
+nccl_case pool_halo_nccl 4 96 --of pool_halo
+nccl_case opt_par_nccl 4 0 --of opt_par
 # f16 (issue 21.6): samples/mlp.net in f16, semi_auto @4 through NCCL: the
 # forward partial sums are reduce-scattered in f16, 3 blocks of 64 x 256 / 4
 # elements of 2 bytes from rank 0, on both runtimes

@@ -134,13 +134,15 @@ for t in f16 bf16; do
 		bad "bn_matmul $t regression: $(echo "$r" | tail -1)"
 	fi
 done
-# narrow NAME MODEL NP [netc options]
+# narrow NAME MODEL NP [netc options]: NP 1 runs without mpirun (an Open
+# MPI singleton, as the script's other one-rank runs)
 narrow() {
-	name=$1 model=$2 np=$3; shift 3
+	name=$1 model=$2 np=$3 mpi=; shift 3
+	[ "$np" -gt 1 ] && mpi="tests/e2e/mpirun.sh -np $np"
 	for v in n w; do
 		[ $v = w ] && set -- "$@" --no-fuse=narrow
 		timeout 120 $NETC build "$model" "$@" --emit-c "$work/$name.$v.src" -o "$work/$name.$v" >/dev/null 2>&1 &&
-			timeout 120 tests/e2e/mpirun.sh -np "$np" "$work/$name.$v" --steps 3 --quiet --log "$work/$name.$v.csv" \
+			timeout 120 $mpi "$work/$name.$v" --steps 3 --quiet --log "$work/$name.$v.csv" \
 				--save "$work/$name.$v.st" || { bad "narrow $name: build or run ($v)"; return; }
 	done
 	gn=$(cat "$work/$name.n.src"/*.c | grep -c 'nrt_b*gemm_b*f16(') gw=$(cat "$work/$name.w.src"/*.c | grep -c 'nrt_b*gemm_b*f16(')
