@@ -52,6 +52,7 @@
  *    steps after them (reduced_then_permute). */
 #include "redistribute.h"
 #include "redistribute_permute.h"
+#include "base/hash.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -809,7 +810,7 @@ RedistPlan *redist_plan_ways(Arena *a, const Layout *from, const Layout *to, int
  * way back is asked. Compared whole: no hash stands for it. */
 typedef struct SkelKey {
 	int8_t fmap[MAX_RANK], tmap[MAX_RANK];
-	uint8_t fpart, tpart, ndev, rank, ways, used, pad[2]; /* 24 bytes, no padding: memcmp, skel_hash */
+	uint8_t fpart, tpart, ndev, rank, ways, pad[3]; /* 24 bytes, pad zero: memcmp, hash_bytes */
 } SkelKey;
 
 typedef struct SkelEntry {
@@ -820,41 +821,28 @@ typedef struct SkelEntry {
 
 enum { SKEL_MAX = 1 << 20 };
 static struct {
-	SkelEntry *tab;
-	size_t cap, n;
+	SkelEntry *e;            /* the classes met, in order */
+	size_t n, cap;
+	HashIndex ix;            /* over e, by key */
 } skels;
 
-static size_t skel_hash(const SkelKey *k)
+/* k's entry (*found), or a new one for skel_fill; NULL where new and the
+ * table is full. */
+static SkelEntry *skel_find(const SkelKey *k, bool *found)
 {
-	uint64_t w[3];
-	memcpy(w, k, sizeof w);
-	uint64_t h = (w[0] * 0x9E3779B97F4A7C15ull) ^ (w[1] * 0xC2B2AE3D27D4EB4Full) ^ (w[2] * 0x165667B19E3779F9ull);
-	return (size_t)(h ^ h >> 29);
-}
-
-static SkelEntry *skel_slot(SkelEntry *t, size_t cap, const SkelKey *k)
-{
-	size_t i = skel_hash(k) & (cap - 1);
-	while (t[i].k.used && memcmp(&t[i].k, k, sizeof *k) != 0)
-		i = (i + 1) & (cap - 1);
-	return &t[i];
-}
-
-/* k's entry, new ones empty (k.used 0); NULL where new and the table is
- * full. */
-static SkelEntry *skel_find(const SkelKey *k)
-{
-	if (2 * (skels.n + 1) > skels.cap && skels.n < SKEL_MAX) {
-		size_t nc = skels.cap ? 2 * skels.cap : 1024;
-		SkelEntry *nt = xcalloc(nc, sizeof *nt);
-		for (size_t i = 0; i < skels.cap; i++)
-			if (skels.tab[i].k.used)
-				*skel_slot(nt, nc, &skels.tab[i].k) = skels.tab[i];
-		free(skels.tab);
-		skels.tab = nt, skels.cap = nc;
+	HashProbe p = hash_probe(&skels.ix, hash_bytes(k, sizeof *k, 0));
+	while (hash_next(&skels.ix, &p))
+		if (memcmp(&skels.e[p.entry].k, k, sizeof *k) == 0)
+			return *found = true, &skels.e[p.entry];
+	*found = false;
+	if (skels.n == SKEL_MAX)
+		return NULL;
+	if (skels.n == skels.cap) {
+		skels.cap = skels.cap ? 2 * skels.cap : 1024;
+		skels.e = xrealloc(skels.e, skels.cap * sizeof *skels.e);
 	}
-	SkelEntry *e = skel_slot(skels.tab, skels.cap, k);
-	return e->k.used || skels.n < SKEL_MAX ? e : NULL;
+	hash_put(&skels.ix, &p, (uint32_t)skels.n);
+	return &skels.e[skels.n++];
 }
 
 /* p's collectives into q; false where p has a Permute or more than
@@ -885,7 +873,6 @@ static void skel_fill(SkelEntry *e, const SkelKey *k, const Layout *from, const 
 	e->k = *k;
 	e->direct = (p && p->fallback) || !skel_of(p, &e->plan[0]) || !skel_of(rev, &e->plan[1]) ||
 	            !skel_of(rev ? rev->reverses : NULL, &e->plan[2]);
-	skels.n++;
 	arena_reset(&tmp);
 }
 
@@ -912,17 +899,18 @@ bool redist_skeleton(const Layout *from, const Layout *to, int esize, bool enabl
 	if (!unify_chains(pair, &bd, bt) || !space_from_chains(&sp, &bd, bt, &from->full))
 		return false;
 	int fm[MAX_RANK], tm[MAX_RANK];
-	SkelKey k = {.ndev = (uint8_t)sp.ndev, .rank = (uint8_t)sp.shape.rank, .ways = ways, .used = 1};
+	SkelKey k = {.ndev = (uint8_t)sp.ndev, .rank = (uint8_t)sp.shape.rank, .ways = ways};
 	k.fpart = (uint8_t)space_map(from, &sp, fm);
 	k.tpart = (uint8_t)space_map(to, &sp, tm);
 	if (!space_divides(&sp, fm) || !space_divides(&sp, tm))
 		return false;
 	for (int e = 0; e < MAX_RANK; e++)
 		k.fmap[e] = (int8_t)fm[e], k.tmap[e] = (int8_t)tm[e];
-	SkelEntry *e = skel_find(&k);
+	bool found;
+	SkelEntry *e = skel_find(&k, &found);
 	if (!e)
 		return false;
-	if (!e->k.used)
+	if (!found)
 		skel_fill(e, &k, from, to, esize);
 	if (e->direct)
 		return false;
