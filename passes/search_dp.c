@@ -244,14 +244,14 @@ static void elim_series(Dp *D, int v, int f1, int f2)
 	Elim e = {.kind = EL_SERIES, .v = v, .u = u, .w = w, .nw = nw};
 	SeriesIn in = {D->cost[v], a->M, b->M, a->a == v, b->a == v};
 	SeriesMemo *slot = NULL;
-	if (!D->s->dp_no_memo && (double)nu * nv * nw >= SERIES_MEMO_MIN_WORK) {
+	if (!D->s->test.dp_no_memo && (double)nu * nv * nw >= SERIES_MEMO_MIN_WORK) {
 		uint64_t side = (uint64_t)in.va << 1 | (uint64_t)in.vb;
 		uint64_t h1 = 0xCBF29CE484222325ull ^ ((uint64_t)nu << 40 | (uint64_t)nv << 20 | (uint64_t)nw) ^ side << 62;
 		uint64_t h2 = 0x632BE59BD9B4E019ull + ((uint64_t)nw << 40 | (uint64_t)nv << 20 | (uint64_t)nu) + side;
 		hash_mix2_doubles(&h1, &h2, D->cost[v], (size_t)nv);
 		mat_hash(a->M, &h1, &h2);
 		mat_hash(b->M, &h1, &h2);
-		if (D->s->dp_memo_collide)
+		if (D->s->test.dp_memo_collide)
 			h1 = 1, h2 = 0;
 		slot = memo_slot(D, h1, h2, nu, nv, nw, &in);
 		if (slot->M) {

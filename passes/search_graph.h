@@ -235,11 +235,9 @@ typedef struct Search {
 	OptparCtx optpar;  /* what search_optpar.c prices a sharded parameter with */
 	bool exact;        /* dynamic_programming eliminated the whole graph exactly */
 	/* dynamic_programming's last pass: series eliminations computed and
-	 * found already computed (identical layers); tests set dp_no_memo to
-	 * compute every one, dp_memo_collide to give every one the same
-	 * hashes (the memo must tell them apart by their inputs) */
+	 * found already computed (identical layers); test.dp_no_memo and
+	 * test.dp_memo_collide check the memo behind them */
 	int dp_series_computed, dp_series_reused;
-	bool dp_no_memo, dp_memo_collide;
 	/* search_stage_memory's scratch, one choice at a time: [2 ne + 4 nv + 2]
 	 * (each edge's copy and kept bytes, each vertex's bytes first read
 	 * back there, the gradients waiting at its backward and pending_grads'

@@ -57,6 +57,11 @@ typedef struct TestSwitches {
 	/* the edge tables' memo across searches (search_tables.c): every
 	 * table priced anew, the reference the memo's must equal: search_tables.* */
 	bool no_table_memo;
+	/* dynamic_programming's memo of series eliminations (search_dp.c):
+	 * every identical layer eliminated anew, or every elimination given
+	 * the same hashes (the memo must tell them apart by their inputs):
+	 * search.dp_repeated_layers_eliminated_once{,_when_priced} */
+	bool dp_no_memo, dp_memo_collide;
 	/* every screen child (search_jobs.c job_child) exits 1 before it
 	 * sends, is killed midway through sending, or waits for a signal,
 	 * to show that the parent screens in its place or takes it down:

@@ -160,7 +160,7 @@ static void dp_memo_blocks(int blocks, int *computed, int *reused)
 	int *memo = calloc((size_t)s->nv, sizeof(int)), *plain = calloc((size_t)s->nv, sizeof(int));
 	cr_assert(search_dp(s, memo));
 	*computed = s->dp_series_computed, *reused = s->dp_series_reused;
-	s->dp_no_memo = true;
+	s->test.dp_no_memo = true;
 	cr_assert(search_dp(s, plain));
 	cr_expect_eq(s->dp_series_reused, 0);
 	double a = search_local_total(s, memo), b = search_local_total(s, plain);
@@ -170,8 +170,8 @@ static void dp_memo_blocks(int blocks, int *computed, int *reused)
 	 * ASan, no table is leaked (an entry whose hashes collided with
 	 * another's took its slot over where the sizes differed, dropping the
 	 * table it held, and was reused where they agreed) */
-	s->dp_no_memo = false;
-	s->dp_memo_collide = true;
+	s->test.dp_no_memo = false;
+	s->test.dp_memo_collide = true;
 	cr_assert(search_dp(s, plain));
 	cr_expect_eq(s->dp_series_reused, *reused, "%d blocks, hashes colliding: %d reused, %d with them apart", blocks,
 	             s->dp_series_reused, *reused);
@@ -209,7 +209,7 @@ Test(search, dp_repeated_layers_eliminated_once_when_priced)
 	cr_assert_lt(search_memory(s, memo), search_memory(s, free_plan), "the limit moved no choice");
 	int computed = s->dp_series_computed, reused = s->dp_series_reused;
 	cr_expect_gt(reused, 3 * computed, "priced: %d series eliminations computed, %d reused", computed, reused);
-	s->dp_no_memo = true;
+	s->test.dp_no_memo = true;
 	cr_assert(search_dp(s, plain));
 	cr_expect(memcmp(memo, plain, sizeof(int) * (size_t)s->nv) == 0, "priced: another plan without the memo");
 	free(free_plan);
