@@ -4,7 +4,7 @@
 #include "redistribute.h"
 
 /* Why a dim larger than both layouts' splits of it may be left out:
- * unify_chains compares a dim's size d only with the values its boundary
+ * redist_unify_chains compares a dim's size d only with the values its boundary
  * chain gathers, each a product of device counts no larger than the
  * layouts' splits of the dim, and every one of those that the chain keeps
  * divides d (it divides a split, which divides d) -- so with d larger
