@@ -2,17 +2,18 @@
  *
  * Planning happens in three stages:
  *
- * 1. Unify (MindSpore's UnifyDeviceArrangement + ExpandTensorShape): find
- *    the coarsest device matrix that refines both layouts' matrices and
- *    the least expansion of the tensor shape in which every dim is split
- *    by at most one refined axis in both layouts. Both are fixed points of
- *    "boundary" sets: the prefix products of the device matrix, and per
- *    tensor dim the prefix products of its sub-dims. An original axis that
- *    is refined into several axes and splits dim i ties the two sets (see
- *    tie()). We add boundaries on either side until nothing changes; every
- *    set must stay a divisor chain, else no common refinement exists (e.g.
- *    [2, 3] vs [3, 2]) and we fall back, see 3. A dim split 4 ways in one
- *    layout and 2 in the other is not cut: one map entry per layout says it.
+ * 1. Unify (MindSpore's UnifyDeviceArrangement + ExpandTensorShape;
+ *    redistribute_chain.c): find the coarsest device matrix that refines
+ *    both layouts' matrices and the least expansion of the tensor shape
+ *    in which every dim is split by at most one refined axis in both
+ *    layouts. Both are fixed points of "boundary" sets: the prefix
+ *    products of the device matrix, and per tensor dim the prefix
+ *    products of its sub-dims. An original axis that is refined into
+ *    several axes and splits dim i ties the two sets. We add boundaries
+ *    on either side until nothing changes; every set must stay a divisor
+ *    chain, else no common refinement exists (e.g. [2, 3] vs [3, 2]) and
+ *    we fall back, see 3. A dim split 4 ways in one layout and 2 in the
+ *    other is not cut: one map entry per layout says it.
  *
  * 2. Plan in that space, where both layouts are maps (expanded dim -> one
  *    refined axis) over the same matrix, so comparing blocks is comparing
@@ -51,54 +52,13 @@
  *    sums on the smallest blocks) and weighs one Permute against the
  *    steps after them (reduced_then_permute). */
 #include "redistribute.h"
+#include "redistribute_chain.h"
 #include "redistribute_permute.h"
 #include "base/hash.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- boundary chains ------------------------------------------------------ */
-
-enum { CHAIN_MAX = 64 };
-
-/* A sorted set of prefix products; valid when each divides the next. */
-typedef struct Chain {
-	int n;
-	bool bad;              /* some value does not divide the next: kept by chain_add, and for
-	                        * good (between a and b with a not dividing b no x has a | x | b) */
-	int64_t v[CHAIN_MAX];
-} Chain;
-
-/* Inserts x; true if it was new. */
-static bool chain_add(Chain *c, int64_t x)
-{
-	int i = 0;
-	while (i < c->n && c->v[i] < x)
-		i++;
-	if (i < c->n && c->v[i] == x)
-		return false;
-	if (c->n == CHAIN_MAX)
-		return false; /* cannot happen for 64-bit values; chain_ok rejects */
-	for (int j = c->n; j > i; j--) /* a few values: no call to memmove */
-		c->v[j] = c->v[j - 1];
-	c->v[i] = x;
-	c->n++;
-	/* only the new neighbours to test: checking the whole chain after each
-	 * insertion was a third of plan()'s time */
-	c->bad |= (i > 0 && !i64_divides(c->v[i - 1], x)) || (i + 1 < c->n && !i64_divides(x, c->v[i + 1]));
-	return true;
-}
-
-static bool chain_ok(const Chain *c) { return !c->bad && c->n < CHAIN_MAX; }
-
-/* cum[k] = dev[0] * ... * dev[k-1]: axis k spans device boundaries (cum[k], cum[k+1]]. */
-static void prefix_products(const Layout *l, int64_t *cum)
-{
-	cum[0] = 1;
-	for (int k = 0; k < l->ndev; k++)
-		cum[k + 1] = cum[k] * l->dev[k];
-}
 
 /* ---- the common space -------------------------------------------------- */
 
@@ -113,80 +73,6 @@ typedef struct Space {
 	Chain bd;              /* device boundaries */
 	int64_t ndevices;
 } Space;
-
-/* One round of boundary exchange between the device chain and dim i's
- * chain through layout l's axis k, which starts at device boundary `lo`
- * and has `size` devices and splits dim i from the dim's boundary `at`
- * on (1 for its first axis; the product of the earlier axes' sizes where
- * the dim is split over several). If k is refined into axes d0, d1, ...,
- * dm, dim i must be cut at at, at*d0, at*d0*d1, ... (sub-dims split by
- * one axis each, the inner boundaries of the span), no other cut may
- * fall inside the span (it would need its own refined axis), and the
- * sub-dim the last axis splits must be a multiple of it. The end of the
- * span itself is no cut: a dim split 4 ways in one layout and 2 ways in
- * the other stays one dim (the next axis of a dim split over several
- * cuts it at its own start). False when a chain stops nesting. */
-static bool tie(Chain *bd, Chain *bt, int64_t lo, int64_t size, int64_t at, bool *changed)
-{
-	*changed |= chain_add(bt, at);
-	/* no copies of the chains: each loop adds only to the chain it does
-	 * not walk */
-	for (int j = 0; j < bd->n; j++) {
-		int64_t b = bd->v[j];
-		if (b <= lo || b >= lo * size)
-			continue;
-		if (!i64_divides(lo, b))
-			return false;
-		*changed |= chain_add(bt, at * i64_quot(b, lo));
-	}
-	for (int j = 0; j < bt->n && bt->v[j] < at * size; j++)
-		if (bt->v[j] > at) {
-			if (!i64_divides(at, bt->v[j]))
-				return false;
-			*changed |= chain_add(bd, lo * i64_quot(bt->v[j], at));
-		}
-	for (int j = 0; j < bt->n; j++)
-		if (bt->v[j] >= at * size) {
-			if (!i64_divides(at * size, bt->v[j]))
-				*changed |= chain_add(bt, at * size);
-			break;
-		}
-	return chain_ok(bd) && chain_ok(bt);
-}
-
-static bool unify_chains(const Layout *const ls[2], Chain *bd, Chain *bt)
-{
-	int64_t cum[2][MAX_RANK + 1];
-	int rank = ls[0]->rank;
-	bd->n = 0, bd->bad = false; /* not (Chain){0}: 520 bytes cleared per chain, per plan */
-	for (int s = 0; s < 2; s++) {
-		prefix_products(ls[s], cum[s]);
-		for (int k = 0; k <= ls[s]->ndev; k++)
-			chain_add(bd, cum[s][k]);
-	}
-	for (int i = 0; i < rank; i++) {
-		bt[i].n = 0, bt[i].bad = false;
-		chain_add(&bt[i], 1);
-		chain_add(&bt[i], ls[0]->full.d[i]);
-	}
-	if (!chain_ok(bd))
-		return false;
-	int ks[2][MAX_RANK][MAX_RANK], nk[2][MAX_RANK]; /* once, not in every round */
-	for (int s = 0; s < 2; s++)
-		for (int i = 0; i < rank; i++)
-			nk[s][i] = layout_split_axes(ls[s], i, ks[s][i]);
-	for (bool changed = true; changed;) {
-		changed = false;
-		for (int s = 0; s < 2; s++)
-			for (int i = 0; i < rank; i++) {
-				int64_t at = 1;
-				for (int j = 0; j < nk[s][i]; at *= ls[s]->dev[ks[s][i][j]], j++)
-					if (!tie(bd, &bt[i], cum[s][ks[s][i][j]], ls[s]->dev[ks[s][i][j]], at, &changed))
-						return false;
-			}
-	}
-	return true;
-}
 
 /* Fills the refined matrix and expanded shape from converged chains;
  * false when either would exceed MAX_RANK. */
@@ -231,7 +117,7 @@ static int bd_index(const Chain *bd, int64_t b)
 static unsigned space_map(const Layout *l, const Space *sp, int *map)
 {
 	int64_t cum[MAX_RANK + 1];
-	prefix_products(l, cum);
+	redist_prefix_products(l, cum);
 	for (int e = 0; e < MAX_RANK; e++)
 		map[e] = -1;
 	for (int i = 0; i < l->rank; i++) {
@@ -764,7 +650,7 @@ static RedistPlan *plan(Arena *a, const Layout *from, const Layout *to, int esiz
 	Space space, *sp = &space; /* not zeroed whole (its chain); the steps keep no pointer to it */
 	space.shape = (Shape){0};  /* layout_make copies it whole */
 	const Layout *f = NULL, *t = NULL;
-	if (unify_chains(pair, &bd, bt) && space_from_chains(sp, &bd, bt, &from->full)) {
+	if (redist_unify_chains(pair, &bd, bt) && space_from_chains(sp, &bd, bt, &from->full)) {
 		f = into_space(a, from, sp);
 		t = into_space(a, to, sp);
 	}
@@ -896,7 +782,7 @@ bool redist_skeleton(const Layout *from, const Layout *to, int esize, bool enabl
 	Chain bd, bt[MAX_RANK];
 	Space sp;
 	sp.shape = (Shape){0};
-	if (!unify_chains(pair, &bd, bt) || !space_from_chains(&sp, &bd, bt, &from->full))
+	if (!redist_unify_chains(pair, &bd, bt) || !space_from_chains(&sp, &bd, bt, &from->full))
 		return false;
 	int fm[MAX_RANK], tm[MAX_RANK];
 	SkelKey k = {.ndev = (uint8_t)sp.ndev, .rank = (uint8_t)sp.shape.rank, .ways = ways};

@@ -130,8 +130,8 @@ bool redist_skeleton(const Layout *from, const Layout *to, int esize, bool enabl
                      RedistSkeleton *out);
 /* Whether (*rev)->reverses of redist_plan_ways(from, to) holds
  * redist_plan(to, from)'s steps: both matrices of powers of two, where
- * unify_chains' closure adds no cut conditionally (every value of a
- * dim's chain but its size is a power of two, which each split of the
+ * redist_unify_chains' closure adds no cut conditionally (every value of
+ * a dim's chain but its size is a power of two, which each split of the
  * dim divides), so the common space does not depend on which layout
  * comes first; AllToAll off (no Permute weighed). */
 bool redist_plan_ways_share(const Layout *from, const Layout *to, bool enable_alltoall);
