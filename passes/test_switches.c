@@ -11,7 +11,7 @@ static const struct {
 	size_t at;
 } rows[] = {ROW(no_scratch),   ROW(no_stage_prices), ROW(no_bounds), ROW(no_first_cut),
             ROW(rc_inline),    ROW(rc_only_if_none), ROW(check_screens), ROW(rp_direct),
-            ROW(sp_direct),    ROW(no_table_memo),   ROW(screen_exit), ROW(screen_kill),
+            ROW(rp_elem_only), ROW(sp_direct),    ROW(no_table_memo),   ROW(screen_exit), ROW(screen_kill),
             ROW(screen_hang)};
 #undef ROW
 enum { NROWS = sizeof rows / sizeof rows[0] };
