@@ -397,6 +397,27 @@ static int round_cand(const Search *s, Round *R, int v, int d)
 	return R->cand[v][d + 1];
 }
 
+/* Whether the look-ahead looks through reader w to its own readers: an
+ * elementwise operator, and a reshape, which moves no element between
+ * devices under the split it follows (MindSpore's rec_core eliminates
+ * both from the graph it partitions, joining their neighbours). With
+ * elementwise readers alone the look stopped at the reshape after the
+ * embeddings' add: transformer_plain.net at 8 devices, a micro-batch of
+ * one sequence, split the embedding by its width (the add and the
+ * reshape following it for free), and the layer norms after it paid an
+ * all-gather per micro-batch: 1.126e-4 s a step (1 x 16) where
+ * replicating the embedding takes 2.999e-5 s, dynamic_programming's plan
+ * (tests/unit/test_rp_order.c). Not a transpose, though rec_core
+ * eliminates it too: looking through the heads' transposes to the
+ * attention, the look-ahead's plan of GPT-3 at 1024 devices, 32 x 512,
+ * rose from 48.57 s a step to 56.95 s by the objective (each reader's
+ * least is a guess, its other producers as the last round left them). */
+static bool looked_through(const Search *s, int w)
+{
+	int op = s->v[w].n->op;
+	return (op_info[op].flags & OPF_ELEM) || (op == OP_RESHAPE && !s->test.rp_elem_only);
+}
+
 /* What v's output under candidate c costs its undecided readers at
  * least: each reader's cheapest candidate this round against it. The
  * rounds decide in program order, so without it a choice that is free
@@ -404,10 +425,10 @@ static int round_cand(const Search *s, Round *R, int v, int d)
  * conv2d's output-channel split (its input needs no gradient, so no
  * reduction) left the next convolutions a channel split and an
  * activation-sized collective each, where a height split costs the
- * halo's rows (tests/e2e/models/conv_hw_search.net). An elementwise
- * reader (the relu between two convolutions) takes its cheapest
- * candidate and is looked through to its own readers, up to `depth`
- * such steps: one candidate each, so the look stays linear. */
+ * halo's rows (tests/e2e/models/conv_hw_search.net). A reader looked
+ * through (looked_through: the relu between two convolutions) takes its
+ * cheapest candidate and is looked through to its own readers, up to
+ * `depth` such steps: one candidate each, so the look stays linear. */
 static double readers_least(Search *s, Round *R, int v, int c, int *choice, int depth)
 {
 	const SVertex *sv = &s->v[v];
@@ -430,7 +451,7 @@ static double readers_least(Search *s, Round *R, int v, int c, int *choice, int 
 		if (lw < 0)
 			continue;
 		t += least;
-		if (depth > 0 && (op_info[s->v[w].n->op].flags & OPF_ELEM))
+		if (depth > 0 && looked_through(s, w))
 			t += readers_least(s, R, w, lw, choice, depth - 1);
 	}
 	choice[v] = keep;

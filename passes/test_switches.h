@@ -50,6 +50,11 @@ typedef struct TestSwitches {
 	 * (search_recursive.c): every price asked of search_edge_cost, every
 	 * list scanned, the same plan bit for bit: rp_order.rows_priced_once_same_plans */
 	bool rp_direct;
+	/* recursive_programming's look-ahead through elementwise readers
+	 * only, not reshapes (search_recursive.c
+	 * looked_through), as before: rp_order.embedding_not_split_for_a_gather,
+	 * rp_order.auto_counts_not_cut_by_the_screen */
+	bool rp_elem_only;
 	/* sharding_propagation's faces and cut (search_propagate.c): every
 	 * look-ahead cell priced, the same plan bit for bit:
 	 * propagate.look_ahead_rows_priced_by_face_same_plan */

@@ -74,7 +74,7 @@ Test(rp_order, the_attention_is_not_run_over_again)
  * lists (TestSwitches.rp_direct, the search before the memo), bit for
  * bit, and the prices asked fall with the layers. Four searches: one
  * stage and two, f32 and O2 bf16 with the parallel optimizer. */
-static void searched(const char *const *d, int nd, bool direct, uint64_t *plan, double *step, long *cells)
+static void searched(const char *const *d, int nd, TestSwitches t, uint64_t *plan, double *step, long *cells)
 {
 	Machine m;
 	machine_defaults(&m);
@@ -82,7 +82,7 @@ static void searched(const char *const *d, int nd, bool direct, uint64_t *plan, 
 	Compilation c;
 	compilation_init(&c);
 	c.machine = &m;
-	c.test.rp_direct = direct;
+	c.test = t;
 	long before = search_recursive_cells();
 	bool ok = compile_begun(&c, "tests/models/transformer_plain.net", d, nd, UPTO_CHECK);
 	cr_assert(ok, "transformer_plain does not compile");
@@ -106,12 +106,59 @@ Test(rp_order, rows_priced_once_same_plans)
 		double step[2];
 		long cells[2];
 		for (int direct = 0; direct < 2; direct++)
-			searched(cases[k], ndefs[k], direct, &plan[direct], &step[direct], &cells[direct]);
+			searched(cases[k], ndefs[k], (TestSwitches){.rp_direct = direct}, &plan[direct], &step[direct],
+			         &cells[direct]);
 		cr_log_info("case %d: %ld prices asked, %ld priced every time", k, cells[0], cells[1]);
 		cr_expect_eq(plan[0], plan[1], "case %d: another plan than every price asked", k);
 		cr_expect(memcmp(&step[0], &step[1], sizeof step[0]) == 0, "case %d: %.17g s, every price asked %.17g", k,
 		          step[0], step[1]);
 		cr_expect_gt(cells[1], 0);
 		cr_expect_lt(4 * cells[0], cells[1], "case %d: %ld prices asked, every one %ld", k, cells[0], cells[1]);
+	}
+}
+
+/* recursive_programming's look-ahead looks through a reshape to its
+ * readers (passes/search_recursive.c, looked_through). With elementwise
+ * readers alone it stopped at the reshape after the embeddings' add: on
+ * a micro-batch of one sequence the rounds split the embedding by its
+ * width (the add and the reshape following for free) and the layer norms
+ * after it paid an all-gather per micro-batch, 3.75x the step of
+ * dynamic_programming's plan (transformer_plain.net, 4 layers of width
+ * 64 on 8 devices, 1 x 16: 1.126e-4 s against 2.999e-5 s; 2 layers of
+ * width 128 on 4 devices: 1.398e-4 s against 5.454e-5 s). The reference
+ * is dynamic_programming's plan, exact on this chain of layers, which
+ * recursive_programming's cannot beat by the same objective; 5% the
+ * margin issue 28 allows. Fails on main (both shapes, and here with
+ * TestSwitches.rp_elem_only, the look-ahead as before). */
+static double step_of(const char *const *shape, int nshape, const char *mode, bool elem_only)
+{
+	const char *d[16];
+	cr_assert(nshape + 4 <= 16);
+	memcpy(d, shape, sizeof(char *) * (size_t)nshape);
+	d[nshape] = "pipeline_stages=1", d[nshape + 1] = "train.micro_size=16";
+	d[nshape + 2] = "dataset_strategy=full_batch", d[nshape + 3] = mode;
+	uint64_t plan;
+	double step;
+	long cells;
+	searched(d, nshape + 4, (TestSwitches){.rp_elem_only = elem_only}, &plan, &step, &cells);
+	return step;
+}
+
+Test(rp_order, embedding_not_split_for_a_gather)
+{
+	static const char *const deep[] = {"B=16", "T=128", "D=64", "H=4", "V=64", "L=4", "device_num=8"};
+	static const char *const wide[] = {"B=16", "T=128", "D=128", "H=4", "V=64", "L=2", "device_num=4"};
+	const char *const *shapes[] = {deep, wide};
+	for (int k = 0; k < 2; k++) {
+		double rp = step_of(shapes[k], 7, "search_mode=recursive_programming", false);
+		double dp = step_of(shapes[k], 7, "search_mode=dynamic_programming", false);
+		double before = step_of(shapes[k], 7, "search_mode=recursive_programming", true);
+		cr_log_info("shape %d: recursive_programming %.6g s (%.6g looking through elementwise readers alone), "
+		            "dynamic_programming %.6g s", k, rp, before, dp);
+		cr_expect(rp <= dp * 1.05, "shape %d: recursive_programming %.6g s, %.3fx dynamic_programming's %.6g s", k, rp,
+		          rp / dp, dp);
+		/* the switch keeps the search as it was: the defect seen */
+		cr_expect(before > dp * 1.05, "shape %d: elementwise readers alone %.6g s, dynamic_programming %.6g s", k,
+		          before, dp);
 	}
 }
