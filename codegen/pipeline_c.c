@@ -35,6 +35,11 @@ typedef struct Transfer {
 
 static Transfer *transfers;
 static int ntransfers, captransfers;
+/* The transfers of each value, in their order: first_of[value id], then
+ * next_of[t] (-1: no more; nindexed: the values indexed). emit_chunk
+ * asks for every node's of each pass: scanning all transfers each time
+ * was 2.5% of a GPT-3 explain's CPU at 32 stages. */
+static int *first_of, *next_of, nindexed;
 
 /* Parameters read on stages other than their owner's (tied weights), and
  * gradients completed on a stage other than their parameter's: sent once
@@ -95,6 +100,35 @@ static bool transfers_in_order(Emit *e)
 	return ok;
 }
 
+static void index_transfers(Emit *e)
+{
+	nindexed = e->g->nvalues;
+	first_of = ARENA_NEWN(&e->c->arena, int, nindexed);
+	next_of = ARENA_NEWN(&e->c->arena, int, ntransfers);
+	for (int i = 0; i < nindexed; i++)
+		first_of[i] = -1;
+	for (int t = ntransfers - 1; t >= 0; t--) {
+		int id = transfers[t].v->id;
+		next_of[t] = id < nindexed ? first_of[id] : -1;
+		if (id < nindexed)
+			first_of[id] = t;
+	}
+}
+
+/* The first of v's transfers at or after t (ntransfers: none). */
+static int transfer_of(const Value *v, int t)
+{
+	if (v->id >= nindexed) { /* a value made after the plan: scanned */
+		while (t < ntransfers && transfers[t].v != v)
+			t++;
+		return t;
+	}
+	int k = first_of[v->id];
+	while (k >= 0 && k < t)
+		k = next_of[k];
+	return k >= 0 ? k : ntransfers;
+}
+
 bool emit_sched_plan(Emit *e)
 {
 	Graph *g = e->g;
@@ -140,6 +174,7 @@ bool emit_sched_plan(Emit *e)
 				add_transfer(e, v, n->chunk, n->phase);
 		}
 	}
+	index_transfers(e);
 	emit_home_names(e);
 	return transfers_in_order(e);
 }
@@ -213,9 +248,7 @@ static bool self_transfer(const Emit *e, const Transfer *t)
 
 static void emit_sends(Emit *e, const Value *v)
 {
-	for (int t = 0; t < ntransfers; t++) {
-		if (transfers[t].v != v)
-			continue;
+	for (int t = transfer_of(v, 0); t < ntransfers; t = transfer_of(v, t + 1)) {
 		if (self_transfer(e, &transfers[t])) {
 			fprintf(e->out, "\tnrt_copy(self_%d[micro], %s, %" PRId64 " * sizeof *%s); /* to chunk %d, on this rank */\n",
 			        t, B(e, v), lnumel(v), B(e, v), transfers[t].to);
@@ -232,8 +265,8 @@ static void emit_sends(Emit *e, const Value *v)
 
 static void emit_recvs(Emit *e, const Value *v, int chunk, Phase ph)
 {
-	for (int t = 0; t < ntransfers; t++) {
-		if (transfers[t].v != v || transfers[t].to != chunk || transfers[t].phase != ph)
+	for (int t = transfer_of(v, 0); t < ntransfers; t = transfer_of(v, t + 1)) {
+		if (transfers[t].to != chunk || transfers[t].phase != ph)
 			continue;
 		if (self_transfer(e, &transfers[t])) {
 			fprintf(e->out, "\tnrt_copy(%s, self_%d[micro], %" PRId64 " * sizeof *%s); /* %s from chunk %d */\n",

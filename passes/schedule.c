@@ -133,9 +133,9 @@ static void commit(Schedule *out, Sim *S, Pick p, int **free_slots)
 		free_slots[s][slot] = 0;
 }
 
-Schedule *schedule_build(Arena *a, int P, int C, int M, PipelineScheduler sched, bool training)
+static Schedule *simulate(Arena *a, int P, int C, int M, bool gpipe, bool training)
 {
-	Sim S = {.P = P, .C = C, .M = M, .training = training, .gpipe = sched == SCHED_GPIPE};
+	Sim S = {.P = P, .C = C, .M = M, .training = training, .gpipe = gpipe};
 	S.fdone = ARENA_NEWN(a, double, C * M);
 	S.bdone = ARENA_NEWN(a, double, C * M);
 	for (int i = 0; i < C * M; i++)
@@ -182,6 +182,67 @@ Schedule *schedule_build(Arena *a, int P, int C, int M, PipelineScheduler sched,
 	}
 	out->bubble = out->makespan > 0 ? 1 - work / (P * out->makespan) : 0;
 	return out;
+}
+
+/* A copy of s in a, its ops' rows as long as simulate's (callers replay
+ * and mark their own: Schedule.costed). */
+static Schedule *schedule_copy(Arena *a, const Schedule *s, bool training)
+{
+	int P = s->nstages;
+	size_t cap = (size_t)(training ? 2 : 1) * (size_t)(s->nchunks / P) * (size_t)s->nmicro;
+	Schedule *out = ARENA_NEW(a, Schedule);
+	*out = *s;
+	out->ops = ARENA_NEWN(a, SchedOp *, P);
+	out->nops = ARENA_NEWN(a, int, P);
+	out->nslots = ARENA_NEWN(a, int, P);
+	memcpy(out->nops, s->nops, sizeof *out->nops * (size_t)P);
+	memcpy(out->nslots, s->nslots, sizeof *out->nslots * (size_t)P);
+	for (int st = 0; st < P; st++) {
+		out->ops[st] = ARENA_NEWN(a, SchedOp, cap);
+		memcpy(out->ops[st], s->ops[st], sizeof(SchedOp) * (size_t)s->nops[st]);
+	}
+	return out;
+}
+
+/* The schedules simulated so far, by their arguments: the simulation is
+ * a function of them alone, and one compilation asks for the same few
+ * again and again (GPT-3 @1024 dynamic_programming: 54 builds of some
+ * 20, each search's graph, floor, memory plan and emitted program, 4% of
+ * its CPU at 32 stages x 96 micro-batches). Each caller gets a copy in
+ * its own arena, to replay and mark as it likes. Kept for the process
+ * (searches run in forked jobs, no threads); dropped whole past
+ * SCHED_MEMO_N or SCHED_MEMO_BYTES. */
+enum { SCHED_MEMO_N = 32 };
+#define SCHED_MEMO_BYTES ((size_t)64 << 20)
+typedef struct SchedMemo {
+	int P, C, M;
+	bool gpipe, training;
+	const Schedule *s; /* in memo.arena */
+} SchedMemo;
+static struct {
+	Arena arena;
+	int n;
+	SchedMemo e[SCHED_MEMO_N];
+} memo;
+
+void schedule_memo_drop(void)
+{
+	arena_free(&memo.arena);
+	memo.n = 0;
+}
+
+Schedule *schedule_build(Arena *a, int P, int C, int M, PipelineScheduler sched, bool training)
+{
+	bool gpipe = sched == SCHED_GPIPE;
+	for (int i = 0; i < memo.n; i++)
+		if (memo.e[i].P == P && memo.e[i].C == C && memo.e[i].M == M && memo.e[i].gpipe == gpipe &&
+		    memo.e[i].training == training)
+			return schedule_copy(a, memo.e[i].s, training);
+	Schedule *s = simulate(a, P, C, M, gpipe, training);
+	if (memo.n == SCHED_MEMO_N || memo.arena.total > SCHED_MEMO_BYTES)
+		schedule_memo_drop();
+	memo.e[memo.n++] = (SchedMemo){P, C, M, gpipe, training, schedule_copy(&memo.arena, s, training)};
+	return s;
 }
 
 /* When pass (c, j) of `kind` may start, or < 0 while an input is missing:

@@ -35,6 +35,10 @@ typedef struct Schedule {
 
 Schedule *schedule_build(Arena *a, int nstages, int nchunks, int nmicro, PipelineScheduler sched,
                          bool training);
+/* schedule_build keeps each schedule it simulates for the process (the
+ * same arguments: a copy of it); this drops them, so that the next
+ * build simulates again (tests). */
+void schedule_memo_drop(void);
 /* The schedule's passes run again in the same order per stage with real
  * costs: chunk c's forward takes fwd[c] seconds and its backward bwd[c];
  * a value chunk a sends to chunk b arrives xfer_f[a * nchunks + b]

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/base/hash.h"
 #include "../ir/layout.h"
 #include "memplan.h"
 #include "sharding_out.h"
@@ -396,8 +397,59 @@ static void back_readers(Search *s, const Graph *g, const BackRead *br)
 	}
 }
 
-/* SVertex.grads_live of candidate c: the gradient of v's output as its
- * backward nodes read it (its output's bytes) and the largest gradient
+/* The elements of each candidate's output and of its inputs' gradients
+ * (their slices), once per candidate list: the vertices of one
+ * signature share theirs (search_candidates; GPT-3's 96 layers), and
+ * reading them through every vertex's candidates and layouts was a
+ * third of search_new's CPU, GPT-3 @1024 dynamic_programming's largest
+ * cost outside the prices. */
+typedef struct ListSizes {
+	const CandList *cl;
+	int64_t *out;  /* [c]: r.out's slice, -1: no r.out */
+	int64_t *grad; /* [c * ng + i]: grad[i]'s slice, -1: none (and for every i >= ng) */
+	int ng;
+} ListSizes;
+
+typedef struct SizesMemo {
+	HashIndex ix; /* by the list's address, into e */
+	ListSizes **e;
+	int n, cap;
+	Arena *a;     /* search_new's scratch: explain's laid-out graph gives every vertex a list */
+} SizesMemo;
+
+/* Input i's gradient elements under candidate c, -1: none. */
+static int64_t grad_elems(const ListSizes *z, int c, int i)
+{
+	return i < z->ng ? z->grad[(size_t)c * (size_t)z->ng + (size_t)i] : -1;
+}
+
+static const ListSizes *list_sizes(SizesMemo *m, const CandList *cl)
+{
+	HashProbe p = hash_probe(&m->ix, hash_u64((uint64_t)(uintptr_t)cl));
+	while (hash_next(&m->ix, &p))
+		if (m->e[p.entry]->cl == cl)
+			return m->e[p.entry];
+	ListSizes *z = ARENA_NEW(m->a, ListSizes);
+	int ng = 0; /* past the last input with a gradient */
+	for (int c = 0; c < cl->n; c++)
+		for (int i = ng; i < 16; i++)
+			ng = cl->c[c].grad[i] ? i + 1 : ng;
+	*z = (ListSizes){cl, ARENA_NEWN(m->a, int64_t, cl->n + 1),
+	                 ARENA_NEWN(m->a, int64_t, (size_t)ng * (size_t)cl->n + 1), ng};
+	for (int c = 0; c < cl->n; c++) {
+		const Cand *cd = &cl->c[c];
+		z->out[c] = cd->r.out ? shape_numel(&cd->r.out->slice) : -1;
+		for (int i = 0; i < ng; i++)
+			z->grad[(size_t)c * (size_t)ng + (size_t)i] = cd->grad[i] ? shape_numel(&cd->grad[i]->slice) : -1;
+	}
+	VEC_PUSH(m->a, m->e, m->n, m->cap, z);
+	hash_put(&m->ix, &p, (uint32_t)(m->n - 1));
+	return z;
+}
+
+/* SVertex.grads_live of each candidate (z: its list's sizes): the
+ * gradient of v's output as its backward nodes read it (its output's
+ * bytes) and the largest gradient
  * of an input they write (each node reads the one and writes the other;
  * the others may be consumed in between), in the type the input is read
  * in, as the edges' ways back count it (SEdge.dt): under amp a narrow
@@ -408,24 +460,30 @@ static void back_readers(Search *s, const Graph *g, const BackRead *br)
  * shared region): no gradient received from or sent to another stage.
  * The loss's gradient is left out: the fused classifier writes it over
  * the logits (fuse_classifier.c), which the sums count already. */
-static double grads_live(const Search *s, int v, int c)
+static void grads_live(const Search *s, int v, const ListSizes *z)
 {
 	const SVertex *sv = &s->v[v];
 	const Node *n = sv->n;
-	const Cand *cd = &sv->cl->c[c];
 	bool own = s->g->nstages > 1;
 	if (!s->training || n->op == OP_SOFTMAX_CROSS_ENTROPY || !n->out || (s->needs_grad && !s->needs_grad[n->out->id]) ||
 	    (own && sv->sent))
-		return 0;
-	double most = 0;
+		return; /* 0 each */
+	/* each input's bytes an element, the candidates' alike (0: none counted) */
+	double elem[16] = {0};
 	for (int i = 0; i < n->nin && i < 16; i++) {
 		DType dt; /* the type the input is read in, narrow through amp's casts: its gradient's */
 		Value *x = search_origin(s, n->in[i], &dt);
 		bool other = x->kind == VK_NODE && x->def && x->def->ann.stage != n->ann.stage;
-		if (cd->grad[i] && dtype_is_float(x->dtype) && !(own && other))
-			most = fmax(most, (double)shape_numel(&cd->grad[i]->slice) * search_elem_size(s, dt));
+		if (dtype_is_float(x->dtype) && !(own && other))
+			elem[i] = search_elem_size(s, dt);
 	}
-	return sv->act[c] + most;
+	for (int c = 0; c < sv->cl->n; c++) {
+		double most = 0;
+		for (int i = 0; i < n->nin && i < 16; i++)
+			if (elem[i] > 0 && grad_elems(z, c, i) >= 0)
+				most = fmax(most, (double)grad_elems(z, c, i) * elem[i]);
+		sv->grads_live[c] = sv->act[c] + most;
+	}
 }
 
 /* Whether vertex n's output is kept for the backward pass (BackRead):
@@ -582,7 +640,7 @@ static bool narrow_sum_each_micro(const Search *s, const Value *p)
 }
 
 static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
-                         Layout **inl, int c, double *cost, double *once, double *mem, bool kept)
+                         Layout **inl, int c, const ListSizes *z, double *cost, double *once, double *mem, bool kept)
 {
 	const Cand *cd = &sv->cl->c[c];
 	Node *n = sv->n;
@@ -591,7 +649,7 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	 * at f32, the estimate was twice the compiled bytes (GPT-3 O2 bf16 at
 	 * 32 x 128: 2.44e11 against 1.23e11) */
 	DType held = s->held && n->id < s->nvertex_of && s->held[n->id] != DT_F32 ? s->held[n->id] : n->out->dtype;
-	double a1 = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * search_elem_size(s, held) : 0;
+	double a1 = z->out[c] >= 0 ? (double)z->out[c] * search_elem_size(s, held) : 0;
 	double m = kept ? a1 : 0;
 	bool once_cast = s->once_casts && n->out && s->once_casts[n->out->id];
 	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !once_cast)
@@ -920,6 +978,11 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			if (rs >= 0 && rs < 64)
 				reading[x->id] |= (uint64_t)1 << rs;
 		}
+	Arena tmp = {0};
+	const ListSizes **sizes = ARENA_NEWN(&tmp, const ListSizes *, s->nv + 1);
+	SizesMemo sm = {.ix = hash_new(&tmp), .a = &tmp};
+	for (int vi = 0; vi < s->nv; vi++)
+		sizes[vi] = list_sizes(&sm, s->v[vi].cl);
 	for (int vi = 0; vi < s->nv; vi++) {
 		SVertex *sv = &s->v[vi];
 		Node *n = sv->n;
@@ -967,7 +1030,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 		sv->kept = (!n->ann.recompute || kept[n->out->id]) && (!back || back_kept(s, &br, n));
 		sv->grads_held = ARENA_NEWN(a, double, sv->cl->n);
 		for (int c = 0; c < sv->cl->n; c++) {
-			vertex_unary(s, sv, fr, nread, cp, inl, c, &sv->unary[c], &sv->once[c], &sv->mem[c], sv->kept);
+			vertex_unary(s, sv, fr, nread, cp, inl, c, sizes[vi], &sv->unary[c], &sv->once[c], &sv->mem[c],
+			             sv->kept);
 			sv->grads_held[c] = grads_made(s, n, &sv->cl->c[c], nrd);
 		}
 	}
@@ -984,9 +1048,9 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 			s->v[s->e[ei].u].sent = true;
 	for (int v = 0; v < s->nv; v++) {
 		s->v[v].grads_live = ARENA_NEWN(a, double, s->v[v].cl->n);
-		for (int c = 0; c < s->v[v].cl->n; c++)
-			s->v[v].grads_live[c] = grads_live(s, v, c);
+		grads_live(s, v, sizes[v]);
 	}
+	arena_free(&tmp);
 	count_shares(s);
 	bound_weights(s);
 	return s;

@@ -166,27 +166,38 @@ static double out_way_back(Search *s, const SEdge *e, int cu, const Layout *grad
 	return cost_edge_grad(s->rc, c->out_partial, grad, e->dt, true) - cost_edge_grad(s->rc, c->r.out, grad, e->dt, true);
 }
 
+/* The edge's cost from cu to cv, its conversion's price given (price:
+ * edge_price(from, to, grad) of search_edge_cost, where a gradient summed
+ * once a step takes NULL for grad; NAN: looked up here). */
+static double edge_cost_priced(Search *s, const SEdge *e, int cu, int cv, double price)
+{
+	const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
+	const Layout *grad = s->v[e->v].cl->c[cv].grad[e->vi];
+	bool once = e->grad_once && grad && grad->partial; /* the way back once a step (grad_summed_once) */
+	/* a copy made again for the backward pass: the conversion once more
+	 * (optpar_layers.net @16: dynamic_programming, not seeing it, chose
+	 * a plan 1.677e-4 s a step over one of 1.573e-4 by its own total) */
+	double again = e->again ? e->again * edge_price(s, from, to, NULL, e->dt) : 0;
+	if (isnan(price))
+		price = edge_price(s, from, to, once ? NULL : grad, e->dt);
+	if (once)
+		return s->w_micro * (price + again + stage_transfer(s, e, to, grad)) +
+		       s->w_step * search_once_back(s, e, cu, grad, GRAD_IN_BUCKET);
+	return s->w_micro * (price + again + stage_transfer(s, e, to, grad) + out_way_back(s, e, cu, grad));
+}
+
 double search_edge_cost(Search *s, int ei, int cu, int cv)
 {
 	const SEdge *e = &s->e[ei];
-	const Layout *to = search_edge_to(s, e, cv), *from = search_edge_from(s, e, cu);
 	const CandList *vl = s->v[e->v].cl;
 	/* edge tables are priced along rows: the next cell's price starts
 	 * loading (each probe of a table of millions of prices is a cache
 	 * miss, and two thirds of the probes hit: nothing else to wait for) */
 	if (cv + 1 < vl->n && s->capprice)
-		__builtin_prefetch(&s->price[edge_price_hash(from, search_edge_to(s, e, cv + 1), vl->c[cv + 1].grad[e->vi],
-		                                             e->dt) & (s->capprice - 1)]);
-	const Layout *grad = vl->c[cv].grad[e->vi];
-	/* a copy made again for the backward pass: the conversion once more
-	 * (optpar_layers.net @16: dynamic_programming, not seeing it, chose
-	 * a plan 1.677e-4 s a step over one of 1.573e-4 by its own total) */
-	double again = e->again ? e->again * edge_price(s, from, to, NULL, e->dt) : 0;
-	if (e->grad_once && grad && grad->partial) /* the way back once a step (grad_summed_once) */
-		return s->w_micro * (edge_price(s, from, to, NULL, e->dt) + again + stage_transfer(s, e, to, grad)) +
-		       s->w_step * search_once_back(s, e, cu, grad, GRAD_IN_BUCKET);
-	return s->w_micro * (edge_price(s, from, to, grad, e->dt) + again + stage_transfer(s, e, to, grad) +
-	                     out_way_back(s, e, cu, grad));
+		__builtin_prefetch(&s->price[edge_price_hash(search_edge_from(s, e, cu), search_edge_to(s, e, cv + 1),
+		                                             vl->c[cv + 1].grad[e->vi], e->dt) &
+		                             (s->capprice - 1)]);
+	return edge_cost_priced(s, e, cu, cv, NAN);
 }
 
 void search_edge_cost_row(Search *s, int ei, int cu, double *row)
@@ -201,11 +212,12 @@ void search_edge_cost_row(Search *s, int ei, int cu, double *row)
 		 * together: edge_price below finds every one */
 		price_room(s, (size_t)n);
 		const Layout *want[SEARCH_MAX_CANDS + 1], *wgrad[SEARCH_MAX_CANDS + 1];
-		EdgePrice *fill[SEARCH_MAX_CANDS + 1];
+		EdgePrice *fill[SEARCH_MAX_CANDS + 1], *slot[SEARCH_MAX_CANDS + 1];
 		double got[SEARCH_MAX_CANDS + 1];
 		int nwant = 0;
 		for (int j = 0; j < n; j++) {
 			const Layout *to = search_edge_to(s, e, j), *grad = vl->c[j].grad[e->vi];
+			slot[j] = NULL;
 			if (!to)
 				continue;
 			if (e->grad_once && grad && grad->partial) /* search_edge_cost's edge_price without it */
@@ -216,10 +228,19 @@ void search_edge_cost_row(Search *s, int ei, int cu, double *row)
 				s->nprice++;
 				want[nwant] = to, wgrad[nwant] = grad, fill[nwant++] = p;
 			}
+			slot[j] = p;
 		}
 		cost_edge_row(s->rc, from, want, wgrad, nwant, e->dt, s->training, got);
 		for (int k = 0; k < nwant; k++)
 			fill[k]->t = got[k];
+		/* each cell's price as found above, not probed for again (1.8% of
+		 * GPT-3 @1024 dynamic_programming's CPU), read before the costs
+		 * below enter others (which may move the table) */
+		for (int j = 0; j < n; j++)
+			got[j] = slot[j] ? slot[j]->t : NAN;
+		for (int j = 0; j < n; j++)
+			row[j] = edge_cost_priced(s, e, cu, j, got[j]);
+		return;
 	}
 	for (int j = 0; j < n; j++)
 		row[j] = search_edge_cost(s, ei, cu, j);

@@ -135,6 +135,28 @@ Test(fuse_attention, probabilities_read_twice)
 	expect_kept("the probabilities are read elsewhere");
 }
 
+/* The readers the pass counts once and keeps as it rewrites: a fused
+ * attention reads the queries its product read. Here b's queries are a's
+ * probabilities; b, met first, is fused, and a's probabilities stay read
+ * twice (by a's product and b's attention): forgetting b's new reads, a
+ * was fused with its probabilities still read. */
+Test(fuse_attention, probabilities_read_by_a_fused_attention)
+{
+	cr_assert(compile_body(QKV "param k2: f32[2, 4, 8, 8] = normal(0.0, 1.0)\n"
+	                           "param v2: f32[2, 4, 8, 8] = normal(0.0, 1.0)\n",
+	                       "pa = softmax(batch_matmul(q, k, transpose_b = true))\n"
+	                       "ob = batch_matmul(softmax(batch_matmul(pa, k2, transpose_b = true)), v2)\n"
+	                       "loss = add(reduce_sum(ob), reduce_sum(batch_matmul(pa, v)))", 0));
+	/* b's scores, a's probabilities times k2 transposed, are listed too */
+	cr_assert_eq(c.nattn, 3, "found %d attentions", c.nattn);
+	cr_expect_str_eq(c.attn[0].why, "the product with the values is transposed or not of rank 4");
+	cr_expect_null(c.attn[1].why, "b kept: %s", c.attn[1].why ? c.attn[1].why : "");
+	cr_assert(c.attn[2].why, "a fused, its probabilities read by b");
+	cr_expect_str_eq(c.attn[2].why, "the probabilities are read elsewhere");
+	cr_expect_eq(count_op(OP_ATTENTION), 1);
+	cr_expect_eq(count_op(OP_SOFTMAX), 1);
+}
+
 Test(fuse_attention, trainable_scale_is_not_known)
 {
 	cr_assert(compile_body(QKV "param t: f32[1] = constant(0.5)\n",

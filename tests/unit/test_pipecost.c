@@ -845,6 +845,137 @@ Test(pipecost, schedule_memory_is_linear)
 	arena_free(&a);
 }
 
+/* schedule_build keeps what it simulated (schedule_memo_drop): asked
+ * again, each caller gets the schedule a first build gives, whatever an
+ * earlier caller did to its own (replayed it, marked it costed), and
+ * never another arguments' (training or not, gpipe or 1F1B, micro-
+ * batches, chunks differ in one argument each here). */
+typedef struct SchedSnap {
+	int nops[8], nslots[8];
+	SchedOp ops[8][2 * 2 * 8];
+	double makespan, bubble;
+} SchedSnap;
+
+static void sched_snap(const Schedule *s, SchedSnap *out)
+{
+	memset(out, 0, sizeof *out);
+	out->makespan = s->makespan, out->bubble = s->bubble;
+	for (int st = 0; st < s->nstages; st++) {
+		out->nops[st] = s->nops[st], out->nslots[st] = s->nslots[st];
+		memcpy(out->ops[st], s->ops[st], sizeof(SchedOp) * (size_t)s->nops[st]);
+	}
+	cr_assert(!s->costed);
+}
+
+/* What a caller may do to its schedule: explain --schedule replays it
+ * at its costs and marks it costed. */
+static void sched_scribble(Arena *a, Schedule *s)
+{
+	double f[8] = {3, 1, 4, 1, 5, 9, 2, 6}, b[8] = {2, 7, 1, 8, 2, 8, 1, 8};
+	schedule_replay(a, s, f, b, NULL, NULL, NULL);
+	s->costed = true, s->nslots[0] = 99, s->nops[1] = 0;
+}
+
+Test(pipecost, schedule_built_again_is_the_first)
+{
+	static const struct { int P, C, M; PipelineScheduler sc; bool training; } k[] = {
+		{4, 4, 8, SCHED_1F1B, true}, {4, 4, 8, SCHED_1F1B, false}, {4, 4, 8, SCHED_GPIPE, true},
+		{4, 4, 7, SCHED_1F1B, true}, {4, 8, 8, SCHED_1F1B, true}, {2, 2, 8, SCHED_1F1B, true},
+	};
+	enum { N = sizeof k / sizeof k[0] };
+	SchedSnap *first = calloc(N, sizeof *first), *again = calloc(1, sizeof *again);
+	Arena a = {0};
+	schedule_memo_drop();
+	for (int i = 0; i < N; i++) {
+		Schedule *s = schedule_build(&a, k[i].P, k[i].C, k[i].M, k[i].sc, k[i].training);
+		sched_snap(s, &first[i]);
+		sched_scribble(&a, s);
+	}
+	/* kept, in either order; then simulated afresh */
+	for (int pass = 0; pass < 3; pass++) {
+		if (pass == 2)
+			schedule_memo_drop();
+		for (int j = 0; j < N; j++) {
+			int i = pass == 1 ? N - 1 - j : j;
+			Schedule *s = schedule_build(&a, k[i].P, k[i].C, k[i].M, k[i].sc, k[i].training);
+			sched_snap(s, again);
+			sched_scribble(&a, s);
+			cr_assert(memcmp(again, &first[i], sizeof *again) == 0, "case %d (pass %d): not the first build's", i,
+			          pass);
+			for (int o = 0; o < N; o++)
+				cr_assert(o == i || memcmp(again, &first[o], sizeof *again) != 0, "cases %d and %d alike", i, o);
+		}
+	}
+	free(first);
+	free(again);
+	arena_free(&a);
+}
+
+/* Occurrences of needle in hay. */
+static int count_in(const char *hay, const char *needle)
+{
+	int k = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		k++;
+	return k;
+}
+
+/* Each value made on one stage and read on another is sent once to each
+ * reading stage and received there, whatever else the value is sent to:
+ * a, made on stage 0, goes to stages 1 and 2 (codegen/pipeline_c.c
+ * finds a value's transfers by its id: keeping only its first, stage 2
+ * would wait for an a it is never sent). The pairs (value, reading
+ * stage) counted from the graph. */
+Test(pipecost, program_sends_a_value_to_each_reading_stage)
+{
+	char path[] = "/tmp/netc-pipe-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	FILE *fp = fdopen(fd, "w");
+	fputs("parallel { device_num = 3  parallel_mode = semi_auto_parallel  pipeline_stages = 3 }\n"
+	      "input x: f32[12, 16]\ninput labels: i32[12]\n"
+	      "param w0: f32[16, 16] = xavier_uniform\nparam w1: f32[16, 16] = xavier_uniform\n"
+	      "param w2: f32[16, 10] = xavier_uniform\n"
+	      "a = tanh(matmul(x, w0).stage(0)).stage(0)\nb = tanh(matmul(a, w1).stage(1)).stage(1)\n"
+	      "h = add(b, a).stage(2)\nlogits = matmul(h, w2).stage(2)\n"
+	      "loss = softmax_cross_entropy(logits, labels).stage(2)\n"
+	      "train { optimizer = sgd(lr = 0.1) micro_size = 6 loss = loss }\n",
+	      fp);
+	fclose(fp);
+	Compilation c;
+	bool ok = compile_model(&c, path, NULL, 0, UPTO_CODEGEN);
+	unlink(path);
+	cr_assert(ok);
+	const Graph *g = c.g;
+	cr_assert_eq(g->nstages, 3);
+	cr_assert_eq(g->nchunks, 3);
+	/* (value, reading chunk) pairs across chunks, and values with two */
+	int *to = calloc((size_t)g->nvalues * 3, sizeof *to), pairs = 0, twice = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const Node *n = g->nodes[i];
+		for (int j = 0; j < n->nin && n->phase != PH_UPDATE; j++) {
+			const Value *v = n->in[j];
+			if (v->kind == VK_NODE && v->def && v->def->chunk != n->chunk && !to[v->id * 3 + n->chunk]++)
+				pairs++;
+		}
+	}
+	for (int v = 0; v < g->nvalues; v++)
+		twice += (to[v * 3] > 0) + (to[v * 3 + 1] > 0) + (to[v * 3 + 2] > 0) > 1;
+	free(to);
+	cr_assert_geq(twice, 1, "%d values read on two other stages: the test shows nothing", twice);
+	char *src = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&src, &len);
+	cr_assert(target_cpu.emit(&c, &(BuildOptions){0}, f));
+	fclose(f);
+	cr_expect_eq(count_in(src, "nrt_isend_slot("), pairs, "%d sends, %d pairs", count_in(src, "nrt_isend_slot("), pairs);
+	cr_expect_eq(count_in(src, "nrt_recv_post("), pairs, "%d posts, %d pairs", count_in(src, "nrt_recv_post("), pairs);
+	cr_expect_eq(count_in(src, "\tnrt_recv("), pairs, "%d receives, %d pairs", count_in(src, "\tnrt_recv("), pairs);
+	free(src);
+	compilation_free(&c);
+	fclose(sink);
+}
+
 /* The search's memory estimate at --precision f64 (issue 28, noticed):
  * every float tensor is a double, 8 bytes an element where memplan
  * allocates it (value_bytes), but the estimate counted 4: at f64 it said

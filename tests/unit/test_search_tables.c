@@ -404,6 +404,44 @@ Test(search_tables, machines_orders_and_types_never_take_each_others_tables)
 	cr_expect_gt(search_tables_stats().hits, 0, "no table taken from the memo: the test shows nothing");
 }
 
+/* search_new reads each candidate list's sizes once (the vertices of
+ * one signature share a list): every vertex's activation and live
+ * gradient bytes are still its own candidates', each read from the
+ * candidate's layouts here. w2's two products share a list; x's product
+ * is a matmul of other shapes, its list another: sizes taken from the
+ * wrong list fail here. */
+Test(search_tables, sizes_read_once_a_list_are_each_candidates)
+{
+	mlp();
+	const int variants[] = {BASE, MICRO4, FROZEN, RECOMPUTE};
+	for (int k = 0; k < 4; k++) {
+		Search *s = at(variants[k]);
+		int shared = 0, other = 0;
+		for (int v = 0; v < s->nv; v++)
+			for (int u = 0; u < v; u++) {
+				shared += s->v[u].cl == s->v[v].cl;
+				other += s->v[u].n->op == s->v[v].n->op && s->v[u].cl != s->v[v].cl;
+			}
+		cr_assert(shared > 0 && other > 0, "%s: %d lists shared, %d of one op apart: the test shows nothing",
+		          variant_name[variants[k]], shared, other);
+		for (int v = 0; v < s->nv; v++) {
+			const SVertex *sv = &s->v[v];
+			for (int c = 0; c < sv->cl->n; c++) {
+				const Cand *cd = &sv->cl->c[c];
+				double act = cd->r.out ? (double)shape_numel(&cd->r.out->slice) * 4 : 0, most = 0;
+				for (int i = 0; i < sv->n->nin; i++)
+					if (cd->grad[i])
+						most = fmax(most, (double)shape_numel(&cd->grad[i]->slice) * 4);
+				cr_expect_eq(sv->act[c], act, "%s, vertex %d (%s), candidate %d: %g bytes, its output %g",
+				             variant_name[variants[k]], v, op_info[sv->n->op].name, c, sv->act[c], act);
+				cr_expect(sv->grads_live[c] == 0 || sv->grads_live[c] == act + most,
+				          "%s, vertex %d (%s), candidate %d: %g live, its own %g", variant_name[variants[k]], v,
+				          op_info[sv->n->op].name, c, sv->grads_live[c], act + most);
+			}
+		}
+	}
+}
+
 /* search_edge_cost_row (the cost tables' rows: the cells' forward and
  * way-back keys made first, their probes started together, then looked
  * up in cost_edge's order) gives each cell the price search_edge_cost
