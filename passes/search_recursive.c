@@ -326,6 +326,13 @@ typedef struct Round {
 	int *at;
 	int round;
 	int tick;      /* the round's mark in Memo.tick: a round of this search's rounds, one of its own */
+	/* the first round cutting every operator (rounds' split_first):
+	 * the look-ahead prices a reader against the operators decided this
+	 * round and those it looks through (looking), not against producers
+	 * still as the last round left them, which this round cuts too */
+	bool decided_only;
+	int deciding;  /* the rank of the operator deciding */
+	bool *looking;
 } Round;
 
 /* Candidate c's cost in the round as the rounds see it: its own
@@ -366,6 +373,9 @@ static double round_cost(Search *s, Round *R, int v, int c, const int *choice)
 	double t = m->own[at];
 	for (int k = 0; k < sv->nadj; k++) {
 		const SEdge *e = &s->e[sv->adj[k]];
+		int x = e->v == v ? e->u : e->v;
+		if (R->decided_only && R->rank[x] > R->deciding && !R->looking[x])
+			continue;
 		if (e->v == v && R->rank[e->u] < R->rank[v])
 			t += edge_cost(s, m, sv->adj[k], choice[e->u], c);
 		else if (e->u == v && R->rank[e->v] < R->rank[v])
@@ -435,6 +445,7 @@ static double readers_least(Search *s, Round *R, int v, int c, int *choice, int 
 	double t = 0;
 	int keep = choice[v];
 	choice[v] = c;
+	R->looking[v] = true;
 	for (int k = 0; k < sv->nadj; k++) {
 		const SEdge *e = &s->e[sv->adj[k]];
 		int w = e->v;
@@ -455,13 +466,28 @@ static double readers_least(Search *s, Round *R, int v, int c, int *choice, int 
 			t += readers_least(s, R, w, lw, choice, depth - 1);
 	}
 	choice[v] = keep;
+	R->looking[v] = false;
 	return t;
+}
+
+/* Whether v has a cut this round (a free split the round's factor divides). */
+static bool can_split(const Search *s, Round *R, int v)
+{
+	for (int d = 0; d < R->nfree[v]; d++)
+		if (round_cand(s, R, v, d) >= 0)
+			return true;
+	return false;
 }
 
 /* log2(device_num) rounds, one per prime factor: each operator in
  * `order` multiplies one of its free splits by the factor (or none), the
- * cut of least round_cost, plus readers_least with lookahead. */
-static void rounds(Search *s, Memo *memo, int *choice, bool lookahead, const int *order)
+ * cut of least round_cost, plus readers_least with lookahead. With
+ * split_first, every operator that has a cut takes one in the first
+ * round. Into left_whole (NULL: not asked), the first round's: [0] the
+ * computation unsplit of the operators it left whole though they had a
+ * cut, [1] of all that had one. */
+static void rounds(Search *s, Memo *memo, int *choice, bool lookahead, const int *order, bool split_first,
+                   double *left_whole)
 {
 	Arena *a = s->a;
 	int64_t factors[64];
@@ -475,7 +501,8 @@ static void rounds(Search *s, Memo *memo, int *choice, bool lookahead, const int
 	Round R = {.cur = ARENA_NEWN(a, FreeVec, s->nv + 1), .nfree = ARENA_NEWN(a, int, s->nv + 1),
 	           .inl = ARENA_NEWN(a, Layout *, s->g->nvalues + 1), .rank = ARENA_NEWN(a, int, s->nv + 1),
 	           .devices = 1, .memo = memo, .size = ARENA_NEWN(a, FreeVec, s->nv + 1),
-	           .cand = ARENA_NEWN(a, CandsOf, s->nv + 1), .at = ARENA_NEWN(a, int, s->nv + 1)};
+	           .cand = ARENA_NEWN(a, CandsOf, s->nv + 1), .at = ARENA_NEWN(a, int, s->nv + 1),
+	           .looking = ARENA_NEWN(a, bool, s->nv + 1)};
 	for (int k = 0; k < s->nv; k++)
 		R.rank[order[k]] = k;
 	for (int v = 0; v < s->nv; v++) {
@@ -500,7 +527,9 @@ static void rounds(Search *s, Memo *memo, int *choice, bool lookahead, const int
 				continue;
 			int best = -1, bestd = -1;
 			double bc = INFINITY;
-			for (int d = -1; d < R.nfree[v]; d++) {
+			bool force = split_first && r == 0 && can_split(s, &R, v);
+			R.decided_only = force, R.deciding = k;
+			for (int d = force ? 0 : -1; d < R.nfree[v]; d++) {
 				int c = round_cand(s, &R, v, d);
 				if (c < 0)
 					continue;
@@ -517,6 +546,10 @@ static void rounds(Search *s, Memo *memo, int *choice, bool lookahead, const int
 				 * where the data parallel plan takes 4.616e-5 */
 				if (t < bc || (t <= bc * (1 + 1e-9) && bestd < 0 && d >= 0))
 					bc = t, best = c, bestd = d;
+			}
+			if (r == 0 && left_whole && can_split(s, &R, v)) {
+				double w = s->v[v].cl->c[choice[v]].compute;
+				left_whole[0] += bestd < 0 ? w : 0, left_whole[1] += w;
 			}
 			if (best >= 0) {
 				if (bestd >= 0)
@@ -557,7 +590,7 @@ static void order_by_work(Search *s, Memo *m, int *order)
 		order[k] = w[k].v;
 }
 
-/* The rounds, refined by the sweeps, three times: in program order,
+/* The rounds, refined by the sweeps, three or four times: in program order,
  * deciding each operator against its producers only; in program order
  * looking ahead to its readers; and in the order of the operators'
  * computation, the most first, each priced against the neighbours
@@ -572,7 +605,19 @@ static void order_by_work(Search *s, Memo *m, int *order)
  * gradients' gathers back to the 2-way transposes): the attention ran 16
  * times over, 49.8 s a step where dynamic_programming's plan takes
  * 41.0 s. By work the matmuls and the attention cut first and the
- * reshapes follow them. The sweeps lower the local costs; the plan's
+ * reshapes follow them. Fourth, where the second pass's first round
+ * left whole operators holding more than half the computation that had
+ * a cut: the second pass again, every operator cut in the first round
+ * (rec_core's bisection: its matmul halves i, j or k each step,
+ * CostMatMul::ChoseStr; later versions add a no-cut). A transformer
+ * whose batch splits 2 ways, every gradient all-reduced, beats it whole
+ * (transformer_plain.net, width 256 on 16 devices: 7.394e-4 s a step
+ * against 8.790e-4), but no operator gains from its cut alone: its
+ * neighbours' gradients gather back to the whole (a layer's residual
+ * add, its other input still whole, 1.2e-4 s), so every round left every
+ * operator whole. GPT-3's first rounds leave 0 to 35% whole: no fourth
+ * pass, no CPU (a pass is about 1.1 s of its planning at 1024 devices,
+ * where it found no better plan). The sweeps lower the local costs; the plan's
  * total (search_total) prices shared and passed-through gradients as the
  * program runs them, and decides. */
 bool search_recursive(Search *s, int *choice)
@@ -585,8 +630,11 @@ bool search_recursive(Search *s, int *choice)
 	Memo *memo = memo_new(s);
 	order_by_work(s, memo, heavy);
 	double best = INFINITY;
-	for (int look = 0; look < 3; look++) {
-		rounds(s, memo, rounded, look == 1, look == 2 ? heavy : program);
+	double left_whole[2] = {0, 0}; /* the second pass's first round: the computation left whole, of all that cuts */
+	for (int look = 0; look < 4; look++) {
+		if (look == 3 && (left_whole[0] <= left_whole[1] / 2 || s->test.rp_no_split_first))
+			break;
+		rounds(s, memo, rounded, look & 1, look == 2 ? heavy : program, look == 3, look == 1 ? left_whole : NULL);
 		memcpy(plan, rounded, sizeof(int) * (size_t)n);
 		refine(s, memo, plan);
 		/* ties keep the refined plan, and the plan without look-ahead */

@@ -55,6 +55,10 @@ typedef struct TestSwitches {
 	 * looked_through), as before: rp_order.embedding_not_split_for_a_gather,
 	 * rp_order.auto_counts_not_cut_by_the_screen */
 	bool rp_elem_only;
+	/* recursive_programming without its fourth pass (search_recursive.c,
+	 * every operator cut in the first round), as before:
+	 * rp_order.data_parallel_found_as_a_whole */
+	bool rp_no_split_first;
 	/* sharding_propagation's faces and cut (search_propagate.c): every
 	 * look-ahead cell priced, the same plan bit for bit:
 	 * propagate.look_ahead_rows_priced_by_face_same_plan */
