@@ -463,7 +463,11 @@ static Chosen outer_under(const char *const *defs, int ndefs, double limit, bool
  * step: 2 x 16 without recompute, 0.1786 ms) and fail this one the same
  * way; the recursive_programming case (no fit cut) and 4 layers at 4
  * devices failed under none of them, nor under the mode's guard taken
- * out (a cut in recursive_programming whatever its screen's estimate). */
+ * out (a cut in recursive_programming whatever its screen's estimate).
+ * The estimate's defects test_pipecost.c's audit names for this test,
+ * planted in search_total.c, fail the new case as well: a recomputed
+ * group's copies dropped (12 plans both ways), the weight gradients held
+ * to the update dropped (11), every stage's peak dropped (14). */
 Test(search_limit, recompute_fit_cut_keeps_the_plan, .timeout = 120)
 {
 	static const char *const dp4[] = {"dataset_strategy=full_batch", "B=16", "T=128", "D=64", "H=4", "V=64",
