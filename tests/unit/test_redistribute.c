@@ -90,14 +90,32 @@ static int64_t ravel(const Shape *s, const int64_t *idx)
 	return i;
 }
 
+/* What rank r's elements of a step share: its group over the step's axes
+ * (m, g, its position pos) and the blocks' offsets, taken once a rank
+ * rather than once an element (the group alone was most of the CPU of
+ * every_pair_over_several_axes). */
+typedef struct RankStep {
+	int m[64], g, pos;
+	int64_t off[MAX_RANK];       /* r's block of st->to */
+	int64_t ofrom[64][MAX_RANK]; /* each rank's block of st->from */
+} RankStep;
+
+static void rank_step(const Sim *sim, const RedistStep *st, int r, RankStep *rs)
+{
+	rs->pos = 0;
+	rs->g = st->axes ? group(st->from, st->axes, r, rs->m, &rs->pos) : 1;
+	layout_block(st->to, r, rs->off);
+	for (int q = 0; q < sim->D; q++)
+		layout_block(st->from, q, rs->ofrom[q]);
+}
+
 /* Element `idx` of rank r's new block, from the old blocks of its group. */
-static double step_elem(const Sim *sim, const RedistStep *st, int r, int64_t *idx)
+static double step_elem(const Sim *sim, const RedistStep *st, int r, const RankStep *rs, int64_t *idx)
 {
 	const Shape *in = &st->from->slice, *out = &st->to->slice;
-	int m[64], pos = 0;
-	int g = st->axes ? group(st->from, st->axes, r, m, &pos) : 1;
+	const int *m = rs->m;
+	int g = rs->g, pos = rs->pos;
 	double sum = 0;
-	int64_t off[MAX_RANK], ofrom[MAX_RANK];
 	switch (st->kind) {
 	case RS_ALLREDUCE:
 		for (int q = 0; q < g; q++)
@@ -120,21 +138,17 @@ static double step_elem(const Sim *sim, const RedistStep *st, int r, int64_t *id
 		return sim->buf[m[q]][ravel(in, idx)];
 	}
 	case RS_SLICE:
-		layout_block(st->to, r, off);
-		layout_block(st->from, r, ofrom);
 		for (int k = 0; k < out->rank; k++)
-			idx[k] += off[k] - ofrom[k];
+			idx[k] += rs->off[k] - rs->ofrom[r][k];
 		return sim->buf[r][ravel(in, idx)];
 	case RS_PERMUTE: /* from any rank whose block holds the element */
-		layout_block(st->to, r, off);
 		for (int k = 0; k < out->rank; k++)
-			idx[k] += off[k];
+			idx[k] += rs->off[k];
 		for (int q = 0; q < sim->D; q++) {
 			int64_t j[MAX_RANK];
 			bool in_q = true;
-			layout_block(st->from, q, ofrom);
 			for (int k = 0; k < out->rank; k++) {
-				j[k] = idx[k] - ofrom[k];
+				j[k] = idx[k] - rs->ofrom[q][k];
 				in_q &= j[k] >= 0 && j[k] < in->d[k];
 			}
 			if (in_q)
@@ -172,11 +186,13 @@ static void sim_step(Sim *sim, const RedistStep *st)
 	check_step_shapes(st);
 	double *next[64];
 	int64_t n = shape_numel(&st->to->slice), idx[MAX_RANK];
+	RankStep rs;
 	for (int r = 0; r < sim->D; r++) {
 		next[r] = calloc((size_t)n, sizeof(double));
+		rank_step(sim, st, r, &rs);
 		for (int64_t i = 0; i < n; i++) {
 			unravel(&st->to->slice, i, idx);
-			next[r][i] = step_elem(sim, st, r, idx);
+			next[r][i] = step_elem(sim, st, r, &rs, idx);
 		}
 	}
 	for (int r = 0; r < sim->D; r++) {
