@@ -88,10 +88,16 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 		if (first && layout_equiv(g, first))
 			return true;
 	}
-	for (int k = 0; k < ei; k++) {
-		const SEdge *o = &s->e[k];
+	/* the earlier edges from (u, ui): among u's own, not all the graph's
+	 * (every edge asked this once a total: quadratic at GPT-3's size) */
+	const SVertex *u = &s->v[e->u];
+	for (int k = 0; k < u->nadj; k++) {
+		int oi = u->adj[k];
+		const SEdge *o = &s->e[oi];
+		if (oi >= ei || o->u != e->u || o->ui != e->ui)
+			continue;
 		const Layout *h = s->v[o->v].cl->c[choice[o->v]].grad[o->vi];
-		if (o->u == e->u && o->ui == e->ui && h && layout_equiv(g, h))
+		if (h && layout_equiv(g, h))
 			return true;
 	}
 	return false;
