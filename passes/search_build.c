@@ -19,63 +19,6 @@
 
 /* ---- the search graph -------------------------------------------------------- */
 
-/* The plan of data_parallel mode: every free operator splits the batch
- * (dimension 0 of its non-parameter inputs) over all devices where its
- * rule accepts that, else runs whole. False if some operator has
- * neither among its candidates. (search.c keeps it as the heuristic
- * searches' floor; dynamic_programming as a start of its staged moves.) */
-bool search_data_parallel_choice(Search *s, int *choice)
-{
-	for (int v = 0; v < s->nv; v++) {
-		SVertex *sv = &s->v[v];
-		if (sv->fixed >= 0) {
-			choice[v] = sv->fixed;
-			continue;
-		}
-		Strategy dp = strategy_data_parallel(s->a, sv->n, s->cx.device_num);
-		Strategy rep = strategy_replicated(s->a, sv->n);
-		choice[v] = -1;
-		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
-			if (strategy_same_splits(&sv->cl->c[c].s, &dp))
-				choice[v] = c;
-		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
-			if (strategy_same_splits(&sv->cl->c[c].s, &rep))
-				choice[v] = c;
-		if (choice[v] < 0)
-			return false;
-	}
-	return true;
-}
-
-
-Layout *search_input_layout(Search *s, Value *in, int64_t devices)
-{
-	ParallelConfig *pc = &s->g->par;
-	Arena *a = s->a;
-	int map[MAX_RANK];
-	for (int i = 0; i < MAX_RANK; i++)
-		map[i] = -1;
-	if (in->kind != VK_INPUT || pc->full_batch || pc->dataset_kind == DS_FULL_BATCH)
-		return layout_replicated(a, &in->shape, s->cx.device_num);
-	if (pc->dataset_kind == DS_TUPLE && pc->ndataset == s->g->ninputs &&
-	    pc->dataset_rank[in->input.index] == in->shape.rank) {
-		int64_t dev[MAX_RANK];
-		int ndev = 0;
-		for (int k = 0; k < in->shape.rank; k++) {
-			int64_t sp = pc->dataset[in->input.index][k];
-			if (sp > 1)
-				map[k] = ndev, dev[ndev++] = sp;
-		}
-		Layout *l = layout_make(a, &in->shape, ndev, dev, map, 0, s->cx.device_num);
-		return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
-	}
-	if (in->shape.rank == 0 || in->shape.d[0] % devices != 0)
-		return layout_replicated(a, &in->shape, s->cx.device_num);
-	map[0] = 0;
-	Layout *l = layout_make(a, &in->shape, 1, &devices, map, 0, s->cx.device_num);
-	return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
-}
-
 /* Whether the gradient of x, a value an operator reads, is a
  * parameter's summed once a step: x is the parameter through casts
  * (amp's narrow copy, precision's cast up of it) and each device rounds
@@ -447,7 +390,76 @@ static const ListSizes *list_sizes(SizesMemo *m, const CandList *cl)
 	return z;
 }
 
-/* SVertex.grads_live of each candidate (z: its list's sizes): the
+/* What the numbers of a vertex's candidates (SVertex.unary, once, mem,
+ * slot, act, grads_held, grads_live, work) read of the vertex besides
+ * its candidate list and the search's settings: the fills (cand_unary,
+ * cand_grads_made, cand_grads_live, bound_work) read nothing else of
+ * it, so vertices of equal keys share one fill and its arrays
+ * (fill_vertices): GPT-3's layers, whose operators take one list per
+ * signature on a stage, filled each vertex's again, candidate by
+ * candidate, a third of search_new's CPU in recursive_programming @1024.
+ * A parameter read first is keyed by what its bytes and shard read of it
+ * (ParamClass), not by which it is: the layers' weights of one shape
+ * share. Made zeroed: the padding is compared too (same_key). */
+enum { IN_NONE, IN_FIRST, IN_COPY, IN_INPUT };
+
+/* What cand_unary reads of a parameter read first (search_optpar_memory,
+ * optimizer_shard_on_device's shardable and shard, grad_transient):
+ * parameters of one class give the same numbers. A field read there
+ * later must be added here (most already part the lists: signature,
+ * search_graph.c). */
+typedef struct ParamClass {
+	Shape shape;         /* its dims past rank zero */
+	DType dt, gather_dt; /* its type; the type its shard is gathered in (OptparCtx.gather_dt) */
+	unsigned flags;      /* OptparCtx.flags */
+	bool requires_grad, parallel_optimizer;
+} ParamClass;
+
+typedef struct VertexIn {
+	ParamClass param;    /* IN_FIRST: the parameter read here first (VertexParams: which) */
+	const Layout *inl;   /* IN_INPUT: how the graph input arrives (search_input_layout) */
+	double live_elem;    /* grads_live: the bytes an element of its gradient, 0: none counted */
+	int kind;            /* IN_FIRST, IN_COPY (a tied parameter's first read on this stage),
+	                      * IN_INPUT (a graph input converted), IN_NONE */
+	int readers;         /* IN_FIRST: the other stages reading the parameter */
+	int elem;            /* IN_COPY: the bytes an element of the parameter */
+	int grad_elem;       /* grads_made: the bytes an element of the parameter whose gradient it makes; 0: none */
+	DType dt;            /* IN_INPUT: the type it is converted in */
+	bool narrow, ps;     /* IN_FIRST: narrow_sum_each_micro, search_ps_read */
+} VertexIn;
+
+typedef struct VertexKey {
+	const CandList *cl;
+	const Node *lse;     /* a cross entropy whose logsumexps may be gathered (search_vocab_lse_gather); else NULL */
+	int nin;             /* the inputs read, at most SHARD_MAX_INPUTS */
+	int held_size;       /* the bytes an element of its output as the program holds it (Search.held) */
+	int slots;           /* the micro-batches in flight its kept output is held for; -1: not multiplied */
+	int stage;           /* its stage's bounds' weights (bound_work) */
+	DType out_dt;
+	bool kept;           /* SVertex.kept */
+	bool once_cast;      /* amp's narrow copy of a weight, made once a step */
+	bool loss;           /* its output is the loss */
+	bool again;          /* a recomputed reader converting its graph inputs again (mp_comm_recompute) */
+	bool recomputed;     /* search_recomputed: its forward part a quarter */
+	bool live;           /* grads_live counts its gradients */
+	VertexIn in[SHARD_MAX_INPUTS];
+} VertexKey;
+
+/* Beside a vertex's key, the parameters its IN_FIRST inputs read, which
+ * the fill prices through their classes (the key's representative's). */
+typedef struct VertexParams {
+	const Value *p[SHARD_MAX_INPUTS];
+} VertexParams;
+
+/* The bytes of k that its fills read: the inputs past nin are zero. */
+static size_t key_bytes(const VertexKey *k) { return offsetof(VertexKey, in) + sizeof(VertexIn) * (size_t)k->nin; }
+
+static bool same_key(const VertexKey *a, const VertexKey *b)
+{
+	return a->nin == b->nin && memcmp(a, b, key_bytes(a)) == 0;
+}
+
+/* SVertex.grads_live of candidate c (z: its list's sizes): the
  * gradient of v's output as its backward nodes read it (its output's
  * bytes) and the largest gradient
  * of an input they write (each node reads the one and writes the other;
@@ -460,29 +472,33 @@ static const ListSizes *list_sizes(SizesMemo *m, const CandList *cl)
  * shared region): no gradient received from or sent to another stage.
  * The loss's gradient is left out: the fused classifier writes it over
  * the logits (fuse_classifier.c), which the sums count already. */
-static void grads_live(const Search *s, int v, const ListSizes *z)
+static double cand_grads_live(const VertexKey *k, const ListSizes *z, int c, double act)
+{
+	double most = 0;
+	for (int i = 0; i < k->nin; i++) {
+		double b = k->in[i].live_elem > 0 && grad_elems(z, c, i) >= 0 ? (double)grad_elems(z, c, i) * k->in[i].live_elem
+		                                                               : 0;
+		most = b > most ? b : most; /* fmax of numbers >= 0, without the call */
+	}
+	return act + most;
+}
+
+/* The key's grads_live part: whether v counts its gradients (the
+ * loss's, a value without one, or with stages one sent to another stage,
+ * not) and each input's bytes an element (0: none counted). */
+static void key_live(const Search *s, int v, VertexKey *k)
 {
 	const SVertex *sv = &s->v[v];
 	const Node *n = sv->n;
 	bool own = s->g->nstages > 1;
-	if (!s->training || n->op == OP_SOFTMAX_CROSS_ENTROPY || !n->out || (s->needs_grad && !s->needs_grad[n->out->id]) ||
-	    (own && sv->sent))
-		return; /* 0 each */
-	/* each input's bytes an element, the candidates' alike (0: none counted) */
-	double elem[16] = {0};
-	for (int i = 0; i < n->nin && i < 16; i++) {
+	k->live = !(!s->training || n->op == OP_SOFTMAX_CROSS_ENTROPY || !n->out ||
+	            (s->needs_grad && !s->needs_grad[n->out->id]) || (own && sv->sent));
+	for (int i = 0; k->live && i < k->nin; i++) {
 		DType dt; /* the type the input is read in, narrow through amp's casts: its gradient's */
 		Value *x = search_origin(s, n->in[i], &dt);
 		bool other = x->kind == VK_NODE && x->def && x->def->ann.stage != n->ann.stage;
 		if (dtype_is_float(x->dtype) && !(own && other))
-			elem[i] = search_elem_size(s, dt);
-	}
-	for (int c = 0; c < sv->cl->n; c++) {
-		double most = 0;
-		for (int i = 0; i < n->nin && i < 16; i++)
-			if (elem[i] > 0 && grad_elems(z, c, i) >= 0)
-				most = fmax(most, (double)grad_elems(z, c, i) * elem[i]);
-		sv->grads_live[c] = sv->act[c] + most;
+			k->in[i].live_elem = search_elem_size(s, dt);
 	}
 }
 
@@ -516,11 +532,11 @@ int search_vertex_chunk(const Search *s, int v)
  * computation, its forward part search_fwd_part's (a third when
  * training, a quarter recomputed), and its gradient reductions once a
  * step. */
-static double bound_work(const Search *s, int v, double compute, double step)
+static double bound_work(const Search *s, const VertexKey *k, double compute, double step)
 {
-	int st = s->sched ? search_vertex_stage(s, v) : 0;
+	int st = k->stage;
 	double f = s->wb_fwd[st], b = s->wb_bwd[st];
-	double fw = search_fwd_part(s, s->v[v].n, compute);
+	double fw = !s->training ? compute : compute / (k->recomputed ? 4 : 3); /* search_fwd_part */
 	double w = s->training && f != b ? f * fw + b * (compute - fw) : f * compute;
 	return w + (st == 0 ? s->wb_once : 0) * step;
 }
@@ -528,30 +544,39 @@ static double bound_work(const Search *s, int v, double compute, double step)
 /* The bounds' weights (Search.wb_fwd ...): without stages the total's
  * own (M (F + B) + the work once a step), else the schedule's along its
  * path that is longest with each operator's least computation
- * (schedule_bound_weights); then each candidate's work at them. */
-static void bound_weights(Search *s)
+ * (schedule_bound_weights); then each candidate's work at them, once a
+ * key (rep[v]: the vertex whose arrays v shares, fill_vertices). */
+static void bound_weights(Search *s, const VertexKey *keys, const int *rep)
 {
 	int P = s->g->nstages > 1 ? s->g->nstages : 1;
 	s->wb_fwd = ARENA_NEWN(s->a, double, P), s->wb_bwd = ARENA_NEWN(s->a, double, P);
 	s->wb_fwd[0] = s->wb_bwd[0] = s->wb_xfer = s->w_micro, s->wb_once = s->w_step;
 	if (s->sched) {
 		double *fl = ARENA_NEWN(s->a, double, P), *bl = ARENA_NEWN(s->a, double, P), w[2];
+		double *least = ARENA_NEWN(s->a, double, s->nv + 1);
 		for (int v = 0; v < s->nv; v++) {
 			const SVertex *sv = &s->v[v];
-			double least = INFINITY;
-			for (int c = 0; c < sv->cl->n; c++)
+			least[v] = rep[v] < v ? least[rep[v]] : INFINITY; /* one list, both free: a fixed vertex's is its own */
+			for (int c = 0; rep[v] == v && c < sv->cl->n; c++)
 				if (sv->fixed < 0 || c == sv->fixed)
-					least = fmin(least, sv->cl->c[c].compute);
-			double f = s->training ? least / 3 : least;
-			fl[search_vertex_stage(s, v)] += f, bl[search_vertex_stage(s, v)] += least - f;
+					least[v] = fmin(least[v], sv->cl->c[c].compute);
+			double f = s->training ? least[v] / 3 : least[v];
+			fl[search_vertex_stage(s, v)] += f, bl[search_vertex_stage(s, v)] += least[v] - f;
 		}
 		schedule_bound_weights(s->sched, s->g->par.pipeline_scheduler == SCHED_GPIPE || !s->training, fl, bl,
 		                       s->wb_fwd, s->wb_bwd, w);
 		s->wb_once = w[0], s->wb_xfer = w[1];
 	}
-	for (int v = 0; v < s->nv; v++)
-		for (int c = 0; c < s->v[v].cl->n; c++)
-			s->v[v].work[c] = bound_work(s, v, s->v[v].cl->c[c].compute, s->v[v].once[c]);
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		if (rep[v] < v) {
+			sv->work = s->v[rep[v]].work;
+			continue;
+		}
+		sv->work = ARENA_NEWN(s->a, double, sv->cl->n);
+		for (int c = 0; c < sv->cl->n; c++)
+			sv->work[c] = bound_work(s, &keys[v], sv->cl->c[c].compute, sv->once[c]);
+	}
 }
 
 /* A parameter's gradient the program holds in no buffer of its own: one
@@ -604,25 +629,16 @@ static const Value *grad_param(const Search *s, const Node *n, int i, const int 
  * products and their gradients partial over them, which the estimate
  * (grad_transient: beside freed activations) left out: 4e9 estimated,
  * 3.2e11 compiled. */
-static double grads_made(const Search *s, const Node *n, const Cand *cd, const int *nrd)
+static double cand_grads_made(const Search *s, const VertexKey *k, const Cand *cd)
 {
 	double b = 0;
-	for (int i = 0; s->training && i < n->nin && i < SHARD_MAX_INPUTS; i++) {
-		const Value *p = cd->r.in[i] ? grad_param(s, n, i, nrd) : NULL;
+	for (int i = 0; i < k->nin; i++)
 		/* one a fusion bucket holds is counted where grad_transient keeps it */
-		if (p && !(s->grad_call == GRAD_IN_BUCKET && cd->param_grad[i] > 0))
-			b += (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, p->dtype);
-	}
+		if (k->in[i].grad_elem && cd->r.in[i] && !(s->grad_call == GRAD_IN_BUCKET && cd->param_grad[i] > 0))
+			b += (double)shape_numel(&cd->r.in[i]->slice) * k->in[i].grad_elem;
 	return b;
 }
 
-/* Unary costs of one vertex given its graph inputs' layouts (`layouts`,
- * by value id; NULL entries: compute them at full data parallelism). */
-/* first_read[i]: the parameter in[i]'s first reader, whose stage owns it;
- * readers[i] of it: how many other stages read it (tied weights,
- * passes/stages_tied.c), whose parts of its gradient the owner receives a
- * buffer each for. copy[i]: the first read of a tied weight on another
- * stage, which holds its value and that stage's part of its gradient. */
 /* A parameter declared narrow under gradient_fp32_sync = false with
  * micro-steps or stages: the program sums its narrow gradient where it
  * is made, in every micro-batch's backward pass, alone (precision.c's
@@ -639,63 +655,56 @@ static bool narrow_sum_each_micro(const Search *s, const Value *p)
 	       (g->nmicro > 1 || g->nstages > 1);
 }
 
-static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const int *readers, const bool *copy,
-                         Layout **inl, int c, const ListSizes *z, double *cost, double *once, double *mem, bool kept)
+/* Candidate c's unary costs (SVertex.unary, once, mem, slot, act) on a
+ * vertex of key k (z: its list's sizes). */
+static void cand_unary(Search *s, const VertexKey *k, const VertexParams *ps, const ListSizes *z, int c,
+                       double *cost, double *once, double *mem, double *slot, double *act)
 {
-	const Cand *cd = &sv->cl->c[c];
-	Node *n = sv->n;
+	const Cand *cd = &k->cl->c[c];
 	double t = cd->compute, step = 0; /* per micro-batch, per step */
 	/* an f32 result amp casts down is held narrow (Search.held): counted
 	 * at f32, the estimate was twice the compiled bytes (GPT-3 O2 bf16 at
 	 * 32 x 128: 2.44e11 against 1.23e11) */
-	DType held = s->held && n->id < s->nvertex_of && s->held[n->id] != DT_F32 ? s->held[n->id] : n->out->dtype;
-	double a1 = z->out[c] >= 0 ? (double)z->out[c] * search_elem_size(s, held) : 0;
-	double m = kept ? a1 : 0;
-	bool once_cast = s->once_casts && n->out && s->once_casts[n->out->id];
-	if (s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !once_cast)
-		m *= s->slots[n->ann.stage]; /* kept for each micro-batch in flight (a weight's copy: once) */
-	sv->act[c] = a1;
-	sv->slot[c] = once_cast ? 0 : m; /* mem's activations (SVertex.slot) */
-	for (int i = 0; i < n->nin; i++) {
-		Value *x = search_param_read(n->in[i]);
-		if (x->kind == VK_PARAM && first_read[i]) {
-			*(narrow_sum_each_micro(s, x) ? &t : &step) += cd->param_grad[i];
+	double a1 = z->out[c] >= 0 ? (double)z->out[c] * k->held_size : 0;
+	double m = k->kept ? a1 : 0;
+	if (k->slots >= 0)
+		m *= k->slots; /* kept for each micro-batch in flight (a weight's copy: once) */
+	*act = a1;
+	*slot = k->once_cast ? 0 : m; /* mem's activations (SVertex.slot) */
+	for (int i = 0; i < k->nin; i++) {
+		const VertexIn *in = &k->in[i];
+		if (in->kind == IN_FIRST) {
+			*(in->narrow ? &t : &step) += cd->param_grad[i];
 			t += cd->param_micro[i];
 			/* a server's parameter: the worker holds it whole and no state;
 			 * its gradient lives in the workspace until it is pushed (netc
 			 * build -v's grads 0), left out as grad_transient's are. Counted
 			 * with its state and gradient, the estimate had samples/
 			 * ps_mlp.net's w1 and b1 three times over (and under adam four) */
-			if (cd->r.in[i] && search_ps_read(s, x))
-				m += (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, x->dtype);
+			if (cd->r.in[i] && in->ps)
+				m += (double)shape_numel(&cd->r.in[i]->slice) * search_elem_size(s, ps->p[i]->dtype);
 			else if (cd->r.in[i]) /* + a buffer per reader stage */
-				m += search_optpar_memory(&s->optpar, x, cd->own_in[i], s->training ? readers[i] : 0) -
-				     grad_transient(s, cd, i, x);
-		} else if (x->kind == VK_PARAM && copy[i]) {
+				m += search_optpar_memory(&s->optpar, ps->p[i], cd->own_in[i], s->training ? in->readers : 0) -
+				     grad_transient(s, cd, i, ps->p[i]);
+		} else if (in->kind == IN_COPY) {
 			if (cd->r.in[i])
-				m += cost_param_memory(cd->r.in[i], search_elem_size(s, x->dtype), s->training, 0);
-		} else if (inl[i]) {
-			/* a recomputed reader's backward pass converts the input once
-			 * more (mp_comm_recompute: the sharding pass's convert), as
-			 * converted_again prices an edge's: optpar_layers.net's first
-			 * layer gathers x twice (-12% of the compiled estimate at 4
-			 * devices); a cast's backward does not read its input */
-			bool again = s->training && n->ann.recompute && n->ann.mp_comm_recompute && n->op != OP_CAST;
-			t += (again ? 2 : 1) * cost_redist(s->rc, inl[i], cd->own_in[i], x->dtype, NULL);
+				m += cost_param_memory(cd->r.in[i], in->elem, s->training, 0);
+		} else if (in->kind == IN_INPUT) {
+			t += (k->again ? 2 : 1) * cost_redist(s->rc, in->inl, cd->own_in[i], in->dt, NULL);
 		}
 	}
 	t += cd->out_reduce;
 	/* a loss left as a partial sum is reduced once per step (the
 	 * sharding pass's finish_loss) */
-	if (n->out == s->loss && cd->r.out && cd->r.out->partial)
-		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), n->out->dtype, NULL);
-	double lse_mem;
-	t += search_vocab_lse_gather(s, n, &cd->r, &lse_mem);
+	if (k->loss && cd->r.out && cd->r.out->partial)
+		t += cost_redist(s->rc, cd->r.out, cost_strip_partial(s->rc, cd->r.out), k->out_dt, NULL);
+	double lse_mem = 0; /* search_vocab_lse_gather's 0 but for a cross entropy */
+	t += k->lse ? search_vocab_lse_gather(s, k->lse, &cd->r, &lse_mem) : 0;
 	m += lse_mem;
-	sv->slot[c] += lse_mem;
+	*slot += lse_mem;
 	/* amp's narrow copy of a weight, made once a step (memplan.c,
 	 * kept_casts): its forward third (explain's model_compute) once */
-	if (once_cast) {
+	if (k->once_cast) {
 		double f = s->training ? cd->compute / 3 : cd->compute;
 		t -= f;
 		step += f;
@@ -703,6 +712,113 @@ static void vertex_unary(Search *s, SVertex *sv, const bool *first_read, const i
 	*cost = s->w_micro * t + s->w_step * step;
 	*once = step;
 	*mem = m;
+}
+
+static void param_class(const Search *s, const Value *p, ParamClass *pc)
+{
+	pc->shape.rank = p->shape.rank;
+	for (int d = 0; d < p->shape.rank; d++)
+		pc->shape.d[d] = p->shape.d[d];
+	pc->dt = p->dtype;
+	pc->gather_dt = s->optpar.gather_dt ? s->optpar.gather_dt[p->id] : DT_F32;
+	pc->flags = s->optpar.flags ? s->optpar.flags[p->id] : 0;
+	pc->requires_grad = p->param.requires_grad;
+	pc->parallel_optimizer = p->param.parallel_optimizer;
+}
+
+/* Vertex v's key (VertexKey) but its grads_live part (key_live: the
+ * stages' sends first), given its inputs as search_new found them:
+ * first_read[i], the parameter in[i]'s first reader, whose stage owns
+ * it; readers[i] of it: how many other stages read it (tied weights,
+ * passes/stages_tied.c), whose parts of its gradient the owner receives
+ * a buffer each for; copy[i], the first read of a tied weight on another
+ * stage, which holds its value and that stage's part of its gradient;
+ * inl[i], how a graph input arrives (NULL: none); nrd, by value id, the
+ * vertices' inputs reading it. */
+static void vertex_key(Search *s, int v, const bool *first_read, const int *readers, const bool *copy,
+                       Layout *const *inl, const int *nrd, VertexKey *k, VertexParams *ps)
+{
+	const SVertex *sv = &s->v[v];
+	const Node *n = sv->n;
+	k->cl = sv->cl;
+	k->lse = n->op == OP_SOFTMAX_CROSS_ENTROPY ? n : NULL;
+	k->nin = n->nin < SHARD_MAX_INPUTS ? n->nin : SHARD_MAX_INPUTS;
+	DType held = s->held && n->id < s->nvertex_of && s->held[n->id] != DT_F32 ? s->held[n->id] : n->out->dtype;
+	k->held_size = search_elem_size(s, held);
+	k->once_cast = s->once_casts && n->out && s->once_casts[n->out->id];
+	k->slots = s->slots && n->ann.stage >= 0 && n->ann.stage < s->g->nstages && !k->once_cast ? s->slots[n->ann.stage]
+	                                                                                          : -1;
+	k->stage = s->sched ? search_vertex_stage(s, v) : 0;
+	k->out_dt = n->out->dtype;
+	k->kept = sv->kept;
+	k->loss = n->out == s->loss;
+	/* a recomputed reader's backward pass converts the input once more
+	 * (mp_comm_recompute: the sharding pass's convert), as
+	 * converted_again prices an edge's: optpar_layers.net's first layer
+	 * gathers x twice (-12% of the compiled estimate at 4 devices); a
+	 * cast's backward does not read its input */
+	k->again = s->training && n->ann.recompute && n->ann.mp_comm_recompute && n->op != OP_CAST;
+	k->recomputed = search_recomputed(s, n);
+	for (int i = 0; i < k->nin; i++) {
+		VertexIn *in = &k->in[i];
+		Value *x = search_param_read(n->in[i]);
+		if (x->kind == VK_PARAM && first_read[i]) {
+			in->kind = IN_FIRST, in->readers = readers[i], ps->p[i] = x;
+			param_class(s, x, &in->param);
+			in->narrow = narrow_sum_each_micro(s, x), in->ps = search_ps_read(s, x);
+		} else if (x->kind == VK_PARAM && copy[i]) {
+			in->kind = IN_COPY, in->elem = search_elem_size(s, x->dtype);
+		} else if (inl[i]) {
+			in->kind = IN_INPUT, in->inl = inl[i], in->dt = x->dtype;
+		}
+		const Value *p = s->training ? grad_param(s, n, i, nrd) : NULL;
+		in->grad_elem = p ? search_elem_size(s, p->dtype) : 0;
+	}
+}
+
+/* Whether search_new shares one fill among the vertices of one key
+ * (search_share_fills: tests compare the fills made alone). */
+static bool share_fills = true;
+
+void search_share_fills(bool on) { share_fills = on; }
+
+/* Each vertex's candidate numbers (SVertex.unary ... grads_live) from
+ * its key, once a key: a vertex whose key an earlier one has takes that
+ * one's arrays (rep[v], the vertex whose arrays v shares; v: its own),
+ * which nothing writes after search_new. */
+static void fill_vertices(Search *s, Arena *tmp, const VertexKey *keys, const VertexParams *ps,
+                          const ListSizes *const *sizes, int *rep)
+{
+	HashIndex ix = hash_new(tmp);
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		const VertexKey *k = &keys[v];
+		HashProbe p = hash_probe(&ix, hash_bytes(k, key_bytes(k), 0));
+		rep[v] = v;
+		while (share_fills && rep[v] == v && hash_next(&ix, &p))
+			if (same_key(&keys[p.entry], k))
+				rep[v] = (int)p.entry;
+		if (rep[v] < v) {
+			const SVertex *r = &s->v[rep[v]];
+			sv->unary = r->unary, sv->once = r->once, sv->mem = r->mem, sv->slot = r->slot, sv->act = r->act;
+			sv->grads_held = r->grads_held, sv->grads_live = r->grads_live;
+			continue;
+		}
+		if (share_fills)
+			hash_put(&ix, &p, (uint32_t)v);
+		int nc = sv->cl->n;
+		sv->unary = ARENA_NEWN(s->a, double, nc), sv->once = ARENA_NEWN(s->a, double, nc);
+		sv->mem = ARENA_NEWN(s->a, double, nc), sv->slot = ARENA_NEWN(s->a, double, nc);
+		sv->act = ARENA_NEWN(s->a, double, nc), sv->grads_held = ARENA_NEWN(s->a, double, nc);
+		sv->grads_live = ARENA_NEWN(s->a, double, nc);
+		for (int c = 0; c < nc; c++) {
+			cand_unary(s, k, &ps[v], sizes[v], c, &sv->unary[c], &sv->once[c], &sv->mem[c], &sv->slot[c],
+			           &sv->act[c]);
+			sv->grads_held[c] = cand_grads_made(s, k, &sv->cl->c[c]);
+			if (k->live)
+				sv->grads_live[c] = cand_grads_live(k, sizes[v], c, sv->act[c]);
+		}
+	}
 }
 
 /* A user's out_strategy on a matmul with a split reduction dimension:
@@ -983,6 +1099,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	SizesMemo sm = {.ix = hash_new(&tmp), .a = &tmp};
 	for (int vi = 0; vi < s->nv; vi++)
 		sizes[vi] = list_sizes(&sm, s->v[vi].cl);
+	VertexKey *keys = ARENA_NEWN(&tmp, VertexKey, s->nv + 1);
+	VertexParams *params = ARENA_NEWN(&tmp, VertexParams, s->nv + 1);
 	for (int vi = 0; vi < s->nv; vi++) {
 		SVertex *sv = &s->v[vi];
 		Node *n = sv->n;
@@ -1021,19 +1139,8 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 				s->inl_of = inl_all;
 			}
 		}
-		sv->unary = ARENA_NEWN(a, double, sv->cl->n);
-		sv->work = ARENA_NEWN(a, double, sv->cl->n); /* bound_weights' */
-		sv->once = ARENA_NEWN(a, double, sv->cl->n);
-		sv->mem = ARENA_NEWN(a, double, sv->cl->n);
-		sv->slot = ARENA_NEWN(a, double, sv->cl->n);
-		sv->act = ARENA_NEWN(a, double, sv->cl->n);
 		sv->kept = (!n->ann.recompute || kept[n->out->id]) && (!back || back_kept(s, &br, n));
-		sv->grads_held = ARENA_NEWN(a, double, sv->cl->n);
-		for (int c = 0; c < sv->cl->n; c++) {
-			vertex_unary(s, sv, fr, nread, cp, inl, c, sizes[vi], &sv->unary[c], &sv->once[c], &sv->mem[c],
-			             sv->kept);
-			sv->grads_held[c] = grads_made(s, n, &sv->cl->c[c], nrd);
-		}
+		vertex_key(s, vi, fr, nread, cp, inl, nrd, &keys[vi], &params[vi]);
 	}
 	back_readers(s, g, back ? &br : NULL);
 	recompute_groups(s, g);
@@ -1046,12 +1153,12 @@ Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64
 	for (int ei = 0; ei < s->ne; ei++) /* read on another stage: sent */
 		if (s->e[ei].ui < 0 && s->v[s->e[ei].u].n->ann.stage != s->v[s->e[ei].v].n->ann.stage)
 			s->v[s->e[ei].u].sent = true;
-	for (int v = 0; v < s->nv; v++) {
-		s->v[v].grads_live = ARENA_NEWN(a, double, s->v[v].cl->n);
-		grads_live(s, v, sizes[v]);
-	}
-	arena_free(&tmp);
+	int *rep = ARENA_NEWN(&tmp, int, s->nv + 1);
+	for (int v = 0; v < s->nv; v++)
+		key_live(s, v, &keys[v]);
+	fill_vertices(s, &tmp, keys, params, sizes, rep);
 	count_shares(s);
-	bound_weights(s);
+	bound_weights(s, keys, rep);
+	arena_free(&tmp);
 	return s;
 }

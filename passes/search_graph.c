@@ -1,7 +1,8 @@
 /* The auto-parallel search graph's parts: which nodes it covers and their
  * names, their candidate strategies (free dimensions, the splits their
  * sharding rules accept, set_algo_parameters' filters, one list per
- * signature) and each candidate's own numbers (see search_graph.h). The
+ * signature), each candidate's own numbers (see search_graph.h), the
+ * plan of data_parallel mode and how a graph input arrives. The
  * graph over them, its vertices, edges and unary costs, is built in
  * search_build.c; its edge costs are search_edges.c, the totals of a
  * choice search_total.c. The searches over it sit above:
@@ -905,4 +906,63 @@ CandList *search_candidates(Search *s, SearchSigTab *st, Node *n)
 		hash_put(&st->index, &p, (uint32_t)st->n - 1);
 	}
 	return cl;
+}
+
+/* The plan of data_parallel mode: every free operator splits the batch
+ * (dimension 0 of its non-parameter inputs) over all devices where its
+ * rule accepts that, else runs whole. False if some operator has
+ * neither among its candidates. (search.c keeps it as the heuristic
+ * searches' floor; dynamic_programming as a start of its staged moves.) */
+bool search_data_parallel_choice(Search *s, int *choice)
+{
+	for (int v = 0; v < s->nv; v++) {
+		SVertex *sv = &s->v[v];
+		if (sv->fixed >= 0) {
+			choice[v] = sv->fixed;
+			continue;
+		}
+		Strategy dp = strategy_data_parallel(s->a, sv->n, s->cx.device_num);
+		Strategy rep = strategy_replicated(s->a, sv->n);
+		choice[v] = -1;
+		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
+			if (strategy_same_splits(&sv->cl->c[c].s, &dp))
+				choice[v] = c;
+		for (int c = 0; c < sv->cl->n && choice[v] < 0; c++)
+			if (strategy_same_splits(&sv->cl->c[c].s, &rep))
+				choice[v] = c;
+		if (choice[v] < 0)
+			return false;
+	}
+	return true;
+}
+
+/* A graph input's layout as it arrives: split by the dataset's strategy,
+ * or its batch over `devices` (replicated where that does not divide it
+ * or the batch is full). */
+Layout *search_input_layout(Search *s, Value *in, int64_t devices)
+{
+	ParallelConfig *pc = &s->g->par;
+	Arena *a = s->a;
+	int map[MAX_RANK];
+	for (int i = 0; i < MAX_RANK; i++)
+		map[i] = -1;
+	if (in->kind != VK_INPUT || pc->full_batch || pc->dataset_kind == DS_FULL_BATCH)
+		return layout_replicated(a, &in->shape, s->cx.device_num);
+	if (pc->dataset_kind == DS_TUPLE && pc->ndataset == s->g->ninputs &&
+	    pc->dataset_rank[in->input.index] == in->shape.rank) {
+		int64_t dev[MAX_RANK];
+		int ndev = 0;
+		for (int k = 0; k < in->shape.rank; k++) {
+			int64_t sp = pc->dataset[in->input.index][k];
+			if (sp > 1)
+				map[k] = ndev, dev[ndev++] = sp;
+		}
+		Layout *l = layout_make(a, &in->shape, ndev, dev, map, 0, s->cx.device_num);
+		return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
+	}
+	if (in->shape.rank == 0 || in->shape.d[0] % devices != 0)
+		return layout_replicated(a, &in->shape, s->cx.device_num);
+	map[0] = 0;
+	Layout *l = layout_make(a, &in->shape, 1, &devices, map, 0, s->cx.device_num);
+	return l ? l : layout_replicated(a, &in->shape, s->cx.device_num);
 }

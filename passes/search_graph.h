@@ -305,6 +305,10 @@ typedef struct Search {
  * (an invalid user strategy). m NULL: defaults. f64: --precision f64,
  * whose float tensors take 8 bytes an element in memory. */
 Search *search_new(Arena *a, Graph *g, const Machine *m, bool training, bool f64, Diag *d);
+/* Whether search_new fills the candidates' numbers (SVertex.unary ...
+ * grads_live, work) once for the vertices of equal keys and shares the
+ * arrays (on by default); off, each vertex's alone: for tests. */
+void search_share_fills(bool on);
 /* Bytes of one element of type t as the program holds it. */
 static inline int search_elem_size(const Search *s, DType t) { return t == DT_F32 ? s->real_size : dtype_size(t); }
 /* The layout the edge sees on each side under candidates cu / cv. */
@@ -412,7 +416,7 @@ typedef struct SearchStaged {
 } SearchStaged;
 /* An empty one (every cost 0) for s's stages, chunks and micro-batches. */
 SearchStaged *search_staged_new(Arena *a, int nstages, int nchunks, int nmicro);
-/* The plan of data_parallel mode (search_build.c); false where an
+/* The plan of data_parallel mode (search_graph.c); false where an
  * operator has neither the batch's split nor the whole among its
  * candidates. */
 bool search_data_parallel_choice(Search *s, int *choice);
