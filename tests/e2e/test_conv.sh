@@ -33,7 +33,7 @@ TMO=${TMO:-120}
 SEED=4242
 # Steps of the runs compared with stand-alone: 6 (20 and 10 before): a
 # wrong halo, reduction or slice shows from the first update and grows
-# each step (the planted ones fail at 6: README.md, Tests)
+# each step (the planted ones fail at 6: README.md, w-e2e5)
 STEPS=${STEPS:-6}
 export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_policy=slot
 [ -x "$NETC" ] || { echo "no $NETC: run make all first"; echo "0 passed, 1 failed"; exit 1; }
