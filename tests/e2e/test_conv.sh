@@ -5,7 +5,7 @@
 #
 # tests/e2e/models/conv_net.net (conv2d, batch_norm, max_pool2d, a strided
 # conv2d, global_avg_pool, flatten, matmul) is built stand-alone and with
-# its strategy constants set for each split, run 20 steps with the same
+# its strategy constants set for each split, run 6 steps (STEPS) with the same
 # seed, and compared as tests/e2e/test_equivalence.sh compares: losses
 # rtol 1e-5 (atol 1.1e-6: "%.6f" in the log), every tensor of the final
 # checkpoint (momentum included) rtol 1e-4 atol 1e-6. conv_halo.net
@@ -31,6 +31,10 @@ NETC=$B/netc
 MPIRUN=tests/e2e/mpirun.sh
 TMO=${TMO:-120}
 SEED=4242
+# Steps of the runs compared with stand-alone: 6 (20 and 10 before): a
+# wrong halo, reduction or slice shows from the first update and grows
+# each step (the planted ones fail at 6: README.md, w-e2e5)
+STEPS=${STEPS:-6}
 export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_mapping_policy=slot
 [ -x "$NETC" ] || { echo "no $NETC: run make all first"; echo "0 passed, 1 failed"; exit 1; }
 work=$(mktemp -d /tmp/netc-conv-XXXXXX) || exit 1
@@ -74,7 +78,7 @@ split() {
 	local case_=$1 np=$2 tag
 	shift 2
 	tag=$(echo "$case_" | tr -c 'A-Za-z0-9_\n' '_')
-	if train "$tag" "$np" 20 $M "$@" && same "$case_" "$tag" ref; then
+	if train "$tag" "$np" $STEPS $M "$@" && same "$case_" "$tag" ref; then
 		ok "$case_ == stand-alone ($(sed -n 's/^stcompare: .*\(worst abs [^,]*\),.*/\1/p' "$work/$tag-ref.cmp"))"
 	else
 		bad "$case_"
@@ -82,7 +86,7 @@ split() {
 	fi
 }
 
-if ! train ref 1 20 $M -D parallel_mode=stand_alone; then
+if ! train ref 1 $STEPS $M -D parallel_mode=stand_alone; then
 	bad "conv_net stand-alone (build or run failed)"
 	echo "$pass passed, $fail failed"
 	exit 1
@@ -96,7 +100,7 @@ split "conv2d input 2 x output channels 2 @4" 4 -D CI=2 -D CO=2
 
 # height and width splits: the halo exchange (ir/conv.h, codegen/emit_conv.c)
 # (HNP ranks, HSTEPS steps; the -D options go to both builds)
-HNP=4 HSTEPS=20
+HNP=4 HSTEPS=$STEPS
 halo() {
 	local case_=$1 tag
 	shift
@@ -120,7 +124,7 @@ halo "conv2d H split 2, 5x5 stride 2 (halo 2 + 1) @4" -D K1=5 -D S1=2 -D P1=2 -D
 # forwards run before their backwards, so each keeps its halo in its own
 # activation slot), and a recomputed conv1 (+ relu): its copy exchanges
 # again in the backward, the weight gradients read the forward's halos
-HSTEPS=10
+HSTEPS=$STEPS
 halo "f64: conv2d H split 2 then H split 4 @4" --precision f64
 PP="-D device_num=8 -D pipeline_stages=2 -D train.micro_size=2 -D pipeline_config={pipeline_scheduler=\"gpipe\"}"
 HNP=8
@@ -129,7 +133,7 @@ halo "micro_size 2, gpipe on 2 stages: conv2d H split 2 then H split 4 @8" $PP
 # shellcheck disable=SC2086
 halo "f64, micro_size 2, gpipe on 2 stages: conv2d W split 2 then W split 4 @8" $PP --precision f64 \
 	-D SH=1 -D SW=2 -D SH2=1 -D SW2=4
-HNP=4 HSTEPS=20
+HNP=4 HSTEPS=$STEPS
 # The halo moves between neighbours only (nrt_shift, point to point):
 # rank 0 (the first shard of both splits) sends, per step, conv1's last
 # row (t = 1) forward and its bottom halo's gradient (b = 1) back: 2 x [4
@@ -157,10 +161,10 @@ sendrecv_bytes hbytes 4096 "conv2d H splits (the halo's)"
 # bytes more on rank 0: 5120), conv2's weight gradient reads the
 # forward's halo though its x is the recomputed copy (the same rows)
 sed 's/^\(h = relu(conv2d(h, w1, .*\))$/\1.recompute()).recompute()/' $HM >"$work/halo_rc.net"
-HM=$work/halo_rc.net HSTEPS=10
+HM=$work/halo_rc.net HSTEPS=$STEPS
 halo "conv1 recomputed: conv2d H split 2 then H split 4 @4"
 sendrecv_bytes hrc 5120 "conv1 recomputed (the copy's exchange)"
-HM=tests/e2e/models/conv_halo.net HSTEPS=20
+HM=tests/e2e/models/conv_halo.net HSTEPS=$STEPS
 # explain_sendrecv TAG WHAT BYTES HALO -D ...: $HM with those constants
 # trained 2 steps on 4 ranks sends BYTES by send/recv a step on rank 0
 # (--comm-stats), explain's line HALO shows those bytes for the busiest
@@ -199,7 +203,7 @@ halo "max_pool2d H split 2, avg_pool2d (no padding counted) W split 4, avg_pool2
 HNP=8 HSTEPS=6
 # shellcheck disable=SC2086
 halo "f64, micro_size 2, gpipe on 2 stages: max_pool2d H split 2, avg_pools W 2, H 4 @8" $PP --precision f64
-HNP=4 HSTEPS=20
+HNP=4 HSTEPS=$STEPS
 # the max pool alone split (by batch 2 and height 2; 3x3, stride 2,
 # padding 1: t = 1, b = 0): rank 0, the first shard of a batch half's [4
 # samples, 4 channels, 8 of 16 rows, 16 columns], sends its last row on
@@ -281,7 +285,7 @@ for mode in dynamic_programming recursive_programming; do
 done
 
 # negative control: the comparison catches a different run
-if train seed 4 20 $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
+if train seed 4 $STEPS $M -D NB=4 -- --seed 7 && ! same "" seed ref; then
 	ok "another seed differs from stand-alone (the comparison can fail)"
 else
 	bad "another seed agrees with stand-alone: the comparison cannot fail"
