@@ -349,14 +349,28 @@ static void price_prefetch(const PriceKey *k)
  * the exact memo, as a pair without a form does: the prices a child
  * plans go to its parent that way. keyed: the caller's key of (from, to,
  * dt, back), or NULL. */
+static double redist_time_apart(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back,
+                                int64_t *bytes, const PriceKey *keyed);
+
 static double redist_time_keyed(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back,
+                                int64_t *bytes, const PriceKey *keyed)
+{
+	if (bytes)
+		*bytes = 0;
+	if (!from || !to || cost_layout_same(from, to))
+		return 0;
+	return redist_time_apart(rc, from, to, dt, back, bytes, keyed);
+}
+
+/* redist_time_keyed of two layouts the caller found not the same (a
+ * row's cells are compared once: layout_same was 4% of GPT-3 x 4096's
+ * dynamic_programming, each cell compared three times). */
+static double redist_time_apart(RedistCache *rc, const Layout *from, const Layout *to, DType dt, bool back,
                                 int64_t *bytes, const PriceKey *keyed)
 {
 	int64_t b = 0;
 	if (bytes)
 		*bytes = 0;
-	if (!from || !to || cost_layout_same(from, to))
-		return 0;
 	DType key = (DType)(dt | (back ? RC_BACK : 0));
 	PriceKey k;
 	bool found = false, kept = false, has = keyed ? (k = *keyed, true) : price_key(rc, from, to, dt, back, &k);
@@ -435,7 +449,7 @@ void cost_redist_row(RedistCache *rc, const Layout *from, const Layout *const *t
 				price_prefetch(&h[k]);
 		}
 		for (int k = 0; k < m; k++)
-			t[j0 + k] = same[k] ? 0 : redist_time_keyed(rc, from, to[j0 + k], dt, false, NULL, keyed[k] ? &h[k] : NULL);
+			t[j0 + k] = same[k] ? 0 : redist_time_apart(rc, from, to[j0 + k], dt, false, NULL, keyed[k] ? &h[k] : NULL);
 	}
 }
 
@@ -500,15 +514,17 @@ void cost_edge_row(RedistCache *rc, const Layout *from, const Layout *const *to,
 	for (int j0 = 0; j0 < n; j0 += ROW_AHEAD) {
 		int m = n - j0 < ROW_AHEAD ? n - j0 : ROW_AHEAD;
 		PriceKey hf[ROW_AHEAD], hb[ROW_AHEAD];
-		bool kf[ROW_AHEAD], kb[ROW_AHEAD];
+		bool kf[ROW_AHEAD], kb[ROW_AHEAD], mf[ROW_AHEAD], mb[ROW_AHEAD]; /* k: keyed; m: a move (not the same) */
 		/* both keys of every cell of the group first, their probes
 		 * started, then cost_edge's lookups in its order (forward, then
 		 * the way back, cell by cell): the same prices, planned in the
 		 * same order, with the misses overlapping */
 		for (int k = 0; k < m; k++) {
 			const Layout *x = to[j0 + k], *g = grad[j0 + k], *b = g ? back : NULL;
-			kf[k] = from && x && !cost_layout_same(from, x) && price_key(rc, from, x, dt, false, &hf[k]);
-			kb[k] = from && x && b && !cost_layout_same(g, b) && price_key(rc, g, b, dt, true, &hb[k]);
+			mf[k] = from && x && !cost_layout_same(from, x);
+			mb[k] = from && x && b && !cost_layout_same(g, b);
+			kf[k] = mf[k] && price_key(rc, from, x, dt, false, &hf[k]);
+			kb[k] = mb[k] && price_key(rc, g, b, dt, true, &hb[k]);
 			if (kf[k])
 				price_prefetch(&hf[k]);
 			if (kb[k])
@@ -522,9 +538,8 @@ void cost_edge_row(RedistCache *rc, const Layout *from, const Layout *const *to,
 			}
 			/* the way back first: planned, it keeps the forward form it
 			 * reverses (keep_way), which the forward move then finds */
-			double r = b ? redist_time_keyed(rc, g, b, dt, true, NULL, kb[k] ? &hb[k] : NULL) : 0;
-			double f = cost_layout_same(from, x) ? 0
-			                                      : redist_time_keyed(rc, from, x, dt, false, NULL, kf[k] ? &hf[k] : NULL);
+			double r = mb[k] ? redist_time_apart(rc, g, b, dt, true, NULL, kb[k] ? &hb[k] : NULL) : 0;
+			double f = mf[k] ? redist_time_apart(rc, from, x, dt, false, NULL, kf[k] ? &hf[k] : NULL) : 0;
 			t[j0 + k] = f + r;
 		}
 	}

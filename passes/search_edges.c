@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../ir/layout.h"
 #include "../ir/redistribute.h"
@@ -200,6 +201,84 @@ double search_edge_cost(Search *s, int ei, int cu, int cv)
 	return edge_cost_priced(s, e, cu, cv, NAN);
 }
 
+/* ---- rows of conversions ---------------------------------------------------------- */
+
+/* cost_edge from one layout to each of a candidate list's, by the
+ * layouts' pointers. A table's row used to be priced cell by cell through
+ * s->price: at GPT-3 x 4096 devices 4.0 million cells in 39,000 rows, a
+ * probe of a table of millions each (a cache miss) and the table's
+ * growth, for 20% of the cells found there; those were whole rows met
+ * again (identical layers' edges in tables of their own: a stage
+ * crossing, a copy made again), which a row's one probe finds here. The
+ * key is every pointer the prices read (a candidate list can change
+ * under its pointer), compared, not trusted to its hash. */
+typedef struct EdgeRow {
+	uint64_t h;
+	const Layout *from;
+	DType dt;
+	int n;
+	const Layout **cell;     /* to[0 .. n), then grad[0 .. n) */
+	double *t;               /* cost_edge of each */
+} EdgeRow;
+
+static uint64_t row_hash(const Layout *from, const Layout *const *cell, int n, DType dt)
+{
+	uint64_t h = (uint64_t)(uintptr_t)from * 0x9E3779B97F4A7C15ull ^ ((uint64_t)dt << 32 | (uint64_t)(unsigned)n);
+	for (int k = 0; k < 2 * n; k++) {
+		h = (h ^ (uint64_t)(uintptr_t)cell[k]) * 0xC2B2AE3D27D4EB4Full;
+		h ^= h >> 29;
+	}
+	return h * 0x94D049BB133111EBull ^ h >> 31;
+}
+
+static bool row_is(const EdgeRow *r, uint64_t h, const Layout *from, const Layout *const *cell, int n, DType dt)
+{
+	return r->h == h && r->from == from && r->dt == dt && r->n == n &&
+	       memcmp(r->cell, cell, 2 * (size_t)n * sizeof *cell) == 0;
+}
+
+/* The slot of the row (from, cell, n, dt) in s->rows: it, or the empty
+ * one it goes to; the index grown first where half full. */
+static EdgeRow **row_slot(Search *s, uint64_t h, const Layout *from, const Layout *const *cell, int n, DType dt)
+{
+	if (2 * (s->nrows + 1) > s->caprows) {
+		size_t cap = s->caprows ? 2 * s->caprows : 256;
+		EdgeRow **t = ARENA_NEWN(s->a, EdgeRow *, cap);
+		for (size_t i = 0; i < s->caprows; i++)
+			if (s->rows[i]) {
+				size_t k = (size_t)s->rows[i]->h & (cap - 1);
+				while (t[k])
+					k = (k + 1) & (cap - 1);
+				t[k] = s->rows[i];
+			}
+		s->rows = t, s->caprows = cap;
+	}
+	size_t k = (size_t)h & (s->caprows - 1);
+	while (s->rows[k] && !row_is(s->rows[k], h, from, cell, n, dt))
+		k = (k + 1) & (s->caprows - 1);
+	return &s->rows[k];
+}
+
+/* cost_edge(from, cell[j], cell[n + j], dt) of each j (0 where cell[j]
+ * is NULL, as cost_edge's), the search's row kept (n <= SEARCH_MAX_CANDS
+ * + 1). A cell alike another of its row is priced again (the shared
+ * memos find it): 743 of GPT-3 x 4096's 3.4 million. cell is only read
+ * (not const: gcc then takes its unwritten tail as read). */
+static const double *row_prices(Search *s, const Layout *from, const Layout **cell, int n, DType dt)
+{
+	uint64_t h = row_hash(from, cell, n, dt);
+	EdgeRow **slot = row_slot(s, h, from, cell, n, dt);
+	if (*slot)
+		return (*slot)->t;
+	EdgeRow *r = ARENA_NEW(s->a, EdgeRow);
+	*r = (EdgeRow){h, from, dt, n, ARENA_NEWN(s->a, const Layout *, 2 * (size_t)n), ARENA_NEWN(s->a, double, n)};
+	memcpy(r->cell, cell, 2 * (size_t)n * sizeof *cell);
+	cost_edge_row(s->rc, from, r->cell, r->cell + n, n, dt, s->training, r->t);
+	*slot = r;
+	s->nrows++;
+	return r->t;
+}
+
 void search_edge_cost_row(Search *s, int ei, int cu, double *row)
 {
 	const SEdge *e = &s->e[ei];
@@ -207,37 +286,14 @@ void search_edge_cost_row(Search *s, int ei, int cu, double *row)
 	int n = vl->n;
 	const Layout *from = search_edge_from(s, e, cu);
 	if (from && n <= SEARCH_MAX_CANDS + 1) {
-		/* the prices this search lacks, entered at once (NAN) so that a
-		 * repeat in the row waits for the same one, then looked up
-		 * together: edge_price below finds every one */
-		price_room(s, (size_t)n);
-		const Layout *want[SEARCH_MAX_CANDS + 1], *wgrad[SEARCH_MAX_CANDS + 1];
-		EdgePrice *fill[SEARCH_MAX_CANDS + 1], *slot[SEARCH_MAX_CANDS + 1];
-		double got[SEARCH_MAX_CANDS + 1];
-		int nwant = 0;
+		const Layout *cell[2 * (SEARCH_MAX_CANDS + 1)];
 		for (int j = 0; j < n; j++) {
-			const Layout *to = search_edge_to(s, e, j), *grad = vl->c[j].grad[e->vi];
-			slot[j] = NULL;
-			if (!to)
-				continue;
-			if (e->grad_once && grad && grad->partial) /* search_edge_cost's edge_price without it */
-				grad = NULL;
-			EdgePrice *p = edge_price_slot(s->price, s->capprice, from, to, grad, e->dt);
-			if (!p->from) {
-				*p = (EdgePrice){from, to, grad, e->dt, NAN};
-				s->nprice++;
-				want[nwant] = to, wgrad[nwant] = grad, fill[nwant++] = p;
-			}
-			slot[j] = p;
+			const Layout *grad = vl->c[j].grad[e->vi];
+			cell[j] = search_edge_to(s, e, j);
+			/* search_edge_cost's edge_price without it */
+			cell[n + j] = e->grad_once && grad && grad->partial ? NULL : grad;
 		}
-		cost_edge_row(s->rc, from, want, wgrad, nwant, e->dt, s->training, got);
-		for (int k = 0; k < nwant; k++)
-			fill[k]->t = got[k];
-		/* each cell's price as found above, not probed for again (1.8% of
-		 * GPT-3 @1024 dynamic_programming's CPU), read before the costs
-		 * below enter others (which may move the table) */
-		for (int j = 0; j < n; j++)
-			got[j] = slot[j] ? slot[j]->t : NAN;
+		const double *got = row_prices(s, from, cell, n, e->dt);
 		for (int j = 0; j < n; j++)
 			row[j] = edge_cost_priced(s, e, cu, j, got[j]);
 		return;
@@ -267,33 +323,15 @@ void search_edge_forward_row(Search *s, int ei, int cu, double *row)
 			row[j] = search_edge_forward(s, ei, cu, j);
 		return;
 	}
-	price_room(s, (size_t)n);
-	/* slot[j]: cell j's price; a price this search lacks is entered at
-	 * once (NAN) so that a repeat in the row waits for the same one */
-	EdgePrice *slot[SEARCH_MAX_CANDS + 1];
-	const Layout *want[SEARCH_MAX_CANDS + 1];
-	EdgePrice *fill[SEARCH_MAX_CANDS + 1];
-	double got[SEARCH_MAX_CANDS + 1];
-	int nwant = 0;
-	for (int j = 0; j < n; j++) {
-		const Layout *to = search_edge_to(s, e, j);
-		slot[j] = NULL;
-		if (!to)
-			continue;
-		EdgePrice *p = edge_price_slot(s->price, s->capprice, from, to, NULL, e->dt);
-		if (!p->from) {
-			*p = (EdgePrice){from, to, NULL, e->dt, NAN};
-			s->nprice++;
-			want[nwant] = to, fill[nwant++] = p;
-		}
-		slot[j] = p;
-	}
-	cost_redist_row(s->rc, from, want, nwant, e->dt, got);
-	for (int k = 0; k < nwant; k++)
-		fill[k]->t = got[k];
+	/* the conversions alone: a row of cost_edge without gradients, which
+	 * is cost_redist's */
+	const Layout *cell[2 * (SEARCH_MAX_CANDS + 1)];
+	for (int j = 0; j < n; j++)
+		cell[j] = search_edge_to(s, e, j), cell[n + j] = NULL;
+	const double *got = row_prices(s, from, cell, n, e->dt);
 	double wx = search_edge_xfer_weight(s, ei), wf = search_edge_fwd_weight(s, ei);
 	for (int j = 0; j < n; j++)
-		row[j] = (wf * (slot[j] ? slot[j]->t : 0) + wx * search_stage_transfer(s, ei, j)) / e->share;
+		row[j] = (wf * got[j] + wx * search_stage_transfer(s, ei, j)) / e->share;
 }
 
 /* A consumer that reads a producer's output in another layout reads a

@@ -299,6 +299,8 @@ typedef struct Search {
 	bool probe_cut;
 	struct EdgePrice *price; /* search_edge_cost's prices by layouts (passes/search_graph.c) */
 	size_t nprice, capprice;
+	struct EdgeRow **rows;   /* the edge rows' conversions by their layouts (search_edges.c) */
+	size_t nrows, caprows;
 } Search;
 
 /* Builds the search graph of g's forward operators; NULL after reporting

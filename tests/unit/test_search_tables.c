@@ -461,3 +461,55 @@ Test(search_tables, a_row_priced_together_is_each_cell_priced_alone)
 		cr_expect_gt(n, 0, "%s: no cell compared", variant_name[v]);
 	}
 }
+
+/* Edge ei's rows in s against its cells in ref, each cell alone (no row
+ * kept there), with the same edge; the cells whose price differs from
+ * base (ne: the edge's cells) counted. */
+static int rows_against(Search *ref, Search *s, int ei, const double *base, double *got)
+{
+	int nu = s->v[s->e[ei].u].cl->n, nv = s->v[s->e[ei].v].cl->n, differ = 0;
+	for (int i = 0; i < nu; i++) {
+		search_edge_cost_row(s, ei, i, &got[i * nv]);
+		for (int j = 0; j < nv; j++) {
+			double want = search_edge_cost(ref, ei, i, j), c = got[i * nv + j];
+			cr_expect(c == want, "edge %d, cell (%d, %d): the row's %.17g s, alone %.17g s", ei, i, j, c, want);
+			differ += base && c != base[i * nv + j];
+		}
+	}
+	return differ;
+}
+
+/* A search keeps each edge row's conversions by the layouts it reads
+ * (search_edges.c's row memo): the producer's layout, the reader's
+ * layouts and gradients, the element type. Two edges alike but for the
+ * type, or for whether a gradient is summed once a step (the way back
+ * left out where partial), read the same candidate lists: each gets a
+ * row of its own, never the other's, here the same edge changed
+ * after its rows were kept. With a key missing the type, or the
+ * gradients, the changed edge's rows read the kept ones. */
+Test(search_tables, rows_alike_but_for_the_type_or_the_way_back_are_priced_apart)
+{
+	mlp();
+	Search *ref = at(BASE), *s = at(BASE);
+	int typed = 0, once = 0;
+	for (int ei = 0; ei < s->ne; ei++) {
+		SEdge *e = &s->e[ei], *r = &ref->e[ei];
+		if (e->u == e->v || !dtype_is_float(e->dt))
+			continue;
+		size_t n = cells(s, ei);
+		double *base = calloc(n, sizeof *base), *got = calloc(n, sizeof *got);
+		rows_against(ref, s, ei, NULL, base);
+		DType dt = e->dt;
+		e->dt = r->dt = DT_F16;
+		typed += rows_against(ref, s, ei, base, got);
+		e->dt = r->dt = dt;
+		e->grad_once = r->grad_once = !e->grad_once;
+		once += rows_against(ref, s, ei, base, got);
+		e->grad_once = r->grad_once = !e->grad_once;
+		free(base);
+		free(got);
+	}
+	/* the changes change prices: a shared row would be seen */
+	cr_expect_gt(typed, 0, "no cell's price changed with the type");
+	cr_expect_gt(once, 0, "no cell's price changed with the way back left out");
+}
