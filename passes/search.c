@@ -63,7 +63,16 @@ static void bucket_again(Search *s, int *choice, bool (*mode)(Search *, int *))
 	s->prices = NULL, s->hint_mem = 0, s->hint_step = 0, s->probe_step = 0;
 	int *other = ARENA_NEWN(s->a, int, s->nv + 1);
 	bool ok = mode(s, other) && !s->over;
+	/* the prices found meanwhile are exact and their tables may have
+	 * grown or taken entries: kept, not rolled back (an index whose count
+	 * went back under its entries would fill up past its half) */
+	struct EdgePrice *price = s->price;
+	size_t nprice = s->nprice, capprice = s->capprice;
+	struct EdgeRow **rows = s->rows;
+	size_t nrows = s->nrows, caprows = s->caprows;
 	*s = saved;
+	s->price = price, s->nprice = nprice, s->capprice = capprice;
+	s->rows = rows, s->nrows = nrows, s->caprows = caprows;
 	for (int v = 0; v < s->nv; v++)
 		s->v[v].unary = keep[2 * v], s->v[v].work = keep[2 * v + 1];
 	if (ok && search_total(s, other) < first)
