@@ -103,6 +103,40 @@ static bool grad_shared(Search *s, int ei, const int *choice)
 	return false;
 }
 
+/* grad_at's answers for one choice (search_corrections' call), by the
+ * edge whose reader's input they are: every edge asks its delivered
+ * gradient and each walks the residual stream to its end, O(L^2) over
+ * a transformer's layers (GPT-3 x 1024 devices, recursive_programming:
+ * a twentieth of planning's CPU). height: the levels the walk went below
+ * the edge, -1 where not asked yet; an answer holds at any depth the
+ * walk then stays within grad_at's bound (a residual stream longer than
+ * that is cut where the walk meets the bound, as before). Kept for one
+ * choice only: the layouts are the choice's. NULL: every walk made
+ * (TestSwitches.totals_direct). */
+typedef struct Delivered {
+	const Layout **at;
+	int *height;
+} Delivered;
+
+enum { GRAD_DEPTH = 256 };
+
+static Delivered *delivered_new(const Search *s, Delivered *d)
+{
+	if (s->test.totals_direct)
+		return NULL;
+	d->at = xmalloc(sizeof(Layout *) * (size_t)(s->ne + 1));
+	d->height = xmalloc(sizeof(int) * (size_t)(s->ne + 1));
+	for (int e = 0; e < s->ne; e++)
+		d->height[e] = -1;
+	return d;
+}
+
+static void delivered_free(Delivered *d)
+{
+	if (d)
+		free(d->at), free(d->height);
+}
+
 /* Whether input i of n gets n's output gradient itself: autodiff hands a
  * same-shaped addend dy unchanged (grad_ADD's sum_to is the identity). */
 static bool passes_grad(const Node *n, int i)
@@ -110,36 +144,51 @@ static bool passes_grad(const Node *n, int i)
 	return (n->op == OP_ADD || n->op == OP_BIAS_ADD) && shape_eq(&n->in[i]->shape, &n->out->shape);
 }
 
-/* The layout the gradient of input vi of vertex v reaches its producer
- * in. cost_edge takes it to leave v in v's input layout; but through an
- * add (or a chain of them) the gradient is the add's output gradient
- * itself, and the sharding pass converts it from there: a residual add
- * laid out differently from its addend's producer costs no conversion
- * into the add's layout and back. An output read by several operators
- * gets the sum of their gradients, a backward add laid out as its
- * addends (the sharding pass): their layout where they agree, else the
- * add's own input layout. Depth-bounded (a residual stream is a chain). */
-static const Layout *grad_at(const Search *s, int v, int vi, const int *choice, int depth)
+/* The layout the gradient of edge ei's reader's input reaches its
+ * producer in. cost_edge takes it to leave the reader in its input
+ * layout; but through an add (or a chain of them) the gradient is the
+ * add's output gradient itself, and the sharding pass converts it from
+ * there: a residual add laid out differently from its addend's producer
+ * costs no conversion into the add's layout and back. An output read by
+ * several operators gets the sum of their gradients, a backward add laid
+ * out as its addends (the sharding pass): their layout where they agree,
+ * else the add's own input layout. Depth-bounded (a residual stream is a
+ * chain). *height: the levels walked below ei; *cut: whether the bound
+ * cut the walk (the answer is then depth's, not memoised). */
+static const Layout *grad_at(const Search *s, Delivered *m, int ei, const int *choice, int depth, int *height,
+                             bool *cut)
 {
-	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi];
-	if (depth > 256 || !passes_grad(s->v[v].n, vi))
-		return g;
-	const Layout *sum = NULL;
-	for (int k = 0; k < s->v[v].nadj; k++) {
-		const SEdge *o = &s->e[s->v[v].adj[k]];
+	int v = s->e[ei].v, vi = s->e[ei].vi;
+	if (m && m->height[ei] >= 0 && depth + m->height[ei] <= GRAD_DEPTH) {
+		*height = m->height[ei];
+		return m->at[ei];
+	}
+	const Layout *g = s->v[v].cl->c[choice[v]].grad[vi], *sum = NULL;
+	*height = 0;
+	*cut |= depth > GRAD_DEPTH && passes_grad(s->v[v].n, vi);
+	bool done = depth > GRAD_DEPTH || !passes_grad(s->v[v].n, vi); /* then g */
+	for (int k = 0; !done && k < s->v[v].nadj; k++) {
+		int oi = s->v[v].adj[k];
+		const SEdge *o = &s->e[oi];
 		if (o->u != v || o->ui >= 0 || o->v == v)
 			continue;
-		const Layout *d = grad_at(s, o->v, o->vi, choice, depth + 1);
-		if (!d || (sum && !cost_layout_same(sum, d)))
-			return g;
+		int h = 0;
+		const Layout *d = grad_at(s, m, oi, choice, depth + 1, &h, cut);
+		*height = h + 1 > *height ? h + 1 : *height;
+		done = !d || (sum && !cost_layout_same(sum, d)); /* then g */
 		sum = d;
 	}
-	return sum ? sum : g;
+	const Layout *ans = done || !sum ? g : sum;
+	if (m && !*cut)
+		m->at[ei] = ans, m->height[ei] = *height;
+	return ans;
 }
 
-static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
+static const Layout *delivered_grad(const Search *s, Delivered *m, int ei, const int *choice)
 {
-	return grad_at(s, s->e[ei].v, s->e[ei].vi, choice, 0);
+	int height = 0;
+	bool cut = false;
+	return grad_at(s, m, ei, choice, 0, &height, &cut);
 }
 
 /* Whether edge ei's way back converts a gradient an earlier edge's
@@ -152,7 +201,8 @@ static const Layout *delivered_grad(const Search *s, int ei, const int *choice)
  * both edges, +4% of the compiled estimate); a copy shared, so taken
  * back where search_total takes back the forward ones. d: ei's delivered gradient;
  * back: the layout it is converted into. */
-static bool grad_converted_before(Search *s, int ei, const int *choice, const Layout *d, const Layout *back)
+static bool grad_converted_before(Search *s, Delivered *m, int ei, const int *choice, const Layout *d,
+                                  const Layout *back)
 {
 	const SEdge *e = &s->e[ei];
 	const SVertex *v = &s->v[e->v];
@@ -164,7 +214,7 @@ static bool grad_converted_before(Search *s, int ei, const int *choice, const La
 		if (oi >= ei || o->v != e->v || o->vi == e->vi || o->u == o->v || o->grad_once || !passes_grad(v->n, o->vi) ||
 		    grad_shared(s, oi, choice))
 			continue;
-		const Layout *od = delivered_grad(s, oi, choice), *from = search_edge_from(s, o, choice[o->u]);
+		const Layout *od = delivered_grad(s, m, oi, choice), *from = search_edge_from(s, o, choice[o->u]);
 		if (od && from && cost_layout_same(od, d) && cost_layout_same(cost_strip_partial(s->rc, from), back))
 			return true;
 	}
@@ -178,7 +228,8 @@ static bool grad_converted_before(Search *s, int ei, const int *choice, const La
  * rows where the bias_add, the add and both their producers are whole:
  * the gradient is gathered once, each edge of the chain paid it again
  * (recursive_programming O2 @16: +36% of the compiled estimate). */
-static bool converted_downstream(Search *s, int ei, const int *choice, const Layout *d, const Layout *from)
+static bool converted_downstream(Search *s, Delivered *m, int ei, const int *choice, const Layout *d,
+                                 const Layout *from)
 {
 	const SEdge *e = &s->e[ei];
 	const SVertex *v = &s->v[e->v];
@@ -189,7 +240,7 @@ static bool converted_downstream(Search *s, int ei, const int *choice, const Lay
 		const SEdge *o = &s->e[v->adj[k]];
 		if (o->u != e->v || o->ui >= 0 || o->v == e->v || o->grad_once)
 			continue;
-		const Layout *od = delivered_grad(s, v->adj[k], choice), *ofrom = search_edge_from(s, o, choice[o->u]);
+		const Layout *od = delivered_grad(s, m, v->adj[k], choice), *ofrom = search_edge_from(s, o, choice[o->u]);
 		if (od && ofrom && cost_layout_same(od, d) && cost_layout_same(cost_strip_partial(s->rc, ofrom), back))
 			return true;
 	}
@@ -474,6 +525,7 @@ static void out_strategy_past_casts(Search *s, const int *choice, Acc *acc)
  * edges' (staged_edges), not corrected here. */
 static void search_corrections(Search *s, const int *choice, bool shared, Acc *acc)
 {
+	Delivered memo, *m = delivered_new(s, &memo);
 	for (int e = 0; e < s->ne; e++) {
 		const SEdge *se = &s->e[e];
 		const Layout *from = search_edge_from(s, se, choice[se->u]);
@@ -498,16 +550,17 @@ static void search_corrections(Search *s, const int *choice, bool shared, Acc *a
 		if (grad_shared(s, e, choice)) {
 			acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
 		} else {
-			const Layout *d = delivered_grad(s, e, choice);
+			const Layout *d = delivered_grad(s, m, e, choice);
 			if (shared && !step && d && from && s->training && dtype_is_float(gt) &&
-			    grad_converted_before(s, e, choice, d, cost_strip_partial(s->rc, from)))
+			    grad_converted_before(s, m, e, choice, d, cost_strip_partial(s->rc, from)))
 				acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
-			else if (d != g && shared && !step && from && s->training && converted_downstream(s, e, choice, d, from))
+			else if (d != g && shared && !step && from && s->training && converted_downstream(s, m, e, choice, d, from))
 				acc_add(acc, s, se->u, back, -way_back(s, from, g, gt, step));
 			else if (d != g)
 				acc_add(acc, s, se->u, back, way_back(s, from, d, gt, step) - way_back(s, from, g, gt, step));
 		}
 	}
+	delivered_free(m);
 	shared_input_conversions(s, choice, acc);
 	sums_past_casts(s, choice, acc);
 	partial_casts_down(s, choice, acc);

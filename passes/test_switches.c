@@ -12,8 +12,8 @@ static const struct {
 } rows[] = {ROW(no_scratch),   ROW(no_stage_prices),   ROW(no_bounds),     ROW(no_first_cut),
             ROW(rc_inline),    ROW(rc_only_if_none),   ROW(check_screens), ROW(rp_direct),
             ROW(rp_elem_only), ROW(rp_no_split_first), ROW(sp_direct),     ROW(no_table_memo),
-            ROW(dp_no_memo),   ROW(dp_memo_collide),   ROW(screen_exit),   ROW(screen_kill),
-            ROW(screen_hang)};
+            ROW(dp_no_memo),   ROW(dp_memo_collide),   ROW(totals_direct), ROW(screen_exit),
+            ROW(screen_kill),  ROW(screen_hang)};
 #undef ROW
 enum { NROWS = sizeof rows / sizeof rows[0] };
 /* a field without a row could be set by no script */

@@ -71,6 +71,10 @@ typedef struct TestSwitches {
 	 * the same hashes (the memo must tell them apart by their inputs):
 	 * search.dp_repeated_layers_eliminated_once{,_when_priced} */
 	bool dp_no_memo, dp_memo_collide;
+	/* the totals' memo of delivered gradients (search_total.c
+	 * Delivered): every residual chain walked from each edge, the same
+	 * totals bit for bit: search_totals.delivered_gradients_memo_as_walked */
+	bool totals_direct;
 	/* every screen child (search_jobs.c job_child) exits 1 before it
 	 * sends, is killed midway through sending, or waits for a signal,
 	 * to show that the parent screens in its place or takes it down:
