@@ -7,6 +7,7 @@
  * micro-batches. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "codegen/target.h"
 #include "compile_fixture.h"
@@ -45,7 +46,15 @@ Test(mem_floor, one_relu_by_hand)
 /* Every plan the searches find, at 1, 2 and 4 stages and 1 to 16
  * micro-batches, 1F1B and gpipe (all micro-batches in flight), with
  * recomputed layers too: floor <= compiled bytes, and the floor is not
- * 0 (it counts something). */
+ * 0 (it counts something). Not compiled: the transformers' staged plans
+ * of dynamic_programming at 16 devices (0.23-0.5 s of CPU each
+ * sanitized, 2.7 of the test's 6.4 s; recursive_programming's 0.02 s).
+ * The floor is taken from the graph before the search (search_run), the
+ * same in both modes, and each of those 8 plans compiled to the bytes of
+ * recursive_programming's plan beside it (measured 2026-11-30): the
+ * same check. Planted, the floor of whole shapes at 8 bytes an element
+ * was over 16 of the 120 plans, 15 of these (the 16th's twin among
+ * them). */
 Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 {
 	static const char *const models[][2] = {
@@ -63,6 +72,9 @@ Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 		for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++)
 			for (size_t s = 0; s < 2; s++)
 				for (size_t d = 0; d < 2; d++) {
+					bool transformer = strstr(models[m][0], "transformer") != NULL;
+					if (transformer && pm[k][0] > 1 && s == 0 && d == 1)
+						continue;
 					char defs[16][80];
 					const char *dp[16];
 					int n = 0;
@@ -85,7 +97,7 @@ Test(mem_floor, below_every_compiled_plan, .timeout = 120)
 					          pm[k][1], modes[s], devices[d], floor, (long long)planned);
 					checked++;
 				}
-	cr_expect_eq(checked, 120);
+	cr_expect_eq(checked, 120 - 8);
 }
 
 Test(mem_floor, hopeless_only_over_the_limit)
