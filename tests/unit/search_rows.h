@@ -10,14 +10,15 @@
 
 /* Every row of every edge of s (search_edge_cost_row) against the cells
  * of ref, a search of the same graph, priced alone first; the cells
- * compared. */
-static inline int search_rows_against_cells(Search *ref, Search *s)
+ * compared. once_only: only the edges whose gradient is summed once a
+ * step (SEdge.grad_once). */
+static inline int search_rows_against_cells_of(Search *ref, Search *s, bool once_only)
 {
 	int n = 0;
 	cr_assert_eq(ref->ne, s->ne);
 	for (int ei = 0; ei < s->ne; ei++) {
 		const SEdge *e = &s->e[ei];
-		if (e->u == e->v)
+		if (e->u == e->v || (once_only && !e->grad_once))
 			continue;
 		int nu = s->v[e->u].cl->n, nv = s->v[e->v].cl->n;
 		double *want = calloc((size_t)nv, sizeof *want), *row = calloc((size_t)nv, sizeof *row);
@@ -35,5 +36,7 @@ static inline int search_rows_against_cells(Search *ref, Search *s)
 	}
 	return n;
 }
+
+static inline int search_rows_against_cells(Search *ref, Search *s) { return search_rows_against_cells_of(ref, s, false); }
 
 #endif
