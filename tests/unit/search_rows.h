@@ -37,6 +37,9 @@ static inline int search_rows_against_cells_of(Search *ref, Search *s, bool once
 	return n;
 }
 
-static inline int search_rows_against_cells(Search *ref, Search *s) { return search_rows_against_cells_of(ref, s, false); }
+static inline int search_rows_against_cells(Search *ref, Search *s)
+{
+	return search_rows_against_cells_of(ref, s, false);
+}
 
 #endif
