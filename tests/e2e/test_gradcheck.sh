@@ -111,7 +111,8 @@ done
 # 3. negative controls on tests/gradcheck/tanh.net (one parameter)
 em=$work/emit
 if cmd=$(timeout "$TMO" "$NETC" build tests/gradcheck/tanh.net --precision f64 --gradcheck -v \
-	--emit-c "$em" -o "$work/tanh_ref" 2>&1 | grep -E '^(cc|gcc|clang|mpicc) ') && [ -f "$em/tanh.c" ]; then
+	--emit-c "$em" -o "$work/tanh_ref" 2>&1 | grep -E '^([^ ]*/)?(cc|gcc|clang|mpicc) ') && [ -f "$em/tanh.c" ]; then
+	# (the compiler by its name or a path to it: CC=/path/cc, profile.sh's shim)
 	# control NAME SED-SCRIPT WANT: compile the edited source with netc's own command
 	control() {
 		sed "$2" "$em/tanh.c" >"$em/$1.c"
