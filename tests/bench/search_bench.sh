@@ -108,25 +108,28 @@ done
 
 # pipeline_stages and micro_size auto, each search_mode, with one job and
 # the default count: issue 28's goal is < 10 s of `netc explain` and
-# < 2 GB (the wall time with the default count, CPU time with one job)
+# < 2 GB (the wall time with the default count, CPU time with one job).
+# faults: the page faults (thousands) of netc and its screens' children:
+# the compilations reuse freed memory (main.c's keep_freed_memory; before
+# it, sharding_propagation @4096 took 747k, a quarter of its CPU)
 echo
-printf '%-8s %-36s %-4s %12s %8s %8s %8s  %s\n' devices mode jobs "step s" "CPU s" "wall s" "peak MB" goal
+printf '%-8s %-36s %-4s %12s %8s %8s %8s %8s  %s\n' devices mode jobs "step s" "CPU s" "wall s" "peak MB" "faults k" goal
 auto3() { # devices mode jobs model args...
 	n=$1 mode=$2 jobs=$3; shift 3
 	if [ "$jobs" = default ]; then
-		/usr/bin/time -f '%U %S %e %M' -o "$work/time" env -u NETC_JOBS "$NETC" explain -D dataset_strategy=full_batch \
+		/usr/bin/time -f '%U %S %e %M %R' -o "$work/time" env -u NETC_JOBS "$NETC" explain -D dataset_strategy=full_batch \
 			-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D device_num="$n" -D pipeline_stages=auto \
 			-D train.micro_size=auto -D search_mode="$mode" "$@" >"$work/gpt3.out" 2>&1
 	else
-		/usr/bin/time -f '%U %S %e %M' -o "$work/time" env NETC_JOBS="$jobs" "$NETC" explain -D dataset_strategy=full_batch \
+		/usr/bin/time -f '%U %S %e %M %R' -o "$work/time" env NETC_JOBS="$jobs" "$NETC" explain -D dataset_strategy=full_batch \
 			-D B=1536 -D T=2048 -D D=12288 -D H=96 -D V=51200 -D L=96 -D device_num="$n" -D pipeline_stages=auto \
 			-D train.micro_size=auto -D search_mode="$mode" "$@" >"$work/gpt3.out" 2>&1
 	fi
 	step=$(sed -n 's/^predicted step time: \([^ ]*\) s$/\1/p' "$work/gpt3.out")
 	tail -1 "$work/time" | awk -v n="$n" -v m="$mode" -v j="$jobs" -v s="${step:-no plan fits}" '{
 		cpu = $1 + $2; t = j == "default" ? $3 : cpu
-		printf "%-8s %-36s %-4s %12s %8.2f %8.2f %8.0f  %s\n", n, m, j == "default" ? "def" : j, s, cpu, $3, $4 / 1024,
-			t < 10 && $4 < 2 * 1024 * 1024 ? "ok" : "over" }'
+		printf "%-8s %-36s %-4s %12s %8.2f %8.2f %8.0f %8.0f  %s\n", n, m, j == "default" ? "def" : j, s, cpu, $3, $4 / 1024,
+			$5 / 1000, t < 10 && $4 < 2 * 1024 * 1024 ? "ok" : "over" }'
 }
 for n in 1024 4096; do
 	for jobs in 1 default; do
