@@ -223,45 +223,76 @@ static double form_price(const RedistCache *rc, const CostMemoEntry *e, const La
 	return p.time;
 }
 
-/* q's collectives (redist_skeleton's steps of sk) as a form keeps them,
- * into st, and the totals form_totals gives for them (numel elements
- * of es bytes over D ranks): what form_steps and plan_totals give for
- * the plan planned, step by step in the same order. */
-static FormTotals skel_steps(const RedistCache *rc, const RedistSkeleton *sk, const RedistSkelPlan *q, int64_t numel,
-                             int es, int64_t D, CostFormStep *st)
+/* cost_group_in_node over one skeleton's space, kept by axes mask: its
+ * three plans' steps group along few masks (a way back's are its
+ * reverse's), and the count is a loop of divisions a step. */
+typedef struct SkelGroups {
+	const Machine *m;
+	const Layout *space;
+	int n;
+	uint8_t axes[3 * REDIST_SKEL_STEPS];
+	int64_t in[3 * REDIST_SKEL_STEPS];
+} SkelGroups;
+
+static int64_t skel_in_node(SkelGroups *sg, unsigned axes)
 {
-	FormTotals t = {0};
+	for (int i = 0; i < sg->n; i++)
+		if (sg->axes[i] == axes)
+			return sg->in[i];
+	int64_t in = cost_group_in_node(sg->m, sg->space, axes);
+	if (sg->n < 3 * REDIST_SKEL_STEPS)
+		sg->axes[sg->n] = (uint8_t)axes, sg->in[sg->n++] = in;
+	return in;
+}
+
+/* q's collectives (redist_skeleton's steps of sk) as a form keeps them,
+ * into st: what form_steps gives for the plan planned. */
+static void skel_forms(SkelGroups *sg, const RedistSkelPlan *q, CostFormStep *st)
+{
 	for (int k = 0; k < q->n; k++) {
 		const RedistSkelStep *s = &q->s[k];
-		CostFormStep f = {s->kind, layout_group_size(&sk->space, s->axes), cost_group_in_node(rc->m, &sk->space, s->axes),
-		                  layout_group_size(&sk->space, s->split)};
-		int64_t b = redist_step_bytes((RedistKind)s->kind, f.g, numel / f.splits * es);
-		st[k] = f;
-		t.time += cost_coll_time(rc->m, s->kind, s->kind, (double)b, f.g, f.in, NULL);
+		st[k] = (CostFormStep){s->kind, layout_group_size(sg->space, s->axes), skel_in_node(sg, s->axes),
+		                       layout_group_size(sg->space, s->split)};
+	}
+}
+
+/* q's steps as skel_forms keeps them, into st, and the totals
+ * form_totals gives for them (numel elements of es bytes over D ranks):
+ * what plan_totals gives for the plan planned, step by step in the same
+ * order. */
+static FormTotals skel_steps(SkelGroups *sg, const RedistSkelPlan *q, int64_t numel, int es, int64_t D,
+                             CostFormStep *st)
+{
+	FormTotals t = {0};
+	skel_forms(sg, q, st);
+	for (int k = 0; k < q->n; k++) {
+		int64_t b = redist_step_bytes((RedistKind)st[k].kind, st[k].g, numel / st[k].splits * es);
+		t.time += cost_coll_time(sg->m, st[k].kind, st[k].kind, (double)b, st[k].g, st[k].in, NULL);
 		t.send += b, t.most += b, t.total += b * D;
 	}
 	return t;
 }
 
 /* A way back planned for a gradient (redist_plan_ways' (*rev)->reverses,
- * the plan from `from` to `to`: q, or sk's plan[2]) kept as the pair's
- * forward form where it has none yet: the value's own edge, priced next
- * (cost_edge_row), then finds it. At GPT-3 x 4096 devices 884,000 of the
- * 1.3 million ways back planned were such a forward form planned again. */
+ * the plan from `from` to `to`: q, or the skeleton's plan[2], way) kept
+ * as the pair's forward form where it has none yet: the value's own
+ * edge, priced next (cost_edge_row), then finds it. At GPT-3 x 4096
+ * devices 884,000 of the 1.3 million ways back planned were such a
+ * forward form planned again. */
 static void keep_way(const RedistCache *rc, const Layout *from, const Layout *to, int es, const RedistPlan *q,
-                     const RedistSkeleton *sk)
+                     SkelGroups *sg, const RedistSkelPlan *way)
 {
 	uint64_t h[2];
 	CostFormStep fs[COST_FORM_STEPS];
 	int nf;
 	double t;
 	bool found;
-	CostMemoEntry *e = (q || sk) && cost_form_key(rc->fig, from, to, es, false, h) ? cost_form_find(h, &found) : NULL;
+	CostMemoEntry *e = (q || way) && cost_form_key(rc->fig, from, to, es, false, h) ? cost_form_find(h, &found) : NULL;
 	if (!e || found)
 		return;
-	if (sk)
-		skel_steps(rc, sk, &sk->plan[2], 0, es, 0, fs), nf = sk->plan[2].n;
-	if (sk || form_steps(rc, q, fs, &nf, &t))
+	if (way)
+		skel_forms(sg, way, fs), nf = way->n;
+	if (way || form_steps(rc, q, fs, &nf, &t))
 		cost_form_fill(e, h, fs, nf, NULL, -1);
 }
 
@@ -273,7 +304,8 @@ static double skel_price(RedistCache *rc, const RedistSkeleton *sk, const Layout
 	int64_t numel = shape_numel(&from->full), D = layout_devices(from);
 	CostFormStep fs[COST_FORM_STEPS], rs[COST_FORM_STEPS];
 	const RedistSkelPlan *pf = &sk->plan[0], *pr = &sk->plan[1];
-	FormTotals f = skel_steps(rc, sk, pf, numel, es, D, fs), r = skel_steps(rc, sk, pr, numel, es, D, rs), p = f;
+	SkelGroups sg = {.m = rc->m, .space = &sk->space};
+	FormTotals f = skel_steps(&sg, pf, numel, es, D, fs), r = skel_steps(&sg, pr, numel, es, D, rs), p = f;
 	if (pf->n < 0)
 		p.time = INFINITY;
 	if (pr->n >= 0 && redist_reverse_cheaper(r.total, r.most, f.total, f.most) && r.time < p.time)
@@ -281,7 +313,7 @@ static double skel_price(RedistCache *rc, const RedistSkeleton *sk, const Layout
 	*bytes = p.send;
 	*kept = e && cost_form_fill(e, h, fs, pf->n, rs, pr->n);
 	if (e && pr->n >= 0 && redist_plan_ways_share(from, to, rc->alltoall))
-		keep_way(rc, to, from, es, NULL, sk);
+		keep_way(rc, to, from, es, NULL, &sg, &sk->plan[2]);
 	return p.time;
 }
 
@@ -316,7 +348,7 @@ static double plan_price(RedistCache *rc, const Layout *from, const Layout *to, 
 	*bytes = p ? p->send_bytes : 0;
 	*kept = e && rok && cost_form_fill(e, h, fs, nf, rs, nr);
 	if (e && rev && redist_plan_ways_share(from, to, rc->alltoall))
-		keep_way(rc, to, from, es, rev->reverses, NULL);
+		keep_way(rc, to, from, es, rev->reverses, NULL, NULL);
 	arena_reset(&tmp);
 	return t;
 }

@@ -788,6 +788,48 @@ Test(cost, ways_back_keep_their_forward_forms)
 	arena_free(&a);
 }
 
+/* A skeleton's steps take their in-node counts from a memo by axes
+ * mask (cost_redist.c skel_in_node): on nodes of 2 and of 8, where the
+ * axes of a 16-device matrix lie partly inside a node and masks count
+ * apart, every pair's price (its way back priced first, which keeps the
+ * forward form) equals a fresh plan's, bit for bit. Fails where the
+ * memo serves the first mask's count for any other, or one skeleton's
+ * counts for the next (the memo kept across skeletons). */
+Test(cost, skeleton_groups_count_each_mask_apart)
+{
+	Arena a = {0};
+	int compared = 0;
+	for (int node = 2; node <= 8; node *= 4) {
+		Machine m;
+		machine_defaults(&m);
+		m.topo.devices_per_node = node;
+		RedistCache *rc = redist_cache_new(&a, &m, false, 4);
+		uint64_t seed = 0xD1B54A32D192ED03ull;
+		for (int trial = 0; trial < 300; trial++) {
+			int64_t dev[2][3], D = 0, shape[3] = {48, 96, 48};
+			int nd[2], map[2][3];
+			unsigned used;
+			for (int s = 0; s < 2; s++)
+				D = random_matrix_map(&seed, D, dev[s], &nd[s], map[s], &used);
+			const Layout *f = form_layout(&a, shape, 3, dev[0], nd[0], map[0], -1, 0, D);
+			const Layout *t = form_layout(&a, shape, 3, dev[1], nd[1], map[1], -1, 0, D);
+			cr_assert(f && t);
+			if (layout_equiv(f, t) || !redist_plan_ways_share(f, t, false))
+				continue;
+			cost_edge_grad(rc, f, t, DT_F32, true);
+			int64_t want_b, got_b = 0;
+			double want = fresh_price_a2a(&m, f, t, false, false, 4, &want_b);
+			double got = cost_redist(rc, f, t, DT_F32, &got_b);
+			cr_expect(memcmp(&got, &want, sizeof got) == 0 && got_b == want_b,
+			          "nodes of %d, %s -> %s: %.17g (%lld bytes), fresh %.17g (%lld)", node, layout_str(&a, f),
+			          layout_str(&a, t), got, (long long)got_b, want, (long long)want_b);
+			compared++;
+		}
+	}
+	cr_expect_gt(compared, 200);
+	arena_free(&a);
+}
+
 /* The shared table doubles in place (cost_memo.c double_in_place):
  * every entry must still be found with its own price after four
  * doublings, including a run of entries homed at the table's last
